@@ -1,0 +1,68 @@
+// Command spindle runs spindle's benchmarks, proxy, host tuner and doctor.
+//
+// The command is thin: each subcommand parses its flags and calls one
+// package's Run function. Subcommands register themselves from their own
+// file with register, so each lives beside the flags it owns.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+)
+
+// command is one subcommand of spindle.
+type command struct {
+	summary string
+	run     func(ctx context.Context, args []string) error
+}
+
+var commands = map[string]command{}
+
+// register adds a subcommand; it is called from init functions only.
+func register(name, summary string, run func(ctx context.Context, args []string) error) {
+	if _, dup := commands[name]; dup {
+		panic("spindle: subcommand registered twice: " + name)
+	}
+	commands[name] = command{summary: summary, run: run}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: spindle <command> [flags]\n\ncommands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(os.Stderr, "  %-8s %s\n", n, commands[n].summary)
+	}
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+		os.Exit(2)
+	}
+	name := os.Args[1]
+	if name == "-h" || name == "--help" || name == "help" {
+		usage()
+		return
+	}
+	cmd, ok := commands[name]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "spindle: unknown command %q\n", name)
+		usage()
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := cmd.run(ctx, os.Args[2:])
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "spindle %s: %v\n", name, err)
+		os.Exit(1)
+	}
+}

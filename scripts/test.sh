@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The test command from README.md. Run it from the repository root, as root
+# for the io_uring, namespace and host-tuning tests (they skip, with the
+# reason, when not root).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== gofmt"
+unformatted=$(gofmt -l .)
+if [ -n "$unformatted" ]; then
+	echo "gofmt needed on:"; echo "$unformatted"; exit 1
+fi
+
+echo "== go vet"
+go vet ./...
+
+echo "== go test -race (library module)"
+go test -race -count=1 -timeout 40m ./...
+
+if [ -f bench/peers/go.mod ]; then
+	echo "== benchmark peers module"
+	(cd bench/peers && go vet ./... && go test -race -count=1 -timeout 20m ./...)
+fi
+
+echo "== non-Linux stubs build (darwin)"
+GOOS=darwin GOARCH=arm64 go build ./...
+GOOS=darwin GOARCH=arm64 go vet ./...
+echo "== all checks passed"
