@@ -1,0 +1,211 @@
+package sys
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// thpEnabledPath is the sysfs switch for transparent huge pages.
+const thpEnabledPath = "/sys/kernel/mm/transparent_hugepage/enabled"
+
+// MapAnon returns length bytes of anonymous, zeroed, page-aligned, read-write
+// memory off the Go heap, so the garbage collector neither moves nor frees it
+// and the kernel may keep using it after a system call returns.
+//
+// With huge=false the mapping uses base pages. With huge=true the length is
+// rounded up to HugePageSize and MapAnon tries, in order, MAP_HUGETLB (needs
+// pages in the vm.nr_hugepages pool), a 2 MiB-aligned mapping with
+// MADV_HUGEPAGE (transparent huge pages not disabled), then base pages; the
+// PageKind result says which it got.
+//
+// The returned slice has len == length and cap == the mapped size. Release it
+// with Unmap, passing this slice or a reslice that keeps its start and cap.
+// Safe for concurrent use.
+func MapAnon(length int, huge bool) ([]byte, PageKind, error) {
+	if length <= 0 {
+		return nil, PageSmall, fmt.Errorf("sys: map %d bytes: %w", length, unix.EINVAL)
+	}
+	if !huge {
+		size := roundUp(length, os.Getpagesize())
+		p, err := mmapAnon(size, 0)
+		if err != nil {
+			return nil, PageSmall, err
+		}
+		return unsafe.Slice((*byte)(p), size)[:length], PageSmall, nil
+	}
+	size := roundUp(length, HugePageSize)
+	if p, err := mmapAnon(size, unix.MAP_HUGETLB); err == nil {
+		return unsafe.Slice((*byte)(p), size)[:length], PageHuge, nil
+	}
+	p, err := mmapAligned(size, HugePageSize)
+	if err != nil {
+		return nil, PageSmall, err
+	}
+	b := unsafe.Slice((*byte)(p), size)
+	kind := PageSmall
+	if thpAvailable() && unix.Madvise(b, unix.MADV_HUGEPAGE) == nil {
+		kind = PageTHP
+	}
+	return b[:length], kind, nil
+}
+
+// Unmap releases memory returned by MapAnon. The slice must start where
+// MapAnon's did and keep its cap. Unmapping memory the kernel still uses
+// (registered buffers, a registered buffer ring, in-flight I/O) is a bug in
+// the caller; unregister first. Safe for concurrent use.
+func Unmap(b []byte) error {
+	if cap(b) == 0 {
+		return nil
+	}
+	p := unsafe.Pointer(unsafe.SliceData(b[:1]))
+	if err := unix.MunmapPtr(p, uintptr(cap(b))); err != nil {
+		return os.NewSyscallError("munmap", err)
+	}
+	return nil
+}
+
+// Mbind sets the NUMA policy of the pages of b to MPOL_PREFERRED for node,
+// moving pages already faulted in (MPOL_MF_MOVE). On a one-node host binding
+// to node 0 succeeds and changes nothing. Safe for concurrent use.
+func Mbind(b []byte, node int) error {
+	return MbindPolicy(b, MPolPreferred, node)
+}
+
+// maxNodes is the number of NUMA node bits the masks passed to the kernel
+// carry (16 words: 1024 nodes, the distributions' CONFIG_NODES_SHIFT=10).
+const maxNodes = 1024
+
+// nodeMask is a NUMA node bitmap as the kernel reads it (unsigned long[]).
+type nodeMask [maxNodes / 64]uint64
+
+// MbindPolicy is Mbind with an explicit policy mode. MPolDefault ignores node.
+func MbindPolicy(b []byte, mode MemPolicy, node int) error {
+	if len(b) == 0 {
+		return nil
+	}
+	var mask nodeMask
+	maskp, maxnode, err := mask.set(mode, node)
+	if err != nil {
+		return err
+	}
+	const mpolMFMove = 1 << 1 // MPOL_MF_MOVE, include/uapi/linux/mempolicy.h
+	addr := unsafe.Pointer(unsafe.SliceData(b))
+	length := roundUp(len(b), os.Getpagesize())
+	// mbind only changes page tables and may migrate pages: it can sleep, so
+	// it goes through Syscall6, not RawSyscall6.
+	_, _, e := unix.Syscall6(unix.SYS_MBIND, uintptr(addr), uintptr(length), uintptr(mode),
+		uintptr(maskp), maxnode, mpolMFMove)
+	if e != 0 {
+		return os.NewSyscallError("mbind", e)
+	}
+	return nil
+}
+
+// set fills the mask for node and returns the pointer and maxnode arguments
+// for mbind/set_mempolicy (maxnode counts one more bit than the mask holds,
+// as the kernel subtracts one).
+func (m *nodeMask) set(mode MemPolicy, node int) (unsafe.Pointer, uintptr, error) {
+	if mode == MPolDefault {
+		return nil, 0, nil
+	}
+	if node < 0 || node >= maxNodes {
+		return nil, 0, fmt.Errorf("sys: NUMA node %d out of range [0,%d): %w", node, maxNodes, unix.EINVAL)
+	}
+	m[node/64] |= 1 << (node % 64)
+	return unsafe.Pointer(m), maxNodes + 1, nil
+}
+
+// SetMempolicy sets the NUMA memory policy of the calling OS thread (call it
+// from a goroutine locked with runtime.LockOSThread; other threads are not
+// affected). MPolDefault restores the default and ignores node.
+func SetMempolicy(mode MemPolicy, node int) error {
+	var mask nodeMask
+	maskp, maxnode, err := mask.set(mode, node)
+	if err != nil {
+		return err
+	}
+	// set_mempolicy only updates the task's policy: it does not block.
+	_, _, e := unix.RawSyscall(unix.SYS_SET_MEMPOLICY, uintptr(mode), uintptr(maskp), maxnode)
+	if e != 0 {
+		return os.NewSyscallError("set_mempolicy", e)
+	}
+	return nil
+}
+
+// MempolicyOf returns the policy mode and the lowest node of the policy that
+// governs the first page of b (get_mempolicy with MPOL_F_ADDR). For
+// MPolDefault the node is -1.
+func MempolicyOf(b []byte) (MemPolicy, int, error) {
+	if len(b) == 0 {
+		return MPolDefault, -1, fmt.Errorf("sys: get_mempolicy of empty slice: %w", unix.EINVAL)
+	}
+	const mpolFAddr = 1 << 1 // MPOL_F_ADDR
+	var mode int32
+	var mask nodeMask
+	_, _, e := unix.Syscall6(unix.SYS_GET_MEMPOLICY, uintptr(unsafe.Pointer(&mode)),
+		uintptr(unsafe.Pointer(&mask)), maxNodes+1, uintptr(unsafe.Pointer(unsafe.SliceData(b))), mpolFAddr, 0)
+	if e != 0 {
+		return MPolDefault, -1, os.NewSyscallError("get_mempolicy", e)
+	}
+	for i, w := range mask {
+		for bit := 0; bit < 64; bit++ {
+			if w&(1<<bit) != 0 {
+				return MemPolicy(mode), i*64 + bit, nil
+			}
+		}
+	}
+	return MemPolicy(mode), -1, nil
+}
+
+// mmapAnon maps size bytes of private anonymous memory with extra flags.
+func mmapAnon(size int, extra int) (unsafe.Pointer, error) {
+	p, err := unix.MmapPtr(-1, 0, nil, uintptr(size), unix.PROT_READ|unix.PROT_WRITE,
+		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|extra)
+	if err != nil {
+		return nil, os.NewSyscallError("mmap", err)
+	}
+	return p, nil
+}
+
+// mmapAligned maps size bytes whose start is aligned to align, by mapping
+// size+align and trimming both ends.
+func mmapAligned(size, align int) (unsafe.Pointer, error) {
+	p, err := mmapAnon(size+align, 0)
+	if err != nil {
+		return nil, err
+	}
+	start := uintptr(p)
+	aligned := (start + uintptr(align) - 1) &^ (uintptr(align) - 1)
+	head := aligned - start
+	if head > 0 {
+		if err := unix.MunmapPtr(p, head); err != nil {
+			return nil, os.NewSyscallError("munmap", err)
+		}
+	}
+	ap := unsafe.Add(p, head)
+	tail := uintptr(align) - head
+	if tail > 0 {
+		if err := unix.MunmapPtr(unsafe.Add(ap, size), tail); err != nil {
+			return nil, os.NewSyscallError("munmap", err)
+		}
+	}
+	return ap, nil
+}
+
+// thpAvailable reports whether transparent huge pages honour MADV_HUGEPAGE
+// (the sysfs mode is "always" or "madvise", not "never").
+func thpAvailable() bool {
+	b, err := os.ReadFile(thpEnabledPath)
+	if err != nil {
+		return false
+	}
+	return !bytes.Contains(b, []byte("[never]"))
+}
+
+func roundUp(n, to int) int {
+	return (n + to - 1) / to * to
+}

@@ -1,0 +1,245 @@
+package sys
+
+import (
+	"bufio"
+	"errors"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// meminfo returns one numeric field of /proc/meminfo.
+func meminfo(t *testing.T, key string) int {
+	t.Helper()
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		k, v, ok := strings.Cut(s.Text(), ":")
+		if ok && k == key {
+			n, err := strconv.Atoi(strings.Fields(v)[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no %s in /proc/meminfo", key)
+	return 0
+}
+
+func TestMapAnon(t *testing.T) {
+	page := os.Getpagesize()
+	tests := []struct {
+		name    string
+		length  int
+		huge    bool
+		wantCap int
+	}{
+		{"one byte", 1, false, page},
+		{"page plus one", page + 1, false, 2 * page},
+		{"huge 3MiB", 3 << 20, true, 4 << 20},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wantKind := PageSmall
+			if tt.huge {
+				switch {
+				case meminfo(t, "HugePages_Free")*HugePageSize >= tt.wantCap:
+					wantKind = PageHuge
+				case thpAvailable():
+					wantKind = PageTHP
+				}
+			}
+			b, kind, err := MapAnon(tt.length, tt.huge)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(b) != tt.length || cap(b) != tt.wantCap {
+				t.Errorf("len, cap = %d, %d; want %d, %d", len(b), cap(b), tt.length, tt.wantCap)
+			}
+			if kind != wantKind {
+				t.Errorf("kind = %v, want %v", kind, wantKind)
+			}
+			align := uintptr(page)
+			if tt.huge {
+				align = HugePageSize
+			}
+			if addr := uintptr(unsafe.Pointer(&b[0])); addr%align != 0 {
+				t.Errorf("address %#x not aligned to %#x", addr, align)
+			}
+			for i := range b {
+				if b[i] != 0 {
+					t.Fatalf("byte %d = %d, want zeroed memory", i, b[i])
+				}
+				b[i] = byte(i)
+			}
+			for i := range b {
+				if b[i] != byte(i) {
+					t.Fatalf("byte %d = %d after write", i, b[i])
+				}
+			}
+			if err := Unmap(b); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestMapAnonErrors(t *testing.T) {
+	for _, n := range []int{0, -1} {
+		if _, _, err := MapAnon(n, false); !errors.Is(err, unix.EINVAL) {
+			t.Errorf("MapAnon(%d) error = %v, want EINVAL", n, err)
+		}
+	}
+	b, _, err := MapAnon(2*os.Getpagesize(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Unmap(b)
+	// A slice that does not start at the mapping is refused by munmap
+	// (unaligned address), not silently accepted.
+	if err := Unmap(b[1:]); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("Unmap(b[1:]) error = %v, want EINVAL", err)
+	}
+}
+
+// TestMapAnonHugeTLB grows the hugetlb pool by two pages, checks that a huge
+// mapping comes from it, and restores vm.nr_hugepages.
+func TestMapAnonHugeTLB(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to change vm.nr_hugepages")
+	}
+	const path = "/proc/sys/vm/nr_hugepages"
+	old, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(old)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(strconv.Itoa(n+2)), 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := os.WriteFile(path, old, 0); err != nil {
+			t.Errorf("restore %s: %v", path, err)
+		}
+	})
+	if free := meminfo(t, "HugePages_Free"); free < 2 {
+		t.Skipf("hugetlb pool did not grow (HugePages_Free=%d): memory too fragmented", free)
+	}
+	b, kind, err := MapAnon(HugePageSize+1, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := Unmap(b); err != nil {
+			t.Error(err)
+		}
+	}()
+	if kind != PageHuge {
+		t.Fatalf("kind = %v, want %v", kind, PageHuge)
+	}
+	if cap(b) != 2*HugePageSize {
+		t.Errorf("cap = %d, want %d", cap(b), 2*HugePageSize)
+	}
+	b[0], b[len(b)-1] = 1, 2
+	if got := meminfo(t, "HugePages_Free"); got > meminfo(t, "HugePages_Total")-2 {
+		t.Errorf("HugePages_Free = %d after touching both huge pages", got)
+	}
+}
+
+func TestMbind(t *testing.T) {
+	tests := []struct {
+		name     string
+		mode     MemPolicy
+		node     int
+		wantErr  error
+		wantMode MemPolicy
+		wantNode int
+	}{
+		{"preferred node 0", MPolPreferred, 0, nil, MPolPreferred, 0},
+		{"bind node 0", MPolBind, 0, nil, MPolBind, 0},
+		{"default", MPolDefault, 0, nil, MPolDefault, -1},
+		{"offline node", MPolPreferred, maxNodes - 1, unix.EINVAL, 0, 0},
+		{"negative node", MPolPreferred, -1, unix.EINVAL, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, _, err := MapAnon(64<<10, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer Unmap(b)
+			err = MbindPolicy(b, tt.mode, tt.node)
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("error = %v, want %v", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			b[0] = 1
+			mode, node, err := MempolicyOf(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if mode != tt.wantMode || node != tt.wantNode {
+				t.Errorf("policy = %d node %d, want %d node %d", mode, node, tt.wantMode, tt.wantNode)
+			}
+		})
+	}
+	b, _, err := MapAnon(4096, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Unmap(b)
+	if err := Mbind(b, 0); err != nil {
+		t.Fatalf("Mbind(node 0): %v", err)
+	}
+}
+
+func TestSetMempolicy(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread() // the thread's policy is restored below
+	if err := SetMempolicy(MPolPreferred, 0); err != nil {
+		t.Fatal(err)
+	}
+	// get_mempolicy without MPOL_F_ADDR reports the calling thread's policy.
+	var mode int32
+	var mask nodeMask
+	_, _, e := unix.Syscall6(unix.SYS_GET_MEMPOLICY, uintptr(unsafe.Pointer(&mode)),
+		uintptr(unsafe.Pointer(&mask)), maxNodes+1, 0, 0, 0)
+	if err := SetMempolicy(MPolDefault, 0); err != nil {
+		t.Fatalf("restore thread policy: %v", err)
+	}
+	if e != 0 {
+		t.Fatal(e)
+	}
+	if MemPolicy(mode) != MPolPreferred || mask[0] != 1 {
+		t.Errorf("thread policy = %d mask %#x, want preferred mask 0x1", mode, mask[0])
+	}
+	if err := SetMempolicy(MPolBind, maxNodes-1); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("SetMempolicy(offline node) = %v, want EINVAL", err)
+	}
+}
+
+func TestPageKindString(t *testing.T) {
+	for k, want := range map[PageKind]string{PageSmall: "4k", PageTHP: "thp", PageHuge: "hugetlb", 7: "PageKind(?)"} {
+		if got := k.String(); got != want {
+			t.Errorf("%d.String() = %q, want %q", int(k), got, want)
+		}
+	}
+}
