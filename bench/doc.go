@@ -1,0 +1,34 @@
+// Package bench is spindle's measurement harness: a load generator, the
+// benchmark servers ("arms"), HDR latency histograms, CPU accounting from
+// getrusage and /proc, network topologies, and reports.
+//
+// It follows the measuring rules of spindle's design:
+//
+//   - Arms are compared in one run, alternated (ABAB…) over several
+//     repetitions; reports give medians and the spread, never a single
+//     absolute figure from a shared machine.
+//   - Open-loop load runs on a fixed schedule and measures each request's
+//     latency from its intended send time, so a stalled server raises the
+//     measured tail instead of silently slowing the client (no coordinated
+//     omission). Closed-loop load (N connections × K requests in flight) is
+//     the second mode and finds an arm's peak throughput.
+//   - Every reply is verified byte for byte; one mismatch fails the run.
+//   - CPU per request is read two ways together: the server process
+//     (getrusage and per-thread run time of the server child) and
+//     machine-wide (/proc/stat with irq and softirq split out per CPU), plus
+//     context switches, interrupts and NET_RX softirqs per request on the
+//     server's CPUs, and the client's own CPU so a saturated client is
+//     visible.
+//   - Each server runs alone in a child process pinned to the server CPUs;
+//     the client runs on its own pinned, locked OS thread driving raw epoll.
+//
+// Arms plug in by name through RegisterArm. Arms built into this package are
+// "go-net" (a goroutine per connection on Go's netpoller); the gnet v2 peer
+// lives in the nested module bench/peers and is built by the harness; the
+// spindle engine arms register themselves when package engine is present.
+//
+// The wire protocol is a length-prefixed echo: a 4-byte big-endian payload
+// length followed by the payload, echoed back unchanged. Every server also
+// speaks HTTP/1.1 on the same port (detected per connection from the first
+// byte), so wrk or h2load can be pointed at any arm.
+package bench

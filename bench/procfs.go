@@ -1,0 +1,372 @@
+package bench
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// ClockTick is the unit of the time fields of /proc/stat and
+// /proc/<pid>/stat: USER_HZ, which Linux fixes at 100 on every architecture
+// Go supports.
+const ClockTick = 10_000_000 // ns
+
+var errProcFormat = errors.New("bench: unexpected /proc format")
+
+// CPUTimes are one CPU's (or the machine's) times from /proc/stat, in
+// clock ticks.
+type CPUTimes struct {
+	User, Nice, System, Idle, IOWait, IRQ, SoftIRQ, Steal uint64
+}
+
+// Busy is the non-idle time: everything but Idle and IOWait.
+func (c CPUTimes) Busy() uint64 {
+	return c.User + c.Nice + c.System + c.IRQ + c.SoftIRQ + c.Steal
+}
+
+// Sub returns c - o field by field.
+func (c CPUTimes) Sub(o CPUTimes) CPUTimes {
+	return CPUTimes{c.User - o.User, c.Nice - o.Nice, c.System - o.System, c.Idle - o.Idle,
+		c.IOWait - o.IOWait, c.IRQ - o.IRQ, c.SoftIRQ - o.SoftIRQ, c.Steal - o.Steal}
+}
+
+// Stat is the part of /proc/stat the harness uses.
+type Stat struct {
+	// Total is the "cpu" line summed over CPUs.
+	Total CPUTimes
+	// CPU is indexed by CPU number; CPUs missing from the file (offline)
+	// are zero.
+	CPU []CPUTimes
+	// Ctxt is the machine's context switches since boot.
+	Ctxt uint64
+	// Intr is the machine's interrupts since boot.
+	Intr uint64
+}
+
+// ParseStat parses the contents of /proc/stat.
+func ParseStat(b []byte) (*Stat, error) {
+	s := &Stat{}
+	seenTotal := false
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		switch {
+		case f[0] == "cpu" || strings.HasPrefix(f[0], "cpu"):
+			if len(f) < 8 {
+				return nil, fmt.Errorf("%w: short stat line %q", errProcFormat, line)
+			}
+			var v [8]uint64
+			for i := range v {
+				if i+1 >= len(f) {
+					break
+				}
+				n, err := strconv.ParseUint(f[i+1], 10, 64)
+				if err != nil {
+					return nil, fmt.Errorf("%w: stat line %q: %v", errProcFormat, line, err)
+				}
+				v[i] = n
+			}
+			t := CPUTimes{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]}
+			if f[0] == "cpu" {
+				s.Total, seenTotal = t, true
+				continue
+			}
+			n, err := strconv.Atoi(f[0][3:])
+			if err != nil || n < 0 || n > 1<<16 {
+				return nil, fmt.Errorf("%w: stat cpu name %q", errProcFormat, f[0])
+			}
+			for len(s.CPU) <= n {
+				s.CPU = append(s.CPU, CPUTimes{})
+			}
+			s.CPU[n] = t
+		case f[0] == "ctxt":
+			n, err := strconv.ParseUint(f[1], 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("%w: ctxt %q", errProcFormat, f[1])
+			}
+			s.Ctxt = n
+		case f[0] == "intr":
+			n, err := strconv.ParseUint(f[1], 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("%w: intr %q", errProcFormat, f[1])
+			}
+			s.Intr = n
+		}
+	}
+	if !seenTotal {
+		return nil, fmt.Errorf("%w: no cpu line in stat", errProcFormat)
+	}
+	return s, nil
+}
+
+// cpuHeader parses a "CPU0 CPU1 …" header line and returns the CPU number
+// of each column.
+func cpuHeader(line string) ([]int, error) {
+	var cols []int
+	for _, f := range strings.Fields(line) {
+		if !strings.HasPrefix(f, "CPU") {
+			return nil, fmt.Errorf("%w: header field %q", errProcFormat, f)
+		}
+		n, err := strconv.Atoi(f[3:])
+		if err != nil || n < 0 || n > 1<<16 {
+			return nil, fmt.Errorf("%w: header field %q", errProcFormat, f)
+		}
+		cols = append(cols, n)
+	}
+	if len(cols) == 0 {
+		return nil, fmt.Errorf("%w: empty CPU header", errProcFormat)
+	}
+	return cols, nil
+}
+
+// perCPU parses a "NAME: v0 v1 … [description]" row against the header
+// columns into a per-CPU slice, adding into dst. It returns the row name.
+func perCPU(line string, cols []int, dst []uint64) (string, []uint64, error) {
+	name, rest, ok := strings.Cut(line, ":")
+	if !ok {
+		return "", dst, fmt.Errorf("%w: row without colon %q", errProcFormat, line)
+	}
+	name = strings.TrimSpace(name)
+	f := strings.Fields(rest)
+	maxCPU := 0
+	for _, c := range cols {
+		maxCPU = max(maxCPU, c)
+	}
+	for len(dst) <= maxCPU {
+		dst = append(dst, 0)
+	}
+	for i, c := range cols {
+		if i >= len(f) {
+			break // rows such as ERR: and MIS: have one value only
+		}
+		n, err := strconv.ParseUint(f[i], 10, 64)
+		if err != nil {
+			break // the description column starts
+		}
+		dst[c] += n
+	}
+	return name, dst, nil
+}
+
+// Softirqs maps a softirq name (NET_RX, TIMER, …) to its per-CPU counts
+// from /proc/softirqs.
+type Softirqs map[string][]uint64
+
+// ParseSoftirqs parses the contents of /proc/softirqs.
+func ParseSoftirqs(b []byte) (Softirqs, error) {
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	cols, err := cpuHeader(lines[0])
+	if err != nil {
+		return nil, err
+	}
+	s := Softirqs{}
+	for _, line := range lines[1:] {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		var row []uint64
+		name, row, err := perCPU(line, cols, row)
+		if err != nil {
+			return nil, err
+		}
+		s[name] = row
+	}
+	return s, nil
+}
+
+// Interrupts are per-CPU interrupt counts from /proc/interrupts.
+type Interrupts struct {
+	// Device counts the numbered (device) IRQ rows per CPU.
+	Device []uint64
+	// Total counts every row per CPU, including the local ones (timer,
+	// rescheduling, function-call, TLB shootdown IPIs).
+	Total []uint64
+}
+
+// ParseInterrupts parses the contents of /proc/interrupts.
+func ParseInterrupts(b []byte) (*Interrupts, error) {
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	cols, err := cpuHeader(lines[0])
+	if err != nil {
+		return nil, err
+	}
+	in := &Interrupts{}
+	for _, line := range lines[1:] {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		var row []uint64
+		name, row, err := perCPU(line, cols, row)
+		if err != nil {
+			return nil, err
+		}
+		grow := func(d []uint64) []uint64 {
+			for len(d) < len(row) {
+				d = append(d, 0)
+			}
+			return d
+		}
+		in.Total, in.Device = grow(in.Total), grow(in.Device)
+		_, numErr := strconv.Atoi(name)
+		for c, v := range row {
+			in.Total[c] += v
+			if numErr == nil {
+				in.Device[c] += v
+			}
+		}
+	}
+	return in, nil
+}
+
+// TaskStat is one thread's accounting from /proc/<pid>/task/<tid>/stat and
+// schedstat.
+type TaskStat struct {
+	// TID is the thread id.
+	TID int `json:"tid"`
+	// Comm is the thread's name.
+	Comm string `json:"comm"`
+	// UTime and STime are user and system time in clock ticks.
+	UTime uint64 `json:"utime_ticks"`
+	STime uint64 `json:"stime_ticks"`
+	// Processor is the CPU the thread last ran on.
+	Processor int `json:"cpu"`
+	// RunNS is the time on CPU in nanoseconds (schedstat), 0 if unknown.
+	RunNS uint64 `json:"run_ns"`
+	// Timeslices counts the thread's runs on a CPU (schedstat).
+	Timeslices uint64 `json:"timeslices"`
+}
+
+// ParseTaskStat parses the contents of a /proc/<pid>[/task/<tid>]/stat
+// file. The command name may contain spaces and parentheses; it ends at the
+// last ')'.
+func ParseTaskStat(b []byte) (TaskStat, error) {
+	var t TaskStat
+	open := bytes.IndexByte(b, '(')
+	closing := bytes.LastIndexByte(b, ')')
+	if open < 0 || closing < open {
+		return t, fmt.Errorf("%w: task stat without (comm)", errProcFormat)
+	}
+	tid, err := strconv.Atoi(strings.TrimSpace(string(b[:open])))
+	if err != nil {
+		return t, fmt.Errorf("%w: task stat pid: %v", errProcFormat, err)
+	}
+	t.TID, t.Comm = tid, string(b[open+1:closing])
+	// Fields after the comm start at field 3 (state); utime is field 14,
+	// stime 15, processor 39 (proc(5), 1-based).
+	f := strings.Fields(string(b[closing+1:]))
+	if len(f) < 37 {
+		return t, fmt.Errorf("%w: task stat has %d fields after comm", errProcFormat, len(f))
+	}
+	get := func(field int) (uint64, error) {
+		return strconv.ParseUint(f[field-3], 10, 64)
+	}
+	if t.UTime, err = get(14); err != nil {
+		return t, fmt.Errorf("%w: utime: %v", errProcFormat, err)
+	}
+	if t.STime, err = get(15); err != nil {
+		return t, fmt.Errorf("%w: stime: %v", errProcFormat, err)
+	}
+	p, err := get(39)
+	if err != nil || p > 1<<16 {
+		return t, fmt.Errorf("%w: processor: %v", errProcFormat, err)
+	}
+	t.Processor = int(p)
+	return t, nil
+}
+
+// parseSchedstat parses /proc/<pid>/task/<tid>/schedstat: run time in ns,
+// wait time in ns, timeslices.
+func parseSchedstat(b []byte) (run, slices uint64, err error) {
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return 0, 0, fmt.Errorf("%w: schedstat %q", errProcFormat, b)
+	}
+	if run, err = strconv.ParseUint(f[0], 10, 64); err != nil {
+		return 0, 0, fmt.Errorf("%w: schedstat: %v", errProcFormat, err)
+	}
+	if slices, err = strconv.ParseUint(f[2], 10, 64); err != nil {
+		return 0, 0, fmt.Errorf("%w: schedstat: %v", errProcFormat, err)
+	}
+	return run, slices, nil
+}
+
+// Proc reads /proc files below a root directory: "/" for the live host, a
+// fixture directory in tests.
+type Proc struct {
+	// Root is the directory that holds "proc"; "" means "/".
+	Root string
+}
+
+func (p Proc) read(rel string) ([]byte, error) {
+	root := p.Root
+	if root == "" {
+		root = "/"
+	}
+	return os.ReadFile(filepath.Join(root, "proc", rel))
+}
+
+// Stat reads and parses proc/stat.
+func (p Proc) Stat() (*Stat, error) {
+	b, err := p.read("stat")
+	if err != nil {
+		return nil, err
+	}
+	return ParseStat(b)
+}
+
+// Softirqs reads and parses proc/softirqs.
+func (p Proc) Softirqs() (Softirqs, error) {
+	b, err := p.read("softirqs")
+	if err != nil {
+		return nil, err
+	}
+	return ParseSoftirqs(b)
+}
+
+// Interrupts reads and parses proc/interrupts.
+func (p Proc) Interrupts() (*Interrupts, error) {
+	b, err := p.read("interrupts")
+	if err != nil {
+		return nil, err
+	}
+	return ParseInterrupts(b)
+}
+
+// Tasks reads every thread of process pid ("self" for the caller when pid
+// is 0). Threads that exit while being read are skipped.
+func (p Proc) Tasks(pid int) ([]TaskStat, error) {
+	dir := "self"
+	if pid != 0 {
+		dir = strconv.Itoa(pid)
+	}
+	root := p.Root
+	if root == "" {
+		root = "/"
+	}
+	ents, err := os.ReadDir(filepath.Join(root, "proc", dir, "task"))
+	if err != nil {
+		return nil, err
+	}
+	var out []TaskStat
+	for _, e := range ents {
+		b, err := p.read(filepath.Join(dir, "task", e.Name(), "stat"))
+		if err != nil {
+			continue // thread exited
+		}
+		t, err := ParseTaskStat(b)
+		if err != nil {
+			return nil, err
+		}
+		if b, err := p.read(filepath.Join(dir, "task", e.Name(), "schedstat")); err == nil {
+			t.RunNS, t.Timeslices, _ = parseSchedstat(b)
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}

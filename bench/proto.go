@@ -1,0 +1,206 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Protocol limits.
+const (
+	// FrameHeader is the size of the length prefix of an RPC frame: the
+	// payload length as a big-endian uint32.
+	FrameHeader = 4
+	// MaxPayload is the largest RPC payload a server accepts (1 MiB).
+	MaxPayload = 1 << 20
+	// MinPayload is the smallest payload the load generator sends: the
+	// sequence number, connection id and a pattern byte that verification
+	// checks.
+	MinPayload = 16
+	// DefaultPayload is the default RPC payload size in bytes.
+	DefaultPayload = 128
+	// maxHTTPHeader bounds an HTTP/1.1 request head.
+	maxHTTPHeader = 16 << 10
+)
+
+// ErrMismatch reports a reply that differs from its request.
+var ErrMismatch = errors.New("bench: reply does not match request")
+
+// errProtocol reports a malformed request on a server connection.
+var errProtocol = errors.New("bench: malformed request")
+
+// AppendRequest appends one RPC request frame with a payload of size bytes
+// to dst. The payload encodes seq and conn so that a reply delivered to the
+// wrong request or connection fails verification; size must be at least
+// MinPayload.
+func AppendRequest(dst []byte, conn uint32, seq uint64, size int) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, uint32(size))
+	dst = binary.LittleEndian.AppendUint64(dst, seq)
+	dst = binary.LittleEndian.AppendUint32(dst, conn)
+	for i := 12; i < size; i++ {
+		dst = append(dst, byte(seq*31+uint64(i)*7+uint64(conn)))
+	}
+	return dst
+}
+
+// verifyReply checks that frame (header and payload) is exactly the request
+// AppendRequest makes for conn and seq. scratch is reused to avoid
+// allocation; the possibly grown scratch is returned.
+func verifyReply(frame []byte, conn uint32, seq uint64, size int, scratch []byte) ([]byte, error) {
+	scratch = AppendRequest(scratch[:0], conn, seq, size)
+	if !bytes.Equal(frame, scratch) {
+		got := uint64(0)
+		if len(frame) >= FrameHeader+8 {
+			got = binary.LittleEndian.Uint64(frame[FrameHeader:])
+		}
+		return scratch, fmt.Errorf("%w: conn %d: want seq %d (%d bytes), got seq %d (%d bytes)", ErrMismatch, conn, seq, len(scratch), got, len(frame))
+	}
+	return scratch, nil
+}
+
+// frameLen returns the total length of the RPC frame at the start of b, or
+// 0 if the header is not complete yet.
+func frameLen(b []byte) (int, error) {
+	if len(b) < FrameHeader {
+		return 0, nil
+	}
+	n := binary.BigEndian.Uint32(b)
+	if n > MaxPayload {
+		return 0, fmt.Errorf("%w: payload length %d exceeds %d", errProtocol, n, MaxPayload)
+	}
+	return FrameHeader + int(n), nil
+}
+
+// Spin burns the calling thread's CPU for d (the servers' --compute-us
+// knob). It does not sleep or yield.
+func Spin(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	start := time.Now()
+	for time.Since(start) < d {
+	}
+}
+
+// Echo is the server side of the benchmark protocols for one connection:
+// the length-prefixed RPC echo, or HTTP/1.1 when the first byte of the
+// connection is an ASCII letter. The zero value is ready to use. An Echo
+// belongs to one connection and is used from one goroutine (or loop) at a
+// time.
+type Echo struct {
+	// Compute is CPU time burned per request before replying.
+	Compute time.Duration
+	// BodySize is the HTTP response body size for requests without a body;
+	// 0 means DefaultPayload.
+	BodySize int
+
+	mode byte // 0 unknown, 'r' RPC, 'h' HTTP
+}
+
+// Process consumes the complete requests at the start of in, appends their
+// replies to out, and returns how many bytes of in it consumed and the
+// extended out. Incomplete requests are left for the next call with more
+// data. An error means the connection must be closed.
+func (e *Echo) Process(in, out []byte) (int, []byte, error) {
+	if len(in) == 0 {
+		return 0, out, nil
+	}
+	if e.mode == 0 {
+		c := in[0]
+		if c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' {
+			e.mode = 'h'
+		} else {
+			e.mode = 'r'
+		}
+	}
+	if e.mode == 'h' {
+		return e.processHTTP(in, out)
+	}
+	done := 0
+	for {
+		n, err := frameLen(in[done:])
+		if err != nil {
+			return done, out, err
+		}
+		if n == 0 || len(in)-done < n {
+			return done, out, nil
+		}
+		Spin(e.Compute)
+		out = append(out, in[done:done+n]...)
+		done += n
+	}
+}
+
+var (
+	crlfcrlf      = []byte("\r\n\r\n")
+	contentLength = []byte("content-length:")
+)
+
+func (e *Echo) processHTTP(in, out []byte) (int, []byte, error) {
+	done := 0
+	for {
+		rest := in[done:]
+		end := bytes.Index(rest, crlfcrlf)
+		if end < 0 {
+			if len(rest) > maxHTTPHeader {
+				return done, out, fmt.Errorf("%w: HTTP head longer than %d bytes", errProtocol, maxHTTPHeader)
+			}
+			return done, out, nil
+		}
+		head := rest[:end]
+		line, _, _ := bytes.Cut(head, []byte("\r\n"))
+		if bytes.Count(line, []byte(" ")) != 2 || !bytes.HasPrefix(line[bytes.LastIndexByte(line, ' ')+1:], []byte("HTTP/1.")) {
+			return done, out, fmt.Errorf("%w: bad HTTP request line %q", errProtocol, line)
+		}
+		clen, err := httpContentLength(head)
+		if err != nil {
+			return done, out, err
+		}
+		total := end + 4 + clen
+		if len(rest) < total {
+			return done, out, nil
+		}
+		body := rest[end+4 : total]
+		Spin(e.Compute)
+		n := len(body)
+		if n == 0 {
+			n = e.BodySize
+			if n <= 0 {
+				n = DefaultPayload
+			}
+		}
+		out = append(out, "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: "...)
+		out = strconv.AppendInt(out, int64(n), 10)
+		out = append(out, "\r\n\r\n"...)
+		if len(body) > 0 {
+			out = append(out, body...)
+		} else {
+			for i := range n {
+				out = append(out, 'a'+byte(i%26))
+			}
+		}
+		done += total
+	}
+}
+
+// httpContentLength returns the Content-Length of an HTTP request head, 0
+// when absent.
+func httpContentLength(head []byte) (int, error) {
+	for len(head) > 0 {
+		var line []byte
+		line, head, _ = bytes.Cut(head, []byte("\r\n"))
+		if len(line) < len(contentLength) || !bytes.EqualFold(line[:len(contentLength)], contentLength) {
+			continue
+		}
+		v := bytes.TrimSpace(line[len(contentLength):])
+		n, err := strconv.Atoi(string(v))
+		if err != nil || n < 0 || n > MaxPayload {
+			return 0, fmt.Errorf("%w: bad Content-Length %q", errProtocol, v)
+		}
+		return n, nil
+	}
+	return 0, nil
+}

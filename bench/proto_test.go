@@ -1,0 +1,122 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func TestEchoRPC(t *testing.T) {
+	var in []byte
+	for seq := range uint64(5) {
+		in = AppendRequest(in, 3, seq, 64+int(seq))
+	}
+	tests := []struct {
+		name  string
+		split int // feed the first split bytes, then the rest
+	}{
+		{"whole", len(in)},
+		{"mid header", 2},
+		{"mid payload", FrameHeader + 10},
+		{"one byte", 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var e Echo
+			n1, out, err := e.Process(in[:tc.split], nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			buf := append([]byte(nil), in[n1:]...)
+			n2, out, err := e.Process(buf, out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n1+n2 != len(in) {
+				t.Fatalf("consumed %d of %d", n1+n2, len(in))
+			}
+			if !bytes.Equal(out, in) {
+				t.Fatal("echo differs from requests")
+			}
+			// Each reply verifies against its request, and not another's.
+			var scratch []byte
+			off := 0
+			for seq := range uint64(5) {
+				n, _ := frameLen(out[off:])
+				if scratch, err = verifyReply(out[off:off+n], 3, seq, 64+int(seq), scratch); err != nil {
+					t.Fatal(err)
+				}
+				if _, err = verifyReply(out[off:off+n], 4, seq, 64+int(seq), scratch); !errors.Is(err, ErrMismatch) {
+					t.Fatalf("reply verified for the wrong connection: %v", err)
+				}
+				off += n
+			}
+		})
+	}
+}
+
+func TestEchoRejectsHugeFrame(t *testing.T) {
+	var e Echo
+	_, _, err := e.Process([]byte{0x7f, 0, 0, 0, 1}, nil)
+	if err == nil {
+		t.Fatal("accepted a 2 GiB frame")
+	}
+}
+
+func TestEchoHTTP(t *testing.T) {
+	reqs := "GET / HTTP/1.1\r\nHost: x\r\n\r\n" +
+		"POST /echo HTTP/1.1\r\nHost: x\r\ncontent-length: 5\r\n\r\nhello" +
+		"GET /partial HTTP/1.1\r\nHost: x\r\n"
+	e := Echo{BodySize: 10}
+	n, out, err := e.Process([]byte(reqs), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.Index(reqs, "GET /partial"); n != want {
+		t.Fatalf("consumed %d, want %d", n, want)
+	}
+	r := bufio.NewReader(bytes.NewReader(out))
+	for _, want := range []string{"abcdefghij", "hello"} {
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || string(body) != want {
+			t.Fatalf("status %d body %q, want 200 %q", resp.StatusCode, body, want)
+		}
+	}
+	if _, _, err := (&Echo{}).Process([]byte("GARBAGE\r\n\r\n"), nil); err == nil {
+		t.Fatal("accepted a malformed request line")
+	}
+}
+
+func FuzzEcho(f *testing.F) {
+	f.Add(AppendRequest(nil, 1, 2, 64))
+	f.Add([]byte("GET / HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc"))
+	f.Add([]byte{0, 0, 0})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var e Echo
+		n, out, err := e.Process(in, nil)
+		if n < 0 || n > len(in) {
+			t.Fatalf("consumed %d of %d", n, len(in))
+		}
+		if err == nil && e.mode == 'r' && !bytes.Equal(out, in[:n]) {
+			t.Fatal("RPC echo changed the bytes")
+		}
+	})
+}
+
+func BenchmarkEchoRPC(b *testing.B) {
+	in := AppendRequest(nil, 1, 1, 128)
+	var e Echo
+	out := make([]byte, 0, 256)
+	b.ReportAllocs()
+	for b.Loop() {
+		_, out, _ = e.Process(in, out[:0])
+	}
+}
