@@ -1,0 +1,224 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ServerUsage is a server process's resource use since it started, as the
+// server child reports it.
+type ServerUsage struct {
+	// UserNS and SysNS are the process's user and system CPU time
+	// (getrusage RUSAGE_SELF), in ns.
+	UserNS int64 `json:"user_ns"`
+	SysNS  int64 `json:"sys_ns"`
+	// Nvcsw and Nivcsw are voluntary and involuntary context switches.
+	Nvcsw  int64 `json:"nvcsw"`
+	Nivcsw int64 `json:"nivcsw"`
+	// Threads is per-thread accounting from /proc/self/task.
+	Threads []TaskStat `json:"threads"`
+}
+
+// childHello is the first line a server child writes.
+type childHello struct {
+	Addr string `json:"addr"`
+	Pid  int    `json:"pid"`
+	Arm  string `json:"arm"`
+}
+
+// ParseCPUList parses a CPU list such as "0", "0,2" or "0-3,6".
+func ParseCPUList(s string) ([]int, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, nil
+	}
+	var out []int
+	for part := range strings.SplitSeq(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(strings.TrimSpace(lo))
+		if err != nil || a < 0 {
+			return nil, fmt.Errorf("bench: bad CPU list %q", s)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(strings.TrimSpace(hi)); err != nil || b < a || b-a > 4096 {
+				return nil, fmt.Errorf("bench: bad CPU list %q", s)
+			}
+		}
+		for c := a; c <= b; c++ {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// FormatCPUList formats CPUs as a comma-separated list.
+func FormatCPUList(cpus []int) string {
+	s := make([]string, len(cpus))
+	for i, c := range cpus {
+		s[i] = strconv.Itoa(c)
+	}
+	return strings.Join(s, ",")
+}
+
+// ServeMain is the server half: `spindle bench server` and the peers
+// binary call it with their command-line arguments. It pins the process,
+// starts the arm, prints one JSON line {"addr","pid","arm"} on stdout and
+// serves. With -control it answers "usage" lines on stdin with a
+// ServerUsage JSON line and exits at EOF on stdin; otherwise it serves until
+// ctx is done.
+func ServeMain(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) error {
+	fs := flag.NewFlagSet("bench server", flag.ContinueOnError)
+	armName := fs.String("arm", "go-net", "server arm (go-net, gnet, or a spindle engine backend)")
+	listen := fs.String("listen", "127.0.0.1:0", "listen address")
+	loops := fs.Int("loops", 1, "event loops (GOMAXPROCS for go-net)")
+	cpus := fs.String("cpus", "", "pin the server process to these CPUs (e.g. 0 or 0-1)")
+	compute := fs.Int("compute-us", 0, "CPU µs burned per request before replying")
+	body := fs.Int("body", DefaultPayload, "HTTP response body size for requests without a body")
+	control := fs.Bool("control", false, "harness mode: answer 'usage' on stdin, exit at EOF")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	arm, err := LookupArm(*armName)
+	if err != nil {
+		return err
+	}
+	if arm.Start == nil {
+		return fmt.Errorf("bench: arm %q is served by the peers binary (bench/peers), not this one", arm.Name)
+	}
+	cpuList, err := ParseCPUList(*cpus)
+	if err != nil {
+		return err
+	}
+	if len(cpuList) > 0 {
+		if err := pinProcess(cpuList); err != nil {
+			return err
+		}
+	}
+	runtime.GOMAXPROCS(max(*loops, 1))
+	srv, err := arm.Start(ctx, ServerConfig{
+		Addr: *listen, Loops: *loops, CPUs: cpuList,
+		Compute: time.Duration(*compute) * time.Microsecond, BodySize: *body,
+	})
+	if err != nil {
+		return fmt.Errorf("bench: start %s: %w", arm.Name, err)
+	}
+	defer srv.Close()
+	hello, _ := json.Marshal(childHello{Addr: srv.Addr().String(), Pid: os.Getpid(), Arm: arm.Name})
+	if _, err := fmt.Fprintf(stdout, "%s\n", hello); err != nil {
+		return err
+	}
+	if !*control {
+		<-ctx.Done()
+		return nil
+	}
+	sc := bufio.NewScanner(stdin)
+	enc := json.NewEncoder(stdout)
+	for sc.Scan() {
+		switch sc.Text() {
+		case "usage":
+			u, err := selfUsage()
+			if err != nil {
+				return err
+			}
+			if err := enc.Encode(u); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("bench server: unknown control command %q", sc.Text())
+		}
+	}
+	return sc.Err()
+}
+
+// serverProc is a running server child, seen from the harness.
+type serverProc struct {
+	cmd   *exec.Cmd
+	in    io.WriteCloser
+	out   *bufio.Reader
+	hello childHello
+	errb  *strings.Builder
+}
+
+// startServerProc starts argv (a server child in -control mode) and waits
+// for its hello line.
+func startServerProc(ctx context.Context, argv, env []string) (*serverProc, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), env...)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	outp, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	p := &serverProc{cmd: cmd, in: in, out: bufio.NewReader(outp), errb: &strings.Builder{}}
+	cmd.Stderr = p.errb
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("bench: start server %v: %w", argv, err)
+	}
+	line := make(chan error, 1)
+	go func() {
+		b, err := p.out.ReadBytes('\n')
+		if err == nil {
+			err = json.Unmarshal(b, &p.hello)
+		}
+		line <- err
+	}()
+	select {
+	case err = <-line:
+	case <-time.After(30 * time.Second):
+		err = errors.New("no hello within 30s")
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
+		p.stop()
+		return nil, fmt.Errorf("bench: server %v: %v: %s", argv, err, strings.TrimSpace(p.errb.String()))
+	}
+	return p, nil
+}
+
+// usage asks the child for its resource use.
+func (p *serverProc) usage() (ServerUsage, error) {
+	var u ServerUsage
+	if _, err := io.WriteString(p.in, "usage\n"); err != nil {
+		return u, fmt.Errorf("bench: server usage: %w", err)
+	}
+	b, err := p.out.ReadBytes('\n')
+	if err != nil {
+		return u, fmt.Errorf("bench: server usage: %w: %s", err, strings.TrimSpace(p.errb.String()))
+	}
+	return u, json.Unmarshal(b, &u)
+}
+
+// stop closes the child's stdin and waits for it to exit, killing it after
+// five seconds.
+func (p *serverProc) stop() error {
+	p.in.Close()
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("bench: server exit: %w: %s", err, strings.TrimSpace(p.errb.String()))
+		}
+		return nil
+	case <-time.After(5 * time.Second):
+		p.cmd.Process.Kill()
+		<-done
+		return errors.New("bench: server did not exit within 5s; killed")
+	}
+}

@@ -1,0 +1,56 @@
+package bench
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// pinProcess pins every thread of the calling process to cpus. Threads
+// created later inherit the mask from their creator, so after two passes
+// that find no new thread the whole process is pinned.
+func pinProcess(cpus []int) error {
+	var set unix.CPUSet
+	for _, c := range cpus {
+		set.Set(c)
+	}
+	done := map[int]bool{}
+	for {
+		ents, err := os.ReadDir("/proc/self/task")
+		if err != nil {
+			return err
+		}
+		fresh := 0
+		for _, e := range ents {
+			tid, err := strconv.Atoi(e.Name())
+			if err != nil || done[tid] {
+				continue
+			}
+			if err := unix.SchedSetaffinity(tid, &set); err != nil && err != unix.ESRCH {
+				return fmt.Errorf("bench: pin server to CPUs %v: %w", cpus, os.NewSyscallError("sched_setaffinity", err))
+			}
+			done[tid] = true
+			fresh++
+		}
+		if fresh == 0 {
+			return nil
+		}
+	}
+}
+
+func selfUsage() (ServerUsage, error) {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return ServerUsage{}, os.NewSyscallError("getrusage", err)
+	}
+	tasks, err := Proc{}.Tasks(0)
+	if err != nil {
+		return ServerUsage{}, err
+	}
+	return ServerUsage{
+		UserNS: unix.TimevalToNsec(ru.Utime), SysNS: unix.TimevalToNsec(ru.Stime),
+		Nvcsw: ru.Nvcsw, Nivcsw: ru.Nivcsw, Threads: tasks,
+	}, nil
+}

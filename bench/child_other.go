@@ -1,0 +1,7 @@
+//go:build !linux
+
+package bench
+
+func pinProcess(cpus []int) error { return ErrNotSupported }
+
+func selfUsage() (ServerUsage, error) { return ServerUsage{}, ErrNotSupported }

@@ -1,0 +1,104 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+)
+
+// goNetServer is the go-net arm: Go's net package with a goroutine per
+// connection.
+type goNetServer struct {
+	ln    net.Listener
+	cfg   ServerConfig
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+	hook  func() // tests: called before each reply is written
+}
+
+func startGoNet(ctx context.Context, cfg ServerConfig) (Server, error) {
+	cfg = cfg.withDefaults()
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", cfg.Addr)
+	if err != nil {
+		return nil, err
+	}
+	s := &goNetServer{ln: ln, cfg: cfg, conns: map[net.Conn]struct{}{}}
+	s.wg.Go(s.accept)
+	return s, nil
+}
+
+func (s *goNetServer) Addr() net.Addr { return s.ln.Addr() }
+
+func (s *goNetServer) accept() {
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		if s.conns == nil {
+			s.mu.Unlock()
+			c.Close()
+			return
+		}
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
+		s.wg.Go(func() { s.serve(c) })
+	}
+}
+
+func (s *goNetServer) serve(c net.Conn) {
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		c.Close()
+	}()
+	e := Echo{Compute: s.cfg.Compute, BodySize: s.cfg.BodySize}
+	in := make([]byte, 0, 64<<10)
+	var out []byte
+	for {
+		if len(in) == cap(in) {
+			in = append(in, make([]byte, cap(in))...)[:len(in)]
+		}
+		n, err := c.Read(in[len(in):cap(in)])
+		if n > 0 {
+			in = in[:len(in)+n]
+			done, o, perr := e.Process(in, out[:0])
+			out = o
+			if len(out) > 0 && s.hook != nil {
+				s.hook()
+			}
+			if len(out) > 0 {
+				if _, err := c.Write(out); err != nil {
+					return
+				}
+			}
+			if perr != nil {
+				return
+			}
+			in = in[:copy(in, in[done:])]
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (s *goNetServer) Close() error {
+	err := s.ln.Close()
+	s.mu.Lock()
+	for c := range s.conns {
+		c.Close()
+	}
+	s.conns = nil
+	s.mu.Unlock()
+	s.wg.Wait()
+	if errors.Is(err, net.ErrClosed) {
+		err = nil
+	}
+	return err
+}

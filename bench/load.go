@@ -1,0 +1,133 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrNotSupported is returned on systems other than Linux, where the load
+// generator, servers and topologies are not implemented.
+var ErrNotSupported = errors.New("bench: not supported on this system")
+
+// LoadConfig configures one run of the load generator. The zero value of a
+// field selects its default.
+type LoadConfig struct {
+	// Addr is the server's host:port.
+	Addr string
+	// Conns is the number of connections, spread over the threads.
+	// Default 16.
+	Conns int
+	// InFlight is the closed-loop number of requests outstanding per
+	// connection (pipelining depth). Default 1. Ignored in open loop.
+	InFlight int
+	// Rate is the open-loop rate in requests per second over all
+	// connections. 0 selects closed loop.
+	Rate float64
+	// Payload is the RPC payload size in bytes. Default DefaultPayload,
+	// minimum MinPayload.
+	Payload int
+	// Warmup is run before the measured window and dropped. Default 200 ms.
+	Warmup time.Duration
+	// Duration is the measured window. Default 1 s.
+	Duration time.Duration
+	// Threads is the number of client threads, each a locked OS thread
+	// with its own epoll instance and histogram. Default 1.
+	Threads int
+	// CPUs pins thread i to CPUs[i%len(CPUs)]. Nil leaves threads unpinned.
+	CPUs []int
+	// NetNS is the path of a network namespace file (such as
+	// /var/run/netns/NAME) to open the connections from; "" uses the
+	// caller's namespace.
+	NetNS string
+	// Drain is how long an open-loop run waits after the window for
+	// replies still outstanding. Default 1 s.
+	Drain time.Duration
+	// MaxOutstanding caps the open-loop requests in flight per connection;
+	// requests due while every connection is at the cap wait in the client
+	// and still count from their intended send time. Default 1024.
+	MaxOutstanding int
+}
+
+func (c LoadConfig) withDefaults() (LoadConfig, error) {
+	if c.Addr == "" {
+		return c, errors.New("bench: load: no server address")
+	}
+	if c.Conns <= 0 {
+		c.Conns = 16
+	}
+	if c.InFlight <= 0 {
+		c.InFlight = 1
+	}
+	if c.Payload == 0 {
+		c.Payload = DefaultPayload
+	}
+	if c.Payload < MinPayload || c.Payload > MaxPayload {
+		return c, fmt.Errorf("bench: load: payload %d outside %d..%d", c.Payload, MinPayload, MaxPayload)
+	}
+	if c.Warmup == 0 {
+		c.Warmup = 200 * time.Millisecond
+	}
+	if c.Duration <= 0 {
+		c.Duration = time.Second
+	}
+	if c.Threads <= 0 {
+		c.Threads = 1
+	}
+	if c.Threads > c.Conns {
+		c.Threads = c.Conns
+	}
+	if c.Drain <= 0 {
+		c.Drain = time.Second
+	}
+	if c.MaxOutstanding <= 0 {
+		c.MaxOutstanding = 1024
+	}
+	if c.Rate < 0 {
+		return c, fmt.Errorf("bench: load: negative rate %v", c.Rate)
+	}
+	return c, nil
+}
+
+// LoadResult is what one load run measured, over its measured window only.
+type LoadResult struct {
+	// Hist holds the latencies of the window's requests, merged over the
+	// threads. Open loop measures from each request's intended send time;
+	// closed loop from its actual send time.
+	Hist *Histogram
+	// Replies is the number of verified replies to requests of the window.
+	Replies uint64
+	// Sent is the number of requests of the window written to the server.
+	Sent uint64
+	// Scheduled is, in open loop, the number of requests whose intended
+	// send time fell in the window (the offered load); 0 in closed loop.
+	Scheduled uint64
+	// Unanswered counts open-loop requests of the window without a reply
+	// when the drain ended. They are recorded in Hist at the time they had
+	// waited by then (a lower bound).
+	Unanswered uint64
+	// Window is the length of the measured window.
+	Window time.Duration
+	// ClientUser and ClientSys are the client threads' CPU time during the
+	// window (getrusage RUSAGE_THREAD), summed over threads.
+	ClientUser, ClientSys time.Duration
+	// Threads is the number of client threads that ran.
+	Threads int
+}
+
+// Throughput is verified replies per second in the window.
+func (r *LoadResult) Throughput() float64 {
+	if r.Window <= 0 {
+		return 0
+	}
+	return float64(r.Replies) / r.Window.Seconds()
+}
+
+// ClientCPUPercent is the client's CPU use during the window as a percent
+// of one CPU per thread: 100 means every client thread was saturated.
+func (r *LoadResult) ClientCPUPercent() float64 {
+	if r.Window <= 0 || r.Threads == 0 {
+		return 0
+	}
+	return 100 * float64(r.ClientUser+r.ClientSys) / float64(r.Window) / float64(r.Threads)
+}

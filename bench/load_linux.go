@@ -1,0 +1,533 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// pending is one request in flight on a connection.
+type pending struct {
+	seq uint64
+	t   int64 // ns since the run's base: intended (open) or actual (closed) send time
+}
+
+// loadConn is one client connection, owned by one client thread.
+type loadConn struct {
+	fd    int
+	id    uint32
+	seq   uint64
+	rbuf  []byte
+	wbuf  []byte
+	queue []pending // FIFO: replies come back in request order
+	head  int
+	out   bool // EPOLLOUT armed
+	dirty bool // wbuf gained data since the last flush
+}
+
+func (c *loadConn) inflight() int { return len(c.queue) - c.head }
+
+func (c *loadConn) push(p pending) {
+	if c.head > 0 && c.head == len(c.queue) {
+		c.queue, c.head = c.queue[:0], 0
+	} else if c.head > 1024 && c.head*2 > len(c.queue) {
+		n := copy(c.queue, c.queue[c.head:])
+		c.queue, c.head = c.queue[:n], 0
+	}
+	c.queue = append(c.queue, p)
+}
+
+// loadThread is one client thread's state. Only that thread touches it.
+type loadThread struct {
+	cfg        LoadConfig
+	base       time.Time
+	conns      []*loadConn
+	ep, timer  int
+	hist       *Histogram
+	scratch    []byte
+	winStart   int64
+	winEnd     int64
+	replies    uint64
+	sent       uint64
+	scheduled  uint64
+	unanswered uint64
+	cpuStart   unix.Rusage
+	cpuEnd     unix.Rusage
+	cpuMarked  bool
+	cpuDone    bool
+	stop       *atomic.Bool
+}
+
+func (t *loadThread) now() int64 { return int64(time.Since(t.base)) }
+
+// RunLoad connects to cfg.Addr and drives load at it: closed loop when
+// cfg.Rate is 0, otherwise open loop at cfg.Rate. Every reply is verified;
+// a mismatch or a connection error fails the run. It may be called from any
+// goroutine; it starts cfg.Threads locked OS threads and returns when they
+// are done.
+func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	ta, err := net.ResolveTCPAddr("tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("bench: load: %w", err)
+	}
+	var stop atomic.Bool
+	ctxDone := context.AfterFunc(ctx, func() { stop.Store(true) })
+	defer ctxDone()
+
+	base := time.Now()
+	threads := make([]*loadThread, cfg.Threads)
+	ready := make(chan error, cfg.Threads)
+	start := make(chan int64)
+	var wg sync.WaitGroup
+	errs := make([]error, cfg.Threads)
+	for i := range threads {
+		conns := cfg.Conns / cfg.Threads
+		if i < cfg.Conns%cfg.Threads {
+			conns++
+		}
+		t := &loadThread{cfg: cfg, base: base, hist: NewHistogram(), stop: &stop, ep: -1, timer: -1}
+		threads[i] = t
+		if cfg.Rate > 0 {
+			t.cfg.Rate = cfg.Rate / float64(cfg.Threads)
+		}
+		wg.Go(func() {
+			// The thread's affinity and network namespace are changed and not
+			// restored: never unlock, so the runtime retires the thread.
+			runtime.LockOSThread()
+			defer t.close()
+			if err := t.setup(i, conns, ta); err != nil {
+				ready <- err
+				return
+			}
+			ready <- nil
+			t0, ok := <-start
+			if !ok {
+				return
+			}
+			errs[i] = t.run(t0)
+		})
+	}
+	var setupErr error
+	for range threads {
+		if err := <-ready; err != nil && setupErr == nil {
+			setupErr = err
+		}
+	}
+	if setupErr != nil {
+		close(start)
+		wg.Wait()
+		return nil, setupErr
+	}
+	t0 := int64(time.Since(base)) + int64(time.Millisecond)
+	for range threads {
+		start <- t0
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	res := &LoadResult{Hist: NewHistogram(), Window: cfg.Duration, Threads: cfg.Threads}
+	for _, t := range threads {
+		res.Hist.Merge(t.hist)
+		res.Replies += t.replies
+		res.Sent += t.sent
+		res.Scheduled += t.scheduled
+		res.Unanswered += t.unanswered
+		res.ClientUser += time.Duration(unix.TimevalToNsec(t.cpuEnd.Utime) - unix.TimevalToNsec(t.cpuStart.Utime))
+		res.ClientSys += time.Duration(unix.TimevalToNsec(t.cpuEnd.Stime) - unix.TimevalToNsec(t.cpuStart.Stime))
+	}
+	return res, nil
+}
+
+func (t *loadThread) close() {
+	for _, c := range t.conns {
+		unix.Close(c.fd)
+	}
+	if t.ep >= 0 {
+		unix.Close(t.ep)
+	}
+	if t.timer >= 0 {
+		unix.Close(t.timer)
+	}
+}
+
+// setup runs on the locked thread: enter the namespace, pin, connect.
+func (t *loadThread) setup(idx, nconns int, ta *net.TCPAddr) error {
+	if t.cfg.NetNS != "" {
+		fd, err := unix.Open(t.cfg.NetNS, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("bench: load: open netns: %w", err)
+		}
+		err = unix.Setns(fd, unix.CLONE_NEWNET)
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("bench: load: setns %s: %w", t.cfg.NetNS, os.NewSyscallError("setns", err))
+		}
+	}
+	if len(t.cfg.CPUs) > 0 {
+		if err := pinThread([]int{t.cfg.CPUs[idx%len(t.cfg.CPUs)]}); err != nil {
+			return fmt.Errorf("bench: load: %w", err)
+		}
+	}
+	var err error
+	if t.ep, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
+		return os.NewSyscallError("epoll_create1", err)
+	}
+	if t.cfg.Rate > 0 {
+		if t.timer, err = unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC); err != nil {
+			return os.NewSyscallError("timerfd_create", err)
+		}
+		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLET, Fd: -1}
+		if err := unix.EpollCtl(t.ep, unix.EPOLL_CTL_ADD, t.timer, &ev); err != nil {
+			return os.NewSyscallError("epoll_ctl", err)
+		}
+	}
+	var sa unix.Sockaddr
+	family := unix.AF_INET
+	if ip4 := ta.IP.To4(); ip4 != nil {
+		sa = &unix.SockaddrInet4{Port: ta.Port, Addr: [4]byte(ip4)}
+	} else {
+		family = unix.AF_INET6
+		sa = &unix.SockaddrInet6{Port: ta.Port, Addr: [16]byte(ta.IP.To16())}
+	}
+	for i := range nconns {
+		fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return os.NewSyscallError("socket", err)
+		}
+		c := &loadConn{fd: fd, id: uint32(idx<<16 | i), rbuf: make([]byte, 0, 64<<10)}
+		t.conns = append(t.conns, c)
+		// Connect blocking (on this locked thread), then switch to
+		// non-blocking for the run.
+		if err := unix.Connect(fd, sa); err != nil {
+			return fmt.Errorf("bench: load: connect %s: %w", ta, os.NewSyscallError("connect", err))
+		}
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1); err != nil {
+			return os.NewSyscallError("setsockopt", err)
+		}
+		if err := unix.SetNonblock(fd, true); err != nil {
+			return os.NewSyscallError("fcntl", err)
+		}
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(i)}
+		if err := unix.EpollCtl(t.ep, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+			return os.NewSyscallError("epoll_ctl", err)
+		}
+	}
+	return nil
+}
+
+func pinThread(cpus []int) error {
+	var set unix.CPUSet
+	for _, c := range cpus {
+		set.Set(c)
+	}
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return fmt.Errorf("pin to CPUs %v: %w", cpus, os.NewSyscallError("sched_setaffinity", err))
+	}
+	return nil
+}
+
+// markCPU records the thread's rusage at the start and end of the window.
+func (t *loadThread) markCPU(start bool) {
+	if start {
+		_ = unix.Getrusage(unix.RUSAGE_THREAD, &t.cpuStart)
+		t.cpuMarked = true
+	} else {
+		_ = unix.Getrusage(unix.RUSAGE_THREAD, &t.cpuEnd)
+		t.cpuDone = true
+	}
+}
+
+// send queues one request on c, stamped with ts.
+func (t *loadThread) send(c *loadConn, ts int64) {
+	c.wbuf = AppendRequest(c.wbuf, c.id, c.seq, t.cfg.Payload)
+	c.push(pending{seq: c.seq, t: ts})
+	c.seq++
+	c.dirty = true
+	if ts >= t.winStart && ts < t.winEnd {
+		t.sent++
+	}
+}
+
+// flush writes c's pending bytes; a short write arms EPOLLOUT.
+func (t *loadThread) flush(c *loadConn) error {
+	c.dirty = false
+	for len(c.wbuf) > 0 {
+		n, err := unix.Write(c.fd, c.wbuf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err == unix.EAGAIN {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("bench: load: conn %d: %w", c.id, os.NewSyscallError("write", err))
+		}
+		c.wbuf = c.wbuf[:copy(c.wbuf, c.wbuf[n:])]
+	}
+	want := len(c.wbuf) > 0
+	if want != c.out {
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(t.index(c))}
+		if want {
+			ev.Events |= unix.EPOLLOUT
+		}
+		if err := unix.EpollCtl(t.ep, unix.EPOLL_CTL_MOD, c.fd, &ev); err != nil {
+			return os.NewSyscallError("epoll_ctl", err)
+		}
+		c.out = want
+	}
+	return nil
+}
+
+func (t *loadThread) index(c *loadConn) int {
+	return int(c.id & 0xffff)
+}
+
+// receive reads from c and verifies every complete reply. Closed loop sends
+// the next request on the connection for each reply.
+func (t *loadThread) receive(c *loadConn, closed bool, issue bool) error {
+	if len(c.rbuf) == cap(c.rbuf) {
+		c.rbuf = append(c.rbuf, make([]byte, cap(c.rbuf))...)[:len(c.rbuf)]
+	}
+	n, err := unix.Read(c.fd, c.rbuf[len(c.rbuf):cap(c.rbuf)])
+	now := t.now()
+	if err == unix.EAGAIN || err == unix.EINTR {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("bench: load: conn %d: %w", c.id, os.NewSyscallError("read", err))
+	}
+	if n == 0 {
+		return fmt.Errorf("bench: load: conn %d: server closed the connection with %d requests in flight", c.id, c.inflight())
+	}
+	c.rbuf = c.rbuf[:len(c.rbuf)+n]
+	off := 0
+	for {
+		fl, err := frameLen(c.rbuf[off:])
+		if err != nil {
+			return fmt.Errorf("bench: load: conn %d: %w", c.id, err)
+		}
+		if fl == 0 || len(c.rbuf)-off < fl {
+			break
+		}
+		if c.inflight() == 0 {
+			return fmt.Errorf("%w: conn %d: reply without a request", ErrMismatch, c.id)
+		}
+		p := c.queue[c.head]
+		c.head++
+		if t.scratch, err = verifyReply(c.rbuf[off:off+fl], c.id, p.seq, t.cfg.Payload, t.scratch); err != nil {
+			return err
+		}
+		off += fl
+		if p.t >= t.winStart && p.t < t.winEnd {
+			t.hist.Record(time.Duration(now - p.t))
+			t.replies++
+		}
+		if closed && issue {
+			t.send(c, t.now())
+		}
+	}
+	c.rbuf = c.rbuf[:copy(c.rbuf, c.rbuf[off:])]
+	return nil
+}
+
+// run is the thread's event loop, from the shared start time t0.
+func (t *loadThread) run(t0 int64) error {
+	t.winStart = t0 + int64(t.cfg.Warmup)
+	t.winEnd = t.winStart + int64(t.cfg.Duration)
+	for t.now() < t0 {
+	}
+	if t.cfg.Rate > 0 {
+		return t.runOpen(t0)
+	}
+	return t.runClosed(t0)
+}
+
+func (t *loadThread) runClosed(t0 int64) error {
+	now := t.now()
+	for _, c := range t.conns {
+		for range t.cfg.InFlight {
+			t.send(c, now)
+		}
+		if err := t.flush(c); err != nil {
+			return err
+		}
+	}
+	events := make([]unix.EpollEvent, 256)
+	for !t.stop.Load() {
+		now := t.now()
+		if !t.cpuMarked && now >= t.winStart {
+			t.markCPU(true)
+		}
+		if now >= t.winEnd {
+			t.markCPU(false)
+			return nil
+		}
+		wait := t.winEnd - now
+		if !t.cpuMarked {
+			wait = t.winStart - now
+		}
+		ms := int(wait/int64(time.Millisecond)) + 1
+		n, err := unix.EpollWait(t.ep, events, min(ms, 100))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return os.NewSyscallError("epoll_wait", err)
+		}
+		for _, ev := range events[:n] {
+			c := t.conns[ev.Fd]
+			if ev.Events&(unix.EPOLLIN|unix.EPOLLERR|unix.EPOLLHUP) != 0 {
+				if err := t.receive(c, true, true); err != nil {
+					return err
+				}
+			}
+			if c.dirty || ev.Events&unix.EPOLLOUT != 0 {
+				if err := t.flush(c); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (t *loadThread) runOpen(t0 int64) error {
+	interval := float64(time.Second) / t.cfg.Rate
+	var issued uint64
+	rr := 0
+	armed := int64(-1)
+	events := make([]unix.EpollEvent, 256)
+	drainEnd := t.winEnd + int64(t.cfg.Drain)
+	for !t.stop.Load() {
+		now := t.now()
+		if !t.cpuMarked && now >= t.winStart {
+			t.markCPU(true)
+		}
+		if now >= t.winEnd && !t.cpuDone {
+			t.markCPU(false)
+		}
+		// Issue every request whose intended time has come (and that falls
+		// before the window's end), each stamped with its intended time.
+		blocked := false
+		for {
+			ts := t0 + int64(float64(issued)*interval)
+			if ts > now || ts >= t.winEnd {
+				break
+			}
+			var c *loadConn
+			for range t.conns {
+				cand := t.conns[rr]
+				rr = (rr + 1) % len(t.conns)
+				if cand.inflight() < t.cfg.MaxOutstanding {
+					c = cand
+					break
+				}
+			}
+			if c == nil {
+				blocked = true
+				break
+			}
+			t.send(c, ts)
+			if ts >= t.winStart {
+				t.scheduled++
+			}
+			issued++
+		}
+		for _, c := range t.conns {
+			if c.dirty {
+				if err := t.flush(c); err != nil {
+					return err
+				}
+			}
+		}
+		next := t0 + int64(float64(issued)*interval)
+		if next >= t.winEnd {
+			inflight := 0
+			for _, c := range t.conns {
+				inflight += c.inflight()
+			}
+			if inflight == 0 || now >= drainEnd {
+				break
+			}
+			next = drainEnd
+		}
+		timeout := -1
+		switch {
+		case blocked:
+			timeout = 1
+		case next <= now:
+			timeout = 0
+		case next != armed:
+			// Absolute times would need CLOCK_MONOTONIC readings; a relative
+			// timer from a fresh reading is as precise at these scales.
+			d := next - t.now()
+			if d <= 0 {
+				timeout = 0
+				break
+			}
+			spec := unix.ItimerSpec{Value: unix.NsecToTimespec(d)}
+			if err := unix.TimerfdSettime(t.timer, 0, &spec, nil); err != nil {
+				return os.NewSyscallError("timerfd_settime", err)
+			}
+			armed = next
+		}
+		n, err := unix.EpollWait(t.ep, events, timeout)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return os.NewSyscallError("epoll_wait", err)
+		}
+		for _, ev := range events[:n] {
+			if ev.Fd < 0 {
+				armed = -1 // the timer fired
+				continue
+			}
+			c := t.conns[ev.Fd]
+			if ev.Events&(unix.EPOLLIN|unix.EPOLLERR|unix.EPOLLHUP) != 0 {
+				if err := t.receive(c, false, false); err != nil {
+					return err
+				}
+			}
+			if ev.Events&unix.EPOLLOUT != 0 {
+				if err := t.flush(c); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if !t.cpuMarked {
+		t.markCPU(true)
+	}
+	if !t.cpuDone {
+		t.markCPU(false)
+	}
+	// Requests of the window still unanswered count at the time they have
+	// waited so far: a lower bound on their latency.
+	end := t.now()
+	for _, c := range t.conns {
+		for _, p := range c.queue[c.head:] {
+			if p.t >= t.winStart && p.t < t.winEnd {
+				t.unanswered++
+				t.hist.Record(time.Duration(end - p.t))
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,196 @@
+package bench
+
+import (
+	"context"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The "stall" arm, registered in the test binary only, echoes like go-net
+// but stops answering every connection once, for STALL_FOR, starting
+// STALL_AT after its first request. Tests run it in a child process like
+// the harness runs every arm, so that it does not compete with the client
+// for the test process's threads.
+func init() {
+	RegisterArm(Arm{Name: "stall", Summary: "test: go-net that stalls once", Start: startStall, Order: 99})
+}
+
+type stallServer struct {
+	*goNetServer
+}
+
+func startStall(ctx context.Context, cfg ServerConfig) (Server, error) {
+	at, _ := time.ParseDuration(os.Getenv("STALL_AT"))
+	stall, _ := time.ParseDuration(os.Getenv("STALL_FOR"))
+	var (
+		mu    sync.Mutex // held through the stall: it blocks every connection
+		first atomic.Int64
+		once  sync.Once
+		base  = time.Now()
+	)
+	hook := func() {
+		now := int64(time.Since(base))
+		first.CompareAndSwap(0, now)
+		if stall > 0 && now-first.Load() >= int64(at) {
+			once.Do(func() {
+				mu.Lock()
+				time.Sleep(stall)
+				mu.Unlock()
+			})
+		}
+		mu.Lock()
+		mu.Unlock()
+	}
+	s, err := startGoNet(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.(*goNetServer).hook = hook
+	return s, nil
+}
+
+// startTestServer runs arm in a child process (this test binary) and
+// returns its address.
+func startTestServer(t *testing.T, arm string, env ...string) string {
+	t.Helper()
+	argv, cenv := testChildCommand()
+	argv = append(argv, "-arm", arm, "-control")
+	p, err := startServerProc(context.Background(), argv, append(cenv, env...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := p.stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return p.hello.Addr
+}
+
+func TestLoadClosedLoop(t *testing.T) {
+	skipUnlessLinux(t)
+	addr := startTestServer(t, "go-net")
+	tests := []struct {
+		name     string
+		conns    int
+		inflight int
+		threads  int
+		payload  int
+	}{
+		{"1 conn", 1, 1, 1, 64},
+		{"8 conns pipelined", 8, 4, 1, 128},
+		{"2 threads", 6, 2, 2, 1000},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := RunLoad(context.Background(), LoadConfig{
+				Addr: addr, Conns: tc.conns, InFlight: tc.inflight, Threads: tc.threads,
+				Payload: tc.payload, Warmup: 50 * time.Millisecond, Duration: 200 * time.Millisecond,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Replies == 0 || res.Hist.Count() != int64(res.Replies) {
+				t.Fatalf("replies %d, histogram count %d", res.Replies, res.Hist.Count())
+			}
+			if res.Sent < res.Replies {
+				t.Errorf("sent %d < replies %d", res.Sent, res.Replies)
+			}
+			if res.ClientUser+res.ClientSys <= 0 {
+				t.Errorf("no client CPU time recorded")
+			}
+			t.Logf("%.0f req/s, client CPU %.0f%%, %s", res.Throughput(), res.ClientCPUPercent(), res.Hist)
+		})
+	}
+}
+
+// TestOpenLoopStall shows the schedule keeps its rate through a server
+// stall and that the stall shows up in the tail: latency is measured from
+// each request's intended send time. A closed-loop run through the same
+// stall records it once and hides it below p99 (coordinated omission).
+func TestOpenLoopStall(t *testing.T) {
+	skipUnlessLinux(t)
+	const (
+		rate  = 2000.0
+		stall = 300 * time.Millisecond
+		dur   = time.Second
+	)
+	stallEnv := []string{"STALL_AT=300ms", "STALL_FOR=" + stall.String()} // 0.2 s into the window
+	addr := startTestServer(t, "stall", stallEnv...)
+	res, err := RunLoad(context.Background(), LoadConfig{
+		Addr: addr, Conns: 4, Rate: rate,
+		Warmup: 100 * time.Millisecond, Duration: dur, Drain: 2 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := rate * dur.Seconds()
+	if float64(res.Scheduled) < 0.98*want || float64(res.Scheduled) > 1.02*want {
+		t.Errorf("scheduled %d requests in the window, want %.0f ± 2%%", res.Scheduled, want)
+	}
+	if res.Sent != res.Scheduled || res.Replies != res.Scheduled || res.Unanswered != 0 {
+		t.Errorf("scheduled %d sent %d replies %d unanswered %d", res.Scheduled, res.Sent, res.Replies, res.Unanswered)
+	}
+	// About stall×rate requests were due during the stall; they waited up to
+	// the stall: so more than 10% of requests exceed a third of the stall.
+	if p := res.Hist.Quantile(90); p < stall/3 {
+		t.Errorf("open loop p90 = %v through a %v stall; the stall is missing from the tail", p, stall)
+	}
+	if m := res.Hist.Max(); m < stall*8/10 {
+		t.Errorf("open loop max = %v, want ≥ %v", m, stall*8/10)
+	}
+	t.Logf("open loop through a %v stall: %s", stall, res.Hist)
+
+	addr2 := startTestServer(t, "stall", stallEnv...)
+	closed, err := RunLoad(context.Background(), LoadConfig{
+		Addr: addr2, Conns: 1, Warmup: 100 * time.Millisecond, Duration: dur,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if closed.Hist.Max() < stall*8/10 {
+		t.Errorf("closed loop max = %v, the stall should appear once", closed.Hist.Max())
+	}
+	if closed.Hist.Quantile(99) >= stall/3 {
+		t.Errorf("closed loop p99 = %v; expected the single stalled request to hide above p99", closed.Hist.Quantile(99))
+	}
+	t.Logf("closed loop through the same stall: %s", closed.Hist)
+}
+
+func TestLoadVerifiesReplies(t *testing.T) {
+	skipUnlessLinux(t)
+	// A server that flips one byte of every reply must fail the run.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer ln.Close()
+	wg.Go(func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, 4096)
+		for {
+			n, err := c.Read(buf)
+			if err != nil {
+				return
+			}
+			buf[n-1] ^= 1
+			if _, err := c.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+	})
+	_, err = RunLoad(context.Background(), LoadConfig{Addr: ln.Addr().String(), Conns: 1, Warmup: time.Millisecond, Duration: 100 * time.Millisecond})
+	if err == nil || !contains(err.Error(), "does not match") {
+		t.Fatalf("corrupt replies: err = %v, want a mismatch", err)
+	}
+}
