@@ -1,0 +1,289 @@
+package topo
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// IRQCounts is one numbered line of /proc/interrupts.
+type IRQCounts struct {
+	// Counts holds one count per CPU column, in the order of
+	// Interrupts.CPUs.
+	Counts []uint64 `json:"counts"`
+	// Desc is everything after the counts: chip, hardware IRQ, trigger and
+	// action names ("PCI-MSIX-0000:00:03.0 1-edge virtio2-input.0").
+	Desc string `json:"desc"`
+	// Name is the last word of Desc, normally the action (driver) name.
+	Name string `json:"name"`
+}
+
+// Interrupts is /proc/interrupts.
+type Interrupts struct {
+	// CPUs lists the CPU number of each count column (offline CPUs have
+	// no column).
+	CPUs []int `json:"cpus"`
+	// IRQs maps an IRQ number to its counts.
+	IRQs map[int]IRQCounts `json:"irqs"`
+	// Other holds the named rows (LOC, RES, NMI, ...), one value per CPU
+	// column, or a single value for rows such as ERR and MIS.
+	Other map[string][]uint64 `json:"other"`
+}
+
+// PerCPU returns the count of irq on each CPU, keyed by CPU number.
+func (in *Interrupts) PerCPU(irq int) map[int]uint64 {
+	c, ok := in.IRQs[irq]
+	if !ok {
+		return nil
+	}
+	m := make(map[int]uint64, len(c.Counts))
+	for i, v := range c.Counts {
+		if i < len(in.CPUs) {
+			m[in.CPUs[i]] = v
+		}
+	}
+	return m
+}
+
+// parseCPUHeader parses a "CPU0 CPU1 ..." header line.
+func parseCPUHeader(line string) ([]int, error) {
+	f := strings.Fields(line)
+	if len(f) == 0 {
+		return nil, fmt.Errorf("empty cpu header")
+	}
+	if len(f) > MaxCPU {
+		return nil, fmt.Errorf("cpu header has %d columns", len(f))
+	}
+	cpus := make([]int, 0, len(f))
+	for _, w := range f {
+		n, ok := strings.CutPrefix(w, "CPU")
+		if !ok {
+			return nil, fmt.Errorf("cpu header: unexpected %q", w)
+		}
+		c, err := parseCPU(n)
+		if err != nil {
+			return nil, fmt.Errorf("cpu header: %w", err)
+		}
+		cpus = append(cpus, c)
+	}
+	return cpus, nil
+}
+
+// ParseInterrupts parses the contents of /proc/interrupts.
+func ParseInterrupts(b []byte) (*Interrupts, error) {
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(nil, 1<<20)
+	if !sc.Scan() {
+		return nil, fmt.Errorf("/proc/interrupts: empty")
+	}
+	cpus, err := parseCPUHeader(sc.Text())
+	if err != nil {
+		return nil, fmt.Errorf("/proc/interrupts: %w", err)
+	}
+	in := &Interrupts{CPUs: cpus, IRQs: map[int]IRQCounts{}, Other: map[string][]uint64{}}
+	for sc.Scan() {
+		line := sc.Text()
+		label, rest, ok := strings.Cut(line, ":")
+		if !ok {
+			if strings.TrimSpace(line) == "" {
+				continue
+			}
+			return nil, fmt.Errorf("/proc/interrupts: line without colon: %q", line)
+		}
+		label = strings.TrimSpace(label)
+		f := strings.Fields(rest)
+		var counts []uint64
+		i := 0
+		for ; i < len(f) && i < len(cpus); i++ {
+			v, err := strconv.ParseUint(f[i], 10, 64)
+			if err != nil {
+				break
+			}
+			counts = append(counts, v)
+		}
+		irq, err := strconv.Atoi(label)
+		if err != nil || irq < 0 {
+			in.Other[label] = counts
+			continue
+		}
+		if len(counts) != len(cpus) {
+			return nil, fmt.Errorf("/proc/interrupts: irq %d has %d counts for %d cpus", irq, len(counts), len(cpus))
+		}
+		c := IRQCounts{Counts: counts, Desc: strings.Join(f[i:], " ")}
+		if len(f) > i {
+			c.Name = f[len(f)-1]
+		}
+		in.IRQs[irq] = c
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("/proc/interrupts: %w", err)
+	}
+	return in, nil
+}
+
+// Softirqs is /proc/softirqs.
+type Softirqs struct {
+	// CPUs lists the CPU number of each column.
+	CPUs []int `json:"cpus"`
+	// Counts maps a softirq name (NET_RX, NET_TX, ...) to one count per
+	// column.
+	Counts map[string][]uint64 `json:"counts"`
+}
+
+// PerCPU returns the count of the named softirq keyed by CPU number.
+func (s *Softirqs) PerCPU(name string) map[int]uint64 {
+	m := map[int]uint64{}
+	for i, v := range s.Counts[name] {
+		if i < len(s.CPUs) {
+			m[s.CPUs[i]] = v
+		}
+	}
+	return m
+}
+
+// ParseSoftirqs parses the contents of /proc/softirqs.
+func ParseSoftirqs(b []byte) (*Softirqs, error) {
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(nil, 1<<20)
+	if !sc.Scan() {
+		return nil, fmt.Errorf("/proc/softirqs: empty")
+	}
+	cpus, err := parseCPUHeader(sc.Text())
+	if err != nil {
+		return nil, fmt.Errorf("/proc/softirqs: %w", err)
+	}
+	s := &Softirqs{CPUs: cpus, Counts: map[string][]uint64{}}
+	for sc.Scan() {
+		label, rest, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) != len(cpus) {
+			return nil, fmt.Errorf("/proc/softirqs: %s has %d counts for %d cpus", strings.TrimSpace(label), len(f), len(cpus))
+		}
+		counts := make([]uint64, len(f))
+		for i, w := range f {
+			if counts[i], err = strconv.ParseUint(w, 10, 64); err != nil {
+				return nil, fmt.Errorf("/proc/softirqs: %s: %w", strings.TrimSpace(label), err)
+			}
+		}
+		s.Counts[strings.TrimSpace(label)] = counts
+	}
+	return s, sc.Err()
+}
+
+// CPUTime is one cpuN line of /proc/stat, in clock ticks (USER_HZ).
+type CPUTime struct {
+	User, Nice, System, Idle, IOWait, IRQ, SoftIRQ, Steal uint64
+}
+
+// Total returns the sum of all fields (guest time is already inside User
+// and Nice, so it is not counted twice).
+func (t CPUTime) Total() uint64 {
+	return t.User + t.Nice + t.System + t.Idle + t.IOWait + t.IRQ + t.SoftIRQ + t.Steal
+}
+
+// Sub returns t minus u, field by field; a field that went backwards
+// (a CPU that went offline and came back) is 0.
+func (t CPUTime) Sub(u CPUTime) CPUTime {
+	d := func(a, b uint64) uint64 {
+		if a < b {
+			return 0
+		}
+		return a - b
+	}
+	return CPUTime{d(t.User, u.User), d(t.Nice, u.Nice), d(t.System, u.System), d(t.Idle, u.Idle),
+		d(t.IOWait, u.IOWait), d(t.IRQ, u.IRQ), d(t.SoftIRQ, u.SoftIRQ), d(t.Steal, u.Steal)}
+}
+
+// ParseStat parses the per-CPU lines of /proc/stat, keyed by CPU number.
+// The aggregate "cpu" line and all other lines are ignored.
+func ParseStat(b []byte) (map[int]CPUTime, error) {
+	out := map[int]CPUTime{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 || !strings.HasPrefix(f[0], "cpu") || f[0] == "cpu" {
+			continue
+		}
+		cpu, err := parseCPU(f[0][3:])
+		if err != nil {
+			return nil, fmt.Errorf("/proc/stat: %w", err)
+		}
+		if len(f) < 8 {
+			return nil, fmt.Errorf("/proc/stat: %s has %d fields", f[0], len(f)-1)
+		}
+		var v [8]uint64
+		for i := range v {
+			if i+1 >= len(f) {
+				break
+			}
+			if v[i], err = strconv.ParseUint(f[i+1], 10, 64); err != nil {
+				return nil, fmt.Errorf("/proc/stat: %s: %w", f[0], err)
+			}
+		}
+		out[cpu] = CPUTime{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("/proc/stat: no cpu lines")
+	}
+	return out, sc.Err()
+}
+
+// Softnet is one line of /proc/net/softnet_stat: the packet-processing
+// counters of one CPU.
+type Softnet struct {
+	// CPU is the CPU number (column 13 since Linux 5.10; the line index
+	// before that).
+	CPU int `json:"cpu"`
+	// Processed counts packets taken off the CPU's backlog and NAPI polls.
+	Processed uint64 `json:"processed"`
+	// Dropped counts packets dropped because the backlog was full
+	// (netdev_max_backlog).
+	Dropped uint64 `json:"dropped"`
+	// TimeSqueeze counts net_rx_action runs that stopped with work left
+	// (netdev_budget or netdev_budget_usecs exhausted).
+	TimeSqueeze uint64 `json:"time_squeeze"`
+	// ReceivedRPS counts IPIs received to process RPS-steered packets.
+	ReceivedRPS uint64 `json:"received_rps"`
+	// FlowLimit counts packets dropped by the flow limit.
+	FlowLimit uint64 `json:"flow_limit"`
+}
+
+// ParseSoftnet parses /proc/net/softnet_stat (11, 13 or 15 hexadecimal
+// columns depending on the kernel; this one has 15).
+func ParseSoftnet(b []byte) ([]Softnet, error) {
+	var out []Softnet
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(nil, 1<<20)
+	for line := 0; sc.Scan(); line++ {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 {
+			continue
+		}
+		if len(f) < 11 {
+			return nil, fmt.Errorf("softnet_stat line %d: %d columns, want at least 11", line, len(f))
+		}
+		v := make([]uint64, len(f))
+		for i, w := range f {
+			n, err := strconv.ParseUint(w, 16, 64)
+			if err != nil {
+				return nil, fmt.Errorf("softnet_stat line %d column %d: %w", line, i, err)
+			}
+			v[i] = n
+		}
+		s := Softnet{CPU: line, Processed: v[0], Dropped: v[1], TimeSqueeze: v[2], ReceivedRPS: v[9], FlowLimit: v[10]}
+		if len(f) >= 13 {
+			if v[12] >= MaxCPU {
+				return nil, fmt.Errorf("softnet_stat line %d: cpu %d out of range", line, v[12])
+			}
+			s.CPU = int(v[12])
+		}
+		out = append(out, s)
+	}
+	return out, sc.Err()
+}

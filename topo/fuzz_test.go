@@ -1,0 +1,135 @@
+package topo
+
+import (
+	"os"
+	"testing"
+)
+
+func seed(f *testing.F, paths ...string) {
+	for _, p := range paths {
+		if b, err := os.ReadFile(p); err == nil {
+			f.Add(b)
+		}
+	}
+}
+
+func FuzzParseInterrupts(f *testing.F) {
+	seed(f, "testdata/vm/proc/interrupts", "testdata/smt-isol/proc/interrupts")
+	f.Fuzz(func(t *testing.T, b []byte) {
+		in, err := ParseInterrupts(b)
+		if err != nil {
+			return
+		}
+		for irq, c := range in.IRQs {
+			if len(c.Counts) != len(in.CPUs) {
+				t.Fatalf("irq %d: %d counts for %d cpus", irq, len(c.Counts), len(in.CPUs))
+			}
+		}
+	})
+}
+
+func FuzzParseSoftirqs(f *testing.F) {
+	seed(f, "testdata/vm/proc/softirqs", "testdata/2socket-16q/proc/softirqs")
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := ParseSoftirqs(b)
+		if err != nil {
+			return
+		}
+		for name, c := range s.Counts {
+			if len(c) != len(s.CPUs) {
+				t.Fatalf("%s: %d counts for %d cpus", name, len(c), len(s.CPUs))
+			}
+		}
+	})
+}
+
+func FuzzParseStat(f *testing.F) {
+	seed(f, "testdata/vm/proc/stat")
+	f.Fuzz(func(t *testing.T, b []byte) {
+		st, err := ParseStat(b)
+		if err != nil {
+			return
+		}
+		for cpu := range st {
+			if cpu < 0 || cpu >= MaxCPU {
+				t.Fatalf("cpu %d out of range", cpu)
+			}
+		}
+	})
+}
+
+func FuzzParseSoftnet(f *testing.F) {
+	seed(f, "testdata/vm/proc/net/softnet_stat", "testdata/smt-isol/proc/net/softnet_stat")
+	f.Fuzz(func(t *testing.T, b []byte) {
+		sn, err := ParseSoftnet(b)
+		if err != nil {
+			return
+		}
+		for _, s := range sn {
+			if s.CPU < 0 || s.CPU >= MaxCPU {
+				t.Fatalf("cpu %d out of range", s.CPU)
+			}
+		}
+	})
+}
+
+func FuzzParseCPUList(f *testing.F) {
+	for _, s := range []string{"0-3,8", "", "0", "1-1,2-5"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		set, err := ParseCPUList(s)
+		if err != nil {
+			return
+		}
+		again, err := ParseCPUList(set.String())
+		if err != nil || !again.Equal(set) {
+			t.Fatalf("round trip %q -> %q -> %v (%v)", s, set.String(), again, err)
+		}
+		m, err := ParseCPUMask(set.Mask())
+		if err != nil || !m.Equal(set) {
+			t.Fatalf("mask round trip %q -> %q -> %v (%v)", s, set.Mask(), m, err)
+		}
+	})
+}
+
+func FuzzParseCPUMask(f *testing.F) {
+	for _, s := range []string{"3", "00000000,00000003", "ff,ffffffff", "0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		set, err := ParseCPUMask(s)
+		if err != nil {
+			return
+		}
+		again, err := ParseCPUMask(set.Mask())
+		if err != nil || !again.Equal(set) {
+			t.Fatalf("round trip %q -> %q -> %v (%v)", s, set.Mask(), again, err)
+		}
+	})
+}
+
+func FuzzParseHostFiles(f *testing.F) {
+	seed(f, "testdata/vm/proc/meminfo", "testdata/vm/proc/self/limits", "testdata/vm/proc/cmdline")
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ParseMeminfo(b)
+		ParseMemlock(b)
+		ParseCapIPCLock(b)
+		ParseCmdline(string(b))
+	})
+}
+
+// FuzzNetlinkDecoders feeds arbitrary attribute bytes to every netdev and
+// ethtool decoder: they must return errors, never panic.
+func FuzzNetlinkDecoders(f *testing.F) {
+	f.Add([]byte{8, 0, 2, 0, 1, 1, 0, 0})
+	f.Add([]byte{8, 0, 3, 0, 1, 0, 0, 0, 8, 0, 4, 0, 2, 1, 0, 0})
+	f.Add([]byte{5, 0, 11, 0, 1, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		DecodeNAPI(b)
+		DecodeQueue(b)
+		DecodeCoalesce(b)
+		DecodeRings(b)
+		DecodeChannels(b)
+	})
+}

@@ -1,0 +1,653 @@
+package topo
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Host is everything topo discovers about one machine.
+type Host struct {
+	// Root is the directory /proc and /sys were read under ("/" live).
+	Root string `json:"root"`
+	// Kernel is /proc/sys/kernel/osrelease.
+	Kernel string `json:"kernel"`
+	// CPUs lists the online CPUs in ascending order.
+	CPUs []CPU `json:"cpus"`
+	// Online is the set of online CPUs.
+	Online CPUSet `json:"online"`
+	// Nodes lists the NUMA nodes with their CPUs.
+	Nodes []Node `json:"nodes"`
+	// Isolated is the isolcpus= set (from sysfs, else the command line);
+	// IsolatedFlags are its flags (domain, managed_irq, nohz).
+	Isolated      CPUSet   `json:"isolated"`
+	IsolatedFlags []string `json:"isolated_flags,omitempty"`
+	// NohzFull is the nohz_full= set.
+	NohzFull CPUSet `json:"nohz_full"`
+	// NICs lists the network interfaces, physical ones first.
+	NICs []NIC `json:"nics"`
+	// Sysctls holds the networking and memory sysctls spindle cares about,
+	// by dotted name; a sysctl absent in this network namespace is absent.
+	Sysctls map[string]string `json:"sysctls"`
+	// IrqbalancePID is the pid of a running irqbalance, or 0.
+	IrqbalancePID int `json:"irqbalance_pid"`
+	// Memlock is the RLIMIT_MEMLOCK of the reading process.
+	Memlock Memlock `json:"memlock"`
+	// HugePages describes huge page availability.
+	HugePages HugePages `json:"huge_pages"`
+	// Netlink says whether the netlink families could be consulted.
+	Netlink NetlinkStatus `json:"netlink"`
+}
+
+// CPU is one online logical CPU.
+type CPU struct {
+	ID      int `json:"id"`
+	Core    int `json:"core"`
+	Die     int `json:"die"`
+	Package int `json:"package"`
+	Node    int `json:"node"`
+	// Siblings are the SMT threads of the same core, itself included.
+	Siblings CPUSet `json:"siblings"`
+}
+
+// Node is one NUMA node.
+type Node struct {
+	ID   int    `json:"id"`
+	CPUs CPUSet `json:"cpus"`
+}
+
+// Memlock is a process's locked-memory limit.
+type Memlock struct {
+	// Soft and Hard are in bytes; Unlimited means no limit.
+	Soft uint64 `json:"soft"`
+	Hard uint64 `json:"hard"`
+	// CapIPCLock is true when the process may exceed the limit.
+	CapIPCLock bool `json:"cap_ipc_lock"`
+}
+
+// HugePages describes explicit and transparent huge pages.
+type HugePages struct {
+	Total    uint64 `json:"total"`
+	Free     uint64 `json:"free"`
+	PageSize uint64 `json:"page_size"`
+	// THP is the selected mode of transparent_hugepage/enabled
+	// ("always", "madvise", "never"), or "" if unknown.
+	THP string `json:"thp"`
+}
+
+// NetlinkStatus says, per family, "ok" or why it could not be used.
+type NetlinkStatus struct {
+	Netdev  string `json:"netdev"`
+	Ethtool string `json:"ethtool"`
+}
+
+// NIC is one network interface.
+type NIC struct {
+	Name    string `json:"name"`
+	Ifindex int    `json:"ifindex"`
+	// Driver is the bound driver's name ("" for virtual devices).
+	Driver string `json:"driver"`
+	// Virtual is true for software devices (lo, veth, bridges, ifb).
+	Virtual   bool   `json:"virtual"`
+	Operstate string `json:"operstate"`
+	// SpeedMbps is the link speed, -1 when unknown.
+	SpeedMbps int `json:"speed_mbps"`
+	MTU       int `json:"mtu"`
+	// NUMANode is the device's node, -1 when unknown or not NUMA.
+	NUMANode int `json:"numa_node"`
+	// LocalCPUs are the CPUs local to the device (all CPUs if unknown).
+	LocalCPUs CPUSet `json:"local_cpus"`
+	// DeviceGROFlushTimeout and DeviceDeferHardIRQs are the device-wide
+	// sysfs values (gro_flush_timeout in ns, napi_defer_hard_irqs); -1 if
+	// absent.
+	DeviceGROFlushTimeout int64     `json:"gro_flush_timeout_ns"`
+	DeviceDeferHardIRQs   int64     `json:"napi_defer_hard_irqs"`
+	RxQueues              []RxQueue `json:"rx_queues"`
+	TxQueues              []TxQueue `json:"tx_queues"`
+	// IRQs are all interrupts of the device, queue ones and others.
+	IRQs []NICIRQ `json:"irqs"`
+	// NAPIs are the NAPI instances from netlink; NAPIErr says why they are
+	// missing when they are.
+	NAPIs   []NAPI `json:"napis"`
+	NAPIErr string `json:"napi_err,omitempty"`
+	// Coalesce, Rings and Channels come from ethtool netlink; the *Err
+	// fields say why one is missing (e.g. not supported by the driver).
+	Coalesce    Coalesce  `json:"coalesce,omitempty"`
+	CoalesceErr string    `json:"coalesce_err,omitempty"`
+	Rings       *Rings    `json:"rings,omitempty"`
+	RingsErr    string    `json:"rings_err,omitempty"`
+	Channels    *Channels `json:"channels,omitempty"`
+	ChannelsErr string    `json:"channels_err,omitempty"`
+}
+
+// RxQueue is one receive queue.
+type RxQueue struct {
+	Index int `json:"index"`
+	// RPS is the rps_cpus mask; RPSRaw is the file's text.
+	RPS    CPUSet `json:"rps"`
+	RPSRaw string `json:"rps_raw"`
+	// RPSFlowCnt is rps_flow_cnt.
+	RPSFlowCnt int `json:"rps_flow_cnt"`
+	// IRQ is the queue's interrupt, -1 when unknown.
+	IRQ int `json:"irq"`
+	// NAPIID is the NAPI instance serving it, 0 when unknown.
+	NAPIID uint32 `json:"napi_id"`
+}
+
+// TxQueue is one transmit queue.
+type TxQueue struct {
+	Index int `json:"index"`
+	// XPS is the xps_cpus mask; HasXPS is false when the file is absent
+	// (some drivers, e.g. virtio_net here, have no xps_cpus).
+	XPS    CPUSet `json:"xps"`
+	HasXPS bool   `json:"has_xps"`
+	IRQ    int    `json:"irq"`
+	NAPIID uint32 `json:"napi_id"`
+}
+
+// NICIRQ is one interrupt of a device.
+type NICIRQ struct {
+	IRQ  int    `json:"irq"`
+	Name string `json:"name"`
+	// Affinity is smp_affinity_list; Effective is effective_affinity_list
+	// (where the interrupt is actually delivered) when the kernel has it.
+	Affinity  CPUSet `json:"affinity"`
+	Effective CPUSet `json:"effective"`
+	// Role is "rx", "tx", "rxtx" (a combined queue) or "other".
+	Role string `json:"role"`
+	// Queue is the queue index the interrupt serves, -1 for "other".
+	Queue int `json:"queue"`
+}
+
+// Config configures Read. A nil *Config reads without netlink.
+type Config struct {
+	// Netlink answers the netlink queries. When nil, NAPI ids, per-NAPI
+	// settings, coalescing, rings and channels are not read and
+	// Host.Netlink says so.
+	Netlink NetlinkSource
+	// NetlinkStatus is copied into Host.Netlink when Netlink is set.
+	NetlinkStatus NetlinkStatus
+}
+
+// SysctlNames lists the sysctls Read collects.
+var SysctlNames = []string{
+	"net.core.busy_poll", "net.core.busy_read", "net.core.netdev_budget",
+	"net.core.netdev_budget_usecs", "net.core.netdev_max_backlog",
+	"net.core.rps_sock_flow_entries", "net.core.dev_weight", "net.core.somaxconn",
+	"net.core.rmem_max", "net.core.wmem_max", "net.core.optmem_max",
+	"vm.nr_hugepages", "kernel.numa_balancing",
+}
+
+// SysctlPath returns the /proc/sys path of a dotted sysctl name.
+func SysctlPath(name string) string {
+	return "/proc/sys/" + strings.ReplaceAll(name, ".", "/")
+}
+
+type reader struct{ root string }
+
+func (r reader) path(p string) string { return filepath.Join(r.root, filepath.FromSlash(p)) }
+
+func (r reader) read(p string) (string, error) {
+	b, err := os.ReadFile(r.path(p))
+	return strings.TrimSpace(string(b)), err
+}
+
+func (r reader) readInt(p string, def int64) int64 {
+	s, err := r.read(p)
+	if err != nil {
+		return def
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return def
+	}
+	return n
+}
+
+func (r reader) readCPUList(p string) (CPUSet, error) {
+	s, err := r.read(p)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCPUList(s)
+}
+
+// Read discovers the host under root ("/" for the live host).
+func Read(root string, cfg *Config) (*Host, error) {
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	r := reader{root: root}
+	h := &Host{Root: root, Sysctls: map[string]string{}}
+	h.Kernel, _ = r.read("/proc/sys/kernel/osrelease")
+	if err := r.cpus(h); err != nil {
+		return nil, err
+	}
+	if err := r.isolation(h); err != nil {
+		return nil, err
+	}
+	for _, name := range SysctlNames {
+		if v, err := r.read(SysctlPath(name)); err == nil {
+			h.Sysctls[name] = v
+		}
+	}
+	h.IrqbalancePID = r.findProcess("irqbalance")
+	if b, err := os.ReadFile(r.path("/proc/self/limits")); err == nil {
+		h.Memlock.Soft, h.Memlock.Hard, _ = ParseMemlock(b)
+	}
+	if b, err := os.ReadFile(r.path("/proc/self/status")); err == nil {
+		h.Memlock.CapIPCLock, _ = ParseCapIPCLock(b)
+	}
+	if b, err := os.ReadFile(r.path("/proc/meminfo")); err == nil {
+		m, _ := ParseMeminfo(b)
+		h.HugePages = HugePages{Total: m.HugePagesTotal, Free: m.HugePagesFree, PageSize: m.HugePageSize}
+	}
+	if s, err := r.read("/sys/kernel/mm/transparent_hugepage/enabled"); err == nil {
+		if i := strings.Index(s, "["); i >= 0 {
+			if j := strings.Index(s[i:], "]"); j > 0 {
+				h.HugePages.THP = s[i+1 : i+j]
+			}
+		}
+	}
+	if cfg.Netlink == nil {
+		h.Netlink = NetlinkStatus{Netdev: "not queried", Ethtool: "not queried"}
+	} else {
+		h.Netlink = cfg.NetlinkStatus
+	}
+	var irqs *Interrupts
+	if b, err := os.ReadFile(r.path("/proc/interrupts")); err == nil {
+		if irqs, err = ParseInterrupts(b); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.nics(h, irqs, cfg.Netlink); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+func (r reader) cpus(h *Host) error {
+	online, err := r.readCPUList("/sys/devices/system/cpu/online")
+	if err != nil {
+		return fmt.Errorf("topo: online cpus: %w", err)
+	}
+	if online.Len() == 0 {
+		return fmt.Errorf("topo: no online cpus")
+	}
+	h.Online = online
+	nodeOf := map[int]int{}
+	if nodes, err := r.readCPUList("/sys/devices/system/node/online"); err == nil {
+		for _, n := range nodes {
+			cpus, err := r.readCPUList(fmt.Sprintf("/sys/devices/system/node/node%d/cpulist", n))
+			if err != nil {
+				return fmt.Errorf("topo: node %d: %w", n, err)
+			}
+			h.Nodes = append(h.Nodes, Node{ID: n, CPUs: cpus})
+			for _, c := range cpus {
+				nodeOf[c] = n
+			}
+		}
+	}
+	if len(h.Nodes) == 0 {
+		h.Nodes = []Node{{ID: 0, CPUs: online}}
+	}
+	for _, c := range online {
+		base := fmt.Sprintf("/sys/devices/system/cpu/cpu%d/topology/", c)
+		cpu := CPU{ID: c, Node: nodeOf[c],
+			Core:    int(r.readInt(base+"core_id", int64(c))),
+			Die:     int(r.readInt(base+"die_id", 0)),
+			Package: int(r.readInt(base+"physical_package_id", 0)),
+		}
+		sib, err := r.readCPUList(base + "thread_siblings_list")
+		if err != nil || !sib.Contains(c) {
+			sib = NewCPUSet(c)
+		}
+		cpu.Siblings = sib
+		h.CPUs = append(h.CPUs, cpu)
+	}
+	return nil
+}
+
+func (r reader) isolation(h *Host) error {
+	cmdline, _ := r.read("/proc/cmdline")
+	iso, flags, nohz, err := ParseCmdline(cmdline)
+	if err != nil {
+		return fmt.Errorf("topo: kernel command line: %w", err)
+	}
+	if s, err := r.readCPUList("/sys/devices/system/cpu/isolated"); err == nil && s.Len() > 0 {
+		iso = s
+	}
+	if s, err := r.readCPUList("/sys/devices/system/cpu/nohz_full"); err == nil && s.Len() > 0 {
+		nohz = s
+	}
+	h.Isolated, h.IsolatedFlags, h.NohzFull = iso, flags, nohz
+	return nil
+}
+
+// findProcess returns the pid of a process whose comm is name, or 0.
+func (r reader) findProcess(name string) int {
+	ents, err := os.ReadDir(r.path("/proc"))
+	if err != nil {
+		return 0
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if comm, err := r.read("/proc/" + e.Name() + "/comm"); err == nil && comm == name {
+			return pid
+		}
+	}
+	return 0
+}
+
+// resolve follows the symbolic links of a sysfs path inside the root, so
+// that relative sysfs links work in fixture trees too. It returns the
+// resolved path relative to the root, in slash form.
+func (r reader) resolve(p string) (string, error) {
+	full, err := filepath.EvalSymlinks(r.path(p))
+	if err != nil {
+		return "", err
+	}
+	rootAbs, err := filepath.EvalSymlinks(r.root)
+	if err != nil {
+		return "", err
+	}
+	rel, err := filepath.Rel(rootAbs, full)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return "", fmt.Errorf("%s resolves outside the root", p)
+	}
+	return "/" + filepath.ToSlash(rel), nil
+}
+
+func (r reader) nics(h *Host, irqs *Interrupts, nl NetlinkSource) error {
+	ents, err := os.ReadDir(r.path("/sys/class/net"))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("topo: %w", err)
+	}
+	for _, e := range ents {
+		nic, err := r.nic(e.Name(), h, irqs, nl)
+		if err != nil {
+			return err
+		}
+		h.NICs = append(h.NICs, nic)
+	}
+	sort.SliceStable(h.NICs, func(i, j int) bool {
+		if h.NICs[i].Virtual != h.NICs[j].Virtual {
+			return !h.NICs[i].Virtual
+		}
+		return h.NICs[i].Name < h.NICs[j].Name
+	})
+	return nil
+}
+
+func (r reader) nic(name string, h *Host, irqs *Interrupts, nl NetlinkSource) (NIC, error) {
+	base := "/sys/class/net/" + name + "/"
+	n := NIC{Name: name, NUMANode: -1, LocalCPUs: h.Online}
+	n.Ifindex = int(r.readInt(base+"ifindex", 0))
+	n.Operstate, _ = r.read(base + "operstate")
+	n.SpeedMbps = int(r.readInt(base+"speed", -1))
+	n.MTU = int(r.readInt(base+"mtu", 0))
+	n.DeviceGROFlushTimeout = r.readInt(base+"gro_flush_timeout", -1)
+	n.DeviceDeferHardIRQs = r.readInt(base+"napi_defer_hard_irqs", -1)
+	if real, err := r.resolve(base); err == nil {
+		n.Virtual = strings.HasPrefix(real, "/sys/devices/virtual/")
+	}
+	var devDirs []string
+	if dev, err := r.resolve(base + "device"); err == nil {
+		devDirs = []string{dev, path.Dir(dev)}
+		if drv, err := r.resolve(base + "device/driver"); err == nil {
+			n.Driver = path.Base(drv)
+		}
+		for _, d := range devDirs {
+			if v := r.readInt(d+"/numa_node", -2); v != -2 {
+				n.NUMANode = int(v)
+				break
+			}
+		}
+		for _, d := range devDirs {
+			if s, err := r.readCPUList(d + "/local_cpulist"); err == nil && s.Len() > 0 {
+				n.LocalCPUs = s.Intersect(h.Online)
+				break
+			}
+		}
+	}
+	qents, _ := os.ReadDir(r.path(base + "queues"))
+	for _, q := range qents {
+		qn := q.Name()
+		if idx, ok := strings.CutPrefix(qn, "rx-"); ok {
+			i, err := strconv.Atoi(idx)
+			if err != nil {
+				continue
+			}
+			rq := RxQueue{Index: i, IRQ: -1, RPSFlowCnt: int(r.readInt(base+"queues/"+qn+"/rps_flow_cnt", 0))}
+			rq.RPSRaw, _ = r.read(base + "queues/" + qn + "/rps_cpus")
+			rq.RPS, _ = ParseCPUMask(rq.RPSRaw)
+			n.RxQueues = append(n.RxQueues, rq)
+		} else if idx, ok := strings.CutPrefix(qn, "tx-"); ok {
+			i, err := strconv.Atoi(idx)
+			if err != nil {
+				continue
+			}
+			tq := TxQueue{Index: i, IRQ: -1}
+			if s, err := r.read(base + "queues/" + qn + "/xps_cpus"); err == nil {
+				tq.HasXPS = true
+				tq.XPS, _ = ParseCPUMask(s)
+			}
+			n.TxQueues = append(n.TxQueues, tq)
+		}
+	}
+	slices.SortFunc(n.RxQueues, func(a, b RxQueue) int { return a.Index - b.Index })
+	slices.SortFunc(n.TxQueues, func(a, b TxQueue) int { return a.Index - b.Index })
+
+	n.IRQs = r.deviceIRQs(devDirs, irqs)
+	for i := range n.IRQs {
+		q := &n.IRQs[i]
+		if q.Role == "rx" || q.Role == "rxtx" {
+			for j := range n.RxQueues {
+				if n.RxQueues[j].Index == q.Queue {
+					n.RxQueues[j].IRQ = q.IRQ
+				}
+			}
+		}
+		if q.Role == "tx" || q.Role == "rxtx" {
+			for j := range n.TxQueues {
+				if n.TxQueues[j].Index == q.Queue {
+					n.TxQueues[j].IRQ = q.IRQ
+				}
+			}
+		}
+	}
+	if nl != nil && n.Ifindex > 0 {
+		r.netlinkNIC(&n, nl)
+	}
+	return n, nil
+}
+
+// netlinkNIC fills the netlink-derived fields. Netlink, when it answers,
+// is authoritative for the queue → NAPI → IRQ mapping.
+func (r reader) netlinkNIC(n *NIC, nl NetlinkSource) {
+	napis, err := nl.NAPIs(n.Ifindex)
+	if err != nil {
+		n.NAPIErr = err.Error()
+	}
+	slices.SortFunc(napis, func(a, b NAPI) int { return int(a.ID) - int(b.ID) })
+	n.NAPIs = napis
+	irqOf := map[uint32]int{}
+	for _, p := range napis {
+		irqOf[p.ID] = p.IRQ
+	}
+	if qs, err := nl.Queues(n.Ifindex); err == nil {
+		for _, q := range qs {
+			if q.Type == "rx" {
+				for i := range n.RxQueues {
+					if n.RxQueues[i].Index == q.ID {
+						n.RxQueues[i].NAPIID = q.NAPIID
+						if irq, ok := irqOf[q.NAPIID]; ok && irq >= 0 {
+							n.RxQueues[i].IRQ = irq
+						}
+					}
+				}
+			} else {
+				for i := range n.TxQueues {
+					if n.TxQueues[i].Index == q.ID {
+						n.TxQueues[i].NAPIID = q.NAPIID
+						if irq, ok := irqOf[q.NAPIID]; ok && irq >= 0 {
+							n.TxQueues[i].IRQ = irq
+						}
+					}
+				}
+			}
+		}
+	} else if n.NAPIErr == "" {
+		n.NAPIErr = err.Error()
+	}
+	if c, err := nl.Coalesce(n.Ifindex); err == nil {
+		n.Coalesce = c
+	} else {
+		n.CoalesceErr = err.Error()
+	}
+	if rg, err := nl.Rings(n.Ifindex); err == nil {
+		n.Rings = rg
+	} else {
+		n.RingsErr = err.Error()
+	}
+	if ch, err := nl.Channels(n.Ifindex); err == nil {
+		n.Channels = ch
+	} else {
+		n.ChannelsErr = err.Error()
+	}
+}
+
+// queueName matches the queue part of common driver IRQ names:
+// "virtio2-input.0", "ice-ens1f0-TxRx-3", "mlx5_comp3", "eth0-rx-2".
+var queueName = regexp.MustCompile(`(?i)(txrx|rxtx|combined|comp|fp|input|output|rx|tx|queue)[-._]?(\d+)$`)
+
+// ClassifyIRQName returns the role ("rx", "tx", "rxtx" or "other") and the
+// queue index of a device IRQ from its action name.
+func ClassifyIRQName(name string) (role string, queue int) {
+	name, _, _ = strings.Cut(name, "@") // mlx5: "mlx5_comp3@pci:0000:3b:00.0"
+	m := queueName.FindStringSubmatch(name)
+	if m == nil {
+		return "other", -1
+	}
+	q, err := strconv.Atoi(m[2])
+	if err != nil || q > 1<<16 {
+		return "other", -1
+	}
+	switch strings.ToLower(m[1]) {
+	case "rx", "input":
+		return "rx", q
+	case "tx", "output":
+		return "tx", q
+	default:
+		return "rxtx", q
+	}
+}
+
+// deviceIRQs lists the interrupts of a device from its (or its parent's)
+// msi_irqs directory, named and classified from /proc/interrupts.
+func (r reader) deviceIRQs(devDirs []string, irqs *Interrupts) []NICIRQ {
+	var nums []int
+	for _, d := range devDirs {
+		ents, err := os.ReadDir(r.path(d + "/msi_irqs"))
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			if v, err := strconv.Atoi(e.Name()); err == nil {
+				nums = append(nums, v)
+			}
+		}
+		break
+	}
+	slices.Sort(nums)
+	var out []NICIRQ
+	for _, num := range nums {
+		q := NICIRQ{IRQ: num, Role: "other", Queue: -1}
+		if irqs != nil {
+			q.Name = irqs.IRQs[num].Name
+		}
+		q.Role, q.Queue = ClassifyIRQName(q.Name)
+		q.Affinity, _ = r.readCPUList(fmt.Sprintf("/proc/irq/%d/smp_affinity_list", num))
+		q.Effective, _ = r.readCPUList(fmt.Sprintf("/proc/irq/%d/effective_affinity_list", num))
+		out = append(out, q)
+	}
+	return out
+}
+
+// NIC returns the interface called name, or nil.
+func (h *Host) NIC(name string) *NIC {
+	for i := range h.NICs {
+		if h.NICs[i].Name == name {
+			return &h.NICs[i]
+		}
+	}
+	return nil
+}
+
+// CPU returns the online CPU with the given id, or nil.
+func (h *Host) CPU(id int) *CPU {
+	for i := range h.CPUs {
+		if h.CPUs[i].ID == id {
+			return &h.CPUs[i]
+		}
+	}
+	return nil
+}
+
+// PrimaryThreads returns, of the given CPUs, the first SMT thread of each
+// core (the lowest-numbered sibling present in cpus).
+func (h *Host) PrimaryThreads(cpus CPUSet) CPUSet {
+	var out []int
+	for _, c := range cpus {
+		cpu := h.CPU(c)
+		if cpu == nil {
+			continue
+		}
+		first := c
+		for _, s := range cpu.Siblings {
+			if cpus.Contains(s) && s < first {
+				first = s
+			}
+		}
+		if first == c {
+			out = append(out, c)
+		}
+	}
+	return NewCPUSet(out...)
+}
+
+// HasSMT reports whether any core has more than one online thread.
+func (h *Host) HasSMT() bool {
+	for _, c := range h.CPUs {
+		if c.Siblings.Intersect(h.Online).Len() > 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// TuningCandidates returns the physical interfaces with receive queues,
+// the ones a tuning plan considers by default.
+func (h *Host) TuningCandidates() []string {
+	var out []string
+	for _, n := range h.NICs {
+		if !n.Virtual && len(n.RxQueues) > 0 {
+			out = append(out, n.Name)
+		}
+	}
+	return out
+}

@@ -1,0 +1,136 @@
+package topo
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// ParseCmdline extracts the isolcpus= and nohz_full= CPU lists from a kernel
+// command line. isolcpus may carry flags before the list
+// ("isolcpus=managed_irq,domain,2-7"); the flags are returned separately.
+func ParseCmdline(s string) (isolated CPUSet, isolFlags []string, nohz CPUSet, err error) {
+	isolated, nohz = CPUSet{}, CPUSet{}
+	for _, w := range strings.Fields(s) {
+		if w == "--" {
+			break // the rest belongs to init
+		}
+		k, v, ok := strings.Cut(w, "=")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "isolcpus":
+			var list []string
+			for _, p := range strings.Split(v, ",") {
+				if p == "nohz" || p == "domain" || p == "managed_irq" {
+					isolFlags = append(isolFlags, p)
+				} else {
+					list = append(list, p)
+				}
+			}
+			if isolated, err = ParseCPUList(strings.Join(list, ",")); err != nil {
+				return nil, nil, nil, fmt.Errorf("isolcpus: %w", err)
+			}
+		case "nohz_full":
+			if nohz, err = ParseCPUList(v); err != nil {
+				return nil, nil, nil, fmt.Errorf("nohz_full: %w", err)
+			}
+		}
+	}
+	return isolated, isolFlags, nohz, nil
+}
+
+// Meminfo holds the huge-page lines of /proc/meminfo.
+type Meminfo struct {
+	// HugePagesTotal and HugePagesFree count pages of the default huge
+	// page size.
+	HugePagesTotal, HugePagesFree uint64
+	// HugePageSize is the default huge page size in bytes.
+	HugePageSize uint64
+}
+
+// ParseMeminfo parses the huge-page fields of /proc/meminfo.
+func ParseMeminfo(b []byte) (Meminfo, error) {
+	var m Meminfo
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(v)
+		if len(f) == 0 {
+			continue
+		}
+		n, err := strconv.ParseUint(f[0], 10, 64)
+		if err != nil {
+			continue
+		}
+		switch k {
+		case "HugePages_Total":
+			m.HugePagesTotal = n
+		case "HugePages_Free":
+			m.HugePagesFree = n
+		case "Hugepagesize":
+			m.HugePageSize = n * 1024
+		}
+	}
+	return m, sc.Err()
+}
+
+// Unlimited is the value of a resource limit without bound.
+const Unlimited = ^uint64(0)
+
+// ParseMemlock returns the soft and hard "Max locked memory" limits from a
+// /proc/<pid>/limits file, in bytes (Unlimited for "unlimited").
+func ParseMemlock(b []byte) (soft, hard uint64, err error) {
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), "Max locked memory")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) < 2 {
+			return 0, 0, fmt.Errorf("limits: short memlock line")
+		}
+		parse := func(s string) (uint64, error) {
+			if s == "unlimited" {
+				return Unlimited, nil
+			}
+			return strconv.ParseUint(s, 10, 64)
+		}
+		if soft, err = parse(f[0]); err != nil {
+			return 0, 0, fmt.Errorf("limits: memlock: %w", err)
+		}
+		if hard, err = parse(f[1]); err != nil {
+			return 0, 0, fmt.Errorf("limits: memlock: %w", err)
+		}
+		return soft, hard, nil
+	}
+	return 0, 0, fmt.Errorf("limits: no memlock line")
+}
+
+// capIPCLock is CAP_IPC_LOCK's bit in the capability sets.
+const capIPCLock = 14
+
+// ParseCapIPCLock reports whether the CapEff line of a /proc/<pid>/status
+// file has CAP_IPC_LOCK, which lifts RLIMIT_MEMLOCK for io_uring buffers.
+func ParseCapIPCLock(b []byte) (bool, error) {
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		v, ok := strings.CutPrefix(sc.Text(), "CapEff:")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+		if err != nil {
+			return false, fmt.Errorf("status: CapEff: %w", err)
+		}
+		return n&(1<<capIPCLock) != 0, nil
+	}
+	return false, fmt.Errorf("status: no CapEff line")
+}

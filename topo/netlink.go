@@ -1,0 +1,397 @@
+package topo
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/mdlayher/netlink"
+)
+
+// Constants of the netdev generic netlink family, from
+// include/uapi/linux/netdev.h (Linux 6.18).
+const (
+	netdevFamily = "netdev"
+
+	netdevCmdQueueGet = 10
+	netdevCmdNAPIGet  = 11
+	netdevCmdNAPISet  = 14
+
+	netdevANAPIIfindex           = 1
+	netdevANAPIID                = 2
+	netdevANAPIIRQ               = 3
+	netdevANAPIPID               = 4
+	netdevANAPIDeferHardIRQs     = 5
+	netdevANAPIGROFlushTimeout   = 6
+	netdevANAPIIRQSuspendTimeout = 7
+	netdevANAPIThreaded          = 8
+
+	netdevAQueueID      = 1
+	netdevAQueueIfindex = 2
+	netdevAQueueType    = 3
+	netdevAQueueNAPIID  = 4
+)
+
+// Constants of the ethtool generic netlink family, from
+// include/uapi/linux/ethtool_netlink_generated.h (Linux 6.18).
+const (
+	ethtoolFamily = "ethtool"
+
+	ethtoolMsgRingsGet    = 15
+	ethtoolMsgChannelsGet = 17
+	ethtoolMsgCoalesceGet = 19
+	ethtoolMsgCoalesceSet = 20
+
+	ethtoolAHeaderDevIndex = 1
+
+	ethtoolARingsHeader = 1
+	ethtoolARingsRxMax  = 2
+	ethtoolARingsTxMax  = 5
+	ethtoolARingsRx     = 6
+	ethtoolARingsTx     = 9
+
+	ethtoolAChannelsHeader        = 1
+	ethtoolAChannelsRxMax         = 2
+	ethtoolAChannelsTxMax         = 3
+	ethtoolAChannelsOtherMax      = 4
+	ethtoolAChannelsCombinedMax   = 5
+	ethtoolAChannelsRxCount       = 6
+	ethtoolAChannelsTxCount       = 7
+	ethtoolAChannelsOtherCount    = 8
+	ethtoolAChannelsCombinedCount = 9
+
+	ethtoolACoalesceHeader = 1
+)
+
+// coalesceAttrs names the ethtool coalescing attributes spindle reads and
+// may write (ETHTOOL_A_COALESCE_*). The adaptive switches are u8 (bool),
+// the others u32. Names follow `ethtool -c`.
+var coalesceAttrs = []struct {
+	name string
+	typ  uint16
+	u8   bool
+}{
+	{"rx-usecs", 2, false},
+	{"rx-frames", 3, false},
+	{"rx-usecs-irq", 4, false},
+	{"rx-frames-irq", 5, false},
+	{"tx-usecs", 6, false},
+	{"tx-frames", 7, false},
+	{"tx-usecs-irq", 8, false},
+	{"tx-frames-irq", 9, false},
+	{"stats-block-usecs", 10, false},
+	{"adaptive-rx", 11, true},
+	{"adaptive-tx", 12, true},
+	{"pkt-rate-low", 13, false},
+	{"rx-usecs-low", 14, false},
+	{"rx-frames-low", 15, false},
+	{"tx-usecs-low", 16, false},
+	{"tx-frames-low", 17, false},
+	{"pkt-rate-high", 18, false},
+	{"rx-usecs-high", 19, false},
+	{"rx-frames-high", 20, false},
+	{"tx-usecs-high", 21, false},
+	{"tx-frames-high", 22, false},
+	{"sample-interval", 23, false},
+}
+
+// CoalesceAttrNames lists the coalescing parameter names Coalesce uses.
+func CoalesceAttrNames() []string {
+	out := make([]string, len(coalesceAttrs))
+	for i, a := range coalesceAttrs {
+		out[i] = a.name
+	}
+	return out
+}
+
+// ErrNetlinkAbsent means a generic netlink family is not registered in
+// this kernel (or netlink sockets are not available at all).
+var ErrNetlinkAbsent = errors.New("generic netlink family not available")
+
+// ErrNotSupported means the device's driver does not implement the
+// requested netlink operation (EOPNOTSUPP), or the system is not Linux.
+var ErrNotSupported = errors.New("not supported")
+
+// NAPI is one NAPI instance as reported by the netdev family's napi-get.
+type NAPI struct {
+	// ID is the NAPI id (≥ 257; what SO_INCOMING_NAPI_ID returns).
+	ID uint32 `json:"id"`
+	// Ifindex is the interface the instance belongs to.
+	Ifindex int `json:"ifindex"`
+	// IRQ is the instance's interrupt, or -1 if it has none.
+	IRQ int `json:"irq"`
+	// PID is the kernel thread polling it in threaded mode, or 0.
+	PID int `json:"pid,omitempty"`
+	// DeferHardIRQs is napi_defer_hard_irqs for this instance.
+	DeferHardIRQs uint32 `json:"defer_hard_irqs"`
+	// GROFlushTimeout is gro_flush_timeout in nanoseconds.
+	GROFlushTimeout uint64 `json:"gro_flush_timeout_ns"`
+	// IRQSuspendTimeout is irq_suspend_timeout in nanoseconds (6.13+).
+	IRQSuspendTimeout uint64 `json:"irq_suspend_timeout_ns"`
+	// Threaded is 1 when the instance is polled by a kernel thread.
+	Threaded uint32 `json:"threaded"`
+}
+
+// QueueNAPI is one queue as reported by the netdev family's queue-get.
+type QueueNAPI struct {
+	// ID is the queue index.
+	ID int `json:"id"`
+	// Ifindex is the interface.
+	Ifindex int `json:"ifindex"`
+	// Type is "rx" or "tx".
+	Type string `json:"type"`
+	// NAPIID is the NAPI instance serving the queue, 0 if none.
+	NAPIID uint32 `json:"napi_id"`
+}
+
+// Coalesce holds the interrupt-coalescing parameters a driver reports;
+// only the parameters the driver supports are present.
+type Coalesce map[string]uint32
+
+// Rings holds ring sizes (ethtool -g).
+type Rings struct {
+	RxMax uint32 `json:"rx_max"`
+	TxMax uint32 `json:"tx_max"`
+	Rx    uint32 `json:"rx"`
+	Tx    uint32 `json:"tx"`
+}
+
+// Channels holds channel counts (ethtool -l).
+type Channels struct {
+	RxMax         uint32 `json:"rx_max"`
+	TxMax         uint32 `json:"tx_max"`
+	OtherMax      uint32 `json:"other_max"`
+	CombinedMax   uint32 `json:"combined_max"`
+	RxCount       uint32 `json:"rx"`
+	TxCount       uint32 `json:"tx"`
+	OtherCount    uint32 `json:"other"`
+	CombinedCount uint32 `json:"combined"`
+}
+
+// DecodeNAPI decodes the attributes of one napi-get reply.
+func DecodeNAPI(b []byte) (NAPI, error) {
+	n := NAPI{IRQ: -1}
+	ad, err := netlink.NewAttributeDecoder(b)
+	if err != nil {
+		return n, fmt.Errorf("napi: %w", err)
+	}
+	for ad.Next() {
+		switch ad.Type() {
+		case netdevANAPIIfindex:
+			n.Ifindex = int(ad.Uint32())
+		case netdevANAPIID:
+			n.ID = ad.Uint32()
+		case netdevANAPIIRQ:
+			n.IRQ = int(ad.Uint32())
+		case netdevANAPIPID:
+			n.PID = int(ad.Uint32())
+		case netdevANAPIDeferHardIRQs:
+			n.DeferHardIRQs = ad.Uint32()
+		case netdevANAPIGROFlushTimeout:
+			n.GROFlushTimeout = uintN(ad)
+		case netdevANAPIIRQSuspendTimeout:
+			n.IRQSuspendTimeout = uintN(ad)
+		case netdevANAPIThreaded:
+			n.Threaded = ad.Uint32()
+		}
+	}
+	if err := ad.Err(); err != nil {
+		return n, fmt.Errorf("napi: %w", err)
+	}
+	if n.ID == 0 {
+		return n, fmt.Errorf("napi: reply without id")
+	}
+	return n, nil
+}
+
+// uintN reads a netlink "uint" attribute, which the kernel sends as 4 or
+// 8 bytes depending on the value.
+func uintN(ad *netlink.AttributeDecoder) uint64 {
+	if len(ad.Bytes()) == 8 {
+		return ad.Uint64()
+	}
+	return uint64(ad.Uint32())
+}
+
+// DecodeQueue decodes the attributes of one queue-get reply.
+func DecodeQueue(b []byte) (QueueNAPI, error) {
+	var q QueueNAPI
+	ad, err := netlink.NewAttributeDecoder(b)
+	if err != nil {
+		return q, fmt.Errorf("queue: %w", err)
+	}
+	typ := -1
+	for ad.Next() {
+		switch ad.Type() {
+		case netdevAQueueID:
+			q.ID = int(ad.Uint32())
+		case netdevAQueueIfindex:
+			q.Ifindex = int(ad.Uint32())
+		case netdevAQueueType:
+			typ = int(ad.Uint32())
+		case netdevAQueueNAPIID:
+			q.NAPIID = ad.Uint32()
+		}
+	}
+	if err := ad.Err(); err != nil {
+		return q, fmt.Errorf("queue: %w", err)
+	}
+	switch typ {
+	case 0:
+		q.Type = "rx"
+	case 1:
+		q.Type = "tx"
+	default:
+		return q, fmt.Errorf("queue: type %d", typ)
+	}
+	return q, nil
+}
+
+// DecodeCoalesce decodes the attributes of a coalesce-get reply.
+func DecodeCoalesce(b []byte) (Coalesce, error) {
+	ad, err := netlink.NewAttributeDecoder(b)
+	if err != nil {
+		return nil, fmt.Errorf("coalesce: %w", err)
+	}
+	c := Coalesce{}
+	for ad.Next() {
+		for _, a := range coalesceAttrs {
+			if ad.Type() != a.typ {
+				continue
+			}
+			if a.u8 {
+				c[a.name] = uint32(ad.Uint8())
+			} else {
+				c[a.name] = ad.Uint32()
+			}
+		}
+	}
+	if err := ad.Err(); err != nil {
+		return nil, fmt.Errorf("coalesce: %w", err)
+	}
+	return c, nil
+}
+
+// EncodeCoalesceSet encodes a coalesce-set request for ifindex that sets
+// only the given parameters. Unknown names are an error.
+func EncodeCoalesceSet(ifindex int, values map[string]uint32) ([]byte, error) {
+	ae := netlink.NewAttributeEncoder()
+	ae.Nested(ethtoolACoalesceHeader|netlink.Nested, func(nae *netlink.AttributeEncoder) error {
+		nae.Uint32(ethtoolAHeaderDevIndex, uint32(ifindex))
+		return nil
+	})
+	names := make([]string, 0, len(values))
+	for n := range values {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		found := false
+		for _, a := range coalesceAttrs {
+			if a.name != n {
+				continue
+			}
+			found = true
+			if a.u8 {
+				if values[n] > 1 {
+					return nil, fmt.Errorf("coalesce: %s is a switch (0 or 1), got %d", n, values[n])
+				}
+				ae.Uint8(a.typ, uint8(values[n]))
+			} else {
+				ae.Uint32(a.typ, values[n])
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("coalesce: unknown parameter %q", n)
+		}
+	}
+	return ae.Encode()
+}
+
+// DecodeRings decodes the attributes of a rings-get reply.
+func DecodeRings(b []byte) (*Rings, error) {
+	ad, err := netlink.NewAttributeDecoder(b)
+	if err != nil {
+		return nil, fmt.Errorf("rings: %w", err)
+	}
+	r := &Rings{}
+	for ad.Next() {
+		switch ad.Type() {
+		case ethtoolARingsRxMax:
+			r.RxMax = ad.Uint32()
+		case ethtoolARingsTxMax:
+			r.TxMax = ad.Uint32()
+		case ethtoolARingsRx:
+			r.Rx = ad.Uint32()
+		case ethtoolARingsTx:
+			r.Tx = ad.Uint32()
+		}
+	}
+	if err := ad.Err(); err != nil {
+		return nil, fmt.Errorf("rings: %w", err)
+	}
+	return r, nil
+}
+
+// DecodeChannels decodes the attributes of a channels-get reply.
+func DecodeChannels(b []byte) (*Channels, error) {
+	ad, err := netlink.NewAttributeDecoder(b)
+	if err != nil {
+		return nil, fmt.Errorf("channels: %w", err)
+	}
+	c := &Channels{}
+	for ad.Next() {
+		switch ad.Type() {
+		case ethtoolAChannelsRxMax:
+			c.RxMax = ad.Uint32()
+		case ethtoolAChannelsTxMax:
+			c.TxMax = ad.Uint32()
+		case ethtoolAChannelsOtherMax:
+			c.OtherMax = ad.Uint32()
+		case ethtoolAChannelsCombinedMax:
+			c.CombinedMax = ad.Uint32()
+		case ethtoolAChannelsRxCount:
+			c.RxCount = ad.Uint32()
+		case ethtoolAChannelsTxCount:
+			c.TxCount = ad.Uint32()
+		case ethtoolAChannelsOtherCount:
+			c.OtherCount = ad.Uint32()
+		case ethtoolAChannelsCombinedCount:
+			c.CombinedCount = ad.Uint32()
+		}
+	}
+	if err := ad.Err(); err != nil {
+		return nil, fmt.Errorf("channels: %w", err)
+	}
+	return c, nil
+}
+
+// EncodeNAPISet encodes a napi-set request for one NAPI instance. A nil
+// pointer leaves that setting unchanged.
+func EncodeNAPISet(id uint32, deferHardIRQs *uint32, groFlushTimeout *uint64) ([]byte, error) {
+	ae := netlink.NewAttributeEncoder()
+	ae.Uint32(netdevANAPIID, id)
+	if deferHardIRQs != nil {
+		ae.Uint32(netdevANAPIDeferHardIRQs, *deferHardIRQs)
+	}
+	if groFlushTimeout != nil {
+		ae.Uint64(netdevANAPIGROFlushTimeout, *groFlushTimeout)
+	}
+	return ae.Encode()
+}
+
+// NetlinkSource answers the netlink part of discovery for one interface at
+// a time. *NetlinkClient is the live implementation; tests supply fixtures.
+type NetlinkSource interface {
+	// Queues returns the queues of ifindex with their NAPI ids (netdev
+	// queue-get).
+	Queues(ifindex int) ([]QueueNAPI, error)
+	// NAPIs returns the NAPI instances of ifindex (netdev napi-get).
+	NAPIs(ifindex int) ([]NAPI, error)
+	// Coalesce returns the coalescing parameters (ethtool coalesce-get).
+	Coalesce(ifindex int) (Coalesce, error)
+	// Rings returns the ring sizes (ethtool rings-get).
+	Rings(ifindex int) (*Rings, error)
+	// Channels returns the channel counts (ethtool channels-get).
+	Channels(ifindex int) (*Channels, error)
+}

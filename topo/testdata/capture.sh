@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# capture.sh DEST: copies, from this machine's /proc and /sys, exactly the
+# files topo.Read reads into DEST (a fixture tree). Symbolic links under
+# /sys/class/net are recreated as the same relative links, and their
+# targets captured, so the fixture resolves like sysfs does. Only the
+# CapEff line of /proc/self/status is kept.
+set -euo pipefail
+dest=${1:?usage: capture.sh DEST}
+mkdir -p "$dest"
+
+file() { # copy one file if readable
+	local src=$1
+	[ -r "$src" ] && [ -f "$src" ] || return 0
+	mkdir -p "$dest$(dirname "$src")"
+	cat "$src" >"$dest$src" 2>/dev/null || rm -f "$dest$src"
+}
+link() { # recreate one symbolic link
+	local src=$1
+	[ -L "$src" ] || return 0
+	mkdir -p "$dest$(dirname "$src")"
+	ln -sfn "$(readlink "$src")" "$dest$src"
+}
+placeholder() { # make a directory exist (git keeps no empty directories)
+	mkdir -p "$dest$1"
+	touch "$dest$1/.keep"
+}
+
+for f in cmdline interrupts softirqs stat net/softnet_stat meminfo sys/kernel/osrelease \
+	sys/vm/nr_hugepages sys/kernel/numa_balancing self/limits; do
+	file /proc/$f
+done
+mkdir -p "$dest/proc/self"
+grep '^CapEff:' /proc/self/status >"$dest/proc/self/status"
+for n in busy_poll busy_read netdev_budget netdev_budget_usecs netdev_max_backlog \
+	rps_sock_flow_entries dev_weight somaxconn rmem_max wmem_max optmem_max; do
+	file /proc/sys/net/core/$n
+done
+for d in /proc/irq/[0-9]*; do
+	file "$d/smp_affinity_list"
+	file "$d/effective_affinity_list"
+done
+for p in /proc/[0-9]*; do
+	[ "$(cat "$p/comm" 2>/dev/null)" = irqbalance ] && file "$p/comm"
+done
+
+s=/sys/devices/system
+for f in online possible isolated nohz_full; do file $s/cpu/$f; done
+for c in $s/cpu/cpu[0-9]*; do
+	for f in core_id die_id physical_package_id thread_siblings_list; do
+		file "$c/topology/$f"
+	done
+done
+file $s/node/online
+for n in $s/node/node[0-9]*; do file "$n/cpulist"; done
+file /sys/kernel/mm/transparent_hugepage/enabled
+
+for l in /sys/class/net/*; do
+	link "$l"
+	d=$(readlink -f "$l")
+	for f in ifindex operstate speed mtu gro_flush_timeout napi_defer_hard_irqs \
+		statistics/rx_dropped statistics/rx_missed_errors statistics/rx_fifo_errors \
+		statistics/rx_packets; do
+		file "$d/$f"
+	done
+	for q in "$d"/queues/*; do
+		for f in rps_cpus rps_flow_cnt xps_cpus; do file "$q/$f"; done
+	done
+	if [ -L "$d/device" ]; then
+		link "$d/device"
+		dev=$(readlink -f "$d/device")
+		link "$dev/driver"
+		placeholder "$(readlink -f "$dev/driver")"
+		for x in "$dev" "$(dirname "$dev")"; do
+			file "$x/numa_node"
+			file "$x/local_cpulist"
+			if [ -d "$x/msi_irqs" ]; then
+				for i in "$x"/msi_irqs/*; do
+					mkdir -p "$dest$x/msi_irqs"
+					cat "$i" >"$dest$i" 2>/dev/null || touch "$dest$i"
+				done
+			fi
+		done
+	else
+		placeholder "$d"
+	fi
+done

@@ -1,0 +1,384 @@
+package topo
+
+import (
+	"encoding/json"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/mdlayher/netlink"
+)
+
+func TestCPUSet(t *testing.T) {
+	tests := []struct {
+		list, mask string
+		want       CPUSet
+	}{
+		{"", "0", CPUSet{}},
+		{"0", "1", CPUSet{0}},
+		{"0-1", "3", CPUSet{0, 1}},
+		{"0-3,8", "10f", CPUSet{0, 1, 2, 3, 8}},
+		{"32", "1,00000000", CPUSet{32}},
+		{"1,33,63", "80000002,00000002", CPUSet{1, 33, 63}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.list, func(t *testing.T) {
+			got, err := ParseCPUList(tt.list)
+			if err != nil || !got.Equal(tt.want) {
+				t.Fatalf("ParseCPUList(%q) = %v, %v; want %v", tt.list, got, err, tt.want)
+			}
+			if s := got.String(); s != tt.list {
+				t.Errorf("String() = %q, want %q", s, tt.list)
+			}
+			if m := got.Mask(); m != tt.mask {
+				t.Errorf("Mask() = %q, want %q", m, tt.mask)
+			}
+			back, err := ParseCPUMask(tt.mask)
+			if err != nil || !back.Equal(tt.want) {
+				t.Errorf("ParseCPUMask(%q) = %v, %v", tt.mask, back, err)
+			}
+		})
+	}
+	// Kernel-style padded masks.
+	if s, err := ParseCPUMask("00000000,00000003\n"); err != nil || s.String() != "0-1" {
+		t.Errorf("padded mask: %v %v", s, err)
+	}
+	for _, bad := range []string{"3-1", "a", "1-", "-1", "99999"} {
+		if _, err := ParseCPUList(bad); err == nil {
+			t.Errorf("ParseCPUList(%q) succeeded", bad)
+		}
+	}
+	for _, bad := range []string{"g", "1,,2", "123456789"} {
+		if _, err := ParseCPUMask(bad); err == nil {
+			t.Errorf("ParseCPUMask(%q) succeeded", bad)
+		}
+	}
+	a, b := NewCPUSet(0, 1, 2, 3), NewCPUSet(2, 3, 4)
+	if a.Intersect(b).String() != "2-3" || a.Minus(b).String() != "0-1" || a.Union(b).String() != "0-4" {
+		t.Errorf("set algebra: %v %v %v", a.Intersect(b), a.Minus(b), a.Union(b))
+	}
+	js, _ := json.Marshal(a)
+	var c CPUSet
+	if err := json.Unmarshal(js, &c); err != nil || !c.Equal(a) || string(js) != `"0-3"` {
+		t.Errorf("json round trip: %s %v %v", js, c, err)
+	}
+}
+
+func TestParseCmdline(t *testing.T) {
+	tests := []struct {
+		in        string
+		iso, nohz string
+		flags     string
+		wantErr   bool
+	}{
+		{"ro quiet", "", "", "", false},
+		{"isolcpus=2-7 nohz_full=2-7", "2-7", "2-7", "", false},
+		{"isolcpus=managed_irq,domain,2-7,10-15 nohz_full=2-7,10-15", "2-7,10-15", "2-7,10-15", "managed_irq,domain", false},
+		{"quiet -- isolcpus=1", "", "", "", false},
+		{"isolcpus=x-y", "", "", "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			iso, flags, nohz, err := ParseCmdline(tt.in)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v", err)
+			}
+			if err != nil {
+				return
+			}
+			if iso.String() != tt.iso || nohz.String() != tt.nohz || strings.Join(flags, ",") != tt.flags {
+				t.Errorf("got iso=%v nohz=%v flags=%v", iso, nohz, flags)
+			}
+		})
+	}
+}
+
+func TestClassifyIRQName(t *testing.T) {
+	tests := []struct {
+		name, role string
+		queue      int
+	}{
+		{"virtio2-input.0", "rx", 0},
+		{"virtio2-output.3", "tx", 3},
+		{"virtio2-config", "other", -1},
+		{"ice-ens1f0-TxRx-15", "rxtx", 15},
+		{"mlx5_comp7@pci:0000:01:00.0", "rxtx", 7},
+		{"mlx5_async0@pci:0000:01:00.0", "other", -1},
+		{"eth0-rx-2", "rx", 2},
+		{"eth0-tx-1", "tx", 1},
+		{"i40e-0000:3b:00.0:misc", "other", -1},
+		{"", "other", -1},
+	}
+	for _, tt := range tests {
+		role, q := ClassifyIRQName(tt.name)
+		if role != tt.role || q != tt.queue {
+			t.Errorf("ClassifyIRQName(%q) = %s %d, want %s %d", tt.name, role, q, tt.role, tt.queue)
+		}
+	}
+}
+
+func TestReadFixtures(t *testing.T) {
+	tests := []struct {
+		dir   string
+		check func(t *testing.T, h *Host)
+	}{
+		{"vm", func(t *testing.T, h *Host) {
+			if h.Online.String() != "0-1" || len(h.Nodes) != 1 || h.HasSMT() {
+				t.Errorf("cpus: online=%v nodes=%d smt=%v", h.Online, len(h.Nodes), h.HasSMT())
+			}
+			n := h.NIC("eth0")
+			if n == nil {
+				t.Fatal("no eth0")
+			}
+			if n.Driver != "virtio_net" || n.Virtual || len(n.RxQueues) != 1 || n.RxQueues[0].IRQ != 38 || n.TxQueues[0].IRQ != 39 {
+				t.Errorf("eth0: driver=%q virtual=%v rx=%+v tx=%+v", n.Driver, n.Virtual, n.RxQueues, n.TxQueues)
+			}
+			if n.RxQueues[0].NAPIID != 257 || n.Coalesce == nil || n.Channels.CombinedCount != 1 {
+				t.Errorf("eth0 netlink: napi=%d coalesce=%v channels=%+v", n.RxQueues[0].NAPIID, n.Coalesce, n.Channels)
+			}
+			if lo := h.NIC("lo"); lo == nil || !lo.Virtual || lo.CoalesceErr == "" {
+				t.Errorf("lo: %+v", lo)
+			}
+			if got := h.TuningCandidates(); len(got) != 1 || got[0] != "eth0" {
+				t.Errorf("candidates = %v", got)
+			}
+			if h.Memlock.Soft != 8<<20 || !h.Memlock.CapIPCLock {
+				t.Errorf("memlock = %+v", h.Memlock)
+			}
+			if h.Sysctls["net.core.busy_poll"] != "0" {
+				t.Errorf("sysctls = %v", h.Sysctls)
+			}
+		}},
+		{"2socket-16q", func(t *testing.T, h *Host) {
+			if h.Online.Len() != 24 || len(h.Nodes) != 2 || h.Nodes[1].CPUs.String() != "12-23" || h.HasSMT() {
+				t.Errorf("cpus: %v nodes=%+v", h.Online, h.Nodes)
+			}
+			if h.CPU(13).Package != 1 || h.CPU(13).Node != 1 {
+				t.Errorf("cpu13 = %+v", h.CPU(13))
+			}
+			n := h.NIC("ens1f0")
+			if n == nil || n.Driver != "ice" || n.NUMANode != 1 || n.LocalCPUs.String() != "12-23" {
+				t.Fatalf("ens1f0 = %+v", n)
+			}
+			if len(n.RxQueues) != 16 || len(n.TxQueues) != 16 || len(n.IRQs) != 17 {
+				t.Fatalf("queues rx=%d tx=%d irqs=%d", len(n.RxQueues), len(n.TxQueues), len(n.IRQs))
+			}
+			for i, q := range n.RxQueues {
+				if q.Index != i || q.IRQ != 121+i || q.NAPIID != uint32(8193+i) {
+					t.Errorf("rx-%d = %+v", i, q)
+				}
+			}
+			if n.IRQs[0].Role != "other" || n.IRQs[5].Effective.String() != "12" || n.Coalesce["adaptive-rx"] != 1 {
+				t.Errorf("irqs[0]=%+v irqs[5]=%+v", n.IRQs[0], n.IRQs[5])
+			}
+			if h.Memlock.CapIPCLock || h.IrqbalancePID != 0 || h.HugePages.THP != "madvise" {
+				t.Errorf("memlock=%+v irqbalance=%d thp=%q", h.Memlock, h.IrqbalancePID, h.HugePages.THP)
+			}
+			if h.NICs[0].Name != "ens1f0" {
+				t.Errorf("physical NIC not first: %s", h.NICs[0].Name)
+			}
+		}},
+		{"smt-isol", func(t *testing.T, h *Host) {
+			if !h.HasSMT() || h.CPU(3).Siblings.String() != "3,11" {
+				t.Errorf("smt: %v %v", h.HasSMT(), h.CPU(3).Siblings)
+			}
+			if h.Isolated.String() != "2-7,10-15" || h.NohzFull.String() != "2-7,10-15" {
+				t.Errorf("isolation: %v %v", h.Isolated, h.NohzFull)
+			}
+			if h.PrimaryThreads(h.Online).String() != "0-7" {
+				t.Errorf("primary threads = %v", h.PrimaryThreads(h.Online))
+			}
+			if h.IrqbalancePID != 812 || h.Memlock.Soft != Unlimited || h.HugePages.Total != 512 || h.HugePages.PageSize != 2<<20 {
+				t.Errorf("irqbalance=%d memlock=%+v huge=%+v", h.IrqbalancePID, h.Memlock, h.HugePages)
+			}
+			n := h.NIC("enp1s0f0np0")
+			if n == nil || n.Driver != "mlx5_core" || len(n.RxQueues) != 8 || n.RxQueues[3].IRQ != 64 {
+				t.Fatalf("nic = %+v", n)
+			}
+			if n.IRQs[4].Affinity.String() != "3" || n.IRQs[4].Role != "rxtx" || n.IRQs[4].Queue != 3 {
+				t.Errorf("irq 64 = %+v", n.IRQs[4])
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.dir, func(t *testing.T) {
+			h, err := ReadFixture("testdata/" + tt.dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.Netlink.Netdev != "ok" {
+				t.Errorf("netlink status = %+v", h.Netlink)
+			}
+			tt.check(t, h)
+		})
+	}
+}
+
+func TestReadWithoutNetlink(t *testing.T) {
+	h, err := Read("testdata/2socket-16q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Netlink.Netdev != "not queried" {
+		t.Errorf("status = %+v", h.Netlink)
+	}
+	// The IRQ names alone still map queues to IRQs.
+	n := h.NIC("ens1f0")
+	if n.RxQueues[7].IRQ != 128 || n.RxQueues[7].NAPIID != 0 {
+		t.Errorf("rx-7 = %+v", n.RxQueues[7])
+	}
+}
+
+func TestReadMissingRoot(t *testing.T) {
+	if _, err := Read(t.TempDir(), nil); err == nil {
+		t.Fatal("Read of an empty tree succeeded")
+	}
+}
+
+// TestReadLive reads this machine. It checks invariants that hold on any
+// Linux host rather than figures of this one.
+func TestReadLive(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("live discovery is Linux only")
+	}
+	h, err := ReadLive()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Online.Len() != runtime.NumCPU() && h.Online.Len() < runtime.NumCPU() {
+		t.Errorf("online %v, NumCPU %d", h.Online, runtime.NumCPU())
+	}
+	if h.NIC("lo") == nil || !h.NIC("lo").Virtual {
+		t.Errorf("lo missing or not virtual")
+	}
+	// netdev netlink exists since 6.5; this kernel must have it.
+	if h.Netlink.Netdev != "ok" && kernelAtLeast(h.Kernel, 6, 5) {
+		t.Errorf("netdev netlink on %s: %s", h.Kernel, h.Netlink.Netdev)
+	}
+	for _, n := range h.NICs {
+		for _, q := range n.RxQueues {
+			if q.NAPIID != 0 && q.NAPIID < 257 {
+				t.Errorf("%s rx-%d: NAPI id %d below MIN_NAPI_ID", n.Name, q.Index, q.NAPIID)
+			}
+		}
+	}
+}
+
+func kernelAtLeast(release string, major, minor int) bool {
+	var a, b int
+	for i, p := range strings.SplitN(release, ".", 3) {
+		n := 0
+		for _, c := range p {
+			if c < '0' || c > '9' {
+				break
+			}
+			n = n*10 + int(c-'0')
+		}
+		if i == 0 {
+			a = n
+		} else if i == 1 {
+			b = n
+		}
+	}
+	return a > major || a == major && b >= minor
+}
+
+func TestParseCounters(t *testing.T) {
+	b, err := os.ReadFile("testdata/vm/proc/interrupts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := ParseInterrupts(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(in.CPUs) != 2 || in.IRQs[38].Name != "virtio2-input.0" || len(in.Other["LOC"]) != 2 || len(in.Other["ERR"]) != 1 {
+		t.Errorf("interrupts: cpus=%v irq38=%+v", in.CPUs, in.IRQs[38])
+	}
+	b, _ = os.ReadFile("testdata/vm/proc/softirqs")
+	sq, err := ParseSoftirqs(b)
+	if err != nil || len(sq.Counts["NET_RX"]) != 2 {
+		t.Errorf("softirqs: %+v %v", sq, err)
+	}
+	b, _ = os.ReadFile("testdata/vm/proc/stat")
+	st, err := ParseStat(b)
+	if err != nil || len(st) != 2 || st[0].Idle == 0 {
+		t.Errorf("stat: %+v %v", st, err)
+	}
+	b, _ = os.ReadFile("testdata/vm/proc/net/softnet_stat")
+	sn, err := ParseSoftnet(b)
+	if err != nil || len(sn) != 2 || sn[1].CPU != 1 {
+		t.Errorf("softnet: %+v %v", sn, err)
+	}
+	// Offline CPU: its softnet line is missing; the CPU column says who is who.
+	sn, err = ParseSoftnet([]byte("00000010 00000001 00000002 00000000 00000000 00000000 00000000 00000000 00000000 00000003 00000000 00000000 00000002 00000000 00000000\n"))
+	if err != nil || sn[0].CPU != 2 || sn[0].Dropped != 1 || sn[0].TimeSqueeze != 2 || sn[0].ReceivedRPS != 3 {
+		t.Errorf("softnet: %+v %v", sn, err)
+	}
+	for _, bad := range []string{"", "CPU0\n 1: x y\n", "CPU0 CPU1\n 5: 1 edge\n"} {
+		if _, err := ParseInterrupts([]byte(bad)); err == nil {
+			t.Errorf("ParseInterrupts(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestNetlinkDecoders(t *testing.T) {
+	ae := netlink.NewAttributeEncoder()
+	ae.Uint32(netdevANAPIIfindex, 4)
+	ae.Uint32(netdevANAPIID, 257)
+	ae.Uint32(netdevANAPIIRQ, 38)
+	ae.Uint32(netdevANAPIDeferHardIRQs, 2)
+	ae.Uint64(netdevANAPIGROFlushTimeout, 200000)
+	ae.Uint32(netdevANAPIIRQSuspendTimeout, 5)
+	b, _ := ae.Encode()
+	n, err := DecodeNAPI(b)
+	if err != nil || n != (NAPI{ID: 257, Ifindex: 4, IRQ: 38, DeferHardIRQs: 2, GROFlushTimeout: 200000, IRQSuspendTimeout: 5}) {
+		t.Errorf("DecodeNAPI = %+v, %v", n, err)
+	}
+	if _, err := DecodeNAPI(nil); err == nil {
+		t.Error("DecodeNAPI without id succeeded")
+	}
+	ae = netlink.NewAttributeEncoder()
+	ae.Uint32(netdevAQueueID, 3)
+	ae.Uint32(netdevAQueueIfindex, 4)
+	ae.Uint32(netdevAQueueType, 1)
+	ae.Uint32(netdevAQueueNAPIID, 260)
+	b, _ = ae.Encode()
+	q, err := DecodeQueue(b)
+	if err != nil || q != (QueueNAPI{ID: 3, Ifindex: 4, Type: "tx", NAPIID: 260}) {
+		t.Errorf("DecodeQueue = %+v, %v", q, err)
+	}
+	enc, err := EncodeCoalesceSet(4, map[string]uint32{"rx-usecs": 8, "adaptive-rx": 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := DecodeCoalesce(enc)
+	if err != nil || len(c) != 2 || c["rx-usecs"] != 8 || c["adaptive-rx"] != 0 {
+		t.Errorf("coalesce round trip = %v, %v", c, err)
+	}
+	if _, err := EncodeCoalesceSet(4, map[string]uint32{"bogus": 1}); err == nil {
+		t.Error("unknown coalesce parameter accepted")
+	}
+	if _, err := EncodeCoalesceSet(4, map[string]uint32{"adaptive-rx": 2}); err == nil {
+		t.Error("adaptive-rx 2 accepted")
+	}
+	ae = netlink.NewAttributeEncoder()
+	ae.Uint32(ethtoolARingsRxMax, 4096)
+	ae.Uint32(ethtoolARingsRx, 1024)
+	b, _ = ae.Encode()
+	if r, err := DecodeRings(b); err != nil || r.RxMax != 4096 || r.Rx != 1024 {
+		t.Errorf("rings = %+v %v", r, err)
+	}
+	ae = netlink.NewAttributeEncoder()
+	ae.Uint32(ethtoolAChannelsCombinedMax, 2)
+	ae.Uint32(ethtoolAChannelsCombinedCount, 1)
+	b, _ = ae.Encode()
+	if ch, err := DecodeChannels(b); err != nil || ch.CombinedMax != 2 || ch.CombinedCount != 1 {
+		t.Errorf("channels = %+v %v", ch, err)
+	}
+	// A u32 attribute with 2 bytes is an error, not a panic.
+	if _, err := DecodeRings([]byte{6, 0, 2, 0, 1, 2, 0, 0}); err == nil {
+		t.Error("short rings attribute accepted")
+	}
+}
