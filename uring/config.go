@@ -1,0 +1,57 @@
+package uring
+
+import "time"
+
+// Config configures New. A nil *Config means the defaults documented on each
+// field.
+type Config struct {
+	// Entries is the SQ size, rounded up to a power of two by the kernel.
+	// Default 256.
+	Entries uint32
+	// CQEntries is the CQ size (IORING_SETUP_CQSIZE, 5.5). Default 2*Entries.
+	CQEntries uint32
+	// SingleIssuer tells the kernel only the creating thread submits
+	// (IORING_SETUP_SINGLE_ISSUER, 6.0). The owner goroutine must be locked
+	// to its OS thread. Default false.
+	SingleIssuer bool
+	// DeferTaskrun runs completion work only when the owner waits for
+	// completions (IORING_SETUP_DEFER_TASKRUN, 6.1); needs SingleIssuer,
+	// excludes SQPoll. Default false.
+	DeferTaskrun bool
+	// CoopTaskrun avoids interrupting the owner thread to run completion work
+	// (IORING_SETUP_COOP_TASKRUN, 5.19). Default false.
+	CoopTaskrun bool
+	// SQPoll starts a kernel thread that polls the SQ (IORING_SETUP_SQPOLL).
+	// Default false.
+	SQPoll bool
+	// SQThreadCPU pins the SQPOLL thread (IORING_SETUP_SQ_AFF) when >= 0.
+	// -1 leaves it unpinned. Only with SQPoll; note that the zero value of a
+	// non-nil Config pins it to CPU 0.
+	SQThreadCPU int
+	// SQThreadIdle is how long the SQPOLL thread spins before sleeping.
+	// Default (0) is the kernel's 1 s.
+	SQThreadIdle time.Duration
+	// AttachWQ shares the SQPOLL thread and io-wq of another ring
+	// (IORING_SETUP_ATTACH_WQ). Default nil.
+	AttachWQ *Ring
+	// RegisterRingFD registers the ring fd with the owner thread
+	// (IORING_REGISTER_RING_FDS, 5.18), making io_uring_enter cheaper. The
+	// owner goroutine must be locked to its OS thread. Default false.
+	RegisterRingFD bool
+}
+
+func (c *Config) withDefaults() Config {
+	var out Config
+	if c != nil {
+		out = *c
+	} else {
+		out.SQThreadCPU = -1
+	}
+	if out.Entries == 0 {
+		out.Entries = 256
+	}
+	if out.CQEntries == 0 {
+		out.CQEntries = 2 * out.Entries
+	}
+	return out
+}

@@ -1,0 +1,146 @@
+package uring
+
+import (
+	"errors"
+	"net/netip"
+	"runtime"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// newRing creates a ring closed at cleanup. Configs that tie the ring to a
+// thread lock the test goroutine first (released at cleanup, after Close).
+func newRing(t testing.TB, cfg *Config) *Ring {
+	t.Helper()
+	if cfg != nil && (cfg.SingleIssuer || cfg.RegisterRingFD) {
+		runtime.LockOSThread()
+	}
+	r, err := New(cfg)
+	if err != nil {
+		if cfg != nil && (cfg.SingleIssuer || cfg.RegisterRingFD) {
+			runtime.UnlockOSThread()
+		}
+		t.Fatalf("New(%+v): %v", cfg, err)
+	}
+	t.Cleanup(func() {
+		if err := r.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		if cfg != nil && (cfg.SingleIssuer || cfg.RegisterRingFD) {
+			runtime.UnlockOSThread()
+		}
+	})
+	return r
+}
+
+// sqe returns a fresh SQE or fails the test.
+func sqe(t testing.TB, r *Ring) *SQE {
+	t.Helper()
+	s := r.GetSQE()
+	if s == nil {
+		t.Fatal("GetSQE: SQ full")
+	}
+	return s
+}
+
+// reap submits and collects exactly n completions within a deadline.
+func reap(t testing.TB, r *Ring, n int) []CQE {
+	t.Helper()
+	out := make([]CQE, 0, n)
+	buf := make([]CQE, 64)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(out) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("got %d of %d completions: %+v", len(out), n, out)
+		}
+		if _, err := r.SubmitAndWait(1, 100*time.Millisecond); err != nil && !errors.Is(err, unix.ETIME) {
+			t.Fatalf("SubmitAndWait: %v", err)
+		}
+		k := r.PeekCQEs(buf[:min(len(buf), n-len(out))])
+		out = append(out, buf[:k]...)
+	}
+	return out
+}
+
+// expectNone checks that no completion arrives within d.
+func expectNone(t testing.TB, r *Ring, d time.Duration) {
+	t.Helper()
+	if _, err := r.SubmitAndWait(1, d); err != nil && !errors.Is(err, unix.ETIME) {
+		t.Fatalf("SubmitAndWait: %v", err)
+	}
+	var c [1]CQE
+	if r.PeekCQEs(c[:]) != 0 {
+		t.Fatalf("unexpected completion %+v", c[0])
+	}
+}
+
+func closeFd(t testing.TB, fd int) {
+	t.Cleanup(func() { unix.Close(fd) })
+}
+
+// listenTCP returns a listening loopback socket (closed at cleanup) and its
+// address.
+func listenTCP(t testing.TB) (int, netip.AddrPort) {
+	t.Helper()
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeFd(t, fd)
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Listen(fd, 256); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := sa.(*unix.SockaddrInet4)
+	return fd, netip.AddrPortFrom(netip.AddrFrom4(in.Addr), uint16(in.Port))
+}
+
+// dialTCP connects a blocking client socket (closed at cleanup).
+func dialTCP(t testing.TB, ap netip.AddrPort) int {
+	t.Helper()
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeFd(t, fd)
+	if err := unix.Connect(fd, &unix.SockaddrInet4{Addr: ap.Addr().As4(), Port: int(ap.Port())}); err != nil {
+		t.Fatal(err)
+	}
+	return fd
+}
+
+// tcpPair returns a connected loopback pair (client, server), closed at
+// cleanup.
+func tcpPair(t testing.TB) (int, int) {
+	t.Helper()
+	lfd, ap := listenTCP(t)
+	c := dialTCP(t, ap)
+	s, _, err := unix.Accept4(lfd, unix.SOCK_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeFd(t, s)
+	return c, s
+}
+
+// offHeap maps n bytes off the Go heap, unmapped at cleanup.
+func offHeap(t testing.TB, n int) []byte {
+	t.Helper()
+	b, _, err := MapAnon(n, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { Unmap(b) })
+	return b
+}
+
+// pattern returns the test byte at stream offset i.
+func pattern(i int) byte { return byte(i*7 + i>>11) }

@@ -1,0 +1,70 @@
+package uring
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMain fails the package when a test leaks file descriptors or
+// goroutines: rings, sockets and buffer rings must all be closed.
+func TestMain(m *testing.M) {
+	// Start the runtime's network poller (an epoll fd and an eventfd that
+	// stay open) before taking the snapshot.
+	if pr, pw, err := os.Pipe(); err == nil {
+		pr.Close()
+		pw.Close()
+	}
+	fds := openFds()
+	goroutines := runtime.NumGoroutine()
+	code := m.Run()
+	if code == 0 {
+		if err := checkLeaks(fds, goroutines); err != nil {
+			fmt.Fprintln(os.Stderr, "leak check:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func openFds() map[string]string {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		panic(err)
+	}
+	m := make(map[string]string, len(ents))
+	for _, e := range ents {
+		target, err := os.Readlink("/proc/self/fd/" + e.Name())
+		if err != nil {
+			continue // the directory fd of this very listing, closed by now
+		}
+		m[e.Name()] = target
+	}
+	return m
+}
+
+func checkLeaks(before map[string]string, goroutines int) error {
+	var err error
+	for range 50 { // closed rings are torn down asynchronously; give them a moment
+		err = nil
+		var leaked []string
+		for fd, target := range openFds() {
+			if _, ok := before[fd]; !ok && !strings.HasPrefix(target, "/proc/") {
+				leaked = append(leaked, fd+" -> "+target)
+			}
+		}
+		if len(leaked) > 0 {
+			err = fmt.Errorf("leaked fds: %v", leaked)
+		} else if n := runtime.NumGoroutine(); n > goroutines {
+			err = fmt.Errorf("leaked goroutines: %d now, %d before", n, goroutines)
+		}
+		if err == nil {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return err
+}

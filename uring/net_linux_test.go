@@ -1,0 +1,427 @@
+package uring
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestAcceptMultishot(t *testing.T) {
+	for _, direct := range []bool{false, true} {
+		name := "fds"
+		if direct {
+			name = "direct"
+		}
+		t.Run(name, func(t *testing.T) {
+			r := newRing(t, &Config{Entries: 64, CQEntries: 256, SQThreadCPU: -1})
+			const conns = 100
+			flags := unix.SOCK_NONBLOCK | unix.SOCK_CLOEXEC
+			if direct {
+				if err := r.RegisterFiles(conns + 8); err != nil {
+					t.Fatal(err)
+				}
+				flags = unix.SOCK_NONBLOCK // SOCK_CLOEXEC is refused for direct descriptors
+			}
+			lfd, ap := listenTCP(t)
+			sqe(t, r).PrepAcceptMultishot(lfd, flags, direct, 1)
+			if _, err := r.Submit(); err != nil {
+				t.Fatal(err)
+			}
+			for range conns {
+				dialTCP(t, ap)
+			}
+			got := reap(t, r, conns)
+			seen := make(map[int32]bool)
+			for i, c := range got {
+				if c.UserData != 1 || c.Err() != nil || !c.More() {
+					t.Fatalf("completion %d: %+v (err %v), want accepted connection with F_MORE", i, c, c.Err())
+				}
+				if seen[c.Res] {
+					t.Fatalf("fd/slot %d reported twice", c.Res)
+				}
+				seen[c.Res] = true
+				if !direct {
+					if _, err := unix.Getpeername(int(c.Res)); err != nil {
+						t.Errorf("accepted fd %d: getpeername: %v", c.Res, err)
+					}
+					unix.Close(int(c.Res))
+				} else if c.Res < 0 || c.Res >= conns+8 {
+					t.Errorf("direct slot %d out of table", c.Res)
+				}
+			}
+			// Cancel the multishot accept: it ends with -ECANCELED and no F_MORE.
+			sqe(t, r).PrepCancel(1, 0, 2)
+			for _, c := range reap(t, r, 2) {
+				switch c.UserData {
+				case 1:
+					if !errors.Is(c.Err(), unix.ECANCELED) || c.More() {
+						t.Errorf("accept after cancel: %+v", c)
+					}
+				case 2:
+					if c.Res != 0 {
+						t.Errorf("cancel: %v", c.Err())
+					}
+				}
+			}
+		})
+	}
+}
+
+// streamWriter writes total pattern bytes to fd from a goroutine, then shuts
+// down the write side. wait returns its error.
+func streamWriter(t *testing.T, fd int, total int) (wait func() error) {
+	var wg sync.WaitGroup
+	var werr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		buf := make([]byte, 64<<10)
+		for off := 0; off < total; {
+			n := min(len(buf), total-off)
+			for i := range n {
+				buf[i] = pattern(off + i)
+			}
+			w, err := unix.Write(fd, buf[:n])
+			if err != nil {
+				werr = err
+				return
+			}
+			off += w
+		}
+		werr = unix.Shutdown(fd, unix.SHUT_WR)
+	}()
+	return func() error { wg.Wait(); return werr }
+}
+
+// recvAll receives the stream on fd through a multishot recv on b, checking
+// content, recycling every buffer and re-arming on ENOBUFS or when the
+// multishot ends. It returns the bytes received and the number of ENOBUFS
+// terminations seen.
+func recvAll(t *testing.T, r *Ring, b *BufRing, fd int, bundle bool, hold int) (int, int) {
+	n, e, _ := recvStream(t, r, b, fd, bundle, hold)
+	return n, e
+}
+
+// recvStream is recvAll that also returns the most buffers one CQE covered.
+func recvStream(t *testing.T, r *Ring, b *BufRing, fd int, bundle bool, hold int) (int, int, int) {
+	t.Helper()
+	arm := func() { sqe(t, r).PrepRecvMultishot(fd, b.Group(), bundle, 0, 7) }
+	arm()
+	off, enobufs, maxIDs := 0, 0, 0
+	var held []uint16
+	cqes := make([]CQE, 64)
+	var ids []uint16
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if time.Now().After(deadline) {
+			t.Fatalf("stream stuck at %d bytes", off)
+		}
+		if _, err := r.SubmitAndWait(1, time.Second); err != nil && !errors.Is(err, unix.ETIME) {
+			t.Fatal(err)
+		}
+		n := r.PeekCQEs(cqes)
+		for _, c := range cqes[:n] {
+			if c.UserData != 7 {
+				t.Fatalf("unexpected completion %+v", c)
+			}
+			if err := c.Err(); err != nil {
+				if !errors.Is(err, unix.ENOBUFS) {
+					t.Fatalf("recv: %v", err)
+				}
+				enobufs++
+				// Recovery: give every held buffer back, then re-arm.
+				for _, id := range held {
+					b.Recycle(id)
+				}
+				held = held[:0]
+				b.Commit()
+				arm()
+				continue
+			}
+			if c.Res == 0 {
+				for _, id := range held {
+					b.Recycle(id)
+				}
+				b.Commit()
+				return off, enobufs, maxIDs
+			}
+			var err error
+			ids, err = b.BundleIDs(c, ids[:0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ids) == 0 {
+				t.Fatalf("data completion without buffer: %+v", c)
+			}
+			maxIDs = max(maxIDs, len(ids))
+			left := int(c.Res)
+			for _, id := range ids {
+				data := b.Buf(id)[:min(left, b.BufSize())]
+				for i, v := range data {
+					if v != pattern(off+i) {
+						t.Fatalf("byte %d = %#x, want %#x (buffer %d)", off+i, v, pattern(off+i), id)
+					}
+				}
+				off += len(data)
+				left -= len(data)
+				if hold > 0 {
+					held = append(held, id)
+				} else {
+					b.Recycle(id)
+				}
+			}
+			if hold > 0 && len(held) < hold {
+				continue
+			}
+			for _, id := range held {
+				b.Recycle(id)
+			}
+			held = held[:0]
+			b.Commit()
+			if !c.More() {
+				arm()
+			}
+		}
+		b.Commit()
+	}
+}
+
+func TestRecvMultishot10MB(t *testing.T) {
+	for _, bundle := range []bool{false, true} {
+		name := "plain"
+		if bundle {
+			name = "bundle"
+		}
+		t.Run(name, func(t *testing.T) {
+			r := newRing(t, &Config{Entries: 64, SingleIssuer: true, DeferTaskrun: true})
+			b, err := r.SetupBufRing(3, 256, 16<<10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			c, s := tcpPair(t)
+			const total = 10 << 20
+			wait := streamWriter(t, c, total)
+			got, _, maxIDs := recvStream(t, r, b, s, bundle, 0)
+			if err := wait(); err != nil {
+				t.Fatal(err)
+			}
+			if bundle && maxIDs < 2 {
+				t.Errorf("no bundle CQE covered more than one buffer")
+			}
+			if !bundle && maxIDs != 1 {
+				t.Errorf("plain multishot CQE covered %d buffers", maxIDs)
+			}
+			if got != total {
+				t.Fatalf("received %d bytes, want %d", got, total)
+			}
+			if h, err := b.Head(); err != nil {
+				t.Fatal(err)
+			} else if avail, _ := b.Available(); avail != b.Entries() {
+				t.Errorf("after the stream %d of %d buffers available (head %d)", avail, b.Entries(), h)
+			}
+		})
+	}
+}
+
+// TestRecvENOBUFSRecovery exhausts a small buffer ring on purpose: the
+// multishot recv ends with -ENOBUFS, and recycling plus re-arming resumes the
+// stream without losing or reordering bytes.
+func TestRecvENOBUFSRecovery(t *testing.T) {
+	r := newRing(t, &Config{Entries: 16, SingleIssuer: true, DeferTaskrun: true})
+	b, err := r.SetupBufRing(1, 4, 256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	c, s := tcpPair(t)
+	const total = 256 << 10
+	wait := streamWriter(t, c, total)
+	got, enobufs := recvAll(t, r, b, s, false, b.Entries())
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	if got != total {
+		t.Fatalf("received %d bytes, want %d", got, total)
+	}
+	if enobufs == 0 {
+		t.Fatal("holding every buffer never exhausted the ring (no -ENOBUFS)")
+	}
+	t.Logf("%d ENOBUFS recoveries", enobufs)
+}
+
+func TestSendRecv(t *testing.T) {
+	r := newRing(t, nil)
+	c, s := tcpPair(t)
+	out := offHeap(t, 4096)
+	in := offHeap(t, 4096)
+	for i := range out {
+		out[i] = pattern(i)
+	}
+	sqe(t, r).PrepSend(c, out[:1000], 0, 1)
+	sqe(t, r).PrepRecv(s, in, 0, 2)
+	got := 0
+	for _, cq := range reap(t, r, 2) {
+		switch cq.UserData {
+		case 1:
+			if cq.Res != 1000 {
+				t.Errorf("send: res %d (%v)", cq.Res, cq.Err())
+			}
+		case 2:
+			if cq.Res <= 0 {
+				t.Fatalf("recv: res %d (%v)", cq.Res, cq.Err())
+			}
+			got = int(cq.Res)
+		}
+	}
+	for i := range got {
+		if in[i] != pattern(i) {
+			t.Fatalf("byte %d differs", i)
+		}
+	}
+}
+
+func TestClose(t *testing.T) {
+	r := newRing(t, nil)
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqe(t, r).PrepClose(fd, 1)
+	if c := reap(t, r, 1)[0]; c.Res != 0 {
+		t.Fatalf("close: %v", c.Err())
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); !errors.Is(err, unix.EBADF) {
+		t.Errorf("fd still open after ring close: fcntl = %v", err)
+	}
+	sqe(t, r).PrepClose(fd, 2)
+	if c := reap(t, r, 1)[0]; !errors.Is(c.Err(), unix.EBADF) {
+		t.Errorf("second close: %v, want EBADF", c.Err())
+	}
+}
+
+func TestCancel(t *testing.T) {
+	tests := []struct {
+		name    string
+		cancel  func(s *SQE, fd int)
+		pending int // recvs to queue
+		wantRes int32
+	}{
+		{"user data", func(s *SQE, fd int) { s.PrepCancel(100, 0, 1) }, 1, 0},
+		{"fd", func(s *SQE, fd int) { s.PrepCancelFd(fd, 0, 1) }, 1, 0},
+		{"fd all", func(s *SQE, fd int) { s.PrepCancelFd(fd, CancelAll, 1) }, 3, 3},
+		{"any", func(s *SQE, fd int) { s.PrepCancel(0, CancelAny, 1) }, 3, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRing(t, nil)
+			_, s := tcpPair(t)
+			buf := offHeap(t, 4096)
+			for i := range tt.pending {
+				sqe(t, r).PrepRecv(s, buf, 0, 100)
+				_ = i
+			}
+			if _, err := r.Submit(); err != nil {
+				t.Fatal(err)
+			}
+			expectNone(t, r, 5*time.Millisecond) // the recvs are parked
+			tt.cancel(sqe(t, r), s)
+			got := reap(t, r, tt.pending+1)
+			for _, c := range got {
+				switch c.UserData {
+				case 100:
+					if !errors.Is(c.Err(), unix.ECANCELED) {
+						t.Errorf("recv: %v, want ECANCELED", c.Err())
+					}
+				case 1:
+					if c.Res != tt.wantRes {
+						t.Errorf("cancel res %d (%v), want %d", c.Res, c.Err(), tt.wantRes)
+					}
+				}
+			}
+		})
+	}
+	t.Run("no match", func(t *testing.T) {
+		r := newRing(t, nil)
+		sqe(t, r).PrepCancel(12345, 0, 1)
+		if c := reap(t, r, 1)[0]; !errors.Is(c.Err(), unix.ENOENT) {
+			t.Errorf("cancel of nothing: %v, want ENOENT", c.Err())
+		}
+	})
+}
+
+func TestMsgRing(t *testing.T) {
+	a := newRing(t, nil)
+	b := newRing(t, &Config{Entries: 8, SingleIssuer: true, DeferTaskrun: true})
+	sqe(t, a).PrepMsgRing(b.Fd(), 42, 0xfeed, 0, 1)
+	if c := reap(t, a, 1)[0]; c.Res != 0 {
+		t.Fatalf("msg_ring: %v", c.Err())
+	}
+	c := reap(t, b, 1)[0]
+	if c.UserData != 0xfeed || c.Res != 42 {
+		t.Errorf("target got %+v, want user_data 0xfeed res 42", c)
+	}
+}
+
+func TestTimeout(t *testing.T) {
+	r := newRing(t, nil)
+	start := time.Now()
+	sqe(t, r).PrepTimeout(r.Timespec(15*time.Millisecond), 0, 0, 1)
+	if c := reap(t, r, 1)[0]; !errors.Is(c.Err(), unix.ETIME) {
+		t.Errorf("timeout: %v, want ETIME", c.Err())
+	}
+	if el := time.Since(start); el < 15*time.Millisecond {
+		t.Errorf("timeout fired after %v", el)
+	}
+	// A count-based timeout completes with 0 once count CQEs were posted.
+	sqe(t, r).PrepTimeout(r.Timespec(10*time.Second), 1, 0, 2)
+	sqe(t, r).PrepNop(3)
+	for _, c := range reap(t, r, 2) {
+		if c.Res != 0 {
+			t.Errorf("%d: %v", c.UserData, c.Err())
+		}
+	}
+	// TimeoutRemove cancels a pending timeout.
+	sqe(t, r).PrepTimeout(r.Timespec(10*time.Second), 0, 0, 4)
+	if _, err := r.Submit(); err != nil {
+		t.Fatal(err)
+	}
+	sqe(t, r).PrepTimeoutRemove(4, 5)
+	for _, c := range reap(t, r, 2) {
+		switch c.UserData {
+		case 4:
+			if !errors.Is(c.Err(), unix.ECANCELED) {
+				t.Errorf("removed timeout: %v", c.Err())
+			}
+		case 5:
+			if c.Res != 0 {
+				t.Errorf("timeout remove: %v", c.Err())
+			}
+		}
+	}
+}
+
+func TestLinkTimeout(t *testing.T) {
+	r := newRing(t, nil)
+	_, s := tcpPair(t)
+	buf := offHeap(t, 64)
+	rs := sqe(t, r)
+	rs.PrepRecv(s, buf, 0, 1)
+	rs.SetFlags(FlagIOLink)
+	sqe(t, r).PrepLinkTimeout(r.Timespec(10*time.Millisecond), 0, 2)
+	for _, c := range reap(t, r, 2) {
+		switch c.UserData {
+		case 1:
+			if !errors.Is(c.Err(), unix.ECANCELED) {
+				t.Errorf("linked recv: %v, want ECANCELED", c.Err())
+			}
+		case 2:
+			if !errors.Is(c.Err(), unix.ETIME) {
+				t.Errorf("link timeout: %v, want ETIME", c.Err())
+			}
+		}
+	}
+}

@@ -1,0 +1,142 @@
+package uring
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/spindlenet/spindle/internal/sys"
+)
+
+func regErr(feature, min string, err error) error {
+	serr := os.NewSyscallError("io_uring_register", err)
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP) {
+		return unsupported(feature, min, serr)
+	}
+	return serr
+}
+
+// RegisterBuffers registers bufs as fixed buffers 0..len(bufs)-1 for
+// PrepReadFixed, PrepWriteFixed and PrepSendZC. The buffers must be off the Go
+// heap (MapAnon, Arena); the kernel pins their pages (RLIMIT_MEMLOCK applies
+// without CAP_IPC_LOCK). Owner goroutine.
+func (r *Ring) RegisterBuffers(bufs [][]byte) error {
+	iovs := make([]sys.Iovec, len(bufs))
+	for i, b := range bufs {
+		if len(b) == 0 {
+			return fmt.Errorf("uring: fixed buffer %d is empty: %w", i, unix.EINVAL)
+		}
+		iovs[i] = sys.Iovec{Base: sys.SliceAddr(b), Len: uint64(len(b))}
+	}
+	if err := sys.RegisterBuffers(r.fd, iovs); err != nil {
+		return os.NewSyscallError("io_uring_register", err)
+	}
+	r.fixed = true
+	return nil
+}
+
+// UnregisterBuffers drops the fixed buffers. Owner goroutine.
+func (r *Ring) UnregisterBuffers() error {
+	if err := sys.RegisterNoArg(r.fd, sys.IORING_UNREGISTER_BUFFERS); err != nil {
+		return os.NewSyscallError("io_uring_register", err)
+	}
+	r.fixed = false
+	return nil
+}
+
+// RegisterFiles registers an empty (sparse) fixed-file table of n slots
+// (5.19), for direct accept/socket (PrepAcceptMultishot with direct) and
+// FlagFixedFile. Owner goroutine.
+func (r *Ring) RegisterFiles(n int) error {
+	if n <= 0 {
+		return fmt.Errorf("uring: %d fixed files: %w", n, unix.EINVAL)
+	}
+	if err := sys.RegisterFilesSparse(r.fd, uint32(n)); err != nil {
+		return regErr("IORING_RSRC_REGISTER_SPARSE", "5.19", err)
+	}
+	r.files = true
+	return nil
+}
+
+// UpdateFiles installs fds into fixed-file slots off, off+1, ... (-1 clears a
+// slot). It returns the number of slots updated. The slots hold their own
+// reference: the caller may close its fds afterwards. Owner goroutine.
+func (r *Ring) UpdateFiles(off int, fds []int) (int, error) {
+	f32 := make([]int32, len(fds))
+	for i, fd := range fds {
+		f32[i] = int32(fd)
+	}
+	n, err := sys.UpdateFiles(r.fd, uint32(off), f32)
+	if err != nil {
+		return n, os.NewSyscallError("io_uring_register", err)
+	}
+	return n, nil
+}
+
+// UnregisterFiles drops the fixed-file table. Owner goroutine.
+func (r *Ring) UnregisterFiles() error {
+	if err := sys.RegisterNoArg(r.fd, sys.IORING_UNREGISTER_FILES); err != nil {
+		return os.NewSyscallError("io_uring_register", err)
+	}
+	r.files = false
+	return nil
+}
+
+// RegisterNAPI enables NAPI busy polling with c and returns the previous
+// settings (6.9; Static needs 6.13). Busy polling burns CPU while waiting, and
+// does nothing for sockets without NAPI ids (loopback). Owner goroutine.
+func (r *Ring) RegisterNAPI(c NAPIConfig) (prev NAPIConfig, err error) {
+	n := sys.NAPI{
+		BusyPollTo: uint32(c.BusyPollTimeout / time.Microsecond),
+		Opcode:     sys.IO_URING_NAPI_REGISTER_OP,
+		OpParam:    sys.IO_URING_NAPI_TRACKING_DYNAMIC,
+	}
+	if c.PreferBusyPoll {
+		n.PreferBusyPoll = 1
+	}
+	if c.Static {
+		n.OpParam = sys.IO_URING_NAPI_TRACKING_STATIC
+	}
+	if err := sys.RegisterNAPI(r.fd, &n); err != nil {
+		if c.Static && errors.Is(err, unix.EINVAL) {
+			return prev, unsupported("IORING_REGISTER_NAPI static tracking", "6.13", os.NewSyscallError("io_uring_register", err))
+		}
+		return prev, regErr("IORING_REGISTER_NAPI", "6.9", err)
+	}
+	// The kernel wrote the previous settings back into n.
+	prev.BusyPollTimeout = time.Duration(n.BusyPollTo) * time.Microsecond
+	prev.PreferBusyPoll = n.PreferBusyPoll != 0
+	prev.Static = n.OpParam == sys.IO_URING_NAPI_TRACKING_STATIC
+	return prev, nil
+}
+
+// UnregisterNAPI disables busy polling. Owner goroutine.
+func (r *Ring) UnregisterNAPI() error {
+	var n sys.NAPI
+	if err := sys.UnregisterNAPI(r.fd, &n); err != nil {
+		return regErr("IORING_UNREGISTER_NAPI", "6.9", err)
+	}
+	return nil
+}
+
+// AddNAPIID adds a NAPI id (from SO_INCOMING_NAPI_ID, >= 257) to a ring
+// registered with NAPIConfig.Static (6.13). Owner goroutine.
+func (r *Ring) AddNAPIID(id uint32) error {
+	n := sys.NAPI{Opcode: sys.IO_URING_NAPI_STATIC_ADD_ID, OpParam: id}
+	if err := sys.RegisterNAPI(r.fd, &n); err != nil {
+		return regErr("IORING_REGISTER_NAPI static add", "6.13", err)
+	}
+	return nil
+}
+
+// RemoveNAPIID removes a NAPI id added with AddNAPIID. Owner goroutine.
+func (r *Ring) RemoveNAPIID(id uint32) error {
+	n := sys.NAPI{Opcode: sys.IO_URING_NAPI_STATIC_DEL_ID, OpParam: id}
+	if err := sys.RegisterNAPI(r.fd, &n); err != nil {
+		return regErr("IORING_REGISTER_NAPI static del", "6.13", err)
+	}
+	return nil
+}

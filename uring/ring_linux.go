@@ -1,0 +1,351 @@
+package uring
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/spindlenet/spindle/internal/sys"
+)
+
+// Ring is one io_uring instance: its submission and completion queues live in
+// memory shared with the kernel. A Ring has one owner goroutine (see the
+// package documentation); only Fd, Features and EnterCount may be called from
+// other goroutines.
+type Ring struct {
+	fd         int
+	enterFd    int    // fd, or the registered ring index
+	enterFlags uint32 // IORING_ENTER_REGISTERED_RING when enterFd is an index
+	regIndex   int    // registered ring index, -1 if none
+	setup      uint32 // IORING_SETUP_* in effect
+	features   uint32 // IORING_FEAT_* reported by the kernel
+
+	mem      *sys.RingMem
+	sqes     []sys.SQE
+	sqMask   uint32
+	sqTail   uint32 // next SQE to hand out; published to the kernel by flush
+	cqes     []sys.CQE
+	cqMask   uint32
+	tsNext   uint32
+	enters   atomic.Uint64
+	fixed    bool // fixed buffers registered
+	files    bool // fixed files registered
+	closed   bool
+	bufRings map[uint16]*BufRing
+}
+
+// New creates a ring. A nil cfg means defaults. Errors for setup flags this
+// kernel lacks are *UnsupportedFeatureError.
+func New(cfg *Config) (*Ring, error) {
+	c := cfg.withDefaults()
+	var p sys.Params
+	p.Flags = sys.IORING_SETUP_CQSIZE | sys.IORING_SETUP_CLAMP
+	p.CQEntries = c.CQEntries
+	if c.SingleIssuer {
+		p.Flags |= sys.IORING_SETUP_SINGLE_ISSUER
+	}
+	if c.DeferTaskrun {
+		p.Flags |= sys.IORING_SETUP_DEFER_TASKRUN | sys.IORING_SETUP_TASKRUN_FLAG
+	}
+	if c.CoopTaskrun {
+		p.Flags |= sys.IORING_SETUP_COOP_TASKRUN | sys.IORING_SETUP_TASKRUN_FLAG
+	}
+	if c.SQPoll {
+		p.Flags |= sys.IORING_SETUP_SQPOLL
+		if c.SQThreadCPU >= 0 {
+			p.Flags |= sys.IORING_SETUP_SQ_AFF
+			p.SQThreadCPU = uint32(c.SQThreadCPU)
+		}
+		p.SQThreadIdle = uint32(c.SQThreadIdle / time.Millisecond)
+	}
+	if c.AttachWQ != nil {
+		p.Flags |= sys.IORING_SETUP_ATTACH_WQ
+		p.WQFd = uint32(c.AttachWQ.fd)
+	}
+	fd, err := sys.Setup(c.Entries, &p)
+	if err != nil {
+		return nil, setupError(p.Flags, err)
+	}
+	r := &Ring{fd: fd, enterFd: fd, regIndex: -1, setup: p.Flags, features: p.Features}
+	if r.mem, err = sys.MapRing(fd, &p); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	r.sqes, r.sqMask = r.mem.SQEs, r.mem.SQMask
+	r.cqes, r.cqMask = r.mem.CQEs, r.mem.CQMask
+	// Identity SQ index array, written once: SQE slot i is always array
+	// entry i, so submission only moves the tail.
+	for i := range r.mem.SQArray {
+		r.mem.SQArray[i] = uint32(i)
+	}
+	if c.RegisterRingFD {
+		idx, err := sys.RegisterRingFd(fd)
+		if err != nil {
+			r.Close()
+			return nil, unsupported("IORING_REGISTER_RING_FDS", "5.18", os.NewSyscallError("io_uring_register", err))
+		}
+		r.regIndex, r.enterFd, r.enterFlags = idx, idx, sys.IORING_ENTER_REGISTERED_RING
+	}
+	return r, nil
+}
+
+// setupError names the newest setup flag in flags when setup says EINVAL.
+func setupError(flags uint32, err error) error {
+	serr := os.NewSyscallError("io_uring_setup", err)
+	if errors.Is(err, unix.ENOSYS) {
+		return unsupported("io_uring", "5.1", serr)
+	}
+	if errors.Is(err, unix.EPERM) {
+		return fmt.Errorf("io_uring disabled (kernel.io_uring_disabled or seccomp): %w", serr)
+	}
+	if !errors.Is(err, unix.EINVAL) {
+		return serr
+	}
+	for i := len(setupFlags) - 1; i >= 0; i-- {
+		f := setupFlags[i]
+		if flags&f.flag != 0 {
+			return unsupported(f.name+" (or an invalid flag combination)", f.min, serr)
+		}
+	}
+	return serr
+}
+
+func unsupported(feature, min string, err error) error {
+	return &UnsupportedFeatureError{Feature: feature, MinKernel: min, Err: err}
+}
+
+// Close unmaps the rings and closes the ring fd; the kernel cancels requests
+// still in flight. Provided buffer rings still open are closed too. With
+// RegisterRingFD, Close must run on the owner thread. Calling Close twice
+// returns net.ErrClosed-compatible os.ErrClosed.
+func (r *Ring) Close() error {
+	if r.closed {
+		return os.ErrClosed
+	}
+	r.closed = true
+	for _, b := range r.bufRings {
+		b.Close()
+	}
+	var first error
+	if r.regIndex >= 0 {
+		if err := sys.UnregisterRingFd(r.fd, r.regIndex); err != nil {
+			first = os.NewSyscallError("io_uring_register", err)
+		}
+	}
+	if r.mem != nil {
+		if err := r.mem.Unmap(); err != nil && first == nil {
+			first = err
+		}
+	}
+	if err := unix.Close(r.fd); err != nil && first == nil {
+		first = os.NewSyscallError("close", err)
+	}
+	r.fd = -1
+	return first
+}
+
+// Fd returns the ring's file descriptor, for PrepMsgRing from another ring or
+// for Config.AttachWQ. Any goroutine.
+func (r *Ring) Fd() int { return r.fd }
+
+// SetupFlags returns the IORING_SETUP_* flags in effect. Any goroutine.
+func (r *Ring) SetupFlags() uint32 { return r.setup }
+
+// KernelFeatures returns the IORING_FEAT_* flags reported by setup. Any
+// goroutine.
+func (r *Ring) KernelFeatures() uint32 { return r.features }
+
+// EnterCount returns the number of io_uring_enter calls made. Any goroutine.
+func (r *Ring) EnterCount() uint64 { return r.enters.Load() }
+
+// SQEntries returns the SQ size.
+func (r *Ring) SQEntries() uint32 { return r.mem.SQEntries }
+
+// CQEntries returns the CQ size.
+func (r *Ring) CQEntries() uint32 { return r.mem.CQEntries }
+
+// GetSQE returns the next free SQE, zeroed, or nil when the SQ is full (then
+// Submit and retry). Owner goroutine; does not allocate.
+func (r *Ring) GetSQE() *SQE {
+	// SQ head: acquire load, pairs with the kernel's smp_store_release of
+	// sq.head after it has consumed entries (io_commit_sqring), so a slot we
+	// see as free is no longer read by the kernel.
+	head := r.mem.SQHead.Load()
+	if r.sqTail-head >= r.mem.SQEntries {
+		return nil
+	}
+	s := &r.sqes[r.sqTail&r.sqMask]
+	*s = sys.SQE{}
+	r.sqTail++
+	return (*SQE)(s)
+}
+
+// SQReady returns the number of SQEs prepared but not yet consumed by the
+// kernel. Owner goroutine.
+func (r *Ring) SQReady() uint32 { return r.sqTail - r.mem.SQHead.Load() }
+
+// flush publishes prepared SQEs and returns how many the kernel has not
+// consumed yet.
+func (r *Ring) flush() uint32 {
+	// SQ tail: the store is a release (Go's atomic store is sequentially
+	// consistent), pairing with the kernel's smp_load_acquire of sq.tail in
+	// io_sqring_entries: the SQE contents written before are visible to the
+	// kernel once it sees the new tail. The seq-cst store also serves as the
+	// smp_mb the SQPOLL protocol requires before reading IORING_SQ_NEED_WAKEUP.
+	r.mem.SQTail.Store(r.sqTail)
+	return r.sqTail - r.mem.SQHead.Load()
+}
+
+// cqNeedsEnter reports that completions are held in the kernel: overflowed
+// CQEs waiting for room, or (COOP/DEFER_TASKRUN) task work to run.
+func (r *Ring) cqNeedsEnter() bool {
+	return r.mem.SQFlags.Load()&(sys.IORING_SQ_CQ_OVERFLOW|sys.IORING_SQ_TASKRUN) != 0
+}
+
+// Submit hands prepared SQEs to the kernel and returns how many it consumed.
+// It makes no system call when there is nothing to submit and no completion
+// work is pending (with SQPoll: unless the SQ thread sleeps). EINTR is
+// retried. EBUSY/EAGAIN (the kernel cannot accept more before completions are
+// reaped) are returned as unix.Errno; reap with PeekCQEs and submit again.
+// Owner goroutine; does not allocate.
+func (r *Ring) Submit() (int, error) {
+	return r.enter(0, 0, false)
+}
+
+// SubmitAndWait submits and waits until at least waitNr completions are
+// ready or timeout passes (0: no timeout; EXT_ARG timeouts, 5.11). When the
+// timeout passes first it returns unix.ETIME. It returns the number of SQEs
+// consumed. Owner goroutine; does not allocate.
+func (r *Ring) SubmitAndWait(waitNr uint32, timeout time.Duration) (int, error) {
+	return r.enter(waitNr, timeout, true)
+}
+
+func (r *Ring) enter(waitNr uint32, timeout time.Duration, wait bool) (int, error) {
+	if r.closed {
+		return 0, os.ErrClosed
+	}
+	toSubmit := r.flush()
+	submitted := 0
+	for {
+		flags := r.enterFlags
+		var arg *sys.GeteventsArg
+		if wait || r.cqNeedsEnter() {
+			flags |= sys.IORING_ENTER_GETEVENTS
+		}
+		if wait && timeout > 0 {
+			ts := &r.mem.Scratch.WaitTS
+			ts.Sec, ts.Nsec = int64(timeout/time.Second), int64(timeout%time.Second)
+			flags |= sys.IORING_ENTER_EXT_ARG
+			arg = &r.mem.Scratch.Wait
+		}
+		if r.setup&sys.IORING_SETUP_SQPOLL != 0 {
+			// The SQ thread consumes the SQ; enter only to wake it or to wait.
+			if toSubmit > 0 && r.mem.SQFlags.Load()&sys.IORING_SQ_NEED_WAKEUP != 0 {
+				flags |= sys.IORING_ENTER_SQ_WAKEUP
+			}
+			if flags&(sys.IORING_ENTER_GETEVENTS|sys.IORING_ENTER_SQ_WAKEUP) == 0 {
+				return int(toSubmit), nil
+			}
+		} else if toSubmit == 0 && flags&sys.IORING_ENTER_GETEVENTS == 0 {
+			return submitted, nil
+		}
+		if wait && waitNr > 0 && toSubmit == 0 && r.CQReady() >= waitNr {
+			return submitted, nil
+		}
+		n, err := sys.Enter(r.enterFd, toSubmit, waitNr, flags, arg)
+		r.enters.Add(1)
+		if err == nil {
+			if r.setup&sys.IORING_SETUP_SQPOLL != 0 {
+				return int(toSubmit), nil
+			}
+			return submitted + n, nil
+		}
+		switch err {
+		case unix.EINTR:
+			// Interrupted before anything was submitted or while waiting:
+			// retry what is left. A restarted timed wait starts its timeout
+			// again; callers that need a deadline use a TIMEOUT SQE.
+			toSubmit = r.sqTail - r.mem.SQHead.Load()
+			if wait && r.CQReady() >= max(waitNr, 1) {
+				return submitted, nil
+			}
+			continue
+		case unix.ETIME:
+			return submitted, unix.ETIME
+		case unix.EAGAIN, unix.EBUSY:
+			// No room for more completions (or for request allocation):
+			// nothing was submitted. If completions are waiting, let the
+			// caller reap them; otherwise stop submitting and just wait.
+			if r.CQReady() > 0 || !wait || toSubmit == 0 {
+				return submitted, err.(unix.Errno)
+			}
+			toSubmit = 0
+			continue
+		}
+		return submitted, os.NewSyscallError("io_uring_enter", err)
+	}
+}
+
+// CQReady returns the number of completions ready to be peeked. Owner
+// goroutine.
+func (r *Ring) CQReady() uint32 {
+	// CQ tail: acquire load, pairs with the kernel's smp_store_release of
+	// cq.tail in io_commit_cqring.
+	return r.mem.CQTail.Load() - r.mem.CQHead.Load()
+}
+
+// PeekCQEs copies up to len(dst) ready completions into dst, releases their
+// ring slots, and returns how many it copied. It makes no system call except
+// when the kernel reports overflowed completions (IORING_SQ_CQ_OVERFLOW) and
+// dst still has room: then it enters the kernel once to flush them into the
+// ring, so no completion is lost. Owner goroutine; does not allocate.
+func (r *Ring) PeekCQEs(dst []CQE) int {
+	n := r.copyCQEs(dst)
+	if n < len(dst) && r.mem.SQFlags.Load()&sys.IORING_SQ_CQ_OVERFLOW != 0 {
+		sys.Enter(r.enterFd, 0, 0, r.enterFlags|sys.IORING_ENTER_GETEVENTS, nil)
+		r.enters.Add(1)
+		n += r.copyCQEs(dst[n:])
+	}
+	return n
+}
+
+func (r *Ring) copyCQEs(dst []CQE) int {
+	// CQ head is written only by us; CQ tail by the kernel. The acquire load
+	// of the tail (paired with the kernel's smp_store_release in
+	// io_commit_cqring) makes the CQE contents up to it visible.
+	head := r.mem.CQHead.Load()
+	avail := r.mem.CQTail.Load() - head
+	n := min(int(avail), len(dst))
+	for i := range n {
+		dst[i] = CQE(r.cqes[(head+uint32(i))&r.cqMask])
+	}
+	if n > 0 {
+		// CQ head: release store, pairs with the kernel's READ_ONCE/acquire
+		// of cq.head when it computes free CQ space: it overwrites the
+		// slots only after our copies above.
+		r.mem.CQHead.Store(head + uint32(n))
+	}
+	return n
+}
+
+// SQDropped returns the number of invalid SQEs the kernel skipped.
+func (r *Ring) SQDropped() uint32 { return r.mem.SQDropped.Load() }
+
+// CQOverflow returns the number of completions the kernel had to drop (only
+// on kernels without IORING_FEAT_NODROP; 0 otherwise).
+func (r *Ring) CQOverflow() uint32 { return r.mem.CQOverflow.Load() }
+
+// Timespec returns a timespec set to d, from a pool of off-heap slots owned
+// by the ring, for PrepTimeout and PrepLinkTimeout. A slot is reused after
+// 200 more calls; use it in an SQE right away. Owner goroutine; does not
+// allocate.
+func (r *Ring) Timespec(d time.Duration) *Timespec {
+	ts := (*Timespec)(&r.mem.Scratch.TS[r.tsNext%sys.TimespecSlots])
+	r.tsNext++
+	ts.Set(d)
+	return ts
+}

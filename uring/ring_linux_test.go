@@ -1,0 +1,128 @@
+package uring
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestNop(t *testing.T) {
+	configs := []struct {
+		name string
+		cfg  *Config
+	}{
+		{"default", nil},
+		{"single issuer defer taskrun", &Config{Entries: 8, SingleIssuer: true, DeferTaskrun: true}},
+		{"coop taskrun", &Config{Entries: 8, CoopTaskrun: true, SQThreadCPU: -1}},
+		{"registered ring fd", &Config{Entries: 8, SingleIssuer: true, RegisterRingFD: true}},
+		{"sqpoll", &Config{Entries: 8, SQPoll: true, SQThreadCPU: -1, SQThreadIdle: 10 * time.Millisecond}},
+		{"sqpoll pinned", &Config{Entries: 8, SQPoll: true, SQThreadCPU: 0}},
+	}
+	for _, tc := range configs {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRing(t, tc.cfg)
+			const n = 20 // more than an 8-entry SQ: exercises SQ-full handling
+			var got []CQE
+			for i := range n {
+				s := r.GetSQE()
+				if s == nil {
+					if _, err := r.Submit(); err != nil {
+						t.Fatal(err)
+					}
+					got = append(got, reap(t, r, int(r.SQEntries()))...)
+					s = sqe(t, r)
+				}
+				s.PrepNop(uint64(1000 + i))
+			}
+			got = append(got, reap(t, r, n-len(got))...)
+			seen := make(map[uint64]bool)
+			for _, c := range got {
+				if c.Res != 0 || c.Err() != nil {
+					t.Errorf("nop %d: res %d", c.UserData, c.Res)
+				}
+				seen[c.UserData] = true
+			}
+			for i := range n {
+				if !seen[uint64(1000+i)] {
+					t.Errorf("no completion for nop %d", 1000+i)
+				}
+			}
+			if r.EnterCount() == 0 {
+				t.Error("EnterCount = 0")
+			}
+		})
+	}
+}
+
+func TestSubmitNothingNoSyscall(t *testing.T) {
+	r := newRing(t, nil)
+	before := r.EnterCount()
+	if n, err := r.Submit(); n != 0 || err != nil {
+		t.Fatalf("Submit() = %d, %v", n, err)
+	}
+	if r.EnterCount() != before {
+		t.Error("empty Submit entered the kernel")
+	}
+}
+
+func TestSubmitAndWaitTimeout(t *testing.T) {
+	r := newRing(t, nil)
+	start := time.Now()
+	_, err := r.SubmitAndWait(1, 20*time.Millisecond)
+	if !errors.Is(err, unix.ETIME) {
+		t.Fatalf("SubmitAndWait on idle ring = %v, want ETIME", err)
+	}
+	if time.Since(start) < 20*time.Millisecond {
+		t.Errorf("returned after %v, before the timeout", time.Since(start))
+	}
+}
+
+func TestCloseTwice(t *testing.T) {
+	r, err := New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err == nil {
+		t.Error("second Close succeeded")
+	}
+	if _, err := r.Submit(); err == nil {
+		t.Error("Submit after Close succeeded")
+	}
+}
+
+func TestCQEHelpers(t *testing.T) {
+	tests := []struct {
+		cqe    CQE
+		more   bool
+		bid    int // -1: none
+		notif  bool
+		copied bool
+		err    error
+	}{
+		{CQE{Res: 5}, false, -1, false, false, nil},
+		{CQE{Res: -int32(unix.ENOBUFS)}, false, -1, false, false, unix.ENOBUFS},
+		{CQE{Res: 3, Flags: 1 | 2 | 7<<16}, true, 7, false, false, nil},
+		{CQE{Res: -2147483648, Flags: 8}, false, -1, true, true, nil},
+		{CQE{Res: 0, Flags: 8}, false, -1, true, false, nil},
+	}
+	for _, tt := range tests {
+		if got := tt.cqe.More(); got != tt.more {
+			t.Errorf("%+v.More() = %v", tt.cqe, got)
+		}
+		id, ok := tt.cqe.BufferID()
+		if (tt.bid >= 0) != ok || (ok && int(id) != tt.bid) {
+			t.Errorf("%+v.BufferID() = %d, %v", tt.cqe, id, ok)
+		}
+		if tt.cqe.Notif() != tt.notif || tt.cqe.ZCCopied() != tt.copied {
+			t.Errorf("%+v Notif/ZCCopied = %v/%v", tt.cqe, tt.cqe.Notif(), tt.cqe.ZCCopied())
+		}
+		if err := tt.cqe.Err(); !errors.Is(err, tt.err) || (tt.err == nil && err != nil) {
+			t.Errorf("%+v.Err() = %v, want %v", tt.cqe, err, tt.err)
+		}
+	}
+}

@@ -1,0 +1,90 @@
+//go:build !linux
+
+package uring
+
+import "time"
+
+// Ring is an io_uring instance; outside Linux it cannot be created.
+type Ring struct{}
+
+// BufRing is a provided buffer ring; outside Linux it cannot be created.
+type BufRing struct{}
+
+// New returns ErrNotSupported outside Linux.
+func New(cfg *Config) (*Ring, error) { return nil, ErrNotSupported }
+
+// Close returns ErrNotSupported outside Linux.
+func (r *Ring) Close() error { return ErrNotSupported }
+
+// Fd returns -1 outside Linux.
+func (r *Ring) Fd() int { return -1 }
+
+// EnterCount returns 0 outside Linux.
+func (r *Ring) EnterCount() uint64 { return 0 }
+
+// GetSQE returns nil outside Linux.
+func (r *Ring) GetSQE() *SQE { return nil }
+
+// Submit returns ErrNotSupported outside Linux.
+func (r *Ring) Submit() (int, error) { return 0, ErrNotSupported }
+
+// SubmitAndWait returns ErrNotSupported outside Linux.
+func (r *Ring) SubmitAndWait(waitNr uint32, timeout time.Duration) (int, error) {
+	return 0, ErrNotSupported
+}
+
+// PeekCQEs returns 0 outside Linux.
+func (r *Ring) PeekCQEs(dst []CQE) int { return 0 }
+
+// CQReady returns 0 outside Linux.
+func (r *Ring) CQReady() uint32 { return 0 }
+
+// Timespec returns nil outside Linux.
+func (r *Ring) Timespec(d time.Duration) *Timespec { return nil }
+
+// RegisterBuffers returns ErrNotSupported outside Linux.
+func (r *Ring) RegisterBuffers(bufs [][]byte) error { return ErrNotSupported }
+
+// UnregisterBuffers returns ErrNotSupported outside Linux.
+func (r *Ring) UnregisterBuffers() error { return ErrNotSupported }
+
+// RegisterFiles returns ErrNotSupported outside Linux.
+func (r *Ring) RegisterFiles(n int) error { return ErrNotSupported }
+
+// UpdateFiles returns ErrNotSupported outside Linux.
+func (r *Ring) UpdateFiles(off int, fds []int) (int, error) { return 0, ErrNotSupported }
+
+// UnregisterFiles returns ErrNotSupported outside Linux.
+func (r *Ring) UnregisterFiles() error { return ErrNotSupported }
+
+// RegisterNAPI returns ErrNotSupported outside Linux.
+func (r *Ring) RegisterNAPI(c NAPIConfig) (NAPIConfig, error) { return NAPIConfig{}, ErrNotSupported }
+
+// UnregisterNAPI returns ErrNotSupported outside Linux.
+func (r *Ring) UnregisterNAPI() error { return ErrNotSupported }
+
+// AddNAPIID returns ErrNotSupported outside Linux.
+func (r *Ring) AddNAPIID(id uint32) error { return ErrNotSupported }
+
+// RemoveNAPIID returns ErrNotSupported outside Linux.
+func (r *Ring) RemoveNAPIID(id uint32) error { return ErrNotSupported }
+
+// SetupBufRing returns ErrNotSupported outside Linux.
+func (r *Ring) SetupBufRing(group uint16, entries int, bufSize int) (*BufRing, error) {
+	return nil, ErrNotSupported
+}
+
+// Buf returns nil outside Linux.
+func (b *BufRing) Buf(id uint16) []byte { return nil }
+
+// Recycle does nothing outside Linux.
+func (b *BufRing) Recycle(id uint16) {}
+
+// Commit does nothing outside Linux.
+func (b *BufRing) Commit() {}
+
+// Head returns ErrNotSupported outside Linux.
+func (b *BufRing) Head() (uint16, error) { return 0, ErrNotSupported }
+
+// Close returns ErrNotSupported outside Linux.
+func (b *BufRing) Close() error { return ErrNotSupported }

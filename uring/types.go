@@ -1,0 +1,41 @@
+package uring
+
+import (
+	"time"
+
+	"github.com/spindlenet/spindle/internal/sys"
+)
+
+// NAPIConfig configures NAPI busy polling for a ring (IORING_REGISTER_NAPI).
+type NAPIConfig struct {
+	// BusyPollTimeout is how long a wait busy-polls the NAPI instances of the
+	// ring's sockets before sleeping (µs resolution).
+	BusyPollTimeout time.Duration
+	// PreferBusyPoll asks the device to defer interrupts while busy polling
+	// (SO_PREFER_BUSY_POLL semantics).
+	PreferBusyPoll bool
+	// Static switches to static tracking (6.13): the ring polls only the NAPI
+	// ids added with AddNAPIID, instead of learning them from its sockets.
+	Static bool
+}
+
+// PageKind says which pages back off-heap memory (see MapAnon).
+type PageKind = sys.PageKind
+
+// Page kinds.
+const (
+	PageSmall = sys.PageSmall
+	PageTHP   = sys.PageTHP
+	PageHuge  = sys.PageHuge
+)
+
+// MapAnon returns off-heap memory (see internal/sys.MapAnon): length bytes,
+// page-aligned, on huge pages when huge is set and the host has them. Free it
+// with Unmap. Any goroutine.
+func MapAnon(length int, huge bool) ([]byte, PageKind, error) { return sys.MapAnon(length, huge) }
+
+// Unmap frees memory from MapAnon. Any goroutine.
+func Unmap(b []byte) error { return sys.Unmap(b) }
+
+// Mbind binds memory from MapAnon to NUMA node (MPOL_PREFERRED). Any goroutine.
+func Mbind(b []byte, node int) error { return sys.Mbind(b, node) }
