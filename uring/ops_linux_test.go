@@ -1,0 +1,393 @@
+package uring
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestConnectSocketShutdown(t *testing.T) {
+	r := newRing(t, nil)
+	lfd, ap := listenTCP(t)
+	arena, err := NewArena(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer arena.Close()
+	sa, err := arena.Sockaddr(ap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// socket(2) through the ring, then connect, linked.
+	sqe(t, r).PrepSocket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0, 0, 1)
+	c := reap(t, r, 1)[0]
+	if c.Res < 0 {
+		t.Fatalf("socket: %v", c.Err())
+	}
+	fd := int(c.Res)
+	closeFd(t, fd)
+	sqe(t, r).PrepConnect(fd, sa, 2)
+	if c := reap(t, r, 1)[0]; c.Res != 0 {
+		t.Fatalf("connect: %v", c.Err())
+	}
+	nfd, _, err := unix.Accept4(lfd, unix.SOCK_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(nfd)
+	sqe(t, r).PrepShutdown(fd, unix.SHUT_WR, 3)
+	if c := reap(t, r, 1)[0]; c.Res != 0 {
+		t.Fatalf("shutdown: %v", c.Err())
+	}
+	// The peer sees EOF after the shutdown.
+	var b [8]byte
+	if n, err := unix.Read(nfd, b[:]); n != 0 || err != nil {
+		t.Errorf("peer read after shutdown = %d, %v; want EOF", n, err)
+	}
+	// Connecting to a closed port fails with ECONNREFUSED as a CQE result.
+	unix.Close(lfd)
+	sqe(t, r).PrepSocket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0, 0, 4)
+	c = reap(t, r, 1)[0]
+	if c.Res < 0 {
+		t.Fatal(c.Err())
+	}
+	closeFd(t, int(c.Res))
+	sqe(t, r).PrepConnect(int(c.Res), sa, 5)
+	if c := reap(t, r, 1)[0]; !errors.Is(c.Err(), unix.ECONNREFUSED) {
+		t.Errorf("connect to closed port: %v, want ECONNREFUSED", c.Err())
+	}
+}
+
+func TestSocketDirect(t *testing.T) {
+	r := newRing(t, nil)
+	if err := r.RegisterFiles(4); err != nil {
+		t.Fatal(err)
+	}
+	sqe(t, r).PrepSocketDirect(unix.AF_INET, unix.SOCK_STREAM, 0, 0, 1)
+	c := reap(t, r, 1)[0]
+	if c.Res < 0 || c.Res >= 4 {
+		t.Fatalf("direct socket: res %d (%v)", c.Res, c.Err())
+	}
+	sqe(t, r).PrepCloseDirect(int(c.Res), 2)
+	if c := reap(t, r, 1)[0]; c.Res != 0 {
+		t.Errorf("close direct: %v", c.Err())
+	}
+}
+
+func TestSendmsg(t *testing.T) {
+	r := newRing(t, nil)
+	c, s := tcpPair(t)
+	arena, err := NewArena(8192)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer arena.Close()
+	a, b := arena.Bytes(5), arena.Bytes(6)
+	copy(a, "hello")
+	copy(b, " world")
+	msg := arena.Msghdr(nil, a, b)
+	sqe(t, r).PrepSendmsg(c, msg, 0, 1)
+	if cq := reap(t, r, 1)[0]; cq.Res != 11 {
+		t.Fatalf("sendmsg: res %d (%v)", cq.Res, cq.Err())
+	}
+	got := make([]byte, 32)
+	n, err := unix.Read(s, got)
+	if err != nil || string(got[:n]) != "hello world" {
+		t.Errorf("peer read %q, %v", got[:n], err)
+	}
+}
+
+func TestReadWrite(t *testing.T) {
+	r := newRing(t, nil)
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	closeFd(t, p[0])
+	closeFd(t, p[1])
+	out, in := offHeap(t, 4096), offHeap(t, 4096)
+	copy(out, "through the pipe")
+	w := sqe(t, r)
+	w.PrepWrite(p[1], out[:16], -1, 1)
+	w.SetFlags(FlagIOLink)
+	sqe(t, r).PrepRead(p[0], in, -1, 2)
+	for _, c := range reap(t, r, 2) {
+		if c.Res != 16 {
+			t.Errorf("op %d: res %d (%v)", c.UserData, c.Res, c.Err())
+		}
+	}
+	if string(in[:16]) != "through the pipe" {
+		t.Errorf("read %q", in[:16])
+	}
+}
+
+func TestReadWriteFixed(t *testing.T) {
+	for _, huge := range []bool{false, true} {
+		name := "4k"
+		if huge {
+			name = "huge"
+		}
+		t.Run(name, func(t *testing.T) {
+			r := newRing(t, nil)
+			size := 64 << 10
+			if huge {
+				size = 2 << 20
+			}
+			buf, kind, err := MapAnon(size, huge)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer Unmap(buf)
+			t.Logf("fixed buffer on %v pages", kind)
+			if err := r.RegisterBuffers([][]byte{buf}); err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.Create(filepath.Join(t.TempDir(), "data"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			fd := int(f.Fd())
+			for i := range 8192 {
+				buf[i] = pattern(i)
+			}
+			sqe(t, r).PrepWriteFixed(fd, buf[:8192], 0, 0, 1)
+			if c := reap(t, r, 1)[0]; c.Res != 8192 {
+				t.Fatalf("write_fixed: res %d (%v)", c.Res, c.Err())
+			}
+			clear(buf[:8192])
+			dst := buf[4096 : 4096+8192] // any slice inside the registered buffer
+			sqe(t, r).PrepReadFixed(fd, dst, 0, 0, 2)
+			if c := reap(t, r, 1)[0]; c.Res != 8192 {
+				t.Fatalf("read_fixed: res %d (%v)", c.Res, c.Err())
+			}
+			for i, v := range dst {
+				if v != pattern(i) {
+					t.Fatalf("byte %d differs", i)
+				}
+			}
+			// A slice outside every registered buffer is refused.
+			other := offHeap(t, 4096)
+			sqe(t, r).PrepReadFixed(fd, other, 0, 0, 3)
+			if c := reap(t, r, 1)[0]; !errors.Is(c.Err(), unix.EFAULT) {
+				t.Errorf("read_fixed outside the buffer: %v, want EFAULT", c.Err())
+			}
+			if err := r.UnregisterBuffers(); err != nil {
+				t.Fatal(err)
+			}
+			sqe(t, r).PrepReadFixed(fd, dst, 0, 0, 4)
+			if c := reap(t, r, 1)[0]; c.Err() == nil {
+				t.Error("read_fixed after UnregisterBuffers succeeded")
+			}
+		})
+	}
+}
+
+func TestPollAddMultishot(t *testing.T) {
+	r := newRing(t, nil)
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		t.Fatal(err)
+	}
+	closeFd(t, p[0])
+	closeFd(t, p[1])
+	sqe(t, r).PrepPollAdd(p[0], unix.POLLIN, true, 1)
+	if _, err := r.Submit(); err != nil {
+		t.Fatal(err)
+	}
+	expectNone(t, r, 5*time.Millisecond)
+	var b [16]byte
+	for i := range 3 {
+		unix.Write(p[1], []byte{'x'})
+		c := reap(t, r, 1)[0]
+		if c.UserData != 1 || c.Res&unix.POLLIN == 0 || !c.More() {
+			t.Fatalf("poll event %d: %+v", i, c)
+		}
+		unix.Read(p[0], b[:])
+	}
+	sqe(t, r).PrepPollRemove(1, 2)
+	for _, c := range reap(t, r, 2) {
+		switch c.UserData {
+		case 1:
+			if !errors.Is(c.Err(), unix.ECANCELED) || c.More() {
+				t.Errorf("removed poll: %+v", c)
+			}
+		case 2:
+			if c.Res != 0 {
+				t.Errorf("poll remove: %v", c.Err())
+			}
+		}
+	}
+	// A single-shot poll completes once, without F_MORE.
+	sqe(t, r).PrepPollAdd(p[1], unix.POLLOUT, false, 3)
+	if c := reap(t, r, 1)[0]; c.Res&unix.POLLOUT == 0 || c.More() {
+		t.Errorf("one-shot poll: %+v", c)
+	}
+}
+
+// TestSendZCNotification checks the SEND_ZC protocol: per send, first the
+// result CQE with F_MORE, then the notification CQE (F_NOTIF, no F_MORE) with
+// the same user_data, and the notification never comes first. Loopback
+// copies, which the notification reports.
+func TestSendZCNotification(t *testing.T) {
+	for _, fixed := range []bool{false, true} {
+		name := "plain"
+		if fixed {
+			name = "fixed buffer"
+		}
+		t.Run(name, func(t *testing.T) {
+			r := newRing(t, &Config{Entries: 32, SingleIssuer: true, DeferTaskrun: true})
+			c, s := tcpPair(t)
+			buf := offHeap(t, 64<<10)
+			for i := range buf {
+				buf[i] = pattern(i)
+			}
+			idx := -1
+			if fixed {
+				if err := r.RegisterBuffers([][]byte{buf}); err != nil {
+					t.Fatal(err)
+				}
+				idx = 0
+			}
+			const sends = 8
+			const size = 4096
+			for i := range sends {
+				sqe(t, r).PrepSendZC(c, buf[i*size:(i+1)*size], 0, idx, uint64(10+i))
+			}
+			done := make(chan error, 1)
+			go func() {
+				got := make([]byte, sends*size)
+				for off := 0; off < len(got); {
+					n, err := unix.Read(s, got[off:])
+					if err != nil {
+						done <- err
+						return
+					}
+					off += n
+				}
+				for i, v := range got {
+					if v != pattern(i) {
+						done <- errors.New("received bytes differ")
+						return
+					}
+				}
+				done <- nil
+			}()
+			state := make(map[uint64]int) // 1 = result seen, 2 = notification seen
+			for _, cq := range reap(t, r, 2*sends) {
+				switch {
+				case cq.Notif():
+					if state[cq.UserData] != 1 {
+						t.Errorf("send %d: notification before its result", cq.UserData)
+					}
+					if cq.More() {
+						t.Errorf("send %d: notification with F_MORE", cq.UserData)
+					}
+					if !cq.ZCCopied() {
+						t.Logf("send %d: zero-copy not reported as copied on loopback", cq.UserData)
+					}
+					state[cq.UserData] = 2
+				default:
+					if cq.Res != size || !cq.More() {
+						t.Errorf("send %d: %+v (%v), want %d bytes with F_MORE", cq.UserData, cq, cq.Err(), size)
+					}
+					if state[cq.UserData] != 0 {
+						t.Errorf("send %d: second result", cq.UserData)
+					}
+					state[cq.UserData] = 1
+				}
+			}
+			for i := range sends {
+				if state[uint64(10+i)] != 2 {
+					t.Errorf("send %d: state %d at the end", 10+i, state[uint64(10+i)])
+				}
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestCQOverflow posts three times more completions than the CQ holds without
+// reaping, then checks that every one of them arrives.
+func TestCQOverflow(t *testing.T) {
+	r := newRing(t, &Config{Entries: 8, CQEntries: 16, SQThreadCPU: -1})
+	const total = 48
+	for i := range total {
+		s := r.GetSQE()
+		if s == nil {
+			if _, err := r.Submit(); err != nil {
+				t.Fatal(err)
+			}
+			s = sqe(t, r)
+		}
+		s.PrepNop(uint64(i))
+	}
+	if _, err := r.Submit(); err != nil {
+		t.Fatal(err)
+	}
+	if r.CQReady() != r.CQEntries() {
+		t.Fatalf("CQ holds %d of %d before reaping; the test did not overflow it", r.CQReady(), r.CQEntries())
+	}
+	// Reap with PeekCQEs alone: it must flush the overflowed completions
+	// into the ring itself.
+	var got []CQE
+	buf := make([]CQE, 5)
+	for tries := 0; len(got) < total && tries < 1000; tries++ {
+		n := r.PeekCQEs(buf)
+		got = append(got, buf[:n]...)
+	}
+	if len(got) != total {
+		t.Fatalf("PeekCQEs returned %d of %d completions", len(got), total)
+	}
+	seen := make([]bool, total)
+	for _, c := range got {
+		if seen[c.UserData] {
+			t.Errorf("completion %d twice", c.UserData)
+		}
+		seen[c.UserData] = true
+	}
+	if r.CQOverflow() != 0 {
+		t.Errorf("kernel dropped %d completions", r.CQOverflow())
+	}
+}
+
+func TestRegisterFilesUpdate(t *testing.T) {
+	r := newRing(t, nil)
+	if err := r.RegisterFiles(8); err != nil {
+		t.Fatal(err)
+	}
+	c, s := tcpPair(t)
+	if n, err := r.UpdateFiles(3, []int{c}); n != 1 || err != nil {
+		t.Fatalf("UpdateFiles = %d, %v", n, err)
+	}
+	buf := offHeap(t, 64)
+	copy(buf, "fixed")
+	w := sqe(t, r)
+	w.PrepSend(3, buf[:5], 0, 1)
+	w.SetFlags(FlagFixedFile)
+	if cq := reap(t, r, 1)[0]; cq.Res != 5 {
+		t.Fatalf("send on fixed file: %v", cq.Err())
+	}
+	got := make([]byte, 8)
+	if n, _ := unix.Read(s, got); string(got[:n]) != "fixed" {
+		t.Errorf("read %q", got[:n])
+	}
+	if _, err := r.UpdateFiles(3, []int{-1}); err != nil {
+		t.Fatal(err)
+	}
+	w = sqe(t, r)
+	w.PrepSend(3, buf[:5], 0, 2)
+	w.SetFlags(FlagFixedFile)
+	if cq := reap(t, r, 1)[0]; !errors.Is(cq.Err(), unix.EBADF) {
+		t.Errorf("send on cleared slot: %v, want EBADF", cq.Err())
+	}
+	if err := r.UnregisterFiles(); err != nil {
+		t.Fatal(err)
+	}
+}
