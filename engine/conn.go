@@ -1,0 +1,380 @@
+package engine
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"sync/atomic"
+)
+
+const (
+	stateConnecting uint8 = iota
+	stateOpen
+	stateClosing // Close called: sending the rest of the queue, then close
+	stateClosed
+)
+
+// Reasons reading is paused (bits of Conn.paused).
+const (
+	pauseUser uint8 = 1 << iota
+	pauseHWM
+	pauseEOF
+	pauseClosing
+)
+
+// seg is a part of a write queue: bytes [off, end) of a slab chunk (ref >=
+// 0) or of receive buffer -ref-1 (from WriteBuffer).
+type seg struct {
+	ref      int32
+	off, end int32
+}
+
+// Conn is a TCP or Unix stream connection owned by one loop. Its methods may
+// be called only on that loop's goroutine (use Loop().Post from elsewhere);
+// a *Conn stays valid (as a closed connection) after OnClose.
+type Conn struct {
+	l      *Loop
+	fd     int
+	slot   int32
+	gen    uint32
+	state  uint8
+	paused uint8
+
+	opened, gotEOF, dirty, wantShutWr, shutWr bool
+
+	err           error
+	local, remote netip.AddrPort
+	unixPeer      bool
+	ctx           any
+	timer         Timer
+
+	wq     []seg
+	wqHead int
+	queued int
+
+	k kstate // backend-specific
+}
+
+// kstate is the per-connection state of the backends.
+type kstate struct {
+	events   uint32 // epoll: registered interest
+	recv     uint8  // uring: 0 idle, 1 armed, 2 cancel sent
+	sending  bool   // uring: a SEND is in flight
+	closing  bool   // uring: close in progress
+	inflight int32  // uring: SQEs in flight that refer to fd
+}
+
+// Loop returns the loop that owns c. Any goroutine.
+func (c *Conn) Loop() *Loop { return c.l }
+
+// Fd is the connection's socket, for getsockopt and the like. Do not close
+// it or read from it. Loop goroutine.
+func (c *Conn) Fd() int { return c.fd }
+
+// LocalAddr is the local address of a TCP connection (zero for Unix). Loop
+// goroutine.
+func (c *Conn) LocalAddr() netip.AddrPort { return c.local }
+
+// RemoteAddr is the peer address of a TCP connection (zero for Unix). Loop
+// goroutine.
+func (c *Conn) RemoteAddr() netip.AddrPort { return c.remote }
+
+// Context returns the value set by SetContext. Loop goroutine.
+func (c *Conn) Context() any { return c.ctx }
+
+// SetContext attaches a value to c for the handler's use. Loop goroutine.
+func (c *Conn) SetContext(v any) { c.ctx = v }
+
+// Buffered is the number of bytes queued for sending. Loop goroutine.
+func (c *Conn) Buffered() int { return c.queued }
+
+// Closed reports whether OnClose has been called for c. Loop goroutine.
+func (c *Conn) Closed() bool { return c.state == stateClosed }
+
+func (c *Conn) writable() bool {
+	return (c.state == stateOpen) && !c.wantShutWr
+}
+
+// Write copies p into c's write queue; the queue is sent at the end of the
+// loop iteration, batched with other writes. It returns net.ErrClosed after
+// Close or CloseWrite. Writes are never refused for size: the high-water
+// mark pauses reading instead (see Config.WriteHighWater). Loop goroutine.
+func (c *Conn) Write(p []byte) (int, error) {
+	if !c.writable() {
+		return 0, net.ErrClosed
+	}
+	n := len(p)
+	for len(p) > 0 {
+		if k := len(c.wq); k > c.wqHead {
+			last := &c.wq[k-1]
+			if last.ref >= 0 && int(last.end) < c.l.chunks.size {
+				m := copy(c.l.chunks.buf(last.ref)[last.end:], p)
+				last.end += int32(m)
+				p = p[m:]
+				continue
+			}
+		}
+		id, err := c.l.chunks.get()
+		if err != nil {
+			n -= len(p)
+			c.queued += n
+			c.l.markDirty(c)
+			return n, err
+		}
+		m := copy(c.l.chunks.buf(id), p)
+		c.wq = append(c.wq, seg{ref: id, end: int32(m)})
+		p = p[m:]
+	}
+	c.queued += n
+	c.l.markDirty(c)
+	c.checkHWM()
+	return n, nil
+}
+
+// Writev queues every slice of bufs, as Write. Loop goroutine.
+func (c *Conn) Writev(bufs [][]byte) (int, error) {
+	total := 0
+	for _, b := range bufs {
+		n, err := c.Write(b)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// WriteBuffer queues a received buffer (from any connection of this loop)
+// for sending without copying it, and releases it once sent. The caller
+// gives up b. Loop goroutine.
+func (c *Conn) WriteBuffer(b Buffer) error {
+	if b.l != c.l {
+		b.Release()
+		return errors.New("engine: WriteBuffer with a buffer of another loop")
+	}
+	if !c.writable() {
+		b.Release()
+		return net.ErrClosed
+	}
+	c.wq = append(c.wq, seg{ref: -b.id - 1, end: b.n})
+	c.queued += int(b.n)
+	c.l.markDirty(c)
+	c.checkHWM()
+	return nil
+}
+
+func (c *Conn) checkHWM() {
+	if c.l.hwm > 0 && c.queued >= c.l.hwm && c.paused&pauseHWM == 0 {
+		c.l.st.pausedReads.Add(1)
+		c.pause(pauseHWM)
+	}
+}
+
+// PauseRead stops delivering data from c (for backpressure across
+// connections, as a proxy needs); ResumeRead starts it again. Loop goroutine.
+func (c *Conn) PauseRead() { c.pause(pauseUser) }
+
+// ResumeRead undoes PauseRead. Loop goroutine.
+func (c *Conn) ResumeRead() { c.resume(pauseUser) }
+
+// CloseWrite sends FIN after the queued data; c can still receive. Loop
+// goroutine.
+func (c *Conn) CloseWrite() error {
+	if c.state != stateOpen {
+		return net.ErrClosed
+	}
+	if !c.wantShutWr {
+		c.wantShutWr = true
+		c.l.markDirty(c)
+	}
+	return nil
+}
+
+// Close stops reading, sends what is queued, closes the socket and then
+// calls OnClose(c, nil). Loop goroutine.
+func (c *Conn) Close() error {
+	switch c.state {
+	case stateClosing, stateClosed:
+		return net.ErrClosed
+	case stateConnecting:
+		c.abort(nil)
+		return nil
+	}
+	c.state = stateClosing
+	c.pause(pauseClosing)
+	c.l.markDirty(c)
+	return nil
+}
+
+// abort closes c now, dropping its queue; OnClose gets err.
+func (c *Conn) abort(err error) {
+	if c.state == stateClosed || c.k.closing {
+		return
+	}
+	if c.err == nil {
+		c.err = err
+	}
+	c.state = stateClosing
+	c.paused |= pauseClosing
+	c.dropQueue()
+	c.l.be.closeConn(c)
+}
+
+func (c *Conn) pause(bit uint8) {
+	was := c.paused
+	c.paused |= bit
+	if was == 0 && c.state != stateClosed && c.state != stateConnecting {
+		c.l.be.setRead(c, false)
+	}
+}
+
+func (c *Conn) resume(bit uint8) {
+	if c.paused&bit == 0 {
+		return
+	}
+	c.paused &^= bit
+	if c.paused == 0 && c.state == stateOpen {
+		c.l.be.setRead(c, true)
+	}
+}
+
+// front returns the bytes at the head of the write queue.
+func (c *Conn) front() []byte {
+	s := &c.wq[c.wqHead]
+	var b []byte
+	if s.ref >= 0 {
+		b = c.l.chunks.buf(s.ref)
+	} else {
+		b = c.l.be.recvBuf(-s.ref - 1)
+	}
+	return b[s.off:s.end]
+}
+
+// sent advances the write queue by n bytes.
+func (c *Conn) sent(n int) {
+	c.l.st.bytesWritten.Add(uint64(n))
+	c.queued -= n
+	for n > 0 {
+		s := &c.wq[c.wqHead]
+		m := int(s.end - s.off)
+		if n < m {
+			s.off += int32(n)
+			break
+		}
+		n -= m
+		c.releaseSeg(*s)
+		c.wqHead++
+	}
+	if c.wqHead == len(c.wq) {
+		c.wq = c.wq[:0]
+		c.wqHead = 0
+	}
+	if c.paused&pauseHWM != 0 && c.queued <= c.l.hwm/2 {
+		c.resume(pauseHWM)
+		if c.state == stateOpen {
+			c.l.h.OnWritable(c)
+		}
+	}
+}
+
+func (c *Conn) releaseSeg(s seg) {
+	if s.ref >= 0 {
+		c.l.chunks.put(s.ref)
+	} else {
+		c.l.be.releaseRecv(-s.ref - 1)
+	}
+}
+
+func (c *Conn) dropQueue() {
+	for i := c.wqHead; i < len(c.wq); i++ {
+		c.releaseSeg(c.wq[i])
+	}
+	c.wq = c.wq[:0]
+	c.wqHead = 0
+	c.queued = 0
+}
+
+// afterDrain runs when the write queue is empty.
+func (c *Conn) afterDrain() {
+	if c.wantShutWr && !c.shutWr && c.state == stateOpen {
+		c.shutWr = true
+		c.l.be.shutdownWrite(c)
+	}
+	if c.state == stateClosing && !c.k.closing {
+		c.l.be.closeConn(c)
+	}
+}
+
+// liveMappings counts the engine's off-heap mappings, for leak tests.
+var liveMappings atomic.Int64
+
+// slab hands out fixed-size chunks of off-heap memory, growing by regions.
+type slab struct {
+	size      int
+	perRegion int
+	huge      bool
+	regions   [][]byte
+	free      []int32
+	kind      string // page kind of the first region
+	mapf      func(n int, huge bool) ([]byte, string, error)
+	unmapf    func([]byte) error
+}
+
+const regionSize = 2 << 20
+
+func (s *slab) init(size int, huge bool, mapf func(int, bool) ([]byte, string, error), unmapf func([]byte) error) {
+	s.size = size
+	s.perRegion = regionSize / size
+	if s.perRegion < 1 {
+		s.perRegion = 1
+	}
+	s.huge = huge
+	s.mapf = mapf
+	s.unmapf = unmapf
+}
+
+func (s *slab) grow() error {
+	b, kind, err := s.mapf(s.perRegion*s.size, s.huge)
+	if err != nil {
+		return err
+	}
+	liveMappings.Add(1)
+	if s.kind == "" {
+		s.kind = kind
+	}
+	base := int32(len(s.regions) * s.perRegion)
+	s.regions = append(s.regions, b)
+	for i := s.perRegion - 1; i >= 0; i-- {
+		s.free = append(s.free, base+int32(i))
+	}
+	return nil
+}
+
+func (s *slab) get() (int32, error) {
+	if len(s.free) == 0 {
+		if err := s.grow(); err != nil {
+			return -1, err
+		}
+	}
+	id := s.free[len(s.free)-1]
+	s.free = s.free[:len(s.free)-1]
+	return id, nil
+}
+
+func (s *slab) buf(id int32) []byte {
+	r := s.regions[int(id)/s.perRegion]
+	off := (int(id) % s.perRegion) * s.size
+	return r[off : off+s.size : off+s.size]
+}
+
+func (s *slab) put(id int32) { s.free = append(s.free, id) }
+
+func (s *slab) close() {
+	for _, r := range s.regions {
+		if s.unmapf(r) == nil {
+			liveMappings.Add(-1)
+		}
+	}
+	s.regions = nil
+	s.free = nil
+}

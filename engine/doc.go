@@ -1,0 +1,28 @@
+// Package engine is spindle's per-core runtime: one event loop per CPU, each
+// on a goroutine locked to an OS thread pinned to that CPU, each owning its
+// own kernel queue (an io_uring ring or an epoll instance), receive buffers,
+// send slab, timers and connection table.
+//
+// A service implements Handler. Its callbacks run on the loop thread of the
+// connection and must not block; blocking work goes to another goroutine and
+// comes back with Loop.Post.
+//
+//	e, err := engine.New(nil, handler) // nil Config = defaults
+//	ln, err := e.Listen("tcp", "127.0.0.1:8080", nil)
+//	err = e.Run(ctx)                    // returns after Shutdown or ctx end
+//
+// Listen opens one SO_REUSEPORT socket per loop and attaches a classic-BPF
+// reuseport program that picks the socket of the loop running on the CPU that
+// processed the connection's SYN (SKF_AD_CPU), so a connection is served on
+// the core that runs its receive path.
+//
+// Backends (Config.Backend): "uring" (default), "uring-sqpoll", "uring-napi",
+// "epoll" and "epoll-busypoll". They share this API and the test suite. When
+// io_uring is unavailable the engine runs on epoll and says so once through
+// Config.Logf.
+//
+// Goroutines: methods of Engine may be called from any goroutine. Methods of
+// Conn, and of Loop unless said otherwise, may be called only on the loop
+// goroutine that owns them (inside Handler callbacks, timer functions and
+// functions passed to Loop.Post).
+package engine

@@ -1,0 +1,416 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Backend names a kernel interface a loop waits on.
+type Backend string
+
+// The backends. All of them run on the engine's own pinned loop threads; none
+// uses Go's netpoller.
+const (
+	// BackendURing is io_uring with SINGLE_ISSUER|DEFER_TASKRUN, multishot
+	// accept, multishot recv on a provided buffer ring and batched sends,
+	// one io_uring_enter per loop iteration. The default.
+	BackendURing Backend = "uring"
+	// BackendURingSQPoll adds an SQPOLL kernel thread pinned to a CPU
+	// outside the loop set (Config.SQPollCPU), shared by the engine's rings.
+	BackendURingSQPoll Backend = "uring-sqpoll"
+	// BackendURingNAPI adds IORING_REGISTER_NAPI busy polling
+	// (Config.BusyPoll, Config.PreferBusyPoll) with the NAPI ids of accepted
+	// sockets added statically.
+	BackendURingNAPI Backend = "uring-napi"
+	// BackendEpoll is level-triggered epoll with read/write system calls.
+	BackendEpoll Backend = "epoll"
+	// BackendEpollBusyPoll is epoll with per-instance busy polling set by
+	// the EPIOCSPARAMS ioctl (Linux 6.9).
+	BackendEpollBusyPoll Backend = "epoll-busypoll"
+)
+
+// Backends lists every backend, default first.
+var Backends = []Backend{BackendURing, BackendURingSQPoll, BackendURingNAPI, BackendEpoll, BackendEpollBusyPoll}
+
+func (b Backend) isURing() bool {
+	return b == BackendURing || b == BackendURingSQPoll || b == BackendURingNAPI
+}
+
+// Config configures an Engine. A nil *Config means all defaults; a zero field
+// means that field's default.
+type Config struct {
+	// Backend selects the kernel interface. Default BackendURing (needs
+	// Linux 6.1 for DEFER_TASKRUN); when io_uring cannot be used the engine
+	// falls back to BackendEpoll and says so once through Logf.
+	Backend Backend
+	// CPUs are the CPUs that get one loop each. Default: every CPU the
+	// process may run on.
+	CPUs []int
+	// ReadBufferSize is the size of one receive buffer. Default 16 KiB,
+	// minimum 512.
+	ReadBufferSize int
+	// ReadBuffers is the number of receive buffers per loop (the size of
+	// the io_uring provided buffer ring, rounded up to a power of two).
+	// Default 512.
+	ReadBuffers int
+	// WriteHighWater is the per-connection write-queue high-water mark in
+	// bytes. Above it the loop stops reading from that connection until the
+	// queue drains below half of it, so the memory a connection holds in its
+	// write queue stays below WriteHighWater plus what one read delivers.
+	// Default 256 KiB.
+	WriteHighWater int
+	// BusyPoll is the busy-poll time for the uring-napi and epoll-busypoll
+	// backends. Default 50µs.
+	BusyPoll time.Duration
+	// PreferBusyPoll sets prefer_busy_poll for uring-napi and
+	// epoll-busypoll. Default false.
+	PreferBusyPoll bool
+	// SQPollCPU is the CPU of the SQPOLL thread for uring-sqpoll. Default
+	// (-1 or 0 with no CPU outside the loop set): the first allowed CPU not
+	// in CPUs; when every CPU runs a loop, the SQPOLL thread is left
+	// unpinned and Logf says so.
+	SQPollCPU int
+	// NoHugePages disables the attempt to put buffers on huge pages.
+	NoHugePages bool
+	// Logf receives the few start-up messages (fallbacks, huge pages, NAPI
+	// warnings), at most once each. Default log.Printf. Hot paths never log.
+	Logf func(format string, args ...any)
+}
+
+const (
+	defaultReadBufferSize = 16 << 10
+	defaultReadBuffers    = 512
+	defaultHighWater      = 256 << 10
+	defaultBusyPoll       = 50 * time.Microsecond
+)
+
+func (c *Config) withDefaults() (Config, error) {
+	var out Config
+	if c != nil {
+		out = *c
+		out.CPUs = append([]int(nil), c.CPUs...)
+	}
+	if out.Backend == "" {
+		out.Backend = BackendURing
+	}
+	known := false
+	for _, b := range Backends {
+		known = known || b == out.Backend
+	}
+	if !known {
+		return out, fmt.Errorf("engine: unknown backend %q", out.Backend)
+	}
+	if out.ReadBufferSize == 0 {
+		out.ReadBufferSize = defaultReadBufferSize
+	}
+	if out.ReadBufferSize < 512 {
+		return out, fmt.Errorf("engine: ReadBufferSize %d below 512", out.ReadBufferSize)
+	}
+	if out.ReadBuffers == 0 {
+		out.ReadBuffers = defaultReadBuffers
+	}
+	n := 1
+	for n < out.ReadBuffers {
+		n <<= 1
+	}
+	if n > 1<<15 {
+		return out, fmt.Errorf("engine: ReadBuffers %d above 32768", out.ReadBuffers)
+	}
+	out.ReadBuffers = n
+	if out.WriteHighWater == 0 {
+		out.WriteHighWater = defaultHighWater
+	}
+	if out.WriteHighWater < 0 {
+		return out, errors.New("engine: negative WriteHighWater")
+	}
+	if out.BusyPoll == 0 {
+		out.BusyPoll = defaultBusyPoll
+	}
+	if out.Logf == nil {
+		out.Logf = log.Printf
+	}
+	return out, nil
+}
+
+// Handler receives a connection's events. Every callback runs on the loop
+// goroutine that owns the connection and must not block.
+type Handler interface {
+	// OnOpen is called once when an accepted connection is ready or a
+	// dialed one has connected.
+	OnOpen(c *Conn)
+	// OnData delivers received bytes in b. If OnData returns false the
+	// engine reuses b's memory after the call returns, so b.Bytes() must
+	// not be used later. If it returns true the handler keeps b and must
+	// call b.Release (or hand it to Conn.WriteBuffer) later, on this loop.
+	OnData(c *Conn, b Buffer) (keep bool)
+	// OnEOF is called when the peer has shut down its sending side. The
+	// connection may still write; it stays open until Close.
+	OnEOF(c *Conn)
+	// OnWritable is called when a write queue that had reached
+	// Config.WriteHighWater has drained below half of it.
+	OnWritable(c *Conn)
+	// OnClose is called once when the connection is closed and its
+	// resources released: err is nil after Close, otherwise the error that
+	// ended it (a *net.OpError, or ErrClosed at engine shutdown). A dial
+	// that fails gets OnClose without OnOpen.
+	OnClose(c *Conn, err error)
+}
+
+// BaseHandler implements Handler with no-ops, except OnEOF which closes the
+// connection once its queued writes are sent. Embed it to implement only
+// some callbacks.
+type BaseHandler struct{}
+
+// OnOpen does nothing. Loop goroutine.
+func (BaseHandler) OnOpen(*Conn) {}
+
+// OnData drops the data. Loop goroutine.
+func (BaseHandler) OnData(*Conn, Buffer) bool { return false }
+
+// OnEOF closes c after its queued writes. Loop goroutine.
+func (BaseHandler) OnEOF(c *Conn) { c.Close() }
+
+// OnWritable does nothing. Loop goroutine.
+func (BaseHandler) OnWritable(*Conn) {}
+
+// OnClose does nothing. Loop goroutine.
+func (BaseHandler) OnClose(*Conn, error) {}
+
+// ErrClosed is the error given to OnClose for connections the engine closed
+// at shutdown, and returned by operations on a closed engine.
+var ErrClosed = net.ErrClosed
+
+// ErrNotSupported is returned on systems without the kernel interfaces the
+// engine needs.
+var ErrNotSupported = errors.New("engine: not supported on this system")
+
+// Engine is a set of loops, one per CPU. Its methods may be called from any
+// goroutine.
+type Engine struct {
+	cfg     Config
+	backend Backend // after fallback
+	h       Handler
+	loops   []*Loop
+
+	mu        sync.Mutex
+	listeners []*Listener
+	state     int // 0 new, 1 running, 2 done
+
+	stopOnce sync.Once
+	stopping chan struct{} // closed when loops must stop
+	exited   chan struct{} // closed when every loop has returned
+	draining atomic.Bool
+}
+
+// Backend reports the backend the engine's loops run, after any fallback.
+// Any goroutine.
+func (e *Engine) Backend() Backend { return e.backend }
+
+// BufferPages reports the kind of pages behind the loops' buffers ("hugetlb",
+// "thp" or "4k"), known once Run has started the loops. Any goroutine.
+func (e *Engine) BufferPages() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.state == 0 || len(e.loops) == 0 {
+		return ""
+	}
+	return e.loops[0].pages
+}
+
+// Loops returns the engine's loops, one per CPU in Config.CPUs order. Any
+// goroutine.
+func (e *Engine) Loops() []*Loop { return e.loops }
+
+// Stats sums the counters of every loop. Any goroutine.
+func (e *Engine) Stats() Stats {
+	var s Stats
+	for _, l := range e.loops {
+		s.add(l.Stats())
+	}
+	return s
+}
+
+// Run starts the loops and blocks until ctx is done or Shutdown has finished;
+// it then closes every connection and returns once all loop threads have
+// exited. It returns an error if a loop cannot start. Call it once, from
+// any goroutine.
+func (e *Engine) Run(ctx context.Context) error {
+	e.mu.Lock()
+	if e.state != 0 {
+		e.mu.Unlock()
+		return errors.New("engine: Run called twice")
+	}
+	e.state = 1
+	e.mu.Unlock()
+	errc := make(chan error, len(e.loops))
+	var wg sync.WaitGroup
+	for _, l := range e.loops {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.run(errc)
+		}()
+	}
+	var firstErr error
+	for range e.loops {
+		if err := <-errc; err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	if firstErr != nil {
+		e.stop()
+	} else {
+		e.cfg.Logf("engine: %d loops on CPUs %v, backend %s, buffers on %s pages", len(e.loops), e.cfg.CPUs, e.backend, e.loops[0].pages)
+	}
+	go func() {
+		wg.Wait()
+		e.mu.Lock()
+		e.state = 2
+		e.mu.Unlock()
+		close(e.exited)
+	}()
+	select {
+	case <-ctx.Done():
+		e.stop()
+	case <-e.stopping:
+	}
+	<-e.exited
+	return firstErr
+}
+
+// Shutdown closes the listeners, waits until the open connections have
+// closed or ctx is done, then closes the remaining ones and waits for the
+// loops to exit. It returns ctx.Err() if ctx ended before the loops exited.
+// Any goroutine.
+func (e *Engine) Shutdown(ctx context.Context) error {
+	e.draining.Store(true)
+	e.mu.Lock()
+	lns := append([]*Listener(nil), e.listeners...)
+	started := e.state != 0
+	e.mu.Unlock()
+	for _, ln := range lns {
+		ln.Close()
+	}
+	if started {
+		t := time.NewTicker(5 * time.Millisecond)
+	wait:
+		for e.Stats().Open > 0 {
+			select {
+			case <-ctx.Done():
+				break wait
+			case <-e.exited:
+				break wait
+			case <-t.C:
+			}
+		}
+		t.Stop()
+	}
+	e.stop()
+	if !started {
+		return nil
+	}
+	select {
+	case <-e.exited:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (e *Engine) stop() {
+	e.stopOnce.Do(func() {
+		close(e.stopping)
+		for _, l := range e.loops {
+			l.wake()
+		}
+	})
+}
+
+// Listener is a listening address served by every loop of an engine. Its
+// methods may be called from any goroutine.
+type Listener struct {
+	e       *Engine
+	network string
+	addr    net.Addr
+	fds     []int // per loop, -1 where a loop does not accept
+	closed  atomic.Bool
+	unlink  string // Unix socket path to remove on Close
+
+	mu    sync.Mutex
+	added []uint8 // per loop: 0 not yet taken, 1 taken by the loop, 2 closed unused
+}
+
+// Addr is the bound address (with the port chosen when the requested port
+// was 0). Any goroutine.
+func (ln *Listener) Addr() net.Addr { return ln.addr }
+
+// ListenConfig holds per-listener options. A nil *ListenConfig means the
+// defaults.
+type ListenConfig struct {
+	// Backlog is the listen(2) backlog of each socket. Default 4096.
+	Backlog int
+	// NoSteering disables the reuseport CPU-steering program; connections
+	// are then spread by the kernel's 4-tuple hash.
+	NoSteering bool
+}
+
+// Stats are counters of one loop (or their sum over an engine). They are
+// updated atomically by the loop and may be read at any time.
+type Stats struct {
+	Waits        uint64 // blocking system calls: io_uring_enter or epoll_wait
+	Submits      uint64 // io_uring_enter calls made only to flush a full SQ
+	SQEs         uint64 // submission queue entries prepared
+	CQEs         uint64 // completions (or epoll events) handled
+	BytesRead    uint64
+	BytesWritten uint64
+	Reads        uint64 // OnData deliveries
+	Writes       uint64 // send/write system calls or SEND completions
+	Accepted     uint64
+	Dialed       uint64
+	Closed       uint64
+	NoBufs       uint64 // receives that found no free buffer (ENOBUFS)
+	Wakeups      uint64 // cross-goroutine wake-ups received
+	PausedReads  uint64 // times reading was paused by the high-water mark
+	Open         int64  // connections open now
+}
+
+func (s *Stats) add(o Stats) {
+	s.Waits += o.Waits
+	s.Submits += o.Submits
+	s.SQEs += o.SQEs
+	s.CQEs += o.CQEs
+	s.BytesRead += o.BytesRead
+	s.BytesWritten += o.BytesWritten
+	s.Reads += o.Reads
+	s.Writes += o.Writes
+	s.Accepted += o.Accepted
+	s.Dialed += o.Dialed
+	s.Closed += o.Closed
+	s.NoBufs += o.NoBufs
+	s.Wakeups += o.Wakeups
+	s.PausedReads += o.PausedReads
+	s.Open += o.Open
+}
+
+type counters struct {
+	waits, submits, sqes, cqes, bytesRead, bytesWritten, reads, writes atomic.Uint64
+	accepted, dialed, closed, noBufs, wakeups, pausedReads             atomic.Uint64
+	open                                                               atomic.Int64
+}
+
+func (c *counters) snapshot() Stats {
+	return Stats{
+		Waits: c.waits.Load(), Submits: c.submits.Load(), SQEs: c.sqes.Load(), CQEs: c.cqes.Load(),
+		BytesRead: c.bytesRead.Load(), BytesWritten: c.bytesWritten.Load(),
+		Reads: c.reads.Load(), Writes: c.writes.Load(),
+		Accepted: c.accepted.Load(), Dialed: c.dialed.Load(), Closed: c.closed.Load(),
+		NoBufs: c.noBufs.Load(), Wakeups: c.wakeups.Load(), PausedReads: c.pausedReads.Load(),
+		Open: c.open.Load(),
+	}
+}

@@ -1,0 +1,627 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/spindlenet/spindle/internal/sys"
+)
+
+// New makes an engine with one loop per CPU of cfg.CPUs (nil cfg: defaults).
+// The loops start with Run. Any goroutine.
+func New(cfg *Config, h Handler) (*Engine, error) {
+	if h == nil {
+		return nil, errors.New("engine: nil Handler")
+	}
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if c.ReadBufferSize > 1<<20 {
+		return nil, fmt.Errorf("engine: ReadBufferSize %d above 1 MiB", c.ReadBufferSize)
+	}
+	var allowed unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
+		return nil, os.NewSyscallError("sched_getaffinity", err)
+	}
+	if len(c.CPUs) == 0 {
+		for i := 0; i < len(allowed)*64; i++ {
+			if allowed.IsSet(i) {
+				c.CPUs = append(c.CPUs, i)
+			}
+		}
+	}
+	seen := map[int]bool{}
+	for _, cpu := range c.CPUs {
+		if cpu < 0 || cpu >= len(allowed)*64 || !allowed.IsSet(cpu) {
+			return nil, fmt.Errorf("engine: CPU %d is not in the process's affinity mask", cpu)
+		}
+		if seen[cpu] {
+			return nil, fmt.Errorf("engine: CPU %d listed twice", cpu)
+		}
+		seen[cpu] = true
+	}
+	e := &Engine{
+		cfg:      c,
+		backend:  c.Backend,
+		h:        h,
+		stopping: make(chan struct{}),
+		exited:   make(chan struct{}),
+	}
+	e.backend = chooseBackend(&e.cfg, allowed)
+	for i, cpu := range c.CPUs {
+		fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+		if err != nil {
+			e.closeWakeFds()
+			return nil, os.NewSyscallError("eventfd", err)
+		}
+		l := &Loop{e: e, id: i, cpu: cpu, h: h, hwm: c.WriteHighWater, wakeFd: fd}
+		l.be = newBackend(e.backend, &e.cfg)
+		e.loops = append(e.loops, l)
+	}
+	return e, nil
+}
+
+func (e *Engine) closeWakeFds() {
+	for _, l := range e.loops {
+		if l.wakeFd >= 0 {
+			unix.Close(l.wakeFd)
+			l.wakeFd = -1
+		}
+	}
+}
+
+var fallbackOnce sync.Once
+
+// chooseBackend returns the backend to run, falling back to epoll (said
+// once) when the requested one cannot work here.
+func chooseBackend(c *Config, allowed unix.CPUSet) Backend {
+	b := c.Backend
+	switch {
+	case b.isURing():
+		if err := uringUsable(); err != nil {
+			fallbackOnce.Do(func() {
+				c.Logf("engine: io_uring unavailable (%v); running on epoll", err)
+			})
+			return BackendEpoll
+		}
+	case b == BackendEpollBusyPoll:
+		if err := epollBusyPollUsable(); err != nil {
+			fallbackOnce.Do(func() {
+				c.Logf("engine: epoll busy polling unavailable (%v); running on plain epoll", err)
+			})
+			return BackendEpoll
+		}
+	}
+	return b
+}
+
+func newBackend(b Backend, c *Config) backend {
+	switch b {
+	case BackendEpoll:
+		return &epollBackend{}
+	case BackendEpollBusyPoll:
+		return &epollBackend{busy: true, busyPoll: c.BusyPoll, prefer: c.PreferBusyPoll}
+	default:
+		return newURingBackend(b, c)
+	}
+}
+
+var one = [8]byte{1}
+
+// wakeLocked writes the loop's eventfd. Any goroutine, holding l.mu (so the
+// fd cannot be closed and reused meanwhile).
+func (l *Loop) wakeLocked() {
+	if l.wakeFd >= 0 {
+		unix.Write(l.wakeFd, one[:])
+	}
+}
+
+// readWake consumes the eventfd counter. Loop goroutine.
+func (l *Loop) readWake() {
+	var b [8]byte
+	unix.Read(l.wakeFd, b[:])
+	l.st.wakeups.Add(1)
+}
+
+// run is the loop goroutine: it pins its thread, sets up the backend,
+// reports the result on errc and then serves until the engine stops.
+func (l *Loop) run(errc chan<- error) {
+	runtime.LockOSThread()
+	var old unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &old); err != nil {
+		runtime.UnlockOSThread()
+		errc <- os.NewSyscallError("sched_getaffinity", err)
+		l.cleanup()
+		return
+	}
+	var set unix.CPUSet
+	set.Set(l.cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		runtime.UnlockOSThread()
+		errc <- os.NewSyscallError("sched_setaffinity", err)
+		l.cleanup()
+		return
+	}
+	defer func() {
+		// A thread whose affinity cannot be restored must not go back
+		// to the scheduler: returning while locked makes it exit.
+		if unix.SchedSetaffinity(0, &old) == nil {
+			runtime.UnlockOSThread()
+		}
+	}()
+	node := cpuNode(l.cpu)
+	l.chunks.init(l.e.cfg.ReadBufferSize, !l.e.cfg.NoHugePages, func(n int, huge bool) ([]byte, string, error) {
+		b, kind, err := mapMem(n, huge)
+		if err == nil {
+			sys.Mbind(b, node) // NUMA-local; best effort
+		}
+		return b, kind, err
+	}, unmapMem)
+	err := l.chunks.grow()
+	if err == nil {
+		err = l.be.init(l)
+	}
+	if err != nil {
+		errc <- fmt.Errorf("engine: loop %d (CPU %d): %w", l.id, l.cpu, err)
+		l.be.close()
+		l.cleanup()
+		return
+	}
+	l.e.mu.Lock()
+	l.pages = l.chunks.kind
+	l.e.mu.Unlock()
+	errc <- nil
+	l.serve()
+	l.be.close()
+	l.cleanup()
+}
+
+func (l *Loop) cleanup() {
+	l.chunks.close()
+	l.mu.Lock()
+	if l.wakeFd >= 0 {
+		unix.Close(l.wakeFd)
+		l.wakeFd = -1
+	}
+	l.mu.Unlock()
+	// Listeners whose add never ran on this loop.
+	for _, ln := range l.e.listeners {
+		ln.closePending(l.id)
+	}
+}
+
+// serve is the loop: timers, posted functions, flush writes, wait.
+func (l *Loop) serve() {
+	for {
+		if !l.stopping {
+			select {
+			case <-l.e.stopping:
+				l.stopping = true
+				l.runPosts()
+				l.abortAll()
+			default:
+			}
+		}
+		l.now = nanotime()
+		l.timers.runExpired(l.now)
+		if l.wakePending.Load() {
+			l.runPosts()
+		}
+		l.flushDirty()
+		if l.drained() {
+			return
+		}
+		timeout := l.timers.next(nanotime())
+		if l.wakePending.Load() || len(l.dirty) > 0 {
+			timeout = 0
+		}
+		if l.stopping && (timeout < 0 || timeout > 10*time.Millisecond) {
+			timeout = 10 * time.Millisecond
+		}
+		if err := l.be.poll(timeout); err != nil {
+			// The kernel queue is broken: close everything and leave.
+			l.stopping = true
+			l.abortAll()
+			if !l.be.idle() {
+				return
+			}
+		}
+	}
+}
+
+// accepted turns a new socket into a Conn. Loop goroutine.
+func (l *Loop) accepted(fd int, ln *Listener) {
+	if l.stopping || l.e.draining.Load() {
+		unix.Close(fd)
+		return
+	}
+	c := &Conn{l: l, fd: fd, state: stateOpen, opened: true}
+	if ln.network == "unix" {
+		c.unixPeer = true
+	} else {
+		unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+		c.fillAddrs()
+	}
+	l.addConn(c)
+	l.st.accepted.Add(1)
+	if err := l.be.startConn(c); err != nil {
+		c.abort(err)
+		return
+	}
+	l.h.OnOpen(c)
+}
+
+func (c *Conn) fillAddrs() {
+	if sa, err := unix.Getsockname(c.fd); err == nil {
+		c.local = addrPort(sa)
+	}
+	if sa, err := unix.Getpeername(c.fd); err == nil {
+		c.remote = addrPort(sa)
+	}
+}
+
+func addrPort(sa unix.Sockaddr) netip.AddrPort {
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port))
+	case *unix.SockaddrInet6:
+		return netip.AddrPortFrom(netip.AddrFrom16(a.Addr), uint16(a.Port))
+	}
+	return netip.AddrPort{}
+}
+
+// connected finishes a dial once the socket is writable. Loop goroutine.
+func (l *Loop) connected(c *Conn) {
+	if c.state != stateConnecting {
+		return
+	}
+	soerr, err := unix.GetsockoptInt(c.fd, unix.SOL_SOCKET, unix.SO_ERROR)
+	if err == nil && soerr != 0 {
+		err = unix.Errno(soerr)
+	}
+	if err != nil {
+		c.abort(&net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", err)})
+		return
+	}
+	c.timer.Stop()
+	c.timer = Timer{}
+	c.state = stateOpen
+	c.opened = true
+	if !c.unixPeer {
+		c.fillAddrs()
+	}
+	l.st.dialed.Add(1)
+	if err := l.be.startConn(c); err != nil {
+		c.abort(err)
+		return
+	}
+	l.h.OnOpen(c)
+}
+
+// Dial starts connecting to address ("tcp", "tcp4", "tcp6" with a numeric
+// host:port, or "unix" with a path). It returns the Conn at once; OnOpen
+// follows when connected, or OnClose with the error (also when timeout, if
+// > 0, passes first). Loop goroutine.
+func (l *Loop) Dial(network, address string, timeout time.Duration) (*Conn, error) {
+	if l.stopping || l.e.draining.Load() {
+		return nil, ErrClosed
+	}
+	sa, family, err := sockaddr(network, address)
+	if err != nil {
+		return nil, &net.OpError{Op: "dial", Net: network, Err: err}
+	}
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, &net.OpError{Op: "dial", Net: network, Err: os.NewSyscallError("socket", err)}
+	}
+	c := &Conn{l: l, fd: fd, state: stateConnecting, unixPeer: family == unix.AF_UNIX}
+	if family != unix.AF_UNIX {
+		unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	}
+	err = unix.Connect(fd, sa)
+	if err != nil && err != unix.EINPROGRESS && err != unix.EAGAIN {
+		unix.Close(fd)
+		return nil, &net.OpError{Op: "dial", Net: network, Err: os.NewSyscallError("connect", err)}
+	}
+	l.addConn(c)
+	if err := l.be.dial(c); err != nil {
+		c.abort(err)
+		return c, nil
+	}
+	if timeout > 0 {
+		c.timer = l.AfterFunc(timeout, func() {
+			if c.state == stateConnecting {
+				c.abort(&net.OpError{Op: "dial", Net: network, Err: os.ErrDeadlineExceeded})
+			}
+		})
+	}
+	return c, nil
+}
+
+func sockaddr(network, address string) (unix.Sockaddr, int, error) {
+	switch network {
+	case "unix":
+		return &unix.SockaddrUnix{Name: address}, unix.AF_UNIX, nil
+	case "tcp", "tcp4", "tcp6":
+	default:
+		return nil, 0, net.UnknownNetworkError(network)
+	}
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		host, port, err2 := net.SplitHostPort(address)
+		if err2 != nil {
+			return nil, 0, err
+		}
+		if host == "" || host == "localhost" {
+			host = "127.0.0.1"
+			if network == "tcp6" {
+				host = "::1"
+			}
+		}
+		a, err3 := netip.ParseAddr(host)
+		p, err4 := strconv.ParseUint(port, 10, 16)
+		if err3 != nil || err4 != nil {
+			return nil, 0, err
+		}
+		ap = netip.AddrPortFrom(a, uint16(p))
+	}
+	a := ap.Addr()
+	if a.Is4() || a.Is4In6() && network == "tcp4" {
+		if network == "tcp6" {
+			return nil, 0, errors.New("IPv4 address for tcp6")
+		}
+		return &unix.SockaddrInet4{Port: int(ap.Port()), Addr: a.Unmap().As4()}, unix.AF_INET, nil
+	}
+	if network == "tcp4" {
+		return nil, 0, errors.New("IPv6 address for tcp4")
+	}
+	sa := &unix.SockaddrInet6{Port: int(ap.Port()), Addr: a.As16()}
+	return sa, unix.AF_INET6, nil
+}
+
+// Listen opens address on every loop: "tcp", "tcp4", "tcp6" get one
+// SO_REUSEPORT socket per loop with the CPU-steering program; "unix" gets one
+// socket served by loop 0. It may be called before or after Run, from any
+// goroutine.
+func (e *Engine) Listen(network, address string, lc *ListenConfig) (*Listener, error) {
+	var opt ListenConfig
+	if lc != nil {
+		opt = *lc
+	}
+	if opt.Backlog == 0 {
+		opt.Backlog = 4096
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.state == 2 || e.draining.Load() {
+		return nil, ErrClosed
+	}
+	ln := &Listener{e: e, network: network}
+	ln.fds = make([]int, len(e.loops))
+	ln.added = make([]uint8, len(e.loops))
+	for i := range ln.fds {
+		ln.fds[i] = -1
+	}
+	fail := func(op string, err error) (*Listener, error) {
+		for i, fd := range ln.fds {
+			if fd >= 0 {
+				unix.Close(fd)
+				ln.fds[i] = -1
+			}
+		}
+		return nil, &net.OpError{Op: "listen", Net: network, Err: os.NewSyscallError(op, err)}
+	}
+	if network == "unix" {
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return fail("socket", err)
+		}
+		ln.fds[0] = fd
+		if err := unix.Bind(fd, &unix.SockaddrUnix{Name: address}); err != nil {
+			return fail("bind", err)
+		}
+		if err := unix.Listen(fd, opt.Backlog); err != nil {
+			return fail("listen", err)
+		}
+		ln.addr = &net.UnixAddr{Name: address, Net: "unix"}
+		ln.unlink = address
+	} else {
+		sa, family, err := sockaddr(network, address)
+		if err != nil {
+			return nil, &net.OpError{Op: "listen", Net: network, Err: err}
+		}
+		for i := range e.loops {
+			fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				return fail("socket", err)
+			}
+			ln.fds[i] = fd
+			unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
+			if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
+				return fail("setsockopt SO_REUSEPORT", err)
+			}
+			if family == unix.AF_INET6 {
+				unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 0)
+			}
+			if err := unix.Bind(fd, sa); err != nil {
+				return fail("bind", err)
+			}
+			if i == 0 {
+				// Port 0: the others join the port the kernel chose.
+				got, err := unix.Getsockname(fd)
+				if err != nil {
+					return fail("getsockname", err)
+				}
+				ap := addrPort(got)
+				switch s := sa.(type) {
+				case *unix.SockaddrInet4:
+					s.Port = int(ap.Port())
+				case *unix.SockaddrInet6:
+					s.Port = int(ap.Port())
+				}
+				ln.addr = net.TCPAddrFromAddrPort(ap)
+			}
+			// Sockets join the reuseport group in listen() order, so the
+			// group index of loop i's socket is i.
+			if err := unix.Listen(fd, opt.Backlog); err != nil {
+				return fail("listen", err)
+			}
+		}
+		if !opt.NoSteering && len(e.loops) > 1 {
+			prog := steeringProgram(e.cfg.CPUs)
+			fp := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+			if err := unix.SetsockoptSockFprog(ln.fds[0], unix.SOL_SOCKET, unix.SO_ATTACH_REUSEPORT_CBPF, &fp); err != nil {
+				return fail("setsockopt SO_ATTACH_REUSEPORT_CBPF", err)
+			}
+		}
+	}
+	e.listeners = append(e.listeners, ln)
+	for i, l := range e.loops {
+		if ln.fds[i] < 0 {
+			continue
+		}
+		i, l := i, l
+		l.Post(func() { ln.add(l, i) })
+	}
+	return ln, nil
+}
+
+// Classic BPF opcodes and the ancillary offset of the current CPU
+// (include/uapi/linux/filter.h).
+const (
+	skfAdOff = 0xfffff000 // SKF_AD_OFF (-0x1000)
+	skfAdCPU = 36         // SKF_AD_CPU
+)
+
+// steeringProgram returns a reuseport program that selects socket i when the
+// packet is processed on cpus[i], and cpu % len(cpus) otherwise.
+func steeringProgram(cpus []int) []unix.SockFilter {
+	p := []unix.SockFilter{{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: skfAdOff + skfAdCPU}}
+	for i, cpu := range cpus {
+		p = append(p,
+			unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 0, Jf: 1, K: uint32(cpu)},
+			unix.SockFilter{Code: unix.BPF_RET | unix.BPF_K, K: uint32(i)})
+	}
+	return append(p,
+		unix.SockFilter{Code: unix.BPF_ALU | unix.BPF_MOD | unix.BPF_K, K: uint32(len(cpus))},
+		unix.SockFilter{Code: unix.BPF_RET | unix.BPF_A})
+}
+
+// add hands loop i's socket to the loop. Loop goroutine of l.
+func (ln *Listener) add(l *Loop, i int) {
+	ln.mu.Lock()
+	if ln.added[i] != 0 || ln.fds[i] < 0 {
+		ln.mu.Unlock()
+		return
+	}
+	ln.added[i] = 1
+	fd := ln.fds[i]
+	ln.mu.Unlock()
+	s := &lnSock{ln: ln, fd: fd, index: int32(len(l.lns))}
+	if l.stopping {
+		s.done = true
+		unix.Close(fd)
+		return
+	}
+	l.lns = append(l.lns, s)
+	if err := l.be.addListener(s); err != nil {
+		s.done = true
+		unix.Close(fd)
+	}
+}
+
+// closePending closes loop i's socket if the loop never took it.
+func (ln *Listener) closePending(i int) {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	if ln.added[i] == 0 && ln.fds[i] >= 0 {
+		ln.added[i] = 2
+		unix.Close(ln.fds[i])
+	}
+}
+
+// Close stops accepting; connections already accepted stay open. Any
+// goroutine.
+func (ln *Listener) Close() error {
+	if ln.closed.Swap(true) {
+		return net.ErrClosed
+	}
+	e := ln.e
+	e.mu.Lock()
+	for i, x := range e.listeners {
+		if x == ln {
+			e.listeners = append(e.listeners[:i], e.listeners[i+1:]...)
+			break
+		}
+	}
+	running := e.state == 1
+	e.mu.Unlock()
+	for i, l := range e.loops {
+		if ln.fds[i] < 0 {
+			continue
+		}
+		ln.mu.Lock()
+		pending := ln.added[i] == 0
+		if pending && !running {
+			ln.added[i] = 2
+			unix.Close(ln.fds[i])
+		}
+		ln.mu.Unlock()
+		if pending && !running {
+			continue
+		}
+		l.Post(func() {
+			ln.add(l, i) // no-op if added; else adds so that removal below closes it
+			for _, s := range l.lns {
+				if s != nil && s.ln == ln && !s.done {
+					s.done = true
+					l.be.removeListener(s)
+				}
+			}
+		})
+	}
+	if ln.unlink != "" {
+		os.Remove(ln.unlink)
+	}
+	return nil
+}
+
+// mapMem maps n bytes of anonymous memory off the Go heap, asking for
+// transparent huge pages when huge is set, and reports the page kind.
+func mapMem(n int, huge bool) ([]byte, string, error) {
+	b, kind, err := sys.MapAnon(n, huge)
+	if err != nil {
+		return nil, "", err
+	}
+	return b, kind.String(), nil
+}
+
+func unmapMem(b []byte) error { return sys.Unmap(b) }
+
+// cpuNode returns the NUMA node of cpu (0 when sysfs does not say).
+func cpuNode(cpu int) int {
+	ents, _ := os.ReadDir("/sys/devices/system/cpu/cpu" + strconv.Itoa(cpu))
+	for _, e := range ents {
+		if n, ok := strings.CutPrefix(e.Name(), "node"); ok {
+			if v, err := strconv.Atoi(n); err == nil {
+				return v
+			}
+		}
+	}
+	return 0
+}
+
+func opError(op string, err error) error {
+	return &net.OpError{Op: op, Net: "tcp", Err: os.NewSyscallError(op, err)}
+}

@@ -1,0 +1,756 @@
+package engine
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// testBackends is every backend; each test runs over all of them.
+var testBackends = []Backend{BackendEpoll, BackendEpollBusyPoll}
+
+// echoHandler echoes what it receives, copying (Write) or forwarding the
+// received buffer itself (WriteBuffer).
+type echoHandler struct {
+	BaseHandler
+	zeroCopy bool
+	peak     atomic.Int64 // largest write queue seen
+	opens    atomic.Int64
+	closes   atomic.Int64
+	errs     atomic.Int64 // OnClose with an error
+	eofMsg   []byte       // written after the peer's FIN, before Close
+	onOpen   func(c *Conn)
+	onData   func(c *Conn, b Buffer)
+}
+
+func (h *echoHandler) OnOpen(c *Conn) {
+	h.opens.Add(1)
+	if h.onOpen != nil {
+		h.onOpen(c)
+	}
+}
+
+func (h *echoHandler) OnData(c *Conn, b Buffer) bool {
+	if h.onData != nil {
+		h.onData(c, b)
+	}
+	keep := false
+	if h.zeroCopy {
+		c.WriteBuffer(b)
+		keep = true
+	} else {
+		c.Write(b.Bytes())
+	}
+	if q := int64(c.Buffered()); q > h.peak.Load() {
+		h.peak.Store(q)
+	}
+	return keep
+}
+
+func (h *echoHandler) OnEOF(c *Conn) {
+	if h.eofMsg != nil {
+		c.Write(h.eofMsg)
+	}
+	c.Close()
+}
+
+func (h *echoHandler) OnClose(c *Conn, err error) {
+	h.closes.Add(1)
+	if err != nil {
+		h.errs.Add(1)
+	}
+}
+
+// startEngine runs an engine with h listening on loopback and shuts it down
+// at the end of the test.
+func startEngine(t testing.TB, cfg *Config, h Handler) (*Engine, string) {
+	t.Helper()
+	e, err := New(cfg, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg != nil && cfg.Backend != "" && e.Backend() != cfg.Backend {
+		t.Fatalf("asked for backend %s, engine runs %s", cfg.Backend, e.Backend())
+	}
+	ln, err := e.Listen("tcp", "127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer scancel()
+		if err := e.Shutdown(sctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		if s := e.Stats(); s.Open != 0 {
+			t.Errorf("%d connections open after Shutdown", s.Open)
+		}
+	})
+	return e, ln.Addr().String()
+}
+
+func testConfig(b Backend) *Config {
+	return &Config{Backend: b, Logf: func(string, ...any) {}}
+}
+
+// scale picks the full count for the default backend without -race or
+// -short, the small one otherwise.
+func scale(b Backend, full, small int) int {
+	if testing.Short() || raceEnabled && b != BackendURing {
+		return small
+	}
+	return full
+}
+
+// echoOnce sends size bytes from a seeded stream in writes of at most wsize,
+// half-closes, and checks that exactly the same bytes come back before EOF.
+func echoOnce(addr string, seed uint64, size, wsize int, tail []byte) error {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	werr := make(chan error, 1)
+	go func() {
+		src := rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), byte(seed >> 16)})
+		buf := make([]byte, min(wsize, size))
+		left := size
+		for left > 0 {
+			n := min(left, len(buf))
+			src.Read(buf[:n])
+			if _, err := c.Write(buf[:n]); err != nil {
+				werr <- err
+				return
+			}
+			left -= n
+		}
+		werr <- c.(*net.TCPConn).CloseWrite()
+	}()
+	want := rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), byte(seed >> 16)})
+	got := make([]byte, 32<<10)
+	exp := make([]byte, 32<<10)
+	left := size
+	for left > 0 {
+		n, err := c.Read(got[:min(len(got), left)])
+		if n > 0 {
+			want.Read(exp[:n])
+			if !bytes.Equal(got[:n], exp[:n]) {
+				return fmt.Errorf("echo differs at byte %d of %d", size-left, size)
+			}
+			left -= n
+		}
+		if err != nil {
+			return fmt.Errorf("after %d of %d bytes: %w", size-left, size, err)
+		}
+	}
+	rest, err := io.ReadAll(c)
+	if err != nil {
+		return fmt.Errorf("reading to EOF: %w", err)
+	}
+	if !bytes.Equal(rest, tail) {
+		return fmt.Errorf("after the echo got %q, want %q", rest, tail)
+	}
+	return <-werr
+}
+
+func TestEchoIntegrity(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			tests := []struct {
+				name         string
+				conns, size  int
+				wsize        int
+				zeroCopyEcho bool
+			}{
+				{"1B", 20, 1, 1, false},
+				{"small-writes", 20, 64 << 10, 100, false},
+				{"64KiB", 50, 64 << 10, 64 << 10, true},
+				{"1MiB-writes", 8, 4 << 20, 1 << 20, false},
+				{"many-1MB", scale(b, 1000, 50), 1 << 20, 64 << 10, true},
+			}
+			for _, tc := range tests {
+				t.Run(tc.name, func(t *testing.T) {
+					h := &echoHandler{zeroCopy: tc.zeroCopyEcho}
+					e, addr := startEngine(t, testConfig(b), h)
+					var wg sync.WaitGroup
+					errc := make(chan error, tc.conns)
+					sem := make(chan struct{}, 500) // stay below the listen backlog
+					for i := 0; i < tc.conns; i++ {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							sem <- struct{}{}
+							defer func() { <-sem }()
+							if err := echoOnce(addr, uint64(i), tc.size, tc.wsize, nil); err != nil {
+								errc <- fmt.Errorf("conn %d: %w", i, err)
+							}
+						}()
+					}
+					wg.Wait()
+					close(errc)
+					for err := range errc {
+						t.Error(err)
+					}
+					waitFor(t, "connections to close", func() bool { return h.closes.Load() == int64(tc.conns) })
+					s := e.Stats()
+					if want := uint64(tc.conns * tc.size); s.BytesRead != want || s.BytesWritten != want {
+						t.Errorf("stats: read %d, wrote %d bytes, want %d", s.BytesRead, s.BytesWritten, want)
+					}
+					if h.errs.Load() != 0 {
+						t.Errorf("%d connections closed with an error", h.errs.Load())
+					}
+				})
+			}
+		})
+	}
+}
+
+func waitFor(t testing.TB, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func TestHalfClose(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			// The server keeps writing after the client's FIN.
+			h := &echoHandler{eofMsg: []byte("bye")}
+			_, addr := startEngine(t, testConfig(b), h)
+			if err := echoOnce(addr, 7, 100<<10, 4096, []byte("bye")); err != nil {
+				t.Fatal(err)
+			}
+			// And the server half-closes first: the client can still send.
+			h2 := &BaseHandlerFunc{data: func(c *Conn, b Buffer) bool {
+				c.Write(b.Bytes())
+				return false
+			}, open: func(c *Conn) {
+				c.Write([]byte("hello"))
+				c.CloseWrite()
+			}}
+			_, addr2 := startEngine(t, testConfig(b), h2)
+			c, err := net.Dial("tcp", addr2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			got, err := io.ReadAll(c) // to the server's FIN
+			if err != nil || string(got) != "hello" {
+				t.Fatalf("read %q, %v; want hello then EOF", got, err)
+			}
+			if _, err := c.Write([]byte("x")); err != nil {
+				t.Fatal(err)
+			}
+			c.(*net.TCPConn).CloseWrite()
+			waitFor(t, "OnClose", func() bool { return h2.closes.Load() == 1 })
+			if h2.reads.Load() != 1 {
+				t.Errorf("server got %d reads after its CloseWrite, want 1", h2.reads.Load())
+			}
+		})
+	}
+}
+
+// BaseHandlerFunc is a Handler made of functions, for tests.
+type BaseHandlerFunc struct {
+	BaseHandler
+	open   func(c *Conn)
+	data   func(c *Conn, b Buffer) bool
+	closed func(c *Conn, err error)
+	reads  atomic.Int64
+	closes atomic.Int64
+}
+
+func (h *BaseHandlerFunc) OnOpen(c *Conn) {
+	if h.open != nil {
+		h.open(c)
+	}
+}
+
+func (h *BaseHandlerFunc) OnData(c *Conn, b Buffer) bool {
+	h.reads.Add(1)
+	if h.data != nil {
+		return h.data(c, b)
+	}
+	return false
+}
+
+func (h *BaseHandlerFunc) OnClose(c *Conn, err error) {
+	h.closes.Add(1)
+	if h.closed != nil {
+		h.closed(c, err)
+	}
+}
+
+func TestPeerReset(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			h := &echoHandler{}
+			_, addr := startEngine(t, testConfig(b), h)
+			const conns = 20
+			for i := 0; i < conns; i++ {
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// Send more than the socket buffers hold without reading, so
+				// the server is mid-stream, then reset.
+				c.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
+				c.Write(make([]byte, 8<<20))
+				c.(*net.TCPConn).SetLinger(0)
+				c.Close()
+			}
+			waitFor(t, "OnClose for reset connections", func() bool { return h.closes.Load() == conns })
+			if h.errs.Load() != conns {
+				t.Errorf("%d of %d reset connections closed with an error", h.errs.Load(), conns)
+			}
+		})
+	}
+}
+
+func TestIdleConns(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			n := scale(b, 10000, 500)
+			h := &echoHandler{}
+			e, addr := startEngine(t, testConfig(b), h)
+			runtime.GC()
+			rss0 := rssBytes()
+			// The clients live in a child process: client and server fds
+			// together would pass RLIMIT_NOFILE.
+			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperDialer$")
+			cmd.Env = append(os.Environ(), "SPINDLE_DIAL_ADDR="+addr, "SPINDLE_DIAL_N="+strconv.Itoa(n))
+			stdin, _ := cmd.StdinPipe()
+			out, _ := cmd.StdoutPipe()
+			cmd.Stderr = os.Stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Wait()
+			defer stdin.Close()
+			line, err := bufio.NewReader(out).ReadString('\n')
+			if err != nil || line != "ready\n" {
+				t.Fatalf("dialer: %q %v", line, err)
+			}
+			waitFor(t, "all accepted", func() bool { return e.Stats().Open == int64(n) })
+			runtime.GC()
+			per := (rssBytes() - rss0) / int64(n)
+			t.Logf("%d idle connections: %d bytes of process RSS each (user space only)", n, per)
+			stdin.Close()
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("dialer: %v", err)
+			}
+			waitFor(t, "all closed", func() bool { return e.Stats().Open == 0 })
+			if h.closes.Load() != int64(n) || h.errs.Load() != 0 {
+				t.Errorf("closes %d (errors %d), want %d clean", h.closes.Load(), h.errs.Load(), n)
+			}
+		})
+	}
+}
+
+func rssBytes() int64 {
+	b, _ := os.ReadFile("/proc/self/statm")
+	var size, res int64
+	fmt.Sscan(string(b), &size, &res)
+	return res * int64(os.Getpagesize())
+}
+
+// TestHelperDialer is the client process of TestIdleConns: it dials
+// SPINDLE_DIAL_N connections, checks a few of them echo, says "ready" and
+// closes them all when its stdin closes.
+func TestHelperDialer(t *testing.T) {
+	addr := os.Getenv("SPINDLE_DIAL_ADDR")
+	if addr == "" {
+		t.Skip("helper process for TestIdleConns")
+	}
+	n, _ := strconv.Atoi(os.Getenv("SPINDLE_DIAL_N"))
+	conns := make([]net.Conn, 0, n)
+	for i := 0; i < n; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "dial %d: %v\n", i, err)
+			os.Exit(1)
+		}
+		conns = append(conns, c)
+	}
+	for _, i := range []int{0, n / 2, n - 1} {
+		conns[i].Write([]byte("ping"))
+		buf := make([]byte, 4)
+		conns[i].SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.ReadFull(conns[i], buf); err != nil || string(buf) != "ping" {
+			fmt.Fprintf(os.Stderr, "conn %d: %q %v\n", i, buf, err)
+			os.Exit(1)
+		}
+	}
+	fmt.Println("ready")
+	io.Copy(io.Discard, os.Stdin)
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+func TestSlowReaderMemoryCap(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			cfg := testConfig(b)
+			cfg.WriteHighWater = 64 << 10
+			cfg.ReadBufferSize = 4 << 10
+			h := &echoHandler{}
+			e, addr := startEngine(t, cfg, h)
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			// Write without reading until the kernel and the engine stop
+			// taking more.
+			c.SetWriteDeadline(time.Now().Add(500 * time.Millisecond))
+			sent, _ := c.Write(make([]byte, 64<<20))
+			time.Sleep(50 * time.Millisecond)
+			limit := int64(cfg.WriteHighWater + capSlack(b, cfg))
+			if p := h.peak.Load(); p > limit {
+				t.Errorf("write queue reached %d bytes; cap %d", p, limit)
+			}
+			if e.Stats().PausedReads == 0 {
+				t.Errorf("reading was never paused (sent %d bytes)", sent)
+			}
+			// Slab memory stays within the cap too (in whole regions).
+			var regions int
+			done := make(chan struct{})
+			e.Loops()[0].Post(func() {})
+			for _, l := range e.Loops() {
+				l.Post(func() { regions += len(l.chunks.regions); done <- struct{}{} })
+				<-done
+			}
+			if max := 1 + (int(limit)+regionSize-1)/regionSize + 1; regions > max*len(e.Loops()) {
+				t.Errorf("%d slab regions mapped; want at most %d per loop", regions, max)
+			}
+			// Reading everything back drains the queue and resumes reads.
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			if _, err := io.ReadFull(c, make([]byte, sent)); err != nil {
+				t.Fatalf("reading back %d bytes: %v", sent, err)
+			}
+		})
+	}
+}
+
+// capSlack is what one receive can add above the high-water mark.
+func capSlack(b Backend, cfg *Config) int {
+	return cfg.ReadBufferSize
+}
+
+func TestSteering(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("steering needs 2 CPUs")
+	}
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			type seen struct{ loopCPU, incoming int }
+			got := make(chan seen, 16)
+			h := &BaseHandlerFunc{data: func(c *Conn, buf Buffer) bool {
+				in, err := unix.GetsockoptInt(c.Fd(), unix.SOL_SOCKET, unix.SO_INCOMING_CPU)
+				if err != nil {
+					in = -1
+				}
+				got <- seen{c.Loop().CPU(), in}
+				c.Write(buf.Bytes())
+				return false
+			}}
+			cfg := testConfig(b)
+			cfg.CPUs = []int{0, 1}
+			_, addr := startEngine(t, cfg, h)
+			for _, cpu := range []int{0, 1, 1, 0} {
+				res := make(chan error, 1)
+				go func() {
+					// This thread exits with the goroutine (no Unlock), so
+					// its changed affinity dies with it.
+					runtime.LockOSThread()
+					var set unix.CPUSet
+					set.Set(cpu)
+					if err := unix.SchedSetaffinity(0, &set); err != nil {
+						res <- err
+						return
+					}
+					c, err := net.Dial("tcp", addr)
+					if err != nil {
+						res <- err
+						return
+					}
+					defer c.Close()
+					c.Write([]byte("x"))
+					_, err = io.ReadFull(c, make([]byte, 1))
+					res <- err
+				}()
+				if err := <-res; err != nil {
+					t.Fatal(err)
+				}
+				s := <-got
+				if s.loopCPU != cpu || s.incoming != cpu {
+					t.Errorf("client on CPU %d: served by the loop on CPU %d, SO_INCOMING_CPU %d", cpu, s.loopCPU, s.incoming)
+				}
+			}
+		})
+	}
+}
+
+func TestZeroAllocsPerMessage(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are not meaningful under -race")
+	}
+	for _, b := range testBackends {
+		for _, zc := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/zerocopy=%v", b, zc), func(t *testing.T) {
+				h := &echoHandler{zeroCopy: zc}
+				_, addr := startEngine(t, testConfig(b), h)
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				msg := make([]byte, 64)
+				buf := make([]byte, 64)
+				echo := func() {
+					if _, err := c.Write(msg); err != nil {
+						t.Fatal(err)
+					}
+					if _, err := io.ReadFull(c, buf); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for i := 0; i < 200; i++ { // warm up: slices reach their steady size
+					echo()
+				}
+				if a := testing.AllocsPerRun(2000, echo); a != 0 {
+					t.Errorf("%.2f allocations per echoed message (client and server), want 0", a)
+				}
+			})
+		}
+	}
+}
+
+func TestTimersAndPost(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			e, _ := startEngine(t, testConfig(b), &echoHandler{})
+			l := e.Loops()[0]
+			var order []int
+			done := make(chan struct{})
+			l.Post(func() {
+				l.AfterFunc(30*time.Millisecond, func() { order = append(order, 3); close(done) })
+				l.AfterFunc(10*time.Millisecond, func() { order = append(order, 1) })
+				t2 := l.AfterFunc(15*time.Millisecond, func() { order = append(order, 99) })
+				l.AfterFunc(20*time.Millisecond, func() { order = append(order, 2) })
+				if !t2.Stop() {
+					t.Error("Stop of a pending timer returned false")
+				}
+				if t2.Stop() {
+					t.Error("second Stop returned true")
+				}
+			})
+			<-done
+			if fmt.Sprint(order) != "[1 2 3]" {
+				t.Errorf("timers ran in order %v, want [1 2 3]", order)
+			}
+			// Many goroutines post; every function runs once, on the loop.
+			const g, per = 8, 500
+			var ran int // touched only on the loop goroutine
+			var wg sync.WaitGroup
+			for i := 0; i < g; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for j := 0; j < per; j++ {
+						l.Post(func() { ran++ })
+					}
+				}()
+			}
+			wg.Wait()
+			res := make(chan int)
+			l.Post(func() { res <- ran })
+			if n := <-res; n != g*per {
+				t.Errorf("%d posted functions ran, want %d", n, g*per)
+			}
+			if w := l.Stats().Wakeups; w == 0 || w > g*per {
+				t.Errorf("%d wake-ups for %d posts", w, g*per)
+			}
+		})
+	}
+}
+
+func TestDial(t *testing.T) {
+	// A Go echo server as the peer.
+	gl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gl.Close()
+	var gwg sync.WaitGroup
+	defer gwg.Wait()
+	go func() {
+		for {
+			c, err := gl.Accept()
+			if err != nil {
+				return
+			}
+			gwg.Add(1)
+			go func() {
+				defer gwg.Done()
+				defer c.Close()
+				// Hide ReadFrom: splice would keep pooled pipes open.
+				io.Copy(struct{ io.Writer }{c}, struct{ io.Reader }{c})
+			}()
+		}
+	}()
+	// A closed port for the refused case.
+	cl, _ := net.Listen("tcp", "127.0.0.1:0")
+	closedAddr := cl.Addr().String()
+	cl.Close()
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			type result struct {
+				data string
+				err  error
+			}
+			res := make(chan result, 2)
+			h := &BaseHandlerFunc{
+				open: func(c *Conn) { c.Write([]byte("hello")) },
+				data: func(c *Conn, buf Buffer) bool {
+					res <- result{data: string(buf.Bytes())}
+					c.Close()
+					return false
+				},
+				closed: func(c *Conn, err error) {
+					if err != nil {
+						res <- result{err: err}
+					}
+				},
+			}
+			e, _ := startEngine(t, testConfig(b), h)
+			l := e.Loops()[len(e.Loops())-1]
+			l.Post(func() {
+				if _, err := l.Dial("tcp", gl.Addr().String(), time.Second); err != nil {
+					res <- result{err: err}
+				}
+			})
+			if r := <-res; r.err != nil || r.data != "hello" {
+				t.Fatalf("dial and echo: %+v", r)
+			}
+			l.Post(func() {
+				if _, err := l.Dial("tcp", closedAddr, time.Second); err != nil {
+					res <- result{err: err}
+				}
+			})
+			r := <-res
+			if !errors.Is(r.err, unix.ECONNREFUSED) {
+				t.Fatalf("dial to a closed port: %+v, want ECONNREFUSED", r)
+			}
+			waitFor(t, "dialed conns to close", func() bool { return e.Stats().Open == 0 })
+		})
+	}
+}
+
+func TestUnixListener(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			e, err := New(testConfig(b), &echoHandler{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(t.TempDir(), "s")
+			if _, err := e.Listen("unix", path, nil); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error)
+			go func() { done <- e.Run(ctx) }()
+			defer func() { cancel(); <-done }()
+			c, err := net.Dial("unix", path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.Write([]byte("over unix"))
+			buf := make([]byte, 9)
+			if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "over unix" {
+				t.Fatalf("%q %v", buf, err)
+			}
+		})
+	}
+}
+
+func TestSteeringProgram(t *testing.T) {
+	tests := []struct {
+		cpus []int
+		len  int
+	}{
+		{[]int{0}, 5},
+		{[]int{0, 1}, 7},
+		{[]int{2, 5, 7}, 9},
+	}
+	for _, tc := range tests {
+		p := steeringProgram(tc.cpus)
+		if len(p) != tc.len {
+			t.Errorf("%v: %d instructions, want %d", tc.cpus, len(p), tc.len)
+		}
+		for i, cpu := range tc.cpus {
+			if p[1+2*i].K != uint32(cpu) || p[2+2*i].K != uint32(i) {
+				t.Errorf("%v: CPU %d does not map to socket %d", tc.cpus, cpu, i)
+			}
+		}
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	tests := []struct {
+		in      *Config
+		wantErr bool
+		check   func(Config) bool
+	}{
+		{nil, false, func(c Config) bool { return c.Backend == BackendURing && c.ReadBuffers == defaultReadBuffers }},
+		{&Config{ReadBuffers: 100}, false, func(c Config) bool { return c.ReadBuffers == 128 }},
+		{&Config{Backend: "kqueue"}, true, nil},
+		{&Config{ReadBufferSize: 100}, true, nil},
+		{&Config{WriteHighWater: -1}, true, nil},
+	}
+	for i, tc := range tests {
+		c, err := tc.in.withDefaults()
+		if (err != nil) != tc.wantErr {
+			t.Errorf("%d: err %v, wantErr %v", i, err, tc.wantErr)
+			continue
+		}
+		if tc.check != nil && !tc.check(c) {
+			t.Errorf("%d: %+v", i, c)
+		}
+	}
+	if _, err := New(&Config{CPUs: []int{4096}}, &echoHandler{}); err == nil {
+		t.Error("New with a CPU outside the affinity mask succeeded")
+	}
+	_ = os.Getpid
+}

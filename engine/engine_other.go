@@ -1,0 +1,25 @@
+//go:build !linux
+
+package engine
+
+import "time"
+
+// New returns ErrNotSupported: the engine needs Linux.
+func New(cfg *Config, h Handler) (*Engine, error) { return nil, ErrNotSupported }
+
+func (l *Loop) wakeLocked() {}
+
+func (l *Loop) run(errc chan<- error) { errc <- ErrNotSupported }
+
+// Listen returns ErrNotSupported. Any goroutine.
+func (e *Engine) Listen(network, address string, lc *ListenConfig) (*Listener, error) {
+	return nil, ErrNotSupported
+}
+
+// Close returns ErrNotSupported. Any goroutine.
+func (ln *Listener) Close() error { return ErrNotSupported }
+
+// Dial returns ErrNotSupported. Loop goroutine.
+func (l *Loop) Dial(network, address string, timeout time.Duration) (*Conn, error) {
+	return nil, ErrNotSupported
+}

@@ -1,0 +1,283 @@
+package engine
+
+import (
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/spindlenet/spindle/internal/sys"
+)
+
+// epoll event data: Fd carries a connection slot or listener index, Pad the
+// slot generation or one of these kinds.
+const (
+	epKindListener int32 = -1
+	epKindWake     int32 = -2
+)
+
+// epollBackend is level-triggered epoll on the loop's own thread. Receive
+// buffers are chunks of the loop's slab.
+type epollBackend struct {
+	l        *Loop
+	epfd     int
+	events   []unix.EpollEvent
+	busy     bool
+	busyPoll time.Duration
+	prefer   bool
+}
+
+func epollBusyPollUsable() error {
+	fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return os.NewSyscallError("epoll_create1", err)
+	}
+	defer unix.Close(fd)
+	_, err = sys.EpollGetParams(fd)
+	return err
+}
+
+func (b *epollBackend) init(l *Loop) error {
+	b.l = l
+	fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return os.NewSyscallError("epoll_create1", err)
+	}
+	b.epfd = fd
+	b.events = make([]unix.EpollEvent, 256)
+	if b.busy {
+		p := sys.EpollParams{BusyPollUsecs: uint32(b.busyPoll / time.Microsecond), BusyPollBudget: 8}
+		if b.prefer {
+			p.PreferBusyPoll = 1
+		}
+		if err := sys.EpollSetParams(fd, &p); err != nil {
+			return err
+		}
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Pad: epKindWake}
+	if err := unix.EpollCtl(fd, unix.EPOLL_CTL_ADD, l.wakeFd, &ev); err != nil {
+		return os.NewSyscallError("epoll_ctl", err)
+	}
+	return nil
+}
+
+func (b *epollBackend) close() {
+	if b.epfd > 0 {
+		unix.Close(b.epfd)
+		b.epfd = 0
+	}
+}
+
+func (b *epollBackend) idle() bool { return true }
+
+func (b *epollBackend) addListener(s *lnSock) error {
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: s.index, Pad: epKindListener}
+	if err := unix.EpollCtl(b.epfd, unix.EPOLL_CTL_ADD, s.fd, &ev); err != nil {
+		return os.NewSyscallError("epoll_ctl", err)
+	}
+	return nil
+}
+
+func (b *epollBackend) removeListener(s *lnSock) {
+	unix.EpollCtl(b.epfd, unix.EPOLL_CTL_DEL, s.fd, nil)
+	unix.Close(s.fd)
+}
+
+// update sets the epoll interest of c from its state.
+func (b *epollBackend) update(c *Conn, wantOut bool) {
+	var want uint32
+	switch c.state {
+	case stateConnecting:
+		want = unix.EPOLLOUT
+	case stateOpen, stateClosing:
+		if c.paused == 0 {
+			want = unix.EPOLLIN
+		}
+		if wantOut {
+			want |= unix.EPOLLOUT
+		}
+	}
+	have := c.k.events
+	if want == have {
+		return
+	}
+	ev := unix.EpollEvent{Events: want, Fd: c.slot, Pad: int32(c.gen)}
+	var err error
+	switch {
+	case have == 0:
+		err = unix.EpollCtl(b.epfd, unix.EPOLL_CTL_ADD, c.fd, &ev)
+	case want == 0:
+		err = unix.EpollCtl(b.epfd, unix.EPOLL_CTL_DEL, c.fd, nil)
+	default:
+		err = unix.EpollCtl(b.epfd, unix.EPOLL_CTL_MOD, c.fd, &ev)
+	}
+	if err != nil {
+		c.k.events = 0
+		c.abort(opError("epoll_ctl", err))
+		return
+	}
+	c.k.events = want
+}
+
+func (b *epollBackend) startConn(c *Conn) error {
+	b.update(c, false)
+	return nil
+}
+
+func (b *epollBackend) dial(c *Conn) error {
+	b.update(c, false)
+	return nil
+}
+
+func (b *epollBackend) setRead(c *Conn, on bool) {
+	if c.k.closing {
+		return
+	}
+	b.update(c, c.k.events&unix.EPOLLOUT != 0)
+}
+
+func (b *epollBackend) flush(c *Conn) {
+	for c.queued > 0 {
+		n, err := unix.Write(c.fd, c.front())
+		if n > 0 {
+			b.l.st.writes.Add(1)
+			c.sent(n)
+			if c.state == stateClosed || c.k.closing {
+				return
+			}
+			continue
+		}
+		switch err {
+		case unix.EAGAIN:
+			b.update(c, true)
+			return
+		case unix.EINTR:
+			continue
+		}
+		c.abort(opError("write", err))
+		return
+	}
+	if c.k.events&unix.EPOLLOUT != 0 {
+		b.update(c, false)
+	}
+	c.afterDrain()
+}
+
+func (b *epollBackend) shutdownWrite(c *Conn) {
+	unix.Shutdown(c.fd, unix.SHUT_WR)
+}
+
+func (b *epollBackend) closeConn(c *Conn) {
+	if c.k.closing {
+		return
+	}
+	c.k.closing = true
+	if c.k.events != 0 {
+		unix.EpollCtl(b.epfd, unix.EPOLL_CTL_DEL, c.fd, nil)
+		c.k.events = 0
+	}
+	unix.Close(c.fd)
+	b.l.finishClose(c)
+}
+
+func (b *epollBackend) recvBuf(id int32) []byte { return b.l.chunks.buf(id) }
+
+func (b *epollBackend) releaseRecv(id int32) { b.l.chunks.put(id) }
+
+func (b *epollBackend) poll(timeout time.Duration) error {
+	msec := -1
+	if timeout >= 0 {
+		msec = int((timeout + time.Millisecond - 1) / time.Millisecond)
+	}
+	n, err := unix.EpollWait(b.epfd, b.events, msec)
+	b.l.st.waits.Add(1)
+	if err != nil {
+		if err == unix.EINTR {
+			return nil
+		}
+		return os.NewSyscallError("epoll_wait", err)
+	}
+	l := b.l
+	l.st.cqes.Add(uint64(n))
+	for i := 0; i < n; i++ {
+		ev := &b.events[i]
+		switch ev.Pad {
+		case epKindWake:
+			l.readWake()
+			continue
+		case epKindListener:
+			if int(ev.Fd) < len(l.lns) {
+				if s := l.lns[ev.Fd]; !s.done {
+					b.accept(s)
+				}
+			}
+			continue
+		}
+		c := l.conn(ev.Fd, uint32(ev.Pad))
+		if c == nil {
+			continue
+		}
+		if c.state == stateConnecting {
+			l.connected(c)
+			continue
+		}
+		if ev.Events&unix.EPOLLOUT != 0 {
+			b.flush(c)
+		}
+		if c.state == stateOpen && c.paused == 0 && ev.Events&(unix.EPOLLIN|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+			b.read(c)
+		} else if ev.Events&unix.EPOLLERR != 0 && c.state != stateClosed {
+			soerr, _ := unix.GetsockoptInt(c.fd, unix.SOL_SOCKET, unix.SO_ERROR)
+			c.abort(opError("read", unix.Errno(soerr)))
+		}
+	}
+	return nil
+}
+
+func (b *epollBackend) accept(s *lnSock) {
+	for i := 0; i < 64; i++ {
+		fd, _, err := unix.Accept4(s.fd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+		if err != nil {
+			if err == unix.EINTR || err == unix.ECONNABORTED {
+				continue
+			}
+			return
+		}
+		b.l.accepted(fd, s.ln)
+		if s.done {
+			return
+		}
+	}
+}
+
+func (b *epollBackend) read(c *Conn) {
+	l := b.l
+	for i := 0; i < 8; i++ {
+		id, err := l.chunks.get()
+		if err != nil {
+			l.st.noBufs.Add(1)
+			return
+		}
+		buf := l.chunks.buf(id)
+		n, err := unix.Read(c.fd, buf)
+		if n > 0 {
+			l.deliver(c, id, n)
+			if n < len(buf) || c.state != stateOpen || c.paused != 0 {
+				return
+			}
+			continue
+		}
+		l.chunks.put(id)
+		switch {
+		case n == 0 && err == nil:
+			l.eof(c)
+			return
+		case err == unix.EAGAIN:
+			return
+		case err == unix.EINTR:
+			continue
+		}
+		c.abort(opError("read", err))
+		return
+	}
+}

@@ -1,0 +1,432 @@
+package engine
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// backend is the kernel side of a loop. All methods run on the loop thread
+// except wake.
+type backend interface {
+	// init sets the backend up on the (already pinned) loop thread.
+	init(l *Loop) error
+	// addListener starts accepting on fd; removeListener stops and closes
+	// it (possibly later, once no operation refers to it).
+	addListener(s *lnSock) error
+	removeListener(s *lnSock)
+	// startConn begins receiving on an open connection.
+	startConn(c *Conn) error
+	// dial waits for the non-blocking connect of c to finish.
+	dial(c *Conn) error
+	// setRead turns receiving on c on or off.
+	setRead(c *Conn, on bool)
+	// flush starts sending c's write queue.
+	flush(c *Conn)
+	// shutdownWrite sends FIN once the write queue is empty.
+	shutdownWrite(c *Conn)
+	// closeConn releases kernel references to c's fd, closes it and
+	// eventually calls l.finishClose(c).
+	closeConn(c *Conn)
+	// poll submits pending work, waits up to timeout (<0: forever) and
+	// dispatches what completed.
+	poll(timeout time.Duration) error
+	// recvBuf returns receive buffer id's memory; releaseRecv gives it back.
+	recvBuf(id int32) []byte
+	releaseRecv(id int32)
+	// idle reports whether no kernel operation is in flight, so the loop
+	// may exit.
+	idle() bool
+	// close frees the backend's kernel objects.
+	close()
+}
+
+// lnSock is one loop's socket of a Listener.
+type lnSock struct {
+	ln    *Listener
+	fd    int
+	index int32 // in Loop.lns
+	done  bool
+}
+
+// Loop is one event loop, bound to one CPU. Unless a method says otherwise it
+// may be called only on the loop goroutine (in Handler callbacks, timer
+// functions and functions run by Post).
+type Loop struct {
+	e      *Engine
+	id     int
+	cpu    int
+	be     backend
+	h      Handler
+	hwm    int
+	wakeFd int // eventfd, -1 once closed; guarded by mu outside the loop
+
+	// Post queue: producers append under mu; the loop swaps it out.
+	mu          sync.Mutex
+	posted      []func()
+	spare       []func()
+	wakePending atomic.Bool
+
+	conns   []*Conn  // slot table
+	slotGen []uint32 // generation per slot, part of every kernel handle
+	free    []int32
+	dirty   []*Conn
+	lns     []*lnSock
+	timers  timerHeap
+	chunks  slab // write-queue chunks (and epoll receive buffers)
+	now     int64
+	pages   string // page kind of the buffers, set at start
+
+	stopping bool
+	st       counters
+}
+
+// ID is the loop's index in Engine.Loops. Any goroutine.
+func (l *Loop) ID() int { return l.id }
+
+// CPU is the CPU the loop's thread is pinned to. Any goroutine.
+func (l *Loop) CPU() int { return l.cpu }
+
+// Engine returns the engine the loop belongs to. Any goroutine.
+func (l *Loop) Engine() *Engine { return l.e }
+
+// Stats returns a snapshot of the loop's counters. Any goroutine.
+func (l *Loop) Stats() Stats { return l.st.snapshot() }
+
+// Post queues f to run on the loop goroutine and wakes the loop. Wake-ups are
+// coalesced: many Posts before the loop runs cost one eventfd write. Functions
+// run in the order posted. Any goroutine; f must not block.
+func (l *Loop) Post(f func()) {
+	l.mu.Lock()
+	l.posted = append(l.posted, f)
+	if l.wakePending.CompareAndSwap(false, true) {
+		l.wakeLocked()
+	}
+	l.mu.Unlock()
+}
+
+// wake interrupts the loop's wait. Any goroutine.
+func (l *Loop) wake() {
+	l.mu.Lock()
+	l.wakeLocked()
+	l.mu.Unlock()
+}
+
+func (l *Loop) hasPosts() bool {
+	l.mu.Lock()
+	n := len(l.posted)
+	l.mu.Unlock()
+	return n > 0
+}
+
+// runPosts runs the queued functions. Loop goroutine.
+func (l *Loop) runPosts() {
+	l.wakePending.Store(false)
+	l.mu.Lock()
+	fs := l.posted
+	l.posted = l.spare[:0]
+	l.mu.Unlock()
+	for i, f := range fs {
+		f()
+		fs[i] = nil
+	}
+	l.mu.Lock()
+	l.spare = fs[:0]
+	l.mu.Unlock()
+}
+
+// Dirty connections are flushed once per iteration so writes batch.
+func (l *Loop) markDirty(c *Conn) {
+	if !c.dirty {
+		c.dirty = true
+		l.dirty = append(l.dirty, c)
+	}
+}
+
+func (l *Loop) flushDirty() {
+	for i := 0; i < len(l.dirty); i++ {
+		c := l.dirty[i]
+		l.dirty[i] = nil
+		c.dirty = false
+		if c.state == stateOpen || c.state == stateClosing {
+			if c.queued > 0 {
+				l.be.flush(c)
+			} else {
+				c.afterDrain()
+			}
+		}
+	}
+	l.dirty = l.dirty[:0]
+}
+
+// addConn puts c in the slot table.
+func (l *Loop) addConn(c *Conn) {
+	if n := len(l.free); n > 0 {
+		c.slot = l.free[n-1]
+		l.free = l.free[:n-1]
+		l.conns[c.slot] = c
+	} else {
+		c.slot = int32(len(l.conns))
+		l.conns = append(l.conns, c)
+		l.slotGen = append(l.slotGen, 0)
+	}
+	l.slotGen[c.slot]++
+	c.gen = l.slotGen[c.slot]
+	l.st.open.Add(1)
+}
+
+// conn returns the connection in slot if its generation matches.
+func (l *Loop) conn(slot int32, gen uint32) *Conn {
+	if slot < 0 || int(slot) >= len(l.conns) {
+		return nil
+	}
+	c := l.conns[slot]
+	if c == nil || c.gen != gen {
+		return nil
+	}
+	return c
+}
+
+// finishClose is called by the backend once c's fd is closed.
+func (l *Loop) finishClose(c *Conn) {
+	if c.state == stateClosed {
+		return
+	}
+	wasOpen := c.opened
+	c.state = stateClosed
+	c.dropQueue()
+	if c.timer.l != nil {
+		c.timer.Stop()
+	}
+	l.conns[c.slot] = nil
+	l.free = append(l.free, c.slot)
+	l.st.open.Add(-1)
+	l.st.closed.Add(1)
+	_ = wasOpen
+	l.h.OnClose(c, c.err)
+}
+
+// deliver hands a received buffer to the handler.
+func (l *Loop) deliver(c *Conn, id int32, n int) {
+	l.st.reads.Add(1)
+	l.st.bytesRead.Add(uint64(n))
+	if c.state != stateOpen || c.paused&pauseClosing != 0 {
+		l.be.releaseRecv(id)
+		return
+	}
+	b := Buffer{l: l, id: id, n: int32(n)}
+	if !l.h.OnData(c, b) {
+		l.be.releaseRecv(id)
+	}
+}
+
+// eof handles the peer's FIN.
+func (l *Loop) eof(c *Conn) {
+	if c.state != stateOpen || c.gotEOF {
+		return
+	}
+	c.gotEOF = true
+	c.pause(pauseEOF)
+	if c.paused&pauseClosing == 0 {
+		l.h.OnEOF(c)
+	}
+}
+
+// drain reports whether the loop may exit: stopping, no connections, no
+// kernel work in flight.
+func (l *Loop) drained() bool {
+	return l.stopping && l.st.open.Load() == 0 && l.be.idle()
+}
+
+// abortAll closes every connection with ErrClosed and every listener.
+func (l *Loop) abortAll() {
+	for _, s := range l.lns {
+		if s != nil && !s.done {
+			s.done = true
+			l.be.removeListener(s)
+		}
+	}
+	for _, c := range l.conns {
+		if c != nil && c.state != stateClosed {
+			c.abort(ErrClosed)
+		}
+	}
+}
+
+// Buffer is received data, living in the loop's off-heap buffer memory. It
+// is a small value; copying it does not copy the data. Its methods may be
+// called only on the loop goroutine that delivered it.
+type Buffer struct {
+	l  *Loop
+	id int32
+	n  int32
+}
+
+// Bytes returns the received bytes. The slice is valid until the buffer is
+// released.
+func (b Buffer) Bytes() []byte { return b.l.be.recvBuf(b.id)[:b.n] }
+
+// Len is the number of received bytes.
+func (b Buffer) Len() int { return int(b.n) }
+
+// Release gives a kept buffer back to the loop. Call it exactly once for each
+// buffer OnData returned true for (unless it went to Conn.WriteBuffer).
+func (b Buffer) Release() { b.l.be.releaseRecv(b.id) }
+
+// Timer is a handle to a function scheduled with Loop.AfterFunc. The zero
+// Timer is inert.
+type Timer struct {
+	l    *Loop
+	slot int32
+	gen  uint32
+}
+
+// AfterFunc runs f on the loop goroutine after d. Loop goroutine.
+func (l *Loop) AfterFunc(d time.Duration, f func()) Timer {
+	return l.timers.add(l, nanotime()+int64(d), f)
+}
+
+// Stop cancels the timer; it reports whether it was still pending. Loop
+// goroutine of the loop that made it.
+func (t Timer) Stop() bool {
+	if t.l == nil {
+		return false
+	}
+	return t.l.timers.remove(t.slot, t.gen)
+}
+
+type timerRec struct {
+	when int64
+	f    func()
+	gen  uint32
+	hidx int32 // index in heap, -1 when not scheduled
+}
+
+// timerHeap is a binary min-heap of slots into recs; recs are reused.
+type timerHeap struct {
+	recs []timerRec
+	free []int32
+	heap []int32
+}
+
+func (h *timerHeap) add(l *Loop, when int64, f func()) Timer {
+	var s int32
+	if n := len(h.free); n > 0 {
+		s = h.free[n-1]
+		h.free = h.free[:n-1]
+	} else {
+		s = int32(len(h.recs))
+		h.recs = append(h.recs, timerRec{})
+	}
+	r := &h.recs[s]
+	r.gen++
+	r.when = when
+	r.f = f
+	r.hidx = int32(len(h.heap))
+	h.heap = append(h.heap, s)
+	h.up(int(r.hidx))
+	return Timer{l: l, slot: s, gen: r.gen}
+}
+
+func (h *timerHeap) remove(s int32, gen uint32) bool {
+	if int(s) >= len(h.recs) {
+		return false
+	}
+	r := &h.recs[s]
+	if r.gen != gen || r.hidx < 0 {
+		return false
+	}
+	h.removeAt(int(r.hidx))
+	return true
+}
+
+func (h *timerHeap) removeAt(i int) {
+	s := h.heap[i]
+	last := len(h.heap) - 1
+	if i != last {
+		h.swap(i, last)
+	}
+	h.heap = h.heap[:last]
+	if i != last {
+		if !h.down(i) {
+			h.up(i)
+		}
+	}
+	r := &h.recs[s]
+	r.hidx = -1
+	r.f = nil
+	r.gen++
+	h.free = append(h.free, s)
+}
+
+func (h *timerHeap) less(i, j int) bool {
+	return h.recs[h.heap[i]].when < h.recs[h.heap[j]].when
+}
+
+func (h *timerHeap) swap(i, j int) {
+	h.heap[i], h.heap[j] = h.heap[j], h.heap[i]
+	h.recs[h.heap[i]].hidx = int32(i)
+	h.recs[h.heap[j]].hidx = int32(j)
+}
+
+func (h *timerHeap) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !h.less(i, p) {
+			break
+		}
+		h.swap(i, p)
+		i = p
+	}
+}
+
+func (h *timerHeap) down(i int) bool {
+	start := i
+	n := len(h.heap)
+	for {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if c+1 < n && h.less(c+1, c) {
+			c++
+		}
+		if !h.less(c, i) {
+			break
+		}
+		h.swap(i, c)
+		i = c
+	}
+	return i > start
+}
+
+// next returns the time until the earliest timer, or -1 if none.
+func (h *timerHeap) next(now int64) time.Duration {
+	if len(h.heap) == 0 {
+		return -1
+	}
+	d := h.recs[h.heap[0]].when - now
+	if d < 0 {
+		d = 0
+	}
+	return time.Duration(d)
+}
+
+// runExpired runs every timer due at now.
+func (h *timerHeap) runExpired(now int64) {
+	for len(h.heap) > 0 {
+		s := h.heap[0]
+		r := &h.recs[s]
+		if r.when > now {
+			return
+		}
+		f := r.f
+		h.removeAt(0)
+		f()
+	}
+}
+
+var startTime = time.Now()
+
+// nanotime is a monotonic clock in nanoseconds.
+func nanotime() int64 { return int64(time.Since(startTime)) }
