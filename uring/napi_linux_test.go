@@ -1,0 +1,219 @@
+package uring
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestRegisterNAPI(t *testing.T) {
+	r := newRing(t, nil)
+	first := NAPIConfig{BusyPollTimeout: 50 * time.Microsecond, PreferBusyPoll: true}
+	prev, err := r.RegisterNAPI(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prev != (NAPIConfig{}) {
+		t.Errorf("first registration reported previous settings %+v", prev)
+	}
+	prev, err = r.RegisterNAPI(NAPIConfig{BusyPollTimeout: 20 * time.Microsecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prev.BusyPollTimeout != first.BusyPollTimeout || prev.PreferBusyPoll != first.PreferBusyPoll {
+		t.Errorf("previous settings %+v, want %+v", prev, first)
+	}
+	if err := r.UnregisterNAPI(); err != nil {
+		t.Fatal(err)
+	}
+	// Static tracking: ids are added and removed explicitly.
+	if _, err := r.RegisterNAPI(NAPIConfig{BusyPollTimeout: 50 * time.Microsecond, Static: true}); err != nil {
+		t.Fatal(err)
+	}
+	const id = 4242 // static add accepts any id >= 257 (KERNEL.md)
+	if err := r.AddNAPIID(id); err != nil {
+		t.Fatalf("AddNAPIID: %v", err)
+	}
+	if err := r.RemoveNAPIID(id); err != nil {
+		t.Fatalf("RemoveNAPIID: %v", err)
+	}
+	if err := r.RemoveNAPIID(id); err == nil {
+		t.Error("removing an id twice succeeded")
+	}
+	if err := r.UnregisterNAPI(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// netnsPair is two network namespaces joined by a veth pair with GRO on and
+// TSO off on both ends, so TCP sockets on it get NAPI ids (KERNEL.md).
+type netnsPair struct {
+	nsA, nsB   string
+	addrA      [4]byte
+	devA, devB string
+}
+
+func run(t *testing.T, name string, args ...string) {
+	t.Helper()
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+}
+
+func newNetnsPair(t *testing.T) *netnsPair {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create network namespaces")
+	}
+	for _, tool := range []string{"ip", "ethtool"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed (apt-get install iproute2 ethtool)", tool)
+		}
+	}
+	pid := os.Getpid()
+	p := &netnsPair{
+		nsA: fmt.Sprintf("spd-uring-%d-a", pid), nsB: fmt.Sprintf("spd-uring-%d-b", pid),
+		devA: fmt.Sprintf("spdua%d", pid%10000000), devB: fmt.Sprintf("spdub%d", pid%10000000),
+		addrA: [4]byte{10, 213, 7, 1},
+	}
+	run(t, "ip", "netns", "add", p.nsA)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", p.nsA).Run() })
+	run(t, "ip", "netns", "add", p.nsB)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", p.nsB).Run() })
+	run(t, "ip", "link", "add", p.devA, "netns", p.nsA, "type", "veth", "peer", "name", p.devB, "netns", p.nsB)
+	for _, side := range []struct{ ns, dev, addr string }{{p.nsA, p.devA, "10.213.7.1/24"}, {p.nsB, p.devB, "10.213.7.2/24"}} {
+		run(t, "ip", "-n", side.ns, "addr", "add", side.addr, "dev", side.dev)
+		run(t, "ip", "-n", side.ns, "link", "set", side.dev, "up")
+		run(t, "ip", "-n", side.ns, "link", "set", "lo", "up")
+		run(t, "ip", "netns", "exec", side.ns, "ethtool", "-K", side.dev, "gro", "on", "tso", "off")
+	}
+	return p
+}
+
+// inNetns runs f on a thread switched into network namespace ns. Sockets
+// created by f stay in ns. If the thread cannot be switched back it is
+// left locked, so the runtime retires it.
+func inNetns(t *testing.T, ns string, f func()) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			done <- err
+			runtime.UnlockOSThread()
+			return
+		}
+		defer orig.Close()
+		target, err := os.Open("/run/netns/" + ns)
+		if err != nil {
+			done <- err
+			runtime.UnlockOSThread()
+			return
+		}
+		defer target.Close()
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			done <- err
+			runtime.UnlockOSThread()
+			return
+		}
+		f()
+		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
+			done <- err // thread stays locked and exits with the goroutine
+			return
+		}
+		runtime.UnlockOSThread()
+		done <- nil
+	}()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNAPIStaticVeth reads the NAPI id of a TCP connection over a veth pair
+// between two namespaces and registers it with a ring in static mode; then
+// a receive through the busy-polling ring still works.
+func TestNAPIStaticVeth(t *testing.T) {
+	p := newNetnsPair(t)
+	var lfd, cfd int
+	var err error
+	inNetns(t, p.nsA, func() {
+		lfd, err = unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err == nil {
+			err = unix.Bind(lfd, &unix.SockaddrInet4{Addr: p.addrA, Port: 7070})
+		}
+		if err == nil {
+			err = unix.Listen(lfd, 8)
+		}
+	})
+	if lfd > 0 {
+		closeFd(t, lfd)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	inNetns(t, p.nsB, func() {
+		cfd, err = unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err == nil {
+			err = unix.Connect(cfd, &unix.SockaddrInet4{Addr: p.addrA, Port: 7070})
+		}
+	})
+	if cfd > 0 {
+		closeFd(t, cfd)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	sfd, _, err := unix.Accept4(lfd, unix.SOCK_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeFd(t, sfd)
+	if _, err := unix.Write(cfd, []byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	var b [8]byte
+	if _, err := unix.Read(sfd, b[:]); err != nil {
+		t.Fatal(err)
+	}
+	id, err := unix.GetsockoptInt(sfd, unix.SOL_SOCKET, unix.SO_INCOMING_NAPI_ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id < 257 {
+		t.Fatalf("SO_INCOMING_NAPI_ID = %d over veth with GRO on/TSO off, want a NAPI id >= 257", id)
+	}
+	t.Logf("NAPI id %d", id)
+
+	r := newRing(t, &Config{Entries: 8, SingleIssuer: true, DeferTaskrun: true})
+	if _, err := r.RegisterNAPI(NAPIConfig{BusyPollTimeout: 50 * time.Microsecond, PreferBusyPoll: true, Static: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.AddNAPIID(uint32(id)); err != nil {
+		t.Fatalf("AddNAPIID(%d): %v", id, err)
+	}
+	buf := offHeap(t, 64)
+	sqe(t, r).PrepRecv(sfd, buf, 0, 1)
+	if _, err := r.Submit(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.Write(cfd, []byte("pong")); err != nil {
+		t.Fatal(err)
+	}
+	if c := reap(t, r, 1)[0]; c.Res != 4 || string(buf[:4]) != "pong" {
+		t.Fatalf("recv with busy polling: %+v (%v) %q", c, c.Err(), buf[:4])
+	}
+	if err := r.RemoveNAPIID(uint32(id)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.UnregisterNAPI(); err != nil {
+		t.Fatal(err)
+	}
+}
