@@ -1,0 +1,252 @@
+package uring
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/spindlenet/spindle/internal/sys"
+)
+
+// Probe finds out which io_uring features this host offers, by asking the
+// kernel (IORING_REGISTER_PROBE, setup attempts, registrations) and by
+// running multishot accept and multishot recv once on loopback. It takes a
+// few milliseconds and creates and closes several rings. Any goroutine.
+func Probe() (*Features, error) {
+	f := &Features{Kernel: kernelRelease(), Disabled: readInt("/proc/sys/kernel/io_uring_disabled")}
+	r, err := New(nil)
+	if err != nil {
+		f.Error = err.Error()
+		return f, err
+	}
+	defer r.Close()
+	f.Available = true
+	f.SetupFlags = r.KernelFeatures()
+	add := func(kind, name, min string, err error, how string) {
+		x := Feature{Name: name, Kind: kind, Supported: err == nil, MinKernel: min, Reason: how}
+		if err != nil {
+			x.Reason = err.Error()
+		}
+		f.List = append(f.List, x)
+	}
+
+	var p sys.Probe
+	perr := sys.RegisterProbe(r.fd, &p)
+	add("register", "IORING_REGISTER_PROBE", "5.6", wrapReg(perr), "register probe")
+	for _, o := range opInfo {
+		var err error
+		switch {
+		case perr != nil:
+			err = fmt.Errorf("unknown: no probe")
+		case int(o.op) >= int(p.OpsLen) || p.Ops[o.op].Flags&sys.IO_URING_OP_SUPPORTED == 0:
+			err = errors.New("opcode not supported by the kernel")
+		}
+		add("op", o.name, o.min, err, "IORING_REGISTER_PROBE")
+	}
+
+	for _, kf := range kernelFeats {
+		var err error
+		if r.KernelFeatures()&kf.bit == 0 {
+			err = errors.New("feature bit not set by io_uring_setup")
+		}
+		add("feature", kf.name, kf.min, err, "io_uring_setup features")
+	}
+
+	// Setup flags: try each on a small ring.
+	try := func(flags uint32, cpu uint32, wq int) error {
+		var sp sys.Params
+		sp.Flags, sp.SQThreadCPU, sp.WQFd, sp.CQEntries = flags, cpu, uint32(wq), 16
+		fd, err := sys.Setup(4, &sp)
+		if err != nil {
+			return os.NewSyscallError("io_uring_setup", err)
+		}
+		unix.Close(fd)
+		return nil
+	}
+	add("setup", "IORING_SETUP_CQSIZE", "5.5", try(sys.IORING_SETUP_CQSIZE, 0, 0), "io_uring_setup")
+	add("setup", "IORING_SETUP_SQPOLL", "5.1", try(sys.IORING_SETUP_SQPOLL, 0, 0), "io_uring_setup")
+	add("setup", "IORING_SETUP_SQ_AFF", "5.1", try(sys.IORING_SETUP_SQPOLL|sys.IORING_SETUP_SQ_AFF, 0, 0), "io_uring_setup, SQ thread on CPU 0")
+	add("setup", "IORING_SETUP_ATTACH_WQ", "5.6", try(sys.IORING_SETUP_ATTACH_WQ, 0, r.fd), "io_uring_setup")
+	add("setup", "IORING_SETUP_COOP_TASKRUN", "5.19", try(sys.IORING_SETUP_COOP_TASKRUN|sys.IORING_SETUP_TASKRUN_FLAG, 0, 0), "io_uring_setup")
+	add("setup", "IORING_SETUP_SINGLE_ISSUER", "6.0", try(sys.IORING_SETUP_SINGLE_ISSUER, 0, 0), "io_uring_setup")
+	add("setup", "IORING_SETUP_DEFER_TASKRUN", "6.1", try(sys.IORING_SETUP_SINGLE_ISSUER|sys.IORING_SETUP_DEFER_TASKRUN, 0, 0), "io_uring_setup")
+	add("setup", "IORING_SETUP_NO_SQARRAY", "6.6", try(sys.IORING_SETUP_NO_SQARRAY, 0, 0), "io_uring_setup")
+
+	// Registrations.
+	add("register", "IORING_REGISTER_RING_FDS", "5.18", probeRingFd(r.fd), "register and unregister on a locked thread")
+	add("register", "IORING_RSRC_REGISTER_SPARSE", "5.19", r.RegisterFiles(4), "sparse file table")
+	if mem, _, err := sys.MapAnon(4096, false); err == nil {
+		add("register", "IORING_REGISTER_BUFFERS", "5.1", r.RegisterBuffers([][]byte{mem}), "one off-heap page")
+		r.UnregisterBuffers()
+		sys.Unmap(mem)
+	}
+	b, berr := r.SetupBufRing(0, 8, 256)
+	add("register", "IORING_REGISTER_PBUF_RING", "5.19", berr, "8-entry ring")
+	if berr == nil {
+		_, herr := b.Head()
+		add("register", "IORING_REGISTER_PBUF_STATUS", "6.8", herr, "buffer ring head query")
+		b.Close()
+	}
+	_, nerr := r.RegisterNAPI(NAPIConfig{BusyPollTimeout: 50 * time.Microsecond})
+	add("register", FeatNAPI, "6.9", nerr, "register and unregister, dynamic tracking")
+	if nerr == nil {
+		r.UnregisterNAPI()
+		_, serr := r.RegisterNAPI(NAPIConfig{BusyPollTimeout: 50 * time.Microsecond, Static: true})
+		if serr == nil {
+			serr = r.AddNAPIID(1 << 20)
+			r.RemoveNAPIID(1 << 20)
+			r.UnregisterNAPI()
+		}
+		add("register", FeatNAPIStatic, "6.13", serr, "static tracking with an id added and removed")
+	} else {
+		add("register", FeatNAPIStatic, "6.13", nerr, "needs IORING_REGISTER_NAPI")
+	}
+
+	// Behaviour: run multishot accept and multishot recv (plain and bundle).
+	add("behaviour", FeatMultishotAccept, "5.19", probeMultishotAccept(), "accepted a loopback connection with F_MORE")
+	add("behaviour", FeatMultishotRecv, "6.0", probeMultishotRecv(false), "received on a socketpair through a buffer ring with F_MORE")
+	add("behaviour", FeatRecvBundle, "6.10", probeMultishotRecv(true), "bundle receive on a socketpair")
+	return f, nil
+}
+
+func wrapReg(err error) error {
+	if err == nil {
+		return nil
+	}
+	return os.NewSyscallError("io_uring_register", err)
+}
+
+func probeRingFd(fd int) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread() // the registration is undone below
+	idx, err := sys.RegisterRingFd(fd)
+	if err != nil {
+		return wrapReg(err)
+	}
+	return wrapReg(sys.UnregisterRingFd(fd, idx))
+}
+
+// probeReap waits for one completion.
+func probeReap(r *Ring) (CQE, error) {
+	var c [1]CQE
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		if r.PeekCQEs(c[:]) == 1 {
+			return c[0], nil
+		}
+		if _, err := r.SubmitAndWait(1, 100*time.Millisecond); err != nil && !errors.Is(err, unix.ETIME) {
+			return CQE{}, err
+		}
+	}
+	return CQE{}, errors.New("no completion within 1s")
+}
+
+func probeMultishotAccept() error {
+	r, err := New(&Config{Entries: 4, SQThreadCPU: -1})
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	lfd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(lfd)
+	if err := unix.Bind(lfd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		return err
+	}
+	if err := unix.Listen(lfd, 4); err != nil {
+		return err
+	}
+	sa, err := unix.Getsockname(lfd)
+	if err != nil {
+		return err
+	}
+	r.GetSQE().PrepAcceptMultishot(lfd, unix.SOCK_CLOEXEC, false, 1)
+	if _, err := r.Submit(); err != nil {
+		return err
+	}
+	cfd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(cfd)
+	if err := unix.Connect(cfd, sa); err != nil {
+		return err
+	}
+	c, err := probeReap(r)
+	if err != nil {
+		return err
+	}
+	if c.Res < 0 {
+		return c.Err()
+	}
+	unix.Close(int(c.Res))
+	if !c.More() {
+		return errors.New("accept completed without IORING_CQE_F_MORE")
+	}
+	return nil
+}
+
+func probeMultishotRecv(bundle bool) error {
+	r, err := New(&Config{Entries: 4, SQThreadCPU: -1})
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	b, err := r.SetupBufRing(1, 4, 64)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	if _, err := unix.Write(fds[1], []byte("probe")); err != nil {
+		return err
+	}
+	r.GetSQE().PrepRecvMultishot(fds[0], 1, bundle, 0, 1)
+	c, err := probeReap(r)
+	if err != nil {
+		return err
+	}
+	if c.Res < 0 {
+		return c.Err()
+	}
+	if id, ok := c.BufferID(); !ok || string(b.Buf(id)[:c.Res]) != "probe" {
+		return fmt.Errorf("received %d bytes without the expected buffer", c.Res)
+	}
+	if !c.More() {
+		return errors.New("recv completed without IORING_CQE_F_MORE")
+	}
+	return nil
+}
+
+func kernelRelease() string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return "unknown"
+	}
+	return unix.ByteSliceToString(u.Release[:])
+}
+
+func readInt(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return -1
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return -1
+	}
+	return n
+}

@@ -1,0 +1,8 @@
+//go:build !linux
+
+package uring
+
+// Probe returns ErrNotSupported outside Linux, with Features saying why.
+func Probe() (*Features, error) {
+	return &Features{Disabled: -1, Error: ErrNotSupported.Error()}, ErrNotSupported
+}
