@@ -63,6 +63,10 @@ type Arm struct {
 	// Peer marks arms served by the binary built from the nested module
 	// bench/peers instead of the spindle binary.
 	Peer bool
+	// Unavailable, if set, says why the arm cannot run on this host (a
+	// missing kernel feature, say); the harness then skips it and reports
+	// the reason.
+	Unavailable func() error
 	// Order sorts arms in reports and runs: baselines first.
 	Order int
 }

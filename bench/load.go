@@ -43,6 +43,10 @@ type LoadConfig struct {
 	// Drain is how long an open-loop run waits after the window for
 	// replies still outstanding. Default 1 s.
 	Drain time.Duration
+	// Window, if set, is called once from RunLoad's goroutine, before the
+	// load starts, with the measured window's start and end, so that the
+	// caller can take resource snapshots at the window's edges.
+	Window func(start, end time.Time)
 	// MaxOutstanding caps the open-loop requests in flight per connection;
 	// requests due while every connection is at the cap wait in the client
 	// and still count from their intended send time. Default 1024.

@@ -131,6 +131,10 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 		return nil, setupErr
 	}
 	t0 := int64(time.Since(base)) + int64(time.Millisecond)
+	if cfg.Window != nil {
+		ws := base.Add(time.Duration(t0) + cfg.Warmup)
+		cfg.Window(ws, ws.Add(cfg.Duration))
+	}
 	for range threads {
 		start <- t0
 	}

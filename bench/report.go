@@ -1,0 +1,427 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"html"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Report file names inside the report directory.
+const (
+	ReportJSON     = "report.json"
+	ReportMarkdown = "report.md"
+	ReportHTML     = "report.html"
+)
+
+// WriteReport writes rep into dir (created if needed) as JSON, Markdown and
+// an HTML page with inline SVG charts.
+func WriteReport(dir string, rep *Report) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	js, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	files := map[string][]byte{
+		ReportJSON:     append(js, '\n'),
+		ReportMarkdown: []byte(Markdown(rep)),
+		ReportHTML:     []byte(HTML(rep)),
+	}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ReadReport reads a report.json file.
+func ReadReport(path string) (*Report, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return nil, fmt.Errorf("bench: %s: %w", path, err)
+	}
+	if rep.Schema != SchemaVersion {
+		return nil, fmt.Errorf("bench: %s: schema %q, want %q", path, rep.Schema, SchemaVersion)
+	}
+	return &rep, nil
+}
+
+func loadPoint(s SummaryRow) string {
+	if s.Mode == "open" {
+		return fmt.Sprintf("open %.0f%%", s.Fraction*100)
+	}
+	return s.Mode
+}
+
+func fmtSpread(s Spread, prec int) string {
+	if s.Min == s.Max {
+		return fmt.Sprintf("%.*f", prec, s.Median)
+	}
+	return fmt.Sprintf("%.*f (%.*f–%.*f)", prec, s.Median, prec, s.Min, prec, s.Max)
+}
+
+// WriteTable prints the summary as a plain-text table.
+func WriteTable(w io.Writer, rep *Report) {
+	fmt.Fprintf(w, "\n%s, %s topology, %d reps, medians (min–max); latency in µs, CPU in µs per request\n",
+		rep.Kind, rep.Topology, rep.Config.Reps)
+	fmt.Fprintf(w, "%-15s %-9s %5s %5s %9s %-24s %-22s %-22s %-22s %9s %-18s %-18s %8s %7s\n",
+		"arm", "load", "loops", "cmpµs", "offered", "achieved req/s", "p50", "p99", "p99.9", "p99.99", "server µs/req", "machine µs/req", "softirq", "client%")
+	for _, s := range rep.Summary {
+		fmt.Fprintf(w, "%-15s %-9s %5d %5d %9.0f %-24s %-22s %-22s %-22s %9.1f %-18s %-18s %8.2f %7.0f\n",
+			s.Arm, loadPoint(s), s.Loops, s.ComputeUS, s.OfferedRPS, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1), fmtSpread(s.P99, 1),
+			fmtSpread(s.P999, 1), s.P9999.Median, fmtSpread(s.ServerUSPerReq, 2), fmtSpread(s.MachineUSPerReq, 2), s.SoftirqUSPerReq, s.ClientCPUPercent)
+	}
+	if rep.ClientCeilingRPS > 0 {
+		fmt.Fprintf(w, "client ceiling ≈ %.0f req/s per client CPU (best closed-loop rate / client CPU share)\n", rep.ClientCeilingRPS)
+	}
+	for _, n := range rep.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+}
+
+// Markdown renders rep as a Markdown document.
+func Markdown(rep *Report) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# spindle %s report\n\n", rep.Kind)
+	fmt.Fprintf(&b, "- host: %s, %s, %d CPUs (%s), %s\n", rep.Host.Hostname, rep.Host.Kernel, rep.Host.CPUs, rep.Host.CPUModel, rep.Host.GoVersion)
+	fmt.Fprintf(&b, "- topology: **%s**; server CPUs %v, client CPUs %v (%d threads)\n", rep.Topology, rep.Config.ServerCPUs, rep.Config.ClientCPUs, rep.Config.ClientThreads)
+	fmt.Fprintf(&b, "- %d connections, %d in flight each (closed loop), %d-byte payload, compute %d µs, %d reps, each %.2fs warm-up + %.2fs measured; started %s, %.0fs\n",
+		rep.Config.Conns, rep.Config.InFlight, rep.Config.Payload, rep.Config.ComputeUS, rep.Config.Reps,
+		rep.Config.WarmupSeconds, rep.Config.WindowSeconds, rep.Started.Format("2006-01-02 15:04 UTC"), rep.Seconds)
+	if rep.ClientCeilingRPS > 0 {
+		fmt.Fprintf(&b, "- client ceiling ≈ %.0f req/s per client CPU\n", rep.ClientCeilingRPS)
+	}
+	b.WriteString("\nMedians over the repetitions with (min–max); latency in µs (open loop: from the intended send time); CPU in µs per request: server process (getrusage) and machine-wide (/proc/stat), softirq machine-wide.\n\n")
+	b.WriteString("| arm | load | loops | compute µs | offered req/s | achieved req/s | p50 | p90 | p99 | p99.9 | p99.99 | max | server CPU µs/req | machine CPU µs/req | softirq µs/req | client CPU % |\n")
+	b.WriteString("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, s := range rep.Summary {
+		offered := "—"
+		if s.OfferedRPS > 0 {
+			offered = fmt.Sprintf("%.0f", s.OfferedRPS)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %s | %s | %.1f | %s | %s | %.1f | %.1f | %s | %s | %.2f | %.0f |\n",
+			s.Arm, loadPoint(s), s.Loops, s.ComputeUS, offered, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1), s.P90.Median,
+			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), s.P9999.Median, s.Max.Median, fmtSpread(s.ServerUSPerReq, 2),
+			fmtSpread(s.MachineUSPerReq, 2), s.SoftirqUSPerReq, s.ClientCPUPercent)
+	}
+	if len(rep.Arms) > 0 {
+		b.WriteString("\n## Arms\n\n")
+		for _, a := range rep.Arms {
+			if a.Skipped != "" {
+				fmt.Fprintf(&b, "- **%s** — %s — *skipped: %s*\n", a.Name, a.Summary, a.Skipped)
+			} else {
+				fmt.Fprintf(&b, "- **%s** — %s\n", a.Name, a.Summary)
+			}
+		}
+	}
+	if len(rep.Notes) > 0 {
+		b.WriteString("\n## Notes\n\n")
+		for _, n := range rep.Notes {
+			fmt.Fprintf(&b, "- %s\n", n)
+		}
+	}
+	return b.String()
+}
+
+// palette colours the arms in charts.
+var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"}
+
+func armColours(rep *Report) map[string]string {
+	m := map[string]string{}
+	for _, r := range rep.Results {
+		if _, ok := m[r.Arm]; !ok {
+			m[r.Arm] = palette[len(m)%len(palette)]
+		}
+	}
+	return m
+}
+
+// HTML renders rep as a self-contained page with inline SVG charts: the
+// latency percentile spectrum per arm and load point, throughput against
+// p99, and the CPU split per request.
+func HTML(rep *Report) string {
+	var b strings.Builder
+	b.WriteString(`<!doctype html><html><head><meta charset="utf-8"><title>spindle bench</title><style>
+body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;font-size:13px}
+td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}td:first-child,th:first-child{text-align:left}
+svg{background:#fff;border:1px solid #ddd;margin:6px}text{font-size:11px;font-family:sans-serif}.note{color:#a40}
+</style></head><body>`)
+	fmt.Fprintf(&b, "<h1>spindle %s — %s topology</h1>\n", html.EscapeString(rep.Kind), html.EscapeString(rep.Topology))
+	md := Markdown(rep)
+	// The summary table, as HTML.
+	b.WriteString("<table>")
+	for i, line := range strings.Split(md, "\n") {
+		if !strings.HasPrefix(line, "| ") || strings.HasPrefix(line, "| ---") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "| "), " | ")
+		tag := "td"
+		if i >= 0 && strings.HasPrefix(line, "| arm |") {
+			tag = "th"
+		}
+		b.WriteString("<tr>")
+		for _, c := range cells {
+			fmt.Fprintf(&b, "<%s>%s</%s>", tag, html.EscapeString(c), tag)
+		}
+		b.WriteString("</tr>\n")
+	}
+	b.WriteString("</table>\n")
+	for _, n := range rep.Notes {
+		fmt.Fprintf(&b, "<p class=note>%s</p>\n", html.EscapeString(n))
+	}
+	colours := armColours(rep)
+	b.WriteString("<h2>Latency percentile spectrum</h2>\n")
+	for _, point := range loadPoints(rep) {
+		b.WriteString(spectrumSVG(rep, point, colours))
+	}
+	b.WriteString("<h2>Throughput against p99</h2>\n")
+	b.WriteString(throughputSVG(rep, colours))
+	b.WriteString("<h2>CPU per request</h2>\n<p>Stacked: machine-wide user, system, irq and softirq CPU-µs per request (/proc/stat); the black tick is the server process alone (getrusage). Softirq moved off the server's books is relocation, not reduction.</p>\n")
+	b.WriteString(cpuSVG(rep, colours))
+	b.WriteString("<h2>Run</h2><pre>" + html.EscapeString(md) + "</pre></body></html>\n")
+	return b.String()
+}
+
+func loadPoints(rep *Report) []string {
+	var pts []string
+	for _, s := range rep.Summary {
+		p := loadPoint(s)
+		if rep.Kind == "sweep" {
+			p = fmt.Sprintf("loops %d compute %dµs", s.Loops, s.ComputeUS)
+		}
+		if !slices.Contains(pts, p) {
+			pts = append(pts, p)
+		}
+	}
+	return pts
+}
+
+func pointOf(rep *Report, s SummaryRow) string {
+	if rep.Kind == "sweep" {
+		return fmt.Sprintf("loops %d compute %dµs", s.Loops, s.ComputeUS)
+	}
+	return loadPoint(s)
+}
+
+// chart maps data to an SVG plot area.
+type chart struct {
+	w, h, left, right, top, bottom float64
+	x0, x1, y0, y1                 float64
+	logY                           bool
+}
+
+func (c chart) px(x float64) float64 {
+	return c.left + (x-c.x0)/(c.x1-c.x0)*(c.w-c.left-c.right)
+}
+
+func (c chart) py(y float64) float64 {
+	if c.logY {
+		y, c.y0, c.y1 = math.Log10(max(y, 1e-3)), math.Log10(c.y0), math.Log10(c.y1)
+	}
+	return c.h - c.bottom - (y-c.y0)/(c.y1-c.y0)*(c.h-c.top-c.bottom)
+}
+
+func (c chart) frame(b *strings.Builder, title, xlabel, ylabel string) {
+	fmt.Fprintf(b, `<svg width="%.0f" height="%.0f" xmlns="http://www.w3.org/2000/svg">`, c.w, c.h)
+	fmt.Fprintf(b, `<text x="%.0f" y="14" font-weight="bold">%s</text>`, c.left, html.EscapeString(title))
+	fmt.Fprintf(b, `<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="#000"/>`, c.left, c.h-c.bottom, c.w-c.right, c.h-c.bottom)
+	fmt.Fprintf(b, `<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="#000"/>`, c.left, c.top, c.left, c.h-c.bottom)
+	fmt.Fprintf(b, `<text x="%.0f" y="%.0f" text-anchor="middle">%s</text>`, (c.left+c.w-c.right)/2, c.h-4, html.EscapeString(xlabel))
+	fmt.Fprintf(b, `<text x="12" y="%.0f" transform="rotate(-90 12 %.0f)" text-anchor="middle">%s</text>`, (c.top+c.h-c.bottom)/2, (c.top+c.h-c.bottom)/2, html.EscapeString(ylabel))
+	if c.logY {
+		for e := math.Floor(math.Log10(c.y0)); e <= math.Ceil(math.Log10(c.y1)); e++ {
+			v := math.Pow(10, e)
+			if v < c.y0 || v > c.y1 {
+				continue
+			}
+			y := c.py(v)
+			fmt.Fprintf(b, `<line x1="%.0f" y1="%.1f" x2="%.0f" y2="%.1f" stroke="#eee"/><text x="%.0f" y="%.1f" text-anchor="end">%g</text>`, c.left, y, c.w-c.right, y, c.left-3, y+4, v)
+		}
+	} else {
+		for i := 0; i <= 4; i++ {
+			v := c.y0 + (c.y1-c.y0)*float64(i)/4
+			y := c.py(v)
+			fmt.Fprintf(b, `<line x1="%.0f" y1="%.1f" x2="%.0f" y2="%.1f" stroke="#eee"/><text x="%.0f" y="%.1f" text-anchor="end">%.3g</text>`, c.left, y, c.w-c.right, y, c.left-3, y+4, v)
+		}
+	}
+}
+
+func legend(b *strings.Builder, c chart, names []string, colours map[string]string) {
+	for i, n := range names {
+		y := c.top + 12 + float64(i)*14
+		fmt.Fprintf(b, `<rect x="%.0f" y="%.0f" width="10" height="10" fill="%s"/><text x="%.0f" y="%.0f">%s</text>`, c.w-c.right+6, y-9, colours[n], c.w-c.right+20, y, html.EscapeString(n))
+	}
+}
+
+func nines(p float64) float64 {
+	// 0 → 0, 90 → 1, 99 → 2, 99.9 → 3 …; 100 is drawn just past 99.999.
+	if p >= 100 {
+		return 5.3
+	}
+	return -math.Log10(1 - p/100)
+}
+
+func spectrumSVG(rep *Report, point string, colours map[string]string) string {
+	// Median latency per percentile over the repetitions, per arm.
+	curves := map[string][]SpectrumPoint{}
+	var names []string
+	byArm := map[string][][]SpectrumPoint{}
+	for _, r := range rep.Results {
+		s := SummaryRow{Mode: r.Mode, Fraction: r.Fraction, Loops: r.Loops, ComputeUS: r.ComputeUS}
+		if pointOf(rep, s) != point || len(r.Spectrum) == 0 {
+			continue
+		}
+		if _, ok := byArm[r.Arm]; !ok {
+			names = append(names, r.Arm)
+		}
+		byArm[r.Arm] = append(byArm[r.Arm], r.Spectrum)
+	}
+	lo, hi := math.Inf(1), 0.0
+	for arm, reps := range byArm {
+		var curve []SpectrumPoint
+		for i := range reps[0] {
+			var v []float64
+			for _, sp := range reps {
+				if i < len(sp) {
+					v = append(v, sp[i].LatencyUS)
+				}
+			}
+			l := spreadOf(v).Median
+			curve = append(curve, SpectrumPoint{Percentile: reps[0][i].Percentile, LatencyUS: l})
+			lo, hi = min(lo, l), max(hi, l)
+		}
+		curves[arm] = curve
+	}
+	if len(curves) == 0 {
+		return ""
+	}
+	c := chart{w: 560, h: 300, left: 55, right: 110, top: 24, bottom: 34, x0: 0, x1: 5.3, y0: math.Pow(10, math.Floor(math.Log10(max(lo, 1)))), y1: math.Pow(10, math.Ceil(math.Log10(max(hi, 10)))), logY: true}
+	var b strings.Builder
+	c.frame(&b, "latency by percentile — "+point, "percentile", "latency µs (log)")
+	for i, lab := range []string{"0", "90", "99", "99.9", "99.99", "99.999"} {
+		x := c.px(float64(i))
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" text-anchor="middle">%s</text>`, x, c.h-c.bottom+13, lab)
+	}
+	for _, arm := range names {
+		var pts []string
+		for _, p := range curves[arm] {
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", c.px(nines(p.Percentile)), c.py(p.LatencyUS)))
+		}
+		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`, colours[arm], strings.Join(pts, " "))
+	}
+	legend(&b, c, names, colours)
+	b.WriteString("</svg>\n")
+	return b.String()
+}
+
+func throughputSVG(rep *Report, colours map[string]string) string {
+	var names []string
+	hiX, lo, hi := 0.0, math.Inf(1), 0.0
+	for _, s := range rep.Summary {
+		if !slices.Contains(names, s.Arm) {
+			names = append(names, s.Arm)
+		}
+		hiX = max(hiX, s.AchievedRPS.Max)
+		lo, hi = min(lo, s.P99.Median), max(hi, s.P99.Median)
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	c := chart{w: 560, h: 300, left: 55, right: 110, top: 24, bottom: 34, x0: 0, x1: hiX * 1.05, y0: math.Pow(10, math.Floor(math.Log10(max(lo, 1)))), y1: math.Pow(10, math.Ceil(math.Log10(max(hi, 10)))), logY: true}
+	var b strings.Builder
+	c.frame(&b, "p99 against achieved throughput (medians)", "req/s", "p99 µs (log)")
+	for i := 0; i <= 4; i++ {
+		v := c.x1 * float64(i) / 4
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" text-anchor="middle">%.0fk</text>`, c.px(v), c.h-c.bottom+13, v/1000)
+	}
+	for _, arm := range names {
+		var pts []SummaryRow
+		for _, s := range rep.Summary {
+			if s.Arm == arm {
+				pts = append(pts, s)
+			}
+		}
+		slices.SortFunc(pts, func(a, b SummaryRow) int {
+			if a.AchievedRPS.Median < b.AchievedRPS.Median {
+				return -1
+			}
+			return 1
+		})
+		var line []string
+		for _, s := range pts {
+			x, y := c.px(s.AchievedRPS.Median), c.py(s.P99.Median)
+			line = append(line, fmt.Sprintf("%.1f,%.1f", x, y))
+			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s"><title>%s %s: %.0f req/s, p99 %.1f µs</title></circle>`, x, y, colours[arm], html.EscapeString(arm), html.EscapeString(pointOf(rep, s)), s.AchievedRPS.Median, s.P99.Median)
+		}
+		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-opacity="0.5" points="%s"/>`, colours[arm], strings.Join(line, " "))
+	}
+	legend(&b, c, names, colours)
+	b.WriteString("</svg>\n")
+	return b.String()
+}
+
+func cpuSVG(rep *Report, colours map[string]string) string {
+	type bar struct {
+		label                     string
+		user, sys, irq, soft, srv float64
+	}
+	var bars []bar
+	for _, s := range rep.Summary {
+		var u, sy, ir, so []float64
+		for _, r := range rep.Results {
+			if r.Arm == s.Arm && r.Mode == s.Mode && r.Fraction == s.Fraction && r.Loops == s.Loops && r.ComputeUS == s.ComputeUS {
+				u, sy = append(u, r.Machine.UserUSPerReq), append(sy, r.Machine.SysUSPerReq)
+				ir, so = append(ir, r.Machine.IRQUSPerReq), append(so, r.Machine.SoftirqUSPerReq)
+			}
+		}
+		bars = append(bars, bar{label: s.Arm + " · " + pointOf(rep, s), user: spreadOf(u).Median, sys: spreadOf(sy).Median,
+			irq: spreadOf(ir).Median, soft: spreadOf(so).Median, srv: s.ServerUSPerReq.Median})
+	}
+	if len(bars) == 0 {
+		return ""
+	}
+	top := 0.0
+	for _, br := range bars {
+		top = max(top, br.user+br.sys+br.irq+br.soft, br.srv)
+	}
+	rowH := 18.0
+	c := chart{w: 760, h: 50 + rowH*float64(len(bars)), left: 230, right: 20, top: 24, bottom: 26, x0: 0, x1: top * 1.1}
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg width="%.0f" height="%.0f" xmlns="http://www.w3.org/2000/svg">`, c.w, c.h)
+	parts := []struct{ name, colour string }{{"user", "#4e79a7"}, {"system", "#f28e2b"}, {"irq", "#e15759"}, {"softirq", "#76b7b2"}}
+	for i, p := range parts {
+		fmt.Fprintf(&b, `<rect x="%.0f" y="6" width="10" height="10" fill="%s"/><text x="%.0f" y="15">%s</text>`, c.left+float64(i)*80, p.colour, c.left+float64(i)*80+14, p.name)
+	}
+	for i, br := range bars {
+		y := c.top + float64(i)*rowH
+		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="end">%s</text>`, c.left-4, y+12, html.EscapeString(br.label))
+		x := c.left
+		for j, v := range []float64{br.user, br.sys, br.irq, br.soft} {
+			w := v / c.x1 * (c.w - c.left - c.right)
+			fmt.Fprintf(&b, `<rect x="%.1f" y="%.0f" width="%.1f" height="%.0f" fill="%s"><title>%s %.2f µs/req</title></rect>`, x, y+2, w, rowH-4, parts[j].colour, parts[j].name, v)
+			x += w
+		}
+		sx := c.left + br.srv/c.x1*(c.w-c.left-c.right)
+		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.0f" x2="%.1f" y2="%.0f" stroke="#000" stroke-width="2"><title>server process %.2f µs/req</title></line>`, sx, y, sx, y+rowH, br.srv)
+	}
+	yb := c.h - c.bottom + 14
+	for i := 0; i <= 4; i++ {
+		v := c.x1 * float64(i) / 4
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" text-anchor="middle">%.1f</text>`, c.left+v/c.x1*(c.w-c.left-c.right), yb, v)
+	}
+	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="middle">CPU-µs per request</text></svg>`+"\n", (c.left+c.w)/2, c.h-2)
+	_ = colours
+	return b.String()
+}

@@ -1,0 +1,583 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// Config configures a benchmark run (`spindle bench`). The zero value of a
+// field selects its default.
+type Config struct {
+	// Arms names the arms to run, in order; nil runs every registered arm.
+	Arms []string
+	// Topology is "loopback" (default) or "wire".
+	Topology string
+	// Duration is the run's total measuring budget, shared among its
+	// measurements (each gets a fifth as warm-up, the rest as its window);
+	// server start-up and drains come on top. Default 2 minutes.
+	Duration time.Duration
+	// Reps is the number of repetitions of each measurement. Default 3.
+	Reps int
+	// Conns is the number of client connections. Default 50.
+	Conns int
+	// InFlight is the closed-loop requests in flight per connection.
+	// Default 1.
+	InFlight int
+	// Payload is the RPC payload size. Default DefaultPayload.
+	Payload int
+	// ComputeUS is CPU µs the server burns per request. Default 0.
+	ComputeUS int
+	// Loops is the number of server event loops. Default 1.
+	Loops int
+	// ServerCPUs pins the server process. Default CPU 0.
+	ServerCPUs []int
+	// ClientCPUs pins the client threads. Default CPU 1 (CPU 0, shared
+	// with the server, on a one-CPU machine).
+	ClientCPUs []int
+	// ClientThreads is the number of client threads. Default
+	// len(ClientCPUs).
+	ClientThreads int
+	// OpenFractions are the open-loop rates as fractions of the slowest
+	// arm's median closed-loop peak. Default 0.5 and 0.8.
+	OpenFractions []float64
+	// ServerCommand starts a server child for arms built into this binary;
+	// the harness appends the server flags. Default: this executable with
+	// "bench server".
+	ServerCommand []string
+	// ServerEnv is added to the server children's environment.
+	ServerEnv []string
+	// PeersDir is the source directory of the bench/peers module; "" looks
+	// for bench/peers in the working directory and its parents. Peer arms
+	// are skipped, with the reason, when it cannot be built.
+	PeersDir string
+	// Progress receives one line per measurement; nil discards them.
+	Progress io.Writer
+	// Tag makes topology names unique. Default: the process id.
+	Tag string
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Duration <= 0 {
+		c.Duration = 2 * time.Minute
+	}
+	if c.Reps <= 0 {
+		c.Reps = 3
+	}
+	if c.Conns <= 0 {
+		c.Conns = 50
+	}
+	if c.InFlight <= 0 {
+		c.InFlight = 1
+	}
+	if c.Payload == 0 {
+		c.Payload = DefaultPayload
+	}
+	if c.Loops <= 0 {
+		c.Loops = 1
+	}
+	ncpu := runtime.NumCPU()
+	if len(c.ServerCPUs) == 0 {
+		c.ServerCPUs = []int{0}
+	}
+	if len(c.ClientCPUs) == 0 {
+		c.ClientCPUs = []int{min(1, ncpu-1)}
+	}
+	for _, cpu := range slices.Concat(c.ServerCPUs, c.ClientCPUs) {
+		if cpu >= ncpu {
+			return c, fmt.Errorf("bench: CPU %d does not exist (%d CPUs)", cpu, ncpu)
+		}
+	}
+	if c.ClientThreads <= 0 {
+		c.ClientThreads = len(c.ClientCPUs)
+	}
+	if c.OpenFractions == nil {
+		c.OpenFractions = []float64{0.5, 0.8}
+	}
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+	if c.Tag == "" {
+		c.Tag = strconv.Itoa(os.Getpid())
+	}
+	if len(c.ServerCommand) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return c, fmt.Errorf("bench: find own executable: %w", err)
+		}
+		c.ServerCommand = []string{exe, "bench", "server"}
+	}
+	return c, nil
+}
+
+// runner holds the state of one run.
+type runner struct {
+	cfg      Config
+	topo     Topology
+	peerArgv []string
+	report   *Report
+	total    int
+	done     int
+	warmup   time.Duration
+	window   time.Duration
+}
+
+// armSet resolves the configured arm names, building the peers binary if a
+// peer arm is asked for. Arms that cannot run are listed with the reason.
+func (r *runner) armSet(ctx context.Context, tmp string) ([]Arm, error) {
+	var list []Arm
+	if r.cfg.Arms == nil {
+		list = Arms()
+		list = slices.DeleteFunc(list, func(a Arm) bool { return a.Order >= 99 }) // test-only arms
+	} else {
+		for _, n := range r.cfg.Arms {
+			a, err := LookupArm(n)
+			if err != nil {
+				return nil, err
+			}
+			list = append(list, a)
+		}
+	}
+	var run []Arm
+	for _, a := range list {
+		info := ArmInfo{Name: a.Name, Summary: a.Summary}
+		if a.Peer && a.Start == nil {
+			if r.peerArgv == nil {
+				bin, err := BuildPeers(ctx, r.cfg.PeersDir, tmp)
+				if err != nil {
+					info.Skipped = err.Error()
+				} else {
+					r.peerArgv = []string{bin}
+				}
+			}
+			if r.peerArgv == nil && info.Skipped == "" {
+				info.Skipped = "peers binary unavailable"
+			}
+		}
+		if a.Unavailable != nil {
+			if err := a.Unavailable(); err != nil {
+				info.Skipped = err.Error()
+			}
+		}
+		r.report.Arms = append(r.report.Arms, info)
+		if info.Skipped != "" {
+			r.report.Notes = append(r.report.Notes, fmt.Sprintf("arm %s skipped: %s", a.Name, info.Skipped))
+			fmt.Fprintf(r.cfg.Progress, "arm %s skipped: %s\n", a.Name, info.Skipped)
+			continue
+		}
+		run = append(run, a)
+	}
+	if len(run) == 0 {
+		return nil, errors.New("bench: no arm can run")
+	}
+	return run, nil
+}
+
+// Run runs the default benchmark: every arm closed-loop (peak), then open
+// loop at each of cfg.OpenFractions of the slowest arm's median peak; arms
+// alternate within each repetition (ABAB…). It returns the report; a
+// verification failure or a crashed server fails the run. Progress lines go
+// to cfg.Progress.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	r, cleanup, arms, err := newRunner(ctx, cfg, "bench")
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	c := r.cfg
+	r.total = len(arms) * c.Reps * (1 + len(c.OpenFractions))
+	r.splitBudget()
+	for rep := 1; rep <= c.Reps; rep++ {
+		for _, a := range arms {
+			res, err := r.measure(ctx, a, rep, "closed", 0, 0, c.Loops, c.ComputeUS)
+			if err != nil {
+				return nil, err
+			}
+			r.report.Results = append(r.report.Results, res)
+		}
+	}
+	r.report.Summary = summarize(r.report.Results)
+	slowest := 0.0
+	for _, s := range r.report.Summary {
+		if slowest == 0 || s.AchievedRPS.Median < slowest {
+			slowest = s.AchievedRPS.Median
+		}
+	}
+	for _, f := range c.OpenFractions {
+		rate := f * slowest
+		if rate <= 0 {
+			continue
+		}
+		for rep := 1; rep <= c.Reps; rep++ {
+			for _, a := range arms {
+				res, err := r.measure(ctx, a, rep, "open", f, rate, c.Loops, c.ComputeUS)
+				if err != nil {
+					return nil, err
+				}
+				r.report.Results = append(r.report.Results, res)
+			}
+		}
+	}
+	r.finish()
+	return r.report, nil
+}
+
+// SweepConfig configures `spindle bench sweep`: a closed-loop grid of
+// loops × compute-µs × arm.
+type SweepConfig struct {
+	Config
+	// Loops lists the server loop counts. Default 1 and, on machines with
+	// two or more CPUs, 2.
+	Loops []int
+	// ComputeUS lists the per-request compute values. Default 0, 10, 50.
+	ComputeUS []int
+}
+
+// Sweep runs the closed-loop grid of SweepConfig, arms alternating within
+// each cell and repetition. Server CPUs grow with the loop count: loop i
+// runs on the i-th of cfg.ServerCPUs (default 0..loops-1), and the client
+// keeps cfg.ClientCPUs.
+func Sweep(ctx context.Context, cfg SweepConfig) (*Report, error) {
+	if cfg.Loops == nil {
+		cfg.Loops = []int{1}
+		if runtime.NumCPU() >= 2 {
+			cfg.Loops = append(cfg.Loops, 2)
+		}
+	}
+	if cfg.ComputeUS == nil {
+		cfg.ComputeUS = []int{0, 10, 50}
+	}
+	if len(cfg.ServerCPUs) == 0 {
+		for i := range slices.Max(cfg.Loops) {
+			cfg.ServerCPUs = append(cfg.ServerCPUs, i%runtime.NumCPU())
+		}
+	}
+	cfg.OpenFractions = []float64{}
+	r, cleanup, arms, err := newRunner(ctx, cfg.Config, "sweep")
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	r.total = len(arms) * r.cfg.Reps * len(cfg.Loops) * len(cfg.ComputeUS)
+	r.splitBudget()
+	allCPUs := r.cfg.ServerCPUs
+	for _, loops := range cfg.Loops {
+		r.cfg.ServerCPUs = allCPUs[:min(loops, len(allCPUs))]
+		for _, cu := range cfg.ComputeUS {
+			for rep := 1; rep <= r.cfg.Reps; rep++ {
+				for _, a := range arms {
+					res, err := r.measure(ctx, a, rep, "closed", 0, 0, loops, cu)
+					if err != nil {
+						return nil, err
+					}
+					r.report.Results = append(r.report.Results, res)
+				}
+			}
+		}
+	}
+	r.cfg.ServerCPUs = allCPUs
+	r.report.Config.ServerCPUs = allCPUs
+	r.finish()
+	return r.report, nil
+}
+
+func newRunner(ctx context.Context, cfg Config, kind string) (*runner, func(), []Arm, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	tmp, err := os.MkdirTemp("", "spindle-bench-")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	r := &runner{cfg: cfg, report: &Report{
+		Schema: SchemaVersion, Started: time.Now().UTC(), Kind: kind, Host: hostInfo(),
+		Config: RunSettings{
+			Conns: cfg.Conns, InFlight: cfg.InFlight, Payload: cfg.Payload, ComputeUS: cfg.ComputeUS,
+			Loops: cfg.Loops, ServerCPUs: cfg.ServerCPUs, ClientCPUs: cfg.ClientCPUs,
+			ClientThreads: cfg.ClientThreads, Reps: cfg.Reps, OpenFractions: cfg.OpenFractions,
+		},
+	}}
+	cleanupTmp := func() { os.RemoveAll(tmp) }
+	arms, err := r.armSet(ctx, tmp)
+	if err != nil {
+		cleanupTmp()
+		return nil, nil, nil, err
+	}
+	topo, err := NewTopology(cfg.Topology, cfg.Tag)
+	if err != nil {
+		cleanupTmp()
+		return nil, nil, nil, err
+	}
+	r.topo = topo
+	r.report.Topology = topo.Name()
+	if slices.ContainsFunc(cfg.ServerCPUs, func(c int) bool { return slices.Contains(cfg.ClientCPUs, c) }) {
+		r.report.Notes = append(r.report.Notes, "server and client share a CPU: figures include their contention")
+	}
+	cleanup := func() {
+		if err := topo.Close(); err != nil {
+			fmt.Fprintf(cfg.Progress, "warning: removing the %s topology: %v\n", topo.Name(), err)
+		}
+		cleanupTmp()
+	}
+	return r, cleanup, arms, nil
+}
+
+// splitBudget divides the measuring budget among r.total measurements.
+func (r *runner) splitBudget() {
+	per := r.cfg.Duration / time.Duration(max(r.total, 1))
+	r.warmup = min(max(per/5, 50*time.Millisecond), time.Second)
+	r.window = max(per-r.warmup, 100*time.Millisecond)
+	r.report.Config.WarmupSeconds = r.warmup.Seconds()
+	r.report.Config.WindowSeconds = r.window.Seconds()
+	fmt.Fprintf(r.cfg.Progress, "spindle bench: %d measurements on %s, each %v warm-up + %v measured; server CPUs %v, client CPUs %v\n",
+		r.total, r.topo.Name(), r.warmup, r.window, r.cfg.ServerCPUs, r.cfg.ClientCPUs)
+}
+
+func (r *runner) finish() {
+	r.report.Summary = summarize(r.report.Results)
+	r.report.Seconds = time.Since(r.report.Started).Seconds()
+	for _, res := range r.report.Results {
+		if res.Mode == "closed" && res.ClientCPUPercent > 0 {
+			r.report.ClientCeilingRPS = max(r.report.ClientCeilingRPS, res.AchievedRPS/(res.ClientCPUPercent/100))
+		}
+	}
+	saturated := map[string]bool{}
+	for _, s := range r.report.Summary {
+		if s.ClientCPUPercent >= 90 && !saturated[s.Arm] {
+			saturated[s.Arm] = true
+			r.report.Notes = append(r.report.Notes, fmt.Sprintf("the client was saturated (%.0f%% CPU) measuring %s %s: that figure is the client's limit, not the server's", s.ClientCPUPercent, s.Arm, s.Mode))
+		}
+	}
+	if r.report.Topology == "loopback" {
+		r.report.Notes = append(r.report.Notes, "loopback has no NAPI instances: busy-poll arms cannot show their effect here; use --topology wire")
+	}
+}
+
+// serverArgv is the command line of arm's server child.
+func (r *runner) serverArgv(a Arm, loops, compute int) []string {
+	argv := slices.Clone(r.topo.ServerPrefix())
+	if a.Peer && a.Start == nil {
+		argv = append(argv, r.peerArgv...)
+	} else {
+		argv = append(argv, r.cfg.ServerCommand...)
+	}
+	return append(argv, "-arm", a.Name, "-listen", r.topo.ListenAddr(), "-loops", strconv.Itoa(loops),
+		"-cpus", FormatCPUList(r.cfg.ServerCPUs), "-compute-us", strconv.Itoa(compute), "-control")
+}
+
+// snapshot is the resource counters at one edge of a window.
+type snapshot struct {
+	usage ServerUsage
+	stat  *Stat
+	soft  Softirqs
+	intr  *Interrupts
+	err   error
+}
+
+func takeSnapshot(p *serverProc) snapshot {
+	var s snapshot
+	var errs [4]error
+	s.usage, errs[0] = p.usage()
+	s.stat, errs[1] = Proc{}.Stat()
+	s.soft, errs[2] = Proc{}.Softirqs()
+	s.intr, errs[3] = Proc{}.Interrupts()
+	s.err = errors.Join(errs[:]...)
+	return s
+}
+
+// measure runs one measurement with a fresh server child.
+func (r *runner) measure(ctx context.Context, a Arm, rep int, mode string, frac, rate float64, loops, compute int) (Result, error) {
+	res := Result{Arm: a.Name, Rep: rep, Mode: mode, Fraction: frac, OfferedRPS: rate, ComputeUS: compute, Loops: loops}
+	p, err := startServerProc(ctx, r.serverArgv(a, loops, compute), r.cfg.ServerEnv)
+	if err != nil {
+		return res, err
+	}
+	snaps := make(chan [2]snapshot, 1)
+	lc := LoadConfig{
+		Addr: p.hello.Addr, Conns: r.cfg.Conns, InFlight: r.cfg.InFlight, Rate: rate, Payload: r.cfg.Payload,
+		Warmup: r.warmup, Duration: r.window, Threads: r.cfg.ClientThreads, CPUs: r.cfg.ClientCPUs,
+		NetNS: r.topo.ClientNetNS(), Drain: min(time.Second, r.window),
+		Window: func(start, end time.Time) {
+			go func() {
+				var s [2]snapshot
+				time.Sleep(time.Until(start))
+				s[0] = takeSnapshot(p)
+				time.Sleep(time.Until(end))
+				s[1] = takeSnapshot(p)
+				snaps <- s
+			}()
+		},
+	}
+	load, err := RunLoad(ctx, lc)
+	var edges [2]snapshot
+	if err == nil {
+		edges = <-snaps
+		err = errors.Join(edges[0].err, edges[1].err)
+	}
+	if serr := p.stop(); err == nil && serr != nil {
+		err = serr
+	}
+	if err != nil {
+		return res, fmt.Errorf("bench: %s %s rep %d: %w", a.Name, mode, rep, err)
+	}
+	r.fill(&res, load, edges)
+	r.done++
+	label := mode
+	if mode == "open" {
+		label = fmt.Sprintf("open %.0f%%", frac*100)
+	}
+	fmt.Fprintf(r.cfg.Progress, "[%3d/%d] rep %d %-9s %-15s loops %d compute %2dµs: %8.0f req/s  p50 %7.1fµs  p99 %8.1fµs  p99.9 %8.1fµs  server %5.1fµs/req  machine %5.1fµs/req  client %3.0f%%\n",
+		r.done, r.total, rep, label, a.Name, loops, compute, res.AchievedRPS, res.Latency.P50, res.Latency.P99, res.Latency.P999,
+		res.Server.TotalUSPerReq, res.Machine.TotalUSPerReq, res.ClientCPUPercent)
+	return res, nil
+}
+
+// fill computes a Result's figures from the load result and the window's
+// snapshots.
+func (r *runner) fill(res *Result, load *LoadResult, edges [2]snapshot) {
+	res.AchievedRPS = load.Throughput()
+	res.Requests = load.Replies
+	res.Unanswered = load.Unanswered
+	res.Latency = load.Hist.Percentiles()
+	res.Spectrum = load.Hist.Spectrum()
+	res.ClientCPUPercent = load.ClientCPUPercent()
+	n := float64(load.Replies)
+	if n == 0 {
+		return
+	}
+	perReq := func(ns float64) float64 { return ns / 1e3 / n }
+	res.ClientUSPerReq = perReq(float64(load.ClientUser + load.ClientSys))
+	u0, u1 := edges[0].usage, edges[1].usage
+	res.Server = ServerCPU{
+		UserUSPerReq:      perReq(float64(u1.UserNS - u0.UserNS)),
+		SysUSPerReq:       perReq(float64(u1.SysNS - u0.SysNS)),
+		TotalUSPerReq:     perReq(float64(u1.UserNS - u0.UserNS + u1.SysNS - u0.SysNS)),
+		CtxSwitchesPerReq: float64(u1.Nvcsw-u0.Nvcsw+u1.Nivcsw-u0.Nivcsw) / n,
+	}
+	before := map[int]TaskStat{}
+	for _, t := range u0.Threads {
+		before[t.TID] = t
+	}
+	for _, t := range u1.Threads {
+		d := t.RunNS - before[t.TID].RunNS
+		if d > 0 {
+			res.Server.Threads = append(res.Server.Threads, ThreadCPU{TID: t.TID, Comm: t.Comm, USPerReq: perReq(float64(d)), CPU: t.Processor})
+		}
+	}
+	s0, s1 := edges[0].stat, edges[1].stat
+	tick := func(ticks uint64) float64 { return perReq(float64(ticks) * ClockTick) }
+	tot := s1.Total.Sub(s0.Total)
+	res.Machine = MachineCPU{
+		TotalUSPerReq: tick(tot.Busy()), UserUSPerReq: tick(tot.User + tot.Nice), SysUSPerReq: tick(tot.System),
+		IRQUSPerReq: tick(tot.IRQ), SoftirqUSPerReq: tick(tot.SoftIRQ),
+		CtxSwitchesPerReq: float64(s1.Ctxt-s0.Ctxt) / n,
+	}
+	windowTicks := load.Window.Seconds() * 1e9 / ClockTick
+	for cpu := range s1.CPU {
+		if cpu >= len(s0.CPU) {
+			break
+		}
+		d := s1.CPU[cpu].Sub(s0.CPU[cpu])
+		role := ""
+		srv, cli := slices.Contains(r.cfg.ServerCPUs, cpu), slices.Contains(r.cfg.ClientCPUs, cpu)
+		switch {
+		case srv && cli:
+			role = "both"
+		case srv:
+			role = "server"
+		case cli:
+			role = "client"
+		}
+		res.Machine.PerCPU = append(res.Machine.PerCPU, CPUSplit{
+			CPU: cpu, Role: role, BusyPercent: 100 * float64(d.Busy()) / windowTicks,
+			UserUSPerReq: tick(d.User + d.Nice), SysUSPerReq: tick(d.System), IRQUSPerReq: tick(d.IRQ), SoftirqUSPerReq: tick(d.SoftIRQ),
+		})
+	}
+	var irq, dev, netrx uint64
+	i0, i1 := edges[0].intr, edges[1].intr
+	rx0, rx1 := edges[0].soft["NET_RX"], edges[1].soft["NET_RX"]
+	for _, cpu := range r.cfg.ServerCPUs {
+		if cpu < len(i0.Total) && cpu < len(i1.Total) {
+			irq += i1.Total[cpu] - i0.Total[cpu]
+			dev += i1.Device[cpu] - i0.Device[cpu]
+		}
+		if cpu < len(rx0) && cpu < len(rx1) {
+			netrx += rx1[cpu] - rx0[cpu]
+		}
+	}
+	res.Machine.ServerCPUInterruptsPerReq = float64(irq) / n
+	res.Machine.ServerCPUDeviceIRQsPerReq = float64(dev) / n
+	res.Machine.ServerCPUNetRxPerReq = float64(netrx) / n
+}
+
+// summarize groups results by arm and load point, in first-seen order, and
+// takes medians and spreads.
+func summarize(results []Result) []SummaryRow {
+	type key struct {
+		arm, mode string
+		frac      float64
+		cu, loops int
+	}
+	var order []key
+	groups := map[key][]Result{}
+	for _, res := range results {
+		k := key{res.Arm, res.Mode, res.Fraction, res.ComputeUS, res.Loops}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], res)
+	}
+	var rows []SummaryRow
+	for _, k := range order {
+		g := groups[k]
+		spread := func(f func(Result) float64) Spread {
+			v := make([]float64, len(g))
+			for i, res := range g {
+				v[i] = f(res)
+			}
+			return spreadOf(v)
+		}
+		row := SummaryRow{
+			Arm: k.arm, Mode: k.mode, Fraction: k.frac, ComputeUS: k.cu, Loops: k.loops, Reps: len(g),
+			OfferedRPS:       g[0].OfferedRPS,
+			AchievedRPS:      spread(func(r Result) float64 { return r.AchievedRPS }),
+			P50:              spread(func(r Result) float64 { return r.Latency.P50 }),
+			P90:              spread(func(r Result) float64 { return r.Latency.P90 }),
+			P99:              spread(func(r Result) float64 { return r.Latency.P99 }),
+			P999:             spread(func(r Result) float64 { return r.Latency.P999 }),
+			P9999:            spread(func(r Result) float64 { return r.Latency.P9999 }),
+			Max:              spread(func(r Result) float64 { return r.Latency.Max }),
+			ServerUSPerReq:   spread(func(r Result) float64 { return r.Server.TotalUSPerReq }),
+			MachineUSPerReq:  spread(func(r Result) float64 { return r.Machine.TotalUSPerReq }),
+			SoftirqUSPerReq:  spread(func(r Result) float64 { return r.Machine.SoftirqUSPerReq }).Median,
+			ClientCPUPercent: spread(func(r Result) float64 { return r.ClientCPUPercent }).Median,
+		}
+		for _, res := range g {
+			row.Unanswered += res.Unanswered
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// spreadOf returns the median (the mean of the middle two for an even
+// count), minimum and maximum of v.
+func spreadOf(v []float64) Spread {
+	if len(v) == 0 {
+		return Spread{}
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	m := s[len(s)/2]
+	if len(s)%2 == 0 {
+		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return Spread{Median: m, Min: s[0], Max: s[len(s)-1]}
+}

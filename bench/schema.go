@@ -1,0 +1,251 @@
+package bench
+
+import "time"
+
+// SchemaVersion names the layout of Report. It changes only when a field
+// is removed or changes meaning; new fields may be added without a change.
+const SchemaVersion = "spindle-bench/1"
+
+// Report is the result of a benchmark run: `spindle bench --json` prints
+// it, and bench-report/report.json holds it. docs/BENCH-SCHEMA.md describes
+// it for readers who do not read Go. All latencies are in microseconds, all
+// CPU figures per request are CPU-microseconds per verified reply.
+type Report struct {
+	// Schema is SchemaVersion.
+	Schema string `json:"schema"`
+	// Started is when the run started (UTC).
+	Started time.Time `json:"started"`
+	// Seconds is the run's wall-clock length.
+	Seconds float64 `json:"seconds"`
+	// Kind is "bench" for the default run and "sweep" for bench sweep.
+	Kind string `json:"kind"`
+	// Host describes the machine.
+	Host Host `json:"host"`
+	// Topology is "loopback" or "wire" (two network namespaces joined by a
+	// veth pair with GRO on and TSO off).
+	Topology string `json:"topology"`
+	// Config is the run's configuration after defaults.
+	Config RunSettings `json:"config"`
+	// Arms lists every arm asked for, with the reason if it did not run.
+	Arms []ArmInfo `json:"arms"`
+	// Results has one entry per measurement, in the order they ran.
+	Results []Result `json:"results"`
+	// Summary has one row per arm and load point: medians over the
+	// repetitions and their spread.
+	Summary []SummaryRow `json:"summary"`
+	// ClientCeilingRPS estimates the load generator's capacity: the best
+	// closed-loop achieved rate divided by the client's CPU fraction, in
+	// requests per second per client CPU. A figure near the arms' peaks
+	// means the client, not the server, was measured.
+	ClientCeilingRPS float64 `json:"client_ceiling_rps"`
+	// Notes are caveats a reader must see (noisy host, skipped arms,
+	// saturated client, …).
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Host describes the machine a report came from.
+type Host struct {
+	// Hostname is the machine's host name.
+	Hostname string `json:"hostname"`
+	// Kernel is the kernel release (uname -r).
+	Kernel string `json:"kernel"`
+	// CPUs is the number of online CPUs.
+	CPUs int `json:"cpus"`
+	// CPUModel is the first "model name" of /proc/cpuinfo.
+	CPUModel string `json:"cpu_model"`
+	// GoVersion is the Go toolchain that built the harness.
+	GoVersion string `json:"go_version"`
+}
+
+// RunSettings is the configuration a report was made with.
+type RunSettings struct {
+	// Conns is the number of client connections.
+	Conns int `json:"conns"`
+	// InFlight is the closed-loop requests in flight per connection.
+	InFlight int `json:"in_flight"`
+	// Payload is the RPC payload in bytes.
+	Payload int `json:"payload_bytes"`
+	// ComputeUS is the CPU µs each server burns per request.
+	ComputeUS int `json:"compute_us"`
+	// Loops is the number of server event loops.
+	Loops int `json:"loops"`
+	// ServerCPUs and ClientCPUs are the CPUs the server process and the
+	// client threads were pinned to.
+	ServerCPUs []int `json:"server_cpus"`
+	ClientCPUs []int `json:"client_cpus"`
+	// ClientThreads is the number of client threads.
+	ClientThreads int `json:"client_threads"`
+	// Reps is the number of repetitions of each measurement.
+	Reps int `json:"reps"`
+	// WarmupSeconds and WindowSeconds are each measurement's dropped
+	// warm-up and measured window.
+	WarmupSeconds float64 `json:"warmup_seconds"`
+	WindowSeconds float64 `json:"window_seconds"`
+	// OpenFractions are the open-loop rates as fractions of the slowest
+	// arm's median closed-loop peak.
+	OpenFractions []float64 `json:"open_fractions"`
+}
+
+// ArmInfo is one arm of a run.
+type ArmInfo struct {
+	// Name is the arm's name.
+	Name string `json:"name"`
+	// Summary describes the arm.
+	Summary string `json:"summary"`
+	// Skipped, when not empty, says why the arm did not run.
+	Skipped string `json:"skipped,omitempty"`
+}
+
+// Result is one measurement: one arm, one repetition, one load point.
+type Result struct {
+	// Arm is the arm's name.
+	Arm string `json:"arm"`
+	// Rep is the repetition, from 1.
+	Rep int `json:"rep"`
+	// Mode is "closed" (closed-loop peak) or "open" (fixed-rate).
+	Mode string `json:"mode"`
+	// Fraction is, in open loop, the offered rate as a fraction of the
+	// slowest arm's peak; 0 in closed loop.
+	Fraction float64 `json:"fraction,omitempty"`
+	// ComputeUS and Loops are the server settings of this measurement
+	// (they vary in a sweep).
+	ComputeUS int `json:"compute_us"`
+	Loops     int `json:"loops"`
+	// OfferedRPS is the open-loop schedule's rate; 0 in closed loop.
+	OfferedRPS float64 `json:"offered_rps"`
+	// AchievedRPS is verified replies per second in the window.
+	AchievedRPS float64 `json:"achieved_rps"`
+	// Requests is the number of verified replies in the window.
+	Requests uint64 `json:"requests"`
+	// Unanswered counts open-loop requests still without a reply at the
+	// end of the drain (recorded in the latencies at a lower bound).
+	Unanswered uint64 `json:"unanswered"`
+	// Errors counts failed requests. Reply mismatches and connection
+	// errors fail the whole run instead, so a report holds only 0 here.
+	Errors uint64 `json:"errors"`
+	// Latency are the percentiles, measured from the intended send time in
+	// open loop and the actual send time in closed loop.
+	Latency Percentiles `json:"latency"`
+	// Spectrum is the latency percentile spectrum for plotting.
+	Spectrum []SpectrumPoint `json:"spectrum"`
+	// Server is the server process's CPU per request.
+	Server ServerCPU `json:"server"`
+	// Machine is machine-wide CPU per request from /proc/stat.
+	Machine MachineCPU `json:"machine"`
+	// ClientCPUPercent is the client threads' CPU use, in percent of one
+	// CPU per thread (100 = saturated client).
+	ClientCPUPercent float64 `json:"client_cpu_percent"`
+	// ClientUSPerReq is the client's CPU-µs per request.
+	ClientUSPerReq float64 `json:"client_us_per_req"`
+}
+
+// ServerCPU is the server process's accounting over a window.
+type ServerCPU struct {
+	// UserUSPerReq, SysUSPerReq and TotalUSPerReq are the server process's
+	// user, system and total CPU-µs per request (getrusage RUSAGE_SELF).
+	UserUSPerReq  float64 `json:"user_us_per_req"`
+	SysUSPerReq   float64 `json:"sys_us_per_req"`
+	TotalUSPerReq float64 `json:"total_us_per_req"`
+	// CtxSwitchesPerReq is voluntary plus involuntary context switches of
+	// the server process per request.
+	CtxSwitchesPerReq float64 `json:"ctx_switches_per_req"`
+	// Threads is CPU per request of each server thread that ran in the
+	// window (schedstat run time).
+	Threads []ThreadCPU `json:"threads"`
+}
+
+// ThreadCPU is one server thread's share.
+type ThreadCPU struct {
+	// TID and Comm identify the thread.
+	TID  int    `json:"tid"`
+	Comm string `json:"comm"`
+	// USPerReq is the thread's on-CPU µs per request.
+	USPerReq float64 `json:"us_per_req"`
+	// CPU is the CPU the thread last ran on.
+	CPU int `json:"cpu"`
+}
+
+// MachineCPU is machine-wide accounting over a window, from /proc/stat,
+// /proc/softirqs and /proc/interrupts. /proc/stat counts in 10 ms ticks
+// and, on kernels without CONFIG_IRQ_TIME_ACCOUNTING, samples irq and
+// softirq time at the tick: short windows are coarse.
+type MachineCPU struct {
+	// TotalUSPerReq is busy (non-idle) CPU-µs per request over all CPUs.
+	TotalUSPerReq float64 `json:"total_us_per_req"`
+	// UserUSPerReq, SysUSPerReq, IRQUSPerReq and SoftirqUSPerReq split
+	// TotalUSPerReq (user includes nice; steal is in the total only).
+	UserUSPerReq    float64 `json:"user_us_per_req"`
+	SysUSPerReq     float64 `json:"sys_us_per_req"`
+	IRQUSPerReq     float64 `json:"irq_us_per_req"`
+	SoftirqUSPerReq float64 `json:"softirq_us_per_req"`
+	// PerCPU splits the same per CPU.
+	PerCPU []CPUSplit `json:"per_cpu"`
+	// CtxSwitchesPerReq is machine-wide context switches per request.
+	CtxSwitchesPerReq float64 `json:"ctx_switches_per_req"`
+	// ServerCPUInterruptsPerReq is all interrupts (device and local:
+	// timer, IPIs) on the server's CPUs per request.
+	ServerCPUInterruptsPerReq float64 `json:"server_cpu_interrupts_per_req"`
+	// ServerCPUDeviceIRQsPerReq is device interrupts on the server's CPUs
+	// per request.
+	ServerCPUDeviceIRQsPerReq float64 `json:"server_cpu_device_irqs_per_req"`
+	// ServerCPUNetRxPerReq is NET_RX softirqs on the server's CPUs per
+	// request.
+	ServerCPUNetRxPerReq float64 `json:"server_cpu_net_rx_per_req"`
+}
+
+// CPUSplit is one CPU's busy time per request, split.
+type CPUSplit struct {
+	// CPU is the CPU number.
+	CPU int `json:"cpu"`
+	// Role is "server", "client", "both" or "" (neither).
+	Role string `json:"role"`
+	// BusyPercent is the CPU's non-idle share of the window.
+	BusyPercent float64 `json:"busy_percent"`
+	// UserUSPerReq, SysUSPerReq, IRQUSPerReq and SoftirqUSPerReq are
+	// CPU-µs per request on this CPU.
+	UserUSPerReq    float64 `json:"user_us_per_req"`
+	SysUSPerReq     float64 `json:"sys_us_per_req"`
+	IRQUSPerReq     float64 `json:"irq_us_per_req"`
+	SoftirqUSPerReq float64 `json:"softirq_us_per_req"`
+}
+
+// SummaryRow is one arm at one load point over the repetitions: the
+// median of each figure and, for the main ones, the spread (min and max).
+type SummaryRow struct {
+	// Arm, Mode and Fraction identify the load point like in Result.
+	Arm      string  `json:"arm"`
+	Mode     string  `json:"mode"`
+	Fraction float64 `json:"fraction,omitempty"`
+	// ComputeUS and Loops are the server settings.
+	ComputeUS int `json:"compute_us"`
+	Loops     int `json:"loops"`
+	// Reps is the number of repetitions summarized.
+	Reps int `json:"reps"`
+	// OfferedRPS is the open-loop rate (0 in closed loop).
+	OfferedRPS float64 `json:"offered_rps"`
+	// AchievedRPS, P50, P99, P999, ServerUSPerReq and MachineUSPerReq are
+	// medians with their spread.
+	AchievedRPS     Spread `json:"achieved_rps"`
+	P50             Spread `json:"p50_us"`
+	P90             Spread `json:"p90_us"`
+	P99             Spread `json:"p99_us"`
+	P999            Spread `json:"p99_9_us"`
+	P9999           Spread `json:"p99_99_us"`
+	Max             Spread `json:"max_us"`
+	ServerUSPerReq  Spread `json:"server_us_per_req"`
+	MachineUSPerReq Spread `json:"machine_us_per_req"`
+	// SoftirqUSPerReq is the median machine-wide softirq CPU-µs per
+	// request.
+	SoftirqUSPerReq float64 `json:"softirq_us_per_req"`
+	// ClientCPUPercent is the median client CPU use.
+	ClientCPUPercent float64 `json:"client_cpu_percent"`
+	// Unanswered is the total over the repetitions.
+	Unanswered uint64 `json:"unanswered"`
+}
+
+// Spread is a median with the smallest and largest value it summarizes.
+type Spread struct {
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+}

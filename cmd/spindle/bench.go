@@ -1,0 +1,230 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spindlenet/spindle/bench"
+)
+
+func init() {
+	register("bench", "measure arms side by side: latency and CPU per request (bench sweep|server|client)", runBench)
+}
+
+// benchFlags are the flags shared by bench and bench sweep.
+type benchFlags struct {
+	arms, topology, serverCPUs, clientCPUs, peersDir, out string
+	duration                                             time.Duration
+	reps, conns, inflight, payload, compute, loops       int
+	threads                                              int
+	jsonOut                                              bool
+}
+
+func (f *benchFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.arms, "arms", "", "comma-separated arms to run (default: every arm available)")
+	fs.StringVar(&f.topology, "topology", "loopback", "loopback, or wire (two netns joined by a veth pair; root)")
+	fs.DurationVar(&f.duration, "duration", 2*time.Minute, "total measuring budget, shared among the measurements")
+	fs.IntVar(&f.reps, "reps", 3, "repetitions of each measurement (arms alternate within each)")
+	fs.IntVar(&f.conns, "conns", 50, "client connections")
+	fs.IntVar(&f.inflight, "inflight", 1, "closed-loop requests in flight per connection")
+	fs.IntVar(&f.payload, "payload", bench.DefaultPayload, "RPC payload bytes")
+	fs.IntVar(&f.compute, "compute-us", 0, "CPU µs the server burns per request")
+	fs.IntVar(&f.loops, "loops", 1, "server event loops")
+	fs.StringVar(&f.serverCPUs, "server-cpus", "0", "CPUs the server is pinned to")
+	fs.StringVar(&f.clientCPUs, "client-cpus", "", "CPUs the client threads are pinned to (default 1, or 0 on one CPU)")
+	fs.IntVar(&f.threads, "client-threads", 0, "client threads (default: one per client CPU)")
+	fs.StringVar(&f.peersDir, "peers-dir", "", "bench/peers module source (default: found from the working directory)")
+	fs.StringVar(&f.out, "out", "bench-report", "directory for report.json, report.md and report.html (\"\" for none; with --json, none unless set)")
+	fs.BoolVar(&f.jsonOut, "json", false, "print the report as one JSON document on stdout (schema: docs/BENCH-SCHEMA.md)")
+}
+
+func (f *benchFlags) config(fs *flag.FlagSet) (bench.Config, error) {
+	cfg := bench.Config{
+		Topology: f.topology, Duration: f.duration, Reps: f.reps, Conns: f.conns, InFlight: f.inflight,
+		Payload: f.payload, ComputeUS: f.compute, Loops: f.loops, ClientThreads: f.threads,
+		PeersDir: f.peersDir, Progress: os.Stderr,
+	}
+	if f.arms != "" {
+		cfg.Arms = strings.Split(f.arms, ",")
+	}
+	var err error
+	if cfg.ServerCPUs, err = bench.ParseCPUList(f.serverCPUs); err != nil {
+		return cfg, err
+	}
+	if cfg.ClientCPUs, err = bench.ParseCPUList(f.clientCPUs); err != nil {
+		return cfg, err
+	}
+	if f.jsonOut {
+		set := false
+		fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == "out" })
+		if !set {
+			f.out = ""
+		}
+	}
+	return cfg, nil
+}
+
+func (f *benchFlags) emit(rep *bench.Report) error {
+	if f.out != "" {
+		if err := bench.WriteReport(f.out, rep); err != nil {
+			return err
+		}
+	}
+	if f.jsonOut {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	bench.WriteTable(os.Stdout, rep)
+	if f.out != "" {
+		fmt.Printf("report: %s/%s, %s, %s\n", f.out, bench.ReportHTML, bench.ReportMarkdown, bench.ReportJSON)
+	}
+	return nil
+}
+
+func runBench(ctx context.Context, args []string) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "server":
+			return bench.ServeMain(ctx, args[1:], os.Stdin, os.Stdout)
+		case "client":
+			return runBenchClient(ctx, args[1:])
+		case "sweep":
+			return runBenchSweep(ctx, args[1:])
+		}
+	}
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: spindle bench [flags]            every arm: closed-loop peak, then open loop at 50% and 80% of the slowest peak\n"+
+			"       spindle bench sweep [flags]      closed-loop grid of loops × compute-us × arm\n"+
+			"       spindle bench server [flags]     the server half (-arm, -listen, -loops, -cpus, -compute-us)\n"+
+			"       spindle bench client [flags]     the client half against -addr")
+		fs.PrintDefaults()
+	}
+	var f benchFlags
+	f.register(fs)
+	fractions := fs.String("fractions", "0.5,0.8", "open-loop rates as fractions of the slowest arm's peak")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := f.config(fs)
+	if err != nil {
+		return err
+	}
+	cfg.OpenFractions = []float64{}
+	for _, s := range strings.Split(*fractions, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil || v <= 0 || v > 2 {
+			return fmt.Errorf("bad --fractions value %q", s)
+		}
+		cfg.OpenFractions = append(cfg.OpenFractions, v)
+	}
+	rep, err := bench.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	return f.emit(rep)
+}
+
+func runBenchSweep(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench sweep", flag.ContinueOnError)
+	var f benchFlags
+	f.register(fs)
+	loops := fs.String("loops-list", "", "server loop counts (default 1,2 on two or more CPUs)")
+	compute := fs.String("compute-list", "0,10,50", "per-request compute µs values")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := f.config(fs)
+	if err != nil {
+		return err
+	}
+	sc := bench.SweepConfig{Config: cfg}
+	// The sweep gives each loop count its own server CPUs; --server-cpus
+	// is honoured only when given.
+	set := false
+	fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == "server-cpus" })
+	if !set {
+		sc.ServerCPUs = nil
+	}
+	if sc.Loops, err = intList(*loops); err != nil {
+		return err
+	}
+	if sc.ComputeUS, err = intList(*compute); err != nil {
+		return err
+	}
+	rep, err := bench.Sweep(ctx, sc)
+	if err != nil {
+		return err
+	}
+	return f.emit(rep)
+}
+
+func intList(s string) ([]int, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []int
+	for _, p := range strings.Split(s, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || v < 0 {
+			return nil, fmt.Errorf("bad list value %q", p)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func runBenchClient(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench client", flag.ContinueOnError)
+	addr := fs.String("addr", "", "server host:port (required)")
+	conns := fs.Int("conns", 50, "connections")
+	inflight := fs.Int("inflight", 1, "closed-loop requests in flight per connection")
+	rate := fs.Float64("rate", 0, "open-loop requests per second (0: closed loop)")
+	payload := fs.Int("payload", bench.DefaultPayload, "payload bytes")
+	warmup := fs.Duration("warmup", time.Second, "warm-up, dropped")
+	duration := fs.Duration("duration", 10*time.Second, "measured window")
+	cpus := fs.String("cpus", "", "CPUs to pin the client threads to")
+	threads := fs.Int("threads", 1, "client threads")
+	jsonOut := fs.Bool("json", false, "print the result as JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cpuList, err := bench.ParseCPUList(*cpus)
+	if err != nil {
+		return err
+	}
+	res, err := bench.RunLoad(ctx, bench.LoadConfig{
+		Addr: *addr, Conns: *conns, InFlight: *inflight, Rate: *rate, Payload: *payload,
+		Warmup: *warmup, Duration: *duration, CPUs: cpuList, Threads: *threads,
+	})
+	if err != nil {
+		return err
+	}
+	out := struct {
+		OfferedRPS       float64           `json:"offered_rps"`
+		AchievedRPS      float64           `json:"achieved_rps"`
+		Requests         uint64            `json:"requests"`
+		Unanswered       uint64            `json:"unanswered"`
+		Latency          bench.Percentiles `json:"latency"`
+		ClientCPUPercent float64           `json:"client_cpu_percent"`
+	}{*rate, res.Throughput(), res.Replies, res.Unanswered, res.Hist.Percentiles(), res.ClientCPUPercent()}
+	if *jsonOut {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	p := out.Latency
+	fmt.Printf("%.0f req/s (%d verified replies, %d unanswered), client CPU %.0f%%\np50 %.1fµs p90 %.1fµs p99 %.1fµs p99.9 %.1fµs p99.99 %.1fµs max %.1fµs\n",
+		out.AchievedRPS, out.Requests, out.Unanswered, out.ClientCPUPercent, p.P50, p.P90, p.P99, p.P999, p.P9999, p.Max)
+	return nil
+}
