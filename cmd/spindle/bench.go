@@ -20,10 +20,10 @@ func init() {
 // benchFlags are the flags shared by bench and bench sweep.
 type benchFlags struct {
 	arms, topology, serverCPUs, clientCPUs, peersDir, out string
-	duration                                             time.Duration
-	reps, conns, inflight, payload, compute, loops       int
-	threads                                              int
-	jsonOut                                              bool
+	duration                                              time.Duration
+	reps, conns, inflight, payload, compute, loops        int
+	threads                                               int
+	jsonOut                                               bool
 }
 
 func (f *benchFlags) register(fs *flag.FlagSet) {
