@@ -1,0 +1,288 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spindlenet/spindle/topo"
+	"github.com/spindlenet/spindle/tune"
+)
+
+func init() {
+	register("tune", "inspect, diagnose and tune host networking (plan, apply, revert)", runTune)
+}
+
+const tuneUsage = `usage: spindle tune <inspect|diagnose|plan|apply|revert> [flags]
+
+  inspect   print CPUs, NUMA, isolation, NICs, queues, IRQs, NAPI, limits
+  diagnose  sample counters for --period and report findings with fixes
+  plan      print a tuning plan for review (--apply to apply it)
+  apply     apply a plan saved with 'plan --json' (root)
+  revert    restore what 'apply' saved, byte for byte (root)
+
+Every subcommand takes --json and --root (a captured /proc+/sys tree; default /).`
+
+const defaultState = "/run/spindle/tune-state.json"
+
+func runTune(ctx context.Context, args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintln(os.Stderr, tuneUsage)
+		if len(args) == 0 {
+			return errors.New("missing subcommand")
+		}
+		return nil
+	}
+	switch args[0] {
+	case "inspect":
+		return tuneInspect(args[1:])
+	case "diagnose":
+		return tuneDiagnose(ctx, args[1:])
+	case "plan":
+		return tunePlan(args[1:])
+	case "apply":
+		return tuneApply(args[1:])
+	case "revert":
+		return tuneRevert(args[1:])
+	}
+	fmt.Fprintln(os.Stderr, tuneUsage)
+	return fmt.Errorf("unknown tune subcommand %q", args[0])
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+type cpuFlag struct{ set topo.CPUSet }
+
+func (c *cpuFlag) String() string { return c.set.String() }
+func (c *cpuFlag) Set(s string) error {
+	v, err := topo.ParseCPUList(s)
+	c.set = v
+	return err
+}
+
+func tuneInspect(args []string) error {
+	fs := flag.NewFlagSet("tune inspect", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print JSON")
+	root := fs.String("root", "/", "read /proc and /sys under this directory")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	h, err := tune.ReadHost(*root)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(os.Stdout, h)
+	}
+	return tune.WriteHost(os.Stdout, h)
+}
+
+func tuneDiagnose(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("tune diagnose", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print JSON")
+	root := fs.String("root", "/", "read /proc and /sys under this directory")
+	period := fs.Duration("period", 5*time.Second, "sampling period")
+	var loops cpuFlag
+	fs.Var(&loops, "loop-cpus", "CPUs that run event loops (default: isolated CPUs)")
+	inline := fs.Bool("inline", false, "loops share CPUs with their queues' IRQs (inline policy): do not report IRQs on loop CPUs")
+	busy := fs.Bool("busy-poll", false, "the application busy-polls (io_uring NAPI or SO_BUSY_POLL)")
+	locked := fs.Uint64("locked-mib", 64, "MiB of memory the application locks (registered buffers)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *period <= 0 {
+		return fmt.Errorf("--period must be positive")
+	}
+	h, err := tune.ReadHost(*root)
+	if err != nil {
+		return err
+	}
+	if !*asJSON {
+		fmt.Fprintf(os.Stderr, "sampling counters for %v ...\n", *period)
+	}
+	a, b, err := tune.Sample(ctx, *root, h, *period)
+	if err != nil {
+		return err
+	}
+	findings := tune.Diagnose(h, a, b, tune.Options{LoopCPUs: loops.set, Inline: *inline, BusyPoll: *busy, LockedBytes: *locked << 20})
+	if *asJSON {
+		if findings == nil {
+			findings = []tune.Finding{}
+		}
+		return printJSON(os.Stdout, struct {
+			PeriodSeconds float64        `json:"period_seconds"`
+			Findings      []tune.Finding `json:"findings"`
+		}{b.Time.Sub(a.Time).Seconds(), findings})
+	}
+	return tune.WriteFindings(os.Stdout, findings)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func tunePlan(args []string) error {
+	fs := flag.NewFlagSet("tune plan", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print the plan as JSON (input for 'tune apply --plan')")
+	root := fs.String("root", "/", "read /proc and /sys under this directory")
+	policy := fs.String("policy", "inline", "inline (queue i -> IRQ on CPU i -> loop i) or dedicated (softirq CPUs apart from loop CPUs)")
+	ifaces := fs.String("iface", "", "comma-separated interfaces (default: physical interfaces with queues)")
+	var loops, irqs cpuFlag
+	fs.Var(&loops, "loop-cpus", "CPU list for loops")
+	fs.Var(&irqs, "irq-cpus", "CPU list for IRQs and softirq (dedicated)")
+	busy := fs.Int("busy-poll", 0, "inline: busy-poll microseconds (sysctls, napi_defer_hard_irqs, gro_flush_timeout, adaptive-rx off); 0 = off")
+	exclude := fs.String("exclude-irqs", "", "comma-separated IRQ numbers never to touch")
+	apply := fs.Bool("apply", false, "apply the plan now (root); saves the previous state to --state")
+	state := fs.String("state", defaultState, "state file written by --apply, read by 'tune revert'")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg := tune.PlanConfig{Policy: tune.Policy(*policy), Interfaces: splitList(*ifaces), LoopCPUs: loops.set, IRQCPUs: irqs.set, BusyPollUsecs: *busy}
+	for _, s := range splitList(*exclude) {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return fmt.Errorf("--exclude-irqs: %q is not a number", s)
+		}
+		cfg.ExcludeIRQs = append(cfg.ExcludeIRQs, n)
+	}
+	h, err := tune.ReadHost(*root)
+	if err != nil {
+		return err
+	}
+	p, err := tune.MakePlan(h, cfg)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		if err := printJSON(os.Stdout, p); err != nil {
+			return err
+		}
+	} else if err := tune.WritePlan(os.Stdout, p); err != nil {
+		return err
+	}
+	if !*apply {
+		if !*asJSON && len(p.Writes) > 0 {
+			fmt.Println("\nreview, then apply with --apply (saves the current values to --state; 'spindle tune revert' restores them)")
+		}
+		return nil
+	}
+	return applyPlan(p, *root, *state, *asJSON)
+}
+
+func applyPlan(p *tune.Plan, root, state string, asJSON bool) error {
+	if root == "/" && os.Geteuid() != 0 {
+		return fmt.Errorf("applying to the live host needs root")
+	}
+	t, done, err := tune.OpenTarget(root)
+	if err != nil {
+		return err
+	}
+	defer done()
+	st, err := tune.Apply(p, t, state)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return nil
+	}
+	fmt.Printf("applied %d write(s); previous values saved in %s\nrevert with: spindle tune revert --state %s\n", len(st.Plan.Writes), state, state)
+	return nil
+}
+
+func tuneApply(args []string) error {
+	fs := flag.NewFlagSet("tune apply", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print the saved state as JSON")
+	root := fs.String("root", "/", "apply under this directory instead of the live /proc and /sys")
+	planPath := fs.String("plan", "", "plan file from 'tune plan --json' (- for stdin)")
+	state := fs.String("state", defaultState, "where to save the previous values")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *planPath == "" {
+		return fmt.Errorf("--plan is required (make one with 'spindle tune plan --json > plan.json')")
+	}
+	var r io.Reader = os.Stdin
+	if *planPath != "-" {
+		f, err := os.Open(*planPath)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		r = f
+	}
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	var p tune.Plan
+	if err := dec.Decode(&p); err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
+	if err := applyPlan(&p, *root, *state, *asJSON); err != nil {
+		return err
+	}
+	if *asJSON {
+		st, err := tune.LoadState(*state)
+		if err != nil {
+			return err
+		}
+		return printJSON(os.Stdout, st)
+	}
+	return nil
+}
+
+func tuneRevert(args []string) error {
+	fs := flag.NewFlagSet("tune revert", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print the result as JSON")
+	root := fs.String("root", "", "root the plan was applied under (default: the one saved in the state file)")
+	state := fs.String("state", defaultState, "state file written by apply")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	st, err := tune.LoadState(*state)
+	if err != nil {
+		return err
+	}
+	r := *root
+	if r == "" {
+		r = st.Root
+	}
+	if r == "/" && os.Geteuid() != 0 {
+		return fmt.Errorf("reverting the live host needs root")
+	}
+	t, done, err := tune.OpenTarget(r)
+	if err != nil {
+		return err
+	}
+	defer done()
+	drifted, err := tune.Revert(*state, t)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		if drifted == nil {
+			drifted = []string{}
+		}
+		return printJSON(os.Stdout, map[string]any{"reverted": len(st.Plan.Writes), "state": *state + ".reverted", "drifted": drifted})
+	}
+	for _, d := range drifted {
+		fmt.Println("note:", d)
+	}
+	fmt.Printf("restored %d value(s); state moved to %s.reverted\n", len(st.Plan.Writes), *state)
+	return nil
+}

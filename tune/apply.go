@@ -1,0 +1,315 @@
+package tune
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spindlenet/spindle/topo"
+)
+
+// Coalescer reads and sets ethtool coalescing parameters.
+// *topo.NetlinkClient implements it.
+type Coalescer interface {
+	Coalesce(ifindex int) (topo.Coalesce, error)
+	SetCoalesce(ifindex int, values map[string]uint32) error
+}
+
+// Target is where a plan is applied: a root directory for /proc and /sys
+// ("/" live) and, for netlink writes, a Coalescer.
+type Target struct {
+	// Root is prefixed to every file path.
+	Root string
+	// Netlink performs KindCoalesce writes; nil refuses them.
+	Netlink Coalescer
+}
+
+// State is what Apply saves before writing and Revert restores.
+type State struct {
+	// Version of the state format (1).
+	Version int `json:"version"`
+	// Applied is when Apply started.
+	Applied time.Time `json:"applied"`
+	// Root is the Target root the plan was applied under.
+	Root string `json:"root"`
+	// Plan is the applied plan.
+	Plan *Plan `json:"plan"`
+	// Before holds, per write, the exact value found just before writing.
+	Before []string `json:"before"`
+}
+
+// ValidateWrite refuses writes outside /proc and /sys, with relative or
+// unclean paths, unknown kinds or formats, and values that do not parse
+// in their format.
+func ValidateWrite(w Write) error {
+	switch w.Kind {
+	case KindFile:
+		if !path.IsAbs(w.Path) || path.Clean(w.Path) != w.Path || strings.Contains(w.Path, "..") {
+			return refuse("path %q is not a clean absolute path", w.Path)
+		}
+		if !strings.HasPrefix(w.Path, "/proc/") && !strings.HasPrefix(w.Path, "/sys/") {
+			return refuse("path %q is outside /proc and /sys", w.Path)
+		}
+	case KindCoalesce:
+		if w.Ifindex <= 0 || w.Iface == "" {
+			return refuse("coalesce write without interface")
+		}
+		known := false
+		for _, n := range topo.CoalesceAttrNames() {
+			known = known || n == w.Param
+		}
+		if !known {
+			return refuse("unknown coalescing parameter %q", w.Param)
+		}
+		if _, err := strconv.ParseUint(strings.TrimSpace(w.New), 10, 32); err != nil {
+			return refuse("coalesce %s value %q is not a number", w.Param, w.New)
+		}
+	default:
+		return refuse("unknown write kind %q", w.Kind)
+	}
+	switch w.Format {
+	case FormatCPUList:
+		_, err := topo.ParseCPUList(w.New)
+		if err != nil {
+			return refuse("%s: %v", w.Target(), err)
+		}
+	case FormatMask:
+		_, err := topo.ParseCPUMask(w.New)
+		if err != nil {
+			return refuse("%s: %v", w.Target(), err)
+		}
+	case FormatInt:
+	default:
+		return refuse("%s: unknown format %q", w.Target(), w.Format)
+	}
+	return nil
+}
+
+// Validate checks every write of p.
+func Validate(p *Plan) error {
+	if p == nil {
+		return refuse("no plan")
+	}
+	for i, w := range p.Writes {
+		if err := ValidateWrite(w); err != nil {
+			return fmt.Errorf("write %d: %w", i+1, err)
+		}
+	}
+	return nil
+}
+
+func (t Target) read(w Write) (string, error) {
+	switch w.Kind {
+	case KindFile:
+		b, err := os.ReadFile(filepath.Join(t.Root, w.Path))
+		return string(b), err
+	case KindCoalesce:
+		if t.Netlink == nil {
+			return "", fmt.Errorf("%s: %w: no netlink", w.Target(), topo.ErrNotSupported)
+		}
+		c, err := t.Netlink.Coalesce(w.Ifindex)
+		if err != nil {
+			return "", err
+		}
+		v, ok := c[w.Param]
+		if !ok {
+			return "", fmt.Errorf("%s: %w by the driver", w.Target(), topo.ErrNotSupported)
+		}
+		return strconv.FormatUint(uint64(v), 10), nil
+	}
+	return "", refuse("unknown write kind %q", w.Kind)
+}
+
+func (t Target) write(w Write, value string) error {
+	switch w.Kind {
+	case KindFile:
+		f, err := os.OpenFile(filepath.Join(t.Root, w.Path), os.O_WRONLY|os.O_TRUNC, 0)
+		if err != nil {
+			return err
+		}
+		_, err = f.Write([]byte(value))
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("write %q to %s: %w", strings.TrimSpace(value), w.Path, err)
+		}
+		return nil
+	case KindCoalesce:
+		if t.Netlink == nil {
+			return fmt.Errorf("%s: %w: no netlink", w.Target(), topo.ErrNotSupported)
+		}
+		v, err := strconv.ParseUint(strings.TrimSpace(value), 10, 32)
+		if err != nil {
+			return fmt.Errorf("%s: %w", w.Target(), err)
+		}
+		return t.Netlink.SetCoalesce(w.Ifindex, map[string]uint32{w.Param: uint32(v)})
+	}
+	return refuse("unknown write kind %q", w.Kind)
+}
+
+// setAndCheck writes value and reads it back; the kernel must hold it.
+func (t Target) setAndCheck(w Write, value string) error {
+	if err := t.write(w, value); err != nil {
+		return err
+	}
+	got, err := t.read(w)
+	if err != nil {
+		return fmt.Errorf("%s: read back: %w", w.Target(), err)
+	}
+	if same, _ := equalValues(w.Format, got, value); !same {
+		return fmt.Errorf("%s: wrote %q, reads back %q", w.Target(), strings.TrimSpace(value), strings.TrimSpace(got))
+	}
+	return nil
+}
+
+// ErrStale means the host changed since the plan was made.
+var ErrStale = errors.New("plan is stale")
+
+// Apply applies p to t. It first checks that every current value is still
+// the plan's Old value (else ErrStale and nothing is written), saves them
+// to statePath (which must not exist), then writes in order, reading each
+// value back. If a write fails, the writes already done are restored in
+// reverse order and the state file is removed; the error says what failed
+// and whether the rollback was complete.
+func Apply(p *Plan, t Target, statePath string) (*State, error) {
+	if err := Validate(p); err != nil {
+		return nil, err
+	}
+	st := &State{Version: 1, Applied: time.Now().UTC(), Root: t.Root, Plan: p}
+	for i, w := range p.Writes {
+		cur, err := t.read(w)
+		if err != nil {
+			return nil, fmt.Errorf("write %d (%s): %w", i+1, w.Target(), err)
+		}
+		if cur != w.Old {
+			return nil, fmt.Errorf("%w: %s is %q, the plan expected %q; make a new plan", ErrStale, w.Target(), strings.TrimSpace(cur), strings.TrimSpace(w.Old))
+		}
+		st.Before = append(st.Before, cur)
+	}
+	if err := saveState(statePath, st); err != nil {
+		return nil, err
+	}
+	for i, w := range p.Writes {
+		if err := t.setAndCheck(w, w.New); err != nil {
+			failure := fmt.Errorf("write %d of %d (%s): %w", i+1, len(p.Writes), w.Target(), err)
+			if rerr := rollback(t, p.Writes[:i+1], st.Before[:i+1]); rerr != nil {
+				return nil, fmt.Errorf("%w; rollback incomplete, state kept in %s: %v", failure, statePath, rerr)
+			}
+			if err := os.Remove(statePath); err != nil {
+				return nil, fmt.Errorf("%w; rolled back, but removing %s: %v", failure, statePath, err)
+			}
+			return nil, fmt.Errorf("%w; all earlier writes rolled back", failure)
+		}
+	}
+	return st, nil
+}
+
+// rollback restores before[i] for writes in reverse order, checking each
+// value byte for byte.
+func rollback(t Target, writes []Write, before []string) error {
+	var errs []error
+	for i := len(writes) - 1; i >= 0; i-- {
+		w := writes[i]
+		cur, err := t.read(w)
+		if err == nil && cur == before[i] {
+			continue // never written, or already back
+		}
+		if err := t.write(w, before[i]); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		got, err := t.read(w)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if w.Kind == KindFile && got != before[i] || w.Kind != KindFile && strings.TrimSpace(got) != strings.TrimSpace(before[i]) {
+			errs = append(errs, fmt.Errorf("%s: restored %q, reads back %q", w.Target(), before[i], got))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func saveState(statePath string, st *State) error {
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(statePath), 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(statePath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return refuse("state file %s exists: an applied plan has not been reverted (run `spindle tune revert --state %s`, or choose another --state)", statePath, statePath)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(b, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(statePath)
+	}
+	return err
+}
+
+// LoadState reads a state file written by Apply. Unknown fields are errors.
+func LoadState(statePath string) (*State, error) {
+	f, err := os.Open(statePath)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	dec := json.NewDecoder(f)
+	dec.DisallowUnknownFields()
+	var st State
+	if err := dec.Decode(&st); err != nil {
+		return nil, fmt.Errorf("%s: %w", statePath, err)
+	}
+	if st.Version != 1 || st.Plan == nil || len(st.Before) != len(st.Plan.Writes) {
+		return nil, fmt.Errorf("%s: not a spindle tune state file (version %d)", statePath, st.Version)
+	}
+	if err := Validate(st.Plan); err != nil {
+		return nil, fmt.Errorf("%s: %w", statePath, err)
+	}
+	return &st, nil
+}
+
+// Revert restores the values saved in statePath, in reverse order, and
+// verifies each byte for byte. Values changed by someone else since Apply
+// are restored too and listed in drifted. On success the state file is
+// renamed to statePath+".reverted".
+func Revert(statePath string, t Target) (drifted []string, err error) {
+	st, err := LoadState(statePath)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range st.Plan.Writes {
+		cur, err := t.read(w)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", w.Target(), err)
+		}
+		if same, _ := equalValues(w.Format, cur, w.New); !same {
+			drifted = append(drifted, fmt.Sprintf("%s is %q, applied %q (changed since)", w.Target(), strings.TrimSpace(cur), w.New))
+		}
+	}
+	if err := rollback(t, st.Plan.Writes, st.Before); err != nil {
+		return drifted, fmt.Errorf("revert incomplete, state kept in %s: %w", statePath, err)
+	}
+	if err := os.Rename(statePath, statePath+".reverted"); err != nil {
+		return drifted, err
+	}
+	return drifted, nil
+}

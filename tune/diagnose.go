@@ -1,0 +1,404 @@
+package tune
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/spindlenet/spindle/topo"
+)
+
+// Severity ranks a finding.
+type Severity string
+
+// Severities, most serious first.
+const (
+	Critical Severity = "critical"
+	Warning  Severity = "warning"
+	Info     Severity = "info"
+)
+
+// Finding is one diagnosis: what is wrong, the evidence, and the fix.
+type Finding struct {
+	// ID is a stable identifier ("softirq-saturated", "drops", ...).
+	ID       string   `json:"id"`
+	Severity Severity `json:"severity"`
+	Title    string   `json:"title"`
+	Evidence []string `json:"evidence"`
+	Fix      string   `json:"fix"`
+}
+
+// Options tune the diagnosis. The zero value uses the defaults.
+type Options struct {
+	// LoopCPUs are the CPUs that run (or will run) event loops. Default:
+	// the host's isolated CPUs; when both are empty, the IRQs-on-loop-CPUs
+	// check is skipped.
+	LoopCPUs topo.CPUSet
+	// Inline says IRQs are meant to share the loop CPUs (the inline
+	// policy), so queue IRQs on loop CPUs are not reported.
+	Inline bool
+	// BusyPoll says the application busy-polls (io_uring NAPI or
+	// SO_BUSY_POLL) even if the busy-poll sysctls are 0.
+	BusyPoll bool
+	// LockedBytes is the memory the application will lock (registered
+	// buffers, rings). Default 64 MiB.
+	LockedBytes uint64
+	// SoftirqSaturation is the share of a CPU's time in softirq above
+	// which it counts as saturated. Default 0.5.
+	SoftirqSaturation float64
+	// IdleShare is the idle share above which the other CPUs count as
+	// idle. Default 0.5.
+	IdleShare float64
+}
+
+func (o Options) withDefaults(h *topo.Host) Options {
+	if o.LoopCPUs.Len() == 0 {
+		o.LoopCPUs = h.Isolated
+	}
+	if o.LockedBytes == 0 {
+		o.LockedBytes = 64 << 20
+	}
+	if o.SoftirqSaturation == 0 {
+		o.SoftirqSaturation = 0.5
+	}
+	if o.IdleShare == 0 {
+		o.IdleShare = 0.5
+	}
+	return o
+}
+
+func sub(a, b uint64) uint64 {
+	if b < a {
+		return 0
+	}
+	return b - a
+}
+
+// irqDelta returns, per CPU, how many times irq fired between a and b.
+func irqDelta(a, b *Snapshot, irq int) map[int]uint64 {
+	pa, pb := a.Interrupts.PerCPU(irq), b.Interrupts.PerCPU(irq)
+	out := map[int]uint64{}
+	for cpu, v := range pb {
+		if d := sub(pa[cpu], v); d > 0 {
+			out[cpu] = d
+		}
+	}
+	return out
+}
+
+func softirqDelta(a, b *Snapshot, name string) map[int]uint64 {
+	pa, pb := a.Softirqs.PerCPU(name), b.Softirqs.PerCPU(name)
+	out := map[int]uint64{}
+	for cpu, v := range pb {
+		out[cpu] = sub(pa[cpu], v)
+	}
+	return out
+}
+
+func sysctlInt(h *topo.Host, name string) (int64, bool) {
+	v, ok := h.Sysctls[name]
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	return n, err == nil
+}
+
+func pct(x float64) string { return fmt.Sprintf("%.0f%%", 100*x) }
+
+func seconds(a, b *Snapshot) float64 {
+	s := b.Time.Sub(a.Time).Seconds()
+	if s <= 0 {
+		return 1
+	}
+	return s
+}
+
+// Diagnose compares two snapshots of h and returns the findings, most
+// serious first. It reads nothing itself.
+func Diagnose(h *topo.Host, a, b *Snapshot, opt Options) []Finding {
+	opt = opt.withDefaults(h)
+	var fs []Finding
+	add := func(f Finding) { fs = append(fs, f) }
+	secs := seconds(a, b)
+	nics := tunedNICs(h)
+
+	// 1. One CPU drowning in softirq while others idle.
+	type share struct {
+		cpu           int
+		softirq, idle float64
+	}
+	var shares []share
+	for cpu, tb := range b.Stat {
+		ta, ok := a.Stat[cpu]
+		if !ok {
+			continue
+		}
+		d := tb.Sub(ta)
+		if d.Total() == 0 {
+			continue
+		}
+		shares = append(shares, share{cpu, float64(d.SoftIRQ) / float64(d.Total()), float64(d.Idle+d.IOWait) / float64(d.Total())})
+	}
+	sort.Slice(shares, func(i, j int) bool { return shares[i].cpu < shares[j].cpu })
+	netrx := softirqDelta(a, b, "NET_RX")
+	for _, s := range shares {
+		if s.softirq < opt.SoftirqSaturation || len(shares) < 2 {
+			continue
+		}
+		var idleSum float64
+		var others []int
+		for _, o := range shares {
+			if o.cpu != s.cpu {
+				idleSum += o.idle
+				others = append(others, o.cpu)
+			}
+		}
+		if idleSum/float64(len(others)) < opt.IdleShare {
+			continue
+		}
+		add(Finding{
+			ID: "softirq-saturated", Severity: Critical,
+			Title: fmt.Sprintf("CPU %d is saturated by softirq while the other CPUs are idle", s.cpu),
+			Evidence: []string{
+				fmt.Sprintf("CPU %d: %s of its time in softirq, NET_RX raised %.0f/s", s.cpu, pct(s.softirq), float64(netrx[s.cpu])/secs),
+				fmt.Sprintf("CPUs %s: %s idle on average", topo.NewCPUSet(others...), pct(idleSum/float64(len(others)))),
+			},
+			Fix: "spread receive processing over more CPUs: `spindle tune plan --policy inline` (one queue IRQ per loop CPU, RPS when there are fewer queues than CPUs) or `--policy dedicated` (softirq on a chosen CPU set, RPS to it).",
+		})
+	}
+
+	for _, n := range nics {
+		queueIRQs := queueIRQs(n)
+		// 2a. Single-queue NIC on a multi-CPU host.
+		if len(n.RxQueues) == 1 && h.Online.Len() > 1 {
+			ev := []string{fmt.Sprintf("%s has 1 receive queue for %d online CPUs", n.Name, h.Online.Len())}
+			fix := "enable RPS so protocol processing spreads over the loop CPUs (`spindle tune plan` does this when queues < CPUs)"
+			if c := n.Channels; c != nil {
+				max := max(c.CombinedMax, c.RxMax)
+				ev = append(ev, fmt.Sprintf("channels: combined %d (max %d), rx %d (max %d)", c.CombinedCount, c.CombinedMax, c.RxCount, c.RxMax))
+				if max > 1 {
+					fix = fmt.Sprintf("raise the queue count: `ethtool -L %s combined %d`, then re-plan; ", n.Name, min(int(max), h.Online.Len())) + fix
+				}
+			}
+			if n.RxQueues[0].RPS.Len() > 0 {
+				ev = append(ev, fmt.Sprintf("rx-0 already has RPS to CPUs %s", n.RxQueues[0].RPS))
+			}
+			add(Finding{ID: "single-queue", Severity: Warning,
+				Title: fmt.Sprintf("%s has a single receive queue", n.Name), Evidence: ev, Fix: fix})
+		}
+		// 2b. All queue IRQs land on one CPU.
+		if len(queueIRQs) > 1 {
+			perCPU := map[int]uint64{}
+			var total uint64
+			for _, irq := range queueIRQs {
+				for cpu, d := range irqDelta(a, b, irq.IRQ) {
+					perCPU[cpu] += d
+					total += d
+				}
+			}
+			var ev []string
+			if total >= 100 {
+				for cpu, d := range perCPU {
+					if float64(d) >= 0.9*float64(total) {
+						ev = append(ev, fmt.Sprintf("%d of %d queue interrupts of %s (%s) were handled on CPU %d", d, total, n.Name, pct(float64(d)/float64(total)), cpu))
+					}
+				}
+			} else {
+				eff := queueIRQs[0].Effective
+				same := eff.Len() == 1
+				for _, q := range queueIRQs[1:] {
+					same = same && q.Effective.Equal(eff)
+				}
+				if same {
+					ev = append(ev, fmt.Sprintf("all %d queue IRQs of %s are delivered to CPU %s (effective_affinity_list)", len(queueIRQs), n.Name, eff))
+				}
+			}
+			if len(ev) > 0 {
+				add(Finding{ID: "queue-irqs-one-cpu", Severity: Critical,
+					Title:    fmt.Sprintf("all queue interrupts of %s land on one CPU", n.Name),
+					Evidence: ev,
+					Fix:      fmt.Sprintf("pin queue IRQs one per CPU: `spindle tune plan --policy inline --iface %s` (or --policy dedicated with --irq-cpus).", n.Name)})
+			}
+		}
+		// 3. Queue IRQs on loop CPUs.
+		if !opt.Inline && opt.LoopCPUs.Len() > 0 {
+			var ev []string
+			for _, irq := range queueIRQs {
+				d := irqDelta(a, b, irq.IRQ)
+				cpus := slices.Sorted(func(yield func(int) bool) {
+					for c := range d {
+						if !yield(c) {
+							return
+						}
+					}
+				})
+				for _, cpu := range cpus {
+					if opt.LoopCPUs.Contains(cpu) {
+						ev = append(ev, fmt.Sprintf("IRQ %d (%s): %d interrupts on loop CPU %d", irq.IRQ, irq.Name, d[cpu], cpu))
+					}
+				}
+				if len(d) == 0 && irq.Effective.Intersect(opt.LoopCPUs).Len() > 0 {
+					ev = append(ev, fmt.Sprintf("IRQ %d (%s) is delivered to CPU %s, a loop CPU (no interrupts during the sample)", irq.IRQ, irq.Name, irq.Effective))
+				}
+			}
+			if len(ev) > 0 {
+				add(Finding{ID: "irq-on-loop-cpu", Severity: Warning,
+					Title:    fmt.Sprintf("%s interrupts land on loop CPUs %s", n.Name, opt.LoopCPUs),
+					Evidence: ev,
+					Fix:      fmt.Sprintf("move them off: `spindle tune plan --policy dedicated --loop-cpus %s --iface %s`, or pass --inline if loops are meant to share CPUs with their queues.", opt.LoopCPUs, n.Name)})
+			}
+		}
+		// 4b. NIC-level drops.
+		var ev []string
+		for _, name := range []string{"rx_dropped", "rx_missed_errors", "rx_fifo_errors"} {
+			if d := sub(a.NICStats[n.Name][name], b.NICStats[n.Name][name]); d > 0 {
+				ev = append(ev, fmt.Sprintf("%s %s +%d (%.0f/s)", n.Name, name, d, float64(d)/secs))
+			}
+		}
+		if len(ev) > 0 {
+			fix := "more or larger receive rings and faster draining: "
+			if r := n.Rings; r != nil && r.Rx < r.RxMax {
+				fix += fmt.Sprintf("`ethtool -G %s rx %d`; ", n.Name, r.RxMax)
+			}
+			fix += "spread the queues over more CPUs (`spindle tune plan`)."
+			add(Finding{ID: "nic-drops", Severity: Critical, Title: fmt.Sprintf("%s dropped received packets", n.Name), Evidence: ev, Fix: fix})
+		}
+		// 5. Adaptive coalescing while busy polling.
+		bp, _ := sysctlInt(h, "net.core.busy_poll")
+		br, _ := sysctlInt(h, "net.core.busy_read")
+		if (opt.BusyPoll || bp > 0 || br > 0) && n.Coalesce != nil && n.Coalesce["adaptive-rx"] == 1 {
+			add(Finding{ID: "adaptive-coalescing-busy-poll", Severity: Warning,
+				Title: fmt.Sprintf("%s uses adaptive interrupt coalescing while the host busy-polls", n.Name),
+				Evidence: []string{fmt.Sprintf("%s adaptive-rx on, rx-usecs %d", n.Name, n.Coalesce["rx-usecs"]),
+					fmt.Sprintf("net.core.busy_poll=%d busy_read=%d, application busy polling: %v", bp, br, opt.BusyPoll)},
+				Fix: fmt.Sprintf("adaptive moderation fights busy polling (it raises the delay exactly when polling keeps the queue short): `ethtool -C %s adaptive-rx off rx-usecs 8`, or `spindle tune plan --policy inline --busy-poll 50`.", n.Name)})
+		}
+	}
+
+	// 4a. Backlog drops, flow-limit drops and squeeze.
+	{
+		sa := map[int]topo.Softnet{}
+		for _, s := range a.Softnet {
+			sa[s.CPU] = s
+		}
+		var drops, squeeze []string
+		for _, s := range b.Softnet {
+			p, ok := sa[s.CPU]
+			if !ok {
+				continue
+			}
+			if d := sub(p.Dropped, s.Dropped) + sub(p.FlowLimit, s.FlowLimit); d > 0 {
+				drops = append(drops, fmt.Sprintf("CPU %d: %d packets dropped from the backlog (%.0f/s)", s.CPU, d, float64(d)/secs))
+			}
+			if d := sub(p.TimeSqueeze, s.TimeSqueeze); d > 0 {
+				squeeze = append(squeeze, fmt.Sprintf("CPU %d: net_rx_action ran out of budget %d times (%.0f/s)", s.CPU, d, float64(d)/secs))
+			}
+		}
+		if len(drops) > 0 {
+			mb, _ := sysctlInt(h, "net.core.netdev_max_backlog")
+			add(Finding{ID: "backlog-drops", Severity: Critical, Title: "packets dropped from the per-CPU backlog",
+				Evidence: append(drops, fmt.Sprintf("net.core.netdev_max_backlog=%d", mb)),
+				Fix:      fmt.Sprintf("raise the backlog (`sysctl -w net.core.netdev_max_backlog=%d`) and spread RPS over more CPUs.", max(2*mb, 4096))})
+		}
+		if len(squeeze) > 0 {
+			bu, _ := sysctlInt(h, "net.core.netdev_budget")
+			bus, _ := sysctlInt(h, "net.core.netdev_budget_usecs")
+			add(Finding{ID: "time-squeeze", Severity: Warning, Title: "softirq packet processing ran out of budget (time_squeeze)",
+				Evidence: append(squeeze, fmt.Sprintf("net.core.netdev_budget=%d netdev_budget_usecs=%d", bu, bus)),
+				Fix:      fmt.Sprintf("give net_rx_action more room (`sysctl -w net.core.netdev_budget=%d`) or spread the load over more CPUs.", max(2*bu, 600))})
+		}
+	}
+
+	// 6. Busy-poll sysctls unset.
+	if bp, ok := sysctlInt(h, "net.core.busy_poll"); ok {
+		br, _ := sysctlInt(h, "net.core.busy_read")
+		if bp == 0 && br == 0 {
+			add(Finding{ID: "busy-poll-unset", Severity: Info, Title: "busy-poll sysctls are 0",
+				Evidence: []string{"net.core.busy_poll=0 net.core.busy_read=0"},
+				Fix: "epoll/blocking-socket servers get no busy polling. Measured here over a NAPI veth (KERNEL.md): epoll p50 35.9 → 22.7 µs with busy_poll=50, at 18.0 → 25.7 µs CPU per message. " +
+					"Opt in with `sysctl -w net.core.busy_read=50 net.core.busy_poll=50` (or `spindle tune plan --policy inline --busy-poll 50`); io_uring NAPI registration does not need them."})
+		}
+	}
+	// 7. irqbalance fighting pinned IRQs.
+	if h.IrqbalancePID != 0 {
+		var ev []string
+		for _, n := range nics {
+			for _, q := range queueIRQs(n) {
+				if q.Affinity.Len() == 1 {
+					ev = append(ev, fmt.Sprintf("IRQ %d (%s) is pinned to CPU %s", q.IRQ, q.Name, q.Affinity))
+				}
+				if x, y := a.IRQAffinity[q.IRQ], b.IRQAffinity[q.IRQ]; x != "" && y != "" && x != y {
+					ev = append(ev, fmt.Sprintf("IRQ %d (%s) affinity changed from %s to %s during the sample", q.IRQ, q.Name, x, y))
+				}
+			}
+		}
+		if len(ev) > 0 {
+			add(Finding{ID: "irqbalance-pinned", Severity: Warning,
+				Title:    fmt.Sprintf("irqbalance (pid %d) is running while NIC IRQs are pinned", h.IrqbalancePID),
+				Evidence: ev,
+				Fix:      "irqbalance rewrites affinities every 10 s: stop it (`systemctl disable --now irqbalance`) or ban the NIC IRQs/CPUs (IRQBALANCE_BANNED_CPULIST, --banirq) before applying a plan."})
+		}
+	}
+	// 8. memlock.
+	if m := h.Memlock; !m.CapIPCLock && m.Soft != topo.Unlimited && m.Soft < opt.LockedBytes {
+		add(Finding{ID: "memlock-low", Severity: Warning, Title: "locked-memory limit too low for registered buffers",
+			Evidence: []string{fmt.Sprintf("RLIMIT_MEMLOCK soft %d KiB, hard %s, no CAP_IPC_LOCK; need about %d KiB", m.Soft>>10, limitString(m.Hard), opt.LockedBytes>>10)},
+			Fix:      "raise it for the service: `LimitMEMLOCK=infinity` in the systemd unit, `ulimit -l unlimited`, or grant CAP_IPC_LOCK; otherwise io_uring buffer registration fails with ENOMEM."})
+	}
+	// 9. Huge pages.
+	if hp := h.HugePages; hp.Total == 0 {
+		sev, fix := Info, "reserve some: `sysctl -w vm.nr_hugepages=N` (N × 2 MiB); spindle falls back to MADV_HUGEPAGE, then 4 KiB pages."
+		if hp.THP == "never" {
+			sev = Warning
+			fix = "transparent huge pages are off too, so buffers use 4 KiB pages: " + fix
+		}
+		add(Finding{ID: "no-hugepages", Severity: sev, Title: "no huge pages reserved",
+			Evidence: []string{fmt.Sprintf("HugePages_Total 0 (size %d KiB), transparent_hugepage %q", hp.PageSize>>10, hp.THP)},
+			Fix:      fix})
+	}
+	// Netlink absence is reported, not fatal.
+	if h.Netlink.Netdev != "ok" || h.Netlink.Ethtool != "ok" {
+		add(Finding{ID: "netlink-unavailable", Severity: Info, Title: "netlink discovery incomplete",
+			Evidence: []string{"netdev: " + h.Netlink.Netdev, "ethtool: " + h.Netlink.Ethtool},
+			Fix:      "NAPI ids, per-NAPI settings and coalescing come from netlink (netdev family: Linux 6.5+, ethtool netlink: 5.6+); IRQs are matched by name instead."})
+	}
+	rank := map[Severity]int{Critical: 0, Warning: 1, Info: 2}
+	slices.SortStableFunc(fs, func(x, y Finding) int { return rank[x.Severity] - rank[y.Severity] })
+	return fs
+}
+
+func limitString(v uint64) string {
+	if v == topo.Unlimited {
+		return "unlimited"
+	}
+	return fmt.Sprintf("%d KiB", v>>10)
+}
+
+// tunedNICs returns the physical NICs with receive queues.
+func tunedNICs(h *topo.Host) []*topo.NIC {
+	var out []*topo.NIC
+	for _, name := range h.TuningCandidates() {
+		out = append(out, h.NIC(name))
+	}
+	return out
+}
+
+// queueIRQs returns the interrupts of n that serve receive queues.
+func queueIRQs(n *topo.NIC) []topo.NICIRQ {
+	rx := map[int]bool{}
+	for _, q := range n.RxQueues {
+		if q.IRQ >= 0 {
+			rx[q.IRQ] = true
+		}
+	}
+	var out []topo.NICIRQ
+	for _, q := range n.IRQs {
+		if rx[q.IRQ] {
+			out = append(out, q)
+		}
+	}
+	return out
+}

@@ -1,0 +1,34 @@
+package tune
+
+import (
+	"github.com/spindlenet/spindle/topo"
+)
+
+// ReadHost reads the live host when root is "/" (netlink included, in the
+// calling thread's network namespace), else a captured tree under root
+// with its netlink.json when present.
+func ReadHost(root string) (*topo.Host, error) {
+	if root == "/" || root == "" {
+		return topo.ReadLive()
+	}
+	return topo.ReadFixture(root)
+}
+
+// OpenTarget returns the Target for root. For the live host ("/") it dials
+// netlink for coalescing writes; if that fails the Target has no netlink
+// and such writes fail with a clear error. Call close when done.
+func OpenTarget(root string) (t Target, close func(), err error) {
+	if root == "" {
+		root = "/"
+	}
+	t = Target{Root: root}
+	if root != "/" {
+		return t, func() {}, nil
+	}
+	nc, err := topo.DialNetlink()
+	if err != nil {
+		return t, func() {}, nil
+	}
+	t.Netlink = nc
+	return t, func() { nc.Close() }, nil
+}

@@ -1,0 +1,516 @@
+package tune
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spindlenet/spindle/topo"
+)
+
+// Policy names a tuning policy.
+type Policy string
+
+// The policies.
+const (
+	// Inline: queue i → its IRQ on CPU i → loop i. Softirq work runs on
+	// the loop's own CPU (where busy polling can take it over); RPS/RFS
+	// spread it when there are fewer queues than loops.
+	Inline Policy = "inline"
+	// Dedicated: queue IRQs and RPS on a set of softirq CPUs, loops on the
+	// rest. Loops never get interrupted by packet processing.
+	Dedicated Policy = "dedicated"
+)
+
+// Write kinds.
+const (
+	// KindFile writes a /proc or /sys file.
+	KindFile = "file"
+	// KindCoalesce sets one ethtool coalescing parameter over netlink.
+	KindCoalesce = "ethtool-coalesce"
+)
+
+// Value formats, which say how two values compare.
+const (
+	FormatCPUList = "cpulist"
+	FormatMask    = "mask"
+	FormatInt     = "int"
+)
+
+// Write is one change of a plan.
+type Write struct {
+	// Kind is KindFile or KindCoalesce.
+	Kind string `json:"kind"`
+	// Path is the absolute /proc or /sys path (KindFile).
+	Path string `json:"path,omitempty"`
+	// Iface, Ifindex and Param name a netlink parameter (KindCoalesce).
+	Iface   string `json:"iface,omitempty"`
+	Ifindex int    `json:"ifindex,omitempty"`
+	Param   string `json:"param,omitempty"`
+	// Format says how values compare (FormatCPUList, FormatMask,
+	// FormatInt).
+	Format string `json:"format"`
+	// Old is the value found when planning: for files the exact bytes,
+	// trailing newline included, so that revert is byte for byte.
+	Old string `json:"old"`
+	// New is the value to write.
+	New string `json:"new"`
+	// Reason says why, for the reviewer.
+	Reason string `json:"reason"`
+}
+
+// Target names what a write changes, for display.
+func (w Write) Target() string {
+	if w.Kind == KindCoalesce {
+		return fmt.Sprintf("ethtool -C %s %s", w.Iface, w.Param)
+	}
+	return w.Path
+}
+
+// Plan is a reviewable list of writes plus the CPU sets it was built for.
+type Plan struct {
+	Policy     Policy   `json:"policy"`
+	Interfaces []string `json:"interfaces"`
+	// LoopCPUs is where spindle's loops should run: pass it to
+	// `spindle bench`/`proxy` (--cpus).
+	LoopCPUs topo.CPUSet `json:"loop_cpus"`
+	// IRQCPUs is where queue interrupts and softirq processing go.
+	IRQCPUs topo.CPUSet `json:"irq_cpus"`
+	Writes  []Write     `json:"writes"`
+	// Notes are things the reviewer should know that the plan does not
+	// change.
+	Notes   []string  `json:"notes"`
+	Created time.Time `json:"created"`
+}
+
+// PlanConfig configures MakePlan. Zero fields take the defaults.
+type PlanConfig struct {
+	// Policy is Inline (default) or Dedicated.
+	Policy Policy
+	// Interfaces to tune. Default: every physical interface with receive
+	// queues.
+	Interfaces []string
+	// LoopCPUs are the CPUs for loops. Default (inline): the isolated CPUs
+	// local to the NICs if any, else one SMT thread per local core;
+	// (dedicated): those minus IRQCPUs and their SMT siblings.
+	LoopCPUs topo.CPUSet
+	// IRQCPUs are the softirq CPUs of the dedicated policy. Default: one
+	// housekeeping (non-isolated) CPU per 8 local cores, at least one.
+	IRQCPUs topo.CPUSet
+	// BusyPollUsecs, when > 0 (inline only), sets net.core.busy_poll and
+	// busy_read (init network namespace only), napi_defer_hard_irqs and
+	// gro_flush_timeout on the NICs, and turns adaptive-rx off.
+	BusyPollUsecs int
+	// DeferHardIRQs is napi_defer_hard_irqs with busy polling. Default 2.
+	DeferHardIRQs int
+	// GROFlushTimeoutNs is gro_flush_timeout with busy polling. Default
+	// 200000 (200 µs).
+	GROFlushTimeoutNs int
+	// RFSEntries is net.core.rps_sock_flow_entries when the inline policy
+	// uses RPS/RFS. Default 32768.
+	RFSEntries int
+	// Somaxconn is the listen backlog the plan raises net.core.somaxconn
+	// to when it is lower. Default 4096; negative leaves it alone.
+	Somaxconn int
+	// ExcludeIRQs are never touched.
+	ExcludeIRQs []int
+}
+
+// ErrRefused is wrapped by every error that refuses a plan or a write
+// (unknown interface, CPU not on the machine, path outside /proc and /sys).
+var ErrRefused = errors.New("refused")
+
+func refuse(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrRefused, fmt.Sprintf(format, args...))
+}
+
+type planner struct {
+	h       *topo.Host
+	cfg     PlanConfig
+	plan    *Plan
+	wantRFS bool
+}
+
+// MakePlan builds a plan for h. It reads the current value of each file
+// it would write (under h.Root) and writes nothing.
+func MakePlan(h *topo.Host, cfg PlanConfig) (*Plan, error) {
+	if cfg.Policy == "" {
+		cfg.Policy = Inline
+	}
+	if cfg.Policy != Inline && cfg.Policy != Dedicated {
+		return nil, refuse("unknown policy %q (inline or dedicated)", cfg.Policy)
+	}
+	if cfg.DeferHardIRQs == 0 {
+		cfg.DeferHardIRQs = 2
+	}
+	if cfg.GROFlushTimeoutNs == 0 {
+		cfg.GROFlushTimeoutNs = 200000
+	}
+	if cfg.RFSEntries == 0 {
+		cfg.RFSEntries = 32768
+	}
+	if cfg.Somaxconn == 0 {
+		cfg.Somaxconn = 4096
+	}
+	if cfg.BusyPollUsecs < 0 {
+		return nil, refuse("busy-poll %d µs is negative", cfg.BusyPollUsecs)
+	}
+	if cfg.BusyPollUsecs > 0 && cfg.Policy == Dedicated {
+		return nil, refuse("busy polling belongs to the inline policy (dedicated keeps softirq off the loop CPUs)")
+	}
+	ifaces := cfg.Interfaces
+	if len(ifaces) == 0 {
+		ifaces = h.TuningCandidates()
+		if len(ifaces) == 0 {
+			return nil, refuse("no physical interface with receive queues; name one with --iface")
+		}
+	}
+	var nics []*topo.NIC
+	for _, name := range ifaces {
+		n := h.NIC(name)
+		if n == nil {
+			var have []string
+			for _, x := range h.NICs {
+				have = append(have, x.Name)
+			}
+			return nil, refuse("unknown interface %q (this host has: %s)", name, strings.Join(have, ", "))
+		}
+		if len(n.RxQueues) == 0 {
+			return nil, refuse("interface %q has no receive queues in sysfs", name)
+		}
+		nics = append(nics, n)
+	}
+	for _, set := range []struct {
+		name string
+		s    topo.CPUSet
+	}{{"loop", cfg.LoopCPUs}, {"irq", cfg.IRQCPUs}} {
+		if bad := set.s.Minus(h.Online); bad.Len() > 0 {
+			return nil, refuse("%s CPUs %s are not online on this machine (online: %s)", set.name, bad, h.Online)
+		}
+	}
+	p := &planner{h: h, cfg: cfg, plan: &Plan{Policy: cfg.Policy, Interfaces: ifaces, Created: time.Now().UTC()}}
+	if err := p.cpuSets(nics); err != nil {
+		return nil, err
+	}
+	if h.IrqbalancePID != 0 {
+		p.note("irqbalance is running (pid %d): it will rewrite the IRQ affinities below within seconds; stop it or ban these IRQs before applying", h.IrqbalancePID)
+	}
+	for _, n := range nics {
+		if err := p.nic(n); err != nil {
+			return nil, err
+		}
+	}
+	if err := p.sysctls(); err != nil {
+		return nil, err
+	}
+	if len(p.plan.Writes) == 0 {
+		p.note("nothing to change: the host already matches the %s policy", cfg.Policy)
+	}
+	return p.plan, nil
+}
+
+func (p *planner) note(format string, args ...any) {
+	p.plan.Notes = append(p.plan.Notes, fmt.Sprintf(format, args...))
+}
+
+func (p *planner) cpuSets(nics []*topo.NIC) error {
+	h, cfg := p.h, p.cfg
+	local := topo.CPUSet{}
+	for _, n := range nics {
+		l := n.LocalCPUs.Intersect(h.Online)
+		if l.Len() == 0 {
+			l = h.Online
+		}
+		local = local.Union(l)
+	}
+	primaries := h.PrimaryThreads(local)
+	if h.HasSMT() {
+		p.note("SMT: default CPU sets use one thread per core (%s); the sibling threads stay free", primaries)
+	}
+	switch cfg.Policy {
+	case Inline:
+		loops := cfg.LoopCPUs
+		if loops.Len() == 0 {
+			loops = primaries
+			if iso := h.Isolated.Intersect(primaries); iso.Len() > 0 {
+				loops = iso
+			}
+		}
+		p.plan.LoopCPUs, p.plan.IRQCPUs = loops, loops
+	case Dedicated:
+		irq := cfg.IRQCPUs
+		if irq.Len() == 0 {
+			house := primaries.Minus(h.Isolated)
+			if house.Len() == 0 {
+				house = primaries
+			}
+			k := max(1, primaries.Len()/8)
+			if primaries.Len() < 2 {
+				return refuse("the dedicated policy needs at least 2 CPUs (have %s)", primaries)
+			}
+			irq = house[:min(k, house.Len())]
+		}
+		loops := cfg.LoopCPUs
+		if loops.Len() == 0 {
+			var sib topo.CPUSet
+			for _, c := range irq {
+				sib = sib.Union(h.CPU(c).Siblings)
+			}
+			loops = primaries.Minus(irq).Minus(sib)
+		}
+		if both := loops.Intersect(irq); both.Len() > 0 {
+			return refuse("CPUs %s are both loop and IRQ CPUs; the dedicated policy keeps them apart", both)
+		}
+		if loops.Len() == 0 {
+			return refuse("no CPUs left for loops after IRQ CPUs %s", irq)
+		}
+		p.plan.LoopCPUs, p.plan.IRQCPUs = loops, irq
+	}
+	return nil
+}
+
+// readRaw reads a file under the host root; a missing file is ("", false).
+func (p *planner) readRaw(path string) (string, bool, error) {
+	b, err := os.ReadFile(filepath.Join(p.h.Root, path))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return string(b), true, nil
+}
+
+// file adds a file write unless the file already holds the value.
+func (p *planner) file(path, format, value, reason string) error {
+	old, ok, err := p.readRaw(path)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		p.note("%s does not exist here; not planned (%s)", path, reason)
+		return nil
+	}
+	if same, _ := equalValues(format, old, value); same {
+		return nil
+	}
+	p.plan.Writes = append(p.plan.Writes, Write{Kind: KindFile, Path: path, Format: format, Old: old, New: value, Reason: reason})
+	return nil
+}
+
+// equalValues compares two values in a format; raw file contents may
+// carry white space and padding.
+func equalValues(format, a, b string) (bool, error) {
+	a, b = strings.TrimSpace(a), strings.TrimSpace(b)
+	switch format {
+	case FormatCPUList:
+		x, err := topo.ParseCPUList(a)
+		if err != nil {
+			return false, err
+		}
+		y, err := topo.ParseCPUList(b)
+		if err != nil {
+			return false, err
+		}
+		return x.Equal(y), nil
+	case FormatMask:
+		x, err := topo.ParseCPUMask(a)
+		if err != nil {
+			return false, err
+		}
+		y, err := topo.ParseCPUMask(b)
+		if err != nil {
+			return false, err
+		}
+		return x.Equal(y), nil
+	default:
+		return a == b, nil
+	}
+}
+
+func (p *planner) excluded(irq int) bool { return slices.Contains(p.cfg.ExcludeIRQs, irq) }
+
+// groups splits cpus over n queues: queue i gets cpus[j] for j%n == i.
+func groups(cpus topo.CPUSet, n int) []topo.CPUSet {
+	out := make([]topo.CPUSet, n)
+	for j, c := range cpus {
+		out[j%n] = append(out[j%n], c)
+	}
+	return out
+}
+
+func (p *planner) irq(irq int, cpu int, reason string) error {
+	if irq < 0 {
+		return nil
+	}
+	if p.excluded(irq) {
+		p.note("IRQ %d is excluded; not planned (%s)", irq, reason)
+		return nil
+	}
+	return p.file(fmt.Sprintf("/proc/irq/%d/smp_affinity_list", irq), FormatCPUList, strconv.Itoa(cpu), reason)
+}
+
+func (p *planner) nic(n *topo.NIC) error {
+	cfg, plan := p.cfg, p.plan
+	nq := len(n.RxQueues)
+	qbase := "/sys/class/net/" + n.Name + "/queues/"
+	irqCPUs := plan.IRQCPUs
+	if nq > irqCPUs.Len() {
+		p.note("%s has %d receive queues for %d %s CPUs: queues share CPUs round-robin; consider `ethtool -L %s combined %d`", n.Name, nq, irqCPUs.Len(), map[Policy]string{Inline: "loop", Dedicated: "IRQ"}[cfg.Policy], n.Name, irqCPUs.Len())
+	}
+	known := 0
+	for i, q := range n.RxQueues {
+		cpu := irqCPUs[i%irqCPUs.Len()]
+		if q.IRQ >= 0 {
+			known++
+		}
+		why := fmt.Sprintf("%s rx-%d interrupt and its softirq on CPU %d", n.Name, q.Index, cpu)
+		if cfg.Policy == Inline {
+			why += ", the loop that serves the queue"
+		} else {
+			why += ", a dedicated softirq CPU"
+		}
+		if err := p.irq(q.IRQ, cpu, why); err != nil {
+			return err
+		}
+		for _, t := range n.TxQueues {
+			if t.Index == q.Index && t.IRQ >= 0 && t.IRQ != q.IRQ {
+				if err := p.irq(t.IRQ, cpu, fmt.Sprintf("%s tx-%d completions on the CPU of rx-%d", n.Name, t.Index, q.Index)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if known == 0 {
+		p.note("%s: no queue IRQs found (virtual device or unknown IRQ names); only RPS/XPS are planned", n.Name)
+	}
+
+	// RPS / RFS.
+	useRPS := nq < irqCPUs.Len()
+	rpsGroups := groups(irqCPUs, max(nq, 1))
+	for i, q := range n.RxQueues {
+		dir := fmt.Sprintf("%srx-%d/", qbase, q.Index)
+		switch {
+		case useRPS && cfg.Policy == Inline:
+			p.wantRFS = true
+			if err := p.file(dir+"rps_cpus", FormatMask, rpsGroups[i].Mask(),
+				fmt.Sprintf("RPS: spread %s rx-%d protocol processing over loop CPUs %s (fewer queues than loops)", n.Name, q.Index, rpsGroups[i])); err != nil {
+				return err
+			}
+			if err := p.file(dir+"rps_flow_cnt", FormatInt, strconv.Itoa(cfg.RFSEntries/nq),
+				fmt.Sprintf("RFS: steer each flow of rx-%d to the CPU of the loop reading it", q.Index)); err != nil {
+				return err
+			}
+		case useRPS && cfg.Policy == Dedicated:
+			if err := p.file(dir+"rps_cpus", FormatMask, rpsGroups[i].Mask(),
+				fmt.Sprintf("RPS: keep %s rx-%d protocol processing on softirq CPUs %s", n.Name, q.Index, rpsGroups[i])); err != nil {
+				return err
+			}
+			if err := p.file(dir+"rps_flow_cnt", FormatInt, "0", "RFS off: it would pull processing onto the loop CPUs"); err != nil {
+				return err
+			}
+		default:
+			if err := p.file(dir+"rps_cpus", FormatMask, "0",
+				fmt.Sprintf("RPS off on %s rx-%d: each queue already has its own CPU, RPS would only add IPIs", n.Name, q.Index)); err != nil {
+				return err
+			}
+		}
+	}
+	// XPS: transmit from a loop on the queue paired with its CPU.
+	var xpsTx []topo.TxQueue
+	for _, t := range n.TxQueues {
+		if t.HasXPS {
+			xpsTx = append(xpsTx, t)
+		}
+	}
+	if len(xpsTx) == 0 && len(n.TxQueues) > 0 {
+		p.note("%s has no xps_cpus (driver without XPS); transmit queue selection is left to the driver", n.Name)
+	}
+	if len(xpsTx) > 0 {
+		xg := groups(plan.LoopCPUs, min(len(xpsTx), plan.LoopCPUs.Len()))
+		for i, t := range xpsTx {
+			if i >= len(xg) {
+				break
+			}
+			if err := p.file(fmt.Sprintf("%stx-%d/xps_cpus", qbase, t.Index), FormatMask, xg[i].Mask(),
+				fmt.Sprintf("XPS: loops on CPUs %s transmit on %s tx-%d", xg[i], n.Name, t.Index)); err != nil {
+				return err
+			}
+		}
+	}
+	// Busy polling (inline).
+	if cfg.BusyPollUsecs > 0 {
+		base := "/sys/class/net/" + n.Name + "/"
+		if err := p.file(base+"napi_defer_hard_irqs", FormatInt, strconv.Itoa(cfg.DeferHardIRQs),
+			"keep the device IRQ masked for this many empty polls so busy polling, not interrupts, drives receive"); err != nil {
+			return err
+		}
+		if err := p.file(base+"gro_flush_timeout", FormatInt, strconv.Itoa(cfg.GROFlushTimeoutNs),
+			"the safety timer that re-enables the IRQ when the application stops polling (ns)"); err != nil {
+			return err
+		}
+		switch {
+		case n.Coalesce == nil:
+			why := n.CoalesceErr
+			if why == "" {
+				why = "netlink not available"
+			}
+			p.note("%s coalescing not changed: %s", n.Name, why)
+		case n.Coalesce["adaptive-rx"] == 1:
+			plan.Writes = append(plan.Writes, Write{Kind: KindCoalesce, Iface: n.Name, Ifindex: n.Ifindex, Param: "adaptive-rx",
+				Format: FormatInt, Old: "1", New: "0", Reason: "adaptive moderation delays interrupts exactly when busy polling keeps the queue short"})
+		}
+	}
+	return nil
+}
+
+func (p *planner) sysctls() error {
+	cfg := p.cfg
+	raise := func(name string, want int, reason string) error {
+		path := topo.SysctlPath(name)
+		old, ok, err := p.readRaw(path)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			p.note("sysctl %s does not exist in this network namespace; not planned (%s)", name, reason)
+			return nil
+		}
+		cur, err := strconv.Atoi(strings.TrimSpace(old))
+		if err != nil || cur >= want {
+			return nil
+		}
+		return p.file(path, FormatInt, strconv.Itoa(want), reason)
+	}
+	if cfg.Somaxconn > 0 {
+		if err := raise("net.core.somaxconn", cfg.Somaxconn, "listen backlog for accept bursts on the proxy and bench servers"); err != nil {
+			return err
+		}
+	}
+	if p.wantRFS {
+		if err := raise("net.core.rps_sock_flow_entries", cfg.RFSEntries, "RFS global flow table, needed for rps_flow_cnt to take effect"); err != nil {
+			return err
+		}
+	}
+	if cfg.BusyPollUsecs > 0 {
+		for _, name := range []string{"net.core.busy_poll", "net.core.busy_read"} {
+			path := topo.SysctlPath(name)
+			if _, ok, err := p.readRaw(path); err != nil {
+				return err
+			} else if !ok {
+				p.note("sysctl %s does not exist in this network namespace (it is init-namespace only); not planned", name)
+				continue
+			}
+			if err := p.file(path, FormatInt, strconv.Itoa(cfg.BusyPollUsecs),
+				fmt.Sprintf("busy-poll %d µs for sockets that do not ask for it themselves (epoll, blocking reads)", cfg.BusyPollUsecs)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,219 @@
+package tune
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spindlenet/spindle/topo"
+)
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// WriteHost prints h for a person: CPUs, isolation, limits, and each
+// physical interface's queues, IRQs, NAPI instances and netlink settings.
+func WriteHost(w io.Writer, h *topo.Host) error {
+	ew := &errWriter{w: w}
+	smt := "no"
+	if h.HasSMT() {
+		smt = "yes"
+	}
+	ew.f("host: kernel %s, %d CPUs online (%s), %d NUMA node(s), SMT %s\n", h.Kernel, h.Online.Len(), h.Online, len(h.Nodes), smt)
+	for _, n := range h.Nodes {
+		ew.f("  node %d: CPUs %s\n", n.ID, n.CPUs)
+	}
+	flags := ""
+	if len(h.IsolatedFlags) > 0 {
+		flags = " (" + strings.Join(h.IsolatedFlags, ",") + ")"
+	}
+	ew.f("  isolated: %s%s   nohz_full: %s\n", orNone(h.Isolated.String()), flags, orNone(h.NohzFull.String()))
+	var names []string
+	for k := range h.Sysctls {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var sc []string
+	for _, k := range names {
+		sc = append(sc, k+"="+h.Sysctls[k])
+	}
+	ew.f("  sysctls: %s\n", strings.Join(sc, " "))
+	if h.IrqbalancePID != 0 {
+		ew.f("  irqbalance: running (pid %d)\n", h.IrqbalancePID)
+	} else {
+		ew.f("  irqbalance: not running\n")
+	}
+	ew.f("  memlock: soft %s, hard %s, CAP_IPC_LOCK %v\n", limitString(h.Memlock.Soft), limitString(h.Memlock.Hard), h.Memlock.CapIPCLock)
+	ew.f("  huge pages: %d of %d KiB (%d free), THP %s\n", h.HugePages.Total, h.HugePages.PageSize>>10, h.HugePages.Free, orNone(h.HugePages.THP))
+	ew.f("  netlink: netdev %s; ethtool %s\n", h.Netlink.Netdev, h.Netlink.Ethtool)
+	var virtual []string
+	for i := range h.NICs {
+		n := &h.NICs[i]
+		if n.Virtual {
+			virtual = append(virtual, n.Name)
+			continue
+		}
+		writeNIC(ew, n)
+	}
+	if len(virtual) > 0 {
+		ew.f("\nvirtual interfaces (not tuned by default): %s\n", strings.Join(virtual, " "))
+	}
+	return ew.err
+}
+
+func writeNIC(ew *errWriter, n *topo.NIC) {
+	speed := "unknown"
+	if n.SpeedMbps > 0 {
+		speed = fmt.Sprintf("%d Mb/s", n.SpeedMbps)
+	}
+	node := "-"
+	if n.NUMANode >= 0 {
+		node = fmt.Sprint(n.NUMANode)
+	}
+	ew.f("\n%s (driver %s, %s, speed %s, mtu %d, NUMA node %s, local CPUs %s)\n", n.Name, orNone(n.Driver), n.Operstate, speed, n.MTU, node, n.LocalCPUs)
+	line := fmt.Sprintf("  queues: %d rx, %d tx", len(n.RxQueues), len(n.TxQueues))
+	if c := n.Channels; c != nil {
+		line += fmt.Sprintf("; channels combined %d/%d rx %d/%d tx %d/%d", c.CombinedCount, c.CombinedMax, c.RxCount, c.RxMax, c.TxCount, c.TxMax)
+	} else if n.ChannelsErr != "" {
+		line += "; channels: " + n.ChannelsErr
+	}
+	if r := n.Rings; r != nil {
+		line += fmt.Sprintf("; rings rx %d/%d tx %d/%d", r.Rx, r.RxMax, r.Tx, r.TxMax)
+	} else if n.RingsErr != "" {
+		line += "; rings: " + n.RingsErr
+	}
+	ew.f("%s\n", line)
+	if n.Coalesce != nil {
+		var keys []string
+		for k := range n.Coalesce {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var parts []string
+		for _, k := range keys {
+			parts = append(parts, fmt.Sprintf("%s %d", k, n.Coalesce[k]))
+		}
+		ew.f("  coalescing: %s\n", strings.Join(parts, ", "))
+	} else if n.CoalesceErr != "" {
+		ew.f("  coalescing: %s\n", n.CoalesceErr)
+	}
+	ew.f("  device napi_defer_hard_irqs %d, gro_flush_timeout %d ns\n", n.DeviceDeferHardIRQs, n.DeviceGROFlushTimeout)
+	irqs := map[int]topo.NICIRQ{}
+	for _, q := range n.IRQs {
+		irqs[q.IRQ] = q
+	}
+	tw := tabwriter.NewWriter(ew, 2, 8, 2, ' ', 0)
+	fmt.Fprintf(tw, "  queue\tIRQ\tname\taffinity\teffective\tNAPI\tRPS/XPS\tflow_cnt\n")
+	used := map[int]bool{}
+	for _, q := range n.RxQueues {
+		irq, name, aff, eff := "-", "-", "-", "-"
+		if x, ok := irqs[q.IRQ]; ok {
+			irq, name, aff, eff = fmt.Sprint(q.IRQ), x.Name, x.Affinity.String(), x.Effective.String()
+			used[q.IRQ] = true
+		}
+		napi := "-"
+		if q.NAPIID != 0 {
+			napi = fmt.Sprint(q.NAPIID)
+		}
+		fmt.Fprintf(tw, "  rx-%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", q.Index, irq, name, aff, orNone(eff), napi, orNone(q.RPS.String()), q.RPSFlowCnt)
+	}
+	for _, q := range n.TxQueues {
+		irq, name, aff, eff := "-", "-", "-", "-"
+		if x, ok := irqs[q.IRQ]; ok {
+			irq, name, aff, eff = fmt.Sprint(q.IRQ), x.Name, x.Affinity.String(), x.Effective.String()
+			used[q.IRQ] = true
+		}
+		xps := "n/a"
+		if q.HasXPS {
+			xps = orNone(q.XPS.String())
+		}
+		napi := "-"
+		if q.NAPIID != 0 {
+			napi = fmt.Sprint(q.NAPIID)
+		}
+		fmt.Fprintf(tw, "  tx-%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", q.Index, irq, name, aff, orNone(eff), napi, xps)
+	}
+	tw.Flush()
+	var other []string
+	for _, q := range n.IRQs {
+		if !used[q.IRQ] {
+			other = append(other, fmt.Sprintf("%d %s (affinity %s)", q.IRQ, q.Name, q.Affinity))
+		}
+	}
+	if len(other) > 0 {
+		ew.f("  other IRQs: %s\n", strings.Join(other, "; "))
+	}
+	if len(n.NAPIs) == 0 && n.NAPIErr != "" {
+		ew.f("  NAPI: %s\n", n.NAPIErr)
+	}
+	for _, p := range n.NAPIs {
+		irq := "-"
+		if p.IRQ >= 0 {
+			irq = fmt.Sprint(p.IRQ)
+		}
+		ew.f("  NAPI %d: irq %s, defer_hard_irqs %d, gro_flush_timeout %d ns, irq_suspend_timeout %d ns, threaded %d\n",
+			p.ID, irq, p.DeferHardIRQs, p.GROFlushTimeout, p.IRQSuspendTimeout, p.Threaded)
+	}
+}
+
+// WriteFindings prints findings for a person, most serious first.
+func WriteFindings(w io.Writer, fs []Finding) error {
+	ew := &errWriter{w: w}
+	if len(fs) == 0 {
+		ew.f("no findings: nothing in the sample or the settings needs attention\n")
+	}
+	for i, f := range fs {
+		if i > 0 {
+			ew.f("\n")
+		}
+		ew.f("[%s] %s (%s)\n", strings.ToUpper(string(f.Severity)), f.Title, f.ID)
+		for _, e := range f.Evidence {
+			ew.f("    evidence: %s\n", e)
+		}
+		ew.f("    fix: %s\n", f.Fix)
+	}
+	return ew.err
+}
+
+// WritePlan prints p for review.
+func WritePlan(w io.Writer, p *Plan) error {
+	ew := &errWriter{w: w}
+	ew.f("policy %s for %s\n", p.Policy, strings.Join(p.Interfaces, ", "))
+	ew.f("loop CPUs: %s   (spindle bench/proxy: --cpus %s)\n", p.LoopCPUs, p.LoopCPUs)
+	ew.f("IRQ/softirq CPUs: %s\n", p.IRQCPUs)
+	if len(p.Writes) > 0 {
+		ew.f("\n%d write(s):\n", len(p.Writes))
+	}
+	for i, wr := range p.Writes {
+		ew.f("%3d. %s\n      %q -> %q\n      why: %s\n", i+1, wr.Target(), strings.TrimSpace(wr.Old), wr.New, wr.Reason)
+	}
+	if len(p.Notes) > 0 {
+		ew.f("\nnotes:\n")
+		for _, n := range p.Notes {
+			ew.f("  - %s\n", n)
+		}
+	}
+	return ew.err
+}
+
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(b []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(b)
+	e.err = err
+	return n, err
+}
+
+func (e *errWriter) f(format string, args ...any) { fmt.Fprintf(e, format, args...) }

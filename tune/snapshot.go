@@ -1,0 +1,104 @@
+package tune
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spindlenet/spindle/topo"
+)
+
+// Snapshot is one reading of the counters diagnosis compares.
+type Snapshot struct {
+	// Time is when the snapshot was taken.
+	Time time.Time `json:"time"`
+	// Interrupts is /proc/interrupts.
+	Interrupts *topo.Interrupts `json:"interrupts"`
+	// Softirqs is /proc/softirqs.
+	Softirqs *topo.Softirqs `json:"softirqs"`
+	// Stat is the per-CPU time from /proc/stat.
+	Stat map[int]topo.CPUTime `json:"stat"`
+	// Softnet is /proc/net/softnet_stat.
+	Softnet []topo.Softnet `json:"softnet"`
+	// IRQAffinity is smp_affinity_list of each NIC queue IRQ.
+	IRQAffinity map[int]string `json:"irq_affinity"`
+	// NICStats holds, per interface, the drop counters from
+	// /sys/class/net/<if>/statistics.
+	NICStats map[string]map[string]uint64 `json:"nic_stats"`
+}
+
+// nicStatNames are the statistics files read per interface.
+var nicStatNames = []string{"rx_packets", "rx_dropped", "rx_missed_errors", "rx_fifo_errors"}
+
+// TakeSnapshot reads the counters under root for the NICs of h.
+func TakeSnapshot(root string, h *topo.Host) (*Snapshot, error) {
+	read := func(p string) ([]byte, error) { return os.ReadFile(filepath.Join(root, p)) }
+	s := &Snapshot{Time: time.Now(), IRQAffinity: map[int]string{}, NICStats: map[string]map[string]uint64{}}
+	b, err := read("/proc/interrupts")
+	if err != nil {
+		return nil, err
+	}
+	if s.Interrupts, err = topo.ParseInterrupts(b); err != nil {
+		return nil, err
+	}
+	if b, err = read("/proc/softirqs"); err != nil {
+		return nil, err
+	}
+	if s.Softirqs, err = topo.ParseSoftirqs(b); err != nil {
+		return nil, err
+	}
+	if b, err = read("/proc/stat"); err != nil {
+		return nil, err
+	}
+	if s.Stat, err = topo.ParseStat(b); err != nil {
+		return nil, err
+	}
+	if b, err = read("/proc/net/softnet_stat"); err != nil {
+		return nil, err
+	}
+	if s.Softnet, err = topo.ParseSoftnet(b); err != nil {
+		return nil, err
+	}
+	for _, n := range h.NICs {
+		for _, q := range n.IRQs {
+			if b, err := read(fmt.Sprintf("/proc/irq/%d/smp_affinity_list", q.IRQ)); err == nil {
+				s.IRQAffinity[q.IRQ] = strings.TrimSpace(string(b))
+			}
+		}
+		st := map[string]uint64{}
+		for _, name := range nicStatNames {
+			b, err := read("/sys/class/net/" + n.Name + "/statistics/" + name)
+			if err != nil {
+				continue
+			}
+			if v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil {
+				st[name] = v
+			}
+		}
+		s.NICStats[n.Name] = st
+	}
+	return s, nil
+}
+
+// Sample takes a snapshot, waits period (or until ctx is done, which is an
+// error), and takes another.
+func Sample(ctx context.Context, root string, h *topo.Host, period time.Duration) (before, after *Snapshot, err error) {
+	if before, err = TakeSnapshot(root, h); err != nil {
+		return nil, nil, err
+	}
+	t := time.NewTimer(period)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	case <-t.C:
+	}
+	if after, err = TakeSnapshot(root, h); err != nil {
+		return nil, nil, err
+	}
+	return before, after, nil
+}
