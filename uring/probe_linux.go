@@ -47,7 +47,11 @@ func Probe() (*Features, error) {
 		case int(o.op) >= int(p.OpsLen) || p.Ops[o.op].Flags&sys.IO_URING_OP_SUPPORTED == 0:
 			err = errors.New("opcode not supported by the kernel")
 		}
-		add("op", o.name, o.min, err, "IORING_REGISTER_PROBE")
+		how := "IORING_REGISTER_PROBE"
+		if o.op == sys.IORING_OP_RECV_ZC {
+			how += "; the opcode only: zero-copy receive also needs a NIC queue (IORING_REGISTER_ZCRX_IFQ), not probed"
+		}
+		add("op", o.name, o.min, err, how)
 	}
 
 	for _, kf := range kernelFeats {

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spindlenet/spindle/topo"
+	"github.com/spindlenet/spindle/uring"
+)
+
+func init() {
+	register("doctor", "report kernel features, limits and NAPI availability (--json)", runDoctor)
+}
+
+// doctorReport is what `spindle doctor` prints.
+type doctorReport struct {
+	Kernel     string          `json:"kernel"`
+	Disabled   int             `json:"io_uring_disabled"`
+	IOUring    *uring.Features `json:"io_uring"`
+	Memlock    *topo.Memlock   `json:"memlock,omitempty"`
+	HugePages  *topo.HugePages `json:"huge_pages,omitempty"`
+	NUMA       []topo.Node     `json:"numa_nodes,omitempty"`
+	Interfaces []doctorIface   `json:"interfaces"`
+	Warnings   []string        `json:"warnings"`
+	Errors     []string        `json:"errors,omitempty"`
+}
+
+// doctorIface says whether sockets on an interface get NAPI ids, which
+// io_uring NAPI busy polling needs.
+type doctorIface struct {
+	Name    string   `json:"name"`
+	Virtual bool     `json:"virtual"`
+	NAPIIDs []uint32 `json:"napi_ids"`
+	// SocketsGetNAPIIDs is true when the device has NAPI instances (or, for
+	// loopback, when a live socket reported one).
+	SocketsGetNAPIIDs bool   `json:"sockets_get_napi_ids"`
+	Reason            string `json:"reason"`
+}
+
+func runDoctor(ctx context.Context, args []string) error {
+	return doctor(ctx, args, os.Stdout)
+}
+
+func doctor(ctx context.Context, args []string, w io.Writer) error {
+	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
+	jsonOut := fs.Bool("json", false, "print the report as JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	rep := buildDoctorReport()
+	if *jsonOut {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	printDoctor(w, rep)
+	return nil
+}
+
+func buildDoctorReport() *doctorReport {
+	rep := &doctorReport{Disabled: -1, Warnings: []string{}, Interfaces: []doctorIface{}}
+	f, err := uring.Probe()
+	rep.IOUring = f
+	if f != nil {
+		rep.Kernel, rep.Disabled = f.Kernel, f.Disabled
+	}
+	if err != nil {
+		rep.Errors = append(rep.Errors, "io_uring: "+err.Error())
+		rep.Warnings = append(rep.Warnings, "io_uring unavailable: the engine falls back to epoll")
+	} else {
+		for _, name := range []string{uring.FeatMultishotRecv, uring.FeatMultishotAccept, uring.FeatNAPI} {
+			if !f.Has(name) {
+				rep.Warnings = append(rep.Warnings, f.Err(name).Error())
+			}
+		}
+	}
+	h, err := topo.ReadLive()
+	if err != nil {
+		rep.Errors = append(rep.Errors, "host topology: "+err.Error())
+		return rep
+	}
+	if rep.Kernel == "" {
+		rep.Kernel = h.Kernel
+	}
+	rep.Memlock, rep.HugePages, rep.NUMA = &h.Memlock, &h.HugePages, h.Nodes
+	if !h.Memlock.CapIPCLock && h.Memlock.Soft < 64<<20 {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("RLIMIT_MEMLOCK is %d KiB without CAP_IPC_LOCK: large fixed buffers will fail with ENOMEM", h.Memlock.Soft>>10))
+	}
+	if h.HugePages.Total == 0 {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("no hugetlb pages (vm.nr_hugepages=0): buffers use THP (%s) or 4 KiB pages", h.HugePages.THP))
+	}
+	anyNAPI := false
+	for _, n := range h.NICs {
+		d := doctorIface{Name: n.Name, Virtual: n.Virtual, NAPIIDs: []uint32{}}
+		for _, x := range n.NAPIs {
+			d.NAPIIDs = append(d.NAPIIDs, x.ID)
+		}
+		switch {
+		case n.Name == "lo":
+			id, err := loopbackNAPIID()
+			d.SocketsGetNAPIIDs = err == nil && id >= 257
+			switch {
+			case err != nil:
+				d.Reason = "loopback socket check failed: " + err.Error()
+			case d.SocketsGetNAPIIDs:
+				d.Reason = fmt.Sprintf("a loopback TCP socket reported NAPI id %d", id)
+			default:
+				d.Reason = "loopback has no NAPI: a loopback TCP socket reported SO_INCOMING_NAPI_ID 0, busy polling does nothing here"
+			}
+		case len(d.NAPIIDs) > 0:
+			d.SocketsGetNAPIIDs = true
+			d.Reason = fmt.Sprintf("%d NAPI instance(s) from netdev netlink", len(d.NAPIIDs))
+			if strings.HasPrefix(n.Name, "veth") || n.Driver == "veth" {
+				d.Reason += "; TCP sockets get them only with TSO off on the sender"
+			}
+		case n.NAPIErr != "":
+			d.Reason = "NAPI instances unknown: " + n.NAPIErr
+		case n.Virtual:
+			d.Reason = "no NAPI instances (virtual device; a veth has them only with GRO on)"
+		default:
+			d.Reason = "no NAPI instances reported by netdev netlink"
+		}
+		anyNAPI = anyNAPI || (d.SocketsGetNAPIIDs && n.Name != "lo")
+		rep.Interfaces = append(rep.Interfaces, d)
+	}
+	if !anyNAPI {
+		rep.Warnings = append(rep.Warnings, "no interface has NAPI ids: io_uring NAPI busy polling would register but change nothing")
+	}
+	return rep
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no "
+}
+
+func printDoctor(w io.Writer, rep *doctorReport) {
+	fmt.Fprintf(w, "kernel             %s\n", rep.Kernel)
+	fmt.Fprintf(w, "io_uring_disabled  %d\n", rep.Disabled)
+	if rep.Memlock != nil {
+		fmt.Fprintf(w, "memlock            soft %d KiB, hard %d KiB, CAP_IPC_LOCK %v\n", rep.Memlock.Soft>>10, rep.Memlock.Hard>>10, rep.Memlock.CapIPCLock)
+	}
+	if rep.HugePages != nil {
+		fmt.Fprintf(w, "huge pages         %d total, %d free, %d KiB each, THP %s\n", rep.HugePages.Total, rep.HugePages.Free, rep.HugePages.PageSize>>10, rep.HugePages.THP)
+	}
+	for _, n := range rep.NUMA {
+		fmt.Fprintf(w, "NUMA node %-8d CPUs %s\n", n.ID, n.CPUs)
+	}
+	if rep.IOUring != nil && rep.IOUring.Available {
+		fmt.Fprintln(w, "\nio_uring features:")
+		for _, x := range rep.IOUring.List {
+			fmt.Fprintf(w, "  %s  %-36s >= %-5s %s\n", yesNo(x.Supported), x.Name, x.MinKernel, x.Reason)
+		}
+	}
+	fmt.Fprintln(w, "\ninterfaces (do sockets get NAPI ids?):")
+	for _, d := range rep.Interfaces {
+		fmt.Fprintf(w, "  %s  %-16s %s\n", yesNo(d.SocketsGetNAPIIDs), d.Name, d.Reason)
+	}
+	if len(rep.Warnings) > 0 {
+		fmt.Fprintln(w, "\nwarnings:")
+		for _, s := range rep.Warnings {
+			fmt.Fprintln(w, "  -", s)
+		}
+	}
+	for _, s := range rep.Errors {
+		fmt.Fprintln(w, "error:", s)
+	}
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package main
+
+import "errors"
+
+func loopbackNAPIID() (int, error) { return 0, errors.New("not supported on this system") }
