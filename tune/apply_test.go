@@ -1,0 +1,266 @@
+package tune
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spindlenet/spindle/topo"
+)
+
+// copyTree copies a fixture tree, keeping symbolic links as links.
+func copyTree(t *testing.T, src string) string {
+	t.Helper()
+	dst := t.TempDir()
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		out := filepath.Join(dst, rel)
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			l, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(l, out)
+		case d.IsDir():
+			return os.MkdirAll(out, 0o755)
+		default:
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(out, b, 0o644)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// treeBytes returns every regular file of a tree with its contents.
+func treeBytes(t *testing.T, root string) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		m[p] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func diffTrees(a, b map[string]string) []string {
+	var out []string
+	for k, v := range a {
+		if b[k] != v {
+			out = append(out, fmt.Sprintf("%s: %q -> %q", k, v, b[k]))
+		}
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			out = append(out, k+": new file")
+		}
+	}
+	return out
+}
+
+// fakeCoalescer is a test double for the ethtool netlink calls (there is
+// no kernel device behind a fixture tree). failSet makes every set fail.
+type fakeCoalescer struct {
+	values  map[int]topo.Coalesce
+	failSet error
+}
+
+func (f *fakeCoalescer) Coalesce(ifindex int) (topo.Coalesce, error) {
+	return maps.Clone(f.values[ifindex]), nil
+}
+
+func (f *fakeCoalescer) SetCoalesce(ifindex int, values map[string]uint32) error {
+	if f.failSet != nil {
+		return f.failSet
+	}
+	for k, v := range values {
+		f.values[ifindex][k] = v
+	}
+	return nil
+}
+
+func TestApplyRevertFixture(t *testing.T) {
+	for _, fx := range []string{fxVM, fx2Socket, fxSMT} {
+		t.Run(filepath.Base(fx), func(t *testing.T) {
+			root := copyTree(t, fx)
+			h := loadHost(t, root)
+			p, err := MakePlan(h, PlanConfig{BusyPollUsecs: 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Writes) == 0 {
+				t.Fatal("empty plan")
+			}
+			co := &fakeCoalescer{values: map[int]topo.Coalesce{}}
+			for _, n := range h.NICs {
+				if n.Coalesce != nil {
+					co.values[n.Ifindex] = maps.Clone(n.Coalesce)
+				}
+			}
+			origCo := map[int]topo.Coalesce{}
+			for k, v := range co.values {
+				origCo[k] = maps.Clone(v)
+			}
+			before := treeBytes(t, root)
+			state := filepath.Join(t.TempDir(), "state.json")
+			tgt := Target{Root: root, Netlink: co}
+			st, err := Apply(p, tgt, state)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(st.Before) != len(p.Writes) {
+				t.Fatalf("state has %d values for %d writes", len(st.Before), len(p.Writes))
+			}
+			for _, w := range p.Writes {
+				got, err := tgt.read(w)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if same, _ := equalValues(w.Format, got, w.New); !same {
+					t.Errorf("%s = %q after apply, want %q", w.Target(), got, w.New)
+				}
+			}
+			// A second apply must not overwrite the saved state.
+			if _, err := Apply(p, tgt, state); !errors.Is(err, ErrRefused) && !errors.Is(err, ErrStale) {
+				t.Errorf("second apply: %v", err)
+			}
+			drifted, err := Revert(state, tgt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(drifted) != 0 {
+				t.Errorf("drifted: %v", drifted)
+			}
+			// Byte for byte: every file of the tree, except the state file
+			// which lives elsewhere.
+			if d := diffTrees(before, treeBytes(t, root)); len(d) > 0 {
+				t.Errorf("tree differs after revert:\n%s", strings.Join(d, "\n"))
+			}
+			for k, v := range origCo {
+				if !maps.Equal(v, co.values[k]) {
+					t.Errorf("coalesce of %d: %v, want %v", k, co.values[k], v)
+				}
+			}
+			if _, err := os.Stat(state + ".reverted"); err != nil {
+				t.Errorf("state not moved aside: %v", err)
+			}
+			if _, err := Revert(state, tgt); err == nil {
+				t.Error("second revert succeeded")
+			}
+		})
+	}
+}
+
+func TestApplyRollsBackOnFailure(t *testing.T) {
+	root := copyTree(t, fx2Socket)
+	h := loadHost(t, root)
+	p, err := MakePlan(h, PlanConfig{BusyPollUsecs: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The coalesce write comes after the IRQ, XPS and NAPI writes; make
+	// the device refuse it as a driver would.
+	last := -1
+	for i, w := range p.Writes {
+		if w.Kind == KindCoalesce {
+			last = i
+		}
+	}
+	if last < 5 {
+		t.Fatalf("coalesce write at %d; the test needs file writes before it", last)
+	}
+	co := &fakeCoalescer{values: map[int]topo.Coalesce{3: maps.Clone(h.NIC("ens1f0").Coalesce)}, failSet: fmt.Errorf("ethtool coalesce-set: %w", topo.ErrNotSupported)}
+	before := treeBytes(t, root)
+	state := filepath.Join(t.TempDir(), "state.json")
+	_, err = Apply(p, Target{Root: root, Netlink: co}, state)
+	if err == nil || !strings.Contains(err.Error(), "rolled back") || !errors.Is(err, topo.ErrNotSupported) {
+		t.Fatalf("err = %v", err)
+	}
+	if d := diffTrees(before, treeBytes(t, root)); len(d) > 0 {
+		t.Errorf("tree differs after rollback:\n%s", strings.Join(d, "\n"))
+	}
+	if _, err := os.Stat(state); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("state file left after a complete rollback: %v", err)
+	}
+}
+
+func TestApplyStalePlan(t *testing.T) {
+	root := copyTree(t, fxVM)
+	p, err := MakePlan(loadHost(t, root), PlanConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Someone changes a value between plan and apply.
+	changed := filepath.Join(root, "sys/class/net/eth0/queues/rx-0/rps_flow_cnt")
+	if err := os.WriteFile(changed, []byte("128\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := treeBytes(t, root)
+	state := filepath.Join(t.TempDir(), "state.json")
+	if _, err := Apply(p, Target{Root: root}, state); !errors.Is(err, ErrStale) {
+		t.Fatalf("err = %v, want ErrStale", err)
+	}
+	if d := diffTrees(before, treeBytes(t, root)); len(d) > 0 {
+		t.Errorf("stale apply wrote: %v", d)
+	}
+	if _, err := os.Stat(state); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("state written for a stale plan")
+	}
+}
+
+func TestApplyRefusesBadPlans(t *testing.T) {
+	root := copyTree(t, fxVM)
+	tests := []Write{
+		{Kind: KindFile, Path: "/etc/hostname", Format: FormatInt, Old: "", New: "x"},
+		{Kind: KindFile, Path: "/proc/../etc/hostname", Format: FormatInt, New: "x"},
+		{Kind: KindCoalesce, Iface: "eth0", Ifindex: 4, Param: "rx-usecs", Format: FormatInt, Old: "0", New: "8"},
+	}
+	for i, w := range tests {
+		p := &Plan{Writes: []Write{w}}
+		_, err := Apply(p, Target{Root: root}, filepath.Join(t.TempDir(), "s.json"))
+		if err == nil {
+			t.Errorf("case %d (%s) applied", i, w.Target())
+		}
+	}
+	if _, err := Apply(nil, Target{Root: root}, filepath.Join(t.TempDir(), "s.json")); !errors.Is(err, ErrRefused) {
+		t.Errorf("nil plan: %v", err)
+	}
+}
+
+func TestLoadStateStrict(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"unknown-field.json": `{"version":1,"plan":{"writes":[]},"before":[],"extra":1}`,
+		"wrong-count.json":   `{"version":1,"plan":{"writes":[{"kind":"file","path":"/proc/x","format":"int","old":"1","new":"2","reason":"r"}]},"before":[]}`,
+		"bad-path.json":      `{"version":1,"plan":{"writes":[{"kind":"file","path":"/etc/x","format":"int","old":"1","new":"2","reason":"r"}]},"before":["1"]}`,
+	} {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadState(p); err == nil {
+			t.Errorf("%s loaded", name)
+		}
+	}
+}

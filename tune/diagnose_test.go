@@ -1,0 +1,245 @@
+package tune
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/spindlenet/spindle/topo"
+)
+
+const (
+	fxVM      = "../topo/testdata/vm"
+	fx2Socket = "../topo/testdata/2socket-16q"
+	fxSMT     = "../topo/testdata/smt-isol"
+)
+
+func loadHost(t *testing.T, root string) *topo.Host {
+	t.Helper()
+	h, err := topo.ReadFixture(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// snapshots returns two independent snapshots of a fixture, 5 s apart,
+// with identical counters; tests craft deltas into the second.
+func snapshots(t *testing.T, root string, h *topo.Host) (a, b *Snapshot) {
+	t.Helper()
+	a, err := TakeSnapshot(root, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err = TakeSnapshot(root, h); err != nil {
+		t.Fatal(err)
+	}
+	b.Time = a.Time.Add(5 * time.Second)
+	return a, b
+}
+
+func colOf(t *testing.T, cpus []int, cpu int) int {
+	t.Helper()
+	i := slices.Index(cpus, cpu)
+	if i < 0 {
+		t.Fatalf("cpu %d has no column", cpu)
+	}
+	return i
+}
+
+// addIRQ adds n interrupts of irq on cpu to s.
+func addIRQ(t *testing.T, s *Snapshot, irq, cpu int, n uint64) {
+	c := s.Interrupts.IRQs[irq]
+	c.Counts = slices.Clone(c.Counts)
+	c.Counts[colOf(t, s.Interrupts.CPUs, cpu)] += n
+	s.Interrupts.IRQs[irq] = c
+}
+
+// busy makes cpu spend the 5 s (500 ticks) with the given softirq share,
+// and every other CPU idle.
+func busy(t *testing.T, a, b *Snapshot, cpu int, softirq uint64) {
+	for c, v := range a.Stat {
+		if c == cpu {
+			v.SoftIRQ += softirq
+			v.System += 500 - softirq
+		} else {
+			v.Idle += 490
+			v.User += 10
+		}
+		b.Stat[c] = v
+	}
+	rx := slices.Clone(b.Softirqs.Counts["NET_RX"])
+	rx[colOf(t, b.Softirqs.CPUs, cpu)] += 600000
+	b.Softirqs.Counts["NET_RX"] = rx
+}
+
+func softnetAdd(b *Snapshot, cpu int, f func(*topo.Softnet)) {
+	for i := range b.Softnet {
+		if b.Softnet[i].CPU == cpu {
+			f(&b.Softnet[i])
+		}
+	}
+}
+
+func ids(fs []Finding) []string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, f.ID)
+	}
+	return out
+}
+
+func TestDiagnose(t *testing.T) {
+	tests := []struct {
+		name    string
+		root    string
+		opt     Options
+		craft   func(t *testing.T, h *topo.Host, a, b *Snapshot)
+		want    []string
+		without []string
+	}{
+		{
+			name: "softirq-saturated", root: fx2Socket,
+			craft: func(t *testing.T, h *topo.Host, a, b *Snapshot) { busy(t, a, b, 12, 450) },
+			want:  []string{"softirq-saturated"},
+		},
+		{
+			name: "busy but not saturated", root: fx2Socket,
+			craft:   func(t *testing.T, h *topo.Host, a, b *Snapshot) { busy(t, a, b, 12, 100) },
+			without: []string{"softirq-saturated"},
+		},
+		{
+			name: "queue IRQs on one CPU, from counts", root: fxSMT,
+			craft: func(t *testing.T, h *topo.Host, a, b *Snapshot) {
+				for irq := 61; irq <= 68; irq++ {
+					addIRQ(t, b, irq, 0, 5000)
+				}
+			},
+			want: []string{"queue-irqs-one-cpu"},
+		},
+		{
+			name: "queue IRQs spread", root: fxSMT,
+			craft: func(t *testing.T, h *topo.Host, a, b *Snapshot) {
+				for q := 0; q < 8; q++ {
+					addIRQ(t, b, 61+q, q, 5000)
+				}
+			},
+			without: []string{"queue-irqs-one-cpu"},
+		},
+		{
+			name: "queue IRQs on one CPU, from effective affinity", root: fx2Socket,
+			want: []string{"queue-irqs-one-cpu"},
+		},
+		{
+			name: "single queue", root: fxVM,
+			want: []string{"single-queue"}, without: []string{"queue-irqs-one-cpu"},
+		},
+		{
+			name: "IRQs on loop CPUs", root: fx2Socket, opt: Options{LoopCPUs: topo.NewCPUSet(12, 13, 14)},
+			craft: func(t *testing.T, h *topo.Host, a, b *Snapshot) { addIRQ(t, b, 121, 12, 777) },
+			want:  []string{"irq-on-loop-cpu"},
+		},
+		{
+			name: "IRQs on loop CPUs, inline intended", root: fx2Socket, opt: Options{LoopCPUs: topo.NewCPUSet(12, 13, 14), Inline: true},
+			craft:   func(t *testing.T, h *topo.Host, a, b *Snapshot) { addIRQ(t, b, 121, 12, 777) },
+			without: []string{"irq-on-loop-cpu"},
+		},
+		{
+			name: "IRQs on isolated CPUs", root: fxSMT,
+			want: []string{"irq-on-loop-cpu"},
+		},
+		{
+			name: "IRQs off the loop CPUs", root: fx2Socket, opt: Options{LoopCPUs: topo.NewCPUSet(0, 1)},
+			craft:   func(t *testing.T, h *topo.Host, a, b *Snapshot) { addIRQ(t, b, 121, 12, 777) },
+			without: []string{"irq-on-loop-cpu"},
+		},
+		{
+			name: "backlog drops and squeeze", root: fx2Socket,
+			craft: func(t *testing.T, h *topo.Host, a, b *Snapshot) {
+				softnetAdd(b, 3, func(s *topo.Softnet) { s.Dropped += 10 })
+				softnetAdd(b, 12, func(s *topo.Softnet) { s.TimeSqueeze += 42 })
+			},
+			want: []string{"backlog-drops", "time-squeeze"},
+		},
+		{
+			name: "flow-limit drops", root: fxVM,
+			craft: func(t *testing.T, h *topo.Host, a, b *Snapshot) {
+				softnetAdd(b, 1, func(s *topo.Softnet) { s.FlowLimit += 3 })
+			},
+			want: []string{"backlog-drops"}, without: []string{"time-squeeze"},
+		},
+		{
+			name: "NIC drops", root: fx2Socket,
+			craft: func(t *testing.T, h *topo.Host, a, b *Snapshot) { b.NICStats["ens1f0"]["rx_missed_errors"] += 100 },
+			want:  []string{"nic-drops"},
+		},
+		{
+			name: "adaptive coalescing with busy-poll sysctls", root: fxSMT,
+			want: []string{"adaptive-coalescing-busy-poll", "irqbalance-pinned"}, without: []string{"busy-poll-unset", "memlock-low", "no-hugepages"},
+		},
+		{
+			name: "adaptive coalescing, application busy polls", root: fx2Socket, opt: Options{BusyPoll: true},
+			want: []string{"adaptive-coalescing-busy-poll"},
+		},
+		{
+			name: "adaptive coalescing without busy polling", root: fx2Socket,
+			want: []string{"busy-poll-unset", "memlock-low", "no-hugepages"}, without: []string{"adaptive-coalescing-busy-poll", "irqbalance-pinned"},
+		},
+		{
+			name: "irqbalance moved an IRQ during the sample", root: fxSMT,
+			craft: func(t *testing.T, h *topo.Host, a, b *Snapshot) { b.IRQAffinity[61] = "0-15" },
+			want:  []string{"irqbalance-pinned"},
+		},
+		{
+			name: "root with CAP_IPC_LOCK", root: fxVM,
+			want: []string{"busy-poll-unset", "no-hugepages"}, without: []string{"memlock-low", "softirq-saturated", "backlog-drops", "nic-drops"},
+		},
+		{
+			name: "memlock below what the application locks", root: fx2Socket, opt: Options{LockedBytes: 4 << 20},
+			without: []string{"memlock-low"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := loadHost(t, tt.root)
+			a, b := snapshots(t, tt.root, h)
+			if tt.craft != nil {
+				tt.craft(t, h, a, b)
+			}
+			fs := Diagnose(h, a, b, tt.opt)
+			got := ids(fs)
+			for _, w := range tt.want {
+				if !slices.Contains(got, w) {
+					t.Errorf("missing finding %q; got %v", w, got)
+				}
+			}
+			for _, w := range tt.without {
+				if slices.Contains(got, w) {
+					t.Errorf("unexpected finding %q; got %v", w, got)
+				}
+			}
+			for _, f := range fs {
+				if len(f.Evidence) == 0 || f.Fix == "" || f.Title == "" {
+					t.Errorf("finding %s lacks evidence or fix: %+v", f.ID, f)
+				}
+			}
+			for i := 1; i < len(fs); i++ {
+				rank := map[Severity]int{Critical: 0, Warning: 1, Info: 2}
+				if rank[fs[i].Severity] < rank[fs[i-1].Severity] {
+					t.Errorf("findings not sorted by severity: %v", got)
+				}
+			}
+		})
+	}
+}
+
+func TestDiagnoseNetlinkAbsent(t *testing.T) {
+	h, err := topo.Read(fxVM, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := snapshots(t, fxVM, h)
+	if got := ids(Diagnose(h, a, b, Options{})); !slices.Contains(got, "netlink-unavailable") {
+		t.Errorf("got %v", got)
+	}
+}

@@ -1,0 +1,82 @@
+//go:build linux
+
+package tune
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+)
+
+// InNetNS runs fn on a goroutine locked to an OS thread that has joined
+// the network namespace at nsPath (e.g. /run/netns/NAME). Everything fn
+// does on its own goroutine (opening /proc/sys/net files, netlink sockets,
+// mounting sysfs) happens in that namespace; fn must not hand such work to
+// other goroutines. Afterwards the thread returns to its original
+// namespace and is unlocked; if it cannot return, it stays locked so that
+// the runtime terminates it rather than reuse it (STYLE.md rule 5).
+func InNetNS(nsPath string, fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- err
+			return
+		}
+		defer orig.Close()
+		target, err := os.Open(nsPath)
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- err
+			return
+		}
+		defer target.Close()
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			errc <- os.NewSyscallError("setns", err)
+			return
+		}
+		ferr := fn()
+		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
+			// The thread is in the wrong namespace for good: exit it with
+			// the goroutine by not unlocking.
+			errc <- errors.Join(ferr, os.NewSyscallError("setns (restore)", err))
+			return
+		}
+		runtime.UnlockOSThread()
+		errc <- ferr
+	}()
+	return <-errc
+}
+
+// MountNetNSView makes dir a root for topo.Read and Target that shows the
+// calling thread's network namespace: dir/sys is a fresh sysfs mount
+// (sysfs shows the network devices of the namespace that mounted it) and
+// dir/proc links to /proc (whose /proc/sys/net follows the namespace of
+// the thread that opens it). Call it, and the returned cleanup, from
+// inside InNetNS.
+func MountNetNSView(dir string) (cleanup func() error, err error) {
+	sys := filepath.Join(dir, "sys")
+	if err := os.MkdirAll(sys, 0o755); err != nil {
+		return nil, err
+	}
+	if err := unix.Mount("sysfs", sys, "sysfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return nil, os.NewSyscallError("mount sysfs", err)
+	}
+	if err := os.Symlink("/proc", filepath.Join(dir, "proc")); err != nil && !errors.Is(err, os.ErrExist) {
+		unix.Unmount(sys, unix.MNT_DETACH)
+		return nil, err
+	}
+	return func() error {
+		if err := unix.Unmount(sys, unix.MNT_DETACH); err != nil {
+			return fmt.Errorf("unmount %s: %w", sys, os.NewSyscallError("umount2", err))
+		}
+		return nil
+	}, nil
+}

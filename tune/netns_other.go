@@ -1,0 +1,11 @@
+//go:build !linux
+
+package tune
+
+import "github.com/spindlenet/spindle/topo"
+
+// InNetNS returns topo.ErrNotSupported on systems other than Linux.
+func InNetNS(nsPath string, fn func() error) error { return topo.ErrNotSupported }
+
+// MountNetNSView returns topo.ErrNotSupported on systems other than Linux.
+func MountNetNSView(dir string) (cleanup func() error, err error) { return nil, topo.ErrNotSupported }

@@ -1,0 +1,217 @@
+package tune
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/spindlenet/spindle/topo"
+)
+
+func writeTo(p *Plan, target string) *Write {
+	for i := range p.Writes {
+		if p.Writes[i].Target() == target {
+			return &p.Writes[i]
+		}
+	}
+	return nil
+}
+
+func hasNote(p *Plan, sub string) bool {
+	return slices.ContainsFunc(p.Notes, func(n string) bool { return strings.Contains(n, sub) })
+}
+
+func TestMakePlan(t *testing.T) {
+	tests := []struct {
+		name      string
+		root      string
+		cfg       PlanConfig
+		loops     string
+		irqs      string
+		nWrites   int
+		writes    map[string]string // target -> new value
+		unchanged []string          // targets that must not be written
+		notes     []string
+	}{
+		{
+			name: "vm inline", root: fxVM, cfg: PlanConfig{},
+			loops: "0-1", irqs: "0-1", nWrites: 5,
+			writes: map[string]string{
+				"/proc/irq/38/smp_affinity_list":               "0",
+				"/proc/irq/39/smp_affinity_list":               "0",
+				"/sys/class/net/eth0/queues/rx-0/rps_cpus":     "3",
+				"/sys/class/net/eth0/queues/rx-0/rps_flow_cnt": "32768",
+				"/proc/sys/net/core/rps_sock_flow_entries":     "32768",
+			},
+			unchanged: []string{"/proc/irq/37/smp_affinity_list", "/proc/irq/41/smp_affinity_list"},
+			notes:     []string{"no xps_cpus"},
+		},
+		{
+			name: "vm dedicated", root: fxVM, cfg: PlanConfig{Policy: Dedicated},
+			loops: "1", irqs: "0", nWrites: 2,
+			writes: map[string]string{"/proc/irq/38/smp_affinity_list": "0", "/proc/irq/39/smp_affinity_list": "0"},
+		},
+		{
+			name: "vm inline, IRQ excluded", root: fxVM, cfg: PlanConfig{ExcludeIRQs: []int{39}},
+			loops: "0-1", irqs: "0-1", nWrites: 4,
+			unchanged: []string{"/proc/irq/39/smp_affinity_list"},
+			notes:     []string{"IRQ 39 is excluded"},
+		},
+		{
+			name: "2-socket inline, NIC on node 1, busy polling", root: fx2Socket, cfg: PlanConfig{BusyPollUsecs: 50},
+			loops: "12-23", irqs: "12-23", nWrites: 16 + 12 + 2 + 1 + 2,
+			writes: map[string]string{
+				"/proc/irq/121/smp_affinity_list":             "12",
+				"/proc/irq/132/smp_affinity_list":             "23",
+				"/proc/irq/133/smp_affinity_list":             "12",
+				"/sys/class/net/ens1f0/queues/tx-0/xps_cpus":  "1000",
+				"/sys/class/net/ens1f0/queues/tx-11/xps_cpus": "800000",
+				"/sys/class/net/ens1f0/napi_defer_hard_irqs":  "2",
+				"/sys/class/net/ens1f0/gro_flush_timeout":     "200000",
+				"ethtool -C ens1f0 adaptive-rx":               "0",
+				"/proc/sys/net/core/busy_poll":                "50",
+				"/proc/sys/net/core/busy_read":                "50",
+			},
+			unchanged: []string{"/proc/irq/120/smp_affinity_list", "/sys/class/net/ens1f0/queues/rx-0/rps_cpus", "/proc/sys/net/core/somaxconn"},
+			notes:     []string{"16 receive queues for 12 loop CPUs", "ethtool -L ens1f0 combined 12"},
+		},
+		{
+			name: "2-socket dedicated with chosen sets", root: fx2Socket,
+			cfg:   PlanConfig{Policy: Dedicated, IRQCPUs: topo.NewCPUSet(12, 13), LoopCPUs: topo.NewCPUSet(14, 15, 16, 17)},
+			loops: "14-17", irqs: "12-13", nWrites: 16 + 4,
+			writes: map[string]string{
+				"/proc/irq/121/smp_affinity_list":            "12",
+				"/proc/irq/122/smp_affinity_list":            "13",
+				"/proc/irq/136/smp_affinity_list":            "13",
+				"/sys/class/net/ens1f0/queues/tx-0/xps_cpus": "4000",
+				"/sys/class/net/ens1f0/queues/tx-3/xps_cpus": "20000",
+			},
+			unchanged: []string{"/sys/class/net/ens1f0/queues/tx-4/xps_cpus"},
+		},
+		{
+			name: "SMT and isolcpus inline: loops on isolated primary threads", root: fxSMT, cfg: PlanConfig{},
+			loops: "2-7", irqs: "2-7",
+			writes: map[string]string{
+				"/proc/irq/61/smp_affinity_list":           "2",
+				"/proc/irq/66/smp_affinity_list":           "7",
+				"/proc/irq/67/smp_affinity_list":           "2",
+				"/proc/sys/net/core/rps_sock_flow_entries": "",
+			},
+			notes: []string{"irqbalance is running", "SMT", "8 receive queues for 6 loop CPUs"},
+		},
+		{
+			name: "SMT and isolcpus dedicated: IRQs on a housekeeping core", root: fxSMT, cfg: PlanConfig{Policy: Dedicated},
+			loops: "1-7", irqs: "0",
+			writes: map[string]string{
+				"/proc/irq/61/smp_affinity_list": "",
+				"/proc/irq/62/smp_affinity_list": "0",
+				"/proc/irq/68/smp_affinity_list": "0",
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := loadHost(t, tt.root)
+			p, err := MakePlan(h, tt.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := Validate(p); err != nil {
+				t.Fatalf("plan does not validate: %v", err)
+			}
+			if p.LoopCPUs.String() != tt.loops || p.IRQCPUs.String() != tt.irqs {
+				t.Errorf("loops %s irqs %s, want %s %s", p.LoopCPUs, p.IRQCPUs, tt.loops, tt.irqs)
+			}
+			if tt.nWrites != 0 && len(p.Writes) != tt.nWrites {
+				var got []string
+				for _, w := range p.Writes {
+					got = append(got, w.Target()+"="+w.New)
+				}
+				t.Errorf("%d writes, want %d: %v", len(p.Writes), tt.nWrites, got)
+			}
+			for target, v := range tt.writes {
+				w := writeTo(p, target)
+				switch {
+				case v == "" && w != nil:
+					t.Errorf("%s written (%q), want untouched", target, w.New)
+				case v != "" && w == nil:
+					t.Errorf("%s not written, want %q", target, v)
+				case v != "" && w.New != v:
+					t.Errorf("%s = %q, want %q", target, w.New, v)
+				}
+			}
+			for _, target := range tt.unchanged {
+				if w := writeTo(p, target); w != nil {
+					t.Errorf("%s written (%q), want untouched", target, w.New)
+				}
+			}
+			for _, n := range tt.notes {
+				if !hasNote(p, n) {
+					t.Errorf("missing note %q in %q", n, p.Notes)
+				}
+			}
+			for _, w := range p.Writes {
+				if w.Reason == "" {
+					t.Errorf("%s has no reason", w.Target())
+				}
+				if same, _ := equalValues(w.Format, w.Old, w.New); same {
+					t.Errorf("%s: no-op write %q -> %q", w.Target(), w.Old, w.New)
+				}
+			}
+		})
+	}
+}
+
+func TestMakePlanRefuses(t *testing.T) {
+	tests := []struct {
+		name string
+		root string
+		cfg  PlanConfig
+		msg  string
+	}{
+		{"unknown interface", fxVM, PlanConfig{Interfaces: []string{"eth9"}}, `unknown interface "eth9"`},
+		{"loop CPU not on the machine", fxVM, PlanConfig{LoopCPUs: topo.NewCPUSet(1, 2)}, "loop CPUs 2 are not online"},
+		{"IRQ CPU not on the machine", fx2Socket, PlanConfig{Policy: Dedicated, IRQCPUs: topo.NewCPUSet(64)}, "irq CPUs 64 are not online"},
+		{"overlapping dedicated sets", fx2Socket, PlanConfig{Policy: Dedicated, IRQCPUs: topo.NewCPUSet(12), LoopCPUs: topo.NewCPUSet(12, 13)}, "both loop and IRQ"},
+		{"busy polling with dedicated", fxVM, PlanConfig{Policy: Dedicated, BusyPollUsecs: 50}, "busy polling belongs"},
+		{"unknown policy", fxVM, PlanConfig{Policy: "fast"}, "unknown policy"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := MakePlan(loadHost(t, tt.root), tt.cfg)
+			if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), tt.msg) {
+				t.Fatalf("err = %v, want ErrRefused containing %q", err, tt.msg)
+			}
+		})
+	}
+}
+
+func TestValidateWrite(t *testing.T) {
+	tests := []struct {
+		w  Write
+		ok bool
+	}{
+		{Write{Kind: KindFile, Path: "/proc/irq/38/smp_affinity_list", Format: FormatCPUList, New: "0"}, true},
+		{Write{Kind: KindFile, Path: "/sys/class/net/eth0/queues/rx-0/rps_cpus", Format: FormatMask, New: "3"}, true},
+		{Write{Kind: KindFile, Path: "/etc/passwd", Format: FormatInt, New: "0"}, false},
+		{Write{Kind: KindFile, Path: "/sys/../etc/passwd", Format: FormatInt, New: "0"}, false},
+		{Write{Kind: KindFile, Path: "sys/class/net/eth0/mtu", Format: FormatInt, New: "0"}, false},
+		{Write{Kind: KindFile, Path: "/proc", Format: FormatInt, New: "0"}, false},
+		{Write{Kind: KindFile, Path: "/proc/irq/38/smp_affinity_list", Format: FormatCPUList, New: "zero"}, false},
+		{Write{Kind: KindFile, Path: "/proc/irq/38/smp_affinity_list", Format: "hex", New: "1"}, false},
+		{Write{Kind: KindCoalesce, Iface: "eth0", Ifindex: 4, Param: "adaptive-rx", Format: FormatInt, New: "0"}, true},
+		{Write{Kind: KindCoalesce, Iface: "eth0", Ifindex: 4, Param: "turbo", Format: FormatInt, New: "0"}, false},
+		{Write{Kind: KindCoalesce, Iface: "eth0", Ifindex: 0, Param: "rx-usecs", Format: FormatInt, New: "0"}, false},
+		{Write{Kind: "exec", Path: "/proc/sysrq-trigger", Format: FormatInt, New: "b"}, false},
+	}
+	for _, tt := range tests {
+		err := ValidateWrite(tt.w)
+		if (err == nil) != tt.ok {
+			t.Errorf("ValidateWrite(%s %q) = %v, want ok=%v", tt.w.Kind, tt.w.Target(), err, tt.ok)
+		}
+		if err != nil && !errors.Is(err, ErrRefused) {
+			t.Errorf("error %v does not wrap ErrRefused", err)
+		}
+	}
+}
