@@ -161,7 +161,7 @@ func (b *BufRing) Close() error {
 		return os.ErrClosed
 	}
 	var first error
-	if !b.r.closed || b.r.fd >= 0 {
+	if !b.r.closed {
 		if err := sys.UnregisterPbufRing(b.r.fd, b.group); err != nil {
 			first = os.NewSyscallError("io_uring_register", err)
 		}

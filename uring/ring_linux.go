@@ -32,8 +32,9 @@ type Ring struct {
 	cqMask   uint32
 	tsNext   uint32
 	enters   atomic.Uint64
-	fixed    bool // fixed buffers registered
-	files    bool // fixed files registered
+	eintr    uint64 // io_uring_enter calls interrupted by a signal and retried
+	fixed    bool   // fixed buffers registered
+	files    bool   // fixed files registered
 	closed   bool
 	bufRings map[uint16]*BufRing
 }
@@ -43,7 +44,9 @@ type Ring struct {
 func New(cfg *Config) (*Ring, error) {
 	c := cfg.withDefaults()
 	var p sys.Params
-	p.Flags = sys.IORING_SETUP_CQSIZE | sys.IORING_SETUP_CLAMP
+	// SUBMIT_ALL (5.18): an SQE that fails early does not stop the rest of
+	// the batch; it just completes with its error.
+	p.Flags = sys.IORING_SETUP_CQSIZE | sys.IORING_SETUP_CLAMP | sys.IORING_SETUP_SUBMIT_ALL
 	p.CQEntries = c.CQEntries
 	if c.SingleIssuer {
 		p.Flags |= sys.IORING_SETUP_SINGLE_ISSUER
@@ -67,6 +70,13 @@ func New(cfg *Config) (*Ring, error) {
 		p.WQFd = uint32(c.AttachWQ.fd)
 	}
 	fd, err := sys.Setup(c.Entries, &p)
+	if err == unix.EINVAL {
+		p2 := p
+		p2.Flags &^= sys.IORING_SETUP_SUBMIT_ALL
+		if fd, err = sys.Setup(c.Entries, &p2); err == nil {
+			p = p2
+		}
+	}
 	if err != nil {
 		return nil, setupError(p.Flags, err)
 	}
@@ -144,7 +154,6 @@ func (r *Ring) Close() error {
 	if err := unix.Close(r.fd); err != nil && first == nil {
 		first = os.NewSyscallError("close", err)
 	}
-	r.fd = -1
 	return first
 }
 
@@ -266,6 +275,7 @@ func (r *Ring) enter(waitNr uint32, timeout time.Duration, wait bool) (int, erro
 		}
 		switch err {
 		case unix.EINTR:
+			r.eintr++
 			// Interrupted before anything was submitted or while waiting:
 			// retry what is left. A restarted timed wait starts its timeout
 			// again; callers that need a deadline use a TIMEOUT SQE.

@@ -1,0 +1,248 @@
+package uring
+
+import (
+	"errors"
+	"net/netip"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestAttachWQSQPoll shares one SQPOLL thread between two rings.
+func TestAttachWQSQPoll(t *testing.T) {
+	a := newRing(t, &Config{Entries: 8, SQPoll: true, SQThreadCPU: 1 % runtime.NumCPU(), SQThreadIdle: 5 * time.Millisecond})
+	b := newRing(t, &Config{Entries: 8, SQPoll: true, SQThreadCPU: -1, AttachWQ: a})
+	for i, r := range []*Ring{a, b} {
+		sqe(t, r).PrepNop(uint64(i))
+		if c := reap(t, r, 1)[0]; c.UserData != uint64(i) || c.Res != 0 {
+			t.Errorf("ring %d: %+v", i, c)
+		}
+	}
+	// After the SQ thread went idle, a submission must wake it.
+	time.Sleep(20 * time.Millisecond)
+	sqe(t, b).PrepNop(9)
+	if c := reap(t, b, 1)[0]; c.UserData != 9 {
+		t.Errorf("after idle: %+v", c)
+	}
+}
+
+// TestSubmitAll checks that an SQE failing at submission does not stop the
+// SQEs after it (IORING_SETUP_SUBMIT_ALL).
+func TestSubmitAll(t *testing.T) {
+	r := newRing(t, nil)
+	sqe(t, r).PrepNop(1)
+	bad := sqe(t, r)
+	bad.PrepNop(2)
+	bad.Opcode = 250 // no such opcode
+	sqe(t, r).PrepNop(3)
+	n, err := r.Submit()
+	if err != nil || n != 3 {
+		t.Fatalf("Submit = %d, %v; want all 3 consumed", n, err)
+	}
+	for _, c := range reap(t, r, 3) {
+		if (c.UserData == 2) != (c.Err() != nil) {
+			t.Errorf("completion %+v (%v)", c, c.Err())
+		}
+	}
+}
+
+// TestWaitRetriesEINTR interrupts a thread blocked in SubmitAndWait with
+// signals: the wait must continue until the completion arrives.
+func TestWaitRetriesEINTR(t *testing.T) {
+	sender := newRing(t, nil)
+	var (
+		mu     sync.Mutex
+		target *Ring
+		tid    int
+	)
+	ready := make(chan struct{})
+	result := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		r, err := New(&Config{Entries: 4, SingleIssuer: true, DeferTaskrun: true})
+		if err != nil {
+			result <- err
+			close(ready)
+			return
+		}
+		defer r.Close()
+		mu.Lock()
+		target, tid = r, unix.Gettid()
+		mu.Unlock()
+		close(ready)
+		var c [1]CQE
+		for r.PeekCQEs(c[:]) == 0 {
+			if _, err := r.SubmitAndWait(1, 5*time.Second); err != nil {
+				result <- err
+				return
+			}
+		}
+		if c[0].UserData != 77 {
+			result <- errors.New("wrong completion")
+			return
+		}
+		if r.eintr == 0 {
+			result <- errors.New("no io_uring_enter was interrupted: the test did not exercise EINTR")
+			return
+		}
+		result <- nil
+	}()
+	<-ready
+	mu.Lock()
+	fd, wtid := -1, tid
+	if target != nil {
+		fd = target.Fd()
+	}
+	mu.Unlock()
+	if fd < 0 {
+		t.Fatal(<-result)
+	}
+	for range 5 {
+		time.Sleep(5 * time.Millisecond)
+		// SIGURG is the runtime's preemption signal: harmless, and it
+		// interrupts io_uring_enter.
+		unix.Tgkill(unix.Getpid(), wtid, unix.SIGURG)
+	}
+	sqe(t, sender).PrepMsgRing(fd, 0, 77, 0, 1)
+	reap(t, sender, 1)
+	select {
+	case err := <-result:
+		if err != nil {
+			t.Fatalf("waiting ring: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("waiting ring never saw the message")
+	}
+}
+
+// TestMsgRingFd passes a fixed file from one ring to another.
+func TestMsgRingFd(t *testing.T) {
+	a := newRing(t, nil)
+	b := newRing(t, nil)
+	for _, r := range []*Ring{a, b} {
+		if err := r.RegisterFiles(4); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, s := tcpPair(t)
+	if _, err := a.UpdateFiles(0, []int{c}); err != nil {
+		t.Fatal(err)
+	}
+	sqe(t, a).PrepMsgRingFd(b.Fd(), 0, 2, 0xabc, 0, 1)
+	if cq := reap(t, a, 1)[0]; cq.Res != 0 {
+		t.Fatalf("msg_ring send fd: %v", cq.Err())
+	}
+	if cq := reap(t, b, 1)[0]; cq.UserData != 0xabc {
+		t.Fatalf("target: %+v", cq)
+	}
+	buf := offHeap(t, 16)
+	copy(buf, "moved")
+	w := sqe(t, b)
+	w.PrepSend(2, buf[:5], 0, 2)
+	w.SetFlags(FlagFixedFile)
+	if cq := reap(t, b, 1)[0]; cq.Res != 5 {
+		t.Fatalf("send on passed fd: %v", cq.Err())
+	}
+	got := make([]byte, 8)
+	if n, _ := unix.Read(s, got); string(got[:n]) != "moved" {
+		t.Errorf("read %q", got[:n])
+	}
+}
+
+func TestEncodeSockaddr(t *testing.T) {
+	tests := []struct {
+		ap      string
+		n       int
+		wantErr bool
+	}{
+		{"127.0.0.1:80", 16, false},
+		{"[::1]:443", 28, false},
+		{"[fe80::1%eth0]:1", 0, true},
+	}
+	for _, tt := range tests {
+		ap := netip.MustParseAddrPort(tt.ap)
+		var b [SockaddrMax]byte
+		n, err := EncodeSockaddr(b[:], ap)
+		if (err != nil) != tt.wantErr || n != tt.n {
+			t.Errorf("EncodeSockaddr(%s) = %d, %v", tt.ap, n, err)
+			continue
+		}
+		if err == nil {
+			if got := decodeSockaddr(b[:n]); got != ap {
+				t.Errorf("round trip %s -> %s", ap, got)
+			}
+		}
+	}
+	if _, err := EncodeSockaddr(make([]byte, 8), netip.MustParseAddrPort("1.2.3.4:5")); err == nil {
+		t.Error("short buffer accepted")
+	}
+}
+
+// decodeSockaddr is the reverse of EncodeSockaddr, via the kernel layout.
+func decodeSockaddr(b []byte) netip.AddrPort {
+	port := uint16(b[2])<<8 | uint16(b[3])
+	if len(b) == 16 {
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(b[4:8])), port)
+	}
+	return netip.AddrPortFrom(netip.AddrFrom16([16]byte(b[8:24])), port)
+}
+
+func FuzzEncodeSockaddr(f *testing.F) {
+	f.Add([]byte{127, 0, 0, 1}, uint16(80))
+	f.Add(make([]byte, 16), uint16(0))
+	f.Fuzz(func(t *testing.T, raw []byte, port uint16) {
+		addr, ok := netip.AddrFromSlice(raw)
+		if !ok {
+			return
+		}
+		ap := netip.AddrPortFrom(addr, port)
+		var b [SockaddrMax]byte
+		n, err := EncodeSockaddr(b[:], ap)
+		if err != nil {
+			t.Fatalf("EncodeSockaddr(%s): %v", ap, err)
+		}
+		if got := decodeSockaddr(b[:n]); got != ap {
+			t.Fatalf("round trip %s -> %s", ap, got)
+		}
+	})
+}
+
+// TestConnectIPv6 connects over ::1 with an encoded sockaddr_in6.
+func TestConnectIPv6(t *testing.T) {
+	lfd, err := unix.Socket(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeFd(t, lfd)
+	if err := unix.Bind(lfd, &unix.SockaddrInet6{Addr: netip.IPv6Loopback().As16()}); err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	}
+	if err := unix.Listen(lfd, 1); err != nil {
+		t.Fatal(err)
+	}
+	sa, _ := unix.Getsockname(lfd)
+	ap := netip.AddrPortFrom(netip.IPv6Loopback(), uint16(sa.(*unix.SockaddrInet6).Port))
+	arena, err := NewArena(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer arena.Close()
+	enc, err := arena.Sockaddr(ap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeFd(t, fd)
+	r := newRing(t, nil)
+	sqe(t, r).PrepConnect(fd, enc, 1)
+	if c := reap(t, r, 1)[0]; c.Res != 0 {
+		t.Fatalf("connect [::1]: %v", c.Err())
+	}
+}
