@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -28,6 +29,35 @@ type ServerUsage struct {
 	Nivcsw int64 `json:"nivcsw"`
 	// Threads is per-thread accounting from /proc/self/task.
 	Threads []TaskStat `json:"threads"`
+	// Counters are the arm's own counters, when it has any (the spindle
+	// engine's "waits": io_uring_enter or epoll_wait calls, "submits", …).
+	Counters map[string]uint64 `json:"counters,omitempty"`
+}
+
+// counterer is implemented by servers that count their kernel waits.
+type counterer interface {
+	Counters() map[string]uint64
+}
+
+// selfCheck sends one RPC request to addr and verifies the echo, so that a
+// server child reports ready only once it serves correctly.
+func selfCheck(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	req := AppendRequest(nil, 0xffff, 1, MinPayload)
+	if _, err := c.Write(req); err != nil {
+		return err
+	}
+	got := make([]byte, len(req))
+	if _, err := io.ReadFull(c, got); err != nil {
+		return err
+	}
+	_, err = verifyReply(got, 0xffff, 1, MinPayload, nil)
+	return err
 }
 
 // childHello is the first line a server child writes.
@@ -115,6 +145,9 @@ func ServeMain(ctx context.Context, args []string, stdin io.Reader, stdout io.Wr
 		return fmt.Errorf("bench: start %s: %w", arm.Name, err)
 	}
 	defer srv.Close()
+	if err := selfCheck(srv.Addr().String()); err != nil {
+		return fmt.Errorf("bench: %s does not serve correctly: %w", arm.Name, err)
+	}
 	hello, _ := json.Marshal(childHello{Addr: srv.Addr().String(), Pid: os.Getpid(), Arm: arm.Name})
 	if _, err := fmt.Fprintf(stdout, "%s\n", hello); err != nil {
 		return err
@@ -131,6 +164,9 @@ func ServeMain(ctx context.Context, args []string, stdin io.Reader, stdout io.Wr
 			u, err := selfUsage()
 			if err != nil {
 				return err
+			}
+			if c, ok := srv.(counterer); ok {
+				u.Counters = c.Counters()
 			}
 			if err := enc.Encode(u); err != nil {
 				return err

@@ -461,6 +461,10 @@ func (r *runner) fill(res *Result, load *LoadResult, edges [2]snapshot) {
 		TotalUSPerReq:     perReq(float64(u1.UserNS - u0.UserNS + u1.SysNS - u0.SysNS)),
 		CtxSwitchesPerReq: float64(u1.Nvcsw-u0.Nvcsw+u1.Nivcsw-u0.Nivcsw) / n,
 	}
+	if u1.Counters != nil {
+		w := (u1.Counters["waits"] + u1.Counters["submits"]) - (u0.Counters["waits"] + u0.Counters["submits"])
+		res.Server.KernelWaitsPerReq = float64(w) / n
+	}
 	before := map[int]TaskStat{}
 	for _, t := range u0.Threads {
 		before[t.TID] = t

@@ -149,6 +149,11 @@ type ServerCPU struct {
 	// CtxSwitchesPerReq is voluntary plus involuntary context switches of
 	// the server process per request.
 	CtxSwitchesPerReq float64 `json:"ctx_switches_per_req"`
+	// KernelWaitsPerReq is, for spindle engine arms, the loops' waiting
+	// system calls (io_uring_enter or epoll_wait, plus io_uring_enter calls
+	// made only to flush a full submission queue) per request; 0 for arms
+	// that do not count them.
+	KernelWaitsPerReq float64 `json:"kernel_waits_per_req"`
 	// Threads is CPU per request of each server thread that ran in the
 	// window (schedstat run time).
 	Threads []ThreadCPU `json:"threads"`

@@ -1,0 +1,163 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/spindlenet/spindle/engine"
+)
+
+// The spindle engine arms: one per engine backend. This is the
+// registration point for arms built on package engine.
+func init() {
+	summaries := map[engine.Backend]string{
+		engine.BackendEpoll:         "spindle engine, epoll backend: pinned per-core loops, level-triggered epoll, read/write syscalls",
+		engine.BackendEpollBusyPoll: "spindle engine, epoll with per-instance busy polling (EPIOCSPARAMS, 50 µs)",
+		engine.BackendURing:         "spindle engine, io_uring: SINGLE_ISSUER|DEFER_TASKRUN, multishot accept and recv on a buffer ring, one io_uring_enter per iteration",
+		engine.BackendURingSQPoll:   "spindle engine, io_uring with an SQPOLL kernel thread on a CPU outside the loop set",
+		engine.BackendURingNAPI:     "spindle engine, io_uring with IORING_REGISTER_NAPI busy polling (50 µs)",
+	}
+	order := map[engine.Backend]int{
+		engine.BackendEpoll: 20, engine.BackendEpollBusyPoll: 21, engine.BackendURing: 22,
+		engine.BackendURingSQPoll: 23, engine.BackendURingNAPI: 24,
+	}
+	for _, b := range engine.Backends {
+		RegisterArm(Arm{
+			Name:    string(b),
+			Summary: summaries[b],
+			Start:   func(ctx context.Context, cfg ServerConfig) (Server, error) { return startEngine(ctx, b, cfg) },
+			Order:   order[b],
+		})
+	}
+}
+
+// engineServer is a spindle engine serving the echo protocols.
+type engineServer struct {
+	e      *engine.Engine
+	ln     *engine.Listener
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// engineConn is one connection's protocol state, owned by its loop.
+type engineConn struct {
+	echo Echo
+	in   []byte // an incomplete request carried to the next read
+	out  []byte
+}
+
+// engineEcho is the Handler; its callbacks run on the loop goroutines.
+type engineEcho struct {
+	engine.BaseHandler
+	cfg ServerConfig
+}
+
+func (h *engineEcho) OnOpen(c *engine.Conn) {
+	c.SetContext(&engineConn{echo: Echo{Compute: h.cfg.Compute, BodySize: h.cfg.BodySize}})
+}
+
+func (h *engineEcho) OnData(c *engine.Conn, b engine.Buffer) bool {
+	st := c.Context().(*engineConn)
+	data := b.Bytes()
+	if len(st.in) > 0 {
+		st.in = append(st.in, data...)
+		data = st.in
+	}
+	n, out, err := st.echo.Process(data, st.out[:0])
+	st.out = out
+	if len(out) > 0 {
+		if _, werr := c.Write(out); werr != nil {
+			err = werr
+		}
+	}
+	if err != nil {
+		c.Close()
+		return false
+	}
+	rest := data[n:]
+	if len(st.in) > 0 {
+		st.in = st.in[:copy(st.in, rest)]
+	} else if len(rest) > 0 {
+		st.in = append(st.in[:0], rest...)
+	}
+	return false
+}
+
+func startEngine(ctx context.Context, b engine.Backend, cfg ServerConfig) (Server, error) {
+	cfg = cfg.withDefaults()
+	cpus := cfg.CPUs
+	if len(cpus) == 0 {
+		for i := range runtime.NumCPU() {
+			cpus = append(cpus, i)
+		}
+	}
+	if cfg.Loops > len(cpus) {
+		return nil, fmt.Errorf("bench: %d loops need %d distinct server CPUs, have %v", cfg.Loops, cfg.Loops, cpus)
+	}
+	cpus = cpus[:cfg.Loops]
+	var logMu sync.Mutex
+	var logs []string
+	ecfg := &engine.Config{
+		Backend: b, CPUs: cpus, SQPollCPU: -1,
+		Logf: func(format string, args ...any) {
+			logMu.Lock()
+			logs = append(logs, fmt.Sprintf(format, args...))
+			logMu.Unlock()
+		},
+	}
+	if b == engine.BackendURingSQPoll {
+		// The SQPOLL thread goes on the first CPU outside the server's
+		// (runtime.NumCPU counts the CPUs the harness allowed before this
+		// process pinned itself).
+		for c := range runtime.NumCPU() {
+			if !slices.Contains(cfg.CPUs, c) {
+				ecfg.SQPollCPU = c
+				break
+			}
+		}
+	}
+	e, err := engine.New(ecfg, &engineEcho{cfg: cfg})
+	if err != nil {
+		return nil, err
+	}
+	logMu.Lock()
+	said := strings.Join(logs, "; ")
+	logMu.Unlock()
+	if e.Backend() != b {
+		// Never measure a fallback under the requested backend's name.
+		e.Shutdown(context.Background())
+		return nil, fmt.Errorf("engine backend %s unavailable, it would fall back to %s: %s", b, e.Backend(), said)
+	}
+	ln, err := e.Listen("tcp", cfg.Addr, nil)
+	if err != nil {
+		e.Shutdown(context.Background())
+		return nil, err
+	}
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s := &engineServer{e: e, ln: ln, cancel: cancel, done: make(chan error, 1)}
+	go func() { s.done <- e.Run(rctx) }()
+	return s, nil
+}
+
+func (s *engineServer) Addr() net.Addr { return s.ln.Addr() }
+
+// Counters reports the engine's kernel-wait counters. Any goroutine.
+func (s *engineServer) Counters() map[string]uint64 {
+	st := s.e.Stats()
+	return map[string]uint64{"waits": st.Waits, "submits": st.Submits, "sqes": st.SQEs, "cqes": st.CQEs}
+}
+
+func (s *engineServer) Close() error {
+	s.cancel()
+	err := <-s.done
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return err
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/spindlenet/spindle/bench"
+)
+
+func TestGnetEcho(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("gnet arm is tested on Linux")
+	}
+	srv, err := startGnet(context.Background(), bench.ServerConfig{Addr: "127.0.0.1:0", Loops: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := srv.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	c, err := net.Dial("tcp", srv.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	tests := []struct {
+		name string
+		req  []byte
+	}{
+		{"small", bench.AppendRequest(nil, 1, 1, 64)},
+		{"two pipelined", bench.AppendRequest(bench.AppendRequest(nil, 1, 2, 128), 1, 3, 100)},
+		{"large", bench.AppendRequest(nil, 1, 4, 200000)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			// Write in two parts to exercise partial frames.
+			half := len(tc.req) / 2
+			if _, err := c.Write(tc.req[:half]); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(5 * time.Millisecond)
+			if _, err := c.Write(tc.req[half:]); err != nil {
+				t.Fatal(err)
+			}
+			got := make([]byte, len(tc.req))
+			if _, err := io.ReadFull(c, got); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, tc.req) {
+				t.Fatal("echo differs")
+			}
+		})
+	}
+	// And HTTP/1.1 on a second connection.
+	h, err := net.Dial("tcp", srv.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	h.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(h, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 15)
+	if _, err := io.ReadFull(h, buf); err != nil || string(buf) != "HTTP/1.1 200 OK" {
+		t.Fatalf("HTTP reply %q, %v", buf, err)
+	}
+}
