@@ -138,7 +138,7 @@ func (t Target) write(w Write, value string) error {
 			err = cerr
 		}
 		if err != nil {
-			return fmt.Errorf("write %q to %s: %w", strings.TrimSpace(value), w.Path, err)
+			return fmt.Errorf("write %q: %w", strings.TrimSpace(value), err)
 		}
 		return nil
 	case KindCoalesce:

@@ -1,0 +1,240 @@
+//go:build linux
+
+package tune
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spindlenet/spindle/topo"
+)
+
+func run(t *testing.T, args ...string) {
+	t.Helper()
+	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// TestNetnsApplyRevert applies a real plan inside a network namespace the
+// test creates (a veth pair, RPS/RFS, XPS, NAPI settings, a per-namespace
+// sysctl), verifies it, reverts it and verifies every value byte for byte;
+// then makes the kernel reject a write mid-plan and verifies the rollback.
+// The host's own settings are read before and after and must not change.
+func TestNetnsApplyRevert(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create a network namespace and write sysfs")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("ip (iproute2) not installed")
+	}
+	pid := os.Getpid()
+	ns := fmt.Sprintf("spd-tune-%d", pid)
+	va, vb := fmt.Sprintf("stn%da", pid), fmt.Sprintf("stn%db", pid)
+	run(t, "ip", "netns", "add", ns)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	run(t, "ip", "-n", ns, "link", "add", va, "type", "veth", "peer", "name", vb)
+	run(t, "ip", "-n", ns, "link", "set", va, "up")
+	run(t, "ip", "-n", ns, "link", "set", vb, "up")
+	// With GRO on and TSO off a veth has NAPI instances (KERNEL.md).
+	napi := false
+	if _, err := exec.LookPath("ethtool"); err == nil {
+		for _, v := range []string{va, vb} {
+			run(t, "ip", "netns", "exec", ns, "ethtool", "-K", v, "gro", "on", "tso", "off")
+		}
+		napi = true
+	} else {
+		t.Log("ethtool not installed: NAPI ids on the veth are not checked")
+	}
+	nsPath := "/run/netns/" + ns
+	if _, err := os.Stat(nsPath); err != nil {
+		nsPath = "/var/run/netns/" + ns
+	}
+
+	hostFiles := []string{"/proc/sys/net/core/somaxconn", "/proc/sys/net/core/rps_sock_flow_entries"}
+	if ents, err := filepath.Glob("/sys/class/net/*/queues/rx-*/rps_cpus"); err == nil {
+		hostFiles = append(hostFiles, ents...)
+	}
+	hostBefore := map[string]string{}
+	for _, f := range hostFiles {
+		b, _ := os.ReadFile(f)
+		hostBefore[f] = string(b)
+	}
+
+	view := t.TempDir()
+	stateDir := t.TempDir()
+	var logs []string
+	logf := func(format string, args ...any) { logs = append(logs, fmt.Sprintf(format, args...)) }
+	err := InNetNS(nsPath, func() (err error) {
+		cleanup, err := MountNetNSView(view)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if cerr := cleanup(); err == nil {
+				err = cerr
+			}
+		}()
+		h, err := topo.ReadRootWithNetlink(view)
+		if err != nil {
+			return err
+		}
+		if h.NIC(va) == nil || h.NIC(vb) == nil {
+			return fmt.Errorf("namespace view lacks the veth pair: %v", nicNames(h))
+		}
+		if h.NIC("eth0") != nil {
+			return errors.New("namespace view shows the host's eth0")
+		}
+		if h.Netlink.Netdev != "ok" || h.Netlink.Ethtool != "ok" {
+			return fmt.Errorf("netlink in the namespace: %+v", h.Netlink)
+		}
+		if napi {
+			// veth registers NAPI instances with GRO on (napi-get lists
+			// them) but does not link them to its queues (queue-get has
+			// no napi-id), so only the instances are checked.
+			if ns := h.NIC(va).NAPIs; len(ns) == 0 || ns[0].ID < 257 {
+				return fmt.Errorf("%s has no NAPI instance with GRO on: %+v (%s)", va, ns, h.NIC(va).NAPIErr)
+			}
+		}
+		nc, err := topo.DialNetlink()
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		somax, err := os.ReadFile(filepath.Join(view, "/proc/sys/net/core/somaxconn"))
+		if err != nil {
+			return err
+		}
+		var curSomax int
+		fmt.Sscan(string(somax), &curSomax)
+		cfg := PlanConfig{Interfaces: []string{va, vb}, LoopCPUs: h.Online, BusyPollUsecs: 50, Somaxconn: curSomax + 1}
+		if h.Online.Len() < 2 {
+			return errors.New("the test needs 2 CPUs so that RPS has a set to spread over")
+		}
+		p, err := MakePlan(h, cfg)
+		if err != nil {
+			return err
+		}
+		want := []string{
+			"/sys/class/net/" + va + "/queues/rx-0/rps_cpus",
+			"/sys/class/net/" + va + "/queues/rx-0/rps_flow_cnt",
+			"/sys/class/net/" + vb + "/queues/tx-0/xps_cpus",
+			"/sys/class/net/" + va + "/napi_defer_hard_irqs",
+			"/sys/class/net/" + vb + "/gro_flush_timeout",
+			"/proc/sys/net/core/somaxconn",
+		}
+		for _, w := range want {
+			if writeTo(p, w) == nil {
+				return fmt.Errorf("plan lacks %s; writes: %v", w, targets(p))
+			}
+		}
+		// veth has no coalescing and the busy-poll sysctls live only in
+		// the initial namespace: both must be notes, not failures.
+		if !hasNote(p, va+" coalescing not changed") || !hasNote(p, "net.core.busy_poll does not exist") {
+			return fmt.Errorf("notes: %q", p.Notes)
+		}
+		before := map[string]string{}
+		tgt := Target{Root: view, Netlink: nc}
+		for _, w := range p.Writes {
+			if before[w.Target()], err = tgt.read(w); err != nil {
+				return err
+			}
+		}
+		state := filepath.Join(stateDir, "state.json")
+		if _, err := Apply(p, tgt, state); err != nil {
+			return fmt.Errorf("apply: %w", err)
+		}
+		for _, w := range p.Writes {
+			got, err := tgt.read(w)
+			if err != nil {
+				return err
+			}
+			if same, _ := equalValues(w.Format, got, w.New); !same {
+				return fmt.Errorf("after apply %s = %q, want %q", w.Target(), got, w.New)
+			}
+		}
+		logf("applied %d writes in %s", len(p.Writes), ns)
+		drifted, err := Revert(state, tgt)
+		if err != nil {
+			return fmt.Errorf("revert: %w", err)
+		}
+		if len(drifted) > 0 {
+			return fmt.Errorf("drifted: %v", drifted)
+		}
+		if err := sameBytes(tgt, p.Writes, before); err != nil {
+			return fmt.Errorf("after revert: %w", err)
+		}
+
+		// A write the kernel rejects, at the end of a fresh plan.
+		p2, err := MakePlan(h, cfg)
+		if err != nil {
+			return err
+		}
+		bad := Write{Kind: KindFile, Path: "/sys/class/net/" + vb + "/queues/rx-0/rps_flow_cnt", Format: FormatInt,
+			Old: before["/sys/class/net/"+vb+"/queues/rx-0/rps_flow_cnt"], New: "not-a-number", Reason: "test: the kernel rejects this"}
+		if bad.Old == "" {
+			return errors.New("no rps_flow_cnt value recorded for " + vb)
+		}
+		p2.Writes = append(p2.Writes, bad)
+		state2 := filepath.Join(stateDir, "state2.json")
+		_, err = Apply(p2, tgt, state2)
+		if err == nil || !strings.Contains(err.Error(), "rolled back") {
+			return fmt.Errorf("apply of a plan with a rejected write: %v", err)
+		}
+		logf("rejected write: %v", err)
+		if err := sameBytes(tgt, p.Writes, before); err != nil {
+			return fmt.Errorf("after rollback: %w", err)
+		}
+		if _, err := os.Stat(state2); !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("state file left after rollback: %v", err)
+		}
+		return nil
+	})
+	for _, l := range logs {
+		t.Log(l)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range hostFiles {
+		b, _ := os.ReadFile(f)
+		if string(b) != hostBefore[f] {
+			t.Errorf("host file %s changed: %q -> %q", f, hostBefore[f], b)
+		}
+	}
+}
+
+func sameBytes(tgt Target, writes []Write, before map[string]string) error {
+	for _, w := range writes {
+		got, err := tgt.read(w)
+		if err != nil {
+			return err
+		}
+		if got != before[w.Target()] {
+			return fmt.Errorf("%s = %q, was %q", w.Target(), got, before[w.Target()])
+		}
+	}
+	return nil
+}
+
+func nicNames(h *topo.Host) []string {
+	var out []string
+	for _, n := range h.NICs {
+		out = append(out, n.Name)
+	}
+	return out
+}
+
+func targets(p *Plan) []string {
+	var out []string
+	for _, w := range p.Writes {
+		out = append(out, w.Target())
+	}
+	return out
+}
