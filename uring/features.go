@@ -13,12 +13,12 @@ type Feature struct {
 
 // Features is the result of Probe.
 type Features struct {
-	Kernel     string    `json:"kernel"`              // uname release
-	Disabled   int       `json:"io_uring_disabled"`   // kernel.io_uring_disabled (0, 1, 2; -1 unknown)
-	Available  bool      `json:"available"`           // a ring could be created
-	Error      string    `json:"error,omitempty"`     // why not, when !Available
-	SetupFlags uint32    `json:"setup_feature_flags"` // IORING_FEAT_* of a default ring
-	List       []Feature `json:"features"`
+	Kernel       string    `json:"kernel"`            // uname release
+	Disabled     int       `json:"io_uring_disabled"` // kernel.io_uring_disabled (0, 1, 2; -1 unknown)
+	Available    bool      `json:"available"`         // a ring could be created
+	Error        string    `json:"error,omitempty"`   // why not, when !Available
+	FeatureFlags uint32    `json:"feature_flags"`     // IORING_FEAT_* of a default ring
+	List         []Feature `json:"features"`          // every probed feature
 }
 
 // Get returns the feature with name.

@@ -27,7 +27,7 @@ func Probe() (*Features, error) {
 	}
 	defer r.Close()
 	f.Available = true
-	f.SetupFlags = r.KernelFeatures()
+	f.FeatureFlags = r.KernelFeatures()
 	add := func(kind, name, min string, err error, how string) {
 		x := Feature{Name: name, Kind: kind, Supported: err == nil, MinKernel: min, Reason: how}
 		if err != nil {

@@ -4,7 +4,8 @@ package sys
 // include/uapi/linux/io_uring.h (torvalds/linux, v6.18); the kernel version
 // that introduced each group is noted where it matters for feature probing.
 // Layouts assume a 64-bit Linux target (amd64, arm64): pointers travel as
-// uint64. Sizes and offsets are checked by iouring_abi_test.go.
+// uint64. Struct fields carry the C field names in CamelCase and mean what
+// the header says. Sizes and offsets are checked by iouring_abi_test.go.
 
 // SQE is struct io_uring_sqe (64 bytes). The unions of the C struct appear
 // under their most common name; the comments list the aliases.
