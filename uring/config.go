@@ -1,6 +1,10 @@
 package uring
 
-import "time"
+import (
+	"errors"
+	"fmt"
+	"time"
+)
 
 // Config configures New. A nil *Config means the defaults documented on each
 // field.
@@ -19,7 +23,7 @@ type Config struct {
 	// excludes SQPoll. Default false.
 	DeferTaskrun bool
 	// CoopTaskrun avoids interrupting the owner thread to run completion work
-	// (IORING_SETUP_COOP_TASKRUN, 5.19). Default false.
+	// (IORING_SETUP_COOP_TASKRUN, 5.19); not with SQPoll. Default false.
 	CoopTaskrun bool
 	// SQPoll starts a kernel thread that polls the SQ (IORING_SETUP_SQPOLL).
 	// Default false.
@@ -38,6 +42,29 @@ type Config struct {
 	// (IORING_REGISTER_RING_FDS, 5.18), making io_uring_enter cheaper. The
 	// owner goroutine must be locked to its OS thread. Default false.
 	RegisterRingFD bool
+}
+
+// Validate reports combinations the kernel refuses, before any system call.
+// A nil *Config is valid. Any goroutine.
+func (c *Config) Validate() error {
+	if c == nil {
+		return nil
+	}
+	switch {
+	case c.DeferTaskrun && !c.SingleIssuer:
+		return errors.New("uring: DeferTaskrun needs SingleIssuer")
+	case c.DeferTaskrun && c.SQPoll:
+		return errors.New("uring: DeferTaskrun and SQPoll exclude each other")
+	case c.SQPoll && c.CoopTaskrun:
+		return errors.New("uring: CoopTaskrun has no meaning with SQPoll (the kernel refuses it)")
+	case !c.SQPoll && c.SQThreadIdle != 0:
+		return errors.New("uring: SQThreadIdle needs SQPoll")
+	case c.SQThreadIdle < 0:
+		return errors.New("uring: negative SQThreadIdle")
+	case c.CQEntries != 0 && c.CQEntries < c.Entries:
+		return fmt.Errorf("uring: CQEntries %d below Entries %d", c.CQEntries, c.Entries)
+	}
+	return nil
 }
 
 func (c *Config) withDefaults() Config {

@@ -246,3 +246,35 @@ func TestConnectIPv6(t *testing.T) {
 		t.Fatalf("connect [::1]: %v", c.Err())
 	}
 }
+
+func TestConfigErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+	}{
+		{"defer without single issuer", Config{DeferTaskrun: true, SQThreadCPU: -1}},
+		{"defer with sqpoll", Config{DeferTaskrun: true, SingleIssuer: true, SQPoll: true, SQThreadCPU: -1}},
+		{"coop with sqpoll", Config{CoopTaskrun: true, SQPoll: true, SQThreadCPU: -1}},
+		{"idle without sqpoll", Config{SQThreadIdle: time.Millisecond, SQThreadCPU: -1}},
+		{"cq smaller than sq", Config{Entries: 64, CQEntries: 8, SQThreadCPU: -1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.cfg.Validate(); err == nil {
+				t.Fatal("Validate accepted it")
+			}
+			if r, err := New(&tt.cfg); err == nil {
+				r.Close()
+				t.Fatal("New accepted it")
+			} else if errors.Is(err, ErrNotSupported) {
+				t.Errorf("reported as unsupported feature: %v", err)
+			}
+		})
+	}
+	// A combination only the kernel rejects is reported as invalid, not as a
+	// missing feature: SQ_AFF on a CPU that does not exist.
+	_, err := New(&Config{SQPoll: true, SQThreadCPU: 4096})
+	if err == nil || errors.Is(err, ErrNotSupported) {
+		t.Errorf("SQPOLL on CPU 4096: %v, want a plain setup error", err)
+	}
+}

@@ -39,9 +39,14 @@ type Ring struct {
 	bufRings map[uint16]*BufRing
 }
 
-// New creates a ring. A nil cfg means defaults. Errors for setup flags this
-// kernel lacks are *UnsupportedFeatureError.
+// New creates a ring. A nil cfg means defaults. The goroutine calling New
+// becomes the owner (see the package documentation). Invalid configurations
+// fail Validate; setup flags this kernel lacks give an
+// *UnsupportedFeatureError.
 func New(cfg *Config) (*Ring, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	c := cfg.withDefaults()
 	var p sys.Params
 	// SUBMIT_ALL (5.18): an SQE that fails early does not stop the rest of
@@ -103,7 +108,9 @@ func New(cfg *Config) (*Ring, error) {
 	return r, nil
 }
 
-// setupError names the newest setup flag in flags when setup says EINVAL.
+// setupError explains a failed io_uring_setup. For EINVAL it retries each
+// requested flag alone: a flag that fails alone is unsupported by this kernel
+// (*UnsupportedFeatureError); if each works alone the combination is invalid.
 func setupError(flags uint32, err error) error {
 	serr := os.NewSyscallError("io_uring_setup", err)
 	if errors.Is(err, unix.ENOSYS) {
@@ -117,11 +124,29 @@ func setupError(flags uint32, err error) error {
 	}
 	for i := len(setupFlags) - 1; i >= 0; i-- {
 		f := setupFlags[i]
-		if flags&f.flag != 0 {
-			return unsupported(f.name+" (or an invalid flag combination)", f.min, serr)
+		if flags&f.flag == 0 {
+			continue
+		}
+		alone := f.flag
+		switch f.flag {
+		case sys.IORING_SETUP_SQ_AFF:
+			alone |= sys.IORING_SETUP_SQPOLL
+		case sys.IORING_SETUP_DEFER_TASKRUN:
+			alone |= sys.IORING_SETUP_SINGLE_ISSUER
+		case sys.IORING_SETUP_ATTACH_WQ:
+			continue // needs a valid wq_fd; judged by the other flags
+		}
+		p := sys.Params{Flags: alone, CQEntries: 8}
+		fd, e := sys.Setup(4, &p)
+		if e == nil {
+			unix.Close(fd)
+			continue
+		}
+		if e == unix.EINVAL {
+			return unsupported(f.name, f.min, serr)
 		}
 	}
-	return serr
+	return fmt.Errorf("invalid io_uring setup flag combination %#x: %w", flags, serr)
 }
 
 func unsupported(feature, min string, err error) error {

@@ -16,6 +16,7 @@ func TestNop(t *testing.T) {
 		{"default", nil},
 		{"single issuer defer taskrun", &Config{Entries: 8, SingleIssuer: true, DeferTaskrun: true}},
 		{"coop taskrun", &Config{Entries: 8, CoopTaskrun: true, SQThreadCPU: -1}},
+		{"coop and defer taskrun", &Config{Entries: 8, CoopTaskrun: true, SingleIssuer: true, DeferTaskrun: true}},
 		{"registered ring fd", &Config{Entries: 8, SingleIssuer: true, RegisterRingFD: true}},
 		{"sqpoll", &Config{Entries: 8, SQPoll: true, SQThreadCPU: -1, SQThreadIdle: 10 * time.Millisecond}},
 		{"sqpoll pinned", &Config{Entries: 8, SQPoll: true, SQThreadCPU: 0}},
