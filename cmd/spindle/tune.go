@@ -32,7 +32,10 @@ Every subcommand takes --json and --root (a captured /proc+/sys tree; default /)
 
 const defaultState = "/run/spindle/tune-state.json"
 
-func runTune(ctx context.Context, args []string) error {
+func runTune(ctx context.Context, args []string) error { return tuneMain(ctx, args, os.Stdout) }
+
+// tuneMain runs a tune subcommand, printing its result to w.
+func tuneMain(ctx context.Context, args []string, w io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprintln(os.Stderr, tuneUsage)
 		if len(args) == 0 {
@@ -42,15 +45,15 @@ func runTune(ctx context.Context, args []string) error {
 	}
 	switch args[0] {
 	case "inspect":
-		return tuneInspect(args[1:])
+		return tuneInspect(args[1:], w)
 	case "diagnose":
-		return tuneDiagnose(ctx, args[1:])
+		return tuneDiagnose(ctx, args[1:], w)
 	case "plan":
-		return tunePlan(args[1:])
+		return tunePlan(args[1:], w)
 	case "apply":
-		return tuneApply(args[1:])
+		return tuneApply(args[1:], w)
 	case "revert":
-		return tuneRevert(args[1:])
+		return tuneRevert(args[1:], w)
 	}
 	fmt.Fprintln(os.Stderr, tuneUsage)
 	return fmt.Errorf("unknown tune subcommand %q", args[0])
@@ -71,7 +74,7 @@ func (c *cpuFlag) Set(s string) error {
 	return err
 }
 
-func tuneInspect(args []string) error {
+func tuneInspect(args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("tune inspect", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print JSON")
 	root := fs.String("root", "/", "read /proc and /sys under this directory")
@@ -83,12 +86,12 @@ func tuneInspect(args []string) error {
 		return err
 	}
 	if *asJSON {
-		return printJSON(os.Stdout, h)
+		return printJSON(w, h)
 	}
-	return tune.WriteHost(os.Stdout, h)
+	return tune.WriteHost(w, h)
 }
 
-func tuneDiagnose(ctx context.Context, args []string) error {
+func tuneDiagnose(ctx context.Context, args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("tune diagnose", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print JSON")
 	root := fs.String("root", "/", "read /proc and /sys under this directory")
@@ -120,12 +123,12 @@ func tuneDiagnose(ctx context.Context, args []string) error {
 		if findings == nil {
 			findings = []tune.Finding{}
 		}
-		return printJSON(os.Stdout, struct {
+		return printJSON(w, struct {
 			PeriodSeconds float64        `json:"period_seconds"`
 			Findings      []tune.Finding `json:"findings"`
 		}{b.Time.Sub(a.Time).Seconds(), findings})
 	}
-	return tune.WriteFindings(os.Stdout, findings)
+	return tune.WriteFindings(w, findings)
 }
 
 func splitList(s string) []string {
@@ -138,7 +141,7 @@ func splitList(s string) []string {
 	return out
 }
 
-func tunePlan(args []string) error {
+func tunePlan(args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("tune plan", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print the plan as JSON (input for 'tune apply --plan')")
 	root := fs.String("root", "/", "read /proc and /sys under this directory")
@@ -171,22 +174,22 @@ func tunePlan(args []string) error {
 		return err
 	}
 	if *asJSON {
-		if err := printJSON(os.Stdout, p); err != nil {
+		if err := printJSON(w, p); err != nil {
 			return err
 		}
-	} else if err := tune.WritePlan(os.Stdout, p); err != nil {
+	} else if err := tune.WritePlan(w, p); err != nil {
 		return err
 	}
 	if !*apply {
 		if !*asJSON && len(p.Writes) > 0 {
-			fmt.Println("\nreview, then apply with --apply (saves the current values to --state; 'spindle tune revert' restores them)")
+			fmt.Fprintln(w, "\nreview, then apply with --apply (saves the current values to --state; 'spindle tune revert' restores them)")
 		}
 		return nil
 	}
-	return applyPlan(p, *root, *state, *asJSON)
+	return applyPlan(p, *root, *state, *asJSON, w)
 }
 
-func applyPlan(p *tune.Plan, root, state string, asJSON bool) error {
+func applyPlan(p *tune.Plan, root, state string, asJSON bool, w io.Writer) error {
 	if root == "/" && os.Geteuid() != 0 {
 		return fmt.Errorf("applying to the live host needs root")
 	}
@@ -202,11 +205,11 @@ func applyPlan(p *tune.Plan, root, state string, asJSON bool) error {
 	if asJSON {
 		return nil
 	}
-	fmt.Printf("applied %d write(s); previous values saved in %s\nrevert with: spindle tune revert --state %s\n", len(st.Plan.Writes), state, state)
+	fmt.Fprintf(w, "applied %d write(s); previous values saved in %s\nrevert with: spindle tune revert --state %s\n", len(st.Plan.Writes), state, state)
 	return nil
 }
 
-func tuneApply(args []string) error {
+func tuneApply(args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("tune apply", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print the saved state as JSON")
 	root := fs.String("root", "/", "apply under this directory instead of the live /proc and /sys")
@@ -233,7 +236,7 @@ func tuneApply(args []string) error {
 	if err := dec.Decode(&p); err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}
-	if err := applyPlan(&p, *root, *state, *asJSON); err != nil {
+	if err := applyPlan(&p, *root, *state, *asJSON, w); err != nil {
 		return err
 	}
 	if *asJSON {
@@ -241,12 +244,12 @@ func tuneApply(args []string) error {
 		if err != nil {
 			return err
 		}
-		return printJSON(os.Stdout, st)
+		return printJSON(w, st)
 	}
 	return nil
 }
 
-func tuneRevert(args []string) error {
+func tuneRevert(args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("tune revert", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	root := fs.String("root", "", "root the plan was applied under (default: the one saved in the state file)")
@@ -278,11 +281,11 @@ func tuneRevert(args []string) error {
 		if drifted == nil {
 			drifted = []string{}
 		}
-		return printJSON(os.Stdout, map[string]any{"reverted": len(st.Plan.Writes), "state": *state + ".reverted", "drifted": drifted})
+		return printJSON(w, map[string]any{"reverted": len(st.Plan.Writes), "state": *state + ".reverted", "drifted": drifted})
 	}
 	for _, d := range drifted {
-		fmt.Println("note:", d)
+		fmt.Fprintln(w, "note:", d)
 	}
-	fmt.Printf("restored %d value(s); state moved to %s.reverted\n", len(st.Plan.Writes), *state)
+	fmt.Fprintf(w, "restored %d value(s); state moved to %s.reverted\n", len(st.Plan.Writes), *state)
 	return nil
 }
