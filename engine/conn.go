@@ -48,6 +48,9 @@ type Conn struct {
 	ctx           any
 	timer         Timer
 
+	held    []heldBuf // received while paused, delivered on resume
+	heldEOF bool
+
 	wq     []seg
 	wqHead int
 	queued int
@@ -55,11 +58,34 @@ type Conn struct {
 	k kstate // backend-specific
 }
 
+type heldBuf struct{ id, n int32 }
+
+// deliverHeld hands held buffers to the handler until it pauses again; it
+// reports whether all were delivered.
+func (c *Conn) deliverHeld() bool {
+	i := 0
+	for i < len(c.held) && c.paused == 0 && c.state == stateOpen {
+		h := c.held[i]
+		i++
+		c.l.deliverNow(c, h.id, int(h.n))
+	}
+	rest := copy(c.held, c.held[i:])
+	c.held = c.held[:rest]
+	if rest > 0 {
+		return false
+	}
+	if c.heldEOF && c.state == stateOpen {
+		c.heldEOF = false
+		c.l.eof(c)
+	}
+	return c.paused == 0
+}
+
 // kstate is the per-connection state of the backends.
 type kstate struct {
 	events   uint32 // epoll: registered interest
 	recv     uint8  // uring: 0 idle, 1 armed, 2 cancel sent
-	sending  bool   // uring: a SEND is in flight
+	sends    int32  // uring: SENDs in flight
 	closing  bool   // uring: close in progress
 	inflight int32  // uring: SQEs in flight that refer to fd
 }
@@ -174,7 +200,8 @@ func (c *Conn) checkHWM() {
 // connections, as a proxy needs); ResumeRead starts it again. Loop goroutine.
 func (c *Conn) PauseRead() { c.pause(pauseUser) }
 
-// ResumeRead undoes PauseRead. Loop goroutine.
+// ResumeRead undoes PauseRead. Data the kernel had already received while
+// paused may be delivered (OnData) before ResumeRead returns. Loop goroutine.
 func (c *Conn) ResumeRead() { c.resume(pauseUser) }
 
 // CloseWrite sends FIN after the queued data; c can still receive. Loop
@@ -233,7 +260,7 @@ func (c *Conn) resume(bit uint8) {
 		return
 	}
 	c.paused &^= bit
-	if c.paused == 0 && c.state == stateOpen {
+	if c.paused == 0 && c.state == stateOpen && c.deliverHeld() && c.state == stateOpen {
 		c.l.be.setRead(c, true)
 	}
 }
@@ -286,6 +313,10 @@ func (c *Conn) releaseSeg(s seg) {
 }
 
 func (c *Conn) dropQueue() {
+	for _, h := range c.held {
+		c.l.be.releaseRecv(h.id)
+	}
+	c.held = c.held[:0]
 	for i := c.wqHead; i < len(c.wq); i++ {
 		c.releaseSeg(c.wq[i])
 	}

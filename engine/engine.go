@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/spindlenet/spindle/uring"
 )
 
 // Backend names a kernel interface a loop waits on.
@@ -202,6 +204,8 @@ type Engine struct {
 	listeners []*Listener
 	state     int // 0 new, 1 running, 2 done
 
+	sqpoll sqpollShare // rings sharing one SQPOLL thread
+
 	stopOnce sync.Once
 	stopping chan struct{} // closed when loops must stop
 	exited   chan struct{} // closed when every loop has returned
@@ -332,6 +336,13 @@ func (e *Engine) stop() {
 	})
 }
 
+// sqpollShare lets the rings of an engine share one SQPOLL thread: loop 0
+// creates its ring and closes ready; the others attach to it.
+type sqpollShare struct {
+	ready chan struct{}
+	ring  *uring.Ring
+}
+
 // Listener is a listening address served by every loop of an engine. Its
 // methods may be called from any goroutine.
 type Listener struct {
@@ -363,7 +374,7 @@ type ListenConfig struct {
 // Stats are counters of one loop (or their sum over an engine). They are
 // updated atomically by the loop and may be read at any time.
 type Stats struct {
-	Waits        uint64 // blocking system calls: io_uring_enter or epoll_wait
+	Waits        uint64 // system calls that wait: every io_uring_enter, or epoll_wait
 	Submits      uint64 // io_uring_enter calls made only to flush a full SQ
 	SQEs         uint64 // submission queue entries prepared
 	CQEs         uint64 // completions (or epoll events) handled
@@ -377,6 +388,7 @@ type Stats struct {
 	NoBufs       uint64 // receives that found no free buffer (ENOBUFS)
 	Wakeups      uint64 // cross-goroutine wake-ups received
 	PausedReads  uint64 // times reading was paused by the high-water mark
+	NAPIIDs      uint64 // NAPI ids added to rings (uring-napi)
 	Open         int64  // connections open now
 }
 
@@ -395,12 +407,13 @@ func (s *Stats) add(o Stats) {
 	s.NoBufs += o.NoBufs
 	s.Wakeups += o.Wakeups
 	s.PausedReads += o.PausedReads
+	s.NAPIIDs += o.NAPIIDs
 	s.Open += o.Open
 }
 
 type counters struct {
 	waits, submits, sqes, cqes, bytesRead, bytesWritten, reads, writes atomic.Uint64
-	accepted, dialed, closed, noBufs, wakeups, pausedReads             atomic.Uint64
+	accepted, dialed, closed, noBufs, wakeups, pausedReads, napiIDs    atomic.Uint64
 	open                                                               atomic.Int64
 }
 
@@ -411,6 +424,7 @@ func (c *counters) snapshot() Stats {
 		Reads: c.reads.Load(), Writes: c.writes.Load(),
 		Accepted: c.accepted.Load(), Dialed: c.dialed.Load(), Closed: c.closed.Load(),
 		NoBufs: c.noBufs.Load(), Wakeups: c.wakeups.Load(), PausedReads: c.pausedReads.Load(),
-		Open: c.open.Load(),
+		NAPIIDs: c.napiIDs.Load(),
+		Open:    c.open.Load(),
 	}
 }

@@ -56,6 +56,7 @@ func New(cfg *Config, h Handler) (*Engine, error) {
 		backend:  c.Backend,
 		h:        h,
 		stopping: make(chan struct{}),
+		sqpoll:   sqpollShare{ready: make(chan struct{})},
 		exited:   make(chan struct{}),
 	}
 	e.backend = chooseBackend(&e.cfg, allowed)
@@ -180,6 +181,9 @@ func (l *Loop) run(errc chan<- error) {
 	}
 	l.e.mu.Lock()
 	l.pages = l.chunks.kind
+	if l.pagesRecv != "" {
+		l.pages = l.pagesRecv + " (receive ring), " + l.chunks.kind + " (send slab)"
+	}
 	l.e.mu.Unlock()
 	errc <- nil
 	l.serve()

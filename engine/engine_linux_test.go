@@ -23,7 +23,7 @@ import (
 )
 
 // testBackends is every backend; each test runs over all of them.
-var testBackends = []Backend{BackendEpoll, BackendEpollBusyPoll}
+var testBackends = Backends
 
 // echoHandler echoes what it receives, copying (Write) or forwarding the
 // received buffer itself (WriteBuffer).

@@ -67,15 +67,16 @@ type Loop struct {
 	spare       []func()
 	wakePending atomic.Bool
 
-	conns   []*Conn  // slot table
-	slotGen []uint32 // generation per slot, part of every kernel handle
-	free    []int32
-	dirty   []*Conn
-	lns     []*lnSock
-	timers  timerHeap
-	chunks  slab // write-queue chunks (and epoll receive buffers)
-	now     int64
-	pages   string // page kind of the buffers, set at start
+	conns     []*Conn  // slot table
+	slotGen   []uint32 // generation per slot, part of every kernel handle
+	free      []int32
+	dirty     []*Conn
+	lns       []*lnSock
+	timers    timerHeap
+	chunks    slab // write-queue chunks (and epoll receive buffers)
+	now       int64
+	pages     string // page kind of the buffers, set at start
+	pagesRecv string // page kind of the uring receive ring
 
 	stopping bool
 	st       counters
@@ -214,6 +215,17 @@ func (l *Loop) deliver(c *Conn, id int32, n int) {
 		l.be.releaseRecv(id)
 		return
 	}
+	if c.paused&(pauseHWM|pauseUser) != 0 || len(c.held) > 0 {
+		// Reading is paused but the kernel had already received this
+		// (multishot recv ends only after its cancel is processed): hold
+		// the buffer, out of the write queue, until reading resumes.
+		c.held = append(c.held, heldBuf{id, int32(n)})
+		return
+	}
+	l.deliverNow(c, id, n)
+}
+
+func (l *Loop) deliverNow(c *Conn, id int32, n int) {
 	b := Buffer{l: l, id: id, n: int32(n)}
 	if !l.h.OnData(c, b) {
 		l.be.releaseRecv(id)
@@ -223,6 +235,10 @@ func (l *Loop) deliver(c *Conn, id int32, n int) {
 // eof handles the peer's FIN.
 func (l *Loop) eof(c *Conn) {
 	if c.state != stateOpen || c.gotEOF {
+		return
+	}
+	if len(c.held) > 0 {
+		c.heldEOF = true
 		return
 	}
 	c.gotEOF = true

@@ -1,7 +1,488 @@
 package engine
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
 
-func uringUsable() error { return errors.New("uring backend not built yet") }
+	"golang.org/x/sys/unix"
 
-func newURingBackend(b Backend, c *Config) backend { return &epollBackend{} }
+	"github.com/spindlenet/spindle/uring"
+)
+
+// user_data layout: op (8 bits) | generation (24 bits) | slot (32 bits). It
+// carries integer handles only, never pointers.
+const (
+	opWake uint64 = iota + 1
+	opAccept
+	opRecv
+	opSend
+	opConnect
+	opCancel
+)
+
+const bufGroup = 1
+
+func udata(op uint64, slot int32, gen uint32) uint64 {
+	return op<<56 | uint64(gen&0xffffff)<<32 | uint64(uint32(slot))
+}
+
+func udSplit(ud uint64) (op uint64, slot int32, gen uint32) {
+	return ud >> 56, int32(uint32(ud)), uint32(ud>>32) & 0xffffff
+}
+
+// uringUsable reports whether this process may create io_uring rings.
+func uringUsable() error {
+	r, err := uring.New(&uring.Config{Entries: 8, SQThreadCPU: -1})
+	if err != nil {
+		return err
+	}
+	return r.Close()
+}
+
+// uringBackend runs a loop on its own ring: SINGLE_ISSUER|DEFER_TASKRUN (or
+// SQPOLL), multishot accept, multishot recv on a provided buffer ring, sends
+// from the slab linked in order, one io_uring_enter per iteration.
+type uringBackend struct {
+	l        *Loop
+	kind     Backend
+	cfg      *Config
+	r        *uring.Ring
+	br       *uring.BufRing
+	cqes     []uring.CQE
+	inflight int // SQEs whose final CQE has not arrived (excluding the wake poll)
+	dirty    bool
+	starved  []*Conn // connections whose recv ended with ENOBUFS
+	napi     bool
+	napiIDs  map[uint32]bool
+	lnArmed  []bool
+	maxChain int // linked SENDs per flush
+}
+
+
+var (
+	napiWarnOnce   sync.Once
+	sqpollLogOnce  sync.Once
+	degradeLogOnce sync.Once
+)
+
+func newURingBackend(b Backend, c *Config) backend {
+	return &uringBackend{kind: b, cfg: c}
+}
+
+func (b *uringBackend) init(l *Loop) error {
+	b.l = l
+	rc := &uring.Config{
+		Entries:        1024,
+		CQEntries:      8192,
+		SingleIssuer:   true,
+		DeferTaskrun:   true,
+		SQThreadCPU:    -1,
+		RegisterRingFD: true,
+	}
+	if b.kind == BackendURingSQPoll {
+		rc.DeferTaskrun = false
+		rc.SQPoll = true
+		rc.SQThreadIdle = 10 * time.Millisecond
+		rc.SQThreadCPU = sqpollCPU(l.e)
+		sh := &l.e.sqpoll
+		if l.id > 0 {
+			<-sh.ready
+			rc.AttachWQ = sh.ring
+		}
+	}
+	r, err := uring.New(rc)
+	if err != nil && rc.SQPoll {
+		if l.id == 0 {
+			close(l.e.sqpoll.ready)
+		}
+		degradeLogOnce.Do(func() {
+			l.e.cfg.Logf("engine: SQPOLL ring failed (%v); running uring without SQPOLL", err)
+		})
+		rc.SQPoll, rc.DeferTaskrun, rc.AttachWQ = false, true, nil
+		r, err = uring.New(rc)
+	} else if rc.SQPoll && l.id == 0 {
+		l.e.sqpoll.ring = r
+		close(l.e.sqpoll.ready)
+	}
+	if err != nil {
+		return err
+	}
+	b.r = r
+	b.maxChain = 16
+	if rc.SQPoll {
+		b.maxChain = 1
+	}
+	b.cqes = make([]uring.CQE, 512)
+	b.br, err = r.SetupBufRing(bufGroup, b.cfg.ReadBuffers, b.cfg.ReadBufferSize)
+	if err != nil {
+		return err
+	}
+	b.br.Mbind(cpuNode(l.cpu))
+	l.pagesRecv = b.br.PageKind().String()
+	if b.kind == BackendURingNAPI {
+		_, err := r.RegisterNAPI(uring.NAPIConfig{BusyPollTimeout: b.cfg.BusyPoll, PreferBusyPoll: b.cfg.PreferBusyPoll, Static: true})
+		if err != nil {
+			degradeLogOnce.Do(func() {
+				l.e.cfg.Logf("engine: IORING_REGISTER_NAPI failed (%v); running uring without busy polling", err)
+			})
+		} else {
+			b.napi = true
+			b.napiIDs = map[uint32]bool{}
+		}
+	}
+	b.armWake()
+	return nil
+}
+
+// sqpollCPU picks the SQPOLL thread's CPU: Config.SQPollCPU, else the first
+// allowed CPU outside the loop set, else none (-1, said once).
+func sqpollCPU(e *Engine) int {
+	if e.cfg.SQPollCPU > 0 {
+		return e.cfg.SQPollCPU
+	}
+	if e.cfg.SQPollCPU < 0 {
+		return -1
+	}
+	var allowed unix.CPUSet
+	unix.SchedGetaffinity(0, &allowed)
+	loops := map[int]bool{}
+	for _, c := range e.cfg.CPUs {
+		loops[c] = true
+	}
+	for i := 0; i < len(allowed)*64; i++ {
+		if allowed.IsSet(i) && !loops[i] {
+			return i
+		}
+	}
+	sqpollLogOnce.Do(func() {
+		e.cfg.Logf("engine: every CPU runs a loop; the SQPOLL thread is not pinned and competes with the loops")
+	})
+	return -1
+}
+
+func (b *uringBackend) close() {
+	if b.br != nil {
+		b.br.Close()
+		b.br = nil
+	}
+	if b.r != nil {
+		b.r.Close()
+		b.r = nil
+	}
+}
+
+func (b *uringBackend) idle() bool { return b.inflight == 0 }
+
+// sqe returns a free SQE, submitting when the SQ is full.
+func (b *uringBackend) sqe() *uring.SQE {
+	for {
+		if s := b.r.GetSQE(); s != nil {
+			b.l.st.sqes.Add(1)
+			return s
+		}
+		b.l.st.submits.Add(1)
+		b.r.Submit()
+	}
+}
+
+func (b *uringBackend) armWake() {
+	b.sqe().PrepPollAdd(b.l.wakeFd, unix.POLLIN, true, udata(opWake, 0, 0))
+}
+
+func (b *uringBackend) addListener(s *lnSock) error {
+	for len(b.lnArmed) <= int(s.index) {
+		b.lnArmed = append(b.lnArmed, false)
+	}
+	b.armAccept(s)
+	return nil
+}
+
+func (b *uringBackend) armAccept(s *lnSock) {
+	b.sqe().PrepAcceptMultishot(s.fd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, false, udata(opAccept, s.index, 0))
+	b.lnArmed[s.index] = true
+	b.inflight++
+}
+
+func (b *uringBackend) removeListener(s *lnSock) {
+	if !b.lnArmed[s.index] {
+		unix.Close(s.fd)
+		return
+	}
+	b.cancel(udata(opAccept, s.index, 0))
+}
+
+func (b *uringBackend) cancel(target uint64) {
+	b.sqe().PrepCancel(target, 0, udata(opCancel, 0, 0))
+	b.inflight++
+}
+
+func (b *uringBackend) armRecv(c *Conn) {
+	b.sqe().PrepRecvMultishot(c.fd, bufGroup, false, 0, udata(opRecv, c.slot, c.gen))
+	c.k.recv = 1
+	c.k.inflight++
+	b.inflight++
+}
+
+func (b *uringBackend) startConn(c *Conn) error {
+	if c.paused == 0 {
+		b.armRecv(c)
+	}
+	return nil
+}
+
+func (b *uringBackend) dial(c *Conn) error {
+	b.sqe().PrepPollAdd(c.fd, unix.POLLOUT, false, udata(opConnect, c.slot, c.gen))
+	c.k.inflight++
+	b.inflight++
+	return nil
+}
+
+func (b *uringBackend) setRead(c *Conn, on bool) {
+	if c.k.closing {
+		return
+	}
+	switch {
+	case !on && c.k.recv == 1:
+		b.cancel(udata(opRecv, c.slot, c.gen))
+		c.k.recv = 2
+	case on && c.k.recv == 0:
+		b.armRecv(c)
+	}
+	// on with recv == 2: re-armed when the cancelled recv ends.
+}
+
+// flush sends the write queue as a chain of linked SENDs, one per segment.
+// MSG_WAITALL makes a short send retry inside the kernel, so a link is never
+// followed while its segment is incomplete. With SQPOLL the chain is one
+// SEND: an SQ thread shared by several rings submits at most 8 SQEs of a ring
+// at a time (IORING_SQPOLL_CAP_ENTRIES_VALUE), which would split chains.
+func (b *uringBackend) flush(c *Conn) {
+	if c.k.sends > 0 || c.k.closing || c.queued == 0 {
+		return
+	}
+	end := min(len(c.wq), c.wqHead+b.maxChain)
+	// A chain must reach the kernel in one submission: a split chain is two
+	// chains, and their sends could run out of order.
+	if free := b.r.SQEntries() - b.r.SQReady(); free < uint32(end-c.wqHead) {
+		b.l.st.submits.Add(1)
+		b.r.Submit()
+	}
+	for i := c.wqHead; i < end; i++ {
+		s := c.wq[i]
+		var buf []byte
+		if s.ref >= 0 {
+			buf = b.l.chunks.buf(s.ref)[s.off:s.end]
+		} else {
+			buf = b.br.Buf(uint16(-s.ref - 1))[s.off:s.end]
+		}
+		q := b.sqe()
+		q.PrepSend(c.fd, buf, unix.MSG_NOSIGNAL|unix.MSG_WAITALL, udata(opSend, c.slot, c.gen))
+		if i < end-1 {
+			q.SetFlags(uring.FlagIOLink)
+		}
+		c.k.sends++
+		c.k.inflight++
+		b.inflight++
+	}
+}
+
+func (b *uringBackend) shutdownWrite(c *Conn) {
+	unix.Shutdown(c.fd, unix.SHUT_WR)
+}
+
+// closeConn cancels what refers to c's fd and closes it once nothing does.
+func (b *uringBackend) closeConn(c *Conn) {
+	if c.k.closing {
+		return
+	}
+	c.k.closing = true
+	if c.k.inflight > 0 {
+		b.sqe().PrepCancelFd(c.fd, uring.CancelAll, udata(opCancel, 0, 0))
+		b.inflight++
+		if c.k.recv == 1 {
+			c.k.recv = 2
+		}
+		return
+	}
+	b.finish(c)
+}
+
+func (b *uringBackend) finish(c *Conn) {
+	unix.Close(c.fd)
+	b.l.finishClose(c)
+}
+
+// done is called when an SQE of c completed for good.
+func (b *uringBackend) done(c *Conn) {
+	c.k.inflight--
+	b.inflight--
+	if c.k.closing && c.k.inflight == 0 {
+		b.finish(c)
+	}
+}
+
+func (b *uringBackend) recvBuf(id int32) []byte { return b.br.Buf(uint16(id)) }
+
+func (b *uringBackend) releaseRecv(id int32) {
+	b.br.Recycle(uint16(id))
+	b.dirty = true
+}
+
+func (b *uringBackend) poll(timeout time.Duration) error {
+	l := b.l
+	if b.dirty {
+		b.br.Commit()
+		b.dirty = false
+		for i, c := range b.starved {
+			b.starved[i] = nil
+			if c.state == stateOpen && c.paused == 0 && c.k.recv == 0 && !c.k.closing {
+				b.armRecv(c)
+			}
+		}
+		b.starved = b.starved[:0]
+	}
+	var err error
+	switch {
+	case timeout < 0:
+		_, err = b.r.SubmitAndWait(1, 0)
+	case timeout == 0:
+		_, err = b.r.SubmitAndWait(0, 0)
+	default:
+		_, err = b.r.SubmitAndWait(1, timeout)
+	}
+	l.st.waits.Store(b.r.EnterCount())
+	switch {
+	case err == nil, errors.Is(err, unix.ETIME), errors.Is(err, unix.EINTR),
+		errors.Is(err, unix.EAGAIN), errors.Is(err, unix.EBUSY):
+	default:
+		return err
+	}
+	for {
+		n := b.r.PeekCQEs(b.cqes)
+		if n == 0 {
+			return nil
+		}
+		l.st.cqes.Add(uint64(n))
+		for i := 0; i < n; i++ {
+			b.handle(b.cqes[i])
+		}
+	}
+}
+
+func (b *uringBackend) handle(q uring.CQE) {
+	l := b.l
+	op, slot, gen := udSplit(q.UserData)
+	switch op {
+	case opWake:
+		l.readWake()
+		if !q.More() && l.wakeFd >= 0 {
+			b.armWake()
+		}
+		return
+	case opCancel:
+		b.inflight--
+		return
+	case opAccept:
+		s := l.lns[slot]
+		if q.Res >= 0 {
+			l.accepted(int(q.Res), s.ln)
+			if b.napi && !s.done {
+				b.napiAdd(int(q.Res))
+			}
+		}
+		if !q.More() {
+			b.inflight--
+			b.lnArmed[slot] = false
+			if s.done {
+				unix.Close(s.fd)
+			} else {
+				b.armAccept(s)
+			}
+		}
+		return
+	}
+	c := l.conn(slot, gen)
+	if c == nil {
+		// Cannot happen: a slot is freed only when nothing refers to it.
+		return
+	}
+	switch op {
+	case opRecv:
+		final := !q.More()
+		if final {
+			c.k.recv = 0
+		}
+		switch {
+		case q.Res > 0:
+			id, _ := q.BufferID()
+			l.deliver(c, int32(id), int(q.Res))
+		case q.Res == 0:
+			l.eof(c)
+		case q.Res == -int32(unix.ENOBUFS):
+			l.st.noBufs.Add(1)
+			if !c.k.closing {
+				b.starved = append(b.starved, c)
+			}
+		case q.Res == -int32(unix.ECANCELED):
+		default:
+			if !c.k.closing {
+				c.abort(opError("recv", unix.Errno(-q.Res)))
+			}
+		}
+		if final {
+			if c.k.recv == 0 && c.state == stateOpen && c.paused == 0 && !c.k.closing && q.Res != -int32(unix.ENOBUFS) {
+				b.armRecv(c)
+			}
+			b.done(c)
+		}
+	case opSend:
+		c.k.sends--
+		l.st.writes.Add(1)
+		if q.Res > 0 && c.state != stateClosed {
+			c.sent(int(q.Res))
+		} else if q.Res < 0 && q.Res != -int32(unix.ECANCELED) && !c.k.closing {
+			c.abort(opError("send", unix.Errno(-q.Res)))
+		}
+		if c.k.sends == 0 && !c.k.closing {
+			if c.queued > 0 {
+				b.flush(c)
+			} else {
+				c.afterDrain()
+			}
+		}
+		b.done(c)
+	case opConnect:
+		if !c.k.closing {
+			l.connected(c)
+		}
+		b.done(c)
+	}
+}
+
+// napiAdd adds the NAPI id of an accepted socket to the ring's static list,
+// and warns once when sockets have none (loopback, or TSO on the sender).
+func (b *uringBackend) napiAdd(fd int) {
+	id, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_INCOMING_NAPI_ID)
+	if err != nil || id < 257 {
+		napiWarnOnce.Do(func() {
+			b.l.e.cfg.Logf("engine: accepted sockets have no NAPI id (%s); uring-napi busy polling does nothing for them", napiReason(err))
+		})
+		return
+	}
+	if !b.napiIDs[uint32(id)] {
+		if b.r.AddNAPIID(uint32(id)) == nil {
+			b.napiIDs[uint32(id)] = true
+			b.l.st.napiIDs.Add(1)
+		}
+	}
+}
+
+func napiReason(err error) string {
+	if err != nil {
+		return fmt.Sprintf("SO_INCOMING_NAPI_ID: %v", os.NewSyscallError("getsockopt", err))
+	}
+	return "SO_INCOMING_NAPI_ID is 0: loopback, or a device without NAPI"
+}
