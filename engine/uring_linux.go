@@ -61,7 +61,6 @@ type uringBackend struct {
 	maxChain int // linked SENDs per flush
 }
 
-
 var (
 	napiWarnOnce   sync.Once
 	sqpollLogOnce  sync.Once
