@@ -91,6 +91,34 @@ func ValidateWrite(w Write) error {
 	return nil
 }
 
+// checkCPUs refuses a plan whose CPU values name CPUs that are not online
+// under the target (a plan made on another host, or edited by hand).
+func checkCPUs(p *Plan, t Target) error {
+	b, err := os.ReadFile(filepath.Join(t.Root, "/sys/devices/system/cpu/online"))
+	if err != nil {
+		return fmt.Errorf("online CPUs: %w", err)
+	}
+	online, err := topo.ParseCPUList(string(b))
+	if err != nil {
+		return err
+	}
+	for _, w := range p.Writes {
+		var set topo.CPUSet
+		switch w.Format {
+		case FormatCPUList:
+			set, _ = topo.ParseCPUList(w.New)
+		case FormatMask:
+			set, _ = topo.ParseCPUMask(w.New)
+		default:
+			continue
+		}
+		if bad := set.Minus(online); bad.Len() > 0 {
+			return refuse("%s: CPUs %s are not online on this machine (online: %s)", w.Target(), bad, online)
+		}
+	}
+	return nil
+}
+
 // Validate checks every write of p.
 func Validate(p *Plan) error {
 	if p == nil {
@@ -180,6 +208,9 @@ var ErrStale = errors.New("plan is stale")
 // and whether the rollback was complete.
 func Apply(p *Plan, t Target, statePath string) (*State, error) {
 	if err := Validate(p); err != nil {
+		return nil, err
+	}
+	if err := checkCPUs(p, t); err != nil {
 		return nil, err
 	}
 	st := &State{Version: 1, Applied: time.Now().UTC(), Root: t.Root, Plan: p}

@@ -197,6 +197,9 @@ func MakePlan(h *topo.Host, cfg PlanConfig) (*Plan, error) {
 	if err := p.cpuSets(nics); err != nil {
 		return nil, err
 	}
+	if slices.Contains(h.IsolatedFlags, "managed_irq") && p.plan.IRQCPUs.Intersect(h.Isolated).Len() > 0 {
+		p.note("isolcpus has managed_irq: the kernel keeps managed IRQs off isolated CPUs %s, so it may reject affinity writes there (apply then rolls back); consider --policy dedicated", h.Isolated)
+	}
 	if h.IrqbalancePID != 0 {
 		p.note("irqbalance is running (pid %d): it will rewrite the IRQ affinities below within seconds; stop it or ban these IRQs before applying", h.IrqbalancePID)
 	}

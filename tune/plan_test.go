@@ -98,7 +98,7 @@ func TestMakePlan(t *testing.T) {
 				"/proc/irq/67/smp_affinity_list":           "2",
 				"/proc/sys/net/core/rps_sock_flow_entries": "",
 			},
-			notes: []string{"irqbalance is running", "SMT", "8 receive queues for 6 loop CPUs"},
+			notes: []string{"irqbalance is running", "SMT", "8 receive queues for 6 loop CPUs", "managed_irq"},
 		},
 		{
 			name: "SMT and isolcpus dedicated: IRQs on a housekeeping core", root: fxSMT, cfg: PlanConfig{Policy: Dedicated},
@@ -213,5 +213,14 @@ func TestValidateWrite(t *testing.T) {
 		if err != nil && !errors.Is(err, ErrRefused) {
 			t.Errorf("error %v does not wrap ErrRefused", err)
 		}
+	}
+}
+
+func TestApplyRefusesOfflineCPUs(t *testing.T) {
+	root := copyTree(t, fxVM)
+	p := &Plan{Writes: []Write{{Kind: KindFile, Path: "/proc/irq/38/smp_affinity_list", Format: FormatCPUList, Old: "0-1\n", New: "7", Reason: "r"}}}
+	_, err := Apply(p, Target{Root: root}, t.TempDir()+"/s.json")
+	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "CPUs 7 are not online") {
+		t.Fatalf("err = %v", err)
 	}
 }

@@ -185,7 +185,7 @@ func WriteFindings(w io.Writer, fs []Finding) error {
 func WritePlan(w io.Writer, p *Plan) error {
 	ew := &errWriter{w: w}
 	ew.f("policy %s for %s\n", p.Policy, strings.Join(p.Interfaces, ", "))
-	ew.f("loop CPUs: %s   (spindle bench/proxy: --cpus %s)\n", p.LoopCPUs, p.LoopCPUs)
+	ew.f("loop CPUs: %s   (spindle bench: --server-cpus %s --loops %d)\n", p.LoopCPUs, p.LoopCPUs, p.LoopCPUs.Len())
 	ew.f("IRQ/softirq CPUs: %s\n", p.IRQCPUs)
 	if len(p.Writes) > 0 {
 		ew.f("\n%d write(s):\n", len(p.Writes))
