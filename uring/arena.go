@@ -29,6 +29,8 @@ func NewArena(size int) (*Arena, error) {
 }
 
 // Bytes returns n zeroed bytes aligned to 8, or nil when the arena is full.
+//
+// The arena's goroutine.
 func (a *Arena) Bytes(n int) []byte {
 	start := (a.off + 7) &^ 7
 	if n < 0 || start+n > len(a.mem) {
@@ -41,6 +43,8 @@ func (a *Arena) Bytes(n int) []byte {
 }
 
 // Timespec returns a zeroed Timespec, or nil when the arena is full.
+//
+// The arena's goroutine.
 func (a *Arena) Timespec() *Timespec {
 	b := a.Bytes(sys.SizeOf[sys.Timespec]())
 	if b == nil {
@@ -52,6 +56,8 @@ func (a *Arena) Timespec() *Timespec {
 // Msghdr returns a msghdr for PrepSendmsg describing bufs (which must
 // themselves be off-heap) and optional encoded destination address name, or
 // nil when the arena is full.
+//
+// The arena's goroutine.
 func (a *Arena) Msghdr(name []byte, bufs ...[]byte) *Msghdr {
 	mb := a.Bytes(sys.SizeOf[sys.Msghdr]())
 	ib := a.Bytes(sys.SizeOf[sys.Iovec]() * len(bufs))
@@ -76,6 +82,8 @@ func (a *Arena) Msghdr(name []byte, bufs ...[]byte) *Msghdr {
 
 // Sockaddr returns ap encoded as a socket address in arena memory, for
 // PrepConnect and Msghdr, or an error when the arena is full.
+//
+// The arena's goroutine.
 func (a *Arena) Sockaddr(ap netip.AddrPort) ([]byte, error) {
 	b := a.Bytes(SockaddrMax)
 	if b == nil {
@@ -90,9 +98,13 @@ func (a *Arena) Sockaddr(ap netip.AddrPort) ([]byte, error) {
 
 // Reset makes the whole arena available again; everything handed out before
 // must no longer be in use by the kernel.
+//
+// The arena's goroutine.
 func (a *Arena) Reset() { a.off = 0 }
 
 // Close unmaps the arena.
+//
+// The arena's goroutine.
 func (a *Arena) Close() error {
 	err := sys.Unmap(a.mem)
 	a.mem, a.off = nil, 0

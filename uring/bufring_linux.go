@@ -71,22 +71,34 @@ func (r *Ring) SetupBufRing(group uint16, entries int, bufSize int) (*BufRing, e
 }
 
 // Group returns the buffer group id.
+//
+// Any goroutine.
 func (b *BufRing) Group() uint16 { return b.group }
 
 // Entries returns the number of buffers.
+//
+// Any goroutine.
 func (b *BufRing) Entries() int { return int(b.mask) + 1 }
 
 // BufSize returns the size of each buffer.
+//
+// Any goroutine.
 func (b *BufRing) BufSize() int { return b.bufSize }
 
 // PageKind says which pages back the buffers.
+//
+// Any goroutine.
 func (b *BufRing) PageKind() PageKind { return b.kind }
 
 // Mbind binds the buffer memory to NUMA node (MPOL_PREFERRED).
+//
+// Any goroutine.
 func (b *BufRing) Mbind(node int) error { return sys.Mbind(b.slab, node) }
 
 // Buf returns buffer id (full size; slice it to the CQE's Res). It does not
 // allocate.
+//
+// Any goroutine.
 func (b *BufRing) Buf(id uint16) []byte {
 	off := int(id&b.mask) * b.bufSize
 	return b.slab[off : off+b.bufSize : off+b.bufSize]
@@ -94,6 +106,8 @@ func (b *BufRing) Buf(id uint16) []byte {
 
 // Recycle queues buffer id to be given back to the kernel; Commit publishes.
 // Each id must be recycled once per use. Does not allocate.
+//
+// Owner goroutine.
 func (b *BufRing) Recycle(id uint16) {
 	e := &b.mem.Entries[b.tail&b.mask]
 	e.Addr = sys.SliceAddr(b.Buf(id))
@@ -103,11 +117,15 @@ func (b *BufRing) Recycle(id uint16) {
 }
 
 // Commit publishes recycled buffers to the kernel with one atomic store.
+//
+// Owner goroutine.
 func (b *BufRing) Commit() { b.mem.PublishTail(b.tail) }
 
 // Head returns the kernel's consumption head of the ring
 // (IORING_REGISTER_PBUF_STATUS, 6.8): buffers between Head and the committed
 // tail are available to the kernel.
+//
+// Owner goroutine.
 func (b *BufRing) Head() (uint16, error) {
 	h, err := sys.PbufStatus(b.r.fd, b.group)
 	if err != nil {
@@ -121,6 +139,8 @@ func (b *BufRing) Head() (uint16, error) {
 
 // Available returns the number of buffers the kernel can still pick (one
 // system call).
+//
+// Owner goroutine.
 func (b *BufRing) Available() (int, error) {
 	h, err := b.Head()
 	if err != nil {
@@ -135,6 +155,8 @@ func (b *BufRing) Available() (int, error) {
 // order, so BundleIDs must see every buffer-carrying CQE of this group, in
 // completion order, and ids must be recycled only after BundleIDs reported
 // them. It returns an error if the CQE does not match the ring position.
+//
+// Owner goroutine.
 func (b *BufRing) BundleIDs(c CQE, dst []uint16) ([]uint16, error) {
 	id, ok := c.BufferID()
 	if !ok {
@@ -156,6 +178,8 @@ func (b *BufRing) BundleIDs(c CQE, dst []uint16) ([]uint16, error) {
 
 // Close unregisters the group and frees its memory. No request may still
 // select from it.
+//
+// Owner goroutine.
 func (b *BufRing) Close() error {
 	if b.mem == nil {
 		return os.ErrClosed

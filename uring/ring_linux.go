@@ -157,6 +157,8 @@ func unsupported(feature, min string, err error) error {
 // still in flight. Provided buffer rings still open are closed too. With
 // RegisterRingFD, Close must run on the owner thread. Calling Close twice
 // returns net.ErrClosed-compatible os.ErrClosed.
+//
+// Owner goroutine.
 func (r *Ring) Close() error {
 	if r.closed {
 		return os.ErrClosed
@@ -197,9 +199,13 @@ func (r *Ring) KernelFeatures() uint32 { return r.features }
 func (r *Ring) EnterCount() uint64 { return r.enters.Load() }
 
 // SQEntries returns the SQ size.
+//
+// Any goroutine.
 func (r *Ring) SQEntries() uint32 { return r.mem.SQEntries }
 
 // CQEntries returns the CQ size.
+//
+// Any goroutine.
 func (r *Ring) CQEntries() uint32 { return r.mem.CQEntries }
 
 // GetSQE returns the next free SQE, zeroed, or nil when the SQ is full (then
@@ -368,10 +374,14 @@ func (r *Ring) copyCQEs(dst []CQE) int {
 }
 
 // SQDropped returns the number of invalid SQEs the kernel skipped.
+//
+// Any goroutine.
 func (r *Ring) SQDropped() uint32 { return r.mem.SQDropped.Load() }
 
 // CQOverflow returns the number of completions the kernel had to drop (only
 // on kernels without IORING_FEAT_NODROP; 0 otherwise).
+//
+// Any goroutine.
 func (r *Ring) CQOverflow() uint32 { return r.mem.CQOverflow.Load() }
 
 // Timespec returns a timespec set to d, from a pool of off-heap slots owned

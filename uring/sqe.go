@@ -10,7 +10,8 @@ import (
 // the ring's shared memory, handed out zeroed by Ring.GetSQE. Fill it with one
 // Prep method and optionally SetFlags/SetBufGroup, then Submit. The fields are
 // the raw ABI for ops without a Prep method. An SQE must not be used after
-// the next Submit. Prep methods do not allocate.
+// the next Submit. Its methods are called from the owner goroutine of the
+// ring it came from, and do not allocate.
 type SQE sys.SQE
 
 // SQE flags for SetFlags (IOSQE_*).
