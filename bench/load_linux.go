@@ -14,6 +14,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// maxIdlePoll caps the idle time one empty poll may account for: an empty
+// epoll_wait(0) costs a µs or two, and a longer one means the thread was
+// preempted or interrupted, which is not idle CPU.
+const maxIdlePoll = int64(20 * time.Microsecond)
+
 // pending is one request in flight on a connection.
 type pending struct {
 	seq uint64
@@ -62,6 +67,8 @@ type loadThread struct {
 	cpuStart   unix.Rusage
 	cpuEnd     unix.Rusage
 	cpuMarked  bool
+	idle       int64 // ns in polls that found nothing, inside the window
+	lag        *Histogram
 	cpuDone    bool
 	stop       *atomic.Bool
 }
@@ -97,7 +104,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 		if i < cfg.Conns%cfg.Threads {
 			conns++
 		}
-		t := &loadThread{cfg: cfg, base: base, hist: NewHistogram(), stop: &stop, ep: -1, timer: -1}
+		t := &loadThread{cfg: cfg, base: base, hist: NewHistogram(), lag: NewHistogram(), stop: &stop, ep: -1, timer: -1}
 		threads[i] = t
 		if cfg.Rate > 0 {
 			t.cfg.Rate = cfg.Rate / float64(cfg.Threads)
@@ -146,14 +153,21 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 		return nil, ctx.Err()
 	}
 	res := &LoadResult{Hist: NewHistogram(), Window: cfg.Duration, Threads: cfg.Threads}
+	if cfg.Rate > 0 {
+		res.SendLag = NewHistogram()
+	}
 	for _, t := range threads {
 		res.Hist.Merge(t.hist)
+		if res.SendLag != nil {
+			res.SendLag.Merge(t.lag)
+		}
 		res.Replies += t.replies
 		res.Sent += t.sent
 		res.Scheduled += t.scheduled
 		res.Unanswered += t.unanswered
 		res.ClientUser += time.Duration(unix.TimevalToNsec(t.cpuEnd.Utime) - unix.TimevalToNsec(t.cpuStart.Utime))
 		res.ClientSys += time.Duration(unix.TimevalToNsec(t.cpuEnd.Stime) - unix.TimevalToNsec(t.cpuStart.Stime))
+		res.ClientIdle += time.Duration(t.idle)
 	}
 	return res, nil
 }
@@ -192,7 +206,7 @@ func (t *loadThread) setup(idx, nconns int, ta *net.TCPAddr) error {
 	if t.ep, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
 		return os.NewSyscallError("epoll_create1", err)
 	}
-	if t.cfg.Rate > 0 {
+	if t.cfg.Rate > 0 && t.cfg.Block {
 		if t.timer, err = unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC); err != nil {
 			return os.NewSyscallError("timerfd_create", err)
 		}
@@ -386,8 +400,14 @@ func (t *loadThread) runClosed(t0 int64) error {
 		if !t.cpuMarked {
 			wait = t.winStart - now
 		}
-		ms := int(wait/int64(time.Millisecond)) + 1
-		n, err := unix.EpollWait(t.ep, events, min(ms, 100))
+		ms := min(int(wait/int64(time.Millisecond))+1, 100)
+		if !t.cfg.Block {
+			ms = 0
+		}
+		n, err := unix.EpollWait(t.ep, events, ms)
+		if n == 0 && ms == 0 && t.cpuMarked {
+			t.idle += min(t.now()-now, maxIdlePoll)
+		}
 		if err == unix.EINTR {
 			continue
 		}
@@ -429,6 +449,7 @@ func (t *loadThread) runOpen(t0 int64) error {
 		// Issue every request whose intended time has come (and that falls
 		// before the window's end), each stamped with its intended time.
 		blocked := false
+		first := int64(-1)
 		for {
 			ts := t0 + int64(float64(issued)*interval)
 			if ts > now || ts >= t.winEnd {
@@ -448,6 +469,9 @@ func (t *loadThread) runOpen(t0 int64) error {
 				break
 			}
 			t.send(c, ts)
+			if first < 0 {
+				first = ts
+			}
 			if ts >= t.winStart {
 				t.scheduled++
 			}
@@ -459,6 +483,9 @@ func (t *loadThread) runOpen(t0 int64) error {
 					return err
 				}
 			}
+		}
+		if first >= t.winStart {
+			t.lag.Record(time.Duration(t.now() - first))
 		}
 		next := t0 + int64(float64(issued)*interval)
 		if next >= t.winEnd {
@@ -473,6 +500,8 @@ func (t *loadThread) runOpen(t0 int64) error {
 		}
 		timeout := -1
 		switch {
+		case !t.cfg.Block:
+			timeout = 0
 		case blocked:
 			timeout = 1
 		case next <= now:
@@ -491,7 +520,11 @@ func (t *loadThread) runOpen(t0 int64) error {
 			}
 			armed = next
 		}
+		pollStart := t.now()
 		n, err := unix.EpollWait(t.ep, events, timeout)
+		if n == 0 && timeout == 0 && t.cpuMarked && !t.cpuDone {
+			t.idle += min(t.now()-pollStart, maxIdlePoll)
+		}
 		if err == unix.EINTR {
 			continue
 		}

@@ -350,6 +350,9 @@ func (r *runner) finish() {
 	}
 	saturated := map[string]bool{}
 	for _, s := range r.report.Summary {
+		if s.Mode == "open" && s.ClientSendLagP99US > 1000 {
+			r.report.Notes = append(r.report.Notes, fmt.Sprintf("the client fell behind its schedule measuring %s %s (send lag p99 %.0f µs): the client's CPU was busy or preempted", s.Arm, loadPoint(s), s.ClientSendLagP99US))
+		}
 		if s.ClientCPUPercent >= 90 && !saturated[s.Arm] {
 			saturated[s.Arm] = true
 			r.report.Notes = append(r.report.Notes, fmt.Sprintf("the client was saturated (%.0f%% CPU) measuring %s %s: that figure is the client's limit, not the server's", s.ClientCPUPercent, s.Arm, s.Mode))
@@ -448,12 +451,15 @@ func (r *runner) fill(res *Result, load *LoadResult, edges [2]snapshot) {
 	res.Latency = load.Hist.Percentiles()
 	res.Spectrum = load.Hist.Spectrum()
 	res.ClientCPUPercent = load.ClientCPUPercent()
+	if load.SendLag != nil {
+		res.ClientSendLagP99US = us(load.SendLag.Quantile(99))
+	}
 	n := float64(load.Replies)
 	if n == 0 {
 		return
 	}
 	perReq := func(ns float64) float64 { return ns / 1e3 / n }
-	res.ClientUSPerReq = perReq(float64(load.ClientUser + load.ClientSys))
+	res.ClientUSPerReq = perReq(float64(load.ClientBusy()))
 	u0, u1 := edges[0].usage, edges[1].usage
 	res.Server = ServerCPU{
 		UserUSPerReq:      perReq(float64(u1.UserNS - u0.UserNS)),
@@ -550,18 +556,19 @@ func summarize(results []Result) []SummaryRow {
 		}
 		row := SummaryRow{
 			Arm: k.arm, Mode: k.mode, Fraction: k.frac, ComputeUS: k.cu, Loops: k.loops, Reps: len(g),
-			OfferedRPS:       g[0].OfferedRPS,
-			AchievedRPS:      spread(func(r Result) float64 { return r.AchievedRPS }),
-			P50:              spread(func(r Result) float64 { return r.Latency.P50 }),
-			P90:              spread(func(r Result) float64 { return r.Latency.P90 }),
-			P99:              spread(func(r Result) float64 { return r.Latency.P99 }),
-			P999:             spread(func(r Result) float64 { return r.Latency.P999 }),
-			P9999:            spread(func(r Result) float64 { return r.Latency.P9999 }),
-			Max:              spread(func(r Result) float64 { return r.Latency.Max }),
-			ServerUSPerReq:   spread(func(r Result) float64 { return r.Server.TotalUSPerReq }),
-			MachineUSPerReq:  spread(func(r Result) float64 { return r.Machine.TotalUSPerReq }),
-			SoftirqUSPerReq:  spread(func(r Result) float64 { return r.Machine.SoftirqUSPerReq }).Median,
-			ClientCPUPercent: spread(func(r Result) float64 { return r.ClientCPUPercent }).Median,
+			OfferedRPS:         g[0].OfferedRPS,
+			AchievedRPS:        spread(func(r Result) float64 { return r.AchievedRPS }),
+			P50:                spread(func(r Result) float64 { return r.Latency.P50 }),
+			P90:                spread(func(r Result) float64 { return r.Latency.P90 }),
+			P99:                spread(func(r Result) float64 { return r.Latency.P99 }),
+			P999:               spread(func(r Result) float64 { return r.Latency.P999 }),
+			P9999:              spread(func(r Result) float64 { return r.Latency.P9999 }),
+			Max:                spread(func(r Result) float64 { return r.Latency.Max }),
+			ServerUSPerReq:     spread(func(r Result) float64 { return r.Server.TotalUSPerReq }),
+			MachineUSPerReq:    spread(func(r Result) float64 { return r.Machine.TotalUSPerReq }),
+			SoftirqUSPerReq:    spread(func(r Result) float64 { return r.Machine.SoftirqUSPerReq }).Median,
+			ClientCPUPercent:   spread(func(r Result) float64 { return r.ClientCPUPercent }).Median,
+			ClientSendLagP99US: spread(func(r Result) float64 { return r.ClientSendLagP99US }).Median,
 		}
 		for _, res := range g {
 			row.Unanswered += res.Unanswered

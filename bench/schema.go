@@ -132,10 +132,16 @@ type Result struct {
 	Server ServerCPU `json:"server"`
 	// Machine is machine-wide CPU per request from /proc/stat.
 	Machine MachineCPU `json:"machine"`
-	// ClientCPUPercent is the client threads' CPU use, in percent of one
-	// CPU per thread (100 = saturated client).
+	// ClientCPUPercent is the client threads' busy CPU, in percent of one
+	// CPU per thread (100 = saturated client). The client polls instead of
+	// sleeping; polls that found nothing are idle and not counted.
 	ClientCPUPercent float64 `json:"client_cpu_percent"`
-	// ClientUSPerReq is the client's CPU-µs per request.
+	// ClientSendLagP99US is, in open loop, the 99th percentile of how late
+	// the client wrote requests relative to their intended send times; a
+	// large value means the client (or its CPU) fell behind. 0 in closed
+	// loop.
+	ClientSendLagP99US float64 `json:"client_send_lag_p99_us"`
+	// ClientUSPerReq is the client's busy CPU-µs per request.
 	ClientUSPerReq float64 `json:"client_us_per_req"`
 }
 
@@ -242,8 +248,10 @@ type SummaryRow struct {
 	// SoftirqUSPerReq is the median machine-wide softirq CPU-µs per
 	// request.
 	SoftirqUSPerReq float64 `json:"softirq_us_per_req"`
-	// ClientCPUPercent is the median client CPU use.
+	// ClientCPUPercent is the median client busy CPU.
 	ClientCPUPercent float64 `json:"client_cpu_percent"`
+	// ClientSendLagP99US is the median open-loop send lag p99.
+	ClientSendLagP99US float64 `json:"client_send_lag_p99_us"`
 	// Unanswered is the total over the repetitions.
 	Unanswered uint64 `json:"unanswered"`
 }

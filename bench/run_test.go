@@ -1,0 +1,166 @@
+package bench
+
+import (
+	"context"
+	"encoding/xml"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSpreadOf(t *testing.T) {
+	tests := []struct {
+		in   []float64
+		want Spread
+	}{
+		{nil, Spread{}},
+		{[]float64{5}, Spread{5, 5, 5}},
+		{[]float64{3, 1, 2}, Spread{2, 1, 3}},
+		{[]float64{4, 1, 3, 2}, Spread{2.5, 1, 4}},
+	}
+	for _, tc := range tests {
+		if got := spreadOf(tc.in); got != tc.want {
+			t.Errorf("spreadOf(%v) = %+v, want %+v", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestSummarizeGroupsInOrder(t *testing.T) {
+	var rs []Result
+	for rep := 1; rep <= 3; rep++ {
+		for _, arm := range []string{"a", "b"} {
+			rs = append(rs, Result{Arm: arm, Rep: rep, Mode: "closed", AchievedRPS: float64(rep * 100), Latency: Percentiles{P99: float64(rep)}})
+		}
+	}
+	rs = append(rs, Result{Arm: "a", Rep: 1, Mode: "open", Fraction: 0.5, OfferedRPS: 50, AchievedRPS: 50, Unanswered: 2})
+	rows := summarize(rs)
+	if len(rows) != 3 || rows[0].Arm != "a" || rows[1].Arm != "b" || rows[2].Mode != "open" {
+		t.Fatalf("rows %+v", rows)
+	}
+	if rows[0].Reps != 3 || rows[0].AchievedRPS != (Spread{200, 100, 300}) || rows[0].P99.Median != 2 {
+		t.Errorf("row a: %+v", rows[0])
+	}
+	if rows[2].Unanswered != 2 || rows[2].OfferedRPS != 50 {
+		t.Errorf("open row: %+v", rows[2])
+	}
+}
+
+// TestRunEndToEnd runs the default benchmark briefly on loopback with the
+// go-net arm and the engine's epoll arm, every reply verified, and checks
+// the report and its files.
+func TestRunEndToEnd(t *testing.T) {
+	skipUnlessLinux(t)
+	argv, env := testChildCommand()
+	var progress strings.Builder
+	rep, err := Run(context.Background(), Config{
+		Arms: []string{"go-net", "epoll"}, Duration: 1600 * time.Millisecond, Reps: 2, Conns: 8,
+		OpenFractions: []float64{0.5}, ServerCommand: argv, ServerEnv: env, Progress: &progress,
+	})
+	if err != nil {
+		t.Fatalf("%v\nprogress:\n%s", err, progress.String())
+	}
+	if want := 2 * 2 * 2; len(rep.Results) != want {
+		t.Fatalf("%d results, want %d", len(rep.Results), want)
+	}
+	// ABAB: arms alternate within each repetition.
+	for i, r := range rep.Results[:4] {
+		if wantArm := []string{"go-net", "epoll"}[i%2]; r.Arm != wantArm || r.Rep != i/2+1 {
+			t.Errorf("result %d is %s rep %d, want %s rep %d", i, r.Arm, r.Rep, wantArm, i/2+1)
+		}
+	}
+	var slowest float64
+	for _, s := range rep.Summary {
+		if s.Mode == "closed" && (slowest == 0 || s.AchievedRPS.Median < slowest) {
+			slowest = s.AchievedRPS.Median
+		}
+	}
+	for _, r := range rep.Results {
+		if r.Requests == 0 || r.AchievedRPS <= 0 || r.Latency.P50 <= 0 || r.Latency.Max < r.Latency.P99 {
+			t.Errorf("%s %s rep %d: %+v", r.Arm, r.Mode, r.Rep, r)
+		}
+		if r.Server.TotalUSPerReq <= 0 || r.Machine.TotalUSPerReq <= 0 || len(r.Server.Threads) == 0 {
+			t.Errorf("%s %s rep %d: no CPU accounting: server %+v machine %+v", r.Arm, r.Mode, r.Rep, r.Server, r.Machine.TotalUSPerReq)
+		}
+		if r.Mode == "open" && math.Abs(r.OfferedRPS-0.5*slowest) > 1 {
+			t.Errorf("open rate %.0f, want half the slowest peak %.0f", r.OfferedRPS, slowest)
+		}
+		if r.Arm == "epoll" && r.Server.KernelWaitsPerReq <= 0 {
+			t.Errorf("epoll arm: no epoll_wait counts")
+		}
+	}
+	if len(rep.Summary) != 4 || rep.Host.CPUs == 0 || rep.Topology != "loopback" || rep.Schema != SchemaVersion {
+		t.Errorf("report: %d summary rows, host %+v, topology %q", len(rep.Summary), rep.Host, rep.Topology)
+	}
+	if !strings.Contains(progress.String(), "[  8/8]") {
+		t.Errorf("progress lacks the last measurement:\n%s", progress.String())
+	}
+	checkReportFiles(t, rep)
+}
+
+// checkReportFiles writes rep and checks that every file parses.
+func checkReportFiles(t *testing.T, rep *Report) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := WriteReport(dir, rep); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadReport(filepath.Join(dir, ReportJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Results) != len(rep.Results) || back.Results[0].Latency != rep.Results[0].Latency {
+		t.Errorf("JSON round trip changed the report")
+	}
+	md, err := os.ReadFile(filepath.Join(dir, ReportMarkdown))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := 0
+	for _, line := range strings.Split(string(md), "\n") {
+		if strings.HasPrefix(line, "| ") && !strings.HasPrefix(line, "| ---") && !strings.HasPrefix(line, "| arm") {
+			rows++
+			if n := strings.Count(line, " | ") + 1; n != 16 {
+				t.Errorf("markdown row has %d cells, want 16: %s", n, line)
+			}
+		}
+	}
+	if rows != len(rep.Summary) {
+		t.Errorf("markdown has %d rows, summary %d", rows, len(rep.Summary))
+	}
+	page, err := os.ReadFile(filepath.Join(dir, ReportHTML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every chart is well-formed XML.
+	html := string(page)
+	charts := 0
+	for {
+		i := strings.Index(html, "<svg")
+		if i < 0 {
+			break
+		}
+		j := strings.Index(html[i:], "</svg>")
+		if j < 0 {
+			t.Fatal("unterminated svg")
+		}
+		d := xml.NewDecoder(strings.NewReader(html[i : i+j+6]))
+		for {
+			_, err := d.Token()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("chart %d is not well-formed: %v", charts, err)
+			}
+		}
+		charts++
+		html = html[i+j:]
+	}
+	if want := len(loadPoints(rep)) + 2; charts != want {
+		t.Errorf("%d charts, want %d", charts, want)
+	}
+}
