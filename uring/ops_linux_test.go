@@ -425,3 +425,50 @@ func TestRegisterFilesUpdate(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestForEachCQE drains an overflowed CQ through ForEachCQE, stops early when
+// asked, and allocates nothing.
+func TestForEachCQE(t *testing.T) {
+	r := newRing(t, &Config{Entries: 8, CQEntries: 16, SQThreadCPU: -1})
+	const total = 40
+	for i := range total {
+		s := r.GetSQE()
+		if s == nil {
+			if _, err := r.Submit(); err != nil {
+				t.Fatal(err)
+			}
+			s = sqe(t, r)
+		}
+		s.PrepNop(uint64(i))
+	}
+	if _, err := r.Submit(); err != nil {
+		t.Fatal(err)
+	}
+	next := uint64(0)
+	stopAt := uint64(5)
+	fn := func(c CQE) bool {
+		if c.UserData != next {
+			t.Errorf("completion %d, want %d", c.UserData, next)
+		}
+		next++
+		return c.UserData != stopAt
+	}
+	if n := r.ForEachCQE(fn); n != 6 {
+		t.Fatalf("stopped after %d, want 6", n)
+	}
+	stopAt = total + 1
+	for tries := 0; next < total && tries < 100; tries++ {
+		r.ForEachCQE(fn)
+	}
+	if next != total {
+		t.Fatalf("consumed %d of %d", next, total)
+	}
+	allocs := testing.AllocsPerRun(50, func() {
+		r.GetSQE().PrepNop(next)
+		r.SubmitAndWait(1, 0)
+		r.ForEachCQE(fn)
+	})
+	if allocs != 0 {
+		t.Errorf("ForEachCQE round trip: %v allocs/op", allocs)
+	}
+}

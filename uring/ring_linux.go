@@ -354,6 +354,36 @@ func (r *Ring) PeekCQEs(dst []CQE) int {
 	return n
 }
 
+// ForEachCQE calls fn for each ready completion, in order, without copying
+// them into a slice, until fn returns false or the CQ is empty; it returns
+// how many it consumed (the CQE on which fn returned false counts as
+// consumed). fn may prepare and submit SQEs. Overflowed completions are
+// flushed as in PeekCQEs. Owner goroutine; does not allocate when fn does
+// not.
+func (r *Ring) ForEachCQE(fn func(CQE) bool) int {
+	total := 0
+	for flushed := false; ; {
+		head := r.mem.CQHead.Load()
+		tail := r.mem.CQTail.Load() // acquire, as in copyCQEs
+		for head != tail {
+			c := CQE(r.cqes[head&r.cqMask])
+			head++
+			// Release the slot before calling fn, so fn may reap or wait.
+			r.mem.CQHead.Store(head)
+			total++
+			if !fn(c) {
+				return total
+			}
+		}
+		if flushed || r.mem.SQFlags.Load()&sys.IORING_SQ_CQ_OVERFLOW == 0 {
+			return total
+		}
+		sys.Enter(r.enterFd, 0, 0, r.enterFlags|sys.IORING_ENTER_GETEVENTS, nil)
+		r.enters.Add(1)
+		flushed = true
+	}
+}
+
 func (r *Ring) copyCQEs(dst []CQE) int {
 	// CQ head is written only by us; CQ tail by the kernel. The acquire load
 	// of the tail (paired with the kernel's smp_store_release in

@@ -88,3 +88,6 @@ func (b *BufRing) Head() (uint16, error) { return 0, ErrNotSupported }
 
 // Close returns ErrNotSupported outside Linux.
 func (b *BufRing) Close() error { return ErrNotSupported }
+
+// ForEachCQE returns 0 outside Linux.
+func (r *Ring) ForEachCQE(fn func(CQE) bool) int { return 0 }
