@@ -1,6 +1,10 @@
 package sys
 
-import "testing"
+import (
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
 
 func TestBufRingTailWord(t *testing.T) {
 	b, err := NewBufRingMem(8)
@@ -17,5 +21,68 @@ func TestBufRingTailWord(t *testing.T) {
 		if _, err := NewBufRingMem(n); err == nil {
 			t.Errorf("NewBufRingMem(%d) succeeded", n)
 		}
+	}
+}
+
+// TestRawRing drives a ring with the raw calls only: setup, map, one NOP
+// through the shared memory, and an EXT_ARG timed wait.
+func TestRawRing(t *testing.T) {
+	var p Params
+	p.Flags = IORING_SETUP_CQSIZE
+	p.CQEntries = 8
+	fd, err := Setup(4, &p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if p.SQEntries != 4 || p.CQEntries != 8 || p.Features&IORING_FEAT_EXT_ARG == 0 {
+		t.Fatalf("params after setup: %+v", p)
+	}
+	m, err := MapRing(fd, &p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := m.Unmap(); err != nil {
+			t.Error(err)
+		}
+	}()
+	if m.SQEntries != 4 || m.SQMask != 3 || m.CQEntries != 8 || m.CQMask != 7 || len(m.SQEs) != 4 || len(m.CQEs) != 8 {
+		t.Fatalf("mapped ring sizes: sq %d/%d cq %d/%d", m.SQEntries, m.SQMask, m.CQEntries, m.CQMask)
+	}
+	tail := m.SQTail.Load()
+	m.SQEs[tail&m.SQMask] = SQE{Opcode: IORING_OP_NOP, UserData: 0x5eed}
+	m.SQArray[tail&m.SQMask] = tail & m.SQMask
+	m.SQTail.Store(tail + 1)
+	n, err := Enter(fd, 1, 1, IORING_ENTER_GETEVENTS, nil)
+	if err != nil || n != 1 {
+		t.Fatalf("Enter = %d, %v", n, err)
+	}
+	head := m.CQHead.Load()
+	if m.CQTail.Load()-head != 1 {
+		t.Fatalf("CQ holds %d entries", m.CQTail.Load()-head)
+	}
+	if c := m.CQEs[head&m.CQMask]; c.UserData != 0x5eed || c.Res != 0 {
+		t.Errorf("CQE %+v", c)
+	}
+	m.CQHead.Store(head + 1)
+
+	// EXT_ARG: wait for one completion with a 10 ms timeout: ETIME.
+	m.Scratch.WaitTS = Timespec{Nsec: 10e6}
+	_, err = Enter(fd, 0, 1, IORING_ENTER_GETEVENTS|IORING_ENTER_EXT_ARG, &m.Scratch.Wait)
+	if err != unix.ETIME {
+		t.Errorf("timed wait: %v, want ETIME", err)
+	}
+	if m.Scratch.Wait.Ts != Addr(&m.Scratch.WaitTS) {
+		t.Error("EXT_ARG does not point at the scratch timespec")
+	}
+
+	// Registration of a probe through the raw call.
+	var pr Probe
+	if err := RegisterProbe(fd, &pr); err != nil {
+		t.Fatal(err)
+	}
+	if pr.LastOp < IORING_OP_SEND_ZC || pr.Ops[IORING_OP_NOP].Flags&IO_URING_OP_SUPPORTED == 0 {
+		t.Errorf("probe: last op %d", pr.LastOp)
 	}
 }
