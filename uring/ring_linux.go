@@ -287,7 +287,12 @@ func (r *Ring) enter(waitNr uint32, timeout time.Duration, wait bool) (int, erro
 			if toSubmit > 0 && r.mem.SQFlags.Load()&sys.IORING_SQ_NEED_WAKEUP != 0 {
 				flags |= sys.IORING_ENTER_SQ_WAKEUP
 			}
-			if flags&(sys.IORING_ENTER_GETEVENTS|sys.IORING_ENTER_SQ_WAKEUP) == 0 {
+			if toSubmit >= r.mem.SQEntries {
+				// SQ full: sleep until the SQ thread frees a slot instead of
+				// letting the caller spin on GetSQE.
+				flags |= sys.IORING_ENTER_SQ_WAIT
+			}
+			if flags&(sys.IORING_ENTER_GETEVENTS|sys.IORING_ENTER_SQ_WAKEUP|sys.IORING_ENTER_SQ_WAIT) == 0 {
 				return int(toSubmit), nil
 			}
 		} else if toSubmit == 0 && flags&sys.IORING_ENTER_GETEVENTS == 0 {
