@@ -131,5 +131,6 @@ func FuzzNetlinkDecoders(f *testing.F) {
 		DecodeCoalesce(b)
 		DecodeRings(b)
 		DecodeChannels(b)
+		DecodeQStats(b)
 	})
 }

@@ -13,9 +13,16 @@ import (
 const (
 	netdevFamily = "netdev"
 
-	netdevCmdQueueGet = 10
-	netdevCmdNAPIGet  = 11
-	netdevCmdNAPISet  = 14
+	netdevCmdQueueGet  = 10
+	netdevCmdNAPIGet   = 11
+	netdevCmdQStatsGet = 12
+	netdevCmdNAPISet   = 14
+
+	netdevAQStatsIfindex   = 1
+	netdevAQStatsQueueType = 2
+	netdevAQStatsQueueID   = 3
+	netdevAQStatsScope     = 4
+	netdevQStatsScopeQueue = 1
 
 	netdevANAPIIfindex           = 1
 	netdevANAPIID                = 2
@@ -243,6 +250,62 @@ func DecodeQueue(b []byte) (QueueNAPI, error) {
 		q.Type = "tx"
 	default:
 		return q, fmt.Errorf("queue: type %d", typ)
+	}
+	return q, nil
+}
+
+// qstatNames names the netdev qstats counters spindle reads
+// (NETDEV_A_QSTATS_*); all are "uint" (4 or 8 bytes).
+var qstatNames = map[uint16]string{
+	8: "rx-packets", 9: "rx-bytes", 10: "tx-packets", 11: "tx-bytes",
+	12: "rx-alloc-fail", 13: "rx-hw-drops", 14: "rx-hw-drop-overruns",
+	23: "rx-hw-drop-ratelimits", 24: "tx-hw-drops", 25: "tx-hw-drop-errors",
+	33: "tx-stop", 34: "tx-wake",
+}
+
+// QueueStats is one queue's counters from the netdev family's qstats-get
+// (the netlink successor of per-queue `ethtool -S` counters). Only the
+// counters the driver reports are present.
+type QueueStats struct {
+	Ifindex int               `json:"ifindex"`
+	Type    string            `json:"type"`
+	Queue   int               `json:"queue"`
+	Values  map[string]uint64 `json:"values"`
+}
+
+// DecodeQStats decodes the attributes of one qstats-get reply with queue
+// scope.
+func DecodeQStats(b []byte) (QueueStats, error) {
+	q := QueueStats{Values: map[string]uint64{}}
+	ad, err := netlink.NewAttributeDecoder(b)
+	if err != nil {
+		return q, fmt.Errorf("qstats: %w", err)
+	}
+	typ := -1
+	for ad.Next() {
+		switch t := ad.Type(); t {
+		case netdevAQStatsIfindex:
+			q.Ifindex = int(ad.Uint32())
+		case netdevAQStatsQueueType:
+			typ = int(ad.Uint32())
+		case netdevAQStatsQueueID:
+			q.Queue = int(ad.Uint32())
+		default:
+			if name, ok := qstatNames[t]; ok {
+				q.Values[name] = uintN(ad)
+			}
+		}
+	}
+	if err := ad.Err(); err != nil {
+		return q, fmt.Errorf("qstats: %w", err)
+	}
+	switch typ {
+	case 0:
+		q.Type = "rx"
+	case 1:
+		q.Type = "tx"
+	default:
+		return q, fmt.Errorf("qstats: queue type %d", typ)
 	}
 	return q, nil
 }

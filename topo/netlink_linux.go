@@ -121,6 +121,39 @@ func (nc *NetlinkClient) NAPIs(ifindex int) ([]NAPI, error) {
 	return out, nil
 }
 
+// QStats returns the per-queue counters of ifindex (netdev qstats-get,
+// Linux 6.10+; drivers report what they count).
+func (nc *NetlinkClient) QStats(ifindex int) ([]QueueStats, error) {
+	if nc.netdevErr != nil {
+		return nil, nc.netdevErr
+	}
+	ae := netlink.NewAttributeEncoder()
+	ae.Uint32(netdevAQStatsIfindex, uint32(ifindex))
+	ae.Uint32(netdevAQStatsScope, netdevQStatsScopeQueue)
+	b, err := ae.Encode()
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := nc.c.Execute(genetlink.Message{
+		Header: genetlink.Header{Command: netdevCmdQStatsGet, Version: nc.netdev.Version},
+		Data:   b,
+	}, nc.netdev.ID, netlink.Request|netlink.Dump)
+	if err != nil {
+		return nil, mapErr("netdev qstats-get", err)
+	}
+	var out []QueueStats
+	for _, m := range msgs {
+		q, err := DecodeQStats(m.Data)
+		if err != nil {
+			return nil, err
+		}
+		if q.Ifindex == ifindex {
+			out = append(out, q)
+		}
+	}
+	return out, nil
+}
+
 // SetNAPI sets defer-hard-irqs and/or gro-flush-timeout of one NAPI
 // instance (netdev napi-set, Linux 6.13+). Nil leaves a value unchanged.
 func (nc *NetlinkClient) SetNAPI(id uint32, deferHardIRQs *uint32, groFlushTimeout *uint64) error {

@@ -36,3 +36,6 @@ func (nc *NetlinkClient) Rings(int) (*Rings, error) { return nil, ErrNotSupporte
 
 // Channels returns ErrNotSupported.
 func (nc *NetlinkClient) Channels(int) (*Channels, error) { return nil, ErrNotSupported }
+
+// QStats returns ErrNotSupported.
+func (nc *NetlinkClient) QStats(int) ([]QueueStats, error) { return nil, ErrNotSupported }

@@ -256,6 +256,20 @@ func TestReadLive(t *testing.T) {
 	if h.Netlink.Netdev != "ok" && kernelAtLeast(h.Kernel, 6, 5) {
 		t.Errorf("netdev netlink on %s: %s", h.Kernel, h.Netlink.Netdev)
 	}
+	if nc, err := DialNetlink(); err == nil {
+		defer nc.Close()
+		if n := h.NIC("lo"); n != nil {
+			// lo has no queue statistics; the call must fail cleanly or
+			// return only lo's queues.
+			qs, err := nc.QStats(n.Ifindex)
+			for _, q := range qs {
+				if q.Ifindex != n.Ifindex {
+					t.Errorf("qstats of lo returned ifindex %d", q.Ifindex)
+				}
+			}
+			t.Logf("lo qstats: %d queues, %v", len(qs), err)
+		}
+	}
 	for _, n := range h.NICs {
 		for _, q := range n.RxQueues {
 			if q.NAPIID != 0 && q.NAPIID < 257 {
@@ -376,6 +390,17 @@ func TestNetlinkDecoders(t *testing.T) {
 	b, _ = ae.Encode()
 	if ch, err := DecodeChannels(b); err != nil || ch.CombinedMax != 2 || ch.CombinedCount != 1 {
 		t.Errorf("channels = %+v %v", ch, err)
+	}
+	ae = netlink.NewAttributeEncoder()
+	ae.Uint32(netdevAQStatsIfindex, 4)
+	ae.Uint32(netdevAQStatsQueueType, 0)
+	ae.Uint32(netdevAQStatsQueueID, 2)
+	ae.Uint32(8, 1000)
+	ae.Uint64(9, 1<<40)
+	ae.Uint32(13, 7)
+	b, _ = ae.Encode()
+	if qs, err := DecodeQStats(b); err != nil || qs.Type != "rx" || qs.Queue != 2 || qs.Values["rx-packets"] != 1000 || qs.Values["rx-bytes"] != 1<<40 || qs.Values["rx-hw-drops"] != 7 {
+		t.Errorf("qstats = %+v %v", qs, err)
 	}
 	// A u32 attribute with 2 bytes is an error, not a panic.
 	if _, err := DecodeRings([]byte{6, 0, 2, 0, 1, 2, 0, 0}); err == nil {

@@ -251,11 +251,38 @@ func Diagnose(h *topo.Host, a, b *Snapshot, opt Options) []Finding {
 					Fix:      fmt.Sprintf("move them off: `spindle tune plan --policy dedicated --loop-cpus %s --iface %s`, or pass --inline if loops are meant to share CPUs with their queues.", opt.LoopCPUs, n.Name)})
 			}
 		}
-		// 4b. NIC-level drops.
+		// 4b. NIC-level drops, from sysfs statistics and per-queue
+		// netlink counters.
 		var ev []string
 		for _, name := range []string{"rx_dropped", "rx_missed_errors", "rx_fifo_errors"} {
 			if d := sub(a.NICStats[n.Name][name], b.NICStats[n.Name][name]); d > 0 {
 				ev = append(ev, fmt.Sprintf("%s %s +%d (%.0f/s)", n.Name, name, d, float64(d)/secs))
+			}
+		}
+		qd := qstatDeltas(a, b, n.Name)
+		for _, q := range qd {
+			for _, name := range []string{"rx-hw-drops", "rx-hw-drop-overruns", "rx-alloc-fail"} {
+				if d := q.Values[name]; d > 0 {
+					ev = append(ev, fmt.Sprintf("%s rx-%d %s +%d (%.0f/s)", n.Name, q.Queue, name, d, float64(d)/secs))
+				}
+			}
+		}
+		// 2c. One receive queue gets most of the packets.
+		if len(n.RxQueues) > 1 {
+			var total, top uint64
+			topQ := -1
+			for _, q := range qd {
+				p := q.Values["rx-packets"]
+				total += p
+				if p > top {
+					top, topQ = p, q.Queue
+				}
+			}
+			if total >= 1000 && float64(top) >= 0.8*float64(total) {
+				add(Finding{ID: "queue-imbalance", Severity: Warning,
+					Title:    fmt.Sprintf("one receive queue of %s gets most packets", n.Name),
+					Evidence: []string{fmt.Sprintf("rx-%d received %d of %d packets (%s) across %d queues", topQ, top, total, pct(float64(top)/float64(total)), len(n.RxQueues))},
+					Fix:      "RSS hashes flows to queues: with few flows one queue takes them all. Use more connections, or RPS/RFS to spread processing (`spindle tune plan --policy inline` enables it when queues < loops); check the RSS indirection table (`ethtool -x`)."})
 			}
 		}
 		if len(ev) > 0 {
@@ -375,6 +402,30 @@ func limitString(v uint64) string {
 		return "unlimited"
 	}
 	return fmt.Sprintf("%d KiB", v>>10)
+}
+
+// qstatDeltas returns, per receive queue of iface, the growth of each
+// netlink queue counter between a and b.
+func qstatDeltas(a, b *Snapshot, iface string) []topo.QueueStats {
+	prev := map[int]topo.QueueStats{}
+	for _, q := range a.QStats[iface] {
+		if q.Type == "rx" {
+			prev[q.Queue] = q
+		}
+	}
+	var out []topo.QueueStats
+	for _, q := range b.QStats[iface] {
+		p, ok := prev[q.Queue]
+		if q.Type != "rx" || !ok {
+			continue
+		}
+		d := topo.QueueStats{Ifindex: q.Ifindex, Type: q.Type, Queue: q.Queue, Values: map[string]uint64{}}
+		for k, v := range q.Values {
+			d.Values[k] = sub(p.Values[k], v)
+		}
+		out = append(out, d)
+	}
+	return out
 }
 
 // tunedNICs returns the physical NICs with receive queues.

@@ -27,11 +27,11 @@ func loadHost(t *testing.T, root string) *topo.Host {
 // with identical counters; tests craft deltas into the second.
 func snapshots(t *testing.T, root string, h *topo.Host) (a, b *Snapshot) {
 	t.Helper()
-	a, err := TakeSnapshot(root, h)
+	a, err := TakeSnapshot(root, h, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b, err = TakeSnapshot(root, h); err != nil {
+	if b, err = TakeSnapshot(root, h, nil); err != nil {
 		t.Fatal(err)
 	}
 	b.Time = a.Time.Add(5 * time.Second)
@@ -79,6 +79,15 @@ func softnetAdd(b *Snapshot, cpu int, f func(*topo.Softnet)) {
 			f(&b.Softnet[i])
 		}
 	}
+}
+
+// qstats returns n receive queues' counters, each at v.
+func qstats(n int, v uint64) []topo.QueueStats {
+	var out []topo.QueueStats
+	for i := 0; i < n; i++ {
+		out = append(out, topo.QueueStats{Ifindex: 3, Type: "rx", Queue: i, Values: map[string]uint64{"rx-packets": v, "rx-hw-drops": 0}})
+	}
+	return out
 }
 
 func ids(fs []Finding) []string {
@@ -172,6 +181,30 @@ func TestDiagnose(t *testing.T) {
 			name: "NIC drops", root: fx2Socket,
 			craft: func(t *testing.T, h *topo.Host, a, b *Snapshot) { b.NICStats["ens1f0"]["rx_missed_errors"] += 100 },
 			want:  []string{"nic-drops"},
+		},
+		{
+			name: "queue drops and imbalance from netlink qstats", root: fx2Socket,
+			craft: func(t *testing.T, h *topo.Host, a, b *Snapshot) {
+				qa, qb := qstats(16, 1000), qstats(16, 1000)
+				qb[5].Values["rx-packets"] += 90000
+				qb[6].Values["rx-packets"] += 100
+				qb[6].Values["rx-hw-drops"] += 12
+				a.QStats = map[string][]topo.QueueStats{"ens1f0": qa}
+				b.QStats = map[string][]topo.QueueStats{"ens1f0": qb}
+			},
+			want: []string{"nic-drops", "queue-imbalance"},
+		},
+		{
+			name: "queues balanced", root: fx2Socket,
+			craft: func(t *testing.T, h *topo.Host, a, b *Snapshot) {
+				qa, qb := qstats(16, 1000), qstats(16, 1000)
+				for i := range qb {
+					qb[i].Values["rx-packets"] += 5000
+				}
+				a.QStats = map[string][]topo.QueueStats{"ens1f0": qa}
+				b.QStats = map[string][]topo.QueueStats{"ens1f0": qb}
+			},
+			without: []string{"nic-drops", "queue-imbalance"},
 		},
 		{
 			name: "adaptive coalescing with busy-poll sysctls", root: fxSMT,

@@ -29,13 +29,23 @@ type Snapshot struct {
 	// NICStats holds, per interface, the drop counters from
 	// /sys/class/net/<if>/statistics.
 	NICStats map[string]map[string]uint64 `json:"nic_stats"`
+	// QStats holds, per interface, the per-queue counters from netlink
+	// qstats-get, when a QStatsSource was given and the driver has them.
+	QStats map[string][]topo.QueueStats `json:"qstats,omitempty"`
+}
+
+// QStatsSource returns per-queue counters of an interface.
+// *topo.NetlinkClient implements it.
+type QStatsSource interface {
+	QStats(ifindex int) ([]topo.QueueStats, error)
 }
 
 // nicStatNames are the statistics files read per interface.
 var nicStatNames = []string{"rx_packets", "rx_dropped", "rx_missed_errors", "rx_fifo_errors"}
 
-// TakeSnapshot reads the counters under root for the NICs of h.
-func TakeSnapshot(root string, h *topo.Host) (*Snapshot, error) {
+// TakeSnapshot reads the counters under root for the NICs of h, and the
+// per-queue counters from qs when it is not nil.
+func TakeSnapshot(root string, h *topo.Host, qs QStatsSource) (*Snapshot, error) {
 	read := func(p string) ([]byte, error) { return os.ReadFile(filepath.Join(root, p)) }
 	s := &Snapshot{Time: time.Now(), IRQAffinity: map[int]string{}, NICStats: map[string]map[string]uint64{}}
 	b, err := read("/proc/interrupts")
@@ -80,14 +90,22 @@ func TakeSnapshot(root string, h *topo.Host) (*Snapshot, error) {
 			}
 		}
 		s.NICStats[n.Name] = st
+		if qs != nil && !n.Virtual && n.Ifindex > 0 {
+			if q, err := qs.QStats(n.Ifindex); err == nil && len(q) > 0 {
+				if s.QStats == nil {
+					s.QStats = map[string][]topo.QueueStats{}
+				}
+				s.QStats[n.Name] = q
+			}
+		}
 	}
 	return s, nil
 }
 
 // Sample takes a snapshot, waits period (or until ctx is done, which is an
-// error), and takes another.
-func Sample(ctx context.Context, root string, h *topo.Host, period time.Duration) (before, after *Snapshot, err error) {
-	if before, err = TakeSnapshot(root, h); err != nil {
+// error), and takes another. qs may be nil.
+func Sample(ctx context.Context, root string, h *topo.Host, period time.Duration, qs QStatsSource) (before, after *Snapshot, err error) {
+	if before, err = TakeSnapshot(root, h, qs); err != nil {
 		return nil, nil, err
 	}
 	t := time.NewTimer(period)
@@ -97,7 +115,7 @@ func Sample(ctx context.Context, root string, h *topo.Host, period time.Duration
 		return nil, nil, ctx.Err()
 	case <-t.C:
 	}
-	if after, err = TakeSnapshot(root, h); err != nil {
+	if after, err = TakeSnapshot(root, h, qs); err != nil {
 		return nil, nil, err
 	}
 	return before, after, nil

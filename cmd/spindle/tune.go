@@ -114,7 +114,14 @@ func tuneDiagnose(ctx context.Context, args []string, w io.Writer) error {
 	if !*asJSON {
 		fmt.Fprintf(os.Stderr, "sampling counters for %v ...\n", *period)
 	}
-	a, b, err := tune.Sample(ctx, *root, h, *period)
+	var qs tune.QStatsSource
+	if *root == "/" {
+		if nc, err := topo.DialNetlink(); err == nil {
+			defer nc.Close()
+			qs = nc
+		}
+	}
+	a, b, err := tune.Sample(ctx, *root, h, *period, qs)
 	if err != nil {
 		return err
 	}
