@@ -34,7 +34,6 @@ func (r *Ring) RegisterBuffers(bufs [][]byte) error {
 	if err := sys.RegisterBuffers(r.fd, iovs); err != nil {
 		return os.NewSyscallError("io_uring_register", err)
 	}
-	r.fixed = true
 	return nil
 }
 
@@ -43,7 +42,6 @@ func (r *Ring) UnregisterBuffers() error {
 	if err := sys.RegisterNoArg(r.fd, sys.IORING_UNREGISTER_BUFFERS); err != nil {
 		return os.NewSyscallError("io_uring_register", err)
 	}
-	r.fixed = false
 	return nil
 }
 
@@ -57,7 +55,6 @@ func (r *Ring) RegisterFiles(n int) error {
 	if err := sys.RegisterFilesSparse(r.fd, uint32(n)); err != nil {
 		return regErr("IORING_RSRC_REGISTER_SPARSE", "5.19", err)
 	}
-	r.files = true
 	return nil
 }
 
@@ -81,7 +78,6 @@ func (r *Ring) UnregisterFiles() error {
 	if err := sys.RegisterNoArg(r.fd, sys.IORING_UNREGISTER_FILES); err != nil {
 		return os.NewSyscallError("io_uring_register", err)
 	}
-	r.files = false
 	return nil
 }
 
