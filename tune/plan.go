@@ -364,7 +364,11 @@ func (p *planner) nic(n *topo.NIC) error {
 	qbase := "/sys/class/net/" + n.Name + "/queues/"
 	irqCPUs := plan.IRQCPUs
 	if nq > irqCPUs.Len() {
-		p.note("%s has %d receive queues for %d %s CPUs: queues share CPUs round-robin; consider `ethtool -L %s combined %d`", n.Name, nq, irqCPUs.Len(), map[Policy]string{Inline: "loop", Dedicated: "IRQ"}[cfg.Policy], n.Name, irqCPUs.Len())
+		if cfg.Policy == Inline {
+			p.note("%s has %d receive queues for %d loop CPUs: queues share CPUs round-robin; consider `ethtool -L %s combined %d` so that each loop owns one queue", n.Name, nq, irqCPUs.Len(), n.Name, irqCPUs.Len())
+		} else {
+			p.note("%s has %d receive queues for %d IRQ CPUs: each IRQ CPU serves several queues; give more with --irq-cpus if they saturate (watch `spindle tune diagnose`)", n.Name, nq, irqCPUs.Len())
+		}
 	}
 	known := 0
 	for i, q := range n.RxQueues {

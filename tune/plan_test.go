@@ -108,6 +108,7 @@ func TestMakePlan(t *testing.T) {
 				"/proc/irq/62/smp_affinity_list": "0",
 				"/proc/irq/68/smp_affinity_list": "0",
 			},
+			notes: []string{"8 receive queues for 1 IRQ CPUs", "--irq-cpus"},
 		},
 	}
 	for _, tt := range tests {
