@@ -1,0 +1,270 @@
+package engine
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The echo benchmarks run the server in a child process (this test binary,
+// TestHelperEchoServer) with every thread pinned to the last CPU, and the
+// clients here pinned to CPU 0, so server CPU per request is measured
+// from the child's threads alone (/proc/<pid>/task/*/schedstat).
+//
+//	go test -run '^$' -bench BenchmarkEcho -benchtime 100000x ./engine/
+//
+// Arms: every engine backend and "gonet" (Go's net package, a goroutine per
+// connection) as the reference.
+
+// benchArms are the servers compared.
+var benchArms = append([]string{"gonet"}, func() []string {
+	var s []string
+	for _, b := range Backends {
+		s = append(s, string(b))
+	}
+	return s
+}()...)
+
+func BenchmarkEcho(b *testing.B) {
+	for _, conns := range []int{1, 50, 1000} {
+		for _, arm := range benchArms {
+			b.Run(fmt.Sprintf("conns=%d/%s", conns, arm), func(b *testing.B) {
+				benchEcho(b, arm, conns)
+			})
+		}
+	}
+}
+
+type echoServer struct {
+	cmd   *exec.Cmd
+	in    io.WriteCloser
+	out   *bufio.Reader
+	addr  string
+	pid   int
+	pages string
+}
+
+func startEchoServer(b *testing.B, arm string) *echoServer {
+	cpu := runtime.NumCPU() - 1
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperEchoServer$")
+	cmd.Env = append(os.Environ(), "SPINDLE_BENCH_SERVER="+arm, "SPINDLE_BENCH_CPU="+strconv.Itoa(cpu))
+	in, _ := cmd.StdinPipe()
+	outp, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	s := &echoServer{cmd: cmd, in: in, out: bufio.NewReader(outp), pid: cmd.Process.Pid}
+	line, err := s.out.ReadString('\n')
+	if err != nil {
+		b.Fatalf("server: %v", err)
+	}
+	f := strings.Fields(line)
+	if len(f) < 2 || f[0] != "addr" {
+		b.Fatalf("server said %q", line)
+	}
+	s.addr = f[1]
+	if len(f) > 2 {
+		s.pages = strings.Join(f[2:], " ")
+	}
+	return s
+}
+
+// stats asks the server for its engine counters (zero for gonet).
+func (s *echoServer) stats() Stats {
+	var st Stats
+	fmt.Fprintln(s.in, "stats")
+	line, _ := s.out.ReadString('\n')
+	json.Unmarshal([]byte(line), &st)
+	return st
+}
+
+func (s *echoServer) stop() {
+	s.in.Close()
+	s.cmd.Wait()
+}
+
+// cpuNanos is the CPU time of every thread of process pid.
+func cpuNanos(pid int) int64 {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	ents, _ := os.ReadDir(dir)
+	var sum int64
+	for _, e := range ents {
+		b, err := os.ReadFile(dir + "/" + e.Name() + "/schedstat")
+		if err != nil {
+			continue
+		}
+		var run int64
+		fmt.Sscan(string(b), &run)
+		sum += run
+	}
+	return sum
+}
+
+// pinProcess sets the affinity of every thread of this process to cpu and
+// returns a function restoring the previous mask.
+func pinProcess(cpu int) func() {
+	var old unix.CPUSet
+	unix.SchedGetaffinity(0, &old)
+	set := func(s *unix.CPUSet) {
+		ents, _ := os.ReadDir("/proc/self/task")
+		for _, e := range ents {
+			tid, _ := strconv.Atoi(e.Name())
+			unix.SchedSetaffinity(tid, s)
+		}
+	}
+	var one unix.CPUSet
+	one.Set(cpu)
+	set(&one)
+	return func() { set(&old) }
+}
+
+func benchEcho(b *testing.B, arm string, nconns int) {
+	if runtime.NumCPU() < 2 {
+		b.Skip("needs 2 CPUs: server and clients on different ones")
+	}
+	srv := startEchoServer(b, arm)
+	defer srv.stop()
+	restore := pinProcess(0)
+	defer restore()
+	conns := make([]net.Conn, nconns)
+	for i := range conns {
+		c, err := net.Dial("tcp", srv.addr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		conns[i] = c
+	}
+	msg := make([]byte, 64)
+	// Warm up every connection.
+	for _, c := range conns {
+		c.Write(msg)
+		io.ReadFull(c, msg)
+	}
+	b.ReportAllocs()
+	st0 := srv.stats()
+	cpu0 := cpuNanos(srv.pid)
+	b.ResetTimer()
+	start := time.Now()
+	if nconns == 1 {
+		c := conns[0]
+		buf := make([]byte, 64)
+		for b.Loop() {
+			c.Write(msg)
+			io.ReadFull(c, buf)
+		}
+	} else {
+		// Closed loop: every connection has one request in flight.
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for _, c := range conns {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				buf := make([]byte, 64)
+				for next.Add(1) <= int64(b.N) {
+					if _, err := c.Write(buf); err != nil {
+						b.Error(err)
+						return
+					}
+					if _, err := io.ReadFull(c, buf); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	cpu := cpuNanos(srv.pid) - cpu0
+	st := srv.stats()
+	n := float64(b.N)
+	b.ReportMetric(n/elapsed.Seconds(), "req/s")
+	b.ReportMetric(float64(cpu)/1e3/n, "server-µs/req")
+	if arm != "gonet" {
+		b.ReportMetric(float64(st.Waits-st0.Waits)/n, "waits/req")
+	}
+}
+
+// TestHelperEchoServer is the server process of BenchmarkEcho.
+func TestHelperEchoServer(t *testing.T) {
+	arm := os.Getenv("SPINDLE_BENCH_SERVER")
+	if arm == "" {
+		t.Skip("helper process for BenchmarkEcho")
+	}
+	cpu, _ := strconv.Atoi(os.Getenv("SPINDLE_BENCH_CPU"))
+	pinProcess(cpu)
+	var stats func() Stats
+	var addr, pages string
+	if arm == "gonet" {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go func() {
+					defer c.Close()
+					buf := make([]byte, 4096)
+					for {
+						n, err := c.Read(buf)
+						if n > 0 {
+							if _, err := c.Write(buf[:n]); err != nil {
+								return
+							}
+						}
+						if err != nil {
+							return
+						}
+					}
+				}()
+			}
+		}()
+		addr = ln.Addr().String()
+		stats = func() Stats { return Stats{} }
+	} else {
+		e, err := New(&Config{Backend: Backend(arm), CPUs: []int{cpu}, Logf: func(string, ...any) {}}, &echoHandler{zeroCopy: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := e.Listen("tcp", "127.0.0.1:0", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go e.Run(context.Background())
+		addr = ln.Addr().String()
+		stats = e.Stats
+		for e.BufferPages() == "" {
+			time.Sleep(time.Millisecond)
+		}
+		pages = e.BufferPages()
+	}
+	fmt.Println("addr", addr, pages)
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		j, _ := json.Marshal(stats())
+		fmt.Println(string(j))
+	}
+	os.Exit(0)
+}

@@ -1,0 +1,77 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spindlenet/spindle/engine"
+)
+
+// echo sends every received buffer back without copying it.
+type echo struct{ engine.BaseHandler }
+
+func (echo) OnData(c *engine.Conn, b engine.Buffer) bool {
+	c.WriteBuffer(b) // the engine releases b once sent
+	return true      // so the handler keeps it until then
+}
+
+// An echo server with one loop per CPU on the default backend.
+func ExampleNew() {
+	e, err := engine.New(nil, echo{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ln, err := e.Listen("tcp", "127.0.0.1:0", nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("listening on", ln.Addr())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	e.Run(ctx) // until ctx ends or Shutdown
+}
+
+// Blocking work runs on another goroutine; its result comes back to the
+// connection's loop with Post.
+func ExampleLoop_Post() {
+	slow := func(req []byte) []byte { return append([]byte("done: "), req...) }
+	h := &postHandler{work: slow}
+	_ = h
+}
+
+type postHandler struct {
+	engine.BaseHandler
+	work func([]byte) []byte
+}
+
+func (h *postHandler) OnData(c *engine.Conn, b engine.Buffer) bool {
+	req := append([]byte(nil), b.Bytes()...) // b is reused after OnData returns
+	go func() {
+		resp := h.work(req)
+		c.Loop().Post(func() {
+			if !c.Closed() {
+				c.Write(resp)
+			}
+		})
+	}()
+	return false
+}
+
+// A client connection dialed from a loop, with a timeout.
+func ExampleLoop_Dial() {
+	e, err := engine.New(&engine.Config{CPUs: []int{0}}, engine.BaseHandler{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	l := e.Loops()[0]
+	l.Post(func() {
+		// OnOpen follows when connected, OnClose on failure or timeout.
+		if _, err := l.Dial("tcp", "127.0.0.1:8080", time.Second); err != nil {
+			fmt.Println(err)
+		}
+	})
+}

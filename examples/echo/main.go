@@ -1,0 +1,58 @@
+// Command echo is a TCP echo server on the spindle engine: one loop per CPU,
+// each echoing what it receives by handing the received buffer straight to
+// the send queue (no copy).
+//
+//	go run ./examples/echo -addr 127.0.0.1:7000 -backend uring
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spindlenet/spindle/engine"
+)
+
+// echo forwards every received buffer to the same connection.
+type echo struct{ engine.BaseHandler }
+
+// OnData queues b for sending and keeps it until sent. Loop goroutine.
+func (echo) OnData(c *engine.Conn, b engine.Buffer) bool {
+	c.WriteBuffer(b)
+	return true
+}
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:7000", "listen address (tcp host:port)")
+	backend := flag.String("backend", "uring", "uring, uring-sqpoll, uring-napi, epoll or epoll-busypoll")
+	flag.Parse()
+	if err := run(*addr, engine.Backend(*backend)); err != nil {
+		fmt.Fprintln(os.Stderr, "echo:", err)
+		os.Exit(1)
+	}
+}
+
+func run(addr string, backend engine.Backend) error {
+	e, err := engine.New(&engine.Config{Backend: backend}, echo{})
+	if err != nil {
+		return err
+	}
+	ln, err := e.Listen("tcp", addr, nil)
+	if err != nil {
+		return err
+	}
+	fmt.Println("echo: listening on", ln.Addr())
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		e.Shutdown(sctx)
+	}()
+	return e.Run(context.Background())
+}

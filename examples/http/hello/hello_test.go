@@ -1,0 +1,131 @@
+package hello
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spindlenet/spindle/engine"
+)
+
+func TestParseRequest(t *testing.T) {
+	tests := []struct {
+		in   string
+		n    int
+		keep bool
+		err  error
+	}{
+		{"GET / HTTP/1.1\r\nHost: x\r\n\r\n", 27, true, nil},
+		{"GET / HTTP/1.1\r\nHost: x\r\n", 0, false, nil},
+		{"GET / HTTP/1.0\r\n\r\n", 18, false, nil},
+		{"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n", 42, true, nil},
+		{"GET / HTTP/1.1\r\nConnection: close\r\n\r\n", 37, false, nil},
+		{"POST / HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc", 41, true, nil},
+		{"POST / HTTP/1.1\r\nContent-Length: 3\r\n\r\nab", 0, false, nil},
+		{"POST / HTTP/1.1\r\nContent-Length: x\r\n\r\n", 0, false, ErrMalformed},
+		{"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 0, false, ErrMalformed},
+		{"GET /\r\n\r\n", 0, false, ErrMalformed},
+		{"GET / SPDY/3\r\n\r\n", 0, false, ErrMalformed},
+		{"GET / HTTP/1.1\r\nbad header\r\n\r\n", 0, false, ErrMalformed},
+		{"GET / HTTP/1.1\r\nX: " + strings.Repeat("a", MaxHeader) + "\r\n\r\n", 0, false, ErrHeaderLarge},
+	}
+	for _, tc := range tests {
+		n, keep, err := ParseRequest([]byte(tc.in))
+		if n != tc.n || keep != tc.keep || !errors.Is(err, tc.err) {
+			t.Errorf("ParseRequest(%.40q) = %d, %v, %v; want %d, %v, %v", tc.in, n, keep, err, tc.n, tc.keep, tc.err)
+		}
+	}
+}
+
+func FuzzParseRequest(f *testing.F) {
+	f.Add([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+	f.Add([]byte("POST / HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcGET"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		n, _, err := ParseRequest(b)
+		if err != nil && n != 0 {
+			t.Fatalf("error %v with n=%d", err, n)
+		}
+		if n < 0 || n > len(b) {
+			t.Fatalf("n=%d outside [0,%d]", n, len(b))
+		}
+		if n > 0 && !strings.Contains(string(b[:n]), "\r\n\r\n") {
+			t.Fatalf("complete request without a head end: %q", b[:n])
+		}
+	})
+}
+
+// TestServer drives the handler on a real engine with Go's HTTP client,
+// pipelined and split requests.
+func TestServer(t *testing.T) {
+	for _, backend := range engine.Backends {
+		t.Run(string(backend), func(t *testing.T) {
+			e, err := engine.New(&engine.Config{Backend: backend, Logf: func(string, ...any) {}}, &Handler{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ln, err := e.Listen("tcp", "127.0.0.1:0", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error)
+			go func() { done <- e.Run(ctx) }()
+			defer func() { cancel(); <-done }()
+			addr := ln.Addr().String()
+
+			tr := &http.Transport{}
+			defer tr.CloseIdleConnections()
+			cl := &http.Client{Transport: tr, Timeout: 5 * time.Second}
+			for i := 0; i < 3; i++ {
+				resp, err := cl.Get("http://" + addr + "/")
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 || string(body) != "hello, world" {
+					t.Fatalf("%d %q", resp.StatusCode, body)
+				}
+			}
+			// Pipelined, split across writes, then Connection: close.
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			reqs := "GET / HTTP/1.1\r\nHost: a\r\n\r\nGET /2 HTTP/1.1\r\nHo"
+			c.Write([]byte(reqs))
+			time.Sleep(10 * time.Millisecond)
+			c.Write([]byte("st: a\r\n\r\nGET /3 HTTP/1.1\r\nConnection: close\r\n\r\n"))
+			r := bufio.NewReader(c)
+			for i := 0; i < 3; i++ {
+				resp, err := http.ReadResponse(r, nil)
+				if err != nil {
+					t.Fatalf("response %d: %v", i, err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				if string(body) != "hello, world" {
+					t.Fatalf("response %d: %q", i, body)
+				}
+			}
+			if _, err := r.ReadByte(); err != io.EOF {
+				t.Fatalf("after Connection: close: %v, want EOF", err)
+			}
+			// Malformed: 400 and close.
+			c2, _ := net.Dial("tcp", addr)
+			defer c2.Close()
+			fmt.Fprintf(c2, "NONSENSE\r\n\r\n")
+			resp, err := http.ReadResponse(bufio.NewReader(c2), nil)
+			if err != nil || resp.StatusCode != 400 {
+				t.Fatalf("malformed request: %v %v", resp, err)
+			}
+		})
+	}
+}
