@@ -1,0 +1,114 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"time"
+)
+
+// WakeupSchema names the layout of WakeupReport.
+const WakeupSchema = "spindle-wakeup/1"
+
+// Wake-up modes: how the reader waits for data.
+const (
+	// WakeBlock sleeps in a blocking read(2).
+	WakeBlock = "block"
+	// WakeSpin polls a non-blocking socket with read(2) in a loop.
+	WakeSpin = "spin"
+	// WakeBusyPoll sleeps in a blocking read(2) on a socket with
+	// SO_BUSY_POLL set to cover the whole interval, so the kernel
+	// busy-polls the device's NAPI instance instead of sleeping. Sockets
+	// without a NAPI id (loopback) cannot busy-poll and behave as block.
+	WakeBusyPoll = "busy-poll"
+	// WakeURing sleeps in io_uring_enter(GETEVENTS) on a ring with
+	// SINGLE_ISSUER|DEFER_TASKRUN waiting for a RECV completion.
+	WakeURing = "uring"
+	// WakeURingNAPI is WakeURing with IORING_REGISTER_NAPI busy polling
+	// covering the interval (no effect without NAPI ids).
+	WakeURingNAPI = "uring-napi"
+)
+
+// WakeupModes lists the modes in report order.
+var WakeupModes = []string{WakeBlock, WakeSpin, WakeBusyPoll, WakeURing, WakeURingNAPI}
+
+// WakeupConfig configures the wake-up experiment (`spindle wakeup`). The
+// zero value of a field selects its default.
+type WakeupConfig struct {
+	// Modes to measure, in order. Default WakeupModes.
+	Modes []string
+	// Interval between writes. Default 50 ms.
+	Interval time.Duration
+	// Samples measured per mode, after two dropped warm-up writes.
+	// Default 60.
+	Samples int
+	// ReaderCPU and WriterCPU pin the two threads. Defaults 0 and 1 (0 and
+	// 0 on a one-CPU machine).
+	ReaderCPU, WriterCPU int
+	// Topology is "loopback" (default) or "wire"; with wire the reader is
+	// in the server namespace and the writer in the client namespace.
+	Topology string
+	// Tag makes wire topology names unique. Default: the process id.
+	Tag string
+	// Progress receives one line per mode; nil discards.
+	Progress io.Writer
+}
+
+// WakeupResult is one mode's measurement.
+type WakeupResult struct {
+	// Mode is the wait mode.
+	Mode string `json:"mode"`
+	// Samples is the number of wake-ups measured.
+	Samples int `json:"samples"`
+	// Latency is the time from just before the writer's write(2) to just
+	// after the reader's read returned, in µs.
+	Latency Percentiles `json:"latency"`
+	// ReaderCPUPercent is the reader thread's CPU use over the mode's run,
+	// in percent of one CPU (getrusage RUSAGE_THREAD).
+	ReaderCPUPercent float64 `json:"reader_cpu_percent"`
+	// ReaderCPUUSPerWake is the reader thread's CPU-µs per wake-up.
+	ReaderCPUUSPerWake float64 `json:"reader_cpu_us_per_wake"`
+	// ReaderCPUBusyPercent is the reader CPU's machine-wide busy share
+	// (/proc/stat, including softirq) over the mode's run.
+	ReaderCPUBusyPercent float64 `json:"reader_cpu_busy_percent"`
+	// Skipped, when set, says why the mode did not run.
+	Skipped string `json:"skipped,omitempty"`
+}
+
+// WakeupReport is the result of `spindle wakeup`.
+type WakeupReport struct {
+	// Schema is WakeupSchema.
+	Schema string `json:"schema"`
+	// Started is when the run started (UTC).
+	Started time.Time `json:"started"`
+	// Host describes the machine.
+	Host Host `json:"host"`
+	// Topology is "loopback" or "wire".
+	Topology string `json:"topology"`
+	// IntervalMS is the time between writes.
+	IntervalMS float64 `json:"interval_ms"`
+	// ReaderCPU and WriterCPU are the pinned CPUs.
+	ReaderCPU int `json:"reader_cpu"`
+	WriterCPU int `json:"writer_cpu"`
+	// Results has one entry per mode.
+	Results []WakeupResult `json:"results"`
+	// Notes are caveats.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// WriteWakeupTable prints rep as a plain-text table.
+func WriteWakeupTable(w io.Writer, rep *WakeupReport) {
+	fmt.Fprintf(w, "\nwake-up latency, %s topology, a write every %.0f ms, reader CPU %d, writer CPU %d\n",
+		rep.Topology, rep.IntervalMS, rep.ReaderCPU, rep.WriterCPU)
+	fmt.Fprintf(w, "%-11s %7s %9s %9s %9s %9s %11s %13s %12s\n", "mode", "samples", "p50 µs", "p90 µs", "p99 µs", "max µs", "reader CPU%", "reader µs/wake", "CPU busy%")
+	for _, r := range rep.Results {
+		if r.Skipped != "" {
+			fmt.Fprintf(w, "%-11s skipped: %s\n", r.Mode, r.Skipped)
+			continue
+		}
+		fmt.Fprintf(w, "%-11s %7d %9.1f %9.1f %9.1f %9.1f %11.1f %13.1f %12.1f\n", r.Mode, r.Samples, r.Latency.P50, r.Latency.P90,
+			r.Latency.P99, r.Latency.Max, r.ReaderCPUPercent, r.ReaderCPUUSPerWake, r.ReaderCPUBusyPercent)
+	}
+	for _, n := range rep.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+}

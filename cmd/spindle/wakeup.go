@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spindlenet/spindle/bench"
+)
+
+func init() {
+	register("wakeup", "wake-up latency and CPU: block vs spin vs busy-poll vs io_uring", runWakeup)
+}
+
+func runWakeup(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("wakeup", flag.ContinueOnError)
+	modes := fs.String("modes", strings.Join(bench.WakeupModes, ","), "wait modes to measure")
+	interval := fs.Duration("interval", 50*time.Millisecond, "time between writes")
+	samples := fs.Int("samples", 60, "wake-ups measured per mode")
+	reader := fs.Int("reader-cpu", 0, "CPU of the reader thread")
+	writer := fs.Int("writer-cpu", -1, "CPU of the writer thread (default 1, or 0 on one CPU)")
+	topology := fs.String("topology", "loopback", "loopback, or wire (two netns joined by a veth pair; root)")
+	jsonOut := fs.Bool("json", false, "print the report as JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg := bench.WakeupConfig{
+		Modes: strings.Split(*modes, ","), Interval: *interval, Samples: *samples,
+		ReaderCPU: *reader, WriterCPU: *writer, Topology: *topology, Progress: os.Stderr,
+	}
+	if *writer < 0 {
+		cfg.WriterCPU = 0
+		if *reader == 0 {
+			cfg.WriterCPU = 1 // withDefaults keeps 0 on a one-CPU machine
+		}
+	}
+	rep, err := bench.Wakeup(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if *jsonOut {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	bench.WriteWakeupTable(os.Stdout, rep)
+	return nil
+}
