@@ -47,5 +47,6 @@ func ExampleRing_SetupBufRing() {
 	//   r.GetSQE().PrepRecvMultishot(fd, br.Group(), false, 0, userData)
 	// and for each CQE c:
 	//   id, _ := c.BufferID(); data := br.Buf(id)[:c.Res]; ...; br.Recycle(id); br.Commit()
+
 	// Output: 64 2048
 }
