@@ -92,6 +92,14 @@ func startEngine(t testing.TB, cfg *Config, h Handler) (*Engine, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	runEngine(t, e)
+	return e, ln.Addr().String()
+}
+
+// runEngine runs e until the end of the test, then shuts it down and checks
+// that no connection is left.
+func runEngine(t testing.TB, e *Engine) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- e.Run(ctx) }()
@@ -109,7 +117,6 @@ func startEngine(t testing.TB, cfg *Config, h Handler) (*Engine, string) {
 			t.Errorf("%d connections open after Shutdown", s.Open)
 		}
 	})
-	return e, ln.Addr().String()
 }
 
 func testConfig(b Backend) *Config {

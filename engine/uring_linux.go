@@ -388,9 +388,6 @@ func (b *uringBackend) handle(q uring.CQE) {
 		s := l.lns[slot]
 		if q.Res >= 0 {
 			l.accepted(int(q.Res), s.ln)
-			if b.napi && !s.done {
-				b.napiAdd(int(q.Res))
-			}
 		}
 		if !q.More() {
 			b.inflight--
@@ -416,6 +413,11 @@ func (b *uringBackend) handle(q uring.CQE) {
 		}
 		switch {
 		case q.Res > 0:
+			if b.napi && !c.k.napiSeen {
+				// A socket's NAPI id is known once data has arrived.
+				c.k.napiSeen = true
+				b.napiAdd(c.fd)
+			}
 			id, _ := q.BufferID()
 			l.deliver(c, int32(id), int(q.Res))
 		case q.Res == 0:

@@ -1,0 +1,182 @@
+package engine
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/spindlenet/spindle/internal/sys"
+)
+
+// wireTopology makes two network namespaces joined by a veth pair with GRO
+// on and TSO off on both ends, so TCP sockets get NAPI ids. It returns the
+// namespace names and the server address inside the first one.
+func wireTopology(t *testing.T) (nsA, nsB, ipA string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces")
+	}
+	for _, tool := range []string{"ip", "ethtool"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s (apt-get install iproute2 ethtool)", tool)
+		}
+	}
+	pid := os.Getpid()
+	nsA, nsB = fmt.Sprintf("spd-eng-%d-a", pid), fmt.Sprintf("spd-eng-%d-b", pid)
+	vA, vB := fmt.Sprintf("se%da", pid%1000000), fmt.Sprintf("se%db", pid%1000000)
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	run("ip", "netns", "add", nsA)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", nsA).Run() })
+	run("ip", "netns", "add", nsB)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", nsB).Run() })
+	run("ip", "link", "add", vA, "netns", nsA, "type", "veth", "peer", "name", vB, "netns", nsB)
+	run("ip", "-n", nsA, "addr", "add", "10.201.0.1/24", "dev", vA)
+	run("ip", "-n", nsB, "addr", "add", "10.201.0.2/24", "dev", vB)
+	run("ip", "-n", nsA, "link", "set", vA, "up")
+	run("ip", "-n", nsB, "link", "set", vB, "up")
+	run("ip", "netns", "exec", nsA, "ethtool", "-K", vA, "gro", "on", "tso", "off")
+	run("ip", "netns", "exec", nsB, "ethtool", "-K", vB, "gro", "on", "tso", "off")
+	return nsA, nsB, "10.201.0.1"
+}
+
+// inNetns runs f on a thread inside network namespace ns. Sockets f creates
+// stay in ns. The thread returns to its namespace afterwards, or exits if
+// it cannot.
+func inNetns(t *testing.T, ns string, f func()) {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer unix.Close(orig)
+		fd, err := unix.Open("/var/run/netns/"+ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			errc <- err
+			return
+		}
+		err = unix.Setns(fd, unix.CLONE_NEWNET)
+		unix.Close(fd)
+		if err != nil {
+			errc <- err
+			return
+		}
+		f()
+		if unix.Setns(orig, unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- nil
+	}()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestURingNAPIOverVeth checks that over a real NAPI device the accepted
+// sockets have NAPI ids and the ring's static NAPI list gets them.
+func TestURingNAPIOverVeth(t *testing.T) {
+	nsA, nsB, ip := wireTopology(t)
+	napiIDs := make(chan int, 8)
+	h := &BaseHandlerFunc{data: func(c *Conn, b Buffer) bool {
+		id, _ := unix.GetsockoptInt(c.Fd(), unix.SOL_SOCKET, unix.SO_INCOMING_NAPI_ID)
+		select {
+		case napiIDs <- id:
+		default:
+		}
+		c.Write(b.Bytes())
+		return false
+	}}
+	var logs []string
+	cfg := testConfig(BackendURingNAPI)
+	cfg.Logf = func(f string, a ...any) { logs = append(logs, fmt.Sprintf(f, a...)) }
+	e, err := New(cfg, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Backend() != BackendURingNAPI {
+		t.Fatalf("engine runs %s", e.Backend())
+	}
+	var ln *Listener
+	inNetns(t, nsA, func() { ln, err = e.Listen("tcp", ip+":0", nil) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	runEngine(t, e)
+	var conns []net.Conn
+	inNetns(t, nsB, func() {
+		for i := 0; i < 4; i++ {
+			c, err2 := net.Dial("tcp", ln.Addr().String())
+			if err2 != nil {
+				err = err2
+				return
+			}
+			conns = append(conns, c)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range conns {
+		defer c.Close()
+		msg := make([]byte, 64)
+		for i := 0; i < 10; i++ {
+			c.Write(msg)
+			if _, err := io.ReadFull(c, msg); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	id := <-napiIDs
+	if id < 257 {
+		t.Fatalf("accepted socket over veth (GRO on, TSO off) has NAPI id %d", id)
+	}
+	if n := e.Stats().NAPIIDs; n == 0 {
+		t.Fatalf("no NAPI id was added to the rings (socket NAPI id %d); logs: %q", id, logs)
+	}
+	for _, l := range logs {
+		if strings.Contains(l, "NAPI") && strings.Contains(l, "fail") {
+			t.Errorf("unexpected: %s", l)
+		}
+	}
+}
+
+// TestEpollBusyPollParams checks that epoll-busypoll loops have the
+// configured busy-poll parameters in effect on their epoll instances.
+func TestEpollBusyPollParams(t *testing.T) {
+	cfg := testConfig(BackendEpollBusyPoll)
+	cfg.BusyPoll = 70 * time.Microsecond
+	cfg.PreferBusyPoll = true
+	e, _ := startEngine(t, cfg, &echoHandler{})
+	for _, l := range e.Loops() {
+		got := make(chan sys.EpollParams, 1)
+		errc := make(chan error, 1)
+		l.Post(func() {
+			p, err := sys.EpollGetParams(l.be.(*epollBackend).epfd)
+			errc <- err
+			got <- p
+		})
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		p := <-got
+		if p.BusyPollUsecs != 70 || p.PreferBusyPoll != 1 || p.BusyPollBudget == 0 {
+			t.Errorf("loop %d: epoll params %+v, want 70µs, prefer, budget > 0", l.ID(), p)
+		}
+	}
+}
