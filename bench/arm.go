@@ -19,6 +19,10 @@ type ServerConfig struct {
 	// CPUs are the CPUs the server is pinned to; the server child pins its
 	// whole process. Nil leaves it unpinned.
 	CPUs []int
+	// SpareCPUs are CPUs outside the server's and the client's that the
+	// arm may give to helper threads (the uring-sqpoll arm's SQPOLL
+	// thread). Empty: the first CPU outside CPUs.
+	SpareCPUs []int
 	// Compute is CPU time burned per request before replying
 	// (--compute-us).
 	Compute time.Duration
@@ -67,6 +71,10 @@ type Arm struct {
 	// missing kernel feature, say); the harness then skips it and reports
 	// the reason.
 	Unavailable func() error
+	// NeedsSpareCPU marks arms that run a busy helper thread (SQPOLL) and
+	// need a CPU of their own outside the server and client CPUs; the
+	// harness skips them, with the reason, when there is none.
+	NeedsSpareCPU bool
 	// Order sorts arms in reports and runs: baselines first.
 	Order int
 }

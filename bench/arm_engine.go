@@ -29,10 +29,11 @@ func init() {
 	}
 	for _, b := range engine.Backends {
 		RegisterArm(Arm{
-			Name:    string(b),
-			Summary: summaries[b],
-			Start:   func(ctx context.Context, cfg ServerConfig) (Server, error) { return startEngine(ctx, b, cfg) },
-			Order:   order[b],
+			Name:          string(b),
+			Summary:       summaries[b],
+			Start:         func(ctx context.Context, cfg ServerConfig) (Server, error) { return startEngine(ctx, b, cfg) },
+			Order:         order[b],
+			NeedsSpareCPU: b == engine.BackendURingSQPoll,
 		})
 	}
 }
@@ -112,13 +113,17 @@ func startEngine(ctx context.Context, b engine.Backend, cfg ServerConfig) (Serve
 		},
 	}
 	if b == engine.BackendURingSQPoll {
-		// The SQPOLL thread goes on the first CPU outside the server's
-		// (runtime.NumCPU counts the CPUs the harness allowed before this
-		// process pinned itself).
-		for c := range runtime.NumCPU() {
-			if !slices.Contains(cfg.CPUs, c) {
-				ecfg.SQPollCPU = c
-				break
+		// The SQPOLL thread goes on the first spare CPU, else the first
+		// CPU outside the server's (runtime.NumCPU counts the CPUs the
+		// harness allowed before this process pinned itself).
+		if len(cfg.SpareCPUs) > 0 {
+			ecfg.SQPollCPU = cfg.SpareCPUs[0]
+		} else {
+			for c := range runtime.NumCPU() {
+				if !slices.Contains(cfg.CPUs, c) {
+					ecfg.SQPollCPU = c
+					break
+				}
 			}
 		}
 	}

@@ -114,6 +114,7 @@ func ServeMain(ctx context.Context, args []string, stdin io.Reader, stdout io.Wr
 	listen := fs.String("listen", "127.0.0.1:0", "listen address")
 	loops := fs.Int("loops", 1, "event loops (GOMAXPROCS for go-net)")
 	cpus := fs.String("cpus", "", "pin the server process to these CPUs (e.g. 0 or 0-1)")
+	spare := fs.String("spare-cpus", "", "CPUs for the arm's helper threads (SQPOLL), outside -cpus")
 	compute := fs.Int("compute-us", 0, "CPU µs burned per request before replying")
 	body := fs.Int("body", DefaultPayload, "HTTP response body size for requests without a body")
 	control := fs.Bool("control", false, "harness mode: answer 'usage' on stdin, exit at EOF")
@@ -136,9 +137,13 @@ func ServeMain(ctx context.Context, args []string, stdin io.Reader, stdout io.Wr
 			return err
 		}
 	}
+	spareList, err := ParseCPUList(*spare)
+	if err != nil {
+		return err
+	}
 	runtime.GOMAXPROCS(max(*loops, 1))
 	srv, err := arm.Start(ctx, ServerConfig{
-		Addr: *listen, Loops: *loops, CPUs: cpuList,
+		Addr: *listen, Loops: *loops, CPUs: cpuList, SpareCPUs: spareList,
 		Compute: time.Duration(*compute) * time.Microsecond, BodySize: *body,
 	})
 	if err != nil {

@@ -47,6 +47,12 @@ type Config struct {
 	// OpenFractions are the open-loop rates as fractions of the slowest
 	// arm's median closed-loop peak. Default 0.5 and 0.8.
 	OpenFractions []float64
+	// SpareCPUs are CPUs for arms that need one outside the server and
+	// client CPUs (uring-sqpoll's SQPOLL thread). Default: every CPU that
+	// is neither a server nor a client CPU; arms that need one are skipped
+	// when there is none. Setting it to a client CPU measures such an arm
+	// anyway, competing with the client.
+	SpareCPUs []int
 	// ServerCommand starts a server child for arms built into this binary;
 	// the harness appends the server flags. Default: this executable with
 	// "bench server".
@@ -92,6 +98,13 @@ func (c Config) withDefaults() (Config, error) {
 	for _, cpu := range slices.Concat(c.ServerCPUs, c.ClientCPUs) {
 		if cpu >= ncpu {
 			return c, fmt.Errorf("bench: CPU %d does not exist (%d CPUs)", cpu, ncpu)
+		}
+	}
+	if len(c.SpareCPUs) == 0 {
+		for cpu := range ncpu {
+			if !slices.Contains(c.ServerCPUs, cpu) && !slices.Contains(c.ClientCPUs, cpu) {
+				c.SpareCPUs = append(c.SpareCPUs, cpu)
+			}
 		}
 	}
 	if c.ClientThreads <= 0 {
@@ -160,8 +173,27 @@ func (r *runner) armSet(ctx context.Context, tmp string) ([]Arm, error) {
 				info.Skipped = "peers binary unavailable"
 			}
 		}
-		if a.Unavailable != nil {
+		if a.NeedsSpareCPU && len(r.cfg.SpareCPUs) == 0 {
+			info.Skipped = fmt.Sprintf("needs a spare CPU for its polling thread outside the server CPUs %v and client CPUs %v (this machine has %d; --spare-cpus overrides)",
+				r.cfg.ServerCPUs, r.cfg.ClientCPUs, runtime.NumCPU())
+		}
+		if a.Unavailable != nil && info.Skipped == "" {
 			if err := a.Unavailable(); err != nil {
+				info.Skipped = err.Error()
+			}
+		}
+		if info.Skipped == "" {
+			// Start the arm once: an arm that cannot serve here (a kernel
+			// feature missing, a backend that would fall back) is skipped
+			// with its reason instead of failing the run.
+			p, err := startServerProc(ctx, r.serverArgv(a, r.cfg.Loops, 0), r.cfg.ServerEnv)
+			if err == nil {
+				err = p.stop()
+			}
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
 				info.Skipped = err.Error()
 			}
 		}
@@ -305,11 +337,6 @@ func newRunner(ctx context.Context, cfg Config, kind string) (*runner, func(), [
 		},
 	}}
 	cleanupTmp := func() { os.RemoveAll(tmp) }
-	arms, err := r.armSet(ctx, tmp)
-	if err != nil {
-		cleanupTmp()
-		return nil, nil, nil, err
-	}
 	topo, err := NewTopology(cfg.Topology, cfg.Tag)
 	if err != nil {
 		cleanupTmp()
@@ -317,14 +344,19 @@ func newRunner(ctx context.Context, cfg Config, kind string) (*runner, func(), [
 	}
 	r.topo = topo
 	r.report.Topology = topo.Name()
-	if slices.ContainsFunc(cfg.ServerCPUs, func(c int) bool { return slices.Contains(cfg.ClientCPUs, c) }) {
-		r.report.Notes = append(r.report.Notes, "server and client share a CPU: figures include their contention")
-	}
 	cleanup := func() {
 		if err := topo.Close(); err != nil {
 			fmt.Fprintf(cfg.Progress, "warning: removing the %s topology: %v\n", topo.Name(), err)
 		}
 		cleanupTmp()
+	}
+	arms, err := r.armSet(ctx, tmp)
+	if err != nil {
+		cleanup()
+		return nil, nil, nil, err
+	}
+	if slices.ContainsFunc(cfg.ServerCPUs, func(c int) bool { return slices.Contains(cfg.ClientCPUs, c) }) {
+		r.report.Notes = append(r.report.Notes, "server and client share a CPU: figures include their contention")
 	}
 	return r, cleanup, arms, nil
 }
@@ -372,7 +404,8 @@ func (r *runner) serverArgv(a Arm, loops, compute int) []string {
 		argv = append(argv, r.cfg.ServerCommand...)
 	}
 	return append(argv, "-arm", a.Name, "-listen", r.topo.ListenAddr(), "-loops", strconv.Itoa(loops),
-		"-cpus", FormatCPUList(r.cfg.ServerCPUs), "-compute-us", strconv.Itoa(compute), "-control")
+		"-cpus", FormatCPUList(r.cfg.ServerCPUs), "-spare-cpus", FormatCPUList(r.cfg.SpareCPUs),
+		"-compute-us", strconv.Itoa(compute), "-control")
 }
 
 // snapshot is the resource counters at one edge of a window.

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/xml"
+	"errors"
 	"io"
 	"math"
 	"os"
@@ -162,5 +163,33 @@ func checkReportFiles(t *testing.T, rep *Report) {
 	}
 	if want := len(loadPoints(rep)) + 2; charts != want {
 		t.Errorf("%d charts, want %d", charts, want)
+	}
+}
+
+func init() {
+	RegisterArm(Arm{Name: "broken", Summary: "test: cannot start", Order: 99,
+		Start: func(ctx context.Context, cfg ServerConfig) (Server, error) {
+			return nil, errors.New("broken on purpose")
+		}})
+}
+
+func TestRunSkipsArmThatCannotStart(t *testing.T) {
+	skipUnlessLinux(t)
+	argv, env := testChildCommand()
+	rep, err := Run(context.Background(), Config{
+		Arms: []string{"broken", "go-net"}, Duration: 300 * time.Millisecond, Reps: 1, Conns: 2,
+		OpenFractions: []float64{}, ServerCommand: argv, ServerEnv: env,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Arms) != 2 || !strings.Contains(rep.Arms[0].Skipped, "broken on purpose") || rep.Arms[1].Skipped != "" {
+		t.Fatalf("arms %+v", rep.Arms)
+	}
+	if len(rep.Results) != 1 || rep.Results[0].Arm != "go-net" {
+		t.Fatalf("results %+v", rep.Results)
+	}
+	if _, err := Run(context.Background(), Config{Arms: []string{"broken"}, ServerCommand: argv, ServerEnv: env}); err == nil {
+		t.Fatal("a run with no runnable arm succeeded")
 	}
 }

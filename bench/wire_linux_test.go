@@ -71,7 +71,6 @@ func TestWireTopology(t *testing.T) {
 	}
 	t.Logf("wire: %.0f req/s, %s", res.Throughput(), res.Hist)
 
-
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}

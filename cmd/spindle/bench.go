@@ -19,11 +19,11 @@ func init() {
 
 // benchFlags are the flags shared by bench and bench sweep.
 type benchFlags struct {
-	arms, topology, serverCPUs, clientCPUs, peersDir, out string
-	duration                                              time.Duration
-	reps, conns, inflight, payload, compute, loops        int
-	threads                                               int
-	jsonOut                                               bool
+	arms, topology, serverCPUs, clientCPUs, spareCPUs, peersDir, out string
+	duration                                                         time.Duration
+	reps, conns, inflight, payload, compute, loops                   int
+	threads                                                          int
+	jsonOut                                                          bool
 }
 
 func (f *benchFlags) register(fs *flag.FlagSet) {
@@ -38,6 +38,7 @@ func (f *benchFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.loops, "loops", 1, "server event loops")
 	fs.StringVar(&f.serverCPUs, "server-cpus", "0", "CPUs the server is pinned to")
 	fs.StringVar(&f.clientCPUs, "client-cpus", "", "CPUs the client threads are pinned to (default 1, or 0 on one CPU)")
+	fs.StringVar(&f.spareCPUs, "spare-cpus", "", "CPUs for arms' polling threads (uring-sqpoll), default: CPUs neither server nor client")
 	fs.IntVar(&f.threads, "client-threads", 0, "client threads (default: one per client CPU)")
 	fs.StringVar(&f.peersDir, "peers-dir", "", "bench/peers module source (default: found from the working directory)")
 	fs.StringVar(&f.out, "out", "bench-report", "directory for report.json, report.md and report.html (\"\" for none; with --json, none unless set)")
@@ -58,6 +59,9 @@ func (f *benchFlags) config(fs *flag.FlagSet) (bench.Config, error) {
 		return cfg, err
 	}
 	if cfg.ClientCPUs, err = bench.ParseCPUList(f.clientCPUs); err != nil {
+		return cfg, err
+	}
+	if cfg.SpareCPUs, err = bench.ParseCPUList(f.spareCPUs); err != nil {
 		return cfg, err
 	}
 	if f.jsonOut {
