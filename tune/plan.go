@@ -170,8 +170,14 @@ func MakePlan(h *topo.Host, cfg PlanConfig) (*Plan, error) {
 			return nil, refuse("no physical interface with receive queues; name one with --iface")
 		}
 	}
+	if cfg.Policy == Inline && cfg.IRQCPUs.Len() > 0 {
+		return nil, refuse("IRQ CPUs are the dedicated policy's; inline puts IRQs on the loop CPUs (--loop-cpus)")
+	}
 	var nics []*topo.NIC
-	for _, name := range ifaces {
+	for i, name := range ifaces {
+		if slices.Contains(ifaces[:i], name) {
+			return nil, refuse("interface %q listed twice", name)
+		}
 		n := h.NIC(name)
 		if n == nil {
 			var have []string
@@ -301,6 +307,14 @@ func (p *planner) file(path, format, value, reason string) error {
 	}
 	if same, _ := equalValues(format, old, value); same {
 		return nil
+	}
+	for _, w := range p.plan.Writes {
+		if w.Kind == KindFile && w.Path == path {
+			if w.New != value {
+				p.note("%s: already planned as %q; %q not planned (%s)", path, w.New, value, reason)
+			}
+			return nil
+		}
 	}
 	p.plan.Writes = append(p.plan.Writes, Write{Kind: KindFile, Path: path, Format: format, Old: old, New: value, Reason: reason})
 	return nil

@@ -177,6 +177,8 @@ func TestMakePlanRefuses(t *testing.T) {
 		{"overlapping dedicated sets", fx2Socket, PlanConfig{Policy: Dedicated, IRQCPUs: topo.NewCPUSet(12), LoopCPUs: topo.NewCPUSet(12, 13)}, "both loop and IRQ"},
 		{"busy polling with dedicated", fxVM, PlanConfig{Policy: Dedicated, BusyPollUsecs: 50}, "busy polling belongs"},
 		{"unknown policy", fxVM, PlanConfig{Policy: "fast"}, "unknown policy"},
+		{"interface twice", fxVM, PlanConfig{Interfaces: []string{"eth0", "eth0"}}, "listed twice"},
+		{"IRQ CPUs with inline", fxVM, PlanConfig{IRQCPUs: topo.NewCPUSet(0)}, "dedicated policy's"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
