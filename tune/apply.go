@@ -205,7 +205,8 @@ var ErrStale = errors.New("plan is stale")
 // to statePath (which must not exist), then writes in order, reading each
 // value back. If a write fails, the writes already done are restored in
 // reverse order and the state file is removed; the error says what failed
-// and whether the rollback was complete.
+// and whether the rollback was complete. A plan without writes saves no
+// state file.
 func Apply(p *Plan, t Target, statePath string) (*State, error) {
 	if err := Validate(p); err != nil {
 		return nil, err
@@ -223,6 +224,9 @@ func Apply(p *Plan, t Target, statePath string) (*State, error) {
 			return nil, fmt.Errorf("%w: %s is %q, the plan expected %q; make a new plan", ErrStale, w.Target(), strings.TrimSpace(cur), strings.TrimSpace(w.Old))
 		}
 		st.Before = append(st.Before, cur)
+	}
+	if len(p.Writes) == 0 {
+		return st, nil // nothing to save, nothing to revert
 	}
 	if err := saveState(statePath, st); err != nil {
 		return nil, err

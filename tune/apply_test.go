@@ -246,6 +246,13 @@ func TestApplyRefusesBadPlans(t *testing.T) {
 	if _, err := Apply(nil, Target{Root: root}, filepath.Join(t.TempDir(), "s.json")); !errors.Is(err, ErrRefused) {
 		t.Errorf("nil plan: %v", err)
 	}
+	empty := filepath.Join(t.TempDir(), "empty.json")
+	if _, err := Apply(&Plan{}, Target{Root: root}, empty); err != nil {
+		t.Errorf("empty plan: %v", err)
+	}
+	if _, err := os.Stat(empty); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("empty plan saved a state file")
+	}
 }
 
 func TestLoadStateStrict(t *testing.T) {

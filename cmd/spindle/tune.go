@@ -212,6 +212,10 @@ func applyPlan(p *tune.Plan, root, state string, asJSON bool, w io.Writer) error
 	if asJSON {
 		return nil
 	}
+	if len(st.Plan.Writes) == 0 {
+		fmt.Fprintln(w, "nothing to apply: the plan has no writes")
+		return nil
+	}
 	fmt.Fprintf(w, "applied %d write(s); previous values saved in %s\nrevert with: spindle tune revert --state %s\n", len(st.Plan.Writes), state, state)
 	return nil
 }
@@ -246,7 +250,7 @@ func tuneApply(args []string, w io.Writer) error {
 	if err := applyPlan(&p, *root, *state, *asJSON, w); err != nil {
 		return err
 	}
-	if *asJSON {
+	if *asJSON && len(p.Writes) > 0 {
 		st, err := tune.LoadState(*state)
 		if err != nil {
 			return err
