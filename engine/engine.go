@@ -81,7 +81,8 @@ type Config struct {
 	// NoHugePages disables the attempt to put buffers on huge pages.
 	NoHugePages bool
 	// Logf receives the few start-up messages (fallbacks, huge pages, NAPI
-	// warnings), at most once each. Default log.Printf. Hot paths never log.
+	// warnings), at most once each, possibly from several loop goroutines
+	// at once. Default log.Printf. Hot paths never log.
 	Logf func(format string, args ...any)
 }
 
@@ -389,6 +390,8 @@ type Stats struct {
 	Wakeups      uint64 // cross-goroutine wake-ups received
 	PausedReads  uint64 // times reading was paused by the high-water mark
 	NAPIIDs      uint64 // NAPI ids added to rings (uring-napi)
+	MsgRings     uint64 // loop-to-loop wake-ups sent over MSG_RING
+	MsgRingErrs  uint64 // MSG_RING wake-ups that failed (the target had closed)
 	Open         int64  // connections open now
 }
 
@@ -408,12 +411,15 @@ func (s *Stats) add(o Stats) {
 	s.Wakeups += o.Wakeups
 	s.PausedReads += o.PausedReads
 	s.NAPIIDs += o.NAPIIDs
+	s.MsgRings += o.MsgRings
+	s.MsgRingErrs += o.MsgRingErrs
 	s.Open += o.Open
 }
 
 type counters struct {
 	waits, submits, sqes, cqes, bytesRead, bytesWritten, reads, writes atomic.Uint64
 	accepted, dialed, closed, noBufs, wakeups, pausedReads, napiIDs    atomic.Uint64
+	msgRings, msgRingErrors                                            atomic.Uint64
 	open                                                               atomic.Int64
 }
 
@@ -424,7 +430,7 @@ func (c *counters) snapshot() Stats {
 		Reads: c.reads.Load(), Writes: c.writes.Load(),
 		Accepted: c.accepted.Load(), Dialed: c.dialed.Load(), Closed: c.closed.Load(),
 		NoBufs: c.noBufs.Load(), Wakeups: c.wakeups.Load(), PausedReads: c.pausedReads.Load(),
-		NAPIIDs: c.napiIDs.Load(),
-		Open:    c.open.Load(),
+		NAPIIDs: c.napiIDs.Load(), MsgRings: c.msgRings.Load(), MsgRingErrs: c.msgRingErrors.Load(),
+		Open: c.open.Load(),
 	}
 }

@@ -67,6 +67,7 @@ func New(cfg *Config, h Handler) (*Engine, error) {
 			return nil, os.NewSyscallError("eventfd", err)
 		}
 		l := &Loop{e: e, id: i, cpu: cpu, h: h, hwm: c.WriteHighWater, wakeFd: fd}
+		l.ringFd.Store(-1)
 		l.be = newBackend(e.backend, &e.cfg)
 		e.loops = append(e.loops, l)
 	}

@@ -761,3 +761,56 @@ func TestConfigDefaults(t *testing.T) {
 	}
 	_ = os.Getpid
 }
+
+func TestPostTo(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs 2 CPUs for two loops")
+	}
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			cfg := testConfig(b)
+			cfg.CPUs = []int{0, 1}
+			e, _ := startEngine(t, cfg, &echoHandler{})
+			src, dst := e.Loops()[0], e.Loops()[1]
+			// Both loops running, nothing pending on dst.
+			sync := make(chan struct{})
+			dst.Post(func() { sync <- struct{}{} })
+			<-sync
+			const n = 1000
+			var ran, wrongCPU int // touched on dst's goroutine only
+			done := make(chan struct{})
+			src.Post(func() {
+				for i := 0; i < n; i++ {
+					src.PostTo(dst, func() {
+						ran++
+						var set unix.CPUSet
+						unix.SchedGetaffinity(0, &set)
+						if set.Count() != 1 || !set.IsSet(dst.CPU()) {
+							wrongCPU++
+						}
+						if ran == n {
+							close(done)
+						}
+					})
+				}
+			})
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("posted functions did not all run")
+			}
+			res := make(chan int)
+			dst.Post(func() { res <- wrongCPU })
+			if w := <-res; w != 0 {
+				t.Errorf("%d functions ran off the destination loop's CPU", w)
+			}
+			got := src.Stats().MsgRings
+			if b.isURing() && got == 0 {
+				t.Errorf("no MSG_RING wake-ups between uring loops")
+			}
+			if !b.isURing() && got != 0 {
+				t.Errorf("%d MSG_RING wake-ups on %s", got, b)
+			}
+		})
+	}
+}

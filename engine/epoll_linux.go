@@ -70,6 +70,8 @@ func (b *epollBackend) close() {
 
 func (b *epollBackend) idle() bool { return true }
 
+func (b *epollBackend) msgRing(int) bool { return false }
+
 func (b *epollBackend) addListener(s *lnSock) error {
 	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: s.index, Pad: epKindListener}
 	if err := unix.EpollCtl(b.epfd, unix.EPOLL_CTL_ADD, s.fd, &ev); err != nil {

@@ -37,6 +37,9 @@ type backend interface {
 	// idle reports whether no kernel operation is in flight, so the loop
 	// may exit.
 	idle() bool
+	// msgRing wakes the ring with fd ringFd by MSG_RING from this loop's
+	// ring; false if this backend cannot.
+	msgRing(ringFd int) bool
 	// close frees the backend's kernel objects.
 	close()
 }
@@ -66,6 +69,7 @@ type Loop struct {
 	posted      []func()
 	spare       []func()
 	wakePending atomic.Bool
+	ringFd      atomic.Int32 // io_uring fd for MSG_RING wake-ups, -1 if none
 
 	conns     []*Conn  // slot table
 	slotGen   []uint32 // generation per slot, part of every kernel handle
@@ -104,6 +108,20 @@ func (l *Loop) Post(f func()) {
 		l.wakeLocked()
 	}
 	l.mu.Unlock()
+}
+
+// PostTo queues f to run on dst's loop goroutine, like dst.Post, but wakes
+// dst with an IORING_OP_MSG_RING from l's ring when both loops run io_uring
+// (a ring-to-ring message, no eventfd write). Call it on l's goroutine.
+func (l *Loop) PostTo(dst *Loop, f func()) {
+	dst.mu.Lock()
+	dst.posted = append(dst.posted, f)
+	if dst.wakePending.CompareAndSwap(false, true) {
+		if fd := dst.ringFd.Load(); fd < 0 || l.stopping || !l.be.msgRing(int(fd)) {
+			dst.wakeLocked()
+		}
+	}
+	dst.mu.Unlock()
 }
 
 // wake interrupts the loop's wait. Any goroutine.

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -102,9 +103,14 @@ func TestURingNAPIOverVeth(t *testing.T) {
 		c.Write(b.Bytes())
 		return false
 	}}
+	var mu sync.Mutex
 	var logs []string
 	cfg := testConfig(BackendURingNAPI)
-	cfg.Logf = func(f string, a ...any) { logs = append(logs, fmt.Sprintf(f, a...)) }
+	cfg.Logf = func(f string, a ...any) {
+		mu.Lock()
+		logs = append(logs, fmt.Sprintf(f, a...))
+		mu.Unlock()
+	}
 	e, err := New(cfg, h)
 	if err != nil {
 		t.Fatal(err)
@@ -146,6 +152,8 @@ func TestURingNAPIOverVeth(t *testing.T) {
 	if id < 257 {
 		t.Fatalf("accepted socket over veth (GRO on, TSO off) has NAPI id %d", id)
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	if n := e.Stats().NAPIIDs; n == 0 {
 		t.Fatalf("no NAPI id was added to the rings (socket NAPI id %d); logs: %q", id, logs)
 	}

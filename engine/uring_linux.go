@@ -21,6 +21,8 @@ const (
 	opSend
 	opConnect
 	opCancel
+	opMsg     // a MSG_RING wake-up arriving from another loop
+	opMsgSent // our MSG_RING to another loop completed
 )
 
 const bufGroup = 1
@@ -133,7 +135,15 @@ func (b *uringBackend) init(l *Loop) error {
 		}
 	}
 	b.armWake()
+	l.ringFd.Store(int32(r.Fd()))
 	return nil
+}
+
+func (b *uringBackend) msgRing(ringFd int) bool {
+	b.sqe().PrepMsgRing(ringFd, 0, udata(opMsg, 0, 0), 0, udata(opMsgSent, 0, 0))
+	b.l.st.msgRings.Add(1)
+	b.inflight++
+	return true
 }
 
 // sqpollCPU picks the SQPOLL thread's CPU: Config.SQPollCPU, else the first
@@ -163,6 +173,7 @@ func sqpollCPU(e *Engine) int {
 }
 
 func (b *uringBackend) close() {
+	b.l.ringFd.Store(-1)
 	if b.br != nil {
 		b.br.Close()
 		b.br = nil
@@ -383,6 +394,15 @@ func (b *uringBackend) handle(q uring.CQE) {
 		return
 	case opCancel:
 		b.inflight--
+		return
+	case opMsg:
+		l.st.wakeups.Add(1) // the posted functions run at the top of the loop
+		return
+	case opMsgSent:
+		b.inflight--
+		if q.Res < 0 {
+			l.st.msgRingErrors.Add(1)
+		}
 		return
 	case opAccept:
 		s := l.lns[slot]
