@@ -244,6 +244,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for _, f := range c.OpenFractions {
 		rate := f * slowest
 		if rate <= 0 {
+			r.report.Notes = append(r.report.Notes, fmt.Sprintf("open loop at %.0f%% skipped: the slowest arm's closed-loop peak is 0", f*100))
 			continue
 		}
 		for rep := 1; rep <= c.Reps; rep++ {
@@ -378,6 +379,11 @@ func (r *runner) finish() {
 	for _, res := range r.report.Results {
 		if res.Mode == "closed" && res.ClientCPUPercent > 0 {
 			r.report.ClientCeilingRPS = max(r.report.ClientCeilingRPS, res.AchievedRPS/(res.ClientCPUPercent/100))
+		}
+	}
+	for _, res := range r.report.Results {
+		if res.Requests == 0 {
+			r.report.Notes = append(r.report.Notes, fmt.Sprintf("%s %s rep %d got no replies in its %.2fs window: the server was starved or stalled (a busy machine?)", res.Arm, res.Mode, res.Rep, r.window.Seconds()))
 		}
 	}
 	saturated := map[string]bool{}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -58,7 +59,7 @@ func TestRunEndToEnd(t *testing.T) {
 	argv, env := testChildCommand()
 	var progress strings.Builder
 	rep, err := Run(context.Background(), Config{
-		Arms: []string{"go-net", "epoll"}, Duration: 1600 * time.Millisecond, Reps: 2, Conns: 8,
+		Arms: []string{"go-net", "epoll"}, Duration: 2400 * time.Millisecond, Reps: 2, Conns: 8,
 		OpenFractions: []float64{0.5}, ServerCommand: argv, ServerEnv: env, Progress: &progress,
 	})
 	if err != nil {
@@ -79,8 +80,18 @@ func TestRunEndToEnd(t *testing.T) {
 			slowest = s.AchievedRPS.Median
 		}
 	}
+	answered := map[string]bool{}
 	for _, r := range rep.Results {
-		if r.Requests == 0 || r.AchievedRPS <= 0 || r.Latency.P50 <= 0 || r.Latency.Max < r.Latency.P99 {
+		if r.Requests == 0 {
+			// A window can pass without replies when the shared test machine
+			// starves the server; the run must say so, not hide it.
+			if !slices.ContainsFunc(rep.Notes, func(n string) bool { return strings.Contains(n, "no replies") }) {
+				t.Errorf("%s %s rep %d had no replies and the report does not say so", r.Arm, r.Mode, r.Rep)
+			}
+			continue
+		}
+		answered[r.Arm] = true
+		if r.AchievedRPS <= 0 || r.Latency.P50 <= 0 || r.Latency.Max < r.Latency.P99 {
 			t.Errorf("%s %s rep %d: %+v", r.Arm, r.Mode, r.Rep, r)
 		}
 		if r.Server.TotalUSPerReq <= 0 || r.Machine.TotalUSPerReq <= 0 || len(r.Server.Threads) == 0 {
@@ -92,6 +103,9 @@ func TestRunEndToEnd(t *testing.T) {
 		if r.Arm == "epoll" && r.Server.KernelWaitsPerReq <= 0 {
 			t.Errorf("epoll arm: no epoll_wait counts")
 		}
+	}
+	if !answered["go-net"] || !answered["epoll"] {
+		t.Errorf("verified replies per arm: %v", answered)
 	}
 	if len(rep.Summary) != 4 || rep.Host.CPUs == 0 || rep.Topology != "loopback" || rep.Schema != SchemaVersion {
 		t.Errorf("report: %d summary rows, host %+v, topology %q", len(rep.Summary), rep.Host, rep.Topology)
