@@ -429,16 +429,41 @@ func DecodeChannels(b []byte) (*Channels, error) {
 	return c, nil
 }
 
-// EncodeNAPISet encodes a napi-set request for one NAPI instance. A nil
-// pointer leaves that setting unchanged.
-func EncodeNAPISet(id uint32, deferHardIRQs *uint32, groFlushTimeout *uint64) ([]byte, error) {
+// NAPIParams names the per-NAPI settings napi-set can change
+// (netdev.h: defer-hard-irqs u32, gro-flush-timeout and
+// irq-suspend-timeout uint in nanoseconds).
+var NAPIParams = []string{"defer-hard-irqs", "gro-flush-timeout", "irq-suspend-timeout"}
+
+// NAPIValue returns the named setting of n.
+func (n NAPI) NAPIValue(param string) (uint64, error) {
+	switch param {
+	case "defer-hard-irqs":
+		return uint64(n.DeferHardIRQs), nil
+	case "gro-flush-timeout":
+		return n.GROFlushTimeout, nil
+	case "irq-suspend-timeout":
+		return n.IRQSuspendTimeout, nil
+	}
+	return 0, fmt.Errorf("unknown NAPI parameter %q", param)
+}
+
+// EncodeNAPISet encodes a napi-set request that sets one parameter of one
+// NAPI instance.
+func EncodeNAPISet(id uint32, param string, value uint64) ([]byte, error) {
 	ae := netlink.NewAttributeEncoder()
 	ae.Uint32(netdevANAPIID, id)
-	if deferHardIRQs != nil {
-		ae.Uint32(netdevANAPIDeferHardIRQs, *deferHardIRQs)
-	}
-	if groFlushTimeout != nil {
-		ae.Uint64(netdevANAPIGROFlushTimeout, *groFlushTimeout)
+	switch param {
+	case "defer-hard-irqs":
+		if value > 1<<31-1 {
+			return nil, fmt.Errorf("defer-hard-irqs %d out of range", value)
+		}
+		ae.Uint32(netdevANAPIDeferHardIRQs, uint32(value))
+	case "gro-flush-timeout":
+		ae.Uint64(netdevANAPIGROFlushTimeout, value)
+	case "irq-suspend-timeout":
+		ae.Uint64(netdevANAPIIRQSuspendTimeout, value)
+	default:
+		return nil, fmt.Errorf("unknown NAPI parameter %q", param)
 	}
 	return ae.Encode()
 }

@@ -154,13 +154,37 @@ func (nc *NetlinkClient) QStats(ifindex int) ([]QueueStats, error) {
 	return out, nil
 }
 
-// SetNAPI sets defer-hard-irqs and/or gro-flush-timeout of one NAPI
-// instance (netdev napi-set, Linux 6.13+). Nil leaves a value unchanged.
-func (nc *NetlinkClient) SetNAPI(id uint32, deferHardIRQs *uint32, groFlushTimeout *uint64) error {
+// NAPI returns one NAPI instance by id (netdev napi-get).
+func (nc *NetlinkClient) NAPI(id uint32) (NAPI, error) {
+	if nc.netdevErr != nil {
+		return NAPI{}, nc.netdevErr
+	}
+	ae := netlink.NewAttributeEncoder()
+	ae.Uint32(netdevANAPIID, id)
+	b, err := ae.Encode()
+	if err != nil {
+		return NAPI{}, err
+	}
+	msgs, err := nc.c.Execute(genetlink.Message{
+		Header: genetlink.Header{Command: netdevCmdNAPIGet, Version: nc.netdev.Version},
+		Data:   b,
+	}, nc.netdev.ID, netlink.Request)
+	if err != nil {
+		return NAPI{}, mapErr("netdev napi-get", err)
+	}
+	if len(msgs) != 1 {
+		return NAPI{}, fmt.Errorf("netdev napi-get: %d replies, want 1", len(msgs))
+	}
+	return DecodeNAPI(msgs[0].Data)
+}
+
+// SetNAPI sets one parameter (see NAPIParams) of one NAPI instance
+// (netdev napi-set, Linux 6.13+).
+func (nc *NetlinkClient) SetNAPI(id uint32, param string, value uint64) error {
 	if nc.netdevErr != nil {
 		return nc.netdevErr
 	}
-	b, err := EncodeNAPISet(id, deferHardIRQs, groFlushTimeout)
+	b, err := EncodeNAPISet(id, param, value)
 	if err != nil {
 		return err
 	}

@@ -22,8 +22,11 @@ func (nc *NetlinkClient) Queues(int) ([]QueueNAPI, error) { return nil, ErrNotSu
 // NAPIs returns ErrNotSupported.
 func (nc *NetlinkClient) NAPIs(int) ([]NAPI, error) { return nil, ErrNotSupported }
 
+// NAPI returns ErrNotSupported.
+func (nc *NetlinkClient) NAPI(uint32) (NAPI, error) { return NAPI{}, ErrNotSupported }
+
 // SetNAPI returns ErrNotSupported.
-func (nc *NetlinkClient) SetNAPI(uint32, *uint32, *uint64) error { return ErrNotSupported }
+func (nc *NetlinkClient) SetNAPI(uint32, string, uint64) error { return ErrNotSupported }
 
 // Coalesce returns ErrNotSupported.
 func (nc *NetlinkClient) Coalesce(int) (Coalesce, error) { return nil, ErrNotSupported }

@@ -363,6 +363,22 @@ func TestNetlinkDecoders(t *testing.T) {
 	if err != nil || q != (QueueNAPI{ID: 3, Ifindex: 4, Type: "tx", NAPIID: 260}) {
 		t.Errorf("DecodeQueue = %+v, %v", q, err)
 	}
+	for _, param := range NAPIParams {
+		b, err := EncodeNAPISet(300, param, 20000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := DecodeNAPI(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, _ := n.NAPIValue(param); n.ID != 300 || v != 20000 {
+			t.Errorf("napi-set %s round trip: %+v", param, n)
+		}
+	}
+	if _, err := EncodeNAPISet(300, "threaded", 1); err == nil {
+		t.Error("unknown NAPI parameter accepted")
+	}
 	enc, err := EncodeCoalesceSet(4, map[string]uint32{"rx-usecs": 8, "adaptive-rx": 0})
 	if err != nil {
 		t.Fatal(err)

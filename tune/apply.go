@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,20 +15,23 @@ import (
 	"github.com/spindlenet/spindle/topo"
 )
 
-// Coalescer reads and sets ethtool coalescing parameters.
-// *topo.NetlinkClient implements it.
-type Coalescer interface {
+// Netlink reads and sets the netlink parameters a plan may write: ethtool
+// coalescing and netdev per-NAPI settings. *topo.NetlinkClient implements
+// it.
+type Netlink interface {
 	Coalesce(ifindex int) (topo.Coalesce, error)
 	SetCoalesce(ifindex int, values map[string]uint32) error
+	NAPI(id uint32) (topo.NAPI, error)
+	SetNAPI(id uint32, param string, value uint64) error
 }
 
 // Target is where a plan is applied: a root directory for /proc and /sys
-// ("/" live) and, for netlink writes, a Coalescer.
+// ("/" live) and, for netlink writes, a Netlink.
 type Target struct {
 	// Root is prefixed to every file path.
 	Root string
-	// Netlink performs KindCoalesce writes; nil refuses them.
-	Netlink Coalescer
+	// Netlink performs KindCoalesce and KindNAPI writes; nil refuses them.
+	Netlink Netlink
 }
 
 // State is what Apply saves before writing and Revert restores.
@@ -69,6 +73,16 @@ func ValidateWrite(w Write) error {
 		}
 		if _, err := strconv.ParseUint(strings.TrimSpace(w.New), 10, 32); err != nil {
 			return refuse("coalesce %s value %q is not a number", w.Param, w.New)
+		}
+	case KindNAPI:
+		if w.NAPIID < 1 {
+			return refuse("napi write without NAPI id")
+		}
+		if !slices.Contains(topo.NAPIParams, w.Param) {
+			return refuse("unknown NAPI parameter %q", w.Param)
+		}
+		if _, err := strconv.ParseUint(strings.TrimSpace(w.New), 10, 64); err != nil {
+			return refuse("napi %s value %q is not a number", w.Param, w.New)
 		}
 	default:
 		return refuse("unknown write kind %q", w.Kind)
@@ -150,6 +164,16 @@ func (t Target) read(w Write) (string, error) {
 			return "", fmt.Errorf("%s: %w by the driver", w.Target(), topo.ErrNotSupported)
 		}
 		return strconv.FormatUint(uint64(v), 10), nil
+	case KindNAPI:
+		if t.Netlink == nil {
+			return "", fmt.Errorf("%s: %w: no netlink", w.Target(), topo.ErrNotSupported)
+		}
+		n, err := t.Netlink.NAPI(w.NAPIID)
+		if err != nil {
+			return "", err
+		}
+		v, err := n.NAPIValue(w.Param)
+		return strconv.FormatUint(v, 10), err
 	}
 	return "", refuse("unknown write kind %q", w.Kind)
 }
@@ -178,6 +202,15 @@ func (t Target) write(w Write, value string) error {
 			return fmt.Errorf("%s: %w", w.Target(), err)
 		}
 		return t.Netlink.SetCoalesce(w.Ifindex, map[string]uint32{w.Param: uint32(v)})
+	case KindNAPI:
+		if t.Netlink == nil {
+			return fmt.Errorf("%s: %w: no netlink", w.Target(), topo.ErrNotSupported)
+		}
+		v, err := strconv.ParseUint(strings.TrimSpace(value), 10, 64)
+		if err != nil {
+			return fmt.Errorf("%s: %w", w.Target(), err)
+		}
+		return t.Netlink.SetNAPI(w.NAPIID, w.Param, v)
 	}
 	return refuse("unknown write kind %q", w.Kind)
 }

@@ -79,11 +79,40 @@ func diffTrees(a, b map[string]string) []string {
 	return out
 }
 
-// fakeCoalescer is a test double for the ethtool netlink calls (there is
-// no kernel device behind a fixture tree). failSet makes every set fail.
+// fakeCoalescer is a test double for the netlink calls (there is no
+// kernel device behind a fixture tree). failSet makes every set fail.
 type fakeCoalescer struct {
 	values  map[int]topo.Coalesce
+	napis   map[uint32]topo.NAPI
 	failSet error
+}
+
+func (f *fakeCoalescer) NAPI(id uint32) (topo.NAPI, error) {
+	n, ok := f.napis[id]
+	if !ok {
+		return n, fmt.Errorf("napi %d: %w", id, os.ErrNotExist)
+	}
+	return n, nil
+}
+
+func (f *fakeCoalescer) SetNAPI(id uint32, param string, value uint64) error {
+	if f.failSet != nil {
+		return f.failSet
+	}
+	n, ok := f.napis[id]
+	if !ok {
+		return fmt.Errorf("napi %d: %w", id, os.ErrNotExist)
+	}
+	switch param {
+	case "defer-hard-irqs":
+		n.DeferHardIRQs = uint32(value)
+	case "gro-flush-timeout":
+		n.GROFlushTimeout = value
+	case "irq-suspend-timeout":
+		n.IRQSuspendTimeout = value
+	}
+	f.napis[id] = n
+	return nil
 }
 
 func (f *fakeCoalescer) Coalesce(ifindex int) (topo.Coalesce, error) {
@@ -105,19 +134,23 @@ func TestApplyRevertFixture(t *testing.T) {
 		t.Run(filepath.Base(fx), func(t *testing.T) {
 			root := copyTree(t, fx)
 			h := loadHost(t, root)
-			p, err := MakePlan(h, PlanConfig{BusyPollUsecs: 20})
+			p, err := MakePlan(h, PlanConfig{BusyPollUsecs: 20, IRQSuspendTimeoutNs: 20_000_000})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if len(p.Writes) == 0 {
 				t.Fatal("empty plan")
 			}
-			co := &fakeCoalescer{values: map[int]topo.Coalesce{}}
+			co := &fakeCoalescer{values: map[int]topo.Coalesce{}, napis: map[uint32]topo.NAPI{}}
 			for _, n := range h.NICs {
 				if n.Coalesce != nil {
 					co.values[n.Ifindex] = maps.Clone(n.Coalesce)
 				}
+				for _, napi := range n.NAPIs {
+					co.napis[napi.ID] = napi
+				}
 			}
+			origNAPI := maps.Clone(co.napis)
 			origCo := map[int]topo.Coalesce{}
 			for k, v := range co.values {
 				origCo[k] = maps.Clone(v)
@@ -161,6 +194,9 @@ func TestApplyRevertFixture(t *testing.T) {
 				if !maps.Equal(v, co.values[k]) {
 					t.Errorf("coalesce of %d: %v, want %v", k, co.values[k], v)
 				}
+			}
+			if !maps.Equal(origNAPI, co.napis) {
+				t.Errorf("NAPI settings not restored: %v, want %v", co.napis, origNAPI)
 			}
 			if _, err := os.Stat(state + ".reverted"); err != nil {
 				t.Errorf("state not moved aside: %v", err)

@@ -23,7 +23,8 @@ func run(t *testing.T, args ...string) {
 }
 
 // TestNetnsApplyRevert applies a real plan inside a network namespace the
-// test creates (a veth pair, RPS/RFS, XPS, NAPI settings, a per-namespace
+// test creates (a veth pair, RPS/RFS, XPS, device NAPI settings in sysfs,
+// per-NAPI irq-suspend-timeout over netdev netlink, a per-namespace
 // sysctl), verifies it, reverts it and verifies every value byte for byte;
 // then makes the kernel reject a write mid-plan and verifies the rollback.
 // The host's own settings are read before and after and must not change.
@@ -113,7 +114,7 @@ func TestNetnsApplyRevert(t *testing.T) {
 		}
 		var curSomax int
 		fmt.Sscan(string(somax), &curSomax)
-		cfg := PlanConfig{Interfaces: []string{va, vb}, LoopCPUs: h.Online, BusyPollUsecs: 50, Somaxconn: curSomax + 1}
+		cfg := PlanConfig{Interfaces: []string{va, vb}, LoopCPUs: h.Online, BusyPollUsecs: 50, Somaxconn: curSomax + 1, IRQSuspendTimeoutNs: 20_000_000}
 		if h.Online.Len() < 2 {
 			return errors.New("the test needs 2 CPUs so that RPS has a set to spread over")
 		}
@@ -132,6 +133,17 @@ func TestNetnsApplyRevert(t *testing.T) {
 		for _, w := range want {
 			if writeTo(p, w) == nil {
 				return fmt.Errorf("plan lacks %s; writes: %v", w, targets(p))
+			}
+		}
+		if napi {
+			n := 0
+			for _, w := range p.Writes {
+				if w.Kind == KindNAPI {
+					n++
+				}
+			}
+			if n < 2 {
+				return fmt.Errorf("plan has %d netdev napi-set writes for the two veth NAPIs: %v", n, targets(p))
 			}
 		}
 		// veth has no coalescing and the busy-poll sysctls live only in

@@ -33,6 +33,8 @@ const (
 	KindFile = "file"
 	// KindCoalesce sets one ethtool coalescing parameter over netlink.
 	KindCoalesce = "ethtool-coalesce"
+	// KindNAPI sets one per-NAPI parameter with netdev napi-set.
+	KindNAPI = "netdev-napi"
 )
 
 // Value formats, which say how two values compare.
@@ -48,9 +50,11 @@ type Write struct {
 	Kind string `json:"kind"`
 	// Path is the absolute /proc or /sys path (KindFile).
 	Path string `json:"path,omitempty"`
-	// Iface, Ifindex and Param name a netlink parameter (KindCoalesce).
+	// Iface, Ifindex and Param name a netlink parameter (KindCoalesce,
+	// KindNAPI); NAPIID names the NAPI instance (KindNAPI).
 	Iface   string `json:"iface,omitempty"`
 	Ifindex int    `json:"ifindex,omitempty"`
+	NAPIID  uint32 `json:"napi_id,omitempty"`
 	Param   string `json:"param,omitempty"`
 	// Format says how values compare (FormatCPUList, FormatMask,
 	// FormatInt).
@@ -66,8 +70,11 @@ type Write struct {
 
 // Target names what a write changes, for display.
 func (w Write) Target() string {
-	if w.Kind == KindCoalesce {
+	switch w.Kind {
+	case KindCoalesce:
 		return fmt.Sprintf("ethtool -C %s %s", w.Iface, w.Param)
+	case KindNAPI:
+		return fmt.Sprintf("netdev napi-set %s NAPI %d %s", w.Iface, w.NAPIID, w.Param)
 	}
 	return w.Path
 }
@@ -106,6 +113,11 @@ type PlanConfig struct {
 	// busy_read (init network namespace only), napi_defer_hard_irqs and
 	// gro_flush_timeout on the NICs, and turns adaptive-rx off.
 	BusyPollUsecs int
+	// IRQSuspendTimeoutNs, when > 0 (inline with busy polling, Linux
+	// 6.13+), sets irq-suspend-timeout on every NAPI instance of the NICs
+	// with netdev napi-set: while the application busy-polls with
+	// prefer_busy_poll, the device IRQ stays suspended up to this long.
+	IRQSuspendTimeoutNs uint64
 	// DeferHardIRQs is napi_defer_hard_irqs with busy polling. Default 2.
 	DeferHardIRQs int
 	// GROFlushTimeoutNs is gro_flush_timeout with busy polling. Default
@@ -159,6 +171,9 @@ func MakePlan(h *topo.Host, cfg PlanConfig) (*Plan, error) {
 	}
 	if cfg.BusyPollUsecs < 0 {
 		return nil, refuse("busy-poll %d µs is negative", cfg.BusyPollUsecs)
+	}
+	if cfg.IRQSuspendTimeoutNs > 0 && cfg.BusyPollUsecs == 0 {
+		return nil, refuse("irq-suspend-timeout only helps while the application busy-polls: give --busy-poll too")
 	}
 	if cfg.BusyPollUsecs > 0 && cfg.Policy == Dedicated {
 		return nil, refuse("busy polling belongs to the inline policy (dedicated keeps softirq off the loop CPUs)")
@@ -474,6 +489,23 @@ func (p *planner) nic(n *topo.NIC) error {
 		if err := p.file(base+"gro_flush_timeout", FormatInt, strconv.Itoa(cfg.GROFlushTimeoutNs),
 			"the safety timer that re-enables the IRQ when the application stops polling (ns)"); err != nil {
 			return err
+		}
+		if cfg.IRQSuspendTimeoutNs > 0 {
+			if len(n.NAPIs) == 0 {
+				why := n.NAPIErr
+				if why == "" {
+					why = "no NAPI instances reported (device without NAPI, or GRO off on a veth)"
+				}
+				p.note("%s irq-suspend-timeout not changed: %s", n.Name, why)
+			}
+			for _, napi := range n.NAPIs {
+				if napi.IRQSuspendTimeout == cfg.IRQSuspendTimeoutNs {
+					continue
+				}
+				plan.Writes = append(plan.Writes, Write{Kind: KindNAPI, Iface: n.Name, Ifindex: n.Ifindex, NAPIID: napi.ID, Param: "irq-suspend-timeout",
+					Format: FormatInt, Old: strconv.FormatUint(napi.IRQSuspendTimeout, 10), New: strconv.FormatUint(cfg.IRQSuspendTimeoutNs, 10),
+					Reason: "keep the device IRQ suspended while the loop busy-polls this NAPI (prefer_busy_poll), up to this many ns"})
+			}
 		}
 		switch {
 		case n.Coalesce == nil:

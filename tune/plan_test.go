@@ -77,6 +77,16 @@ func TestMakePlan(t *testing.T) {
 			notes:     []string{"16 receive queues for 12 loop CPUs", "ethtool -L ens1f0 combined 12"},
 		},
 		{
+			name: "vm inline with busy polling and IRQ suspension", root: fxVM, cfg: PlanConfig{BusyPollUsecs: 50, IRQSuspendTimeoutNs: 20_000_000},
+			loops: "0-1", irqs: "0-1",
+			writes: map[string]string{
+				"netdev napi-set eth0 NAPI 257 irq-suspend-timeout": "20000000",
+				"/sys/class/net/eth0/napi_defer_hard_irqs":          "2",
+				"/proc/sys/net/core/busy_read":                      "50",
+				"ethtool -C eth0 adaptive-rx":                       "",
+			},
+		},
+		{
 			name: "2-socket dedicated with chosen sets", root: fx2Socket,
 			cfg:   PlanConfig{Policy: Dedicated, IRQCPUs: topo.NewCPUSet(12, 13), LoopCPUs: topo.NewCPUSet(14, 15, 16, 17)},
 			loops: "14-17", irqs: "12-13", nWrites: 16 + 4,
@@ -177,6 +187,7 @@ func TestMakePlanRefuses(t *testing.T) {
 		{"overlapping dedicated sets", fx2Socket, PlanConfig{Policy: Dedicated, IRQCPUs: topo.NewCPUSet(12), LoopCPUs: topo.NewCPUSet(12, 13)}, "both loop and IRQ"},
 		{"busy polling with dedicated", fxVM, PlanConfig{Policy: Dedicated, BusyPollUsecs: 50}, "busy polling belongs"},
 		{"unknown policy", fxVM, PlanConfig{Policy: "fast"}, "unknown policy"},
+		{"irq suspend without busy polling", fxVM, PlanConfig{IRQSuspendTimeoutNs: 1000}, "busy-polls"},
 		{"interface twice", fxVM, PlanConfig{Interfaces: []string{"eth0", "eth0"}}, "listed twice"},
 		{"IRQ CPUs with inline", fxVM, PlanConfig{IRQCPUs: topo.NewCPUSet(0)}, "dedicated policy's"},
 	}
@@ -207,6 +218,9 @@ func TestValidateWrite(t *testing.T) {
 		{Write{Kind: KindCoalesce, Iface: "eth0", Ifindex: 4, Param: "turbo", Format: FormatInt, New: "0"}, false},
 		{Write{Kind: KindCoalesce, Iface: "eth0", Ifindex: 0, Param: "rx-usecs", Format: FormatInt, New: "0"}, false},
 		{Write{Kind: "exec", Path: "/proc/sysrq-trigger", Format: FormatInt, New: "b"}, false},
+		{Write{Kind: KindNAPI, Iface: "eth0", NAPIID: 257, Param: "irq-suspend-timeout", Format: FormatInt, New: "20000000"}, true},
+		{Write{Kind: KindNAPI, Iface: "eth0", NAPIID: 257, Param: "threaded", Format: FormatInt, New: "1"}, false},
+		{Write{Kind: KindNAPI, Iface: "eth0", NAPIID: 0, Param: "gro-flush-timeout", Format: FormatInt, New: "1"}, false},
 	}
 	for _, tt := range tests {
 		err := ValidateWrite(tt.w)

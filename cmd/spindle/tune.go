@@ -158,13 +158,14 @@ func tunePlan(args []string, w io.Writer) error {
 	fs.Var(&loops, "loop-cpus", "CPU list for loops")
 	fs.Var(&irqs, "irq-cpus", "CPU list for IRQs and softirq (dedicated)")
 	busy := fs.Int("busy-poll", 0, "inline: busy-poll microseconds (sysctls, napi_defer_hard_irqs, gro_flush_timeout, adaptive-rx off); 0 = off")
+	suspend := fs.Uint64("irq-suspend-ns", 0, "inline with --busy-poll: per-NAPI irq-suspend-timeout in ns via netdev napi-set (Linux 6.13+); 0 = leave")
 	exclude := fs.String("exclude-irqs", "", "comma-separated IRQ numbers never to touch")
 	apply := fs.Bool("apply", false, "apply the plan now (root); saves the previous state to --state")
 	state := fs.String("state", defaultState, "state file written by --apply, read by 'tune revert'")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg := tune.PlanConfig{Policy: tune.Policy(*policy), Interfaces: splitList(*ifaces), LoopCPUs: loops.set, IRQCPUs: irqs.set, BusyPollUsecs: *busy}
+	cfg := tune.PlanConfig{Policy: tune.Policy(*policy), Interfaces: splitList(*ifaces), LoopCPUs: loops.set, IRQCPUs: irqs.set, BusyPollUsecs: *busy, IRQSuspendTimeoutNs: *suspend}
 	for _, s := range splitList(*exclude) {
 		n, err := strconv.Atoi(s)
 		if err != nil {
