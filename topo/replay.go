@@ -2,6 +2,7 @@ package topo
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 )
@@ -57,7 +58,7 @@ func replayErr(s string) error {
 	if s == "" {
 		return nil
 	}
-	return fmt.Errorf("%s (replayed)", s)
+	return errors.New(s)
 }
 
 // Queues implements NetlinkSource.
@@ -106,6 +107,32 @@ func (r *ReplayNetlink) Channels(ifindex int) (*Channels, error) {
 		return nil, err
 	}
 	return v.Channels, nil
+}
+
+// RecordNetlink asks src about every interface of h and returns the
+// answers in replayable form (what testdata/*/netlink.json holds).
+func RecordNetlink(src NetlinkSource, status NetlinkStatus, h *Host) *ReplayNetlink {
+	r := &ReplayNetlink{Status: status, Ifaces: map[string]ReplayIface{}}
+	errString := func(err error) string {
+		if err == nil {
+			return ""
+		}
+		return err.Error()
+	}
+	for _, n := range h.NICs {
+		var ri ReplayIface
+		ri.Queues, _ = src.Queues(n.Ifindex)
+		ri.NAPIs, _ = src.NAPIs(n.Ifindex)
+		var err error
+		ri.Coalesce, err = src.Coalesce(n.Ifindex)
+		ri.CoalesceErr = errString(err)
+		ri.Rings, err = src.Rings(n.Ifindex)
+		ri.RingsErr = errString(err)
+		ri.Channels, err = src.Channels(n.Ifindex)
+		ri.ChannelsErr = errString(err)
+		r.Ifaces[fmt.Sprint(n.Ifindex)] = ri
+	}
+	return r
 }
 
 // ReadFixture reads a captured tree: root plus, when root/netlink.json

@@ -3,7 +3,8 @@
 # files topo.Read reads into DEST (a fixture tree). Symbolic links under
 # /sys/class/net are recreated as the same relative links, and their
 # targets captured, so the fixture resolves like sysfs does. Only the
-# CapEff line of /proc/self/status is kept.
+# CapEff line of /proc/self/status is kept. Then record the netlink
+# answers beside it: go test ./topo -run CaptureNetlink -capture-netlink DEST
 set -euo pipefail
 dest=${1:?usage: capture.sh DEST}
 mkdir -p "$dest"
