@@ -20,7 +20,8 @@ type IRQCounts struct {
 	Name string `json:"name"`
 }
 
-// Interrupts is /proc/interrupts.
+// Interrupts is /proc/interrupts. Its methods only read it and may be
+// called from any goroutine.
 type Interrupts struct {
 	// CPUs lists the CPU number of each count column (offline CPUs have
 	// no column).
@@ -123,7 +124,8 @@ func ParseInterrupts(b []byte) (*Interrupts, error) {
 	return in, nil
 }
 
-// Softirqs is /proc/softirqs.
+// Softirqs is /proc/softirqs. Its methods only read it and may be called
+// from any goroutine.
 type Softirqs struct {
 	// CPUs lists the CPU number of each column.
 	CPUs []int `json:"cpus"`
@@ -175,7 +177,8 @@ func ParseSoftirqs(b []byte) (*Softirqs, error) {
 	return s, sc.Err()
 }
 
-// CPUTime is one cpuN line of /proc/stat, in clock ticks (USER_HZ).
+// CPUTime is one cpuN line of /proc/stat, in clock ticks (USER_HZ). Its
+// methods are pure and may be called from any goroutine.
 type CPUTime struct {
 	User, Nice, System, Idle, IOWait, IRQ, SoftIRQ, Steal uint64
 }

@@ -16,6 +16,7 @@ const MaxCPU = 8192
 
 // CPUSet is a sorted set of CPU numbers without duplicates. The zero value
 // is the empty set. It marshals to JSON as a kernel CPU list ("0-3,8").
+// Its methods do not modify it and may be called from any goroutine.
 type CPUSet []int
 
 // NewCPUSet returns the set of the given CPUs, sorted and deduplicated.

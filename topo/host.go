@@ -14,7 +14,8 @@ import (
 	"strings"
 )
 
-// Host is everything topo discovers about one machine.
+// Host is everything topo discovers about one machine. Its methods only
+// read it and may be called from any goroutine.
 type Host struct {
 	// Root is the directory /proc and /sys were read under ("/" live).
 	Root string `json:"root"`

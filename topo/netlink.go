@@ -120,6 +120,7 @@ var ErrNetlinkAbsent = errors.New("generic netlink family not available")
 var ErrNotSupported = errors.New("not supported")
 
 // NAPI is one NAPI instance as reported by the netdev family's napi-get.
+// Its method is pure and may be called from any goroutine.
 type NAPI struct {
 	// ID is the NAPI id (≥ 257; what SO_INCOMING_NAPI_ID returns).
 	ID uint32 `json:"id"`

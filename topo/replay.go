@@ -10,6 +10,7 @@ import (
 // ReplayNetlink is a NetlinkSource that answers from a captured JSON file
 // (netlink.json in a fixture tree), so that a host captured elsewhere can
 // be inspected and planned offline, and tests can cover the netlink part.
+// Its methods only read it and may be called from any goroutine.
 type ReplayNetlink struct {
 	// Status is the captured NetlinkStatus.
 	Status NetlinkStatus `json:"status"`

@@ -44,7 +44,8 @@ const (
 	FormatInt     = "int"
 )
 
-// Write is one change of a plan.
+// Write is one change of a plan. Its method is pure and may be called from
+// any goroutine.
 type Write struct {
 	// Kind is KindFile or KindCoalesce.
 	Kind string `json:"kind"`
