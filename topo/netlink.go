@@ -372,60 +372,48 @@ func EncodeCoalesceSet(ifindex int, values map[string]uint32) ([]byte, error) {
 	return ae.Encode()
 }
 
-// DecodeRings decodes the attributes of a rings-get reply.
-func DecodeRings(b []byte) (*Rings, error) {
+// decodeU32s decodes the u32 attributes of b into the fields dst names by
+// attribute type, ignoring the others.
+func decodeU32s(what string, b []byte, dst map[uint16]*uint32) error {
 	ad, err := netlink.NewAttributeDecoder(b)
 	if err != nil {
-		return nil, fmt.Errorf("rings: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	r := &Rings{}
 	for ad.Next() {
-		switch ad.Type() {
-		case ethtoolARingsRxMax:
-			r.RxMax = ad.Uint32()
-		case ethtoolARingsTxMax:
-			r.TxMax = ad.Uint32()
-		case ethtoolARingsRx:
-			r.Rx = ad.Uint32()
-		case ethtoolARingsTx:
-			r.Tx = ad.Uint32()
+		if p, ok := dst[ad.Type()]; ok {
+			*p = ad.Uint32()
 		}
 	}
 	if err := ad.Err(); err != nil {
-		return nil, fmt.Errorf("rings: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// DecodeRings decodes the attributes of a rings-get reply.
+func DecodeRings(b []byte) (*Rings, error) {
+	r := &Rings{}
+	err := decodeU32s("rings", b, map[uint16]*uint32{
+		ethtoolARingsRxMax: &r.RxMax, ethtoolARingsTxMax: &r.TxMax,
+		ethtoolARingsRx: &r.Rx, ethtoolARingsTx: &r.Tx,
+	})
+	if err != nil {
+		return nil, err
 	}
 	return r, nil
 }
 
 // DecodeChannels decodes the attributes of a channels-get reply.
 func DecodeChannels(b []byte) (*Channels, error) {
-	ad, err := netlink.NewAttributeDecoder(b)
-	if err != nil {
-		return nil, fmt.Errorf("channels: %w", err)
-	}
 	c := &Channels{}
-	for ad.Next() {
-		switch ad.Type() {
-		case ethtoolAChannelsRxMax:
-			c.RxMax = ad.Uint32()
-		case ethtoolAChannelsTxMax:
-			c.TxMax = ad.Uint32()
-		case ethtoolAChannelsOtherMax:
-			c.OtherMax = ad.Uint32()
-		case ethtoolAChannelsCombinedMax:
-			c.CombinedMax = ad.Uint32()
-		case ethtoolAChannelsRxCount:
-			c.RxCount = ad.Uint32()
-		case ethtoolAChannelsTxCount:
-			c.TxCount = ad.Uint32()
-		case ethtoolAChannelsOtherCount:
-			c.OtherCount = ad.Uint32()
-		case ethtoolAChannelsCombinedCount:
-			c.CombinedCount = ad.Uint32()
-		}
-	}
-	if err := ad.Err(); err != nil {
-		return nil, fmt.Errorf("channels: %w", err)
+	err := decodeU32s("channels", b, map[uint16]*uint32{
+		ethtoolAChannelsRxMax: &c.RxMax, ethtoolAChannelsTxMax: &c.TxMax,
+		ethtoolAChannelsOtherMax: &c.OtherMax, ethtoolAChannelsCombinedMax: &c.CombinedMax,
+		ethtoolAChannelsRxCount: &c.RxCount, ethtoolAChannelsTxCount: &c.TxCount,
+		ethtoolAChannelsOtherCount: &c.OtherCount, ethtoolAChannelsCombinedCount: &c.CombinedCount,
+	})
+	if err != nil {
+		return nil, err
 	}
 	return c, nil
 }
