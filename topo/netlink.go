@@ -49,15 +49,16 @@ const (
 	ethtoolMsgCoalesceGet = 19
 	ethtoolMsgCoalesceSet = 20
 
+	// ethtoolAHeader is the request header attribute, 1 in every ethtool
+	// message (ETHTOOL_A_RINGS_HEADER, ETHTOOL_A_COALESCE_HEADER, ...).
+	ethtoolAHeader         = 1
 	ethtoolAHeaderDevIndex = 1
 
-	ethtoolARingsHeader = 1
-	ethtoolARingsRxMax  = 2
-	ethtoolARingsTxMax  = 5
-	ethtoolARingsRx     = 6
-	ethtoolARingsTx     = 9
+	ethtoolARingsRxMax = 2
+	ethtoolARingsTxMax = 5
+	ethtoolARingsRx    = 6
+	ethtoolARingsTx    = 9
 
-	ethtoolAChannelsHeader        = 1
 	ethtoolAChannelsRxMax         = 2
 	ethtoolAChannelsTxMax         = 3
 	ethtoolAChannelsOtherMax      = 4
@@ -66,8 +67,6 @@ const (
 	ethtoolAChannelsTxCount       = 7
 	ethtoolAChannelsOtherCount    = 8
 	ethtoolAChannelsCombinedCount = 9
-
-	ethtoolACoalesceHeader = 1
 )
 
 // coalesceAttrs names the ethtool coalescing attributes spindle reads and
@@ -340,7 +339,7 @@ func DecodeCoalesce(b []byte) (Coalesce, error) {
 // only the given parameters. Unknown names are an error.
 func EncodeCoalesceSet(ifindex int, values map[string]uint32) ([]byte, error) {
 	ae := netlink.NewAttributeEncoder()
-	ae.Nested(ethtoolACoalesceHeader|netlink.Nested, func(nae *netlink.AttributeEncoder) error {
+	ae.Nested(ethtoolAHeader|netlink.Nested, func(nae *netlink.AttributeEncoder) error {
 		nae.Uint32(ethtoolAHeaderDevIndex, uint32(ifindex))
 		return nil
 	})

@@ -203,7 +203,7 @@ func (nc *NetlinkClient) ethtoolGet(cmd uint8, ifindex int) ([]byte, error) {
 		return nil, nc.ethtoolErr
 	}
 	ae := netlink.NewAttributeEncoder()
-	ae.Nested(ethtoolACoalesceHeader|netlink.Nested, func(nae *netlink.AttributeEncoder) error { // every ethtool message has its header as attribute 1
+	ae.Nested(ethtoolAHeader|netlink.Nested, func(nae *netlink.AttributeEncoder) error {
 		nae.Uint32(ethtoolAHeaderDevIndex, uint32(ifindex))
 		return nil
 	})
