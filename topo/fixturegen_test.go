@@ -183,11 +183,14 @@ func (f fixtureHost) write(t *testing.T) {
 		put(fmt.Sprintf("proc/irq/%d/effective_affinity_list", f.miscIRQ+1+q), f.irqEff(q)+"\n")
 	}
 
-	// The NIC: /sys/class/net/<nic> -> ../../devices/pci.../net/<nic>.
-	dev := "sys/devices/" + f.bus
+	// The NIC: /sys/class/net/<nic> -> ../../devices/pci.../net/<nic>,
+	// with ':' in path names as '_' (Go module zips refuse ':'; see
+	// capture.sh).
+	bus := strings.ReplaceAll(f.bus, ":", "_")
+	dev := "sys/devices/" + bus
 	ndir := dev + "/net/" + f.nic
-	symlink("sys/class/net/"+f.nic, "../../devices/"+f.bus+"/net/"+f.nic)
-	symlink(ndir+"/device", "../../../"+pci)
+	symlink("sys/class/net/"+f.nic, "../../devices/"+bus+"/net/"+f.nic)
+	symlink(ndir+"/device", "../../../"+filepath.Base(bus))
 	symlink(dev+"/driver", "../../../../bus/pci/drivers/"+f.driver)
 	put("sys/bus/pci/drivers/"+f.driver+"/.keep", "")
 	put(dev+"/numa_node", fmt.Sprintf("%d\n", f.nicNode))

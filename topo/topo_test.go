@@ -2,7 +2,9 @@ package topo
 
 import (
 	"encoding/json"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -421,5 +423,28 @@ func TestNetlinkDecoders(t *testing.T) {
 	// A u32 attribute with 2 bytes is an error, not a panic.
 	if _, err := DecodeRings([]byte{6, 0, 2, 0, 1, 2, 0, 0}); err == nil {
 		t.Error("short rings attribute accepted")
+	}
+}
+
+// TestFixturePathsModuleSafe keeps fixture file names inside what Go module
+// zips accept (golang.org/x/mod/module.CheckFilePath), so that the module
+// can be fetched through a proxy.
+func TestFixturePathsModuleSafe(t *testing.T) {
+	const allowed = "!#$%&()+,-.=@[]^_{}~ "
+	err := filepath.WalkDir("testdata", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		for _, r := range d.Name() {
+			ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(allowed, r)
+			if !ok {
+				t.Errorf("%s: %q is not allowed in a module file name", p, r)
+				break
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -5,25 +5,32 @@
 # targets captured, so the fixture resolves like sysfs does. Only the
 # CapEff line of /proc/self/status is kept. Then record the netlink
 # answers beside it: go test ./topo -run CaptureNetlink -capture-netlink DEST
+#
+# Go module zips refuse ':' in file names, and sysfs PCI paths are full of
+# them (pci0000:00/0000:00:03.0), so every ':' in a captured path and link
+# target becomes '_'. topo never parses those names, only follows links.
 set -euo pipefail
 dest=${1:?usage: capture.sh DEST}
 mkdir -p "$dest"
 
+safe() { printf '%s' "$1" | tr ':' '_'; }
 file() { # copy one file if readable
-	local src=$1
+	local src=$1 out
 	[ -r "$src" ] && [ -f "$src" ] || return 0
-	mkdir -p "$dest$(dirname "$src")"
-	cat "$src" >"$dest$src" 2>/dev/null || rm -f "$dest$src"
+	out=$dest$(safe "$src")
+	mkdir -p "$(dirname "$out")"
+	cat "$src" >"$out" 2>/dev/null || rm -f "$out"
 }
 link() { # recreate one symbolic link
-	local src=$1
+	local src=$1 out
 	[ -L "$src" ] || return 0
-	mkdir -p "$dest$(dirname "$src")"
-	ln -sfn "$(readlink "$src")" "$dest$src"
+	out=$dest$(safe "$src")
+	mkdir -p "$(dirname "$out")"
+	ln -sfn "$(safe "$(readlink "$src")")" "$out"
 }
 placeholder() { # make a directory exist (git keeps no empty directories)
-	mkdir -p "$dest$1"
-	touch "$dest$1/.keep"
+	mkdir -p "$dest$(safe "$1")"
+	touch "$dest$(safe "$1")/.keep"
 }
 
 for f in cmdline interrupts softirqs stat net/softnet_stat meminfo sys/kernel/osrelease \
@@ -76,8 +83,8 @@ for l in /sys/class/net/*; do
 			file "$x/local_cpulist"
 			if [ -d "$x/msi_irqs" ]; then
 				for i in "$x"/msi_irqs/*; do
-					mkdir -p "$dest$x/msi_irqs"
-					cat "$i" >"$dest$i" 2>/dev/null || touch "$dest$i"
+					mkdir -p "$dest$(safe "$x")/msi_irqs"
+					cat "$i" >"$dest$(safe "$i")" 2>/dev/null || touch "$dest$(safe "$i")"
 				done
 			fi
 		done
