@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -201,6 +202,10 @@ func benchEcho(b *testing.B, arm string, nconns int) {
 	if arm != "gonet" {
 		b.ReportMetric(float64(st.Waits-st0.Waits)/n, "waits/req")
 	}
+	if os.Getenv("SPINDLE_BENCH_PROFILE") != "" {
+		fmt.Fprintln(srv.in, "profile")
+		srv.out.ReadString('\n')
+	}
 }
 
 // TestHelperEchoServer is the server process of BenchmarkEcho.
@@ -261,8 +266,17 @@ func TestHelperEchoServer(t *testing.T) {
 		pages = e.BufferPages()
 	}
 	fmt.Println("addr", addr, pages)
+	if p := os.Getenv("SPINDLE_BENCH_PROFILE"); p != "" {
+		f, _ := os.Create(p + "." + arm)
+		pprof.StartCPUProfile(f)
+	}
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
+		if sc.Text() == "profile" {
+			pprof.StopCPUProfile()
+			fmt.Println("{}")
+			continue
+		}
 		j, _ := json.Marshal(stats())
 		fmt.Println(string(j))
 	}

@@ -347,7 +347,8 @@ type slab struct {
 	huge      bool
 	regions   [][]byte
 	free      []int32
-	kind      string // page kind of the first region
+	pins      []uint16 // per chunk: SEND_ZC in flight, | pinFreed once put
+	kind      string   // page kind of the first region
 	mapf      func(n int, huge bool) ([]byte, string, error)
 	unmapf    func([]byte) error
 }
@@ -399,7 +400,33 @@ func (s *slab) buf(id int32) []byte {
 	return r[off : off+s.size : off+s.size]
 }
 
-func (s *slab) put(id int32) { s.free = append(s.free, id) }
+// put frees chunk id, or marks it to be freed by unpin if the kernel still
+// reads it (SEND_ZC before its notification).
+func (s *slab) put(id int32) {
+	if int(id) < len(s.pins) && s.pins[id] > 0 {
+		s.pins[id] |= pinFreed
+		return
+	}
+	s.free = append(s.free, id)
+}
+
+const pinFreed = 1 << 15
+
+// pin marks chunk id as read by the kernel until unpin.
+func (s *slab) pin(id int32) {
+	for len(s.pins) <= int(id) {
+		s.pins = append(s.pins, 0)
+	}
+	s.pins[id]++
+}
+
+func (s *slab) unpin(id int32) {
+	s.pins[id]--
+	if s.pins[id] == pinFreed {
+		s.pins[id] = 0
+		s.free = append(s.free, id)
+	}
+}
 
 func (s *slab) close() {
 	for _, r := range s.regions {

@@ -197,11 +197,16 @@ func TestEchoIntegrity(t *testing.T) {
 				{"64KiB", 50, 64 << 10, 64 << 10, true},
 				{"1MiB-writes", 8, 4 << 20, 1 << 20, false},
 				{"many-1MB", scale(b, 1000, 50), 1 << 20, 64 << 10, true},
+				{"send-zc", 4, 1 << 20, 64 << 10, false},
 			}
 			for _, tc := range tests {
 				t.Run(tc.name, func(t *testing.T) {
 					h := &echoHandler{zeroCopy: tc.zeroCopyEcho}
-					e, addr := startEngine(t, testConfig(b), h)
+					cfg := testConfig(b)
+					if tc.name == "send-zc" {
+						cfg.SendZCThreshold = 4096
+					}
+					e, addr := startEngine(t, cfg, h)
 					var wg sync.WaitGroup
 					errc := make(chan error, tc.conns)
 					sem := make(chan struct{}, 500) // stay below the listen backlog
@@ -228,6 +233,9 @@ func TestEchoIntegrity(t *testing.T) {
 					}
 					if h.errs.Load() != 0 {
 						t.Errorf("%d connections closed with an error", h.errs.Load())
+					}
+					if cfg.SendZCThreshold > 0 && b.isURing() && s.ZCSends == 0 {
+						t.Errorf("no SEND_ZC with SendZCThreshold %d", cfg.SendZCThreshold)
 					}
 				})
 			}

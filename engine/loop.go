@@ -200,7 +200,7 @@ func (l *Loop) conn(slot int32, gen uint32) *Conn {
 		return nil
 	}
 	c := l.conns[slot]
-	if c == nil || c.gen != gen {
+	if c == nil || c.gen&0xffffff != gen&0xffffff { // user_data keeps 24 bits
 		return nil
 	}
 	return c

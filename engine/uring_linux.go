@@ -23,6 +23,7 @@ const (
 	opCancel
 	opMsg     // a MSG_RING wake-up arriving from another loop
 	opMsgSent // our MSG_RING to another loop completed
+	opSendZC  // SEND_ZC: the gen field carries the slab chunk id
 )
 
 const bufGroup = 1
@@ -60,7 +61,9 @@ type uringBackend struct {
 	napi     bool
 	napiIDs  map[uint32]bool
 	lnArmed  []bool
-	maxChain int // linked SENDs per flush
+	maxChain int   // linked SENDs per flush
+	zcMin    int   // SEND_ZC threshold, 0 = off
+	zcChunks int32 // chunk ids below this lie in the registered region
 }
 
 var (
@@ -132,6 +135,17 @@ func (b *uringBackend) init(l *Loop) error {
 		} else {
 			b.napi = true
 			b.napiIDs = map[uint32]bool{}
+		}
+	}
+	if b.cfg.SendZCThreshold > 0 {
+		// The slab's first region (mapped before init) is fixed buffer 0.
+		if err := r.RegisterBuffers([][]byte{l.chunks.regions[0]}); err != nil {
+			degradeLogOnce.Do(func() {
+				l.e.cfg.Logf("engine: registering the send slab failed (%v); sending without SEND_ZC", err)
+			})
+		} else {
+			b.zcMin = b.cfg.SendZCThreshold
+			b.zcChunks = int32(l.chunks.perRegion)
 		}
 	}
 	b.armWake()
@@ -289,7 +303,16 @@ func (b *uringBackend) flush(c *Conn) {
 			buf = b.br.Buf(uint16(-s.ref - 1))[s.off:s.end]
 		}
 		q := b.sqe()
-		q.PrepSend(c.fd, buf, unix.MSG_NOSIGNAL|unix.MSG_WAITALL, udata(opSend, c.slot, c.gen))
+		if b.zcMin > 0 && s.ref >= 0 && s.ref < b.zcChunks && len(buf) >= b.zcMin {
+			// Two CQEs: the result (More), then the notification after
+			// which the chunk may be reused.
+			q.PrepSendZC(c.fd, buf, unix.MSG_NOSIGNAL|unix.MSG_WAITALL, 0, udata(opSendZC, c.slot, uint32(s.ref)))
+			b.l.chunks.pin(s.ref)
+			b.l.st.zcSends.Add(1)
+			b.inflight++ // the notification
+		} else {
+			q.PrepSend(c.fd, buf, unix.MSG_NOSIGNAL|unix.MSG_WAITALL, udata(opSend, c.slot, c.gen))
+		}
 		if i < end-1 {
 			q.SetFlags(uring.FlagIOLink)
 		}
@@ -419,6 +442,18 @@ func (b *uringBackend) handle(q uring.CQE) {
 			}
 		}
 		return
+	}
+	if op == opSendZC {
+		if q.Notif() {
+			b.inflight--
+			if q.ZCCopied() {
+				l.st.zcCopied.Add(1)
+			}
+			l.chunks.unpin(int32(gen))
+			return
+		}
+		op = opSend
+		gen = l.slotGen[slot] & 0xffffff
 	}
 	c := l.conn(slot, gen)
 	if c == nil {
