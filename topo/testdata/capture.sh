@@ -72,6 +72,9 @@ for l in /sys/class/net/*; do
 	done
 	for q in "$d"/queues/*; do
 		for f in rps_cpus rps_flow_cnt xps_cpus; do file "$q/$f"; done
+		# a tx queue without xps_cpus (virtio_net) would be an empty
+		# directory, which git drops: keep it so the queue is seen
+		[ -n "$(ls -A "$dest$(safe "$q")" 2>/dev/null)" ] || placeholder "$q"
 	done
 	if [ -L "$d/device" ]; then
 		link "$d/device"
