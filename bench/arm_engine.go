@@ -59,10 +59,13 @@ type engineEcho struct {
 	cfg ServerConfig
 }
 
+// OnOpen attaches the protocol state. Loop goroutine.
 func (h *engineEcho) OnOpen(c *engine.Conn) {
 	c.SetContext(&engineConn{echo: Echo{Compute: h.cfg.Compute, BodySize: h.cfg.BodySize}})
 }
 
+// OnData answers the complete requests in b and keeps a partial one.
+// Loop goroutine.
 func (h *engineEcho) OnData(c *engine.Conn, b engine.Buffer) bool {
 	st := c.Context().(*engineConn)
 	data := b.Bytes()
@@ -150,6 +153,7 @@ func startEngine(ctx context.Context, b engine.Backend, cfg ServerConfig) (Serve
 	return s, nil
 }
 
+// Addr is the listening address. Any goroutine.
 func (s *engineServer) Addr() net.Addr { return s.ln.Addr() }
 
 // Counters reports the engine's kernel-wait counters. Any goroutine.
@@ -158,6 +162,7 @@ func (s *engineServer) Counters() map[string]uint64 {
 	return map[string]uint64{"waits": st.Waits, "submits": st.Submits, "sqes": st.SQEs, "cqes": st.CQEs}
 }
 
+// Close stops the engine and waits for its loops. Any goroutine, once.
 func (s *engineServer) Close() error {
 	s.cancel()
 	err := <-s.done

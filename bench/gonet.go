@@ -30,6 +30,7 @@ func startGoNet(ctx context.Context, cfg ServerConfig) (Server, error) {
 	return s, nil
 }
 
+// Addr is the listening address. Any goroutine.
 func (s *goNetServer) Addr() net.Addr { return s.ln.Addr() }
 
 func (s *goNetServer) accept() {
@@ -88,6 +89,8 @@ func (s *goNetServer) serve(c net.Conn) {
 	}
 }
 
+// Close stops accepting, closes every connection and waits for their
+// goroutines. Any goroutine, once.
 func (s *goNetServer) Close() error {
 	err := s.ln.Close()
 	s.mu.Lock()

@@ -29,7 +29,7 @@ func NewHistogram() *Histogram {
 }
 
 // Record adds one latency. Values below 1 ns count as 1 ns; values above a
-// minute count as a minute and are tallied in Overflow.
+// minute count as a minute and are tallied in Overflow. One goroutine at a time.
 func (h *Histogram) Record(d time.Duration) {
 	v := int64(d)
 	if v < histLowest {
@@ -43,29 +43,29 @@ func (h *Histogram) Record(d time.Duration) {
 	_ = h.h.RecordValue(v)
 }
 
-// Merge adds every value of other into h.
+// Merge adds every value of other into h. One goroutine at a time.
 func (h *Histogram) Merge(other *Histogram) {
 	h.h.Merge(other.h)
 	h.overflow += other.overflow
 }
 
-// Count is the number of recorded values.
+// Count is the number of recorded values. One goroutine at a time.
 func (h *Histogram) Count() int64 { return h.h.TotalCount() }
 
-// Overflow is the number of values that exceeded a minute.
+// Overflow is the number of values that exceeded a minute. One goroutine at a time.
 func (h *Histogram) Overflow() int64 { return h.overflow }
 
 // Quantile returns the latency at percentile p (0..100): the smallest
 // recorded value such that p percent of values are at or below it, to the
-// histogram's resolution. It returns 0 for an empty histogram.
+// histogram's resolution. It returns 0 for an empty histogram. One goroutine at a time.
 func (h *Histogram) Quantile(p float64) time.Duration {
 	return time.Duration(h.h.ValueAtPercentile(p))
 }
 
-// Max returns the largest recorded value (to the histogram's resolution).
+// Max returns the largest recorded value (to the histogram's resolution). One goroutine at a time.
 func (h *Histogram) Max() time.Duration { return time.Duration(h.h.Max()) }
 
-// Mean returns the mean of the recorded values.
+// Mean returns the mean of the recorded values. One goroutine at a time.
 func (h *Histogram) Mean() time.Duration { return time.Duration(h.h.Mean()) }
 
 // Percentiles holds the standard latency percentiles, in microseconds.
@@ -88,7 +88,7 @@ type Percentiles struct {
 
 func us(d time.Duration) float64 { return float64(d) / 1e3 }
 
-// Percentiles summarizes h.
+// Percentiles summarizes h. One goroutine at a time.
 func (h *Histogram) Percentiles() Percentiles {
 	return Percentiles{
 		P50:   us(h.Quantile(50)),
@@ -114,7 +114,7 @@ type SpectrumPoint struct {
 var spectrumPercentiles = []float64{0, 25, 50, 75, 90, 95, 99, 99.5, 99.9, 99.95, 99.99, 99.995, 99.999, 100}
 
 // Spectrum returns the latency at a fixed set of percentiles from 0 to 100,
-// for plotting.
+// for plotting. One goroutine at a time.
 func (h *Histogram) Spectrum() []SpectrumPoint {
 	out := make([]SpectrumPoint, 0, len(spectrumPercentiles))
 	for _, p := range spectrumPercentiles {
@@ -123,7 +123,7 @@ func (h *Histogram) Spectrum() []SpectrumPoint {
 	return out
 }
 
-// String formats the standard percentiles for humans.
+// String formats the standard percentiles for humans. One goroutine at a time.
 func (h *Histogram) String() string {
 	p := h.Percentiles()
 	return fmt.Sprintf("n=%d p50=%.1fµs p90=%.1fµs p99=%.1fµs p99.9=%.1fµs p99.99=%.1fµs max=%.1fµs",

@@ -134,7 +134,7 @@ type LoadResult struct {
 	Threads int
 }
 
-// Throughput is verified replies per second in the window.
+// Throughput is verified replies per second in the window. Any goroutine.
 func (r *LoadResult) Throughput() float64 {
 	if r.Window <= 0 {
 		return 0
@@ -144,7 +144,7 @@ func (r *LoadResult) Throughput() float64 {
 
 // ClientCPUPercent is the client's busy CPU during the window as a percent
 // of one CPU per thread: its CPU time minus idle polling. 100 means every
-// client thread was saturated.
+// client thread was saturated. Any goroutine.
 func (r *LoadResult) ClientCPUPercent() float64 {
 	if r.Window <= 0 || r.Threads == 0 {
 		return 0
@@ -153,7 +153,7 @@ func (r *LoadResult) ClientCPUPercent() float64 {
 	return 100 * float64(busy) / float64(r.Window) / float64(r.Threads)
 }
 
-// ClientBusy is the client threads' CPU time minus idle polling.
+// ClientBusy is the client threads' CPU time minus idle polling. Any goroutine.
 func (r *LoadResult) ClientBusy() time.Duration {
 	return max(r.ClientUser+r.ClientSys-r.ClientIdle, 0)
 }

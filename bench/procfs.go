@@ -23,12 +23,12 @@ type CPUTimes struct {
 	User, Nice, System, Idle, IOWait, IRQ, SoftIRQ, Steal uint64
 }
 
-// Busy is the non-idle time: everything but Idle and IOWait.
+// Busy is the non-idle time: everything but Idle and IOWait. Any goroutine.
 func (c CPUTimes) Busy() uint64 {
 	return c.User + c.Nice + c.System + c.IRQ + c.SoftIRQ + c.Steal
 }
 
-// Sub returns c - o field by field.
+// Sub returns c - o field by field. Any goroutine.
 func (c CPUTimes) Sub(o CPUTimes) CPUTimes {
 	return CPUTimes{c.User - o.User, c.Nice - o.Nice, c.System - o.System, c.Idle - o.Idle,
 		c.IOWait - o.IOWait, c.IRQ - o.IRQ, c.SoftIRQ - o.SoftIRQ, c.Steal - o.Steal}
@@ -311,7 +311,7 @@ func (p Proc) read(rel string) ([]byte, error) {
 	return os.ReadFile(filepath.Join(root, "proc", rel))
 }
 
-// Stat reads and parses proc/stat.
+// Stat reads and parses proc/stat. Any goroutine.
 func (p Proc) Stat() (*Stat, error) {
 	b, err := p.read("stat")
 	if err != nil {
@@ -320,7 +320,7 @@ func (p Proc) Stat() (*Stat, error) {
 	return ParseStat(b)
 }
 
-// Softirqs reads and parses proc/softirqs.
+// Softirqs reads and parses proc/softirqs. Any goroutine.
 func (p Proc) Softirqs() (Softirqs, error) {
 	b, err := p.read("softirqs")
 	if err != nil {
@@ -329,7 +329,7 @@ func (p Proc) Softirqs() (Softirqs, error) {
 	return ParseSoftirqs(b)
 }
 
-// Interrupts reads and parses proc/interrupts.
+// Interrupts reads and parses proc/interrupts. Any goroutine.
 func (p Proc) Interrupts() (*Interrupts, error) {
 	b, err := p.read("interrupts")
 	if err != nil {
@@ -339,7 +339,7 @@ func (p Proc) Interrupts() (*Interrupts, error) {
 }
 
 // Tasks reads every thread of process pid ("self" for the caller when pid
-// is 0). Threads that exit while being read are skipped.
+// is 0). Threads that exit while being read are skipped. Any goroutine.
 func (p Proc) Tasks(pid int) ([]TaskStat, error) {
 	dir := "self"
 	if pid != 0 {

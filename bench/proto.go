@@ -103,7 +103,7 @@ type Echo struct {
 // Process consumes the complete requests at the start of in, appends their
 // replies to out, and returns how many bytes of in it consumed and the
 // extended out. Incomplete requests are left for the next call with more
-// data. An error means the connection must be closed.
+// data. An error means the connection must be closed. Called from the connection's goroutine or loop.
 func (e *Echo) Process(in, out []byte) (int, []byte, error) {
 	if len(in) == 0 {
 		return 0, out, nil

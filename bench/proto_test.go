@@ -120,3 +120,27 @@ func BenchmarkEchoRPC(b *testing.B) {
 		_, out, _ = e.Process(in, out[:0])
 	}
 }
+
+// TestHotPathAllocs: the per-request paths of the client and the servers
+// do not allocate once their buffers have grown.
+func TestHotPathAllocs(t *testing.T) {
+	req := AppendRequest(nil, 1, 1, 128)
+	var e Echo
+	out := make([]byte, 0, 1024)
+	scratch := make([]byte, 0, 1024)
+	h := NewHistogram()
+	tests := []struct {
+		name string
+		fn   func()
+	}{
+		{"Echo.Process", func() { _, out, _ = e.Process(req, out[:0]) }},
+		{"AppendRequest", func() { scratch = AppendRequest(scratch[:0], 1, 2, 128) }},
+		{"verifyReply", func() { scratch, _ = verifyReply(req, 1, 1, 128, scratch) }},
+		{"Histogram.Record", func() { h.Record(12345) }},
+	}
+	for _, tc := range tests {
+		if n := testing.AllocsPerRun(100, tc.fn); n != 0 {
+			t.Errorf("%s: %v allocations per call", tc.name, n)
+		}
+	}
+}

@@ -24,19 +24,19 @@ type Topology interface {
 // busy polling does nothing on it.
 type Loopback struct{}
 
-// Name implements Topology.
+// Name implements Topology. Any goroutine.
 func (Loopback) Name() string { return "loopback" }
 
-// ServerPrefix implements Topology.
+// ServerPrefix implements Topology. Any goroutine.
 func (Loopback) ServerPrefix() []string { return nil }
 
-// ListenAddr implements Topology.
+// ListenAddr implements Topology. Any goroutine.
 func (Loopback) ListenAddr() string { return "127.0.0.1:0" }
 
-// ClientNetNS implements Topology.
+// ClientNetNS implements Topology. Any goroutine.
 func (Loopback) ClientNetNS() string { return "" }
 
-// Close implements Topology.
+// Close implements Topology. Any goroutine.
 func (Loopback) Close() error { return nil }
 
 // NewTopology creates the named topology: "loopback" or "wire". For "wire",

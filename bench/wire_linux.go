@@ -102,20 +102,20 @@ func NewWire(tag string) (*Wire, error) {
 	return &w, nil
 }
 
-// Name implements Topology.
+// Name implements Topology. Any goroutine.
 func (w *Wire) Name() string { return "wire" }
 
-// ServerPrefix implements Topology.
+// ServerPrefix implements Topology. Any goroutine.
 func (w *Wire) ServerPrefix() []string { return []string{"ip", "netns", "exec", w.ServerNS} }
 
-// ListenAddr implements Topology.
+// ListenAddr implements Topology. Any goroutine.
 func (w *Wire) ListenAddr() string { return w.ServerIP + ":0" }
 
-// ClientNetNS implements Topology.
+// ClientNetNS implements Topology. Any goroutine.
 func (w *Wire) ClientNetNS() string { return filepath.Join("/var/run/netns", w.ClientNS) }
 
 // Close deletes both namespaces, which destroys the veth pair with them.
-// It is idempotent.
+// It is idempotent. Any goroutine.
 func (w *Wire) Close() error {
 	var errs []error
 	for _, ns := range []string{w.ServerNS, w.ClientNS} {

@@ -89,3 +89,27 @@ func TestWireTopology(t *testing.T) {
 		t.Errorf("second Close: %v", err)
 	}
 }
+
+// TestWakeupWire runs every wake-up mode over the veth pair, where sockets
+// have NAPI ids and busy polling is real.
+func TestWakeupWire(t *testing.T) {
+	if err := WireRequirements(); err != nil {
+		t.Skip(err)
+	}
+	rep, err := Wakeup(context.Background(), WakeupConfig{Samples: 5, Interval: 5 * time.Millisecond, Topology: "wire", Tag: "w" + strconv.Itoa(os.Getpid())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rep.Results {
+		if r.Skipped != "" || r.Samples != 5 {
+			t.Errorf("%s: %+v", r.Mode, r)
+		}
+	}
+	if rep.Topology != "wire" {
+		t.Errorf("topology %q", rep.Topology)
+	}
+	w := WireNames("w" + strconv.Itoa(os.Getpid()))
+	if _, err := os.Stat(filepath.Join("/var/run/netns", w.ServerNS)); err == nil {
+		t.Errorf("namespace %s left behind", w.ServerNS)
+	}
+}

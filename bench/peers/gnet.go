@@ -69,7 +69,7 @@ func startGnet(ctx context.Context, cfg bench.ServerConfig) (bench.Server, error
 	return s, nil
 }
 
-// OnBoot learns the bound address from a duplicate of the listener.
+// OnBoot learns the bound address from a duplicate of the listener. Called by gnet on its boot goroutine.
 func (s *gnetServer) OnBoot(eng gnet.Engine) gnet.Action {
 	s.eng = eng
 	fd, err := eng.Dup()
@@ -92,11 +92,14 @@ func (s *gnetServer) OnBoot(eng gnet.Engine) gnet.Action {
 	return gnet.None
 }
 
+// OnOpen attaches the protocol state. Event-loop goroutine.
 func (s *gnetServer) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	c.SetContext(&gnetConn{echo: bench.Echo{Compute: s.cfg.Compute, BodySize: s.cfg.BodySize}})
 	return nil, gnet.None
 }
 
+// OnTraffic answers the complete requests buffered on c. Event-loop
+// goroutine.
 func (s *gnetServer) OnTraffic(c gnet.Conn) gnet.Action {
 	st := c.Context().(*gnetConn)
 	in, err := c.Peek(-1)
@@ -123,8 +126,11 @@ func (s *gnetServer) OnTraffic(c gnet.Conn) gnet.Action {
 	return gnet.None
 }
 
+// Addr is the listening address. Any goroutine.
 func (s *gnetServer) Addr() net.Addr { return s.addr }
 
+// Close stops the gnet engine and waits for Run to return. Any goroutine,
+// once.
 func (s *gnetServer) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -138,8 +144,17 @@ func (s *gnetServer) Close() error {
 // on failure).
 type quiet struct{}
 
+// Debugf drops the message. Any goroutine.
 func (quiet) Debugf(string, ...any) {}
-func (quiet) Infof(string, ...any)  {}
-func (quiet) Warnf(string, ...any)  {}
+
+// Infof drops the message. Any goroutine.
+func (quiet) Infof(string, ...any) {}
+
+// Warnf drops the message. Any goroutine.
+func (quiet) Warnf(string, ...any) {}
+
+// Errorf drops the message. Any goroutine.
 func (quiet) Errorf(string, ...any) {}
+
+// Fatalf drops the message. Any goroutine.
 func (quiet) Fatalf(string, ...any) {}
