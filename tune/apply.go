@@ -273,6 +273,9 @@ func Apply(p *Plan, t Target, statePath string) (*State, error) {
 			if err := os.Remove(statePath); err != nil {
 				return nil, fmt.Errorf("%w; rolled back, but removing %s: %v", failure, statePath, err)
 			}
+			if i == 0 {
+				return nil, fmt.Errorf("%w; nothing was changed", failure)
+			}
 			return nil, fmt.Errorf("%w; all earlier writes rolled back", failure)
 		}
 	}

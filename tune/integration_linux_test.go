@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -39,6 +40,13 @@ func TestNetnsApplyRevert(t *testing.T) {
 	ns := fmt.Sprintf("spd-tune-%d", pid)
 	va, vb := fmt.Sprintf("stn%da", pid), fmt.Sprintf("stn%db", pid)
 	run(t, "ip", "netns", "add", ns)
+	// Cleanups run last-in first-out: the namespace is deleted, then the
+	// test checks that it is gone.
+	t.Cleanup(func() {
+		if out, _ := exec.Command("ip", "netns", "list").Output(); strings.Contains(string(out), ns) {
+			t.Errorf("namespace %s left behind: %s", ns, out)
+		}
+	})
 	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
 	run(t, "ip", "-n", ns, "link", "add", va, "type", "veth", "peer", "name", vb)
 	run(t, "ip", "-n", ns, "link", "set", va, "up")
@@ -58,15 +66,10 @@ func TestNetnsApplyRevert(t *testing.T) {
 		nsPath = "/var/run/netns/" + ns
 	}
 
-	hostFiles := []string{"/proc/sys/net/core/somaxconn", "/proc/sys/net/core/rps_sock_flow_entries"}
-	if ents, err := filepath.Glob("/sys/class/net/*/queues/rx-*/rps_cpus"); err == nil {
-		hostFiles = append(hostFiles, ents...)
-	}
-	hostBefore := map[string]string{}
-	for _, f := range hostFiles {
-		b, _ := os.ReadFile(f)
-		hostBefore[f] = string(b)
-	}
+	// Everything of the host's that a plan could write: its sysctls, every
+	// IRQ's affinity (the VM's control-channel IRQs 41-43 included), and
+	// every interface's queue and NAPI files.
+	hostBefore := hostSettings(t)
 
 	view := t.TempDir()
 	stateDir := t.TempDir()
@@ -206,6 +209,25 @@ func TestNetnsApplyRevert(t *testing.T) {
 		if _, err := os.Stat(state2); !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("state file left after rollback: %v", err)
 		}
+
+		// veth implements no coalescing: the kernel refuses coalesce-set
+		// over netlink, and Apply refuses a coalesce write when it reads
+		// the current value, before anything is written.
+		if err := nc.SetCoalesce(h.NIC(va).Ifindex, map[string]uint32{"rx-usecs": 8}); !errors.Is(err, topo.ErrNotSupported) {
+			return fmt.Errorf("coalesce-set on veth: %v, want ErrNotSupported", err)
+		}
+		p3 := &Plan{Writes: append(slices.Clone(p.Writes), Write{Kind: KindCoalesce, Iface: va, Ifindex: h.NIC(va).Ifindex,
+			Param: "rx-usecs", Format: FormatInt, Old: "0", New: "8", Reason: "test: veth has no coalescing"})}
+		state3 := filepath.Join(stateDir, "state3.json")
+		if _, err := Apply(p3, tgt, state3); !errors.Is(err, topo.ErrNotSupported) {
+			return fmt.Errorf("apply of a coalesce write on veth: %v, want ErrNotSupported", err)
+		}
+		if _, err := os.Stat(state3); !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("state file written for a plan refused before writing: %v", err)
+		}
+		if err := sameBytes(tgt, p.Writes, before); err != nil {
+			return fmt.Errorf("after a refused coalesce plan: %w", err)
+		}
 		return nil
 	})
 	for _, l := range logs {
@@ -214,12 +236,52 @@ func TestNetnsApplyRevert(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range hostFiles {
-		b, _ := os.ReadFile(f)
-		if string(b) != hostBefore[f] {
-			t.Errorf("host file %s changed: %q -> %q", f, hostBefore[f], b)
+	hostAfter := hostSettings(t)
+	for f, v := range hostBefore {
+		if hostAfter[f] != v {
+			t.Errorf("host file %s changed: %q -> %q", f, v, hostAfter[f])
 		}
 	}
+}
+
+// hostSettings reads, in the calling thread's (the host's) namespace, every
+// file a tuning plan could write, and the host NICs' coalescing and NAPI
+// settings over netlink.
+func hostSettings(t *testing.T) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	for _, pat := range []string{
+		"/proc/sys/net/core/somaxconn", "/proc/sys/net/core/rps_sock_flow_entries",
+		"/proc/sys/net/core/busy_poll", "/proc/sys/net/core/busy_read",
+		"/proc/irq/*/smp_affinity_list",
+		"/sys/class/net/*/gro_flush_timeout", "/sys/class/net/*/napi_defer_hard_irqs",
+		"/sys/class/net/*/queues/rx-*/rps_cpus", "/sys/class/net/*/queues/rx-*/rps_flow_cnt",
+		"/sys/class/net/*/queues/tx-*/xps_cpus",
+	} {
+		files, err := filepath.Glob(pat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			if b, err := os.ReadFile(f); err == nil {
+				m[f] = string(b)
+			}
+		}
+	}
+	if len(m) < 10 {
+		t.Fatalf("read only %d host settings: %v", len(m), m)
+	}
+	h, err := topo.ReadLive()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range h.NICs {
+		m["coalesce "+n.Name] = fmt.Sprint(n.Coalesce)
+		for _, napi := range n.NAPIs {
+			m[fmt.Sprintf("napi %s %d", n.Name, napi.ID)] = fmt.Sprintf("%+v", napi)
+		}
+	}
+	return m
 }
 
 func sameBytes(tgt Target, writes []Write, before map[string]string) error {
