@@ -175,18 +175,22 @@ func Diagnose(h *topo.Host, a, b *Snapshot, opt Options) []Finding {
 		// 2a. Single-queue NIC on a multi-CPU host.
 		if len(n.RxQueues) == 1 && h.Online.Len() > 1 {
 			ev := []string{fmt.Sprintf("%s has 1 receive queue for %d online CPUs", n.Name, h.Online.Len())}
-			fix := "enable RPS so protocol processing spreads over the loop CPUs (`spindle tune plan` does this when queues < CPUs)"
+			sev, fix := Warning, "enable RPS so protocol processing spreads over the loop CPUs (`spindle tune plan` does this when queues < CPUs)"
+			if rps := n.RxQueues[0].RPS; rps.Len() > 1 {
+				// RPS already spreads protocol processing; only the IRQ
+				// and the driver's poll stay on one CPU.
+				sev = Info
+				ev = append(ev, fmt.Sprintf("rx-0 already has RPS to CPUs %s", rps))
+				fix = "RPS already spreads protocol processing; the interrupt and the driver's receive poll still run on one CPU: watch it with `spindle tune diagnose` under load"
+			}
 			if c := n.Channels; c != nil {
-				max := max(c.CombinedMax, c.RxMax)
+				most := max(c.CombinedMax, c.RxMax)
 				ev = append(ev, fmt.Sprintf("channels: combined %d (max %d), rx %d (max %d)", c.CombinedCount, c.CombinedMax, c.RxCount, c.RxMax))
-				if max > 1 {
-					fix = fmt.Sprintf("raise the queue count: `ethtool -L %s combined %d`, then re-plan; ", n.Name, min(int(max), h.Online.Len())) + fix
+				if most > 1 {
+					fix = fmt.Sprintf("raise the queue count: `ethtool -L %s combined %d`, then re-plan; ", n.Name, min(int(most), h.Online.Len())) + fix
 				}
 			}
-			if n.RxQueues[0].RPS.Len() > 0 {
-				ev = append(ev, fmt.Sprintf("rx-0 already has RPS to CPUs %s", n.RxQueues[0].RPS))
-			}
-			add(Finding{ID: "single-queue", Severity: Warning,
+			add(Finding{ID: "single-queue", Severity: sev,
 				Title: fmt.Sprintf("%s has a single receive queue", n.Name), Evidence: ev, Fix: fix})
 		}
 		// 2b. All queue IRQs land on one CPU.

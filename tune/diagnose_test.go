@@ -106,6 +106,7 @@ func TestDiagnose(t *testing.T) {
 		craft   func(t *testing.T, h *topo.Host, a, b *Snapshot)
 		want    []string
 		without []string
+		sev     map[string]Severity // finding id -> expected severity
 	}{
 		{
 			name: "softirq-saturated", root: fx2Socket,
@@ -115,6 +116,22 @@ func TestDiagnose(t *testing.T) {
 		{
 			name: "busy but not saturated", root: fx2Socket,
 			craft:   func(t *testing.T, h *topo.Host, a, b *Snapshot) { busy(t, a, b, 12, 100) },
+			without: []string{"softirq-saturated"},
+		},
+		{
+			// Heavy softirq on a host whose every CPU is busy is overload,
+			// not one CPU drowning while the others idle.
+			name: "softirq-heavy but no idle CPUs", root: fx2Socket,
+			craft: func(t *testing.T, h *topo.Host, a, b *Snapshot) {
+				busy(t, a, b, 12, 450)
+				for c, v := range a.Stat {
+					if c != 12 {
+						v.User += 450
+						v.Idle += 50
+						b.Stat[c] = v
+					}
+				}
+			},
 			without: []string{"softirq-saturated"},
 		},
 		{
@@ -137,11 +154,22 @@ func TestDiagnose(t *testing.T) {
 		},
 		{
 			name: "queue IRQs on one CPU, from effective affinity", root: fx2Socket,
-			want: []string{"queue-irqs-one-cpu"},
+			want: []string{"queue-irqs-one-cpu"}, without: []string{"single-queue"},
+		},
+		{
+			name: "queue IRQs spread, from effective affinity", root: fxSMT,
+			without: []string{"queue-irqs-one-cpu", "single-queue"},
 		},
 		{
 			name: "single queue", root: fxVM,
 			want: []string{"single-queue"}, without: []string{"queue-irqs-one-cpu"},
+			sev: map[string]Severity{"single-queue": Warning},
+		},
+		{
+			name: "single queue already spread by RPS", root: fxVM,
+			craft: func(t *testing.T, h *topo.Host, a, b *Snapshot) { h.NIC("eth0").RxQueues[0].RPS = topo.NewCPUSet(0, 1) },
+			want:  []string{"single-queue"},
+			sev:   map[string]Severity{"single-queue": Info},
 		},
 		{
 			name: "IRQs on loop CPUs", root: fx2Socket, opt: Options{LoopCPUs: topo.NewCPUSet(12, 13, 14)},
@@ -219,13 +247,25 @@ func TestDiagnose(t *testing.T) {
 			want: []string{"busy-poll-unset", "memlock-low", "no-hugepages"}, without: []string{"adaptive-coalescing-busy-poll", "irqbalance-pinned"},
 		},
 		{
+			name: "irqbalance running, no IRQ pinned", root: fx2Socket,
+			craft:   func(t *testing.T, h *topo.Host, a, b *Snapshot) { h.IrqbalancePID = 4242 },
+			without: []string{"irqbalance-pinned"},
+		},
+		{
 			name: "irqbalance moved an IRQ during the sample", root: fxSMT,
 			craft: func(t *testing.T, h *topo.Host, a, b *Snapshot) { b.IRQAffinity[61] = "0-15" },
 			want:  []string{"irqbalance-pinned"},
 		},
 		{
 			name: "root with CAP_IPC_LOCK", root: fxVM,
-			want: []string{"busy-poll-unset", "no-hugepages"}, without: []string{"memlock-low", "softirq-saturated", "backlog-drops", "nic-drops"},
+			want: []string{"busy-poll-unset", "no-hugepages"}, without: []string{"memlock-low", "softirq-saturated", "backlog-drops", "nic-drops", "netlink-unavailable"},
+			sev: map[string]Severity{"no-hugepages": Info},
+		},
+		{
+			name: "no huge pages and THP off", root: fxVM,
+			craft: func(t *testing.T, h *topo.Host, a, b *Snapshot) { h.HugePages.THP = "never" },
+			want:  []string{"no-hugepages"},
+			sev:   map[string]Severity{"no-hugepages": Warning},
 		},
 		{
 			name: "memlock below what the application locks", root: fx2Socket, opt: Options{LockedBytes: 4 << 20},
@@ -252,6 +292,9 @@ func TestDiagnose(t *testing.T) {
 				}
 			}
 			for _, f := range fs {
+				if want, ok := tt.sev[f.ID]; ok && f.Severity != want {
+					t.Errorf("%s is %s, want %s", f.ID, f.Severity, want)
+				}
 				if len(f.Evidence) == 0 || f.Fix == "" || f.Title == "" {
 					t.Errorf("finding %s lacks evidence or fix: %+v", f.ID, f)
 				}
