@@ -96,7 +96,7 @@ func Markdown(rep *Report) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# spindle %s report\n\n", rep.Kind)
 	fmt.Fprintf(&b, "- host: %s, %s, %d CPUs (%s), %s\n", rep.Host.Hostname, rep.Host.Kernel, rep.Host.CPUs, rep.Host.CPUModel, rep.Host.GoVersion)
-	fmt.Fprintf(&b, "- topology: **%s**; server CPUs %v, client CPUs %v (%d threads)\n", rep.Topology, rep.Config.ServerCPUs, rep.Config.ClientCPUs, rep.Config.ClientThreads)
+	fmt.Fprintf(&b, "- topology: **%s**; server CPUs %v, client CPUs %v (%d client threads)\n", rep.Topology, rep.Config.ServerCPUs, rep.Config.ClientCPUs, rep.Config.ClientThreads)
 	fmt.Fprintf(&b, "- %d connections, %d in flight each (closed loop), %d-byte payload, compute %d µs, %d reps, each %.2fs warm-up + %.2fs measured; started %s, %.0fs\n",
 		rep.Config.Conns, rep.Config.InFlight, rep.Config.Payload, rep.Config.ComputeUS, rep.Config.Reps,
 		rep.Config.WarmupSeconds, rep.Config.WindowSeconds, rep.Started.Format("2006-01-02 15:04 UTC"), rep.Seconds)
@@ -404,6 +404,8 @@ func cpuSVG(rep *Report, colours map[string]string) string {
 	for i, p := range parts {
 		fmt.Fprintf(&b, `<rect x="%.0f" y="6" width="10" height="10" fill="%s"/><text x="%.0f" y="15">%s</text>`, c.left+float64(i)*80, p.colour, c.left+float64(i)*80+14, p.name)
 	}
+	lx := c.left + float64(len(parts))*80
+	fmt.Fprintf(&b, `<line x1="%.0f" y1="5" x2="%.0f" y2="17" stroke="#000" stroke-width="2"/><text x="%.0f" y="15">server process (getrusage)</text>`, lx+5, lx+5, lx+12)
 	for i, br := range bars {
 		y := c.top + float64(i)*rowH
 		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="end">%s</text>`, c.left-4, y+12, html.EscapeString(br.label))

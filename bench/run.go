@@ -23,6 +23,9 @@ type Config struct {
 	// measurements (each gets a fifth as warm-up, the rest as its window);
 	// server start-up and drains come on top. Default 2 minutes.
 	Duration time.Duration
+	// Warmup and Window, when set, fix each measurement's warm-up and
+	// measured window instead of deriving them from Duration.
+	Warmup, Window time.Duration
 	// Reps is the number of repetitions of each measurement. Default 3.
 	Reps int
 	// Conns is the number of client connections. Default 50.
@@ -367,6 +370,12 @@ func (r *runner) splitBudget() {
 	per := r.cfg.Duration / time.Duration(max(r.total, 1))
 	r.warmup = min(max(per/5, 50*time.Millisecond), time.Second)
 	r.window = max(per-r.warmup, 100*time.Millisecond)
+	if r.cfg.Warmup > 0 {
+		r.warmup = r.cfg.Warmup
+	}
+	if r.cfg.Window > 0 {
+		r.window = r.cfg.Window
+	}
 	r.report.Config.WarmupSeconds = r.warmup.Seconds()
 	r.report.Config.WindowSeconds = r.window.Seconds()
 	fmt.Fprintf(r.cfg.Progress, "spindle bench: %d measurements on %s, each %v warm-up + %v measured; server CPUs %v, client CPUs %v\n",

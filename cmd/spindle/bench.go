@@ -20,16 +20,22 @@ func init() {
 // benchFlags are the flags shared by bench and bench sweep.
 type benchFlags struct {
 	arms, topology, serverCPUs, clientCPUs, spareCPUs, peersDir, out string
-	duration                                                         time.Duration
+	duration, warmup, window                                         time.Duration
 	reps, conns, inflight, payload, compute, loops                   int
 	threads                                                          int
 	jsonOut                                                          bool
 }
 
 func (f *benchFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.arms, "arms", "", "comma-separated arms to run (default: every arm available)")
+	var names []string
+	for _, a := range bench.Arms() {
+		names = append(names, a.Name)
+	}
+	fs.StringVar(&f.arms, "arms", "", "comma-separated arms to run, of "+strings.Join(names, ", ")+" (default: every arm that can run here)")
 	fs.StringVar(&f.topology, "topology", "loopback", "loopback, or wire (two netns joined by a veth pair; root)")
 	fs.DurationVar(&f.duration, "duration", 2*time.Minute, "total measuring budget, shared among the measurements")
+	fs.DurationVar(&f.warmup, "warmup", 0, "each measurement's dropped warm-up (default: a fifth of its share of --duration)")
+	fs.DurationVar(&f.window, "window", 0, "each measurement's measured window (default: the rest of its share of --duration)")
 	fs.IntVar(&f.reps, "reps", 3, "repetitions of each measurement (arms alternate within each)")
 	fs.IntVar(&f.conns, "conns", 50, "client connections")
 	fs.IntVar(&f.inflight, "inflight", 1, "closed-loop requests in flight per connection")
@@ -47,7 +53,7 @@ func (f *benchFlags) register(fs *flag.FlagSet) {
 
 func (f *benchFlags) config(fs *flag.FlagSet) (bench.Config, error) {
 	cfg := bench.Config{
-		Topology: f.topology, Duration: f.duration, Reps: f.reps, Conns: f.conns, InFlight: f.inflight,
+		Topology: f.topology, Duration: f.duration, Warmup: f.warmup, Window: f.window, Reps: f.reps, Conns: f.conns, InFlight: f.inflight,
 		Payload: f.payload, ComputeUS: f.compute, Loops: f.loops, ClientThreads: f.threads,
 		PeersDir: f.peersDir, Progress: os.Stderr,
 	}
