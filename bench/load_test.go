@@ -17,6 +17,20 @@ import (
 // for the test process's threads.
 func init() {
 	RegisterArm(Arm{Name: "stall", Summary: "test: go-net that stalls once", Start: startStall, Order: 99})
+	RegisterArm(Arm{Name: "crash", Summary: "test: go-net that exits after 2000 replies", Order: 99,
+		Start: func(ctx context.Context, cfg ServerConfig) (Server, error) {
+			s, err := startGoNet(ctx, cfg)
+			if err != nil {
+				return nil, err
+			}
+			var n atomic.Int64
+			s.(*goNetServer).hook = func() {
+				if n.Add(1) > 2000 {
+					os.Exit(3)
+				}
+			}
+			return s, nil
+		}})
 }
 
 type stallServer struct {

@@ -472,8 +472,9 @@ func (r *runner) measure(ctx context.Context, a Arm, rep int, mode string, frac,
 		edges = <-snaps
 		err = errors.Join(edges[0].err, edges[1].err)
 	}
-	if serr := p.stop(); err == nil && serr != nil {
-		err = serr
+	if serr := p.stop(); serr != nil {
+		// A crashed server explains a failed load run: keep both.
+		err = errors.Join(err, serr)
 	}
 	if err != nil {
 		return res, fmt.Errorf("bench: %s %s rep %d: %w", a.Name, mode, rep, err)

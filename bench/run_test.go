@@ -207,3 +207,16 @@ func TestRunSkipsArmThatCannotStart(t *testing.T) {
 		t.Fatal("a run with no runnable arm succeeded")
 	}
 }
+
+func TestRunFailsWhenServerCrashes(t *testing.T) {
+	skipUnlessLinux(t)
+	argv, env := testChildCommand()
+	_, err := Run(context.Background(), Config{
+		Arms: []string{"crash"}, Duration: 300 * time.Millisecond, Reps: 1, Conns: 2,
+		OpenFractions: []float64{}, ServerCommand: argv, ServerEnv: env,
+	})
+	if err == nil || !strings.Contains(err.Error(), "exit status 3") {
+		t.Fatalf("err = %v, want the server's exit status", err)
+	}
+	t.Log(err)
+}
