@@ -21,7 +21,8 @@ type Config struct {
 	Topology string
 	// Duration is the run's total measuring budget, shared among its
 	// measurements (each gets a fifth as warm-up, the rest as its window);
-	// server start-up and drains come on top. Default 2 minutes.
+	// server start-up and drains come on top. Default 100 s, about two
+	// minutes in all.
 	Duration time.Duration
 	// Warmup and Window, when set, fix each measurement's warm-up and
 	// measured window instead of deriving them from Duration.
@@ -74,7 +75,7 @@ type Config struct {
 
 func (c Config) withDefaults() (Config, error) {
 	if c.Duration <= 0 {
-		c.Duration = 2 * time.Minute
+		c.Duration = 100 * time.Second
 	}
 	if c.Reps <= 0 {
 		c.Reps = 3

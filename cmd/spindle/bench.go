@@ -33,7 +33,7 @@ func (f *benchFlags) register(fs *flag.FlagSet) {
 	}
 	fs.StringVar(&f.arms, "arms", "", "comma-separated arms to run, of "+strings.Join(names, ", ")+" (default: every arm that can run here)")
 	fs.StringVar(&f.topology, "topology", "loopback", "loopback, or wire (two netns joined by a veth pair; root)")
-	fs.DurationVar(&f.duration, "duration", 2*time.Minute, "total measuring budget, shared among the measurements")
+	fs.DurationVar(&f.duration, "duration", 100*time.Second, "total measuring budget, shared among the measurements (start-up and drains add about a fifth)")
 	fs.DurationVar(&f.warmup, "warmup", 0, "each measurement's dropped warm-up (default: a fifth of its share of --duration)")
 	fs.DurationVar(&f.window, "window", 0, "each measurement's measured window (default: the rest of its share of --duration)")
 	fs.IntVar(&f.reps, "reps", 3, "repetitions of each measurement (arms alternate within each)")
