@@ -1,6 +1,8 @@
 package tune
 
 import (
+	"path/filepath"
+
 	"github.com/spindlenet/spindle/topo"
 )
 
@@ -8,7 +10,7 @@ import (
 // calling thread's network namespace), else a captured tree under root
 // with its netlink.json when present.
 func ReadHost(root string) (*topo.Host, error) {
-	if root == "/" || root == "" {
+	if root == "" || filepath.Clean(root) == "/" {
 		return topo.ReadLive()
 	}
 	return topo.ReadFixture(root)
@@ -21,6 +23,7 @@ func OpenTarget(root string) (t Target, close func(), err error) {
 	if root == "" {
 		root = "/"
 	}
+	root = filepath.Clean(root)
 	t = Target{Root: root}
 	if root != "/" {
 		return t, func() {}, nil

@@ -85,7 +85,7 @@ type Plan struct {
 	Policy     Policy   `json:"policy"`
 	Interfaces []string `json:"interfaces"`
 	// LoopCPUs is where spindle's loops should run: pass it to
-	// `spindle bench`/`proxy` (--cpus).
+	// `spindle bench --server-cpus` (and --loops, its size).
 	LoopCPUs topo.CPUSet `json:"loop_cpus"`
 	// IRQCPUs is where queue interrupts and softirq processing go.
 	IRQCPUs topo.CPUSet `json:"irq_cpus"`

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -91,6 +92,12 @@ func tuneInspect(args []string, w io.Writer) error {
 	return tune.WriteHost(w, h)
 }
 
+// diagnoseReport is what `tune diagnose --json` prints.
+type diagnoseReport struct {
+	PeriodSeconds float64        `json:"period_seconds"`
+	Findings      []tune.Finding `json:"findings"`
+}
+
 func tuneDiagnose(ctx context.Context, args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("tune diagnose", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -130,10 +137,7 @@ func tuneDiagnose(ctx context.Context, args []string, w io.Writer) error {
 		if findings == nil {
 			findings = []tune.Finding{}
 		}
-		return printJSON(w, struct {
-			PeriodSeconds float64        `json:"period_seconds"`
-			Findings      []tune.Finding `json:"findings"`
-		}{b.Time.Sub(a.Time).Seconds(), findings})
+		return printJSON(w, diagnoseReport{b.Time.Sub(a.Time).Seconds(), findings})
 	}
 	return tune.WriteFindings(w, findings)
 }
@@ -197,9 +201,16 @@ func tunePlan(args []string, w io.Writer) error {
 	return applyPlan(p, *root, *state, *asJSON, w)
 }
 
+// geteuid is os.Geteuid; tests replace it to check the refusals a
+// non-root user gets.
+var geteuid = os.Geteuid
+
+// live reports whether root names the live host's / (not a captured tree).
+func live(root string) bool { return root == "" || filepath.Clean(root) == "/" }
+
 func applyPlan(p *tune.Plan, root, state string, asJSON bool, w io.Writer) error {
-	if root == "/" && os.Geteuid() != 0 {
-		return fmt.Errorf("applying to the live host needs root")
+	if live(root) && geteuid() != 0 {
+		return fmt.Errorf("applying to the live host needs root (run as root, or give --root to apply to a captured tree)")
 	}
 	t, done, err := tune.OpenTarget(root)
 	if err != nil {
@@ -277,7 +288,7 @@ func tuneRevert(args []string, w io.Writer) error {
 	if r == "" {
 		r = st.Root
 	}
-	if r == "/" && os.Geteuid() != 0 {
+	if live(r) && geteuid() != 0 {
 		return fmt.Errorf("reverting the live host needs root")
 	}
 	t, done, err := tune.OpenTarget(r)

@@ -52,10 +52,7 @@ func TestTuneFixtureCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var d struct {
-		PeriodSeconds float64        `json:"period_seconds"`
-		Findings      []tune.Finding `json:"findings"`
-	}
+	var d diagnoseReport
 	strictJSON(t, out, &d)
 	found := false
 	for _, f := range d.Findings {
@@ -93,6 +90,86 @@ func TestTuneRefuses(t *testing.T) {
 		} else if args[0] == "plan" && !errors.Is(err, tune.ErrRefused) {
 			t.Errorf("spindle tune %s: %v does not wrap ErrRefused", strings.Join(args, " "), err)
 		}
+	}
+}
+
+// TestTuneApplyRefuses feeds apply and revert bad input, and checks that a
+// user without root is refused on the live host before anything is read or
+// written. The plans and states given for the live host are harmless even
+// if a check failed: their old values are not the host's (apply would stop
+// as stale) or equal to the current values (revert would rewrite them).
+func TestTuneApplyRefuses(t *testing.T) {
+	dir := t.TempDir()
+	file := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	somaxconn, err := os.ReadFile("/proc/sys/net/core/somaxconn")
+	if err != nil {
+		t.Skipf("no somaxconn to build a harmless live state from: %v", err)
+	}
+	cur, _ := json.Marshal(string(somaxconn))
+	stalePlan := file("stale.json", `{"policy":"inline","writes":[{"kind":"file","path":"/proc/sys/net/core/somaxconn","format":"int","old":"not the current value","new":"4096","reason":"test"}]}`)
+	liveState := file("live-state.json", `{"version":1,"root":"/","plan":{"policy":"inline","writes":[{"kind":"file","path":"/proc/sys/net/core/somaxconn","format":"int","old":`+string(cur)+`,"new":"4096","reason":"test"}]},"before":[`+string(cur)+`]}`)
+	fixture := filepath.Join(t.TempDir(), "host")
+	if out, err := exec.Command("cp", "-a", tuneFixture, fixture).CombinedOutput(); err != nil {
+		t.Skipf("cp -a: %v %s", err, out)
+	}
+	tests := []struct {
+		name    string
+		args    []string
+		nonRoot bool
+		refused bool   // the error must wrap tune.ErrRefused
+		msg     string // and contain this
+	}{
+		{name: "no plan", args: []string{"apply", "--root", fixture}, msg: "--plan is required"},
+		{name: "missing plan file", args: []string{"apply", "--root", fixture, "--plan", filepath.Join(dir, "nope.json")}, msg: "no such file"},
+		{name: "not JSON", args: []string{"apply", "--root", fixture, "--plan", file("garbage.json", "policy: inline\n")}, msg: "plan:"},
+		{name: "unknown field", args: []string{"apply", "--root", fixture, "--plan", file("extra.json", `{"policy":"inline","writes":[],"turbo":true}`)}, msg: `unknown field "turbo"`},
+		{name: "path outside /proc and /sys", args: []string{"apply", "--root", fixture, "--plan",
+			file("etc.json", `{"writes":[{"kind":"file","path":"/etc/hostname","format":"int","old":"","new":"1","reason":"r"}]}`)}, refused: true, msg: "outside /proc and /sys"},
+		{name: "dot-dot path", args: []string{"apply", "--root", fixture, "--plan",
+			file("dotdot.json", `{"writes":[{"kind":"file","path":"/sys/../etc/hostname","format":"int","old":"","new":"1","reason":"r"}]}`)}, refused: true, msg: "not a clean absolute path"},
+		{name: "CPU not on the machine", args: []string{"apply", "--root", fixture, "--plan",
+			file("cpu.json", `{"writes":[{"kind":"file","path":"/proc/irq/121/smp_affinity_list","format":"cpulist","old":"0-23\n","new":"99","reason":"r"}]}`)}, refused: true, msg: "not online"},
+		{name: "stale plan", args: []string{"apply", "--root", fixture, "--plan", stalePlan, "--state", filepath.Join(dir, "state-1.json")}, msg: "stale"},
+		{name: "missing state", args: []string{"revert", "--state", filepath.Join(dir, "none.json")}, msg: "no such file"},
+		{name: "not a state file", args: []string{"revert", "--state", stalePlan}, msg: "unknown field"},
+		{name: "apply live without root", args: []string{"apply", "--plan", stalePlan, "--state", filepath.Join(dir, "state-2.json")}, nonRoot: true, msg: "needs root"},
+		{name: "apply live (root //) without root", args: []string{"apply", "--root", "//", "--plan", stalePlan, "--state", filepath.Join(dir, "state-3.json")}, nonRoot: true, msg: "needs root"},
+		{name: "revert live without root", args: []string{"revert", "--state", liveState}, nonRoot: true, msg: "needs root"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.nonRoot {
+				geteuid = func() int { return 1000 }
+				defer func() { geteuid = os.Geteuid }()
+			}
+			before := readTree(t, fixture)
+			out, err := tuneRun(t, tt.args...)
+			if err == nil || !strings.Contains(err.Error(), tt.msg) {
+				t.Fatalf("spindle tune %s = %v (output %q), want an error containing %q", strings.Join(tt.args, " "), err, out, tt.msg)
+			}
+			if tt.refused && !errors.Is(err, tune.ErrRefused) {
+				t.Errorf("%v does not wrap tune.ErrRefused", err)
+			}
+			after := readTree(t, fixture)
+			for k, v := range before {
+				if after[k] != v {
+					t.Errorf("%s changed by a refused command", k)
+				}
+			}
+		})
+	}
+	if _, err := os.Stat(liveState); err != nil {
+		t.Errorf("a refused revert moved the state file: %v", err)
+	}
+	ents, _ := filepath.Glob(filepath.Join(dir, "state-*.json"))
+	if len(ents) > 0 {
+		t.Errorf("refused applies left state files: %v", ents)
 	}
 }
 
@@ -170,10 +247,7 @@ func TestTuneLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var d struct {
-		PeriodSeconds float64        `json:"period_seconds"`
-		Findings      []tune.Finding `json:"findings"`
-	}
+	var d diagnoseReport
 	strictJSON(t, out, &d)
 	h, err := topo.ReadLive()
 	if err != nil {
