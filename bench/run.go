@@ -249,6 +249,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rate := f * slowest
 		if rate <= 0 {
 			r.report.Notes = append(r.report.Notes, fmt.Sprintf("open loop at %.0f%% skipped: the slowest arm's closed-loop peak is 0", f*100))
+			r.total -= len(arms) * c.Reps
 			continue
 		}
 		for rep := 1; rep <= c.Reps; rep++ {
