@@ -53,12 +53,17 @@ func (a *Arena) Timespec() *Timespec {
 	return (*Timespec)(sys.As[sys.Timespec](b))
 }
 
-// Msghdr returns a msghdr for PrepSendmsg describing bufs (which must
-// themselves be off-heap) and optional encoded destination address name, or
-// nil when the arena is full.
+// Msghdr returns a msghdr for PrepSendmsg describing bufs and optional
+// encoded destination address name, or nil when the arena is full. name and
+// bufs must come from MapAnon, an Arena or a BufRing (it panics with
+// ErrNotOffHeap otherwise), since the kernel reads them after Submit.
 //
 // The arena's goroutine.
 func (a *Arena) Msghdr(name []byte, bufs ...[]byte) *Msghdr {
+	kbuf(name)
+	for _, b := range bufs {
+		kbuf(b)
+	}
 	mb := a.Bytes(sys.SizeOf[sys.Msghdr]())
 	ib := a.Bytes(sys.SizeOf[sys.Iovec]() * len(bufs))
 	if mb == nil || (len(bufs) > 0 && ib == nil) {

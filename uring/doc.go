@@ -12,9 +12,11 @@
 // The hot path does not allocate: GetSQE, the Prep methods, Submit,
 // SubmitAndWait and PeekCQEs. user_data is an integer the caller chooses (a
 // handle: slot index and generation), never a Go pointer. Memory the kernel
-// reads or writes after a call returns (buffers given to Prep methods, fixed
-// buffers, buffer rings) must be off the Go heap (see Arena, BufRing,
-// MapAnon) or pinned by the caller until the completion is reaped.
+// reads or writes after a call returns (buffers, socket addresses, msghdrs
+// and timespecs given to Prep methods, fixed buffers, buffer rings) must come
+// from MapAnon, directly or through Arena and BufRing: Prep methods panic
+// with ErrNotOffHeap and RegisterBuffers fails for any other memory, Go heap,
+// goroutine stack or pinned, before the kernel can see it.
 //
 // A negative CQE result is a unix.Errno (CQE.Err). Missing kernel features
 // are reported as ErrNotSupported or *UnsupportedFeatureError, and Probe

@@ -20,14 +20,19 @@ func regErr(feature, min string, err error) error {
 }
 
 // RegisterBuffers registers bufs as fixed buffers 0..len(bufs)-1 for
-// PrepReadFixed, PrepWriteFixed and PrepSendZC. The buffers must be off the Go
-// heap (MapAnon, Arena); the kernel pins their pages (RLIMIT_MEMLOCK applies
-// without CAP_IPC_LOCK). Owner goroutine.
+// PrepReadFixed, PrepWriteFixed and PrepSendZC. Each buffer must lie inside
+// one live mapping from MapAnon (or an Arena): anything else fails with
+// ErrNotOffHeap before the kernel sees it. The kernel pins the pages until
+// UnregisterBuffers or Close (RLIMIT_MEMLOCK applies without CAP_IPC_LOCK);
+// unmap the memory only after that. Owner goroutine.
 func (r *Ring) RegisterBuffers(bufs [][]byte) error {
 	iovs := make([]sys.Iovec, len(bufs))
 	for i, b := range bufs {
 		if len(b) == 0 {
 			return fmt.Errorf("uring: fixed buffer %d is empty: %w", i, unix.EINVAL)
+		}
+		if !sys.OffHeapBytes(b) {
+			return fmt.Errorf("fixed buffer %d: %w", i, ErrNotOffHeap)
 		}
 		iovs[i] = sys.Iovec{Base: sys.SliceAddr(b), Len: uint64(len(b))}
 	}

@@ -1,10 +1,39 @@
 package uring
 
 import (
+	"errors"
 	"time"
 
 	"github.com/spindlenet/spindle/internal/sys"
 )
+
+// ErrNotOffHeap is the panic value of a Prep method given memory that does
+// not lie inside one live mapping from MapAnon (directly, or through Arena or
+// BufRing). The kernel may use an SQE's memory after Submit returns: Go heap
+// memory could be freed by then and a goroutine stack could have moved, so
+// the binding refuses them instead of corrupting memory later. Memory pinned
+// with runtime.Pinner is refused too, because the binding cannot see when it
+// is unpinned.
+var ErrNotOffHeap = errors.New("uring: memory for the kernel is not from MapAnon, Arena or BufRing")
+
+// kbuf returns the address of b for an SQE after checking that b is off the
+// Go heap (len 0 passes: the kernel touches nothing).
+func kbuf(b []byte) uint64 {
+	a := sys.SliceAddr(b)
+	if !sys.OffHeap(a, uint64(len(b))) {
+		panic(ErrNotOffHeap)
+	}
+	return a
+}
+
+// kptr is kbuf for one value the kernel reads by address (timespec, msghdr).
+func kptr[T any](p *T) uint64 {
+	a := sys.Addr(p)
+	if !sys.OffHeap(a, uint64(sys.SizeOf[T]())) {
+		panic(ErrNotOffHeap)
+	}
+	return a
+}
 
 // SQE is a submission queue entry: the 64-byte kernel struct io_uring_sqe in
 // the ring's shared memory, handed out zeroed by Ring.GetSQE. Fill it with one
@@ -12,6 +41,12 @@ import (
 // the raw ABI for ops without a Prep method. An SQE must not be used after
 // the next Submit. Its methods are called from the owner goroutine of the
 // ring it came from, and do not allocate.
+//
+// Every buffer, socket address, msghdr and timespec a Prep method takes must
+// lie in memory from MapAnon, Arena or BufRing, and stay there, unchanged
+// where the kernel reads it, until the operation's last CQE: the kernel may
+// read it after Submit returns (always with SQPoll, and for data buffers in
+// any mode). Prep methods panic with ErrNotOffHeap otherwise.
 type SQE sys.SQE
 
 // SQE flags for SetFlags (IOSQE_*).
@@ -88,14 +123,16 @@ func (s *SQE) PrepAcceptMultishot(fd int, flags int, direct bool, userData uint6
 }
 
 // PrepConnect prepares a connect of fd to the encoded socket address sa (see
-// EncodeSockaddr). The kernel copies sa during Submit.
+// EncodeSockaddr, Arena.Sockaddr). The kernel copies sa when it prepares the
+// request: during Submit, or later in the SQPOLL thread, so keep sa until the
+// CQE.
 func (s *SQE) PrepConnect(fd int, sa []byte, userData uint64) {
-	s.prep(sys.IORING_OP_CONNECT, fd, sys.SliceAddr(sa), 0, uint64(len(sa)), userData)
+	s.prep(sys.IORING_OP_CONNECT, fd, kbuf(sa), 0, uint64(len(sa)), userData)
 }
 
 // PrepRecv prepares a receive into buf with recv(2) flags.
 func (s *SQE) PrepRecv(fd int, buf []byte, flags int, userData uint64) {
-	s.prep(sys.IORING_OP_RECV, fd, sys.SliceAddr(buf), uint32(len(buf)), 0, userData)
+	s.prep(sys.IORING_OP_RECV, fd, kbuf(buf), uint32(len(buf)), 0, userData)
 	s.OpFlags = uint32(flags)
 }
 
@@ -123,7 +160,7 @@ func (s *SQE) PrepRecvMultishot(fd int, group uint16, bundle bool, flags int, us
 // PrepSend prepares a send of buf with send(2) flags. buf must stay valid
 // until the CQE.
 func (s *SQE) PrepSend(fd int, buf []byte, flags int, userData uint64) {
-	s.prep(sys.IORING_OP_SEND, fd, sys.SliceAddr(buf), uint32(len(buf)), 0, userData)
+	s.prep(sys.IORING_OP_SEND, fd, kbuf(buf), uint32(len(buf)), 0, userData)
 	s.OpFlags = uint32(flags)
 }
 
@@ -134,7 +171,7 @@ func (s *SQE) PrepSend(fd int, buf []byte, flags int, userData uint64) {
 // buf (the only way to send from a fixed buffer in 6.18); -1 means none.
 // The notification's CQE.ZCCopied reports whether the kernel had to copy.
 func (s *SQE) PrepSendZC(fd int, buf []byte, flags int, fixedBuf int, userData uint64) {
-	s.prep(sys.IORING_OP_SEND_ZC, fd, sys.SliceAddr(buf), uint32(len(buf)), 0, userData)
+	s.prep(sys.IORING_OP_SEND_ZC, fd, kbuf(buf), uint32(len(buf)), 0, userData)
 	s.OpFlags = uint32(flags)
 	s.Ioprio = sys.IORING_SEND_ZC_REPORT_USAGE
 	if fixedBuf >= 0 {
@@ -147,31 +184,31 @@ func (s *SQE) PrepSendZC(fd int, buf []byte, flags int, fixedBuf int, userData u
 // (Arena.Msghdr) together with its iovecs and name; the data buffers must stay
 // valid until the CQE.
 func (s *SQE) PrepSendmsg(fd int, msg *Msghdr, flags int, userData uint64) {
-	s.prep(sys.IORING_OP_SENDMSG, fd, sys.Addr((*sys.Msghdr)(msg)), 1, 0, userData)
+	s.prep(sys.IORING_OP_SENDMSG, fd, kptr((*sys.Msghdr)(msg)), 1, 0, userData)
 	s.OpFlags = uint32(flags)
 }
 
 // PrepRead prepares a read into buf at file offset off (-1: current position).
 func (s *SQE) PrepRead(fd int, buf []byte, off int64, userData uint64) {
-	s.prep(sys.IORING_OP_READ, fd, sys.SliceAddr(buf), uint32(len(buf)), uint64(off), userData)
+	s.prep(sys.IORING_OP_READ, fd, kbuf(buf), uint32(len(buf)), uint64(off), userData)
 }
 
 // PrepWrite prepares a write of buf at file offset off (-1: current position).
 func (s *SQE) PrepWrite(fd int, buf []byte, off int64, userData uint64) {
-	s.prep(sys.IORING_OP_WRITE, fd, sys.SliceAddr(buf), uint32(len(buf)), uint64(off), userData)
+	s.prep(sys.IORING_OP_WRITE, fd, kbuf(buf), uint32(len(buf)), uint64(off), userData)
 }
 
 // PrepReadFixed prepares a read into buf, which must lie inside registered
 // buffer bufIndex (Ring.RegisterBuffers).
 func (s *SQE) PrepReadFixed(fd int, buf []byte, off int64, bufIndex int, userData uint64) {
-	s.prep(sys.IORING_OP_READ_FIXED, fd, sys.SliceAddr(buf), uint32(len(buf)), uint64(off), userData)
+	s.prep(sys.IORING_OP_READ_FIXED, fd, kbuf(buf), uint32(len(buf)), uint64(off), userData)
 	s.BufIndex = uint16(bufIndex)
 }
 
 // PrepWriteFixed prepares a write of buf, which must lie inside registered
 // buffer bufIndex.
 func (s *SQE) PrepWriteFixed(fd int, buf []byte, off int64, bufIndex int, userData uint64) {
-	s.prep(sys.IORING_OP_WRITE_FIXED, fd, sys.SliceAddr(buf), uint32(len(buf)), uint64(off), userData)
+	s.prep(sys.IORING_OP_WRITE_FIXED, fd, kbuf(buf), uint32(len(buf)), uint64(off), userData)
 	s.BufIndex = uint16(bufIndex)
 }
 
@@ -193,11 +230,11 @@ func (s *SQE) PrepPollRemove(target uint64, userData uint64) {
 }
 
 // PrepTimeout prepares a timeout that completes with -ETIME after ts, or with
-// Res 0 once count other completions were posted (0: time only). ts must be
-// off the Go heap (Ring.Timespec, Arena.Timespec); the kernel reads it during
-// Submit.
+// Res 0 once count other completions were posted (0: time only). ts comes
+// from Ring.Timespec or Arena.Timespec; the kernel reads it when it prepares
+// the request (during Submit, or later in the SQPOLL thread).
 func (s *SQE) PrepTimeout(ts *Timespec, count uint32, flags uint32, userData uint64) {
-	s.prep(sys.IORING_OP_TIMEOUT, -1, sys.Addr((*sys.Timespec)(ts)), 1, uint64(count), userData)
+	s.prep(sys.IORING_OP_TIMEOUT, -1, kptr((*sys.Timespec)(ts)), 1, uint64(count), userData)
 	s.OpFlags = flags
 }
 
@@ -210,7 +247,7 @@ func (s *SQE) PrepTimeoutRemove(target uint64, userData uint64) {
 // FlagIOLink: if it has not completed after ts it is cancelled (-ECANCELED)
 // and this completes with -ETIME; otherwise this completes with -ECANCELED.
 func (s *SQE) PrepLinkTimeout(ts *Timespec, flags uint32, userData uint64) {
-	s.prep(sys.IORING_OP_LINK_TIMEOUT, -1, sys.Addr((*sys.Timespec)(ts)), 1, 0, userData)
+	s.prep(sys.IORING_OP_LINK_TIMEOUT, -1, kptr((*sys.Timespec)(ts)), 1, 0, userData)
 	s.OpFlags = flags
 }
 

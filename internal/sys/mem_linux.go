@@ -24,7 +24,7 @@ const thpEnabledPath = "/sys/kernel/mm/transparent_hugepage/enabled"
 //
 // The returned slice has len == length and cap == the mapped size. Release it
 // with Unmap, passing this slice or a reslice that keeps its start and cap.
-// Safe for concurrent use.
+// The mapping is recorded for OffHeap until Unmap. Safe for concurrent use.
 func MapAnon(length int, huge bool) ([]byte, PageKind, error) {
 	if length <= 0 {
 		return nil, PageSmall, fmt.Errorf("sys: map %d bytes: %w", length, unix.EINVAL)
@@ -35,16 +35,19 @@ func MapAnon(length int, huge bool) ([]byte, PageKind, error) {
 		if err != nil {
 			return nil, PageSmall, err
 		}
+		addSpan(uintptr(p), uintptr(size))
 		return unsafe.Slice((*byte)(p), size)[:length], PageSmall, nil
 	}
 	size := roundUp(length, HugePageSize)
 	if p, err := mmapAnon(size, unix.MAP_HUGETLB); err == nil {
+		addSpan(uintptr(p), uintptr(size))
 		return unsafe.Slice((*byte)(p), size)[:length], PageHuge, nil
 	}
 	p, err := mmapAligned(size, HugePageSize)
 	if err != nil {
 		return nil, PageSmall, err
 	}
+	addSpan(uintptr(p), uintptr(size))
 	b := unsafe.Slice((*byte)(p), size)
 	kind := PageSmall
 	if thpAvailable() && unix.Madvise(b, unix.MADV_HUGEPAGE) == nil {
@@ -62,6 +65,8 @@ func Unmap(b []byte) error {
 		return nil
 	}
 	p := unsafe.Pointer(unsafe.SliceData(b[:1]))
+	// Forget the span first: from here on OffHeap refuses the range.
+	removeSpan(uintptr(p))
 	if err := unix.MunmapPtr(p, uintptr(cap(b))); err != nil {
 		return os.NewSyscallError("munmap", err)
 	}
