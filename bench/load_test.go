@@ -133,7 +133,9 @@ func TestOpenLoopStall(t *testing.T) {
 		stall = 300 * time.Millisecond
 		dur   = time.Second
 	)
-	stallEnv := []string{"STALL_AT=300ms", "STALL_FOR=" + stall.String()} // 0.2 s into the window
+	// The stall starts 0.4 s after the server child's first request (its own
+	// start-up self-check), about 0.3 s into the window.
+	stallEnv := []string{"STALL_AT=400ms", "STALL_FOR=" + stall.String()}
 	addr := startTestServer(t, "stall", stallEnv...)
 	res, err := RunLoad(context.Background(), LoadConfig{
 		Addr: addr, Conns: 4, Rate: rate,
