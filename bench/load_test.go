@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -69,10 +70,13 @@ func startStall(ctx context.Context, cfg ServerConfig) (Server, error) {
 
 // startTestServer runs arm in a child process (this test binary) and
 // returns its address.
-func startTestServer(t *testing.T, arm string, env ...string) string {
+func startTestServer(t testing.TB, arm string, env ...string) string {
 	t.Helper()
 	argv, cenv := testChildCommand()
 	argv = append(argv, "-arm", arm, "-control")
+	if runtime.NumCPU() > 1 {
+		argv = append(argv, "-cpus", "0")
+	}
 	p, err := startServerProc(context.Background(), argv, append(cenv, env...))
 	if err != nil {
 		t.Fatal(err)
@@ -209,4 +213,33 @@ func TestLoadVerifiesReplies(t *testing.T) {
 	if err == nil || !contains(err.Error(), "does not match") {
 		t.Fatalf("corrupt replies: err = %v, want a mismatch", err)
 	}
+}
+
+// BenchmarkLoadGenerator measures the load generator itself: 64-byte echo,
+// 50 connections closed loop, against the epoll engine arm in a child
+// process on CPU 0, the client on CPU 1. client-µs/req is the client's busy
+// CPU per request; 1e6 divided by it is the client's ceiling on one CPU.
+func BenchmarkLoadGenerator(b *testing.B) {
+	skipUnlessLinux(b)
+	addr := startTestServer(b, "epoll")
+	var cpus []int
+	if runtime.NumCPU() > 1 {
+		cpus = []int{1}
+	}
+	var replies uint64
+	var busy, window time.Duration
+	b.ReportAllocs()
+	for b.Loop() {
+		res, err := RunLoad(context.Background(), LoadConfig{
+			Addr: addr, Conns: 50, Payload: 64, Warmup: 50 * time.Millisecond, Duration: 250 * time.Millisecond, CPUs: cpus,
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		replies += res.Replies
+		busy += res.ClientBusy()
+		window += res.Window
+	}
+	b.ReportMetric(float64(replies)/window.Seconds(), "req/s")
+	b.ReportMetric(float64(busy)/1e3/float64(replies), "client-µs/req")
 }
