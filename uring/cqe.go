@@ -13,9 +13,13 @@ type CQE sys.CQE
 // More reports IORING_CQE_F_MORE: the multishot request that posted this CQE
 // stays armed and will post more. Without it, a multishot request has ended
 // and must be re-armed.
+//
+// Any goroutine: a CQE is a copied value.
 func (c CQE) More() bool { return c.Flags&sys.IORING_CQE_F_MORE != 0 }
 
 // BufferID returns the provided buffer the kernel picked (IORING_CQE_F_BUFFER).
+//
+// Any goroutine: a CQE is a copied value.
 func (c CQE) BufferID() (uint16, bool) {
 	if c.Flags&sys.IORING_CQE_F_BUFFER == 0 {
 		return 0, false
@@ -25,22 +29,32 @@ func (c CQE) BufferID() (uint16, bool) {
 
 // Notif reports IORING_CQE_F_NOTIF: this is the SEND_ZC notification that the
 // kernel no longer references the send buffer.
+//
+// Any goroutine: a CQE is a copied value.
 func (c CQE) Notif() bool { return c.Flags&sys.IORING_CQE_F_NOTIF != 0 }
 
 // ZCCopied reports, for a SEND_ZC notification, that the kernel copied the
 // data instead of sending it zero-copy (IORING_NOTIF_USAGE_ZC_COPIED).
+//
+// Any goroutine: a CQE is a copied value.
 func (c CQE) ZCCopied() bool { return c.Notif() && uint32(c.Res)&sys.IORING_NOTIF_USAGE_ZC_COPIED != 0 }
 
 // SockNonEmpty reports IORING_CQE_F_SOCK_NONEMPTY: more data was queued on
 // the socket when the receive completed.
+//
+// Any goroutine: a CQE is a copied value.
 func (c CQE) SockNonEmpty() bool { return c.Flags&sys.IORING_CQE_F_SOCK_NONEMPTY != 0 }
 
 // BufMore reports IORING_CQE_F_BUF_MORE (incrementally consumed buffer rings).
+//
+// Any goroutine: a CQE is a copied value.
 func (c CQE) BufMore() bool { return c.Flags&sys.IORING_CQE_F_BUF_MORE != 0 }
 
 // Err returns the negative result as a unix.Errno, or nil when Res >= 0 (for
 // SEND_ZC notifications, whose Res is a flag word, always nil). It does not
 // allocate.
+//
+// Any goroutine: a CQE is a copied value.
 func (c CQE) Err() error {
 	if c.Res >= 0 || c.Notif() {
 		return nil

@@ -20,6 +20,8 @@ type UnsupportedFeatureError struct {
 }
 
 // Error implements error.
+//
+// Any goroutine.
 func (e *UnsupportedFeatureError) Error() string {
 	msg := fmt.Sprintf("%s not supported (requires >= %s)", e.Feature, e.MinKernel)
 	if e.Err != nil {
@@ -29,7 +31,11 @@ func (e *UnsupportedFeatureError) Error() string {
 }
 
 // Is makes errors.Is(err, ErrNotSupported) true.
+//
+// Any goroutine.
 func (e *UnsupportedFeatureError) Is(target error) bool { return target == ErrNotSupported }
 
 // Unwrap returns the underlying error.
+//
+// Any goroutine.
 func (e *UnsupportedFeatureError) Unwrap() error { return e.Err }

@@ -22,6 +22,8 @@ type Features struct {
 }
 
 // Get returns the feature with name.
+//
+// Any goroutine.
 func (f *Features) Get(name string) (Feature, bool) {
 	for _, x := range f.List {
 		if x.Name == name {
@@ -32,6 +34,8 @@ func (f *Features) Get(name string) (Feature, bool) {
 }
 
 // Has reports whether feature name is supported.
+//
+// Any goroutine.
 func (f *Features) Has(name string) bool {
 	x, ok := f.Get(name)
 	return ok && x.Supported
@@ -39,6 +43,8 @@ func (f *Features) Has(name string) bool {
 
 // Err returns nil when feature name is supported, otherwise an
 // *UnsupportedFeatureError.
+//
+// Any goroutine.
 func (f *Features) Err(name string) error {
 	x, ok := f.Get(name)
 	if ok && x.Supported {

@@ -81,9 +81,13 @@ const (
 const MsgRingCQESkip = sys.IORING_MSG_RING_CQE_SKIP
 
 // SetFlags ORs IOSQE_* flags (Flag*) into the SQE.
+//
+// Owner goroutine of the ring the SQE came from.
 func (s *SQE) SetFlags(flags uint8) { s.Flags |= flags }
 
 // SetBufGroup selects provided-buffer group g and sets FlagBufferSelect.
+//
+// Owner goroutine of the ring the SQE came from.
 func (s *SQE) SetBufGroup(g uint16) {
 	s.BufIndex = g
 	s.Flags |= sys.IOSQE_BUFFER_SELECT
@@ -99,12 +103,16 @@ func (s *SQE) prep(op uint8, fd int, addr uint64, length uint32, off uint64, use
 }
 
 // PrepNop prepares IORING_OP_NOP, which completes with Res 0.
+//
+// Owner goroutine of the ring the SQE came from.
 func (s *SQE) PrepNop(userData uint64) {
 	s.prep(sys.IORING_OP_NOP, -1, 0, 0, 0, userData)
 }
 
 // PrepAccept prepares a single accept on listening socket fd. flags are
 // accept4 flags (unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC). Res is the new fd.
+//
+// Owner goroutine of the ring the SQE came from.
 func (s *SQE) PrepAccept(fd int, flags int, userData uint64) {
 	s.prep(sys.IORING_OP_ACCEPT, fd, 0, 0, 0, userData)
 	s.OpFlags = uint32(flags)
@@ -114,6 +122,8 @@ func (s *SQE) PrepAccept(fd int, flags int, userData uint64) {
 // accepted connection while CQE.More holds. With direct, each connection is
 // installed in a free fixed-file slot picked by the kernel (Res is the slot;
 // needs RegisterFiles) and flags must not contain SOCK_CLOEXEC.
+//
+// Owner goroutine of the ring the SQE came from.
 func (s *SQE) PrepAcceptMultishot(fd int, flags int, direct bool, userData uint64) {
 	s.PrepAccept(fd, flags, userData)
 	s.Ioprio |= sys.IORING_ACCEPT_MULTISHOT
@@ -126,11 +136,15 @@ func (s *SQE) PrepAcceptMultishot(fd int, flags int, direct bool, userData uint6
 // EncodeSockaddr, Arena.Sockaddr). The kernel copies sa when it prepares the
 // request: during Submit, or later in the SQPOLL thread, so keep sa until the
 // CQE.
+//
+// Owner goroutine of the ring the SQE came from.
 func (s *SQE) PrepConnect(fd int, sa []byte, userData uint64) {
 	s.prep(sys.IORING_OP_CONNECT, fd, kbuf(sa), 0, uint64(len(sa)), userData)
 }
 
 // PrepRecv prepares a receive into buf with recv(2) flags.
+//
+// Owner goroutine of the ring the SQE came from.
 func (s *SQE) PrepRecv(fd int, buf []byte, flags int, userData uint64) {
 	s.prep(sys.IORING_OP_RECV, fd, kbuf(buf), uint32(len(buf)), 0, userData)
 	s.OpFlags = uint32(flags)
@@ -138,6 +152,8 @@ func (s *SQE) PrepRecv(fd int, buf []byte, flags int, userData uint64) {
 
 // PrepRecvBufSelect prepares one receive into a buffer picked from provided
 // buffer group (CQE.BufferID says which).
+//
+// Owner goroutine of the ring the SQE came from.
 func (s *SQE) PrepRecvBufSelect(fd int, group uint16, flags int, userData uint64) {
 	s.prep(sys.IORING_OP_RECV, fd, 0, 0, 0, userData)
 	s.OpFlags = uint32(flags)
@@ -149,6 +165,8 @@ func (s *SQE) PrepRecvBufSelect(fd int, group uint16, flags int, userData uint64
 // It ends with -ENOBUFS when the group has no buffer, and with Res 0 at EOF.
 // With bundle (6.10) one CQE may cover several consecutive buffers (see
 // BufRing.BundleIDs).
+//
+// Owner goroutine of the ring the SQE came from.
 func (s *SQE) PrepRecvMultishot(fd int, group uint16, bundle bool, flags int, userData uint64) {
 	s.PrepRecvBufSelect(fd, group, flags, userData)
 	s.Ioprio |= sys.IORING_RECV_MULTISHOT
@@ -159,6 +177,8 @@ func (s *SQE) PrepRecvMultishot(fd int, group uint16, bundle bool, flags int, us
 
 // PrepSend prepares a send of buf with send(2) flags. buf must stay valid
 // until the CQE.
+//
+// Owner goroutine of the ring the SQE came from.
 func (s *SQE) PrepSend(fd int, buf []byte, flags int, userData uint64) {
 	s.prep(sys.IORING_OP_SEND, fd, kbuf(buf), uint32(len(buf)), 0, userData)
 	s.OpFlags = uint32(flags)
@@ -170,6 +190,8 @@ func (s *SQE) PrepSend(fd int, buf []byte, flags int, userData uint64) {
 // notification. fixedBuf >= 0 is the index of a registered buffer containing
 // buf (the only way to send from a fixed buffer in 6.18); -1 means none.
 // The notification's CQE.ZCCopied reports whether the kernel had to copy.
+//
+// Owner goroutine of the ring the SQE came from.
 func (s *SQE) PrepSendZC(fd int, buf []byte, flags int, fixedBuf int, userData uint64) {
 	s.prep(sys.IORING_OP_SEND_ZC, fd, kbuf(buf), uint32(len(buf)), 0, userData)
 	s.OpFlags = uint32(flags)
@@ -183,23 +205,31 @@ func (s *SQE) PrepSendZC(fd int, buf []byte, flags int, fixedBuf int, userData u
 // PrepSendmsg prepares sendmsg(2) with msg, which must be off the Go heap
 // (Arena.Msghdr) together with its iovecs and name; the data buffers must stay
 // valid until the CQE.
+//
+// Owner goroutine of the ring the SQE came from.
 func (s *SQE) PrepSendmsg(fd int, msg *Msghdr, flags int, userData uint64) {
 	s.prep(sys.IORING_OP_SENDMSG, fd, kptr((*sys.Msghdr)(msg)), 1, 0, userData)
 	s.OpFlags = uint32(flags)
 }
 
 // PrepRead prepares a read into buf at file offset off (-1: current position).
+//
+// Owner goroutine of the ring the SQE came from.
 func (s *SQE) PrepRead(fd int, buf []byte, off int64, userData uint64) {
 	s.prep(sys.IORING_OP_READ, fd, kbuf(buf), uint32(len(buf)), uint64(off), userData)
 }
 
 // PrepWrite prepares a write of buf at file offset off (-1: current position).
+//
+// Owner goroutine of the ring the SQE came from.
 func (s *SQE) PrepWrite(fd int, buf []byte, off int64, userData uint64) {
 	s.prep(sys.IORING_OP_WRITE, fd, kbuf(buf), uint32(len(buf)), uint64(off), userData)
 }
 
 // PrepReadFixed prepares a read into buf, which must lie inside registered
 // buffer bufIndex (Ring.RegisterBuffers).
+//
+// Owner goroutine of the ring the SQE came from.
 func (s *SQE) PrepReadFixed(fd int, buf []byte, off int64, bufIndex int, userData uint64) {
 	s.prep(sys.IORING_OP_READ_FIXED, fd, kbuf(buf), uint32(len(buf)), uint64(off), userData)
 	s.BufIndex = uint16(bufIndex)
@@ -207,6 +237,8 @@ func (s *SQE) PrepReadFixed(fd int, buf []byte, off int64, bufIndex int, userDat
 
 // PrepWriteFixed prepares a write of buf, which must lie inside registered
 // buffer bufIndex.
+//
+// Owner goroutine of the ring the SQE came from.
 func (s *SQE) PrepWriteFixed(fd int, buf []byte, off int64, bufIndex int, userData uint64) {
 	s.prep(sys.IORING_OP_WRITE_FIXED, fd, kbuf(buf), uint32(len(buf)), uint64(off), userData)
 	s.BufIndex = uint16(bufIndex)
@@ -215,6 +247,8 @@ func (s *SQE) PrepWriteFixed(fd int, buf []byte, off int64, bufIndex int, userDa
 // PrepPollAdd prepares a poll for events (unix.POLLIN, ...) on fd. Res is the
 // returned event mask. A multishot poll (5.13) posts a CQE per readiness
 // while CQE.More holds.
+//
+// Owner goroutine of the ring the SQE came from.
 func (s *SQE) PrepPollAdd(fd int, events uint32, multishot bool, userData uint64) {
 	var mode uint32
 	if multishot {
@@ -225,6 +259,8 @@ func (s *SQE) PrepPollAdd(fd int, events uint32, multishot bool, userData uint64
 }
 
 // PrepPollRemove removes the poll whose user_data is target.
+//
+// Owner goroutine of the ring the SQE came from.
 func (s *SQE) PrepPollRemove(target uint64, userData uint64) {
 	s.prep(sys.IORING_OP_POLL_REMOVE, -1, target, 0, 0, userData)
 }
@@ -233,12 +269,16 @@ func (s *SQE) PrepPollRemove(target uint64, userData uint64) {
 // Res 0 once count other completions were posted (0: time only). ts comes
 // from Ring.Timespec or Arena.Timespec; the kernel reads it when it prepares
 // the request (during Submit, or later in the SQPOLL thread).
+//
+// Owner goroutine of the ring the SQE came from.
 func (s *SQE) PrepTimeout(ts *Timespec, count uint32, flags uint32, userData uint64) {
 	s.prep(sys.IORING_OP_TIMEOUT, -1, kptr((*sys.Timespec)(ts)), 1, uint64(count), userData)
 	s.OpFlags = flags
 }
 
 // PrepTimeoutRemove cancels the timeout whose user_data is target.
+//
+// Owner goroutine of the ring the SQE came from.
 func (s *SQE) PrepTimeoutRemove(target uint64, userData uint64) {
 	s.prep(sys.IORING_OP_TIMEOUT_REMOVE, -1, target, 0, 0, userData)
 }
@@ -246,6 +286,8 @@ func (s *SQE) PrepTimeoutRemove(target uint64, userData uint64) {
 // PrepLinkTimeout prepares a timeout for the previous SQE, which must carry
 // FlagIOLink: if it has not completed after ts it is cancelled (-ECANCELED)
 // and this completes with -ETIME; otherwise this completes with -ECANCELED.
+//
+// Owner goroutine of the ring the SQE came from.
 func (s *SQE) PrepLinkTimeout(ts *Timespec, flags uint32, userData uint64) {
 	s.prep(sys.IORING_OP_LINK_TIMEOUT, -1, kptr((*sys.Timespec)(ts)), 1, 0, userData)
 	s.OpFlags = flags
@@ -255,6 +297,8 @@ func (s *SQE) PrepLinkTimeout(ts *Timespec, flags uint32, userData uint64) {
 // every such request; with CancelAny, every request). Res is 0 or the number
 // cancelled with CancelAll, -ENOENT when none matched, -EALREADY when the
 // target was already running.
+//
+// Owner goroutine of the ring the SQE came from.
 func (s *SQE) PrepCancel(target uint64, flags uint32, userData uint64) {
 	s.prep(sys.IORING_OP_ASYNC_CANCEL, -1, target, 0, 0, userData)
 	s.OpFlags = flags
@@ -262,6 +306,8 @@ func (s *SQE) PrepCancel(target uint64, flags uint32, userData uint64) {
 
 // PrepCancelFd cancels requests on fd (5.19); flags may add CancelAll and
 // CancelFdFixed.
+//
+// Owner goroutine of the ring the SQE came from.
 func (s *SQE) PrepCancelFd(fd int, flags uint32, userData uint64) {
 	s.prep(sys.IORING_OP_ASYNC_CANCEL, fd, 0, 0, 0, userData)
 	s.OpFlags = flags | sys.IORING_ASYNC_CANCEL_FD
@@ -269,17 +315,23 @@ func (s *SQE) PrepCancelFd(fd int, flags uint32, userData uint64) {
 
 // PrepClose prepares close(2) of fd. Close an fd only when no in-flight SQE
 // refers to it.
+//
+// Owner goroutine of the ring the SQE came from.
 func (s *SQE) PrepClose(fd int, userData uint64) {
 	s.prep(sys.IORING_OP_CLOSE, fd, 0, 0, 0, userData)
 }
 
 // PrepCloseDirect closes fixed-file slot.
+//
+// Owner goroutine of the ring the SQE came from.
 func (s *SQE) PrepCloseDirect(slot int, userData uint64) {
 	s.prep(sys.IORING_OP_CLOSE, 0, 0, 0, 0, userData)
 	s.FileIndex = uint32(slot) + 1
 }
 
 // PrepShutdown prepares shutdown(2) of fd with how (unix.SHUT_WR, ...).
+//
+// Owner goroutine of the ring the SQE came from.
 func (s *SQE) PrepShutdown(fd int, how int, userData uint64) {
 	s.prep(sys.IORING_OP_SHUTDOWN, fd, 0, uint32(how), 0, userData)
 }
@@ -287,6 +339,8 @@ func (s *SQE) PrepShutdown(fd int, how int, userData uint64) {
 // PrepMsgRing posts a CQE with Res res and user_data targetData on the ring
 // whose fd is targetRingFd (5.18); this SQE's own CQE says whether it was
 // delivered. flags may be 0.
+//
+// Owner goroutine of the ring the SQE came from.
 func (s *SQE) PrepMsgRing(targetRingFd int, res int32, targetData uint64, flags uint32, userData uint64) {
 	s.prep(sys.IORING_OP_MSG_RING, targetRingFd, sys.IORING_MSG_DATA, uint32(res), targetData, userData)
 	s.OpFlags = flags
@@ -296,6 +350,8 @@ func (s *SQE) PrepMsgRing(targetRingFd int, res int32, targetData uint64, flags 
 // slot dstSlot of the ring targetRingFd (IORING_MSG_SEND_FD; dstSlot -1 lets
 // the target pick a free slot). The target gets a CQE with targetData unless
 // MsgRingCQESkip is in flags.
+//
+// Owner goroutine of the ring the SQE came from.
 func (s *SQE) PrepMsgRingFd(targetRingFd int, srcSlot, dstSlot int, targetData uint64, flags uint32, userData uint64) {
 	s.prep(sys.IORING_OP_MSG_RING, targetRingFd, sys.IORING_MSG_SEND_FD, 0, targetData, userData)
 	s.Addr3 = uint64(srcSlot)
@@ -309,6 +365,8 @@ func (s *SQE) PrepMsgRingFd(targetRingFd int, srcSlot, dstSlot int, targetData u
 
 // PrepSocket prepares socket(2) (5.19); Res is the new fd. flags are reserved
 // and must be 0.
+//
+// Owner goroutine of the ring the SQE came from.
 func (s *SQE) PrepSocket(domain, typ, proto int, flags uint32, userData uint64) {
 	s.prep(sys.IORING_OP_SOCKET, domain, 0, uint32(proto), uint64(typ), userData)
 	s.OpFlags = flags
@@ -316,6 +374,8 @@ func (s *SQE) PrepSocket(domain, typ, proto int, flags uint32, userData uint64) 
 
 // PrepSocketDirect is PrepSocket into a free fixed-file slot picked by the
 // kernel (Res is the slot).
+//
+// Owner goroutine of the ring the SQE came from.
 func (s *SQE) PrepSocketDirect(domain, typ, proto int, flags uint32, userData uint64) {
 	s.PrepSocket(domain, typ, proto, flags, userData)
 	s.FileIndex = sys.IORING_FILE_INDEX_ALLOC
@@ -326,6 +386,8 @@ func (s *SQE) PrepSocketDirect(domain, typ, proto int, flags uint32, userData ui
 type Timespec sys.Timespec
 
 // Set stores d (negative counts as 0).
+//
+// Owner goroutine of the Ring or Arena it came from.
 func (t *Timespec) Set(d time.Duration) {
 	if d < 0 {
 		d = 0

@@ -270,6 +270,8 @@ func MapRing(fd int, p *Params) (m *RingMem, err error) {
 }
 
 // Unmap releases the mappings. The ring fd may be closed before or after.
+//
+// Owner goroutine of the ring.
 func (m *RingMem) Unmap() error {
 	var first error
 	unmap := func(b []byte) {
@@ -327,12 +329,16 @@ func NewBufRingMem(n int) (*BufRingMem, error) {
 }
 
 // Addr is the ring address for BufReg.RingAddr.
+//
+// Any goroutine.
 func (b *BufRingMem) Addr() uint64 { return SliceAddr(b.mem) }
 
 // PublishTail makes entries up to tail visible to the kernel. The atomic
 // store is a release that pairs with the kernel's smp_load_acquire of
 // br->tail in io_ring_buffer_select: entry writes before it are seen by the
 // kernel once it sees the new tail.
+//
+// Owner goroutine of the buffer ring.
 func (b *BufRingMem) PublishTail(tail uint16) {
 	bid0 := uint32(b.Entries[0].Bid)
 	if nativeLittle {
@@ -343,6 +349,8 @@ func (b *BufRingMem) PublishTail(tail uint16) {
 }
 
 // Tail reads the published tail.
+//
+// Owner goroutine of the buffer ring.
 func (b *BufRingMem) Tail() uint16 {
 	w := b.tailWord.Load()
 	if nativeLittle {
@@ -352,6 +360,8 @@ func (b *BufRingMem) Tail() uint16 {
 }
 
 // Unmap releases the ring memory; unregister it from the ring first.
+//
+// Owner goroutine of the buffer ring.
 func (b *BufRingMem) Unmap() error {
 	err := Unmap(b.mem)
 	*b = BufRingMem{}

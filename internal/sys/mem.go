@@ -18,6 +18,8 @@ const (
 const HugePageSize = 2 << 20
 
 // String returns "4k", "thp" or "hugetlb".
+//
+// Any goroutine.
 func (k PageKind) String() string {
 	switch k {
 	case PageSmall:

@@ -1,0 +1,149 @@
+package sys
+
+import (
+	"go/ast"
+	"go/doc"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"strings"
+	"testing"
+)
+
+// TestDocComments holds the io_uring packages to the house style: every
+// exported identifier has a doc comment, and every exported method says from
+// which goroutine it may be called. All build variants (linux and stubs) are
+// read.
+func TestDocComments(t *testing.T) {
+	for _, dir := range []string{".", "../../uring"} {
+		fset := token.NewFileSet()
+		pkgs, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool {
+			return !strings.HasSuffix(fi.Name(), "_test.go")
+		}, parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pkgs) != 1 {
+			t.Fatalf("%s: %d packages", dir, len(pkgs))
+		}
+		for _, p := range pkgs {
+			files := make([]*ast.File, 0, len(p.Files))
+			for _, f := range p.Files {
+				files = append(files, f)
+			}
+			d, err := doc.NewFromFiles(fset, files, "x", doc.AllDecls|doc.PreserveAST)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkDocs(t, dir, d)
+		}
+	}
+}
+
+func checkDocs(t *testing.T, dir string, d *doc.Package) {
+	t.Helper()
+	need := func(name, text string) {
+		if ast.IsExported(name) && strings.TrimSpace(text) == "" {
+			t.Errorf("%s: %s has no doc comment", dir, name)
+		}
+	}
+	values := func(vs []*doc.Value) {
+		for _, v := range vs {
+			for _, n := range v.Names {
+				if v.Doc == "" {
+					need(n, lineComment(v.Decl, n))
+				}
+			}
+		}
+	}
+	values(d.Consts)
+	values(d.Vars)
+	for _, f := range d.Funcs {
+		need(f.Name, f.Doc)
+	}
+	for _, ty := range d.Types {
+		if !ast.IsExported(ty.Name) {
+			continue
+		}
+		need(ty.Name, ty.Doc)
+		values(ty.Consts)
+		values(ty.Vars)
+		for _, f := range ty.Funcs {
+			need(f.Name, f.Doc)
+		}
+		for _, m := range ty.Methods {
+			if !ast.IsExported(m.Name) {
+				continue
+			}
+			need(ty.Name+"."+m.Name, m.Doc)
+			if m.Doc != "" && !strings.Contains(strings.ToLower(m.Doc), "goroutine") {
+				t.Errorf("%s: %s.%s does not say from which goroutine it may be called", dir, ty.Name, m.Name)
+			}
+		}
+	}
+}
+
+// lineComment returns the trailing or leading comment of name's spec in a
+// grouped declaration (a constant in a block documented line by line).
+func lineComment(decl *ast.GenDecl, name string) string {
+	for _, s := range decl.Specs {
+		vs, ok := s.(*ast.ValueSpec)
+		if !ok {
+			continue
+		}
+		for _, n := range vs.Names {
+			if n.Name == name {
+				return vs.Doc.Text() + vs.Comment.Text()
+			}
+		}
+	}
+	return ""
+}
+
+// TestStubParity keeps the non-Linux stubs of package uring in step with the
+// Linux API: every exported function and method of a *_linux.go file exists
+// in the files built elsewhere, so portable callers compile everywhere.
+func TestStubParity(t *testing.T) {
+	const dir = "../../uring"
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool {
+		return !strings.HasSuffix(fi.Name(), "_test.go")
+	}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	linux, other := map[string]bool{}, map[string]bool{}
+	for _, p := range pkgs {
+		for name, f := range p.Files {
+			set := other
+			if strings.HasSuffix(name, "_linux.go") {
+				set = linux
+			} else if !strings.HasSuffix(name, "_other.go") {
+				continue // built everywhere
+			}
+			for _, d := range f.Decls {
+				fd, ok := d.(*ast.FuncDecl)
+				if !ok || !fd.Name.IsExported() {
+					continue
+				}
+				key := fd.Name.Name
+				if fd.Recv != nil {
+					typ := fd.Recv.List[0].Type
+					if st, ok := typ.(*ast.StarExpr); ok {
+						typ = st.X
+					}
+					key = typ.(*ast.Ident).Name + "." + key
+				}
+				set[key] = true
+			}
+		}
+	}
+	if len(linux) == 0 {
+		t.Fatal("no exported functions in uring/*_linux.go")
+	}
+	for k := range linux {
+		if !other[k] {
+			t.Errorf("uring.%s has no stub outside Linux", k)
+		}
+	}
+}
