@@ -45,6 +45,9 @@ type fixtureHost struct {
 	irqName  func(q int) string
 	irqAff   func(q int) string
 	irqEff   func(q int) string
+	rps      func(q int) CPUSet // nil: RPS off
+	rpsFlow  int
+	xps      func(q int) CPUSet // nil: no XPS map
 	napiBase uint32
 	coalesce Coalesce
 	rings    Rings
@@ -209,11 +212,18 @@ func (f fixtureHost) write(t *testing.T) {
 		put(ndir+"/statistics/"+s, "0\n")
 	}
 	put(ndir+"/statistics/rx_packets", "987654321\n")
-	zeroMask := strings.Repeat("00000000,", (f.cpus-1)/32) + "00000000"
+	zeroMask := kernelMask(CPUSet{}, f.cpus)
 	for q := 0; q < f.queues; q++ {
-		put(fmt.Sprintf("%s/queues/rx-%d/rps_cpus", ndir, q), zeroMask+"\n")
-		put(fmt.Sprintf("%s/queues/rx-%d/rps_flow_cnt", ndir, q), "0\n")
-		put(fmt.Sprintf("%s/queues/tx-%d/xps_cpus", ndir, q), zeroMask+"\n")
+		rps, xps := zeroMask, zeroMask
+		if f.rps != nil {
+			rps = kernelMask(f.rps(q), f.cpus)
+		}
+		if f.xps != nil {
+			xps = kernelMask(f.xps(q), f.cpus)
+		}
+		put(fmt.Sprintf("%s/queues/rx-%d/rps_cpus", ndir, q), rps+"\n")
+		put(fmt.Sprintf("%s/queues/rx-%d/rps_flow_cnt", ndir, q), fmt.Sprintf("%d\n", f.rpsFlow))
+		put(fmt.Sprintf("%s/queues/tx-%d/xps_cpus", ndir, q), xps+"\n")
 	}
 	// Loopback.
 	symlink("sys/class/net/lo", "../../devices/virtual/net/lo")
@@ -239,6 +249,30 @@ func (f fixtureHost) write(t *testing.T) {
 		t.Fatal(err)
 	}
 	put("netlink.json", string(js)+"\n")
+}
+
+// kernelMask formats s as the kernel prints a cpumask in sysfs ("%*pb"
+// with nr_cpu_ids bits): just enough hex digits for ncpus bits, in 32-bit
+// groups separated by commas ("0" with 2 CPUs, "ff00" with 16, "000000"
+// with 24, "00000000,00000000" with 64).
+func kernelMask(s CPUSet, ncpus int) string {
+	digits := (ncpus + 3) / 4
+	var words []uint32
+	for w := 0; w*32 < ncpus; w++ {
+		words = append(words, 0)
+	}
+	for _, c := range s {
+		words[c/32] |= 1 << (c % 32)
+	}
+	var parts []string
+	for w := len(words) - 1; w >= 0; w-- {
+		n := 8
+		if w == len(words)-1 && digits%8 != 0 {
+			n = digits % 8
+		}
+		parts = append(parts, fmt.Sprintf("%0*x", n, words[w]))
+	}
+	return strings.Join(parts, ",")
 }
 
 // TestGenerateFixtures rewrites the synthetic fixtures when run with -gen.
@@ -273,8 +307,11 @@ func TestGenerateFixtures(t *testing.T) {
 	}.write(t)
 	// One socket, 8 cores with 2 SMT threads each (siblings c and c+8),
 	// CPUs 2-7,10-15 isolated with nohz_full, an mlx5 NIC with 8 channels
-	// whose IRQs are pinned one per CPU 0-7, irqbalance running, busy
-	// polling enabled with adaptive coalescing still on.
+	// whose IRQs are pinned one per CPU 0-7 and whose transmit queues have
+	// the driver's default XPS (tx-q on CPU q), irqbalance running, busy
+	// polling enabled with adaptive coalescing still on, and RPS/RFS left
+	// on from an earlier setup (every queue to the SMT siblings 8-15,
+	// rps_flow_cnt 32768/8).
 	fixtureHost{
 		dir: "smt-isol", cpus: 16, nodes: 1,
 		node:     func(c int) int { return 0 },
@@ -293,6 +330,9 @@ func TestGenerateFixtures(t *testing.T) {
 		irqName:  func(q int) string { return fmt.Sprintf("mlx5_comp%d@pci:0000:01:00.0", q) },
 		irqAff:   func(q int) string { return fmt.Sprint(q) },
 		irqEff:   func(q int) string { return fmt.Sprint(q) },
+		rps:      func(q int) CPUSet { return NewCPUSet(8, 9, 10, 11, 12, 13, 14, 15) },
+		rpsFlow:  4096,
+		xps:      func(q int) CPUSet { return NewCPUSet(q) },
 		napiBase: 8193,
 		coalesce: Coalesce{"rx-usecs": 8, "rx-frames": 128, "tx-usecs": 16, "tx-frames": 32, "adaptive-rx": 1, "adaptive-tx": 1},
 		rings:    Rings{RxMax: 8192, TxMax: 8192, Rx: 1024, Tx: 1024},

@@ -151,13 +151,29 @@ func TestReadFixtures(t *testing.T) {
 			if h.Sysctls["net.core.busy_poll"] != "0" {
 				t.Errorf("sysctls = %v", h.Sysctls)
 			}
+			rx, tx := n.RxQueues[0], n.TxQueues[0]
+			if n.SpeedMbps != -1 || n.MTU != 1400 || n.Operstate != "up" {
+				t.Errorf("eth0 link: speed %d mtu %d %s", n.SpeedMbps, n.MTU, n.Operstate)
+			}
+			if rx.RPSRaw != "0" || rx.RPS.Len() != 0 || rx.RPSFlowCnt != 0 || tx.HasXPS {
+				t.Errorf("eth0 RPS/XPS (virtio has no xps_cpus): rx=%+v tx=%+v", rx, tx)
+			}
+			if r := n.Rings; r == nil || r.Rx != 256 || r.RxMax != 256 {
+				t.Errorf("eth0 rings = %+v (%s)", r, n.RingsErr)
+			}
+			if len(n.NAPIs) != 1 || n.NAPIs[0].ID != 257 || n.NAPIs[0].IRQ != -1 || n.NAPIs[0].DeferHardIRQs != 0 {
+				t.Errorf("eth0 NAPIs = %+v", n.NAPIs)
+			}
+			if len(n.IRQs) != 3 || n.IRQs[0].IRQ != 37 || n.IRQs[0].Role != "other" {
+				t.Errorf("eth0 IRQs = %+v (IRQs 41-43 are virtio3's, not eth0's)", n.IRQs)
+			}
 		}},
 		{"2socket-16q", func(t *testing.T, h *Host) {
 			if h.Online.Len() != 24 || len(h.Nodes) != 2 || h.Nodes[1].CPUs.String() != "12-23" || h.HasSMT() {
 				t.Errorf("cpus: %v nodes=%+v", h.Online, h.Nodes)
 			}
-			if h.CPU(13).Package != 1 || h.CPU(13).Node != 1 {
-				t.Errorf("cpu13 = %+v", h.CPU(13))
+			if c := h.CPU(13); c.Package != 1 || c.Die != 1 || c.Node != 1 || c.Core != 1 || c.Siblings.String() != "13" {
+				t.Errorf("cpu13 = %+v", c)
 			}
 			n := h.NIC("ens1f0")
 			if n == nil || n.Driver != "ice" || n.NUMANode != 1 || n.LocalCPUs.String() != "12-23" {
@@ -180,6 +196,21 @@ func TestReadFixtures(t *testing.T) {
 			if h.NICs[0].Name != "ens1f0" {
 				t.Errorf("physical NIC not first: %s", h.NICs[0].Name)
 			}
+			if n.SpeedMbps != 100000 || n.MTU != 9000 {
+				t.Errorf("link: speed %d mtu %d", n.SpeedMbps, n.MTU)
+			}
+			if r, c := n.Rings, n.Channels; r == nil || r.Rx != 2048 || r.RxMax != 8160 || c == nil || c.CombinedCount != 16 || c.CombinedMax != 24 || c.OtherCount != 1 {
+				t.Errorf("rings %+v channels %+v", r, c)
+			}
+			if q := n.RxQueues[3]; q.RPSRaw != "000000" || q.RPS.Len() != 0 || q.RPSFlowCnt != 0 || !n.TxQueues[3].HasXPS || n.TxQueues[3].XPS.Len() != 0 {
+				t.Errorf("rx-3 %+v tx-3 %+v", q, n.TxQueues[3])
+			}
+			if len(n.NAPIs) != 16 || n.NAPIs[4].ID != 8197 || n.NAPIs[4].IRQ != 125 {
+				t.Errorf("NAPIs = %+v", n.NAPIs)
+			}
+			if h.Sysctls["net.core.netdev_budget_usecs"] != "2000" || h.Sysctls["kernel.numa_balancing"] != "1" {
+				t.Errorf("sysctls = %v", h.Sysctls)
+			}
 		}},
 		{"smt-isol", func(t *testing.T, h *Host) {
 			if !h.HasSMT() || h.CPU(3).Siblings.String() != "3,11" {
@@ -200,6 +231,16 @@ func TestReadFixtures(t *testing.T) {
 			}
 			if n.IRQs[4].Affinity.String() != "3" || n.IRQs[4].Role != "rxtx" || n.IRQs[4].Queue != 3 {
 				t.Errorf("irq 64 = %+v", n.IRQs[4])
+			}
+			if strings.Join(h.IsolatedFlags, ",") != "managed_irq,domain" {
+				t.Errorf("isolcpus flags = %v", h.IsolatedFlags)
+			}
+			// RPS/RFS left on by an earlier setup; the driver's default XPS.
+			if q := n.RxQueues[3]; q.RPS.String() != "8-15" || q.RPSFlowCnt != 4096 || n.TxQueues[5].XPS.String() != "5" {
+				t.Errorf("rx-3 %+v tx-5 %+v", q, n.TxQueues[5])
+			}
+			if n.Coalesce["adaptive-rx"] != 1 || n.Coalesce["rx-usecs"] != 8 || h.Sysctls["net.core.busy_poll"] != "50" {
+				t.Errorf("coalesce %v busy_poll %q", n.Coalesce, h.Sysctls["net.core.busy_poll"])
 			}
 		}},
 	}

@@ -452,8 +452,18 @@ func (p *planner) nic(n *topo.NIC) error {
 				return err
 			}
 		default:
-			if err := p.file(dir+"rps_cpus", FormatMask, "0",
-				fmt.Sprintf("RPS off on %s rx-%d: each queue already has its own CPU, RPS would only add IPIs", n.Name, q.Index)); err != nil {
+			why := fmt.Sprintf("RPS off on %s rx-%d: its interrupt already runs on a loop CPU, RPS would only add IPIs", n.Name, q.Index)
+			if cfg.Policy == Dedicated {
+				why = fmt.Sprintf("RPS off on %s rx-%d: its softirq stays on its IRQ CPU, off the loops", n.Name, q.Index)
+			}
+			if err := p.file(dir+"rps_cpus", FormatMask, "0", why); err != nil {
+				return err
+			}
+			// Without an RPS map the kernel still applies RFS when the
+			// queue has a flow table (get_rps_cpu), moving each flow's
+			// processing to the CPU that last read it.
+			if err := p.file(dir+"rps_flow_cnt", FormatInt, "0",
+				fmt.Sprintf("RFS off on %s rx-%d: even without RPS it would move protocol processing to the CPU that reads the flow", n.Name, q.Index)); err != nil {
 				return err
 			}
 		}
@@ -472,7 +482,16 @@ func (p *planner) nic(n *topo.NIC) error {
 		xg := groups(plan.LoopCPUs, min(len(xpsTx), plan.LoopCPUs.Len()))
 		for i, t := range xpsTx {
 			if i >= len(xg) {
-				break
+				// More transmit queues than loops: the rest keep their
+				// maps, minus the loop CPUs, so that each loop transmits
+				// on one queue only.
+				if rest := t.XPS.Minus(plan.LoopCPUs); !rest.Equal(t.XPS) {
+					if err := p.file(fmt.Sprintf("%stx-%d/xps_cpus", qbase, t.Index), FormatMask, rest.Mask(),
+						fmt.Sprintf("XPS: take loop CPUs %s off %s tx-%d; each loop transmits on its own queue", t.XPS.Intersect(plan.LoopCPUs), n.Name, t.Index)); err != nil {
+						return err
+					}
+				}
+				continue
 			}
 			if err := p.file(fmt.Sprintf("%stx-%d/xps_cpus", qbase, t.Index), FormatMask, xg[i].Mask(),
 				fmt.Sprintf("XPS: loops on CPUs %s transmit on %s tx-%d", xg[i], n.Name, t.Index)); err != nil {

@@ -101,22 +101,36 @@ func TestMakePlan(t *testing.T) {
 		},
 		{
 			name: "SMT and isolcpus inline: loops on isolated primary threads", root: fxSMT, cfg: PlanConfig{},
-			loops: "2-7", irqs: "2-7",
+			// 8 IRQs, RPS and RFS off on 8 queues (left on by an earlier
+			// setup), 8 XPS maps.
+			loops: "2-7", irqs: "2-7", nWrites: 8 + 8 + 8 + 8,
 			writes: map[string]string{
-				"/proc/irq/61/smp_affinity_list":           "2",
-				"/proc/irq/66/smp_affinity_list":           "7",
-				"/proc/irq/67/smp_affinity_list":           "2",
-				"/proc/sys/net/core/rps_sock_flow_entries": "",
+				"/proc/irq/61/smp_affinity_list":                      "2",
+				"/proc/irq/66/smp_affinity_list":                      "7",
+				"/proc/irq/67/smp_affinity_list":                      "2",
+				"/proc/sys/net/core/rps_sock_flow_entries":            "",
+				"/sys/class/net/enp1s0f0np0/queues/rx-0/rps_cpus":     "0",
+				"/sys/class/net/enp1s0f0np0/queues/rx-7/rps_flow_cnt": "0",
+				"/sys/class/net/enp1s0f0np0/queues/tx-0/xps_cpus":     "4",
+				"/sys/class/net/enp1s0f0np0/queues/tx-5/xps_cpus":     "80",
+				"/sys/class/net/enp1s0f0np0/queues/tx-6/xps_cpus":     "0",
+				"/sys/class/net/enp1s0f0np0/queues/tx-7/xps_cpus":     "0",
 			},
 			notes: []string{"irqbalance is running", "SMT", "8 receive queues for 6 loop CPUs", "managed_irq"},
 		},
 		{
 			name: "SMT and isolcpus dedicated: IRQs on a housekeeping core", root: fxSMT, cfg: PlanConfig{Policy: Dedicated},
-			loops: "1-7", irqs: "0",
+			// 7 IRQs (61 is on CPU 0 already), RPS and RFS off on 8
+			// queues, 8 XPS maps.
+			loops: "1-7", irqs: "0", nWrites: 7 + 8 + 8 + 8,
 			writes: map[string]string{
-				"/proc/irq/61/smp_affinity_list": "",
-				"/proc/irq/62/smp_affinity_list": "0",
-				"/proc/irq/68/smp_affinity_list": "0",
+				"/proc/irq/61/smp_affinity_list":                      "",
+				"/proc/irq/62/smp_affinity_list":                      "0",
+				"/proc/irq/68/smp_affinity_list":                      "0",
+				"/sys/class/net/enp1s0f0np0/queues/rx-3/rps_cpus":     "0",
+				"/sys/class/net/enp1s0f0np0/queues/rx-3/rps_flow_cnt": "0",
+				"/sys/class/net/enp1s0f0np0/queues/tx-0/xps_cpus":     "2",
+				"/sys/class/net/enp1s0f0np0/queues/tx-7/xps_cpus":     "0",
 			},
 			notes: []string{"8 receive queues for 1 IRQ CPUs", "--irq-cpus"},
 		},
