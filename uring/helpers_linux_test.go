@@ -153,3 +153,42 @@ func pattern(i int) byte {
 	x ^= x >> 31
 	return byte(x >> (8 * (i & 7)))
 }
+
+// expectRemoved reaps two completions: the request target, which must end
+// with -ECANCELED and without F_MORE, and the cancel or remove SQE by that
+// ended it, which must succeed.
+func expectRemoved(t testing.TB, r *Ring, target, by uint64) {
+	t.Helper()
+	for _, c := range reap(t, r, 2) {
+		switch c.UserData {
+		case target:
+			if !errors.Is(c.Err(), unix.ECANCELED) || c.More() {
+				t.Errorf("request %d after removal: %+v (%v), want ECANCELED without F_MORE", target, c, c.Err())
+			}
+		case by:
+			if c.Res != 0 {
+				t.Errorf("removal %d: %v", by, c.Err())
+			}
+		default:
+			t.Errorf("unexpected completion %+v", c)
+		}
+	}
+}
+
+// sendFixed sends msg on fixed-file slot of r and checks that peer reads
+// exactly msg.
+func sendFixed(t testing.TB, r *Ring, slot, peer int, msg string, userData uint64) {
+	t.Helper()
+	buf := offHeap(t, len(msg))
+	copy(buf, msg)
+	w := sqe(t, r)
+	w.PrepSend(slot, buf, 0, userData)
+	w.SetFlags(FlagFixedFile)
+	if cq := reap(t, r, 1)[0]; cq.Res != int32(len(msg)) {
+		t.Fatalf("send on fixed file %d: res %d (%v)", slot, cq.Res, cq.Err())
+	}
+	got := make([]byte, len(msg)+8)
+	if n, _ := unix.Read(peer, got); string(got[:n]) != msg {
+		t.Errorf("peer read %q, want %q", got[:n], msg)
+	}
+}

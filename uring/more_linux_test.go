@@ -139,18 +139,7 @@ func TestMsgRingFd(t *testing.T) {
 	if cq := reap(t, b, 1)[0]; cq.UserData != 0xabc {
 		t.Fatalf("target: %+v", cq)
 	}
-	buf := offHeap(t, 16)
-	copy(buf, "moved")
-	w := sqe(t, b)
-	w.PrepSend(2, buf[:5], 0, 2)
-	w.SetFlags(FlagFixedFile)
-	if cq := reap(t, b, 1)[0]; cq.Res != 5 {
-		t.Fatalf("send on passed fd: %v", cq.Err())
-	}
-	got := make([]byte, 8)
-	if n, _ := unix.Read(s, got); string(got[:n]) != "moved" {
-		t.Errorf("read %q", got[:n])
-	}
+	sendFixed(t, b, 2, s, "moved", 2)
 }
 
 func TestEncodeSockaddr(t *testing.T) {

@@ -54,18 +54,7 @@ func TestAcceptMultishot(t *testing.T) {
 			}
 			// Cancel the multishot accept: it ends with -ECANCELED and no F_MORE.
 			sqe(t, r).PrepCancel(1, 0, 2)
-			for _, c := range reap(t, r, 2) {
-				switch c.UserData {
-				case 1:
-					if !errors.Is(c.Err(), unix.ECANCELED) || c.More() {
-						t.Errorf("accept after cancel: %+v", c)
-					}
-				case 2:
-					if c.Res != 0 {
-						t.Errorf("cancel: %v", c.Err())
-					}
-				}
-			}
+			expectRemoved(t, r, 1, 2)
 		})
 	}
 }
@@ -390,18 +379,7 @@ func TestTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	sqe(t, r).PrepTimeoutRemove(4, 5)
-	for _, c := range reap(t, r, 2) {
-		switch c.UserData {
-		case 4:
-			if !errors.Is(c.Err(), unix.ECANCELED) {
-				t.Errorf("removed timeout: %v", c.Err())
-			}
-		case 5:
-			if c.Res != 0 {
-				t.Errorf("timeout remove: %v", c.Err())
-			}
-		}
-	}
+	expectRemoved(t, r, 4, 5)
 }
 
 func TestLinkTimeout(t *testing.T) {

@@ -244,18 +244,7 @@ func TestPollAddMultishot(t *testing.T) {
 		unix.Read(p[0], b[:])
 	}
 	sqe(t, r).PrepPollRemove(1, 2)
-	for _, c := range reap(t, r, 2) {
-		switch c.UserData {
-		case 1:
-			if !errors.Is(c.Err(), unix.ECANCELED) || c.More() {
-				t.Errorf("removed poll: %+v", c)
-			}
-		case 2:
-			if c.Res != 0 {
-				t.Errorf("poll remove: %v", c.Err())
-			}
-		}
-	}
+	expectRemoved(t, r, 1, 2)
 	// A single-shot poll completes once, without F_MORE.
 	sqe(t, r).PrepPollAdd(p[1], unix.POLLOUT, false, 3)
 	if c := reap(t, r, 1)[0]; c.Res&unix.POLLOUT == 0 || c.More() {
@@ -426,22 +415,12 @@ func TestRegisterFilesUpdate(t *testing.T) {
 	if n, err := r.UpdateFiles(3, []int{c}); n != 1 || err != nil {
 		t.Fatalf("UpdateFiles = %d, %v", n, err)
 	}
-	buf := offHeap(t, 64)
-	copy(buf, "fixed")
-	w := sqe(t, r)
-	w.PrepSend(3, buf[:5], 0, 1)
-	w.SetFlags(FlagFixedFile)
-	if cq := reap(t, r, 1)[0]; cq.Res != 5 {
-		t.Fatalf("send on fixed file: %v", cq.Err())
-	}
-	got := make([]byte, 8)
-	if n, _ := unix.Read(s, got); string(got[:n]) != "fixed" {
-		t.Errorf("read %q", got[:n])
-	}
+	sendFixed(t, r, 3, s, "fixed", 1)
 	if _, err := r.UpdateFiles(3, []int{-1}); err != nil {
 		t.Fatal(err)
 	}
-	w = sqe(t, r)
+	buf := offHeap(t, 8)
+	w := sqe(t, r)
 	w.PrepSend(3, buf[:5], 0, 2)
 	w.SetFlags(FlagFixedFile)
 	if cq := reap(t, r, 1)[0]; !errors.Is(cq.Err(), unix.EBADF) {
