@@ -2,6 +2,7 @@ package uring
 
 import (
 	"errors"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -401,5 +402,116 @@ func TestLinkTimeout(t *testing.T) {
 				t.Errorf("link timeout: %v, want ETIME", c.Err())
 			}
 		}
+	}
+}
+
+// TestAcceptSingle accepts one connection with a single-shot accept: one CQE
+// carrying a connected fd, without F_MORE.
+func TestAcceptSingle(t *testing.T) {
+	r := newRing(t, nil)
+	lfd, ap := listenTCP(t)
+	sqe(t, r).PrepAccept(lfd, unix.SOCK_CLOEXEC, 1)
+	if _, err := r.Submit(); err != nil {
+		t.Fatal(err)
+	}
+	expectNone(t, r, 5*time.Millisecond) // parked until a client connects
+	cfd := dialTCP(t, ap)
+	c := reap(t, r, 1)[0]
+	if c.UserData != 1 || c.Res < 0 || c.More() {
+		t.Fatalf("accept: %+v (%v), want an fd without F_MORE", c, c.Err())
+	}
+	fd := int(c.Res)
+	closeFd(t, fd)
+	// The accepted fd is the server end of cfd: bytes cross.
+	if _, err := unix.Write(cfd, []byte("hi")); err != nil {
+		t.Fatal(err)
+	}
+	var b [4]byte
+	if n, err := unix.Read(fd, b[:]); err != nil || string(b[:n]) != "hi" {
+		t.Errorf("read on accepted fd: %q, %v", b[:n], err)
+	}
+	expectNone(t, r, 5*time.Millisecond) // single shot: nothing more
+}
+
+// TestRecvBufSelect receives twice with single-shot buffer selection: each
+// CQE names a distinct buffer of the group holding the bytes, and a recycled
+// buffer is picked again.
+func TestRecvBufSelect(t *testing.T) {
+	r := newRing(t, nil)
+	b, err := r.SetupBufRing(5, 2, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	c, s := tcpPair(t)
+	seen := map[uint16]bool{}
+	for i, msg := range []string{"first", "second", "third"} {
+		if _, err := unix.Write(c, []byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+		sqe(t, r).PrepRecvBufSelect(s, 5, 0, uint64(i))
+		cq := reap(t, r, 1)[0]
+		id, ok := cq.BufferID()
+		if !ok || cq.Res != int32(len(msg)) || cq.More() {
+			t.Fatalf("recv %d: %+v (%v)", i, cq, cq.Err())
+		}
+		if got := string(b.Buf(id)[:cq.Res]); got != msg {
+			t.Errorf("buffer %d holds %q, want %q", id, got, msg)
+		}
+		if i < 2 && seen[id] {
+			t.Errorf("buffer %d picked twice before recycling", id)
+		}
+		seen[id] = true
+		if i == 1 {
+			// Both buffers are out: recycle them for the third receive.
+			for id := range seen {
+				b.Recycle(id)
+			}
+			b.Commit()
+		}
+	}
+}
+
+// TestSendmsgTo sends one UDP datagram with sendmsg to an address carried
+// in the msghdr (msg_name), from arena memory.
+func TestSendmsgTo(t *testing.T) {
+	r := newRing(t, nil)
+	rfd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeFd(t, rfd)
+	if err := unix.Bind(rfd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := unix.Getsockname(rfd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), uint16(sa.(*unix.SockaddrInet4).Port))
+	wfd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeFd(t, wfd)
+	arena, err := NewArena(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer arena.Close()
+	name, err := arena.Sockaddr(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := arena.Bytes(8)
+	copy(data, "datagram")
+	sqe(t, r).PrepSendmsg(wfd, arena.Msghdr(name, data), 0, 1)
+	if c := reap(t, r, 1)[0]; c.Res != 8 {
+		t.Fatalf("sendmsg to %v: res %d (%v)", dst, c.Res, c.Err())
+	}
+	got := make([]byte, 16)
+	n, _, err := unix.Recvfrom(rfd, got, 0)
+	if err != nil || string(got[:n]) != "datagram" {
+		t.Errorf("received %q, %v", got[:n], err)
 	}
 }
