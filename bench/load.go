@@ -88,6 +88,9 @@ func (c LoadConfig) withDefaults() (LoadConfig, error) {
 	if c.Threads > c.Conns {
 		c.Threads = c.Conns
 	}
+	if c.Conns/c.Threads >= 1<<16 {
+		return c, fmt.Errorf("bench: load: %d connections per thread; at most 65535", c.Conns/c.Threads)
+	}
 	if c.Drain <= 0 {
 		c.Drain = time.Second
 	}
