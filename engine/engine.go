@@ -258,7 +258,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.mu.Lock()
 	if e.state != 0 {
 		e.mu.Unlock()
-		return errors.New("engine: Run called twice")
+		return errors.New("engine: Run called twice or after Shutdown")
 	}
 	e.state = 1
 	e.mu.Unlock()
@@ -298,25 +298,36 @@ func (e *Engine) Run(ctx context.Context) error {
 	return firstErr
 }
 
-// Shutdown closes the listeners, waits until the open connections have
-// closed or ctx is done, then closes the remaining ones and waits for the
-// loops to exit. It returns ctx.Err() if ctx ended before the loops exited.
-// Any goroutine.
+// Shutdown closes the listeners and waits until the open connections have
+// closed or ctx is done. Then it closes the remaining connections (OnClose
+// gets ErrClosed) and waits for the loops to exit. It returns nil after a
+// complete drain, ctx.Err() when connections had to be closed. Any
+// goroutine.
 func (e *Engine) Shutdown(ctx context.Context) error {
 	e.draining.Store(true)
 	e.mu.Lock()
 	lns := append([]*Listener(nil), e.listeners...)
 	started := e.state != 0
+	if !started {
+		// Never run: release what New made; Run now fails.
+		e.state = 2
+		for _, l := range e.loops {
+			l.closeWakeFd()
+		}
+		close(e.exited)
+	}
 	e.mu.Unlock()
 	for _, ln := range lns {
 		ln.Close()
 	}
+	var err error
 	if started {
 		t := time.NewTicker(5 * time.Millisecond)
 	wait:
 		for e.Stats().Open > 0 {
 			select {
 			case <-ctx.Done():
+				err = ctx.Err()
 				break wait
 			case <-e.exited:
 				break wait
@@ -326,15 +337,10 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 		t.Stop()
 	}
 	e.stop()
-	if !started {
-		return nil
+	if started {
+		<-e.exited
 	}
-	select {
-	case <-e.exited:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return err
 }
 
 func (e *Engine) stop() {

@@ -76,11 +76,19 @@ func New(cfg *Config, h Handler) (*Engine, error) {
 
 func (e *Engine) closeWakeFds() {
 	for _, l := range e.loops {
-		if l.wakeFd >= 0 {
-			unix.Close(l.wakeFd)
-			l.wakeFd = -1
-		}
+		l.closeWakeFd()
 	}
+}
+
+// closeWakeFd closes the loop's eventfd. Any goroutine, once the loop
+// thread is not using it.
+func (l *Loop) closeWakeFd() {
+	l.mu.Lock()
+	if l.wakeFd >= 0 {
+		unix.Close(l.wakeFd)
+		l.wakeFd = -1
+	}
+	l.mu.Unlock()
 }
 
 var fallbackOnce sync.Once
@@ -194,12 +202,7 @@ func (l *Loop) run(errc chan<- error) {
 
 func (l *Loop) cleanup() {
 	l.chunks.close()
-	l.mu.Lock()
-	if l.wakeFd >= 0 {
-		unix.Close(l.wakeFd)
-		l.wakeFd = -1
-	}
-	l.mu.Unlock()
+	l.closeWakeFd()
 	// Listeners whose add never ran on this loop.
 	for _, ln := range l.e.listeners {
 		ln.closePending(l.id)

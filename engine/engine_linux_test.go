@@ -822,3 +822,96 @@ func TestPostTo(t *testing.T) {
 		})
 	}
 }
+
+func TestShutdown(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			for _, tc := range []struct {
+				name     string
+				graceful bool // the client closes before Shutdown's deadline
+			}{{"drain", true}, {"deadline", false}} {
+				t.Run(tc.name, func(t *testing.T) {
+					var closeErr atomic.Value
+					h := &BaseHandlerFunc{
+						data: func(c *Conn, buf Buffer) bool { c.Write(buf.Bytes()); return false },
+						closed: func(c *Conn, err error) {
+							if err == nil {
+								err = errors.New("nil")
+							}
+							closeErr.Store(struct{ error }{err})
+						},
+					}
+					e, err := New(testConfig(b), h)
+					if err != nil {
+						t.Fatal(err)
+					}
+					ln, err := e.Listen("tcp", "127.0.0.1:0", nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					done := make(chan error, 1)
+					go func() { done <- e.Run(context.Background()) }()
+					c, err := net.Dial("tcp", ln.Addr().String())
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer c.Close()
+					c.Write([]byte("x"))
+					io.ReadFull(c, make([]byte, 1))
+					ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+					defer cancel()
+					sdone := make(chan error, 1)
+					go func() { sdone <- e.Shutdown(ctx) }()
+					// The listener closes at once; the open connection still works.
+					waitFor(t, "the listener to close", func() bool {
+						c2, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second)
+						if err == nil {
+							c2.Close()
+						}
+						return err != nil
+					})
+					c.Write([]byte("y"))
+					if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+						t.Fatalf("open connection during the drain: %v", err)
+					}
+					if tc.graceful {
+						c.Close()
+					}
+					err = <-sdone
+					if tc.graceful && err != nil || !tc.graceful && !errors.Is(err, context.DeadlineExceeded) {
+						t.Fatalf("Shutdown: %v", err)
+					}
+					if err := <-done; err != nil {
+						t.Fatalf("Run: %v", err)
+					}
+					v, _ := closeErr.Load().(struct{ error })
+					got := v.error
+					if tc.graceful && (got == nil || got.Error() != "nil") {
+						t.Errorf("drained connection closed with %v, want nil", got)
+					}
+					if !tc.graceful && !errors.Is(got, ErrClosed) {
+						t.Errorf("connection open at the deadline closed with %v, want ErrClosed", got)
+					}
+				})
+			}
+		})
+	}
+}
+
+// TestShutdownWithoutRun releases what New and Listen made (TestMain checks
+// the fds) and makes Run fail.
+func TestShutdownWithoutRun(t *testing.T) {
+	e, err := New(testConfig(BackendEpoll), &echoHandler{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Listen("tcp", "127.0.0.1:0", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Run(context.Background()); err == nil {
+		t.Fatal("Run after Shutdown succeeded")
+	}
+}

@@ -23,3 +23,5 @@ func (ln *Listener) Close() error { return ErrNotSupported }
 func (l *Loop) Dial(network, address string, timeout time.Duration) (*Conn, error) {
 	return nil, ErrNotSupported
 }
+
+func (l *Loop) closeWakeFd() {}
