@@ -243,15 +243,8 @@ func DecodeQueue(b []byte) (QueueNAPI, error) {
 	if err := ad.Err(); err != nil {
 		return q, fmt.Errorf("queue: %w", err)
 	}
-	switch typ {
-	case 0:
-		q.Type = "rx"
-	case 1:
-		q.Type = "tx"
-	default:
-		return q, fmt.Errorf("queue: type %d", typ)
-	}
-	return q, nil
+	q.Type, err = queueType("queue", typ)
+	return q, err
 }
 
 // qstatNames names the netdev qstats counters spindle reads
@@ -299,15 +292,19 @@ func DecodeQStats(b []byte) (QueueStats, error) {
 	if err := ad.Err(); err != nil {
 		return q, fmt.Errorf("qstats: %w", err)
 	}
+	q.Type, err = queueType("qstats", typ)
+	return q, err
+}
+
+// queueType names a NETDEV_QUEUE_TYPE value (0 rx, 1 tx).
+func queueType(what string, typ int) (string, error) {
 	switch typ {
 	case 0:
-		q.Type = "rx"
+		return "rx", nil
 	case 1:
-		q.Type = "tx"
-	default:
-		return q, fmt.Errorf("qstats: queue type %d", typ)
+		return "tx", nil
 	}
-	return q, nil
+	return "", fmt.Errorf("%s: queue type %d", what, typ)
 }
 
 // DecodeCoalesce decodes the attributes of a coalesce-get reply.

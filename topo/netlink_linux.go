@@ -89,17 +89,7 @@ func (nc *NetlinkClient) Queues(ifindex int) ([]QueueNAPI, error) {
 	if err != nil {
 		return nil, mapErr("netdev queue-get", err)
 	}
-	var out []QueueNAPI
-	for _, m := range msgs {
-		q, err := DecodeQueue(m.Data)
-		if err != nil {
-			return nil, err
-		}
-		if q.Ifindex == ifindex {
-			out = append(out, q)
-		}
-	}
-	return out, nil
+	return decodeFor(msgs, ifindex, DecodeQueue, func(q QueueNAPI) int { return q.Ifindex })
 }
 
 // NAPIs implements NetlinkSource.
@@ -108,17 +98,7 @@ func (nc *NetlinkClient) NAPIs(ifindex int) ([]NAPI, error) {
 	if err != nil {
 		return nil, mapErr("netdev napi-get", err)
 	}
-	var out []NAPI
-	for _, m := range msgs {
-		n, err := DecodeNAPI(m.Data)
-		if err != nil {
-			return nil, err
-		}
-		if n.Ifindex == ifindex {
-			out = append(out, n)
-		}
-	}
-	return out, nil
+	return decodeFor(msgs, ifindex, DecodeNAPI, func(n NAPI) int { return n.Ifindex })
 }
 
 // QStats returns the per-queue counters of ifindex (netdev qstats-get,
@@ -141,14 +121,20 @@ func (nc *NetlinkClient) QStats(ifindex int) ([]QueueStats, error) {
 	if err != nil {
 		return nil, mapErr("netdev qstats-get", err)
 	}
-	var out []QueueStats
+	return decodeFor(msgs, ifindex, DecodeQStats, func(q QueueStats) int { return q.Ifindex })
+}
+
+// decodeFor decodes the replies of a dump and keeps those of ifindex
+// (the request's filter is checked again here).
+func decodeFor[T any](msgs []genetlink.Message, ifindex int, decode func([]byte) (T, error), index func(T) int) ([]T, error) {
+	var out []T
 	for _, m := range msgs {
-		q, err := DecodeQStats(m.Data)
+		v, err := decode(m.Data)
 		if err != nil {
 			return nil, err
 		}
-		if q.Ifindex == ifindex {
-			out = append(out, q)
+		if index(v) == ifindex {
+			out = append(out, v)
 		}
 	}
 	return out, nil

@@ -74,40 +74,34 @@ func (r *ReplayNetlink) NAPIs(ifindex int) ([]NAPI, error) {
 	return v.NAPIs, err
 }
 
-// Coalesce implements NetlinkSource.
-func (r *ReplayNetlink) Coalesce(ifindex int) (Coalesce, error) {
+// replayed returns one ethtool answer of ifindex: its value, or its
+// recorded error.
+func replayed[T any](r *ReplayNetlink, ifindex int, get func(ReplayIface) (T, string)) (T, error) {
+	var zero T
 	v, err := r.iface(ifindex)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
-	if err := replayErr(v.CoalesceErr); err != nil {
-		return nil, err
+	val, errText := get(v)
+	if err := replayErr(errText); err != nil {
+		return zero, err
 	}
-	return v.Coalesce, nil
+	return val, nil
+}
+
+// Coalesce implements NetlinkSource.
+func (r *ReplayNetlink) Coalesce(ifindex int) (Coalesce, error) {
+	return replayed(r, ifindex, func(v ReplayIface) (Coalesce, string) { return v.Coalesce, v.CoalesceErr })
 }
 
 // Rings implements NetlinkSource.
 func (r *ReplayNetlink) Rings(ifindex int) (*Rings, error) {
-	v, err := r.iface(ifindex)
-	if err != nil {
-		return nil, err
-	}
-	if err := replayErr(v.RingsErr); err != nil {
-		return nil, err
-	}
-	return v.Rings, nil
+	return replayed(r, ifindex, func(v ReplayIface) (*Rings, string) { return v.Rings, v.RingsErr })
 }
 
 // Channels implements NetlinkSource.
 func (r *ReplayNetlink) Channels(ifindex int) (*Channels, error) {
-	v, err := r.iface(ifindex)
-	if err != nil {
-		return nil, err
-	}
-	if err := replayErr(v.ChannelsErr); err != nil {
-		return nil, err
-	}
-	return v.Channels, nil
+	return replayed(r, ifindex, func(v ReplayIface) (*Channels, string) { return v.Channels, v.ChannelsErr })
 }
 
 // RecordNetlink asks src about every interface of h and returns the

@@ -3,7 +3,8 @@ package tune
 import (
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -34,13 +35,8 @@ func WriteHost(w io.Writer, h *topo.Host) error {
 		flags = " (" + strings.Join(h.IsolatedFlags, ",") + ")"
 	}
 	ew.f("  isolated: %s%s   nohz_full: %s\n", orNone(h.Isolated.String()), flags, orNone(h.NohzFull.String()))
-	var names []string
-	for k := range h.Sysctls {
-		names = append(names, k)
-	}
-	sort.Strings(names)
 	var sc []string
-	for _, k := range names {
+	for _, k := range slices.Sorted(maps.Keys(h.Sysctls)) {
 		sc = append(sc, k+"="+h.Sysctls[k])
 	}
 	ew.f("  sysctls: %s\n", strings.Join(sc, " "))
@@ -90,13 +86,8 @@ func writeNIC(ew *errWriter, n *topo.NIC) {
 	}
 	ew.f("%s\n", line)
 	if n.Coalesce != nil {
-		var keys []string
-		for k := range n.Coalesce {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
 		var parts []string
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(n.Coalesce)) {
 			parts = append(parts, fmt.Sprintf("%s %d", k, n.Coalesce[k]))
 		}
 		ew.f("  coalescing: %s\n", strings.Join(parts, ", "))
