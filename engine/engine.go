@@ -52,7 +52,8 @@ type Config struct {
 	// falls back to BackendEpoll and says so once through Logf.
 	Backend Backend
 	// CPUs are the CPUs that get one loop each. Default: every CPU the
-	// process may run on.
+	// process may run on. To use the CPUs `spindle tune` set aside for
+	// loops, pass its plan's LoopCPUs.
 	CPUs []int
 	// ReadBufferSize is the size of one receive buffer. Default 16 KiB,
 	// minimum 512.
@@ -73,10 +74,11 @@ type Config struct {
 	// PreferBusyPoll sets prefer_busy_poll for uring-napi and
 	// epoll-busypoll. Default false.
 	PreferBusyPoll bool
-	// SQPollCPU is the CPU of the SQPOLL thread for uring-sqpoll. Default
-	// (-1 or 0 with no CPU outside the loop set): the first allowed CPU not
-	// in CPUs; when every CPU runs a loop, the SQPOLL thread is left
-	// unpinned and Logf says so.
+	// SQPollCPU places the SQPOLL thread of uring-sqpoll (one thread,
+	// shared by the engine's rings through IORING_SETUP_ATTACH_WQ): > 0 is
+	// that CPU; 0 (default) picks the first allowed CPU outside CPUs, and
+	// when every CPU runs a loop leaves the thread unpinned and says so
+	// through Logf; -1 leaves it unpinned.
 	SQPollCPU int
 	// SendZCThreshold, when > 0, makes the uring backends send queued
 	// segments of at least this many bytes with IORING_OP_SEND_ZC from the

@@ -501,7 +501,7 @@ func TestSteering(t *testing.T) {
 			cfg := testConfig(b)
 			cfg.CPUs = []int{0, 1}
 			_, addr := startEngine(t, cfg, h)
-			for _, cpu := range []int{0, 1, 1, 0} {
+			for _, cpu := range []int{0, 1, 1, 0, 0, 1, 0, 1} {
 				res := make(chan error, 1)
 				go func() {
 					// This thread exits with the goroutine (no Unlock), so
