@@ -108,14 +108,7 @@ func (e *Echo) Process(in, out []byte) (int, []byte, error) {
 	if len(in) == 0 {
 		return 0, out, nil
 	}
-	if e.mode == 0 {
-		c := in[0]
-		if c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' {
-			e.mode = 'h'
-		} else {
-			e.mode = 'r'
-		}
-	}
+	e.detect(in)
 	if e.mode == 'h' {
 		return e.processHTTP(in, out)
 	}
@@ -132,6 +125,40 @@ func (e *Echo) Process(in, out []byte) (int, []byte, error) {
 		out = append(out, in[done:done+n]...)
 		done += n
 	}
+}
+
+// detect sets the connection's protocol from its first byte.
+func (e *Echo) detect(in []byte) {
+	if e.mode != 0 || len(in) == 0 {
+		return
+	}
+	c := in[0]
+	if c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' {
+		e.mode = 'h'
+	} else {
+		e.mode = 'r'
+	}
+}
+
+// WholeRPC reports whether in is exactly a sequence of complete RPC
+// requests on an RPC connection, and how many. A server may then send in
+// itself back as the reply (its echo), without copying, after calling
+// Compute for each request. Called from the connection's goroutine or
+// loop.
+func (e *Echo) WholeRPC(in []byte) (requests int, ok bool) {
+	e.detect(in)
+	if e.mode != 'r' || len(in) == 0 {
+		return 0, false
+	}
+	for off := 0; off < len(in); {
+		n, err := frameLen(in[off:])
+		if err != nil || n == 0 || off+n > len(in) {
+			return 0, false
+		}
+		off += n
+		requests++
+	}
+	return requests, true
 }
 
 var (

@@ -144,3 +144,29 @@ func TestHotPathAllocs(t *testing.T) {
 		}
 	}
 }
+
+func TestWholeRPC(t *testing.T) {
+	two := AppendRequest(AppendRequest(nil, 1, 1, 64), 1, 2, 100)
+	tests := []struct {
+		name string
+		in   []byte
+		reqs int
+		ok   bool
+	}{
+		{"one", AppendRequest(nil, 1, 1, 64), 1, true},
+		{"two", two, 2, true},
+		{"partial tail", two[:len(two)-1], 0, false},
+		{"header only", two[:3], 0, false},
+		{"empty", nil, 0, false},
+		{"http", []byte("GET / HTTP/1.1\r\n\r\n"), 0, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var e Echo
+			reqs, ok := e.WholeRPC(tc.in)
+			if reqs != tc.reqs || ok != tc.ok {
+				t.Fatalf("WholeRPC = %d, %v; want %d, %v", reqs, ok, tc.reqs, tc.ok)
+			}
+		})
+	}
+}
