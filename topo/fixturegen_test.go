@@ -236,14 +236,15 @@ func (f fixtureHost) write(t *testing.T) {
 
 	// netlink.json
 	nl := ReplayNetlink{Status: NetlinkStatus{Netdev: "ok", Ethtool: "ok"}, Ifaces: map[string]ReplayIface{}}
-	ri := ReplayIface{Coalesce: f.coalesce, Rings: &f.rings, Channels: &f.channels}
+	ri := ReplayIface{EthtoolInfo: EthtoolInfo{Coalesce: f.coalesce, Rings: &f.rings, Channels: &f.channels}}
 	for q := 0; q < f.queues; q++ {
 		id := f.napiBase + uint32(q)
 		ri.NAPIs = append(ri.NAPIs, NAPI{ID: id, Ifindex: f.ifindex, IRQ: f.miscIRQ + 1 + q})
 		ri.Queues = append(ri.Queues, QueueNAPI{ID: q, Ifindex: f.ifindex, Type: "rx", NAPIID: id}, QueueNAPI{ID: q, Ifindex: f.ifindex, Type: "tx", NAPIID: id})
 	}
 	nl.Ifaces[fmt.Sprint(f.ifindex)] = ri
-	nl.Ifaces["1"] = ReplayIface{CoalesceErr: "ethtool coalesce-get: not supported (EOPNOTSUPP)", RingsErr: "ethtool rings-get: not supported (EOPNOTSUPP)", ChannelsErr: "ethtool channels-get: not supported (EOPNOTSUPP)"}
+	nl.Ifaces["1"] = ReplayIface{EthtoolInfo: EthtoolInfo{CoalesceErr: "ethtool coalesce-get: not supported (EOPNOTSUPP)",
+		RingsErr: "ethtool rings-get: not supported (EOPNOTSUPP)", ChannelsErr: "ethtool channels-get: not supported (EOPNOTSUPP)"}}
 	js, err := json.MarshalIndent(nl, "", "  ")
 	if err != nil {
 		t.Fatal(err)

@@ -119,14 +119,39 @@ type NIC struct {
 	// missing when they are.
 	NAPIs   []NAPI `json:"napis"`
 	NAPIErr string `json:"napi_err,omitempty"`
-	// Coalesce, Rings and Channels come from ethtool netlink; the *Err
-	// fields say why one is missing (e.g. not supported by the driver).
+	// EthtoolInfo holds coalescing, rings and channels.
+	EthtoolInfo
+}
+
+// EthtoolInfo is what ethtool netlink reports about one interface:
+// Coalesce, Rings and Channels, and in the *Err fields why one is missing
+// (e.g. not supported by the driver).
+type EthtoolInfo struct {
 	Coalesce    Coalesce  `json:"coalesce,omitempty"`
 	CoalesceErr string    `json:"coalesce_err,omitempty"`
 	Rings       *Rings    `json:"rings,omitempty"`
 	RingsErr    string    `json:"rings_err,omitempty"`
 	Channels    *Channels `json:"channels,omitempty"`
 	ChannelsErr string    `json:"channels_err,omitempty"`
+}
+
+// readEthtool asks src for the ethtool answers of ifindex.
+func readEthtool(src NetlinkSource, ifindex int) EthtoolInfo {
+	var e EthtoolInfo
+	errString := func(err error) string {
+		if err == nil {
+			return ""
+		}
+		return err.Error()
+	}
+	var err error
+	e.Coalesce, err = src.Coalesce(ifindex)
+	e.CoalesceErr = errString(err)
+	e.Rings, err = src.Rings(ifindex)
+	e.RingsErr = errString(err)
+	e.Channels, err = src.Channels(ifindex)
+	e.ChannelsErr = errString(err)
+	return e
 }
 
 // RxQueue is one receive queue.
@@ -515,21 +540,7 @@ func (r reader) netlinkNIC(n *NIC, nl NetlinkSource) {
 	} else if n.NAPIErr == "" {
 		n.NAPIErr = err.Error()
 	}
-	if c, err := nl.Coalesce(n.Ifindex); err == nil {
-		n.Coalesce = c
-	} else {
-		n.CoalesceErr = err.Error()
-	}
-	if rg, err := nl.Rings(n.Ifindex); err == nil {
-		n.Rings = rg
-	} else {
-		n.RingsErr = err.Error()
-	}
-	if ch, err := nl.Channels(n.Ifindex); err == nil {
-		n.Channels = ch
-	} else {
-		n.ChannelsErr = err.Error()
-	}
+	n.EthtoolInfo = readEthtool(nl, n.Ifindex)
 }
 
 // queueName matches the queue part of common driver IRQ names:

@@ -21,14 +21,9 @@ type ReplayNetlink struct {
 // ReplayIface holds the captured netlink answers for one interface. An
 // *Err field, when set, is returned as the error of that query.
 type ReplayIface struct {
-	Queues      []QueueNAPI `json:"queues"`
-	NAPIs       []NAPI      `json:"napis"`
-	Coalesce    Coalesce    `json:"coalesce,omitempty"`
-	CoalesceErr string      `json:"coalesce_err,omitempty"`
-	Rings       *Rings      `json:"rings,omitempty"`
-	RingsErr    string      `json:"rings_err,omitempty"`
-	Channels    *Channels   `json:"channels,omitempty"`
-	ChannelsErr string      `json:"channels_err,omitempty"`
+	Queues []QueueNAPI `json:"queues"`
+	NAPIs  []NAPI      `json:"napis"`
+	EthtoolInfo
 }
 
 // LoadReplayNetlink reads a netlink.json file. Unknown fields are errors.
@@ -108,23 +103,10 @@ func (r *ReplayNetlink) Channels(ifindex int) (*Channels, error) {
 // answers in replayable form (what testdata/*/netlink.json holds).
 func RecordNetlink(src NetlinkSource, status NetlinkStatus, h *Host) *ReplayNetlink {
 	r := &ReplayNetlink{Status: status, Ifaces: map[string]ReplayIface{}}
-	errString := func(err error) string {
-		if err == nil {
-			return ""
-		}
-		return err.Error()
-	}
 	for _, n := range h.NICs {
-		var ri ReplayIface
+		ri := ReplayIface{EthtoolInfo: readEthtool(src, n.Ifindex)}
 		ri.Queues, _ = src.Queues(n.Ifindex)
 		ri.NAPIs, _ = src.NAPIs(n.Ifindex)
-		var err error
-		ri.Coalesce, err = src.Coalesce(n.Ifindex)
-		ri.CoalesceErr = errString(err)
-		ri.Rings, err = src.Rings(n.Ifindex)
-		ri.RingsErr = errString(err)
-		ri.Channels, err = src.Channels(n.Ifindex)
-		ri.ChannelsErr = errString(err)
 		r.Ifaces[fmt.Sprint(n.Ifindex)] = ri
 	}
 	return r
