@@ -151,12 +151,11 @@ func probeReap(r *Ring) (CQE, error) {
 	return CQE{}, errors.New("no completion within 1s")
 }
 
+// The probes below open their sockets before the ring, so that the ring,
+// deferred last, is closed first: no socket is closed while a request on it
+// is in flight.
+
 func probeMultishotAccept() error {
-	r, err := New(&Config{Entries: 4, SQThreadCPU: -1})
-	if err != nil {
-		return err
-	}
-	defer r.Close()
 	lfd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return err
@@ -172,15 +171,20 @@ func probeMultishotAccept() error {
 	if err != nil {
 		return err
 	}
-	r.GetSQE().PrepAcceptMultishot(lfd, unix.SOCK_CLOEXEC, false, 1)
-	if _, err := r.Submit(); err != nil {
-		return err
-	}
 	cfd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(cfd)
+	r, err := New(&Config{Entries: 4, SQThreadCPU: -1})
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	r.GetSQE().PrepAcceptMultishot(lfd, unix.SOCK_CLOEXEC, false, 1)
+	if _, err := r.Submit(); err != nil {
+		return err
+	}
 	if err := unix.Connect(cfd, sa); err != nil {
 		return err
 	}
@@ -199,22 +203,21 @@ func probeMultishotAccept() error {
 }
 
 func probeMultishotRecv(bundle bool) error {
-	r, err := New(&Config{Entries: 4, SQThreadCPU: -1})
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	b, err := r.SetupBufRing(1, 4, 64)
-	if err != nil {
-		return err
-	}
-	defer b.Close()
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fds[0])
 	defer unix.Close(fds[1])
+	r, err := New(&Config{Entries: 4, SQThreadCPU: -1})
+	if err != nil {
+		return err
+	}
+	defer r.Close() // also closes the buffer ring, after cancelling the receive
+	b, err := r.SetupBufRing(1, 4, 64)
+	if err != nil {
+		return err
+	}
 	if _, err := unix.Write(fds[1], []byte("probe")); err != nil {
 		return err
 	}

@@ -153,20 +153,22 @@ func unsupported(feature, min string, err error) error {
 	return &UnsupportedFeatureError{Feature: feature, MinKernel: min, Err: err}
 }
 
-// Close unmaps the rings and closes the ring fd; the kernel cancels requests
-// still in flight. Provided buffer rings still open are closed too. With
-// RegisterRingFD, Close must run on the owner thread. Calling Close twice
-// returns net.ErrClosed-compatible os.ErrClosed.
+// Close cancels the requests still in flight, closes the ring fd and unmaps
+// the rings, then closes the provided buffer rings still open. Completions
+// not yet reaped are discarded. Cancelling first (IORING_OP_ASYNC_CANCEL of
+// every request, waiting up to a second for the kernel to confirm) keeps an
+// armed multishot receive from picking a buffer Close is about to unmap; a
+// request already running in an io-wq worker can only be asked to stop, so
+// reap what matters before Close. With SingleIssuer or RegisterRingFD, Close
+// must run on the owner thread. Calling Close twice returns os.ErrClosed.
 //
 // Owner goroutine.
 func (r *Ring) Close() error {
 	if r.closed {
 		return os.ErrClosed
 	}
+	r.cancelAll()
 	r.closed = true
-	for _, b := range r.bufRings {
-		b.Close()
-	}
 	var first error
 	if r.regIndex >= 0 {
 		if err := sys.UnregisterRingFd(r.fd, r.regIndex); err != nil {
@@ -181,7 +183,43 @@ func (r *Ring) Close() error {
 	if err := unix.Close(r.fd); err != nil && first == nil {
 		first = os.NewSyscallError("close", err)
 	}
+	// Last: no request of this ring can select from them any more.
+	for _, b := range r.bufRings {
+		if err := b.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
 	return first
+}
+
+// cancelAll cancels every request in flight and waits up to a second for the
+// cancel's completion, discarding the completions it reaps. It returns the
+// cancel's result: the number of requests cancelled, or a negative errno
+// (-1 when the cancel could not be submitted or did not complete).
+func (r *Ring) cancelAll() int32 {
+	s := r.GetSQE()
+	if s == nil {
+		r.Submit()
+		if s = r.GetSQE(); s == nil {
+			return -1
+		}
+	}
+	s.PrepCancel(0, CancelAny|CancelAll, CloseUserData)
+	res := int32(-1)
+	done := false
+	deadline := time.Now().Add(time.Second)
+	for !done && time.Now().Before(deadline) {
+		if _, err := r.SubmitAndWait(1, 50*time.Millisecond); err != nil && err != unix.ETIME {
+			return -1
+		}
+		r.ForEachCQE(func(c CQE) bool {
+			if c.UserData == CloseUserData {
+				res, done = c.Res, true
+			}
+			return true
+		})
+	}
+	return res
 }
 
 // Fd returns the ring's file descriptor, for PrepMsgRing from another ring or

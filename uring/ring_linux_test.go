@@ -127,3 +127,36 @@ func TestCQEHelpers(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseCancelsInFlight arms a multishot receive on a buffer ring, a
+// multishot accept and a poll, then checks that the cancel Close starts with
+// reaches all three before anything is unmapped, and that Close still
+// succeeds afterwards with the buffer ring open.
+func TestCloseCancelsInFlight(t *testing.T) {
+	r, err := New(&Config{Entries: 8, SQThreadCPU: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.SetupBufRing(1, 4, 64); err != nil {
+		r.Close()
+		t.Fatal(err)
+	}
+	_, s := tcpPair(t)
+	lfd, _ := listenTCP(t)
+	sqe(t, r).PrepRecvMultishot(s, 1, false, 0, 1)
+	sqe(t, r).PrepAcceptMultishot(lfd, unix.SOCK_CLOEXEC, false, 2)
+	sqe(t, r).PrepPollAdd(s, unix.POLLIN, true, 3)
+	if _, err := r.Submit(); err != nil {
+		t.Fatal(err)
+	}
+	expectNone(t, r, 5*time.Millisecond) // all three parked
+	if n := r.cancelAll(); n != 3 {
+		t.Errorf("cancel before close: %d requests cancelled, want 3", n)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.bufRings) != 0 {
+		t.Errorf("%d buffer rings left open by Close", len(r.bufRings))
+	}
+}

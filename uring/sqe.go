@@ -77,6 +77,10 @@ const (
 	CancelUserData = sys.IORING_ASYNC_CANCEL_USERDATA // match on user_data (the default key)
 )
 
+// CloseUserData is the user_data of the cancel request Ring.Close submits;
+// do not use it for your own requests.
+const CloseUserData = ^uint64(0)
+
 // MsgRingCQESkip posts no CQE on the target ring (only with MSG_RING fd passing).
 const MsgRingCQESkip = sys.IORING_MSG_RING_CQE_SKIP
 
