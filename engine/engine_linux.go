@@ -357,7 +357,14 @@ func (l *Loop) Dial(network, address string, timeout time.Duration) (*Conn, erro
 	return c, nil
 }
 
+// sockaddr resolves a numeric address. An empty host means loopback for a
+// dial and the wildcard for a listen ("::" dual-stack for tcp and tcp6,
+// 0.0.0.0 for tcp4), as in package net.
 func sockaddr(network, address string) (unix.Sockaddr, int, error) {
+	return resolve(network, address, false)
+}
+
+func resolve(network, address string, listen bool) (unix.Sockaddr, int, error) {
 	switch network {
 	case "unix":
 		return &unix.SockaddrUnix{Name: address}, unix.AF_UNIX, nil
@@ -371,7 +378,12 @@ func sockaddr(network, address string) (unix.Sockaddr, int, error) {
 		if err2 != nil {
 			return nil, 0, err
 		}
-		if host == "" || host == "localhost" {
+		switch {
+		case host == "" && listen && network == "tcp4":
+			host = "0.0.0.0"
+		case host == "" && listen:
+			host = "::"
+		case host == "" || host == "localhost":
 			host = "127.0.0.1"
 			if network == "tcp6" {
 				host = "::1"
@@ -398,7 +410,8 @@ func sockaddr(network, address string) (unix.Sockaddr, int, error) {
 	return sa, unix.AF_INET6, nil
 }
 
-// Listen opens address on every loop: "tcp", "tcp4", "tcp6" get one
+// Listen opens address on every loop: "tcp", "tcp4", "tcp6" (numeric host,
+// "localhost", or empty for every address, dual-stack for tcp) get one
 // SO_REUSEPORT socket per loop with the CPU-steering program; "unix" gets one
 // socket served by loop 0. It may be called before or after Run, from any
 // goroutine.
@@ -445,7 +458,7 @@ func (e *Engine) Listen(network, address string, lc *ListenConfig) (*Listener, e
 		ln.addr = &net.UnixAddr{Name: address, Net: "unix"}
 		ln.unlink = address
 	} else {
-		sa, family, err := sockaddr(network, address)
+		sa, family, err := resolve(network, address, true)
 		if err != nil {
 			return nil, &net.OpError{Op: "listen", Net: network, Err: err}
 		}

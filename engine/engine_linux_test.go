@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -913,5 +914,55 @@ func TestShutdownWithoutRun(t *testing.T) {
 	}
 	if err := e.Run(context.Background()); err == nil {
 		t.Fatal("Run after Shutdown succeeded")
+	}
+}
+
+func TestListenNetworks(t *testing.T) {
+	tests := []struct{ network, addr, dial string }{
+		{"tcp4", "127.0.0.1:0", "tcp4"},
+		{"tcp6", "[::1]:0", "tcp6"},
+		{"tcp", ":0", "tcp"}, // dual-stack wildcard
+	}
+	for _, b := range testBackends {
+		for _, tc := range tests {
+			t.Run(string(b)+"/"+tc.network, func(t *testing.T) {
+				e, err := New(testConfig(b), &echoHandler{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ln, err := e.Listen(tc.network, tc.addr, nil)
+				if err != nil {
+					if tc.network == "tcp6" && strings.Contains(err.Error(), "address not available") {
+						t.Skip("no IPv6 loopback here")
+					}
+					t.Fatal(err)
+				}
+				runEngine(t, e)
+				port := ln.Addr().(*net.TCPAddr).Port
+				target := net.JoinHostPort("localhost", strconv.Itoa(port))
+				if tc.network == "tcp6" {
+					target = net.JoinHostPort("::1", strconv.Itoa(port))
+				} else if tc.network == "tcp4" {
+					target = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+				}
+				targets := []string{target}
+				if tc.addr == ":0" {
+					// The wildcard serves both families.
+					targets = []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), net.JoinHostPort("::1", strconv.Itoa(port))}
+				}
+				for _, target := range targets {
+					c, err := net.Dial(tc.dial, target)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer c.Close()
+					c.Write([]byte("hi"))
+					buf := make([]byte, 2)
+					if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "hi" {
+						t.Fatalf("%s: %q %v", target, buf, err)
+					}
+				}
+			})
+		}
 	}
 }
