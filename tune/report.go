@@ -102,12 +102,17 @@ func writeNIC(ew *errWriter, n *topo.NIC) {
 	tw := tabwriter.NewWriter(ew, 2, 8, 2, ' ', 0)
 	fmt.Fprintf(tw, "  queue\tIRQ\tname\taffinity\teffective\tNAPI\tRPS/XPS\tflow_cnt\n")
 	used := map[int]bool{}
-	for _, q := range n.RxQueues {
-		irq, name, aff, eff := "-", "-", "-", "-"
-		if x, ok := irqs[q.IRQ]; ok {
-			irq, name, aff, eff = fmt.Sprint(q.IRQ), x.Name, x.Affinity.String(), x.Effective.String()
-			used[q.IRQ] = true
+	// cols returns a queue's IRQ columns and marks the IRQ as shown.
+	cols := func(n int) (irq, name, aff, eff string) {
+		x, ok := irqs[n]
+		if !ok {
+			return "-", "-", "-", "-"
 		}
+		used[n] = true
+		return fmt.Sprint(n), x.Name, x.Affinity.String(), x.Effective.String()
+	}
+	for _, q := range n.RxQueues {
+		irq, name, aff, eff := cols(q.IRQ)
 		napi := "-"
 		if q.NAPIID != 0 {
 			napi = fmt.Sprint(q.NAPIID)
@@ -115,11 +120,7 @@ func writeNIC(ew *errWriter, n *topo.NIC) {
 		fmt.Fprintf(tw, "  rx-%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", q.Index, irq, name, aff, orNone(eff), napi, orNone(q.RPS.String()), q.RPSFlowCnt)
 	}
 	for _, q := range n.TxQueues {
-		irq, name, aff, eff := "-", "-", "-", "-"
-		if x, ok := irqs[q.IRQ]; ok {
-			irq, name, aff, eff = fmt.Sprint(q.IRQ), x.Name, x.Affinity.String(), x.Effective.String()
-			used[q.IRQ] = true
-		}
+		irq, name, aff, eff := cols(q.IRQ)
 		xps := "n/a"
 		if q.HasXPS {
 			xps = orNone(q.XPS.String())
