@@ -249,10 +249,7 @@ func (r *Ring) CQEntries() uint32 { return r.mem.CQEntries }
 // GetSQE returns the next free SQE, zeroed, or nil when the SQ is full (then
 // Submit and retry). Owner goroutine; does not allocate.
 func (r *Ring) GetSQE() *SQE {
-	// SQ head: acquire load, pairs with the kernel's smp_store_release of
-	// sq.head after it has consumed entries (io_commit_sqring), so a slot we
-	// see as free is no longer read by the kernel.
-	head := r.mem.SQHead.Load()
+	head := r.sqHead()
 	if r.sqTail-head >= r.mem.SQEntries {
 		return nil
 	}
@@ -264,18 +261,47 @@ func (r *Ring) GetSQE() *SQE {
 
 // SQReady returns the number of SQEs prepared but not yet consumed by the
 // kernel. Owner goroutine.
-func (r *Ring) SQReady() uint32 { return r.sqTail - r.mem.SQHead.Load() }
+func (r *Ring) SQReady() uint32 { return r.sqTail - r.sqHead() }
+
+// The four accessors below are the only places that touch the shared ring
+// indexes. Go's sync/atomic loads and stores are sequentially consistent,
+// hence at least acquire and release; each comment names the kernel side
+// (io_uring/io_uring.c, 6.18) it pairs with.
+
+// sqHead loads the SQ head the kernel advances. Acquire: pairs with the
+// kernel's smp_store_release of sq.head in io_commit_sqring, so a slot below
+// it is no longer read by the kernel and may be reused.
+func (r *Ring) sqHead() uint32 { return r.mem.SQHead.Load() }
+
+// publishSQTail stores the SQ tail. Release: pairs with the kernel's
+// smp_load_acquire of sq.tail in io_sqring_entries, so the SQE contents
+// written before are visible to the kernel once it sees the tail. Being
+// sequentially consistent, it is also the smp_mb the SQPOLL protocol needs
+// between this store and reading IORING_SQ_NEED_WAKEUP: it pairs with the
+// smp_mb__after_atomic in io_sq_thread (io_uring/sqpoll.c) between setting
+// the flag and its last look at the SQ tail, so either the thread sees our
+// tail or we see the flag and wake it.
+func (r *Ring) publishSQTail() { r.mem.SQTail.Store(r.sqTail) }
+
+// cqTail loads the CQ tail the kernel advances. Acquire: pairs with the
+// kernel's smp_store_release of cq.tail in io_commit_cqring, so the CQE
+// contents up to it are visible.
+func (r *Ring) cqTail() uint32 { return r.mem.CQTail.Load() }
+
+// cqHead loads the CQ head, which only this ring's owner writes.
+func (r *Ring) cqHead() uint32 { return r.mem.CQHead.Load() }
+
+// releaseCQ stores the CQ head. Release: our reads of the CQEs below head
+// happen before the store; the kernel reads cq.head with READ_ONCE when it
+// computes free CQ space (__io_cqring_events) and, through the control
+// dependency, writes a slot only after seeing it released.
+func (r *Ring) releaseCQ(head uint32) { r.mem.CQHead.Store(head) }
 
 // flush publishes prepared SQEs and returns how many the kernel has not
 // consumed yet.
 func (r *Ring) flush() uint32 {
-	// SQ tail: the store is a release (Go's atomic store is sequentially
-	// consistent), pairing with the kernel's smp_load_acquire of sq.tail in
-	// io_sqring_entries: the SQE contents written before are visible to the
-	// kernel once it sees the new tail. The seq-cst store also serves as the
-	// smp_mb the SQPOLL protocol requires before reading IORING_SQ_NEED_WAKEUP.
-	r.mem.SQTail.Store(r.sqTail)
-	return r.sqTail - r.mem.SQHead.Load()
+	r.publishSQTail()
+	return r.sqTail - r.sqHead()
 }
 
 // cqNeedsEnter reports that completions are held in the kernel: overflowed
@@ -353,7 +379,7 @@ func (r *Ring) enter(waitNr uint32, timeout time.Duration, wait bool) (int, erro
 			// Interrupted before anything was submitted or while waiting:
 			// retry what is left. A restarted timed wait starts its timeout
 			// again; callers that need a deadline use a TIMEOUT SQE.
-			toSubmit = r.sqTail - r.mem.SQHead.Load()
+			toSubmit = r.sqTail - r.sqHead()
 			if wait && r.CQReady() >= max(waitNr, 1) {
 				return submitted, nil
 			}
@@ -377,9 +403,7 @@ func (r *Ring) enter(waitNr uint32, timeout time.Duration, wait bool) (int, erro
 // CQReady returns the number of completions ready to be peeked. Owner
 // goroutine.
 func (r *Ring) CQReady() uint32 {
-	// CQ tail: acquire load, pairs with the kernel's smp_store_release of
-	// cq.tail in io_commit_cqring.
-	return r.mem.CQTail.Load() - r.mem.CQHead.Load()
+	return r.cqTail() - r.cqHead()
 }
 
 // PeekCQEs copies up to len(dst) ready completions into dst, releases their
@@ -406,13 +430,12 @@ func (r *Ring) PeekCQEs(dst []CQE) int {
 func (r *Ring) ForEachCQE(fn func(CQE) bool) int {
 	total := 0
 	for flushed := false; ; {
-		head := r.mem.CQHead.Load()
-		tail := r.mem.CQTail.Load() // acquire, as in copyCQEs
+		head, tail := r.cqHead(), r.cqTail()
 		for head != tail {
 			c := CQE(r.cqes[head&r.cqMask])
 			head++
 			// Release the slot before calling fn, so fn may reap or wait.
-			r.mem.CQHead.Store(head)
+			r.releaseCQ(head)
 			total++
 			if !fn(c) {
 				return total
@@ -428,20 +451,14 @@ func (r *Ring) ForEachCQE(fn func(CQE) bool) int {
 }
 
 func (r *Ring) copyCQEs(dst []CQE) int {
-	// CQ head is written only by us; CQ tail by the kernel. The acquire load
-	// of the tail (paired with the kernel's smp_store_release in
-	// io_commit_cqring) makes the CQE contents up to it visible.
-	head := r.mem.CQHead.Load()
-	avail := r.mem.CQTail.Load() - head
+	head := r.cqHead()
+	avail := r.cqTail() - head
 	n := min(int(avail), len(dst))
 	for i := range n {
 		dst[i] = CQE(r.cqes[(head+uint32(i))&r.cqMask])
 	}
 	if n > 0 {
-		// CQ head: release store, pairs with the kernel's READ_ONCE/acquire
-		// of cq.head when it computes free CQ space: it overwrites the
-		// slots only after our copies above.
-		r.mem.CQHead.Store(head + uint32(n))
+		r.releaseCQ(head + uint32(n))
 	}
 	return n
 }
