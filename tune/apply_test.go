@@ -307,3 +307,36 @@ func TestLoadStateStrict(t *testing.T) {
 		}
 	}
 }
+
+// TestRevertReportsDrift changes an applied value behind the tool's back:
+// revert still restores the value from before the apply, byte for byte,
+// and names the changed one.
+func TestRevertReportsDrift(t *testing.T) {
+	root := copyTree(t, fxVM)
+	p, err := MakePlan(loadHost(t, root), PlanConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := treeBytes(t, root)
+	state := filepath.Join(t.TempDir(), "state.json")
+	if _, err := Apply(p, Target{Root: root}, state); err != nil {
+		t.Fatal(err)
+	}
+	changed := "/sys/class/net/eth0/queues/rx-0/rps_flow_cnt"
+	if writeTo(p, changed) == nil {
+		t.Fatalf("plan does not write %s: %v", changed, targets(p))
+	}
+	if err := os.WriteFile(filepath.Join(root, changed), []byte("64\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	drifted, err := Revert(state, Target{Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(drifted) != 1 || !strings.Contains(drifted[0], changed) || !strings.Contains(drifted[0], `"64"`) {
+		t.Errorf("drifted = %q, want one entry for %s", drifted, changed)
+	}
+	if d := diffTrees(before, treeBytes(t, root)); len(d) > 0 {
+		t.Errorf("tree differs after revert:\n%s", strings.Join(d, "\n"))
+	}
+}

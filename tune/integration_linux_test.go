@@ -304,11 +304,3 @@ func nicNames(h *topo.Host) []string {
 	}
 	return out
 }
-
-func targets(p *Plan) []string {
-	var out []string
-	for _, w := range p.Writes {
-		out = append(out, w.Target())
-	}
-	return out
-}

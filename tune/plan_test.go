@@ -18,6 +18,14 @@ func writeTo(p *Plan, target string) *Write {
 	return nil
 }
 
+func targets(p *Plan) []string {
+	var out []string
+	for _, w := range p.Writes {
+		out = append(out, w.Target())
+	}
+	return out
+}
+
 func hasNote(p *Plan, sub string) bool {
 	return slices.ContainsFunc(p.Notes, func(n string) bool { return strings.Contains(n, sub) })
 }
