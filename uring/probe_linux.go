@@ -98,14 +98,20 @@ func Probe() (*Features, error) {
 		b.Close()
 	}
 	_, nerr := r.RegisterNAPI(NAPIConfig{BusyPollTimeout: 50 * time.Microsecond})
+	if nerr == nil {
+		nerr = r.UnregisterNAPI()
+	}
 	add("register", FeatNAPI, "6.9", nerr, "register and unregister, dynamic tracking")
 	if nerr == nil {
-		r.UnregisterNAPI()
 		_, serr := r.RegisterNAPI(NAPIConfig{BusyPollTimeout: 50 * time.Microsecond, Static: true})
 		if serr == nil {
 			serr = r.AddNAPIID(1 << 20)
-			r.RemoveNAPIID(1 << 20)
-			r.UnregisterNAPI()
+		}
+		if serr == nil {
+			serr = r.RemoveNAPIID(1 << 20)
+		}
+		if err := r.UnregisterNAPI(); serr == nil {
+			serr = err
 		}
 		add("register", FeatNAPIStatic, "6.13", serr, "static tracking with an id added and removed")
 	} else {
