@@ -79,15 +79,20 @@ func diffTrees(a, b map[string]string) []string {
 	return out
 }
 
-// fakeCoalescer is a test double for the netlink calls (there is no
-// kernel device behind a fixture tree). failSet makes every set fail.
-type fakeCoalescer struct {
+// fixtureNetlink answers the netlink calls of a Target for a fixture tree,
+// which has no kernel device behind it. Its setters encode each request
+// with the same topo encoders the real client sends (EncodeCoalesceSet,
+// EncodeNAPISet) and apply what those bytes decode to, so a wrong encoding
+// shows here too. The calls themselves are exercised on the kernel by
+// TestNetnsApplyRevert (napi-set) and TestApplyCoalesceRefusedLive
+// (coalesce-set). failSet makes every set fail.
+type fixtureNetlink struct {
 	values  map[int]topo.Coalesce
 	napis   map[uint32]topo.NAPI
 	failSet error
 }
 
-func (f *fakeCoalescer) NAPI(id uint32) (topo.NAPI, error) {
+func (f *fixtureNetlink) NAPI(id uint32) (topo.NAPI, error) {
 	n, ok := f.napis[id]
 	if !ok {
 		return n, fmt.Errorf("napi %d: %w", id, os.ErrNotExist)
@@ -95,7 +100,7 @@ func (f *fakeCoalescer) NAPI(id uint32) (topo.NAPI, error) {
 	return n, nil
 }
 
-func (f *fakeCoalescer) SetNAPI(id uint32, param string, value uint64) error {
+func (f *fixtureNetlink) SetNAPI(id uint32, param string, value uint64) error {
 	if f.failSet != nil {
 		return f.failSet
 	}
@@ -103,29 +108,50 @@ func (f *fakeCoalescer) SetNAPI(id uint32, param string, value uint64) error {
 	if !ok {
 		return fmt.Errorf("napi %d: %w", id, os.ErrNotExist)
 	}
+	b, err := topo.EncodeNAPISet(id, param, value)
+	if err != nil {
+		return err
+	}
+	req, err := topo.DecodeNAPI(b)
+	if err != nil {
+		return err
+	}
+	v, err := req.NAPIValue(param)
+	if err != nil || req.ID != id || v != value {
+		return fmt.Errorf("napi-set %d %s=%d encodes as %+v (%v)", id, param, value, req, err)
+	}
 	switch param {
 	case "defer-hard-irqs":
-		n.DeferHardIRQs = uint32(value)
+		n.DeferHardIRQs = req.DeferHardIRQs
 	case "gro-flush-timeout":
-		n.GROFlushTimeout = value
+		n.GROFlushTimeout = req.GROFlushTimeout
 	case "irq-suspend-timeout":
-		n.IRQSuspendTimeout = value
+		n.IRQSuspendTimeout = req.IRQSuspendTimeout
 	}
 	f.napis[id] = n
 	return nil
 }
 
-func (f *fakeCoalescer) Coalesce(ifindex int) (topo.Coalesce, error) {
+func (f *fixtureNetlink) Coalesce(ifindex int) (topo.Coalesce, error) {
 	return maps.Clone(f.values[ifindex]), nil
 }
 
-func (f *fakeCoalescer) SetCoalesce(ifindex int, values map[string]uint32) error {
+func (f *fixtureNetlink) SetCoalesce(ifindex int, values map[string]uint32) error {
 	if f.failSet != nil {
 		return f.failSet
 	}
-	for k, v := range values {
-		f.values[ifindex][k] = v
+	b, err := topo.EncodeCoalesceSet(ifindex, values)
+	if err != nil {
+		return err
 	}
+	req, err := topo.DecodeCoalesce(b)
+	if err != nil {
+		return err
+	}
+	if !maps.Equal(req, topo.Coalesce(values)) {
+		return fmt.Errorf("coalesce-set %v encodes as %v", values, req)
+	}
+	maps.Copy(f.values[ifindex], req)
 	return nil
 }
 
@@ -141,7 +167,7 @@ func TestApplyRevertFixture(t *testing.T) {
 			if len(p.Writes) == 0 {
 				t.Fatal("empty plan")
 			}
-			co := &fakeCoalescer{values: map[int]topo.Coalesce{}, napis: map[uint32]topo.NAPI{}}
+			co := &fixtureNetlink{values: map[int]topo.Coalesce{}, napis: map[uint32]topo.NAPI{}}
 			for _, n := range h.NICs {
 				if n.Coalesce != nil {
 					co.values[n.Ifindex] = maps.Clone(n.Coalesce)
@@ -226,7 +252,7 @@ func TestApplyRollsBackOnFailure(t *testing.T) {
 	if last < 5 {
 		t.Fatalf("coalesce write at %d; the test needs file writes before it", last)
 	}
-	co := &fakeCoalescer{values: map[int]topo.Coalesce{3: maps.Clone(h.NIC("ens1f0").Coalesce)}, failSet: fmt.Errorf("ethtool coalesce-set: %w", topo.ErrNotSupported)}
+	co := &fixtureNetlink{values: map[int]topo.Coalesce{3: maps.Clone(h.NIC("ens1f0").Coalesce)}, failSet: fmt.Errorf("ethtool coalesce-set: %w", topo.ErrNotSupported)}
 	before := treeBytes(t, root)
 	state := filepath.Join(t.TempDir(), "state.json")
 	_, err = Apply(p, Target{Root: root, Netlink: co}, state)
