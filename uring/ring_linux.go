@@ -476,8 +476,11 @@ func (r *Ring) CQOverflow() uint32 { return r.mem.CQOverflow.Load() }
 
 // Timespec returns a timespec set to d, from a pool of off-heap slots owned
 // by the ring, for PrepTimeout and PrepLinkTimeout. A slot is reused after
-// 200 more calls; use it in an SQE right away. Owner goroutine; does not
-// allocate.
+// 200 more calls; use it in an SQE right away. The kernel reads it when it
+// prepares the SQE: during Submit, or with SQPoll when the SQ thread gets to
+// it, so with SQPoll keep fewer than 200 timespecs between an SQE and its
+// consumption (SQReady() == 0), or use Arena.Timespec. Owner goroutine; does
+// not allocate.
 func (r *Ring) Timespec(d time.Duration) *Timespec {
 	ts := (*Timespec)(&r.mem.Scratch.TS[r.tsNext%sys.TimespecSlots])
 	r.tsNext++
