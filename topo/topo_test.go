@@ -109,6 +109,8 @@ func TestClassifyIRQName(t *testing.T) {
 		{"mlx5_async0@pci:0000:01:00.0", "other", -1},
 		{"eth0-rx-2", "rx", 2},
 		{"eth0-tx-1", "tx", 1},
+		{"eth0-Tx-Rx-5", "rxtx", 5},
+		{"ena-mgmnt@pci:0000:00:05.0", "other", -1},
 		{"i40e-0000:3b:00.0:misc", "other", -1},
 		{"", "other", -1},
 	}
