@@ -413,8 +413,8 @@ func resolve(network, address string, listen bool) (unix.Sockaddr, int, error) {
 // Listen opens address on every loop: "tcp", "tcp4", "tcp6" (numeric host,
 // "localhost", or empty for every address, dual-stack for tcp) get one
 // SO_REUSEPORT socket per loop with the CPU-steering program; "unix" gets one
-// socket served by loop 0. It may be called before or after Run, from any
-// goroutine.
+// socket accepted on by every loop. It may be called before or after Run, from
+// any goroutine.
 func (e *Engine) Listen(network, address string, lc *ListenConfig) (*Listener, error) {
 	var opt ListenConfig
 	if lc != nil {
@@ -457,6 +457,14 @@ func (e *Engine) Listen(network, address string, lc *ListenConfig) (*Listener, e
 		}
 		ln.addr = &net.UnixAddr{Name: address, Net: "unix"}
 		ln.unlink = address
+		// Every loop accepts on its own duplicate of the one socket.
+		for i := 1; i < len(e.loops); i++ {
+			d, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+			if err != nil {
+				return fail("fcntl F_DUPFD_CLOEXEC", err)
+			}
+			ln.fds[i] = d
+		}
 	} else {
 		sa, family, err := resolve(network, address, true)
 		if err != nil {

@@ -707,15 +707,20 @@ func TestUnixListener(t *testing.T) {
 			done := make(chan error)
 			go func() { done <- e.Run(ctx) }()
 			defer func() { cancel(); <-done }()
-			c, err := net.Dial("unix", path)
-			if err != nil {
-				t.Fatal(err)
+			for i := 0; i < 20; i++ {
+				c, err := net.Dial("unix", path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				c.Write([]byte("over unix"))
+				buf := make([]byte, 9)
+				if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "over unix" {
+					t.Fatalf("%q %v", buf, err)
+				}
 			}
-			defer c.Close()
-			c.Write([]byte("over unix"))
-			buf := make([]byte, 9)
-			if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "over unix" {
-				t.Fatalf("%q %v", buf, err)
+			if n := e.Stats().Accepted; n != 20 {
+				t.Errorf("%d accepted, want 20", n)
 			}
 		})
 	}

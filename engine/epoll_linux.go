@@ -73,7 +73,9 @@ func (b *epollBackend) idle() bool { return true }
 func (b *epollBackend) msgRing(int) bool { return false }
 
 func (b *epollBackend) addListener(s *lnSock) error {
-	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: s.index, Pad: epKindListener}
+	// EPOLLEXCLUSIVE: of the loops watching one Unix listening socket,
+	// only one wakes per connection.
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLEXCLUSIVE, Fd: s.index, Pad: epKindListener}
 	if err := unix.EpollCtl(b.epfd, unix.EPOLL_CTL_ADD, s.fd, &ev); err != nil {
 		return os.NewSyscallError("epoll_ctl", err)
 	}
