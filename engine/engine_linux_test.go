@@ -971,3 +971,57 @@ func TestListenNetworks(t *testing.T) {
 		}
 	}
 }
+
+// TestDialTimeout dials a listener whose accept queue is full, so the SYN
+// is dropped and only the timeout ends the dial.
+func TestDialTimeout(t *testing.T) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	sa, _ := unix.Getsockname(fd)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*unix.SockaddrInet4).Port))
+	// Fill the accept queue (backlog 0 holds one connection).
+	for i := 0; i < 3; i++ {
+		if c, err := net.DialTimeout("tcp", addr, 300*time.Millisecond); err == nil {
+			defer c.Close()
+		}
+	}
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			res := make(chan error, 1)
+			opened := make(chan struct{}, 1)
+			h := &BaseHandlerFunc{
+				open:   func(c *Conn) { opened <- struct{}{} },
+				closed: func(c *Conn, err error) { res <- err },
+			}
+			e, _ := startEngine(t, testConfig(b), h)
+			l := e.Loops()[0]
+			start := time.Now()
+			l.Post(func() {
+				if _, err := l.Dial("tcp", addr, 200*time.Millisecond); err != nil {
+					res <- err
+				}
+			})
+			err := <-res
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("dial to a full accept queue ended with %v, want a timeout", err)
+			}
+			if d := time.Since(start); d < 200*time.Millisecond {
+				t.Errorf("timed out after %v, before the 200ms timeout", d)
+			}
+			select {
+			case <-opened:
+				t.Error("OnOpen called for a dial that timed out")
+			default:
+			}
+		})
+	}
+}
