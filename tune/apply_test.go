@@ -366,3 +366,31 @@ func TestRevertReportsDrift(t *testing.T) {
 		t.Errorf("tree differs after revert:\n%s", strings.Join(d, "\n"))
 	}
 }
+
+// FuzzLoadState: whatever a state file holds, LoadState either refuses it
+// or returns a state that Revert can act on safely: every write valid and
+// one saved value per write.
+func FuzzLoadState(f *testing.F) {
+	f.Add([]byte(`{"version":1,"root":"/","plan":{"writes":[{"kind":"file","path":"/proc/sys/net/core/somaxconn","format":"int","old":"4096\n","new":"8192","reason":"r"}]},"before":["4096\n"]}`))
+	f.Add([]byte(`{"version":1,"plan":{"writes":[{"kind":"netdev-napi","iface":"eth0","napi_id":257,"param":"irq-suspend-timeout","format":"int","old":"0","new":"20000000","reason":"r"}]},"before":["0"]}`))
+	f.Add([]byte(`{"version":1,"plan":{"writes":[{"kind":"file","path":"/etc/x","format":"int","old":"1","new":"2","reason":"r"}]},"before":["1"]}`))
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p := filepath.Join(dir, "state.json")
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		st, err := LoadState(p)
+		if err != nil {
+			return
+		}
+		if st.Plan == nil || len(st.Before) != len(st.Plan.Writes) {
+			t.Fatalf("loaded an inconsistent state: %+v", st)
+		}
+		for _, w := range st.Plan.Writes {
+			if err := ValidateWrite(w); err != nil {
+				t.Fatalf("loaded an invalid write: %v", err)
+			}
+		}
+	})
+}
