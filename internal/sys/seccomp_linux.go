@@ -1,0 +1,54 @@
+package sys
+
+import (
+	"os"
+	"runtime"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// auditArch is the AUDIT_ARCH_* value seccomp reports for this build
+// (include/uapi/linux/audit.h); 0 when this file does not know the
+// architecture, in which case DenySyscall refuses rather than guess.
+var auditArch = map[string]uint32{
+	"amd64": unix.AUDIT_ARCH_X86_64,
+	"arm64": unix.AUDIT_ARCH_AARCH64,
+}[runtime.GOARCH]
+
+// DenySyscall installs a seccomp filter on every thread of the process
+// (SECCOMP_FILTER_FLAG_TSYNC, after PR_SET_NO_NEW_PRIVS) that makes system
+// call nr fail with errno and lets every other call through. It cannot be
+// undone: it is for test child processes that must see a kernel without a
+// feature (for example io_uring_setup failing with EPERM, as under a
+// container runtime's default profile).
+func DenySyscall(nr uintptr, errno unix.Errno) error {
+	if auditArch == 0 {
+		return ErrNotSupported
+	}
+	// struct seccomp_data (include/uapi/linux/seccomp.h): int nr at offset 0,
+	// __u32 arch at offset 4.
+	prog := []unix.SockFilter{
+		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 4},
+		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 1, Jf: 0, K: auditArch},
+		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW},
+		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 0},
+		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 0, Jf: 1, K: uint32(nr)},
+		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ERRNO | (uint32(errno) & unix.SECCOMP_RET_DATA)},
+		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW},
+	}
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return os.NewSyscallError("prctl(PR_SET_NO_NEW_PRIVS)", err)
+	}
+	// seccomp(2) copies the program before it returns, so a Go pointer is
+	// fine here; Syscall (not Raw) because it may take the sighand lock
+	// across all threads for TSYNC.
+	_, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
+		unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog)))
+	runtime.KeepAlive(prog)
+	if e != 0 {
+		return os.NewSyscallError("seccomp", e)
+	}
+	return nil
+}
