@@ -244,7 +244,12 @@ func (c *Conn) abort(err error) {
 	}
 	c.state = stateClosing
 	c.paused |= pauseClosing
-	c.dropQueue()
+	if c.k.sends == 0 {
+		// With sends in flight the kernel may still read the queue's
+		// chunks: they are released by finishClose, once nothing refers
+		// to them, so no other connection's data can reach this peer.
+		c.dropQueue()
+	}
 	c.l.be.closeConn(c)
 }
 
