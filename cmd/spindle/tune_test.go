@@ -234,14 +234,39 @@ func readTree(t *testing.T, root string) map[string]string {
 	return m
 }
 
-// TestTuneLive runs the read-only subcommands on this machine.
+// TestTuneLive runs the read-only subcommands on this machine, in text and
+// JSON: each must name the host's interfaces, and every finding and every
+// planned write must say what to do and why.
 func TestTuneLive(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("Linux only")
 	}
+	h, err := topo.ReadLive()
+	if err != nil {
+		t.Fatal(err)
+	}
+	candidates := h.TuningCandidates()
 	out, err := tuneRun(t, "inspect")
 	if err != nil || !strings.Contains(out, "CPUs online") {
 		t.Fatalf("inspect: %v\n%s", err, out)
+	}
+	for _, name := range candidates {
+		if !strings.Contains(out, "\n"+name+" (driver ") {
+			t.Errorf("inspect does not describe %s:\n%s", name, out)
+		}
+	}
+	out, err = tuneRun(t, "inspect", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hj topo.Host
+	strictJSON(t, out, &hj)
+	if !hj.Online.Equal(h.Online) || len(hj.NICs) != len(h.NICs) {
+		t.Errorf("inspect --json: online %v, %d NICs; want %v, %d", hj.Online, len(hj.NICs), h.Online, len(h.NICs))
+	}
+	out, err = tuneRun(t, "diagnose", "--period", "200ms")
+	if err != nil || (!strings.Contains(out, "    fix: ") && !strings.Contains(out, "no findings")) {
+		t.Fatalf("diagnose: %v\n%s", err, out)
 	}
 	out, err = tuneRun(t, "diagnose", "--period", "200ms", "--json")
 	if err != nil {
@@ -249,12 +274,17 @@ func TestTuneLive(t *testing.T) {
 	}
 	var d diagnoseReport
 	strictJSON(t, out, &d)
-	h, err := topo.ReadLive()
-	if err != nil {
-		t.Fatal(err)
+	for _, f := range d.Findings {
+		if f.Fix == "" || len(f.Evidence) == 0 {
+			t.Errorf("finding %s without evidence or fix", f.ID)
+		}
 	}
-	if len(h.TuningCandidates()) == 0 {
+	if len(candidates) == 0 {
 		t.Skip("no physical interface with queues to plan for")
+	}
+	out, err = tuneRun(t, "plan", "--policy", "inline")
+	if err != nil || !strings.Contains(out, "loop CPUs: ") || !strings.Contains(out, "--server-cpus") {
+		t.Fatalf("plan: %v\n%s", err, out)
 	}
 	out, err = tuneRun(t, "plan", "--policy", "inline", "--json")
 	if err != nil {
@@ -262,7 +292,15 @@ func TestTuneLive(t *testing.T) {
 	}
 	var p tune.Plan
 	strictJSON(t, out, &p)
-	if p.LoopCPUs.Len() == 0 {
-		t.Errorf("plan without loop CPUs: %s", out)
+	if p.LoopCPUs.Len() == 0 || p.LoopCPUs.Minus(h.Online).Len() > 0 {
+		t.Errorf("plan loop CPUs %v (online %v)", p.LoopCPUs, h.Online)
+	}
+	if err := tune.Validate(&p); err != nil {
+		t.Errorf("the live plan does not validate: %v", err)
+	}
+	for _, w := range p.Writes {
+		if w.Reason == "" {
+			t.Errorf("%s without a reason", w.Target())
+		}
 	}
 }
