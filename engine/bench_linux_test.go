@@ -201,6 +201,8 @@ func benchEcho(b *testing.B, arm string, nconns int) {
 	b.ReportMetric(float64(cpu)/1e3/n, "server-µs/req")
 	if arm != "gonet" {
 		b.ReportMetric(float64(st.Waits-st0.Waits)/n, "waits/req")
+		b.ReportMetric(float64(st.Submits-st0.Submits)/n, "submits/req")
+		b.ReportMetric(float64(st.CQEs-st0.CQEs)/n, "cqes/req")
 	}
 	if os.Getenv("SPINDLE_BENCH_PROFILE") != "" {
 		fmt.Fprintln(srv.in, "profile")
