@@ -188,3 +188,44 @@ func TestEpollBusyPollParams(t *testing.T) {
 		}
 	}
 }
+
+// TestURingSetup checks that each io_uring backend runs the ring setup it
+// promises, rather than a degraded one.
+func TestURingSetup(t *testing.T) {
+	tests := []struct {
+		b        Backend
+		want     uint32
+		wantNot  uint32
+		attached bool // loops after the first share its SQPOLL thread
+	}{
+		{BackendURing, sys.IORING_SETUP_SINGLE_ISSUER | sys.IORING_SETUP_DEFER_TASKRUN, sys.IORING_SETUP_SQPOLL, false},
+		{BackendURingNAPI, sys.IORING_SETUP_SINGLE_ISSUER | sys.IORING_SETUP_DEFER_TASKRUN, sys.IORING_SETUP_SQPOLL, false},
+		{BackendURingSQPoll, sys.IORING_SETUP_SQPOLL, sys.IORING_SETUP_DEFER_TASKRUN, true},
+	}
+	for _, tc := range tests {
+		t.Run(string(tc.b), func(t *testing.T) {
+			e, _ := startEngine(t, testConfig(tc.b), &echoHandler{})
+			for _, l := range e.Loops() {
+				type res struct {
+					flags uint32
+					napi  bool
+				}
+				got := make(chan res, 1)
+				l.Post(func() {
+					ub := l.be.(*uringBackend)
+					got <- res{ub.r.SetupFlags(), ub.napi}
+				})
+				r := <-got
+				if r.flags&tc.want != tc.want || r.flags&tc.wantNot != 0 {
+					t.Errorf("loop %d: setup flags %#x, want %#x set and %#x clear", l.ID(), r.flags, tc.want, tc.wantNot)
+				}
+				if tc.attached && l.ID() > 0 && r.flags&sys.IORING_SETUP_ATTACH_WQ == 0 {
+					t.Errorf("loop %d: SQPOLL ring not attached to loop 0's (flags %#x)", l.ID(), r.flags)
+				}
+				if tc.b == BackendURingNAPI && !r.napi {
+					t.Errorf("loop %d: NAPI registration not in effect", l.ID())
+				}
+			}
+		})
+	}
+}
