@@ -176,11 +176,13 @@ func Diagnose(h *topo.Host, a, b *Snapshot, opt Options) []Finding {
 		if len(n.RxQueues) == 1 && h.Online.Len() > 1 {
 			ev := []string{fmt.Sprintf("%s has 1 receive queue for %d online CPUs", n.Name, h.Online.Len())}
 			sev, fix := Warning, "enable RPS so protocol processing spreads over the loop CPUs (`spindle tune plan` does this when queues < CPUs)"
-			if rps := n.RxQueues[0].RPS; rps.Len() > 1 {
+			if rps := n.RxQueues[0].RPS; rps.Len() > 0 {
+				ev = append(ev, fmt.Sprintf("rx-0 already has RPS to CPUs %s", rps))
+			}
+			if n.RxQueues[0].RPS.Len() > 1 {
 				// RPS already spreads protocol processing; only the IRQ
 				// and the driver's poll stay on one CPU.
 				sev = Info
-				ev = append(ev, fmt.Sprintf("rx-0 already has RPS to CPUs %s", rps))
 				fix = "RPS already spreads protocol processing; the interrupt and the driver's receive poll still run on one CPU: watch it with `spindle tune diagnose` under load"
 			}
 			if c := n.Channels; c != nil {
