@@ -1,0 +1,96 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/spindlenet/spindle/internal/sys"
+)
+
+// sysIOURingSetup is the number of io_uring_setup, the same on every
+// architecture (include/uapi/asm-generic/unistd.h, 425).
+const sysIOURingSetup = 425
+
+// TestFallbackToEpoll runs a child process in which io_uring_setup fails with
+// EPERM (a seccomp filter, as under a container runtime's default profile):
+// every uring backend must run on epoll, say so once, and serve.
+func TestFallbackToEpoll(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperFallback$", "-test.v")
+	cmd.Env = append(os.Environ(), "SPINDLE_FALLBACK_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "fallback ok") {
+		t.Fatalf("child did not report:\n%s", out)
+	}
+}
+
+// TestHelperFallback is the child process of TestFallbackToEpoll.
+func TestHelperFallback(t *testing.T) {
+	if os.Getenv("SPINDLE_FALLBACK_CHILD") == "" {
+		t.Skip("helper process for TestFallbackToEpoll")
+	}
+	if err := sys.DenySyscall(sysIOURingSetup, unix.EPERM); err != nil {
+		t.Skipf("cannot install a seccomp filter: %v", err)
+	}
+	for _, b := range []Backend{BackendURing, BackendURingSQPoll, BackendURingNAPI} {
+		var mu sync.Mutex
+		var logs []string
+		cfg := &Config{Backend: b, Logf: func(f string, a ...any) {
+			mu.Lock()
+			logs = append(logs, fmt.Sprintf(f, a...))
+			mu.Unlock()
+		}}
+		e, err := New(cfg, &echoHandler{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Backend() != BackendEpoll {
+			t.Fatalf("%s without io_uring runs %s, want epoll", b, e.Backend())
+		}
+		ln, err := e.Listen("tcp", "127.0.0.1:0", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- e.Run(ctx) }()
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write([]byte("ping"))
+		buf := make([]byte, 4)
+		if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping" {
+			t.Fatalf("%q %v", buf, err)
+		}
+		c.Close()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		n := 0
+		for _, l := range logs {
+			if strings.Contains(l, "io_uring unavailable") {
+				n++
+			}
+		}
+		mu.Unlock()
+		// Said once per process: on the first engine only.
+		if want := map[bool]int{true: 1, false: 0}[b == BackendURing]; n != want {
+			t.Fatalf("%s: %d fallback messages, want %d: %q", b, n, want, logs)
+		}
+	}
+	fmt.Println("fallback ok")
+}
