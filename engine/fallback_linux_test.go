@@ -30,6 +30,9 @@ func TestFallbackToEpoll(t *testing.T) {
 	if err != nil {
 		t.Fatalf("child: %v\n%s", err, out)
 	}
+	if i := strings.Index(string(out), "cannot install a seccomp filter"); i >= 0 {
+		t.Skip(strings.SplitN(string(out[i:]), "\n", 2)[0])
+	}
 	if !strings.Contains(string(out), "fallback ok") {
 		t.Fatalf("child did not report:\n%s", out)
 	}
