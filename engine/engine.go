@@ -397,6 +397,7 @@ type ListenConfig struct {
 // updated atomically by the loop and may be read at any time.
 type Stats struct {
 	Waits        uint64 // system calls that wait: every io_uring_enter, or epoll_wait
+	WaitNanos    uint64 // wall time inside those calls (for io_uring: also the sends and receives they run); busy polling spins here
 	Submits      uint64 // io_uring_enter calls made only to flush a full SQ
 	SQEs         uint64 // submission queue entries prepared
 	CQEs         uint64 // completions (or epoll events) handled
@@ -420,6 +421,7 @@ type Stats struct {
 
 func (s *Stats) add(o Stats) {
 	s.Waits += o.Waits
+	s.WaitNanos += o.WaitNanos
 	s.Submits += o.Submits
 	s.SQEs += o.SQEs
 	s.CQEs += o.CQEs
@@ -442,15 +444,15 @@ func (s *Stats) add(o Stats) {
 }
 
 type counters struct {
-	waits, submits, sqes, cqes, bytesRead, bytesWritten, reads, writes atomic.Uint64
-	accepted, dialed, closed, noBufs, wakeups, pausedReads, napiIDs    atomic.Uint64
-	msgRings, msgRingErrors, zcSends, zcCopied                         atomic.Uint64
-	open                                                               atomic.Int64
+	waits, waitNanos, submits, sqes, cqes, bytesRead, bytesWritten, reads, writes atomic.Uint64
+	accepted, dialed, closed, noBufs, wakeups, pausedReads, napiIDs               atomic.Uint64
+	msgRings, msgRingErrors, zcSends, zcCopied                                    atomic.Uint64
+	open                                                                          atomic.Int64
 }
 
 func (c *counters) snapshot() Stats {
 	return Stats{
-		Waits: c.waits.Load(), Submits: c.submits.Load(), SQEs: c.sqes.Load(), CQEs: c.cqes.Load(),
+		Waits: c.waits.Load(), WaitNanos: c.waitNanos.Load(), Submits: c.submits.Load(), SQEs: c.sqes.Load(), CQEs: c.cqes.Load(),
 		BytesRead: c.bytesRead.Load(), BytesWritten: c.bytesWritten.Load(),
 		Reads: c.reads.Load(), Writes: c.writes.Load(),
 		Accepted: c.accepted.Load(), Dialed: c.dialed.Load(), Closed: c.closed.Load(),

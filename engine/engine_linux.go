@@ -148,6 +148,7 @@ func (l *Loop) readWake() {
 // reports the result on errc and then serves until the engine stops.
 func (l *Loop) run(errc chan<- error) {
 	runtime.LockOSThread()
+	l.tid.Store(int32(unix.Gettid()))
 	var old unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &old); err != nil {
 		runtime.UnlockOSThread()

@@ -616,6 +616,14 @@ func TestTimersAndPost(t *testing.T) {
 			if w := l.Stats().Wakeups; w == 0 || w > g*per {
 				t.Errorf("%d wake-ups for %d posts", w, g*per)
 			}
+			tid := make(chan int)
+			l.Post(func() { tid <- unix.Gettid() })
+			if got := <-tid; got != l.ThreadID() {
+				t.Errorf("ThreadID %d, the loop runs on thread %d", l.ThreadID(), got)
+			}
+			if l.Stats().WaitNanos == 0 {
+				t.Error("WaitNanos is 0 after waiting")
+			}
 		})
 	}
 }

@@ -193,7 +193,9 @@ func (b *epollBackend) poll(timeout time.Duration) error {
 	if timeout >= 0 {
 		msec = int((timeout + time.Millisecond - 1) / time.Millisecond)
 	}
+	t0 := nanotime()
 	n, err := unix.EpollWait(b.epfd, b.events, msec)
+	b.l.st.waitNanos.Add(uint64(nanotime() - t0))
 	b.l.st.waits.Add(1)
 	if err != nil {
 		if err == unix.EINTR {

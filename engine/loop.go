@@ -70,6 +70,7 @@ type Loop struct {
 	spare       []func()
 	wakePending atomic.Bool
 	ringFd      atomic.Int32 // io_uring fd for MSG_RING wake-ups, -1 if none
+	tid         atomic.Int32 // loop thread id
 
 	conns     []*Conn  // slot table
 	slotGen   []uint32 // generation per slot, part of every kernel handle
@@ -91,6 +92,11 @@ func (l *Loop) ID() int { return l.id }
 
 // CPU is the CPU the loop's thread is pinned to. Any goroutine.
 func (l *Loop) CPU() int { return l.cpu }
+
+// ThreadID is the Linux thread id of the loop's thread, 0 before it
+// started: read /proc/self/task/<id>/schedstat for the loop's CPU time.
+// Any goroutine.
+func (l *Loop) ThreadID() int { return int(l.tid.Load()) }
 
 // Engine returns the engine the loop belongs to. Any goroutine.
 func (l *Loop) Engine() *Engine { return l.e }

@@ -378,6 +378,7 @@ func (b *uringBackend) poll(timeout time.Duration) error {
 		b.starved = b.starved[:0]
 	}
 	var err error
+	t0 := nanotime()
 	switch {
 	case timeout < 0:
 		_, err = b.r.SubmitAndWait(1, 0)
@@ -386,6 +387,7 @@ func (b *uringBackend) poll(timeout time.Duration) error {
 	default:
 		_, err = b.r.SubmitAndWait(1, timeout)
 	}
+	l.st.waitNanos.Add(uint64(nanotime() - t0))
 	l.st.waits.Store(b.r.EnterCount())
 	switch {
 	case err == nil, errors.Is(err, unix.ETIME), errors.Is(err, unix.EINTR),
