@@ -8,10 +8,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spindlenet/spindle/internal/sys"
 )
 
-// TestMain fails the package when a test leaks file descriptors or
-// goroutines: rings, sockets and buffer rings must all be closed.
+// TestMain fails the package when a test leaks file descriptors, goroutines
+// or off-heap mappings: rings, sockets, buffer rings and arenas must all be
+// closed.
 func TestMain(m *testing.M) {
 	// Start the runtime's network poller (an epoll fd and an eventfd that
 	// stay open) before taking the snapshot.
@@ -21,11 +24,17 @@ func TestMain(m *testing.M) {
 	}
 	fds := openFds()
 	goroutines := runtime.NumGoroutine()
+	maps := sys.LiveMappings()
 	code := m.Run()
 	// The fuzzing engine keeps its own goroutines: check only plain runs.
 	if f := flag.Lookup("test.fuzz"); code == 0 && (f == nil || f.Value.String() == "") {
 		if err := checkLeaks(fds, goroutines); err != nil {
 			fmt.Fprintln(os.Stderr, "leak check:", err)
+			code = 1
+		}
+		// Rings, buffer rings and arenas unmap what they mapped.
+		if n := sys.LiveMappings(); n != maps {
+			fmt.Fprintf(os.Stderr, "leak check: %d off-heap mappings left (%d before)\n", n, maps)
 			code = 1
 		}
 	}

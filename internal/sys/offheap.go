@@ -89,3 +89,12 @@ func OffHeap(p, n uint64) bool {
 func OffHeapBytes(b []byte) bool {
 	return OffHeap(SliceAddr(b), uint64(len(b)))
 }
+
+// LiveMappings returns how many MapAnon mappings are not unmapped yet, for
+// leak checks in tests. Safe for concurrent use.
+func LiveMappings() int {
+	if p := spans.Load(); p != nil {
+		return len(*p)
+	}
+	return 0
+}
