@@ -407,13 +407,16 @@ func (r *Ring) CQReady() uint32 {
 }
 
 // PeekCQEs copies up to len(dst) ready completions into dst, releases their
-// ring slots, and returns how many it copied. It makes no system call except
-// when the kernel reports overflowed completions (IORING_SQ_CQ_OVERFLOW) and
-// dst still has room: then it enters the kernel once to flush them into the
-// ring, so no completion is lost. Owner goroutine; does not allocate.
+// ring slots, and returns how many it copied. It makes no system call unless
+// dst still has room and the kernel holds completions back: overflowed
+// completions (IORING_SQ_CQ_OVERFLOW), or, with CoopTaskrun or DeferTaskrun,
+// completion work that only runs when the owner enters the kernel
+// (IORING_SQ_TASKRUN). Then it enters once (GETEVENTS, no wait) and copies
+// again, so neither an overflowed completion is lost nor a loop that only
+// peeks stalls. Owner goroutine; does not allocate.
 func (r *Ring) PeekCQEs(dst []CQE) int {
 	n := r.copyCQEs(dst)
-	if n < len(dst) && r.mem.SQFlags.Load()&sys.IORING_SQ_CQ_OVERFLOW != 0 {
+	if n < len(dst) && r.cqNeedsEnter() {
 		sys.Enter(r.enterFd, 0, 0, r.enterFlags|sys.IORING_ENTER_GETEVENTS, nil)
 		r.enters.Add(1)
 		n += r.copyCQEs(dst[n:])
@@ -424,9 +427,9 @@ func (r *Ring) PeekCQEs(dst []CQE) int {
 // ForEachCQE calls fn for each ready completion, in order, without copying
 // them into a slice, until fn returns false or the CQ is empty; it returns
 // how many it consumed (the CQE on which fn returned false counts as
-// consumed). fn may prepare and submit SQEs. Overflowed completions are
-// flushed as in PeekCQEs. Owner goroutine; does not allocate when fn does
-// not.
+// consumed). fn may prepare and submit SQEs. Completions the kernel holds
+// back (overflow, pending task work) are fetched as in PeekCQEs. Owner
+// goroutine; does not allocate when fn does not.
 func (r *Ring) ForEachCQE(fn func(CQE) bool) int {
 	total := 0
 	for flushed := false; ; {
@@ -441,7 +444,7 @@ func (r *Ring) ForEachCQE(fn func(CQE) bool) int {
 				return total
 			}
 		}
-		if flushed || r.mem.SQFlags.Load()&sys.IORING_SQ_CQ_OVERFLOW == 0 {
+		if flushed || !r.cqNeedsEnter() {
 			return total
 		}
 		sys.Enter(r.enterFd, 0, 0, r.enterFlags|sys.IORING_ENTER_GETEVENTS, nil)

@@ -160,3 +160,55 @@ func TestCloseCancelsInFlight(t *testing.T) {
 		t.Errorf("%d buffer rings left open by Close", len(r.bufRings))
 	}
 }
+
+// TestPeekOnlyLoop reaps a receive by peeking alone, never waiting: with
+// CoopTaskrun or DeferTaskrun the completion is held as task work until the
+// owner enters the kernel, and PeekCQEs/ForEachCQE must do that when the
+// kernel flags it (IORING_SQ_TASKRUN), or a polling loop stalls forever. On
+// an idle ring, peeking makes no system call.
+func TestPeekOnlyLoop(t *testing.T) {
+	configs := []struct {
+		name string
+		cfg  *Config
+	}{
+		{"default", nil},
+		{"coop taskrun", &Config{Entries: 8, CoopTaskrun: true, SQThreadCPU: -1}},
+		{"defer taskrun", &Config{Entries: 8, SingleIssuer: true, DeferTaskrun: true}},
+	}
+	for _, tc := range configs {
+		for _, foreach := range []bool{false, true} {
+			name := tc.name + "/PeekCQEs"
+			if foreach {
+				name = tc.name + "/ForEachCQE"
+			}
+			t.Run(name, func(t *testing.T) {
+				r := newRing(t, tc.cfg)
+				var cq [1]CQE
+				before := r.EnterCount()
+				if r.PeekCQEs(cq[:]) != 0 || r.ForEachCQE(func(CQE) bool { return true }) != 0 || r.EnterCount() != before {
+					t.Fatal("peeking an idle ring returned completions or entered the kernel")
+				}
+				c, s := tcpPair(t)
+				buf := offHeap(t, 64)
+				sqe(t, r).PrepRecv(s, buf, 0, 1)
+				if _, err := r.Submit(); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := unix.Write(c, []byte("peek")); err != nil {
+					t.Fatal(err)
+				}
+				got := 0
+				for deadline := time.Now().Add(5 * time.Second); got == 0 && time.Now().Before(deadline); {
+					if foreach {
+						got = r.ForEachCQE(func(c CQE) bool { cq[0] = c; return true })
+					} else {
+						got = r.PeekCQEs(cq[:])
+					}
+				}
+				if got != 1 || cq[0].UserData != 1 || cq[0].Res != 4 || string(buf[:4]) != "peek" {
+					t.Fatalf("peek-only loop got %d completions (%+v), buffer %q", got, cq[0], buf[:4])
+				}
+			})
+		}
+	}
+}
