@@ -210,6 +210,28 @@ func TestNetnsApplyRevert(t *testing.T) {
 			return fmt.Errorf("state file left after rollback: %v", err)
 		}
 
+		// A write the kernel accepts but stores differently: rps_flow_cnt
+		// is rounded up to a power of two, so 1000 reads back as 1024.
+		// Apply must notice on reading it back, and roll back.
+		p4, err := MakePlan(h, cfg)
+		if err != nil {
+			return err
+		}
+		rounded := bad
+		rounded.New, rounded.Reason = "1000", "test: the kernel stores 1024"
+		p4.Writes = append(p4.Writes, rounded)
+		state4 := filepath.Join(stateDir, "state4.json")
+		_, err = Apply(p4, tgt, state4)
+		if err == nil || !strings.Contains(err.Error(), `reads back "1024"`) || !strings.Contains(err.Error(), "rolled back") {
+			return fmt.Errorf("apply of a write the kernel rounds: %v", err)
+		}
+		if err := sameBytes(tgt, p.Writes, before); err != nil {
+			return fmt.Errorf("after the rounded write's rollback: %w", err)
+		}
+		if _, err := os.Stat(state4); !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("state file left after rollback: %v", err)
+		}
+
 		// veth implements no coalescing: the kernel refuses coalesce-set
 		// over netlink, and Apply refuses a coalesce write when it reads
 		// the current value, before anything is written.

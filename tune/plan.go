@@ -366,6 +366,18 @@ func equalValues(format, a, b string) (bool, error) {
 	}
 }
 
+// flowCount is rps_flow_cnt for one of nq queues sharing entries RFS flow
+// entries: entries/nq rounded up to a power of two, as the kernel rounds
+// what is written (store_rps_dev_flow_table_cnt), so that the value reads
+// back as planned.
+func flowCount(entries, nq int) int {
+	n := 1
+	for n < entries/nq {
+		n <<= 1
+	}
+	return n
+}
+
 func (p *planner) excluded(irq int) bool { return slices.Contains(p.cfg.ExcludeIRQs, irq) }
 
 // groups splits cpus over n queues: queue i gets cpus[j] for j%n == i.
@@ -439,7 +451,7 @@ func (p *planner) nic(n *topo.NIC) error {
 				fmt.Sprintf("RPS: spread %s rx-%d protocol processing over loop CPUs %s (fewer queues than loops)", n.Name, q.Index, rpsGroups[i])); err != nil {
 				return err
 			}
-			if err := p.file(dir+"rps_flow_cnt", FormatInt, strconv.Itoa(cfg.RFSEntries/nq),
+			if err := p.file(dir+"rps_flow_cnt", FormatInt, strconv.Itoa(flowCount(cfg.RFSEntries, nq)),
 				fmt.Sprintf("RFS: steer each flow of rx-%d to the CPU of the loop reading it", q.Index)); err != nil {
 				return err
 			}

@@ -2,6 +2,7 @@ package tune
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -193,6 +194,31 @@ func TestMakePlan(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPlanFlowCountPowerOfTwo: the kernel rounds rps_flow_cnt up to a
+// power of two, so a plan that split the flow table evenly over 3 queues
+// (10922 each) would read back 16384 and fail to apply. The plan writes
+// the rounded value.
+func TestPlanFlowCountPowerOfTwo(t *testing.T) {
+	h := loadHost(t, fx2Socket)
+	n := h.NIC("ens1f0")
+	n.RxQueues = n.RxQueues[:3] // as after `ethtool -L ens1f0 combined 3`
+	p, err := MakePlan(h, PlanConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for q := 0; q < 3; q++ {
+		target := fmt.Sprintf("/sys/class/net/ens1f0/queues/rx-%d/rps_flow_cnt", q)
+		if w := writeTo(p, target); w == nil || w.New != "16384" {
+			t.Errorf("%s: %+v, want 16384 (32768/3 rounded up to a power of two)", target, w)
+		}
+	}
+	for _, tt := range []struct{ entries, nq, want int }{{32768, 1, 32768}, {32768, 2, 16384}, {32768, 3, 16384}, {32768, 12, 4096}, {1, 4, 1}} {
+		if got := flowCount(tt.entries, tt.nq); got != tt.want {
+			t.Errorf("flowCount(%d, %d) = %d, want %d", tt.entries, tt.nq, got, tt.want)
+		}
 	}
 }
 
