@@ -125,7 +125,8 @@ type PlanConfig struct {
 	// 200000 (200 µs).
 	GROFlushTimeoutNs int
 	// RFSEntries is net.core.rps_sock_flow_entries when the inline policy
-	// uses RPS/RFS. Default 32768.
+	// uses RPS/RFS, rounded up to a power of two as the kernel does.
+	// Default 32768.
 	RFSEntries int
 	// Somaxconn is the listen backlog the plan raises net.core.somaxconn
 	// to when it is lower. Default 4096; negative leaves it alone.
@@ -167,6 +168,8 @@ func MakePlan(h *topo.Host, cfg PlanConfig) (*Plan, error) {
 	if cfg.RFSEntries == 0 {
 		cfg.RFSEntries = 32768
 	}
+	// The kernel rounds rps_sock_flow_entries up to a power of two.
+	cfg.RFSEntries = flowCount(cfg.RFSEntries, 1)
 	if cfg.Somaxconn == 0 {
 		cfg.Somaxconn = 4096
 	}

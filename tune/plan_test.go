@@ -215,6 +215,11 @@ func TestPlanFlowCountPowerOfTwo(t *testing.T) {
 			t.Errorf("%s: %+v, want 16384 (32768/3 rounded up to a power of two)", target, w)
 		}
 	}
+	if p, err := MakePlan(loadHost(t, fxVM), PlanConfig{RFSEntries: 30000}); err != nil {
+		t.Fatal(err)
+	} else if w := writeTo(p, "/proc/sys/net/core/rps_sock_flow_entries"); w == nil || w.New != "32768" {
+		t.Errorf("rps_sock_flow_entries for 30000 entries: %+v, want 32768", w)
+	}
 	for _, tt := range []struct{ entries, nq, want int }{{32768, 1, 32768}, {32768, 2, 16384}, {32768, 3, 16384}, {32768, 12, 4096}, {1, 4, 1}} {
 		if got := flowCount(tt.entries, tt.nq); got != tt.want {
 			t.Errorf("flowCount(%d, %d) = %d, want %d", tt.entries, tt.nq, got, tt.want)
