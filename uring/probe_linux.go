@@ -132,14 +132,28 @@ func wrapReg(err error) error {
 	return os.NewSyscallError("io_uring_register", err)
 }
 
+// probeRingFd registers and unregisters fd in a thread's registered-ring
+// table, on a goroutine of its own: if the unregistration fails the thread
+// keeps a reference to the ring, so it is not given back to the scheduler
+// but exits with the goroutine (STYLE rule 5).
 func probeRingFd(fd int) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread() // the registration is undone below
-	idx, err := sys.RegisterRingFd(fd)
-	if err != nil {
-		return wrapReg(err)
-	}
-	return wrapReg(sys.UnregisterRingFd(fd, idx))
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		idx, err := sys.RegisterRingFd(fd)
+		if err != nil {
+			runtime.UnlockOSThread()
+			done <- wrapReg(err)
+			return
+		}
+		if err := sys.UnregisterRingFd(fd, idx); err != nil {
+			done <- wrapReg(err) // still locked: the thread exits
+			return
+		}
+		runtime.UnlockOSThread()
+		done <- nil
+	}()
+	return <-done
 }
 
 // probeReap waits for one completion.
