@@ -31,8 +31,9 @@ func TestAcceptMultishot(t *testing.T) {
 			if _, err := r.Submit(); err != nil {
 				t.Fatal(err)
 			}
-			for range conns {
-				dialTCP(t, ap)
+			clients := make([]int, conns)
+			for i := range clients {
+				clients[i] = dialTCP(t, ap)
 			}
 			got := reap(t, r, conns)
 			seen := make(map[int32]bool)
@@ -44,13 +45,45 @@ func TestAcceptMultishot(t *testing.T) {
 					t.Fatalf("fd/slot %d reported twice", c.Res)
 				}
 				seen[c.Res] = true
-				if !direct {
-					if _, err := unix.Getpeername(int(c.Res)); err != nil {
-						t.Errorf("accepted fd %d: getpeername: %v", c.Res, err)
+				if direct && (c.Res < 0 || c.Res >= conns+8) {
+					t.Fatalf("direct slot %d out of table", c.Res)
+				}
+			}
+			// Every accepted fd or slot is the server end of a distinct
+			// client: one byte sent on each reaches each client once.
+			one := offHeap(t, 1)
+			one[0] = 'a'
+			for fd := range seen {
+				s := r.GetSQE()
+				if s == nil {
+					if _, err := r.Submit(); err != nil {
+						t.Fatal(err)
 					}
-					unix.Close(int(c.Res))
-				} else if c.Res < 0 || c.Res >= conns+8 {
-					t.Errorf("direct slot %d out of table", c.Res)
+					s = sqe(t, r)
+				}
+				s.PrepSend(int(fd), one, 0, 3)
+				if direct {
+					s.SetFlags(FlagFixedFile)
+				}
+			}
+			for _, c := range reap(t, r, conns) {
+				if c.UserData != 3 || c.Res != 1 {
+					t.Fatalf("send on accepted connection: %+v (%v)", c, c.Err())
+				}
+			}
+			for i, cfd := range clients {
+				var b [2]byte
+				tv := unix.Timeval{Sec: 2} // a client that got nothing fails instead of hanging
+				if err := unix.SetsockoptTimeval(cfd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+					t.Fatal(err)
+				}
+				if n, err := unix.Read(cfd, b[:]); n != 1 || err != nil {
+					t.Fatalf("client %d read %d bytes, %v; want the one byte sent to it", i, n, err)
+				}
+			}
+			if !direct {
+				for fd := range seen {
+					unix.Close(int(fd))
 				}
 			}
 			// Cancel the multishot accept: it ends with -ECANCELED and no F_MORE.
