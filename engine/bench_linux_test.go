@@ -59,10 +59,16 @@ type echoServer struct {
 	pages string
 }
 
-func startEchoServer(b *testing.B, arm string) *echoServer {
+// startEchoServer starts the server child; with netns set it runs inside
+// that network namespace, listening on listenAddr.
+func startEchoServer(b *testing.B, arm, netns, listenAddr string) *echoServer {
 	cpu := runtime.NumCPU() - 1
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperEchoServer$")
-	cmd.Env = append(os.Environ(), "SPINDLE_BENCH_SERVER="+arm, "SPINDLE_BENCH_CPU="+strconv.Itoa(cpu))
+	if netns != "" {
+		// ip netns exec execs the binary: the pid stays the server's.
+		cmd = exec.Command("ip", "netns", "exec", netns, os.Args[0], "-test.run=^TestHelperEchoServer$")
+	}
+	cmd.Env = append(os.Environ(), "SPINDLE_BENCH_SERVER="+arm, "SPINDLE_BENCH_CPU="+strconv.Itoa(cpu), "SPINDLE_BENCH_ADDR="+listenAddr)
 	in, _ := cmd.StdinPipe()
 	outp, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr
@@ -135,21 +141,56 @@ func pinProcess(cpu int) func() {
 }
 
 func benchEcho(b *testing.B, arm string, nconns int) {
+	benchEchoIn(b, arm, nconns, "", "", "127.0.0.1:0")
+}
+
+// BenchmarkEchoWire is BenchmarkEcho over the wire topology: server in one
+// network namespace, clients in another, joined by a veth pair with GRO on
+// and TSO off, so sockets have NAPI ids and busy polling is real.
+//
+//	go test -run '^$' -bench BenchmarkEchoWire -benchtime 20000x ./engine/
+func BenchmarkEchoWire(b *testing.B) {
+	nsA, nsB, ip := wireTopology(b)
+	for _, conns := range []int{1, 50} {
+		for _, arm := range benchArms {
+			b.Run(fmt.Sprintf("conns=%d/%s", conns, arm), func(b *testing.B) {
+				benchEchoIn(b, arm, conns, nsA, nsB, ip+":0")
+			})
+		}
+	}
+}
+
+func benchEchoIn(b *testing.B, arm string, nconns int, nsServer, nsClient, listenAddr string) {
 	if runtime.NumCPU() < 2 {
 		b.Skip("needs 2 CPUs: server and clients on different ones")
 	}
-	srv := startEchoServer(b, arm)
+	srv := startEchoServer(b, arm, nsServer, listenAddr)
 	defer srv.stop()
 	restore := pinProcess(0)
 	defer restore()
 	conns := make([]net.Conn, nconns)
-	for i := range conns {
-		c, err := net.Dial("tcp", srv.addr)
-		if err != nil {
-			b.Fatal(err)
+	dial := func() {
+		for i := range conns {
+			c, err := net.Dial("tcp", srv.addr)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			conns[i] = c
 		}
-		defer c.Close()
-		conns[i] = c
+	}
+	if nsClient != "" {
+		inNetns(b, nsClient, dial)
+	} else {
+		dial()
+	}
+	for _, c := range conns {
+		if c != nil {
+			defer c.Close()
+		}
+	}
+	if b.Failed() {
+		return
 	}
 	msg := make([]byte, 64)
 	// Warm up every connection.
@@ -200,6 +241,7 @@ func benchEcho(b *testing.B, arm string, nconns int) {
 	b.ReportMetric(n/elapsed.Seconds(), "req/s")
 	b.ReportMetric(float64(cpu)/1e3/n, "server-µs/req")
 	if arm != "gonet" {
+		b.ReportMetric(float64(st.NAPIIDs), "napi-ids")
 		b.ReportMetric(float64(st.Waits-st0.Waits)/n, "waits/req")
 		b.ReportMetric(float64(st.Submits-st0.Submits)/n, "submits/req")
 		b.ReportMetric(float64(st.CQEs-st0.CQEs)/n, "cqes/req")
@@ -220,8 +262,9 @@ func TestHelperEchoServer(t *testing.T) {
 	pinProcess(cpu)
 	var stats func() Stats
 	var addr, pages string
+	listenAddr := os.Getenv("SPINDLE_BENCH_ADDR")
 	if arm == "gonet" {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		ln, err := net.Listen("tcp", listenAddr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -255,7 +298,7 @@ func TestHelperEchoServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ln, err := e.Listen("tcp", "127.0.0.1:0", nil)
+		ln, err := e.Listen("tcp", listenAddr, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,7 +20,7 @@ import (
 // wireTopology makes two network namespaces joined by a veth pair with GRO
 // on and TSO off on both ends, so TCP sockets get NAPI ids. It returns the
 // namespace names and the server address inside the first one.
-func wireTopology(t *testing.T) (nsA, nsB, ipA string) {
+func wireTopology(t testing.TB) (nsA, nsB, ipA string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for network namespaces")
@@ -56,7 +56,7 @@ func wireTopology(t *testing.T) (nsA, nsB, ipA string) {
 // inNetns runs f on a thread inside network namespace ns. Sockets f creates
 // stay in ns. The thread returns to its namespace afterwards, or exits if
 // it cannot.
-func inNetns(t *testing.T, ns string, f func()) {
+func inNetns(t testing.TB, ns string, f func()) {
 	t.Helper()
 	errc := make(chan error, 1)
 	go func() {
