@@ -436,6 +436,24 @@ func TestLinkTimeout(t *testing.T) {
 			}
 		}
 	}
+	// An operation that completes in time ends its link timeout with
+	// -ECANCELED instead.
+	ns := sqe(t, r)
+	ns.PrepNop(3)
+	ns.SetFlags(FlagIOLink)
+	sqe(t, r).PrepLinkTimeout(r.Timespec(10*time.Second), 0, 4)
+	for _, c := range reap(t, r, 2) {
+		switch c.UserData {
+		case 3:
+			if c.Res != 0 {
+				t.Errorf("linked nop: %v", c.Err())
+			}
+		case 4:
+			if !errors.Is(c.Err(), unix.ECANCELED) {
+				t.Errorf("link timeout after the nop completed: %v, want ECANCELED", c.Err())
+			}
+		}
+	}
 }
 
 // TestAcceptSingle accepts one connection with a single-shot accept: one CQE
