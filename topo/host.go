@@ -208,6 +208,7 @@ var SysctlNames = []string{
 	"net.core.busy_poll", "net.core.busy_read", "net.core.netdev_budget",
 	"net.core.netdev_budget_usecs", "net.core.netdev_max_backlog",
 	"net.core.rps_sock_flow_entries", "net.core.dev_weight", "net.core.somaxconn",
+	"net.ipv4.tcp_max_syn_backlog",
 	"net.core.rmem_max", "net.core.wmem_max", "net.core.optmem_max",
 	"vm.nr_hugepages", "kernel.numa_balancing",
 }

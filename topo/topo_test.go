@@ -150,7 +150,7 @@ func TestReadFixtures(t *testing.T) {
 			if h.Memlock.Soft != 8<<20 || !h.Memlock.CapIPCLock {
 				t.Errorf("memlock = %+v", h.Memlock)
 			}
-			if h.Sysctls["net.core.busy_poll"] != "0" {
+			if h.Sysctls["net.core.busy_poll"] != "0" || h.Sysctls["net.ipv4.tcp_max_syn_backlog"] != "2048" {
 				t.Errorf("sysctls = %v", h.Sysctls)
 			}
 			rx, tx := n.RxQueues[0], n.TxQueues[0]

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -132,6 +133,12 @@ func TestNetnsApplyRevert(t *testing.T) {
 			"/sys/class/net/" + va + "/napi_defer_hard_irqs",
 			"/sys/class/net/" + vb + "/gro_flush_timeout",
 			"/proc/sys/net/core/somaxconn",
+		}
+		// The SYN backlog is per namespace too; raised when below.
+		if n, err := strconv.Atoi(h.Sysctls["net.ipv4.tcp_max_syn_backlog"]); err != nil {
+			return fmt.Errorf("tcp_max_syn_backlog in the namespace: %v", err)
+		} else if n < cfg.Somaxconn {
+			want = append(want, "/proc/sys/net/ipv4/tcp_max_syn_backlog")
 		}
 		for _, w := range want {
 			if writeTo(p, w) == nil {
@@ -274,7 +281,7 @@ func hostSettings(t *testing.T) map[string]string {
 	m := map[string]string{}
 	for _, pat := range []string{
 		"/proc/sys/net/core/somaxconn", "/proc/sys/net/core/rps_sock_flow_entries",
-		"/proc/sys/net/core/busy_poll", "/proc/sys/net/core/busy_read",
+		"/proc/sys/net/core/busy_poll", "/proc/sys/net/core/busy_read", "/proc/sys/net/ipv4/tcp_max_syn_backlog",
 		"/proc/irq/*/smp_affinity_list",
 		"/sys/class/net/*/gro_flush_timeout", "/sys/class/net/*/napi_defer_hard_irqs",
 		"/sys/class/net/*/queues/rx-*/rps_cpus", "/sys/class/net/*/queues/rx-*/rps_flow_cnt",

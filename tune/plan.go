@@ -129,6 +129,7 @@ type PlanConfig struct {
 	// Default 32768.
 	RFSEntries int
 	// Somaxconn is the listen backlog the plan raises net.core.somaxconn
+	// (and the SYN backlog, net.ipv4.tcp_max_syn_backlog)
 	// to when it is lower. Default 4096; negative leaves it alone.
 	Somaxconn int
 	// ExcludeIRQs are never touched.
@@ -577,6 +578,9 @@ func (p *planner) sysctls() error {
 	}
 	if cfg.Somaxconn > 0 {
 		if err := raise("net.core.somaxconn", cfg.Somaxconn, "listen backlog for accept bursts on the proxy and bench servers"); err != nil {
+			return err
+		}
+		if err := raise("net.ipv4.tcp_max_syn_backlog", cfg.Somaxconn, "half-open connections a listener keeps before it drops SYNs or falls back to syncookies"); err != nil {
 			return err
 		}
 	}

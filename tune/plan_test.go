@@ -45,8 +45,9 @@ func TestMakePlan(t *testing.T) {
 	}{
 		{
 			name: "vm inline", root: fxVM, cfg: PlanConfig{},
-			loops: "0-1", irqs: "0-1", nWrites: 5,
+			loops: "0-1", irqs: "0-1", nWrites: 6,
 			writes: map[string]string{
+				"/proc/sys/net/ipv4/tcp_max_syn_backlog":       "4096",
 				"/proc/irq/38/smp_affinity_list":               "0",
 				"/proc/irq/39/smp_affinity_list":               "0",
 				"/sys/class/net/eth0/queues/rx-0/rps_cpus":     "3",
@@ -58,12 +59,12 @@ func TestMakePlan(t *testing.T) {
 		},
 		{
 			name: "vm dedicated", root: fxVM, cfg: PlanConfig{Policy: Dedicated},
-			loops: "1", irqs: "0", nWrites: 2,
+			loops: "1", irqs: "0", nWrites: 3,
 			writes: map[string]string{"/proc/irq/38/smp_affinity_list": "0", "/proc/irq/39/smp_affinity_list": "0"},
 		},
 		{
 			name: "vm inline, IRQ excluded", root: fxVM, cfg: PlanConfig{ExcludeIRQs: []int{39}},
-			loops: "0-1", irqs: "0-1", nWrites: 4,
+			loops: "0-1", irqs: "0-1", nWrites: 5,
 			unchanged: []string{"/proc/irq/39/smp_affinity_list"},
 			notes:     []string{"IRQ 39 is excluded"},
 		},
@@ -82,7 +83,7 @@ func TestMakePlan(t *testing.T) {
 				"/proc/sys/net/core/busy_poll":                "50",
 				"/proc/sys/net/core/busy_read":                "50",
 			},
-			unchanged: []string{"/proc/irq/120/smp_affinity_list", "/sys/class/net/ens1f0/queues/rx-0/rps_cpus", "/proc/sys/net/core/somaxconn"},
+			unchanged: []string{"/proc/irq/120/smp_affinity_list", "/sys/class/net/ens1f0/queues/rx-0/rps_cpus", "/proc/sys/net/core/somaxconn", "/proc/sys/net/ipv4/tcp_max_syn_backlog"},
 			notes:     []string{"16 receive queues for 12 loop CPUs", "ethtool -L ens1f0 combined 12"},
 		},
 		{

@@ -43,6 +43,7 @@ for n in busy_poll busy_read netdev_budget netdev_budget_usecs netdev_max_backlo
 	rps_sock_flow_entries dev_weight somaxconn rmem_max wmem_max optmem_max; do
 	file /proc/sys/net/core/$n
 done
+file /proc/sys/net/ipv4/tcp_max_syn_backlog
 for d in /proc/irq/[0-9]*; do
 	file "$d/smp_affinity_list"
 	file "$d/effective_affinity_list"
