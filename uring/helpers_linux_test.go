@@ -192,3 +192,25 @@ func sendFixed(t testing.TB, r *Ring, slot, peer int, msg string, userData uint6
 		t.Errorf("peer read %q, want %q", got[:n], msg)
 	}
 }
+
+// newArena maps a one-page Arena, closed at cleanup.
+func newArena(t testing.TB) *Arena {
+	t.Helper()
+	a, err := NewArena(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	return a
+}
+
+// arenaSockaddr returns a fresh arena holding ap encoded as a socket address.
+func arenaSockaddr(t testing.TB, ap netip.AddrPort) (*Arena, []byte) {
+	t.Helper()
+	a := newArena(t)
+	sa, err := a.Sockaddr(ap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, sa
+}

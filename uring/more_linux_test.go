@@ -215,15 +215,7 @@ func TestConnectIPv6(t *testing.T) {
 	}
 	sa, _ := unix.Getsockname(lfd)
 	ap := netip.AddrPortFrom(netip.IPv6Loopback(), uint16(sa.(*unix.SockaddrInet6).Port))
-	arena, err := NewArena(4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer arena.Close()
-	enc, err := arena.Sockaddr(ap)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, enc := arenaSockaddr(t, ap)
 	fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -545,15 +545,7 @@ func TestSendmsgTo(t *testing.T) {
 		t.Fatal(err)
 	}
 	closeFd(t, wfd)
-	arena, err := NewArena(4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer arena.Close()
-	name, err := arena.Sockaddr(dst)
-	if err != nil {
-		t.Fatal(err)
-	}
+	arena, name := arenaSockaddr(t, dst)
 	data := arena.Bytes(8)
 	copy(data, "datagram")
 	sqe(t, r).PrepSendmsg(wfd, arena.Msghdr(name, data), 0, 1)

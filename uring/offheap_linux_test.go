@@ -14,11 +14,7 @@ var heapSink []byte
 // from MapAnon.
 func TestGoMemoryRefused(t *testing.T) {
 	r := newRing(t, &Config{Entries: 64, SQThreadCPU: -1})
-	arena, err := NewArena(4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer arena.Close()
+	arena := newArena(t)
 	good := offHeap(t, 256)
 	heapSink = make([]byte, 256)
 	var stack [256]byte

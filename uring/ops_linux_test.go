@@ -15,15 +15,7 @@ import (
 func TestConnectSocketShutdown(t *testing.T) {
 	r := newRing(t, nil)
 	lfd, ap := listenTCP(t)
-	arena, err := NewArena(4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer arena.Close()
-	sa, err := arena.Sockaddr(ap)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, sa := arenaSockaddr(t, ap)
 	// socket(2) through the ring, then connect, linked.
 	sqe(t, r).PrepSocket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0, 0, 1)
 	c := reap(t, r, 1)[0]
@@ -83,11 +75,7 @@ func TestSocketDirect(t *testing.T) {
 func TestSendmsg(t *testing.T) {
 	r := newRing(t, nil)
 	c, s := tcpPair(t)
-	arena, err := NewArena(8192)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer arena.Close()
+	arena := newArena(t)
 	a, b := arena.Bytes(5), arena.Bytes(6)
 	copy(a, "hello")
 	copy(b, " world")
