@@ -22,6 +22,9 @@ if [ -f bench/peers/go.mod ]; then
 	(cd bench/peers && go vet ./... && go test -race -count=1 -timeout 20m ./...)
 fi
 
+echo "== spindle bench smoke run (every arm, every reply verified)"
+go run ./cmd/spindle bench --duration 5s --json >/dev/null
+
 echo "== non-Linux stubs build (darwin)"
 GOOS=darwin GOARCH=arm64 go build ./...
 GOOS=darwin GOARCH=arm64 go vet ./...
