@@ -85,7 +85,7 @@ func TestWaitRetriesEINTR(t *testing.T) {
 			result <- errors.New("wrong completion")
 			return
 		}
-		if r.eintr == 0 {
+		if r.eintr.Load() == 0 {
 			result <- errors.New("no io_uring_enter was interrupted: the test did not exercise EINTR")
 			return
 		}
@@ -93,19 +93,21 @@ func TestWaitRetriesEINTR(t *testing.T) {
 	}()
 	<-ready
 	mu.Lock()
-	fd, wtid := -1, tid
-	if target != nil {
-		fd = target.Fd()
+	fd, wtid, tr := -1, tid, target
+	if tr != nil {
+		fd = tr.Fd()
 	}
 	mu.Unlock()
 	if fd < 0 {
 		t.Fatal(<-result)
 	}
-	for range 5 {
-		time.Sleep(5 * time.Millisecond)
-		// SIGURG is the runtime's preemption signal: harmless, and it
-		// interrupts io_uring_enter.
+	// Signal until an io_uring_enter of the waiter was interrupted (under
+	// load the waiter may take a while to block), then wake it for real.
+	// SIGURG is the runtime's preemption signal: harmless, and it
+	// interrupts io_uring_enter.
+	for deadline := time.Now().Add(5 * time.Second); tr.eintr.Load() == 0 && time.Now().Before(deadline); {
 		unix.Tgkill(unix.Getpid(), wtid, unix.SIGURG)
+		time.Sleep(2 * time.Millisecond)
 	}
 	sqe(t, sender).PrepMsgRing(fd, 0, 77, 0, 1)
 	reap(t, sender, 1)

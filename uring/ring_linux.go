@@ -32,9 +32,9 @@ type Ring struct {
 	cqMask   uint32
 	tsNext   uint32
 	enters   atomic.Uint64
-	eintr    uint64 // io_uring_enter calls interrupted by a signal and retried
-	fixed    bool   // fixed buffers registered
-	files    bool   // fixed files registered
+	eintr    atomic.Uint64 // io_uring_enter calls interrupted by a signal and retried (read by tests from other goroutines)
+	fixed    bool          // fixed buffers registered
+	files    bool          // fixed files registered
 	closed   bool
 	bufRings map[uint16]*BufRing
 }
@@ -375,7 +375,7 @@ func (r *Ring) enter(waitNr uint32, timeout time.Duration, wait bool) (int, erro
 		}
 		switch err {
 		case unix.EINTR:
-			r.eintr++
+			r.eintr.Add(1)
 			// Interrupted before anything was submitted or while waiting:
 			// retry what is left. A restarted timed wait starts its timeout
 			// again; callers that need a deadline use a TIMEOUT SQE.
