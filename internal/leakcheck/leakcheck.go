@@ -1,0 +1,104 @@
+// Package leakcheck is the TestMain leak check shared by spindle's test
+// suites: after a passing run, no file descriptor, goroutine or (through
+// extra checks) off-heap mapping may be left behind. It is imported by
+// tests only.
+package leakcheck
+
+import (
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Settle is how long Run waits for closing goroutines and asynchronously
+// torn-down kernel objects (an io_uring ring's fd lingers briefly) before it
+// calls what is left a leak.
+const Settle = 2 * time.Second
+
+// Run runs the tests and, if they passed outside fuzzing, fails the run when
+// fds or goroutines were left open, or when an extra check still reports an
+// error after Settle. It returns the exit code for os.Exit. Call it from
+// TestMain only, as its last step:
+//
+//	func TestMain(m *testing.M) { os.Exit(leakcheck.Run(m)) }
+func Run(m *testing.M, extra ...func() error) int {
+	// Start the runtime's network poller (an epoll fd and an eventfd that
+	// stay open for the life of the process) before the snapshot.
+	if ln, err := net.Listen("tcp", "127.0.0.1:0"); err == nil {
+		ln.Close()
+	}
+	fds, goroutines := openFds(), runtime.NumGoroutine()
+	code := m.Run()
+	if code != 0 || fuzzing() {
+		// A failed run has its own report; the fuzzing engine keeps its
+		// own goroutines and fds.
+		return code
+	}
+	if err := check(fds, goroutines, extra); err != nil {
+		fmt.Fprintln(os.Stderr, "leak check:", err)
+		return 1
+	}
+	return 0
+}
+
+func check(fds map[string]string, goroutines int, extra []func() error) error {
+	deadline := time.Now().Add(Settle)
+	for {
+		err := leaks(fds, goroutines, extra)
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func leaks(fds map[string]string, goroutines int, extra []func() error) error {
+	var leaked []string
+	for fd, target := range openFds() {
+		if _, ok := fds[fd]; !ok && !strings.HasPrefix(target, "/proc/") {
+			leaked = append(leaked, fd+" -> "+target)
+		}
+	}
+	if len(leaked) > 0 {
+		slices.Sort(leaked)
+		return fmt.Errorf("fds left open: %v", leaked)
+	}
+	if n := runtime.NumGoroutine(); n > goroutines {
+		buf := make([]byte, 1<<16)
+		return fmt.Errorf("%d goroutines before the tests, %d after:\n%s", goroutines, n, buf[:runtime.Stack(buf, true)])
+	}
+	for _, f := range extra {
+		if err := f(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// openFds maps each open fd to what it refers to. The fd of the directory
+// listing itself is gone by the time it is read and is skipped.
+func openFds() map[string]string {
+	ents, _ := os.ReadDir("/proc/self/fd")
+	m := make(map[string]string, len(ents))
+	for _, e := range ents {
+		if target, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil {
+			m[e.Name()] = target
+		}
+	}
+	return m
+}
+
+func fuzzing() bool {
+	for _, name := range []string{"test.fuzz", "test.fuzzworker"} {
+		if f := flag.Lookup(name); f != nil && f.Value.String() != "" && f.Value.String() != "false" {
+			return true
+		}
+	}
+	return false
+}

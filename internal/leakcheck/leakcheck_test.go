@@ -1,0 +1,51 @@
+package leakcheck
+
+import (
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLeaksSeesAnFd(t *testing.T) {
+	before := openFds()
+	f, err := os.Open("/dev/null")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = leaks(before, 1<<30, nil)
+	f.Close()
+	if err == nil || !strings.Contains(err.Error(), "/dev/null") {
+		t.Fatalf("an open fd was not reported: %v", err)
+	}
+	if err := leaks(before, 1<<30, nil); err != nil {
+		t.Fatalf("after close: %v", err)
+	}
+}
+
+func TestLeaksSeesAGoroutine(t *testing.T) {
+	stop := make(chan struct{})
+	n := runtime.NumGoroutine()
+	go func() { <-stop }()
+	err := leaks(openFds(), n, nil)
+	close(stop)
+	if err == nil || !strings.Contains(err.Error(), "goroutines") {
+		t.Fatalf("a running goroutine was not reported: %v", err)
+	}
+}
+
+func TestExtraCheckRetriedUntilSettled(t *testing.T) {
+	start := time.Now()
+	calls := 0
+	err := check(openFds(), 1<<30, []func() error{func() error {
+		calls++
+		if time.Since(start) < 100*time.Millisecond {
+			return os.ErrExist
+		}
+		return nil
+	}})
+	if err != nil || calls < 2 {
+		t.Fatalf("err %v after %d calls; want nil after a retry", err, calls)
+	}
+}
