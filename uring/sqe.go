@@ -38,7 +38,8 @@ func kptr[T any](p *T) uint64 {
 // SQE is a submission queue entry: the 64-byte kernel struct io_uring_sqe in
 // the ring's shared memory, handed out zeroed by Ring.GetSQE. Fill it with one
 // Prep method and optionally SetFlags/SetBufGroup, then Submit. The fields are
-// the raw ABI for ops without a Prep method. An SQE must not be used after
+// the raw ABI for ops without a Prep method (addresses set by hand skip the
+// off-heap check described below). An SQE must not be used after
 // the next Submit. Its methods are called from the owner goroutine of the
 // ring it came from, and do not allocate.
 //
@@ -400,5 +401,7 @@ func (t *Timespec) Set(d time.Duration) {
 	t.Nsec = int64(d % time.Second)
 }
 
-// Msghdr is struct msghdr for PrepSendmsg; get one from Arena.Msghdr.
+// Msghdr is struct msghdr for PrepSendmsg; get one from Arena.Msghdr, which
+// checks that its name and iovecs are off-heap. Filling the fields by hand
+// bypasses that check: the addresses must then come from MapAnon too.
 type Msghdr sys.Msghdr
