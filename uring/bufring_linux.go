@@ -31,8 +31,8 @@ type BufRing struct {
 // to the kernel. The buffers are off-heap, on huge pages when the slab is at
 // least 2 MiB and the host has them. Owner goroutine.
 func (r *Ring) SetupBufRing(group uint16, entries int, bufSize int) (*BufRing, error) {
-	if r.closed {
-		return nil, os.ErrClosed
+	if err := r.open(); err != nil {
+		return nil, err
 	}
 	if bufSize <= 0 || uint64(bufSize) > 1<<31 {
 		return nil, fmt.Errorf("uring: buffer size %d: %w", bufSize, unix.EINVAL)
@@ -127,6 +127,9 @@ func (b *BufRing) Commit() { b.mem.PublishTail(b.tail) }
 //
 // Owner goroutine.
 func (b *BufRing) Head() (uint16, error) {
+	if b.mem == nil || b.r.closed {
+		return 0, os.ErrClosed
+	}
 	h, err := sys.PbufStatus(b.r.fd, b.group)
 	if err != nil {
 		if err == unix.EINVAL {

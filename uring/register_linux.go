@@ -11,6 +11,15 @@ import (
 	"github.com/spindlenet/spindle/internal/sys"
 )
 
+// open returns os.ErrClosed after Close: the ring fd number may belong to
+// another file by then, and must not be registered on.
+func (r *Ring) open() error {
+	if r.closed {
+		return os.ErrClosed
+	}
+	return nil
+}
+
 func regErr(feature, min string, err error) error {
 	serr := os.NewSyscallError("io_uring_register", err)
 	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP) {
@@ -26,6 +35,9 @@ func regErr(feature, min string, err error) error {
 // UnregisterBuffers or Close (RLIMIT_MEMLOCK applies without CAP_IPC_LOCK);
 // unmap the memory only after that. Owner goroutine.
 func (r *Ring) RegisterBuffers(bufs [][]byte) error {
+	if err := r.open(); err != nil {
+		return err
+	}
 	iovs := make([]sys.Iovec, len(bufs))
 	for i, b := range bufs {
 		if len(b) == 0 {
@@ -44,6 +56,9 @@ func (r *Ring) RegisterBuffers(bufs [][]byte) error {
 
 // UnregisterBuffers drops the fixed buffers. Owner goroutine.
 func (r *Ring) UnregisterBuffers() error {
+	if err := r.open(); err != nil {
+		return err
+	}
 	if err := sys.RegisterNoArg(r.fd, sys.IORING_UNREGISTER_BUFFERS); err != nil {
 		return os.NewSyscallError("io_uring_register", err)
 	}
@@ -54,6 +69,9 @@ func (r *Ring) UnregisterBuffers() error {
 // (5.19), for direct accept/socket (PrepAcceptMultishot with direct) and
 // FlagFixedFile. Owner goroutine.
 func (r *Ring) RegisterFiles(n int) error {
+	if err := r.open(); err != nil {
+		return err
+	}
 	if n <= 0 {
 		return fmt.Errorf("uring: %d fixed files: %w", n, unix.EINVAL)
 	}
@@ -67,6 +85,9 @@ func (r *Ring) RegisterFiles(n int) error {
 // slot). It returns the number of slots updated. The slots hold their own
 // reference: the caller may close its fds afterwards. Owner goroutine.
 func (r *Ring) UpdateFiles(off int, fds []int) (int, error) {
+	if err := r.open(); err != nil {
+		return 0, err
+	}
 	f32 := make([]int32, len(fds))
 	for i, fd := range fds {
 		f32[i] = int32(fd)
@@ -80,6 +101,9 @@ func (r *Ring) UpdateFiles(off int, fds []int) (int, error) {
 
 // UnregisterFiles drops the fixed-file table. Owner goroutine.
 func (r *Ring) UnregisterFiles() error {
+	if err := r.open(); err != nil {
+		return err
+	}
 	if err := sys.RegisterNoArg(r.fd, sys.IORING_UNREGISTER_FILES); err != nil {
 		return os.NewSyscallError("io_uring_register", err)
 	}
@@ -90,6 +114,9 @@ func (r *Ring) UnregisterFiles() error {
 // settings (6.9; Static needs 6.13). Busy polling burns CPU while waiting, and
 // does nothing for sockets without NAPI ids (loopback). Owner goroutine.
 func (r *Ring) RegisterNAPI(c NAPIConfig) (prev NAPIConfig, err error) {
+	if err := r.open(); err != nil {
+		return prev, err
+	}
 	n := sys.NAPI{
 		BusyPollTo: uint32(c.BusyPollTimeout / time.Microsecond),
 		Opcode:     sys.IO_URING_NAPI_REGISTER_OP,
@@ -116,6 +143,9 @@ func (r *Ring) RegisterNAPI(c NAPIConfig) (prev NAPIConfig, err error) {
 
 // UnregisterNAPI disables busy polling. Owner goroutine.
 func (r *Ring) UnregisterNAPI() error {
+	if err := r.open(); err != nil {
+		return err
+	}
 	var n sys.NAPI
 	if err := sys.UnregisterNAPI(r.fd, &n); err != nil {
 		return regErr("IORING_UNREGISTER_NAPI", "6.9", err)
@@ -126,6 +156,9 @@ func (r *Ring) UnregisterNAPI() error {
 // AddNAPIID adds a NAPI id (from SO_INCOMING_NAPI_ID, >= 257) to a ring
 // registered with NAPIConfig.Static (6.13). Owner goroutine.
 func (r *Ring) AddNAPIID(id uint32) error {
+	if err := r.open(); err != nil {
+		return err
+	}
 	n := sys.NAPI{Opcode: sys.IO_URING_NAPI_STATIC_ADD_ID, OpParam: id}
 	if err := sys.RegisterNAPI(r.fd, &n); err != nil {
 		return regErr("IORING_REGISTER_NAPI static add", "6.13", err)
@@ -135,6 +168,9 @@ func (r *Ring) AddNAPIID(id uint32) error {
 
 // RemoveNAPIID removes a NAPI id added with AddNAPIID. Owner goroutine.
 func (r *Ring) RemoveNAPIID(id uint32) error {
+	if err := r.open(); err != nil {
+		return err
+	}
 	n := sys.NAPI{Opcode: sys.IO_URING_NAPI_STATIC_DEL_ID, OpParam: id}
 	if err := sys.RegisterNAPI(r.fd, &n); err != nil {
 		return regErr("IORING_REGISTER_NAPI static del", "6.13", err)

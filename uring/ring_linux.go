@@ -18,13 +18,16 @@ import (
 // other goroutines.
 type Ring struct {
 	fd         int
-	enterFd    int    // fd, or the registered ring index
-	enterFlags uint32 // IORING_ENTER_REGISTERED_RING when enterFd is an index
-	regIndex   int    // registered ring index, -1 if none
-	setup      uint32 // IORING_SETUP_* in effect
-	features   uint32 // IORING_FEAT_* reported by the kernel
+	fdPub      atomic.Int32 // fd for Fd, -1 after Close
+	enterFd    int          // fd, or the registered ring index
+	enterFlags uint32       // IORING_ENTER_REGISTERED_RING when enterFd is an index
+	regIndex   int          // registered ring index, -1 if none
+	setup      uint32       // IORING_SETUP_* in effect
+	features   uint32       // IORING_FEAT_* reported by the kernel
 
 	mem      *sys.RingMem
+	sqSize   uint32 // SQ entries, fixed at setup
+	cqSize   uint32 // CQ entries, fixed at setup
 	sqes     []sys.SQE
 	sqMask   uint32
 	sqTail   uint32 // next SQE to hand out; published to the kernel by flush
@@ -71,8 +74,12 @@ func New(cfg *Config) (*Ring, error) {
 		p.SQThreadIdle = uint32(c.SQThreadIdle / time.Millisecond)
 	}
 	if c.AttachWQ != nil {
+		wq := c.AttachWQ.Fd()
+		if wq < 0 {
+			return nil, fmt.Errorf("uring: Config.AttachWQ: %w", os.ErrClosed)
+		}
 		p.Flags |= sys.IORING_SETUP_ATTACH_WQ
-		p.WQFd = uint32(c.AttachWQ.fd)
+		p.WQFd = uint32(wq)
 	}
 	fd, err := sys.Setup(c.Entries, &p)
 	if err == unix.EINVAL {
@@ -86,12 +93,13 @@ func New(cfg *Config) (*Ring, error) {
 		return nil, setupError(p.Flags, err)
 	}
 	r := &Ring{fd: fd, enterFd: fd, regIndex: -1, setup: p.Flags, features: p.Features}
+	r.fdPub.Store(int32(fd))
 	if r.mem, err = sys.MapRing(fd, &p); err != nil {
 		unix.Close(fd)
 		return nil, err
 	}
-	r.sqes, r.sqMask = r.mem.SQEs, r.mem.SQMask
-	r.cqes, r.cqMask = r.mem.CQEs, r.mem.CQMask
+	r.sqes, r.sqMask, r.sqSize = r.mem.SQEs, r.mem.SQMask, r.mem.SQEntries
+	r.cqes, r.cqMask, r.cqSize = r.mem.CQEs, r.mem.CQMask, r.mem.CQEntries
 	// Identity SQ index array, written once: SQE slot i is always array
 	// entry i, so submission only moves the tail.
 	for i := range r.mem.SQArray {
@@ -183,6 +191,9 @@ func (r *Ring) Close() error {
 	if err := unix.Close(r.fd); err != nil && first == nil {
 		first = os.NewSyscallError("close", err)
 	}
+	// The fd number may be reused by any file from now on: every path to
+	// r.fd checks r.closed first, and Fd reports -1.
+	r.fdPub.Store(-1)
 	// Last: no request of this ring can select from them any more.
 	for _, b := range r.bufRings {
 		if err := b.Close(); err != nil && first == nil {
@@ -223,8 +234,9 @@ func (r *Ring) cancelAll() int32 {
 }
 
 // Fd returns the ring's file descriptor, for PrepMsgRing from another ring or
-// for Config.AttachWQ. Any goroutine.
-func (r *Ring) Fd() int { return r.fd }
+// for Config.AttachWQ; -1 once Close has closed it. Any goroutine (a
+// goroutine racing with Close may still get the old number).
+func (r *Ring) Fd() int { return int(r.fdPub.Load()) }
 
 // SetupFlags returns the IORING_SETUP_* flags in effect. Any goroutine.
 func (r *Ring) SetupFlags() uint32 { return r.setup }
@@ -239,18 +251,22 @@ func (r *Ring) EnterCount() uint64 { return r.enters.Load() }
 // SQEntries returns the SQ size.
 //
 // Any goroutine.
-func (r *Ring) SQEntries() uint32 { return r.mem.SQEntries }
+func (r *Ring) SQEntries() uint32 { return r.sqSize }
 
 // CQEntries returns the CQ size.
 //
 // Any goroutine.
-func (r *Ring) CQEntries() uint32 { return r.mem.CQEntries }
+func (r *Ring) CQEntries() uint32 { return r.cqSize }
 
 // GetSQE returns the next free SQE, zeroed, or nil when the SQ is full (then
-// Submit and retry). Owner goroutine; does not allocate.
+// Submit and retry) or the ring is closed. Owner goroutine; does not
+// allocate.
 func (r *Ring) GetSQE() *SQE {
+	if r.closed {
+		return nil
+	}
 	head := r.sqHead()
-	if r.sqTail-head >= r.mem.SQEntries {
+	if r.sqTail-head >= r.sqSize {
 		return nil
 	}
 	s := &r.sqes[r.sqTail&r.sqMask]
@@ -260,8 +276,13 @@ func (r *Ring) GetSQE() *SQE {
 }
 
 // SQReady returns the number of SQEs prepared but not yet consumed by the
-// kernel. Owner goroutine.
-func (r *Ring) SQReady() uint32 { return r.sqTail - r.sqHead() }
+// kernel (0 after Close). Owner goroutine.
+func (r *Ring) SQReady() uint32 {
+	if r.closed {
+		return 0
+	}
+	return r.sqTail - r.sqHead()
+}
 
 // The four accessors below are the only places that touch the shared ring
 // indexes. Go's sync/atomic loads and stores are sequentially consistent,
@@ -351,7 +372,7 @@ func (r *Ring) enter(waitNr uint32, timeout time.Duration, wait bool) (int, erro
 			if toSubmit > 0 && r.mem.SQFlags.Load()&sys.IORING_SQ_NEED_WAKEUP != 0 {
 				flags |= sys.IORING_ENTER_SQ_WAKEUP
 			}
-			if toSubmit >= r.mem.SQEntries {
+			if toSubmit >= r.sqSize {
 				// SQ full: sleep until the SQ thread frees a slot instead of
 				// letting the caller spin on GetSQE.
 				flags |= sys.IORING_ENTER_SQ_WAIT
@@ -400,9 +421,12 @@ func (r *Ring) enter(waitNr uint32, timeout time.Duration, wait bool) (int, erro
 	}
 }
 
-// CQReady returns the number of completions ready to be peeked. Owner
-// goroutine.
+// CQReady returns the number of completions ready to be peeked (0 after
+// Close). Owner goroutine.
 func (r *Ring) CQReady() uint32 {
+	if r.closed {
+		return 0
+	}
 	return r.cqTail() - r.cqHead()
 }
 
@@ -415,6 +439,9 @@ func (r *Ring) CQReady() uint32 {
 // again, so neither an overflowed completion is lost nor a loop that only
 // peeks stalls. Owner goroutine; does not allocate.
 func (r *Ring) PeekCQEs(dst []CQE) int {
+	if r.closed {
+		return 0
+	}
 	n := r.copyCQEs(dst)
 	if n < len(dst) && r.cqNeedsEnter() {
 		sys.Enter(r.enterFd, 0, 0, r.enterFlags|sys.IORING_ENTER_GETEVENTS, nil)
@@ -431,6 +458,9 @@ func (r *Ring) PeekCQEs(dst []CQE) int {
 // back (overflow, pending task work) are fetched as in PeekCQEs. Owner
 // goroutine; does not allocate when fn does not.
 func (r *Ring) ForEachCQE(fn func(CQE) bool) int {
+	if r.closed {
+		return 0
+	}
 	total := 0
 	for flushed := false; ; {
 		head, tail := r.cqHead(), r.cqTail()
@@ -466,25 +496,39 @@ func (r *Ring) copyCQEs(dst []CQE) int {
 	return n
 }
 
-// SQDropped returns the number of invalid SQEs the kernel skipped.
+// SQDropped returns the number of invalid SQEs the kernel skipped (0 after
+// Close).
 //
-// Any goroutine.
-func (r *Ring) SQDropped() uint32 { return r.mem.SQDropped.Load() }
+// Owner goroutine: the counter lives in memory Close unmaps.
+func (r *Ring) SQDropped() uint32 {
+	if r.closed {
+		return 0
+	}
+	return r.mem.SQDropped.Load()
+}
 
 // CQOverflow returns the number of completions the kernel had to drop (only
-// on kernels without IORING_FEAT_NODROP; 0 otherwise).
+// on kernels without IORING_FEAT_NODROP; 0 otherwise, and after Close).
 //
-// Any goroutine.
-func (r *Ring) CQOverflow() uint32 { return r.mem.CQOverflow.Load() }
+// Owner goroutine: the counter lives in memory Close unmaps.
+func (r *Ring) CQOverflow() uint32 {
+	if r.closed {
+		return 0
+	}
+	return r.mem.CQOverflow.Load()
+}
 
 // Timespec returns a timespec set to d, from a pool of off-heap slots owned
 // by the ring, for PrepTimeout and PrepLinkTimeout. A slot is reused after
 // 200 more calls; use it in an SQE right away. The kernel reads it when it
 // prepares the SQE: during Submit, or with SQPoll when the SQ thread gets to
 // it, so with SQPoll keep fewer than 200 timespecs between an SQE and its
-// consumption (SQReady() == 0), or use Arena.Timespec. Owner goroutine; does
-// not allocate.
+// consumption (SQReady() == 0), or use Arena.Timespec. nil after Close.
+// Owner goroutine; does not allocate.
 func (r *Ring) Timespec(d time.Duration) *Timespec {
+	if r.closed {
+		return nil
+	}
 	ts := (*Timespec)(&r.mem.Scratch.TS[r.tsNext%sys.TimespecSlots])
 	r.tsNext++
 	ts.Set(d)

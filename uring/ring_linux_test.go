@@ -2,6 +2,7 @@ package uring
 
 import (
 	"errors"
+	"os"
 	"testing"
 	"time"
 
@@ -216,5 +217,59 @@ func TestPeekOnlyLoop(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestUseAfterClose calls every Ring method after Close: none may panic or
+// reach the old fd number, which the next ring is likely to get (a stale
+// registration would land on that ring).
+func TestUseAfterClose(t *testing.T) {
+	r, err := New(&Config{Entries: 4, SQThreadCPU: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldFd := r.Fd()
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	next := newRing(t, &Config{Entries: 4, SQThreadCPU: -1})
+	t.Logf("closed ring had fd %d, the next ring got %d", oldFd, next.Fd())
+	mem := offHeap(t, 4096)
+	calls := map[string]func() error{
+		"RegisterFiles":     func() error { return r.RegisterFiles(4) },
+		"UnregisterFiles":   r.UnregisterFiles,
+		"RegisterBuffers":   func() error { return r.RegisterBuffers([][]byte{mem}) },
+		"UnregisterBuffers": r.UnregisterBuffers,
+		"UnregisterNAPI":    r.UnregisterNAPI,
+		"AddNAPIID":         func() error { return r.AddNAPIID(300) },
+		"RemoveNAPIID":      func() error { return r.RemoveNAPIID(300) },
+		"UpdateFiles":       func() error { _, err := r.UpdateFiles(0, []int{0}); return err },
+		"RegisterNAPI":      func() error { _, err := r.RegisterNAPI(NAPIConfig{}); return err },
+		"SetupBufRing":      func() error { _, err := r.SetupBufRing(1, 2, 64); return err },
+		"Submit":            func() error { _, err := r.Submit(); return err },
+		"SubmitAndWait":     func() error { _, err := r.SubmitAndWait(1, time.Millisecond); return err },
+		"Close":             r.Close,
+	}
+	for name, call := range calls {
+		if err := call(); !errors.Is(err, os.ErrClosed) {
+			t.Errorf("%s after Close = %v, want os.ErrClosed", name, err)
+		}
+	}
+	if r.GetSQE() != nil || r.Timespec(time.Second) != nil || r.Fd() != -1 {
+		t.Error("GetSQE, Timespec or Fd after Close returned a live value")
+	}
+	if r.PeekCQEs(make([]CQE, 1)) != 0 || r.ForEachCQE(func(CQE) bool { return true }) != 0 ||
+		r.CQReady() != 0 || r.SQReady() != 0 || r.SQDropped() != 0 || r.CQOverflow() != 0 {
+		t.Error("a queue accessor after Close returned non-zero")
+	}
+	if r.SQEntries() != 4 {
+		t.Errorf("SQEntries after Close = %d, want the size it had", r.SQEntries())
+	}
+	if _, err := New(&Config{SQPoll: true, SQThreadCPU: -1, AttachWQ: r}); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("New attaching to a closed ring: %v, want os.ErrClosed", err)
+	}
+	// Nothing reached the next ring: its file table is still free.
+	if err := next.RegisterFiles(4); err != nil {
+		t.Errorf("the next ring's RegisterFiles: %v (a stale call registered on it?)", err)
 	}
 }
