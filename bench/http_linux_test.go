@@ -1,0 +1,179 @@
+package bench
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// httpArms are the arms whose HTTP/1.1 mode the tests drive: the built-in
+// go-net arm and one engine arm per kind of I/O path (the gnet arm is
+// tested in bench/peers).
+var httpArms = []string{"go-net", "epoll", "uring"}
+
+// checkHTTPClient checks an arm's HTTP/1.1 side with Go's HTTP client,
+// bodies verified: a GET gets the default body, a POST gets its body back,
+// on one kept-alive connection.
+func checkHTTPClient(t *testing.T, addr string) {
+	tr := &http.Transport{MaxConnsPerHost: 1}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: 5 * time.Second}
+	wantGet := make([]byte, DefaultPayload)
+	for i := range wantGet {
+		wantGet[i] = 'a' + byte(i%26)
+	}
+	post := bytes.Repeat([]byte("spindle-"), 500) // 4000 bytes
+	for i := range 3 {
+		resp, err := client.Get("http://" + addr + "/x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 || !bytes.Equal(got, wantGet) {
+			t.Fatalf("GET %d: status %d, %d-byte body %q, err %v", i, resp.StatusCode, len(got), got, err)
+		}
+		resp, err = client.Post("http://"+addr+"/echo", "application/octet-stream", bytes.NewReader(post))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 || !bytes.Equal(got, post) {
+			t.Fatalf("POST %d: status %d, %d-byte body (want the %d sent), err %v", i, resp.StatusCode, len(got), len(post), err)
+		}
+	}
+}
+
+// lookTool finds an HTTP load tool or skips with the reason; CI installs
+// both (.ci/run).
+func lookTool(t *testing.T, name, pkg string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		t.Skipf("%s not installed (Debian package %s; .ci/run installs it): %v", name, pkg, err)
+	}
+	return p
+}
+
+// runTool runs a load tool with a deadline and returns its output.
+func runTool(t *testing.T, argv ...string) string {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, out.String())
+		}
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("%s did not finish within 30s:\n%s", strings.Join(argv, " "), out.String())
+	}
+	return out.String()
+}
+
+var (
+	wrkRequests = regexp.MustCompile(`(\d+) requests in `)
+	h2Requests  = regexp.MustCompile(`requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, (\d+) failed, (\d+) errored, (\d+) timeout`)
+	h2Status    = regexp.MustCompile(`status codes: (\d+) 2xx`)
+	h2Traffic   = regexp.MustCompile(`traffic: .*\((\d+)\) data`)
+)
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestHTTPMode checks each arm's HTTP/1.1 mode with Go's HTTP client
+// (bodies verified), then points wrk and h2load at it as the docs tell
+// users to: every request must succeed, pipelined ones too, and h2load's
+// byte count proves each reply carried the whole body (the GET default, or
+// the POSTed body echoed). The load tools are skipped, with the reason,
+// where they are not installed.
+func TestHTTPMode(t *testing.T) {
+	skipUnlessLinux(t)
+	for _, arm := range httpArms {
+		t.Run(arm, func(t *testing.T) {
+			addr := startTestServer(t, arm)
+			url := "http://" + addr + "/"
+			t.Run("net/http", func(t *testing.T) { checkHTTPClient(t, addr) })
+			t.Run("wrk", func(t *testing.T) {
+				wrk := lookTool(t, "wrk", "wrk")
+				// Plain keep-alive load, then 4 requests pipelined per write.
+				script := filepath.Join(t.TempDir(), "pipeline.lua")
+				lua := "init = function(args) local r = {} for i = 1, 4 do r[i] = wrk.format() end req = table.concat(r) end\n" +
+					"request = function() return req end\n"
+				if err := os.WriteFile(script, []byte(lua), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				for _, extra := range [][]string{nil, {"-s", script}} {
+					argv := append([]string{wrk, "-t1", "-c8", "-d1s", "--timeout", "2s"}, extra...)
+					out := runTool(t, append(argv, url)...)
+					m := wrkRequests.FindStringSubmatch(out)
+					if m == nil || atoi(t, m[1]) == 0 {
+						t.Fatalf("%v: no requests completed:\n%s", argv[1:], out)
+					}
+					if strings.Contains(out, "Socket errors") || strings.Contains(out, "Non-2xx") {
+						t.Fatalf("%v: errors:\n%s", argv[1:], out)
+					}
+					t.Logf("wrk %v: %s requests", extra, m[1])
+				}
+			})
+			t.Run("h2load", func(t *testing.T) {
+				h2load := lookTool(t, "h2load", "nghttp2-client")
+				body := filepath.Join(t.TempDir(), "body")
+				if err := os.WriteFile(body, bytes.Repeat([]byte("x"), 1000), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				const n = 2000
+				tests := []struct {
+					name  string
+					args  []string
+					bytes int // response body bytes per request
+				}{
+					{"GET", nil, DefaultPayload},
+					{"GET pipelined 8", []string{"-m", "8"}, DefaultPayload},
+					{"POST 1000 B", []string{"-d", body, "-m", "4"}, 1000},
+				}
+				for _, tc := range tests {
+					argv := append([]string{h2load, "--h1", "-c", "4", "-n", strconv.Itoa(n)}, tc.args...)
+					out := runTool(t, append(argv, url)...)
+					m := h2Requests.FindStringSubmatch(out)
+					s := h2Status.FindStringSubmatch(out)
+					d := h2Traffic.FindStringSubmatch(out)
+					if m == nil || s == nil || d == nil {
+						t.Fatalf("%s: unexpected h2load output:\n%s", tc.name, out)
+					}
+					if atoi(t, m[4]) != n || atoi(t, m[5])+atoi(t, m[6])+atoi(t, m[7]) != 0 || atoi(t, s[1]) != n {
+						t.Errorf("%s: want %d succeeded with 2xx:\n%s", tc.name, n, out)
+					}
+					if got, want := atoi(t, d[1]), n*tc.bytes; got != want {
+						t.Errorf("%s: %d body bytes received, want %d (%d × %d)", tc.name, got, want, n, tc.bytes)
+					}
+					t.Logf("h2load %s: %s", tc.name, fmt.Sprint(m[0]))
+				}
+			})
+		})
+	}
+}
