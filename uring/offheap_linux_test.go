@@ -17,7 +17,6 @@ func TestGoMemoryRefused(t *testing.T) {
 	arena := newArena(t)
 	good := offHeap(t, 256)
 	heapSink = make([]byte, 256)
-	var stack [256]byte
 	gone, _, err := MapAnon(256, false)
 	if err != nil {
 		t.Fatal(err)
@@ -26,8 +25,6 @@ func TestGoMemoryRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	goodTS, goodMsg := arena.Timespec(), arena.Msghdr(nil, good)
-	var stackTS Timespec
-	var stackMsg Msghdr
 	ops := []struct {
 		name string
 		prep func(s *SQE, b []byte, ts *Timespec, msg *Msghdr)
@@ -55,7 +52,6 @@ func TestGoMemoryRefused(t *testing.T) {
 	}{
 		{"MapAnon", good, goodTS, goodMsg, true},
 		{"Go heap", heapSink, new(Timespec), new(Msghdr), false},
-		{"goroutine stack", stack[:], &stackTS, &stackMsg, false},
 		{"unmapped", gone, nil, nil, false},
 	}
 	for _, op := range ops {
@@ -76,6 +72,12 @@ func TestGoMemoryRefused(t *testing.T) {
 			})
 		}
 	}
+	// Goroutine stack memory, which moves when the stack grows: the
+	// buffers below do not escape (go test -gcflags=-m says so), so they
+	// live on this goroutine's stack.
+	if tsP, bufP := prepOnStack(); tsP != ErrNotOffHeap || bufP != ErrNotOffHeap {
+		t.Errorf("stack timespec and buffer: recovered %v and %v, want panic(ErrNotOffHeap)", tsP, bufP)
+	}
 	// Fixed buffers: refused before the kernel sees them.
 	for _, m := range mems[1:] {
 		if err := r.RegisterBuffers([][]byte{m.b}); !errors.Is(err, ErrNotOffHeap) {
@@ -94,4 +96,20 @@ func TestGoMemoryRefused(t *testing.T) {
 	if c := reap(t, r, 1)[0]; c.UserData != 1 {
 		t.Errorf("timeout from Ring.Timespec: %+v", c)
 	}
+}
+
+// prepOnStack prepares a timeout from, and a receive into, memory on its own
+// stack frame and returns what each Prep method panicked with.
+//
+//go:noinline
+func prepOnStack() (tsPanic, bufPanic any) {
+	var buf [64]byte
+	var ts Timespec
+	var s SQE
+	catch := func(f func()) (p any) {
+		defer func() { p = recover() }()
+		f()
+		return nil
+	}
+	return catch(func() { s.PrepTimeout(&ts, 0, 0, 0) }), catch(func() { s.PrepRecv(-1, buf[:], 0, 0) })
 }
