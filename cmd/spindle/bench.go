@@ -227,7 +227,12 @@ func runBenchClient(ctx context.Context, args []string) error {
 		Unanswered       uint64            `json:"unanswered"`
 		Latency          bench.Percentiles `json:"latency"`
 		ClientCPUPercent float64           `json:"client_cpu_percent"`
-	}{*rate, res.Throughput(), res.Replies, res.Unanswered, res.Hist.Percentiles(), res.ClientCPUPercent()}
+		SendLagP99US     float64           `json:"send_lag_p99_us,omitempty"`
+	}{OfferedRPS: *rate, AchievedRPS: res.Throughput(), Requests: res.Replies, Unanswered: res.Unanswered,
+		Latency: res.Hist.Percentiles(), ClientCPUPercent: res.ClientCPUPercent()}
+	if res.SendLag != nil {
+		out.SendLagP99US = float64(res.SendLag.Quantile(99)) / 1e3
+	}
 	if *jsonOut {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
@@ -236,5 +241,11 @@ func runBenchClient(ctx context.Context, args []string) error {
 	p := out.Latency
 	fmt.Printf("%.0f req/s (%d verified replies, %d unanswered), client CPU %.0f%%\np50 %.1fµs p90 %.1fµs p99 %.1fµs p99.9 %.1fµs p99.99 %.1fµs max %.1fµs\n",
 		out.AchievedRPS, out.Requests, out.Unanswered, out.ClientCPUPercent, p.P50, p.P90, p.P99, p.P999, p.P9999, p.Max)
+	if res.SendLag != nil {
+		fmt.Printf("send lag p99 %.1fµs (how late requests left relative to their intended send times)\n", out.SendLagP99US)
+	}
+	if out.ClientCPUPercent >= 90 {
+		fmt.Println("warning: the client was saturated: these figures are the client's limit, not the server's")
+	}
 	return nil
 }
