@@ -1,6 +1,10 @@
 package uring
 
-import "github.com/spindlenet/spindle/internal/sys"
+import (
+	"errors"
+
+	"github.com/spindlenet/spindle/internal/sys"
+)
 
 // Feature is one io_uring capability as probed on this host.
 type Feature struct {
@@ -50,7 +54,14 @@ func (f *Features) Err(name string) error {
 	if ok && x.Supported {
 		return nil
 	}
-	return &UnsupportedFeatureError{Feature: name, MinKernel: x.MinKernel}
+	e := &UnsupportedFeatureError{Feature: name, MinKernel: x.MinKernel}
+	switch {
+	case !ok:
+		e.MinKernel, e.Err = "?", errors.New("not probed")
+	case x.Reason != "":
+		e.Err = errors.New(x.Reason)
+	}
+	return e
 }
 
 // Feature names Probe reports beyond the IORING_* identifiers.
