@@ -3,6 +3,8 @@ package uring_test
 import (
 	"fmt"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/spindlenet/spindle/uring"
 )
 
@@ -49,4 +51,48 @@ func ExampleRing_SetupBufRing() {
 	//   id, _ := c.BufferID(); data := br.Buf(id)[:c.Res]; ...; br.Recycle(id); br.Commit()
 
 	// Output: 64 2048
+}
+
+// Memory the kernel reads after Submit comes from an Arena (or MapAnon, or a
+// BufRing). A Go slice would be refused with a panic(ErrNotOffHeap) before
+// it could reach the kernel.
+func ExampleArena() {
+	r, err := uring.New(nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer r.Close()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	arena, err := uring.NewArena(4096)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer arena.Close()
+
+	msg := arena.Bytes(5)
+	copy(msg, "hello")
+	r.GetSQE().PrepSend(fds[0], msg, 0, 1)
+	if _, err := r.SubmitAndWait(1, 0); err != nil {
+		fmt.Println(err)
+		return
+	}
+	cqes := make([]uring.CQE, 1)
+	r.PeekCQEs(cqes)
+	fmt.Println("sent", cqes[0].Res)
+
+	func() {
+		defer func() { fmt.Println("Go slice:", recover() == uring.ErrNotOffHeap) }()
+		r.GetSQE().PrepSend(fds[0], []byte("hello"), 0, 2)
+	}()
+	// Output:
+	// sent 5
+	// Go slice: true
 }

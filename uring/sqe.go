@@ -13,7 +13,8 @@ import (
 // memory could be freed by then and a goroutine stack could have moved, so
 // the binding refuses them instead of corrupting memory later. Memory pinned
 // with runtime.Pinner is refused too, because the binding cannot see when it
-// is unpinned.
+// is unpinned. The check runs before the SQE is written: an SQE fresh from
+// GetSQE stays zeroed, a NOP if it is submitted anyway.
 var ErrNotOffHeap = errors.New("uring: memory for the kernel is not from MapAnon, Arena or BufRing")
 
 // kbuf returns the address of b for an SQE after checking that b is off the
