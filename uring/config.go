@@ -9,8 +9,8 @@ import (
 // Config configures New. A nil *Config means the defaults documented on each
 // field.
 type Config struct {
-	// Entries is the SQ size, rounded up to a power of two by the kernel.
-	// Default 256.
+	// Entries is the SQ size, rounded up to a power of two by the kernel
+	// (5.1). Default 256.
 	Entries uint32
 	// CQEntries is the CQ size (IORING_SETUP_CQSIZE, 5.5). Default 2*Entries.
 	CQEntries uint32
@@ -25,18 +25,18 @@ type Config struct {
 	// CoopTaskrun avoids interrupting the owner thread to run completion work
 	// (IORING_SETUP_COOP_TASKRUN, 5.19); not with SQPoll. Default false.
 	CoopTaskrun bool
-	// SQPoll starts a kernel thread that polls the SQ (IORING_SETUP_SQPOLL).
-	// Default false.
+	// SQPoll starts a kernel thread that polls the SQ (IORING_SETUP_SQPOLL;
+	// 5.1, without privileges since 5.11). Default false.
 	SQPoll bool
-	// SQThreadCPU pins the SQPOLL thread (IORING_SETUP_SQ_AFF) when >= 0.
+	// SQThreadCPU pins the SQPOLL thread (IORING_SETUP_SQ_AFF, 5.1) when >= 0.
 	// -1 leaves it unpinned. Only with SQPoll; note that the zero value of a
 	// non-nil Config pins it to CPU 0.
 	SQThreadCPU int
-	// SQThreadIdle is how long the SQPOLL thread spins before sleeping.
-	// Default (0) is the kernel's 1 s.
+	// SQThreadIdle is how long the SQPOLL thread spins before sleeping
+	// (millisecond resolution, 5.1). Default (0) is the kernel's 1 s.
 	SQThreadIdle time.Duration
 	// AttachWQ shares the SQPOLL thread and io-wq of another ring
-	// (IORING_SETUP_ATTACH_WQ). Default nil.
+	// (IORING_SETUP_ATTACH_WQ, 5.6); that ring must be open. Default nil.
 	AttachWQ *Ring
 	// RegisterRingFD registers the ring fd with the owner thread
 	// (IORING_REGISTER_RING_FDS, 5.18), making io_uring_enter cheaper. The

@@ -10,7 +10,8 @@
 // modes to the creating thread.
 //
 // The hot path does not allocate: GetSQE, the Prep methods, Submit,
-// SubmitAndWait and PeekCQEs. user_data is an integer the caller chooses (a
+// SubmitAndWait, PeekCQEs, ForEachCQE, and BufRing.Recycle and Commit
+// (TestZeroAllocs, TestForEachCQE). user_data is an integer the caller chooses (a
 // handle: slot index and generation), never a Go pointer. Memory the kernel
 // reads or writes after a call returns (buffers, socket addresses, msghdrs
 // and timespecs given to Prep methods, fixed buffers, buffer rings) must come

@@ -9,10 +9,11 @@ import (
 // NAPIConfig configures NAPI busy polling for a ring (IORING_REGISTER_NAPI).
 type NAPIConfig struct {
 	// BusyPollTimeout is how long a wait busy-polls the NAPI instances of the
-	// ring's sockets before sleeping (µs resolution).
+	// ring's sockets before sleeping (µs resolution; 6.9). Default 0: no
+	// busy polling.
 	BusyPollTimeout time.Duration
 	// PreferBusyPoll asks the device to defer interrupts while busy polling
-	// (SO_PREFER_BUSY_POLL semantics).
+	// (SO_PREFER_BUSY_POLL semantics; 6.9). Default false.
 	PreferBusyPoll bool
 	// Static switches to static tracking (6.13): the ring polls only the NAPI
 	// ids added with AddNAPIID, instead of learning them from its sockets.
