@@ -102,3 +102,18 @@ func fuzzing() bool {
 	}
 	return false
 }
+
+// Unchanged returns an extra check for Run that fails while now() differs
+// from what it returned when Unchanged was called, for counters such as live
+// off-heap mappings:
+//
+//	os.Exit(leakcheck.Run(m, leakcheck.Unchanged("off-heap mappings", sys.LiveMappings)))
+func Unchanged(what string, now func() int) func() error {
+	before := now()
+	return func() error {
+		if n := now(); n != before {
+			return fmt.Errorf("%s: %d before the tests, %d after", what, before, n)
+		}
+		return nil
+	}
+}

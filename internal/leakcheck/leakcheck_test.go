@@ -49,3 +49,15 @@ func TestExtraCheckRetriedUntilSettled(t *testing.T) {
 		t.Fatalf("err %v after %d calls; want nil after a retry", err, calls)
 	}
 }
+
+func TestUnchanged(t *testing.T) {
+	n := 3
+	c := Unchanged("things", func() int { return n })
+	if err := c(); err != nil {
+		t.Fatal(err)
+	}
+	n = 4
+	if err := c(); err == nil || !strings.Contains(err.Error(), "things: 3 before the tests, 4 after") {
+		t.Fatalf("a changed counter was not reported: %v", err)
+	}
+}
