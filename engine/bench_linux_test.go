@@ -245,6 +245,8 @@ func benchEchoIn(b *testing.B, arm string, nconns int, nsServer, nsClient, liste
 		b.ReportMetric(float64(st.Waits-st0.Waits)/n, "waits/req")
 		b.ReportMetric(float64(st.Submits-st0.Submits)/n, "submits/req")
 		b.ReportMetric(float64(st.CQEs-st0.CQEs)/n, "cqes/req")
+		b.ReportMetric(float64(st.SQEs-st0.SQEs)/n, "sqes/req")
+		b.ReportMetric(float64(st.NoBufs-st0.NoBufs)/n, "nobufs/req")
 	}
 	if os.Getenv("SPINDLE_BENCH_PROFILE") != "" {
 		fmt.Fprintln(srv.in, "profile")

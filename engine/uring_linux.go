@@ -395,11 +395,16 @@ func (b *uringBackend) poll(timeout time.Duration) error {
 	default:
 		return err
 	}
+	// Reap only what the CQ already holds. Peeking for more would enter
+	// the kernel again whenever task work is pending (IORING_SQ_TASKRUN);
+	// that work runs instead in the next iteration's enter, together with
+	// the sends this iteration queues: one enter per iteration.
 	for {
-		n := b.r.PeekCQEs(b.cqes)
-		if n == 0 {
+		ready := int(min(b.r.CQReady(), uint32(len(b.cqes))))
+		if ready == 0 {
 			return nil
 		}
+		n := b.r.PeekCQEs(b.cqes[:ready])
 		l.st.cqes.Add(uint64(n))
 		for i := 0; i < n; i++ {
 			b.handle(b.cqes[i])
