@@ -1033,3 +1033,120 @@ func TestDialTimeout(t *testing.T) {
 		})
 	}
 }
+
+// TestAbortWithSendsInFlight ends connections while the server has sends in
+// the kernel (a big reply the client has only partly read) and reading
+// armed (high high-water mark): by the peer's reset, which a receive or a
+// send may report first, and by a Shutdown past its deadline, which cancels
+// the sends. A SEND that has made progress then completes with its partial
+// count, not an error, and the write queue must still be there when that
+// count arrives (a bug once, seen under uring-sqpoll: the abort dropped the
+// queue and Conn.sent indexed an empty one). Afterwards every slab chunk
+// must be back on the free list.
+func TestAbortWithSendsInFlight(t *testing.T) {
+	const reply = 8 << 20
+	config := func(b Backend) *Config {
+		cfg := testConfig(b)
+		cfg.WriteHighWater = 4 * reply // reading stays armed
+		// 1 MiB chunks: a SEND in flight has usually sent part of its
+		// chunk when the connection ends.
+		cfg.ReadBufferSize = 1 << 20
+		cfg.ReadBuffers = 16
+		return cfg
+	}
+	bigReply := func(c *Conn) {
+		buf := make([]byte, 64<<10)
+		for i := 0; i < reply/len(buf); i++ {
+			c.Write(buf)
+		}
+	}
+	// dial opens n connections and reads the start of each reply, so
+	// sends are under way and blocked on the full socket buffers.
+	dial := func(t *testing.T, addr string, n int) []net.Conn {
+		var cs []net.Conn
+		for i := 0; i < n; i++ {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if _, err := io.ReadFull(c, make([]byte, 256<<10)); err != nil {
+				t.Fatal(err)
+			}
+			cs = append(cs, c)
+		}
+		return cs
+	}
+	for _, b := range testBackends {
+		t.Run(string(b)+"/reset", func(t *testing.T) {
+			h := &BaseHandlerFunc{open: bigReply}
+			e, addr := startEngine(t, config(b), h)
+			const conns = 30
+			for _, c := range dial(t, addr, conns) {
+				c.(*net.TCPConn).SetLinger(0)
+				c.Close()
+			}
+			waitFor(t, "OnClose for reset connections", func() bool { return h.closes.Load() == conns })
+			if s := e.Stats(); s.BytesWritten > conns*reply {
+				t.Errorf("%d bytes counted as sent, more than the %d queued", s.BytesWritten, conns*reply)
+			}
+			checkChunksFree(t, e)
+		})
+		t.Run(string(b)+"/shutdown", func(t *testing.T) {
+			h := &BaseHandlerFunc{open: bigReply}
+			e, err := New(config(b), h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ln, err := e.Listen("tcp", "127.0.0.1:0", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- e.Run(context.Background()) }()
+			const conns = 5
+			dial(t, ln.Addr().String(), conns)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+			defer cancel()
+			if err := e.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("Shutdown with unread replies: %v, want the deadline", err)
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if n := h.closes.Load(); n != conns {
+				t.Errorf("%d OnClose calls, want %d", n, conns)
+			}
+		})
+	}
+}
+
+// checkChunksFree checks, on each loop, that every write-queue chunk is back
+// on the slab's free list (none leaked, none freed twice).
+func checkChunksFree(t *testing.T, e *Engine) {
+	t.Helper()
+	for _, l := range e.Loops() {
+		res := make(chan string)
+		l.Post(func() {
+			s := &l.chunks
+			total := len(s.regions) * s.perRegion
+			seen := make(map[int32]bool, len(s.free))
+			for _, id := range s.free {
+				if seen[id] {
+					res <- fmt.Sprintf("chunk %d is on the free list twice", id)
+					return
+				}
+				seen[id] = true
+			}
+			if len(s.free) != total {
+				res <- fmt.Sprintf("%d of %d chunks free with no connection open", len(s.free), total)
+				return
+			}
+			res <- ""
+		})
+		if msg := <-res; msg != "" {
+			t.Errorf("loop %d: %s", l.ID(), msg)
+		}
+	}
+}
