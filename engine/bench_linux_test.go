@@ -91,9 +91,16 @@ func startEchoServer(b *testing.B, arm, netns, listenAddr string) *echoServer {
 	return s
 }
 
-// stats asks the server for its engine counters (zero for gonet).
-func (s *echoServer) stats() Stats {
-	var st Stats
+// serverStats is what the server child reports: its engine counters (zero
+// for gonet) and the allocations its Go runtime has made.
+type serverStats struct {
+	Stats
+	Mallocs uint64
+}
+
+// stats asks the server for its counters.
+func (s *echoServer) stats() serverStats {
+	var st serverStats
 	fmt.Fprintln(s.in, "stats")
 	line, _ := s.out.ReadString('\n')
 	json.Unmarshal([]byte(line), &st)
@@ -240,6 +247,8 @@ func benchEchoIn(b *testing.B, arm string, nconns int, nsServer, nsClient, liste
 	n := float64(b.N)
 	b.ReportMetric(n/elapsed.Seconds(), "req/s")
 	b.ReportMetric(float64(cpu)/1e3/n, "server-µs/req")
+	// allocs/op is the client's (this process); the server's are here.
+	b.ReportMetric(float64(st.Mallocs-st0.Mallocs)/n, "server-allocs/req")
 	if arm != "gonet" {
 		b.ReportMetric(float64(st.NAPIIDs), "napi-ids")
 		b.ReportMetric(float64(st.Waits-st0.Waits)/n, "waits/req")
@@ -324,7 +333,9 @@ func TestHelperEchoServer(t *testing.T) {
 			fmt.Println("{}")
 			continue
 		}
-		j, _ := json.Marshal(stats())
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		j, _ := json.Marshal(serverStats{stats(), ms.Mallocs})
 		fmt.Println(string(j))
 	}
 	os.Exit(0)

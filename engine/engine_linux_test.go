@@ -354,11 +354,14 @@ func TestPeerReset(t *testing.T) {
 func TestIdleConns(t *testing.T) {
 	for _, b := range testBackends {
 		t.Run(string(b), func(t *testing.T) {
-			n := scale(b, 10000, 500)
+			n := 10000
+			if testing.Short() {
+				n = 500
+			}
 			h := &echoHandler{}
 			e, addr := startEngine(t, testConfig(b), h)
 			runtime.GC()
-			rss0 := rssBytes()
+			rss0, heap0 := rssBytes(), liveHeap()
 			// The clients live in a child process: client and server fds
 			// together would pass RLIMIT_NOFILE.
 			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperDialer$")
@@ -377,8 +380,17 @@ func TestIdleConns(t *testing.T) {
 			}
 			waitFor(t, "all accepted", func() bool { return e.Stats().Open == int64(n) })
 			runtime.GC()
-			per := (rssBytes() - rss0) / int64(n)
-			t.Logf("%d idle connections: %d bytes of process RSS each (user space only)", n, per)
+			// RSS growth undercounts when an earlier subtest's freed heap
+			// is reused, so the live Go heap per connection counts too.
+			perRSS := (rssBytes() - rss0) / int64(n)
+			perHeap := (liveHeap() - heap0) / int64(n)
+			per := max(perRSS, perHeap)
+			t.Logf("%d idle connections: %d bytes of process RSS, %d of live Go heap each (user space; the kernel's socket memory is not process memory)", n, perRSS, perHeap)
+			// The race detector's shadow memory multiplies the heap, so
+			// the budget holds for normal builds; -race only reports it.
+			if n == 10000 && !raceEnabled && per > idleConnBudget {
+				t.Errorf("%d bytes of process memory per idle connection, budget %d", per, idleConnBudget)
+			}
 			stdin.Close()
 			if err := cmd.Wait(); err != nil {
 				t.Fatalf("dialer: %v", err)
@@ -389,6 +401,17 @@ func TestIdleConns(t *testing.T) {
 			}
 		})
 	}
+}
+
+// idleConnBudget is the process memory an idle connection may cost (issue:
+// at most 2 KiB, measured at 10,000 connections).
+const idleConnBudget = 2 << 10
+
+// liveHeap is the Go heap in use by reachable objects (after a GC).
+func liveHeap() int64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
 }
 
 func rssBytes() int64 {
@@ -536,35 +559,80 @@ func TestSteering(t *testing.T) {
 	}
 }
 
+// TestZeroAllocsPerMessage counts every allocation of the process (server
+// loops and the in-process clients, whose net.Conn reads and writes do not
+// allocate) while 50 connections echo 64-byte messages concurrently, so the
+// loops handle batches of completions, copy and zero-copy echo, and it
+// allows none beyond a few from the runtime itself (under one per 100
+// messages; an allocation per message or per loop iteration is far more). It runs under -race too
+// (CI runs only that): the engine's hot path has nothing the race runtime
+// allocates for.
 func TestZeroAllocsPerMessage(t *testing.T) {
-	if raceEnabled {
-		t.Skip("allocation counts are not meaningful under -race")
-	}
 	for _, b := range testBackends {
 		for _, zc := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/zerocopy=%v", b, zc), func(t *testing.T) {
 				h := &echoHandler{zeroCopy: zc}
 				_, addr := startEngine(t, testConfig(b), h)
-				c, err := net.Dial("tcp", addr)
-				if err != nil {
+				const conns, per = 50, 100
+				var wg sync.WaitGroup
+				start := make([]chan struct{}, conns)
+				errc := make(chan error, conns)
+				for i := range start {
+					c, err := net.Dial("tcp", addr)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer c.Close()
+					start[i] = make(chan struct{})
+					go func() {
+						msg := make([]byte, 64)
+						for range start[i] {
+							for j := 0; j < per; j++ {
+								if _, err := c.Write(msg); err != nil {
+									errc <- err
+									break
+								}
+								if _, err := io.ReadFull(c, msg); err != nil {
+									errc <- err
+									break
+								}
+							}
+							wg.Done()
+						}
+					}()
+				}
+				defer func() {
+					for _, s := range start {
+						close(s)
+					}
+				}()
+				round := func() {
+					wg.Add(conns)
+					for _, s := range start {
+						s <- struct{}{}
+					}
+					wg.Wait()
+				}
+				for i := 0; i < 3; i++ { // warm up: slices reach their steady size
+					round()
+				}
+				var m0, m1 runtime.MemStats
+				runtime.ReadMemStats(&m0)
+				round()
+				runtime.ReadMemStats(&m1)
+				select {
+				case err := <-errc:
 					t.Fatal(err)
+				default:
 				}
-				defer c.Close()
-				msg := make([]byte, 64)
-				buf := make([]byte, 64)
-				echo := func() {
-					if _, err := c.Write(msg); err != nil {
-						t.Fatal(err)
-					}
-					if _, err := io.ReadFull(c, buf); err != nil {
-						t.Fatal(err)
-					}
-				}
-				for i := 0; i < 200; i++ { // warm up: slices reach their steady size
-					echo()
-				}
-				if a := testing.AllocsPerRun(2000, echo); a != 0 {
-					t.Errorf("%.2f allocations per echoed message (client and server), want 0", a)
+				allocs := m1.Mallocs - m0.Mallocs
+				t.Logf("%d allocations for %d echoed messages", allocs, conns*per)
+				// Measured: 0 in most runs, a few dozen in some (the runtime's
+				// sudog caches refilling as the 50 client goroutines block).
+				// One allocation per message, per iteration or per wake-up
+				// would be hundreds to thousands.
+				if allocs*100 > conns*per {
+					t.Errorf("%d allocations for %d echoed messages (%.3f each), want 0 (under 0.01 allowed for the runtime)", allocs, conns*per, float64(allocs)/(conns*per))
 				}
 			})
 		}

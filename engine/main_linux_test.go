@@ -9,10 +9,13 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/spindlenet/spindle/internal/sys"
 )
 
 // TestMain raises RLIMIT_NOFILE for the many-connection tests and checks
-// that the engines the tests ran left no fds, goroutines or mappings behind.
+// that the engines the tests ran left no fds, goroutines or mappings (the
+// engine's and every internal/sys.MapAnon one) behind.
 func TestMain(m *testing.M) {
 	var rl unix.Rlimit
 	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) == nil && rl.Cur < 65536 {
@@ -33,9 +36,10 @@ func TestMain(m *testing.M) {
 	}
 	fds0 := openFds()
 	g0 := runtime.NumGoroutine()
+	maps0 := sys.LiveMappings()
 	code := m.Run()
 	if code == 0 {
-		if err := checkLeaks(fds0, g0); err != nil {
+		if err := checkLeaks(fds0, g0, maps0); err != nil {
 			fmt.Fprintln(os.Stderr, "leak check:", err)
 			code = 1
 		}
@@ -53,12 +57,16 @@ func openFds() map[string]string {
 	return m
 }
 
-func checkLeaks(fds0 map[string]string, g0 int) error {
+func checkLeaks(fds0 map[string]string, g0, maps0 int) error {
 	var err error
 	for i := 0; i < 100; i++ {
 		err = nil
 		if n := liveMappings.Load(); n != 0 {
 			err = fmt.Errorf("%d engine mappings not unmapped", n)
+		}
+		if n := sys.LiveMappings(); n != maps0 {
+			// Every MapAnon mapping: the send slab and the buffer rings.
+			err = fmt.Errorf("%d off-heap mappings at start, %d at end", maps0, n)
 		}
 		var extra []string
 		for fd, l := range openFds() {
