@@ -480,16 +480,22 @@ func TestSlowReaderMemoryCap(t *testing.T) {
 			if e.Stats().PausedReads == 0 {
 				t.Errorf("reading was never paused (sent %d bytes)", sent)
 			}
-			// Slab memory stays within the cap too (in whole regions).
-			var regions int
-			done := make(chan struct{})
-			e.Loops()[0].Post(func() {})
+			// The memory behind the queue: chunks in use (measured on the
+			// loop), and the slab never grew past its first region, which
+			// holds 512 such chunks.
 			for _, l := range e.Loops() {
-				l.Post(func() { regions += len(l.chunks.regions); done <- struct{}{} })
-				<-done
-			}
-			if max := 1 + (int(limit)+regionSize-1)/regionSize + 1; regions > max*len(e.Loops()) {
-				t.Errorf("%d slab regions mapped; want at most %d per loop", regions, max)
+				res := make(chan [2]int)
+				l.Post(func() {
+					s := &l.chunks
+					res <- [2]int{len(s.regions), len(s.regions)*s.perRegion - len(s.free)}
+				})
+				got := <-res
+				if used := got[1] * cfg.ReadBufferSize; used > int(limit) {
+					t.Errorf("loop %d: %d bytes of write-queue chunks in use; cap %d", l.ID(), used, limit)
+				}
+				if got[0] != 1 {
+					t.Errorf("loop %d: the slab grew to %d regions of %d bytes", l.ID(), got[0], regionSize)
+				}
 			}
 			// Reading everything back drains the queue and resumes reads.
 			c.SetDeadline(time.Now().Add(10 * time.Second))
