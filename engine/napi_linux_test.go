@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/spindlenet/spindle/internal/sys"
+	"github.com/spindlenet/spindle/uring"
 )
 
 // wireTopology makes two network namespaces joined by a veth pair with GRO
@@ -157,6 +158,7 @@ func TestURingNAPIOverVeth(t *testing.T) {
 	if n := e.Stats().NAPIIDs; n == 0 {
 		t.Fatalf("no NAPI id was added to the rings (socket NAPI id %d); logs: %q", id, logs)
 	}
+	checkNAPIRegistered(t, e)
 	for _, l := range logs {
 		if strings.Contains(l, "NAPI") && strings.Contains(l, "fail") {
 			t.Errorf("unexpected: %s", l)
@@ -226,6 +228,32 @@ func TestURingSetup(t *testing.T) {
 					t.Errorf("loop %d: NAPI registration not in effect", l.ID())
 				}
 			}
+			if tc.b == BackendURingNAPI {
+				checkNAPIRegistered(t, e)
+			}
 		})
+	}
+}
+
+// checkNAPIRegistered asks each loop's ring for the NAPI settings the kernel
+// holds (registering the same ones again returns the previous) and
+// compares them with the engine's configuration: busy-poll time, prefer
+// flag, static tracking.
+func checkNAPIRegistered(t *testing.T, e *Engine) {
+	t.Helper()
+	want := uring.NAPIConfig{BusyPollTimeout: e.cfg.BusyPoll, PreferBusyPoll: e.cfg.PreferBusyPoll, Static: true}
+	for _, l := range e.Loops() {
+		type res struct {
+			prev uring.NAPIConfig
+			err  error
+		}
+		got := make(chan res, 1)
+		l.Post(func() {
+			prev, err := l.be.(*uringBackend).r.RegisterNAPI(want)
+			got <- res{prev, err}
+		})
+		if r := <-got; r.err != nil || r.prev != want {
+			t.Errorf("loop %d: the kernel holds NAPI settings %+v (%v), want %+v", l.ID(), r.prev, r.err, want)
+		}
 	}
 }
