@@ -702,30 +702,58 @@ func TestTimersAndPost(t *testing.T) {
 	}
 }
 
-func TestDial(t *testing.T) {
-	// A Go echo server as the peer.
+// goEchoServer runs a Go echo server (goroutine per connection, half-close
+// passed on) until the end of the test and returns its address.
+func goEchoServer(t *testing.T) string {
 	gl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer gl.Close()
-	var gwg sync.WaitGroup
-	defer gwg.Wait()
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		gl.Close()
+		wg.Wait()
+	})
+	wg.Add(1)
 	go func() {
+		defer wg.Done()
 		for {
 			c, err := gl.Accept()
 			if err != nil {
 				return
 			}
-			gwg.Add(1)
+			wg.Add(1)
 			go func() {
-				defer gwg.Done()
+				defer wg.Done()
 				defer c.Close()
 				// Hide ReadFrom: splice would keep pooled pipes open.
 				io.Copy(struct{ io.Writer }{c}, struct{ io.Reader }{c})
+				c.(*net.TCPConn).CloseWrite()
 			}()
 		}
 	}()
+	return gl.Addr().String()
+}
+
+// listenAndRun starts an engine listening on loopback whose shutdown the
+// test does itself; done yields what Run returned.
+func listenAndRun(t *testing.T, cfg *Config, h Handler) (e *Engine, addr string, done <-chan error) {
+	t.Helper()
+	e, err := New(cfg, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := e.Listen("tcp", "127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := make(chan error, 1)
+	go func() { d <- e.Run(context.Background()) }()
+	return e, ln.Addr().String(), d
+}
+
+func TestDial(t *testing.T) {
+	peer := goEchoServer(t)
 	// A closed port for the refused case.
 	cl, _ := net.Listen("tcp", "127.0.0.1:0")
 	closedAddr := cl.Addr().String()
@@ -753,7 +781,7 @@ func TestDial(t *testing.T) {
 			e, _ := startEngine(t, testConfig(b), h)
 			l := e.Loops()[len(e.Loops())-1]
 			l.Post(func() {
-				if _, err := l.Dial("tcp", gl.Addr().String(), time.Second); err != nil {
+				if _, err := l.Dial("tcp", peer, time.Second); err != nil {
 					res <- result{err: err}
 				}
 			})
@@ -929,17 +957,8 @@ func TestShutdown(t *testing.T) {
 							closeErr.Store(struct{ error }{err})
 						},
 					}
-					e, err := New(testConfig(b), h)
-					if err != nil {
-						t.Fatal(err)
-					}
-					ln, err := e.Listen("tcp", "127.0.0.1:0", nil)
-					if err != nil {
-						t.Fatal(err)
-					}
-					done := make(chan error, 1)
-					go func() { done <- e.Run(context.Background()) }()
-					c, err := net.Dial("tcp", ln.Addr().String())
+					e, addr, done := listenAndRun(t, testConfig(b), h)
+					c, err := net.Dial("tcp", addr)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -952,7 +971,7 @@ func TestShutdown(t *testing.T) {
 					go func() { sdone <- e.Shutdown(ctx) }()
 					// The listener closes at once; the open connection still works.
 					waitFor(t, "the listener to close", func() bool {
-						c2, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second)
+						c2, err := net.DialTimeout("tcp", addr, time.Second)
 						if err == nil {
 							c2.Close()
 						}
@@ -1169,18 +1188,9 @@ func TestAbortWithSendsInFlight(t *testing.T) {
 		})
 		t.Run(string(b)+"/shutdown", func(t *testing.T) {
 			h := &BaseHandlerFunc{open: bigReply}
-			e, err := New(config(b), h)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ln, err := e.Listen("tcp", "127.0.0.1:0", nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() { done <- e.Run(context.Background()) }()
+			e, addr, done := listenAndRun(t, config(b), h)
 			const conns = 5
-			dial(t, ln.Addr().String(), conns)
+			dial(t, addr, conns)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 			defer cancel()
 			if err := e.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {

@@ -2,8 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"io"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -77,33 +75,12 @@ func (p *l4proxy) OnClose(c *Conn, err error) {
 // server: data crosses two engine connections in each direction by
 // WriteBuffer, with a small write high-water mark to force backpressure.
 func TestProxyForward(t *testing.T) {
-	gl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gl.Close()
-	var gwg sync.WaitGroup
-	defer gwg.Wait()
-	go func() {
-		for {
-			c, err := gl.Accept()
-			if err != nil {
-				return
-			}
-			gwg.Add(1)
-			go func() {
-				defer gwg.Done()
-				defer c.Close()
-				io.Copy(struct{ io.Writer }{c}, struct{ io.Reader }{c})
-				c.(*net.TCPConn).CloseWrite()
-			}()
-		}
-	}()
+	upstream := goEchoServer(t)
 	for _, b := range testBackends {
 		t.Run(string(b), func(t *testing.T) {
 			cfg := testConfig(b)
 			cfg.WriteHighWater = 128 << 10
-			p := &l4proxy{upstream: gl.Addr().String(), hwm: cfg.WriteHighWater}
+			p := &l4proxy{upstream: upstream, hwm: cfg.WriteHighWater}
 			_, addr := startEngine(t, cfg, p)
 			const conns = 10
 			var wg sync.WaitGroup
