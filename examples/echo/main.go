@@ -9,6 +9,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -30,24 +31,28 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:7000", "listen address (tcp host:port)")
 	backend := flag.String("backend", "uring", "uring, uring-sqpoll, uring-napi, epoll or epoll-busypoll")
 	flag.Parse()
-	if err := run(*addr, engine.Backend(*backend)); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	listening := func(a net.Addr) { fmt.Println("echo: listening on", a) }
+	if err := run(ctx, *addr, engine.Backend(*backend), listening); err != nil {
 		fmt.Fprintln(os.Stderr, "echo:", err)
 		os.Exit(1)
 	}
 }
 
-func run(addr string, backend engine.Backend) error {
+// run serves addr until ctx is done, then gives open connections up to 5
+// seconds to finish. listening is told the bound address.
+func run(ctx context.Context, addr string, backend engine.Backend, listening func(net.Addr)) error {
 	e, err := engine.New(&engine.Config{Backend: backend}, echo{})
 	if err != nil {
 		return err
 	}
 	ln, err := e.Listen("tcp", addr, nil)
 	if err != nil {
+		e.Shutdown(context.Background())
 		return err
 	}
-	fmt.Println("echo: listening on", ln.Addr())
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	listening(ln.Addr())
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
