@@ -48,6 +48,11 @@ type Config struct {
 	// ClientThreads is the number of client threads. Default
 	// len(ClientCPUs).
 	ClientThreads int
+	// ClientBlock makes the client threads sleep in epoll_wait (and on a
+	// timerfd in open loop) instead of polling: the server then pays for
+	// waking the client, as it would with most real clients, and the
+	// client's own wake-up latency is in the measured latency.
+	ClientBlock bool
 	// OpenFractions are the open-loop rates as fractions of the slowest
 	// arm's median closed-loop peak. Default 0.5 and 0.8.
 	OpenFractions []float64
@@ -339,7 +344,7 @@ func newRunner(ctx context.Context, cfg Config, kind string) (*runner, func(), [
 		Config: RunSettings{
 			Conns: cfg.Conns, InFlight: cfg.InFlight, Payload: cfg.Payload, ComputeUS: cfg.ComputeUS,
 			Loops: cfg.Loops, ServerCPUs: cfg.ServerCPUs, ClientCPUs: cfg.ClientCPUs,
-			ClientThreads: cfg.ClientThreads, Reps: cfg.Reps, OpenFractions: cfg.OpenFractions,
+			ClientThreads: cfg.ClientThreads, ClientBlock: cfg.ClientBlock, Reps: cfg.Reps, OpenFractions: cfg.OpenFractions,
 		},
 	}}
 	cleanupTmp := func() { os.RemoveAll(tmp) }
@@ -455,7 +460,7 @@ func (r *runner) measure(ctx context.Context, a Arm, rep int, mode string, frac,
 	snaps := make(chan [2]snapshot, 1)
 	lc := LoadConfig{
 		Addr: p.hello.Addr, Conns: r.cfg.Conns, InFlight: r.cfg.InFlight, Rate: rate, Payload: r.cfg.Payload,
-		Warmup: r.warmup, Duration: r.window, Threads: r.cfg.ClientThreads, CPUs: r.cfg.ClientCPUs,
+		Warmup: r.warmup, Duration: r.window, Threads: r.cfg.ClientThreads, CPUs: r.cfg.ClientCPUs, Block: r.cfg.ClientBlock,
 		NetNS: r.topo.ClientNetNS(), Drain: min(time.Second, r.window),
 		Window: func(start, end time.Time) {
 			go func() {

@@ -75,6 +75,9 @@ type RunSettings struct {
 	ClientCPUs []int `json:"client_cpus"`
 	// ClientThreads is the number of client threads.
 	ClientThreads int `json:"client_threads"`
+	// ClientBlock is true when the client threads slept between events
+	// instead of polling (--client-block).
+	ClientBlock bool `json:"client_block,omitempty"`
 	// Reps is the number of repetitions of each measurement.
 	Reps int `json:"reps"`
 	// WarmupSeconds and WindowSeconds are each measurement's dropped

@@ -23,7 +23,7 @@ type benchFlags struct {
 	duration, warmup, window                                         time.Duration
 	reps, conns, inflight, payload, compute, loops                   int
 	threads                                                          int
-	jsonOut                                                          bool
+	jsonOut, block                                                   bool
 }
 
 func (f *benchFlags) register(fs *flag.FlagSet) {
@@ -46,6 +46,7 @@ func (f *benchFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.clientCPUs, "client-cpus", "", "CPUs the client threads are pinned to (default 1, or 0 on one CPU)")
 	fs.StringVar(&f.spareCPUs, "spare-cpus", "", "CPUs for arms' polling threads (uring-sqpoll), default: CPUs neither server nor client")
 	fs.IntVar(&f.threads, "client-threads", 0, "client threads (default: one per client CPU)")
+	fs.BoolVar(&f.block, "client-block", false, "client threads sleep in epoll_wait instead of polling (the server then pays for waking them)")
 	fs.StringVar(&f.peersDir, "peers-dir", "", "bench/peers module source (default: found from the working directory)")
 	fs.StringVar(&f.out, "out", "bench-report", "directory for report.json, report.md and report.html (\"\" for none; with --json, none unless set)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the report as one JSON document on stdout (schema: docs/BENCH-SCHEMA.md)")
@@ -54,7 +55,7 @@ func (f *benchFlags) register(fs *flag.FlagSet) {
 func (f *benchFlags) config(fs *flag.FlagSet) (bench.Config, error) {
 	cfg := bench.Config{
 		Topology: f.topology, Duration: f.duration, Warmup: f.warmup, Window: f.window, Reps: f.reps, Conns: f.conns, InFlight: f.inflight,
-		Payload: f.payload, ComputeUS: f.compute, Loops: f.loops, ClientThreads: f.threads,
+		Payload: f.payload, ComputeUS: f.compute, Loops: f.loops, ClientThreads: f.threads, ClientBlock: f.block,
 		PeersDir: f.peersDir, Progress: os.Stderr,
 	}
 	if f.arms != "" {
@@ -205,6 +206,7 @@ func runBenchClient(ctx context.Context, args []string) error {
 	duration := fs.Duration("duration", 10*time.Second, "measured window")
 	cpus := fs.String("cpus", "", "CPUs to pin the client threads to")
 	threads := fs.Int("threads", 1, "client threads")
+	block := fs.Bool("block", false, "client threads sleep in epoll_wait instead of polling")
 	jsonOut := fs.Bool("json", false, "print the result as JSON")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -215,7 +217,7 @@ func runBenchClient(ctx context.Context, args []string) error {
 	}
 	res, err := bench.RunLoad(ctx, bench.LoadConfig{
 		Addr: *addr, Conns: *conns, InFlight: *inflight, Rate: *rate, Payload: *payload,
-		Warmup: *warmup, Duration: *duration, CPUs: cpuList, Threads: *threads,
+		Warmup: *warmup, Duration: *duration, CPUs: cpuList, Threads: *threads, Block: *block,
 	})
 	if err != nil {
 		return err
