@@ -125,10 +125,10 @@ type LoadResult struct {
 	// ClientUser and ClientSys are the client threads' CPU time during the
 	// window (getrusage RUSAGE_THREAD), summed over threads.
 	ClientUser, ClientSys time.Duration
-	// SendLag is, in open loop, how late each batch of requests was
-	// written relative to the intended send time of its first request:
-	// a client that keeps its schedule has a lag of a few µs. Nil in
-	// closed loop.
+	// SendLag is, in open loop, how late each request of the window was
+	// written relative to its intended send time: a client that keeps its
+	// schedule has a lag of a few µs, one that stops sending while the
+	// server stalls has a lag as long as the stall. Nil in closed loop.
 	SendLag *Histogram
 	// ClientIdle is the time the client threads spent in polls that found
 	// nothing to do (0 with Block), summed over threads.

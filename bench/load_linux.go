@@ -449,7 +449,7 @@ func (t *loadThread) runOpen(t0 int64) error {
 		// Issue every request whose intended time has come (and that falls
 		// before the window's end), each stamped with its intended time.
 		blocked := false
-		first := int64(-1)
+		batch := issued // the first request of this batch
 		for {
 			ts := t0 + int64(float64(issued)*interval)
 			if ts > now || ts >= t.winEnd {
@@ -469,9 +469,6 @@ func (t *loadThread) runOpen(t0 int64) error {
 				break
 			}
 			t.send(c, ts)
-			if first < 0 {
-				first = ts
-			}
 			if ts >= t.winStart {
 				t.scheduled++
 			}
@@ -484,8 +481,15 @@ func (t *loadThread) runOpen(t0 int64) error {
 				}
 			}
 		}
-		if first >= t.winStart {
-			t.lag.Record(time.Duration(t.now() - first))
+		if issued > batch {
+			// Each request's lag: from its intended send time to the end
+			// of the write that carried it.
+			sentAt := t.now()
+			for k := batch; k < issued; k++ {
+				if ts := t0 + int64(float64(k)*interval); ts >= t.winStart {
+					t.lag.Record(time.Duration(sentAt - ts))
+				}
+			}
 		}
 		next := t0 + int64(float64(issued)*interval)
 		if next >= t.winEnd {
@@ -520,10 +524,10 @@ func (t *loadThread) runOpen(t0 int64) error {
 			}
 			armed = next
 		}
-		pollStart := t.now()
 		n, err := unix.EpollWait(t.ep, events, timeout)
-		if n == 0 && timeout == 0 && t.cpuMarked && !t.cpuDone {
-			t.idle += min(t.now()-pollStart, maxIdlePoll)
+		if n == 0 && timeout == 0 && issued == batch && t.cpuMarked && !t.cpuDone {
+			// An iteration that sent and received nothing: idle polling.
+			t.idle += min(t.now()-now, maxIdlePoll)
 		}
 		if err == unix.EINTR {
 			continue
