@@ -545,6 +545,8 @@ func (r *runner) fill(res *Result, load *LoadResult, edges [2]snapshot) {
 		IRQUSPerReq: tick(tot.IRQ), SoftirqUSPerReq: tick(tot.SoftIRQ),
 		CtxSwitchesPerReq: float64(s1.Ctxt-s0.Ctxt) / n,
 	}
+	res.Machine.ClientPollUSPerReq = perReq(float64(load.ClientIdle))
+	res.Machine.WorkUSPerReq = max(res.Machine.TotalUSPerReq-res.Machine.ClientPollUSPerReq, 0)
 	windowTicks := load.Window.Seconds() * 1e9 / ClockTick
 	for cpu := range s1.CPU {
 		if cpu >= len(s0.CPU) {
@@ -612,19 +614,20 @@ func summarize(results []Result) []SummaryRow {
 		}
 		row := SummaryRow{
 			Arm: k.arm, Mode: k.mode, Fraction: k.frac, ComputeUS: k.cu, Loops: k.loops, Reps: len(g),
-			OfferedRPS:         g[0].OfferedRPS,
-			AchievedRPS:        spread(func(r Result) float64 { return r.AchievedRPS }),
-			P50:                spread(func(r Result) float64 { return r.Latency.P50 }),
-			P90:                spread(func(r Result) float64 { return r.Latency.P90 }),
-			P99:                spread(func(r Result) float64 { return r.Latency.P99 }),
-			P999:               spread(func(r Result) float64 { return r.Latency.P999 }),
-			P9999:              spread(func(r Result) float64 { return r.Latency.P9999 }),
-			Max:                spread(func(r Result) float64 { return r.Latency.Max }),
-			ServerUSPerReq:     spread(func(r Result) float64 { return r.Server.TotalUSPerReq }),
-			MachineUSPerReq:    spread(func(r Result) float64 { return r.Machine.TotalUSPerReq }),
-			SoftirqUSPerReq:    spread(func(r Result) float64 { return r.Machine.SoftirqUSPerReq }).Median,
-			ClientCPUPercent:   spread(func(r Result) float64 { return r.ClientCPUPercent }).Median,
-			ClientSendLagP99US: spread(func(r Result) float64 { return r.ClientSendLagP99US }).Median,
+			OfferedRPS:          g[0].OfferedRPS,
+			AchievedRPS:         spread(func(r Result) float64 { return r.AchievedRPS }),
+			P50:                 spread(func(r Result) float64 { return r.Latency.P50 }),
+			P90:                 spread(func(r Result) float64 { return r.Latency.P90 }),
+			P99:                 spread(func(r Result) float64 { return r.Latency.P99 }),
+			P999:                spread(func(r Result) float64 { return r.Latency.P999 }),
+			P9999:               spread(func(r Result) float64 { return r.Latency.P9999 }),
+			Max:                 spread(func(r Result) float64 { return r.Latency.Max }),
+			ServerUSPerReq:      spread(func(r Result) float64 { return r.Server.TotalUSPerReq }),
+			MachineUSPerReq:     spread(func(r Result) float64 { return r.Machine.TotalUSPerReq }),
+			MachineWorkUSPerReq: spread(func(r Result) float64 { return r.Machine.WorkUSPerReq }),
+			SoftirqUSPerReq:     spread(func(r Result) float64 { return r.Machine.SoftirqUSPerReq }).Median,
+			ClientCPUPercent:    spread(func(r Result) float64 { return r.ClientCPUPercent }).Median,
+			ClientSendLagP99US:  spread(func(r Result) float64 { return r.ClientSendLagP99US }).Median,
 		}
 		for _, res := range g {
 			row.Unanswered += res.Unanswered

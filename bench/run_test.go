@@ -94,6 +94,12 @@ func TestRunEndToEnd(t *testing.T) {
 		if r.AchievedRPS <= 0 || r.Latency.P50 <= 0 || r.Latency.Max < r.Latency.P99 {
 			t.Errorf("%s %s rep %d: %+v", r.Arm, r.Mode, r.Rep, r)
 		}
+		if m := r.Machine; m.ClientPollUSPerReq < 0 || math.Abs(m.WorkUSPerReq-max(m.TotalUSPerReq-m.ClientPollUSPerReq, 0)) > 1e-9*m.TotalUSPerReq+1e-9 {
+			t.Errorf("%s %s rep %d: machine total %.2f = work %.2f + client polling %.2f does not hold", r.Arm, r.Mode, r.Rep, m.TotalUSPerReq, m.WorkUSPerReq, m.ClientPollUSPerReq)
+		}
+		if r.Mode == "open" && r.Machine.ClientPollUSPerReq <= 0 {
+			t.Errorf("%s open rep %d: a polling client at half load reported no empty polls", r.Arm, r.Rep)
+		}
 		if r.Server.TotalUSPerReq <= 0 || r.Machine.TotalUSPerReq <= 0 || len(r.Server.Threads) == 0 {
 			t.Errorf("%s %s rep %d: no CPU accounting: server %+v machine %+v", r.Arm, r.Mode, r.Rep, r.Server, r.Machine.TotalUSPerReq)
 		}

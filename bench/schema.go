@@ -192,6 +192,14 @@ type MachineCPU struct {
 	SysUSPerReq     float64 `json:"sys_us_per_req"`
 	IRQUSPerReq     float64 `json:"irq_us_per_req"`
 	SoftirqUSPerReq float64 `json:"softirq_us_per_req"`
+	// ClientPollUSPerReq is the part of TotalUSPerReq that the client
+	// spent polling without finding work (its threads poll instead of
+	// sleeping unless --client-block): busy in /proc/stat, but not work.
+	ClientPollUSPerReq float64 `json:"client_poll_us_per_req"`
+	// WorkUSPerReq is TotalUSPerReq minus ClientPollUSPerReq: every CPU's
+	// busy time except the client's empty polls (server, client work,
+	// kernel threads, softirq, and whatever else ran on the machine).
+	WorkUSPerReq float64 `json:"work_us_per_req"`
 	// PerCPU splits the same per CPU.
 	PerCPU []CPUSplit `json:"per_cpu"`
 	// CtxSwitchesPerReq is machine-wide context switches per request.
@@ -248,6 +256,9 @@ type SummaryRow struct {
 	Max             Spread `json:"max_us"`
 	ServerUSPerReq  Spread `json:"server_us_per_req"`
 	MachineUSPerReq Spread `json:"machine_us_per_req"`
+	// MachineWorkUSPerReq is the median and spread of the machine-wide
+	// CPU without the client's empty polls (MachineCPU.WorkUSPerReq).
+	MachineWorkUSPerReq Spread `json:"machine_work_us_per_req"`
 	// SoftirqUSPerReq is the median machine-wide softirq CPU-µs per
 	// request.
 	SoftirqUSPerReq float64 `json:"softirq_us_per_req"`
