@@ -492,9 +492,9 @@ func (r *runner) measure(ctx context.Context, a Arm, rep int, mode string, frac,
 	if mode == "open" {
 		label = fmt.Sprintf("open %.0f%%", frac*100)
 	}
-	fmt.Fprintf(r.cfg.Progress, "[%3d/%d] rep %d %-9s %-15s loops %d compute %2dµs: %8.0f req/s  p50 %7.1fµs  p99 %8.1fµs  p99.9 %8.1fµs  server %5.1fµs/req  machine %5.1fµs/req  client %3.0f%%\n",
+	fmt.Fprintf(r.cfg.Progress, "[%3d/%d] rep %d %-9s %-15s loops %d compute %2dµs: %8.0f req/s  p50 %7.1fµs  p99 %8.1fµs  p99.9 %8.1fµs  server %5.1fµs/req  machine work %5.1fµs/req  client %3.0f%%\n",
 		r.done, r.total, rep, label, a.Name, loops, compute, res.AchievedRPS, res.Latency.P50, res.Latency.P99, res.Latency.P999,
-		res.Server.TotalUSPerReq, res.Machine.TotalUSPerReq, res.ClientCPUPercent)
+		res.Server.TotalUSPerReq, res.Machine.WorkUSPerReq, res.ClientCPUPercent)
 	return res, nil
 }
 
