@@ -69,7 +69,11 @@ type Config struct {
 	// With io_uring a multishot receive can fill a few dozen more buffers
 	// before its cancel takes effect (30-50 measured here); those stay in
 	// the loop's fixed receive ring, held for the connection, and are
-	// delivered when reading resumes: no memory is allocated for them.
+	// delivered when reading resumes: no memory is allocated for them. The
+	// ring is shared by the loop's connections: many paused connections
+	// can hold most of it (16 held 51-63 of 64 buffers in a test), and the
+	// others then receive slowly, on the buffers that are left; size
+	// ReadBuffers for the number of connections expected to be paused.
 	// Default 256 KiB.
 	WriteHighWater int
 	// BusyPoll is the busy-poll time for the uring-napi and epoll-busypoll
