@@ -318,7 +318,7 @@ func (t *loadThread) index(c *loadConn) int {
 
 // receive reads from c and verifies every complete reply. Closed loop sends
 // the next request on the connection for each reply.
-func (t *loadThread) receive(c *loadConn, closed bool, issue bool) error {
+func (t *loadThread) receive(c *loadConn, closed bool) error {
 	if len(c.rbuf) == cap(c.rbuf) {
 		c.rbuf = append(c.rbuf, make([]byte, cap(c.rbuf))...)[:len(c.rbuf)]
 	}
@@ -356,7 +356,7 @@ func (t *loadThread) receive(c *loadConn, closed bool, issue bool) error {
 			t.hist.Record(time.Duration(now - p.t))
 			t.replies++
 		}
-		if closed && issue {
+		if closed {
 			t.send(c, t.now())
 		}
 	}
@@ -404,29 +404,47 @@ func (t *loadThread) runClosed(t0 int64) error {
 		if !t.cfg.Block {
 			ms = 0
 		}
-		n, err := unix.EpollWait(t.ep, events, ms)
-		if n == 0 && ms == 0 && t.cpuMarked {
-			t.idle += min(t.now()-now, maxIdlePoll)
-		}
-		if err == unix.EINTR {
-			continue
-		}
+		n, err := t.wait(events, ms, now, t.cpuMarked)
 		if err != nil {
-			return os.NewSyscallError("epoll_wait", err)
+			return err
 		}
 		for _, ev := range events[:n] {
-			c := t.conns[ev.Fd]
-			if ev.Events&(unix.EPOLLIN|unix.EPOLLERR|unix.EPOLLHUP) != 0 {
-				if err := t.receive(c, true, true); err != nil {
-					return err
-				}
-			}
-			if c.dirty || ev.Events&unix.EPOLLOUT != 0 {
-				if err := t.flush(c); err != nil {
-					return err
-				}
+			if err := t.handle(ev, true); err != nil {
+				return err
 			}
 		}
+	}
+	return nil
+}
+
+// wait is one epoll_wait with timeout ms. When it finds nothing without
+// sleeping and idle is set, the iteration that began at start counts as
+// idle polling. EINTR is 0 events.
+func (t *loadThread) wait(events []unix.EpollEvent, ms int, start int64, idle bool) (int, error) {
+	n, err := unix.EpollWait(t.ep, events, ms)
+	if err == unix.EINTR {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, os.NewSyscallError("epoll_wait", err)
+	}
+	if n == 0 && ms == 0 && idle {
+		t.idle += min(t.now()-start, maxIdlePoll)
+	}
+	return n, nil
+}
+
+// handle serves one connection event: read and verify replies (in closed
+// loop sending the next requests), then write what is pending.
+func (t *loadThread) handle(ev unix.EpollEvent, closed bool) error {
+	c := t.conns[ev.Fd]
+	if ev.Events&(unix.EPOLLIN|unix.EPOLLERR|unix.EPOLLHUP) != 0 {
+		if err := t.receive(c, closed); err != nil {
+			return err
+		}
+	}
+	if c.dirty || ev.Events&unix.EPOLLOUT != 0 {
+		return t.flush(c)
 	}
 	return nil
 }
@@ -524,32 +542,18 @@ func (t *loadThread) runOpen(t0 int64) error {
 			}
 			armed = next
 		}
-		n, err := unix.EpollWait(t.ep, events, timeout)
-		if n == 0 && timeout == 0 && issued == batch && t.cpuMarked && !t.cpuDone {
-			// An iteration that sent and received nothing: idle polling.
-			t.idle += min(t.now()-now, maxIdlePoll)
-		}
-		if err == unix.EINTR {
-			continue
-		}
+		// An iteration that sent nothing and finds nothing is idle polling.
+		n, err := t.wait(events, timeout, now, issued == batch && t.cpuMarked && !t.cpuDone)
 		if err != nil {
-			return os.NewSyscallError("epoll_wait", err)
+			return err
 		}
 		for _, ev := range events[:n] {
 			if ev.Fd < 0 {
 				armed = -1 // the timer fired
 				continue
 			}
-			c := t.conns[ev.Fd]
-			if ev.Events&(unix.EPOLLIN|unix.EPOLLERR|unix.EPOLLHUP) != 0 {
-				if err := t.receive(c, false, false); err != nil {
-					return err
-				}
-			}
-			if ev.Events&unix.EPOLLOUT != 0 {
-				if err := t.flush(c); err != nil {
-					return err
-				}
+			if err := t.handle(ev, false); err != nil {
+				return err
 			}
 		}
 	}

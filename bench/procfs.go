@@ -158,24 +158,32 @@ func perCPU(line string, cols []int, dst []uint64) (string, []uint64, error) {
 // from /proc/softirqs.
 type Softirqs map[string][]uint64
 
-// ParseSoftirqs parses the contents of /proc/softirqs.
-func ParseSoftirqs(b []byte) (Softirqs, error) {
+// perCPUTable parses a table with a "CPU0 CPU1 …" header (/proc/softirqs,
+// /proc/interrupts) and calls row for each named row's per-CPU values.
+func perCPUTable(b []byte, row func(name string, vals []uint64)) error {
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	cols, err := cpuHeader(lines[0])
 	if err != nil {
-		return nil, err
+		return err
 	}
-	s := Softirqs{}
 	for _, line := range lines[1:] {
 		if strings.TrimSpace(line) == "" {
 			continue
 		}
-		var row []uint64
-		name, row, err := perCPU(line, cols, row)
+		name, vals, err := perCPU(line, cols, nil)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		s[name] = row
+		row(name, vals)
+	}
+	return nil
+}
+
+// ParseSoftirqs parses the contents of /proc/softirqs.
+func ParseSoftirqs(b []byte) (Softirqs, error) {
+	s := Softirqs{}
+	if err := perCPUTable(b, func(name string, vals []uint64) { s[name] = vals }); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -191,28 +199,11 @@ type Interrupts struct {
 
 // ParseInterrupts parses the contents of /proc/interrupts.
 func ParseInterrupts(b []byte) (*Interrupts, error) {
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	cols, err := cpuHeader(lines[0])
-	if err != nil {
-		return nil, err
-	}
 	in := &Interrupts{}
-	for _, line := range lines[1:] {
-		if strings.TrimSpace(line) == "" {
-			continue
+	err := perCPUTable(b, func(name string, row []uint64) {
+		for len(in.Total) < len(row) {
+			in.Total, in.Device = append(in.Total, 0), append(in.Device, 0)
 		}
-		var row []uint64
-		name, row, err := perCPU(line, cols, row)
-		if err != nil {
-			return nil, err
-		}
-		grow := func(d []uint64) []uint64 {
-			for len(d) < len(row) {
-				d = append(d, 0)
-			}
-			return d
-		}
-		in.Total, in.Device = grow(in.Total), grow(in.Device)
 		_, numErr := strconv.Atoi(name)
 		for c, v := range row {
 			in.Total[c] += v
@@ -220,6 +211,9 @@ func ParseInterrupts(b []byte) (*Interrupts, error) {
 				in.Device[c] += v
 			}
 		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	return in, nil
 }
