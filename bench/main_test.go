@@ -3,12 +3,12 @@ package bench
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"runtime"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/spindlenet/spindle/bench/internal/leakcheck"
 )
 
 // childEnv makes the test binary act as a server child (the harness
@@ -23,40 +23,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	// Start the runtime netpoller (an epoll fd and an eventfd that live as
-	// long as the process) before counting fds.
-	if ln, err := net.Listen("tcp", "127.0.0.1:0"); err == nil {
-		ln.Close()
-	}
-	fds := openFDs()
-	g := runtime.NumGoroutine()
-	code := m.Run()
-	if code == 0 {
-		// Give closing goroutines a moment to finish.
-		deadline := time.Now().Add(2 * time.Second)
-		for time.Now().Before(deadline) && (openFDs() > fds || runtime.NumGoroutine() > g) {
-			time.Sleep(20 * time.Millisecond)
-		}
-		if n := openFDs(); n > fds {
-			fmt.Fprintf(os.Stderr, "leak: %d fds open after the tests, %d before\n", n, fds)
-			code = 1
-		}
-		if n := runtime.NumGoroutine(); n > g {
-			buf := make([]byte, 1<<16)
-			buf = buf[:runtime.Stack(buf, true)]
-			fmt.Fprintf(os.Stderr, "leak: %d goroutines after the tests, %d before\n%s\n", n, g, buf)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-func openFDs() int {
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		return 0
-	}
-	return len(ents)
+	os.Exit(leakcheck.Run(m))
 }
 
 // testChildCommand returns the argv and environment that start this test
