@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -225,4 +226,56 @@ func TestRunFailsWhenServerCrashes(t *testing.T) {
 		t.Fatalf("err = %v, want the server's exit status", err)
 	}
 	t.Log(err)
+}
+
+// TestSweep runs a small sweep grid (loops × compute-µs × arm) and checks
+// the grid's order (arms alternate within each cell) and that the
+// compute knob works: every request waits for its compute time, and the
+// server's CPU per request grows by it (loosely: a spin that is preempted
+// burns less CPU than its wall time).
+func TestSweep(t *testing.T) {
+	skipUnlessLinux(t)
+	argv, env := testChildCommand()
+	// Two loops (server CPUs 0 and 1) where there are two CPUs: the grid's
+	// server CPU list grows with the loop count.
+	loops := []int{min(2, runtime.NumCPU())}
+	const compute = 200
+	rep, err := Sweep(context.Background(), SweepConfig{
+		Config: Config{Arms: []string{"go-net", "epoll"}, Duration: 1600 * time.Millisecond,
+			Reps: 1, Conns: 4, ServerCommand: argv, ServerEnv: env},
+		Loops: loops, ComputeUS: []int{0, compute},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Kind != "sweep" || len(rep.Results) != len(loops)*2*2 {
+		t.Fatalf("kind %q, %d results", rep.Kind, len(rep.Results))
+	}
+	i := 0
+	for _, l := range loops {
+		for _, cu := range []int{0, compute} {
+			for _, arm := range []string{"go-net", "epoll"} {
+				r := rep.Results[i]
+				i++
+				if r.Arm != arm || r.Loops != l || r.ComputeUS != cu || r.Mode != "closed" {
+					t.Fatalf("result %d is %s loops %d compute %d, want %s loops %d compute %d", i-1, r.Arm, r.Loops, r.ComputeUS, arm, l, cu)
+				}
+				if r.Requests == 0 {
+					continue // a starved window; TestRunEndToEnd checks the note
+				}
+				if cu > 0 && r.Latency.P50 < compute {
+					t.Errorf("%s loops %d compute %d µs: p50 %.1f µs is below the compute time", arm, l, cu, r.Latency.P50)
+				}
+				if cu > 0 && r.Server.TotalUSPerReq < compute/4 {
+					t.Errorf("%s loops %d compute %d µs: server CPU %.1f µs per request", arm, l, cu, r.Server.TotalUSPerReq)
+				}
+				if cu == 0 && r.Server.TotalUSPerReq >= compute/4 {
+					t.Errorf("%s loops %d without compute: server CPU %.1f µs per request", arm, l, r.Server.TotalUSPerReq)
+				}
+			}
+		}
+	}
+	if len(rep.Summary) != len(loops)*2*2 {
+		t.Errorf("%d summary rows", len(rep.Summary))
+	}
 }
