@@ -71,6 +71,7 @@ type loadThread struct {
 	lag        *Histogram
 	cpuDone    bool
 	stop       *atomic.Bool
+	phase      int64 // open loop: this thread's schedule offset, so threads interleave
 }
 
 func (t *loadThread) now() int64 { return int64(time.Since(t.base)) }
@@ -107,7 +108,9 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 		t := &loadThread{cfg: cfg, base: base, hist: NewHistogram(), lag: NewHistogram(), stop: &stop, ep: -1, timer: -1}
 		threads[i] = t
 		if cfg.Rate > 0 {
+			// Each thread runs every Threads-th slot of the whole schedule.
 			t.cfg.Rate = cfg.Rate / float64(cfg.Threads)
+			t.phase = int64(float64(i) * float64(time.Second) / cfg.Rate)
 		}
 		wg.Go(func() {
 			// The thread's affinity and network namespace are changed and not
@@ -469,7 +472,7 @@ func (t *loadThread) runOpen(t0 int64) error {
 		blocked := false
 		batch := issued // the first request of this batch
 		for {
-			ts := t0 + int64(float64(issued)*interval)
+			ts := t0 + t.phase + int64(float64(issued)*interval)
 			if ts > now || ts >= t.winEnd {
 				break
 			}
@@ -504,12 +507,12 @@ func (t *loadThread) runOpen(t0 int64) error {
 			// of the write that carried it.
 			sentAt := t.now()
 			for k := batch; k < issued; k++ {
-				if ts := t0 + int64(float64(k)*interval); ts >= t.winStart {
+				if ts := t0 + t.phase + int64(float64(k)*interval); ts >= t.winStart {
 					t.lag.Record(time.Duration(sentAt - ts))
 				}
 			}
 		}
-		next := t0 + int64(float64(issued)*interval)
+		next := t0 + t.phase + int64(float64(issued)*interval)
 		if next >= t.winEnd {
 			inflight := 0
 			for _, c := range t.conns {

@@ -89,7 +89,7 @@ func startTestServer(t testing.TB, arm string, env ...string) string {
 	return p.hello.Addr
 }
 
-func TestLoadClosedLoop(t *testing.T) {
+func TestLoadModes(t *testing.T) {
 	skipUnlessLinux(t)
 	addr := startTestServer(t, "go-net")
 	tests := []struct {
@@ -99,17 +99,19 @@ func TestLoadClosedLoop(t *testing.T) {
 		threads  int
 		payload  int
 		block    bool
+		rate     float64 // open loop when > 0
 	}{
-		{"1 conn", 1, 1, 1, 64, false},
-		{"8 conns pipelined", 8, 4, 1, 128, false},
-		{"2 threads", 6, 2, 2, 1000, false},
-		{"blocking client", 8, 2, 1, 128, true},
+		{"1 conn", 1, 1, 1, 64, false, 0},
+		{"8 conns pipelined", 8, 4, 1, 128, false, 0},
+		{"2 threads", 6, 2, 2, 1000, false, 0},
+		{"blocking client", 8, 2, 1, 128, true, 0},
+		{"open loop, 2 threads", 4, 1, 2, 128, false, 5000},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := RunLoad(context.Background(), LoadConfig{
 				Addr: addr, Conns: tc.conns, InFlight: tc.inflight, Threads: tc.threads,
-				Payload: tc.payload, Block: tc.block, Warmup: 50 * time.Millisecond, Duration: 200 * time.Millisecond,
+				Payload: tc.payload, Block: tc.block, Rate: tc.rate, Warmup: 50 * time.Millisecond, Duration: 200 * time.Millisecond,
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -119,6 +121,9 @@ func TestLoadClosedLoop(t *testing.T) {
 			}
 			if res.Sent < res.Replies {
 				t.Errorf("sent %d < replies %d", res.Sent, res.Replies)
+			}
+			if want := tc.rate * 0.2; tc.rate > 0 && (float64(res.Scheduled) < want-2 || float64(res.Scheduled) > want+2 || res.Replies != res.Scheduled) {
+				t.Errorf("open loop at %v/s over 0.2 s: scheduled %d (want %.0f), replies %d", tc.rate, res.Scheduled, want, res.Replies)
 			}
 			if res.ClientUser+res.ClientSys <= 0 {
 				t.Errorf("no client CPU time recorded")
