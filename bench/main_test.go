@@ -29,7 +29,14 @@ func TestMain(m *testing.M) {
 // testChildCommand returns the argv and environment that start this test
 // binary as a server child.
 func testChildCommand() ([]string, []string) {
-	return []string{os.Args[0]}, []string{childEnv + "=1"}
+	return []string{os.Args[0]}, []string{childEnv + "=1", noRaceExitSleep()}
+}
+
+// noRaceExitSleep is a GORACE setting for child processes: a race-enabled
+// binary otherwise sleeps a second at exit (atexit_sleep_ms=1000), which
+// every server child of a test would add to the test's time.
+func noRaceExitSleep() string {
+	return strings.TrimSpace("GORACE=" + os.Getenv("GORACE") + " atexit_sleep_ms=0")
 }
 
 func skipUnlessLinux(t testing.TB) {

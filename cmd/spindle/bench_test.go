@@ -35,7 +35,9 @@ func TestHelperMain(t *testing.T) {
 // spindleCmd returns a command that runs `spindle args...`.
 func spindleCmd(args ...string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperMain$")
-	cmd.Env = append(os.Environ(), mainArgsEnv+"="+strings.Join(args, "\n"))
+	// A race-enabled binary sleeps a second at exit unless told not to.
+	cmd.Env = append(os.Environ(), mainArgsEnv+"="+strings.Join(args, "\n"),
+		strings.TrimSpace("GORACE="+os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 	return cmd
 }
 
