@@ -104,6 +104,21 @@ func TestRunEndToEnd(t *testing.T) {
 		if r.Server.TotalUSPerReq <= 0 || r.Machine.TotalUSPerReq <= 0 || len(r.Server.Threads) == 0 {
 			t.Errorf("%s %s rep %d: no CPU accounting: server %+v machine %+v", r.Arm, r.Mode, r.Rep, r.Server, r.Machine.TotalUSPerReq)
 		}
+		// Per-thread run times (schedstat) add up to the process's CPU
+		// time (getrusage): the two views of the server agree.
+		var threads float64
+		for _, th := range r.Server.Threads {
+			threads += th.USPerReq
+		}
+		if tot := r.Server.TotalUSPerReq; math.Abs(threads-tot) > 0.25*tot+0.5 {
+			t.Errorf("%s %s rep %d: server threads sum to %.2f µs/req, the process to %.2f", r.Arm, r.Mode, r.Rep, threads, tot)
+		}
+		// The server's sends run loopback's receive softirq on its CPU,
+		// and the timer ticks there: both counts are per request.
+		if r.Machine.ServerCPUNetRxPerReq <= 0 || r.Machine.ServerCPUInterruptsPerReq <= 0 || r.Server.CtxSwitchesPerReq <= 0 {
+			t.Errorf("%s %s rep %d: NET_RX %.3f, interrupts %.3f, context switches %.3f per request on the server", r.Arm, r.Mode, r.Rep,
+				r.Machine.ServerCPUNetRxPerReq, r.Machine.ServerCPUInterruptsPerReq, r.Server.CtxSwitchesPerReq)
+		}
 		if r.Mode == "open" && math.Abs(r.OfferedRPS-0.5*slowest) > 1 {
 			t.Errorf("open rate %.0f, want half the slowest peak %.0f", r.OfferedRPS, slowest)
 		}
