@@ -243,9 +243,10 @@ func TestRunFailsWhenServerCrashes(t *testing.T) {
 	t.Log(err)
 }
 
-// TestSweep runs a small sweep grid (loops × compute-µs × arm) and checks
-// the grid's order (arms alternate within each cell) and that the
-// compute knob works: every request waits for its compute time, and the
+// TestSweep runs a small sweep grid (loops × compute-µs × arm, with the
+// uring arm so that io_uring_enter calls are counted) and checks the
+// grid's order (arms alternate within each cell) and that the compute knob
+// works: every request waits for its compute time, and the
 // server's CPU per request grows by it (loosely: a spin that is preempted
 // burns less CPU than its wall time).
 func TestSweep(t *testing.T) {
@@ -256,7 +257,7 @@ func TestSweep(t *testing.T) {
 	loops := []int{min(2, runtime.NumCPU())}
 	const compute = 200
 	rep, err := Sweep(context.Background(), SweepConfig{
-		Config: Config{Arms: []string{"go-net", "epoll"}, Duration: 1600 * time.Millisecond,
+		Config: Config{Arms: []string{"go-net", "uring"}, Duration: 1600 * time.Millisecond,
 			Reps: 1, Conns: 4, ServerCommand: argv, ServerEnv: env},
 		Loops: loops, ComputeUS: []int{0, compute},
 	})
@@ -269,7 +270,7 @@ func TestSweep(t *testing.T) {
 	i := 0
 	for _, l := range loops {
 		for _, cu := range []int{0, compute} {
-			for _, arm := range []string{"go-net", "epoll"} {
+			for _, arm := range []string{"go-net", "uring"} {
 				r := rep.Results[i]
 				i++
 				if r.Arm != arm || r.Loops != l || r.ComputeUS != cu || r.Mode != "closed" {
@@ -277,6 +278,9 @@ func TestSweep(t *testing.T) {
 				}
 				if r.Requests == 0 {
 					continue // a starved window; TestRunEndToEnd checks the note
+				}
+				if arm == "uring" && r.Server.KernelWaitsPerReq <= 0 {
+					t.Errorf("uring loops %d compute %d: no io_uring_enter counts", l, cu)
 				}
 				if cu > 0 && r.Latency.P50 < compute {
 					t.Errorf("%s loops %d compute %d µs: p50 %.1f µs is below the compute time", arm, l, cu, r.Latency.P50)
