@@ -57,6 +57,10 @@ func TestHistogramPercentiles(t *testing.T) {
 				t.Errorf("max %v, want %v", h.Max(), vals[len(vals)-1])
 			}
 			pc := h.Percentiles()
+			// The JSON figures are in µs.
+			if want := float64(exactQuantile(vals, 99)) / float64(time.Microsecond); math.Abs(pc.P99-want) > 0.002*want+1e-3 {
+				t.Errorf("Percentiles().P99 = %v µs, exact %v µs", pc.P99, want)
+			}
 			if !(pc.P50 <= pc.P90 && pc.P90 <= pc.P99 && pc.P99 <= pc.P999 && pc.P999 <= pc.P9999 && pc.P9999 <= pc.Max) {
 				t.Errorf("percentiles not monotone: %+v", pc)
 			}
