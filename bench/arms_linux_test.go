@@ -1,0 +1,65 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestEveryArmServes starts every arm built into this binary as a server
+// child, the way the harness does, and drives verified load at it. The
+// harness skips an arm that cannot start (and says why in the report), so
+// without this test a broken arm would drop out of the smoke run quietly.
+// The gnet arm is tested in bench/peers.
+func TestEveryArmServes(t *testing.T) {
+	skipUnlessLinux(t)
+	for _, a := range Arms() {
+		if a.Order >= 99 || a.Start == nil {
+			continue // test-only arms; peer arms
+		}
+		t.Run(a.Name, func(t *testing.T) {
+			argv, env := testChildCommand()
+			argv = append(argv, "-arm", a.Name, "-control")
+			if runtime.NumCPU() > 1 {
+				// SQPOLL gets CPU 1 (shared with the client here: this
+				// checks that the arm serves, not how fast).
+				argv = append(argv, "-cpus", "0", "-spare-cpus", "1")
+			}
+			p, err := startServerProc(context.Background(), argv, env)
+			if err != nil {
+				if strings.HasPrefix(a.Name, "uring") {
+					if b, rerr := os.ReadFile("/proc/sys/kernel/io_uring_disabled"); rerr == nil && strings.TrimSpace(string(b)) != "0" {
+						t.Skipf("io_uring disabled here (kernel.io_uring_disabled=%s): %v", strings.TrimSpace(string(b)), err)
+					}
+				}
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				if err := p.stop(); err != nil {
+					t.Error(err)
+				}
+			})
+			res, err := RunLoad(context.Background(), LoadConfig{
+				Addr: p.hello.Addr, Conns: 4, InFlight: 2, Warmup: 20 * time.Millisecond, Duration: 100 * time.Millisecond,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Replies == 0 {
+				t.Fatal("no verified replies")
+			}
+			u, err := p.usage()
+			if err != nil {
+				t.Fatal(err)
+			}
+			engineArm := a.Name != "go-net"
+			if engineArm && u.Counters["waits"]+u.Counters["submits"] == 0 {
+				t.Errorf("engine arm reports no kernel waits: %v", u.Counters)
+			}
+			t.Logf("%.0f req/s, %s", res.Throughput(), res.Hist)
+		})
+	}
+}
