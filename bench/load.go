@@ -40,8 +40,9 @@ type LoadConfig struct {
 	// /var/run/netns/NAME) to open the connections from; "" uses the
 	// caller's namespace.
 	NetNS string
-	// Drain is how long an open-loop run waits after the window for
-	// replies still outstanding. Default 1 s.
+	// Drain is how long a run waits after the window for the replies to
+	// the window's requests still outstanding (closed loop sends nothing
+	// new meanwhile). Default 1 s.
 	Drain time.Duration
 	// Window, if set, is called once from RunLoad's goroutine, before the
 	// load starts, with the measured window's start and end, so that the
@@ -116,8 +117,8 @@ type LoadResult struct {
 	// Scheduled is, in open loop, the number of requests whose intended
 	// send time fell in the window (the offered load); 0 in closed loop.
 	Scheduled uint64
-	// Unanswered counts open-loop requests of the window without a reply
-	// when the drain ended. They are recorded in Hist at the time they had
+	// Unanswered counts requests of the window without a reply when the
+	// drain ended. They are recorded in Hist at the time they had
 	// waited by then (a lower bound).
 	Unanswered uint64
 	// Window is the length of the measured window.

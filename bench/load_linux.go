@@ -359,7 +359,7 @@ func (t *loadThread) receive(c *loadConn, closed bool) error {
 			t.hist.Record(time.Duration(now - p.t))
 			t.replies++
 		}
-		if closed {
+		if closed && now < t.winEnd {
 			t.send(c, t.now())
 		}
 	}
@@ -390,16 +390,24 @@ func (t *loadThread) runClosed(t0 int64) error {
 		}
 	}
 	events := make([]unix.EpollEvent, 256)
+	drainEnd := t.winEnd + int64(t.cfg.Drain)
 	for !t.stop.Load() {
 		now := t.now()
 		if !t.cpuMarked && now >= t.winStart {
 			t.markCPU(true)
 		}
-		if now >= t.winEnd {
-			t.markCPU(false)
-			return nil
-		}
 		wait := t.winEnd - now
+		if now >= t.winEnd {
+			// No new requests; wait for the window's last replies, so that
+			// a slow one at the end is not dropped from the tail.
+			if !t.cpuDone {
+				t.markCPU(false)
+			}
+			if !t.windowInFlight() || now >= drainEnd {
+				break
+			}
+			wait = drainEnd - now
+		}
 		if !t.cpuMarked {
 			wait = t.winStart - now
 		}
@@ -407,7 +415,7 @@ func (t *loadThread) runClosed(t0 int64) error {
 		if !t.cfg.Block {
 			ms = 0
 		}
-		n, err := t.wait(events, ms, now, t.cpuMarked)
+		n, err := t.wait(events, ms, now, t.cpuMarked && !t.cpuDone)
 		if err != nil {
 			return err
 		}
@@ -417,7 +425,35 @@ func (t *loadThread) runClosed(t0 int64) error {
 			}
 		}
 	}
+	t.recordUnanswered()
 	return nil
+}
+
+// windowInFlight reports whether a request of the window awaits its reply.
+func (t *loadThread) windowInFlight() bool {
+	for _, c := range t.conns {
+		for _, p := range c.queue[c.head:] {
+			if p.t >= t.winStart && p.t < t.winEnd {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// recordUnanswered counts the window's requests still unanswered at the
+// end of the drain and records each at the time it has waited so far: a
+// lower bound on its latency.
+func (t *loadThread) recordUnanswered() {
+	end := t.now()
+	for _, c := range t.conns {
+		for _, p := range c.queue[c.head:] {
+			if p.t >= t.winStart && p.t < t.winEnd {
+				t.unanswered++
+				t.hist.Record(time.Duration(end - p.t))
+			}
+		}
+	}
 }
 
 // wait is one epoll_wait with timeout ms. When it finds nothing without
@@ -566,16 +602,6 @@ func (t *loadThread) runOpen(t0 int64) error {
 	if !t.cpuDone {
 		t.markCPU(false)
 	}
-	// Requests of the window still unanswered count at the time they have
-	// waited so far: a lower bound on their latency.
-	end := t.now()
-	for _, c := range t.conns {
-		for _, p := range c.queue[c.head:] {
-			if p.t >= t.winStart && p.t < t.winEnd {
-				t.unanswered++
-				t.hist.Record(time.Duration(end - p.t))
-			}
-		}
-	}
+	t.recordUnanswered()
 	return nil
 }

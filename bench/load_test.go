@@ -195,14 +195,15 @@ func TestOpenLoopStall(t *testing.T) {
 			if m := res.Hist.Max(); m < stall*8/10 {
 				t.Errorf("open loop max = %v, want ≥ %v", m, stall*8/10)
 			}
-			// A fifth of the window's requests were due during the stall. A
-			// client that kept writing has a small lag on nearly all of them;
-			// one that paused has a lag of up to the stall on that fifth.
+			// Nearly a third of the window's requests were due during the
+			// stall. A client that kept writing has a small lag on them (µs
+			// here; a busy machine can add ms); one that paused has a lag
+			// of up to the stall, so its p90 is about two thirds of it.
 			lag := res.SendLag.Quantile(90)
-			if tc.capped && lag < stall/3 {
+			if tc.capped && lag < stall/2 {
 				t.Errorf("capped client: send lag p90 = %v through a %v stall; the lag does not show it fell behind", lag, stall)
 			}
-			if !tc.capped && lag > stall/10 {
+			if !tc.capped && lag > stall/3 {
 				t.Errorf("send lag p90 = %v through a %v stall: the client did not keep its schedule", lag, stall)
 			}
 			t.Logf("open loop through a %v stall: %s; send lag %s", stall, res.Hist, res.SendLag)
@@ -223,6 +224,31 @@ func TestOpenLoopStall(t *testing.T) {
 		t.Errorf("closed loop p99 = %v; expected the single stalled request to hide above p99", closed.Hist.Quantile(99))
 	}
 	t.Logf("closed loop through the same stall: %s", closed.Hist)
+}
+
+// TestClosedLoopDrainsWindow ends the window in the middle of a server
+// stall: the requests stuck in it belong to the window, so the run waits
+// for their replies (sending nothing new) and their latency is in the
+// histogram, instead of the window's slowest requests being dropped.
+func TestClosedLoopDrainsWindow(t *testing.T) {
+	skipUnlessLinux(t)
+	const stall = 600 * time.Millisecond
+	// The stall starts about 0.37 s after the load does (0.4 s after the
+	// child's self-check) and outlasts the window, which ends at 0.6 s.
+	addr := startTestServer(t, "stall", "STALL_AT=400ms", "STALL_FOR="+stall.String())
+	res, err := RunLoad(context.Background(), LoadConfig{
+		Addr: addr, Conns: 2, Warmup: 100 * time.Millisecond, Duration: 500 * time.Millisecond, Drain: 2 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Unanswered != 0 || res.Replies != res.Sent {
+		t.Errorf("sent %d, replies %d, unanswered %d: the drain should have collected every reply", res.Sent, res.Replies, res.Unanswered)
+	}
+	if m := res.Hist.Max(); m < stall/2 {
+		t.Errorf("max %v: the requests stuck in the %v stall at the window's end are missing", m, stall)
+	}
+	t.Logf("%s", res.Hist)
 }
 
 func TestLoadVerifiesReplies(t *testing.T) {

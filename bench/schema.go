@@ -120,8 +120,8 @@ type Result struct {
 	AchievedRPS float64 `json:"achieved_rps"`
 	// Requests is the number of verified replies in the window.
 	Requests uint64 `json:"requests"`
-	// Unanswered counts open-loop requests still without a reply at the
-	// end of the drain (recorded in the latencies at a lower bound).
+	// Unanswered counts requests of the window still without a reply at
+	// the end of the drain (recorded in the latencies at a lower bound).
 	Unanswered uint64 `json:"unanswered"`
 	// Errors counts failed requests. Reply mismatches and connection
 	// errors fail the whole run instead, so a report holds only 0 here.
