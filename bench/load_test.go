@@ -232,12 +232,14 @@ func TestOpenLoopStall(t *testing.T) {
 // histogram, instead of the window's slowest requests being dropped.
 func TestClosedLoopDrainsWindow(t *testing.T) {
 	skipUnlessLinux(t)
-	const stall = 600 * time.Millisecond
-	// The stall starts about 0.37 s after the load does (0.4 s after the
-	// child's self-check) and outlasts the window, which ends at 0.6 s.
-	addr := startTestServer(t, "stall", "STALL_AT=400ms", "STALL_FOR="+stall.String())
+	const stall = 800 * time.Millisecond
+	// The stall starts 0.7 s after the child's self-check, so a little
+	// before 0.7 s into the load, inside the window (0.3 s to 1 s), and
+	// outlasts it; up to 0.4 s between the self-check and the load's start
+	// keeps it so.
+	addr := startTestServer(t, "stall", "STALL_AT=700ms", "STALL_FOR="+stall.String())
 	res, err := RunLoad(context.Background(), LoadConfig{
-		Addr: addr, Conns: 2, Warmup: 100 * time.Millisecond, Duration: 500 * time.Millisecond, Drain: 2 * time.Second,
+		Addr: addr, Conns: 2, Warmup: 300 * time.Millisecond, Duration: 700 * time.Millisecond, Drain: 2 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
