@@ -42,14 +42,20 @@ func TestEveryArmServes(t *testing.T) {
 					t.Error(err)
 				}
 			})
-			res, err := RunLoad(context.Background(), LoadConfig{
-				Addr: p.hello.Addr, Conns: 4, InFlight: 2, Warmup: 20 * time.Millisecond, Duration: 100 * time.Millisecond,
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.Replies == 0 {
-				t.Fatal("no verified replies")
+			// Small requests, and 200 KB ones that span many receive
+			// buffers (frames split across reads).
+			var res *LoadResult
+			for _, size := range []int{DefaultPayload, 200 << 10} {
+				var err error
+				res, err = RunLoad(context.Background(), LoadConfig{
+					Addr: p.hello.Addr, Conns: 4, InFlight: 2, Payload: size, Warmup: 20 * time.Millisecond, Duration: 100 * time.Millisecond,
+				})
+				if err != nil {
+					t.Fatalf("%d-byte payload: %v", size, err)
+				}
+				if res.Replies == 0 {
+					t.Fatalf("%d-byte payload: no verified replies", size)
+				}
 			}
 			u, err := p.usage()
 			if err != nil {
