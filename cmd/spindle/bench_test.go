@@ -57,6 +57,13 @@ type clientOutput struct {
 	SendLagP99US     float64 `json:"send_lag_p99_us"`
 }
 
+// serverUsage is the part of a -control server's usage line the test reads.
+type serverUsage struct {
+	UserNS   int64             `json:"user_ns"`
+	SysNS    int64             `json:"sys_ns"`
+	Counters map[string]uint64 `json:"counters"`
+}
+
 func runClient(t *testing.T, args ...string) clientOutput {
 	t.Helper()
 	cmd := spindleCmd(append([]string{"bench", "client", "-json"}, args...)...)
@@ -82,12 +89,28 @@ func TestBenchServerClient(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("bench server and client are Linux only")
 	}
-	for _, arm := range []string{"go-net", "uring"} {
+	tests := []struct {
+		arm     string
+		control bool // -control: "usage" on stdin reports the server's CPU; EOF stops it
+	}{
+		{"go-net", false},
+		{"uring", true},
+	}
+	for _, tc := range tests {
+		arm := tc.arm
 		t.Run(arm, func(t *testing.T) {
-			srv := spindleCmd("bench", "server", "-arm", arm, "-listen", "127.0.0.1:0")
+			args := []string{"bench", "server", "-arm", arm, "-listen", "127.0.0.1:0"}
+			if tc.control {
+				args = append(args, "-control")
+			}
+			srv := spindleCmd(args...)
 			var stderr bytes.Buffer
 			srv.Stderr = &stderr
 			stdout, err := srv.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			stdin, err := srv.StdinPipe()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -102,19 +125,36 @@ func TestBenchServerClient(t *testing.T) {
 					srv.Process.Kill()
 				}
 			}()
-			hello := make(chan string, 1)
+			lines := make(chan string, 4)
 			go func() {
-				line, _ := bufio.NewReader(stdout).ReadString('\n')
-				hello <- line
-				io.Copy(io.Discard, stdout)
+				sc := bufio.NewScanner(stdout)
+				for sc.Scan() {
+					lines <- sc.Text()
+				}
 				exited <- srv.Wait()
 			}()
+			// usage asks a -control server for its resource use.
+			usage := func() (u serverUsage) {
+				t.Helper()
+				if _, err := io.WriteString(stdin, "usage\n"); err != nil {
+					t.Fatal(err)
+				}
+				select {
+				case line := <-lines:
+					if err := json.Unmarshal([]byte(line), &u); err != nil {
+						t.Fatalf("usage line %q: %v", line, err)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatal("no usage line in 10s")
+				}
+				return u
+			}
 			var h struct {
 				Addr, Arm string
 				Pid       int
 			}
 			select {
-			case line := <-hello:
+			case line := <-lines:
 				if err := json.Unmarshal([]byte(line), &h); err != nil || h.Arm != arm || h.Pid != srv.Process.Pid {
 					t.Fatalf("server hello %q (%v); stderr: %s", line, err, stderr.String())
 				}
@@ -122,7 +162,22 @@ func TestBenchServerClient(t *testing.T) {
 				t.Fatalf("no hello from the server in 30s; stderr: %s", stderr.String())
 			}
 
+			var u0 serverUsage
+			if tc.control {
+				u0 = usage()
+			}
 			closed := runClient(t, "-addr", h.Addr, "-conns", "8", "-warmup", "50ms", "-duration", "300ms")
+			if tc.control {
+				// The server's CPU and io_uring_enter calls over the run, for
+				// CPU per request when the halves run on two hosts.
+				u1 := usage()
+				cpu := u1.UserNS + u1.SysNS - u0.UserNS - u0.SysNS
+				waits := u1.Counters["waits"] - u0.Counters["waits"]
+				if cpu <= 0 || waits == 0 {
+					t.Errorf("server usage over the run: %d ns CPU, %d waits", cpu, waits)
+				}
+				t.Logf("server: %.2f µs CPU and %.3f waits per request", float64(cpu)/1e3/float64(closed.Requests), float64(waits)/float64(closed.Requests))
+			}
 			if closed.Requests == 0 || closed.AchievedRPS <= 0 || closed.OfferedRPS != 0 {
 				t.Errorf("closed loop: %+v", closed)
 			}
@@ -150,16 +205,21 @@ func TestBenchServerClient(t *testing.T) {
 				t.Errorf("HTTP GET: status %d, %d-byte body", resp.StatusCode, len(body))
 			}
 
-			if err := srv.Process.Signal(syscall.SIGTERM); err != nil {
+			// A -control server stops at EOF on stdin, any server on SIGTERM.
+			how := "SIGTERM"
+			if tc.control {
+				how = "EOF on stdin"
+				stdin.Close()
+			} else if err := srv.Process.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
 			}
 			select {
 			case err := <-exited:
 				if err != nil {
-					t.Errorf("server exit after SIGTERM: %v; stderr: %s", err, stderr.String())
+					t.Errorf("server exit after %s: %v; stderr: %s", how, err, stderr.String())
 				}
 			case <-time.After(10 * time.Second):
-				t.Errorf("server still running 10s after SIGTERM")
+				t.Errorf("server still running 10s after %s", how)
 			}
 		})
 	}
