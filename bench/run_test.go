@@ -98,9 +98,6 @@ func TestRunEndToEnd(t *testing.T) {
 		if m := r.Machine; m.ClientPollUSPerReq < 0 || math.Abs(m.WorkUSPerReq-max(m.TotalUSPerReq-m.ClientPollUSPerReq, 0)) > 1e-9*m.TotalUSPerReq+1e-9 {
 			t.Errorf("%s %s rep %d: machine total %.2f = work %.2f + client polling %.2f does not hold", r.Arm, r.Mode, r.Rep, m.TotalUSPerReq, m.WorkUSPerReq, m.ClientPollUSPerReq)
 		}
-		if r.Mode == "open" && r.Machine.ClientPollUSPerReq <= 0 {
-			t.Errorf("%s open rep %d: a polling client at half load reported no empty polls", r.Arm, r.Rep)
-		}
 		if r.Server.TotalUSPerReq <= 0 || r.Machine.TotalUSPerReq <= 0 || len(r.Server.Threads) == 0 {
 			t.Errorf("%s %s rep %d: no CPU accounting: server %+v machine %+v", r.Arm, r.Mode, r.Rep, r.Server, r.Machine.TotalUSPerReq)
 		}

@@ -33,10 +33,22 @@ func TestWakeupModes(t *testing.T) {
 		}
 	}
 	// Spinning burns the reader's CPU between writes by construction;
-	// blocking does not.
+	// blocking does not. A reader starved by other processes on a shared
+	// machine may not have run between the writes at all (its samples wait
+	// in the socket and it reads them in one burst): measure again, up to
+	// twice, before calling it a failure.
 	spin, block := byMode[WakeSpin], byMode[WakeBlock]
-	if spin.ReaderCPUPercent < 10 || spin.ReaderCPUPercent <= block.ReaderCPUPercent {
-		t.Errorf("spin reader CPU %.1f%%, block %.1f%%: spin should burn its CPU", spin.ReaderCPUPercent, block.ReaderCPUPercent)
+	for try := 0; spin.ReaderCPUPercent < 10 || spin.ReaderCPUPercent <= block.ReaderCPUPercent; try++ {
+		if try == 2 {
+			t.Errorf("spin reader CPU %.1f%%, block %.1f%%: spin should burn its CPU", spin.ReaderCPUPercent, block.ReaderCPUPercent)
+			break
+		}
+		t.Logf("spin reader CPU %.1f%% (p50 %.0f µs), block %.1f%%: measuring again", spin.ReaderCPUPercent, spin.Latency.P50, block.ReaderCPUPercent)
+		again, err := Wakeup(context.Background(), WakeupConfig{Modes: []string{WakeBlock, WakeSpin}, Samples: 8, Interval: 5 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		block, spin = again.Results[0], again.Results[1]
 	}
 	t.Logf("%+v", rep.Results)
 }
