@@ -105,7 +105,8 @@ func (b *uringBackend) init(l *Loop) error {
 		degradeLogOnce.Do(func() {
 			l.e.cfg.Logf("engine: SQPOLL ring failed (%v); running uring without SQPOLL", err)
 		})
-		rc.SQPoll, rc.DeferTaskrun, rc.AttachWQ = false, true, nil
+		rc.SQPoll, rc.SQThreadIdle, rc.SQThreadCPU = false, 0, -1
+		rc.DeferTaskrun, rc.AttachWQ = true, nil
 		r, err = uring.New(rc)
 	} else if rc.SQPoll && l.id == 0 {
 		l.e.sqpoll.ring = r
