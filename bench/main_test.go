@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/spindlenet/spindle/bench/internal/leakcheck"
+	"github.com/spindlenet/spindle/internal/leakcheck"
 )
 
 // childEnv makes the test binary act as a server child (the harness

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/spindlenet/spindle/bench/internal/leakcheck"
+	"github.com/spindlenet/spindle/internal/leakcheck"
 )
 
 // TestMain fails the package if a test leaks file descriptors or
