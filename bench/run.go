@@ -76,6 +76,16 @@ type Config struct {
 	Progress io.Writer
 	// Tag makes topology names unique. Default: the process id.
 	Tag string
+	// ServerRPS, on the wire topology, lists receive packet steering
+	// settings for the server's veth end: each entry is a CPU list (as
+	// ParseCPUList reads it) written as the rps_cpus mask of every receive
+	// queue of that veth, or "none" for mask 0 (RPS off); rps_flow_cnt is
+	// set to 0 so RFS cannot steer flows elsewhere. Every arm is measured
+	// once under each entry, the entries alternating within each
+	// repetition, and its results are named "ARM rps=ENTRY". The settings
+	// live in the namespace the harness creates and go with it. Empty:
+	// the veth's defaults, untouched.
+	ServerRPS []string
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -124,6 +134,17 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Progress == nil {
 		c.Progress = io.Discard
+	}
+	for _, e := range c.ServerRPS {
+		cpus, err := rpsCPUs(e)
+		if err != nil {
+			return c, err
+		}
+		for _, cpu := range cpus {
+			if cpu >= ncpu {
+				return c, fmt.Errorf("bench: RPS CPU %d does not exist (%d CPUs)", cpu, ncpu)
+			}
+		}
 	}
 	if c.Tag == "" {
 		c.Tag = strconv.Itoa(os.Getpid())
@@ -232,15 +253,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer cleanup()
 	c := r.cfg
-	r.total = len(arms) * c.Reps * (1 + len(c.OpenFractions))
+	r.total = len(arms) * r.variants() * c.Reps * (1 + len(c.OpenFractions))
 	r.splitBudget()
 	for rep := 1; rep <= c.Reps; rep++ {
 		for _, a := range arms {
-			res, err := r.measure(ctx, a, rep, "closed", 0, 0, c.Loops, c.ComputeUS)
-			if err != nil {
+			if err := r.measureArm(ctx, a, rep, "closed", 0, 0, c.Loops, c.ComputeUS); err != nil {
 				return nil, err
 			}
-			r.report.Results = append(r.report.Results, res)
 		}
 	}
 	r.report.Summary = summarize(r.report.Results)
@@ -254,16 +273,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rate := f * slowest
 		if rate <= 0 {
 			r.report.Notes = append(r.report.Notes, fmt.Sprintf("open loop at %.0f%% skipped: the slowest arm's closed-loop peak is 0", f*100))
-			r.total -= len(arms) * c.Reps
+			r.total -= len(arms) * r.variants() * c.Reps
 			continue
 		}
 		for rep := 1; rep <= c.Reps; rep++ {
 			for _, a := range arms {
-				res, err := r.measure(ctx, a, rep, "open", f, rate, c.Loops, c.ComputeUS)
-				if err != nil {
+				if err := r.measureArm(ctx, a, rep, "open", f, rate, c.Loops, c.ComputeUS); err != nil {
 					return nil, err
 				}
-				r.report.Results = append(r.report.Results, res)
 			}
 		}
 	}
@@ -307,7 +324,7 @@ func Sweep(ctx context.Context, cfg SweepConfig) (*Report, error) {
 		return nil, err
 	}
 	defer cleanup()
-	r.total = len(arms) * r.cfg.Reps * len(cfg.Loops) * len(cfg.ComputeUS)
+	r.total = len(arms) * r.variants() * r.cfg.Reps * len(cfg.Loops) * len(cfg.ComputeUS)
 	r.splitBudget()
 	allCPUs := r.cfg.ServerCPUs
 	for _, loops := range cfg.Loops {
@@ -315,11 +332,9 @@ func Sweep(ctx context.Context, cfg SweepConfig) (*Report, error) {
 		for _, cu := range cfg.ComputeUS {
 			for rep := 1; rep <= r.cfg.Reps; rep++ {
 				for _, a := range arms {
-					res, err := r.measure(ctx, a, rep, "closed", 0, 0, loops, cu)
-					if err != nil {
+					if err := r.measureArm(ctx, a, rep, "closed", 0, 0, loops, cu); err != nil {
 						return nil, err
 					}
-					r.report.Results = append(r.report.Results, res)
 				}
 			}
 		}
@@ -345,6 +360,7 @@ func newRunner(ctx context.Context, cfg Config, kind string) (*runner, func(), [
 			Conns: cfg.Conns, InFlight: cfg.InFlight, Payload: cfg.Payload, ComputeUS: cfg.ComputeUS,
 			Loops: cfg.Loops, ServerCPUs: cfg.ServerCPUs, ClientCPUs: cfg.ClientCPUs,
 			ClientThreads: cfg.ClientThreads, ClientBlock: cfg.ClientBlock, Reps: cfg.Reps, OpenFractions: cfg.OpenFractions,
+			ServerRPS: cfg.ServerRPS,
 		},
 	}}
 	cleanupTmp := func() { os.RemoveAll(tmp) }
@@ -352,6 +368,11 @@ func newRunner(ctx context.Context, cfg Config, kind string) (*runner, func(), [
 	if err != nil {
 		cleanupTmp()
 		return nil, nil, nil, err
+	}
+	if _, ok := topo.(rpsSetter); len(cfg.ServerRPS) > 0 && !ok {
+		topo.Close()
+		cleanupTmp()
+		return nil, nil, nil, fmt.Errorf("bench: server RPS settings need the wire topology (%s has no veth to steer)", topo.Name())
 	}
 	r.topo = topo
 	r.report.Topology = topo.Name()
@@ -370,6 +391,61 @@ func newRunner(ctx context.Context, cfg Config, kind string) (*runner, func(), [
 		r.report.Notes = append(r.report.Notes, "server and client share a CPU: figures include their contention")
 	}
 	return r, cleanup, arms, nil
+}
+
+// rpsSetter is a topology whose server-side receive steering can be set
+// (Wire).
+type rpsSetter interface {
+	SetServerRPS(cpus []int) error
+}
+
+// rpsCPUs parses one Config.ServerRPS entry: a CPU list, or "none".
+func rpsCPUs(entry string) ([]int, error) {
+	if entry == "none" {
+		return nil, nil
+	}
+	cpus, err := ParseCPUList(entry)
+	if err == nil && len(cpus) == 0 {
+		err = errors.New("empty")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bench: bad RPS setting %q (a CPU list or \"none\"): %w", entry, err)
+	}
+	return cpus, nil
+}
+
+// variants is how many times each arm is measured per load point and
+// repetition: once per ServerRPS entry, else once.
+func (r *runner) variants() int { return max(len(r.cfg.ServerRPS), 1) }
+
+// measureArm measures arm a once per ServerRPS entry (setting the server
+// veth's steering before each), or once when there is none, and appends
+// the results to the report.
+func (r *runner) measureArm(ctx context.Context, a Arm, rep int, mode string, frac, rate float64, loops, compute int) error {
+	if len(r.cfg.ServerRPS) == 0 {
+		res, err := r.measure(ctx, a, rep, mode, frac, rate, loops, compute)
+		if err == nil {
+			r.report.Results = append(r.report.Results, res)
+		}
+		return err
+	}
+	for _, e := range r.cfg.ServerRPS {
+		cpus, err := rpsCPUs(e)
+		if err != nil {
+			return err
+		}
+		if err := r.topo.(rpsSetter).SetServerRPS(cpus); err != nil {
+			return err
+		}
+		res, err := r.measure(ctx, a, rep, mode, frac, rate, loops, compute)
+		if err != nil {
+			return err
+		}
+		res.Arm += " rps=" + e
+		res.ServerRPS = e
+		r.report.Results = append(r.report.Results, res)
+	}
+	return nil
 }
 
 // splitBudget divides the measuring budget among r.total measurements.
@@ -411,6 +487,9 @@ func (r *runner) finish() {
 			saturated[s.Arm] = true
 			r.report.Notes = append(r.report.Notes, fmt.Sprintf("the client was saturated (%.0f%% CPU) measuring %s %s: that figure is the client's limit, not the server's", s.ClientCPUPercent, s.Arm, s.Mode))
 		}
+	}
+	if len(r.cfg.ServerRPS) > 0 {
+		r.report.Notes = append(r.report.Notes, fmt.Sprintf("server veth RPS settings %v (arms named \"ARM rps=SETTING\"): on a veth the server's receive NAPI poll runs on the sending (client) CPU; RPS moves the protocol processing of the server's incoming packets to the mask's CPUs, \"none\" leaves it on the sender's", r.cfg.ServerRPS))
 	}
 	if r.report.Topology == "loopback" {
 		r.report.Notes = append(r.report.Notes, "loopback has no NAPI instances: busy-poll arms cannot show their effect here; use --topology wire")

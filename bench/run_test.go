@@ -295,3 +295,27 @@ func TestSweep(t *testing.T) {
 		t.Errorf("%d summary rows", len(rep.Summary))
 	}
 }
+
+// TestRunServerRPSRefused: RPS settings need the wire topology and valid
+// CPU lists; a run with either wrong does not start.
+func TestRunServerRPSRefused(t *testing.T) {
+	skipUnlessLinux(t)
+	argv, env := testChildCommand()
+	for _, tc := range []struct {
+		name string
+		rps  []string
+		want string
+	}{
+		{"loopback", []string{"0"}, "need the wire topology"},
+		{"bad list", []string{"x"}, "bad RPS setting"},
+		{"empty", []string{""}, "bad RPS setting"},
+		{"no such CPU", []string{"4096"}, "does not exist"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Run(context.Background(), Config{Arms: []string{"go-net"}, ServerRPS: tc.rps, ServerCommand: argv, ServerEnv: env, Duration: time.Millisecond})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -87,6 +87,10 @@ type RunSettings struct {
 	// OpenFractions are the open-loop rates as fractions of the slowest
 	// arm's median closed-loop peak.
 	OpenFractions []float64 `json:"open_fractions"`
+	// ServerRPS lists the wire topology's server-side receive steering
+	// settings (--server-rps): CPU lists, or "none" for RPS off, each arm
+	// measured under every one. Absent when the veth kept its defaults.
+	ServerRPS []string `json:"server_rps,omitempty"`
 }
 
 // ArmInfo is one arm of a run.
@@ -101,8 +105,11 @@ type ArmInfo struct {
 
 // Result is one measurement: one arm, one repetition, one load point.
 type Result struct {
-	// Arm is the arm's name.
+	// Arm is the arm's name; with server RPS settings, "ARM rps=ENTRY".
 	Arm string `json:"arm"`
+	// ServerRPS is the server veth's RPS setting this measurement ran
+	// under (a CPU list or "none"); absent when the run set none.
+	ServerRPS string `json:"server_rps,omitempty"`
 	// Rep is the repetition, from 1.
 	Rep int `json:"rep"`
 	// Mode is "closed" (closed-loop peak) or "open" (fixed-rate).

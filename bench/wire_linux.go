@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/spindlenet/spindle/tune"
 )
 
 // Wire is the "wire" topology: two network namespaces joined by a veth
@@ -133,4 +135,121 @@ func (w *Wire) Close() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// RPSMask formats cpus as a kernel CPU bitmap (rps_cpus, smp_affinity):
+// 32-bit hex words, most significant first, separated by commas. No CPU
+// gives "0".
+func RPSMask(cpus []int) string {
+	var words []uint32
+	for _, c := range cpus {
+		for c/32 >= len(words) {
+			words = append(words, 0)
+		}
+		words[c/32] |= 1 << (c % 32)
+	}
+	if len(words) == 0 {
+		return "0"
+	}
+	parts := []string{fmt.Sprintf("%x", words[len(words)-1])}
+	for i := len(words) - 2; i >= 0; i-- {
+		parts = append(parts, fmt.Sprintf("%08x", words[i]))
+	}
+	return strings.Join(parts, ",")
+}
+
+// sameMask compares two CPU bitmaps as the kernel prints them (padded
+// with zeros to the number of possible CPUs) and as RPSMask writes them.
+func sameMask(a, b string) bool {
+	norm := func(s string) string {
+		s = strings.TrimLeft(strings.ReplaceAll(strings.TrimSpace(s), ",", ""), "0")
+		if s == "" {
+			return "0"
+		}
+		return s
+	}
+	return norm(a) == norm(b)
+}
+
+// serverQueues runs fn with the sysfs directory of every receive queue of
+// the server's veth end, seen from inside the server namespace (through a
+// sysfs mounted there for the call and unmounted after it).
+func (w *Wire) serverQueues(fn func(queue string) error) error {
+	return tune.InNetNS(filepath.Join("/var/run/netns", w.ServerNS), func() error {
+		dir, err := os.MkdirTemp("", "spindle-rps-")
+		if err != nil {
+			return err
+		}
+		unmount, err := tune.MountNetNSView(dir)
+		if err != nil {
+			os.RemoveAll(dir)
+			return err
+		}
+		queues, err := filepath.Glob(filepath.Join(dir, "sys", "class", "net", w.ServerIf, "queues", "rx-*"))
+		if err == nil && len(queues) == 0 {
+			err = fmt.Errorf("no receive queues of %s in %s", w.ServerIf, w.ServerNS)
+		}
+		for _, q := range queues {
+			if err != nil {
+				break
+			}
+			err = fn(q)
+		}
+		if uerr := unmount(); uerr != nil {
+			// Do not remove a directory that may still hold a sysfs mount.
+			return errors.Join(err, uerr)
+		}
+		return errors.Join(err, os.RemoveAll(dir))
+	})
+}
+
+// SetServerRPS writes the rps_cpus mask of every receive queue of the
+// server's veth end to cpus (none: 0, RPS off) and its rps_flow_cnt to 0
+// (no RFS, which would steer each flow to the CPU of the thread reading
+// it), inside the server namespace, and reads both back. On a veth the
+// receiving side's NAPI poll runs on the sending CPU; RPS then moves the
+// protocol processing of the server's incoming packets to a CPU of the
+// mask. The values disappear with the namespace. Any goroutine, one call
+// at a time.
+func (w *Wire) SetServerRPS(cpus []int) error {
+	mask := RPSMask(cpus)
+	err := w.serverQueues(func(q string) error {
+		for _, kv := range [][2]string{{"rps_flow_cnt", "0"}, {"rps_cpus", mask}} {
+			path := filepath.Join(q, kv[0])
+			if err := os.WriteFile(path, []byte(kv[1]+"\n"), 0); err != nil {
+				return err
+			}
+			got, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			if !sameMask(string(got), kv[1]) {
+				return fmt.Errorf("%s reads back %q after writing %q", kv[0], strings.TrimSpace(string(got)), kv[1])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("bench: set RPS of %s in %s: %w", w.ServerIf, w.ServerNS, err)
+	}
+	return nil
+}
+
+// ServerRPS reads the rps_cpus mask and rps_flow_cnt of each receive queue
+// of the server's veth end, keyed by queue name ("rx-0"). Any goroutine.
+func (w *Wire) ServerRPS() (map[string][2]string, error) {
+	out := map[string][2]string{}
+	err := w.serverQueues(func(q string) error {
+		var v [2]string
+		for i, name := range []string{"rps_cpus", "rps_flow_cnt"} {
+			b, err := os.ReadFile(filepath.Join(q, name))
+			if err != nil {
+				return err
+			}
+			v[i] = strings.TrimSpace(string(b))
+		}
+		out[filepath.Base(q)] = v
+		return nil
+	})
+	return out, err
 }

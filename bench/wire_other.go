@@ -11,3 +11,6 @@ func NewWire(tag string) (*Wire, error) { return nil, ErrNotSupported }
 
 // WireRequirements returns ErrNotSupported outside Linux.
 func WireRequirements() error { return ErrNotSupported }
+
+// SetServerRPS returns ErrNotSupported outside Linux.
+func (w *Wire) SetServerRPS(cpus []int) error { return ErrNotSupported }

@@ -24,6 +24,7 @@ type benchFlags struct {
 	reps, conns, inflight, payload, compute, loops                   int
 	threads                                                          int
 	jsonOut, block                                                   bool
+	serverRPS                                                        []string
 }
 
 func (f *benchFlags) register(fs *flag.FlagSet) {
@@ -47,6 +48,10 @@ func (f *benchFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.spareCPUs, "spare-cpus", "", "CPUs for arms' polling threads (uring-sqpoll), default: CPUs neither server nor client")
 	fs.IntVar(&f.threads, "client-threads", 0, "client threads (default: one per client CPU)")
 	fs.BoolVar(&f.block, "client-block", false, "client threads sleep in epoll_wait instead of polling (the server then pays for waking them)")
+	fs.Func("server-rps", "wire topology: RPS CPUs (a CPU list, or none) for the server veth's receive queues; repeat it to measure every arm under each, alternated", func(v string) error {
+		f.serverRPS = append(f.serverRPS, strings.TrimSpace(v))
+		return nil
+	})
 	fs.StringVar(&f.peersDir, "peers-dir", "", "bench/peers module source (default: found from the working directory)")
 	fs.StringVar(&f.out, "out", "bench-report", "directory for report.json, report.md and report.html (\"\" for none; with --json, none unless set)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the report as one JSON document on stdout (schema: docs/BENCH-SCHEMA.md)")
@@ -56,7 +61,7 @@ func (f *benchFlags) config(fs *flag.FlagSet) (bench.Config, error) {
 	cfg := bench.Config{
 		Topology: f.topology, Duration: f.duration, Warmup: f.warmup, Window: f.window, Reps: f.reps, Conns: f.conns, InFlight: f.inflight,
 		Payload: f.payload, ComputeUS: f.compute, Loops: f.loops, ClientThreads: f.threads, ClientBlock: f.block,
-		PeersDir: f.peersDir, Progress: os.Stderr,
+		PeersDir: f.peersDir, Progress: os.Stderr, ServerRPS: f.serverRPS,
 	}
 	if f.arms != "" {
 		cfg.Arms = strings.Split(f.arms, ",")
