@@ -89,7 +89,6 @@ type kstate struct {
 	closing  bool   // uring: close in progress
 	napiSeen bool   // uring-napi: NAPI id looked up
 	inflight int32  // uring: SQEs in flight that refer to fd
-	fixed    bool   // uring: fd is also installed in fixed-file slot c.slot
 }
 
 // Loop returns the loop that owns c. Any goroutine.

@@ -24,12 +24,7 @@ const (
 	opMsg     // a MSG_RING wake-up arriving from another loop
 	opMsgSent // our MSG_RING to another loop completed
 	opSendZC  // SEND_ZC: the gen field carries the slab chunk id
-	opClose   // IORING_OP_CLOSE of a connection's fixed-file slot
 )
-
-// maxFixedFiles caps the per-ring fixed-file table (8 bytes of kernel
-// memory per slot). Connections in slots beyond it use their plain fd.
-const maxFixedFiles = 1 << 16
 
 const bufGroup = 1
 
@@ -69,9 +64,6 @@ type uringBackend struct {
 	maxChain int   // linked SENDs per flush
 	zcMin    int   // SEND_ZC threshold, 0 = off
 	zcChunks int32 // chunk ids below this lie in the registered region
-	fdArg    [1]int
-	nfiles   int32 // fixed-file table size (0: none); slot i serves conn slot i
-	failed   bool  // poll failed: the ring may post no more CQEs
 }
 
 var (
@@ -155,17 +147,6 @@ func (b *uringBackend) init(l *Loop) error {
 		} else {
 			b.zcMin = b.cfg.SendZCThreshold
 			b.zcChunks = int32(l.chunks.perRegion)
-		}
-	}
-	// A sparse fixed-file table indexed by connection slot: recv and send
-	// SQEs then name the socket by slot (IOSQE_FIXED_FILE), which skips the
-	// fget/fput of the file per request. The kernel refuses a table larger
-	// than RLIMIT_NOFILE.
-	var lim unix.Rlimit
-	if unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) == nil {
-		n := int32(min(lim.Cur, maxFixedFiles))
-		if n > 0 && r.RegisterFiles(int(n)) == nil {
-			b.nfiles = n
 		}
 	}
 	b.armWake()
@@ -263,39 +244,14 @@ func (b *uringBackend) cancel(target uint64) {
 	b.inflight++
 }
 
-// file returns how SQEs name c's socket: its fixed-file slot, or its fd.
-func (b *uringBackend) file(c *Conn) int {
-	if c.k.fixed {
-		return int(c.slot)
-	}
-	return c.fd
-}
-
-// fixFlag marks q as naming a fixed-file slot when c has one.
-func fixFlag(q *uring.SQE, c *Conn) {
-	if c.k.fixed {
-		q.SetFlags(uring.FlagFixedFile)
-	}
-}
-
 func (b *uringBackend) armRecv(c *Conn) {
-	q := b.sqe()
-	q.PrepRecvMultishot(b.file(c), bufGroup, false, 0, udata(opRecv, c.slot, c.gen))
-	fixFlag(q, c)
+	b.sqe().PrepRecvMultishot(c.fd, bufGroup, false, 0, udata(opRecv, c.slot, c.gen))
 	c.k.recv = 1
 	c.k.inflight++
 	b.inflight++
 }
 
 func (b *uringBackend) startConn(c *Conn) error {
-	if c.slot < b.nfiles {
-		// The slot is empty: a closed connection's slot is reused only
-		// after the CLOSE of its fixed file completed (opClose).
-		b.fdArg[0] = c.fd
-		if n, err := b.r.UpdateFiles(int(c.slot), b.fdArg[:]); err == nil && n == 1 {
-			c.k.fixed = true
-		}
-	}
 	if c.paused == 0 {
 		b.armRecv(c)
 	}
@@ -351,14 +307,13 @@ func (b *uringBackend) flush(c *Conn) {
 		if b.zcMin > 0 && s.ref >= 0 && s.ref < b.zcChunks && len(buf) >= b.zcMin {
 			// Two CQEs: the result (More), then the notification after
 			// which the chunk may be reused.
-			q.PrepSendZC(b.file(c), buf, unix.MSG_NOSIGNAL|unix.MSG_WAITALL, 0, udata(opSendZC, c.slot, uint32(s.ref)))
+			q.PrepSendZC(c.fd, buf, unix.MSG_NOSIGNAL|unix.MSG_WAITALL, 0, udata(opSendZC, c.slot, uint32(s.ref)))
 			b.l.chunks.pin(s.ref)
 			b.l.st.zcSends.Add(1)
 			b.inflight++ // the notification
 		} else {
-			q.PrepSend(b.file(c), buf, unix.MSG_NOSIGNAL|unix.MSG_WAITALL, udata(opSend, c.slot, c.gen))
+			q.PrepSend(c.fd, buf, unix.MSG_NOSIGNAL|unix.MSG_WAITALL, udata(opSend, c.slot, c.gen))
 		}
-		fixFlag(q, c)
 		if i < end-1 {
 			q.SetFlags(uring.FlagIOLink)
 		}
@@ -389,21 +344,8 @@ func (b *uringBackend) closeConn(c *Conn) {
 	b.finish(c)
 }
 
-// finish closes c's fd, then its fixed-file slot (IORING_OP_CLOSE on the
-// slot); the connection slot is freed when that CLOSE completes, so a new
-// connection never lands in a fixed-file slot still being closed.
 func (b *uringBackend) finish(c *Conn) {
 	unix.Close(c.fd)
-	if c.k.fixed && !b.failed {
-		b.sqe().PrepCloseDirect(int(c.slot), udata(opClose, c.slot, c.gen))
-		b.inflight++
-		return
-	}
-	if c.k.fixed {
-		b.fdArg[0] = -1
-		b.r.UpdateFiles(int(c.slot), b.fdArg[:])
-		c.k.fixed = false
-	}
 	b.l.finishClose(c)
 }
 
@@ -452,7 +394,6 @@ func (b *uringBackend) poll(timeout time.Duration) error {
 	case err == nil, errors.Is(err, unix.ETIME), errors.Is(err, unix.EINTR),
 		errors.Is(err, unix.EAGAIN), errors.Is(err, unix.EBUSY):
 	default:
-		b.failed = true
 		return err
 	}
 	// Reap only what the CQ already holds. Peeking for more would enter
@@ -582,10 +523,6 @@ func (b *uringBackend) handle(q uring.CQE) {
 			l.connected(c)
 		}
 		b.done(c)
-	case opClose:
-		b.inflight--
-		c.k.fixed = false
-		l.finishClose(c)
 	}
 }
 
