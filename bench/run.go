@@ -537,6 +537,20 @@ func (r *runner) measure(ctx context.Context, a Arm, rep int, mode string, frac,
 		return res, err
 	}
 	snaps := make(chan [2]snapshot, 1)
+	// done ends the window goroutine when the load run fails before the
+	// window is over (a crashed server), so it does not outlive measure.
+	done := make(chan struct{})
+	defer close(done)
+	sleepUntil := func(t time.Time) bool {
+		timer := time.NewTimer(time.Until(t))
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+			return true
+		case <-done:
+			return false
+		}
+	}
 	lc := LoadConfig{
 		Addr: p.hello.Addr, Conns: r.cfg.Conns, InFlight: r.cfg.InFlight, Rate: rate, Payload: r.cfg.Payload,
 		Warmup: r.warmup, Duration: r.window, Threads: r.cfg.ClientThreads, CPUs: r.cfg.ClientCPUs, Block: r.cfg.ClientBlock,
@@ -544,9 +558,13 @@ func (r *runner) measure(ctx context.Context, a Arm, rep int, mode string, frac,
 		Window: func(start, end time.Time) {
 			go func() {
 				var s [2]snapshot
-				time.Sleep(time.Until(start))
+				if !sleepUntil(start) {
+					return
+				}
 				s[0] = takeSnapshot(p)
-				time.Sleep(time.Until(end))
+				if !sleepUntil(end) {
+					return
+				}
 				s[1] = takeSnapshot(p)
 				snaps <- s
 			}()

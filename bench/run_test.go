@@ -231,7 +231,9 @@ func TestRunFailsWhenServerCrashes(t *testing.T) {
 	skipUnlessLinux(t)
 	argv, env := testChildCommand()
 	_, err := Run(context.Background(), Config{
-		Arms: []string{"crash"}, Duration: 300 * time.Millisecond, Reps: 1, Conns: 2,
+		// Long enough for the 2000 replies after which the server exits
+		// even when -race and a busy machine slow both sides down.
+		Arms: []string{"crash"}, Duration: 3 * time.Second, Reps: 1, Conns: 2,
 		OpenFractions: []float64{}, ServerCommand: argv, ServerEnv: env,
 	})
 	if err == nil || !strings.Contains(err.Error(), "exit status 3") {

@@ -309,7 +309,7 @@ func newWaiter(mode string, fd int, interval time.Duration) (*waiter, error) {
 			return nil, fmt.Errorf("%w: SO_BUSY_POLL: %v", errSkip, err)
 		}
 	case WakeURing, WakeURingNAPI:
-		r, err := uring.New(&uring.Config{Entries: 8, SingleIssuer: true, DeferTaskrun: true, SQThreadCPU: -1})
+		r, err := uring.New(&uring.Config{Entries: 8, SingleIssuer: true, DeferTaskrun: true})
 		if err != nil {
 			return nil, fmt.Errorf("%w: io_uring: %v", errSkip, err)
 		}

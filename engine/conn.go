@@ -53,7 +53,8 @@ type Conn struct {
 
 	wq     []seg
 	wqHead int
-	queued int
+	queued int // bytes to send
+	qmem   int // buffer memory the queue holds, in whole buffers: what WriteHighWater caps
 
 	k kstate // backend-specific
 }
@@ -150,6 +151,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 		}
 		m := copy(c.l.chunks.buf(id), p)
 		c.wq = append(c.wq, seg{ref: id, end: int32(m)})
+		c.qmem += c.l.chunks.size
 		p = p[m:]
 	}
 	c.queued += n
@@ -185,13 +187,16 @@ func (c *Conn) WriteBuffer(b Buffer) error {
 	}
 	c.wq = append(c.wq, seg{ref: -b.id - 1, end: b.n})
 	c.queued += int(b.n)
+	c.qmem += len(c.l.be.recvBuf(b.id))
 	c.l.markDirty(c)
 	c.checkHWM()
 	return nil
 }
 
 func (c *Conn) checkHWM() {
-	if c.l.hwm > 0 && c.queued >= c.l.hwm && c.paused&pauseHWM == 0 {
+	// The mark caps memory, not payload: a queue of partly filled buffers
+	// (small reads, small writes) holds whole buffers.
+	if c.l.hwm > 0 && c.qmem >= c.l.hwm && c.paused&pauseHWM == 0 {
 		c.l.st.pausedReads.Add(1)
 		c.pause(pauseHWM)
 	}
@@ -302,7 +307,7 @@ func (c *Conn) sent(n int) {
 		c.wq = c.wq[:0]
 		c.wqHead = 0
 	}
-	if c.paused&pauseHWM != 0 && c.queued <= c.l.hwm/2 {
+	if c.paused&pauseHWM != 0 && c.qmem <= c.l.hwm/2 {
 		c.resume(pauseHWM)
 		if c.state == stateOpen {
 			c.l.h.OnWritable(c)
@@ -312,8 +317,10 @@ func (c *Conn) sent(n int) {
 
 func (c *Conn) releaseSeg(s seg) {
 	if s.ref >= 0 {
+		c.qmem -= c.l.chunks.size
 		c.l.chunks.put(s.ref)
 	} else {
+		c.qmem -= len(c.l.be.recvBuf(-s.ref - 1))
 		c.l.be.releaseRecv(-s.ref - 1)
 	}
 }
@@ -329,6 +336,7 @@ func (c *Conn) dropQueue() {
 	c.wq = c.wq[:0]
 	c.wqHead = 0
 	c.queued = 0
+	c.qmem = 0
 }
 
 // afterDrain runs when the write queue is empty.

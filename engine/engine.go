@@ -63,9 +63,11 @@ type Config struct {
 	// Default 512.
 	ReadBuffers int
 	// WriteHighWater is the per-connection write-queue high-water mark in
-	// bytes. Above it the loop stops reading from that connection until the
-	// queue drains below half of it, so the memory a connection holds in its
-	// write queue stays below WriteHighWater plus what one read delivers.
+	// bytes of buffer memory: each queued buffer counts whole (a 1-byte
+	// reply in a 4 KiB buffer counts 4 KiB). Above it the loop stops reading
+	// from that connection until the queue's memory drains below half of
+	// it, so the memory a connection holds in its write queue stays below
+	// WriteHighWater plus one buffer.
 	// With io_uring a multishot receive can fill a few dozen more buffers
 	// before its cancel takes effect (30-50 measured here); those stay in
 	// the loop's fixed receive ring, held for the connection, and are

@@ -38,7 +38,7 @@ func udSplit(ud uint64) (op uint64, slot int32, gen uint32) {
 
 // uringUsable reports whether this process may create io_uring rings.
 func uringUsable() error {
-	r, err := uring.New(&uring.Config{Entries: 8, SQThreadCPU: -1})
+	r, err := uring.New(&uring.Config{Entries: 8})
 	if err != nil {
 		return err
 	}
@@ -83,14 +83,15 @@ func (b *uringBackend) init(l *Loop) error {
 		CQEntries:      8192,
 		SingleIssuer:   true,
 		DeferTaskrun:   true,
-		SQThreadCPU:    -1,
 		RegisterRingFD: true,
 	}
 	if b.kind == BackendURingSQPoll {
 		rc.DeferTaskrun = false
 		rc.SQPoll = true
 		rc.SQThreadIdle = 10 * time.Millisecond
-		rc.SQThreadCPU = sqpollCPU(l.e)
+		if cpu := sqpollCPU(l.e); cpu >= 0 {
+			rc.SQAffinity, rc.SQThreadCPU = true, cpu
+		}
 		sh := &l.e.sqpoll
 		if l.id > 0 {
 			<-sh.ready
@@ -105,7 +106,7 @@ func (b *uringBackend) init(l *Loop) error {
 		degradeLogOnce.Do(func() {
 			l.e.cfg.Logf("engine: SQPOLL ring failed (%v); running uring without SQPOLL", err)
 		})
-		rc.SQPoll, rc.SQThreadIdle, rc.SQThreadCPU = false, 0, -1
+		rc.SQPoll, rc.SQThreadIdle, rc.SQAffinity = false, 0, false
 		rc.DeferTaskrun, rc.AttachWQ = true, nil
 		r, err = uring.New(rc)
 	} else if rc.SQPoll && l.id == 0 {

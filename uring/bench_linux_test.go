@@ -125,7 +125,7 @@ func BenchmarkNop(b *testing.B) {
 		name string
 		cfg  *Config
 	}{
-		{"plain", &Config{Entries: 64, SQThreadCPU: -1}},
+		{"plain", &Config{Entries: 64}},
 		{"single-issuer+defer", &Config{Entries: 64, SingleIssuer: true, DeferTaskrun: true}},
 		{"single-issuer+defer+regfd", &Config{Entries: 64, SingleIssuer: true, DeferTaskrun: true, RegisterRingFD: true}},
 	} {

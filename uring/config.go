@@ -28,9 +28,12 @@ type Config struct {
 	// SQPoll starts a kernel thread that polls the SQ (IORING_SETUP_SQPOLL;
 	// 5.1, without privileges since 5.11). Default false.
 	SQPoll bool
-	// SQThreadCPU pins the SQPOLL thread (IORING_SETUP_SQ_AFF, 5.1) when >= 0.
-	// -1 leaves it unpinned. Only with SQPoll; note that the zero value of a
-	// non-nil Config pins it to CPU 0.
+	// SQAffinity pins the SQPOLL thread to SQThreadCPU
+	// (IORING_SETUP_SQ_AFF, 5.1). Only with SQPoll. Default false: the
+	// thread runs wherever the scheduler puts it.
+	SQAffinity bool
+	// SQThreadCPU is the CPU the SQPOLL thread is pinned to when SQAffinity
+	// is set; ignored otherwise. Default 0.
 	SQThreadCPU int
 	// SQThreadIdle is how long the SQPOLL thread spins before sleeping
 	// (millisecond resolution, 5.1). Default (0) is the kernel's 1 s.
@@ -59,6 +62,10 @@ func (c *Config) Validate() error {
 		return errors.New("uring: CoopTaskrun has no meaning with SQPoll (the kernel refuses it)")
 	case !c.SQPoll && c.SQThreadIdle != 0:
 		return errors.New("uring: SQThreadIdle needs SQPoll")
+	case c.SQAffinity && !c.SQPoll:
+		return errors.New("uring: SQAffinity needs SQPoll")
+	case c.SQAffinity && c.SQThreadCPU < 0:
+		return fmt.Errorf("uring: negative SQThreadCPU %d", c.SQThreadCPU)
 	case c.SQThreadIdle < 0:
 		return errors.New("uring: negative SQThreadIdle")
 	case c.CQEntries != 0 && c.CQEntries < c.Entries:
@@ -71,8 +78,6 @@ func (c *Config) withDefaults() Config {
 	var out Config
 	if c != nil {
 		out = *c
-	} else {
-		out.SQThreadCPU = -1
 	}
 	if out.Entries == 0 {
 		out.Entries = 256

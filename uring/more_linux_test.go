@@ -13,8 +13,8 @@ import (
 
 // TestAttachWQSQPoll shares one SQPOLL thread between two rings.
 func TestAttachWQSQPoll(t *testing.T) {
-	a := newRing(t, &Config{Entries: 8, SQPoll: true, SQThreadCPU: 1 % runtime.NumCPU(), SQThreadIdle: 5 * time.Millisecond})
-	b := newRing(t, &Config{Entries: 8, SQPoll: true, SQThreadCPU: -1, AttachWQ: a})
+	a := newRing(t, &Config{Entries: 8, SQPoll: true, SQAffinity: true, SQThreadCPU: 1 % runtime.NumCPU(), SQThreadIdle: 5 * time.Millisecond})
+	b := newRing(t, &Config{Entries: 8, SQPoll: true, AttachWQ: a})
 	for i, r := range []*Ring{a, b} {
 		sqe(t, r).PrepNop(uint64(i))
 		if c := reap(t, r, 1)[0]; c.UserData != uint64(i) || c.Res != 0 {
@@ -235,11 +235,13 @@ func TestConfigErrors(t *testing.T) {
 		name string
 		cfg  Config
 	}{
-		{"defer without single issuer", Config{DeferTaskrun: true, SQThreadCPU: -1}},
-		{"defer with sqpoll", Config{DeferTaskrun: true, SingleIssuer: true, SQPoll: true, SQThreadCPU: -1}},
-		{"coop with sqpoll", Config{CoopTaskrun: true, SQPoll: true, SQThreadCPU: -1}},
-		{"idle without sqpoll", Config{SQThreadIdle: time.Millisecond, SQThreadCPU: -1}},
-		{"cq smaller than sq", Config{Entries: 64, CQEntries: 8, SQThreadCPU: -1}},
+		{"defer without single issuer", Config{DeferTaskrun: true}},
+		{"defer with sqpoll", Config{DeferTaskrun: true, SingleIssuer: true, SQPoll: true}},
+		{"coop with sqpoll", Config{CoopTaskrun: true, SQPoll: true}},
+		{"idle without sqpoll", Config{SQThreadIdle: time.Millisecond}},
+		{"cq smaller than sq", Config{Entries: 64, CQEntries: 8}},
+		{"affinity without sqpoll", Config{SQAffinity: true}},
+		{"negative sq thread cpu", Config{SQPoll: true, SQAffinity: true, SQThreadCPU: -1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -256,7 +258,7 @@ func TestConfigErrors(t *testing.T) {
 	}
 	// A combination only the kernel rejects is reported as invalid, not as a
 	// missing feature: SQ_AFF on a CPU that does not exist.
-	_, err := New(&Config{SQPoll: true, SQThreadCPU: 4096})
+	_, err := New(&Config{SQPoll: true, SQAffinity: true, SQThreadCPU: 4096})
 	if err == nil || errors.Is(err, ErrNotSupported) {
 		t.Errorf("SQPOLL on CPU 4096: %v, want a plain setup error", err)
 	}

@@ -17,7 +17,7 @@ func TestAcceptMultishot(t *testing.T) {
 			name = "direct"
 		}
 		t.Run(name, func(t *testing.T) {
-			r := newRing(t, &Config{Entries: 64, CQEntries: 256, SQThreadCPU: -1})
+			r := newRing(t, &Config{Entries: 64, CQEntries: 256})
 			const conns = 100
 			flags := unix.SOCK_NONBLOCK | unix.SOCK_CLOEXEC
 			if direct {

@@ -13,7 +13,7 @@ var heapSink []byte
 // before the address reaches the kernel, and accept the same call on memory
 // from MapAnon.
 func TestGoMemoryRefused(t *testing.T) {
-	r := newRing(t, &Config{Entries: 64, SQThreadCPU: -1})
+	r := newRing(t, &Config{Entries: 64})
 	arena := newArena(t)
 	good := offHeap(t, 256)
 	heapSink = make([]byte, 256)

@@ -363,9 +363,9 @@ func TestCQOverflow(t *testing.T) {
 		cfg   *Config
 		total int
 	}{
-		{"3x the CQ", &Config{Entries: 8, CQEntries: 16, SQThreadCPU: -1}, 48},
+		{"3x the CQ", &Config{Entries: 8, CQEntries: 16}, 48},
 		{"3x the CQ, defer taskrun", &Config{Entries: 8, CQEntries: 16, SingleIssuer: true, DeferTaskrun: true}, 48},
-		{"64k overflowed", &Config{Entries: 64, CQEntries: 64, SQThreadCPU: -1}, 64<<10 + 64},
+		{"64k overflowed", &Config{Entries: 64, CQEntries: 64}, 64<<10 + 64},
 		{"64k overflowed, defer taskrun", &Config{Entries: 64, CQEntries: 64, SingleIssuer: true, DeferTaskrun: true}, 64<<10 + 64},
 	}
 	for _, tt := range tests {
@@ -424,7 +424,7 @@ func TestRegisterFilesUpdate(t *testing.T) {
 // TestForEachCQE drains an overflowed CQ through ForEachCQE, stops early when
 // asked, and allocates nothing.
 func TestForEachCQE(t *testing.T) {
-	r := newRing(t, &Config{Entries: 8, CQEntries: 16, SQThreadCPU: -1})
+	r := newRing(t, &Config{Entries: 8, CQEntries: 16})
 	const total = 40
 	fillNops(t, r, total)
 	next := uint64(0)

@@ -196,7 +196,7 @@ func probeMultishotAccept() error {
 		return err
 	}
 	defer unix.Close(cfd)
-	r, err := New(&Config{Entries: 4, SQThreadCPU: -1})
+	r, err := New(&Config{Entries: 4})
 	if err != nil {
 		return err
 	}
@@ -229,7 +229,7 @@ func probeMultishotRecv(bundle bool) error {
 	}
 	defer unix.Close(fds[0])
 	defer unix.Close(fds[1])
-	r, err := New(&Config{Entries: 4, SQThreadCPU: -1})
+	r, err := New(&Config{Entries: 4})
 	if err != nil {
 		return err
 	}

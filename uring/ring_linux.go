@@ -67,7 +67,7 @@ func New(cfg *Config) (*Ring, error) {
 	}
 	if c.SQPoll {
 		p.Flags |= sys.IORING_SETUP_SQPOLL
-		if c.SQThreadCPU >= 0 {
+		if c.SQAffinity {
 			p.Flags |= sys.IORING_SETUP_SQ_AFF
 			p.SQThreadCPU = uint32(c.SQThreadCPU)
 		}

@@ -16,11 +16,11 @@ func TestNop(t *testing.T) {
 	}{
 		{"default", nil},
 		{"single issuer defer taskrun", &Config{Entries: 8, SingleIssuer: true, DeferTaskrun: true}},
-		{"coop taskrun", &Config{Entries: 8, CoopTaskrun: true, SQThreadCPU: -1}},
+		{"coop taskrun", &Config{Entries: 8, CoopTaskrun: true}},
 		{"coop and defer taskrun", &Config{Entries: 8, CoopTaskrun: true, SingleIssuer: true, DeferTaskrun: true}},
 		{"registered ring fd", &Config{Entries: 8, SingleIssuer: true, RegisterRingFD: true}},
-		{"sqpoll", &Config{Entries: 8, SQPoll: true, SQThreadCPU: -1, SQThreadIdle: 10 * time.Millisecond}},
-		{"sqpoll pinned", &Config{Entries: 8, SQPoll: true, SQThreadCPU: 0}},
+		{"sqpoll", &Config{Entries: 8, SQPoll: true, SQThreadIdle: 10 * time.Millisecond}},
+		{"sqpoll pinned", &Config{Entries: 8, SQPoll: true, SQAffinity: true, SQThreadCPU: 0}},
 	}
 	for _, tc := range configs {
 		t.Run(tc.name, func(t *testing.T) {
@@ -134,7 +134,7 @@ func TestCQEHelpers(t *testing.T) {
 // reaches all three before anything is unmapped, and that Close still
 // succeeds afterwards with the buffer ring open.
 func TestCloseCancelsInFlight(t *testing.T) {
-	r, err := New(&Config{Entries: 8, SQThreadCPU: -1})
+	r, err := New(&Config{Entries: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestPeekOnlyLoop(t *testing.T) {
 		cfg  *Config
 	}{
 		{"default", nil},
-		{"coop taskrun", &Config{Entries: 8, CoopTaskrun: true, SQThreadCPU: -1}},
+		{"coop taskrun", &Config{Entries: 8, CoopTaskrun: true}},
 		{"defer taskrun", &Config{Entries: 8, SingleIssuer: true, DeferTaskrun: true}},
 	}
 	for _, tc := range configs {
@@ -224,7 +224,7 @@ func TestPeekOnlyLoop(t *testing.T) {
 // reach the old fd number, which the next ring is likely to get (a stale
 // registration would land on that ring).
 func TestUseAfterClose(t *testing.T) {
-	r, err := New(&Config{Entries: 4, SQThreadCPU: -1})
+	r, err := New(&Config{Entries: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,7 @@ func TestUseAfterClose(t *testing.T) {
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
-	next := newRing(t, &Config{Entries: 4, SQThreadCPU: -1})
+	next := newRing(t, &Config{Entries: 4})
 	t.Logf("closed ring had fd %d, the next ring got %d", oldFd, next.Fd())
 	mem := offHeap(t, 4096)
 	calls := map[string]func() error{
@@ -265,7 +265,7 @@ func TestUseAfterClose(t *testing.T) {
 	if r.SQEntries() != 4 {
 		t.Errorf("SQEntries after Close = %d, want the size it had", r.SQEntries())
 	}
-	if _, err := New(&Config{SQPoll: true, SQThreadCPU: -1, AttachWQ: r}); !errors.Is(err, os.ErrClosed) {
+	if _, err := New(&Config{SQPoll: true, AttachWQ: r}); !errors.Is(err, os.ErrClosed) {
 		t.Errorf("New attaching to a closed ring: %v, want os.ErrClosed", err)
 	}
 	// Nothing reached the next ring: its file table is still free.
