@@ -1,14 +1,13 @@
 package bench
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
+	"github.com/spindlenet/spindle/internal/veth"
 	"github.com/spindlenet/spindle/tune"
 )
 
@@ -26,45 +25,34 @@ type Wire struct {
 	ServerIP, ClientIP string
 }
 
-// WireNames returns the namespace and interface names NewWire uses for tag.
+// WireNames returns the namespace and interface names NewWire uses for tag
+// in this process.
 func WireNames(tag string) Wire {
+	return wireFromPair(veth.Names(veth.Config{Tag: "bench-" + tag}))
+}
+
+func wireFromPair(p veth.Pair) Wire {
 	return Wire{
-		ServerNS: "spd-bench-" + tag + "-s", ClientNS: "spd-bench-" + tag + "-c",
-		// Interface names are limited to 15 bytes.
-		ServerIf: trunc("spbs"+tag, 15), ClientIf: trunc("spbc"+tag, 15),
-		ServerIP: "10.213.0.1", ClientIP: "10.213.0.2",
+		ServerNS: p.NSA, ClientNS: p.NSB,
+		ServerIf: p.DevA, ClientIf: p.DevB,
+		ServerIP: p.IPA(), ClientIP: p.IPB(),
 	}
-}
-
-func trunc(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
-}
-
-func runCmd(argv ...string) error {
-	cmd := exec.Command(argv[0], argv[1:]...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, strings.TrimSpace(out.String()))
-	}
-	return nil
 }
 
 // WireRequirements reports why the wire topology cannot be built here, or
 // nil if it can.
 func WireRequirements() error {
-	if os.Geteuid() != 0 {
+	err := veth.Requirements()
+	var te *veth.ToolError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &te):
+		return fmt.Errorf("the wire topology needs %s(8): %w", te.Tool, te.Err)
+	case errors.Is(err, veth.ErrNotRoot):
 		return errors.New("the wire topology needs root (network namespaces)")
 	}
-	for _, tool := range []string{"ip", "ethtool"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			return fmt.Errorf("the wire topology needs %s(8): %w", tool, err)
-		}
-	}
-	return nil
+	return err
 }
 
 // NewWire creates the namespaces and the veth pair. On error it removes
@@ -73,34 +61,11 @@ func NewWire(tag string) (*Wire, error) {
 	if err := WireRequirements(); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
-	w := WireNames(tag)
-	ok := false
-	defer func() {
-		if !ok {
-			w.Close()
-		}
-	}()
-	steps := [][]string{
-		{"ip", "netns", "add", w.ServerNS},
-		{"ip", "netns", "add", w.ClientNS},
-		{"ip", "link", "add", w.ServerIf, "type", "veth", "peer", "name", w.ClientIf},
-		{"ip", "link", "set", w.ServerIf, "netns", w.ServerNS},
-		{"ip", "link", "set", w.ClientIf, "netns", w.ClientNS},
-		{"ip", "-n", w.ServerNS, "addr", "add", w.ServerIP + "/30", "dev", w.ServerIf},
-		{"ip", "-n", w.ClientNS, "addr", "add", w.ClientIP + "/30", "dev", w.ClientIf},
-		{"ip", "netns", "exec", w.ServerNS, "ethtool", "-K", w.ServerIf, "gro", "on", "tso", "off"},
-		{"ip", "netns", "exec", w.ClientNS, "ethtool", "-K", w.ClientIf, "gro", "on", "tso", "off"},
-		{"ip", "-n", w.ServerNS, "link", "set", "lo", "up"},
-		{"ip", "-n", w.ClientNS, "link", "set", "lo", "up"},
-		{"ip", "-n", w.ServerNS, "link", "set", w.ServerIf, "up"},
-		{"ip", "-n", w.ClientNS, "link", "set", w.ClientIf, "up"},
+	p, err := veth.New(veth.Config{Tag: "bench-" + tag})
+	if err != nil {
+		return nil, fmt.Errorf("bench: wire topology: %w", err)
 	}
-	for _, s := range steps {
-		if err := runCmd(s...); err != nil {
-			return nil, fmt.Errorf("bench: wire topology: %w", err)
-		}
-	}
-	ok = true
+	w := wireFromPair(*p)
 	return &w, nil
 }
 
@@ -114,27 +79,13 @@ func (w *Wire) ServerPrefix() []string { return []string{"ip", "netns", "exec", 
 func (w *Wire) ListenAddr() string { return w.ServerIP + ":0" }
 
 // ClientNetNS implements Topology. Any goroutine.
-func (w *Wire) ClientNetNS() string { return filepath.Join("/var/run/netns", w.ClientNS) }
+func (w *Wire) ClientNetNS() string { return veth.Path(w.ClientNS) }
 
 // Close deletes both namespaces, which destroys the veth pair with them.
 // It is idempotent. Any goroutine.
 func (w *Wire) Close() error {
-	var errs []error
-	for _, ns := range []string{w.ServerNS, w.ClientNS} {
-		if _, err := os.Stat(filepath.Join("/var/run/netns", ns)); err != nil {
-			continue
-		}
-		if err := runCmd("ip", "netns", "del", ns); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	// A veth created before its move into a namespace still lives in ours.
-	if _, err := os.Stat(filepath.Join("/sys/class/net", w.ServerIf)); err == nil {
-		if err := runCmd("ip", "link", "del", w.ServerIf); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	p := veth.Pair{NSA: w.ServerNS, NSB: w.ClientNS, DevA: w.ServerIf, DevB: w.ClientIf}
+	return p.Close()
 }
 
 // RPSMask formats cpus as a kernel CPU bitmap (rps_cpus, smp_affinity):
@@ -175,7 +126,7 @@ func sameMask(a, b string) bool {
 // the server's veth end, seen from inside the server namespace (through a
 // sysfs mounted there for the call and unmounted after it).
 func (w *Wire) serverQueues(fn func(queue string) error) error {
-	return tune.InNetNS(filepath.Join("/var/run/netns", w.ServerNS), func() error {
+	return veth.InNetNS(veth.Path(w.ServerNS), func() error {
 		dir, err := os.MkdirTemp("", "spindle-rps-")
 		if err != nil {
 			return err

@@ -1,12 +1,10 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"os/exec"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/spindlenet/spindle/internal/sys"
+	"github.com/spindlenet/spindle/internal/veth"
 	"github.com/spindlenet/spindle/uring"
 )
 
@@ -23,35 +22,19 @@ import (
 // namespace names and the server address inside the first one.
 func wireTopology(t testing.TB) (nsA, nsB, ipA string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
+	if err := veth.Requirements(); err != nil {
+		var te *veth.ToolError
+		if errors.As(err, &te) {
+			t.Skipf("needs %s (apt-get install iproute2 ethtool)", te.Tool)
+		}
 		t.Skip("needs root for network namespaces")
 	}
-	for _, tool := range []string{"ip", "ethtool"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s (apt-get install iproute2 ethtool)", tool)
-		}
+	p, err := veth.New(veth.Config{Tag: "eng", AddrA: "10.201.0.1/24", AddrB: "10.201.0.2/24"})
+	if err != nil {
+		t.Fatal(err)
 	}
-	pid := os.Getpid()
-	nsA, nsB = fmt.Sprintf("spd-eng-%d-a", pid), fmt.Sprintf("spd-eng-%d-b", pid)
-	vA, vB := fmt.Sprintf("se%da", pid%1000000), fmt.Sprintf("se%db", pid%1000000)
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-	run("ip", "netns", "add", nsA)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", nsA).Run() })
-	run("ip", "netns", "add", nsB)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", nsB).Run() })
-	run("ip", "link", "add", vA, "netns", nsA, "type", "veth", "peer", "name", vB, "netns", nsB)
-	run("ip", "-n", nsA, "addr", "add", "10.201.0.1/24", "dev", vA)
-	run("ip", "-n", nsB, "addr", "add", "10.201.0.2/24", "dev", vB)
-	run("ip", "-n", nsA, "link", "set", vA, "up")
-	run("ip", "-n", nsB, "link", "set", vB, "up")
-	run("ip", "netns", "exec", nsA, "ethtool", "-K", vA, "gro", "on", "tso", "off")
-	run("ip", "netns", "exec", nsB, "ethtool", "-K", vB, "gro", "on", "tso", "off")
-	return nsA, nsB, "10.201.0.1"
+	t.Cleanup(func() { p.Close() })
+	return p.NSA, p.NSB, p.IPA()
 }
 
 // inNetns runs f on a thread inside network namespace ns. Sockets f creates
@@ -59,33 +42,7 @@ func wireTopology(t testing.TB) (nsA, nsB, ipA string) {
 // it cannot.
 func inNetns(t testing.TB, ns string, f func()) {
 	t.Helper()
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer unix.Close(orig)
-		fd, err := unix.Open("/var/run/netns/"+ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			errc <- err
-			return
-		}
-		err = unix.Setns(fd, unix.CLONE_NEWNET)
-		unix.Close(fd)
-		if err != nil {
-			errc <- err
-			return
-		}
-		f()
-		if unix.Setns(orig, unix.CLONE_NEWNET) == nil {
-			runtime.UnlockOSThread()
-		}
-		errc <- nil
-	}()
-	if err := <-errc; err != nil {
+	if err := veth.InNetNS(veth.Path(ns), func() error { f(); return nil }); err != nil {
 		t.Fatal(err)
 	}
 }

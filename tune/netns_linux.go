@@ -7,9 +7,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/spindlenet/spindle/internal/veth"
 )
 
 // InNetNS runs fn on a goroutine locked to an OS thread that has joined
@@ -18,42 +19,9 @@ import (
 // mounting sysfs) happens in that namespace; fn must not hand such work to
 // other goroutines. Afterwards the thread returns to its original
 // namespace and is unlocked; if it cannot return, it stays locked so that
-// the runtime terminates it rather than reuse it (STYLE.md rule 5).
-func InNetNS(nsPath string, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		target, err := os.Open(nsPath)
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- err
-			return
-		}
-		defer target.Close()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			errc <- os.NewSyscallError("setns", err)
-			return
-		}
-		ferr := fn()
-		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
-			// The thread is in the wrong namespace for good: exit it with
-			// the goroutine by not unlocking.
-			errc <- errors.Join(ferr, os.NewSyscallError("setns (restore)", err))
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
-}
+// the runtime terminates it rather than reuse it (STYLE.md rule 5). It is
+// veth.InNetNS.
+func InNetNS(nsPath string, fn func() error) error { return veth.InNetNS(nsPath, fn) }
 
 // MountNetNSView makes dir a root for topo.Read and Target that shows the
 // calling thread's network namespace: dir/sys is a fresh sysfs mount

@@ -1,15 +1,14 @@
 package uring
 
 import (
-	"fmt"
-	"os"
-	"os/exec"
-	"runtime"
-	"strings"
+	"errors"
+	"net/netip"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/spindlenet/spindle/internal/veth"
 )
 
 func TestRegisterNAPI(t *testing.T) {
@@ -51,88 +50,31 @@ func TestRegisterNAPI(t *testing.T) {
 	}
 }
 
-// netnsPair is two network namespaces joined by a veth pair with GRO on and
-// TSO off on both ends, so TCP sockets on it get NAPI ids (KERNEL.md).
-type netnsPair struct {
-	nsA, nsB   string
-	addrA      [4]byte
-	devA, devB string
-}
-
-func run(t *testing.T, name string, args ...string) {
+// newNetnsPair makes two network namespaces joined by a veth pair with GRO
+// on and TSO off on both ends, so TCP sockets on it get NAPI ids
+// (KERNEL.md).
+func newNetnsPair(t *testing.T) *veth.Pair {
 	t.Helper()
-	out, err := exec.Command(name, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-}
-
-func newNetnsPair(t *testing.T) *netnsPair {
-	t.Helper()
-	if os.Geteuid() != 0 {
+	if err := veth.Requirements(); err != nil {
+		var te *veth.ToolError
+		if errors.As(err, &te) {
+			t.Skipf("%s not installed (apt-get install iproute2 ethtool)", te.Tool)
+		}
 		t.Skip("needs root to create network namespaces")
 	}
-	for _, tool := range []string{"ip", "ethtool"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed (apt-get install iproute2 ethtool)", tool)
-		}
+	p, err := veth.New(veth.Config{Tag: "uring", AddrA: "10.213.7.1/24", AddrB: "10.213.7.2/24"})
+	if err != nil {
+		t.Fatal(err)
 	}
-	pid := os.Getpid()
-	p := &netnsPair{
-		nsA: fmt.Sprintf("spd-uring-%d-a", pid), nsB: fmt.Sprintf("spd-uring-%d-b", pid),
-		devA: fmt.Sprintf("spdua%d", pid%10000000), devB: fmt.Sprintf("spdub%d", pid%10000000),
-		addrA: [4]byte{10, 213, 7, 1},
-	}
-	run(t, "ip", "netns", "add", p.nsA)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", p.nsA).Run() })
-	run(t, "ip", "netns", "add", p.nsB)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", p.nsB).Run() })
-	run(t, "ip", "link", "add", p.devA, "netns", p.nsA, "type", "veth", "peer", "name", p.devB, "netns", p.nsB)
-	for _, side := range []struct{ ns, dev, addr string }{{p.nsA, p.devA, "10.213.7.1/24"}, {p.nsB, p.devB, "10.213.7.2/24"}} {
-		run(t, "ip", "-n", side.ns, "addr", "add", side.addr, "dev", side.dev)
-		run(t, "ip", "-n", side.ns, "link", "set", side.dev, "up")
-		run(t, "ip", "-n", side.ns, "link", "set", "lo", "up")
-		run(t, "ip", "netns", "exec", side.ns, "ethtool", "-K", side.dev, "gro", "on", "tso", "off")
-	}
+	t.Cleanup(func() { p.Close() })
 	return p
 }
 
 // inNetns runs f on a thread switched into network namespace ns. Sockets
-// created by f stay in ns. If the thread cannot be switched back it is
-// left locked, so the runtime retires it.
+// created by f stay in ns.
 func inNetns(t *testing.T, ns string, f func()) {
 	t.Helper()
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			done <- err
-			runtime.UnlockOSThread()
-			return
-		}
-		defer orig.Close()
-		target, err := os.Open("/run/netns/" + ns)
-		if err != nil {
-			done <- err
-			runtime.UnlockOSThread()
-			return
-		}
-		defer target.Close()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			done <- err
-			runtime.UnlockOSThread()
-			return
-		}
-		f()
-		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
-			done <- err // thread stays locked and exits with the goroutine
-			return
-		}
-		runtime.UnlockOSThread()
-		done <- nil
-	}()
-	if err := <-done; err != nil {
+	if err := veth.InNetNS(veth.Path(ns), func() error { f(); return nil }); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -142,12 +84,13 @@ func inNetns(t *testing.T, ns string, f func()) {
 // a receive through the busy-polling ring still works.
 func TestNAPIStaticVeth(t *testing.T) {
 	p := newNetnsPair(t)
+	addrA := netip.MustParseAddr(p.IPA()).As4()
 	var lfd, cfd int
 	var err error
-	inNetns(t, p.nsA, func() {
+	inNetns(t, p.NSA, func() {
 		lfd, err = unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 		if err == nil {
-			err = unix.Bind(lfd, &unix.SockaddrInet4{Addr: p.addrA, Port: 7070})
+			err = unix.Bind(lfd, &unix.SockaddrInet4{Addr: addrA, Port: 7070})
 		}
 		if err == nil {
 			err = unix.Listen(lfd, 8)
@@ -159,10 +102,10 @@ func TestNAPIStaticVeth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inNetns(t, p.nsB, func() {
+	inNetns(t, p.NSB, func() {
 		cfd, err = unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 		if err == nil {
-			err = unix.Connect(cfd, &unix.SockaddrInet4{Addr: p.addrA, Port: 7070})
+			err = unix.Connect(cfd, &unix.SockaddrInet4{Addr: addrA, Port: 7070})
 		}
 	})
 	if cfd > 0 {

@@ -1,0 +1,154 @@
+package veth
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Requirements reports why New cannot work here: ErrNotRoot, or a
+// *ToolError naming the missing tool. It returns nil if New can work.
+func Requirements() error {
+	if os.Geteuid() != 0 {
+		return ErrNotRoot
+	}
+	for _, tool := range [][2]string{{"ip", "iproute2"}, {"ethtool", "ethtool"}} {
+		if _, err := exec.LookPath(tool[0]); err != nil {
+			return &ToolError{Tool: tool[0], Package: tool[1], Err: err}
+		}
+	}
+	return nil
+}
+
+func run(argv ...string) error {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, strings.TrimSpace(out.String()))
+	}
+	return nil
+}
+
+// New creates the namespaces and the veth pair named by Names(cfg), with the
+// addresses set, GRO on and TSO off on both ends, and both ends and both
+// loopbacks up. On error it removes whatever it created. The caller must
+// Close the Pair. Any goroutine.
+func New(cfg Config) (*Pair, error) {
+	if cfg.Tag == "" {
+		return nil, errors.New("veth: empty tag")
+	}
+	if err := Requirements(); err != nil {
+		return nil, err
+	}
+	p := Names(cfg)
+	for _, a := range []string{p.AddrA, p.AddrB} {
+		if _, err := netip.ParsePrefix(a); err != nil {
+			return nil, fmt.Errorf("veth: address: %w", err)
+		}
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			p.Close()
+		}
+	}()
+	steps := [][]string{
+		{"ip", "netns", "add", p.NSA},
+		{"ip", "netns", "add", p.NSB},
+		{"ip", "link", "add", p.DevA, "netns", p.NSA, "type", "veth", "peer", "name", p.DevB, "netns", p.NSB},
+	}
+	for _, end := range [][3]string{{p.NSA, p.DevA, p.AddrA}, {p.NSB, p.DevB, p.AddrB}} {
+		ns, dev, addr := end[0], end[1], end[2]
+		steps = append(steps,
+			[]string{"ip", "-n", ns, "addr", "add", addr, "dev", dev},
+			[]string{"ip", "netns", "exec", ns, "ethtool", "-K", dev, "gro", "on", "tso", "off"},
+			[]string{"ip", "-n", ns, "link", "set", "lo", "up"},
+			[]string{"ip", "-n", ns, "link", "set", dev, "up"},
+		)
+	}
+	for _, s := range steps {
+		if err := run(s...); err != nil {
+			return nil, fmt.Errorf("veth: %w", err)
+		}
+	}
+	ok = true
+	return &p, nil
+}
+
+// Close deletes both namespaces, which destroys the veth pair with them,
+// and a veth end left in the caller's namespace, if any. It is idempotent.
+// Any goroutine.
+func (p *Pair) Close() error {
+	var errs []error
+	for _, ns := range []string{p.NSA, p.NSB} {
+		if _, err := os.Stat(Path(ns)); err != nil {
+			continue
+		}
+		if err := run("ip", "netns", "del", ns); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, dev := range []string{p.DevA, p.DevB} {
+		if _, err := os.Stat(filepath.Join("/sys/class/net", dev)); err == nil {
+			if err := run("ip", "link", "del", dev); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("veth: %w", err)
+	}
+	return nil
+}
+
+// InNetNS runs fn on a goroutine locked to an OS thread that has joined
+// the network namespace at nsPath (e.g. Path(p.NSA)). Everything fn does on
+// its own goroutine (sockets, /proc/sys/net files, netlink, mounting
+// sysfs) happens in that namespace; fn must not hand such work to other
+// goroutines. Afterwards the thread returns to its original namespace and
+// is unlocked; if it cannot return, it stays locked so that the runtime
+// terminates it rather than reuse it (STYLE.md rule 5). Any goroutine.
+func InNetNS(nsPath string, fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- err
+			return
+		}
+		defer orig.Close()
+		target, err := os.Open(nsPath)
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- err
+			return
+		}
+		defer target.Close()
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			errc <- os.NewSyscallError("setns", err)
+			return
+		}
+		ferr := fn()
+		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
+			// The thread is in the wrong namespace for good: exit it with
+			// the goroutine by not unlocking.
+			errc <- errors.Join(ferr, os.NewSyscallError("setns (restore)", err))
+			return
+		}
+		runtime.UnlockOSThread()
+		errc <- ferr
+	}()
+	return <-errc
+}

@@ -1,0 +1,95 @@
+package veth
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestNames(t *testing.T) {
+	p := Names(Config{Tag: "a-rather-long-tag"})
+	for _, dev := range []string{p.DevA, p.DevB} {
+		if len(dev) > 15 {
+			t.Errorf("interface name %q longer than 15 bytes", dev)
+		}
+	}
+	if p.DevA == p.DevB || p.NSA == p.NSB {
+		t.Errorf("names not distinct: %+v", p)
+	}
+	if p.IPA() != "10.213.0.1" || p.IPB() != "10.213.0.2" {
+		t.Errorf("default addresses %s %s", p.AddrA, p.AddrB)
+	}
+}
+
+// TestPair builds a pair, connects across it from one namespace to the
+// other, and checks that Close leaves nothing behind.
+func TestPair(t *testing.T) {
+	if err := Requirements(); err != nil {
+		t.Skip(err)
+	}
+	p, err := New(Config{Tag: "vt", AddrA: "10.213.9.1/24", AddrB: "10.213.9.2/24"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	t.Cleanup(func() {
+		if !closed {
+			p.Close()
+		}
+	})
+	var ln net.Listener
+	if err := InNetNS(Path(p.NSA), func() (err error) {
+		ln, err = net.Listen("tcp", p.IPA()+":0")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if c, err := net.DialTimeout("tcp", ln.Addr().String(), 300*time.Millisecond); err == nil {
+		c.Close()
+		t.Error("the address in namespace A is reachable from the host namespace")
+	}
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			c.Close()
+		}
+	}()
+	if err := InNetNS(Path(p.NSB), func() error {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := InNetNS(Path(p.NSB)+"-missing", func() error { return nil }); err == nil {
+		t.Error("InNetNS into a missing namespace succeeded")
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	closed = true
+	for _, ns := range []string{p.NSA, p.NSB} {
+		if _, err := os.Stat(Path(ns)); err == nil {
+			t.Errorf("namespace %s left behind", ns)
+		}
+	}
+	for _, dev := range []string{p.DevA, p.DevB} {
+		if _, err := os.Stat(filepath.Join("/sys/class/net", dev)); err == nil {
+			t.Errorf("interface %s left behind", dev)
+		}
+	}
+	if err := p.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+func TestNewEmptyTag(t *testing.T) {
+	if _, err := New(Config{}); err == nil || !strings.Contains(err.Error(), "tag") {
+		t.Errorf("New with empty tag: %v", err)
+	}
+}
