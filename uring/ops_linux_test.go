@@ -4,12 +4,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/spindlenet/spindle/internal/hugetlb"
 )
 
 func TestConnectSocketShutdown(t *testing.T) {
@@ -115,36 +115,6 @@ func TestReadWrite(t *testing.T) {
 	}
 }
 
-// growHugePages adds n pages to the hugetlb pool for the test and restores
-// vm.nr_hugepages at cleanup.
-func growHugePages(t *testing.T, n int) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to change vm.nr_hugepages")
-	}
-	const path = "/proc/sys/vm/nr_hugepages"
-	old, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cur, err := strconv.Atoi(strings.TrimSpace(string(old)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(strconv.Itoa(cur+n)), 0); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := os.WriteFile(path, old, 0); err != nil {
-			t.Errorf("restore %s: %v", path, err)
-		}
-	})
-	got, _ := os.ReadFile(path)
-	if g, _ := strconv.Atoi(strings.TrimSpace(string(got))); g < cur+n {
-		t.Skipf("hugetlb pool did not grow to %d (memory too fragmented): %d", cur+n, g)
-	}
-}
-
 func TestReadWriteFixed(t *testing.T) {
 	for _, mode := range []string{"4k", "thp or hugetlb", "hugetlb"} {
 		t.Run(mode, func(t *testing.T) {
@@ -154,7 +124,7 @@ func TestReadWriteFixed(t *testing.T) {
 				size = 2 << 20
 			}
 			if mode == "hugetlb" {
-				growHugePages(t, 1)
+				hugetlb.Grow(t, 1)
 			}
 			buf, kind, err := MapAnon(size, huge)
 			if err != nil {

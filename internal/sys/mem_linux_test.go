@@ -11,6 +11,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/spindlenet/spindle/internal/hugetlb"
 )
 
 // meminfo returns one numeric field of /proc/meminfo.
@@ -115,26 +117,7 @@ func TestMapAnonErrors(t *testing.T) {
 // TestMapAnonHugeTLB grows the hugetlb pool by two pages, checks that a huge
 // mapping comes from it, and restores vm.nr_hugepages.
 func TestMapAnonHugeTLB(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to change vm.nr_hugepages")
-	}
-	const path = "/proc/sys/vm/nr_hugepages"
-	old, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(string(old)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(strconv.Itoa(n+2)), 0); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := os.WriteFile(path, old, 0); err != nil {
-			t.Errorf("restore %s: %v", path, err)
-		}
-	})
+	hugetlb.Grow(t, 2)
 	if free := meminfo(t, "HugePages_Free"); free < 2 {
 		t.Skipf("hugetlb pool did not grow (HugePages_Free=%d): memory too fragmented", free)
 	}
