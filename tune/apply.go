@@ -87,19 +87,9 @@ func ValidateWrite(w Write) error {
 	default:
 		return refuse("unknown write kind %q", w.Kind)
 	}
-	switch w.Format {
-	case FormatCPUList:
-		_, err := topo.ParseCPUList(w.New)
-		if err != nil {
-			return refuse("%s: %v", w.Target(), err)
-		}
-	case FormatMask:
-		_, err := topo.ParseCPUMask(w.New)
-		if err != nil {
-			return refuse("%s: %v", w.Target(), err)
-		}
-	case FormatInt:
-	default:
+	if _, ok, err := parseCPUs(w.Format, w.New); err != nil {
+		return refuse("%s: %v", w.Target(), err)
+	} else if !ok && w.Format != FormatInt {
 		return refuse("%s: unknown format %q", w.Target(), w.Format)
 	}
 	return nil
@@ -117,13 +107,8 @@ func checkCPUs(p *Plan, t Target) error {
 		return err
 	}
 	for _, w := range p.Writes {
-		var set topo.CPUSet
-		switch w.Format {
-		case FormatCPUList:
-			set, _ = topo.ParseCPUList(w.New)
-		case FormatMask:
-			set, _ = topo.ParseCPUMask(w.New)
-		default:
+		set, ok, _ := parseCPUs(w.Format, w.New)
+		if !ok {
 			continue
 		}
 		if bad := set.Minus(online); bad.Len() > 0 {

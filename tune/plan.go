@@ -344,30 +344,32 @@ func (p *planner) file(path, format, value, reason string) error {
 // carry white space and padding.
 func equalValues(format, a, b string) (bool, error) {
 	a, b = strings.TrimSpace(a), strings.TrimSpace(b)
-	switch format {
-	case FormatCPUList:
-		x, err := topo.ParseCPUList(a)
-		if err != nil {
-			return false, err
-		}
-		y, err := topo.ParseCPUList(b)
-		if err != nil {
-			return false, err
-		}
-		return x.Equal(y), nil
-	case FormatMask:
-		x, err := topo.ParseCPUMask(a)
-		if err != nil {
-			return false, err
-		}
-		y, err := topo.ParseCPUMask(b)
-		if err != nil {
-			return false, err
-		}
-		return x.Equal(y), nil
-	default:
+	x, ok, err := parseCPUs(format, a)
+	if !ok {
 		return a == b, nil
 	}
+	if err != nil {
+		return false, err
+	}
+	y, _, err := parseCPUs(format, b)
+	if err != nil {
+		return false, err
+	}
+	return x.Equal(y), nil
+}
+
+// parseCPUs parses s as a value of a CPU-set format (FormatCPUList,
+// FormatMask); ok is false for the other formats.
+func parseCPUs(format, s string) (set topo.CPUSet, ok bool, err error) {
+	switch format {
+	case FormatCPUList:
+		set, err = topo.ParseCPUList(s)
+	case FormatMask:
+		set, err = topo.ParseCPUMask(s)
+	default:
+		return nil, false, nil
+	}
+	return set, true, err
 }
 
 // flowCount is rps_flow_cnt for one of nq queues sharing entries RFS flow
