@@ -209,7 +209,7 @@ func (t Target) setAndCheck(w Write, value string) error {
 	if err != nil {
 		return fmt.Errorf("%s: read back: %w", w.Target(), err)
 	}
-	if same, _ := equalValues(w.Format, got, value); !same {
+	if !equalValues(w.Format, got, value) {
 		return fmt.Errorf("%s: wrote %q, reads back %q", w.Target(), strings.TrimSpace(value), strings.TrimSpace(got))
 	}
 	return nil
@@ -357,7 +357,7 @@ func Revert(statePath string, t Target) (drifted []string, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", w.Target(), err)
 		}
-		if same, _ := equalValues(w.Format, cur, w.New); !same {
+		if !equalValues(w.Format, cur, w.New) {
 			drifted = append(drifted, fmt.Sprintf("%s is %q, applied %q (changed since)", w.Target(), strings.TrimSpace(cur), w.New))
 		}
 	}

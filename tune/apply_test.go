@@ -196,7 +196,7 @@ func TestApplyRevertFixture(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if same, _ := equalValues(w.Format, got, w.New); !same {
+				if !equalValues(w.Format, got, w.New) {
 					t.Errorf("%s = %q after apply, want %q", w.Target(), got, w.New)
 				}
 			}

@@ -177,7 +177,7 @@ func TestNetnsApplyRevert(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if same, _ := equalValues(w.Format, got, w.New); !same {
+			if !equalValues(w.Format, got, w.New) {
 				return fmt.Errorf("after apply %s = %q, want %q", w.Target(), got, w.New)
 			}
 		}

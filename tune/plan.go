@@ -325,7 +325,7 @@ func (p *planner) file(path, format, value, reason string) error {
 		p.note("%s does not exist here; not planned (%s)", path, reason)
 		return nil
 	}
-	if same, _ := equalValues(format, old, value); same {
+	if equalValues(format, old, value) {
 		return nil
 	}
 	for _, w := range p.plan.Writes {
@@ -340,22 +340,17 @@ func (p *planner) file(path, format, value, reason string) error {
 	return nil
 }
 
-// equalValues compares two values in a format; raw file contents may
-// carry white space and padding.
-func equalValues(format, a, b string) (bool, error) {
+// equalValues reports whether two values are equal in a format; raw file
+// contents may carry white space and padding. A CPU-set value that does
+// not parse equals nothing.
+func equalValues(format, a, b string) bool {
 	a, b = strings.TrimSpace(a), strings.TrimSpace(b)
 	x, ok, err := parseCPUs(format, a)
 	if !ok {
-		return a == b, nil
+		return a == b
 	}
-	if err != nil {
-		return false, err
-	}
-	y, _, err := parseCPUs(format, b)
-	if err != nil {
-		return false, err
-	}
-	return x.Equal(y), nil
+	y, _, err2 := parseCPUs(format, b)
+	return err == nil && err2 == nil && x.Equal(y)
 }
 
 // parseCPUs parses s as a value of a CPU-set format (FormatCPUList,

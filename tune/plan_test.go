@@ -190,7 +190,7 @@ func TestMakePlan(t *testing.T) {
 				if w.Reason == "" {
 					t.Errorf("%s has no reason", w.Target())
 				}
-				if same, _ := equalValues(w.Format, w.Old, w.New); same {
+				if equalValues(w.Format, w.Old, w.New) {
 					t.Errorf("%s: no-op write %q -> %q", w.Target(), w.Old, w.New)
 				}
 			}
