@@ -5,6 +5,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/spindlenet/spindle/internal/sys"
 )
 
 // kernelAtLeast reports whether release (e.g. "6.18.44-fc") is >= want
@@ -85,5 +89,19 @@ func TestUnsupportedFeatureError(t *testing.T) {
 	}
 	if got, want := err.Error(), "IORING_REGISTER_NAPI not supported (requires >= 6.9)"; got != want {
 		t.Errorf("Error() = %q, want %q", got, want)
+	}
+}
+
+// TestSetupErrorNeeds checks that setupError retries a flag together with
+// the flags it needs: COOP_TASKRUN|TASKRUN_FLAG refused with EINVAL is an
+// invalid combination on a kernel that has both, not a missing
+// IORING_SETUP_TASKRUN_FLAG (which the kernel refuses alone).
+func TestSetupErrorNeeds(t *testing.T) {
+	if k := kernelRelease(); !kernelAtLeast(k, "5.19") {
+		t.Skipf("IORING_SETUP_COOP_TASKRUN not supported (requires >= 5.19, have %s)", k)
+	}
+	err := setupError(sys.IORING_SETUP_COOP_TASKRUN|sys.IORING_SETUP_TASKRUN_FLAG, unix.EINVAL)
+	if errors.Is(err, ErrNotSupported) {
+		t.Errorf("setupError = %v, want an invalid combination", err)
 	}
 }

@@ -117,8 +117,9 @@ func New(cfg *Config) (*Ring, error) {
 }
 
 // setupError explains a failed io_uring_setup. For EINVAL it retries each
-// requested flag alone: a flag that fails alone is unsupported by this kernel
-// (*UnsupportedFeatureError); if each works alone the combination is invalid.
+// requested flag alone (with the flags it needs): a flag that fails alone is
+// unsupported by this kernel (*UnsupportedFeatureError); if each works alone
+// the combination is invalid.
 func setupError(flags uint32, err error) error {
 	serr := os.NewSyscallError("io_uring_setup", err)
 	if errors.Is(err, unix.ENOSYS) {
@@ -135,16 +136,10 @@ func setupError(flags uint32, err error) error {
 		if flags&f.flag == 0 {
 			continue
 		}
-		alone := f.flag
-		switch f.flag {
-		case sys.IORING_SETUP_SQ_AFF:
-			alone |= sys.IORING_SETUP_SQPOLL
-		case sys.IORING_SETUP_DEFER_TASKRUN:
-			alone |= sys.IORING_SETUP_SINGLE_ISSUER
-		case sys.IORING_SETUP_ATTACH_WQ:
+		if f.flag == sys.IORING_SETUP_ATTACH_WQ {
 			continue // needs a valid wq_fd; judged by the other flags
 		}
-		p := sys.Params{Flags: alone, CQEntries: 8}
+		p := sys.Params{Flags: f.flag | f.needs, CQEntries: 8}
 		fd, e := sys.Setup(4, &p)
 		if e == nil {
 			unix.Close(fd)
