@@ -2,6 +2,7 @@ package tune
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -234,14 +235,7 @@ func Diagnose(h *topo.Host, a, b *Snapshot, opt Options) []Finding {
 			var ev []string
 			for _, irq := range queueIRQs {
 				d := irqDelta(a, b, irq.IRQ)
-				cpus := slices.Sorted(func(yield func(int) bool) {
-					for c := range d {
-						if !yield(c) {
-							return
-						}
-					}
-				})
-				for _, cpu := range cpus {
+				for _, cpu := range slices.Sorted(maps.Keys(d)) {
 					if opt.LoopCPUs.Contains(cpu) {
 						ev = append(ev, fmt.Sprintf("IRQ %d (%s): %d interrupts on loop CPU %d", irq.IRQ, irq.Name, d[cpu], cpu))
 					}
