@@ -39,10 +39,15 @@ func (in *Interrupts) PerCPU(irq int) map[int]uint64 {
 	if !ok {
 		return nil
 	}
-	m := make(map[int]uint64, len(c.Counts))
-	for i, v := range c.Counts {
-		if i < len(in.CPUs) {
-			m[in.CPUs[i]] = v
+	return byCPU(in.CPUs, c.Counts)
+}
+
+// byCPU keys the counts of a per-CPU row by the CPU numbers of its columns.
+func byCPU(cpus []int, counts []uint64) map[int]uint64 {
+	m := make(map[int]uint64, len(counts))
+	for i, v := range counts {
+		if i < len(cpus) {
+			m[cpus[i]] = v
 		}
 	}
 	return m
@@ -135,15 +140,7 @@ type Softirqs struct {
 }
 
 // PerCPU returns the count of the named softirq keyed by CPU number.
-func (s *Softirqs) PerCPU(name string) map[int]uint64 {
-	m := map[int]uint64{}
-	for i, v := range s.Counts[name] {
-		if i < len(s.CPUs) {
-			m[s.CPUs[i]] = v
-		}
-	}
-	return m
-}
+func (s *Softirqs) PerCPU(name string) map[int]uint64 { return byCPU(s.CPUs, s.Counts[name]) }
 
 // ParseSoftirqs parses the contents of /proc/softirqs.
 func ParseSoftirqs(b []byte) (*Softirqs, error) {
