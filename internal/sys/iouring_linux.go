@@ -93,14 +93,6 @@ func UpdateFiles(fd int, off uint32, fds []int32) (int, error) {
 	return register(fd, IORING_REGISTER_FILES_UPDATE2, unsafe.Pointer(u), uint32(unsafe.Sizeof(*u)))
 }
 
-// RegisterFileAllocRange limits the slots the kernel picks from for
-// IORING_FILE_INDEX_ALLOC to [off, off+n) (IORING_REGISTER_FILE_ALLOC_RANGE).
-func RegisterFileAllocRange(fd int, off, n uint32) error {
-	r := FileIndexRange{Off: off, Len: n}
-	_, err := register(fd, IORING_REGISTER_FILE_ALLOC_RANGE, unsafe.Pointer(&r), 0)
-	return err
-}
-
 // RegisterRingFd registers the ring's own fd in its task's registered-ring
 // table (IORING_REGISTER_RING_FDS, 5.18) and returns the index to pass to
 // Enter with IORING_ENTER_REGISTERED_RING. The index is valid only on the
