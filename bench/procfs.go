@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/spindlenet/spindle/topo"
 )
 
 // ClockTick is the unit of the time fields of /proc/stat and
@@ -105,90 +108,35 @@ func ParseStat(b []byte) (*Stat, error) {
 	return s, nil
 }
 
-// cpuHeader parses a "CPU0 CPU1 …" header line and returns the CPU number
-// of each column.
-func cpuHeader(line string) ([]int, error) {
-	var cols []int
-	for _, f := range strings.Fields(line) {
-		if !strings.HasPrefix(f, "CPU") {
-			return nil, fmt.Errorf("%w: header field %q", errProcFormat, f)
-		}
-		n, err := strconv.Atoi(f[3:])
-		if err != nil || n < 0 || n > 1<<16 {
-			return nil, fmt.Errorf("%w: header field %q", errProcFormat, f)
-		}
-		cols = append(cols, n)
-	}
-	if len(cols) == 0 {
-		return nil, fmt.Errorf("%w: empty CPU header", errProcFormat)
-	}
-	return cols, nil
-}
-
-// perCPU parses a "NAME: v0 v1 … [description]" row against the header
-// columns into a per-CPU slice, adding into dst. It returns the row name.
-func perCPU(line string, cols []int, dst []uint64) (string, []uint64, error) {
-	name, rest, ok := strings.Cut(line, ":")
-	if !ok {
-		return "", dst, fmt.Errorf("%w: row without colon %q", errProcFormat, line)
-	}
-	name = strings.TrimSpace(name)
-	f := strings.Fields(rest)
-	maxCPU := 0
-	for _, c := range cols {
-		maxCPU = max(maxCPU, c)
-	}
-	for len(dst) <= maxCPU {
-		dst = append(dst, 0)
-	}
-	for i, c := range cols {
-		if i >= len(f) {
-			break // rows such as ERR: and MIS: have one value only
-		}
-		n, err := strconv.ParseUint(f[i], 10, 64)
-		if err != nil {
-			break // the description column starts
-		}
-		dst[c] += n
-	}
-	return name, dst, nil
-}
-
 // Softirqs maps a softirq name (NET_RX, TIMER, …) to its per-CPU counts
-// from /proc/softirqs.
+// from /proc/softirqs, indexed by CPU number.
 type Softirqs map[string][]uint64
 
-// perCPUTable parses a table with a "CPU0 CPU1 …" header (/proc/softirqs,
-// /proc/interrupts) and calls row for each named row's per-CPU values.
-func perCPUTable(b []byte, row func(name string, vals []uint64)) error {
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	cols, err := cpuHeader(lines[0])
-	if err != nil {
-		return err
-	}
-	for _, line := range lines[1:] {
-		if strings.TrimSpace(line) == "" {
-			continue
-		}
-		name, vals, err := perCPU(line, cols, nil)
-		if err != nil {
-			return err
-		}
-		row(name, vals)
-	}
-	return nil
-}
-
-// ParseSoftirqs parses the contents of /proc/softirqs.
+// ParseSoftirqs parses the contents of /proc/softirqs with
+// topo.ParseSoftirqs and indexes each row by CPU number.
 func ParseSoftirqs(b []byte) (Softirqs, error) {
-	s := Softirqs{}
-	if err := perCPUTable(b, func(name string, vals []uint64) { s[name] = vals }); err != nil {
+	t, err := topo.ParseSoftirqs(b)
+	if err != nil {
 		return nil, err
+	}
+	s := Softirqs{}
+	for name, counts := range t.Counts {
+		s[name] = addByCPU(make([]uint64, slices.Max(t.CPUs)+1), t.CPUs, counts)
 	}
 	return s, nil
 }
 
-// Interrupts are per-CPU interrupt counts from /proc/interrupts.
+// addByCPU adds counts, one per column, into dst indexed by the columns'
+// CPU numbers, and returns dst.
+func addByCPU(dst []uint64, cpus []int, counts []uint64) []uint64 {
+	for i, v := range counts {
+		dst[cpus[i]] += v
+	}
+	return dst
+}
+
+// Interrupts are per-CPU interrupt counts from /proc/interrupts, indexed
+// by CPU number.
 type Interrupts struct {
 	// Device counts the numbered (device) IRQ rows per CPU.
 	Device []uint64
@@ -197,23 +145,21 @@ type Interrupts struct {
 	Total []uint64
 }
 
-// ParseInterrupts parses the contents of /proc/interrupts.
+// ParseInterrupts parses the contents of /proc/interrupts with
+// topo.ParseInterrupts and sums its rows per CPU.
 func ParseInterrupts(b []byte) (*Interrupts, error) {
-	in := &Interrupts{}
-	err := perCPUTable(b, func(name string, row []uint64) {
-		for len(in.Total) < len(row) {
-			in.Total, in.Device = append(in.Total, 0), append(in.Device, 0)
-		}
-		_, numErr := strconv.Atoi(name)
-		for c, v := range row {
-			in.Total[c] += v
-			if numErr == nil {
-				in.Device[c] += v
-			}
-		}
-	})
+	t, err := topo.ParseInterrupts(b)
 	if err != nil {
 		return nil, err
+	}
+	n := slices.Max(t.CPUs) + 1
+	in := &Interrupts{Device: make([]uint64, n), Total: make([]uint64, n)}
+	for _, irq := range t.IRQs {
+		addByCPU(in.Device, t.CPUs, irq.Counts)
+		addByCPU(in.Total, t.CPUs, irq.Counts)
+	}
+	for _, counts := range t.Other {
+		addByCPU(in.Total, t.CPUs, counts)
 	}
 	return in, nil
 }
