@@ -40,7 +40,7 @@ type Conn struct {
 	state  uint8
 	paused uint8
 
-	opened, gotEOF, dirty, wantShutWr, shutWr bool
+	gotEOF, dirty, wantShutWr, shutWr bool
 
 	err           error
 	local, remote netip.AddrPort

@@ -255,7 +255,7 @@ func (l *Loop) accepted(fd int, ln *Listener) {
 		unix.Close(fd)
 		return
 	}
-	c := &Conn{l: l, fd: fd, state: stateOpen, opened: true}
+	c := &Conn{l: l, fd: fd, state: stateOpen}
 	if ln.network == "unix" {
 		c.unixPeer = true
 	} else {
@@ -306,7 +306,6 @@ func (l *Loop) connected(c *Conn) {
 	c.timer.Stop()
 	c.timer = Timer{}
 	c.state = stateOpen
-	c.opened = true
 	if !c.unixPeer {
 		c.fillAddrs()
 	}

@@ -217,7 +217,6 @@ func (l *Loop) finishClose(c *Conn) {
 	if c.state == stateClosed {
 		return
 	}
-	wasOpen := c.opened
 	c.state = stateClosed
 	c.dropQueue()
 	if c.timer.l != nil {
@@ -227,7 +226,6 @@ func (l *Loop) finishClose(c *Conn) {
 	l.free = append(l.free, c.slot)
 	l.st.open.Add(-1)
 	l.st.closed.Add(1)
-	_ = wasOpen
 	l.h.OnClose(c, c.err)
 }
 
