@@ -480,21 +480,12 @@ func (r reader) nic(name string, h *Host, irqs *Interrupts, nl NetlinkSource) (N
 	slices.SortFunc(n.TxQueues, func(a, b TxQueue) int { return a.Index - b.Index })
 
 	n.IRQs = r.deviceIRQs(devDirs, irqs)
-	for i := range n.IRQs {
-		q := &n.IRQs[i]
-		if q.Role == "rx" || q.Role == "rxtx" {
-			for j := range n.RxQueues {
-				if n.RxQueues[j].Index == q.Queue {
-					n.RxQueues[j].IRQ = q.IRQ
-				}
-			}
+	for _, q := range n.IRQs {
+		if rq := n.rxQueue(q.Queue); rq != nil && (q.Role == "rx" || q.Role == "rxtx") {
+			rq.IRQ = q.IRQ
 		}
-		if q.Role == "tx" || q.Role == "rxtx" {
-			for j := range n.TxQueues {
-				if n.TxQueues[j].Index == q.Queue {
-					n.TxQueues[j].IRQ = q.IRQ
-				}
-			}
+		if tq := n.txQueue(q.Queue); tq != nil && (q.Role == "tx" || q.Role == "rxtx") {
+			tq.IRQ = q.IRQ
 		}
 	}
 	if nl != nil && n.Ifindex > 0 {
@@ -518,23 +509,19 @@ func (r reader) netlinkNIC(n *NIC, nl NetlinkSource) {
 	}
 	if qs, err := nl.Queues(n.Ifindex); err == nil {
 		for _, q := range qs {
+			irq, ok := irqOf[q.NAPIID]
+			ok = ok && irq >= 0
 			if q.Type == "rx" {
-				for i := range n.RxQueues {
-					if n.RxQueues[i].Index == q.ID {
-						n.RxQueues[i].NAPIID = q.NAPIID
-						if irq, ok := irqOf[q.NAPIID]; ok && irq >= 0 {
-							n.RxQueues[i].IRQ = irq
-						}
+				if rq := n.rxQueue(q.ID); rq != nil {
+					rq.NAPIID = q.NAPIID
+					if ok {
+						rq.IRQ = irq
 					}
 				}
-			} else {
-				for i := range n.TxQueues {
-					if n.TxQueues[i].Index == q.ID {
-						n.TxQueues[i].NAPIID = q.NAPIID
-						if irq, ok := irqOf[q.NAPIID]; ok && irq >= 0 {
-							n.TxQueues[i].IRQ = irq
-						}
-					}
+			} else if tq := n.txQueue(q.ID); tq != nil {
+				tq.NAPIID = q.NAPIID
+				if ok {
+					tq.IRQ = irq
 				}
 			}
 		}
@@ -542,6 +529,26 @@ func (r reader) netlinkNIC(n *NIC, nl NetlinkSource) {
 		n.NAPIErr = err.Error()
 	}
 	n.EthtoolInfo = readEthtool(nl, n.Ifindex)
+}
+
+// rxQueue returns the receive queue with the given index, or nil.
+func (n *NIC) rxQueue(index int) *RxQueue {
+	for i := range n.RxQueues {
+		if n.RxQueues[i].Index == index {
+			return &n.RxQueues[i]
+		}
+	}
+	return nil
+}
+
+// txQueue returns the transmit queue with the given index, or nil.
+func (n *NIC) txQueue(index int) *TxQueue {
+	for i := range n.TxQueues {
+		if n.TxQueues[i].Index == index {
+			return &n.TxQueues[i]
+		}
+	}
+	return nil
 }
 
 // queueName matches the queue part of common driver IRQ names:
