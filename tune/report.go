@@ -63,6 +63,14 @@ func WriteHost(w io.Writer, h *topo.Host) error {
 	return ew.err
 }
 
+// napiCol formats a queue's NAPI id for the queue table, "-" when unknown.
+func napiCol(id uint32) string {
+	if id == 0 {
+		return "-"
+	}
+	return fmt.Sprint(id)
+}
+
 func writeNIC(ew *errWriter, n *topo.NIC) {
 	speed := "unknown"
 	if n.SpeedMbps > 0 {
@@ -113,11 +121,7 @@ func writeNIC(ew *errWriter, n *topo.NIC) {
 	}
 	for _, q := range n.RxQueues {
 		irq, name, aff, eff := cols(q.IRQ)
-		napi := "-"
-		if q.NAPIID != 0 {
-			napi = fmt.Sprint(q.NAPIID)
-		}
-		fmt.Fprintf(tw, "  rx-%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", q.Index, irq, name, aff, orNone(eff), napi, orNone(q.RPS.String()), q.RPSFlowCnt)
+		fmt.Fprintf(tw, "  rx-%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", q.Index, irq, name, aff, orNone(eff), napiCol(q.NAPIID), orNone(q.RPS.String()), q.RPSFlowCnt)
 	}
 	for _, q := range n.TxQueues {
 		irq, name, aff, eff := cols(q.IRQ)
@@ -125,11 +129,7 @@ func writeNIC(ew *errWriter, n *topo.NIC) {
 		if q.HasXPS {
 			xps = orNone(q.XPS.String())
 		}
-		napi := "-"
-		if q.NAPIID != 0 {
-			napi = fmt.Sprint(q.NAPIID)
-		}
-		fmt.Fprintf(tw, "  tx-%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", q.Index, irq, name, aff, orNone(eff), napi, xps)
+		fmt.Fprintf(tw, "  tx-%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", q.Index, irq, name, aff, orNone(eff), napiCol(q.NAPIID), xps)
 	}
 	tw.Flush()
 	var other []string
