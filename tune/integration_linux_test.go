@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spindlenet/spindle/internal/veth"
 	"github.com/spindlenet/spindle/topo"
 )
 
@@ -62,10 +63,7 @@ func TestNetnsApplyRevert(t *testing.T) {
 	} else {
 		t.Log("ethtool not installed: NAPI ids on the veth are not checked")
 	}
-	nsPath := "/run/netns/" + ns
-	if _, err := os.Stat(nsPath); err != nil {
-		nsPath = "/var/run/netns/" + ns
-	}
+	nsPath := veth.Path(ns)
 
 	// Everything of the host's that a plan could write: its sysctls, every
 	// IRQ's affinity (the VM's control-channel IRQs 41-43 included), and
