@@ -189,16 +189,8 @@ func (t *loadThread) close() {
 
 // setup runs on the locked thread: enter the namespace, pin, connect.
 func (t *loadThread) setup(idx, nconns int, ta *net.TCPAddr) error {
-	if t.cfg.NetNS != "" {
-		fd, err := unix.Open(t.cfg.NetNS, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return fmt.Errorf("bench: load: open netns: %w", err)
-		}
-		err = unix.Setns(fd, unix.CLONE_NEWNET)
-		unix.Close(fd)
-		if err != nil {
-			return fmt.Errorf("bench: load: setns %s: %w", t.cfg.NetNS, os.NewSyscallError("setns", err))
-		}
+	if err := joinNetNS(t.cfg.NetNS); err != nil {
+		return fmt.Errorf("bench: load: %w", err)
 	}
 	if len(t.cfg.CPUs) > 0 {
 		if err := pinThread([]int{t.cfg.CPUs[idx%len(t.cfg.CPUs)]}); err != nil {
@@ -248,6 +240,24 @@ func (t *loadThread) setup(idx, nconns int, ta *net.TCPAddr) error {
 		if err := unix.EpollCtl(t.ep, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
 			return os.NewSyscallError("epoll_ctl", err)
 		}
+	}
+	return nil
+}
+
+// joinNetNS moves the calling locked thread into the network namespace
+// file path; "" leaves it where it is.
+func joinNetNS(path string) error {
+	if path == "" {
+		return nil
+	}
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open netns: %w", err)
+	}
+	err = unix.Setns(fd, unix.CLONE_NEWNET)
+	unix.Close(fd)
+	if err != nil {
+		return fmt.Errorf("setns %s: %w", path, os.NewSyscallError("setns", err))
 	}
 	return nil
 }

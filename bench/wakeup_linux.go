@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/spindlenet/spindle/internal/veth"
 	"github.com/spindlenet/spindle/uring"
 )
 
@@ -71,7 +72,7 @@ func Wakeup(ctx context.Context, cfg WakeupConfig) (*WakeupReport, error) {
 	}
 	var serverNS string
 	if w, ok := topo.(*Wire); ok {
-		serverNS = "/var/run/netns/" + w.ServerNS
+		serverNS = veth.Path(w.ServerNS)
 	}
 	for _, mode := range cfg.Modes {
 		if err := ctx.Err(); err != nil {
@@ -94,27 +95,10 @@ func Wakeup(ctx context.Context, cfg WakeupConfig) (*WakeupReport, error) {
 // enterThread moves the calling locked thread into a network namespace
 // (if ns is set) and pins it.
 func enterThread(ns string, cpu int) error {
-	if ns != "" {
-		fd, err := unix.Open(ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return fmt.Errorf("open netns: %w", err)
-		}
-		err = unix.Setns(fd, unix.CLONE_NEWNET)
-		unix.Close(fd)
-		if err != nil {
-			return os.NewSyscallError("setns", err)
-		}
+	if err := joinNetNS(ns); err != nil {
+		return err
 	}
 	return pinThread([]int{cpu})
-}
-
-func inetSockaddr(ap netip4) unix.Sockaddr {
-	return &unix.SockaddrInet4{Port: ap.port, Addr: ap.ip}
-}
-
-type netip4 struct {
-	ip   [4]byte
-	port int
 }
 
 // wakeupMode measures one mode with a fresh connection.
@@ -154,7 +138,7 @@ func wakeupMode(ctx context.Context, cfg WakeupConfig, mode string, topo Topolog
 				return err
 			}
 			defer unix.Close(lfd)
-			if err := unix.Bind(lfd, inetSockaddr(netip4{ip: [4]byte(ip)})); err != nil {
+			if err := unix.Bind(lfd, &unix.SockaddrInet4{Addr: [4]byte(ip)}); err != nil {
 				listening <- ready{err: os.NewSyscallError("bind", err)}
 				return err
 			}
@@ -223,7 +207,7 @@ func wakeupMode(ctx context.Context, cfg WakeupConfig, mode string, topo Topolog
 				return err
 			}
 			defer unix.Close(fd)
-			if err := unix.Connect(fd, inetSockaddr(netip4{ip: [4]byte(ip), port: r.port})); err != nil {
+			if err := unix.Connect(fd, &unix.SockaddrInet4{Port: r.port, Addr: [4]byte(ip)}); err != nil {
 				return os.NewSyscallError("connect", err)
 			}
 			unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
