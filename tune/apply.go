@@ -64,11 +64,7 @@ func ValidateWrite(w Write) error {
 		if w.Ifindex <= 0 || w.Iface == "" {
 			return refuse("coalesce write without interface")
 		}
-		known := false
-		for _, n := range topo.CoalesceAttrNames() {
-			known = known || n == w.Param
-		}
-		if !known {
+		if !slices.Contains(topo.CoalesceAttrNames(), w.Param) {
 			return refuse("unknown coalescing parameter %q", w.Param)
 		}
 		if _, err := strconv.ParseUint(strings.TrimSpace(w.New), 10, 32); err != nil {
