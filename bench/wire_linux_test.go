@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spindlenet/spindle/topo"
 )
 
 // TestWireTopology builds the wire topology, checks GRO on and TSO off on
@@ -158,20 +160,14 @@ func softnetReceivedRPS(t *testing.T, cpu int) uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 13 {
-			t.Fatalf("softnet_stat line with %d columns: %q", len(f), line)
+	sn, err := topo.ParseSoftnet(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sn {
+		if s.CPU == cpu {
+			return s.ReceivedRPS
 		}
-		id, err := strconv.ParseUint(f[12], 16, 32)
-		if err != nil || int(id) != cpu {
-			continue
-		}
-		v, err := strconv.ParseUint(f[9], 16, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
 	}
 	t.Fatalf("CPU %d not in softnet_stat", cpu)
 	return 0
