@@ -6,11 +6,15 @@ import (
 	"github.com/spindlenet/spindle/topo"
 )
 
+// IsLive reports whether root names the live host's / ("" counts as /)
+// rather than a captured tree.
+func IsLive(root string) bool { return root == "" || filepath.Clean(root) == "/" }
+
 // ReadHost reads the live host when root is "/" (netlink included, in the
 // calling thread's network namespace), else a captured tree under root
 // with its netlink.json when present.
 func ReadHost(root string) (*topo.Host, error) {
-	if root == "" || filepath.Clean(root) == "/" {
+	if IsLive(root) {
 		return topo.ReadLive()
 	}
 	return topo.ReadFixture(root)
@@ -20,14 +24,10 @@ func ReadHost(root string) (*topo.Host, error) {
 // netlink for coalescing writes; if that fails the Target has no netlink
 // and such writes fail with a clear error. Call close when done.
 func OpenTarget(root string) (t Target, close func(), err error) {
-	if root == "" {
-		root = "/"
+	if !IsLive(root) {
+		return Target{Root: filepath.Clean(root)}, func() {}, nil
 	}
-	root = filepath.Clean(root)
-	t = Target{Root: root}
-	if root != "/" {
-		return t, func() {}, nil
-	}
+	t = Target{Root: "/"}
 	nc, err := topo.DialNetlink()
 	if err != nil {
 		return t, func() {}, nil

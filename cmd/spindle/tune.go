@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -205,11 +204,8 @@ func tunePlan(args []string, w io.Writer) error {
 // non-root user gets.
 var geteuid = os.Geteuid
 
-// live reports whether root names the live host's / (not a captured tree).
-func live(root string) bool { return root == "" || filepath.Clean(root) == "/" }
-
 func applyPlan(p *tune.Plan, root, state string, asJSON bool, w io.Writer) error {
-	if live(root) && geteuid() != 0 {
+	if tune.IsLive(root) && geteuid() != 0 {
 		return fmt.Errorf("applying to the live host needs root (run as root, or give --root to apply to a captured tree)")
 	}
 	t, done, err := tune.OpenTarget(root)
@@ -288,7 +284,7 @@ func tuneRevert(args []string, w io.Writer) error {
 	if r == "" {
 		r = st.Root
 	}
-	if live(r) && geteuid() != 0 {
+	if tune.IsLive(r) && geteuid() != 0 {
 		return fmt.Errorf("reverting the live host needs root")
 	}
 	t, done, err := tune.OpenTarget(r)
