@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -282,7 +283,7 @@ func TestLoadVerifiesReplies(t *testing.T) {
 		}
 	})
 	_, err = RunLoad(context.Background(), LoadConfig{Addr: ln.Addr().String(), Conns: 1, Warmup: time.Millisecond, Duration: 100 * time.Millisecond})
-	if err == nil || !contains(err.Error(), "does not match") {
+	if err == nil || !strings.Contains(err.Error(), "does not match") {
 		t.Fatalf("corrupt replies: err = %v, want a mismatch", err)
 	}
 }

@@ -45,5 +45,3 @@ func skipUnlessLinux(t testing.TB) {
 		t.Skip("the load generator and servers are Linux only")
 	}
 }
-
-func contains(s, sub string) bool { return strings.Contains(s, sub) }
