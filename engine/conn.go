@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/netip"
 	"sync/atomic"
+
+	"golang.org/x/sys/unix"
 )
 
 const (
@@ -343,7 +345,7 @@ func (c *Conn) dropQueue() {
 func (c *Conn) afterDrain() {
 	if c.wantShutWr && !c.shutWr && c.state == stateOpen {
 		c.shutWr = true
-		c.l.be.shutdownWrite(c)
+		unix.Shutdown(c.fd, unix.SHUT_WR) // the same for every backend
 	}
 	if c.state == stateClosing && !c.k.closing {
 		c.l.be.closeConn(c)

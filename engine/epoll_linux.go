@@ -167,10 +167,6 @@ func (b *epollBackend) flush(c *Conn) {
 	c.afterDrain()
 }
 
-func (b *epollBackend) shutdownWrite(c *Conn) {
-	unix.Shutdown(c.fd, unix.SHUT_WR)
-}
-
 func (b *epollBackend) closeConn(c *Conn) {
 	if c.k.closing {
 		return

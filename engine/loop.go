@@ -23,8 +23,6 @@ type backend interface {
 	setRead(c *Conn, on bool)
 	// flush starts sending c's write queue.
 	flush(c *Conn)
-	// shutdownWrite sends FIN once the write queue is empty.
-	shutdownWrite(c *Conn)
 	// closeConn releases kernel references to c's fd, closes it and
 	// eventually calls l.finishClose(c).
 	closeConn(c *Conn)

@@ -324,10 +324,6 @@ func (b *uringBackend) flush(c *Conn) {
 	}
 }
 
-func (b *uringBackend) shutdownWrite(c *Conn) {
-	unix.Shutdown(c.fd, unix.SHUT_WR)
-}
-
 // closeConn cancels what refers to c's fd and closes it once nothing does.
 func (b *uringBackend) closeConn(c *Conn) {
 	if c.k.closing {
