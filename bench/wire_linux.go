@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/spindlenet/spindle/internal/veth"
+	"github.com/spindlenet/spindle/topo"
 	"github.com/spindlenet/spindle/tune"
 )
 
@@ -91,35 +92,14 @@ func (w *Wire) Close() error {
 // RPSMask formats cpus as a kernel CPU bitmap (rps_cpus, smp_affinity):
 // 32-bit hex words, most significant first, separated by commas. No CPU
 // gives "0".
-func RPSMask(cpus []int) string {
-	var words []uint32
-	for _, c := range cpus {
-		for c/32 >= len(words) {
-			words = append(words, 0)
-		}
-		words[c/32] |= 1 << (c % 32)
-	}
-	if len(words) == 0 {
-		return "0"
-	}
-	parts := []string{fmt.Sprintf("%x", words[len(words)-1])}
-	for i := len(words) - 2; i >= 0; i-- {
-		parts = append(parts, fmt.Sprintf("%08x", words[i]))
-	}
-	return strings.Join(parts, ",")
-}
+func RPSMask(cpus []int) string { return topo.NewCPUSet(cpus...).Mask() }
 
 // sameMask compares two CPU bitmaps as the kernel prints them (padded
 // with zeros to the number of possible CPUs) and as RPSMask writes them.
 func sameMask(a, b string) bool {
-	norm := func(s string) string {
-		s = strings.TrimLeft(strings.ReplaceAll(strings.TrimSpace(s), ",", ""), "0")
-		if s == "" {
-			return "0"
-		}
-		return s
-	}
-	return norm(a) == norm(b)
+	x, errA := topo.ParseCPUMask(a)
+	y, errB := topo.ParseCPUMask(b)
+	return errA == nil && errB == nil && x.Equal(y)
 }
 
 // serverQueues runs fn with the sysfs directory of every receive queue of
