@@ -243,13 +243,16 @@ type Proc struct {
 	Root string
 }
 
-func (p Proc) read(rel string) ([]byte, error) {
+// path is the file rel below proc in p.Root.
+func (p Proc) path(rel string) string {
 	root := p.Root
 	if root == "" {
 		root = "/"
 	}
-	return os.ReadFile(filepath.Join(root, "proc", rel))
+	return filepath.Join(root, "proc", rel)
 }
+
+func (p Proc) read(rel string) ([]byte, error) { return os.ReadFile(p.path(rel)) }
 
 // Stat reads and parses proc/stat. Any goroutine.
 func (p Proc) Stat() (*Stat, error) {
@@ -285,11 +288,7 @@ func (p Proc) Tasks(pid int) ([]TaskStat, error) {
 	if pid != 0 {
 		dir = strconv.Itoa(pid)
 	}
-	root := p.Root
-	if root == "" {
-		root = "/"
-	}
-	ents, err := os.ReadDir(filepath.Join(root, "proc", dir, "task"))
+	ents, err := os.ReadDir(p.path(filepath.Join(dir, "task")))
 	if err != nil {
 		return nil, err
 	}
