@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -93,9 +92,7 @@ func (f *benchFlags) emit(rep *bench.Report) error {
 		}
 	}
 	if f.jsonOut {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return printJSON(os.Stdout, rep)
 	}
 	bench.WriteTable(os.Stdout, rep)
 	if f.out != "" {
@@ -241,9 +238,7 @@ func runBenchClient(ctx context.Context, args []string) error {
 		out.SendLagP99US = float64(res.SendLag.Quantile(99)) / 1e3
 	}
 	if *jsonOut {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return printJSON(os.Stdout, out)
 	}
 	p := out.Latency
 	fmt.Printf("%.0f req/s (%d verified replies, %d unanswered), client CPU %.0f%%\np50 %.1fµs p90 %.1fµs p99 %.1fµs p99.9 %.1fµs p99.99 %.1fµs max %.1fµs\n",

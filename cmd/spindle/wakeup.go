@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"os"
 	"strings"
@@ -42,9 +41,7 @@ func runWakeup(ctx context.Context, args []string) error {
 		return err
 	}
 	if *jsonOut {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return printJSON(os.Stdout, rep)
 	}
 	bench.WriteWakeupTable(os.Stdout, rep)
 	return nil
