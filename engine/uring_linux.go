@@ -298,12 +298,7 @@ func (b *uringBackend) flush(c *Conn) {
 	}
 	for i := c.wqHead; i < end; i++ {
 		s := c.wq[i]
-		var buf []byte
-		if s.ref >= 0 {
-			buf = b.l.chunks.buf(s.ref)[s.off:s.end]
-		} else {
-			buf = b.br.Buf(uint16(-s.ref - 1))[s.off:s.end]
-		}
+		buf := c.segBytes(s)
 		q := b.sqe()
 		if b.zcMin > 0 && s.ref >= 0 && s.ref < b.zcChunks && len(buf) >= b.zcMin {
 			// Two CQEs: the result (More), then the notification after
