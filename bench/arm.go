@@ -31,7 +31,9 @@ type ServerConfig struct {
 	BodySize int
 }
 
-func (c ServerConfig) withDefaults() ServerConfig {
+// WithDefaults returns c with the documented defaults filled in; every
+// arm's Start applies it. Any goroutine.
+func (c ServerConfig) WithDefaults() ServerConfig {
 	if c.Addr == "" {
 		c.Addr = "127.0.0.1:0"
 	}

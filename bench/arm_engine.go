@@ -108,7 +108,7 @@ func (h *engineEcho) OnData(c *engine.Conn, b engine.Buffer) bool {
 }
 
 func startEngine(ctx context.Context, b engine.Backend, cfg ServerConfig) (Server, error) {
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	cpus := cfg.CPUs
 	if len(cpus) == 0 {
 		for i := range runtime.NumCPU() {

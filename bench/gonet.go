@@ -19,7 +19,7 @@ type goNetServer struct {
 }
 
 func startGoNet(ctx context.Context, cfg ServerConfig) (Server, error) {
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", cfg.Addr)
 	if err != nil {

@@ -40,12 +40,7 @@ type gnetConn struct {
 }
 
 func startGnet(ctx context.Context, cfg bench.ServerConfig) (bench.Server, error) {
-	if cfg.Addr == "" {
-		cfg.Addr = "127.0.0.1:0"
-	}
-	if cfg.Loops <= 0 {
-		cfg.Loops = 1
-	}
+	cfg = cfg.WithDefaults()
 	s := &gnetServer{cfg: cfg, booted: make(chan error, 1), done: make(chan error, 1)}
 	go func() {
 		err := gnet.Run(s, "tcp://"+cfg.Addr,
