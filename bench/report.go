@@ -197,11 +197,7 @@ svg{background:#fff;border:1px solid #ddd;margin:6px}text{font-size:11px;font-fa
 func loadPoints(rep *Report) []string {
 	var pts []string
 	for _, s := range rep.Summary {
-		p := loadPoint(s)
-		if rep.Kind == "sweep" {
-			p = fmt.Sprintf("loops %d compute %dµs", s.Loops, s.ComputeUS)
-		}
-		if !slices.Contains(pts, p) {
+		if p := pointOf(rep, s); !slices.Contains(pts, p) {
 			pts = append(pts, p)
 		}
 	}
