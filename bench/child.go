@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -189,7 +190,27 @@ type serverProc struct {
 	in    io.WriteCloser
 	out   *bufio.Reader
 	hello childHello
-	errb  *strings.Builder
+	errb  *lockedBuffer
+}
+
+// lockedBuffer collects the child's stderr. exec copies into it from its own
+// goroutine until Wait returns, while the harness may read it earlier (a
+// failed usage request), so access is locked.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // startServerProc starts argv (a server child in -control mode) and waits
@@ -205,7 +226,7 @@ func startServerProc(ctx context.Context, argv, env []string) (*serverProc, erro
 	if err != nil {
 		return nil, err
 	}
-	p := &serverProc{cmd: cmd, in: in, out: bufio.NewReader(outp), errb: &strings.Builder{}}
+	p := &serverProc{cmd: cmd, in: in, out: bufio.NewReader(outp), errb: &lockedBuffer{}}
 	cmd.Stderr = p.errb
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("bench: start server %v: %w", argv, err)
