@@ -255,19 +255,22 @@ func (l *Loop) accepted(fd int, ln *Listener) {
 		unix.Close(fd)
 		return
 	}
-	c := &Conn{l: l, fd: fd, state: stateOpen}
-	if ln.network == "unix" {
-		c.unixPeer = true
-	} else {
+	c := &Conn{l: l, fd: fd, unixPeer: ln.network == "unix"}
+	if !c.unixPeer {
 		unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-		c.fillAddrs()
 	}
 	l.addConn(c)
 	l.st.accepted.Add(1)
-	if err := l.be.startConn(c); err != nil {
-		c.abort(err)
-		return
+	l.open(c)
+}
+
+// open starts receiving on c, now connected, and hands it to the handler.
+func (l *Loop) open(c *Conn) {
+	c.state = stateOpen
+	if !c.unixPeer {
+		c.fillAddrs()
 	}
+	l.be.startConn(c)
 	l.h.OnOpen(c)
 }
 
@@ -305,16 +308,8 @@ func (l *Loop) connected(c *Conn) {
 	}
 	c.timer.Stop()
 	c.timer = Timer{}
-	c.state = stateOpen
-	if !c.unixPeer {
-		c.fillAddrs()
-	}
 	l.st.dialed.Add(1)
-	if err := l.be.startConn(c); err != nil {
-		c.abort(err)
-		return
-	}
-	l.h.OnOpen(c)
+	l.open(c)
 }
 
 // Dial starts connecting to address ("tcp", "tcp4", "tcp6" with a numeric
@@ -343,10 +338,7 @@ func (l *Loop) Dial(network, address string, timeout time.Duration) (*Conn, erro
 		return nil, &net.OpError{Op: "dial", Net: network, Err: os.NewSyscallError("connect", err)}
 	}
 	l.addConn(c)
-	if err := l.be.dial(c); err != nil {
-		c.abort(err)
-		return c, nil
-	}
+	l.be.dial(c)
 	if timeout > 0 {
 		c.timer = l.AfterFunc(timeout, func() {
 			if c.state == stateConnecting {

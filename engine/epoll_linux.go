@@ -123,15 +123,9 @@ func (b *epollBackend) update(c *Conn, wantOut bool) {
 	c.k.events = want
 }
 
-func (b *epollBackend) startConn(c *Conn) error {
-	b.update(c, false)
-	return nil
-}
+func (b *epollBackend) startConn(c *Conn) { b.update(c, false) }
 
-func (b *epollBackend) dial(c *Conn) error {
-	b.update(c, false)
-	return nil
-}
+func (b *epollBackend) dial(c *Conn) { b.update(c, false) }
 
 func (b *epollBackend) setRead(c *Conn, on bool) {
 	if c.k.closing {

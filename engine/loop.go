@@ -15,10 +15,10 @@ type backend interface {
 	// it (possibly later, once no operation refers to it).
 	addListener(s *lnSock) error
 	removeListener(s *lnSock)
-	// startConn begins receiving on an open connection.
-	startConn(c *Conn) error
-	// dial waits for the non-blocking connect of c to finish.
-	dial(c *Conn) error
+	// startConn begins receiving on an open connection; dial waits for
+	// the non-blocking connect of c to finish. On failure they abort c.
+	startConn(c *Conn)
+	dial(c *Conn)
 	// setRead turns receiving on c on or off.
 	setRead(c *Conn, on bool)
 	// flush starts sending c's write queue.

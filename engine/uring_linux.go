@@ -252,18 +252,16 @@ func (b *uringBackend) armRecv(c *Conn) {
 	b.inflight++
 }
 
-func (b *uringBackend) startConn(c *Conn) error {
+func (b *uringBackend) startConn(c *Conn) {
 	if c.paused == 0 {
 		b.armRecv(c)
 	}
-	return nil
 }
 
-func (b *uringBackend) dial(c *Conn) error {
+func (b *uringBackend) dial(c *Conn) {
 	b.sqe().PrepPollAdd(c.fd, unix.POLLOUT, false, udata(opConnect, c.slot, c.gen))
 	c.k.inflight++
 	b.inflight++
-	return nil
 }
 
 func (b *uringBackend) setRead(c *Conn, on bool) {
