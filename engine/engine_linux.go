@@ -222,8 +222,7 @@ func (l *Loop) serve() {
 			default:
 			}
 		}
-		l.now = nanotime()
-		l.timers.runExpired(l.now)
+		l.timers.runExpired(nanotime())
 		if l.wakePending.Load() {
 			l.runPosts()
 		}

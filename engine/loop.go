@@ -76,8 +76,7 @@ type Loop struct {
 	dirty     []*Conn
 	lns       []*lnSock
 	timers    timerHeap
-	chunks    slab // write-queue chunks (and epoll receive buffers)
-	now       int64
+	chunks    slab   // write-queue chunks (and epoll receive buffers)
 	pages     string // page kind of the buffers, set at start
 	pagesRecv string // page kind of the uring receive ring
 
@@ -133,13 +132,6 @@ func (l *Loop) wake() {
 	l.mu.Lock()
 	l.wakeLocked()
 	l.mu.Unlock()
-}
-
-func (l *Loop) hasPosts() bool {
-	l.mu.Lock()
-	n := len(l.posted)
-	l.mu.Unlock()
-	return n > 0
 }
 
 // runPosts runs the queued functions. Loop goroutine.
