@@ -339,8 +339,7 @@ func (c *Conn) dropQueue() {
 	}
 	c.wq = c.wq[:0]
 	c.wqHead = 0
-	c.queued = 0
-	c.qmem = 0
+	c.queued = 0 // releaseSeg has brought qmem to 0
 }
 
 // afterDrain runs when the write queue is empty.
