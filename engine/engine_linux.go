@@ -270,7 +270,11 @@ func (l *Loop) open(c *Conn) {
 		c.fillAddrs()
 	}
 	l.be.startConn(c)
-	l.h.OnOpen(c)
+	// A backend that cannot arm the connection aborts it: its handler
+	// then sees OnClose alone, as for a failed dial, never OnOpen after it.
+	if c.state == stateOpen {
+		l.h.OnOpen(c)
+	}
 }
 
 func (c *Conn) fillAddrs() {
