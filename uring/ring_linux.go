@@ -36,6 +36,7 @@ type Ring struct {
 	tsNext   uint32
 	enters   atomic.Uint64
 	eintr    atomic.Uint64 // io_uring_enter calls interrupted by a signal and retried (read by tests from other goroutines)
+	holdP    bool          // enter with sys.EnterHoldP (Config.WaitHoldsP)
 	fixed    bool          // fixed buffers registered
 	files    bool          // fixed files registered
 	closed   bool
@@ -92,7 +93,7 @@ func New(cfg *Config) (*Ring, error) {
 	if err != nil {
 		return nil, setupError(p.Flags, err)
 	}
-	r := &Ring{fd: fd, enterFd: fd, regIndex: -1, setup: p.Flags, features: p.Features}
+	r := &Ring{fd: fd, enterFd: fd, regIndex: -1, setup: p.Flags, features: p.Features, holdP: c.WaitHoldsP}
 	r.fdPub.Store(int32(fd))
 	if r.mem, err = sys.MapRing(fd, &p); err != nil {
 		unix.Close(fd)
@@ -383,8 +384,7 @@ func (r *Ring) enter(waitNr uint32, timeout time.Duration, wait bool) (int, erro
 		if wait && waitNr > 0 && toSubmit == 0 && r.CQReady() >= waitNr {
 			return submitted, nil
 		}
-		n, err := sys.Enter(r.enterFd, toSubmit, waitNr, flags, arg)
-		r.enters.Add(1)
+		n, err := r.sysEnter(toSubmit, waitNr, flags, arg)
 		if err == nil {
 			if r.setup&sys.IORING_SETUP_SQPOLL != 0 {
 				return int(toSubmit), nil
@@ -418,6 +418,15 @@ func (r *Ring) enter(waitNr uint32, timeout time.Duration, wait bool) (int, erro
 	}
 }
 
+// sysEnter makes one io_uring_enter call and counts it.
+func (r *Ring) sysEnter(toSubmit, minComplete, flags uint32, arg *sys.GeteventsArg) (int, error) {
+	r.enters.Add(1)
+	if r.holdP {
+		return sys.EnterHoldP(r.enterFd, toSubmit, minComplete, flags, arg)
+	}
+	return sys.Enter(r.enterFd, toSubmit, minComplete, flags, arg)
+}
+
 // CQReady returns the number of completions ready to be peeked (0 after
 // Close). Owner goroutine.
 func (r *Ring) CQReady() uint32 {
@@ -441,8 +450,7 @@ func (r *Ring) PeekCQEs(dst []CQE) int {
 	}
 	n := r.copyCQEs(dst)
 	if n < len(dst) && r.cqNeedsEnter() {
-		sys.Enter(r.enterFd, 0, 0, r.enterFlags|sys.IORING_ENTER_GETEVENTS, nil)
-		r.enters.Add(1)
+		r.sysEnter(0, 0, r.enterFlags|sys.IORING_ENTER_GETEVENTS, nil)
 		n += r.copyCQEs(dst[n:])
 	}
 	return n
@@ -474,8 +482,7 @@ func (r *Ring) ForEachCQE(fn func(CQE) bool) int {
 		if flushed || !r.cqNeedsEnter() {
 			return total
 		}
-		sys.Enter(r.enterFd, 0, 0, r.enterFlags|sys.IORING_ENTER_GETEVENTS, nil)
-		r.enters.Add(1)
+		r.sysEnter(0, 0, r.enterFlags|sys.IORING_ENTER_GETEVENTS, nil)
 		flushed = true
 	}
 }

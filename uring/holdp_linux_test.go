@@ -1,0 +1,84 @@
+package uring
+
+import (
+	"errors"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// TestWaitHoldsPStopTheWorld checks that a ring owner blocked in a raw
+// io_uring_enter (Config.WaitHoldsP: it keeps its P) does not hold up a
+// garbage collection: the runtime's preemption signal must end the wait with
+// EINTR and the retried enter must yield in its prologue. A TIMEOUT SQE
+// ends the wait after watchdog anyway, so a broken preemption path fails the
+// test (the collections then take the whole watchdog) instead of hanging it;
+// otherwise a MSG_RING from another ring ends the wait.
+func TestWaitHoldsPStopTheWorld(t *testing.T) {
+	if n := runtime.GOMAXPROCS(0); n < 2 {
+		// The owner holds one P; the collector needs another.
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	}
+	const watchdog = 5 * time.Second
+	type outcome struct {
+		cqe   CQE
+		eintr uint64
+		err   error
+	}
+	blocked := make(chan struct{})
+	fd := make(chan int, 1)
+	done := make(chan outcome, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		r, err := New(&Config{Entries: 4, SingleIssuer: true, DeferTaskrun: true, WaitHoldsP: true})
+		if err != nil {
+			done <- outcome{err: err}
+			close(blocked)
+			return
+		}
+		defer r.Close()
+		fd <- r.Fd()
+		s := r.GetSQE()
+		if s == nil {
+			done <- outcome{err: errors.New("no SQE in an empty ring")}
+			close(blocked)
+			return
+		}
+		s.PrepTimeout(r.Timespec(watchdog), 0, 0, 9)
+		close(blocked)
+		var c [1]CQE
+		for r.PeekCQEs(c[:]) == 0 {
+			if _, err := r.SubmitAndWait(1, 0); err != nil {
+				done <- outcome{err: err}
+				return
+			}
+		}
+		done <- outcome{cqe: c[0], eintr: r.eintr.Load()}
+	}()
+	<-blocked
+	// Let the owner reach the kernel's wait; an earlier collection is
+	// legal too, it just would not test the wait.
+	time.Sleep(100 * time.Millisecond)
+	start := time.Now()
+	runtime.GC()
+	runtime.GC()
+	gc := time.Since(start)
+	// End the wait from outside: a message from another ring.
+	sender := newRing(t, nil)
+	sqe(t, sender).PrepMsgRing(<-fd, 0, 77, 0, 1)
+	reap(t, sender, 1)
+	o := <-done
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	if o.cqe.UserData == 9 || gc >= watchdog {
+		t.Fatalf("two collections took %v while the owner waited holding its P: only the watchdog (%v) ended the wait", gc, watchdog)
+	}
+	if o.cqe.UserData != 77 {
+		t.Fatalf("completion %+v, want the message (user data 77)", o.cqe)
+	}
+	if o.eintr == 0 {
+		t.Errorf("the collections (%v) never interrupted the owner's io_uring_enter: the test did not exercise the preemption path", gc)
+	}
+}
