@@ -69,6 +69,17 @@ type Arm struct {
 	// Peer marks arms served by the binary built from the nested module
 	// bench/peers instead of the spindle binary.
 	Peer bool
+	// Program, if set, builds the arm's own server program into outDir
+	// and returns its command line (the c-liburing arm's C server). The
+	// harness calls it once per run, starts that program instead of a
+	// spindle server child, with the same flags, and the program must
+	// answer the same control protocol (see ServeMain). An error skips
+	// the arm with the error as the reason.
+	Program func(ctx context.Context, outDir string) ([]string, error)
+	// MaxLoops, when above 0, is the most server loops the arm can run
+	// (the single-threaded c-liburing server: 1); the harness skips the
+	// arm, with the reason, at loop counts above it.
+	MaxLoops int
 	// Unavailable, if set, says why the arm cannot run on this host (a
 	// missing kernel feature, say); the harness then skips it and reports
 	// the reason.

@@ -66,6 +66,9 @@ type childHello struct {
 	Addr string `json:"addr"`
 	Pid  int    `json:"pid"`
 	Arm  string `json:"arm"`
+	// Note is what the server says about its setup, for the report (the
+	// c-liburing server's io_uring setup flags); Go children send none.
+	Note string `json:"note,omitempty"`
 }
 
 // ParseCPUList parses a CPU list such as "0", "0,2" or "0-3,6".
@@ -125,6 +128,9 @@ func ServeMain(ctx context.Context, args []string, stdin io.Reader, stdout io.Wr
 	arm, err := LookupArm(*armName)
 	if err != nil {
 		return err
+	}
+	if arm.Start == nil && arm.Program != nil {
+		return fmt.Errorf("bench: arm %q is a program of its own, built and started by the harness (`spindle bench --arms %s`), not served by this binary", arm.Name, arm.Name)
 	}
 	if arm.Start == nil {
 		return fmt.Errorf("bench: arm %q is served by the peers binary (bench/peers), not this one", arm.Name)

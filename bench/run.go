@@ -164,6 +164,7 @@ type runner struct {
 	cfg      Config
 	topo     Topology
 	peerArgv []string
+	programs map[string][]string // Arm.Program command lines, by arm name
 	report   *Report
 	total    int
 	done     int
@@ -212,12 +213,32 @@ func (r *runner) armSet(ctx context.Context, tmp string) ([]Arm, error) {
 				info.Skipped = err.Error()
 			}
 		}
+		if a.MaxLoops > 0 && r.cfg.Loops > a.MaxLoops && info.Skipped == "" {
+			info.Skipped = fmt.Sprintf("serves at most %d loop(s); this run asks for %d", a.MaxLoops, r.cfg.Loops)
+		}
+		if a.Program != nil && info.Skipped == "" {
+			argv, err := a.Program(ctx, tmp)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				info.Skipped = err.Error()
+			} else {
+				if r.programs == nil {
+					r.programs = map[string][]string{}
+				}
+				r.programs[a.Name] = argv
+			}
+		}
 		if info.Skipped == "" {
 			// Start the arm once: an arm that cannot serve here (a kernel
 			// feature missing, a backend that would fall back) is skipped
 			// with its reason instead of failing the run.
 			p, err := startServerProc(ctx, r.serverArgv(a, r.cfg.Loops, 0), r.cfg.ServerEnv)
 			if err == nil {
+				if p.hello.Note != "" {
+					r.report.Notes = append(r.report.Notes, fmt.Sprintf("arm %s: %s", a.Name, p.hello.Note))
+				}
 				err = p.stop()
 			}
 			if err != nil {
@@ -324,7 +345,18 @@ func Sweep(ctx context.Context, cfg SweepConfig) (*Report, error) {
 		return nil, err
 	}
 	defer cleanup()
-	r.total = len(arms) * r.variants() * r.cfg.Reps * len(cfg.Loops) * len(cfg.ComputeUS)
+	// An arm with a loop limit (c-liburing: one thread) sits out the
+	// cells above it.
+	fits := func(a Arm, loops int) bool { return a.MaxLoops <= 0 || loops <= a.MaxLoops }
+	for _, loops := range cfg.Loops {
+		for _, a := range arms {
+			if fits(a, loops) {
+				r.total += r.variants() * r.cfg.Reps * len(cfg.ComputeUS)
+			} else {
+				r.report.Notes = append(r.report.Notes, fmt.Sprintf("arm %s not measured at %d loops: it serves at most %d", a.Name, loops, a.MaxLoops))
+			}
+		}
+	}
 	r.splitBudget()
 	allCPUs := r.cfg.ServerCPUs
 	for _, loops := range cfg.Loops {
@@ -332,6 +364,9 @@ func Sweep(ctx context.Context, cfg SweepConfig) (*Report, error) {
 		for _, cu := range cfg.ComputeUS {
 			for rep := 1; rep <= r.cfg.Reps; rep++ {
 				for _, a := range arms {
+					if !fits(a, loops) {
+						continue
+					}
 					if err := r.measureArm(ctx, a, rep, "closed", 0, 0, loops, cu); err != nil {
 						return nil, err
 					}
@@ -499,9 +534,12 @@ func (r *runner) finish() {
 // serverArgv is the command line of arm's server child.
 func (r *runner) serverArgv(a Arm, loops, compute int) []string {
 	argv := slices.Clone(r.topo.ServerPrefix())
-	if a.Peer && a.Start == nil {
+	switch {
+	case r.programs[a.Name] != nil:
+		argv = append(argv, r.programs[a.Name]...)
+	case a.Peer && a.Start == nil:
 		argv = append(argv, r.peerArgv...)
-	} else {
+	default:
 		argv = append(argv, r.cfg.ServerCommand...)
 	}
 	return append(argv, "-arm", a.Name, "-listen", r.topo.ListenAddr(), "-loops", strconv.Itoa(loops),

@@ -1,0 +1,95 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// cpeerSource is the C reference server, bench/cpeer/echo.c. It lives in a
+// directory without Go files (a .c file in a Go package directory needs
+// cgo) and is embedded rather than looked up in the working tree as the
+// peers module is: a spindle binary then builds exactly the server it was
+// built with, from any directory, and needs only a C compiler and
+// liburing-dev at run time.
+//
+//go:embed cpeer/echo.c
+var cpeerSource []byte
+
+// CPeerArm is the name of the C liburing reference arm.
+const CPeerArm = "c-liburing"
+
+// errMissingTool marks a missing C compiler or liburing-dev: the arm is
+// unavailable on this host, which is not a failure of the arm.
+var errMissingTool = errors.New("missing build tool")
+
+func init() {
+	RegisterArm(Arm{
+		Name: CPeerArm,
+		Summary: "reference: a plain C liburing echo (bench/cpeer/echo.c): one thread, SINGLE_ISSUER|DEFER_TASKRUN, multishot accept and multishot recv " +
+			"on a buffer ring, one SEND per batch of replies, one io_uring_submit_and_wait per iteration; RPC only (no HTTP/1.1 mode), one loop only",
+		Program:     BuildCPeer,
+		Unavailable: CPeerUnavailable,
+		MaxLoops:    1,
+		// Next to the other baselines (go-net, gnet), before the spindle
+		// engine arms it is the reference for.
+		Order: 15,
+	})
+}
+
+// CPeerUnavailable says why the C reference server cannot be built here:
+// not Linux, no C compiler, or no liburing headers (with the package that
+// provides them). Nil when it can. Any goroutine.
+func CPeerUnavailable() error {
+	if runtime.GOOS != "linux" {
+		return fmt.Errorf("%w: the C liburing server is Linux only", errMissingTool)
+	}
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		return fmt.Errorf("%w: no C compiler (cc not in PATH): apt-get install gcc", errMissingTool)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, cc, "-E", "-x", "c", "-o", os.DevNull, "-")
+	cmd.Stdin = strings.NewReader("#include <liburing.h>\n")
+	var msg bytes.Buffer
+	cmd.Stderr = &msg
+	if err := cmd.Run(); err != nil {
+		if strings.Contains(msg.String(), "liburing.h") {
+			return fmt.Errorf("%w: liburing-dev not installed (liburing.h not found): apt-get install liburing-dev", errMissingTool)
+		}
+		return fmt.Errorf("%s cannot preprocess #include <liburing.h>: %w: %s", cc, err, strings.TrimSpace(msg.String()))
+	}
+	return nil
+}
+
+// BuildCPeer compiles the C reference server into outDir with
+// `cc -O2 -Wall -Wextra -Werror … -luring` and returns its command line.
+// The error says what is missing when cc or liburing-dev is.
+func BuildCPeer(ctx context.Context, outDir string) ([]string, error) {
+	if err := CPeerUnavailable(); err != nil {
+		return nil, err
+	}
+	src := filepath.Join(outDir, "spindle-c-liburing.c")
+	if err := os.WriteFile(src, cpeerSource, 0o644); err != nil {
+		return nil, fmt.Errorf("cannot build the %s server: %w", CPeerArm, err)
+	}
+	out := filepath.Join(outDir, "spindle-c-liburing")
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "cc", "-O2", "-Wall", "-Wextra", "-Werror", "-o", out, src, "-luring")
+	var msg bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &msg, &msg
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("cannot build the %s server: cc: %w: %s", CPeerArm, err, strings.TrimSpace(msg.String()))
+	}
+	return []string{out}, nil
+}
