@@ -1,0 +1,372 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// cpeerComm is the C server's thread name as /proc shows it: the binary's
+// name cut to 15 bytes.
+const cpeerComm = "spindle-c-libur"
+
+// skipUnlessCPeer skips when the C reference server cannot be built here
+// for want of cc or liburing-dev (CI installs both, so there it runs), or
+// when io_uring is disabled. Any other build problem is a failure.
+func skipUnlessCPeer(t *testing.T) {
+	t.Helper()
+	skipUnlessLinux(t)
+	if err := CPeerUnavailable(); errors.Is(err, errMissingTool) {
+		t.Skip(err)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/io_uring_disabled"); err == nil && strings.TrimSpace(string(b)) != "0" {
+		t.Skipf("io_uring disabled here (kernel.io_uring_disabled=%s)", strings.TrimSpace(string(b)))
+	}
+}
+
+// startCPeer builds the C server and starts it the way the harness does,
+// pinned to CPU 0.
+func startCPeer(t *testing.T, extra ...string) *serverProc {
+	t.Helper()
+	skipUnlessCPeer(t)
+	argv, err := BuildCPeer(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv = append(argv, "-arm", CPeerArm, "-listen", "127.0.0.1:0", "-cpus", "0", "-control")
+	p, err := startServerProc(context.Background(), append(argv, extra...), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := p.stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return p
+}
+
+// TestCPeerHello: the server says which io_uring setup it got, and on a
+// kernel that has DEFER_TASKRUN (6.1) it must be that one, not the
+// fallback.
+func TestCPeerHello(t *testing.T) {
+	p := startCPeer(t)
+	if p.hello.Arm != CPeerArm || p.hello.Pid != p.cmd.Process.Pid || !strings.HasPrefix(p.hello.Note, "io_uring ") {
+		t.Fatalf("hello %+v (child pid %d)", p.hello, p.cmd.Process.Pid)
+	}
+	if kernelAtLeast(t, 6, 1) && p.hello.Note != "io_uring SINGLE_ISSUER|DEFER_TASKRUN" {
+		t.Errorf("kernel has DEFER_TASKRUN, the server says %q", p.hello.Note)
+	}
+}
+
+// TestCPeerFrames sends frames in awkward pieces on fresh connections: a
+// 1-byte payload byte by byte (the header split over four receives), a
+// 1 MiB payload in uneven parts, several frames in one write, and two
+// 1 MiB frames back to back (the second completes while the first one's
+// reply is still being sent). Each must come back whole. A frame above
+// 1 MiB and an HTTP request (the arm has no HTTP mode) close the
+// connection without a reply.
+func TestCPeerFrames(t *testing.T) {
+	p := startCPeer(t)
+	frame := func(payload []byte) []byte {
+		return append([]byte{byte(len(payload) >> 24), byte(len(payload) >> 16), byte(len(payload) >> 8), byte(len(payload))}, payload...)
+	}
+	big := AppendRequest(nil, 1, 7, MaxPayload)
+	tests := []struct {
+		name   string
+		chunks [][]byte
+		want   []byte // nil: the server must close without replying
+	}{
+		{"1-byte payload byte by byte", split(frame([]byte{'x'}), 1, 1, 1, 1), frame([]byte{'x'})},
+		{"empty payload", [][]byte{frame(nil)}, frame(nil)},
+		{"header split from payload", split(AppendRequest(nil, 1, 2, 300), 2), AppendRequest(nil, 1, 2, 300)},
+		{"several frames in one write", [][]byte{slices.Concat(AppendRequest(nil, 1, 3, 16), frame([]byte{'y'}), AppendRequest(nil, 1, 4, 40000))},
+			slices.Concat(AppendRequest(nil, 1, 3, 16), frame([]byte{'y'}), AppendRequest(nil, 1, 4, 40000))},
+		{"1 MiB payload in parts", split(big, 3, 700001), big},
+		{"two 1 MiB frames in one write", [][]byte{slices.Concat(big, AppendRequest(nil, 1, 8, MaxPayload))},
+			slices.Concat(big, AppendRequest(nil, 1, 8, MaxPayload))},
+		{"payload above 1 MiB", [][]byte{{0, 0x10, 0, 1, 'z'}}, nil},
+		{"HTTP request", [][]byte{[]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", p.hello.Addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(20 * time.Second))
+			werr := make(chan error, 1)
+			go func() {
+				for i, ch := range tc.chunks {
+					if i > 0 {
+						// Let the server receive each piece on its own.
+						time.Sleep(2 * time.Millisecond)
+					}
+					if _, err := c.Write(ch); err != nil {
+						werr <- err
+						return
+					}
+				}
+				werr <- nil
+			}()
+			if tc.want == nil {
+				n, err := io.Copy(io.Discard, c)
+				if err != nil && !errors.Is(err, unix.ECONNRESET) {
+					t.Fatalf("waiting for the server to close: %v", err)
+				}
+				if n != 0 {
+					t.Fatalf("server replied %d bytes to a request it must refuse", n)
+				}
+				<-werr
+				return
+			}
+			got := make([]byte, len(tc.want))
+			if _, err := io.ReadFull(c, got); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, tc.want) {
+				t.Fatalf("echo of %d bytes differs from the request", len(got))
+			}
+			if err := <-werr; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// split cuts b at the given piece lengths; the rest is the last piece.
+func split(b []byte, lens ...int) [][]byte {
+	var out [][]byte
+	for _, n := range lens {
+		out = append(out, b[:n])
+		b = b[n:]
+	}
+	if len(b) > 0 {
+		out = append(out, b)
+	}
+	return out
+}
+
+// TestCPeerLoad drives verified load at the C server: 200 connections at
+// once with small requests and with 100 KB ones, then 1 MiB frames. Its
+// usage report must be the C process's own: every thread is the C
+// server's, pinned to CPU 0, its per-thread run times add up to its
+// getrusage time, and that time is more than nothing and no more than one
+// CPU could give it since it started.
+func TestCPeerLoad(t *testing.T) {
+	start := time.Now()
+	p := startCPeer(t)
+	for _, tc := range []struct{ conns, size int }{{200, DefaultPayload}, {200, 100 << 10}, {2, MaxPayload}} {
+		res, err := RunLoad(context.Background(), LoadConfig{
+			Addr: p.hello.Addr, Conns: tc.conns, InFlight: 2, Payload: tc.size, Warmup: 20 * time.Millisecond, Duration: 500 * time.Millisecond,
+		})
+		if err != nil {
+			t.Fatalf("%d conns, %d-byte payload: %v", tc.conns, tc.size, err)
+		}
+		if res.Replies == 0 || res.Replies != res.Sent || res.Unanswered != 0 {
+			t.Fatalf("%d conns, %d-byte payload: %d requests sent in the window, %d verified replies, %d unanswered", tc.conns, tc.size, res.Sent, res.Replies, res.Unanswered)
+		}
+		t.Logf("%d conns, %d B: %.0f req/s, %s", tc.conns, tc.size, res.Throughput(), res.Hist)
+	}
+	u, err := p.usage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	elapsed := time.Since(start)
+	cpu := time.Duration(u.UserNS + u.SysNS)
+	if cpu <= 0 || cpu > elapsed+10*time.Millisecond {
+		t.Errorf("server CPU %v in %v of wall time on one pinned CPU", cpu, elapsed)
+	}
+	var run time.Duration
+	for _, th := range u.Threads {
+		run += time.Duration(th.RunNS)
+		if th.Comm != cpeerComm || th.Processor != 0 {
+			t.Errorf("thread %+v: want the C server's (%s) on CPU 0", th, cpeerComm)
+		}
+	}
+	if len(u.Threads) == 0 || math.Abs(float64(run-cpu)) > 0.25*float64(cpu)+float64(10*time.Millisecond) {
+		t.Errorf("threads ran %v, the process used %v (getrusage)", run, cpu)
+	}
+	if u.Counters["waits"] == 0 || u.Counters["cqes"] == 0 || u.Counters["accepts"] < 2*200+2+1 {
+		t.Errorf("counters %v: want waits, completions and every connection accepted", u.Counters)
+	}
+	t.Logf("usage: %v CPU, counters %v", cpu, u.Counters)
+}
+
+// TestCPeerRun runs the c-liburing arm through the harness, next to the
+// uring arm, with 200 connections, closed loop and open loop, every reply
+// verified. The harness builds the C server itself; its CPU figures must
+// be the C process's (its thread names) and consistent: the threads' run
+// time adds up to the process's, and the server's CPU is part of the
+// machine's.
+func TestCPeerRun(t *testing.T) {
+	skipUnlessCPeer(t)
+	argv, env := testChildCommand()
+	var progress strings.Builder
+	rep, err := Run(context.Background(), Config{
+		Arms: []string{CPeerArm, "uring"}, Duration: 2 * time.Second, Reps: 1, Conns: 200,
+		OpenFractions: []float64{0.5}, ServerCommand: argv, ServerEnv: env, Progress: &progress,
+	})
+	if err != nil {
+		t.Fatalf("%v\nprogress:\n%s", err, progress.String())
+	}
+	if len(rep.Arms) != 2 || rep.Arms[0].Skipped != "" || rep.Arms[1].Skipped != "" {
+		t.Fatalf("arms %+v", rep.Arms)
+	}
+	if !slices.ContainsFunc(rep.Notes, func(n string) bool { return strings.HasPrefix(n, "arm c-liburing: io_uring ") }) {
+		t.Errorf("the report does not say which io_uring setup the C server got: %q", rep.Notes)
+	}
+	answered := 0
+	for _, r := range rep.Results {
+		if r.Arm != CPeerArm {
+			continue
+		}
+		if r.Requests == 0 {
+			continue // a starved window; TestRunEndToEnd checks the note
+		}
+		answered++
+		s := r.Server
+		if s.TotalUSPerReq <= 0 || s.KernelWaitsPerReq <= 0 || len(s.Threads) == 0 {
+			t.Errorf("%s rep %d: no server accounting: %+v", r.Mode, r.Rep, s)
+		}
+		var threads float64
+		for _, th := range s.Threads {
+			threads += th.USPerReq
+			if th.Comm != cpeerComm {
+				t.Errorf("%s rep %d: server thread %q is not the C server's", r.Mode, r.Rep, th.Comm)
+			}
+		}
+		if math.Abs(threads-s.TotalUSPerReq) > 0.25*s.TotalUSPerReq+0.5 {
+			t.Errorf("%s rep %d: server threads sum to %.2f µs/req, the process to %.2f", r.Mode, r.Rep, threads, s.TotalUSPerReq)
+		}
+		// /proc/stat is sampled at the tick: allow a quarter for that.
+		if m := r.Machine.TotalUSPerReq; s.TotalUSPerReq > 1.25*m+0.5 {
+			t.Errorf("%s rep %d: server %.2f µs/req exceeds the whole machine's %.2f", r.Mode, r.Rep, s.TotalUSPerReq, m)
+		}
+	}
+	if answered == 0 {
+		t.Errorf("no c-liburing measurement got replies:\n%s", progress.String())
+	}
+	t.Log(progress.String())
+}
+
+// TestCPeerSweepCompute: in a sweep the C server burns --compute-us per
+// request (latency and server CPU grow by it, so the CPU measured is the
+// process that does the work), and sits out the two-loop cells with a
+// note instead of failing the sweep.
+func TestCPeerSweepCompute(t *testing.T) {
+	skipUnlessCPeer(t)
+	argv, env := testChildCommand()
+	const compute = 200
+	rep, err := Sweep(context.Background(), SweepConfig{
+		Config: Config{Arms: []string{CPeerArm}, Duration: 1200 * time.Millisecond, Reps: 1, Conns: 4,
+			ServerCommand: argv, ServerEnv: env},
+		Loops: []int{1, 2}, ComputeUS: []int{0, compute},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Results) != 2 {
+		t.Fatalf("%d results, want 2 (one loop, two compute values)", len(rep.Results))
+	}
+	if !slices.ContainsFunc(rep.Notes, func(n string) bool { return strings.Contains(n, "not measured at 2 loops") }) {
+		t.Errorf("no note for the two-loop cells: %q", rep.Notes)
+	}
+	for _, r := range rep.Results {
+		if r.Loops != 1 {
+			t.Errorf("measured at %d loops", r.Loops)
+		}
+		if r.Requests == 0 {
+			continue
+		}
+		if r.ComputeUS > 0 && (r.Latency.P50 < compute || r.Server.TotalUSPerReq < compute/4) {
+			t.Errorf("compute %d µs: p50 %.1f µs, server CPU %.1f µs per request", r.ComputeUS, r.Latency.P50, r.Server.TotalUSPerReq)
+		}
+		if r.ComputeUS == 0 && r.Server.TotalUSPerReq >= compute/4 {
+			t.Errorf("no compute: server CPU %.1f µs per request", r.Server.TotalUSPerReq)
+		}
+	}
+}
+
+// TestCPeerMissingTools: without a C compiler, or with one that has no
+// liburing.h, the arm is unavailable with the reason and the package to
+// install, and a run that asks for it skips it and measures the others.
+func TestCPeerMissingTools(t *testing.T) {
+	skipUnlessLinux(t)
+	empty := t.TempDir()
+	// A cc that fails as gcc does when a header is missing.
+	noHeader := t.TempDir()
+	script := "#!/bin/sh\necho '<stdin>:1:10: fatal error: liburing.h: No such file or directory' >&2\nexit 1\n"
+	if err := os.WriteFile(filepath.Join(noHeader, "cc"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, path, want string }{
+		{"no cc", empty, "no C compiler (cc not in PATH): apt-get install gcc"},
+		{"no liburing.h", noHeader, "liburing-dev not installed (liburing.h not found): apt-get install liburing-dev"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("PATH", tc.path)
+			err := CPeerUnavailable()
+			if !errors.Is(err, errMissingTool) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("CPeerUnavailable() = %v, want %q", err, tc.want)
+			}
+			if _, err := BuildCPeer(context.Background(), t.TempDir()); !errors.Is(err, errMissingTool) {
+				t.Fatalf("BuildCPeer: %v", err)
+			}
+			argv, env := testChildCommand()
+			rep, err := Run(context.Background(), Config{
+				Arms: []string{CPeerArm, "go-net"}, Duration: 300 * time.Millisecond, Reps: 1, Conns: 2,
+				OpenFractions: []float64{}, ServerCommand: argv, ServerEnv: env,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.Arms) != 2 || !strings.Contains(rep.Arms[0].Skipped, tc.want) || rep.Arms[1].Skipped != "" || len(rep.Results) != 1 {
+				t.Fatalf("arms %+v, %d results", rep.Arms, len(rep.Results))
+			}
+		})
+	}
+}
+
+// TestCPeerNotServedByServeMain: `spindle bench server -arm c-liburing`
+// says where the arm comes from instead of starting something else.
+func TestCPeerNotServedByServeMain(t *testing.T) {
+	err := ServeMain(context.Background(), []string{"-arm", CPeerArm}, strings.NewReader(""), io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "program of its own") {
+		t.Fatalf("ServeMain -arm %s: %v", CPeerArm, err)
+	}
+}
+
+// TestCPeerInDefaultRun: the arm is in the default arm set, ordered with
+// the baselines before the engine arms, and refuses more than one loop.
+func TestCPeerInDefaultRun(t *testing.T) {
+	a, err := LookupArm(CPeerArm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Order >= 99 || a.Program == nil || a.MaxLoops != 1 || !strings.Contains(a.Summary, "no HTTP") {
+		t.Fatalf("arm %+v", a)
+	}
+	var names []string
+	for _, x := range Arms() {
+		names = append(names, x.Name)
+	}
+	i, g, u := slices.Index(names, CPeerArm), slices.Index(names, "gnet"), slices.Index(names, "uring")
+	if g < 0 || u < 0 || !(g < i && i < u) {
+		t.Errorf("arm order %v: want c-liburing after gnet and before uring", names)
+	}
+}
