@@ -31,6 +31,19 @@ const CPeerArm = "c-liburing"
 // unavailable on this host, which is not a failure of the arm.
 var errMissingTool = errors.New("missing build tool")
 
+// CPU accounting. The C server is the harness's server child itself: it
+// takes ServeMain's flags, pins itself to -cpus with sched_setaffinity
+// before it creates its ring (as ServeMain pins a Go child before starting
+// its arm), and answers "usage" on stdin with getrusage(RUSAGE_SELF) and
+// /proc/self/task stat and schedstat, so its figures are the same calls on
+// the same kind of process as every other arm's: all its threads, user and
+// system time. The alternative, a Go shim that starts the C program and
+// reads its usage from outside, was rejected: RUSAGE_CHILDREN counts only
+// children that have been waited for, so the shim would have had to read
+// /proc/<pid>/stat, whose utime and stime are in clock ticks (10 ms) where
+// getrusage gives microseconds; and the shim's own runtime threads would
+// run either on the server CPU (disturbing the server it measures) or on
+// the client's. With no shim there is nothing to keep off the books.
 func init() {
 	RegisterArm(Arm{
 		Name: CPeerArm,

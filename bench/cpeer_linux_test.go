@@ -162,7 +162,10 @@ func split(b []byte, lens ...int) [][]byte {
 }
 
 // TestCPeerLoad drives verified load at the C server: 200 connections at
-// once with small requests and with 100 KB ones, then 1 MiB frames. Its
+// once with small requests, then 100 KB requests (each spans several
+// receive buffers) and 1 MiB ones on a few connections (many connections
+// of large requests would keep a race-enabled client busy past the
+// window). Its
 // usage report must be the C process's own: every thread is the C
 // server's, pinned to CPU 0, its per-thread run times add up to its
 // getrusage time, and that time is more than nothing and no more than one
@@ -170,7 +173,7 @@ func split(b []byte, lens ...int) [][]byte {
 func TestCPeerLoad(t *testing.T) {
 	start := time.Now()
 	p := startCPeer(t)
-	for _, tc := range []struct{ conns, size int }{{200, DefaultPayload}, {200, 100 << 10}, {2, MaxPayload}} {
+	for _, tc := range []struct{ conns, size int }{{200, DefaultPayload}, {8, 100 << 10}, {2, MaxPayload}} {
 		res, err := RunLoad(context.Background(), LoadConfig{
 			Addr: p.hello.Addr, Conns: tc.conns, InFlight: 2, Payload: tc.size, Warmup: 20 * time.Millisecond, Duration: 500 * time.Millisecond,
 		})
@@ -201,7 +204,7 @@ func TestCPeerLoad(t *testing.T) {
 	if len(u.Threads) == 0 || math.Abs(float64(run-cpu)) > 0.25*float64(cpu)+float64(10*time.Millisecond) {
 		t.Errorf("threads ran %v, the process used %v (getrusage)", run, cpu)
 	}
-	if u.Counters["waits"] == 0 || u.Counters["cqes"] == 0 || u.Counters["accepts"] < 2*200+2+1 {
+	if u.Counters["waits"] == 0 || u.Counters["cqes"] == 0 || u.Counters["accepts"] < 200+8+2+1 {
 		t.Errorf("counters %v: want waits, completions and every connection accepted", u.Counters)
 	}
 	t.Logf("usage: %v CPU, counters %v", cpu, u.Counters)

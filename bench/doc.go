@@ -26,9 +26,16 @@
 // "go-net" (a goroutine per connection on Go's netpoller); the gnet v2 peer
 // lives in the nested module bench/peers and is built by the harness; the
 // spindle engine arms register themselves when package engine is present.
+// "c-liburing" is the reference for the engine's io_uring backend: a plain,
+// single-threaded C liburing echo server (bench/cpeer/echo.c, embedded in
+// this package) that the harness compiles with cc at run time and starts as
+// its server child; it answers the same control protocol, so its CPU is
+// read the same way. Without cc or liburing-dev it is skipped, with the
+// package to install.
 //
 // The wire protocol is a length-prefixed echo: a 4-byte big-endian payload
-// length followed by the payload, echoed back unchanged. Every server also
-// speaks HTTP/1.1 on the same port (detected per connection from the first
-// byte), so wrk or h2load can be pointed at any arm.
+// length followed by the payload, echoed back unchanged. Every server except
+// c-liburing also speaks HTTP/1.1 on the same port (detected per connection
+// from the first byte), so wrk or h2load can be pointed at those arms; the
+// C server closes a connection that sends HTTP.
 package bench
