@@ -13,12 +13,13 @@ import (
 // child, the way the harness does, and drives verified load at it. The
 // harness skips an arm that cannot start (and says why in the report), so
 // without this test a broken arm would drop out of the smoke run quietly.
-// The gnet arm is tested in bench/peers.
+// The gnet arm is tested in bench/peers, the c-liburing arm (a program of
+// its own) in cpeer_linux_test.go.
 func TestEveryArmServes(t *testing.T) {
 	skipUnlessLinux(t)
 	for _, a := range Arms() {
 		if a.Order >= 99 || a.Start == nil {
-			continue // test-only arms; peer arms
+			continue // test-only arms; peer and program arms
 		}
 		t.Run(a.Name, func(t *testing.T) {
 			argv, env := testChildCommand()
