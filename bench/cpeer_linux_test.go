@@ -59,16 +59,36 @@ func startCPeer(t *testing.T, extra ...string) *serverProc {
 	return p
 }
 
-// TestCPeerHello: the server says which io_uring setup it got, and on a
-// kernel that has DEFER_TASKRUN (6.1) it must be that one, not the
-// fallback.
-func TestCPeerHello(t *testing.T) {
-	p := startCPeer(t)
-	if p.hello.Arm != CPeerArm || p.hello.Pid != p.cmd.Process.Pid || !strings.HasPrefix(p.hello.Note, "io_uring ") {
-		t.Fatalf("hello %+v (child pid %d)", p.hello, p.cmd.Process.Pid)
-	}
-	if kernelAtLeast(t, 6, 1) && p.hello.Note != "io_uring SINGLE_ISSUER|DEFER_TASKRUN" {
-		t.Errorf("kernel has DEFER_TASKRUN, the server says %q", p.hello.Note)
+// TestCPeerSetupModes: the server says which io_uring setup it got. On a
+// kernel that has DEFER_TASKRUN (6.1) it must be that one, not a fallback;
+// the fallback, forced with -no-defer-taskrun, must say so and serve too.
+func TestCPeerSetupModes(t *testing.T) {
+	for _, tc := range []struct{ flag, want string }{
+		{"", "io_uring SINGLE_ISSUER|DEFER_TASKRUN"},
+		{"-no-defer-taskrun", "io_uring SINGLE_ISSUER|COOP_TASKRUN (-no-defer-taskrun)"},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			var extra []string
+			if tc.flag != "" {
+				extra = append(extra, tc.flag)
+			}
+			p := startCPeer(t, extra...)
+			if p.hello.Arm != CPeerArm || p.hello.Pid != p.cmd.Process.Pid || !strings.HasPrefix(p.hello.Note, "io_uring ") {
+				t.Fatalf("hello %+v (child pid %d)", p.hello, p.cmd.Process.Pid)
+			}
+			if kernelAtLeast(t, 6, 1) && p.hello.Note != tc.want {
+				t.Fatalf("the kernel has DEFER_TASKRUN; the server says %q, want %q", p.hello.Note, tc.want)
+			}
+			res, err := RunLoad(context.Background(), LoadConfig{
+				Addr: p.hello.Addr, Conns: 4, InFlight: 4, Warmup: 20 * time.Millisecond, Duration: 300 * time.Millisecond,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Replies == 0 || res.Replies != res.Sent || res.Unanswered != 0 {
+				t.Fatalf("%d requests sent in the window, %d verified replies, %d unanswered", res.Sent, res.Replies, res.Unanswered)
+			}
+		})
 	}
 }
 

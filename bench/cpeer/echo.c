@@ -7,7 +7,8 @@
  *
  * What it does, and nothing more:
  *   - one thread, one io_uring set up with SINGLE_ISSUER|DEFER_TASKRUN
- *     (COOP_TASKRUN where the kernel refuses that; the hello line says which);
+ *     (COOP_TASKRUN where the kernel refuses that, or with -no-defer-taskrun;
+ *     the hello line says which and why);
  *   - multishot accept; multishot recv on a provided buffer ring registered
  *     with io_uring_register_buf_ring, re-armed when it ends (ENOBUFS, or a
  *     CQE without IORING_CQE_F_MORE);
@@ -205,20 +206,41 @@ static void setup_buf_ring(void)
 	publish();
 }
 
-static void setup_ring(void)
+/* setup_ring creates the ring with the first flag set this kernel takes:
+ * SINGLE_ISSUER|DEFER_TASKRUN (6.1), else SINGLE_ISSUER|COOP_TASKRUN (6.0),
+ * else COOP_TASKRUN (5.19). setup_mode names the one it got, and why it is
+ * not the first. no_defer (-no-defer-taskrun) starts at the second, so that
+ * the fallback can be measured, and tested, on a kernel that has the first. */
+static void setup_ring(bool no_defer)
 {
-	struct io_uring_params p = {0};
-	p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
-	p.cq_entries = CQ_ENTRIES;
-	int ret = io_uring_queue_init_params(SQ_ENTRIES, &ring, &p);
-	setup_mode = "SINGLE_ISSUER|DEFER_TASKRUN";
-	if (ret == -EINVAL) {
-		/* DEFER_TASKRUN is 6.1+, SINGLE_ISSUER 6.0+. */
-		memset(&p, 0, sizeof p);
-		p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_COOP_TASKRUN;
+	static const struct {
+		unsigned flags;
+		const char *name;
+	} modes[] = {
+		{IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN, "SINGLE_ISSUER|DEFER_TASKRUN"},
+		{IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_COOP_TASKRUN, "SINGLE_ISSUER|COOP_TASKRUN"},
+		{IORING_SETUP_COOP_TASKRUN, "COOP_TASKRUN"},
+	};
+	static char mode[160];
+	const char *why = no_defer ? "-no-defer-taskrun" : NULL;
+	int ret = -EINVAL;
+	for (size_t i = no_defer ? 1 : 0; i < sizeof modes / sizeof modes[0]; i++) {
+		struct io_uring_params p = {0};
+		p.flags = IORING_SETUP_CQSIZE | modes[i].flags;
 		p.cq_entries = CQ_ENTRIES;
 		ret = io_uring_queue_init_params(SQ_ENTRIES, &ring, &p);
-		setup_mode = "COOP_TASKRUN (SINGLE_ISSUER|DEFER_TASKRUN refused: EINVAL)";
+		if (ret == 0) {
+			if (why)
+				snprintf(mode, sizeof mode, "%s (%s)", modes[i].name, why);
+			else
+				snprintf(mode, sizeof mode, "%s", modes[i].name);
+			setup_mode = mode;
+			break;
+		}
+		if (ret != -EINVAL)
+			break;
+		if (!why)
+			why = i == 0 ? "kernel refused SINGLE_ISSUER|DEFER_TASKRUN: EINVAL" : "kernel refused SINGLE_ISSUER: EINVAL";
 	}
 	if (ret < 0)
 		die("io_uring_queue_init_params: %s", strerror(-ret));
@@ -749,6 +771,7 @@ int main(int argc, char **argv)
 {
 	const char *listen_addr = "127.0.0.1:0", *cpus = "";
 	long loops = 1;
+	bool no_defer = false;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (a[0] != '-')
@@ -763,6 +786,10 @@ int main(int argc, char **argv)
 		name[nl] = 0;
 		if (strcmp(name, "control") == 0) {
 			control = !val || strcmp(val + 1, "true") == 0;
+			continue;
+		}
+		if (strcmp(name, "no-defer-taskrun") == 0) {
+			no_defer = !val || strcmp(val + 1, "true") == 0;
 			continue;
 		}
 		if (val)
@@ -794,7 +821,7 @@ int main(int argc, char **argv)
 	/* Pin before the ring exists, so that every thread the kernel may
 	 * start for it inherits the mask (as the Go children pin first). */
 	pin(cpus);
-	setup_ring();
+	setup_ring(no_defer);
 	struct sockaddr_storage ss = listen_on(listen_addr);
 	char addr[INET6_ADDRSTRLEN + 16];
 	format_addr(&ss, addr, sizeof addr);
