@@ -130,7 +130,7 @@ static long long compute_ns;
 static const char *setup_mode;
 
 static struct {
-	uint64_t waits, submits, sqes, cqes, enobufs, accepts, closes;
+	uint64_t waits, submits, sqes, cqes, enobufs, accepts, accept_errors, closes;
 } st;
 
 /* Self-check: one request sent to ourselves before the hello line. */
@@ -388,8 +388,10 @@ static void on_accept(struct io_uring_cqe *cqe)
 {
 	if (!(cqe->flags & IORING_CQE_F_MORE))
 		arm_accept();
-	if (cqe->res < 0)
-		return; /* ECONNABORTED and the like: the next accept goes on */
+	if (cqe->res < 0) {
+		st.accept_errors++; /* ECONNABORTED and the like: the next accept goes on */
+		return;
+	}
 	int fd = cqe->res;
 	st.accepts++;
 	int one = 1;
@@ -593,10 +595,10 @@ static void write_usage(void)
 	}
 	closedir(d);
 	printf("],\"counters\":{\"waits\":%llu,\"submits\":%llu,\"sqes\":%llu,\"cqes\":%llu,\"enobufs\":%llu,"
-	       "\"accepts\":%llu,\"closes\":%llu}}\n",
+	       "\"accepts\":%llu,\"accept_errors\":%llu,\"closes\":%llu}}\n",
 	       (unsigned long long)st.waits, (unsigned long long)st.submits, (unsigned long long)st.sqes,
 	       (unsigned long long)st.cqes, (unsigned long long)st.enobufs, (unsigned long long)st.accepts,
-	       (unsigned long long)st.closes);
+	       (unsigned long long)st.accept_errors, (unsigned long long)st.closes);
 	if (fflush(stdout) != 0)
 		die("write usage: %s", strerror(errno));
 }
@@ -818,6 +820,15 @@ int main(int argc, char **argv)
 	if (loops != 1)
 		die("-loops %ld: the C reference server is one thread with one ring (-loops 1 only)", loops);
 	signal(SIGPIPE, SIG_IGN);
+	/* Raise the soft fd limit to the hard one, as the Go runtime does for
+	 * the Go arms (and undoes for the children it starts, this one too):
+	 * otherwise accepts fail with EMFILE past about a thousand
+	 * connections. */
+	struct rlimit nofile;
+	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+		nofile.rlim_cur = nofile.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &nofile);
+	}
 	/* Pin before the ring exists, so that every thread the kernel may
 	 * start for it inherits the mask (as the Go children pin first). */
 	pin(cpus);
