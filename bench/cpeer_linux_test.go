@@ -393,3 +393,29 @@ func TestCPeerInDefaultRun(t *testing.T) {
 		t.Errorf("arm order %v: want c-liburing after gnet and before uring", names)
 	}
 }
+
+// TestCPeerClosesNonReader: a multishot recv cannot be paused, so replies
+// for a peer that sends without reading queue in the server; past 16 MiB
+// queued the server closes the connection instead of growing without
+// bound. The client sends 64 MiB of 1 MiB frames and never reads: its
+// writes must fail before the end.
+func TestCPeerClosesNonReader(t *testing.T) {
+	p := startCPeer(t)
+	c, err := net.Dial("tcp", p.hello.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	frame := AppendRequest(nil, 1, 1, MaxPayload)
+	for i := range 64 {
+		if _, err := c.Write(frame); err != nil {
+			if !errors.Is(err, unix.EPIPE) && !errors.Is(err, unix.ECONNRESET) {
+				t.Fatalf("write %d: %v, want the server to have closed the connection", i, err)
+			}
+			t.Logf("closed by the server after %d MiB sent", i)
+			return
+		}
+	}
+	t.Fatal("the server took 64 MiB of requests from a client that reads none of the replies")
+}
