@@ -332,7 +332,7 @@ static void arm_accept(void)
 static void arm_ctl(void)
 {
 	struct io_uring_sqe *sqe = get_sqe();
-	io_uring_prep_read(sqe, 0, ctl_buf + ctl_len, sizeof ctl_buf - ctl_len, (uint64_t)-1);
+	io_uring_prep_read(sqe, 0, ctl_buf + ctl_len, (unsigned)(sizeof ctl_buf - ctl_len), (uint64_t)-1);
 	io_uring_sqe_set_data64(sqe, udata(OP_CTRL, 0));
 }
 
