@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestWaitHoldsPStopTheWorld checks that a ring owner blocked in a raw
@@ -80,5 +82,72 @@ func TestWaitHoldsPStopTheWorld(t *testing.T) {
 	}
 	if o.eintr == 0 {
 		t.Errorf("the collections (%v) never interrupted the owner's io_uring_enter: the test did not exercise the preemption path", gc)
+	}
+}
+
+// TestTimedWaitInterrupted checks that a timed wait interrupted by signals
+// over and over still ends when its timeout passes: a goroutine that holds
+// its P (Config.WaitHoldsP) gets the runtime's preemption signal every
+// 10 ms, and a wait that started its timeout again after each one never
+// ended (the engine's dial timeouts did not fire).
+func TestTimedWaitInterrupted(t *testing.T) {
+	const timeout = 100 * time.Millisecond
+	type outcome struct {
+		err     error
+		elapsed time.Duration
+		eintr   uint64
+	}
+	tidc := make(chan int, 1)
+	fdc := make(chan int, 1)
+	done := make(chan outcome, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		r, err := New(&Config{Entries: 4, SingleIssuer: true, DeferTaskrun: true, WaitHoldsP: true})
+		if err != nil {
+			tidc <- -1
+			fdc <- -1
+			done <- outcome{err: err}
+			return
+		}
+		defer r.Close()
+		tidc <- unix.Gettid()
+		fdc <- r.Fd()
+		start := time.Now()
+		_, err = r.SubmitAndWait(1, timeout)
+		done <- outcome{err: err, elapsed: time.Since(start), eintr: r.eintr.Load()}
+	}()
+	tid := <-tidc
+	var o outcome
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	giveUp := time.After(10 * timeout)
+wait:
+	for {
+		select {
+		case o = <-done:
+			break wait
+		case <-giveUp:
+			// The runtime's own preemption signals would keep a broken
+			// wait going: end it with a message from another ring.
+			sender := newRing(t, nil)
+			sqe(t, sender).PrepMsgRing(<-fdc, 0, 77, 0, 1)
+			reap(t, sender, 1)
+			o = <-done
+			break wait
+		case <-tick.C:
+			if tid > 0 {
+				unix.Tgkill(unix.Getpid(), tid, unix.SIGURG)
+			}
+		}
+	}
+	if !errors.Is(o.err, unix.ETIME) {
+		t.Fatalf("timed wait ended with %v, want ETIME", o.err)
+	}
+	if o.eintr == 0 {
+		t.Fatal("no signal interrupted the wait: the test did not exercise the retry")
+	}
+	if o.elapsed < timeout || o.elapsed >= 10*timeout {
+		t.Errorf("a %v wait interrupted %d times ended after %v", timeout, o.eintr, o.elapsed)
 	}
 }

@@ -341,7 +341,8 @@ func (r *Ring) Submit() (int, error) {
 
 // SubmitAndWait submits and waits until at least waitNr completions are
 // ready or timeout passes (0: no timeout; EXT_ARG timeouts, 5.11). When the
-// timeout passes first it returns unix.ETIME. It returns the number of SQEs
+// timeout passes first it returns unix.ETIME. A wait interrupted by a signal
+// is resumed for what is left of the timeout. It returns the number of SQEs
 // consumed. Owner goroutine; does not allocate.
 func (r *Ring) SubmitAndWait(waitNr uint32, timeout time.Duration) (int, error) {
 	return r.enter(waitNr, timeout, true)
@@ -353,13 +354,22 @@ func (r *Ring) enter(waitNr uint32, timeout time.Duration, wait bool) (int, erro
 	}
 	toSubmit := r.flush()
 	submitted := 0
-	for {
+	var deadline time.Time // of a timed wait
+	if wait && timeout > 0 {
+		deadline = time.Now().Add(timeout)
+	}
+	for retry := false; ; retry = true {
 		flags := r.enterFlags
 		var arg *sys.GeteventsArg
 		if wait || r.cqNeedsEnter() {
 			flags |= sys.IORING_ENTER_GETEVENTS
 		}
 		if wait && timeout > 0 {
+			if retry {
+				if timeout = time.Until(deadline); timeout <= 0 {
+					return submitted, unix.ETIME
+				}
+			}
 			ts := &r.mem.Scratch.WaitTS
 			ts.Sec, ts.Nsec = int64(timeout/time.Second), int64(timeout%time.Second)
 			flags |= sys.IORING_ENTER_EXT_ARG
@@ -395,8 +405,10 @@ func (r *Ring) enter(waitNr uint32, timeout time.Duration, wait bool) (int, erro
 		case unix.EINTR:
 			r.eintr.Add(1)
 			// Interrupted before anything was submitted or while waiting:
-			// retry what is left. A restarted timed wait starts its timeout
-			// again; callers that need a deadline use a TIMEOUT SQE.
+			// retry what is left, and a timed wait for what is left of
+			// its timeout, so that a wait interrupted over and over (the
+			// runtime preempts a goroutine that holds its P every 10 ms,
+			// see WaitHoldsP) still ends on time.
 			toSubmit = r.sqTail - r.sqHead()
 			if wait && r.CQReady() >= max(waitNr, 1) {
 				return submitted, nil
