@@ -184,7 +184,13 @@ func (b *epollBackend) poll(timeout time.Duration) error {
 		msec = int((timeout + time.Millisecond - 1) / time.Millisecond)
 	}
 	t0 := nanotime()
-	n, err := unix.EpollWait(b.epfd, b.events, msec)
+	var n int
+	var err error
+	if b.l.e.cfg.SchedulerWaits {
+		n, err = unix.EpollWait(b.epfd, b.events, msec)
+	} else {
+		n, err = sys.EpollWaitHoldP(b.epfd, b.events, msec)
+	}
 	b.l.st.waitNanos.Add(uint64(nanotime() - t0))
 	b.l.st.waits.Add(1)
 	if err != nil {
