@@ -101,20 +101,23 @@ type Config struct {
 	SendZCThreshold int
 	// NoHugePages disables the attempt to put buffers on huge pages.
 	NoHugePages bool
-	// SchedulerWaits makes a loop's blocking wait (io_uring_enter,
-	// epoll_wait) a system call the Go scheduler sees, which hands the
-	// loop's P off while the loop sleeps. By default a loop waits holding
-	// its P instead (sys.EnterHoldP): with a scheduler-visible wait the
-	// runtime's monitor thread takes the P back from every wait longer than
-	// 20 µs and, while it keeps finding one, wakes every 20 µs to look,
-	// which cost more than a fifth of the uring server's CPU per request in
-	// `spindle bench` (docs/BENCHMARKS.md, "Waiting without the
-	// scheduler"). Loops that wait holding their P leave fewer Ps for the
-	// rest of the program, so Run raises GOMAXPROCS, when it is not above
-	// the number of such loops in the process, to one more than that, says
-	// so through Logf, and puts it back when they stop. Set SchedulerWaits
-	// when GOMAXPROCS must not change.
-	SchedulerWaits bool
+	// WaitHoldsP makes each loop wait for events (io_uring_enter,
+	// epoll_wait) in a raw system call that keeps the loop's P, instead of
+	// one the Go scheduler sees (syscall.Syscall6, the default, which
+	// hands the P off while the loop sleeps). With the default, the
+	// runtime's monitor thread takes the P back from every wait longer
+	// than 20 µs and, while it keeps finding one, wakes every 20 µs to
+	// look: in `spindle bench` that was more than a fifth of the uring
+	// server's CPU per request, and WaitHoldsP removes it
+	// (docs/BENCHMARKS.md, "Waiting without the scheduler"). The cost: a
+	// waiting loop's P runs nothing else, so Run raises GOMAXPROCS, when it
+	// is not above the number of such loops in the process, to one more
+	// than that, says so through Logf, and puts it back when they stop; a
+	// garbage collection interrupts the waits with the runtime's
+	// preemption signal (EINTR), as does the runtime every 10 ms. It is
+	// off by default because it departs from the project's rule that
+	// blocking system calls go through the scheduler. Default false.
+	WaitHoldsP bool
 	// Logf receives the few start-up messages (fallbacks, huge pages, NAPI
 	// warnings), at most once each, possibly from several loop goroutines
 	// at once. Default log.Printf. Hot paths never log.
@@ -288,7 +291,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 	e.state = 1
 	e.mu.Unlock()
-	if !e.cfg.SchedulerWaits {
+	if e.cfg.WaitHoldsP {
 		if msg := holdPs(len(e.loops)); msg != "" {
 			e.cfg.Logf("%s", msg)
 		}

@@ -186,10 +186,10 @@ func (b *epollBackend) poll(timeout time.Duration) error {
 	t0 := nanotime()
 	var n int
 	var err error
-	if b.l.e.cfg.SchedulerWaits {
-		n, err = unix.EpollWait(b.epfd, b.events, msec)
-	} else {
+	if b.l.e.cfg.WaitHoldsP {
 		n, err = sys.EpollWaitHoldP(b.epfd, b.events, msec)
+	} else {
+		n, err = unix.EpollWait(b.epfd, b.events, msec)
 	}
 	b.l.st.waitNanos.Add(uint64(nanotime() - t0))
 	b.l.st.waits.Add(1)

@@ -7,7 +7,7 @@ import (
 )
 
 // heldPs counts the loops, of every engine in the process, that wait
-// holding their P (Config.SchedulerWaits unset), and remembers what the
+// holding their P (Config.WaitHoldsP), and remembers what the
 // engines did to GOMAXPROCS for them.
 var heldPs struct {
 	sync.Mutex
@@ -33,7 +33,7 @@ func holdPs(n int) string {
 	}
 	runtime.GOMAXPROCS(want)
 	heldPs.set = want
-	return fmt.Sprintf("engine: GOMAXPROCS raised from %d to %d: %d loops wait holding their P and one P stays for other goroutines (Config.SchedulerWaits keeps GOMAXPROCS)", cur, want, heldPs.loops)
+	return fmt.Sprintf("engine: GOMAXPROCS raised from %d to %d: %d loops wait holding their P and one P stays for other goroutines (Config.WaitHoldsP)", cur, want, heldPs.loops)
 }
 
 // releasePs undoes holdPs(n). When no loop holds its P any more and

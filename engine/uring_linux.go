@@ -84,7 +84,7 @@ func (b *uringBackend) init(l *Loop) error {
 		SingleIssuer:   true,
 		DeferTaskrun:   true,
 		RegisterRingFD: true,
-		WaitHoldsP:     !b.cfg.SchedulerWaits,
+		WaitHoldsP:     b.cfg.WaitHoldsP,
 	}
 	if b.kind == BackendURingSQPoll {
 		rc.DeferTaskrun = false

@@ -17,6 +17,9 @@ go vet ./...
 echo "== go test -race (library module)"
 go test -race -count=1 -timeout 40m ./...
 
+echo "== go test -race ./engine with Config.WaitHoldsP (loops wait holding their P)"
+SPINDLE_TEST_WAIT_HOLDS_P=1 go test -race -count=1 -timeout 20m ./engine/
+
 if [ -f bench/peers/go.mod ]; then
 	echo "== benchmark peers module"
 	(cd bench/peers && go vet ./... && go test -race -count=1 -timeout 20m ./...)

@@ -41,7 +41,9 @@ func Enter(fd int, toSubmit, minComplete, flags uint32, arg *GeteventsArg) (int,
 }
 
 // EnterHoldP is Enter without telling the Go scheduler (RawSyscall6): the
-// calling goroutine keeps its P however long the call blocks. An event loop
+// calling goroutine keeps its P however long the call blocks. It is the one
+// opt-in exception (uring.Config.WaitHoldsP, engine.Config.WaitHoldsP) to the
+// rule that a blocking io_uring_enter goes through Syscall6. An event loop
 // locked to its thread uses it for its one blocking wait per iteration,
 // because a scheduler-visible wait costs more than the wait itself: sysmon
 // takes the P back from any system call older than 20 µs and, while it keeps
