@@ -37,8 +37,11 @@ var benchArms = append([]string{"gonet"}, func() []string {
 	for _, b := range Backends {
 		s = append(s, string(b))
 	}
-	return s
+	return append(s, armURingHoldP)
 }()...)
+
+// armURingHoldP is the uring backend with Config.WaitHoldsP.
+const armURingHoldP = "uring-holdp"
 
 func BenchmarkEcho(b *testing.B) {
 	for _, conns := range []int{1, 50, 1000} {
@@ -305,7 +308,11 @@ func TestHelperEchoServer(t *testing.T) {
 		addr = ln.Addr().String()
 		stats = func() Stats { return Stats{} }
 	} else {
-		e, err := New(&Config{Backend: Backend(arm), CPUs: []int{cpu}, Logf: func(string, ...any) {}}, &echoHandler{zeroCopy: true})
+		cfg := &Config{Backend: Backend(arm), CPUs: []int{cpu}, Logf: func(string, ...any) {}}
+		if arm == armURingHoldP {
+			cfg.Backend, cfg.WaitHoldsP = BackendURing, true
+		}
+		e, err := New(cfg, &echoHandler{zeroCopy: true})
 		if err != nil {
 			t.Fatal(err)
 		}
