@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -47,13 +46,8 @@ func TestHelperFallback(t *testing.T) {
 		t.Skipf("cannot install a seccomp filter: %v", err)
 	}
 	for _, b := range []Backend{BackendURing, BackendURingSQPoll, BackendURingNAPI} {
-		var mu sync.Mutex
-		var logs []string
-		cfg := &Config{Backend: b, Logf: func(f string, a ...any) {
-			mu.Lock()
-			logs = append(logs, fmt.Sprintf(f, a...))
-			mu.Unlock()
-		}}
+		var logs logLines
+		cfg := &Config{Backend: b, Logf: logs.logf}
 		e, err := New(cfg, &echoHandler{})
 		if err != nil {
 			t.Fatal(err)
@@ -82,17 +76,10 @@ func TestHelperFallback(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
-		mu.Lock()
-		n := 0
-		for _, l := range logs {
-			if strings.Contains(l, "io_uring unavailable") {
-				n++
-			}
-		}
-		mu.Unlock()
 		// Said once per process: on the first engine only.
+		n := logs.count("io_uring unavailable")
 		if want := map[bool]int{true: 1, false: 0}[b == BackendURing]; n != want {
-			t.Fatalf("%s: %d fallback messages, want %d: %q", b, n, want, logs)
+			t.Fatalf("%s: %d fallback messages, want %d: %q", b, n, want, logs.all())
 		}
 	}
 	fmt.Println("fallback ok")

@@ -24,14 +24,8 @@ func TestWaitHoldsPGOMAXPROCS(t *testing.T) {
 				name += "/hold"
 			}
 			t.Run(name, func(t *testing.T) {
-				var mu sync.Mutex
-				var logs []string
-				cfg := &Config{Backend: b, CPUs: []int{firstCPU(t)}, WaitHoldsP: hold,
-					Logf: func(f string, a ...any) {
-						mu.Lock()
-						logs = append(logs, fmt.Sprintf(f, a...))
-						mu.Unlock()
-					}}
+				var logs logLines
+				cfg := &Config{Backend: b, CPUs: []int{firstCPU(t)}, WaitHoldsP: hold, Logf: logs.logf}
 				e, err := New(cfg, &echoHandler{})
 				if err != nil {
 					t.Fatal(err)
@@ -66,11 +60,8 @@ func TestWaitHoldsPGOMAXPROCS(t *testing.T) {
 				if got := runtime.GOMAXPROCS(0); got != 1 {
 					t.Errorf("GOMAXPROCS %d after the engine stopped, want 1 back", got)
 				}
-				mu.Lock()
-				said := strings.Contains(strings.Join(logs, "\n"), "GOMAXPROCS raised")
-				mu.Unlock()
-				if said != hold {
-					t.Errorf("logged the raise: %v, raised: %v (%q)", said, hold, logs)
+				if said := logs.count("GOMAXPROCS raised") > 0; said != hold {
+					t.Errorf("logged the raise: %v, raised: %v (%q)", said, hold, logs.all())
 				}
 			})
 		}
@@ -90,4 +81,35 @@ func firstCPU(t *testing.T) int {
 	}
 	t.Fatal("no allowed CPU")
 	return -1
+}
+
+// logLines collects an engine's Logf lines. Any goroutine.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) logf(format string, args ...any) {
+	l.mu.Lock()
+	l.lines = append(l.lines, fmt.Sprintf(format, args...))
+	l.mu.Unlock()
+}
+
+// count is the number of lines containing s.
+func (l *logLines) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, line := range l.lines {
+		if strings.Contains(line, s) {
+			n++
+		}
+	}
+	return n
+}
+
+func (l *logLines) all() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.lines...)
 }
