@@ -114,8 +114,10 @@ type Config struct {
 	// is not above the number of such loops in the process, to one more
 	// than that, says so through Logf, and puts it back when they stop; a
 	// garbage collection interrupts the waits with the runtime's
-	// preemption signal (EINTR), as does the runtime every 10 ms. It is
-	// off by default because it departs from the project's rule that
+	// preemption signal (EINTR), as does the runtime every 10 ms; and a
+	// goroutine a callback makes runnable, which the runtime queues on the
+	// loop's P, runs only once another P steals it (tens of µs later). It
+	// is off by default because it departs from the project's rule that
 	// blocking system calls go through the scheduler. Default false.
 	WaitHoldsP bool
 	// Logf receives the few start-up messages (fallbacks, huge pages, NAPI

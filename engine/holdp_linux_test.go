@@ -3,10 +3,12 @@ package engine
 import (
 	"context"
 	"fmt"
+	"net"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -112,4 +114,62 @@ func (l *logLines) all() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]string(nil), l.lines...)
+}
+
+// TestWaitHoldsPGoTimer checks that a Go timer armed from a loop callback,
+// which the runtime keeps on the loop's P, fires while the loop waits
+// holding that P: another P must run it.
+func TestWaitHoldsPGoTimer(t *testing.T) {
+	for _, b := range []Backend{BackendURing, BackendEpoll} {
+		t.Run(string(b), func(t *testing.T) {
+			fired := make(chan time.Duration, 1)
+			h := &BaseHandlerFunc{open: func(c *Conn) {
+				armed := time.Now()
+				time.AfterFunc(5*time.Millisecond, func() { fired <- time.Since(armed) })
+			}}
+			cfg := testConfig(b)
+			cfg.CPUs, cfg.WaitHoldsP = []int{firstCPU(t)}, true
+			_, addr := startEngine(t, cfg, h)
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			select {
+			case d := <-fired:
+				t.Logf("a 5ms timer armed on the loop fired after %v", d)
+			case <-time.After(10 * time.Second):
+				t.Fatal("a Go timer armed on the loop's P never fired while the loop waited")
+			}
+		})
+	}
+}
+
+// TestWaitHoldsPReadiedGoroutine checks that a goroutine a loop callback
+// makes runnable (the runtime puts it on the loop's own P, in runnext)
+// runs while the loop goes back to waiting holding that P: another P must
+// steal it.
+func TestWaitHoldsPReadiedGoroutine(t *testing.T) {
+	for _, b := range []Backend{BackendURing, BackendEpoll} {
+		t.Run(string(b), func(t *testing.T) {
+			wake := make(chan time.Time)
+			h := &BaseHandlerFunc{open: func(c *Conn) { wake <- time.Now() }}
+			cfg := testConfig(b)
+			cfg.CPUs, cfg.WaitHoldsP = []int{firstCPU(t)}, true
+			_, addr := startEngine(t, cfg, h)
+			ran := make(chan time.Duration, 1)
+			go func() { ran <- time.Since(<-wake) }()
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			select {
+			case d := <-ran:
+				t.Logf("the goroutine the loop readied ran after %v", d)
+			case <-time.After(10 * time.Second):
+				t.Fatal("a goroutine readied by the loop never ran while the loop waited")
+			}
+		})
+	}
 }
