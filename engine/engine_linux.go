@@ -222,7 +222,9 @@ func (l *Loop) serve() {
 			default:
 			}
 		}
-		l.timers.runExpired(nanotime())
+		if l.timers.pending() {
+			l.timers.runExpired(nanotime())
+		}
 		if l.wakePending.Load() {
 			l.runPosts()
 		}
@@ -230,7 +232,10 @@ func (l *Loop) serve() {
 		if l.drained() {
 			return
 		}
-		timeout := l.timers.next(nanotime())
+		timeout := time.Duration(-1)
+		if l.timers.pending() {
+			timeout = l.timers.next(nanotime())
+		}
 		if l.wakePending.Load() || len(l.dirty) > 0 {
 			timeout = 0
 		}

@@ -428,6 +428,10 @@ func (h *timerHeap) down(i int) bool {
 	return i > start
 }
 
+// pending reports whether any timer is armed, so that the loop reads the
+// clock for its timers only when it has some.
+func (h *timerHeap) pending() bool { return len(h.heap) > 0 }
+
 // next returns the time until the earliest timer, or -1 if none.
 func (h *timerHeap) next(now int64) time.Duration {
 	if len(h.heap) == 0 {
