@@ -136,7 +136,7 @@ func startEngine(ctx context.Context, b engine.Backend, holdP bool, cfg ServerCo
 	var logMu sync.Mutex
 	var logs []string
 	ecfg := &engine.Config{
-		Backend: b, CPUs: cpus, SQPollCPU: -1, WaitHoldsP: holdP,
+		Backend: b, CPUs: cpus, SQPoll: engine.SQPollUnpinned, WaitHoldsP: holdP,
 		Logf: func(format string, args ...any) {
 			logMu.Lock()
 			logs = append(logs, fmt.Sprintf(format, args...))
@@ -148,11 +148,11 @@ func startEngine(ctx context.Context, b engine.Backend, holdP bool, cfg ServerCo
 		// CPU outside the server's (runtime.NumCPU counts the CPUs the
 		// harness allowed before this process pinned itself).
 		if len(cfg.SpareCPUs) > 0 {
-			ecfg.SQPollCPU = cfg.SpareCPUs[0]
+			ecfg.SQPoll = engine.SQPollOnCPU(cfg.SpareCPUs[0])
 		} else {
 			for c := range runtime.NumCPU() {
 				if !slices.Contains(cfg.CPUs, c) {
-					ecfg.SQPollCPU = c
+					ecfg.SQPoll = engine.SQPollOnCPU(c)
 					break
 				}
 			}

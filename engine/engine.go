@@ -18,13 +18,60 @@ type Backend string
 
 // The backends. All of them run on the engine's own pinned loop threads; none
 // uses Go's netpoller.
+// SQPollPlacement says where the SQPOLL thread of uring-sqpoll runs
+// (Config.SQPoll). Its zero value is SQPollAuto.
+type SQPollPlacement struct {
+	cpu int // 0: auto; -1: unpinned; c+1: CPU c; below -1: invalid
+}
+
+var (
+	// SQPollAuto puts the SQPOLL thread on the first allowed CPU outside
+	// the loops' CPUs, or leaves it unpinned (and says so) when there is
+	// none.
+	SQPollAuto = SQPollPlacement{}
+	// SQPollUnpinned leaves the SQPOLL thread wherever the scheduler puts
+	// it.
+	SQPollUnpinned = SQPollPlacement{cpu: -1}
+)
+
+// SQPollOnCPU pins the SQPOLL thread to cpu (CPU 0 included); a negative
+// cpu makes New fail.
+func SQPollOnCPU(cpu int) SQPollPlacement {
+	if cpu < 0 {
+		return SQPollPlacement{cpu: -2}
+	}
+	return SQPollPlacement{cpu: cpu + 1}
+}
+
+// CPU returns the CPU the placement pins the thread to, and false for
+// SQPollAuto and SQPollUnpinned.
+func (p SQPollPlacement) CPU() (int, bool) {
+	if p.cpu > 0 {
+		return p.cpu - 1, true
+	}
+	return -1, false
+}
+
+// String is "auto", "unpinned" or "CPU n".
+func (p SQPollPlacement) String() string {
+	switch {
+	case p.cpu == 0:
+		return "auto"
+	case p.cpu == -1:
+		return "unpinned"
+	case p.cpu > 0:
+		return fmt.Sprintf("CPU %d", p.cpu-1)
+	}
+	return "invalid"
+}
+
 const (
 	// BackendURing is io_uring with SINGLE_ISSUER|DEFER_TASKRUN, multishot
 	// accept, multishot recv on a provided buffer ring and batched sends,
 	// one io_uring_enter per loop iteration. The default.
 	BackendURing Backend = "uring"
 	// BackendURingSQPoll adds an SQPOLL kernel thread pinned to a CPU
-	// outside the loop set (Config.SQPollCPU), shared by the engine's rings.
+	// outside the loop set (Config.SQPoll), shared by the engine's rings.
 	BackendURingSQPoll Backend = "uring-sqpoll"
 	// BackendURingNAPI adds IORING_REGISTER_NAPI busy polling
 	// (Config.BusyPoll, Config.PreferBusyPoll) with the NAPI ids of accepted
@@ -84,12 +131,13 @@ type Config struct {
 	// PreferBusyPoll sets prefer_busy_poll for uring-napi and
 	// epoll-busypoll. Default false.
 	PreferBusyPoll bool
-	// SQPollCPU places the SQPOLL thread of uring-sqpoll (one thread,
-	// shared by the engine's rings through IORING_SETUP_ATTACH_WQ): > 0 is
-	// that CPU; 0 (default) picks the first allowed CPU outside CPUs, and
-	// when every CPU runs a loop leaves the thread unpinned and says so
-	// through Logf; -1 leaves it unpinned.
-	SQPollCPU int
+	// SQPoll places the SQPOLL thread of uring-sqpoll (one thread, shared
+	// by the engine's rings through IORING_SETUP_ATTACH_WQ): SQPollAuto
+	// (the zero value, default) picks the first allowed CPU outside CPUs,
+	// and when every CPU runs a loop leaves the thread unpinned and says so
+	// through Logf; SQPollUnpinned leaves it unpinned; SQPollOnCPU(c) pins
+	// it to CPU c.
+	SQPoll SQPollPlacement
 	// SendZCThreshold, when > 0, makes the uring backends send queued
 	// segments of at least this many bytes with IORING_OP_SEND_ZC from the
 	// first 2 MiB region of the loop's send slab, registered with the ring
@@ -171,6 +219,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if out.WriteHighWater < 0 {
 		return out, errors.New("engine: negative WriteHighWater")
+	}
+	if out.SQPoll.cpu < -1 {
+		return out, errors.New("engine: SQPollOnCPU with a negative CPU")
 	}
 	if out.BusyPoll == 0 {
 		out.BusyPoll = defaultBusyPoll

@@ -9,8 +9,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // TestWaitHoldsPGOMAXPROCS checks what Run does to GOMAXPROCS: with
@@ -27,7 +25,7 @@ func TestWaitHoldsPGOMAXPROCS(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				var logs logLines
-				cfg := &Config{Backend: b, CPUs: []int{firstCPU(t)}, WaitHoldsP: hold, Logf: logs.logf}
+				cfg := &Config{Backend: b, CPUs: []int{allowedCPUList(t)[0]}, WaitHoldsP: hold, Logf: logs.logf}
 				e, err := New(cfg, &echoHandler{})
 				if err != nil {
 					t.Fatal(err)
@@ -68,21 +66,6 @@ func TestWaitHoldsPGOMAXPROCS(t *testing.T) {
 			})
 		}
 	}
-}
-
-// firstCPU is the first CPU the test may run on.
-func firstCPU(t *testing.T) int {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		t.Fatal(err)
-	}
-	for c := 0; c < 1024; c++ {
-		if set.IsSet(c) {
-			return c
-		}
-	}
-	t.Fatal("no allowed CPU")
-	return -1
 }
 
 // logLines collects an engine's Logf lines. Any goroutine.
@@ -128,7 +111,7 @@ func TestWaitHoldsPGoTimer(t *testing.T) {
 				time.AfterFunc(5*time.Millisecond, func() { fired <- time.Since(armed) })
 			}}
 			cfg := testConfig(b)
-			cfg.CPUs, cfg.WaitHoldsP = []int{firstCPU(t)}, true
+			cfg.CPUs, cfg.WaitHoldsP = []int{allowedCPUList(t)[0]}, true
 			_, addr := startEngine(t, cfg, h)
 			c, err := net.Dial("tcp", addr)
 			if err != nil {
@@ -155,7 +138,7 @@ func TestWaitHoldsPReadiedGoroutine(t *testing.T) {
 			wake := make(chan time.Time)
 			h := &BaseHandlerFunc{open: func(c *Conn) { wake <- time.Now() }}
 			cfg := testConfig(b)
-			cfg.CPUs, cfg.WaitHoldsP = []int{firstCPU(t)}, true
+			cfg.CPUs, cfg.WaitHoldsP = []int{allowedCPUList(t)[0]}, true
 			_, addr := startEngine(t, cfg, h)
 			ran := make(chan time.Duration, 1)
 			go func() { ran <- time.Since(<-wake) }()

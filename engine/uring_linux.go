@@ -163,13 +163,14 @@ func (b *uringBackend) msgRing(ringFd int) bool {
 	return true
 }
 
-// sqpollCPU picks the SQPOLL thread's CPU: Config.SQPollCPU, else the first
-// allowed CPU outside the loop set, else none (-1, said once).
+// sqpollCPU picks the SQPOLL thread's CPU: the one Config.SQPoll names,
+// none for SQPollUnpinned, else the first allowed CPU outside the loop set,
+// else none (-1, said once).
 func sqpollCPU(e *Engine) int {
-	if e.cfg.SQPollCPU > 0 {
-		return e.cfg.SQPollCPU
+	if c, ok := e.cfg.SQPoll.CPU(); ok {
+		return c
 	}
-	if e.cfg.SQPollCPU < 0 {
+	if e.cfg.SQPoll == SQPollUnpinned {
 		return -1
 	}
 	var allowed unix.CPUSet
