@@ -53,10 +53,11 @@ type Conn struct {
 	held    []heldBuf // received while paused, delivered on resume
 	heldEOF bool
 
-	wq     []seg
-	wqHead int
-	queued int // bytes to send
-	qmem   int // buffer memory the queue holds, in whole buffers: what WriteHighWater caps
+	wq       []seg
+	wqHead   int
+	ringSegs int // segments of wq that hold a receive buffer (MaxQueuedReadBuffers)
+	queued   int // bytes to send
+	qmem     int // buffer memory the queue holds, in whole buffers: what WriteHighWater caps
 
 	k kstate // backend-specific
 }
@@ -70,6 +71,9 @@ func (c *Conn) deliverHeld() bool {
 	for i < len(c.held) && c.paused == 0 && c.state == stateOpen {
 		h := c.held[i]
 		i++
+		if h.id >= 0 {
+			c.l.ringHeld--
+		}
 		c.l.deliverNow(c, h.id, int(h.n))
 	}
 	rest := copy(c.held, c.held[i:])
@@ -187,9 +191,23 @@ func (c *Conn) WriteBuffer(b Buffer) error {
 		b.Release()
 		return net.ErrClosed
 	}
-	c.wq = append(c.wq, seg{ref: -b.id - 1, end: b.n})
+	id := b.id
+	if l := c.l; id >= 0 && l.ringLimit > 0 && (c.paused&pauseHWM != 0 || c.ringSegs >= l.ringLimit || l.ringHeld >= l.ringShare) {
+		// Keep the shared receive ring for the connections that read:
+		// this queue is long or its peer is slow.
+		id = l.copyOffRing(id, int(b.n))
+	}
+	// A segment's ref is a slab chunk (>= 0) or a receive buffer r as
+	// -r-1: the mirror of the buffer id's encoding.
+	c.wq = append(c.wq, seg{ref: -id - 1, end: b.n})
+	if id < 0 {
+		c.qmem += c.l.chunks.size
+	} else {
+		c.qmem += len(c.l.be.recvBuf(id))
+		c.ringSegs++
+		c.l.ringHeld++
+	}
 	c.queued += int(b.n)
-	c.qmem += len(c.l.be.recvBuf(b.id))
 	c.l.markDirty(c)
 	c.checkHWM()
 	return nil
@@ -326,12 +344,14 @@ func (c *Conn) releaseSeg(s seg) {
 	} else {
 		c.qmem -= len(c.l.be.recvBuf(-s.ref - 1))
 		c.l.be.releaseRecv(-s.ref - 1)
+		c.ringSegs--
+		c.l.ringHeld--
 	}
 }
 
 func (c *Conn) dropQueue() {
 	for _, h := range c.held {
-		c.l.be.releaseRecv(h.id)
+		c.l.releaseHeld(h.id)
 	}
 	c.held = c.held[:0]
 	for i := c.wqHead; i < len(c.wq); i++ {

@@ -116,13 +116,10 @@ type Config struct {
 	// it, so the memory a connection holds in its write queue stays below
 	// WriteHighWater plus one buffer.
 	// With io_uring a multishot receive can fill a few dozen more buffers
-	// before its cancel takes effect (30-50 measured here); those stay in
-	// the loop's fixed receive ring, held for the connection, and are
-	// delivered when reading resumes: no memory is allocated for them. The
-	// ring is shared by the loop's connections: many paused connections
-	// can hold most of it (16 held 51-63 of 64 buffers in a test), and the
-	// others then receive slowly, on the buffers that are left; size
-	// ReadBuffers for the number of connections expected to be paused.
+	// before its cancel takes effect (30-50 measured here); those are
+	// held for the connection and delivered when reading resumes, in the
+	// receive ring, or copied to the send slab when paused connections
+	// hold half the ring (MaxQueuedReadBuffers).
 	// Default 256 KiB.
 	WriteHighWater int
 	// BusyPoll is the busy-poll time for the uring-napi and epoll-busypoll
@@ -147,6 +144,23 @@ type Config struct {
 	// CQE per send, and on this project's test VM a 1 MB loopback echo
 	// took 10-40x longer with it (stalls of hundreds of ms).
 	SendZCThreshold int
+	// MaxQueuedReadBuffers bounds how many receive buffers one
+	// connection's write queue may hold (Conn.WriteBuffer with a buffer
+	// from the uring backends' receive ring, which every connection of the
+	// loop shares). Beyond it, whenever the connection's reading is paused
+	// by WriteHighWater, and whenever write queues and paused connections
+	// hold half the ring, WriteBuffer copies the bytes into the loop's send
+	// slab and gives the receive buffer back at once; in that last case
+	// data the kernel delivers to a paused connection is copied there too
+	// (memory beyond WriteHighWater, bounded by how much a multishot
+	// receive delivers before its cancel takes effect). So
+	// connections whose peers do not read cannot take the ring from the
+	// others: without it, 16 such connections echoing with WriteBuffer held
+	// every buffer of a 64-buffer ring and a 17th connection never received
+	// again (TestSlowReadersDoNotStarveOthers). Default 4; -1: none of this
+	// (a receive buffer is queued or held as it is). The epoll backends
+	// read into the slab already and never copy.
+	MaxQueuedReadBuffers int
 	// NoHugePages disables the attempt to put buffers on huge pages.
 	NoHugePages bool
 	// WaitHoldsP makes each loop wait for events (io_uring_enter,
@@ -178,7 +192,9 @@ const (
 	defaultReadBufferSize = 16 << 10
 	defaultReadBuffers    = 512
 	defaultHighWater      = 256 << 10
-	defaultBusyPoll       = 50 * time.Microsecond
+
+	defaultMaxQueuedReadBuffers = 4
+	defaultBusyPoll             = 50 * time.Microsecond
 )
 
 func (c *Config) withDefaults() (Config, error) {
@@ -219,6 +235,12 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if out.WriteHighWater < 0 {
 		return out, errors.New("engine: negative WriteHighWater")
+	}
+	if out.MaxQueuedReadBuffers == 0 {
+		out.MaxQueuedReadBuffers = defaultMaxQueuedReadBuffers
+	}
+	if out.MaxQueuedReadBuffers < -1 {
+		return out, fmt.Errorf("engine: MaxQueuedReadBuffers %d (want > 0, or -1 for no bound)", out.MaxQueuedReadBuffers)
 	}
 	if out.SQPoll.cpu < -1 {
 		return out, errors.New("engine: SQPollOnCPU with a negative CPU")
@@ -493,6 +515,7 @@ type Stats struct {
 	NoBufs       uint64 // receives that found no free buffer (ENOBUFS)
 	Wakeups      uint64 // cross-goroutine wake-ups received
 	PausedReads  uint64 // times reading was paused by the high-water mark
+	RingCopies   uint64 // receive buffers copied to the send slab to give them back to the ring (MaxQueuedReadBuffers)
 	NAPIIDs      uint64 // NAPI ids added to rings (uring-napi)
 	ZCSends      uint64 // SEND_ZC requests (SendZCThreshold)
 	ZCCopied     uint64 // SEND_ZC notifications saying the kernel copied
@@ -517,6 +540,7 @@ func (s *Stats) add(o Stats) {
 	s.NoBufs += o.NoBufs
 	s.Wakeups += o.Wakeups
 	s.PausedReads += o.PausedReads
+	s.RingCopies += o.RingCopies
 	s.NAPIIDs += o.NAPIIDs
 	s.MsgRings += o.MsgRings
 	s.ZCSends += o.ZCSends
@@ -528,7 +552,7 @@ func (s *Stats) add(o Stats) {
 type counters struct {
 	waits, waitNanos, submits, sqes, cqes, bytesRead, bytesWritten, reads, writes atomic.Uint64
 	accepted, dialed, closed, noBufs, wakeups, pausedReads, napiIDs               atomic.Uint64
-	msgRings, msgRingErrors, zcSends, zcCopied                                    atomic.Uint64
+	msgRings, msgRingErrors, zcSends, zcCopied, ringCopies                        atomic.Uint64
 	open                                                                          atomic.Int64
 }
 
@@ -540,7 +564,7 @@ func (c *counters) snapshot() Stats {
 		Accepted: c.accepted.Load(), Dialed: c.dialed.Load(), Closed: c.closed.Load(),
 		NoBufs: c.noBufs.Load(), Wakeups: c.wakeups.Load(), PausedReads: c.pausedReads.Load(),
 		NAPIIDs: c.napiIDs.Load(), MsgRings: c.msgRings.Load(), MsgRingErrs: c.msgRingErrors.Load(),
-		ZCSends: c.zcSends.Load(), ZCCopied: c.zcCopied.Load(),
+		ZCSends: c.zcSends.Load(), ZCCopied: c.zcCopied.Load(), RingCopies: c.ringCopies.Load(),
 		Open: c.open.Load(),
 	}
 }

@@ -1250,43 +1250,80 @@ func checkChunksFree(t *testing.T, e *Engine) {
 // back). The test fails if they stall.
 func TestSlowReadersDoNotStarveOthers(t *testing.T) {
 	for _, b := range testBackends {
-		t.Run(string(b), func(t *testing.T) {
-			cfg := testConfig(b)
-			cfg.CPUs = []int{0}
-			cfg.ReadBuffers = 64
-			cfg.ReadBufferSize = 4 << 10
-			cfg.WriteHighWater = 16 << 10
-			e, addr := startEngine(t, cfg, &echoHandler{})
-			var wg sync.WaitGroup
-			for i := 0; i < 16; i++ {
-				c, err := net.Dial("tcp", addr)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer c.Close()
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					c.SetWriteDeadline(time.Now().Add(300 * time.Millisecond))
-					c.Write(make([]byte, 16<<20)) // until the kernel stops taking more
-				}()
+		for _, zc := range []bool{false, true} {
+			name := string(b)
+			if zc {
+				name += "/zero-copy"
 			}
-			wg.Wait()
-			held := make(chan int)
-			l := e.Loops()[0]
-			l.Post(func() {
-				n := 0
-				for _, c := range l.conns {
-					if c != nil {
-						n += len(c.held)
-					}
-				}
-				held <- n
-			})
-			t.Logf("receive buffers held by paused connections: %d of %d; ENOBUFS so far %d", <-held, cfg.ReadBuffers, l.Stats().NoBufs)
-			if err := echoOnce(addr, 1, 64<<10, 4096, nil); err != nil {
-				t.Fatalf("a connection beside 16 slow readers: %v", err)
+			t.Run(name, func(t *testing.T) { testSlowReaders(t, b, zc) })
+		}
+	}
+}
+
+// testSlowReaders puts 16 connections whose peers never read beside a
+// normal one, echoing by copy (Write) or by forwarding the received buffer
+// (WriteBuffer, as a proxy does), and checks that the slow ones hold at
+// most half of the loop's receive ring and that the normal one is served. Before MaxQueuedReadBuffers, the forwarding case held all 64
+// buffers and the normal connection never received.
+func testSlowReaders(t *testing.T, b Backend, zeroCopy bool) {
+	cfg := testConfig(b)
+	cfg.CPUs = []int{0}
+	cfg.ReadBuffers = 64
+	cfg.ReadBufferSize = 4 << 10
+	cfg.WriteHighWater = 16 << 10
+	cfg.MaxQueuedReadBuffers = 2
+	e, addr := startEngine(t, cfg, &echoHandler{zeroCopy: zeroCopy})
+	const slow = 16
+	var wg sync.WaitGroup
+	for i := 0; i < slow; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.SetWriteDeadline(time.Now().Add(300 * time.Millisecond))
+			c.Write(make([]byte, 16<<20)) // until the kernel stops taking more
+		}()
+	}
+	wg.Wait()
+	type holding struct{ ring, held, queued int }
+	got := make(chan holding)
+	l := e.Loops()[0]
+	l.Post(func() {
+		var h holding
+		for _, c := range l.conns {
+			if c == nil {
+				continue
 			}
-		})
+			h.queued += c.ringSegs
+			for _, x := range c.held {
+				h.held++
+				if x.id >= 0 {
+					h.ring++
+				}
+			}
+		}
+		h.ring += h.queued
+		got <- h
+	})
+	h := <-got
+	st := l.Stats()
+	t.Logf("slow connections hold %d receive buffers of %d (%d in write queues); %d held buffers in all; ENOBUFS %d, copied off the ring %d",
+		h.ring, cfg.ReadBuffers, h.queued, h.held, st.NoBufs, st.RingCopies)
+	if l.ringLimit > 0 && h.ring > cfg.ReadBuffers/2 {
+		t.Errorf("%d slow connections hold %d of the %d receive-ring buffers, above half", slow, h.ring, cfg.ReadBuffers)
+	}
+	done := make(chan error, 1)
+	go func() { done <- echoOnce(addr, 1, 64<<10, 4096, nil) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("a connection beside %d slow readers: %v", slow, err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("a connection beside %d slow readers got no echo in 30 s", slow)
 	}
 }

@@ -54,13 +54,20 @@ type lnSock struct {
 // may be called only on the loop goroutine (in Handler callbacks, timer
 // functions and functions run by Post).
 type Loop struct {
-	e      *Engine
-	id     int
-	cpu    int
-	be     backend
-	h      Handler
-	hwm    int
-	wakeFd int // eventfd, -1 once closed; guarded by mu outside the loop
+	e   *Engine
+	id  int
+	cpu int
+	be  backend
+	h   Handler
+	hwm int
+	// ringLimit is Config.MaxQueuedReadBuffers where receive buffers come
+	// from a ring the loop's connections share (the uring backends); 0
+	// where they come from the send slab (epoll) or the bound is off (-1):
+	// then nothing is copied off the ring. ringHeld counts the receive
+	// buffers that write queues and paused connections hold; from
+	// ringShare (half the ring) on, more are copied to the send slab.
+	ringLimit, ringHeld, ringShare int
+	wakeFd                         int // eventfd, -1 once closed; guarded by mu outside the loop
 
 	// Post queue: producers append under mu; the loop swaps it out.
 	mu          sync.Mutex
@@ -230,7 +237,16 @@ func (l *Loop) deliver(c *Conn, id int32, n int) {
 	if c.paused&(pauseHWM|pauseUser) != 0 || len(c.held) > 0 {
 		// Reading is paused but the kernel had already received this
 		// (multishot recv ends only after its cancel is processed): hold
-		// the buffer, out of the write queue, until reading resumes.
+		// the data, out of the write queue, until reading resumes; off the
+		// shared receive ring once paused connections and write queues
+		// hold half of it, since they may keep it for as long as their
+		// peers do not read.
+		if l.ringLimit > 0 && l.ringHeld >= l.ringShare {
+			id = l.copyOffRing(id, n)
+		}
+		if id >= 0 {
+			l.ringHeld++
+		}
 		c.held = append(c.held, heldBuf{id, int32(n)})
 		return
 	}
@@ -240,7 +256,7 @@ func (l *Loop) deliver(c *Conn, id int32, n int) {
 func (l *Loop) deliverNow(c *Conn, id int32, n int) {
 	b := Buffer{l: l, id: id, n: int32(n)}
 	if !l.h.OnData(c, b) {
-		l.be.releaseRecv(id)
+		l.releaseBuf(id)
 	}
 }
 
@@ -286,20 +302,60 @@ func (l *Loop) abortAll() {
 // called only on the loop goroutine that delivered it.
 type Buffer struct {
 	l  *Loop
-	id int32
+	id int32 // a receive buffer (>= 0), or a send-slab chunk c as -c-1 (see bufBytes)
 	n  int32
 }
 
 // Bytes returns the received bytes. The slice is valid until the buffer is
 // released.
-func (b Buffer) Bytes() []byte { return b.l.be.recvBuf(b.id)[:b.n] }
+func (b Buffer) Bytes() []byte { return b.l.bufBytes(b.id)[:b.n] }
 
 // Len is the number of received bytes.
 func (b Buffer) Len() int { return int(b.n) }
 
 // Release gives a kept buffer back to the loop. Call it exactly once for each
 // buffer OnData returned true for (unless it went to Conn.WriteBuffer).
-func (b Buffer) Release() { b.l.be.releaseRecv(b.id) }
+func (b Buffer) Release() { b.l.releaseBuf(b.id) }
+
+// A buffer id names a receive buffer (id >= 0: the backend's) or, for data
+// copied off the receive ring (MaxQueuedReadBuffers), a send-slab chunk c as
+// -c-1.
+func (l *Loop) bufBytes(id int32) []byte {
+	if id < 0 {
+		return l.chunks.buf(-id - 1)
+	}
+	return l.be.recvBuf(id)
+}
+
+func (l *Loop) releaseBuf(id int32) {
+	if id < 0 {
+		l.chunks.put(-id - 1)
+		return
+	}
+	l.be.releaseRecv(id)
+}
+
+// releaseHeld releases a buffer a paused connection held.
+func (l *Loop) releaseHeld(id int32) {
+	if id >= 0 {
+		l.ringHeld--
+	}
+	l.releaseBuf(id)
+}
+
+// copyOffRing copies n bytes of receive buffer id into a send-slab chunk,
+// gives id back to the receive ring and returns the chunk as a buffer id
+// (-c-1). If the slab cannot grow it returns id unchanged.
+func (l *Loop) copyOffRing(id int32, n int) int32 {
+	c, err := l.chunks.get()
+	if err != nil {
+		return id
+	}
+	copy(l.chunks.buf(c), l.be.recvBuf(id)[:n])
+	l.be.releaseRecv(id)
+	l.st.ringCopies.Add(1)
+	return -c - 1
+}
 
 // Timer is a handle to a function scheduled with Loop.AfterFunc. The zero
 // Timer is inert.

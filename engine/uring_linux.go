@@ -129,6 +129,9 @@ func (b *uringBackend) init(l *Loop) error {
 	}
 	b.br.Mbind(cpuNode(l.cpu))
 	l.pagesRecv = b.br.PageKind().String()
+	if b.cfg.MaxQueuedReadBuffers > 0 {
+		l.ringLimit, l.ringShare = b.cfg.MaxQueuedReadBuffers, b.cfg.ReadBuffers/2
+	}
 	if b.kind == BackendURingNAPI {
 		_, err := r.RegisterNAPI(uring.NAPIConfig{BusyPollTimeout: b.cfg.BusyPoll, PreferBusyPoll: b.cfg.PreferBusyPoll, Static: true})
 		if err != nil {
