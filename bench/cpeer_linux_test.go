@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/spindlenet/spindle/internal/kver"
 )
 
 // cpeerComm is the C server's thread name as /proc shows it: the binary's
@@ -76,7 +78,7 @@ func TestCPeerSetupModes(t *testing.T) {
 			if p.hello.Arm != CPeerArm || p.hello.Pid != p.cmd.Process.Pid || !strings.HasPrefix(p.hello.Note, "io_uring ") {
 				t.Fatalf("hello %+v (child pid %d)", p.hello, p.cmd.Process.Pid)
 			}
-			if kernelAtLeast(t, 6, 1) && p.hello.Note != tc.want {
+			if kver.AtLeast(kver.Release(), "6.1") && p.hello.Note != tc.want {
 				t.Fatalf("the kernel has DEFER_TASKRUN; the server says %q, want %q", p.hello.Note, tc.want)
 			}
 			res, err := RunLoad(context.Background(), LoadConfig{

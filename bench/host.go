@@ -5,10 +5,12 @@ import (
 	"os"
 	"runtime"
 	"strings"
+
+	"github.com/spindlenet/spindle/internal/kver"
 )
 
 func hostInfo() Host {
-	h := Host{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Kernel: kernelRelease()}
+	h := Host{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Kernel: kver.Release()}
 	h.Hostname, _ = os.Hostname()
 	if f, err := os.Open("/proc/cpuinfo"); err == nil {
 		defer f.Close()

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/spindlenet/spindle/internal/kver"
 )
 
 func TestWakeupModes(t *testing.T) {
@@ -21,10 +23,10 @@ func TestWakeupModes(t *testing.T) {
 		if r.Skipped != "" {
 			// A mode may be missing only on a kernel too old for it.
 			need := map[string][2]int{WakeURing: {6, 1}, WakeURingNAPI: {6, 9}}[r.Mode]
-			if kernelAtLeast(t, need[0], need[1]) {
-				t.Errorf("%s skipped on kernel %s (new enough): %s", r.Mode, kernelRelease(), r.Skipped)
+			if kver.AtLeast(kver.Release(), fmt.Sprintf("%d.%d", need[0], need[1])) {
+				t.Errorf("%s skipped on kernel %s (new enough): %s", r.Mode, kver.Release(), r.Skipped)
 			} else {
-				t.Logf("%s skipped (kernel %s older than %d.%d): %s", r.Mode, kernelRelease(), need[0], need[1], r.Skipped)
+				t.Logf("%s skipped (kernel %s older than %d.%d): %s", r.Mode, kver.Release(), need[0], need[1], r.Skipped)
 			}
 			continue
 		}
@@ -57,13 +59,4 @@ func TestWakeupUnknownMode(t *testing.T) {
 	if _, err := Wakeup(context.Background(), WakeupConfig{Modes: []string{"nap"}}); err == nil {
 		t.Fatal("accepted an unknown mode")
 	}
-}
-
-// kernelAtLeast reports whether the running kernel is at least major.minor.
-func kernelAtLeast(t *testing.T, major, minor int) bool {
-	var maj, min int
-	if _, err := fmt.Sscanf(kernelRelease(), "%d.%d", &maj, &min); err != nil {
-		t.Fatalf("kernel release %q: %v", kernelRelease(), err)
-	}
-	return maj > major || maj == major && min >= minor
 }

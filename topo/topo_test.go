@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/mdlayher/netlink"
+
+	"github.com/spindlenet/spindle/internal/kver"
 )
 
 func TestCPUSet(t *testing.T) {
@@ -298,7 +300,7 @@ func TestReadLive(t *testing.T) {
 		t.Errorf("lo missing or not virtual")
 	}
 	// netdev netlink exists since 6.5; this kernel must have it.
-	if h.Netlink.Netdev != "ok" && kernelAtLeast(h.Kernel, 6, 5) {
+	if h.Netlink.Netdev != "ok" && kver.AtLeast(h.Kernel, "6.5") {
 		t.Errorf("netdev netlink on %s: %s", h.Kernel, h.Netlink.Netdev)
 	}
 	if nc, err := DialNetlink(); err == nil {
@@ -322,25 +324,6 @@ func TestReadLive(t *testing.T) {
 			}
 		}
 	}
-}
-
-func kernelAtLeast(release string, major, minor int) bool {
-	var a, b int
-	for i, p := range strings.SplitN(release, ".", 3) {
-		n := 0
-		for _, c := range p {
-			if c < '0' || c > '9' {
-				break
-			}
-			n = n*10 + int(c-'0')
-		}
-		if i == 0 {
-			a = n
-		} else if i == 1 {
-			b = n
-		}
-	}
-	return a > major || a == major && b >= minor
 }
 
 func TestParseCounters(t *testing.T) {

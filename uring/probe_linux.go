@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/spindlenet/spindle/internal/kver"
 	"github.com/spindlenet/spindle/internal/sys"
 )
 
@@ -19,7 +20,7 @@ import (
 // running multishot accept and multishot recv once on loopback. It takes a
 // few milliseconds and creates and closes several rings. Any goroutine.
 func Probe() (*Features, error) {
-	f := &Features{Kernel: kernelRelease(), Disabled: readInt("/proc/sys/kernel/io_uring_disabled")}
+	f := &Features{Kernel: kver.Release(), Disabled: readInt("/proc/sys/kernel/io_uring_disabled")}
 	r, err := New(nil)
 	if err != nil {
 		f.Error = err.Error()
@@ -256,14 +257,6 @@ func probeMultishotRecv(bundle bool) error {
 		return errors.New("recv completed without IORING_CQE_F_MORE")
 	}
 	return nil
-}
-
-func kernelRelease() string {
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		return "unknown"
-	}
-	return unix.ByteSliceToString(u.Release[:])
 }
 
 func readInt(path string) int {

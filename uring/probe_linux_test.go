@@ -2,50 +2,13 @@ package uring
 
 import (
 	"errors"
-	"strconv"
-	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/spindlenet/spindle/internal/kver"
 	"github.com/spindlenet/spindle/internal/sys"
 )
-
-// kernelAtLeast reports whether release (e.g. "6.18.44-fc") is >= want
-// ("6.9").
-func kernelAtLeast(release, want string) bool {
-	parse := func(s string) (int, int) {
-		s, _, _ = strings.Cut(s, "-")
-		parts := strings.SplitN(s, ".", 3)
-		if len(parts) < 2 {
-			return 0, 0
-		}
-		a, _ := strconv.Atoi(parts[0])
-		b, _ := strconv.Atoi(parts[1])
-		return a, b
-	}
-	ra, rb := parse(release)
-	wa, wb := parse(want)
-	return ra > wa || (ra == wa && rb >= wb)
-}
-
-func TestKernelAtLeast(t *testing.T) {
-	tests := []struct {
-		rel, want string
-		ok        bool
-	}{
-		{"6.18.44-fc-v669", "6.9", true},
-		{"6.18.44", "6.18", true},
-		{"6.8.0-1", "6.9", false},
-		{"5.19.0", "6.0", false},
-		{"7.0", "6.13", true},
-	}
-	for _, tt := range tests {
-		if got := kernelAtLeast(tt.rel, tt.want); got != tt.ok {
-			t.Errorf("kernelAtLeast(%q, %q) = %v", tt.rel, tt.want, got)
-		}
-	}
-}
 
 // TestProbe checks that every feature the running kernel is new enough for
 // is reported as supported, except the zero-copy receive opcode family that
@@ -65,12 +28,12 @@ func TestProbe(t *testing.T) {
 		if x.MinKernel == "" || x.Name == "" || x.Kind == "" {
 			t.Errorf("incomplete feature %+v", x)
 		}
-		if kernelAtLeast(f.Kernel, x.MinKernel) && !x.Supported {
+		if kver.AtLeast(f.Kernel, x.MinKernel) && !x.Supported {
 			t.Errorf("%s (%s, >= %s) unsupported on %s: %s", x.Name, x.Kind, x.MinKernel, f.Kernel, x.Reason)
 		}
 	}
 	for _, name := range []string{FeatNAPI, FeatNAPIStatic, FeatMultishotRecv, FeatMultishotAccept, FeatRecvBundle} {
-		if kernelAtLeast(f.Kernel, "6.13") && !f.Has(name) {
+		if kver.AtLeast(f.Kernel, "6.13") && !f.Has(name) {
 			t.Errorf("%s not supported", name)
 		}
 	}
@@ -97,7 +60,7 @@ func TestUnsupportedFeatureError(t *testing.T) {
 // invalid combination on a kernel that has both, not a missing
 // IORING_SETUP_TASKRUN_FLAG (which the kernel refuses alone).
 func TestSetupErrorNeeds(t *testing.T) {
-	if k := kernelRelease(); !kernelAtLeast(k, "5.19") {
+	if k := kver.Release(); !kver.AtLeast(k, "5.19") {
 		t.Skipf("IORING_SETUP_COOP_TASKRUN not supported (requires >= 5.19, have %s)", k)
 	}
 	err := setupError(sys.IORING_SETUP_COOP_TASKRUN|sys.IORING_SETUP_TASKRUN_FLAG, unix.EINVAL)

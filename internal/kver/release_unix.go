@@ -1,8 +1,11 @@
-package bench
+//go:build unix
+
+package kver
 
 import "golang.org/x/sys/unix"
 
-func kernelRelease() string {
+// Release is the running kernel's release (uname -r), "" if uname fails.
+func Release() string {
 	var u unix.Utsname
 	if err := unix.Uname(&u); err != nil {
 		return ""

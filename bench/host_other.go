@@ -1,5 +1,0 @@
-//go:build !linux
-
-package bench
-
-func kernelRelease() string { return "" }
