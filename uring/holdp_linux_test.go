@@ -27,28 +27,14 @@ func TestWaitHoldsPStopTheWorld(t *testing.T) {
 		eintr uint64
 		err   error
 	}
-	blocked := make(chan struct{})
-	fd := make(chan int, 1)
 	done := make(chan outcome, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		r, err := New(&Config{Entries: 4, SingleIssuer: true, DeferTaskrun: true, WaitHoldsP: true})
-		if err != nil {
-			done <- outcome{err: err}
-			close(blocked)
-			return
-		}
-		defer r.Close()
-		fd <- r.Fd()
+	owner := startHoldPOwner(func(r *Ring) {
 		s := r.GetSQE()
 		if s == nil {
 			done <- outcome{err: errors.New("no SQE in an empty ring")}
-			close(blocked)
 			return
 		}
 		s.PrepTimeout(r.Timespec(watchdog), 0, 0, 9)
-		close(blocked)
 		var c [1]CQE
 		for r.PeekCQEs(c[:]) == 0 {
 			if _, err := r.SubmitAndWait(1, 0); err != nil {
@@ -57,8 +43,10 @@ func TestWaitHoldsPStopTheWorld(t *testing.T) {
 			}
 		}
 		done <- outcome{cqe: c[0], eintr: r.eintr.Load()}
-	}()
-	<-blocked
+	})
+	if owner.err != nil {
+		t.Fatal(owner.err)
+	}
 	// Let the owner reach the kernel's wait; an earlier collection is
 	// legal too, it just would not test the wait.
 	time.Sleep(100 * time.Millisecond)
@@ -68,7 +56,7 @@ func TestWaitHoldsPStopTheWorld(t *testing.T) {
 	gc := time.Since(start)
 	// End the wait from outside: a message from another ring.
 	sender := newRing(t, nil)
-	sqe(t, sender).PrepMsgRing(<-fd, 0, 77, 0, 1)
+	sqe(t, sender).PrepMsgRing(owner.fd, 0, 77, 0, 1)
 	reap(t, sender, 1)
 	o := <-done
 	if o.err != nil {
@@ -97,27 +85,15 @@ func TestTimedWaitInterrupted(t *testing.T) {
 		elapsed time.Duration
 		eintr   uint64
 	}
-	tidc := make(chan int, 1)
-	fdc := make(chan int, 1)
 	done := make(chan outcome, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		r, err := New(&Config{Entries: 4, SingleIssuer: true, DeferTaskrun: true, WaitHoldsP: true})
-		if err != nil {
-			tidc <- -1
-			fdc <- -1
-			done <- outcome{err: err}
-			return
-		}
-		defer r.Close()
-		tidc <- unix.Gettid()
-		fdc <- r.Fd()
+	owner := startHoldPOwner(func(r *Ring) {
 		start := time.Now()
-		_, err = r.SubmitAndWait(1, timeout)
+		_, err := r.SubmitAndWait(1, timeout)
 		done <- outcome{err: err, elapsed: time.Since(start), eintr: r.eintr.Load()}
-	}()
-	tid := <-tidc
+	})
+	if owner.err != nil {
+		t.Fatal(owner.err)
+	}
 	var o outcome
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
@@ -131,14 +107,12 @@ wait:
 			// The runtime's own preemption signals would keep a broken
 			// wait going: end it with a message from another ring.
 			sender := newRing(t, nil)
-			sqe(t, sender).PrepMsgRing(<-fdc, 0, 77, 0, 1)
+			sqe(t, sender).PrepMsgRing(owner.fd, 0, 77, 0, 1)
 			reap(t, sender, 1)
 			o = <-done
 			break wait
 		case <-tick.C:
-			if tid > 0 {
-				unix.Tgkill(unix.Getpid(), tid, unix.SIGURG)
-			}
+			unix.Tgkill(unix.Getpid(), owner.tid, unix.SIGURG)
 		}
 	}
 	if !errors.Is(o.err, unix.ETIME) {
@@ -150,4 +124,30 @@ wait:
 	if o.elapsed < timeout || o.elapsed >= 10*timeout {
 		t.Errorf("a %v wait interrupted %d times ended after %v", timeout, o.eintr, o.elapsed)
 	}
+}
+
+// holdPOwner is a ring owner started by startHoldPOwner.
+type holdPOwner struct {
+	fd, tid int   // the ring's fd and the owner thread's id
+	err     error // New's error; then body never ran
+}
+
+// startHoldPOwner starts a goroutine locked to its thread that creates a
+// SINGLE_ISSUER|DEFER_TASKRUN ring with WaitHoldsP, runs body with it and
+// closes it. It returns once the ring exists.
+func startHoldPOwner(body func(r *Ring)) holdPOwner {
+	ready := make(chan holdPOwner, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		r, err := New(&Config{Entries: 4, SingleIssuer: true, DeferTaskrun: true, WaitHoldsP: true})
+		if err != nil {
+			ready <- holdPOwner{err: err}
+			return
+		}
+		defer r.Close()
+		ready <- holdPOwner{fd: r.Fd(), tid: unix.Gettid()}
+		body(r)
+	}()
+	return <-ready
 }
