@@ -30,11 +30,12 @@ func (echo) OnData(c *engine.Conn, b engine.Buffer) bool {
 func main() {
 	addr := flag.String("addr", "127.0.0.1:7000", "listen address (tcp host:port)")
 	backend := flag.String("backend", "uring", "uring, uring-sqpoll, uring-napi, epoll or epoll-busypoll")
+	holdP := flag.Bool("hold-p", false, "loops wait without handing their P to the Go scheduler (engine.Config.WaitHoldsP)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	listening := func(a net.Addr) { fmt.Println("echo: listening on", a) }
-	if err := run(ctx, *addr, engine.Backend(*backend), listening); err != nil {
+	if err := run(ctx, *addr, &engine.Config{Backend: engine.Backend(*backend), WaitHoldsP: *holdP}, listening); err != nil {
 		fmt.Fprintln(os.Stderr, "echo:", err)
 		os.Exit(1)
 	}
@@ -42,8 +43,8 @@ func main() {
 
 // run serves addr until ctx is done, then gives open connections up to 5
 // seconds to finish. listening is told the bound address.
-func run(ctx context.Context, addr string, backend engine.Backend, listening func(net.Addr)) error {
-	e, err := engine.New(&engine.Config{Backend: backend}, echo{})
+func run(ctx context.Context, addr string, cfg *engine.Config, listening func(net.Addr)) error {
+	e, err := engine.New(cfg, echo{})
 	if err != nil {
 		return err
 	}

@@ -23,7 +23,7 @@ func TestEcho(t *testing.T) {
 			defer cancel()
 			addrc := make(chan net.Addr, 1)
 			done := make(chan error, 1)
-			go func() { done <- run(ctx, "127.0.0.1:0", b, func(a net.Addr) { addrc <- a }) }()
+			go func() { done <- run(ctx, "127.0.0.1:0", &engine.Config{Backend: b}, func(a net.Addr) { addrc <- a }) }()
 			var addr net.Addr
 			select {
 			case addr = <-addrc:
