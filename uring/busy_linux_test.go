@@ -1,0 +1,79 @@
+package uring
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/spindlenet/spindle/internal/sys"
+)
+
+// TestEnterBusy covers what Linux 6.18 never produced here, even with a
+// million overflowed completions: io_uring_enter failing with EBUSY or
+// EAGAIN (the kernel cannot take more before completions are reaped). A
+// child process (a seccomp filter cannot be lifted) makes every
+// io_uring_enter fail with that errno and checks that Submit reports it as
+// a unix.Errno, and that SubmitAndWait, with nothing to reap, retries once
+// without submitting and then reports it too, leaving the SQEs queued.
+func TestEnterBusy(t *testing.T) {
+	for _, errno := range []unix.Errno{unix.EBUSY, unix.EAGAIN} {
+		t.Run(errno.Error(), func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperEnterBusy$", "-test.count=1", "-test.v")
+			cmd.Env = append(os.Environ(), "SPINDLE_ENTER_BUSY_CHILD="+strconv.Itoa(int(errno)))
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("child: %v\n%s", err, out)
+			}
+			if !bytes.Contains(out, []byte("enter busy ok")) {
+				t.Fatalf("child did not report:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestHelperEnterBusy is the child process of TestEnterBusy.
+func TestHelperEnterBusy(t *testing.T) {
+	n, err := strconv.Atoi(os.Getenv("SPINDLE_ENTER_BUSY_CHILD"))
+	if err != nil {
+		t.Skip("helper process for TestEnterBusy")
+	}
+	errno := unix.Errno(n)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	r, err := New(&Config{Entries: 8, SingleIssuer: true, DeferTaskrun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := sys.DenySyscall(unix.SYS_IO_URING_ENTER, errno); err != nil {
+		t.Fatalf("DenySyscall: %v", err)
+	}
+	for i := range 3 {
+		r.GetSQE().PrepNop(uint64(i))
+	}
+	n, err = r.Submit()
+	if !errors.Is(err, errno) || n != 0 {
+		t.Fatalf("Submit: %d, %v; want 0, %v", n, err, errno)
+	}
+	if _, ok := err.(unix.Errno); !ok {
+		t.Fatalf("Submit error %T, want unix.Errno", err)
+	}
+	before := r.EnterCount()
+	n, err = r.SubmitAndWait(1, 0)
+	if !errors.Is(err, errno) || n != 0 {
+		t.Fatalf("SubmitAndWait: %d, %v; want 0, %v", n, err, errno)
+	}
+	if got := r.EnterCount() - before; got != 2 {
+		t.Errorf("SubmitAndWait made %d io_uring_enter calls, want 2 (submit, then wait without submitting)", got)
+	}
+	if p := r.SQReady(); p != 3 {
+		t.Errorf("%d SQEs still queued, want 3", p)
+	}
+	t.Log("enter busy ok")
+}
