@@ -37,11 +37,12 @@ var benchArms = append([]string{"gonet"}, func() []string {
 	for _, b := range Backends {
 		s = append(s, string(b))
 	}
-	return append(s, armURingHoldP)
+	return append(s, string(BackendURing)+holdPSuffix, string(BackendURingNAPI)+holdPSuffix)
 }()...)
 
-// armURingHoldP is the uring backend with Config.WaitHoldsP.
-const armURingHoldP = "uring-holdp"
+// holdPSuffix marks a bench arm that runs its backend with
+// Config.WaitHoldsP.
+const holdPSuffix = "-holdp"
 
 func BenchmarkEcho(b *testing.B) {
 	for _, conns := range []int{1, 50, 1000} {
@@ -309,8 +310,8 @@ func TestHelperEchoServer(t *testing.T) {
 		stats = func() Stats { return Stats{} }
 	} else {
 		cfg := &Config{Backend: Backend(arm), CPUs: []int{cpu}, Logf: func(string, ...any) {}}
-		if arm == armURingHoldP {
-			cfg.Backend, cfg.WaitHoldsP = BackendURing, true
+		if b, ok := strings.CutSuffix(arm, holdPSuffix); ok {
+			cfg.Backend, cfg.WaitHoldsP = Backend(b), true
 		}
 		e, err := New(cfg, &echoHandler{zeroCopy: true})
 		if err != nil {
