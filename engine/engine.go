@@ -180,7 +180,11 @@ type Config struct {
 	// goroutine a callback makes runnable, which the runtime queues on the
 	// loop's P, runs only once another P steals it (tens of µs later). It
 	// is off by default because it departs from the project's rule that
-	// blocking system calls go through the scheduler. Default false.
+	// blocking system calls go through the scheduler. Without it, running
+	// with GOMAXPROCS above the number of loops spares part of the cost:
+	// while a P is idle, sysmon leaves a sleeping loop's P alone for 10 ms
+	// (measured: 7.3 to 6.2 µs per request at half load; WaitHoldsP: 5.2).
+	// Default false.
 	WaitHoldsP bool
 	// Logf receives the few start-up messages (fallbacks, huge pages, NAPI
 	// warnings), at most once each, possibly from several loop goroutines
