@@ -323,6 +323,9 @@ type Engine struct {
 	state     int // 0 new, 1 running, 2 done
 
 	sqpoll sqpollShare // rings sharing one SQPOLL thread
+	// allowed is the CPUs the process could run on when New ran, before
+	// the loop threads pinned themselves to one CPU each.
+	allowed []int
 
 	stopOnce sync.Once
 	stopping chan struct{} // closed when loops must stop

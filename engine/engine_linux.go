@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,20 +31,16 @@ func New(cfg *Config, h Handler) (*Engine, error) {
 	if c.ReadBufferSize > 1<<20 {
 		return nil, fmt.Errorf("engine: ReadBufferSize %d above 1 MiB", c.ReadBufferSize)
 	}
-	var allowed unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
-		return nil, os.NewSyscallError("sched_getaffinity", err)
+	allowed, err := allowedCPUs()
+	if err != nil {
+		return nil, err
 	}
 	if len(c.CPUs) == 0 {
-		for i := 0; i < len(allowed)*64; i++ {
-			if allowed.IsSet(i) {
-				c.CPUs = append(c.CPUs, i)
-			}
-		}
+		c.CPUs = slices.Clone(allowed)
 	}
 	seen := map[int]bool{}
 	for _, cpu := range c.CPUs {
-		if cpu < 0 || cpu >= len(allowed)*64 || !allowed.IsSet(cpu) {
+		if !slices.Contains(allowed, cpu) {
 			return nil, fmt.Errorf("engine: CPU %d is not in the process's affinity mask", cpu)
 		}
 		if seen[cpu] {
@@ -58,8 +55,9 @@ func New(cfg *Config, h Handler) (*Engine, error) {
 		stopping: make(chan struct{}),
 		sqpoll:   sqpollShare{ready: make(chan struct{})},
 		exited:   make(chan struct{}),
+		allowed:  allowed,
 	}
-	e.backend = chooseBackend(&e.cfg, allowed)
+	e.backend = chooseBackend(&e.cfg)
 	for i, cpu := range c.CPUs {
 		fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
 		if err != nil {
@@ -93,9 +91,24 @@ func (l *Loop) closeWakeFd() {
 
 var fallbackOnce sync.Once
 
+// allowedCPUs lists the CPUs the calling thread may run on, ascending.
+func allowedCPUs() ([]int, error) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return nil, os.NewSyscallError("sched_getaffinity", err)
+	}
+	var cpus []int
+	for i := 0; i < len(set)*64; i++ {
+		if set.IsSet(i) {
+			cpus = append(cpus, i)
+		}
+	}
+	return cpus, nil
+}
+
 // chooseBackend returns the backend to run, falling back to epoll (said
 // once) when the requested one cannot work here.
-func chooseBackend(c *Config, allowed unix.CPUSet) Backend {
+func chooseBackend(c *Config) Backend {
 	b := c.Backend
 	switch {
 	case b.isURing():

@@ -3,10 +3,9 @@ package engine
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
-
-	"golang.org/x/sys/unix"
 )
 
 func TestSQPollPlacement(t *testing.T) {
@@ -33,57 +32,68 @@ func TestSQPollPlacement(t *testing.T) {
 	}
 }
 
-// TestSQPollOnCPU0 pins the SQPOLL thread to CPU 0, which the earlier
-// integer field could not express (0 meant "pick one"), with the loop on
-// another CPU, and reads the kernel thread's affinity.
-func TestSQPollOnCPU0(t *testing.T) {
+// TestSQPollThreadCPU reads the iou-sqp thread's affinity with the loop on
+// the second allowed CPU: SQPollOnCPU(0) must pin it to CPU 0, which the
+// earlier integer field could not express (0 meant "pick one"), and
+// SQPollAuto to the first allowed CPU, which an earlier version missed by
+// reading the affinity of the loop thread, already pinned to its own CPU.
+func TestSQPollThreadCPU(t *testing.T) {
 	cpus := allowedCPUList(t)
-	if len(cpus) < 2 || cpus[0] != 0 {
-		t.Skipf("needs CPU 0 and another CPU, have %v", cpus)
+	if len(cpus) < 2 {
+		t.Skipf("needs two CPUs, have %v", cpus)
 	}
-	cfg := testConfig(BackendURingSQPoll)
-	cfg.CPUs, cfg.SQPoll = []int{cpus[1]}, SQPollOnCPU(0)
-	_, addr := startEngine(t, cfg, &echoHandler{})
-	if err := echoOnce(addr, 1, 4096, 4096, nil); err != nil {
-		t.Fatal(err)
-	}
-	tasks, _ := filepath.Glob("/proc/self/task/*")
-	found := false
-	for _, task := range tasks {
-		comm, err := os.ReadFile(filepath.Join(task, "comm"))
-		if err != nil || !strings.HasPrefix(string(comm), "iou-sqp-") {
-			continue
-		}
-		found = true
-		status, err := os.ReadFile(filepath.Join(task, "status"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, line := range strings.Split(string(status), "\n") {
-			if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok && strings.TrimSpace(v) != "0" {
-				t.Errorf("SQPOLL thread %s may run on CPUs %s, want 0", strings.TrimSpace(string(comm)), strings.TrimSpace(v))
+	for _, tc := range []struct {
+		name string
+		p    SQPollPlacement
+		want int
+	}{
+		{"auto", SQPollAuto, cpus[0]},
+		{"cpu0", SQPollOnCPU(0), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if cpus[0] != 0 && tc.want == 0 {
+				t.Skipf("CPU 0 is not allowed here (%v)", cpus)
 			}
-		}
-	}
-	if !found {
-		t.Fatal("no iou-sqp thread in this process")
+			cfg := testConfig(BackendURingSQPoll)
+			cfg.CPUs, cfg.SQPoll = []int{cpus[1]}, tc.p
+			_, addr := startEngine(t, cfg, &echoHandler{})
+			if err := echoOnce(addr, 1, 4096, 4096, nil); err != nil {
+				t.Fatal(err)
+			}
+			want := strconv.Itoa(tc.want)
+			tasks, _ := filepath.Glob("/proc/self/task/*")
+			found := 0
+			for _, task := range tasks {
+				comm, err := os.ReadFile(filepath.Join(task, "comm"))
+				if err != nil || !strings.HasPrefix(string(comm), "iou-sqp-") {
+					continue
+				}
+				status, err := os.ReadFile(filepath.Join(task, "status"))
+				if err != nil {
+					// The thread of the previous subtest's engine, gone
+					// since. One still alive would expect the same CPU:
+					// cpus[0], which is 0 whenever cpu0 runs.
+					continue
+				}
+				found++
+				for _, line := range strings.Split(string(status), "\n") {
+					if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok && strings.TrimSpace(v) != want {
+						t.Errorf("SQPOLL thread %s may run on CPUs %s, want %s", strings.TrimSpace(string(comm)), strings.TrimSpace(v), want)
+					}
+				}
+			}
+			if found == 0 {
+				t.Fatal("no iou-sqp thread in this process")
+			}
+		})
 	}
 }
 
 // allowedCPUList is the CPUs this process may run on, ascending.
 func allowedCPUList(t *testing.T) []int {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
+	cpus, err := allowedCPUs()
+	if err != nil {
 		t.Fatal(err)
-	}
-	var cpus []int
-	for c := 0; c < len(set)*64; c++ {
-		if set.IsSet(c) {
-			cpus = append(cpus, c)
-		}
-	}
-	if len(cpus) == 0 {
-		t.Fatal("no allowed CPU")
 	}
 	return cpus
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -167,8 +168,9 @@ func (b *uringBackend) msgRing(ringFd int) bool {
 }
 
 // sqpollCPU picks the SQPOLL thread's CPU: the one Config.SQPoll names,
-// none for SQPollUnpinned, else the first allowed CPU outside the loop set,
-// else none (-1, said once).
+// none for SQPollUnpinned, else the first CPU the process was allowed
+// outside the loop set, else none (-1, said once). It runs on a loop thread,
+// whose own affinity is its one CPU by then: hence Engine.allowed.
 func sqpollCPU(e *Engine) int {
 	if c, ok := e.cfg.SQPoll.CPU(); ok {
 		return c
@@ -176,15 +178,9 @@ func sqpollCPU(e *Engine) int {
 	if e.cfg.SQPoll == SQPollUnpinned {
 		return -1
 	}
-	var allowed unix.CPUSet
-	unix.SchedGetaffinity(0, &allowed)
-	loops := map[int]bool{}
-	for _, c := range e.cfg.CPUs {
-		loops[c] = true
-	}
-	for i := 0; i < len(allowed)*64; i++ {
-		if allowed.IsSet(i) && !loops[i] {
-			return i
+	for _, c := range e.allowed {
+		if !slices.Contains(e.cfg.CPUs, c) {
+			return c
 		}
 	}
 	sqpollLogOnce.Do(func() {
