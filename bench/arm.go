@@ -92,6 +92,9 @@ type Arm struct {
 	Order int
 }
 
+// servesLoops reports whether the arm can run loops event loops (MaxLoops).
+func (a Arm) servesLoops(loops int) bool { return a.MaxLoops <= 0 || loops <= a.MaxLoops }
+
 var (
 	armsMu sync.Mutex
 	arms   = map[string]Arm{}

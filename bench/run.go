@@ -213,7 +213,7 @@ func (r *runner) armSet(ctx context.Context, tmp string) ([]Arm, error) {
 				info.Skipped = err.Error()
 			}
 		}
-		if a.MaxLoops > 0 && r.cfg.Loops > a.MaxLoops && info.Skipped == "" {
+		if !a.servesLoops(r.cfg.Loops) && info.Skipped == "" {
 			info.Skipped = fmt.Sprintf("serves at most %d loop(s); this run asks for %d", a.MaxLoops, r.cfg.Loops)
 		}
 		if a.Program != nil && info.Skipped == "" {
@@ -347,10 +347,9 @@ func Sweep(ctx context.Context, cfg SweepConfig) (*Report, error) {
 	defer cleanup()
 	// An arm with a loop limit (c-liburing: one thread) sits out the
 	// cells above it.
-	fits := func(a Arm, loops int) bool { return a.MaxLoops <= 0 || loops <= a.MaxLoops }
 	for _, loops := range cfg.Loops {
 		for _, a := range arms {
-			if fits(a, loops) {
+			if a.servesLoops(loops) {
 				r.total += r.variants() * r.cfg.Reps * len(cfg.ComputeUS)
 			} else {
 				r.report.Notes = append(r.report.Notes, fmt.Sprintf("arm %s not measured at %d loops: it serves at most %d", a.Name, loops, a.MaxLoops))
@@ -364,7 +363,7 @@ func Sweep(ctx context.Context, cfg SweepConfig) (*Report, error) {
 		for _, cu := range cfg.ComputeUS {
 			for rep := 1; rep <= r.cfg.Reps; rep++ {
 				for _, a := range arms {
-					if !fits(a, loops) {
+					if !a.servesLoops(loops) {
 						continue
 					}
 					if err := r.measureArm(ctx, a, rep, "closed", 0, 0, loops, cu); err != nil {
