@@ -183,7 +183,8 @@ type Config struct {
 	// blocking system calls go through the scheduler. Without it, running
 	// with GOMAXPROCS above the number of loops spares part of the cost:
 	// while a P is idle, sysmon leaves a sleeping loop's P alone for 10 ms
-	// (measured: 7.3 to 6.2 µs per request at half load; WaitHoldsP: 5.2).
+	// (measured: 7.3 to 6.2 µs per request at half load; WaitHoldsP: about
+	// 5.3; docs/BENCHMARKS.md).
 	// Default false.
 	WaitHoldsP bool
 	// Logf receives the few start-up messages (fallbacks, huge pages, NAPI
