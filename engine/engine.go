@@ -510,6 +510,8 @@ type ListenConfig struct {
 type Stats struct {
 	Waits        uint64 // system calls that wait: every io_uring_enter, or epoll_wait
 	WaitNanos    uint64 // wall time inside those calls (for io_uring: also the sends and receives they run); busy polling spins here
+	Interrupted  uint64 // waits a signal interrupted (EINTR), mostly the Go runtime asking the loop goroutine to yield
+	Yields       uint64 // times the loop passed through the Go scheduler on its own (every 2 ms when busy, see yieldEvery)
 	Submits      uint64 // io_uring_enter calls made only to flush a full SQ
 	SQEs         uint64 // submission queue entries prepared
 	CQEs         uint64 // completions (or epoll events) handled
@@ -535,6 +537,8 @@ type Stats struct {
 func (s *Stats) add(o Stats) {
 	s.Waits += o.Waits
 	s.WaitNanos += o.WaitNanos
+	s.Interrupted += o.Interrupted
+	s.Yields += o.Yields
 	s.Submits += o.Submits
 	s.SQEs += o.SQEs
 	s.CQEs += o.CQEs
@@ -558,6 +562,7 @@ func (s *Stats) add(o Stats) {
 }
 
 type counters struct {
+	interrupted, yields                                                           atomic.Uint64
 	waits, waitNanos, submits, sqes, cqes, bytesRead, bytesWritten, reads, writes atomic.Uint64
 	accepted, dialed, closed, noBufs, wakeups, pausedReads, napiIDs               atomic.Uint64
 	msgRings, msgRingErrors, zcSends, zcCopied, ringCopies                        atomic.Uint64
@@ -566,7 +571,7 @@ type counters struct {
 
 func (c *counters) snapshot() Stats {
 	return Stats{
-		Waits: c.waits.Load(), WaitNanos: c.waitNanos.Load(), Submits: c.submits.Load(), SQEs: c.sqes.Load(), CQEs: c.cqes.Load(),
+		Waits: c.waits.Load(), WaitNanos: c.waitNanos.Load(), Interrupted: c.interrupted.Load(), Yields: c.yields.Load(), Submits: c.submits.Load(), SQEs: c.sqes.Load(), CQEs: c.cqes.Load(),
 		BytesRead: c.bytesRead.Load(), BytesWritten: c.bytesWritten.Load(),
 		Reads: c.reads.Load(), Writes: c.writes.Load(),
 		Accepted: c.accepted.Load(), Dialed: c.dialed.Load(), Closed: c.closed.Load(),

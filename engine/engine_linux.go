@@ -255,6 +255,7 @@ func (l *Loop) serve() {
 		if l.stopping && (timeout < 0 || timeout > 10*time.Millisecond) {
 			timeout = 10 * time.Millisecond
 		}
+		l.yield()
 		if err := l.be.poll(timeout); err != nil {
 			// The kernel queue is broken: close everything and leave.
 			l.stopping = true

@@ -191,10 +191,11 @@ func (b *epollBackend) poll(timeout time.Duration) error {
 	} else {
 		n, err = unix.EpollWait(b.epfd, b.events, msec)
 	}
-	b.l.st.waitNanos.Add(uint64(nanotime() - t0))
+	b.l.waited(t0)
 	b.l.st.waits.Add(1)
 	if err != nil {
 		if err == unix.EINTR {
+			b.l.st.interrupted.Add(1)
 			return nil
 		}
 		return os.NewSyscallError("epoll_wait", err)

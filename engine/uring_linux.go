@@ -379,8 +379,9 @@ func (b *uringBackend) poll(timeout time.Duration) error {
 	default:
 		_, err = b.r.SubmitAndWait(1, timeout)
 	}
-	l.st.waitNanos.Add(uint64(nanotime() - t0))
+	l.waited(t0)
 	l.st.waits.Store(b.r.EnterCount())
+	l.st.interrupted.Store(b.r.InterruptCount())
 	switch {
 	case err == nil, errors.Is(err, unix.ETIME), errors.Is(err, unix.EINTR),
 		errors.Is(err, unix.EAGAIN), errors.Is(err, unix.EBUSY):

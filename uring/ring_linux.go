@@ -244,6 +244,11 @@ func (r *Ring) KernelFeatures() uint32 { return r.features }
 // EnterCount returns the number of io_uring_enter calls made. Any goroutine.
 func (r *Ring) EnterCount() uint64 { return r.enters.Load() }
 
+// InterruptCount returns the number of io_uring_enter calls a signal
+// interrupted (EINTR; the ring retried them). For a Go program these are
+// mostly the runtime's preemption requests. Any goroutine.
+func (r *Ring) InterruptCount() uint64 { return r.eintr.Load() }
+
 // SQEntries returns the SQ size.
 //
 // Any goroutine.

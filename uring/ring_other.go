@@ -22,6 +22,9 @@ func (r *Ring) Fd() int { return -1 }
 // EnterCount returns 0 outside Linux. Any goroutine.
 func (r *Ring) EnterCount() uint64 { return 0 }
 
+// InterruptCount returns 0 outside Linux. Any goroutine.
+func (r *Ring) InterruptCount() uint64 { return 0 }
+
 // GetSQE returns nil outside Linux. Any goroutine.
 func (r *Ring) GetSQE() *SQE { return nil }
 

@@ -1,0 +1,80 @@
+package engine
+
+import (
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestLoopYields checks that a busy loop passes through the Go scheduler
+// more often than every 10 ms. The runtime's monitor (sysmon) counts a
+// goroutine that has not been rescheduled for 10 ms as running too long,
+// and from then on takes its P away on every one of its ticks while it
+// waits in a system call, whether or not another P is idle. A loop that
+// never yields stays in that state for good: sysmon keeps its 20 µs tick
+// and every wait ends in exitsyscall's slow path. What that costs is a
+// speed figure (docs/BENCHMARKS.md, "The loop yields"); this test checks
+// the mechanism: Stats.Yields of every loop that served traffic.
+func TestLoopYields(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			e, addr := startEngine(t, testConfig(b), &echoHandler{})
+			const conns = 4
+			const run = 500 * time.Millisecond
+			loops := e.Loops()
+			before := make([]Stats, len(loops))
+			for i, l := range loops {
+				before[i] = l.Stats()
+			}
+			deadline := time.Now().Add(run)
+			var wg sync.WaitGroup
+			errc := make(chan error, conns)
+			for range conns {
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				wg.Go(func() {
+					msg := make([]byte, 64)
+					for time.Now().Before(deadline) {
+						if _, err := c.Write(msg); err != nil {
+							errc <- err
+							return
+						}
+						if _, err := io.ReadFull(c, msg); err != nil {
+							errc <- err
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			close(errc)
+			for err := range errc {
+				t.Fatal(err)
+			}
+			busy := 0
+			for i, l := range loops {
+				s := l.Stats()
+				reads, yields := s.Reads-before[i].Reads, s.Yields-before[i].Yields
+				t.Logf("loop %d: %d messages, %d waits (%d interrupted by a signal), %d yields in %v",
+					i, reads, s.Waits-before[i].Waits, s.Interrupted-before[i].Interrupted, yields, run)
+				if reads < 1000 {
+					continue // little or no traffic steered here
+				}
+				busy++
+				// At least once per 10 ms of traffic: half of that, for a
+				// loop that started late or sat out a collection.
+				if want := uint64(run / (20 * time.Millisecond)); yields < want {
+					t.Errorf("loop %d yielded %d times in %v of traffic, want at least %d (once every 10 ms, sysmon's threshold)", i, yields, run, want)
+				}
+			}
+			if busy == 0 {
+				t.Fatal("no loop served 1,000 messages")
+			}
+		})
+	}
+}
