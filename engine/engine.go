@@ -163,29 +163,28 @@ type Config struct {
 	MaxQueuedReadBuffers int
 	// NoHugePages disables the attempt to put buffers on huge pages.
 	NoHugePages bool
+	// KeepGOMAXPROCS leaves GOMAXPROCS as it is. By default Run raises it,
+	// when it is not above the number of event loops running in the
+	// process, to one more than that, says so through Logf, and puts it
+	// back when they stop. A loop spends most of its time asleep in
+	// io_uring_enter or epoll_wait; while a P is idle the Go scheduler
+	// leaves a sleeping loop its P, and while none is, it takes the P away
+	// from every sleep longer than 20 µs, at a cost measured up to 2.6
+	// times the loop's own CPU per request at low load (docs/BENCHMARKS.md,
+	// "The scheduler and the loops"). The extra P costs nothing while the
+	// loops sleep; Go code then has one more thread to run on.
+	KeepGOMAXPROCS bool
 	// WaitHoldsP makes each loop wait for events (io_uring_enter,
 	// epoll_wait) in a raw system call that keeps the loop's P, instead of
 	// one the Go scheduler sees (syscall.Syscall6, the default, which
-	// hands the P off while the loop sleeps). With the default, the
-	// runtime's monitor thread takes the P back from every wait longer
-	// than 20 µs and, while it keeps finding one, wakes every 20 µs to
-	// look: in `spindle bench` that was more than a fifth of the uring
-	// server's CPU per request, and WaitHoldsP removes it
-	// (docs/BENCHMARKS.md, "Waiting without the scheduler"). The cost: a
-	// waiting loop's P runs nothing else, so Run raises GOMAXPROCS, when it
-	// is not above the number of such loops in the process, to one more
-	// than that, says so through Logf, and puts it back when they stop; a
-	// garbage collection interrupts the waits with the runtime's
-	// preemption signal (EINTR), as does the runtime every 10 ms; and a
-	// goroutine a callback makes runnable, which the runtime queues on the
-	// loop's P, runs only once another P steals it (tens of µs later). It
-	// is off by default because it departs from the project's rule that
-	// blocking system calls go through the scheduler. Without it, running
-	// with GOMAXPROCS above the number of loops spares part of the cost:
-	// while a P is idle, sysmon leaves a sleeping loop's P alone for 10 ms
-	// (measured: 7.3 to 6.2 µs per request at half load; WaitHoldsP: about
-	// 5.3; docs/BENCHMARKS.md).
-	// Default false.
+	// lets the scheduler take the P while the loop sleeps). A waiting
+	// loop's P then runs nothing else, so Run raises GOMAXPROCS as above
+	// even with KeepGOMAXPROCS; a garbage collection interrupts the waits
+	// with the runtime's preemption signal (EINTR); and a goroutine a
+	// callback makes runnable, which the runtime queues on the loop's P,
+	// runs only once another P steals it (tens of µs later). It departs
+	// from the project's rule that blocking system calls go through the
+	// scheduler. Default false.
 	WaitHoldsP bool
 	// Logf receives the few start-up messages (fallbacks, huge pages, NAPI
 	// warnings), at most once each, possibly from several loop goroutines
@@ -374,11 +373,11 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 	e.state = 1
 	e.mu.Unlock()
-	if e.cfg.WaitHoldsP {
-		if msg := holdPs(len(e.loops)); msg != "" {
+	if !e.cfg.KeepGOMAXPROCS || e.cfg.WaitHoldsP {
+		if msg := reserveP(len(e.loops)); msg != "" {
 			e.cfg.Logf("%s", msg)
 		}
-		defer releasePs(len(e.loops))
+		defer releaseP(len(e.loops))
 	}
 	errc := make(chan error, len(e.loops))
 	var wg sync.WaitGroup

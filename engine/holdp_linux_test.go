@@ -11,21 +11,20 @@ import (
 	"time"
 )
 
-// TestWaitHoldsPGOMAXPROCS checks what Run does to GOMAXPROCS: with
-// WaitHoldsP it leaves one P beyond the loops that wait holding theirs
-// (raising it and saying so), serves, and restores the old value when the
-// engine stops; without it, GOMAXPROCS is not touched.
-func TestWaitHoldsPGOMAXPROCS(t *testing.T) {
+// TestGOMAXPROCS checks what Run does to GOMAXPROCS: by default, and always
+// with WaitHoldsP, it leaves one P beyond the loops (raising it and saying
+// so), serves, and restores the old value when the engine stops; with
+// KeepGOMAXPROCS alone, GOMAXPROCS is not touched.
+func TestGOMAXPROCS(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	for _, b := range []Backend{BackendURing, BackendEpoll} {
-		for _, hold := range []bool{true, false} {
-			name := string(b)
-			if hold {
-				name += "/hold"
-			}
-			t.Run(name, func(t *testing.T) {
+		for _, tc := range []struct {
+			name       string
+			keep, hold bool
+		}{{"default", false, false}, {"keep", true, false}, {"keep+hold", true, true}, {"hold", false, true}} {
+			t.Run(string(b)+"/"+tc.name, func(t *testing.T) {
 				var logs logLines
-				cfg := &Config{Backend: b, CPUs: []int{allowedCPUList(t)[0]}, WaitHoldsP: hold, Logf: logs.logf}
+				cfg := &Config{Backend: b, CPUs: []int{allowedCPUList(t)[0]}, KeepGOMAXPROCS: tc.keep, WaitHoldsP: tc.hold, Logf: logs.logf}
 				e, err := New(cfg, &echoHandler{})
 				if err != nil {
 					t.Fatal(err)
@@ -47,8 +46,9 @@ func TestWaitHoldsPGOMAXPROCS(t *testing.T) {
 				if err := echoOnce(ln.Addr().String(), 1, 64<<10, 4096, nil); err != nil {
 					t.Fatal(err)
 				}
+				raise := !tc.keep || tc.hold
 				want := 1
-				if hold {
+				if raise {
 					want = 2
 				}
 				if got := runtime.GOMAXPROCS(0); got != want {
@@ -60,8 +60,8 @@ func TestWaitHoldsPGOMAXPROCS(t *testing.T) {
 				if got := runtime.GOMAXPROCS(0); got != 1 {
 					t.Errorf("GOMAXPROCS %d after the engine stopped, want 1 back", got)
 				}
-				if said := logs.count("GOMAXPROCS raised") > 0; said != hold {
-					t.Errorf("logged the raise: %v, raised: %v (%q)", said, hold, logs.all())
+				if said := logs.count("GOMAXPROCS raised") > 0; said != raise {
+					t.Errorf("logged the raise: %v, raised: %v (%q)", said, raise, logs.all())
 				}
 			})
 		}

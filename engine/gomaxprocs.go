@@ -1,0 +1,62 @@
+package engine
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+)
+
+// spareP counts the loops, of every engine in the process, that run with
+// GOMAXPROCS managed by the engines (Config.KeepGOMAXPROCS unset), and
+// remembers what the engines did to GOMAXPROCS for them.
+var spareP struct {
+	sync.Mutex
+	loops  int // loops now running
+	before int // GOMAXPROCS before the engines raised it; 0 if they did not
+	set    int // the value the engines set
+}
+
+// reserveP accounts for n more loops and makes sure GOMAXPROCS exceeds the
+// loops of the process by at least one, raising it if needed. The message
+// says what it changed ("" when nothing). Any goroutine.
+//
+// Why: a loop sleeps in io_uring_enter or epoll_wait most of the time. With
+// a P idle, the runtime's monitor (sysmon) leaves a sleeping loop's P alone
+// for 10 ms; with none, it takes the P away from every sleep longer than
+// 20 µs, wakes every 20 µs to look, and every wake-up of the loop then goes
+// through exitsyscall's slow path. At 6,400 requests/s that was 28.6 µs of
+// sysmon per request on top of the loop's 16.9 (docs/BENCHMARKS.md, "The
+// scheduler and the loops"). With WaitHoldsP the spare P is where every
+// other goroutine runs.
+func reserveP(n int) string {
+	spareP.Lock()
+	defer spareP.Unlock()
+	spareP.loops += n
+	cur := runtime.GOMAXPROCS(0)
+	if cur > spareP.loops {
+		return ""
+	}
+	want := spareP.loops + 1
+	if spareP.before == 0 {
+		spareP.before = cur
+	}
+	runtime.GOMAXPROCS(want)
+	spareP.set = want
+	return fmt.Sprintf("engine: GOMAXPROCS raised from %d to %d, one more than the %d event loops, so that the Go scheduler leaves sleeping loops their P (Config.KeepGOMAXPROCS)", cur, want, spareP.loops)
+}
+
+// releaseP undoes reserveP(n). When no loop is left and GOMAXPROCS still
+// has the value the engines set, the earlier value comes back; a value
+// someone else set in between is left alone. Any goroutine.
+func releaseP(n int) {
+	spareP.Lock()
+	defer spareP.Unlock()
+	spareP.loops -= n
+	if spareP.loops > 0 || spareP.before == 0 {
+		return
+	}
+	if runtime.GOMAXPROCS(0) == spareP.set {
+		runtime.GOMAXPROCS(spareP.before)
+	}
+	spareP.before, spareP.set = 0, 0
+}
