@@ -31,26 +31,12 @@ func init() {
 		RegisterArm(Arm{
 			Name:          string(b),
 			Summary:       summaries[b],
-			Start:         func(ctx context.Context, cfg ServerConfig) (Server, error) { return startEngine(ctx, b, false, cfg) },
+			Start:         func(ctx context.Context, cfg ServerConfig) (Server, error) { return startEngine(ctx, b, cfg) },
 			Order:         order[b],
 			NeedsSpareCPU: b == engine.BackendURingSQPoll,
 		})
 	}
-	// The uring arm with engine.Config.WaitHoldsP: measured beside the
-	// default, since it is an opt-in trade (the loop keeps its P while it
-	// waits; GOMAXPROCS goes one above the loops).
-	RegisterArm(Arm{
-		Name:    ArmURingHoldP,
-		Summary: "the uring arm with Config.WaitHoldsP: the loop waits in a raw io_uring_enter that keeps its P (GOMAXPROCS raised to loops+1), so the Go runtime's sysmon does not wake every 20 µs to take the P back",
-		Start: func(ctx context.Context, cfg ServerConfig) (Server, error) {
-			return startEngine(ctx, engine.BackendURing, true, cfg)
-		},
-		Order: 25,
-	})
 }
-
-// ArmURingHoldP names the uring arm with engine.Config.WaitHoldsP.
-const ArmURingHoldP = "uring-holdp"
 
 // engineServer is a spindle engine serving the echo protocols.
 type engineServer struct {
@@ -121,7 +107,7 @@ func (h *engineEcho) OnData(c *engine.Conn, b engine.Buffer) bool {
 	return false
 }
 
-func startEngine(ctx context.Context, b engine.Backend, holdP bool, cfg ServerConfig) (Server, error) {
+func startEngine(ctx context.Context, b engine.Backend, cfg ServerConfig) (Server, error) {
 	cfg = cfg.WithDefaults()
 	cpus := cfg.CPUs
 	if len(cpus) == 0 {
@@ -136,7 +122,7 @@ func startEngine(ctx context.Context, b engine.Backend, holdP bool, cfg ServerCo
 	var logMu sync.Mutex
 	var logs []string
 	ecfg := &engine.Config{
-		Backend: b, CPUs: cpus, SQPoll: engine.SQPollUnpinned, WaitHoldsP: holdP,
+		Backend: b, CPUs: cpus, SQPoll: engine.SQPollUnpinned,
 		Logf: func(format string, args ...any) {
 			logMu.Lock()
 			logs = append(logs, fmt.Sprintf(format, args...))

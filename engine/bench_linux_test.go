@@ -37,12 +37,8 @@ var benchArms = append([]string{"gonet"}, func() []string {
 	for _, b := range Backends {
 		s = append(s, string(b))
 	}
-	return append(s, string(BackendURing)+holdPSuffix, string(BackendURingNAPI)+holdPSuffix)
+	return s
 }()...)
-
-// holdPSuffix marks a bench arm that runs its backend with
-// Config.WaitHoldsP.
-const holdPSuffix = "-holdp"
 
 func BenchmarkEcho(b *testing.B) {
 	for _, conns := range []int{1, 50, 1000} {
@@ -310,9 +306,6 @@ func TestHelperEchoServer(t *testing.T) {
 		stats = func() Stats { return Stats{} }
 	} else {
 		cfg := &Config{Backend: Backend(arm), CPUs: []int{cpu}, Logf: func(string, ...any) {}}
-		if b, ok := strings.CutSuffix(arm, holdPSuffix); ok {
-			cfg.Backend, cfg.WaitHoldsP = Backend(b), true
-		}
 		e, err := New(cfg, &echoHandler{zeroCopy: true})
 		if err != nil {
 			t.Fatal(err)

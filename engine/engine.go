@@ -174,18 +174,6 @@ type Config struct {
 	// "The scheduler and the loops"). The extra P costs nothing while the
 	// loops sleep; Go code then has one more thread to run on.
 	KeepGOMAXPROCS bool
-	// WaitHoldsP makes each loop wait for events (io_uring_enter,
-	// epoll_wait) in a raw system call that keeps the loop's P, instead of
-	// one the Go scheduler sees (syscall.Syscall6, the default, which
-	// lets the scheduler take the P while the loop sleeps). A waiting
-	// loop's P then runs nothing else, so Run raises GOMAXPROCS as above
-	// even with KeepGOMAXPROCS; a garbage collection interrupts the waits
-	// with the runtime's preemption signal (EINTR); and a goroutine a
-	// callback makes runnable, which the runtime queues on the loop's P,
-	// runs only once another P steals it (tens of µs later). It departs
-	// from the project's rule that blocking system calls go through the
-	// scheduler. Default false.
-	WaitHoldsP bool
 	// Logf receives the few start-up messages (fallbacks, huge pages, NAPI
 	// warnings), at most once each, possibly from several loop goroutines
 	// at once. Default log.Printf. Hot paths never log.
@@ -373,7 +361,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 	e.state = 1
 	e.mu.Unlock()
-	if !e.cfg.KeepGOMAXPROCS || e.cfg.WaitHoldsP {
+	if !e.cfg.KeepGOMAXPROCS {
 		if msg := reserveP(len(e.loops)); msg != "" {
 			e.cfg.Logf("%s", msg)
 		}

@@ -121,12 +121,8 @@ func runEngine(t testing.TB, e *Engine) {
 }
 
 func testConfig(b Backend) *Config {
-	return &Config{Backend: b, WaitHoldsP: testWaitHoldsP, Logf: func(string, ...any) {}}
+	return &Config{Backend: b, Logf: func(string, ...any) {}}
 }
-
-// testWaitHoldsP runs the suite's engines with Config.WaitHoldsP when
-// SPINDLE_TEST_WAIT_HOLDS_P=1; scripts/test.sh runs the package both ways.
-var testWaitHoldsP = os.Getenv("SPINDLE_TEST_WAIT_HOLDS_P") == "1"
 
 // testData is random bytes; connection seed sends testData[seed*4099:]
 // (distinct offsets for the 1,000 connections of a test, so data crossing

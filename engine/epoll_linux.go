@@ -186,11 +186,7 @@ func (b *epollBackend) poll(timeout time.Duration) error {
 	t0 := nanotime()
 	var n int
 	var err error
-	if b.l.e.cfg.WaitHoldsP {
-		n, err = sys.EpollWaitHoldP(b.epfd, b.events, msec)
-	} else {
-		n, err = unix.EpollWait(b.epfd, b.events, msec)
-	}
+	n, err = unix.EpollWait(b.epfd, b.events, msec)
 	b.l.waited(t0)
 	b.l.st.waits.Add(1)
 	if err != nil {

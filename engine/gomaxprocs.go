@@ -26,8 +26,7 @@ var spareP struct {
 // 20 µs, wakes every 20 µs to look, and every wake-up of the loop then goes
 // through exitsyscall's slow path. At 6,400 requests/s that was 28.6 µs of
 // sysmon per request on top of the loop's 16.9 (docs/BENCHMARKS.md, "The
-// scheduler and the loops"). With WaitHoldsP the spare P is where every
-// other goroutine runs.
+// scheduler and the loops").
 func reserveP(n int) string {
 	spareP.Lock()
 	defer spareP.Unlock()

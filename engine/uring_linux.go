@@ -85,7 +85,6 @@ func (b *uringBackend) init(l *Loop) error {
 		SingleIssuer:   true,
 		DeferTaskrun:   true,
 		RegisterRingFD: true,
-		WaitHoldsP:     b.cfg.WaitHoldsP,
 	}
 	if b.kind == BackendURingSQPoll {
 		rc.DeferTaskrun = false

@@ -45,15 +45,6 @@ type Config struct {
 	// (IORING_REGISTER_RING_FDS, 5.18), making io_uring_enter cheaper. The
 	// owner goroutine must be locked to its OS thread. Default false.
 	RegisterRingFD bool
-	// WaitHoldsP makes every io_uring_enter of the ring a raw system call
-	// (sys.EnterHoldP): the owner goroutine keeps its P while it waits
-	// instead of the Go scheduler handing the P off. It saves the Go
-	// runtime's monitor thread from waking every 20 µs to take the P of a
-	// loop that sleeps in the kernel (see sys.EnterHoldP; measured in
-	// docs/BENCHMARKS.md), but while the owner waits its P runs nothing
-	// else: use it only from a goroutine locked to its thread and only when
-	// GOMAXPROCS leaves a P for the rest of the process. Default false.
-	WaitHoldsP bool
 }
 
 // Validate reports combinations the kernel refuses, before any system call.

@@ -36,7 +36,6 @@ type Ring struct {
 	tsNext   uint32
 	enters   atomic.Uint64
 	eintr    atomic.Uint64 // io_uring_enter calls interrupted by a signal and retried (read by tests from other goroutines)
-	holdP    bool          // enter with sys.EnterHoldP (Config.WaitHoldsP)
 	fixed    bool          // fixed buffers registered
 	files    bool          // fixed files registered
 	closed   bool
@@ -93,7 +92,7 @@ func New(cfg *Config) (*Ring, error) {
 	if err != nil {
 		return nil, setupError(p.Flags, err)
 	}
-	r := &Ring{fd: fd, enterFd: fd, regIndex: -1, setup: p.Flags, features: p.Features, holdP: c.WaitHoldsP}
+	r := &Ring{fd: fd, enterFd: fd, regIndex: -1, setup: p.Flags, features: p.Features}
 	r.fdPub.Store(int32(fd))
 	if r.mem, err = sys.MapRing(fd, &p); err != nil {
 		unix.Close(fd)
@@ -411,9 +410,8 @@ func (r *Ring) enter(waitNr uint32, timeout time.Duration, wait bool) (int, erro
 			r.eintr.Add(1)
 			// Interrupted before anything was submitted or while waiting:
 			// retry what is left, and a timed wait for what is left of
-			// its timeout, so that a wait interrupted over and over (the
-			// runtime preempts a goroutine that holds its P every 10 ms,
-			// see WaitHoldsP) still ends on time.
+			// its timeout, so that a wait interrupted over and over still
+			// ends on time.
 			toSubmit = r.sqTail - r.sqHead()
 			if wait && r.CQReady() >= max(waitNr, 1) {
 				return submitted, nil
@@ -438,9 +436,6 @@ func (r *Ring) enter(waitNr uint32, timeout time.Duration, wait bool) (int, erro
 // sysEnter makes one io_uring_enter call and counts it.
 func (r *Ring) sysEnter(toSubmit, minComplete, flags uint32, arg *sys.GeteventsArg) (int, error) {
 	r.enters.Add(1)
-	if r.holdP {
-		return sys.EnterHoldP(r.enterFd, toSubmit, minComplete, flags, arg)
-	}
 	return sys.Enter(r.enterFd, toSubmit, minComplete, flags, arg)
 }
 

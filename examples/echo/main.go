@@ -30,12 +30,11 @@ func (echo) OnData(c *engine.Conn, b engine.Buffer) bool {
 func main() {
 	addr := flag.String("addr", "127.0.0.1:7000", "listen address (tcp host:port)")
 	backend := flag.String("backend", "uring", "uring, uring-sqpoll, uring-napi, epoll or epoll-busypoll")
-	holdP := flag.Bool("hold-p", false, "loops wait without handing their P to the Go scheduler (engine.Config.WaitHoldsP)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	listening := func(a net.Addr) { fmt.Println("echo: listening on", a) }
-	if err := run(ctx, *addr, &engine.Config{Backend: engine.Backend(*backend), WaitHoldsP: *holdP}, listening); err != nil {
+	if err := run(ctx, *addr, &engine.Config{Backend: engine.Backend(*backend)}, listening); err != nil {
 		fmt.Fprintln(os.Stderr, "echo:", err)
 		os.Exit(1)
 	}

@@ -21,9 +21,8 @@ import (
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "listen address (tcp host:port)")
 	backend := flag.String("backend", "uring", "uring, uring-sqpoll, uring-napi, epoll or epoll-busypoll")
-	holdP := flag.Bool("hold-p", false, "loops wait without handing their P to the Go scheduler (engine.Config.WaitHoldsP)")
 	flag.Parse()
-	e, err := engine.New(&engine.Config{Backend: engine.Backend(*backend), WaitHoldsP: *holdP}, &hello.Handler{})
+	e, err := engine.New(&engine.Config{Backend: engine.Backend(*backend)}, &hello.Handler{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "http:", err)
 		os.Exit(1)

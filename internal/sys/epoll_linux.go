@@ -39,23 +39,3 @@ func EpollGetParams(epfd int) (EpollParams, error) {
 	}
 	return p, nil
 }
-
-// EpollWaitHoldP is epoll_wait(2) without telling the Go scheduler
-// (RawSyscall6 of epoll_pwait with no signal mask, which every architecture
-// has): the calling goroutine keeps its P while it blocks. The reasons and
-// the rules are EnterHoldP's; epoll_wait is never restarted after a signal
-// handler, so the runtime's preemption signal ends it with EINTR. events is
-// written by the kernel during the call only.
-//
-//go:noinline
-func EpollWaitHoldP(epfd int, events []unix.EpollEvent, msec int) (int, error) {
-	if len(events) == 0 {
-		return 0, unix.EINVAL
-	}
-	n, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])),
-		uintptr(len(events)), uintptr(msec), 0, 0)
-	if e != 0 {
-		return 0, e
-	}
-	return int(n), nil
-}

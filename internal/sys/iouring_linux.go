@@ -40,37 +40,6 @@ func Enter(fd int, toSubmit, minComplete, flags uint32, arg *GeteventsArg) (int,
 	return int(n), nil
 }
 
-// EnterHoldP is Enter without telling the Go scheduler (RawSyscall6): the
-// calling goroutine keeps its P however long the call blocks. It is the one
-// opt-in exception (uring.Config.WaitHoldsP, engine.Config.WaitHoldsP) to the
-// rule that a blocking io_uring_enter goes through Syscall6. An event loop
-// locked to its thread uses it for its one blocking wait per iteration,
-// because a scheduler-visible wait costs more than the wait itself: sysmon
-// takes the P back from any system call older than 20 µs and, while it keeps
-// finding one, wakes every 20 µs to look (runtime.retake). Only call it where
-// GOMAXPROCS leaves a P for the rest of the process, or other goroutines wait
-// for the runtime's 10 ms preemption.
-//
-// A stop-the-world or stack scan still reaches the caller: the runtime's
-// preemption signal interrupts io_uring_enter with EINTR (the kernel's
-// io_cqring_wait returns -EINTR, never restarts), and the caller's next
-// call of EnterHoldP honours the pending preemption in its prologue, which is
-// why it must stay a real call: noinline.
-//
-//go:noinline
-func EnterHoldP(fd int, toSubmit, minComplete, flags uint32, arg *GeteventsArg) (int, error) {
-	var size uintptr
-	if arg != nil {
-		size = unsafe.Sizeof(*arg)
-	}
-	n, _, e := unix.RawSyscall6(unix.SYS_IO_URING_ENTER, uintptr(fd), uintptr(toSubmit), uintptr(minComplete),
-		uintptr(flags), uintptr(unsafe.Pointer(arg)), size)
-	if e != 0 {
-		return int(n), e
-	}
-	return int(n), nil
-}
-
 // register calls io_uring_register(2) with a pointer argument. Registration
 // pins pages and allocates, so it can sleep: Syscall6.
 func register(fd int, op uint32, arg unsafe.Pointer, nr uint32) (int, error) {

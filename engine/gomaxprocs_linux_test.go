@@ -11,20 +11,17 @@ import (
 	"time"
 )
 
-// TestGOMAXPROCS checks what Run does to GOMAXPROCS: by default, and always
-// with WaitHoldsP, it leaves one P beyond the loops (raising it and saying
-// so), serves, and restores the old value when the engine stops; with
-// KeepGOMAXPROCS alone, GOMAXPROCS is not touched.
+// TestGOMAXPROCS checks what Run does to GOMAXPROCS: by default it leaves
+// one P beyond the loops (raising it and saying so), serves, and restores
+// the old value when the engine stops; with KeepGOMAXPROCS, GOMAXPROCS is
+// not touched.
 func TestGOMAXPROCS(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	for _, b := range []Backend{BackendURing, BackendEpoll} {
-		for _, tc := range []struct {
-			name       string
-			keep, hold bool
-		}{{"default", false, false}, {"keep", true, false}, {"keep+hold", true, true}, {"hold", false, true}} {
-			t.Run(string(b)+"/"+tc.name, func(t *testing.T) {
+		for _, keep := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/keep=%v", b, keep), func(t *testing.T) {
 				var logs logLines
-				cfg := &Config{Backend: b, CPUs: []int{allowedCPUList(t)[0]}, KeepGOMAXPROCS: tc.keep, WaitHoldsP: tc.hold, Logf: logs.logf}
+				cfg := &Config{Backend: b, CPUs: []int{allowedCPUList(t)[0]}, KeepGOMAXPROCS: keep, Logf: logs.logf}
 				e, err := New(cfg, &echoHandler{})
 				if err != nil {
 					t.Fatal(err)
@@ -46,7 +43,7 @@ func TestGOMAXPROCS(t *testing.T) {
 				if err := echoOnce(ln.Addr().String(), 1, 64<<10, 4096, nil); err != nil {
 					t.Fatal(err)
 				}
-				raise := !tc.keep || tc.hold
+				raise := !keep
 				want := 1
 				if raise {
 					want = 2
@@ -99,10 +96,10 @@ func (l *logLines) all() []string {
 	return append([]string(nil), l.lines...)
 }
 
-// TestWaitHoldsPGoTimer checks that a Go timer armed from a loop callback,
-// which the runtime keeps on the loop's P, fires while the loop waits
-// holding that P: another P must run it.
-func TestWaitHoldsPGoTimer(t *testing.T) {
+// TestGoTimerFromCallback checks that a Go timer armed from a loop callback,
+// which the runtime keeps on the loop's P, fires while the loop waits in
+// the kernel: a loop on one CPU, GOMAXPROCS as Run sets it.
+func TestGoTimerFromCallback(t *testing.T) {
 	for _, b := range []Backend{BackendURing, BackendEpoll} {
 		t.Run(string(b), func(t *testing.T) {
 			fired := make(chan time.Duration, 1)
@@ -111,7 +108,7 @@ func TestWaitHoldsPGoTimer(t *testing.T) {
 				time.AfterFunc(5*time.Millisecond, func() { fired <- time.Since(armed) })
 			}}
 			cfg := testConfig(b)
-			cfg.CPUs, cfg.WaitHoldsP = []int{allowedCPUList(t)[0]}, true
+			cfg.CPUs = []int{allowedCPUList(t)[0]}
 			_, addr := startEngine(t, cfg, h)
 			c, err := net.Dial("tcp", addr)
 			if err != nil {
@@ -128,17 +125,16 @@ func TestWaitHoldsPGoTimer(t *testing.T) {
 	}
 }
 
-// TestWaitHoldsPReadiedGoroutine checks that a goroutine a loop callback
-// makes runnable (the runtime puts it on the loop's own P, in runnext)
-// runs while the loop goes back to waiting holding that P: another P must
-// steal it.
-func TestWaitHoldsPReadiedGoroutine(t *testing.T) {
+// TestReadiedGoroutine checks that a goroutine a loop callback makes
+// runnable (the runtime puts it on the loop's own P, in runnext) runs
+// while the loop goes back to waiting in the kernel.
+func TestReadiedGoroutine(t *testing.T) {
 	for _, b := range []Backend{BackendURing, BackendEpoll} {
 		t.Run(string(b), func(t *testing.T) {
 			wake := make(chan time.Time)
 			h := &BaseHandlerFunc{open: func(c *Conn) { wake <- time.Now() }}
 			cfg := testConfig(b)
-			cfg.CPUs, cfg.WaitHoldsP = []int{allowedCPUList(t)[0]}, true
+			cfg.CPUs = []int{allowedCPUList(t)[0]}
 			_, addr := startEngine(t, cfg, h)
 			ran := make(chan time.Duration, 1)
 			go func() { ran <- time.Since(<-wake) }()

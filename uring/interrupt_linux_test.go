@@ -1,0 +1,89 @@
+package uring
+
+import (
+	"errors"
+	"runtime"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestTimedWaitInterrupted checks that a timed wait interrupted by signals
+// over and over still ends when its timeout passes: a wait that started its
+// timeout again after each EINTR would never end under a steady stream of
+// signals (the Go runtime's preemption requests are one: with them the
+// engine's dial timeouts once did not fire).
+func TestTimedWaitInterrupted(t *testing.T) {
+	const timeout = 100 * time.Millisecond
+	type outcome struct {
+		err     error
+		elapsed time.Duration
+		eintr   uint64
+	}
+	done := make(chan outcome, 1)
+	owner := startOwner(func(r *Ring) {
+		start := time.Now()
+		_, err := r.SubmitAndWait(1, timeout)
+		done <- outcome{err: err, elapsed: time.Since(start), eintr: r.eintr.Load()}
+	})
+	if owner.err != nil {
+		t.Fatal(owner.err)
+	}
+	var o outcome
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	giveUp := time.After(10 * timeout)
+wait:
+	for {
+		select {
+		case o = <-done:
+			break wait
+		case <-giveUp:
+			// The runtime's own preemption signals would keep a broken
+			// wait going: end it with a message from another ring.
+			sender := newRing(t, nil)
+			sqe(t, sender).PrepMsgRing(owner.fd, 0, 77, 0, 1)
+			reap(t, sender, 1)
+			o = <-done
+			break wait
+		case <-tick.C:
+			unix.Tgkill(unix.Getpid(), owner.tid, unix.SIGURG)
+		}
+	}
+	if !errors.Is(o.err, unix.ETIME) {
+		t.Fatalf("timed wait ended with %v, want ETIME", o.err)
+	}
+	if o.eintr == 0 {
+		t.Fatal("no signal interrupted the wait: the test did not exercise the retry")
+	}
+	if o.elapsed < timeout || o.elapsed >= 10*timeout {
+		t.Errorf("a %v wait interrupted %d times ended after %v", timeout, o.eintr, o.elapsed)
+	}
+}
+
+// ringOwner is a ring owner started by startOwner.
+type ringOwner struct {
+	fd, tid int   // the ring's fd and the owner thread's id
+	err     error // New's error; then body never ran
+}
+
+// startOwner starts a goroutine locked to its thread that creates a
+// SINGLE_ISSUER|DEFER_TASKRUN ring, runs body with it and closes it. It
+// returns once the ring exists.
+func startOwner(body func(r *Ring)) ringOwner {
+	ready := make(chan ringOwner, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		r, err := New(&Config{Entries: 4, SingleIssuer: true, DeferTaskrun: true})
+		if err != nil {
+			ready <- ringOwner{err: err}
+			return
+		}
+		defer r.Close()
+		ready <- ringOwner{fd: r.Fd(), tid: unix.Gettid()}
+		body(r)
+	}()
+	return <-ready
+}
