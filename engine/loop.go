@@ -527,10 +527,11 @@ func (h *timerHeap) runExpired(now int64) {
 // idle. A loop that waits in io_uring_enter or epoll_wait through Syscall6
 // and never yields is such a goroutine for its whole life: in a measured
 // server at 86k requests/s sysmon stayed on its 20 µs tick and took the
-// loop's P about 1,300 times a second, and every one of those cost the loop
-// a preemption signal (its wait ends with EINTR) and a trip through
-// exitsyscall's slow path to get a P back. A Gosched every yieldEvery keeps
-// the goroutine "new" to sysmon, which then backs off to 10 ms.
+// loop's P about 1,300 times a second, and each time the loop went through
+// exitsyscall's slow path to get a P back: sysmon alone cost 1.6 µs per
+// request (docs/BENCHMARKS.md, "The scheduler and the loops"). A Gosched
+// every yieldEvery keeps the goroutine "new" to sysmon, which then backs
+// off to 10 ms.
 const yieldEvery = 2 * time.Millisecond
 
 // waited records a wait that began at t0 (nanotime) and has just returned.

@@ -15,8 +15,9 @@ import (
 // waits in a system call, whether or not another P is idle. A loop that
 // never yields stays in that state for good: sysmon keeps its 20 µs tick
 // and every wait ends in exitsyscall's slow path. What that costs is a
-// speed figure (docs/BENCHMARKS.md, "The loop yields"); this test checks
-// the mechanism: Stats.Yields of every loop that served traffic.
+// speed figure (docs/BENCHMARKS.md, "The scheduler and the loops"); this
+// test checks the mechanism: Stats.Yields of every loop that served
+// traffic.
 func TestLoopYields(t *testing.T) {
 	for _, b := range testBackends {
 		t.Run(string(b), func(t *testing.T) {
