@@ -21,6 +21,16 @@
 // io_uring is unavailable the engine runs on epoll and says so once through
 // Config.Logf.
 //
+// The Go scheduler: a loop sleeps in io_uring_enter or epoll_wait through
+// Syscall6, so the scheduler sees it, and keeps out of the runtime's way in
+// two ways. It yields (runtime.Gosched) every 2 ms, without which the
+// runtime counts it as a goroutine running too long and takes its P away
+// from every sleep; and Run keeps GOMAXPROCS one above the number of loops
+// in the process (raising it, saying so through Config.Logf, and restoring
+// it afterwards; Config.KeepGOMAXPROCS opts out), without which the runtime
+// takes a sleeping loop's P after 20 µs. Both are measured in
+// docs/BENCHMARKS.md, "The scheduler and the loops".
+//
 // Goroutines: methods of Engine may be called from any goroutine. Methods of
 // Conn, and of Loop unless said otherwise, may be called only on the loop
 // goroutine that owns them (inside Handler callbacks, timer functions and
