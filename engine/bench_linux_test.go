@@ -37,8 +37,21 @@ var benchArms = append([]string{"gonet"}, func() []string {
 	for _, b := range Backends {
 		s = append(s, string(b))
 	}
-	return s
+	return append(s, string(BackendURing)+batchSuffix)
 }()...)
+
+// batchSuffix marks a bench arm that runs its backend with
+// Config.BatchWait = benchBatchWait.
+const batchSuffix = "-batch"
+
+// benchBatchWait is the batch arms' Config.BatchWait (SPINDLE_BENCH_BATCH_WAIT
+// overrides it, for trying other values).
+var benchBatchWait = func() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("SPINDLE_BENCH_BATCH_WAIT")); err == nil {
+		return d
+	}
+	return 20 * time.Microsecond
+}()
 
 func BenchmarkEcho(b *testing.B) {
 	for _, conns := range []int{1, 50, 1000} {
@@ -306,6 +319,9 @@ func TestHelperEchoServer(t *testing.T) {
 		stats = func() Stats { return Stats{} }
 	} else {
 		cfg := &Config{Backend: Backend(arm), CPUs: []int{cpu}, Logf: func(string, ...any) {}}
+		if b, ok := strings.CutSuffix(arm, batchSuffix); ok {
+			cfg.Backend, cfg.BatchWait = Backend(b), benchBatchWait
+		}
 		e, err := New(cfg, &echoHandler{zeroCopy: true})
 		if err != nil {
 			t.Fatal(err)

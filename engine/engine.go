@@ -163,6 +163,16 @@ type Config struct {
 	MaxQueuedReadBuffers int
 	// NoHugePages disables the attempt to put buffers on huge pages.
 	NoHugePages bool
+	// BatchWait lets a busy uring loop (one whose last iteration handled
+	// two requests or more) gather more completions per wake-up: its next
+	// wait asks the kernel for twice as many as that iteration handled,
+	// but returns as soon as BatchWait has passed and one is there
+	// (min_wait_usec, Linux 6.12; older kernels ignore it and say so once
+	// through Logf). It trades up to BatchWait of latency, under load
+	// only, for fewer io_uring_enter calls and wake-ups per request
+	// (docs/BENCHMARKS.md, "Batched waits"). Not for uring-sqpoll. Default
+	// 0: off.
+	BatchWait time.Duration
 	// KeepGOMAXPROCS leaves GOMAXPROCS as it is. By default Run raises it,
 	// when it is not above the number of event loops running in the
 	// process, to one more than that, says so through Logf, and puts it
@@ -499,6 +509,7 @@ type Stats struct {
 	WaitNanos    uint64 // wall time inside those calls (for io_uring: also the sends and receives they run); busy polling spins here
 	Interrupted  uint64 // waits a signal interrupted (EINTR), mostly the Go runtime asking the loop goroutine to yield
 	Yields       uint64 // times the loop passed through the Go scheduler on its own (every 2 ms when busy, see yieldEvery)
+	BatchedWaits uint64 // waits with a minimum wait (Config.BatchWait)
 	Submits      uint64 // io_uring_enter calls made only to flush a full SQ
 	SQEs         uint64 // submission queue entries prepared
 	CQEs         uint64 // completions (or epoll events) handled
@@ -526,6 +537,7 @@ func (s *Stats) add(o Stats) {
 	s.WaitNanos += o.WaitNanos
 	s.Interrupted += o.Interrupted
 	s.Yields += o.Yields
+	s.BatchedWaits += o.BatchedWaits
 	s.Submits += o.Submits
 	s.SQEs += o.SQEs
 	s.CQEs += o.CQEs
@@ -549,7 +561,7 @@ func (s *Stats) add(o Stats) {
 }
 
 type counters struct {
-	interrupted, yields                                                           atomic.Uint64
+	interrupted, yields, batchedWaits                                             atomic.Uint64
 	waits, waitNanos, submits, sqes, cqes, bytesRead, bytesWritten, reads, writes atomic.Uint64
 	accepted, dialed, closed, noBufs, wakeups, pausedReads, napiIDs               atomic.Uint64
 	msgRings, msgRingErrors, zcSends, zcCopied, ringCopies                        atomic.Uint64
@@ -558,7 +570,7 @@ type counters struct {
 
 func (c *counters) snapshot() Stats {
 	return Stats{
-		Waits: c.waits.Load(), WaitNanos: c.waitNanos.Load(), Interrupted: c.interrupted.Load(), Yields: c.yields.Load(), Submits: c.submits.Load(), SQEs: c.sqes.Load(), CQEs: c.cqes.Load(),
+		Waits: c.waits.Load(), WaitNanos: c.waitNanos.Load(), Interrupted: c.interrupted.Load(), Yields: c.yields.Load(), BatchedWaits: c.batchedWaits.Load(), Submits: c.submits.Load(), SQEs: c.sqes.Load(), CQEs: c.cqes.Load(),
 		BytesRead: c.bytesRead.Load(), BytesWritten: c.bytesWritten.Load(),
 		Reads: c.reads.Load(), Writes: c.writes.Load(),
 		Accepted: c.accepted.Load(), Dialed: c.dialed.Load(), Closed: c.closed.Load(),

@@ -65,7 +65,15 @@ type uringBackend struct {
 	maxChain int   // linked SENDs per flush
 	zcMin    int   // SEND_ZC threshold, 0 = off
 	zcChunks int32 // chunk ids below this lie in the registered region
+	// batchWait is Config.BatchWait where the kernel has min_wait (0:
+	// off); lastCQEs counts the completions the previous poll handled.
+	batchWait time.Duration
+	lastCQEs  int
 }
+
+// batchFrom is how many completions one iteration must have handled for the
+// next wait to batch (Config.BatchWait): two requests' receive and send.
+const batchFrom = 4
 
 var (
 	napiWarnOnce   sync.Once
@@ -152,6 +160,15 @@ func (b *uringBackend) init(l *Loop) error {
 		} else {
 			b.zcMin = b.cfg.SendZCThreshold
 			b.zcChunks = int32(l.chunks.perRegion)
+		}
+	}
+	if b.cfg.BatchWait > 0 && !rc.SQPoll {
+		if r.HasMinWait() {
+			b.batchWait = b.cfg.BatchWait
+		} else {
+			degradeLogOnce.Do(func() {
+				l.e.cfg.Logf("engine: the kernel has no IORING_FEAT_MIN_TIMEOUT (6.12); waiting without Config.BatchWait")
+			})
 		}
 	}
 	b.armWake()
@@ -371,13 +388,17 @@ func (b *uringBackend) poll(timeout time.Duration) error {
 	var err error
 	t0 := nanotime()
 	switch {
-	case timeout < 0:
-		_, err = b.r.SubmitAndWait(1, 0)
 	case timeout == 0:
 		_, err = b.r.SubmitAndWait(0, 0)
+	case b.batchWait > 0 && b.lastCQEs >= batchFrom:
+		// Busy: ask for twice as many as last time, but return once
+		// batchWait has passed and one is there.
+		_, err = b.r.SubmitAndWaitMin(uint32(min(2*b.lastCQEs, len(b.cqes))), b.batchWait, max(timeout, 0))
+		l.st.batchedWaits.Add(1)
 	default:
-		_, err = b.r.SubmitAndWait(1, timeout)
+		_, err = b.r.SubmitAndWait(1, max(timeout, 0))
 	}
+	b.lastCQEs = 0
 	l.waited(t0)
 	l.st.waits.Store(b.r.EnterCount())
 	l.st.interrupted.Store(b.r.InterruptCount())
@@ -398,6 +419,7 @@ func (b *uringBackend) poll(timeout time.Duration) error {
 		}
 		n := b.r.PeekCQEs(b.cqes[:ready])
 		l.st.cqes.Add(uint64(n))
+		b.lastCQEs += n
 		for i := 0; i < n; i++ {
 			b.handle(b.cqes[i])
 		}

@@ -340,7 +340,7 @@ func (r *Ring) cqNeedsEnter() bool {
 // list (TestCQOverflow queues 64k): they remain for older kernels and for
 // request allocation failures. Owner goroutine; does not allocate.
 func (r *Ring) Submit() (int, error) {
-	return r.enter(0, 0, false)
+	return r.enter(0, 0, 0, false)
 }
 
 // SubmitAndWait submits and waits until at least waitNr completions are
@@ -349,10 +349,28 @@ func (r *Ring) Submit() (int, error) {
 // is resumed for what is left of the timeout. It returns the number of SQEs
 // consumed. Owner goroutine; does not allocate.
 func (r *Ring) SubmitAndWait(waitNr uint32, timeout time.Duration) (int, error) {
-	return r.enter(waitNr, timeout, true)
+	return r.enter(waitNr, timeout, 0, true)
 }
 
-func (r *Ring) enter(waitNr uint32, timeout time.Duration, wait bool) (int, error) {
+// HasMinWait reports whether the kernel takes SubmitAndWaitMin's minimum
+// wait (IORING_FEAT_MIN_TIMEOUT). Any goroutine.
+func (r *Ring) HasMinWait() bool { return r.features&sys.IORING_FEAT_MIN_TIMEOUT != 0 }
+
+// SubmitAndWaitMin is SubmitAndWait with a minimum wait (min_wait_usec,
+// IORING_FEAT_MIN_TIMEOUT, 6.12): the kernel waits for waitNr completions,
+// but once minWait (whole microseconds, at least one) has passed it returns
+// as soon as at least one completion is there (one already in the CQ counts). A busy event loop uses
+// it to take more completions per wake-up without ever sleeping longer
+// than minWait while one waits. It returns ErrNotSupported where the
+// kernel lacks the feature. Owner goroutine; does not allocate.
+func (r *Ring) SubmitAndWaitMin(waitNr uint32, minWait, timeout time.Duration) (int, error) {
+	if !r.HasMinWait() {
+		return 0, ErrNotSupported
+	}
+	return r.enter(waitNr, timeout, max(minWait, time.Microsecond), true)
+}
+
+func (r *Ring) enter(waitNr uint32, timeout, minWait time.Duration, wait bool) (int, error) {
 	if r.closed {
 		return 0, os.ErrClosed
 	}
@@ -378,6 +396,12 @@ func (r *Ring) enter(waitNr uint32, timeout time.Duration, wait bool) (int, erro
 			ts.Sec, ts.Nsec = int64(timeout/time.Second), int64(timeout%time.Second)
 			flags |= sys.IORING_ENTER_EXT_ARG
 			arg = &r.mem.Scratch.Wait
+		} else if wait && minWait > 0 {
+			flags |= sys.IORING_ENTER_EXT_ARG
+			arg = &r.mem.Scratch.WaitNoTS
+		}
+		if arg != nil {
+			arg.MinWaitUsec = uint32(minWait / time.Microsecond)
 		}
 		if r.setup&sys.IORING_SETUP_SQPOLL != 0 {
 			// The SQ thread consumes the SQ; enter only to wake it or to wait.

@@ -36,6 +36,14 @@ func (r *Ring) SubmitAndWait(waitNr uint32, timeout time.Duration) (int, error) 
 	return 0, ErrNotSupported
 }
 
+// HasMinWait returns false outside Linux. Any goroutine.
+func (r *Ring) HasMinWait() bool { return false }
+
+// SubmitAndWaitMin returns ErrNotSupported outside Linux. Owner goroutine.
+func (r *Ring) SubmitAndWaitMin(waitNr uint32, minWait, timeout time.Duration) (int, error) {
+	return 0, ErrNotSupported
+}
+
 // PeekCQEs returns 0 outside Linux. Any goroutine.
 func (r *Ring) PeekCQEs(dst []CQE) int { return 0 }
 

@@ -1,0 +1,92 @@
+package uring
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/spindlenet/spindle/internal/kver"
+)
+
+// TestSubmitAndWaitMin checks the minimum wait (min_wait_usec): a wait for
+// more completions than arrive ends once minWait has passed and one is
+// there, not before and not at the overall timeout; a wait whose count is
+// met ends at once.
+func TestSubmitAndWaitMin(t *testing.T) {
+	for _, name := range []string{"plain", "single-issuer+defer-taskrun"} {
+		t.Run(name, func(t *testing.T) {
+			var cfg *Config
+			if name != "plain" {
+				cfg = &Config{Entries: 8, SingleIssuer: true, DeferTaskrun: true}
+			}
+			r := newRing(t, cfg)
+			if !r.HasMinWait() {
+				if _, err := r.SubmitAndWaitMin(2, time.Millisecond, 0); !errors.Is(err, ErrNotSupported) {
+					t.Fatalf("SubmitAndWaitMin without IORING_FEAT_MIN_TIMEOUT: %v, want ErrNotSupported", err)
+				}
+				if kver.AtLeast(kver.Release(), "6.12") {
+					t.Fatal("kernel 6.12 or later without IORING_FEAT_MIN_TIMEOUT")
+				}
+				t.Skip("kernel lacks IORING_FEAT_MIN_TIMEOUT (6.12)")
+			}
+			var c [8]CQE
+			// The count is met: no waiting at all.
+			sqe(t, r).PrepNop(1)
+			sqe(t, r).PrepNop(2)
+			start := time.Now()
+			if _, err := r.SubmitAndWaitMin(2, 200*time.Millisecond, 0); err != nil {
+				t.Fatal(err)
+			}
+			if d := time.Since(start); d > 100*time.Millisecond {
+				t.Errorf("a wait for 2 completions with 2 ready took %v", d)
+			}
+			if n := r.PeekCQEs(c[:]); n != 2 {
+				t.Fatalf("%d completions, want 2", n)
+			}
+			// One completion 5 ms in (a poll on a pipe another goroutine
+			// writes to; a TIMEOUT would not do, its completion always
+			// wakes the waiter), asked for 8 with a 50 ms minimum: back at
+			// the minimum, with the one.
+			const minWait = 50 * time.Millisecond
+			var p [2]int
+			if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(p[0])
+			defer unix.Close(p[1])
+			sqe(t, r).PrepPollAdd(p[0], unix.POLLIN, false, 3)
+			wrote := make(chan error, 1)
+			go func() {
+				time.Sleep(5 * time.Millisecond)
+				_, err := unix.Write(p[1], []byte{1})
+				wrote <- err
+			}()
+			start = time.Now()
+			_, err := r.SubmitAndWaitMin(8, minWait, 2*time.Second)
+			d := time.Since(start)
+			if err != nil {
+				t.Fatalf("SubmitAndWaitMin: %v after %v", err, d)
+			}
+			if err := <-wrote; err != nil {
+				t.Fatal(err)
+			}
+			if n := r.PeekCQEs(c[:]); n != 1 || c[0].UserData != 3 || c[0].Res&unix.POLLIN == 0 {
+				t.Fatalf("completions %+v, want the poll's", c[:n])
+			}
+			t.Logf("asked for 8, one came at 5 ms, minimum %v: back after %v", minWait, d)
+			if d < minWait-time.Millisecond || d > time.Second {
+				t.Errorf("back after %v, want about the minimum wait %v", d, minWait)
+			}
+			// Nothing comes: the overall timeout ends it.
+			start = time.Now()
+			if _, err := r.SubmitAndWaitMin(8, 10*time.Millisecond, 100*time.Millisecond); !errors.Is(err, unix.ETIME) {
+				t.Fatalf("a wait with nothing to come: %v, want ETIME", err)
+			}
+			if d := time.Since(start); d < 100*time.Millisecond {
+				t.Errorf("the overall timeout (100ms) ended the wait after %v", d)
+			}
+		})
+	}
+}
