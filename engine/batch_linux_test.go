@@ -10,7 +10,7 @@ import (
 // backend: the data must come back intact, the uring loops that can batch
 // (not uring-sqpoll) must have made batched waits, and the others none.
 // How much batching saves or costs is a speed figure (docs/BENCHMARKS.md,
-// "Batched waits").
+// "Minimum waits").
 func TestBatchWait(t *testing.T) {
 	for _, b := range testBackends {
 		t.Run(string(b), func(t *testing.T) {

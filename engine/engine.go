@@ -170,7 +170,7 @@ type Config struct {
 	// (min_wait_usec, Linux 6.12; older kernels ignore it and say so once
 	// through Logf). It trades up to BatchWait of latency, under load
 	// only, for fewer io_uring_enter calls and wake-ups per request
-	// (docs/BENCHMARKS.md, "Batched waits"). Not for uring-sqpoll. Default
+	// (docs/BENCHMARKS.md, "Minimum waits"). Not for uring-sqpoll. Default
 	// 0: off.
 	BatchWait time.Duration
 	// KeepGOMAXPROCS leaves GOMAXPROCS as it is. By default Run raises it,
