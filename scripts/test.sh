@@ -17,6 +17,9 @@ go vet ./...
 echo "== go test -race (library module)"
 go test -race -count=1 -timeout 40m ./...
 
+echo "== go test -race ./engine with Config.BatchWait (minimum waits on every path)"
+SPINDLE_TEST_BATCH_WAIT=100us go test -race -count=1 -timeout 20m ./engine/
+
 echo "== engine Go benchmarks, one short pass (every backend and Go net; under -race the figures mean nothing)"
 go test -race -count=1 -run '^$' -bench '^BenchmarkEcho$' -benchtime 500x -timeout 20m ./engine/
 
