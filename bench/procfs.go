@@ -20,94 +20,6 @@ const ClockTick = 10_000_000 // ns
 
 var errProcFormat = errors.New("bench: unexpected /proc format")
 
-// CPUTimes are one CPU's (or the machine's) times from /proc/stat, in
-// clock ticks.
-type CPUTimes struct {
-	User, Nice, System, Idle, IOWait, IRQ, SoftIRQ, Steal uint64
-}
-
-// Busy is the non-idle time: everything but Idle and IOWait. Any goroutine.
-func (c CPUTimes) Busy() uint64 {
-	return c.User + c.Nice + c.System + c.IRQ + c.SoftIRQ + c.Steal
-}
-
-// Sub returns c - o field by field. Any goroutine.
-func (c CPUTimes) Sub(o CPUTimes) CPUTimes {
-	return CPUTimes{c.User - o.User, c.Nice - o.Nice, c.System - o.System, c.Idle - o.Idle,
-		c.IOWait - o.IOWait, c.IRQ - o.IRQ, c.SoftIRQ - o.SoftIRQ, c.Steal - o.Steal}
-}
-
-// Stat is the part of /proc/stat the harness uses.
-type Stat struct {
-	// Total is the "cpu" line summed over CPUs.
-	Total CPUTimes
-	// CPU is indexed by CPU number; CPUs missing from the file (offline)
-	// are zero.
-	CPU []CPUTimes
-	// Ctxt is the machine's context switches since boot.
-	Ctxt uint64
-	// Intr is the machine's interrupts since boot.
-	Intr uint64
-}
-
-// ParseStat parses the contents of /proc/stat.
-func ParseStat(b []byte) (*Stat, error) {
-	s := &Stat{}
-	seenTotal := false
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		switch {
-		case f[0] == "cpu" || strings.HasPrefix(f[0], "cpu"):
-			if len(f) < 8 {
-				return nil, fmt.Errorf("%w: short stat line %q", errProcFormat, line)
-			}
-			var v [8]uint64
-			for i := range v {
-				if i+1 >= len(f) {
-					break
-				}
-				n, err := strconv.ParseUint(f[i+1], 10, 64)
-				if err != nil {
-					return nil, fmt.Errorf("%w: stat line %q: %v", errProcFormat, line, err)
-				}
-				v[i] = n
-			}
-			t := CPUTimes{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]}
-			if f[0] == "cpu" {
-				s.Total, seenTotal = t, true
-				continue
-			}
-			n, err := strconv.Atoi(f[0][3:])
-			if err != nil || n < 0 || n > 1<<16 {
-				return nil, fmt.Errorf("%w: stat cpu name %q", errProcFormat, f[0])
-			}
-			for len(s.CPU) <= n {
-				s.CPU = append(s.CPU, CPUTimes{})
-			}
-			s.CPU[n] = t
-		case f[0] == "ctxt":
-			n, err := strconv.ParseUint(f[1], 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("%w: ctxt %q", errProcFormat, f[1])
-			}
-			s.Ctxt = n
-		case f[0] == "intr":
-			n, err := strconv.ParseUint(f[1], 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("%w: intr %q", errProcFormat, f[1])
-			}
-			s.Intr = n
-		}
-	}
-	if !seenTotal {
-		return nil, fmt.Errorf("%w: no cpu line in stat", errProcFormat)
-	}
-	return s, nil
-}
-
 // Softirqs maps a softirq name (NET_RX, TIMER, …) to its per-CPU counts
 // from /proc/softirqs, indexed by CPU number.
 type Softirqs map[string][]uint64
@@ -254,13 +166,13 @@ func (p Proc) path(rel string) string {
 
 func (p Proc) read(rel string) ([]byte, error) { return os.ReadFile(p.path(rel)) }
 
-// Stat reads and parses proc/stat. Any goroutine.
-func (p Proc) Stat() (*Stat, error) {
+// Stat reads proc/stat and parses it with topo.ParseStat. Any goroutine.
+func (p Proc) Stat() (*topo.Stat, error) {
 	b, err := p.read("stat")
 	if err != nil {
 		return nil, err
 	}
-	return ParseStat(b)
+	return topo.ParseStat(b)
 }
 
 // Softirqs reads and parses proc/softirqs. Any goroutine.

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"runtime"
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/spindlenet/spindle/topo"
 )
 
 // Config configures a benchmark run (`spindle bench`). The zero value of a
@@ -549,7 +552,7 @@ func (r *runner) serverArgv(a Arm, loops, compute int) []string {
 // snapshot is the resource counters at one edge of a window.
 type snapshot struct {
 	usage ServerUsage
-	stat  *Stat
+	stat  *topo.Stat
 	soft  Softirqs
 	intr  *Interrupts
 	err   error
@@ -682,11 +685,12 @@ func (r *runner) fill(res *Result, load *LoadResult, edges [2]snapshot) {
 	res.Machine.ClientPollUSPerReq = perReq(float64(load.ClientIdle))
 	res.Machine.WorkUSPerReq = max(res.Machine.TotalUSPerReq-res.Machine.ClientPollUSPerReq, 0)
 	windowTicks := load.Window.Seconds() * 1e9 / ClockTick
-	for cpu := range s1.CPU {
-		if cpu >= len(s0.CPU) {
-			break
+	for _, cpu := range slices.Sorted(maps.Keys(s1.CPU)) {
+		c0, ok := s0.CPU[cpu]
+		if !ok {
+			continue // offline at the start of the window
 		}
-		d := s1.CPU[cpu].Sub(s0.CPU[cpu])
+		d := s1.CPU[cpu].Sub(c0)
 		role := ""
 		srv, cli := slices.Contains(r.cfg.ServerCPUs, cpu), slices.Contains(r.cfg.ClientCPUs, cpu)
 		switch {

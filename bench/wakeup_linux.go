@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/spindlenet/spindle/internal/veth"
+	"github.com/spindlenet/spindle/topo"
 	"github.com/spindlenet/spindle/uring"
 )
 
@@ -102,9 +103,9 @@ func enterThread(ns string, cpu int) error {
 }
 
 // wakeupMode measures one mode with a fresh connection.
-func wakeupMode(ctx context.Context, cfg WakeupConfig, mode string, topo Topology, serverNS string) (WakeupResult, error) {
+func wakeupMode(ctx context.Context, cfg WakeupConfig, mode string, topology Topology, serverNS string) (WakeupResult, error) {
 	res := WakeupResult{Mode: mode}
-	host, _, _ := net.SplitHostPort(topo.ListenAddr())
+	host, _, _ := net.SplitHostPort(topology.ListenAddr())
 	ip := net.ParseIP(host).To4()
 	if ip == nil {
 		return res, fmt.Errorf("listen address %s is not IPv4", host)
@@ -119,7 +120,7 @@ func wakeupMode(ctx context.Context, cfg WakeupConfig, mode string, topo Topolog
 	defer close(stop)
 	hist := NewHistogram()
 	var cpu0, cpu1 unix.Rusage
-	var stat0, stat1 *Stat
+	var stat0, stat1 *topo.Stat
 	var wall time.Duration
 	base := time.Now()
 	readerDone := make(chan error, 1)
@@ -199,7 +200,7 @@ func wakeupMode(ctx context.Context, cfg WakeupConfig, mode string, topo Topolog
 	go func() {
 		runtime.LockOSThread() // never unlocked, as the reader
 		writerDone <- func() error {
-			if err := enterThread(topo.ClientNetNS(), cfg.WriterCPU); err != nil {
+			if err := enterThread(topology.ClientNetNS(), cfg.WriterCPU); err != nil {
 				return err
 			}
 			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
@@ -257,9 +258,12 @@ func wakeupMode(ctx context.Context, cfg WakeupConfig, mode string, topo Topolog
 	if res.Samples > 0 {
 		res.ReaderCPUUSPerWake = float64(cpu) / 1e3 / float64(res.Samples)
 	}
-	if stat0 != nil && stat1 != nil && cfg.ReaderCPU < len(stat1.CPU) && cfg.ReaderCPU < len(stat0.CPU) && wall > 0 {
-		d := stat1.CPU[cfg.ReaderCPU].Sub(stat0.CPU[cfg.ReaderCPU])
-		res.ReaderCPUBusyPercent = 100 * float64(d.Busy()) * ClockTick / float64(wall)
+	if stat0 != nil && stat1 != nil && wall > 0 {
+		c0, ok0 := stat0.CPU[cfg.ReaderCPU]
+		c1, ok1 := stat1.CPU[cfg.ReaderCPU]
+		if ok0 && ok1 {
+			res.ReaderCPUBusyPercent = 100 * float64(c1.Sub(c0).Busy()) * ClockTick / float64(wall)
+		}
 	}
 	return res, nil
 }

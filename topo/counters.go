@@ -174,8 +174,8 @@ func ParseSoftirqs(b []byte) (*Softirqs, error) {
 	return s, sc.Err()
 }
 
-// CPUTime is one cpuN line of /proc/stat, in clock ticks (USER_HZ). Its
-// methods are pure and may be called from any goroutine.
+// CPUTime is one cpu or cpuN line of /proc/stat, in clock ticks (USER_HZ).
+// Its methods are pure and may be called from any goroutine.
 type CPUTime struct {
 	User, Nice, System, Idle, IOWait, IRQ, SoftIRQ, Steal uint64
 }
@@ -184,6 +184,11 @@ type CPUTime struct {
 // and Nice, so it is not counted twice).
 func (t CPUTime) Total() uint64 {
 	return t.User + t.Nice + t.System + t.Idle + t.IOWait + t.IRQ + t.SoftIRQ + t.Steal
+}
+
+// Busy returns the non-idle time: Total without Idle and IOWait.
+func (t CPUTime) Busy() uint64 {
+	return t.User + t.Nice + t.System + t.IRQ + t.SoftIRQ + t.Steal
 }
 
 // Sub returns t minus u, field by field; a field that went backwards
@@ -199,39 +204,95 @@ func (t CPUTime) Sub(u CPUTime) CPUTime {
 		d(t.IOWait, u.IOWait), d(t.IRQ, u.IRQ), d(t.SoftIRQ, u.SoftIRQ), d(t.Steal, u.Steal)}
 }
 
-// ParseStat parses the per-CPU lines of /proc/stat, keyed by CPU number.
-// The aggregate "cpu" line and all other lines are ignored.
-func ParseStat(b []byte) (map[int]CPUTime, error) {
-	out := map[int]CPUTime{}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) == 0 || !strings.HasPrefix(f[0], "cpu") || f[0] == "cpu" {
-			continue
+// Stat is the part of /proc/stat that spindle reads.
+type Stat struct {
+	// Total is the aggregate "cpu" line: the kernel's sum of the cpuN
+	// lines.
+	Total CPUTime `json:"total"`
+	// CPU holds the cpuN lines keyed by CPU number; offline CPUs have no
+	// line and no entry.
+	CPU map[int]CPUTime `json:"cpu"`
+	// Ctxt is the context switches since boot (the "ctxt" line).
+	Ctxt uint64 `json:"ctxt"`
+	// Intr is the interrupts serviced since boot (the first number of the
+	// "intr" line).
+	Intr uint64 `json:"intr"`
+}
+
+// ParseStat parses the contents of /proc/stat. It needs the aggregate
+// "cpu" line and at least one cpuN line; lines it does not use are
+// ignored. It may be called from any goroutine.
+func ParseStat(b []byte) (*Stat, error) {
+	s := &Stat{CPU: map[int]CPUTime{}}
+	total := false
+	for line := range strings.Lines(string(b)) {
+		// The intr line has one count per IRQ number, thousands on a
+		// large machine: only the names and the numbers used are split
+		// off.
+		name, rest := cutField(line)
+		switch {
+		case name == "ctxt" || name == "intr":
+			v, _ := cutField(rest)
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("/proc/stat: %s: %w", name, err)
+			}
+			if name == "ctxt" {
+				s.Ctxt = n
+			} else {
+				s.Intr = n
+			}
+		case strings.HasPrefix(name, "cpu"):
+			t, err := parseCPUTime(strings.Fields(rest))
+			if err != nil {
+				return nil, fmt.Errorf("/proc/stat: %s: %w", name, err)
+			}
+			if name == "cpu" {
+				s.Total, total = t, true
+				continue
+			}
+			cpu, err := parseCPU(name[3:])
+			if err != nil {
+				return nil, fmt.Errorf("/proc/stat: %w", err)
+			}
+			s.CPU[cpu] = t
 		}
-		cpu, err := parseCPU(f[0][3:])
+	}
+	if !total {
+		return nil, fmt.Errorf("/proc/stat: no cpu line")
+	}
+	if len(s.CPU) == 0 {
+		return nil, fmt.Errorf("/proc/stat: no cpuN lines")
+	}
+	return s, nil
+}
+
+// cutField returns the first space-separated field of s and the rest of s
+// after it.
+func cutField(s string) (field, rest string) {
+	s = strings.TrimLeft(s, " \t\n")
+	if i := strings.IndexAny(s, " \t\n"); i >= 0 {
+		return s[:i], s[i:]
+	}
+	return s, ""
+}
+
+// parseCPUTime parses the numbers of a cpu line: user, nice, system, idle,
+// iowait, irq, softirq and, since Linux 2.6.11, steal. The guest columns
+// after them are already inside user and nice and are not read.
+func parseCPUTime(f []string) (CPUTime, error) {
+	if len(f) < 7 {
+		return CPUTime{}, fmt.Errorf("%d fields, want at least 7", len(f))
+	}
+	var v [8]uint64
+	for i := range min(len(f), len(v)) {
+		n, err := strconv.ParseUint(f[i], 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("/proc/stat: %w", err)
+			return CPUTime{}, err
 		}
-		if len(f) < 8 {
-			return nil, fmt.Errorf("/proc/stat: %s has %d fields", f[0], len(f)-1)
-		}
-		var v [8]uint64
-		for i := range v {
-			if i+1 >= len(f) {
-				break
-			}
-			if v[i], err = strconv.ParseUint(f[i+1], 10, 64); err != nil {
-				return nil, fmt.Errorf("/proc/stat: %s: %w", f[0], err)
-			}
-		}
-		out[cpu] = CPUTime{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]}
+		v[i] = n
 	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("/proc/stat: no cpu lines")
-	}
-	return out, sc.Err()
+	return CPUTime{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]}, nil
 }
 
 // Softnet is one line of /proc/net/softnet_stat: the packet-processing

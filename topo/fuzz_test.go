@@ -50,7 +50,10 @@ func FuzzParseStat(f *testing.F) {
 		if err != nil {
 			return
 		}
-		for cpu := range st {
+		if st == nil || len(st.CPU) == 0 {
+			t.Fatalf("parsed without error: %+v", st)
+		}
+		for cpu := range st.CPU {
 			if cpu < 0 || cpu >= MaxCPU {
 				t.Fatalf("cpu %d out of range", cpu)
 			}

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -345,7 +346,7 @@ func TestParseCounters(t *testing.T) {
 	}
 	b, _ = os.ReadFile("testdata/vm/proc/stat")
 	st, err := ParseStat(b)
-	if err != nil || len(st) != 2 || st[0].Idle == 0 {
+	if err != nil || len(st.CPU) != 2 || st.CPU[0].Idle == 0 || st.Total.User != 109681 || st.Ctxt != 28016829 || st.Intr != 9757575 {
 		t.Errorf("stat: %+v %v", st, err)
 	}
 	b, _ = os.ReadFile("testdata/vm/proc/net/softnet_stat")
@@ -362,6 +363,52 @@ func TestParseCounters(t *testing.T) {
 		if _, err := ParseInterrupts([]byte(bad)); err == nil {
 			t.Errorf("ParseInterrupts(%q) succeeded", bad)
 		}
+	}
+}
+
+func TestParseStat(t *testing.T) {
+	const cpu0 = "cpu0 1 2 3 4 5 6 7 8 9 10\n"
+	tests := []struct {
+		name, in string
+		want     *Stat // nil: an error
+	}{
+		{"whole", "cpu  2 4 6 8 10 12 14 16 0 0\n" + cpu0 + "cpu3 1 2 3 4 5 6 7 8 0 0\nintr 99 1 2 3\nctxt 42\nbtime 5\n",
+			&Stat{Total: CPUTime{2, 4, 6, 8, 10, 12, 14, 16}, CPU: map[int]CPUTime{0: {1, 2, 3, 4, 5, 6, 7, 8}, 3: {1, 2, 3, 4, 5, 6, 7, 8}}, Ctxt: 42, Intr: 99}},
+		{"no steal column", "cpu 1 2 3 4 5 6 7\ncpu0 1 2 3 4 5 6 7\n",
+			&Stat{Total: CPUTime{1, 2, 3, 4, 5, 6, 7, 0}, CPU: map[int]CPUTime{0: {1, 2, 3, 4, 5, 6, 7, 0}}}},
+		{"no cpu line", cpu0 + "ctxt 5\n", nil},
+		{"no cpuN line", "cpu 1 2 3 4 5 6 7 8\nctxt 5\n", nil},
+		{"bad number", "cpu 1 2 3 x 5 6 7 8\n" + cpu0, nil},
+		{"short line", "cpu 1 2 3 4 5 6 7 8\ncpu0 1 2 3 4 5 6\n", nil},
+		{"bad cpu name", "cpu 1 2 3 4 5 6 7 8\ncpux 1 2 3 4 5 6 7 8\n", nil},
+		{"cpu out of range", "cpu 1 2 3 4 5 6 7 8\ncpu8192 1 2 3 4 5 6 7 8\n", nil},
+		{"bad ctxt", "cpu 1 2 3 4 5 6 7 8\n" + cpu0 + "ctxt\n", nil},
+		{"bad intr", "cpu 1 2 3 4 5 6 7 8\n" + cpu0 + "intr -1 0\n", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := ParseStat([]byte(tc.in))
+			switch {
+			case tc.want == nil && err == nil:
+				t.Fatalf("parsed without error: %+v", st)
+			case tc.want != nil && err != nil:
+				t.Fatal(err)
+			case tc.want != nil && !reflect.DeepEqual(st, tc.want):
+				t.Fatalf("got %+v, want %+v", st, tc.want)
+			}
+		})
+	}
+}
+
+func TestCPUTimeSub(t *testing.T) {
+	a := CPUTime{User: 10, Nice: 1, System: 5, Idle: 100, IOWait: 2, IRQ: 1, SoftIRQ: 3, Steal: 1}
+	b := CPUTime{User: 4, Nice: 1, System: 7, Idle: 50, IOWait: 2, IRQ: 0, SoftIRQ: 1, Steal: 0}
+	// System went backwards (a CPU that went offline and came back): 0.
+	if d, want := a.Sub(b), (CPUTime{User: 6, Idle: 50, IRQ: 1, SoftIRQ: 2, Steal: 1}); d != want {
+		t.Errorf("Sub = %+v, want %+v", d, want)
+	}
+	if a.Total() != 123 || a.Busy() != 21 {
+		t.Errorf("Total %d Busy %d, want 123 21", a.Total(), a.Busy())
 	}
 }
 

@@ -64,9 +64,11 @@ func TakeSnapshot(root string, h *topo.Host, qs QStatsSource) (*Snapshot, error)
 	if b, err = read("/proc/stat"); err != nil {
 		return nil, err
 	}
-	if s.Stat, err = topo.ParseStat(b); err != nil {
+	st, err := topo.ParseStat(b)
+	if err != nil {
 		return nil, err
 	}
+	s.Stat = st.CPU
 	if b, err = read("/proc/net/softnet_stat"); err != nil {
 		return nil, err
 	}
