@@ -586,6 +586,15 @@ func TestSteering(t *testing.T) {
 // messages; an allocation per message or per loop iteration is far more). It runs under -race too
 // (CI runs only that): the engine's hot path has nothing the race runtime
 // allocates for.
+// roundTrip writes msg on c and reads its echo back into msg.
+func roundTrip(c net.Conn, msg []byte) error {
+	if _, err := c.Write(msg); err != nil {
+		return err
+	}
+	_, err := io.ReadFull(c, msg)
+	return err
+}
+
 func TestZeroAllocsPerMessage(t *testing.T) {
 	for _, b := range testBackends {
 		for _, zc := range []bool{false, true} {
@@ -607,11 +616,7 @@ func TestZeroAllocsPerMessage(t *testing.T) {
 						msg := make([]byte, 64)
 						for range start[i] {
 							for j := 0; j < per; j++ {
-								if _, err := c.Write(msg); err != nil {
-									errc <- err
-									break
-								}
-								if _, err := io.ReadFull(c, msg); err != nil {
+								if err := roundTrip(c, msg); err != nil {
 									errc <- err
 									break
 								}

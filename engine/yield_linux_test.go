@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"io"
 	"net"
 	"sync"
 	"testing"
@@ -41,11 +40,7 @@ func TestLoopYields(t *testing.T) {
 				wg.Go(func() {
 					msg := make([]byte, 64)
 					for time.Now().Before(deadline) {
-						if _, err := c.Write(msg); err != nil {
-							errc <- err
-							return
-						}
-						if _, err := io.ReadFull(c, msg); err != nil {
+						if err := roundTrip(c, msg); err != nil {
 							errc <- err
 							return
 						}
