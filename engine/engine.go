@@ -510,6 +510,7 @@ type ListenConfig struct {
 type Stats struct {
 	Waits        uint64 // system calls that wait: every io_uring_enter, or epoll_wait
 	WaitNanos    uint64 // wall time inside those calls (for io_uring: also the sends and receives they run); busy polling spins here
+	WaitCPUNanos uint64 // busy-poll backends (uring-napi, epoll-busypoll) only: CPU time the loop's thread spent inside its waits, busy polling and the packet and socket work it runs there
 	Interrupted  uint64 // waits a signal interrupted (EINTR), mostly the Go runtime asking the loop goroutine to yield
 	Yields       uint64 // times the loop passed through the Go scheduler on its own (every 2 ms when busy, see yieldEvery)
 	BatchedWaits uint64 // waits with a minimum wait (Config.BatchWait)
@@ -538,6 +539,7 @@ type Stats struct {
 func (s *Stats) add(o Stats) {
 	s.Waits += o.Waits
 	s.WaitNanos += o.WaitNanos
+	s.WaitCPUNanos += o.WaitCPUNanos
 	s.Interrupted += o.Interrupted
 	s.Yields += o.Yields
 	s.BatchedWaits += o.BatchedWaits
@@ -564,7 +566,7 @@ func (s *Stats) add(o Stats) {
 }
 
 type counters struct {
-	interrupted, yields, batchedWaits                                             atomic.Uint64
+	interrupted, yields, batchedWaits, waitCPUNanos                               atomic.Uint64
 	waits, waitNanos, submits, sqes, cqes, bytesRead, bytesWritten, reads, writes atomic.Uint64
 	accepted, dialed, closed, noBufs, wakeups, pausedReads, napiIDs               atomic.Uint64
 	msgRings, msgRingErrors, zcSends, zcCopied, ringCopies                        atomic.Uint64
@@ -573,7 +575,7 @@ type counters struct {
 
 func (c *counters) snapshot() Stats {
 	return Stats{
-		Waits: c.waits.Load(), WaitNanos: c.waitNanos.Load(), Interrupted: c.interrupted.Load(), Yields: c.yields.Load(), BatchedWaits: c.batchedWaits.Load(), Submits: c.submits.Load(), SQEs: c.sqes.Load(), CQEs: c.cqes.Load(),
+		Waits: c.waits.Load(), WaitNanos: c.waitNanos.Load(), WaitCPUNanos: c.waitCPUNanos.Load(), Interrupted: c.interrupted.Load(), Yields: c.yields.Load(), BatchedWaits: c.batchedWaits.Load(), Submits: c.submits.Load(), SQEs: c.sqes.Load(), CQEs: c.cqes.Load(),
 		BytesRead: c.bytesRead.Load(), BytesWritten: c.bytesWritten.Load(),
 		Reads: c.reads.Load(), Writes: c.writes.Load(),
 		Accepted: c.accepted.Load(), Dialed: c.dialed.Load(), Closed: c.closed.Load(),

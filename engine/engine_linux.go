@@ -668,3 +668,6 @@ func cpuNode(cpu int) int {
 func opError(op string, err error) error {
 	return &net.OpError{Op: op, Net: "tcp", Err: os.NewSyscallError(op, err)}
 }
+
+// threadCPU is the calling thread's CPU time in nanoseconds. Loop goroutine.
+func threadCPU() int64 { return sys.ThreadCPUTime() }

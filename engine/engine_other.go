@@ -25,3 +25,6 @@ func (l *Loop) Dial(network, address string, timeout time.Duration) (*Conn, erro
 }
 
 func (l *Loop) closeWakeFd() {}
+
+// threadCPU returns 0 outside Linux, where no loop runs.
+func threadCPU() int64 { return 0 }

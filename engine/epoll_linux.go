@@ -53,6 +53,7 @@ func (b *epollBackend) init(l *Loop) error {
 		if err := sys.EpollSetParams(fd, &p); err != nil {
 			return err
 		}
+		l.waitCPU = true
 	}
 	ev := unix.EpollEvent{Events: unix.EPOLLIN, Pad: epKindWake}
 	if err := unix.EpollCtl(fd, unix.EPOLL_CTL_ADD, l.wakeFd, &ev); err != nil {
@@ -183,7 +184,7 @@ func (b *epollBackend) poll(timeout time.Duration) error {
 	if timeout >= 0 {
 		msec = int((timeout + time.Millisecond - 1) / time.Millisecond)
 	}
-	t0 := nanotime()
+	t0 := b.l.waitStart()
 	var n int
 	var err error
 	n, err = unix.EpollWait(b.epfd, b.events, msec)

@@ -94,6 +94,11 @@ type Loop struct {
 	// woke is when the loop's last wait returned, yielded when it last
 	// passed through the Go scheduler (nanotime); see yieldEvery.
 	woke, yielded int64
+	// waitCPU is set where the loop busy-polls (uring-napi, epoll-busypoll):
+	// each wait then also reads the thread's CPU clock (Stats.WaitCPUNanos),
+	// from cpu0 at its start.
+	waitCPU bool
+	cpu0    int64
 }
 
 // ID is the loop's index in Engine.Loops. Any goroutine.
@@ -534,9 +539,22 @@ func (h *timerHeap) runExpired(now int64) {
 // off to 10 ms.
 const yieldEvery = 2 * time.Millisecond
 
-// waited records a wait that began at t0 (nanotime) and has just returned.
+// waitStart notes the start of a wait and returns its time (nanotime), for
+// waited. Loop goroutine.
+func (l *Loop) waitStart() int64 {
+	t0 := nanotime()
+	if l.waitCPU {
+		l.cpu0 = threadCPU()
+	}
+	return t0
+}
+
+// waited records a wait that began at t0 (waitStart) and has just returned.
 // Loop goroutine.
 func (l *Loop) waited(t0 int64) {
+	if l.waitCPU {
+		l.st.waitCPUNanos.Add(uint64(max(threadCPU()-l.cpu0, 0)))
+	}
 	l.woke = nanotime()
 	l.st.waitNanos.Add(uint64(l.woke - t0))
 }

@@ -116,6 +116,11 @@ func TestURingNAPIOverVeth(t *testing.T) {
 		t.Fatalf("no NAPI id was added to the rings (socket NAPI id %d); logs: %q", id, logs)
 	}
 	checkNAPIRegistered(t, e)
+	if s := e.Stats(); s.WaitCPUNanos == 0 || s.WaitCPUNanos > s.WaitNanos+s.Waits*1000 {
+		t.Errorf("busy-poll CPU inside waits %d ns for %d ns of waits (%d waits): want some, at most the waits' wall time", s.WaitCPUNanos, s.WaitNanos, s.Waits)
+	} else {
+		t.Logf("%d waits: %.2f ms in them, %.2f ms of it on the CPU (busy polling)", s.Waits, float64(s.WaitNanos)/1e6, float64(s.WaitCPUNanos)/1e6)
+	}
 	for _, l := range logs {
 		if strings.Contains(l, "NAPI") && strings.Contains(l, "fail") {
 			t.Errorf("unexpected: %s", l)

@@ -149,6 +149,7 @@ func (b *uringBackend) init(l *Loop) error {
 		} else {
 			b.napi = true
 			b.napiIDs = map[uint32]bool{}
+			l.waitCPU = true
 		}
 	}
 	if b.cfg.SendZCThreshold > 0 {
@@ -386,7 +387,7 @@ func (b *uringBackend) poll(timeout time.Duration) error {
 		b.starved = b.starved[:0]
 	}
 	var err error
-	t0 := nanotime()
+	t0 := l.waitStart()
 	switch {
 	case timeout == 0:
 		_, err = b.r.SubmitAndWait(0, 0)

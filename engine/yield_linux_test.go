@@ -74,3 +74,34 @@ func TestLoopYields(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitCPU checks Stats.WaitCPUNanos: the busy-poll backends measure the
+// CPU their loop threads spend inside waits (some, and no more than the
+// waits' wall time, give or take the clock reads around them); the others
+// do not measure it. On loopback there is no NAPI instance to poll, so the
+// CPU measured is the socket work the waits run; over a veth it includes
+// the polling (TestURingNAPIOverVeth).
+func TestWaitCPU(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			e, addr := startEngine(t, testConfig(b), &echoHandler{})
+			if err := echoOnce(addr, 1, 1<<20, 4096, nil); err != nil {
+				t.Fatal(err)
+			}
+			s := e.Stats()
+			t.Logf("%d waits, %d ns in them, %d ns of CPU", s.Waits, s.WaitNanos, s.WaitCPUNanos)
+			if b != BackendURingNAPI && b != BackendEpollBusyPoll {
+				if s.WaitCPUNanos != 0 {
+					t.Errorf("%s measured %d ns of CPU in waits; only busy-poll backends measure it", b, s.WaitCPUNanos)
+				}
+				return
+			}
+			if s.WaitCPUNanos == 0 {
+				t.Errorf("no CPU time measured inside %d waits", s.Waits)
+			}
+			if slack := s.Waits * 1000; s.WaitCPUNanos > s.WaitNanos+slack {
+				t.Errorf("%d ns of CPU inside waits that lasted %d ns", s.WaitCPUNanos, s.WaitNanos)
+			}
+		})
+	}
+}
