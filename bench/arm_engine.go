@@ -173,7 +173,7 @@ func (s *engineServer) Addr() net.Addr { return s.ln.Addr() }
 // Counters reports the engine's kernel-wait counters. Any goroutine.
 func (s *engineServer) Counters() map[string]uint64 {
 	st := s.e.Stats()
-	return map[string]uint64{"waits": st.Waits, "submits": st.Submits, "sqes": st.SQEs, "cqes": st.CQEs}
+	return map[string]uint64{"waits": st.Waits, "submits": st.Submits, "sqes": st.SQEs, "cqes": st.CQEs, "wait_cpu_ns": st.WaitCPUNanos}
 }
 
 // Close stops the engine and waits for its loops. Any goroutine, once.

@@ -663,6 +663,7 @@ func (r *runner) fill(res *Result, load *LoadResult, edges [2]snapshot) {
 	if u1.Counters != nil {
 		w := (u1.Counters["waits"] + u1.Counters["submits"]) - (u0.Counters["waits"] + u0.Counters["submits"])
 		res.Server.KernelWaitsPerReq = float64(w) / n
+		res.Server.WaitCPUUSPerReq = perReq(float64(u1.Counters["wait_cpu_ns"] - u0.Counters["wait_cpu_ns"]))
 	}
 	before := map[int]TaskStat{}
 	for _, t := range u0.Threads {

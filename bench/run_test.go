@@ -122,6 +122,9 @@ func TestRunEndToEnd(t *testing.T) {
 		if r.Arm == "epoll" && r.Server.KernelWaitsPerReq <= 0 {
 			t.Errorf("epoll arm: no epoll_wait counts")
 		}
+		if r.Arm == "epoll" && r.Server.WaitCPUUSPerReq != 0 {
+			t.Errorf("epoll arm (no busy polling): %.2f µs/req of CPU inside waits reported", r.Server.WaitCPUUSPerReq)
+		}
 	}
 	if !answered["go-net"] || !answered["epoll"] {
 		t.Errorf("verified replies per arm: %v", answered)

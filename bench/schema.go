@@ -170,6 +170,11 @@ type ServerCPU struct {
 	// made only to flush a full submission queue) per request; 0 for arms
 	// that do not count them.
 	KernelWaitsPerReq float64 `json:"kernel_waits_per_req"`
+	// WaitCPUUSPerReq is, for the busy-poll engine arms (uring-napi,
+	// epoll-busypoll), the CPU-µs per request the loops spent inside their
+	// waits: busy polling and the packet and socket work it runs there
+	// (engine.Stats.WaitCPUNanos); 0 for other arms.
+	WaitCPUUSPerReq float64 `json:"wait_cpu_us_per_req"`
 	// Threads is CPU per request of each server thread that ran in the
 	// window (schedstat run time).
 	Threads []ThreadCPU `json:"threads"`
