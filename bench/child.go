@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"github.com/spindlenet/spindle/internal/cpulist"
+
 	"bufio"
 	"context"
 	"encoding/json"
@@ -71,30 +73,14 @@ type childHello struct {
 	Note string `json:"note,omitempty"`
 }
 
-// ParseCPUList parses a CPU list such as "0", "0,2" or "0-3,6".
+// ParseCPUList parses a CPU list such as "0", "0,2" or "0-3,6" into sorted,
+// distinct CPU numbers (the kernel's list format). Any goroutine.
 func ParseCPUList(s string) ([]int, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return nil, nil
+	cpus, err := cpulist.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
 	}
-	var out []int
-	for part := range strings.SplitSeq(s, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(strings.TrimSpace(lo))
-		if err != nil || a < 0 {
-			return nil, fmt.Errorf("bench: bad CPU list %q", s)
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(strings.TrimSpace(hi)); err != nil || b < a || b-a > 4096 {
-				return nil, fmt.Errorf("bench: bad CPU list %q", s)
-			}
-		}
-		for c := a; c <= b; c++ {
-			out = append(out, c)
-		}
-	}
-	return out, nil
+	return cpus, nil
 }
 
 // FormatCPUList formats CPUs as a comma-separated list.

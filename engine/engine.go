@@ -98,10 +98,17 @@ type Config struct {
 	// Linux 6.1 for DEFER_TASKRUN); when io_uring cannot be used the engine
 	// falls back to BackendEpoll and says so once through Logf.
 	Backend Backend
-	// CPUs are the CPUs that get one loop each. Default: every CPU the
-	// process may run on. To use the CPUs `spindle tune` set aside for
-	// loops, pass its plan's LoopCPUs.
+	// CPUs are the CPUs that get one loop each. Default: the CPUs the plan
+	// `spindle tune plan --apply` applied set aside for loops (read from
+	// TuneState), those the process may run on; otherwise every CPU the
+	// process may run on. New says through Logf which it chose.
 	CPUs []int
+	// TuneState is the state file of an applied `spindle tune` plan, read
+	// for the default CPUs. Default /run/spindle/tune-state.json (where
+	// `spindle tune plan --apply` saves it); "-": do not look. A missing
+	// file means no plan is applied; an unreadable one is reported through
+	// Logf and ignored.
+	TuneState string
 	// ReadBufferSize is the size of one receive buffer. Default 16 KiB,
 	// minimum 512.
 	ReadBufferSize int

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/spindlenet/spindle/internal/sys"
+	"github.com/spindlenet/spindle/internal/tunestate"
 )
 
 // New makes an engine with one loop per CPU of cfg.CPUs (nil cfg: defaults).
@@ -36,7 +37,7 @@ func New(cfg *Config, h Handler) (*Engine, error) {
 		return nil, err
 	}
 	if len(c.CPUs) == 0 {
-		c.CPUs = slices.Clone(allowed)
+		c.CPUs = defaultCPUs(&c, allowed)
 	}
 	seen := map[int]bool{}
 	for _, cpu := range c.CPUs {
@@ -90,6 +91,39 @@ func (l *Loop) closeWakeFd() {
 }
 
 var fallbackOnce sync.Once
+
+// defaultCPUs returns the loop CPUs when Config.CPUs is empty: those an
+// applied `spindle tune` plan set aside (Config.TuneState) that the process
+// may run on, else every CPU it may run on. Any goroutine.
+func defaultCPUs(c *Config, allowed []int) []int {
+	path := c.TuneState
+	if path == "-" {
+		return slices.Clone(allowed)
+	}
+	if path == "" {
+		path = tunestate.DefaultPath
+	}
+	tuned, err := tunestate.LoopCPUs(path)
+	if err != nil {
+		c.Logf("engine: ignoring the spindle tune state (%v); loops on every allowed CPU", err)
+		return slices.Clone(allowed)
+	}
+	if len(tuned) == 0 {
+		return slices.Clone(allowed)
+	}
+	var cpus []int
+	for _, cpu := range tuned {
+		if slices.Contains(allowed, cpu) {
+			cpus = append(cpus, cpu)
+		}
+	}
+	if len(cpus) == 0 {
+		c.Logf("engine: none of the loop CPUs %v that spindle tune set aside (%s) is in the process's affinity mask %v; loops on every allowed CPU", tuned, path, allowed)
+		return slices.Clone(allowed)
+	}
+	c.Logf("engine: loops on CPUs %v, set aside by spindle tune (%s)", cpus, path)
+	return cpus
+}
 
 // allowedCPUs lists the CPUs the calling thread may run on, ascending.
 func allowedCPUs() ([]int, error) {

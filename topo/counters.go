@@ -1,6 +1,8 @@
 package topo
 
 import (
+	"github.com/spindlenet/spindle/internal/cpulist"
+
 	"bufio"
 	"bytes"
 	"fmt"
@@ -68,7 +70,7 @@ func parseCPUHeader(line string) ([]int, error) {
 		if !ok {
 			return nil, fmt.Errorf("cpu header: unexpected %q", w)
 		}
-		c, err := parseCPU(n)
+		c, err := cpulist.CPU(n)
 		if err != nil {
 			return nil, fmt.Errorf("cpu header: %w", err)
 		}
@@ -251,7 +253,7 @@ func ParseStat(b []byte) (*Stat, error) {
 				s.Total, total = t, true
 				continue
 			}
-			cpu, err := parseCPU(name[3:])
+			cpu, err := cpulist.CPU(name[3:])
 			if err != nil {
 				return nil, fmt.Errorf("/proc/stat: %w", err)
 			}

@@ -7,12 +7,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/spindlenet/spindle/internal/cpulist"
 )
 
 // MaxCPU bounds the CPU numbers the parsers accept, so that a corrupt or
 // hostile file cannot make a CPU list allocate without limit. Linux's
 // NR_CPUS maximum is 8192.
-const MaxCPU = 8192
+const MaxCPU = cpulist.Max
 
 // CPUSet is a sorted set of CPU numbers without duplicates. The zero value
 // is the empty set. It marshals to JSON as a kernel CPU list ("0-3,8").
@@ -30,45 +32,14 @@ func NewCPUSet(cpus ...int) CPUSet {
 // stride form "0-15:2/4" is not accepted: the kernel never prints it).
 // Surrounding white space is ignored; an empty string is the empty set.
 func ParseCPUList(s string) (CPUSet, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
+	cpus, err := cpulist.Parse(s)
+	if err != nil {
+		return nil, err
+	}
+	if cpus == nil {
 		return CPUSet{}, nil
 	}
-	var seen [MaxCPU]bool
-	for _, part := range strings.Split(s, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := parseCPU(lo)
-		if err != nil {
-			return nil, fmt.Errorf("cpu list %q: %w", s, err)
-		}
-		b := a
-		if isRange {
-			if b, err = parseCPU(hi); err != nil {
-				return nil, fmt.Errorf("cpu list %q: %w", s, err)
-			}
-			if b < a {
-				return nil, fmt.Errorf("cpu list %q: range %s is reversed", s, part)
-			}
-		}
-		for c := a; c <= b; c++ {
-			seen[c] = true
-		}
-	}
-	out := CPUSet{}
-	for c, ok := range seen {
-		if ok {
-			out = append(out, c)
-		}
-	}
-	return out, nil
-}
-
-func parseCPU(s string) (int, error) {
-	n, err := strconv.Atoi(strings.TrimSpace(s))
-	if err != nil || n < 0 || n >= MaxCPU {
-		return 0, fmt.Errorf("bad cpu number %q", s)
-	}
-	return n, nil
+	return CPUSet(cpus), nil
 }
 
 // ParseCPUMask parses a kernel hexadecimal CPU mask as found in rps_cpus,

@@ -7,9 +7,11 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/spindlenet/spindle/internal/tunestate"
 	"github.com/spindlenet/spindle/topo"
 )
 
@@ -393,4 +395,25 @@ func FuzzLoadState(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestStateLoopCPUsForEngine checks that the state file Apply saves tells
+// the engine (internal/tunestate, which reads it without this package) the
+// plan's loop CPUs, and that a reverted state tells it nothing.
+func TestStateLoopCPUsForEngine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	st := &State{Version: 1, Root: "/", Plan: &Plan{Policy: "inline", LoopCPUs: topo.NewCPUSet(3, 1, 2, 7)}}
+	if err := saveState(path, st); err != nil {
+		t.Fatal(err)
+	}
+	got, err := tunestate.LoopCPUs(path)
+	if err != nil || !slices.Equal(got, []int{1, 2, 3, 7}) {
+		t.Fatalf("tunestate.LoopCPUs = %v, %v; want [1 2 3 7]", got, err)
+	}
+	if err := os.Rename(path, path+".reverted"); err != nil { // what Revert does
+		t.Fatal(err)
+	}
+	if got, err := tunestate.LoopCPUs(path); err != nil || got != nil {
+		t.Fatalf("after revert: %v, %v; want nothing", got, err)
+	}
 }

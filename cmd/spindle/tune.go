@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/spindlenet/spindle/internal/tunestate"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,7 +32,7 @@ const tuneUsage = `usage: spindle tune <inspect|diagnose|plan|apply|revert> [fla
 
 Every subcommand takes --json and --root (a captured /proc+/sys tree; default /).`
 
-const defaultState = "/run/spindle/tune-state.json"
+const defaultState = tunestate.DefaultPath
 
 func runTune(ctx context.Context, args []string) error { return tuneMain(ctx, args, os.Stdout) }
 

@@ -1,0 +1,57 @@
+package cpulist
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestParse(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want []int
+	}{
+		{"", nil},
+		{" 0 ", []int{0}},
+		{"0-3,8,10-11", []int{0, 1, 2, 3, 8, 10, 11}},
+		{"3,1,2,1", []int{1, 2, 3}},
+		{"8191", []int{8191}},
+	} {
+		if got, err := Parse(tt.in); err != nil || !slices.Equal(got, tt.want) {
+			t.Errorf("Parse(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
+		}
+	}
+	for _, bad := range []string{"x", "-1", "3-1", "8192", "0-15:2/4", "1,,2", "1-"} {
+		if got, err := Parse(bad); err == nil {
+			t.Errorf("Parse(%q) = %v, want an error", bad, got)
+		}
+	}
+}
+
+// FuzzParse checks that whatever parses is sorted, distinct, in range and
+// parses back to itself from its formatted form.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{"0-3,8", "1,1", "0-8191", " 2 - 4 ", "x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		cpus, err := Parse(s)
+		if err != nil {
+			return
+		}
+		for i, c := range cpus {
+			if c < 0 || c >= Max || (i > 0 && c <= cpus[i-1]) {
+				t.Fatalf("Parse(%q) = %v: not sorted, distinct and in range", s, cpus)
+			}
+		}
+		parts := make([]string, len(cpus))
+		for i, c := range cpus {
+			parts[i] = strconv.Itoa(c)
+		}
+		again, err := Parse(strings.Join(parts, ","))
+		if err != nil || !slices.Equal(again, cpus) {
+			t.Fatalf("Parse(%q) = %v, but its list parses to %v, %v", s, cpus, again, err)
+		}
+	})
+}

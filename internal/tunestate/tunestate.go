@@ -1,0 +1,52 @@
+// Package tunestate reads, from the state file `spindle tune plan --apply`
+// writes (package tune owns the format), the one thing the engine needs:
+// the CPUs the applied plan set aside for event loops. It exists so that
+// the engine learns them without importing package tune and its netlink
+// dependencies.
+package tunestate
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spindlenet/spindle/internal/cpulist"
+)
+
+// DefaultPath is where `spindle tune plan --apply` saves its state unless
+// told otherwise (--state).
+const DefaultPath = "/run/spindle/tune-state.json"
+
+// version is the state format this package reads (tune.State.Version).
+const version = 1
+
+// LoopCPUs returns the loop CPUs of the plan applied with state file path:
+// nil and no error when there is no such file (nothing applied, or
+// reverted: revert renames it). Any goroutine.
+func LoopCPUs(path string) ([]int, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var st struct {
+		Version int `json:"version"`
+		Plan    *struct {
+			LoopCPUs string `json:"loop_cpus"`
+		} `json:"plan"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if st.Version != version || st.Plan == nil {
+		return nil, fmt.Errorf("%s: not a spindle tune state file of version %d", path, version)
+	}
+	cpus, err := cpulist.Parse(st.Plan.LoopCPUs)
+	if err != nil {
+		return nil, fmt.Errorf("%s: loop_cpus: %w", path, err)
+	}
+	return cpus, nil
+}
