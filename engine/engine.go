@@ -16,8 +16,6 @@ import (
 // Backend names a kernel interface a loop waits on.
 type Backend string
 
-// The backends. All of them run on the engine's own pinned loop threads; none
-// uses Go's netpoller.
 // SQPollPlacement says where the SQPOLL thread of uring-sqpoll runs
 // (Config.SQPoll). Its zero value is SQPollAuto.
 type SQPollPlacement struct {
@@ -65,6 +63,8 @@ func (p SQPollPlacement) String() string {
 	return "invalid"
 }
 
+// The backends. All of them run on the engine's own pinned loop threads; none
+// uses Go's netpoller.
 const (
 	// BackendURing is io_uring with SINGLE_ISSUER|DEFER_TASKRUN, multishot
 	// accept, multishot recv on a provided buffer ring and batched sends,

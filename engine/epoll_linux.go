@@ -185,9 +185,7 @@ func (b *epollBackend) poll(timeout time.Duration) error {
 		msec = int((timeout + time.Millisecond - 1) / time.Millisecond)
 	}
 	t0 := b.l.waitStart()
-	var n int
-	var err error
-	n, err = unix.EpollWait(b.epfd, b.events, msec)
+	n, err := unix.EpollWait(b.epfd, b.events, msec)
 	b.l.waited(t0)
 	b.l.st.waits.Add(1)
 	if err != nil {
