@@ -1,8 +1,6 @@
 package bench
 
 import (
-	"github.com/spindlenet/spindle/internal/cpulist"
-
 	"bufio"
 	"context"
 	"encoding/json"
@@ -18,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/spindlenet/spindle/internal/cpulist"
 )
 
 // ServerUsage is a server process's resource use since it started, as the

@@ -1,13 +1,13 @@
 package topo
 
 import (
-	"github.com/spindlenet/spindle/internal/cpulist"
-
 	"bufio"
 	"bytes"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/spindlenet/spindle/internal/cpulist"
 )
 
 // IRQCounts is one numbered line of /proc/interrupts.

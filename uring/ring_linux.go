@@ -359,10 +359,11 @@ func (r *Ring) HasMinWait() bool { return r.features&sys.IORING_FEAT_MIN_TIMEOUT
 // SubmitAndWaitMin is SubmitAndWait with a minimum wait (min_wait_usec,
 // IORING_FEAT_MIN_TIMEOUT, 6.12): the kernel waits for waitNr completions,
 // but once minWait (whole microseconds, at least one) has passed it returns
-// as soon as at least one completion is there (one already in the CQ counts). A busy event loop uses
-// it to take more completions per wake-up without ever sleeping longer
-// than minWait while one waits. It returns ErrNotSupported where the
-// kernel lacks the feature. Owner goroutine; does not allocate.
+// as soon as at least one completion is there (one already in the CQ
+// counts). A busy event loop uses it to take more completions per wake-up
+// without ever sleeping longer than minWait while one waits. It returns
+// ErrNotSupported where the kernel lacks the feature. Owner goroutine;
+// does not allocate.
 func (r *Ring) SubmitAndWaitMin(waitNr uint32, minWait, timeout time.Duration) (int, error) {
 	if !r.HasMinWait() {
 		return 0, ErrNotSupported
