@@ -96,59 +96,48 @@ func (l *logLines) all() []string {
 	return append([]string(nil), l.lines...)
 }
 
-// TestGoTimerFromCallback checks that a Go timer armed from a loop callback,
-// which the runtime keeps on the loop's P, fires while the loop waits in
-// the kernel: a loop on one CPU, GOMAXPROCS as Run sets it.
-func TestGoTimerFromCallback(t *testing.T) {
-	for _, b := range []Backend{BackendURing, BackendEpoll} {
-		t.Run(string(b), func(t *testing.T) {
-			fired := make(chan time.Duration, 1)
-			h := &BaseHandlerFunc{open: func(c *Conn) {
+// TestGoWorkFromCallbacks checks that Go work a loop callback hands to the
+// runtime runs while the loop waits in the kernel (a loop on one CPU,
+// GOMAXPROCS as Run sets it): a Go timer armed from the callback, which the
+// runtime keeps on the loop's P, fires; and a goroutine the callback makes
+// runnable, which the runtime puts on the loop's own P (runnext), runs.
+func TestGoWorkFromCallbacks(t *testing.T) {
+	for _, tc := range []struct {
+		name, what string
+		// open runs in OnOpen and reports, on done, how long its work
+		// took to run.
+		open func(done chan<- time.Duration) func(c *Conn)
+	}{
+		{"timer", "a 5ms timer armed on the loop fired", func(done chan<- time.Duration) func(c *Conn) {
+			return func(c *Conn) {
 				armed := time.Now()
-				time.AfterFunc(5*time.Millisecond, func() { fired <- time.Since(armed) })
-			}}
-			cfg := testConfig(b)
-			cfg.CPUs = []int{allowedCPUList(t)[0]}
-			_, addr := startEngine(t, cfg, h)
-			c, err := net.Dial("tcp", addr)
-			if err != nil {
-				t.Fatal(err)
+				time.AfterFunc(5*time.Millisecond, func() { done <- time.Since(armed) })
 			}
-			defer c.Close()
-			select {
-			case d := <-fired:
-				t.Logf("a 5ms timer armed on the loop fired after %v", d)
-			case <-time.After(10 * time.Second):
-				t.Fatal("a Go timer armed on the loop's P never fired while the loop waited")
-			}
-		})
-	}
-}
-
-// TestReadiedGoroutine checks that a goroutine a loop callback makes
-// runnable (the runtime puts it on the loop's own P, in runnext) runs
-// while the loop goes back to waiting in the kernel.
-func TestReadiedGoroutine(t *testing.T) {
-	for _, b := range []Backend{BackendURing, BackendEpoll} {
-		t.Run(string(b), func(t *testing.T) {
+		}},
+		{"readied goroutine", "the goroutine the loop readied ran", func(done chan<- time.Duration) func(c *Conn) {
 			wake := make(chan time.Time)
-			h := &BaseHandlerFunc{open: func(c *Conn) { wake <- time.Now() }}
-			cfg := testConfig(b)
-			cfg.CPUs = []int{allowedCPUList(t)[0]}
-			_, addr := startEngine(t, cfg, h)
-			ran := make(chan time.Duration, 1)
-			go func() { ran <- time.Since(<-wake) }()
-			c, err := net.Dial("tcp", addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			select {
-			case d := <-ran:
-				t.Logf("the goroutine the loop readied ran after %v", d)
-			case <-time.After(10 * time.Second):
-				t.Fatal("a goroutine readied by the loop never ran while the loop waited")
-			}
-		})
+			go func() { done <- time.Since(<-wake) }()
+			return func(c *Conn) { wake <- time.Now() }
+		}},
+	} {
+		for _, b := range []Backend{BackendURing, BackendEpoll} {
+			t.Run(tc.name+"/"+string(b), func(t *testing.T) {
+				done := make(chan time.Duration, 1)
+				cfg := testConfig(b)
+				cfg.CPUs = []int{allowedCPUList(t)[0]}
+				_, addr := startEngine(t, cfg, &BaseHandlerFunc{open: tc.open(done)})
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				select {
+				case d := <-done:
+					t.Logf("%s after %v", tc.what, d)
+				case <-time.After(10 * time.Second):
+					t.Fatalf("never: %s, while the loop waited", tc.what)
+				}
+			})
+		}
 	}
 }
