@@ -173,7 +173,8 @@ type ServerCPU struct {
 	// WaitCPUUSPerReq is, for the busy-poll engine arms (uring-napi,
 	// epoll-busypoll), the CPU-µs per request the loops spent inside their
 	// waits: busy polling and the packet and socket work it runs there
-	// (engine.Stats.WaitCPUNanos); 0 for other arms.
+	// (engine.Stats.WaitCPUNanos); 0 for other arms, and 0 where sockets
+	// have no NAPI id (loopback), since those waits cannot poll.
 	WaitCPUUSPerReq float64 `json:"wait_cpu_us_per_req"`
 	// Threads is CPU per request of each server thread that ran in the
 	// window (schedstat run time).

@@ -94,7 +94,7 @@ type kstate struct {
 	recv     uint8  // uring: 0 idle, 1 armed, 2 cancel sent
 	sends    int32  // uring: SENDs in flight
 	closing  bool   // uring: close in progress
-	napiSeen bool   // uring-napi: NAPI id looked up
+	napiSeen bool   // busy-poll backends: NAPI id looked up
 	inflight int32  // uring: SQEs in flight that refer to fd
 }
 

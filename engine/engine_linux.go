@@ -301,6 +301,39 @@ func (l *Loop) serve() {
 	}
 }
 
+// napiWarnOnce makes the busy-poll backends say once per process that
+// sockets have no NAPI id.
+var napiWarnOnce sync.Once
+
+// napiSocket looks up the NAPI id of c's socket on a busy-poll backend, once
+// per connection, when it has received data (the id is known from then
+// on). It says once when there is none: busy polling does nothing for such
+// a socket. Loop goroutine.
+func (l *Loop) napiSocket(c *Conn) (uint32, bool) {
+	c.k.napiSeen = true
+	id, err := napiID(c.fd)
+	if err != nil {
+		napiWarnOnce.Do(func() {
+			l.e.cfg.Logf("engine: accepted sockets have no NAPI id (%v); %s busy polling does nothing for them", err, l.e.backend)
+		})
+		return 0, false
+	}
+	return id, true
+}
+
+// napiID returns the NAPI id of a socket that has received data, or an
+// error saying why it has none.
+func napiID(fd int) (uint32, error) {
+	id, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_INCOMING_NAPI_ID)
+	switch {
+	case err != nil:
+		return 0, os.NewSyscallError("getsockopt SO_INCOMING_NAPI_ID", err)
+	case id < 257: // 0 when none is recorded; real ids start above NR_CPUS (MIN_NAPI_ID)
+		return 0, fmt.Errorf("SO_INCOMING_NAPI_ID is %d: loopback, or a device without NAPI", id)
+	}
+	return uint32(id), nil
+}
+
 // accepted turns a new socket into a Conn. Loop goroutine.
 func (l *Loop) accepted(fd int, ln *Listener) {
 	if l.stopping || l.e.draining.Load() {

@@ -53,7 +53,6 @@ func (b *epollBackend) init(l *Loop) error {
 		if err := sys.EpollSetParams(fd, &p); err != nil {
 			return err
 		}
-		l.waitCPU = true
 	}
 	ev := unix.EpollEvent{Events: unix.EPOLLIN, Pad: epKindWake}
 	if err := unix.EpollCtl(fd, unix.EPOLL_CTL_ADD, l.wakeFd, &ev); err != nil {
@@ -259,6 +258,10 @@ func (b *epollBackend) read(c *Conn) {
 		buf := l.chunks.buf(id)
 		n, err := unix.Read(c.fd, buf)
 		if n > 0 {
+			if b.busy && !l.waitCPU && !c.k.napiSeen {
+				// Busy polling starts once a socket has a NAPI id.
+				_, l.waitCPU = l.napiSocket(c)
+			}
 			l.deliver(c, id, n)
 			if n < len(buf) || c.state != stateOpen || c.paused != 0 {
 				return

@@ -94,9 +94,11 @@ type Loop struct {
 	// woke is when the loop's last wait returned, yielded when it last
 	// passed through the Go scheduler (nanotime); see yieldEvery.
 	woke, yielded int64
-	// waitCPU is set where the loop busy-polls (uring-napi, epoll-busypoll):
-	// each wait then also reads the thread's CPU clock (Stats.WaitCPUNanos),
-	// from cpu0 at its start.
+	// waitCPU is set once a busy-poll loop (uring-napi, epoll-busypoll) has
+	// a socket with a NAPI id, that is once its waits can busy poll: each
+	// wait then also reads the thread's CPU clock (Stats.WaitCPUNanos), from
+	// cpu0 at its start. Before that (loopback, or devices without NAPI) the
+	// waits cannot poll and the two clock reads would be pure cost.
 	waitCPU bool
 	cpu0    int64
 }

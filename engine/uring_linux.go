@@ -2,8 +2,6 @@ package engine
 
 import (
 	"errors"
-	"fmt"
-	"os"
 	"slices"
 	"sync"
 	"time"
@@ -76,7 +74,6 @@ type uringBackend struct {
 const batchFrom = 4
 
 var (
-	napiWarnOnce   sync.Once
 	sqpollLogOnce  sync.Once
 	degradeLogOnce sync.Once
 )
@@ -149,7 +146,6 @@ func (b *uringBackend) init(l *Loop) error {
 		} else {
 			b.napi = true
 			b.napiIDs = map[uint32]bool{}
-			l.waitCPU = true
 		}
 	}
 	if b.cfg.SendZCThreshold > 0 {
@@ -492,8 +488,7 @@ func (b *uringBackend) handle(q uring.CQE) {
 		case q.Res > 0:
 			if b.napi && !c.k.napiSeen {
 				// A socket's NAPI id is known once data has arrived.
-				c.k.napiSeen = true
-				b.napiAdd(c.fd)
+				b.napiAdd(c)
 			}
 			id, _ := q.BufferID()
 			l.deliver(c, int32(id), int(q.Res))
@@ -540,27 +535,14 @@ func (b *uringBackend) handle(q uring.CQE) {
 	}
 }
 
-// napiAdd adds the NAPI id of an accepted socket to the ring's static list,
-// and warns once when sockets have none (loopback, or TSO on the sender).
-func (b *uringBackend) napiAdd(fd int) {
-	id, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_INCOMING_NAPI_ID)
-	if err != nil || id < 257 {
-		napiWarnOnce.Do(func() {
-			b.l.e.cfg.Logf("engine: accepted sockets have no NAPI id (%s); uring-napi busy polling does nothing for them", napiReason(err))
-		})
-		return
-	}
-	if !b.napiIDs[uint32(id)] {
-		if b.r.AddNAPIID(uint32(id)) == nil {
-			b.napiIDs[uint32(id)] = true
+// napiAdd adds the NAPI id of an accepted socket to the ring's static list.
+func (b *uringBackend) napiAdd(c *Conn) {
+	id, ok := b.l.napiSocket(c)
+	if ok && !b.napiIDs[id] {
+		if b.r.AddNAPIID(id) == nil {
+			b.napiIDs[id] = true
 			b.l.st.napiIDs.Add(1)
+			b.l.waitCPU = true
 		}
 	}
-}
-
-func napiReason(err error) string {
-	if err != nil {
-		return fmt.Sprintf("SO_INCOMING_NAPI_ID: %v", os.NewSyscallError("getsockopt", err))
-	}
-	return "SO_INCOMING_NAPI_ID is 0: loopback, or a device without NAPI"
 }
