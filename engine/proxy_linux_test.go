@@ -73,13 +73,15 @@ func (p *l4proxy) OnClose(c *Conn, err error) {
 
 // TestProxyForward runs an L4 proxy on the engine in front of a Go echo
 // server: data crosses two engine connections in each direction by
-// WriteBuffer, with a small write high-water mark to force backpressure.
+// WriteBuffer, with a write high-water mark small enough (two receive
+// buffers) to force backpressure even where receives are single-shot
+// (uring-sqpoll).
 func TestProxyForward(t *testing.T) {
 	upstream := goEchoServer(t)
 	for _, b := range testBackends {
 		t.Run(string(b), func(t *testing.T) {
 			cfg := testConfig(b)
-			cfg.WriteHighWater = 128 << 10
+			cfg.WriteHighWater = 32 << 10
 			p := &l4proxy{upstream: upstream, hwm: cfg.WriteHighWater}
 			_, addr := startEngine(t, cfg, p)
 			const conns = 10

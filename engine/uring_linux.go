@@ -58,6 +58,7 @@ type uringBackend struct {
 	dirty    bool
 	starved  []*Conn // connections whose recv ended with ENOBUFS
 	napi     bool
+	sqpoll   bool // the ring has an SQPOLL thread (after any fallback)
 	napiIDs  map[uint32]bool
 	lnArmed  []bool
 	maxChain int   // linked SENDs per flush
@@ -123,8 +124,9 @@ func (b *uringBackend) init(l *Loop) error {
 		return err
 	}
 	b.r = r
+	b.sqpoll = rc.SQPoll
 	b.maxChain = 16
-	if rc.SQPoll {
+	if b.sqpoll {
 		b.maxChain = 1
 	}
 	b.cqes = make([]uring.CQE, 512)
@@ -259,8 +261,21 @@ func (b *uringBackend) cancel(target uint64) {
 	b.inflight++
 }
 
+// armRecv starts receiving on c: a multishot recv on the buffer ring, or
+// with SQPOLL a single-shot one, re-armed after each completion. Multishot
+// under SQPOLL would break the slow-reader cap: the SQ thread processes the
+// cancel that pauses reading whenever it next runs, and until then the
+// recv keeps draining the socket into the ring, which copyOffRing keeps
+// refilling (measured: 1 MiB held over a 64 KiB high-water mark). Without
+// SQPOLL, the cancel is submitted in the loop's own enter, before the task
+// work that would post more receives, and at most what was already posted
+// arrives after a pause.
 func (b *uringBackend) armRecv(c *Conn) {
-	b.sqe().PrepRecvMultishot(c.fd, bufGroup, false, 0, udata(opRecv, c.slot, c.gen))
+	if b.sqpoll {
+		b.sqe().PrepRecvBufSelect(c.fd, bufGroup, 0, udata(opRecv, c.slot, c.gen))
+	} else {
+		b.sqe().PrepRecvMultishot(c.fd, bufGroup, false, 0, udata(opRecv, c.slot, c.gen))
+	}
 	c.k.recv = 1
 	c.k.inflight++
 	b.inflight++
