@@ -337,6 +337,7 @@ type Engine struct {
 
 	stopOnce sync.Once
 	stopping chan struct{} // closed when loops must stop
+	stopped  atomic.Bool   // set just before stopping closes; what the loops check
 	exited   chan struct{} // closed when every loop has returned
 	draining atomic.Bool
 }
@@ -470,6 +471,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 
 func (e *Engine) stop() {
 	e.stopOnce.Do(func() {
+		e.stopped.Store(true)
 		close(e.stopping)
 		for _, l := range e.loops {
 			l.wake()
@@ -578,9 +580,21 @@ type counters struct {
 	accepted, dialed, closed, noBufs, wakeups, pausedReads, napiIDs               atomic.Uint64
 	msgRings, msgRingErrors, zcSends, zcCopied, ringCopies                        atomic.Uint64
 	open                                                                          atomic.Int64
+	// ring is the loop's io_uring (uring backends): its own counters are
+	// the loop's waits and interrupted waits, read here rather than copied
+	// by the loop after every wait.
+	ring atomic.Pointer[uring.Ring]
 }
 
 func (c *counters) snapshot() Stats {
+	s := c.load()
+	if r := c.ring.Load(); r != nil {
+		s.Waits, s.Interrupted = r.EnterCount(), r.InterruptCount()
+	}
+	return s
+}
+
+func (c *counters) load() Stats {
 	return Stats{
 		Waits: c.waits.Load(), WaitNanos: c.waitNanos.Load(), WaitCPUNanos: c.waitCPUNanos.Load(), Interrupted: c.interrupted.Load(), Yields: c.yields.Load(), BatchedWaits: c.batchedWaits.Load(), Submits: c.submits.Load(), SQEs: c.sqes.Load(), CQEs: c.cqes.Load(),
 		BytesRead: c.bytesRead.Load(), BytesWritten: c.bytesWritten.Load(),

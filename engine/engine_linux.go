@@ -260,14 +260,10 @@ func (l *Loop) cleanup() {
 // serve is the loop: timers, posted functions, flush writes, wait.
 func (l *Loop) serve() {
 	for {
-		if !l.stopping {
-			select {
-			case <-l.e.stopping:
-				l.stopping = true
-				l.runPosts()
-				l.abortAll()
-			default:
-			}
+		if !l.stopping && l.e.stopped.Load() {
+			l.stopping = true
+			l.runPosts()
+			l.abortAll()
 		}
 		if l.timers.pending() {
 			l.timers.runExpired(nanotime())

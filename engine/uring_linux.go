@@ -124,6 +124,7 @@ func (b *uringBackend) init(l *Loop) error {
 		return err
 	}
 	b.r = r
+	l.st.ring.Store(r)
 	b.sqpoll = rc.SQPoll
 	b.maxChain = 16
 	if b.sqpoll {
@@ -412,8 +413,6 @@ func (b *uringBackend) poll(timeout time.Duration) error {
 	}
 	b.lastCQEs = 0
 	l.waited(t0)
-	l.st.waits.Store(b.r.EnterCount())
-	l.st.interrupted.Store(b.r.InterruptCount())
 	switch {
 	case err == nil, errors.Is(err, unix.ETIME), errors.Is(err, unix.EINTR),
 		errors.Is(err, unix.EAGAIN), errors.Is(err, unix.EBUSY):
