@@ -14,6 +14,10 @@ var spareP struct {
 	loops  int // loops now running
 	before int // GOMAXPROCS before the engines raised it; 0 if they did not
 	set    int // the value the engines set
+	// auto says before was the runtime's default (from the CPU count, the
+	// cgroup limit or the GOMAXPROCS variable), which the runtime keeps up
+	// to date as the CPU limit changes until someone sets a value.
+	auto bool
 }
 
 // reserveP accounts for n more loops and makes sure GOMAXPROCS exceeds the
@@ -37,7 +41,7 @@ func reserveP(n int) string {
 	}
 	want := spareP.loops + 1
 	if spareP.before == 0 {
-		spareP.before = cur
+		spareP.before, spareP.auto = cur, isDefaultGOMAXPROCS(cur)
 	}
 	runtime.GOMAXPROCS(want)
 	spareP.set = want
@@ -45,8 +49,10 @@ func reserveP(n int) string {
 }
 
 // releaseP undoes reserveP(n). When no loop is left and GOMAXPROCS still
-// has the value the engines set, the earlier value comes back; a value
-// someone else set in between is left alone. Any goroutine.
+// has the value the engines set, the earlier value comes back: as the
+// runtime's default, kept up to date with the CPU limit, when it was the
+// default (or equal to it), else as a set value. A value someone else set
+// in between is left alone. Any goroutine.
 func releaseP(n int) {
 	spareP.Lock()
 	defer spareP.Unlock()
@@ -55,7 +61,26 @@ func releaseP(n int) {
 		return
 	}
 	if runtime.GOMAXPROCS(0) == spareP.set {
-		runtime.GOMAXPROCS(spareP.before)
+		if spareP.auto {
+			runtime.SetDefaultGOMAXPROCS()
+		} else {
+			runtime.GOMAXPROCS(spareP.before)
+		}
 	}
-	spareP.before, spareP.set = 0, 0
+	spareP.before, spareP.set, spareP.auto = 0, 0, false
+}
+
+// isDefaultGOMAXPROCS reports whether cur, the GOMAXPROCS in effect, is the
+// runtime's default. The runtime does not say whether a value was set, so
+// this asks for the default (runtime.SetDefaultGOMAXPROCS) and compares:
+// a value set equal to the default counts as the default. It leaves
+// GOMAXPROCS at cur. Any goroutine; reserveP's caller is about to change
+// GOMAXPROCS anyway.
+func isDefaultGOMAXPROCS(cur int) bool {
+	runtime.SetDefaultGOMAXPROCS()
+	if runtime.GOMAXPROCS(0) == cur {
+		return true
+	}
+	runtime.GOMAXPROCS(cur)
+	return false
 }

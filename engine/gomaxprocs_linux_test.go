@@ -141,3 +141,42 @@ func TestGoWorkFromCallbacks(t *testing.T) {
 		}
 	}
 }
+
+// TestGOMAXPROCSDefault checks that an engine started with GOMAXPROCS at
+// the runtime's default gives it back as that default, and that an
+// explicit value above it is told apart. (The runtime does not expose
+// whether it is in default mode; what can be checked is the value and
+// isDefaultGOMAXPROCS's answer.)
+func TestGOMAXPROCSDefault(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	runtime.SetDefaultGOMAXPROCS()
+	def := runtime.GOMAXPROCS(0)
+	if !isDefaultGOMAXPROCS(def) || runtime.GOMAXPROCS(0) != def {
+		t.Fatalf("GOMAXPROCS %d right after SetDefaultGOMAXPROCS is not seen as the default", def)
+	}
+	runtime.GOMAXPROCS(def + 1)
+	if isDefaultGOMAXPROCS(def+1) || runtime.GOMAXPROCS(0) != def+1 {
+		t.Fatalf("explicit GOMAXPROCS %d seen as the default %d, or not left as it was (now %d)", def+1, def, runtime.GOMAXPROCS(0))
+	}
+	runtime.SetDefaultGOMAXPROCS()
+	cpus := allowedCPUList(t)
+	if len(cpus) < def {
+		t.Skipf("the default GOMAXPROCS %d exceeds the %d CPUs this process may use; the engine would not raise it", def, len(cpus))
+	}
+	var logs logLines
+	e, err := New(&Config{Backend: BackendURing, CPUs: cpus[:def], Logf: logs.logf}, &echoHandler{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	waitFor(t, "the engine to raise GOMAXPROCS", func() bool { return runtime.GOMAXPROCS(0) == def+1 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := runtime.GOMAXPROCS(0); got != def {
+		t.Errorf("GOMAXPROCS %d after the engine stopped, want the default %d back", got, def)
+	}
+}
