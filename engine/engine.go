@@ -72,6 +72,9 @@ const (
 	BackendURing Backend = "uring"
 	// BackendURingSQPoll adds an SQPOLL kernel thread pinned to a CPU
 	// outside the loop set (Config.SQPoll), shared by the engine's rings.
+	// It receives with single-shot recvs, re-armed after each completion,
+	// so that pausing a slow reader takes effect at once (see armRecv),
+	// and sends one SEND at a time per connection.
 	BackendURingSQPoll Backend = "uring-sqpoll"
 	// BackendURingNAPI adds IORING_REGISTER_NAPI busy polling
 	// (Config.BusyPoll, Config.PreferBusyPoll) with the NAPI ids of accepted
