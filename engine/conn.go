@@ -96,7 +96,6 @@ type kstate struct {
 	closing  bool   // uring: close in progress
 	napiSeen bool   // busy-poll backends: NAPI id looked up
 	inflight int32  // uring: SQEs in flight that refer to fd
-	slowSend bool   // uring: a fast send fell short; plain SENDs until the queue drains
 }
 
 // Loop returns the loop that owns c. Any goroutine.

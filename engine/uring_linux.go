@@ -20,10 +20,9 @@ const (
 	opSend
 	opConnect
 	opCancel
-	opMsg      // a MSG_RING wake-up arriving from another loop
-	opMsgSent  // our MSG_RING to another loop completed
-	opSendZC   // SEND_ZC: the gen field carries the slab chunk id
-	opSendFast // a fast send that fell short (see sendFast)
+	opMsg     // a MSG_RING wake-up arriving from another loop
+	opMsgSent // our MSG_RING to another loop completed
+	opSendZC  // SEND_ZC: the gen field carries the slab chunk id
 )
 
 const bufGroup = 1
@@ -65,9 +64,6 @@ type uringBackend struct {
 	maxChain int   // linked SENDs per flush
 	zcMin    int   // SEND_ZC threshold, 0 = off
 	zcChunks int32 // chunk ids below this lie in the registered region
-	// fast holds the fast sends (sendFast) not yet settled, oldest first;
-	// fastSpare is the other half of its double buffer.
-	fast, fastSpare []fastSend
 	// batchWait is Config.BatchWait where the kernel has min_wait (0:
 	// off); lastCQEs counts the completions the previous poll handled.
 	batchWait time.Duration
@@ -322,10 +318,6 @@ func (b *uringBackend) flush(c *Conn) {
 		return
 	}
 	end := min(len(c.wq), c.wqHead+b.maxChain)
-	if end == c.wqHead+1 && !b.sqpoll && !c.k.slowSend && !b.zeroCopy(c.wq[c.wqHead]) {
-		b.sendFast(c, c.segBytes(c.wq[c.wqHead]))
-		return
-	}
 	// A chain must reach the kernel in one submission: a split chain is two
 	// chains, and their sends could run out of order.
 	if free := b.r.SQEntries() - b.r.SQReady(); free < uint32(end-c.wqHead) {
@@ -336,7 +328,7 @@ func (b *uringBackend) flush(c *Conn) {
 		s := c.wq[i]
 		buf := c.segBytes(s)
 		q := b.sqe()
-		if b.zeroCopy(s) {
+		if b.zcMin > 0 && s.ref >= 0 && s.ref < b.zcChunks && len(buf) >= b.zcMin {
 			// Two CQEs: the result (More), then the notification after
 			// which the chunk may be reused.
 			q.PrepSendZC(c.fd, buf, unix.MSG_NOSIGNAL|unix.MSG_WAITALL, 0, udata(opSendZC, c.slot, uint32(s.ref)))
@@ -353,79 +345,6 @@ func (b *uringBackend) flush(c *Conn) {
 		c.k.inflight++
 		b.inflight++
 	}
-}
-
-// zeroCopy reports whether segment s goes out by SEND_ZC: it lies in the
-// registered slab region and is at least Config.SendZCThreshold long.
-func (b *uringBackend) zeroCopy(s seg) bool {
-	return b.zcMin > 0 && s.ref >= 0 && s.ref < b.zcChunks && int(s.end-s.off) >= b.zcMin
-}
-
-// A fast send is a connection's only queued segment sent with MSG_DONTWAIT
-// and FlagCQESkipSuccess, for replies that fit the socket: the common case
-// of a request and its answer. It completes while the enter that submits it
-// runs (it cannot wait for the socket), posting a CQE only when it fell
-// short: the bytes that went out, or -EAGAIN. So a reply costs no CQE, and
-// the enter that submits it is also the one that waits for the next
-// request, where a plain SEND's CQE would end that wait at once (two enters
-// per request at one connection). settleFast completes the silent ones once
-// the kernel has consumed them (uring.Ring.SQConsumed); TestSendDontWait-
-// SkipSuccess in package uring pins the kernel behaviour. A send that fell
-// short hands the rest of the queue to plain SENDs, which wait for the
-// socket, until it drains (kstate.slowSend). Not with SQPOLL, whose thread
-// submits on its own time.
-type fastSend struct {
-	c   *Conn  // nil once its CQE settled it
-	pos uint32 // SQ position
-	n   int32  // bytes
-}
-
-func (b *uringBackend) sendFast(c *Conn, buf []byte) {
-	q := b.sqe()
-	pos := b.r.SQPosition() - 1
-	q.PrepSend(c.fd, buf, unix.MSG_NOSIGNAL|unix.MSG_WAITALL|unix.MSG_DONTWAIT, udata(opSendFast, c.slot, c.gen))
-	q.SetFlags(uring.FlagCQESkipSuccess)
-	b.fast = append(b.fast, fastSend{c: c, pos: pos, n: int32(len(buf))})
-	c.k.sends++
-	c.k.inflight++
-	b.inflight++
-}
-
-// settleFast completes the fast sends the kernel has consumed and that
-// posted no CQE: they sent everything. One prepared since the last enter
-// waits for the next; while completions overflow the CQ, a failure's CQE
-// may still be in the kernel, so nothing is settled until they have moved.
-func (b *uringBackend) settleFast() {
-	if len(b.fast) == 0 || b.r.CQOverflowed() {
-		return
-	}
-	consumed := b.r.SQConsumed()
-	list := b.fast
-	b.fast = b.fastSpare[:0]
-	for i, f := range list {
-		list[i] = fastSend{}
-		switch {
-		case f.c == nil: // settled by its CQE
-		case int32(consumed-f.pos) <= 0: // not submitted yet
-			b.fast = append(b.fast, f)
-		default:
-			b.sendDone(f.c, f.n)
-		}
-	}
-	b.fastSpare = list[:0]
-}
-
-// fastWaiting reports whether work waits for a fast send to settle: more
-// data queued behind it, or a close, CloseWrite or read resume that waits
-// for the queue to drain. Then the loop must not sleep in the enter that
-// submits it, since no CQE would wake it to settle the send.
-func (b *uringBackend) fastWaiting() bool {
-	for _, f := range b.fast {
-		if c := f.c; c != nil && (c.queued > int(f.n) || c.wantShutWr || c.state != stateOpen || c.paused&pauseHWM != 0) {
-			return true
-		}
-	}
-	return false
 }
 
 // closeConn cancels what refers to c's fd and closes it once nothing does.
@@ -448,26 +367,6 @@ func (b *uringBackend) closeConn(c *Conn) {
 func (b *uringBackend) finish(c *Conn) {
 	unix.Close(c.fd)
 	b.l.finishClose(c)
-}
-
-// sendDone completes one of c's sends with result res.
-func (b *uringBackend) sendDone(c *Conn, res int32) {
-	c.k.sends--
-	b.l.st.writes.Add(1)
-	if res > 0 && c.state != stateClosed {
-		c.sent(int(res))
-	} else if res < 0 && res != -int32(unix.ECANCELED) && !c.k.closing {
-		c.abort(opError("send", unix.Errno(-res)))
-	}
-	if c.k.sends == 0 && !c.k.closing {
-		if c.queued > 0 {
-			b.flush(c)
-		} else {
-			c.k.slowSend = false
-			c.afterDrain()
-		}
-	}
-	b.done(c)
 }
 
 // done is called when an SQE of c completed for good.
@@ -499,9 +398,6 @@ func (b *uringBackend) poll(timeout time.Duration) error {
 		}
 		b.starved = b.starved[:0]
 	}
-	if timeout != 0 && b.fastWaiting() {
-		timeout = 0
-	}
 	var err error
 	t0 := l.waitStart()
 	switch {
@@ -530,7 +426,7 @@ func (b *uringBackend) poll(timeout time.Duration) error {
 	for {
 		ready := int(min(b.r.CQReady(), uint32(len(b.cqes))))
 		if ready == 0 {
-			break
+			return nil
 		}
 		n := b.r.PeekCQEs(b.cqes[:ready])
 		l.st.cqes.Add(uint64(n))
@@ -539,8 +435,6 @@ func (b *uringBackend) poll(timeout time.Duration) error {
 			b.handle(b.cqes[i])
 		}
 	}
-	b.settleFast()
-	return nil
 }
 
 func (b *uringBackend) handle(q uring.CQE) {
@@ -632,22 +526,21 @@ func (b *uringBackend) handle(q uring.CQE) {
 			b.done(c)
 		}
 	case opSend:
-		b.sendDone(c, q.Res)
-	case opSendFast:
-		// It fell short (it posts nothing otherwise): Res is what went out,
-		// or -EAGAIN for nothing. Plain SENDs take the rest.
-		for i := range b.fast {
-			if b.fast[i].c == c {
-				b.fast[i].c = nil
-				break
+		c.k.sends--
+		l.st.writes.Add(1)
+		if q.Res > 0 && c.state != stateClosed {
+			c.sent(int(q.Res))
+		} else if q.Res < 0 && q.Res != -int32(unix.ECANCELED) && !c.k.closing {
+			c.abort(opError("send", unix.Errno(-q.Res)))
+		}
+		if c.k.sends == 0 && !c.k.closing {
+			if c.queued > 0 {
+				b.flush(c)
+			} else {
+				c.afterDrain()
 			}
 		}
-		c.k.slowSend = true
-		res := q.Res
-		if res == -int32(unix.EAGAIN) {
-			res = 0
-		}
-		b.sendDone(c, res)
+		b.done(c)
 	case opConnect:
 		if !c.k.closing {
 			l.connected(c)
