@@ -6,8 +6,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestSendDontWaitSkipSuccess pins the kernel behaviour the engine's
-// one-CQE echo relies on (engine: fast sends): without SQPOLL, a SEND with
+// TestSendDontWaitSkipSuccess pins the kernel behaviour that a send
+// without a CQE on success relies on (the engine's fast-send experiment,
+// commit 7cfa617, docs/BENCHMARKS.md): without SQPOLL, a SEND with
 // MSG_DONTWAIT is issued while io_uring_enter consumes it and cannot wait
 // for the socket, so once SQConsumed has passed it, it has completed. With
 // FlagCQESkipSuccess a complete send posts nothing; a partial one posts the
