@@ -325,7 +325,7 @@ func napiID(fd int) (uint32, error) {
 	case err != nil:
 		return 0, os.NewSyscallError("getsockopt SO_INCOMING_NAPI_ID", err)
 	case id < 257: // 0 when none is recorded; real ids start above NR_CPUS (MIN_NAPI_ID)
-		return 0, fmt.Errorf("SO_INCOMING_NAPI_ID is %d: loopback, or a device without NAPI", id)
+		return 0, fmt.Errorf("SO_INCOMING_NAPI_ID is %d: loopback, or a device without NAPI (a veth has NAPI with GRO on and TSO off)", id)
 	}
 	return uint32(id), nil
 }
