@@ -33,7 +33,7 @@ var (
 )
 
 // SQPollOnCPU pins the SQPOLL thread to cpu (CPU 0 included); a negative
-// cpu makes New fail.
+// cpu makes New fail. Any goroutine.
 func SQPollOnCPU(cpu int) SQPollPlacement {
 	if cpu < 0 {
 		return SQPollPlacement{cpu: -2}
@@ -42,7 +42,7 @@ func SQPollOnCPU(cpu int) SQPollPlacement {
 }
 
 // CPU returns the CPU the placement pins the thread to, and false for
-// SQPollAuto and SQPollUnpinned.
+// SQPollAuto and SQPollUnpinned. Any goroutine.
 func (p SQPollPlacement) CPU() (int, bool) {
 	if p.cpu > 0 {
 		return p.cpu - 1, true
@@ -50,7 +50,7 @@ func (p SQPollPlacement) CPU() (int, bool) {
 	return -1, false
 }
 
-// String is "auto", "unpinned" or "CPU n".
+// String is "auto", "unpinned" or "CPU n". Any goroutine.
 func (p SQPollPlacement) String() string {
 	switch {
 	case p.cpu == 0:

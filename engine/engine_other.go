@@ -4,7 +4,7 @@ package engine
 
 import "time"
 
-// New returns ErrNotSupported: the engine needs Linux.
+// New returns ErrNotSupported: the engine needs Linux. Any goroutine.
 func New(cfg *Config, h Handler) (*Engine, error) { return nil, ErrNotSupported }
 
 func (l *Loop) wakeLocked() {}

@@ -319,14 +319,15 @@ type Buffer struct {
 }
 
 // Bytes returns the received bytes. The slice is valid until the buffer is
-// released.
+// released. Loop goroutine.
 func (b Buffer) Bytes() []byte { return b.l.bufBytes(b.id)[:b.n] }
 
-// Len is the number of received bytes.
+// Len is the number of received bytes. Loop goroutine.
 func (b Buffer) Len() int { return int(b.n) }
 
 // Release gives a kept buffer back to the loop. Call it exactly once for each
 // buffer OnData returned true for (unless it went to Conn.WriteBuffer).
+// Loop goroutine.
 func (b Buffer) Release() { b.l.releaseBuf(b.id) }
 
 // A buffer id names a receive buffer (id >= 0: the backend's) or, for data

@@ -19,7 +19,7 @@ type Arena struct {
 	off int
 }
 
-// NewArena maps an arena of at least size bytes.
+// NewArena maps an arena of at least size bytes. Any goroutine.
 func NewArena(size int) (*Arena, error) {
 	mem, _, err := sys.MapAnon(size, false)
 	if err != nil {
@@ -122,7 +122,7 @@ const SockaddrMax = 28
 
 // EncodeSockaddr writes ap as struct sockaddr_in (16 bytes) or sockaddr_in6
 // (28 bytes; IPv6 zones are refused) into dst and returns the length. It
-// does not allocate.
+// does not allocate. Any goroutine.
 func EncodeSockaddr(dst []byte, ap netip.AddrPort) (int, error) {
 	addr := ap.Addr()
 	switch {

@@ -2,7 +2,8 @@
 
 package uring
 
-// Probe returns ErrNotSupported outside Linux, with Features saying why.
+// Probe returns ErrNotSupported outside Linux, with Features saying why. Any
+// goroutine.
 func Probe() (*Features, error) {
 	return &Features{Disabled: -1, Error: ErrNotSupported.Error()}, ErrNotSupported
 }

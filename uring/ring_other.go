@@ -10,7 +10,7 @@ type Ring struct{}
 // BufRing is a provided buffer ring; outside Linux it cannot be created.
 type BufRing struct{}
 
-// New returns ErrNotSupported outside Linux.
+// New returns ErrNotSupported outside Linux. Any goroutine.
 func New(cfg *Config) (*Ring, error) { return nil, ErrNotSupported }
 
 // Close returns ErrNotSupported outside Linux. Any goroutine.
