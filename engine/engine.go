@@ -171,7 +171,9 @@ type Config struct {
 	// (a receive buffer is queued or held as it is). The epoll backends
 	// read into the slab already and never copy.
 	MaxQueuedReadBuffers int
-	// NoHugePages disables the attempt to put buffers on huge pages.
+	// NoHugePages disables the attempt to put buffers on huge pages
+	// (MAP_HUGETLB, else MADV_HUGEPAGE). Default false: huge pages where
+	// the host has them, the kind used reported by Engine.BufferPages.
 	NoHugePages bool
 	// BatchWait lets a busy uring loop (one whose last iteration handled
 	// two requests or more) gather more completions per wake-up: its next
