@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"sync"
 	"testing"
 	"time"
 )
@@ -18,18 +17,9 @@ func TestBatchWait(t *testing.T) {
 			cfg.BatchWait = 100 * time.Microsecond
 			e, addr := startEngine(t, cfg, &echoHandler{zeroCopy: true})
 			const conns = 50
-			var wg sync.WaitGroup
-			errc := make(chan error, conns)
-			for i := range conns {
-				wg.Go(func() {
-					if err := echoOnce(addr, uint64(i), 64<<10+i, 700, nil); err != nil {
-						errc <- err
-					}
-				})
-			}
-			wg.Wait()
-			close(errc)
-			for err := range errc {
+			for _, err := range concurrently(conns, func(i int) error {
+				return echoOnce(addr, uint64(i), 64<<10+i, 700, nil)
+			}) {
 				t.Fatal(err)
 			}
 			s := e.Stats()

@@ -217,23 +217,15 @@ func TestEchoIntegrity(t *testing.T) {
 						cfg.SendZCThreshold = 4096
 					}
 					e, addr := startEngine(t, cfg, h)
-					var wg sync.WaitGroup
-					errc := make(chan error, tc.conns)
 					sem := make(chan struct{}, 500) // stay below the listen backlog
-					for i := 0; i < tc.conns; i++ {
-						wg.Add(1)
-						go func() {
-							defer wg.Done()
-							sem <- struct{}{}
-							defer func() { <-sem }()
-							if err := echoOnce(addr, uint64(i), tc.size, tc.wsize, nil); err != nil {
-								errc <- fmt.Errorf("conn %d: %w", i, err)
-							}
-						}()
-					}
-					wg.Wait()
-					close(errc)
-					for err := range errc {
+					for _, err := range concurrently(tc.conns, func(i int) error {
+						sem <- struct{}{}
+						defer func() { <-sem }()
+						if err := echoOnce(addr, uint64(i), tc.size, tc.wsize, nil); err != nil {
+							return fmt.Errorf("conn %d: %w", i, err)
+						}
+						return nil
+					}) {
 						t.Error(err)
 					}
 					waitFor(t, "connections to close", func() bool { return h.closes.Load() == int64(tc.conns) })
@@ -251,6 +243,27 @@ func TestEchoIntegrity(t *testing.T) {
 			}
 		})
 	}
+}
+
+// concurrently runs f(0) … f(n-1) on n goroutines and returns, once all
+// have returned, the errors they returned.
+func concurrently(n int, f func(i int) error) []error {
+	var wg sync.WaitGroup
+	errc := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			if err := f(i); err != nil {
+				errc <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errc)
+	var errs []error
+	for err := range errc {
+		errs = append(errs, err)
+	}
+	return errs
 }
 
 func waitFor(t testing.TB, what string, ok func() bool) {

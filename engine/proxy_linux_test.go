@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -85,20 +84,12 @@ func TestProxyForward(t *testing.T) {
 			p := &l4proxy{upstream: upstream, hwm: cfg.WriteHighWater}
 			_, addr := startEngine(t, cfg, p)
 			const conns = 10
-			var wg sync.WaitGroup
-			errc := make(chan error, conns)
-			for i := 0; i < conns; i++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					if err := echoOnce(addr, uint64(100+i), 2<<20, 256<<10, nil); err != nil {
-						errc <- fmt.Errorf("conn %d: %w", i, err)
-					}
-				}()
-			}
-			wg.Wait()
-			close(errc)
-			for err := range errc {
+			for _, err := range concurrently(conns, func(i int) error {
+				if err := echoOnce(addr, uint64(100+i), 2<<20, 256<<10, nil); err != nil {
+					return fmt.Errorf("conn %d: %w", i, err)
+				}
+				return nil
+			}) {
 				t.Error(err)
 			}
 			waitFor(t, "both sides of every proxied connection to close", func() bool { return p.closed.Load() == 2*conns })

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"net"
-	"sync"
 	"testing"
 	"time"
 )
@@ -28,28 +27,25 @@ func TestLoopYields(t *testing.T) {
 			for i, l := range loops {
 				before[i] = l.Stats()
 			}
-			deadline := time.Now().Add(run)
-			var wg sync.WaitGroup
-			errc := make(chan error, conns)
-			for range conns {
+			var clients [conns]net.Conn
+			for i := range clients {
 				c, err := net.Dial("tcp", addr)
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer c.Close()
-				wg.Go(func() {
-					msg := make([]byte, 64)
-					for time.Now().Before(deadline) {
-						if err := roundTrip(c, msg); err != nil {
-							errc <- err
-							return
-						}
-					}
-				})
+				clients[i] = c
 			}
-			wg.Wait()
-			close(errc)
-			for err := range errc {
+			deadline := time.Now().Add(run)
+			for _, err := range concurrently(conns, func(i int) error {
+				msg := make([]byte, 64)
+				for time.Now().Before(deadline) {
+					if err := roundTrip(clients[i], msg); err != nil {
+						return err
+					}
+				}
+				return nil
+			}) {
 				t.Fatal(err)
 			}
 			busy := 0
