@@ -284,34 +284,6 @@ func (r *Ring) SQReady() uint32 {
 	return r.sqTail - r.sqHead()
 }
 
-// SQPosition returns the position of the next SQE GetSQE hands out, counted
-// from the ring's creation (it wraps at 2^32). Owner goroutine.
-func (r *Ring) SQPosition() uint32 { return r.sqTail }
-
-// SQConsumed returns how many SQEs the kernel has consumed since the ring's
-// creation (its SQ head; it wraps at 2^32): the SQE at position p has been
-// submitted once int32(SQConsumed()-p) > 0. Without SQPOLL the kernel issues
-// each SQE it consumes before the io_uring_enter that consumed it returns,
-// so an operation that cannot wait (a socket op with MSG_DONTWAIT, which
-// fails with EAGAIN instead of waiting for readiness) has then completed,
-// and with FlagCQESkipSuccess a missing CQE means it succeeded (a failed one
-// posts its CQE during that enter; see CQOverflowed). 0 after Close. Owner
-// goroutine.
-func (r *Ring) SQConsumed() uint32 {
-	if r.closed {
-		return 0
-	}
-	return r.sqHead()
-}
-
-// CQOverflowed reports that completions did not fit in the CQ and wait in
-// the kernel (IORING_SQ_CQ_OVERFLOW) until an enter with GETEVENTS moves
-// them, so the CQ does not yet hold every completion posted. Owner
-// goroutine.
-func (r *Ring) CQOverflowed() bool {
-	return !r.closed && r.mem.SQFlags.Load()&sys.IORING_SQ_CQ_OVERFLOW != 0
-}
-
 // The four accessors below are the only places that touch the shared ring
 // indexes. Go's sync/atomic loads and stores are sequentially consistent,
 // hence at least acquire and release; each comment names the kernel side

@@ -144,12 +144,3 @@ func (b *BufRing) Available() (int, error) { return 0, ErrNotSupported }
 
 // BundleIDs returns ErrNotSupported outside Linux. Any goroutine.
 func (b *BufRing) BundleIDs(c CQE, dst []uint16) ([]uint16, error) { return dst, ErrNotSupported }
-
-// SQPosition returns 0 outside Linux. Owner goroutine.
-func (r *Ring) SQPosition() uint32 { return 0 }
-
-// SQConsumed returns 0 outside Linux. Owner goroutine.
-func (r *Ring) SQConsumed() uint32 { return 0 }
-
-// CQOverflowed returns false outside Linux. Owner goroutine.
-func (r *Ring) CQOverflowed() bool { return false }
