@@ -1,8 +1,6 @@
 package main
 
 import (
-	"github.com/spindlenet/spindle/internal/tunestate"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spindlenet/spindle/internal/tunestate"
 	"github.com/spindlenet/spindle/topo"
 	"github.com/spindlenet/spindle/tune"
 )
@@ -31,8 +30,6 @@ const tuneUsage = `usage: spindle tune <inspect|diagnose|plan|apply|revert> [fla
   revert    restore what 'apply' saved, byte for byte (root)
 
 Every subcommand takes --json and --root (a captured /proc+/sys tree; default /).`
-
-const defaultState = tunestate.DefaultPath
 
 func runTune(ctx context.Context, args []string) error { return tuneMain(ctx, args, os.Stdout) }
 
@@ -166,7 +163,7 @@ func tunePlan(args []string, w io.Writer) error {
 	suspend := fs.Uint64("irq-suspend-ns", 0, "inline with --busy-poll: per-NAPI irq-suspend-timeout in ns via netdev napi-set (Linux 6.13+); 0 = leave")
 	exclude := fs.String("exclude-irqs", "", "comma-separated IRQ numbers never to touch")
 	apply := fs.Bool("apply", false, "apply the plan now (root); saves the previous state to --state")
-	state := fs.String("state", defaultState, "state file written by --apply, read by 'tune revert'")
+	state := fs.String("state", tunestate.DefaultPath, "state file written by --apply, read by 'tune revert'")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -235,7 +232,7 @@ func tuneApply(args []string, w io.Writer) error {
 	asJSON := fs.Bool("json", false, "print the saved state as JSON")
 	root := fs.String("root", "/", "apply under this directory instead of the live /proc and /sys")
 	planPath := fs.String("plan", "", "plan file from 'tune plan --json' (- for stdin)")
-	state := fs.String("state", defaultState, "where to save the previous values")
+	state := fs.String("state", tunestate.DefaultPath, "where to save the previous values")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -274,7 +271,7 @@ func tuneRevert(args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("tune revert", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	root := fs.String("root", "", "root the plan was applied under (default: the one saved in the state file)")
-	state := fs.String("state", defaultState, "state file written by apply")
+	state := fs.String("state", tunestate.DefaultPath, "state file written by apply")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
