@@ -30,16 +30,7 @@ func TestGOMAXPROCS(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				ctx, cancel := context.WithCancel(context.Background())
-				done := make(chan error, 1)
-				go func() { done <- e.Run(ctx) }()
-				var runErr error
-				var once sync.Once
-				stop := func() error {
-					once.Do(func() { cancel(); runErr = <-done })
-					return runErr
-				}
-				defer stop()
+				stop := runUntilStopped(t, e)
 				if err := echoOnce(ln.Addr().String(), 1, 64<<10, 4096, nil); err != nil {
 					t.Fatal(err)
 				}
@@ -63,6 +54,22 @@ func TestGOMAXPROCS(t *testing.T) {
 			})
 		}
 	}
+}
+
+// runUntilStopped runs e and returns stop, which cancels Run and returns
+// its error; the test's cleanup calls it too, and only the first call stops.
+func runUntilStopped(t *testing.T, e *Engine) (stop func() error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() { cancel(); err = <-done })
+		return err
+	}
+	t.Cleanup(func() { stop() })
+	return stop
 }
 
 // logLines collects an engine's Logf lines. Any goroutine.
@@ -163,17 +170,15 @@ func TestGOMAXPROCSDefault(t *testing.T) {
 	if len(cpus) < def {
 		t.Skipf("the default GOMAXPROCS %d exceeds the %d CPUs this process may use; the engine would not raise it", def, len(cpus))
 	}
-	var logs logLines
-	e, err := New(&Config{Backend: BackendURing, CPUs: cpus[:def], Logf: logs.logf}, &echoHandler{})
+	cfg := testConfig(BackendURing)
+	cfg.CPUs = cpus[:def]
+	e, err := New(cfg, &echoHandler{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- e.Run(ctx) }()
+	stop := runUntilStopped(t, e)
 	waitFor(t, "the engine to raise GOMAXPROCS", func() bool { return runtime.GOMAXPROCS(0) == def+1 })
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	if got := runtime.GOMAXPROCS(0); got != def {
