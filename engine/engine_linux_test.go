@@ -591,14 +591,6 @@ func TestSteering(t *testing.T) {
 	}
 }
 
-// TestZeroAllocsPerMessage counts every allocation of the process (server
-// loops and the in-process clients, whose net.Conn reads and writes do not
-// allocate) while 50 connections echo 64-byte messages concurrently, so the
-// loops handle batches of completions, copy and zero-copy echo, and it
-// allows none beyond a few from the runtime itself (under one per 100
-// messages; an allocation per message or per loop iteration is far more). It runs under -race too
-// (CI runs only that): the engine's hot path has nothing the race runtime
-// allocates for.
 // roundTrip writes msg on c and reads its echo back into msg.
 func roundTrip(c net.Conn, msg []byte) error {
 	if _, err := c.Write(msg); err != nil {
@@ -608,6 +600,14 @@ func roundTrip(c net.Conn, msg []byte) error {
 	return err
 }
 
+// TestZeroAllocsPerMessage counts every allocation of the process (server
+// loops and the in-process clients, whose net.Conn reads and writes do not
+// allocate) while 50 connections echo 64-byte messages concurrently, so the
+// loops handle batches of completions, copy and zero-copy echo, and it
+// allows none beyond a few from the runtime itself (under one per 100
+// messages; an allocation per message or per loop iteration is far more). It runs under -race too
+// (CI runs only that): the engine's hot path has nothing the race runtime
+// allocates for.
 func TestZeroAllocsPerMessage(t *testing.T) {
 	for _, b := range testBackends {
 		for _, zc := range []bool{false, true} {
