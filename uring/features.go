@@ -69,6 +69,7 @@ const (
 	FeatMultishotAccept = "multishot accept"
 	FeatMultishotRecv   = "multishot recv with buffer ring"
 	FeatRecvBundle      = "recv bundle"
+	FeatRecvLimit       = "multishot recv byte limit"
 	FeatNAPI            = "IORING_REGISTER_NAPI"
 	FeatNAPIStatic      = "NAPI static tracking"
 )

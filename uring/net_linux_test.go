@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/spindlenet/spindle/internal/kver"
 )
 
 func TestAcceptMultishot(t *testing.T) {
@@ -556,5 +558,62 @@ func TestSendmsgTo(t *testing.T) {
 	n, _, err := unix.Recvfrom(rfd, got, 0)
 	if err != nil || string(got[:n]) != "datagram" {
 		t.Errorf("received %q, %v", got[:n], err)
+	}
+}
+
+// TestRecvLimit pins SetRecvLimit's contract on a TCP stream with 8 KiB
+// waiting: a multishot receive limited to 2,500 bytes with 1 KiB buffers
+// ends (no More) once it has that many, below limit plus one buffer; new
+// ones receive the rest, the last staying armed for more.
+func TestRecvLimit(t *testing.T) {
+	if !HasRecvLimit() {
+		if k := kver.Release(); kver.AtLeast(k, "6.17") {
+			t.Fatalf("no multishot recv byte limit on %s (>= 6.17): %v", k, probeRecvLimit())
+		}
+		t.Skipf("multishot recv byte limit not supported (requires >= 6.17, have %s)", kver.Release())
+	}
+	r := newRing(t, &Config{Entries: 16, SingleIssuer: true, DeferTaskrun: true})
+	const bufSize, limit, total = 1024, 2500, 8 << 10
+	b, err := r.SetupBufRing(3, 16, bufSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	c, s := tcpPair(t)
+	if n, err := unix.Write(c, make([]byte, total)); err != nil || n != total {
+		t.Fatalf("write: %d, %v", n, err)
+	}
+	got := 0
+	for arm := 0; got < total; arm++ {
+		if arm == total/limit+2 {
+			t.Fatalf("%d receives armed for %d bytes", arm, total)
+		}
+		q := sqe(t, r)
+		q.PrepRecvMultishot(s, 3, false, 0, uint64(arm))
+		q.SetRecvLimit(limit)
+		this := 0
+		for done := false; !done && got+this < total; {
+			for _, cqe := range reap(t, r, 1) {
+				if cqe.Res <= 0 {
+					t.Fatalf("receive %d: res %d after %d bytes", arm, cqe.Res, this)
+				}
+				this += int(cqe.Res)
+				id, _ := cqe.BufferID()
+				b.Recycle(id)
+				b.Commit()
+				done = !cqe.More()
+				if done && this < min(limit, total-got) {
+					t.Fatalf("receive %d ended after %d bytes, limit %d", arm, this, limit)
+				}
+			}
+		}
+		if this >= limit+bufSize {
+			t.Errorf("receive %d got %d bytes; limit %d, buffers of %d", arm, this, limit, bufSize)
+		}
+		t.Logf("receive %d: %d bytes", arm, this)
+		got += this
+	}
+	if got != total {
+		t.Errorf("received %d bytes of %d", got, total)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -123,6 +124,7 @@ func Probe() (*Features, error) {
 	add("behaviour", FeatMultishotAccept, "5.19", probeMultishotAccept(), "accepted a loopback connection with F_MORE")
 	add("behaviour", FeatMultishotRecv, "6.0", probeMultishotRecv(false), "received on a socketpair through a buffer ring with F_MORE")
 	add("behaviour", FeatRecvBundle, "6.10", probeMultishotRecv(true), "bundle receive on a socketpair")
+	add("behaviour", FeatRecvLimit, "6.17", probeRecvLimit(), "multishot recv with a byte limit ended at it")
 	return f, nil
 }
 
@@ -255,6 +257,55 @@ func probeMultishotRecv(bundle bool) error {
 	}
 	if !c.More() {
 		return errors.New("recv completed without IORING_CQE_F_MORE")
+	}
+	return nil
+}
+
+var recvLimit struct {
+	once sync.Once
+	err  error
+}
+
+// HasRecvLimit reports whether multishot receives take a byte limit
+// (SQE.SetRecvLimit), probed once per process on a ring of its own. Any
+// goroutine.
+func HasRecvLimit() bool {
+	recvLimit.once.Do(func() { recvLimit.err = probeRecvLimit() })
+	return recvLimit.err == nil
+}
+
+// probeRecvLimit runs a multishot receive limited to 2 bytes with 5
+// waiting: it must deliver them and end (no More). A kernel without the
+// limit refuses the SQE (-EINVAL).
+func probeRecvLimit() error {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	r, err := New(&Config{Entries: 4})
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if _, err := r.SetupBufRing(1, 4, 2); err != nil {
+		return err
+	}
+	if _, err := unix.Write(fds[1], []byte("probe")); err != nil {
+		return err
+	}
+	q := r.GetSQE()
+	q.PrepRecvMultishot(fds[0], 1, false, 0, 1)
+	q.SetRecvLimit(2)
+	c, err := probeReap(r)
+	switch {
+	case err != nil:
+		return err
+	case c.Res < 0:
+		return c.Err()
+	case c.Res != 2 || c.More():
+		return fmt.Errorf("a receive limited to 2 bytes got %d and more=%v", c.Res, c.More())
 	}
 	return nil
 }
