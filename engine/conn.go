@@ -213,6 +213,14 @@ func (c *Conn) WriteBuffer(b Buffer) error {
 	return nil
 }
 
+// recvBudget is how many bytes c may still receive before the buffers its
+// write queue and held data take reach the high-water mark, at least 1: a
+// receive limited to it (uring's armRecv) ends at the mark, having filled
+// at most one buffer past it. Loop goroutine.
+func (c *Conn) recvBudget() int {
+	return max(c.l.hwm-c.qmem-len(c.held)*c.l.chunks.size, 1)
+}
+
 func (c *Conn) checkHWM() {
 	// The mark caps memory, not payload: a queue of partly filled buffers
 	// (small reads, small writes) holds whole buffers.

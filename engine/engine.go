@@ -72,9 +72,11 @@ const (
 	BackendURing Backend = "uring"
 	// BackendURingSQPoll adds an SQPOLL kernel thread pinned to a CPU
 	// outside the loop set (Config.SQPoll), shared by the engine's rings.
-	// It receives with single-shot recvs, re-armed after each completion,
-	// so that pausing a slow reader takes effect at once (see armRecv),
-	// and sends one SEND at a time per connection.
+	// Its multishot receives are limited to the room below WriteHighWater
+	// (6.17); on older kernels it receives with single-shot recvs,
+	// re-armed after each completion, so that pausing a slow reader takes
+	// effect at once (see armRecv). It sends one SEND at a time per
+	// connection.
 	BackendURingSQPoll Backend = "uring-sqpoll"
 	// BackendURingNAPI adds IORING_REGISTER_NAPI busy polling
 	// (Config.BusyPoll, Config.PreferBusyPoll) with the NAPI ids of accepted
@@ -125,12 +127,17 @@ type Config struct {
 	// from that connection until the queue's memory drains below half of
 	// it, so the memory a connection holds in its write queue stays below
 	// WriteHighWater plus one buffer.
-	// With io_uring a multishot receive can fill a few dozen more buffers
-	// before its cancel takes effect (30-50 measured here); those are
-	// held for the connection and delivered when reading resumes, in the
-	// receive ring, or copied to the send slab when paused connections
-	// hold half the ring (MaxQueuedReadBuffers).
-	// Default 256 KiB.
+	// The uring backends arm each receive limited to the room left below
+	// the mark (the multishot receive byte limit, Linux 6.17), so what the
+	// kernel delivers after reading pauses stays within that bound too
+	// (TestSlowReaderMemoryCap: 52-64 KiB held at a 64 KiB mark, where
+	// unlimited receives held 216-372 KiB, 572-612 KiB with BatchWait).
+	// On older kernels a multishot receive fills more buffers until its
+	// cancel takes effect; those are held for the connection and delivered
+	// when reading resumes, in the receive ring, or copied to the send slab
+	// when paused connections hold half the ring (MaxQueuedReadBuffers).
+	// Default 256 KiB; the limit ends a receive, costing one re-arm, per
+	// WriteHighWater of data.
 	WriteHighWater int
 	// BusyPoll is the busy-poll time for the uring-napi and epoll-busypoll
 	// backends. Default 50µs.
@@ -162,8 +169,9 @@ type Config struct {
 	// hold half the ring, WriteBuffer copies the bytes into the loop's send
 	// slab and gives the receive buffer back at once; in that last case
 	// data the kernel delivers to a paused connection is copied there too
-	// (memory beyond WriteHighWater, bounded by how much a multishot
-	// receive delivers before its cancel takes effect). So
+	// (memory beyond WriteHighWater on kernels older than 6.17, bounded by
+	// how much a multishot receive delivers before its cancel takes
+	// effect). So
 	// connections whose peers do not read cannot take the ring from the
 	// others: without it, 16 such connections echoing with WriteBuffer held
 	// every buffer of a 64-buffer ring and a 17th connection never received
@@ -182,7 +190,8 @@ type Config struct {
 	// (min_wait_usec, Linux 6.12; older kernels ignore it and say so once
 	// through Logf). It trades up to BatchWait of latency, under load
 	// only, for fewer io_uring_enter calls and wake-ups per request
-	// (docs/BENCHMARKS.md, "Minimum waits"). It loosens WriteHighWater's
+	// (docs/BENCHMARKS.md, "Minimum waits"). On kernels older than 6.17,
+	// without the multishot receive byte limit, it loosens WriteHighWater's
 	// bound on memory: a connection whose peer does not read can receive
 	// what arrives during one batched wait before its reading pauses, all
 	// of it held (measured: 572 KiB over a 64 KiB mark on loopback with

@@ -74,7 +74,7 @@ func (p *l4proxy) OnClose(c *Conn, err error) {
 // server: data crosses two engine connections in each direction by
 // WriteBuffer, with a write high-water mark small enough (two receive
 // buffers) to force backpressure even where receives are single-shot
-// (uring-sqpoll).
+// (uring-sqpoll on kernels without the 6.17 receive limit).
 func TestProxyForward(t *testing.T) {
 	upstream := goEchoServer(t)
 	for _, b := range testBackends {

@@ -59,11 +59,14 @@ type uringBackend struct {
 	starved  []*Conn // connections whose recv ended with ENOBUFS
 	napi     bool
 	sqpoll   bool // the ring has an SQPOLL thread (after any fallback)
-	napiIDs  map[uint32]bool
-	lnArmed  []bool
-	maxChain int   // linked SENDs per flush
-	zcMin    int   // SEND_ZC threshold, 0 = off
-	zcChunks int32 // chunk ids below this lie in the registered region
+	// recvLimit: receives are limited to the connection's recvBudget
+	// (uring.HasRecvLimit, with a high-water mark).
+	recvLimit bool
+	napiIDs   map[uint32]bool
+	lnArmed   []bool
+	maxChain  int   // linked SENDs per flush
+	zcMin     int   // SEND_ZC threshold, 0 = off
+	zcChunks  int32 // chunk ids below this lie in the registered region
 	// batchWait is Config.BatchWait where the kernel has min_wait (0:
 	// off); lastCQEs counts the completions the previous poll handled.
 	batchWait time.Duration
@@ -126,6 +129,7 @@ func (b *uringBackend) init(l *Loop) error {
 	b.r = r
 	l.st.ring.Store(r)
 	b.sqpoll = rc.SQPoll
+	b.recvLimit = l.hwm > 0 && uring.HasRecvLimit()
 	b.maxChain = 16
 	if b.sqpoll {
 		b.maxChain = 1
@@ -262,20 +266,31 @@ func (b *uringBackend) cancel(target uint64) {
 	b.inflight++
 }
 
-// armRecv starts receiving on c: a multishot recv on the buffer ring, or
-// with SQPOLL a single-shot one, re-armed after each completion. Multishot
-// under SQPOLL would break the slow-reader cap: the SQ thread processes the
-// cancel that pauses reading whenever it next runs, and until then the
-// recv keeps draining the socket into the ring, which copyOffRing keeps
-// refilling (measured: 1 MiB held over a 64 KiB high-water mark). Without
-// SQPOLL, the cancel is submitted in the loop's own enter, before the task
-// work that would post more receives, and at most what was already posted
-// arrives after a pause.
+// armRecv starts receiving on c: a multishot recv on the buffer ring,
+// limited where the kernel can (6.17) to what c may still take below the
+// high-water mark (recvBudget), so that a connection whose reading pauses
+// gets nothing more however late the cancel that pauses it is processed.
+// The limit ends the receive (its last CQE without More) and handle arms
+// the next one.
+//
+// Without the limit, SQPOLL receives single-shot, re-armed after each
+// completion: the SQ thread processes the cancel whenever it next runs,
+// and until then a multishot recv would keep draining the socket into the
+// ring, which copyOffRing keeps refilling (measured: 1 MiB held over a
+// 64 KiB high-water mark). Without SQPOLL the cancel is submitted in the
+// loop's own enter, before the task work that would post more receives, and
+// at most what was already posted arrives after a pause (Config.BatchWait
+// widens that to one batched wait).
 func (b *uringBackend) armRecv(c *Conn) {
-	if b.sqpoll {
-		b.sqe().PrepRecvBufSelect(c.fd, bufGroup, 0, udata(opRecv, c.slot, c.gen))
-	} else {
-		b.sqe().PrepRecvMultishot(c.fd, bufGroup, false, 0, udata(opRecv, c.slot, c.gen))
+	q := b.sqe()
+	switch {
+	case b.recvLimit:
+		q.PrepRecvMultishot(c.fd, bufGroup, false, 0, udata(opRecv, c.slot, c.gen))
+		q.SetRecvLimit(uint32(c.recvBudget()))
+	case b.sqpoll:
+		q.PrepRecvBufSelect(c.fd, bufGroup, 0, udata(opRecv, c.slot, c.gen))
+	default:
+		q.PrepRecvMultishot(c.fd, bufGroup, false, 0, udata(opRecv, c.slot, c.gen))
 	}
 	c.k.recv = 1
 	c.k.inflight++
