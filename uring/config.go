@@ -39,7 +39,8 @@ type Config struct {
 	// (millisecond resolution, 5.1). Default (0) is the kernel's 1 s.
 	SQThreadIdle time.Duration
 	// AttachWQ shares the SQPOLL thread and io-wq of another ring
-	// (IORING_SETUP_ATTACH_WQ, 5.6); that ring must be open. Default nil.
+	// (IORING_SETUP_ATTACH_WQ, 5.6). That ring may be closed by its owner
+	// at the same time: New then fails with os.ErrClosed. Default nil.
 	AttachWQ *Ring
 	// RegisterRingFD registers the ring fd with the owner thread
 	// (IORING_REGISTER_RING_FDS, 5.18), making io_uring_enter cheaper. The

@@ -3,6 +3,7 @@ package uring
 import (
 	"errors"
 	"net/netip"
+	"os"
 	"runtime"
 	"sync"
 	"testing"
@@ -26,6 +27,47 @@ func TestAttachWQSQPoll(t *testing.T) {
 	sqe(t, b).PrepNop(9)
 	if c := reap(t, b, 1)[0]; c.UserData != 9 {
 		t.Errorf("after idle: %+v", c)
+	}
+}
+
+// TestAttachWQRacesClose sets up rings attaching to a ring that its own
+// goroutine closes at the same moment, then takes the freed fd number with
+// eventfds: every attach must either share the ring's SQPOLL thread or see
+// it closed (os.ErrClosed), never pass a number that now names another file
+// (io_uring_setup: EINVAL or ENXIO).
+func TestAttachWQRacesClose(t *testing.T) {
+	for i := range 200 {
+		a, err := New(&Config{Entries: 4, SQPoll: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		attached := make(chan error, 1)
+		start := make(chan struct{})
+		go func() {
+			<-start
+			b, err := New(&Config{Entries: 4, SQPoll: true, AttachWQ: a})
+			if err == nil {
+				b.Close()
+			}
+			attached <- err
+		}()
+		close(start)
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		var efds []int
+		for range 4 {
+			if fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC); err == nil {
+				efds = append(efds, fd)
+			}
+		}
+		err = <-attached
+		for _, fd := range efds {
+			unix.Close(fd)
+		}
+		if err != nil && !errors.Is(err, os.ErrClosed) {
+			t.Fatalf("attempt %d: attaching while the ring closed: %v", i, err)
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -15,10 +16,16 @@ import (
 // Ring is one io_uring instance: its submission and completion queues live in
 // memory shared with the kernel. A Ring has one owner goroutine (see the
 // package documentation); only Fd, Features and EnterCount may be called from
-// other goroutines.
+// other goroutines, and another goroutine's New may attach to it
+// (Config.AttachWQ).
 type Ring struct {
 	fd         int
 	fdPub      atomic.Int32 // fd for Fd, -1 after Close
+	// fdMu is held for reading while another ring's setup attaches to fd
+	// (Config.AttachWQ), and for writing while Close closes it: so the
+	// attach uses this ring's fd, never a number Close has freed and some
+	// other file has taken since.
+	fdMu sync.RWMutex
 	enterFd    int          // fd, or the registered ring index
 	enterFlags uint32       // IORING_ENTER_REGISTERED_RING when enterFd is an index
 	regIndex   int          // registered ring index, -1 if none
@@ -73,19 +80,14 @@ func New(cfg *Config) (*Ring, error) {
 		}
 		p.SQThreadIdle = uint32(c.SQThreadIdle / time.Millisecond)
 	}
-	if c.AttachWQ != nil {
-		wq := c.AttachWQ.Fd()
-		if wq < 0 {
-			return nil, fmt.Errorf("uring: Config.AttachWQ: %w", os.ErrClosed)
-		}
-		p.Flags |= sys.IORING_SETUP_ATTACH_WQ
-		p.WQFd = uint32(wq)
+	fd, err := setup(c.Entries, &p, c.AttachWQ)
+	if errors.Is(err, os.ErrClosed) {
+		return nil, err
 	}
-	fd, err := sys.Setup(c.Entries, &p)
 	if err == unix.EINVAL {
 		p2 := p
 		p2.Flags &^= sys.IORING_SETUP_SUBMIT_ALL
-		if fd, err = sys.Setup(c.Entries, &p2); err == nil {
+		if fd, err = setup(c.Entries, &p2, c.AttachWQ); err == nil {
 			p = p2
 		}
 	}
@@ -183,12 +185,16 @@ func (r *Ring) Close() error {
 			first = err
 		}
 	}
-	if err := unix.Close(r.fd); err != nil && first == nil {
+	// The fd number may be reused by any file once closed: every path to
+	// r.fd checks r.closed first, Fd reports -1, and a ring being set up
+	// to attach to this one holds fdMu.
+	r.fdMu.Lock()
+	err := unix.Close(r.fd)
+	r.fdPub.Store(-1)
+	r.fdMu.Unlock()
+	if err != nil && first == nil {
 		first = os.NewSyscallError("close", err)
 	}
-	// The fd number may be reused by any file from now on: every path to
-	// r.fd checks r.closed first, and Fd reports -1.
-	r.fdPub.Store(-1)
 	// Last: no request of this ring can select from them any more.
 	for _, b := range r.bufRings {
 		if err := b.Close(); err != nil && first == nil {
@@ -196,6 +202,26 @@ func (r *Ring) Close() error {
 		}
 	}
 	return first
+}
+
+// setup calls io_uring_setup, attached to other's SQPOLL thread and io-wq
+// when other is not nil (IORING_SETUP_ATTACH_WQ). It holds other's fd open
+// meanwhile: other may be closed by its own goroutine at the same time, and
+// is then reported closed (os.ErrClosed) instead of its freed fd number
+// being used.
+func setup(entries uint32, p *sys.Params, other *Ring) (int, error) {
+	if other == nil {
+		return sys.Setup(entries, p)
+	}
+	other.fdMu.RLock()
+	defer other.fdMu.RUnlock()
+	wq := other.fdPub.Load()
+	if wq < 0 {
+		return -1, fmt.Errorf("uring: Config.AttachWQ: %w", os.ErrClosed)
+	}
+	p.Flags |= sys.IORING_SETUP_ATTACH_WQ
+	p.WQFd = uint32(wq)
+	return sys.Setup(entries, p)
 }
 
 // cancelAll cancels every request in flight and waits up to a second for the
