@@ -19,18 +19,18 @@ import (
 // other goroutines, and another goroutine's New may attach to it
 // (Config.AttachWQ).
 type Ring struct {
-	fd    int
-	fdPub atomic.Int32 // fd for Fd, -1 after Close
+	fd         int
+	fdPub      atomic.Int32 // fd for Fd, -1 after Close
+	enterFd    int          // fd, or the registered ring index
+	enterFlags uint32       // IORING_ENTER_REGISTERED_RING when enterFd is an index
+	regIndex   int          // registered ring index, -1 if none
+	setup      uint32       // IORING_SETUP_* in effect
+	features   uint32       // IORING_FEAT_* reported by the kernel
 	// fdMu is held for reading while another ring's setup attaches to fd
 	// (Config.AttachWQ), and for writing while Close closes it: so the
 	// attach uses this ring's fd, never a number Close has freed and some
 	// other file has taken since.
-	fdMu       sync.RWMutex
-	enterFd    int    // fd, or the registered ring index
-	enterFlags uint32 // IORING_ENTER_REGISTERED_RING when enterFd is an index
-	regIndex   int    // registered ring index, -1 if none
-	setup      uint32 // IORING_SETUP_* in effect
-	features   uint32 // IORING_FEAT_* reported by the kernel
+	fdMu sync.RWMutex
 
 	mem      *sys.RingMem
 	sqSize   uint32 // SQ entries, fixed at setup
