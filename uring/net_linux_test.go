@@ -568,7 +568,7 @@ func TestSendmsgTo(t *testing.T) {
 func TestRecvLimit(t *testing.T) {
 	if !HasRecvLimit() {
 		if k := kver.Release(); kver.AtLeast(k, "6.17") {
-			t.Fatalf("no multishot recv byte limit on %s (>= 6.17): %v", k, probeRecvLimit())
+			t.Fatalf("no multishot recv byte limit on %s (>= 6.17): %v", k, probeRecv(false, 2))
 		}
 		t.Skipf("multishot recv byte limit not supported (requires >= 6.17, have %s)", kver.Release())
 	}

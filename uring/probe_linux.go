@@ -122,9 +122,9 @@ func Probe() (*Features, error) {
 
 	// Behaviour: run multishot accept and multishot recv (plain and bundle).
 	add("behaviour", FeatMultishotAccept, "5.19", probeMultishotAccept(), "accepted a loopback connection with F_MORE")
-	add("behaviour", FeatMultishotRecv, "6.0", probeMultishotRecv(false), "received on a socketpair through a buffer ring with F_MORE")
-	add("behaviour", FeatRecvBundle, "6.10", probeMultishotRecv(true), "bundle receive on a socketpair")
-	add("behaviour", FeatRecvLimit, "6.17", probeRecvLimit(), "multishot recv with a byte limit ended at it")
+	add("behaviour", FeatMultishotRecv, "6.0", probeRecv(false, 0), "received on a socketpair through a buffer ring with F_MORE")
+	add("behaviour", FeatRecvBundle, "6.10", probeRecv(true, 0), "bundle receive on a socketpair")
+	add("behaviour", FeatRecvLimit, "6.17", probeRecv(false, 2), "multishot recv with a byte limit ended at it")
 	return f, nil
 }
 
@@ -225,7 +225,12 @@ func probeMultishotAccept() error {
 	return nil
 }
 
-func probeMultishotRecv(bundle bool) error {
+// probeRecv runs one multishot receive through a buffer ring on a
+// socketpair with "probe" waiting. Unlimited, plain or bundle, it must
+// deliver the bytes and stay armed (More). Limited to 2 bytes
+// (SetRecvLimit) with 2-byte buffers, it must deliver "pr" and end; a kernel
+// without the limit refuses the SQE (-EINVAL).
+func probeRecv(bundle bool, limit uint32) error {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return err
@@ -237,14 +242,20 @@ func probeMultishotRecv(bundle bool) error {
 		return err
 	}
 	defer r.Close() // also closes the buffer ring, after cancelling the receive
-	b, err := r.SetupBufRing(1, 4, 64)
+	want, bufSize := "probe", 64
+	if limit > 0 {
+		want, bufSize = want[:limit], int(limit)
+	}
+	b, err := r.SetupBufRing(1, 4, bufSize)
 	if err != nil {
 		return err
 	}
 	if _, err := unix.Write(fds[1], []byte("probe")); err != nil {
 		return err
 	}
-	r.GetSQE().PrepRecvMultishot(fds[0], 1, bundle, 0, 1)
+	q := r.GetSQE()
+	q.PrepRecvMultishot(fds[0], 1, bundle, 0, 1)
+	q.SetRecvLimit(limit)
 	c, err := probeReap(r)
 	if err != nil {
 		return err
@@ -252,11 +263,14 @@ func probeMultishotRecv(bundle bool) error {
 	if c.Res < 0 {
 		return c.Err()
 	}
-	if id, ok := c.BufferID(); !ok || string(b.Buf(id)[:c.Res]) != "probe" {
+	if id, ok := c.BufferID(); !ok || string(b.Buf(id)[:c.Res]) != want {
 		return fmt.Errorf("received %d bytes without the expected buffer", c.Res)
 	}
-	if !c.More() {
+	switch {
+	case limit == 0 && !c.More():
 		return errors.New("recv completed without IORING_CQE_F_MORE")
+	case limit > 0 && c.More():
+		return fmt.Errorf("a receive limited to %d bytes got them and stays armed", limit)
 	}
 	return nil
 }
@@ -270,44 +284,8 @@ var recvLimit struct {
 // (SQE.SetRecvLimit), probed once per process on a ring of its own. Any
 // goroutine.
 func HasRecvLimit() bool {
-	recvLimit.once.Do(func() { recvLimit.err = probeRecvLimit() })
+	recvLimit.once.Do(func() { recvLimit.err = probeRecv(false, 2) })
 	return recvLimit.err == nil
-}
-
-// probeRecvLimit runs a multishot receive limited to 2 bytes with 5
-// waiting: it must deliver them and end (no More). A kernel without the
-// limit refuses the SQE (-EINVAL).
-func probeRecvLimit() error {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fds[0])
-	defer unix.Close(fds[1])
-	r, err := New(&Config{Entries: 4})
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	if _, err := r.SetupBufRing(1, 4, 2); err != nil {
-		return err
-	}
-	if _, err := unix.Write(fds[1], []byte("probe")); err != nil {
-		return err
-	}
-	q := r.GetSQE()
-	q.PrepRecvMultishot(fds[0], 1, false, 0, 1)
-	q.SetRecvLimit(2)
-	c, err := probeReap(r)
-	switch {
-	case err != nil:
-		return err
-	case c.Res < 0:
-		return c.Err()
-	case c.Res != 2 || c.More():
-		return fmt.Errorf("a receive limited to 2 bytes got %d and more=%v", c.Res, c.More())
-	}
-	return nil
 }
 
 func readInt(path string) int {
