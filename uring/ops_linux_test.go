@@ -425,3 +425,46 @@ func TestForEachCQE(t *testing.T) {
 		t.Errorf("ForEachCQE round trip: %v allocs/op", allocs)
 	}
 }
+
+// TestForEachCQEReentrant reaps from inside fn, then closes the ring from
+// inside fn: every completion is seen once, and the walk ends at Close.
+func TestForEachCQEReentrant(t *testing.T) {
+	r := newRing(t, &Config{Entries: 8})
+	for i := range 4 {
+		sqe(t, r).PrepNop(uint64(i))
+	}
+	if _, err := r.SubmitAndWait(4, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[uint64]int{}
+	var inner [8]CQE
+	r.ForEachCQE(func(c CQE) bool {
+		seen[c.UserData]++
+		if c.UserData == 0 {
+			for _, d := range inner[:r.PeekCQEs(inner[:])] {
+				seen[d.UserData]++
+			}
+		}
+		return true
+	})
+	for i := range uint64(4) {
+		if seen[i] != 1 {
+			t.Errorf("completion %d seen %d times", i, seen[i])
+		}
+	}
+
+	c, err := New(&Config{Entries: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		c.GetSQE().PrepNop(uint64(i))
+	}
+	if _, err := c.SubmitAndWait(3, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	if n := c.ForEachCQE(func(CQE) bool { calls++; c.Close(); return true }); n != 1 || calls != 1 {
+		t.Errorf("after Close in fn: %d consumed, fn called %d times; want 1, 1", n, calls)
+	}
+}

@@ -522,7 +522,8 @@ func (r *Ring) PeekCQEs(dst []CQE) int {
 // ForEachCQE calls fn for each ready completion, in order, without copying
 // them into a slice, until fn returns false or the CQ is empty; it returns
 // how many it consumed (the CQE on which fn returned false counts as
-// consumed). fn may prepare and submit SQEs. Completions the kernel holds
+// consumed). fn may prepare and submit SQEs, reap (PeekCQEs, ForEachCQE),
+// wait, or Close the ring (which ends the walk). Completions the kernel holds
 // back (overflow, pending task work) are fetched as in PeekCQEs. Owner
 // goroutine; does not allocate when fn does not.
 func (r *Ring) ForEachCQE(fn func(CQE) bool) int {
@@ -531,18 +532,22 @@ func (r *Ring) ForEachCQE(fn func(CQE) bool) int {
 	}
 	total := 0
 	for flushed := false; ; {
-		head, tail := r.cqHead(), r.cqTail()
-		for head != tail {
+		// The head is read again after every fn: fn may reap, wait or
+		// close the ring.
+		for !r.closed {
+			head := r.cqHead()
+			if head == r.cqTail() {
+				break
+			}
 			c := CQE(r.cqes[head&r.cqMask])
-			head++
 			// Release the slot before calling fn, so fn may reap or wait.
-			r.releaseCQ(head)
+			r.releaseCQ(head + 1)
 			total++
 			if !fn(c) {
 				return total
 			}
 		}
-		if flushed || !r.cqNeedsEnter() {
+		if r.closed || flushed || !r.cqNeedsEnter() {
 			return total
 		}
 		r.sysEnter(0, 0, r.enterFlags|sys.IORING_ENTER_GETEVENTS, nil)

@@ -202,10 +202,13 @@ type Scratch struct {
 
 // MapRing maps the rings of the io_uring fd described by p (as returned by
 // Setup) and a Scratch page.
-func MapRing(fd int, p *Params) (m *RingMem, err error) {
-	m = &RingMem{}
+func MapRing(fd int, p *Params) (*RingMem, error) {
+	m := &RingMem{}
+	var err error
+	mapped := false
 	defer func() {
-		if err != nil {
+		// The error returns hand back nil: unmap what was mapped through m.
+		if !mapped {
 			m.Unmap()
 		}
 	}()
@@ -260,6 +263,7 @@ func MapRing(fd int, p *Params) (m *RingMem, err error) {
 	}
 	m.Scratch = (*Scratch)(unsafe.Pointer(&m.scratch[0]))
 	m.Scratch.Wait.Ts = uint64(uintptr(unsafe.Pointer(&m.Scratch.WaitTS)))
+	mapped = true
 	return m, nil
 }
 

@@ -86,3 +86,38 @@ func TestRawRing(t *testing.T) {
 		t.Errorf("probe: last op %d", pr.LastOp)
 	}
 }
+
+// TestMapRingErrors fails MapRing's first mapping (not an io_uring fd) and
+// a later one (an SQE array of size 0, after the rings are mapped): each
+// must return an error, unmapping what it mapped, not panic.
+func TestMapRingErrors(t *testing.T) {
+	var p Params
+	p.Flags = IORING_SETUP_CQSIZE
+	p.CQEntries = 8
+	fd, err := Setup(4, &p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	late := p
+	late.SQEntries = 0 // the rings map; the SQE array, of size 0, does not
+	for _, c := range []struct {
+		name string
+		fd   int
+		p    *Params
+	}{{"bad fd", -1, &p}, {"empty SQE array", fd, &late}} {
+		t.Run(c.name, func(t *testing.T) {
+			defer func() {
+				if v := recover(); v != nil {
+					t.Fatalf("MapRing panicked: %v", v)
+				}
+			}()
+			if m, err := MapRing(c.fd, c.p); err == nil {
+				m.Unmap()
+				t.Fatal("MapRing succeeded")
+			} else {
+				t.Logf("MapRing: %v", err)
+			}
+		})
+	}
+}
