@@ -7,3 +7,6 @@ package uring
 func Probe() (*Features, error) {
 	return &Features{Disabled: -1, Error: ErrNotSupported.Error()}, ErrNotSupported
 }
+
+// HasRecvLimit reports false outside Linux. Any goroutine.
+func HasRecvLimit() bool { return false }
