@@ -261,32 +261,46 @@ func probeRecv(bundle bool, limit uint32) error {
 		return err
 	}
 	if c.Res < 0 {
-		return c.Err()
+		return &probeVerdict{c.Err()}
 	}
 	if id, ok := c.BufferID(); !ok || string(b.Buf(id)[:c.Res]) != want {
-		return fmt.Errorf("received %d bytes without the expected buffer", c.Res)
+		return &probeVerdict{fmt.Errorf("received %d bytes without the expected buffer", c.Res)}
 	}
 	switch {
 	case limit == 0 && !c.More():
-		return errors.New("recv completed without IORING_CQE_F_MORE")
+		return &probeVerdict{errors.New("recv completed without IORING_CQE_F_MORE")}
 	case limit > 0 && c.More():
-		return fmt.Errorf("a receive limited to %d bytes got them and stays armed", limit)
+		return &probeVerdict{fmt.Errorf("a receive limited to %d bytes got them and stays armed", limit)}
 	}
 	return nil
 }
 
 var recvLimit struct {
-	once sync.Once
-	err  error
+	mu    sync.Mutex
+	known bool // the kernel answered: ok is its verdict
+	ok    bool
 }
 
 // HasRecvLimit reports whether multishot receives take a byte limit
-// (SQE.SetRecvLimit), probed once per process on a ring of its own. Any
-// goroutine.
+// (SQE.SetRecvLimit), probed on a ring of its own. The kernel's answer is
+// kept for the life of the process; a probe that could not ask (no ring,
+// no socket, no answer within a second) reports false and is tried again
+// at the next call. Any goroutine.
 func HasRecvLimit() bool {
-	recvLimit.once.Do(func() { recvLimit.err = probeRecv(false, 2) })
-	return recvLimit.err == nil
+	recvLimit.mu.Lock()
+	defer recvLimit.mu.Unlock()
+	if !recvLimit.known {
+		err := probeRecv(false, 2)
+		var verdict *probeVerdict
+		recvLimit.known = err == nil || errors.As(err, &verdict)
+		recvLimit.ok = err == nil
+	}
+	return recvLimit.ok
 }
+
+// probeVerdict is a probe's error that is the kernel's answer (a
+// completion's error or behaviour), not a failure to ask.
+type probeVerdict struct{ error }
 
 func readInt(path string) int {
 	b, err := os.ReadFile(path)

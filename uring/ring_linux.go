@@ -357,7 +357,9 @@ func (r *Ring) cqNeedsEnter() bool {
 	return r.mem.SQFlags.Load()&(sys.IORING_SQ_CQ_OVERFLOW|sys.IORING_SQ_TASKRUN) != 0
 }
 
-// Submit hands prepared SQEs to the kernel and returns how many it consumed.
+// Submit hands prepared SQEs to the kernel and returns how many it consumed
+// (with SQPoll: how many it handed to the SQ thread, which consumes them
+// later).
 // It makes no system call when there is nothing to submit and no completion
 // work is pending (with SQPoll: unless the SQ thread sleeps). EINTR is
 // retried. EBUSY/EAGAIN (the kernel cannot accept more before completions are
@@ -373,7 +375,7 @@ func (r *Ring) Submit() (int, error) {
 // ready or timeout passes (0: no timeout; EXT_ARG timeouts, 5.11). When the
 // timeout passes first it returns unix.ETIME. A wait interrupted by a signal
 // is resumed for what is left of the timeout. It returns the number of SQEs
-// consumed. Owner goroutine; does not allocate.
+// consumed, as Submit does. Owner goroutine; does not allocate.
 func (r *Ring) SubmitAndWait(waitNr uint32, timeout time.Duration) (int, error) {
 	return r.enter(waitNr, timeout, 0, true)
 }
@@ -451,10 +453,27 @@ func (r *Ring) enter(waitNr uint32, timeout, minWait time.Duration, wait bool) (
 		}
 		n, err := r.sysEnter(toSubmit, waitNr, flags, arg)
 		if err == nil {
-			if r.setup&sys.IORING_SETUP_SQPOLL != 0 {
-				return int(toSubmit), nil
+			sqpoll := r.setup&sys.IORING_SETUP_SQPOLL != 0
+			if sqpoll {
+				n = int(toSubmit)
 			}
-			return submitted + n, nil
+			submitted += n
+			// With SQEs to submit, io_uring_enter returns how many it
+			// took, not how its wait ended: a wait cut short by a signal
+			// or by the timeout returns the count all the same. Wait again
+			// for what is missing (with a minimum wait, one completion is
+			// enough), for what is left of the timeout.
+			need := waitNr
+			if minWait > 0 {
+				need = min(waitNr, 1)
+			}
+			if !wait || toSubmit == 0 || r.CQReady() >= need {
+				return submitted, nil
+			}
+			if toSubmit = r.sqTail - r.sqHead(); sqpoll {
+				toSubmit = 0 // the SQ thread, woken already, submits
+			}
+			continue
 		}
 		switch err {
 		case unix.EINTR:

@@ -81,6 +81,28 @@ func TestSubmitAndWaitTimeout(t *testing.T) {
 	}
 }
 
+// TestSubmitAndWaitTimeoutAfterSubmit waits for two completions while
+// submitting one NOP: io_uring_enter then reports the SQE it took, not the
+// timeout, and SubmitAndWait must still end with ETIME after the timeout,
+// with or without SQPOLL.
+func TestSubmitAndWaitTimeoutAfterSubmit(t *testing.T) {
+	for _, sqpoll := range []bool{false, true} {
+		r := newRing(t, &Config{Entries: 4, SQPoll: sqpoll})
+		sqe(t, r).PrepNop(1)
+		start := time.Now()
+		n, err := r.SubmitAndWait(2, 30*time.Millisecond)
+		if !errors.Is(err, unix.ETIME) || n != 1 {
+			t.Errorf("sqpoll %v: SubmitAndWait(2) with one NOP = %d, %v; want 1, ETIME", sqpoll, n, err)
+		}
+		if d := time.Since(start); d < 30*time.Millisecond {
+			t.Errorf("sqpoll %v: returned after %v, before the timeout", sqpoll, d)
+		}
+		if got := reap(t, r, 1); got[0].UserData != 1 {
+			t.Errorf("sqpoll %v: completion %+v", sqpoll, got[0])
+		}
+	}
+}
+
 func TestCloseTwice(t *testing.T) {
 	r, err := New(nil)
 	if err != nil {

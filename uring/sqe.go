@@ -184,8 +184,9 @@ func (s *SQE) PrepRecvMultishot(fd int, group uint16, bundle bool, flags int, us
 // SetRecvLimit makes a multishot receive (PrepRecvMultishot) end once it
 // has received limit bytes in all (sqe->optlen, 6.17): its last CQE then
 // comes without More, and the caller arms a new receive when it wants more.
-// The receive that crosses the limit is not cut short: it fills its buffer,
-// so the total stays below limit plus one buffer (TestRecvLimit). Kernels
+// A plain receive that crosses the limit is not cut short: it fills its
+// buffer, so the total stays below limit plus one buffer (TestRecvLimit); a
+// bundle receive stops at the limit. Kernels
 // without it fail the receive with -EINVAL (Probe's FeatRecvLimit,
 // HasRecvLimit). 0 means no limit.
 //
