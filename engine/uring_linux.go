@@ -56,7 +56,14 @@ type uringBackend struct {
 	cqes     []uring.CQE
 	inflight int // SQEs whose final CQE has not arrived (excluding the wake poll)
 	dirty    bool
-	starved  []*Conn // connections whose recv ended with ENOBUFS
+	// starved are connections whose recv ended with ENOBUFS, re-armed
+	// once a receive buffer has gone back to the ring (dirty). retry are
+	// those whose ENOBUFS may predate the buffers given back at the top of
+	// the iteration that handled it (committed): the SQ thread of SQPOLL
+	// posts completions at any time; they are re-armed at the next
+	// iteration whatever it gives back.
+	starved, retry []*Conn
+	committed      bool
 	napi     bool
 	sqpoll   bool // the ring has an SQPOLL thread (after any fallback)
 	// recvLimit: receives are limited to the connection's recvBudget
@@ -402,17 +409,13 @@ func (b *uringBackend) releaseRecv(id int32) {
 
 func (b *uringBackend) poll(timeout time.Duration) error {
 	l := b.l
+	b.committed = b.dirty
 	if b.dirty {
 		b.br.Commit()
 		b.dirty = false
-		for i, c := range b.starved {
-			b.starved[i] = nil
-			if c.state == stateOpen && c.paused == 0 && c.k.recv == 0 && !c.k.closing {
-				b.armRecv(c)
-			}
-		}
-		b.starved = b.starved[:0]
+		b.starved = b.rearm(b.starved)
 	}
+	b.retry = b.rearm(b.retry)
 	var err error
 	t0 := l.waitStart()
 	switch {
@@ -450,6 +453,18 @@ func (b *uringBackend) poll(timeout time.Duration) error {
 			b.handle(b.cqes[i])
 		}
 	}
+}
+
+// rearm arms a receive on the connections of list that still want one
+// and returns list emptied.
+func (b *uringBackend) rearm(list []*Conn) []*Conn {
+	for i, c := range list {
+		list[i] = nil
+		if c.state == stateOpen && c.paused == 0 && c.k.recv == 0 && !c.k.closing {
+			b.armRecv(c)
+		}
+	}
+	return list[:0]
 }
 
 func (b *uringBackend) handle(q uring.CQE) {
@@ -525,7 +540,11 @@ func (b *uringBackend) handle(q uring.CQE) {
 			l.eof(c)
 		case q.Res == -int32(unix.ENOBUFS):
 			l.st.noBufs.Add(1)
-			if !c.k.closing {
+			switch {
+			case c.k.closing:
+			case b.committed:
+				b.retry = append(b.retry, c)
+			default:
 				b.starved = append(b.starved, c)
 			}
 		case q.Res == -int32(unix.ECANCELED):
