@@ -64,8 +64,8 @@ type uringBackend struct {
 	// iteration whatever it gives back.
 	starved, retry []*Conn
 	committed      bool
-	napi     bool
-	sqpoll   bool // the ring has an SQPOLL thread (after any fallback)
+	napi           bool
+	sqpoll         bool // the ring has an SQPOLL thread (after any fallback)
 	// recvLimit: receives are limited to the connection's recvBudget
 	// (uring.HasRecvLimit, with a high-water mark).
 	recvLimit bool
