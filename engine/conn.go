@@ -65,20 +65,19 @@ type Conn struct {
 type heldBuf struct{ id, n int32 }
 
 // deliverHeld hands held buffers to the handler until it pauses again; it
-// reports whether all were delivered.
+// reports whether all were delivered. Each leaves c.held before OnData
+// sees it: OnData may pause and resume c, which calls deliverHeld again for
+// the rest, or close c, which releases what is still held.
 func (c *Conn) deliverHeld() bool {
-	i := 0
-	for i < len(c.held) && c.paused == 0 && c.state == stateOpen {
-		h := c.held[i]
-		i++
+	for len(c.held) > 0 && c.paused == 0 && c.state == stateOpen {
+		h := c.held[0]
+		c.held = c.held[:copy(c.held, c.held[1:])]
 		if h.id >= 0 {
 			c.l.ringHeld--
 		}
 		c.l.deliverNow(c, h.id, int(h.n))
 	}
-	rest := copy(c.held, c.held[i:])
-	c.held = c.held[:rest]
-	if rest > 0 {
+	if len(c.held) > 0 {
 		return false
 	}
 	if c.heldEOF && c.state == stateOpen {

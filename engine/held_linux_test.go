@@ -1,0 +1,97 @@
+package engine
+
+import (
+	"bytes"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestResumeInsideHeldDelivery pauses a connection in its first OnData, so
+// that what its multishot receive had already taken is held, then resumes
+// it; an OnData of the held data pauses and resumes again, which delivers
+// the rest from inside that OnData (ResumeRead allows it). Every byte must
+// arrive once and in order: the nested delivery used to deliver entries
+// twice, release their buffers twice and then panic on its slice bounds.
+// Only the uring backends hold data (epoll stops reading at once).
+func TestResumeInsideHeldDelivery(t *testing.T) {
+	for _, b := range testBackends {
+		if !strings.HasPrefix(string(b), "uring") {
+			continue
+		}
+		t.Run(string(b), func(t *testing.T) {
+			var (
+				mu    sync.Mutex
+				got   []byte
+				conn  *Conn // loop goroutine from here on
+				phase int   // 0: first OnData; 1: paused; 2: resumed; 3: nested done
+			)
+			h := &BaseHandlerFunc{data: func(c *Conn, buf Buffer) bool {
+				mu.Lock()
+				got = append(got, buf.Bytes()...)
+				mu.Unlock()
+				switch phase {
+				case 0:
+					conn, phase = c, 1
+					c.PauseRead()
+				case 2:
+					phase = 3
+					c.PauseRead()
+					c.ResumeRead()
+				}
+				return false
+			}}
+			cfg := testConfig(b)
+			cfg.ReadBufferSize = 512
+			e, addr := startEngine(t, cfg, h)
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			want := pattern(7, 8<<10)
+			if _, err := c.Write(want); err != nil {
+				t.Fatal(err)
+			}
+			// Wait on the connection's loop until data is held.
+			var l *Loop
+			waitFor(t, "received data to be held", func() bool {
+				for _, x := range e.Loops() {
+					res := make(chan int)
+					x.Post(func() {
+						n := -1
+						if conn != nil && conn.l == x {
+							n = len(conn.held)
+						}
+						res <- n
+					})
+					if <-res >= 2 {
+						l = x
+						return true
+					}
+				}
+				return false
+			})
+			done := make(chan struct{})
+			l.Post(func() {
+				phase = 2
+				conn.ResumeRead()
+				close(done)
+			})
+			<-done
+			waitFor(t, "every byte", func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(got) >= len(want)
+			})
+			time.Sleep(20 * time.Millisecond) // anything delivered twice
+			mu.Lock()
+			defer mu.Unlock()
+			if !bytes.Equal(got, want) {
+				t.Fatalf("received %d bytes, want the %d sent, in order", len(got), len(want))
+			}
+		})
+	}
+}
