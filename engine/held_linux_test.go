@@ -5,6 +5,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -25,8 +26,8 @@ func TestResumeInsideHeldDelivery(t *testing.T) {
 			var (
 				mu    sync.Mutex
 				got   []byte
-				conn  *Conn // loop goroutine from here on
-				phase int   // 0: first OnData; 1: paused; 2: resumed; 3: nested done
+				conn  atomic.Pointer[Conn]
+				phase int // on the connection's loop: 0 first OnData, 1 paused, 2 resumed, 3 nested done
 			)
 			h := &BaseHandlerFunc{data: func(c *Conn, buf Buffer) bool {
 				mu.Lock()
@@ -34,8 +35,9 @@ func TestResumeInsideHeldDelivery(t *testing.T) {
 				mu.Unlock()
 				switch phase {
 				case 0:
-					conn, phase = c, 1
+					phase = 1
 					c.PauseRead()
+					conn.Store(c)
 				case 2:
 					phase = 3
 					c.PauseRead()
@@ -45,7 +47,7 @@ func TestResumeInsideHeldDelivery(t *testing.T) {
 			}}
 			cfg := testConfig(b)
 			cfg.ReadBufferSize = 512
-			e, addr := startEngine(t, cfg, h)
+			_, addr := startEngine(t, cfg, h)
 			c, err := net.Dial("tcp", addr)
 			if err != nil {
 				t.Fatal(err)
@@ -55,29 +57,22 @@ func TestResumeInsideHeldDelivery(t *testing.T) {
 			if _, err := c.Write(want); err != nil {
 				t.Fatal(err)
 			}
-			// Wait on the connection's loop until data is held.
+			// Wait, on the connection's loop, until data is held.
 			var l *Loop
 			waitFor(t, "received data to be held", func() bool {
-				for _, x := range e.Loops() {
-					res := make(chan int)
-					x.Post(func() {
-						n := -1
-						if conn != nil && conn.l == x {
-							n = len(conn.held)
-						}
-						res <- n
-					})
-					if <-res >= 2 {
-						l = x
-						return true
-					}
+				c := conn.Load()
+				if c == nil {
+					return false
 				}
-				return false
+				l = c.Loop()
+				res := make(chan int)
+				l.Post(func() { res <- len(c.held) })
+				return <-res >= 2
 			})
 			done := make(chan struct{})
 			l.Post(func() {
 				phase = 2
-				conn.ResumeRead()
+				conn.Load().ResumeRead()
 				close(done)
 			})
 			<-done
