@@ -180,10 +180,11 @@ func (c *Conn) Writev(bufs [][]byte) (int, error) {
 
 // WriteBuffer queues a received buffer (from any connection of this loop)
 // for sending without copying it, and releases it once sent. The caller
-// gives up b. Loop goroutine.
+// gives up b, also when WriteBuffer fails: a buffer of another loop is
+// given back to that loop (through Post) with an error. Loop goroutine.
 func (c *Conn) WriteBuffer(b Buffer) error {
 	if b.l != c.l {
-		b.Release()
+		b.l.Post(b.Release)
 		return errors.New("engine: WriteBuffer with a buffer of another loop")
 	}
 	if !c.writable() {

@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -87,6 +88,55 @@ func TestResumeInsideHeldDelivery(t *testing.T) {
 			if !bytes.Equal(got, want) {
 				t.Fatalf("received %d bytes, want the %d sent, in order", len(got), len(want))
 			}
+		})
+	}
+}
+
+// TestWriteBufferOtherLoop hands WriteBuffer on loop 1 a buffer kept on
+// loop 0: it must fail and give the buffer back on loop 0's goroutine (the
+// race detector watches loop 0's receive ring), and loop 0 must go on
+// receiving.
+func TestWriteBufferOtherLoop(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs 2 CPUs for two loops")
+	}
+	peer := goEchoServer(t)
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			opened := make(chan *Conn, 2)
+			kept := make(chan Buffer, 1)
+			var reads atomic.Int64
+			h := &BaseHandlerFunc{
+				open: func(c *Conn) { opened <- c },
+				data: func(c *Conn, buf Buffer) bool {
+					if reads.Add(1) == 1 {
+						kept <- buf
+						return true
+					}
+					return false
+				},
+			}
+			cfg := testConfig(b)
+			cfg.CPUs = []int{0, 1}
+			e, _ := startEngine(t, cfg, h)
+			l0, l1 := e.Loops()[0], e.Loops()[1]
+			l0.Post(func() { l0.Dial("tcp", peer, time.Second) })
+			a := <-opened
+			l1.Post(func() { l1.Dial("tcp", peer, time.Second) })
+			other := <-opened
+			l0.Post(func() { a.Write([]byte("kept")) })
+			buf := <-kept
+			errc := make(chan error)
+			l1.Post(func() { errc <- other.WriteBuffer(buf) })
+			if err := <-errc; err == nil {
+				t.Fatal("WriteBuffer of another loop's buffer succeeded")
+			}
+			for range 20 {
+				l0.Post(func() { a.Write([]byte("again")) })
+			}
+			waitFor(t, "loop 0 to receive again", func() bool { return reads.Load() >= 2 })
+			l0.Post(func() { a.Close() })
+			l1.Post(func() { other.Close() })
 		})
 	}
 }
