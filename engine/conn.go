@@ -215,8 +215,9 @@ func (c *Conn) WriteBuffer(b Buffer) error {
 
 // recvBudget is how many bytes c may still receive before the buffers its
 // write queue and held data take reach the high-water mark, at least 1: a
-// receive limited to it (uring's armRecv) ends at the mark, having filled
-// at most one buffer past it. Loop goroutine.
+// receive limited to it (uring's armRecv) ends, having filled at most one
+// buffer past it, at the mark if nothing else adds to the queue meanwhile.
+// Loop goroutine.
 func (c *Conn) recvBudget() int {
 	return max(c.l.hwm-c.qmem-len(c.held)*c.l.chunks.size, 1)
 }

@@ -125,17 +125,23 @@ type Config struct {
 	// bytes of buffer memory: each queued buffer counts whole (a 1-byte
 	// reply in a 4 KiB buffer counts 4 KiB). Above it the loop stops reading
 	// from that connection until the queue's memory drains below half of
-	// it, so the memory a connection holds in its write queue stays below
-	// WriteHighWater plus one buffer.
+	// it. Writes are never refused, so the queue stays below WriteHighWater
+	// plus the write that crossed it: one buffer for WriteBuffer, and for a
+	// handler that writes what it reads.
 	// The uring backends arm each receive limited to the room left below
-	// the mark (the multishot receive byte limit, Linux 6.17), so what the
-	// kernel delivers after reading pauses stays within that bound too
-	// (TestSlowReaderMemoryCap: 52-64 KiB held at a 64 KiB mark, where
-	// unlimited receives held 216-372 KiB, 572-612 KiB with BatchWait).
-	// On older kernels a multishot receive fills more buffers until its
-	// cancel takes effect; those are held for the connection and delivered
-	// when reading resumes, in the receive ring, or copied to the send slab
-	// when paused connections hold half the ring (MaxQueuedReadBuffers).
+	// the mark (the multishot receive byte limit, Linux 6.17): what arrives
+	// after reading pauses is at most what was left of that limit. For a
+	// handler whose queue grows only by what it reads (an echo, a proxy)
+	// that ends at the mark plus one buffer (TestSlowReaderMemoryCap: 52-64
+	// KiB at a 64 KiB mark, where unlimited receives held 216-372 KiB,
+	// 572-612 KiB with BatchWait); when other writes filled the queue (a
+	// reply larger than its request, another connection forwarding into
+	// it), the receive may have most of its limit left when reading pauses.
+	// On older kernels a multishot receive fills buffers until its cancel
+	// takes effect. What arrives after a pause is held for the connection
+	// and delivered when reading resumes, in the receive ring, or copied to
+	// the send slab when paused connections hold half the ring
+	// (MaxQueuedReadBuffers).
 	// Default 256 KiB; the limit ends a receive, costing one re-arm, per
 	// WriteHighWater of data.
 	WriteHighWater int

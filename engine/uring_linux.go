@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -275,10 +276,10 @@ func (b *uringBackend) cancel(target uint64) {
 
 // armRecv starts receiving on c: a multishot recv on the buffer ring,
 // limited where the kernel can (6.17) to what c may still take below the
-// high-water mark (recvBudget), so that a connection whose reading pauses
-// gets nothing more however late the cancel that pauses it is processed.
-// The limit ends the receive (its last CQE without More) and handle arms
-// the next one.
+// high-water mark (recvBudget), so that however late the cancel that
+// pauses c is processed, c receives no more than that limit (for an echo:
+// nothing past the mark). The limit ends the receive (its last CQE without
+// More) and handle arms the next one.
 //
 // Without the limit, SQPOLL receives single-shot, re-armed after each
 // completion: the SQ thread processes the cancel whenever it next runs,
@@ -293,7 +294,7 @@ func (b *uringBackend) armRecv(c *Conn) {
 	switch {
 	case b.recvLimit:
 		q.PrepRecvMultishot(c.fd, bufGroup, false, 0, udata(opRecv, c.slot, c.gen))
-		q.SetRecvLimit(uint32(c.recvBudget()))
+		q.SetRecvLimit(uint32(min(c.recvBudget(), math.MaxInt32)))
 	case b.sqpoll:
 		q.PrepRecvBufSelect(c.fd, bufGroup, 0, udata(opRecv, c.slot, c.gen))
 	default:
