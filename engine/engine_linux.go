@@ -251,10 +251,12 @@ func (l *Loop) run(errc chan<- error) {
 func (l *Loop) cleanup() {
 	l.chunks.close()
 	l.closeWakeFd()
-	// Listeners whose add never ran on this loop.
-	for _, ln := range l.e.listeners {
+	// Listeners whose add never ran on this loop, closed or not.
+	l.e.mu.Lock()
+	for _, ln := range l.e.made {
 		ln.closePending(l.id)
 	}
+	l.e.mu.Unlock()
 }
 
 // serve is the loop: timers, posted functions, flush writes, wait.
@@ -502,7 +504,10 @@ func (e *Engine) Listen(network, address string, lc *ListenConfig) (*Listener, e
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.state == 2 || e.draining.Load() {
+	// Once stopping, a loop may have exited: it would never take the new
+	// sockets. (A loop exiting now closes them in cleanup, which waits
+	// for mu.)
+	if e.state == 2 || e.draining.Load() || e.stopped.Load() {
 		return nil, ErrClosed
 	}
 	ln := &Listener{e: e, network: network}
@@ -593,6 +598,7 @@ func (e *Engine) Listen(network, address string, lc *ListenConfig) (*Listener, e
 		}
 	}
 	e.listeners = append(e.listeners, ln)
+	e.made = append(e.made, ln)
 	for i, l := range e.loops {
 		if ln.fds[i] < 0 {
 			continue

@@ -2,7 +2,9 @@ package engine
 
 import (
 	"bytes"
+	"context"
 	"net"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -139,4 +141,49 @@ func TestWriteBufferOtherLoop(t *testing.T) {
 			l1.Post(func() { other.Close() })
 		})
 	}
+}
+
+// TestListenWhileStopping listens and closes listeners while the engine
+// stops under them (its context cancelled): whether or not a loop took a
+// listener's socket before it exited, no socket may stay open.
+func TestListenWhileStopping(t *testing.T) {
+	before := openFdCount(t)
+	for i := range 30 {
+		cfg := testConfig(BackendURing)
+		e, err := New(cfg, &echoHandler{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		ran := make(chan error, 1)
+		go func() { ran <- e.Run(ctx) }()
+		go func() {
+			time.Sleep(time.Duration(i%5) * 100 * time.Microsecond)
+			cancel()
+		}()
+		for {
+			ln, err := e.Listen("tcp", "127.0.0.1:0", nil)
+			if err != nil {
+				break // the engine is done
+			}
+			ln.Close()
+			if _, err := e.Listen("tcp", "127.0.0.1:0", nil); err != nil {
+				break
+			}
+		}
+		if err := <-ran; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after := openFdCount(t); after != before {
+		t.Errorf("%d fds open before, %d after", before, after)
+	}
+}
+
+func openFdCount(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
 }
