@@ -351,8 +351,8 @@ type Engine struct {
 	// made is every Listener Listen made, closed ones too: a loop that
 	// exits closes the sockets of theirs it never took (a Listen or Close
 	// whose work was posted after the loop stopped). Guarded by mu.
-	made []*Listener
-	state     int // 0 new, 1 running, 2 done
+	made  []*Listener
+	state int // 0 new, 1 running, 2 done
 
 	sqpoll sqpollShare // rings sharing one SQPOLL thread
 	// allowed is the CPUs the process could run on when New ran, before
