@@ -2,6 +2,7 @@ package engine
 
 import (
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -36,36 +37,42 @@ func TestLoopYields(t *testing.T) {
 				defer c.Close()
 				clients[i] = c
 			}
-			deadline := time.Now().Add(run)
+			// Traffic for run, and on until 2,000 messages have been served
+			// (a CPU-starved CI run, with SQPOLL's thread competing, served
+			// 683 in 500 ms), but for at most 5 s.
+			start := time.Now()
+			var served atomic.Int64
 			for _, err := range concurrently(conns, func(i int) error {
 				msg := make([]byte, 64)
-				for time.Now().Before(deadline) {
+				for d := time.Since(start); d < run || served.Load() < 2000 && d < 5*time.Second; d = time.Since(start) {
 					if err := roundTrip(clients[i], msg); err != nil {
 						return err
 					}
+					served.Add(1)
 				}
 				return nil
 			}) {
 				t.Fatal(err)
 			}
+			elapsed := time.Since(start)
 			busy := 0
 			for i, l := range loops {
 				s := l.Stats()
 				reads, yields := s.Reads-before[i].Reads, s.Yields-before[i].Yields
 				t.Logf("loop %d: %d messages, %d waits (%d interrupted by a signal), %d yields in %v",
-					i, reads, s.Waits-before[i].Waits, s.Interrupted-before[i].Interrupted, yields, run)
-				if reads < 1000 {
+					i, reads, s.Waits-before[i].Waits, s.Interrupted-before[i].Interrupted, yields, elapsed)
+				if reads < 500 {
 					continue // little or no traffic steered here
 				}
 				busy++
 				// At least once per 10 ms of traffic: half of that, for a
 				// loop that started late or sat out a collection.
-				if want := uint64(run / (20 * time.Millisecond)); yields < want {
-					t.Errorf("loop %d yielded %d times in %v of traffic, want at least %d (once every 10 ms, sysmon's threshold)", i, yields, run, want)
+				if want := uint64(elapsed / (20 * time.Millisecond)); yields < want {
+					t.Errorf("loop %d yielded %d times in %v of traffic, want at least %d (once every 10 ms, sysmon's threshold)", i, yields, elapsed, want)
 				}
 			}
 			if busy == 0 {
-				t.Fatal("no loop served 1,000 messages")
+				t.Fatalf("no loop served 500 of the %d messages", served.Load())
 			}
 		})
 	}
