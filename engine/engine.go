@@ -565,7 +565,7 @@ type Stats struct {
 	ZCSends      uint64 // SEND_ZC requests (SendZCThreshold)
 	ZCCopied     uint64 // SEND_ZC notifications saying the kernel copied
 	MsgRings     uint64 // loop-to-loop wake-ups sent over MSG_RING
-	MsgRingErrs  uint64 // MSG_RING wake-ups that failed (the target had closed)
+	MsgRingErrs  uint64 // MSG_RING wake-ups that failed (the target had closed), sent again through the target's eventfd
 	Open         int64  // connections open now
 }
 

@@ -70,7 +70,7 @@ func (b *epollBackend) close() {
 
 func (b *epollBackend) idle() bool { return true }
 
-func (b *epollBackend) msgRing(int) bool { return false }
+func (b *epollBackend) msgRing(*Loop, int) bool { return false }
 
 func (b *epollBackend) addListener(s *lnSock) error {
 	// EPOLLEXCLUSIVE: of the loops watching one Unix listening socket,

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestResumeInsideHeldDelivery pauses a connection in its first OnData, so
@@ -186,4 +188,53 @@ func openFdCount(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return len(ents)
+}
+
+// TestPostToFailedMsgRing makes a loop-to-loop MSG_RING fail (the target's
+// ring fd swapped for an eventfd's, as when the number is reused after the
+// ring closed): the posted function must still run, the target woken
+// through its eventfd, and the failure counted.
+func TestPostToFailedMsgRing(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs 2 CPUs for two loops")
+	}
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(efd)
+	for _, b := range testBackends {
+		if !b.isURing() {
+			continue // no MSG_RING
+		}
+		t.Run(string(b), func(t *testing.T) {
+			cfg := testConfig(b)
+			cfg.CPUs = []int{0, 1}
+			e, _ := startEngine(t, cfg, &echoHandler{})
+			src, dst := e.Loops()[0], e.Loops()[1]
+			ringFd := dst.ringFd.Load()
+			defer dst.ringFd.Store(ringFd)
+			// dst asleep, its eventfd drained: only the fallback can wake
+			// it.
+			waitFor(t, "dst to sleep", func() bool {
+				synced := make(chan struct{})
+				before := dst.Stats().Waits
+				dst.Post(func() { close(synced) })
+				<-synced
+				time.Sleep(20 * time.Millisecond)
+				return dst.Stats().Waits-before == 1
+			})
+			dst.ringFd.Store(int32(efd))
+			ran := make(chan struct{})
+			src.Post(func() { src.PostTo(dst, func() { close(ran) }) })
+			select {
+			case <-ran:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the function posted with a failing MSG_RING did not run")
+			}
+			if n := src.Stats().MsgRingErrs; n != 1 {
+				t.Errorf("%d MSG_RING failures counted, want 1", n)
+			}
+		})
+	}
 }

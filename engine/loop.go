@@ -36,9 +36,9 @@ type backend interface {
 	// idle reports whether no kernel operation is in flight, so the loop
 	// may exit.
 	idle() bool
-	// msgRing wakes the ring with fd ringFd by MSG_RING from this loop's
-	// ring; false if this backend cannot.
-	msgRing(ringFd int) bool
+	// msgRing wakes loop dst, whose ring has fd ringFd, by MSG_RING from
+	// this loop's ring; false if this backend cannot.
+	msgRing(dst *Loop, ringFd int) bool
 	// close frees the backend's kernel objects.
 	close()
 }
@@ -139,7 +139,7 @@ func (l *Loop) PostTo(dst *Loop, f func()) {
 	dst.mu.Lock()
 	dst.posted = append(dst.posted, f)
 	if dst.wakePending.CompareAndSwap(false, true) {
-		if fd := dst.ringFd.Load(); fd < 0 || l.stopping || !l.be.msgRing(int(fd)) {
+		if fd := dst.ringFd.Load(); fd < 0 || l.stopping || !l.be.msgRing(dst, int(fd)) {
 			dst.wakeLocked()
 		}
 	}

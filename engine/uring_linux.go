@@ -188,8 +188,10 @@ func (b *uringBackend) init(l *Loop) error {
 	return nil
 }
 
-func (b *uringBackend) msgRing(ringFd int) bool {
-	b.sqe().PrepMsgRing(ringFd, 0, udata(opMsg, 0, 0), 0, udata(opMsgSent, 0, 0))
+func (b *uringBackend) msgRing(dst *Loop, ringFd int) bool {
+	// The completion names dst, to wake it another way if the message
+	// fails.
+	b.sqe().PrepMsgRing(ringFd, 0, udata(opMsg, 0, 0), 0, udata(opMsgSent, int32(dst.id), 0))
 	b.l.st.msgRings.Add(1)
 	b.inflight++
 	return true
@@ -487,7 +489,12 @@ func (b *uringBackend) handle(q uring.CQE) {
 	case opMsgSent:
 		b.inflight--
 		if q.Res < 0 {
+			// The wake-up did not arrive (the target ring closed, or its
+			// fd now names another file): its posted functions must not
+			// wait for the next one, so wake it through its eventfd (a
+			// no-op once it has exited).
 			l.st.msgRingErrors.Add(1)
+			l.e.loops[slot].wake()
 		}
 		return
 	case opAccept:
