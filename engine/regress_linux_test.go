@@ -1,3 +1,6 @@
+// Regression tests for lifecycle and ownership bugs found by reviewing the
+// engine (2026-11-30): each failed before its fix.
+
 package engine
 
 import (
