@@ -10,7 +10,8 @@ import (
 )
 
 // epoll event data: Fd carries a connection slot or listener index, Pad the
-// slot generation or one of these kinds.
+// slot generation's low 24 bits (all Loop.conn compares; never negative) or
+// one of these kinds.
 const (
 	epKindListener int32 = -1
 	epKindWake     int32 = -2
@@ -105,7 +106,7 @@ func (b *epollBackend) update(c *Conn, wantOut bool) {
 	if want == have {
 		return
 	}
-	ev := unix.EpollEvent{Events: want, Fd: c.slot, Pad: int32(c.gen)}
+	ev := unix.EpollEvent{Events: want, Fd: c.slot, Pad: int32(c.gen & 0xffffff)}
 	var err error
 	switch {
 	case have == 0:

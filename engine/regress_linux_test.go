@@ -6,6 +6,7 @@ package engine
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"runtime"
@@ -239,5 +240,43 @@ func TestPostToFailedMsgRing(t *testing.T) {
 				t.Errorf("%d MSG_RING failures counted, want 1", n)
 			}
 		})
+	}
+}
+
+// TestSlotGenerationWraps serves a connection whose slot has been reused
+// about 2^32 times (set up directly): the epoll backend put the whole
+// generation in its event data, where 0xfffffffe and 0xffffffff read as
+// the wake-up and listener markers, so the connection was never served and
+// the loop spun.
+func TestSlotGenerationWraps(t *testing.T) {
+	for _, b := range testBackends {
+		for _, gen := range []uint32{0xfffffffe, 0xffffffff, 0} {
+			t.Run(fmt.Sprintf("%s/gen=%#x", b, gen), func(t *testing.T) {
+				cfg := testConfig(b)
+				cfg.CPUs = []int{0}
+				e, addr := startEngine(t, cfg, &echoHandler{})
+				l := e.Loops()[0]
+				ready := make(chan struct{})
+				l.Post(func() {
+					// A free slot 0 whose next connection gets gen.
+					if len(l.conns) == 0 {
+						l.conns = append(l.conns, nil)
+						l.slotGen = append(l.slotGen, gen-1)
+						l.free = append(l.free, 0)
+					}
+					close(ready)
+				})
+				<-ready
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(2 * time.Second))
+				if err := roundTrip(c, []byte("ping")); err != nil {
+					t.Errorf("echo on a connection of generation %#x: %v", gen, err)
+				}
+			})
+		}
 	}
 }
