@@ -419,8 +419,11 @@ func (l *Loop) Dial(network, address string, timeout time.Duration) (*Conn, erro
 	if family != unix.AF_UNIX {
 		unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 	}
+	// EINPROGRESS only: a Unix socket's EAGAIN (the listener's backlog is
+	// full) abandons the connect, leaving a socket that polls writable
+	// without being connected.
 	err = unix.Connect(fd, sa)
-	if err != nil && err != unix.EINPROGRESS && err != unix.EAGAIN {
+	if err != nil && err != unix.EINPROGRESS {
 		unix.Close(fd)
 		return nil, &net.OpError{Op: "dial", Net: network, Err: os.NewSyscallError("connect", err)}
 	}

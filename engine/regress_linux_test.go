@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -278,5 +279,59 @@ func TestSlotGenerationWraps(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestDialUnixBacklogFull dials a Unix socket whose listener never accepts
+// and whose backlog is full: connect says EAGAIN and gives up, and Dial
+// must fail, not report the connection open (OnOpen) and then fail its
+// first read.
+func TestDialUnixBacklogFull(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "full.sock")
+	lfd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(lfd)
+	if err := unix.Bind(lfd, &unix.SockaddrUnix{Name: path}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Listen(lfd, 0); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ { // fill the backlog
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = unix.Connect(fd, &unix.SockaddrUnix{Name: path})
+		if err == unix.EAGAIN {
+			unix.Close(fd)
+			break
+		}
+		defer unix.Close(fd)
+		if err != nil || i == 100 {
+			t.Fatalf("filling the backlog: connect %d: %v", i, err)
+		}
+	}
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			opened := make(chan *Conn, 1)
+			e, _ := startEngine(t, testConfig(b), &BaseHandlerFunc{open: func(c *Conn) { opened <- c }})
+			l := e.Loops()[0]
+			dialed := make(chan error, 1)
+			l.Post(func() {
+				_, err := l.Dial("unix", path, 500*time.Millisecond)
+				dialed <- err
+			})
+			if err := <-dialed; err == nil {
+				t.Error("Dial to a Unix listener with a full backlog succeeded")
+			}
+			select {
+			case <-opened:
+				t.Error("OnOpen for a connect the kernel gave up")
+			case <-time.After(50 * time.Millisecond):
+			}
+		})
 	}
 }
