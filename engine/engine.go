@@ -541,32 +541,33 @@ type ListenConfig struct {
 // Stats are counters of one loop (or their sum over an engine). They are
 // updated atomically by the loop and may be read at any time.
 type Stats struct {
-	Waits        uint64 // system calls that wait: every io_uring_enter, or epoll_wait
-	WaitNanos    uint64 // wall time inside those calls (for io_uring: also the sends and receives they run); busy polling spins here
-	WaitCPUNanos uint64 // busy-poll backends (uring-napi, epoll-busypoll) only, once a socket with a NAPI id has received data (before that the waits cannot poll): CPU time the loop's thread spent inside its waits, busy polling and the packet and socket work it runs there
-	Interrupted  uint64 // waits a signal interrupted (EINTR), mostly the Go runtime asking the loop goroutine to yield
-	Yields       uint64 // times the loop passed through the Go scheduler on its own (every 2 ms when busy, see yieldEvery)
-	BatchedWaits uint64 // waits with a minimum wait (Config.BatchWait)
-	Submits      uint64 // io_uring_enter calls made only to flush a full SQ
-	SQEs         uint64 // submission queue entries prepared
-	CQEs         uint64 // completions (or epoll events) handled
-	BytesRead    uint64
-	BytesWritten uint64
-	Reads        uint64 // OnData deliveries
-	Writes       uint64 // send/write system calls or SEND completions
-	Accepted     uint64
-	Dialed       uint64
-	Closed       uint64
-	NoBufs       uint64 // receives that found no free buffer (ENOBUFS)
-	Wakeups      uint64 // cross-goroutine wake-ups received
-	PausedReads  uint64 // times reading was paused by the high-water mark
-	RingCopies   uint64 // receive buffers copied to the send slab to give them back to the ring (MaxQueuedReadBuffers)
-	NAPIIDs      uint64 // NAPI ids added to rings (uring-napi)
-	ZCSends      uint64 // SEND_ZC requests (SendZCThreshold)
-	ZCCopied     uint64 // SEND_ZC notifications saying the kernel copied
-	MsgRings     uint64 // loop-to-loop wake-ups sent over MSG_RING
-	MsgRingErrs  uint64 // MSG_RING wake-ups that failed (the target had closed), sent again through the target's eventfd
-	Open         int64  // connections open now
+	Waits          uint64 // system calls that wait: every io_uring_enter, or epoll_wait
+	WaitNanos      uint64 // wall time inside those calls (for io_uring: also the sends and receives they run); busy polling spins here
+	WaitCPUNanos   uint64 // busy-poll backends (uring-napi, epoll-busypoll) only, once a socket with a NAPI id has received data (before that the waits cannot poll): CPU time the loop's thread spent inside its waits, busy polling and the packet and socket work it runs there
+	Interrupted    uint64 // waits a signal interrupted (EINTR), mostly the Go runtime asking the loop goroutine to yield
+	Yields         uint64 // times the loop passed through the Go scheduler on its own (every 2 ms when busy, see yieldEvery)
+	BatchedWaits   uint64 // waits with a minimum wait (Config.BatchWait)
+	Submits        uint64 // io_uring_enter calls made only to flush a full SQ
+	SQEs           uint64 // submission queue entries prepared
+	CQEs           uint64 // completions (or epoll events) handled
+	BytesRead      uint64
+	BytesWritten   uint64
+	Reads          uint64 // OnData deliveries
+	Writes         uint64 // send/write system calls or SEND completions
+	Accepted       uint64
+	Dialed         uint64
+	Closed         uint64
+	NoBufs         uint64 // receives that found no free buffer (ENOBUFS)
+	Wakeups        uint64 // cross-goroutine wake-ups received
+	PausedReads    uint64 // times reading was paused by the high-water mark
+	RingCopies     uint64 // receive buffers copied to the send slab to give them back to the ring (MaxQueuedReadBuffers)
+	NAPIIDs        uint64 // NAPI ids added to rings (uring-napi)
+	ZCSends        uint64 // SEND_ZC requests (SendZCThreshold)
+	ZCCopied       uint64 // SEND_ZC notifications saying the kernel copied
+	MsgRings       uint64 // loop-to-loop wake-ups sent over MSG_RING
+	MsgRingErrs    uint64 // MSG_RING wake-ups that failed (the target had closed), sent again through the target's eventfd
+	AcceptBackoffs uint64 // pauses in accepting after running out of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM)
+	Open           int64  // connections open now
 }
 
 func (s *Stats) add(o Stats) {
@@ -595,6 +596,7 @@ func (s *Stats) add(o Stats) {
 	s.ZCSends += o.ZCSends
 	s.ZCCopied += o.ZCCopied
 	s.MsgRingErrs += o.MsgRingErrs
+	s.AcceptBackoffs += o.AcceptBackoffs
 	s.Open += o.Open
 }
 
@@ -602,7 +604,7 @@ type counters struct {
 	interrupted, yields, batchedWaits, waitCPUNanos                               atomic.Uint64
 	waits, waitNanos, submits, sqes, cqes, bytesRead, bytesWritten, reads, writes atomic.Uint64
 	accepted, dialed, closed, noBufs, wakeups, pausedReads, napiIDs               atomic.Uint64
-	msgRings, msgRingErrors, zcSends, zcCopied, ringCopies                        atomic.Uint64
+	msgRings, msgRingErrors, zcSends, zcCopied, ringCopies, acceptBackoffs        atomic.Uint64
 	open                                                                          atomic.Int64
 	// ring is the loop's io_uring (uring backends): its own counters are
 	// the loop's waits and interrupted waits, read here rather than copied
@@ -625,7 +627,7 @@ func (c *counters) load() Stats {
 		Reads: c.reads.Load(), Writes: c.writes.Load(),
 		Accepted: c.accepted.Load(), Dialed: c.dialed.Load(), Closed: c.closed.Load(),
 		NoBufs: c.noBufs.Load(), Wakeups: c.wakeups.Load(), PausedReads: c.pausedReads.Load(),
-		NAPIIDs: c.napiIDs.Load(), MsgRings: c.msgRings.Load(), MsgRingErrs: c.msgRingErrors.Load(),
+		NAPIIDs: c.napiIDs.Load(), MsgRings: c.msgRings.Load(), MsgRingErrs: c.msgRingErrors.Load(), AcceptBackoffs: c.acceptBackoffs.Load(),
 		ZCSends: c.zcSends.Load(), ZCCopied: c.zcCopied.Load(), RingCopies: c.ringCopies.Load(),
 		Open: c.open.Load(),
 	}

@@ -166,9 +166,9 @@ func chooseBackend(c *Config) Backend {
 func newBackend(b Backend, c *Config) backend {
 	switch b {
 	case BackendEpoll:
-		return &epollBackend{}
+		return &epollBackend{epfd: -1}
 	case BackendEpollBusyPoll:
-		return &epollBackend{busy: true, busyPoll: c.BusyPoll, prefer: c.PreferBusyPoll}
+		return &epollBackend{epfd: -1, busy: true, busyPoll: c.BusyPoll, prefer: c.PreferBusyPoll}
 	default:
 		return newURingBackend(b, c)
 	}
@@ -743,3 +743,29 @@ func opError(op string, err error) error {
 
 // threadCPU is the calling thread's CPU time in nanoseconds. Loop goroutine.
 func threadCPU() int64 { return sys.ThreadCPUTime() }
+
+// acceptBackoff handles an accept error on s: for a shortage (descriptors,
+// memory), which accepting again at once would only repeat, the loop stops
+// accepting on s and calls rearm after a pause, 5 ms doubling to 1 s while
+// it lasts (as net/http's Server does), and it returns true. Loop
+// goroutine.
+func (l *Loop) acceptBackoff(s *lnSock, err unix.Errno, rearm func()) bool {
+	switch err {
+	case unix.EMFILE, unix.ENFILE, unix.ENOBUFS, unix.ENOMEM:
+	default:
+		return false
+	}
+	if s.backoff == 0 {
+		s.backoff = 5 * time.Millisecond
+		l.e.cfg.Logf("engine: loop %d: accept on %v: %v; accepting again in %v, backing off while it lasts", l.id, s.ln.Addr(), err, s.backoff)
+	} else {
+		s.backoff = min(2*s.backoff, time.Second)
+	}
+	l.st.acceptBackoffs.Add(1)
+	l.AfterFunc(s.backoff, func() {
+		if !s.done && !l.stopping {
+			rearm()
+		}
+	})
+	return true
+}

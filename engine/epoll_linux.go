@@ -63,9 +63,9 @@ func (b *epollBackend) init(l *Loop) error {
 }
 
 func (b *epollBackend) close() {
-	if b.epfd > 0 {
+	if b.epfd >= 0 {
 		unix.Close(b.epfd)
-		b.epfd = 0
+		b.epfd = -1
 	}
 }
 
@@ -84,7 +84,7 @@ func (b *epollBackend) addListener(s *lnSock) error {
 }
 
 func (b *epollBackend) removeListener(s *lnSock) {
-	unix.EpollCtl(b.epfd, unix.EPOLL_CTL_DEL, s.fd, nil)
+	unix.EpollCtl(b.epfd, unix.EPOLL_CTL_DEL, s.fd, nil) // ENOENT while backing off
 	unix.Close(s.fd)
 }
 
@@ -239,8 +239,14 @@ func (b *epollBackend) accept(s *lnSock) {
 			if err == unix.EINTR || err == unix.ECONNABORTED {
 				continue
 			}
+			// Level-triggered, the socket stays readable while out of
+			// descriptors: stop watching it for a while.
+			if errno, ok := err.(unix.Errno); ok && b.l.acceptBackoff(s, errno, func() { b.addListener(s) }) {
+				unix.EpollCtl(b.epfd, unix.EPOLL_CTL_DEL, s.fd, nil)
+			}
 			return
 		}
+		s.backoff = 0
 		b.l.accepted(fd, s.ln)
 		if s.done {
 			return

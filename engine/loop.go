@@ -49,6 +49,9 @@ type lnSock struct {
 	fd    int
 	index int32 // in Loop.lns
 	done  bool
+	// backoff is the pause before accepting again after running out of
+	// descriptors or memory (acceptBackoff); 0 after an accept.
+	backoff time.Duration
 }
 
 // Loop is one event loop, bound to one CPU. Unless a method says otherwise it

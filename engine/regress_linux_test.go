@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -334,4 +335,105 @@ func TestDialUnixBacklogFull(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAcceptBackoff runs the process out of descriptors while a connection
+// waits to be accepted: the loop must back off (Stats.AcceptBackoffs)
+// instead of retrying the failing accept in a tight loop (the epoll
+// backend's level-triggered listener, and the uring backends' re-armed
+// accept, spun), and accept the connection once descriptors are free. The
+// listener is added to the loop only once descriptors have run out: an
+// io_uring accept takes the descriptor limit in force when it is armed.
+func TestAcceptBackoff(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			cfg := testConfig(b)
+			cfg.CPUs = []int{0}
+			e, _ := startEngine(t, cfg, &echoHandler{})
+			l := e.Loops()[0]
+			release := make(chan struct{})
+			blocked := make(chan struct{})
+			l.Post(func() { close(blocked); <-release }) // holds the listener's add back
+			<-blocked
+			ln, err := e.Listen("tcp", "127.0.0.1:0", nil)
+			if err != nil {
+				close(release)
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			ap := ln.Addr().(*net.TCPAddr).AddrPort()
+			cfd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				close(release)
+				t.Fatal(err)
+			}
+			client := os.NewFile(uintptr(cfd), "client")
+			defer client.Close()
+			w0, w1 := exhaustFds(t, func() {
+				close(release)
+				if err := unix.Connect(cfd, &unix.SockaddrInet4{Addr: ap.Addr().As4(), Port: int(ap.Port())}); err != nil {
+					t.Error(err)
+				}
+			}, func() uint64 { return l.Stats().Waits })
+			s := l.Stats()
+			t.Logf("%d waits in 200 ms out of descriptors, %d accept back-offs in all", w1-w0, s.AcceptBackoffs)
+			if w1-w0 > 200 || s.AcceptBackoffs == 0 {
+				t.Errorf("%d waits and %d back-offs in 200 ms out of descriptors: want a few of each", w1-w0, s.AcceptBackoffs)
+			}
+			c, err := net.FileConn(client)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(3 * time.Second))
+			if err := roundTrip(c, []byte("after")); err != nil {
+				t.Errorf("echo once descriptors were free again: %v", err)
+			}
+		})
+	}
+}
+
+// exhaustFds lowers RLIMIT_NOFILE to the descriptors open and fills the
+// gaps below it, runs then, waits 200 ms and puts everything back. It
+// returns count() before and after the 200 ms.
+func exhaustFds(t *testing.T, then func(), count func() uint64) (uint64, uint64) {
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	top := 0
+	for _, ent := range ents {
+		if n, err := strconv.Atoi(ent.Name()); err == nil {
+			top = max(top, n)
+		}
+	}
+	lim := old
+	lim.Cur = uint64(top + 1)
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	var fill []int
+	for {
+		fd, err := unix.Dup(0)
+		if err != nil {
+			break
+		}
+		fill = append(fill, fd)
+	}
+	then()
+	time.Sleep(20 * time.Millisecond)
+	before := count()
+	time.Sleep(200 * time.Millisecond)
+	after := count()
+	for _, fd := range fill {
+		unix.Close(fd)
+	}
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	return before, after
 }

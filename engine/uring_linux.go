@@ -500,14 +500,19 @@ func (b *uringBackend) handle(q uring.CQE) {
 	case opAccept:
 		s := l.lns[slot]
 		if q.Res >= 0 {
+			s.backoff = 0
 			l.accepted(int(q.Res), s.ln)
 		}
 		if !q.More() {
 			b.inflight--
 			b.lnArmed[slot] = false
-			if s.done {
+			switch {
+			case s.done:
 				unix.Close(s.fd)
-			} else {
+			case q.Res < 0 && l.acceptBackoff(s, unix.Errno(-q.Res), func() { b.armAccept(s) }):
+				// Out of descriptors: accepting again at once would fail
+				// again at once.
+			default:
 				b.armAccept(s)
 			}
 		}
