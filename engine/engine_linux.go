@@ -646,13 +646,27 @@ func (ln *Listener) add(l *Loop, i int) {
 	s := &lnSock{ln: ln, fd: fd, index: int32(len(l.lns))}
 	if l.stopping {
 		s.done = true
-		unix.Close(fd)
+		ln.closeSock(i)
 		return
 	}
 	l.lns = append(l.lns, s)
 	if err := l.be.addListener(s); err != nil {
 		s.done = true
-		unix.Close(fd)
+		ln.closeSock(i)
+	}
+}
+
+// closeSock closes loop i's socket, once nothing of the loop's refers to
+// it. Every close of a listener socket after Listen goes through here (or
+// closePending), under mu: Close may shut the socket down from another
+// goroutine meanwhile, and must not reach a number closed and reused. Any
+// goroutine.
+func (ln *Listener) closeSock(i int) {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	if ln.fds[i] >= 0 {
+		unix.Close(ln.fds[i])
+		ln.fds[i] = -1
 	}
 }
 
@@ -663,6 +677,7 @@ func (ln *Listener) closePending(i int) {
 	if ln.added[i] == 0 && ln.fds[i] >= 0 {
 		ln.added[i] = 2
 		unix.Close(ln.fds[i])
+		ln.fds[i] = -1
 	}
 }
 
@@ -683,17 +698,25 @@ func (ln *Listener) Close() error {
 	running := e.state == 1
 	e.mu.Unlock()
 	for i, l := range e.loops {
-		if ln.fds[i] < 0 {
-			continue
-		}
 		ln.mu.Lock()
-		pending := ln.added[i] == 0
-		if pending && !running {
+		fd, pending := ln.fds[i], ln.added[i] == 0
+		switch {
+		case fd < 0:
+		case pending && !running:
 			ln.added[i] = 2
-			unix.Close(ln.fds[i])
+			unix.Close(fd)
+			ln.fds[i] = -1
+		case ln.network != "unix":
+			// Leave the SO_REUSEPORT group now, not when the loop gets to
+			// close the socket: a Listen on this address in between
+			// would join the old group, whose socket indices the new
+			// steering program does not know (connections went to the
+			// other CPU's loop). The loop's accept then fails and waits
+			// for the removal posted below.
+			unix.Shutdown(fd, unix.SHUT_RD)
 		}
 		ln.mu.Unlock()
-		if pending && !running {
+		if fd < 0 || pending && !running {
 			continue
 		}
 		l.Post(func() {

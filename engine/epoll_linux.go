@@ -85,7 +85,7 @@ func (b *epollBackend) addListener(s *lnSock) error {
 
 func (b *epollBackend) removeListener(s *lnSock) {
 	unix.EpollCtl(b.epfd, unix.EPOLL_CTL_DEL, s.fd, nil) // ENOENT while backing off
-	unix.Close(s.fd)
+	s.ln.closeSock(b.l.id)
 }
 
 // update sets the epoll interest of c from its state.
@@ -240,8 +240,9 @@ func (b *epollBackend) accept(s *lnSock) {
 				continue
 			}
 			// Level-triggered, the socket stays readable while out of
-			// descriptors: stop watching it for a while.
-			if errno, ok := err.(unix.Errno); ok && b.l.acceptBackoff(s, errno, func() { b.addListener(s) }) {
+			// descriptors, and once Listener.Close has shut it down:
+			// stop watching it, for a while or until its removal.
+			if errno, ok := err.(unix.Errno); s.ln.closed.Load() || ok && b.l.acceptBackoff(s, errno, func() { b.addListener(s) }) {
 				unix.EpollCtl(b.epfd, unix.EPOLL_CTL_DEL, s.fd, nil)
 			}
 			return

@@ -437,3 +437,93 @@ func exhaustFds(t *testing.T, then func(), count func() uint64) (uint64, uint64)
 	}
 	return before, after
 }
+
+// TestRelistenSteering closes a listener and listens again on its address
+// while both loops are busy, so that neither has closed its old socket yet
+// (as on any reload): the new sockets must form a reuseport group of their
+// own, in which steering holds. Before, they joined the old group after
+// the old sockets, the steering program indexed the wrong ones, and every
+// connection went to the other CPU's loop.
+func TestRelistenSteering(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("steering needs 2 CPUs")
+	}
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			served := make(chan int, 16)
+			h := &BaseHandlerFunc{data: func(c *Conn, buf Buffer) bool {
+				served <- c.Loop().CPU()
+				c.Write(buf.Bytes())
+				return false
+			}}
+			cfg := testConfig(b)
+			cfg.CPUs = []int{0, 1}
+			e, _ := startEngine(t, cfg, h)
+			old, err := e.Listen("tcp", "127.0.0.1:0", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := old.Addr().String()
+			var release []chan struct{}
+			for _, l := range e.Loops() {
+				synced := make(chan struct{})
+				l.Post(func() { close(synced) }) // the old listener is added
+				<-synced
+				hold := make(chan struct{})
+				release = append(release, hold)
+				l.Post(func() { <-hold })
+			}
+			old.Close()
+			ln, err := e.Listen("tcp", addr, nil)
+			// Loop 0 first: had the new sockets joined the old group,
+			// closing its old socket would move loop 1's new one into its
+			// place.
+			for i, hold := range release {
+				close(hold)
+				for range 2 { // the removal, then the close after the cancel
+					synced := make(chan struct{})
+					e.Loops()[i].Post(func() { close(synced) })
+					<-synced
+				}
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			for _, cpu := range []int{0, 1, 1, 0} {
+				if err := dialFromCPU(cpu, addr); err != nil {
+					t.Fatal(err)
+				}
+				if got := <-served; got != cpu {
+					t.Errorf("a connection from CPU %d was served by the loop on CPU %d", cpu, got)
+				}
+			}
+		})
+	}
+}
+
+// dialFromCPU connects to addr from a thread pinned to cpu (so that the
+// SYN is processed there, on loopback) and echoes one byte.
+func dialFromCPU(cpu int, addr string) error {
+	res := make(chan error, 1)
+	go func() {
+		// The thread exits with the goroutine (no Unlock), taking its
+		// changed affinity with it.
+		runtime.LockOSThread()
+		var set unix.CPUSet
+		set.Set(cpu)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			res <- err
+			return
+		}
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			res <- err
+			return
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(3 * time.Second))
+		res <- roundTrip(c, []byte("x"))
+	}()
+	return <-res
+}

@@ -265,7 +265,7 @@ func (b *uringBackend) armAccept(s *lnSock) {
 
 func (b *uringBackend) removeListener(s *lnSock) {
 	if !b.lnArmed[s.index] {
-		unix.Close(s.fd)
+		s.ln.closeSock(b.l.id)
 		return
 	}
 	b.cancel(udata(opAccept, s.index, 0))
@@ -508,7 +508,10 @@ func (b *uringBackend) handle(q uring.CQE) {
 			b.lnArmed[slot] = false
 			switch {
 			case s.done:
-				unix.Close(s.fd)
+				s.ln.closeSock(l.id)
+			case s.ln.closed.Load():
+				// Listener.Close shut the socket down; its removal is
+				// posted.
 			case q.Res < 0 && l.acceptBackoff(s, unix.Errno(-q.Res), func() { b.armAccept(s) }):
 				// Out of descriptors: accepting again at once would fail
 				// again at once.
