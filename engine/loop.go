@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -381,9 +382,16 @@ type Timer struct {
 	gen  uint32
 }
 
-// AfterFunc runs f on the loop goroutine after d. Loop goroutine.
+// AfterFunc runs f on the loop goroutine after d (a d too large to add to
+// the clock, math.MaxInt64 say, means never). Loop goroutine.
 func (l *Loop) AfterFunc(d time.Duration, f func()) Timer {
-	return l.timers.add(l, nanotime()+int64(d), f)
+	when := nanotime()
+	if d > 0 && when > math.MaxInt64-int64(d) {
+		when = math.MaxInt64
+	} else {
+		when += int64(d)
+	}
+	return l.timers.add(l, when, f)
 }
 
 // Stop cancels the timer; it reports whether it was still pending. Loop
@@ -509,12 +517,14 @@ func (h *timerHeap) next(now int64) time.Duration {
 	if len(h.heap) == 0 {
 		return -1
 	}
-	d := h.recs[h.heap[0]].when - now
-	if d < 0 {
-		d = 0
-	}
-	return time.Duration(d)
+	// At most maxWait: a wait's timeout must fit epoll_wait's int
+	// milliseconds; a loop whose first timer is further off wakes once
+	// in a while for nothing.
+	return time.Duration(min(max(h.recs[h.heap[0]].when-now, 0), int64(maxWait)))
 }
+
+// maxWait bounds how long a loop sleeps for its next timer.
+const maxWait = time.Hour
 
 // runExpired runs every timer due at now.
 func (h *timerHeap) runExpired(now int64) {

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -526,4 +527,41 @@ func dialFromCPU(cpu int, addr string) error {
 		res <- roundTrip(c, []byte("x"))
 	}()
 	return <-res
+}
+
+// TestAfterFuncFarOff schedules timers too far off to add to the clock
+// (math.MaxInt64, a common "never") and beyond epoll_wait's int
+// milliseconds (30 days): neither may run now (the first overflowed to the
+// past and ran at once), and a near timer after them still runs on time.
+func TestAfterFuncFarOff(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			e, _ := startEngine(t, testConfig(b), &echoHandler{})
+			l := e.Loops()[0]
+			var ran atomic.Int32
+			near := make(chan struct{})
+			timers := make(chan [2]Timer, 1)
+			l.Post(func() {
+				timers <- [2]Timer{
+					l.AfterFunc(math.MaxInt64, func() { ran.Add(1) }),
+					l.AfterFunc(30*24*time.Hour, func() { ran.Add(1) }),
+				}
+				l.AfterFunc(20*time.Millisecond, func() { close(near) })
+			})
+			far := <-timers
+			select {
+			case <-near:
+			case <-time.After(5 * time.Second):
+				t.Fatal("a 20 ms timer set after far-off ones did not run")
+			}
+			if n := ran.Load(); n != 0 {
+				t.Errorf("%d far-off timers ran", n)
+			}
+			stopped := make(chan bool, 2)
+			l.Post(func() { stopped <- far[0].Stop(); stopped <- far[1].Stop() })
+			if !<-stopped || !<-stopped {
+				t.Error("far-off timers were no longer pending")
+			}
+		})
+	}
 }
