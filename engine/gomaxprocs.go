@@ -40,7 +40,9 @@ func reserveP(n int) string {
 		return ""
 	}
 	want := spareP.loops + 1
-	if spareP.before == 0 {
+	if spareP.before == 0 || cur != spareP.set {
+		// The first raise, or someone set GOMAXPROCS since the last:
+		// theirs is the value to come back to.
 		spareP.before, spareP.auto = cur, isDefaultGOMAXPROCS(cur)
 	}
 	runtime.GOMAXPROCS(want)

@@ -185,3 +185,20 @@ func TestGOMAXPROCSDefault(t *testing.T) {
 		t.Errorf("GOMAXPROCS %d after the engine stopped, want the default %d back", got, def)
 	}
 }
+
+// TestGOMAXPROCSSetInBetween has the application set GOMAXPROCS between two
+// engines' raises: when both are done, the application's value comes back,
+// not the one from before the first raise.
+func TestGOMAXPROCSSetInBetween(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	if reserveP(1) == "" { // engine A: 1 -> 2
+		t.Fatal("GOMAXPROCS 1 not raised for one loop")
+	}
+	runtime.GOMAXPROCS(3) // the application's own
+	reserveP(3)           // engine B: 4 loops in all -> 5
+	releaseP(3)
+	releaseP(1)
+	if got := runtime.GOMAXPROCS(0); got != 3 {
+		t.Errorf("GOMAXPROCS %d once both engines stopped; the application had set 3", got)
+	}
+}
