@@ -402,7 +402,8 @@ func (l *Loop) connected(c *Conn) {
 // Dial starts connecting to address ("tcp", "tcp4", "tcp6" with a numeric
 // host:port, or "unix" with a path). It returns the Conn at once; OnOpen
 // follows when connected, or OnClose with the error (also when timeout, if
-// > 0, passes first). Loop goroutine.
+// > 0, passes first; and before Dial returns if the backend cannot watch
+// the socket at all, as when epoll_ctl fails). Loop goroutine.
 func (l *Loop) Dial(network, address string, timeout time.Duration) (*Conn, error) {
 	if l.stopping || l.e.draining.Load() {
 		return nil, ErrClosed
@@ -429,7 +430,7 @@ func (l *Loop) Dial(network, address string, timeout time.Duration) (*Conn, erro
 	}
 	l.addConn(c)
 	l.be.dial(c)
-	if timeout > 0 {
+	if timeout > 0 && c.state == stateConnecting {
 		c.timer = l.AfterFunc(timeout, func() {
 			if c.state == stateConnecting {
 				c.abort(&net.OpError{Op: "dial", Net: network, Err: os.ErrDeadlineExceeded})
