@@ -110,8 +110,15 @@ type LoadResult struct {
 	// threads. Open loop measures from each request's intended send time;
 	// closed loop from its actual send time.
 	Hist *Histogram
-	// Replies is the number of verified replies to requests of the window.
+	// Replies is the number of verified replies received during the
+	// window, whatever request they answer (one sent in the warm-up
+	// included): what the server delivered in the window. A reply to a
+	// request of the window that arrives during the drain is not one.
 	Replies uint64
+	// Answered is the number of requests of the window (sent in it, or in
+	// open loop due in it) that got their verified reply by the end of
+	// the drain. Hist holds Answered + Unanswered latencies.
+	Answered uint64
 	// Sent is the number of requests of the window written to the server.
 	Sent uint64
 	// Scheduled is, in open loop, the number of requests whose intended
@@ -138,7 +145,10 @@ type LoadResult struct {
 	Threads int
 }
 
-// Throughput is verified replies per second in the window. Any goroutine.
+// Throughput is the verified replies received in the window per second of
+// the window: an open-loop server that cannot keep up shows a rate below
+// the offered one, however many late replies come in the drain. Any
+// goroutine.
 func (r *LoadResult) Throughput() float64 {
 	if r.Window <= 0 {
 		return 0

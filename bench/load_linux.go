@@ -60,7 +60,8 @@ type loadThread struct {
 	scratch    []byte
 	winStart   int64
 	winEnd     int64
-	replies    uint64
+	replies    uint64 // replies received inside the window, to any request
+	answered   uint64 // requests of the window answered (by the drain's end)
 	sent       uint64
 	scheduled  uint64
 	unanswered uint64
@@ -165,6 +166,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 			res.SendLag.Merge(t.lag)
 		}
 		res.Replies += t.replies
+		res.Answered += t.answered
 		res.Sent += t.sent
 		res.Scheduled += t.scheduled
 		res.Unanswered += t.unanswered
@@ -365,9 +367,14 @@ func (t *loadThread) receive(c *loadConn, closed bool) error {
 			return err
 		}
 		off += fl
+		// Throughput counts what the server answered inside the window;
+		// latency covers the window's requests, answered then or later.
+		if now >= t.winStart && now < t.winEnd {
+			t.replies++
+		}
 		if p.t >= t.winStart && p.t < t.winEnd {
 			t.hist.Record(time.Duration(now - p.t))
-			t.replies++
+			t.answered++
 		}
 		if closed && now < t.winEnd {
 			t.send(c, t.now())

@@ -1,7 +1,10 @@
 package bench
 
 import (
+	"bufio"
 	"context"
+	"encoding/binary"
+	"io"
 	"net"
 	"os"
 	"runtime"
@@ -117,14 +120,14 @@ func TestLoadModes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Replies == 0 || res.Hist.Count() != int64(res.Replies) {
-				t.Fatalf("replies %d, histogram count %d", res.Replies, res.Hist.Count())
+			if res.Replies == 0 || res.Hist.Count() != int64(res.Answered) {
+				t.Fatalf("replies %d, answered %d, histogram count %d", res.Replies, res.Answered, res.Hist.Count())
 			}
-			if res.Sent < res.Replies {
-				t.Errorf("sent %d < replies %d", res.Sent, res.Replies)
+			if res.Sent != res.Answered {
+				t.Errorf("sent %d, answered %d", res.Sent, res.Answered)
 			}
-			if want := tc.rate * 0.2; tc.rate > 0 && (float64(res.Scheduled) < want-2 || float64(res.Scheduled) > want+2 || res.Replies != res.Scheduled) {
-				t.Errorf("open loop at %v/s over 0.2 s: scheduled %d (want %.0f), replies %d", tc.rate, res.Scheduled, want, res.Replies)
+			if want := tc.rate * 0.2; tc.rate > 0 && (float64(res.Scheduled) < want-2 || float64(res.Scheduled) > want+2 || res.Answered != res.Scheduled) {
+				t.Errorf("open loop at %v/s over 0.2 s: scheduled %d (want %.0f), answered %d", tc.rate, res.Scheduled, want, res.Answered)
 			}
 			if res.ClientUser+res.ClientSys <= 0 {
 				t.Errorf("no client CPU time recorded")
@@ -182,8 +185,8 @@ func TestOpenLoopStall(t *testing.T) {
 			if float64(res.Scheduled) < 0.98*want || float64(res.Scheduled) > 1.02*want {
 				t.Errorf("scheduled %d requests in the window, want %.0f ± 2%%", res.Scheduled, want)
 			}
-			if res.Sent != res.Scheduled || res.Replies != res.Scheduled || res.Unanswered != 0 {
-				t.Errorf("scheduled %d sent %d replies %d unanswered %d", res.Scheduled, res.Sent, res.Replies, res.Unanswered)
+			if res.Sent != res.Scheduled || res.Answered != res.Scheduled || res.Unanswered != 0 {
+				t.Errorf("scheduled %d sent %d answered %d unanswered %d", res.Scheduled, res.Sent, res.Answered, res.Unanswered)
 			}
 			if res.SendLag.Count() != int64(res.Sent) {
 				t.Errorf("send lag has %d samples for %d requests sent", res.SendLag.Count(), res.Sent)
@@ -245,8 +248,8 @@ func TestClosedLoopDrainsWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Unanswered != 0 || res.Replies != res.Sent {
-		t.Errorf("sent %d, replies %d, unanswered %d: the drain should have collected every reply", res.Sent, res.Replies, res.Unanswered)
+	if res.Unanswered != 0 || res.Answered != res.Sent {
+		t.Errorf("sent %d, answered %d, unanswered %d: the drain should have collected every reply", res.Sent, res.Answered, res.Unanswered)
 	}
 	if m := res.Hist.Max(); m < stall/2 {
 		t.Errorf("max %v: the requests stuck in the %v stall at the window's end are missing", m, stall)
@@ -315,4 +318,153 @@ func BenchmarkLoadGenerator(b *testing.B) {
 	}
 	b.ReportMetric(float64(replies)/window.Seconds(), "req/s")
 	b.ReportMetric(float64(busy)/1e3/float64(replies), "client-µs/req")
+}
+
+// pacedServer is an in-process RPC echo server of known capacity: one
+// worker writes at most rate replies per second in all, whatever the CPU.
+// Rate 0 reads requests and never answers (a stalled server). It records
+// when it wrote each reply.
+type pacedServer struct {
+	ln      net.Listener
+	per     time.Duration
+	reqs    chan pacedReq
+	done    chan struct{}
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	conns   []net.Conn
+	written []time.Time
+}
+
+type pacedReq struct {
+	c     net.Conn
+	frame []byte
+}
+
+func startPaced(t *testing.T, rate int) *pacedServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &pacedServer{ln: ln, reqs: make(chan pacedReq, 1<<16), done: make(chan struct{})}
+	s.wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			s.conns = append(s.conns, c)
+			s.mu.Unlock()
+			s.wg.Go(func() { s.read(c, rate > 0) })
+		}
+	})
+	if rate > 0 {
+		s.per = time.Second / time.Duration(rate)
+		s.wg.Go(s.answer)
+	}
+	t.Cleanup(func() {
+		close(s.done)
+		ln.Close()
+		s.mu.Lock()
+		for _, c := range s.conns {
+			c.Close()
+		}
+		s.mu.Unlock()
+		s.wg.Wait()
+	})
+	return s
+}
+
+func (s *pacedServer) read(c net.Conn, queue bool) {
+	r := bufio.NewReader(c)
+	for {
+		var h [4]byte
+		if _, err := io.ReadFull(r, h[:]); err != nil {
+			return
+		}
+		f := make([]byte, 4+binary.BigEndian.Uint32(h[:]))
+		copy(f, h[:])
+		if _, err := io.ReadFull(r, f[4:]); err != nil {
+			return
+		}
+		if !queue {
+			continue
+		}
+		select {
+		case s.reqs <- pacedReq{c, f}:
+		case <-s.done:
+			return
+		}
+	}
+}
+
+// answer writes the replies, no more than one per s.per since it started.
+func (s *pacedServer) answer() {
+	start := time.Now()
+	for n := int64(0); ; n++ {
+		var r pacedReq
+		select {
+		case r = <-s.reqs:
+		case <-s.done:
+			return
+		}
+		for n >= int64(time.Since(start)/s.per) {
+			time.Sleep(100 * time.Microsecond)
+		}
+		r.c.Write(r.frame)
+		s.mu.Lock()
+		s.written = append(s.written, time.Now())
+		s.mu.Unlock()
+	}
+}
+
+// writtenBetween counts the replies written in [a, b).
+func (s *pacedServer) writtenBetween(a, b time.Time) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, w := range s.written {
+		if !w.Before(a) && w.Before(b) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestOpenLoopOverload offers a server of fixed capacity 25% more than it
+// can answer. The achieved rate must be what it answered in the window
+// (about its capacity), not the offered rate; the latencies still cover
+// every request due in the window, the late ones with the backlog they
+// waited in.
+func TestOpenLoopOverload(t *testing.T) {
+	skipUnlessLinux(t)
+	const capacity, offered = 5000, 6250
+	s := startPaced(t, capacity)
+	var ws, we time.Time
+	res, err := RunLoad(context.Background(), LoadConfig{
+		Addr: s.ln.Addr().String(), Conns: 8, Rate: offered, Warmup: 100 * time.Millisecond,
+		Duration: time.Second, Drain: 2 * time.Second,
+		Window: func(a, b time.Time) { ws, we = a, b },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := s.writtenBetween(ws, we)
+	t.Logf("offered %d/s to a server of capacity %d/s: achieved %.0f/s (%d replies in the window; the server wrote %d in it), %d answered + %d unanswered of %d scheduled; %s",
+		offered, capacity, res.Throughput(), res.Replies, served, res.Answered, res.Unanswered, res.Scheduled, res.Hist)
+	if got := res.Throughput(); got > 1.05*capacity || got < 0.8*capacity {
+		t.Errorf("achieved %.0f req/s offering %d/s to a server that answers %d/s", got, offered, capacity)
+	}
+	if d := int(res.Replies) - served; d > served/50 || -d > served/50 {
+		t.Errorf("%d replies counted in the window; the server wrote %d in it", res.Replies, served)
+	}
+	if res.Answered+res.Unanswered != res.Scheduled || res.Hist.Count() != int64(res.Scheduled) {
+		t.Errorf("scheduled %d: answered %d, unanswered %d, latencies %d", res.Scheduled, res.Answered, res.Unanswered, res.Hist.Count())
+	}
+	// The backlog grows by 1250 requests a second, so the window's last
+	// requests wait about 0.2 s; their latency must show it.
+	if m := res.Hist.Max(); m < 100*time.Millisecond {
+		t.Errorf("max latency %v: the backlog of an overloaded server is missing", m)
+	}
 }

@@ -517,6 +517,17 @@ func (r *runner) finish() {
 	}
 	saturated := map[string]bool{}
 	for _, s := range r.report.Summary {
+		if s.Mode == "open" {
+			short := 0
+			for _, res := range r.report.Results {
+				if sameLoadPoint(res, s) && behind(res) {
+					short++
+				}
+			}
+			if short > 0 {
+				r.report.Notes = append(r.report.Notes, fmt.Sprintf("%s %s could not keep up: it answered %.0f req/s of the %.0f offered (median; %d of %d reps more than %.0f%% short): past its capacity, its latencies grow with the backlog and are not those of a server at this rate", s.Arm, loadPoint(s), s.AchievedRPS.Median, s.OfferedRPS, short, s.Reps, keepUpTolerance*100))
+			}
+		}
 		if s.Mode == "open" && s.ClientSendLagP99US > 1000 {
 			r.report.Notes = append(r.report.Notes, fmt.Sprintf("the client fell behind its schedule measuring %s %s (send lag p99 %.0f µs): the client's CPU was busy or preempted", s.Arm, loadPoint(s), s.ClientSendLagP99US))
 		}
@@ -531,6 +542,24 @@ func (r *runner) finish() {
 	if r.report.Topology == "loopback" {
 		r.report.Notes = append(r.report.Notes, "loopback has no NAPI instances: busy-poll arms cannot show their effect here; use --topology wire")
 	}
+}
+
+// keepUpTolerance is how far below the offered rate an open-loop
+// measurement's achieved rate may fall before the report says the arm could
+// not keep up: a server that keeps up answers, in the window, the window's
+// requests give or take those in flight at its edges.
+const keepUpTolerance = 0.02
+
+// behind reports whether an open-loop measurement answered less than it
+// was offered, by more than keepUpTolerance.
+func behind(res Result) bool {
+	return res.Mode == "open" && res.AchievedRPS < res.OfferedRPS*(1-keepUpTolerance)
+}
+
+// sameLoadPoint reports whether res was measured at summary row s's arm
+// and load point.
+func sameLoadPoint(res Result, s SummaryRow) bool {
+	return res.Arm == s.Arm && res.Mode == s.Mode && res.Fraction == s.Fraction && res.Loops == s.Loops && res.ComputeUS == s.ComputeUS
 }
 
 // serverArgv is the command line of arm's server child.

@@ -324,3 +324,31 @@ func TestRunServerRPSRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestFinishNotesArmBehind: an open-loop measurement that answered less
+// than it was offered, beyond the tolerance, gets a note saying the arm
+// could not keep up; one within the tolerance does not.
+func TestFinishNotesArmBehind(t *testing.T) {
+	tests := []struct {
+		name     string
+		achieved float64
+		want     bool
+	}{
+		{"kept up", 11900, false},
+		{"fell behind", 10000, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &runner{cfg: Config{ClientThreads: 1, ClientCPUs: []int{1}}, report: &Report{Topology: "wire"}}
+			r.report.Results = []Result{
+				{Arm: "a", Mode: "closed", Rep: 1, AchievedRPS: 15000, Requests: 15000},
+				{Arm: "a", Mode: "open", Fraction: 0.8, Rep: 1, OfferedRPS: 12000, AchievedRPS: tc.achieved, Requests: uint64(tc.achieved)},
+			}
+			r.finish()
+			got := slices.ContainsFunc(r.report.Notes, func(n string) bool { return strings.Contains(n, "could not keep up") })
+			if got != tc.want {
+				t.Errorf("achieved %.0f of 12000 offered: keep-up note %v, want %v; notes %q", tc.achieved, got, tc.want, r.report.Notes)
+			}
+		})
+	}
+}

@@ -123,9 +123,15 @@ type Result struct {
 	Loops     int `json:"loops"`
 	// OfferedRPS is the open-loop schedule's rate; 0 in closed loop.
 	OfferedRPS float64 `json:"offered_rps"`
-	// AchievedRPS is verified replies per second in the window.
+	// AchievedRPS is the verified replies received during the window per
+	// second of the window: what the server answered. In open loop a
+	// server that cannot keep up shows less than OfferedRPS (and the
+	// report notes it); replies that come in the drain after the window
+	// are not counted here, though their latencies are.
 	AchievedRPS float64 `json:"achieved_rps"`
-	// Requests is the number of verified replies in the window.
+	// Requests is the number of verified replies received during the
+	// window (to requests of the window or of the warm-up): the divisor of
+	// every per-request figure.
 	Requests uint64 `json:"requests"`
 	// Unanswered counts requests of the window still without a reply at
 	// the end of the drain (recorded in the latencies at a lower bound).
@@ -133,7 +139,9 @@ type Result struct {
 	// Errors counts failed requests. Reply mismatches and connection
 	// errors fail the whole run instead, so a report holds only 0 here.
 	Errors uint64 `json:"errors"`
-	// Latency are the percentiles, measured from the intended send time in
+	// Latency are the percentiles of every request of the window (sent in
+	// it, or in open loop due in it), answered in the window, in the drain,
+	// or not at all (Unanswered), measured from the intended send time in
 	// open loop and the actual send time in closed loop.
 	Latency Percentiles `json:"latency"`
 	// Spectrum is the latency percentile spectrum for plotting.
