@@ -600,28 +600,7 @@ func TestSteering(t *testing.T) {
 			cfg.CPUs = []int{0, 1}
 			_, addr := startEngine(t, cfg, h)
 			for _, cpu := range []int{0, 1, 1, 0, 0, 1, 0, 1} {
-				res := make(chan error, 1)
-				go func() {
-					// This thread exits with the goroutine (no Unlock), so
-					// its changed affinity dies with it.
-					runtime.LockOSThread()
-					var set unix.CPUSet
-					set.Set(cpu)
-					if err := unix.SchedSetaffinity(0, &set); err != nil {
-						res <- err
-						return
-					}
-					c, err := net.Dial("tcp", addr)
-					if err != nil {
-						res <- err
-						return
-					}
-					defer c.Close()
-					c.Write([]byte("x"))
-					_, err = io.ReadFull(c, make([]byte, 1))
-					res <- err
-				}()
-				if err := <-res; err != nil {
+				if err := dialFromCPU(cpu, addr); err != nil {
 					t.Fatal(err)
 				}
 				s := <-got

@@ -26,7 +26,8 @@ func TestBufRingTailWord(t *testing.T) {
 
 // TestRawRing drives a ring with the raw calls only: setup, map, one NOP
 // through the shared memory, and an EXT_ARG timed wait.
-func TestRawRing(t *testing.T) {
+// rawRing sets up a ring of 4 SQEs and 8 CQEs, closed when t ends.
+func rawRing(t *testing.T) (int, Params) {
 	var p Params
 	p.Flags = IORING_SETUP_CQSIZE
 	p.CQEntries = 8
@@ -34,7 +35,12 @@ func TestRawRing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unix.Close(fd)
+	t.Cleanup(func() { unix.Close(fd) })
+	return fd, p
+}
+
+func TestRawRing(t *testing.T) {
+	fd, p := rawRing(t)
 	if p.SQEntries != 4 || p.CQEntries != 8 || p.Features&IORING_FEAT_EXT_ARG == 0 {
 		t.Fatalf("params after setup: %+v", p)
 	}
@@ -91,14 +97,7 @@ func TestRawRing(t *testing.T) {
 // a later one (an SQE array of size 0, after the rings are mapped): each
 // must return an error, unmapping what it mapped, not panic.
 func TestMapRingErrors(t *testing.T) {
-	var p Params
-	p.Flags = IORING_SETUP_CQSIZE
-	p.CQEntries = 8
-	fd, err := Setup(4, &p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
+	fd, p := rawRing(t)
 	late := p
 	late.SQEntries = 0 // the rings map; the SQE array, of size 0, does not
 	for _, c := range []struct {
