@@ -176,13 +176,23 @@ func ServeMain(ctx context.Context, args []string, stdin io.Reader, stdout io.Wr
 	return sc.Err()
 }
 
-// serverProc is a running server child, seen from the harness.
+// defaultUsageTimeout bounds the wait for a child's usage answer: a busy
+// child answers in milliseconds, a stuck one never.
+const defaultUsageTimeout = 5 * time.Second
+
+// serverProc is a running server child, seen from the harness. Its methods
+// are called from one goroutine at a time.
 type serverProc struct {
 	cmd   *exec.Cmd
 	in    io.WriteCloser
 	out   *bufio.Reader
 	hello childHello
 	errb  *lockedBuffer
+	// usageTimeout bounds usage; defaultUsageTimeout.
+	usageTimeout time.Duration
+	// stuck is set once a usage request went unanswered: the control
+	// pipe's reader still waits for that answer, so later ones fail.
+	stuck bool
 }
 
 // lockedBuffer collects the child's stderr. exec copies into it from its own
@@ -218,7 +228,7 @@ func startServerProc(ctx context.Context, argv, env []string) (*serverProc, erro
 	if err != nil {
 		return nil, err
 	}
-	p := &serverProc{cmd: cmd, in: in, out: bufio.NewReader(outp), errb: &lockedBuffer{}}
+	p := &serverProc{cmd: cmd, in: in, out: bufio.NewReader(outp), errb: &lockedBuffer{}, usageTimeout: defaultUsageTimeout}
 	cmd.Stderr = p.errb
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("bench: start server %v: %w", argv, err)
@@ -245,17 +255,39 @@ func startServerProc(ctx context.Context, argv, env []string) (*serverProc, erro
 	return p, nil
 }
 
-// usage asks the child for its resource use.
+// usage asks the child for its resource use, waiting at most
+// p.usageTimeout for the answer.
 func (p *serverProc) usage() (ServerUsage, error) {
 	var u ServerUsage
+	if p.stuck {
+		return u, errors.New("bench: server usage: the child left an earlier request unanswered")
+	}
 	if _, err := io.WriteString(p.in, "usage\n"); err != nil {
 		return u, fmt.Errorf("bench: server usage: %w", err)
 	}
-	b, err := p.out.ReadBytes('\n')
-	if err != nil {
-		return u, fmt.Errorf("bench: server usage: %w: %s", err, strings.TrimSpace(p.errb.String()))
+	type line struct {
+		b   []byte
+		err error
 	}
-	return u, json.Unmarshal(b, &u)
+	// The read ends when the child answers or exits (stop closes the
+	// pipe once it has).
+	got := make(chan line, 1)
+	go func() {
+		b, err := p.out.ReadBytes('\n')
+		got <- line{b, err}
+	}()
+	timer := time.NewTimer(p.usageTimeout)
+	defer timer.Stop()
+	select {
+	case l := <-got:
+		if l.err != nil {
+			return u, fmt.Errorf("bench: server usage: %w: %s", l.err, strings.TrimSpace(p.errb.String()))
+		}
+		return u, json.Unmarshal(l.b, &u)
+	case <-timer.C:
+		p.stuck = true
+		return u, fmt.Errorf("bench: server usage: no answer within %v: %s", p.usageTimeout, strings.TrimSpace(p.errb.String()))
+	}
 }
 
 // stop closes the child's stdin and waits for it to exit, killing it after

@@ -122,11 +122,13 @@ type LoadResult struct {
 	// Sent is the number of requests of the window written to the server.
 	Sent uint64
 	// Scheduled is, in open loop, the number of requests whose intended
-	// send time fell in the window (the offered load); 0 in closed loop.
+	// send time fell in the window (the offered load), sent or not; 0 in
+	// closed loop.
 	Scheduled uint64
 	// Unanswered counts requests of the window without a reply when the
-	// drain ended. They are recorded in Hist at the time they had
-	// waited by then (a lower bound).
+	// drain ended, in open loop with those never sent because every
+	// connection was at MaxOutstanding. They are recorded in Hist at the
+	// time they had waited by then (a lower bound).
 	Unanswered uint64
 	// Window is the length of the measured window.
 	Window time.Duration

@@ -520,6 +520,12 @@ func (t *loadThread) runOpen(t0 int64) error {
 		if now >= t.winEnd && !t.cpuDone {
 			t.markCPU(false)
 		}
+		// The run ends with the drain whatever is left: requests still in
+		// flight, or still waiting for a connection below MaxOutstanding
+		// (a server that stopped answering blocks every connection).
+		if now >= drainEnd {
+			break
+		}
 		// Issue every request whose intended time has come (and that falls
 		// before the window's end), each stamped with its intended time.
 		blocked := false
@@ -620,5 +626,20 @@ func (t *loadThread) runOpen(t0 int64) error {
 		t.markCPU(false)
 	}
 	t.recordUnanswered()
+	// Requests due in the window that never went out (every connection
+	// was at MaxOutstanding to the end) were offered and not answered:
+	// recorded like the unanswered ones, at the time waited so far.
+	end := t.now()
+	for k := issued; ; k++ {
+		ts := t0 + t.phase + int64(float64(k)*interval)
+		if ts >= t.winEnd || ts > end {
+			break
+		}
+		if ts >= t.winStart {
+			t.scheduled++
+			t.unanswered++
+			t.hist.Record(time.Duration(end - ts))
+		}
+	}
 	return nil
 }

@@ -468,3 +468,53 @@ func TestOpenLoopOverload(t *testing.T) {
 		t.Errorf("max latency %v: the backlog of an overloaded server is missing", m)
 	}
 }
+
+// TestOpenLoopStalledServerEnds: a server that reads requests and never
+// answers. With few requests allowed in flight every connection is soon at
+// the cap, and the run must still end with the drain, every request due in
+// the window counted unanswered (sent or not) and in the latencies at the
+// time it had waited.
+func TestOpenLoopStalledServerEnds(t *testing.T) {
+	skipUnlessLinux(t)
+	const (
+		rate   = 1000.0
+		warmup = 50 * time.Millisecond
+		window = 200 * time.Millisecond
+		drain  = 200 * time.Millisecond
+	)
+	for _, tc := range []struct {
+		name   string
+		maxOut int
+		block  bool
+	}{
+		{"under the cap", 1024, false},
+		{"at the cap, polling", 4, false},
+		{"at the cap, blocking", 4, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := startPaced(t, 0)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			start := time.Now()
+			res, err := RunLoad(ctx, LoadConfig{
+				Addr: s.ln.Addr().String(), Conns: 2, Rate: rate, Warmup: warmup, Duration: window, Drain: drain,
+				MaxOutstanding: tc.maxOut, Block: tc.block,
+			})
+			took := time.Since(start)
+			if err != nil {
+				t.Fatalf("after %v: %v", took.Round(time.Millisecond), err)
+			}
+			if limit := warmup + window + drain + 500*time.Millisecond; took > limit {
+				t.Errorf("run took %v, want the drain to end it by about %v", took.Round(time.Millisecond), limit)
+			}
+			want := rate * window.Seconds()
+			if float64(res.Scheduled) < want-2 || float64(res.Scheduled) > want+2 || res.Unanswered != res.Scheduled || res.Answered != 0 || res.Replies != 0 {
+				t.Errorf("scheduled %d (want %.0f), unanswered %d, answered %d, replies %d", res.Scheduled, want, res.Unanswered, res.Answered, res.Replies)
+			}
+			if res.Hist.Count() != int64(res.Scheduled) || res.Hist.Quantile(0) < drain/2 {
+				t.Errorf("latencies %s: want one per scheduled request (%d), each at least the drain", res.Hist, res.Scheduled)
+			}
+			t.Logf("took %v: scheduled %d, sent %d, unanswered %d; %s", took.Round(time.Millisecond), res.Scheduled, res.Sent, res.Unanswered, res.Hist)
+		})
+	}
+}

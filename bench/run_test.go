@@ -352,3 +352,35 @@ func TestFinishNotesArmBehind(t *testing.T) {
 		})
 	}
 }
+
+// TestUsageTimeout: a child that reads its control pipe and never answers
+// must not block usage (and with it a measurement) forever.
+func TestUsageTimeout(t *testing.T) {
+	skipUnlessLinux(t)
+	p, err := startServerProc(context.Background(), []string{"/bin/sh", "-c", `echo '{"addr":"none"}'; while read l; do :; done`}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.usageTimeout = 200 * time.Millisecond
+	errc := make(chan error, 2)
+	go func() {
+		for range 2 {
+			_, err := p.usage()
+			errc <- err
+		}
+	}()
+	for i := range 2 {
+		select {
+		case err := <-errc:
+			if err == nil {
+				t.Errorf("usage %d: no error from a child that never answers", i)
+			}
+			t.Logf("usage %d: %v", i, err)
+		case <-time.After(3 * time.Second):
+			t.Fatalf("usage %d blocked for 3 s on a child that never answers", i)
+		}
+	}
+	if err := p.stop(); err != nil {
+		t.Error(err)
+	}
+}

@@ -134,7 +134,9 @@ type Result struct {
 	// every per-request figure.
 	Requests uint64 `json:"requests"`
 	// Unanswered counts requests of the window still without a reply at
-	// the end of the drain (recorded in the latencies at a lower bound).
+	// the end of the drain, in open loop with those never sent because
+	// every connection had its maximum in flight (recorded in the
+	// latencies at a lower bound).
 	Unanswered uint64 `json:"unanswered"`
 	// Errors counts failed requests. Reply mismatches and connection
 	// errors fail the whole run instead, so a report holds only 0 here.
