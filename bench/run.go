@@ -514,6 +514,9 @@ func (r *runner) finish() {
 		if res.Requests == 0 {
 			r.report.Notes = append(r.report.Notes, fmt.Sprintf("%s %s rep %d got no replies in its %.2fs window: the server was starved or stalled (a busy machine?)", res.Arm, res.Mode, res.Rep, r.window.Seconds()))
 		}
+		if res.Unanswered > 0 {
+			r.report.Notes = append(r.report.Notes, fmt.Sprintf("%s %s rep %d: %d requests of the window were still unanswered when the %.2fs drain ended; they count in its latencies at the time they had waited, so its tail percentiles are lower bounds", res.Arm, resultPoint(res), res.Rep, res.Unanswered, r.drain().Seconds()))
+		}
 	}
 	saturated := map[string]bool{}
 	for _, s := range r.report.Summary {
@@ -542,6 +545,15 @@ func (r *runner) finish() {
 	if r.report.Topology == "loopback" {
 		r.report.Notes = append(r.report.Notes, "loopback has no NAPI instances: busy-poll arms cannot show their effect here; use --topology wire")
 	}
+}
+
+// drain is how long each measurement waits after its window for the
+// replies to the window's requests.
+func (r *runner) drain() time.Duration { return min(time.Second, r.window) }
+
+// resultPoint names res's load point like loadPoint names a summary row's.
+func resultPoint(res Result) string {
+	return loadPoint(SummaryRow{Mode: res.Mode, Fraction: res.Fraction})
 }
 
 // keepUpTolerance is how far below the offered rate an open-loop
@@ -623,7 +635,7 @@ func (r *runner) measure(ctx context.Context, a Arm, rep int, mode string, frac,
 	lc := LoadConfig{
 		Addr: p.hello.Addr, Conns: r.cfg.Conns, InFlight: r.cfg.InFlight, Rate: rate, Payload: r.cfg.Payload,
 		Warmup: r.warmup, Duration: r.window, Threads: r.cfg.ClientThreads, CPUs: r.cfg.ClientCPUs, Block: r.cfg.ClientBlock,
-		NetNS: r.topo.ClientNetNS(), Drain: min(time.Second, r.window),
+		NetNS: r.topo.ClientNetNS(), Drain: r.drain(),
 		Window: func(start, end time.Time) {
 			go func() {
 				var s [2]snapshot

@@ -160,8 +160,8 @@ func checkReportFiles(t *testing.T, rep *Report) {
 	for _, line := range strings.Split(string(md), "\n") {
 		if strings.HasPrefix(line, "| ") && !strings.HasPrefix(line, "| ---") && !strings.HasPrefix(line, "| arm") {
 			rows++
-			if n := strings.Count(line, " | ") + 1; n != 16 {
-				t.Errorf("markdown row has %d cells, want 16: %s", n, line)
+			if n := strings.Count(line, " | ") + 1; n != 17 {
+				t.Errorf("markdown row has %d cells, want 17: %s", n, line)
 			}
 		}
 	}
@@ -382,5 +382,40 @@ func TestUsageTimeout(t *testing.T) {
 	}
 	if err := p.stop(); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestReportShowsUnanswered: requests left unanswered after the drain
+// appear as a count in the text table, the Markdown and the HTML, and a
+// note says the measurement's tail percentiles are lower bounds.
+func TestReportShowsUnanswered(t *testing.T) {
+	r := &runner{cfg: Config{ClientThreads: 1, ClientCPUs: []int{1}}, report: &Report{Kind: "bench", Topology: "wire"}, window: 300 * time.Millisecond}
+	r.report.Results = []Result{
+		{Arm: "a", Mode: "closed", Rep: 1, AchievedRPS: 1000, Requests: 300, Unanswered: 7, Spectrum: NewHistogram().Spectrum()},
+		{Arm: "b", Mode: "closed", Rep: 1, AchievedRPS: 1000, Requests: 300, Spectrum: NewHistogram().Spectrum()},
+	}
+	r.finish()
+	notes := strings.Join(r.report.Notes, "\n")
+	if !strings.Contains(notes, "a closed rep 1: 7 requests") || !strings.Contains(notes, "lower bounds") || strings.Contains(notes, "b closed rep 1:") {
+		t.Errorf("notes do not flag a's 7 unanswered requests (and only a's):\n%s", notes)
+	}
+	var tbl strings.Builder
+	WriteTable(&tbl, r.report)
+	lines := strings.Split(tbl.String(), "\n")
+	if len(lines) < 4 || !strings.Contains(lines[2], "unanswered") || !slices.Contains(strings.Fields(lines[3]), "7") {
+		t.Errorf("text table has no unanswered column with a's 7:\n%s", tbl.String())
+	}
+	md := Markdown(r.report)
+	rowA := ""
+	for line := range strings.Lines(md) {
+		if strings.HasPrefix(line, "| a |") {
+			rowA = line
+		}
+	}
+	if !strings.Contains(md, "| achieved req/s | unanswered |") || !strings.Contains(rowA, " | 7 | ") {
+		t.Errorf("Markdown has no unanswered column with a's 7:\n%s", md)
+	}
+	if h := HTML(r.report); !strings.Contains(h, "<th>unanswered</th>") || !strings.Contains(h, "<td>7</td>") {
+		t.Errorf("HTML table has no unanswered column with a's 7")
 	}
 }
