@@ -135,6 +135,16 @@ var testBatchWait = func() time.Duration {
 	return d
 }()
 
+// With SPINDLE_TEST_NO_RECV_LIMIT set, the uring backends run as on
+// kernels older than 6.17, without the multishot receive byte limit:
+// unlimited multishot receives, and single-shot ones under SQPOLL.
+// scripts/test.sh runs the tests those paths change that way too.
+func init() {
+	if os.Getenv("SPINDLE_TEST_NO_RECV_LIMIT") != "" {
+		recvLimitUsable = func() bool { return false }
+	}
+}
+
 // testData is random bytes; connection seed sends testData[seed*4099:]
 // (distinct offsets for the 1,000 connections of a test, so data crossing
 // connections shows). Slicing one block instead of generating a stream per

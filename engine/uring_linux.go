@@ -81,6 +81,11 @@ type uringBackend struct {
 	lastCQEs  int
 }
 
+// recvLimitUsable reports whether receives can be limited (the kernel's
+// multishot receive byte limit); tests replace it to run the paths of
+// kernels without it.
+var recvLimitUsable = uring.HasRecvLimit
+
 // batchFrom is how many completions one iteration must have handled for the
 // next wait to batch (Config.BatchWait): two requests' receive and send.
 const batchFrom = 4
@@ -137,7 +142,7 @@ func (b *uringBackend) init(l *Loop) error {
 	b.r = r
 	l.st.ring.Store(r)
 	b.sqpoll = rc.SQPoll
-	b.recvLimit = l.hwm > 0 && uring.HasRecvLimit()
+	b.recvLimit = l.hwm > 0 && recvLimitUsable()
 	b.maxChain = 16
 	if b.sqpoll {
 		b.maxChain = 1
