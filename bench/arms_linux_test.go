@@ -65,6 +65,9 @@ func TestEveryArmServes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if u.MonoNS <= 0 {
+				t.Errorf("usage has no mono_ns: the harness cannot time the child's rusage reads")
+			}
 			engineArm := a.Name != "go-net"
 			if engineArm && u.Counters["waits"]+u.Counters["submits"] == 0 {
 				t.Errorf("engine arm reports no kernel waits: %v", u.Counters)

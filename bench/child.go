@@ -35,6 +35,11 @@ type ServerUsage struct {
 	// Counters are the arm's own counters, when it has any (the spindle
 	// engine's "waits": io_uring_enter or epoll_wait calls, "submits", …).
 	Counters map[string]uint64 `json:"counters,omitempty"`
+	// MonoNS is CLOCK_MONOTONIC, in ns, when the child read its rusage:
+	// the harness divides the CPU between two answers by the time between
+	// them, however late a busy child answered. 0 from a child that does
+	// not send it; the harness then uses the answers' arrival times.
+	MonoNS int64 `json:"mono_ns,omitempty"`
 }
 
 // counterer is implemented by servers that count their kernel waits.

@@ -45,12 +45,16 @@ func selfUsage() (ServerUsage, error) {
 	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
 		return ServerUsage{}, os.NewSyscallError("getrusage", err)
 	}
+	var mono unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &mono); err != nil {
+		return ServerUsage{}, os.NewSyscallError("clock_gettime", err)
+	}
 	tasks, err := Proc{}.Tasks(0)
 	if err != nil {
 		return ServerUsage{}, err
 	}
 	return ServerUsage{
 		UserNS: unix.TimevalToNsec(ru.Utime), SysNS: unix.TimevalToNsec(ru.Stime),
-		Nvcsw: ru.Nvcsw, Nivcsw: ru.Nivcsw, Threads: tasks,
+		Nvcsw: ru.Nvcsw, Nivcsw: ru.Nivcsw, Threads: tasks, MonoNS: unix.TimespecToNsec(mono),
 	}, nil
 }

@@ -211,6 +211,9 @@ func TestCPeerLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if u.MonoNS <= 0 {
+		t.Errorf("usage has no mono_ns: the harness cannot time the C server's rusage reads")
+	}
 	elapsed := time.Since(start)
 	cpu := time.Duration(u.UserNS + u.SysNS)
 	if cpu <= 0 || cpu > elapsed+10*time.Millisecond {

@@ -590,24 +590,66 @@ func (r *runner) serverArgv(a Arm, loops, compute int) []string {
 		"-compute-us", strconv.Itoa(compute), "-control")
 }
 
-// snapshot is the resource counters at one edge of a window.
+// snapshot is the resource counters at one edge of a window, each with the
+// time it was read: a busy child answers its usage request late, so the
+// counters of one edge are read at different times, and none exactly at
+// the window's edge.
 type snapshot struct {
 	usage ServerUsage
-	stat  *topo.Stat
-	soft  Softirqs
-	intr  *Interrupts
-	err   error
+	// usageAt is when the harness got the usage answer (the child's own
+	// usage.MonoNS is preferred when both edges have it).
+	usageAt time.Time
+	stat    *topo.Stat
+	statAt  time.Time
+	soft    Softirqs
+	softAt  time.Time
+	intr    *Interrupts
+	intrAt  time.Time
+	err     error
 }
 
 func takeSnapshot(p *serverProc) snapshot {
 	var s snapshot
 	var errs [4]error
+	// Each /proc read is stamped at its middle; it takes microseconds.
+	stamp := func(read func()) time.Time {
+		t0 := time.Now()
+		read()
+		return t0.Add(time.Since(t0) / 2)
+	}
 	s.usage, errs[0] = p.usage()
-	s.stat, errs[1] = Proc{}.Stat()
-	s.soft, errs[2] = Proc{}.Softirqs()
-	s.intr, errs[3] = Proc{}.Interrupts()
+	s.usageAt = time.Now()
+	s.statAt = stamp(func() { s.stat, errs[1] = Proc{}.Stat() })
+	s.softAt = stamp(func() { s.soft, errs[2] = Proc{}.Softirqs() })
+	s.intrAt = stamp(func() { s.intr, errs[3] = Proc{}.Interrupts() })
 	s.err = errors.Join(errs[:]...)
 	return s
+}
+
+// intervals are the measured lengths between a window's two snapshots,
+// one per counter source; each falls back to the window when its stamps
+// are missing.
+type intervals struct {
+	usage, stat, soft, intr time.Duration
+}
+
+func measuredIntervals(e [2]snapshot, window time.Duration) intervals {
+	between := func(a, b time.Time) time.Duration {
+		if a.IsZero() || !b.After(a) {
+			return window
+		}
+		return b.Sub(a)
+	}
+	iv := intervals{
+		usage: between(e[0].usageAt, e[1].usageAt),
+		stat:  between(e[0].statAt, e[1].statAt),
+		soft:  between(e[0].softAt, e[1].softAt),
+		intr:  between(e[0].intrAt, e[1].intrAt),
+	}
+	if a, b := e[0].usage.MonoNS, e[1].usage.MonoNS; a > 0 && b > a {
+		iv.usage = time.Duration(b - a)
+	}
+	return iv
 }
 
 // measure runs one measurement with a fresh server child.
@@ -677,7 +719,11 @@ func (r *runner) measure(ctx context.Context, a Arm, rep int, mode string, frac,
 }
 
 // fill computes a Result's figures from the load result and the window's
-// snapshots.
+// snapshots. The request rate is the window's (replies received in it per
+// second of it); each counter's change is divided by the measured interval
+// between its two reads (getrusage for the server, /proc/stat for the
+// machine, …), not by the nominal window: a per-request figure is the
+// counter's rate over the request rate.
 func (r *runner) fill(res *Result, load *LoadResult, edges [2]snapshot) {
 	res.AchievedRPS = load.Throughput()
 	res.Requests = load.Replies
@@ -689,22 +735,29 @@ func (r *runner) fill(res *Result, load *LoadResult, edges [2]snapshot) {
 		res.ClientSendLagP99US = us(load.SendLag.Quantile(99))
 	}
 	n := float64(load.Replies)
-	if n == 0 {
+	if n == 0 || load.Window <= 0 {
 		return
 	}
-	perReq := func(ns float64) float64 { return ns / 1e3 / n }
-	res.ClientUSPerReq = perReq(float64(load.ClientBusy()))
+	rps := n / load.Window.Seconds()
+	iv := measuredIntervals(edges, load.Window)
+	// perReq turns a counter's change over interval d into a count per
+	// request; perReqUS does so for ns of CPU, in µs.
+	perReq := func(delta float64, d time.Duration) float64 { return delta / d.Seconds() / rps }
+	perReqUS := func(ns float64, d time.Duration) float64 { return perReq(ns, d) / 1e3 }
+	// The client's CPU and idle polling are read by its own threads at the
+	// window's edges.
+	res.ClientUSPerReq = perReqUS(float64(load.ClientBusy()), load.Window)
 	u0, u1 := edges[0].usage, edges[1].usage
 	res.Server = ServerCPU{
-		UserUSPerReq:      perReq(float64(u1.UserNS - u0.UserNS)),
-		SysUSPerReq:       perReq(float64(u1.SysNS - u0.SysNS)),
-		TotalUSPerReq:     perReq(float64(u1.UserNS - u0.UserNS + u1.SysNS - u0.SysNS)),
-		CtxSwitchesPerReq: float64(u1.Nvcsw-u0.Nvcsw+u1.Nivcsw-u0.Nivcsw) / n,
+		UserUSPerReq:      perReqUS(float64(u1.UserNS-u0.UserNS), iv.usage),
+		SysUSPerReq:       perReqUS(float64(u1.SysNS-u0.SysNS), iv.usage),
+		TotalUSPerReq:     perReqUS(float64(u1.UserNS-u0.UserNS+u1.SysNS-u0.SysNS), iv.usage),
+		CtxSwitchesPerReq: perReq(float64(u1.Nvcsw-u0.Nvcsw+u1.Nivcsw-u0.Nivcsw), iv.usage),
 	}
 	if u1.Counters != nil {
 		w := (u1.Counters["waits"] + u1.Counters["submits"]) - (u0.Counters["waits"] + u0.Counters["submits"])
-		res.Server.KernelWaitsPerReq = float64(w) / n
-		res.Server.WaitCPUUSPerReq = perReq(float64(u1.Counters["wait_cpu_ns"] - u0.Counters["wait_cpu_ns"]))
+		res.Server.KernelWaitsPerReq = perReq(float64(w), iv.usage)
+		res.Server.WaitCPUUSPerReq = perReqUS(float64(u1.Counters["wait_cpu_ns"]-u0.Counters["wait_cpu_ns"]), iv.usage)
 	}
 	before := map[int]TaskStat{}
 	for _, t := range u0.Threads {
@@ -713,20 +766,20 @@ func (r *runner) fill(res *Result, load *LoadResult, edges [2]snapshot) {
 	for _, t := range u1.Threads {
 		d := t.RunNS - before[t.TID].RunNS
 		if d > 0 {
-			res.Server.Threads = append(res.Server.Threads, ThreadCPU{TID: t.TID, Comm: t.Comm, USPerReq: perReq(float64(d)), CPU: t.Processor})
+			res.Server.Threads = append(res.Server.Threads, ThreadCPU{TID: t.TID, Comm: t.Comm, USPerReq: perReqUS(float64(d), iv.usage), CPU: t.Processor})
 		}
 	}
 	s0, s1 := edges[0].stat, edges[1].stat
-	tick := func(ticks uint64) float64 { return perReq(float64(ticks) * ClockTick) }
+	tick := func(ticks uint64) float64 { return perReqUS(float64(ticks)*ClockTick, iv.stat) }
 	tot := s1.Total.Sub(s0.Total)
 	res.Machine = MachineCPU{
 		TotalUSPerReq: tick(tot.Busy()), UserUSPerReq: tick(tot.User + tot.Nice), SysUSPerReq: tick(tot.System),
 		IRQUSPerReq: tick(tot.IRQ), SoftirqUSPerReq: tick(tot.SoftIRQ),
-		CtxSwitchesPerReq: float64(s1.Ctxt-s0.Ctxt) / n,
+		CtxSwitchesPerReq: perReq(float64(s1.Ctxt-s0.Ctxt), iv.stat),
 	}
-	res.Machine.ClientPollUSPerReq = perReq(float64(load.ClientIdle))
+	res.Machine.ClientPollUSPerReq = perReqUS(float64(load.ClientIdle), load.Window)
 	res.Machine.WorkUSPerReq = max(res.Machine.TotalUSPerReq-res.Machine.ClientPollUSPerReq, 0)
-	windowTicks := load.Window.Seconds() * 1e9 / ClockTick
+	statTicks := iv.stat.Seconds() * 1e9 / ClockTick
 	for _, cpu := range slices.Sorted(maps.Keys(s1.CPU)) {
 		c0, ok := s0.CPU[cpu]
 		if !ok {
@@ -744,7 +797,7 @@ func (r *runner) fill(res *Result, load *LoadResult, edges [2]snapshot) {
 			role = "client"
 		}
 		res.Machine.PerCPU = append(res.Machine.PerCPU, CPUSplit{
-			CPU: cpu, Role: role, BusyPercent: 100 * float64(d.Busy()) / windowTicks,
+			CPU: cpu, Role: role, BusyPercent: 100 * float64(d.Busy()) / statTicks,
 			UserUSPerReq: tick(d.User + d.Nice), SysUSPerReq: tick(d.System), IRQUSPerReq: tick(d.IRQ), SoftirqUSPerReq: tick(d.SoftIRQ),
 		})
 	}
@@ -760,9 +813,9 @@ func (r *runner) fill(res *Result, load *LoadResult, edges [2]snapshot) {
 			netrx += rx1[cpu] - rx0[cpu]
 		}
 	}
-	res.Machine.ServerCPUInterruptsPerReq = float64(irq) / n
-	res.Machine.ServerCPUDeviceIRQsPerReq = float64(dev) / n
-	res.Machine.ServerCPUNetRxPerReq = float64(netrx) / n
+	res.Machine.ServerCPUInterruptsPerReq = perReq(float64(irq), iv.intr)
+	res.Machine.ServerCPUDeviceIRQsPerReq = perReq(float64(dev), iv.intr)
+	res.Machine.ServerCPUNetRxPerReq = perReq(float64(netrx), iv.soft)
 }
 
 // summarize groups results by arm and load point, in first-seen order, and

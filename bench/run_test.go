@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spindlenet/spindle/topo"
 )
 
 func TestSpreadOf(t *testing.T) {
@@ -417,5 +420,63 @@ func TestReportShowsUnanswered(t *testing.T) {
 	}
 	if h := HTML(r.report); !strings.Contains(h, "<th>unanswered</th>") || !strings.Contains(h, "<td>7</td>") {
 		t.Errorf("HTML table has no unanswered column with a's 7")
+	}
+}
+
+// TestFillUsesMeasuredIntervals: each edge's counters are read at their
+// own times (a busy child answers its usage request late), so each
+// counter's change is divided by the measured interval between its reads,
+// not by the nominal window. Here the server CPU and CPU 0 are fully busy
+// at 1000 requests a second over a 1 s window, but the usage reads are
+// 1.5 s apart and the /proc reads 1.2 s apart: 1000 µs per request and 100%
+// busy, not 1500 µs and 120%.
+func TestFillUsesMeasuredIntervals(t *testing.T) {
+	for _, childClock := range []bool{true, false} {
+		t.Run(fmt.Sprintf("child clock %v", childClock), func(t *testing.T) {
+			r := &runner{cfg: Config{ServerCPUs: []int{0}, ClientCPUs: []int{1}}}
+			load := &LoadResult{Hist: NewHistogram(), Window: time.Second, Replies: 1000, Threads: 1}
+			t0 := time.Now()
+			at := func(d time.Duration) time.Time { return t0.Add(d) }
+			var e [2]snapshot
+			e[0] = snapshot{
+				usageAt: at(100 * time.Millisecond),
+				stat:    &topo.Stat{CPU: map[int]topo.CPUTime{0: {}}}, statAt: at(0),
+				soft: Softirqs{"NET_RX": {0}}, softAt: at(0),
+				intr: &Interrupts{Total: []uint64{0}, Device: []uint64{0}}, intrAt: at(0),
+			}
+			e[1] = snapshot{
+				usage:   ServerUsage{UserNS: int64(1500 * time.Millisecond), Nvcsw: 1500},
+				usageAt: at(1600 * time.Millisecond),
+				stat:    &topo.Stat{Total: topo.CPUTime{User: 120}, CPU: map[int]topo.CPUTime{0: {User: 120}}, Ctxt: 2400}, statAt: at(1200 * time.Millisecond),
+				soft: Softirqs{"NET_RX": {1200}}, softAt: at(1200 * time.Millisecond),
+				intr: &Interrupts{Total: []uint64{1200}, Device: []uint64{600}}, intrAt: at(1200 * time.Millisecond),
+			}
+			if childClock {
+				// The child read its rusage 1.5 s apart; the answers reached
+				// the harness at other times.
+				e[0].usage.MonoNS, e[1].usage.MonoNS = int64(time.Hour), int64(time.Hour+1500*time.Millisecond)
+				e[0].usageAt = at(300 * time.Millisecond)
+			}
+			var res Result
+			r.fill(&res, load, e)
+			near := func(got, want float64) bool { return math.Abs(got-want) < 1e-6*max(1, want) }
+			for _, c := range []struct {
+				name      string
+				got, want float64
+			}{
+				{"server µs/req", res.Server.TotalUSPerReq, 1000},
+				{"server context switches/req", res.Server.CtxSwitchesPerReq, 1},
+				{"machine µs/req", res.Machine.TotalUSPerReq, 1000},
+				{"machine context switches/req", res.Machine.CtxSwitchesPerReq, 2},
+				{"CPU 0 busy %", res.Machine.PerCPU[0].BusyPercent, 100},
+				{"server CPU interrupts/req", res.Machine.ServerCPUInterruptsPerReq, 1},
+				{"server CPU device IRQs/req", res.Machine.ServerCPUDeviceIRQsPerReq, 0.5},
+				{"server CPU NET_RX/req", res.Machine.ServerCPUNetRxPerReq, 1},
+			} {
+				if !near(c.got, c.want) {
+					t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+				}
+			}
+		})
 	}
 }

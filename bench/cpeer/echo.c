@@ -572,17 +572,21 @@ static bool write_task(FILE *f, const char *tid, bool first)
 }
 
 /* write_usage writes one ServerUsage JSON line (bench/child.go): the
- * process's getrusage(RUSAGE_SELF), every thread from /proc/self/task and
- * the loop's counters. */
+ * process's getrusage(RUSAGE_SELF) with the CLOCK_MONOTONIC time it was read,
+ * every thread from /proc/self/task and the loop's counters. */
 static void write_usage(void)
 {
 	struct rusage ru;
 	if (getrusage(RUSAGE_SELF, &ru) < 0)
 		die("getrusage: %s", strerror(errno));
+	struct timespec mono;
+	if (clock_gettime(CLOCK_MONOTONIC, &mono) < 0)
+		die("clock_gettime: %s", strerror(errno));
 	long long user = ru.ru_utime.tv_sec * 1000000000LL + ru.ru_utime.tv_usec * 1000LL;
 	long long sys = ru.ru_stime.tv_sec * 1000000000LL + ru.ru_stime.tv_usec * 1000LL;
-	printf("{\"user_ns\":%lld,\"sys_ns\":%lld,\"nvcsw\":%ld,\"nivcsw\":%ld,\"threads\":[", user, sys, ru.ru_nvcsw,
-	       ru.ru_nivcsw);
+	long long mono_ns = mono.tv_sec * 1000000000LL + mono.tv_nsec;
+	printf("{\"user_ns\":%lld,\"sys_ns\":%lld,\"nvcsw\":%ld,\"nivcsw\":%ld,\"mono_ns\":%lld,\"threads\":[", user, sys,
+	       ru.ru_nvcsw, ru.ru_nivcsw, mono_ns);
 	DIR *d = opendir("/proc/self/task");
 	if (!d)
 		die("/proc/self/task: %s", strerror(errno));
