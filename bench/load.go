@@ -3,6 +3,7 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 )
 
@@ -145,6 +146,22 @@ type LoadResult struct {
 	ClientIdle time.Duration
 	// Threads is the number of client threads that ran.
 	Threads int
+	// CPUs is the number of CPUs they ran on (clientCPUCount).
+	CPUs int
+}
+
+// clientCPUCount is the number of CPUs threads client threads run on when
+// thread i is pinned to cpus[i%len(cpus)]; unpinned (no cpus), at most one
+// per thread and no more than the machine has.
+func clientCPUCount(threads int, cpus []int) int {
+	if len(cpus) == 0 {
+		return min(threads, runtime.NumCPU())
+	}
+	seen := map[int]bool{}
+	for i := range threads {
+		seen[cpus[i%len(cpus)]] = true
+	}
+	return len(seen)
 }
 
 // Throughput is the verified replies received in the window per second of
@@ -158,15 +175,19 @@ func (r *LoadResult) Throughput() float64 {
 	return float64(r.Replies) / r.Window.Seconds()
 }
 
-// ClientCPUPercent is the client's busy CPU during the window as a percent
-// of one CPU per thread: its CPU time minus idle polling. 100 means every
-// client thread was saturated. Any goroutine.
+// ClientCPUPercent is the client's busy CPU during the window (its CPU
+// time minus idle polling) as a percent of the CPUs its threads ran on: 100
+// means the client CPUs were saturated, however many threads shared them.
+// Any goroutine.
 func (r *LoadResult) ClientCPUPercent() float64 {
-	if r.Window <= 0 || r.Threads == 0 {
+	cpus := r.CPUs
+	if cpus == 0 {
+		cpus = r.Threads
+	}
+	if r.Window <= 0 || cpus == 0 {
 		return 0
 	}
-	busy := max(r.ClientUser+r.ClientSys-r.ClientIdle, 0)
-	return 100 * float64(busy) / float64(r.Window) / float64(r.Threads)
+	return 100 * float64(r.ClientBusy()) / float64(r.Window) / float64(cpus)
 }
 
 // ClientBusy is the client threads' CPU time minus idle polling. Any goroutine.

@@ -156,7 +156,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	res := &LoadResult{Hist: NewHistogram(), Window: cfg.Duration, Threads: cfg.Threads}
+	res := &LoadResult{Hist: NewHistogram(), Window: cfg.Duration, Threads: cfg.Threads, CPUs: clientCPUCount(cfg.Threads, cfg.CPUs)}
 	if cfg.Rate > 0 {
 		res.SendLag = NewHistogram()
 	}

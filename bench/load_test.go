@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"io"
+	"math"
 	"net"
 	"os"
 	"runtime"
@@ -516,5 +517,34 @@ func TestOpenLoopStalledServerEnds(t *testing.T) {
 			}
 			t.Logf("took %v: scheduled %d, sent %d, unanswered %d; %s", took.Round(time.Millisecond), res.Scheduled, res.Sent, res.Unanswered, res.Hist)
 		})
+	}
+}
+
+// TestClientCPUPercentPerCPU: the client's CPU share is of the CPUs its
+// threads ran on, not an average per thread: two threads sharing one CPU,
+// busy half the window each, saturate it.
+func TestClientCPUPercentPerCPU(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		threads int
+		cpus    []int
+		busy    time.Duration // summed over threads, in a 1 s window
+		want    float64
+	}{
+		{"1 thread on 1 CPU", 1, []int{1}, 500 * time.Millisecond, 50},
+		{"2 threads on 2 CPUs", 2, []int{1, 2}, time.Second, 50},
+		{"2 threads on 1 CPU", 2, []int{1}, time.Second, 100},
+		{"3 threads on 2 CPUs", 3, []int{1, 2}, time.Second, 50},
+		{"2 threads on 1 CPU listed twice", 2, []int{1, 1}, time.Second, 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := LoadResult{Window: time.Second, ClientUser: tc.busy, Threads: tc.threads, CPUs: clientCPUCount(tc.threads, tc.cpus)}
+			if got := res.ClientCPUPercent(); math.Abs(got-tc.want) > 1e-9 {
+				t.Errorf("%d threads on CPUs %v busy %v in all: %.1f%% of the client CPUs, want %.0f%%", tc.threads, tc.cpus, tc.busy, got, tc.want)
+			}
+		})
+	}
+	if n := clientCPUCount(64, nil); n != min(64, runtime.NumCPU()) {
+		t.Errorf("64 unpinned threads: %d CPUs, want %d", n, min(64, runtime.NumCPU()))
 	}
 }

@@ -505,9 +505,12 @@ func (r *runner) splitBudget() {
 func (r *runner) finish() {
 	r.report.Summary = summarize(r.report.Results)
 	r.report.Seconds = time.Since(r.report.Started).Seconds()
+	// ClientCPUPercent is a share of the client CPUs: the client's busy
+	// CPUs are that share times their number.
+	clientCPUs := float64(clientCPUCount(r.cfg.ClientThreads, r.cfg.ClientCPUs))
 	for _, res := range r.report.Results {
 		if res.Mode == "closed" && res.ClientCPUPercent > 0 {
-			r.report.ClientCeilingRPS = max(r.report.ClientCeilingRPS, res.AchievedRPS/(res.ClientCPUPercent/100))
+			r.report.ClientCeilingRPS = max(r.report.ClientCeilingRPS, res.AchievedRPS/(res.ClientCPUPercent/100*clientCPUs))
 		}
 	}
 	for _, res := range r.report.Results {

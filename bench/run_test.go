@@ -480,3 +480,31 @@ func TestFillUsesMeasuredIntervals(t *testing.T) {
 		})
 	}
 }
+
+// TestClientCeilingPerClientCPU: the client ceiling is requests per second
+// per client CPU: the achieved rate over the client CPUs it kept busy
+// (its share of the client CPUs times their number).
+func TestClientCeilingPerClientCPU(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		threads int
+		cpus    []int
+		percent float64 // of the client CPUs
+	}{
+		{"1 thread, 1 CPU, half busy", 1, []int{1}, 50},
+		{"2 threads, 2 CPUs, one CPU's worth", 2, []int{1, 2}, 50},
+		{"2 threads, 1 CPU, one CPU's worth", 2, []int{1}, 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &runner{cfg: Config{ClientThreads: tc.threads, ClientCPUs: tc.cpus}, report: &Report{Topology: "wire"}}
+			// A client that does 100k req/s per CPU of busy time (two
+			// CPUs half busy count as one).
+			rps := 100000 * (tc.percent / 100) * float64(clientCPUCount(tc.threads, tc.cpus))
+			r.report.Results = []Result{{Arm: "a", Mode: "closed", Rep: 1, AchievedRPS: rps, Requests: 1, ClientCPUPercent: tc.percent}}
+			r.finish()
+			if got := r.report.ClientCeilingRPS; math.Abs(got-100000) > 1 {
+				t.Errorf("%.0f req/s with %v%% of %d client CPUs busy: ceiling %.0f req/s per client CPU, want 100000", rps, tc.percent, len(tc.cpus), got)
+			}
+		})
+	}
+}

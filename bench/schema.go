@@ -34,9 +34,10 @@ type Report struct {
 	// repetitions and their spread.
 	Summary []SummaryRow `json:"summary"`
 	// ClientCeilingRPS estimates the load generator's capacity: the best
-	// closed-loop achieved rate divided by the client's CPU fraction, in
-	// requests per second per client CPU. A figure near the arms' peaks
-	// means the client, not the server, was measured.
+	// closed-loop achieved rate divided by the client CPUs it kept busy
+	// (ClientCPUPercent/100 times the number of client CPUs), in requests
+	// per second per client CPU. A figure near the arms' peaks means the
+	// client, not the server, was measured.
 	ClientCeilingRPS float64 `json:"client_ceiling_rps"`
 	// Notes are caveats a reader must see (noisy host, skipped arms,
 	// saturated client, …).
@@ -152,9 +153,10 @@ type Result struct {
 	Server ServerCPU `json:"server"`
 	// Machine is machine-wide CPU per request from /proc/stat.
 	Machine MachineCPU `json:"machine"`
-	// ClientCPUPercent is the client threads' busy CPU, in percent of one
-	// CPU per thread (100 = saturated client). The client polls instead of
-	// sleeping; polls that found nothing are idle and not counted.
+	// ClientCPUPercent is the client threads' busy CPU, in percent of the
+	// client CPUs they ran on (100 = every client CPU saturated, however
+	// many threads shared them). The client polls instead of sleeping;
+	// polls that found nothing are idle and not counted.
 	ClientCPUPercent float64 `json:"client_cpu_percent"`
 	// ClientSendLagP99US is, in open loop, the 99th percentile of how late
 	// the client wrote requests relative to their intended send times; a
