@@ -335,7 +335,9 @@ func throughputSVG(rep *Report, colours map[string]string) string {
 	if len(names) == 0 {
 		return ""
 	}
-	c := chart{w: 560, h: 300, left: 55, right: 110, top: 24, bottom: 34, x0: 0, x1: hiX * 1.05, y0: math.Pow(10, math.Floor(math.Log10(max(lo, 1)))), y1: math.Pow(10, math.Ceil(math.Log10(max(hi, 10)))), logY: true}
+	// With no replies anywhere every rate is 0: keep the axis from
+	// collapsing to zero width (and every x to NaN).
+	c := chart{w: 560, h: 300, left: 55, right: 110, top: 24, bottom: 34, x0: 0, x1: max(hiX*1.05, 1), y0: math.Pow(10, math.Floor(math.Log10(max(lo, 1)))), y1: math.Pow(10, math.Ceil(math.Log10(max(hi, 10)))), logY: true}
 	var b strings.Builder
 	c.frame(&b, "p99 against achieved throughput (medians)", "req/s", "p99 µs (log)")
 	for i := 0; i <= 4; i++ {
@@ -400,7 +402,8 @@ func cpuSVG(rep *Report, colours map[string]string) string {
 		top = max(top, br.user+br.sys+br.irq+br.soft+br.poll, br.srv)
 	}
 	rowH := 18.0
-	c := chart{w: 900, h: 50 + rowH*float64(len(bars)), left: 230, right: 20, top: 24, bottom: 26, x0: 0, x1: top * 1.1}
+	// No CPU per request at all (no replies): a nonzero axis all the same.
+	c := chart{w: 900, h: 50 + rowH*float64(len(bars)), left: 230, right: 20, top: 24, bottom: 26, x0: 0, x1: max(top*1.1, 1)}
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg width="%.0f" height="%.0f" xmlns="http://www.w3.org/2000/svg">`, c.w, c.h)
 	parts := []struct{ name, colour string }{{"user", "#4e79a7"}, {"system", "#f28e2b"}, {"irq", "#e15759"}, {"softirq", "#76b7b2"}, {"client polling", "#d3d3d3"}}

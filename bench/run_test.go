@@ -508,3 +508,20 @@ func TestClientCeilingPerClientCPU(t *testing.T) {
 		})
 	}
 }
+
+// TestHTMLNoReplies: a report whose measurements all got no replies (a
+// stalled server) draws its charts without NaN or infinite coordinates.
+func TestHTMLNoReplies(t *testing.T) {
+	rep := &Report{Schema: SchemaVersion, Kind: "bench", Topology: "loopback"}
+	rep.Results = []Result{
+		{Arm: "a", Mode: "closed", Rep: 1, Unanswered: 50, Spectrum: NewHistogram().Spectrum()},
+		{Arm: "b", Mode: "closed", Rep: 1, Spectrum: NewHistogram().Spectrum()},
+	}
+	rep.Summary = summarize(rep.Results)
+	h := HTML(rep)
+	for _, bad := range []string{"NaN", "Inf"} {
+		if n := strings.Count(h, bad); n > 0 {
+			t.Errorf("HTML has %d %s values", n, bad)
+		}
+	}
+}
