@@ -227,12 +227,13 @@ func runBenchClient(ctx context.Context, args []string) error {
 	out := struct {
 		OfferedRPS       float64           `json:"offered_rps"`
 		AchievedRPS      float64           `json:"achieved_rps"`
-		Requests         uint64            `json:"requests"`
-		Unanswered       uint64            `json:"unanswered"`
+		Requests         uint64            `json:"requests"`   // replies received in the window
+		Answered         uint64            `json:"answered"`   // requests of the window answered, in it or in the drain
+		Unanswered       uint64            `json:"unanswered"` // requests of the window never answered
 		Latency          bench.Percentiles `json:"latency"`
 		ClientCPUPercent float64           `json:"client_cpu_percent"`
 		SendLagP99US     float64           `json:"send_lag_p99_us,omitempty"`
-	}{OfferedRPS: *rate, AchievedRPS: res.Throughput(), Requests: res.Replies, Unanswered: res.Unanswered,
+	}{OfferedRPS: *rate, AchievedRPS: res.Throughput(), Requests: res.Replies, Answered: res.Answered, Unanswered: res.Unanswered,
 		Latency: res.Hist.Percentiles(), ClientCPUPercent: res.ClientCPUPercent()}
 	if res.SendLag != nil {
 		out.SendLagP99US = float64(res.SendLag.Quantile(99)) / 1e3
