@@ -87,7 +87,7 @@ func TestCPeerSetupModes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Replies == 0 || res.Answered != res.Sent || res.Unanswered != 0 {
+			if res.Answered == 0 || res.Answered != res.Sent || res.Unanswered != 0 {
 				t.Fatalf("%d requests sent in the window, %d answered, %d unanswered", res.Sent, res.Answered, res.Unanswered)
 			}
 		})
@@ -202,7 +202,7 @@ func TestCPeerLoad(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%d conns, %d-byte payload: %v", tc.conns, tc.size, err)
 		}
-		if res.Replies == 0 || res.Answered != res.Sent || res.Unanswered != 0 {
+		if res.Answered == 0 || res.Answered != res.Sent || res.Unanswered != 0 {
 			t.Fatalf("%d conns, %d-byte payload: %d requests sent in the window, %d answered, %d unanswered", tc.conns, tc.size, res.Sent, res.Answered, res.Unanswered)
 		}
 		t.Logf("%d conns, %d B: %.0f req/s, %s", tc.conns, tc.size, res.Throughput(), res.Hist)
