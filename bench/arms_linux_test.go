@@ -57,7 +57,7 @@ func TestEveryArmServes(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%d-byte payload: %v", size, err)
 				}
-				if res.Replies == 0 || res.Answered != res.Sent || res.Unanswered != 0 {
+				if res.Answered == 0 || res.Answered != res.Sent || res.Unanswered != 0 {
 					t.Fatalf("%d-byte payload: %d requests sent in the window, %d answered, %d unanswered", size, res.Sent, res.Answered, res.Unanswered)
 				}
 			}
