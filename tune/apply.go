@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spindlenet/spindle/topo"
@@ -153,6 +155,11 @@ func (t Target) read(w Write) (string, error) {
 		if err != nil {
 			return "", err
 		}
+		if w.Ifindex > 0 && n.Ifindex != w.Ifindex {
+			// NAPI ids are re-allocated (link down/up, channels, GRO on
+			// a veth): this id now names another interface's instance.
+			return "", fmt.Errorf("NAPI %d now belongs to ifindex %d, not %s (%d): %w", w.NAPIID, n.Ifindex, w.Iface, w.Ifindex, os.ErrNotExist)
+		}
 		v, err := n.NAPIValue(w.Param)
 		return strconv.FormatUint(v, 10), err
 	}
@@ -248,7 +255,7 @@ func Apply(p *Plan, t Target, statePath string) (*State, error) {
 	for i, w := range p.Writes {
 		if err := t.setAndCheck(w, w.New); err != nil {
 			failure := fmt.Errorf("write %d of %d (%s): %w", i+1, len(p.Writes), w.Target(), err)
-			if rerr := rollback(t, p.Writes[:i+1], st.Before[:i+1]); rerr != nil {
+			if _, rerr := rollback(t, p.Writes[:i+1], st.Before[:i+1]); rerr != nil {
 				return nil, fmt.Errorf("%w; rollback incomplete, state kept in %s: %v", failure, statePath, rerr)
 			}
 			if err := os.Remove(statePath); err != nil {
@@ -263,30 +270,49 @@ func Apply(p *Plan, t Target, statePath string) (*State, error) {
 	return st, nil
 }
 
+// gone reports whether err means the write's target no longer exists: a
+// file under /proc or /sys that is not there (an interface deleted, an IRQ
+// freed when its driver unbound), a NAPI id the kernel no longer knows or
+// that names another interface's instance now (ENOENT), an interface
+// ethtool no longer finds (ENODEV). There is nothing left to restore.
+func gone(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENODEV)
+}
+
 // rollback restores before[i] for writes in reverse order, checking each
-// value byte for byte.
-func rollback(t Target, writes []Write, before []string) error {
+// value byte for byte. It goes on past failures: targets that no longer
+// exist are listed in vanished (with the reason), every other failure is
+// in err, one wrapped error per target.
+func rollback(t Target, writes []Write, before []string) (vanished []string, err error) {
 	var errs []error
 	for i := len(writes) - 1; i >= 0; i-- {
 		w := writes[i]
 		cur, err := t.read(w)
+		if gone(err) {
+			vanished = append(vanished, fmt.Sprintf("%s: gone (%v)", w.Target(), err))
+			continue
+		}
 		if err == nil && cur == before[i] {
 			continue // never written, or already back
 		}
 		if err := t.write(w, before[i]); err != nil {
-			errs = append(errs, err)
+			if gone(err) {
+				vanished = append(vanished, fmt.Sprintf("%s: gone (%v)", w.Target(), err))
+				continue
+			}
+			errs = append(errs, fmt.Errorf("%s: restore %q: %w", w.Target(), strings.TrimSpace(before[i]), err))
 			continue
 		}
 		got, err := t.read(w)
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("%s: read back: %w", w.Target(), err))
 			continue
 		}
 		if w.Kind == KindFile && got != before[i] || w.Kind != KindFile && strings.TrimSpace(got) != strings.TrimSpace(before[i]) {
 			errs = append(errs, fmt.Errorf("%s: restored %q, reads back %q", w.Target(), before[i], got))
 		}
 	}
-	return errors.Join(errs...)
+	return vanished, errors.Join(errs...)
 }
 
 func saveState(statePath string, st *State) error {
@@ -340,10 +366,17 @@ func LoadState(statePath string) (*State, error) {
 }
 
 // Revert restores the values saved in statePath, in reverse order, and
-// verifies each byte for byte. Values changed by someone else since Apply
-// are restored too and listed in drifted. On success the state file is
-// renamed to statePath+".reverted".
-func Revert(statePath string, t Target) (drifted []string, err error) {
+// verifies each byte for byte. It restores everything it can: a target
+// that no longer exists (an interface deleted, /proc/irq/N freed by a
+// driver unbind, NAPI ids re-allocated after link down/up) has nothing to
+// restore and does not stop the others. The notes say, one line per
+// target, which values someone else changed since Apply (restored too) and
+// which targets are gone (not restored). When every target that still
+// exists is restored, the state file is renamed to statePath+".reverted",
+// so that the host can be tuned again, and the notes say so if any target
+// was gone. Otherwise the error lists each value that could not be
+// restored and why, and the state file is kept for another try.
+func Revert(statePath string, t Target) (notes []string, err error) {
 	st, err := LoadState(statePath)
 	if err != nil {
 		return nil, err
@@ -351,17 +384,35 @@ func Revert(statePath string, t Target) (drifted []string, err error) {
 	for _, w := range st.Plan.Writes {
 		cur, err := t.read(w)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", w.Target(), err)
+			continue // gone or unreadable: rollback says which
 		}
 		if !equalValues(w.Format, cur, w.New) {
-			drifted = append(drifted, fmt.Sprintf("%s is %q, applied %q (changed since)", w.Target(), strings.TrimSpace(cur), w.New))
+			notes = append(notes, fmt.Sprintf("%s is %q, applied %q (changed since)", w.Target(), strings.TrimSpace(cur), w.New))
 		}
 	}
-	if err := rollback(t, st.Plan.Writes, st.Before); err != nil {
-		return drifted, fmt.Errorf("revert incomplete, state kept in %s: %w", statePath, err)
+	vanished, err := rollback(t, st.Plan.Writes, st.Before)
+	slices.Reverse(vanished) // plan order, like the drift notes
+	notes = append(notes, vanished...)
+	if err != nil {
+		n := len(joined(err))
+		if len(vanished) > 0 {
+			return notes, fmt.Errorf("revert incomplete, state kept in %s: %d of %d value(s) not restored (and %d target(s) gone, see the notes):\n%w", statePath, n, len(st.Plan.Writes), len(vanished), err)
+		}
+		return notes, fmt.Errorf("revert incomplete, state kept in %s: %d of %d value(s) not restored:\n%w", statePath, n, len(st.Plan.Writes), err)
 	}
 	if err := os.Rename(statePath, statePath+".reverted"); err != nil {
-		return drifted, err
+		return notes, err
 	}
-	return drifted, nil
+	if len(vanished) > 0 {
+		notes = append(notes, fmt.Sprintf("%d of %d target(s) no longer exist and were not restored; everything else was, and the state file is moved aside", len(vanished), len(st.Plan.Writes)))
+	}
+	return notes, nil
+}
+
+// joined returns the errors an errors.Join holds, or err alone.
+func joined(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }

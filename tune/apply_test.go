@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -416,4 +417,167 @@ func TestStateLoopCPUsForEngine(t *testing.T) {
 	if got, err := tunestate.LoopCPUs(path); err != nil || got != nil {
 		t.Fatalf("after revert: %v, %v; want nothing", got, err)
 	}
+}
+
+// TestRevertTargetsGone: targets that disappear between Apply and Revert
+// (an IRQ freed when its driver unbinds, NAPI ids re-allocated after link
+// down/up) used to make Revert fail on its first read and restore nothing,
+// keeping the state file so that every later revert and apply failed too.
+// Revert now restores every target that still exists, names the gone ones
+// in its notes and moves the state aside; a target that exists but cannot
+// be restored (no netlink) is named in the error and keeps the state for
+// another try, without stopping the rest.
+func TestRevertTargetsGone(t *testing.T) {
+	setup := func(t *testing.T) (root string, p *Plan, co *fixtureNetlink, orig map[uint32]topo.NAPI, before map[string]string, state string) {
+		root = copyTree(t, fx2Socket)
+		h := loadHost(t, root)
+		p, err := MakePlan(h, PlanConfig{BusyPollUsecs: 20, IRQSuspendTimeoutNs: 20_000_000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		co = &fixtureNetlink{values: map[int]topo.Coalesce{}, napis: map[uint32]topo.NAPI{}}
+		for _, n := range h.NICs {
+			if n.Coalesce != nil {
+				co.values[n.Ifindex] = maps.Clone(n.Coalesce)
+			}
+			for _, napi := range n.NAPIs {
+				co.napis[napi.ID] = napi
+			}
+		}
+		orig = maps.Clone(co.napis)
+		before = treeBytes(t, root)
+		state = filepath.Join(t.TempDir(), "state.json")
+		if _, err := Apply(p, Target{Root: root, Netlink: co}, state); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	firstIRQ := func(t *testing.T, p *Plan) string {
+		for _, w := range p.Writes {
+			if strings.HasPrefix(w.Path, "/proc/irq/") {
+				return path.Dir(w.Path)
+			}
+		}
+		t.Fatal("plan writes no IRQ affinity")
+		return ""
+	}
+	renumber := func(co *fixtureNetlink) {
+		old := maps.Clone(co.napis)
+		clear(co.napis)
+		for id, n := range old {
+			n.ID = id + 1000
+			co.napis[n.ID] = n
+		}
+	}
+	moved := func(t *testing.T, state string) {
+		t.Helper()
+		if _, err := os.Stat(state); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("state file still in place (%v): the host stays blocked", err)
+		}
+		if _, err := os.Stat(state + ".reverted"); err != nil {
+			t.Errorf("state not moved aside: %v", err)
+		}
+	}
+	countGone := func(notes []string) int {
+		n := 0
+		for _, s := range notes {
+			if strings.Contains(s, ": gone (") {
+				n++
+			}
+		}
+		return n
+	}
+
+	t.Run("irq removed", func(t *testing.T) {
+		root, p, co, orig, before, state := setup(t)
+		irq := firstIRQ(t, p)
+		if err := os.RemoveAll(filepath.Join(root, irq)); err != nil {
+			t.Fatal(err)
+		}
+		notes, err := Revert(state, Target{Root: root, Netlink: co})
+		if err != nil {
+			t.Fatalf("Revert: %v", err)
+		}
+		if countGone(notes) != 1 || !slices.ContainsFunc(notes, func(s string) bool { return strings.HasPrefix(s, irq+"/") && strings.Contains(s, "gone") }) {
+			t.Errorf("notes = %q, want one gone entry for %s", notes, irq)
+		}
+		for k := range before {
+			if strings.HasPrefix(k, filepath.Join(root, irq)+"/") {
+				delete(before, k)
+			}
+		}
+		if d := diffTrees(before, treeBytes(t, root)); len(d) > 0 {
+			t.Errorf("not restored:\n%s", strings.Join(d, "\n"))
+		}
+		if !maps.Equal(orig, co.napis) {
+			t.Error("NAPI settings not restored")
+		}
+		moved(t, state)
+	})
+
+	t.Run("NAPI ids renumbered", func(t *testing.T) {
+		root, _, co, _, before, state := setup(t)
+		renumber(co)
+		notes, err := Revert(state, Target{Root: root, Netlink: co})
+		if err != nil {
+			t.Fatalf("Revert: %v", err)
+		}
+		if n := countGone(notes); n != 16 {
+			t.Errorf("%d gone notes, want 16 (one per NAPI write): %q", n, notes)
+		}
+		if d := diffTrees(before, treeBytes(t, root)); len(d) > 0 {
+			t.Errorf("not restored:\n%s", strings.Join(d, "\n"))
+		}
+		moved(t, state)
+	})
+
+	// An old id the kernel has given to another interface's instance is
+	// gone too: restoring into it would change a device the plan never
+	// touched.
+	t.Run("NAPI id reused by another interface", func(t *testing.T) {
+		root, p, co, _, _, state := setup(t)
+		var w Write
+		for _, x := range p.Writes {
+			if x.Kind == KindNAPI {
+				w = x
+				break
+			}
+		}
+		renumber(co)
+		co.napis[w.NAPIID] = topo.NAPI{ID: w.NAPIID, Ifindex: 99, IRQSuspendTimeout: 12345}
+		if _, err := Revert(state, Target{Root: root, Netlink: co}); err != nil {
+			t.Fatalf("Revert: %v", err)
+		}
+		if got := co.napis[w.NAPIID].IRQSuspendTimeout; got != 12345 {
+			t.Errorf("NAPI %d of ifindex 99 set to %d by the revert of %s", w.NAPIID, got, w.Target())
+		}
+	})
+
+	t.Run("netlink unreachable", func(t *testing.T) {
+		root, _, co, orig, before, state := setup(t)
+		notes, err := Revert(state, Target{Root: root})
+		if err == nil {
+			t.Fatal("Revert without netlink succeeded")
+		}
+		msg := err.Error()
+		if !strings.Contains(msg, "17 of 49 value(s) not restored") || !strings.Contains(msg, "ethtool -C ens1f0 adaptive-rx") || !strings.Contains(msg, "NAPI 8208 irq-suspend-timeout") || !errors.Is(err, topo.ErrNotSupported) {
+			t.Errorf("error does not say what was not restored and why: %v", err)
+		}
+		if countGone(notes) != 0 {
+			t.Errorf("notes = %q: nothing is gone", notes)
+		}
+		if d := diffTrees(before, treeBytes(t, root)); len(d) > 0 {
+			t.Errorf("files not restored while netlink was missing:\n%s", strings.Join(d, "\n"))
+		}
+		if _, err := os.Stat(state); err != nil {
+			t.Fatalf("state not kept for the values still to restore: %v", err)
+		}
+		if _, err := Revert(state, Target{Root: root, Netlink: co}); err != nil {
+			t.Fatalf("second revert, with netlink: %v", err)
+		}
+		if !maps.Equal(orig, co.napis) {
+			t.Error("NAPI settings not restored by the second revert")
+		}
+		moved(t, state)
+	})
 }

@@ -10,5 +10,6 @@
 // builds one for a policy (Inline or Dedicated) from a topo.Host without
 // touching the host. Apply re-checks every current value, saves them to a
 // state file, then writes; a failed write rolls back what was done. Revert
-// restores the saved values byte for byte and verifies them.
+// restores the saved values byte for byte and verifies them; targets that
+// no longer exist are reported as gone and do not stop the rest.
 package tune

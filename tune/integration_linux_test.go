@@ -333,3 +333,146 @@ func nicNames(h *topo.Host) []string {
 	}
 	return out
 }
+
+// TestNetnsRevertTargetsGone applies a plan to a veth pair inside a
+// namespace the test creates, then, before reverting, either re-creates
+// the veth NAPI instances with new ids (GRO off and on) or deletes the
+// veth pair. Revert used to fail on its first read and restore nothing,
+// not even the namespace's somaxconn, and kept the state file. Now it
+// restores somaxconn and everything else that exists, names the gone
+// targets and moves the state file aside. The host's settings must not
+// change.
+func TestNetnsRevertTargetsGone(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create a network namespace and write sysfs")
+	}
+	for _, tool := range []string{"ip", "ethtool"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed", tool)
+		}
+	}
+	hostBefore := hostSettings(t)
+	pid := os.Getpid()
+	ns := fmt.Sprintf("spd-gone-%d", pid)
+	va, vb := fmt.Sprintf("sgn%da", pid), fmt.Sprintf("sgn%db", pid)
+	run(t, "ip", "netns", "add", ns)
+	t.Cleanup(func() {
+		exec.Command("ip", "netns", "del", ns).Run()
+		if out, _ := exec.Command("ip", "netns", "list").Output(); strings.Contains(string(out), ns) {
+			t.Errorf("namespace %s left behind: %s", ns, out)
+		}
+		hostAfter := hostSettings(t)
+		for f, v := range hostBefore {
+			if w, ok := hostAfter[f]; ok && w != v {
+				t.Errorf("host setting %s changed: %q -> %q", f, v, w)
+			}
+		}
+	})
+	nsPath := veth.Path(ns)
+	view := t.TempDir()
+	inNS := func(fn func(tgt Target, h *topo.Host) error) {
+		t.Helper()
+		err := InNetNS(nsPath, func() (err error) {
+			cleanup, err := MountNetNSView(view)
+			if err != nil {
+				return err
+			}
+			defer func() {
+				if cerr := cleanup(); err == nil {
+					err = cerr
+				}
+			}()
+			nc, err := topo.DialNetlink()
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			h, err := topo.ReadRootWithNetlink(view)
+			if err != nil {
+				return err
+			}
+			return fn(Target{Root: view, Netlink: nc}, h)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	somax := func() (s string) {
+		inNS(func(Target, *topo.Host) error {
+			b, err := os.ReadFile(filepath.Join(view, "/proc/sys/net/core/somaxconn"))
+			s = strings.TrimSpace(string(b))
+			return err
+		})
+		return s
+	}
+	for _, sc := range []struct {
+		name   string
+		change func()
+	}{
+		{"NAPI ids re-allocated", func() {
+			for _, v := range []string{va, vb} {
+				run(t, "ip", "netns", "exec", ns, "ethtool", "-K", v, "gro", "off")
+				run(t, "ip", "netns", "exec", ns, "ethtool", "-K", v, "gro", "on")
+			}
+		}},
+		{"veth deleted", func() { run(t, "ip", "-n", ns, "link", "del", va) }},
+	} {
+		t.Run(sc.name, func(t *testing.T) {
+			run(t, "ip", "-n", ns, "link", "add", va, "type", "veth", "peer", "name", vb)
+			defer exec.Command("ip", "-n", ns, "link", "del", va).Run()
+			for _, v := range []string{va, vb} {
+				run(t, "ip", "-n", ns, "link", "set", v, "up")
+				run(t, "ip", "netns", "exec", ns, "ethtool", "-K", v, "gro", "on", "tso", "off")
+			}
+			orig := somax()
+			state := filepath.Join(t.TempDir(), "state.json")
+			var napiWrites int
+			inNS(func(tgt Target, h *topo.Host) error {
+				cur, err := strconv.Atoi(orig)
+				if err != nil {
+					return err
+				}
+				p, err := MakePlan(h, PlanConfig{Interfaces: []string{va, vb}, LoopCPUs: h.Online, BusyPollUsecs: 50, Somaxconn: cur + 1, IRQSuspendTimeoutNs: 20_000_000})
+				if err != nil {
+					return err
+				}
+				for _, w := range p.Writes {
+					if w.Kind == KindNAPI {
+						napiWrites++
+					}
+				}
+				_, err = Apply(p, tgt, state)
+				return err
+			})
+			if applied := somax(); applied == orig {
+				t.Fatalf("somaxconn %s not changed by apply", applied)
+			}
+			sc.change()
+			var notes []string
+			var rerr error
+			inNS(func(tgt Target, _ *topo.Host) error {
+				notes, rerr = Revert(state, tgt)
+				return nil
+			})
+			if rerr != nil {
+				t.Fatalf("Revert: %v", rerr)
+			}
+			if after := somax(); after != orig {
+				t.Errorf("somaxconn %s after revert, want %s", after, orig)
+			}
+			var gone int
+			for _, n := range notes {
+				if strings.Contains(n, ": gone (") {
+					gone++
+				}
+			}
+			t.Logf("%d gone, %d NAPI writes; notes: %q", gone, napiWrites, notes)
+			if gone == 0 || napiWrites > 0 && gone < napiWrites {
+				t.Errorf("%d targets reported gone, want at least %d (the NAPI writes) and one", gone, napiWrites)
+			}
+			if _, err := os.Stat(state); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("state file kept (%v): every later apply would refuse", err)
+			}
+		})
+	}
+}
