@@ -138,12 +138,16 @@ func (l *Loop) Post(f func()) {
 
 // PostTo queues f to run on dst's loop goroutine, like dst.Post, but wakes
 // dst with an IORING_OP_MSG_RING from l's ring when both loops run io_uring
-// (a ring-to-ring message, no eventfd write). Call it on l's goroutine.
+// in the same engine (a ring-to-ring message, no eventfd write). Call it on
+// l's goroutine.
 func (l *Loop) PostTo(dst *Loop, f func()) {
 	dst.mu.Lock()
 	dst.posted = append(dst.posted, f)
 	if dst.wakePending.CompareAndSwap(false, true) {
-		if fd := dst.ringFd.Load(); fd < 0 || l.stopping || !l.be.msgRing(dst, int(fd)) {
+		// MSG_RING only within the engine: its completion names dst by
+		// its index in l's engine, to wake it through its eventfd should
+		// the message fail.
+		if fd := dst.ringFd.Load(); fd < 0 || l.stopping || dst.e != l.e || !l.be.msgRing(dst, int(fd)) {
 			dst.wakeLocked()
 		}
 	}

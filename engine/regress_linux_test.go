@@ -567,3 +567,44 @@ func TestAfterFuncFarOff(t *testing.T) {
 		})
 	}
 }
+
+// TestPostToOtherEngine posts from a loop of one engine to a loop of
+// another, whose ring fd is swapped for an eventfd's so that a MSG_RING
+// would fail: the function must run. A failed MSG_RING's completion names
+// its target by index in the sender's engine, which here would have woken
+// the sender's own loop 0 instead; across engines PostTo wakes through the
+// target's eventfd.
+func TestPostToOtherEngine(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs 2 CPUs for two loops")
+	}
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(efd)
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			ca, cb := testConfig(b), testConfig(b)
+			ca.CPUs, cb.CPUs = []int{0}, []int{1}
+			ea, _ := startEngine(t, ca, &echoHandler{})
+			eb, _ := startEngine(t, cb, &echoHandler{})
+			src, dst := ea.Loops()[0], eb.Loops()[0]
+			synced := make(chan struct{})
+			dst.Post(func() { close(synced) })
+			<-synced
+			ringFd := dst.ringFd.Load()
+			defer dst.ringFd.Store(ringFd)
+			if ringFd >= 0 {
+				dst.ringFd.Store(int32(efd))
+			}
+			ran := make(chan struct{})
+			src.Post(func() { src.PostTo(dst, func() { close(ran) }) })
+			select {
+			case <-ran:
+			case <-time.After(5 * time.Second):
+				t.Fatal("a function posted to another engine's loop did not run")
+			}
+		})
+	}
+}
