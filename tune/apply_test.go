@@ -581,3 +581,21 @@ func TestRevertTargetsGone(t *testing.T) {
 		moved(t, state)
 	})
 }
+
+// TestStateOfCapturedTreeNotForEngine: a plan applied to a captured tree
+// (--root DIR) with the default state path must not hand the live engine
+// the captured host's loop CPUs.
+func TestStateOfCapturedTreeNotForEngine(t *testing.T) {
+	root := copyTree(t, fx2Socket)
+	p, err := MakePlan(loadHost(t, root), PlanConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(t.TempDir(), "tune-state.json")
+	if _, err := Apply(p, Target{Root: root}, state); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := tunestate.LoopCPUs(state); got != nil || !errors.Is(err, tunestate.ErrNotLive) {
+		t.Errorf("tunestate.LoopCPUs = %v, %v; want nothing and ErrNotLive", got, err)
+	}
+}

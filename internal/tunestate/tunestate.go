@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/spindlenet/spindle/internal/cpulist"
 )
@@ -21,9 +22,17 @@ const DefaultPath = "/run/spindle/tune-state.json"
 // version is the state format this package reads (tune.State.Version).
 const version = 1
 
+// ErrNotLive means the state file records a plan applied to a captured
+// tree (`spindle tune apply --root DIR`), not to this host: its loop CPUs
+// are the captured host's.
+var ErrNotLive = errors.New("plan was applied to a captured tree, not to this host")
+
 // LoopCPUs returns the loop CPUs of the plan applied with state file path:
 // nil and no error when there is no such file (nothing applied, or
-// reverted: revert renames it). Any goroutine.
+// reverted: revert renames it). A plan applied under a root other than the
+// live "/" (the state's "root"; absent or "" counts as "/") gives nil and an
+// error wrapping ErrNotLive: its CPUs belong to the captured host, whose
+// state may still sit at the default path. Any goroutine.
 func LoopCPUs(path string) ([]int, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -33,7 +42,8 @@ func LoopCPUs(path string) ([]int, error) {
 		return nil, err
 	}
 	var st struct {
-		Version int `json:"version"`
+		Version int    `json:"version"`
+		Root    string `json:"root"`
 		Plan    *struct {
 			LoopCPUs string `json:"loop_cpus"`
 		} `json:"plan"`
@@ -43,6 +53,9 @@ func LoopCPUs(path string) ([]int, error) {
 	}
 	if st.Version != version || st.Plan == nil {
 		return nil, fmt.Errorf("%s: not a spindle tune state file of version %d", path, version)
+	}
+	if st.Root != "" && filepath.Clean(st.Root) != "/" {
+		return nil, fmt.Errorf("%s: %w (root %s)", path, ErrNotLive, st.Root)
 	}
 	cpus, err := cpulist.Parse(st.Plan.LoopCPUs)
 	if err != nil {

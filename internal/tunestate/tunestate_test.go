@@ -1,6 +1,7 @@
 package tunestate
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -35,6 +36,40 @@ func TestLoopCPUs(t *testing.T) {
 		p := write(name, body)
 		if got, err := LoopCPUs(p); err == nil || !strings.Contains(err.Error(), p) {
 			t.Errorf("%s: %v, %v; want an error naming the file", name, got, err)
+		}
+	}
+}
+
+// TestLoopCPUsIgnoresCapturedRoot: `spindle tune apply --root DIR` with the
+// default --state saves its plan where live engines look; LoopCPUs used to
+// hand them the captured host's loop CPUs. Only a plan applied to "/" (or
+// a state without a root) counts.
+func TestLoopCPUsIgnoresCapturedRoot(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		root string
+		want []int
+	}{
+		{`"/"`, []int{1, 2}},
+		{`"//"`, []int{1, 2}},
+		{`""`, []int{1, 2}},
+		{`"/tmp/capture"`, nil},
+		{`"testdata/host"`, nil},
+	} {
+		p := filepath.Join(dir, "state.json")
+		body := `{"version":1,"root":` + tc.root + `,"plan":{"loop_cpus":"1-2"}}`
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got, err := LoopCPUs(p)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("root %s: %v, %v; want %v", tc.root, got, err, tc.want)
+		}
+		if tc.want == nil && (!errors.Is(err, ErrNotLive) || !strings.Contains(err.Error(), p)) {
+			t.Errorf("root %s: error %v, want ErrNotLive naming the file", tc.root, err)
+		}
+		if tc.want != nil && err != nil {
+			t.Errorf("root %s: %v", tc.root, err)
 		}
 	}
 }
