@@ -113,12 +113,24 @@ func FuzzParseCPUMask(f *testing.F) {
 }
 
 func FuzzParseHostFiles(f *testing.F) {
-	seed(f, "testdata/vm/proc/meminfo", "testdata/vm/proc/self/limits", "testdata/vm/proc/cmdline")
+	seed(f, "testdata/vm/proc/meminfo", "testdata/vm/proc/self/limits", "testdata/vm/proc/cmdline", "testdata/smt-isol/proc/cmdline")
+	for _, s := range []string{
+		"ro isolcpus=2-N nohz_full=1-N",
+		"isolcpus=managed_irq,domain,1-15:1/2",
+		"isolcpus=foo,nohz,2-7,10-N nohz_full=all",
+		"nohz_full=0-N:3/8,N-N",
+		"nohz_full=0-7:0/4 isolcpus=N",
+	} {
+		f.Add([]byte(s))
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ParseMeminfo(b)
 		ParseMemlock(b)
 		ParseCapIPCLock(b)
-		ParseCmdline(string(b))
+		iso, _, nohz, err := ParseCmdline(string(b), 16)
+		if err == nil && (iso.Len() > 0 && iso[iso.Len()-1] >= 16 || nohz.Len() > 0 && nohz[nohz.Len()-1] >= 16) {
+			t.Errorf("%q: CPUs beyond the 16 there are: %s, %s", b, iso, nohz)
+		}
 	})
 }
 

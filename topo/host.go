@@ -46,6 +46,9 @@ type Host struct {
 	HugePages HugePages `json:"huge_pages"`
 	// Netlink says whether the netlink families could be consulted.
 	Netlink NetlinkStatus `json:"netlink"`
+	// Notes say what could not be read and what was used instead (a
+	// kernel command line that does not parse, say).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // CPU is one online logical CPU.
@@ -258,9 +261,7 @@ func Read(root string, cfg *Config) (*Host, error) {
 	if err := r.cpus(h); err != nil {
 		return nil, err
 	}
-	if err := r.isolation(h); err != nil {
-		return nil, err
-	}
+	r.isolation(h)
 	for _, name := range SysctlNames {
 		if v, err := r.read(SysctlPath(name)); err == nil {
 			h.Sysctls[name] = v
@@ -343,11 +344,16 @@ func (r reader) cpus(h *Host) error {
 	return nil
 }
 
-func (r reader) isolation(h *Host) error {
+// isolation reads isolcpus= and nohz_full=: the sets from sysfs when it
+// has them, else from the command line. A command line this package
+// cannot parse is a note, not an error: sysfs has the answer on every
+// kernel that has isolated CPUs.
+func (r reader) isolation(h *Host) {
 	cmdline, _ := r.read("/proc/cmdline")
-	iso, flags, nohz, err := ParseCmdline(cmdline)
+	iso, flags, nohz, err := ParseCmdline(cmdline, r.nrCPUs())
 	if err != nil {
-		return fmt.Errorf("topo: kernel command line: %w", err)
+		iso, flags, nohz = CPUSet{}, nil, CPUSet{}
+		h.Notes = append(h.Notes, fmt.Sprintf("kernel command line: %v; isolated and nohz_full CPUs are read from sysfs only, isolcpus flags unknown", err))
 	}
 	if s, err := r.readCPUList("/sys/devices/system/cpu/isolated"); err == nil && s.Len() > 0 {
 		iso = s
@@ -356,7 +362,16 @@ func (r reader) isolation(h *Host) error {
 		nohz = s
 	}
 	h.Isolated, h.IsolatedFlags, h.NohzFull = iso, flags, nohz
-	return nil
+}
+
+// nrCPUs is the kernel's nr_cpu_ids, one more than the last possible CPU
+// (the N of a command line cpu list), or 0 when unknown.
+func (r reader) nrCPUs() int {
+	s, err := r.readCPUList("/sys/devices/system/cpu/possible")
+	if err != nil || s.Len() == 0 {
+		return 0
+	}
+	return s[s.Len()-1] + 1
 }
 
 // findProcess returns the pid of a process whose comm is name, or 0.

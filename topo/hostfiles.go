@@ -10,8 +10,15 @@ import (
 
 // ParseCmdline extracts the isolcpus= and nohz_full= CPU lists from a kernel
 // command line. isolcpus may carry flags before the list
-// ("isolcpus=managed_irq,domain,2-7"); the flags are returned separately.
-func ParseCmdline(s string) (isolated CPUSet, isolFlags []string, nohz CPUSet, err error) {
+// ("isolcpus=managed_irq,domain,2-7"); the flags are returned separately,
+// and flags this package does not know are skipped, as the kernel does.
+// The lists take every form of the kernel's cpu lists
+// (Documentation/admin-guide/kernel-parameters.rst, "cpu lists"): "N" for
+// the last CPU (nrCPUs-1; nrCPUs is the kernel's nr_cpu_ids, one more than
+// the last possible CPU; 0 when unknown makes "N" an error), "all", and the
+// group form "a-b:used/group" (the first used CPUs of every group of
+// group CPUs from a to b: "0-7:1/4" is 0,4).
+func ParseCmdline(s string, nrCPUs int) (isolated CPUSet, isolFlags []string, nohz CPUSet, err error) {
 	isolated, nohz = CPUSet{}, CPUSet{}
 	for _, w := range strings.Fields(s) {
 		if w == "--" {
@@ -23,24 +30,100 @@ func ParseCmdline(s string) (isolated CPUSet, isolFlags []string, nohz CPUSet, e
 		}
 		switch k {
 		case "isolcpus":
-			var list []string
-			for _, p := range strings.Split(v, ",") {
-				if p == "nohz" || p == "domain" || p == "managed_irq" {
-					isolFlags = append(isolFlags, p)
-				} else {
-					list = append(list, p)
+			// housekeeping_isolcpus_setup: words that start with a letter
+			// are flags (unknown ones skipped) until the list begins.
+			isolFlags = nil
+			for v != "" && isLetter(v[0]) {
+				f, rest, _ := strings.Cut(v, ",")
+				switch f {
+				case "nohz", "domain", "managed_irq":
+					isolFlags = append(isolFlags, f)
 				}
+				v = rest
 			}
-			if isolated, err = ParseCPUList(strings.Join(list, ",")); err != nil {
+			if isolated, err = parseKernelCPUList(v, nrCPUs); err != nil {
 				return nil, nil, nil, fmt.Errorf("isolcpus: %w", err)
 			}
 		case "nohz_full":
-			if nohz, err = ParseCPUList(v); err != nil {
+			if nohz, err = parseKernelCPUList(v, nrCPUs); err != nil {
 				return nil, nil, nil, fmt.Errorf("nohz_full: %w", err)
 			}
 		}
 	}
 	return isolated, isolFlags, nohz, nil
+}
+
+func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+
+// parseKernelCPUList parses a cpu list as the kernel's bitmap_parselist
+// reads it from the command line, with nbits = nrCPUs (0: unknown).
+func parseKernelCPUList(s string, nrCPUs int) (CPUSet, error) {
+	if s == "" {
+		return CPUSet{}, nil
+	}
+	limit := MaxCPU
+	if nrCPUs > 0 && nrCPUs < limit {
+		limit = nrCPUs
+	}
+	num := func(t string) (int, error) {
+		if t == "N" {
+			if nrCPUs <= 0 {
+				return 0, fmt.Errorf("cpu list %q: N (the last CPU) without a CPU count", s)
+			}
+			return limit - 1, nil
+		}
+		n, err := strconv.Atoi(t)
+		if err != nil || n < 0 || t[0] == '+' {
+			return 0, fmt.Errorf("cpu list %q: bad cpu number %q", s, t)
+		}
+		if n >= limit {
+			return 0, fmt.Errorf("cpu list %q: cpu %d out of range (%d CPUs)", s, n, limit)
+		}
+		return n, nil
+	}
+	var out []int
+	for region := range strings.SplitSeq(s, ",") {
+		rng, group, hasGroup := strings.Cut(region, ":")
+		var a, b int
+		var err error
+		if rng == "all" {
+			if nrCPUs <= 0 {
+				return nil, fmt.Errorf("cpu list %q: all without a CPU count", s)
+			}
+			a, b = 0, limit-1
+		} else {
+			lo, hi, isRange := strings.Cut(rng, "-")
+			if a, err = num(lo); err != nil {
+				return nil, err
+			}
+			b = a
+			if isRange {
+				if b, err = num(hi); err != nil {
+					return nil, err
+				}
+			}
+			if b < a {
+				return nil, fmt.Errorf("cpu list %q: range %s is reversed", s, rng)
+			}
+		}
+		used, size := 1, 1
+		if hasGroup {
+			u, g, ok := strings.Cut(group, "/")
+			used, err = strconv.Atoi(u)
+			if err == nil {
+				size, err = strconv.Atoi(g)
+			}
+			if !ok || err != nil || used < 1 || size < 1 || used > size || size > MaxCPU {
+				return nil, fmt.Errorf("cpu list %q: bad group %q (want used/size, 1 <= used <= size)", s, group)
+			}
+		}
+		for start := a; start <= b; start += size {
+			for c := start; c < start+used && c <= b; c++ {
+				out = append(out, c)
+			}
+		}
+	}
+	return NewCPUSet(out...), nil
 }
 
 // Meminfo holds the huge-page lines of /proc/meminfo.

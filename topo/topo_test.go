@@ -81,11 +81,29 @@ func TestParseCmdline(t *testing.T) {
 		{"isolcpus=2-7 nohz_full=2-7", "2-7", "2-7", "", false},
 		{"isolcpus=managed_irq,domain,2-7,10-15 nohz_full=2-7,10-15", "2-7,10-15", "2-7,10-15", "managed_irq,domain", false},
 		{"quiet -- isolcpus=1", "", "", "", false},
-		{"isolcpus=x-y", "", "", "", true},
+		{"nohz_full=x-y", "", "", "", true},
+		{"isolcpus=2-x", "", "", "", true},
+		// The kernel's other cpu list forms (16 CPUs here): N is the last
+		// CPU, a-b:used/group takes the first used of every group.
+		{"isolcpus=2-N nohz_full=1-N", "2-15", "1-15", "", false},
+		{"isolcpus=managed_irq,domain,1-15:1/2", "1,3,5,7,9,11,13,15", "", "managed_irq,domain", false},
+		{"isolcpus=managed_irq,domain,2-7,10-N nohz_full=2-7,10-N", "2-7,10-15", "2-7,10-15", "managed_irq,domain", false},
+		{"nohz_full=0-7:2/4,N", "", "0-1,4-5,15", "", false},
+		{"nohz_full=all", "", "0-15", "", false},
+		{"nohz_full=N-N", "", "15", "", false},
+		{"nohz_full=8-N:1/3", "", "8,11,14", "", false},
+		// Unknown isolcpus flags are skipped, as the kernel does.
+		{"isolcpus=foo,nohz,3", "3", "", "nohz", false},
+		{"isolcpus=2-16", "", "", "", true},
+		{"nohz_full=N-2", "", "", "", true},
+		{"nohz_full=0-7:0/4", "", "", "", true},
+		{"nohz_full=0-7:3/2", "", "", "", true},
+		{"nohz_full=0-7:1", "", "", "", true},
+		{"nohz_full=1,,2", "", "", "", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			iso, flags, nohz, err := ParseCmdline(tt.in)
+			iso, flags, nohz, err := ParseCmdline(tt.in, 16)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v", err)
 			}
@@ -96,6 +114,53 @@ func TestParseCmdline(t *testing.T) {
 				t.Errorf("got iso=%v nohz=%v flags=%v", iso, nohz, flags)
 			}
 		})
+	}
+}
+
+// TestParseCmdlineNWithoutCount: without the CPU count "N" cannot be
+// resolved and is an error, not a guess.
+func TestParseCmdlineNWithoutCount(t *testing.T) {
+	if _, _, _, err := ParseCmdline("nohz_full=1-N", 0); err == nil {
+		t.Error("N accepted without a CPU count")
+	}
+}
+
+// TestReadIsolationForms: a host booted with isolcpus=...,10-N used to fail
+// Read outright (ParseCmdline refused N); now N resolves against the
+// possible CPUs, and a command line that still does not parse falls back
+// to sysfs with a note instead of failing Read.
+func TestReadIsolationForms(t *testing.T) {
+	for _, tc := range []struct {
+		cmdline, iso, nohz, note string
+		sysfs                    bool // keep sysfs isolated and nohz_full
+	}{
+		{"ro isolcpus=managed_irq,domain,2-7,10-N nohz_full=2-7,10-N\n", "2-7,10-15", "2-7,10-15", "", true},
+		{"ro isolcpus=managed_irq,domain,2-7,10-N nohz_full=2-7,10-N\n", "2-7,10-15", "2-7,10-15", "", false},
+		{"ro isolcpus=managed_irq,domain,2-7:1/1,10-N:2/4 nohz_full=2-N:1/1\n", "2-7,10-11,14-15", "2-15", "", false},
+		{"ro nohz_full=2-7,10-99\n", "2-7,10-15", "2-7,10-15", "sysfs only", true},
+	} {
+		root := copyFixture(t, "testdata/smt-isol")
+		if !tc.sysfs {
+			for _, f := range []string{"isolated", "nohz_full"} {
+				if err := os.Remove(filepath.Join(root, "sys/devices/system/cpu", f)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := os.WriteFile(filepath.Join(root, "proc/cmdline"), []byte(tc.cmdline), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		h, err := Read(root, nil)
+		if err != nil {
+			t.Errorf("%q: Read: %v", tc.cmdline, err)
+			continue
+		}
+		if h.Isolated.String() != tc.iso || h.NohzFull.String() != tc.nohz {
+			t.Errorf("%q: isolated %s, nohz_full %s", tc.cmdline, h.Isolated, h.NohzFull)
+		}
+		if note := strings.Join(h.Notes, "; "); tc.note == "" && note != "" || !strings.Contains(note, tc.note) {
+			t.Errorf("%q: notes %q, want %q", tc.cmdline, note, tc.note)
+		}
 	}
 }
 
@@ -520,4 +585,40 @@ func TestFixturePathsModuleSafe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// copyFixture copies a fixture tree, symbolic links as links, into a
+// temporary directory the test may change.
+func copyFixture(t *testing.T, src string) string {
+	t.Helper()
+	root := t.TempDir()
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		out := filepath.Join(root, rel)
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			l, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(l, out)
+		case d.IsDir():
+			return os.MkdirAll(out, 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(out, b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
 }

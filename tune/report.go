@@ -35,6 +35,9 @@ func WriteHost(w io.Writer, h *topo.Host) error {
 		flags = " (" + strings.Join(h.IsolatedFlags, ",") + ")"
 	}
 	ew.f("  isolated: %s%s   nohz_full: %s\n", orNone(h.Isolated.String()), flags, orNone(h.NohzFull.String()))
+	for _, note := range h.Notes {
+		ew.f("  note: %s\n", note)
+	}
 	var sc []string
 	for _, k := range slices.Sorted(maps.Keys(h.Sysctls)) {
 		sc = append(sc, k+"="+h.Sysctls[k])
