@@ -196,22 +196,46 @@ func Diagnose(h *topo.Host, a, b *Snapshot, opt Options) []Finding {
 			add(Finding{ID: "single-queue", Severity: sev,
 				Title: fmt.Sprintf("%s has a single receive queue", n.Name), Evidence: ev, Fix: fix})
 		}
-		// 2b. All queue IRQs land on one CPU.
+		// 2b. All queue IRQs land on one CPU. Most interrupts handled on
+		// one CPU is that only when most queue IRQs (at least 2) land
+		// there: their affinities allow it, or they fired there. One busy
+		// queue whose IRQ is pinned to its own CPU is RSS sending the
+		// traffic (few flows) to one queue: imbalance, reported with 2c.
+		var irqImbalance []string
 		if len(queueIRQs) > 1 {
 			perCPU := map[int]uint64{}
+			perIRQ := map[int]map[int]uint64{}
 			var total uint64
 			for _, irq := range queueIRQs {
-				for cpu, d := range irqDelta(a, b, irq.IRQ) {
+				perIRQ[irq.IRQ] = irqDelta(a, b, irq.IRQ)
+				for cpu, d := range perIRQ[irq.IRQ] {
 					perCPU[cpu] += d
 					total += d
 				}
 			}
 			var ev []string
 			if total >= 100 {
-				for cpu, d := range perCPU {
-					if float64(d) >= 0.9*float64(total) {
-						ev = append(ev, fmt.Sprintf("%d of %d queue interrupts of %s (%s) were handled on CPU %d", d, total, n.Name, pct(float64(d)/float64(total)), cpu))
+				for _, cpu := range slices.Sorted(maps.Keys(perCPU)) {
+					d := perCPU[cpu]
+					if float64(d) < 0.9*float64(total) {
+						continue
 					}
+					handled := fmt.Sprintf("%d of %d queue interrupts of %s (%s) were handled on CPU %d", d, total, n.Name, pct(float64(d)/float64(total)), cpu)
+					var landing, fired []string
+					for _, irq := range queueIRQs {
+						if perIRQ[irq.IRQ][cpu] > 0 {
+							fired = append(fired, strconv.Itoa(irq.IRQ))
+						}
+						if perIRQ[irq.IRQ][cpu] > 0 || deliveredTo(irq).Contains(cpu) {
+							landing = append(landing, strconv.Itoa(irq.IRQ))
+						}
+					}
+					lands := fmt.Sprintf("%d of %d queue IRQs (%s) may be delivered to CPU %d (by affinity, or they fired there)", len(landing), len(queueIRQs), strings.Join(landing, ","), cpu)
+					if len(landing) >= 2 && 2*len(landing) > len(queueIRQs) {
+						ev = append(ev, handled, lands)
+						continue
+					}
+					irqImbalance = append(irqImbalance, handled, fmt.Sprintf("IRQ %s fired there; %s: the traffic went to few queues", strings.Join(fired, ","), lands))
 				}
 			} else {
 				eff := queueIRQs[0].Effective
@@ -278,10 +302,14 @@ func Diagnose(h *topo.Host, a, b *Snapshot, opt Options) []Finding {
 					top, topQ = p, q.Queue
 				}
 			}
+			var ev []string
 			if total >= 1000 && float64(top) >= 0.8*float64(total) {
+				ev = append(ev, fmt.Sprintf("rx-%d received %d of %d packets (%s) across %d queues", topQ, top, total, pct(float64(top)/float64(total)), len(n.RxQueues)))
+			}
+			if ev = append(ev, irqImbalance...); len(ev) > 0 {
 				add(Finding{ID: "queue-imbalance", Severity: Warning,
 					Title:    fmt.Sprintf("one receive queue of %s gets most packets", n.Name),
-					Evidence: []string{fmt.Sprintf("rx-%d received %d of %d packets (%s) across %d queues", topQ, top, total, pct(float64(top)/float64(total)), len(n.RxQueues))},
+					Evidence: ev,
 					Fix:      "RSS hashes flows to queues: with few flows one queue takes them all. Use more connections, or RPS/RFS to spread processing (`spindle tune plan --policy inline` enables it when queues < loops); check the RSS indirection table (`ethtool -x`)."})
 			}
 		}
@@ -435,6 +463,15 @@ func tunedNICs(h *topo.Host) []*topo.NIC {
 		out = append(out, h.NIC(name))
 	}
 	return out
+}
+
+// deliveredTo is where irq's interrupts may be delivered: its effective
+// affinity, else (not reported) its affinity.
+func deliveredTo(irq topo.NICIRQ) topo.CPUSet {
+	if irq.Effective.Len() > 0 {
+		return irq.Effective
+	}
+	return irq.Affinity
 }
 
 // queueIRQs returns the interrupts of n that serve receive queues.

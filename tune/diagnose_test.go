@@ -144,6 +144,34 @@ func TestDiagnose(t *testing.T) {
 			want: []string{"queue-irqs-one-cpu"},
 		},
 		{
+			// Queue IRQs pinned one per CPU and one busy flow hashed to
+			// rx-3: its CPU handles every interrupt, but no other queue
+			// IRQ can land there. That is RSS imbalance, not IRQs on one
+			// CPU (which used to be reported, as critical).
+			name: "queue IRQs pinned one per CPU, one busy queue", root: fx2Socket,
+			craft: func(t *testing.T, h *topo.Host, a, b *Snapshot) {
+				n := h.NIC("ens1f0")
+				for i := range n.IRQs {
+					n.IRQs[i].Affinity = topo.NewCPUSet(12 + i%12)
+					n.IRQs[i].Effective = topo.NewCPUSet(12 + i%12)
+				}
+				addIRQ(t, b, n.RxQueues[3].IRQ, 15, 5000)
+			},
+			want: []string{"queue-imbalance"}, without: []string{"queue-irqs-one-cpu"},
+			sev: map[string]Severity{"queue-imbalance": Warning},
+		},
+		{
+			// The same traffic with every queue IRQ delivered to CPU 12
+			// (the fixture's effective affinities): the other queues'
+			// interrupts would land there too.
+			name: "queue IRQs all delivered to one CPU, one busy queue", root: fx2Socket,
+			craft: func(t *testing.T, h *topo.Host, a, b *Snapshot) {
+				addIRQ(t, b, h.NIC("ens1f0").RxQueues[3].IRQ, 12, 5000)
+			},
+			want: []string{"queue-irqs-one-cpu"}, without: []string{"queue-imbalance"},
+			sev: map[string]Severity{"queue-irqs-one-cpu": Critical},
+		},
+		{
 			name: "queue IRQs spread", root: fxSMT,
 			craft: func(t *testing.T, h *topo.Host, a, b *Snapshot) {
 				for q := 0; q < 8; q++ {
