@@ -277,12 +277,17 @@ func Diagnose(h *topo.Host, a, b *Snapshot, opt Options) []Finding {
 		}
 		// 4b. NIC-level drops, from sysfs statistics and per-queue
 		// netlink counters.
+		// Only counters that mean the ring or the FIFO overflowed (or
+		// could not be refilled) make nic-drops; rx_dropped also counts
+		// frames of protocols nothing handles (an LLDP frame every 30 s,
+		// STP), so alone it is a note, above rxDroppedNoteRate.
 		var ev []string
-		for _, name := range []string{"rx_dropped", "rx_missed_errors", "rx_fifo_errors"} {
+		for _, name := range []string{"rx_missed_errors", "rx_fifo_errors"} {
 			if d := sub(a.NICStats[n.Name][name], b.NICStats[n.Name][name]); d > 0 {
 				ev = append(ev, fmt.Sprintf("%s %s +%d (%.0f/s)", n.Name, name, d, float64(d)/secs))
 			}
 		}
+		rxDropped := sub(a.NICStats[n.Name]["rx_dropped"], b.NICStats[n.Name]["rx_dropped"])
 		qd := qstatDeltas(a, b, n.Name)
 		for _, q := range qd {
 			for _, name := range []string{"rx-hw-drops", "rx-hw-drop-overruns", "rx-alloc-fail"} {
@@ -313,13 +318,24 @@ func Diagnose(h *topo.Host, a, b *Snapshot, opt Options) []Finding {
 					Fix:      "RSS hashes flows to queues: with few flows one queue takes them all. Use more connections, or RPS/RFS to spread processing (`spindle tune plan --policy inline` enables it when queues < loops); check the RSS indirection table (`ethtool -x`)."})
 			}
 		}
-		if len(ev) > 0 {
+		dropped := fmt.Sprintf("%s rx_dropped +%d (%.1f/s)", n.Name, rxDropped, float64(rxDropped)/secs)
+		switch {
+		case len(ev) > 0:
+			if rxDropped > 0 {
+				ev = append(ev, dropped)
+			}
 			fix := "more or larger receive rings and faster draining: "
 			if r := n.Rings; r != nil && r.Rx < r.RxMax {
 				fix += fmt.Sprintf("`ethtool -G %s rx %d`; ", n.Name, r.RxMax)
 			}
 			fix += "spread the queues over more CPUs (`spindle tune plan`)."
 			add(Finding{ID: "nic-drops", Severity: Critical, Title: fmt.Sprintf("%s dropped received packets", n.Name), Evidence: ev, Fix: fix})
+		case float64(rxDropped)/secs >= rxDroppedNoteRate:
+			add(Finding{ID: "rx-dropped", Severity: Info,
+				Title:    fmt.Sprintf("%s discarded received frames, with no ring or FIFO overflow counted", n.Name),
+				Evidence: []string{dropped, "rx_missed_errors, rx_fifo_errors and the per-queue hardware drop counters did not grow"},
+				Fix: fmt.Sprintf("rx_dropped also counts frames no protocol handler takes (LLDP, STP, a protocol that is off) and, for some drivers (virtio_net), ring drops; "+
+					"`ip -s -s link show %s` and `ethtool -S %s` tell which. Larger rings help only the latter.", n.Name, n.Name)})
 		}
 		// 5. Adaptive coalescing while busy polling.
 		bp, _ := sysctlInt(h, "net.core.busy_poll")
@@ -464,6 +480,11 @@ func tunedNICs(h *topo.Host) []*topo.NIC {
 	}
 	return out
 }
+
+// rxDroppedNoteRate is the rx_dropped growth (per second) below which a
+// bare rx_dropped is not reported: unhandled protocols (LLDP every 30 s,
+// STP every 2 s) stay well under it.
+const rxDroppedNoteRate = 10
 
 // deliveredTo is where irq's interrupts may be delivered: its effective
 // affinity, else (not reported) its affinity.

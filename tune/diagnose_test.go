@@ -239,6 +239,31 @@ func TestDiagnose(t *testing.T) {
 			want:  []string{"nic-drops"},
 		},
 		{
+			// One LLDP frame (no handler: the kernel counts it in
+			// rx_dropped) used to be a critical NIC drop with ring-size
+			// advice.
+			name: "one rx_dropped frame is no NIC drop", root: fx2Socket,
+			craft:   func(t *testing.T, h *topo.Host, a, b *Snapshot) { b.NICStats["ens1f0"]["rx_dropped"] += 1 },
+			without: []string{"nic-drops", "rx-dropped"},
+		},
+		{
+			name: "rx_dropped growing fast is a note", root: fx2Socket,
+			craft: func(t *testing.T, h *topo.Host, a, b *Snapshot) {
+				b.NICStats["ens1f0"]["rx_dropped"] += uint64(20 * b.Time.Sub(a.Time).Seconds())
+			},
+			want: []string{"rx-dropped"}, without: []string{"nic-drops"},
+			sev: map[string]Severity{"rx-dropped": Info},
+		},
+		{
+			name: "ring overflow with rx_dropped", root: fx2Socket,
+			craft: func(t *testing.T, h *topo.Host, a, b *Snapshot) {
+				b.NICStats["ens1f0"]["rx_dropped"] += 1000
+				b.NICStats["ens1f0"]["rx_fifo_errors"] += 1000
+			},
+			want: []string{"nic-drops"}, without: []string{"rx-dropped"},
+			sev: map[string]Severity{"nic-drops": Critical},
+		},
+		{
 			name: "queue drops and imbalance from netlink qstats", root: fx2Socket,
 			craft: func(t *testing.T, h *topo.Host, a, b *Snapshot) {
 				qa, qb := qstats(16, 1000), qstats(16, 1000)
