@@ -318,11 +318,23 @@ type Softnet struct {
 }
 
 // ParseSoftnet parses /proc/net/softnet_stat (11, 13 or 15 hexadecimal
-// columns depending on the kernel; this one has 15).
-func ParseSoftnet(b []byte) ([]Softnet, error) {
+// columns depending on the kernel; this one has 15). Before Linux 5.10
+// (11 columns) a line has no CPU column and the kernel skips offline CPUs:
+// ParseSoftnet then numbers lines 0, 1, ..., right only when every CPU up
+// to the last is online. Use ParseSoftnetOnline when the online CPUs are
+// known.
+func ParseSoftnet(b []byte) ([]Softnet, error) { return ParseSoftnetOnline(b, nil) }
+
+// ParseSoftnetOnline is ParseSoftnet for a host whose online CPUs are
+// online: a line without the CPU column (before Linux 5.10) is the i-th
+// online CPU's, as the kernel prints one line per online CPU in order.
+// More such lines than online CPUs is an error. A nil online numbers the
+// lines 0, 1, ...
+func ParseSoftnetOnline(b []byte, online CPUSet) ([]Softnet, error) {
 	var out []Softnet
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(nil, 1<<20)
+	row := 0
 	for line := 0; sc.Scan(); line++ {
 		f := strings.Fields(sc.Text())
 		if len(f) == 0 {
@@ -339,13 +351,20 @@ func ParseSoftnet(b []byte) ([]Softnet, error) {
 			}
 			v[i] = n
 		}
-		s := Softnet{CPU: line, Processed: v[0], Dropped: v[1], TimeSqueeze: v[2], ReceivedRPS: v[9], FlowLimit: v[10]}
-		if len(f) >= 13 {
+		s := Softnet{CPU: row, Processed: v[0], Dropped: v[1], TimeSqueeze: v[2], ReceivedRPS: v[9], FlowLimit: v[10]}
+		switch {
+		case len(f) >= 13:
 			if v[12] >= MaxCPU {
 				return nil, fmt.Errorf("softnet_stat line %d: cpu %d out of range", line, v[12])
 			}
 			s.CPU = int(v[12])
+		case online != nil:
+			if row >= online.Len() {
+				return nil, fmt.Errorf("softnet_stat line %d: more lines than the %d online CPUs (%s)", line, online.Len(), online)
+			}
+			s.CPU = online[row]
 		}
+		row++
 		out = append(out, s)
 	}
 	return out, sc.Err()

@@ -2,6 +2,7 @@ package topo
 
 import (
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -63,6 +64,8 @@ func FuzzParseStat(f *testing.F) {
 
 func FuzzParseSoftnet(f *testing.F) {
 	seed(f, "testdata/vm/proc/net/softnet_stat", "testdata/smt-isol/proc/net/softnet_stat")
+	f.Add([]byte("00000100 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000\n" +
+		"00000200 00000010 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		sn, err := ParseSoftnet(b)
 		if err != nil {
@@ -71,6 +74,16 @@ func FuzzParseSoftnet(f *testing.F) {
 		for _, s := range sn {
 			if s.CPU < 0 || s.CPU >= MaxCPU {
 				t.Fatalf("cpu %d out of range", s.CPU)
+			}
+		}
+		online := NewCPUSet(0, 2, 3)
+		sn, err = ParseSoftnetOnline(b, online)
+		if err != nil {
+			return
+		}
+		for i, s := range sn {
+			if s.CPU < 0 || s.CPU >= MaxCPU || len(strings.Fields(lineOf(b, i))) < 13 && !online.Contains(s.CPU) {
+				t.Fatalf("line %d: cpu %d not online", i, s.CPU)
 			}
 		}
 	})
@@ -148,4 +161,18 @@ func FuzzNetlinkDecoders(f *testing.F) {
 		DecodeChannels(b)
 		DecodeQStats(b)
 	})
+}
+
+// lineOf returns the i-th non-blank line of b.
+func lineOf(b []byte, i int) string {
+	for l := range strings.Lines(string(b)) {
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		if i == 0 {
+			return l
+		}
+		i--
+	}
+	return ""
 }

@@ -424,6 +424,24 @@ func TestParseCounters(t *testing.T) {
 	if err != nil || sn[0].CPU != 2 || sn[0].Dropped != 1 || sn[0].TimeSqueeze != 2 || sn[0].ReceivedRPS != 3 {
 		t.Errorf("softnet: %+v %v", sn, err)
 	}
+	// Before 5.10: 11 columns, no CPU column, one line per online CPU.
+	// With CPU 1 offline the lines are CPUs 0, 2 and 3; they used to be
+	// numbered 0, 1, 2, so CPU 2's drops were CPU 1's.
+	old := "00000100 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000\n" +
+		"00000200 00000010 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000\n" +
+		"00000300 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000\n"
+	sn, err = ParseSoftnetOnline([]byte(old), NewCPUSet(0, 2, 3))
+	if err != nil || len(sn) != 3 || sn[0].CPU != 0 || sn[1].CPU != 2 || sn[1].Dropped != 0x10 || sn[2].CPU != 3 {
+		t.Errorf("softnet before 5.10 with CPU 1 offline: %+v %v", sn, err)
+	}
+	if sn, err = ParseSoftnetOnline([]byte(old), NewCPUSet(0, 2)); err == nil {
+		t.Errorf("3 lines for 2 online CPUs accepted: %+v", sn)
+	}
+	// A CPU column wins over the online set.
+	sn, err = ParseSoftnetOnline(b, NewCPUSet(5, 6))
+	if err != nil || len(sn) != 2 || sn[0].CPU != 0 || sn[1].CPU != 1 {
+		t.Errorf("softnet with the CPU column: %+v %v", sn, err)
+	}
 	for _, bad := range []string{"", "CPU0\n 1: x y\n", "CPU0 CPU1\n 5: 1 edge\n"} {
 		if _, err := ParseInterrupts([]byte(bad)); err == nil {
 			t.Errorf("ParseInterrupts(%q) succeeded", bad)

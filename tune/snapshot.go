@@ -72,7 +72,15 @@ func TakeSnapshot(root string, h *topo.Host, qs QStatsSource) (*Snapshot, error)
 	if b, err = read("/proc/net/softnet_stat"); err != nil {
 		return nil, err
 	}
-	if s.Softnet, err = topo.ParseSoftnet(b); err != nil {
+	// Before Linux 5.10 softnet_stat has one line per online CPU and no
+	// CPU column: number the lines by the CPUs online now.
+	online := h.Online
+	if ob, err := read("/sys/devices/system/cpu/online"); err == nil {
+		if set, err := topo.ParseCPUList(string(ob)); err == nil && set.Len() > 0 {
+			online = set
+		}
+	}
+	if s.Softnet, err = topo.ParseSoftnetOnline(b, online); err != nil {
 		return nil, err
 	}
 	for _, n := range h.NICs {
