@@ -405,7 +405,16 @@ func (p *planner) nic(n *topo.NIC) error {
 	cfg, plan := p.cfg, p.plan
 	nq := len(n.RxQueues)
 	qbase := "/sys/class/net/" + n.Name + "/queues/"
+	// A NIC's queue interrupts go to the plan's CPUs on its own NUMA node:
+	// with two NICs on two nodes the plan's CPUs span both, and queue i
+	// of every NIC went to the i-th of them, the other node's for one NIC.
 	irqCPUs := plan.IRQCPUs
+	if local := irqCPUs.Intersect(n.LocalCPUs); local.Len() > 0 && local.Len() < irqCPUs.Len() {
+		p.note("%s (NUMA node %d): queue interrupts on its local CPUs %s only, of %s", n.Name, n.NUMANode, local, irqCPUs)
+		irqCPUs = local
+	} else if local.Len() == 0 && n.LocalCPUs.Len() > 0 && n.LocalCPUs.Len() < p.h.Online.Len() {
+		p.note("%s is local to CPUs %s, none of %s: its queue interrupts go to another NUMA node; choose CPUs on its node (--loop-cpus, --irq-cpus)", n.Name, n.LocalCPUs, irqCPUs)
+	}
 	if nq > irqCPUs.Len() {
 		if cfg.Policy == Inline {
 			p.note("%s has %d receive queues for %d loop CPUs: queues share CPUs round-robin; consider `ethtool -L %s combined %d` so that each loop owns one queue", n.Name, nq, irqCPUs.Len(), n.Name, irqCPUs.Len())
@@ -440,9 +449,20 @@ func (p *planner) nic(n *topo.NIC) error {
 		p.note("%s: no queue IRQs found (virtual device or unknown IRQ names); only RPS/XPS are planned", n.Name)
 	}
 
-	// RPS / RFS.
+	// RPS / RFS. The kernel (store_rps_map, Linux 5.10+) takes isolated
+	// (isolcpus domain) and nohz_full CPUs out of an RPS map and refuses
+	// a map left empty: a plan that spread RPS over them would read back
+	// different or fail, and apply would roll back. RPS goes only to
+	// housekeeping CPUs among irqCPUs.
+	rpsCPUs := irqCPUs.Minus(p.h.Isolated).Minus(p.h.NohzFull)
 	useRPS := nq < irqCPUs.Len()
-	rpsGroups := groups(irqCPUs, max(nq, 1))
+	if useRPS && nq >= rpsCPUs.Len() {
+		p.note("%s: no RPS (fewer queues than CPUs, but only %s of %s may take RPS: the kernel keeps RPS off isolated and nohz_full CPUs); each queue's protocol processing stays on its interrupt's CPU", n.Name, orNone(rpsCPUs.String()), irqCPUs)
+		useRPS = false
+	} else if useRPS && rpsCPUs.Len() < irqCPUs.Len() {
+		p.note("%s: RPS over %s only: the kernel keeps RPS off isolated and nohz_full CPUs %s", n.Name, rpsCPUs, irqCPUs.Minus(rpsCPUs))
+	}
+	rpsGroups := groups(rpsCPUs, max(nq, 1))
 	for i, q := range n.RxQueues {
 		dir := fmt.Sprintf("%srx-%d/", qbase, q.Index)
 		switch {

@@ -3,6 +3,8 @@ package tune
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -293,5 +295,113 @@ func TestApplyRefusesOfflineCPUs(t *testing.T) {
 	_, err := Apply(p, Target{Root: root}, t.TempDir()+"/s.json")
 	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "CPUs 7 are not online") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestPlanRPSOffIsolatedCPUs: the kernel (store_rps_map, 5.10+) strips
+// isolated and nohz_full CPUs from an RPS map and refuses one left empty.
+// The inline plan spread RPS over the loop CPUs, isolated by default on
+// such a host, so apply always failed and rolled back.
+func TestPlanRPSOffIsolatedCPUs(t *testing.T) {
+	root := copyTree(t, fxSMT)
+	q := filepath.Join(root, "sys/class/net/enp1s0f0np0/queues")
+	for i := 2; i < 8; i++ {
+		if err := os.RemoveAll(filepath.Join(q, fmt.Sprintf("rx-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := loadHost(t, root)
+	if h.Isolated.Len() == 0 || len(h.NIC("enp1s0f0np0").RxQueues) != 2 {
+		t.Fatalf("fixture: isolated %s, %d queues", h.Isolated, len(h.NIC("enp1s0f0np0").RxQueues))
+	}
+	housekeeping := h.Online.Minus(h.Isolated).Minus(h.NohzFull)
+	for _, tc := range []struct {
+		name  string
+		loops topo.CPUSet
+		rps   bool // some queue gets an RPS map
+	}{
+		{"isolated loops (default)", nil, false},
+		{"some housekeeping loops", housekeeping.Union(topo.NewCPUSet(2, 3)), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := MakePlan(h, PlanConfig{LoopCPUs: tc.loops})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rps := false
+			for _, w := range p.Writes {
+				if !strings.HasSuffix(w.Path, "/rps_cpus") {
+					continue
+				}
+				set, err := topo.ParseCPUMask(w.New)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if bad := set.Intersect(h.Isolated.Union(h.NohzFull)); bad.Len() > 0 {
+					t.Errorf("%s := %s: RPS on isolated/nohz_full CPUs %s (loops %s)", w.Path, w.New, bad, p.LoopCPUs)
+				}
+				rps = rps || set.Len() > 0
+			}
+			if rps != tc.rps {
+				t.Errorf("RPS planned: %v, want %v: %v", rps, tc.rps, targets(p))
+			}
+			if !hasNote(p, "keeps RPS off isolated and nohz_full") {
+				t.Errorf("no note says why: %q", p.Notes)
+			}
+		})
+	}
+}
+
+// TestPlanTwoNICsTwoNodes: each NIC's queue interrupts go to the plan's
+// CPUs on its own NUMA node. The plan pinned queue i of every NIC to the
+// i-th CPU of the union of the NICs' local CPUs, so the node-1 NIC's
+// interrupts went to node 0 (and CPUs 2-3 got none).
+func TestPlanTwoNICsTwoNodes(t *testing.T) {
+	root := t.TempDir()
+	for _, irq := range []int{100, 101, 110, 111} {
+		d := filepath.Join(root, "proc/irq", fmt.Sprint(irq))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "smp_affinity_list"), []byte("0-3\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cpu := func(id, node int) topo.CPU {
+		return topo.CPU{ID: id, Core: id, Node: node, Siblings: topo.NewCPUSet(id)}
+	}
+	h := &topo.Host{Root: root, Online: topo.NewCPUSet(0, 1, 2, 3),
+		CPUs:  []topo.CPU{cpu(0, 0), cpu(1, 0), cpu(2, 1), cpu(3, 1)},
+		Nodes: []topo.Node{{ID: 0, CPUs: topo.NewCPUSet(0, 1)}, {ID: 1, CPUs: topo.NewCPUSet(2, 3)}},
+		NICs: []topo.NIC{
+			{Name: "nicA", Ifindex: 2, NUMANode: 0, LocalCPUs: topo.NewCPUSet(0, 1), RxQueues: []topo.RxQueue{{Index: 0, IRQ: 100}, {Index: 1, IRQ: 101}}},
+			{Name: "nicB", Ifindex: 3, NUMANode: 1, LocalCPUs: topo.NewCPUSet(2, 3), RxQueues: []topo.RxQueue{{Index: 0, IRQ: 110}, {Index: 1, IRQ: 111}}},
+		},
+		Sysctls: map[string]string{}}
+	for _, pol := range []Policy{Inline, Dedicated} {
+		cfg := PlanConfig{Policy: pol, Interfaces: []string{"nicA", "nicB"}}
+		if pol == Dedicated {
+			cfg.IRQCPUs, cfg.LoopCPUs = topo.NewCPUSet(0, 2), topo.NewCPUSet(1, 3)
+		}
+		p, err := MakePlan(h, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for irq, node := range map[int]topo.CPUSet{100: h.Nodes[0].CPUs, 101: h.Nodes[0].CPUs, 110: h.Nodes[1].CPUs, 111: h.Nodes[1].CPUs} {
+			w := writeTo(p, fmt.Sprintf("/proc/irq/%d/smp_affinity_list", irq))
+			if w == nil {
+				t.Errorf("%s: IRQ %d not planned: %v", pol, irq, targets(p))
+				continue
+			}
+			if c, err := topo.ParseCPUList(w.New); err != nil || c.Minus(node).Len() > 0 {
+				t.Errorf("%s: IRQ %d -> CPU %s, off its NIC's node (CPUs %s)", pol, irq, w.New, node)
+			}
+		}
+		if pol == Inline {
+			a, b := writeTo(p, "/proc/irq/110/smp_affinity_list"), writeTo(p, "/proc/irq/111/smp_affinity_list")
+			if a != nil && b != nil && a.New == b.New {
+				t.Errorf("nicB's two queues share CPU %s while CPUs 2-3 are both loops", a.New)
+			}
+		}
 	}
 }
