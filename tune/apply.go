@@ -375,11 +375,12 @@ func LoadState(statePath string) (*State, error) {
 // exists is restored, the state file is renamed to statePath+".reverted",
 // so that the host can be tuned again, and the notes say so if any target
 // was gone. Otherwise the error lists each value that could not be
-// restored and why, and the state file is kept for another try.
-func Revert(statePath string, t Target) (notes []string, err error) {
+// restored and why, and the state file is kept for another try. gone
+// counts the targets that no longer exist.
+func Revert(statePath string, t Target) (notes []string, gone int, err error) {
 	st, err := LoadState(statePath)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	for _, w := range st.Plan.Writes {
 		cur, err := t.read(w)
@@ -396,17 +397,17 @@ func Revert(statePath string, t Target) (notes []string, err error) {
 	if err != nil {
 		n := len(joined(err))
 		if len(vanished) > 0 {
-			return notes, fmt.Errorf("revert incomplete, state kept in %s: %d of %d value(s) not restored (and %d target(s) gone, see the notes):\n%w", statePath, n, len(st.Plan.Writes), len(vanished), err)
+			return notes, len(vanished), fmt.Errorf("revert incomplete, state kept in %s: %d of %d value(s) not restored (and %d target(s) gone, see the notes):\n%w", statePath, n, len(st.Plan.Writes), len(vanished), err)
 		}
-		return notes, fmt.Errorf("revert incomplete, state kept in %s: %d of %d value(s) not restored:\n%w", statePath, n, len(st.Plan.Writes), err)
+		return notes, len(vanished), fmt.Errorf("revert incomplete, state kept in %s: %d of %d value(s) not restored:\n%w", statePath, n, len(st.Plan.Writes), err)
 	}
 	if err := os.Rename(statePath, statePath+".reverted"); err != nil {
-		return notes, err
+		return notes, len(vanished), err
 	}
 	if len(vanished) > 0 {
 		notes = append(notes, fmt.Sprintf("%d of %d target(s) no longer exist and were not restored; everything else was, and the state file is moved aside", len(vanished), len(st.Plan.Writes)))
 	}
-	return notes, nil
+	return notes, len(vanished), nil
 }
 
 // joined returns the errors an errors.Join holds, or err alone.

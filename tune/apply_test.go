@@ -207,7 +207,7 @@ func TestApplyRevertFixture(t *testing.T) {
 			if _, err := Apply(p, tgt, state); !errors.Is(err, ErrRefused) && !errors.Is(err, ErrStale) {
 				t.Errorf("second apply: %v", err)
 			}
-			drifted, err := Revert(state, tgt)
+			drifted, _, err := Revert(state, tgt)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -230,7 +230,7 @@ func TestApplyRevertFixture(t *testing.T) {
 			if _, err := os.Stat(state + ".reverted"); err != nil {
 				t.Errorf("state not moved aside: %v", err)
 			}
-			if _, err := Revert(state, tgt); err == nil {
+			if _, _, err := Revert(state, tgt); err == nil {
 				t.Error("second revert succeeded")
 			}
 		})
@@ -358,7 +358,7 @@ func TestRevertReportsDrift(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, changed), []byte("64\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	drifted, err := Revert(state, Target{Root: root})
+	drifted, _, err := Revert(state, Target{Root: root})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -494,11 +494,11 @@ func TestRevertTargetsGone(t *testing.T) {
 		if err := os.RemoveAll(filepath.Join(root, irq)); err != nil {
 			t.Fatal(err)
 		}
-		notes, err := Revert(state, Target{Root: root, Netlink: co})
+		notes, gone, err := Revert(state, Target{Root: root, Netlink: co})
 		if err != nil {
 			t.Fatalf("Revert: %v", err)
 		}
-		if countGone(notes) != 1 || !slices.ContainsFunc(notes, func(s string) bool { return strings.HasPrefix(s, irq+"/") && strings.Contains(s, "gone") }) {
+		if gone != 1 || countGone(notes) != 1 || !slices.ContainsFunc(notes, func(s string) bool { return strings.HasPrefix(s, irq+"/") && strings.Contains(s, "gone") }) {
 			t.Errorf("notes = %q, want one gone entry for %s", notes, irq)
 		}
 		for k := range before {
@@ -518,12 +518,12 @@ func TestRevertTargetsGone(t *testing.T) {
 	t.Run("NAPI ids renumbered", func(t *testing.T) {
 		root, _, co, _, before, state := setup(t)
 		renumber(co)
-		notes, err := Revert(state, Target{Root: root, Netlink: co})
+		notes, gone, err := Revert(state, Target{Root: root, Netlink: co})
 		if err != nil {
 			t.Fatalf("Revert: %v", err)
 		}
-		if n := countGone(notes); n != 16 {
-			t.Errorf("%d gone notes, want 16 (one per NAPI write): %q", n, notes)
+		if n := countGone(notes); n != 16 || gone != 16 {
+			t.Errorf("%d gone notes, %d gone counted, want 16 (one per NAPI write): %q", n, gone, notes)
 		}
 		if d := diffTrees(before, treeBytes(t, root)); len(d) > 0 {
 			t.Errorf("not restored:\n%s", strings.Join(d, "\n"))
@@ -545,7 +545,7 @@ func TestRevertTargetsGone(t *testing.T) {
 		}
 		renumber(co)
 		co.napis[w.NAPIID] = topo.NAPI{ID: w.NAPIID, Ifindex: 99, IRQSuspendTimeout: 12345}
-		if _, err := Revert(state, Target{Root: root, Netlink: co}); err != nil {
+		if _, _, err := Revert(state, Target{Root: root, Netlink: co}); err != nil {
 			t.Fatalf("Revert: %v", err)
 		}
 		if got := co.napis[w.NAPIID].IRQSuspendTimeout; got != 12345 {
@@ -555,7 +555,7 @@ func TestRevertTargetsGone(t *testing.T) {
 
 	t.Run("netlink unreachable", func(t *testing.T) {
 		root, _, co, orig, before, state := setup(t)
-		notes, err := Revert(state, Target{Root: root})
+		notes, _, err := Revert(state, Target{Root: root})
 		if err == nil {
 			t.Fatal("Revert without netlink succeeded")
 		}
@@ -572,7 +572,7 @@ func TestRevertTargetsGone(t *testing.T) {
 		if _, err := os.Stat(state); err != nil {
 			t.Fatalf("state not kept for the values still to restore: %v", err)
 		}
-		if _, err := Revert(state, Target{Root: root, Netlink: co}); err != nil {
+		if _, _, err := Revert(state, Target{Root: root, Netlink: co}); err != nil {
 			t.Fatalf("second revert, with netlink: %v", err)
 		}
 		if !maps.Equal(orig, co.napis) {

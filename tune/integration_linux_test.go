@@ -180,7 +180,7 @@ func TestNetnsApplyRevert(t *testing.T) {
 			}
 		}
 		logf("applied %d writes in %s", len(p.Writes), ns)
-		drifted, err := Revert(state, tgt)
+		drifted, _, err := Revert(state, tgt)
 		if err != nil {
 			return fmt.Errorf("revert: %w", err)
 		}
@@ -451,7 +451,7 @@ func TestNetnsRevertTargetsGone(t *testing.T) {
 			var notes []string
 			var rerr error
 			inNS(func(tgt Target, _ *topo.Host) error {
-				notes, rerr = Revert(state, tgt)
+				notes, _, rerr = Revert(state, tgt)
 				return nil
 			})
 			if rerr != nil {

@@ -291,19 +291,24 @@ func tuneRevert(args []string, w io.Writer) error {
 		return err
 	}
 	defer done()
-	drifted, err := tune.Revert(*state, t)
+	drifted, gone, err := tune.Revert(*state, t)
 	if err != nil {
 		return err
 	}
+	restored := len(st.Plan.Writes) - gone
 	if *asJSON {
 		if drifted == nil {
 			drifted = []string{}
 		}
-		return printJSON(w, map[string]any{"reverted": len(st.Plan.Writes), "state": *state + ".reverted", "drifted": drifted})
+		return printJSON(w, map[string]any{"reverted": restored, "gone": gone, "state": *state + ".reverted", "drifted": drifted})
 	}
 	for _, d := range drifted {
 		fmt.Fprintln(w, "note:", d)
 	}
-	fmt.Fprintf(w, "restored %d value(s); state moved to %s.reverted\n", len(st.Plan.Writes), *state)
+	if gone > 0 {
+		fmt.Fprintf(w, "restored %d value(s), %d target(s) gone; state moved to %s.reverted\n", restored, gone, *state)
+	} else {
+		fmt.Fprintf(w, "restored %d value(s); state moved to %s.reverted\n", restored, *state)
+	}
 	return nil
 }
