@@ -202,11 +202,12 @@ func TestTuneApplyRevertCLI(t *testing.T) {
 	}
 	var r struct {
 		Reverted int      `json:"reverted"`
+		Gone     int      `json:"gone"`
 		State    string   `json:"state"`
 		Drifted  []string `json:"drifted"`
 	}
 	strictJSON(t, out, &r)
-	if r.Reverted == 0 || len(r.Drifted) != 0 {
+	if r.Reverted == 0 || r.Gone != 0 || len(r.Drifted) != 0 {
 		t.Errorf("revert --json: %s", out)
 	}
 	after := readTree(t, root)
