@@ -207,11 +207,7 @@ func TestPostToFailedMsgRing(t *testing.T) {
 	if runtime.NumCPU() < 2 {
 		t.Skip("needs 2 CPUs for two loops")
 	}
-	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(efd)
+	efd := notARing(t)
 	for _, b := range testBackends {
 		if !b.isURing() {
 			continue // no MSG_RING
@@ -578,11 +574,7 @@ func TestPostToOtherEngine(t *testing.T) {
 	if runtime.NumCPU() < 2 {
 		t.Skip("needs 2 CPUs for two loops")
 	}
-	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(efd)
+	efd := notARing(t)
 	for _, b := range testBackends {
 		t.Run(string(b), func(t *testing.T) {
 			ca, cb := testConfig(b), testConfig(b)
@@ -607,4 +599,16 @@ func TestPostToOtherEngine(t *testing.T) {
 			}
 		})
 	}
+}
+
+// notARing returns an open fd that is not an io_uring (an eventfd), for a
+// loop's ring fd to be swapped with so that a MSG_RING to it fails; it is
+// closed when t ends.
+func notARing(t *testing.T) int {
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(efd) })
+	return efd
 }

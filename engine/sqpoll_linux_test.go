@@ -54,6 +54,11 @@ func TestSQPollThreadCPU(t *testing.T) {
 			if cpus[0] != 0 && tc.want == 0 {
 				t.Skipf("CPU 0 is not allowed here (%v)", cpus)
 			}
+			// SQPOLL threads of engines stopped before (earlier tests,
+			// the previous subtest) may still be exiting, pinned as their
+			// engines wanted: only a thread that appears with this engine
+			// is its.
+			before := sqpThreads()
 			cfg := testConfig(BackendURingSQPoll)
 			cfg.CPUs, cfg.SQPoll = []int{cpus[1]}, tc.p
 			_, addr := startEngine(t, cfg, &echoHandler{})
@@ -61,18 +66,13 @@ func TestSQPollThreadCPU(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := strconv.Itoa(tc.want)
-			tasks, _ := filepath.Glob("/proc/self/task/*")
 			found := 0
-			for _, task := range tasks {
-				comm, err := os.ReadFile(filepath.Join(task, "comm"))
-				if err != nil || !strings.HasPrefix(string(comm), "iou-sqp-") {
+			for task, comm := range sqpThreads() {
+				if _, old := before[task]; old {
 					continue
 				}
 				status, err := os.ReadFile(filepath.Join(task, "status"))
 				if err != nil {
-					// The thread of the previous subtest's engine, gone
-					// since. One still alive would expect the same CPU:
-					// cpus[0], which is 0 whenever cpu0 runs.
 					continue
 				}
 				found++
@@ -87,6 +87,19 @@ func TestSQPollThreadCPU(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sqpThreads returns the /proc/self/task directories of the process's
+// SQPOLL threads (comm iou-sqp-*), with their comm.
+func sqpThreads() map[string]string {
+	tasks, _ := filepath.Glob("/proc/self/task/*")
+	out := map[string]string{}
+	for _, task := range tasks {
+		if comm, err := os.ReadFile(filepath.Join(task, "comm")); err == nil && strings.HasPrefix(string(comm), "iou-sqp-") {
+			out[task] = string(comm)
+		}
+	}
+	return out
 }
 
 // allowedCPUList is the CPUs this process may run on, ascending.

@@ -187,15 +187,16 @@ func TestBenchServerClient(t *testing.T) {
 			}
 			// Open loop: every request of the window is scheduled, sent and
 			// answered (rate × window, to rounding); the replies received
-			// within the window (requests) are those less the few still on
-			// their way at its end.
+			// within the window (requests) are about as many: a few of the
+			// window's own are still on their way at its end, a few of the
+			// warm-up's arrive in it (802 for 800 in a loaded CI run).
 			const rate, window = 2000.0, 0.4
 			open := runClient(t, "-addr", h.Addr, "-conns", "4", "-rate", "2000", "-warmup", "50ms", "-duration", "400ms")
 			want := uint64(rate * window)
 			if open.Answered < want-1 || open.Answered > want+1 || open.Unanswered != 0 || open.OfferedRPS != rate {
 				t.Errorf("open loop at %v/s for %vs: %d answered (want %d), %d unanswered, offered %v", rate, window, open.Answered, want, open.Unanswered, open.OfferedRPS)
 			}
-			if open.Requests > open.Answered || open.Requests < want*9/10 {
+			if open.Requests < want*9/10 || open.Requests > want*11/10 {
 				t.Errorf("open loop at %v/s for %vs: %d replies in the window of %d answered", rate, window, open.Requests, open.Answered)
 			}
 			t.Logf("closed: %.0f req/s p50 %.1fµs; open: %d requests, p99 %.1fµs, send lag p99 %.1fµs",
