@@ -1,6 +1,7 @@
 // Command echo is a TCP echo server on the spindle engine: one loop per CPU,
 // each echoing what it receives by handing the received buffer straight to
-// the send queue (no copy).
+// the send queue (no copy, unless the connections' queues hold too much of
+// the shared receive ring: see engine.Config.MaxQueuedReadBuffers).
 //
 //	go run ./examples/echo -addr 127.0.0.1:7000 -backend uring
 package main

@@ -12,10 +12,17 @@ import (
 const MaxHeader = 8 << 10
 
 var (
-	response = []byte("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 12\r\n\r\nhello, world")
-	bad      = []byte("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-	tooLarge = []byte("HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+	head          = []byte("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 12\r\n")
+	keepAliveLine = []byte("Connection: keep-alive\r\n")
+	crlf          = []byte("\r\n")
+	body          = []byte("hello, world")
+	bad           = []byte("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+	tooLarge      = []byte("HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
 )
+
+// MaxBody is the largest request body accepted (Content-Length); a larger
+// one is malformed here.
+const MaxBody = 1 << 20
 
 // Errors from ParseRequest.
 var (
@@ -23,19 +30,30 @@ var (
 	ErrHeaderLarge = errors.New("hello: request head too large")
 )
 
+// Request is what the server needs of one parsed request.
+type Request struct {
+	Len       int  // bytes of the request: head and Content-Length body; 0: incomplete
+	KeepAlive bool // the connection stays open after it
+	HTTP10    bool // an HTTP/1.0 request (keep-alive only when asked, and then said)
+	Head      bool // a HEAD request: the response has no body
+}
+
 // ParseRequest looks for one complete request at the start of b. It returns
-// n = 0 when more bytes are needed, else the length of the request (head and
-// Content-Length body) and whether the connection stays open after it.
-func ParseRequest(b []byte) (n int, keepAlive bool, err error) {
+// a Request with Len 0 when more bytes are needed. As RFC 9112 asks, a
+// header name followed by whitespace, several Content-Length headers, or a
+// Content-Length that is not a number up to MaxBody are malformed; chunked
+// bodies are not supported (malformed here).
+func ParseRequest(b []byte) (Request, error) {
+	var r Request
 	end := bytes.Index(b, []byte("\r\n\r\n"))
 	if end < 0 {
 		if len(b) > MaxHeader {
-			return 0, false, ErrHeaderLarge
+			return Request{}, ErrHeaderLarge
 		}
-		return 0, false, nil
+		return Request{}, nil
 	}
 	if end+4 > MaxHeader {
-		return 0, false, ErrHeaderLarge
+		return Request{}, ErrHeaderLarge
 	}
 	head := b[:end]
 	line, rest, _ := bytes.Cut(head, []byte("\r\n"))
@@ -43,48 +61,52 @@ func ParseRequest(b []byte) (n int, keepAlive bool, err error) {
 	method, line, ok1 := bytes.Cut(line, []byte(" "))
 	target, version, ok2 := bytes.Cut(line, []byte(" "))
 	if !ok1 || !ok2 || len(method) == 0 || len(target) == 0 {
-		return 0, false, ErrMalformed
+		return Request{}, ErrMalformed
 	}
+	r.Head = string(method) == "HEAD"
 	switch string(version) {
 	case "HTTP/1.1":
-		keepAlive = true
+		r.KeepAlive = true
 	case "HTTP/1.0":
-		keepAlive = false
+		r.HTTP10 = true
 	default:
-		return 0, false, ErrMalformed
+		return Request{}, ErrMalformed
 	}
-	body := 0
+	body, sawLength, closes, keeps := 0, false, false, false
 	for len(rest) > 0 {
 		var h []byte
 		h, rest, _ = bytes.Cut(rest, []byte("\r\n"))
 		name, value, ok := bytes.Cut(h, []byte(":"))
-		if !ok || len(name) == 0 {
-			return 0, false, ErrMalformed
+		if !ok || len(name) == 0 || bytes.ContainsAny(name, " \t") {
+			return Request{}, ErrMalformed
 		}
 		value = bytes.TrimSpace(value)
 		switch {
 		case equalFold(name, "content-length"):
-			v, err := strconv.ParseUint(string(value), 10, 31)
-			if err != nil {
-				return 0, false, ErrMalformed
+			v, err := strconv.ParseUint(string(value), 10, 64)
+			if err != nil || v > MaxBody || sawLength {
+				return Request{}, ErrMalformed
 			}
-			body = int(v)
+			body, sawLength = int(v), true
 		case equalFold(name, "transfer-encoding"):
 			// Chunked bodies are beyond this example.
-			return 0, false, ErrMalformed
+			return Request{}, ErrMalformed
 		case equalFold(name, "connection"):
-			if equalFold(value, "close") {
-				keepAlive = false
-			} else if equalFold(value, "keep-alive") {
-				keepAlive = true
+			// A comma-separated list of options.
+			for opt := range bytes.SplitSeq(value, []byte(",")) {
+				opt = bytes.TrimSpace(opt)
+				closes = closes || equalFold(opt, "close")
+				keeps = keeps || equalFold(opt, "keep-alive")
 			}
 		}
 	}
-	n = end + 4 + body
-	if n > len(b) {
-		return 0, false, nil
+	// close anywhere wins; keep-alive matters to HTTP/1.0 only.
+	r.KeepAlive = !closes && (r.KeepAlive || r.HTTP10 && keeps)
+	r.Len = end + 4 + body
+	if r.Len > len(b) {
+		return Request{}, nil
 	}
-	return n, keepAlive, nil
+	return r, nil
 }
 
 func equalFold(b []byte, s string) bool {
@@ -123,7 +145,7 @@ func (h *Handler) OnData(c *engine.Conn, b engine.Buffer) bool {
 		data = st.pending
 	}
 	for len(data) > 0 {
-		n, keep, err := ParseRequest(data)
+		r, err := ParseRequest(data)
 		if err != nil {
 			if errors.Is(err, ErrHeaderLarge) {
 				c.Write(tooLarge)
@@ -133,12 +155,12 @@ func (h *Handler) OnData(c *engine.Conn, b engine.Buffer) bool {
 			c.Close()
 			return false
 		}
-		if n == 0 {
+		if r.Len == 0 {
 			break
 		}
-		c.Write(response)
-		data = data[n:]
-		if !keep {
+		respond(c, r)
+		data = data[r.Len:]
+		if !r.KeepAlive {
 			c.Close()
 			return false
 		}
@@ -154,4 +176,17 @@ func (h *Handler) OnData(c *engine.Conn, b engine.Buffer) bool {
 		st.pending = st.pending[:0]
 	}
 	return false
+}
+
+// respond writes the answer to r: no body for HEAD, and an HTTP/1.0
+// client that asked to keep the connection is told it is kept.
+func respond(c *engine.Conn, r Request) {
+	c.Write(head)
+	if r.HTTP10 && r.KeepAlive {
+		c.Write(keepAliveLine)
+	}
+	c.Write(crlf)
+	if !r.Head {
+		c.Write(body)
+	}
 }

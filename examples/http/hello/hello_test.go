@@ -35,12 +35,25 @@ func TestParseRequest(t *testing.T) {
 		{"GET / SPDY/3\r\n\r\n", 0, false, ErrMalformed},
 		{"GET / HTTP/1.1\r\nbad header\r\n\r\n", 0, false, ErrMalformed},
 		{"GET / HTTP/1.1\r\nX: " + strings.Repeat("a", MaxHeader) + "\r\n\r\n", 0, false, ErrHeaderLarge},
+		// Found in review: a Connection list, and what RFC 9112 makes a 400
+		// (request smuggling's shapes), and a length that overflowed a
+		// 32-bit int.
+		{"GET / HTTP/1.1\r\nConnection: TE, close\r\n\r\n", 41, false, nil},
+		{"GET / HTTP/1.0\r\nConnection: keep-alive, TE\r\n\r\n", 46, true, nil},
+		{"GET / HTTP/1.1\r\nConnection: keep-alive\r\nConnection: close\r\n\r\n", 61, false, nil},
+		{"POST / HTTP/1.1\r\nContent-Length: 0\r\nContent-Length: 5\r\n\r\nGET /x", 0, false, ErrMalformed},
+		{"POST / HTTP/1.1\r\nContent-Length : 5\r\n\r\nGET /x", 0, false, ErrMalformed},
+		{"POST / HTTP/1.1\r\nContent-Length: 2147483647\r\n\r\n", 0, false, ErrMalformed},
+		{"POST / HTTP/1.1\r\nContent-Length: 18446744073709551616\r\n\r\n", 0, false, ErrMalformed},
 	}
 	for _, tc := range tests {
-		n, keep, err := ParseRequest([]byte(tc.in))
-		if n != tc.n || keep != tc.keep || !errors.Is(err, tc.err) {
-			t.Errorf("ParseRequest(%.40q) = %d, %v, %v; want %d, %v, %v", tc.in, n, keep, err, tc.n, tc.keep, tc.err)
+		r, err := ParseRequest([]byte(tc.in))
+		if r.Len != tc.n || r.KeepAlive != tc.keep || !errors.Is(err, tc.err) {
+			t.Errorf("ParseRequest(%.40q) = %d, %v, %v; want %d, %v, %v", tc.in, r.Len, r.KeepAlive, err, tc.n, tc.keep, tc.err)
 		}
+	}
+	if r, _ := ParseRequest([]byte("HEAD / HTTP/1.1\r\n\r\n")); !r.Head {
+		t.Error("a HEAD request not seen as one")
 	}
 }
 
@@ -48,7 +61,8 @@ func FuzzParseRequest(f *testing.F) {
 	f.Add([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
 	f.Add([]byte("POST / HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcGET"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		n, _, err := ParseRequest(b)
+		r, err := ParseRequest(b)
+		n := r.Len
 		if err != nil && n != 0 {
 			t.Fatalf("error %v with n=%d", err, n)
 		}
@@ -118,11 +132,34 @@ func TestServer(t *testing.T) {
 			if _, err := r.ReadByte(); err != io.EOF {
 				t.Fatalf("after Connection: close: %v, want EOF", err)
 			}
+			// HEAD then GET on one connection: no body after HEAD's head
+			// (found in review: its body was read as the next response's
+			// start); HTTP/1.0 keep-alive is said in the response.
+			c3, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c3.Close()
+			io.WriteString(c3, "HEAD / HTTP/1.1\r\nHost: a\r\n\r\nGET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+			r3 := bufio.NewReader(c3)
+			resp, err := http.ReadResponse(r3, &http.Request{Method: "HEAD"})
+			if err != nil || resp.StatusCode != 200 {
+				t.Fatalf("HEAD: %v %v", resp, err)
+			}
+			resp.Body.Close()
+			resp, err = http.ReadResponse(r3, &http.Request{Method: "GET"})
+			if err != nil {
+				t.Fatalf("the response after HEAD's: %v", err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			if string(body) != "hello, world" || resp.Close || !strings.EqualFold(resp.Header.Get("Connection"), "keep-alive") {
+				t.Fatalf("HTTP/1.0 keep-alive response: body %q, close %v, Connection %q", body, resp.Close, resp.Header.Get("Connection"))
+			}
 			// Malformed: 400 and close.
 			c2, _ := net.Dial("tcp", addr)
 			defer c2.Close()
 			fmt.Fprintf(c2, "NONSENSE\r\n\r\n")
-			resp, err := http.ReadResponse(bufio.NewReader(c2), nil)
+			resp, err = http.ReadResponse(bufio.NewReader(c2), nil)
 			if err != nil || resp.StatusCode != 400 {
 				t.Fatalf("malformed request: %v %v", resp, err)
 			}
