@@ -2,23 +2,39 @@ package hugetlb
 
 import (
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
-// path is the sysctl holding the size of the default hugetlb pool.
-const path = "/proc/sys/vm/nr_hugepages"
+// path holds the size of the 2 MiB hugetlb pool, the one sys.MapAnon maps
+// from (MAP_HUGE_2MB), whatever the host's default huge page size.
+const path = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
 
-// Grow adds n pages to the hugetlb pool for the test and restores
-// vm.nr_hugepages at cleanup. It skips the test when the process is not root
-// or when the pool did not grow (memory too fragmented). Call it from the
-// test's goroutine.
+// Grow adds n pages to the 2 MiB hugetlb pool for the test and puts the
+// pool's size back at cleanup. It skips the test when the process is not
+// root or when the pool did not grow (memory too fragmented). Test
+// processes that grow the pool take turns (a lock file held from Grow to
+// cleanup): go test runs packages in parallel, and two of them restoring
+// the size each read before the other grew it left the pool grown. Call it
+// once per test, from the test's goroutine.
 func Grow(t testing.TB, n int) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to change vm.nr_hugepages")
+		t.Skip("needs root to change the hugetlb pool")
 	}
+	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "spindle-hugetlb.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		lock.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lock.Close() }) // registered first: runs last, after the restore
 	old, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

@@ -17,8 +17,9 @@ const thpEnabledPath = "/sys/kernel/mm/transparent_hugepage/enabled"
 // and the kernel may keep using it after a system call returns.
 //
 // With huge=false the mapping uses base pages. With huge=true the length is
-// rounded up to HugePageSize and MapAnon tries, in order, MAP_HUGETLB (needs
-// pages in the vm.nr_hugepages pool), a 2 MiB-aligned mapping with
+// rounded up to HugePageSize and MapAnon tries, in order, MAP_HUGETLB with
+// 2 MiB pages (needs pages in the 2 MiB hugetlb pool,
+// /sys/kernel/mm/hugepages/hugepages-2048kB), a 2 MiB-aligned mapping with
 // MADV_HUGEPAGE (transparent huge pages not disabled), then base pages; the
 // PageKind result says which it got.
 //
@@ -39,7 +40,10 @@ func MapAnon(length int, huge bool) ([]byte, PageKind, error) {
 		return unsafe.Slice((*byte)(p), size)[:length], PageSmall, nil
 	}
 	size := roundUp(length, HugePageSize)
-	if p, err := mmapAnon(size, unix.MAP_HUGETLB); err == nil {
+	// MAP_HUGE_2MB: bare MAP_HUGETLB takes the host's default huge page
+	// size, which may be 1 GiB (default_hugepagesz=1G), and then the
+	// mapping is not the size recorded here and Unmap cannot release it.
+	if p, err := mmapAnon(size, unix.MAP_HUGETLB|unix.MAP_HUGE_2MB); err == nil {
 		addSpan(uintptr(p), uintptr(size))
 		return unsafe.Slice((*byte)(p), size)[:length], PageHuge, nil
 	}
