@@ -77,7 +77,9 @@ func Unmap(b []byte) error {
 	return nil
 }
 
-// Mbind sets the NUMA policy of the pages of b to MPOL_PREFERRED for node,
+// Mbind sets the NUMA policy of the pages b lies on, to the end of its
+// capacity (a slice of MapAnon memory: the rest of its mapping), to
+// MPOL_PREFERRED for node,
 // moving pages already faulted in (MPOL_MF_MOVE). On a one-node host binding
 // to node 0 succeeds and changes nothing. Safe for concurrent use.
 func Mbind(b []byte, node int) error {
@@ -102,12 +104,27 @@ func MbindPolicy(b []byte, mode MemPolicy, node int) error {
 		return err
 	}
 	const mpolMFMove = 1 << 1 // MPOL_MF_MOVE, include/uapi/linux/mempolicy.h
-	addr := unsafe.Pointer(unsafe.SliceData(b))
-	length := roundUp(len(b), os.Getpagesize())
-	// mbind only changes page tables and may migrate pages: it can sleep, so
-	// it goes through Syscall6, not RawSyscall6.
-	_, _, e := unix.Syscall6(unix.SYS_MBIND, uintptr(addr), uintptr(length), uintptr(mode),
-		uintptr(maskp), maxnode, mpolMFMove)
+	// mbind takes whole pages: from the page b starts on to the end of
+	// its capacity (the end of a MapAnon mapping, page-aligned, and
+	// huge-page-aligned for a hugetlb one). A hugetlb mapping also needs
+	// a huge-page-aligned start: tried second, and only where that range
+	// lies inside one MapAnon mapping (never over others' pages).
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	end := start + uintptr(cap(b))
+	var e unix.Errno
+	for i, align := range []uintptr{uintptr(os.Getpagesize()), HugePageSize} {
+		from := start &^ (align - 1)
+		to := (end + align - 1) &^ (align - 1)
+		if i > 0 && !OffHeap(uint64(from), uint64(to-from)) {
+			break
+		}
+		// mbind only changes page tables and may migrate pages: it can
+		// sleep, so it goes through Syscall6, not RawSyscall6.
+		_, _, e = unix.Syscall6(unix.SYS_MBIND, from, to-from, uintptr(mode), uintptr(maskp), maxnode, mpolMFMove)
+		if e != unix.EINVAL {
+			break
+		}
+	}
 	if e != 0 {
 		return os.NewSyscallError("mbind", e)
 	}

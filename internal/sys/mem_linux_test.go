@@ -114,6 +114,35 @@ func TestMapAnonErrors(t *testing.T) {
 	}
 }
 
+// TestMbindReslices binds slices that do not start on a page, and a hugetlb
+// mapping whose length is not a multiple of its page (found in review: both
+// failed with EINVAL, and the engine, which binds as best effort, silently
+// left its buffers where they were).
+func TestMbindReslices(t *testing.T) {
+	b, _, err := MapAnon(8192, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Unmap(b)
+	if err := Mbind(b[100:], 0); err != nil {
+		t.Errorf("Mbind(b[100:]): %v", err)
+	}
+	hugetlb.Grow(t, 1)
+	h, kind, err := MapAnon(3000, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Unmap(h)
+	if kind != PageHuge {
+		t.Skipf("no hugetlb page for the mapping (%v)", kind)
+	}
+	for _, s := range [][]byte{h, h[100:]} {
+		if err := Mbind(s, 0); err != nil {
+			t.Errorf("Mbind of a hugetlb slice of %d bytes: %v", len(s), err)
+		}
+	}
+}
+
 // TestMapAnonHugeTLB grows the hugetlb pool by two pages, checks that a huge
 // mapping comes from it, and restores vm.nr_hugepages.
 func TestMapAnonHugeTLB(t *testing.T) {
