@@ -8,8 +8,9 @@ func Addr[T any](p *T) uint64 {
 	return uint64(uintptr(unsafe.Pointer(p)))
 }
 
-// SliceAddr returns the address of b's first element (0 for an empty
-// slice). The same rule as Addr applies to the memory.
+// SliceAddr returns the address of b's first element, or of where it would
+// be for a slice of length 0 with capacity (0 only when cap(b) is 0). The
+// same rule as Addr applies to the memory.
 func SliceAddr(b []byte) uint64 {
 	if cap(b) == 0 {
 		return 0

@@ -255,3 +255,39 @@ func TestPageKindString(t *testing.T) {
 		}
 	}
 }
+
+// TestTHPPerSizeSwitch turns 2 MiB transparent huge pages off with their
+// own switch (6.8+), the top-level one left as it is, and checks that
+// MapAnon no longer reports THP: it read the top-level switch only (found
+// in review). The switch is put back.
+func TestTHPPerSizeSwitch(t *testing.T) {
+	old, err := os.ReadFile(thp2MiBEnabledPath)
+	if err != nil {
+		t.Skipf("no per-size THP switch (before 6.8, or no THP): %v", err)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to set the THP switch")
+	}
+	was := "inherit"
+	for _, f := range strings.Fields(string(old)) {
+		if strings.HasPrefix(f, "[") {
+			was = strings.Trim(f, "[]")
+		}
+	}
+	if err := os.WriteFile(thp2MiBEnabledPath, []byte("never"), 0); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := os.WriteFile(thp2MiBEnabledPath, []byte(was), 0); err != nil {
+			t.Errorf("restoring %s to %s: %v", thp2MiBEnabledPath, was, err)
+		}
+	}()
+	b, kind, err := MapAnon(HugePageSize, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Unmap(b)
+	if kind == PageTHP {
+		t.Errorf("MapAnon reports %v with 2 MiB THP off", kind)
+	}
+}

@@ -1,6 +1,7 @@
 package sys
 
 import (
+	"fmt"
 	"os"
 	"runtime"
 	"unsafe"
@@ -38,17 +39,26 @@ func DenySyscall(nr uintptr, errno unix.Errno) error {
 		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW},
 	}
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	// no_new_privs is per thread, and seccomp checks the calling thread's:
+	// both calls on one thread (without CAP_SYS_ADMIN, seccomp refuses a
+	// thread without it with EACCES).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return os.NewSyscallError("prctl(PR_SET_NO_NEW_PRIVS)", err)
 	}
 	// seccomp(2) copies the program before it returns, so a Go pointer is
 	// fine here; Syscall (not Raw) because it may take the sighand lock
 	// across all threads for TSYNC.
-	_, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
+	r, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
 		unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog)))
 	runtime.KeepAlive(prog)
-	if e != 0 {
+	switch {
+	case e != 0:
 		return os.NewSyscallError("seccomp", e)
+	case r != 0:
+		// TSYNC could not synchronise thread r: no filter was installed.
+		return fmt.Errorf("seccomp: thread %d could not take the filter (TSYNC); none installed", r)
 	}
 	return nil
 }
