@@ -3,6 +3,7 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"time"
 )
@@ -62,9 +63,18 @@ type LoadConfig struct {
 	MaxOutstanding int
 }
 
+// MaxRate is the highest open-loop rate a load run takes: well above what
+// one client thread can send, and low enough that the accounting of the
+// requests a run could not send stays bounded.
+const MaxRate = 1e7
+
 func (c LoadConfig) withDefaults() (LoadConfig, error) {
 	if c.Addr == "" {
 		return c, errors.New("bench: load: no server address")
+	}
+	// Zero means the default; below zero is a mistake, not a default.
+	if c.Conns < 0 || c.InFlight < 0 || c.Threads < 0 || c.Warmup < 0 || c.Duration < 0 {
+		return c, fmt.Errorf("bench: load: negative setting (conns %d, inflight %d, threads %d, warm-up %v, duration %v)", c.Conns, c.InFlight, c.Threads, c.Warmup, c.Duration)
 	}
 	if c.Conns <= 0 {
 		c.Conns = 16
@@ -99,8 +109,8 @@ func (c LoadConfig) withDefaults() (LoadConfig, error) {
 	if c.MaxOutstanding <= 0 {
 		c.MaxOutstanding = 1024
 	}
-	if c.Rate < 0 {
-		return c, fmt.Errorf("bench: load: negative rate %v", c.Rate)
+	if c.Rate < 0 || c.Rate > MaxRate || math.IsNaN(c.Rate) {
+		return c, fmt.Errorf("bench: load: rate %v outside 0..%v", c.Rate, MaxRate)
 	}
 	return c, nil
 }

@@ -92,6 +92,11 @@ type Config struct {
 }
 
 func (c Config) withDefaults() (Config, error) {
+	// Zero means the default; below zero is a mistake, not a default (a
+	// --duration of -5s ran for the default 100 s).
+	if c.Duration < 0 || c.Reps < 0 || c.Conns < 0 || c.InFlight < 0 || c.Loops < 0 {
+		return c, fmt.Errorf("bench: negative setting (duration %v, reps %d, conns %d, inflight %d, loops %d)", c.Duration, c.Reps, c.Conns, c.InFlight, c.Loops)
+	}
 	if c.Duration <= 0 {
 		c.Duration = 100 * time.Second
 	}
@@ -117,7 +122,7 @@ func (c Config) withDefaults() (Config, error) {
 	if len(c.ClientCPUs) == 0 {
 		c.ClientCPUs = []int{min(1, ncpu-1)}
 	}
-	for _, cpu := range slices.Concat(c.ServerCPUs, c.ClientCPUs) {
+	for _, cpu := range slices.Concat(c.ServerCPUs, c.ClientCPUs, c.SpareCPUs) {
 		if cpu >= ncpu {
 			return c, fmt.Errorf("bench: CPU %d does not exist (%d CPUs)", cpu, ncpu)
 		}

@@ -213,6 +213,9 @@ func runBenchClient(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if *conns < 1 || *inflight < 1 || *threads < 1 || *duration <= 0 || *warmup < 0 {
+		return fmt.Errorf("want -conns, -inflight and -threads of at least 1, a positive -duration and a -warmup not negative")
+	}
 	cpuList, err := bench.ParseCPUList(*cpus)
 	if err != nil {
 		return err

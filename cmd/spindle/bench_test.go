@@ -239,3 +239,41 @@ func TestBenchServerClient(t *testing.T) {
 		t.Errorf("client against a closed port: err %v, output %q", err, out)
 	}
 }
+
+// TestCLIRefusesNonsense runs the binary with settings that used to be
+// taken for defaults or to hang (found in review): each must exit non-zero
+// at once with a message, and -h must exit 0.
+func TestCLIRefusesNonsense(t *testing.T) {
+	for _, args := range [][]string{
+		{"bench", "client", "-addr", "127.0.0.1:1", "-rate", "1e300"},
+		{"bench", "client", "-addr", "127.0.0.1:1", "-conns", "0"},
+		{"bench", "client", "-addr", "127.0.0.1:1", "-duration", "-1s"},
+		{"bench", "client", "-addr", "127.0.0.1:1", "-warmup", "-1s"},
+		{"bench", "--duration", "-5s", "--arms", "go-net"},
+		{"bench", "--conns", "-3", "--arms", "go-net"},
+	} {
+		cmd := spindleCmd(args...)
+		done := make(chan error, 1)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err == nil || stderr.Len() == 0 {
+				t.Errorf("spindle %v: exit %v, stderr %q; want a refusal", args, err, stderr.String())
+			}
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+			t.Errorf("spindle %v still running after 10 s", args)
+		}
+	}
+	for _, args := range [][]string{{"bench", "-h"}, {"bench", "client", "-h"}, {"doctor", "-h"}} {
+		if out, err := spindleCmd(args...).CombinedOutput(); err != nil {
+			t.Errorf("spindle %v: %v, want exit 0 (usage printed: %q)", args, err, out)
+		}
+	}
+}

@@ -7,6 +7,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -61,6 +63,9 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := cmd.run(ctx, os.Args[2:])
 	stop()
+	if errors.Is(err, flag.ErrHelp) {
+		return // -h: the flag set printed the usage
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "spindle %s: %v\n", name, err)
 		os.Exit(1)

@@ -257,7 +257,11 @@ func tuneApply(args []string, w io.Writer) error {
 	if err := applyPlan(&p, *root, *state, *asJSON, w); err != nil {
 		return err
 	}
-	if *asJSON && len(p.Writes) > 0 {
+	if *asJSON && len(p.Writes) == 0 {
+		// Nothing applied, no state saved: still one JSON object.
+		return printJSON(w, map[string]any{"writes": 0, "state": nil})
+	}
+	if *asJSON {
 		st, err := tune.LoadState(*state)
 		if err != nil {
 			return err

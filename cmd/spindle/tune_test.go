@@ -305,3 +305,24 @@ func TestTuneLive(t *testing.T) {
 		}
 	}
 }
+
+// TestTuneApplyEmptyPlanJSON applies a plan without writes with --json: the
+// output must still be one JSON object (it was empty; found in review).
+func TestTuneApplyEmptyPlanJSON(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "sys/devices/system/cpu"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(root, "proc"), 0o755)
+	os.WriteFile(filepath.Join(root, "sys/devices/system/cpu/online"), []byte("0-1\n"), 0o644)
+	plan := filepath.Join(t.TempDir(), "empty.json")
+	os.WriteFile(plan, []byte("{}"), 0o644)
+	out, err := tuneRun(t, "apply", "--plan", plan, "--root", root, "--state", filepath.Join(t.TempDir(), "st.json"), "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v map[string]any
+	if err := json.Unmarshal([]byte(out), &v); err != nil || v["writes"] != float64(0) {
+		t.Errorf("tune apply --json of an empty plan printed %q (%v)", out, err)
+	}
+}
