@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/spindlenet/spindle/internal/cpulist"
 )
 
 // ParseCmdline extracts the isolcpus= and nohz_full= CPU lists from a kernel
@@ -55,75 +57,14 @@ func ParseCmdline(s string, nrCPUs int) (isolated CPUSet, isolFlags []string, no
 
 func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
 
-// parseKernelCPUList parses a cpu list as the kernel's bitmap_parselist
-// reads it from the command line, with nbits = nrCPUs (0: unknown).
+// parseKernelCPUList parses a cpu list of the kernel command line
+// (cpulist.ParseBoot), with nrCPUs the kernel's nr_cpu_ids (0: unknown).
 func parseKernelCPUList(s string, nrCPUs int) (CPUSet, error) {
-	if s == "" {
-		return CPUSet{}, nil
+	cpus, err := cpulist.ParseBoot(s, nrCPUs)
+	if err != nil {
+		return nil, err
 	}
-	limit := MaxCPU
-	if nrCPUs > 0 && nrCPUs < limit {
-		limit = nrCPUs
-	}
-	num := func(t string) (int, error) {
-		if t == "N" {
-			if nrCPUs <= 0 {
-				return 0, fmt.Errorf("cpu list %q: N (the last CPU) without a CPU count", s)
-			}
-			return limit - 1, nil
-		}
-		n, err := strconv.Atoi(t)
-		if err != nil || n < 0 || t[0] == '+' {
-			return 0, fmt.Errorf("cpu list %q: bad cpu number %q", s, t)
-		}
-		if n >= limit {
-			return 0, fmt.Errorf("cpu list %q: cpu %d out of range (%d CPUs)", s, n, limit)
-		}
-		return n, nil
-	}
-	var out []int
-	for region := range strings.SplitSeq(s, ",") {
-		rng, group, hasGroup := strings.Cut(region, ":")
-		var a, b int
-		var err error
-		if rng == "all" {
-			if nrCPUs <= 0 {
-				return nil, fmt.Errorf("cpu list %q: all without a CPU count", s)
-			}
-			a, b = 0, limit-1
-		} else {
-			lo, hi, isRange := strings.Cut(rng, "-")
-			if a, err = num(lo); err != nil {
-				return nil, err
-			}
-			b = a
-			if isRange {
-				if b, err = num(hi); err != nil {
-					return nil, err
-				}
-			}
-			if b < a {
-				return nil, fmt.Errorf("cpu list %q: range %s is reversed", s, rng)
-			}
-		}
-		used, size := 1, 1
-		if hasGroup {
-			u, g, ok := strings.Cut(group, "/")
-			used, err = strconv.Atoi(u)
-			if err == nil {
-				size, err = strconv.Atoi(g)
-			}
-			if !ok || err != nil || used < 1 || size < 1 || used > size || size > MaxCPU {
-				return nil, fmt.Errorf("cpu list %q: bad group %q (want used/size, 1 <= used <= size)", s, group)
-			}
-		}
-		for start := a; start <= b; start += size {
-			for c := start; c < start+used && c <= b; c++ {
-				out = append(out, c)
-			}
-		}
-	}
-	return NewCPUSet(out...), nil
+	return NewCPUSet(cpus...), nil
 }
 
 // Meminfo holds the huge-page lines of /proc/meminfo.

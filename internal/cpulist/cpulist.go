@@ -17,29 +17,85 @@ const Max = 8192
 // numbers below Max. Surrounding white space is ignored; an empty string
 // is the empty set (nil). The stride form "0-15:2/4" is refused: the
 // kernel never prints it. Any goroutine.
-func Parse(s string) ([]int, error) {
+func Parse(s string) ([]int, error) { return parse(s, 0, false) }
+
+// ParseBoot parses a CPU list of the kernel command line (isolcpus=,
+// nohz_full=), which takes every form of the kernel's cpu lists
+// (Documentation/admin-guide/kernel-parameters.rst, "cpu lists"): Parse's,
+// plus "N" for the last CPU, "all", and the group form "a-b:used/group"
+// (the first used CPUs of every group of group CPUs from a to b: "0-7:1/4"
+// is 0,4). nrCPUs is the kernel's nr_cpu_ids, one more than the last
+// possible CPU; CPUs must lie below it, and 0 (unknown) makes "N" and
+// "all" errors. Any goroutine.
+func ParseBoot(s string, nrCPUs int) ([]int, error) { return parse(s, nrCPUs, true) }
+
+// parse is Parse, or with boot ParseBoot.
+func parse(s string, nrCPUs int, boot bool) ([]int, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return nil, nil
 	}
+	limit := Max
+	if boot && nrCPUs > 0 && nrCPUs < limit {
+		limit = nrCPUs
+	}
+	num := func(t string) (int, error) {
+		if boot && (t == "N" || strings.HasPrefix(t, "+")) {
+			if t != "N" || nrCPUs <= 0 {
+				return 0, fmt.Errorf("bad cpu number %q (N needs the CPU count)", t)
+			}
+			return limit - 1, nil
+		}
+		n, err := CPU(t)
+		if err == nil && n >= limit {
+			err = fmt.Errorf("cpu %d out of range (%d CPUs)", n, limit)
+		}
+		return n, err
+	}
 	var seen [Max]bool
 	for part := range strings.SplitSeq(s, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := CPU(lo)
-		if err != nil {
-			return nil, fmt.Errorf("cpu list %q: %w", s, err)
+		rng, group, hasGroup := part, "", false
+		if boot {
+			rng, group, hasGroup = strings.Cut(part, ":")
 		}
-		b := a
-		if isRange {
-			if b, err = CPU(hi); err != nil {
+		var a, b int
+		if boot && rng == "all" {
+			if nrCPUs <= 0 {
+				return nil, fmt.Errorf("cpu list %q: all without a CPU count", s)
+			}
+			a, b = 0, limit-1
+		} else {
+			lo, hi, isRange := strings.Cut(rng, "-")
+			var err error
+			if a, err = num(lo); err != nil {
 				return nil, fmt.Errorf("cpu list %q: %w", s, err)
 			}
-			if b < a {
-				return nil, fmt.Errorf("cpu list %q: range %s is reversed", s, part)
+			b = a
+			if isRange {
+				if b, err = num(hi); err != nil {
+					return nil, fmt.Errorf("cpu list %q: %w", s, err)
+				}
+				if b < a {
+					return nil, fmt.Errorf("cpu list %q: range %s is reversed", s, rng)
+				}
 			}
 		}
-		for c := a; c <= b; c++ {
-			seen[c] = true
+		used, size := 1, 1
+		if hasGroup {
+			u, g, ok := strings.Cut(group, "/")
+			var err error
+			used, err = strconv.Atoi(u)
+			if err == nil {
+				size, err = strconv.Atoi(g)
+			}
+			if !ok || err != nil || used < 1 || size < 1 || used > size || size > Max {
+				return nil, fmt.Errorf("cpu list %q: bad group %q (want used/size, 1 <= used <= size)", s, group)
+			}
+		}
+		for start := a; start <= b; start += size {
+			for c := start; c < start+used && c <= b; c++ {
+				seen[c] = true
+			}
 		}
 	}
 	var out []int

@@ -55,3 +55,27 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestParseBoot(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want []int
+	}{
+		{"2-N", []int{2, 3}},
+		{"all", []int{0, 1, 2, 3}},
+		{"0-3:1/2", []int{0, 2}},
+		{"1,N", []int{1, 3}},
+	} {
+		if got, err := ParseBoot(tt.in, 4); err != nil || !slices.Equal(got, tt.want) {
+			t.Errorf("ParseBoot(%q, 4) = %v, %v; want %v", tt.in, got, err, tt.want)
+		}
+	}
+	for _, bad := range []string{"4", "N-1", "0-3:0/2", "0-3:3/2", "0-3:1", "+1", "1,,2"} {
+		if got, err := ParseBoot(bad, 4); err == nil {
+			t.Errorf("ParseBoot(%q, 4) = %v, want an error", bad, got)
+		}
+	}
+	if _, err := ParseBoot("1-N", 0); err == nil {
+		t.Error("N accepted without a CPU count")
+	}
+}
