@@ -531,7 +531,7 @@ func (r *runner) finish() {
 		if s.Mode == "open" {
 			short := 0
 			for _, res := range r.report.Results {
-				if sameLoadPoint(res, s) && behind(res) {
+				if groupOf(res) == s.group() && behind(res) {
 					short++
 				}
 			}
@@ -576,11 +576,18 @@ func behind(res Result) bool {
 	return res.Mode == "open" && res.AchievedRPS < res.OfferedRPS*(1-keepUpTolerance)
 }
 
-// sameLoadPoint reports whether res was measured at summary row s's arm
-// and load point.
-func sameLoadPoint(res Result, s SummaryRow) bool {
-	return res.Arm == s.Arm && res.Mode == s.Mode && res.Fraction == s.Fraction && res.Loops == s.Loops && res.ComputeUS == s.ComputeUS
+// group is an arm and load point: what summarize groups measurements by.
+type group struct {
+	arm, mode string
+	frac      float64
+	cu, loops int
 }
+
+func groupOf(res Result) group {
+	return group{res.Arm, res.Mode, res.Fraction, res.ComputeUS, res.Loops}
+}
+
+func (s SummaryRow) group() group { return group{s.Arm, s.Mode, s.Fraction, s.ComputeUS, s.Loops} }
 
 // serverArgv is the command line of arm's server child.
 func (r *runner) serverArgv(a Arm, loops, compute int) []string {
@@ -829,15 +836,10 @@ func (r *runner) fill(res *Result, load *LoadResult, edges [2]snapshot) {
 // summarize groups results by arm and load point, in first-seen order, and
 // takes medians and spreads.
 func summarize(results []Result) []SummaryRow {
-	type key struct {
-		arm, mode string
-		frac      float64
-		cu, loops int
-	}
-	var order []key
-	groups := map[key][]Result{}
+	var order []group
+	groups := map[group][]Result{}
 	for _, res := range results {
-		k := key{res.Arm, res.Mode, res.Fraction, res.ComputeUS, res.Loops}
+		k := groupOf(res)
 		if _, ok := groups[k]; !ok {
 			order = append(order, k)
 		}
