@@ -665,6 +665,11 @@ func (ln *Listener) add(l *Loop, i int) {
 func (ln *Listener) closeSock(i int) {
 	ln.mu.Lock()
 	defer ln.mu.Unlock()
+	ln.closeLocked(i)
+}
+
+// closeLocked closes loop i's socket if it is still open. ln.mu held.
+func (ln *Listener) closeLocked(i int) {
 	if ln.fds[i] >= 0 {
 		unix.Close(ln.fds[i])
 		ln.fds[i] = -1
@@ -677,8 +682,7 @@ func (ln *Listener) closePending(i int) {
 	defer ln.mu.Unlock()
 	if ln.added[i] == 0 && ln.fds[i] >= 0 {
 		ln.added[i] = 2
-		unix.Close(ln.fds[i])
-		ln.fds[i] = -1
+		ln.closeLocked(i)
 	}
 }
 
@@ -705,8 +709,7 @@ func (ln *Listener) Close() error {
 		case fd < 0:
 		case pending && !running:
 			ln.added[i] = 2
-			unix.Close(fd)
-			ln.fds[i] = -1
+			ln.closeLocked(i)
 		case ln.network != "unix":
 			// Leave the SO_REUSEPORT group now, not when the loop gets to
 			// close the socket: a Listen on this address in between
