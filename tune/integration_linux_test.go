@@ -74,16 +74,7 @@ func TestNetnsApplyRevert(t *testing.T) {
 	stateDir := t.TempDir()
 	var logs []string
 	logf := func(format string, args ...any) { logs = append(logs, fmt.Sprintf(format, args...)) }
-	err := InNetNS(nsPath, func() (err error) {
-		cleanup, err := MountNetNSView(view)
-		if err != nil {
-			return err
-		}
-		defer func() {
-			if cerr := cleanup(); err == nil {
-				err = cerr
-			}
-		}()
+	err := inNetNSView(nsPath, view, func() (err error) {
 		h, err := topo.ReadRootWithNetlink(view)
 		if err != nil {
 			return err
@@ -372,16 +363,7 @@ func TestNetnsRevertTargetsGone(t *testing.T) {
 	view := t.TempDir()
 	inNS := func(fn func(tgt Target, h *topo.Host) error) {
 		t.Helper()
-		err := InNetNS(nsPath, func() (err error) {
-			cleanup, err := MountNetNSView(view)
-			if err != nil {
-				return err
-			}
-			defer func() {
-				if cerr := cleanup(); err == nil {
-					err = cerr
-				}
-			}()
+		err := inNetNSView(nsPath, view, func() error {
 			nc, err := topo.DialNetlink()
 			if err != nil {
 				return err
@@ -475,4 +457,21 @@ func TestNetnsRevertTargetsGone(t *testing.T) {
 			}
 		})
 	}
+}
+
+// inNetNSView runs fn in the network namespace at nsPath with view mounted
+// as its /proc and /sys (MountNetNSView), unmounting it after.
+func inNetNSView(nsPath, view string, fn func() error) error {
+	return InNetNS(nsPath, func() (err error) {
+		cleanup, err := MountNetNSView(view)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if cerr := cleanup(); err == nil {
+				err = cerr
+			}
+		}()
+		return fn()
+	})
 }
