@@ -298,14 +298,13 @@ func (b *uringBackend) cancel(target uint64) {
 // widens that to one batched wait).
 func (b *uringBackend) armRecv(c *Conn) {
 	q := b.sqe()
-	switch {
-	case b.recvLimit:
-		q.PrepRecvMultishot(c.fd, bufGroup, false, 0, udata(opRecv, c.slot, c.gen))
-		q.SetRecvLimit(uint32(min(c.recvBudget(), math.MaxInt32)))
-	case b.sqpoll:
+	if b.sqpoll && !b.recvLimit {
 		q.PrepRecvBufSelect(c.fd, bufGroup, 0, udata(opRecv, c.slot, c.gen))
-	default:
+	} else {
 		q.PrepRecvMultishot(c.fd, bufGroup, false, 0, udata(opRecv, c.slot, c.gen))
+		if b.recvLimit {
+			q.SetRecvLimit(uint32(min(c.recvBudget(), math.MaxInt32)))
+		}
 	}
 	c.k.recv = 1
 	c.k.inflight++
