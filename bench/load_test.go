@@ -39,10 +39,6 @@ func init() {
 		}})
 }
 
-type stallServer struct {
-	*goNetServer
-}
-
 func startStall(ctx context.Context, cfg ServerConfig) (Server, error) {
 	at, _ := time.ParseDuration(os.Getenv("STALL_AT"))
 	stall, _ := time.ParseDuration(os.Getenv("STALL_FOR"))
@@ -62,7 +58,7 @@ func startStall(ctx context.Context, cfg ServerConfig) (Server, error) {
 				mu.Unlock()
 			})
 		}
-		mu.Lock()
+		mu.Lock() // waits out a stall in progress
 		mu.Unlock()
 	}
 	s, err := startGoNet(ctx, cfg)
