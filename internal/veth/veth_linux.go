@@ -40,7 +40,9 @@ func run(argv ...string) error {
 
 // New creates the namespaces and the veth pair named by Names(cfg), with the
 // addresses set, GRO on and TSO off on both ends, and both ends and both
-// loopbacks up. On error it removes whatever it created. The caller must
+// loopbacks up. On error it removes whatever it created, and nothing else
+// (a namespace name already taken, by a Pair of the same Tag in this
+// process for instance, is an error). The caller must
 // Close the Pair. Any goroutine.
 func New(cfg Config) (*Pair, error) {
 	if cfg.Tag == "" {
@@ -55,15 +57,25 @@ func New(cfg Config) (*Pair, error) {
 			return nil, fmt.Errorf("veth: address: %w", err)
 		}
 	}
+	// On error, delete the namespaces this call created (which takes the
+	// veth pair with them), and only those: a name already taken belongs
+	// to someone else, such as a Pair of the same Tag in this process.
+	var created []string
 	ok := false
 	defer func() {
 		if !ok {
-			p.Close()
+			for _, ns := range created {
+				run("ip", "netns", "del", ns)
+			}
 		}
 	}()
+	for _, ns := range []string{p.NSA, p.NSB} {
+		if err := run("ip", "netns", "add", ns); err != nil {
+			return nil, fmt.Errorf("veth: %w", err)
+		}
+		created = append(created, ns)
+	}
 	steps := [][]string{
-		{"ip", "netns", "add", p.NSA},
-		{"ip", "netns", "add", p.NSB},
 		{"ip", "link", "add", p.DevA, "netns", p.NSA, "type", "veth", "peer", "name", p.DevB, "netns", p.NSB},
 	}
 	for _, end := range [][3]string{{p.NSA, p.DevA, p.AddrA}, {p.NSB, p.DevB, p.AddrB}} {

@@ -93,3 +93,42 @@ func TestNewEmptyTag(t *testing.T) {
 		t.Errorf("New with empty tag: %v", err)
 	}
 }
+
+// TestNewCollisionKeepsTheOtherPair: a second New with the same tag in the
+// same process (two tests, one Tag) finds the namespaces taken and fails;
+// it used to "remove whatever it created" by deleting the first pair's
+// namespaces, which it had not created.
+func TestNewCollisionKeepsTheOtherPair(t *testing.T) {
+	if err := Requirements(); err != nil {
+		t.Skip(err)
+	}
+	cfg := Config{Tag: "vdup", AddrA: "10.213.10.1/24", AddrB: "10.213.10.2/24"}
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	if q, err := New(cfg); err == nil {
+		q.Close()
+		t.Fatal("a second New with the same names succeeded")
+	}
+	for _, ns := range []string{p.NSA, p.NSB} {
+		if _, err := os.Stat(Path(ns)); err != nil {
+			t.Errorf("namespace %s of the first pair removed by the failed New: %v", ns, err)
+		}
+	}
+	// The second New may collide on its second namespace only (the first
+	// one's name is free): it must remove the one it did create.
+	if err := run("ip", "netns", "del", p.NSA); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(cfg); err == nil {
+		t.Fatal("New succeeded with its second namespace taken")
+	}
+	if _, err := os.Stat(Path(p.NSA)); err == nil {
+		t.Errorf("namespace %s created by the failed New left behind", p.NSA)
+	}
+	if _, err := os.Stat(Path(p.NSB)); err != nil {
+		t.Errorf("namespace %s of the first pair removed by the failed New: %v", p.NSB, err)
+	}
+}
