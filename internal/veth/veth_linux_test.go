@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestNames(t *testing.T) {
@@ -131,4 +133,42 @@ func TestNewCollisionKeepsTheOtherPair(t *testing.T) {
 	if _, err := os.Stat(Path(p.NSB)); err != nil {
 		t.Errorf("namespace %s of the first pair removed by the failed New: %v", p.NSB, err)
 	}
+}
+
+// TestInNetNSThreadDoesNotReturn: fn may change more of its thread than
+// the network namespace (a private mount namespace for a sysfs mount, its
+// CPU affinity); InNetNS restored only the network namespace and handed
+// the thread back to the scheduler, where any goroutine could then run in
+// fn's mount namespace. The thread must exit with fn's goroutine instead.
+func TestInNetNSThreadDoesNotReturn(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to join a network namespace (setns CAP_SYS_ADMIN)")
+	}
+	self, err := os.Readlink("/proc/self/ns/mnt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := InNetNS("/proc/self/ns/net", func() error {
+		return os.NewSyscallError("unshare", unix.Unshare(unix.CLONE_NEWNS))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The thread exits asynchronously after fn's goroutine ends.
+	var strays []string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		strays = strays[:0]
+		tasks, err := os.ReadDir("/proc/self/task")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, task := range tasks {
+			if ns, err := os.Readlink("/proc/self/task/" + task.Name() + "/ns/mnt"); err == nil && ns != self {
+				strays = append(strays, task.Name()+" "+ns)
+			}
+		}
+		if len(strays) == 0 {
+			return
+		}
+	}
+	t.Errorf("threads left in fn's mount namespace (not %s): %v", self, strays)
 }
