@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -75,14 +76,17 @@ func (f *benchFlags) config(fs *flag.FlagSet) (bench.Config, error) {
 	if cfg.SpareCPUs, err = bench.ParseCPUList(f.spareCPUs); err != nil {
 		return cfg, err
 	}
-	if f.jsonOut {
-		set := false
-		fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == "out" })
-		if !set {
-			f.out = ""
-		}
+	if f.jsonOut && !flagGiven(fs, "out") {
+		f.out = ""
 	}
 	return cfg, nil
+}
+
+// flagGiven reports whether the flag name was set on the command line.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == name })
+	return set
 }
 
 func (f *benchFlags) emit(rep *bench.Report) error {
@@ -157,6 +161,13 @@ func runBenchSweep(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	// The grid's axes are the lists: a single --loops or --compute-us
+	// would be ignored by the sweep, so it is refused.
+	for name, list := range map[string]string{"loops": "loops-list", "compute-us": "compute-list"} {
+		if flagGiven(fs, name) {
+			return fmt.Errorf("--%s does not apply to a sweep: give --%s", name, list)
+		}
+	}
 	cfg, err := f.config(fs)
 	if err != nil {
 		return err
@@ -164,16 +175,21 @@ func runBenchSweep(ctx context.Context, args []string) error {
 	sc := bench.SweepConfig{Config: cfg}
 	// The sweep gives each loop count its own server CPUs; --server-cpus
 	// is honoured only when given.
-	set := false
-	fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == "server-cpus" })
-	if !set {
+	if !flagGiven(fs, "server-cpus") {
 		sc.ServerCPUs = nil
 	}
-	if sc.Loops, err = intList(*loops); err != nil {
+	if sc.Loops, err = intList("--loops-list", *loops, 1); err != nil {
 		return err
 	}
-	if sc.ComputeUS, err = intList(*compute); err != nil {
+	if sc.ComputeUS, err = intList("--compute-list", *compute, 0); err != nil {
 		return err
+	}
+	// The harness checks each arm once, at Config.Loops: check it at the
+	// smallest loop count of the grid, so that an arm serving none of
+	// the grid's cells is skipped with its reason (and a sweep with no
+	// arm left fails) instead of measuring nothing.
+	if len(sc.Loops) > 0 {
+		sc.Config.Loops = slices.Min(sc.Loops)
 	}
 	rep, err := bench.Sweep(ctx, sc)
 	if err != nil {
@@ -182,15 +198,20 @@ func runBenchSweep(ctx context.Context, args []string) error {
 	return f.emit(rep)
 }
 
-func intList(s string) ([]int, error) {
+// intList parses flag name's comma-separated list of distinct integers of
+// at least least; empty is nil (the default).
+func intList(name, s string, least int) ([]int, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
 	}
 	var out []int
 	for _, p := range strings.Split(s, ",") {
 		v, err := strconv.Atoi(strings.TrimSpace(p))
-		if err != nil || v < 0 {
-			return nil, fmt.Errorf("bad list value %q", p)
+		if err != nil || v < least {
+			return nil, fmt.Errorf("%s: bad value %q (want integers of at least %d)", name, p, least)
+		}
+		if slices.Contains(out, v) {
+			return nil, fmt.Errorf("%s: %d given twice", name, v)
 		}
 		out = append(out, v)
 	}

@@ -4,15 +4,21 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spindlenet/spindle/bench"
 )
 
 // mainArgsEnv makes this test binary run main() with the arguments it
@@ -252,28 +258,107 @@ func TestCLIRefusesNonsense(t *testing.T) {
 		{"bench", "--duration", "-5s", "--arms", "go-net"},
 		{"bench", "--conns", "-3", "--arms", "go-net"},
 	} {
-		cmd := spindleCmd(args...)
-		done := make(chan error, 1)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err == nil || stderr.Len() == 0 {
-				t.Errorf("spindle %v: exit %v, stderr %q; want a refusal", args, err, stderr.String())
-			}
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-			t.Errorf("spindle %v still running after 10 s", args)
-		}
+		wantRefusal(t, spindleCmd(args...))
 	}
 	for _, args := range [][]string{{"bench", "-h"}, {"bench", "client", "-h"}, {"doctor", "-h"}} {
 		if out, err := spindleCmd(args...).CombinedOutput(); err != nil {
 			t.Errorf("spindle %v: %v, want exit 0 (usage printed: %q)", args, err, out)
 		}
 	}
+}
+
+// wantRefusal runs cmd (a spindle command) and checks that it exits
+// non-zero within 10 s, saying why on stderr; it returns that stderr.
+func wantRefusal(t *testing.T, cmd *exec.Cmd) string {
+	t.Helper()
+	args := cmd.Args
+	done := make(chan error, 1)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err == nil || stderr.Len() == 0 {
+			t.Errorf("spindle %v: exit %v, stderr %q; want a refusal", args, err, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Errorf("spindle %v still running after 10 s", args)
+	}
+	return stderr.String()
+}
+
+// TestBenchSweepRefuses runs bench sweep with grids it used to measure
+// wrongly (found in review): a loop count of 0 (measured and reported as
+// "loops 0", its server unpinned), a value given twice (measured twice and
+// summarised as one cell of twice the --reps), --loops and --compute-us
+// (ignored by the sweep), and a grid in which no arm can serve any cell (0
+// measurements, an empty report and exit status 0). Each must be refused.
+func TestBenchSweepRefuses(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("bench is Linux only")
+	}
+	// A built binary: the harness starts its server children from its
+	// own executable, which must be spindle, not this test binary.
+	bin := spindleBin(t)
+	short := []string{"--arms", "go-net", "--duration", "1s", "--reps", "1", "--out", ""}
+	cases := [][]string{
+		{"--loops-list", "0", "--compute-list", "0"},
+		{"--loops-list", "1,1", "--compute-list", "0"},
+		{"--loops-list", "1", "--compute-list", "0,0"},
+		{"--loops-list", "1", "--compute-list", "0", "--loops", "2"},
+		{"--loops-list", "1", "--compute-list", "0", "--compute-us", "50"},
+	}
+	for _, c := range cases {
+		wantRefusal(t, exec.Command(bin, slices.Concat([]string{"bench", "sweep"}, c, short)...))
+	}
+	if err := bench.CPeerUnavailable(); err != nil {
+		t.Logf("not checking a grid no arm serves: %v", err)
+		return
+	}
+	// c-liburing serves one loop: a grid of 2 loops has no cell for it.
+	wantRefusal(t, exec.Command(bin, "bench", "sweep", "--arms", bench.CPeerArm, "--loops-list", "2", "--compute-list", "0", "--duration", "1s", "--reps", "1", "--out", ""))
+}
+
+// built is the spindle binary spindleBin builds, once per test process.
+var built struct {
+	once      sync.Once
+	dir, path string
+	err       error
+}
+
+// spindleBin returns the path of a spindle binary built from this package
+// with go build, for tests whose spindle starts children from its own
+// executable (the bench harness's server children).
+func spindleBin(t *testing.T) string {
+	t.Helper()
+	built.once.Do(func() {
+		gobin, err := exec.LookPath("go")
+		if err != nil {
+			gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		}
+		if built.dir, built.err = os.MkdirTemp("", "spindle-cmd-test-"); built.err != nil {
+			return
+		}
+		built.path = filepath.Join(built.dir, "spindle")
+		if out, err := exec.Command(gobin, "build", "-o", built.path, ".").CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build: %v: %s", err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.path
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
 }
