@@ -129,7 +129,9 @@ func (p *Pair) Close() error {
 // goroutines. Afterwards the thread is not unlocked: it exits with the
 // goroutine (STYLE.md rule 5), so that nothing fn changed on it (its
 // network namespace, a mount namespace it unshared, its CPU affinity)
-// reaches another goroutine. Any goroutine.
+// reaches another goroutine. If fn ends its goroutine without returning
+// (runtime.Goexit, as t.FailNow does), InNetNS returns an error. Any
+// goroutine.
 func InNetNS(nsPath string, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
@@ -148,7 +150,17 @@ func InNetNS(nsPath string, fn func() error) error {
 		}
 		// Never unlocked: the runtime terminates the thread when this
 		// goroutine returns, instead of reusing it in fn's namespaces.
-		errc <- fn()
+		returned := false
+		defer func() {
+			if !returned {
+				// fn called runtime.Goexit (t.FailNow, t.SkipNow) or
+				// panicked.
+				errc <- errors.New("veth: InNetNS: fn ended its goroutine without returning")
+			}
+		}()
+		err = fn()
+		returned = true
+		errc <- err
 	}()
 	return <-errc
 }

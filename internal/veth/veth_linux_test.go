@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -171,4 +172,28 @@ func TestInNetNSThreadDoesNotReturn(t *testing.T) {
 		}
 	}
 	t.Errorf("threads left in fn's mount namespace (not %s): %v", self, strays)
+}
+
+// TestInNetNSGoexit: fn that ends its goroutine with runtime.Goexit (as
+// t.FailNow and t.SkipNow do, called by mistake inside fn) left InNetNS
+// waiting forever for fn's result. It must return an error.
+func TestInNetNSGoexit(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to join a network namespace (setns CAP_SYS_ADMIN)")
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- InNetNS("/proc/self/ns/net", func() error {
+			runtime.Goexit()
+			return nil
+		})
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("InNetNS returned no error for an fn that did not return")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("InNetNS hangs when fn calls runtime.Goexit")
+	}
 }
