@@ -90,3 +90,51 @@ func TestSubmitAndWaitMin(t *testing.T) {
 		})
 	}
 }
+
+// TestSubmitAndWaitMinNoTimeout checks a minimum wait without an overall
+// timeout (0): once minWait has passed with nothing there, the wait goes on
+// for the first completion, as with an overall timeout. The kernel ends such
+// a wait at minWait with -ETIME (io_cqring_min_timer_wakeup: "no general
+// timeout ... we are done"), which an idle loop would take for a wake-up
+// every minWait.
+func TestSubmitAndWaitMinNoTimeout(t *testing.T) {
+	for _, name := range []string{"plain", "single-issuer+defer-taskrun"} {
+		t.Run(name, func(t *testing.T) {
+			var cfg *Config
+			if name != "plain" {
+				cfg = &Config{Entries: 8, SingleIssuer: true, DeferTaskrun: true}
+			}
+			r := newRing(t, cfg)
+			if !r.HasMinWait() {
+				if kver.AtLeast(kver.Release(), "6.12") {
+					t.Fatal("kernel 6.12 or later without IORING_FEAT_MIN_TIMEOUT")
+				}
+				t.Skip("kernel lacks IORING_FEAT_MIN_TIMEOUT (6.12)")
+			}
+			var p [2]int
+			if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(p[0])
+			defer unix.Close(p[1])
+			sqe(t, r).PrepPollAdd(p[0], unix.POLLIN, false, 3)
+			// The pipe is written well after the 1 ms minimum: the wait
+			// must still be there to see it.
+			wrote := make(chan error, 1)
+			go func() {
+				time.Sleep(100 * time.Millisecond)
+				_, err := unix.Write(p[1], []byte{1})
+				wrote <- err
+			}()
+			_, err := r.SubmitAndWaitMin(1, time.Millisecond, 0)
+			ready := r.CQReady()
+			if werr := <-wrote; werr != nil {
+				t.Fatal(werr)
+			}
+			if err != nil || ready != 1 {
+				t.Fatalf("SubmitAndWaitMin(1, 1ms, no timeout) = %v with %d completions ready; want nil with the poll's", err, ready)
+			}
+			reap(t, r, 1)
+		})
+	}
+}

@@ -388,7 +388,8 @@ func (r *Ring) HasMinWait() bool { return r.features&sys.IORING_FEAT_MIN_TIMEOUT
 // IORING_FEAT_MIN_TIMEOUT, 6.12): the kernel waits for waitNr completions,
 // but once minWait (whole microseconds, at least one) has passed it returns
 // as soon as at least one completion is there (one already in the CQ
-// counts). A busy event loop uses it to take more completions per wake-up
+// counts); with none there it waits on for the first, until timeout (0: no
+// timeout). A busy event loop uses it to take more completions per wake-up
 // without ever sleeping longer than minWait while one waits. It returns
 // ErrNotSupported where the kernel lacks the feature. Owner goroutine;
 // does not allocate.
@@ -396,8 +397,21 @@ func (r *Ring) SubmitAndWaitMin(waitNr uint32, minWait, timeout time.Duration) (
 	if !r.HasMinWait() {
 		return 0, ErrNotSupported
 	}
+	if timeout == 0 {
+		// Without an overall timeout the kernel ends the wait at minWait
+		// with -ETIME, completion or not (io_cqring_min_timer_wakeup, 6.18:
+		// "no general timeout ... we are done"); with one longer than
+		// minWait it waits on for the first completion. Give it one that
+		// never comes.
+		timeout = minWaitForever
+	}
 	return r.enter(waitNr, timeout, max(minWait, time.Microsecond), true)
 }
+
+// minWaitForever is the overall timeout of a minimum wait without one:
+// about 146 years, far below the kernel's KTIME_MAX (292 years) even when
+// added to the time since boot.
+const minWaitForever = time.Duration(1 << 62)
 
 func (r *Ring) enter(waitNr uint32, timeout, minWait time.Duration, wait bool) (int, error) {
 	if r.closed {
