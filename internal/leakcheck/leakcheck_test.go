@@ -66,3 +66,19 @@ func TestUnchanged(t *testing.T) {
 		t.Fatalf("a changed counter was not reported: %v", err)
 	}
 }
+
+// TestLeaksSeesAProcFd: an fd left open on a /proc file (a /proc/stat or
+// /proc/self/task reader that forgot to close) was not reported, since
+// every target under /proc/ was skipped.
+func TestLeaksSeesAProcFd(t *testing.T) {
+	before := openFds()
+	f, err := os.Open("/proc/self/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = leaks(before, 1<<30, nil)
+	f.Close()
+	if err == nil || !strings.Contains(err.Error(), "/stat") {
+		t.Fatalf("an fd open on /proc/self/stat was not reported: %v", err)
+	}
+}
