@@ -127,7 +127,7 @@ func runBench(ctx context.Context, args []string) error {
 	var f benchFlags
 	f.register(fs)
 	fractions := fs.String("fractions", "0.5,0.8", "open-loop rates as fractions of the slowest arm's peak")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	cfg, err := f.config(fs)
@@ -158,7 +158,7 @@ func runBenchSweep(ctx context.Context, args []string) error {
 	f.register(fs)
 	loops := fs.String("loops-list", "", "server loop counts (default 1,2 on two or more CPUs)")
 	compute := fs.String("compute-list", "0,10,50", "per-request compute µs values")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	// The grid's axes are the lists: a single --loops or --compute-us
@@ -231,7 +231,7 @@ func runBenchClient(ctx context.Context, args []string) error {
 	threads := fs.Int("threads", 1, "client threads")
 	block := fs.Bool("block", false, "client threads sleep in epoll_wait instead of polling")
 	jsonOut := fs.Bool("json", false, "print the result as JSON")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *conns < 1 || *inflight < 1 || *threads < 1 || *duration <= 0 || *warmup < 0 {

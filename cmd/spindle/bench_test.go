@@ -362,3 +362,27 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(code)
 }
+
+// TestCLIRefusesStrayArguments checks that an argument after the flags is
+// refused (found in review): flag parsing stops at it, and every command
+// ignored the rest, so `bench --duration 1s sweep` ran the default
+// benchmark and `doctor extra` printed the report, both with status 0.
+func TestCLIRefusesStrayArguments(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("bench and wakeup are Linux only")
+	}
+	bin := spindleBin(t)
+	for _, args := range [][]string{
+		{"bench", "--arms", "go-net", "--duration", "1s", "--reps", "1", "--fractions", "", "--out", "", "sweep"},
+		{"bench", "sweep", "--arms", "go-net", "--loops-list", "1", "--compute-list", "0", "--duration", "1s", "--reps", "1", "--out", "", "extra"},
+		{"bench", "client", "-addr", "127.0.0.1:1", "-duration", "100ms", "extra"},
+		{"doctor", "extra"},
+		{"wakeup", "--modes", "block", "--samples", "1", "--interval", "1ms", "extra"},
+		{"tune", "inspect", "--root", tuneFixture, "extra"},
+		{"tune", "plan", "--root", tuneFixture, "extra"},
+	} {
+		if stderr := wantRefusal(t, exec.Command(bin, args...)); !strings.Contains(stderr, `unexpected argument "`) {
+			t.Errorf("spindle %v: stderr %q does not name the stray argument", args, stderr)
+		}
+	}
+}

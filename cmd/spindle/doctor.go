@@ -49,7 +49,7 @@ func runDoctor(ctx context.Context, args []string) error {
 func doctor(ctx context.Context, args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
 	jsonOut := fs.Bool("json", false, "print the report as JSON")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	rep := buildDoctorReport()

@@ -71,3 +71,18 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// parseFlags parses args into fs and refuses arguments left after the
+// flags: parsing stops at the first argument that is not a flag, so a
+// stray word or a misplaced subcommand (bench --duration 5s sweep) would
+// otherwise be ignored, and the command run without it.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return fmt.Errorf("unexpected argument %q: this command takes only flags", fs.Arg(0))
+	}
+	return nil
+}

@@ -77,7 +77,7 @@ func tuneInspect(args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("tune inspect", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print JSON")
 	root := fs.String("root", "/", "read /proc and /sys under this directory")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	h, err := tune.ReadHost(*root)
@@ -106,7 +106,7 @@ func tuneDiagnose(ctx context.Context, args []string, w io.Writer) error {
 	inline := fs.Bool("inline", false, "loops share CPUs with their queues' IRQs (inline policy): do not report IRQs on loop CPUs")
 	busy := fs.Bool("busy-poll", false, "the application busy-polls (io_uring NAPI or SO_BUSY_POLL)")
 	locked := fs.Uint64("locked-mib", 64, "MiB of memory the application locks (registered buffers)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *period <= 0 {
@@ -164,7 +164,7 @@ func tunePlan(args []string, w io.Writer) error {
 	exclude := fs.String("exclude-irqs", "", "comma-separated IRQ numbers never to touch")
 	apply := fs.Bool("apply", false, "apply the plan now (root); saves the previous state to --state")
 	state := fs.String("state", tunestate.DefaultPath, "state file written by --apply, read by 'tune revert'")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	cfg := tune.PlanConfig{Policy: tune.Policy(*policy), Interfaces: splitList(*ifaces), LoopCPUs: loops.set, IRQCPUs: irqs.set, BusyPollUsecs: *busy, IRQSuspendTimeoutNs: *suspend}
@@ -233,7 +233,7 @@ func tuneApply(args []string, w io.Writer) error {
 	root := fs.String("root", "/", "apply under this directory instead of the live /proc and /sys")
 	planPath := fs.String("plan", "", "plan file from 'tune plan --json' (- for stdin)")
 	state := fs.String("state", tunestate.DefaultPath, "where to save the previous values")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *planPath == "" {
@@ -276,7 +276,7 @@ func tuneRevert(args []string, w io.Writer) error {
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	root := fs.String("root", "", "root the plan was applied under (default: the one saved in the state file)")
 	state := fs.String("state", tunestate.DefaultPath, "state file written by apply")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	st, err := tune.LoadState(*state)

@@ -23,7 +23,7 @@ func runWakeup(ctx context.Context, args []string) error {
 	writer := fs.Int("writer-cpu", -1, "CPU of the writer thread (default 1, or 0 on one CPU)")
 	topology := fs.String("topology", "loopback", "loopback, or wire (two netns joined by a veth pair; root)")
 	jsonOut := fs.Bool("json", false, "print the report as JSON")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	cfg := bench.WakeupConfig{
