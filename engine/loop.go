@@ -387,7 +387,10 @@ type Timer struct {
 }
 
 // AfterFunc runs f on the loop goroutine after d (a d too large to add to
-// the clock, math.MaxInt64 say, means never). Loop goroutine.
+// the clock, math.MaxInt64 say, means never; d <= 0 means the next loop
+// iteration, also when AfterFunc is called from a timer function, so a
+// function that keeps setting itself again never stops the loop). Loop
+// goroutine.
 func (l *Loop) AfterFunc(d time.Duration, f func()) Timer {
 	when := nanotime()
 	if d > 0 && when > math.MaxInt64-int64(d) {
@@ -419,6 +422,10 @@ type timerHeap struct {
 	recs []timerRec
 	free []int32
 	heap []int32
+	// running is set while runExpired runs the timers due at passNow;
+	// a timer added meanwhile is due no earlier than just after it.
+	running bool
+	passNow int64
 }
 
 func (h *timerHeap) add(l *Loop, when int64, f func()) Timer {
@@ -429,6 +436,9 @@ func (h *timerHeap) add(l *Loop, when int64, f func()) Timer {
 	} else {
 		s = int32(len(h.recs))
 		h.recs = append(h.recs, timerRec{})
+	}
+	if h.running && when <= h.passNow {
+		when = h.passNow + 1
 	}
 	r := &h.recs[s]
 	r.gen++
@@ -530,8 +540,11 @@ func (h *timerHeap) next(now int64) time.Duration {
 // maxWait bounds how long a loop sleeps for its next timer.
 const maxWait = time.Hour
 
-// runExpired runs every timer due at now.
+// runExpired runs every timer due at now, except those the timer
+// functions add: they wait for the next iteration.
 func (h *timerHeap) runExpired(now int64) {
+	h.running, h.passNow = true, now
+	defer func() { h.running = false }()
 	for len(h.heap) > 0 {
 		s := h.heap[0]
 		r := &h.recs[s]

@@ -612,3 +612,39 @@ func notARing(t *testing.T) int {
 	t.Cleanup(func() { unix.Close(efd) })
 	return efd
 }
+
+// TestTimerRearmedInThePast has a timer function set itself again with a
+// negative duration (a deadline already past, as time.Until gives) until a
+// posted function tells it to stop. The loop must get to that function: a
+// timer set from a timer function runs at the earliest in the next
+// iteration. Before, the loop ran such timers in the same pass for as long
+// as their time lay in the past (an hour for -time.Hour), serving no posted
+// function, timer or connection meanwhile; here the timer gives up after
+// 2 s so that the test fails instead of hanging.
+func TestTimerRearmedInThePast(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			e, _ := startEngine(t, testConfig(b), &echoHandler{})
+			l := e.Loops()[0]
+			res := make(chan int, 1)
+			l.Post(func() {
+				stop, runs := false, 0
+				giveUp := time.Now().Add(2 * time.Second)
+				var f func()
+				f = func() {
+					runs++
+					if stop || time.Now().After(giveUp) {
+						res <- runs
+						return
+					}
+					l.AfterFunc(-time.Hour, f)
+				}
+				l.AfterFunc(-time.Hour, f)
+				l.Post(func() { stop = true })
+			})
+			if runs := <-res; runs > 3 {
+				t.Errorf("the timer ran %d times before a function posted with it", runs)
+			}
+		})
+	}
+}
