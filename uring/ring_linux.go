@@ -372,8 +372,9 @@ func (r *Ring) Submit() (int, error) {
 }
 
 // SubmitAndWait submits and waits until at least waitNr completions are
-// ready or timeout passes (0: no timeout; EXT_ARG timeouts, 5.11). When the
-// timeout passes first it returns unix.ETIME. A wait interrupted by a signal
+// ready or timeout passes (0: no timeout; negative: passed already, so it
+// only submits and collects; EXT_ARG timeouts, 5.11). When the timeout
+// passes first it returns unix.ETIME. A wait interrupted by a signal
 // is resumed for what is left of the timeout. It returns the number of SQEs
 // consumed, as Submit does. Owner goroutine; does not allocate.
 func (r *Ring) SubmitAndWait(waitNr uint32, timeout time.Duration) (int, error) {
@@ -419,6 +420,10 @@ func (r *Ring) enter(waitNr uint32, timeout, minWait time.Duration, wait bool) (
 	}
 	toSubmit := r.flush()
 	submitted := 0
+	if wait && timeout < 0 {
+		// Passed already: the shortest timeout the kernel takes, not none.
+		timeout = time.Nanosecond
+	}
 	var deadline time.Time // of a timed wait
 	if wait && timeout > 0 {
 		deadline = time.Now().Add(timeout)

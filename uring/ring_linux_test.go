@@ -295,3 +295,36 @@ func TestUseAfterClose(t *testing.T) {
 		t.Errorf("the next ring's RegisterFiles: %v (a stale call registered on it?)", err)
 	}
 }
+
+// TestSubmitAndWaitNegativeTimeout checks that a timeout already passed (a
+// deadline computed with time.Until that lies behind) ends the wait at once
+// with ETIME, after submitting, instead of waiting with no timeout at all.
+func TestSubmitAndWaitNegativeTimeout(t *testing.T) {
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	owner := startOwner(func(r *Ring) {
+		r.GetSQE().PrepNop(1)
+		n, err := r.SubmitAndWait(2, -time.Millisecond)
+		done <- result{n, err}
+	})
+	if owner.err != nil {
+		t.Fatal(owner.err)
+	}
+	var res result
+	select {
+	case res = <-done:
+	case <-time.After(5 * time.Second):
+		// End the wait with a message from another ring.
+		sender := newRing(t, nil)
+		sqe(t, sender).PrepMsgRing(owner.fd, 0, 77, 0, 1)
+		reap(t, sender, 1)
+		res = <-done
+		t.Fatalf("SubmitAndWait with a negative timeout still waiting after 5s (ended by a message: %d, %v)", res.n, res.err)
+	}
+	if res.n != 1 || !errors.Is(res.err, unix.ETIME) {
+		t.Errorf("SubmitAndWait(2) with one NOP and a negative timeout = %d, %v; want 1, ETIME", res.n, res.err)
+	}
+}
