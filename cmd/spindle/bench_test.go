@@ -257,6 +257,11 @@ func TestCLIRefusesNonsense(t *testing.T) {
 		{"bench", "client", "-addr", "127.0.0.1:1", "-warmup", "-1s"},
 		{"bench", "--duration", "-5s", "--arms", "go-net"},
 		{"bench", "--conns", "-3", "--arms", "go-net"},
+		// wakeup ran 60 samples for these, every 50 ms for the intervals.
+		{"wakeup", "--modes", "block", "--samples", "-1", "--interval", "1ms"},
+		{"wakeup", "--modes", "block", "--samples", "0", "--interval", "1ms"},
+		{"wakeup", "--modes", "block", "--samples", "1", "--interval", "0s"},
+		{"wakeup", "--modes", "block", "--samples", "1", "--interval", "-1ms"},
 	} {
 		wantRefusal(t, spindleCmd(args...))
 	}
@@ -272,6 +277,11 @@ func TestCLIRefusesNonsense(t *testing.T) {
 func wantRefusal(t *testing.T, cmd *exec.Cmd) string {
 	t.Helper()
 	args := cmd.Args
+	for _, e := range cmd.Env { // spindleCmd's: the arguments of main
+		if v, ok := strings.CutPrefix(e, mainArgsEnv+"="); ok {
+			args = strings.Split(v, "\n")
+		}
+	}
 	done := make(chan error, 1)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

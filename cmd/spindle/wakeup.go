@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"strings"
 	"time"
@@ -25,6 +26,10 @@ func runWakeup(ctx context.Context, args []string) error {
 	jsonOut := fs.Bool("json", false, "print the report as JSON")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	// The package takes zero for its default; below that is a mistake.
+	if *samples < 1 || *interval <= 0 {
+		return fmt.Errorf("want --samples of at least 1 and a positive --interval")
 	}
 	cfg := bench.WakeupConfig{
 		Modes: strings.Split(*modes, ","), Interval: *interval, Samples: *samples,
