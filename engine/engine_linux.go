@@ -494,7 +494,8 @@ func resolve(network, address string, listen bool) (unix.Sockaddr, int, error) {
 }
 
 // Listen opens address on every loop: "tcp", "tcp4", "tcp6" (numeric host,
-// "localhost", or empty for every address, dual-stack for tcp) get one
+// "localhost", or empty for every address, dual-stack for tcp; tcp6 serves
+// IPv6 alone) get one
 // SO_REUSEPORT socket per loop with the CPU-steering program; "unix" gets one
 // socket accepted on by every loop. It may be called before or after Run, from
 // any goroutine.
@@ -567,7 +568,15 @@ func (e *Engine) Listen(network, address string, lc *ListenConfig) (*Listener, e
 				return fail("setsockopt SO_REUSEPORT", err)
 			}
 			if family == unix.AF_INET6 {
-				unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 0)
+				// Dual-stack for "tcp" only: "tcp6" serves IPv6 alone,
+				// as in package net.
+				v6only := 0
+				if network == "tcp6" {
+					v6only = 1
+				}
+				if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, v6only); err != nil {
+					return fail("setsockopt IPV6_V6ONLY", err)
+				}
 			}
 			if err := unix.Bind(fd, sa); err != nil {
 				return fail("bind", err)

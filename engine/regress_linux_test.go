@@ -6,6 +6,7 @@ package engine
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -644,6 +645,44 @@ func TestTimerRearmedInThePast(t *testing.T) {
 			})
 			if runs := <-res; runs > 3 {
 				t.Errorf("the timer ran %d times before a function posted with it", runs)
+			}
+		})
+	}
+}
+
+// TestListenTCP6OnlyIPv6 listens on the "tcp6" wildcard: as in package net,
+// and as Listen's doc says (dual-stack for "tcp"), it serves IPv6 alone, so
+// an IPv4 connection is refused. Listen made every IPv6 socket dual-stack
+// (IPV6_V6ONLY 0), so this one accepted IPv4 connections too.
+func TestListenTCP6OnlyIPv6(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			e, err := New(testConfig(b), &echoHandler{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ln, err := e.Listen("tcp6", ":0", nil)
+			if err != nil {
+				if errors.Is(err, unix.EAFNOSUPPORT) {
+					t.Skip("no IPv6 here")
+				}
+				t.Fatal(err)
+			}
+			runEngine(t, e)
+			port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+			if c, err := net.Dial("tcp4", net.JoinHostPort("127.0.0.1", port)); err == nil {
+				c.Close()
+				t.Error("a tcp6 listener accepted an IPv4 connection")
+			} else if !errors.Is(err, unix.ECONNREFUSED) {
+				t.Errorf("IPv4 dial to a tcp6 listener: %v, want ECONNREFUSED", err)
+			}
+			c, err := net.Dial("tcp6", net.JoinHostPort("::1", port))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if err := roundTrip(c, []byte("x")); err != nil {
+				t.Error(err)
 			}
 		})
 	}
