@@ -36,7 +36,8 @@ type Config struct {
 	// is set; ignored otherwise. Default 0.
 	SQThreadCPU int
 	// SQThreadIdle is how long the SQPOLL thread spins before sleeping
-	// (millisecond resolution, 5.1). Default (0) is the kernel's 1 s.
+	// (millisecond resolution, rounded up, 5.1). Default (0) is the
+	// kernel's 1 s.
 	SQThreadIdle time.Duration
 	// AttachWQ shares the SQPOLL thread and io-wq of another ring
 	// (IORING_SETUP_ATTACH_WQ, 5.6). That ring may be closed by its owner

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/spindlenet/spindle/internal/sys"
 )
 
 // TestAttachWQSQPoll shares one SQPOLL thread between two rings.
@@ -303,5 +305,23 @@ func TestConfigErrors(t *testing.T) {
 	_, err := New(&Config{SQPoll: true, SQAffinity: true, SQThreadCPU: 4096})
 	if err == nil || errors.Is(err, ErrNotSupported) {
 		t.Errorf("SQPOLL on CPU 4096: %v, want a plain setup error", err)
+	}
+}
+
+// TestSQThreadIdleSubMillisecond checks that an SQThreadIdle below the
+// kernel's millisecond resolution makes the SQPOLL thread sleep after about
+// a millisecond of idleness, not after the kernel's default of one second
+// (what sq_thread_idle 0 means): the thread sets IORING_SQ_NEED_WAKEUP well
+// before that second is up.
+func TestSQThreadIdleSubMillisecond(t *testing.T) {
+	r := newRing(t, &Config{Entries: 4, SQPoll: true, SQThreadIdle: 500 * time.Microsecond})
+	sqe(t, r).PrepNop(1)
+	reap(t, r, 1)
+	start := time.Now()
+	for r.mem.SQFlags.Load()&sys.IORING_SQ_NEED_WAKEUP == 0 {
+		if d := time.Since(start); d > 500*time.Millisecond {
+			t.Fatalf("SQPOLL thread with a 500µs idle time still polling after %v", d)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

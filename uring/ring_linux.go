@@ -3,6 +3,7 @@ package uring
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -78,7 +79,12 @@ func New(cfg *Config) (*Ring, error) {
 			p.Flags |= sys.IORING_SETUP_SQ_AFF
 			p.SQThreadCPU = uint32(c.SQThreadCPU)
 		}
-		p.SQThreadIdle = uint32(c.SQThreadIdle / time.Millisecond)
+		// Whole milliseconds, rounded up: 0 would be the kernel's 1 s.
+		ms := c.SQThreadIdle / time.Millisecond
+		if c.SQThreadIdle%time.Millisecond != 0 {
+			ms++
+		}
+		p.SQThreadIdle = uint32(min(ms, math.MaxUint32))
 	}
 	fd, err := setup(c.Entries, &p, c.AttachWQ)
 	if errors.Is(err, os.ErrClosed) {
