@@ -375,9 +375,22 @@ func addrPort(sa unix.Sockaddr) netip.AddrPort {
 	case *unix.SockaddrInet4:
 		return netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port))
 	case *unix.SockaddrInet6:
-		return netip.AddrPortFrom(netip.AddrFrom16(a.Addr), uint16(a.Port))
+		ip := netip.AddrFrom16(a.Addr)
+		if a.ZoneId != 0 {
+			ip = ip.WithZone(zoneName(a.ZoneId))
+		}
+		return netip.AddrPortFrom(ip, uint16(a.Port))
 	}
 	return netip.AddrPort{}
+}
+
+// zoneName names interface index id as an IPv6 zone: its name, or the
+// number if it has none now.
+func zoneName(id uint32) string {
+	if ifi, err := net.InterfaceByIndex(int(id)); err == nil {
+		return ifi.Name
+	}
+	return strconv.FormatUint(uint64(id), 10)
 }
 
 // connected finishes a dial once the socket is writable. Loop goroutine.
@@ -400,7 +413,8 @@ func (l *Loop) connected(c *Conn) {
 }
 
 // Dial starts connecting to address ("tcp", "tcp4", "tcp6" with a numeric
-// host:port, or "unix" with a path). It returns the Conn at once; OnOpen
+// host:port, a link-local IPv6 host with its zone as in [fe80::1%eth0], or
+// "unix" with a path). It returns the Conn at once; OnOpen
 // follows when connected, or OnClose with the error (also when timeout, if
 // > 0, passes first; and before Dial returns if the backend cannot watch
 // the socket at all, as when epoll_ctl fails). Loop goroutine.
@@ -490,7 +504,29 @@ func resolve(network, address string, listen bool) (unix.Sockaddr, int, error) {
 		return nil, 0, errors.New("IPv6 address for tcp4")
 	}
 	sa := &unix.SockaddrInet6{Port: int(ap.Port()), Addr: a.As16()}
+	if z := a.Zone(); z != "" {
+		// The kernel takes a link-local address only with its
+		// interface's index (the scope id).
+		id, err := zoneIndex(z)
+		if err != nil {
+			return nil, 0, err
+		}
+		sa.ZoneId = id
+	}
 	return sa, unix.AF_INET6, nil
+}
+
+// zoneIndex returns the interface index an IPv6 zone names: an interface
+// name, or a number as in package net.
+func zoneIndex(zone string) (uint32, error) {
+	if ifi, err := net.InterfaceByName(zone); err == nil {
+		return uint32(ifi.Index), nil
+	}
+	n, err := strconv.ParseUint(zone, 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("unknown IPv6 zone %q", zone)
+	}
+	return uint32(n), nil
 }
 
 // Listen opens address on every loop: "tcp", "tcp4", "tcp6" (numeric host,

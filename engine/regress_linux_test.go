@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -683,6 +684,89 @@ func TestListenTCP6OnlyIPv6(t *testing.T) {
 			defer c.Close()
 			if err := roundTrip(c, []byte("x")); err != nil {
 				t.Error(err)
+			}
+		})
+	}
+}
+
+// linkLocal returns an IPv6 link-local address of this host with its zone,
+// or skips the test.
+func linkLocal(t *testing.T) netip.Addr {
+	t.Helper()
+	ifs, err := net.Interfaces()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ifi := range ifs {
+		if ifi.Flags&net.FlagUp == 0 {
+			continue
+		}
+		addrs, _ := ifi.Addrs()
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok {
+				if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Is6() && ip.IsLinkLocalUnicast() {
+					return ip.WithZone(ifi.Name)
+				}
+			}
+		}
+	}
+	t.Skip("no interface with an IPv6 link-local address")
+	return netip.Addr{}
+}
+
+// TestLinkLocalZone listens on and dials an IPv6 link-local address with
+// its zone ("[fe80::1%eth0]:port"), which the kernel takes only with the
+// interface's index as the socket address's scope id: both dropped the
+// zone and failed with EINVAL. Addresses the engine reports keep the zone,
+// so that the listener's can be dialed.
+func TestLinkLocalZone(t *testing.T) {
+	ll := linkLocal(t)
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			e, err := New(testConfig(b), &echoHandler{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ln, err := e.Listen("tcp6", netip.AddrPortFrom(ll, 0).String(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runEngine(t, e)
+			addr := ln.Addr().(*net.TCPAddr).AddrPort().String()
+			if want := netip.AddrPortFrom(ll, uint16(ln.Addr().(*net.TCPAddr).Port)).String(); addr != want {
+				t.Errorf("listener address %s, want %s", addr, want)
+			}
+			res := make(chan error, 1)
+			h := &BaseHandlerFunc{
+				open: func(c *Conn) { c.Write([]byte("hi")) },
+				data: func(c *Conn, buf Buffer) bool {
+					if string(buf.Bytes()) != "hi" {
+						res <- fmt.Errorf("echo %q", buf.Bytes())
+					} else {
+						res <- nil
+					}
+					c.Close()
+					return false
+				},
+				closed: func(c *Conn, err error) {
+					if err != nil {
+						res <- err
+					}
+				},
+			}
+			d, err := New(testConfig(b), h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runEngine(t, d)
+			l := d.Loops()[0]
+			l.Post(func() {
+				if _, err := l.Dial("tcp6", addr, 5*time.Second); err != nil {
+					res <- err
+				}
+			})
+			if err := <-res; err != nil {
+				t.Fatalf("dial %s: %v", addr, err)
 			}
 		})
 	}
