@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -21,8 +22,9 @@ import (
 const Settle = 2 * time.Second
 
 // Run runs the tests and, if they passed outside fuzzing, fails the run when
-// fds or goroutines were left open, or when an extra check still reports an
-// error after Settle. It returns the exit code for os.Exit. Call it from
+// fds were left open or goroutines running (the os/signal watcher, which
+// the first signal.Notify starts for good, excepted), or when an extra
+// check still reports an error after Settle. It returns the exit code for os.Exit. Call it from
 // TestMain only, as its last step:
 //
 //	func TestMain(m *testing.M) { os.Exit(leakcheck.Run(m)) }
@@ -32,7 +34,7 @@ func Run(m *testing.M, extra ...func() error) int {
 	if ln, err := net.Listen("tcp", "127.0.0.1:0"); err == nil {
 		ln.Close()
 	}
-	fds, goroutines := openFds(), runtime.NumGoroutine()
+	fds, goroutines := openFds(), goroutineStacks()
 	code := m.Run()
 	if code != 0 || fuzzing() {
 		// A failed run has its own report; the fuzzing engine keeps its
@@ -46,7 +48,7 @@ func Run(m *testing.M, extra ...func() error) int {
 	return 0
 }
 
-func check(fds map[string]string, goroutines int, extra []func() error) error {
+func check(fds, goroutines map[string]string, extra []func() error) error {
 	deadline := time.Now().Add(Settle)
 	for {
 		err := leaks(fds, goroutines, extra)
@@ -57,7 +59,10 @@ func check(fds map[string]string, goroutines int, extra []func() error) error {
 	}
 }
 
-func leaks(fds map[string]string, goroutines int, extra []func() error) error {
+// leaks reports the fds open now that were not in fds, the goroutines
+// running now that were not in goroutines (nil: not checked), and the
+// first error of extra.
+func leaks(fds, goroutines map[string]string, extra []func() error) error {
 	var leaked []string
 	for fd, target := range openFds() {
 		if _, ok := fds[fd]; !ok {
@@ -68,9 +73,17 @@ func leaks(fds map[string]string, goroutines int, extra []func() error) error {
 		slices.Sort(leaked)
 		return fmt.Errorf("fds left open: %v", leaked)
 	}
-	if n := runtime.NumGoroutine(); n > goroutines {
-		buf := make([]byte, 1<<16)
-		return fmt.Errorf("%d goroutines before the tests, %d after:\n%s", goroutines, n, buf[:runtime.Stack(buf, true)])
+	if goroutines != nil {
+		var started []string
+		for id, stack := range goroutineStacks() {
+			if _, ok := goroutines[id]; !ok && !lifelong(stack) {
+				started = append(started, stack)
+			}
+		}
+		if len(started) > 0 {
+			slices.Sort(started)
+			return fmt.Errorf("%d goroutines left running:\n%s", len(started), strings.Join(started, "\n\n"))
+		}
 	}
 	for _, f := range extra {
 		if err := f(); err != nil {
@@ -78,6 +91,36 @@ func leaks(fds map[string]string, goroutines int, extra []func() error) error {
 		}
 	}
 	return nil
+}
+
+// goroutineStacks maps the id of each goroutine running now to its stack.
+// Goroutines are compared by id, not counted: a goroutine left running
+// must not hide behind one of the snapshot that has ended.
+func goroutineStacks() map[string]string {
+	buf := make([]byte, 1<<16)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	m := make(map[string]string)
+	for stack := range strings.SplitSeq(strings.TrimSpace(string(buf)), "\n\n") {
+		// "goroutine 17 [chan receive]:"
+		if f := strings.Fields(stack); len(f) > 1 && f[0] == "goroutine" {
+			m[f[1]] = stack
+		}
+	}
+	return m
+}
+
+// lifelong reports whether stack is of a goroutine the standard library
+// starts once and keeps for the life of the process, which is no leak:
+// the os/signal watcher started by the first signal.Notify.
+func lifelong(stack string) bool {
+	return strings.Contains(stack, "\nos/signal.loop()")
 }
 
 // openFds maps each open fd to what it refers to. The fd of the directory
