@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -89,6 +91,41 @@ func flagGiven(fs *flag.FlagSet, name string) bool {
 	return set
 }
 
+// prepareOut makes the --out directory and checks that the report's files
+// can be written there before the run, so that a directory that cannot
+// be made, or a report file that is a directory, fails at once, not after
+// the run with its results lost (and an earlier report partly replaced).
+// It returns a function that removes the directory again, if it made it
+// and it is still empty, for a run that fails.
+func (f *benchFlags) prepareOut() (undo func(), err error) {
+	undo = func() {}
+	if f.out == "" {
+		return undo, nil
+	}
+	_, statErr := os.Stat(f.out)
+	if err := os.MkdirAll(f.out, 0o755); err != nil {
+		return undo, fmt.Errorf("--out: %w", err)
+	}
+	if errors.Is(statErr, os.ErrNotExist) {
+		undo = func() { os.Remove(f.out) }
+	}
+	for _, name := range []string{bench.ReportJSON, bench.ReportMarkdown, bench.ReportHTML} {
+		path := filepath.Join(f.out, name)
+		if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+			undo()
+			return func() {}, fmt.Errorf("--out: %s exists and is not a regular file", path)
+		}
+	}
+	tmp, err := os.CreateTemp(f.out, ".spindle-write-check-")
+	if err != nil {
+		undo()
+		return func() {}, fmt.Errorf("--out: %w", err)
+	}
+	tmp.Close()
+	os.Remove(tmp.Name())
+	return undo, nil
+}
+
 func (f *benchFlags) emit(rep *bench.Report) error {
 	if f.out != "" {
 		if err := bench.WriteReport(f.out, rep); err != nil {
@@ -145,8 +182,13 @@ func runBench(ctx context.Context, args []string) error {
 		}
 		cfg.OpenFractions = append(cfg.OpenFractions, v)
 	}
+	undo, err := f.prepareOut()
+	if err != nil {
+		return err
+	}
 	rep, err := bench.Run(ctx, cfg)
 	if err != nil {
+		undo()
 		return err
 	}
 	return f.emit(rep)
@@ -191,8 +233,13 @@ func runBenchSweep(ctx context.Context, args []string) error {
 	if len(sc.Loops) > 0 {
 		sc.Config.Loops = slices.Min(sc.Loops)
 	}
+	undo, err := f.prepareOut()
+	if err != nil {
+		return err
+	}
 	rep, err := bench.Sweep(ctx, sc)
 	if err != nil {
+		undo()
 		return err
 	}
 	return f.emit(rep)

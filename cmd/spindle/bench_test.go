@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -394,5 +395,55 @@ func TestCLIRefusesStrayArguments(t *testing.T) {
 		if stderr := wantRefusal(t, exec.Command(bin, args...)); !strings.Contains(stderr, `unexpected argument "`) {
 			t.Errorf("spindle %v: stderr %q does not name the stray argument", args, stderr)
 		}
+	}
+}
+
+// TestBenchOutChecked checks that an --out directory that cannot be made,
+// or that holds a report file it cannot replace, fails the run before it
+// measures (found in review: both failed after the run, its results lost,
+// the second with part of an earlier report replaced), and that a run that
+// fails leaves no --out directory it made.
+func TestBenchOutChecked(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("bench is Linux only")
+	}
+	bin := spindleBin(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// An earlier report whose report.html became a directory.
+	old := filepath.Join(dir, "old")
+	if err := os.MkdirAll(filepath.Join(old, bench.ReportHTML), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{bench.ReportJSON, bench.ReportMarkdown} {
+		if err := os.WriteFile(filepath.Join(old, name), []byte("earlier"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := []string{"--arms", "go-net", "--duration", "1s", "--reps", "1", "--conns", "1"}
+	for _, args := range [][]string{
+		slices.Concat([]string{"bench"}, run, []string{"--fractions", "", "--out", filepath.Join(file, "report")}),
+		slices.Concat([]string{"bench", "sweep"}, run, []string{"--loops-list", "1", "--compute-list", "0", "--out", filepath.Join(file, "report")}),
+		slices.Concat([]string{"bench"}, run, []string{"--fractions", "", "--out", old}),
+	} {
+		stderr := wantRefusal(t, exec.Command(bin, args...))
+		if strings.Contains(stderr, "measurements on") {
+			t.Errorf("spindle %v measured before failing:\n%s", args, stderr)
+		}
+	}
+	for _, name := range []string{bench.ReportJSON, bench.ReportMarkdown} {
+		if b, err := os.ReadFile(filepath.Join(old, name)); err != nil || string(b) != "earlier" {
+			t.Errorf("earlier %s: %q, %v; want it untouched", name, b, err)
+		}
+	}
+	// A run that fails (no such arm) does not leave the directory made
+	// for its report.
+	fresh := filepath.Join(dir, "fresh")
+	wantRefusal(t, exec.Command(bin, "bench", "--arms", "no-such-arm", "--out", fresh))
+	if _, err := os.Stat(fresh); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("--out %s after a failed run: %v; want it not made", fresh, err)
 	}
 }
