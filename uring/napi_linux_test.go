@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/spindlenet/spindle/internal/kver"
 	"github.com/spindlenet/spindle/internal/veth"
 )
 
@@ -158,5 +159,51 @@ func TestNAPIStaticVeth(t *testing.T) {
 	}
 	if err := r.UnregisterNAPI(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// needNAPI skips when the kernel lacks IORING_REGISTER_NAPI (6.9), which err
+// from RegisterNAPI says, and fails when it is new enough to have it.
+func needNAPI(t *testing.T, err error) {
+	t.Helper()
+	if errors.Is(err, ErrNotSupported) && !kver.AtLeast(kver.Release(), "6.9") {
+		t.Skipf("IORING_REGISTER_NAPI not supported (requires >= 6.9): %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRegisterNAPISubMicrosecond checks that a busy-poll timeout below the
+// kernel's microsecond resolution busy-polls for a microsecond instead of
+// being truncated to 0, which turns busy polling off: the next registration
+// reports 1µs as the previous setting.
+func TestRegisterNAPISubMicrosecond(t *testing.T) {
+	r := newRing(t, nil)
+	_, err := r.RegisterNAPI(NAPIConfig{BusyPollTimeout: 500 * time.Nanosecond})
+	needNAPI(t, err)
+	defer r.UnregisterNAPI()
+	prev, err := r.RegisterNAPI(NAPIConfig{BusyPollTimeout: 1500 * time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prev.BusyPollTimeout != time.Microsecond {
+		t.Errorf("a 500ns busy-poll timeout was registered as %v, want 1µs", prev.BusyPollTimeout)
+	}
+	if prev, err = r.RegisterNAPI(NAPIConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if prev.BusyPollTimeout != 2*time.Microsecond {
+		t.Errorf("a 1.5µs busy-poll timeout was registered as %v, want 2µs (rounded up)", prev.BusyPollTimeout)
+	}
+	// A negative timeout is none, not 2^32-1 µs of busy polling.
+	if _, err = r.RegisterNAPI(NAPIConfig{BusyPollTimeout: -time.Microsecond}); err != nil {
+		t.Fatal(err)
+	}
+	if prev, err = r.RegisterNAPI(NAPIConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if prev.BusyPollTimeout != 0 {
+		t.Errorf("a negative busy-poll timeout was registered as %v, want 0", prev.BusyPollTimeout)
 	}
 }

@@ -3,6 +3,7 @@ package uring
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"time"
 
@@ -117,8 +118,14 @@ func (r *Ring) RegisterNAPI(c NAPIConfig) (prev NAPIConfig, err error) {
 	if err := r.open(); err != nil {
 		return prev, err
 	}
+	// Whole microseconds, rounded up: truncated, a timeout below 1µs would
+	// be 0, no busy polling. Negative is 0.
+	us := max(c.BusyPollTimeout, 0) / time.Microsecond
+	if c.BusyPollTimeout > 0 && c.BusyPollTimeout%time.Microsecond != 0 {
+		us++
+	}
 	n := sys.NAPI{
-		BusyPollTo: uint32(c.BusyPollTimeout / time.Microsecond),
+		BusyPollTo: uint32(min(us, math.MaxUint32)),
 		Opcode:     sys.IO_URING_NAPI_REGISTER_OP,
 		OpParam:    sys.IO_URING_NAPI_TRACKING_DYNAMIC,
 	}

@@ -9,8 +9,8 @@ import (
 // NAPIConfig configures NAPI busy polling for a ring (IORING_REGISTER_NAPI).
 type NAPIConfig struct {
 	// BusyPollTimeout is how long a wait busy-polls the NAPI instances of the
-	// ring's sockets before sleeping (µs resolution; 6.9). Default 0: no
-	// busy polling.
+	// ring's sockets before sleeping (µs resolution, rounded up; 6.9).
+	// Default 0 (or negative): no busy polling.
 	BusyPollTimeout time.Duration
 	// PreferBusyPoll asks the device to defer interrupts while busy polling
 	// (SO_PREFER_BUSY_POLL semantics; 6.9). Default false.
