@@ -17,7 +17,8 @@ type ServerConfig struct {
 	// server may use. Default 1.
 	Loops int
 	// CPUs are the CPUs the server is pinned to; the server child pins its
-	// whole process. Nil leaves it unpinned.
+	// whole process. Nil leaves the process unpinned; the engine arms then
+	// pin their loops to the first CPUs the process may run on.
 	CPUs []int
 	// SpareCPUs are CPUs outside the server's and the client's that the
 	// arm may give to helper threads (the uring-sqpoll arm's SQPOLL

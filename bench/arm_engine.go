@@ -111,8 +111,11 @@ func startEngine(ctx context.Context, b engine.Backend, cfg ServerConfig) (Serve
 	cfg = cfg.WithDefaults()
 	cpus := cfg.CPUs
 	if len(cpus) == 0 {
-		for i := range runtime.NumCPU() {
-			cpus = append(cpus, i)
+		// Unpinned: the loops go on the first CPUs this process may run
+		// on, which under taskset or a cpuset need not be 0, 1, ….
+		var err error
+		if cpus, err = allowedCPUs(); err != nil {
+			return nil, fmt.Errorf("bench: the CPUs this process may run on: %w", err)
 		}
 	}
 	if cfg.Loops > len(cpus) {

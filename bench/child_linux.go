@@ -40,6 +40,21 @@ func pinProcess(cpus []int) error {
 	}
 }
 
+// allowedCPUs returns the CPUs the calling thread may run on, in order.
+func allowedCPUs() ([]int, error) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return nil, os.NewSyscallError("sched_getaffinity", err)
+	}
+	var cpus []int
+	for c := 0; len(cpus) < set.Count(); c++ {
+		if set.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus, nil
+}
+
 func selfUsage() (ServerUsage, error) {
 	var ru unix.Rusage
 	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {

@@ -5,3 +5,5 @@ package bench
 func pinProcess(cpus []int) error { return ErrNotSupported }
 
 func selfUsage() (ServerUsage, error) { return ServerUsage{}, ErrNotSupported }
+
+func allowedCPUs() ([]int, error) { return nil, ErrNotSupported }
