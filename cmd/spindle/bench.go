@@ -126,20 +126,24 @@ func (f *benchFlags) prepareOut() (undo func(), err error) {
 	return undo, nil
 }
 
+// emit writes the report to --out and prints it; a report that cannot be
+// written is still printed, so the run's results are not lost, and the
+// write's error returned.
 func (f *benchFlags) emit(rep *bench.Report) error {
+	var werr error
 	if f.out != "" {
 		if err := bench.WriteReport(f.out, rep); err != nil {
-			return err
+			werr = fmt.Errorf("writing the report to %s: %w", f.out, err)
 		}
 	}
 	if f.jsonOut {
-		return printJSON(os.Stdout, rep)
+		return errors.Join(printJSON(os.Stdout, rep), werr)
 	}
 	bench.WriteTable(os.Stdout, rep)
-	if f.out != "" {
+	if f.out != "" && werr == nil {
 		fmt.Printf("report: %s/%s, %s, %s\n", f.out, bench.ReportHTML, bench.ReportMarkdown, bench.ReportJSON)
 	}
-	return nil
+	return werr
 }
 
 func runBench(ctx context.Context, args []string) error {

@@ -447,3 +447,61 @@ func TestBenchOutChecked(t *testing.T) {
 		t.Errorf("--out %s after a failed run: %v; want it not made", fresh, err)
 	}
 }
+
+// TestBenchReportUnwritable checks that a run whose report cannot be
+// written at its end (here, its --out directory replaced by a file during
+// the run) still prints its results, and fails saying why (found in
+// review: the results were lost).
+func TestBenchReportUnwritable(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("bench is Linux only")
+	}
+	bin := spindleBin(t)
+	out := filepath.Join(t.TempDir(), "report")
+	for _, jsonOut := range []bool{false, true} {
+		args := []string{"bench", "--arms", "go-net", "--duration", "1s", "--reps", "1", "--conns", "1", "--fractions", "", "--out", out}
+		if jsonOut {
+			args = append(args, "--json")
+		}
+		cmd := exec.Command(bin, args...)
+		var stdout bytes.Buffer
+		cmd.Stdout = &stdout
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// The first progress line: the run has started, --out exists.
+		sc := bufio.NewScanner(stderr)
+		var msg strings.Builder
+		for sc.Scan() {
+			msg.WriteString(sc.Text() + "\n")
+			if strings.Contains(sc.Text(), "measurements on") {
+				break
+			}
+		}
+		if err := os.RemoveAll(out); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(out, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		rest, _ := io.ReadAll(stderr)
+		msg.Write(rest)
+		err = cmd.Wait()
+		if err == nil || !strings.Contains(msg.String(), "writing the report") {
+			t.Errorf("spindle %v: exit %v, stderr %q; want a failure to write the report", args, err, msg.String())
+		}
+		if want := "go-net          closed"; jsonOut {
+			var rep bench.Report
+			if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil || len(rep.Results) != 1 {
+				t.Errorf("spindle %v: stdout %q (%v); want the report as JSON", args, stdout.String(), err)
+			}
+		} else if !strings.Contains(stdout.String(), want) {
+			t.Errorf("spindle %v: stdout %q; want the results table", args, stdout.String())
+		}
+		os.Remove(out)
+	}
+}
