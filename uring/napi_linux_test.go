@@ -207,3 +207,35 @@ func TestRegisterNAPISubMicrosecond(t *testing.T) {
 		t.Errorf("a negative busy-poll timeout was registered as %v, want 0", prev.BusyPollTimeout)
 	}
 }
+
+// TestNAPIIDErrors checks that AddNAPIID and RemoveNAPIID on a kernel with
+// static tracking report a misuse as EINVAL, not as a missing feature (which
+// a caller degrades on): adding to a ring not registered for static
+// tracking, and adding an id below the NAPI range.
+func TestNAPIIDErrors(t *testing.T) {
+	r := newRing(t, nil)
+	_, err := r.RegisterNAPI(NAPIConfig{Static: true})
+	if errors.Is(err, ErrNotSupported) && !kver.AtLeast(kver.Release(), "6.13") {
+		t.Skipf("NAPI static tracking not supported (requires >= 6.13): %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, unix.EINVAL) || errors.Is(err, ErrNotSupported) {
+			t.Errorf("%s: %v, want EINVAL and not ErrNotSupported", what, err)
+		}
+	}
+	check("AddNAPIID(5) with static tracking", r.AddNAPIID(5))
+	if err := r.UnregisterNAPI(); err != nil {
+		t.Fatal(err)
+	}
+	check("AddNAPIID after UnregisterNAPI", r.AddNAPIID(4242))
+	check("RemoveNAPIID after UnregisterNAPI", r.RemoveNAPIID(4242))
+	if _, err := r.RegisterNAPI(NAPIConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	defer r.UnregisterNAPI()
+	check("AddNAPIID with dynamic tracking", r.AddNAPIID(4242))
+}

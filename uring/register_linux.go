@@ -141,6 +141,7 @@ func (r *Ring) RegisterNAPI(c NAPIConfig) (prev NAPIConfig, err error) {
 		}
 		return prev, regErr("IORING_REGISTER_NAPI", "6.9", err)
 	}
+	r.napiStatic = c.Static
 	// The kernel wrote the previous settings back into n.
 	prev.BusyPollTimeout = time.Duration(n.BusyPollTo) * time.Microsecond
 	prev.PreferBusyPoll = n.PreferBusyPoll != 0
@@ -157,30 +158,37 @@ func (r *Ring) UnregisterNAPI() error {
 	if err := sys.UnregisterNAPI(r.fd, &n); err != nil {
 		return regErr("IORING_UNREGISTER_NAPI", "6.9", err)
 	}
+	r.napiStatic = false
+	return nil
+}
+
+// napiID adds or removes (op) a static NAPI id. Only a ring registered with
+// static tracking takes ids; that registration succeeded, so the kernel has
+// static tracking, and its EINVAL is an invalid id, not a missing feature.
+func (r *Ring) napiID(op uint8, id uint32) error {
+	if err := r.open(); err != nil {
+		return err
+	}
+	if !r.napiStatic {
+		return fmt.Errorf("uring: NAPI ids need RegisterNAPI with NAPIConfig.Static: %w", unix.EINVAL)
+	}
+	n := sys.NAPI{Opcode: op, OpParam: id}
+	if err := sys.RegisterNAPI(r.fd, &n); err != nil {
+		return os.NewSyscallError("io_uring_register", err)
+	}
 	return nil
 }
 
 // AddNAPIID adds a NAPI id (from SO_INCOMING_NAPI_ID, >= 257) to a ring
-// registered with NAPIConfig.Static (6.13). Owner goroutine.
+// registered with NAPIConfig.Static (6.13). A ring not registered so, or
+// an id outside the NAPI range, gives EINVAL (RegisterNAPI reports a
+// kernel without static tracking). Owner goroutine.
 func (r *Ring) AddNAPIID(id uint32) error {
-	if err := r.open(); err != nil {
-		return err
-	}
-	n := sys.NAPI{Opcode: sys.IO_URING_NAPI_STATIC_ADD_ID, OpParam: id}
-	if err := sys.RegisterNAPI(r.fd, &n); err != nil {
-		return regErr("IORING_REGISTER_NAPI static add", "6.13", err)
-	}
-	return nil
+	return r.napiID(sys.IO_URING_NAPI_STATIC_ADD_ID, id)
 }
 
-// RemoveNAPIID removes a NAPI id added with AddNAPIID. Owner goroutine.
+// RemoveNAPIID removes a NAPI id added with AddNAPIID (ENOENT if it was
+// not; EINVAL as for AddNAPIID). Owner goroutine.
 func (r *Ring) RemoveNAPIID(id uint32) error {
-	if err := r.open(); err != nil {
-		return err
-	}
-	n := sys.NAPI{Opcode: sys.IO_URING_NAPI_STATIC_DEL_ID, OpParam: id}
-	if err := sys.RegisterNAPI(r.fd, &n); err != nil {
-		return regErr("IORING_REGISTER_NAPI static del", "6.13", err)
-	}
-	return nil
+	return r.napiID(sys.IO_URING_NAPI_STATIC_DEL_ID, id)
 }

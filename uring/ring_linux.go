@@ -48,6 +48,8 @@ type Ring struct {
 	files    bool          // fixed files registered
 	closed   bool
 	bufRings map[uint16]*BufRing
+
+	napiStatic bool // NAPI registered with static tracking: AddNAPIID may be called
 }
 
 // New creates a ring. A nil cfg means defaults. The goroutine calling New
