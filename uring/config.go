@@ -3,6 +3,7 @@ package uring
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"time"
 )
 
@@ -10,9 +11,11 @@ import (
 // field.
 type Config struct {
 	// Entries is the SQ size, rounded up to a power of two by the kernel
-	// (5.1). Default 256.
+	// and clamped to 32768 (5.1). Default 256.
 	Entries uint32
-	// CQEntries is the CQ size (IORING_SETUP_CQSIZE, 5.5). Default 2*Entries.
+	// CQEntries is the CQ size (IORING_SETUP_CQSIZE, 5.5), rounded up to a
+	// power of two and clamped to 65536 like Entries; at least the SQ
+	// size. Default twice the SQ size.
 	CQEntries uint32
 	// SingleIssuer tells the kernel only the creating thread submits
 	// (IORING_SETUP_SINGLE_ISSUER, 6.0). The owner goroutine must be locked
@@ -70,10 +73,35 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("uring: negative SQThreadCPU %d", c.SQThreadCPU)
 	case c.SQThreadIdle < 0:
 		return errors.New("uring: negative SQThreadIdle")
-	case c.CQEntries != 0 && c.CQEntries < c.Entries:
-		return fmt.Errorf("uring: CQEntries %d below Entries %d", c.CQEntries, c.Entries)
+	case c.CQEntries != 0 && ringSize(c.CQEntries, maxCQEntries) < c.sqSize():
+		return fmt.Errorf("uring: CQEntries %d below the SQ size %d", c.CQEntries, c.sqSize())
 	}
 	return nil
+}
+
+// The largest SQ and CQ (IORING_MAX_ENTRIES, IORING_MAX_CQ_ENTRIES): larger
+// sizes are clamped (IORING_SETUP_CLAMP, which New always sets).
+const (
+	maxSQEntries = 1 << 15
+	maxCQEntries = 1 << 16
+)
+
+// ringSize is the number of entries the kernel makes of n: clamped to max,
+// then rounded up to a power of two (io_uring_fill_params).
+func ringSize(n, max uint32) uint32 {
+	n = min(n, max)
+	if n <= 1 {
+		return 1
+	}
+	return 1 << bits.Len32(n-1)
+}
+
+// sqSize is the SQ size the kernel makes of c.Entries, or of its default.
+func (c *Config) sqSize() uint32 {
+	if c.Entries == 0 {
+		return ringSize(256, maxSQEntries)
+	}
+	return ringSize(c.Entries, maxSQEntries)
 }
 
 func (c *Config) withDefaults() Config {
@@ -85,7 +113,7 @@ func (c *Config) withDefaults() Config {
 		out.Entries = 256
 	}
 	if out.CQEntries == 0 {
-		out.CQEntries = 2 * out.Entries
+		out.CQEntries = 2 * out.sqSize()
 	}
 	return out
 }

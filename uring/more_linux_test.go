@@ -284,6 +284,7 @@ func TestConfigErrors(t *testing.T) {
 		{"coop with sqpoll", Config{CoopTaskrun: true, SQPoll: true}},
 		{"idle without sqpoll", Config{SQThreadIdle: time.Millisecond}},
 		{"cq smaller than sq", Config{Entries: 64, CQEntries: 8}},
+		{"cq smaller than the default sq", Config{CQEntries: 64}},
 		{"affinity without sqpoll", Config{SQAffinity: true}},
 		{"negative sq thread cpu", Config{SQPoll: true, SQAffinity: true, SQThreadCPU: -1}},
 	}
@@ -323,5 +324,38 @@ func TestSQThreadIdleSubMillisecond(t *testing.T) {
 			t.Fatalf("SQPOLL thread with a 500µs idle time still polling after %v", d)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestConfigSizes checks sizes the kernel takes (rounded up to powers of
+// two, and with IORING_SETUP_CLAMP clamped to 32768 SQ and 65536 CQ
+// entries): Validate must not refuse them, and the default CQ size must not
+// overflow.
+func TestConfigSizes(t *testing.T) {
+	tests := []struct {
+		cfg    Config
+		sq, cq uint32
+	}{
+		{Config{Entries: 100, CQEntries: 90}, 128, 128},
+		{Config{Entries: 1 << 20, CQEntries: 1 << 16}, 1 << 15, 1 << 16},
+		{Config{Entries: 1 << 31}, 1 << 15, 1 << 16},
+		{Config{Entries: 3}, 4, 8},
+	}
+	for _, tt := range tests {
+		if err := tt.cfg.Validate(); err != nil {
+			t.Errorf("%+v: Validate: %v", tt.cfg, err)
+			continue
+		}
+		r, err := New(&tt.cfg)
+		if err != nil {
+			t.Errorf("%+v: New: %v", tt.cfg, err)
+			continue
+		}
+		if r.SQEntries() != tt.sq || r.CQEntries() != tt.cq {
+			t.Errorf("%+v: SQ %d, CQ %d; want %d, %d", tt.cfg, r.SQEntries(), r.CQEntries(), tt.sq, tt.cq)
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
