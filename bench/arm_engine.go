@@ -134,13 +134,14 @@ func startEngine(ctx context.Context, b engine.Backend, cfg ServerConfig) (Serve
 	}
 	if b == engine.BackendURingSQPoll {
 		// The SQPOLL thread goes on the first spare CPU, else the first
-		// CPU outside the server's (runtime.NumCPU counts the CPUs the
-		// harness allowed before this process pinned itself).
+		// CPU outside the server's and the loops' (runtime.NumCPU counts
+		// the CPUs the harness allowed before this process pinned
+		// itself).
 		if len(cfg.SpareCPUs) > 0 {
 			ecfg.SQPoll = engine.SQPollOnCPU(cfg.SpareCPUs[0])
 		} else {
 			for c := range runtime.NumCPU() {
-				if !slices.Contains(cfg.CPUs, c) {
+				if !slices.Contains(cfg.CPUs, c) && !slices.Contains(cpus, c) {
 					ecfg.SQPoll = engine.SQPollOnCPU(c)
 					break
 				}

@@ -2,7 +2,10 @@ package bench
 
 import (
 	"context"
+	"os"
 	"runtime"
+	"slices"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -47,4 +50,73 @@ func TestEngineArmUnpinnedUsesAllowedCPUs(t *testing.T) {
 	if err := selfCheck(srv.Addr().String()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestSQPollArmUnpinnedOffLoopCPU: the uring-sqpoll arm given neither CPUs
+// nor spare CPUs puts its SQPOLL thread on the first CPU outside its loop's,
+// as SpareCPUs says. It compared with the configured CPUs (none) instead of
+// the loop's, and put the busy polling thread on the loop's own CPU.
+func TestSQPollArmUnpinnedOffLoopCPU(t *testing.T) {
+	skipUnlessLinux(t)
+	allowed, err := allowedCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(allowed) < 2 {
+		t.Skipf("needs two CPUs this process may run on, has %v", allowed)
+	}
+	before := sqpollThreads(t)
+	srv, err := startEngine(context.Background(), engine.BackendURingSQPoll, ServerConfig{})
+	if err != nil {
+		t.Skipf("uring-sqpoll arm unavailable here: %v", err)
+	}
+	defer srv.Close()
+	// The loop has its ring once it serves.
+	if err := selfCheck(srv.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	var found int
+	for tid, cpus := range sqpollThreads(t) {
+		if _, old := before[tid]; old {
+			continue
+		}
+		found++
+		list, err := ParseCPUList(cpus)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(list, allowed[0]) {
+			t.Errorf("SQPOLL thread %s may run on CPUs %s, which has the loop (CPU %d)", tid, cpus, allowed[0])
+		}
+	}
+	if found != 1 {
+		t.Fatalf("found %d new SQPOLL threads, want 1", found)
+	}
+}
+
+// sqpollThreads returns this process's SQPOLL threads (iou-sqp-*) and the
+// CPUs each may run on (Cpus_allowed_list).
+func sqpollThreads(t *testing.T) map[string]string {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, e := range ents {
+		comm, err := os.ReadFile("/proc/self/task/" + e.Name() + "/comm")
+		if err != nil || !strings.HasPrefix(string(comm), "iou-sqp-") {
+			continue
+		}
+		status, err := os.ReadFile("/proc/self/task/" + e.Name() + "/status")
+		if err != nil {
+			continue // exited
+		}
+		for line := range strings.Lines(string(status)) {
+			if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+				out[e.Name()] = strings.TrimSpace(v)
+			}
+		}
+	}
+	return out
 }
