@@ -452,8 +452,16 @@ func (e *Engine) Run(ctx context.Context) error {
 // closed or ctx is done. Then it closes the remaining connections (OnClose
 // gets ErrClosed) and waits for the loops to exit. It returns nil after a
 // complete drain, ctx.Err() when connections had to be closed. Any
-// goroutine.
+// goroutine; on a loop goroutine (in a Handler callback, a timer or a
+// posted function), which cannot wait for its own loop to exit, it does
+// all this in a new goroutine and returns nil at once: Run returns once it
+// is done.
 func (e *Engine) Shutdown(ctx context.Context) error {
+	if e.onLoop() {
+		e.draining.Store(true) // accept and Dial refuse from now on
+		go e.Shutdown(ctx)
+		return nil
+	}
 	e.draining.Store(true)
 	e.mu.Lock()
 	lns := append([]*Listener(nil), e.listeners...)

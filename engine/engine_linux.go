@@ -184,6 +184,18 @@ func (l *Loop) wakeLocked() {
 	}
 }
 
+// onLoop reports whether the caller runs on one of e's loop goroutines,
+// each locked to its thread while it serves. Any goroutine.
+func (e *Engine) onLoop() bool {
+	tid := int32(unix.Gettid())
+	for _, l := range e.loops {
+		if l.locked.Load() && l.tid.Load() == tid {
+			return true
+		}
+	}
+	return false
+}
+
 // readWake consumes the eventfd counter. Loop goroutine.
 func (l *Loop) readWake() {
 	var b [8]byte
@@ -196,8 +208,10 @@ func (l *Loop) readWake() {
 func (l *Loop) run(errc chan<- error) {
 	runtime.LockOSThread()
 	l.tid.Store(int32(unix.Gettid()))
+	l.locked.Store(true)
 	var old unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &old); err != nil {
+		l.locked.Store(false)
 		runtime.UnlockOSThread()
 		errc <- os.NewSyscallError("sched_getaffinity", err)
 		l.cleanup()
@@ -206,12 +220,14 @@ func (l *Loop) run(errc chan<- error) {
 	var set unix.CPUSet
 	set.Set(l.cpu)
 	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		l.locked.Store(false)
 		runtime.UnlockOSThread()
 		errc <- os.NewSyscallError("sched_setaffinity", err)
 		l.cleanup()
 		return
 	}
 	defer func() {
+		l.locked.Store(false)
 		// A thread whose affinity cannot be restored must not go back
 		// to the scheduler: returning while locked makes it exit.
 		if unix.SchedSetaffinity(0, &old) == nil {

@@ -26,5 +26,7 @@ func (l *Loop) Dial(network, address string, timeout time.Duration) (*Conn, erro
 
 func (l *Loop) closeWakeFd() {}
 
+func (e *Engine) onLoop() bool { return false }
+
 // threadCPU returns 0 outside Linux, where no loop runs.
 func threadCPU() int64 { return 0 }

@@ -81,6 +81,7 @@ type Loop struct {
 	wakePending atomic.Bool
 	ringFd      atomic.Int32 // io_uring fd for MSG_RING wake-ups, -1 if none
 	tid         atomic.Int32 // loop thread id
+	locked      atomic.Bool  // the loop goroutine holds thread tid (Engine.onLoop)
 
 	conns     []*Conn  // slot table
 	slotGen   []uint32 // generation per slot, part of every kernel handle

@@ -771,3 +771,48 @@ func TestLinkLocalZone(t *testing.T) {
 		})
 	}
 }
+
+// TestShutdownFromHandler calls Shutdown from a Handler callback, on a loop
+// goroutine, which Shutdown's doc allows (any goroutine). It cannot wait
+// there for its own loop to exit: it must return, and the engine stop. It
+// deadlocked: Shutdown waited for the loop that was running it.
+func TestShutdownFromHandler(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			returned := make(chan error, 1)
+			var eng atomic.Pointer[Engine]
+			h := &BaseHandlerFunc{data: func(c *Conn, buf Buffer) bool {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				returned <- eng.Load().Shutdown(ctx)
+				return false
+			}}
+			e, addr, done := listenAndRun(t, testConfig(b), h)
+			eng.Store(e)
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if _, err := c.Write([]byte("quit")); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-returned:
+				if err != nil {
+					t.Errorf("Shutdown from a handler: %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Shutdown called from a handler did not return")
+			}
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Error(err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Run did not return after a Shutdown from a handler")
+			}
+		})
+	}
+}
