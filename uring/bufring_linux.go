@@ -180,7 +180,9 @@ func (b *BufRing) BundleIDs(c CQE, dst []uint16) ([]uint16, error) {
 }
 
 // Close unregisters the group and frees its memory. No request may still
-// select from it.
+// select from it. If the kernel refuses to unregister it (EEXIST from a
+// thread other than a SingleIssuer ring's owner), the group stays
+// registered and its memory mapped, and Close may be called again.
 //
 // Owner goroutine.
 func (b *BufRing) Close() error {
@@ -190,7 +192,9 @@ func (b *BufRing) Close() error {
 	var first error
 	if !b.r.closed {
 		if err := sys.UnregisterPbufRing(b.r.fd, b.group); err != nil {
-			first = os.NewSyscallError("io_uring_register", err)
+			// Still registered: the kernel may pick these buffers, so
+			// their memory must not be freed (or reused by a mapping).
+			return os.NewSyscallError("io_uring_register", err)
 		}
 	}
 	delete(b.r.bufRings, b.group)

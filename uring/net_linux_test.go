@@ -3,6 +3,7 @@ package uring
 import (
 	"errors"
 	"net/netip"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -615,5 +616,37 @@ func TestRecvLimit(t *testing.T) {
 	}
 	if got != total {
 		t.Errorf("received %d bytes of %d", got, total)
+	}
+}
+
+// TestBufRingCloseRefused closes a buffer ring of a SINGLE_ISSUER ring from
+// another thread, which the kernel refuses (io_uring_register: EEXIST): the
+// group stays registered, so its memory must stay mapped (the kernel would
+// otherwise receive into freed addresses) and Close on the owner thread
+// must still unregister it, after which the group can be set up again.
+func TestBufRingCloseRefused(t *testing.T) {
+	r := newRing(t, &Config{Entries: 4, SingleIssuer: true, DeferTaskrun: true})
+	b, err := r.SetupBufRing(1, 4, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // a thread other than the owner's
+		defer runtime.UnlockOSThread()
+		done <- b.Close()
+	}()
+	if err := <-done; !errors.Is(err, unix.EEXIST) {
+		t.Fatalf("Close from another thread: %v, want EEXIST", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("Close on the owner thread after a refused one: %v", err)
+	}
+	b2, err := r.SetupBufRing(1, 4, 64)
+	if err != nil {
+		t.Fatalf("group 1 again after Close: %v", err)
+	}
+	if err := b2.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
