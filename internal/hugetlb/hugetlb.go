@@ -1,6 +1,7 @@
 package hugetlb
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,12 +12,15 @@ import (
 )
 
 // path holds the size of the 2 MiB hugetlb pool, the one sys.MapAnon maps
-// from (MAP_HUGE_2MB), whatever the host's default huge page size.
-const path = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
+// from (MAP_HUGE_2MB), whatever the host's default huge page size. A
+// variable for the tests.
+var path = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
 
 // Grow adds n pages to the 2 MiB hugetlb pool for the test and puts the
 // pool's size back at cleanup. It skips the test when the process is not
-// root or when the pool did not grow (memory too fragmented). Test
+// root, when the kernel has no 2 MiB pool, when the pool cannot be
+// changed (sysfs read-only, as in containers, or the write refused) or
+// when it did not grow (memory too fragmented). Test
 // processes that grow the pool take turns (a lock file held from Grow to
 // cleanup): go test runs packages in parallel, and two of them restoring
 // the size each read before the other grew it left the pool grown. Call it
@@ -25,6 +29,9 @@ func Grow(t testing.TB, n int) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to change the hugetlb pool")
+	}
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		t.Skipf("no 2 MiB hugetlb pool (kernel without CONFIG_HUGETLBFS or 2 MiB huge pages): %v", err)
 	}
 	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "spindle-hugetlb.lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
@@ -44,6 +51,9 @@ func Grow(t testing.TB, n int) {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(path, []byte(strconv.Itoa(cur+n)), 0); err != nil {
+		if errors.Is(err, unix.EROFS) || errors.Is(err, os.ErrPermission) {
+			t.Skipf("cannot change the hugetlb pool: %v", err)
+		}
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

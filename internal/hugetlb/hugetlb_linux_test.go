@@ -1,0 +1,107 @@
+package hugetlb
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// recorder is the testing.TB Grow gets in these tests: it records whether
+// Grow skipped or failed, and runs the cleanups when told.
+type recorder struct {
+	testing.TB
+	skipped, failed bool
+	msg             string
+	cleanups        []func()
+}
+
+func (r *recorder) Helper()                      {}
+func (r *recorder) Cleanup(f func())             { r.cleanups = append(r.cleanups, f) }
+func (r *recorder) Errorf(f string, args ...any) { r.failed, r.msg = true, fmt.Sprintf(f, args...) }
+func (r *recorder) Error(args ...any)            { r.failed, r.msg = true, fmt.Sprint(args...) }
+func (r *recorder) Skip(args ...any)             { r.skipped, r.msg = true, fmt.Sprint(args...); runtime.Goexit() }
+func (r *recorder) Skipf(f string, args ...any) {
+	r.skipped, r.msg = true, fmt.Sprintf(f, args...)
+	runtime.Goexit()
+}
+func (r *recorder) Fatal(args ...any) { r.failed, r.msg = true, fmt.Sprint(args...); runtime.Goexit() }
+func (r *recorder) Fatalf(f string, args ...any) {
+	r.failed, r.msg = true, fmt.Sprintf(f, args...)
+	runtime.Goexit()
+}
+
+// grow runs Grow(r, 1) on a goroutine of its own after setup (nil: none),
+// then r's cleanups, and returns r.
+func grow(t *testing.T, setup func() error) *recorder {
+	t.Helper()
+	r := &recorder{}
+	done := make(chan error, 1)
+	go func() {
+		if setup != nil {
+			if err := setup(); err != nil {
+				done <- err
+				return
+			}
+		}
+		defer func() { done <- nil }()
+		Grow(r, 1)
+	}()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for i := len(r.cleanups) - 1; i >= 0; i-- {
+		r.cleanups[i]()
+	}
+	return r
+}
+
+// TestGrowSkipsWithoutPool: a kernel without the 2 MiB pool (no
+// CONFIG_HUGETLBFS, or no 2 MiB huge pages) is a missing feature, a skip;
+// Grow failed the test.
+func TestGrowSkipsWithoutPool(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: Grow skips before it looks for the pool otherwise")
+	}
+	saved := path
+	t.Cleanup(func() { path = saved })
+	path = filepath.Join(t.TempDir(), "hugepages-2048kB", "nr_hugepages")
+	r := grow(t, nil)
+	if !r.skipped || r.failed || !strings.Contains(r.msg, path) {
+		t.Errorf("skipped %v, failed %v (%s); want a skip naming %s", r.skipped, r.failed, r.msg, path)
+	}
+}
+
+// TestGrowSkipsReadOnlySysfs: root in a container commonly sees sysfs
+// mounted read-only, where the pool cannot grow: a skip, not a failure.
+// The test makes the pool's directory read-only in a mount namespace of a
+// thread of its own, which exits afterwards (never unlocked).
+func TestGrowSkipsReadOnlySysfs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a mount namespace")
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Skipf("no 2 MiB hugetlb pool: %v", err)
+	}
+	dir := filepath.Dir(path)
+	r := grow(t, func() error {
+		runtime.LockOSThread() // never unlocked: the thread exits in its own mount namespace
+		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+			return os.NewSyscallError("unshare", err)
+		}
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			return os.NewSyscallError("mount private", err)
+		}
+		if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
+			return os.NewSyscallError("mount bind", err)
+		}
+		return os.NewSyscallError("mount ro", unix.Mount("", dir, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, ""))
+	})
+	if !r.skipped || r.failed {
+		t.Errorf("skipped %v, failed %v (%s); want a skip", r.skipped, r.failed, r.msg)
+	}
+}
