@@ -48,7 +48,8 @@ type Config struct {
 	AttachWQ *Ring
 	// RegisterRingFD registers the ring fd with the owner thread
 	// (IORING_REGISTER_RING_FDS, 5.18), making io_uring_enter cheaper. The
-	// owner goroutine must be locked to its OS thread. Default false.
+	// owner goroutine must be locked to its OS thread. A thread registers
+	// at most 16 rings: New fails with EBUSY beyond. Default false.
 	RegisterRingFD bool
 }
 

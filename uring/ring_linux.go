@@ -119,7 +119,9 @@ func New(cfg *Config) (*Ring, error) {
 		idx, err := sys.RegisterRingFd(fd)
 		if err != nil {
 			r.Close()
-			return nil, unsupported("IORING_REGISTER_RING_FDS", "5.18", os.NewSyscallError("io_uring_register", err))
+			// EINVAL: no such opcode (before 5.18). EBUSY: the thread
+			// has 16 rings registered already.
+			return nil, regErr("IORING_REGISTER_RING_FDS", "5.18", err)
 		}
 		r.regIndex, r.enterFd, r.enterFlags = idx, idx, sys.IORING_ENTER_REGISTERED_RING
 	}

@@ -3,10 +3,13 @@ package uring
 import (
 	"errors"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/spindlenet/spindle/internal/kver"
 )
 
 func TestNop(t *testing.T) {
@@ -327,4 +330,38 @@ func TestSubmitAndWaitNegativeTimeout(t *testing.T) {
 	if res.n != 1 || !errors.Is(res.err, unix.ETIME) {
 		t.Errorf("SubmitAndWait(2) with one NOP and a negative timeout = %d, %v; want 1, ETIME", res.n, res.err)
 	}
+}
+
+// TestRegisterRingFDTableFull fills a thread's table of registered rings
+// (16 since 5.18): the next RegisterRingFD ring fails with the kernel's
+// EBUSY, not as a kernel without IORING_REGISTER_RING_FDS.
+func TestRegisterRingFDTableFull(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var rings []*Ring
+	defer func() {
+		for _, r := range rings {
+			if err := r.Close(); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	for range 64 {
+		r, err := New(&Config{Entries: 2, RegisterRingFD: true})
+		if err == nil {
+			rings = append(rings, r)
+			continue
+		}
+		if len(rings) == 0 {
+			if errors.Is(err, ErrNotSupported) && !kver.AtLeast(kver.Release(), "5.18") {
+				t.Skipf("IORING_REGISTER_RING_FDS not supported (requires >= 5.18): %v", err)
+			}
+			t.Fatal(err)
+		}
+		if errors.Is(err, ErrNotSupported) || !errors.Is(err, unix.EBUSY) {
+			t.Fatalf("ring %d on a thread with %d registered: %v, want EBUSY and not ErrNotSupported", len(rings)+1, len(rings), err)
+		}
+		return
+	}
+	t.Fatalf("%d rings registered on one thread, want the kernel's limit of 16", len(rings))
 }
