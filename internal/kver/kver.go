@@ -9,14 +9,21 @@ import (
 )
 
 // AtLeast reports whether release (uname -r, e.g. "6.18.44-fc-v669") is at
-// least want ("6.9"; only major and minor count). A release that does not
-// start with major.minor is older than everything.
+// least want ("6.9", or "6" for 6.0; only major and minor count). A release
+// that does not start with major.minor is older than everything, and no
+// release is at least a want that is not a version ("", "v6.1").
 func AtLeast(release, want string) bool {
 	ra, rb, ok := majorMinor(release)
 	if !ok {
 		return false
 	}
-	wa, wb, _ := majorMinor(want)
+	wa, wb, ok := majorMinor(want)
+	if !ok {
+		if wa, ok = number(want); !ok {
+			return false
+		}
+		wb = 0
+	}
 	return ra > wa || ra == wa && rb >= wb
 }
 
@@ -31,10 +38,19 @@ func majorMinor(s string) (major, minor int, ok bool) {
 	for end < len(rest) && rest[end] >= '0' && rest[end] <= '9' {
 		end++
 	}
-	ma, err1 := strconv.Atoi(a)
-	mi, err2 := strconv.Atoi(rest[:end])
-	if err1 != nil || err2 != nil {
+	ma, ok1 := number(a)
+	mi, ok2 := number(rest[:end])
+	if !ok1 || !ok2 {
 		return 0, 0, false
 	}
 	return ma, mi, true
+}
+
+// number parses s, decimal digits only.
+func number(s string) (int, bool) {
+	if s == "" || strings.Trim(s, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.Atoi(s)
+	return n, err == nil
 }
