@@ -110,9 +110,12 @@ func wakeupMode(ctx context.Context, cfg WakeupConfig, mode string, topology Top
 	if ip == nil {
 		return res, fmt.Errorf("listen address %s is not IPv4", host)
 	}
+	// The reader hands its listening socket over with its port: this
+	// goroutine closes it once the reader is done, and shuts it down to end
+	// the reader's accept when the writer fails before connecting.
 	type ready struct {
-		port int
-		err  error
+		lfd, port int
+		err       error
 	}
 	listening := make(chan ready, 1)
 	writerDone := make(chan error, 1)
@@ -138,21 +141,22 @@ func wakeupMode(ctx context.Context, cfg WakeupConfig, mode string, topology Top
 				listening <- ready{err: err}
 				return err
 			}
-			defer unix.Close(lfd)
-			if err := unix.Bind(lfd, &unix.SockaddrInet4{Addr: [4]byte(ip)}); err != nil {
-				listening <- ready{err: os.NewSyscallError("bind", err)}
-				return err
-			}
-			if err := unix.Listen(lfd, 1); err != nil {
-				listening <- ready{err: os.NewSyscallError("listen", err)}
-				return err
-			}
-			sa, err := unix.Getsockname(lfd)
-			if err != nil {
+			fail := func(err error) error {
+				unix.Close(lfd)
 				listening <- ready{err: err}
 				return err
 			}
-			listening <- ready{port: sa.(*unix.SockaddrInet4).Port}
+			if err := unix.Bind(lfd, &unix.SockaddrInet4{Addr: [4]byte(ip)}); err != nil {
+				return fail(os.NewSyscallError("bind", err))
+			}
+			if err := unix.Listen(lfd, 1); err != nil {
+				return fail(os.NewSyscallError("listen", err))
+			}
+			sa, err := unix.Getsockname(lfd)
+			if err != nil {
+				return fail(os.NewSyscallError("getsockname", err))
+			}
+			listening <- ready{lfd: lfd, port: sa.(*unix.SockaddrInet4).Port}
 			fd, _, err := unix.Accept4(lfd, unix.SOCK_CLOEXEC)
 			if err != nil {
 				return os.NewSyscallError("accept4", err)
@@ -195,6 +199,7 @@ func wakeupMode(ctx context.Context, cfg WakeupConfig, mode string, topology Top
 		}
 		return res, r.err
 	}
+	defer unix.Close(r.lfd)
 
 	// Writer: connects and writes a timestamp every interval.
 	go func() {
@@ -238,6 +243,11 @@ func wakeupMode(ctx context.Context, cfg WakeupConfig, mode string, topology Top
 	case rerr = <-readerDone:
 	case werr := <-writerDone:
 		if werr != nil {
+			// A writer that failed before it connected leaves the reader
+			// in accept: end it, and wait for the reader either way (one
+			// that accepted sees the writer's socket closed).
+			unix.Shutdown(r.lfd, unix.SHUT_RDWR)
+			<-readerDone
 			return res, werr
 		}
 		rerr = <-readerDone

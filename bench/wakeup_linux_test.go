@@ -3,6 +3,9 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,4 +62,41 @@ func TestWakeupUnknownMode(t *testing.T) {
 	if _, err := Wakeup(context.Background(), WakeupConfig{Modes: []string{"nap"}}); err == nil {
 		t.Fatal("accepted an unknown mode")
 	}
+}
+
+// TestWakeupWriterFailsBeforeConnect: a writer that cannot start (here its
+// CPU does not exist) fails the run, and the reader waiting in accept for
+// it is ended, its listening socket closed, before Wakeup returns. The
+// reader stayed in accept for good, with its socket and locked thread.
+func TestWakeupWriterFailsBeforeConnect(t *testing.T) {
+	const badCPU = 1023
+	if allowed, err := allowedCPUs(); err != nil || slices.Contains(allowed, badCPU) {
+		t.Skipf("CPU %d exists here (%v)", badCPU, err)
+	}
+	before := openSockets(t)
+	_, err := Wakeup(context.Background(), WakeupConfig{Modes: []string{WakeBlock}, Samples: 2, Interval: time.Millisecond, WriterCPU: badCPU})
+	if err == nil {
+		t.Fatalf("Wakeup with the writer on CPU %d succeeded", badCPU)
+	}
+	for fd, link := range openSockets(t) {
+		if before[fd] != link {
+			t.Errorf("fd %s (%s) left open by Wakeup, which failed: %v", fd, link, err)
+		}
+	}
+}
+
+// openSockets returns this process's open sockets, fd number to link.
+func openSockets(t *testing.T) map[string]string {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, e := range ents {
+		if link, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && strings.HasPrefix(link, "socket:") {
+			out[e.Name()] = link
+		}
+	}
+	return out
 }
