@@ -468,3 +468,29 @@ func TestForEachCQEReentrant(t *testing.T) {
 		t.Errorf("after Close in fn: %d consumed, fn called %d times; want 1, 1", n, calls)
 	}
 }
+
+// TestUpdateFilesPartial updates fixed-file slots with an fd that is not
+// open: the kernel installs the ones before it, stops, and reports only how
+// many it installed (no error when that is more than none). UpdateFiles
+// must return that count with the kernel's EBADF, never a negative count.
+func TestUpdateFilesPartial(t *testing.T) {
+	r := newRing(t, nil)
+	if err := r.RegisterFiles(8); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := tcpPair(t)
+	const notOpen = 1 << 20 // above any fd this test process has
+	tests := []struct {
+		fds  []int
+		want int
+	}{
+		{[]int{notOpen}, 0},
+		{[]int{c, notOpen, c}, 1},
+	}
+	for _, tt := range tests {
+		n, err := r.UpdateFiles(2, tt.fds)
+		if n != tt.want || !errors.Is(err, unix.EBADF) {
+			t.Errorf("UpdateFiles(2, %v) = %d, %v; want %d, EBADF", tt.fds, n, err, tt.want)
+		}
+	}
+}

@@ -83,7 +83,9 @@ func (r *Ring) RegisterFiles(n int) error {
 }
 
 // UpdateFiles installs fds into fixed-file slots off, off+1, ... (-1 clears a
-// slot). It returns the number of slots updated. The slots hold their own
+// slot). It returns the number of slots updated: all of them, or those
+// before the first fd the kernel refused, with the kernel's error for that
+// one (EBADF for an fd that is not open). The slots hold their own
 // reference: the caller may close its fds afterwards. Owner goroutine.
 func (r *Ring) UpdateFiles(off int, fds []int) (int, error) {
 	if err := r.open(); err != nil {
@@ -93,11 +95,21 @@ func (r *Ring) UpdateFiles(off int, fds []int) (int, error) {
 	for i, fd := range fds {
 		f32[i] = int32(fd)
 	}
-	n, err := sys.UpdateFiles(r.fd, uint32(off), f32)
-	if err != nil {
-		return n, os.NewSyscallError("io_uring_register", err)
+	// The kernel stops at the first fd it cannot install and, when it
+	// installed some before it, reports only their number: ask again from
+	// that fd to get its error.
+	done := 0
+	for done < len(f32) {
+		n, err := sys.UpdateFiles(r.fd, uint32(off+done), f32[done:])
+		if err != nil {
+			return done, os.NewSyscallError("io_uring_register", err)
+		}
+		if n <= 0 {
+			return done, fmt.Errorf("uring: fixed files: the kernel updated none of %d", len(f32)-done)
+		}
+		done += n
 	}
-	return n, nil
+	return done, nil
 }
 
 // UnregisterFiles drops the fixed-file table. Owner goroutine.
