@@ -595,7 +595,10 @@ func (e *Engine) Listen(network, address string, lc *ListenConfig) (*Listener, e
 			return fail("listen", err)
 		}
 		ln.addr = &net.UnixAddr{Name: address, Net: "unix"}
-		ln.unlink = address
+		if !strings.HasPrefix(address, "@") {
+			// An abstract address ("@name") has no file to remove.
+			ln.unlink = address
+		}
 		// Every loop accepts on its own duplicate of the one socket.
 		for i := 1; i < len(e.loops); i++ {
 			d, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)

@@ -816,3 +816,43 @@ func TestShutdownFromHandler(t *testing.T) {
 		})
 	}
 }
+
+// TestAbstractUnixListenerClose listens on an abstract Unix socket
+// ("@name", no file) with a file of that name in the working directory:
+// Listener.Close must leave the file alone, as package net does. It
+// removed it, taking the address for a path.
+func TestAbstractUnixListenerClose(t *testing.T) {
+	t.Chdir(t.TempDir())
+	name := fmt.Sprintf("@spindle-test-%d", os.Getpid())
+	if err := os.WriteFile(name, []byte("keep"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			e, err := New(testConfig(b), &echoHandler{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ln, err := e.Listen("unix", name, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runEngine(t, e)
+			c, err := net.Dial("unix", name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = roundTrip(c, []byte("abstract"))
+			c.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := ln.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(name); err != nil {
+				t.Fatalf("Listener.Close of abstract socket %s removed the file of that name: %v", name, err)
+			}
+		})
+	}
+}
