@@ -62,9 +62,18 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := cmd.run(ctx, os.Args[2:])
+	// Before stop, ctx has a cause only if a signal cancelled it.
+	interrupted := context.Cause(ctx)
 	stop()
 	if errors.Is(err, flag.ErrHelp) {
 		return // -h: the flag set printed the usage
+	}
+	if err != nil && interrupted != nil {
+		// What failed because of the signal (a cancelled measurement, a
+		// server child that got the terminal's SIGINT too, a closed
+		// connection) is its consequence, not news: say what happened.
+		fmt.Fprintf(os.Stderr, "spindle %s: interrupted (%v)\n", name, interrupted)
+		os.Exit(1)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "spindle %s: %v\n", name, err)

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/spindlenet/spindle/bench"
+	"github.com/spindlenet/spindle/internal/veth"
+)
+
+// markEnv marks the processes a signal test's spindle starts: children
+// inherit the environment, so every process with the mark in
+// /proc/PID/environ is one of them, reparented or not.
+const markEnv = "SPINDLE_SIGNAL_TEST"
+
+// marked returns the pids of live processes whose environment holds
+// markEnv=mark, with their command lines.
+func marked(mark string) map[int]string {
+	want := []byte(markEnv + "=" + mark + "\x00")
+	out := map[int]string{}
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		env, err := os.ReadFile(filepath.Join(d, "environ"))
+		if err != nil || !bytes.Contains(env, want) {
+			continue // gone, a zombie (no environ), or not ours
+		}
+		pid, _ := strconv.Atoi(filepath.Base(d))
+		cmd, _ := os.ReadFile(filepath.Join(d, "cmdline"))
+		out[pid] = strings.ReplaceAll(string(bytes.TrimRight(cmd, "\x00")), "\x00", " ")
+	}
+	return out
+}
+
+// TestInterrupt starts a built spindle, waits for a progress line, sends
+// it a signal (to its process group, as a terminal's Ctrl-C does, or to it
+// alone, as kill does) and checks that it exits with one line saying it
+// was interrupted (found in review: it printed what the signal broke:
+// "context canceled", a server child's "signal: interrupt" on a second
+// line, or wakeup's "unexpected EOF"), that no process it started is left
+// running, and that the wire topology's namespaces are gone.
+func TestInterrupt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs bench and wakeup for a few seconds each")
+	}
+	bin := spindleBin(t)
+	arms := "go-net"
+	if bench.CPeerUnavailable() == nil {
+		// A C child, which dies of the terminal's SIGINT.
+		arms = bench.CPeerArm + "," + arms
+	}
+	type tc struct {
+		name    string
+		args    []string
+		sig     syscall.Signal
+		group   bool   // signal the process group
+		after   string // the stderr line (prefix) to signal after
+		netnses bool   // the wire topology: check its namespaces are gone
+		socks   int    // and once it has this many sockets open
+	}
+	// Each is signalled in its first measurement, which lasts seconds:
+	// bench's once its 50 client connections are open after the line
+	// that starts the measurements, wakeup's once it has its sockets.
+	cases := []tc{
+		{"bench-ctrl-c", []string{"bench", "--arms", arms, "--duration", "30s", "--reps", "1", "--fractions", "", "--out", ""}, syscall.SIGINT, true, "spindle bench: ", false, 50},
+		{"bench-sigterm", []string{"bench", "--arms", "uring,go-net", "--duration", "30s", "--reps", "1", "--fractions", "", "--out", ""}, syscall.SIGTERM, false, "spindle bench: ", false, 50},
+		{"wakeup-sigterm", []string{"wakeup", "--modes", "block,uring", "--interval", "1s", "--samples", "60"}, syscall.SIGTERM, false, "", false, 2},
+	}
+	if err := bench.WireRequirements(); err != nil {
+		t.Logf("not checking the wire topology: %v", err)
+	} else {
+		cases = append(cases, tc{"bench-wire-sigterm", []string{"bench", "--topology", "wire", "--arms", "uring,go-net", "--duration", "30s", "--reps", "1", "--fractions", "", "--out", ""}, syscall.SIGTERM, false, "spindle bench: ", true, 50})
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			mark := fmt.Sprintf("%d-%s", os.Getpid(), c.name)
+			cmd := exec.Command(bin, c.args...)
+			cmd.Env = append(os.Environ(), markEnv+"="+mark)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			stderr, err := cmd.StderrPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			signal := func() {
+				pid := cmd.Process.Pid
+				if c.group {
+					pid = -pid
+				}
+				t.Logf("%d process(es) running; signalling", len(marked(mark)))
+				if err := syscall.Kill(pid, c.sig); err != nil {
+					t.Error(err)
+				}
+			}
+			exited := make(chan error, 1)
+			seen := make(chan struct{}) // closed at the line c.after
+			var lines []string
+			after := c.after
+			if after == "" {
+				close(seen)
+			}
+			go func() {
+				sc := bufio.NewScanner(stderr)
+				for sc.Scan() {
+					lines = append(lines, sc.Text())
+					if after != "" && strings.HasPrefix(sc.Text(), after) {
+						close(seen)
+						after = ""
+					}
+				}
+				exited <- cmd.Wait()
+			}()
+			// Signal once the command is measuring: past its line, with
+			// its sockets (the client's connections) open.
+			deadline := time.After(30 * time.Second)
+			select {
+			case <-seen:
+			case <-deadline:
+				t.Fatal("no progress line in 30 s")
+			}
+			for sockets(cmd.Process.Pid) < c.socks {
+				select {
+				case <-deadline:
+					t.Fatalf("fewer than %d sockets open after 30 s", c.socks)
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			signal()
+			select {
+			case err = <-exited:
+			case <-time.After(30 * time.Second):
+				syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				<-exited
+				t.Fatalf("spindle %v still running 30 s after it started; stderr:\n%s", c.args, strings.Join(lines, "\n"))
+			}
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+				t.Errorf("exit: %v, want status 1", err)
+			}
+			want := fmt.Sprintf("spindle %s: interrupted (%v signal received)", c.args[0], c.sig)
+			if len(lines) == 0 || lines[len(lines)-1] != want || strings.Contains(strings.Join(lines, "\n"), "canceled") {
+				t.Errorf("stderr:\n%s\nwant it to end with the one line %q", strings.Join(lines, "\n"), want)
+			}
+			// What it started has exited: killed children are reaped by
+			// spindle, orphans by init; wait for that, not for ever.
+			left := marked(mark)
+			for deadline := time.Now().Add(10 * time.Second); len(left) > 0 && time.Now().Before(deadline); left = marked(mark) {
+				time.Sleep(50 * time.Millisecond)
+			}
+			for pid, cmdline := range left {
+				t.Errorf("process %d left running: %s", pid, cmdline)
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+			if c.netnses {
+				w := bench.WireNames(strconv.Itoa(cmd.Process.Pid))
+				for _, ns := range []string{w.ServerNS, w.ClientNS} {
+					if _, err := os.Stat(veth.Path(ns)); !errors.Is(err, os.ErrNotExist) {
+						t.Errorf("namespace %s left behind (%v)", ns, err)
+						exec.Command("ip", "netns", "delete", ns).Run()
+					}
+				}
+			}
+		})
+	}
+}
+
+// sockets counts the sockets process pid has open.
+func sockets(pid int) int {
+	fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", pid))
+	n := 0
+	for _, fd := range fds {
+		if l, err := os.Readlink(fd); err == nil && strings.HasPrefix(l, "socket:") {
+			n++
+		}
+	}
+	return n
+}
