@@ -90,25 +90,38 @@ func (b *BufRing) BufSize() int { return b.bufSize }
 // Any goroutine.
 func (b *BufRing) PageKind() PageKind { return b.kind }
 
-// Mbind binds the buffer memory to NUMA node (MPOL_PREFERRED).
+// Mbind binds the buffer memory to NUMA node (MPOL_PREFERRED); os.ErrClosed
+// after Close.
 //
 // Any goroutine.
-func (b *BufRing) Mbind(node int) error { return sys.Mbind(b.slab, node) }
+func (b *BufRing) Mbind(node int) error {
+	if b.slab == nil {
+		return os.ErrClosed
+	}
+	return sys.Mbind(b.slab, node)
+}
 
-// Buf returns buffer id (full size; slice it to the CQE's Res). It does not
-// allocate.
+// Buf returns buffer id (full size; slice it to the CQE's Res), nil after
+// Close. It does not allocate.
 //
 // Any goroutine.
 func (b *BufRing) Buf(id uint16) []byte {
+	if b.slab == nil {
+		return nil
+	}
 	off := int(id&b.mask) * b.bufSize
 	return b.slab[off : off+b.bufSize : off+b.bufSize]
 }
 
 // Recycle queues buffer id to be given back to the kernel; Commit publishes.
-// Each id must be recycled once per use. Does not allocate.
+// Each id must be recycled once per use. After Close (also the ring's) it
+// does nothing. Does not allocate.
 //
 // Owner goroutine.
 func (b *BufRing) Recycle(id uint16) {
+	if b.mem == nil {
+		return
+	}
 	e := &b.mem.Entries[b.tail&b.mask]
 	e.Addr = sys.SliceAddr(b.Buf(id))
 	e.Len = uint32(b.bufSize)
@@ -116,10 +129,16 @@ func (b *BufRing) Recycle(id uint16) {
 	b.tail++
 }
 
-// Commit publishes recycled buffers to the kernel with one atomic store.
+// Commit publishes recycled buffers to the kernel with one atomic store;
+// after Close it does nothing.
 //
 // Owner goroutine.
-func (b *BufRing) Commit() { b.mem.PublishTail(b.tail) }
+func (b *BufRing) Commit() {
+	if b.mem == nil {
+		return
+	}
+	b.mem.PublishTail(b.tail)
+}
 
 // Head returns the kernel's consumption head of the ring
 // (IORING_REGISTER_PBUF_STATUS, 6.8): buffers between Head and the committed
@@ -157,10 +176,14 @@ func (b *BufRing) Available() (int, error) {
 // consecutive ring entries for a bundle. The kernel consumes ring entries in
 // order, so BundleIDs must see every buffer-carrying CQE of this group, in
 // completion order, and ids must be recycled only after BundleIDs reported
-// them. It returns an error if the CQE does not match the ring position.
+// them. It returns an error if the CQE does not match the ring position,
+// and os.ErrClosed after Close.
 //
 // Owner goroutine.
 func (b *BufRing) BundleIDs(c CQE, dst []uint16) ([]uint16, error) {
+	if b.mem == nil {
+		return dst, os.ErrClosed
+	}
 	id, ok := c.BufferID()
 	if !ok {
 		return dst, nil

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/spindlenet/spindle/internal/kver"
+	"github.com/spindlenet/spindle/internal/sys"
 )
 
 func TestNop(t *testing.T) {
@@ -364,4 +365,54 @@ func TestRegisterRingFDTableFull(t *testing.T) {
 		return
 	}
 	t.Fatalf("%d rings registered on one thread, want the kernel's limit of 16", len(rings))
+}
+
+// TestBufRingUseAfterClose calls every BufRing method after its ring's
+// Close, which closed the buffer ring too (a handler giving back a buffer
+// during shutdown): none may panic; those with an error return
+// os.ErrClosed, Buf returns nil and Recycle and Commit do nothing.
+func TestBufRingUseAfterClose(t *testing.T) {
+	r, err := New(&Config{Entries: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := r.SetupBufRing(1, 4, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]func() error{
+		"Head":      func() error { _, err := b.Head(); return err },
+		"Available": func() error { _, err := b.Available(); return err },
+		"BundleIDs": func() error {
+			_, err := b.BundleIDs(CQE{Res: 10, Flags: sys.IORING_CQE_F_BUFFER}, nil)
+			return err
+		},
+		"Mbind": func() error { return b.Mbind(0) },
+		"Close": b.Close,
+	}
+	for name, call := range calls {
+		var err error
+		if p := catchPanic(func() { err = call() }); p != nil {
+			t.Errorf("%s after Close panicked: %v", name, p)
+		} else if !errors.Is(err, os.ErrClosed) {
+			t.Errorf("%s after Close = %v, want os.ErrClosed", name, err)
+		}
+	}
+	if p := catchPanic(func() { b.Recycle(0); b.Commit() }); p != nil {
+		t.Errorf("Recycle and Commit after Close panicked: %v", p)
+	}
+	var buf []byte
+	if p := catchPanic(func() { buf = b.Buf(0) }); p != nil || buf != nil {
+		t.Errorf("Buf after Close = %v (panic %v), want nil", buf, p)
+	}
+}
+
+// catchPanic runs f and returns what it panicked with, if it did.
+func catchPanic(f func()) (p any) {
+	defer func() { p = recover() }()
+	f()
+	return nil
 }
