@@ -100,9 +100,8 @@ func FormatCPUList(cpus []int) string {
 // ServeMain is the server half: `spindle bench server` and the peers
 // binary call it with their command-line arguments. It pins the process,
 // starts the arm, prints one JSON line {"addr","pid","arm"} on stdout and
-// serves. With -control it answers "usage" lines on stdin with a
-// ServerUsage JSON line and exits at EOF on stdin; otherwise it serves until
-// ctx is done.
+// serves until ctx is done. With -control it also answers "usage" lines on
+// stdin with a ServerUsage JSON line, and returns at EOF on stdin.
 func ServeMain(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) error {
 	fs := flag.NewFlagSet("bench server", flag.ContinueOnError)
 	armName := fs.String("arm", "go-net", "server arm (go-net, gnet, or a spindle engine backend)")
@@ -112,7 +111,7 @@ func ServeMain(ctx context.Context, args []string, stdin io.Reader, stdout io.Wr
 	spare := fs.String("spare-cpus", "", "CPUs for the arm's helper threads (SQPOLL), outside -cpus")
 	compute := fs.Int("compute-us", 0, "CPU µs burned per request before replying")
 	body := fs.Int("body", DefaultPayload, "HTTP response body size for requests without a body")
-	control := fs.Bool("control", false, "harness mode: answer 'usage' on stdin, exit at EOF")
+	control := fs.Bool("control", false, "harness mode: answer 'usage' on stdin, exit at EOF (or when stopped)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -159,6 +158,21 @@ func ServeMain(ctx context.Context, args []string, stdin io.Reader, stdout io.Wr
 		<-ctx.Done()
 		return nil
 	}
+	// The control loop reads stdin on a goroutine of its own, so that ctx
+	// (the binaries' SIGINT and SIGTERM) ends the server even while no
+	// control line comes.
+	done := make(chan error, 1)
+	go func() { done <- answerControl(srv, stdin, stdout) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+// answerControl answers the control lines on stdin until EOF.
+func answerControl(srv Server, stdin io.Reader, stdout io.Writer) error {
 	sc := bufio.NewScanner(stdin)
 	enc := json.NewEncoder(stdout)
 	for sc.Scan() {
