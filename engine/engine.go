@@ -254,6 +254,9 @@ func (c *Config) withDefaults() (Config, error) {
 	if out.ReadBuffers == 0 {
 		out.ReadBuffers = defaultReadBuffers
 	}
+	if out.ReadBuffers < 0 {
+		return out, fmt.Errorf("engine: negative ReadBuffers %d", out.ReadBuffers)
+	}
 	n := 1
 	for n < out.ReadBuffers {
 		n <<= 1
@@ -279,6 +282,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if out.BusyPoll == 0 {
 		out.BusyPoll = defaultBusyPoll
+	}
+	if out.BusyPoll < 0 {
+		return out, fmt.Errorf("engine: negative BusyPoll %v", out.BusyPoll)
 	}
 	if out.Logf == nil {
 		out.Logf = log.Printf

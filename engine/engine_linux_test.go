@@ -931,6 +931,11 @@ func TestConfigDefaults(t *testing.T) {
 		{&Config{Backend: "kqueue"}, true, nil},
 		{&Config{ReadBufferSize: 100}, true, nil},
 		{&Config{WriteHighWater: -1}, true, nil},
+		// Negative values are refused by New: ReadBuffers -1 was a
+		// 1-buffer ring, BusyPoll -1µs no busy polling on uring-napi and
+		// a Run failing in epoll-busypoll's ioctl (2^32-1 µs).
+		{&Config{ReadBuffers: -1}, true, nil},
+		{&Config{BusyPoll: -time.Microsecond}, true, nil},
 	}
 	for i, tc := range tests {
 		c, err := tc.in.withDefaults()
