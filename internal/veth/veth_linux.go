@@ -105,13 +105,14 @@ func (p *Pair) Close() error {
 		if _, err := os.Stat(Path(ns)); err != nil {
 			continue
 		}
-		if err := run("ip", "netns", "del", ns); err != nil {
+		if err := run("ip", "netns", "del", ns); err != nil && !gone(Path(ns)) {
 			errs = append(errs, err)
 		}
 	}
 	for _, dev := range []string{p.DevA, p.DevB} {
-		if _, err := os.Stat(filepath.Join("/sys/class/net", dev)); err == nil {
-			if err := run("ip", "link", "del", dev); err != nil {
+		sys := filepath.Join("/sys/class/net", dev)
+		if _, err := os.Stat(sys); err == nil {
+			if err := run("ip", "link", "del", dev); err != nil && !gone(sys) {
 				errs = append(errs, err)
 			}
 		}
@@ -120,6 +121,13 @@ func (p *Pair) Close() error {
 		return fmt.Errorf("veth: %w", err)
 	}
 	return nil
+}
+
+// gone reports whether path no longer exists: what a failed deletion
+// wanted, when a concurrent Close did it first.
+func gone(path string) bool {
+	_, err := os.Stat(path)
+	return errors.Is(err, os.ErrNotExist)
 }
 
 // InNetNS runs fn on a goroutine locked to an OS thread that has joined

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -195,5 +196,32 @@ func TestInNetNSGoexit(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("InNetNS hangs when fn calls runtime.Goexit")
+	}
+}
+
+// TestCloseConcurrent: Close is idempotent and may be called from any
+// goroutine, but two at once both found the namespaces, both ran ip netns
+// del, and the later one reported the namespaces it found gone as an
+// error.
+func TestCloseConcurrent(t *testing.T) {
+	if err := Requirements(); err != nil {
+		t.Skip(err)
+	}
+	for range 5 {
+		p, err := New(Config{Tag: "vcc", AddrA: "10.213.11.1/24", AddrB: "10.213.11.2/24"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for i := range errs {
+			wg.Go(func() { errs[i] = p.Close() })
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				t.Fatalf("concurrent Close: %v", err)
+			}
+		}
 	}
 }
