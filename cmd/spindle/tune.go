@@ -254,6 +254,11 @@ func tuneApply(args []string, w io.Writer) error {
 	if err := dec.Decode(&p); err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}
+	// One plan, nothing after it: a file holding two (plan --json >>
+	// plan.json twice) is not applied as its first.
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("plan: more data after the plan in %s (one plan per file)", *planPath)
+	}
 	if err := applyPlan(&p, *root, *state, *asJSON, w); err != nil {
 		return err
 	}

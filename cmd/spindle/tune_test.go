@@ -118,6 +118,13 @@ func TestTuneApplyRefuses(t *testing.T) {
 	if out, err := exec.Command("cp", "-a", tuneFixture, fixture).CombinedOutput(); err != nil {
 		t.Skipf("cp -a: %v %s", err, out)
 	}
+	// A plan for the fixture, saved twice into one file (plan --json >>
+	// plan.json run twice): apply took the first and ignored the rest.
+	planJSON, err := tuneRun(t, "plan", "--root", fixture, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	twoPlans := file("two.json", planJSON+planJSON)
 	tests := []struct {
 		name    string
 		args    []string
@@ -128,6 +135,7 @@ func TestTuneApplyRefuses(t *testing.T) {
 		{name: "no plan", args: []string{"apply", "--root", fixture}, msg: "--plan is required"},
 		{name: "missing plan file", args: []string{"apply", "--root", fixture, "--plan", filepath.Join(dir, "nope.json")}, msg: "no such file"},
 		{name: "not JSON", args: []string{"apply", "--root", fixture, "--plan", file("garbage.json", "policy: inline\n")}, msg: "plan:"},
+		{name: "two plans in one file", args: []string{"apply", "--root", fixture, "--plan", twoPlans, "--state", filepath.Join(dir, "state-0.json")}, msg: "after the plan"},
 		{name: "unknown field", args: []string{"apply", "--root", fixture, "--plan", file("extra.json", `{"policy":"inline","writes":[],"turbo":true}`)}, msg: `unknown field "turbo"`},
 		{name: "path outside /proc and /sys", args: []string{"apply", "--root", fixture, "--plan",
 			file("etc.json", `{"writes":[{"kind":"file","path":"/etc/hostname","format":"int","old":"","new":"1","reason":"r"}]}`)}, refused: true, msg: "outside /proc and /sys"},
