@@ -25,6 +25,7 @@ type Ring struct {
 	enterFd    int          // fd, or the registered ring index
 	enterFlags uint32       // IORING_ENTER_REGISTERED_RING when enterFd is an index
 	regIndex   int          // registered ring index, -1 if none
+	regTid     int          // thread whose table holds regIndex
 	setup      uint32       // IORING_SETUP_* in effect
 	features   uint32       // IORING_FEAT_* reported by the kernel
 	// fdMu is held for reading while another ring's setup attaches to fd
@@ -124,6 +125,7 @@ func New(cfg *Config) (*Ring, error) {
 			return nil, regErr("IORING_REGISTER_RING_FDS", "5.18", err)
 		}
 		r.regIndex, r.enterFd, r.enterFlags = idx, idx, sys.IORING_ENTER_REGISTERED_RING
+		r.regTid = unix.Gettid()
 	}
 	return r, nil
 }
@@ -175,12 +177,20 @@ func unsupported(feature, min string, err error) error {
 // armed multishot receive from picking a buffer Close is about to unmap; a
 // request already running in an io-wq worker can only be asked to stop, so
 // reap what matters before Close. With SingleIssuer or RegisterRingFD, Close
-// must run on the owner thread. Calling Close twice returns os.ErrClosed.
+// must run on the owner thread: with RegisterRingFD, Close on another thread
+// returns an error (EEXIST) and closes nothing, since the owner thread's
+// table holds the ring (and would keep it alive, requests armed). Calling
+// Close twice returns os.ErrClosed.
 //
 // Owner goroutine.
 func (r *Ring) Close() error {
 	if r.closed {
 		return os.ErrClosed
+	}
+	if r.regIndex >= 0 {
+		if tid := unix.Gettid(); tid != r.regTid {
+			return fmt.Errorf("uring: Close on thread %d, but the ring is registered with thread %d (RegisterRingFD): %w", tid, r.regTid, unix.EEXIST)
+		}
 	}
 	r.cancelAll()
 	r.closed = true

@@ -416,3 +416,47 @@ func catchPanic(f func()) (p any) {
 	f()
 	return nil
 }
+
+// TestCloseOffOwnerThread closes a RegisterRingFD ring from a thread other
+// than its owner's. The registration lives in the owner thread's table, so
+// that Close could neither cancel (its enter named a slot of the wrong
+// table) nor unregister, yet it reported success while the owner thread's
+// table kept the ring, armed requests and all, alive. It must refuse and
+// leave the ring to its owner, whose Close then frees the slot: 16 rings
+// can be registered on the owner thread afterwards.
+func TestCloseOffOwnerThread(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	r, err := New(&Config{Entries: 2, RegisterRingFD: true})
+	if err != nil {
+		if errors.Is(err, ErrNotSupported) && !kver.AtLeast(kver.Release(), "5.18") {
+			t.Skipf("IORING_REGISTER_RING_FDS not supported (requires >= 5.18): %v", err)
+		}
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // a thread other than the owner's
+		defer runtime.UnlockOSThread()
+		done <- r.Close()
+	}()
+	if err := <-done; err == nil {
+		t.Error("Close from another thread succeeded")
+	}
+	if err := r.Close(); err != nil {
+		t.Fatalf("Close on the owner thread: %v", err)
+	}
+	var rings []*Ring
+	defer func() {
+		for _, r := range rings {
+			r.Close()
+		}
+	}()
+	for range 16 {
+		r, err := New(&Config{Entries: 2, RegisterRingFD: true})
+		if err != nil {
+			t.Fatalf("ring %d on the owner thread after Close: %v (the closed ring still registered?)", len(rings)+1, err)
+		}
+		rings = append(rings, r)
+	}
+}
