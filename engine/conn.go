@@ -124,13 +124,15 @@ func (c *Conn) Buffered() int { return c.queued }
 // Closed reports whether OnClose has been called for c. Loop goroutine.
 func (c *Conn) Closed() bool { return c.state == stateClosed }
 
+// writable: open, or dialing (the queue is sent once connected).
 func (c *Conn) writable() bool {
-	return (c.state == stateOpen) && !c.wantShutWr
+	return (c.state == stateOpen || c.state == stateConnecting) && !c.wantShutWr
 }
 
 // Write copies p into c's write queue; the queue is sent at the end of the
-// loop iteration, batched with other writes. It returns net.ErrClosed after
-// Close or CloseWrite. Writes are never refused for size: the high-water
+// loop iteration, batched with other writes (on a dialed connection before
+// OnOpen: once connected). It returns net.ErrClosed after Close or
+// CloseWrite. Writes are never refused for size: the high-water
 // mark pauses reading instead (see Config.WriteHighWater). Loop goroutine.
 func (c *Conn) Write(p []byte) (int, error) {
 	if !c.writable() {
@@ -242,7 +244,7 @@ func (c *Conn) ResumeRead() { c.resume(pauseUser) }
 // CloseWrite sends FIN after the queued data; c can still receive. Loop
 // goroutine.
 func (c *Conn) CloseWrite() error {
-	if c.state != stateOpen {
+	if c.state != stateOpen && c.state != stateConnecting {
 		return net.ErrClosed
 	}
 	if !c.wantShutWr {
@@ -253,7 +255,8 @@ func (c *Conn) CloseWrite() error {
 }
 
 // Close stops reading, sends what is queued, closes the socket and then
-// calls OnClose(c, nil). Loop goroutine.
+// calls OnClose(c, nil); before a dialed connection's OnOpen it abandons
+// the dial and what was queued. Loop goroutine.
 func (c *Conn) Close() error {
 	switch c.state {
 	case stateClosing, stateClosed:

@@ -373,6 +373,10 @@ func (l *Loop) open(c *Conn) {
 	// A backend that cannot arm the connection aborts it: its handler
 	// then sees OnClose alone, as for a failed dial, never OnOpen after it.
 	if c.state == stateOpen {
+		if c.queued > 0 || c.wantShutWr {
+			// Written before OnOpen, while dialing: flushDirty skipped it.
+			l.markDirty(c)
+		}
 		l.h.OnOpen(c)
 	}
 }

@@ -856,3 +856,67 @@ func TestAbstractUnixListenerClose(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteBeforeOpen writes to and half-closes a dialed connection right
+// after Dial, before OnOpen: as for any Conn that is not closed, Write and
+// CloseWrite queue, and the queue goes out once connected; past the
+// high-water mark reading starts paused, and resumes as the queue drains.
+// Both returned net.ErrClosed, though the connection was not closed.
+func TestWriteBeforeOpen(t *testing.T) {
+	peer := goEchoServer(t)
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			var mu sync.Mutex
+			var got []byte
+			eof := make(chan struct{})
+			h := &BaseHandlerFunc{data: func(c *Conn, buf Buffer) bool {
+				mu.Lock()
+				got = append(got, buf.Bytes()...)
+				mu.Unlock()
+				return false
+			}}
+			eh := &eofHandler{BaseHandlerFunc: h, eof: eof}
+			cfg := testConfig(b)
+			cfg.WriteHighWater = 64 << 10
+			e, _ := startEngine(t, cfg, eh)
+			l := e.Loops()[0]
+			big := pattern(3, 256<<10)
+			want := "queued before open" + string(big)
+			errc := make(chan error, 1)
+			l.Post(func() {
+				c, err := l.Dial("tcp", peer, 5*time.Second)
+				if err == nil {
+					_, err = c.Writev([][]byte{[]byte("queued "), []byte("before open"), big})
+				}
+				if err == nil {
+					err = c.CloseWrite()
+				}
+				errc <- err
+			})
+			if err := <-errc; err != nil {
+				t.Fatalf("writing before OnOpen: %v", err)
+			}
+			select {
+			case <-eof:
+			case <-time.After(10 * time.Second):
+				t.Fatal("no EOF from the echo peer")
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if string(got) != want {
+				t.Errorf("echo of %d bytes differs from the %d written", len(got), len(want))
+			}
+		})
+	}
+}
+
+// eofHandler closes on EOF and says so on eof.
+type eofHandler struct {
+	*BaseHandlerFunc
+	eof chan struct{}
+}
+
+func (h *eofHandler) OnEOF(c *Conn) {
+	close(h.eof)
+	c.Close()
+}
