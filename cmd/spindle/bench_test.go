@@ -505,3 +505,37 @@ func TestBenchReportUnwritable(t *testing.T) {
 		os.Remove(out)
 	}
 }
+
+// TestCLIUsageErrors checks that a command line that cannot be run as
+// given (an unknown flag, a bad flag value, a stray argument, a missing or
+// unknown tune subcommand) prints the usage and then its error once, and
+// exits with status 2 like an unknown command (found in review: status 1,
+// the same as a failed run, and a flag error printed twice).
+func TestCLIUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"doctor", "--bogus"},
+		{"doctor", "extra"},
+		{"bench", "--conns", "x"},
+		{"bench", "sweep", "--bogus"},
+		{"wakeup", "--samples", "many"},
+		{"tune"},
+		{"tune", "bogus"},
+		{"tune", "plan", "--bogus"},
+		{"bogus"},
+	} {
+		cmd := spindleCmd(args...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+			t.Errorf("spindle %v: %v, want exit status 2", args, err)
+		}
+		lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+		last := lines[len(lines)-1]
+		_, msg, ok := strings.Cut(last, ": ")
+		if !strings.HasPrefix(last, "spindle") || !ok || strings.Count(stderr.String(), msg) != 1 || !strings.Contains(strings.ToLower(stderr.String()), "usage") {
+			t.Errorf("spindle %v: stderr\n%s\nwant the usage, then the error once, last", args, stderr.String())
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"sort"
@@ -56,8 +57,8 @@ func main() {
 	}
 	cmd, ok := commands[name]
 	if !ok {
-		fmt.Fprintf(os.Stderr, "spindle: unknown command %q\n", name)
 		usage()
+		fmt.Fprintf(os.Stderr, "spindle: unknown command %q\n", name)
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -77,6 +78,9 @@ func main() {
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "spindle %s: %v\n", name, err)
+		if errors.As(err, new(usageError)) {
+			os.Exit(2)
+		}
 		os.Exit(1)
 	}
 }
@@ -85,13 +89,29 @@ func main() {
 // flags: parsing stops at the first argument that is not a flag, so a
 // stray word or a misplaced subcommand (bench --duration 5s sweep) would
 // otherwise be ignored, and the command run without it.
+//
+// A command line it refuses is a usageError, printed after the usage; the
+// flag package's own copy of the message, printed before the usage, is
+// dropped so that the error is said once.
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		return err
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.SetOutput(nil)
+	if err == nil && fs.NArg() > 0 {
+		err = fmt.Errorf("unexpected argument %q: this command takes only flags", fs.Arg(0))
 	}
-	if fs.NArg() > 0 {
+	if err != nil {
 		fs.Usage()
-		return fmt.Errorf("unexpected argument %q: this command takes only flags", fs.Arg(0))
 	}
-	return nil
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		return usageError{err}
+	}
+	return err
 }
+
+// usageError is a command line that cannot be run as given: main exits
+// with status 2 for it, as for an unknown command, and 1 for failures.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }

@@ -38,7 +38,7 @@ func tuneMain(ctx context.Context, args []string, w io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprintln(os.Stderr, tuneUsage)
 		if len(args) == 0 {
-			return errors.New("missing subcommand")
+			return usageError{errors.New("missing subcommand")}
 		}
 		return nil
 	}
@@ -55,7 +55,7 @@ func tuneMain(ctx context.Context, args []string, w io.Writer) error {
 		return tuneRevert(args[1:], w)
 	}
 	fmt.Fprintln(os.Stderr, tuneUsage)
-	return fmt.Errorf("unknown tune subcommand %q", args[0])
+	return usageError{fmt.Errorf("unknown tune subcommand %q", args[0])}
 }
 
 func printJSON(w io.Writer, v any) error {
