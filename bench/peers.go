@@ -67,6 +67,11 @@ func BuildPeers(ctx context.Context, dir, outDir string) (string, error) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, gobin, "build", "-o", out, ".")
 	cmd.Dir = src
+	// The nested module builds by its own go.mod, whose replace takes the
+	// spindle packages from this source tree: a workspace (GOWORK, or a
+	// go.work above the tree) that does not list bench/peers refuses to
+	// build it, and one that does may pick other versions.
+	cmd.Env = append(os.Environ(), "GOWORK=off")
 	var msg bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &msg, &msg
 	if err := cmd.Run(); err != nil {
