@@ -2,6 +2,7 @@ package uring
 
 import (
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -92,16 +93,25 @@ func TestSubmitAndWaitMin(t *testing.T) {
 }
 
 // TestSubmitAndWaitMinNoTimeout checks a minimum wait without an overall
-// timeout (0): once minWait has passed with nothing there, the wait goes on
-// for the first completion, as with an overall timeout. The kernel ends such
-// a wait at minWait with -ETIME (io_cqring_min_timer_wakeup: "no general
-// timeout ... we are done"), which an idle loop would take for a wake-up
-// every minWait.
+// timeout (0), or with one too long for the kernel (math.MaxInt64, which it
+// clamps to KTIME_MAX, its "none"): once minWait has passed with nothing
+// there, the wait goes on for the first completion, as with an overall
+// timeout. The kernel ends such a wait at minWait with -ETIME
+// (io_cqring_min_timer_wakeup: "no general timeout ... we are done"), which
+// an idle loop would take for a wake-up every minWait.
 func TestSubmitAndWaitMinNoTimeout(t *testing.T) {
-	for _, name := range []string{"plain", "single-issuer+defer-taskrun"} {
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration
+	}{
+		{"plain", 0},
+		{"single-issuer+defer-taskrun", 0},
+		{"plain, longest timeout", math.MaxInt64},
+	} {
+		name, timeout := tc.name, tc.timeout
 		t.Run(name, func(t *testing.T) {
 			var cfg *Config
-			if name != "plain" {
+			if name == "single-issuer+defer-taskrun" {
 				cfg = &Config{Entries: 8, SingleIssuer: true, DeferTaskrun: true}
 			}
 			r := newRing(t, cfg)
@@ -126,13 +136,13 @@ func TestSubmitAndWaitMinNoTimeout(t *testing.T) {
 				_, err := unix.Write(p[1], []byte{1})
 				wrote <- err
 			}()
-			_, err := r.SubmitAndWaitMin(1, time.Millisecond, 0)
+			_, err := r.SubmitAndWaitMin(1, time.Millisecond, timeout)
 			ready := r.CQReady()
 			if werr := <-wrote; werr != nil {
 				t.Fatal(werr)
 			}
 			if err != nil || ready != 1 {
-				t.Fatalf("SubmitAndWaitMin(1, 1ms, no timeout) = %v with %d completions ready; want nil with the poll's", err, ready)
+				t.Fatalf("SubmitAndWaitMin(1, 1ms, %v) = %v with %d completions ready; want nil with the poll's", timeout, err, ready)
 			}
 			reap(t, r, 1)
 		})

@@ -418,12 +418,12 @@ func (r *Ring) SubmitAndWaitMin(waitNr uint32, minWait, timeout time.Duration) (
 	if !r.HasMinWait() {
 		return 0, ErrNotSupported
 	}
-	if timeout == 0 {
+	if timeout == 0 || timeout > minWaitForever {
 		// Without an overall timeout the kernel ends the wait at minWait
 		// with -ETIME, completion or not (io_cqring_min_timer_wakeup, 6.18:
 		// "no general timeout ... we are done"); with one longer than
 		// minWait it waits on for the first completion. Give it one that
-		// never comes.
+		// never comes, and one it does not clamp to KTIME_MAX, its "none".
 		timeout = minWaitForever
 	}
 	return r.enter(waitNr, timeout, max(minWait, time.Microsecond), true)
