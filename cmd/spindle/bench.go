@@ -67,6 +67,13 @@ func (f *benchFlags) config(fs *flag.FlagSet) (bench.Config, error) {
 	}
 	if f.arms != "" {
 		cfg.Arms = strings.Split(f.arms, ",")
+		// An arm named twice would be measured twice in a row and
+		// summarised as one arm of twice --reps.
+		for i, a := range cfg.Arms {
+			if slices.Contains(cfg.Arms[:i], a) {
+				return cfg, fmt.Errorf("--arms: %s given twice", a)
+			}
+		}
 	}
 	var err error
 	if cfg.ServerCPUs, err = bench.ParseCPUList(f.serverCPUs); err != nil {

@@ -303,12 +303,13 @@ func wantRefusal(t *testing.T, cmd *exec.Cmd) string {
 	return stderr.String()
 }
 
-// TestBenchSweepRefuses runs bench sweep with grids it used to measure
-// wrongly (found in review): a loop count of 0 (measured and reported as
+// TestBenchSweepRefuses runs bench sweep (and bench) with grids it used to
+// measure wrongly (found in review): a loop count of 0 (measured and reported as
 // "loops 0", its server unpinned), a value given twice (measured twice and
 // summarised as one cell of twice the --reps), --loops and --compute-us
-// (ignored by the sweep), and a grid in which no arm can serve any cell (0
-// measurements, an empty report and exit status 0). Each must be refused.
+// (ignored by the sweep), a grid in which no arm can serve any cell (0
+// measurements, an empty report and exit status 0), and an arm named
+// twice. Each must be refused.
 func TestBenchSweepRefuses(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("bench is Linux only")
@@ -327,6 +328,10 @@ func TestBenchSweepRefuses(t *testing.T) {
 	for _, c := range cases {
 		wantRefusal(t, exec.Command(bin, slices.Concat([]string{"bench", "sweep"}, c, short)...))
 	}
+	// An arm named twice: measured twice in a row, summarised as one arm
+	// of twice --reps.
+	wantRefusal(t, exec.Command(bin, "bench", "--arms", "go-net,go-net", "--duration", "1s", "--reps", "1", "--fractions", "", "--out", ""))
+	wantRefusal(t, exec.Command(bin, "bench", "sweep", "--arms", "go-net,go-net", "--loops-list", "1", "--compute-list", "0", "--duration", "1s", "--reps", "1", "--out", ""))
 	if err := bench.CPeerUnavailable(); err != nil {
 		t.Logf("not checking a grid no arm serves: %v", err)
 		return
