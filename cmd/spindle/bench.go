@@ -51,7 +51,11 @@ func (f *benchFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.threads, "client-threads", 0, "client threads (default: one per client CPU)")
 	fs.BoolVar(&f.block, "client-block", false, "client threads sleep in epoll_wait instead of polling (the server then pays for waking them)")
 	fs.Func("server-rps", "wire topology: RPS CPUs (a CPU list, or none) for the server veth's receive queues; repeat it to measure every arm under each, alternated", func(v string) error {
-		f.serverRPS = append(f.serverRPS, strings.TrimSpace(v))
+		v = strings.TrimSpace(v)
+		if slices.Contains(f.serverRPS, v) {
+			return fmt.Errorf("%s given twice", v) // measured twice, summarised as one
+		}
+		f.serverRPS = append(f.serverRPS, v)
 		return nil
 	})
 	fs.StringVar(&f.peersDir, "peers-dir", "", "bench/peers module source (default: found from the working directory)")
@@ -190,6 +194,9 @@ func runBench(ctx context.Context, args []string) error {
 		v, err := strconv.ParseFloat(s, 64)
 		if err != nil || v <= 0 || v > 2 {
 			return fmt.Errorf("bad --fractions value %q", s)
+		}
+		if slices.Contains(cfg.OpenFractions, v) {
+			return fmt.Errorf("--fractions: %s given twice", s) // measured twice, summarised as one
 		}
 		cfg.OpenFractions = append(cfg.OpenFractions, v)
 	}

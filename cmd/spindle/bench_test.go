@@ -309,7 +309,8 @@ func wantRefusal(t *testing.T, cmd *exec.Cmd) string {
 // summarised as one cell of twice the --reps), --loops and --compute-us
 // (ignored by the sweep), a grid in which no arm can serve any cell (0
 // measurements, an empty report and exit status 0), and an arm named
-// twice. Each must be refused.
+// twice, a --fractions value or a --server-rps setting given twice. Each
+// must be refused.
 func TestBenchSweepRefuses(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("bench is Linux only")
@@ -332,6 +333,13 @@ func TestBenchSweepRefuses(t *testing.T) {
 	// of twice --reps.
 	wantRefusal(t, exec.Command(bin, "bench", "--arms", "go-net,go-net", "--duration", "1s", "--reps", "1", "--fractions", "", "--out", ""))
 	wantRefusal(t, exec.Command(bin, "bench", "sweep", "--arms", "go-net,go-net", "--loops-list", "1", "--compute-list", "0", "--duration", "1s", "--reps", "1", "--out", ""))
+	// So is an open-loop fraction or a server RPS setting given twice.
+	wantRefusal(t, exec.Command(bin, "bench", "--arms", "go-net", "--duration", "1s", "--reps", "1", "--fractions", "0.5,0.5", "--out", ""))
+	if err := bench.WireRequirements(); err != nil {
+		t.Logf("not checking --server-rps: %v", err)
+	} else {
+		wantRefusal(t, exec.Command(bin, "bench", "--topology", "wire", "--server-rps", "none", "--server-rps", "none", "--arms", "go-net", "--duration", "1s", "--reps", "1", "--fractions", "", "--out", ""))
+	}
 	if err := bench.CPeerUnavailable(); err != nil {
 		t.Logf("not checking a grid no arm serves: %v", err)
 		return
