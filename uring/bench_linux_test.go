@@ -43,6 +43,7 @@ const (
 )
 
 func newEcho(t testing.TB, size int) *echo {
+	needFeatures(t, FeatMultishotRecv)
 	r := newRing(t, &Config{Entries: 64, SingleIssuer: true, DeferTaskrun: true, RegisterRingFD: true})
 	b, err := r.SetupBufRing(1, 64, 4096)
 	if err != nil {

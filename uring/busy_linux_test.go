@@ -26,6 +26,7 @@ const sysIOURingEnter = 426
 // a unix.Errno, and that SubmitAndWait, with nothing to reap, retries once
 // without submitting and then reports it too, leaving the SQEs queued.
 func TestEnterBusy(t *testing.T) {
+	needFeatures(t, "IORING_SETUP_SINGLE_ISSUER", "IORING_SETUP_DEFER_TASKRUN") // the child's ring
 	for _, errno := range []unix.Errno{unix.EBUSY, unix.EAGAIN} {
 		t.Run(errno.Error(), func(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperEnterBusy$", "-test.count=1", "-test.v")

@@ -4,16 +4,89 @@ import (
 	"errors"
 	"net/netip"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/spindlenet/spindle/internal/kver"
 )
 
-// newRing creates a ring closed at cleanup. Configs that tie the ring to a
-// thread lock the test goroutine first (released at cleanup, after Close).
+// probed is this kernel's Probe, run once, for needFeatures.
+var probed struct {
+	once sync.Once
+	f    *Features
+	err  error
+}
+
+// needFeatures skips t when Probe finds one of the named features (an
+// IORING_* name or a Feat* constant) missing on a kernel older than the
+// release that added it, naming the feature and the release, and fails t
+// when the kernel is that new: a missing feature is a skip only where the
+// kernel really lacks it.
+func needFeatures(t testing.TB, names ...string) {
+	t.Helper()
+	probed.once.Do(func() { probed.f, probed.err = Probe() })
+	if probed.err != nil {
+		t.Fatalf("Probe: %v", probed.err)
+	}
+	for _, name := range names {
+		x, ok := probed.f.Get(name)
+		switch {
+		case !ok:
+			t.Fatalf("feature %q is not probed", name)
+		case x.Supported:
+		case kver.AtLeast(probed.f.Kernel, x.MinKernel):
+			t.Fatalf("%s missing on kernel %s, which should have it (>= %s): %s", name, probed.f.Kernel, x.MinKernel, x.Reason)
+		default:
+			t.Skipf("%s not supported (requires >= %s, have %s)", name, x.MinKernel, probed.f.Kernel)
+		}
+	}
+}
+
+// needKernel skips t on a kernel older than min, for a feature Probe does
+// not report (a flag of an opcode): what says which.
+func needKernel(t testing.TB, what, min string) {
+	t.Helper()
+	if k := kver.Release(); !kver.AtLeast(k, min) {
+		t.Skipf("%s not supported (requires >= %s, have %s)", what, min, k)
+	}
+}
+
+// configFeatures lists the features a ring set up with cfg needs, and
+// EXT_ARG, which every timed wait (reap, expectNone) uses.
+func configFeatures(cfg *Config) []string {
+	names := []string{"IORING_FEAT_EXT_ARG"}
+	if cfg == nil {
+		return names
+	}
+	for _, f := range []struct {
+		on   bool
+		name string
+	}{
+		{cfg.SingleIssuer, "IORING_SETUP_SINGLE_ISSUER"},
+		{cfg.DeferTaskrun, "IORING_SETUP_DEFER_TASKRUN"},
+		{cfg.CoopTaskrun, "IORING_SETUP_COOP_TASKRUN"},
+		{cfg.SQPoll, "IORING_SETUP_SQPOLL"},
+		{cfg.SQAffinity, "IORING_SETUP_SQ_AFF"},
+		{cfg.AttachWQ != nil, "IORING_SETUP_ATTACH_WQ"},
+		{cfg.RegisterRingFD, "IORING_REGISTER_RING_FDS"},
+	} {
+		if f.on {
+			names = append(names, f.name)
+		}
+	}
+	return names
+}
+
+// newRing creates a ring closed at cleanup, or skips the test where the
+// kernel lacks what cfg asks for (needFeatures). Configs that tie the ring
+// to a thread lock the test goroutine first (released at cleanup, after
+// Close).
 func newRing(t testing.TB, cfg *Config) *Ring {
 	t.Helper()
+	needFeatures(t, configFeatures(cfg)...)
 	if cfg != nil && (cfg.SingleIssuer || cfg.RegisterRingFD) {
 		runtime.LockOSThread()
 	}

@@ -15,6 +15,7 @@ import (
 // signals (the Go runtime's preemption requests are one: with them the
 // engine's dial timeouts once did not fire).
 func TestTimedWaitInterrupted(t *testing.T) {
+	needFeatures(t, configFeatures(ownerConfig)...)
 	const timeout = 100 * time.Millisecond
 	type outcome struct {
 		err     error
@@ -62,6 +63,9 @@ wait:
 	}
 }
 
+// ownerConfig is the configuration of startOwner's rings.
+var ownerConfig = &Config{Entries: 4, SingleIssuer: true, DeferTaskrun: true}
+
 // ringOwner is a ring owner started by startOwner.
 type ringOwner struct {
 	fd, tid int   // the ring's fd and the owner thread's id
@@ -76,7 +80,7 @@ func startOwner(body func(r *Ring)) ringOwner {
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		r, err := New(&Config{Entries: 4, SingleIssuer: true, DeferTaskrun: true})
+		r, err := New(ownerConfig)
 		if err != nil {
 			ready <- ringOwner{err: err}
 			return

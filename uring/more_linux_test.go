@@ -38,6 +38,7 @@ func TestAttachWQSQPoll(t *testing.T) {
 // it closed (os.ErrClosed), never pass a number that now names another file
 // (io_uring_setup: EINVAL or ENXIO).
 func TestAttachWQRacesClose(t *testing.T) {
+	needFeatures(t, "IORING_SETUP_SQPOLL", "IORING_SETUP_ATTACH_WQ")
 	for i := range 200 {
 		a, err := New(&Config{Entries: 4, SQPoll: true})
 		if err != nil {
@@ -76,6 +77,7 @@ func TestAttachWQRacesClose(t *testing.T) {
 // TestSubmitAll checks that an SQE failing at submission does not stop the
 // SQEs after it (IORING_SETUP_SUBMIT_ALL).
 func TestSubmitAll(t *testing.T) {
+	needKernel(t, "IORING_SETUP_SUBMIT_ALL", "5.18")
 	r := newRing(t, nil)
 	sqe(t, r).PrepNop(1)
 	bad := sqe(t, r)
@@ -96,6 +98,7 @@ func TestSubmitAll(t *testing.T) {
 // TestWaitRetriesEINTR interrupts a thread blocked in SubmitAndWait with
 // signals: the wait must continue until the completion arrives.
 func TestWaitRetriesEINTR(t *testing.T) {
+	needFeatures(t, configFeatures(ownerConfig)...)
 	sender := newRing(t, nil)
 	var (
 		mu     sync.Mutex
@@ -107,7 +110,7 @@ func TestWaitRetriesEINTR(t *testing.T) {
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		r, err := New(&Config{Entries: 4, SingleIssuer: true, DeferTaskrun: true})
+		r, err := New(ownerConfig)
 		if err != nil {
 			result <- err
 			close(ready)
@@ -167,6 +170,8 @@ func TestWaitRetriesEINTR(t *testing.T) {
 
 // TestMsgRingFd passes a fixed file from one ring to another.
 func TestMsgRingFd(t *testing.T) {
+	needFeatures(t, "IORING_OP_MSG_RING", "IORING_RSRC_REGISTER_SPARSE")
+	needKernel(t, "IORING_MSG_SEND_FD", "6.0")
 	a := newRing(t, nil)
 	b := newRing(t, nil)
 	for _, r := range []*Ring{a, b} {

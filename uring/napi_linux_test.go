@@ -8,11 +8,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/spindlenet/spindle/internal/kver"
 	"github.com/spindlenet/spindle/internal/veth"
 )
 
 func TestRegisterNAPI(t *testing.T) {
+	needFeatures(t, FeatNAPI, FeatNAPIStatic)
 	r := newRing(t, nil)
 	first := NAPIConfig{BusyPollTimeout: 50 * time.Microsecond, PreferBusyPoll: true}
 	prev, err := r.RegisterNAPI(first)
@@ -84,6 +84,7 @@ func inNetns(t *testing.T, ns string, f func()) {
 // between two namespaces and registers it with a ring in static mode; then
 // a receive through the busy-polling ring still works.
 func TestNAPIStaticVeth(t *testing.T) {
+	needFeatures(t, FeatNAPIStatic)
 	p := newNetnsPair(t)
 	addrA := netip.MustParseAddr(p.IPA()).As4()
 	var lfd, cfd int
@@ -162,26 +163,17 @@ func TestNAPIStaticVeth(t *testing.T) {
 	}
 }
 
-// needNAPI skips when the kernel lacks IORING_REGISTER_NAPI (6.9), which err
-// from RegisterNAPI says, and fails when it is new enough to have it.
-func needNAPI(t *testing.T, err error) {
-	t.Helper()
-	if errors.Is(err, ErrNotSupported) && !kver.AtLeast(kver.Release(), "6.9") {
-		t.Skipf("IORING_REGISTER_NAPI not supported (requires >= 6.9): %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestRegisterNAPISubMicrosecond checks that a busy-poll timeout below the
 // kernel's microsecond resolution busy-polls for a microsecond instead of
 // being truncated to 0, which turns busy polling off: the next registration
 // reports 1µs as the previous setting.
 func TestRegisterNAPISubMicrosecond(t *testing.T) {
+	needFeatures(t, FeatNAPI)
 	r := newRing(t, nil)
 	_, err := r.RegisterNAPI(NAPIConfig{BusyPollTimeout: 500 * time.Nanosecond})
-	needNAPI(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer r.UnregisterNAPI()
 	prev, err := r.RegisterNAPI(NAPIConfig{BusyPollTimeout: 1500 * time.Nanosecond})
 	if err != nil {
@@ -213,12 +205,9 @@ func TestRegisterNAPISubMicrosecond(t *testing.T) {
 // a caller degrades on): adding to a ring not registered for static
 // tracking, and adding an id below the NAPI range.
 func TestNAPIIDErrors(t *testing.T) {
+	needFeatures(t, FeatNAPIStatic)
 	r := newRing(t, nil)
-	_, err := r.RegisterNAPI(NAPIConfig{Static: true})
-	if errors.Is(err, ErrNotSupported) && !kver.AtLeast(kver.Release(), "6.13") {
-		t.Skipf("NAPI static tracking not supported (requires >= 6.13): %v", err)
-	}
-	if err != nil {
+	if _, err := r.RegisterNAPI(NAPIConfig{Static: true}); err != nil {
 		t.Fatal(err)
 	}
 	check := func(what string, err error) {

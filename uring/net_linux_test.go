@@ -14,6 +14,7 @@ import (
 )
 
 func TestAcceptMultishot(t *testing.T) {
+	needFeatures(t, FeatMultishotAccept, "IORING_RSRC_REGISTER_SPARSE")
 	for _, direct := range []bool{false, true} {
 		name := "fds"
 		if direct {
@@ -216,12 +217,16 @@ func recvStream(t *testing.T, r *Ring, b *BufRing, fd int, bundle bool, hold int
 }
 
 func TestRecvMultishot10MB(t *testing.T) {
+	needFeatures(t, FeatMultishotRecv, "IORING_REGISTER_PBUF_STATUS")
 	for _, bundle := range []bool{false, true} {
 		name := "plain"
 		if bundle {
 			name = "bundle"
 		}
 		t.Run(name, func(t *testing.T) {
+			if bundle {
+				needFeatures(t, FeatRecvBundle)
+			}
 			r := newRing(t, &Config{Entries: 64, SingleIssuer: true, DeferTaskrun: true})
 			b, err := r.SetupBufRing(3, 256, 16<<10)
 			if err != nil {
@@ -257,6 +262,7 @@ func TestRecvMultishot10MB(t *testing.T) {
 // multishot recv ends with -ENOBUFS, and recycling plus re-arming resumes the
 // stream without losing or reordering bytes.
 func TestRecvENOBUFSRecovery(t *testing.T) {
+	needFeatures(t, FeatMultishotRecv)
 	r := newRing(t, &Config{Entries: 16, SingleIssuer: true, DeferTaskrun: true})
 	b, err := r.SetupBufRing(1, 4, 256)
 	if err != nil {
@@ -330,6 +336,7 @@ func TestClose(t *testing.T) {
 }
 
 func TestCancel(t *testing.T) {
+	needKernel(t, "IORING_ASYNC_CANCEL_FD, _ALL and _ANY", "5.19")
 	tests := []struct {
 		name    string
 		cancel  func(s *SQE, fd int)
@@ -380,6 +387,7 @@ func TestCancel(t *testing.T) {
 }
 
 func TestMsgRing(t *testing.T) {
+	needFeatures(t, "IORING_OP_MSG_RING")
 	a := newRing(t, nil)
 	b := newRing(t, &Config{Entries: 8, SingleIssuer: true, DeferTaskrun: true})
 	sqe(t, a).PrepMsgRing(b.Fd(), 42, 0xfeed, 0, 1)
@@ -491,6 +499,7 @@ func TestAcceptSingle(t *testing.T) {
 // CQE names a distinct buffer of the group holding the bytes, and a recycled
 // buffer is picked again.
 func TestRecvBufSelect(t *testing.T) {
+	needFeatures(t, "IORING_REGISTER_PBUF_RING")
 	r := newRing(t, nil)
 	b, err := r.SetupBufRing(5, 2, 64)
 	if err != nil {
@@ -625,6 +634,7 @@ func TestRecvLimit(t *testing.T) {
 // otherwise receive into freed addresses) and Close on the owner thread
 // must still unregister it, after which the group can be set up again.
 func TestBufRingCloseRefused(t *testing.T) {
+	needFeatures(t, "IORING_REGISTER_PBUF_RING")
 	r := newRing(t, &Config{Entries: 4, SingleIssuer: true, DeferTaskrun: true})
 	b, err := r.SetupBufRing(1, 4, 64)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 )
 
 func TestConnectSocketShutdown(t *testing.T) {
+	needFeatures(t, "IORING_OP_SOCKET", "IORING_OP_SHUTDOWN")
 	r := newRing(t, nil)
 	lfd, ap := listenTCP(t)
 	_, sa := arenaSockaddr(t, ap)
@@ -57,6 +58,7 @@ func TestConnectSocketShutdown(t *testing.T) {
 }
 
 func TestSocketDirect(t *testing.T) {
+	needFeatures(t, "IORING_OP_SOCKET", "IORING_RSRC_REGISTER_SPARSE")
 	r := newRing(t, nil)
 	if err := r.RegisterFiles(4); err != nil {
 		t.Fatal(err)
@@ -180,6 +182,7 @@ func TestReadWriteFixed(t *testing.T) {
 }
 
 func TestPollAddMultishot(t *testing.T) {
+	needKernel(t, "IORING_POLL_ADD_MULTI", "5.13")
 	r := newRing(t, nil)
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
@@ -215,6 +218,8 @@ func TestPollAddMultishot(t *testing.T) {
 // the same user_data, and the notification never comes first. Loopback
 // copies, which the notification reports.
 func TestSendZCNotification(t *testing.T) {
+	needFeatures(t, "IORING_OP_SEND_ZC")
+	needKernel(t, "IORING_SEND_ZC_REPORT_USAGE (which PrepSendZC sets)", "6.2")
 	for _, fixed := range []bool{false, true} {
 		name := "plain"
 		if fixed {
@@ -367,6 +372,7 @@ func TestCQOverflow(t *testing.T) {
 }
 
 func TestRegisterFilesUpdate(t *testing.T) {
+	needFeatures(t, "IORING_RSRC_REGISTER_SPARSE")
 	r := newRing(t, nil)
 	if err := r.RegisterFiles(8); err != nil {
 		t.Fatal(err)
@@ -474,6 +480,7 @@ func TestForEachCQEReentrant(t *testing.T) {
 // many it installed (no error when that is more than none). UpdateFiles
 // must return that count with the kernel's EBADF, never a negative count.
 func TestUpdateFilesPartial(t *testing.T) {
+	needFeatures(t, "IORING_RSRC_REGISTER_SPARSE")
 	r := newRing(t, nil)
 	if err := r.RegisterFiles(8); err != nil {
 		t.Fatal(err)

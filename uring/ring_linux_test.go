@@ -160,6 +160,8 @@ func TestCQEHelpers(t *testing.T) {
 // reaches all three before anything is unmapped, and that Close still
 // succeeds afterwards with the buffer ring open.
 func TestCloseCancelsInFlight(t *testing.T) {
+	needFeatures(t, FeatMultishotRecv, FeatMultishotAccept)
+	needKernel(t, "IORING_ASYNC_CANCEL_ANY", "5.19")
 	r, err := New(&Config{Entries: 8})
 	if err != nil {
 		t.Fatal(err)
@@ -304,6 +306,7 @@ func TestUseAfterClose(t *testing.T) {
 // deadline computed with time.Until that lies behind) ends the wait at once
 // with ETIME, after submitting, instead of waiting with no timeout at all.
 func TestSubmitAndWaitNegativeTimeout(t *testing.T) {
+	needFeatures(t, configFeatures(ownerConfig)...)
 	type result struct {
 		n   int
 		err error
@@ -372,6 +375,7 @@ func TestRegisterRingFDTableFull(t *testing.T) {
 // during shutdown): none may panic; those with an error return
 // os.ErrClosed, Buf returns nil and Recycle and Commit do nothing.
 func TestBufRingUseAfterClose(t *testing.T) {
+	needFeatures(t, "IORING_REGISTER_PBUF_RING")
 	r, err := New(&Config{Entries: 4})
 	if err != nil {
 		t.Fatal(err)
