@@ -315,19 +315,31 @@ func rollback(t Target, writes []Write, before []string) (vanished []string, err
 	return vanished, errors.Join(errs...)
 }
 
+// saveState writes st to statePath, refusing if the file exists (a plan
+// applied and not reverted). The file appears whole or not at all: st is
+// written and synced to a temporary file in the same directory, which is
+// then hard-linked to statePath (link fails if statePath exists, as an
+// O_EXCL create would), so a reader such as the engine's
+// tunestate.LoopCPUs never sees it empty or cut short.
 func saveState(statePath string, st *State) error {
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(statePath), 0o700); err != nil {
+	dir := filepath.Dir(statePath)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(statePath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, os.ErrExist) {
-		return refuse("state file %s exists: an applied plan has not been reverted (run `spindle tune revert --state %s`, or choose another --state)", statePath, statePath)
+	if _, err := os.Lstat(statePath); err == nil {
+		return stateExists(statePath)
 	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(statePath)+".*")
 	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
 		return err
 	}
 	_, err = f.Write(append(b, '\n'))
@@ -338,9 +350,17 @@ func saveState(statePath string, st *State) error {
 		err = cerr
 	}
 	if err != nil {
-		os.Remove(statePath)
+		return err
+	}
+	err = os.Link(f.Name(), statePath)
+	if errors.Is(err, os.ErrExist) {
+		return stateExists(statePath)
 	}
 	return err
+}
+
+func stateExists(statePath string) error {
+	return refuse("state file %s exists: an applied plan has not been reverted (run `spindle tune revert --state %s`, or choose another --state)", statePath, statePath)
 }
 
 // LoadState reads a state file written by Apply. Unknown fields are errors.

@@ -576,3 +576,48 @@ func TestStateOfCapturedTreeNotForEngine(t *testing.T) {
 		t.Errorf("tunestate.LoopCPUs = %v, %v; want nothing and ErrNotLive", got, err)
 	}
 }
+
+// TestSaveStateWhole checks that a reader of the state file (the engine's
+// tunestate.LoopCPUs, at any moment) finds it absent or complete, never
+// empty or cut short, while Apply saves it over and over, and that the
+// temporary files are gone. Found in review: the file was created, then
+// written, so a reader could see it empty.
+func TestSaveStateWhole(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.json")
+	st := &State{Version: 1, Root: "/", Plan: &Plan{Policy: "inline", LoopCPUs: topo.NewCPUSet(1, 2)}}
+	stop := make(chan struct{})
+	bad := make(chan error, 1)
+	go func() {
+		defer close(bad)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if got, err := tunestate.LoopCPUs(path); err != nil || got != nil && !slices.Equal(got, []int{1, 2}) {
+				bad <- fmt.Errorf("a reader got %v, %v", got, err)
+				return
+			}
+		}
+	}()
+	for i := 0; i < 300; i++ {
+		if err := saveState(path, st); err != nil {
+			t.Fatal(err)
+		}
+		if err := saveState(path, st); !errors.Is(err, ErrRefused) {
+			t.Fatalf("a second save over an unreverted state: %v, want ErrRefused", err)
+		}
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	if err := <-bad; err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("left behind: %v", ents)
+	}
+}

@@ -17,10 +17,9 @@ import (
 // the network namespace at nsPath (e.g. /run/netns/NAME). Everything fn
 // does on its own goroutine (opening /proc/sys/net files, netlink sockets,
 // mounting sysfs) happens in that namespace; fn must not hand such work to
-// other goroutines. Afterwards the thread returns to its original
-// namespace and is unlocked; if it cannot return, it stays locked so that
-// the runtime terminates it rather than reuse it (STYLE.md rule 5). It is
-// veth.InNetNS.
+// other goroutines. Afterwards the thread is not unlocked: it exits with
+// fn's goroutine (STYLE.md rule 5), so nothing fn changed on it reaches
+// another goroutine. It is veth.InNetNS.
 func InNetNS(nsPath string, fn func() error) error { return veth.InNetNS(nsPath, fn) }
 
 // MountNetNSView makes dir a root for topo.Read and Target that shows the
