@@ -552,3 +552,28 @@ func TestCLIUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestWakeupOneCPU runs wakeup where the process has one CPU (taskset -c
+// 0): the writer's default is then CPU 0, as its flag says (found in
+// review: the command put it on CPU 1, outside the CPUs it was given).
+func TestWakeupOneCPU(t *testing.T) {
+	taskset, err := exec.LookPath("taskset")
+	if err != nil || runtime.GOOS != "linux" {
+		t.Skipf("needs Linux and taskset(1): %v", err)
+	}
+	cmd := exec.Command(taskset, "-c", "0", spindleBin(t), "wakeup", "--modes", "block", "--samples", "1", "--interval", "1ms", "--json")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v: %v", cmd.Args, err)
+	}
+	var rep struct {
+		ReaderCPU int `json:"reader_cpu"`
+		WriterCPU int `json:"writer_cpu"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if rep.ReaderCPU != 0 || rep.WriterCPU != 0 {
+		t.Errorf("reader on CPU %d, writer on CPU %d; want both on 0, the one CPU given", rep.ReaderCPU, rep.WriterCPU)
+	}
+}

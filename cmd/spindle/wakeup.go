@@ -36,10 +36,9 @@ func runWakeup(ctx context.Context, args []string) error {
 		ReaderCPU: *reader, WriterCPU: *writer, Topology: *topology, Progress: os.Stderr,
 	}
 	if *writer < 0 {
+		// The package's default: with the reader on 0, the writer on 1,
+		// or on 0 too where there is one CPU; else the writer on 0.
 		cfg.WriterCPU = 0
-		if *reader == 0 {
-			cfg.WriterCPU = 1 // withDefaults keeps 0 on a one-CPU machine
-		}
 	}
 	rep, err := bench.Wakeup(ctx, cfg)
 	if err != nil {
