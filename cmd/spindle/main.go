@@ -1,4 +1,5 @@
-// Command spindle runs spindle's benchmarks, proxy, host tuner and doctor.
+// Command spindle runs spindle's benchmarks (bench, wakeup), host tuner (tune)
+// and doctor.
 //
 // The command is thin: each subcommand parses its flags and calls one
 // package's Run function. Subcommands register themselves from their own
