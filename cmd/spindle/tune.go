@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -111,6 +112,11 @@ func tuneDiagnose(ctx context.Context, args []string, w io.Writer) error {
 	}
 	if *period <= 0 {
 		return fmt.Errorf("--period must be positive")
+	}
+	// In bytes it must fit 64 bits, and above 0, which the package takes
+	// for its default (64 MiB).
+	if *locked < 1 || *locked > math.MaxUint64>>20 {
+		return fmt.Errorf("--locked-mib must be between 1 and %d", uint64(math.MaxUint64>>20))
 	}
 	h, err := tune.ReadHost(*root)
 	if err != nil {

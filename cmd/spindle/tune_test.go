@@ -82,6 +82,11 @@ func TestTuneRefuses(t *testing.T) {
 		{"plan", "--root", tuneFixture, "--loop-cpus", "30-31"},
 		{"plan", "--root", tuneFixture, "--policy", "fastest"},
 		{"diagnose", "--root", tuneFixture, "--period", "0s"},
+		// Taken for the 64 MiB default (0), or wrapped to it in bytes
+		// (2^44 MiB): both diagnosed memlock against 64 MiB (found in
+		// review).
+		{"diagnose", "--root", tuneFixture, "--period", "1ms", "--locked-mib", "0"},
+		{"diagnose", "--root", tuneFixture, "--period", "1ms", "--locked-mib", "17592186044416"},
 		{"apply", "--root", tuneFixture},
 		{"frobnicate"},
 	} {
