@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 
 	"golang.org/x/sys/unix"
 
@@ -27,11 +28,22 @@ func InNetNS(nsPath string, fn func() error) error { return veth.InNetNS(nsPath,
 // (sysfs shows the network devices of the namespace that mounted it) and
 // dir/proc links to /proc (whose /proc/sys/net follows the namespace of
 // the thread that opens it). Call it, and the returned cleanup, from
-// inside InNetNS.
+// inside InNetNS. The mount is made in a mount namespace of the calling
+// thread's own (unshared here, receiving the host's mounts but sending
+// none), so the rest of the host never sees it, and it goes when the
+// thread exits even if cleanup is never called. The thread stays locked
+// to the goroutine so that it exits with it (InNetNS's threads do).
 func MountNetNSView(dir string) (cleanup func() error, err error) {
 	sys := filepath.Join(dir, "sys")
 	if err := os.MkdirAll(sys, 0o755); err != nil {
 		return nil, err
+	}
+	runtime.LockOSThread() // never unlocked: the thread's mount namespace is its own
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return nil, os.NewSyscallError("unshare CLONE_NEWNS", err)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+		return nil, os.NewSyscallError("mount --make-rslave /", err)
 	}
 	if err := unix.Mount("sysfs", sys, "sysfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return nil, os.NewSyscallError("mount sysfs", err)
