@@ -64,6 +64,18 @@ func (f *benchFlags) register(fs *flag.FlagSet) {
 }
 
 func (f *benchFlags) config(fs *flag.FlagSet) (bench.Config, error) {
+	// The package takes zero for a default and some negatives for zero;
+	// a value given here means what it says, or is refused.
+	switch {
+	case f.duration <= 0 || f.warmup < 0 || f.window < 0:
+		return bench.Config{}, fmt.Errorf("want a positive --duration, and --warmup and --window not negative")
+	case f.reps < 1 || f.conns < 1 || f.inflight < 1 || f.loops < 1:
+		return bench.Config{}, fmt.Errorf("want --reps, --conns, --inflight and --loops of at least 1")
+	case f.compute < 0 || f.threads < 0:
+		return bench.Config{}, fmt.Errorf("want --compute-us and --client-threads not negative")
+	case f.payload < bench.MinPayload || f.payload > bench.MaxPayload:
+		return bench.Config{}, fmt.Errorf("want a --payload of %d to %d bytes", bench.MinPayload, bench.MaxPayload)
+	}
 	cfg := bench.Config{
 		Topology: f.topology, Duration: f.duration, Warmup: f.warmup, Window: f.window, Reps: f.reps, Conns: f.conns, InFlight: f.inflight,
 		Payload: f.payload, ComputeUS: f.compute, Loops: f.loops, ClientThreads: f.threads, ClientBlock: f.block,

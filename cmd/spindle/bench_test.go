@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -407,6 +408,30 @@ func TestCLIRefusesStrayArguments(t *testing.T) {
 	} {
 		if stderr := wantRefusal(t, exec.Command(bin, args...)); !strings.Contains(stderr, `unexpected argument "`) {
 			t.Errorf("spindle %v: stderr %q does not name the stray argument", args, stderr)
+		}
+	}
+}
+
+// TestBenchRefusesNonsense runs bench with settings it took for defaults
+// or measured as given (found in review): a negative --window, --warmup or
+// --client-threads, and a zero --conns, --inflight, --reps, --loops or
+// --duration ran with the defaults; a negative --compute-us was measured
+// and reported as "-5 µs"; a --payload of 0 ran with the default and one
+// of 1 failed only at the first measurement. Each must be refused before
+// the run.
+func TestBenchRefusesNonsense(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("bench is Linux only")
+	}
+	bin := spindleBin(t)
+	for _, bad := range [][]string{
+		{"--window", "-1s"}, {"--warmup", "-1s"}, {"--client-threads", "-2"}, {"--compute-us", "-5"},
+		{"--conns", "0"}, {"--inflight", "0"}, {"--reps", "0"}, {"--loops", "0"}, {"--duration", "0s"},
+		{"--payload", "0"}, {"--payload", "1"}, {"--payload", strconv.Itoa(bench.MaxPayload + 1)},
+	} {
+		args := slices.Concat([]string{"bench", "--arms", "go-net", "--duration", "1s", "--reps", "1", "--fractions", "", "--out", ""}, bad)
+		if stderr := wantRefusal(t, exec.Command(bin, args...)); strings.Contains(stderr, "measurements on") {
+			t.Errorf("spindle %v measured before failing:\n%s", args, stderr)
 		}
 	}
 }
