@@ -59,8 +59,9 @@ func init() {
 }
 
 // CPeerUnavailable says why the C reference server cannot be built here:
-// not Linux, no C compiler, or no liburing headers (with the package that
-// provides them). Nil when it can. Any goroutine.
+// not Linux, no C compiler, no liburing headers (with the package that
+// provides them) or ones older than liburing 2.3. Nil when it can. Any
+// goroutine.
 func CPeerUnavailable() error {
 	if runtime.GOOS != "linux" {
 		return fmt.Errorf("%w: the C liburing server is Linux only", errMissingTool)
@@ -81,7 +82,33 @@ func CPeerUnavailable() error {
 		}
 		return fmt.Errorf("%s cannot preprocess #include <liburing.h>: %w: %s", cc, err, strings.TrimSpace(msg.String()))
 	}
+	// A liburing before 2.3 (Ubuntu 22.04 has 2.1) has the header but not
+	// all the calls the server makes (io_uring_prep_recv_multishot, 2.3):
+	// check the server's source against the header, without the build's
+	// warnings (a warning a new compiler adds fails the build, not this).
+	cmd = exec.CommandContext(ctx, cc, "-fsyntax-only", "-Werror=implicit-function-declaration", "-x", "c", "-")
+	cmd.Stdin = bytes.NewReader(cpeerSource)
+	msg.Reset()
+	cmd.Stderr = &msg
+	if err := cmd.Run(); err != nil {
+		out := strings.TrimSpace(msg.String())
+		if strings.Contains(out, "io_uring") || strings.Contains(out, "IORING_") {
+			return fmt.Errorf("%w: liburing-dev too old: the C server needs liburing 2.3 or later: %s", errMissingTool, firstError(out))
+		}
+		return fmt.Errorf("%s cannot compile the C server: %w: %s", cc, err, out)
+	}
 	return nil
+}
+
+// firstError returns the first line of compiler output s that reports an
+// error, else s.
+func firstError(s string) string {
+	for line := range strings.Lines(s) {
+		if strings.Contains(line, "error") {
+			return strings.TrimSpace(line)
+		}
+	}
+	return s
 }
 
 // BuildCPeer compiles the C reference server into outDir with

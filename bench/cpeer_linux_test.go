@@ -370,6 +370,26 @@ func TestCPeerMissingTools(t *testing.T) {
 	}
 }
 
+// TestCPeerOldLiburing: liburing-dev older than 2.3 (Ubuntu 22.04 has 2.1),
+// here the installed headers with io_uring_prep_recv_multishot hidden as
+// 2.1 lacks it, makes the arm unavailable with that reason, as a missing
+// liburing-dev does. It was reported available, and its build then failed
+// with the compiler's errors (and these tests failed instead of skipping).
+func TestCPeerOldLiburing(t *testing.T) {
+	skipUnlessCPeer(t)
+	inc := t.TempDir()
+	hdr := "#include_next <liburing.h>\n/* As liburing 2.1: no multishot receive (2.3). */\n" +
+		"#define io_uring_prep_recv_multishot io_uring_prep_recv_multishot_needs_2_3\n"
+	if err := os.WriteFile(filepath.Join(inc, "liburing.h"), []byte(hdr), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("CPATH", inc) // searched before the system's headers
+	const want = "liburing-dev too old: the C server needs liburing 2.3 or later"
+	if err := CPeerUnavailable(); !errors.Is(err, errMissingTool) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("CPeerUnavailable() = %v, want %q", err, want)
+	}
+}
+
 // TestCPeerNotServedByServeMain: `spindle bench server -arm c-liburing`
 // says where the arm comes from instead of starting something else.
 func TestCPeerNotServedByServeMain(t *testing.T) {
