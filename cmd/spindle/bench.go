@@ -204,7 +204,7 @@ func runBench(ctx context.Context, args []string) error {
 			continue
 		}
 		v, err := strconv.ParseFloat(s, 64)
-		if err != nil || v <= 0 || v > 2 {
+		if err != nil || !(v > 0 && v <= 2) { // NaN too
 			return fmt.Errorf("bad --fractions value %q", s)
 		}
 		if slices.Contains(cfg.OpenFractions, v) {

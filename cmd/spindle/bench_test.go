@@ -417,8 +417,9 @@ func TestCLIRefusesStrayArguments(t *testing.T) {
 // --client-threads, and a zero --conns, --inflight, --reps, --loops or
 // --duration ran with the defaults; a negative --compute-us was measured
 // and reported as "-5 µs"; a --payload of 0 ran with the default and one
-// of 1 failed only at the first measurement. Each must be refused before
-// the run.
+// of 1 failed only at the first measurement; an open-loop fraction of NaN
+// passed the range check and failed after the closed-loop phase. Each
+// must be refused before the run.
 func TestBenchRefusesNonsense(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("bench is Linux only")
@@ -428,6 +429,7 @@ func TestBenchRefusesNonsense(t *testing.T) {
 		{"--window", "-1s"}, {"--warmup", "-1s"}, {"--client-threads", "-2"}, {"--compute-us", "-5"},
 		{"--conns", "0"}, {"--inflight", "0"}, {"--reps", "0"}, {"--loops", "0"}, {"--duration", "0s"},
 		{"--payload", "0"}, {"--payload", "1"}, {"--payload", strconv.Itoa(bench.MaxPayload + 1)},
+		{"--fractions", "NaN"},
 	} {
 		args := slices.Concat([]string{"bench", "--arms", "go-net", "--duration", "1s", "--reps", "1", "--fractions", "", "--out", ""}, bad)
 		if stderr := wantRefusal(t, exec.Command(bin, args...)); strings.Contains(stderr, "measurements on") {
