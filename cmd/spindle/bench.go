@@ -230,6 +230,8 @@ func runBenchSweep(ctx context.Context, args []string) error {
 	f.register(fs)
 	loops := fs.String("loops-list", "", "server loop counts (default 1,2 on two or more CPUs)")
 	compute := fs.String("compute-list", "0,10,50", "per-request compute µs values")
+	fs.Lookup("loops").Usage = "not for a sweep: give --loops-list"
+	fs.Lookup("compute-us").Usage = "not for a sweep: give --compute-list"
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

@@ -330,6 +330,10 @@ func TestBenchSweepRefuses(t *testing.T) {
 	for _, c := range cases {
 		wantRefusal(t, exec.Command(bin, slices.Concat([]string{"bench", "sweep"}, c, short)...))
 	}
+	// Its usage says so.
+	if out, err := exec.Command(bin, "bench", "sweep", "-h").CombinedOutput(); err != nil || !strings.Contains(string(out), "not for a sweep: give --loops-list") {
+		t.Errorf("bench sweep -h: %v\n%s", err, out)
+	}
 	// An arm named twice: measured twice in a row, summarised as one arm
 	// of twice --reps.
 	wantRefusal(t, exec.Command(bin, "bench", "--arms", "go-net,go-net", "--duration", "1s", "--reps", "1", "--fractions", "", "--out", ""))
