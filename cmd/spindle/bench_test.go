@@ -264,6 +264,8 @@ func TestCLIRefusesNonsense(t *testing.T) {
 		{"wakeup", "--modes", "block", "--samples", "0", "--interval", "1ms"},
 		{"wakeup", "--modes", "block", "--samples", "1", "--interval", "0s"},
 		{"wakeup", "--modes", "block", "--samples", "1", "--interval", "-1ms"},
+		// and measured this mode twice, printing two rows for it.
+		{"wakeup", "--modes", "block,block", "--samples", "1", "--interval", "1ms"},
 	} {
 		wantRefusal(t, spindleCmd(args...))
 	}

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,8 +32,14 @@ func runWakeup(ctx context.Context, args []string) error {
 	if *samples < 1 || *interval <= 0 {
 		return fmt.Errorf("want --samples of at least 1 and a positive --interval")
 	}
+	list := strings.Split(*modes, ",")
+	for i, m := range list {
+		if slices.Contains(list[:i], m) {
+			return fmt.Errorf("--modes: %s given twice", m) // two rows of one mode
+		}
+	}
 	cfg := bench.WakeupConfig{
-		Modes: strings.Split(*modes, ","), Interval: *interval, Samples: *samples,
+		Modes: list, Interval: *interval, Samples: *samples,
 		ReaderCPU: *reader, WriterCPU: *writer, Topology: *topology, Progress: os.Stderr,
 	}
 	if *writer < 0 {
