@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
 )
 
@@ -71,10 +72,12 @@ func main() {
 		return // -h: the flag set printed the usage
 	}
 	if err != nil && interrupted != nil {
-		// What failed because of the signal (a cancelled measurement, a
-		// server child that got the terminal's SIGINT too, a closed
-		// connection) is its consequence, not news: say what happened.
-		fmt.Fprintf(os.Stderr, "spindle %s: interrupted (%v)\n", name, interrupted)
+		// What failed after the signal (a cancelled measurement, a server
+		// child that got the terminal's SIGINT too, a closed connection)
+		// is mostly its consequence: say first what happened, and keep
+		// the error, which a command that does not stop for signals (tune
+		// apply) may have for reasons of its own, on the same line.
+		fmt.Fprintf(os.Stderr, "spindle %s: interrupted (%v): %s\n", name, interrupted, strings.ReplaceAll(err.Error(), "\n", "; "))
 		os.Exit(1)
 	}
 	if err != nil {
