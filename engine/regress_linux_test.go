@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/netip"
@@ -919,4 +920,60 @@ type eofHandler struct {
 func (h *eofHandler) OnEOF(c *Conn) {
 	close(h.eof)
 	c.Close()
+}
+
+// TestShutdownWithZCSendsUnread stops an engine past its Shutdown deadline
+// while its connections have SEND_ZC data their peers do not read. A
+// SEND_ZC's notification comes only once the kernel frees the data, which
+// here waits on the peer (on loopback it sits in the peer's receive
+// queue; elsewhere in the closed socket's send queue until acknowledged),
+// so a loop that waits for every notification before it exits hung Run
+// for as long as the peers lived. The loop exits without them: the kernel
+// holds the pages it sends from (the registered buffer) until then. The
+// epoll backends, without SEND_ZC, run it as the plain case.
+func TestShutdownWithZCSendsUnread(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			cfg := testConfig(b)
+			cfg.SendZCThreshold = 512
+			cfg.ReadBufferSize = 64 << 10
+			cfg.WriteHighWater = 64 << 20 // reading stays armed
+			h := &BaseHandlerFunc{open: func(c *Conn) {
+				buf := make([]byte, 64<<10)
+				for i := 0; i < 128; i++ {
+					c.Write(buf)
+				}
+			}}
+			e, addr, done := listenAndRun(t, cfg, h)
+			for i := 0; i < 5; i++ {
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close() // after Run returned: the peers never read the rest
+				c.SetReadDeadline(time.Now().Add(10 * time.Second))
+				if _, err := io.ReadFull(c, make([]byte, 256<<10)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if b.isURing() && e.Stats().ZCSends == 0 {
+				t.Fatal("no SEND_ZC sent")
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+			defer cancel()
+			shut := make(chan error, 1)
+			go func() { shut <- e.Shutdown(ctx) }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Error(err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Run did not return after Shutdown while peers held SEND_ZC data")
+			}
+			if err := <-shut; !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("Shutdown: %v, want the deadline", err)
+			}
+		})
+	}
 }

@@ -55,7 +55,7 @@ type uringBackend struct {
 	r        *uring.Ring
 	br       *uring.BufRing
 	cqes     []uring.CQE
-	inflight int // SQEs whose final CQE has not arrived (excluding the wake poll)
+	inflight int // SQEs whose final CQE has not arrived (excluding the wake poll and SEND_ZC notifications)
 	dirty    bool
 	// starved are connections whose recv ended with ENOBUFS, re-armed
 	// once a receive buffer has gone back to the ring (dirty). retry are
@@ -363,7 +363,11 @@ func (b *uringBackend) flush(c *Conn) {
 			q.PrepSendZC(c.fd, buf, unix.MSG_NOSIGNAL|unix.MSG_WAITALL, 0, udata(opSendZC, c.slot, uint32(s.ref)))
 			b.l.chunks.pin(s.ref)
 			b.l.st.zcSends.Add(1)
-			b.inflight++ // the notification
+			// Not in inflight: the loop may exit before the
+			// notification, which comes when the kernel frees the
+			// data and so may wait for a peer that does not read.
+			// The kernel keeps the pages (the registered buffer)
+			// until then.
 		} else {
 			q.PrepSend(c.fd, buf, unix.MSG_NOSIGNAL|unix.MSG_WAITALL, udata(opSend, c.slot, c.gen))
 		}
@@ -527,7 +531,6 @@ func (b *uringBackend) handle(q uring.CQE) {
 	}
 	if op == opSendZC {
 		if q.Notif() {
-			b.inflight--
 			if q.ZCCopied() {
 				l.st.zcCopied.Add(1)
 			}
