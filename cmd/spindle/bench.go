@@ -86,7 +86,7 @@ func (f *benchFlags) config(fs *flag.FlagSet) (bench.Config, error) {
 		// An arm named twice would be measured twice in a row and
 		// summarised as one arm of twice --reps.
 		for i, a := range cfg.Arms {
-			if slices.Contains(cfg.Arms[:i], a) {
+			if a != "" && slices.Contains(cfg.Arms[:i], a) { // "" is the package's to refuse
 				return cfg, fmt.Errorf("--arms: %s given twice", a)
 			}
 		}
