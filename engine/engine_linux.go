@@ -79,14 +79,16 @@ func (e *Engine) closeWakeFds() {
 	}
 }
 
-// closeWakeFd closes the loop's eventfd. Any goroutine, once the loop
-// thread is not using it.
+// closeWakeFd closes the loop's eventfd, once the loop has exited or will
+// never run, and drops the functions posted to it: none will run, and Post
+// queues no more. Any goroutine, once the loop thread is not using it.
 func (l *Loop) closeWakeFd() {
 	l.mu.Lock()
 	if l.wakeFd >= 0 {
 		unix.Close(l.wakeFd)
 		l.wakeFd = -1
 	}
+	l.posted, l.spare = nil, nil
 	l.mu.Unlock()
 }
 

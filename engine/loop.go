@@ -127,9 +127,15 @@ func (l *Loop) Stats() Stats { return l.st.snapshot() }
 
 // Post queues f to run on the loop goroutine and wakes the loop. Wake-ups are
 // coalesced: many Posts before the loop runs cost one eventfd write. Functions
-// run in the order posted. Any goroutine; f must not block.
+// run in the order posted. Once the loop has exited (the engine stopped, or
+// was shut down without running) f can never run and is dropped. Any
+// goroutine; f must not block.
 func (l *Loop) Post(f func()) {
 	l.mu.Lock()
+	if l.wakeFd < 0 { // exited
+		l.mu.Unlock()
+		return
+	}
 	l.posted = append(l.posted, f)
 	if l.wakePending.CompareAndSwap(false, true) {
 		l.wakeLocked()
@@ -143,6 +149,10 @@ func (l *Loop) Post(f func()) {
 // l's goroutine.
 func (l *Loop) PostTo(dst *Loop, f func()) {
 	dst.mu.Lock()
+	if dst.wakeFd < 0 { // exited
+		dst.mu.Unlock()
+		return
+	}
 	dst.posted = append(dst.posted, f)
 	if dst.wakePending.CompareAndSwap(false, true) {
 		// MSG_RING only within the engine: its completion names dst by

@@ -977,3 +977,39 @@ func TestShutdownWithZCSendsUnread(t *testing.T) {
 		})
 	}
 }
+
+// TestPostAfterStop posts to the loops of a stopped engine, as a producer
+// goroutine that outlives it would: the functions can never run and must
+// not pile up in the loop's queue (they did, without bound, with all they
+// referenced).
+func TestPostAfterStop(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			e, err := New(testConfig(b), &echoHandler{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- e.Run(ctx) }()
+			l := e.Loops()[0]
+			ran := make(chan struct{})
+			l.Post(func() { close(ran) })
+			<-ran
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 1000; i++ {
+				big := make([]byte, 1<<10)
+				l.Post(func() { _ = big })
+			}
+			l.mu.Lock()
+			n := len(l.posted)
+			l.mu.Unlock()
+			if n != 0 {
+				t.Errorf("%d functions queued on a loop that has exited", n)
+			}
+		})
+	}
+}
