@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"time"
 )
 
 // goNetServer is the go-net arm: Go's net package with a goroutine per
@@ -15,7 +16,8 @@ type goNetServer struct {
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
 	wg    sync.WaitGroup
-	hook  func() // tests: called before each reply is written
+	quit  chan struct{} // closed by Close: ends the accept loop's back-off
+	hook  func()        // tests: called before each reply is written
 }
 
 func startGoNet(ctx context.Context, cfg ServerConfig) (Server, error) {
@@ -25,7 +27,7 @@ func startGoNet(ctx context.Context, cfg ServerConfig) (Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &goNetServer{ln: ln, cfg: cfg, conns: map[net.Conn]struct{}{}}
+	s := &goNetServer{ln: ln, cfg: cfg, conns: map[net.Conn]struct{}{}, quit: make(chan struct{})}
 	s.wg.Go(s.accept)
 	return s, nil
 }
@@ -33,12 +35,29 @@ func startGoNet(ctx context.Context, cfg ServerConfig) (Server, error) {
 // Addr is the listening address. Any goroutine.
 func (s *goNetServer) Addr() net.Addr { return s.ln.Addr() }
 
+// accept accepts until the listener is closed. An accept that fails
+// otherwise (EMFILE, ENFILE, ENOBUFS: out of descriptors or memory until
+// connections close) is retried after a back-off of 5 ms doubling to 1 s,
+// as net/http's Server does.
 func (s *goNetServer) accept() {
+	var delay time.Duration
 	for {
 		c, err := s.ln.Accept()
-		if err != nil {
+		if errors.Is(err, net.ErrClosed) {
 			return
 		}
+		if err != nil {
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			t := time.NewTimer(delay)
+			select {
+			case <-t.C:
+			case <-s.quit:
+				t.Stop()
+				return
+			}
+			continue
+		}
+		delay = 0
 		s.mu.Lock()
 		if s.conns == nil {
 			s.mu.Unlock()
@@ -93,6 +112,7 @@ func (s *goNetServer) serve(c net.Conn) {
 // goroutines. Any goroutine, once.
 func (s *goNetServer) Close() error {
 	err := s.ln.Close()
+	close(s.quit)
 	s.mu.Lock()
 	for c := range s.conns {
 		c.Close()

@@ -1,0 +1,65 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+// TestGoNetAcceptsAfterEMFILE: the go-net arm keeps accepting after an
+// accept fails for want of file descriptors (EMFILE), once connections
+// close, as the other arms do. Its accept loop returned on the first error,
+// so after one EMFILE it never accepted again. The server child runs with a
+// limit of 64 descriptors and is sent 100 connections.
+func TestGoNetAcceptsAfterEMFILE(t *testing.T) {
+	skipUnlessLinux(t)
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh to lower the child's descriptor limit with ulimit")
+	}
+	argv, env := testChildCommand()
+	argv = append([]string{sh, "-c", `ulimit -n 64 && exec "$0" "$@"`}, argv...)
+	p, err := startServerProc(context.Background(), append(argv, "-arm", "go-net", "-control"), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := p.stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	var conns []net.Conn
+	for range 100 {
+		c, err := net.Dial("tcp", p.hello.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	// The handshakes complete in the kernel; the child accepts until it has
+	// 64 descriptors open, and its next accept fails with EMFILE.
+	fds := fmt.Sprintf("/proc/%d/fd", p.cmd.Process.Pid)
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		ents, err := os.ReadDir(fds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ents) >= 64 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the child has %d descriptors open after 100 connections, want its limit of 64", len(ents))
+		}
+		time.Sleep(time.Millisecond) // polling the condition: /proc has no change notification
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	if err := selfCheck(p.hello.Addr); err != nil {
+		t.Fatalf("once EMFILE had passed, a new connection: %v", err)
+	}
+}
