@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -387,6 +388,57 @@ func TestCPeerOldLiburing(t *testing.T) {
 	const want = "liburing-dev too old: the C server needs liburing 2.3 or later"
 	if err := CPeerUnavailable(); !errors.Is(err, errMissingTool) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("CPeerUnavailable() = %v, want %q", err, want)
+	}
+}
+
+// TestCPeerAcceptBacksOff: at its descriptor limit (64 here, and 100
+// connections waiting) the C server retries its failing accept after a
+// back-off, 5 ms doubling to 1 s, and accepts again once connections close.
+// It re-armed the accept at once, and spun on EMFILE (2.5 million failed
+// accepts in a second, a whole CPU). 300 ms at the limit may see 7 with the
+// back-off; the bound is 100.
+func TestCPeerAcceptBacksOff(t *testing.T) {
+	skipUnlessCPeer(t)
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh to lower the server's descriptor limit with ulimit")
+	}
+	argv, err := BuildCPeer(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv = append([]string{sh, "-c", `ulimit -n 64 && exec "$0" "$@"`}, argv...)
+	p, err := startServerProc(context.Background(), append(argv, "-arm", CPeerArm, "-cpus", "0", "-control"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := p.stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	var conns []net.Conn
+	for range 100 {
+		c, err := net.Dial("tcp", p.hello.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	waitFds(t, p.cmd.Process.Pid, 64)
+	time.Sleep(300 * time.Millisecond) // the window the failed accepts are counted in
+	for _, c := range conns {
+		c.Close()
+	}
+	if err := selfCheck(p.hello.Addr); err != nil {
+		t.Fatalf("once EMFILE had passed, a new connection: %v", err)
+	}
+	u, err := p.usage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := u.Counters["accept_errors"]; n == 0 || n > 100 {
+		t.Errorf("%d failed accepts in 300 ms at the descriptor limit: want some, and a back-off", n)
 	}
 }
 

@@ -42,24 +42,30 @@ func TestGoNetAcceptsAfterEMFILE(t *testing.T) {
 	}
 	// The handshakes complete in the kernel; the child accepts until it has
 	// 64 descriptors open, and its next accept fails with EMFILE.
-	fds := fmt.Sprintf("/proc/%d/fd", p.cmd.Process.Pid)
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		ents, err := os.ReadDir(fds)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(ents) >= 64 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the child has %d descriptors open after 100 connections, want its limit of 64", len(ents))
-		}
-		time.Sleep(time.Millisecond) // polling the condition: /proc has no change notification
-	}
+	waitFds(t, p.cmd.Process.Pid, 64)
 	for _, c := range conns {
 		c.Close()
 	}
 	if err := selfCheck(p.hello.Addr); err != nil {
 		t.Fatalf("once EMFILE had passed, a new connection: %v", err)
+	}
+}
+
+// waitFds waits until process pid has at least n descriptors open.
+func waitFds(t *testing.T, pid, n int) {
+	t.Helper()
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ents) >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d has %d descriptors open, want %d", pid, len(ents), n)
+		}
+		time.Sleep(time.Millisecond) // polling the condition: /proc has no change notification
 	}
 }

@@ -9,7 +9,10 @@
  *   - one thread, one io_uring set up with SINGLE_ISSUER|DEFER_TASKRUN
  *     (COOP_TASKRUN where the kernel refuses that, or with -no-defer-taskrun;
  *     the hello line says which and why);
- *   - multishot accept; multishot recv on a provided buffer ring registered
+ *   - multishot accept, re-armed after a back-off (5 ms doubling to 1 s) when
+ *     it fails for want of descriptors or memory (EMFILE, ENFILE, ENOBUFS,
+ *     ENOMEM), at once otherwise;
+ *   - multishot recv on a provided buffer ring registered
  *     with io_uring_register_buf_ring, re-armed when it ends (ENOBUFS, or a
  *     CQE without IORING_CQE_F_MORE);
  *   - one SEND per batch of replies ready on a connection, at most one SEND in
@@ -95,7 +98,7 @@ enum {
 /* user_data: the operation in the high 32 bits, the fd in the low 32. A
  * connection's fd is closed only when no operation on it is in flight, so
  * no completion can name a reused fd. */
-enum op { OP_ACCEPT = 1, OP_RECV, OP_SEND, OP_CTRL, OP_CHECK };
+enum op { OP_ACCEPT = 1, OP_RECV, OP_SEND, OP_CTRL, OP_CHECK, OP_ACCEPT_LATER };
 
 static inline uint64_t udata(enum op op, int fd) { return (uint64_t)op << 32 | (uint32_t)fd; }
 
@@ -329,6 +332,25 @@ static void arm_accept(void)
 	io_uring_sqe_set_data64(sqe, udata(OP_ACCEPT, lfd));
 }
 
+/* accept_later re-arms the accept after a back-off, 5 ms doubling to 1 s
+ * (as the go-net arm and net/http do): an accept that failed for want of
+ * descriptors or memory fails again at once until connections close, and
+ * re-arming it at once spins the loop on it. */
+static long long accept_backoff_ns;
+
+static void accept_later(void)
+{
+	static struct __kernel_timespec ts;
+	accept_backoff_ns = accept_backoff_ns ? accept_backoff_ns * 2 : 5000000;
+	if (accept_backoff_ns > 1000000000)
+		accept_backoff_ns = 1000000000;
+	ts.tv_sec = accept_backoff_ns / 1000000000;
+	ts.tv_nsec = accept_backoff_ns % 1000000000;
+	struct io_uring_sqe *sqe = get_sqe();
+	io_uring_prep_timeout(sqe, &ts, 0, 0);
+	io_uring_sqe_set_data64(sqe, udata(OP_ACCEPT_LATER, lfd));
+}
+
 static void arm_ctl(void)
 {
 	struct io_uring_sqe *sqe = get_sqe();
@@ -386,12 +408,20 @@ static void maybe_close(struct conn *c)
 
 static void on_accept(struct io_uring_cqe *cqe)
 {
-	if (!(cqe->flags & IORING_CQE_F_MORE))
-		arm_accept();
+	bool more = cqe->flags & IORING_CQE_F_MORE;
 	if (cqe->res < 0) {
-		st.accept_errors++; /* ECONNABORTED and the like: the next accept goes on */
+		st.accept_errors++;
+		if (more)
+			return;
+		if (cqe->res == -EMFILE || cqe->res == -ENFILE || cqe->res == -ENOBUFS || cqe->res == -ENOMEM)
+			accept_later();
+		else
+			arm_accept(); /* ECONNABORTED and the like: the next accept goes on */
 		return;
 	}
+	accept_backoff_ns = 0;
+	if (!more)
+		arm_accept();
 	int fd = cqe->res;
 	st.accepts++;
 	int one = 1;
@@ -860,6 +890,9 @@ int main(int argc, char **argv)
 			switch (op) {
 			case OP_ACCEPT:
 				on_accept(cqe);
+				break;
+			case OP_ACCEPT_LATER:
+				arm_accept();
 				break;
 			case OP_RECV:
 				on_recv(conns[fd], cqe);
