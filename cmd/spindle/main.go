@@ -63,7 +63,18 @@ func main() {
 		fmt.Fprintf(os.Stderr, "spindle: unknown command %q\n", name)
 		os.Exit(2)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// A hangup (the terminal or the ssh session gone) stops a command like
+	// Ctrl-C: killed by it, bench left its wire namespaces behind. A
+	// signal ignored when the command started (nohup's SIGHUP, SIGINT in
+	// a script's background job) stays ignored: catching it would undo
+	// that.
+	sigs := []os.Signal{syscall.SIGTERM}
+	for _, s := range []os.Signal{os.Interrupt, syscall.SIGHUP} {
+		if !signal.Ignored(s) {
+			sigs = append(sigs, s)
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), sigs...)
 	err := cmd.run(ctx, os.Args[2:])
 	// Before stop, ctx has a cause only if a signal cancelled it.
 	interrupted := context.Cause(ctx)

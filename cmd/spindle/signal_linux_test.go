@@ -44,7 +44,7 @@ func marked(mark string) map[int]string {
 
 // TestInterrupt starts a built spindle, waits for a progress line, sends
 // it a signal (to its process group, as a terminal's Ctrl-C does, or to it
-// alone, as kill does) and checks that it exits with one line saying it
+// alone, as kill does, or a hangup) and checks that it exits with one line saying it
 // was interrupted, then what failed (found in review: it printed only what
 // the signal broke: "context canceled", a server child's "signal:
 // interrupt" on a second line, or wakeup's "unexpected EOF"), that no
@@ -75,12 +75,16 @@ func TestInterrupt(t *testing.T) {
 	cases := []tc{
 		{"bench-ctrl-c", []string{"bench", "--arms", arms, "--duration", "30s", "--reps", "1", "--fractions", "", "--out", ""}, syscall.SIGINT, true, "spindle bench: ", false, 50},
 		{"bench-sigterm", []string{"bench", "--arms", "uring,go-net", "--duration", "30s", "--reps", "1", "--fractions", "", "--out", ""}, syscall.SIGTERM, false, "spindle bench: ", false, 50},
+		// A hangup (the terminal or ssh session gone) killed it on the
+		// spot: no cleanup, the wire namespaces left behind.
+		{"bench-sighup", []string{"bench", "--arms", "uring,go-net", "--duration", "30s", "--reps", "1", "--fractions", "", "--out", ""}, syscall.SIGHUP, false, "spindle bench: ", false, 50},
 		{"wakeup-sigterm", []string{"wakeup", "--modes", "block,uring", "--interval", "1s", "--samples", "60"}, syscall.SIGTERM, false, "", false, 2},
 	}
 	if err := bench.WireRequirements(); err != nil {
 		t.Logf("not checking the wire topology: %v", err)
 	} else {
 		cases = append(cases, tc{"bench-wire-sigterm", []string{"bench", "--topology", "wire", "--arms", "uring,go-net", "--duration", "30s", "--reps", "1", "--fractions", "", "--out", ""}, syscall.SIGTERM, false, "spindle bench: ", true, 50})
+		cases = append(cases, tc{"bench-wire-sighup", []string{"bench", "--topology", "wire", "--arms", "uring,go-net", "--duration", "30s", "--reps", "1", "--fractions", "", "--out", ""}, syscall.SIGHUP, false, "spindle bench: ", true, 50})
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -166,12 +170,13 @@ func TestInterrupt(t *testing.T) {
 				syscall.Kill(pid, syscall.SIGKILL)
 			}
 			if c.netnses {
-				w := bench.WireNames(strconv.Itoa(cmd.Process.Pid))
-				for _, ns := range []string{w.ServerNS, w.ClientNS} {
-					if _, err := os.Stat(veth.Path(ns)); !errors.Is(err, os.ErrNotExist) {
-						t.Errorf("namespace %s left behind (%v)", ns, err)
-						exec.Command("ip", "netns", "delete", ns).Run()
-					}
+				// Its namespaces are named by the tag bench.Config.Tag
+				// defaults to, its pid (bench.WireNames would add this
+				// test's pid).
+				left, _ := filepath.Glob(veth.Path(fmt.Sprintf("spd-bench-%d-*", cmd.Process.Pid)))
+				for _, ns := range left {
+					t.Errorf("namespace %s left behind", filepath.Base(ns))
+					exec.Command("ip", "netns", "delete", filepath.Base(ns)).Run()
 				}
 			}
 		})
@@ -188,4 +193,55 @@ func sockets(pid int) int {
 		}
 	}
 	return n
+}
+
+// TestIgnoredSignalsStayIgnored starts spindle bench with SIGHUP and SIGINT
+// ignored (as nohup and a script's background job do), sends both during
+// the first measurement, and checks that the run goes on to its next one,
+// then stops for SIGTERM (found in review: catching SIGINT undid its
+// being ignored, so the run stopped).
+func TestIgnoredSignalsStayIgnored(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs bench for a few seconds")
+	}
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip(err)
+	}
+	cmd := exec.Command(sh, "-c", `trap "" HUP INT; exec "$0" "$@"`, spindleBin(t),
+		"bench", "--arms", "go-net,uring", "--duration", "4s", "--reps", "1", "--fractions", "", "--out", "")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	var lines []string
+	signalled := false
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		switch {
+		case strings.HasPrefix(sc.Text(), "spindle bench: ") && !signalled:
+			// sh has exec'ed spindle, which has set up its signals.
+			signalled = true
+			for _, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGINT} {
+				if err := cmd.Process.Signal(sig); err != nil {
+					t.Fatal(err)
+				}
+			}
+		case strings.HasPrefix(sc.Text(), "[  1/"):
+			// The first measurement ended: the signals did not stop it.
+			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cmd.Wait()
+	want := "spindle bench: interrupted (terminated signal received): "
+	if len(lines) == 0 || !strings.HasPrefix(lines[len(lines)-1], want) {
+		t.Errorf("stderr:\n%s\nwant the run stopped by SIGTERM only, %q", strings.Join(lines, "\n"), want)
+	}
 }
