@@ -122,6 +122,11 @@ func tuneDiagnose(ctx context.Context, args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// As plan does: a loop CPU that is not online is a mistake, which
+	// would find nothing on it.
+	if off := loops.set.Minus(h.Online); off.Len() > 0 {
+		return fmt.Errorf("--loop-cpus: CPUs %v are not online (online: %v)", off, h.Online)
+	}
 	if !*asJSON {
 		fmt.Fprintf(os.Stderr, "sampling counters for %v ...\n", *period)
 	}

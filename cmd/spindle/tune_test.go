@@ -87,6 +87,9 @@ func TestTuneRefuses(t *testing.T) {
 		// review).
 		{"diagnose", "--root", tuneFixture, "--period", "1ms", "--locked-mib", "0"},
 		{"diagnose", "--root", tuneFixture, "--period", "1ms", "--locked-mib", "17592186044416"},
+		// A loop CPU not online was diagnosed as if it were (found in
+		// review; plan refuses it).
+		{"diagnose", "--root", tuneFixture, "--period", "1ms", "--loop-cpus", "30-31"},
 		{"apply", "--root", tuneFixture},
 		{"frobnicate"},
 	} {
