@@ -3,7 +3,10 @@ package bench
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
+	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -17,7 +20,7 @@ func pinProcess(cpus []int) error {
 		set.Set(c)
 	}
 	done := map[int]bool{}
-	for {
+	for quiet := 0; quiet < 2; {
 		ents, err := os.ReadDir("/proc/self/task")
 		if err != nil {
 			return err
@@ -35,9 +38,12 @@ func pinProcess(cpus []int) error {
 			fresh++
 		}
 		if fresh == 0 {
-			return nil
+			quiet++
+		} else {
+			quiet = 0
 		}
 	}
+	return nil
 }
 
 // allowedCPUs returns the CPUs the calling thread may run on, in order.
@@ -72,4 +78,14 @@ func selfUsage() (ServerUsage, error) {
 		UserNS: unix.TimevalToNsec(ru.Utime), SysNS: unix.TimevalToNsec(ru.Stime),
 		Nvcsw: ru.Nvcsw, Nivcsw: ru.Nivcsw, Threads: tasks, MonoNS: unix.TimespecToNsec(mono),
 	}, nil
+}
+
+// killGroupOnCancel makes cmd the leader of a process group of its own and
+// its context's cancellation kill that whole group, so that a build cut
+// short (go build's compile and link children, cc's cc1 and ld) leaves no
+// process behind; Wait gives up on the group's output after a second.
+func killGroupOnCancel(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return unix.Kill(-cmd.Process.Pid, unix.SIGKILL) }
+	cmd.WaitDelay = time.Second
 }

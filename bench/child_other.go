@@ -2,8 +2,13 @@
 
 package bench
 
+import "os/exec"
+
 func pinProcess(cpus []int) error { return ErrNotSupported }
 
 func selfUsage() (ServerUsage, error) { return ServerUsage{}, ErrNotSupported }
 
 func allowedCPUs() ([]int, error) { return nil, ErrNotSupported }
+
+// killGroupOnCancel leaves cmd as it is outside Linux.
+func killGroupOnCancel(cmd *exec.Cmd) {}

@@ -65,13 +65,21 @@ func BuildPeers(ctx context.Context, dir, outDir string) (string, error) {
 	out := filepath.Join(outDir, "spindle-peers")
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
+	// go build's work directory goes under outDir, so that a build killed
+	// on cancel (which cannot remove it) leaves none behind in /tmp.
+	work, err := os.MkdirTemp(outDir, "gotmp-")
+	if err != nil {
+		return "", fmt.Errorf("cannot build the peers binary: %w", err)
+	}
+	defer os.RemoveAll(work)
 	cmd := exec.CommandContext(ctx, gobin, "build", "-o", out, ".")
+	killGroupOnCancel(cmd)
 	cmd.Dir = src
 	// The nested module builds by its own go.mod, whose replace takes the
 	// spindle packages from this source tree: a workspace (GOWORK, or a
 	// go.work above the tree) that does not list bench/peers refuses to
 	// build it, and one that does may pick other versions.
-	cmd.Env = append(os.Environ(), "GOWORK=off")
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOTMPDIR="+work)
 	var msg bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &msg, &msg
 	if err := cmd.Run(); err != nil {
