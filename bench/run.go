@@ -112,6 +112,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Payload == 0 {
 		c.Payload = DefaultPayload
 	}
+	if c.Payload < MinPayload || c.Payload > MaxPayload {
+		return c, fmt.Errorf("bench: payload %d outside %d..%d", c.Payload, MinPayload, MaxPayload)
+	}
 	if c.Loops <= 0 {
 		c.Loops = 1
 	}

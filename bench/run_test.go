@@ -525,3 +525,19 @@ func TestHTMLNoReplies(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigRefusesBadPayload: a payload the load generator refuses was
+// found only at the first measurement, after the peers were built and
+// every arm test-started. Found in review.
+func TestConfigRefusesBadPayload(t *testing.T) {
+	for _, p := range []int{-5, 1, MinPayload - 1, MaxPayload + 1} {
+		if _, err := (Config{Payload: p}).withDefaults(); err == nil {
+			t.Errorf("payload %d accepted", p)
+		}
+	}
+	for _, p := range []int{0, MinPayload, MaxPayload} {
+		if _, err := (Config{Payload: p}).withDefaults(); err != nil {
+			t.Errorf("payload %d: %v", p, err)
+		}
+	}
+}
