@@ -101,7 +101,8 @@ type kstate struct {
 func (c *Conn) Loop() *Loop { return c.l }
 
 // Fd is the connection's socket, for getsockopt and the like. Do not close
-// it or read from it. Loop goroutine.
+// it or read from it. It is -1 once the socket is closed, in OnClose and
+// after: the number may name another file by then. Loop goroutine.
 func (c *Conn) Fd() int { return c.fd }
 
 // LocalAddr is the local address of a TCP connection (zero for Unix). Loop

@@ -246,6 +246,7 @@ func (l *Loop) finishClose(c *Conn) {
 		return
 	}
 	c.state = stateClosed
+	c.fd = -1 // closed: the number may name another file already
 	c.dropQueue()
 	if c.timer.l != nil {
 		c.timer.Stop()

@@ -1013,3 +1013,40 @@ func TestPostAfterStop(t *testing.T) {
 		})
 	}
 }
+
+// TestFdAfterClose reads Conn.Fd in OnClose, where the socket is already
+// closed and its number free for the next file the process opens (here a
+// socket OnClose opens itself): Fd must not name that file. It returned
+// the old number, so a getsockopt there (TCP_INFO at close, say) read
+// another socket.
+func TestFdAfterClose(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			res := make(chan string, 1)
+			h := &BaseHandlerFunc{closed: func(c *Conn, err error) {
+				s, serr := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+				if serr == nil {
+					defer unix.Close(s)
+				}
+				if fd := c.Fd(); fd >= 0 {
+					msg := fmt.Sprintf("Fd() = %d in OnClose", fd)
+					if fd == s {
+						msg += ", the socket OnClose just opened"
+					}
+					res <- msg
+					return
+				}
+				res <- ""
+			}}
+			_, addr := startEngine(t, testConfig(b), h)
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Close()
+			if msg := <-res; msg != "" {
+				t.Error(msg)
+			}
+		})
+	}
+}
