@@ -516,7 +516,9 @@ func resolve(network, address string, listen bool) (unix.Sockaddr, int, error) {
 		ap = netip.AddrPortFrom(a, uint16(p))
 	}
 	a := ap.Addr()
-	if a.Is4() || a.Is4In6() && network == "tcp4" {
+	// An IPv4-mapped address is IPv4 for tcp4 and tcp6 (refused there, as
+	// in package net); tcp passes it on to a dual-stack socket.
+	if a.Is4() || a.Is4In6() && network != "tcp" {
 		if network == "tcp6" {
 			return nil, 0, errors.New("IPv4 address for tcp6")
 		}

@@ -1050,3 +1050,41 @@ func TestFdAfterClose(t *testing.T) {
 		})
 	}
 }
+
+// TestDialTCP6MappedIPv4 dials "tcp6" to an IPv4-mapped address
+// ([::ffff:127.0.0.1]), which is IPv4: as in package net, and as for a
+// plain IPv4 address, "tcp6" refuses it. Dial connected over IPv4 (to an
+// IPv4-only listener here).
+func TestDialTCP6MappedIPv4(t *testing.T) {
+	gl, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gl.Close()
+	port := gl.Addr().(*net.TCPAddr).Port
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			res := make(chan error, 1)
+			h := &BaseHandlerFunc{
+				open: func(c *Conn) { res <- nil; c.Close() },
+				closed: func(c *Conn, err error) {
+					if err != nil {
+						res <- err
+					}
+				},
+			}
+			e, _ := startEngine(t, testConfig(b), h)
+			l := e.Loops()[0]
+			l.Post(func() {
+				if _, err := l.Dial("tcp6", net.JoinHostPort("::ffff:127.0.0.1", strconv.Itoa(port)), time.Second); err != nil {
+					res <- err
+				}
+			})
+			if err := <-res; err == nil {
+				t.Error(`Dial("tcp6") of an IPv4-mapped address connected over IPv4`)
+			} else if !strings.Contains(err.Error(), "IPv4 address for tcp6") {
+				t.Errorf("Dial: %v, want the IPv4 address refused", err)
+			}
+		})
+	}
+}
