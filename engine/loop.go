@@ -424,6 +424,7 @@ func (t Timer) Stop() bool {
 
 type timerRec struct {
 	when int64
+	seq  uint64 // order set: among equal whens, the earlier set runs first
 	f    func()
 	gen  uint32
 	hidx int32 // index in heap, -1 when not scheduled
@@ -438,6 +439,7 @@ type timerHeap struct {
 	// a timer added meanwhile is due no earlier than just after it.
 	running bool
 	passNow int64
+	seq     uint64
 }
 
 func (h *timerHeap) add(l *Loop, when int64, f func()) Timer {
@@ -455,6 +457,8 @@ func (h *timerHeap) add(l *Loop, when int64, f func()) Timer {
 	r := &h.recs[s]
 	r.gen++
 	r.when = when
+	r.seq = h.seq
+	h.seq++
 	r.f = f
 	r.hidx = int32(len(h.heap))
 	h.heap = append(h.heap, s)
@@ -494,7 +498,8 @@ func (h *timerHeap) removeAt(i int) {
 }
 
 func (h *timerHeap) less(i, j int) bool {
-	return h.recs[h.heap[i]].when < h.recs[h.heap[j]].when
+	a, b := &h.recs[h.heap[i]], &h.recs[h.heap[j]]
+	return a.when < b.when || a.when == b.when && a.seq < b.seq
 }
 
 func (h *timerHeap) swap(i, j int) {

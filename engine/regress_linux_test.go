@@ -1088,3 +1088,36 @@ func TestDialTCP6MappedIPv4(t *testing.T) {
 		})
 	}
 }
+
+// TestTimersSetInThePastRunInOrder sets timers from a timer function with
+// past deadlines (negative durations), which all become due at the next
+// iteration (52d615f): they run in the order set, as timers set with
+// increasing deadlines do.
+func TestTimersSetInThePastRunInOrder(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			e, _ := startEngine(t, testConfig(b), &echoHandler{})
+			l := e.Loops()[0]
+			const n = 100
+			res := make(chan []int, 1)
+			l.Post(func() {
+				var order []int
+				l.AfterFunc(0, func() {
+					for i := range n {
+						l.AfterFunc(-time.Duration(n-i)*time.Second, func() {
+							if order = append(order, i); len(order) == n {
+								res <- order
+							}
+						})
+					}
+				})
+			})
+			order := <-res
+			for i, v := range order {
+				if v != i {
+					t.Fatalf("timers ran in order %v", order)
+				}
+			}
+		})
+	}
+}
