@@ -435,11 +435,7 @@ type timerHeap struct {
 	recs []timerRec
 	free []int32
 	heap []int32
-	// running is set while runExpired runs the timers due at passNow;
-	// a timer added meanwhile is due no earlier than just after it.
-	running bool
-	passNow int64
-	seq     uint64
+	seq  uint64 // the next timer's timerRec.seq
 }
 
 func (h *timerHeap) add(l *Loop, when int64, f func()) Timer {
@@ -450,9 +446,6 @@ func (h *timerHeap) add(l *Loop, when int64, f func()) Timer {
 	} else {
 		s = int32(len(h.recs))
 		h.recs = append(h.recs, timerRec{})
-	}
-	if h.running && when <= h.passNow {
-		when = h.passNow + 1
 	}
 	r := &h.recs[s]
 	r.gen++
@@ -557,15 +550,16 @@ func (h *timerHeap) next(now int64) time.Duration {
 // maxWait bounds how long a loop sleeps for its next timer.
 const maxWait = time.Hour
 
-// runExpired runs every timer due at now, except those the timer
-// functions add: they wait for the next iteration.
+// runExpired runs the timers due at now in the order of their deadlines,
+// until one that a timer function of this pass set is next: that one and
+// those after it wait for the next iteration, so a function that keeps
+// setting itself in the past cannot hold the loop here.
 func (h *timerHeap) runExpired(now int64) {
-	h.running, h.passNow = true, now
-	defer func() { h.running = false }()
+	start := h.seq
 	for len(h.heap) > 0 {
 		s := h.heap[0]
 		r := &h.recs[s]
-		if r.when > now {
+		if r.when > now || r.seq >= start {
 			return
 		}
 		f := r.f
