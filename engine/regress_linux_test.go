@@ -720,8 +720,27 @@ func linkLocal(t *testing.T) netip.Addr {
 // its zone ("[fe80::1%eth0]:port"), which the kernel takes only with the
 // interface's index as the socket address's scope id: both dropped the
 // zone and failed with EINVAL. Addresses the engine reports keep the zone,
-// so that the listener's can be dialed.
+// so that the listener's can be dialed. Where no interface has a
+// link-local address only the resolution is checked.
 func TestLinkLocalZone(t *testing.T) {
+	// The zone by name and by number, on the loopback interface every
+	// network namespace has; an unknown one is an error.
+	lo, err := net.InterfaceByName("lo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []string{"[fe80::1%lo]:80", "[fe80::1%" + strconv.Itoa(lo.Index) + "]:80"} {
+		sa, _, err := sockaddr("tcp6", a)
+		if err != nil {
+			t.Fatalf("%s: %v", a, err)
+		}
+		if id := sa.(*unix.SockaddrInet6).ZoneId; id != uint32(lo.Index) {
+			t.Errorf("%s: scope id %d, want lo's index %d", a, id, lo.Index)
+		}
+	}
+	if _, _, err := sockaddr("tcp6", "[fe80::1%no-such-if0]:80"); err == nil {
+		t.Error("an unknown zone was taken")
+	}
 	ll := linkLocal(t)
 	for _, b := range testBackends {
 		t.Run(string(b), func(t *testing.T) {
