@@ -602,8 +602,18 @@ func (e *Engine) Listen(network, address string, lc *ListenConfig) (*Listener, e
 		if err := unix.Listen(fd, opt.Backlog); err != nil {
 			return fail("listen", err)
 		}
+		if address == "" {
+			// Bound to a free abstract name the kernel chose.
+			got, err := unix.Getsockname(fd)
+			if err != nil {
+				return fail("getsockname", err)
+			}
+			if sa, ok := got.(*unix.SockaddrUnix); ok {
+				address = sa.Name
+			}
+		}
 		ln.addr = &net.UnixAddr{Name: address, Net: "unix"}
-		if !strings.HasPrefix(address, "@") {
+		if address != "" && !strings.HasPrefix(address, "@") {
 			// An abstract address ("@name") has no file to remove.
 			ln.unlink = address
 		}

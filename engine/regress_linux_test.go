@@ -1148,3 +1148,35 @@ func TestTimersSetInThePastRunInOrder(t *testing.T) {
 		})
 	}
 }
+
+// TestUnixListenAutobind listens on "unix" with an empty address, which
+// the kernel binds to a free abstract name: Listener.Addr reports that
+// name (as it reports the port chosen for port 0), and it can be dialed.
+// It reported the empty address asked for.
+func TestUnixListenAutobind(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			e, err := New(testConfig(b), &echoHandler{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ln, err := e.Listen("unix", "", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runEngine(t, e)
+			name := ln.Addr().String()
+			if !strings.HasPrefix(name, "@") || len(name) < 2 {
+				t.Fatalf("Listener.Addr %q, want the abstract name the kernel chose", name)
+			}
+			c, err := net.Dial("unix", name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if err := roundTrip(c, []byte("autobind")); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
