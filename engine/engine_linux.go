@@ -588,6 +588,11 @@ func (e *Engine) Listen(network, address string, lc *ListenConfig) (*Listener, e
 				ln.fds[i] = -1
 			}
 		}
+		if ln.unlink != "" {
+			// The socket file bind created: a later Listen would find
+			// the path taken.
+			os.Remove(ln.unlink)
+		}
 		return nil, &net.OpError{Op: "listen", Net: network, Err: os.NewSyscallError(op, err)}
 	}
 	if network == "unix" {
@@ -598,6 +603,11 @@ func (e *Engine) Listen(network, address string, lc *ListenConfig) (*Listener, e
 		ln.fds[0] = fd
 		if err := unix.Bind(fd, &unix.SockaddrUnix{Name: address}); err != nil {
 			return fail("bind", err)
+		}
+		if address != "" && !strings.HasPrefix(address, "@") {
+			// A path, not an abstract name: Close (or a failure below)
+			// removes the file bind created.
+			ln.unlink = address
 		}
 		if err := unix.Listen(fd, opt.Backlog); err != nil {
 			return fail("listen", err)
@@ -613,10 +623,6 @@ func (e *Engine) Listen(network, address string, lc *ListenConfig) (*Listener, e
 			}
 		}
 		ln.addr = &net.UnixAddr{Name: address, Net: "unix"}
-		if address != "" && !strings.HasPrefix(address, "@") {
-			// An abstract address ("@name") has no file to remove.
-			ln.unlink = address
-		}
 		// Every loop accepts on its own duplicate of the one socket.
 		for i := 1; i < len(e.loops); i++ {
 			d, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)

@@ -1180,3 +1180,83 @@ func TestUnixListenAutobind(t *testing.T) {
 		})
 	}
 }
+
+// TestUnixListenFailureRemovesFile makes a "unix" Listen fail after it has
+// bound its path: with one descriptor left, the socket takes it and its
+// duplicate for the second loop fails (EMFILE). The failed Listen must
+// remove the socket file it created, or every later Listen on the path
+// fails with EADDRINUSE; it left it.
+func TestUnixListenFailureRemovesFile(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs 2 loops, whose second duplicates the listening socket")
+	}
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			cfg := testConfig(b)
+			cfg.CPUs = []int{0, 1}
+			e, err := New(cfg, &echoHandler{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Shutdown(context.Background())
+			path := filepath.Join(t.TempDir(), "s")
+			if err := withOneFd(func() error { _, err := e.Listen("unix", path, nil); return err }); err == nil {
+				t.Fatal("Listen succeeded with one descriptor free")
+			} else if !errors.Is(err, unix.EMFILE) {
+				t.Fatalf("Listen with one descriptor free: %v, want EMFILE", err)
+			}
+			if _, err := os.Stat(path); err == nil {
+				t.Errorf("the failed Listen left %s behind", path)
+			}
+			ln, err := e.Listen("unix", path, nil)
+			if err != nil {
+				t.Fatalf("Listen again: %v", err)
+			}
+			ln.Close()
+		})
+	}
+}
+
+// withOneFd runs f with exactly one descriptor free below RLIMIT_NOFILE,
+// then restores the limit.
+func withOneFd(f func() error) error {
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+		return err
+	}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return err
+	}
+	top := 0
+	for _, ent := range ents {
+		if n, err := strconv.Atoi(ent.Name()); err == nil {
+			top = max(top, n)
+		}
+	}
+	lim := old
+	lim.Cur = uint64(top + 2)
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		return err
+	}
+	defer unix.Setrlimit(unix.RLIMIT_NOFILE, &old)
+	var fill []int
+	defer func() {
+		for _, fd := range fill {
+			unix.Close(fd)
+		}
+	}()
+	for {
+		fd, err := unix.Dup(0)
+		if err != nil {
+			break
+		}
+		fill = append(fill, fd)
+	}
+	if len(fill) == 0 {
+		return errors.New("no descriptor to free")
+	}
+	unix.Close(fill[len(fill)-1])
+	fill = fill[:len(fill)-1]
+	return f()
+}
