@@ -202,7 +202,9 @@ func (s *SQE) PrepSend(fd int, buf []byte, flags int, userData uint64) {
 	s.OpFlags = uint32(flags)
 }
 
-// PrepSendZC prepares a zero-copy send (6.0). It posts two CQEs with the same
+// PrepSendZC prepares a zero-copy send (the opcode is 6.0; the usage report it
+// asks for, IORING_SEND_ZC_REPORT_USAGE, is 6.2, and a 6.0 or 6.1 kernel
+// refuses the SQE with EINVAL). It posts two CQEs with the same
 // user_data: the send result (CQE.More set), then a notification (CQE.Notif)
 // when the kernel no longer references buf; buf may be reused only after the
 // notification. fixedBuf >= 0 is the index of a registered buffer containing
