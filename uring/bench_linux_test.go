@@ -31,7 +31,6 @@ type echo struct {
 	c, s   int
 	msg    []byte
 	cqes   []CQE
-	inUse  int
 	client int // bytes echoed back in this round
 }
 

@@ -45,8 +45,6 @@ type Ring struct {
 	tsNext   uint32
 	enters   atomic.Uint64
 	eintr    atomic.Uint64 // io_uring_enter calls interrupted by a signal and retried (read by tests from other goroutines)
-	fixed    bool          // fixed buffers registered
-	files    bool          // fixed files registered
 	closed   bool
 	bufRings map[uint16]*BufRing
 
