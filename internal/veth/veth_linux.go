@@ -137,13 +137,23 @@ func gone(path string) bool {
 // goroutines. Afterwards the thread is not unlocked: it exits with the
 // goroutine (STYLE.md rule 5), so that nothing fn changed on it (its
 // network namespace, a mount namespace it unshared, its CPU affinity)
-// reaches another goroutine. If fn ends its goroutine without returning
+// reaches another goroutine; it is never the main thread, which the
+// runtime would keep. If fn ends its goroutine without returning
 // (runtime.Goexit, as t.FailNow does), InNetNS returns an error. Any
 // goroutine.
 func InNetNS(nsPath string, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
+		if unix.Gettid() == unix.Getpid() {
+			// The main thread, which the runtime never lets exit: it
+			// parks it for good with whatever fn changed, and /proc/self
+			// (so /proc/net) shows that thread's namespaces to the whole
+			// process. Run fn on another thread while this one is held.
+			errc <- InNetNS(nsPath, fn)
+			runtime.UnlockOSThread()
+			return
+		}
 		target, err := os.Open(nsPath)
 		if err != nil {
 			runtime.UnlockOSThread() // the thread is unchanged

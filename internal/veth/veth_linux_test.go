@@ -225,3 +225,24 @@ func TestCloseConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestInNetNSNotOnMainThread: fn never runs on the process's main thread,
+// which the runtime parks for good instead of ending it when a locked
+// goroutine returns, keeping fn's namespaces, which /proc/self and
+// /proc/net then show the whole process. Found when CI's
+// TestInNetNSThreadDoesNotReturn saw the main thread left in fn's mount
+// namespace.
+func TestInNetNSNotOnMainThread(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to join a network namespace (setns CAP_SYS_ADMIN)")
+	}
+	for i := 0; i < 500; i++ {
+		var tid int
+		if err := InNetNS("/proc/self/ns/net", func() error { tid = unix.Gettid(); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if tid == os.Getpid() {
+			t.Fatalf("call %d: fn ran on the main thread", i)
+		}
+	}
+}
