@@ -8,7 +8,6 @@ import (
 	"math"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -410,33 +409,12 @@ func TestCPeerOldLiburing(t *testing.T) {
 // back-off; the bound is 100.
 func TestCPeerAcceptBacksOff(t *testing.T) {
 	skipUnlessCPeer(t)
-	sh, err := exec.LookPath("sh")
-	if err != nil {
-		t.Skip("no sh to lower the server's descriptor limit with ulimit")
-	}
 	argv, err := BuildCPeer(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	argv = append([]string{sh, "-c", `ulimit -n 64 && exec "$0" "$@"`}, argv...)
-	p, err := startServerProc(context.Background(), append(argv, "-arm", CPeerArm, "-cpus", "0", "-control"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := p.stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	var conns []net.Conn
-	for range 100 {
-		c, err := net.Dial("tcp", p.hello.Addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns = append(conns, c)
-	}
-	waitFds(t, p.cmd.Process.Pid, 64)
+	p, conns := startAtFdLimit(t, append(argv, "-arm", CPeerArm, "-cpus", "0", "-control"), nil)
+	waitFds(t, p.cmd.Process.Pid, fdLimit)
 	time.Sleep(300 * time.Millisecond) // the window the failed accepts are counted in
 	for _, c := range conns {
 		c.Close()

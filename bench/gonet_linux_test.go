@@ -17,13 +17,34 @@ import (
 // limit of 64 descriptors and is sent 100 connections.
 func TestGoNetAcceptsAfterEMFILE(t *testing.T) {
 	skipUnlessLinux(t)
+	argv, env := testChildCommand()
+	p, conns := startAtFdLimit(t, append(argv, "-arm", "go-net", "-control"), env)
+	// The handshakes complete in the kernel; the child accepts until it has
+	// fdLimit descriptors open, and its next accept fails with EMFILE.
+	waitFds(t, p.cmd.Process.Pid, fdLimit)
+	for _, c := range conns {
+		c.Close()
+	}
+	if err := selfCheck(p.hello.Addr); err != nil {
+		t.Fatalf("once EMFILE had passed, a new connection: %v", err)
+	}
+}
+
+// waitFds waits until process pid has at least n descriptors open.
+// fdLimit is the descriptor limit startAtFdLimit gives a server child.
+const fdLimit = 64
+
+// startAtFdLimit starts the server command argv (and env) under a
+// descriptor limit of fdLimit and opens 100 connections to it, more than
+// it can accept; the server is stopped when the test ends.
+func startAtFdLimit(t *testing.T, argv, env []string) (*serverProc, []net.Conn) {
+	t.Helper()
 	sh, err := exec.LookPath("sh")
 	if err != nil {
-		t.Skip("no sh to lower the child's descriptor limit with ulimit")
+		t.Skip("no sh to lower the server's descriptor limit with ulimit")
 	}
-	argv, env := testChildCommand()
-	argv = append([]string{sh, "-c", `ulimit -n 64 && exec "$0" "$@"`}, argv...)
-	p, err := startServerProc(context.Background(), append(argv, "-arm", "go-net", "-control"), env)
+	argv = append([]string{sh, "-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, fdLimit)}, argv...)
+	p, err := startServerProc(context.Background(), argv, env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,18 +61,9 @@ func TestGoNetAcceptsAfterEMFILE(t *testing.T) {
 		}
 		conns = append(conns, c)
 	}
-	// The handshakes complete in the kernel; the child accepts until it has
-	// 64 descriptors open, and its next accept fails with EMFILE.
-	waitFds(t, p.cmd.Process.Pid, 64)
-	for _, c := range conns {
-		c.Close()
-	}
-	if err := selfCheck(p.hello.Addr); err != nil {
-		t.Fatalf("once EMFILE had passed, a new connection: %v", err)
-	}
+	return p, conns
 }
 
-// waitFds waits until process pid has at least n descriptors open.
 func waitFds(t *testing.T, pid, n int) {
 	t.Helper()
 	dir := fmt.Sprintf("/proc/%d/fd", pid)
