@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -363,7 +364,9 @@ func stateExists(statePath string) error {
 	return refuse("state file %s exists: an applied plan has not been reverted (run `spindle tune revert --state %s`, or choose another --state)", statePath, statePath)
 }
 
-// LoadState reads a state file written by Apply. Unknown fields are errors.
+// LoadState reads a state file written by Apply. Unknown fields are errors,
+// and so is anything after the state's JSON object but white space (a
+// second state appended would otherwise be ignored, and never reverted).
 func LoadState(statePath string) (*State, error) {
 	f, err := os.Open(statePath)
 	if err != nil {
@@ -375,6 +378,9 @@ func LoadState(statePath string) (*State, error) {
 	var st State
 	if err := dec.Decode(&st); err != nil {
 		return nil, fmt.Errorf("%s: %w", statePath, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("%s: more data after the state (one state per file)", statePath)
 	}
 	if st.Version != 1 || st.Plan == nil || len(st.Before) != len(st.Plan.Writes) {
 		return nil, fmt.Errorf("%s: not a spindle tune state file (version %d)", statePath, st.Version)

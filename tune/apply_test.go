@@ -621,3 +621,61 @@ func TestSaveStateWhole(t *testing.T) {
 		t.Errorf("left behind: %v", ents)
 	}
 }
+
+// TestRevertRefusesTwoStates: a state file holding a second state after the
+// first (two applies' states joined, `cat a b > state`, or a second state
+// appended) was reverted as its first: Revert restored the first plan's
+// values only, reported success and moved the file aside, leaving the
+// second plan's writes on the host with nothing left to revert them. The
+// engine's tunestate.LoopCPUs refuses such a file; LoadState now does too,
+// and Revert writes nothing and keeps the file.
+func TestRevertRefusesTwoStates(t *testing.T) {
+	root := copyTree(t, fxVM)
+	p, err := MakePlan(loadHost(t, root), PlanConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Writes) < 2 {
+		t.Fatalf("the test needs 2 writes, plan has %d", len(p.Writes))
+	}
+	before := treeBytes(t, root)
+	dir := t.TempDir()
+	var joinedStates []byte
+	for i := range 2 {
+		one := *p
+		one.Writes = p.Writes[i : i+1]
+		s := filepath.Join(dir, fmt.Sprintf("s%d.json", i))
+		if _, err := Apply(&one, Target{Root: root}, s); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		joinedStates = append(joinedStates, b...)
+	}
+	state := filepath.Join(dir, "state.json")
+	if err := os.WriteFile(state, joinedStates, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tunestate.LoopCPUs(state); err == nil {
+		t.Fatal("tunestate.LoopCPUs read two joined states")
+	}
+	applied := treeBytes(t, root)
+	if _, err := LoadState(state); err == nil {
+		t.Error("LoadState read two joined states as one")
+	}
+	_, _, err = Revert(state, Target{Root: root})
+	if err == nil {
+		if d := diffTrees(before, treeBytes(t, root)); len(d) > 0 {
+			t.Errorf("Revert succeeded, but the tree differs from before the applies:\n%s", strings.Join(d, "\n"))
+		}
+		return
+	}
+	if d := diffTrees(applied, treeBytes(t, root)); len(d) > 0 {
+		t.Errorf("a refused revert wrote:\n%s", strings.Join(d, "\n"))
+	}
+	if _, err := os.Stat(state); err != nil {
+		t.Errorf("a refused revert moved the state: %v", err)
+	}
+}
