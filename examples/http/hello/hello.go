@@ -41,8 +41,9 @@ type Request struct {
 // ParseRequest looks for one complete request at the start of b. It returns
 // a Request with Len 0 when more bytes are needed. As RFC 9112 asks, a
 // header name followed by whitespace, several Content-Length headers, or a
-// Content-Length that is not a number up to MaxBody are malformed; chunked
-// bodies are not supported (malformed here).
+// Content-Length that is not a number up to MaxBody are malformed, and so is
+// an HTTP/1.1 request without a Host header or any request with several
+// (RFC 9112 section 3.2); chunked bodies are not supported (malformed here).
 func ParseRequest(b []byte) (Request, error) {
 	var r Request
 	end := bytes.Index(b, []byte("\r\n\r\n"))
@@ -72,7 +73,7 @@ func ParseRequest(b []byte) (Request, error) {
 	default:
 		return Request{}, ErrMalformed
 	}
-	body, sawLength, closes, keeps := 0, false, false, false
+	body, sawLength, closes, keeps, hosts := 0, false, false, false, 0
 	for len(rest) > 0 {
 		var h []byte
 		h, rest, _ = bytes.Cut(rest, []byte("\r\n"))
@@ -88,6 +89,8 @@ func ParseRequest(b []byte) (Request, error) {
 				return Request{}, ErrMalformed
 			}
 			body, sawLength = int(v), true
+		case equalFold(name, "host"):
+			hosts++
 		case equalFold(name, "transfer-encoding"):
 			// Chunked bodies are beyond this example.
 			return Request{}, ErrMalformed
@@ -99,6 +102,9 @@ func ParseRequest(b []byte) (Request, error) {
 				keeps = keeps || equalFold(opt, "keep-alive")
 			}
 		}
+	}
+	if hosts > 1 || hosts == 0 && !r.HTTP10 {
+		return Request{}, ErrMalformed
 	}
 	// close anywhere wins; keep-alive matters to HTTP/1.0 only.
 	r.KeepAlive = !closes && (r.KeepAlive || r.HTTP10 && keeps)

@@ -26,9 +26,9 @@ func TestParseRequest(t *testing.T) {
 		{"GET / HTTP/1.1\r\nHost: x\r\n", 0, false, nil},
 		{"GET / HTTP/1.0\r\n\r\n", 18, false, nil},
 		{"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n", 42, true, nil},
-		{"GET / HTTP/1.1\r\nConnection: close\r\n\r\n", 37, false, nil},
-		{"POST / HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc", 41, true, nil},
-		{"POST / HTTP/1.1\r\nContent-Length: 3\r\n\r\nab", 0, false, nil},
+		{"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 46, false, nil},
+		{"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc", 50, true, nil},
+		{"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nab", 0, false, nil},
 		{"POST / HTTP/1.1\r\nContent-Length: x\r\n\r\n", 0, false, ErrMalformed},
 		{"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 0, false, ErrMalformed},
 		{"GET /\r\n\r\n", 0, false, ErrMalformed},
@@ -38,13 +38,21 @@ func TestParseRequest(t *testing.T) {
 		// Found in review: a Connection list, and what RFC 9112 makes a 400
 		// (request smuggling's shapes), and a length that overflowed a
 		// 32-bit int.
-		{"GET / HTTP/1.1\r\nConnection: TE, close\r\n\r\n", 41, false, nil},
+		{"GET / HTTP/1.1\r\nHost: x\r\nConnection: TE, close\r\n\r\n", 50, false, nil},
 		{"GET / HTTP/1.0\r\nConnection: keep-alive, TE\r\n\r\n", 46, true, nil},
-		{"GET / HTTP/1.1\r\nConnection: keep-alive\r\nConnection: close\r\n\r\n", 61, false, nil},
+		{"GET / HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\nConnection: close\r\n\r\n", 70, false, nil},
 		{"POST / HTTP/1.1\r\nContent-Length: 0\r\nContent-Length: 5\r\n\r\nGET /x", 0, false, ErrMalformed},
 		{"POST / HTTP/1.1\r\nContent-Length : 5\r\n\r\nGET /x", 0, false, ErrMalformed},
 		{"POST / HTTP/1.1\r\nContent-Length: 2147483647\r\n\r\n", 0, false, ErrMalformed},
 		{"POST / HTTP/1.1\r\nContent-Length: 18446744073709551616\r\n\r\n", 0, false, ErrMalformed},
+		// Found in review: RFC 9112 section 3.2 makes an HTTP/1.1 request
+		// without Host, and any request with several, a 400.
+		{"GET / HTTP/1.1\r\n\r\n", 0, false, ErrMalformed},
+		{"GET / HTTP/1.1\r\nConnection: close\r\n\r\n", 0, false, ErrMalformed},
+		{"GET / HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n", 0, false, ErrMalformed},
+		{"GET / HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n", 0, false, ErrMalformed},
+		{"GET / HTTP/1.1\r\nHOST: a\r\n\r\n", 27, true, nil},
+		{"GET / HTTP/1.1\r\nHost:\r\n\r\n", 25, true, nil},
 	}
 	for _, tc := range tests {
 		r, err := ParseRequest([]byte(tc.in))
@@ -52,14 +60,14 @@ func TestParseRequest(t *testing.T) {
 			t.Errorf("ParseRequest(%.40q) = %d, %v, %v; want %d, %v, %v", tc.in, r.Len, r.KeepAlive, err, tc.n, tc.keep, tc.err)
 		}
 	}
-	if r, _ := ParseRequest([]byte("HEAD / HTTP/1.1\r\n\r\n")); !r.Head {
+	if r, _ := ParseRequest([]byte("HEAD / HTTP/1.1\r\nHost: x\r\n\r\n")); !r.Head {
 		t.Error("a HEAD request not seen as one")
 	}
 }
 
 func FuzzParseRequest(f *testing.F) {
 	f.Add([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
-	f.Add([]byte("POST / HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcGET"))
+	f.Add([]byte("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabcGET"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := ParseRequest(b)
 		n := r.Len
@@ -117,7 +125,7 @@ func TestServer(t *testing.T) {
 			reqs := "GET / HTTP/1.1\r\nHost: a\r\n\r\nGET /2 HTTP/1.1\r\nHo"
 			c.Write([]byte(reqs))
 			time.Sleep(10 * time.Millisecond)
-			c.Write([]byte("st: a\r\n\r\nGET /3 HTTP/1.1\r\nConnection: close\r\n\r\n"))
+			c.Write([]byte("st: a\r\n\r\nGET /3 HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"))
 			r := bufio.NewReader(c)
 			for i := 0; i < 3; i++ {
 				resp, err := http.ReadResponse(r, nil)
