@@ -116,18 +116,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 		wg.Go(func() {
 			// The thread's affinity and network namespace are changed and not
 			// restored: never unlock, so the runtime retires the thread.
-			runtime.LockOSThread()
-			defer t.close()
-			if err := t.setup(i, conns, ta); err != nil {
-				ready <- err
-				return
-			}
-			ready <- nil
-			t0, ok := <-start
-			if !ok {
-				return
-			}
-			errs[i] = t.run(t0)
+			lockedThread(func() { errs[i] = t.work(i, conns, ta, ready, start) })
 		})
 	}
 	var setupErr error
@@ -175,6 +164,53 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 		res.ClientIdle += time.Duration(t.idle)
 	}
 	return res, nil
+}
+
+// work is a client thread's life on its locked thread: set up, report to
+// ready, wait for the start time, run. The error is the run's; a setup
+// error goes to ready.
+func (t *loadThread) work(i, conns int, ta *net.TCPAddr, ready chan<- error, start <-chan int64) error {
+	if testClientThread != nil {
+		testClientThread()
+	}
+	defer t.close()
+	if err := t.setup(i, conns, ta); err != nil {
+		ready <- err
+		return nil
+	}
+	ready <- nil
+	t0, ok := <-start
+	if !ok {
+		return nil
+	}
+	return t.run(t0)
+}
+
+// testClientThread, set by tests only, is called on each client thread
+// before it changes anything.
+var testClientThread func()
+
+// lockedThread runs fn on a locked OS thread that is not unlocked
+// afterwards (STYLE.md rule 5), so that the runtime ends it with the
+// goroutine and nothing fn changed on it (network namespace, CPU affinity)
+// reaches another goroutine. That thread is never the process's main
+// thread: the runtime does not end the main thread but parks it for good,
+// with fn's changes, which /proc/self (so /proc/net and the affinity of the
+// process's id) then shows for the whole process. On the main thread it
+// holds that thread and runs fn on another, as veth.InNetNS does.
+func lockedThread(fn func()) {
+	runtime.LockOSThread()
+	if unix.Gettid() == unix.Getpid() {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			lockedThread(fn)
+		}()
+		<-done
+		runtime.UnlockOSThread() // unchanged
+		return
+	}
+	fn()
 }
 
 func (t *loadThread) close() {
