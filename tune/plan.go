@@ -108,7 +108,8 @@ type PlanConfig struct {
 	// (dedicated): those minus IRQCPUs and their SMT siblings.
 	LoopCPUs topo.CPUSet
 	// IRQCPUs are the softirq CPUs of the dedicated policy. Default: one
-	// housekeeping (non-isolated) CPU per 8 local cores, at least one.
+	// housekeeping (non-isolated) CPU per 8 local cores, at least one, on
+	// each NIC's NUMA node.
 	IRQCPUs topo.CPUSet
 	// BusyPollUsecs, when > 0 (inline only), sets net.core.busy_poll and
 	// busy_read (init network namespace only), napi_defer_hard_irqs and
@@ -274,15 +275,28 @@ func (p *planner) cpuSets(nics []*topo.NIC) error {
 	case Dedicated:
 		irq := cfg.IRQCPUs
 		if irq.Len() == 0 {
-			house := primaries.Minus(h.Isolated)
-			if house.Len() == 0 {
-				house = primaries
-			}
-			k := max(1, primaries.Len()/8)
 			if primaries.Len() < 2 {
 				return refuse("the dedicated policy needs at least 2 CPUs (have %s)", primaries)
 			}
-			irq = house[:min(k, house.Len())]
+			// One housekeeping CPU per 8 cores, at least one, of each
+			// NIC's own local CPUs (its NUMA node), so that no NIC's
+			// interrupts default to another node; of all of them when
+			// the NICs are local to every CPU (or to fewer than 2).
+			pick := func(from topo.CPUSet) topo.CPUSet {
+				house := from.Minus(h.Isolated)
+				if house.Len() == 0 {
+					house = from
+				}
+				return house[:min(max(1, from.Len()/8), house.Len())]
+			}
+			for _, n := range nics {
+				if l := primaries.Intersect(n.LocalCPUs); l.Len() >= 2 && l.Len() < primaries.Len() {
+					irq = irq.Union(pick(l))
+				}
+			}
+			if irq.Len() == 0 {
+				irq = pick(primaries)
+			}
 		}
 		loops := cfg.LoopCPUs
 		if loops.Len() == 0 {

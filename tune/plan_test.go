@@ -405,3 +405,58 @@ func TestPlanTwoNICsTwoNodes(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanDedicatedDefaultIRQCPUsPerNode: the dedicated policy's default
+// IRQ CPUs were the first housekeeping CPUs of all the NICs' local CPUs
+// together, all on node 0 of a two-node host, so the node-1 NIC's queue
+// interrupts went to node 0 (with a note telling the user to choose CPUs
+// on its node). Each NIC's node now gets its own.
+func TestPlanDedicatedDefaultIRQCPUsPerNode(t *testing.T) {
+	root := t.TempDir()
+	for _, irq := range []int{100, 101, 110, 111} {
+		d := filepath.Join(root, "proc/irq", fmt.Sprint(irq))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "smp_affinity_list"), []byte("0-7\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var cpus []topo.CPU
+	for id := range 8 {
+		cpus = append(cpus, topo.CPU{ID: id, Core: id, Node: id / 4, Siblings: topo.NewCPUSet(id)})
+	}
+	nodes := []topo.Node{{ID: 0, CPUs: topo.NewCPUSet(0, 1, 2, 3)}, {ID: 1, CPUs: topo.NewCPUSet(4, 5, 6, 7)}}
+	h := &topo.Host{Root: root, Online: topo.NewCPUSet(0, 1, 2, 3, 4, 5, 6, 7), CPUs: cpus, Nodes: nodes,
+		NICs: []topo.NIC{
+			{Name: "nicA", Ifindex: 2, NUMANode: 0, LocalCPUs: nodes[0].CPUs, RxQueues: []topo.RxQueue{{Index: 0, IRQ: 100}, {Index: 1, IRQ: 101}}},
+			{Name: "nicB", Ifindex: 3, NUMANode: 1, LocalCPUs: nodes[1].CPUs, RxQueues: []topo.RxQueue{{Index: 0, IRQ: 110}, {Index: 1, IRQ: 111}}},
+		},
+		Sysctls: map[string]string{}}
+	for _, cfg := range []PlanConfig{
+		{Policy: Dedicated, Interfaces: []string{"nicA", "nicB"}},
+		{Policy: Dedicated, Interfaces: []string{"nicA", "nicB"}, LoopCPUs: topo.NewCPUSet(2, 3, 6, 7)},
+	} {
+		p, err := MakePlan(h, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if both := p.LoopCPUs.Intersect(p.IRQCPUs); both.Len() > 0 {
+			t.Errorf("loops %s: CPUs %s are loop and IRQ CPUs", cfg.LoopCPUs, both)
+		}
+		for irq, node := range map[int]topo.Node{100: nodes[0], 101: nodes[0], 110: nodes[1], 111: nodes[1]} {
+			w := writeTo(p, fmt.Sprintf("/proc/irq/%d/smp_affinity_list", irq))
+			if w == nil {
+				t.Errorf("loops %s: IRQ %d not planned: %v", cfg.LoopCPUs, irq, targets(p))
+				continue
+			}
+			c, err := topo.ParseCPUList(w.New)
+			if err != nil || c.Minus(node.CPUs).Len() > 0 {
+				t.Errorf("loops %s: IRQ %d -> CPU %s, off its NIC's node %d (IRQ CPUs %s)", cfg.LoopCPUs, irq, w.New, node.ID, p.IRQCPUs)
+			}
+			if c.Intersect(p.LoopCPUs).Len() > 0 {
+				t.Errorf("loops %s: IRQ %d -> CPU %s, a loop CPU (loops %s)", cfg.LoopCPUs, irq, w.New, p.LoopCPUs)
+			}
+		}
+	}
+}
