@@ -282,10 +282,19 @@ func (p *planner) cpuSets(nics []*topo.NIC) error {
 			// NIC's own local CPUs (its NUMA node), so that no NIC's
 			// interrupts default to another node; of all of them when
 			// the NICs are local to every CPU (or to fewer than 2).
+			// Loop CPUs given, and their SMT siblings, are not taken.
+			var taken topo.CPUSet
+			for _, c := range cfg.LoopCPUs {
+				taken = taken.Union(topo.NewCPUSet(c))
+				if cpu := h.CPU(c); cpu != nil {
+					taken = taken.Union(cpu.Siblings)
+				}
+			}
 			pick := func(from topo.CPUSet) topo.CPUSet {
-				house := from.Minus(h.Isolated)
+				free := from.Minus(taken)
+				house := free.Minus(h.Isolated)
 				if house.Len() == 0 {
-					house = from
+					house = free
 				}
 				return house[:min(max(1, from.Len()/8), house.Len())]
 			}
@@ -296,6 +305,9 @@ func (p *planner) cpuSets(nics []*topo.NIC) error {
 			}
 			if irq.Len() == 0 {
 				irq = pick(primaries)
+			}
+			if irq.Len() == 0 {
+				return refuse("no CPUs left for IRQs beside loop CPUs %s; give --irq-cpus", cfg.LoopCPUs)
 			}
 		}
 		loops := cfg.LoopCPUs

@@ -241,6 +241,7 @@ func TestMakePlanRefuses(t *testing.T) {
 		{"loop CPU not on the machine", fxVM, PlanConfig{LoopCPUs: topo.NewCPUSet(1, 2)}, "loop CPUs 2 are not online"},
 		{"IRQ CPU not on the machine", fx2Socket, PlanConfig{Policy: Dedicated, IRQCPUs: topo.NewCPUSet(64)}, "irq CPUs 64 are not online"},
 		{"overlapping dedicated sets", fx2Socket, PlanConfig{Policy: Dedicated, IRQCPUs: topo.NewCPUSet(12), LoopCPUs: topo.NewCPUSet(12, 13)}, "both loop and IRQ"},
+		{"dedicated loops on every CPU", fxVM, PlanConfig{Policy: Dedicated, LoopCPUs: topo.NewCPUSet(0, 1)}, "no CPUs left for IRQs"},
 		{"busy polling with dedicated", fxVM, PlanConfig{Policy: Dedicated, BusyPollUsecs: 50}, "busy polling belongs"},
 		{"unknown policy", fxVM, PlanConfig{Policy: "fast"}, "unknown policy"},
 		{"irq suspend without busy polling", fxVM, PlanConfig{IRQSuspendTimeoutNs: 1000}, "busy-polls"},
@@ -456,6 +457,38 @@ func TestPlanDedicatedDefaultIRQCPUsPerNode(t *testing.T) {
 			}
 			if c.Intersect(p.LoopCPUs).Len() > 0 {
 				t.Errorf("loops %s: IRQ %d -> CPU %s, a loop CPU (loops %s)", cfg.LoopCPUs, irq, w.New, p.LoopCPUs)
+			}
+		}
+	}
+}
+
+// TestPlanDedicatedLoopCPUsGiven: with --loop-cpus and no --irq-cpus, the
+// dedicated policy picked its default IRQ CPUs without looking at the loops
+// given, and refused its own choice: loops 12-15 on a host whose NIC is
+// local to 12-23 gave "CPUs 12 are both loop and IRQ CPUs". The default
+// IRQ CPUs are now chosen among the CPUs that are not loops (nor their SMT
+// siblings).
+func TestPlanDedicatedLoopCPUsGiven(t *testing.T) {
+	for _, tt := range []struct {
+		root  string
+		loops topo.CPUSet
+	}{
+		{fx2Socket, topo.NewCPUSet(12, 13, 14, 15)},
+		{fxVM, topo.NewCPUSet(0)},
+		{fxSMT, topo.NewCPUSet(0, 1, 2, 3)},
+	} {
+		h := loadHost(t, tt.root)
+		p, err := MakePlan(h, PlanConfig{Policy: Dedicated, LoopCPUs: tt.loops})
+		if err != nil {
+			t.Errorf("%s, loops %s: %v", filepath.Base(tt.root), tt.loops, err)
+			continue
+		}
+		if !p.LoopCPUs.Equal(tt.loops) || p.IRQCPUs.Len() == 0 || p.IRQCPUs.Intersect(tt.loops).Len() > 0 {
+			t.Errorf("%s: loops %s, IRQ CPUs %s; want loops %s and IRQ CPUs apart", filepath.Base(tt.root), p.LoopCPUs, p.IRQCPUs, tt.loops)
+		}
+		for _, c := range p.IRQCPUs {
+			if sib := h.CPU(c).Siblings.Intersect(tt.loops); sib.Len() > 0 {
+				t.Errorf("%s: IRQ CPU %d is an SMT sibling of loops %s", filepath.Base(tt.root), c, sib)
 			}
 		}
 	}
