@@ -18,7 +18,10 @@ type IRQCounts struct {
 	// Desc is everything after the counts: chip, hardware IRQ, trigger and
 	// action names ("PCI-MSIX-0000:00:03.0 1-edge virtio2-input.0").
 	Desc string `json:"desc"`
-	// Name is the last word of Desc, normally the action (driver) name.
+	// Name is the action (handler) name the kernel prints after the chip,
+	// hardware IRQ and trigger fields, spaces included ("virtio2-input.0",
+	// "iwlwifi: queue 1"); the actions of a shared IRQ are joined by ", "
+	// as in the file. Without an action it is the last word of Desc.
 	Name string `json:"name"`
 }
 
@@ -79,6 +82,29 @@ func parseCPUHeader(line string) ([]int, error) {
 	return cpus, nil
 }
 
+// skipFields returns s after its first n space-separated fields.
+func skipFields(s string, n int) string {
+	for range n {
+		_, s = cutField(s)
+	}
+	return s
+}
+
+// actionName returns the action part of the description of an IRQ line.
+// The kernel (show_interrupts) pads the chip, hardware IRQ and trigger
+// fields and prints the action names after two more spaces, so the action
+// is what follows the last run of two or more spaces; an action name
+// itself may hold single spaces ("iwlwifi: queue 1", "PCIe PME, aerdrv").
+// A description without such a run gives last, its last word.
+func actionName(desc, last string) string {
+	desc = strings.TrimSpace(desc)
+	i := strings.LastIndex(desc, "  ")
+	if i < 0 {
+		return last
+	}
+	return strings.TrimSpace(desc[i+1:])
+}
+
 // ParseInterrupts parses the contents of /proc/interrupts.
 func ParseInterrupts(b []byte) (*Interrupts, error) {
 	sc := bufio.NewScanner(bytes.NewReader(b))
@@ -121,7 +147,7 @@ func ParseInterrupts(b []byte) (*Interrupts, error) {
 		}
 		c := IRQCounts{Counts: counts, Desc: strings.Join(f[i:], " ")}
 		if len(f) > i {
-			c.Name = f[len(f)-1]
+			c.Name = actionName(skipFields(rest, i), f[len(f)-1])
 		}
 		in.IRQs[irq] = c
 	}

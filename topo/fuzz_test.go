@@ -25,6 +25,9 @@ func FuzzParseInterrupts(f *testing.F) {
 			if len(c.Counts) != len(in.CPUs) {
 				t.Fatalf("irq %d: %d counts for %d cpus", irq, len(c.Counts), len(in.CPUs))
 			}
+			if name := strings.Join(strings.Fields(c.Name), " "); !strings.HasSuffix(c.Desc, name) || (c.Desc != "") != (name != "") {
+				t.Fatalf("irq %d: name %q is not the end of desc %q", irq, c.Name, c.Desc)
+			}
 		}
 	})
 }

@@ -615,3 +615,29 @@ func copyFixture(t *testing.T, src string) string {
 	}
 	return dst
 }
+
+// TestParseInterruptsNames: the name is the action as the kernel prints it
+// after the chip, hardware IRQ and trigger fields ("  %s", shared actions
+// joined by ", "), spaces included.
+func TestParseInterruptsNames(t *testing.T) {
+	tests := []struct{ line, name string }{
+		{" 38:        162          0 PCI-MSIX-0000:00:03.0   1-edge      virtio2-input.0", "virtio2-input.0"},
+		{" 61:    1000000          0  IR-PCI-MSIX-0000:01:00.0   1-edge      mlx5_comp0@pci:0000:01:00.0", "mlx5_comp0@pci:0000:01:00.0"},
+		{"152:          0          7  IR-PCI-MSIX-0000:00:14.3    1-edge      iwlwifi: queue 1", "iwlwifi: queue 1"},
+		{"122:          0          0  IR-PCI-MSI 458752-edge      PCIe PME, aerdrv", "PCIe PME, aerdrv"},
+		{" 11:      12345      67890     GICv3  27 Level     arch_timer", "arch_timer"},
+		{" 45:          3          0  IR-PCI-MSIX-0000:00:1f.6    3-edge", "3-edge"},
+	}
+	for _, tt := range tests {
+		in, err := ParseInterrupts([]byte("           CPU0       CPU1\n" + tt.line + "\n"))
+		if err != nil {
+			t.Errorf("%q: %v", tt.line, err)
+			continue
+		}
+		for _, c := range in.IRQs {
+			if c.Name != tt.name {
+				t.Errorf("%q: name %q, want %q", tt.line, c.Name, tt.name)
+			}
+		}
+	}
+}
