@@ -18,21 +18,24 @@ var (
 	body          = []byte("hello, world")
 	bad           = []byte("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
 	tooLarge      = []byte("HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+	notImpl       = []byte("HTTP/1.1 501 Not Implemented\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
 )
 
-// MaxBody is the largest request body accepted (Content-Length); a larger
-// one is malformed here.
+// MaxBody is the largest request body accepted (Content-Length, or the sum
+// of a chunked body's chunks); a larger one is malformed here.
 const MaxBody = 1 << 20
 
 // Errors from ParseRequest.
 var (
-	ErrMalformed   = errors.New("hello: malformed request")
-	ErrHeaderLarge = errors.New("hello: request head too large")
+	ErrMalformed      = errors.New("hello: malformed request")
+	ErrHeaderLarge    = errors.New("hello: request head too large")
+	ErrNotImplemented = errors.New("hello: transfer coding not implemented")
 )
 
 // Request is what the server needs of one parsed request.
 type Request struct {
 	Len       int  // bytes of the request: head and Content-Length body; 0: incomplete
+	Chunked   bool // a chunked body follows the Len bytes (see ChunkedBody)
 	KeepAlive bool // the connection stays open after it
 	HTTP10    bool // an HTTP/1.0 request (keep-alive only when asked, and then said)
 	Head      bool // a HEAD request: the response has no body
@@ -43,7 +46,11 @@ type Request struct {
 // header name followed by whitespace, several Content-Length headers, or a
 // Content-Length that is not a number up to MaxBody are malformed, and so is
 // an HTTP/1.1 request without a Host header or any request with several
-// (RFC 9112 section 3.2); chunked bodies are not supported (malformed here).
+// (RFC 9112 section 3.2). A request whose Transfer-Encoding is chunked has
+// Chunked set and Len covering its head only: its body is read with a
+// ChunkedBody. Transfer-Encoding with Content-Length, in an HTTP/1.0
+// request, or without chunked as its final coding is malformed (section
+// 6.3); other codings before chunked are ErrNotImplemented.
 func ParseRequest(b []byte) (Request, error) {
 	var r Request
 	end := bytes.Index(b, []byte("\r\n\r\n"))
@@ -74,6 +81,7 @@ func ParseRequest(b []byte) (Request, error) {
 		return Request{}, ErrMalformed
 	}
 	body, sawLength, closes, keeps, hosts := 0, false, false, false, 0
+	sawTE, unknownCoding := false, false
 	for len(rest) > 0 {
 		var h []byte
 		h, rest, _ = bytes.Cut(rest, []byte("\r\n"))
@@ -92,8 +100,21 @@ func ParseRequest(b []byte) (Request, error) {
 		case equalFold(name, "host"):
 			hosts++
 		case equalFold(name, "transfer-encoding"):
-			// Chunked bodies are beyond this example.
-			return Request{}, ErrMalformed
+			// A list of codings, over one or more lines: chunked must
+			// be the last and appear once.
+			sawTE = true
+			for coding := range bytes.SplitSeq(value, []byte(",")) {
+				coding = bytes.TrimSpace(coding)
+				switch {
+				case len(coding) == 0:
+				case r.Chunked:
+					return Request{}, ErrMalformed
+				case equalFold(coding, "chunked"):
+					r.Chunked = true
+				default:
+					unknownCoding = true
+				}
+			}
 		case equalFold(name, "connection"):
 			// A comma-separated list of options.
 			for opt := range bytes.SplitSeq(value, []byte(",")) {
@@ -106,6 +127,14 @@ func ParseRequest(b []byte) (Request, error) {
 	if hosts > 1 || hosts == 0 && !r.HTTP10 {
 		return Request{}, ErrMalformed
 	}
+	if sawTE {
+		switch {
+		case r.HTTP10 || sawLength || !r.Chunked:
+			return Request{}, ErrMalformed
+		case unknownCoding:
+			return Request{}, ErrNotImplemented
+		}
+	}
 	// close anywhere wins; keep-alive matters to HTTP/1.0 only.
 	r.KeepAlive = !closes && (r.KeepAlive || r.HTTP10 && keeps)
 	r.Len = end + 4 + body
@@ -113,6 +142,141 @@ func ParseRequest(b []byte) (Request, error) {
 		return Request{}, nil
 	}
 	return r, nil
+}
+
+// maxChunkLine bounds a chunk-size line with its extensions.
+const maxChunkLine = 1 << 10
+
+// ChunkedBody follows a chunked request body (RFC 9112 section 7.1) across
+// reads and consumes it without keeping it: the chunks' data may total
+// MaxBody, the trailer section MaxHeader. The zero value is ready for one
+// body; a ChunkedBody is not safe for concurrent use.
+type ChunkedBody struct {
+	state   uint8 // chunkSize, chunkData, chunkDataEnd or chunkTrailer
+	left    int   // bytes of the current chunk's data still to come
+	total   int   // chunk data so far
+	trailer int   // trailer-section bytes so far
+}
+
+const (
+	chunkSize = iota
+	chunkData
+	chunkDataEnd
+	chunkTrailer
+)
+
+// Skip consumes the start of b: it returns how many bytes it took, and
+// done once the body's final CRLF was among them (the ChunkedBody is then
+// ready for the next body). A line not complete in b is left for the next
+// call, which must get it again at the start of its b. The errors are
+// ErrMalformed and, for a trailer section over MaxHeader, ErrHeaderLarge.
+func (c *ChunkedBody) Skip(b []byte) (n int, done bool, err error) {
+	for {
+		switch c.state {
+		case chunkSize, chunkTrailer:
+			i := bytes.Index(b[n:], crlf)
+			if i < 0 {
+				rest := len(b) - n
+				switch {
+				case c.state == chunkSize && rest > maxChunkLine:
+					return n, false, ErrMalformed
+				case c.state == chunkTrailer && c.trailer+rest > MaxHeader:
+					return n, false, ErrHeaderLarge
+				}
+				return n, false, nil
+			}
+			line := b[n : n+i]
+			n += i + 2
+			if c.state == chunkTrailer {
+				c.trailer += i + 2
+				switch {
+				case c.trailer > MaxHeader:
+					return n, false, ErrHeaderLarge
+				case i == 0:
+					*c = ChunkedBody{}
+					return n, true, nil
+				case !fieldLine(line):
+					return n, false, ErrMalformed
+				}
+				continue
+			}
+			size, ok := chunkLine(line)
+			if !ok || size > MaxBody-c.total {
+				return n, false, ErrMalformed
+			}
+			c.total += size
+			c.left = size
+			c.state = chunkData
+			if size == 0 {
+				c.state = chunkTrailer
+			}
+		case chunkData:
+			k := min(c.left, len(b)-n)
+			n += k
+			c.left -= k
+			if c.left > 0 {
+				return n, false, nil
+			}
+			c.state = chunkDataEnd
+		case chunkDataEnd:
+			if len(b)-n < 2 {
+				return n, false, nil
+			}
+			if b[n] != '\r' || b[n+1] != '\n' {
+				return n, false, ErrMalformed
+			}
+			n += 2
+			c.state = chunkSize
+		}
+	}
+}
+
+// chunkLine parses chunk-size [ chunk-ext ]: the size, false when it is
+// not one or exceeds MaxBody.
+func chunkLine(line []byte) (int, bool) {
+	size, i := 0, 0
+	for ; i < len(line); i++ {
+		d := line[i]
+		switch {
+		case '0' <= d && d <= '9':
+			d -= '0'
+		case 'a' <= d && d <= 'f':
+			d -= 'a' - 10
+		case 'A' <= d && d <= 'F':
+			d -= 'A' - 10
+		default:
+			goto ext
+		}
+		if size = size<<4 | int(d); size > MaxBody {
+			return 0, false
+		}
+	}
+ext:
+	if i == 0 {
+		return 0, false
+	}
+	ext := bytes.TrimLeft(line[i:], " \t")
+	if len(ext) > 0 && ext[0] != ';' || !visible(ext) {
+		return 0, false
+	}
+	return size, true
+}
+
+// fieldLine reports whether line is name ":" value with a non-empty name
+// free of whitespace and no control characters but HTAB.
+func fieldLine(line []byte) bool {
+	name, _, ok := bytes.Cut(line, []byte(":"))
+	return ok && len(name) > 0 && !bytes.ContainsAny(name, " \t") && visible(line)
+}
+
+// visible reports whether b holds no control characters but HTAB.
+func visible(b []byte) bool {
+	for _, c := range b {
+		if c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 func equalFold(b []byte, s string) bool {
@@ -137,9 +301,13 @@ type Handler struct {
 	engine.BaseHandler
 }
 
-// conn is per-connection state: bytes of an incomplete request.
+// conn is per-connection state: bytes of an incomplete request, and the
+// request whose chunked body is being read.
 type conn struct {
 	pending []byte
+	inBody  bool
+	req     Request
+	body    ChunkedBody
 }
 
 // OnData answers every complete request in b. Loop goroutine.
@@ -151,21 +319,40 @@ func (h *Handler) OnData(c *engine.Conn, b engine.Buffer) bool {
 		data = st.pending
 	}
 	for len(data) > 0 {
-		r, err := ParseRequest(data)
-		if err != nil {
-			if errors.Is(err, ErrHeaderLarge) {
-				c.Write(tooLarge)
-			} else {
-				c.Write(bad)
+		var r Request
+		if st != nil && st.inBody {
+			n, done, err := st.body.Skip(data)
+			data = data[n:]
+			if err != nil {
+				fail(c, err)
+				return false
 			}
-			c.Close()
-			return false
-		}
-		if r.Len == 0 {
-			break
+			if !done {
+				break
+			}
+			st.inBody = false
+			r = st.req
+		} else {
+			var err error
+			if r, err = ParseRequest(data); err != nil {
+				fail(c, err)
+				return false
+			}
+			if r.Len == 0 {
+				break
+			}
+			data = data[r.Len:]
+			if r.Chunked {
+				// Answered once its body is read.
+				if st == nil {
+					st = &conn{}
+					c.SetContext(st)
+				}
+				st.inBody, st.req = true, r
+				continue
+			}
 		}
 		respond(c, r)
-		data = data[r.Len:]
 		if !r.KeepAlive {
 			c.Close()
 			return false
@@ -182,6 +369,19 @@ func (h *Handler) OnData(c *engine.Conn, b engine.Buffer) bool {
 		st.pending = st.pending[:0]
 	}
 	return false
+}
+
+// fail answers a request ParseRequest or ChunkedBody refused, and closes.
+func fail(c *engine.Conn, err error) {
+	switch {
+	case errors.Is(err, ErrHeaderLarge):
+		c.Write(tooLarge)
+	case errors.Is(err, ErrNotImplemented):
+		c.Write(notImpl)
+	default:
+		c.Write(bad)
+	}
+	c.Close()
 }
 
 // respond writes the answer to r: no body for HEAD, and an HTTP/1.0
