@@ -223,7 +223,8 @@ func (t Target) setAndCheck(w Write, value string) error {
 var ErrStale = errors.New("plan is stale")
 
 // Apply applies p to t. It first checks that every current value is still
-// the plan's Old value (else ErrStale and nothing is written), saves them
+// the plan's Old value and every target still exists (else ErrStale and
+// nothing is written), saves them
 // to statePath (which must not exist), then writes in order, reading each
 // value back. If a write fails, the writes already done are restored in
 // reverse order and the state file is removed; the error says what failed
@@ -239,6 +240,9 @@ func Apply(p *Plan, t Target, statePath string) (*State, error) {
 	st := &State{Version: 1, Applied: time.Now().UTC(), Root: t.Root, Plan: p}
 	for i, w := range p.Writes {
 		cur, err := t.read(w)
+		if gone(err) {
+			return nil, fmt.Errorf("%w: %s no longer exists (%w); make a new plan", ErrStale, w.Target(), err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("write %d (%s): %w", i+1, w.Target(), err)
 		}

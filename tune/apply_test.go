@@ -679,3 +679,58 @@ func TestRevertRefusesTwoStates(t *testing.T) {
 		t.Errorf("a refused revert moved the state: %v", err)
 	}
 }
+
+// TestApplyStaleTargetGone: a target that disappeared between plan and
+// apply (an interface deleted, an IRQ freed by a driver unbind, a NAPI id
+// re-allocated) is the host changing since the plan was made, as ErrStale
+// documents: Apply returned the bare "no such file" error, which
+// errors.Is(err, ErrStale) did not match and which did not say to make a
+// new plan. Nothing is written either way.
+func TestApplyStaleTargetGone(t *testing.T) {
+	for _, gone := range []string{"irq", "napi"} {
+		t.Run(gone, func(t *testing.T) {
+			root := copyTree(t, fxVM)
+			h := loadHost(t, root)
+			p, err := MakePlan(h, PlanConfig{BusyPollUsecs: 20, IRQSuspendTimeoutNs: 20_000_000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			co := &fixtureNetlink{values: map[int]topo.Coalesce{}, napis: map[uint32]topo.NAPI{}}
+			for _, n := range h.NICs {
+				if n.Coalesce != nil {
+					co.values[n.Ifindex] = maps.Clone(n.Coalesce)
+				}
+				for _, napi := range n.NAPIs {
+					co.napis[napi.ID] = napi
+				}
+			}
+			found := false
+			for _, w := range p.Writes {
+				switch {
+				case gone == "irq" && strings.HasPrefix(w.Path, "/proc/irq/"):
+					found = true
+					if err := os.RemoveAll(filepath.Join(root, path.Dir(w.Path))); err != nil {
+						t.Fatal(err)
+					}
+				case gone == "napi" && w.Kind == KindNAPI:
+					found = true
+					delete(co.napis, w.NAPIID)
+				}
+			}
+			if !found {
+				t.Fatalf("plan has no %s write: %v", gone, targets(p))
+			}
+			before := treeBytes(t, root)
+			state := filepath.Join(t.TempDir(), "state.json")
+			if _, err := Apply(p, Target{Root: root, Netlink: co}, state); !errors.Is(err, ErrStale) {
+				t.Errorf("err = %v, want ErrStale", err)
+			}
+			if d := diffTrees(before, treeBytes(t, root)); len(d) > 0 {
+				t.Errorf("apply wrote: %v", d)
+			}
+			if _, err := os.Stat(state); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("state written for a stale plan")
+			}
+		})
+	}
+}
