@@ -179,3 +179,18 @@ func lineOf(b []byte, i int) string {
 	}
 	return ""
 }
+
+func FuzzClassifyIRQName(f *testing.F) {
+	for _, s := range []string{"virtio2-input.0", "ice-ens1f0-TxRx-15", "mlx5_comp7@pci:0000:01:00.0", "eth0-Tx-Rx-5", "mana_q3@pci:7870:00:00.0", "eth0-q2", "iwlwifi: queue 1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		role, q := ClassifyIRQName(name)
+		switch {
+		case role == "other" && q == -1:
+		case (role == "rx" || role == "tx" || role == "rxtx") && q >= 0 && q <= 1<<16:
+		default:
+			t.Fatalf("ClassifyIRQName(%q) = %s %d", name, role, q)
+		}
+	})
+}

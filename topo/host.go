@@ -568,8 +568,8 @@ func (n *NIC) txQueue(index int) *TxQueue {
 
 // queueName matches the queue part of common driver IRQ names:
 // "virtio2-input.0", "ice-ens1f0-TxRx-3", "mlx5_comp3", "eth0-rx-2",
-// "eth0-Tx-Rx-1" (ena).
-var queueName = regexp.MustCompile(`(?i)(txrx|rxtx|tx-rx|combined|comp|fp|input|output|rx|tx|queue)[-._]?(\d+)$`)
+// "eth0-Tx-Rx-1" (ena), "mana_q3@pci:..." (mana), "eth0-q2" (be2net).
+var queueName = regexp.MustCompile(`(?i)(txrx|rxtx|tx-rx|combined|comp|fp|input|output|rx|tx|queue|[-_]q)[-._]?(\d+)$`)
 
 // ClassifyIRQName returns the role ("rx", "tx", "rxtx" or "other") and the
 // queue index of a device IRQ from its action name.

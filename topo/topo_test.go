@@ -180,6 +180,13 @@ func TestClassifyIRQName(t *testing.T) {
 		{"eth0-Tx-Rx-5", "rxtx", 5},
 		{"ena-mgmnt@pci:0000:00:05.0", "other", -1},
 		{"i40e-0000:3b:00.0:misc", "other", -1},
+		// mana (Azure): "mana_q%d@pci:%s", queue i's event queue is
+		// MSI-X vector i+1; vector 0 is the hardware channel.
+		{"mana_q3@pci:7870:00:00.0", "rxtx", 3},
+		{"mana_hwc@pci:7870:00:00.0", "other", -1},
+		// be2net: one event queue per queue pair, "%s-q%d".
+		{"eth0-q2", "rxtx", 2},
+		{"nvme0q1", "other", -1},
 		{"", "other", -1},
 	}
 	for _, tt := range tests {
