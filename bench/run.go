@@ -525,6 +525,9 @@ func (r *runner) finish() {
 		if res.Requests == 0 {
 			r.report.Notes = append(r.report.Notes, fmt.Sprintf("%s %s rep %d got no replies in its %.2fs window: the server was starved or stalled (a busy machine?)", res.Arm, res.Mode, res.Rep, r.window.Seconds()))
 		}
+		if res.LatencyClamped > 0 {
+			r.report.Notes = append(r.report.Notes, fmt.Sprintf("%s %s rep %d: %d latencies were longer than a minute, the histogram's limit, and count as a minute: its max and the percentiles they reach are lower bounds", res.Arm, resultPoint(res), res.Rep, res.LatencyClamped))
+		}
 		if res.Unanswered > 0 {
 			r.report.Notes = append(r.report.Notes, fmt.Sprintf("%s %s rep %d: %d requests of the window were still unanswered when the %.2fs drain ended; they count in its latencies at the time they had waited, so its tail percentiles are lower bounds", res.Arm, resultPoint(res), res.Rep, res.Unanswered, r.drain().Seconds()))
 		}
@@ -747,6 +750,7 @@ func (r *runner) fill(res *Result, load *LoadResult, edges [2]snapshot) {
 	res.Requests = load.Replies
 	res.Unanswered = load.Unanswered
 	res.Latency = load.Hist.Percentiles()
+	res.LatencyClamped = load.Hist.Overflow()
 	res.Spectrum = load.Hist.Spectrum()
 	res.ClientCPUPercent = load.ClientCPUPercent()
 	if load.SendLag != nil {

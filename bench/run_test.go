@@ -541,3 +541,26 @@ func TestConfigRefusesBadPayload(t *testing.T) {
 		}
 	}
 }
+
+// TestReportShowsClampedLatencies: latencies above the histogram's highest
+// trackable value (a minute) count as a minute; the result says how many,
+// and a note says its max and the percentiles they reach are lower bounds.
+// Before, the report showed a max of exactly 60 s and said nothing.
+func TestReportShowsClampedLatencies(t *testing.T) {
+	r := &runner{cfg: Config{ServerCPUs: []int{0}, ClientCPUs: []int{1}, ClientThreads: 1}, report: &Report{Kind: "bench", Topology: "wire"}, window: 90 * time.Second}
+	load := &LoadResult{Hist: NewHistogram(), Window: 90 * time.Second, Threads: 1}
+	load.Hist.Record(time.Millisecond)
+	load.Hist.Record(80 * time.Second)
+	load.Hist.Record(85 * time.Second)
+	res := Result{Arm: "a", Mode: "open", Fraction: 0.5, Rep: 1}
+	r.fill(&res, load, [2]snapshot{})
+	if res.LatencyClamped != 2 {
+		t.Errorf("latency_clamped = %d, want 2", res.LatencyClamped)
+	}
+	r.report.Results = []Result{res}
+	r.finish()
+	notes := strings.Join(r.report.Notes, "\n")
+	if !strings.Contains(notes, "a open 50% rep 1: 2 latencies were longer than a minute") {
+		t.Errorf("no note on a's 2 latencies clamped to a minute:\n%s", notes)
+	}
+}

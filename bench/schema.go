@@ -139,6 +139,11 @@ type Result struct {
 	// every connection had its maximum in flight (recorded in the
 	// latencies at a lower bound).
 	Unanswered uint64 `json:"unanswered"`
+	// LatencyClamped counts the latencies of Latency longer than a minute,
+	// the histogram's highest trackable value, which count as a minute:
+	// Latency.Max and the percentiles they reach are then lower bounds (a
+	// note says so). Absent when there were none.
+	LatencyClamped int64 `json:"latency_clamped,omitempty"`
 	// Errors counts failed requests. Reply mismatches and connection
 	// errors fail the whole run instead, so a report holds only 0 here.
 	Errors uint64 `json:"errors"`
