@@ -401,7 +401,8 @@ func LoadState(statePath string) (*State, error) {
 // driver unbind, NAPI ids re-allocated after link down/up) has nothing to
 // restore and does not stop the others. The notes say, one line per
 // target, which values someone else changed since Apply (restored too) and
-// which targets are gone (not restored). When every target that still
+// which targets are gone (not restored); a target still at its saved value
+// (one a crashed or stopped Apply never wrote) has nothing to note. When every target that still
 // exists is restored, the state file is renamed to statePath+".reverted",
 // so that the host can be tuned again, and the notes say so if any target
 // was gone. Otherwise the error lists each value that could not be
@@ -412,10 +413,13 @@ func Revert(statePath string, t Target) (notes []string, gone int, err error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	for _, w := range st.Plan.Writes {
+	for i, w := range st.Plan.Writes {
 		cur, err := t.read(w)
 		if err != nil {
 			continue // gone or unreadable: rollback says which
+		}
+		if cur == st.Before[i] {
+			continue // never written (Apply stopped before it), or already back
 		}
 		if !equalValues(w.Format, cur, w.New) {
 			notes = append(notes, fmt.Sprintf("%s is %q, applied %q (changed since)", w.Target(), strings.TrimSpace(cur), w.New))

@@ -734,3 +734,47 @@ func TestApplyStaleTargetGone(t *testing.T) {
 		})
 	}
 }
+
+// TestRevertAfterCrash: Apply saves the state, then writes; a crash between
+// two writes leaves the later targets at their old values. Revert restores
+// the tree byte for byte, and its notes, which name the values someone else
+// changed since Apply (and which Revert overwrites), named every target the
+// crashed Apply never reached: there was nothing to overwrite there.
+func TestRevertAfterCrash(t *testing.T) {
+	root := copyTree(t, fxVM)
+	p, err := MakePlan(loadHost(t, root), PlanConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Writes) < 3 {
+		t.Fatalf("the test needs 3 writes, plan has %d", len(p.Writes))
+	}
+	before := treeBytes(t, root)
+	tgt := Target{Root: root}
+	st := &State{Version: 1, Root: root, Plan: p}
+	for _, w := range p.Writes {
+		cur, err := tgt.read(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Before = append(st.Before, cur)
+	}
+	state := filepath.Join(t.TempDir(), "state.json")
+	if err := saveState(state, st); err != nil {
+		t.Fatal(err)
+	}
+	// The crash: the first write done, the others never.
+	if err := tgt.setAndCheck(p.Writes[0], p.Writes[0].New); err != nil {
+		t.Fatal(err)
+	}
+	notes, gone, err := Revert(state, tgt)
+	if err != nil || gone != 0 {
+		t.Fatalf("Revert: %d gone, %v", gone, err)
+	}
+	if len(notes) != 0 {
+		t.Errorf("notes for targets the crashed apply never wrote:\n%s", strings.Join(notes, "\n"))
+	}
+	if d := diffTrees(before, treeBytes(t, root)); len(d) > 0 {
+		t.Errorf("tree differs after revert:\n%s", strings.Join(d, "\n"))
+	}
+}
