@@ -420,6 +420,11 @@ func (r reader) nics(h *Host, irqs *Interrupts, nl NetlinkSource) error {
 		return fmt.Errorf("topo: %w", err)
 	}
 	for _, e := range ents {
+		// Interfaces are (links to) directories; the bonding driver adds
+		// the file bonding_masters beside them.
+		if fi, err := os.Stat(r.path("/sys/class/net/" + e.Name())); err != nil || !fi.IsDir() {
+			continue
+		}
 		nic, err := r.nic(e.Name(), h, irqs, nl)
 		if err != nil {
 			return err

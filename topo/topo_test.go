@@ -648,3 +648,23 @@ func TestParseInterruptsNames(t *testing.T) {
 		}
 	}
 }
+
+// TestReadBondingMasters: with the bonding module loaded, /sys/class/net
+// holds the file bonding_masters beside the interfaces' links; it is not
+// an interface.
+func TestReadBondingMasters(t *testing.T) {
+	root := copyFixture(t, "testdata/vm")
+	if err := os.WriteFile(filepath.Join(root, "sys/class/net/bonding_masters"), []byte("\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h, err := Read(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := h.NIC("bonding_masters"); n != nil {
+		t.Errorf("bonding_masters read as an interface: %+v", *n)
+	}
+	if len(h.NICs) != 4 || h.NICs[0].Name != "eth0" {
+		t.Errorf("interfaces: %v", h.NICs)
+	}
+}
