@@ -34,21 +34,22 @@ var (
 
 // Request is what the server needs of one parsed request.
 type Request struct {
-	Len       int  // bytes of the request: head and Content-Length body; 0: incomplete
-	Chunked   bool // a chunked body follows the Len bytes (see ChunkedBody)
+	Len       int  // bytes of the request's head; 0: incomplete
+	Body      int  // bytes of the Content-Length body that follows the head
+	Chunked   bool // a chunked body follows the head (see ChunkedBody)
 	KeepAlive bool // the connection stays open after it
 	HTTP10    bool // an HTTP/1.0 request (keep-alive only when asked, and then said)
 	Head      bool // a HEAD request: the response has no body
 }
 
-// ParseRequest looks for one complete request at the start of b. It returns
-// a Request with Len 0 when more bytes are needed. As RFC 9112 asks, a
+// ParseRequest looks for one complete request head at the start of b. It
+// returns a Request with Len 0 when more bytes are needed. The body, Body
+// bytes or chunked, follows the head and need not be in b. As RFC 9112 asks, a
 // header name followed by whitespace, several Content-Length headers, or a
 // Content-Length that is not a number up to MaxBody are malformed, and so is
 // an HTTP/1.1 request without a Host header or any request with several
 // (RFC 9112 section 3.2). A request whose Transfer-Encoding is chunked has
-// Chunked set and Len covering its head only: its body is read with a
-// ChunkedBody. Transfer-Encoding with Content-Length, in an HTTP/1.0
+// Chunked set: its body is read with a ChunkedBody. Transfer-Encoding with Content-Length, in an HTTP/1.0
 // request, or without chunked as its final coding is malformed (section
 // 6.3); other codings before chunked are ErrNotImplemented.
 func ParseRequest(b []byte) (Request, error) {
@@ -80,7 +81,7 @@ func ParseRequest(b []byte) (Request, error) {
 	default:
 		return Request{}, ErrMalformed
 	}
-	body, sawLength, closes, keeps, hosts := 0, false, false, false, 0
+	sawLength, closes, keeps, hosts := false, false, false, 0
 	sawTE, unknownCoding := false, false
 	for len(rest) > 0 {
 		var h []byte
@@ -96,7 +97,7 @@ func ParseRequest(b []byte) (Request, error) {
 			if err != nil || v > MaxBody || sawLength {
 				return Request{}, ErrMalformed
 			}
-			body, sawLength = int(v), true
+			r.Body, sawLength = int(v), true
 		case equalFold(name, "host"):
 			hosts++
 		case equalFold(name, "transfer-encoding"):
@@ -137,10 +138,7 @@ func ParseRequest(b []byte) (Request, error) {
 	}
 	// close anywhere wins; keep-alive matters to HTTP/1.0 only.
 	r.KeepAlive = !closes && (r.KeepAlive || r.HTTP10 && keeps)
-	r.Len = end + 4 + body
-	if r.Len > len(b) {
-		return Request{}, nil
-	}
+	r.Len = end + 4
 	return r, nil
 }
 
@@ -301,12 +299,13 @@ type Handler struct {
 	engine.BaseHandler
 }
 
-// conn is per-connection state: bytes of an incomplete request, and the
-// request whose chunked body is being read.
+// conn is per-connection state: bytes of an incomplete request head or
+// chunk line, and the request whose body is being read (and dropped).
 type conn struct {
 	pending []byte
 	inBody  bool
 	req     Request
+	left    int // of a Content-Length body
 	body    ChunkedBody
 }
 
@@ -321,11 +320,18 @@ func (h *Handler) OnData(c *engine.Conn, b engine.Buffer) bool {
 	for len(data) > 0 {
 		var r Request
 		if st != nil && st.inBody {
-			n, done, err := st.body.Skip(data)
-			data = data[n:]
-			if err != nil {
-				fail(c, err)
-				return false
+			done := false
+			if st.req.Chunked {
+				n, ok, err := st.body.Skip(data)
+				if err != nil {
+					fail(c, err)
+					return false
+				}
+				data, done = data[n:], ok
+			} else {
+				n := min(st.left, len(data))
+				data, st.left = data[n:], st.left-n
+				done = st.left == 0
 			}
 			if !done {
 				break
@@ -342,13 +348,15 @@ func (h *Handler) OnData(c *engine.Conn, b engine.Buffer) bool {
 				break
 			}
 			data = data[r.Len:]
-			if r.Chunked {
+			if !r.Chunked && r.Body <= len(data) {
+				data = data[r.Body:] // here whole
+			} else {
 				// Answered once its body is read.
 				if st == nil {
 					st = &conn{}
 					c.SetContext(st)
 				}
-				st.inBody, st.req = true, r
+				st.inBody, st.req, st.left = true, r, r.Body
 				continue
 			}
 		}
