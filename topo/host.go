@@ -499,7 +499,13 @@ func (r reader) nic(name string, h *Host, irqs *Interrupts, nl NetlinkSource) (N
 	slices.SortFunc(n.RxQueues, func(a, b RxQueue) int { return a.Index - b.Index })
 	slices.SortFunc(n.TxQueues, func(a, b TxQueue) int { return a.Index - b.Index })
 
-	n.IRQs = r.deviceIRQs(devDirs, irqs)
+	irqDirs := devDirs
+	if len(devDirs) > 0 && pciAddress.MatchString(path.Base(devDirs[0])) {
+		// A PCI function's interrupts are its own msi_irqs; its parent
+		// is a bridge or root port with interrupts of its own.
+		irqDirs = devDirs[:1]
+	}
+	n.IRQs = r.deviceIRQs(irqDirs, irqs)
 	for _, q := range n.IRQs {
 		if rq := n.rxQueue(q.Queue); rq != nil && (q.Role == "rx" || q.Role == "rxtx") {
 			rq.IRQ = q.IRQ
@@ -571,6 +577,10 @@ func (n *NIC) txQueue(index int) *TxQueue {
 	return nil
 }
 
+// pciAddress matches a PCI function's sysfs directory name
+// ("0000:3b:00.0"; fixtures spell ':' as '_').
+var pciAddress = regexp.MustCompile(`^[0-9a-f]{4,8}[:_][0-9a-f]{2}[:_][0-9a-f]{2}\.[0-7]$`)
+
 // queueName matches the queue part of common driver IRQ names:
 // "virtio2-input.0", "ice-ens1f0-TxRx-3", "mlx5_comp3", "eth0-rx-2",
 // "eth0-Tx-Rx-1" (ena), "mana_q3@pci:..." (mana), "eth0-q2" (be2net).
@@ -598,8 +608,9 @@ func ClassifyIRQName(name string) (role string, queue int) {
 	}
 }
 
-// deviceIRQs lists the interrupts of a device from its (or its parent's)
-// msi_irqs directory, named and classified from /proc/interrupts.
+// deviceIRQs lists the interrupts of a device from the msi_irqs directory
+// of the first of devDirs that has one, named and classified from
+// /proc/interrupts.
 func (r reader) deviceIRQs(devDirs []string, irqs *Interrupts) []NICIRQ {
 	var nums []int
 	for _, d := range devDirs {

@@ -668,3 +668,40 @@ func TestReadBondingMasters(t *testing.T) {
 		t.Errorf("interfaces: %v", h.NICs)
 	}
 }
+
+// TestReadNICWithoutMSI: a PCI NIC without MSI (legacy INTx, pci=nomsi)
+// has no msi_irqs directory; the PCIe root port above it has its own (PME,
+// AER, hotplug). Those are not the NIC's interrupts.
+func TestReadNICWithoutMSI(t *testing.T) {
+	root := copyFixture(t, "testdata/smt-isol")
+	port := filepath.Join(root, "sys/devices/pci0000_00/0000_00_01.0")
+	if err := os.RemoveAll(filepath.Join(port, "0000_01_00.0/msi_irqs")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(port, "msi_irqs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(port, "msi_irqs/24"), []byte("msi\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h, err := Read(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := h.NIC("enp1s0f0np0")
+	if n == nil {
+		t.Fatal("no enp1s0f0np0")
+	}
+	if len(n.IRQs) != 0 {
+		t.Errorf("the root port's interrupts are the NIC's: %+v", n.IRQs)
+	}
+	// virtio_net's device is the virtio device; the interrupts are its
+	// PCI parent's.
+	h, err = Read("testdata/vm", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := h.NIC("eth0"); n == nil || len(n.IRQs) != 3 {
+		t.Errorf("virtio eth0 interrupts: %+v", n)
+	}
+}
