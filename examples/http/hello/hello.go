@@ -43,7 +43,8 @@ type Request struct {
 }
 
 // ParseRequest looks for one complete request head at the start of b. It
-// returns a Request with Len 0 when more bytes are needed. The body, Body
+// returns a Request with Len 0 when more bytes are needed; empty lines
+// before the request line are part of its Len. The body, Body
 // bytes or chunked, follows the head and need not be in b. As RFC 9112 asks, a
 // header name followed by whitespace, several Content-Length headers, or a
 // Content-Length that is not a number up to MaxBody are malformed, and so is
@@ -54,17 +55,24 @@ type Request struct {
 // 6.3); other codings before chunked are ErrNotImplemented.
 func ParseRequest(b []byte) (Request, error) {
 	var r Request
-	end := bytes.Index(b, []byte("\r\n\r\n"))
+	// Empty lines before the request line are ignored (RFC 9112 section
+	// 2.2): some clients send a CRLF after a body. They count in the head.
+	lead := 0
+	for lead+1 < len(b) && b[lead] == '\r' && b[lead+1] == '\n' && lead < MaxHeader {
+		lead += 2
+	}
+	end := bytes.Index(b[lead:], []byte("\r\n\r\n"))
 	if end < 0 {
 		if len(b) > MaxHeader {
 			return Request{}, ErrHeaderLarge
 		}
 		return Request{}, nil
 	}
+	end += lead
 	if end+4 > MaxHeader {
 		return Request{}, ErrHeaderLarge
 	}
-	head := b[:end]
+	head := b[lead:end]
 	line, rest, _ := bytes.Cut(head, []byte("\r\n"))
 	// Request line: METHOD SP TARGET SP HTTP/1.x
 	method, line, ok1 := bytes.Cut(line, []byte(" "))

@@ -63,6 +63,14 @@ func TestParseRequest(t *testing.T) {
 		// Found in review: RFC 9112 section 3.2 makes an HTTP/1.1 request
 		// without Host, and any request with several, a 400.
 		{"GET / HTTP/1.1\r\n\r\n", 0, false, ErrMalformed},
+		// Found in review: empty lines before the request line, which
+		// RFC 9112 section 2.2 says a server should ignore, were a 400.
+		{"\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n", 29, true, nil},
+		{"\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n", 31, true, nil},
+		{"\r\n", 0, false, nil},
+		{"\r\n\r", 0, false, nil},
+		{strings.Repeat("\r\n", MaxHeader/2+1), 0, false, ErrHeaderLarge},
+		{strings.Repeat("\r\n", MaxHeader/2-10) + "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 0, false, ErrHeaderLarge},
 		{"GET / HTTP/1.1\r\nConnection: close\r\n\r\n", 0, false, ErrMalformed},
 		{"GET / HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n", 0, false, ErrMalformed},
 		{"GET / HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n", 0, false, ErrMalformed},
