@@ -91,6 +91,13 @@ func ValidateWrite(w Write) error {
 	} else if !ok && w.Format != FormatInt {
 		return refuse("%s: unknown format %q", w.Target(), w.Format)
 	}
+	if w.Format == FormatInt {
+		// A decimal integer, signed (some sysctls take -1) or as large
+		// as an unsigned long.
+		if _, err := strconv.ParseUint(strings.TrimPrefix(strings.TrimSpace(w.New), "-"), 10, 64); err != nil {
+			return refuse("%s: value %q is not a number", w.Target(), w.New)
+		}
+	}
 	return nil
 }
 
@@ -391,6 +398,14 @@ func LoadState(statePath string) (*State, error) {
 	}
 	if err := Validate(st.Plan); err != nil {
 		return nil, fmt.Errorf("%s: %w", statePath, err)
+	}
+	// Revert writes the saved values: each must be a value of its write's
+	// format too.
+	for i, w := range st.Plan.Writes {
+		w.New = st.Before[i]
+		if err := ValidateWrite(w); err != nil {
+			return nil, fmt.Errorf("%s: saved value of write %d: %w", statePath, i+1, err)
+		}
 	}
 	return &st, nil
 }

@@ -303,6 +303,11 @@ func TestLoadStateStrict(t *testing.T) {
 		"unknown-field.json": `{"version":1,"plan":{"writes":[]},"before":[],"extra":1}`,
 		"wrong-count.json":   `{"version":1,"plan":{"writes":[{"kind":"file","path":"/proc/x","format":"int","old":"1","new":"2","reason":"r"}]},"before":[]}`,
 		"bad-path.json":      `{"version":1,"plan":{"writes":[{"kind":"file","path":"/etc/x","format":"int","old":"1","new":"2","reason":"r"}]},"before":["1"]}`,
+		// Values not in their format: "b" to sysrq-trigger reboots, as
+		// the new value or as the one Revert would restore.
+		"new-not-int.json":     `{"version":1,"plan":{"writes":[{"kind":"file","path":"/proc/sysrq-trigger","format":"int","old":"1","new":"b","reason":"r"}]},"before":["1"]}`,
+		"before-not-int.json":  `{"version":1,"plan":{"writes":[{"kind":"file","path":"/proc/sysrq-trigger","format":"int","old":"b","new":"1","reason":"r"}]},"before":["b"]}`,
+		"before-not-mask.json": `{"version":1,"plan":{"writes":[{"kind":"file","path":"/sys/class/net/eth0/queues/rx-0/rps_cpus","format":"mask","old":"0\n","new":"3","reason":"r"}]},"before":["fff,zz"]}`,
 	} {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {

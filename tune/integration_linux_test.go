@@ -188,7 +188,7 @@ func TestNetnsApplyRevert(t *testing.T) {
 			return err
 		}
 		bad := Write{Kind: KindFile, Path: "/sys/class/net/" + vb + "/queues/rx-0/rps_flow_cnt", Format: FormatInt,
-			Old: before["/sys/class/net/"+vb+"/queues/rx-0/rps_flow_cnt"], New: "not-a-number", Reason: "test: the kernel rejects this"}
+			Old: before["/sys/class/net/"+vb+"/queues/rx-0/rps_flow_cnt"], New: "-1", Reason: "test: the kernel rejects this (kstrtoul)"}
 		if bad.Old == "" {
 			return errors.New("no rps_flow_cnt value recorded for " + vb)
 		}

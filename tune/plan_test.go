@@ -275,6 +275,12 @@ func TestValidateWrite(t *testing.T) {
 		{Write{Kind: KindCoalesce, Iface: "eth0", Ifindex: 4, Param: "turbo", Format: FormatInt, New: "0"}, false},
 		{Write{Kind: KindCoalesce, Iface: "eth0", Ifindex: 0, Param: "rx-usecs", Format: FormatInt, New: "0"}, false},
 		{Write{Kind: "exec", Path: "/proc/sysrq-trigger", Format: FormatInt, New: "b"}, false},
+		// An int value must be a number: "b" to sysrq-trigger reboots.
+		{Write{Kind: KindFile, Path: "/proc/sysrq-trigger", Format: FormatInt, New: "b"}, false},
+		{Write{Kind: KindFile, Path: "/proc/sys/kernel/core_pattern", Format: FormatInt, New: "|/tmp/x %p"}, false},
+		{Write{Kind: KindFile, Path: "/proc/sys/net/core/somaxconn", Format: FormatInt, New: "4096"}, true},
+		{Write{Kind: KindFile, Path: "/proc/sys/net/core/somaxconn", Format: FormatInt, New: "4096\n"}, true},
+		{Write{Kind: KindFile, Path: "/proc/sys/net/ipv4/tcp_fastopen_blackhole_timeout_sec", Format: FormatInt, New: "-1"}, true},
 		{Write{Kind: KindNAPI, Iface: "eth0", NAPIID: 257, Param: "irq-suspend-timeout", Format: FormatInt, New: "20000000"}, true},
 		{Write{Kind: KindNAPI, Iface: "eth0", NAPIID: 257, Param: "threaded", Format: FormatInt, New: "1"}, false},
 		{Write{Kind: KindNAPI, Iface: "eth0", NAPIID: 0, Param: "gro-flush-timeout", Format: FormatInt, New: "1"}, false},
