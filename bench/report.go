@@ -20,7 +20,11 @@ const (
 )
 
 // WriteReport writes rep into dir (created if needed) as JSON, Markdown and
-// an HTML page with inline SVG charts.
+// an HTML page with inline SVG charts. Each file is written whole to a
+// temporary file in dir, then renamed over its name once all three are
+// written: a write that fails (a full disk) or is interrupted leaves the
+// previous report, and a symbolic link at a file's name is replaced, not
+// written through.
 func WriteReport(dir string, rep *Report) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -34,12 +38,50 @@ func WriteReport(dir string, rep *Report) error {
 		ReportMarkdown: []byte(Markdown(rep)),
 		ReportHTML:     []byte(HTML(rep)),
 	}
-	for name, b := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+	names := []string{ReportJSON, ReportMarkdown, ReportHTML}
+	var tmps []string
+	defer func() {
+		for _, t := range tmps {
+			os.Remove(t) // gone once renamed
+		}
+	}()
+	for _, name := range names {
+		t, err := writeTemp(dir, name, files[name])
+		if err != nil {
+			return err
+		}
+		tmps = append(tmps, t)
+	}
+	for i, name := range names {
+		if err := os.Rename(tmps[i], filepath.Join(dir, name)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// writeTemp writes b, synced, to a new file in dir named after name with
+// mode 0644, and returns its path. On error it removes the file.
+func writeTemp(dir, name string, b []byte) (string, error) {
+	f, err := os.CreateTemp(dir, "."+name+".tmp-*")
+	if err != nil {
+		return "", err
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Chmod(0o644)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
 }
 
 // ReadReport reads a report.json file.
