@@ -18,6 +18,7 @@ var (
 	body          = []byte("hello, world")
 	bad           = []byte("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
 	tooLarge      = []byte("HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+	continue100   = []byte("HTTP/1.1 100 Continue\r\n\r\n")
 	notImpl       = []byte("HTTP/1.1 501 Not Implemented\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
 )
 
@@ -40,6 +41,7 @@ type Request struct {
 	KeepAlive bool // the connection stays open after it
 	HTTP10    bool // an HTTP/1.0 request (keep-alive only when asked, and then said)
 	Head      bool // a HEAD request: the response has no body
+	Continue  bool // an HTTP/1.1 request with Expect: 100-continue
 }
 
 // ParseRequest looks for one complete request head at the start of b. It
@@ -108,6 +110,8 @@ func ParseRequest(b []byte) (Request, error) {
 			r.Body, sawLength = int(v), true
 		case equalFold(name, "host"):
 			hosts++
+		case equalFold(name, "expect"):
+			r.Continue = equalFold(value, "100-continue")
 		case equalFold(name, "transfer-encoding"):
 			// A list of codings, over one or more lines: chunked must
 			// be the last and appear once.
@@ -146,6 +150,8 @@ func ParseRequest(b []byte) (Request, error) {
 	}
 	// close anywhere wins; keep-alive matters to HTTP/1.0 only.
 	r.KeepAlive = !closes && (r.KeepAlive || r.HTTP10 && keeps)
+	// An HTTP/1.0 server ignores the expectation (RFC 9110 section 10.1.1).
+	r.Continue = r.Continue && !r.HTTP10
 	r.Len = end + 4
 	return r, nil
 }
@@ -359,7 +365,12 @@ func (h *Handler) OnData(c *engine.Conn, b engine.Buffer) bool {
 			if !r.Chunked && r.Body <= len(data) {
 				data = data[r.Body:] // here whole
 			} else {
-				// Answered once its body is read.
+				// Answered once its body is read, which a client that
+				// expects 100 Continue sends only after it (RFC 9110
+				// section 10.1.1: the server must send it).
+				if r.Continue && len(data) == 0 {
+					c.Write(continue100)
+				}
 				if st == nil {
 					st = &conn{}
 					c.SetContext(st)

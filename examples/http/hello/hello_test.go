@@ -89,6 +89,12 @@ func TestParseRequest(t *testing.T) {
 	if r, _ := ParseRequest([]byte("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\n")); r.Body != 3 || r.Chunked {
 		t.Errorf("a Content-Length body of 3 seen as %d bytes, chunked %v", r.Body, r.Chunked)
 	}
+	if r, _ := ParseRequest([]byte("POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-Continue\r\nContent-Length: 3\r\n\r\n")); !r.Continue {
+		t.Error("Expect: 100-continue not seen")
+	}
+	if r, _ := ParseRequest([]byte("POST / HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n")); r.Continue {
+		t.Error("Expect: 100-continue heeded in an HTTP/1.0 request")
+	}
 	if r, _ := ParseRequest([]byte("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")); !r.Chunked {
 		t.Error("a chunked request not seen as one")
 	}
@@ -312,6 +318,26 @@ func TestServer(t *testing.T) {
 					t.Fatalf("chunked POST: %d %q", resp.StatusCode, body)
 				}
 			}
+			// Expect: 100-continue gets 100 Continue before the body is
+			// sent (found in review: the server waited for the body the
+			// client held back, RFC 9110 section 10.1.1's MUST).
+			c4, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c4.Close()
+			c4.SetDeadline(time.Now().Add(5 * time.Second))
+			io.WriteString(c4, "POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n")
+			r4 := bufio.NewReader(c4)
+			resp, err := http.ReadResponse(r4, nil)
+			if err != nil || resp.StatusCode != 100 {
+				t.Fatalf("Expect: 100-continue: %v %v", resp, err)
+			}
+			io.WriteString(c4, "hello")
+			resp, err = http.ReadResponse(r4, nil)
+			if err != nil || resp.StatusCode != 200 {
+				t.Fatalf("after 100 Continue: %v %v", resp, err)
+			}
 			// Pipelined, split across writes, then Connection: close.
 			c, err := net.Dial("tcp", addr)
 			if err != nil {
@@ -346,7 +372,7 @@ func TestServer(t *testing.T) {
 			defer c3.Close()
 			io.WriteString(c3, "HEAD / HTTP/1.1\r\nHost: a\r\n\r\nGET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
 			r3 := bufio.NewReader(c3)
-			resp, err := http.ReadResponse(r3, &http.Request{Method: "HEAD"})
+			resp, err = http.ReadResponse(r3, &http.Request{Method: "HEAD"})
 			if err != nil || resp.StatusCode != 200 {
 				t.Fatalf("HEAD: %v %v", resp, err)
 			}
