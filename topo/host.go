@@ -141,12 +141,6 @@ type EthtoolInfo struct {
 // readEthtool asks src for the ethtool answers of ifindex.
 func readEthtool(src NetlinkSource, ifindex int) EthtoolInfo {
 	var e EthtoolInfo
-	errString := func(err error) string {
-		if err == nil {
-			return ""
-		}
-		return err.Error()
-	}
 	var err error
 	e.Coalesce, err = src.Coalesce(ifindex)
 	e.CoalesceErr = errString(err)
@@ -155,6 +149,14 @@ func readEthtool(src NetlinkSource, ifindex int) EthtoolInfo {
 	e.Channels, err = src.Channels(ifindex)
 	e.ChannelsErr = errString(err)
 	return e
+}
+
+// errString returns err's text, "" for nil.
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // RxQueue is one receive queue.

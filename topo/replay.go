@@ -21,8 +21,10 @@ type ReplayNetlink struct {
 // ReplayIface holds the captured netlink answers for one interface. An
 // *Err field, when set, is returned as the error of that query.
 type ReplayIface struct {
-	Queues []QueueNAPI `json:"queues"`
-	NAPIs  []NAPI      `json:"napis"`
+	Queues    []QueueNAPI `json:"queues"`
+	QueuesErr string      `json:"queues_err,omitempty"`
+	NAPIs     []NAPI      `json:"napis"`
+	NAPIsErr  string      `json:"napis_err,omitempty"`
 	EthtoolInfo
 }
 
@@ -59,18 +61,16 @@ func replayErr(s string) error {
 
 // Queues implements NetlinkSource.
 func (r *ReplayNetlink) Queues(ifindex int) ([]QueueNAPI, error) {
-	v, err := r.iface(ifindex)
-	return v.Queues, err
+	return replayed(r, ifindex, func(v ReplayIface) ([]QueueNAPI, string) { return v.Queues, v.QueuesErr })
 }
 
 // NAPIs implements NetlinkSource.
 func (r *ReplayNetlink) NAPIs(ifindex int) ([]NAPI, error) {
-	v, err := r.iface(ifindex)
-	return v.NAPIs, err
+	return replayed(r, ifindex, func(v ReplayIface) ([]NAPI, string) { return v.NAPIs, v.NAPIsErr })
 }
 
-// replayed returns one ethtool answer of ifindex: its value, or its
-// recorded error.
+// replayed returns one answer of ifindex: its value, or its recorded
+// error.
 func replayed[T any](r *ReplayNetlink, ifindex int, get func(ReplayIface) (T, string)) (T, error) {
 	var zero T
 	v, err := r.iface(ifindex)
@@ -105,8 +105,11 @@ func RecordNetlink(src NetlinkSource, status NetlinkStatus, h *Host) *ReplayNetl
 	r := &ReplayNetlink{Status: status, Ifaces: map[string]ReplayIface{}}
 	for _, n := range h.NICs {
 		ri := ReplayIface{EthtoolInfo: readEthtool(src, n.Ifindex)}
-		ri.Queues, _ = src.Queues(n.Ifindex)
-		ri.NAPIs, _ = src.NAPIs(n.Ifindex)
+		var err error
+		ri.Queues, err = src.Queues(n.Ifindex)
+		ri.QueuesErr = errString(err)
+		ri.NAPIs, err = src.NAPIs(n.Ifindex)
+		ri.NAPIsErr = errString(err)
 		r.Ifaces[fmt.Sprint(n.Ifindex)] = ri
 	}
 	return r

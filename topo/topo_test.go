@@ -2,6 +2,7 @@ package topo
 
 import (
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -703,5 +704,48 @@ func TestReadNICWithoutMSI(t *testing.T) {
 	}
 	if n := h.NIC("eth0"); n == nil || len(n.IRQs) != 3 {
 		t.Errorf("virtio eth0 interrupts: %+v", n)
+	}
+}
+
+// noNetdev answers netlink like a kernel without the netdev family
+// (before 6.0): queue-get and napi-get fail, ethtool answers.
+type noNetdev struct{}
+
+func (noNetdev) Queues(int) ([]QueueNAPI, error) {
+	return nil, fmt.Errorf("%w: netdev: not found", ErrNetlinkAbsent)
+}
+func (noNetdev) NAPIs(int) ([]NAPI, error) {
+	return nil, fmt.Errorf("%w: netdev: not found", ErrNetlinkAbsent)
+}
+func (noNetdev) Coalesce(int) (Coalesce, error)  { return Coalesce{"rx-usecs": 8}, nil }
+func (noNetdev) Rings(int) (*Rings, error)       { return &Rings{Rx: 256}, nil }
+func (noNetdev) Channels(int) (*Channels, error) { return &Channels{CombinedCount: 1}, nil }
+
+// TestReplayKeepsNetdevErrors: a captured host whose netdev queries
+// failed replays with the same failures, written to and read back from
+// netlink.json, not as a host whose interfaces have no NAPIs.
+func TestReplayKeepsNetdevErrors(t *testing.T) {
+	status := NetlinkStatus{Netdev: "netdev: not found", Ethtool: "ok"}
+	live, err := Read("testdata/vm", &Config{Netlink: noNetdev{}, NetlinkStatus: status})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := copyFixture(t, "testdata/vm")
+	b, err := json.Marshal(RecordNetlink(noNetdev{}, status, live))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "netlink.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	replayed, err := ReadFixture(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range live.NICs {
+		r := replayed.NICs[i]
+		if n.NAPIErr == "" || r.NAPIErr != n.NAPIErr {
+			t.Errorf("%s: NAPIErr live %q, replayed %q", n.Name, n.NAPIErr, r.NAPIErr)
+		}
 	}
 }
