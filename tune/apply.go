@@ -231,7 +231,8 @@ var ErrStale = errors.New("plan is stale")
 
 // Apply applies p to t. It first checks that every current value is still
 // the plan's Old value and every target still exists (else ErrStale and
-// nothing is written), saves them
+// nothing is written) and that each is a value of its write's format,
+// which Revert can write back (else ErrRefused), saves them
 // to statePath (which must not exist), then writes in order, reading each
 // value back. If a write fails, the writes already done are restored in
 // reverse order and the state file is removed; the error says what failed
@@ -255,6 +256,13 @@ func Apply(p *Plan, t Target, statePath string) (*State, error) {
 		}
 		if cur != w.Old {
 			return nil, fmt.Errorf("%w: %s is %q, the plan expected %q; make a new plan", ErrStale, w.Target(), strings.TrimSpace(cur), strings.TrimSpace(w.Old))
+		}
+		// Revert writes it back, and LoadState refuses a saved value not
+		// in its write's format.
+		saved := w
+		saved.New = cur
+		if err := ValidateWrite(saved); err != nil {
+			return nil, fmt.Errorf("write %d: current value: %w", i+1, err)
 		}
 		st.Before = append(st.Before, cur)
 	}

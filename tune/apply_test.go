@@ -783,3 +783,35 @@ func TestRevertAfterCrash(t *testing.T) {
 		t.Errorf("tree differs after revert:\n%s", strings.Join(d, "\n"))
 	}
 }
+
+// TestApplyRefusesCurrentValueNotInFormat: LoadState refuses a saved value
+// not in its write's format (8164486), so Apply must not save one: a plan
+// writing tcp_rmem's three numbers as one int applied on a tree that takes
+// it, and its state then could not be loaded, so the host could not be
+// reverted. Apply refuses such a write before writing anything.
+func TestApplyRefusesCurrentValueNotInFormat(t *testing.T) {
+	root := copyTree(t, fxVM)
+	const path = "/proc/sys/net/ipv4/tcp_rmem"
+	if err := os.WriteFile(filepath.Join(root, path), []byte("4096\t131072\t6291456\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := &Plan{Writes: []Write{{Kind: KindFile, Path: path, Format: FormatInt, Old: "4096\t131072\t6291456\n", New: "8192", Reason: "r"}}}
+	before := treeBytes(t, root)
+	state := filepath.Join(t.TempDir(), "state.json")
+	_, err := Apply(p, Target{Root: root}, state)
+	if err == nil {
+		if _, lerr := LoadState(state); lerr != nil {
+			t.Fatalf("applied, and the state cannot be loaded to revert: %v", lerr)
+		}
+		return
+	}
+	if !errors.Is(err, ErrRefused) {
+		t.Errorf("err = %v, want ErrRefused", err)
+	}
+	if d := diffTrees(before, treeBytes(t, root)); len(d) > 0 {
+		t.Errorf("a refused apply wrote: %v", d)
+	}
+	if _, err := os.Stat(state); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("state written for a refused plan")
+	}
+}
