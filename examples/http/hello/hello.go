@@ -46,15 +46,18 @@ type Request struct {
 
 // ParseRequest looks for one complete request head at the start of b. It
 // returns a Request with Len 0 when more bytes are needed; empty lines
-// before the request line are part of its Len. The body, Body
-// bytes or chunked, follows the head and need not be in b. As RFC 9112 asks, a
-// header name followed by whitespace, several Content-Length headers, or a
-// Content-Length that is not a number up to MaxBody are malformed, and so is
-// an HTTP/1.1 request without a Host header or any request with several
-// (RFC 9112 section 3.2). A request whose Transfer-Encoding is chunked has
-// Chunked set: its body is read with a ChunkedBody. Transfer-Encoding with Content-Length, in an HTTP/1.0
-// request, or without chunked as its final coding is malformed (section
-// 6.3); other codings before chunked are ErrNotImplemented.
+// before the request line are part of its Len. The body, Body bytes or
+// chunked, follows the head and need not be in b.
+//
+// As RFC 9112 asks, these are malformed: a method or field name that is
+// not a token, a request-target with whitespace or control characters,
+// whitespace before a field name's colon, several Content-Length headers or
+// one that is not a number up to MaxBody, an HTTP/1.1 request without a
+// Host header, any request with several or with a value no host has
+// (section 3.2), and Transfer-Encoding with Content-Length, in an HTTP/1.0
+// request, or without chunked as its final coding (section 6.3). Codings
+// other than chunked are ErrNotImplemented. A chunked request has Chunked
+// set: its body is read with a ChunkedBody.
 func ParseRequest(b []byte) (Request, error) {
 	var r Request
 	// Empty lines before the request line are ignored (RFC 9112 section
@@ -79,7 +82,7 @@ func ParseRequest(b []byte) (Request, error) {
 	// Request line: METHOD SP TARGET SP HTTP/1.x
 	method, line, ok1 := bytes.Cut(line, []byte(" "))
 	target, version, ok2 := bytes.Cut(line, []byte(" "))
-	if !ok1 || !ok2 || len(method) == 0 || len(target) == 0 {
+	if !ok1 || !ok2 || !token(method) || !requestTarget(target) {
 		return Request{}, ErrMalformed
 	}
 	r.Head = string(method) == "HEAD"
@@ -97,7 +100,7 @@ func ParseRequest(b []byte) (Request, error) {
 		var h []byte
 		h, rest, _ = bytes.Cut(rest, []byte("\r\n"))
 		name, value, ok := bytes.Cut(h, []byte(":"))
-		if !ok || len(name) == 0 || bytes.ContainsAny(name, " \t") {
+		if !ok || !token(name) {
 			return Request{}, ErrMalformed
 		}
 		value = bytes.TrimSpace(value)
@@ -110,6 +113,9 @@ func ParseRequest(b []byte) (Request, error) {
 			r.Body, sawLength = int(v), true
 		case equalFold(name, "host"):
 			hosts++
+			if !hostValue(value) {
+				return Request{}, ErrMalformed
+			}
 		case equalFold(name, "expect"):
 			r.Continue = equalFold(value, "100-continue")
 		case equalFold(name, "transfer-encoding"):
@@ -274,11 +280,58 @@ ext:
 	return size, true
 }
 
-// fieldLine reports whether line is name ":" value with a non-empty name
-// free of whitespace and no control characters but HTAB.
+// fieldLine reports whether line is name ":" value with a token for a
+// name and no control characters but HTAB.
 func fieldLine(line []byte) bool {
 	name, _, ok := bytes.Cut(line, []byte(":"))
-	return ok && len(name) > 0 && !bytes.ContainsAny(name, " \t") && visible(line)
+	return ok && token(name) && visible(line)
+}
+
+// token reports whether b is a token (RFC 9110 section 5.6.2), as methods
+// and field names are.
+func token(b []byte) bool {
+	for _, c := range b {
+		if c >= 0x80 || !tchar[c] {
+			return false
+		}
+	}
+	return len(b) > 0
+}
+
+var tchar = func() (t [128]bool) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c], t[c-'a'+'A'] = true, true
+	}
+	for _, c := range "!#$%&'*+-.^_`|~" {
+		t[c] = true
+	}
+	return t
+}()
+
+// requestTarget reports whether b may be a request-target: not empty, no
+// whitespace or control characters.
+func requestTarget(b []byte) bool {
+	for _, c := range b {
+		if c <= ' ' || c == 0x7f {
+			return false
+		}
+	}
+	return len(b) > 0
+}
+
+// hostValue reports whether v may be a Host value: uri-host [ ":" port ]
+// (RFC 9112 section 3.2, RFC 3986 section 3.2.2), possibly empty. The
+// characters are checked, not the structure.
+func hostValue(v []byte) bool {
+	for _, c := range v {
+		if c >= 0x80 || !tchar[c] && !bytes.ContainsRune([]byte("()+,;=:[]"), rune(c)) {
+			return false
+		}
+	}
+	return true
 }
 
 // visible reports whether b holds no control characters but HTAB.

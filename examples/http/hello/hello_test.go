@@ -75,6 +75,19 @@ func TestParseRequest(t *testing.T) {
 		{"GET / HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n", 0, false, ErrMalformed},
 		{"GET / HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n", 0, false, ErrMalformed},
 		{"GET / HTTP/1.1\r\nHOST: a\r\n\r\n", 27, true, nil},
+		{"GET / HTTP/1.1\r\nHost: [::1]:80\r\n\r\n", 34, true, nil},
+		{"GET / HTTP/1.1\r\nHost: a b\r\n\r\n", 0, false, ErrMalformed},
+		{"GET / HTTP/1.1\r\nHost: a/b\r\n\r\n", 0, false, ErrMalformed},
+		{"GET / HTTP/1.1\r\nHost: a@b\r\n\r\n", 0, false, ErrMalformed},
+		// Found in review: names that are not tokens (RFC 9110 section
+		// 5.1) were taken; a proxy that drops the NUL reads a length.
+		{"POST / HTTP/1.1\r\nHost: x\r\nContent-Length\x00: 3\r\n\r\nabc", 0, false, ErrMalformed},
+		{"POST / HTTP/1.1\r\nHost: x\r\nContent\x7fLength: 3\r\n\r\nabc", 0, false, ErrMalformed},
+		{"POST / HTTP/1.1\r\nHost: x\r\n\"Content-Length\": 3\r\n\r\nabc", 0, false, ErrMalformed},
+		{"G\x00ET / HTTP/1.1\r\nHost: x\r\n\r\n", 0, false, ErrMalformed},
+		{"GET /\x00 HTTP/1.1\r\nHost: x\r\n\r\n", 0, false, ErrMalformed},
+		{"GET /a\tb HTTP/1.1\r\nHost: x\r\n\r\n", 0, false, ErrMalformed},
+		{"M-SEARCH * HTTP/1.1\r\nHost: x\r\n\r\n", 32, true, nil},
 		{"GET / HTTP/1.1\r\nHost:\r\n\r\n", 25, true, nil},
 	}
 	for _, tc := range tests {
@@ -141,6 +154,7 @@ func TestChunkedBody(t *testing.T) {
 		{"-5\r\n", 0, ErrMalformed},
 		{"5\r\nhelloXX0\r\n\r\n", 0, ErrMalformed},
 		{"5\r\nhello\r\n0\r\nbad trailer\r\n\r\n", 0, ErrMalformed},
+		{"5\r\nhello\r\n0\r\nbad\x00: trailer\r\n\r\n", 0, ErrMalformed},
 		{"5\nhello\r\n0\r\n\r\n", 0, ErrMalformed},
 		{fmt.Sprintf("%x\r\n", MaxBody+1), 0, ErrMalformed},
 		{"ffffffffffffffffffff1\r\n", 0, ErrMalformed},
