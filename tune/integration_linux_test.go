@@ -475,3 +475,108 @@ func inNetNSView(nsPath, view string, fn func() error) error {
 		return fn()
 	})
 }
+
+// TestNetnsRevertKeepsPerNAPISettings: writing a device's
+// napi_defer_hard_irqs or gro_flush_timeout in sysfs sets that value on
+// every NAPI instance of the device too (netdev_set_defer_hard_irqs,
+// Linux 6.13+). A busy-poll plan wrote the device files only, so its
+// revert, writing the device's old value back, also wrote it over every
+// instance, and a per-NAPI value set before (napi-set) was lost: the host
+// did not end as it was.
+func TestNetnsRevertKeepsPerNAPISettings(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create a network namespace and write sysfs")
+	}
+	for _, tool := range []string{"ip", "ethtool"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed", tool)
+		}
+	}
+	pid := os.Getpid()
+	ns := fmt.Sprintf("spd-tunenapi-%d", pid)
+	va, vb := fmt.Sprintf("stp%da", pid), fmt.Sprintf("stp%db", pid)
+	run(t, "ip", "netns", "add", ns)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	run(t, "ip", "-n", ns, "link", "add", va, "type", "veth", "peer", "name", vb)
+	run(t, "ip", "-n", ns, "link", "set", va, "up")
+	run(t, "ip", "-n", ns, "link", "set", vb, "up")
+	run(t, "ip", "netns", "exec", ns, "ethtool", "-K", va, "gro", "on", "tso", "off")
+	errSkip := errors.New("skip")
+	var skipWhy string
+	view := t.TempDir()
+	err := inNetNSView(veth.Path(ns), view, func() error {
+		nc, err := topo.DialNetlink()
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		h, err := topo.ReadRootWithNetlink(view)
+		if err != nil {
+			return err
+		}
+		n := h.NIC(va)
+		if n == nil || len(n.NAPIs) == 0 {
+			skipWhy = fmt.Sprintf("%s has no NAPI instance with GRO on", va)
+			return errSkip
+		}
+		id := n.NAPIs[0].ID
+		want := map[string]uint64{"defer-hard-irqs": 7, "gro-flush-timeout": 12345}
+		for param, v := range want {
+			if err := nc.SetNAPI(id, param, v); err != nil {
+				skipWhy = fmt.Sprintf("netdev napi-set %s (Linux 6.13+): %v", param, err)
+				return errSkip
+			}
+		}
+		if h, err = topo.ReadRootWithNetlink(view); err != nil {
+			return err
+		}
+		tgt := Target{Root: view, Netlink: nc}
+		devFiles := []string{"/sys/class/net/" + va + "/napi_defer_hard_irqs", "/sys/class/net/" + va + "/gro_flush_timeout"}
+		devBefore := map[string]string{}
+		for _, f := range devFiles {
+			b, err := os.ReadFile(filepath.Join(view, f))
+			if err != nil {
+				return err
+			}
+			devBefore[f] = string(b)
+		}
+		p, err := MakePlan(h, PlanConfig{Interfaces: []string{va}, LoopCPUs: h.Online, BusyPollUsecs: 50, Somaxconn: -1})
+		if err != nil {
+			return err
+		}
+		for _, f := range devFiles {
+			if writeTo(p, f) == nil {
+				return fmt.Errorf("plan does not write %s: %v", f, targets(p))
+			}
+		}
+		state := filepath.Join(t.TempDir(), "state.json")
+		if _, err := Apply(p, tgt, state); err != nil {
+			return err
+		}
+		if _, _, err := Revert(state, tgt); err != nil {
+			return err
+		}
+		napi, err := nc.NAPI(id)
+		if err != nil {
+			return err
+		}
+		var errs []error
+		for param, v := range want {
+			if got, _ := napi.NAPIValue(param); got != v {
+				errs = append(errs, fmt.Errorf("NAPI %d %s is %d after revert, was %d", id, param, got, v))
+			}
+		}
+		for _, f := range devFiles {
+			if b, err := os.ReadFile(filepath.Join(view, f)); err != nil || string(b) != devBefore[f] {
+				errs = append(errs, fmt.Errorf("%s is %q after revert, was %q (%v)", f, b, devBefore[f], err))
+			}
+		}
+		return errors.Join(errs...)
+	})
+	if errors.Is(err, errSkip) {
+		t.Skip(skipWhy)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -561,6 +561,32 @@ func (p *planner) nic(n *topo.NIC) error {
 	// Busy polling (inline).
 	if cfg.BusyPollUsecs > 0 {
 		base := "/sys/class/net/" + n.Name + "/"
+		// Writing a device's napi_defer_hard_irqs or gro_flush_timeout
+		// sets every NAPI instance of the device too (Linux 6.13+), and
+		// so does writing the old value back on revert: an instance with
+		// a value of its own (napi-set) would lose it. Such instances get
+		// a write of their own, before the device's, which revert (in
+		// reverse order) then restores after the device's.
+		for _, d := range []struct {
+			param     string
+			dev, want int64
+		}{
+			{"defer-hard-irqs", n.DeviceDeferHardIRQs, int64(cfg.DeferHardIRQs)},
+			{"gro-flush-timeout", n.DeviceGROFlushTimeout, int64(cfg.GROFlushTimeoutNs)},
+		} {
+			if d.dev < 0 || d.dev == d.want {
+				continue // no device write planned
+			}
+			for _, napi := range n.NAPIs {
+				v, err := napi.NAPIValue(d.param)
+				if err != nil || v == uint64(d.dev) {
+					continue
+				}
+				plan.Writes = append(plan.Writes, Write{Kind: KindNAPI, Iface: n.Name, Ifindex: n.Ifindex, NAPIID: napi.ID, Param: d.param,
+					Format: FormatInt, Old: strconv.FormatUint(v, 10), New: strconv.FormatInt(d.want, 10),
+					Reason: fmt.Sprintf("this NAPI has a %s of its own (%d, the device's is %d): the device-wide write below sets every NAPI, and so would its revert; saved here so that revert restores it", d.param, v, d.dev)})
+			}
+		}
 		if err := p.file(base+"napi_defer_hard_irqs", FormatInt, strconv.Itoa(cfg.DeferHardIRQs),
 			"keep the device IRQ masked for this many empty polls so busy polling, not interrupts, drives receive"); err != nil {
 			return err

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -497,5 +498,41 @@ func TestPlanDedicatedLoopCPUsGiven(t *testing.T) {
 				t.Errorf("%s: IRQ CPU %d is an SMT sibling of loops %s", filepath.Base(tt.root), c, sib)
 			}
 		}
+	}
+}
+
+// TestPlanSavesPerNAPIValues: a busy-poll plan's device-wide
+// napi_defer_hard_irqs and gro_flush_timeout writes set every NAPI of the
+// device, and so do their reverts; an instance with a value of its own gets
+// a netdev-napi write before the device's, so that revert (reverse order)
+// restores it after the device's (TestNetnsRevertKeepsPerNAPISettings on
+// the kernel).
+func TestPlanSavesPerNAPIValues(t *testing.T) {
+	h := loadHost(t, fxVM)
+	n := h.NIC("eth0")
+	if n == nil || len(n.NAPIs) == 0 || n.DeviceDeferHardIRQs != int64(n.NAPIs[0].DeferHardIRQs) {
+		t.Fatalf("the vm fixture's eth0 needs a NAPI instance with the device's values: %+v", n)
+	}
+	n.NAPIs[0].DeferHardIRQs = uint32(n.DeviceDeferHardIRQs) + 7
+	p, err := MakePlan(h, PlanConfig{Interfaces: []string{"eth0"}, BusyPollUsecs: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	napiAt, devAt := -1, -1
+	for i, w := range p.Writes {
+		switch {
+		case w.Kind == KindNAPI && w.NAPIID == n.NAPIs[0].ID && w.Param == "defer-hard-irqs":
+			napiAt = i
+			if w.Old != strconv.FormatUint(uint64(n.NAPIs[0].DeferHardIRQs), 10) || w.New != "2" {
+				t.Errorf("NAPI write %q -> %q", w.Old, w.New)
+			}
+		case w.Path == "/sys/class/net/eth0/napi_defer_hard_irqs":
+			devAt = i
+		case w.Kind == KindNAPI && w.Param == "gro-flush-timeout":
+			t.Errorf("gro-flush-timeout written for a NAPI with the device's value: %+v", w)
+		}
+	}
+	if napiAt < 0 || devAt < 0 || napiAt > devAt {
+		t.Errorf("NAPI write at %d, device write at %d; want both, the NAPI's first: %v", napiAt, devAt, targets(p))
 	}
 }
