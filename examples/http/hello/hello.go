@@ -219,7 +219,7 @@ func (c *ChunkedBody) Skip(b []byte) (n int, done bool, err error) {
 				continue
 			}
 			size, ok := chunkLine(line)
-			if !ok || size > MaxBody-c.total {
+			if !ok || i > maxChunkLine || size > MaxBody-c.total {
 				return n, false, ErrMalformed
 			}
 			c.total += size

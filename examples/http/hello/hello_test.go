@@ -160,6 +160,7 @@ func TestChunkedBody(t *testing.T) {
 		{"ffffffffffffffffffff1\r\n", 0, ErrMalformed},
 		{fmt.Sprintf("%x\r\n%s\r\n1\r\n", MaxBody, strings.Repeat("a", MaxBody)), 0, ErrMalformed},
 		{"1" + strings.Repeat(";", maxChunkLine+1), 0, ErrMalformed},
+		{"1" + strings.Repeat(";", maxChunkLine+1) + "\r\na\r\n0\r\n\r\n", 0, ErrMalformed},
 		{"0\r\nX: " + strings.Repeat("a", MaxHeader), 0, ErrHeaderLarge},
 	}
 	for _, tc := range tests {
