@@ -30,7 +30,9 @@ func ParseCmdline(s string, nrCPUs int) (isolated CPUSet, isolFlags []string, no
 		if !ok {
 			continue
 		}
-		switch k {
+		// The kernel compares parameter names with '-' and '_' alike
+		// (parameqn): nohz-full= is nohz_full=.
+		switch strings.ReplaceAll(k, "-", "_") {
 		case "isolcpus":
 			// housekeeping_isolcpus_setup: words that start with a letter
 			// are flags (unknown ones skipped) until the list begins.

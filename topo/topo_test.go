@@ -101,6 +101,9 @@ func TestParseCmdline(t *testing.T) {
 		{"nohz_full=0-7:3/2", "", "", "", true},
 		{"nohz_full=0-7:1", "", "", "", true},
 		{"nohz_full=1,,2", "", "", "", true},
+		// The kernel matches parameter names with '-' and '_' alike
+		// (parameqn).
+		{"nohz-full=2-7", "", "2-7", "", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
