@@ -147,9 +147,12 @@ type LoadResult struct {
 	// window (getrusage RUSAGE_THREAD), summed over threads.
 	ClientUser, ClientSys time.Duration
 	// SendLag is, in open loop, how late each request of the window was
-	// written relative to its intended send time: a client that keeps its
-	// schedule has a lag of a few µs, one that stops sending while the
-	// server stalls has a lag as long as the stall. Nil in closed loop.
+	// written relative to its intended send time, up to the write that
+	// carried its last byte: a client that keeps its schedule has a lag of
+	// a few µs, one that stops sending while the server stalls (or whose
+	// requests wait in its buffer while the server does not read) has a
+	// lag as long as the stall. A request still unwritten when the run
+	// ends counts the time it waited. Nil in closed loop.
 	SendLag *Histogram
 	// ClientIdle is the time the client threads spent in polls that found
 	// nothing to do (0 with Block), summed over threads.

@@ -36,6 +36,18 @@ type loadConn struct {
 	head  int
 	out   bool // EPOLLOUT armed
 	dirty bool // wbuf gained data since the last flush
+	// Open loop: the window's requests not yet wholly written, each with
+	// the stream offset of its last byte, for their send lag.
+	unwritten []unwritten
+	queued    uint64 // bytes ever appended to wbuf
+	written   uint64 // bytes ever written
+}
+
+// unwritten is a request whose send lag is recorded when the write that
+// carries its last byte (stream offset end) completes.
+type unwritten struct {
+	end uint64
+	ts  int64 // intended send time
 }
 
 func (c *loadConn) inflight() int { return len(c.queue) - c.head }
@@ -325,12 +337,30 @@ func (t *loadThread) markCPU(start bool) {
 // send queues one request on c, stamped with ts.
 func (t *loadThread) send(c *loadConn, ts int64) {
 	c.wbuf = AppendRequest(c.wbuf, c.id, c.seq, t.cfg.Payload)
+	c.queued += uint64(FrameHeader + t.cfg.Payload)
 	c.push(pending{seq: c.seq, t: ts})
 	c.seq++
 	c.dirty = true
 	if ts >= t.winStart && ts < t.winEnd {
 		t.sent++
+		if t.cfg.Rate > 0 {
+			c.unwritten = append(c.unwritten, unwritten{end: c.queued, ts: ts})
+		}
 	}
+}
+
+// recordLag records, in open loop, the send lag of the window's requests
+// on c whose last byte has been written by now: from each one's intended
+// send time to now, the end of the write that carried it. A request that
+// waited in the client's buffer (the socket full, its server not reading)
+// lags by that wait.
+func (t *loadThread) recordLag(c *loadConn, now int64) {
+	k := 0
+	for k < len(c.unwritten) && c.unwritten[k].end <= c.written {
+		t.lag.Record(time.Duration(now - c.unwritten[k].ts))
+		k++
+	}
+	c.unwritten = c.unwritten[k:]
 }
 
 // flush writes c's pending bytes; a short write arms EPOLLOUT.
@@ -348,6 +378,10 @@ func (t *loadThread) flush(c *loadConn) error {
 			return fmt.Errorf("bench: load: conn %d: %w", c.id, os.NewSyscallError("write", err))
 		}
 		c.wbuf = c.wbuf[:copy(c.wbuf, c.wbuf[n:])]
+		c.written += uint64(n)
+	}
+	if len(c.unwritten) > 0 {
+		t.recordLag(c, t.now())
 	}
 	want := len(c.wbuf) > 0
 	if want != c.out {
@@ -597,16 +631,6 @@ func (t *loadThread) runOpen(t0 int64) error {
 				}
 			}
 		}
-		if issued > batch {
-			// Each request's lag: from its intended send time to the end
-			// of the write that carried it.
-			sentAt := t.now()
-			for k := batch; k < issued; k++ {
-				if ts := t0 + t.phase + int64(float64(k)*interval); ts >= t.winStart {
-					t.lag.Record(time.Duration(sentAt - ts))
-				}
-			}
-		}
 		next := t0 + t.phase + int64(float64(issued)*interval)
 		if next >= t.winEnd {
 			inflight := 0
@@ -662,6 +686,12 @@ func (t *loadThread) runOpen(t0 int64) error {
 		t.markCPU(false)
 	}
 	t.recordUnanswered()
+	// Requests still (partly) in the client's buffer lag by the time they
+	// waited so far, a lower bound.
+	for _, c := range t.conns {
+		c.written = c.queued
+		t.recordLag(c, t.now())
+	}
 	// Requests due in the window that never went out (every connection
 	// was at MaxOutstanding to the end) were offered and not answered:
 	// recorded like the unanswered ones, at the time waited so far.

@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"io"
+	"net"
 	"os"
 	"sync/atomic"
 	"testing"
@@ -54,4 +56,52 @@ func TestLoadThreadsNotOnMainThread(t *testing.T) {
 			t.Fatalf("run %d: %d client threads ran on the main thread", i, n)
 		}
 	}
+}
+
+// TestOpenLoopSendLagCountsPartialWrites: a request's send lag runs to the
+// write that put its last byte into the socket. A server that stops
+// reading fills the socket buffers, and the requests due meanwhile wait in
+// the client's own buffer; their lag was recorded when the client first
+// tried to write them (µs), as if the client had kept its schedule, and
+// not when they went out, after the stall.
+func TestOpenLoopSendLagCountsPartialWrites(t *testing.T) {
+	const (
+		stall   = 300 * time.Millisecond
+		payload = 64 << 10
+	)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		time.Sleep(stall)      // the stall: nothing read
+		io.Copy(io.Discard, c) // read again, never answer
+	}()
+	res, err := RunLoad(context.Background(), LoadConfig{
+		Addr: ln.Addr().String(), Conns: 1, Rate: 1000, Payload: payload,
+		Warmup: time.Microsecond, Duration: 2 * stall, Drain: 100 * time.Millisecond,
+	})
+	ln.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-served
+	if res.SendLag.Count() != int64(res.Sent) {
+		t.Fatalf("send lag has %d samples for %d requests sent", res.SendLag.Count(), res.Sent)
+	}
+	// The socket buffers hold a few MB, a few dozen requests: most of the
+	// stall's 300 requests waited in the client until the server read
+	// again, the earliest of them most of the stall.
+	if m := res.SendLag.Max(); m < stall/2 {
+		t.Errorf("send lag max = %v through a %v stall with the socket full: requests not yet written counted as sent", m, stall)
+	}
+	t.Logf("send lag %s", res.SendLag)
 }

@@ -546,7 +546,7 @@ func (r *runner) finish() {
 			}
 		}
 		if s.Mode == "open" && s.ClientSendLagP99US > 1000 {
-			r.report.Notes = append(r.report.Notes, fmt.Sprintf("the client fell behind its schedule measuring %s %s (send lag p99 %.0f µs): the client's CPU was busy or preempted", s.Arm, loadPoint(s), s.ClientSendLagP99US))
+			r.report.Notes = append(r.report.Notes, fmt.Sprintf("the client fell behind its schedule measuring %s %s (send lag p99 %.0f µs): the client's CPU was busy or preempted, or the server did not read its requests (socket buffers full)", s.Arm, loadPoint(s), s.ClientSendLagP99US))
 		}
 		if s.ClientCPUPercent >= 90 && !saturated[s.Arm] {
 			saturated[s.Arm] = true
