@@ -238,13 +238,15 @@ func Diagnose(h *topo.Host, a, b *Snapshot, opt Options) []Finding {
 					irqImbalance = append(irqImbalance, handled, fmt.Sprintf("IRQ %s fired there; %s: the traffic went to few queues", strings.Join(fired, ","), lands))
 				}
 			} else {
-				eff := queueIRQs[0].Effective
+				// Where each may be delivered: the effective affinity,
+				// else (kernels without it) the affinity.
+				eff := deliveredTo(queueIRQs[0])
 				same := eff.Len() == 1
 				for _, q := range queueIRQs[1:] {
-					same = same && q.Effective.Equal(eff)
+					same = same && deliveredTo(q).Equal(eff)
 				}
 				if same {
-					ev = append(ev, fmt.Sprintf("all %d queue IRQs of %s are delivered to CPU %s (effective_affinity_list)", len(queueIRQs), n.Name, eff))
+					ev = append(ev, fmt.Sprintf("all %d queue IRQs of %s are delivered to CPU %s (effective_affinity_list, else smp_affinity_list)", len(queueIRQs), n.Name, eff))
 				}
 			}
 			if len(ev) > 0 {
@@ -264,8 +266,8 @@ func Diagnose(h *topo.Host, a, b *Snapshot, opt Options) []Finding {
 						ev = append(ev, fmt.Sprintf("IRQ %d (%s): %d interrupts on loop CPU %d", irq.IRQ, irq.Name, d[cpu], cpu))
 					}
 				}
-				if len(d) == 0 && irq.Effective.Intersect(opt.LoopCPUs).Len() > 0 {
-					ev = append(ev, fmt.Sprintf("IRQ %d (%s) is delivered to CPU %s, a loop CPU (no interrupts during the sample)", irq.IRQ, irq.Name, irq.Effective))
+				if to := deliveredTo(irq); len(d) == 0 && to.Intersect(opt.LoopCPUs).Len() > 0 {
+					ev = append(ev, fmt.Sprintf("IRQ %d (%s) may be delivered to CPUs %s, loop CPUs %s among them (no interrupts during the sample)", irq.IRQ, irq.Name, to, to.Intersect(opt.LoopCPUs)))
 				}
 			}
 			if len(ev) > 0 {

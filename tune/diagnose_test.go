@@ -214,6 +214,31 @@ func TestDiagnose(t *testing.T) {
 			want: []string{"irq-on-loop-cpu"},
 		},
 		{
+			// A kernel or architecture without effective_affinity_list
+			// (no CONFIG_GENERIC_IRQ_EFFECTIVE_AFF_MASK): the affinity
+			// says where an IRQ may be delivered. With no interrupt in
+			// the sample, IRQs pinned to isolated CPUs went unreported.
+			name: "IRQs on isolated CPUs, no effective affinity", root: fxSMT,
+			craft: func(t *testing.T, h *topo.Host, a, b *Snapshot) {
+				n := h.NIC("enp1s0f0np0")
+				for i := range n.IRQs {
+					n.IRQs[i].Effective = nil
+				}
+			},
+			want: []string{"irq-on-loop-cpu"},
+		},
+		{
+			// The same kernel, every queue IRQ pinned to CPU 12.
+			name: "queue IRQs on one CPU, from affinity, no effective affinity", root: fx2Socket,
+			craft: func(t *testing.T, h *topo.Host, a, b *Snapshot) {
+				n := h.NIC("ens1f0")
+				for i := range n.IRQs {
+					n.IRQs[i].Affinity, n.IRQs[i].Effective = topo.NewCPUSet(12), nil
+				}
+			},
+			want: []string{"queue-irqs-one-cpu"},
+		},
+		{
 			name: "IRQs off the loop CPUs", root: fx2Socket, opt: Options{LoopCPUs: topo.NewCPUSet(0, 1)},
 			craft:   func(t *testing.T, h *topo.Host, a, b *Snapshot) { addIRQ(t, b, 121, 12, 777) },
 			without: []string{"irq-on-loop-cpu"},
