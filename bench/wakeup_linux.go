@@ -129,8 +129,9 @@ func wakeupMode(ctx context.Context, cfg WakeupConfig, mode string, topology Top
 	readerDone := make(chan error, 1)
 
 	// Reader: listens, accepts one connection, then waits in mode.
-	go func() {
-		runtime.LockOSThread() // namespace and affinity changed: never unlocked
+	// Its namespace and affinity are changed: a thread of its own, never
+	// unlocked and never the main thread (lockedThread).
+	go lockedThread(func() {
 		readerDone <- func() error {
 			if err := enterThread(serverNS, cfg.ReaderCPU); err != nil {
 				listening <- ready{err: err}
@@ -189,7 +190,7 @@ func wakeupMode(ctx context.Context, cfg WakeupConfig, mode string, topology Top
 			wall = time.Since(base) - wall
 			return nil
 		}()
-	}()
+	})
 	r := <-listening
 	if r.err != nil {
 		<-readerDone
@@ -202,8 +203,7 @@ func wakeupMode(ctx context.Context, cfg WakeupConfig, mode string, topology Top
 	defer unix.Close(r.lfd)
 
 	// Writer: connects and writes a timestamp every interval.
-	go func() {
-		runtime.LockOSThread() // never unlocked, as the reader
+	go lockedThread(func() { // as the reader
 		writerDone <- func() error {
 			if err := enterThread(topology.ClientNetNS(), cfg.WriterCPU); err != nil {
 				return err
@@ -237,7 +237,7 @@ func wakeupMode(ctx context.Context, cfg WakeupConfig, mode string, topology Top
 			<-stop
 			return nil
 		}()
-	}()
+	})
 	var rerr error
 	select {
 	case rerr = <-readerDone:

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/spindlenet/spindle/internal/kver"
 )
 
@@ -99,4 +101,35 @@ func openSockets(t *testing.T) map[string]string {
 		}
 	}
 	return out
+}
+
+// TestWakeupNotOnMainThread: Wakeup's reader and writer pin their threads
+// and never unlock them; on the process's main thread the runtime would
+// park that thread for good, pinned, which sched_getaffinity of the
+// process's id then shows. After several runs the main thread must still
+// have every CPU it had. Found in review.
+func TestWakeupNotOnMainThread(t *testing.T) {
+	allowed, err := allowedCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(allowed) < 2 {
+		t.Skipf("needs two CPUs this process may run on, has %v", allowed)
+	}
+	var before unix.CPUSet
+	if err := unix.SchedGetaffinity(os.Getpid(), &before); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 20; i++ {
+		if _, err := Wakeup(context.Background(), WakeupConfig{Modes: []string{WakeBlock}, Samples: 2, Interval: time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+		var now unix.CPUSet
+		if err := unix.SchedGetaffinity(os.Getpid(), &now); err != nil {
+			t.Fatal(err)
+		}
+		if now != before {
+			t.Fatalf("run %d: the main thread's CPUs are %d of %d: a pinned thread of Wakeup's was the main thread", i, now.Count(), before.Count())
+		}
+	}
 }
