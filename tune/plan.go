@@ -280,9 +280,9 @@ func (p *planner) cpuSets(nics []*topo.NIC) error {
 			}
 			// One housekeeping CPU per 8 cores, at least one, of each
 			// NIC's own local CPUs (its NUMA node), so that no NIC's
-			// interrupts default to another node; of all of them when
-			// the NICs are local to every CPU (or to fewer than 2).
-			// Loop CPUs given, and their SMT siblings, are not taken.
+			// interrupts default to another node; of all of them for a
+			// NIC local to every CPU (or to fewer than 2). Loop CPUs
+			// given, and their SMT siblings, are not taken.
 			var taken topo.CPUSet
 			for _, c := range cfg.LoopCPUs {
 				taken = taken.Union(topo.NewCPUSet(c))
@@ -299,12 +299,11 @@ func (p *planner) cpuSets(nics []*topo.NIC) error {
 				return house[:min(max(1, from.Len()/8), house.Len())]
 			}
 			for _, n := range nics {
-				if l := primaries.Intersect(n.LocalCPUs); l.Len() >= 2 && l.Len() < primaries.Len() {
-					irq = irq.Union(pick(l))
+				l := primaries.Intersect(n.LocalCPUs)
+				if l.Len() < 2 {
+					l = primaries
 				}
-			}
-			if irq.Len() == 0 {
-				irq = pick(primaries)
+				irq = irq.Union(pick(l))
 			}
 			if irq.Len() == 0 {
 				return refuse("no CPUs left for IRQs beside loop CPUs %s; give --irq-cpus", cfg.LoopCPUs)

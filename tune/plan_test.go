@@ -536,3 +536,38 @@ func TestPlanSavesPerNAPIValues(t *testing.T) {
 		t.Errorf("NAPI write at %d, device write at %d; want both, the NAPI's first: %v", napiAt, devAt, targets(p))
 	}
 }
+
+// TestPlanDedicatedDefaultIRQCPUsMixedNICs: a NIC local to every CPU (no
+// NUMA information) planned with a node-1 NIC got only the node-1 NIC's
+// default IRQ CPU (efb1a23 took its own only from NICs local to part of the
+// host), one CPU for both NICs' interrupts where it alone gets two.
+func TestPlanDedicatedDefaultIRQCPUsMixedNICs(t *testing.T) {
+	root := t.TempDir()
+	var cpus []topo.CPU
+	var all []int
+	for id := range 16 {
+		cpus = append(cpus, topo.CPU{ID: id, Core: id, Node: id / 8, Siblings: topo.NewCPUSet(id)})
+		all = append(all, id)
+	}
+	nodes := []topo.Node{{ID: 0, CPUs: topo.NewCPUSet(all[:8]...)}, {ID: 1, CPUs: topo.NewCPUSet(all[8:]...)}}
+	h := &topo.Host{Root: root, Online: topo.NewCPUSet(all...), CPUs: cpus, Nodes: nodes,
+		NICs: []topo.NIC{
+			{Name: "nicA", Ifindex: 2, NUMANode: -1, LocalCPUs: topo.NewCPUSet(all...), RxQueues: []topo.RxQueue{{Index: 0, IRQ: -1}}},
+			{Name: "nicB", Ifindex: 3, NUMANode: 1, LocalCPUs: nodes[1].CPUs, RxQueues: []topo.RxQueue{{Index: 0, IRQ: -1}}},
+		},
+		Sysctls: map[string]string{}}
+	alone, err := MakePlan(h, PlanConfig{Policy: Dedicated, Interfaces: []string{"nicA"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	both, err := MakePlan(h, PlanConfig{Policy: Dedicated, Interfaces: []string{"nicA", "nicB"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if miss := alone.IRQCPUs.Minus(both.IRQCPUs); miss.Len() > 0 {
+		t.Errorf("IRQ CPUs %s with nicB, %s for nicA alone: %s missing", both.IRQCPUs, alone.IRQCPUs, miss)
+	}
+	if both.IRQCPUs.Intersect(nodes[1].CPUs).Len() == 0 {
+		t.Errorf("IRQ CPUs %s: none on nicB's node", both.IRQCPUs)
+	}
+}
