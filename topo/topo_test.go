@@ -184,6 +184,10 @@ func TestClassifyIRQName(t *testing.T) {
 		{"eth0-Tx-Rx-5", "rxtx", 5},
 		{"ena-mgmnt@pci:0000:00:05.0", "other", -1},
 		{"i40e-0000:3b:00.0:misc", "other", -1},
+		{"i40e-ens1f0-TxRx-3", "rxtx", 3},
+		// i40e's sideband flow director vector: "%s-%s:fdir" (driver and
+		// PCI name) plus "-TxRx-0"; it serves no receive queue.
+		{"i40e-0000:3b:00.0:fdir-TxRx-0", "other", -1},
 		// mana (Azure): "mana_q%d@pci:%s", queue i's event queue is
 		// MSI-X vector i+1; vector 0 is the hardware channel.
 		{"mana_q3@pci:7870:00:00.0", "rxtx", 3},
@@ -750,5 +754,38 @@ func TestReplayKeepsNetdevErrors(t *testing.T) {
 		if n.NAPIErr == "" || r.NAPIErr != n.NAPIErr {
 			t.Errorf("%s: NAPIErr live %q, replayed %q", n.Name, n.NAPIErr, r.NAPIErr)
 		}
+	}
+}
+
+// TestReadFlowDirectorIRQ: an i40e port's sideband flow director vector
+// (named "...:fdir-TxRx-0") is one of its PCI function's interrupts; it is
+// not receive queue 0's interrupt.
+func TestReadFlowDirectorIRQ(t *testing.T) {
+	root := copyFixture(t, "testdata/2socket-16q")
+	line := "137:" + strings.Repeat("          0", 24) + "  IR-PCI-MSIX-0000:af:00.0   17-edge      i40e-0000:af:00.0:fdir-TxRx-0\n"
+	f, err := os.OpenFile(filepath.Join(root, "proc/interrupts"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.WriteString(line)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "sys/devices/pci0000_ae/0000_ae_00.0/0000_af_00.0/msi_irqs/137"), []byte("msix\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h, err := Read(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := h.NIC("ens1f0")
+	if n == nil || len(n.IRQs) != 18 {
+		t.Fatalf("ens1f0 = %+v", n)
+	}
+	if q := n.RxQueues[0]; q.IRQ != 121 {
+		t.Errorf("rx-0 IRQ %d, want 121 (137 is the flow director's)", q.IRQ)
 	}
 }
