@@ -592,9 +592,9 @@ var queueName = regexp.MustCompile(`(?i)(txrx|rxtx|tx-rx|combined|comp|fp|input|
 // queue index of a device IRQ from its action name.
 func ClassifyIRQName(name string) (role string, queue int) {
 	name, _, _ = strings.Cut(name, "@") // mlx5: "mlx5_comp3@pci:0000:3b:00.0"
-	if strings.Contains(name, ":fdir-") {
-		// i40e's sideband flow director vector,
-		// "i40e-0000:3b:00.0:fdir-TxRx-0", serves no queue.
+	if strings.Contains(name, ":fdir-") || strings.Contains(name, ":ctrl-") {
+		// The flow director vectors of i40e ("i40e-0000:3b:00.0:fdir-TxRx-0")
+		// and ice ("ice-0000:af:00.0:ctrl-TxRx-0") serve no queue.
 		return "other", -1
 	}
 	m := queueName.FindStringSubmatch(name)

@@ -188,6 +188,8 @@ func TestClassifyIRQName(t *testing.T) {
 		// i40e's sideband flow director vector: "%s-%s:fdir" (driver and
 		// PCI name) plus "-TxRx-0"; it serves no receive queue.
 		{"i40e-0000:3b:00.0:fdir-TxRx-0", "other", -1},
+		// ice's flow director control VSI: "%s-%s:ctrl" plus "-TxRx-0".
+		{"ice-0000:af:00.0:ctrl-TxRx-0", "other", -1},
 		// mana (Azure): "mana_q%d@pci:%s", queue i's event queue is
 		// MSI-X vector i+1; vector 0 is the hardware channel.
 		{"mana_q3@pci:7870:00:00.0", "rxtx", 3},
