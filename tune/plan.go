@@ -470,6 +470,23 @@ func (p *planner) nic(n *topo.NIC) error {
 			}
 		}
 	}
+	// Transmit queues with no receive queue of their index (separate rx
+	// and tx channels, more of them tx) have interrupts of their own: they
+	// go where their index maps, as paired ones do, so that the dedicated
+	// policy keeps them off the loops too.
+	for _, t := range n.TxQueues {
+		if t.IRQ < 0 || slices.ContainsFunc(n.RxQueues, func(q topo.RxQueue) bool { return q.Index == t.Index || q.IRQ == t.IRQ }) {
+			continue
+		}
+		cpu := irqCPUs[t.Index%irqCPUs.Len()]
+		why := fmt.Sprintf("%s tx-%d completions on CPU %d (no rx-%d to pair with)", n.Name, t.Index, cpu, t.Index)
+		if cfg.Policy == Dedicated {
+			why += ", a dedicated softirq CPU"
+		}
+		if err := p.irq(t.IRQ, cpu, why); err != nil {
+			return err
+		}
+	}
 	if known == 0 {
 		p.note("%s: no queue IRQs found (virtual device or unknown IRQ names); only RPS/XPS are planned", n.Name)
 	}

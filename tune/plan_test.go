@@ -571,3 +571,45 @@ func TestPlanDedicatedDefaultIRQCPUsMixedNICs(t *testing.T) {
 		t.Errorf("IRQ CPUs %s: none on nicB's node", both.IRQCPUs)
 	}
 }
+
+// TestPlanTxOnlyQueueIRQs: a NIC with separate transmit interrupts and more
+// transmit than receive queues (bnxt_en after `ethtool -L rx 2 tx 4`) had
+// only the transmit IRQs paired with a receive queue planned; tx-2's and
+// tx-3's stayed on every CPU, loops included, under the dedicated policy
+// that keeps interrupts off the loops.
+func TestPlanTxOnlyQueueIRQs(t *testing.T) {
+	root := t.TempDir()
+	irqs := []int{100, 101, 200, 201, 202, 203}
+	for _, irq := range irqs {
+		d := filepath.Join(root, "proc/irq", fmt.Sprint(irq))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "smp_affinity_list"), []byte("0-3\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var cpus []topo.CPU
+	for id := range 4 {
+		cpus = append(cpus, topo.CPU{ID: id, Core: id, Siblings: topo.NewCPUSet(id)})
+	}
+	h := &topo.Host{Root: root, Online: topo.NewCPUSet(0, 1, 2, 3), CPUs: cpus,
+		NICs: []topo.NIC{{Name: "nicA", Ifindex: 2, NUMANode: -1, LocalCPUs: topo.NewCPUSet(0, 1, 2, 3),
+			RxQueues: []topo.RxQueue{{Index: 0, IRQ: 100}, {Index: 1, IRQ: 101}},
+			TxQueues: []topo.TxQueue{{Index: 0, IRQ: 200}, {Index: 1, IRQ: 201}, {Index: 2, IRQ: 202}, {Index: 3, IRQ: 203}}}},
+		Sysctls: map[string]string{}}
+	p, err := MakePlan(h, PlanConfig{Policy: Dedicated, IRQCPUs: topo.NewCPUSet(0), LoopCPUs: topo.NewCPUSet(1, 2, 3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, irq := range irqs {
+		w := writeTo(p, fmt.Sprintf("/proc/irq/%d/smp_affinity_list", irq))
+		if w == nil {
+			t.Errorf("IRQ %d not planned (it may fire on loop CPUs 1-3): %v", irq, targets(p))
+			continue
+		}
+		if c, err := topo.ParseCPUList(w.New); err != nil || !c.Equal(topo.NewCPUSet(0)) {
+			t.Errorf("IRQ %d -> %s, want the IRQ CPU 0", irq, w.New)
+		}
+	}
+}
