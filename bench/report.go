@@ -162,20 +162,37 @@ func Markdown(rep *Report) string {
 		b.WriteString("\n## Arms\n\n")
 		for _, a := range rep.Arms {
 			if a.Skipped != "" {
-				fmt.Fprintf(&b, "- **%s** — %s — *skipped: %s*\n", a.Name, a.Summary, a.Skipped)
+				fmt.Fprintf(&b, "- **%s** — %s — *skipped: %s*\n", mdText(a.Name), mdText(a.Summary), mdText(a.Skipped))
 			} else {
-				fmt.Fprintf(&b, "- **%s** — %s\n", a.Name, a.Summary)
+				fmt.Fprintf(&b, "- **%s** — %s\n", mdText(a.Name), mdText(a.Summary))
 			}
 		}
 	}
 	if len(rep.Notes) > 0 {
 		b.WriteString("\n## Notes\n\n")
 		for _, n := range rep.Notes {
-			fmt.Fprintf(&b, "- %s\n", n)
+			fmt.Fprintf(&b, "- %s\n", mdText(n))
 		}
 	}
 	return b.String()
 }
+
+// mdText makes s one line of Markdown text: notes and skip reasons carry
+// tools' output (go build's "# package" lines, a compiler's "#include
+// <liburing.h>"), whose line breaks would end the list item and whose
+// characters would read as markup. Lines are joined with " / ", and
+// Markdown's markup characters are escaped.
+func mdText(s string) string {
+	var lines []string
+	for l := range strings.Lines(s) {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return mdEscaper.Replace(strings.Join(lines, " / "))
+}
+
+var mdEscaper = strings.NewReplacer(`\`, `\\`, "`", "\\`", "*", `\*`, "_", `\_`, "<", `\<`, ">", `\>`, "[", `\[`, "]", `\]`, "|", `\|`)
 
 // palette colours the arms in charts.
 var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,5 +72,29 @@ func TestWriteReportFailureKeepsOldReport(t *testing.T) {
 		if !slices.Contains(names, e.Name()) {
 			t.Errorf("left behind: %s", e.Name())
 		}
+	}
+}
+
+// TestMarkdownNotesEscaped: a note or skip reason carrying a tool's output
+// (go build's "# package" lines, a compiler's "#include <liburing.h>")
+// stays one list item of plain text: its later lines became headings and
+// paragraphs outside the list, and "<liburing.h>" an HTML tag a Markdown
+// renderer hides.
+func TestMarkdownNotesEscaped(t *testing.T) {
+	reason := "cannot build the peers binary in /src: exit status 1: # github.com/x/peers\n./main.go:3:2: undefined: *gnet*\n\ncc cannot preprocess #include <liburing.h>: exit status 1"
+	rep := &Report{Kind: "bench", Topology: "loopback",
+		Arms:  []ArmInfo{{Name: "gnet", Summary: "gnet", Skipped: reason}},
+		Notes: []string{"arm gnet skipped: " + reason}}
+	md := Markdown(rep)
+	for line := range strings.Lines(md) {
+		if strings.HasPrefix(line, "# github.com") || strings.HasPrefix(line, "./main.go") || strings.HasPrefix(line, "cc cannot") {
+			t.Errorf("a note's later line stands outside its list item: %q", line)
+		}
+	}
+	if strings.Contains(md, "<liburing.h>") || strings.Contains(md, " *gnet*") {
+		t.Errorf("Markdown markup in a note left unescaped:\n%s", md)
+	}
+	if !strings.Contains(md, "liburing.h") || !strings.Contains(md, "undefined") {
+		t.Errorf("note text lost:\n%s", md)
 	}
 }
