@@ -76,6 +76,11 @@ func (c LoadConfig) withDefaults() (LoadConfig, error) {
 	if c.Conns < 0 || c.InFlight < 0 || c.Threads < 0 || c.Warmup < 0 || c.Duration < 0 {
 		return c, fmt.Errorf("bench: load: negative setting (conns %d, inflight %d, threads %d, warm-up %v, duration %v)", c.Conns, c.InFlight, c.Threads, c.Warmup, c.Duration)
 	}
+	for _, cpu := range c.CPUs {
+		if cpu < 0 {
+			return c, fmt.Errorf("bench: load: negative CPU %d", cpu)
+		}
+	}
 	if c.Conns <= 0 {
 		c.Conns = 16
 	}

@@ -544,3 +544,15 @@ func TestClientCPUPercentPerCPU(t *testing.T) {
 		t.Errorf("64 unpinned threads: %d CPUs, want %d", n, min(64, runtime.NumCPU()))
 	}
 }
+
+// TestLoadConfigRefusesNegativeCPU: a negative client CPU is refused
+// before any thread starts. unix.CPUSet.Set took -1 for CPU 63 (the pin
+// then failed, or pinned to a CPU not asked for), and -65 indexed its bit
+// array at -1 on a client thread: a panic that took the process down.
+func TestLoadConfigRefusesNegativeCPU(t *testing.T) {
+	for _, cpu := range []int{-1, -65} {
+		if _, err := (LoadConfig{Addr: "127.0.0.1:1", CPUs: []int{0, cpu}}).withDefaults(); err == nil {
+			t.Errorf("CPU %d accepted", cpu)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"runtime"
 	"slices"
@@ -126,8 +127,16 @@ func (c Config) withDefaults() (Config, error) {
 		c.ClientCPUs = []int{min(1, ncpu-1)}
 	}
 	for _, cpu := range slices.Concat(c.ServerCPUs, c.ClientCPUs, c.SpareCPUs) {
-		if cpu >= ncpu {
+		if cpu < 0 || cpu >= ncpu {
 			return c, fmt.Errorf("bench: CPU %d does not exist (%d CPUs)", cpu, ncpu)
+		}
+	}
+	for i, f := range c.OpenFractions {
+		if !(f > 0) || math.IsInf(f, 1) { // NaN too
+			return c, fmt.Errorf("bench: open-loop fraction %v is not a positive number", f)
+		}
+		if slices.Contains(c.OpenFractions[:i], f) {
+			return c, fmt.Errorf("bench: open-loop fraction %v given twice", f)
 		}
 	}
 	if len(c.SpareCPUs) == 0 {

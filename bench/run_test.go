@@ -564,3 +564,32 @@ func TestReportShowsClampedLatencies(t *testing.T) {
 		t.Errorf("no note on a's 2 latencies clamped to a minute:\n%s", notes)
 	}
 }
+
+// TestConfigRefusesBadCPUsAndFractions: a negative CPU and an open-loop
+// fraction that is not a positive number, or given twice, are refused
+// before the run. A negative CPU passed the check for CPUs that do not
+// exist and failed the run only when used (a client CPU of -65 crashed
+// the process: unix.CPUSet.Set indexes with it); a NaN or infinite fraction failed the
+// run after every closed-loop measurement, a negative one was skipped with
+// a note blaming a closed-loop peak of 0, and a repeated one was measured
+// twice and summarised as one.
+func TestConfigRefusesBadCPUsAndFractions(t *testing.T) {
+	for _, c := range []Config{
+		{ClientCPUs: []int{-1}},
+		{ClientCPUs: []int{-65}},
+		{ServerCPUs: []int{-1}},
+		{SpareCPUs: []int{-2}},
+		{OpenFractions: []float64{math.NaN()}},
+		{OpenFractions: []float64{math.Inf(1)}},
+		{OpenFractions: []float64{-0.5}},
+		{OpenFractions: []float64{0}},
+		{OpenFractions: []float64{0.5, 0.5}},
+	} {
+		if _, err := c.withDefaults(); err == nil {
+			t.Errorf("server CPUs %v, client CPUs %v, spare CPUs %v, fractions %v accepted", c.ServerCPUs, c.ClientCPUs, c.SpareCPUs, c.OpenFractions)
+		}
+	}
+	if _, err := (Config{OpenFractions: []float64{0.5, 1.5}}).withDefaults(); err != nil {
+		t.Error(err)
+	}
+}
