@@ -47,7 +47,7 @@ const (
 // Write is one change of a plan. Its method is pure and may be called from
 // any goroutine.
 type Write struct {
-	// Kind is KindFile or KindCoalesce.
+	// Kind is KindFile, KindCoalesce or KindNAPI.
 	Kind string `json:"kind"`
 	// Path is the absolute /proc or /sys path (KindFile).
 	Path string `json:"path,omitempty"`
