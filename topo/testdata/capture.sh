@@ -64,6 +64,9 @@ for n in $s/node/node[0-9]*; do file "$n/cpulist"; done
 file /sys/kernel/mm/transparent_hugepage/enabled
 
 for l in /sys/class/net/*; do
+	# only links are interfaces: the bonding driver adds a file,
+	# bonding_masters, which topo does not read as one
+	[ -L "$l" ] || continue
 	link "$l"
 	d=$(readlink -f "$l")
 	for f in ifindex operstate speed mtu gro_flush_timeout napi_defer_hard_irqs \
