@@ -10,7 +10,7 @@ import (
 )
 
 func hostInfo() Host {
-	h := Host{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Kernel: kver.Release()}
+	h := Host{CPUs: len(onlineCPUs()), GoVersion: runtime.Version(), Kernel: kver.Release()}
 	h.Hostname, _ = os.Hostname()
 	if f, err := os.Open("/proc/cpuinfo"); err == nil {
 		defer f.Close()

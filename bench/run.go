@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spindlenet/spindle/topo"
@@ -44,10 +45,13 @@ type Config struct {
 	ComputeUS int
 	// Loops is the number of server event loops. Default 1.
 	Loops int
-	// ServerCPUs pins the server process. Default CPU 0.
+	// ServerCPUs pins the server process. Default: the first CPU this
+	// process may run on (its affinity mask: CPU 0 unless under taskset
+	// or a cpuset). Every CPU given must be online.
 	ServerCPUs []int
-	// ClientCPUs pins the client threads. Default CPU 1 (CPU 0, shared
-	// with the server, on a one-CPU machine).
+	// ClientCPUs pins the client threads. Default: the second CPU this
+	// process may run on (the first, shared with the server, when it may
+	// run on one only).
 	ClientCPUs []int
 	// ClientThreads is the number of client threads. Default
 	// len(ClientCPUs).
@@ -119,16 +123,19 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Loops <= 0 {
 		c.Loops = 1
 	}
-	ncpu := runtime.NumCPU()
+	// runtime.NumCPU counts the CPUs of the affinity mask, not CPU
+	// numbers: under taskset or a cpuset (a container's 2-3, say) CPU 0
+	// may not be ours and CPU 3 exists though NumCPU is 2.
+	online, allowed := onlineCPUs(), allowedOrAll()
 	if len(c.ServerCPUs) == 0 {
-		c.ServerCPUs = []int{0}
+		c.ServerCPUs = []int{allowed[0]}
 	}
 	if len(c.ClientCPUs) == 0 {
-		c.ClientCPUs = []int{min(1, ncpu-1)}
+		c.ClientCPUs = []int{allowed[min(1, len(allowed)-1)]}
 	}
 	for _, cpu := range slices.Concat(c.ServerCPUs, c.ClientCPUs, c.SpareCPUs) {
-		if cpu < 0 || cpu >= ncpu {
-			return c, fmt.Errorf("bench: CPU %d does not exist (%d CPUs)", cpu, ncpu)
+		if !slices.Contains(online, cpu) {
+			return c, fmt.Errorf("bench: CPU %d does not exist or is offline (online CPUs: %s)", cpu, FormatCPUList(online))
 		}
 	}
 	for i, f := range c.OpenFractions {
@@ -140,7 +147,7 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	if len(c.SpareCPUs) == 0 {
-		for cpu := range ncpu {
+		for _, cpu := range allowed {
 			if !slices.Contains(c.ServerCPUs, cpu) && !slices.Contains(c.ClientCPUs, cpu) {
 				c.SpareCPUs = append(c.SpareCPUs, cpu)
 			}
@@ -161,8 +168,8 @@ func (c Config) withDefaults() (Config, error) {
 			return c, err
 		}
 		for _, cpu := range cpus {
-			if cpu >= ncpu {
-				return c, fmt.Errorf("bench: RPS CPU %d does not exist (%d CPUs)", cpu, ncpu)
+			if !slices.Contains(online, cpu) {
+				return c, fmt.Errorf("bench: RPS CPU %d does not exist or is offline (online CPUs: %s)", cpu, FormatCPUList(online))
 			}
 		}
 	}
@@ -177,6 +184,34 @@ func (c Config) withDefaults() (Config, error) {
 		c.ServerCommand = []string{exe, "bench", "server"}
 	}
 	return c, nil
+}
+
+// onlineCPUs returns the online CPUs (/sys/devices/system/cpu/online), or
+// 0..NumCPU-1 where that cannot be read.
+func onlineCPUs() []int {
+	if b, err := os.ReadFile("/sys/devices/system/cpu/online"); err == nil {
+		if cpus, err := ParseCPUList(strings.TrimSpace(string(b))); err == nil && len(cpus) > 0 {
+			return cpus
+		}
+	}
+	return allCPUs()
+}
+
+// allowedOrAll returns the CPUs the calling thread may run on, or
+// 0..NumCPU-1 where that cannot be read.
+func allowedOrAll() []int {
+	if cpus, err := allowedCPUs(); err == nil && len(cpus) > 0 {
+		return cpus
+	}
+	return allCPUs()
+}
+
+func allCPUs() []int {
+	cpus := make([]int, runtime.NumCPU())
+	for i := range cpus {
+		cpus[i] = i
+	}
+	return cpus
 }
 
 // runner holds the state of one run.
@@ -342,8 +377,8 @@ type SweepConfig struct {
 
 // Sweep runs the closed-loop grid of SweepConfig, arms alternating within
 // each cell and repetition. Server CPUs grow with the loop count: loop i
-// runs on the i-th of cfg.ServerCPUs (default 0..loops-1), and the client
-// keeps cfg.ClientCPUs.
+// runs on the i-th of cfg.ServerCPUs (default: the first CPUs this process
+// may run on, one per loop), and the client keeps cfg.ClientCPUs.
 func Sweep(ctx context.Context, cfg SweepConfig) (*Report, error) {
 	if cfg.Loops == nil {
 		cfg.Loops = []int{1}
@@ -355,8 +390,9 @@ func Sweep(ctx context.Context, cfg SweepConfig) (*Report, error) {
 		cfg.ComputeUS = []int{0, 10, 50}
 	}
 	if len(cfg.ServerCPUs) == 0 {
+		allowed := allowedOrAll()
 		for i := range slices.Max(cfg.Loops) {
-			cfg.ServerCPUs = append(cfg.ServerCPUs, i%runtime.NumCPU())
+			cfg.ServerCPUs = append(cfg.ServerCPUs, allowed[i%len(allowed)])
 		}
 	}
 	cfg.OpenFractions = []float64{}
