@@ -140,6 +140,9 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 	if setupErr != nil {
 		close(start)
 		wg.Wait()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		return nil, setupErr
 	}
 	t0 := int64(time.Since(base)) + int64(time.Millisecond)
@@ -275,16 +278,14 @@ func (t *loadThread) setup(idx, nconns int, ta *net.TCPAddr) error {
 		}
 		c := &loadConn{fd: fd, id: uint32(idx<<16 | i), rbuf: make([]byte, 0, 64<<10)}
 		t.conns = append(t.conns, c)
-		// Connect blocking (on this locked thread), then switch to
-		// non-blocking for the run.
-		if err := unix.Connect(fd, sa); err != nil {
-			return fmt.Errorf("bench: load: connect %s: %w", ta, os.NewSyscallError("connect", err))
+		if err := unix.SetNonblock(fd, true); err != nil {
+			return os.NewSyscallError("fcntl", err)
+		}
+		if err := t.connect(fd, sa); err != nil {
+			return fmt.Errorf("bench: load: connect %s: %w", ta, err)
 		}
 		if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1); err != nil {
 			return os.NewSyscallError("setsockopt", err)
-		}
-		if err := unix.SetNonblock(fd, true); err != nil {
-			return os.NewSyscallError("fcntl", err)
 		}
 		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(i)}
 		if err := unix.EpollCtl(t.ep, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
@@ -292,6 +293,39 @@ func (t *loadThread) setup(idx, nconns int, ta *net.TCPAddr) error {
 		}
 	}
 	return nil
+}
+
+// errStopped ends a connect when the run's context is done.
+var errStopped = errors.New("run stopped")
+
+// connect connects the non-blocking socket fd to sa, waiting for it in
+// polls of at most 100 ms so that a done context stops the wait: a
+// connect the kernel retries (SYNs dropped by a full accept queue) takes
+// about two minutes to fail.
+func (t *loadThread) connect(fd int, sa unix.Sockaddr) error {
+	err := unix.Connect(fd, sa)
+	if err != unix.EINPROGRESS {
+		return os.NewSyscallError("connect", err) // nil on success
+	}
+	for !t.stop.Load() {
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+		n, err := unix.Poll(pfd, 100)
+		if err == unix.EINTR || err == nil && n == 0 {
+			continue
+		}
+		if err != nil {
+			return os.NewSyscallError("poll", err)
+		}
+		soerr, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR)
+		if err != nil {
+			return os.NewSyscallError("getsockopt", err)
+		}
+		if soerr != 0 {
+			return os.NewSyscallError("connect", unix.Errno(soerr))
+		}
+		return nil
+	}
+	return errStopped
 }
 
 // joinNetNS moves the calling locked thread into the network namespace

@@ -2,9 +2,11 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -104,4 +106,43 @@ func TestOpenLoopSendLagCountsPartialWrites(t *testing.T) {
 		t.Errorf("send lag max = %v through a %v stall with the socket full: requests not yet written counted as sent", m, stall)
 	}
 	t.Logf("send lag %s", res.SendLag)
+}
+
+// TestLoadConnectHonoursContext: a run whose connections cannot complete
+// (a server whose accept queue is full, so the kernel drops their SYNs)
+// ends when its context does. Connects were blocking: each waited out the
+// SYN retries, about two minutes, one connection after another, and
+// neither a deadline nor Ctrl-C could stop them.
+func TestLoadConnectHonoursContext(t *testing.T) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Listen(fd, 0); err != nil { // one connection queued, never accepted
+		t.Fatal(err)
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*unix.SockaddrInet4).Port))
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := RunLoad(ctx, LoadConfig{Addr: addr, Conns: 4, Warmup: time.Millisecond, Duration: time.Millisecond})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("RunLoad: %v, want the context's deadline", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("RunLoad still connecting 20 s after its context's 300 ms deadline")
+	}
 }
