@@ -459,7 +459,15 @@ func (t *loadThread) receive(c *loadConn, closed bool) error {
 		if err != nil {
 			return fmt.Errorf("bench: load: conn %d: %w", c.id, err)
 		}
-		if fl == 0 || len(c.rbuf)-off < fl {
+		if fl == 0 {
+			break
+		}
+		// Every reply is its request's size: one announcing another
+		// length is wrong now, not a reply still to come.
+		if fl != FrameHeader+t.cfg.Payload {
+			return fmt.Errorf("%w: conn %d: reply announces %d payload bytes, want %d", ErrMismatch, c.id, fl-FrameHeader, t.cfg.Payload)
+		}
+		if len(c.rbuf)-off < fl {
 			break
 		}
 		if c.inflight() == 0 {

@@ -146,3 +146,40 @@ func TestLoadConnectHonoursContext(t *testing.T) {
 		t.Fatal("RunLoad still connecting 20 s after its context's 300 ms deadline")
 	}
 }
+
+// TestLoadGarbledReplyLength: a reply whose length prefix is not the
+// request's fails verification at once. The client waited for the length
+// it announced (up to MaxPayload), so a server that garbled it was
+// reported as one that did not answer: the run ended after the drain with
+// the request unanswered and no error.
+func TestLoadGarbledReplyLength(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	defer func() { <-served }()
+	defer ln.Close()
+	go func() {
+		defer close(served)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		req := make([]byte, FrameHeader+DefaultPayload)
+		if _, err := io.ReadFull(c, req); err != nil {
+			return
+		}
+		req[3]++ // one byte more than was sent, which never comes
+		if _, err := c.Write(req); err != nil {
+			return
+		}
+		io.Copy(io.Discard, c)
+	}()
+	res, err := RunLoad(context.Background(), LoadConfig{Addr: ln.Addr().String(), Conns: 1,
+		Warmup: time.Millisecond, Duration: 100 * time.Millisecond, Drain: 200 * time.Millisecond})
+	if !errors.Is(err, ErrMismatch) {
+		t.Fatalf("a reply announcing %d payload bytes to a %d-byte request: err = %v (result %+v), want a mismatch", DefaultPayload+1, DefaultPayload, err, res)
+	}
+}
