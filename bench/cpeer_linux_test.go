@@ -81,12 +81,9 @@ func TestCPeerSetupModes(t *testing.T) {
 			if kver.AtLeast(kver.Release(), "6.1") && p.hello.Note != tc.want {
 				t.Fatalf("the kernel has DEFER_TASKRUN; the server says %q, want %q", p.hello.Note, tc.want)
 			}
-			res, err := RunLoad(context.Background(), LoadConfig{
+			res := loadUntilSent(t, LoadConfig{
 				Addr: p.hello.Addr, Conns: 4, InFlight: 4, Warmup: 20 * time.Millisecond, Duration: 300 * time.Millisecond,
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
 			if res.Answered == 0 || res.Answered != res.Sent || res.Unanswered != 0 {
 				t.Fatalf("%d requests sent in the window, %d answered, %d unanswered", res.Sent, res.Answered, res.Unanswered)
 			}
@@ -170,6 +167,25 @@ func TestCPeerFrames(t *testing.T) {
 	}
 }
 
+// loadUntilSent runs RunLoad with cfg, and again with the window twice as
+// long (up to 8 s) while no request was sent in it: on a loaded machine the
+// client can stall through a short window (or the warm-up's 1 MiB round
+// trips outlast it), which then checks nothing.
+func loadUntilSent(t *testing.T, cfg LoadConfig) *LoadResult {
+	t.Helper()
+	for {
+		res, err := RunLoad(context.Background(), cfg)
+		if err != nil {
+			t.Fatalf("%d conns, %d-byte payload: %v", cfg.Conns, cfg.Payload, err)
+		}
+		if res.Sent > 0 || cfg.Duration >= 8*time.Second {
+			return res
+		}
+		t.Logf("%d conns, %d B: nothing sent in %v; again for %v", cfg.Conns, cfg.Payload, cfg.Duration, 2*cfg.Duration)
+		cfg.Duration *= 2
+	}
+}
+
 // split cuts b at the given piece lengths; the rest is the last piece.
 func split(b []byte, lens ...int) [][]byte {
 	var out [][]byte
@@ -196,23 +212,9 @@ func TestCPeerLoad(t *testing.T) {
 	start := time.Now()
 	p := startCPeer(t)
 	for _, tc := range []struct{ conns, size int }{{200, DefaultPayload}, {8, 100 << 10}, {2, MaxPayload}} {
-		// A window in which no request was sent (on a loaded machine the
-		// warm-up's 1 MiB round trips can outlast half a second) checked
-		// nothing: it is run again, twice as long.
-		var res *LoadResult
-		for d := 500 * time.Millisecond; ; d *= 2 {
-			var err error
-			res, err = RunLoad(context.Background(), LoadConfig{
-				Addr: p.hello.Addr, Conns: tc.conns, InFlight: 2, Payload: tc.size, Warmup: 20 * time.Millisecond, Duration: d,
-			})
-			if err != nil {
-				t.Fatalf("%d conns, %d-byte payload: %v", tc.conns, tc.size, err)
-			}
-			if res.Sent > 0 || d >= 8*time.Second {
-				break
-			}
-			t.Logf("%d conns, %d B: nothing sent in %v; again for %v", tc.conns, tc.size, d, 2*d)
-		}
+		res := loadUntilSent(t, LoadConfig{
+			Addr: p.hello.Addr, Conns: tc.conns, InFlight: 2, Payload: tc.size, Warmup: 20 * time.Millisecond, Duration: 500 * time.Millisecond,
+		})
 		if res.Answered == 0 || res.Answered != res.Sent || res.Unanswered != 0 {
 			t.Fatalf("%d conns, %d-byte payload: %d requests sent in the window, %d answered, %d unanswered", tc.conns, tc.size, res.Sent, res.Answered, res.Unanswered)
 		}

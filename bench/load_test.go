@@ -453,7 +453,13 @@ func TestOpenLoopOverload(t *testing.T) {
 	if got := res.Throughput(); got > 1.05*capacity || got < 0.8*capacity {
 		t.Errorf("achieved %.0f req/s offering %d/s to a server that answers %d/s", got, offered, capacity)
 	}
-	if d := int(res.Replies) - served; d > served/50 || -d > served/50 {
+	// The client counts a reply when it reads it, the server when it
+	// writes it: they differ by the replies in flight across the window's
+	// edges, more when the client is late reading (138 of 5,048 with
+	// other test binaries on both CPUs). Counting every reply to the
+	// window's requests instead, the backlog drained after it, would be
+	// off by a quarter.
+	if d := int(res.Replies) - served; d > served/20 || -d > served/20 {
 		t.Errorf("%d replies counted in the window; the server wrote %d in it", res.Replies, served)
 	}
 	if res.Answered+res.Unanswered != res.Scheduled || res.Hist.Count() != int64(res.Scheduled) {
