@@ -258,12 +258,19 @@ func TestApplyStalePlan(t *testing.T) {
 	if err := os.WriteFile(changed, []byte("128\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	before := treeBytes(t, root)
+	wantStale(t, p, Target{Root: root})
+}
+
+// wantStale applies p to tgt and checks that it is refused as stale, with
+// nothing written under tgt.Root and no state saved.
+func wantStale(t *testing.T, p *Plan, tgt Target) {
+	t.Helper()
+	before := treeBytes(t, tgt.Root)
 	state := filepath.Join(t.TempDir(), "state.json")
-	if _, err := Apply(p, Target{Root: root}, state); !errors.Is(err, ErrStale) {
-		t.Fatalf("err = %v, want ErrStale", err)
+	if _, err := Apply(p, tgt, state); !errors.Is(err, ErrStale) {
+		t.Errorf("err = %v, want ErrStale", err)
 	}
-	if d := diffTrees(before, treeBytes(t, root)); len(d) > 0 {
+	if d := diffTrees(before, treeBytes(t, tgt.Root)); len(d) > 0 {
 		t.Errorf("stale apply wrote: %v", d)
 	}
 	if _, err := os.Stat(state); !errors.Is(err, os.ErrNotExist) {
@@ -725,17 +732,7 @@ func TestApplyStaleTargetGone(t *testing.T) {
 			if !found {
 				t.Fatalf("plan has no %s write: %v", gone, targets(p))
 			}
-			before := treeBytes(t, root)
-			state := filepath.Join(t.TempDir(), "state.json")
-			if _, err := Apply(p, Target{Root: root, Netlink: co}, state); !errors.Is(err, ErrStale) {
-				t.Errorf("err = %v, want ErrStale", err)
-			}
-			if d := diffTrees(before, treeBytes(t, root)); len(d) > 0 {
-				t.Errorf("apply wrote: %v", d)
-			}
-			if _, err := os.Stat(state); !errors.Is(err, os.ErrNotExist) {
-				t.Errorf("state written for a stale plan")
-			}
+			wantStale(t, p, Target{Root: root, Netlink: co})
 		})
 	}
 }
