@@ -77,7 +77,19 @@ func Probe() (*Features, error) {
 	}
 	add("setup", "IORING_SETUP_CQSIZE", "5.5", try(sys.IORING_SETUP_CQSIZE, 0, 0), "io_uring_setup")
 	add("setup", "IORING_SETUP_SQPOLL", "5.1", try(sys.IORING_SETUP_SQPOLL, 0, 0), "io_uring_setup")
-	add("setup", "IORING_SETUP_SQ_AFF", "5.1", try(sys.IORING_SETUP_SQPOLL|sys.IORING_SETUP_SQ_AFF, 0, 0), "io_uring_setup, SQ thread on CPU 0")
+	// The SQ thread's CPU must be one the caller may run on (the kernel
+	// refuses others with EINVAL, as it does a CPU that does not exist).
+	affCPU := uint32(0)
+	var allowed unix.CPUSet
+	if unix.SchedGetaffinity(0, &allowed) == nil {
+		for c := range len(allowed) * 64 {
+			if allowed.IsSet(c) {
+				affCPU = uint32(c)
+				break
+			}
+		}
+	}
+	add("setup", "IORING_SETUP_SQ_AFF", "5.1", try(sys.IORING_SETUP_SQPOLL|sys.IORING_SETUP_SQ_AFF, affCPU, 0), fmt.Sprintf("io_uring_setup, SQ thread on CPU %d", affCPU))
 	add("setup", "IORING_SETUP_ATTACH_WQ", "5.6", try(sys.IORING_SETUP_ATTACH_WQ, 0, r.fd), "io_uring_setup")
 	add("setup", "IORING_SETUP_COOP_TASKRUN", "5.19", try(sys.IORING_SETUP_COOP_TASKRUN|sys.IORING_SETUP_TASKRUN_FLAG, 0, 0), "io_uring_setup")
 	add("setup", "IORING_SETUP_SINGLE_ISSUER", "6.0", try(sys.IORING_SETUP_SINGLE_ISSUER, 0, 0), "io_uring_setup")

@@ -2,7 +2,14 @@ package uring
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -66,5 +73,73 @@ func TestSetupErrorNeeds(t *testing.T) {
 	err := setupError(sys.IORING_SETUP_COOP_TASKRUN|sys.IORING_SETUP_TASKRUN_FLAG, unix.EINVAL)
 	if errors.Is(err, ErrNotSupported) {
 		t.Errorf("setupError = %v, want an invalid combination", err)
+	}
+}
+
+// TestProbeSQAffOffCPU0: in a cpuset without CPU 0 (a container pinned to
+// other CPUs) the probe still finds IORING_SETUP_SQ_AFF: it asked for an
+// SQ thread on CPU 0, which the kernel refuses outside the caller's cpuset,
+// and so reported the feature missing. The test moves its own thread into
+// a cgroup-v1 cpuset of the last CPU and back. Found in review.
+func TestProbeSQAffOffCPU0(t *testing.T) {
+	const root = "/sys/fs/cgroup/cpuset"
+	if _, err := os.Stat(filepath.Join(root, "tasks")); err != nil {
+		t.Skipf("needs the cgroup-v1 cpuset hierarchy at %s (root): %v", root, err)
+	}
+	cpus, err := os.ReadFile(filepath.Join(root, "cpuset.cpus"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mems, err := os.ReadFile(filepath.Join(root, "cpuset.mems"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := strings.TrimSpace(string(cpus))
+	last = last[strings.LastIndexAny(last, ",-")+1:]
+	if last == "0" {
+		t.Skip("needs a CPU other than CPU 0")
+	}
+	dir := filepath.Join(root, fmt.Sprintf("spindle-test-%d", os.Getpid()))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		// The SQPOLL threads the probe started leave the cpuset as they
+		// exit, a little after their rings are closed.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			err := os.Remove(dir)
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("cpuset %s left behind: %v", dir, err)
+				return
+			}
+		}
+	}()
+	for file, v := range map[string]string{"cpuset.cpus": last, "cpuset.mems": strings.TrimSpace(string(mems))} {
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.LockOSThread()
+	tid := []byte(strconv.Itoa(unix.Gettid()))
+	if err := os.WriteFile(filepath.Join(dir, "tasks"), tid, 0o644); err != nil {
+		runtime.UnlockOSThread()
+		t.Fatal(err)
+	}
+	f, err := Probe()
+	if rerr := os.WriteFile(filepath.Join(root, "tasks"), tid, 0o644); rerr != nil {
+		t.Fatal(rerr) // the thread stays locked and exits with the test
+	}
+	runtime.UnlockOSThread()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.Has("IORING_SETUP_SQPOLL") {
+		t.Skip("no SQPOLL here")
+	}
+	if ft, _ := f.Get("IORING_SETUP_SQ_AFF"); !ft.Supported {
+		t.Errorf("SQ_AFF reported missing in a cpuset of CPU %s: %s", last, ft.Reason)
 	}
 }
