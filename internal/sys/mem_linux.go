@@ -159,8 +159,9 @@ func SetMempolicy(mode MemPolicy, node int) error {
 	if err != nil {
 		return err
 	}
-	// set_mempolicy only updates the task's policy: it does not block.
-	_, _, e := unix.RawSyscall(unix.SYS_SET_MEMPOLICY, uintptr(mode), uintptr(maskp), maxnode)
+	// set_mempolicy allocates the new policy (GFP_KERNEL), which can sleep
+	// under memory pressure: Syscall, not RawSyscall (STYLE.md rule 4).
+	_, _, e := unix.Syscall(unix.SYS_SET_MEMPOLICY, uintptr(mode), uintptr(maskp), maxnode)
 	if e != 0 {
 		return os.NewSyscallError("set_mempolicy", e)
 	}
