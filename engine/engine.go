@@ -401,8 +401,8 @@ func (e *Engine) Stats() Stats {
 }
 
 // Run starts the loops and blocks until ctx is done or Shutdown has finished;
-// it then closes every connection and returns once all loop threads have
-// exited. It returns an error if a loop cannot start. Call it once, from
+// it then closes every connection and listener and returns once all loop
+// threads have exited. It returns an error if a loop cannot start. Call it once, from
 // any goroutine.
 func (e *Engine) Run(ctx context.Context) error {
 	e.mu.Lock()
@@ -451,6 +451,14 @@ func (e *Engine) Run(ctx context.Context) error {
 	case <-e.stopping:
 	}
 	<-e.exited
+	// Stopped through ctx, or by a loop that could not start: close the
+	// listeners as Shutdown does, so that Unix socket files go with them.
+	e.mu.Lock()
+	lns := append([]*Listener(nil), e.listeners...)
+	e.mu.Unlock()
+	for _, ln := range lns {
+		ln.Close()
+	}
 	return firstErr
 }
 

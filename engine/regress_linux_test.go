@@ -1260,3 +1260,42 @@ func withOneFd(f func() error) error {
 	fill = fill[:len(fill)-1]
 	return f()
 }
+
+// TestRunContextClosesListeners: an engine stopped through Run's context
+// closes its listeners as Shutdown does, so that a Unix listener's socket
+// file goes with it. It was left on disk (a later Listen on that path then
+// failed with EADDRINUSE), and the listener reported itself open.
+func TestRunContextClosesListeners(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			e, err := New(testConfig(b), &echoHandler{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(t.TempDir(), "s")
+			ln, err := e.Listen("unix", path, nil)
+			if err != nil {
+				e.Shutdown(context.Background())
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- e.Run(ctx) }()
+			c, err := net.Dial("unix", path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Close()
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(path); err == nil {
+				t.Errorf("Run stopped by its context left %s behind", path)
+			}
+			if err := ln.Close(); !errors.Is(err, net.ErrClosed) {
+				t.Errorf("Close after Run stopped: %v, want net.ErrClosed (closed with the engine)", err)
+			}
+		})
+	}
+}
