@@ -425,7 +425,7 @@ func (l *Loop) connected(c *Conn) {
 		err = unix.Errno(soerr)
 	}
 	if err != nil {
-		c.abort(&net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", err)})
+		c.abort(c.opError("dial", "connect", err))
 		return
 	}
 	c.timer.Stop()
@@ -852,8 +852,22 @@ func cpuNode(cpu int) int {
 	return 0
 }
 
-func opError(op string, err error) error {
-	return &net.OpError{Op: op, Net: "tcp", Err: os.NewSyscallError(op, err)}
+// opError describes err, returned by syscall, as package net would for
+// op ("read", "write", "dial"...) on c: its network ("tcp" or "unix") and,
+// for TCP, its addresses, so that a handler's OnClose reads the same on
+// every backend. Loop goroutine.
+func (c *Conn) opError(op, syscall string, err error) error {
+	e := &net.OpError{Op: op, Net: "tcp", Err: os.NewSyscallError(syscall, err)}
+	if c.unixPeer {
+		e.Net = "unix"
+	}
+	if c.local.IsValid() {
+		e.Source = net.TCPAddrFromAddrPort(c.local)
+	}
+	if c.remote.IsValid() {
+		e.Addr = net.TCPAddrFromAddrPort(c.remote)
+	}
+	return e
 }
 
 // threadCPU is the calling thread's CPU time in nanoseconds. Loop goroutine.

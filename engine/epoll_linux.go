@@ -118,7 +118,7 @@ func (b *epollBackend) update(c *Conn, wantOut bool) {
 	}
 	if err != nil {
 		c.k.events = 0
-		c.abort(opError("epoll_ctl", err))
+		c.abort(c.opError("epoll_ctl", "epoll_ctl", err))
 		return
 	}
 	c.k.events = want
@@ -153,7 +153,7 @@ func (b *epollBackend) flush(c *Conn) {
 		case unix.EINTR:
 			continue
 		}
-		c.abort(opError("write", err))
+		c.abort(c.opError("write", "write", err))
 		return
 	}
 	if c.k.events&unix.EPOLLOUT != 0 {
@@ -226,7 +226,7 @@ func (b *epollBackend) poll(timeout time.Duration) error {
 			b.read(c)
 		} else if ev.Events&unix.EPOLLERR != 0 && c.state != stateClosed {
 			soerr, _ := unix.GetsockoptInt(c.fd, unix.SOL_SOCKET, unix.SO_ERROR)
-			c.abort(opError("read", unix.Errno(soerr)))
+			c.abort(c.opError("read", "read", unix.Errno(soerr)))
 		}
 	}
 	return nil
@@ -286,7 +286,7 @@ func (b *epollBackend) read(c *Conn) {
 		case err == unix.EINTR:
 			continue
 		}
-		c.abort(opError("read", err))
+		c.abort(c.opError("read", "read", err))
 		return
 	}
 }

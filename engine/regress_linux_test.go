@@ -1299,3 +1299,55 @@ func TestRunContextClosesListeners(t *testing.T) {
 		})
 	}
 }
+
+// closeErrHandler is an echoHandler that keeps the errors OnClose gets.
+type closeErrHandler struct {
+	echoHandler
+	mu   sync.Mutex
+	errs []error
+}
+
+func (h *closeErrHandler) OnClose(c *Conn, err error) {
+	h.mu.Lock()
+	h.errs = append(h.errs, err)
+	h.mu.Unlock()
+	h.echoHandler.OnClose(c, err)
+}
+
+// TestResetErrorSameOnEveryBackend: a connection reset mid-stream closes
+// with a *net.OpError named as package net names it ("read" or "write"),
+// with the connection's network and addresses, on every backend. The uring
+// backends said "recv" and "send" where epoll said "read" and "write", and
+// no backend gave the addresses (Net was "tcp" for Unix connections too).
+func TestResetErrorSameOnEveryBackend(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			h := &closeErrHandler{}
+			_, addr := startEngine(t, testConfig(b), h)
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			client := c.LocalAddr().String()
+			c.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
+			c.Write(make([]byte, 8<<20))
+			c.(*net.TCPConn).SetLinger(0)
+			c.Close()
+			waitFor(t, "OnClose for the reset connection", func() bool { return h.closes.Load() == 1 })
+			h.mu.Lock()
+			got := h.errs[0]
+			h.mu.Unlock()
+			var oe *net.OpError
+			switch {
+			case !errors.As(got, &oe):
+				t.Fatalf("OnClose got %v (%T), want a *net.OpError", got, got)
+			case oe.Op != "read" && oe.Op != "write", oe.Net != "tcp":
+				t.Errorf("OnClose got Op %q Net %q (%v), want read or write on tcp", oe.Op, oe.Net, got)
+			case oe.Addr == nil || oe.Addr.String() != client:
+				t.Errorf("OnClose got Addr %v, want the peer %s", oe.Addr, client)
+			case oe.Source == nil || oe.Source.String() != addr:
+				t.Errorf("OnClose got Source %v, want %s", oe.Source, addr)
+			}
+		})
+	}
+}

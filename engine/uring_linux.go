@@ -573,7 +573,7 @@ func (b *uringBackend) handle(q uring.CQE) {
 		case q.Res == -int32(unix.ECANCELED):
 		default:
 			if !c.k.closing {
-				c.abort(opError("recv", unix.Errno(-q.Res)))
+				c.abort(c.opError("read", "recv", unix.Errno(-q.Res)))
 			}
 		}
 		if final {
@@ -588,7 +588,7 @@ func (b *uringBackend) handle(q uring.CQE) {
 		if q.Res > 0 && c.state != stateClosed {
 			c.sent(int(q.Res))
 		} else if q.Res < 0 && q.Res != -int32(unix.ECANCELED) && !c.k.closing {
-			c.abort(opError("send", unix.Errno(-q.Res)))
+			c.abort(c.opError("write", "send", unix.Errno(-q.Res)))
 		}
 		if c.k.sends == 0 && !c.k.closing {
 			if c.queued > 0 {
