@@ -427,7 +427,7 @@ type timerRec struct {
 	seq  uint64 // order set: among equal whens, the earlier set runs first
 	f    func()
 	gen  uint32
-	hidx int32 // index in heap, -1 when not scheduled
+	hidx int32 // index in heap, -1 when not scheduled, setAside while runExpired holds it
 }
 
 // timerHeap is a binary min-heap of slots into recs; recs are reused.
@@ -436,7 +436,21 @@ type timerHeap struct {
 	free []int32
 	heap []int32
 	seq  uint64 // the next timer's timerRec.seq
+	// While runExpired runs (running), the timers its functions set wait
+	// in set, off the heap (hidx setAside), until the pass ends: they run
+	// at the next iteration, and none of them, however early its
+	// deadline, keeps the pass from the timers due before it.
+	running bool
+	set     []timerRef
 }
+
+type timerRef struct {
+	s   int32
+	gen uint32
+}
+
+// setAside is the hidx of a timer set during runExpired, not yet on the heap.
+const setAside = -2
 
 func (h *timerHeap) add(l *Loop, when int64, f func()) Timer {
 	var s int32
@@ -453,10 +467,19 @@ func (h *timerHeap) add(l *Loop, when int64, f func()) Timer {
 	r.seq = h.seq
 	h.seq++
 	r.f = f
-	r.hidx = int32(len(h.heap))
-	h.heap = append(h.heap, s)
-	h.up(int(r.hidx))
+	if h.running {
+		r.hidx = setAside
+		h.set = append(h.set, timerRef{s, r.gen})
+	} else {
+		h.push(s)
+	}
 	return Timer{l: l, slot: s, gen: r.gen}
+}
+
+func (h *timerHeap) push(s int32) {
+	h.recs[s].hidx = int32(len(h.heap))
+	h.heap = append(h.heap, s)
+	h.up(len(h.heap) - 1)
 }
 
 func (h *timerHeap) remove(s int32, gen uint32) bool {
@@ -464,8 +487,12 @@ func (h *timerHeap) remove(s int32, gen uint32) bool {
 		return false
 	}
 	r := &h.recs[s]
-	if r.gen != gen || r.hidx < 0 {
+	if r.gen != gen || r.hidx == -1 {
 		return false
+	}
+	if r.hidx == setAside {
+		h.release(s) // runExpired's end skips it: its gen has changed
+		return true
 	}
 	h.removeAt(int(r.hidx))
 	return true
@@ -483,6 +510,11 @@ func (h *timerHeap) removeAt(i int) {
 			h.up(i)
 		}
 	}
+	h.release(s)
+}
+
+// release frees timer record s, off the heap.
+func (h *timerHeap) release(s int32) {
 	r := &h.recs[s]
 	r.hidx = -1
 	r.f = nil
@@ -550,22 +582,31 @@ func (h *timerHeap) next(now int64) time.Duration {
 // maxWait bounds how long a loop sleeps for its next timer.
 const maxWait = time.Hour
 
-// runExpired runs the timers due at now in the order of their deadlines,
-// until one that a timer function of this pass set is next: that one and
-// those after it wait for the next iteration, so a function that keeps
-// setting itself in the past cannot hold the loop here.
+// runExpired runs the timers due at now in the order of their deadlines.
+// Those that their functions set wait for the next iteration, however
+// early their deadlines (set aside until the pass ends), so a function
+// that keeps setting itself in the past neither holds the loop here nor
+// keeps the other due timers from running.
 func (h *timerHeap) runExpired(now int64) {
-	start := h.seq
+	h.running = true
 	for len(h.heap) > 0 {
 		s := h.heap[0]
 		r := &h.recs[s]
-		if r.when > now || r.seq >= start {
-			return
+		if r.when > now {
+			break
 		}
 		f := r.f
 		h.removeAt(0)
 		f()
 	}
+	h.running = false
+	for i, t := range h.set {
+		if r := &h.recs[t.s]; r.gen == t.gen && r.hidx == setAside {
+			h.push(t.s)
+		}
+		h.set[i] = timerRef{}
+	}
+	h.set = h.set[:0]
 }
 
 // yieldEvery bounds how long a loop goroutine runs without passing

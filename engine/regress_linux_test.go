@@ -1351,3 +1351,35 @@ func TestResetErrorSameOnEveryBackend(t *testing.T) {
 		})
 	}
 }
+
+// TestTimerInThePastStarvesNoOther sets a timer whose function keeps
+// setting itself an hour in the past, and a timer due now: the second must
+// run within an iteration or two. runExpired stopped at the first timer its
+// own pass set, and the one set in the past, earlier than every other, was
+// always first: the other due timers (dial timeouts among them) never ran.
+func TestTimerInThePastStarvesNoOther(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			e, _ := startEngine(t, testConfig(b), &echoHandler{})
+			l := e.Loops()[0]
+			res := make(chan int, 1)
+			l.Post(func() {
+				stop, runs := false, 0
+				var f func()
+				f = func() {
+					runs++
+					if stop || runs == 10000 {
+						res <- runs
+						return
+					}
+					l.AfterFunc(-time.Hour, f)
+				}
+				l.AfterFunc(-time.Hour, f)
+				l.AfterFunc(0, func() { stop = true })
+			})
+			if runs := <-res; runs > 3 {
+				t.Errorf("a timer due now waited for %d runs of one set in the past", runs)
+			}
+		})
+	}
+}
