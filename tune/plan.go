@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spindlenet/spindle/internal/kver"
 	"github.com/spindlenet/spindle/topo"
 )
 
@@ -582,7 +583,10 @@ func (p *planner) nic(n *topo.NIC) error {
 		// so does writing the old value back on revert: an instance with
 		// a value of its own (napi-set) would lose it. Such instances get
 		// a write of their own, before the device's, which revert (in
-		// reverse order) then restores after the device's.
+		// reverse order) then restores after the device's. Before 6.13
+		// an instance has no settings of its own (netlink reports none,
+		// read as 0) and no napi-set to write them: nothing to save.
+		perNAPI := kver.AtLeast(p.h.Kernel, "6.13")
 		for _, d := range []struct {
 			param     string
 			dev, want int64
@@ -590,8 +594,8 @@ func (p *planner) nic(n *topo.NIC) error {
 			{"defer-hard-irqs", n.DeviceDeferHardIRQs, int64(cfg.DeferHardIRQs)},
 			{"gro-flush-timeout", n.DeviceGROFlushTimeout, int64(cfg.GROFlushTimeoutNs)},
 		} {
-			if d.dev < 0 || d.dev == d.want {
-				continue // no device write planned
+			if !perNAPI || d.dev < 0 || d.dev == d.want {
+				continue // no device write planned, or none that sets a NAPI
 			}
 			for _, napi := range n.NAPIs {
 				v, err := napi.NAPIValue(d.param)

@@ -613,3 +613,32 @@ func TestPlanTxOnlyQueueIRQs(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanPerNAPIValuesNeed613: before Linux 6.13 a NAPI instance has no
+// settings of its own: netlink lists it without defer-hard-irqs or
+// gro-flush-timeout (read as 0), the device-wide files set no instance,
+// and napi-set does not exist. A busy-poll plan there saved every
+// instance's "own" 0 with a napi-set write whenever the device's value was
+// not 0, a write Apply cannot make, so the whole plan failed and rolled
+// back. Found in review.
+func TestPlanPerNAPIValuesNeed613(t *testing.T) {
+	h := loadHost(t, fxVM)
+	h.Kernel = "6.12.10"
+	n := h.NIC("eth0")
+	if n == nil || len(n.NAPIs) == 0 {
+		t.Fatalf("the vm fixture's eth0 needs NAPI instances: %+v", n)
+	}
+	for i := range n.NAPIs {
+		n.NAPIs[i].DeferHardIRQs, n.NAPIs[i].GROFlushTimeout = 0, 0
+	}
+	n.DeviceDeferHardIRQs, n.DeviceGROFlushTimeout = 5, 200000
+	p, err := MakePlan(h, PlanConfig{Interfaces: []string{"eth0"}, BusyPollUsecs: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range p.Writes {
+		if w.Kind == KindNAPI {
+			t.Errorf("napi-set write planned on a 6.12 kernel: %+v", w)
+		}
+	}
+}
