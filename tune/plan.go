@@ -585,8 +585,9 @@ func (p *planner) nic(n *topo.NIC) error {
 		// a write of their own, before the device's, which revert (in
 		// reverse order) then restores after the device's. Before 6.13
 		// an instance has no settings of its own (netlink reports none,
-		// read as 0) and no napi-set to write them: nothing to save.
-		perNAPI := kver.AtLeast(p.h.Kernel, "6.13")
+		// read as 0) and no napi-set to write them: nothing to save. A
+		// kernel release not known saves them, as on 6.13.
+		perNAPI := p.h.Kernel == "" || kver.AtLeast(p.h.Kernel, "6.13")
 		for _, d := range []struct {
 			param     string
 			dev, want int64
