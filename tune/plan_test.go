@@ -641,4 +641,12 @@ func TestPlanPerNAPIValuesNeed613(t *testing.T) {
 			t.Errorf("napi-set write planned on a 6.12 kernel: %+v", w)
 		}
 	}
+	// A release not known is planned as 6.13: the instances' values saved.
+	h.Kernel = ""
+	if p, err = MakePlan(h, PlanConfig{Interfaces: []string{"eth0"}, BusyPollUsecs: 50}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(p.Writes, func(w Write) bool { return w.Kind == KindNAPI }) {
+		t.Errorf("no napi-set write planned for a kernel release not known: %v", targets(p))
+	}
 }
