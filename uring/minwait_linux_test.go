@@ -148,3 +148,43 @@ func TestSubmitAndWaitMinNoTimeout(t *testing.T) {
 		})
 	}
 }
+
+// TestSubmitAndWaitMinTimeoutBelowMinWait: an overall timeout shorter than
+// minWait, or one passed already (negative, as time.Until gives it), ends
+// the wait as SubmitAndWait's does. The kernel looks at the overall
+// timeout only once minWait has passed, so such a wait lasted minWait: a
+// loop whose next timer was due in 1 ms slept its whole batching wait.
+// Found in review.
+func TestSubmitAndWaitMinTimeoutBelowMinWait(t *testing.T) {
+	for _, timeout := range []time.Duration{-time.Second, time.Millisecond} {
+		r := newRing(t, nil)
+		if !r.HasMinWait() {
+			if kver.AtLeast(kver.Release(), "6.12") {
+				t.Fatal("kernel 6.12 or later without IORING_FEAT_MIN_TIMEOUT")
+			}
+			t.Skip("kernel lacks IORING_FEAT_MIN_TIMEOUT (6.12)")
+		}
+		var p [2]int
+		if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+			t.Fatal(err)
+		}
+		sqe(t, r).PrepPollAdd(p[0], unix.POLLIN, false, 3)
+		done := make(chan error, 1)
+		go func() {
+			_, err := r.SubmitAndWaitMin(1, 10*time.Minute, timeout)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if !errors.Is(err, unix.ETIME) {
+				t.Errorf("SubmitAndWaitMin(1, 10m, %v) = %v, want ETIME", timeout, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("SubmitAndWaitMin(1, 10m, %v) still waiting after 30 s: waits for minWait", timeout)
+			unix.Write(p[1], []byte{1}) // the poll completes: the wait ends
+			<-done
+		}
+		unix.Close(p[0])
+		unix.Close(p[1])
+	}
+}

@@ -408,13 +408,21 @@ func (r *Ring) HasMinWait() bool { return r.features&sys.IORING_FEAT_MIN_TIMEOUT
 // but once minWait (whole microseconds, at least one) has passed it returns
 // as soon as at least one completion is there (one already in the CQ
 // counts); with none there it waits on for the first, until timeout (0: no
-// timeout). A busy event loop uses it to take more completions per wake-up
-// without ever sleeping longer than minWait while one waits. It returns
+// timeout). A timeout shorter than minWait, or negative, makes it a plain
+// SubmitAndWait with that timeout. A busy event loop uses it to take more
+// completions per wake-up without ever sleeping longer than minWait while
+// one waits. It returns
 // ErrNotSupported where the kernel lacks the feature. Owner goroutine;
 // does not allocate.
 func (r *Ring) SubmitAndWaitMin(waitNr uint32, minWait, timeout time.Duration) (int, error) {
 	if !r.HasMinWait() {
 		return 0, ErrNotSupported
+	}
+	minWait = max(minWait, time.Microsecond)
+	if timeout != 0 && timeout < minWait {
+		// The kernel looks at the overall timeout only once minWait has
+		// passed: the wait would last minWait.
+		return r.enter(waitNr, timeout, 0, true)
 	}
 	if timeout == 0 || timeout > minWaitForever {
 		// Without an overall timeout the kernel ends the wait at minWait
@@ -424,7 +432,7 @@ func (r *Ring) SubmitAndWaitMin(waitNr uint32, minWait, timeout time.Duration) (
 		// never comes, and one it does not clamp to KTIME_MAX, its "none".
 		timeout = minWaitForever
 	}
-	return r.enter(waitNr, timeout, max(minWait, time.Microsecond), true)
+	return r.enter(waitNr, timeout, minWait, true)
 }
 
 // minWaitForever is the overall timeout of a minimum wait without one:
