@@ -455,6 +455,9 @@ func (l *Loop) Dial(network, address string, timeout time.Duration) (*Conn, erro
 	c := &Conn{l: l, fd: fd, state: stateConnecting, unixPeer: family == unix.AF_UNIX}
 	if family != unix.AF_UNIX {
 		unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+		// The address dialed, for the dial's errors (opError) until
+		// open has the one connected to.
+		c.remote = addrPort(sa)
 	}
 	// EINPROGRESS only: a Unix socket's EAGAIN (the listener's backlog is
 	// full) abandons the connect, leaving a socket that polls writable
@@ -462,18 +465,26 @@ func (l *Loop) Dial(network, address string, timeout time.Duration) (*Conn, erro
 	err = unix.Connect(fd, sa)
 	if err != nil && err != unix.EINPROGRESS {
 		unix.Close(fd)
-		return nil, &net.OpError{Op: "dial", Net: network, Err: os.NewSyscallError("connect", err)}
+		return nil, &net.OpError{Op: "dial", Net: network, Addr: c.dialAddr(address), Err: os.NewSyscallError("connect", err)}
 	}
 	l.addConn(c)
 	l.be.dial(c)
 	if timeout > 0 && c.state == stateConnecting {
 		c.timer = l.AfterFunc(timeout, func() {
 			if c.state == stateConnecting {
-				c.abort(&net.OpError{Op: "dial", Net: network, Err: os.ErrDeadlineExceeded})
+				c.abort(&net.OpError{Op: "dial", Net: network, Addr: c.dialAddr(address), Err: os.ErrDeadlineExceeded})
 			}
 		})
 	}
 	return c, nil
+}
+
+// dialAddr is the address c dials, for its errors. Loop goroutine.
+func (c *Conn) dialAddr(address string) net.Addr {
+	if c.unixPeer {
+		return &net.UnixAddr{Name: address, Net: "unix"}
+	}
+	return net.TCPAddrFromAddrPort(c.remote)
 }
 
 // sockaddr resolves a numeric address. An empty host means loopback for a

@@ -1383,3 +1383,41 @@ func TestTimerInThePastStarvesNoOther(t *testing.T) {
 		})
 	}
 }
+
+// TestDialErrorNamesAddress dials a port nobody listens on: the error,
+// from Dial or in OnClose, names the address dialed, as package net's
+// ("dial tcp 127.0.0.1:port: connect: connection refused"). It named none:
+// the connection's addresses are known only once it is open.
+func TestDialErrorNamesAddress(t *testing.T) {
+	probe, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := probe.Addr().String()
+	probe.Close() // the port is now refused
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			h := &closeErrHandler{}
+			e, _ := startEngine(t, testConfig(b), h)
+			res := make(chan error, 1)
+			e.Loops()[0].Post(func() {
+				_, err := e.Loops()[0].Dial("tcp", target, 0)
+				res <- err // nil: the error comes in OnClose
+			})
+			got := <-res
+			if got == nil {
+				waitFor(t, "OnClose for the refused dial", func() bool { return h.closes.Load() == 1 })
+				h.mu.Lock()
+				got = h.errs[0]
+				h.mu.Unlock()
+			}
+			var oe *net.OpError
+			switch {
+			case !errors.As(got, &oe) || !errors.Is(got, unix.ECONNREFUSED):
+				t.Fatalf("dial to a closed port: %v (%T), want a *net.OpError with ECONNREFUSED", got, got)
+			case oe.Addr == nil || oe.Addr.String() != target:
+				t.Errorf("dial error %q names Addr %v, want %s", got, oe.Addr, target)
+			}
+		})
+	}
+}
