@@ -91,3 +91,59 @@ func startOwner(body func(r *Ring)) ringOwner {
 	}()
 	return <-ready
 }
+
+// TestMinWaitInterruptedNearTimeout: a minimum wait interrupted by a signal
+// is resumed for what is left of its overall timeout, which may by then be
+// shorter than minWait: the resumed wait asked the kernel for the whole
+// minWait again, which it waits out before it looks at the timeout, so a
+// 2.1 s wait interrupted at 1.9 s ended after about 3.9 s. Found in review.
+func TestMinWaitInterruptedNearTimeout(t *testing.T) {
+	needFeatures(t, configFeatures(ownerConfig)...)
+	const minWait, timeout = 2 * time.Second, 2100 * time.Millisecond
+	type outcome struct {
+		err     error
+		elapsed time.Duration
+		eintr   uint64
+	}
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
+	done := make(chan outcome, 1)
+	owner := startOwner(func(r *Ring) {
+		if !r.HasMinWait() {
+			done <- outcome{err: ErrNotSupported}
+			return
+		}
+		// Submitted first: the wait then has nothing to submit, and its
+		// interruption is an EINTR, counted.
+		r.GetSQE().PrepPollAdd(p[0], unix.POLLIN, false, 3)
+		if _, err := r.Submit(); err != nil {
+			done <- outcome{err: err}
+			return
+		}
+		start := time.Now()
+		_, err := r.SubmitAndWaitMin(1, minWait, timeout)
+		done <- outcome{err: err, elapsed: time.Since(start), eintr: r.eintr.Load()}
+	})
+	if owner.err != nil {
+		t.Fatal(owner.err)
+	}
+	time.Sleep(1900 * time.Millisecond) // the signal's time, not a synchronisation
+	unix.Tgkill(unix.Getpid(), owner.tid, unix.SIGURG)
+	o := <-done
+	if errors.Is(o.err, ErrNotSupported) {
+		t.Skip("IORING_FEAT_MIN_TIMEOUT not supported (requires >= 6.12)")
+	}
+	if !errors.Is(o.err, unix.ETIME) {
+		t.Fatalf("minimum wait ended with %v, want ETIME", o.err)
+	}
+	if o.eintr == 0 {
+		t.Skip("no signal interrupted the wait: the retry was not exercised")
+	}
+	if o.elapsed >= timeout+minWait/2 {
+		t.Errorf("a %v wait (minimum %v) interrupted %d times ended after %v", timeout, minWait, o.eintr, o.elapsed)
+	}
+}

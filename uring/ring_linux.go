@@ -465,6 +465,9 @@ func (r *Ring) enter(waitNr uint32, timeout, minWait time.Duration, wait bool) (
 				if timeout = time.Until(deadline); timeout <= 0 {
 					return submitted, unix.ETIME
 				}
+				// The kernel waits out minWait before it looks at the
+				// timeout: no longer than what is left of it.
+				minWait = min(minWait, timeout)
 			}
 			ts := &r.mem.Scratch.WaitTS
 			ts.Sec, ts.Nsec = int64(timeout/time.Second), int64(timeout%time.Second)
