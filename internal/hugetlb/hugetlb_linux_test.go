@@ -41,7 +41,22 @@ func grow(t *testing.T, setup func() error) *recorder {
 	t.Helper()
 	r := &recorder{}
 	done := make(chan error, 1)
-	go func() {
+	// setup may change its thread (a mount namespace of its own), so the
+	// thread is never unlocked and ends with the goroutine; never the main
+	// thread, which the runtime would keep, changed, for the whole process.
+	var work func()
+	work = func() {
+		runtime.LockOSThread()
+		if unix.Gettid() == unix.Getpid() {
+			held := make(chan struct{})
+			go func() {
+				defer close(held)
+				work()
+			}()
+			<-held
+			runtime.UnlockOSThread()
+			return
+		}
 		if setup != nil {
 			if err := setup(); err != nil {
 				done <- err
@@ -50,7 +65,8 @@ func grow(t *testing.T, setup func() error) *recorder {
 		}
 		defer func() { done <- nil }()
 		Grow(r, 1)
-	}()
+	}
+	go work()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +105,6 @@ func TestGrowSkipsReadOnlySysfs(t *testing.T) {
 	}
 	dir := filepath.Dir(path)
 	r := grow(t, func() error {
-		runtime.LockOSThread() // never unlocked: the thread exits in its own mount namespace
 		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
 			return os.NewSyscallError("unshare", err)
 		}
