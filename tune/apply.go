@@ -339,8 +339,9 @@ func rollback(t Target, writes []Write, before []string) (vanished []string, err
 // applied and not reverted). The file appears whole or not at all: st is
 // written and synced to a temporary file in the same directory, which is
 // then hard-linked to statePath (link fails if statePath exists, as an
-// O_EXCL create would), so a reader such as the engine's
-// tunestate.LoopCPUs never sees it empty or cut short.
+// O_EXCL create would; renamed where the file system has no hard links),
+// so a reader such as the engine's tunestate.LoopCPUs never sees it empty
+// or cut short.
 func saveState(statePath string, st *State) error {
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
@@ -372,12 +373,22 @@ func saveState(statePath string, st *State) error {
 	if err != nil {
 		return err
 	}
-	err = os.Link(f.Name(), statePath)
+	err = linkFile(f.Name(), statePath)
 	if errors.Is(err, os.ErrExist) {
 		return stateExists(statePath)
 	}
-	return err
+	if err != nil {
+		// A file system without hard links (vfat, some FUSE): rename,
+		// still whole or nothing for a reader; only the check above
+		// refuses an existing state there.
+		return os.Rename(f.Name(), statePath)
+	}
+	return nil
 }
+
+// linkFile is os.Link; tests replace it to stand for a file system
+// without hard links.
+var linkFile = os.Link
 
 func stateExists(statePath string) error {
 	return refuse("state file %s exists: an applied plan has not been reverted (run `spindle tune revert --state %s`, or choose another --state)", statePath, statePath)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/spindlenet/spindle/internal/tunestate"
@@ -810,5 +811,29 @@ func TestApplyRefusesCurrentValueNotInFormat(t *testing.T) {
 	}
 	if _, err := os.Stat(state); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("state written for a refused plan")
+	}
+}
+
+// TestSaveStateWithoutHardLinks: on a file system without hard links (a
+// --state on vfat) saveState still saves, whole, and still refuses an
+// existing state. Since ea8642c it linked the file into place and failed
+// there, where the exclusive create before it worked.
+func TestSaveStateWithoutHardLinks(t *testing.T) {
+	saved := linkFile
+	defer func() { linkFile = saved }()
+	linkFile = func(string, string) error { return &os.LinkError{Op: "link", Err: syscall.EPERM} }
+	path := filepath.Join(t.TempDir(), "state.json")
+	st := &State{Version: 1, Root: "/", Plan: &Plan{Policy: "inline", LoopCPUs: topo.NewCPUSet(1, 2)}}
+	if err := saveState(path, st); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := tunestate.LoopCPUs(path); err != nil || !slices.Equal(got, []int{1, 2}) {
+		t.Fatalf("tunestate.LoopCPUs = %v, %v; want [1 2]", got, err)
+	}
+	if err := saveState(path, st); !errors.Is(err, ErrRefused) {
+		t.Fatalf("a second save over an unreverted state: %v, want ErrRefused", err)
+	}
+	if ents, _ := os.ReadDir(filepath.Dir(path)); len(ents) != 1 {
+		t.Errorf("files left: %v", ents)
 	}
 }
