@@ -469,11 +469,25 @@ func (e *Engine) Run(ctx context.Context) error {
 // goroutine; on a loop goroutine (in a Handler callback, a timer or a
 // posted function), which cannot wait for its own loop to exit, it does
 // all this in a new goroutine and returns nil at once: Run returns once it
-// is done.
+// is done. There ctx's deadline bounds the drain, but a cancel after the
+// call does not end it (the cancel of a context.WithTimeout deferred in
+// the callback would close every connection at once); a ctx already done
+// closes them at once.
 func (e *Engine) Shutdown(ctx context.Context) error {
 	if e.onLoop() {
 		e.draining.Store(true) // accept and Dial refuse from now on
-		go e.Shutdown(ctx)
+		cancel := context.CancelFunc(func() {})
+		if ctx.Err() == nil {
+			d, ok := ctx.Deadline()
+			ctx = context.WithoutCancel(ctx)
+			if ok {
+				ctx, cancel = context.WithDeadline(ctx, d)
+			}
+		}
+		go func() {
+			defer cancel()
+			e.Shutdown(ctx)
+		}()
 		return nil
 	}
 	e.draining.Store(true)

@@ -1421,3 +1421,78 @@ func TestDialErrorNamesAddress(t *testing.T) {
 		})
 	}
 }
+
+// TestShutdownFromHandlerDrains calls Shutdown from a handler as package
+// net's users do, with a context.WithTimeout whose cancel is deferred: the
+// connections still open must drain, not be closed at once. Shutdown runs
+// on in a goroutine there (8aa346b), and the cancel, due as soon as the
+// handler returned, ended its wait before it began: every connection got
+// OnClose with ErrClosed.
+func TestShutdownFromHandlerDrains(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			returned := make(chan error, 1)
+			var eng atomic.Pointer[Engine]
+			var mu sync.Mutex
+			var errs []error
+			h := &BaseHandlerFunc{
+				data: func(c *Conn, buf Buffer) bool {
+					if string(buf.Bytes()) != "quit" {
+						c.Write(buf.Bytes())
+						return false
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+					defer cancel()
+					returned <- eng.Load().Shutdown(ctx)
+					return false
+				},
+				closed: func(c *Conn, err error) {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				},
+			}
+			e, addr, done := listenAndRun(t, testConfig(b), h)
+			eng.Store(e)
+			stay, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stay.Close()
+			if err := roundTrip(stay, []byte("before")); err != nil {
+				t.Fatal(err)
+			}
+			quit, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer quit.Close()
+			if _, err := quit.Write([]byte("quit")); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-returned; err != nil {
+				t.Errorf("Shutdown from a handler: %v", err)
+			}
+			// Draining: the open connection is served until its peer
+			// closes it, and the engine has not stopped meanwhile.
+			if err := roundTrip(stay, []byte("during")); err != nil {
+				t.Errorf("a connection open at Shutdown: %v", err)
+			}
+			if e.stopped.Load() {
+				t.Error("the engine stopped with a connection open, within Shutdown's 20 s")
+			}
+			stay.Close()
+			quit.Close()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, err := range errs {
+				if errors.Is(err, ErrClosed) {
+					t.Errorf("OnClose got %v: a connection was closed by Shutdown, not drained", err)
+				}
+			}
+		})
+	}
+}
