@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"os"
 	"time"
 
@@ -47,7 +48,11 @@ func (b *epollBackend) init(l *Loop) error {
 	b.epfd = fd
 	b.events = make([]unix.EpollEvent, 256)
 	if b.busy {
-		p := sys.EpollParams{BusyPollUsecs: uint32(b.busyPoll / time.Microsecond), BusyPollBudget: 8}
+		// Whole microseconds rounded up, as uring-napi's registration
+		// does (truncated, below 1µs is 0: no busy polling), and at most
+		// what the kernel takes (S32_MAX; beyond, EPIOCSPARAMS fails).
+		us := (b.busyPoll + time.Microsecond - 1) / time.Microsecond
+		p := sys.EpollParams{BusyPollUsecs: uint32(min(us, math.MaxInt32)), BusyPollBudget: 8}
 		if b.prefer {
 			p.PreferBusyPoll = 1
 		}

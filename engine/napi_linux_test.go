@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"strings"
 	"sync"
@@ -140,26 +141,42 @@ func busyPollOverVeth(t *testing.T, b Backend, nsA, nsB, ip string) {
 
 // TestEpollBusyPollParams checks that epoll-busypoll loops have the
 // configured busy-poll parameters in effect on their epoll instances.
+// BusyPoll is whole microseconds rounded up, as uring-napi's registration
+// takes it, and at most the kernel's S32_MAX: it was truncated (500ns was
+// 0, no busy polling) and passed on beyond the kernel's bound (Run failed
+// with EINVAL from EPIOCSPARAMS). Found in review.
 func TestEpollBusyPollParams(t *testing.T) {
-	cfg := testConfig(BackendEpollBusyPoll)
-	cfg.BusyPoll = 70 * time.Microsecond
-	cfg.PreferBusyPoll = true
-	e, _ := startEngine(t, cfg, &echoHandler{})
-	for _, l := range e.Loops() {
-		got := make(chan sys.EpollParams, 1)
-		errc := make(chan error, 1)
-		l.Post(func() {
-			p, err := sys.EpollGetParams(l.be.(*epollBackend).epfd)
-			errc <- err
-			got <- p
+	for _, tc := range []struct {
+		busy time.Duration
+		want uint32
+	}{
+		{70 * time.Microsecond, 70},
+		{500 * time.Nanosecond, 1},
+		{1500 * time.Nanosecond, 2},
+		{(math.MaxInt32 + 5) * time.Microsecond, math.MaxInt32},
+	} {
+		t.Run(tc.busy.String(), func(t *testing.T) {
+			cfg := testConfig(BackendEpollBusyPoll)
+			cfg.BusyPoll = tc.busy
+			cfg.PreferBusyPoll = true
+			e, _ := startEngine(t, cfg, &echoHandler{})
+			for _, l := range e.Loops() {
+				got := make(chan sys.EpollParams, 1)
+				errc := make(chan error, 1)
+				l.Post(func() {
+					p, err := sys.EpollGetParams(l.be.(*epollBackend).epfd)
+					errc <- err
+					got <- p
+				})
+				if err := <-errc; err != nil {
+					t.Fatal(err)
+				}
+				p := <-got
+				if p.BusyPollUsecs != tc.want || p.PreferBusyPoll != 1 || p.BusyPollBudget == 0 {
+					t.Errorf("loop %d: epoll params %+v, want %dµs, prefer, budget > 0", l.ID(), p, tc.want)
+				}
+			}
 		})
-		if err := <-errc; err != nil {
-			t.Fatal(err)
-		}
-		p := <-got
-		if p.BusyPollUsecs != 70 || p.PreferBusyPoll != 1 || p.BusyPollBudget == 0 {
-			t.Errorf("loop %d: epoll params %+v, want 70µs, prefer, budget > 0", l.ID(), p)
-		}
 	}
 }
 
