@@ -29,20 +29,8 @@ func TestEngineArmUnpinnedUsesAllowedCPUs(t *testing.T) {
 		t.Skipf("needs two CPUs this process may run on, has %v", allowed)
 	}
 	last := allowed[len(allowed)-1]
-	runtime.LockOSThread()
-	var old, one unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &old); err != nil {
-		t.Fatal(err)
-	}
-	one.Set(last)
-	if err := unix.SchedSetaffinity(0, &one); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := startEngine(context.Background(), engine.BackendEpoll, ServerConfig{})
-	if rerr := unix.SchedSetaffinity(0, &old); rerr != nil {
-		t.Fatal(rerr) // the thread stays locked, and exits with the test
-	}
-	runtime.UnlockOSThread()
+	var srv Server
+	onCPU(t, last, func() { srv, err = startEngine(context.Background(), engine.BackendEpoll, ServerConfig{}) })
 	if err != nil {
 		t.Fatalf("an unpinned engine arm on a process allowed CPU %d only: %v", last, err)
 	}
@@ -119,4 +107,24 @@ func sqpollThreads(t *testing.T) map[string]string {
 		}
 	}
 	return out
+}
+
+// onCPU runs fn on the calling goroutine's thread allowed cpu alone, then
+// gives the thread its CPUs back.
+func onCPU(t *testing.T, cpu int, fn func()) {
+	t.Helper()
+	runtime.LockOSThread()
+	var old, one unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &old); err != nil {
+		t.Fatal(err)
+	}
+	one.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &one); err != nil {
+		t.Fatal(err)
+	}
+	fn()
+	if err := unix.SchedSetaffinity(0, &old); err != nil {
+		t.Fatal(err) // the thread stays locked, and exits with the test
+	}
+	runtime.UnlockOSThread()
 }

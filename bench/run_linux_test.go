@@ -7,8 +7,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"golang.org/x/sys/unix"
 )
 
 // restrictedEnv makes the test binary run TestConfigCPUsUnderAffinity's
@@ -52,24 +50,18 @@ func TestConfigCPUsUnderAffinity(t *testing.T) {
 		t.Skipf("needs two CPUs this process may run on, the last online one among them; has %v of %v", allowed, online)
 	}
 	last := allowed[len(allowed)-1]
-	runtime.LockOSThread()
-	var old, one unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &old); err != nil {
-		t.Fatal(err)
-	}
-	one.Set(last)
-	if err := unix.SchedSetaffinity(0, &one); err != nil {
-		t.Fatal(err)
-	}
-	cfg, cfgErr := Config{}.withDefaults()
-	// The child inherits this thread's affinity: NumCPU 1 there.
-	cmd := exec.Command(os.Args[0], "-test.run=^TestConfigCPUsUnderAffinity$", "-test.count=1")
-	cmd.Env = append(os.Environ(), restrictedEnv+"=1", noRaceExitSleep())
-	out, childErr := cmd.CombinedOutput()
-	if err := unix.SchedSetaffinity(0, &old); err != nil {
-		t.Fatal(err) // the thread stays locked, and exits with the test
-	}
-	runtime.UnlockOSThread()
+	var (
+		cfg              Config
+		cfgErr, childErr error
+		out              []byte
+	)
+	onCPU(t, last, func() {
+		cfg, cfgErr = Config{}.withDefaults()
+		// The child inherits this thread's affinity: NumCPU 1 there.
+		cmd := exec.Command(os.Args[0], "-test.run=^TestConfigCPUsUnderAffinity$", "-test.count=1")
+		cmd.Env = append(os.Environ(), restrictedEnv+"=1", noRaceExitSleep())
+		out, childErr = cmd.CombinedOutput()
+	})
 	if cfgErr != nil {
 		t.Fatal(cfgErr)
 	}
