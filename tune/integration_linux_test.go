@@ -363,19 +363,7 @@ func TestNetnsRevertTargetsGone(t *testing.T) {
 	view := t.TempDir()
 	inNS := func(fn func(tgt Target, h *topo.Host) error) {
 		t.Helper()
-		err := inNetNSView(nsPath, view, func() error {
-			nc, err := topo.DialNetlink()
-			if err != nil {
-				return err
-			}
-			defer nc.Close()
-			h, err := topo.ReadRootWithNetlink(view)
-			if err != nil {
-				return err
-			}
-			return fn(Target{Root: view, Netlink: nc}, h)
-		})
-		if err != nil {
+		if err := inNetNSHost(nsPath, view, fn); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -459,6 +447,24 @@ func TestNetnsRevertTargetsGone(t *testing.T) {
 	}
 }
 
+// inNetNSHost runs fn in the network namespace at nsPath with view mounted
+// as its /proc and /sys, a netlink connection there, and the host read
+// through both.
+func inNetNSHost(nsPath, view string, fn func(tgt Target, h *topo.Host) error) error {
+	return inNetNSView(nsPath, view, func() error {
+		nc, err := topo.DialNetlink()
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		h, err := topo.ReadRootWithNetlink(view)
+		if err != nil {
+			return err
+		}
+		return fn(Target{Root: view, Netlink: nc}, h)
+	})
+}
+
 // inNetNSView runs fn in the network namespace at nsPath with view mounted
 // as its /proc and /sys (MountNetNSView), unmounting it after.
 func inNetNSView(nsPath, view string, fn func() error) error {
@@ -504,16 +510,8 @@ func TestNetnsRevertKeepsPerNAPISettings(t *testing.T) {
 	errSkip := errors.New("skip")
 	var skipWhy string
 	view := t.TempDir()
-	err := inNetNSView(veth.Path(ns), view, func() error {
-		nc, err := topo.DialNetlink()
-		if err != nil {
-			return err
-		}
-		defer nc.Close()
-		h, err := topo.ReadRootWithNetlink(view)
-		if err != nil {
-			return err
-		}
+	err := inNetNSHost(veth.Path(ns), view, func(tgt Target, h *topo.Host) error {
+		nc := tgt.Netlink
 		n := h.NIC(va)
 		if n == nil || len(n.NAPIs) == 0 {
 			skipWhy = fmt.Sprintf("%s has no NAPI instance with GRO on", va)
@@ -527,10 +525,10 @@ func TestNetnsRevertKeepsPerNAPISettings(t *testing.T) {
 				return errSkip
 			}
 		}
-		if h, err = topo.ReadRootWithNetlink(view); err != nil {
+		h, err := topo.ReadRootWithNetlink(view)
+		if err != nil {
 			return err
 		}
-		tgt := Target{Root: view, Netlink: nc}
 		devFiles := []string{"/sys/class/net/" + va + "/napi_defer_hard_irqs", "/sys/class/net/" + va + "/gro_flush_timeout"}
 		devBefore := map[string]string{}
 		for _, f := range devFiles {
