@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/spindlenet/spindle/internal/sys"
 )
 
 // pinProcess pins every thread of the calling process to cpus. Threads
@@ -47,19 +49,7 @@ func pinProcess(cpus []int) error {
 }
 
 // allowedCPUs returns the CPUs the calling thread may run on, in order.
-func allowedCPUs() ([]int, error) {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		return nil, os.NewSyscallError("sched_getaffinity", err)
-	}
-	var cpus []int
-	for c := 0; len(cpus) < set.Count(); c++ {
-		if set.IsSet(c) {
-			cpus = append(cpus, c)
-		}
-	}
-	return cpus, nil
-}
+func allowedCPUs() ([]int, error) { return sys.AllowedCPUs() }
 
 func selfUsage() (ServerUsage, error) {
 	var ru unix.Rusage

@@ -128,19 +128,7 @@ func defaultCPUs(c *Config, allowed []int) []int {
 }
 
 // allowedCPUs lists the CPUs the calling thread may run on, ascending.
-func allowedCPUs() ([]int, error) {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		return nil, os.NewSyscallError("sched_getaffinity", err)
-	}
-	var cpus []int
-	for i := 0; i < len(set)*64; i++ {
-		if set.IsSet(i) {
-			cpus = append(cpus, i)
-		}
-	}
-	return cpus, nil
-}
+func allowedCPUs() ([]int, error) { return sys.AllowedCPUs() }
 
 // chooseBackend returns the backend to run, falling back to epoll (said
 // once) when the requested one cannot work here.

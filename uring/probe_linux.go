@@ -80,14 +80,8 @@ func Probe() (*Features, error) {
 	// The SQ thread's CPU must be one the caller may run on (the kernel
 	// refuses others with EINVAL, as it does a CPU that does not exist).
 	affCPU := uint32(0)
-	var allowed unix.CPUSet
-	if unix.SchedGetaffinity(0, &allowed) == nil {
-		for c := range len(allowed) * 64 {
-			if allowed.IsSet(c) {
-				affCPU = uint32(c)
-				break
-			}
-		}
+	if cpus, err := sys.AllowedCPUs(); err == nil && len(cpus) > 0 {
+		affCPU = uint32(cpus[0])
 	}
 	add("setup", "IORING_SETUP_SQ_AFF", "5.1", try(sys.IORING_SETUP_SQPOLL|sys.IORING_SETUP_SQ_AFF, affCPU, 0), fmt.Sprintf("io_uring_setup, SQ thread on CPU %d", affCPU))
 	add("setup", "IORING_SETUP_ATTACH_WQ", "5.6", try(sys.IORING_SETUP_ATTACH_WQ, 0, r.fd), "io_uring_setup")
