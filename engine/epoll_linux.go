@@ -51,8 +51,7 @@ func (b *epollBackend) init(l *Loop) error {
 		// Whole microseconds rounded up, as uring-napi's registration
 		// does (truncated, below 1µs is 0: no busy polling), and at most
 		// what the kernel takes (S32_MAX; beyond, EPIOCSPARAMS fails).
-		us := (b.busyPoll + time.Microsecond - 1) / time.Microsecond
-		p := sys.EpollParams{BusyPollUsecs: uint32(min(us, math.MaxInt32)), BusyPollBudget: 8}
+		p := sys.EpollParams{BusyPollUsecs: sys.CeilUnits(b.busyPoll, time.Microsecond, math.MaxInt32), BusyPollBudget: 8}
 		if b.prefer {
 			p.PreferBusyPoll = 1
 		}

@@ -132,12 +132,8 @@ func (r *Ring) RegisterNAPI(c NAPIConfig) (prev NAPIConfig, err error) {
 	}
 	// Whole microseconds, rounded up: truncated, a timeout below 1µs would
 	// be 0, no busy polling. Negative is 0.
-	us := max(c.BusyPollTimeout, 0) / time.Microsecond
-	if c.BusyPollTimeout > 0 && c.BusyPollTimeout%time.Microsecond != 0 {
-		us++
-	}
 	n := sys.NAPI{
-		BusyPollTo: uint32(min(us, math.MaxUint32)),
+		BusyPollTo: sys.CeilUnits(c.BusyPollTimeout, time.Microsecond, math.MaxUint32),
 		Opcode:     sys.IO_URING_NAPI_REGISTER_OP,
 		OpParam:    sys.IO_URING_NAPI_TRACKING_DYNAMIC,
 	}

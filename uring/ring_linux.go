@@ -81,11 +81,7 @@ func New(cfg *Config) (*Ring, error) {
 			p.SQThreadCPU = uint32(c.SQThreadCPU)
 		}
 		// Whole milliseconds, rounded up: 0 would be the kernel's 1 s.
-		ms := c.SQThreadIdle / time.Millisecond
-		if c.SQThreadIdle%time.Millisecond != 0 {
-			ms++
-		}
-		p.SQThreadIdle = uint32(min(ms, math.MaxUint32))
+		p.SQThreadIdle = sys.CeilUnits(c.SQThreadIdle, time.Millisecond, math.MaxUint32)
 	}
 	fd, err := setup(c.Entries, &p, c.AttachWQ)
 	if errors.Is(err, os.ErrClosed) {
