@@ -453,13 +453,18 @@ func (e *Engine) Run(ctx context.Context) error {
 	<-e.exited
 	// Stopped through ctx, or by a loop that could not start: close the
 	// listeners as Shutdown does, so that Unix socket files go with them.
+	e.closeListeners()
+	return firstErr
+}
+
+// closeListeners closes the listeners still open. Any goroutine.
+func (e *Engine) closeListeners() {
 	e.mu.Lock()
 	lns := append([]*Listener(nil), e.listeners...)
 	e.mu.Unlock()
 	for _, ln := range lns {
 		ln.Close()
 	}
-	return firstErr
 }
 
 // Shutdown closes the listeners and waits until the open connections have
@@ -474,8 +479,8 @@ func (e *Engine) Run(ctx context.Context) error {
 // the callback would close every connection at once); a ctx already done
 // closes them at once.
 func (e *Engine) Shutdown(ctx context.Context) error {
+	e.draining.Store(true) // accept and Dial refuse from now on
 	if e.onLoop() {
-		e.draining.Store(true) // accept and Dial refuse from now on
 		cancel := context.CancelFunc(func() {})
 		if ctx.Err() == nil {
 			d, ok := ctx.Deadline()
@@ -490,9 +495,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 		}()
 		return nil
 	}
-	e.draining.Store(true)
 	e.mu.Lock()
-	lns := append([]*Listener(nil), e.listeners...)
 	started := e.state != 0
 	if !started {
 		// Never run: release what New made; Run now fails.
@@ -503,9 +506,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 		close(e.exited)
 	}
 	e.mu.Unlock()
-	for _, ln := range lns {
-		ln.Close()
-	}
+	e.closeListeners()
 	var err error
 	if started {
 		t := time.NewTicker(5 * time.Millisecond)

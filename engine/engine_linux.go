@@ -198,10 +198,8 @@ func (l *Loop) readWake() {
 func (l *Loop) run(errc chan<- error) {
 	runtime.LockOSThread()
 	l.tid.Store(int32(unix.Gettid()))
-	l.locked.Store(true)
 	var old unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &old); err != nil {
-		l.locked.Store(false)
 		runtime.UnlockOSThread()
 		errc <- os.NewSyscallError("sched_getaffinity", err)
 		l.cleanup()
@@ -210,12 +208,12 @@ func (l *Loop) run(errc chan<- error) {
 	var set unix.CPUSet
 	set.Set(l.cpu)
 	if err := unix.SchedSetaffinity(0, &set); err != nil {
-		l.locked.Store(false)
 		runtime.UnlockOSThread()
 		errc <- os.NewSyscallError("sched_setaffinity", err)
 		l.cleanup()
 		return
 	}
+	l.locked.Store(true)
 	defer func() {
 		l.locked.Store(false)
 		// A thread whose affinity cannot be restored must not go back
