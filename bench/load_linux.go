@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/spindlenet/spindle/internal/sys"
 )
 
 // maxIdlePoll caps the idle time one empty poll may account for: an empty
@@ -128,7 +129,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 		wg.Go(func() {
 			// The thread's affinity and network namespace are changed and not
 			// restored: never unlock, so the runtime retires the thread.
-			lockedThread(func() { errs[i] = t.work(i, conns, ta, ready, start) })
+			sys.LockedThread(func() { errs[i] = t.work(i, conns, ta, ready, start) })
 		})
 	}
 	var setupErr error
@@ -204,29 +205,6 @@ func (t *loadThread) work(i, conns int, ta *net.TCPAddr, ready chan<- error, sta
 // testClientThread, set by tests only, is called on each client thread
 // before it changes anything.
 var testClientThread func()
-
-// lockedThread runs fn on a locked OS thread that is not unlocked
-// afterwards (STYLE.md rule 5), so that the runtime ends it with the
-// goroutine and nothing fn changed on it (network namespace, CPU affinity)
-// reaches another goroutine. That thread is never the process's main
-// thread: the runtime does not end the main thread but parks it for good,
-// with fn's changes, which /proc/self (so /proc/net and the affinity of the
-// process's id) then shows for the whole process. On the main thread it
-// holds that thread and runs fn on another, as veth.InNetNS does.
-func lockedThread(fn func()) {
-	runtime.LockOSThread()
-	if unix.Gettid() == unix.Getpid() {
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			lockedThread(fn)
-		}()
-		<-done
-		runtime.UnlockOSThread() // unchanged
-		return
-	}
-	fn()
-}
 
 func (t *loadThread) close() {
 	for _, c := range t.conns {

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/spindlenet/spindle/internal/sys"
 	"github.com/spindlenet/spindle/internal/veth"
 	"github.com/spindlenet/spindle/topo"
 	"github.com/spindlenet/spindle/uring"
@@ -130,8 +131,8 @@ func wakeupMode(ctx context.Context, cfg WakeupConfig, mode string, topology Top
 
 	// Reader: listens, accepts one connection, then waits in mode.
 	// Its namespace and affinity are changed: a thread of its own, never
-	// unlocked and never the main thread (lockedThread).
-	go lockedThread(func() {
+	// unlocked and never the main thread (sys.LockedThread).
+	go sys.LockedThread(func() {
 		readerDone <- func() error {
 			if err := enterThread(serverNS, cfg.ReaderCPU); err != nil {
 				listening <- ready{err: err}
@@ -203,7 +204,7 @@ func wakeupMode(ctx context.Context, cfg WakeupConfig, mode string, topology Top
 	defer unix.Close(r.lfd)
 
 	// Writer: connects and writes a timestamp every interval.
-	go lockedThread(func() { // as the reader
+	go sys.LockedThread(func() { // as the reader
 		writerDone <- func() error {
 			if err := enterThread(topology.ClientNetNS(), cfg.WriterCPU); err != nil {
 				return err

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/spindlenet/spindle/internal/sys"
 )
 
 // recorder is the testing.TB Grow gets in these tests: it records whether
@@ -41,22 +43,8 @@ func grow(t *testing.T, setup func() error) *recorder {
 	t.Helper()
 	r := &recorder{}
 	done := make(chan error, 1)
-	// setup may change its thread (a mount namespace of its own), so the
-	// thread is never unlocked and ends with the goroutine; never the main
-	// thread, which the runtime would keep, changed, for the whole process.
-	var work func()
-	work = func() {
-		runtime.LockOSThread()
-		if unix.Gettid() == unix.Getpid() {
-			held := make(chan struct{})
-			go func() {
-				defer close(held)
-				work()
-			}()
-			<-held
-			runtime.UnlockOSThread()
-			return
-		}
+	// setup may change its thread (a mount namespace of its own).
+	go sys.LockedThread(func() {
 		if setup != nil {
 			if err := setup(); err != nil {
 				done <- err
@@ -65,8 +53,7 @@ func grow(t *testing.T, setup func() error) *recorder {
 		}
 		defer func() { done <- nil }()
 		Grow(r, 1)
-	}
-	go work()
+	})
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}

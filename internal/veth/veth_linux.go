@@ -8,10 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/spindlenet/spindle/internal/sys"
 )
 
 // Requirements reports why New cannot work here: ErrNotRoot, or a
@@ -143,31 +144,17 @@ func gone(path string) bool {
 // goroutine.
 func InNetNS(nsPath string, fn func() error) error {
 	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		if unix.Gettid() == unix.Getpid() {
-			// The main thread, which the runtime never lets exit: it
-			// parks it for good with whatever fn changed, and /proc/self
-			// (so /proc/net) shows that thread's namespaces to the whole
-			// process. Run fn on another thread while this one is held.
-			errc <- InNetNS(nsPath, fn)
-			runtime.UnlockOSThread()
-			return
-		}
+	go sys.LockedThread(func() {
 		target, err := os.Open(nsPath)
 		if err != nil {
-			runtime.UnlockOSThread() // the thread is unchanged
 			errc <- err
 			return
 		}
 		defer target.Close()
 		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread() // the thread is unchanged
 			errc <- os.NewSyscallError("setns", err)
 			return
 		}
-		// Never unlocked: the runtime terminates the thread when this
-		// goroutine returns, instead of reusing it in fn's namespaces.
 		returned := false
 		defer func() {
 			if !returned {
@@ -179,6 +166,6 @@ func InNetNS(nsPath string, fn func() error) error {
 		err = fn()
 		returned = true
 		errc <- err
-	}()
+	})
 	return <-errc
 }

@@ -1,0 +1,31 @@
+package sys
+
+import (
+	"runtime"
+
+	"golang.org/x/sys/unix"
+)
+
+// LockedThread runs fn on the calling goroutine locked to an OS thread that
+// is never unlocked (STYLE.md rule 5), so that the runtime ends the thread
+// with the goroutine and nothing fn changed on it (network or mount
+// namespace, CPU affinity) reaches another goroutine. That thread is never
+// the process's main thread: the runtime does not end the main thread but
+// parks it for good, with fn's changes, which /proc/self (so /proc/net and
+// the affinity of the process's id) then shows for the whole process. On
+// the main thread LockedThread holds it and runs fn on another, returning
+// once fn has returned or ended its goroutine (runtime.Goexit).
+func LockedThread(fn func()) {
+	runtime.LockOSThread()
+	if unix.Gettid() == unix.Getpid() {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			LockedThread(fn)
+		}()
+		<-done
+		runtime.UnlockOSThread() // unchanged
+		return
+	}
+	fn()
+}
