@@ -40,8 +40,7 @@ type loadConn struct {
 	// Open loop: the window's requests not yet wholly written, each with
 	// the stream offset of its last byte, for their send lag.
 	unwritten []unwritten
-	queued    uint64 // bytes ever appended to wbuf
-	written   uint64 // bytes ever written
+	written   uint64 // bytes ever written; the stream offset of wbuf[0]
 }
 
 // unwritten is a request whose send lag is recorded when the write that
@@ -349,14 +348,13 @@ func (t *loadThread) markCPU(start bool) {
 // send queues one request on c, stamped with ts.
 func (t *loadThread) send(c *loadConn, ts int64) {
 	c.wbuf = AppendRequest(c.wbuf, c.id, c.seq, t.cfg.Payload)
-	c.queued += uint64(FrameHeader + t.cfg.Payload)
 	c.push(pending{seq: c.seq, t: ts})
 	c.seq++
 	c.dirty = true
 	if ts >= t.winStart && ts < t.winEnd {
 		t.sent++
 		if t.cfg.Rate > 0 {
-			c.unwritten = append(c.unwritten, unwritten{end: c.queued, ts: ts})
+			c.unwritten = append(c.unwritten, unwritten{end: c.written + uint64(len(c.wbuf)), ts: ts})
 		}
 	}
 }
@@ -708,9 +706,10 @@ func (t *loadThread) runOpen(t0 int64) error {
 	t.recordUnanswered()
 	// Requests still (partly) in the client's buffer lag by the time they
 	// waited so far, a lower bound.
+	now := t.now()
 	for _, c := range t.conns {
-		c.written = c.queued
-		t.recordLag(c, t.now())
+		c.written += uint64(len(c.wbuf))
+		t.recordLag(c, now)
 	}
 	// Requests due in the window that never went out (every connection
 	// was at MaxOutstanding to the end) were offered and not answered:
