@@ -259,9 +259,7 @@ func Apply(p *Plan, t Target, statePath string) (*State, error) {
 		}
 		// Revert writes it back, and LoadState refuses a saved value not
 		// in its write's format.
-		saved := w
-		saved.New = cur
-		if err := ValidateWrite(saved); err != nil {
+		if err := validateSaved(w, cur); err != nil {
 			return nil, fmt.Errorf("write %d: current value: %w", i+1, err)
 		}
 		st.Before = append(st.Before, cur)
@@ -418,15 +416,19 @@ func LoadState(statePath string) (*State, error) {
 	if err := Validate(st.Plan); err != nil {
 		return nil, fmt.Errorf("%s: %w", statePath, err)
 	}
-	// Revert writes the saved values: each must be a value of its write's
-	// format too.
 	for i, w := range st.Plan.Writes {
-		w.New = st.Before[i]
-		if err := ValidateWrite(w); err != nil {
+		if err := validateSaved(w, st.Before[i]); err != nil {
 			return nil, fmt.Errorf("%s: saved value of write %d: %w", statePath, i+1, err)
 		}
 	}
 	return &st, nil
+}
+
+// validateSaved checks v, the value w's target had before Apply, as the
+// write Revert makes of it: a value of w's format, to w's target.
+func validateSaved(w Write, v string) error {
+	w.New = v
+	return ValidateWrite(w)
 }
 
 // Revert restores the values saved in statePath, in reverse order, and
