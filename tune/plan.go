@@ -284,13 +284,7 @@ func (p *planner) cpuSets(nics []*topo.NIC) error {
 			// interrupts default to another node; of all of them for a
 			// NIC local to every CPU (or to fewer than 2). Loop CPUs
 			// given, and their SMT siblings, are not taken.
-			var taken topo.CPUSet
-			for _, c := range cfg.LoopCPUs {
-				taken = taken.Union(topo.NewCPUSet(c))
-				if cpu := h.CPU(c); cpu != nil {
-					taken = taken.Union(cpu.Siblings)
-				}
-			}
+			taken := withSiblings(h, cfg.LoopCPUs)
 			pick := func(from topo.CPUSet) topo.CPUSet {
 				free := from.Minus(taken)
 				house := free.Minus(h.Isolated)
@@ -312,11 +306,7 @@ func (p *planner) cpuSets(nics []*topo.NIC) error {
 		}
 		loops := cfg.LoopCPUs
 		if loops.Len() == 0 {
-			var sib topo.CPUSet
-			for _, c := range irq {
-				sib = sib.Union(h.CPU(c).Siblings)
-			}
-			loops = primaries.Minus(irq).Minus(sib)
+			loops = primaries.Minus(withSiblings(h, irq))
 		}
 		if both := loops.Intersect(irq); both.Len() > 0 {
 			return refuse("CPUs %s are both loop and IRQ CPUs; the dedicated policy keeps them apart", both)
@@ -695,4 +685,15 @@ func (p *planner) sysctls() error {
 		}
 	}
 	return nil
+}
+
+// withSiblings returns s with the SMT siblings of its CPUs (those h knows).
+func withSiblings(h *topo.Host, s topo.CPUSet) topo.CPUSet {
+	out := s
+	for _, c := range s {
+		if cpu := h.CPU(c); cpu != nil {
+			out = out.Union(cpu.Siblings)
+		}
+	}
+	return out
 }
