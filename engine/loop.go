@@ -132,15 +132,20 @@ func (l *Loop) Stats() Stats { return l.st.snapshot() }
 // goroutine; f must not block.
 func (l *Loop) Post(f func()) {
 	l.mu.Lock()
-	if l.wakeFd < 0 { // exited
-		l.mu.Unlock()
-		return
-	}
-	l.posted = append(l.posted, f)
-	if l.wakePending.CompareAndSwap(false, true) {
+	if l.enqueueLocked(f) {
 		l.wakeLocked()
 	}
 	l.mu.Unlock()
+}
+
+// enqueueLocked queues f unless the loop has exited, and reports whether
+// the loop is to be woken: no wake-up was pending. l.mu held.
+func (l *Loop) enqueueLocked(f func()) bool {
+	if l.wakeFd < 0 { // exited: f could never run
+		return false
+	}
+	l.posted = append(l.posted, f)
+	return l.wakePending.CompareAndSwap(false, true)
 }
 
 // PostTo queues f to run on dst's loop goroutine, like dst.Post, but wakes
@@ -149,12 +154,7 @@ func (l *Loop) Post(f func()) {
 // l's goroutine.
 func (l *Loop) PostTo(dst *Loop, f func()) {
 	dst.mu.Lock()
-	if dst.wakeFd < 0 { // exited
-		dst.mu.Unlock()
-		return
-	}
-	dst.posted = append(dst.posted, f)
-	if dst.wakePending.CompareAndSwap(false, true) {
+	if dst.enqueueLocked(f) {
 		// MSG_RING only within the engine: its completion names dst by
 		// its index in l's engine, to wake it through its eventfd should
 		// the message fail.
