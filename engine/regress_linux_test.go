@@ -399,43 +399,16 @@ func TestAcceptBackoff(t *testing.T) {
 // exhaustFds lowers RLIMIT_NOFILE to the descriptors open and fills the
 // gaps below it, runs then, waits 200 ms and puts everything back. It
 // returns count() before and after the 200 ms.
-func exhaustFds(t *testing.T, then func(), count func() uint64) (uint64, uint64) {
-	var old unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
-		t.Fatal(err)
-	}
-	ents, err := os.ReadDir("/proc/self/fd")
+func exhaustFds(t *testing.T, then func(), count func() uint64) (before, after uint64) {
+	err := withFreeFds(0, func() error {
+		then()
+		time.Sleep(20 * time.Millisecond)
+		before = count()
+		time.Sleep(200 * time.Millisecond)
+		after = count()
+		return nil
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	top := 0
-	for _, ent := range ents {
-		if n, err := strconv.Atoi(ent.Name()); err == nil {
-			top = max(top, n)
-		}
-	}
-	lim := old
-	lim.Cur = uint64(top + 1)
-	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
-		t.Fatal(err)
-	}
-	var fill []int
-	for {
-		fd, err := unix.Dup(0)
-		if err != nil {
-			break
-		}
-		fill = append(fill, fd)
-	}
-	then()
-	time.Sleep(20 * time.Millisecond)
-	before := count()
-	time.Sleep(200 * time.Millisecond)
-	after := count()
-	for _, fd := range fill {
-		unix.Close(fd)
-	}
-	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
 		t.Fatal(err)
 	}
 	return before, after
@@ -1219,7 +1192,12 @@ func TestUnixListenFailureRemovesFile(t *testing.T) {
 
 // withOneFd runs f with exactly one descriptor free below RLIMIT_NOFILE,
 // then restores the limit.
-func withOneFd(f func() error) error {
+func withOneFd(f func() error) error { return withFreeFds(1, f) }
+
+// withFreeFds runs f with exactly free descriptors free below
+// RLIMIT_NOFILE (the limit lowered, the rest filled), then closes the
+// fillers and restores the limit.
+func withFreeFds(free int, f func() error) error {
 	var old unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
 		return err
@@ -1235,7 +1213,7 @@ func withOneFd(f func() error) error {
 		}
 	}
 	lim := old
-	lim.Cur = uint64(top + 2)
+	lim.Cur = uint64(top + 1 + free)
 	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
 		return err
 	}
@@ -1253,11 +1231,13 @@ func withOneFd(f func() error) error {
 		}
 		fill = append(fill, fd)
 	}
-	if len(fill) == 0 {
+	if len(fill) < free {
 		return errors.New("no descriptor to free")
 	}
-	unix.Close(fill[len(fill)-1])
-	fill = fill[:len(fill)-1]
+	for _, fd := range fill[len(fill)-free:] {
+		unix.Close(fd)
+	}
+	fill = fill[:len(fill)-free]
 	return f()
 }
 
