@@ -115,12 +115,7 @@ func TestSubmitAndWaitMinNoTimeout(t *testing.T) {
 				cfg = &Config{Entries: 8, SingleIssuer: true, DeferTaskrun: true}
 			}
 			r := newRing(t, cfg)
-			if !r.HasMinWait() {
-				if kver.AtLeast(kver.Release(), "6.12") {
-					t.Fatal("kernel 6.12 or later without IORING_FEAT_MIN_TIMEOUT")
-				}
-				t.Skip("kernel lacks IORING_FEAT_MIN_TIMEOUT (6.12)")
-			}
+			needFeatures(t, "IORING_FEAT_MIN_TIMEOUT")
 			var p [2]int
 			if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
 				t.Fatal(err)
@@ -158,12 +153,7 @@ func TestSubmitAndWaitMinNoTimeout(t *testing.T) {
 func TestSubmitAndWaitMinTimeoutBelowMinWait(t *testing.T) {
 	for _, timeout := range []time.Duration{-time.Second, time.Millisecond} {
 		r := newRing(t, nil)
-		if !r.HasMinWait() {
-			if kver.AtLeast(kver.Release(), "6.12") {
-				t.Fatal("kernel 6.12 or later without IORING_FEAT_MIN_TIMEOUT")
-			}
-			t.Skip("kernel lacks IORING_FEAT_MIN_TIMEOUT (6.12)")
-		}
+		needFeatures(t, "IORING_FEAT_MIN_TIMEOUT")
 		var p [2]int
 		if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
 			t.Fatal(err)

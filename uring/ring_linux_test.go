@@ -9,7 +9,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/spindlenet/spindle/internal/kver"
 	"github.com/spindlenet/spindle/internal/sys"
 )
 
@@ -340,6 +339,7 @@ func TestSubmitAndWaitNegativeTimeout(t *testing.T) {
 // (16 since 5.18): the next RegisterRingFD ring fails with the kernel's
 // EBUSY, not as a kernel without IORING_REGISTER_RING_FDS.
 func TestRegisterRingFDTableFull(t *testing.T) {
+	needFeatures(t, "IORING_REGISTER_RING_FDS")
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var rings []*Ring
@@ -357,9 +357,6 @@ func TestRegisterRingFDTableFull(t *testing.T) {
 			continue
 		}
 		if len(rings) == 0 {
-			if errors.Is(err, ErrNotSupported) && !kver.AtLeast(kver.Release(), "5.18") {
-				t.Skipf("IORING_REGISTER_RING_FDS not supported (requires >= 5.18): %v", err)
-			}
 			t.Fatal(err)
 		}
 		if errors.Is(err, ErrNotSupported) || !errors.Is(err, unix.EBUSY) {
@@ -431,11 +428,9 @@ func catchPanic(f func()) (p any) {
 func TestCloseOffOwnerThread(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	needFeatures(t, "IORING_REGISTER_RING_FDS")
 	r, err := New(&Config{Entries: 2, RegisterRingFD: true})
 	if err != nil {
-		if errors.Is(err, ErrNotSupported) && !kver.AtLeast(kver.Release(), "5.18") {
-			t.Skipf("IORING_REGISTER_RING_FDS not supported (requires >= 5.18): %v", err)
-		}
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
