@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"strconv"
+	"strings"
 
 	"github.com/spindlenet/spindle/engine"
 )
@@ -327,7 +328,7 @@ func requestTarget(b []byte) bool {
 // characters are checked, not the structure.
 func hostValue(v []byte) bool {
 	for _, c := range v {
-		if c >= 0x80 || !tchar[c] && !bytes.ContainsRune([]byte("()+,;=:[]"), rune(c)) {
+		if c >= 0x80 || !tchar[c] && strings.IndexByte("()+,;=:[]", c) < 0 {
 			return false
 		}
 	}
@@ -374,6 +375,16 @@ type conn struct {
 	req     Request
 	left    int // of a Content-Length body
 	body    ChunkedBody
+}
+
+// stateOf returns st, or c's new state when it has none yet. Loop
+// goroutine.
+func stateOf(c *engine.Conn, st *conn) *conn {
+	if st == nil {
+		st = &conn{}
+		c.SetContext(st)
+	}
+	return st
 }
 
 // OnData answers every complete request in b. Loop goroutine.
@@ -424,10 +435,7 @@ func (h *Handler) OnData(c *engine.Conn, b engine.Buffer) bool {
 				if r.Continue && len(data) == 0 {
 					c.Write(continue100)
 				}
-				if st == nil {
-					st = &conn{}
-					c.SetContext(st)
-				}
+				st = stateOf(c, st)
 				st.inBody, st.req, st.left = true, r, r.Body
 				continue
 			}
@@ -439,10 +447,7 @@ func (h *Handler) OnData(c *engine.Conn, b engine.Buffer) bool {
 		}
 	}
 	if len(data) > 0 {
-		if st == nil {
-			st = &conn{}
-			c.SetContext(st)
-		}
+		st = stateOf(c, st)
 		// data may alias st.pending: copy down.
 		st.pending = append(st.pending[:0], data...)
 	} else if st != nil {
