@@ -85,10 +85,8 @@ func (f *benchFlags) config(fs *flag.FlagSet) (bench.Config, error) {
 		cfg.Arms = strings.Split(f.arms, ",")
 		// An arm named twice would be measured twice in a row and
 		// summarised as one arm of twice --reps.
-		for i, a := range cfg.Arms {
-			if a != "" && slices.Contains(cfg.Arms[:i], a) { // "" is the package's to refuse
-				return cfg, fmt.Errorf("--arms: %s given twice", a)
-			}
+		if a := givenTwice(cfg.Arms); a != "" {
+			return cfg, fmt.Errorf("--arms: %s given twice", a)
 		}
 	}
 	var err error

@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -130,3 +131,14 @@ type usageError struct{ err error }
 
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
+
+// givenTwice returns the first name of list that an earlier one repeats,
+// "" when none does (an empty name is the package's to refuse).
+func givenTwice(list []string) string {
+	for i, s := range list {
+		if s != "" && slices.Contains(list[:i], s) {
+			return s
+		}
+	}
+	return ""
+}

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -33,10 +32,8 @@ func runWakeup(ctx context.Context, args []string) error {
 		return fmt.Errorf("want --samples of at least 1 and a positive --interval")
 	}
 	list := strings.Split(*modes, ",")
-	for i, m := range list {
-		if m != "" && slices.Contains(list[:i], m) { // "" is the package's to refuse
-			return fmt.Errorf("--modes: %s given twice", m) // two rows of one mode
-		}
+	if m := givenTwice(list); m != "" {
+		return fmt.Errorf("--modes: %s given twice", m) // two rows of one mode
 	}
 	cfg := bench.WakeupConfig{
 		Modes: list, Interval: *interval, Samples: *samples,
