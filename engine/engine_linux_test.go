@@ -359,6 +359,15 @@ func (h *BaseHandlerFunc) OnClose(c *Conn, err error) {
 	}
 }
 
+// resetMidStream sends c's server more than the socket buffers hold
+// without reading, so that the server is mid-stream, then resets c.
+func resetMidStream(c net.Conn) {
+	c.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
+	c.Write(make([]byte, 8<<20))
+	c.(*net.TCPConn).SetLinger(0)
+	c.Close()
+}
+
 func TestPeerReset(t *testing.T) {
 	for _, b := range testBackends {
 		t.Run(string(b), func(t *testing.T) {
@@ -370,12 +379,7 @@ func TestPeerReset(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				// Send more than the socket buffers hold without reading, so
-				// the server is mid-stream, then reset.
-				c.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
-				c.Write(make([]byte, 8<<20))
-				c.(*net.TCPConn).SetLinger(0)
-				c.Close()
+				resetMidStream(c)
 			}
 			waitFor(t, "OnClose for reset connections", func() bool { return h.closes.Load() == conns })
 			if h.errs.Load() != conns {

@@ -1309,10 +1309,7 @@ func TestResetErrorSameOnEveryBackend(t *testing.T) {
 				t.Fatal(err)
 			}
 			client := c.LocalAddr().String()
-			c.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
-			c.Write(make([]byte, 8<<20))
-			c.(*net.TCPConn).SetLinger(0)
-			c.Close()
+			resetMidStream(c)
 			waitFor(t, "OnClose for the reset connection", func() bool { return h.closes.Load() == 1 })
 			h.mu.Lock()
 			got := h.errs[0]
