@@ -67,6 +67,21 @@ func diffTrees(a, b map[string]string) []string {
 // shows here too. The calls themselves are exercised on the kernel by
 // TestNetnsApplyRevert (napi-set) and TestApplyCoalesceRefusedLive
 // (coalesce-set). failSet makes every set fail.
+// newFixtureNetlink serves the coalescing values and NAPI instances h
+// recorded.
+func newFixtureNetlink(h *topo.Host) *fixtureNetlink {
+	co := &fixtureNetlink{values: map[int]topo.Coalesce{}, napis: map[uint32]topo.NAPI{}}
+	for _, n := range h.NICs {
+		if n.Coalesce != nil {
+			co.values[n.Ifindex] = maps.Clone(n.Coalesce)
+		}
+		for _, napi := range n.NAPIs {
+			co.napis[napi.ID] = napi
+		}
+	}
+	return co
+}
+
 type fixtureNetlink struct {
 	values  map[int]topo.Coalesce
 	napis   map[uint32]topo.NAPI
@@ -148,15 +163,7 @@ func TestApplyRevertFixture(t *testing.T) {
 			if len(p.Writes) == 0 {
 				t.Fatal("empty plan")
 			}
-			co := &fixtureNetlink{values: map[int]topo.Coalesce{}, napis: map[uint32]topo.NAPI{}}
-			for _, n := range h.NICs {
-				if n.Coalesce != nil {
-					co.values[n.Ifindex] = maps.Clone(n.Coalesce)
-				}
-				for _, napi := range n.NAPIs {
-					co.napis[napi.ID] = napi
-				}
-			}
+			co := newFixtureNetlink(h)
 			origNAPI := maps.Clone(co.napis)
 			origCo := map[int]topo.Coalesce{}
 			for k, v := range co.values {
@@ -425,15 +432,7 @@ func TestRevertTargetsGone(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		co = &fixtureNetlink{values: map[int]topo.Coalesce{}, napis: map[uint32]topo.NAPI{}}
-		for _, n := range h.NICs {
-			if n.Coalesce != nil {
-				co.values[n.Ifindex] = maps.Clone(n.Coalesce)
-			}
-			for _, napi := range n.NAPIs {
-				co.napis[napi.ID] = napi
-			}
-		}
+		co = newFixtureNetlink(h)
 		orig = maps.Clone(co.napis)
 		before = treeBytes(t, root)
 		state = filepath.Join(t.TempDir(), "state.json")
@@ -708,15 +707,7 @@ func TestApplyStaleTargetGone(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			co := &fixtureNetlink{values: map[int]topo.Coalesce{}, napis: map[uint32]topo.NAPI{}}
-			for _, n := range h.NICs {
-				if n.Coalesce != nil {
-					co.values[n.Ifindex] = maps.Clone(n.Coalesce)
-				}
-				for _, napi := range n.NAPIs {
-					co.napis[napi.ID] = napi
-				}
-			}
+			co := newFixtureNetlink(h)
 			found := false
 			for _, w := range p.Writes {
 				switch {
