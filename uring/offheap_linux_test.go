@@ -58,11 +58,7 @@ func TestGoMemoryRefused(t *testing.T) {
 		for _, m := range mems {
 			t.Run(op.name+"/"+m.name, func(t *testing.T) {
 				var s SQE // never submitted: only the Prep check matters
-				got := func() (p any) {
-					defer func() { p = recover() }()
-					op.prep(&s, m.b, m.ts, m.msg)
-					return nil
-				}()
+				got := catchPanic(func() { op.prep(&s, m.b, m.ts, m.msg) })
 				switch {
 				case m.ok && got != nil:
 					t.Errorf("panicked on MapAnon memory: %v", got)
@@ -106,10 +102,5 @@ func prepOnStack() (tsPanic, bufPanic any) {
 	var buf [64]byte
 	var ts Timespec
 	var s SQE
-	catch := func(f func()) (p any) {
-		defer func() { p = recover() }()
-		f()
-		return nil
-	}
-	return catch(func() { s.PrepTimeout(&ts, 0, 0, 0) }), catch(func() { s.PrepRecv(-1, buf[:], 0, 0) })
+	return catchPanic(func() { s.PrepTimeout(&ts, 0, 0, 0) }), catchPanic(func() { s.PrepRecv(-1, buf[:], 0, 0) })
 }
