@@ -469,11 +469,8 @@ func (r *Ring) enter(waitNr uint32, timeout, minWait time.Duration, wait bool) (
 			ts.Sec, ts.Nsec = int64(timeout/time.Second), int64(timeout%time.Second)
 			flags |= sys.IORING_ENTER_EXT_ARG
 			arg = &r.mem.Scratch.Wait
-		} else if wait && minWait > 0 {
-			flags |= sys.IORING_ENTER_EXT_ARG
-			arg = &r.mem.Scratch.WaitNoTS
-		}
-		if arg != nil {
+			// A minimum wait always comes with a timeout here:
+			// SubmitAndWaitMin gives one (minWaitForever for none).
 			arg.MinWaitUsec = uint32(minWait / time.Microsecond)
 		}
 		if r.setup&sys.IORING_SETUP_SQPOLL != 0 {

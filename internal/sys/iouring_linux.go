@@ -190,14 +190,12 @@ type RingMem struct {
 const TimespecSlots = 200
 
 // Scratch is one off-heap page holding small arguments the kernel reads by
-// address: the EXT_ARG struct and its timespec, an EXT_ARG struct without
-// one (WaitNoTS: a minimum wait with no overall timeout), and a pool of
-// timespecs for TIMEOUT and LINK_TIMEOUT SQEs.
+// address: the EXT_ARG struct and its timespec, and a pool of timespecs for
+// TIMEOUT and LINK_TIMEOUT SQEs.
 type Scratch struct {
-	Wait     GeteventsArg
-	WaitTS   Timespec
-	WaitNoTS GeteventsArg
-	TS       [TimespecSlots]Timespec
+	Wait   GeteventsArg
+	WaitTS Timespec
+	TS     [TimespecSlots]Timespec
 }
 
 // MapRing maps the rings of the io_uring fd described by p (as returned by
