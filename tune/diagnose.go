@@ -3,6 +3,7 @@ package tune
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -70,6 +71,8 @@ func (o Options) withDefaults(h *topo.Host) Options {
 	return o
 }
 
+// sub returns the growth of a 64-bit counter from a to b; a decrease (a
+// counter reset) is 0.
 func sub(a, b uint64) uint64 {
 	if b < a {
 		return 0
@@ -77,23 +80,53 @@ func sub(a, b uint64) uint64 {
 	return b - a
 }
 
+// sub32 returns the growth from a to b of a counter the kernel keeps in 32
+// bits: the per-CPU counts of /proc/interrupts and /proc/softirqs and the
+// columns of softnet_stat (unsigned int, printed %u or %08x). Such a
+// counter wraps within hours at a high interrupt or packet rate, so a
+// decrease is a wrap and the growth is taken modulo 2^32. Values wider
+// than 32 bits are no such counter and go to sub.
+func sub32(a, b uint64) uint64 {
+	if a > math.MaxUint32 || b > math.MaxUint32 {
+		return sub(a, b)
+	}
+	return uint64(uint32(b) - uint32(a))
+}
+
 // irqDelta returns, per CPU, how many times irq fired between a and b.
+// Only CPUs with a column in both count: a CPU that came online during
+// the sample shows its count since boot. An IRQ whose description changed
+// (freed and requested again, by another device or chip) restarted from
+// 0, so its count in b is the growth; otherwise a decrease is a wrap.
 func irqDelta(a, b *Snapshot, irq int) map[int]uint64 {
 	pa, pb := a.Interrupts.PerCPU(irq), b.Interrupts.PerCPU(irq)
+	reset := a.Interrupts.IRQs[irq].Desc != b.Interrupts.IRQs[irq].Desc
 	out := map[int]uint64{}
 	for cpu, v := range pb {
-		if d := sub(pa[cpu], v); d > 0 {
+		before, ok := pa[cpu]
+		if !ok && pa != nil {
+			continue
+		}
+		d := sub32(before, v)
+		if reset {
+			d = v
+		}
+		if d > 0 {
 			out[cpu] = d
 		}
 	}
 	return out
 }
 
+// softirqDelta returns, per CPU with a column in both a and b, how many
+// times the named softirq was raised between them.
 func softirqDelta(a, b *Snapshot, name string) map[int]uint64 {
 	pa, pb := a.Softirqs.PerCPU(name), b.Softirqs.PerCPU(name)
 	out := map[int]uint64{}
 	for cpu, v := range pb {
-		out[cpu] = sub(pa[cpu], v)
+		if before, ok := pa[cpu]; ok {
+			out[cpu] = sub32(before, v)
+		}
 	}
 	return out
 }
@@ -363,10 +396,10 @@ func Diagnose(h *topo.Host, a, b *Snapshot, opt Options) []Finding {
 			if !ok {
 				continue
 			}
-			if d := sub(p.Dropped, s.Dropped) + sub(p.FlowLimit, s.FlowLimit); d > 0 {
+			if d := sub32(p.Dropped, s.Dropped) + sub32(p.FlowLimit, s.FlowLimit); d > 0 {
 				drops = append(drops, fmt.Sprintf("CPU %d: %d packets dropped from the backlog (%.0f/s)", s.CPU, d, float64(d)/secs))
 			}
-			if d := sub(p.TimeSqueeze, s.TimeSqueeze); d > 0 {
+			if d := sub32(p.TimeSqueeze, s.TimeSqueeze); d > 0 {
 				squeeze = append(squeeze, fmt.Sprintf("CPU %d: net_rx_action ran out of budget %d times (%.0f/s)", s.CPU, d, float64(d)/secs))
 			}
 		}

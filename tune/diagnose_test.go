@@ -1,7 +1,9 @@
 package tune
 
 import (
+	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -395,5 +397,70 @@ func TestDiagnoseNetlinkAbsent(t *testing.T) {
 	a, b := snapshots(t, fxVM, h)
 	if got := ids(Diagnose(h, a, b, Options{})); !slices.Contains(got, "netlink-unavailable") {
 		t.Errorf("got %v", got)
+	}
+}
+
+// TestDiagnoseCounterWrap: the per-CPU counts of /proc/interrupts and
+// /proc/softirqs and the softnet_stat columns are 32-bit in the kernel.
+// testdata/wrap holds two readings of the vm fixture's host taken either
+// side of a wrap: IRQ 38 (eth0 rx-0) on CPU 1, NET_RX on CPU 0, and CPU 1's
+// backlog drops and time_squeeze. A decrease read as 0, so a sample across
+// a wrap lost those interrupts, drops and squeezes; it is now a wrap,
+// taken modulo 2^32. IRQ 41 was freed and requested again by another
+// device during the sample (its description changed): a reset, whose count
+// in the second reading is all growth, not 2^32 less the first.
+func TestDiagnoseCounterWrap(t *testing.T) {
+	h := loadHost(t, fxVM)
+	a, err := TakeSnapshot("testdata/wrap/before", h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := TakeSnapshot("testdata/wrap/after", h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Time = a.Time.Add(5 * time.Second)
+	for _, tc := range []struct {
+		what string
+		got  map[int]uint64
+		want map[int]uint64
+	}{
+		{"IRQ 38, wrapped on CPU 1", irqDelta(a, b, 38), map[int]uint64{1: 796}},
+		{"IRQ 41, another device's now", irqDelta(a, b, 41), map[int]uint64{0: 7}},
+		{"NET_RX, wrapped on CPU 0", softirqDelta(a, b, "NET_RX"), map[int]uint64{0: 16, 1: 0}},
+	} {
+		if !maps.Equal(tc.got, tc.want) {
+			t.Errorf("%s: delta %v, want %v", tc.what, tc.got, tc.want)
+		}
+	}
+	fs := Diagnose(h, a, b, Options{LoopCPUs: topo.NewCPUSet(1)})
+	var evidence []string
+	for _, f := range fs {
+		evidence = append(evidence, f.Evidence...)
+	}
+	all := strings.Join(evidence, "\n")
+	for _, want := range []string{
+		"IRQ 38 (virtio2-input.0): 796 interrupts on loop CPU 1",
+		"CPU 1: 32 packets dropped from the backlog",
+		"CPU 1: net_rx_action ran out of budget 5 times",
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("no evidence %q in:\n%s", want, all)
+		}
+	}
+
+	// CPU 1 came online during the sample: its count since boot is no
+	// growth.
+	a.Interrupts.CPUs = []int{0}
+	c := a.Interrupts.IRQs[38]
+	c.Counts = c.Counts[:1]
+	a.Interrupts.IRQs[38] = c
+	a.Softirqs.CPUs = []int{0}
+	a.Softirqs.Counts["NET_RX"] = a.Softirqs.Counts["NET_RX"][:1]
+	if d := irqDelta(a, b, 38); len(d) != 0 {
+		t.Errorf("IRQ 38 with CPU 1 onlined during the sample: delta %v, want none", d)
+	}
+	if d := softirqDelta(a, b, "NET_RX"); !maps.Equal(d, map[int]uint64{0: 16}) {
+		t.Errorf("NET_RX with CPU 1 onlined during the sample: delta %v, want 0:16", d)
 	}
 }
