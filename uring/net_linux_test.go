@@ -660,3 +660,40 @@ func TestBufRingCloseRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCloseRefusedOffThread closes a SINGLE_ISSUER ring (no registered ring
+// fd) from a thread other than the one that created it. The kernel refuses
+// that thread's cancel (io_uring_enter: EEXIST), so Close must refuse too and
+// leave the ring as it was: its multishot receive stays armed on the buffer
+// ring, whose memory stays mapped, and data sent after the refused Close
+// still arrives in one of its buffers.
+func TestCloseRefusedOffThread(t *testing.T) {
+	needFeatures(t, FeatMultishotRecv)
+	c, s := tcpPair(t)
+	r := newRing(t, &Config{Entries: 4, SingleIssuer: true}) // closed before the sockets
+	b, err := r.SetupBufRing(1, 4, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqe(t, r).PrepRecvMultishot(s, 1, false, 0, 7)
+	if _, err := r.Submit(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // a thread other than the owner's
+		defer runtime.UnlockOSThread()
+		done <- r.Close()
+	}()
+	if err := <-done; !errors.Is(err, unix.EEXIST) {
+		t.Fatalf("Close from another thread: %v, want EEXIST", err)
+	}
+	if _, err := unix.Write(c, []byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	got := reap(t, r, 1)[0]
+	id, ok := got.BufferID()
+	if got.UserData != 7 || got.Res != 5 || !ok || string(b.Buf(id)[:5]) != "after" || !got.More() {
+		t.Fatalf("receive after the refused Close: %+v", got)
+	}
+}

@@ -25,7 +25,7 @@ type Ring struct {
 	enterFd    int          // fd, or the registered ring index
 	enterFlags uint32       // IORING_ENTER_REGISTERED_RING when enterFd is an index
 	regIndex   int          // registered ring index, -1 if none
-	regTid     int          // thread whose table holds regIndex
+	ownerTid   int          // thread New ran on: SINGLE_ISSUER's submitter, and the table holding regIndex
 	setup      uint32       // IORING_SETUP_* in effect
 	features   uint32       // IORING_FEAT_* reported by the kernel
 	// fdMu is held for reading while another ring's setup attaches to fd
@@ -97,7 +97,7 @@ func New(cfg *Config) (*Ring, error) {
 	if err != nil {
 		return nil, setupError(p.Flags, err)
 	}
-	r := &Ring{fd: fd, enterFd: fd, regIndex: -1, setup: p.Flags, features: p.Features}
+	r := &Ring{fd: fd, enterFd: fd, regIndex: -1, ownerTid: unix.Gettid(), setup: p.Flags, features: p.Features}
 	r.fdPub.Store(int32(fd))
 	if r.mem, err = sys.MapRing(fd, &p); err != nil {
 		unix.Close(fd)
@@ -119,7 +119,6 @@ func New(cfg *Config) (*Ring, error) {
 			return nil, regErr("IORING_REGISTER_RING_FDS", "5.18", err)
 		}
 		r.regIndex, r.enterFd, r.enterFlags = idx, idx, sys.IORING_ENTER_REGISTERED_RING
-		r.regTid = unix.Gettid()
 	}
 	return r, nil
 }
@@ -171,19 +170,24 @@ func unsupported(feature, min string, err error) error {
 // armed multishot receive from picking a buffer Close is about to unmap; a
 // request already running in an io-wq worker can only be asked to stop, so
 // reap what matters before Close. With SingleIssuer or RegisterRingFD, Close
-// must run on the owner thread: with RegisterRingFD, Close on another thread
-// returns an error (EEXIST) and closes nothing, since the owner thread's
-// table holds the ring (and would keep it alive, requests armed). Calling
-// Close twice returns os.ErrClosed.
+// must run on the thread that called New: on another it returns an error
+// (EEXIST) and closes nothing, the ring staying usable from its owner. With
+// SingleIssuer the kernel refuses the cancel from any other thread, so the
+// requests would stay armed on buffers Close unmaps; with RegisterRingFD the
+// owner thread's table holds the ring (and would keep it alive, requests
+// armed). Calling Close twice returns os.ErrClosed.
 //
 // Owner goroutine.
 func (r *Ring) Close() error {
 	if r.closed {
 		return os.ErrClosed
 	}
-	if r.regIndex >= 0 {
-		if tid := unix.Gettid(); tid != r.regTid {
-			return fmt.Errorf("uring: Close on thread %d, but the ring is registered with thread %d (RegisterRingFD): %w", tid, r.regTid, unix.EEXIST)
+	if tid := unix.Gettid(); tid != r.ownerTid {
+		if r.regIndex >= 0 {
+			return fmt.Errorf("uring: Close on thread %d, but the ring is registered with thread %d (RegisterRingFD): %w", tid, r.ownerTid, unix.EEXIST)
+		}
+		if r.setup&sys.IORING_SETUP_SINGLE_ISSUER != 0 {
+			return fmt.Errorf("uring: Close on thread %d, but thread %d is the ring's single issuer (SingleIssuer): %w", tid, r.ownerTid, unix.EEXIST)
 		}
 	}
 	r.cancelAll()
