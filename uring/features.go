@@ -100,7 +100,10 @@ var opInfo = []struct {
 	{sys.IORING_OP_SHUTDOWN, "IORING_OP_SHUTDOWN", "5.11"},
 	{sys.IORING_OP_MSG_RING, "IORING_OP_MSG_RING", "5.18"},
 	{sys.IORING_OP_SOCKET, "IORING_OP_SOCKET", "5.19"},
-	{sys.IORING_OP_SEND_ZC, "IORING_OP_SEND_ZC", "6.0"},
+	// The opcode is 6.0, but PrepSendZC asks for the usage report
+	// (IORING_SEND_ZC_REPORT_USAGE), which 6.0 and 6.1 refuse: Probe
+	// reports it supported only when a PrepSendZC send works.
+	{sys.IORING_OP_SEND_ZC, "IORING_OP_SEND_ZC", "6.2"},
 	{sys.IORING_OP_SENDMSG_ZC, "IORING_OP_SENDMSG_ZC", "6.1"},
 	{sys.IORING_OP_BIND, "IORING_OP_BIND", "6.11"},
 	{sys.IORING_OP_LISTEN, "IORING_OP_LISTEN", "6.11"},

@@ -50,8 +50,14 @@ func Probe() (*Features, error) {
 			err = errors.New("opcode not supported by the kernel")
 		}
 		how := "IORING_REGISTER_PROBE"
-		if o.op == sys.IORING_OP_RECV_ZC {
+		switch o.op {
+		case sys.IORING_OP_RECV_ZC:
 			how += "; the opcode only: zero-copy receive also needs a NIC queue (IORING_REGISTER_ZCRX_IFQ), not probed"
+		case sys.IORING_OP_SEND_ZC:
+			how += ", and a PrepSendZC send (with IORING_SEND_ZC_REPORT_USAGE, 6.2) on a loopback UDP socket"
+			if err == nil {
+				err = probeSendZC(0)
+			}
 		}
 		add("op", o.name, o.min, err, how)
 	}
@@ -277,6 +283,59 @@ func probeRecv(bundle bool, limit uint32) error {
 		return &probeVerdict{errors.New("recv completed without IORING_CQE_F_MORE")}
 	case limit > 0 && c.More():
 		return &probeVerdict{fmt.Errorf("a receive limited to %d bytes got them and stays armed", limit)}
+	}
+	return nil
+}
+
+// probeSendZC sends one datagram to a loopback UDP socket with PrepSendZC,
+// its ioprio ORed with extra (0 but in tests), and waits for the send's
+// CQE and its notification. A kernel that refuses the SQE (6.0 and 6.1
+// refuse IORING_SEND_ZC_REPORT_USAGE with -EINVAL) gives its errno.
+func probeSendZC(extra uint16) error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		return err
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		return err
+	}
+	if err := unix.Connect(fd, sa); err != nil { // to itself
+		return err
+	}
+	buf, _, err := sys.MapAnon(4096, false)
+	if err != nil {
+		return err
+	}
+	defer sys.Unmap(buf) // after the ring's Close: no send refers to it
+	r, err := New(&Config{Entries: 4})
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	copy(buf, "probe")
+	q := r.GetSQE()
+	q.PrepSendZC(fd, buf[:5], 0, -1, 1)
+	q.Ioprio |= extra
+	c, err := probeReap(r)
+	if err != nil {
+		return err
+	}
+	if c.Res < 0 {
+		return c.Err()
+	}
+	if c.Res != 5 || !c.More() {
+		return fmt.Errorf("send completed with res %d, flags %#x: want 5 bytes and a notification to come", c.Res, c.Flags)
+	}
+	if c, err = probeReap(r); err != nil {
+		return err
+	}
+	if !c.Notif() {
+		return fmt.Errorf("second completion flags %#x: not the notification", c.Flags)
 	}
 	return nil
 }

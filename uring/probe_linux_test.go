@@ -143,3 +143,29 @@ func TestProbeSQAffOffCPU0(t *testing.T) {
 		t.Errorf("SQ_AFF reported missing in a cpuset of CPU %s: %s", last, ft.Reason)
 	}
 }
+
+// TestProbeSendZC checks that the feature table's IORING_OP_SEND_ZC is what
+// PrepSendZC needs: the release that added its usage report (6.2), not the
+// opcode's (6.0, whose SEND_ZC refuses the report), supported on a kernel
+// that new; and that the probe behind it reports a kernel's refusal of the
+// SQE, as a 6.0 or 6.1 kernel refuses IORING_SEND_ZC_REPORT_USAGE: here a
+// flag no kernel knows stands in for it.
+func TestProbeSendZC(t *testing.T) {
+	f, err := Probe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, ok := f.Get("IORING_OP_SEND_ZC")
+	if !ok || x.MinKernel != "6.2" {
+		t.Fatalf("IORING_OP_SEND_ZC = %+v, want MinKernel 6.2 (IORING_SEND_ZC_REPORT_USAGE, which PrepSendZC sets)", x)
+	}
+	if kver.AtLeast(f.Kernel, "6.2") && !x.Supported {
+		t.Errorf("IORING_OP_SEND_ZC unsupported on %s: %s", f.Kernel, x.Reason)
+	}
+	if err := probeSendZC(0); err != nil {
+		t.Errorf("probeSendZC: %v", err)
+	}
+	if err := probeSendZC(1 << 15); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("probeSendZC with an unknown ioprio flag: %v, want EINVAL", err)
+	}
+}

@@ -204,7 +204,8 @@ func (s *SQE) PrepSend(fd int, buf []byte, flags int, userData uint64) {
 
 // PrepSendZC prepares a zero-copy send (the opcode is 6.0; the usage report it
 // asks for, IORING_SEND_ZC_REPORT_USAGE, is 6.2, and a 6.0 or 6.1 kernel
-// refuses the SQE with EINVAL). It posts two CQEs with the same
+// refuses the SQE with EINVAL: Probe's IORING_OP_SEND_ZC, 6.2, is this
+// SQE working). It posts two CQEs with the same
 // user_data: the send result (CQE.More set), then a notification (CQE.Notif)
 // when the kernel no longer references buf; buf may be reused only after the
 // notification. fixedBuf >= 0 is the index of a registered buffer containing
