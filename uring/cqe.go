@@ -39,8 +39,13 @@ func (c CQE) Notif() bool { return c.Flags&sys.IORING_CQE_F_NOTIF != 0 }
 // Any goroutine: a CQE is a copied value.
 func (c CQE) ZCCopied() bool { return c.Notif() && uint32(c.Res)&sys.IORING_NOTIF_USAGE_ZC_COPIED != 0 }
 
-// SockNonEmpty reports IORING_CQE_F_SOCK_NONEMPTY: more data was queued on
-// the socket when the receive completed.
+// SockNonEmpty reports IORING_CQE_F_SOCK_NONEMPTY: when the receive
+// completed, the socket had more for a receive to return at once, data or,
+// on TCP, the end of stream. It does not say that data is queued: TCP counts
+// a received FIN as one byte (tcp_inq_hint), so the flag is set when only
+// the FIN is left, on the CQE that returns 0, and on every one after
+// (TestSockNonEmptyAtEOF). Use it to receive again before waiting; a result
+// of 0 is the end of stream whatever the flag says.
 //
 // Any goroutine: a CQE is a copied value.
 func (c CQE) SockNonEmpty() bool { return c.Flags&sys.IORING_CQE_F_SOCK_NONEMPTY != 0 }

@@ -697,3 +697,45 @@ func TestCloseRefusedOffThread(t *testing.T) {
 		t.Fatalf("receive after the refused Close: %+v", got)
 	}
 }
+
+// TestSockNonEmptyAtEOF checks what CQE.SockNonEmpty promises on TCP: set
+// when a receive leaves data queued, and also when it leaves only the
+// peer's FIN (the kernel's queued-bytes hint, tcp_inq_hint, counts an
+// unread end of stream as one byte), and still on the receive that returns
+// 0: "set" means a further receive returns at once, with data or 0, not
+// that data is queued.
+func TestSockNonEmptyAtEOF(t *testing.T) {
+	c, s := tcpPair(t)
+	r := newRing(t, &Config{Entries: 4})
+	buf := offHeap(t, 64)
+	if _, err := unix.Write(c, []byte("abc")); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Shutdown(c, unix.SHUT_WR); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the FIN is in: the socket reports the peer's shutdown.
+	pfd := []unix.PollFd{{Fd: int32(s), Events: unix.POLLRDHUP}}
+	for pfd[0].Revents&unix.POLLRDHUP == 0 {
+		if _, err := unix.Poll(pfd, 10_000); err != nil && err != unix.EINTR {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		n        int
+		wantRes  int32
+		nonEmpty bool
+		queued   string
+	}{
+		{1, 1, true, "\"bc\" and the FIN"},
+		{2, 2, true, "only the FIN"},
+		{64, 0, true, "nothing: the end of stream is read"},
+	} {
+		sqe(t, r).PrepRecv(s, buf[:tc.n], 0, 1)
+		got := reap(t, r, 1)[0]
+		t.Logf("recv of %d leaving %s: res %d, SockNonEmpty %v", tc.n, tc.queued, got.Res, got.SockNonEmpty())
+		if got.Res != tc.wantRes || got.SockNonEmpty() != tc.nonEmpty {
+			t.Errorf("recv of %d leaving %s: res %d, SockNonEmpty %v; want %d, %v", tc.n, tc.queued, got.Res, got.SockNonEmpty(), tc.wantRes, tc.nonEmpty)
+		}
+	}
+}
