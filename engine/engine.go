@@ -370,6 +370,8 @@ type Engine struct {
 	stopped  atomic.Bool   // set just before stopping closes; what the loops check
 	exited   chan struct{} // closed when every loop has returned
 	draining atomic.Bool
+
+	zones zoneCache // IPv6 zone names and interface indexes
 }
 
 // Backend reports the backend the engine's loops run, after any fallback.

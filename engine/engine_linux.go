@@ -371,34 +371,26 @@ func (l *Loop) open(c *Conn) {
 
 func (c *Conn) fillAddrs() {
 	if sa, err := unix.Getsockname(c.fd); err == nil {
-		c.local = addrPort(sa)
+		c.local = addrPort(sa, &c.l.e.zones)
 	}
 	if sa, err := unix.Getpeername(c.fd); err == nil {
-		c.remote = addrPort(sa)
+		c.remote = addrPort(sa, &c.l.e.zones)
 	}
 }
 
-func addrPort(sa unix.Sockaddr) netip.AddrPort {
+// addrPort converts sa, naming a link-local address's zone through zones.
+func addrPort(sa unix.Sockaddr, zones *zoneCache) netip.AddrPort {
 	switch a := sa.(type) {
 	case *unix.SockaddrInet4:
 		return netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port))
 	case *unix.SockaddrInet6:
 		ip := netip.AddrFrom16(a.Addr)
 		if a.ZoneId != 0 {
-			ip = ip.WithZone(zoneName(a.ZoneId))
+			ip = ip.WithZone(zones.name(a.ZoneId))
 		}
 		return netip.AddrPortFrom(ip, uint16(a.Port))
 	}
 	return netip.AddrPort{}
-}
-
-// zoneName names interface index id as an IPv6 zone: its name, or the
-// number if it has none now.
-func zoneName(id uint32) string {
-	if ifi, err := net.InterfaceByIndex(int(id)); err == nil {
-		return ifi.Name
-	}
-	return strconv.FormatUint(uint64(id), 10)
 }
 
 // connected finishes a dial once the socket is writable. Loop goroutine.
@@ -430,7 +422,7 @@ func (l *Loop) Dial(network, address string, timeout time.Duration) (*Conn, erro
 	if l.stopping || l.e.draining.Load() {
 		return nil, ErrClosed
 	}
-	sa, family, err := sockaddr(network, address)
+	sa, family, err := sockaddr(&l.e.zones, network, address)
 	if err != nil {
 		return nil, &net.OpError{Op: "dial", Net: network, Err: err}
 	}
@@ -443,7 +435,7 @@ func (l *Loop) Dial(network, address string, timeout time.Duration) (*Conn, erro
 		unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 		// The address dialed, for the dial's errors (opError) until
 		// open has the one connected to.
-		c.remote = addrPort(sa)
+		c.remote = addrPort(sa, &l.e.zones)
 	}
 	// EINPROGRESS only: a Unix socket's EAGAIN (the listener's backlog is
 	// full) abandons the connect, leaving a socket that polls writable
@@ -475,12 +467,13 @@ func (c *Conn) dialAddr(address string) net.Addr {
 
 // sockaddr resolves a numeric address. An empty host means loopback for a
 // dial and the wildcard for a listen ("::" dual-stack for tcp and tcp6,
-// 0.0.0.0 for tcp4), as in package net.
-func sockaddr(network, address string) (unix.Sockaddr, int, error) {
-	return resolve(network, address, false)
+// 0.0.0.0 for tcp4), as in package net. A link-local IPv6 address's zone is
+// looked up in zones.
+func sockaddr(zones *zoneCache, network, address string) (unix.Sockaddr, int, error) {
+	return resolve(zones, network, address, false)
 }
 
-func resolve(network, address string, listen bool) (unix.Sockaddr, int, error) {
+func resolve(zones *zoneCache, network, address string, listen bool) (unix.Sockaddr, int, error) {
 	switch network {
 	case "unix":
 		return &unix.SockaddrUnix{Name: address}, unix.AF_UNIX, nil
@@ -528,26 +521,13 @@ func resolve(network, address string, listen bool) (unix.Sockaddr, int, error) {
 	if z := a.Zone(); z != "" {
 		// The kernel takes a link-local address only with its
 		// interface's index (the scope id).
-		id, err := zoneIndex(z)
+		id, err := zones.index(z)
 		if err != nil {
 			return nil, 0, err
 		}
 		sa.ZoneId = id
 	}
 	return sa, unix.AF_INET6, nil
-}
-
-// zoneIndex returns the interface index an IPv6 zone names: an interface
-// name, or a number as in package net.
-func zoneIndex(zone string) (uint32, error) {
-	if ifi, err := net.InterfaceByName(zone); err == nil {
-		return uint32(ifi.Index), nil
-	}
-	n, err := strconv.ParseUint(zone, 10, 32)
-	if err != nil {
-		return 0, fmt.Errorf("unknown IPv6 zone %q", zone)
-	}
-	return uint32(n), nil
 }
 
 // Listen opens address on every loop: "tcp", "tcp4", "tcp6" (numeric host,
@@ -629,7 +609,7 @@ func (e *Engine) Listen(network, address string, lc *ListenConfig) (*Listener, e
 			ln.fds[i] = d
 		}
 	} else {
-		sa, family, err := resolve(network, address, true)
+		sa, family, err := resolve(&e.zones, network, address, true)
 		if err != nil {
 			return nil, &net.OpError{Op: "listen", Net: network, Err: err}
 		}
@@ -663,7 +643,7 @@ func (e *Engine) Listen(network, address string, lc *ListenConfig) (*Listener, e
 				if err != nil {
 					return fail("getsockname", err)
 				}
-				ap := addrPort(got)
+				ap := addrPort(got, &e.zones)
 				switch s := sa.(type) {
 				case *unix.SockaddrInet4:
 					s.Port = int(ap.Port())

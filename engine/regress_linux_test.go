@@ -695,6 +695,10 @@ func linkLocal(t *testing.T) netip.Addr {
 // zone and failed with EINVAL. Addresses the engine reports keep the zone,
 // so that the listener's can be dialed. Where no interface has a
 // link-local address only the resolution is checked.
+//
+// The engines list the host's interfaces once each (their zone caches),
+// however many connections they make: every link-local connection listed
+// them two or three times on its loop thread (its two addresses, its dial).
 func TestLinkLocalZone(t *testing.T) {
 	// The zone by name and by number, on the loopback interface every
 	// network namespace has; an unknown one is an error.
@@ -703,7 +707,7 @@ func TestLinkLocalZone(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, a := range []string{"[fe80::1%lo]:80", "[fe80::1%" + strconv.Itoa(lo.Index) + "]:80"} {
-		sa, _, err := sockaddr("tcp6", a)
+		sa, _, err := sockaddr(&zoneCache{}, "tcp6", a)
 		if err != nil {
 			t.Fatalf("%s: %v", a, err)
 		}
@@ -711,12 +715,14 @@ func TestLinkLocalZone(t *testing.T) {
 			t.Errorf("%s: scope id %d, want lo's index %d", a, id, lo.Index)
 		}
 	}
-	if _, _, err := sockaddr("tcp6", "[fe80::1%no-such-if0]:80"); err == nil {
+	if _, _, err := sockaddr(&zoneCache{}, "tcp6", "[fe80::1%no-such-if0]:80"); err == nil {
 		t.Error("an unknown zone was taken")
 	}
 	ll := linkLocal(t)
+	dumps := countInterfaceDumps(t)
 	for _, b := range testBackends {
 		t.Run(string(b), func(t *testing.T) {
+			dumps.Store(0)
 			e, err := New(testConfig(b), &echoHandler{})
 			if err != nil {
 				t.Fatal(err)
@@ -754,16 +760,38 @@ func TestLinkLocalZone(t *testing.T) {
 			}
 			runEngine(t, d)
 			l := d.Loops()[0]
-			l.Post(func() {
-				if _, err := l.Dial("tcp6", addr, 5*time.Second); err != nil {
-					res <- err
+			const conns = 4
+			for range conns {
+				l.Post(func() {
+					if _, err := l.Dial("tcp6", addr, 5*time.Second); err != nil {
+						res <- err
+					}
+				})
+				if err := <-res; err != nil {
+					t.Fatalf("dial %s: %v", addr, err)
 				}
-			})
-			if err := <-res; err != nil {
-				t.Fatalf("dial %s: %v", addr, err)
+			}
+			// One for each engine: the listener's address, then the
+			// dials and both ends' addresses from the caches.
+			if n := dumps.Load(); n != 2 {
+				t.Errorf("%d link-local connections listed the interfaces %d times, want 2 (once per engine)", conns, n)
 			}
 		})
 	}
+}
+
+// countInterfaceDumps counts the zone caches' interface dumps until the
+// test ends, with dumps trusted for as long as it runs.
+func countInterfaceDumps(t *testing.T) *atomic.Int64 {
+	var n atomic.Int64
+	old, oldAge := interfaces, zoneCacheAge
+	interfaces = func() ([]net.Interface, error) {
+		n.Add(1)
+		return old()
+	}
+	zoneCacheAge = math.MaxInt64
+	t.Cleanup(func() { interfaces, zoneCacheAge = old, oldAge })
+	return &n
 }
 
 // TestShutdownFromHandler calls Shutdown from a Handler callback, on a loop
