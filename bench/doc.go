@@ -36,6 +36,8 @@
 // The wire protocol is a length-prefixed echo: a 4-byte big-endian payload
 // length followed by the payload, echoed back unchanged. Every server except
 // c-liburing also speaks HTTP/1.1 on the same port (detected per connection
-// from the first byte), so wrk or h2load can be pointed at those arms; the
-// C server closes a connection that sends HTTP.
+// from the first byte), so wrk, h2load or ab can be pointed at those arms:
+// a request that does not keep its connection alive (HTTP/1.0 without
+// "Connection: keep-alive", or "Connection: close") is answered and the
+// connection closed. The C server closes a connection that sends HTTP.
 package bench

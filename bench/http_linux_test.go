@@ -1,9 +1,11 @@
 package bench
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -175,5 +177,81 @@ func TestHTTPMode(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// httpCloseCases are requests after whose response the server must close
+// the connection (RFC 9112 §9.3, §9.6): HTTP/1.0 without keep-alive, and
+// HTTP/1.1 with "Connection: close". Clients such as ab (HTTP/1.0) read
+// the response to EOF.
+var httpCloseCases = []struct{ name, req string }{
+	{"HTTP/1.0", "GET / HTTP/1.0\r\nHost: x\r\n\r\n"},
+	{"HTTP/1.0 POST", "POST /echo HTTP/1.0\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"},
+	{"HTTP/1.1 Connection: close", "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"},
+}
+
+// checkHTTPClose sends each of httpCloseCases on its own connection and
+// reads the response to EOF within a deadline: the server must answer, say
+// "Connection: close" and close. Then an HTTP/1.0 request with
+// "Connection: keep-alive" twice on one connection: both answered, each
+// response saying keep-alive.
+func checkHTTPClose(t *testing.T, addr string) {
+	t.Helper()
+	for _, tc := range httpCloseCases {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(c, tc.req); err != nil {
+			c.Close()
+			t.Fatal(err)
+		}
+		all, err := io.ReadAll(c)
+		c.Close()
+		if err != nil {
+			t.Errorf("%s: reading the response to EOF: %v (got %q): the server did not close", tc.name, err, all)
+			continue
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(all)), nil)
+		if err != nil {
+			t.Errorf("%s: %v in %q", tc.name, err, all)
+			continue
+		}
+		body, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != 200 || !resp.Close || len(body) == 0 {
+			t.Errorf("%s: status %d, close %v, %d-byte body, %v: want 200 with Connection: close", tc.name, resp.StatusCode, resp.Close, len(body), err)
+		}
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	r := bufio.NewReader(c)
+	for i := range 2 {
+		if _, err := io.WriteString(c, "GET / HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			t.Fatalf("HTTP/1.0 keep-alive, request %d: %v", i, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != 200 || resp.Close || resp.Header.Get("Connection") != "keep-alive" || len(body) != DefaultPayload {
+			t.Fatalf("HTTP/1.0 keep-alive, request %d: status %d, Connection %q, %d-byte body, %v", i, resp.StatusCode, resp.Header.Get("Connection"), len(body), err)
+		}
+	}
+}
+
+// TestHTTPClose: every arm's HTTP mode closes the connection after the
+// response where the request asks for it, as checkHTTPClose checks with
+// raw requests over a socket. The arms kept it open, so an HTTP/1.0 client
+// (ab) waited for the end of the response forever.
+func TestHTTPClose(t *testing.T) {
+	skipUnlessLinux(t)
+	for _, arm := range httpArms {
+		t.Run(arm, func(t *testing.T) { checkHTTPClose(t, startTestServer(t, arm)) })
 	}
 }

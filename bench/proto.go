@@ -32,6 +32,11 @@ var ErrMismatch = errors.New("bench: reply does not match request")
 // errProtocol reports a malformed request on a server connection.
 var errProtocol = errors.New("bench: malformed request")
 
+// errClose ends a server connection after the reply to an HTTP request
+// that asked for it (RFC 9112 §9.3, §9.6): HTTP/1.0 without "Connection:
+// keep-alive", or "Connection: close".
+var errClose = errors.New("bench: the HTTP request asked to close the connection")
+
 // AppendRequest appends one RPC request frame with a payload of size bytes
 // to dst. The payload encodes seq and conn so that a reply delivered to the
 // wrong request or connection fails verification; size must be at least
@@ -103,7 +108,12 @@ type Echo struct {
 // Process consumes the complete requests at the start of in, appends their
 // replies to out, and returns how many bytes of in it consumed and the
 // extended out. Incomplete requests are left for the next call with more
-// data. An error means the connection must be closed. Called from the connection's goroutine or loop.
+// data. An error means the connection must be closed once out is sent:
+// after a malformed request, or after the reply to an HTTP request that
+// does not keep the connection alive (HTTP/1.0 without "Connection:
+// keep-alive", any request with "Connection: close"; the reply says
+// "Connection: close" and the requests after it are not answered). Called
+// from the connection's goroutine or loop.
 func (e *Echo) Process(in, out []byte) (int, []byte, error) {
 	if len(in) == 0 {
 		return 0, out, nil
@@ -178,14 +188,19 @@ func (e *Echo) processHTTP(in, out []byte) (int, []byte, error) {
 			return done, out, nil
 		}
 		head := rest[:end]
-		line, _, _ := bytes.Cut(head, []byte("\r\n"))
-		if bytes.Count(line, []byte(" ")) != 2 || !bytes.HasPrefix(line[bytes.LastIndexByte(line, ' ')+1:], []byte("HTTP/1.")) {
+		line, fields, _ := bytes.Cut(head, []byte("\r\n"))
+		version := line[bytes.LastIndexByte(line, ' ')+1:]
+		if bytes.Count(line, []byte(" ")) != 2 || !bytes.HasPrefix(version, []byte("HTTP/1.")) {
 			return done, out, fmt.Errorf("%w: bad HTTP request line %q", errProtocol, line)
 		}
-		clen, err := httpContentLength(head)
+		clen, conn, err := httpHeaders(fields)
 		if err != nil {
 			return done, out, err
 		}
+		// HTTP/1.1 keeps the connection unless told to close; HTTP/1.0
+		// closes it unless told to keep it (RFC 9112 §9.3).
+		http10 := bytes.Equal(version, []byte("HTTP/1.0"))
+		keep := conn&connClose == 0 && (!http10 || conn&connKeepAlive != 0)
 		total := end + 4 + clen
 		if len(rest) < total {
 			return done, out, nil
@@ -199,7 +214,14 @@ func (e *Echo) processHTTP(in, out []byte) (int, []byte, error) {
 				n = DefaultPayload
 			}
 		}
-		out = append(out, "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: "...)
+		out = append(out, "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"...)
+		switch {
+		case !keep:
+			out = append(out, "Connection: close\r\n"...)
+		case http10:
+			out = append(out, "Connection: keep-alive\r\n"...)
+		}
+		out = append(out, "Content-Length: "...)
 		out = strconv.AppendInt(out, int64(n), 10)
 		out = append(out, "\r\n\r\n"...)
 		if len(body) > 0 {
@@ -210,24 +232,54 @@ func (e *Echo) processHTTP(in, out []byte) (int, []byte, error) {
 			}
 		}
 		done += total
+		if !keep {
+			return done, out, errClose
+		}
 	}
 }
 
-// httpContentLength returns the Content-Length of an HTTP request head, 0
-// when absent.
-func httpContentLength(head []byte) (int, error) {
-	for len(head) > 0 {
+// Connection options of an HTTP request (httpHeaders).
+const (
+	connClose     = 1 << iota // "Connection: close"
+	connKeepAlive             // "Connection: keep-alive"
+)
+
+var connection = []byte("connection:")
+
+// httpHeaders returns the Content-Length of an HTTP request's header
+// fields (0 when absent) and its connection options (connClose,
+// connKeepAlive), from every Connection field's comma-separated list,
+// case-insensitive.
+func httpHeaders(fields []byte) (clen int, conn int, err error) {
+	for len(fields) > 0 {
 		var line []byte
-		line, head, _ = bytes.Cut(head, []byte("\r\n"))
-		if len(line) < len(contentLength) || !bytes.EqualFold(line[:len(contentLength)], contentLength) {
-			continue
+		line, fields, _ = bytes.Cut(fields, []byte("\r\n"))
+		switch {
+		case hasFieldName(line, contentLength):
+			v := bytes.TrimSpace(line[len(contentLength):])
+			n, err := strconv.Atoi(string(v))
+			if err != nil || n < 0 || n > MaxPayload {
+				return 0, 0, fmt.Errorf("%w: bad Content-Length %q", errProtocol, v)
+			}
+			clen = n
+		case hasFieldName(line, connection):
+			for opts := line[len(connection):]; len(opts) > 0; {
+				var opt []byte
+				opt, opts, _ = bytes.Cut(opts, []byte(","))
+				opt = bytes.TrimSpace(opt)
+				if bytes.EqualFold(opt, []byte("close")) {
+					conn |= connClose
+				} else if bytes.EqualFold(opt, []byte("keep-alive")) {
+					conn |= connKeepAlive
+				}
+			}
 		}
-		v := bytes.TrimSpace(line[len(contentLength):])
-		n, err := strconv.Atoi(string(v))
-		if err != nil || n < 0 || n > MaxPayload {
-			return 0, fmt.Errorf("%w: bad Content-Length %q", errProtocol, v)
-		}
-		return n, nil
 	}
-	return 0, nil
+	return clen, conn, nil
+}
+
+// hasFieldName reports whether the header line starts with name (which
+// ends in its colon), case-insensitive.
+func hasFieldName(line, name []byte) bool {
+	return len(line) >= len(name) && bytes.EqualFold(line[:len(name)], name)
 }

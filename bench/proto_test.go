@@ -95,9 +95,65 @@ func TestEchoHTTP(t *testing.T) {
 	}
 }
 
+// TestEchoHTTPConnection: a request that does not keep the connection
+// alive (RFC 9112 §9.3) gets a reply saying "Connection: close", and
+// Process then reports errClose, leaving the requests after it unanswered;
+// an HTTP/1.0 request with keep-alive gets a reply that says so. The
+// replies neither said nor did either, so HTTP/1.0 clients waited for a
+// close that never came.
+func TestEchoHTTPConnection(t *testing.T) {
+	const next = "GET /next HTTP/1.1\r\nHost: x\r\n\r\n"
+	tests := []struct {
+		name   string
+		req    string
+		close  bool
+		header string // the reply's Connection field other than close
+	}{
+		{"HTTP/1.1", "GET / HTTP/1.1\r\n\r\n", false, ""},
+		{"HTTP/1.1 keep-alive", "GET / HTTP/1.1\r\nConnection: keep-alive\r\n\r\n", false, ""},
+		{"HTTP/1.1 close", "GET / HTTP/1.1\r\nConnection: close\r\n\r\n", true, ""},
+		{"HTTP/1.1 close in a list", "GET / HTTP/1.1\r\nconnection: Upgrade ,CLOSE\r\n\r\n", true, ""},
+		{"HTTP/1.1 close in a second field", "GET / HTTP/1.1\r\nConnection: upgrade\r\nConnection: close\r\n\r\n", true, ""},
+		{"HTTP/1.0", "GET / HTTP/1.0\r\n\r\n", true, ""},
+		{"HTTP/1.0 POST", "POST / HTTP/1.0\r\nContent-Length: 2\r\n\r\nhi", true, ""},
+		{"HTTP/1.0 keep-alive", "GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n", false, "keep-alive"},
+		{"HTTP/1.0 keep-alive and close", "GET / HTTP/1.0\r\nConnection: keep-alive, close\r\n\r\n", true, ""},
+		{"HTTP/1.0 other option", "GET / HTTP/1.0\r\nConnection: foo\r\n\r\n", true, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var e Echo
+			n, out, err := e.Process([]byte(tc.req+next), nil)
+			r := bufio.NewReader(bytes.NewReader(out))
+			resp, rerr := http.ReadResponse(r, nil)
+			if rerr != nil {
+				t.Fatalf("reply %q: %v", out, rerr)
+			}
+			io.Copy(io.Discard, resp.Body)
+			// ReadResponse turns "Connection: close" into Close.
+			if got := resp.Header.Get("Connection"); got != tc.header || resp.Close != tc.close {
+				t.Errorf("reply says Connection %q (close %v), want %q", got, resp.Close, tc.header)
+			}
+			if tc.close {
+				if !errors.Is(err, errClose) || n != len(tc.req) || r.Buffered() != 0 {
+					t.Errorf("Process: consumed %d of %d, %d bytes after the reply, err %v; want the first request only, then errClose", n, len(tc.req), r.Buffered(), err)
+				}
+				return
+			}
+			if err != nil || n != len(tc.req)+len(next) {
+				t.Errorf("Process: consumed %d of %d, err %v; want both requests answered", n, len(tc.req)+len(next), err)
+			}
+			if _, err := http.ReadResponse(r, nil); err != nil {
+				t.Errorf("second reply: %v", err)
+			}
+		})
+	}
+}
+
 func FuzzEcho(f *testing.F) {
 	f.Add(AppendRequest(nil, 1, 2, 64))
 	f.Add([]byte("GET / HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc"))
+	f.Add([]byte("GET / HTTP/1.0\r\nConnection: keep-alive, close\r\n\r\n"))
 	f.Add([]byte{0, 0, 0})
 	f.Fuzz(func(t *testing.T, in []byte) {
 		var e Echo

@@ -93,8 +93,10 @@ func (s *gnetServer) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	return nil, gnet.None
 }
 
-// OnTraffic answers the complete requests buffered on c. Event-loop
-// goroutine.
+// OnTraffic answers the complete requests buffered on c, and closes c
+// after a malformed one or an HTTP request that does not keep it alive
+// (gnet writes what it still holds for c before closing it, as far as the
+// socket takes it without blocking). Event-loop goroutine.
 func (s *gnetServer) OnTraffic(c gnet.Conn) gnet.Action {
 	st := c.Context().(*gnetConn)
 	in, err := c.Peek(-1)

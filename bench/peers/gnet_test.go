@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"io"
 	"net"
+	"net/http"
 	"runtime"
 	"testing"
 	"time"
@@ -72,5 +74,55 @@ func TestGnetEcho(t *testing.T) {
 	buf := make([]byte, 15)
 	if _, err := io.ReadFull(h, buf); err != nil || string(buf) != "HTTP/1.1 200 OK" {
 		t.Fatalf("HTTP reply %q, %v", buf, err)
+	}
+}
+
+// TestGnetHTTPClose: an HTTP/1.0 request without keep-alive, and an
+// HTTP/1.1 one with "Connection: close", get their response and then the
+// close that ends it, read to EOF within a deadline. gnet kept the
+// connection open, so an HTTP/1.0 client (ab) waited for the end of the
+// response forever.
+func TestGnetHTTPClose(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("gnet arm is tested on Linux")
+	}
+	srv, err := startGnet(context.Background(), bench.ServerConfig{Addr: "127.0.0.1:0", Loops: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := srv.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	for _, req := range []string{
+		"GET / HTTP/1.0\r\nHost: x\r\n\r\n",
+		"POST /echo HTTP/1.0\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello",
+		"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+	} {
+		c, err := net.Dial("tcp", srv.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(c, req); err != nil {
+			c.Close()
+			t.Fatal(err)
+		}
+		all, err := io.ReadAll(c)
+		c.Close()
+		if err != nil {
+			t.Errorf("%q: reading the response to EOF: %v (got %q): gnet did not close", req, err, all)
+			continue
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(all)), nil)
+		if err != nil {
+			t.Errorf("%q: %v in %q", req, err, all)
+			continue
+		}
+		body, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != 200 || !resp.Close || len(body) == 0 {
+			t.Errorf("%q: status %d, close %v, %d-byte body, %v: want 200 with Connection: close", req, resp.StatusCode, resp.Close, len(body), err)
+		}
 	}
 }
