@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spindlenet/spindle/engine"
 )
@@ -21,6 +22,19 @@ var (
 	tooLarge      = []byte("HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
 	continue100   = []byte("HTTP/1.1 100 Continue\r\n\r\n")
 	notImpl       = []byte("HTTP/1.1 501 Not Implemented\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+	badVersion    = []byte("HTTP/1.1 505 HTTP Version Not Supported\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+)
+
+// After an error response the server closes the connection the way
+// net/http does (closeWriteAndWait): it sends FIN after the response, then
+// reads and drops what the client still sends, for at most LingerTimeout
+// and LingerBytes, and closes once the client has closed its side or a
+// bound is reached. Closing at once, with request bytes unread or still
+// arriving, makes the kernel send RST, and a client that has not read the
+// response yet may lose it.
+const (
+	LingerTimeout = 500 * time.Millisecond
+	LingerBytes   = 256 << 10
 )
 
 // MaxBody is the largest request body accepted (Content-Length, or the sum
@@ -32,6 +46,7 @@ var (
 	ErrMalformed      = errors.New("hello: malformed request")
 	ErrHeaderLarge    = errors.New("hello: request head too large")
 	ErrNotImplemented = errors.New("hello: transfer coding not implemented")
+	ErrVersion        = errors.New("hello: HTTP major version not supported")
 )
 
 // Request is what the server needs of one parsed request.
@@ -59,6 +74,10 @@ type Request struct {
 // request, or without chunked as its final coding (section 6.3). Codings
 // other than chunked are ErrNotImplemented. A chunked request has Chunked
 // set: its body is read with a ChunkedBody.
+//
+// The version must be HTTP/DIGIT.DIGIT (RFC 9112 section 2.3), else the
+// request is malformed; a major version other than 1 is ErrVersion (505, RFC
+// 9110 section 15.6.6), and HTTP/1.x above 1.1 is taken as HTTP/1.1.
 func ParseRequest(b []byte) (Request, error) {
 	var r Request
 	// Empty lines before the request line are ignored (RFC 9112 section
@@ -87,13 +106,16 @@ func ParseRequest(b []byte) (Request, error) {
 		return Request{}, ErrMalformed
 	}
 	r.Head = string(method) == "HEAD"
-	switch string(version) {
-	case "HTTP/1.1":
-		r.KeepAlive = true
-	case "HTTP/1.0":
+	switch {
+	case len(version) != 8 || string(version[:5]) != "HTTP/" || version[6] != '.' ||
+		!isDigit(version[5]) || !isDigit(version[7]):
+		return Request{}, ErrMalformed
+	case version[5] != '1':
+		return Request{}, ErrVersion
+	case version[7] == '0':
 		r.HTTP10 = true
 	default:
-		return Request{}, ErrMalformed
+		r.KeepAlive = true
 	}
 	sawLength, closes, keeps, hosts := false, false, false, 0
 	sawTE, unknownCoding := false, false
@@ -345,6 +367,8 @@ func visible(b []byte) bool {
 	return true
 }
 
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
 func equalFold(b []byte, s string) bool {
 	if len(b) != len(s) {
 		return false
@@ -368,13 +392,17 @@ type Handler struct {
 }
 
 // conn is per-connection state: bytes of an incomplete request head or
-// chunk line, and the request whose body is being read (and dropped).
+// chunk line, the request whose body is being read (and dropped), and the
+// lingering close after an error response.
 type conn struct {
-	pending []byte
-	inBody  bool
-	req     Request
-	left    int // of a Content-Length body
-	body    ChunkedBody
+	pending   []byte
+	inBody    bool
+	req       Request
+	left      int // of a Content-Length body
+	body      ChunkedBody
+	lingering bool         // an error response was sent: drop what comes, until drained > LingerBytes
+	drained   int          // bytes dropped while lingering
+	linger    engine.Timer // closes the connection at LingerTimeout
 }
 
 // stateOf returns st, or c's new state when it has none yet. Loop
@@ -391,6 +419,12 @@ func stateOf(c *engine.Conn, st *conn) *conn {
 func (h *Handler) OnData(c *engine.Conn, b engine.Buffer) bool {
 	data := b.Bytes()
 	st, _ := c.Context().(*conn)
+	if st != nil && st.lingering {
+		if st.drained += len(data); st.drained > LingerBytes {
+			c.Close()
+		}
+		return false
+	}
 	if st != nil && len(st.pending) > 0 {
 		st.pending = append(st.pending, data...)
 		data = st.pending
@@ -402,7 +436,7 @@ func (h *Handler) OnData(c *engine.Conn, b engine.Buffer) bool {
 			if st.req.Chunked {
 				n, ok, err := st.body.Skip(data)
 				if err != nil {
-					fail(c, err)
+					fail(c, st, err)
 					return false
 				}
 				data, done = data[n:], ok
@@ -419,7 +453,7 @@ func (h *Handler) OnData(c *engine.Conn, b engine.Buffer) bool {
 		} else {
 			var err error
 			if r, err = ParseRequest(data); err != nil {
-				fail(c, err)
+				fail(c, st, err)
 				return false
 			}
 			if r.Len == 0 {
@@ -456,17 +490,30 @@ func (h *Handler) OnData(c *engine.Conn, b engine.Buffer) bool {
 	return false
 }
 
-// fail answers a request ParseRequest or ChunkedBody refused, and closes.
-func fail(c *engine.Conn, err error) {
+// fail answers a request ParseRequest or ChunkedBody refused and starts
+// the lingering close (LingerTimeout). Loop goroutine.
+func fail(c *engine.Conn, st *conn, err error) {
 	switch {
 	case errors.Is(err, ErrHeaderLarge):
 		c.Write(tooLarge)
 	case errors.Is(err, ErrNotImplemented):
 		c.Write(notImpl)
+	case errors.Is(err, ErrVersion):
+		c.Write(badVersion)
 	default:
 		c.Write(bad)
 	}
-	c.Close()
+	st = stateOf(c, st)
+	st.lingering, st.pending = true, nil
+	c.CloseWrite()
+	st.linger = c.Loop().AfterFunc(LingerTimeout, func() { c.Close() })
+}
+
+// OnClose stops a lingering close's timer. Loop goroutine.
+func (h *Handler) OnClose(c *engine.Conn, err error) {
+	if st, _ := c.Context().(*conn); st != nil {
+		st.linger.Stop()
+	}
 }
 
 // respond writes the answer to r: no body for HEAD, and an HTTP/1.0

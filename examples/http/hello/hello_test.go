@@ -11,8 +11,11 @@ import (
 	"net/http"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/spindlenet/spindle/engine"
 )
@@ -89,6 +92,17 @@ func TestParseRequest(t *testing.T) {
 		{"GET /a\tb HTTP/1.1\r\nHost: x\r\n\r\n", 0, false, ErrMalformed},
 		{"M-SEARCH * HTTP/1.1\r\nHost: x\r\n\r\n", 32, true, nil},
 		{"GET / HTTP/1.1\r\nHost:\r\n\r\n", 25, true, nil},
+		// Found in review: another major version was a 400 where RFC
+		// 9110 section 15.6.6 says 505; a later HTTP/1 minor version is
+		// taken as 1.1 (RFC 9112 section 2.3). Not HTTP/DIGIT.DIGIT: 400.
+		{"GET / HTTP/2.0\r\nHost: x\r\n\r\n", 0, false, ErrVersion},
+		{"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 0, false, ErrVersion},
+		{"GET / HTTP/0.9\r\n\r\n", 0, false, ErrVersion},
+		{"GET / HTTP/1.2\r\nHost: x\r\n\r\n", 27, true, nil},
+		{"GET / HTTP/1.10\r\nHost: x\r\n\r\n", 0, false, ErrMalformed},
+		{"GET / HTTP/11\r\nHost: x\r\n\r\n", 0, false, ErrMalformed},
+		{"GET / http/1.1\r\nHost: x\r\n\r\n", 0, false, ErrMalformed},
+		{"GET / HTTP/1.x\r\nHost: x\r\n\r\n", 0, false, ErrMalformed},
 	}
 	for _, tc := range tests {
 		r, err := ParseRequest([]byte(tc.in))
@@ -409,5 +423,126 @@ func TestServer(t *testing.T) {
 				t.Fatalf("malformed request: %v %v", resp, err)
 			}
 		})
+	}
+}
+
+// startServer runs the Handler on an engine with backend until the test
+// ends and returns its address and the engine.
+func startServer(t *testing.T, backend engine.Backend) (string, *engine.Engine) {
+	t.Helper()
+	e, err := engine.New(&engine.Config{Backend: backend, Logf: func(string, ...any) {}}, &Handler{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := e.Listen("tcp", "127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- e.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return ln.Addr().String(), e
+}
+
+// TestErrorResponseNoReset sends a malformed request and bytes the server
+// will never parse (the rest of a body, say), with the request or after
+// reading the response. The server must answer 400 and end the connection
+// with FIN, draining those bytes, not with RST (found in review: it closed
+// at once with them unread or still to come, and the kernel reset the
+// connection, which on a real network can lose a 400 the client has not
+// read yet). The client reads the 400, then a clean end of stream, and its
+// socket holds no reset error; only then does it close.
+func TestErrorResponseNoReset(t *testing.T) {
+	for _, backend := range engine.Backends {
+		for _, after := range []bool{false, true} {
+			name := string(backend) + "/rest with the request"
+			if after {
+				name = string(backend) + "/rest after the response"
+			}
+			t.Run(name, func(t *testing.T) {
+				addr, _ := startServer(t, backend)
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(5 * time.Second))
+				// Well under LingerBytes, and more than a receive buffer.
+				rest := bytes.Repeat([]byte("x"), 64<<10)
+				if _, err := io.WriteString(c, "NONSENSE\r\n\r\n"); err != nil {
+					t.Fatal(err)
+				}
+				if !after {
+					if _, err := c.Write(rest); err != nil {
+						t.Fatal(err)
+					}
+				}
+				r := bufio.NewReader(c)
+				resp, err := http.ReadResponse(r, nil)
+				if err != nil || resp.StatusCode != 400 {
+					t.Fatalf("malformed request: %v %v", resp, err)
+				}
+				if after {
+					if _, err := c.Write(rest); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if more, err := io.ReadAll(r); err != nil || len(more) > 0 {
+					t.Fatalf("after the 400: %q, %v; want a clean end of stream", more, err)
+				}
+				raw, err := c.(*net.TCPConn).SyscallConn()
+				if err != nil {
+					t.Fatal(err)
+				}
+				var soErr int
+				raw.Control(func(fd uintptr) {
+					soErr, err = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_ERROR)
+				})
+				if err != nil || soErr != 0 {
+					t.Fatalf("SO_ERROR after the 400: %v, %v; want no reset", syscall.Errno(soErr), err)
+				}
+			})
+		}
+	}
+}
+
+// TestVersionNotSupported sends an HTTP/2.0 request line: RFC 9110 section
+// 15.6.6 answers another major version with 505, not 400.
+func TestVersionNotSupported(t *testing.T) {
+	addr, _ := startServer(t, engine.Backends[0])
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	io.WriteString(c, "GET / HTTP/2.0\r\nHost: a\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != 505 || !resp.Close {
+		t.Fatalf("HTTP/2.0 request: %v %v; want 505 and close", resp, err)
+	}
+}
+
+// TestLingerEnds sends a malformed request and then neither sends nor
+// closes: the lingering close must still end the connection on the
+// server (LingerTimeout), not keep it open for as long as the client does.
+func TestLingerEnds(t *testing.T) {
+	addr, e := startServer(t, engine.Backends[0])
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, "NONSENSE\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != 400 {
+		t.Fatalf("malformed request: %v %v", resp, err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); e.Stats().Open != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server still holds %d connections 10 s after a 400 to a silent client", e.Stats().Open)
+		}
 	}
 }
