@@ -58,8 +58,10 @@ type LoadConfig struct {
 	// polls that found nothing is reported as ClientIdle, not as busy CPU.
 	Block bool
 	// MaxOutstanding caps the open-loop requests in flight per connection;
-	// requests due while every connection is at the cap wait in the client
-	// and still count from their intended send time. Default 1024.
+	// requests due while every connection is at the cap, or holds 1 MiB of
+	// requests its socket has not taken yet (a server that stopped
+	// reading), wait in the client unbuilt and still count from their
+	// intended send time. Default 1024.
 	MaxOutstanding int
 }
 
@@ -143,7 +145,8 @@ type LoadResult struct {
 	Scheduled uint64
 	// Unanswered counts requests of the window without a reply when the
 	// drain ended, in open loop with those never sent because every
-	// connection was at MaxOutstanding. They are recorded in Hist at the
+	// connection was at MaxOutstanding or at its 1 MiB of requests not yet
+	// written (see MaxOutstanding). They are recorded in Hist at the
 	// time they had waited by then (a lower bound).
 	Unanswered uint64
 	// Window is the length of the measured window.

@@ -28,11 +28,16 @@ type pending struct {
 
 // loadConn is one client connection, owned by one client thread.
 type loadConn struct {
-	fd    int
-	id    uint32
-	seq   uint64
-	rbuf  []byte
+	fd   int
+	id   uint32
+	seq  uint64
+	rbuf []byte
+	// wbuf[woff:] is queued for the socket; wbuf[:woff] is written, and
+	// is reclaimed (the rest moved down) when a request is added and it
+	// is at least as long as the rest, so that each byte written is moved
+	// at most once.
 	wbuf  []byte
+	woff  int
 	queue []pending // FIFO: replies come back in request order
 	head  int
 	out   bool // EPOLLOUT armed
@@ -40,8 +45,20 @@ type loadConn struct {
 	// Open loop: the window's requests not yet wholly written, each with
 	// the stream offset of its last byte, for their send lag.
 	unwritten []unwritten
-	written   uint64 // bytes ever written; the stream offset of wbuf[0]
+	written   uint64 // bytes ever written; the stream offset of wbuf[woff]
+	moved     uint64 // bytes moved within wbuf to reclaim its written prefix
 }
+
+// maxQueuedBytes caps, in open loop, a connection's requests not yet
+// written to its socket: a connection at the cap takes no new request
+// until its socket takes some, so a server that stops reading costs the
+// client at most this (and the written prefix of wbuf not yet reclaimed,
+// at most as much again) per connection, and the requests due meanwhile
+// wait like those beyond MaxOutstanding.
+const maxQueuedBytes = 1 << 20
+
+// queued is the number of bytes on c not yet written to its socket.
+func (c *loadConn) queued() int { return len(c.wbuf) - c.woff }
 
 // unwritten is a request whose send lag is recorded when the write that
 // carries its last byte (stream offset end) completes.
@@ -347,6 +364,11 @@ func (t *loadThread) markCPU(start bool) {
 
 // send queues one request on c, stamped with ts.
 func (t *loadThread) send(c *loadConn, ts int64) {
+	if c.woff > 0 && c.woff >= c.queued() {
+		n := copy(c.wbuf, c.wbuf[c.woff:])
+		c.moved += uint64(n)
+		c.wbuf, c.woff = c.wbuf[:n], 0
+	}
 	c.wbuf = AppendRequest(c.wbuf, c.id, c.seq, t.cfg.Payload)
 	c.push(pending{seq: c.seq, t: ts})
 	c.seq++
@@ -354,7 +376,7 @@ func (t *loadThread) send(c *loadConn, ts int64) {
 	if ts >= t.winStart && ts < t.winEnd {
 		t.sent++
 		if t.cfg.Rate > 0 {
-			c.unwritten = append(c.unwritten, unwritten{end: c.written + uint64(len(c.wbuf)), ts: ts})
+			c.unwritten = append(c.unwritten, unwritten{end: c.written + uint64(c.queued()), ts: ts})
 		}
 	}
 }
@@ -376,8 +398,8 @@ func (t *loadThread) recordLag(c *loadConn, now int64) {
 // flush writes c's pending bytes; a short write arms EPOLLOUT.
 func (t *loadThread) flush(c *loadConn) error {
 	c.dirty = false
-	for len(c.wbuf) > 0 {
-		n, err := unix.Write(c.fd, c.wbuf)
+	for c.queued() > 0 {
+		n, err := unix.Write(c.fd, c.wbuf[c.woff:])
 		if err == unix.EINTR {
 			continue
 		}
@@ -387,13 +409,16 @@ func (t *loadThread) flush(c *loadConn) error {
 		if err != nil {
 			return fmt.Errorf("bench: load: conn %d: %w", c.id, os.NewSyscallError("write", err))
 		}
-		c.wbuf = c.wbuf[:copy(c.wbuf, c.wbuf[n:])]
+		c.woff += n
 		c.written += uint64(n)
+	}
+	if c.queued() == 0 {
+		c.wbuf, c.woff = c.wbuf[:0], 0
 	}
 	if len(c.unwritten) > 0 {
 		t.recordLag(c, t.now())
 	}
-	want := len(c.wbuf) > 0
+	want := c.queued() > 0
 	if want != c.out {
 		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(t.index(c))}
 		if want {
@@ -610,7 +635,8 @@ func (t *loadThread) runOpen(t0 int64) error {
 		}
 		// The run ends with the drain whatever is left: requests still in
 		// flight, or still waiting for a connection below MaxOutstanding
-		// (a server that stopped answering blocks every connection).
+		// and maxQueuedBytes (a server that stopped answering or reading
+		// blocks every connection).
 		if now >= drainEnd {
 			break
 		}
@@ -627,7 +653,7 @@ func (t *loadThread) runOpen(t0 int64) error {
 			for range t.conns {
 				cand := t.conns[rr]
 				rr = (rr + 1) % len(t.conns)
-				if cand.inflight() < t.cfg.MaxOutstanding {
+				if cand.inflight() < t.cfg.MaxOutstanding && cand.queued() < maxQueuedBytes {
 					c = cand
 					break
 				}
@@ -708,12 +734,13 @@ func (t *loadThread) runOpen(t0 int64) error {
 	// waited so far, a lower bound.
 	now := t.now()
 	for _, c := range t.conns {
-		c.written += uint64(len(c.wbuf))
+		c.written += uint64(c.queued())
 		t.recordLag(c, now)
 	}
 	// Requests due in the window that never went out (every connection
-	// was at MaxOutstanding to the end) were offered and not answered:
-	// recorded like the unanswered ones, at the time waited so far.
+	// was at MaxOutstanding or maxQueuedBytes to the end) were offered and
+	// not answered: recorded like the unanswered ones, at the time waited
+	// so far.
 	end := t.now()
 	for k := issued; ; k++ {
 		ts := t0 + t.phase + int64(float64(k)*interval)

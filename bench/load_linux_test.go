@@ -183,3 +183,116 @@ func TestLoadGarbledReplyLength(t *testing.T) {
 		t.Fatalf("a reply announcing %d payload bytes to a %d-byte request: err = %v (result %+v), want a mismatch", DefaultPayload+1, DefaultPayload, err, res)
 	}
 }
+
+// TestLoadSendBufferCompaction: the bytes the client moves to reuse its
+// send buffer are at most the bytes it wrote, however large the backlog a
+// slow server lets build up. It moved the whole backlog down after every
+// partial write: a backlog of B bytes leaving w at a time cost B²/2w.
+func TestLoadSendBufferCompaction(t *testing.T) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[1])
+	// A small socket buffer: each write takes a few KiB of the backlog.
+	if err := unix.SetsockoptInt(fds[0], unix.SOL_SOCKET, unix.SO_SNDBUF, 16<<10); err != nil {
+		t.Fatal(err)
+	}
+	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &loadConn{fd: fds[0]}
+	lt := &loadThread{cfg: LoadConfig{Payload: 1000}, ep: ep, timer: -1, conns: []*loadConn{c}}
+	defer lt.close()
+	if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, c.fd, &unix.EpollEvent{Events: unix.EPOLLIN}); err != nil {
+		t.Fatal(err)
+	}
+	// A backlog of 2 MiB, then one request more per round while the
+	// peer reads what each round's write let through.
+	for range 2 << 10 {
+		lt.send(c, 0)
+	}
+	buf := make([]byte, 64<<10)
+	var read uint64
+	for rounds := 0; c.queued() > 0; rounds++ {
+		if rounds == 1<<20 {
+			t.Fatalf("%d bytes still queued after %d rounds", c.queued(), rounds)
+		}
+		if rounds < 4<<10 {
+			lt.send(c, 0)
+		}
+		if err := lt.flush(c); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			n, err := unix.Read(fds[1], buf)
+			if err == unix.EAGAIN {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			read += uint64(n)
+		}
+	}
+	if read != c.written {
+		t.Fatalf("peer read %d bytes, client wrote %d", read, c.written)
+	}
+	if c.moved > c.written {
+		t.Errorf("moved %d bytes within the send buffer to write %d (%.1f×): compaction is not linear", c.moved, c.written, float64(c.moved)/float64(c.written))
+	}
+	t.Logf("wrote %d bytes, moved %d", c.written, c.moved)
+}
+
+// TestOpenLoopQueueBounded: against a server that accepts and never
+// reads, with the largest payload, the client's send buffer stays bounded
+// (maxQueuedBytes of requests not yet written, and the written prefix it
+// has not yet reclaimed, at most that again), and the requests it held back
+// count as not sent. It queued every request due, MaxOutstanding of them per
+// connection: up to a GiB per connection at 1 MiB each.
+func TestOpenLoopQueueBounded(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			close(accepted)
+			return
+		}
+		accepted <- c
+	}()
+	cfg, err := LoadConfig{Addr: ln.Addr().String(), Conns: 1, Rate: 500, Payload: MaxPayload,
+		Warmup: time.Microsecond, Duration: 200 * time.Millisecond, Drain: 50 * time.Millisecond}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stop atomic.Bool
+	lt := &loadThread{cfg: cfg, base: time.Now(), hist: NewHistogram(), lag: NewHistogram(), stop: &stop, ep: -1, timer: -1}
+	defer lt.close()
+	if err := lt.setup(0, 1, ln.Addr().(*net.TCPAddr)); err != nil {
+		t.Fatal(err)
+	}
+	if c, ok := <-accepted; ok {
+		defer c.Close()
+	}
+	if err := lt.run(lt.now() + int64(time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	c := lt.conns[0]
+	frame := FrameHeader + MaxPayload
+	// Below maxQueuedBytes unwritten before a request is added, and the
+	// written prefix reclaimed once it is as long as the rest: the buffer
+	// holds under 2×maxQueuedBytes + frame, and append at most doubles it.
+	if limit := 2 * (2*maxQueuedBytes + frame); cap(c.wbuf) > limit {
+		t.Errorf("send buffer grew to %d MiB against a server that does not read (limit %d MiB)", cap(c.wbuf)>>20, limit>>20)
+	}
+	if lt.sent >= lt.scheduled || lt.unanswered != lt.scheduled {
+		t.Errorf("scheduled %d, sent %d, unanswered %d: want fewer sent than scheduled, all unanswered", lt.scheduled, lt.sent, lt.unanswered)
+	}
+	t.Logf("scheduled %d, sent %d; send buffer %d KiB", lt.scheduled, lt.sent, cap(c.wbuf)>>10)
+}

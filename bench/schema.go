@@ -136,8 +136,8 @@ type Result struct {
 	Requests uint64 `json:"requests"`
 	// Unanswered counts requests of the window still without a reply at
 	// the end of the drain, in open loop with those never sent because
-	// every connection had its maximum in flight (recorded in the
-	// latencies at a lower bound).
+	// every connection had its maximum in flight or 1 MiB of requests its
+	// socket had not taken (recorded in the latencies at a lower bound).
 	Unanswered uint64 `json:"unanswered"`
 	// LatencyClamped counts the latencies of Latency longer than a minute,
 	// the histogram's highest trackable value, which count as a minute:
