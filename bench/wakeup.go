@@ -41,9 +41,12 @@ type WakeupConfig struct {
 	// Samples measured per mode, after two dropped warm-up writes.
 	// Default 60.
 	Samples int
-	// ReaderCPU and WriterCPU pin the two threads. Defaults 0 and 1 (0 and
-	// 0 on a one-CPU machine).
-	ReaderCPU, WriterCPU int
+	// ReaderCPU pins the reader thread. Default 0.
+	ReaderCPU int
+	// WriterCPU pins the writer thread on *WriterCPU (CPU 0 included,
+	// e.g. new(0)). Nil selects the default: CPU 1 when the reader is on
+	// CPU 0 and the process may run on more than one CPU, else CPU 0.
+	WriterCPU *int
 	// Topology is "loopback" (default) or "wire"; with wire the reader is
 	// in the server namespace and the writer in the client namespace.
 	Topology string
@@ -86,7 +89,8 @@ type WakeupReport struct {
 	Topology string `json:"topology"`
 	// IntervalMS is the time between writes.
 	IntervalMS float64 `json:"interval_ms"`
-	// ReaderCPU and WriterCPU are the pinned CPUs.
+	// ReaderCPU and WriterCPU are the CPUs the reader and writer were
+	// pinned to.
 	ReaderCPU int `json:"reader_cpu"`
 	WriterCPU int `json:"writer_cpu"`
 	// Results has one entry per mode.

@@ -36,8 +36,15 @@ func (c WakeupConfig) withDefaults() (WakeupConfig, error) {
 	if c.Samples <= 0 {
 		c.Samples = 60
 	}
-	if c.ReaderCPU == 0 && c.WriterCPU == 0 && runtime.NumCPU() > 1 {
-		c.WriterCPU = 1
+	if c.WriterCPU == nil {
+		w := 0
+		if c.ReaderCPU == 0 && runtime.NumCPU() > 1 {
+			w = 1
+		}
+		c.WriterCPU = &w
+	}
+	if c.ReaderCPU < 0 || *c.WriterCPU < 0 {
+		return c, fmt.Errorf("bench: wake-up: negative CPU (reader %d, writer %d)", c.ReaderCPU, *c.WriterCPU)
 	}
 	if c.Progress == nil {
 		c.Progress = io.Discard
@@ -64,12 +71,12 @@ func Wakeup(ctx context.Context, cfg WakeupConfig) (*WakeupReport, error) {
 	defer topo.Close()
 	rep := &WakeupReport{
 		Schema: WakeupSchema, Started: time.Now().UTC(), Host: hostInfo(), Topology: topo.Name(),
-		IntervalMS: float64(cfg.Interval) / 1e6, ReaderCPU: cfg.ReaderCPU, WriterCPU: cfg.WriterCPU,
+		IntervalMS: float64(cfg.Interval) / 1e6, ReaderCPU: cfg.ReaderCPU, WriterCPU: *cfg.WriterCPU,
 	}
 	if topo.Name() == "loopback" {
 		rep.Notes = append(rep.Notes, "loopback sockets have no NAPI id: busy-poll and uring-napi cannot poll a device here and behave like block and uring; use --topology wire")
 	}
-	if cfg.ReaderCPU == cfg.WriterCPU {
+	if cfg.ReaderCPU == *cfg.WriterCPU {
 		rep.Notes = append(rep.Notes, "reader and writer share a CPU: spin starves the writer")
 	}
 	var serverNS string
@@ -206,7 +213,7 @@ func wakeupMode(ctx context.Context, cfg WakeupConfig, mode string, topology Top
 	// Writer: connects and writes a timestamp every interval.
 	go sys.LockedThread(func() { // as the reader
 		writerDone <- func() error {
-			if err := enterThread(topology.ClientNetNS(), cfg.WriterCPU); err != nil {
+			if err := enterThread(topology.ClientNetNS(), *cfg.WriterCPU); err != nil {
 				return err
 			}
 			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)

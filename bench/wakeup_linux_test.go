@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -76,7 +77,7 @@ func TestWakeupWriterFailsBeforeConnect(t *testing.T) {
 		t.Skipf("CPU %d exists here (%v)", badCPU, err)
 	}
 	before := openSockets(t)
-	_, err := Wakeup(context.Background(), WakeupConfig{Modes: []string{WakeBlock}, Samples: 2, Interval: time.Millisecond, WriterCPU: badCPU})
+	_, err := Wakeup(context.Background(), WakeupConfig{Modes: []string{WakeBlock}, Samples: 2, Interval: time.Millisecond, WriterCPU: new(badCPU)})
 	if err == nil {
 		t.Fatalf("Wakeup with the writer on CPU %d succeeded", badCPU)
 	}
@@ -131,5 +132,68 @@ func TestWakeupNotOnMainThread(t *testing.T) {
 		if now != before {
 			t.Fatalf("run %d: the main thread's CPUs are %d of %d: a pinned thread of Wakeup's was the main thread", i, now.Count(), before.Count())
 		}
+	}
+}
+
+// TestWakeupWriterOnCPU0: a writer put on CPU 0 explicitly, with the
+// reader there too, runs there. Zero meant "the default" (CPU 1 where the
+// reader is on 0), so CPU 0 could not be chosen for the writer.
+func TestWakeupWriterOnCPU0(t *testing.T) {
+	allowed, err := allowedCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(allowed) < 2 || allowed[0] != 0 {
+		t.Skipf("needs CPU 0 and another CPU this process may run on (the writer's default is then not CPU 0), has %v", allowed)
+	}
+	rep, err := Wakeup(context.Background(), WakeupConfig{Modes: []string{WakeBlock}, Samples: 2, Interval: time.Millisecond, ReaderCPU: 0, WriterCPU: new(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.ReaderCPU != 0 || rep.WriterCPU != 0 {
+		t.Errorf("reader on CPU %d, writer on CPU %d; want both on CPU 0, as asked", rep.ReaderCPU, rep.WriterCPU)
+	}
+}
+
+// TestWakeupCPUDefaults: a nil WriterCPU selects the default (CPU 1 where
+// the reader is on CPU 0 and there is another CPU, else CPU 0); a given
+// one, CPU 0 included, is kept; negative CPUs are refused.
+func TestWakeupCPUDefaults(t *testing.T) {
+	multi := runtime.NumCPU() > 1
+	def0 := 0
+	if multi {
+		def0 = 1
+	}
+	tests := []struct {
+		name       string
+		reader     int
+		writer     *int
+		wantWriter int
+		wantErr    bool
+	}{
+		{"defaults", 0, nil, def0, false},
+		{"reader on 1, writer default", 1, nil, 0, false},
+		{"writer on 0 with the reader", 0, new(0), 0, false},
+		{"writer on 0, reader on 1", 1, new(0), 0, false},
+		{"writer on 1 with the reader", 1, new(1), 1, false},
+		{"negative writer", 0, new(-1), 0, true},
+		{"negative reader", -1, nil, 0, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := WakeupConfig{ReaderCPU: tc.reader, WriterCPU: tc.writer}.withDefaults()
+			if tc.wantErr {
+				if err == nil {
+					t.Fatalf("accepted reader %d, writer %d", c.ReaderCPU, *c.WriterCPU)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.ReaderCPU != tc.reader || *c.WriterCPU != tc.wantWriter {
+				t.Errorf("reader %d, writer %d; want %d, %d", c.ReaderCPU, *c.WriterCPU, tc.reader, tc.wantWriter)
+			}
+		})
 	}
 }
