@@ -2,6 +2,7 @@ package sys
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"unsafe"
@@ -204,7 +205,11 @@ func mmapAnon(size int, extra int) (unsafe.Pointer, error) {
 }
 
 // mmapAligned maps size bytes whose start is aligned to align, by mapping
-// size+align and trimming both ends.
+// size+align and trimming both ends. A trim can fail: munmap of a part of
+// a mapping splits it, which fails with ENOMEM once the process has
+// vm.max_map_count mappings, and the new mapping may have merged with a
+// neighbour, so that trimming its end is such a split. mmapAligned then
+// unmaps what is left of its own mapping, whole, before returning the error.
 func mmapAligned(size, align int) (unsafe.Pointer, error) {
 	p, err := mmapAnon(size+align, 0)
 	if err != nil {
@@ -215,17 +220,27 @@ func mmapAligned(size, align int) (unsafe.Pointer, error) {
 	head := aligned - start
 	if head > 0 {
 		if err := unix.MunmapPtr(p, head); err != nil {
-			return nil, os.NewSyscallError("munmap", err)
+			return nil, trimFailed(err, p, uintptr(size+align))
 		}
 	}
 	ap := unsafe.Add(p, head)
-	tail := uintptr(align) - head
-	if tail > 0 {
-		if err := unix.MunmapPtr(unsafe.Add(ap, size), tail); err != nil {
-			return nil, os.NewSyscallError("munmap", err)
-		}
+	tail := uintptr(align) - head // > 0: head < align
+	if err := unix.MunmapPtr(unsafe.Add(ap, size), tail); err != nil {
+		return nil, trimFailed(err, ap, uintptr(size)+tail)
 	}
 	return ap, nil
+}
+
+// trimFailed unmaps the n bytes at p that mmapAligned still holds after a
+// trim failed with err, and returns err, with the second failure if that
+// unmap failed too (unmapping a mapping's start or end needs no new split,
+// so it does not fail for want of mappings).
+func trimFailed(err error, p unsafe.Pointer, n uintptr) error {
+	err = os.NewSyscallError("munmap", err)
+	if uerr := unix.MunmapPtr(p, n); uerr != nil {
+		return errors.Join(err, fmt.Errorf("sys: %d bytes at %p left mapped: %w", n, p, os.NewSyscallError("munmap", uerr)))
+	}
+	return err
 }
 
 // thpAvailable reports whether transparent huge pages honour MADV_HUGEPAGE

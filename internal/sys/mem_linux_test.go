@@ -2,9 +2,11 @@ package sys
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
@@ -290,4 +292,105 @@ func TestTHPPerSizeSwitch(t *testing.T) {
 	if kind == PageTHP {
 		t.Errorf("MapAnon reports %v with 2 MiB THP off", kind)
 	}
+}
+
+// TestMmapAlignedTrimFails makes mmapAligned's trim fail for real and
+// checks that the failed call leaves nothing mapped (found in review: it
+// returned the error and kept its mapping). A new mapping lands just below
+// the lowest one and merges with it when their flags match, as
+// mmapAligned's own mappings do with each other: trimming the end of one
+// merged so cuts a mapping in two, which munmap refuses (ENOMEM) while the
+// process has vm.max_map_count mappings. The test gets there by splitting a
+// PROT_NONE reservation with mprotect, calls mmapAligned until a call
+// fails, keeping the mappings of those that did not (each the neighbour of
+// the next), and gives everything back right after.
+func TestMmapAlignedTrimFails(t *testing.T) {
+	b, err := os.ReadFile("/proc/sys/vm/max_map_count")
+	if err != nil {
+		t.Skipf("vm.max_map_count unknown: %v", err)
+	}
+	limit, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if limit > 1<<20 {
+		t.Skipf("vm.max_map_count is %d: too many mappings to reach in a test", limit)
+	}
+	page := uintptr(os.Getpagesize())
+	const size, align = 8 << 20, 2 << 20
+	status := make([]byte, 16<<10)
+	// Stop the GC meanwhile: the runtime must need no new mapping while
+	// the process is at its limit, and nothing below allocates.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	resLen := uintptr(2*limit) * page
+	res, err := unix.MmapPtr(-1, 0, nil, resLen, unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each page from the start made readable, or read-write, alternately:
+	// one more mapping each (a page parted from the reservation, unlike
+	// its neighbour), until refused: the process is then at the limit.
+	prot := func(k uintptr) int { return unix.PROT_READ | int(k%2)*unix.PROT_WRITE }
+	pageAt := func(k uintptr) []byte { return unsafe.Slice((*byte)(unsafe.Add(res, k*page)), page) }
+	k := uintptr(0)
+	for k < resLen/page && unix.Mprotect(pageAt(k), prot(k)) == nil {
+		k++
+	}
+	var kept [8]unsafe.Pointer
+	n, before, after := 0, 0, 0
+	for ; n < len(kept); n++ {
+		before = vmSizeKB(status)
+		kept[n], err = mmapAligned(size, align)
+		after = vmSizeKB(status)
+		if err != nil {
+			break
+		}
+		// One mapping more: give the last page back to the reservation
+		// (one fewer), to be at the limit again.
+		k--
+		unix.Mprotect(pageAt(k), unix.PROT_NONE)
+	}
+	unix.MunmapPtr(res, resLen)
+	for _, p := range kept[:min(n, len(kept))] {
+		unix.MunmapPtr(p, size)
+	}
+	if err == nil {
+		t.Skipf("none of %d mappings at the limit merged with a neighbour: no trim failed", n)
+	}
+	t.Logf("call %d at the mapping limit: %v; VmSize %d kB before, %d kB after", n+1, err, before, after)
+	if se := (*os.SyscallError)(nil); !errors.As(err, &se) || se.Syscall != "munmap" || !errors.Is(err, unix.ENOMEM) {
+		t.Errorf("mmapAligned: %v, want a trim's munmap to fail with ENOMEM", err)
+	}
+	if before <= 0 || after < before || after-before >= size>>10 {
+		t.Errorf("the failed call left %d kB mapped (VmSize %d kB before, %d kB after)", after-before, before, after)
+	}
+}
+
+// vmSizeKB returns VmSize from /proc/self/status, read into buf without
+// allocating, or -1.
+func vmSizeKB(buf []byte) int {
+	fd, err := unix.Open("/proc/self/status", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1
+	}
+	defer unix.Close(fd)
+	n, err := unix.Read(fd, buf)
+	if err != nil {
+		return -1
+	}
+	b := buf[:n]
+	i := bytes.Index(b, []byte("\nVmSize:"))
+	if i < 0 {
+		return -1
+	}
+	kb, seen := 0, false
+	for _, c := range b[i+len("\nVmSize:"):] {
+		switch {
+		case c >= '0' && c <= '9':
+			kb, seen = kb*10+int(c-'0'), true
+		case seen:
+			return kb
+		}
+	}
+	return -1
 }
