@@ -79,8 +79,10 @@ const (
 	// connection.
 	BackendURingSQPoll Backend = "uring-sqpoll"
 	// BackendURingNAPI adds IORING_REGISTER_NAPI busy polling
-	// (Config.BusyPoll, Config.PreferBusyPoll) with the NAPI ids of accepted
-	// sockets added statically.
+	// (Config.BusyPoll, Config.PreferBusyPoll, 6.9) with the NAPI ids of
+	// accepted sockets added statically (6.13); where the kernel refuses
+	// static tracking, with dynamic tracking (the kernel learns the ids
+	// from the sockets its requests poll). Logf says which.
 	BackendURingNAPI Backend = "uring-napi"
 	// BackendEpoll is level-triggered epoll with read/write system calls.
 	BackendEpoll Backend = "epoll"
@@ -372,6 +374,9 @@ type Engine struct {
 	draining atomic.Bool
 
 	zones zoneCache // IPv6 zone names and interface indexes
+	// napiLogOnce: the first uring-napi loop says which NAPI tracking is
+	// in effect.
+	napiLogOnce sync.Once
 }
 
 // Backend reports the backend the engine's loops run, after any fallback.
@@ -600,7 +605,7 @@ type Stats struct {
 	Wakeups        uint64 // cross-goroutine wake-ups received
 	PausedReads    uint64 // times reading was paused by the high-water mark
 	RingCopies     uint64 // receive buffers copied to the send slab to give them back to the ring (MaxQueuedReadBuffers)
-	NAPIIDs        uint64 // NAPI ids added to rings (uring-napi)
+	NAPIIDs        uint64 // NAPI ids of the rings' sockets (uring-napi): added to their static lists, or with dynamic tracking seen on sockets whose receives the kernel polls
 	ZCSends        uint64 // SEND_ZC requests (SendZCThreshold)
 	ZCCopied       uint64 // SEND_ZC notifications saying the kernel copied
 	MsgRings       uint64 // loop-to-loop wake-ups sent over MSG_RING

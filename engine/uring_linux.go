@@ -65,7 +65,8 @@ type uringBackend struct {
 	// iteration whatever it gives back.
 	starved, retry []*Conn
 	committed      bool
-	napi           bool
+	napi           bool // NAPI busy polling registered
+	napiStatic     bool // with static tracking: napiAdd adds the ids
 	sqpoll         bool // the ring has an SQPOLL thread (after any fallback)
 	// recvLimit: receives are limited to the connection's recvBudget
 	// (uring.HasRecvLimit, with a high-water mark).
@@ -158,15 +159,7 @@ func (b *uringBackend) init(l *Loop) error {
 		l.ringLimit, l.ringShare = b.cfg.MaxQueuedReadBuffers, b.cfg.ReadBuffers/2
 	}
 	if b.kind == BackendURingNAPI {
-		_, err := r.RegisterNAPI(uring.NAPIConfig{BusyPollTimeout: b.cfg.BusyPoll, PreferBusyPoll: b.cfg.PreferBusyPoll, Static: true})
-		if err != nil {
-			degradeLogOnce.Do(func() {
-				l.e.cfg.Logf("engine: IORING_REGISTER_NAPI failed (%v); running uring without busy polling", err)
-			})
-		} else {
-			b.napi = true
-			b.napiIDs = map[uint32]bool{}
-		}
+		b.registerNAPI()
 	}
 	if b.cfg.SendZCThreshold > 0 {
 		// The slab's first region (mapped before init) is fixed buffer 0.
@@ -192,6 +185,44 @@ func (b *uringBackend) init(l *Loop) error {
 	l.ringFd.Store(int32(r.Fd()))
 	return nil
 }
+
+// registerNAPI turns on NAPI busy polling for the ring: with static
+// tracking (6.13), where the ring polls the ids napiAdd gives it, else with
+// dynamic tracking (6.9), where the kernel adds the id of each socket a
+// request polls. The engine's first loop says which is in effect.
+func (b *uringBackend) registerNAPI() {
+	l := b.l
+	c := uring.NAPIConfig{BusyPollTimeout: b.cfg.BusyPoll, PreferBusyPoll: b.cfg.PreferBusyPoll, Static: true}
+	_, serr := registerNAPI(b.r, c)
+	err := serr
+	if serr != nil {
+		c.Static = false
+		_, err = registerNAPI(b.r, c)
+	}
+	if err != nil {
+		degradeLogOnce.Do(func() {
+			l.e.cfg.Logf("engine: IORING_REGISTER_NAPI failed (%v); running uring without busy polling", err)
+		})
+		return
+	}
+	b.napi, b.napiStatic = true, c.Static
+	b.napiIDs = map[uint32]bool{}
+	l.e.napiLogOnce.Do(func() {
+		if c.Static {
+			l.e.cfg.Logf("engine: NAPI busy polling (%v) with static tracking of the accepted sockets' NAPI ids", c.BusyPollTimeout)
+		} else {
+			l.e.cfg.Logf("engine: NAPI busy polling (%v) with dynamic tracking (static tracking refused: %v)", c.BusyPollTimeout, serr)
+		}
+	})
+}
+
+// registerNAPI and addNAPIID are the ring's; tests replace them to run the
+// path of kernels without static NAPI tracking (6.9 to 6.12) and to count
+// the ids added.
+var (
+	registerNAPI = (*uring.Ring).RegisterNAPI
+	addNAPIID    = (*uring.Ring).AddNAPIID
+)
 
 func (b *uringBackend) msgRing(dst *Loop, ringFd int) bool {
 	// The completion names dst, to wake it another way if the message
@@ -606,11 +637,13 @@ func (b *uringBackend) handle(q uring.CQE) {
 	}
 }
 
-// napiAdd adds the NAPI id of an accepted socket to the ring's static list.
+// napiAdd adds the NAPI id of a socket that has received data to the
+// ring's static list. With dynamic tracking the kernel has added it itself
+// when the receive polled the socket: it is only counted.
 func (b *uringBackend) napiAdd(c *Conn) {
 	id, ok := b.l.napiSocket(c)
 	if ok && !b.napiIDs[id] {
-		if b.r.AddNAPIID(id) == nil {
+		if !b.napiStatic || addNAPIID(b.r, id) == nil {
 			b.napiIDs[id] = true
 			b.l.st.napiIDs.Add(1)
 			b.l.waitCPU = true
