@@ -29,7 +29,8 @@ type BufRing struct {
 // SetupBufRing creates and registers buffer group group with entries buffers
 // (a power of two, at most 32768) of bufSize bytes each, all initially given
 // to the kernel. The buffers are off-heap, on huge pages when the slab is at
-// least 2 MiB and the host has them. Owner goroutine.
+// least a huge page (sys.HugePageSize, 2 MiB on amd64) and the host has
+// them. Owner goroutine.
 func (r *Ring) SetupBufRing(group uint16, entries int, bufSize int) (*BufRing, error) {
 	if err := r.open(); err != nil {
 		return nil, err
@@ -44,7 +45,7 @@ func (r *Ring) SetupBufRing(group uint16, entries int, bufSize int) (*BufRing, e
 	if err != nil {
 		return nil, err
 	}
-	slab, kind, err := sys.MapAnon(entries*bufSize, entries*bufSize >= sys.HugePageSize)
+	slab, kind, err := sys.MapAnon(entries*bufSize, entries*bufSize >= sys.HugePageSize())
 	if err != nil {
 		mem.Unmap()
 		return nil, err

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/spindlenet/spindle/internal/hugetlb"
+	"github.com/spindlenet/spindle/internal/sys"
 )
 
 func TestConnectSocketShutdown(t *testing.T) {
@@ -126,7 +127,7 @@ func TestReadWriteFixed(t *testing.T) {
 				size = 2 << 20
 			}
 			if mode == "hugetlb" {
-				hugetlb.Grow(t, 1)
+				hugetlb.Grow(t, sys.HugePageSize(), 1)
 			}
 			buf, kind, err := MapAnon(size, huge)
 			if err != nil {

@@ -37,7 +37,7 @@ func (r *recorder) Fatalf(f string, args ...any) {
 	runtime.Goexit()
 }
 
-// grow runs Grow(r, 1) on a goroutine of its own after setup (nil: none),
+// grow runs Grow(r, sys.HugePageSize(), 1) on a goroutine of its own after setup (nil: none),
 // then r's cleanups, and returns r.
 func grow(t *testing.T, setup func() error) *recorder {
 	t.Helper()
@@ -52,7 +52,7 @@ func grow(t *testing.T, setup func() error) *recorder {
 			}
 		}
 		defer func() { done <- nil }()
-		Grow(r, 1)
+		Grow(r, sys.HugePageSize(), 1)
 	})
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -63,16 +63,17 @@ func grow(t *testing.T, setup func() error) *recorder {
 	return r
 }
 
-// TestGrowSkipsWithoutPool: a kernel without the 2 MiB pool (no
-// CONFIG_HUGETLBFS, or no 2 MiB huge pages) is a missing feature, a skip;
-// Grow failed the test.
+// TestGrowSkipsWithoutPool: a kernel without the pool (no CONFIG_HUGETLBFS,
+// or no huge pages of that size) is a missing feature, a skip; Grow failed
+// the test.
 func TestGrowSkipsWithoutPool(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: Grow skips before it looks for the pool otherwise")
 	}
-	saved := path
-	t.Cleanup(func() { path = saved })
-	path = filepath.Join(t.TempDir(), "hugepages-2048kB", "nr_hugepages")
+	saved := pools
+	t.Cleanup(func() { pools = saved })
+	pools = t.TempDir()
+	path := poolPath(sys.HugePageSize())
 	r := grow(t, nil)
 	if !r.skipped || r.failed || !strings.Contains(r.msg, path) {
 		t.Errorf("skipped %v, failed %v (%s); want a skip naming %s", r.skipped, r.failed, r.msg, path)
@@ -87,8 +88,9 @@ func TestGrowSkipsReadOnlySysfs(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for a mount namespace")
 	}
+	path := poolPath(sys.HugePageSize())
 	if _, err := os.Stat(path); err != nil {
-		t.Skipf("no 2 MiB hugetlb pool: %v", err)
+		t.Skipf("no hugetlb pool of sys.HugePageSize(): %v", err)
 	}
 	dir := filepath.Dir(path)
 	r := grow(t, func() error {

@@ -4,30 +4,38 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/bits"
 	"os"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// thpEnabledPath is the sysfs switch for transparent huge pages, and
-// thp2MiBEnabledPath the one for 2 MiB pages (6.8+: always, madvise, never,
-// or inherit the first).
-const (
-	thpEnabledPath     = "/sys/kernel/mm/transparent_hugepage/enabled"
-	thp2MiBEnabledPath = "/sys/kernel/mm/transparent_hugepage/hugepages-2048kB/enabled"
-)
+// thpEnabledPath is the sysfs switch for transparent huge pages.
+const thpEnabledPath = "/sys/kernel/mm/transparent_hugepage/enabled"
+
+// thpSizeEnabledPath is the switch for transparent huge pages of
+// HugePageSize (6.8+: always, madvise, never, or inherit thpEnabledPath's).
+func thpSizeEnabledPath() string {
+	return fmt.Sprintf("/sys/kernel/mm/transparent_hugepage/hugepages-%dkB/enabled", HugePageSize()>>10)
+}
+
+// hugetlbFlags is MAP_HUGETLB asking for pages of size (a power of two):
+// log2(size) in the MAP_HUGE_SHIFT bits, MAP_HUGE_2MB for 2 MiB.
+func hugetlbFlags(size int) int {
+	return unix.MAP_HUGETLB | bits.TrailingZeros(uint(size))<<unix.MAP_HUGE_SHIFT
+}
 
 // MapAnon returns length bytes of anonymous, zeroed, page-aligned, read-write
 // memory off the Go heap, so the garbage collector neither moves nor frees it
 // and the kernel may keep using it after a system call returns.
 //
 // With huge=false the mapping uses base pages. With huge=true the length is
-// rounded up to HugePageSize and MapAnon tries, in order, MAP_HUGETLB with
-// 2 MiB pages (needs pages in the 2 MiB hugetlb pool,
-// /sys/kernel/mm/hugepages/hugepages-2048kB), a 2 MiB-aligned mapping with
-// MADV_HUGEPAGE (transparent huge pages not disabled), then base pages; the
-// PageKind result says which it got.
+// rounded up to HugePageSize() and MapAnon tries, in order, MAP_HUGETLB with
+// pages of that size (needs pages in its hugetlb pool,
+// /sys/kernel/mm/hugepages/hugepages-<size in kB>kB), a mapping aligned to
+// it with MADV_HUGEPAGE (transparent huge pages not disabled), then base
+// pages; the PageKind result says which it got.
 //
 // The returned slice has len == length and cap == the mapped size. Release it
 // with Unmap, passing this slice or a reslice that keeps its start and cap.
@@ -45,15 +53,16 @@ func MapAnon(length int, huge bool) ([]byte, PageKind, error) {
 		addSpan(uintptr(p), uintptr(size))
 		return unsafe.Slice((*byte)(p), size)[:length], PageSmall, nil
 	}
-	size := roundUp(length, HugePageSize)
-	// MAP_HUGE_2MB: bare MAP_HUGETLB takes the host's default huge page
-	// size, which may be 1 GiB (default_hugepagesz=1G), and then the
-	// mapping is not the size recorded here and Unmap cannot release it.
-	if p, err := mmapAnon(size, unix.MAP_HUGETLB|unix.MAP_HUGE_2MB); err == nil {
+	hps := HugePageSize()
+	size := roundUp(length, hps)
+	// The size in the flags: bare MAP_HUGETLB takes the host's default
+	// huge page size, which may be 1 GiB (default_hugepagesz=1G), and then
+	// the mapping is not the size recorded here and Unmap cannot release it.
+	if p, err := mmapAnon(size, hugetlbFlags(hps)); err == nil {
 		addSpan(uintptr(p), uintptr(size))
 		return unsafe.Slice((*byte)(p), size)[:length], PageHuge, nil
 	}
-	p, err := mmapAligned(size, HugePageSize)
+	p, err := mmapAligned(size, hps)
 	if err != nil {
 		return nil, PageSmall, err
 	}
@@ -118,7 +127,7 @@ func MbindPolicy(b []byte, mode MemPolicy, node int) error {
 	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	end := start + uintptr(cap(b))
 	var e unix.Errno
-	for i, align := range []uintptr{uintptr(os.Getpagesize()), HugePageSize} {
+	for i, align := range []uintptr{uintptr(os.Getpagesize()), uintptr(HugePageSize())} {
 		from := start &^ (align - 1)
 		to := (end + align - 1) &^ (align - 1)
 		if i > 0 && !OffHeap(uint64(from), uint64(to-from)) {
@@ -249,7 +258,7 @@ func thpAvailable() bool {
 	// Since 6.8 each size has its own switch, which wins unless it says
 	// inherit (found in review: top level madvise with 2 MiB never was
 	// reported as THP and got none).
-	if b, err := os.ReadFile(thp2MiBEnabledPath); err == nil && !bytes.Contains(b, []byte("[inherit]")) {
+	if b, err := os.ReadFile(thpSizeEnabledPath()); err == nil && !bytes.Contains(b, []byte("[inherit]")) {
 		return !bytes.Contains(b, []byte("[never]"))
 	}
 	b, err := os.ReadFile(thpEnabledPath)

@@ -57,7 +57,7 @@ func TestMapAnon(t *testing.T) {
 			wantKind := PageSmall
 			if tt.huge {
 				switch {
-				case meminfo(t, "HugePages_Free")*HugePageSize >= tt.wantCap:
+				case meminfo(t, "HugePages_Free")*HugePageSize() >= tt.wantCap:
 					wantKind = PageHuge
 				case thpAvailable():
 					wantKind = PageTHP
@@ -75,7 +75,7 @@ func TestMapAnon(t *testing.T) {
 			}
 			align := uintptr(page)
 			if tt.huge {
-				align = HugePageSize
+				align = uintptr(HugePageSize())
 			}
 			if addr := uintptr(unsafe.Pointer(&b[0])); addr%align != 0 {
 				t.Errorf("address %#x not aligned to %#x", addr, align)
@@ -129,7 +129,7 @@ func TestMbindReslices(t *testing.T) {
 	if err := Mbind(b[100:], 0); err != nil {
 		t.Errorf("Mbind(b[100:]): %v", err)
 	}
-	hugetlb.Grow(t, 1)
+	hugetlb.Grow(t, HugePageSize(), 1)
 	h, kind, err := MapAnon(3000, true)
 	if err != nil {
 		t.Fatal(err)
@@ -148,11 +148,11 @@ func TestMbindReslices(t *testing.T) {
 // TestMapAnonHugeTLB grows the hugetlb pool by two pages, checks that a huge
 // mapping comes from it, and restores vm.nr_hugepages.
 func TestMapAnonHugeTLB(t *testing.T) {
-	hugetlb.Grow(t, 2)
+	hugetlb.Grow(t, HugePageSize(), 2)
 	if free := meminfo(t, "HugePages_Free"); free < 2 {
 		t.Skipf("hugetlb pool did not grow (HugePages_Free=%d): memory too fragmented", free)
 	}
-	b, kind, err := MapAnon(HugePageSize+1, true)
+	b, kind, err := MapAnon(HugePageSize()+1, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,8 +164,8 @@ func TestMapAnonHugeTLB(t *testing.T) {
 	if kind != PageHuge {
 		t.Fatalf("kind = %v, want %v", kind, PageHuge)
 	}
-	if cap(b) != 2*HugePageSize {
-		t.Errorf("cap = %d, want %d", cap(b), 2*HugePageSize)
+	if cap(b) != 2*HugePageSize() {
+		t.Errorf("cap = %d, want %d", cap(b), 2*HugePageSize())
 	}
 	b[0], b[len(b)-1] = 1, 2
 	if got := meminfo(t, "HugePages_Free"); got > meminfo(t, "HugePages_Total")-2 {
@@ -258,12 +258,12 @@ func TestPageKindString(t *testing.T) {
 	}
 }
 
-// TestTHPPerSizeSwitch turns 2 MiB transparent huge pages off with their
+// TestTHPPerSizeSwitch turns HugePageSize transparent huge pages off with their
 // own switch (6.8+), the top-level one left as it is, and checks that
 // MapAnon no longer reports THP: it read the top-level switch only (found
 // in review). The switch is put back.
 func TestTHPPerSizeSwitch(t *testing.T) {
-	old, err := os.ReadFile(thp2MiBEnabledPath)
+	old, err := os.ReadFile(thpSizeEnabledPath())
 	if err != nil {
 		t.Skipf("no per-size THP switch (before 6.8, or no THP): %v", err)
 	}
@@ -276,21 +276,21 @@ func TestTHPPerSizeSwitch(t *testing.T) {
 			was = strings.Trim(f, "[]")
 		}
 	}
-	if err := os.WriteFile(thp2MiBEnabledPath, []byte("never"), 0); err != nil {
+	if err := os.WriteFile(thpSizeEnabledPath(), []byte("never"), 0); err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
-		if err := os.WriteFile(thp2MiBEnabledPath, []byte(was), 0); err != nil {
-			t.Errorf("restoring %s to %s: %v", thp2MiBEnabledPath, was, err)
+		if err := os.WriteFile(thpSizeEnabledPath(), []byte(was), 0); err != nil {
+			t.Errorf("restoring %s to %s: %v", thpSizeEnabledPath(), was, err)
 		}
 	}()
-	b, kind, err := MapAnon(HugePageSize, true)
+	b, kind, err := MapAnon(HugePageSize(), true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer Unmap(b)
 	if kind == PageTHP {
-		t.Errorf("MapAnon reports %v with 2 MiB THP off", kind)
+		t.Errorf("MapAnon reports %v with %d kB THP off", kind, HugePageSize()>>10)
 	}
 }
 
@@ -393,4 +393,19 @@ func vmSizeKB(buf []byte) int {
 		}
 	}
 	return -1
+}
+
+// TestHugetlbFlags checks the page size MAP_HUGETLB asks for: the kernel's
+// MAP_HUGE_2MB and MAP_HUGE_1GB, and 512 MiB (29 << MAP_HUGE_SHIFT) for
+// arm64 with 64 KiB pages.
+func TestHugetlbFlags(t *testing.T) {
+	for size, want := range map[int]int{
+		2 << 20:   unix.MAP_HUGETLB | unix.MAP_HUGE_2MB,
+		1 << 30:   unix.MAP_HUGETLB | unix.MAP_HUGE_1GB,
+		512 << 20: unix.MAP_HUGETLB | 29<<unix.MAP_HUGE_SHIFT,
+	} {
+		if got := hugetlbFlags(size); got != want {
+			t.Errorf("hugetlbFlags(%d) = %#x, want %#x", size, got, want)
+		}
+	}
 }
