@@ -47,6 +47,7 @@ type loadConn struct {
 	unwritten []unwritten
 	written   uint64 // bytes ever written; the stream offset of wbuf[woff]
 	moved     uint64 // bytes moved within wbuf to reclaim its written prefix
+	rmoved    uint64 // bytes moved within rbuf to reclaim its verified replies
 }
 
 // maxQueuedBytes caps, in open loop, a connection's requests not yet
@@ -493,7 +494,13 @@ func (t *loadThread) receive(c *loadConn, closed bool) error {
 			t.send(c, t.now())
 		}
 	}
-	c.rbuf = c.rbuf[:copy(c.rbuf, c.rbuf[off:])]
+	// A partial reply stays where it is until the replies before it are
+	// done with (copy has no shortcut for moving bytes onto themselves):
+	// each received byte is moved at most once.
+	if off > 0 {
+		c.rmoved += uint64(len(c.rbuf) - off)
+		c.rbuf = c.rbuf[:copy(c.rbuf, c.rbuf[off:])]
+	}
 	return nil
 }
 

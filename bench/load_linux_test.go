@@ -296,3 +296,40 @@ func TestOpenLoopQueueBounded(t *testing.T) {
 	}
 	t.Logf("scheduled %d, sent %d; send buffer %d KiB", lt.scheduled, lt.sent, cap(c.wbuf)>>10)
 }
+
+// TestLoadReceiveBufferCompaction: a large reply that arrives in many
+// reads is moved within the client's receive buffer at most once (its
+// unread tail, when the replies before it are done), not after every read.
+// The client moved the whole partial reply down onto itself after each
+// read: a reply of F bytes arriving r at a time cost F²/2r.
+func TestLoadReceiveBufferCompaction(t *testing.T) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[1])
+	c := &loadConn{fd: fds[0], rbuf: make([]byte, 0, 64<<10)}
+	lt := &loadThread{cfg: LoadConfig{Payload: MaxPayload}, ep: -1, timer: -1, conns: []*loadConn{c}}
+	defer lt.close()
+	var replies []byte
+	for seq := range uint64(2) {
+		c.push(pending{seq: seq})
+		replies = AppendRequest(replies, c.id, seq, MaxPayload)
+	}
+	const chunk = 16 << 10
+	for off := 0; off < len(replies); off += chunk {
+		if _, err := unix.Write(fds[1], replies[off:min(off+chunk, len(replies))]); err != nil {
+			t.Fatal(err)
+		}
+		if err := lt.receive(c, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c.inflight() != 0 {
+		t.Fatalf("%d replies not verified", c.inflight())
+	}
+	if c.rmoved > uint64(len(replies)) {
+		t.Errorf("moved %d bytes within the receive buffer for %d bytes of replies (%.1f×): compaction is not linear", c.rmoved, len(replies), float64(c.rmoved)/float64(len(replies)))
+	}
+	t.Logf("received %d bytes, moved %d", len(replies), c.rmoved)
+}
