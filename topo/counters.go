@@ -3,7 +3,9 @@ package topo
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 
@@ -105,7 +107,38 @@ func actionName(desc, last string) string {
 	return strings.TrimSpace(desc[i+1:])
 }
 
-// ParseInterrupts parses the contents of /proc/interrupts.
+// ErrCPUsChanged is wrapped by the error of ParseInterrupts for a line
+// whose count columns are not one per CPU of the header: the kernel prints
+// the header and each line for the CPUs online as it prints them, so a CPU
+// that went on- or offline while the file was read leaves lines with one
+// count more or less.
+var ErrCPUsChanged = errors.New("count columns differ from the CPU header (a CPU went on- or offline during the read)")
+
+// ReadInterrupts reads and parses the /proc/interrupts file at path,
+// reading it again, up to 3 times in all, while ParseInterrupts finds
+// ErrCPUsChanged. It may be called from any goroutine.
+func ReadInterrupts(path string) (*Interrupts, error) {
+	var err error
+	for range 3 {
+		var b []byte
+		if b, err = readFile(path); err != nil {
+			return nil, err
+		}
+		var in *Interrupts
+		if in, err = ParseInterrupts(b); !errors.Is(err, ErrCPUsChanged) {
+			return in, err
+		}
+	}
+	return nil, err
+}
+
+// readFile is os.ReadFile; tests replace it to stand for a file that
+// changes between readings.
+var readFile = os.ReadFile
+
+// ParseInterrupts parses the contents of /proc/interrupts. A numbered line
+// without one count per CPU of the header is an error wrapping
+// ErrCPUsChanged.
 func ParseInterrupts(b []byte) (*Interrupts, error) {
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(nil, 1<<20)
@@ -142,8 +175,15 @@ func ParseInterrupts(b []byte) (*Interrupts, error) {
 			in.Other[label] = counts
 			continue
 		}
-		if len(counts) != len(cpus) {
-			return nil, fmt.Errorf("/proc/interrupts: irq %d has %d counts for %d cpus", irq, len(counts), len(cpus))
+		// After the counts comes the chip's name, never a number: a
+		// number there is a count of a CPU the header does not have.
+		more := false
+		if i < len(f) {
+			_, err := strconv.ParseUint(f[i], 10, 64)
+			more = err == nil
+		}
+		if len(counts) != len(cpus) || more {
+			return nil, fmt.Errorf("/proc/interrupts: irq %d: not one count for each of the %d cpus: %w", irq, len(cpus), ErrCPUsChanged)
 		}
 		c := IRQCounts{Counts: counts, Desc: strings.Join(f[i:], " ")}
 		if len(f) > i {

@@ -292,11 +292,11 @@ func Read(root string, cfg *Config) (*Host, error) {
 	} else {
 		h.Netlink = cfg.NetlinkStatus
 	}
-	var irqs *Interrupts
-	if b, err := os.ReadFile(r.path("/proc/interrupts")); err == nil {
-		if irqs, err = ParseInterrupts(b); err != nil {
-			return nil, err
-		}
+	// Without /proc/interrupts the device IRQs have no names, and only
+	// netlink ties them to queues: a note, not a failure.
+	irqs, err := ReadInterrupts(r.path("/proc/interrupts"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		h.Notes = append(h.Notes, fmt.Sprintf("%v: device IRQs are not named, so only netlink ties them to queues", err))
 	}
 	if err := r.nics(h, irqs, cfg.Netlink); err != nil {
 		return nil, err

@@ -48,14 +48,14 @@ var nicStatNames = []string{"rx_packets", "rx_dropped", "rx_missed_errors", "rx_
 func TakeSnapshot(root string, h *topo.Host, qs QStatsSource) (*Snapshot, error) {
 	read := func(p string) ([]byte, error) { return os.ReadFile(filepath.Join(root, p)) }
 	s := &Snapshot{Time: time.Now(), IRQAffinity: map[int]string{}, NICStats: map[string]map[string]uint64{}}
-	b, err := read("/proc/interrupts")
+	// A CPU hotplugged during the read leaves /proc/interrupts with lines
+	// that do not match its header: ReadInterrupts reads it again.
+	var err error
+	if s.Interrupts, err = topo.ReadInterrupts(filepath.Join(root, "/proc/interrupts")); err != nil {
+		return nil, err
+	}
+	b, err := read("/proc/softirqs")
 	if err != nil {
-		return nil, err
-	}
-	if s.Interrupts, err = topo.ParseInterrupts(b); err != nil {
-		return nil, err
-	}
-	if b, err = read("/proc/softirqs"); err != nil {
 		return nil, err
 	}
 	if s.Softirqs, err = topo.ParseSoftirqs(b); err != nil {
