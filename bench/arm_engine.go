@@ -98,10 +98,15 @@ func (h *engineEcho) OnData(c *engine.Conn, b engine.Buffer) bool {
 		c.Close()
 		return false
 	}
+	// What is left waits in st.in for the rest of its request. When st.in
+	// already holds it all and nothing was consumed, it stays where it is:
+	// moving it onto itself would cost a large request spanning many reads
+	// a copy of everything received so far per read.
 	rest := data[n:]
-	if len(st.in) > 0 {
+	switch {
+	case len(st.in) > 0 && n > 0:
 		st.in = st.in[:copy(st.in, rest)]
-	} else if len(rest) > 0 {
+	case len(st.in) == 0 && len(rest) > 0:
 		st.in = append(st.in[:0], rest...)
 	}
 	return false

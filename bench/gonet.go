@@ -100,7 +100,9 @@ func (s *goNetServer) serve(c net.Conn) {
 			if perr != nil {
 				return
 			}
-			in = in[:copy(in, in[done:])]
+			if done > 0 { // nothing consumed: no move of in onto itself
+				in = in[:copy(in, in[done:])]
+			}
 		}
 		if err != nil {
 			return
