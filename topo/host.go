@@ -508,6 +508,7 @@ func (r reader) nic(name string, h *Host, irqs *Interrupts, nl NetlinkSource) (N
 		irqDirs = devDirs[:1]
 	}
 	n.IRQs = r.deviceIRQs(irqDirs, irqs)
+	driverQueueIRQs(n.Driver, n.Name, n.IRQs)
 	for _, q := range n.IRQs {
 		if rq := n.rxQueue(q.Queue); rq != nil && (q.Role == "rx" || q.Role == "rxtx") {
 			rq.IRQ = q.IRQ
@@ -588,14 +589,30 @@ var pciAddress = regexp.MustCompile(`^[0-9a-f]{4,8}[:_][0-9a-f]{2}[:_][0-9a-f]{2
 // "eth0-Tx-Rx-1" (ena), "mana_q3@pci:..." (mana), "eth0-q2" (be2net).
 var queueName = regexp.MustCompile(`(?i)(txrx|rxtx|tx-rx|combined|comp|fp|input|output|rx|tx|queue|[-_]q)[-._]?(\d+)$`)
 
+// mlx4Comp matches the completion event queue IRQs of mlx4 ("mlx4-%d@%s"
+// with the EQ number; EQ 0 is the async one, "mlx4-async@pci:%s").
+var mlx4Comp = regexp.MustCompile(`^mlx4-(\d+)$`)
+
 // ClassifyIRQName returns the role ("rx", "tx", "rxtx" or "other") and the
-// queue index of a device IRQ from its action name.
+// queue index of a device IRQ from its action name alone. Some drivers'
+// names need the driver and the device's other IRQs too (gve, tg3, sfc):
+// topo.Read classifies those.
 func ClassifyIRQName(name string) (role string, queue int) {
 	name, _, _ = strings.Cut(name, "@") // mlx5: "mlx5_comp3@pci:0000:3b:00.0"
 	if strings.Contains(name, ":fdir-") || strings.Contains(name, ":ctrl-") {
 		// The flow director vectors of i40e ("i40e-0000:3b:00.0:fdir-TxRx-0")
 		// and ice ("ice-0000:af:00.0:ctrl-TxRx-0") serve no queue.
 		return "other", -1
+	}
+	if m := mlx4Comp.FindStringSubmatch(name); m != nil {
+		// mlx4 (mlx4_assign_eq): ring i's completion queues use vector
+		// i, EQ i+1 (EQ 0 is the async one), shared by both ports of
+		// the device.
+		q, err := strconv.Atoi(m[1])
+		if err != nil || q < 1 || q > 1<<16 {
+			return "other", -1
+		}
+		return "rxtx", q - 1
 	}
 	m := queueName.FindStringSubmatch(name)
 	if m == nil {
@@ -612,6 +629,67 @@ func ClassifyIRQName(name string) (role string, queue int) {
 		return "tx", q
 	default:
 		return "rxtx", q
+	}
+}
+
+// gveBlock matches gve's notify block IRQs ("gve-ntfy-blk%d@pci:%s").
+var gveBlock = regexp.MustCompile(`^gve-ntfy-blk(\d+)@`)
+
+// tg3Vector matches tg3's MSI-X vector IRQs ("%s-txrx-%d", "%s-rx-%d",
+// "%s-tx-%d" with the interface and the vector).
+var tg3Vector = regexp.MustCompile(`-(txrx|rx|tx)-(\d+)$`)
+
+// driverQueueIRQs gives the role and queue of the IRQs whose names do not
+// carry their queue index as is, from the driver and the device's other
+// IRQs; it leaves the others as ClassifyIRQName has them.
+//
+//   - gve: notify block b serves transmit queue b in the first half of
+//     the blocks and receive queue b-n/2 in the second (n blocks;
+//     gve_tx_idx_to_ntfy, gve_rx_idx_to_ntfy).
+//   - tg3: "eth0-txrx-1" is vector 1; with RSS, vector 0 takes link
+//     events (named "eth0-0") or transmit queue 0 ("eth0-tx-0"), and
+//     queue i is vector i+1.
+//   - sfc: a channel that carries both directions is "<iface>-<n>"
+//     (efx_get_channel_name; separate ones are "-rx-<n>" and "-tx-<n>",
+//     XDP ones "-xdp-<n>" serve no netdev queue).
+func driverQueueIRQs(driver, iface string, irqs []NICIRQ) {
+	blocks := 0
+	for _, q := range irqs {
+		if gveBlock.MatchString(q.Name) {
+			blocks++
+		}
+	}
+	for i := range irqs {
+		q := &irqs[i]
+		switch {
+		case blocks > 0 && gveBlock.MatchString(q.Name):
+			b, err := strconv.Atoi(gveBlock.FindStringSubmatch(q.Name)[1])
+			switch {
+			case err != nil || b >= blocks:
+				q.Role, q.Queue = "other", -1
+			case b < blocks/2:
+				q.Role, q.Queue = "tx", b
+			default:
+				q.Role, q.Queue = "rx", b-blocks/2
+			}
+		case driver == "tg3":
+			q.Role, q.Queue = "other", -1
+			if m := tg3Vector.FindStringSubmatch(q.Name); m != nil {
+				v, err := strconv.Atoi(m[2])
+				if err == nil && v <= 1<<16 {
+					q.Role, q.Queue = m[1], max(v-1, 0)
+					if m[1] == "txrx" {
+						q.Role = "rxtx"
+					}
+				}
+			}
+		case driver == "sfc" || driver == "sfc_siena" || driver == "sfc-falcon":
+			if n, ok := strings.CutPrefix(q.Name, iface+"-"); ok {
+				if c, err := strconv.Atoi(n); err == nil && c >= 0 && c <= 1<<16 && n == strconv.Itoa(c) {
+					q.Role, q.Queue = "rxtx", c
+				}
+			}
+		}
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -196,6 +198,10 @@ func TestClassifyIRQName(t *testing.T) {
 		{"mana_hwc@pci:7870:00:00.0", "other", -1},
 		// be2net: one event queue per queue pair, "%s-q%d".
 		{"eth0-q2", "rxtx", 2},
+		// mlx4: "mlx4-%d@%s" with the EQ number; ring i's is EQ i+1.
+		{"mlx4-3@0000:03:00.0", "rxtx", 2},
+		{"mlx4-0@0000:03:00.0", "other", -1},
+		{"mlx4-async@pci:0000:03:00.0", "other", -1},
 		{"nvme0q1", "other", -1},
 		{"", "other", -1},
 	}
@@ -789,5 +795,146 @@ func TestReadFlowDirectorIRQ(t *testing.T) {
 	}
 	if q := n.RxQueues[0]; q.IRQ != 121 {
 		t.Errorf("rx-0 IRQ %d, want 121 (137 is the flow director's)", q.IRQ)
+	}
+}
+
+// TestReadDriverQueueIRQNames: the 2-socket fixture's NIC (16 queues, IRQs
+// 120-136) as gve, tg3, sfc and mlx4 name their interrupts. Their queue
+// IRQs were not found (gve "gve-ntfy-blk%d@pci:%s", sfc "%s-%d", mlx4
+// "mlx4-%d@%s": "other") or found on the wrong queue (tg3's vector i+1
+// serves queue i: "ens1f0-txrx-1" was queue 1).
+func TestReadDriverQueueIRQNames(t *testing.T) {
+	const pci = "0000:af:00.0"
+	seq := func(first, n int) []int {
+		var out []int
+		for i := range n {
+			out = append(out, first+i)
+		}
+		return out
+	}
+	none := func(n int) []int { return slices.Repeat([]int{-1}, n) }
+	tests := []struct {
+		driver string
+		name   func(irq int) string
+		rx, tx []int // IRQ of each queue
+	}{
+		{
+			// 16 notify blocks (IRQs 120-135), then the management one:
+			// blocks 0-7 serve tx-0..7, blocks 8-15 rx-0..7.
+			driver: "gve",
+			name: func(irq int) string {
+				if irq == 136 {
+					return "gve-mgmnt@pci:" + pci
+				}
+				return fmt.Sprintf("gve-ntfy-blk%d@pci:%s", irq-120, pci)
+			},
+			rx: append(seq(128, 8), none(8)...), tx: append(seq(120, 8), none(8)...),
+		},
+		{
+			// RSS and TSS: vector 0 for link events, vector i+1 queue i.
+			driver: "tg3",
+			name: func(irq int) string {
+				if irq == 120 {
+					return "ens1f0-0"
+				}
+				return fmt.Sprintf("ens1f0-txrx-%d", irq-120)
+			},
+			rx: seq(121, 16), tx: seq(121, 16),
+		},
+		{
+			// RSS without TSS: vector 0 transmits on queue 0.
+			driver: "tg3",
+			name: func(irq int) string {
+				if irq == 120 {
+					return "ens1f0-tx-0"
+				}
+				return fmt.Sprintf("ens1f0-rx-%d", irq-120)
+			},
+			rx: seq(121, 16), tx: append([]int{120}, none(15)...),
+		},
+		{
+			driver: "sfc",
+			name: func(irq int) string {
+				if irq == 120 {
+					return "ens1f0-ptp"
+				}
+				return fmt.Sprintf("ens1f0-%d", irq-121)
+			},
+			rx: seq(121, 16), tx: seq(121, 16),
+		},
+		{
+			// Separate receive and transmit channels, and XDP ones.
+			driver: "sfc",
+			name: func(irq int) string {
+				switch {
+				case irq < 128:
+					return fmt.Sprintf("ens1f0-rx-%d", irq-120)
+				case irq < 136:
+					return fmt.Sprintf("ens1f0-tx-%d", irq-128)
+				}
+				return "ens1f0-xdp-0"
+			},
+			rx: append(seq(120, 8), none(8)...), tx: append(seq(128, 8), none(8)...),
+		},
+		{
+			driver: "mlx4_core",
+			name: func(irq int) string {
+				if irq == 120 {
+					return "mlx4-async@pci:" + pci
+				}
+				return fmt.Sprintf("mlx4-%d@%s", irq-120, pci)
+			},
+			rx: seq(121, 16), tx: seq(121, 16),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.driver+" "+tt.name(121), func(t *testing.T) {
+			root := copyFixture(t, "testdata/2socket-16q")
+			dev := filepath.Join(root, "sys/devices/pci0000_ae/0000_ae_00.0/0000_af_00.0")
+			if err := os.Remove(filepath.Join(dev, "driver")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.MkdirAll(filepath.Join(root, "sys/bus/pci/drivers", tt.driver), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("../../../../bus/pci/drivers/"+tt.driver, filepath.Join(dev, "driver")); err != nil {
+				t.Fatal(err)
+			}
+			p := filepath.Join(root, "proc/interrupts")
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out strings.Builder
+			for line := range strings.Lines(string(b)) {
+				label, _, _ := strings.Cut(line, ":")
+				if irq, err := strconv.Atoi(strings.TrimSpace(label)); err == nil && irq >= 120 && irq <= 136 {
+					f := strings.Fields(line)
+					line = strings.TrimSuffix(line, f[len(f)-1]+"\n") + tt.name(irq) + "\n"
+				}
+				out.WriteString(line)
+			}
+			if err := os.WriteFile(p, []byte(out.String()), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			h, err := Read(root, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := h.NIC("ens1f0")
+			if n.Driver != tt.driver {
+				t.Fatalf("driver %q", n.Driver)
+			}
+			var rx, tx []int
+			for _, q := range n.RxQueues {
+				rx = append(rx, q.IRQ)
+			}
+			for _, q := range n.TxQueues {
+				tx = append(tx, q.IRQ)
+			}
+			if !slices.Equal(rx, tt.rx) || !slices.Equal(tx, tt.tx) {
+				t.Errorf("queue IRQs rx %v tx %v, want rx %v tx %v\n%+v", rx, tx, tt.rx, tt.tx, n.IRQs)
+			}
+		})
 	}
 }
