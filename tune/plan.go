@@ -550,7 +550,15 @@ func (p *planner) nic(n *topo.NIC) error {
 			if i >= len(xg) {
 				// More transmit queues than loops: the rest keep their
 				// maps, minus the loop CPUs, so that each loop transmits
-				// on one queue only.
+				// on one queue only. A map may hold CPUs gone offline
+				// since it was written (the kernel maps online CPUs
+				// only, and unmaps none going offline): no write can
+				// keep them, nor could revert put them back.
+				loops := t.XPS.Intersect(plan.LoopCPUs)
+				if off := t.XPS.Minus(p.h.Online); loops.Len() > 0 && off.Len() > 0 {
+					p.note("%s tx-%d: its XPS map %s holds offline CPUs %s, which a write cannot keep nor revert put back: loop CPUs %s stay on it", n.Name, t.Index, t.XPS, off, loops)
+					continue
+				}
 				if rest := t.XPS.Minus(plan.LoopCPUs); !rest.Equal(t.XPS) {
 					if err := p.file(fmt.Sprintf("%stx-%d/xps_cpus", qbase, t.Index), FormatMask, rest.Mask(),
 						fmt.Sprintf("XPS: take loop CPUs %s off %s tx-%d; each loop transmits on its own queue", t.XPS.Intersect(plan.LoopCPUs), n.Name, t.Index)); err != nil {
