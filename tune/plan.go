@@ -438,41 +438,51 @@ func (p *planner) nic(n *topo.NIC) error {
 			p.note("%s has %d receive queues for %d IRQ CPUs: each IRQ CPU serves several queues; give more with --irq-cpus if they saturate (watch `spindle tune diagnose`)", n.Name, nq, irqCPUs.Len())
 		}
 	}
+	// Queue interrupts, index by index: rx-i's on the i-th CPU, then
+	// tx-i's when it has one of its own (not a receive queue's) on the
+	// same CPU, the CPU of rx-i or, with no rx-i (separate rx and tx
+	// channels, more of them tx), the one its index maps to, so that the
+	// dedicated policy keeps it off the loops too.
+	last := -1
+	for _, q := range n.RxQueues {
+		last = max(last, q.Index)
+	}
+	for _, t := range n.TxQueues {
+		last = max(last, t.Index)
+	}
 	known := 0
-	for i, q := range n.RxQueues {
+	for i := 0; i <= last; i++ {
 		cpu := irqCPUs[i%irqCPUs.Len()]
-		if q.IRQ >= 0 {
-			known++
-		}
-		why := fmt.Sprintf("%s rx-%d interrupt and its softirq on CPU %d", n.Name, q.Index, cpu)
-		if cfg.Policy == Inline {
-			why += ", the loop that serves the queue"
-		} else {
-			why += ", a dedicated softirq CPU"
-		}
-		if err := p.irq(q.IRQ, cpu, why); err != nil {
-			return err
-		}
-		for _, t := range n.TxQueues {
-			if t.Index == q.Index && t.IRQ >= 0 && t.IRQ != q.IRQ {
-				if err := p.irq(t.IRQ, cpu, fmt.Sprintf("%s tx-%d completions on the CPU of rx-%d", n.Name, t.Index, q.Index)); err != nil {
-					return err
-				}
+		rx := slices.IndexFunc(n.RxQueues, func(q topo.RxQueue) bool { return q.Index == i })
+		if rx >= 0 {
+			q := n.RxQueues[rx]
+			if q.IRQ >= 0 {
+				known++
+			}
+			why := fmt.Sprintf("%s rx-%d interrupt and its softirq on CPU %d", n.Name, q.Index, cpu)
+			if cfg.Policy == Inline {
+				why += ", the loop that serves the queue"
+			} else {
+				why += ", a dedicated softirq CPU"
+			}
+			if err := p.irq(q.IRQ, cpu, why); err != nil {
+				return err
 			}
 		}
-	}
-	// Transmit queues with no receive queue of their index (separate rx
-	// and tx channels, more of them tx) have interrupts of their own: they
-	// go where their index maps, as paired ones do, so that the dedicated
-	// policy keeps them off the loops too.
-	for _, t := range n.TxQueues {
-		if t.IRQ < 0 || slices.ContainsFunc(n.RxQueues, func(q topo.RxQueue) bool { return q.Index == t.Index || q.IRQ == t.IRQ }) {
+		tx := slices.IndexFunc(n.TxQueues, func(t topo.TxQueue) bool { return t.Index == i })
+		if tx < 0 {
 			continue
 		}
-		cpu := irqCPUs[t.Index%irqCPUs.Len()]
-		why := fmt.Sprintf("%s tx-%d completions on CPU %d (no rx-%d to pair with)", n.Name, t.Index, cpu, t.Index)
-		if cfg.Policy == Dedicated {
-			why += ", a dedicated softirq CPU"
+		t := n.TxQueues[tx]
+		if t.IRQ < 0 || slices.ContainsFunc(n.RxQueues, func(q topo.RxQueue) bool { return q.IRQ == t.IRQ }) {
+			continue
+		}
+		why := fmt.Sprintf("%s tx-%d completions on the CPU of rx-%d", n.Name, t.Index, t.Index)
+		if rx < 0 {
+			why = fmt.Sprintf("%s tx-%d completions on CPU %d (no rx-%d to pair with)", n.Name, t.Index, cpu, t.Index)
+			if cfg.Policy == Dedicated {
+				why += ", a dedicated softirq CPU"
+			}
 		}
 		if err := p.irq(t.IRQ, cpu, why); err != nil {
 			return err

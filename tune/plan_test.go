@@ -612,6 +612,17 @@ func TestPlanTxOnlyQueueIRQs(t *testing.T) {
 			t.Errorf("IRQ %d -> %s, want the IRQ CPU 0", irq, w.New)
 		}
 	}
+	// Index by index, each transmit IRQ after its receive queue's, as
+	// before one loop planned both.
+	var order []string
+	for _, target := range targets(p) {
+		if strings.HasPrefix(target, "/proc/irq/") {
+			order = append(order, strings.Split(target, "/")[3])
+		}
+	}
+	if got := strings.Join(order, " "); got != "100 200 101 201 202 203" {
+		t.Errorf("IRQ writes in the order %s, want 100 200 101 201 202 203", got)
+	}
 }
 
 // TestPlanPerNAPIValuesNeed613: before Linux 6.13 a NAPI instance has no
