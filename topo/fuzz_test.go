@@ -136,6 +136,8 @@ func FuzzParseHostFiles(f *testing.F) {
 		"isolcpus=foo,nohz,2-7,10-N nohz_full=all",
 		"nohz_full=0-N:3/8,N-N",
 		"nohz_full=0-7:0/4 isolcpus=N",
+		"isolcpus=nohz,domain,2-3 nohz_full=2-3",
+		"isolcpus=dom4in,2-3",
 	} {
 		f.Add([]byte(s))
 	}

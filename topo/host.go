@@ -350,6 +350,14 @@ func (r reader) cpus(h *Host) error {
 // has them, else from the command line. A command line this package
 // cannot parse is a note, not an error: sysfs has the answer on every
 // kernel that has isolated CPUs.
+//
+// The isolated set is the command line's where sysfs lists none, as
+// isolcpus= without the domain flag (managed_irq alone) isolates CPUs
+// that sysfs "isolated" (the domain set) does not list. nohz_full is
+// sysfs's whenever the file exists, empty included: it is what the kernel
+// took. Linux 4.0+ has it beside "isolated" only with CONFIG_NO_HZ_FULL;
+// without it the kernel refuses nohz_full= and an isolcpus= with the nohz
+// flag whole (housekeeping_setup), so both go.
 func (r reader) isolation(h *Host) {
 	cmdline, _ := r.read("/proc/cmdline")
 	iso, flags, nohz, err := ParseCmdline(cmdline, r.nrCPUs())
@@ -357,11 +365,21 @@ func (r reader) isolation(h *Host) {
 		iso, flags, nohz = CPUSet{}, nil, CPUSet{}
 		h.Notes = append(h.Notes, fmt.Sprintf("kernel command line: %v; isolated and nohz_full CPUs are read from sysfs only, isolcpus flags unknown", err))
 	}
-	if s, err := r.readCPUList("/sys/devices/system/cpu/isolated"); err == nil && s.Len() > 0 {
-		iso = s
+	sysIso, isoErr := r.readCPUList("/sys/devices/system/cpu/isolated")
+	if isoErr == nil && sysIso.Len() > 0 {
+		iso = sysIso
 	}
-	if s, err := r.readCPUList("/sys/devices/system/cpu/nohz_full"); err == nil && s.Len() > 0 {
+	switch s, err := r.readCPUList("/sys/devices/system/cpu/nohz_full"); {
+	case err == nil:
 		nohz = s
+	case errors.Is(err, fs.ErrNotExist) && isoErr == nil:
+		if nohz.Len() > 0 {
+			h.Notes = append(h.Notes, fmt.Sprintf("kernel command line asks for nohz_full CPUs %s, but the kernel has no CONFIG_NO_HZ_FULL (no /sys/devices/system/cpu/nohz_full) and ignored it", nohz))
+		}
+		nohz = CPUSet{}
+		if slices.Contains(flags, "nohz") && sysIso.Len() == 0 {
+			iso, flags = CPUSet{}, nil
+		}
 	}
 	h.Isolated, h.IsolatedFlags, h.NohzFull = iso, flags, nohz
 }

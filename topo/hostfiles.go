@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -35,18 +36,31 @@ func ParseCmdline(s string, nrCPUs int) (isolated CPUSet, isolFlags []string, no
 		switch strings.ReplaceAll(k, "-", "_") {
 		case "isolcpus":
 			// housekeeping_isolcpus_setup: words that start with a letter
-			// are flags (unknown ones skipped) until the list begins.
-			isolFlags = nil
+			// are flags (unknown ones skipped) until the list begins; an
+			// unknown one with a character other than a letter or '_'
+			// makes the kernel refuse the whole parameter.
+			var flags []string
+			invalid := false
 			for v != "" && isLetter(v[0]) {
 				f, rest, _ := strings.Cut(v, ",")
 				switch f {
 				case "nohz", "domain", "managed_irq":
-					isolFlags = append(isolFlags, f)
+					flags = append(flags, f)
+				default:
+					invalid = invalid || strings.IndexFunc(f, func(r rune) bool { return r != '_' && (r > 0x7f || !isLetter(byte(r))) }) >= 0
 				}
 				v = rest
 			}
+			if invalid {
+				continue
+			}
 			if isolated, err = parseKernelCPUList(v, nrCPUs); err != nil {
 				return nil, nil, nil, fmt.Errorf("isolcpus: %w", err)
+			}
+			isolFlags = flags
+			if slices.Contains(flags, "nohz") {
+				// "isolcpus=nohz is equivalent to nohz_full".
+				nohz = isolated
 			}
 		case "nohz_full":
 			if nohz, err = parseKernelCPUList(v, nrCPUs); err != nil {

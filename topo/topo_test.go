@@ -95,8 +95,15 @@ func TestParseCmdline(t *testing.T) {
 		{"nohz_full=all", "", "0-15", "", false},
 		{"nohz_full=N-N", "", "15", "", false},
 		{"nohz_full=8-N:1/3", "", "8,11,14", "", false},
-		// Unknown isolcpus flags are skipped, as the kernel does.
-		{"isolcpus=foo,nohz,3", "3", "", "nohz", false},
+		// Unknown isolcpus flags are skipped, as the kernel does; the
+		// nohz flag makes the CPUs nohz_full too ("isolcpus=nohz is
+		// equivalent to nohz_full", housekeeping_isolcpus_setup).
+		{"isolcpus=foo,nohz,3", "3", "3", "nohz", false},
+		{"isolcpus=domain,managed_irq,2-3", "2-3", "", "domain,managed_irq", false},
+		{"isolcpus=nohz,domain,2-3 nohz_full=2-3", "2-3", "2-3", "nohz,domain", false},
+		// A flag with a character other than a letter or '_' makes the
+		// kernel refuse the whole isolcpus= ("Invalid flag").
+		{"isolcpus=dom4in,2-3 nohz_full=5", "", "5", "", false},
 		{"isolcpus=2-16", "", "", "", true},
 		{"nohz_full=N-2", "", "", "", true},
 		{"nohz_full=0-7:0/4", "", "", "", true},
@@ -938,3 +945,58 @@ func TestReadDriverQueueIRQNames(t *testing.T) {
 		})
 	}
 }
+
+// TestReadNohzFullFromSysfs: /sys/devices/system/cpu/nohz_full is the
+// kernel's tick_nohz_full_mask, what it took of nohz_full= (or
+// isolcpus=nohz,...). Linux 4.0+ has it beside "isolated" when built with
+// CONFIG_NO_HZ_FULL; without that option housekeeping_setup refuses
+// nohz_full= and an isolcpus= with the nohz flag whole. Read took the
+// command line's sets where the file was missing or empty, so a kernel
+// that ignored nohz_full=2-7,10-15 had nohz_full CPUs 2-7,10-15 (and a plan
+// kept RPS off them).
+func TestReadNohzFullFromSysfs(t *testing.T) {
+	for _, tc := range []struct {
+		name, cmdline   string
+		nohzFile        *string // nil: no file
+		iso, nohz, note string
+	}{
+		{"no CONFIG_NO_HZ_FULL", "ro isolcpus=managed_irq,domain,2-7,10-15 nohz_full=2-7,10-15\n", nil, "2-7,10-15", "", "CONFIG_NO_HZ_FULL"},
+		{"no CONFIG_NO_HZ_FULL, isolcpus=nohz", "ro isolcpus=nohz,domain,2-7,10-15\n", nil, "", "", "CONFIG_NO_HZ_FULL"},
+		{"nohz_full= refused", "ro nohz_full=2-7,10-15\n", new(string), "2-7,10-15", "", ""},
+		{"nohz_full= taken", "ro nohz_full=2-7,10-15\n", ptr("2-7,10-15\n"), "2-7,10-15", "2-7,10-15", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := copyFixture(t, "testdata/smt-isol")
+			cpu := filepath.Join(root, "sys/devices/system/cpu")
+			if tc.nohzFile == nil {
+				if err := os.Remove(filepath.Join(cpu, "nohz_full")); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := os.WriteFile(filepath.Join(cpu, "nohz_full"), []byte(*tc.nohzFile), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			// The kernel refused isolcpus=nohz,... too: nothing is
+			// domain-isolated.
+			if tc.iso == "" {
+				if err := os.WriteFile(filepath.Join(cpu, "isolated"), []byte("\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.WriteFile(filepath.Join(root, "proc/cmdline"), []byte(tc.cmdline), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			h, err := Read(root, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.Isolated.String() != tc.iso || h.NohzFull.String() != tc.nohz {
+				t.Errorf("isolated %q, nohz_full %q; want %q, %q", h.Isolated, h.NohzFull, tc.iso, tc.nohz)
+			}
+			if note := strings.Join(h.Notes, "; "); tc.note == "" && note != "" || !strings.Contains(note, tc.note) {
+				t.Errorf("notes %q, want %q", note, tc.note)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
