@@ -97,7 +97,9 @@ func sub32(a, b uint64) uint64 {
 // Only CPUs with a column in both count: a CPU that came online during
 // the sample shows its count since boot. An IRQ whose description changed
 // (freed and requested again, by another device or chip) restarted from
-// 0, so its count in b is the growth; otherwise a decrease is a wrap.
+// 0, so a decrease of its count is a reset and its count in b the growth;
+// otherwise a decrease is a wrap. (A description can change without a
+// reset, as an action added to a shared IRQ: an increase is growth.)
 func irqDelta(a, b *Snapshot, irq int) map[int]uint64 {
 	pa, pb := a.Interrupts.PerCPU(irq), b.Interrupts.PerCPU(irq)
 	reset := a.Interrupts.IRQs[irq].Desc != b.Interrupts.IRQs[irq].Desc
@@ -108,7 +110,7 @@ func irqDelta(a, b *Snapshot, irq int) map[int]uint64 {
 			continue
 		}
 		d := sub32(before, v)
-		if reset {
+		if reset && v < before {
 			d = v
 		}
 		if d > 0 {

@@ -449,6 +449,16 @@ func TestDiagnoseCounterWrap(t *testing.T) {
 		}
 	}
 
+	// An action added to IRQ 39 (shared) changes its description but
+	// restarts no count: an increase is growth.
+	c39 := b.Interrupts.IRQs[39]
+	c39.Desc += ", another"
+	c39.Counts = []uint64{1300, 0}
+	b.Interrupts.IRQs[39] = c39
+	if d := irqDelta(a, b, 39); !maps.Equal(d, map[int]uint64{0: 14}) {
+		t.Errorf("IRQ 39 with an action added: delta %v, want 0:14", d)
+	}
+
 	// CPU 1 came online during the sample: its count since boot is no
 	// growth.
 	a.Interrupts.CPUs = []int{0}
