@@ -183,16 +183,25 @@ func lineOf(b []byte, i int) string {
 }
 
 func FuzzClassifyIRQName(f *testing.F) {
-	for _, s := range []string{"virtio2-input.0", "ice-ens1f0-TxRx-15", "mlx5_comp7@pci:0000:01:00.0", "eth0-Tx-Rx-5", "mana_q3@pci:7870:00:00.0", "eth0-q2", "iwlwifi: queue 1"} {
+	for _, s := range []string{"virtio2-input.0", "ice-ens1f0-TxRx-15", "mlx5_comp7@pci:0000:01:00.0", "eth0-Tx-Rx-5", "mana_q3@pci:7870:00:00.0", "eth0-q2", "iwlwifi: queue 1",
+		"gve-ntfy-blk3@pci:0000:00:04.0", "eth%d-ntfy-block.3", "eth0-txrx-1", "eth0-tx-0", "eth0-3", "mlx4-2@0000:03:00.0"} {
 		f.Add(s)
+	}
+	valid := func(role string, q int) bool {
+		return role == "other" && q == -1 || (role == "rx" || role == "tx" || role == "rxtx") && q >= 0 && q <= 1<<16
 	}
 	f.Fuzz(func(t *testing.T, name string) {
 		role, q := ClassifyIRQName(name)
-		switch {
-		case role == "other" && q == -1:
-		case (role == "rx" || role == "tx" || role == "rxtx") && q >= 0 && q <= 1<<16:
-		default:
+		if !valid(role, q) {
 			t.Fatalf("ClassifyIRQName(%q) = %s %d", name, role, q)
+		}
+		// The driver-aware pass, on a device with this IRQ and a gve block.
+		for _, driver := range []string{"gve", "tg3", "sfc", "mlx4_core"} {
+			irqs := []NICIRQ{{Name: name, Role: role, Queue: q}, {Name: "gve-ntfy-blk1@pci:x"}}
+			driverQueueIRQs(driver, "eth0", irqs)
+			if !valid(irqs[0].Role, irqs[0].Queue) {
+				t.Fatalf("driverQueueIRQs(%s, %q) = %s %d", driver, name, irqs[0].Role, irqs[0].Queue)
+			}
 		}
 	})
 }

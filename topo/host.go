@@ -650,8 +650,9 @@ func ClassifyIRQName(name string) (role string, queue int) {
 	}
 }
 
-// gveBlock matches gve's notify block IRQs ("gve-ntfy-blk%d@pci:%s").
-var gveBlock = regexp.MustCompile(`^gve-ntfy-blk(\d+)@`)
+// gveBlock matches gve's notify block IRQs: "gve-ntfy-blk%d@pci:%s", and
+// before Linux 6.1 "eth%d-ntfy-block.%d" (the format's %d left in).
+var gveBlock = regexp.MustCompile(`^gve-ntfy-blk(\d+)@|-ntfy-block\.(\d+)$`)
 
 // tg3Vector matches tg3's MSI-X vector IRQs ("%s-txrx-%d", "%s-rx-%d",
 // "%s-tx-%d" with the interface and the vector).
@@ -681,7 +682,8 @@ func driverQueueIRQs(driver, iface string, irqs []NICIRQ) {
 		q := &irqs[i]
 		switch {
 		case blocks > 0 && gveBlock.MatchString(q.Name):
-			b, err := strconv.Atoi(gveBlock.FindStringSubmatch(q.Name)[1])
+			m := gveBlock.FindStringSubmatch(q.Name)
+			b, err := strconv.Atoi(m[1] + m[2])
 			switch {
 			case err != nil || b >= blocks:
 				q.Role, q.Queue = "other", -1
@@ -701,7 +703,7 @@ func driverQueueIRQs(driver, iface string, irqs []NICIRQ) {
 					}
 				}
 			}
-		case driver == "sfc" || driver == "sfc_siena" || driver == "sfc-falcon":
+		case driver == "sfc" || driver == "sfc_siena" || driver == "sfc_falcon" || driver == "sfc-falcon":
 			if n, ok := strings.CutPrefix(q.Name, iface+"-"); ok {
 				if c, err := strconv.Atoi(n); err == nil && c >= 0 && c <= 1<<16 && n == strconv.Itoa(c) {
 					q.Role, q.Queue = "rxtx", c

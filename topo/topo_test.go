@@ -838,6 +838,17 @@ func TestReadDriverQueueIRQNames(t *testing.T) {
 			rx: append(seq(128, 8), none(8)...), tx: append(seq(120, 8), none(8)...),
 		},
 		{
+			// Before Linux 6.1.
+			driver: "gve",
+			name: func(irq int) string {
+				if irq == 136 {
+					return "eth%d-mgmnt"
+				}
+				return fmt.Sprintf("eth%%d-ntfy-block.%d", irq-120)
+			},
+			rx: append(seq(128, 8), none(8)...), tx: append(seq(120, 8), none(8)...),
+		},
+		{
 			// RSS and TSS: vector 0 for link events, vector i+1 queue i.
 			driver: "tg3",
 			name: func(irq int) string {
