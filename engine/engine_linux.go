@@ -294,6 +294,9 @@ func (l *Loop) serve() {
 		l.yield()
 		if err := l.be.poll(timeout); err != nil {
 			// The kernel queue is broken: close everything and leave.
+			if !l.stopping {
+				l.e.cfg.Logf("engine: loop %d (CPU %d): %v; closing its connections and stopping", l.id, l.cpu, err)
+			}
 			l.stopping = true
 			l.abortAll()
 			if !l.be.idle() {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"sync"
@@ -80,6 +81,12 @@ type uringBackend struct {
 	// off); lastCQEs counts the completions the previous poll handled.
 	batchWait time.Duration
 	lastCQEs  int
+	// aside holds completions sqe took off a CQ to let the kernel accept
+	// submissions; poll handles them before the CQ's. broken is set when a
+	// full SQ cannot be submitted; sqe then hands out spare.
+	aside  []uring.CQE
+	broken error
+	spare  uring.SQE
 }
 
 // recvLimitUsable reports whether receives can be limited (the kernel's
@@ -258,26 +265,89 @@ func sqpollCPU(e *Engine) int {
 func (b *uringBackend) close() {
 	b.l.ringFd.Store(-1)
 	if b.br != nil {
+		// Kept: recycling into it does nothing once closed.
 		b.br.Close()
-		b.br = nil
 	}
 	if b.r != nil {
 		b.r.Close()
 		b.r = nil
+	}
+	// A loop leaves with listener sockets or connections still open only
+	// when its ring broke (serve): the requests that referred to them went
+	// with the ring, so they can be closed now. A listener socket left
+	// open would keep taking connections no loop accepts.
+	for i, armed := range b.lnArmed {
+		if armed {
+			b.lnArmed[i] = false
+			b.l.lns[i].ln.closeSock(b.l.id)
+		}
+	}
+	for _, c := range b.l.conns {
+		if c != nil && c.state != stateClosed {
+			b.finish(c)
+		}
 	}
 }
 
 func (b *uringBackend) idle() bool { return b.inflight == 0 }
 
 // sqe returns a free SQE, submitting when the SQ is full.
+//
+// A submission that fails leaves the SQ full. EAGAIN and EBUSY say that the
+// kernel cannot take more before completions are reaped (EBUSY: a CQ
+// overflow, on kernels older than this engine needs) or requests freed
+// (6.18: none could be allocated; with DEFER_TASKRUN, the completions that
+// free them run only when the loop enters the kernel for them): sqe sets
+// the CQ's completions aside, for poll to handle first, entering the kernel
+// for those it holds back, and submits again, sqeRetries times at most. Any other error (the
+// SQPOLL thread gone: EOWNERDEAD) will not pass. Then the ring is broken:
+// sqe returns a spare SQE that never reaches the kernel, and the next poll
+// returns the error, which ends the loop. It spun on Submit forever.
 func (b *uringBackend) sqe() *uring.SQE {
-	for {
+	for failed := 0; ; {
 		if s := b.r.GetSQE(); s != nil {
 			b.l.st.sqes.Add(1)
 			return s
 		}
+		if b.broken != nil {
+			b.spare = uring.SQE{}
+			return &b.spare
+		}
 		b.l.st.submits.Add(1)
-		b.r.Submit()
+		_, err := submitSQ(b.r)
+		switch {
+		case err == nil:
+			// The kernel consumed at least one (or, with SQPOLL, waited
+			// for the SQ thread to).
+			failed = 0
+		case (errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EBUSY)) && failed < sqeRetries:
+			failed++
+			b.setAside()
+		default:
+			b.broken = fmt.Errorf("io_uring_enter with a full SQ (%d submissions failed): %w", failed+1, err)
+		}
+	}
+}
+
+// sqeRetries bounds the submissions sqe retries after EAGAIN or EBUSY.
+const sqeRetries = 8
+
+// submitSQ is the ring's Submit; tests replace it to make submissions fail.
+var submitSQ = (*uring.Ring).Submit
+
+// setAside moves the completions in the CQ, and those the kernel holds
+// back (PeekCQEs enters the kernel for them: overflowed ones, deferred task
+// work), to aside, where poll handles them before the CQ's. Handling them
+// here, in sqe's caller, which may be in the middle of changing what they
+// refer to, would not be safe.
+func (b *uringBackend) setAside() {
+	for {
+		b.aside = slices.Grow(b.aside, len(b.cqes))
+		got := b.r.PeekCQEs(b.aside[len(b.aside):cap(b.aside)])
+		b.aside = b.aside[:len(b.aside)+got]
+		if got == 0 {
+			return
+		}
 	}
 }
 
@@ -451,6 +521,12 @@ func (b *uringBackend) releaseRecv(id int32) {
 
 func (b *uringBackend) poll(timeout time.Duration) error {
 	l := b.l
+	if b.broken != nil {
+		return b.broken
+	}
+	if len(b.aside) > 0 {
+		timeout = 0
+	}
 	b.committed = b.dirty
 	if b.dirty {
 		b.br.Commit()
@@ -482,10 +558,20 @@ func (b *uringBackend) poll(timeout time.Duration) error {
 	// Reap only what the CQ already holds. Peeking for more would enter
 	// the kernel again whenever task work is pending (IORING_SQ_TASKRUN);
 	// that work runs instead in the next iteration's enter, together with
-	// the sends this iteration queues: one enter per iteration.
+	// the sends this iteration queues: one enter per iteration. Those sqe
+	// set aside come first: the CQ's came after them. Handling them may set
+	// more aside, after them.
+	for i := 0; i < len(b.aside); i++ {
+		l.st.cqes.Add(1)
+		b.lastCQEs++
+		b.handle(b.aside[i])
+	}
+	clear(b.aside)
+	b.aside = b.aside[:0]
 	for {
 		ready := int(min(b.r.CQReady(), uint32(len(b.cqes))))
-		if ready == 0 {
+		if ready == 0 || len(b.aside) > 0 {
+			// Those set aside meanwhile go first, in the next poll.
 			return nil
 		}
 		n := b.r.PeekCQEs(b.cqes[:ready])

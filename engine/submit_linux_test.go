@@ -1,0 +1,180 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/spindlenet/spindle/uring"
+)
+
+// failSubmits makes the uring backend's submissions from a full SQ fail
+// with err for the first n calls (n < 0: every call), then submit for
+// real, until the test ends. It returns the count of calls.
+func failSubmits(t *testing.T, n int64, err error) *atomic.Int64 {
+	var calls atomic.Int64
+	real := submitSQ
+	submitSQ = func(r *uring.Ring) (int, error) {
+		// Past 10,000 a spinning sqe gets out, and the test fails on the
+		// count rather than hanging.
+		if c := calls.Add(1); (n < 0 || c <= n) && c <= 10000 {
+			return 0, err
+		}
+		return real(r)
+	}
+	t.Cleanup(func() { submitSQ = real })
+	return &calls
+}
+
+// fillSQ prepares one NOP more than the loop's SQ has room for, as
+// completions of cancels (opCancel, counted in flight), so that the last
+// takes a submission from a full SQ. It returns the number prepared.
+func fillSQ(b *uringBackend) int {
+	n := int(b.r.SQEntries()-b.r.SQReady()) + 1
+	for range n {
+		b.sqe().PrepNop(udata(opCancel, 0, 0))
+		b.inflight++
+	}
+	return n
+}
+
+// TestFullSQSubmitFails makes the submission of a full SQ fail for good:
+// with an error other than EAGAIN and EBUSY at once, with those after
+// sqeRetries attempts. The loop must stop, closing its connections and
+// saying why, instead of submitting again forever on its thread (sqe
+// ignored Submit's error: a dead SQPOLL thread, EOWNERDEAD, spun the loop
+// for good).
+func TestFullSQSubmitFails(t *testing.T) {
+	for _, tc := range []struct {
+		err   error
+		calls int64
+	}{
+		{os.NewSyscallError("io_uring_enter", unix.EOWNERDEAD), 1},
+		{unix.EAGAIN, sqeRetries + 1},
+	} {
+		t.Run(unix.ErrnoName(errnoOf(tc.err)), func(t *testing.T) {
+			calls := failSubmits(t, -1, tc.err)
+			logs := make(chan string, 16)
+			cfg := testConfig(BackendURing)
+			cfg.CPUs = []int{0}
+			cfg.Logf = func(f string, a ...any) {
+				select {
+				case logs <- fmt.Sprintf(f, a...):
+				default:
+				}
+			}
+			e, addr := startEngine(t, cfg, &echoHandler{})
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if err := roundTrip(c, []byte("x")); err != nil {
+				t.Fatal(err)
+			}
+			l := e.Loops()[0]
+			done := make(chan struct{})
+			l.Post(func() {
+				fillSQ(l.be.(*uringBackend))
+				close(done)
+			})
+			<-done
+			if n := calls.Load(); n != tc.calls {
+				t.Fatalf("%d submissions of the full SQ, want %d", n, tc.calls)
+			}
+			<-e.exited // the loop stops by itself
+			var said bool
+			for len(logs) > 0 {
+				m := <-logs
+				said = said || strings.Contains(m, "closing its connections") && strings.Contains(m, tc.err.Error())
+			}
+			if !said {
+				t.Error("the loop did not say why it stopped")
+			}
+			c.SetReadDeadline(time.Now().Add(10 * time.Second)) // a guard: it is closed already
+			if _, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Error("the connection is still open")
+			}
+			if c2, err := net.Dial("tcp", addr); err == nil {
+				c2.Close()
+				t.Error("the loop's listener socket still takes connections")
+			}
+		})
+	}
+}
+
+func errnoOf(err error) unix.Errno {
+	var errno unix.Errno
+	if se, ok := err.(*os.SyscallError); ok {
+		err = se.Err
+	}
+	errno, _ = err.(unix.Errno)
+	return errno
+}
+
+// TestFullSQSubmitRecovers makes the submission of a full SQ fail twice
+// with EAGAIN, the kernel out of requests, while completions wait in the
+// CQ: sqe must set them aside and submit again, poll must handle them,
+// and the loop go on serving.
+func TestFullSQSubmitRecovers(t *testing.T) {
+	calls := failSubmits(t, 2, unix.EAGAIN)
+	cfg := testConfig(BackendURing)
+	cfg.CPUs = []int{0}
+	e, addr := startEngine(t, cfg, &echoHandler{})
+	l := e.Loops()[0]
+	type state struct {
+		inflight, aside int
+		cqes            uint64
+	}
+	var mu sync.Mutex
+	var before, filled state
+	var n int
+	done := make(chan struct{})
+	l.Post(func() {
+		b := l.be.(*uringBackend)
+		before = state{b.inflight, len(b.aside), l.st.cqes.Load()}
+		// Three completions in the CQ, unreaped.
+		for range 3 {
+			b.sqe().PrepNop(udata(opCancel, 0, 0))
+			b.inflight++
+		}
+		b.r.Submit()
+		n = fillSQ(b)
+		mu.Lock()
+		filled = state{b.inflight, len(b.aside), l.st.cqes.Load()}
+		mu.Unlock()
+		close(done)
+	})
+	<-done
+	if got := calls.Load(); got != 3 {
+		t.Errorf("%d submissions of the full SQ, want 3 (two refused)", got)
+	}
+	if filled.aside < 3 {
+		t.Errorf("%d completions set aside, want at least the 3 in the CQ", filled.aside)
+	}
+	after := make(chan state)
+	l.Post(func() {
+		b := l.be.(*uringBackend)
+		after <- state{b.inflight, len(b.aside), l.st.cqes.Load()}
+	})
+	a := <-after
+	if a.inflight != before.inflight || a.aside != 0 || a.cqes < before.cqes+uint64(3+n) {
+		t.Errorf("after the completions: %d in flight (want %d), %d aside (want 0), %d handled (want at least %d)", a.inflight, before.inflight, a.aside, a.cqes-before.cqes, 3+n)
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := roundTrip(c, []byte("still serving")); err != nil {
+		t.Fatal(err)
+	}
+}
