@@ -2,11 +2,18 @@ package uring
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
 	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/spindlenet/spindle/internal/sys"
 )
 
 // TestTimedWaitInterrupted checks that a timed wait interrupted by signals
@@ -142,5 +149,153 @@ func TestMinWaitInterruptedNearTimeout(t *testing.T) {
 	}
 	if o.elapsed >= timeout+minWait/2 {
 		t.Errorf("a %v wait (minimum %v) interrupted %d times ended after %v", timeout, minWait, o.eintr, o.elapsed)
+	}
+}
+
+// TestCancelAllSQPollFull checks Close's cancel on an SQPOLL ring whose SQ
+// is full. cancelAll submits to make room, which with SQPOLL waits for the
+// SQ thread to take entries (IORING_ENTER_SQ_WAIT); a signal ends that wait
+// early, the SQ still full and no EINTR reported, and cancelAll gave up
+// after one try: Close then unmapped buffers under requests it had not
+// cancelled (found in review). The test keeps the SQ thread off its CPU
+// with a SCHED_FIFO shell loop pinned there (a process: a Go goroutine
+// spinning is preempted by the runtime, and its CPU idles meanwhile), fills
+// the SQ behind a parked poll, signals the owner once it sleeps in the SQ
+// wait, waits until it either gave up or waits again, and ends the loop:
+// the cancel must still be made and reach the poll.
+func TestCancelAllSQPollFull(t *testing.T) {
+	needFeatures(t, "IORING_SETUP_SQPOLL", "IORING_SETUP_SQ_AFF")
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a SCHED_FIFO process")
+	}
+	cpus, err := sys.AllowedCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cpus) < 2 {
+		t.Skipf("needs two CPUs, one for the SQ thread kept off it and one for the ring's owner; allowed: %v", cpus)
+	}
+	ownCPU, sqCPU := cpus[0], cpus[1]
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
+
+	// The owner, on a thread pinned to one CPU.
+	type started struct {
+		r   *Ring
+		tid int
+		err error
+	}
+	ready, fill, result := make(chan started, 1), make(chan bool, 1), make(chan int32, 1)
+	go sys.LockedThread(func() {
+		var set unix.CPUSet
+		set.Set(ownCPU)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			ready <- started{err: err}
+			return
+		}
+		r, err := New(&Config{Entries: 4, SQPoll: true, SQAffinity: true, SQThreadCPU: sqCPU, SQThreadIdle: time.Millisecond})
+		if err != nil {
+			ready <- started{err: err}
+			return
+		}
+		defer r.Close()
+		r.GetSQE().PrepPollAdd(p[0], unix.POLLIN, false, 1)
+		if _, err := r.Submit(); err != nil {
+			ready <- started{err: err}
+			return
+		}
+		for r.SQReady() > 0 { // until the SQ thread has taken it: parked
+			time.Sleep(time.Millisecond)
+		}
+		ready <- started{r: r, tid: unix.Gettid()}
+		if !<-fill {
+			return
+		}
+		for s := r.GetSQE(); s != nil; s = r.GetSQE() {
+			s.PrepNop(2)
+		}
+		result <- r.cancelAll()
+	})
+	s := <-ready
+	if s.err != nil {
+		t.Fatal(s.err)
+	}
+	told := false // the owner, told whether to go on
+	defer func() {
+		if !told {
+			fill <- false
+		}
+	}()
+
+	// The hog: a shell loop, SCHED_FIFO on the SQ thread's CPU, killed at
+	// the end of the test and after 10 s by timeout(1) in any case.
+	hog := exec.Command("timeout", "-s", "KILL", "10", "taskset", "-c", strconv.Itoa(sqCPU), "chrt", "-f", "1", "sh", "-c", "while :; do :; done")
+	if err := hog.Start(); err != nil {
+		t.Skipf("no timeout, taskset or chrt to run a CPU hog: %v", err)
+	}
+	hogPid := 0
+	defer func() {
+		if hogPid > 0 {
+			unix.Kill(hogPid, unix.SIGKILL)
+		}
+		hog.Process.Kill()
+		hog.Wait()
+	}()
+	// Running once the shell, timeout's child, is SCHED_FIFO (stat field
+	// 41, policy) and running (field 3) on the SQ thread's CPU (field 39).
+	children := fmt.Sprintf("/proc/%d/task/%d/children", hog.Process.Pid, hog.Process.Pid)
+	hogRuns := func() bool {
+		b, _ := os.ReadFile(children)
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			return false
+		}
+		hogPid = pid
+		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		_, after, ok := strings.Cut(string(st), ") ")
+		f := strings.Fields(after) // f[0] is field 3
+		return ok && len(f) > 38 && f[0] == "R" && f[36] == strconv.Itoa(sqCPU) && f[38] == "1"
+	}
+	syscallFile := fmt.Sprintf("/proc/self/task/%d/syscall", s.tid)
+	inEnter := func() bool { // the owner is blocked in io_uring_enter
+		b, _ := os.ReadFile(syscallFile)
+		return strings.HasPrefix(string(b), strconv.Itoa(unix.SYS_IO_URING_ENTER)+" ")
+	}
+	res, got := int32(0), false
+	until := func(what string, cond func() bool) bool {
+		for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
+			select {
+			case res = <-result:
+				got = true
+				return false
+			default:
+			}
+			if cond() {
+				return true
+			}
+		}
+		t.Fatalf("%s: not within 5 s", what)
+		return false
+	}
+	until("the hog running", hogRuns)
+	base := s.r.EnterCount()
+	fill <- true
+	told = true
+	if until("the owner waiting in io_uring_enter", func() bool { return s.r.EnterCount() > base && inEnter() }) {
+		unix.Tgkill(unix.Getpid(), s.tid, unix.SIGURG)
+		// Back from the wait: it gives up (got) or waits again.
+		until("the owner waiting again", func() bool { return s.r.EnterCount() > base+1 && inEnter() })
+	}
+	t.Logf("io_uring_enter calls by then: %d", s.r.EnterCount()-base)
+	unix.Kill(hogPid, unix.SIGKILL)
+	if !got {
+		res = <-result
+	}
+	if res != 1 {
+		t.Fatalf("cancelAll after its SQ wait was cut short: %d, want 1 (the parked poll cancelled)", res)
 	}
 }

@@ -247,17 +247,27 @@ func setup(entries uint32, p *sys.Params, other *Ring) (int, error) {
 // cancel's result: the number of requests cancelled, or a negative errno
 // (-1 when the cancel could not be submitted or did not complete).
 func (r *Ring) cancelAll() int32 {
+	deadline := time.Now().Add(time.Second)
 	s := r.GetSQE()
-	if s == nil {
-		r.Submit()
-		if s = r.GetSQE(); s == nil {
+	for s == nil {
+		// SQ full: submit to make room, and again until there is some.
+		// With SQPoll, Submit waits for the SQ thread to free a slot
+		// (IORING_ENTER_SQ_WAIT), but a signal ends that wait early, the
+		// SQ still full, and the kernel reports no EINTR for it.
+		_, err := r.Submit()
+		switch {
+		case err == unix.EAGAIN || err == unix.EBUSY:
+			r.ForEachCQE(func(CQE) bool { return true }) // make room
+		case err != nil:
+			return -1
+		}
+		if s = r.GetSQE(); s == nil && !time.Now().Before(deadline) {
 			return -1
 		}
 	}
 	s.PrepCancel(0, CancelAny|CancelAll, CloseUserData)
 	res := int32(-1)
 	done := false
-	deadline := time.Now().Add(time.Second)
 	for !done && time.Now().Before(deadline) {
 		if _, err := r.SubmitAndWait(1, 50*time.Millisecond); err != nil && err != unix.ETIME {
 			return -1
