@@ -794,51 +794,6 @@ func countInterfaceDumps(t *testing.T) *atomic.Int64 {
 	return &n
 }
 
-// TestShutdownFromHandler calls Shutdown from a Handler callback, on a loop
-// goroutine, which Shutdown's doc allows (any goroutine). It cannot wait
-// there for its own loop to exit: it must return, and the engine stop. It
-// deadlocked: Shutdown waited for the loop that was running it.
-func TestShutdownFromHandler(t *testing.T) {
-	for _, b := range testBackends {
-		t.Run(string(b), func(t *testing.T) {
-			returned := make(chan error, 1)
-			var eng atomic.Pointer[Engine]
-			h := &BaseHandlerFunc{data: func(c *Conn, buf Buffer) bool {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				returned <- eng.Load().Shutdown(ctx)
-				return false
-			}}
-			e, addr, done := listenAndRun(t, testConfig(b), h)
-			eng.Store(e)
-			c, err := net.Dial("tcp", addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			if _, err := c.Write([]byte("quit")); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case err := <-returned:
-				if err != nil {
-					t.Errorf("Shutdown from a handler: %v", err)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("Shutdown called from a handler did not return")
-			}
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Error(err)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("Run did not return after a Shutdown from a handler")
-			}
-		})
-	}
-}
-
 // TestAbstractUnixListenerClose listens on an abstract Unix socket
 // ("@name", no file) with a file of that name in the working directory:
 // Listener.Close must leave the file alone, as package net does. It
@@ -1427,77 +1382,86 @@ func TestDialErrorNamesAddress(t *testing.T) {
 	}
 }
 
-// TestShutdownFromHandlerDrains calls Shutdown from a handler as package
-// net's users do, with a context.WithTimeout whose cancel is deferred: the
-// connections still open must drain, not be closed at once. Shutdown runs
-// on in a goroutine there (8aa346b), and the cancel, due as soon as the
-// handler returned, ended its wait before it began: every connection got
-// OnClose with ErrClosed.
-func TestShutdownFromHandlerDrains(t *testing.T) {
+// TestShutdownFromHandler calls Shutdown from a Handler callback, on a loop
+// goroutine, which Shutdown's doc allows (any goroutine), as package net's
+// users do: with a context.WithTimeout whose cancel is deferred. It cannot
+// wait there for its own loop to exit: it must return, and the engine stop
+// (it deadlocked: Shutdown waited for the loop that was running it). With
+// time left, the connections still open must drain, not be closed at once:
+// Shutdown runs on in a goroutine there (8aa346b), and the cancel, due as
+// soon as the handler returned, ended its wait before it began (every
+// connection got OnClose with ErrClosed). With the deadline passed already,
+// the engine stops at once and closes them with ErrClosed.
+func TestShutdownFromHandler(t *testing.T) {
 	for _, b := range testBackends {
-		t.Run(string(b), func(t *testing.T) {
-			returned := make(chan error, 1)
-			var eng atomic.Pointer[Engine]
-			var mu sync.Mutex
-			var errs []error
-			h := &BaseHandlerFunc{
-				data: func(c *Conn, buf Buffer) bool {
-					if string(buf.Bytes()) != "quit" {
-						c.Write(buf.Bytes())
-						return false
+		for _, tc := range []struct {
+			name    string
+			timeout time.Duration
+		}{{"drain", 20 * time.Second}, {"deadline passed", -time.Second}} {
+			t.Run(string(b)+"/"+tc.name, func(t *testing.T) {
+				returned := make(chan error, 1)
+				var eng atomic.Pointer[Engine]
+				h := &closeErrHandler{echoHandler: echoHandler{onData: func(c *Conn, buf Buffer) {
+					if string(buf.Bytes()) == "quit" {
+						ctx, cancel := context.WithTimeout(context.Background(), tc.timeout)
+						defer cancel()
+						returned <- eng.Load().Shutdown(ctx)
 					}
-					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-					defer cancel()
-					returned <- eng.Load().Shutdown(ctx)
-					return false
-				},
-				closed: func(c *Conn, err error) {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-				},
-			}
-			e, addr, done := listenAndRun(t, testConfig(b), h)
-			eng.Store(e)
-			stay, err := net.Dial("tcp", addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer stay.Close()
-			if err := roundTrip(stay, []byte("before")); err != nil {
-				t.Fatal(err)
-			}
-			quit, err := net.Dial("tcp", addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer quit.Close()
-			if _, err := quit.Write([]byte("quit")); err != nil {
-				t.Fatal(err)
-			}
-			if err := <-returned; err != nil {
-				t.Errorf("Shutdown from a handler: %v", err)
-			}
-			// Draining: the open connection is served until its peer
-			// closes it, and the engine has not stopped meanwhile.
-			if err := roundTrip(stay, []byte("during")); err != nil {
-				t.Errorf("a connection open at Shutdown: %v", err)
-			}
-			if e.stopped.Load() {
-				t.Error("the engine stopped with a connection open, within Shutdown's 20 s")
-			}
-			stay.Close()
-			quit.Close()
-			if err := <-done; err != nil {
-				t.Error(err)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			for _, err := range errs {
-				if errors.Is(err, ErrClosed) {
-					t.Errorf("OnClose got %v: a connection was closed by Shutdown, not drained", err)
+				}}}
+				e, addr, done := listenAndRun(t, testConfig(b), h)
+				eng.Store(e)
+				stay, err := net.Dial("tcp", addr)
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-		})
+				defer stay.Close()
+				if err := roundTrip(stay, []byte("before")); err != nil {
+					t.Fatal(err)
+				}
+				quit, err := net.Dial("tcp", addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer quit.Close()
+				if _, err := quit.Write([]byte("quit")); err != nil {
+					t.Fatal(err)
+				}
+				if err := <-returned; err != nil {
+					t.Errorf("Shutdown from a handler: %v", err)
+				}
+				if tc.timeout < 0 {
+					// Stopped at once, closing both connections.
+					if err := <-done; err != nil {
+						t.Error(err)
+					}
+					h.mu.Lock()
+					defer h.mu.Unlock()
+					if len(h.errs) != 2 || !errors.Is(h.errs[0], ErrClosed) || !errors.Is(h.errs[1], ErrClosed) {
+						t.Errorf("OnClose got %v, want ErrClosed for both connections", h.errs)
+					}
+					return
+				}
+				// Draining: the open connection is served until its peer
+				// closes it, and the engine has not stopped meanwhile.
+				if err := roundTrip(stay, []byte("during")); err != nil {
+					t.Errorf("a connection open at Shutdown: %v", err)
+				}
+				if e.stopped.Load() {
+					t.Error("the engine stopped with a connection open, within Shutdown's 20 s")
+				}
+				stay.Close()
+				quit.Close()
+				if err := <-done; err != nil {
+					t.Error(err)
+				}
+				h.mu.Lock()
+				defer h.mu.Unlock()
+				for _, err := range h.errs {
+					if errors.Is(err, ErrClosed) {
+						t.Errorf("OnClose got %v: a connection was closed by Shutdown, not drained", err)
+					}
+				}
+			})
+		}
 	}
 }
