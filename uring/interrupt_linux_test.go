@@ -161,7 +161,8 @@ func TestMinWaitInterruptedNearTimeout(t *testing.T) {
 // with a SCHED_FIFO shell loop pinned there (a process: a Go goroutine
 // spinning is preempted by the runtime, and its CPU idles meanwhile), fills
 // the SQ behind a parked poll, signals the owner once it sleeps in the SQ
-// wait, waits until it either gave up or waits again, and ends the loop:
+// wait (its wchan), waits until it either gave up or waits again, and ends
+// the loop:
 // the cancel must still be made and reach the poll.
 func TestCancelAllSQPollFull(t *testing.T) {
 	needFeatures(t, "IORING_SETUP_SQPOLL", "IORING_SETUP_SQ_AFF")
@@ -260,10 +261,10 @@ func TestCancelAllSQPollFull(t *testing.T) {
 		f := strings.Fields(after) // f[0] is field 3
 		return ok && len(f) > 38 && f[0] == "R" && f[36] == strconv.Itoa(sqCPU) && f[38] == "1"
 	}
-	syscallFile := fmt.Sprintf("/proc/self/task/%d/syscall", s.tid)
-	inEnter := func() bool { // the owner is blocked in io_uring_enter
-		b, _ := os.ReadFile(syscallFile)
-		return strings.HasPrefix(string(b), strconv.Itoa(unix.SYS_IO_URING_ENTER)+" ")
+	wchan := fmt.Sprintf("/proc/self/task/%d/wchan", s.tid)
+	inSQWait := func() bool { // the owner sleeps in the kernel's SQ wait
+		b, _ := os.ReadFile(wchan)
+		return string(b) == "io_sqpoll_wait_sq"
 	}
 	res, got := int32(0), false
 	until := func(what string, cond func() bool) bool {
@@ -285,10 +286,10 @@ func TestCancelAllSQPollFull(t *testing.T) {
 	base := s.r.EnterCount()
 	fill <- true
 	told = true
-	if until("the owner waiting in io_uring_enter", func() bool { return s.r.EnterCount() > base && inEnter() }) {
+	if until("the owner sleeping in the SQ wait", func() bool { return s.r.EnterCount() > base && inSQWait() }) {
 		unix.Tgkill(unix.Getpid(), s.tid, unix.SIGURG)
 		// Back from the wait: it gives up (got) or waits again.
-		until("the owner waiting again", func() bool { return s.r.EnterCount() > base+1 && inEnter() })
+		until("the owner sleeping in the SQ wait again", func() bool { return s.r.EnterCount() > base+1 && inSQWait() })
 	}
 	t.Logf("io_uring_enter calls by then: %d", s.r.EnterCount()-base)
 	unix.Kill(hogPid, unix.SIGKILL)
