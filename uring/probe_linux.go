@@ -326,25 +326,41 @@ func probeSendZC(extra uint16) error {
 		return err
 	}
 	if c.Res < 0 {
-		return c.Err()
+		return &probeVerdict{c.Err()}
 	}
 	if c.Res != 5 || !c.More() {
-		return fmt.Errorf("send completed with res %d, flags %#x: want 5 bytes and a notification to come", c.Res, c.Flags)
+		return &probeVerdict{fmt.Errorf("send completed with res %d, flags %#x: want 5 bytes and a notification to come", c.Res, c.Flags)}
 	}
 	if c, err = probeReap(r); err != nil {
 		return err
 	}
 	if !c.Notif() {
-		return fmt.Errorf("second completion flags %#x: not the notification", c.Flags)
+		return &probeVerdict{fmt.Errorf("second completion flags %#x: not the notification", c.Flags)}
 	}
 	return nil
 }
 
-var recvLimit struct {
+// probedFeature is a kernel feature probed once per process: the kernel's
+// answer is kept, a probe that could not ask is tried again.
+type probedFeature struct {
 	mu    sync.Mutex
 	known bool // the kernel answered: ok is its verdict
 	ok    bool
 }
+
+func (p *probedFeature) has(probe func() error) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.known {
+		err := probe()
+		var verdict *probeVerdict
+		p.known = err == nil || errors.As(err, &verdict)
+		p.ok = err == nil
+	}
+	return p.ok
+}
+
+var recvLimit, sendZC probedFeature
 
 // HasRecvLimit reports whether multishot receives take a byte limit
 // (SQE.SetRecvLimit), probed on a ring of its own. The kernel's answer is
@@ -352,20 +368,24 @@ var recvLimit struct {
 // no socket, no answer within a second) reports false and is tried again
 // at the next call. Any goroutine.
 func HasRecvLimit() bool {
-	recvLimit.mu.Lock()
-	defer recvLimit.mu.Unlock()
-	if !recvLimit.known {
-		err := probeRecv(false, 2)
-		var verdict *probeVerdict
-		recvLimit.known = err == nil || errors.As(err, &verdict)
-		recvLimit.ok = err == nil
-	}
-	return recvLimit.ok
+	return recvLimit.has(func() error { return probeRecv(false, 2) })
+}
+
+// HasSendZC reports whether PrepSendZC's sends work (Linux 6.2: SEND_ZC
+// with IORING_SEND_ZC_REPORT_USAGE; 6.0 and 6.1 have the opcode but
+// refuse the flag), probed once with a datagram to a loopback UDP socket
+// on a ring of its own. The kernel's answer is kept for the life of the
+// process; a probe that could not ask reports false and is tried again at
+// the next call. Any goroutine.
+func HasSendZC() bool {
+	return sendZC.has(func() error { return probeSendZC(0) })
 }
 
 // probeVerdict is a probe's error that is the kernel's answer (a
 // completion's error or behaviour), not a failure to ask.
 type probeVerdict struct{ error }
+
+func (v *probeVerdict) Unwrap() error { return v.error }
 
 func readInt(path string) int {
 	b, err := os.ReadFile(path)

@@ -165,7 +165,16 @@ func TestProbeSendZC(t *testing.T) {
 	if err := probeSendZC(0); err != nil {
 		t.Errorf("probeSendZC: %v", err)
 	}
-	if err := probeSendZC(1 << 15); !errors.Is(err, unix.EINVAL) {
+	err = probeSendZC(1 << 15)
+	if !errors.Is(err, unix.EINVAL) {
 		t.Errorf("probeSendZC with an unknown ioprio flag: %v, want EINVAL", err)
+	}
+	// The refusal is the kernel's answer, which HasSendZC keeps.
+	var verdict *probeVerdict
+	if !errors.As(err, &verdict) {
+		t.Errorf("probeSendZC's refusal %v is not a verdict: HasSendZC would probe again at every call", err)
+	}
+	if kver.AtLeast(f.Kernel, "6.2") && !HasSendZC() {
+		t.Errorf("HasSendZC false on %s", f.Kernel)
 	}
 }

@@ -10,3 +10,6 @@ func Probe() (*Features, error) {
 
 // HasRecvLimit reports false outside Linux. Any goroutine.
 func HasRecvLimit() bool { return false }
+
+// HasSendZC reports false outside Linux. Any goroutine.
+func HasSendZC() bool { return false }
