@@ -167,7 +167,9 @@ type Config struct {
 	// A queue segment is at most ReadBufferSize bytes. Default 0 (off): on
 	// loopback and veth the kernel copies anyway and adds a notification
 	// CQE per send, and on this project's test VM a 1 MB loopback echo
-	// took 10-40x longer with it (stalls of hundreds of ms).
+	// took 10-40x longer with it (stalls of hundreds of ms). Where the
+	// kernel refuses it (before 6.2) or the registration fails, the loops
+	// send without it and the engine says so once.
 	SendZCThreshold int
 	// MaxQueuedReadBuffers bounds how many receive buffers one
 	// connection's write queue may hold (Conn.WriteBuffer with a buffer
@@ -377,6 +379,27 @@ type Engine struct {
 	// napiLogOnce: the first uring-napi loop says which NAPI tracking is
 	// in effect.
 	napiLogOnce sync.Once
+	// degradeOnce: the first loop to go without a feature says so, once
+	// per engine and feature.
+	degradeOnce [nDegrades]sync.Once
+}
+
+// A degrade is a feature of the configuration that a loop went without
+// because the kernel refused it.
+type degrade int
+
+const (
+	degradeSQPoll degrade = iota
+	degradeNAPI
+	degradeSendZC
+	degradeBatchWait
+	nDegrades
+)
+
+// degraded logs, once per engine and feature d, that a loop runs without
+// d. Any goroutine.
+func (e *Engine) degraded(d degrade, format string, args ...any) {
+	e.degradeOnce[d].Do(func() { e.cfg.Logf(format, args...) })
 }
 
 // Backend reports the backend the engine's loops run, after any fallback.

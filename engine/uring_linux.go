@@ -98,10 +98,7 @@ var recvLimitUsable = uring.HasRecvLimit
 // next wait to batch (Config.BatchWait): two requests' receive and send.
 const batchFrom = 4
 
-var (
-	sqpollLogOnce  sync.Once
-	degradeLogOnce sync.Once
-)
+var sqpollLogOnce sync.Once
 
 func newURingBackend(b Backend, c *Config) backend {
 	return &uringBackend{kind: b, cfg: c}
@@ -134,9 +131,7 @@ func (b *uringBackend) init(l *Loop) error {
 		if l.id == 0 {
 			close(l.e.sqpoll.ready)
 		}
-		degradeLogOnce.Do(func() {
-			l.e.cfg.Logf("engine: SQPOLL ring failed (%v); running uring without SQPOLL", err)
-		})
+		l.e.degraded(degradeSQPoll, "engine: SQPOLL ring failed (%v); running uring without SQPOLL", err)
 		rc.SQPoll, rc.SQThreadIdle, rc.SQAffinity = false, 0, false
 		rc.DeferTaskrun, rc.AttachWQ = true, nil
 		r, err = uring.New(rc)
@@ -170,10 +165,10 @@ func (b *uringBackend) init(l *Loop) error {
 	}
 	if b.cfg.SendZCThreshold > 0 {
 		// The slab's first region (mapped before init) is fixed buffer 0.
-		if err := r.RegisterBuffers([][]byte{l.chunks.regions[0]}); err != nil {
-			degradeLogOnce.Do(func() {
-				l.e.cfg.Logf("engine: registering the send slab failed (%v); sending without SEND_ZC", err)
-			})
+		if !sendZCUsable() {
+			l.e.degraded(degradeSendZC, "engine: the kernel refuses SEND_ZC with usage reports (IORING_SEND_ZC_REPORT_USAGE, 6.2); sending without SEND_ZC")
+		} else if err := r.RegisterBuffers([][]byte{l.chunks.regions[0]}); err != nil {
+			l.e.degraded(degradeSendZC, "engine: registering the send slab failed (%v); sending without SEND_ZC", err)
 		} else {
 			b.zcMin = b.cfg.SendZCThreshold
 			b.zcChunks = int32(l.chunks.perRegion)
@@ -183,9 +178,7 @@ func (b *uringBackend) init(l *Loop) error {
 		if r.HasMinWait() {
 			b.batchWait = b.cfg.BatchWait
 		} else {
-			degradeLogOnce.Do(func() {
-				l.e.cfg.Logf("engine: the kernel has no IORING_FEAT_MIN_TIMEOUT (6.12); waiting without Config.BatchWait")
-			})
+			l.e.degraded(degradeBatchWait, "engine: the kernel has no IORING_FEAT_MIN_TIMEOUT (6.12); waiting without Config.BatchWait")
 		}
 	}
 	b.armWake()
@@ -207,9 +200,7 @@ func (b *uringBackend) registerNAPI() {
 		_, err = registerNAPI(b.r, c)
 	}
 	if err != nil {
-		degradeLogOnce.Do(func() {
-			l.e.cfg.Logf("engine: IORING_REGISTER_NAPI failed (%v); running uring without busy polling", err)
-		})
+		l.e.degraded(degradeNAPI, "engine: IORING_REGISTER_NAPI failed (%v); running uring without busy polling", err)
 		return
 	}
 	b.napi, b.napiStatic = true, c.Static
@@ -230,6 +221,10 @@ var (
 	registerNAPI = (*uring.Ring).RegisterNAPI
 	addNAPIID    = (*uring.Ring).AddNAPIID
 )
+
+// sendZCUsable is uring.HasSendZC; tests replace it to run the path of
+// kernels that refuse PrepSendZC's sends (6.0 and 6.1).
+var sendZCUsable = uring.HasSendZC
 
 func (b *uringBackend) msgRing(dst *Loop, ringFd int) bool {
 	// The completion names dst, to wake it another way if the message
