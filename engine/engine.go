@@ -432,8 +432,10 @@ func (e *Engine) Stats() Stats {
 
 // Run starts the loops and blocks until ctx is done or Shutdown has finished;
 // it then closes every connection and listener and returns once all loop
-// threads have exited. It returns an error if a loop cannot start. Call it once, from
-// any goroutine.
+// threads have exited. It returns an error if a loop cannot start, and the
+// errors of loops that left early because their kernel queue failed (the
+// other loops serve on until ctx is done or Shutdown; each failure is also
+// logged when it happens). Call it once, from any goroutine.
 func (e *Engine) Run(ctx context.Context) error {
 	e.mu.Lock()
 	if e.state != 0 {
@@ -484,7 +486,11 @@ func (e *Engine) Run(ctx context.Context) error {
 	// Stopped through ctx, or by a loop that could not start: close the
 	// listeners as Shutdown does, so that Unix socket files go with them.
 	e.closeListeners()
-	return firstErr
+	errs := []error{firstErr}
+	for _, l := range e.loops {
+		errs = append(errs, l.failed)
+	}
+	return errors.Join(errs...)
 }
 
 // closeListeners closes the listeners still open. Any goroutine.

@@ -295,7 +295,8 @@ func (l *Loop) serve() {
 		if err := l.be.poll(timeout); err != nil {
 			// The kernel queue is broken: close everything and leave.
 			if !l.stopping {
-				l.e.cfg.Logf("engine: loop %d (CPU %d): %v; closing its connections and stopping", l.id, l.cpu, err)
+				l.failed = fmt.Errorf("engine: loop %d (CPU %d): %w", l.id, l.cpu, err)
+				l.e.cfg.Logf("%v; closing its connections and stopping", l.failed)
 			}
 			l.stopping = true
 			l.abortAll()

@@ -65,6 +65,9 @@ type Loop struct {
 	be  backend
 	h   Handler
 	hwm int
+	// failed is why the loop left before the engine stopped (its kernel
+	// queue failed). Written by the loop, read once the loops have exited.
+	failed error
 	// ringLimit is Config.MaxQueuedReadBuffers where receive buffers come
 	// from a ring the loop's connections share (the uring backends); 0
 	// where they come from the send slab (epoll) or the bound is off (-1):

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -71,7 +72,19 @@ func TestFullSQSubmitFails(t *testing.T) {
 				default:
 				}
 			}
-			e, addr := startEngine(t, cfg, &echoHandler{})
+			e, err := New(cfg, &echoHandler{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ln, err := e.Listen("tcp", "127.0.0.1:0", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := ln.Addr().String()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			ran := make(chan error, 1)
+			go func() { ran <- e.Run(ctx) }()
 			c, err := net.Dial("tcp", addr)
 			if err != nil {
 				t.Fatal(err)
@@ -106,6 +119,11 @@ func TestFullSQSubmitFails(t *testing.T) {
 			if c2, err := net.Dial("tcp", addr); err == nil {
 				c2.Close()
 				t.Error("the loop's listener socket still takes connections")
+			}
+			// Run, ended, says why the loop left.
+			cancel()
+			if err := <-ran; !errors.Is(err, errnoOf(tc.err)) {
+				t.Errorf("Run returned %v, want the loop's %v", err, tc.err)
 			}
 		})
 	}
