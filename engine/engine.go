@@ -430,12 +430,13 @@ func (e *Engine) Stats() Stats {
 	return s
 }
 
-// Run starts the loops and blocks until ctx is done or Shutdown has finished;
-// it then closes every connection and listener and returns once all loop
-// threads have exited. It returns an error if a loop cannot start, and the
-// errors of loops that left early because their kernel queue failed (the
-// other loops serve on until ctx is done or Shutdown; each failure is also
-// logged when it happens). Call it once, from any goroutine.
+// Run starts the loops and blocks until ctx is done, Shutdown has finished
+// or every loop has left; it then closes every connection and listener and
+// returns once all loop threads have exited. It returns an error if a loop
+// cannot start, and the errors of loops that left early because their
+// kernel queue failed (the other loops serve on until ctx is done or
+// Shutdown; each failure is also logged when it happens). Call it once,
+// from any goroutine.
 func (e *Engine) Run(ctx context.Context) error {
 	e.mu.Lock()
 	if e.state != 0 {
@@ -481,6 +482,9 @@ func (e *Engine) Run(ctx context.Context) error {
 	case <-ctx.Done():
 		e.stop()
 	case <-e.stopping:
+	case <-e.exited:
+		// Every loop left, their kernel queues failed: nothing serves.
+		e.stop()
 	}
 	<-e.exited
 	// Stopped through ctx, or by a loop that could not start: close the

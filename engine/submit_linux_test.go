@@ -120,10 +120,18 @@ func TestFullSQSubmitFails(t *testing.T) {
 				c2.Close()
 				t.Error("the loop's listener socket still takes connections")
 			}
-			// Run, ended, says why the loop left.
-			cancel()
-			if err := <-ran; !errors.Is(err, errnoOf(tc.err)) {
-				t.Errorf("Run returned %v, want the loop's %v", err, tc.err)
+			// Run returns by itself, no loop being left to serve (it
+			// waited for ctx), and says why the loop left. The timer is a
+			// guard against a hang, not a measurement.
+			select {
+			case err := <-ran:
+				if !errors.Is(err, errnoOf(tc.err)) {
+					t.Errorf("Run returned %v, want the loop's %v", err, tc.err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Error("Run still running 10 s after its only loop left")
+				cancel()
+				<-ran
 			}
 		})
 	}
