@@ -93,16 +93,26 @@ func sub32(a, b uint64) uint64 {
 	return uint64(uint32(b) - uint32(a))
 }
 
+// maxIRQRate bounds the interrupts one CPU can take a second (each costs
+// it at least a microsecond on entry and exit), with a margin of ten.
+const maxIRQRate = 10_000_000
+
 // irqDelta returns, per CPU, how many times irq fired between a and b.
 // Only CPUs with a column in both count: a CPU that came online during
 // the sample shows its count since boot. An IRQ whose description changed
 // (freed and requested again, by another device or chip) restarted from
 // 0, so a decrease of its count is a reset and its count in b the growth;
-// otherwise a decrease is a wrap. (A description can change without a
-// reset, as an action added to a shared IRQ: an increase is growth.)
+// otherwise a decrease is a wrap, unless the wrap would mean more than
+// maxIRQRate interrupts a second on that CPU over the sample: then it is a
+// reset too (a driver that freed and requested its IRQs again, as on a
+// link down and up or a channel change, keeps their descriptions, and the
+// kernel counts a reallocated IRQ from 0). (A description can change
+// without a reset, as an action added to a shared IRQ: an increase is
+// growth.)
 func irqDelta(a, b *Snapshot, irq int) map[int]uint64 {
 	pa, pb := a.Interrupts.PerCPU(irq), b.Interrupts.PerCPU(irq)
 	reset := a.Interrupts.IRQs[irq].Desc != b.Interrupts.IRQs[irq].Desc
+	maxWrap := maxIRQRate * b.Time.Sub(a.Time).Seconds()
 	out := map[int]uint64{}
 	for cpu, v := range pb {
 		before, ok := pa[cpu]
@@ -110,7 +120,7 @@ func irqDelta(a, b *Snapshot, irq int) map[int]uint64 {
 			continue
 		}
 		d := sub32(before, v)
-		if reset && v < before {
+		if v < before && (reset || float64(d) > maxWrap) {
 			d = v
 		}
 		if d > 0 {

@@ -474,3 +474,44 @@ func TestDiagnoseCounterWrap(t *testing.T) {
 		t.Errorf("NET_RX with CPU 1 onlined during the sample: delta %v, want 0:16", d)
 	}
 }
+
+// TestIRQDeltaReset: an IRQ freed and requested again by the same driver
+// (link down and up, a channel change) keeps its description, and the
+// kernel counts it from 0 again. A decrease too large to be a wrap within
+// the sample (more than maxIRQRate a second on the CPU) is such a reset,
+// whose count in the second reading is the growth; one that fits in the
+// sample stays a wrap. The decrease was read as a wrap, some 4 billion
+// interrupts in 5 s.
+func TestIRQDeltaReset(t *testing.T) {
+	h := loadHost(t, fxVM)
+	a, err := TakeSnapshot("testdata/wrap/before", h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := TakeSnapshot("testdata/wrap/after", h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Time = a.Time.Add(5 * time.Second)
+	// IRQ 41 requested again by the same device: the description of a.
+	c41 := b.Interrupts.IRQs[41]
+	c41.Desc = a.Interrupts.IRQs[41].Desc
+	b.Interrupts.IRQs[41] = c41
+	if d := irqDelta(a, b, 41); !maps.Equal(d, map[int]uint64{0: 7}) {
+		t.Errorf("IRQ 41 counted from 0 again (2672 then 7 in 5 s): delta %v, want 0:7", d)
+	}
+	// A wrap that fits in the sample stays one: IRQ 38's 296+500
+	// interrupts across it take 80 µs at maxIRQRate.
+	b.Time = a.Time.Add(time.Millisecond)
+	if d := irqDelta(a, b, 38); !maps.Equal(d, map[int]uint64{1: 796}) {
+		t.Errorf("IRQ 38 wrapped on CPU 1 in 1 ms: delta %v, want 1:796", d)
+	}
+	fs := Diagnose(h, a, b, Options{LoopCPUs: topo.NewCPUSet(0)})
+	for _, f := range fs {
+		for _, e := range f.Evidence {
+			if strings.Contains(e, "IRQ 41") && strings.Contains(e, "4294") {
+				t.Errorf("evidence counts IRQ 41's reset as a wrap: %q", e)
+			}
+		}
+	}
+}
