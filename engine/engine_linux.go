@@ -552,7 +552,8 @@ func (e *Engine) Listen(network, address string, lc *ListenConfig) (*Listener, e
 	defer e.mu.Unlock()
 	// Once stopping, a loop may have exited: it would never take the new
 	// sockets. (A loop exiting now closes them in cleanup, which waits
-	// for mu.)
+	// for mu; one that left early, its ring broken, has them closed
+	// below.)
 	if e.state == 2 || e.draining.Load() || e.stopped.Load() {
 		return nil, ErrClosed
 	}
@@ -677,7 +678,14 @@ func (e *Engine) Listen(network, address string, lc *ListenConfig) (*Listener, e
 			continue
 		}
 		i, l := i, l
-		l.Post(func() { ln.add(l, i) })
+		if !l.post(func() { ln.add(l, i) }) {
+			// The loop left before the engine stopped (its ring
+			// broke), its cleanup done: no one would accept on the
+			// socket, which takes its share of the connections. Closed,
+			// it leaves the SO_REUSEPORT group, and those go to the
+			// other loops.
+			ln.closePending(i)
+		}
 	}
 	return ln, nil
 }

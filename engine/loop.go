@@ -133,12 +133,20 @@ func (l *Loop) Stats() Stats { return l.st.snapshot() }
 // run in the order posted. Once the loop has exited (the engine stopped, or
 // was shut down without running) f can never run and is dropped. Any
 // goroutine; f must not block.
-func (l *Loop) Post(f func()) {
+func (l *Loop) Post(f func()) { l.post(f) }
+
+// post is Post, reporting whether f was queued: false once the loop has
+// exited. Any goroutine.
+func (l *Loop) post(f func()) bool {
 	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.wakeFd < 0 {
+		return false
+	}
 	if l.enqueueLocked(f) {
 		l.wakeLocked()
 	}
-	l.mu.Unlock()
+	return true
 }
 
 // enqueueLocked queues f unless the loop has exited, and reports whether

@@ -204,3 +204,57 @@ func TestFullSQSubmitRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestListenAfterLoopLeft: a Listen after one loop has left (its ring
+// broke, the other serving on) gave that loop a socket in the SO_REUSEPORT
+// group all the same, which no loop accepted on and nothing closed, not
+// even Listener.Close (the loop's removal was posted to a loop that had
+// exited): connections steered to it, those arriving on the left loop's
+// CPU, waited in its queue for good. The listener must keep no socket for
+// that loop, and a client on its CPU must be served by the other loop.
+func TestListenAfterLoopLeft(t *testing.T) {
+	failSubmits(t, -1, os.NewSyscallError("io_uring_enter", unix.EOWNERDEAD))
+	cfg := testConfig(BackendURing)
+	cfg.CPUs = []int{0, 1}
+	e, err := New(cfg, &echoHandler{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- e.Run(context.Background()) }()
+	defer func() {
+		if err := e.Shutdown(context.Background()); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		if err := <-ran; !errors.Is(err, unix.EOWNERDEAD) {
+			t.Errorf("Run returned %v, want loop 1's EOWNERDEAD", err)
+		}
+	}()
+	l := e.Loops()[1]
+	l.Post(func() { fillSQ(l.be.(*uringBackend)) })
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		l.mu.Lock()
+		gone := l.wakeFd < 0
+		l.mu.Unlock()
+		if gone {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("loop 1 has not left 10 s after its submission failed")
+		}
+	}
+	ln, err := e.Listen("tcp", "127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ln.mu.Lock()
+	fd := ln.fds[1]
+	ln.mu.Unlock()
+	if fd >= 0 {
+		t.Errorf("the new listener keeps socket %d for the loop that left", fd)
+	}
+	if err := dialFromCPU(1, ln.Addr().String()); err != nil {
+		t.Errorf("a client on the left loop's CPU: %v", err)
+	}
+}
