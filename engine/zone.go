@@ -30,19 +30,19 @@ var zoneCacheAge = time.Minute
 // interfaces lists the host's network interfaces; tests count the calls.
 var interfaces = net.Interfaces
 
-// update takes a new dump if force is set or the last one is too old. It
-// keeps the old maps if the dump fails.
-func (z *zoneCache) update(force bool) {
+// update takes a new dump if force is set or the last one is too old, and
+// reports whether it did. It keeps the old maps if the dump fails.
+func (z *zoneCache) update(force bool) bool {
 	now := time.Now()
 	z.mu.RLock()
 	fresh := z.toName != nil && now.Sub(z.fetched) < zoneCacheAge
 	z.mu.RUnlock()
 	if fresh && !force {
-		return
+		return false
 	}
 	ift, err := interfaces()
 	if err != nil {
-		return
+		return false
 	}
 	toIndex := make(map[string]uint32, len(ift))
 	toName := make(map[uint32]string, len(ift))
@@ -53,6 +53,7 @@ func (z *zoneCache) update(force bool) {
 	z.mu.Lock()
 	z.fetched, z.toIndex, z.toName = now, toIndex, toName
 	z.mu.Unlock()
+	return true
 }
 
 func (z *zoneCache) lookupName(index uint32) (string, bool) {
@@ -70,11 +71,11 @@ func (z *zoneCache) lookupIndex(name string) (uint32, bool) {
 }
 
 // name names interface index as an IPv6 zone: its name, or the number if
-// it has none now.
+// it has none now. A miss takes a new dump unless the lookup just took one.
 func (z *zoneCache) name(index uint32) string {
-	z.update(false)
+	updated := z.update(false)
 	name, ok := z.lookupName(index)
-	if !ok {
+	if !ok && !updated {
 		z.update(true)
 		name, ok = z.lookupName(index)
 	}
@@ -85,9 +86,10 @@ func (z *zoneCache) name(index uint32) string {
 }
 
 // index returns the interface index an IPv6 zone names: an interface
-// name, or a number as in package net.
+// name, or a number as in package net. A miss takes a new dump unless the
+// lookup just took one.
 func (z *zoneCache) index(zone string) (uint32, error) {
-	z.update(false)
+	updated := z.update(false)
 	if index, ok := z.lookupIndex(zone); ok {
 		return index, nil
 	}
@@ -99,9 +101,10 @@ func (z *zoneCache) index(zone string) (uint32, error) {
 			return uint32(n), nil
 		}
 	}
-	z.update(true)
-	if index, ok := z.lookupIndex(zone); ok {
-		return index, nil
+	if !updated && z.update(true) {
+		if index, ok := z.lookupIndex(zone); ok {
+			return index, nil
+		}
 	}
 	if nerr != nil {
 		return 0, fmt.Errorf("unknown IPv6 zone %q", zone)

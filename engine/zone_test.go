@@ -53,4 +53,14 @@ func TestZoneCacheRefresh(t *testing.T) {
 	check("index veth9, cached", index("veth9"), uint32(9), 5)
 	z.fetched = z.fetched.Add(-zoneCacheAge - time.Second)
 	check("index veth9, aged", index("veth9"), uint32(10), 6)
+
+	// A miss once the dump has aged takes one new dump, not a second
+	// right after it (as package net's cache: a dump made for the age
+	// answers the miss).
+	z.fetched = z.fetched.Add(-zoneCacheAge - time.Second)
+	check("name 42, aged", z.name(42), "42", 7)
+	z.fetched = z.fetched.Add(-zoneCacheAge - time.Second)
+	check("index 42, aged (a number)", index("42"), uint32(42), 8)
+	z.fetched = z.fetched.Add(-zoneCacheAge - time.Second)
+	check("index eth0, aged, gone", index("eth0"), `unknown IPv6 zone "eth0"`, 9)
 }
