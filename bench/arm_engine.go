@@ -51,6 +51,11 @@ type engineConn struct {
 	echo Echo
 	in   []byte // an incomplete request carried to the next read
 	out  []byte
+	// After the last HTTP reply: what comes is dropped until the client
+	// closes, lingerBytes or lingerTimeout (linger).
+	lingering bool
+	drained   int
+	linger    engine.Timer
 }
 
 // engineEcho is the Handler; its callbacks run on the loop goroutines.
@@ -70,6 +75,12 @@ func (h *engineEcho) OnOpen(c *engine.Conn) {
 func (h *engineEcho) OnData(c *engine.Conn, b engine.Buffer) bool {
 	st := c.Context().(*engineConn)
 	data := b.Bytes()
+	if st.lingering {
+		if st.drained += len(data); st.drained > lingerBytes {
+			c.Close()
+		}
+		return false
+	}
 	if len(st.in) == 0 {
 		// The common case: the buffer holds whole requests. Their echo is
 		// the buffer itself, sent without a copy.
@@ -95,6 +106,12 @@ func (h *engineEcho) OnData(c *engine.Conn, b engine.Buffer) bool {
 		}
 	}
 	if err != nil {
+		if st.echo.mode == 'h' && c.CloseWrite() == nil {
+			// The last HTTP reply: FIN after it, then linger.
+			st.lingering, st.in = true, nil
+			st.linger = c.Loop().AfterFunc(lingerTimeout, func() { c.Close() })
+			return false
+		}
 		c.Close()
 		return false
 	}
@@ -110,6 +127,13 @@ func (h *engineEcho) OnData(c *engine.Conn, b engine.Buffer) bool {
 		st.in = append(st.in[:0], rest...)
 	}
 	return false
+}
+
+// OnClose stops a lingering close's timer. Loop goroutine.
+func (h *engineEcho) OnClose(c *engine.Conn, err error) {
+	if st, _ := c.Context().(*engineConn); st != nil {
+		st.linger.Stop()
+	}
 }
 
 func startEngine(ctx context.Context, b engine.Backend, cfg ServerConfig) (Server, error) {

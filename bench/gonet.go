@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"time"
@@ -98,6 +99,9 @@ func (s *goNetServer) serve(c net.Conn) {
 				}
 			}
 			if perr != nil {
+				if e.mode == 'h' { // the last HTTP reply: FIN after it
+					linger(c)
+				}
 				return
 			}
 			if done > 0 { // nothing consumed: no move of in onto itself
@@ -108,6 +112,18 @@ func (s *goNetServer) serve(c net.Conn) {
 			return
 		}
 	}
+}
+
+// linger half-closes c after its last HTTP reply and drops what the
+// client still sends until it closes, for at most lingerTimeout and
+// lingerBytes (see lingerTimeout); the caller then closes c.
+func linger(c net.Conn) {
+	tc, ok := c.(*net.TCPConn)
+	if !ok || tc.CloseWrite() != nil {
+		return
+	}
+	tc.SetReadDeadline(time.Now().Add(lingerTimeout))
+	io.CopyN(io.Discard, tc, lingerBytes)
 }
 
 // Close stops accepting, closes every connection and waits for their

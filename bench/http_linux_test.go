@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -253,5 +254,68 @@ func TestHTTPClose(t *testing.T) {
 	skipUnlessLinux(t)
 	for _, arm := range httpArms {
 		t.Run(arm, func(t *testing.T) { checkHTTPClose(t, startTestServer(t, arm)) })
+	}
+}
+
+// TestHTTPClosePipelined: a client that pipelines requests after one with
+// "Connection: close" gets that response and then the end of the stream,
+// not a reset. The server answers the close request, sends FIN, and drops
+// what the client still sends until the client closes too (bounded in
+// time and bytes). The arms closed at once with the pipelined bytes
+// unread, which makes the kernel send RST instead of FIN: the client's
+// read failed with ECONNRESET (and a response still in the server's send
+// queue is lost).
+func TestHTTPClosePipelined(t *testing.T) {
+	skipUnlessLinux(t)
+	req := []byte("GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	next := []byte("GET /next HTTP/1.1\r\nHost: x\r\n\r\n")
+	// More than any arm reads at once, less than the lingering bound.
+	for len(req) < 160<<10 {
+		req = append(req, next...)
+	}
+	for _, arm := range httpArms {
+		t.Run(arm, func(t *testing.T) {
+			c, err := net.Dial("tcp", startTestServer(t, arm))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			wrote := make(chan error, 1)
+			go func() {
+				_, err := c.Write(req)
+				wrote <- err
+			}()
+			all, err := io.ReadAll(c)
+			if err != nil {
+				t.Fatalf("reading the response to EOF: %v (got %d bytes)", err, len(all))
+			}
+			if err := <-wrote; err != nil {
+				t.Errorf("writing the pipelined requests: %v", err)
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(all)), nil)
+			if err != nil {
+				t.Fatalf("%v in %q", err, all)
+			}
+			body, err := io.ReadAll(resp.Body)
+			if err != nil || resp.StatusCode != 200 || !resp.Close || len(body) != DefaultPayload {
+				t.Errorf("status %d, close %v, %d-byte body, %v: want 200 with Connection: close", resp.StatusCode, resp.Close, len(body), err)
+			}
+			if rest := len(all) - len(body); !bytes.HasSuffix(all, body) || bytes.Contains(all[rest:], []byte("HTTP/1.1")) {
+				t.Errorf("more than one response: %q", all)
+			}
+			// A client that goes on sending and never closes: the server
+			// stops lingering (lingerBytes or lingerTimeout), closes, and a
+			// write fails, well within the deadline.
+			chunk := make([]byte, 4<<10)
+			for sent := 0; ; sent += len(chunk) {
+				if _, err := c.Write(chunk); err != nil {
+					if errors.Is(err, os.ErrDeadlineExceeded) {
+						t.Fatalf("the server still reads after %d more bytes: its lingering is not bounded", sent)
+					}
+					break
+				}
+			}
+		})
 	}
 }

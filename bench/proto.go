@@ -37,6 +37,18 @@ var errProtocol = errors.New("bench: malformed request")
 // keep-alive", or "Connection: close".
 var errClose = errors.New("bench: the HTTP request asked to close the connection")
 
+// After the last reply on an HTTP connection (errClose, or a malformed
+// request) the servers close it the way net/http does: FIN after the
+// reply, then what the client still sends (requests pipelined after the
+// last one) is read and dropped until the client closes its side, for at
+// most lingerTimeout and lingerBytes. A close with received bytes unread
+// makes the kernel send RST instead of FIN, which fails the client's read
+// and drops a reply still in the server's send queue.
+const (
+	lingerTimeout = 500 * time.Millisecond
+	lingerBytes   = 256 << 10
+)
+
 // AppendRequest appends one RPC request frame with a payload of size bytes
 // to dst. The payload encodes seq and conn so that a reply delivered to the
 // wrong request or connection fails verification; size must be at least
@@ -112,8 +124,9 @@ type Echo struct {
 // after a malformed request, or after the reply to an HTTP request that
 // does not keep the connection alive (HTTP/1.0 without "Connection:
 // keep-alive", any request with "Connection: close"; the reply says
-// "Connection: close" and the requests after it are not answered). Called
-// from the connection's goroutine or loop.
+// "Connection: close" and the requests after it are not answered). The
+// go-net and engine arms then close an HTTP connection with a lingering
+// close (lingerTimeout). Called from the connection's goroutine or loop.
 func (e *Echo) Process(in, out []byte) (int, []byte, error) {
 	if len(in) == 0 {
 		return 0, out, nil
