@@ -16,6 +16,7 @@ const MaxHeader = 8 << 10
 var (
 	head          = []byte("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 12\r\n")
 	keepAliveLine = []byte("Connection: keep-alive\r\n")
+	closeLine     = []byte("Connection: close\r\n")
 	crlf          = []byte("\r\n")
 	body          = []byte("hello, world")
 	bad           = []byte("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
@@ -25,8 +26,9 @@ var (
 	badVersion    = []byte("HTTP/1.1 505 HTTP Version Not Supported\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
 )
 
-// After an error response the server closes the connection the way
-// net/http does (closeWriteAndWait): it sends FIN after the response, then
+// After an error response, or the response to a request that does not
+// keep the connection, the server closes the connection the way net/http
+// does (closeWriteAndWait): it sends FIN after the response, then
 // reads and drops what the client still sends, for at most LingerTimeout
 // and LingerBytes, and closes once the client has closed its side or a
 // bound is reached. Closing at once, with request bytes unread or still
@@ -476,7 +478,7 @@ func (h *Handler) OnData(c *engine.Conn, b engine.Buffer) bool {
 		}
 		respond(c, r)
 		if !r.KeepAlive {
-			c.Close()
+			lingerClose(c, st)
 			return false
 		}
 	}
@@ -503,9 +505,19 @@ func fail(c *engine.Conn, st *conn, err error) {
 	default:
 		c.Write(bad)
 	}
+	lingerClose(c, st)
+}
+
+// lingerClose ends c after its last response: FIN after it, then what
+// the client still sends is dropped until it closes, for at most
+// LingerTimeout and LingerBytes. Loop goroutine.
+func lingerClose(c *engine.Conn, st *conn) {
 	st = stateOf(c, st)
 	st.lingering, st.pending = true, nil
-	c.CloseWrite()
+	if c.CloseWrite() != nil {
+		c.Close()
+		return
+	}
 	st.linger = c.Loop().AfterFunc(LingerTimeout, func() { c.Close() })
 }
 
@@ -516,11 +528,15 @@ func (h *Handler) OnClose(c *engine.Conn, err error) {
 	}
 }
 
-// respond writes the answer to r: no body for HEAD, and an HTTP/1.0
-// client that asked to keep the connection is told it is kept.
+// respond writes the answer to r: no body for HEAD; a request that does
+// not keep the connection is told it closes, an HTTP/1.0 client that asked
+// to keep it that it is kept.
 func respond(c *engine.Conn, r Request) {
 	c.Write(head)
-	if r.HTTP10 && r.KeepAlive {
+	switch {
+	case !r.KeepAlive:
+		c.Write(closeLine)
+	case r.HTTP10:
 		c.Write(keepAliveLine)
 	}
 	c.Write(crlf)

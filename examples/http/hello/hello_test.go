@@ -546,3 +546,60 @@ func TestLingerEnds(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseRequestNoReset: a request with "Connection: close", or an
+// HTTP/1.0 one, followed by bytes the server will not read (requests
+// pipelined after it, and one more once the response is read): the response, saying "Connection: close" (RFC 9112
+// section 9.6), then a clean end of stream and no reset, as after an error
+// response. Found in review: the response did not say close, and the
+// server closed at once with those bytes unread, so the kernel reset the
+// connection.
+func TestCloseRequestNoReset(t *testing.T) {
+	for _, backend := range engine.Backends {
+		for _, tc := range []struct{ name, req string }{
+			{"close", "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"},
+			{"HTTP/1.0", "GET / HTTP/1.0\r\n\r\n"},
+		} {
+			req := tc.req
+			t.Run(string(backend)+"/"+tc.name, func(t *testing.T) {
+				addr, _ := startServer(t, backend)
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(5 * time.Second))
+				next := "GET /next HTTP/1.1\r\nHost: x\r\n\r\n"
+				if _, err := io.WriteString(c, req+strings.Repeat(next, (160<<10)/len(next))); err != nil {
+					t.Fatal(err)
+				}
+				r := bufio.NewReader(c)
+				resp, err := http.ReadResponse(r, nil)
+				if err != nil || resp.StatusCode != 200 || !resp.Close {
+					t.Fatalf("response: %v %v; want 200 and close", resp, err)
+				}
+				if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+					t.Fatal(err)
+				}
+				// And a request more once the response is read.
+				if _, err := io.WriteString(c, next); err != nil {
+					t.Fatal(err)
+				}
+				if more, err := io.ReadAll(r); err != nil || len(more) > 0 {
+					t.Fatalf("after the response: %q, %v; want a clean end of stream", more, err)
+				}
+				raw, err := c.(*net.TCPConn).SyscallConn()
+				if err != nil {
+					t.Fatal(err)
+				}
+				var soErr int
+				raw.Control(func(fd uintptr) {
+					soErr, err = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_ERROR)
+				})
+				if err != nil || soErr != 0 {
+					t.Fatalf("SO_ERROR after the response: %v, %v; want no reset", syscall.Errno(soErr), err)
+				}
+			})
+		}
+	}
+}
