@@ -192,6 +192,9 @@ type Config struct {
 	// NoHugePages disables the attempt to put buffers on huge pages
 	// (MAP_HUGETLB, else MADV_HUGEPAGE). Default false: huge pages where
 	// the host has them, the kind used reported by Engine.BufferPages.
+	// The send slab grows by 2 MiB regions (or one ReadBufferSize buffer
+	// if larger), which stay on base pages where a huge page is bigger
+	// (arm64 with 16 or 64 KiB base pages).
 	NoHugePages bool
 	// BatchWait lets a busy uring loop (one whose last iteration handled
 	// two requests or more) gather more completions per wake-up: its next

@@ -816,10 +816,19 @@ func (ln *Listener) Close() error {
 	return nil
 }
 
-// mapMem maps n bytes of anonymous memory off the Go heap, asking for
-// transparent huge pages when huge is set, and reports the page kind.
+// hugePageSize is sys.HugePageSize; tests replace it to run the path of
+// hosts whose huge pages are bigger (arm64 with 16 or 64 KiB base pages).
+var hugePageSize = sys.HugePageSize
+
+// mapMem maps n bytes of anonymous memory off the Go heap, on huge pages
+// when huge is set and n is more than half a huge page (a slab region of
+// buffers whose size does not divide 2 MiB is a little less), and reports
+// the page kind. A smaller mapping stays on base pages: MapAnon would round
+// it up to a whole huge page, 32 MiB on arm64 with 16 KiB base pages and
+// 512 MiB with 64 KiB, all of it backed at the first touch where
+// transparent huge pages are on.
 func mapMem(n int, huge bool) ([]byte, string, error) {
-	b, kind, err := sys.MapAnon(n, huge)
+	b, kind, err := sys.MapAnon(n, huge && 2*n > hugePageSize())
 	if err != nil {
 		return nil, "", err
 	}
