@@ -52,7 +52,7 @@ type engineConn struct {
 	in   []byte // an incomplete request carried to the next read
 	out  []byte
 	// After the last HTTP reply: what comes is dropped until the client
-	// closes, lingerBytes or lingerTimeout (linger).
+	// closes, LingerBytes or LingerTimeout (linger).
 	lingering bool
 	drained   int
 	linger    engine.Timer
@@ -76,7 +76,7 @@ func (h *engineEcho) OnData(c *engine.Conn, b engine.Buffer) bool {
 	st := c.Context().(*engineConn)
 	data := b.Bytes()
 	if st.lingering {
-		if st.drained += len(data); st.drained > lingerBytes {
+		if st.drained += len(data); st.drained > LingerBytes {
 			c.Close()
 		}
 		return false
@@ -106,10 +106,10 @@ func (h *engineEcho) OnData(c *engine.Conn, b engine.Buffer) bool {
 		}
 	}
 	if err != nil {
-		if st.echo.mode == 'h' && c.CloseWrite() == nil {
+		if st.echo.HTTP() && c.CloseWrite() == nil {
 			// The last HTTP reply: FIN after it, then linger.
 			st.lingering, st.in = true, nil
-			st.linger = c.Loop().AfterFunc(lingerTimeout, func() { c.Close() })
+			st.linger = c.Loop().AfterFunc(LingerTimeout, func() { c.Close() })
 			return false
 		}
 		c.Close()

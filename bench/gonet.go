@@ -99,7 +99,7 @@ func (s *goNetServer) serve(c net.Conn) {
 				}
 			}
 			if perr != nil {
-				if e.mode == 'h' { // the last HTTP reply: FIN after it
+				if e.HTTP() { // the last HTTP reply: FIN after it
 					linger(c)
 				}
 				return
@@ -115,15 +115,15 @@ func (s *goNetServer) serve(c net.Conn) {
 }
 
 // linger half-closes c after its last HTTP reply and drops what the
-// client still sends until it closes, for at most lingerTimeout and
-// lingerBytes (see lingerTimeout); the caller then closes c.
+// client still sends until it closes, for at most LingerTimeout and
+// LingerBytes (see LingerTimeout); the caller then closes c.
 func linger(c net.Conn) {
 	tc, ok := c.(*net.TCPConn)
 	if !ok || tc.CloseWrite() != nil {
 		return
 	}
-	tc.SetReadDeadline(time.Now().Add(lingerTimeout))
-	io.CopyN(io.Discard, tc, lingerBytes)
+	tc.SetReadDeadline(time.Now().Add(LingerTimeout))
+	io.CopyN(io.Discard, tc, LingerBytes)
 }
 
 // Close stops accepting, closes every connection and waits for their

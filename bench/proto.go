@@ -37,16 +37,16 @@ var errProtocol = errors.New("bench: malformed request")
 // keep-alive", or "Connection: close".
 var errClose = errors.New("bench: the HTTP request asked to close the connection")
 
-// After the last reply on an HTTP connection (errClose, or a malformed
-// request) the servers close it the way net/http does: FIN after the
+// After the last reply on an HTTP connection (Process's error, Echo.HTTP)
+// the servers close it the way net/http does: FIN after the
 // reply, then what the client still sends (requests pipelined after the
 // last one) is read and dropped until the client closes its side, for at
-// most lingerTimeout and lingerBytes. A close with received bytes unread
+// most LingerTimeout and LingerBytes. A close with received bytes unread
 // makes the kernel send RST instead of FIN, which fails the client's read
 // and drops a reply still in the server's send queue.
 const (
-	lingerTimeout = 500 * time.Millisecond
-	lingerBytes   = 256 << 10
+	LingerTimeout = 500 * time.Millisecond
+	LingerBytes   = 256 << 10
 )
 
 // AppendRequest appends one RPC request frame with a payload of size bytes
@@ -117,6 +117,10 @@ type Echo struct {
 	mode byte // 0 unknown, 'r' RPC, 'h' HTTP
 }
 
+// HTTP reports whether the connection speaks HTTP, as detected by the
+// first Process with data.
+func (e *Echo) HTTP() bool { return e.mode == 'h' }
+
 // Process consumes the complete requests at the start of in, appends their
 // replies to out, and returns how many bytes of in it consumed and the
 // extended out. Incomplete requests are left for the next call with more
@@ -125,8 +129,8 @@ type Echo struct {
 // does not keep the connection alive (HTTP/1.0 without "Connection:
 // keep-alive", any request with "Connection: close"; the reply says
 // "Connection: close" and the requests after it are not answered). The
-// go-net and engine arms then close an HTTP connection with a lingering
-// close (lingerTimeout). Called from the connection's goroutine or loop.
+// servers then close an HTTP connection with a lingering close
+// (LingerTimeout). Called from the connection's goroutine or loop.
 func (e *Echo) Process(in, out []byte) (int, []byte, error) {
 	if len(in) == 0 {
 		return 0, out, nil

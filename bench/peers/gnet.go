@@ -37,6 +37,10 @@ type gnetServer struct {
 type gnetConn struct {
 	echo bench.Echo
 	out  []byte
+	// After the last HTTP reply: what comes is dropped until the client
+	// closes, bench.LingerBytes or bench.LingerTimeout (linger).
+	linger  *time.Timer
+	drained int
 }
 
 func startGnet(ctx context.Context, cfg bench.ServerConfig) (bench.Server, error) {
@@ -94,11 +98,20 @@ func (s *gnetServer) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 }
 
 // OnTraffic answers the complete requests buffered on c, and closes c
-// after a malformed one or an HTTP request that does not keep it alive
-// (gnet writes what it still holds for c before closing it, as far as the
-// socket takes it without blocking). Event-loop goroutine.
+// after a malformed one or an HTTP request that does not keep it alive:
+// an HTTP connection with a lingering close (bench.LingerTimeout) where
+// the reply is all written, else at once (gnet writes what it still holds
+// for c before closing it, as far as the socket takes it without
+// blocking). Event-loop goroutine.
 func (s *gnetServer) OnTraffic(c gnet.Conn) gnet.Action {
 	st := c.Context().(*gnetConn)
+	if st.linger != nil {
+		st.drained += c.InboundBuffered()
+		if _, err := c.Discard(-1); err != nil || st.drained > bench.LingerBytes {
+			return gnet.Close
+		}
+		return gnet.None
+	}
 	in, err := c.Peek(-1)
 	if err != nil {
 		return gnet.Close
@@ -118,7 +131,20 @@ func (s *gnetServer) OnTraffic(c gnet.Conn) gnet.Action {
 		}
 	}
 	if perr != nil {
+		if st.echo.HTTP() && c.OutboundBuffered() == 0 && unix.Shutdown(c.Fd(), unix.SHUT_WR) == nil {
+			// FIN after the reply, then linger: gnet has no half-close.
+			st.linger = time.AfterFunc(bench.LingerTimeout, func() { c.Close() })
+			return s.OnTraffic(c) // drop what is buffered after the request
+		}
 		return gnet.Close
+	}
+	return gnet.None
+}
+
+// OnClose stops a lingering close's timer. Event-loop goroutine.
+func (s *gnetServer) OnClose(c gnet.Conn, err error) gnet.Action {
+	if st, _ := c.Context().(*gnetConn); st != nil && st.linger != nil {
+		st.linger.Stop()
 	}
 	return gnet.None
 }

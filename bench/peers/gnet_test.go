@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"runtime"
 	"testing"
 	"time"
@@ -123,6 +125,66 @@ func TestGnetHTTPClose(t *testing.T) {
 		body, err := io.ReadAll(resp.Body)
 		if err != nil || resp.StatusCode != 200 || !resp.Close || len(body) == 0 {
 			t.Errorf("%q: status %d, close %v, %d-byte body, %v: want 200 with Connection: close", req, resp.StatusCode, resp.Close, len(body), err)
+		}
+	}
+}
+
+// TestGnetHTTPClosePipelined: requests pipelined after one with
+// "Connection: close" do not reset the connection: the client gets that
+// response and then the end of the stream, and a client that goes on
+// sending without closing is closed on in bounded time and bytes. gnet
+// closed at once with the pipelined bytes unread, so the kernel sent RST
+// and the client's read failed with ECONNRESET.
+func TestGnetHTTPClosePipelined(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("gnet arm is tested on Linux")
+	}
+	srv, err := startGnet(context.Background(), bench.ServerConfig{Addr: "127.0.0.1:0", Loops: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := srv.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	req := []byte("GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	for len(req) < 160<<10 {
+		req = append(req, "GET /next HTTP/1.1\r\nHost: x\r\n\r\n"...)
+	}
+	c, err := net.Dial("tcp", srv.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := c.Write(req)
+		wrote <- err
+	}()
+	all, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatalf("reading the response to EOF: %v (got %d bytes)", err, len(all))
+	}
+	if err := <-wrote; err != nil {
+		t.Errorf("writing the pipelined requests: %v", err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(all)), nil)
+	if err != nil {
+		t.Fatalf("%v in %q", err, all)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 || !resp.Close || len(body) != bench.DefaultPayload || bytes.Count(all, []byte("HTTP/1.1")) != 1 {
+		t.Errorf("status %d, close %v, %d-byte body, %v in %q: want one 200 with Connection: close", resp.StatusCode, resp.Close, len(body), err, all)
+	}
+	chunk := make([]byte, 4<<10)
+	for sent := 0; ; sent += len(chunk) {
+		if _, err := c.Write(chunk); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("the server still reads after %d more bytes: its lingering is not bounded", sent)
+			}
+			break
 		}
 	}
 }
