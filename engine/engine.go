@@ -388,7 +388,7 @@ type Engine struct {
 }
 
 // A degrade is a feature of the configuration that a loop went without
-// because the kernel refused it.
+// because the kernel refused it, or that does nothing on this host.
 type degrade int
 
 const (
@@ -396,6 +396,8 @@ const (
 	degradeNAPI
 	degradeSendZC
 	degradeBatchWait
+	degradeNAPIID    // sockets without a NAPI id: busy polling does nothing for them
+	degradeSQPollAny // the SQPOLL thread unpinned, every CPU running a loop
 	nDegrades
 )
 

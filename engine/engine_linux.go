@@ -307,21 +307,15 @@ func (l *Loop) serve() {
 	}
 }
 
-// napiWarnOnce makes the busy-poll backends say once per process that
-// sockets have no NAPI id.
-var napiWarnOnce sync.Once
-
 // napiSocket looks up the NAPI id of c's socket on a busy-poll backend, once
 // per connection, when it has received data (the id is known from then
-// on). It says once when there is none: busy polling does nothing for such
-// a socket. Loop goroutine.
+// on). It says once per engine when there is none: busy polling does
+// nothing for such a socket. Loop goroutine.
 func (l *Loop) napiSocket(c *Conn) (uint32, bool) {
 	c.k.napiSeen = true
 	id, err := napiID(c.fd)
 	if err != nil {
-		napiWarnOnce.Do(func() {
-			l.e.cfg.Logf("engine: accepted sockets have no NAPI id (%v); %s busy polling does nothing for them", err, l.e.backend)
-		})
+		l.e.degraded(degradeNAPIID, "engine: accepted sockets have no NAPI id (%v); %s busy polling does nothing for them", err, l.e.backend)
 		return 0, false
 	}
 	return id, true

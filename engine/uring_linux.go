@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -97,8 +96,6 @@ var recvLimitUsable = uring.HasRecvLimit
 // batchFrom is how many completions one iteration must have handled for the
 // next wait to batch (Config.BatchWait): two requests' receive and send.
 const batchFrom = 4
-
-var sqpollLogOnce sync.Once
 
 func newURingBackend(b Backend, c *Config) backend {
 	return &uringBackend{kind: b, cfg: c}
@@ -251,9 +248,7 @@ func sqpollCPU(e *Engine) int {
 			return c
 		}
 	}
-	sqpollLogOnce.Do(func() {
-		e.cfg.Logf("engine: every CPU runs a loop; the SQPOLL thread is not pinned and competes with the loops")
-	})
+	e.degraded(degradeSQPollAny, "engine: every CPU runs a loop; the SQPOLL thread is not pinned and competes with the loops")
 	return -1
 }
 
