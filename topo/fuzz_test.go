@@ -198,7 +198,7 @@ func FuzzClassifyIRQName(f *testing.F) {
 		// The driver-aware pass, on a device with this IRQ and a gve block.
 		for _, driver := range []string{"gve", "tg3", "sfc", "mlx4_core"} {
 			irqs := []NICIRQ{{Name: name, Role: role, Queue: q}, {Name: "gve-ntfy-blk1@pci:x"}}
-			driverQueueIRQs(driver, "eth0", irqs)
+			driverQueueIRQs(driver, "eth0", []int{3, 0, 1, 2}, 1, irqs)
 			if !valid(irqs[0].Role, irqs[0].Queue) {
 				t.Fatalf("driverQueueIRQs(%s, %q) = %s %d", driver, name, irqs[0].Role, irqs[0].Queue)
 			}

@@ -526,7 +526,15 @@ func (r reader) nic(name string, h *Host, irqs *Interrupts, nl NetlinkSource) (N
 		irqDirs = devDirs[:1]
 	}
 	n.IRQs = r.deviceIRQs(irqDirs, irqs)
-	driverQueueIRQs(n.Driver, n.Name, n.IRQs)
+	// The order in which drivers spread queues over CPUs
+	// (cpumask_local_spread): the device's node's CPUs, then the others.
+	spread := append(slices.Clone(n.LocalCPUs), h.Online.Minus(n.LocalCPUs)...)
+	ports := 0
+	if len(devDirs) > 0 {
+		ents, _ := os.ReadDir(r.path(devDirs[0] + "/net"))
+		ports = len(ents)
+	}
+	driverQueueIRQs(n.Driver, n.Name, spread, ports, n.IRQs)
 	for _, q := range n.IRQs {
 		if rq := n.rxQueue(q.Queue); rq != nil && (q.Role == "rx" || q.Role == "rxtx") {
 			rq.IRQ = q.IRQ
@@ -623,9 +631,10 @@ func ClassifyIRQName(name string) (role string, queue int) {
 		return "other", -1
 	}
 	if m := mlx4Comp.FindStringSubmatch(name); m != nil {
-		// mlx4 (mlx4_assign_eq): ring i's completion queues use vector
-		// i, EQ i+1 (EQ 0 is the async one), shared by both ports of
-		// the device.
+		// mlx4 (mlx4_en_activate_cq, mlx4_assign_eq): ring i's
+		// completion queues use the EQ of the first CPU of its affinity
+		// hint, EQ cpu+1 (EQ 0 is the async one). By name alone, ring i
+		// on CPU i; topo.Read maps it from the CPU order instead.
 		q, err := strconv.Atoi(m[1])
 		if err != nil || q < 1 || q > 1<<16 {
 			return "other", -1
@@ -671,7 +680,15 @@ var tg3Vector = regexp.MustCompile(`-(txrx|rx|tx)-(\d+)$`)
 //   - sfc: a channel that carries both directions is "<iface>-<n>"
 //     (efx_get_channel_name; separate ones are "-rx-<n>" and "-tx-<n>",
 //     XDP ones "-xdp-<n>" serve no netdev queue).
-func driverQueueIRQs(driver, iface string, irqs []NICIRQ) {
+//   - mlx4: ring i asks for the EQ of CPU spread[i] (the i-th CPU of
+//     cpumask_local_spread, the first of its affinity hint), EQ cpu+1
+//     (mlx4_en_activate_cq): EQ e serves the ring whose CPU is e-1. A
+//     ring whose EQ does not exist gets the least used one
+//     (mlx4_assign_eq), which cannot be told; on a device with more than
+//     one port (ports: the device's interfaces) the EQs are split
+//     between the ports, and a ring's is shifted past the other ports'
+//     or the least used: there every EQ is "other".
+func driverQueueIRQs(driver, iface string, spread []int, ports int, irqs []NICIRQ) {
 	blocks := 0
 	for _, q := range irqs {
 		if gveBlock.MatchString(q.Name) {
@@ -701,6 +718,18 @@ func driverQueueIRQs(driver, iface string, irqs []NICIRQ) {
 					if m[1] == "txrx" {
 						q.Role = "rxtx"
 					}
+				}
+			}
+		case (driver == "mlx4_core" || driver == "mlx4_en") && strings.HasPrefix(q.Name, "mlx4-"):
+			name, _, _ := strings.Cut(q.Name, "@")
+			m := mlx4Comp.FindStringSubmatch(name)
+			if m == nil {
+				break
+			}
+			q.Role, q.Queue = "other", -1
+			if e, err := strconv.Atoi(m[1]); err == nil && e >= 1 && ports == 1 {
+				if i := slices.Index(spread, e-1); i >= 0 && i <= 1<<16 {
+					q.Role, q.Queue = "rxtx", i
 				}
 			}
 		case driver == "sfc" || driver == "sfc_siena" || driver == "sfc_falcon" || driver == "sfc-falcon":

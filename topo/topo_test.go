@@ -809,7 +809,9 @@ func TestReadFlowDirectorIRQ(t *testing.T) {
 // 120-136) as gve, tg3, sfc and mlx4 name their interrupts. Their queue
 // IRQs were not found (gve "gve-ntfy-blk%d@pci:%s", sfc "%s-%d", mlx4
 // "mlx4-%d@%s": "other") or found on the wrong queue (tg3's vector i+1
-// serves queue i: "ens1f0-txrx-1" was queue 1).
+// serves queue i: "ens1f0-txrx-1" was queue 1; mlx4's EQ e is the one of
+// CPU e-1, not of ring e-1, so "mlx4-1" was ring 0 on a NIC whose ring 0
+// is on CPU 12).
 func TestReadDriverQueueIRQNames(t *testing.T) {
 	const pci = "0000:af:00.0"
 	seq := func(first, n int) []int {
@@ -902,7 +904,12 @@ func TestReadDriverQueueIRQNames(t *testing.T) {
 				}
 				return fmt.Sprintf("mlx4-%d@%s", irq-120, pci)
 			},
-			rx: seq(121, 16), tx: seq(121, 16),
+			// EQ e (IRQ 120+e) is CPU e-1's. The NIC is on node 1
+			// (CPUs 12-23): rings 0-3 on CPUs 12-15 use EQs 13-16,
+			// rings 12-15 on CPUs 0-3 EQs 1-4; rings 4-11 (CPUs
+			// 16-23) ask for EQs 17-24, which do not exist, and get
+			// the least used one: not known.
+			rx: slices.Concat(seq(133, 4), none(8), seq(121, 4)), tx: slices.Concat(seq(133, 4), none(8), seq(121, 4)),
 		},
 	}
 	for _, tt := range tests {
@@ -1011,3 +1018,39 @@ func TestReadNohzFullFromSysfs(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestDriverQueueIRQsMlx4: an mlx4 ring uses the EQ of its CPU (EQ cpu+1),
+// its CPU the ring's place in the spread order (the device's node's CPUs
+// first). Found in review: "mlx4-e" was taken for ring e-1 whatever the
+// CPUs, and on a device with two ports, whose EQs are split between them,
+// for a ring of each. Now a two-port device's EQs are "other", as is an
+// EQ of a CPU not in the order, or one that is not a number.
+func TestDriverQueueIRQsMlx4(t *testing.T) {
+	irqs := func() []NICIRQ {
+		var out []NICIRQ
+		for _, name := range []string{"mlx4-async@pci:x", "mlx4-1@x", "mlx4-3@x", "mlx4-5@x", "mlx4-9@x", "mlx4-0@x"} {
+			role, q := ClassifyIRQName(name)
+			out = append(out, NICIRQ{Name: name, Role: role, Queue: q})
+		}
+		return out
+	}
+	spread := []int{2, 3, 0, 1, 4} // node of CPUs 2-3, then the rest
+	got := irqs()
+	driverQueueIRQs("mlx4_core", "eth0", spread, 1, got)
+	want := []struct {
+		role  string
+		queue int
+	}{{"other", -1}, {"rxtx", 2}, {"rxtx", 0}, {"rxtx", 4}, {"other", -1}, {"other", -1}}
+	for i, w := range want {
+		if got[i].Role != w.role || got[i].Queue != w.queue {
+			t.Errorf("one port: %s is %s %d, want %s %d", got[i].Name, got[i].Role, got[i].Queue, w.role, w.queue)
+		}
+	}
+	got = irqs()
+	driverQueueIRQs("mlx4_core", "eth0", spread, 2, got)
+	for _, q := range got {
+		if q.Role != "other" || q.Queue != -1 {
+			t.Errorf("two ports: %s is %s %d, want other", q.Name, q.Role, q.Queue)
+		}
+	}
+}
