@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"net"
 	"os"
 	"testing"
 
@@ -76,5 +77,38 @@ func TestWarningsSaidPerEngine(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestNAPIWarningCostsNothing: napiSocket runs for each connection of a
+// busy-poll backend, and where sockets have no NAPI id its warning, said
+// once, must not allocate on every call beyond napiID's own error (the
+// warning's arguments, boxed at each call, did).
+func TestNAPIWarningCostsNothing(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	f, err := c.(*net.TCPConn).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fd := int(f.Fd())
+	if _, err := napiID(fd); err == nil {
+		t.Skip("loopback sockets have a NAPI id here")
+	}
+	l := &Loop{e: &Engine{cfg: Config{Logf: func(string, ...any) {}}, backend: BackendURingNAPI}}
+	conn := &Conn{fd: fd}
+	l.napiSocket(conn) // says it
+	own := testing.AllocsPerRun(100, func() { napiID(fd) })
+	if n := testing.AllocsPerRun(100, func() { l.napiSocket(conn) }); n > own {
+		t.Errorf("napiSocket allocates %v times per call once it has warned, napiID %v", n, own)
 	}
 }

@@ -315,7 +315,11 @@ func (l *Loop) napiSocket(c *Conn) (uint32, bool) {
 	c.k.napiSeen = true
 	id, err := napiID(c.fd)
 	if err != nil {
-		l.e.degraded(degradeNAPIID, "engine: accepted sockets have no NAPI id (%v); %s busy polling does nothing for them", err, l.e.backend)
+		// Not through degraded: its arguments would be boxed for every
+		// connection, said or not.
+		l.e.degradeOnce[degradeNAPIID].Do(func() {
+			l.e.cfg.Logf("engine: accepted sockets have no NAPI id (%v); %s busy polling does nothing for them", err, l.e.backend)
+		})
 		return 0, false
 	}
 	return id, true
