@@ -5,6 +5,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -19,12 +20,16 @@ import (
 type zoneCache struct {
 	mu      sync.RWMutex
 	fetched time.Time
+	gen     uint64 // the number of the dump in the maps (dumps's count)
 	toIndex map[string]uint32
 	toName  map[uint32]string
+	// dumps counts the dumps started: of two taken at once, the one
+	// started later is kept, whichever finishes last.
+	dumps atomic.Uint64
 }
 
 // zoneCacheAge is how long a dump of the interfaces is trusted, as in
-// package net; tests lengthen it.
+// package net.
 var zoneCacheAge = time.Minute
 
 // interfaces lists the host's network interfaces; tests count the calls.
@@ -40,6 +45,7 @@ func (z *zoneCache) update(force bool) bool {
 	if fresh && !force {
 		return false
 	}
+	gen := z.dumps.Add(1)
 	ift, err := interfaces()
 	if err != nil {
 		return false
@@ -51,7 +57,9 @@ func (z *zoneCache) update(force bool) bool {
 		toName[uint32(ifi.Index)] = ifi.Name
 	}
 	z.mu.Lock()
-	z.fetched, z.toIndex, z.toName = now, toIndex, toName
+	if gen > z.gen {
+		z.gen, z.fetched, z.toIndex, z.toName = gen, now, toIndex, toName
+	}
 	z.mu.Unlock()
 	return true
 }

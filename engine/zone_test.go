@@ -2,6 +2,7 @@ package engine
 
 import (
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -63,4 +64,37 @@ func TestZoneCacheRefresh(t *testing.T) {
 	check("index 42, aged (a number)", index("42"), uint32(42), 8)
 	z.fetched = z.fetched.Add(-zoneCacheAge - time.Second)
 	check("index eth0, aged, gone", index("eth0"), `unknown IPv6 zone "eth0"`, 9)
+}
+
+// TestZoneCacheDumpsInOrder: two loops refresh the cache at once, the
+// first dump (taken before an interface was renamed) finishing after the
+// second: the cache must keep the newer one. The older overwrote it, and
+// the rename went unseen by hits until the dump aged.
+func TestZoneCacheDumpsInOrder(t *testing.T) {
+	old := interfaces
+	t.Cleanup(func() { interfaces = old })
+	before := []net.Interface{{Index: 1, Name: "lo"}, {Index: 2, Name: "eth0"}}
+	after := []net.Interface{{Index: 1, Name: "lo"}, {Index: 2, Name: "wan0"}}
+	inFirst, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	interfaces = func() ([]net.Interface, error) {
+		if calls.Add(1) == 1 {
+			close(inFirst)
+			<-release
+			return before, nil
+		}
+		return after, nil
+	}
+	var z zoneCache
+	first := make(chan string)
+	go func() { first <- z.name(2) }() // the cache is empty: a dump
+	<-inFirst
+	if got := z.name(2); got != "wan0" { // empty still: a dump
+		t.Fatalf("second lookup: %q, want wan0", got)
+	}
+	close(release)
+	<-first
+	if got := z.name(2); got != "wan0" || calls.Load() != 2 {
+		t.Errorf("after both dumps: %q after %d dumps, want wan0 after 2", got, calls.Load())
+	}
 }
