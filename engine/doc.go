@@ -9,7 +9,7 @@
 //
 //	e, err := engine.New(nil, handler) // nil Config = defaults
 //	ln, err := e.Listen("tcp", "127.0.0.1:8080", nil)
-//	err = e.Run(ctx)                    // returns after Shutdown or ctx end
+//	err = e.Run(ctx)                    // returns after Shutdown, ctx end, or every loop failing
 //
 // Listen opens one SO_REUSEPORT socket per loop and attaches a classic-BPF
 // reuseport program that picks the socket of the loop running on the CPU that
