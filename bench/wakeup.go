@@ -44,8 +44,10 @@ type WakeupConfig struct {
 	// ReaderCPU pins the reader thread. Default 0.
 	ReaderCPU int
 	// WriterCPU pins the writer thread on *WriterCPU (CPU 0 included,
-	// e.g. new(0)). Nil selects the default: CPU 1 when the reader is on
-	// CPU 0 and the process may run on more than one CPU, else CPU 0.
+	// e.g. new(0)). Nil selects the default: the first CPU the process
+	// may run on other than ReaderCPU (CPU 1 with the reader on CPU 0,
+	// else CPU 0, where those are allowed), or ReaderCPU where it is the
+	// only one.
 	WriterCPU *int
 	// Topology is "loopback" (default) or "wire"; with wire the reader is
 	// in the server namespace and the writer in the client namespace.

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"runtime"
 	"slices"
 	"strconv"
 	"time"
@@ -37,9 +36,16 @@ func (c WakeupConfig) withDefaults() (WakeupConfig, error) {
 		c.Samples = 60
 	}
 	if c.WriterCPU == nil {
-		w := 0
-		if c.ReaderCPU == 0 && runtime.NumCPU() > 1 {
-			w = 1
+		// The first CPU the process may run on other than the reader's
+		// (CPU 1 with the reader on 0, else CPU 0, where both are
+		// allowed); the reader's where it is the only one.
+		w := c.ReaderCPU
+		allowed, err := allowedCPUs()
+		if err != nil {
+			return c, err
+		}
+		if i := slices.IndexFunc(allowed, func(cpu int) bool { return cpu != c.ReaderCPU }); i >= 0 {
+			w = allowed[i]
 		}
 		c.WriterCPU = &w
 	}

@@ -197,3 +197,47 @@ func TestWakeupCPUDefaults(t *testing.T) {
 		})
 	}
 }
+
+// TestWakeupDefaultWriterAllowed: the default writer CPU is one the
+// process may run on. On a thread allowed only its last CPU c, with the
+// reader there, the writer goes to c too: it went to CPU 0 (or 1 with the
+// reader on 0) whatever the affinity, and pinning it there failed.
+func TestWakeupDefaultWriterAllowed(t *testing.T) {
+	allowed, err := allowedCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(allowed) < 2 {
+		t.Skipf("needs two CPUs this process may run on (the default writer CPU then differs from the reader's), has %v", allowed)
+	}
+	c := allowed[len(allowed)-1]
+	type result struct {
+		writer int
+		err    error
+	}
+	done := make(chan result)
+	go func() {
+		// The thread's affinity is narrowed and never restored: it stays
+		// locked, so the runtime ends it with the goroutine.
+		runtime.LockOSThread()
+		var set unix.CPUSet
+		set.Set(c)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			done <- result{err: err}
+			return
+		}
+		cfg, err := WakeupConfig{ReaderCPU: c}.withDefaults()
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		done <- result{writer: *cfg.WriterCPU}
+	}()
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.writer != c {
+		t.Errorf("allowed only CPU %d, reader there: default writer on CPU %d, want %d", c, r.writer, c)
+	}
+}

@@ -21,7 +21,7 @@ func runWakeup(ctx context.Context, args []string) error {
 	interval := fs.Duration("interval", 50*time.Millisecond, "time between writes")
 	samples := fs.Int("samples", 60, "wake-ups measured per mode")
 	reader := fs.Int("reader-cpu", 0, "CPU of the reader thread")
-	writer := fs.Int("writer-cpu", -1, "CPU of the writer thread (default: 1 when the reader is on 0 and there are two CPUs, else 0)")
+	writer := fs.Int("writer-cpu", -1, "CPU of the writer thread (default: the first CPU allowed other than the reader's, e.g. 1 with the reader on 0, else the reader's)")
 	topology := fs.String("topology", "loopback", "loopback, or wire (two netns joined by a veth pair; root)")
 	jsonOut := fs.Bool("json", false, "print the report as JSON")
 	if err := parseFlags(fs, args); err != nil {
@@ -40,9 +40,8 @@ func runWakeup(ctx context.Context, args []string) error {
 		ReaderCPU: *reader, Topology: *topology, Progress: os.Stderr,
 	}
 	if *writer >= 0 {
-		// Below zero leaves the package's default: with the reader on 0,
-		// the writer on 1, or on 0 too where there is one CPU; else the
-		// writer on 0.
+		// Below zero leaves the package's default: the first CPU the
+		// process may run on other than the reader's, else the reader's.
 		cfg.WriterCPU = writer
 	}
 	rep, err := bench.Wakeup(ctx, cfg)
