@@ -549,9 +549,9 @@ func TestLingerEnds(t *testing.T) {
 
 // TestCloseRequestNoReset: a request with "Connection: close", or an
 // HTTP/1.0 one, followed by bytes the server will not read (requests
-// pipelined after it, and one more once the response is read): the response, saying "Connection: close" (RFC 9112
-// section 9.6), then a clean end of stream and no reset, as after an error
-// response. Found in review: the response did not say close, and the
+// pipelined after it, and one more once the response is read): the
+// response, saying "Connection: close" (RFC 9112 section 9.6), then a
+// clean end of stream and no reset, as after an error response. Found in review: the response did not say close, and the
 // server closed at once with those bytes unread, so the kernel reset the
 // connection.
 func TestCloseRequestNoReset(t *testing.T) {
