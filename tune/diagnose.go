@@ -112,7 +112,7 @@ const maxIRQRate = 10_000_000
 func irqDelta(a, b *Snapshot, irq int) map[int]uint64 {
 	pa, pb := a.Interrupts.PerCPU(irq), b.Interrupts.PerCPU(irq)
 	reset := a.Interrupts.IRQs[irq].Desc != b.Interrupts.IRQs[irq].Desc
-	maxWrap := maxIRQRate * b.Time.Sub(a.Time).Seconds()
+	maxWrap := maxIRQRate * seconds(a, b)
 	out := map[int]uint64{}
 	for cpu, v := range pb {
 		before, ok := pa[cpu]
