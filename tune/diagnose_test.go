@@ -506,6 +506,12 @@ func TestIRQDeltaReset(t *testing.T) {
 	if d := irqDelta(a, b, 38); !maps.Equal(d, map[int]uint64{1: 796}) {
 		t.Errorf("IRQ 38 wrapped on CPU 1 in 1 ms: delta %v, want 1:796", d)
 	}
+	// Snapshots without times are a second apart, as for Diagnose's
+	// rates: the wrap is still one.
+	b.Time = a.Time
+	if d := irqDelta(a, b, 38); !maps.Equal(d, map[int]uint64{1: 796}) {
+		t.Errorf("IRQ 38 wrapped on CPU 1, sample length unknown: delta %v, want 1:796", d)
+	}
 	fs := Diagnose(h, a, b, Options{LoopCPUs: topo.NewCPUSet(0)})
 	for _, f := range fs {
 		for _, e := range f.Evidence {
