@@ -72,6 +72,9 @@ func TestWarningsSaidPerEngine(t *testing.T) {
 				if err := echoOnce(addr, uint64(i), 4096, 4096, nil); err != nil {
 					t.Fatal(err)
 				}
+				if logs.count("without busy polling") > 0 {
+					t.Skipf("the kernel refuses NAPI busy polling: %q", logs.all())
+				}
 				if n := logs.count(tc.want); n != 1 {
 					t.Errorf("engine %d said %q %d times, want once; logs: %q", i, tc.want, n, logs.all())
 				}
