@@ -2,9 +2,11 @@ package engine
 
 import (
 	"errors"
+	"math"
 	"net"
 	"net/netip"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -52,6 +54,13 @@ type Conn struct {
 
 	held    []heldBuf // received while paused, delivered on resume
 	heldEOF bool
+
+	// CloseLinger: what the peer sends is dropped while lingering, and c
+	// closes when more than lingerLeft bytes came, at the peer's FIN, or
+	// lingerFor after c's own FIN.
+	lingering  bool
+	lingerLeft int
+	lingerFor  time.Duration
 
 	wq       []seg
 	wqHead   int
@@ -222,6 +231,10 @@ func (c *Conn) WriteBuffer(b Buffer) error {
 // buffer past it, at the mark if nothing else adds to the queue meanwhile.
 // Loop goroutine.
 func (c *Conn) recvBudget() int {
+	if c.lingering {
+		// Nothing received is kept; past lingerLeft c closes.
+		return c.lingerLeft + 1
+	}
 	return max(c.l.hwm-c.qmem-len(c.held)*c.l.chunks.size, 1)
 }
 
@@ -253,6 +266,58 @@ func (c *Conn) CloseWrite() error {
 		c.l.markDirty(c)
 	}
 	return nil
+}
+
+// CloseLinger ends c the way a server ends a connection whose peer may
+// still be sending (an HTTP server after a response with Connection: close
+// or an error, RFC 9112 section 9.6): it sends what is queued and then FIN,
+// as CloseWrite, and from now on reads and drops what the peer sends
+// instead of calling OnData, until the peer's FIN, more than maxBytes
+// dropped, or timeout after c's FIN was sent, whichever comes first; then
+// it closes c as Close does (OnClose gets nil; OnEOF is not called). A
+// plain Close with unread data in the socket makes the kernel answer with
+// a reset, which can destroy the end of the response before the peer has
+// read it. The timeout starts once the queue has drained; a peer that reads
+// nothing keeps c as it would after Close. Reading resumes if it was paused
+// (PauseRead, the high-water mark) and data held while paused is dropped.
+// Before a dialed connection's OnOpen it is Close. It returns
+// net.ErrClosed after Close. Loop goroutine.
+func (c *Conn) CloseLinger(timeout time.Duration, maxBytes int) error {
+	switch {
+	case c.state == stateConnecting:
+		return c.Close()
+	case c.state != stateOpen:
+		return net.ErrClosed
+	case c.lingering:
+		return nil
+	}
+	c.CloseWrite()
+	c.lingering = true
+	c.lingerLeft = min(max(maxBytes, 0), math.MaxInt32)
+	c.lingerFor = timeout
+	for _, h := range c.held {
+		c.lingerLeft -= int(h.n)
+		c.l.releaseHeld(h.id)
+	}
+	c.held = c.held[:0]
+	if c.gotEOF || c.heldEOF || c.lingerLeft < 0 {
+		return c.Close()
+	}
+	if c.shutWr {
+		c.lingerTimer() // FIN went out already (CloseWrite before)
+	}
+	if c.paused&(pauseUser|pauseHWM) != 0 {
+		c.paused &^= pauseUser | pauseHWM
+		if c.paused == 0 {
+			c.l.be.setRead(c, true)
+		}
+	}
+	return nil
+}
+
+// lingerTimer closes a lingering c at its timeout, counted from its FIN.
+func (c *Conn) lingerTimer() {
+	c.timer = c.l.AfterFunc(c.lingerFor, func() { c.Close() })
 }
 
 // Close stops reading, sends what is queued, closes the socket and then
@@ -380,6 +445,9 @@ func (c *Conn) afterDrain() {
 	if c.wantShutWr && !c.shutWr && c.state == stateOpen {
 		c.shutWr = true
 		unix.Shutdown(c.fd, unix.SHUT_WR) // the same for every backend
+		if c.lingering {
+			c.lingerTimer()
+		}
 	}
 	if c.state == stateClosing && !c.k.closing {
 		c.l.be.closeConn(c)

@@ -277,6 +277,13 @@ func (l *Loop) deliver(c *Conn, id int32, n int) {
 		l.be.releaseRecv(id)
 		return
 	}
+	if c.lingering {
+		l.be.releaseRecv(id)
+		if c.lingerLeft -= n; c.lingerLeft < 0 {
+			c.Close()
+		}
+		return
+	}
 	if c.paused&(pauseHWM|pauseUser) != 0 || len(c.held) > 0 {
 		// Reading is paused but the kernel had already received this
 		// (multishot recv ends only after its cancel is processed): hold
@@ -313,6 +320,10 @@ func (l *Loop) eof(c *Conn) {
 		return
 	}
 	c.gotEOF = true
+	if c.lingering {
+		c.Close()
+		return
+	}
 	c.pause(pauseEOF)
 	if c.paused&pauseClosing == 0 {
 		l.h.OnEOF(c)
