@@ -51,11 +51,6 @@ type engineConn struct {
 	echo Echo
 	in   []byte // an incomplete request carried to the next read
 	out  []byte
-	// After the last HTTP reply: what comes is dropped until the client
-	// closes, LingerBytes or LingerTimeout (linger).
-	lingering bool
-	drained   int
-	linger    engine.Timer
 }
 
 // engineEcho is the Handler; its callbacks run on the loop goroutines.
@@ -75,12 +70,6 @@ func (h *engineEcho) OnOpen(c *engine.Conn) {
 func (h *engineEcho) OnData(c *engine.Conn, b engine.Buffer) bool {
 	st := c.Context().(*engineConn)
 	data := b.Bytes()
-	if st.lingering {
-		if st.drained += len(data); st.drained > LingerBytes {
-			c.Close()
-		}
-		return false
-	}
 	if len(st.in) == 0 {
 		// The common case: the buffer holds whole requests. Their echo is
 		// the buffer itself, sent without a copy.
@@ -106,10 +95,10 @@ func (h *engineEcho) OnData(c *engine.Conn, b engine.Buffer) bool {
 		}
 	}
 	if err != nil {
-		if st.echo.HTTP() && c.CloseWrite() == nil {
+		if st.echo.HTTP() {
 			// The last HTTP reply: FIN after it, then linger.
-			st.lingering, st.in = true, nil
-			st.linger = c.Loop().AfterFunc(LingerTimeout, func() { c.Close() })
+			st.in = nil
+			c.CloseLinger(LingerTimeout, LingerBytes)
 			return false
 		}
 		c.Close()
@@ -127,13 +116,6 @@ func (h *engineEcho) OnData(c *engine.Conn, b engine.Buffer) bool {
 		st.in = append(st.in[:0], rest...)
 	}
 	return false
-}
-
-// OnClose stops a lingering close's timer. Loop goroutine.
-func (h *engineEcho) OnClose(c *engine.Conn, err error) {
-	if st, _ := c.Context().(*engineConn); st != nil {
-		st.linger.Stop()
-	}
 }
 
 func startEngine(ctx context.Context, b engine.Backend, cfg ServerConfig) (Server, error) {

@@ -28,10 +28,10 @@ var (
 
 // After an error response, or the response to a request that does not
 // keep the connection, the server closes the connection the way net/http
-// does (closeWriteAndWait): it sends FIN after the response, then
-// reads and drops what the client still sends, for at most LingerTimeout
-// and LingerBytes, and closes once the client has closed its side or a
-// bound is reached. Closing at once, with request bytes unread or still
+// does (closeWriteAndWait), with engine.Conn.CloseLinger: FIN after the
+// response, then what the client still sends is read and dropped, for at
+// most LingerTimeout after the FIN and LingerBytes, until the client
+// closes its side. Closing at once, with request bytes unread or still
 // arriving, makes the kernel send RST, and a client that has not read the
 // response yet may lose it.
 const (
@@ -394,17 +394,13 @@ type Handler struct {
 }
 
 // conn is per-connection state: bytes of an incomplete request head or
-// chunk line, the request whose body is being read (and dropped), and the
-// lingering close after an error response.
+// chunk line, and the request whose body is being read (and dropped).
 type conn struct {
-	pending   []byte
-	inBody    bool
-	req       Request
-	left      int // of a Content-Length body
-	body      ChunkedBody
-	lingering bool         // an error response was sent: drop what comes, until drained > LingerBytes
-	drained   int          // bytes dropped while lingering
-	linger    engine.Timer // closes the connection at LingerTimeout
+	pending []byte
+	inBody  bool
+	req     Request
+	left    int // of a Content-Length body
+	body    ChunkedBody
 }
 
 // stateOf returns st, or c's new state when it has none yet. Loop
@@ -421,12 +417,6 @@ func stateOf(c *engine.Conn, st *conn) *conn {
 func (h *Handler) OnData(c *engine.Conn, b engine.Buffer) bool {
 	data := b.Bytes()
 	st, _ := c.Context().(*conn)
-	if st != nil && st.lingering {
-		if st.drained += len(data); st.drained > LingerBytes {
-			c.Close()
-		}
-		return false
-	}
 	if st != nil && len(st.pending) > 0 {
 		st.pending = append(st.pending, data...)
 		data = st.pending
@@ -438,7 +428,7 @@ func (h *Handler) OnData(c *engine.Conn, b engine.Buffer) bool {
 			if st.req.Chunked {
 				n, ok, err := st.body.Skip(data)
 				if err != nil {
-					fail(c, st, err)
+					fail(c, err)
 					return false
 				}
 				data, done = data[n:], ok
@@ -455,7 +445,7 @@ func (h *Handler) OnData(c *engine.Conn, b engine.Buffer) bool {
 		} else {
 			var err error
 			if r, err = ParseRequest(data); err != nil {
-				fail(c, st, err)
+				fail(c, err)
 				return false
 			}
 			if r.Len == 0 {
@@ -478,7 +468,7 @@ func (h *Handler) OnData(c *engine.Conn, b engine.Buffer) bool {
 		}
 		respond(c, r)
 		if !r.KeepAlive {
-			lingerClose(c, st)
+			c.CloseLinger(LingerTimeout, LingerBytes)
 			return false
 		}
 	}
@@ -492,9 +482,9 @@ func (h *Handler) OnData(c *engine.Conn, b engine.Buffer) bool {
 	return false
 }
 
-// fail answers a request ParseRequest or ChunkedBody refused and starts
-// the lingering close (LingerTimeout). Loop goroutine.
-func fail(c *engine.Conn, st *conn, err error) {
+// fail answers a request ParseRequest or ChunkedBody refused and closes
+// c with a lingering close. Loop goroutine.
+func fail(c *engine.Conn, err error) {
 	switch {
 	case errors.Is(err, ErrHeaderLarge):
 		c.Write(tooLarge)
@@ -505,27 +495,7 @@ func fail(c *engine.Conn, st *conn, err error) {
 	default:
 		c.Write(bad)
 	}
-	lingerClose(c, st)
-}
-
-// lingerClose ends c after its last response: FIN after it, then what
-// the client still sends is dropped until it closes, for at most
-// LingerTimeout and LingerBytes. Loop goroutine.
-func lingerClose(c *engine.Conn, st *conn) {
-	st = stateOf(c, st)
-	st.lingering, st.pending = true, nil
-	if c.CloseWrite() != nil {
-		c.Close()
-		return
-	}
-	st.linger = c.Loop().AfterFunc(LingerTimeout, func() { c.Close() })
-}
-
-// OnClose stops a lingering close's timer. Loop goroutine.
-func (h *Handler) OnClose(c *engine.Conn, err error) {
-	if st, _ := c.Context().(*conn); st != nil {
-		st.linger.Stop()
-	}
+	c.CloseLinger(LingerTimeout, LingerBytes)
 }
 
 // respond writes the answer to r: no body for HEAD; a request that does
