@@ -511,9 +511,17 @@ func TestSlowReaderMemoryCap(t *testing.T) {
 			}
 			defer c.Close()
 			// Write without reading until the kernel and the engine stop
-			// taking more.
-			c.SetWriteDeadline(time.Now().Add(500 * time.Millisecond))
-			sent, _ := c.Write(make([]byte, 64<<20))
+			// taking more: a write that times out after some bytes went.
+			// (One 500 ms deadline for it all sent nothing when the test
+			// goroutine was not run for that long, under load with -race.)
+			sent, chunk := 0, make([]byte, 1<<20)
+			for tries := 0; sent < 64<<20 && tries < 20; tries++ {
+				c.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
+				n, err := c.Write(chunk)
+				if sent += n; err != nil && sent > 0 {
+					break
+				}
+			}
 			time.Sleep(50 * time.Millisecond)
 			limit := int64(cfg.WriteHighWater + capSlack(b, cfg))
 			if p := h.peak.Load(); p > limit {
