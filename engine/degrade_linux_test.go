@@ -84,9 +84,12 @@ func TestWarningsSaidPerEngine(t *testing.T) {
 }
 
 // TestNAPIWarningCostsNothing: napiSocket runs for each connection of a
-// busy-poll backend, and where sockets have no NAPI id its warning, said
-// once, must not allocate on every call beyond napiID's own error (the
-// warning's arguments, boxed at each call, did).
+// busy-poll backend, and where sockets have no NAPI id (loopback) neither
+// its warning, said once, nor the error saying why may allocate per call
+// (the warning's arguments were boxed at each call, and the error was a
+// fmt.Errorf; comparing with that error's own allocations was flaky under
+// -race, where sync.Pool drops a quarter of what is put in it, and fmt's
+// printers with it).
 func TestNAPIWarningCostsNothing(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -110,8 +113,7 @@ func TestNAPIWarningCostsNothing(t *testing.T) {
 	l := &Loop{e: &Engine{cfg: Config{Logf: func(string, ...any) {}}, backend: BackendURingNAPI}}
 	conn := &Conn{fd: fd}
 	l.napiSocket(conn) // says it
-	own := testing.AllocsPerRun(100, func() { napiID(fd) })
-	if n := testing.AllocsPerRun(100, func() { l.napiSocket(conn) }); n > own {
-		t.Errorf("napiSocket allocates %v times per call once it has warned, napiID %v", n, own)
+	if n := testing.AllocsPerRun(100, func() { l.napiSocket(conn) }); n > 0 {
+		t.Errorf("napiSocket allocates %v times per call once it has warned", n)
 	}
 }

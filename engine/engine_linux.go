@@ -333,9 +333,19 @@ func napiID(fd int) (uint32, error) {
 	case err != nil:
 		return 0, os.NewSyscallError("getsockopt SO_INCOMING_NAPI_ID", err)
 	case id < 257: // 0 when none is recorded; real ids start above NR_CPUS (MIN_NAPI_ID)
-		return 0, fmt.Errorf("SO_INCOMING_NAPI_ID is %d: loopback, or a device without NAPI (a veth has NAPI with GRO on and TSO off)", id)
+		return 0, noNAPIID(id)
 	}
 	return uint32(id), nil
+}
+
+// noNAPIID is napiID's error for a socket without a NAPI id: what the kernel
+// reported. Not built with fmt.Errorf: napiID runs for every connection of
+// a busy-poll backend, and on loopback every one of them has none (an int
+// below 256 in an interface does not allocate).
+type noNAPIID int
+
+func (e noNAPIID) Error() string {
+	return fmt.Sprintf("SO_INCOMING_NAPI_ID is %d: loopback, or a device without NAPI (a veth has NAPI with GRO on and TSO off)", int(e))
 }
 
 // accepted turns a new socket into a Conn. Loop goroutine.
