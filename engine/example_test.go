@@ -75,3 +75,33 @@ func ExampleLoop_Dial() {
 		}
 	})
 }
+
+// oneShot answers one request per connection and ends it with a lingering
+// close: the client may have sent more (pipelined requests, a body not
+// read), and a plain Close with bytes unread would reset the connection,
+// possibly before the client has read the answer.
+type oneShot struct{ engine.BaseHandler }
+
+func (oneShot) OnData(c *engine.Conn, b engine.Buffer) bool {
+	c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"))
+	// FIN after the answer; what comes next is dropped, and c closes at
+	// the client's FIN, after 256 KiB more, or 500 ms after the FIN.
+	c.CloseLinger(500*time.Millisecond, 256<<10)
+	return false
+}
+
+// The last response on a connection, then a lingering close.
+func ExampleConn_CloseLinger() {
+	e, err := engine.New(nil, oneShot{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if _, err := e.Listen("tcp", "127.0.0.1:0", nil); err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	e.Run(ctx)
+}
