@@ -177,18 +177,7 @@ func (t Target) read(w Write) (string, error) {
 func (t Target) write(w Write, value string) error {
 	switch w.Kind {
 	case KindFile:
-		f, err := os.OpenFile(filepath.Join(t.Root, w.Path), os.O_WRONLY|os.O_TRUNC, 0)
-		if err != nil {
-			return err
-		}
-		_, err = f.Write([]byte(value))
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("write %q: %w", strings.TrimSpace(value), err)
-		}
-		return nil
+		return writeFile(filepath.Join(t.Root, w.Path), value)
 	case KindCoalesce:
 		if t.Netlink == nil {
 			return fmt.Errorf("%s: %w: no netlink", w.Target(), topo.ErrNotSupported)
@@ -209,6 +198,25 @@ func (t Target) write(w Write, value string) error {
 		return t.Netlink.SetNAPI(w.NAPIID, w.Param, v)
 	}
 	return refuse("unknown write kind %q", w.Kind)
+}
+
+// writeFile writes value to the existing file name, as a sysfs or procfs
+// store takes it: opened without creating, truncated, one write. Tests
+// replace it to stand for what the kernel makes of a write (a sysfs store
+// that keeps only some of the CPUs written), which a fixture file cannot.
+var writeFile = func(name, value string) error {
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write([]byte(value))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write %q: %w", strings.TrimSpace(value), err)
+	}
+	return nil
 }
 
 // setAndCheck writes value and reads it back; the kernel must hold it.
@@ -273,7 +281,7 @@ func Apply(p *Plan, t Target, statePath string) (*State, error) {
 	for i, w := range p.Writes {
 		if err := t.setAndCheck(w, w.New); err != nil {
 			failure := fmt.Errorf("write %d of %d (%s): %w", i+1, len(p.Writes), w.Target(), err)
-			if _, rerr := rollback(t, p.Writes[:i+1], st.Before[:i+1]); rerr != nil {
+			if _, _, rerr := rollback(t, p.Writes[:i+1], st.Before[:i+1]); rerr != nil {
 				return nil, fmt.Errorf("%w; rollback incomplete, state kept in %s: %v", failure, statePath, rerr)
 			}
 			if err := os.Remove(statePath); err != nil {
@@ -299,9 +307,10 @@ func gone(err error) bool {
 
 // rollback restores before[i] for writes in reverse order, checking each
 // value byte for byte. It goes on past failures: targets that no longer
-// exist are listed in vanished (with the reason), every other failure is
-// in err, one wrapped error per target.
-func rollback(t Target, writes []Write, before []string) (vanished []string, err error) {
+// exist are listed in vanished (with the reason), RPS and XPS maps that
+// read back without CPUs gone offline since (offlineDropped) in partial,
+// every other failure is in err, one wrapped error per target.
+func rollback(t Target, writes []Write, before []string) (vanished, partial []string, err error) {
 	var errs []error
 	for i := len(writes) - 1; i >= 0; i-- {
 		w := writes[i]
@@ -327,10 +336,52 @@ func rollback(t Target, writes []Write, before []string) (vanished []string, err
 			continue
 		}
 		if w.Kind == KindFile && got != before[i] || w.Kind != KindFile && strings.TrimSpace(got) != strings.TrimSpace(before[i]) {
+			if note, ok := offlineDropped(t, w, before[i], got); ok {
+				partial = append(partial, note)
+				continue
+			}
 			errs = append(errs, fmt.Errorf("%s: restored %q, reads back %q", w.Target(), before[i], got))
 		}
 	}
-	return vanished, errors.Join(errs...)
+	return vanished, partial, errors.Join(errs...)
+}
+
+// offlineDropped reports whether got, read back from an RPS or XPS map
+// after writing want, is want without the CPUs that are offline now, with
+// a note saying so. The kernel keeps only online CPUs in those maps
+// (store_rps_map builds the RPS map with for_each_cpu_and(cpu, mask,
+// cpu_online_mask); __netif_set_xps_queue maps only online CPUs) and the
+// files read back the map, so a CPU that went offline after Apply cannot
+// be restored until it is back online; writing again would never change
+// that, and the revert is as complete as the host allows.
+func offlineDropped(t Target, w Write, want, got string) (note string, ok bool) {
+	if w.Kind != KindFile || w.Format != FormatMask {
+		return "", false
+	}
+	if base := path.Base(w.Path); base != "rps_cpus" && base != "xps_cpus" {
+		return "", false
+	}
+	wantSet, _, err := parseCPUs(w.Format, want)
+	if err != nil {
+		return "", false
+	}
+	gotSet, _, err := parseCPUs(w.Format, got)
+	if err != nil {
+		return "", false
+	}
+	b, err := os.ReadFile(filepath.Join(t.Root, "/sys/devices/system/cpu/online"))
+	if err != nil {
+		return "", false
+	}
+	online, err := topo.ParseCPUList(string(b))
+	if err != nil {
+		return "", false
+	}
+	offline := wantSet.Minus(online)
+	if offline.Len() == 0 || !gotSet.Equal(wantSet.Intersect(online)) {
+		return "", false
+	}
+	return fmt.Sprintf("%s: restored %s, reads back %s: CPUs %s are offline (went offline since apply?) and the kernel keeps offline CPUs out of RPS and XPS maps; write the map again once they are back online", w.Target(), orNone(wantSet.String()), orNone(gotSet.String()), offline), true
 }
 
 // saveState writes st to statePath, refusing if the file exists (a plan
@@ -438,7 +489,10 @@ func validateSaved(w Write, v string) error {
 // restore and does not stop the others. The notes say, one line per
 // target, which values someone else changed since Apply (restored too) and
 // which targets are gone (not restored); a target still at its saved value
-// (one a crashed or stopped Apply never wrote) has nothing to note. When every target that still
+// (one a crashed or stopped Apply never wrote) has nothing to note. An
+// RPS or XPS map that reads back without CPUs that are offline now is
+// restored as far as the kernel allows (it keeps offline CPUs out of
+// those maps); a note names the CPUs left out. When every target that still
 // exists is restored, the state file is renamed to statePath+".reverted",
 // so that the host can be tuned again, and the notes say so if any target
 // was gone. Otherwise the error lists each value that could not be
@@ -461,9 +515,11 @@ func Revert(statePath string, t Target) (notes []string, gone int, err error) {
 			notes = append(notes, fmt.Sprintf("%s is %q, applied %q (changed since)", w.Target(), strings.TrimSpace(cur), w.New))
 		}
 	}
-	vanished, err := rollback(t, st.Plan.Writes, st.Before)
+	vanished, partial, err := rollback(t, st.Plan.Writes, st.Before)
 	slices.Reverse(vanished) // plan order, like the drift notes
+	slices.Reverse(partial)
 	notes = append(notes, vanished...)
+	notes = append(notes, partial...)
 	if err != nil {
 		n := len(joined(err))
 		if len(vanished) > 0 {

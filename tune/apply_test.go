@@ -828,3 +828,123 @@ func TestSaveStateWithoutHardLinks(t *testing.T) {
 		t.Errorf("files left: %v", ents)
 	}
 }
+
+// TestRevertCPUOfflineSinceApply: a CPU that goes offline between Apply
+// and Revert cannot come back into an RPS or XPS map: the kernel keeps
+// only the online CPUs of the mask written (store_rps_map builds the map
+// with for_each_cpu_and(cpu, mask, cpu_online_mask); __netif_set_xps_queue
+// maps only online CPUs), and the file reads back what the map holds. Revert
+// compared the read-back with the saved value byte for byte, so it failed
+// on every such map and kept the state file, and every later revert failed
+// the same way: it never completed. Revert now takes a read-back equal to
+// the saved value minus the CPUs that are offline as done, says so in its
+// notes, and moves the state aside; any other difference still fails.
+func TestRevertCPUOfflineSinceApply(t *testing.T) {
+	// The kernel's store of rps_cpus and xps_cpus: the online CPUs of
+	// the mask, printed as a mask. drop, if set, stands for a kernel that
+	// loses a CPU for another reason.
+	kernel := func(root string, drop int) func(name, value string) error {
+		return func(name, value string) error {
+			base := filepath.Base(name)
+			if base != "rps_cpus" && base != "xps_cpus" {
+				return os.WriteFile(name, []byte(value), 0)
+			}
+			set, err := topo.ParseCPUMask(value)
+			if err != nil {
+				return err
+			}
+			b, err := os.ReadFile(filepath.Join(root, "sys/devices/system/cpu/online"))
+			if err != nil {
+				return err
+			}
+			online, err := topo.ParseCPUList(string(b))
+			if err != nil {
+				return err
+			}
+			set = set.Intersect(online).Minus(topo.NewCPUSet(drop))
+			return os.WriteFile(name, []byte(kernelMask(set, 16)+"\n"), 0)
+		}
+	}
+	saved := writeFile
+	defer func() { writeFile = saved }()
+	setup := func(t *testing.T) (root string, p *Plan, state string) {
+		writeFile = saved
+		root = copyTree(t, fxSMT)
+		p, err := MakePlan(loadHost(t, root), PlanConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The fixture's RPS maps hold 8-15 and tx-5's XPS map CPU 5;
+		// the plan must change both for their revert to write them back.
+		for _, tgt := range []string{"/sys/class/net/enp1s0f0np0/queues/rx-0/rps_cpus", "/sys/class/net/enp1s0f0np0/queues/tx-5/xps_cpus"} {
+			if writeTo(p, tgt) == nil {
+				t.Fatalf("plan does not write %s: %v", tgt, targets(p))
+			}
+		}
+		state = filepath.Join(t.TempDir(), "state.json")
+		if _, err := Apply(p, Target{Root: root}, state); err != nil {
+			t.Fatal(err)
+		}
+		// CPUs 5 and 13 (SMT siblings) go offline.
+		if err := os.WriteFile(filepath.Join(root, "sys/devices/system/cpu/online"), []byte("0-4,6-12,14-15\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return root, p, state
+	}
+
+	t.Run("offline CPUs dropped", func(t *testing.T) {
+		root, _, state := setup(t)
+		writeFile = kernel(root, -1)
+		notes, gone, err := Revert(state, Target{Root: root})
+		if err != nil || gone != 0 {
+			t.Fatalf("Revert: %d gone, %v", gone, err)
+		}
+		if _, err := os.Stat(state + ".reverted"); err != nil {
+			t.Errorf("state not moved aside: %v", err)
+		}
+		q := "/sys/class/net/enp1s0f0np0/queues/"
+		for _, want := range []string{q + "rx-0/rps_cpus: restored 8-15, reads back 8-12,14-15", q + "tx-5/xps_cpus: restored 5, reads back none"} {
+			if !slices.ContainsFunc(notes, func(n string) bool { return strings.HasPrefix(n, want) && strings.Contains(n, "offline") }) {
+				t.Errorf("no note %q... in:\n%s", want, strings.Join(notes, "\n"))
+			}
+		}
+		for _, f := range []struct{ path, want string }{{q + "rx-3/rps_cpus", "df00\n"}, {q + "tx-5/xps_cpus", "0000\n"}, {q + "tx-4/xps_cpus", "0010\n"}} {
+			if b, err := os.ReadFile(filepath.Join(root, f.path)); err != nil || string(b) != f.want {
+				t.Errorf("%s = %q (%v), want %q", f.path, b, err, f.want)
+			}
+		}
+	})
+
+	// A CPU missing from the read-back that is online is not the
+	// kernel's hotplug rule: the revert is incomplete, as before.
+	t.Run("online CPU dropped", func(t *testing.T) {
+		root, _, state := setup(t)
+		writeFile = kernel(root, 9)
+		_, _, err := Revert(state, Target{Root: root})
+		if err == nil || !strings.Contains(err.Error(), "rx-0/rps_cpus: restored") {
+			t.Fatalf("Revert: %v, want rx-0/rps_cpus not restored", err)
+		}
+		if _, err := os.Stat(state); err != nil {
+			t.Errorf("state not kept: %v", err)
+		}
+	})
+}
+
+// kernelMask prints set as the kernel prints a cpumask of nrCPUs CPUs
+// ("%*pb"): every bit up to nr_cpu_ids, in hexadecimal, in groups of 32
+// bits separated by commas.
+func kernelMask(set topo.CPUSet, nrCPUs int) string {
+	groups := make([]uint32, (nrCPUs+31)/32)
+	for _, c := range set {
+		groups[c/32] |= 1 << (c % 32)
+	}
+	var b strings.Builder
+	for i := len(groups) - 1; i >= 0; i-- {
+		if i == len(groups)-1 {
+			fmt.Fprintf(&b, "%0*x", (nrCPUs-32*i+3)/4, groups[i])
+		} else {
+			fmt.Fprintf(&b, ",%08x", groups[i])
+		}
+	}
+	return b.String()
+}
