@@ -27,11 +27,17 @@ type Host struct {
 	Online CPUSet `json:"online"`
 	// Nodes lists the NUMA nodes with their CPUs.
 	Nodes []Node `json:"nodes"`
-	// Isolated is the isolcpus= set (from sysfs, else the command line);
-	// IsolatedFlags are its flags (domain, managed_irq, nohz).
-	Isolated      CPUSet   `json:"isolated"`
-	IsolatedFlags []string `json:"isolated_flags,omitempty"`
-	// NohzFull is the nohz_full= set.
+	// IsolatedDomain is the set isolcpus= (no flags, or the domain flag)
+	// takes out of the scheduler's load-balancing domains: sysfs
+	// "isolated", else the command line. Loops default to it, and the
+	// kernel keeps RPS off it.
+	IsolatedDomain CPUSet `json:"isolated_domain"`
+	// IsolatedManagedIRQ is the set isolcpus=managed_irq keeps managed
+	// interrupts off (where their masks have another CPU); from the
+	// command line, as the kernel shows it nowhere else.
+	IsolatedManagedIRQ CPUSet `json:"isolated_managed_irq"`
+	// NohzFull is the nohz_full= set (or isolcpus=nohz): sysfs
+	// "nohz_full", else the command line.
 	NohzFull CPUSet `json:"nohz_full"`
 	// NICs lists the network interfaces, physical ones first.
 	NICs []NIC `json:"nics"`
@@ -348,40 +354,39 @@ func (r reader) cpus(h *Host) error {
 
 // isolation reads isolcpus= and nohz_full=: the sets from sysfs when it
 // has them, else from the command line. A command line this package
-// cannot parse is a note, not an error: sysfs has the answer on every
-// kernel that has isolated CPUs.
+// cannot parse is a note, not an error: sysfs has the domain and
+// nohz_full sets on every kernel that has isolated CPUs.
 //
-// The isolated set is the command line's where sysfs lists none, as
-// isolcpus= without the domain flag (managed_irq alone) isolates CPUs
-// that sysfs "isolated" (the domain set) does not list. nohz_full is
-// sysfs's whenever the file exists, empty included: it is what the kernel
-// took. Linux 4.0+ has it beside "isolated" only with CONFIG_NO_HZ_FULL;
+// The domain set is sysfs "isolated" whenever the file exists, empty
+// included, and nohz_full is sysfs's whenever its file exists: they are
+// what the kernel took. The managed_irq set is the command line's only.
+// Linux 4.0+ has "nohz_full" beside "isolated" only with CONFIG_NO_HZ_FULL;
 // without it the kernel refuses nohz_full= and an isolcpus= with the nohz
-// flag whole (housekeeping_setup), so both go.
+// flag whole (housekeeping_setup), managed_irq included.
 func (r reader) isolation(h *Host) {
 	cmdline, _ := r.read("/proc/cmdline")
-	iso, flags, nohz, err := ParseCmdline(cmdline, r.nrCPUs())
+	iso, err := ParseCmdline(cmdline, r.nrCPUs())
 	if err != nil {
-		iso, flags, nohz = CPUSet{}, nil, CPUSet{}
-		h.Notes = append(h.Notes, fmt.Sprintf("kernel command line: %v; isolated and nohz_full CPUs are read from sysfs only, isolcpus flags unknown", err))
+		iso = Isolation{Domain: CPUSet{}, ManagedIRQ: CPUSet{}, NohzFull: CPUSet{}}
+		h.Notes = append(h.Notes, fmt.Sprintf("kernel command line: %v; isolated and nohz_full CPUs are read from sysfs only, managed_irq isolation unknown", err))
 	}
 	sysIso, isoErr := r.readCPUList("/sys/devices/system/cpu/isolated")
-	if isoErr == nil && sysIso.Len() > 0 {
-		iso = sysIso
-	}
 	switch s, err := r.readCPUList("/sys/devices/system/cpu/nohz_full"); {
 	case err == nil:
-		nohz = s
+		iso.NohzFull = s
 	case errors.Is(err, fs.ErrNotExist) && isoErr == nil:
-		if nohz.Len() > 0 {
-			h.Notes = append(h.Notes, fmt.Sprintf("kernel command line asks for nohz_full CPUs %s, but the kernel has no CONFIG_NO_HZ_FULL (no /sys/devices/system/cpu/nohz_full) and ignored it", nohz))
+		if iso.NohzFull.Len() > 0 {
+			h.Notes = append(h.Notes, fmt.Sprintf("kernel command line asks for nohz_full CPUs %s, but the kernel has no CONFIG_NO_HZ_FULL (no /sys/devices/system/cpu/nohz_full) and ignored it", iso.NohzFull))
 		}
-		nohz = CPUSet{}
-		if slices.Contains(flags, "nohz") && sysIso.Len() == 0 {
-			iso, flags = CPUSet{}, nil
+		if noHz, err := parseCmdline(cmdline, r.nrCPUs(), false); err == nil {
+			iso = noHz
 		}
+		iso.NohzFull = CPUSet{}
 	}
-	h.Isolated, h.IsolatedFlags, h.NohzFull = iso, flags, nohz
+	if isoErr == nil {
+		iso.Domain = sysIso
+	}
+	h.IsolatedDomain, h.IsolatedManagedIRQ, h.NohzFull = iso.Domain, iso.ManagedIRQ, iso.NohzFull
 }
 
 // nrCPUs is the kernel's nr_cpu_ids, one more than the last possible CPU

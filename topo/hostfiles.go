@@ -11,18 +11,41 @@ import (
 	"github.com/spindlenet/spindle/internal/cpulist"
 )
 
+// Isolation is what a kernel command line's isolcpus= and nohz_full= set
+// aside, one CPU set per kind of isolation (the kernel's housekeeping
+// types), each meaning one thing.
+type Isolation struct {
+	// Domain is isolcpus= without flags or with the domain flag: CPUs
+	// taken out of the scheduler's load-balancing domains (sysfs
+	// /sys/devices/system/cpu/isolated).
+	Domain CPUSet
+	// ManagedIRQ is isolcpus= with the managed_irq flag: CPUs the kernel
+	// keeps managed interrupts off where their masks have another CPU.
+	ManagedIRQ CPUSet
+	// NohzFull is nohz_full=, or isolcpus= with the nohz flag ("isolcpus=nohz
+	// is equivalent to nohz_full").
+	NohzFull CPUSet
+}
+
 // ParseCmdline extracts the isolcpus= and nohz_full= CPU lists from a kernel
 // command line. isolcpus may carry flags before the list
-// ("isolcpus=managed_irq,domain,2-7"); the flags are returned separately,
-// and flags this package does not know are skipped, as the kernel does.
+// ("isolcpus=managed_irq,domain,2-7"), which say which of the sets the list
+// is for; flags this package does not know are skipped, as the kernel does.
 // The lists take every form of the kernel's cpu lists
 // (Documentation/admin-guide/kernel-parameters.rst, "cpu lists"): "N" for
 // the last CPU (nrCPUs-1; nrCPUs is the kernel's nr_cpu_ids, one more than
 // the last possible CPU; 0 when unknown makes "N" an error), "all", and the
 // group form "a-b:used/group" (the first used CPUs of every group of
 // group CPUs from a to b: "0-7:1/4" is 0,4).
-func ParseCmdline(s string, nrCPUs int) (isolated CPUSet, isolFlags []string, nohz CPUSet, err error) {
-	isolated, nohz = CPUSet{}, CPUSet{}
+func ParseCmdline(s string, nrCPUs int) (Isolation, error) {
+	return parseCmdline(s, nrCPUs, true)
+}
+
+// parseCmdline is ParseCmdline for a kernel built with CONFIG_NO_HZ_FULL
+// (nohzFull) or without, which refuses nohz_full= and an isolcpus= with
+// the nohz flag whole (housekeeping_setup).
+func parseCmdline(s string, nrCPUs int, nohzFull bool) (Isolation, error) {
+	iso := Isolation{Domain: CPUSet{}, ManagedIRQ: CPUSet{}, NohzFull: CPUSet{}}
 	for _, w := range strings.Fields(s) {
 		if w == "--" {
 			break // the rest belongs to init
@@ -38,7 +61,8 @@ func ParseCmdline(s string, nrCPUs int) (isolated CPUSet, isolFlags []string, no
 			// housekeeping_isolcpus_setup: words that start with a letter
 			// are flags (unknown ones skipped) until the list begins; an
 			// unknown one with a character other than a letter or '_'
-			// makes the kernel refuse the whole parameter.
+			// makes the kernel refuse the whole parameter. Without
+			// flags, isolcpus= is domain isolation.
 			var flags []string
 			invalid := false
 			for v != "" && isLetter(v[0]) {
@@ -51,24 +75,39 @@ func ParseCmdline(s string, nrCPUs int) (isolated CPUSet, isolFlags []string, no
 				}
 				v = rest
 			}
-			if invalid {
+			if invalid || !nohzFull && slices.Contains(flags, "nohz") {
 				continue
 			}
-			if isolated, err = parseKernelCPUList(v, nrCPUs); err != nil {
-				return nil, nil, nil, fmt.Errorf("isolcpus: %w", err)
+			if len(flags) == 0 {
+				flags = []string{"domain"}
 			}
-			isolFlags = flags
-			if slices.Contains(flags, "nohz") {
-				// "isolcpus=nohz is equivalent to nohz_full".
-				nohz = isolated
+			set, err := parseKernelCPUList(v, nrCPUs)
+			if err != nil {
+				return Isolation{}, fmt.Errorf("isolcpus: %w", err)
+			}
+			iso.Domain, iso.ManagedIRQ = CPUSet{}, CPUSet{}
+			for _, f := range flags {
+				switch f {
+				case "domain":
+					iso.Domain = set
+				case "managed_irq":
+					iso.ManagedIRQ = set
+				case "nohz":
+					iso.NohzFull = set
+				}
 			}
 		case "nohz_full":
-			if nohz, err = parseKernelCPUList(v, nrCPUs); err != nil {
-				return nil, nil, nil, fmt.Errorf("nohz_full: %w", err)
+			if !nohzFull {
+				continue
 			}
+			set, err := parseKernelCPUList(v, nrCPUs)
+			if err != nil {
+				return Isolation{}, fmt.Errorf("nohz_full: %w", err)
+			}
+			iso.NohzFull = set
 		}
 	}
-	return isolated, isolFlags, nohz, nil
+	return iso, nil
 }
 
 func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }

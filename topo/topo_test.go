@@ -75,35 +75,36 @@ func TestCPUSet(t *testing.T) {
 
 func TestParseCmdline(t *testing.T) {
 	tests := []struct {
-		in        string
-		iso, nohz string
-		flags     string
-		wantErr   bool
+		in                    string
+		domain, managed, nohz string
+		wantErr               bool
 	}{
 		{"ro quiet", "", "", "", false},
-		{"isolcpus=2-7 nohz_full=2-7", "2-7", "2-7", "", false},
-		{"isolcpus=managed_irq,domain,2-7,10-15 nohz_full=2-7,10-15", "2-7,10-15", "2-7,10-15", "managed_irq,domain", false},
+		{"isolcpus=2-7 nohz_full=2-7", "2-7", "", "2-7", false},
+		{"isolcpus=managed_irq,domain,2-7,10-15 nohz_full=2-7,10-15", "2-7,10-15", "2-7,10-15", "2-7,10-15", false},
 		{"quiet -- isolcpus=1", "", "", "", false},
 		{"nohz_full=x-y", "", "", "", true},
 		{"isolcpus=2-x", "", "", "", true},
 		// The kernel's other cpu list forms (16 CPUs here): N is the last
 		// CPU, a-b:used/group takes the first used of every group.
-		{"isolcpus=2-N nohz_full=1-N", "2-15", "1-15", "", false},
-		{"isolcpus=managed_irq,domain,1-15:1/2", "1,3,5,7,9,11,13,15", "", "managed_irq,domain", false},
-		{"isolcpus=managed_irq,domain,2-7,10-N nohz_full=2-7,10-N", "2-7,10-15", "2-7,10-15", "managed_irq,domain", false},
-		{"nohz_full=0-7:2/4,N", "", "0-1,4-5,15", "", false},
-		{"nohz_full=all", "", "0-15", "", false},
-		{"nohz_full=N-N", "", "15", "", false},
-		{"nohz_full=8-N:1/3", "", "8,11,14", "", false},
+		{"isolcpus=2-N nohz_full=1-N", "2-15", "", "1-15", false},
+		{"isolcpus=managed_irq,domain,1-15:1/2", "1,3,5,7,9,11,13,15", "1,3,5,7,9,11,13,15", "", false},
+		{"isolcpus=managed_irq,domain,2-7,10-N nohz_full=2-7,10-N", "2-7,10-15", "2-7,10-15", "2-7,10-15", false},
+		{"nohz_full=0-7:2/4,N", "", "", "0-1,4-5,15", false},
+		{"nohz_full=all", "", "", "0-15", false},
+		{"nohz_full=N-N", "", "", "15", false},
+		{"nohz_full=8-N:1/3", "", "", "8,11,14", false},
 		// Unknown isolcpus flags are skipped, as the kernel does; the
-		// nohz flag makes the CPUs nohz_full too ("isolcpus=nohz is
-		// equivalent to nohz_full", housekeeping_isolcpus_setup).
-		{"isolcpus=foo,nohz,3", "3", "3", "nohz", false},
-		{"isolcpus=domain,managed_irq,2-3", "2-3", "", "domain,managed_irq", false},
-		{"isolcpus=nohz,domain,2-3 nohz_full=2-3", "2-3", "2-3", "nohz,domain", false},
+		// flags say which sets the list is for ("isolcpus=nohz is
+		// equivalent to nohz_full", housekeeping_isolcpus_setup), and
+		// without any it is domain isolation.
+		{"isolcpus=foo,nohz,3", "", "", "3", false},
+		{"isolcpus=managed_irq,2-3", "", "2-3", "", false},
+		{"isolcpus=domain,managed_irq,2-3", "2-3", "2-3", "", false},
+		{"isolcpus=nohz,domain,2-3 nohz_full=2-3", "2-3", "", "2-3", false},
 		// A flag with a character other than a letter or '_' makes the
 		// kernel refuse the whole isolcpus= ("Invalid flag").
-		{"isolcpus=dom4in,2-3 nohz_full=5", "", "5", "", false},
+		{"isolcpus=dom4in,2-3 nohz_full=5", "", "", "5", false},
 		{"isolcpus=2-16", "", "", "", true},
 		{"nohz_full=N-2", "", "", "", true},
 		{"nohz_full=0-7:0/4", "", "", "", true},
@@ -112,19 +113,19 @@ func TestParseCmdline(t *testing.T) {
 		{"nohz_full=1,,2", "", "", "", true},
 		// The kernel matches parameter names with '-' and '_' alike
 		// (parameqn).
-		{"nohz-full=2-7", "", "2-7", "", false},
+		{"nohz-full=2-7", "", "", "2-7", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			iso, flags, nohz, err := ParseCmdline(tt.in, 16)
+			iso, err := ParseCmdline(tt.in, 16)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v", err)
 			}
 			if err != nil {
 				return
 			}
-			if iso.String() != tt.iso || nohz.String() != tt.nohz || strings.Join(flags, ",") != tt.flags {
-				t.Errorf("got iso=%v nohz=%v flags=%v", iso, nohz, flags)
+			if iso.Domain.String() != tt.domain || iso.ManagedIRQ.String() != tt.managed || iso.NohzFull.String() != tt.nohz {
+				t.Errorf("got domain=%v managed_irq=%v nohz_full=%v, want %q %q %q", iso.Domain, iso.ManagedIRQ, iso.NohzFull, tt.domain, tt.managed, tt.nohz)
 			}
 		})
 	}
@@ -133,7 +134,7 @@ func TestParseCmdline(t *testing.T) {
 // TestParseCmdlineNWithoutCount: without the CPU count "N" cannot be
 // resolved and is an error, not a guess.
 func TestParseCmdlineNWithoutCount(t *testing.T) {
-	if _, _, _, err := ParseCmdline("nohz_full=1-N", 0); err == nil {
+	if _, err := ParseCmdline("nohz_full=1-N", 0); err == nil {
 		t.Error("N accepted without a CPU count")
 	}
 }
@@ -168,8 +169,8 @@ func TestReadIsolationForms(t *testing.T) {
 			t.Errorf("%q: Read: %v", tc.cmdline, err)
 			continue
 		}
-		if h.Isolated.String() != tc.iso || h.NohzFull.String() != tc.nohz {
-			t.Errorf("%q: isolated %s, nohz_full %s", tc.cmdline, h.Isolated, h.NohzFull)
+		if h.IsolatedDomain.String() != tc.iso || h.NohzFull.String() != tc.nohz {
+			t.Errorf("%q: isolated %s, nohz_full %s", tc.cmdline, h.IsolatedDomain, h.NohzFull)
 		}
 		if note := strings.Join(h.Notes, "; "); tc.note == "" && note != "" || !strings.Contains(note, tc.note) {
 			t.Errorf("%q: notes %q, want %q", tc.cmdline, note, tc.note)
@@ -316,8 +317,8 @@ func TestReadFixtures(t *testing.T) {
 			if !h.HasSMT() || h.CPU(3).Siblings.String() != "3,11" {
 				t.Errorf("smt: %v %v", h.HasSMT(), h.CPU(3).Siblings)
 			}
-			if h.Isolated.String() != "2-7,10-15" || h.NohzFull.String() != "2-7,10-15" {
-				t.Errorf("isolation: %v %v", h.Isolated, h.NohzFull)
+			if h.IsolatedDomain.String() != "2-7,10-15" || h.IsolatedManagedIRQ.String() != "2-7,10-15" || h.NohzFull.String() != "2-7,10-15" {
+				t.Errorf("isolation: %v %v %v", h.IsolatedDomain, h.IsolatedManagedIRQ, h.NohzFull)
 			}
 			if h.PrimaryThreads(h.Online).String() != "0-7" {
 				t.Errorf("primary threads = %v", h.PrimaryThreads(h.Online))
@@ -331,9 +332,6 @@ func TestReadFixtures(t *testing.T) {
 			}
 			if n.IRQs[4].Affinity.String() != "3" || n.IRQs[4].Role != "rxtx" || n.IRQs[4].Queue != 3 {
 				t.Errorf("irq 64 = %+v", n.IRQs[4])
-			}
-			if strings.Join(h.IsolatedFlags, ",") != "managed_irq,domain" {
-				t.Errorf("isolcpus flags = %v", h.IsolatedFlags)
 			}
 			// RPS/RFS left on by an earlier setup; the driver's default XPS.
 			if q := n.RxQueues[3]; q.RPS.String() != "8-15" || q.RPSFlowCnt != 4096 || n.TxQueues[5].XPS.String() != "5" {
@@ -1007,8 +1005,8 @@ func TestReadNohzFullFromSysfs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if h.Isolated.String() != tc.iso || h.NohzFull.String() != tc.nohz {
-				t.Errorf("isolated %q, nohz_full %q; want %q, %q", h.Isolated, h.NohzFull, tc.iso, tc.nohz)
+			if h.IsolatedDomain.String() != tc.iso || h.NohzFull.String() != tc.nohz {
+				t.Errorf("isolated %q, nohz_full %q; want %q, %q", h.IsolatedDomain, h.NohzFull, tc.iso, tc.nohz)
 			}
 			if note := strings.Join(h.Notes, "; "); tc.note == "" && note != "" || !strings.Contains(note, tc.note) {
 				t.Errorf("notes %q, want %q", note, tc.note)
@@ -1018,6 +1016,56 @@ func TestReadNohzFullFromSysfs(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestReadIsolationKinds: Host keeps each kind of isolcpus= isolation in
+// its own set. It had one, Isolated, the command line's list whatever its
+// flags when sysfs "isolated" (the domain set) was empty, so
+// isolcpus=managed_irq,2-7 alone read as domain isolation of 2-7. A kernel
+// without CONFIG_NO_HZ_FULL refuses an isolcpus= with the nohz flag whole,
+// its managed_irq set too. The JSON names each set.
+func TestReadIsolationKinds(t *testing.T) {
+	for _, tc := range []struct {
+		name, cmdline, isolated string
+		noNohzFile              bool
+		domain, managed, nohz   string
+	}{
+		{"managed_irq alone", "ro isolcpus=managed_irq,2-7\n", "\n", false, "", "2-7", ""},
+		{"domain and managed_irq", "ro isolcpus=managed_irq,domain,2-7\n", "2-7\n", false, "2-7", "2-7", ""},
+		{"nohz alone", "ro isolcpus=nohz,2-7\n", "\n", false, "", "", "2-7"},
+		{"no CONFIG_NO_HZ_FULL", "ro isolcpus=nohz,managed_irq,2-7\n", "\n", true, "", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := copyFixture(t, "testdata/smt-isol")
+			cpu := filepath.Join(root, "sys/devices/system/cpu")
+			files := map[string]string{filepath.Join(root, "proc/cmdline"): tc.cmdline, filepath.Join(cpu, "isolated"): tc.isolated, filepath.Join(cpu, "nohz_full"): tc.nohz + "\n"}
+			for f, v := range files {
+				if err := os.WriteFile(f, []byte(v), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.noNohzFile {
+				if err := os.Remove(filepath.Join(cpu, "nohz_full")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h, err := Read(root, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.IsolatedDomain.String() != tc.domain || h.IsolatedManagedIRQ.String() != tc.managed || h.NohzFull.String() != tc.nohz {
+				t.Errorf("domain %q, managed_irq %q, nohz_full %q; want %q, %q, %q", h.IsolatedDomain, h.IsolatedManagedIRQ, h.NohzFull, tc.domain, tc.managed, tc.nohz)
+			}
+			js, err := json.Marshal(h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := fmt.Sprintf(`"isolated_domain":%q,"isolated_managed_irq":%q,"nohz_full":%q`, tc.domain, tc.managed, tc.nohz)
+			if !strings.Contains(string(js), want) {
+				t.Errorf("JSON has no %s", want)
+			}
+		})
+	}
+}
 
 // TestDriverQueueIRQsMlx4: an mlx4 ring uses the EQ of its CPU (EQ cpu+1),
 // its CPU the ring's place in the spread order (the device's node's CPUs

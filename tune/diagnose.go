@@ -57,7 +57,7 @@ type Options struct {
 
 func (o Options) withDefaults(h *topo.Host) Options {
 	if o.LoopCPUs.Len() == 0 {
-		o.LoopCPUs = h.Isolated
+		o.LoopCPUs = h.IsolatedDomain
 	}
 	if o.LockedBytes == 0 {
 		o.LockedBytes = 64 << 20

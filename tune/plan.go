@@ -225,8 +225,8 @@ func MakePlan(h *topo.Host, cfg PlanConfig) (*Plan, error) {
 	if err := p.cpuSets(nics); err != nil {
 		return nil, err
 	}
-	if slices.Contains(h.IsolatedFlags, "managed_irq") && p.plan.IRQCPUs.Intersect(h.Isolated).Len() > 0 {
-		p.note("isolcpus has managed_irq: the kernel keeps managed IRQs off isolated CPUs %s, so it may reject affinity writes there (apply then rolls back); consider --policy dedicated", h.Isolated)
+	if p.plan.IRQCPUs.Intersect(h.IsolatedManagedIRQ).Len() > 0 {
+		p.note("isolcpus has managed_irq: the kernel keeps managed IRQs off CPUs %s, so it may reject affinity writes there (apply then rolls back); consider --policy dedicated", h.IsolatedManagedIRQ)
 	}
 	if h.IrqbalancePID != 0 {
 		p.note("irqbalance is running (pid %d): it will rewrite the IRQ affinities below within seconds; stop it or ban these IRQs before applying", h.IrqbalancePID)
@@ -268,7 +268,7 @@ func (p *planner) cpuSets(nics []*topo.NIC) error {
 		loops := cfg.LoopCPUs
 		if loops.Len() == 0 {
 			loops = primaries
-			if iso := h.Isolated.Intersect(primaries); iso.Len() > 0 {
+			if iso := h.IsolatedDomain.Intersect(primaries); iso.Len() > 0 {
 				loops = iso
 			}
 		}
@@ -287,7 +287,7 @@ func (p *planner) cpuSets(nics []*topo.NIC) error {
 			taken := withSiblings(h, cfg.LoopCPUs)
 			pick := func(from topo.CPUSet) topo.CPUSet {
 				free := from.Minus(taken)
-				house := free.Minus(h.Isolated)
+				house := free.Minus(h.IsolatedDomain)
 				if house.Len() == 0 {
 					house = free
 				}
@@ -497,7 +497,7 @@ func (p *planner) nic(n *topo.NIC) error {
 	// a map left empty: a plan that spread RPS over them would read back
 	// different or fail, and apply would roll back. RPS goes only to
 	// housekeeping CPUs among irqCPUs.
-	rpsCPUs := irqCPUs.Minus(p.h.Isolated).Minus(p.h.NohzFull)
+	rpsCPUs := irqCPUs.Minus(p.h.IsolatedDomain).Minus(p.h.NohzFull)
 	useRPS := nq < irqCPUs.Len()
 	if useRPS && nq >= rpsCPUs.Len() {
 		p.note("%s: no RPS (fewer queues than CPUs, but only %s of %s may take RPS: the kernel keeps RPS off isolated and nohz_full CPUs); each queue's protocol processing stays on its interrupt's CPU", n.Name, orNone(rpsCPUs.String()), irqCPUs)

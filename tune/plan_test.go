@@ -319,10 +319,10 @@ func TestPlanRPSOffIsolatedCPUs(t *testing.T) {
 		}
 	}
 	h := loadHost(t, root)
-	if h.Isolated.Len() == 0 || len(h.NIC("enp1s0f0np0").RxQueues) != 2 {
-		t.Fatalf("fixture: isolated %s, %d queues", h.Isolated, len(h.NIC("enp1s0f0np0").RxQueues))
+	if h.IsolatedDomain.Len() == 0 || len(h.NIC("enp1s0f0np0").RxQueues) != 2 {
+		t.Fatalf("fixture: isolated %s, %d queues", h.IsolatedDomain, len(h.NIC("enp1s0f0np0").RxQueues))
 	}
-	housekeeping := h.Online.Minus(h.Isolated).Minus(h.NohzFull)
+	housekeeping := h.Online.Minus(h.IsolatedDomain).Minus(h.NohzFull)
 	for _, tc := range []struct {
 		name  string
 		loops topo.CPUSet
@@ -345,7 +345,7 @@ func TestPlanRPSOffIsolatedCPUs(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if bad := set.Intersect(h.Isolated.Union(h.NohzFull)); bad.Len() > 0 {
+				if bad := set.Intersect(h.IsolatedDomain.Union(h.NohzFull)); bad.Len() > 0 {
 					t.Errorf("%s := %s: RPS on isolated/nohz_full CPUs %s (loops %s)", w.Path, w.New, bad, p.LoopCPUs)
 				}
 				rps = rps || set.Len() > 0
@@ -699,5 +699,52 @@ func TestPlanXPSOfflineCPU(t *testing.T) {
 	// tx-7 (map 7, no offline CPU) still loses its loop CPU.
 	if w := writeTo(p, "/sys/class/net/enp1s0f0np0/queues/tx-7/xps_cpus"); w == nil || w.New != "0" {
 		t.Errorf("tx-7 XPS: %+v, want 0", w)
+	}
+}
+
+// TestIsolationKindsApart: isolcpus= isolates in several ways, each with
+// its own CPU set (housekeeping_isolcpus_setup): "domain" (the default)
+// takes CPUs out of the scheduler's balancing, which loops default to and
+// which the kernel keeps RPS off; "managed_irq" only keeps managed
+// interrupts off them. topo.Host had one set for both, taken from the
+// command line when sysfs "isolated" (the domain set) was empty, so a host
+// booted with isolcpus=managed_irq,2-7,10-15 alone had its loops planned,
+// and loop CPUs diagnosed, on CPUs the scheduler still balances onto.
+// Now loops default to the domain set and the managed_irq note uses the
+// managed_irq set.
+func TestIsolationKindsApart(t *testing.T) {
+	for _, tc := range []struct {
+		name, cmdline, isolated string
+		loops                   string // default inline loop CPUs
+		managedNote             bool
+		loopIRQs                bool // diagnose finds IRQs on (default) loop CPUs
+	}{
+		{"managed_irq only", "ro isolcpus=managed_irq,2-7,10-15\n", "\n", "0-7", true, false},
+		{"domain only", "ro isolcpus=2-7,10-15\n", "2-7,10-15\n", "2-7", false, true},
+		{"both", "ro isolcpus=managed_irq,domain,2-7,10-15\n", "2-7,10-15\n", "2-7", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := copyTree(t, fxSMT)
+			for f, v := range map[string]string{"proc/cmdline": tc.cmdline, "sys/devices/system/cpu/isolated": tc.isolated, "sys/devices/system/cpu/nohz_full": "\n"} {
+				if err := os.WriteFile(filepath.Join(root, f), []byte(v), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h := loadHost(t, root)
+			p, err := MakePlan(h, PlanConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.LoopCPUs.String() != tc.loops {
+				t.Errorf("loop CPUs %s, want %s", p.LoopCPUs, tc.loops)
+			}
+			if got := hasNote(p, "isolcpus has managed_irq"); got != tc.managedNote {
+				t.Errorf("managed_irq note: %v, want %v: %q", got, tc.managedNote, p.Notes)
+			}
+			a, b := snapshots(t, root, h)
+			if got := slices.Contains(ids(Diagnose(h, a, b, Options{})), "irq-on-loop-cpu"); got != tc.loopIRQs {
+				t.Errorf("irq-on-loop-cpu found: %v, want %v", got, tc.loopIRQs)
+			}
+		})
 	}
 }

@@ -30,11 +30,7 @@ func WriteHost(w io.Writer, h *topo.Host) error {
 	for _, n := range h.Nodes {
 		ew.f("  node %d: CPUs %s\n", n.ID, n.CPUs)
 	}
-	flags := ""
-	if len(h.IsolatedFlags) > 0 {
-		flags = " (" + strings.Join(h.IsolatedFlags, ",") + ")"
-	}
-	ew.f("  isolated: %s%s   nohz_full: %s\n", orNone(h.Isolated.String()), flags, orNone(h.NohzFull.String()))
+	ew.f("  isolated (domain): %s   managed_irq: %s   nohz_full: %s\n", orNone(h.IsolatedDomain.String()), orNone(h.IsolatedManagedIRQ.String()), orNone(h.NohzFull.String()))
 	for _, note := range h.Notes {
 		ew.f("  note: %s\n", note)
 	}
