@@ -138,6 +138,7 @@ func FuzzParseHostFiles(f *testing.F) {
 		"nohz_full=0-7:0/4 isolcpus=N",
 		"isolcpus=nohz,domain,2-3 nohz_full=2-3",
 		"isolcpus=dom4in,2-3",
+		"isolcpus=2-3 isolcpus=managed_irq,domain,4-5 nohz_full= nohz_full=2-3",
 	} {
 		f.Add([]byte(s))
 	}

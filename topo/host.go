@@ -362,7 +362,8 @@ func (r reader) cpus(h *Host) error {
 // what the kernel took. The managed_irq set is the command line's only.
 // Linux 4.0+ has "nohz_full" beside "isolated" only with CONFIG_NO_HZ_FULL;
 // without it the kernel refuses nohz_full= and an isolcpus= with the nohz
-// flag whole (housekeeping_setup), managed_irq included.
+// flag whole (housekeeping_setup), managed_irq included. A note names
+// each isolation parameter the kernel ignores (ParseCmdline).
 func (r reader) isolation(h *Host) {
 	cmdline, _ := r.read("/proc/cmdline")
 	iso, err := ParseCmdline(cmdline, r.nrCPUs())
@@ -385,6 +386,9 @@ func (r reader) isolation(h *Host) {
 	}
 	if isoErr == nil {
 		iso.Domain = sysIso
+	}
+	for _, ig := range iso.Ignored {
+		h.Notes = append(h.Notes, "kernel command line: the kernel ignores "+ig)
 	}
 	h.IsolatedDomain, h.IsolatedManagedIRQ, h.NohzFull = iso.Domain, iso.ManagedIRQ, iso.NohzFull
 }

@@ -25,6 +25,8 @@ type Isolation struct {
 	// NohzFull is nohz_full=, or isolcpus= with the nohz flag ("isolcpus=nohz
 	// is equivalent to nohz_full").
 	NohzFull CPUSet
+	// Ignored says which parameters the kernel ignores, and why.
+	Ignored []string
 }
 
 // ParseCmdline extracts the isolcpus= and nohz_full= CPU lists from a kernel
@@ -37,6 +39,13 @@ type Isolation struct {
 // the last possible CPU; 0 when unknown makes "N" an error), "all", and the
 // group form "a-b:used/group" (the first used CPUs of every group of
 // group CPUs from a to b: "0-7:1/4" is 0,4).
+//
+// A parameter given more than once is taken as the kernel takes it
+// (housekeeping_setup, kernel/sched/isolation.c, Linux 6.x): each kind of
+// isolation keeps the first list it gets; a later parameter naming a kind
+// already set must give the same list, else the kernel ignores it whole
+// ("nohz_full= must match isolcpus="), its other kinds too; one that names
+// only kinds not yet set sets them. An empty list sets nothing.
 func ParseCmdline(s string, nrCPUs int) (Isolation, error) {
 	return parseCmdline(s, nrCPUs, true)
 }
@@ -46,6 +55,27 @@ func ParseCmdline(s string, nrCPUs int) (Isolation, error) {
 // the nohz flag whole (housekeeping_setup).
 func parseCmdline(s string, nrCPUs int, nohzFull bool) (Isolation, error) {
 	iso := Isolation{Domain: CPUSet{}, ManagedIRQ: CPUSet{}, NohzFull: CPUSet{}}
+	sets := map[string]*CPUSet{"domain": &iso.Domain, "managed_irq": &iso.ManagedIRQ, "nohz": &iso.NohzFull}
+	taken := map[string]bool{} // kinds set by an earlier parameter (housekeeping.flags)
+	// setup is housekeeping_setup: list for the kinds of isolation a
+	// parameter names.
+	setup := func(param string, kinds []string, list CPUSet) {
+		if list.Len() == 0 {
+			iso.Ignored = append(iso.Ignored, param+": no CPUs")
+			return
+		}
+		for _, k := range kinds {
+			if taken[k] && !sets[k].Equal(list) {
+				iso.Ignored = append(iso.Ignored, fmt.Sprintf("%s: %s isolation is already %s (the kernel takes the first list and ignores a different one whole)", param, k, *sets[k]))
+				return
+			}
+		}
+		for _, k := range kinds {
+			if !taken[k] {
+				*sets[k], taken[k] = list, true
+			}
+		}
+	}
 	for _, w := range strings.Fields(s) {
 		if w == "--" {
 			break // the rest belongs to init
@@ -75,7 +105,11 @@ func parseCmdline(s string, nrCPUs int, nohzFull bool) (Isolation, error) {
 				}
 				v = rest
 			}
-			if invalid || !nohzFull && slices.Contains(flags, "nohz") {
+			if invalid {
+				iso.Ignored = append(iso.Ignored, w+": invalid flag")
+				continue
+			}
+			if !nohzFull && slices.Contains(flags, "nohz") {
 				continue
 			}
 			if len(flags) == 0 {
@@ -85,17 +119,7 @@ func parseCmdline(s string, nrCPUs int, nohzFull bool) (Isolation, error) {
 			if err != nil {
 				return Isolation{}, fmt.Errorf("isolcpus: %w", err)
 			}
-			iso.Domain, iso.ManagedIRQ = CPUSet{}, CPUSet{}
-			for _, f := range flags {
-				switch f {
-				case "domain":
-					iso.Domain = set
-				case "managed_irq":
-					iso.ManagedIRQ = set
-				case "nohz":
-					iso.NohzFull = set
-				}
-			}
+			setup(w, flags, set)
 		case "nohz_full":
 			if !nohzFull {
 				continue
@@ -104,7 +128,7 @@ func parseCmdline(s string, nrCPUs int, nohzFull bool) (Isolation, error) {
 			if err != nil {
 				return Isolation{}, fmt.Errorf("nohz_full: %w", err)
 			}
-			iso.NohzFull = set
+			setup(w, []string{"nohz"}, set)
 		}
 	}
 	return iso, nil

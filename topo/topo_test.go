@@ -131,6 +131,50 @@ func TestParseCmdline(t *testing.T) {
 	}
 }
 
+// TestParseCmdlineRepeated: the kernel calls its setup function for every
+// isolcpus= and nohz_full= on the command line, and housekeeping_setup
+// (kernel/sched/isolation.c, Linux 6.x) keeps the first list each kind of
+// isolation (housekeeping type: nohz, domain, managed_irq) gets: a later
+// parameter naming a kind already set must give the same list ("nohz_full=
+// must match isolcpus="), else the kernel ignores that parameter whole,
+// its other kinds too; one naming only kinds not yet set sets them; an
+// empty list, or an isolcpus= with an invalid flag, sets nothing. The
+// parser took the last value of each parameter.
+func TestParseCmdlineRepeated(t *testing.T) {
+	for _, tt := range []struct {
+		in                    string
+		domain, managed, nohz string
+		ignored               int // parameters the kernel ignores
+	}{
+		{"isolcpus=2-3 isolcpus=4-5", "2-3", "", "", 1},
+		{"nohz_full=2-3 nohz-full=4-5", "", "", "2-3", 1},
+		{"nohz_full=2-3 nohz_full=2-3", "", "", "2-3", 0},
+		{"isolcpus=nohz,domain,2-3 nohz_full=4-5", "2-3", "", "2-3", 1},
+		// The mismatch on nohz drops the domain list with it.
+		{"nohz_full=4-5 isolcpus=nohz,domain,2-3", "", "", "4-5", 1},
+		{"isolcpus=domain,2-3 isolcpus=managed_irq,domain,4-5", "2-3", "", "", 1},
+		// Other kinds are independent, and the same list adds a kind.
+		{"isolcpus=managed_irq,2-3 isolcpus=domain,4-5 nohz_full=6-7", "4-5", "2-3", "6-7", 0},
+		{"isolcpus=domain,2-3 isolcpus=managed_irq,domain,2-3", "2-3", "2-3", "", 0},
+		// Parameters that set nothing do not count as the first.
+		{"nohz_full= nohz_full=2-3", "", "", "2-3", 1},
+		{"isolcpus=dom4in,2-3 isolcpus=4-5", "4-5", "", "", 1},
+	} {
+		t.Run(tt.in, func(t *testing.T) {
+			iso, err := ParseCmdline(tt.in, 16)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if iso.Domain.String() != tt.domain || iso.ManagedIRQ.String() != tt.managed || iso.NohzFull.String() != tt.nohz {
+				t.Errorf("got domain=%v managed_irq=%v nohz_full=%v, want %q %q %q", iso.Domain, iso.ManagedIRQ, iso.NohzFull, tt.domain, tt.managed, tt.nohz)
+			}
+			if len(iso.Ignored) != tt.ignored {
+				t.Errorf("ignored %q, want %d", iso.Ignored, tt.ignored)
+			}
+		})
+	}
+}
+
 // TestParseCmdlineNWithoutCount: without the CPU count "N" cannot be
 // resolved and is an error, not a guess.
 func TestParseCmdlineNWithoutCount(t *testing.T) {
@@ -1033,6 +1077,8 @@ func TestReadIsolationKinds(t *testing.T) {
 		{"domain and managed_irq", "ro isolcpus=managed_irq,domain,2-7\n", "2-7\n", false, "2-7", "2-7", ""},
 		{"nohz alone", "ro isolcpus=nohz,2-7\n", "\n", false, "", "", "2-7"},
 		{"no CONFIG_NO_HZ_FULL", "ro isolcpus=nohz,managed_irq,2-7\n", "\n", true, "", "", ""},
+		// The kernel keeps the first list (TestParseCmdlineRepeated).
+		{"managed_irq twice", "ro isolcpus=managed_irq,2-3 isolcpus=managed_irq,4-5\n", "\n", false, "", "2-3", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := copyFixture(t, "testdata/smt-isol")
@@ -1062,6 +1108,12 @@ func TestReadIsolationKinds(t *testing.T) {
 			want := fmt.Sprintf(`"isolated_domain":%q,"isolated_managed_irq":%q,"nohz_full":%q`, tc.domain, tc.managed, tc.nohz)
 			if !strings.Contains(string(js), want) {
 				t.Errorf("JSON has no %s", want)
+			}
+			ignored := slices.ContainsFunc(h.Notes, func(n string) bool {
+				return strings.Contains(n, "ignores isolcpus=managed_irq,4-5: managed_irq isolation is already 2-3")
+			})
+			if want := strings.Contains(tc.name, "twice"); ignored != want {
+				t.Errorf("note on the ignored parameter: %v, want %v: %q", ignored, want, h.Notes)
 			}
 		})
 	}
