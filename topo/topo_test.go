@@ -864,6 +864,16 @@ func TestReadDriverQueueIRQNames(t *testing.T) {
 		return out
 	}
 	none := func(n int) []int { return slices.Repeat([]int{-1}, n) }
+	// apart names IRQ special so and every other IRQ irq by format, of
+	// irq-base: the one vector a driver names apart from its queues'.
+	apart := func(special int, name, format string, base int) func(int) string {
+		return func(irq int) string {
+			if irq == special {
+				return name
+			}
+			return fmt.Sprintf(format, irq-base)
+		}
+	}
 	tests := []struct {
 		driver string
 		name   func(irq int) string
@@ -873,56 +883,31 @@ func TestReadDriverQueueIRQNames(t *testing.T) {
 			// 16 notify blocks (IRQs 120-135), then the management one:
 			// blocks 0-7 serve tx-0..7, blocks 8-15 rx-0..7.
 			driver: "gve",
-			name: func(irq int) string {
-				if irq == 136 {
-					return "gve-mgmnt@pci:" + pci
-				}
-				return fmt.Sprintf("gve-ntfy-blk%d@pci:%s", irq-120, pci)
-			},
-			rx: append(seq(128, 8), none(8)...), tx: append(seq(120, 8), none(8)...),
+			name:   apart(136, "gve-mgmnt@pci:"+pci, "gve-ntfy-blk%d@pci:"+pci, 120),
+			rx:     append(seq(128, 8), none(8)...), tx: append(seq(120, 8), none(8)...),
 		},
 		{
 			// Before Linux 6.1.
 			driver: "gve",
-			name: func(irq int) string {
-				if irq == 136 {
-					return "eth%d-mgmnt"
-				}
-				return fmt.Sprintf("eth%%d-ntfy-block.%d", irq-120)
-			},
-			rx: append(seq(128, 8), none(8)...), tx: append(seq(120, 8), none(8)...),
+			name:   apart(136, "eth%d-mgmnt", "eth%%d-ntfy-block.%d", 120),
+			rx:     append(seq(128, 8), none(8)...), tx: append(seq(120, 8), none(8)...),
 		},
 		{
 			// RSS and TSS: vector 0 for link events, vector i+1 queue i.
 			driver: "tg3",
-			name: func(irq int) string {
-				if irq == 120 {
-					return "ens1f0-0"
-				}
-				return fmt.Sprintf("ens1f0-txrx-%d", irq-120)
-			},
-			rx: seq(121, 16), tx: seq(121, 16),
+			name:   apart(120, "ens1f0-0", "ens1f0-txrx-%d", 120),
+			rx:     seq(121, 16), tx: seq(121, 16),
 		},
 		{
 			// RSS without TSS: vector 0 transmits on queue 0.
 			driver: "tg3",
-			name: func(irq int) string {
-				if irq == 120 {
-					return "ens1f0-tx-0"
-				}
-				return fmt.Sprintf("ens1f0-rx-%d", irq-120)
-			},
-			rx: seq(121, 16), tx: append([]int{120}, none(15)...),
+			name:   apart(120, "ens1f0-tx-0", "ens1f0-rx-%d", 120),
+			rx:     seq(121, 16), tx: append([]int{120}, none(15)...),
 		},
 		{
 			driver: "sfc",
-			name: func(irq int) string {
-				if irq == 120 {
-					return "ens1f0-ptp"
-				}
-				return fmt.Sprintf("ens1f0-%d", irq-121)
-			},
-			rx: seq(121, 16), tx: seq(121, 16),
+			name:   apart(120, "ens1f0-ptp", "ens1f0-%d", 121),
+			rx:     seq(121, 16), tx: seq(121, 16),
 		},
 		{
 			// Separate receive and transmit channels, and XDP ones.
@@ -940,12 +925,7 @@ func TestReadDriverQueueIRQNames(t *testing.T) {
 		},
 		{
 			driver: "mlx4_core",
-			name: func(irq int) string {
-				if irq == 120 {
-					return "mlx4-async@pci:" + pci
-				}
-				return fmt.Sprintf("mlx4-%d@%s", irq-120, pci)
-			},
+			name:   apart(120, "mlx4-async@pci:"+pci, "mlx4-%d@"+pci, 120),
 			// EQ e (IRQ 120+e) is CPU e-1's. The NIC is on node 1
 			// (CPUs 12-23): rings 0-3 on CPUs 12-15 use EQs 13-16,
 			// rings 12-15 on CPUs 0-3 EQs 1-4; rings 4-11 (CPUs

@@ -400,6 +400,22 @@ func TestDiagnoseNetlinkAbsent(t *testing.T) {
 	}
 }
 
+// wrapSnapshots returns the vm fixture's host and the two readings of
+// testdata/wrap (see TestDiagnoseCounterWrap), 5 s apart.
+func wrapSnapshots(t *testing.T) (h *topo.Host, a, b *Snapshot) {
+	t.Helper()
+	h = loadHost(t, fxVM)
+	a, err := TakeSnapshot("testdata/wrap/before", h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err = TakeSnapshot("testdata/wrap/after", h, nil); err != nil {
+		t.Fatal(err)
+	}
+	b.Time = a.Time.Add(5 * time.Second)
+	return h, a, b
+}
+
 // TestDiagnoseCounterWrap: the per-CPU counts of /proc/interrupts and
 // /proc/softirqs and the softnet_stat columns are 32-bit in the kernel.
 // testdata/wrap holds two readings of the vm fixture's host taken either
@@ -410,16 +426,7 @@ func TestDiagnoseNetlinkAbsent(t *testing.T) {
 // device during the sample (its description changed): a reset, whose count
 // in the second reading is all growth, not 2^32 less the first.
 func TestDiagnoseCounterWrap(t *testing.T) {
-	h := loadHost(t, fxVM)
-	a, err := TakeSnapshot("testdata/wrap/before", h, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := TakeSnapshot("testdata/wrap/after", h, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.Time = a.Time.Add(5 * time.Second)
+	h, a, b := wrapSnapshots(t)
 	for _, tc := range []struct {
 		what string
 		got  map[int]uint64
@@ -483,16 +490,7 @@ func TestDiagnoseCounterWrap(t *testing.T) {
 // sample stays a wrap. The decrease was read as a wrap, some 4 billion
 // interrupts in 5 s.
 func TestIRQDeltaReset(t *testing.T) {
-	h := loadHost(t, fxVM)
-	a, err := TakeSnapshot("testdata/wrap/before", h, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := TakeSnapshot("testdata/wrap/after", h, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.Time = a.Time.Add(5 * time.Second)
+	h, a, b := wrapSnapshots(t)
 	// IRQ 41 requested again by the same device: the description of a.
 	c41 := b.Interrupts.IRQs[41]
 	c41.Desc = a.Interrupts.IRQs[41].Desc
