@@ -381,7 +381,7 @@ func offlineDropped(t Target, w Write, want, got string) (note string, ok bool) 
 	if offline.Len() == 0 || !gotSet.Equal(wantSet.Intersect(online)) {
 		return "", false
 	}
-	return fmt.Sprintf("%s: restored %s, reads back %s: CPUs %s are offline (went offline since apply?) and the kernel keeps offline CPUs out of RPS and XPS maps; write the map again once they are back online", w.Target(), orNone(wantSet.String()), orNone(gotSet.String()), offline), true
+	return fmt.Sprintf("%s: restored %s, reads back %s: CPUs %s are offline, and the kernel keeps offline CPUs out of RPS and XPS maps; write the map again once they are back online", w.Target(), orNone(wantSet.String()), orNone(gotSet.String()), offline), true
 }
 
 // saveState writes st to statePath, refusing if the file exists (a plan

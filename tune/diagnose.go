@@ -35,8 +35,8 @@ type Finding struct {
 // Options tune the diagnosis. The zero value uses the defaults.
 type Options struct {
 	// LoopCPUs are the CPUs that run (or will run) event loops. Default:
-	// the host's isolated CPUs; when both are empty, the IRQs-on-loop-CPUs
-	// check is skipped.
+	// the host's isolcpus domain-isolated CPUs (Host.IsolatedDomain); when
+	// both are empty, the IRQs-on-loop-CPUs check is skipped.
 	LoopCPUs topo.CPUSet
 	// Inline says IRQs are meant to share the loop CPUs (the inline
 	// policy), so queue IRQs on loop CPUs are not reported.

@@ -104,12 +104,13 @@ type PlanConfig struct {
 	// Interfaces to tune. Default: every physical interface with receive
 	// queues.
 	Interfaces []string
-	// LoopCPUs are the CPUs for loops. Default (inline): the isolated CPUs
-	// local to the NICs if any, else one SMT thread per local core;
+	// LoopCPUs are the CPUs for loops. Default (inline): the isolcpus
+	// domain-isolated CPUs (Host.IsolatedDomain) among one SMT thread per
+	// core local to the NICs if any, else one SMT thread per local core;
 	// (dedicated): those minus IRQCPUs and their SMT siblings.
 	LoopCPUs topo.CPUSet
 	// IRQCPUs are the softirq CPUs of the dedicated policy. Default: one
-	// housekeeping (non-isolated) CPU per 8 local cores, at least one, on
+	// housekeeping (not domain-isolated) CPU per 8 local cores, at least one, on
 	// each NIC's NUMA node.
 	IRQCPUs topo.CPUSet
 	// BusyPollUsecs, when > 0 (inline only), sets net.core.busy_poll and

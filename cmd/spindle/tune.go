@@ -103,7 +103,7 @@ func tuneDiagnose(ctx context.Context, args []string, w io.Writer) error {
 	root := fs.String("root", "/", "read /proc and /sys under this directory")
 	period := fs.Duration("period", 5*time.Second, "sampling period")
 	var loops cpuFlag
-	fs.Var(&loops, "loop-cpus", "CPUs that run event loops (default: isolated CPUs)")
+	fs.Var(&loops, "loop-cpus", "CPUs that run event loops (default: the isolcpus domain-isolated CPUs)")
 	inline := fs.Bool("inline", false, "loops share CPUs with their queues' IRQs (inline policy): do not report IRQs on loop CPUs")
 	busy := fs.Bool("busy-poll", false, "the application busy-polls (io_uring NAPI or SO_BUSY_POLL)")
 	locked := fs.Uint64("locked-mib", 64, "MiB of memory the application locks (registered buffers)")
