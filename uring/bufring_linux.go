@@ -203,6 +203,29 @@ func (b *BufRing) BundleIDs(c CQE, dst []uint16) ([]uint16, error) {
 	return dst, nil
 }
 
+// abandon ends b after its ring has closed without the kernel confirming
+// the cancel of the requests in flight (Ring.Close): the buffers, which such
+// a request may still pick and write into by address, stay mapped for the
+// life of the process (listed in left, counted by LeftMappedBytes). The ring
+// of entries is unmapped: the kernel pinned its pages when it was registered
+// and reads it through its own mapping of them (io_uring/kbuf.c,
+// io_register_pbuf_ring), never through this address, and writes it only
+// for incremental consumption (IOU_PBUF_RING_INC), which is not used. It
+// returns the bytes left mapped.
+//
+// Owner goroutine.
+func (b *BufRing) abandon() int64 {
+	delete(b.r.bufRings, b.group)
+	b.mem.Unmap()
+	n := int64(cap(b.slab))
+	leftMu.Lock()
+	left = append(left, b.slab)
+	leftMu.Unlock()
+	leftBytes.Add(n)
+	b.mem, b.slab = nil, nil
+	return n
+}
+
 // Close unregisters the group and frees its memory. No request may still
 // select from it. If the kernel refuses to unregister it (EEXIST from a
 // thread other than a SingleIssuer ring's owner), the group stays

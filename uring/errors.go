@@ -1,6 +1,7 @@
 package uring
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/spindlenet/spindle/internal/sys"
@@ -39,3 +40,8 @@ func (e *UnsupportedFeatureError) Is(target error) bool { return target == ErrNo
 //
 // Any goroutine.
 func (e *UnsupportedFeatureError) Unwrap() error { return e.Err }
+
+// ErrCancelUnconfirmed is wrapped by the error of Ring.Close when the kernel
+// did not confirm the cancel of the requests in flight, so that Close left
+// the provided buffers mapped (see Ring.Close).
+var ErrCancelUnconfirmed = errors.New("kernel did not confirm the cancel of the requests in flight")

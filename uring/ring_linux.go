@@ -49,7 +49,24 @@ type Ring struct {
 	bufRings map[uint16]*BufRing
 
 	napiStatic bool // NAPI registered with static tracking: AddNAPIID may be called
+
+	// cancelHook, when set (by tests), replaces the result of the cancel
+	// Close starts with.
+	cancelHook func(res int32) int32
 }
+
+// Provided buffers Close left mapped because the kernel did not confirm
+// its cancel: kept for the life of the process (left is read by tests).
+var (
+	leftMu    sync.Mutex
+	left      [][]byte
+	leftBytes atomic.Int64
+)
+
+// LeftMappedBytes returns how many bytes of provided buffer memory Ring.Close
+// has left mapped in this process because the kernel did not confirm the
+// cancel of the requests in flight (see Close). Any goroutine.
+func LeftMappedBytes() int64 { return leftBytes.Load() }
 
 // New creates a ring. A nil cfg means defaults. The goroutine calling New
 // becomes the owner (see the package documentation). Invalid configurations
@@ -167,15 +184,30 @@ func unsupported(feature, min string, err error) error {
 // the rings, then closes the provided buffer rings still open. Completions
 // not yet reaped are discarded. Cancelling first (IORING_OP_ASYNC_CANCEL of
 // every request, waiting up to a second for the kernel to confirm) keeps an
-// armed multishot receive from picking a buffer Close is about to unmap; a
-// request already running in an io-wq worker can only be asked to stop, so
-// reap what matters before Close. With SingleIssuer or RegisterRingFD, Close
-// must run on the thread that called New: on another it returns an error
-// (EEXIST) and closes nothing, the ring staying usable from its owner. With
-// SingleIssuer the kernel refuses the cancel from any other thread, so the
-// requests would stay armed on buffers Close unmaps; with RegisterRingFD the
-// owner thread's table holds the ring (and would keep it alive, requests
-// armed). Calling Close twice returns os.ErrClosed.
+// armed multishot receive from picking a buffer Close is about to unmap.
+//
+// If the kernel does not confirm the cancel (it could not be submitted, its
+// completion did not come within the second, or it failed: -EALREADY, or
+// -EINVAL from a kernel without IORING_ASYNC_CANCEL_ANY), a request may
+// still pick a provided buffer after Close and write into its address;
+// unmapped, that address could be taken by a new mapping and the write land
+// in unrelated memory. Close then leaves the buffers of its buffer rings
+// mapped for the life of the process (counted by LeftMappedBytes), closes
+// everything else, and returns an error that wraps ErrCancelUnconfirmed and
+// says how many bytes it left. A count or -ENOENT confirms the cancel.
+//
+// A request already running in an io-wq worker (a blocking file read forced
+// there with FlagAsync, say) can only be asked to stop, and Linux (6.18)
+// does not say so when every request is cancelled: the count leaves it out
+// and the cancel looks confirmed. Reap such requests before Close.
+//
+// With SingleIssuer or RegisterRingFD, Close must run on the thread that
+// called New: on another it returns an error (EEXIST) and closes nothing,
+// the ring staying usable from its owner. With SingleIssuer the kernel
+// refuses the cancel from any other thread, so the requests would stay armed
+// on buffers Close unmaps; with RegisterRingFD the owner thread's table
+// holds the ring (and would keep it alive, requests armed). Calling Close
+// twice returns os.ErrClosed.
 //
 // Owner goroutine.
 func (r *Ring) Close() error {
@@ -190,7 +222,11 @@ func (r *Ring) Close() error {
 			return fmt.Errorf("uring: Close on thread %d, but thread %d is the ring's single issuer (SingleIssuer): %w", tid, r.ownerTid, unix.EEXIST)
 		}
 	}
-	r.cancelAll()
+	res := r.cancelAll()
+	if r.cancelHook != nil {
+		res = r.cancelHook(res)
+	}
+	confirmed := res >= 0 || res == -int32(unix.ENOENT)
 	r.closed = true
 	var first error
 	if r.regIndex >= 0 {
@@ -213,13 +249,33 @@ func (r *Ring) Close() error {
 	if err != nil && first == nil {
 		first = os.NewSyscallError("close", err)
 	}
-	// Last: no request of this ring can select from them any more.
+	// Last: no request of this ring can select from them any more, unless
+	// the cancel did not reach it.
+	var kept int64
 	for _, b := range r.bufRings {
+		if !confirmed {
+			kept += b.abandon()
+			continue
+		}
 		if err := b.Close(); err != nil && first == nil {
 			first = err
 		}
 	}
+	if !confirmed {
+		err := fmt.Errorf("uring: Close: %w (%s): %d bytes of provided buffers left mapped, as a request may still write into them",
+			ErrCancelUnconfirmed, cancelResult(res), kept)
+		return errors.Join(err, first)
+	}
 	return first
+}
+
+// cancelResult describes the result of cancelAll (-1 is its own, or
+// -EPERM).
+func cancelResult(res int32) string {
+	if res == -1 {
+		return "not submitted, or no completion within a second"
+	}
+	return fmt.Sprintf("res %d: %v", res, unix.Errno(-res))
 }
 
 // setup calls io_uring_setup, attached to other's SQPOLL thread and io-wq

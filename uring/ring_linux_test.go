@@ -4,6 +4,8 @@ import (
 	"errors"
 	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -458,4 +460,119 @@ func TestCloseOffOwnerThread(t *testing.T) {
 		}
 		rings = append(rings, r)
 	}
+}
+
+// TestCloseUnconfirmedCancelLeavesBuffersMapped checks what Close does with
+// the provided buffers when the kernel has not confirmed its cancel: a
+// request the cancel did not reach may still pick a buffer and write into
+// its address, so the buffers must stay mapped (and be counted, and said in
+// the error) instead of the address being freed for a new mapping to take.
+// A confirmed cancel (a count, or -ENOENT) unmaps them as before. On Linux
+// 6.18 the cancel of every request (CancelAny|CancelAll) completes with a
+// count whatever it reached, so the results that do not confirm (-1: not
+// submitted or no completion within a second; -EALREADY; -EINVAL from a
+// kernel without CancelAny) are put in place of the real one through
+// cancelHook.
+func TestCloseUnconfirmedCancelLeavesBuffersMapped(t *testing.T) {
+	needKernel(t, "IORING_ASYNC_CANCEL_ANY", "5.19")
+	tests := []struct {
+		name      string
+		res       int32 // replaces cancelAll's result; 1 keeps the real one
+		confirmed bool
+	}{
+		{"real", 1, true},
+		{"count", 3, true},
+		{"ENOENT", -int32(unix.ENOENT), true},
+		{"not submitted or timed out", -1, false},
+		{"EALREADY", -int32(unix.EALREADY), false},
+		{"EINVAL", -int32(unix.EINVAL), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := New(&Config{Entries: 8})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var slabs [][]byte
+			want := int64(0)
+			for g, size := range []int{64, 4096} {
+				b, err := r.SetupBufRing(uint16(g), 4, size)
+				if err != nil {
+					r.Close()
+					t.Fatal(err)
+				}
+				slab := b.slab[:cap(b.slab)]
+				slabs = append(slabs, slab)
+				want += int64(cap(slab))
+			}
+			if tt.res != 1 {
+				r.cancelHook = func(int32) int32 { return tt.res }
+			}
+			before, live := LeftMappedBytes(), sys.LiveMappings()
+			err = r.Close()
+			left := LeftMappedBytes() - before
+			if tt.confirmed {
+				if err != nil {
+					t.Fatalf("Close after a confirmed cancel (%d): %v", tt.res, err)
+				}
+				if left != 0 {
+					t.Errorf("Close after a confirmed cancel left %d bytes mapped", left)
+				}
+				for i, s := range slabs {
+					if mapped(s) {
+						t.Errorf("buffer ring %d still mapped after Close", i)
+					}
+				}
+				if n := sys.LiveMappings(); n != live-5 {
+					t.Errorf("%d off-heap mappings after Close, want %d (the ring's scratch, 2 slabs and 2 rings of entries unmapped)", n, live-5)
+				}
+				return
+			}
+			t.Cleanup(releaseLeftMapped)
+			if !errors.Is(err, ErrCancelUnconfirmed) {
+				t.Fatalf("Close after a cancel result %d: %v, want ErrCancelUnconfirmed", tt.res, err)
+			}
+			if !strings.Contains(err.Error(), strconv.FormatInt(want, 10)+" bytes") {
+				t.Errorf("Close error %q does not say the %d bytes left mapped", err, want)
+			}
+			if left != want {
+				t.Errorf("LeftMappedBytes grew by %d, want %d (both slabs)", left, want)
+			}
+			for i, s := range slabs {
+				if !mapped(s) {
+					t.Errorf("buffer ring %d unmapped by Close although the cancel was not confirmed", i)
+				}
+			}
+			// The slabs stay; the rings of entries, pinned by the kernel
+			// and read through its own mapping, go.
+			if n := sys.LiveMappings(); n != live-3 {
+				t.Errorf("%d off-heap mappings after Close, want %d (the 2 slabs kept)", n, live-3)
+			}
+			if len(r.bufRings) != 0 {
+				t.Errorf("%d buffer rings still listed after Close", len(r.bufRings))
+			}
+			if err := r.Close(); !errors.Is(err, os.ErrClosed) {
+				t.Errorf("second Close: %v, want os.ErrClosed", err)
+			}
+		})
+	}
+}
+
+// releaseLeftMapped unmaps the buffers Close left mapped, for tests that
+// made it leave them although nothing was in flight (TestMain counts live
+// mappings).
+func releaseLeftMapped() {
+	leftMu.Lock()
+	defer leftMu.Unlock()
+	for _, b := range left {
+		sys.Unmap(b)
+		leftBytes.Add(-int64(cap(b)))
+	}
+	left = nil
+}
+
+// mapped reports whether the pages of b are mapped: msync fails with ENOMEM
+// on an address range with unmapped pages.
+func mapped(b []byte) bool {
+	return unix.Msync(b, unix.MS_ASYNC) == nil
 }
