@@ -289,23 +289,38 @@ func probeRecv(bundle bool, limit uint32) error {
 
 // probeSendZC sends one datagram to a loopback UDP socket with PrepSendZC,
 // its ioprio ORed with extra (0 but in tests), and waits for the send's
-// CQE and its notification. A kernel that refuses the SQE (6.0 and 6.1
-// refuse IORING_SEND_ZC_REPORT_USAGE with -EINVAL) gives its errno.
+// CQE and its notification. The kernel's refusal (6.0 and 6.1 refuse
+// IORING_SEND_ZC_REPORT_USAGE with -EINVAL), or a send that does not
+// behave, is an *UnsupportedFeatureError wrapping a *probeVerdict; any
+// other error is a failure to ask (no loopback, no ring, no answer).
 func probeSendZC(extra uint16) error {
+	err := askSendZC(extra)
+	var verdict *probeVerdict
+	if errors.As(err, &verdict) {
+		return unsupported("IORING_OP_SEND_ZC with IORING_SEND_ZC_REPORT_USAGE", "6.2", err)
+	}
+	if err != nil {
+		return fmt.Errorf("uring: could not probe SEND_ZC: %w", err)
+	}
+	return nil
+}
+
+// askSendZC is probeSendZC's send; the kernel's answer is a *probeVerdict.
+func askSendZC(extra uint16) error {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return err
+		return os.NewSyscallError("socket", err)
 	}
 	defer unix.Close(fd)
 	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		return err
+		return fmt.Errorf("UDP socket on 127.0.0.1: %w", os.NewSyscallError("bind", err))
 	}
 	sa, err := unix.Getsockname(fd)
 	if err != nil {
-		return err
+		return os.NewSyscallError("getsockname", err)
 	}
 	if err := unix.Connect(fd, sa); err != nil { // to itself
-		return err
+		return fmt.Errorf("UDP socket on 127.0.0.1 to itself: %w", os.NewSyscallError("connect", err))
 	}
 	buf, _, err := sys.MapAnon(4096, false)
 	if err != nil {
@@ -344,21 +359,27 @@ func probeSendZC(extra uint16) error {
 // answer is kept, a probe that could not ask is tried again.
 type probedFeature struct {
 	mu    sync.Mutex
-	known bool // the kernel answered: ok is its verdict
-	ok    bool
+	known bool  // the kernel answered: err is its verdict
+	err   error // nil: supported
 }
 
-func (p *probedFeature) has(probe func() error) bool {
+// check returns the kept answer, or runs probe and returns its error,
+// keeping it if it is the kernel's answer (nil or a *probeVerdict).
+func (p *probedFeature) check(probe func() error) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.known {
-		err := probe()
-		var verdict *probeVerdict
-		p.known = err == nil || errors.As(err, &verdict)
-		p.ok = err == nil
+	if p.known {
+		return p.err
 	}
-	return p.ok
+	err := probe()
+	var verdict *probeVerdict
+	if err == nil || errors.As(err, &verdict) {
+		p.known, p.err = true, err
+	}
+	return err
 }
+
+func (p *probedFeature) has(probe func() error) bool { return p.check(probe) == nil }
 
 var recvLimit, sendZC probedFeature
 
@@ -376,9 +397,18 @@ func HasRecvLimit() bool {
 // refuse the flag), probed once with a datagram to a loopback UDP socket
 // on a ring of its own. The kernel's answer is kept for the life of the
 // process; a probe that could not ask reports false and is tried again at
-// the next call. Any goroutine.
-func HasSendZC() bool {
-	return sendZC.has(func() error { return probeSendZC(0) })
+// the next call (ProbeSendZC tells the two apart). Any goroutine.
+func HasSendZC() bool { return ProbeSendZC() == nil }
+
+// ProbeSendZC is HasSendZC with the reason: nil where PrepSendZC's sends
+// work; where the kernel refuses them (or they do not behave), an
+// *UnsupportedFeatureError, so errors.Is(err, ErrNotSupported) holds, kept
+// for the life of the process like HasSendZC's answer; and any other error
+// where the probe could not ask the kernel (a network namespace whose
+// loopback is down, no ring, no answer within a second), tried again at the
+// next call. Any goroutine.
+func ProbeSendZC() error {
+	return sendZC.check(func() error { return probeSendZC(0) })
 }
 
 // probeVerdict is a probe's error that is the kernel's answer (a

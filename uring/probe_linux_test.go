@@ -178,3 +178,69 @@ func TestProbeSendZC(t *testing.T) {
 		t.Errorf("HasSendZC false on %s", f.Kernel)
 	}
 }
+
+// TestProbeSendZCCouldNotAsk runs the SEND_ZC probe in a network namespace
+// whose loopback is down, where it cannot bind its UDP socket to 127.0.0.1
+// and so cannot ask the kernel: ProbeSendZC must say that with an error that
+// is not the kernel's refusal (ErrNotSupported), HasSendZC reports false
+// there, and the failure is not kept: back in the test's namespace the probe
+// asks again and the kernel answers. A refusal, kept, is ErrNotSupported.
+func TestProbeSendZCCouldNotAsk(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("unshare(CLONE_NEWNET) needs CAP_SYS_ADMIN: not root")
+	}
+	forgetSendZC := func() {
+		sendZC.mu.Lock()
+		sendZC.known, sendZC.err = false, nil
+		sendZC.mu.Unlock()
+	}
+	forgetSendZC()
+	t.Cleanup(forgetSendZC)
+	type result struct {
+		err error
+		has bool
+	}
+	done := make(chan result, 1)
+	go func() {
+		// Never unlocked: the thread leaves the test's network namespace
+		// for good and exits with this goroutine.
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			done <- result{err: fmt.Errorf("setup: %w", os.NewSyscallError("unshare", err))}
+			return
+		}
+		err := ProbeSendZC()
+		done <- result{err, HasSendZC()}
+	}()
+	res := <-done
+	if res.err != nil && strings.HasPrefix(res.err.Error(), "setup: ") {
+		t.Fatal(res.err)
+	}
+	if res.err == nil {
+		t.Fatal("ProbeSendZC succeeded in a network namespace with loopback down")
+	}
+	t.Logf("ProbeSendZC with loopback down: %v", res.err)
+	if errors.Is(res.err, ErrNotSupported) {
+		t.Errorf("ProbeSendZC with loopback down: %v: the kernel's refusal, but the probe never asked it", res.err)
+	}
+	if res.has {
+		t.Error("HasSendZC true with loopback down")
+	}
+	if !kver.AtLeast(kver.Release(), "6.2") {
+		return
+	}
+	if err := ProbeSendZC(); err != nil {
+		t.Errorf("ProbeSendZC back in the test's namespace: %v (the failure to ask was kept?)", err)
+	}
+
+	// A refusal is the kernel's answer: kept, and ErrNotSupported.
+	forgetSendZC()
+	if err := sendZC.check(func() error { return probeSendZC(1 << 15) }); !errors.Is(err, ErrNotSupported) {
+		t.Fatalf("probe with an unknown ioprio flag: %v, want ErrNotSupported", err)
+	}
+	err := ProbeSendZC()
+	var ue *UnsupportedFeatureError
+	if !errors.As(err, &ue) || !errors.Is(err, unix.EINVAL) {
+		t.Errorf("ProbeSendZC after the kernel refused: %v, want the kept *UnsupportedFeatureError (EINVAL)", err)
+	}
+}

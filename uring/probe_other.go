@@ -13,3 +13,6 @@ func HasRecvLimit() bool { return false }
 
 // HasSendZC reports false outside Linux. Any goroutine.
 func HasSendZC() bool { return false }
+
+// ProbeSendZC returns ErrNotSupported outside Linux. Any goroutine.
+func ProbeSendZC() error { return ErrNotSupported }
