@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"net"
 	"os"
 	"testing"
@@ -21,7 +22,9 @@ func TestDegradedSaidPerEngine(t *testing.T) {
 	registerNAPI = func(*uring.Ring, uring.NAPIConfig) (uring.NAPIConfig, error) {
 		return uring.NAPIConfig{}, os.NewSyscallError("io_uring_register", unix.EINVAL)
 	}
-	sendZCUsable = func() bool { return false }
+	sendZCUsable = func() error {
+		return &uring.UnsupportedFeatureError{Feature: "IORING_OP_SEND_ZC with IORING_SEND_ZC_REPORT_USAGE", MinKernel: "6.2", Err: unix.EINVAL}
+	}
 	t.Cleanup(func() { registerNAPI, sendZCUsable = register, usable })
 	for i := range 2 {
 		var logs logLines
@@ -35,11 +38,39 @@ func TestDegradedSaidPerEngine(t *testing.T) {
 		if s := e.Stats(); s.ZCSends != 0 {
 			t.Errorf("engine %d: %d SEND_ZC requests where the kernel refuses them", i, s.ZCSends)
 		}
-		for _, want := range []string{"without busy polling", "without SEND_ZC"} {
+		for _, want := range []string{"without busy polling", "without SEND_ZC", "the kernel refuses SEND_ZC"} {
 			if n := logs.count(want); n != 1 {
 				t.Errorf("engine %d said %q %d times, want once; logs: %q", i, want, n, logs.all())
 			}
 		}
+	}
+}
+
+// TestSendZCProbeFailureSaid runs an engine asking for SEND_ZC where the
+// probe could not ask the kernel (as in a network namespace whose loopback
+// is down): it must send without SEND_ZC and say that the probe failed, with
+// the probe's error, not that the kernel refuses SEND_ZC.
+func TestSendZCProbeFailureSaid(t *testing.T) {
+	usable := sendZCUsable
+	probeErr := errors.New("uring: could not probe SEND_ZC: UDP socket on 127.0.0.1 to itself: connect: network is unreachable")
+	sendZCUsable = func() error { return probeErr }
+	t.Cleanup(func() { sendZCUsable = usable })
+	var logs logLines
+	cfg := testConfig(BackendURing)
+	cfg.Logf = logs.logf
+	cfg.SendZCThreshold = 4096
+	e, addr := startEngine(t, cfg, &echoHandler{})
+	if err := echoOnce(addr, 0, 1<<20, 64<<10, nil); err != nil {
+		t.Fatal(err)
+	}
+	if s := e.Stats(); s.ZCSends != 0 {
+		t.Errorf("%d SEND_ZC requests where the probe failed", s.ZCSends)
+	}
+	if n := logs.count("without SEND_ZC"); n != 1 {
+		t.Errorf("said %q %d times, want once; logs: %q", "without SEND_ZC", n, logs.all())
+	}
+	if logs.count("refuses") != 0 || logs.count(probeErr.Error()) != 1 {
+		t.Errorf("logs %q: want the probe's failure (%v), not a refusal", logs.all(), probeErr)
 	}
 }
 

@@ -162,9 +162,11 @@ func (b *uringBackend) init(l *Loop) error {
 	}
 	if b.cfg.SendZCThreshold > 0 {
 		// The slab's first region (mapped before init) is fixed buffer 0.
-		if !sendZCUsable() {
-			l.e.degraded(degradeSendZC, "engine: the kernel refuses SEND_ZC with usage reports (IORING_SEND_ZC_REPORT_USAGE, 6.2); sending without SEND_ZC")
-		} else if err := r.RegisterBuffers([][]byte{l.chunks.regions[0]}); err != nil {
+		if err := sendZCUsable(); errors.Is(err, uring.ErrNotSupported) {
+			l.e.degraded(degradeSendZC, "engine: the kernel refuses SEND_ZC (%v); sending without SEND_ZC", err)
+		} else if err != nil {
+			l.e.degraded(degradeSendZC, "engine: could not ask the kernel whether SEND_ZC works (%v); sending without SEND_ZC", err)
+		} else if err = r.RegisterBuffers([][]byte{l.chunks.regions[0]}); err != nil {
 			l.e.degraded(degradeSendZC, "engine: registering the send slab failed (%v); sending without SEND_ZC", err)
 		} else {
 			b.zcMin = b.cfg.SendZCThreshold
@@ -219,9 +221,10 @@ var (
 	addNAPIID    = (*uring.Ring).AddNAPIID
 )
 
-// sendZCUsable is uring.HasSendZC; tests replace it to run the path of
-// kernels that refuse PrepSendZC's sends (6.0 and 6.1).
-var sendZCUsable = uring.HasSendZC
+// sendZCUsable is uring.ProbeSendZC; tests replace it to run the paths of
+// kernels that refuse PrepSendZC's sends (6.0 and 6.1) and of a probe that
+// could not ask.
+var sendZCUsable = uring.ProbeSendZC
 
 func (b *uringBackend) msgRing(dst *Loop, ringFd int) bool {
 	// The completion names dst, to wake it another way if the message
