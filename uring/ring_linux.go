@@ -198,8 +198,9 @@ func unsupported(feature, min string, err error) error {
 //
 // A request already running in an io-wq worker (a blocking file read forced
 // there with FlagAsync, say) can only be asked to stop, and Linux (6.18)
-// does not say so when every request is cancelled: the count leaves it out
-// and the cancel looks confirmed. Reap such requests before Close.
+// does not say so when every request is cancelled: the cancel completes
+// with a count, with or without that request, and looks confirmed. Reap
+// such requests before Close.
 //
 // With SingleIssuer or RegisterRingFD, Close must run on the thread that
 // called New: on another it returns an error (EEXIST) and closes nothing,

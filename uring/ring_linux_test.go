@@ -3,6 +3,7 @@ package uring
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/spindlenet/spindle/internal/kver"
 	"github.com/spindlenet/spindle/internal/sys"
 )
 
@@ -575,4 +577,92 @@ func releaseLeftMapped() {
 // on an address range with unmapped pages.
 func mapped(b []byte) bool {
 	return unix.Msync(b, unix.MS_ASYNC) == nil
+}
+
+// TestCancelAnyMissesRunningRequest pins down the kernel behaviour Close's
+// documentation states: the cancel of every request (CancelAny|CancelAll,
+// as Close sends it) only asks a request running in an io-wq worker to
+// stop, yet completes with a count (0 or 1 here, varying from run to run),
+// never -EALREADY, so it looks confirmed while the request may still run.
+// The running request is an open of a FIFO with no writer, forced to io-wq
+// (FlagAsync), where it blocks; this one ends when asked to stop (-EINTR,
+// or -ERESTARTSYS as 6.18 posts it). A cancel keyed on the opcode alone,
+// without CancelAll (IORING_ASYNC_CANCEL_OP, 6.6), does say -EALREADY: a
+// way a later Close could see such requests.
+func TestCancelAnyMissesRunningRequest(t *testing.T) {
+	needKernel(t, "IORING_ASYNC_CANCEL_ANY", "5.19")
+	r := newRing(t, &Config{Entries: 8})
+	path := filepath.Join(t.TempDir(), "fifo")
+	if err := unix.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	name := offHeap(t, len(path)+1)
+	copy(name, path)
+	openFIFO := func(userData uint64) {
+		t.Helper()
+		s := sqe(t, r)
+		s.prep(sys.IORING_OP_OPENAT, unix.AT_FDCWD, sys.SliceAddr(name), 0, 0, userData)
+		s.OpFlags = uint32(unix.O_RDONLY | unix.O_CLOEXEC)
+		s.SetFlags(FlagAsync)
+		if _, err := r.Submit(); err != nil {
+			t.Fatal(err)
+		}
+		waitFIFOOpener(t)
+	}
+	// interrupted checks the open's completion: ended running, not
+	// cancelled before it ran (or opened, if a writer came).
+	interrupted := func(c CQE) {
+		t.Helper()
+		if c.Res >= 0 {
+			unix.Close(int(c.Res))
+		}
+		if c.Res != -int32(unix.EINTR) && c.Res != -512 { // ERESTARTSYS
+			t.Errorf("FIFO open: %+v, want -EINTR or -ERESTARTSYS (asked to stop while running)", c)
+		}
+	}
+	byData := func(cs []CQE) map[uint64]CQE {
+		m := make(map[uint64]CQE)
+		for _, c := range cs {
+			m[c.UserData] = c
+		}
+		return m
+	}
+
+	openFIFO(1)
+	sqe(t, r).PrepCancel(0, CancelAny|CancelAll, 2)
+	got := byData(reap(t, r, 2))
+	if c := got[2]; c.Res < 0 {
+		t.Errorf("cancel of every request with one running in io-wq: %+v, want a count (the kernel said it, Close's documentation is out of date)", c)
+	}
+	interrupted(got[1])
+
+	if !kver.AtLeast(kver.Release(), "6.6") {
+		return
+	}
+	openFIFO(3)
+	s := sqe(t, r)
+	s.PrepCancel(0, sys.IORING_ASYNC_CANCEL_OP, 4)
+	s.Len = sys.IORING_OP_OPENAT
+	got = byData(reap(t, r, 2))
+	if c := got[4]; c.Res != -int32(unix.EALREADY) {
+		t.Errorf("cancel of the running open by opcode: %+v, want -EALREADY", c)
+	}
+	interrupted(got[3])
+}
+
+// waitFIFOOpener waits until an io-wq worker of this process sleeps in a
+// FIFO open waiting for a writer (wchan wait_for_partner).
+func waitFIFOOpener(t testing.TB) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		tasks, _ := os.ReadDir("/proc/self/task")
+		for _, task := range tasks {
+			comm, _ := os.ReadFile("/proc/self/task/" + task.Name() + "/comm")
+			wchan, _ := os.ReadFile("/proc/self/task/" + task.Name() + "/wchan")
+			if strings.HasPrefix(string(comm), "iou-wrk") && string(wchan) == "wait_for_partner" {
+				return
+			}
+		}
+	}
+	t.Fatal("no io-wq worker waiting in the FIFO open within 5s")
 }
