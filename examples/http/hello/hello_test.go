@@ -243,24 +243,8 @@ func (p *pendingProbe) OnData(c *engine.Conn, b engine.Buffer) bool {
 // whole until its last byte, and then the memory for the connection's life).
 func TestBodyNotBuffered(t *testing.T) {
 	p := &pendingProbe{}
-	e, err := engine.New(&engine.Config{Logf: func(string, ...any) {}}, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := e.Listen("tcp", "127.0.0.1:0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- e.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(20 * time.Second))
+	addr, _ := startHandler(t, "", p)
+	c := dialServer(t, addr, 20*time.Second)
 	r := bufio.NewReader(c)
 	piece := strings.Repeat("a", 1000)
 	for _, chunked := range []bool{false, true} {
@@ -300,19 +284,7 @@ func TestBodyNotBuffered(t *testing.T) {
 func TestServer(t *testing.T) {
 	for _, backend := range engine.Backends {
 		t.Run(string(backend), func(t *testing.T) {
-			e, err := engine.New(&engine.Config{Backend: backend, Logf: func(string, ...any) {}}, &Handler{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ln, err := e.Listen("tcp", "127.0.0.1:0", nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error)
-			go func() { done <- e.Run(ctx) }()
-			defer func() { cancel(); <-done }()
-			addr := ln.Addr().String()
+			addr, _ := startServer(t, backend)
 
 			tr := &http.Transport{}
 			defer tr.CloseIdleConnections()
@@ -350,12 +322,7 @@ func TestServer(t *testing.T) {
 			// Expect: 100-continue gets 100 Continue before the body is
 			// sent (found in review: the server waited for the body the
 			// client held back, RFC 9110 section 10.1.1's MUST).
-			c4, err := net.Dial("tcp", addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c4.Close()
-			c4.SetDeadline(time.Now().Add(5 * time.Second))
+			c4 := dialServer(t, addr, 5*time.Second)
 			io.WriteString(c4, "POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n")
 			r4 := bufio.NewReader(c4)
 			resp, err := http.ReadResponse(r4, nil)
@@ -430,7 +397,13 @@ func TestServer(t *testing.T) {
 // ends and returns its address and the engine.
 func startServer(t *testing.T, backend engine.Backend) (string, *engine.Engine) {
 	t.Helper()
-	e, err := engine.New(&engine.Config{Backend: backend, Logf: func(string, ...any) {}}, &Handler{})
+	return startHandler(t, backend, &Handler{})
+}
+
+// startHandler is startServer serving with h; backend "" is the default.
+func startHandler(t *testing.T, backend engine.Backend, h engine.Handler) (string, *engine.Engine) {
+	t.Helper()
+	e, err := engine.New(&engine.Config{Backend: backend, Logf: func(string, ...any) {}}, h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -443,6 +416,40 @@ func startServer(t *testing.T, backend engine.Backend) (string, *engine.Engine) 
 	go func() { done <- e.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return ln.Addr().String(), e
+}
+
+// dialServer connects to addr, closes the connection when the test ends and
+// sets the deadline of every read and write on it timeout from now.
+func dialServer(t *testing.T, addr string, timeout time.Duration) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(timeout))
+	return c
+}
+
+// checkNoReset reads r, c's reader, to its end, which must be a clean end
+// of stream with nothing before it, and then checks that c's socket holds
+// no error (no reset). after names what was read last, for the failures.
+func checkNoReset(t *testing.T, c net.Conn, r *bufio.Reader, after string) {
+	t.Helper()
+	if more, err := io.ReadAll(r); err != nil || len(more) > 0 {
+		t.Fatalf("after %s: %q, %v; want a clean end of stream", after, more, err)
+	}
+	raw, err := c.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var soErr int
+	raw.Control(func(fd uintptr) {
+		soErr, err = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_ERROR)
+	})
+	if err != nil || soErr != 0 {
+		t.Fatalf("SO_ERROR after %s: %v, %v; want no reset", after, syscall.Errno(soErr), err)
+	}
 }
 
 // TestErrorResponseNoReset sends a malformed request and bytes the server
@@ -462,12 +469,7 @@ func TestErrorResponseNoReset(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				addr, _ := startServer(t, backend)
-				c, err := net.Dial("tcp", addr)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(5 * time.Second))
+				c := dialServer(t, addr, 5*time.Second)
 				// Well under LingerBytes, and more than a receive buffer.
 				rest := bytes.Repeat([]byte("x"), 64<<10)
 				if _, err := io.WriteString(c, "NONSENSE\r\n\r\n"); err != nil {
@@ -488,20 +490,7 @@ func TestErrorResponseNoReset(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				if more, err := io.ReadAll(r); err != nil || len(more) > 0 {
-					t.Fatalf("after the 400: %q, %v; want a clean end of stream", more, err)
-				}
-				raw, err := c.(*net.TCPConn).SyscallConn()
-				if err != nil {
-					t.Fatal(err)
-				}
-				var soErr int
-				raw.Control(func(fd uintptr) {
-					soErr, err = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_ERROR)
-				})
-				if err != nil || soErr != 0 {
-					t.Fatalf("SO_ERROR after the 400: %v, %v; want no reset", syscall.Errno(soErr), err)
-				}
+				checkNoReset(t, c, r, "the 400")
 			})
 		}
 	}
@@ -511,12 +500,7 @@ func TestErrorResponseNoReset(t *testing.T) {
 // 15.6.6 answers another major version with 505, not 400.
 func TestVersionNotSupported(t *testing.T) {
 	addr, _ := startServer(t, engine.Backends[0])
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
+	c := dialServer(t, addr, 5*time.Second)
 	io.WriteString(c, "GET / HTTP/2.0\r\nHost: a\r\n\r\n")
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil || resp.StatusCode != 505 || !resp.Close {
@@ -529,12 +513,7 @@ func TestVersionNotSupported(t *testing.T) {
 // server (LingerTimeout), not keep it open for as long as the client does.
 func TestLingerEnds(t *testing.T) {
 	addr, e := startServer(t, engine.Backends[0])
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
+	c := dialServer(t, addr, 10*time.Second)
 	io.WriteString(c, "NONSENSE\r\n\r\n")
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil || resp.StatusCode != 400 {
@@ -563,12 +542,7 @@ func TestCloseRequestNoReset(t *testing.T) {
 			req := tc.req
 			t.Run(string(backend)+"/"+tc.name, func(t *testing.T) {
 				addr, _ := startServer(t, backend)
-				c, err := net.Dial("tcp", addr)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(5 * time.Second))
+				c := dialServer(t, addr, 5*time.Second)
 				next := "GET /next HTTP/1.1\r\nHost: x\r\n\r\n"
 				if _, err := io.WriteString(c, req+strings.Repeat(next, (160<<10)/len(next))); err != nil {
 					t.Fatal(err)
@@ -585,20 +559,7 @@ func TestCloseRequestNoReset(t *testing.T) {
 				if _, err := io.WriteString(c, next); err != nil {
 					t.Fatal(err)
 				}
-				if more, err := io.ReadAll(r); err != nil || len(more) > 0 {
-					t.Fatalf("after the response: %q, %v; want a clean end of stream", more, err)
-				}
-				raw, err := c.(*net.TCPConn).SyscallConn()
-				if err != nil {
-					t.Fatal(err)
-				}
-				var soErr int
-				raw.Control(func(fd uintptr) {
-					soErr, err = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_ERROR)
-				})
-				if err != nil || soErr != 0 {
-					t.Fatalf("SO_ERROR after the response: %v, %v; want no reset", syscall.Errno(soErr), err)
-				}
+				checkNoReset(t, c, r, "the response")
 			})
 		}
 	}
