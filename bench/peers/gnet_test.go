@@ -16,7 +16,11 @@ import (
 	"github.com/spindlenet/spindle/bench"
 )
 
-func TestGnetEcho(t *testing.T) {
+// startTestGnet runs the gnet arm with one loop on loopback until the test
+// ends, when its Close must succeed, and returns its address. It skips the
+// test off Linux.
+func startTestGnet(t *testing.T) string {
+	t.Helper()
 	if runtime.GOOS != "linux" {
 		t.Skip("gnet arm is tested on Linux")
 	}
@@ -24,17 +28,30 @@ func TestGnetEcho(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
+	t.Cleanup(func() {
 		if err := srv.Close(); err != nil {
 			t.Error(err)
 		}
-	}()
-	c, err := net.Dial("tcp", srv.Addr().String())
+	})
+	return srv.Addr().String()
+}
+
+// dialTest connects to addr, closes the connection when the test ends and
+// sets the deadline of every read and write on it timeout from now.
+func dialTest(t *testing.T, addr string, timeout time.Duration) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(timeout))
+	return c
+}
+
+func TestGnetEcho(t *testing.T) {
+	addr := startTestGnet(t)
+	c := dialTest(t, addr, 5*time.Second)
 	tests := []struct {
 		name string
 		req  []byte
@@ -64,12 +81,7 @@ func TestGnetEcho(t *testing.T) {
 		})
 	}
 	// And HTTP/1.1 on a second connection.
-	h, err := net.Dial("tcp", srv.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	h.SetDeadline(time.Now().Add(5 * time.Second))
+	h := dialTest(t, addr, 5*time.Second)
 	if _, err := io.WriteString(h, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
@@ -85,24 +97,13 @@ func TestGnetEcho(t *testing.T) {
 // connection open, so an HTTP/1.0 client (ab) waited for the end of the
 // response forever.
 func TestGnetHTTPClose(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("gnet arm is tested on Linux")
-	}
-	srv, err := startGnet(context.Background(), bench.ServerConfig{Addr: "127.0.0.1:0", Loops: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := srv.Close(); err != nil {
-			t.Error(err)
-		}
-	}()
+	addr := startTestGnet(t)
 	for _, req := range []string{
 		"GET / HTTP/1.0\r\nHost: x\r\n\r\n",
 		"POST /echo HTTP/1.0\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello",
 		"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
 	} {
-		c, err := net.Dial("tcp", srv.Addr().String())
+		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,28 +137,12 @@ func TestGnetHTTPClose(t *testing.T) {
 // closed at once with the pipelined bytes unread, so the kernel sent RST
 // and the client's read failed with ECONNRESET.
 func TestGnetHTTPClosePipelined(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("gnet arm is tested on Linux")
-	}
-	srv, err := startGnet(context.Background(), bench.ServerConfig{Addr: "127.0.0.1:0", Loops: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := srv.Close(); err != nil {
-			t.Error(err)
-		}
-	}()
+	addr := startTestGnet(t)
 	req := []byte("GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
 	for len(req) < 160<<10 {
 		req = append(req, "GET /next HTTP/1.1\r\nHost: x\r\n\r\n"...)
 	}
-	c, err := net.Dial("tcp", srv.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
+	c := dialTest(t, addr, 10*time.Second)
 	wrote := make(chan error, 1)
 	go func() {
 		_, err := c.Write(req)
