@@ -153,6 +153,18 @@ func closeFd(t testing.TB, fd int) {
 	t.Cleanup(func() { unix.Close(fd) })
 }
 
+// pipe returns a pipe's read and write ends, closed at cleanup.
+func pipe(t testing.TB) (rfd, wfd int) {
+	t.Helper()
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	closeFd(t, p[0])
+	closeFd(t, p[1])
+	return p[0], p[1]
+}
+
 // listenTCP returns a listening loopback socket (closed at cleanup) and its
 // address.
 func listenTCP(t testing.TB) (int, netip.AddrPort) {

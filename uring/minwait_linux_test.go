@@ -51,19 +51,8 @@ func TestSubmitAndWaitMin(t *testing.T) {
 			// wakes the waiter), asked for 8 with a 50 ms minimum: back at
 			// the minimum, with the one.
 			const minWait = 50 * time.Millisecond
-			var p [2]int
-			if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
-				t.Fatal(err)
-			}
-			defer unix.Close(p[0])
-			defer unix.Close(p[1])
-			sqe(t, r).PrepPollAdd(p[0], unix.POLLIN, false, 3)
-			wrote := make(chan error, 1)
-			go func() {
-				time.Sleep(5 * time.Millisecond)
-				_, err := unix.Write(p[1], []byte{1})
-				wrote <- err
-			}()
+			wfd := pollPipe(t, r)
+			wrote := writeAfter(wfd, 5*time.Millisecond)
 			start = time.Now()
 			_, err := r.SubmitAndWaitMin(8, minWait, 2*time.Second)
 			d := time.Since(start)
@@ -116,21 +105,10 @@ func TestSubmitAndWaitMinNoTimeout(t *testing.T) {
 			}
 			r := newRing(t, cfg)
 			needFeatures(t, "IORING_FEAT_MIN_TIMEOUT")
-			var p [2]int
-			if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
-				t.Fatal(err)
-			}
-			defer unix.Close(p[0])
-			defer unix.Close(p[1])
-			sqe(t, r).PrepPollAdd(p[0], unix.POLLIN, false, 3)
+			wfd := pollPipe(t, r)
 			// The pipe is written well after the 1 ms minimum: the wait
 			// must still be there to see it.
-			wrote := make(chan error, 1)
-			go func() {
-				time.Sleep(100 * time.Millisecond)
-				_, err := unix.Write(p[1], []byte{1})
-				wrote <- err
-			}()
+			wrote := writeAfter(wfd, 100*time.Millisecond)
 			_, err := r.SubmitAndWaitMin(1, time.Millisecond, timeout)
 			ready := r.CQReady()
 			if werr := <-wrote; werr != nil {
@@ -154,11 +132,7 @@ func TestSubmitAndWaitMinTimeoutBelowMinWait(t *testing.T) {
 	for _, timeout := range []time.Duration{-time.Second, time.Millisecond} {
 		r := newRing(t, nil)
 		needFeatures(t, "IORING_FEAT_MIN_TIMEOUT")
-		var p [2]int
-		if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
-			t.Fatal(err)
-		}
-		sqe(t, r).PrepPollAdd(p[0], unix.POLLIN, false, 3)
+		wfd := pollPipe(t, r)
 		done := make(chan error, 1)
 		go func() {
 			_, err := r.SubmitAndWaitMin(1, 10*time.Minute, timeout)
@@ -171,10 +145,30 @@ func TestSubmitAndWaitMinTimeoutBelowMinWait(t *testing.T) {
 			}
 		case <-time.After(30 * time.Second):
 			t.Errorf("SubmitAndWaitMin(1, 10m, %v) still waiting after 30 s: waits for minWait", timeout)
-			unix.Write(p[1], []byte{1}) // the poll completes: the wait ends
+			unix.Write(wfd, []byte{1}) // the poll completes: the wait ends
 			<-done
 		}
-		unix.Close(p[0])
-		unix.Close(p[1])
 	}
+}
+
+// pollPipe prepares on r a poll for a pipe's read end becoming readable,
+// with user data 3, and returns the pipe's write end. Both ends are closed
+// at cleanup.
+func pollPipe(t *testing.T, r *Ring) (wfd int) {
+	t.Helper()
+	rfd, wfd := pipe(t)
+	sqe(t, r).PrepPollAdd(rfd, unix.POLLIN, false, 3)
+	return wfd
+}
+
+// writeAfter writes a byte to fd after d, from another goroutine, and
+// sends the write's error on the channel it returns.
+func writeAfter(fd int, d time.Duration) <-chan error {
+	wrote := make(chan error, 1)
+	go func() {
+		time.Sleep(d)
+		_, err := unix.Write(fd, []byte{1})
+		wrote <- err
+	}()
+	return wrote
 }
