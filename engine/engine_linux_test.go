@@ -84,19 +84,34 @@ func (h *echoHandler) OnClose(c *Conn, err error) {
 // at the end of the test.
 func startEngine(t testing.TB, cfg *Config, h Handler) (*Engine, string) {
 	t.Helper()
-	e, err := New(cfg, h)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, ln := startListening(t, cfg, h, "tcp", "127.0.0.1:0")
+	return e, ln.Addr().String()
+}
+
+// startListening is startEngine listening on network and address: it
+// returns the listener.
+func startListening(t testing.TB, cfg *Config, h Handler, network, address string) (*Engine, *Listener) {
+	t.Helper()
+	e := newEngine(t, cfg, h)
 	if cfg != nil && cfg.Backend != "" && e.Backend() != cfg.Backend {
 		t.Fatalf("asked for backend %s, engine runs %s", cfg.Backend, e.Backend())
 	}
-	ln, err := e.Listen("tcp", "127.0.0.1:0", nil)
+	ln, err := e.Listen(network, address, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	runEngine(t, e)
-	return e, ln.Addr().String()
+	return e, ln
+}
+
+// newEngine is New, failing the test on its error.
+func newEngine(t testing.TB, cfg *Config, h Handler) *Engine {
+	t.Helper()
+	e, err := New(cfg, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
 }
 
 // runEngine runs e until the end of the test, then shuts it down and checks
@@ -813,10 +828,7 @@ func goEchoServer(t *testing.T) string {
 // test does itself; done yields what Run returned.
 func listenAndRun(t *testing.T, cfg *Config, h Handler) (e *Engine, addr string, done <-chan error) {
 	t.Helper()
-	e, err := New(cfg, h)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e = newEngine(t, cfg, h)
 	ln, err := e.Listen("tcp", "127.0.0.1:0", nil)
 	if err != nil {
 		t.Fatal(err)

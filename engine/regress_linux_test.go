@@ -164,11 +164,7 @@ func TestWriteBufferOtherLoop(t *testing.T) {
 func TestListenWhileStopping(t *testing.T) {
 	before := openFdCount(t)
 	for i := range 30 {
-		cfg := testConfig(BackendURing)
-		e, err := New(cfg, &echoHandler{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		e := newEngine(t, testConfig(BackendURing), &echoHandler{})
 		ctx, cancel := context.WithCancel(context.Background())
 		ran := make(chan error, 1)
 		go func() { ran <- e.Run(ctx) }()
@@ -226,10 +222,8 @@ func TestPostToFailedMsgRing(t *testing.T) {
 			// dst asleep, its eventfd drained: only the fallback can wake
 			// it.
 			waitFor(t, "dst to sleep", func() bool {
-				synced := make(chan struct{})
 				before := dst.Stats().Waits
-				dst.Post(func() { close(synced) })
-				<-synced
+				syncLoop(dst)
 				time.Sleep(20 * time.Millisecond)
 				return dst.Stats().Waits-before == 1
 			})
@@ -442,9 +436,7 @@ func TestRelistenSteering(t *testing.T) {
 			addr := old.Addr().String()
 			var release []chan struct{}
 			for _, l := range e.Loops() {
-				synced := make(chan struct{})
-				l.Post(func() { close(synced) }) // the old listener is added
-				<-synced
+				syncLoop(l) // the old listener is added
 				hold := make(chan struct{})
 				release = append(release, hold)
 				l.Post(func() { <-hold })
@@ -457,9 +449,7 @@ func TestRelistenSteering(t *testing.T) {
 			for i, hold := range release {
 				close(hold)
 				for range 2 { // the removal, then the close after the cancel
-					synced := make(chan struct{})
-					e.Loops()[i].Post(func() { close(synced) })
-					<-synced
+					syncLoop(e.Loops()[i])
 				}
 			}
 			if err != nil {
@@ -559,9 +549,7 @@ func TestPostToOtherEngine(t *testing.T) {
 			ea, _ := startEngine(t, ca, &echoHandler{})
 			eb, _ := startEngine(t, cb, &echoHandler{})
 			src, dst := ea.Loops()[0], eb.Loops()[0]
-			synced := make(chan struct{})
-			dst.Post(func() { close(synced) })
-			<-synced
+			syncLoop(dst)
 			ringFd := dst.ringFd.Load()
 			defer dst.ringFd.Store(ringFd)
 			if ringFd >= 0 {
@@ -590,40 +578,57 @@ func notARing(t *testing.T) int {
 	return efd
 }
 
+// syncLoop posts an empty function to l and waits for it to run: what was
+// posted to l before has run too.
+func syncLoop(l *Loop) {
+	synced := make(chan struct{})
+	l.Post(func() { close(synced) })
+	<-synced
+}
+
 // TestTimerRearmedInThePast has a timer function set itself again with a
 // negative duration (a deadline already past, as time.Until gives) until a
 // posted function tells it to stop. The loop must get to that function: a
 // timer set from a timer function runs at the earliest in the next
 // iteration. Before, the loop ran such timers in the same pass for as long
 // as their time lay in the past (an hour for -time.Hour), serving no posted
-// function, timer or connection meanwhile; here the timer gives up after
-// 2 s so that the test fails instead of hanging.
+// function, timer or connection meanwhile; here the timer gives up (see
+// pastTimerRuns) so that the test fails instead of hanging.
 func TestTimerRearmedInThePast(t *testing.T) {
 	for _, b := range testBackends {
 		t.Run(string(b), func(t *testing.T) {
 			e, _ := startEngine(t, testConfig(b), &echoHandler{})
 			l := e.Loops()[0]
-			res := make(chan int, 1)
-			l.Post(func() {
-				stop, runs := false, 0
-				giveUp := time.Now().Add(2 * time.Second)
-				var f func()
-				f = func() {
-					runs++
-					if stop || time.Now().After(giveUp) {
-						res <- runs
-						return
-					}
-					l.AfterFunc(-time.Hour, f)
-				}
-				l.AfterFunc(-time.Hour, f)
-				l.Post(func() { stop = true })
-			})
-			if runs := <-res; runs > 3 {
+			if runs := pastTimerRuns(l, func(stop func()) { l.Post(stop) }); runs > 3 {
 				t.Errorf("the timer ran %d times before a function posted with it", runs)
 			}
 		})
 	}
+}
+
+// pastTimerRuns sets, on l, a timer function that sets itself again an
+// hour in the past (a deadline already past, as time.Until gives) until
+// stop has run, which it hands to schedule, and returns how many times the
+// timer function ran. It gives up after 2 s or 10,000 runs, so that a loop
+// that never gets to stop fails the test instead of hanging.
+func pastTimerRuns(l *Loop, schedule func(stop func())) int {
+	res := make(chan int, 1)
+	l.Post(func() {
+		stop, runs := false, 0
+		giveUp := time.Now().Add(2 * time.Second)
+		var f func()
+		f = func() {
+			runs++
+			if stop || runs == 10000 || time.Now().After(giveUp) {
+				res <- runs
+				return
+			}
+			l.AfterFunc(-time.Hour, f)
+		}
+		l.AfterFunc(-time.Hour, f)
+		schedule(func() { stop = true })
+	})
+	return <-res
 }
 
 // TestListenTCP6OnlyIPv6 listens on the "tcp6" wildcard: as in package net,
@@ -633,10 +638,7 @@ func TestTimerRearmedInThePast(t *testing.T) {
 func TestListenTCP6OnlyIPv6(t *testing.T) {
 	for _, b := range testBackends {
 		t.Run(string(b), func(t *testing.T) {
-			e, err := New(testConfig(b), &echoHandler{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			e := newEngine(t, testConfig(b), &echoHandler{})
 			ln, err := e.Listen("tcp6", ":0", nil)
 			if err != nil {
 				if errors.Is(err, unix.EAFNOSUPPORT) {
@@ -723,15 +725,7 @@ func TestLinkLocalZone(t *testing.T) {
 	for _, b := range testBackends {
 		t.Run(string(b), func(t *testing.T) {
 			dumps.Store(0)
-			e, err := New(testConfig(b), &echoHandler{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ln, err := e.Listen("tcp6", netip.AddrPortFrom(ll, 0).String(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			runEngine(t, e)
+			_, ln := startListening(t, testConfig(b), &echoHandler{}, "tcp6", netip.AddrPortFrom(ll, 0).String())
 			addr := ln.Addr().(*net.TCPAddr).AddrPort().String()
 			if want := netip.AddrPortFrom(ll, uint16(ln.Addr().(*net.TCPAddr).Port)).String(); addr != want {
 				t.Errorf("listener address %s, want %s", addr, want)
@@ -754,10 +748,7 @@ func TestLinkLocalZone(t *testing.T) {
 					}
 				},
 			}
-			d, err := New(testConfig(b), h)
-			if err != nil {
-				t.Fatal(err)
-			}
+			d := newEngine(t, testConfig(b), h)
 			runEngine(t, d)
 			l := d.Loops()[0]
 			const conns = 4
@@ -806,15 +797,7 @@ func TestAbstractUnixListenerClose(t *testing.T) {
 	}
 	for _, b := range testBackends {
 		t.Run(string(b), func(t *testing.T) {
-			e, err := New(testConfig(b), &echoHandler{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ln, err := e.Listen("unix", name, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			runEngine(t, e)
+			_, ln := startListening(t, testConfig(b), &echoHandler{}, "unix", name)
 			c, err := net.Dial("unix", name)
 			if err != nil {
 				t.Fatal(err)
@@ -961,19 +944,11 @@ func TestShutdownWithZCSendsUnread(t *testing.T) {
 func TestPostAfterStop(t *testing.T) {
 	for _, b := range testBackends {
 		t.Run(string(b), func(t *testing.T) {
-			e, err := New(testConfig(b), &echoHandler{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- e.Run(ctx) }()
+			e := newEngine(t, testConfig(b), &echoHandler{})
+			stop := runUntilStopped(t, e)
 			l := e.Loops()[0]
-			ran := make(chan struct{})
-			l.Post(func() { close(ran) })
-			<-ran
-			cancel()
-			if err := <-done; err != nil {
+			syncLoop(l)
+			if err := stop(); err != nil {
 				t.Fatal(err)
 			}
 			for i := 0; i < 1000; i++ {
@@ -1112,15 +1087,7 @@ func TestTimersSetInThePastRunInOrder(t *testing.T) {
 func TestUnixListenAutobind(t *testing.T) {
 	for _, b := range testBackends {
 		t.Run(string(b), func(t *testing.T) {
-			e, err := New(testConfig(b), &echoHandler{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ln, err := e.Listen("unix", "", nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			runEngine(t, e)
+			_, ln := startListening(t, testConfig(b), &echoHandler{}, "unix", "")
 			name := ln.Addr().String()
 			if !strings.HasPrefix(name, "@") || len(name) < 2 {
 				t.Fatalf("Listener.Addr %q, want the abstract name the kernel chose", name)
@@ -1150,10 +1117,7 @@ func TestUnixListenFailureRemovesFile(t *testing.T) {
 		t.Run(string(b), func(t *testing.T) {
 			cfg := testConfig(b)
 			cfg.CPUs = []int{0, 1}
-			e, err := New(cfg, &echoHandler{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			e := newEngine(t, cfg, &echoHandler{})
 			defer e.Shutdown(context.Background())
 			path := filepath.Join(t.TempDir(), "s")
 			if err := withOneFd(func() error { _, err := e.Listen("unix", path, nil); return err }); err == nil {
@@ -1231,26 +1195,20 @@ func withFreeFds(free int, f func() error) error {
 func TestRunContextClosesListeners(t *testing.T) {
 	for _, b := range testBackends {
 		t.Run(string(b), func(t *testing.T) {
-			e, err := New(testConfig(b), &echoHandler{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			e := newEngine(t, testConfig(b), &echoHandler{})
 			path := filepath.Join(t.TempDir(), "s")
 			ln, err := e.Listen("unix", path, nil)
 			if err != nil {
 				e.Shutdown(context.Background())
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- e.Run(ctx) }()
+			stop := runUntilStopped(t, e)
 			c, err := net.Dial("unix", path)
 			if err != nil {
 				t.Fatal(err)
 			}
 			c.Close()
-			cancel()
-			if err := <-done; err != nil {
+			if err := stop(); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := os.Stat(path); err == nil {
@@ -1322,22 +1280,7 @@ func TestTimerInThePastStarvesNoOther(t *testing.T) {
 		t.Run(string(b), func(t *testing.T) {
 			e, _ := startEngine(t, testConfig(b), &echoHandler{})
 			l := e.Loops()[0]
-			res := make(chan int, 1)
-			l.Post(func() {
-				stop, runs := false, 0
-				var f func()
-				f = func() {
-					runs++
-					if stop || runs == 10000 {
-						res <- runs
-						return
-					}
-					l.AfterFunc(-time.Hour, f)
-				}
-				l.AfterFunc(-time.Hour, f)
-				l.AfterFunc(0, func() { stop = true })
-			})
-			if runs := <-res; runs > 3 {
+			if runs := pastTimerRuns(l, func(stop func()) { l.AfterFunc(0, stop) }); runs > 3 {
 				t.Errorf("a timer due now waited for %d runs of one set in the past", runs)
 			}
 		})
