@@ -104,6 +104,18 @@ func startListening(t testing.TB, cfg *Config, h Handler, network, address strin
 	return e, ln
 }
 
+// mustDial dials address on network, failing the test on an error; the
+// connection is closed when the test ends.
+func mustDial(t testing.TB, network, address string) net.Conn {
+	t.Helper()
+	c, err := net.Dial(network, address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // newEngine is New, failing the test on its error.
 func newEngine(t testing.TB, cfg *Config, h Handler) *Engine {
 	t.Helper()

@@ -66,11 +66,7 @@ func TestResumeInsideHeldDelivery(t *testing.T) {
 			cfg := testConfig(b)
 			cfg.ReadBufferSize = 512
 			_, addr := startEngine(t, cfg, h)
-			c, err := net.Dial("tcp", addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			c := mustDial(t, "tcp", addr)
 			want := pattern(7, 8<<10)
 			if _, err := c.Write(want); err != nil {
 				t.Fatal(err)
@@ -266,11 +262,7 @@ func TestSlotGenerationWraps(t *testing.T) {
 					close(ready)
 				})
 				<-ready
-				c, err := net.Dial("tcp", addr)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer c.Close()
+				c := mustDial(t, "tcp", addr)
 				c.SetDeadline(time.Now().Add(2 * time.Second))
 				if err := roundTrip(c, []byte("ping")); err != nil {
 					t.Errorf("echo on a connection of generation %#x: %v", gen, err)
@@ -654,11 +646,7 @@ func TestListenTCP6OnlyIPv6(t *testing.T) {
 			} else if !errors.Is(err, unix.ECONNREFUSED) {
 				t.Errorf("IPv4 dial to a tcp6 listener: %v, want ECONNREFUSED", err)
 			}
-			c, err := net.Dial("tcp6", net.JoinHostPort("::1", port))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			c := mustDial(t, "tcp6", net.JoinHostPort("::1", port))
 			if err := roundTrip(c, []byte("x")); err != nil {
 				t.Error(err)
 			}
@@ -1092,11 +1080,7 @@ func TestUnixListenAutobind(t *testing.T) {
 			if !strings.HasPrefix(name, "@") || len(name) < 2 {
 				t.Fatalf("Listener.Addr %q, want the abstract name the kernel chose", name)
 			}
-			c, err := net.Dial("unix", name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			c := mustDial(t, "unix", name)
 			if err := roundTrip(c, []byte("autobind")); err != nil {
 				t.Fatal(err)
 			}
@@ -1353,19 +1337,11 @@ func TestShutdownFromHandler(t *testing.T) {
 				}}}
 				e, addr, done := listenAndRun(t, testConfig(b), h)
 				eng.Store(e)
-				stay, err := net.Dial("tcp", addr)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer stay.Close()
+				stay := mustDial(t, "tcp", addr)
 				if err := roundTrip(stay, []byte("before")); err != nil {
 					t.Fatal(err)
 				}
-				quit, err := net.Dial("tcp", addr)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer quit.Close()
+				quit := mustDial(t, "tcp", addr)
 				if _, err := quit.Write([]byte("quit")); err != nil {
 					t.Fatal(err)
 				}

@@ -72,10 +72,7 @@ func TestFullSQSubmitFails(t *testing.T) {
 				default:
 				}
 			}
-			e, err := New(cfg, &echoHandler{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			e := newEngine(t, cfg, &echoHandler{})
 			ln, err := e.Listen("tcp", "127.0.0.1:0", nil)
 			if err != nil {
 				t.Fatal(err)
@@ -85,11 +82,7 @@ func TestFullSQSubmitFails(t *testing.T) {
 			defer cancel()
 			ran := make(chan error, 1)
 			go func() { ran <- e.Run(ctx) }()
-			c, err := net.Dial("tcp", addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			c := mustDial(t, "tcp", addr)
 			if err := roundTrip(c, []byte("x")); err != nil {
 				t.Fatal(err)
 			}
@@ -195,11 +188,7 @@ func TestFullSQSubmitRecovers(t *testing.T) {
 	if a.inflight != before.inflight || a.aside != 0 || a.cqes < before.cqes+uint64(3+n) {
 		t.Errorf("after the completions: %d in flight (want %d), %d aside (want 0), %d handled (want at least %d)", a.inflight, before.inflight, a.aside, a.cqes-before.cqes, 3+n)
 	}
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := mustDial(t, "tcp", addr)
 	if err := roundTrip(c, []byte("still serving")); err != nil {
 		t.Fatal(err)
 	}
@@ -216,10 +205,7 @@ func TestListenAfterLoopLeft(t *testing.T) {
 	failSubmits(t, -1, os.NewSyscallError("io_uring_enter", unix.EOWNERDEAD))
 	cfg := testConfig(BackendURing)
 	cfg.CPUs = []int{0, 1}
-	e, err := New(cfg, &echoHandler{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newEngine(t, cfg, &echoHandler{})
 	ran := make(chan error, 1)
 	go func() { ran <- e.Run(context.Background()) }()
 	defer func() {
