@@ -20,16 +20,10 @@ import (
 // there (it took CPUs 0..n-1 and failed: CPU 0 is not in the affinity
 // mask).
 func TestEngineArmUnpinnedUsesAllowedCPUs(t *testing.T) {
-	skipUnlessLinux(t)
-	allowed, err := allowedCPUs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(allowed) < 2 {
-		t.Skipf("needs two CPUs this process may run on, has %v", allowed)
-	}
+	allowed := needTwoAllowedCPUs(t)
 	last := allowed[len(allowed)-1]
 	var srv Server
+	var err error
 	onCPU(t, last, func() { srv, err = startEngine(context.Background(), engine.BackendEpoll, ServerConfig{}) })
 	if err != nil {
 		t.Fatalf("an unpinned engine arm on a process allowed CPU %d only: %v", last, err)
@@ -45,14 +39,7 @@ func TestEngineArmUnpinnedUsesAllowedCPUs(t *testing.T) {
 // as SpareCPUs says. It compared with the configured CPUs (none) instead of
 // the loop's, and put the busy polling thread on the loop's own CPU.
 func TestSQPollArmUnpinnedOffLoopCPU(t *testing.T) {
-	skipUnlessLinux(t)
-	allowed, err := allowedCPUs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(allowed) < 2 {
-		t.Skipf("needs two CPUs this process may run on, has %v", allowed)
-	}
+	allowed := needTwoAllowedCPUs(t)
 	before := sqpollThreads(t)
 	srv, err := startEngine(context.Background(), engine.BackendURingSQPoll, ServerConfig{})
 	if err != nil {
@@ -80,6 +67,21 @@ func TestSQPollArmUnpinnedOffLoopCPU(t *testing.T) {
 	if found != 1 {
 		t.Fatalf("found %d new SQPOLL threads, want 1", found)
 	}
+}
+
+// needTwoAllowedCPUs returns the CPUs this process may run on, and skips
+// the test off Linux or where there are fewer than two.
+func needTwoAllowedCPUs(t *testing.T) []int {
+	t.Helper()
+	skipUnlessLinux(t)
+	allowed, err := allowedCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(allowed) < 2 {
+		t.Skipf("needs two CPUs this process may run on, has %v", allowed)
+	}
+	return allowed
 }
 
 // sqpollThreads returns this process's SQPOLL threads (iou-sqp-*) and the
