@@ -84,7 +84,9 @@ func writeTemp(dir, name string, b []byte) (string, error) {
 	return f.Name(), nil
 }
 
-// ReadReport reads a report.json file.
+// ReadReport reads a report.json file of the current schema or of
+// SchemaVersion1; the report keeps the Schema it was written with (a
+// version 1 report's machine figures count steal as busy).
 func ReadReport(path string) (*Report, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -94,8 +96,8 @@ func ReadReport(path string) (*Report, error) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		return nil, fmt.Errorf("bench: %s: %w", path, err)
 	}
-	if rep.Schema != SchemaVersion {
-		return nil, fmt.Errorf("bench: %s: schema %q, want %q", path, rep.Schema, SchemaVersion)
+	if rep.Schema != SchemaVersion && rep.Schema != SchemaVersion1 {
+		return nil, fmt.Errorf("bench: %s: schema %q, want %q or %q", path, rep.Schema, SchemaVersion, SchemaVersion1)
 	}
 	return &rep, nil
 }
@@ -118,12 +120,12 @@ func fmtSpread(s Spread, prec int) string {
 func WriteTable(w io.Writer, rep *Report) {
 	fmt.Fprintf(w, "\n%s, %s topology, %d reps, medians (min–max); latency in µs, CPU in µs per request\n",
 		rep.Kind, rep.Topology, rep.Config.Reps)
-	fmt.Fprintf(w, "%-15s %-9s %5s %5s %9s %-24s %10s %-22s %-22s %-22s %9s %-18s %-18s %8s %7s\n",
-		"arm", "load", "loops", "cmpµs", "offered", "achieved req/s", "unanswered", "p50", "p99", "p99.9", "p99.99", "server µs/req", "machine work µs/req", "softirq", "client%")
+	fmt.Fprintf(w, "%-15s %-9s %5s %5s %9s %-24s %10s %-22s %-22s %-22s %9s %-18s %-18s %8s %8s %7s\n",
+		"arm", "load", "loops", "cmpµs", "offered", "achieved req/s", "unanswered", "p50", "p99", "p99.9", "p99.99", "server µs/req", "machine work µs/req", "softirq", "steal", "client%")
 	for _, s := range rep.Summary {
-		fmt.Fprintf(w, "%-15s %-9s %5d %5d %9.0f %-24s %10d %-22s %-22s %-22s %9.1f %-18s %-18s %8.2f %7.0f\n",
+		fmt.Fprintf(w, "%-15s %-9s %5d %5d %9.0f %-24s %10d %-22s %-22s %-22s %9.1f %-18s %-18s %8.2f %8.2f %7.0f\n",
 			s.Arm, loadPoint(s), s.Loops, s.ComputeUS, s.OfferedRPS, fmtSpread(s.AchievedRPS, 0), s.Unanswered, fmtSpread(s.P50, 1), fmtSpread(s.P99, 1),
-			fmtSpread(s.P999, 1), s.P9999.Median, fmtSpread(s.ServerUSPerReq, 2), fmtSpread(s.MachineWorkUSPerReq, 2), s.SoftirqUSPerReq, s.ClientCPUPercent)
+			fmtSpread(s.P999, 1), s.P9999.Median, fmtSpread(s.ServerUSPerReq, 2), fmtSpread(s.MachineWorkUSPerReq, 2), s.SoftirqUSPerReq, s.StealUSPerReq, s.ClientCPUPercent)
 	}
 	if rep.ClientCeilingRPS > 0 {
 		fmt.Fprintf(w, "client ceiling ≈ %.0f req/s per client CPU (best closed-loop rate / client CPU share)\n", rep.ClientCeilingRPS)
@@ -145,18 +147,18 @@ func Markdown(rep *Report) string {
 	if rep.ClientCeilingRPS > 0 {
 		fmt.Fprintf(&b, "- client ceiling ≈ %.0f req/s per client CPU\n", rep.ClientCeilingRPS)
 	}
-	b.WriteString("\nMedians over the repetitions with (min–max); latency in µs (open loop: from the intended send time); CPU in µs per request: server process (getrusage) and machine-wide (/proc/stat, without the client's empty polls: \"machine work\"), softirq machine-wide.\n\n")
-	b.WriteString("| arm | load | loops | compute µs | offered req/s | achieved req/s | unanswered | p50 | p90 | p99 | p99.9 | p99.99 | max | server CPU µs/req | machine work CPU µs/req | softirq µs/req | client CPU % |\n")
-	b.WriteString("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("\nMedians over the repetitions with (min–max); latency in µs (open loop: from the intended send time); CPU in µs per request: server process (getrusage) and machine-wide (/proc/stat, without the client's empty polls: \"machine work\"), softirq machine-wide, and steal: time the hypervisor ran something else while this machine's CPUs had work, not in machine work.\n\n")
+	b.WriteString("| arm | load | loops | compute µs | offered req/s | achieved req/s | unanswered | p50 | p90 | p99 | p99.9 | p99.99 | max | server CPU µs/req | machine work CPU µs/req | softirq µs/req | steal µs/req | client CPU % |\n")
+	b.WriteString("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, s := range rep.Summary {
 		offered := "—"
 		if s.OfferedRPS > 0 {
 			offered = fmt.Sprintf("%.0f", s.OfferedRPS)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %s | %d | %s | %.1f | %s | %s | %.1f | %.1f | %s | %s | %.2f | %.0f |\n",
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %s | %d | %s | %.1f | %s | %s | %.1f | %.1f | %s | %s | %.2f | %.2f | %.0f |\n",
 			s.Arm, loadPoint(s), s.Loops, s.ComputeUS, offered, fmtSpread(s.AchievedRPS, 0), s.Unanswered, fmtSpread(s.P50, 1), s.P90.Median,
 			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), s.P9999.Median, s.Max.Median, fmtSpread(s.ServerUSPerReq, 2),
-			fmtSpread(s.MachineWorkUSPerReq, 2), s.SoftirqUSPerReq, s.ClientCPUPercent)
+			fmtSpread(s.MachineWorkUSPerReq, 2), s.SoftirqUSPerReq, s.StealUSPerReq, s.ClientCPUPercent)
 	}
 	if len(rep.Arms) > 0 {
 		b.WriteString("\n## Arms\n\n")
@@ -247,7 +249,7 @@ svg{background:#fff;border:1px solid #ddd;margin:6px}text{font-size:11px;font-fa
 	}
 	b.WriteString("<h2>Throughput against p99</h2>\n")
 	b.WriteString(throughputSVG(rep, colours))
-	b.WriteString("<h2>CPU per request</h2>\n<p>Stacked: machine-wide user, system, irq and softirq CPU-µs per request (/proc/stat), and in grey the client's empty polls (busy CPU that is not work); the black tick is the server process alone (getrusage). Softirq moved off the server's books is relocation, not reduction.</p>\n")
+	b.WriteString("<h2>CPU per request</h2>\n<p>Stacked: machine-wide user, system, irq and softirq CPU-µs per request (/proc/stat), in grey the client's empty polls (busy CPU that is not work), and hatched the steal time (the hypervisor ran something else; not this machine's work); the black tick is the server process alone (getrusage). Softirq moved off the server's books is relocation, not reduction.</p>\n")
 	b.WriteString(cpuSVG(rep, colours))
 	b.WriteString("<h2>Run</h2><pre>" + html.EscapeString(md) + "</pre></body></html>\n")
 	return b.String()
@@ -431,12 +433,12 @@ func throughputSVG(rep *Report, colours map[string]string) string {
 
 func cpuSVG(rep *Report, colours map[string]string) string {
 	type bar struct {
-		label                           string
-		user, sys, irq, soft, poll, srv float64
+		label                                  string
+		user, sys, irq, soft, poll, steal, srv float64
 	}
 	var bars []bar
 	for _, s := range rep.Summary {
-		var u, sy, ir, so, po []float64
+		var u, sy, ir, so, po, st []float64
 		for _, r := range rep.Results {
 			if r.Arm == s.Arm && r.Mode == s.Mode && r.Fraction == s.Fraction && r.Loops == s.Loops && r.ComputeUS == s.ComputeUS {
 				// The client's empty polls are user and system time that is
@@ -448,24 +450,26 @@ func cpuSVG(rep *Report, colours map[string]string) string {
 				}
 				u, sy = append(u, m.UserUSPerReq*keep), append(sy, m.SysUSPerReq*keep)
 				ir, so, po = append(ir, m.IRQUSPerReq), append(so, m.SoftirqUSPerReq), append(po, m.ClientPollUSPerReq)
+				st = append(st, m.StealUSPerReq)
 			}
 		}
 		bars = append(bars, bar{label: s.Arm + " · " + pointOf(rep, s), user: spreadOf(u).Median, sys: spreadOf(sy).Median,
-			irq: spreadOf(ir).Median, soft: spreadOf(so).Median, poll: spreadOf(po).Median, srv: s.ServerUSPerReq.Median})
+			irq: spreadOf(ir).Median, soft: spreadOf(so).Median, poll: spreadOf(po).Median, steal: spreadOf(st).Median, srv: s.ServerUSPerReq.Median})
 	}
 	if len(bars) == 0 {
 		return ""
 	}
 	top := 0.0
 	for _, br := range bars {
-		top = max(top, br.user+br.sys+br.irq+br.soft+br.poll, br.srv)
+		top = max(top, br.user+br.sys+br.irq+br.soft+br.poll+br.steal, br.srv)
 	}
 	rowH := 18.0
 	// No CPU per request at all (no replies): a nonzero axis all the same.
 	c := chart{w: 900, h: 50 + rowH*float64(len(bars)), left: 230, right: 20, top: 24, bottom: 26, x0: 0, x1: max(top*1.1, 1)}
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg width="%.0f" height="%.0f" xmlns="http://www.w3.org/2000/svg">`, c.w, c.h)
-	parts := []struct{ name, colour string }{{"user", "#4e79a7"}, {"system", "#f28e2b"}, {"irq", "#e15759"}, {"softirq", "#76b7b2"}, {"client polling", "#d3d3d3"}}
+	b.WriteString(`<defs><pattern id="steal" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" fill="#fff"/><line x1="0" y1="0" x2="0" y2="6" stroke="#999" stroke-width="3"/></pattern></defs>`)
+	parts := []struct{ name, colour string }{{"user", "#4e79a7"}, {"system", "#f28e2b"}, {"irq", "#e15759"}, {"softirq", "#76b7b2"}, {"client polling", "#d3d3d3"}, {"steal", "url(#steal)"}}
 	for i, p := range parts {
 		fmt.Fprintf(&b, `<rect x="%.0f" y="6" width="10" height="10" fill="%s"/><text x="%.0f" y="15">%s</text>`, c.left+float64(i)*80, p.colour, c.left+float64(i)*80+14, p.name)
 	}
@@ -475,7 +479,7 @@ func cpuSVG(rep *Report, colours map[string]string) string {
 		y := c.top + float64(i)*rowH
 		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="end">%s</text>`, c.left-4, y+12, html.EscapeString(br.label))
 		x := c.left
-		for j, v := range []float64{br.user, br.sys, br.irq, br.soft, br.poll} {
+		for j, v := range []float64{br.user, br.sys, br.irq, br.soft, br.poll, br.steal} {
 			w := v / c.x1 * (c.w - c.left - c.right)
 			fmt.Fprintf(&b, `<rect x="%.1f" y="%.0f" width="%.1f" height="%.0f" fill="%s"><title>%s %.2f µs/req</title></rect>`, x, y+2, w, rowH-4, parts[j].colour, parts[j].name, v)
 			x += w

@@ -598,12 +598,34 @@ func (r *runner) finish() {
 			r.report.Notes = append(r.report.Notes, fmt.Sprintf("the client was saturated (%.0f%% CPU) measuring %s %s: that figure is the client's limit, not the server's", s.ClientCPUPercent, s.Arm, s.Mode))
 		}
 	}
+	if n := stealNote(r.report.Summary); n != "" {
+		r.report.Notes = append(r.report.Notes, n)
+	}
 	if len(r.cfg.ServerRPS) > 0 {
 		r.report.Notes = append(r.report.Notes, fmt.Sprintf("server veth RPS settings %v (arms named \"ARM rps=SETTING\"): on a veth the server's receive NAPI poll runs on the sending (client) CPU; RPS moves the protocol processing of the server's incoming packets to the mask's CPUs, \"none\" leaves it on the sender's", r.cfg.ServerRPS))
 	}
 	if r.report.Topology == "loopback" {
 		r.report.Notes = append(r.report.Notes, "loopback has no NAPI instances: busy-poll arms cannot show their effect here; use --topology wire")
 	}
+}
+
+// stealShare is the share of a load point's CPU time (busy plus steal)
+// that steal must reach for the report to note it.
+const stealShare = 0.05
+
+// stealNote returns a note naming the load points whose median steal
+// reached stealShare of their CPU time, or "" if none did.
+func stealNote(rows []SummaryRow) string {
+	var pts []string
+	for _, s := range rows {
+		if all := s.MachineUSPerReq.Median + s.StealUSPerReq; s.StealUSPerReq > 0 && s.StealUSPerReq >= stealShare*all {
+			pts = append(pts, fmt.Sprintf("%s %s %.0f%%", s.Arm, loadPoint(s), 100*s.StealUSPerReq/all))
+		}
+	}
+	if len(pts) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the hypervisor ran something else while this machine's CPUs had work (steal, in percent of busy plus steal time: %s): a VM with busy neighbours; the machine figures leave steal out, but the latencies and rates include its pauses", strings.Join(pts, ", "))
 }
 
 // drain is how long each measurement waits after its window for the
@@ -840,8 +862,8 @@ func (r *runner) fill(res *Result, load *LoadResult, edges [2]snapshot) {
 	tick := func(ticks uint64) float64 { return perReqUS(float64(ticks)*ClockTick, iv.stat) }
 	tot := s1.Total.Sub(s0.Total)
 	res.Machine = MachineCPU{
-		TotalUSPerReq: tick(tot.Busy()), UserUSPerReq: tick(tot.User + tot.Nice), SysUSPerReq: tick(tot.System),
-		IRQUSPerReq: tick(tot.IRQ), SoftirqUSPerReq: tick(tot.SoftIRQ),
+		TotalUSPerReq: tick(workTicks(tot)), UserUSPerReq: tick(tot.User + tot.Nice), SysUSPerReq: tick(tot.System),
+		IRQUSPerReq: tick(tot.IRQ), SoftirqUSPerReq: tick(tot.SoftIRQ), StealUSPerReq: tick(tot.Steal),
 		CtxSwitchesPerReq: perReq(float64(s1.Ctxt-s0.Ctxt), iv.stat),
 	}
 	res.Machine.ClientPollUSPerReq = perReqUS(float64(load.ClientIdle), load.Window)
@@ -864,8 +886,9 @@ func (r *runner) fill(res *Result, load *LoadResult, edges [2]snapshot) {
 			role = "client"
 		}
 		res.Machine.PerCPU = append(res.Machine.PerCPU, CPUSplit{
-			CPU: cpu, Role: role, BusyPercent: 100 * float64(d.Busy()) / statTicks,
+			CPU: cpu, Role: role, BusyPercent: 100 * float64(workTicks(d)) / statTicks,
 			UserUSPerReq: tick(d.User + d.Nice), SysUSPerReq: tick(d.System), IRQUSPerReq: tick(d.IRQ), SoftirqUSPerReq: tick(d.SoftIRQ),
+			StealUSPerReq: tick(d.Steal),
 		})
 	}
 	var irq, dev, netrx uint64
@@ -883,6 +906,16 @@ func (r *runner) fill(res *Result, load *LoadResult, edges [2]snapshot) {
 	res.Machine.ServerCPUInterruptsPerReq = perReq(float64(irq), iv.intr)
 	res.Machine.ServerCPUDeviceIRQsPerReq = perReq(float64(dev), iv.intr)
 	res.Machine.ServerCPUNetRxPerReq = perReq(float64(netrx), iv.soft)
+}
+
+// workTicks is the time a /proc/stat CPU line spent running this machine's
+// work: user (guest included: the kernel adds guest time to user and
+// guest_nice to nice, and topo.ParseStat does not read the guest columns),
+// nice, system, irq and softirq. Unlike topo.CPUTime.Busy it leaves out
+// steal, the time the hypervisor ran another guest on the CPU: a figure
+// that counted it would grow with the neighbours' load.
+func workTicks(t topo.CPUTime) uint64 {
+	return t.User + t.Nice + t.System + t.IRQ + t.SoftIRQ
 }
 
 // summarize groups results by arm and load point, in first-seen order, and
@@ -921,6 +954,7 @@ func summarize(results []Result) []SummaryRow {
 			MachineUSPerReq:     spread(func(r Result) float64 { return r.Machine.TotalUSPerReq }),
 			MachineWorkUSPerReq: spread(func(r Result) float64 { return r.Machine.WorkUSPerReq }),
 			SoftirqUSPerReq:     spread(func(r Result) float64 { return r.Machine.SoftirqUSPerReq }).Median,
+			StealUSPerReq:       spread(func(r Result) float64 { return r.Machine.StealUSPerReq }).Median,
 			ClientCPUPercent:    spread(func(r Result) float64 { return r.ClientCPUPercent }).Median,
 			ClientSendLagP99US:  spread(func(r Result) float64 { return r.ClientSendLagP99US }).Median,
 		}

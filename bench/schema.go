@@ -4,7 +4,15 @@ import "time"
 
 // SchemaVersion names the layout of Report. It changes only when a field
 // is removed or changes meaning; new fields may be added without a change.
-const SchemaVersion = "spindle-bench/1"
+// Version 2 took steal time out of the machine figures (MachineCPU's total
+// and work, CPUSplit's busy share, SummaryRow's machine figures) and
+// reports it as StealUSPerReq.
+const SchemaVersion = "spindle-bench/2"
+
+// SchemaVersion1 is the previous version, which ReadReport still reads:
+// the same layout without the steal fields, its machine figures (total,
+// work, busy percent) counting steal as busy.
+const SchemaVersion1 = "spindle-bench/1"
 
 // Report is the result of a benchmark run: `spindle bench --json` prints
 // it, and bench-report/report.json holds it. docs/BENCH-SCHEMA.md describes
@@ -214,14 +222,23 @@ type ThreadCPU struct {
 // and, on kernels without CONFIG_IRQ_TIME_ACCOUNTING, samples irq and
 // softirq time at the tick: short windows are coarse.
 type MachineCPU struct {
-	// TotalUSPerReq is busy (non-idle) CPU-µs per request over all CPUs.
+	// TotalUSPerReq is busy CPU-µs per request over all CPUs: user, nice,
+	// system, irq and softirq time. Idle, iowait and steal are not busy.
 	TotalUSPerReq float64 `json:"total_us_per_req"`
 	// UserUSPerReq, SysUSPerReq, IRQUSPerReq and SoftirqUSPerReq split
-	// TotalUSPerReq (user includes nice; steal is in the total only).
+	// TotalUSPerReq and add up to it (user includes nice, and guest time,
+	// which the kernel counts inside user and nice).
 	UserUSPerReq    float64 `json:"user_us_per_req"`
 	SysUSPerReq     float64 `json:"sys_us_per_req"`
 	IRQUSPerReq     float64 `json:"irq_us_per_req"`
 	SoftirqUSPerReq float64 `json:"softirq_us_per_req"`
+	// StealUSPerReq is steal time per request over all CPUs, in CPU-µs:
+	// time the hypervisor ran something else (another guest, the host)
+	// while this guest's CPU had work (/proc/stat's steal). It is not
+	// work of this machine and is in neither TotalUSPerReq nor
+	// WorkUSPerReq; a large value means the figures come from a VM whose
+	// neighbours were busy. 0 on bare metal.
+	StealUSPerReq float64 `json:"steal_us_per_req"`
 	// ClientPollUSPerReq is the part of TotalUSPerReq that the client
 	// spent polling without finding work (its threads poll instead of
 	// sleeping unless --client-block): busy in /proc/stat, but not work.
@@ -251,14 +268,17 @@ type CPUSplit struct {
 	CPU int `json:"cpu"`
 	// Role is "server", "client", "both" or "" (neither).
 	Role string `json:"role"`
-	// BusyPercent is the CPU's non-idle share of the window.
+	// BusyPercent is the CPU's busy share of the window: user, nice,
+	// system, irq and softirq time, not idle, iowait or steal.
 	BusyPercent float64 `json:"busy_percent"`
-	// UserUSPerReq, SysUSPerReq, IRQUSPerReq and SoftirqUSPerReq are
-	// CPU-µs per request on this CPU.
+	// UserUSPerReq, SysUSPerReq, IRQUSPerReq, SoftirqUSPerReq and
+	// StealUSPerReq are CPU-µs per request on this CPU, split like
+	// MachineCPU's.
 	UserUSPerReq    float64 `json:"user_us_per_req"`
 	SysUSPerReq     float64 `json:"sys_us_per_req"`
 	IRQUSPerReq     float64 `json:"irq_us_per_req"`
 	SoftirqUSPerReq float64 `json:"softirq_us_per_req"`
+	StealUSPerReq   float64 `json:"steal_us_per_req"`
 }
 
 // SummaryRow is one arm at one load point over the repetitions: the
@@ -292,6 +312,10 @@ type SummaryRow struct {
 	// SoftirqUSPerReq is the median machine-wide softirq CPU-µs per
 	// request.
 	SoftirqUSPerReq float64 `json:"softirq_us_per_req"`
+	// StealUSPerReq is the median machine-wide steal CPU-µs per request
+	// (MachineCPU.StealUSPerReq), which MachineUSPerReq and
+	// MachineWorkUSPerReq leave out.
+	StealUSPerReq float64 `json:"steal_us_per_req"`
 	// ClientCPUPercent is the median client busy CPU.
 	ClientCPUPercent float64 `json:"client_cpu_percent"`
 	// ClientSendLagP99US is the median open-loop send lag p99.

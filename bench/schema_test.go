@@ -2,6 +2,7 @@ package bench
 
 import (
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -44,6 +45,43 @@ func TestSchemaDocumented(t *testing.T) {
 	for name, field := range names {
 		if !strings.Contains(string(doc), "`"+name+"`") {
 			t.Errorf("docs/BENCH-SCHEMA.md does not mention `%s` (%s)", name, field)
+		}
+	}
+}
+
+// TestReadReportVersions: ReadReport reads the current schema and version
+// 1 (whose machine figures count steal as busy), keeping the version a
+// report was written with so a reader can tell them apart, and refuses
+// others.
+func TestReadReportVersions(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		schema string
+		ok     bool
+	}{
+		{SchemaVersion, true},
+		{"spindle-bench/1", true},
+		{"spindle-bench/0", false},
+		{"", false},
+	} {
+		path := filepath.Join(dir, "report.json")
+		doc := `{"schema":"` + tc.schema + `","kind":"bench","results":[{"arm":"a","machine":{"total_us_per_req":12.5}}]}`
+		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := ReadReport(path)
+		if !tc.ok {
+			if err == nil {
+				t.Errorf("schema %q read without error", tc.schema)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("schema %q: %v", tc.schema, err)
+			continue
+		}
+		if rep.Schema != tc.schema || len(rep.Results) != 1 || rep.Results[0].Machine.TotalUSPerReq != 12.5 {
+			t.Errorf("schema %q read as %+v", tc.schema, rep)
 		}
 	}
 }
