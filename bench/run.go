@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spindlenet/spindle/topo"
@@ -513,7 +514,7 @@ func (r *runner) variants() int { return max(len(r.cfg.ServerRPS), 1) }
 // the results to the report.
 func (r *runner) measureArm(ctx context.Context, a Arm, rep int, mode string, frac, rate float64, loops, compute int) error {
 	if len(r.cfg.ServerRPS) == 0 {
-		res, err := r.measure(ctx, a, rep, mode, frac, rate, loops, compute)
+		res, err := r.measure(ctx, a, "", rep, mode, frac, rate, loops, compute)
 		if err == nil {
 			r.report.Results = append(r.report.Results, res)
 		}
@@ -527,12 +528,10 @@ func (r *runner) measureArm(ctx context.Context, a Arm, rep int, mode string, fr
 		if err := r.topo.(rpsSetter).SetServerRPS(cpus); err != nil {
 			return err
 		}
-		res, err := r.measure(ctx, a, rep, mode, frac, rate, loops, compute)
+		res, err := r.measure(ctx, a, e, rep, mode, frac, rate, loops, compute)
 		if err != nil {
 			return err
 		}
-		res.Arm += " rps=" + e
-		res.ServerRPS = e
 		r.report.Results = append(r.report.Results, res)
 	}
 	return nil
@@ -696,23 +695,107 @@ type snapshot struct {
 	err     error
 }
 
-func takeSnapshot(p *serverProc) snapshot {
-	var s snapshot
-	var errs [4]error
-	// Each /proc read is stamped at its middle; it takes microseconds.
-	stamp := func(read func()) time.Time {
-		t0 := time.Now()
-		read()
-		return t0.Add(time.Since(t0) / 2)
-	}
-	s.usage, errs[0] = p.usage()
-	s.usageAt = time.Now()
-	s.statAt = stamp(func() { s.stat, errs[1] = Proc{}.Stat() })
-	s.softAt = stamp(func() { s.soft, errs[2] = Proc{}.Softirqs() })
-	s.intrAt = stamp(func() { s.intr, errs[3] = Proc{}.Interrupts() })
-	s.err = errors.Join(errs[:]...)
-	return s
+// edgeReader reads a window's snapshots: the clock, the server child's
+// usage, and the host's /proc files. Tests give it fakes.
+type edgeReader struct {
+	now   func() time.Time
+	usage func() (ServerUsage, error)
+	stat  func() (*topo.Stat, error)
+	soft  func() (Softirqs, error)
+	intr  func() (*Interrupts, error)
 }
+
+// liveEdges reads the live host's /proc and child p's usage.
+func liveEdges(p *serverProc) edgeReader {
+	var proc Proc
+	return edgeReader{now: time.Now, usage: p.usage, stat: proc.Stat, soft: proc.Softirqs, intr: proc.Interrupts}
+}
+
+// readProc reads the /proc files of one edge into s, each read stamped
+// at its middle (it takes microseconds), and returns the errors.
+func (e edgeReader) readProc(s *snapshot) error {
+	var errs [3]error
+	stamp := func(read func()) time.Time {
+		t0 := e.now()
+		read()
+		return t0.Add(e.now().Sub(t0) / 2)
+	}
+	s.statAt = stamp(func() { s.stat, errs[0] = e.stat() })
+	s.softAt = stamp(func() { s.soft, errs[1] = e.soft() })
+	s.intrAt = stamp(func() { s.intr, errs[2] = e.intr() })
+	return errors.Join(errs[:]...)
+}
+
+// window takes the snapshots at start and end, sleeping with sleepUntil,
+// which returns false when the measurement is over early; ok is false
+// then. The host's /proc files and the child's usage are read by a
+// goroutine each: a busy child answers its usage request late, at times
+// after the window has ended, and the /proc reads, which take
+// microseconds, must not wait for it. When they came after the child's
+// answer at each edge, a start answered after the window's end put both
+// /proc/stat reads microseconds apart: no tick between them, and a machine
+// CPU of 0.
+func (e edgeReader) window(start, end time.Time, sleepUntil func(time.Time) bool) (s [2]snapshot, ok bool) {
+	var procErr, usageErr [2]error
+	var procOK, usageOK bool
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i, t := range []time.Time{start, end} {
+			if !sleepUntil(t) {
+				return
+			}
+			procErr[i] = e.readProc(&s[i])
+		}
+		procOK = true
+	})
+	wg.Go(func() {
+		for i, t := range []time.Time{start, end} {
+			if !sleepUntil(t) {
+				return
+			}
+			s[i].usage, usageErr[i] = e.usage()
+			s[i].usageAt = e.now()
+		}
+		usageOK = true
+	})
+	wg.Wait()
+	for i := range s {
+		s[i].err = errors.Join(usageErr[i], procErr[i])
+	}
+	return s, procOK && usageOK
+}
+
+// minProcCover is the share of a window that its two /proc/stat reads
+// must span for the machine figures to pass as the window's.
+const minProcCover = 0.5
+
+// lateProcNote returns a note when the /proc/stat reads of edges span less
+// than minProcCover of the window from start to end (a starved harness
+// read them late: with both after the window's end no tick falls between
+// them and the machine CPU reads 0), or "" when they span enough.
+func lateProcNote(res Result, edges [2]snapshot, start, end time.Time) string {
+	a, b := edges[0].statAt, edges[1].statAt
+	window := end.Sub(start)
+	if a.IsZero() || b.IsZero() || window <= 0 {
+		return ""
+	}
+	from, to := a, b
+	if from.Before(start) {
+		from = start
+	}
+	if to.After(end) {
+		to = end
+	}
+	span := max(to.Sub(from), 0)
+	if span >= time.Duration(minProcCover*float64(window)) {
+		return ""
+	}
+	return fmt.Sprintf("%s %s rep %d: the harness read /proc/stat %.0f ms after the window's start and %.0f ms after its end (it was starved), covering %.0f%% of the %.2fs window: its machine figures are not that window's",
+		res.Arm, resultPoint(res), res.Rep, ms(a.Sub(start)), ms(b.Sub(end)), 100*float64(span)/float64(window), window.Seconds())
+}
+
+// ms is d in milliseconds.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // intervals are the measured lengths between a window's two snapshots,
 // one per counter source; each falls back to the window when its stamps
@@ -740,14 +823,20 @@ func measuredIntervals(e [2]snapshot, window time.Duration) intervals {
 	return iv
 }
 
-// measure runs one measurement with a fresh server child.
-func (r *runner) measure(ctx context.Context, a Arm, rep int, mode string, frac, rate float64, loops, compute int) (Result, error) {
+// measure runs one measurement with a fresh server child; rps is the
+// ServerRPS entry it runs under, "" for none.
+func (r *runner) measure(ctx context.Context, a Arm, rps string, rep int, mode string, frac, rate float64, loops, compute int) (Result, error) {
 	res := Result{Arm: a.Name, Rep: rep, Mode: mode, Fraction: frac, OfferedRPS: rate, ComputeUS: compute, Loops: loops}
+	if rps != "" {
+		res.Arm += " rps=" + rps
+		res.ServerRPS = rps
+	}
 	p, err := startServerProc(ctx, r.serverArgv(a, loops, compute), r.cfg.ServerEnv)
 	if err != nil {
 		return res, err
 	}
 	snaps := make(chan [2]snapshot, 1)
+	var winStart, winEnd time.Time
 	// done ends the window goroutine when the load run fails before the
 	// window is over (a crashed server), so it does not outlive measure.
 	done := make(chan struct{})
@@ -767,17 +856,12 @@ func (r *runner) measure(ctx context.Context, a Arm, rep int, mode string, frac,
 		Warmup: r.warmup, Duration: r.window, Threads: r.cfg.ClientThreads, CPUs: r.cfg.ClientCPUs, Block: r.cfg.ClientBlock,
 		NetNS: r.topo.ClientNetNS(), Drain: r.drain(),
 		Window: func(start, end time.Time) {
+			// Called from this goroutine, inside RunLoad.
+			winStart, winEnd = start, end
 			go func() {
-				var s [2]snapshot
-				if !sleepUntil(start) {
-					return
+				if s, ok := liveEdges(p).window(start, end, sleepUntil); ok {
+					snaps <- s
 				}
-				s[0] = takeSnapshot(p)
-				if !sleepUntil(end) {
-					return
-				}
-				s[1] = takeSnapshot(p)
-				snaps <- s
 			}()
 		},
 	}
@@ -795,6 +879,9 @@ func (r *runner) measure(ctx context.Context, a Arm, rep int, mode string, frac,
 		return res, fmt.Errorf("bench: %s %s rep %d: %w", a.Name, mode, rep, err)
 	}
 	r.fill(&res, load, edges)
+	if n := lateProcNote(res, edges, winStart, winEnd); n != "" {
+		r.report.Notes = append(r.report.Notes, n)
+	}
 	r.done++
 	label := mode
 	if mode == "open" {

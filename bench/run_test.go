@@ -12,6 +12,8 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -102,7 +104,7 @@ func TestRunEndToEnd(t *testing.T) {
 			t.Errorf("%s %s rep %d: machine total %.2f = work %.2f + client polling %.2f does not hold", r.Arm, r.Mode, r.Rep, m.TotalUSPerReq, m.WorkUSPerReq, m.ClientPollUSPerReq)
 		}
 		if r.Server.TotalUSPerReq <= 0 || r.Machine.TotalUSPerReq <= 0 || len(r.Server.Threads) == 0 {
-			t.Errorf("%s %s rep %d: no CPU accounting: server %+v machine %+v", r.Arm, r.Mode, r.Rep, r.Server, r.Machine.TotalUSPerReq)
+			t.Errorf("%s %s rep %d: no CPU accounting: server %+v machine %+v; notes %q", r.Arm, r.Mode, r.Rep, r.Server, r.Machine.TotalUSPerReq, rep.Notes)
 		}
 		// Per-thread run times (schedstat) add up to the process's CPU
 		// time (getrusage): the two views of the server agree.
@@ -696,5 +698,138 @@ func TestReportShowsSteal(t *testing.T) {
 	}
 	if h := HTML(r.report); !strings.Contains(h, "<th>steal µs/req</th>") || !strings.Contains(h, "<title>steal 12.50 µs/req</title>") {
 		t.Errorf("HTML has no steal column or chart segment with a's 12.50")
+	}
+}
+
+// fakeClock is a clock that moves only when told: sleeping until a time
+// moves it there at once.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// advance moves the clock to t if it is behind.
+func (c *fakeClock) advance(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t.After(c.t) {
+		c.t = t
+	}
+}
+
+// TestWindowSnapshotsLateChild: the server child answers the usage
+// request of the window's start only after the window has ended (a child
+// starved by a loaded machine; its answer waits for its turn on the busy
+// server CPU). The /proc reads of the machine figures did not wait for the
+// child before, but came after its answer at each edge: the start's after
+// the window's end, the end's at once after that, microseconds apart, so
+// the machine's busy ticks between them were 0 and TestRunEndToEnd once
+// failed with a machine CPU of 0 µs/req. The /proc reads are the host's and
+// must be taken at the window's edges whenever the child answers. Here two
+// CPUs are busy all the time at 1000 requests a second: 2000 µs per
+// request.
+func TestWindowSnapshotsLateChild(t *testing.T) {
+	epoch := time.Now()
+	clk := &fakeClock{t: epoch}
+	start, end := epoch.Add(10*time.Millisecond), epoch.Add(250*time.Millisecond)
+	// Both CPUs busy: user ticks are the clock's 10 ms ticks since epoch.
+	stat := func() (*topo.Stat, error) {
+		ticks := uint64(clk.now().Sub(epoch) / (10 * time.Millisecond))
+		c := topo.CPUTime{User: ticks}
+		return &topo.Stat{Total: topo.CPUTime{User: 2 * ticks}, CPU: map[int]topo.CPUTime{0: c, 1: c}}, nil
+	}
+	// The child's first answer comes once the /proc reads of both edges
+	// are done (the second interrupts read, the last of an edge), or after
+	// a second of real time if they wait for it, and 50 ms after the
+	// window's end on the clock.
+	release := make(chan struct{})
+	var intrReads, usageCalls atomic.Int32
+	usage := func() (ServerUsage, error) {
+		if usageCalls.Add(1) == 1 {
+			select {
+			case <-release:
+			case <-time.After(time.Second):
+			}
+			clk.advance(end.Add(50 * time.Millisecond))
+		}
+		return ServerUsage{MonoNS: clk.now().Sub(epoch).Nanoseconds() + 1}, nil
+	}
+	er := edgeReader{
+		now: clk.now, usage: usage, stat: stat,
+		soft: func() (Softirqs, error) { return Softirqs{"NET_RX": {0, 0}}, nil },
+		intr: func() (*Interrupts, error) {
+			if intrReads.Add(1) == 2 {
+				close(release)
+			}
+			return &Interrupts{Total: []uint64{0, 0}, Device: []uint64{0, 0}}, nil
+		},
+	}
+	sleepUntil := func(t time.Time) bool { clk.advance(t); return true }
+	e, ok := er.window(start, end, sleepUntil)
+	if !ok {
+		t.Fatal("window snapshots not taken")
+	}
+	if err := errors.Join(e[0].err, e[1].err); err != nil {
+		t.Fatal(err)
+	}
+	if !e[0].statAt.Equal(start) || !e[1].statAt.Equal(end) {
+		t.Errorf("/proc/stat read at %v and %v after the window's start, want 0s and %v", e[0].statAt.Sub(start), e[1].statAt.Sub(start), end.Sub(start))
+	}
+	r := &runner{cfg: Config{ServerCPUs: []int{0}, ClientCPUs: []int{1}}}
+	load := &LoadResult{Hist: NewHistogram(), Window: end.Sub(start), Replies: 240, Threads: 1}
+	var res Result
+	r.fill(&res, load, e)
+	if got := res.Machine.TotalUSPerReq; math.Abs(got-2000) > 1e-6 {
+		t.Errorf("machine CPU %.2f µs/req, want 2000 (two CPUs busy at 1000 req/s)", got)
+	}
+}
+
+// TestLateProcNote: when the harness itself is starved and reads /proc
+// late, the machine figures are not the window's (both reads after its
+// end: no tick between them); the report must say so rather than show
+// them as measured. On-time reads give no note.
+func TestLateProcNote(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		oversleep time.Duration // of the sleep until the window's start
+		note      bool
+	}{
+		{"on time", 0, false},
+		{"start read late but in the window", 100 * time.Millisecond, false},
+		{"start read after the window", 300 * time.Millisecond, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			epoch := time.Now()
+			clk := &fakeClock{t: epoch}
+			start, end := epoch.Add(10*time.Millisecond), epoch.Add(250*time.Millisecond)
+			er := edgeReader{
+				now:  clk.now,
+				stat: func() (*topo.Stat, error) { return &topo.Stat{CPU: map[int]topo.CPUTime{0: {}}}, nil },
+				soft: func() (Softirqs, error) { return Softirqs{}, nil },
+				intr: func() (*Interrupts, error) { return &Interrupts{}, nil },
+			}
+			// The harness oversleeps its sleep until the window's start.
+			var e [2]snapshot
+			for i, at := range []time.Time{start.Add(tc.oversleep), end} {
+				clk.advance(at)
+				if err := er.readProc(&e[i]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			res := Result{Arm: "a", Mode: "closed", Rep: 1}
+			n := lateProcNote(res, e, start, end)
+			if got := n != ""; got != tc.note {
+				t.Errorf("note %q, want one: %v", n, tc.note)
+			}
+			if tc.note && !strings.Contains(n, "a closed rep 1") {
+				t.Errorf("note %q does not name the measurement", n)
+			}
+		})
 	}
 }
