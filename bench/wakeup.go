@@ -3,11 +3,16 @@ package bench
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
+
+	"github.com/spindlenet/spindle/topo"
 )
 
-// WakeupSchema names the layout of WakeupReport.
-const WakeupSchema = "spindle-wakeup/1"
+// WakeupSchema names the layout of WakeupReport. Version 2 took steal
+// time out of WakeupResult.ReaderCPUBusyPercent and reports it as
+// ReaderCPUStealPercent; in version 1 the busy share counted steal.
+const WakeupSchema = "spindle-wakeup/2"
 
 // Wake-up modes: how the reader waits for data.
 const (
@@ -73,8 +78,14 @@ type WakeupResult struct {
 	// ReaderCPUUSPerWake is the reader thread's CPU-µs per wake-up.
 	ReaderCPUUSPerWake float64 `json:"reader_cpu_us_per_wake"`
 	// ReaderCPUBusyPercent is the reader CPU's machine-wide busy share
-	// (/proc/stat, including softirq) over the mode's run.
+	// over the mode's run, from /proc/stat: user, nice, system, irq and
+	// softirq time, whoever ran it; not idle, iowait or steal.
 	ReaderCPUBusyPercent float64 `json:"reader_cpu_busy_percent"`
+	// ReaderCPUStealPercent is the reader CPU's steal share over the
+	// mode's run: time the hypervisor ran something else (another guest,
+	// the host) while the CPU had work (/proc/stat's steal), which
+	// ReaderCPUBusyPercent leaves out. 0 on bare metal.
+	ReaderCPUStealPercent float64 `json:"reader_cpu_steal_percent"`
 	// Skipped, when set, says why the mode did not run.
 	Skipped string `json:"skipped,omitempty"`
 }
@@ -105,16 +116,49 @@ type WakeupReport struct {
 func WriteWakeupTable(w io.Writer, rep *WakeupReport) {
 	fmt.Fprintf(w, "\nwake-up latency, %s topology, a write every %.0f ms, reader CPU %d, writer CPU %d\n",
 		rep.Topology, rep.IntervalMS, rep.ReaderCPU, rep.WriterCPU)
-	fmt.Fprintf(w, "%-11s %7s %9s %9s %9s %9s %11s %13s %12s\n", "mode", "samples", "p50 µs", "p90 µs", "p99 µs", "max µs", "reader CPU%", "reader µs/wake", "CPU busy%")
+	fmt.Fprintf(w, "%-11s %7s %9s %9s %9s %9s %11s %13s %12s %7s\n", "mode", "samples", "p50 µs", "p90 µs", "p99 µs", "max µs", "reader CPU%", "reader µs/wake", "CPU busy%", "steal%")
 	for _, r := range rep.Results {
 		if r.Skipped != "" {
 			fmt.Fprintf(w, "%-11s skipped: %s\n", r.Mode, r.Skipped)
 			continue
 		}
-		fmt.Fprintf(w, "%-11s %7d %9.1f %9.1f %9.1f %9.1f %11.1f %13.1f %12.1f\n", r.Mode, r.Samples, r.Latency.P50, r.Latency.P90,
-			r.Latency.P99, r.Latency.Max, r.ReaderCPUPercent, r.ReaderCPUUSPerWake, r.ReaderCPUBusyPercent)
+		fmt.Fprintf(w, "%-11s %7d %9.1f %9.1f %9.1f %9.1f %11.1f %13.1f %12.1f %7.1f\n", r.Mode, r.Samples, r.Latency.P50, r.Latency.P90,
+			r.Latency.P99, r.Latency.Max, r.ReaderCPUPercent, r.ReaderCPUUSPerWake, r.ReaderCPUBusyPercent, r.ReaderCPUStealPercent)
 	}
 	for _, n := range rep.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
+}
+
+// fillReaderCPU sets r's machine-wide figures for the reader's CPU from
+// /proc/stat read at the start (s0) and end (s1) of a run of length wall;
+// it leaves them 0 where a read failed or the CPU is missing.
+func (r *WakeupResult) fillReaderCPU(s0, s1 *topo.Stat, cpu int, wall time.Duration) {
+	if s0 == nil || s1 == nil || wall <= 0 {
+		return
+	}
+	c0, ok0 := s0.CPU[cpu]
+	c1, ok1 := s1.CPU[cpu]
+	if !ok0 || !ok1 {
+		return
+	}
+	d := c1.Sub(c0)
+	pct := func(ticks uint64) float64 { return 100 * float64(ticks) * ClockTick / float64(wall) }
+	r.ReaderCPUBusyPercent = pct(workTicks(d))
+	r.ReaderCPUStealPercent = pct(d.Steal)
+}
+
+// wakeupStealNote returns a note naming the modes whose reader CPU's steal
+// reached stealShare of its busy plus steal time, or "" if none did.
+func wakeupStealNote(results []WakeupResult) string {
+	var modes []string
+	for _, r := range results {
+		if all := r.ReaderCPUBusyPercent + r.ReaderCPUStealPercent; r.Skipped == "" && r.ReaderCPUStealPercent > 0 && r.ReaderCPUStealPercent >= stealShare*all {
+			modes = append(modes, fmt.Sprintf("%s %.0f%%", r.Mode, 100*r.ReaderCPUStealPercent/all))
+		}
+	}
+	if len(modes) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the hypervisor ran something else while the reader's CPU had work (steal, in percent of its busy plus steal time: %s): a VM with busy neighbours; CPU busy%% leaves steal out, but the latencies include its pauses", strings.Join(modes, ", "))
 }

@@ -104,6 +104,9 @@ func Wakeup(ctx context.Context, cfg WakeupConfig) (*WakeupReport, error) {
 			fmt.Fprintf(cfg.Progress, "%-11s p50 %7.1fµs  max %8.1fµs  reader CPU %5.1f%%\n", mode, res.Latency.P50, res.Latency.Max, res.ReaderCPUPercent)
 		}
 	}
+	if n := wakeupStealNote(rep.Results); n != "" {
+		rep.Notes = append(rep.Notes, n)
+	}
 	return rep, nil
 }
 
@@ -282,13 +285,7 @@ func wakeupMode(ctx context.Context, cfg WakeupConfig, mode string, topology Top
 	if res.Samples > 0 {
 		res.ReaderCPUUSPerWake = float64(cpu) / 1e3 / float64(res.Samples)
 	}
-	if stat0 != nil && stat1 != nil && wall > 0 {
-		c0, ok0 := stat0.CPU[cfg.ReaderCPU]
-		c1, ok1 := stat1.CPU[cfg.ReaderCPU]
-		if ok0 && ok1 {
-			res.ReaderCPUBusyPercent = 100 * float64(c1.Sub(c0).Busy()) * ClockTick / float64(wall)
-		}
-	}
+	res.fillReaderCPU(stat0, stat1, cfg.ReaderCPU, wall)
 	return res, nil
 }
 
