@@ -322,10 +322,7 @@ func TestHelperEchoServer(t *testing.T) {
 		if b, ok := strings.CutSuffix(arm, batchSuffix); ok {
 			cfg.Backend, cfg.BatchWait = Backend(b), benchBatchWait
 		}
-		e, err := New(cfg, &echoHandler{zeroCopy: true})
-		if err != nil {
-			t.Fatal(err)
-		}
+		e := newEngine(t, cfg, &echoHandler{zeroCopy: true})
 		ln, err := e.Listen("tcp", listenAddr, nil)
 		if err != nil {
 			t.Fatal(err)

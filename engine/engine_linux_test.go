@@ -1139,10 +1139,7 @@ func TestListenNetworks(t *testing.T) {
 	for _, b := range testBackends {
 		for _, tc := range tests {
 			t.Run(string(b)+"/"+tc.network, func(t *testing.T) {
-				e, err := New(testConfig(b), &echoHandler{})
-				if err != nil {
-					t.Fatal(err)
-				}
+				e := newEngine(t, testConfig(b), &echoHandler{})
 				ln, err := e.Listen(tc.network, tc.addr, nil)
 				if err != nil {
 					if tc.network == "tcp6" && strings.Contains(err.Error(), "address not available") {

@@ -48,10 +48,7 @@ func TestHelperFallback(t *testing.T) {
 	for _, b := range []Backend{BackendURing, BackendURingSQPoll, BackendURingNAPI} {
 		var logs logLines
 		cfg := &Config{Backend: b, Logf: logs.logf}
-		e, err := New(cfg, &echoHandler{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		e := newEngine(t, cfg, &echoHandler{})
 		if e.Backend() != BackendEpoll {
 			t.Fatalf("%s without io_uring runs %s, want epoll", b, e.Backend())
 		}

@@ -22,10 +22,7 @@ func TestGOMAXPROCS(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/keep=%v", b, keep), func(t *testing.T) {
 				var logs logLines
 				cfg := &Config{Backend: b, CPUs: []int{allowedCPUList(t)[0]}, KeepGOMAXPROCS: keep, Logf: logs.logf}
-				e, err := New(cfg, &echoHandler{})
-				if err != nil {
-					t.Fatal(err)
-				}
+				e := newEngine(t, cfg, &echoHandler{})
 				ln, err := e.Listen("tcp", "127.0.0.1:0", nil)
 				if err != nil {
 					t.Fatal(err)
@@ -172,10 +169,7 @@ func TestGOMAXPROCSDefault(t *testing.T) {
 	}
 	cfg := testConfig(BackendURing)
 	cfg.CPUs = cpus[:def]
-	e, err := New(cfg, &echoHandler{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newEngine(t, cfg, &echoHandler{})
 	stop := runUntilStopped(t, e)
 	waitFor(t, "the engine to raise GOMAXPROCS", func() bool { return runtime.GOMAXPROCS(0) == def+1 })
 	if err := stop(); err != nil {

@@ -129,14 +129,14 @@ func busyPollOverVeth(t *testing.T, b Backend, nsA, nsB, ip, tracking string) []
 		logs = append(logs, fmt.Sprintf(f, a...))
 		mu.Unlock()
 	}
-	e, err := New(cfg, h)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newEngine(t, cfg, h)
 	if e.Backend() != b {
 		t.Fatalf("engine runs %s", e.Backend())
 	}
-	var ln *Listener
+	var (
+		ln  *Listener
+		err error
+	)
 	inNetns(t, nsA, func() { ln, err = e.Listen("tcp", ip+":0", nil) })
 	if err != nil {
 		t.Fatal(err)

@@ -47,10 +47,7 @@ func TestTuneStateCPUs(t *testing.T) {
 			var logs logLines
 			cfg := tc.cfg
 			cfg.Logf = logs.logf
-			e, err := New(&cfg, &echoHandler{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			e := newEngine(t, &cfg, &echoHandler{})
 			defer e.Shutdown(t.Context())
 			var got []int
 			for _, l := range e.Loops() {
