@@ -112,12 +112,7 @@ func TestMinWaitInterruptedNearTimeout(t *testing.T) {
 		elapsed time.Duration
 		eintr   uint64
 	}
-	var p [2]int
-	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(p[0])
-	defer unix.Close(p[1])
+	rfd, _ := pipe(t) // the write end stays open until cleanup: the poll stays parked
 	done := make(chan outcome, 1)
 	owner := startOwner(func(r *Ring) {
 		if !r.HasMinWait() {
@@ -126,7 +121,7 @@ func TestMinWaitInterruptedNearTimeout(t *testing.T) {
 		}
 		// Submitted first: the wait then has nothing to submit, and its
 		// interruption is an EINTR, counted.
-		r.GetSQE().PrepPollAdd(p[0], unix.POLLIN, false, 3)
+		r.GetSQE().PrepPollAdd(rfd, unix.POLLIN, false, 3)
 		if _, err := r.Submit(); err != nil {
 			done <- outcome{err: err}
 			return
@@ -177,12 +172,7 @@ func TestCancelAllSQPollFull(t *testing.T) {
 		t.Skipf("needs two CPUs, one for the SQ thread kept off it and one for the ring's owner; allowed: %v", cpus)
 	}
 	ownCPU, sqCPU := cpus[0], cpus[1]
-	var p [2]int
-	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(p[0])
-	defer unix.Close(p[1])
+	rfd, _ := pipe(t) // the write end stays open until cleanup: the poll stays parked
 
 	// The owner, on a thread pinned to one CPU.
 	type started struct {
@@ -204,7 +194,7 @@ func TestCancelAllSQPollFull(t *testing.T) {
 			return
 		}
 		defer r.Close()
-		r.GetSQE().PrepPollAdd(p[0], unix.POLLIN, false, 1)
+		r.GetSQE().PrepPollAdd(rfd, unix.POLLIN, false, 1)
 		if _, err := r.Submit(); err != nil {
 			ready <- started{err: err}
 			return

@@ -96,18 +96,13 @@ func TestSendmsg(t *testing.T) {
 
 func TestReadWrite(t *testing.T) {
 	r := newRing(t, nil)
-	var p [2]int
-	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
-		t.Fatal(err)
-	}
-	closeFd(t, p[0])
-	closeFd(t, p[1])
+	rfd, wfd := pipe(t)
 	out, in := offHeap(t, 4096), offHeap(t, 4096)
 	copy(out, "through the pipe")
 	w := sqe(t, r)
-	w.PrepWrite(p[1], out[:16], -1, 1)
+	w.PrepWrite(wfd, out[:16], -1, 1)
 	w.SetFlags(FlagIOLink)
-	sqe(t, r).PrepRead(p[0], in, -1, 2)
+	sqe(t, r).PrepRead(rfd, in, -1, 2)
 	for _, c := range reap(t, r, 2) {
 		if c.Res != 16 {
 			t.Errorf("op %d: res %d (%v)", c.UserData, c.Res, c.Err())
