@@ -110,13 +110,7 @@ func openSockets(t *testing.T) map[string]string {
 // process's id then shows. After several runs the main thread must still
 // have every CPU it had. Found in review.
 func TestWakeupNotOnMainThread(t *testing.T) {
-	allowed, err := allowedCPUs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(allowed) < 2 {
-		t.Skipf("needs two CPUs this process may run on, has %v", allowed)
-	}
+	needTwoAllowedCPUs(t)
 	var before unix.CPUSet
 	if err := unix.SchedGetaffinity(os.Getpid(), &before); err != nil {
 		t.Fatal(err)
