@@ -262,7 +262,11 @@ func TestSweep(t *testing.T) {
 	// Two loops (server CPUs 0 and 1) where there are two CPUs: the grid's
 	// server CPU list grows with the loop count.
 	loops := []int{min(2, runtime.NumCPU())}
-	const compute = 200
+	// Large enough that a quarter of it (the bound below for the cells
+	// without compute) stays above what a request costs a race-enabled
+	// server on a loaded machine: with 200 µs the 50 µs bound failed
+	// go-net at 60-92 µs under -race while other tests ran.
+	const compute = 1000
 	rep, err := Sweep(context.Background(), SweepConfig{
 		Config: Config{Arms: []string{"go-net", "uring"}, Duration: 1600 * time.Millisecond,
 			Reps: 1, Conns: 4, ServerCommand: argv, ServerEnv: env},
