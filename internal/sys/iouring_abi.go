@@ -174,6 +174,20 @@ type RsrcUpdate2 struct {
 	Resv2  uint32
 }
 
+// SyncCancelReg is struct io_uring_sync_cancel_reg, the
+// IORING_REGISTER_SYNC_CANCEL argument (6.0; opcode, with
+// IORING_ASYNC_CANCEL_OP, 6.6, taken from the padding). Addr is the user_data
+// to match; Timeout is relative, and -1/-1 waits without a limit.
+type SyncCancelReg struct {
+	Addr    uint64
+	Fd      int32
+	Flags   uint32
+	Timeout Timespec
+	Opcode  uint8
+	Pad     [7]uint8
+	Pad2    [3]uint64
+}
+
 // FileIndexRange is struct io_uring_file_index_range
 // (IORING_REGISTER_FILE_ALLOC_RANGE, 6.0).
 type FileIndexRange struct {

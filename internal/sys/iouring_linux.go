@@ -153,6 +153,17 @@ func UnregisterNAPI(fd int, n *NAPI) error {
 	return err
 }
 
+// SyncCancel performs IORING_REGISTER_SYNC_CANCEL (6.0): it cancels the
+// requests reg matches and, while one of them is running in an io-wq worker
+// (the kernel's -EALREADY), waits for it to end, up to reg.Timeout. It
+// returns the raw errno: ENOENT (nothing matched), ETIME (one still
+// running at the timeout), EINTR (a signal), EINVAL (flags this kernel
+// lacks, or no such opcode before 6.0).
+func SyncCancel(fd int, reg *SyncCancelReg) error {
+	_, err := register(fd, IORING_REGISTER_SYNC_CANCEL, unsafe.Pointer(reg), 1)
+	return err
+}
+
 // RegisterProbe fills p with the opcodes this kernel supports.
 func RegisterProbe(fd int, p *Probe) error {
 	_, err := register(fd, IORING_REGISTER_PROBE, unsafe.Pointer(p), ProbeOps)
