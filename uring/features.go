@@ -72,6 +72,11 @@ const (
 	FeatRecvLimit       = "multishot recv byte limit"
 	FeatNAPI            = "IORING_REGISTER_NAPI"
 	FeatNAPIStatic      = "NAPI static tracking"
+	// FeatSyncCancelOp is IORING_REGISTER_SYNC_CANCEL keyed on an opcode
+	// (IORING_ASYNC_CANCEL_OP, 6.6), with which Ring.Close waits for
+	// requests running in io-wq; without it Close cannot confirm its
+	// cancel (ErrCancelUnconfirmed).
+	FeatSyncCancelOp = "sync cancel by opcode"
 )
 
 // opInfo names the opcodes spindle uses, with the kernel that added them.

@@ -104,6 +104,18 @@ func Probe() (*Features, error) {
 		r.UnregisterBuffers()
 		sys.Unmap(mem)
 	}
+	// Sync cancel of something nothing in flight has: ENOENT where the
+	// kernel understood the ask. Ring.Close waits with the opcode-keyed one
+	// for requests running in io-wq.
+	syncCancel := func(flags uint32) error {
+		reg := sys.SyncCancelReg{Flags: flags, Opcode: sys.IORING_OP_NOP}
+		if err := sys.SyncCancel(r.fd, &reg); err != unix.ENOENT {
+			return wrapReg(err)
+		}
+		return nil
+	}
+	add("register", "IORING_REGISTER_SYNC_CANCEL", "6.0", syncCancel(0), "sync cancel of a user_data nothing in flight has")
+	add("register", FeatSyncCancelOp, "6.6", syncCancel(sys.IORING_ASYNC_CANCEL_OP), "sync cancel of an opcode nothing in flight has")
 	b, berr := r.SetupBufRing(0, 8, 256)
 	add("register", "IORING_REGISTER_PBUF_RING", "5.19", berr, "8-entry ring")
 	if berr == nil {
