@@ -209,7 +209,7 @@ func TestCancelAllSQPollFull(t *testing.T) {
 		for s := r.GetSQE(); s != nil; s = r.GetSQE() {
 			s.PrepNop(2)
 		}
-		result <- r.cancelAll()
+		result <- r.cancelAll(time.Now().Add(closeWait))
 	})
 	s := <-ready
 	if s.err != nil {

@@ -53,7 +53,17 @@ type Ring struct {
 	// cancelHook, when set (by tests), replaces the result of the cancel
 	// Close starts with.
 	cancelHook func(res int32) int32
+	// syncCancelHook, when set (by tests), replaces the result of each
+	// IORING_REGISTER_SYNC_CANCEL Close makes.
+	syncCancelHook func(err error) error
+	// closeWait, when set (by tests), replaces closeWait.
+	closeWait time.Duration
 }
+
+// closeWait bounds how long Close waits for the kernel to confirm that no
+// request is left in flight: for the cancel to complete, then for the
+// requests it reached while they ran in io-wq to end.
+const closeWait = time.Second
 
 // Provided buffers Close left mapped because the kernel did not confirm
 // its cancel: kept for the life of the process (left is read by tests).
@@ -180,27 +190,32 @@ func unsupported(feature, min string, err error) error {
 	return &UnsupportedFeatureError{Feature: feature, MinKernel: min, Err: err}
 }
 
-// Close cancels the requests still in flight, closes the ring fd and unmaps
-// the rings, then closes the provided buffer rings still open. Completions
-// not yet reaped are discarded. Cancelling first (IORING_OP_ASYNC_CANCEL of
-// every request, waiting up to a second for the kernel to confirm) keeps an
-// armed multishot receive from picking a buffer Close is about to unmap.
+// Close cancels the requests still in flight, waits for those already
+// running to end, closes the ring fd and unmaps the rings, then closes the
+// provided buffer rings still open. Completions not yet reaped are
+// discarded. Cancelling first keeps an armed multishot receive from picking
+// a buffer Close is about to unmap; waiting keeps a request that has picked
+// one from writing into it once unmapped.
 //
-// If the kernel does not confirm the cancel (it could not be submitted, its
-// completion did not come within the second, or it failed: -EALREADY, or
-// -EINVAL from a kernel without IORING_ASYNC_CANCEL_ANY), a request may
-// still pick a provided buffer after Close and write into its address;
+// Close first cancels every request (IORING_OP_ASYNC_CANCEL, CancelAny |
+// CancelAll). A request already running in an io-wq worker (a blocking file
+// read forced there with FlagAsync, say) can only be asked to stop, and the
+// kernel (6.18) counts it as cancelled all the same. So Close then asks,
+// for every opcode the kernel has, IORING_REGISTER_SYNC_CANCEL keyed on the
+// opcode (6.6), which waits in the kernel while a request with it is still
+// running, until none is left. Both steps together take at most a second.
+//
+// If the kernel does not confirm (the cancel could not be submitted or did
+// not complete, or failed: -EALREADY, or -EINVAL from a kernel without
+// IORING_ASYNC_CANCEL_ANY; a request was still running after the second;
+// the sync cancel failed, or is missing: before 6.6), a request may still
+// pick or hold a provided buffer after Close and write into its address;
 // unmapped, that address could be taken by a new mapping and the write land
 // in unrelated memory. Close then leaves the buffers of its buffer rings
 // mapped for the life of the process (counted by LeftMappedBytes), closes
 // everything else, and returns an error that wraps ErrCancelUnconfirmed and
-// says how many bytes it left. A count or -ENOENT confirms the cancel.
-//
-// A request already running in an io-wq worker (a blocking file read forced
-// there with FlagAsync, say) can only be asked to stop, and Linux (6.18)
-// does not say so when every request is cancelled: the cancel completes
-// with a count, with or without that request, and looks confirmed. Reap
-// such requests before Close.
+// says why and how many bytes it left. Requests the kernel can neither
+// cancel nor sees running in io-wq are not waited for.
 //
 // With SingleIssuer or RegisterRingFD, Close must run on the thread that
 // called New: on another it returns an error (EEXIST) and closes nothing,
@@ -223,11 +238,22 @@ func (r *Ring) Close() error {
 			return fmt.Errorf("uring: Close on thread %d, but thread %d is the ring's single issuer (SingleIssuer): %w", tid, r.ownerTid, unix.EEXIST)
 		}
 	}
-	res := r.cancelAll()
+	wait := closeWait
+	if r.closeWait > 0 {
+		wait = r.closeWait
+	}
+	deadline := time.Now().Add(wait)
+	res := r.cancelAll(deadline)
 	if r.cancelHook != nil {
 		res = r.cancelHook(res)
 	}
-	confirmed := res >= 0 || res == -int32(unix.ENOENT)
+	var why string // why the kernel did not confirm; "" if it did
+	if res >= 0 || res == -int32(unix.ENOENT) {
+		why = r.waitRunning(deadline, wait)
+	} else {
+		why = cancelResult(res, wait)
+	}
+	confirmed := why == ""
 	r.closed = true
 	var first error
 	if r.regIndex >= 0 {
@@ -264,19 +290,78 @@ func (r *Ring) Close() error {
 	}
 	if !confirmed {
 		err := fmt.Errorf("uring: Close: %w (%s): %d bytes of provided buffers left mapped, as a request may still write into them",
-			ErrCancelUnconfirmed, cancelResult(res), kept)
+			ErrCancelUnconfirmed, why, kept)
 		return errors.Join(err, first)
 	}
 	return first
 }
 
-// cancelResult describes the result of cancelAll (-1 is its own, or
-// -EPERM).
-func cancelResult(res int32) string {
+// cancelResult describes a result of cancelAll that does not confirm the
+// cancel (-1 is its own, or -EPERM).
+func cancelResult(res int32, wait time.Duration) string {
 	if res == -1 {
-		return "not submitted, or no completion within a second"
+		return fmt.Sprintf("cancel not submitted, or no completion within %v", wait)
 	}
-	return fmt.Sprintf("res %d: %v", res, unix.Errno(-res))
+	return fmt.Sprintf("cancel res %d: %v", res, unix.Errno(-res))
+}
+
+// syncCancelSlice bounds each IORING_REGISTER_SYNC_CANCEL of waitRunning.
+// With DeferTaskrun the end of a request running in io-wq is posted as task
+// work for the owner, which does not wake a sync cancel waiting for it (Linux
+// 6.18): the call waits out its timeout, and the next one finds the request
+// gone.
+const syncCancelSlice = 10 * time.Millisecond
+
+// waitRunning waits, up to deadline, until no request of the ring is
+// running in an io-wq worker, and returns "" then, or why it could not
+// tell. The cancel of every request completes with a count even while such
+// a request still runs (see TestCancelAnyMissesRunningRequest), and so does
+// IORING_REGISTER_SYNC_CANCEL with CancelAny; keyed on an opcode instead
+// (IORING_ASYNC_CANCEL_OP, 6.6), it finds a running request with that
+// opcode (-EALREADY in the kernel) and waits until it ends. waitRunning asks
+// for each opcode of the kernel's probe until none is left (-ENOENT), and
+// asks them all again when it found one: a request that ends may start the
+// one linked after it.
+func (r *Ring) waitRunning(deadline time.Time, wait time.Duration) string {
+	var p sys.Probe
+	if err := sys.RegisterProbe(r.fd, &p); err != nil {
+		return fmt.Sprintf("IORING_REGISTER_PROBE, for the opcodes to wait for: %v", err)
+	}
+	for {
+		found := false
+		for op := 0; op <= int(p.LastOp); op++ {
+			for {
+				left := time.Until(deadline)
+				if left <= 0 {
+					return fmt.Sprintf("a request with opcode %d still running in io-wq after %v", op, wait)
+				}
+				reg := sys.SyncCancelReg{Flags: sys.IORING_ASYNC_CANCEL_OP, Opcode: uint8(op)}
+				d := min(left, syncCancelSlice)
+				reg.Timeout = sys.Timespec{Sec: int64(d / time.Second), Nsec: int64(d % time.Second)}
+				err := sys.SyncCancel(r.fd, &reg)
+				if r.syncCancelHook != nil {
+					err = r.syncCancelHook(err)
+				}
+				if err == unix.ENOENT {
+					break // none left with op
+				}
+				switch err {
+				case nil, unix.ETIME, unix.EINTR:
+					// nil: cancelled one not yet running, or the running
+					// one ended; ETIME: still running; EINTR: a signal.
+					// Look again.
+					found = true
+				case unix.EINVAL:
+					return "IORING_REGISTER_SYNC_CANCEL keyed on an opcode not supported (requires >= 6.6), so requests running in io-wq cannot be waited for"
+				default:
+					return fmt.Sprintf("IORING_REGISTER_SYNC_CANCEL of opcode %d: %v", op, err)
+				}
+			}
+		}
+		if !found {
+			return ""
+		}
+	}
 }
 
 // setup calls io_uring_setup, attached to other's SQPOLL thread and io-wq
@@ -299,12 +384,11 @@ func setup(entries uint32, p *sys.Params, other *Ring) (int, error) {
 	return sys.Setup(entries, p)
 }
 
-// cancelAll cancels every request in flight and waits up to a second for the
-// cancel's completion, discarding the completions it reaps. It returns the
-// cancel's result: the number of requests cancelled, or a negative errno
+// cancelAll cancels every request in flight and waits up to deadline for
+// the cancel's completion, discarding the completions it reaps. It returns
+// the cancel's result: the number of requests cancelled, or a negative errno
 // (-1 when the cancel could not be submitted or did not complete).
-func (r *Ring) cancelAll() int32 {
-	deadline := time.Now().Add(time.Second)
+func (r *Ring) cancelAll(deadline time.Time) int32 {
 	s := r.GetSQE()
 	for s == nil {
 		// SQ full: submit to make room, and again until there is some.

@@ -1,12 +1,17 @@
 package uring
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -182,7 +187,7 @@ func TestCloseCancelsInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	expectNone(t, r, 5*time.Millisecond) // all three parked
-	if n := r.cancelAll(); n != 3 {
+	if n := r.cancelAll(time.Now().Add(closeWait)); n != 3 {
 		t.Errorf("cancel before close: %d requests cancelled, want 3", n)
 	}
 	if err := r.Close(); err != nil {
@@ -474,26 +479,38 @@ func TestCloseOffOwnerThread(t *testing.T) {
 // count whatever it reached, so the results that do not confirm (-1: not
 // submitted or no completion within a second; -EALREADY; -EINVAL from a
 // kernel without CancelAny) are put in place of the real one through
-// cancelHook.
+// cancelHook. Likewise the results of the sync cancel Close then waits for
+// running requests with, through syncCancelHook: -EINVAL from a kernel
+// without it keyed on an opcode (before 6.6), -ETIME for a request still
+// running at every call until the wait ends, and another error.
 func TestCloseUnconfirmedCancelLeavesBuffersMapped(t *testing.T) {
 	needKernel(t, "IORING_ASYNC_CANCEL_ANY", "5.19")
 	tests := []struct {
 		name      string
 		res       int32 // replaces cancelAll's result; 1 keeps the real one
+		sync      error // replaces each sync cancel's result; nil keeps the real one
 		confirmed bool
+		why       string // in the error when not confirmed
 	}{
-		{"real", 1, true},
-		{"count", 3, true},
-		{"ENOENT", -int32(unix.ENOENT), true},
-		{"not submitted or timed out", -1, false},
-		{"EALREADY", -int32(unix.EALREADY), false},
-		{"EINVAL", -int32(unix.EINVAL), false},
+		{"real", 1, nil, true, ""},
+		{"count", 3, nil, true, ""},
+		{"ENOENT", -int32(unix.ENOENT), nil, true, ""},
+		{"not submitted or timed out", -1, nil, false, "cancel not submitted, or no completion within 1s"},
+		{"EALREADY", -int32(unix.EALREADY), nil, false, "cancel res -114"},
+		{"EINVAL", -int32(unix.EINVAL), nil, false, "cancel res -22"},
+		{"sync cancel EINVAL", 1, unix.EINVAL, false, "requires >= 6.6"},
+		{"sync cancel ETIME", 1, unix.ETIME, false, "opcode 0 still running in io-wq after 50ms"},
+		{"sync cancel EFAULT", 1, unix.EFAULT, false, "IORING_REGISTER_SYNC_CANCEL of opcode 0: bad address"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r, err := New(&Config{Entries: 8})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if tt.sync != nil {
+				r.syncCancelHook = func(error) error { return tt.sync }
+				r.closeWait = 50 * time.Millisecond
 			}
 			var slabs [][]byte
 			want := int64(0)
@@ -536,6 +553,9 @@ func TestCloseUnconfirmedCancelLeavesBuffersMapped(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), strconv.FormatInt(want, 10)+" bytes") {
 				t.Errorf("Close error %q does not say the %d bytes left mapped", err, want)
+			}
+			if !strings.Contains(err.Error(), tt.why) {
+				t.Errorf("Close error %q does not say why (%q)", err, tt.why)
 			}
 			if left != want {
 				t.Errorf("LeftMappedBytes grew by %d, want %d (both slabs)", left, want)
@@ -587,8 +607,8 @@ func mapped(b []byte) bool {
 // The running request is an open of a FIFO with no writer, forced to io-wq
 // (FlagAsync), where it blocks; this one ends when asked to stop (-EINTR,
 // or -ERESTARTSYS as 6.18 posts it). A cancel keyed on the opcode alone,
-// without CancelAll (IORING_ASYNC_CANCEL_OP, 6.6), does say -EALREADY: a
-// way a later Close could see such requests.
+// without CancelAll (IORING_ASYNC_CANCEL_OP, 6.6), does say -EALREADY: the
+// way Close sees such requests (see TestSyncCancelByOpcodeWaits).
 func TestCancelAnyMissesRunningRequest(t *testing.T) {
 	needKernel(t, "IORING_ASYNC_CANCEL_ANY", "5.19")
 	r := newRing(t, &Config{Entries: 8})
@@ -654,15 +674,236 @@ func TestCancelAnyMissesRunningRequest(t *testing.T) {
 // FIFO open waiting for a writer (wchan wait_for_partner).
 func waitFIFOOpener(t testing.TB) {
 	t.Helper()
+	waitWorkerIn(t, "wait_for_partner")
+}
+
+// waitWorkerIn waits until an io-wq worker of this process sleeps in the
+// kernel function wchan.
+func waitWorkerIn(t testing.TB, wchan string) {
+	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		tasks, _ := os.ReadDir("/proc/self/task")
 		for _, task := range tasks {
 			comm, _ := os.ReadFile("/proc/self/task/" + task.Name() + "/comm")
-			wchan, _ := os.ReadFile("/proc/self/task/" + task.Name() + "/wchan")
-			if strings.HasPrefix(string(comm), "iou-wrk") && string(wchan) == "wait_for_partner" {
+			w, _ := os.ReadFile("/proc/self/task/" + task.Name() + "/wchan")
+			if strings.HasPrefix(string(comm), "iou-wrk") && string(w) == wchan {
 				return
 			}
 		}
 	}
-	t.Fatal("no io-wq worker waiting in the FIFO open within 5s")
+	t.Fatalf("no io-wq worker waiting in %s within 5s", wchan)
+}
+
+// TestCloseWaitsForRunningRequest runs a read that selected a provided
+// buffer and is still running in an io-wq worker when Close begins: a read
+// of a file forced there (FlagAsync), held in the copy into its buffer by a
+// userfaultfd fault. The cancel of every request only asks it to stop (it
+// does not: a kernel-mode fault retries) and completes with a count, so
+// Close must look for requests still running (IORING_REGISTER_SYNC_CANCEL
+// by opcode, 6.6) and wait for them. Released within the wait, the read
+// ends before Close returns, which then unmaps the buffers. Never released,
+// it is still running when the wait ends: Close says ErrCancelUnconfirmed
+// and leaves the buffers mapped, and the read, released afterwards, writes
+// into buffer 0. Both with a plain ring and with DeferTaskrun (where the
+// end of the read wakes no sync cancel waiting for it).
+func TestCloseWaitsForRunningRequest(t *testing.T) {
+	needFeatures(t, FeatSyncCancelOp)
+	for _, cfg := range []Config{{Entries: 8}, {Entries: 8, SingleIssuer: true, DeferTaskrun: true}} {
+		for _, released := range []bool{true, false} {
+			name := fmt.Sprintf("deferTaskrun=%v/released=%v", cfg.DeferTaskrun, released)
+			t.Run(name, func(t *testing.T) {
+				needFeatures(t, configFeatures(&cfg)...)
+				if cfg.SingleIssuer {
+					runtime.LockOSThread()
+					defer runtime.UnlockOSThread() // after Close: the ring is gone
+				}
+				r, err := New(&cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer func() { // on the owner thread, on a skip or failure before the Close below
+					if !r.closed {
+						r.Close()
+					}
+				}()
+				b, err := r.SetupBufRing(1, 4, 4096)
+				if err != nil {
+					t.Fatal(err)
+				}
+				slab := b.slab[:cap(b.slab)]
+				data, release := runningRead(t, r, b)
+				var freed atomic.Bool
+				if released {
+					time.AfterFunc(50*time.Millisecond, func() {
+						freed.Store(true)
+						release()
+					})
+				} else {
+					r.closeWait = 200 * time.Millisecond
+				}
+				before := LeftMappedBytes()
+				err = r.Close()
+				if released {
+					if err != nil {
+						t.Fatalf("Close with the running read released 50ms after it began: %v", err)
+					}
+					if !freed.Load() {
+						t.Fatal("Close returned before the read it should wait for was released")
+					}
+					if mapped(slab) || LeftMappedBytes() != before {
+						t.Errorf("buffers left mapped (%d bytes) after a confirmed Close", LeftMappedBytes()-before)
+					}
+					return
+				}
+				if !errors.Is(err, ErrCancelUnconfirmed) {
+					t.Fatalf("Close with a read still running in io-wq: %v, want ErrCancelUnconfirmed (the read's buffer is mapped: %v)", err, mapped(slab))
+				}
+				if !mapped(slab) || LeftMappedBytes()-before != int64(len(slab)) {
+					t.Fatalf("Close left %d bytes mapped (slab mapped: %v), want the %d of the slab", LeftMappedBytes()-before, mapped(slab), len(slab))
+				}
+				release()
+				for deadline := time.Now().Add(5 * time.Second); !bytes.Equal(slab[:len(data)], data); time.Sleep(time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatal("the read, released after Close, did not write into buffer 0 within 5s")
+					}
+				}
+				t.Cleanup(releaseLeftMapped) // the read has written: nothing refers to the slab
+			})
+		}
+	}
+}
+
+// TestSyncCancelByOpcodeWaits pins down the kernel behaviour Close's wait
+// for running requests rests on, with a read held running in io-wq
+// (runningRead): IORING_REGISTER_SYNC_CANCEL with CancelAny, like the cancel
+// of every request, returns at once with a count while the read still runs;
+// keyed on the read's opcode (IORING_ASYNC_CANCEL_OP, 6.6) it waits, and
+// says -ETIME when the read outlasts its timeout, and returns once the read
+// has ended (released, it delivers its data into a provided buffer), or
+// says -ENOENT if it already has. The
+// read is asked to stop by every such call, and goes on.
+func TestSyncCancelByOpcodeWaits(t *testing.T) {
+	needFeatures(t, FeatSyncCancelOp)
+	r := newRing(t, &Config{Entries: 8})
+	b, err := r.SetupBufRing(1, 4, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	data, release := runningRead(t, r, b)
+	syncCancel := func(flags uint32, d time.Duration) error {
+		reg := sys.SyncCancelReg{Flags: flags, Opcode: sys.IORING_OP_READ, Timeout: sys.Timespec{Nsec: int64(d)}}
+		for {
+			if err := sys.SyncCancel(r.fd, &reg); err != unix.EINTR {
+				return err
+			}
+		}
+	}
+	if err := syncCancel(sys.IORING_ASYNC_CANCEL_ANY, 100*time.Millisecond); err != nil {
+		t.Errorf("sync cancel of any request with a read running: %v, want a count (it does not wait)", err)
+	}
+	if err := syncCancel(sys.IORING_ASYNC_CANCEL_OP, 20*time.Millisecond); err != unix.ETIME {
+		t.Errorf("sync cancel of the running read by opcode, 20ms: %v, want ETIME (the read goes on when asked to stop)", err)
+	}
+	release()
+	// Released, the read ends soon, perhaps before the call (ENOENT); with
+	// a plain ring its end wakes the sync cancel waiting for it (nil; the
+	// half second is only an upper bound).
+	if err := syncCancel(sys.IORING_ASYNC_CANCEL_OP, 500*time.Millisecond); err != nil && err != unix.ENOENT {
+		t.Errorf("sync cancel of the read by opcode once released: %v, want nil or ENOENT (it ended)", err)
+	}
+	c := reap(t, r, 1)[0]
+	if id, ok := c.BufferID(); c.Res != int32(len(data)) || !ok || !bytes.Equal(b.Buf(id)[:len(data)], data) {
+		t.Errorf("released read: %+v, want its %d bytes in a provided buffer", c, len(data))
+	}
+	if err := syncCancel(sys.IORING_ASYNC_CANCEL_OP, 20*time.Millisecond); err != unix.ENOENT {
+		t.Errorf("sync cancel by opcode with nothing in flight: %v, want ENOENT", err)
+	}
+}
+
+// runningRead starts a read of a file into a buffer of b, forced to io-wq,
+// and waits until it is held there in the copy into the buffer (a
+// userfaultfd fault on b's buffers, whose pages were never touched). It
+// returns the bytes the read will deliver and the release that lets it go
+// on (idempotent; also run at cleanup).
+func runningRead(t *testing.T, r *Ring, b *BufRing) (data []byte, release func()) {
+	t.Helper()
+	data = make([]byte, 100)
+	for i := range data {
+		data[i] = pattern(i)
+	}
+	path := filepath.Join(t.TempDir(), "data")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeFd(t, fd)
+	release = holdWrites(t, b.slab[:cap(b.slab)])
+	s := sqe(t, r)
+	s.prep(sys.IORING_OP_READ, fd, 0, uint32(len(data)), 0, 1)
+	s.SetBufGroup(b.Group())
+	s.SetFlags(FlagAsync)
+	if _, err := r.Submit(); err != nil {
+		t.Fatal(err)
+	}
+	waitWorkerIn(t, "handle_userfault")
+	return data, release
+}
+
+// userfaultfd ioctls (include/uapi/linux/userfaultfd.h).
+const (
+	uffdAPI                 = 0xAA
+	uffdioAPI               = 0xc018aa3f // _IOWR(0xAA, 0x3F, struct uffdio_api)
+	uffdioRegister          = 0xc020aa00 // _IOWR(0xAA, 0x00, struct uffdio_register)
+	uffdRegisterModeMissing = 1
+)
+
+// holdWrites makes every write into mem, whose pages must never have been
+// touched, wait in the kernel (handle_userfault), writes by the kernel
+// (copy_to_user) included, until release closes the userfaultfd; the faults
+// then resolve as usual (zero pages) and the writes go on. release is
+// idempotent and also runs at cleanup. It skips t where userfaultfd is
+// missing or may not hold kernel-mode faults.
+func holdWrites(t *testing.T, mem []byte) (release func()) {
+	t.Helper()
+	ufd, _, e := unix.Syscall(unix.SYS_USERFAULTFD, unix.O_CLOEXEC|unix.O_NONBLOCK, 0, 0)
+	switch e {
+	case 0:
+	case unix.ENOSYS:
+		t.Skip("userfaultfd not supported (CONFIG_USERFAULTFD)")
+	case unix.EPERM:
+		t.Skip("userfaultfd of kernel-mode faults needs CAP_SYS_PTRACE or vm.unprivileged_userfaultfd=1")
+	default:
+		t.Fatalf("userfaultfd: %v", e)
+	}
+	var once sync.Once
+	release = func() { once.Do(func() { unix.Close(int(ufd)) }) }
+	t.Cleanup(release)
+	// The ioctl arguments off the Go heap: their address goes to the kernel
+	// as an integer.
+	arg := offHeap(t, 32)
+	binary.NativeEndian.PutUint64(arg, uffdAPI) // struct uffdio_api {api, features, ioctls}
+	if err := ioctlAddr(int(ufd), uffdioAPI, arg); err != nil {
+		t.Fatalf("UFFDIO_API: %v", err)
+	}
+	clear(arg) // struct uffdio_register {range {start, len}, mode, ioctls}
+	binary.NativeEndian.PutUint64(arg[0:], sys.SliceAddr(mem))
+	binary.NativeEndian.PutUint64(arg[8:], uint64(len(mem)))
+	binary.NativeEndian.PutUint64(arg[16:], uffdRegisterModeMissing)
+	if err := ioctlAddr(int(ufd), uffdioRegister, arg); err != nil {
+		t.Fatalf("UFFDIO_REGISTER: %v", err)
+	}
+	return release
+}
+
+// ioctlAddr calls ioctl(fd, req, arg) with the address of arg, which must
+// be off the Go heap.
+func ioctlAddr(fd int, req uintptr, arg []byte) error {
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), req, uintptr(sys.SliceAddr(arg))); e != 0 {
+		return e
+	}
+	return nil
 }
