@@ -205,10 +205,14 @@ func unsupported(feature, min string, err error) error {
 // opcode (6.6), which waits in the kernel while a request with it is still
 // running, until none is left. Both steps together take at most a second.
 //
+// Before 6.6 (no sync cancel keyed on an opcode) Close cannot wait for a
+// request running in io-wq and takes the cancel's count as confirmation:
+// reap such requests before Close there.
+//
 // If the kernel does not confirm (the cancel could not be submitted or did
 // not complete, or failed: -EALREADY, or -EINVAL from a kernel without
 // IORING_ASYNC_CANCEL_ANY; a request was still running after the second;
-// the sync cancel failed, or is missing: before 6.6), a request may still
+// the sync cancel failed), a request may still
 // pick or hold a provided buffer after Close and write into its address;
 // unmapped, that address could be taken by a new mapping and the write land
 // in unrelated memory. Close then leaves the buffers of its buffer rings
@@ -352,7 +356,14 @@ func (r *Ring) waitRunning(deadline time.Time, wait time.Duration) string {
 					// Look again.
 					found = true
 				case unix.EINVAL:
-					return "IORING_REGISTER_SYNC_CANCEL keyed on an opcode not supported (requires >= 6.6), so requests running in io-wq cannot be waited for"
+					// No sync cancel keyed on an opcode (before 6.6):
+					// nothing to wait with. The cancel's count stands, as
+					// it does for requests the kernel neither cancels nor
+					// runs in io-wq; refusing it would leave the buffers
+					// of every Close mapped on these kernels, for the one
+					// case of a buffer-selecting request forced into
+					// io-wq.
+					return ""
 				default:
 					return fmt.Sprintf("IORING_REGISTER_SYNC_CANCEL of opcode %d: %v", op, err)
 				}
