@@ -162,3 +162,19 @@ func wakeupStealNote(results []WakeupResult) string {
 	}
 	return fmt.Sprintf("the hypervisor ran something else while the reader's CPU had work (steal, in percent of its busy plus steal time: %s): a VM with busy neighbours; CPU busy%% leaves steal out, but the latencies include its pauses", strings.Join(modes, ", "))
 }
+
+// wakeupTickNote returns a note when a mode's run (samples × interval) is
+// too short for /proc/stat's CPU busy and steal shares, which count whole
+// clock ticks (ClockTick, 10 ms): one tick more or less is more than 2 % of
+// a run under half a second, and a 25 ms run read 118 % busy. "" when runs
+// are long enough. The reader's own CPU (getrusage) is exact.
+func wakeupTickNote(run time.Duration) string {
+	if run <= 0 {
+		return ""
+	}
+	tick := time.Duration(ClockTick)
+	if err := float64(tick) / float64(run); err > 0.02 {
+		return fmt.Sprintf("each mode ran %v (samples × interval): CPU busy%% and steal%% count /proc/stat's %v ticks, ±%.0f%% at this length (reader CPU%% is exact); use more samples or a longer interval", run.Round(time.Millisecond), tick, 100*err)
+	}
+	return ""
+}

@@ -107,6 +107,9 @@ func Wakeup(ctx context.Context, cfg WakeupConfig) (*WakeupReport, error) {
 	if n := wakeupStealNote(rep.Results); n != "" {
 		rep.Notes = append(rep.Notes, n)
 	}
+	if n := wakeupTickNote(time.Duration(cfg.Samples) * cfg.Interval); n != "" {
+		rep.Notes = append(rep.Notes, n)
+	}
 	return rep, nil
 }
 

@@ -82,3 +82,20 @@ func TestWakeupReportShowsSteal(t *testing.T) {
 		t.Errorf("text table has no steal%% column with block's 0.5 beside its busy 2.0:\n%s", tbl.String())
 	}
 }
+
+// TestWakeupTickNote: runs too short for /proc/stat's 10 ms ticks are
+// noted (a 25 ms run read 118 % busy), runs of half a second and more not.
+func TestWakeupTickNote(t *testing.T) {
+	for _, tc := range []struct {
+		run  time.Duration
+		note bool
+	}{{25 * time.Millisecond, true}, {300 * time.Millisecond, true}, {500 * time.Millisecond, false}, {3 * time.Second, false}, {0, false}} {
+		n := wakeupTickNote(tc.run)
+		if (n != "") != tc.note {
+			t.Errorf("run %v: note %q, want one: %v", tc.run, n, tc.note)
+		}
+		if tc.note && !strings.Contains(n, "ticks") {
+			t.Errorf("run %v: note %q does not say why", tc.run, n)
+		}
+	}
+}
