@@ -45,22 +45,15 @@ type Conn struct {
 	paused uint8
 
 	gotEOF, dirty, wantShutWr, shutWr bool
+	unixPeer                          bool
+	heldEOF                           bool // the peer's FIN arrived while data was held
 
 	err           error
 	local, remote netip.AddrPort
-	unixPeer      bool
 	ctx           any
 	timer         Timer
 
-	held    []heldBuf // received while paused, delivered on resume
-	heldEOF bool
-
-	// CloseLinger: what the peer sends is dropped while lingering, and c
-	// closes when more than lingerLeft bytes came, at the peer's FIN, or
-	// lingerFor after c's own FIN.
-	lingering  bool
-	lingerLeft int
-	lingerFor  time.Duration
+	held []heldBuf // received while paused, delivered on resume
 
 	wq       []seg
 	wqHead   int
@@ -69,6 +62,14 @@ type Conn struct {
 	qmem     int // buffer memory the queue holds, in whole buffers: what WriteHighWater caps
 
 	k kstate // backend-specific
+
+	// CloseLinger: what the peer sends is dropped while lingering, and c
+	// closes when more than lingerLeft bytes came, at the peer's FIN, or
+	// lingerFor after c's own FIN. Here, and the bools above packed, a
+	// Conn keeps to the 256-byte size class (TestConnSize).
+	lingerFor  time.Duration
+	lingerLeft int32
+	lingering  bool
 }
 
 type heldBuf struct{ id, n int32 }
@@ -99,11 +100,11 @@ func (c *Conn) deliverHeld() bool {
 // kstate is the per-connection state of the backends.
 type kstate struct {
 	events   uint32 // epoll: registered interest
-	recv     uint8  // uring: 0 idle, 1 armed, 2 cancel sent
 	sends    int32  // uring: SENDs in flight
+	inflight int32  // uring: SQEs in flight that refer to fd
+	recv     uint8  // uring: 0 idle, 1 armed, 2 cancel sent
 	closing  bool   // uring: close in progress
 	napiSeen bool   // busy-poll backends: NAPI id looked up
-	inflight int32  // uring: SQEs in flight that refer to fd
 }
 
 // Loop returns the loop that owns c. Any goroutine.
@@ -233,7 +234,7 @@ func (c *Conn) WriteBuffer(b Buffer) error {
 func (c *Conn) recvBudget() int {
 	if c.lingering {
 		// Nothing received is kept; past lingerLeft c closes.
-		return c.lingerLeft + 1
+		return int(c.lingerLeft) + 1
 	}
 	return max(c.l.hwm-c.qmem-len(c.held)*c.l.chunks.size, 1)
 }
@@ -293,13 +294,14 @@ func (c *Conn) CloseLinger(timeout time.Duration, maxBytes int) error {
 	}
 	c.CloseWrite()
 	c.lingering = true
-	c.lingerLeft = min(max(maxBytes, 0), math.MaxInt32)
+	left := min(max(maxBytes, 0), math.MaxInt32)
 	c.lingerFor = timeout
 	for _, h := range c.held {
-		c.lingerLeft -= int(h.n)
+		left -= int(h.n)
 		c.l.releaseHeld(h.id)
 	}
 	c.held = c.held[:0]
+	c.lingerLeft = int32(max(left, -1))
 	if c.gotEOF || c.heldEOF || c.lingerLeft < 0 {
 		return c.Close()
 	}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"net"
+	"reflect"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -544,5 +546,17 @@ func TestCloseLingerTimeoutFromFIN(t *testing.T) {
 				t.Errorf("OnClose errors %d, OnEOF %d, OnData %d (want 1)", h.errs.Load(), h.eofs.Load(), h.reads.Load())
 			}
 		})
+	}
+}
+
+// TestConnSize: a Conn fits the allocator's 256-byte size class, as it did
+// before CloseLinger's fields; the next class is 288 bytes, 32 more for
+// every connection (TestIdleConns).
+func TestConnSize(t *testing.T) {
+	if strconv.IntSize != 64 {
+		t.Skip("the size is for 64-bit platforms")
+	}
+	if n := reflect.TypeFor[Conn]().Size(); n > 256 {
+		t.Errorf("Conn is %d bytes, more than the 256-byte size class", n)
 	}
 }

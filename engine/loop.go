@@ -279,7 +279,7 @@ func (l *Loop) deliver(c *Conn, id int32, n int) {
 	}
 	if c.lingering {
 		l.be.releaseRecv(id)
-		if c.lingerLeft -= n; c.lingerLeft < 0 {
+		if c.lingerLeft -= int32(n); c.lingerLeft < 0 {
 			c.Close()
 		}
 		return
