@@ -275,13 +275,17 @@ func (c *Conn) CloseWrite() error {
 // as CloseWrite, and from now on reads and drops what the peer sends
 // instead of calling OnData, until the peer's FIN, more than maxBytes
 // dropped, or timeout after c's FIN was sent, whichever comes first; then
-// it closes c as Close does (OnClose gets nil; OnEOF is not called). A
-// plain Close with unread data in the socket makes the kernel answer with
-// a reset, which can destroy the end of the response before the peer has
-// read it. The timeout starts once the queue has drained; a peer that reads
-// nothing keeps c as it would after Close. Reading resumes if it was paused
-// (PauseRead, the high-water mark) and data held while paused is dropped.
-// Before a dialed connection's OnOpen it is Close. It returns
+// it closes c as Close does (OnClose gets nil; OnEOF is not called; an
+// error meanwhile, such as the peer's reset, reaches OnClose as after
+// Close). A plain Close with unread data in the socket makes the kernel
+// answer with a reset, which can destroy the end of the response before
+// the peer has read it. The timeout starts once the queue has drained into
+// the socket (at the call if CloseWrite had sent the FIN before): what the
+// socket's send buffer still holds then reaches a slow peer later, and is
+// lost if the peer is still sending when the timeout closes c. A peer that
+// reads nothing keeps c as it would after Close. Reading resumes if it was
+// paused (PauseRead, the high-water mark) and data held while paused is
+// dropped. Before a dialed connection's OnOpen it is Close. It returns
 // net.ErrClosed after Close. Loop goroutine.
 func (c *Conn) CloseLinger(timeout time.Duration, maxBytes int) error {
 	switch {
