@@ -1,0 +1,385 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/spindlenet/spindle/engine"
+)
+
+// Config is a proxy's configuration, read from a YAML file by LoadConfig or
+// ParseConfig. A zero field means its default.
+type Config struct {
+	// Engine holds the options of the engine the data path runs on.
+	Engine EngineConfig `yaml:"engine" json:"engine"`
+	// Listeners are the addresses the proxy accepts on, at least one.
+	Listeners []ListenerConfig `yaml:"listeners" json:"listeners"`
+	// Pools are the upstream server pools the listeners send to.
+	Pools []PoolConfig `yaml:"pools" json:"pools"`
+	// Admin is the admin HTTP server (/metrics, /healthz,
+	// /debug/config). Without a listen address there is none.
+	Admin AdminConfig `yaml:"admin" json:"admin"`
+}
+
+// EngineConfig selects the engine's backend and loops.
+type EngineConfig struct {
+	// Backend is one of engine.Backends. Default "uring" (falling back
+	// to epoll where io_uring cannot be used, as the engine does).
+	Backend string `yaml:"backend" json:"backend"`
+	// CPUs get one loop each. Default: as engine.Config.CPUs.
+	CPUs []int `yaml:"cpus" json:"cpus,omitempty"`
+	// WriteHighWater is the engine's per-connection write-queue mark in
+	// bytes (engine.Config.WriteHighWater): the proxy stops reading a
+	// side whose peer has this much queued. Default 256 KiB, minimum
+	// 4096.
+	WriteHighWater int `yaml:"write_high_water" json:"write_high_water"`
+}
+
+// ListenerConfig is one listening address and the pool it forwards to.
+type ListenerConfig struct {
+	// Name names the listener in metrics; unique, required.
+	Name string `yaml:"name" json:"name"`
+	// Listen is "host:port" with a numeric host, "localhost" or an
+	// empty host (every address); port 0 picks a free port.
+	Listen string `yaml:"listen" json:"listen"`
+	// Pool is the name of the pool connections go to; required.
+	Pool string `yaml:"pool" json:"pool"`
+	// ConnectTimeout bounds each connect to an upstream server. Default
+	// 5s.
+	ConnectTimeout Duration `yaml:"connect_timeout" json:"connect_timeout"`
+	// IdleTimeout closes both sides of a connection after this long
+	// without a byte either way. Default 0: never.
+	IdleTimeout Duration `yaml:"idle_timeout" json:"idle_timeout"`
+	// MaxConns bounds the listener's open client connections; a client
+	// over it is accepted and closed at once, and counted. Default 0:
+	// no bound.
+	MaxConns int `yaml:"max_conns" json:"max_conns"`
+}
+
+// Balance names a way to pick a pool's server.
+const (
+	// RoundRobin takes the servers in turn (a cursor per loop).
+	RoundRobin = "round-robin"
+	// LeastConn takes the server with the fewest connections open from
+	// the loop that accepted the client.
+	LeastConn = "least-conn"
+)
+
+// PoolConfig is a set of upstream servers.
+type PoolConfig struct {
+	// Name is what listeners refer to; unique, required.
+	Name string `yaml:"name" json:"name"`
+	// Servers are "ip:port" addresses (numeric: the data path does not
+	// resolve names), at least one, no duplicates.
+	Servers []string `yaml:"servers" json:"servers"`
+	// Balance is RoundRobin (the default) or LeastConn.
+	Balance string `yaml:"balance" json:"balance"`
+	// Health turns on active TCP connect checks. Without it every
+	// server counts as up; failed connects are only counted.
+	Health *HealthConfig `yaml:"health" json:"health,omitempty"`
+}
+
+// HealthConfig configures a pool's active health checks.
+type HealthConfig struct {
+	// Interval is the time between checks of a server. Default 2s,
+	// minimum 10ms.
+	Interval Duration `yaml:"interval" json:"interval"`
+	// Timeout bounds one check's connect. Default 1s, at most Interval.
+	Timeout Duration `yaml:"timeout" json:"timeout"`
+	// Rise is the number of consecutive passed checks that mark a down
+	// server up. Default 2.
+	Rise int `yaml:"rise" json:"rise"`
+	// Fall is the number of consecutive failed checks that mark an up
+	// server down. Default 3.
+	Fall int `yaml:"fall" json:"fall"`
+}
+
+// AdminConfig configures the admin HTTP server.
+type AdminConfig struct {
+	// Listen is the admin server's "host:port". Default "": no admin
+	// server.
+	Listen string `yaml:"listen" json:"listen,omitempty"`
+}
+
+// Duration is a time.Duration written in a config as a Go duration string
+// ("1.5s", "300ms").
+type Duration time.Duration
+
+// UnmarshalYAML takes a Go duration string. Any goroutine.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: want a duration such as \"5s\"", n.Line)
+	}
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration such as \"5s\" or \"250ms\"", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes d as a Go duration string. Any goroutine.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// MarshalJSON writes d as a Go duration string. Any goroutine.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// Defaults.
+const (
+	DefaultConnectTimeout = 5 * time.Second
+	DefaultHealthInterval = 2 * time.Second
+	DefaultHealthTimeout  = time.Second
+	DefaultRise           = 2
+	DefaultFall           = 3
+)
+
+// LoadConfig reads and parses the config file at path. Any goroutine.
+func LoadConfig(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := ParseConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// ParseConfig decodes a YAML config strictly (an unknown field is an
+// error), fills in the defaults and validates it. Any goroutine.
+func ParseConfig(data []byte) (*Config, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var cfg Config
+	if err := dec.Decode(&cfg); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("config is empty")
+		}
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	var more yaml.Node
+	if err := dec.Decode(&more); !errors.Is(err, io.EOF) {
+		return nil, errors.New("config: more than one YAML document")
+	}
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+// SetDefaults fills in every zero field that has a default. Any goroutine.
+func (c *Config) SetDefaults() {
+	if c.Engine.Backend == "" {
+		c.Engine.Backend = string(engine.BackendURing)
+	}
+	if c.Engine.WriteHighWater == 0 {
+		c.Engine.WriteHighWater = 256 << 10
+	}
+	for i := range c.Listeners {
+		l := &c.Listeners[i]
+		if l.ConnectTimeout == 0 {
+			l.ConnectTimeout = Duration(DefaultConnectTimeout)
+		}
+	}
+	for i := range c.Pools {
+		p := &c.Pools[i]
+		if p.Balance == "" {
+			p.Balance = RoundRobin
+		}
+		if h := p.Health; h != nil {
+			if h.Interval == 0 {
+				h.Interval = Duration(DefaultHealthInterval)
+			}
+			if h.Timeout == 0 {
+				h.Timeout = Duration(min(DefaultHealthTimeout, time.Duration(h.Interval)))
+			}
+			if h.Rise == 0 {
+				h.Rise = DefaultRise
+			}
+			if h.Fall == 0 {
+				h.Fall = DefaultFall
+			}
+		}
+	}
+}
+
+// Validate reports the first problem of c (after SetDefaults), naming the
+// field and its index. Any goroutine.
+func (c *Config) Validate() error {
+	known := false
+	for _, b := range engine.Backends {
+		known = known || string(b) == c.Engine.Backend
+	}
+	if !known {
+		return fmt.Errorf("engine.backend: unknown backend %q (want one of %v)", c.Engine.Backend, engine.Backends)
+	}
+	for i, cpu := range c.Engine.CPUs {
+		if cpu < 0 {
+			return fmt.Errorf("engine.cpus[%d]: negative CPU %d", i, cpu)
+		}
+		for _, o := range c.Engine.CPUs[:i] {
+			if o == cpu {
+				return fmt.Errorf("engine.cpus[%d]: CPU %d given twice", i, cpu)
+			}
+		}
+	}
+	if c.Engine.WriteHighWater < 4096 {
+		return fmt.Errorf("engine.write_high_water: %d below 4096", c.Engine.WriteHighWater)
+	}
+	if len(c.Pools) == 0 {
+		return errors.New("pools: none defined")
+	}
+	pools := map[string]bool{}
+	for i, p := range c.Pools {
+		where := fmt.Sprintf("pools[%d]", i)
+		if p.Name == "" {
+			return fmt.Errorf("%s.name: missing", where)
+		}
+		where = fmt.Sprintf("pools[%d] (%s)", i, p.Name)
+		if pools[p.Name] {
+			return fmt.Errorf("%s.name: pool %q defined twice", where, p.Name)
+		}
+		pools[p.Name] = true
+		if len(p.Servers) == 0 {
+			return fmt.Errorf("%s.servers: none listed", where)
+		}
+		seen := map[netip.AddrPort]bool{}
+		for j, s := range p.Servers {
+			ap, err := serverAddr(s)
+			if err != nil {
+				return fmt.Errorf("%s.servers[%d]: %w", where, j, err)
+			}
+			if seen[ap] {
+				return fmt.Errorf("%s.servers[%d]: %q listed twice", where, j, s)
+			}
+			seen[ap] = true
+		}
+		if p.Balance != RoundRobin && p.Balance != LeastConn {
+			return fmt.Errorf("%s.balance: unknown %q (want %q or %q)", where, p.Balance, RoundRobin, LeastConn)
+		}
+		if h := p.Health; h != nil {
+			switch {
+			case time.Duration(h.Interval) < 10*time.Millisecond:
+				return fmt.Errorf("%s.health.interval: %v below 10ms", where, time.Duration(h.Interval))
+			case h.Timeout <= 0:
+				return fmt.Errorf("%s.health.timeout: %v is not positive", where, time.Duration(h.Timeout))
+			case h.Timeout > h.Interval:
+				return fmt.Errorf("%s.health.timeout: %v longer than the interval %v", where, time.Duration(h.Timeout), time.Duration(h.Interval))
+			case h.Rise < 1:
+				return fmt.Errorf("%s.health.rise: %d below 1", where, h.Rise)
+			case h.Fall < 1:
+				return fmt.Errorf("%s.health.fall: %d below 1", where, h.Fall)
+			}
+		}
+	}
+	if len(c.Listeners) == 0 {
+		return errors.New("listeners: none defined")
+	}
+	names := map[string]bool{}
+	addrs := map[netip.AddrPort]string{}
+	for i, l := range c.Listeners {
+		where := fmt.Sprintf("listeners[%d]", i)
+		if l.Name == "" {
+			return fmt.Errorf("%s.name: missing", where)
+		}
+		where = fmt.Sprintf("listeners[%d] (%s)", i, l.Name)
+		if names[l.Name] {
+			return fmt.Errorf("%s.name: listener %q defined twice", where, l.Name)
+		}
+		names[l.Name] = true
+		ap, err := listenAddr(l.Listen)
+		if err != nil {
+			return fmt.Errorf("%s.listen: %w", where, err)
+		}
+		if ap.Port() != 0 {
+			for o, name := range addrs {
+				if o.Port() == ap.Port() && (o.Addr() == ap.Addr() || o.Addr().IsUnspecified() || ap.Addr().IsUnspecified()) {
+					return fmt.Errorf("%s.listen: %q overlaps listener %q", where, l.Listen, name)
+				}
+			}
+			addrs[ap] = l.Name
+		}
+		if l.Pool == "" {
+			return fmt.Errorf("%s.pool: missing", where)
+		}
+		if !pools[l.Pool] {
+			return fmt.Errorf("%s.pool: no pool named %q", where, l.Pool)
+		}
+		if l.ConnectTimeout <= 0 {
+			return fmt.Errorf("%s.connect_timeout: %v is not positive", where, time.Duration(l.ConnectTimeout))
+		}
+		if l.IdleTimeout < 0 {
+			return fmt.Errorf("%s.idle_timeout: negative %v", where, time.Duration(l.IdleTimeout))
+		}
+		if l.MaxConns < 0 {
+			return fmt.Errorf("%s.max_conns: negative %d", where, l.MaxConns)
+		}
+	}
+	if a := c.Admin.Listen; a != "" {
+		if _, port, err := net.SplitHostPort(a); err != nil {
+			return fmt.Errorf("admin.listen: %q is not host:port", a)
+		} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+			return fmt.Errorf("admin.listen: %q: port %q is not a number from 0 to 65535", a, port)
+		}
+	}
+	return nil
+}
+
+// serverAddr parses an upstream "ip:port" ("localhost" is 127.0.0.1).
+func serverAddr(s string) (netip.AddrPort, error) {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("%q is not ip:port", s)
+	}
+	if host == "localhost" {
+		host = "127.0.0.1"
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("%q: host %q is not an IP address (names are not resolved)", s, host)
+	}
+	if a.IsUnspecified() {
+		return netip.AddrPort{}, fmt.Errorf("%q: unspecified address", s)
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || p == 0 {
+		return netip.AddrPort{}, fmt.Errorf("%q: port %q is not a number from 1 to 65535", s, port)
+	}
+	return netip.AddrPortFrom(a, uint16(p)), nil
+}
+
+// listenAddr parses a listen "host:port"; an empty host is the unspecified
+// IPv6 address (dual-stack, as the engine listens).
+func listenAddr(s string) (netip.AddrPort, error) {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("%q is not host:port", s)
+	}
+	switch host {
+	case "":
+		host = "::"
+	case "localhost":
+		host = "127.0.0.1"
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("%q: host %q is not an IP address, \"localhost\" or empty", s, host)
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("%q: port %q is not a number from 0 to 65535", s, port)
+	}
+	return netip.AddrPortFrom(a, uint16(p)), nil
+}

@@ -1,0 +1,122 @@
+package proxy
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+const minimal = `
+listeners: [{name: web, listen: "127.0.0.1:0", pool: app}]
+pools: [{name: app, servers: ["127.0.0.1:1"]}]
+`
+
+func TestParseConfigDefaults(t *testing.T) {
+	cfg, err := ParseConfig([]byte(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Engine.Backend != "uring" || cfg.Engine.WriteHighWater != 256<<10 {
+		t.Errorf("engine defaults: %+v", cfg.Engine)
+	}
+	l := cfg.Listeners[0]
+	if time.Duration(l.ConnectTimeout) != DefaultConnectTimeout || l.IdleTimeout != 0 || l.MaxConns != 0 {
+		t.Errorf("listener defaults: %+v", l)
+	}
+	if cfg.Pools[0].Balance != RoundRobin || cfg.Pools[0].Health != nil {
+		t.Errorf("pool defaults: %+v", cfg.Pools[0])
+	}
+	cfg, err = ParseConfig([]byte(minimal[:len(minimal)-3] + `, health: {interval: 300ms}}]` + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := cfg.Pools[0].Health
+	if time.Duration(h.Interval) != 300*time.Millisecond || time.Duration(h.Timeout) != 300*time.Millisecond || h.Rise != DefaultRise || h.Fall != DefaultFall {
+		t.Errorf("health defaults: %+v", *h)
+	}
+}
+
+func TestParseConfigExample(t *testing.T) {
+	cfg, err := LoadConfig("testdata/example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Pools[0].Balance != LeastConn || cfg.Pools[0].Health.Fall != 3 || time.Duration(cfg.Listeners[0].IdleTimeout) != 5*time.Minute {
+		t.Errorf("example parsed as %+v", cfg)
+	}
+}
+
+// TestConfigErrors: each mistake is reported with the field that holds it.
+func TestConfigErrors(t *testing.T) {
+	pool := `pools: [{name: app, servers: ["127.0.0.1:1"]}]` + "\n"
+	lst := `listeners: [{name: web, listen: "127.0.0.1:0", pool: app}]` + "\n"
+	tests := []struct{ name, yaml, want string }{
+		{"empty", "", "config is empty"},
+		{"unknown top", lst + pool + "foo: 1\n", "field foo not found"},
+		{"unknown listener field", `listeners: [{name: web, listen: ":1", pool: app, timeout: 1s}]` + "\n" + pool, "field timeout not found"},
+		{"two documents", lst + pool + "---\n" + lst, "more than one YAML document"},
+		{"bad duration", `listeners: [{name: web, listen: ":1", pool: app, idle_timeout: 5}]` + "\n" + pool, `"5" is not a duration`},
+		{"duration list", `listeners: [{name: web, listen: ":1", pool: app, idle_timeout: [1]}]` + "\n" + pool, "want a duration"},
+		{"backend", "engine: {backend: kqueue}\n" + lst + pool, `engine.backend: unknown backend "kqueue"`},
+		{"cpu twice", "engine: {cpus: [0, 0]}\n" + lst + pool, "engine.cpus[1]: CPU 0 given twice"},
+		{"negative cpu", "engine: {cpus: [-1]}\n" + lst + pool, "engine.cpus[0]: negative CPU -1"},
+		{"high water", "engine: {write_high_water: 100}\n" + lst + pool, "engine.write_high_water: 100 below 4096"},
+		{"no pools", lst, "pools: none defined"},
+		{"no listeners", pool, "listeners: none defined"},
+		{"pool name", lst + `pools: [{servers: ["127.0.0.1:1"]}]`, "pools[0].name: missing"},
+		{"pool twice", lst + `pools: [{name: app, servers: ["127.0.0.1:1"]}, {name: app, servers: ["127.0.0.1:2"]}]`, `pools[1] (app).name: pool "app" defined twice`},
+		{"no servers", lst + `pools: [{name: app}]`, "pools[0] (app).servers: none listed"},
+		{"server name", lst + `pools: [{name: app, servers: ["127.0.0.1:1", "db.local:5432"]}]`, `pools[0] (app).servers[1]: "db.local:5432": host "db.local" is not an IP address`},
+		{"server no port", lst + `pools: [{name: app, servers: ["127.0.0.1"]}]`, `pools[0] (app).servers[0]: "127.0.0.1" is not ip:port`},
+		{"server port 0", lst + `pools: [{name: app, servers: ["127.0.0.1:0"]}]`, `servers[0]: "127.0.0.1:0": port "0" is not a number from 1 to 65535`},
+		{"server twice", lst + `pools: [{name: app, servers: ["127.0.0.1:1", "127.0.0.1:1"]}]`, `pools[0] (app).servers[1]: "127.0.0.1:1" listed twice`},
+		{"balance", lst + `pools: [{name: app, servers: ["127.0.0.1:1"], balance: random}]`, `pools[0] (app).balance: unknown "random"`},
+		{"interval", lst + `pools: [{name: app, servers: ["127.0.0.1:1"], health: {interval: 1ms}}]`, "pools[0] (app).health.interval: 1ms below 10ms"},
+		{"timeout", lst + `pools: [{name: app, servers: ["127.0.0.1:1"], health: {interval: 1s, timeout: 2s}}]`, "pools[0] (app).health.timeout: 2s longer than the interval 1s"},
+		{"rise", lst + `pools: [{name: app, servers: ["127.0.0.1:1"], health: {rise: -1}}]`, "pools[0] (app).health.rise: -1 below 1"},
+		{"fall", lst + `pools: [{name: app, servers: ["127.0.0.1:1"], health: {fall: -2}}]`, "pools[0] (app).health.fall: -2 below 1"},
+		{"listener name", `listeners: [{listen: ":1", pool: app}]` + "\n" + pool, "listeners[0].name: missing"},
+		{"listener twice", `listeners: [{name: a, listen: ":1", pool: app}, {name: a, listen: ":2", pool: app}]` + "\n" + pool, `listeners[1] (a).name: listener "a" defined twice`},
+		{"listen", `listeners: [{name: a, listen: "8080", pool: app}]` + "\n" + pool, `listeners[0] (a).listen: "8080" is not host:port`},
+		{"listen host", `listeners: [{name: a, listen: "example.com:80", pool: app}]` + "\n" + pool, `listeners[0] (a).listen: "example.com:80": host "example.com" is not an IP address`},
+		{"listen port", `listeners: [{name: a, listen: ":http", pool: app}]` + "\n" + pool, `listeners[0] (a).listen: ":http": port "http" is not a number`},
+		{"listen overlap", `listeners: [{name: a, listen: "127.0.0.1:80", pool: app}, {name: b, listen: ":80", pool: app}]` + "\n" + pool, `listeners[1] (b).listen: ":80" overlaps listener "a"`},
+		{"no pool", `listeners: [{name: a, listen: ":1"}]` + "\n" + pool, "listeners[0] (a).pool: missing"},
+		{"unknown pool", `listeners: [{name: a, listen: ":1", pool: db}]` + "\n" + pool, `listeners[0] (a).pool: no pool named "db"`},
+		{"connect timeout", `listeners: [{name: a, listen: ":1", pool: app, connect_timeout: -1s}]` + "\n" + pool, "listeners[0] (a).connect_timeout: -1s is not positive"},
+		{"idle timeout", `listeners: [{name: a, listen: ":1", pool: app, idle_timeout: -1s}]` + "\n" + pool, "listeners[0] (a).idle_timeout: negative -1s"},
+		{"max conns", `listeners: [{name: a, listen: ":1", pool: app, max_conns: -1}]` + "\n" + pool, "listeners[0] (a).max_conns: negative -1"},
+		{"admin", lst + pool + "admin: {listen: localhost}\n", `admin.listen: "localhost" is not host:port`},
+		{"admin port", lst + pool + "admin: {listen: \"127.0.0.1:99999\"}\n", `admin.listen: "127.0.0.1:99999": port "99999"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseConfig([]byte(tc.yaml))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzParseConfig: ParseConfig never panics, and what it accepts passes
+// Validate again (defaults applied twice change nothing).
+func FuzzParseConfig(f *testing.F) {
+	f.Add([]byte(minimal))
+	f.Add([]byte("engine: {backend: epoll, cpus: [0]}\nlisteners: [{name: a, listen: \":0\", pool: p, idle_timeout: 1s, max_conns: 3}]\npools: [{name: p, servers: [\"[::1]:80\"], balance: least-conn, health: {interval: 1s, rise: 1, fall: 1}}]\nadmin: {listen: \":0\"}\n"))
+	f.Add([]byte("listeners: [{name: a, listen: \":0\", pool: p, connect_timeout: 1h}]\npools: [{name: p, servers: []}]"))
+	f.Add([]byte("&a [*a]"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := ParseConfig(data)
+		if err != nil {
+			return
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("accepted config fails Validate: %v", err)
+		}
+		cfg.SetDefaults()
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("defaults applied twice: %v", err)
+		}
+	})
+}

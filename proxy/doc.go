@@ -1,0 +1,42 @@
+// Package proxy is spindle's sidecar and gateway proxy. This first slice is
+// an L4 TCP proxy on the engine (HTTP/1.1 reverse proxying comes later):
+// listeners accept on every loop and forward each client to a server of an
+// upstream pool, dialed from the loop that accepted the client, handing
+// received buffers to the other side without copying them.
+//
+// A YAML file configures it (LoadConfig, strict: an unknown field is an
+// error):
+//
+//	engine: {backend: uring, cpus: [0, 1]}
+//	listeners:
+//	  - {name: web, listen: ":8080", pool: app, connect_timeout: 2s, idle_timeout: 5m, max_conns: 10000}
+//	pools:
+//	  - name: app
+//	    servers: ["10.0.0.1:80", "10.0.0.2:80"]
+//	    balance: least-conn
+//	    health: {interval: 2s, timeout: 1s, rise: 2, fall: 3}
+//	admin: {listen: "127.0.0.1:9901"}
+//
+// The data path keeps its state per loop and takes no lock: each loop has
+// its own round-robin cursor and connection counts per server (least-conn
+// picks among the loop's own), and its own counters, which the admin
+// server sums. Reading a side stops while its peer has
+// engine.WriteHighWater queued and resumes when the peer drains; a side's
+// FIN is passed on to the other (half-close), and a reset or error on one
+// side closes the other. A server that refuses or times out is skipped for
+// the next one of the pool, each server tried at most once per client.
+//
+// Health checks, when a pool has them, are TCP connects made off the loops
+// (a goroutine per pool); rise and fall consecutive results move a server
+// up or down, and the loops read that state with an atomic load. A down
+// server gets no new connections; a client for whom no server is up is
+// closed and counted.
+//
+// The admin server serves /metrics (Prometheus text format, names
+// spindle_proxy_*), /healthz and /debug/config (the effective config as
+// JSON).
+//
+// `spindle proxy -config FILE` runs a proxy until SIGINT or SIGTERM and then
+// drains; `spindle proxy -check -config FILE` validates a config and prints
+// it with its defaults.
+package proxy
