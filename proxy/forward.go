@@ -1,0 +1,331 @@
+package proxy
+
+import (
+	"errors"
+	"net"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/spindlenet/spindle/engine"
+)
+
+// counter is a count with one writer, its loop, and any number of readers
+// (the admin server): a plain load and store, race-free and without a
+// locked instruction on the hot path.
+type counter struct{ v atomic.Uint64 }
+
+func (c *counter) add(n uint64) { c.v.Store(c.v.Load() + n) }
+func (c *counter) inc()         { c.add(1) }
+func (c *counter) addInt(n int) { c.add(uint64(n)) }
+func (c *counter) load() uint64 { return c.v.Load() }
+
+// gauge is a level with one writer, its loop.
+type gauge struct{ v atomic.Int64 }
+
+func (g *gauge) add(n int64) { g.v.Store(g.v.Load() + n) }
+func (g *gauge) inc()        { g.add(1) }
+func (g *gauge) dec()        { g.add(-1) }
+func (g *gauge) load() int64 { return g.v.Load() }
+
+// lnStats are one loop's counters for one listener.
+type lnStats struct {
+	accepted   counter // clients accepted (rejected ones included)
+	rejected   counter // closed at once: max_conns reached
+	noServer   counter // closed: no server of the pool was up
+	failed     counter // closed: every server up failed to connect
+	idleClosed counter // closed by idle_timeout
+	active     gauge   // clients open
+}
+
+// srvStats are one loop's counters for one server of a pool.
+type srvStats struct {
+	connects counter // connects that succeeded
+	failures counter // connects that failed (refused, timed out)
+	active   gauge   // upstream connections open or connecting
+	bytesIn  counter // bytes received from the server
+	bytesOut counter // bytes received from clients for the server
+}
+
+// loopState is what one loop owns: its balancing state and counters. Only
+// that loop writes it.
+type loopState struct {
+	rr  []uint32     // per pool: round-robin cursor
+	ln  []lnStats    // per listener
+	srv [][]srvStats // per pool, per server
+}
+
+func newLoopState(listeners int, pools []*pool) *loopState {
+	ls := &loopState{rr: make([]uint32, len(pools)), ln: make([]lnStats, listeners), srv: make([][]srvStats, len(pools))}
+	for i, pl := range pools {
+		ls.srv[i] = make([]srvStats, len(pl.servers))
+	}
+	return ls
+}
+
+// session is one proxied connection: a client and its upstream. It is the
+// Context of both Conns and lives on the client's loop.
+type session struct {
+	p      *Proxy
+	ls     *loopState
+	ln     *listener
+	client *engine.Conn
+	up     *engine.Conn // nil while no dial is in progress
+	srv    int          // index of up's server in the pool
+	start  int          // first server tried
+	tries  int          // servers tried (skipped as down included)
+	dialed bool         // a dial was started: "failed" rather than "no server"
+
+	upOpen, clientEOF, upEOF bool
+	done                     bool // the client has closed
+
+	last   int64 // p.now() of the last byte either way (with an idle timeout)
+	idle   engine.Timer
+	idleFn func()
+}
+
+// handler is the engine's Handler: Proxy's callbacks, kept off its
+// exported method set.
+type handler Proxy
+
+// OnOpen starts a session for an accepted client, or resumes a client
+// whose upstream has connected. Loop goroutine.
+func (h *handler) OnOpen(c *engine.Conn) {
+	p := (*Proxy)(h)
+	if s, ok := c.Context().(*session); ok {
+		s.upOpened(c)
+		return
+	}
+	l := p.listenerOf(c.LocalAddr())
+	if l == nil {
+		c.Close() // cannot happen: every listener is in byPort
+		return
+	}
+	ls := p.loops[c.Loop().ID()]
+	st := &ls.ln[l.idx]
+	st.accepted.inc()
+	if m := l.cfg.MaxConns; m > 0 && l.conns.Add(1) > int64(m) {
+		l.conns.Add(-1)
+		st.rejected.inc()
+		c.Close()
+		return
+	}
+	st.active.inc()
+	s := &session{p: p, ls: ls, ln: l, client: c}
+	c.SetContext(s)
+	// Nothing is read from the client until its upstream is connected.
+	c.PauseRead()
+	s.start = s.pick()
+	s.connect()
+}
+
+// pick returns the index of the pool's server to try first. Loop
+// goroutine.
+func (s *session) pick() int {
+	pl := s.ln.pool
+	n := len(pl.servers)
+	cur := s.ls.rr[pl.idx]
+	s.ls.rr[pl.idx] = cur + 1
+	first := int(cur % uint32(n))
+	if !pl.leastConn {
+		return first
+	}
+	// Least connections from this loop; ties go round-robin.
+	best, bestN := first, int64(-1)
+	st := s.ls.srv[pl.idx]
+	for k := range n {
+		i := (first + k) % n
+		if !pl.servers[i].up() {
+			continue
+		}
+		if a := st[i].active.load(); bestN < 0 || a < bestN {
+			best, bestN = i, a
+		}
+	}
+	return best
+}
+
+// connect dials the next server of the pool that is up, each server once
+// per session; when none is left it closes the client. Loop goroutine.
+func (s *session) connect() {
+	pl := s.ln.pool
+	n := len(pl.servers)
+	timeout := time.Duration(s.ln.cfg.ConnectTimeout)
+	for s.tries < n {
+		i := (s.start + s.tries) % n
+		s.tries++
+		srv := pl.servers[i]
+		if !srv.up() {
+			continue
+		}
+		s.dialed = true
+		st := &s.ls.srv[pl.idx][i]
+		up, err := s.client.Loop().Dial("tcp", srv.addr, timeout)
+		if errors.Is(err, engine.ErrClosed) {
+			s.client.Close() // the engine is shutting down
+			return
+		}
+		if err != nil || up.Closed() {
+			// Refused before the dial could start (or closed by the
+			// backend inside Dial, whose OnClose found no session).
+			st.failures.inc()
+			continue
+		}
+		st.active.inc()
+		s.up, s.srv = up, i
+		up.SetContext(s)
+		if s.clientEOF {
+			up.CloseWrite() // after it connects
+		}
+		return
+	}
+	if s.dialed {
+		s.ls.ln[s.ln.idx].failed.inc()
+	} else {
+		s.ls.ln[s.ln.idx].noServer.inc()
+	}
+	s.client.Close()
+}
+
+// upOpened starts forwarding once the upstream has connected. Loop
+// goroutine.
+func (s *session) upOpened(up *engine.Conn) {
+	if up != s.up || s.done {
+		up.Close()
+		return
+	}
+	s.upOpen = true
+	s.ls.srv[s.ln.pool.idx][s.srv].connects.inc()
+	if d := time.Duration(s.ln.cfg.IdleTimeout); d > 0 {
+		s.last = s.p.now()
+		s.idleFn = s.idleCheck
+		s.idle = up.Loop().AfterFunc(d, s.idleFn)
+	}
+	s.client.ResumeRead()
+}
+
+// idleCheck closes both sides when nothing has passed for IdleTimeout,
+// else waits for the rest of it: the timer is re-armed lazily, once per
+// timeout at most, never per read. Loop goroutine.
+func (s *session) idleCheck() {
+	if s.done {
+		return
+	}
+	d := time.Duration(s.ln.cfg.IdleTimeout)
+	el := time.Duration(s.p.now() - s.last)
+	if el < d {
+		s.idle = s.client.Loop().AfterFunc(d-el, s.idleFn)
+		return
+	}
+	s.ls.ln[s.ln.idx].idleClosed.inc()
+	s.client.Close()
+	s.up.Close()
+}
+
+// OnData hands b to the other side without copying it, and stops reading
+// this side while the other has WriteHighWater queued. Loop goroutine.
+func (h *handler) OnData(c *engine.Conn, b engine.Buffer) bool {
+	s := c.Context().(*session)
+	st := &s.ls.srv[s.ln.pool.idx][s.srv]
+	dst := s.client
+	if c == s.client {
+		dst = s.up
+		st.bytesOut.addInt(b.Len())
+	} else {
+		st.bytesIn.addInt(b.Len())
+	}
+	if s.idleFn != nil {
+		s.last = s.p.now()
+	}
+	if err := dst.WriteBuffer(b); err != nil { // dst owns b now, even on error
+		c.Close()
+		return true
+	}
+	if dst.Buffered() >= h.cfg.Engine.WriteHighWater {
+		c.PauseRead()
+	}
+	return true
+}
+
+// OnWritable resumes reading the side that feeds c. Loop goroutine.
+func (h *handler) OnWritable(c *engine.Conn) {
+	s, ok := c.Context().(*session)
+	if !ok || !s.upOpen {
+		return
+	}
+	if c == s.client {
+		s.up.ResumeRead()
+	} else {
+		s.client.ResumeRead()
+	}
+}
+
+// OnEOF passes a FIN on to the other side; when both sides have sent
+// theirs, both close. Loop goroutine.
+func (h *handler) OnEOF(c *engine.Conn) {
+	s := c.Context().(*session)
+	if c == s.client {
+		s.clientEOF = true
+		if s.up != nil {
+			s.up.CloseWrite()
+		}
+	} else {
+		s.upEOF = true
+		s.client.CloseWrite()
+	}
+	if s.clientEOF && s.upEOF {
+		s.client.Close()
+		s.up.Close()
+	}
+}
+
+// OnClose ends the session with either side: a failed dial tries the next
+// server, anything else closes the other side, with a reset where this one
+// ended in an error. Loop goroutine.
+func (h *handler) OnClose(c *engine.Conn, err error) {
+	s, ok := c.Context().(*session)
+	if !ok {
+		return // rejected by max_conns, or a dial Dial itself closed
+	}
+	if c == s.client {
+		s.done = true
+		s.idle.Stop()
+		s.ls.ln[s.ln.idx].active.dec()
+		if s.ln.cfg.MaxConns > 0 {
+			s.ln.conns.Add(-1)
+		}
+		if s.up != nil && !s.up.Closed() {
+			closePeer(s.up, err)
+		}
+		return
+	}
+	if c != s.up {
+		return
+	}
+	st := &s.ls.srv[s.ln.pool.idx][s.srv]
+	st.active.dec()
+	if !s.upOpen {
+		if s.done {
+			return // the client left while its upstream was connecting
+		}
+		st.failures.inc()
+		s.up = nil
+		s.connect()
+		return
+	}
+	if !s.client.Closed() {
+		closePeer(s.client, err)
+	}
+}
+
+// closePeer closes c after its queue; when the other side ended in an
+// error (a reset, a failed send) rather than a close, c's close is a reset
+// too (SO_LINGER 0), so that its peer learns that the stream broke instead
+// of seeing an orderly end. Engine shutdown (net.ErrClosed) is not an
+// error here. Loop goroutine.
+func closePeer(c *engine.Conn, err error) {
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		syscall.SetsockoptLinger(c.Fd(), syscall.SOL_SOCKET, syscall.SO_LINGER, &syscall.Linger{Onoff: 1, Linger: 0})
+	}
+	c.Close()
+}

@@ -1,0 +1,224 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/netip"
+	"sync/atomic"
+	"time"
+
+	"github.com/spindlenet/spindle/engine"
+)
+
+// ErrNotSupported is returned where the engine cannot run (outside Linux).
+var ErrNotSupported = engine.ErrNotSupported
+
+// Options are the run-time settings that are not in the config file. A nil
+// *Options means the defaults.
+type Options struct {
+	// Drain is how long Run waits, once its context is done, for open
+	// connections to finish before closing them. Default 10s.
+	Drain time.Duration
+	// Logf receives start-up messages (the engine's among them). Default
+	// log.Printf.
+	Logf func(format string, args ...any)
+}
+
+// DefaultDrain is the default of Options.Drain.
+const DefaultDrain = 10 * time.Second
+
+// Proxy is a running L4 proxy: an engine with one listener per configured
+// listener, health checkers and an admin server. Its methods may be called
+// from any goroutine.
+type Proxy struct {
+	cfg   *Config
+	opt   Options
+	e     *engine.Engine
+	lns   []*listener
+	pools []*pool
+	// byPort finds the listener of an accepted connection from its local
+	// address: the engine's Handler is one for every listener and an
+	// accepted Conn does not say which listener took it. Read-only once
+	// New returns.
+	byPort map[uint16][]*listener
+	loops  []*loopState // by engine.Loop.ID
+	start  time.Time    // the monotonic clock's origin for activity times
+
+	ran atomic.Bool
+}
+
+// listener is one config listener.
+type listener struct {
+	idx   int
+	name  string
+	cfg   ListenerConfig
+	pool  *pool
+	ln    *engine.Listener
+	addr  netip.AddrPort // bound
+	conns atomic.Int64   // open clients, for MaxConns (only when set)
+}
+
+// pool is one config pool.
+type pool struct {
+	idx       int
+	name      string
+	leastConn bool
+	servers   []*server
+	health    *HealthConfig
+}
+
+// server is one server of a pool. Its health state is written by the
+// pool's checker goroutine and read by the loops.
+type server struct {
+	idx  int
+	addr string
+	down atomic.Bool // false: up (the state without health checks)
+	// checkFails counts failed health checks; written by the checker
+	// only.
+	checkFails atomic.Uint64
+}
+
+// up reports whether s may take new connections. Any goroutine.
+func (s *server) up() bool { return !s.down.Load() }
+
+// New makes a proxy from cfg (already validated, as ParseConfig returns
+// it): the engine, its listeners and the admin server's socket. Nothing
+// runs until Run. Any goroutine.
+func New(cfg *Config, opt *Options) (*Proxy, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	p := &Proxy{cfg: cfg, start: time.Now(), byPort: map[uint16][]*listener{}}
+	if opt != nil {
+		p.opt = *opt
+	}
+	if p.opt.Drain == 0 {
+		p.opt.Drain = DefaultDrain
+	}
+	if p.opt.Logf == nil {
+		p.opt.Logf = log.Printf
+	}
+	poolByName := map[string]*pool{}
+	for i, pc := range cfg.Pools {
+		pl := &pool{idx: i, name: pc.Name, leastConn: pc.Balance == LeastConn, health: pc.Health}
+		for j, s := range pc.Servers {
+			ap, _ := serverAddr(s) // validated
+			pl.servers = append(pl.servers, &server{idx: j, addr: ap.String()})
+		}
+		p.pools = append(p.pools, pl)
+		poolByName[pc.Name] = pl
+	}
+	ecfg := &engine.Config{
+		Backend:        engine.Backend(cfg.Engine.Backend),
+		CPUs:           cfg.Engine.CPUs,
+		WriteHighWater: cfg.Engine.WriteHighWater,
+		Logf:           p.opt.Logf,
+	}
+	e, err := engine.New(ecfg, (*handler)(p))
+	if err != nil {
+		return nil, err
+	}
+	p.e = e
+	fail := func(err error) (*Proxy, error) {
+		e.Shutdown(context.Background()) // never run: releases what New made
+		return nil, err
+	}
+	for range e.Loops() {
+		p.loops = append(p.loops, newLoopState(len(cfg.Listeners), p.pools))
+	}
+	for i, lc := range cfg.Listeners {
+		l := &listener{idx: i, name: lc.Name, cfg: lc, pool: poolByName[lc.Pool]}
+		eln, err := e.Listen("tcp", lc.Listen, nil)
+		if err != nil {
+			return fail(fmt.Errorf("listener %s: %w", lc.Name, err))
+		}
+		l.ln = eln
+		ta, ok := eln.Addr().(*net.TCPAddr)
+		if !ok {
+			return fail(fmt.Errorf("listener %s: bound to %v, not a TCP address", lc.Name, eln.Addr()))
+		}
+		l.addr = ta.AddrPort()
+		p.lns = append(p.lns, l)
+		port := l.addr.Port()
+		p.byPort[port] = append(p.byPort[port], l)
+	}
+	return p, nil
+}
+
+// Addr returns the bound address of the named listener, nil if there is
+// none. Any goroutine.
+func (p *Proxy) Addr(name string) net.Addr {
+	for _, l := range p.lns {
+		if l.name == name {
+			return l.ln.Addr()
+		}
+	}
+	return nil
+}
+
+// Config returns the effective config (defaults filled in). Do not modify
+// it. Any goroutine.
+func (p *Proxy) Config() *Config { return p.cfg }
+
+// Engine returns the engine the proxy runs on. Any goroutine.
+func (p *Proxy) Engine() *engine.Engine { return p.e }
+
+// Run serves until ctx is done, then stops accepting, waits up to
+// Options.Drain for open connections to finish, closes the rest and
+// returns. It returns nil after a stop by ctx (drained or not) and the
+// engine's error if its loops failed. Call it once. Any goroutine.
+func (p *Proxy) Run(ctx context.Context) error {
+	if p.ran.Swap(true) {
+		return errors.New("proxy: Run called twice")
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- p.e.Run(context.Background()) }()
+	var err error
+	select {
+	case <-ctx.Done():
+		dctx, cancel := context.WithTimeout(context.Background(), p.opt.Drain)
+		if p.e.Shutdown(dctx) != nil {
+			p.opt.Logf("proxy: connections still open after the %v drain were closed", p.opt.Drain)
+		}
+		cancel()
+		err = <-errc
+	case err = <-errc:
+	}
+	return err
+}
+
+// Run makes a proxy from cfg and runs it until ctx is done. Any goroutine.
+func Run(ctx context.Context, cfg *Config, opt *Options) error {
+	p, err := New(cfg, opt)
+	if err != nil {
+		return err
+	}
+	return p.Run(ctx)
+}
+
+// listenerOf returns the listener that accepted a connection with local
+// address a. Loop goroutine (reads byPort only).
+func (p *Proxy) listenerOf(a netip.AddrPort) *listener {
+	ls := p.byPort[a.Port()]
+	if len(ls) == 1 {
+		return ls[0]
+	}
+	ip := a.Addr().Unmap()
+	var any *listener
+	for _, l := range ls {
+		la := l.addr.Addr().Unmap()
+		if la == ip {
+			return l
+		}
+		if la.IsUnspecified() {
+			any = l
+		}
+	}
+	return any
+}
+
+// now is the time since the proxy was made, on the monotonic clock.
+func (p *Proxy) now() int64 { return int64(time.Since(p.start)) }

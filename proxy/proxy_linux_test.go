@@ -1,0 +1,556 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/spindlenet/spindle/engine"
+)
+
+// testBackends are the backends every data-path test runs over.
+var testBackends = []engine.Backend{engine.BackendURing, engine.BackendEpoll}
+
+// upstream is a Go TCP server standing for a proxied server: by default
+// it echoes, and half-closes after the client's FIN.
+type upstream struct {
+	addr     string
+	serve    func(net.Conn)
+	accepted atomic.Int64
+
+	mu    sync.Mutex
+	ln    net.Listener
+	conns map[net.Conn]bool
+	wg    sync.WaitGroup
+}
+
+func echo(c net.Conn) {
+	// Hide ReadFrom: splice would keep pooled pipes open.
+	io.Copy(struct{ io.Writer }{c}, struct{ io.Reader }{c})
+	c.(*net.TCPConn).CloseWrite()
+	io.Copy(io.Discard, c)
+}
+
+func newUpstream(t *testing.T, serve func(net.Conn)) *upstream {
+	t.Helper()
+	if serve == nil {
+		serve = echo
+	}
+	u := &upstream{serve: serve, conns: map[net.Conn]bool{}}
+	if err := u.listen("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(u.stop)
+	return u
+}
+
+// listen (re)starts accepting on addr.
+func (u *upstream) listen(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	u.mu.Lock()
+	u.ln, u.addr = ln, ln.Addr().String()
+	u.mu.Unlock()
+	u.wg.Add(1)
+	go func() {
+		defer u.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u.accepted.Add(1)
+			u.mu.Lock()
+			u.conns[c] = true
+			u.mu.Unlock()
+			u.wg.Add(1)
+			go func() {
+				defer u.wg.Done()
+				u.serve(c)
+				c.Close()
+				u.mu.Lock()
+				delete(u.conns, c)
+				u.mu.Unlock()
+			}()
+		}
+	}()
+	return nil
+}
+
+// stop closes the listener and every connection, and waits.
+func (u *upstream) stop() {
+	u.mu.Lock()
+	if u.ln != nil {
+		u.ln.Close()
+		u.ln = nil
+	}
+	for c := range u.conns {
+		c.Close()
+	}
+	u.mu.Unlock()
+	u.wg.Wait()
+}
+
+// deadAddr returns a loopback address nothing listens on.
+func deadAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+func testConfig(b engine.Backend, servers ...string) *Config {
+	return &Config{
+		Engine:    EngineConfig{Backend: string(b), CPUs: []int{0}},
+		Listeners: []ListenerConfig{{Name: "web", Listen: "127.0.0.1:0", Pool: "app", ConnectTimeout: Duration(2 * time.Second)}},
+		Pools:     []PoolConfig{{Name: "app", Servers: servers}},
+	}
+}
+
+// startProxy runs a proxy for cfg until the test ends.
+func startProxy(t *testing.T, cfg *Config) *Proxy {
+	t.Helper()
+	cfg.SetDefaults()
+	p, err := New(cfg, &Options{Drain: time.Second, Logf: func(string, ...any) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return p
+}
+
+func dial(t *testing.T, p *Proxy) *net.TCPConn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", p.Addr("web").String(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c.(*net.TCPConn)
+}
+
+func waitFor(t testing.TB, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// roundTrip sends msg on c and reads it back.
+func roundTrip(c net.Conn, msg string) error {
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	defer c.SetDeadline(time.Time{})
+	if _, err := io.WriteString(c, msg); err != nil {
+		return err
+	}
+	got := make([]byte, len(msg))
+	if _, err := io.ReadFull(c, got); err != nil {
+		return err
+	}
+	if string(got) != msg {
+		return fmt.Errorf("echoed %q, want %q", got, msg)
+	}
+	return nil
+}
+
+// closedByProxy reports whether c was closed by the other end within a
+// few seconds, with no data.
+func closedByProxy(c net.Conn) error {
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	n, err := c.Read(make([]byte, 1))
+	if n > 0 {
+		return fmt.Errorf("read %d bytes, want the connection closed", n)
+	}
+	if err == nil || errors.Is(err, syscall.ECONNRESET) || err == io.EOF {
+		return nil
+	}
+	return fmt.Errorf("read: %v, want EOF or a reset", err)
+}
+
+func serverTotals(p *Proxy, addr string) ServerTotals {
+	for _, s := range p.Totals().Servers {
+		if s.Server == addr {
+			return s
+		}
+	}
+	return ServerTotals{}
+}
+
+func forBackends(t *testing.T, f func(t *testing.T, b engine.Backend)) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) { f(t, b) })
+	}
+}
+
+// TestIntegrity sends 1 MB of random bytes on each of 50 connections
+// through the proxy to two Go echo servers (two loops where there are two
+// CPUs) and checks what comes back.
+func TestIntegrity(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u1, u2 := newUpstream(t, nil), newUpstream(t, nil)
+		cfg := testConfig(b, u1.addr, u2.addr)
+		cfg.Engine.CPUs = nil // one loop per CPU
+		p := startProxy(t, cfg)
+		const conns, size = 50, 1 << 20
+		var wg sync.WaitGroup
+		errc := make(chan error, conns)
+		for i := range conns {
+			wg.Go(func() {
+				if err := echoChecked(p.Addr("web").String(), uint64(i), size); err != nil {
+					errc <- fmt.Errorf("conn %d: %w", i, err)
+				}
+			})
+		}
+		wg.Wait()
+		close(errc)
+		for err := range errc {
+			t.Error(err)
+		}
+		if t.Failed() {
+			return
+		}
+		if a, b := u1.accepted.Load(), u2.accepted.Load(); a+b != conns || a == 0 || b == 0 {
+			t.Errorf("upstreams accepted %d and %d connections, want %d in all, on both", a, b, conns)
+		}
+		waitFor(t, "every connection to close", func() bool { return p.Engine().Stats().Open == 0 })
+	})
+}
+
+// echoChecked writes size random bytes (seeded) while reading the echo,
+// half-closes, and compares the SHA-256 of both.
+func echoChecked(addr string, seed uint64, size int) error {
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(60 * time.Second))
+	data := make([]byte, size)
+	r := rand.New(rand.NewPCG(seed, 1))
+	for i := range data {
+		data[i] = byte(r.Uint32())
+	}
+	werr := make(chan error, 1)
+	go func() {
+		for off := 0; off < size; off += 64 << 10 {
+			if _, err := c.Write(data[off:min(off+64<<10, size)]); err != nil {
+				werr <- err
+				return
+			}
+		}
+		werr <- c.(*net.TCPConn).CloseWrite()
+	}()
+	h := sha256.New()
+	n, err := io.Copy(h, c)
+	if err2 := <-werr; err2 != nil {
+		return fmt.Errorf("write: %w", err2)
+	}
+	if err != nil {
+		return fmt.Errorf("read after %d bytes: %w", n, err)
+	}
+	if n != int64(size) {
+		return fmt.Errorf("read %d bytes, want %d", n, size)
+	}
+	if want := sha256.Sum256(data); !bytes.Equal(h.Sum(nil), want[:]) {
+		return errors.New("echoed data differ")
+	}
+	return nil
+}
+
+// TestHalfClose: a FIN crosses the proxy either way while the other
+// direction keeps flowing.
+func TestHalfClose(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		// The client half-closes first; the server answers after it.
+		u := newUpstream(t, func(c net.Conn) {
+			got, _ := io.ReadAll(c)
+			io.WriteString(c, "after FIN: "+string(got))
+			c.(*net.TCPConn).CloseWrite()
+		})
+		p := startProxy(t, testConfig(b, u.addr))
+		c := dial(t, p)
+		io.WriteString(c, "hello")
+		c.CloseWrite()
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		got, err := io.ReadAll(c)
+		if err != nil || string(got) != "after FIN: hello" {
+			t.Errorf("client read %q, %v; want %q and EOF", got, err, "after FIN: hello")
+		}
+
+		// The server half-closes first; the client still sends.
+		recv := make(chan string, 1)
+		u2 := newUpstream(t, func(c net.Conn) {
+			io.WriteString(c, "bye")
+			c.(*net.TCPConn).CloseWrite()
+			got, _ := io.ReadAll(c)
+			recv <- string(got)
+		})
+		p2 := startProxy(t, testConfig(b, u2.addr))
+		c2 := dial(t, p2)
+		c2.SetReadDeadline(time.Now().Add(10 * time.Second))
+		got, err = io.ReadAll(c2)
+		if err != nil || string(got) != "bye" {
+			t.Fatalf("client read %q, %v; want %q and EOF", got, err, "bye")
+		}
+		io.WriteString(c2, "still here")
+		c2.CloseWrite()
+		select {
+		case s := <-recv:
+			if s != "still here" {
+				t.Errorf("server read %q after its FIN, want %q", s, "still here")
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the server never saw the client's data and FIN")
+		}
+		waitFor(t, "both sides to close", func() bool { return p2.Engine().Stats().Open == 0 })
+	})
+}
+
+// TestUpstreamReset: a server that resets mid-stream makes the proxy reset
+// the client after the data already forwarded.
+func TestUpstreamReset(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newUpstream(t, func(c net.Conn) {
+			io.WriteString(c, "partial")
+			time.Sleep(50 * time.Millisecond)
+			c.(*net.TCPConn).SetLinger(0)
+		})
+		p := startProxy(t, testConfig(b, u.addr))
+		c := dial(t, p)
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		got := make([]byte, len("partial"))
+		if _, err := io.ReadFull(c, got); err != nil || string(got) != "partial" {
+			t.Fatalf("read %q, %v; want %q", got, err, "partial")
+		}
+		n, err := c.Read(make([]byte, 16))
+		if n != 0 || !errors.Is(err, syscall.ECONNRESET) {
+			t.Errorf("after the server's reset the client read %d bytes, %v; want a reset", n, err)
+		}
+		waitFor(t, "both sides to close", func() bool { return p.Engine().Stats().Open == 0 })
+	})
+}
+
+// TestFailover: a server that refuses is skipped for the next one, and
+// counted.
+func TestFailover(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		dead := deadAddr(t)
+		u := newUpstream(t, nil)
+		p := startProxy(t, testConfig(b, dead, u.addr))
+		const conns = 6
+		for i := range conns {
+			c := dial(t, p)
+			if err := roundTrip(c, fmt.Sprint("msg ", i)); err != nil {
+				t.Fatalf("conn %d: %v", i, err)
+			}
+			c.Close()
+		}
+		if got := u.accepted.Load(); got != conns {
+			t.Errorf("live server accepted %d connections, want %d", got, conns)
+		}
+		// Round-robin starts every other client on the dead server.
+		if d := serverTotals(p, dead); d.Failures != conns/2 || d.Connects != 0 {
+			t.Errorf("dead server: %d connects, %d failures; want 0 and %d", d.Connects, d.Failures, conns/2)
+		}
+		if l := serverTotals(p, u.addr); l.Connects != conns || l.Failures != 0 {
+			t.Errorf("live server: %d connects, %d failures; want %d and 0", l.Connects, l.Failures, conns)
+		}
+	})
+}
+
+// TestBalance: round-robin takes the servers in turn; least-conn sends new
+// clients to the server with the fewest open.
+func TestBalance(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		for _, balance := range []string{RoundRobin, LeastConn} {
+			t.Run(balance, func(t *testing.T) {
+				us := []*upstream{newUpstream(t, nil), newUpstream(t, nil), newUpstream(t, nil)}
+				cfg := testConfig(b, us[0].addr, us[1].addr, us[2].addr)
+				cfg.Pools[0].Balance = balance
+				p := startProxy(t, cfg)
+				var held [][]*net.TCPConn // per server
+				held = make([][]*net.TCPConn, 3)
+				for i := range 9 {
+					c := dial(t, p)
+					if err := roundTrip(c, fmt.Sprint("c", i)); err != nil {
+						t.Fatal(err)
+					}
+					for j, u := range us {
+						if serverTotals(p, u.addr).Connects > uint64(len(held[j])) {
+							held[j] = append(held[j], c)
+						}
+					}
+				}
+				for j, u := range us {
+					if n := u.accepted.Load(); n != 3 {
+						t.Errorf("server %d took %d of 9 clients, want 3", j, n)
+					}
+				}
+				// Empty server 0; the next three clients.
+				for _, c := range held[0] {
+					c.Close()
+				}
+				waitFor(t, "server 0's connections to close", func() bool { return serverTotals(p, us[0].addr).Active == 0 })
+				for i := range 3 {
+					if err := roundTrip(dial(t, p), fmt.Sprint("d", i)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				want := []int64{4, 4, 4}
+				if balance == LeastConn {
+					want = []int64{6, 3, 3}
+				}
+				for j, u := range us {
+					if n := u.accepted.Load(); n != want[j] {
+						t.Errorf("server %d took %d of 12 clients, want %d", j, n, want[j])
+					}
+				}
+			})
+		}
+	})
+}
+
+// TestIdleTimeout: a connection with no bytes either way for idle_timeout
+// is closed; one that keeps talking is not.
+func TestIdleTimeout(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newUpstream(t, nil)
+		cfg := testConfig(b, u.addr)
+		const idle = 300 * time.Millisecond
+		cfg.Listeners[0].IdleTimeout = Duration(idle)
+		p := startProxy(t, cfg)
+		busy, quiet := dial(t, p), dial(t, p)
+		if err := roundTrip(quiet, "once"); err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Now()
+		for time.Since(t0) < 3*idle {
+			if err := roundTrip(busy, "tick"); err != nil {
+				t.Fatalf("busy connection after %v: %v", time.Since(t0), err)
+			}
+			time.Sleep(idle / 6)
+		}
+		if err := closedByProxy(quiet); err != nil {
+			t.Error(err)
+		}
+		if el := time.Since(t0); el < idle {
+			t.Errorf("quiet connection closed after %v, before idle_timeout %v", el, idle)
+		}
+		if err := roundTrip(busy, "still"); err != nil {
+			t.Errorf("busy connection: %v", err)
+		}
+		if n := p.Totals().Listeners[0].IdleClosed; n != 1 {
+			t.Errorf("%d idle closes counted, want 1", n)
+		}
+	})
+}
+
+// TestMaxConns: the client over max_conns is closed at once and counted; a
+// slot freed is taken again.
+func TestMaxConns(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newUpstream(t, nil)
+		cfg := testConfig(b, u.addr)
+		cfg.Listeners[0].MaxConns = 2
+		cfg.Engine.CPUs = nil // the bound holds across loops
+		p := startProxy(t, cfg)
+		c1, c2 := dial(t, p), dial(t, p)
+		for _, c := range []net.Conn{c1, c2} {
+			if err := roundTrip(c, "in"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := closedByProxy(dial(t, p)); err != nil {
+			t.Error(err)
+		}
+		if l := p.Totals().Listeners[0]; l.Rejected != 1 || l.Accepted != 3 || l.Active != 2 {
+			t.Errorf("accepted %d, rejected %d, active %d; want 3, 1, 2", l.Accepted, l.Rejected, l.Active)
+		}
+		c1.Close()
+		waitFor(t, "the first client to close", func() bool { return p.Totals().Listeners[0].Active == 1 })
+		if err := roundTrip(dial(t, p), "again"); err != nil {
+			t.Error(err)
+		}
+		if u.accepted.Load() != 3 {
+			t.Errorf("upstream accepted %d connections, want 3 (none for the rejected client)", u.accepted.Load())
+		}
+	})
+}
+
+// TestBackpressure: a server sending 16 MB to a client that does not read
+// for a while: the proxy stops reading the server, so what it holds (bytes
+// read minus bytes written) stays near WriteHighWater; without it the
+// proxy would read all the server sends.
+func TestBackpressure(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		const size = 16 << 20
+		data := make([]byte, size)
+		r := rand.New(rand.NewPCG(7, 7))
+		for i := range data {
+			data[i] = byte(r.Uint32())
+		}
+		u := newUpstream(t, func(c net.Conn) {
+			c.Write(data)
+			c.(*net.TCPConn).CloseWrite()
+			io.Copy(io.Discard, c)
+		})
+		cfg := testConfig(b, u.addr)
+		const hwm = 64 << 10
+		cfg.Engine.WriteHighWater = hwm
+		p := startProxy(t, cfg)
+		c := dial(t, p)
+		var peak uint64
+		t0 := time.Now()
+		for time.Since(t0) < 500*time.Millisecond {
+			s := p.Engine().Stats()
+			peak = max(peak, s.BytesRead-s.BytesWritten)
+			time.Sleep(5 * time.Millisecond)
+		}
+		c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		h := sha256.New()
+		n, err := io.Copy(h, c)
+		if err != nil || n != size {
+			t.Fatalf("client read %d bytes, %v; want %d", n, err, size)
+		}
+		if want := sha256.Sum256(data); !bytes.Equal(h.Sum(nil), want[:]) {
+			t.Error("data differ")
+		}
+		// The mark, the buffers a receive fills past it and what the
+		// kernel delivered before reading paused: well under 1 MiB.
+		const limit = 1 << 20
+		t.Logf("proxy held at most %d KiB with a %d KiB mark", peak>>10, hwm>>10)
+		if peak > limit {
+			t.Errorf("proxy held %d KiB while the client did not read, want at most %d KiB", peak>>10, limit>>10)
+		}
+		if p.Engine().Stats().PausedReads == 0 {
+			t.Error("reading never paused: backpressure untested")
+		}
+	})
+}
