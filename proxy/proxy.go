@@ -7,6 +7,7 @@ import (
 	"log"
 	"net"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -47,7 +48,8 @@ type Proxy struct {
 	loops  []*loopState // by engine.Loop.ID
 	start  time.Time    // the monotonic clock's origin for activity times
 
-	ran atomic.Bool
+	checkers sync.WaitGroup
+	ran      atomic.Bool
 }
 
 // listener is one config listener.
@@ -174,6 +176,13 @@ func (p *Proxy) Run(ctx context.Context) error {
 	if p.ran.Swap(true) {
 		return errors.New("proxy: Run called twice")
 	}
+	cctx, stopChecks := context.WithCancel(context.Background())
+	for _, pl := range p.pools {
+		if pl.health != nil {
+			p.checkers.Add(1)
+			go p.check(cctx, pl)
+		}
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- p.e.Run(context.Background()) }()
 	var err error
@@ -187,6 +196,8 @@ func (p *Proxy) Run(ctx context.Context) error {
 		err = <-errc
 	case err = <-errc:
 	}
+	stopChecks()
+	p.checkers.Wait()
 	return err
 }
 

@@ -385,6 +385,82 @@ func TestFailover(t *testing.T) {
 	})
 }
 
+// TestAllServersDown: with every server refusing, or every server marked
+// down by its health checks, clients are closed and counted.
+func TestAllServersDown(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		d1, d2 := deadAddr(t), deadAddr(t)
+		p := startProxy(t, testConfig(b, d1, d2))
+		if err := closedByProxy(dial(t, p)); err != nil {
+			t.Error(err)
+		}
+		waitFor(t, "the failure to be counted", func() bool { return p.Totals().Listeners[0].Failed == 1 })
+		if f1, f2 := serverTotals(p, d1).Failures, serverTotals(p, d2).Failures; f1 != 1 || f2 != 1 {
+			t.Errorf("connect failures %d and %d, want 1 each (each server tried once)", f1, f2)
+		}
+
+		cfg := testConfig(b, d1, d2)
+		cfg.Pools[0].Health = &HealthConfig{Interval: Duration(20 * time.Millisecond), Fall: 1, Rise: 1}
+		p = startProxy(t, cfg)
+		waitFor(t, "both servers marked down", func() bool {
+			return !serverTotals(p, d1).Up && !serverTotals(p, d2).Up
+		})
+		if err := closedByProxy(dial(t, p)); err != nil {
+			t.Error(err)
+		}
+		waitFor(t, "the client to be counted", func() bool { return p.Totals().Listeners[0].NoServer == 1 })
+		if f := serverTotals(p, d1).Failures + serverTotals(p, d2).Failures; f != 0 {
+			t.Errorf("%d connects to servers marked down, want none", f)
+		}
+	})
+}
+
+// TestHealthRiseFall: a stopped server is marked down after fall failed
+// checks and gets no clients; restarted, it is marked up after rise.
+func TestHealthRiseFall(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u1, u2 := newUpstream(t, nil), newUpstream(t, nil)
+		cfg := testConfig(b, u1.addr, u2.addr)
+		cfg.Pools[0].Health = &HealthConfig{Interval: Duration(20 * time.Millisecond), Timeout: Duration(20 * time.Millisecond), Rise: 3, Fall: 2}
+		p := startProxy(t, cfg)
+		addr := u1.addr
+		u1.stop()
+		waitFor(t, "the stopped server marked down", func() bool { return !serverTotals(p, addr).Up })
+		if f := serverTotals(p, addr).CheckFailures; f < 2 {
+			t.Errorf("marked down after %d failed checks, want fall = 2", f)
+		}
+		// (Health checks connect too: clients are counted by the proxy.)
+		before := serverTotals(p, u2.addr).Connects
+		for i := range 4 {
+			if err := roundTrip(dial(t, p), fmt.Sprint("down ", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := serverTotals(p, u2.addr).Connects - before; got != 4 {
+			t.Errorf("the server up took %d of 4 clients", got)
+		}
+		if f := serverTotals(p, addr).Failures; f != 0 {
+			t.Errorf("%d connects to the server marked down", f)
+		}
+		checks := u1.accepted.Load()
+		if err := u1.listen(addr); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the restarted server marked up", func() bool { return serverTotals(p, addr).Up })
+		if n := u1.accepted.Load() - checks; n < 3 {
+			t.Errorf("marked up after %d passed checks, want rise = 3", n)
+		}
+		for i := range 4 {
+			if err := roundTrip(dial(t, p), fmt.Sprint("up ", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := serverTotals(p, addr).Connects; got != 2 {
+			t.Errorf("the restarted server took %d of 4 clients, want 2", got)
+		}
+	})
+}
+
 // TestBalance: round-robin takes the servers in turn; least-conn sends new
 // clients to the server with the fewest open.
 func TestBalance(t *testing.T) {
