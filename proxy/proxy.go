@@ -48,6 +48,7 @@ type Proxy struct {
 	loops  []*loopState // by engine.Loop.ID
 	start  time.Time    // the monotonic clock's origin for activity times
 
+	admin    *adminServer
 	checkers sync.WaitGroup
 	ran      atomic.Bool
 }
@@ -126,6 +127,9 @@ func New(cfg *Config, opt *Options) (*Proxy, error) {
 	p.e = e
 	fail := func(err error) (*Proxy, error) {
 		e.Shutdown(context.Background()) // never run: releases what New made
+		if p.admin != nil {
+			p.admin.ln.Close()
+		}
 		return nil, err
 	}
 	for range e.Loops() {
@@ -147,6 +151,13 @@ func New(cfg *Config, opt *Options) (*Proxy, error) {
 		port := l.addr.Port()
 		p.byPort[port] = append(p.byPort[port], l)
 	}
+	if cfg.Admin.Listen != "" {
+		a, err := newAdmin(p, cfg.Admin.Listen)
+		if err != nil {
+			return fail(fmt.Errorf("admin: %w", err))
+		}
+		p.admin = a
+	}
 	return p, nil
 }
 
@@ -159,6 +170,15 @@ func (p *Proxy) Addr(name string) net.Addr {
 		}
 	}
 	return nil
+}
+
+// AdminAddr returns the admin server's address, nil without one. Any
+// goroutine.
+func (p *Proxy) AdminAddr() net.Addr {
+	if p.admin == nil {
+		return nil
+	}
+	return p.admin.ln.Addr()
 }
 
 // Config returns the effective config (defaults filled in). Do not modify
@@ -183,6 +203,9 @@ func (p *Proxy) Run(ctx context.Context) error {
 			go p.check(cctx, pl)
 		}
 	}
+	if p.admin != nil {
+		go p.admin.serve()
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- p.e.Run(context.Background()) }()
 	var err error
@@ -198,6 +221,9 @@ func (p *Proxy) Run(ctx context.Context) error {
 	}
 	stopChecks()
 	p.checkers.Wait()
+	if p.admin != nil {
+		p.admin.close()
+	}
 	return err
 }
 

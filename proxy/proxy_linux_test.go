@@ -119,6 +119,7 @@ func testConfig(b engine.Backend, servers ...string) *Config {
 		Engine:    EngineConfig{Backend: string(b), CPUs: []int{0}},
 		Listeners: []ListenerConfig{{Name: "web", Listen: "127.0.0.1:0", Pool: "app", ConnectTimeout: Duration(2 * time.Second)}},
 		Pools:     []PoolConfig{{Name: "app", Servers: servers}},
+		Admin:     AdminConfig{Listen: "127.0.0.1:0"},
 	}
 }
 

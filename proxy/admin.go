@@ -1,0 +1,115 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// adminServer serves /metrics, /healthz and /debug/config, on Go's
+// net/http, off the loops.
+type adminServer struct {
+	ln  net.Listener
+	srv *http.Server
+}
+
+func newAdmin(p *Proxy, addr string) (*adminServer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		p.WriteMetrics(w)
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /debug/config", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.Encode(p.cfg)
+	})
+	return &adminServer{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}}, nil
+}
+
+func (a *adminServer) serve() { a.srv.Serve(a.ln) }
+
+func (a *adminServer) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if a.srv.Shutdown(ctx) != nil {
+		a.srv.Close()
+	}
+	a.ln.Close() // in case serve never ran
+}
+
+// WriteMetrics writes the counters in the Prometheus text exposition
+// format (version 0.0.4). Any goroutine.
+func (p *Proxy) WriteMetrics(w io.Writer) error {
+	t := p.Totals()
+	bw := bufio.NewWriter(w)
+	family := func(name, typ, help string) {
+		fmt.Fprintf(bw, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
+	}
+	type lnMetric struct {
+		name, typ, help string
+		v               func(ListenerTotals) string
+	}
+	u := func(v uint64) string { return fmt.Sprint(v) }
+	for _, m := range []lnMetric{
+		{"spindle_proxy_listener_accepted_total", "counter", "Client connections accepted, those rejected included.", func(l ListenerTotals) string { return u(l.Accepted) }},
+		{"spindle_proxy_listener_rejected_total", "counter", "Client connections closed at once because max_conns were open.", func(l ListenerTotals) string { return u(l.Rejected) }},
+		{"spindle_proxy_listener_no_server_total", "counter", "Client connections closed because no server of the pool was up.", func(l ListenerTotals) string { return u(l.NoServer) }},
+		{"spindle_proxy_listener_upstream_failed_total", "counter", "Client connections closed because every server up failed to connect.", func(l ListenerTotals) string { return u(l.Failed) }},
+		{"spindle_proxy_listener_idle_closed_total", "counter", "Connections closed by idle_timeout.", func(l ListenerTotals) string { return u(l.IdleClosed) }},
+		{"spindle_proxy_listener_active", "gauge", "Client connections open.", func(l ListenerTotals) string { return fmt.Sprint(l.Active) }},
+	} {
+		family(m.name, m.typ, m.help)
+		for _, l := range t.Listeners {
+			fmt.Fprintf(bw, "%s{listener=\"%s\"} %s\n", m.name, escape(l.Name), m.v(l))
+		}
+	}
+	type srvMetric struct {
+		name, typ, help string
+		v               func(ServerTotals) string
+	}
+	for _, m := range []srvMetric{
+		{"spindle_proxy_server_connects_total", "counter", "Upstream connects that succeeded.", func(s ServerTotals) string { return u(s.Connects) }},
+		{"spindle_proxy_server_connect_failures_total", "counter", "Upstream connects that failed (refused, timed out).", func(s ServerTotals) string { return u(s.Failures) }},
+		{"spindle_proxy_server_active", "gauge", "Upstream connections open or connecting.", func(s ServerTotals) string { return fmt.Sprint(s.Active) }},
+		{"spindle_proxy_server_bytes_in_total", "counter", "Bytes received from the server.", func(s ServerTotals) string { return u(s.BytesIn) }},
+		{"spindle_proxy_server_bytes_out_total", "counter", "Bytes from clients forwarded to the server.", func(s ServerTotals) string { return u(s.BytesOut) }},
+		{"spindle_proxy_server_up", "gauge", "1 if the server takes new connections (health checks), else 0.", func(s ServerTotals) string {
+			if s.Up {
+				return "1"
+			}
+			return "0"
+		}},
+		{"spindle_proxy_server_health_check_failures_total", "counter", "Health checks that failed.", func(s ServerTotals) string { return u(s.CheckFailures) }},
+	} {
+		family(m.name, m.typ, m.help)
+		for _, s := range t.Servers {
+			fmt.Fprintf(bw, "%s{pool=\"%s\",server=\"%s\"} %s\n", m.name, escape(s.Pool), escape(s.Server), m.v(s))
+		}
+	}
+	es := p.e.Stats()
+	family("spindle_proxy_engine_open_connections", "gauge", "Engine connections open, client and upstream.")
+	fmt.Fprintf(bw, "spindle_proxy_engine_open_connections %d\n", es.Open)
+	family("spindle_proxy_engine_paused_reads_total", "counter", "Times the engine paused reading at the write high-water mark.")
+	fmt.Fprintf(bw, "spindle_proxy_engine_paused_reads_total %d\n", es.PausedReads)
+	return bw.Flush()
+}
+
+// escape escapes a label value: backslash, double quote and newline.
+func escape(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s)
+}
