@@ -37,7 +37,7 @@ type EngineConfig struct {
 	// to epoll where io_uring cannot be used, as the engine does).
 	Backend string `yaml:"backend" json:"backend"`
 	// CPUs get one loop each. Default: as engine.Config.CPUs.
-	CPUs []int `yaml:"cpus" json:"cpus,omitempty"`
+	CPUs []int `yaml:"cpus,omitempty" json:"cpus,omitempty"`
 	// WriteHighWater is the engine's per-connection write-queue mark in
 	// bytes (engine.Config.WriteHighWater): the proxy stops reading a
 	// side whose peer has this much queued. Default 256 KiB, minimum
@@ -382,4 +382,19 @@ func listenAddr(s string) (netip.AddrPort, error) {
 		return netip.AddrPort{}, fmt.Errorf("%q: port %q is not a number from 0 to 65535", s, port)
 	}
 	return netip.AddrPortFrom(a, uint16(p)), nil
+}
+
+// YAML returns c as a config file (durations as Go duration strings), as
+// `spindle proxy -check` prints it. Any goroutine.
+func (c *Config) YAML() ([]byte, error) {
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(c); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 	"time"
@@ -37,12 +38,14 @@ func TestParseConfigDefaults(t *testing.T) {
 }
 
 func TestParseConfigExample(t *testing.T) {
-	cfg, err := LoadConfig("testdata/example.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.Pools[0].Balance != LeastConn || cfg.Pools[0].Health.Fall != 3 || time.Duration(cfg.Listeners[0].IdleTimeout) != 5*time.Minute {
-		t.Errorf("example parsed as %+v", cfg)
+	for _, path := range []string{"testdata/example.yaml", "../examples/proxy/proxy.yaml"} {
+		cfg, err := LoadConfig(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Pools[0].Balance != LeastConn || cfg.Pools[0].Health.Fall != 3 || time.Duration(cfg.Listeners[0].IdleTimeout) != 5*time.Minute {
+			t.Errorf("%s parsed as %+v", path, cfg)
+		}
 	}
 }
 
@@ -99,8 +102,9 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
-// FuzzParseConfig: ParseConfig never panics, and what it accepts passes
-// Validate again (defaults applied twice change nothing).
+// FuzzParseConfig: ParseConfig never panics, what it accepts passes
+// Validate again (defaults applied twice change nothing), and its YAML (as
+// `spindle proxy -check` prints it) parses back to the same config.
 func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte(minimal))
 	f.Add([]byte("engine: {backend: epoll, cpus: [0]}\nlisteners: [{name: a, listen: \":0\", pool: p, idle_timeout: 1s, max_conns: 3}]\npools: [{name: p, servers: [\"[::1]:80\"], balance: least-conn, health: {interval: 1s, rise: 1, fall: 1}}]\nadmin: {listen: \":0\"}\n"))
@@ -117,6 +121,17 @@ func FuzzParseConfig(f *testing.F) {
 		cfg.SetDefaults()
 		if err := cfg.Validate(); err != nil {
 			t.Fatalf("defaults applied twice: %v", err)
+		}
+		out, err := cfg.YAML()
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := ParseConfig(out)
+		if err != nil {
+			t.Fatalf("printed config does not parse: %v\n%s", err, out)
+		}
+		if out2, _ := again.YAML(); !bytes.Equal(out, out2) {
+			t.Fatalf("printed config parses to another:\n%s\nthen\n%s", out, out2)
 		}
 	})
 }

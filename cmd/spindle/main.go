@@ -1,5 +1,5 @@
-// Command spindle runs spindle's benchmarks (bench, wakeup), host tuner (tune)
-// and doctor.
+// Command spindle runs spindle's benchmarks (bench, wakeup), host tuner (tune),
+// doctor and L4 proxy (proxy).
 //
 // The command is thin: each subcommand parses its flags and calls one
 // package's Run function. Subcommands register themselves from their own

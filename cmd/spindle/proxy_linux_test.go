@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestProxyRun runs `spindle proxy -config` in front of a Go echo server,
+// forwards one connection, and stops it with SIGTERM while a second one is
+// open: it drains for -drain, closes that connection, and exits 0.
+func TestProxyRun(t *testing.T) {
+	up, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	go func() {
+		for {
+			c, err := up.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				io.Copy(struct{ io.Writer }{c}, struct{ io.Reader }{c})
+			}()
+		}
+	}()
+	cfg := filepath.Join(t.TempDir(), "proxy.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`engine: {backend: epoll, cpus: [0]}
+listeners: [{name: web, listen: "127.0.0.1:0", pool: app}]
+pools: [{name: app, servers: [%q]}]
+`, up.Addr())), 0o644)
+	cmd := spindleCmd("proxy", "-config", cfg, "-drain", "300ms")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	var addr string
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		if a, ok := strings.CutPrefix(sc.Text(), "spindle proxy: listener web on "); ok {
+			addr, _, _ = strings.Cut(a, ",")
+			break
+		}
+	}
+	go func() {
+		io.Copy(io.Discard, stderr)
+		done <- cmd.Wait()
+	}()
+	if addr == "" {
+		cmd.Process.Kill()
+		t.Fatalf("no listener line: %v", <-done)
+	}
+	defer cmd.Process.Kill()
+	roundTrip := func(c net.Conn, msg string) {
+		t.Helper()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(c, msg)
+		got := make([]byte, len(msg))
+		if _, err := io.ReadFull(c, got); err != nil || string(got) != msg {
+			t.Fatalf("echo %q: got %q, %v", msg, got, err)
+		}
+	}
+	c1, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roundTrip(c1, "one")
+	c1.Close()
+	c2, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	roundTrip(c2, "two")
+	t0 := time.Now()
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("spindle proxy after SIGTERM: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("spindle proxy still running 10s after SIGTERM")
+	}
+	if el := time.Since(t0); el < 300*time.Millisecond {
+		t.Errorf("exited %v after SIGTERM with a connection open, before the 300ms drain", el)
+	}
+	c2.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := c2.Read(make([]byte, 1)); n != 0 || err == nil {
+		t.Errorf("open connection after the drain: read %d, %v; want it closed", n, err)
+	}
+}
