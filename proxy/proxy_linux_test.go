@@ -386,6 +386,62 @@ func TestFailover(t *testing.T) {
 	})
 }
 
+// blackholeAddr returns a loopback address whose connects hang: a
+// listener with a backlog of 0 that never accepts, its queue filled, so
+// the kernel drops further SYNs.
+func blackholeAddr(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
+	for i := 0; ; i++ {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err != nil {
+			return addr // this one hung: the queue is full
+		}
+		t.Cleanup(func() { c.Close() })
+		if i == 8 {
+			t.Fatalf("%s accepts every connect: cannot make a server that does not answer", addr)
+		}
+	}
+}
+
+// TestConnectTimeoutFailover: a server that does not answer is given up
+// after connect_timeout and the next one takes the client.
+func TestConnectTimeoutFailover(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		hole := blackholeAddr(t)
+		u := newUpstream(t, nil)
+		cfg := testConfig(b, hole, u.addr)
+		const timeout = 200 * time.Millisecond
+		cfg.Listeners[0].ConnectTimeout = Duration(timeout)
+		p := startProxy(t, cfg)
+		t0 := time.Now()
+		if err := roundTrip(dial(t, p), "late"); err != nil {
+			t.Fatal(err)
+		}
+		if el := time.Since(t0); el < timeout {
+			t.Errorf("answered after %v, before the connect timeout %v: the silent server was not tried first", el, timeout)
+		}
+		if h := serverTotals(p, hole); h.Failures != 1 || h.Connects != 0 {
+			t.Errorf("silent server: %d connects, %d failures; want 0 and 1", h.Connects, h.Failures)
+		}
+	})
+}
+
 // TestAllServersDown: with every server refusing, or every server marked
 // down by its health checks, clients are closed and counted.
 func TestAllServersDown(t *testing.T) {
