@@ -95,6 +95,7 @@ func (p *Proxy) WriteMetrics(w io.Writer) error {
 			return "0"
 		}},
 		{"spindle_proxy_server_health_check_failures_total", "counter", "Health checks that failed.", func(s ServerTotals) string { return u(s.CheckFailures) }},
+		{"spindle_proxy_server_health_check_passes_total", "counter", "Health checks that passed.", func(s ServerTotals) string { return u(s.CheckPasses) }},
 	} {
 		family(m.name, m.typ, m.help)
 		for _, s := range t.Servers {

@@ -84,7 +84,9 @@ func TestAdmin(t *testing.T) {
 		if err := closedByProxy(dial(t, p)); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the rejected client counted", func() bool { return p.Totals().Listeners[0].Rejected == 1 })
+		waitFor(t, "the rejected client counted and closed", func() bool {
+			return p.Totals().Listeners[0].Rejected == 1 && p.Engine().Stats().Open == 6
+		})
 		m := scrape(t, p)
 		srv := fmt.Sprintf(`{pool="app",server="%s"}`, u.addr)
 		deadSrv := fmt.Sprintf(`{pool="app",server="%s"}`, dead)

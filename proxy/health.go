@@ -37,6 +37,7 @@ func (p *Proxy) check(ctx context.Context, pl *pool) {
 		}
 		for i, s := range pl.servers {
 			if ok[i] {
+				s.checkPasses.Add(1)
 				fails[i] = 0
 				passes[i]++
 				if s.down.Load() && passes[i] >= h.Rise {

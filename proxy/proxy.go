@@ -79,9 +79,9 @@ type server struct {
 	idx  int
 	addr string
 	down atomic.Bool // false: up (the state without health checks)
-	// checkFails counts failed health checks; written by the checker
-	// only.
-	checkFails atomic.Uint64
+	// checkFails and checkPasses count failed and passed health checks,
+	// before the state they move; written by the checker only.
+	checkFails, checkPasses atomic.Uint64
 }
 
 // up reports whether s may take new connections. Any goroutine.

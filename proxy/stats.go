@@ -20,7 +20,7 @@ type ServerTotals struct {
 	Connects, Failures, BytesIn, BytesOut uint64
 	Active                                int64
 	Up                                    bool
-	CheckFailures                         uint64
+	CheckFailures, CheckPasses            uint64
 }
 
 // Totals sums the loops' counters. The loops keep counting meanwhile: the
@@ -42,7 +42,7 @@ func (p *Proxy) Totals() Totals {
 	}
 	for _, pl := range p.pools {
 		for _, srv := range pl.servers {
-			st := ServerTotals{Pool: pl.name, Server: srv.addr, Up: srv.up(), CheckFailures: srv.checkFails.Load()}
+			st := ServerTotals{Pool: pl.name, Server: srv.addr, Up: srv.up(), CheckFailures: srv.checkFails.Load(), CheckPasses: srv.checkPasses.Load()}
 			for _, ls := range p.loops {
 				s := &ls.srv[pl.idx][srv.idx]
 				st.Connects += s.connects.load()
