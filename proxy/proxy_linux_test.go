@@ -691,3 +691,44 @@ func TestBackpressure(t *testing.T) {
 		}
 	})
 }
+
+// TestListenersToTheirPools: each listener sends its clients to its own
+// pool. (The engine has one Handler for all listeners and an accepted Conn
+// does not say which listener took it: the proxy finds it by the local
+// address, here two listeners on one IP, one of them on every address of
+// IPv4 and IPv6.)
+func TestListenersToTheirPools(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		name := func(s string) func(net.Conn) {
+			return func(c net.Conn) { io.WriteString(c, s) }
+		}
+		ua, ub := newUpstream(t, name("pool a")), newUpstream(t, name("pool b"))
+		cfg := testConfig(b, ua.addr)
+		cfg.Engine.CPUs = nil
+		cfg.Listeners = []ListenerConfig{
+			{Name: "a", Listen: "127.0.0.1:0", Pool: "a"},
+			{Name: "b", Listen: ":0", Pool: "b"},
+		}
+		cfg.Pools = []PoolConfig{{Name: "a", Servers: []string{ua.addr}}, {Name: "b", Servers: []string{ub.addr}}}
+		p := startProxy(t, cfg)
+		for range 4 {
+			for _, l := range []string{"a", "b"} {
+				c, err := net.DialTimeout("tcp", p.Addr(l).String(), 5*time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.SetReadDeadline(time.Now().Add(10 * time.Second))
+				got, err := io.ReadAll(c)
+				c.Close()
+				if err != nil || string(got) != "pool "+l {
+					t.Errorf("listener %s: read %q, %v; want %q", l, got, err, "pool "+l)
+				}
+			}
+		}
+		for _, l := range p.Totals().Listeners {
+			if l.Accepted != 4 {
+				t.Errorf("listener %s accepted %d, want 4", l.Name, l.Accepted)
+			}
+		}
+	})
+}
