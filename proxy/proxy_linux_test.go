@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -729,6 +730,67 @@ func TestListenersToTheirPools(t *testing.T) {
 			if l.Accepted != 4 {
 				t.Errorf("listener %s accepted %d, want 4", l.Name, l.Accepted)
 			}
+		}
+	})
+}
+
+// TestForwardAllocs: forwarding allocates nothing once connections are
+// open (the process's whole allocation count, proxy, Go echo server and
+// clients together, over 2000 messages each way).
+func TestForwardAllocs(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newUpstream(t, nil)
+		cfg := testConfig(b, u.addr)
+		cfg.Listeners[0].IdleTimeout = Duration(time.Minute) // the activity clock on the path too
+		p := startProxy(t, cfg)
+		const conns, per = 10, 200
+		cs := make([]net.Conn, conns)
+		for i := range cs {
+			cs[i] = dial(t, p)
+			cs[i].SetDeadline(time.Now().Add(time.Minute))
+		}
+		msg := bytes.Repeat([]byte("m"), 64)
+		bufs := make([][]byte, conns)
+		for i := range bufs {
+			bufs[i] = make([]byte, len(msg))
+		}
+		errs := make([]error, conns)
+		var wg sync.WaitGroup
+		round := func() {
+			for i, c := range cs {
+				wg.Go(func() {
+					for range per {
+						if _, err := c.Write(msg); err != nil {
+							errs[i] = err
+							return
+						}
+						if _, err := io.ReadFull(c, bufs[i]); err != nil {
+							errs[i] = err
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+		}
+		for range 3 { // warm up: slices reach their steady size
+			round()
+		}
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		round()
+		runtime.ReadMemStats(&m1)
+		for _, err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		allocs := m1.Mallocs - m0.Mallocs
+		t.Logf("%d allocations for %d messages forwarded each way", allocs, conns*per)
+		// The goroutines of the round and the runtime's caches account for
+		// a few dozen; one per message would be thousands.
+		if allocs*20 > conns*per {
+			t.Errorf("%d allocations for %d messages (%.3f each), want about 0", allocs, conns*per, float64(allocs)/(conns*per))
 		}
 	})
 }
