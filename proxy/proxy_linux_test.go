@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -793,4 +794,26 @@ func TestForwardAllocs(t *testing.T) {
 			t.Errorf("%d allocations for %d messages (%.3f each), want about 0", allocs, conns*per, float64(allocs)/(conns*per))
 		}
 	})
+}
+
+// TestNewFails: an address taken fails New with the part that could not
+// listen, leaving nothing open (TestMain checks fds and goroutines).
+func TestNewFails(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	cfg := testConfig(engine.BackendEpoll, "127.0.0.1:1")
+	cfg.Admin.Listen = taken.Addr().String()
+	cfg.SetDefaults()
+	if _, err := New(cfg, &Options{Logf: func(string, ...any) {}}); err == nil || !strings.Contains(err.Error(), "admin: ") {
+		t.Errorf("admin on a taken address: New returned %v", err)
+	}
+	cfg = testConfig(engine.BackendEpoll, "127.0.0.1:1")
+	cfg.Listeners[0].Listen = taken.Addr().String()
+	cfg.SetDefaults()
+	if _, err := New(cfg, &Options{Logf: func(string, ...any) {}}); err == nil || !strings.Contains(err.Error(), "listener web: ") {
+		t.Errorf("listener on a taken address: New returned %v", err)
+	}
 }
