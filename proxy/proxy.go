@@ -87,10 +87,13 @@ type server struct {
 // up reports whether s may take new connections. Any goroutine.
 func (s *server) up() bool { return !s.down.Load() }
 
-// New makes a proxy from cfg (already validated, as ParseConfig returns
-// it): the engine, its listeners and the admin server's socket. Nothing
-// runs until Run. Any goroutine.
+// New makes a proxy from cfg: the engine, its listeners and the admin
+// server's socket. It fills in cfg's defaults (SetDefaults, which
+// ParseConfig has done already) and validates it; the proxy keeps cfg,
+// which must not change afterwards. Nothing runs until Run. Any
+// goroutine.
 func New(cfg *Config, opt *Options) (*Proxy, error) {
+	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

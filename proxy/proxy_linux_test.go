@@ -128,7 +128,6 @@ func testConfig(b engine.Backend, servers ...string) *Config {
 // startProxy runs a proxy for cfg until the test ends.
 func startProxy(t *testing.T, cfg *Config) *Proxy {
 	t.Helper()
-	cfg.SetDefaults()
 	p, err := New(cfg, &Options{Drain: time.Second, Logf: func(string, ...any) {}})
 	if err != nil {
 		t.Fatal(err)
@@ -806,13 +805,11 @@ func TestNewFails(t *testing.T) {
 	defer taken.Close()
 	cfg := testConfig(engine.BackendEpoll, "127.0.0.1:1")
 	cfg.Admin.Listen = taken.Addr().String()
-	cfg.SetDefaults()
 	if _, err := New(cfg, &Options{Logf: func(string, ...any) {}}); err == nil || !strings.Contains(err.Error(), "admin: ") {
 		t.Errorf("admin on a taken address: New returned %v", err)
 	}
 	cfg = testConfig(engine.BackendEpoll, "127.0.0.1:1")
 	cfg.Listeners[0].Listen = taken.Addr().String()
-	cfg.SetDefaults()
 	if _, err := New(cfg, &Options{Logf: func(string, ...any) {}}); err == nil || !strings.Contains(err.Error(), "listener web: ") {
 		t.Errorf("listener on a taken address: New returned %v", err)
 	}
