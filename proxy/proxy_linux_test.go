@@ -359,6 +359,30 @@ func TestUpstreamReset(t *testing.T) {
 	})
 }
 
+// TestClientReset: a client that resets makes the proxy reset the server.
+func TestClientReset(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		res := make(chan error, 1)
+		u := newUpstream(t, func(c net.Conn) {
+			io.WriteString(c, "hi")
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			_, err := io.Copy(io.Discard, c)
+			res <- err
+		})
+		p := startProxy(t, testConfig(b, u.addr))
+		c := dial(t, p)
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.ReadFull(c, make([]byte, 2)); err != nil {
+			t.Fatal(err)
+		}
+		c.SetLinger(0)
+		c.Close()
+		if err := <-res; !errors.Is(err, syscall.ECONNRESET) {
+			t.Errorf("after the client's reset the server read %v, want a reset", err)
+		}
+	})
+}
+
 // TestFailover: a server that refuses is skipped for the next one, and
 // counted.
 func TestFailover(t *testing.T) {
