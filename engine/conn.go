@@ -70,6 +70,8 @@ type Conn struct {
 	lingerFor  time.Duration
 	lingerLeft int32
 	lingering  bool
+
+	lnSlot uint16 // accepted: 1 + the index of its socket in Loop.lns; 0 dialed
 }
 
 type heldBuf struct{ id, n int32 }
@@ -109,6 +111,16 @@ type kstate struct {
 
 // Loop returns the loop that owns c. Any goroutine.
 func (c *Conn) Loop() *Loop { return c.l }
+
+// Listener returns the listener that accepted c, or nil for a dialed
+// connection (and past a loop's 65,535th listener): a server with several
+// listeners tells its connections apart by it. Loop goroutine.
+func (c *Conn) Listener() *Listener {
+	if c.lnSlot == 0 {
+		return nil
+	}
+	return c.l.lns[c.lnSlot-1].ln
+}
 
 // Fd is the connection's socket, for getsockopt and the like. Do not close
 // it or read from it. It is -1 once the socket is closed, in OnClose and

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -349,12 +350,16 @@ func (e noNAPIID) Error() string {
 }
 
 // accepted turns a new socket into a Conn. Loop goroutine.
-func (l *Loop) accepted(fd int, ln *Listener) {
+func (l *Loop) accepted(fd int, s *lnSock) {
 	if l.stopping || l.e.draining.Load() {
 		unix.Close(fd)
 		return
 	}
-	c := &Conn{l: l, fd: fd, unixPeer: ln.network == "unix"}
+	c := &Conn{l: l, fd: fd, unixPeer: s.ln.network == "unix"}
+	if s.index < math.MaxUint16 {
+		// lns only grows, each socket at its index (Conn.Listener).
+		c.lnSlot = uint16(s.index + 1)
+	}
 	if !c.unixPeer {
 		unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 	}

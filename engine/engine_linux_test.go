@@ -1427,3 +1427,48 @@ func testSlowReaders(t *testing.T, b Backend, zeroCopy bool) {
 		t.Fatalf("a connection beside %d slow readers got no echo in 30 s", slow)
 	}
 }
+
+// TestConnListener: an accepted connection names the listener that took it,
+// among several on every loop, and a dialed one names none.
+func TestConnListener(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			got := make(chan *Listener, 8)
+			var dialed atomic.Bool
+			h := &BaseHandlerFunc{open: func(c *Conn) {
+				if c.Listener() == nil {
+					dialed.Store(true)
+					c.Close()
+					return
+				}
+				got <- c.Listener()
+				c.Close()
+			}}
+			e := newEngine(t, testConfig(b), h)
+			var lns []*Listener
+			for range 3 {
+				ln, err := e.Listen("tcp", "127.0.0.1:0", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				lns = append(lns, ln)
+			}
+			runEngine(t, e)
+			for _, ln := range []*Listener{lns[2], lns[0], lns[1], lns[2]} {
+				c := mustDial(t, "tcp", ln.Addr().String())
+				if l := <-got; l != ln {
+					t.Errorf("a connection to %v says listener %v accepted it", ln.Addr(), l.Addr())
+				}
+				c.Close()
+			}
+			l := e.Loops()[0]
+			l.Post(func() {
+				if _, err := l.Dial("tcp", lns[0].Addr().String(), time.Second); err != nil {
+					t.Error(err)
+				}
+			})
+			<-got // the dial's peer, accepted by lns[0]
+			waitFor(t, "the dialed connection's OnOpen", dialed.Load)
+		})
+	}
+}

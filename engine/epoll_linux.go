@@ -252,7 +252,7 @@ func (b *epollBackend) accept(s *lnSock) {
 			return
 		}
 		s.backoff = 0
-		b.l.accepted(fd, s.ln)
+		b.l.accepted(fd, s)
 		if s.done {
 			return
 		}

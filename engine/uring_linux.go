@@ -619,7 +619,7 @@ func (b *uringBackend) handle(q uring.CQE) {
 		s := l.lns[slot]
 		if q.Res >= 0 {
 			s.backoff = 0
-			l.accepted(int(q.Res), s.ln)
+			l.accepted(int(q.Res), s)
 		}
 		if !q.More() {
 			b.inflight--
