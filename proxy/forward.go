@@ -97,9 +97,9 @@ func (h *handler) OnOpen(c *engine.Conn) {
 		s.upOpened(c)
 		return
 	}
-	l := p.listenerOf(c.LocalAddr())
+	l := p.byLn[c.Listener()]
 	if l == nil {
-		c.Close() // cannot happen: every listener is in byPort
+		c.Close() // cannot happen: every listener is in byLn
 		return
 	}
 	ls := p.loops[c.Loop().ID()]

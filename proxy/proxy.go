@@ -40,13 +40,12 @@ type Proxy struct {
 	e     *engine.Engine
 	lns   []*listener
 	pools []*pool
-	// byPort finds the listener of an accepted connection from its local
-	// address: the engine's Handler is one for every listener and an
-	// accepted Conn does not say which listener took it. Read-only once
-	// New returns.
-	byPort map[uint16][]*listener
-	loops  []*loopState // by engine.Loop.ID
-	start  time.Time    // the monotonic clock's origin for activity times
+	// byLn finds the listener of an accepted connection (the engine's
+	// Handler is one for every listener; Conn.Listener says which took
+	// it). Read-only once New returns.
+	byLn  map[*engine.Listener]*listener
+	loops []*loopState // by engine.Loop.ID
+	start time.Time    // the monotonic clock's origin for activity times
 
 	admin    *adminServer
 	checkers sync.WaitGroup
@@ -97,7 +96,7 @@ func New(cfg *Config, opt *Options) (*Proxy, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	p := &Proxy{cfg: cfg, start: time.Now(), byPort: map[uint16][]*listener{}}
+	p := &Proxy{cfg: cfg, start: time.Now(), byLn: map[*engine.Listener]*listener{}}
 	if opt != nil {
 		p.opt = *opt
 	}
@@ -151,8 +150,7 @@ func New(cfg *Config, opt *Options) (*Proxy, error) {
 		}
 		l.addr = ta.AddrPort()
 		p.lns = append(p.lns, l)
-		port := l.addr.Port()
-		p.byPort[port] = append(p.byPort[port], l)
+		p.byLn[eln] = l
 	}
 	if cfg.Admin.Listen != "" {
 		a, err := newAdmin(p, cfg.Admin.Listen)
@@ -237,27 +235,6 @@ func Run(ctx context.Context, cfg *Config, opt *Options) error {
 		return err
 	}
 	return p.Run(ctx)
-}
-
-// listenerOf returns the listener that accepted a connection with local
-// address a. Loop goroutine (reads byPort only).
-func (p *Proxy) listenerOf(a netip.AddrPort) *listener {
-	ls := p.byPort[a.Port()]
-	if len(ls) == 1 {
-		return ls[0]
-	}
-	ip := a.Addr().Unmap()
-	var any *listener
-	for _, l := range ls {
-		la := l.addr.Addr().Unmap()
-		if la == ip {
-			return l
-		}
-		if la.IsUnspecified() {
-			any = l
-		}
-	}
-	return any
 }
 
 // now is the time since the proxy was made, on the monotonic clock.
