@@ -355,6 +355,29 @@ func (c *Conn) Close() error {
 	return nil
 }
 
+// Reset closes c at once, dropping what is queued, and makes a TCP peer see
+// a reset (RST, ECONNRESET) instead of an orderly end: for a proxy passing
+// on a reset it received, or a server giving up on a peer. Where Close
+// (or CloseLinger) is under way it cuts that short. OnClose gets nil, as
+// after Close. A Unix connection's peer sees an end of stream. Before a
+// dialed connection's OnOpen it is Close. It returns net.ErrClosed once the
+// socket is being closed. Loop goroutine.
+func (c *Conn) Reset() error {
+	switch {
+	case c.state == stateConnecting:
+		return c.Close()
+	case c.state == stateClosed || c.k.closing:
+		return net.ErrClosed
+	}
+	if !c.unixPeer {
+		// With a zero linger time close(2) sends RST and drops the
+		// socket's unsent data (tcp_close, tcp_disconnect).
+		unix.SetsockoptLinger(c.fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
+	}
+	c.abort(nil)
+	return nil
+}
+
 // abort closes c now, dropping its queue; OnClose gets err.
 func (c *Conn) abort(err error) {
 	if c.state == stateClosed || c.k.closing {

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -558,5 +559,47 @@ func TestConnSize(t *testing.T) {
 	}
 	if n := reflect.TypeFor[Conn]().Size(); n > 256 {
 		t.Errorf("Conn is %d bytes, more than the 256-byte size class", n)
+	}
+}
+
+// TestReset: Reset drops what is queued and the peer sees a reset, not the
+// data and an end of stream; it also cuts short a Close still sending its
+// queue to a peer that does not read, which a plain Close would wait on.
+func TestReset(t *testing.T) {
+	reply := pattern(5, 8<<20)
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			for _, after := range []string{"write", "close"} {
+				var resetErr atomic.Value
+				h := &lingerHandler{reply: reply, end: func(c *Conn) {
+					if after == "close" {
+						c.Close()
+					}
+					// Later, with the reply still queued (the client reads
+					// nothing): the reset must not wait for it.
+					c.Loop().AfterFunc(50*time.Millisecond, func() {
+						if err := c.Reset(); err != nil {
+							resetErr.Store(err)
+						}
+					})
+				}}
+				_, addr := startEngine(t, testConfig(b), h)
+				c := mustDial(t, "tcp", addr)
+				if _, err := c.Write([]byte("request")); err != nil {
+					t.Fatal(err)
+				}
+				waitFor(t, "OnClose after Reset", func() bool { return h.closes.Load() == 1 })
+				if err, _ := resetErr.Load().(error); err != nil {
+					t.Fatalf("after %s: Reset: %v", after, err)
+				}
+				if h.errs.Load() != 0 {
+					t.Errorf("after %s: OnClose got an error after Reset", after)
+				}
+				got, err := readReply(c)
+				if !errors.Is(err, syscall.ECONNRESET) {
+					t.Errorf("after %s: the client read %d of %d bytes, then %v; want a reset", after, len(got), len(reply), err)
+				}
+			}
+		})
 	}
 }
