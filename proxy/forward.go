@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/spindlenet/spindle/engine"
@@ -320,13 +319,14 @@ func (h *handler) OnClose(c *engine.Conn, err error) {
 }
 
 // closePeer closes c after its queue; when the other side ended in an
-// error (a reset, a failed send) rather than a close, c's close is a reset
-// too (SO_LINGER 0), so that its peer learns that the stream broke instead
-// of seeing an orderly end. Engine shutdown (net.ErrClosed) is not an
-// error here. Loop goroutine.
+// error (a reset, a failed send) rather than a close, it resets c at once
+// (engine.Conn.Reset: its queue dropped), so that its peer learns that the
+// stream broke instead of seeing an orderly end. Engine shutdown
+// (net.ErrClosed) is not an error here. Loop goroutine.
 func closePeer(c *engine.Conn, err error) {
 	if err != nil && !errors.Is(err, net.ErrClosed) {
-		syscall.SetsockoptLinger(c.Fd(), syscall.SOL_SOCKET, syscall.SO_LINGER, &syscall.Linger{Onoff: 1, Linger: 0})
+		c.Reset()
+		return
 	}
 	c.Close()
 }
