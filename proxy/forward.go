@@ -80,6 +80,7 @@ type session struct {
 	done                     bool // the client has closed
 
 	last   int64 // p.now() of the last byte either way (with an idle timeout)
+	queued int   // both sides' Buffered at the last idle check
 	idle   engine.Timer
 	idleFn func()
 }
@@ -206,10 +207,18 @@ func (s *session) upOpened(up *engine.Conn) {
 
 // idleCheck closes both sides when nothing has passed for IdleTimeout,
 // else waits for the rest of it: the timer is re-armed lazily, once per
-// timeout at most, never per read. Loop goroutine.
+// timeout at most, never per read. A write queue that moved since the last
+// check counts as activity (a side still sending what it holds after the
+// other closed). A side whose queue did not move is reset, not closed: a
+// Close would wait for a peer that reads nothing to take its queue, and
+// hold the connection for good. Loop goroutine.
 func (s *session) idleCheck() {
 	if s.done {
 		return
+	}
+	if q := s.client.Buffered() + s.up.Buffered(); q != s.queued {
+		s.queued = q
+		s.last = s.p.now()
 	}
 	d := time.Duration(s.ln.cfg.IdleTimeout)
 	el := time.Duration(s.p.now() - s.last)
@@ -218,8 +227,18 @@ func (s *session) idleCheck() {
 		return
 	}
 	s.ls.ln[s.ln.idx].idleClosed.inc()
-	s.client.Close()
-	s.up.Close()
+	closeIdle(s.client)
+	closeIdle(s.up)
+}
+
+// closeIdle closes c, or resets it where its queue has not drained. Loop
+// goroutine.
+func closeIdle(c *engine.Conn) {
+	if c.Buffered() > 0 {
+		c.Reset()
+		return
+	}
+	c.Close()
 }
 
 // OnData hands b to the other side without copying it, and stops reading

@@ -838,3 +838,37 @@ func TestNewFails(t *testing.T) {
 		t.Errorf("listener on a taken address: New returned %v", err)
 	}
 }
+
+// TestIdleTimeoutStuckClient: a client that stops reading while the server
+// sends is idle too: when nothing has passed for idle_timeout the proxy
+// resets it (a Close would wait forever to send its queue) and frees its
+// slot, instead of holding it and its queue for good.
+func TestIdleTimeoutStuckClient(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newUpstream(t, func(c net.Conn) {
+			c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+			c.Write(make([]byte, 8<<20))
+			c.Close()
+		})
+		cfg := testConfig(b, u.addr)
+		const idle = 200 * time.Millisecond
+		cfg.Listeners[0].IdleTimeout = Duration(idle)
+		cfg.Listeners[0].MaxConns = 1
+		cfg.Engine.WriteHighWater = 64 << 10
+		p := startProxy(t, cfg)
+		c := dial(t, p)
+		c.SetReadBuffer(4096) // takes little, then reads nothing
+		waitFor(t, "the server to connect", func() bool { return serverTotals(p, u.addr).Connects == 1 })
+		deadline := time.Now().Add(5 * time.Second)
+		for p.Totals().Listeners[0].Active != 0 {
+			if time.Now().After(deadline) {
+				l := p.Totals().Listeners[0]
+				t.Fatalf("client that reads nothing still open after %v with idle_timeout %v (active %d, idle closes %d)", 5*time.Second, idle, l.Active, l.IdleClosed)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if n := p.Totals().Listeners[0].IdleClosed; n != 1 {
+			t.Errorf("%d idle closes counted, want 1", n)
+		}
+	})
+}
