@@ -120,18 +120,17 @@ func (h *handler) OnOpen(c *engine.Conn) {
 	s.connect()
 }
 
-// pick returns the index of the pool's server to try first. Loop
-// goroutine.
+// pick returns the index of the pool's server to try first: the next one
+// up from the loop's round-robin cursor, or with least-conn the one up
+// with the fewest connections from this loop (ties in cursor order). The
+// cursor moves past the server picked, so that the servers up share the
+// clients evenly: moving it by one would give a down server's turns to
+// the server after it. With none up it returns the cursor's (connect
+// skips it). Loop goroutine.
 func (s *session) pick() int {
 	pl := s.ln.pool
 	n := len(pl.servers)
-	cur := s.ls.rr[pl.idx]
-	s.ls.rr[pl.idx] = cur + 1
-	first := int(cur % uint32(n))
-	if !pl.leastConn {
-		return first
-	}
-	// Least connections from this loop; ties go round-robin.
+	first := int(s.ls.rr[pl.idx] % uint32(n))
 	best, bestN := first, int64(-1)
 	st := s.ls.srv[pl.idx]
 	for k := range n {
@@ -139,10 +138,15 @@ func (s *session) pick() int {
 		if !pl.servers[i].up() {
 			continue
 		}
+		if !pl.leastConn {
+			best = i
+			break
+		}
 		if a := st[i].active.load(); bestN < 0 || a < bestN {
 			best, bestN = i, a
 		}
 	}
+	s.ls.rr[pl.idx] = uint32(best + 1)
 	return best
 }
 

@@ -872,3 +872,35 @@ func TestIdleTimeoutStuckClient(t *testing.T) {
 		}
 	})
 }
+
+// TestBalanceSkipsDown: with a server down, the servers up share the
+// clients evenly, in round-robin and in least-conn's ties alike, rather
+// than the server after the down one taking its turns as well.
+func TestBalanceSkipsDown(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		for _, balance := range []string{RoundRobin, LeastConn} {
+			t.Run(balance, func(t *testing.T) {
+				dead := deadAddr(t)
+				us := []*upstream{newUpstream(t, nil), newUpstream(t, nil)}
+				cfg := testConfig(b, dead, us[0].addr, us[1].addr)
+				cfg.Pools[0].Balance = balance
+				cfg.Pools[0].Health = &HealthConfig{Interval: Duration(20 * time.Millisecond), Timeout: Duration(20 * time.Millisecond), Rise: 1, Fall: 1}
+				p := startProxy(t, cfg)
+				waitFor(t, "the dead server marked down", func() bool { return !serverTotals(p, dead).Up })
+				for i := range 8 {
+					c := dial(t, p)
+					if err := roundTrip(c, fmt.Sprint("c", i)); err != nil {
+						t.Fatal(err)
+					}
+					c.Close()
+					waitFor(t, "the client to close", func() bool { return p.Totals().Listeners[0].Active == 0 })
+				}
+				for j, u := range us {
+					if n := serverTotals(p, u.addr).Connects; n != 4 {
+						t.Errorf("server up %d took %d of 8 clients, want 4", j, n)
+					}
+				}
+			})
+		}
+	})
+}
