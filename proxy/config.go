@@ -303,12 +303,10 @@ func (c *Config) Validate() error {
 		if err != nil {
 			return fmt.Errorf("%s.listen: %w", where, err)
 		}
+		if name := overlaps(addrs, ap); name != "" {
+			return fmt.Errorf("%s.listen: %q overlaps listener %q", where, l.Listen, name)
+		}
 		if ap.Port() != 0 {
-			for o, name := range addrs {
-				if o.Port() == ap.Port() && (o.Addr() == ap.Addr() || o.Addr().IsUnspecified() || ap.Addr().IsUnspecified()) {
-					return fmt.Errorf("%s.listen: %q overlaps listener %q", where, l.Listen, name)
-				}
-			}
 			addrs[ap] = l.Name
 		}
 		if l.Pool == "" {
@@ -333,8 +331,29 @@ func (c *Config) Validate() error {
 		} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 			return fmt.Errorf("admin.listen: %q: port %q is not a number from 0 to 65535", a, port)
 		}
+		// (A host name is left to net.Listen to resolve.)
+		if ap, err := listenAddr(a); err == nil {
+			if name := overlaps(addrs, ap); name != "" {
+				return fmt.Errorf("admin.listen: %q overlaps listener %q", a, name)
+			}
+		}
 	}
 	return nil
+}
+
+// overlaps returns the name of the listener in addrs that ap cannot be
+// bound beside (the same port, on the same or an unspecified address), ""
+// for none; port 0 overlaps nothing.
+func overlaps(addrs map[netip.AddrPort]string, ap netip.AddrPort) string {
+	if ap.Port() == 0 {
+		return ""
+	}
+	for o, name := range addrs {
+		if o.Port() == ap.Port() && (o.Addr() == ap.Addr() || o.Addr().IsUnspecified() || ap.Addr().IsUnspecified()) {
+			return name
+		}
+	}
+	return ""
 }
 
 // serverAddr parses an upstream "ip:port" ("localhost" is 127.0.0.1).

@@ -90,6 +90,8 @@ func TestConfigErrors(t *testing.T) {
 		{"idle timeout", `listeners: [{name: a, listen: ":1", pool: app, idle_timeout: -1s}]` + "\n" + pool, "listeners[0] (a).idle_timeout: negative -1s"},
 		{"max conns", `listeners: [{name: a, listen: ":1", pool: app, max_conns: -1}]` + "\n" + pool, "listeners[0] (a).max_conns: negative -1"},
 		{"admin", lst + pool + "admin: {listen: localhost}\n", `admin.listen: "localhost" is not host:port`},
+		{"admin overlap", `listeners: [{name: web, listen: ":9901", pool: app}]` + "\n" + pool + "admin: {listen: \"127.0.0.1:9901\"}\n", `admin.listen: "127.0.0.1:9901" overlaps listener "web"`},
+		{"admin same", `listeners: [{name: web, listen: "[::1]:9901", pool: app}]` + "\n" + pool + "admin: {listen: \"[::1]:9901\"}\n", `admin.listen: "[::1]:9901" overlaps listener "web"`},
 		{"admin port", lst + pool + "admin: {listen: \"127.0.0.1:99999\"}\n", `admin.listen: "127.0.0.1:99999": port "99999"`},
 	}
 	for _, tc := range tests {
