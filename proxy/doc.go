@@ -37,6 +37,7 @@
 // JSON).
 //
 // `spindle proxy -config FILE` runs a proxy until SIGINT or SIGTERM and then
-// drains; `spindle proxy -check -config FILE` validates a config and prints
+// drains (a second signal, Proxy.Abort, closes what is left at once);
+// `spindle proxy -check -config FILE` validates a config and prints
 // it with its defaults.
 package proxy

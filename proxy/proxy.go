@@ -50,6 +50,8 @@ type Proxy struct {
 	admin    *adminServer
 	checkers sync.WaitGroup
 	ran      atomic.Bool
+	abort    chan struct{} // closed by Abort
+	aborted  sync.Once
 }
 
 // listener is one config listener.
@@ -96,7 +98,7 @@ func New(cfg *Config, opt *Options) (*Proxy, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	p := &Proxy{cfg: cfg, start: time.Now(), byLn: map[*engine.Listener]*listener{}}
+	p := &Proxy{cfg: cfg, start: time.Now(), byLn: map[*engine.Listener]*listener{}, abort: make(chan struct{})}
 	if opt != nil {
 		p.opt = *opt
 	}
@@ -213,6 +215,13 @@ func (p *Proxy) Run(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 		dctx, cancel := context.WithTimeout(context.Background(), p.opt.Drain)
+		go func() {
+			select {
+			case <-p.abort:
+				cancel()
+			case <-dctx.Done():
+			}
+		}()
 		if p.e.Shutdown(dctx) != nil {
 			p.opt.Logf("proxy: connections still open after the %v drain were closed", p.opt.Drain)
 		}
@@ -227,6 +236,12 @@ func (p *Proxy) Run(ctx context.Context) error {
 	}
 	return err
 }
+
+// Abort cuts Run's drain short: the connections still open are closed at
+// once (before the drain, as soon as it starts), as a second SIGINT or
+// SIGTERM does to `spindle proxy`. It does not stop Run by itself: Run's
+// context does. Any goroutine.
+func (p *Proxy) Abort() { p.aborted.Do(func() { close(p.abort) }) }
 
 // Run makes a proxy from cfg and runs it until ctx is done. Any goroutine.
 func Run(ctx context.Context, cfg *Config, opt *Options) error {

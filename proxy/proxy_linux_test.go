@@ -904,3 +904,38 @@ func TestBalanceSkipsDown(t *testing.T) {
 		}
 	})
 }
+
+// TestAbort: Abort ends a drain at once, closing the connections still
+// open, where Run would otherwise wait out Options.Drain.
+func TestAbort(t *testing.T) {
+	u := newUpstream(t, nil)
+	p, err := New(testConfig(engine.BackendEpoll, u.addr), &Options{Drain: time.Minute, Logf: func(string, ...any) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	c := dial(t, p)
+	if err := roundTrip(c, "open"); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned (%v) with a connection open and a minute's drain", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	p.Abort()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run still draining 10s after Abort")
+	}
+	if err := closedByProxy(c); err != nil {
+		t.Error(err)
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spindlenet/spindle/proxy"
 )
@@ -50,5 +52,33 @@ func runProxy(ctx context.Context, args []string) error {
 	if a := p.AdminAddr(); a != nil {
 		fmt.Fprintf(os.Stderr, "spindle proxy: admin on http://%v (/metrics, /healthz, /debug/config)\n", a)
 	}
+	// The first signal cancels ctx (main) and starts the drain; a second
+	// one, as in HAProxy and Envoy, closes what is still open at once.
+	// sig sees the first signal too, and only the signals main catches:
+	// one ignored when spindle started stays ignored.
+	got := 0
+	if ctx.Err() != nil {
+		got = 1 // before sig could see it
+	}
+	sig := make(chan os.Signal, 2)
+	for _, s := range []os.Signal{syscall.SIGTERM, os.Interrupt, syscall.SIGHUP} {
+		if s == syscall.SIGTERM || !signal.Ignored(s) {
+			signal.Notify(sig, s)
+		}
+	}
+	defer signal.Stop(sig)
+	ran := make(chan struct{})
+	defer close(ran)
+	go func() {
+		for n := got; n < 2; n++ {
+			select {
+			case <-sig:
+			case <-ran:
+				return
+			}
+		}
+		fmt.Fprintln(os.Stderr, "spindle proxy: second signal: closing open connections now")
+		p.Abort()
+	}()
 	return p.Run(ctx)
 }

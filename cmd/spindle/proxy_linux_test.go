@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -13,15 +14,16 @@ import (
 	"time"
 )
 
-// TestProxyRun runs `spindle proxy -config` in front of a Go echo server,
-// forwards one connection, and stops it with SIGTERM while a second one is
-// open: it drains for -drain, closes that connection, and exits 0.
-func TestProxyRun(t *testing.T) {
+// startProxyCmd runs `spindle proxy -config` with -drain drain in front of
+// a Go echo server until the test ends, and returns the listener's address
+// and a channel with the command's exit.
+func startProxyCmd(t *testing.T, drain string) (*exec.Cmd, string, <-chan error) {
+	t.Helper()
 	up, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer up.Close()
+	t.Cleanup(func() { up.Close() })
 	go func() {
 		for {
 			c, err := up.Accept()
@@ -39,7 +41,7 @@ func TestProxyRun(t *testing.T) {
 listeners: [{name: web, listen: "127.0.0.1:0", pool: app}]
 pools: [{name: app, servers: [%q]}]
 `, up.Addr())), 0o644)
-	cmd := spindleCmd("proxy", "-config", cfg, "-drain", "300ms")
+	cmd := spindleCmd("proxy", "-config", cfg, "-drain", drain)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -64,16 +66,16 @@ pools: [{name: app, servers: [%q]}]
 		cmd.Process.Kill()
 		t.Fatalf("no listener line: %v", <-done)
 	}
-	defer cmd.Process.Kill()
-	roundTrip := func(c net.Conn, msg string) {
-		t.Helper()
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		io.WriteString(c, msg)
-		got := make([]byte, len(msg))
-		if _, err := io.ReadFull(c, got); err != nil || string(got) != msg {
-			t.Fatalf("echo %q: got %q, %v", msg, got, err)
-		}
-	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	return cmd, addr, done
+}
+
+// TestProxyRun runs `spindle proxy -config` in front of a Go echo server,
+// forwards one connection, and stops it with SIGTERM while a second one is
+// open: it drains for -drain, closes that connection, and exits 0.
+func TestProxyRun(t *testing.T) {
+	cmd, addr, done := startProxyCmd(t, "300ms")
+	roundTrip := func(c net.Conn, msg string) { echoed(t, c, msg) }
 	c1, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -102,5 +104,49 @@ pools: [{name: app, servers: [%q]}]
 	c2.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if n, err := c2.Read(make([]byte, 1)); n != 0 || err == nil {
 		t.Errorf("open connection after the drain: read %d, %v; want it closed", n, err)
+	}
+}
+
+func echoed(t *testing.T, c net.Conn, msg string) {
+	t.Helper()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, msg)
+	got := make([]byte, len(msg))
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != msg {
+		t.Fatalf("echo %q: got %q, %v", msg, got, err)
+	}
+}
+
+// TestProxySecondSignal: a second SIGINT or SIGTERM during the drain ends
+// it at once, as in HAProxy and Envoy, rather than being swallowed while
+// the drain runs its course.
+func TestProxySecondSignal(t *testing.T) {
+	cmd, addr, done := startProxyCmd(t, "60s")
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	echoed(t, c, "open")
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-done:
+		t.Fatalf("spindle proxy exited (%v) at the first signal with a connection open and a 60s drain", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	t0 := time.Now()
+	cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("spindle proxy after a second signal: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("spindle proxy still draining 10s after a second signal")
+	}
+	t.Logf("exited %v after the second signal", time.Since(t0))
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := c.Read(make([]byte, 1)); n != 0 || err == nil {
+		t.Errorf("open connection after the second signal: read %d, %v; want it closed", n, err)
 	}
 }
