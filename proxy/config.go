@@ -261,10 +261,12 @@ func (c *Config) Validate() error {
 			if err != nil {
 				return fmt.Errorf("%s.servers[%d]: %w", where, j, err)
 			}
-			if seen[ap] {
+			// An IPv4-mapped IPv6 address is its IPv4 address on the wire.
+			key := netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+			if seen[key] {
 				return fmt.Errorf("%s.servers[%d]: %q listed twice", where, j, s)
 			}
-			seen[ap] = true
+			seen[key] = true
 		}
 		if p.Balance != RoundRobin && p.Balance != LeastConn {
 			return fmt.Errorf("%s.balance: unknown %q (want %q or %q)", where, p.Balance, RoundRobin, LeastConn)
@@ -379,8 +381,10 @@ func serverAddr(s string) (netip.AddrPort, error) {
 	return netip.AddrPortFrom(a, uint16(p)), nil
 }
 
-// listenAddr parses a listen "host:port"; an empty host is the unspecified
-// IPv6 address (dual-stack, as the engine listens).
+// listenAddr parses a listen "host:port", for Validate's overlap checks:
+// an empty host is the unspecified IPv6 address (dual-stack, as the engine
+// listens), and an IPv4-mapped IPv6 address is its IPv4 address (a
+// dual-stack socket bound to it takes that address's connections).
 func listenAddr(s string) (netip.AddrPort, error) {
 	host, port, err := net.SplitHostPort(s)
 	if err != nil {
@@ -400,7 +404,7 @@ func listenAddr(s string) (netip.AddrPort, error) {
 	if err != nil {
 		return netip.AddrPort{}, fmt.Errorf("%q: port %q is not a number from 0 to 65535", s, port)
 	}
-	return netip.AddrPortFrom(a, uint16(p)), nil
+	return netip.AddrPortFrom(a.Unmap(), uint16(p)), nil
 }
 
 // YAML returns c as a config file (durations as Go duration strings), as
