@@ -884,7 +884,9 @@ func TestBalanceSkipsDown(t *testing.T) {
 				us := []*upstream{newUpstream(t, nil), newUpstream(t, nil)}
 				cfg := testConfig(b, dead, us[0].addr, us[1].addr)
 				cfg.Pools[0].Balance = balance
-				cfg.Pools[0].Health = &HealthConfig{Interval: Duration(20 * time.Millisecond), Timeout: Duration(20 * time.Millisecond), Rise: 1, Fall: 1}
+				// A live server is marked down only by a connect slower than
+				// the timeout: generous, as Fall is 1.
+				cfg.Pools[0].Health = &HealthConfig{Interval: Duration(100 * time.Millisecond), Timeout: Duration(100 * time.Millisecond), Rise: 1, Fall: 1}
 				p := startProxy(t, cfg)
 				waitFor(t, "the dead server marked down", func() bool { return !serverTotals(p, dead).Up })
 				for i := range 8 {
