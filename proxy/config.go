@@ -58,7 +58,10 @@ type ListenerConfig struct {
 	// 5s.
 	ConnectTimeout Duration `yaml:"connect_timeout" json:"connect_timeout"`
 	// IdleTimeout closes both sides of a connection after this long
-	// without a byte either way. Default 0: never.
+	// without a byte either way (received, or taken from a write queue by
+	// a peer); a side whose queue a peer has stopped taking is reset.
+	// Default 0: never, and then a client that stops reading holds its
+	// connection until it reads again or goes away.
 	IdleTimeout Duration `yaml:"idle_timeout" json:"idle_timeout"`
 	// MaxConns bounds the listener's open client connections; a client
 	// over it is accepted and closed at once, and counted. Default 0:
