@@ -144,6 +144,13 @@ func (c *Conn) SetContext(v any) { c.ctx = v }
 // Buffered is the number of bytes queued for sending. Loop goroutine.
 func (c *Conn) Buffered() int { return c.queued }
 
+// QueuedMemory is the buffer memory c's write queue holds, in whole
+// buffers: what Config.WriteHighWater caps, and what reaches it first when
+// the queue holds many small writes or received buffers (Buffered counts
+// their bytes). A proxy pausing the side that feeds c compares this with
+// the mark, as the engine does. Loop goroutine.
+func (c *Conn) QueuedMemory() int { return c.qmem }
+
 // Closed reports whether OnClose has been called for c. Loop goroutine.
 func (c *Conn) Closed() bool { return c.state == stateClosed }
 

@@ -603,3 +603,36 @@ func TestReset(t *testing.T) {
 		})
 	}
 }
+
+// TestQueuedMemory: a received buffer queued with WriteBuffer adds its
+// bytes to Buffered and a whole buffer to QueuedMemory, the memory the
+// high-water mark caps: a queue of small forwarded messages reaches the
+// mark in memory long before it does in bytes (a proxy pausing on Buffered
+// held 1.1 MiB of buffers under a 64 KiB mark).
+func TestQueuedMemory(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			cfg := testConfig(b)
+			cfg.ReadBufferSize = 4 << 10
+			type delta struct{ bytes, mem int }
+			res := make(chan delta, 1)
+			h := &BaseHandlerFunc{data: func(c *Conn, b Buffer) bool {
+				q0, m0 := c.Buffered(), c.QueuedMemory()
+				n := b.Len()
+				c.WriteBuffer(b) // sent at the end of the iteration, not before
+				res <- delta{c.Buffered() - q0 - n, c.QueuedMemory() - m0}
+				return true
+			}}
+			_, addr := startEngine(t, cfg, h)
+			c := mustDial(t, "tcp", addr)
+			c.Write([]byte("x"))
+			d := <-res
+			if d.bytes != 0 {
+				t.Errorf("Buffered grew by %d bytes more than the message", d.bytes)
+			}
+			if d.mem < cfg.ReadBufferSize {
+				t.Errorf("a 1-byte received buffer adds %d bytes to QueuedMemory, want a whole buffer (%d)", d.mem, cfg.ReadBufferSize)
+			}
+		})
+	}
+}
