@@ -39,9 +39,10 @@ type EngineConfig struct {
 	// CPUs get one loop each. Default: as engine.Config.CPUs.
 	CPUs []int `yaml:"cpus,omitempty" json:"cpus,omitempty"`
 	// WriteHighWater is the engine's per-connection write-queue mark in
-	// bytes (engine.Config.WriteHighWater): the proxy stops reading a
-	// side whose peer has this much queued. Default 256 KiB, minimum
-	// 4096.
+	// bytes of buffer memory (engine.Config.WriteHighWater): the proxy
+	// stops reading a side whose peer's queue holds this much
+	// (engine.Conn.QueuedMemory: whole buffers, however few bytes each
+	// carries). Default 256 KiB, minimum 4096.
 	WriteHighWater int `yaml:"write_high_water" json:"write_high_water"`
 }
 

@@ -20,8 +20,8 @@
 // The data path keeps its state per loop and takes no lock: each loop has
 // its own round-robin cursor and connection counts per server (least-conn
 // picks among the loop's own), and its own counters, which the admin
-// server sums. Reading a side stops while its peer has
-// engine.WriteHighWater queued and resumes when the peer drains; a side's
+// server sums. Reading a side stops while its peer's queue holds
+// engine.WriteHighWater of buffer memory and resumes when the peer drains; a side's
 // FIN is passed on to the other (half-close), and a reset or error on one
 // side closes the other. A server that refuses or times out is skipped for
 // the next one of the pool, each server tried at most once per client.

@@ -246,7 +246,9 @@ func closeIdle(c *engine.Conn) {
 }
 
 // OnData hands b to the other side without copying it, and stops reading
-// this side while the other has WriteHighWater queued. Loop goroutine.
+// this side while the other's queue holds WriteHighWater of buffer memory
+// (QueuedMemory, as the engine's mark counts: a queue of small messages
+// holds a whole buffer each). Loop goroutine.
 func (h *handler) OnData(c *engine.Conn, b engine.Buffer) bool {
 	s := c.Context().(*session)
 	st := &s.ls.srv[s.ln.pool.idx][s.srv]
@@ -264,7 +266,7 @@ func (h *handler) OnData(c *engine.Conn, b engine.Buffer) bool {
 		c.Close()
 		return true
 	}
-	if dst.Buffered() >= h.cfg.Engine.WriteHighWater {
+	if dst.QueuedMemory() >= h.cfg.Engine.WriteHighWater {
 		c.PauseRead()
 	}
 	return true
