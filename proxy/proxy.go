@@ -243,6 +243,20 @@ func (p *Proxy) Run(ctx context.Context) error {
 // context does. Any goroutine.
 func (p *Proxy) Abort() { p.aborted.Do(func() { close(p.abort) }) }
 
+// Close releases a proxy that was never run: its engine, listener sockets
+// and admin socket (Run releases them itself when it returns). After Run
+// it returns an error: end Run's context instead. Any goroutine.
+func (p *Proxy) Close() error {
+	if p.ran.Swap(true) {
+		return errors.New("proxy: Close after Run: end Run's context to stop it")
+	}
+	err := p.e.Shutdown(context.Background())
+	if p.admin != nil {
+		p.admin.close()
+	}
+	return err
+}
+
 // Run makes a proxy from cfg and runs it until ctx is done. Any goroutine.
 func Run(ctx context.Context, cfg *Config, opt *Options) error {
 	p, err := New(cfg, opt)

@@ -941,3 +941,31 @@ func TestAbort(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestCloseUnrun: a proxy made and never run is released by Close: its
+// listener and admin addresses can be bound again at once (the leak check
+// in TestMain sees its fds and goroutines); Close after Run is refused.
+func TestCloseUnrun(t *testing.T) {
+	u := newUpstream(t, func(c net.Conn) {})
+	cfg := testConfig(engine.BackendEpoll, u.addr)
+	cfg.Admin.Listen = "127.0.0.1:0"
+	p, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs := []string{p.Addr(cfg.Listeners[0].Name).String(), p.AdminAddr().String()}
+	if err := p.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for _, a := range addrs {
+		ln, err := net.Listen("tcp", a)
+		if err != nil {
+			t.Errorf("%s still taken after Close: %v", a, err)
+			continue
+		}
+		ln.Close()
+	}
+	if err := p.Close(); err == nil {
+		t.Error("a second Close succeeded")
+	}
+}
