@@ -221,3 +221,76 @@ func (p Proc) Tasks(pid int) ([]TaskStat, error) {
 	}
 	return out, nil
 }
+
+// GroupCPU is the CPU time of a process group, from proc/<pid>/stat.
+type GroupCPU struct {
+	// Ticks is the sum of utime and stime (clock ticks) of the group's
+	// processes, each process's figure covering all its threads, live and
+	// exited.
+	Ticks uint64
+	// PIDs are the processes counted, in order.
+	PIDs []int
+}
+
+// ParseProcStat parses the contents of a /proc/<pid>/stat file into the
+// process group (field 5) and utime+stime (fields 14 and 15) in clock
+// ticks. The command name may contain spaces and parentheses; it ends at
+// the last ')'.
+func ParseProcStat(b []byte) (pgrp int, ticks uint64, err error) {
+	closing := bytes.LastIndexByte(b, ')')
+	if closing < 0 {
+		return 0, 0, fmt.Errorf("%w: process stat without (comm)", errProcFormat)
+	}
+	f := strings.Fields(string(b[closing+1:]))
+	if len(f) < 13 {
+		return 0, 0, fmt.Errorf("%w: process stat has %d fields after comm", errProcFormat, len(f))
+	}
+	// f[0] is field 3 (state).
+	if pgrp, err = strconv.Atoi(f[5-3]); err != nil {
+		return 0, 0, fmt.Errorf("%w: pgrp: %v", errProcFormat, err)
+	}
+	u, err := strconv.ParseUint(f[14-3], 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w: utime: %v", errProcFormat, err)
+	}
+	s, err := strconv.ParseUint(f[15-3], 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w: stime: %v", errProcFormat, err)
+	}
+	return pgrp, u + s, nil
+}
+
+// GroupCPU sums the CPU time of every process in process group pgid (a
+// proxy's master and its workers: the harness starts each proxy as the
+// leader of a group of its own). Processes that exit while being read are
+// skipped; a group with no process is an error. Any goroutine.
+func (p Proc) GroupCPU(pgid int) (GroupCPU, error) {
+	var g GroupCPU
+	ents, err := os.ReadDir(p.path(""))
+	if err != nil {
+		return g, err
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid <= 0 {
+			continue
+		}
+		b, err := p.read(filepath.Join(e.Name(), "stat"))
+		if err != nil {
+			continue // exited, or not a process
+		}
+		pgrp, ticks, err := ParseProcStat(b)
+		if err != nil {
+			return g, fmt.Errorf("%s: %w", p.path(filepath.Join(e.Name(), "stat")), err)
+		}
+		if pgrp == pgid {
+			g.Ticks += ticks
+			g.PIDs = append(g.PIDs, pid)
+		}
+	}
+	if len(g.PIDs) == 0 {
+		return g, fmt.Errorf("bench: no process in process group %d", pgid)
+	}
+	slices.Sort(g.PIDs)
+	return g, nil
+}

@@ -1,0 +1,775 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ProxySchema names the layout of a proxy report (ProxyReport).
+const ProxySchema = "spindle-bench-proxy/1"
+
+// Proxy arm names.
+const (
+	ProxyArmSpindleUring = "spindle-uring"
+	ProxyArmSpindleEpoll = "spindle-epoll"
+	ProxyArmHAProxy      = "haproxy"
+	ProxyArmNginx        = "nginx"
+	ProxyArmDirect       = "direct"
+)
+
+// ProxyConfig configures `spindle bench proxy`: L4 proxies side by side in
+// front of one upstream echo server. The zero value of a field selects its
+// default.
+type ProxyConfig struct {
+	// Arms names the arms to run, in order; nil runs ProxyArms. The
+	// first arm that runs is the one the report's ratios divide by.
+	Arms []string
+	// Duration is the measuring budget, shared among the measurements
+	// (each gets a fifth as warm-up, the rest as its window); start-up and
+	// drains come on top. Default 60 s.
+	Duration time.Duration
+	// Reps is the number of repetitions; arms alternate within each
+	// (ABAB…). Default 3.
+	Reps int
+	// Conns is the number of client connections, each with one request
+	// in flight (closed loop). Default 50.
+	Conns int
+	// Payload is the RPC payload size. Default 64.
+	Payload int
+	// ProxyCPUs pins the proxy process (all its threads and workers).
+	// Default: the first CPU this process may run on.
+	ProxyCPUs []int
+	// ClientCPUs pins the client threads (one per CPU). Default: the
+	// second CPU this process may run on (the first on a single CPU).
+	ClientCPUs []int
+	// UpstreamCPUs pins the upstream echo server. Default: ClientCPUs.
+	UpstreamCPUs []int
+	// UpstreamArm is the `spindle bench server` arm serving as the
+	// upstream. Default "epoll".
+	UpstreamArm string
+	// UpstreamCommand starts the upstream echo server; the harness
+	// appends the server flags (-arm, -listen, -cpus, -control). Default:
+	// this executable with "bench server".
+	UpstreamCommand []string
+	// ProxyCommand starts the spindle arms' proxy; the harness appends
+	// "-config FILE -drain 1s". Default: this executable with "proxy".
+	ProxyCommand []string
+	// Env is added to the environment of the upstream and proxy children.
+	Env []string
+	// Progress receives one line per measurement; nil discards them.
+	Progress io.Writer
+}
+
+// ProxyArms are the arms of `spindle bench proxy`, in their default order.
+var ProxyArms = []string{ProxyArmSpindleUring, ProxyArmSpindleEpoll, ProxyArmHAProxy, ProxyArmNginx, ProxyArmDirect}
+
+// ProxyReport is the result of `spindle bench proxy`.
+type ProxyReport struct {
+	// Schema is ProxySchema.
+	Schema string `json:"schema"`
+	// Started is when the run started (UTC); Seconds how long it took.
+	Started time.Time `json:"started"`
+	Seconds float64   `json:"seconds"`
+	// Host is the machine the run was made on.
+	Host Host `json:"host"`
+	// Config is the run's settings, defaults filled in.
+	Config ProxySettings `json:"config"`
+	// Arms lists every arm asked for; the skipped ones say why.
+	Arms []ArmInfo `json:"arms"`
+	// Results are the measurements, in the order they were made.
+	Results []ProxyResult `json:"results"`
+	// Summary has one row per arm that ran, in order.
+	Summary []ProxySummaryRow `json:"summary"`
+	// Notes are things a reader of the figures should know.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// ProxySettings are a proxy run's settings as measured.
+type ProxySettings struct {
+	Conns         int     `json:"conns"`
+	InFlight      int     `json:"inflight"`
+	Payload       int     `json:"payload"`
+	Reps          int     `json:"reps"`
+	ProxyCPUs     []int   `json:"proxy_cpus"`
+	ClientCPUs    []int   `json:"client_cpus"`
+	UpstreamCPUs  []int   `json:"upstream_cpus"`
+	UpstreamArm   string  `json:"upstream_arm"`
+	WarmupSeconds float64 `json:"warmup_seconds"`
+	WindowSeconds float64 `json:"window_seconds"`
+}
+
+// ProxyResult is one measurement of one arm.
+type ProxyResult struct {
+	Arm string `json:"arm"`
+	Rep int    `json:"rep"`
+	// AchievedRPS is verified replies in the window per second.
+	AchievedRPS float64 `json:"achieved_rps"`
+	// Requests is the verified replies in the window.
+	Requests   uint64      `json:"requests"`
+	Unanswered uint64      `json:"unanswered"`
+	Latency    Percentiles `json:"latency"`
+	// ProxyUSPerReq is the proxy's CPU (utime+stime of every process of
+	// its process group, all threads) per request, in µs; 0 for direct.
+	ProxyUSPerReq float64 `json:"proxy_us_per_req"`
+	// ProxyCPUPercent is that CPU as a percent of one CPU.
+	ProxyCPUPercent float64 `json:"proxy_cpu_percent"`
+	// ProxyProcs is the number of processes counted.
+	ProxyProcs       int     `json:"proxy_procs"`
+	ClientCPUPercent float64 `json:"client_cpu_percent"`
+}
+
+// ProxySummaryRow is one arm's medians (with min and max) over the
+// repetitions, and its ratios to the first arm's medians.
+type ProxySummaryRow struct {
+	Arm           string `json:"arm"`
+	Reps          int    `json:"reps"`
+	AchievedRPS   Spread `json:"achieved_rps"`
+	P50           Spread `json:"p50_us"`
+	P99           Spread `json:"p99_us"`
+	P999          Spread `json:"p99_9_us"`
+	ProxyUSPerReq Spread `json:"proxy_us_per_req"`
+	Unanswered    uint64 `json:"unanswered"`
+	// The ratios of this arm's medians to the first arm's (1 for the
+	// first arm; 0 where the first arm's figure is 0).
+	RPSRatio      float64 `json:"rps_ratio"`
+	P99Ratio      float64 `json:"p99_ratio"`
+	ProxyCPURatio float64 `json:"proxy_cpu_ratio"`
+}
+
+func (c ProxyConfig) withDefaults() (ProxyConfig, error) {
+	if c.Duration < 0 || c.Reps < 0 || c.Conns < 0 {
+		return c, fmt.Errorf("bench: negative setting (duration %v, reps %d, conns %d)", c.Duration, c.Reps, c.Conns)
+	}
+	if c.Duration == 0 {
+		c.Duration = 60 * time.Second
+	}
+	if c.Reps == 0 {
+		c.Reps = 3
+	}
+	if c.Conns == 0 {
+		c.Conns = 50
+	}
+	if c.Payload == 0 {
+		c.Payload = 64
+	}
+	if c.Payload < MinPayload || c.Payload > MaxPayload {
+		return c, fmt.Errorf("bench: payload %d outside %d..%d", c.Payload, MinPayload, MaxPayload)
+	}
+	if c.Arms == nil {
+		c.Arms = slices.Clone(ProxyArms)
+	}
+	for i, a := range c.Arms {
+		if !slices.Contains(ProxyArms, a) {
+			return c, fmt.Errorf("bench: unknown proxy arm %q (arms: %s)", a, strings.Join(ProxyArms, ", "))
+		}
+		if slices.Contains(c.Arms[:i], a) {
+			return c, fmt.Errorf("bench: proxy arm %s given twice", a)
+		}
+	}
+	online, allowed := onlineCPUs(), allowedOrAll()
+	if len(c.ProxyCPUs) == 0 {
+		c.ProxyCPUs = []int{allowed[0]}
+	}
+	if len(c.ClientCPUs) == 0 {
+		c.ClientCPUs = []int{allowed[min(1, len(allowed)-1)]}
+	}
+	if len(c.UpstreamCPUs) == 0 {
+		c.UpstreamCPUs = slices.Clone(c.ClientCPUs)
+	}
+	for _, cpu := range slices.Concat(c.ProxyCPUs, c.ClientCPUs, c.UpstreamCPUs) {
+		if !slices.Contains(online, cpu) {
+			return c, fmt.Errorf("bench: CPU %d does not exist or is offline (online CPUs: %s)", cpu, FormatCPUList(online))
+		}
+	}
+	if c.UpstreamArm == "" {
+		c.UpstreamArm = "epoll"
+	}
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+	if len(c.UpstreamCommand) == 0 || len(c.ProxyCommand) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return c, fmt.Errorf("bench: find own executable: %w", err)
+		}
+		if len(c.UpstreamCommand) == 0 {
+			c.UpstreamCommand = []string{exe, "bench", "server"}
+		}
+		if len(c.ProxyCommand) == 0 {
+			c.ProxyCommand = []string{exe, "proxy"}
+		}
+	}
+	return c, nil
+}
+
+// proxyArm is how one arm is started.
+type proxyArm struct {
+	name, summary string
+	// argv writes the arm's config into dir and returns its command line
+	// for a proxy on listen forwarding to upstream, or an error saying
+	// why the arm cannot run here; nil for the direct arm.
+	argv func(dir, listen, upstream string) ([]string, error)
+	// check, when set, looks at what the proxy wrote once it serves and
+	// says why the arm is not what it claims to be (an engine that fell
+	// back to another backend).
+	check func(output string) error
+}
+
+// engineFellBack returns an error when a spindle proxy's start-up output
+// says the engine runs another backend than backend asked for (its Logf
+// line "engine: io_uring unavailable (…); running on epoll").
+func engineFellBack(backend, output string) error {
+	for l := range strings.Lines(output) {
+		if strings.Contains(l, "engine: ") && strings.Contains(l, "; running on ") && !strings.HasSuffix(strings.TrimSpace(l), "running on "+backend) {
+			return fmt.Errorf("the engine does not run %s here: %s", backend, strings.TrimSpace(l))
+		}
+	}
+	return nil
+}
+
+func (r *proxyRunner) arm(name string) proxyArm {
+	cfg := r.cfg
+	writeConf := func(dir, file, text string) (string, error) {
+		path := filepath.Join(dir, file)
+		return path, os.WriteFile(path, []byte(text), 0o644)
+	}
+	spindle := func(backend string) proxyArm {
+		return proxyArm{
+			name:    "spindle-" + backend,
+			summary: fmt.Sprintf("`spindle proxy` (this binary), engine backend %s, one loop", backend),
+			argv: func(dir, listen, upstream string) ([]string, error) {
+				path, err := writeConf(dir, "spindle-"+backend+".yaml", SpindleProxyConfig(backend, listen, upstream, cfg.ProxyCPUs[0]))
+				if err != nil {
+					return nil, err
+				}
+				return append(slices.Clone(cfg.ProxyCommand), "-config", path, "-drain", "1s"), nil
+			},
+			check: func(output string) error { return engineFellBack(backend, output) },
+		}
+	}
+	switch name {
+	case ProxyArmSpindleUring:
+		return spindle("uring")
+	case ProxyArmSpindleEpoll:
+		return spindle("epoll")
+	case ProxyArmHAProxy:
+		return proxyArm{
+			name: name, summary: "HAProxy from the distribution, mode tcp, nbthread 1 (-db: foreground)",
+			argv: func(dir, listen, upstream string) ([]string, error) {
+				bin, err := exec.LookPath("haproxy")
+				if err != nil {
+					return nil, errors.New("haproxy is not installed (apt-get install haproxy)")
+				}
+				path, err := writeConf(dir, "haproxy.cfg", HAProxyConfig(listen, upstream, cfg.Conns))
+				if err != nil {
+					return nil, err
+				}
+				return []string{bin, "-db", "-f", path}, nil
+			},
+		}
+	case ProxyArmNginx:
+		return proxyArm{
+			name: name, summary: "nginx from the distribution, stream module, one process (master_process off, worker_processes 1)",
+			argv: func(dir, listen, upstream string) ([]string, error) {
+				bin, err := exec.LookPath("nginx")
+				if err != nil {
+					return nil, errors.New("nginx is not installed (apt-get install nginx libnginx-mod-stream)")
+				}
+				mod, err := nginxStream(bin)
+				if err != nil {
+					return nil, err
+				}
+				path, err := writeConf(dir, "nginx.conf", NginxConfig(dir, mod, listen, upstream, cfg.Conns))
+				if err != nil {
+					return nil, err
+				}
+				return []string{bin, "-c", path, "-p", dir, "-e", "stderr"}, nil
+			},
+		}
+	}
+	return proxyArm{name: ProxyArmDirect, summary: "no proxy: the client straight to the upstream (the floor)"}
+}
+
+// proxyRunner holds the state of one proxy run.
+type proxyRunner struct {
+	cfg            ProxyConfig
+	dir            string
+	upstream       *serverProc
+	report         *ProxyReport
+	warmup, window time.Duration
+	total, done    int
+}
+
+// RunProxy runs `spindle bench proxy`: one upstream echo server (this
+// binary's `bench server`), and in front of it each arm's proxy, started
+// fresh, pinned to cfg.ProxyCPUs, for each measurement; arms alternate
+// within each repetition. Every reply is verified; a proxy that fails to
+// start is a skipped arm, one that fails during a measurement fails the
+// run. Everything started is stopped, and the temporary configs removed,
+// before it returns.
+func RunProxy(ctx context.Context, cfg ProxyConfig) (*ProxyReport, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "spindle-bench-proxy-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	r := &proxyRunner{cfg: cfg, dir: dir, report: &ProxyReport{
+		Schema: ProxySchema, Started: time.Now().UTC(), Host: hostInfo(),
+		Config: ProxySettings{
+			Conns: cfg.Conns, InFlight: 1, Payload: cfg.Payload, Reps: cfg.Reps, ProxyCPUs: cfg.ProxyCPUs,
+			ClientCPUs: cfg.ClientCPUs, UpstreamCPUs: cfg.UpstreamCPUs, UpstreamArm: cfg.UpstreamArm,
+		},
+	}}
+	up, err := startServerProc(ctx, append(slices.Clone(cfg.UpstreamCommand), "-arm", cfg.UpstreamArm,
+		"-listen", "127.0.0.1:0", "-loops", "1", "-cpus", FormatCPUList(cfg.UpstreamCPUs), "-control"), cfg.Env)
+	if err != nil {
+		return nil, fmt.Errorf("bench: upstream: %w", err)
+	}
+	r.upstream = up
+	arms, err := r.armSet(ctx)
+	if err == nil {
+		err = r.run(ctx, arms)
+	}
+	if serr := up.stop(); serr != nil {
+		err = errors.Join(err, fmt.Errorf("bench: upstream: %w", serr))
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.finish()
+	return r.report, nil
+}
+
+// armSet starts each arm once, and lists those that cannot run, with the
+// reason, as skipped.
+func (r *proxyRunner) armSet(ctx context.Context) ([]proxyArm, error) {
+	var run []proxyArm
+	for _, name := range r.cfg.Arms {
+		a := r.arm(name)
+		info := ArmInfo{Name: a.name, Summary: a.summary}
+		if a.argv != nil {
+			p, err := r.startProxy(ctx, a)
+			if err == nil {
+				err = p.stop()
+			}
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				info.Skipped = err.Error()
+			}
+		}
+		r.report.Arms = append(r.report.Arms, info)
+		if info.Skipped != "" {
+			r.report.Notes = append(r.report.Notes, fmt.Sprintf("arm %s skipped: %s", a.name, info.Skipped))
+			fmt.Fprintf(r.cfg.Progress, "arm %s skipped: %s\n", a.name, info.Skipped)
+			continue
+		}
+		run = append(run, a)
+	}
+	if len(run) == 0 {
+		return nil, errors.New("bench: no proxy arm can run")
+	}
+	return run, nil
+}
+
+func (r *proxyRunner) run(ctx context.Context, arms []proxyArm) error {
+	c := r.cfg
+	r.total = len(arms) * c.Reps
+	per := c.Duration / time.Duration(r.total)
+	r.warmup = min(max(per/5, 50*time.Millisecond), time.Second)
+	r.window = max(per-r.warmup, 100*time.Millisecond)
+	r.report.Config.WarmupSeconds = r.warmup.Seconds()
+	r.report.Config.WindowSeconds = r.window.Seconds()
+	fmt.Fprintf(r.cfg.Progress, "spindle bench proxy: %d measurements, each %v warm-up + %v measured; proxy CPUs %v, client CPUs %v, upstream CPUs %v\n",
+		r.total, r.warmup, r.window, c.ProxyCPUs, c.ClientCPUs, c.UpstreamCPUs)
+	for rep := 1; rep <= c.Reps; rep++ {
+		for _, a := range arms {
+			res, err := r.measure(ctx, a, rep)
+			if err != nil {
+				return fmt.Errorf("bench: proxy %s rep %d: %w", a.name, rep, err)
+			}
+			r.report.Results = append(r.report.Results, res)
+		}
+	}
+	return nil
+}
+
+// proxyProc is a running proxy, the leader of a process group of its own.
+type proxyProc struct {
+	cmd    *exec.Cmd
+	addr   string
+	errb   *lockedBuffer
+	exited chan struct{} // closed when cmd.Wait has returned
+	err    error         // cmd.Wait's, once exited is closed
+}
+
+// freePort returns a loopback address with a port free at the time of
+// the call, for programs that cannot report the port they picked.
+func freePort() (string, error) {
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// startProxy starts arm a's proxy pinned to the proxy CPUs and waits until
+// a request through it comes back verified.
+func (r *proxyRunner) startProxy(ctx context.Context, a proxyArm) (*proxyProc, error) {
+	listen, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	argv, err := a.argv(r.dir, listen, r.upstream.hello.Addr)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), r.cfg.Env...)
+	p := &proxyProc{cmd: cmd, addr: listen, errb: &lockedBuffer{}, exited: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.errb, p.errb
+	if err := startPinned(cmd, r.cfg.ProxyCPUs); err != nil {
+		return nil, fmt.Errorf("start %s: %w", argv[0], err)
+	}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.exited)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := selfCheck(listen)
+		if err == nil && a.check != nil {
+			if cerr := a.check(p.errb.String()); cerr != nil {
+				p.stop()
+				return nil, cerr
+			}
+		}
+		if err == nil {
+			return p, nil
+		}
+		select {
+		case <-p.exited:
+			return nil, fmt.Errorf("%s exited before serving (%v): %s", argv[0], p.err, strings.TrimSpace(p.errb.String()))
+		case <-ctx.Done():
+			p.stop()
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			p.stop()
+			return nil, fmt.Errorf("%s does not serve on %s within 10s (%v): %s", argv[0], listen, err, strings.TrimSpace(p.errb.String()))
+		}
+	}
+}
+
+// stop ends the proxy's process group: SIGTERM, then SIGKILL after five
+// seconds; any process left in the group after its leader exits is killed.
+// A proxy that exited before it was stopped is an error.
+func (p *proxyProc) stop() error {
+	pgid := p.cmd.Process.Pid
+	var early error
+	select {
+	case <-p.exited:
+		early = fmt.Errorf("the proxy exited during the run (%v): %s", p.err, strings.TrimSpace(p.errb.String()))
+	default:
+	}
+	signalGroup(pgid, syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(5 * time.Second):
+		signalGroup(pgid, syscall.SIGKILL)
+		<-p.exited
+	}
+	signalGroup(pgid, syscall.SIGKILL)
+	return early
+}
+
+// cpuEdge is the proxy's group CPU at one edge of the window.
+type cpuEdge struct {
+	g   GroupCPU
+	at  time.Time
+	err error
+}
+
+func (r *proxyRunner) measure(ctx context.Context, a proxyArm, rep int) (ProxyResult, error) {
+	res := ProxyResult{Arm: a.name, Rep: rep}
+	addr := r.upstream.hello.Addr
+	var p *proxyProc
+	if a.argv != nil {
+		var err error
+		if p, err = r.startProxy(ctx, a); err != nil {
+			return res, err
+		}
+		addr = p.addr
+	}
+	done := make(chan struct{})
+	edges := make(chan [2]cpuEdge, 1)
+	lc := LoadConfig{
+		Addr: addr, Conns: r.cfg.Conns, InFlight: 1, Payload: r.cfg.Payload, Warmup: r.warmup, Duration: r.window,
+		Threads: len(r.cfg.ClientCPUs), CPUs: r.cfg.ClientCPUs, Drain: min(time.Second, r.window),
+	}
+	if p != nil {
+		pgid := p.cmd.Process.Pid
+		lc.Window = func(start, end time.Time) {
+			go func() {
+				var e [2]cpuEdge
+				for i, t := range []time.Time{start, end} {
+					timer := time.NewTimer(time.Until(t))
+					select {
+					case <-timer.C:
+					case <-done:
+						timer.Stop()
+						return
+					}
+					e[i].g, e[i].err = Proc{}.GroupCPU(pgid)
+					e[i].at = time.Now()
+				}
+				edges <- e
+			}()
+		}
+	}
+	load, err := RunLoad(ctx, lc)
+	var e [2]cpuEdge
+	if err == nil && p != nil {
+		e = <-edges
+		err = errors.Join(e[0].err, e[1].err)
+	}
+	close(done)
+	if p != nil {
+		if serr := p.stop(); serr != nil {
+			err = errors.Join(err, serr)
+		}
+	}
+	if err != nil {
+		return res, err
+	}
+	res.AchievedRPS = load.Throughput()
+	res.Requests = load.Replies
+	res.Unanswered = load.Unanswered
+	res.Latency = load.Hist.Percentiles()
+	res.ClientCPUPercent = load.ClientCPUPercent()
+	if p != nil {
+		res.ProxyProcs = len(e[1].g.PIDs)
+		if !slices.Equal(e[0].g.PIDs, e[1].g.PIDs) {
+			r.report.Notes = append(r.report.Notes, fmt.Sprintf("%s rep %d: the proxy's processes changed during the window (%v, then %v): the CPU of one that exited is not counted", a.name, rep, e[0].g.PIDs, e[1].g.PIDs))
+		}
+		res.ProxyUSPerReq, res.ProxyCPUPercent = proxyCPU(e[0], e[1], load.Replies, load.Window)
+	}
+	r.done++
+	fmt.Fprintf(r.cfg.Progress, "[%2d/%d] rep %d %-14s %8.0f req/s  p50 %7.1fµs  p99 %8.1fµs  p99.9 %8.1fµs  proxy %6.2fµs/req (%3.0f%% CPU)  client %3.0f%%\n",
+		r.done, r.total, rep, a.name, res.AchievedRPS, res.Latency.P50, res.Latency.P99, res.Latency.P999, res.ProxyUSPerReq, res.ProxyCPUPercent, res.ClientCPUPercent)
+	return res, nil
+}
+
+// proxyCPU turns the group CPU read at two edges into µs per request and a
+// percent of one CPU: the CPU's rate over the time between the reads,
+// divided by the request rate of the window (replies over window).
+func proxyCPU(a, b cpuEdge, replies uint64, window time.Duration) (usPerReq, percent float64) {
+	between := b.at.Sub(a.at)
+	if between <= 0 || window <= 0 || b.g.Ticks < a.g.Ticks {
+		return 0, 0
+	}
+	cpuNS := float64(b.g.Ticks-a.g.Ticks) * ClockTick
+	percent = 100 * cpuNS / float64(between)
+	if replies == 0 {
+		return 0, percent
+	}
+	rps := float64(replies) / window.Seconds()
+	return cpuNS / between.Seconds() / rps / 1e3, percent
+}
+
+func (r *proxyRunner) finish() {
+	rep := r.report
+	rep.Summary = summarizeProxy(rep.Results)
+	rep.Seconds = time.Since(rep.Started).Seconds()
+	for _, res := range rep.Results {
+		if res.Requests == 0 {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s rep %d got no replies in its window: starved or stalled (a busy machine?)", res.Arm, res.Rep))
+		}
+		if res.Unanswered > 0 {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s rep %d: %d requests of the window were unanswered when the drain ended; its tail percentiles are lower bounds", res.Arm, res.Rep, res.Unanswered))
+		}
+		if res.ClientCPUPercent >= 90 {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s rep %d: the client was saturated (%.0f%% CPU): the rate is the client's limit, not the proxy's", res.Arm, res.Rep, res.ClientCPUPercent))
+		}
+	}
+	if cpuOverlap(r.cfg.ProxyCPUs, slices.Concat(r.cfg.ClientCPUs, r.cfg.UpstreamCPUs)) {
+		rep.Notes = append(rep.Notes, "the proxy shares a CPU with the client or the upstream: figures include their contention")
+	}
+	rep.Notes = append(rep.Notes, fmt.Sprintf("loopback; proxy CPU is utime+stime of the proxy's process group from /proc/PID/stat (%d ms ticks) over each window; softirq work the kernel did for it on other CPUs is not in it", ClockTick/1_000_000))
+}
+
+func cpuOverlap(a, b []int) bool {
+	return slices.ContainsFunc(a, func(c int) bool { return slices.Contains(b, c) })
+}
+
+// summarizeProxy groups results by arm, in first-seen order, and takes
+// medians, spreads and the ratios to the first arm.
+func summarizeProxy(results []ProxyResult) []ProxySummaryRow {
+	var order []string
+	groups := map[string][]ProxyResult{}
+	for _, res := range results {
+		if _, ok := groups[res.Arm]; !ok {
+			order = append(order, res.Arm)
+		}
+		groups[res.Arm] = append(groups[res.Arm], res)
+	}
+	var rows []ProxySummaryRow
+	for _, arm := range order {
+		g := groups[arm]
+		spread := func(f func(ProxyResult) float64) Spread {
+			v := make([]float64, len(g))
+			for i, res := range g {
+				v[i] = f(res)
+			}
+			return spreadOf(v)
+		}
+		row := ProxySummaryRow{
+			Arm: arm, Reps: len(g),
+			AchievedRPS:   spread(func(r ProxyResult) float64 { return r.AchievedRPS }),
+			P50:           spread(func(r ProxyResult) float64 { return r.Latency.P50 }),
+			P99:           spread(func(r ProxyResult) float64 { return r.Latency.P99 }),
+			P999:          spread(func(r ProxyResult) float64 { return r.Latency.P999 }),
+			ProxyUSPerReq: spread(func(r ProxyResult) float64 { return r.ProxyUSPerReq }),
+		}
+		for _, res := range g {
+			row.Unanswered += res.Unanswered
+		}
+		rows = append(rows, row)
+	}
+	ratio := func(a, b float64) float64 {
+		if b == 0 {
+			return 0
+		}
+		return a / b
+	}
+	if len(rows) > 0 {
+		first := rows[0]
+		for i := range rows {
+			rows[i].RPSRatio = ratio(rows[i].AchievedRPS.Median, first.AchievedRPS.Median)
+			rows[i].P99Ratio = ratio(rows[i].P99.Median, first.P99.Median)
+			rows[i].ProxyCPURatio = ratio(rows[i].ProxyUSPerReq.Median, first.ProxyUSPerReq.Median)
+		}
+	}
+	return rows
+}
+
+// WriteProxyReport writes rep into dir (created if needed) as report.json
+// and report.md, each written whole to a temporary file and renamed.
+func WriteProxyReport(dir string, rep *ProxyReport) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	js, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	names := []string{ReportJSON, ReportMarkdown}
+	files := [][]byte{append(js, '\n'), []byte(ProxyMarkdown(rep))}
+	var tmps []string
+	defer func() {
+		for _, t := range tmps {
+			os.Remove(t)
+		}
+	}()
+	for i, name := range names {
+		t, err := writeTemp(dir, name, files[i])
+		if err != nil {
+			return err
+		}
+		tmps = append(tmps, t)
+	}
+	for i, name := range names {
+		if err := os.Rename(tmps[i], filepath.Join(dir, name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ProxyMarkdown renders rep as a Markdown document.
+func ProxyMarkdown(rep *ProxyReport) string {
+	var b strings.Builder
+	c := rep.Config
+	b.WriteString("# spindle bench proxy report\n\n")
+	fmt.Fprintf(&b, "- host: %s, %s, %d CPUs (%s), %s\n", rep.Host.Hostname, rep.Host.Kernel, rep.Host.CPUs, rep.Host.CPUModel, rep.Host.GoVersion)
+	fmt.Fprintf(&b, "- loopback; proxy CPUs %v, client CPUs %v, upstream (%s) CPUs %v\n", c.ProxyCPUs, c.ClientCPUs, c.UpstreamArm, c.UpstreamCPUs)
+	fmt.Fprintf(&b, "- %d connections, %d in flight each (closed loop), %d-byte payload, %d reps (arms alternated), each %.2fs warm-up + %.2fs measured; started %s, %.0fs\n\n",
+		c.Conns, c.InFlight, c.Payload, c.Reps, c.WarmupSeconds, c.WindowSeconds, rep.Started.Format("2006-01-02 15:04 UTC"), rep.Seconds)
+	b.WriteString("Medians over the repetitions with (min–max); latency in µs; proxy CPU in µs per request (utime+stime of the proxy's processes); ratios to the first arm's medians.\n\n")
+	b.WriteString("| arm | req/s | p50 | p99 | p99.9 | proxy CPU µs/req | req/s ratio | p99 ratio | proxy CPU ratio |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, s := range rep.Summary {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %.2f | %.2f | %s |\n", s.Arm, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
+			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), cpuCell(s), s.RPSRatio, s.P99Ratio, ratioCell(s))
+	}
+	b.WriteString("\n## Arms\n\n")
+	for _, a := range rep.Arms {
+		if a.Skipped != "" {
+			fmt.Fprintf(&b, "- **%s** — %s — *skipped: %s*\n", mdText(a.Name), mdText(a.Summary), mdText(a.Skipped))
+		} else {
+			fmt.Fprintf(&b, "- **%s** — %s\n", mdText(a.Name), mdText(a.Summary))
+		}
+	}
+	if len(rep.Notes) > 0 {
+		b.WriteString("\n## Notes\n\n")
+		for _, n := range rep.Notes {
+			fmt.Fprintf(&b, "- %s\n", mdText(n))
+		}
+	}
+	return b.String()
+}
+
+func cpuCell(s ProxySummaryRow) string {
+	if s.Arm == ProxyArmDirect {
+		return "—"
+	}
+	return fmtSpread(s.ProxyUSPerReq, 2)
+}
+
+func ratioCell(s ProxySummaryRow) string {
+	if s.Arm == ProxyArmDirect || s.ProxyCPURatio == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", s.ProxyCPURatio)
+}
+
+// WriteProxyTable prints rep's summary as a plain-text table.
+func WriteProxyTable(w io.Writer, rep *ProxyReport) {
+	fmt.Fprintf(w, "\nbench proxy, loopback, %d reps, medians (min–max); latency in µs, proxy CPU in µs per request; ratios to %s\n", rep.Config.Reps, firstArm(rep))
+	fmt.Fprintf(w, "%-14s %-22s %-20s %-20s %-20s %-18s %7s %7s %7s\n", "arm", "req/s", "p50", "p99", "p99.9", "proxy µs/req", "rps×", "p99×", "cpu×")
+	for _, s := range rep.Summary {
+		fmt.Fprintf(w, "%-14s %-22s %-20s %-20s %-20s %-18s %7.2f %7.2f %7s\n", s.Arm, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
+			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), cpuCell(s), s.RPSRatio, s.P99Ratio, ratioCell(s))
+	}
+	for _, n := range rep.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+}
+
+func firstArm(rep *ProxyReport) string {
+	if len(rep.Summary) == 0 {
+		return "the first arm"
+	}
+	return rep.Summary[0].Arm
+}
+
+// ProxyArmsFlag is the comma-separated arm list for a usage message.
+func ProxyArmsFlag() string { return strings.Join(ProxyArms, ",") }

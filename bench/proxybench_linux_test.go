@@ -1,0 +1,131 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestStartPinned checks that a program started with startPinned runs
+// pinned to the CPUs given, in a process group of its own, and that the
+// caller's threads keep their mask.
+func TestStartPinned(t *testing.T) {
+	allowed, err := allowedCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu := allowed[len(allowed)-1]
+	cmd := exec.Command("sleep", "30")
+	if err := startPinned(cmd, []int{cpu}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		signalGroup(cmd.Process.Pid, 9)
+		cmd.Wait()
+	}()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "Cpus_allowed_list:\t" + strconv.Itoa(cpu)
+	if !strings.Contains(string(b), want+"\n") {
+		t.Errorf("child status has no %q:\n%s", want, b)
+	}
+	st, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pgrp, _, err := ParseProcStat(st); err != nil || pgrp != cmd.Process.Pid {
+		t.Errorf("child's process group %d (%v), want its own, %d", pgrp, err, cmd.Process.Pid)
+	}
+	after, err := allowedCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(allowed) {
+		t.Errorf("the caller's mask is %v after the start, was %v", after, allowed)
+	}
+}
+
+// TestRunProxyPeers runs the distribution proxies and the direct arm for
+// a short closed-loop run against this test binary's echo server: every
+// reply is verified by the load generator, and each arm that ran has a
+// row with a nonzero rate and, for a proxy, nonzero CPU. A proxy that is
+// not installed skips its check with the package to install.
+func TestRunProxyPeers(t *testing.T) {
+	skipUnlessLinux(t)
+	argv, env := testChildCommand()
+	rep, err := RunProxy(context.Background(), ProxyConfig{
+		Arms:     []string{ProxyArmDirect, ProxyArmHAProxy, ProxyArmNginx},
+		Duration: time.Second, Reps: 1, Conns: 8,
+		UpstreamCommand: argv, ProxyCommand: []string{"/nonexistent"}, Env: env,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Schema != ProxySchema || len(rep.Arms) != 3 {
+		t.Fatalf("report: schema %q, arms %+v", rep.Schema, rep.Arms)
+	}
+	rows := map[string]ProxySummaryRow{}
+	for _, s := range rep.Summary {
+		rows[s.Arm] = s
+	}
+	for _, a := range rep.Arms {
+		t.Run(a.Name, func(t *testing.T) {
+			if a.Skipped != "" {
+				tool := map[string]string{ProxyArmHAProxy: "haproxy", ProxyArmNginx: "nginx"}[a.Name]
+				if _, err := exec.LookPath(tool); tool != "" && err != nil {
+					t.Skipf("%s skipped: %s", a.Name, a.Skipped)
+				}
+				t.Fatalf("skipped though installed: %s", a.Skipped)
+			}
+			s, ok := rows[a.Name]
+			if !ok {
+				t.Fatal("no summary row")
+			}
+			if s.AchievedRPS.Median <= 0 {
+				t.Errorf("rate %v", s.AchievedRPS.Median)
+			}
+			if a.Name != ProxyArmDirect && s.ProxyUSPerReq.Median <= 0 {
+				t.Errorf("proxy CPU %v µs/req", s.ProxyUSPerReq.Median)
+			}
+			if a.Name == ProxyArmDirect && s.ProxyUSPerReq.Median != 0 {
+				t.Errorf("direct arm with proxy CPU %v", s.ProxyUSPerReq.Median)
+			}
+		})
+	}
+	if rows[ProxyArmDirect].RPSRatio != 1 {
+		t.Errorf("first arm's rate ratio %v, want 1", rows[ProxyArmDirect].RPSRatio)
+	}
+	md := ProxyMarkdown(rep)
+	for _, s := range rep.Summary {
+		if !strings.Contains(md, "| "+s.Arm+" |") {
+			t.Errorf("markdown has no row for %s:\n%s", s.Arm, md)
+		}
+	}
+}
+
+// TestRunProxySkipsBrokenArm checks that a spindle arm whose command
+// cannot start is skipped with the reason, and the run goes on.
+func TestRunProxySkipsBrokenArm(t *testing.T) {
+	skipUnlessLinux(t)
+	argv, env := testChildCommand()
+	rep, err := RunProxy(context.Background(), ProxyConfig{
+		Arms:     []string{ProxyArmSpindleEpoll, ProxyArmDirect},
+		Duration: 300 * time.Millisecond, Reps: 1, Conns: 2,
+		UpstreamCommand: argv, ProxyCommand: []string{"/nonexistent/spindle", "proxy"}, Env: env,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Arms[0].Skipped == "" || !strings.Contains(rep.Arms[0].Skipped, "/nonexistent/spindle") {
+		t.Errorf("broken arm: %+v", rep.Arms[0])
+	}
+	if len(rep.Summary) != 1 || rep.Summary[0].Arm != ProxyArmDirect {
+		t.Errorf("summary %+v", rep.Summary)
+	}
+}

@@ -1,0 +1,260 @@
+package bench
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spindlenet/spindle/proxy"
+)
+
+// TestSpindleProxyConfig checks that the spindle arms' config is one the
+// proxy's strict parser takes, with the backend, loop CPU, listener and
+// upstream asked for.
+func TestSpindleProxyConfig(t *testing.T) {
+	for _, backend := range []string{"uring", "epoll"} {
+		text := SpindleProxyConfig(backend, "127.0.0.1:4000", "127.0.0.1:5000", 1)
+		cfg, err := proxy.ParseConfig([]byte(text))
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", backend, err, text)
+		}
+		if cfg.Engine.Backend != backend || len(cfg.Engine.CPUs) != 1 || cfg.Engine.CPUs[0] != 1 {
+			t.Errorf("%s: engine %+v", backend, cfg.Engine)
+		}
+		if len(cfg.Listeners) != 1 || cfg.Listeners[0].Listen != "127.0.0.1:4000" || cfg.Listeners[0].Pool != cfg.Pools[0].Name {
+			t.Errorf("%s: listeners %+v", backend, cfg.Listeners)
+		}
+		if len(cfg.Pools) != 1 || len(cfg.Pools[0].Servers) != 1 || cfg.Pools[0].Servers[0] != "127.0.0.1:5000" || cfg.Pools[0].Health != nil {
+			t.Errorf("%s: pools %+v", backend, cfg.Pools)
+		}
+		if cfg.Admin.Listen != "" {
+			t.Errorf("%s: admin server %q in a benchmark config", backend, cfg.Admin.Listen)
+		}
+	}
+}
+
+// lines returns the trimmed non-empty lines of s.
+func lines(s string) []string {
+	var out []string
+	for l := range strings.Lines(s) {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func hasLine(t *testing.T, text, want string) {
+	t.Helper()
+	for _, l := range lines(text) {
+		if l == want {
+			return
+		}
+	}
+	t.Errorf("no line %q in\n%s", want, text)
+}
+
+// TestHAProxyConfig checks the generated HAProxy config's directives and,
+// where haproxy is installed, that haproxy -c accepts it.
+func TestHAProxyConfig(t *testing.T) {
+	text := HAProxyConfig("127.0.0.1:4000", "127.0.0.1:5000", 50)
+	for _, want := range []string{"nbthread 1", "maxconn 114", "mode tcp", "bind 127.0.0.1:4000", "server s1 127.0.0.1:5000", "default_backend upstream"} {
+		hasLine(t, text, want)
+	}
+	bin, err := exec.LookPath("haproxy")
+	if err != nil {
+		t.Skip("haproxy is not installed (apt-get install haproxy): the config was not checked by haproxy -c")
+	}
+	path := filepath.Join(t.TempDir(), "haproxy.cfg")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "-c", "-f", path).CombinedOutput(); err != nil {
+		t.Fatalf("haproxy -c: %v\n%s\n%s", err, out, text)
+	}
+}
+
+// TestNginxConfig checks the generated nginx config's directives and,
+// where nginx and its stream module are installed, that nginx -t accepts
+// it.
+func TestNginxConfig(t *testing.T) {
+	dir := t.TempDir()
+	text := NginxConfig(dir, "/x/ngx_stream_module.so", "127.0.0.1:4000", "127.0.0.1:5000", 50)
+	for _, want := range []string{"load_module /x/ngx_stream_module.so;", "daemon off;", "master_process off;", "worker_processes 1;",
+		"pid " + filepath.Join(dir, "nginx.pid") + ";", "worker_connections 164;", "listen 127.0.0.1:4000;", "proxy_pass 127.0.0.1:5000;"} {
+		hasLine(t, text, want)
+	}
+	if strings.Contains(NginxConfig(dir, "", "127.0.0.1:4000", "127.0.0.1:5000", 50), "load_module") {
+		t.Error("load_module with the stream module built in")
+	}
+	bin, err := exec.LookPath("nginx")
+	if err != nil {
+		t.Skip("nginx is not installed (apt-get install nginx libnginx-mod-stream): the config was not checked by nginx -t")
+	}
+	mod, err := nginxStream(bin)
+	if err != nil {
+		t.Skipf("nginx -t not run: %v", err)
+	}
+	path := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(path, []byte(NginxConfig(dir, mod, "127.0.0.1:4000", "127.0.0.1:5000", 50)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "-t", "-c", path, "-p", dir, "-e", "stderr").CombinedOutput(); err != nil {
+		t.Fatalf("nginx -t: %v\n%s", err, out)
+	}
+}
+
+// writeFakeProc writes proc/<pid>/stat files below root: each entry is a
+// pid's stat line.
+func writeFakeProc(t *testing.T, root string, stats map[string]string) {
+	t.Helper()
+	for pid, line := range stats {
+		dir := filepath.Join(root, "proc", pid)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(line), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// statLine is a /proc/<pid>/stat line with the given comm, process group,
+// utime and stime; the other fields are plausible values.
+func statLine(pid int, comm string, pgrp int, utime, stime uint64) string {
+	return strings.Join([]string{
+		itoa(pid), "(" + comm + ")", "S", "1", itoa(pgrp), itoa(pgrp), "0", "-1", "4194304", "100", "0", "0", "0",
+		u64(utime), u64(stime), "0", "0", "20", "0", "2", "0", "12345", "1000000", "300",
+		"18446744073709551615", "1", "1", "0", "0", "0", "0", "0", "4096", "0", "0", "0", "0", "17", "0", "0", "0", "0", "0", "0",
+	}, " ") + "\n"
+}
+
+func itoa(v int) string   { return strconv.Itoa(v) }
+func u64(v uint64) string { return strconv.FormatUint(v, 10) }
+
+// TestGroupCPUFakeProc sums a process group's CPU from a fake /proc: the
+// leader and its worker (whose comm has spaces and parentheses) count,
+// a process of another group does not, and entries that are not
+// processes are passed over.
+func TestGroupCPUFakeProc(t *testing.T) {
+	root := t.TempDir()
+	writeFakeProc(t, root, map[string]string{
+		"100": statLine(100, "nginx", 100, 30, 12),
+		"101": statLine(101, "nginx: worker (1) ) x", 100, 500, 250),
+		"102": statLine(102, "bash", 7, 9000, 9000),
+		"300": statLine(300, "haproxy", 300, 1, 1),
+	})
+	if err := os.WriteFile(filepath.Join(root, "proc", "stat"), []byte("cpu 1 2 3 4\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "proc", "sys"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := Proc{Root: root}
+	g, err := p.GroupCPU(100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Ticks != 30+12+500+250 || len(g.PIDs) != 2 || g.PIDs[0] != 100 || g.PIDs[1] != 101 {
+		t.Errorf("group 100: %+v, want 792 ticks from [100 101]", g)
+	}
+	if _, err := p.GroupCPU(999); err == nil {
+		t.Error("a group with no process: no error")
+	}
+	writeFakeProc(t, root, map[string]string{"103": "103 (broken) S 1\n"})
+	if _, err := p.GroupCPU(100); err == nil {
+		t.Error("a malformed stat file: no error")
+	}
+}
+
+func TestParseProcStatLive(t *testing.T) {
+	b, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		t.Skip("no /proc/self/stat: not Linux")
+	}
+	pgrp, _, err := ParseProcStat(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pgrp <= 0 {
+		t.Errorf("pgrp %d", pgrp)
+	}
+}
+
+// TestProxyCPU checks the per-request arithmetic: 50 ticks (0.5 s of CPU)
+// over 1 s between the reads is 50% of a CPU; at 10,000 req/s that is
+// 50 µs per request.
+func TestProxyCPU(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	a := cpuEdge{g: GroupCPU{Ticks: 100}, at: t0}
+	b := cpuEdge{g: GroupCPU{Ticks: 150}, at: t0.Add(time.Second)}
+	us, pct := proxyCPU(a, b, 20000, 2*time.Second)
+	if us != 50 || pct != 50 {
+		t.Errorf("got %v µs/req, %v%%; want 50, 50", us, pct)
+	}
+	if us, pct := proxyCPU(b, a, 20000, 2*time.Second); us != 0 || pct != 0 {
+		t.Errorf("reads out of order: %v, %v; want 0, 0", us, pct)
+	}
+	if us, _ := proxyCPU(a, b, 0, 2*time.Second); us != 0 {
+		t.Errorf("no replies: %v µs/req", us)
+	}
+}
+
+// TestSummarizeProxy checks medians and the ratios to the first arm.
+func TestSummarizeProxy(t *testing.T) {
+	res := func(arm string, rps, p99, cpu float64) ProxyResult {
+		return ProxyResult{Arm: arm, AchievedRPS: rps, Latency: Percentiles{P99: p99}, ProxyUSPerReq: cpu}
+	}
+	rows := summarizeProxy([]ProxyResult{
+		res("a", 100, 10, 4), res("b", 50, 30, 8), res("direct", 200, 5, 0),
+		res("a", 110, 12, 5), res("b", 60, 20, 6), res("direct", 210, 6, 0),
+		res("a", 90, 11, 3), res("b", 55, 25, 7), res("direct", 220, 7, 0),
+	})
+	if len(rows) != 3 || rows[0].Arm != "a" || rows[1].Arm != "b" || rows[2].Arm != "direct" {
+		t.Fatalf("rows %+v", rows)
+	}
+	a, b, d := rows[0], rows[1], rows[2]
+	if a.RPSRatio != 1 || a.P99Ratio != 1 || a.ProxyCPURatio != 1 {
+		t.Errorf("first arm's ratios %v %v %v, want 1", a.RPSRatio, a.P99Ratio, a.ProxyCPURatio)
+	}
+	if b.AchievedRPS.Median != 55 || b.RPSRatio != 0.55 || b.P99Ratio != 25.0/11 || b.ProxyCPURatio != 7.0/4 {
+		t.Errorf("b: %+v", b)
+	}
+	if d.ProxyCPURatio != 0 || d.RPSRatio != 2.1 {
+		t.Errorf("direct: %+v", d)
+	}
+}
+
+func TestProxyConfigRefuses(t *testing.T) {
+	for _, c := range []ProxyConfig{
+		{Arms: []string{"squid"}},
+		{Arms: []string{"nginx", "nginx"}},
+		{Reps: -1},
+		{Payload: 1},
+		{ProxyCPUs: []int{4096}},
+	} {
+		if _, err := c.withDefaults(); err == nil {
+			t.Errorf("%+v: no error", c)
+		}
+	}
+}
+
+// TestEngineFellBack checks that a spindle arm whose engine fell back to
+// another backend is caught from its start-up line, and one that runs what
+// it was asked for is not.
+func TestEngineFellBack(t *testing.T) {
+	line := "2026/12/01 11:00:00 engine: io_uring unavailable (operation not permitted); running on epoll\n"
+	if err := engineFellBack("uring", "spindle proxy: listener bench on 127.0.0.1:1, pool upstream\n"+line); err == nil || !strings.Contains(err.Error(), "io_uring unavailable") {
+		t.Errorf("uring arm on epoll: %v", err)
+	}
+	if err := engineFellBack("uring", "spindle proxy: listener bench on 127.0.0.1:1, pool upstream\n"); err != nil {
+		t.Errorf("uring arm without a fallback: %v", err)
+	}
+	if err := engineFellBack("epoll", line); err != nil {
+		t.Errorf("epoll arm: %v", err)
+	}
+}
