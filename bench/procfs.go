@@ -230,6 +230,14 @@ type GroupCPU struct {
 	Ticks uint64
 	// PIDs are the processes counted, in order.
 	PIDs []int
+	// RunNS is the time on CPU of the group's live threads in ns, from
+	// each thread's schedstat: the clock utime and stime are scaled from,
+	// at full resolution (the ticks are 10 ms). It leaves out threads
+	// that have exited; TIDs lists the threads it counts, in order, so
+	// that two reads can be seen to cover the same threads. 0 with TIDs
+	// nil where a thread's schedstat could not be read.
+	RunNS uint64
+	TIDs  []int
 }
 
 // ParseProcStat parses the contents of a /proc/<pid>/stat file into the
@@ -292,5 +300,24 @@ func (p Proc) GroupCPU(pgid int) (GroupCPU, error) {
 		return g, fmt.Errorf("bench: no process in process group %d", pgid)
 	}
 	slices.Sort(g.PIDs)
+	runOK := true
+	for _, pid := range g.PIDs {
+		tasks, err := p.Tasks(pid)
+		if err != nil {
+			runOK = false
+			break
+		}
+		for _, t := range tasks {
+			if t.RunNS == 0 && t.Timeslices == 0 {
+				runOK = false // no schedstat (or a thread that never ran)
+			}
+			g.RunNS += t.RunNS
+			g.TIDs = append(g.TIDs, t.TID)
+		}
+	}
+	if !runOK {
+		g.RunNS, g.TIDs = 0, nil
+	}
+	slices.Sort(g.TIDs)
 	return g, nil
 }

@@ -124,6 +124,10 @@ type ProxyResult struct {
 	ProxyUSPerReq float64 `json:"proxy_us_per_req"`
 	// ProxyCPUPercent is that CPU as a percent of one CPU.
 	ProxyCPUPercent float64 `json:"proxy_cpu_percent"`
+	// ProxyCPUSource is where the proxy CPU came from: "schedstat" (its
+	// threads' run time, ns) or "stat" (utime+stime, 10 ms ticks, where
+	// its threads changed during the window or schedstat is missing).
+	ProxyCPUSource string `json:"proxy_cpu_source,omitempty"`
 	// ProxyProcs is the number of processes counted.
 	ProxyProcs       int     `json:"proxy_procs"`
 	ClientCPUPercent float64 `json:"client_cpu_percent"`
@@ -570,7 +574,12 @@ func (r *proxyRunner) measure(ctx context.Context, a proxyArm, rep int) (ProxyRe
 		if !slices.Equal(e[0].g.PIDs, e[1].g.PIDs) {
 			r.report.Notes = append(r.report.Notes, fmt.Sprintf("%s rep %d: the proxy's processes changed during the window (%v, then %v): the CPU of one that exited is not counted", a.name, rep, e[0].g.PIDs, e[1].g.PIDs))
 		}
-		res.ProxyUSPerReq, res.ProxyCPUPercent = proxyCPU(e[0], e[1], load.Replies, load.Window)
+		var fine bool
+		res.ProxyUSPerReq, res.ProxyCPUPercent, fine = proxyCPU(e[0], e[1], load.Replies, load.Window)
+		res.ProxyCPUSource = "stat"
+		if fine {
+			res.ProxyCPUSource = "schedstat"
+		}
 	}
 	r.done++
 	fmt.Fprintf(r.cfg.Progress, "[%2d/%d] rep %d %-14s %8.0f req/s  p50 %7.1fµs  p99 %8.1fµs  p99.9 %8.1fµs  proxy %6.2fµs/req (%3.0f%% CPU)  client %3.0f%%\n",
@@ -580,19 +589,25 @@ func (r *proxyRunner) measure(ctx context.Context, a proxyArm, rep int) (ProxyRe
 
 // proxyCPU turns the group CPU read at two edges into µs per request and a
 // percent of one CPU: the CPU's rate over the time between the reads,
-// divided by the request rate of the window (replies over window).
-func proxyCPU(a, b cpuEdge, replies uint64, window time.Duration) (usPerReq, percent float64) {
+// divided by the request rate of the window (replies over window). The
+// CPU is the threads' schedstat run time where both reads have it for the
+// same threads (ns resolution), else utime+stime (10 ms ticks, which
+// also count threads that exited); fine says which.
+func proxyCPU(a, b cpuEdge, replies uint64, window time.Duration) (usPerReq, percent float64, fine bool) {
 	between := b.at.Sub(a.at)
 	if between <= 0 || window <= 0 || b.g.Ticks < a.g.Ticks {
-		return 0, 0
+		return 0, 0, false
 	}
 	cpuNS := float64(b.g.Ticks-a.g.Ticks) * ClockTick
+	if a.g.TIDs != nil && slices.Equal(a.g.TIDs, b.g.TIDs) && b.g.RunNS >= a.g.RunNS {
+		cpuNS, fine = float64(b.g.RunNS-a.g.RunNS), true
+	}
 	percent = 100 * cpuNS / float64(between)
 	if replies == 0 {
-		return 0, percent
+		return 0, percent, fine
 	}
 	rps := float64(replies) / window.Seconds()
-	return cpuNS / between.Seconds() / rps / 1e3, percent
+	return cpuNS / between.Seconds() / rps / 1e3, percent, fine
 }
 
 func (r *proxyRunner) finish() {
@@ -613,7 +628,16 @@ func (r *proxyRunner) finish() {
 	if cpuOverlap(r.cfg.ProxyCPUs, slices.Concat(r.cfg.ClientCPUs, r.cfg.UpstreamCPUs)) {
 		rep.Notes = append(rep.Notes, "the proxy shares a CPU with the client or the upstream: figures include their contention")
 	}
-	rep.Notes = append(rep.Notes, fmt.Sprintf("loopback; proxy CPU is utime+stime of the proxy's process group from /proc/PID/stat (%d ms ticks) over each window; softirq work the kernel did for it on other CPUs is not in it", ClockTick/1_000_000))
+	coarse := 0
+	for _, res := range rep.Results {
+		if res.ProxyCPUSource == "stat" {
+			coarse++
+		}
+	}
+	rep.Notes = append(rep.Notes, "loopback; proxy CPU is the CPU time of every thread of every process of the proxy's process group over each window: the threads' schedstat run time (ns; the clock utime+stime are scaled from), softirq work the kernel did for it on other CPUs not included")
+	if coarse > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%d measurements' proxy CPU is utime+stime from /proc/PID/stat, in %d ms ticks (the proxy's threads changed during the window, or schedstat is missing): in a short window it is coarse", coarse, ClockTick/1_000_000))
+	}
 }
 
 func cpuOverlap(a, b []int) bool {

@@ -98,6 +98,12 @@ func TestRunProxyPeers(t *testing.T) {
 			}
 		})
 	}
+	_, schedErr := os.Stat("/proc/self/task/" + strconv.Itoa(os.Getpid()) + "/schedstat")
+	for _, res := range rep.Results {
+		if res.Arm != ProxyArmDirect && schedErr == nil && res.ProxyCPUSource != "schedstat" {
+			t.Errorf("%s rep %d: proxy CPU from %q, want schedstat (this kernel has it)", res.Arm, res.Rep, res.ProxyCPUSource)
+		}
+	}
 	if rows[ProxyArmDirect].RPSRatio != 1 {
 		t.Errorf("first arm's rate ratio %v, want 1", rows[ProxyArmDirect].RPSRatio)
 	}

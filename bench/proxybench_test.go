@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -162,6 +163,28 @@ func TestGroupCPUFakeProc(t *testing.T) {
 	if g.Ticks != 30+12+500+250 || len(g.PIDs) != 2 || g.PIDs[0] != 100 || g.PIDs[1] != 101 {
 		t.Errorf("group 100: %+v, want 792 ticks from [100 101]", g)
 	}
+	if g.RunNS != 0 || g.TIDs != nil {
+		t.Errorf("group 100 without task files: run time %d ns from threads %v, want none", g.RunNS, g.TIDs)
+	}
+	// With the threads' schedstat: the leader's two threads and the
+	// worker's one.
+	for _, th := range []struct {
+		pid, tid int
+		run      string
+	}{{100, 100, "1000 5 3"}, {100, 105, "20000 5 9"}, {101, 101, "300000 1 2"}} {
+		dir := filepath.Join(root, "proc", itoa(th.pid), "task", itoa(th.tid))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, "stat"), []byte(statLine(th.tid, "t", 100, 1, 1)), 0o644)
+		os.WriteFile(filepath.Join(dir, "schedstat"), []byte(th.run+"\n"), 0o644)
+	}
+	if g, err = p.GroupCPU(100); err != nil {
+		t.Fatal(err)
+	}
+	if g.RunNS != 321000 || !slices.Equal(g.TIDs, []int{100, 101, 105}) || g.Ticks != 792 {
+		t.Errorf("group 100 with task files: %+v, want 321000 ns from [100 101 105], 792 ticks", g)
+	}
 	if _, err := p.GroupCPU(999); err == nil {
 		t.Error("a group with no process: no error")
 	}
@@ -187,20 +210,31 @@ func TestParseProcStatLive(t *testing.T) {
 
 // TestProxyCPU checks the per-request arithmetic: 50 ticks (0.5 s of CPU)
 // over 1 s between the reads is 50% of a CPU; at 10,000 req/s that is
-// 50 µs per request.
+// 50 µs per request. With the same threads' run time at both reads, that
+// (0.25 s here) is used instead; with other threads, the ticks.
 func TestProxyCPU(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	a := cpuEdge{g: GroupCPU{Ticks: 100}, at: t0}
 	b := cpuEdge{g: GroupCPU{Ticks: 150}, at: t0.Add(time.Second)}
-	us, pct := proxyCPU(a, b, 20000, 2*time.Second)
-	if us != 50 || pct != 50 {
-		t.Errorf("got %v µs/req, %v%%; want 50, 50", us, pct)
+	us, pct, fine := proxyCPU(a, b, 20000, 2*time.Second)
+	if us != 50 || pct != 50 || fine {
+		t.Errorf("ticks: got %v µs/req, %v%%, fine %v; want 50, 50, false", us, pct, fine)
 	}
-	if us, pct := proxyCPU(b, a, 20000, 2*time.Second); us != 0 || pct != 0 {
+	if us, pct, _ := proxyCPU(b, a, 20000, 2*time.Second); us != 0 || pct != 0 {
 		t.Errorf("reads out of order: %v, %v; want 0, 0", us, pct)
 	}
-	if us, _ := proxyCPU(a, b, 0, 2*time.Second); us != 0 {
+	if us, _, _ := proxyCPU(a, b, 0, 2*time.Second); us != 0 {
 		t.Errorf("no replies: %v µs/req", us)
+	}
+	a.g.RunNS, a.g.TIDs = 1_000_000_000, []int{7, 8}
+	b.g.RunNS, b.g.TIDs = 1_250_000_000, []int{7, 8}
+	us, pct, fine = proxyCPU(a, b, 20000, 2*time.Second)
+	if us != 25 || pct != 25 || !fine {
+		t.Errorf("run time: got %v µs/req, %v%%, fine %v; want 25, 25, true", us, pct, fine)
+	}
+	b.g.TIDs = []int{7, 9}
+	if us, _, fine := proxyCPU(a, b, 20000, 2*time.Second); us != 50 || fine {
+		t.Errorf("threads changed: got %v µs/req, fine %v; want the ticks' 50, false", us, fine)
 	}
 }
 
