@@ -35,6 +35,9 @@ fi
 echo "== spindle bench smoke run (every arm, every reply verified)"
 go run ./cmd/spindle bench --duration 5s --json >/dev/null
 
+echo "== spindle bench proxy smoke run (every proxy arm, every reply verified)"
+go run ./cmd/spindle bench proxy --duration 2s --json >/dev/null
+
 echo "== non-Linux stubs build (darwin)"
 GOOS=darwin GOARCH=arm64 go build ./...
 GOOS=darwin GOARCH=arm64 go vet ./...
