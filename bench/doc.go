@@ -33,6 +33,16 @@
 // read the same way. Without cc or liburing-dev it is skipped, with the
 // package to install.
 //
+// RunProxy (`spindle bench proxy`) compares L4 proxies in the same way:
+// `spindle proxy` on the uring and epoll backends, HAProxy (mode tcp, one
+// thread) and nginx (stream module, one process) from the distribution,
+// each from a generated config, and "direct" (no proxy) as the floor, all
+// in front of one upstream echo server, closed loop. Each proxy is started
+// fresh per measurement, pinned to the proxy CPUs from its first
+// instruction, as the leader of its own process group; its CPU per request
+// is the run time of every thread of every process of that group. A proxy
+// that is not installed is skipped with the package to install.
+//
 // The wire protocol is a length-prefixed echo: a 4-byte big-endian payload
 // length followed by the payload, echoed back unchanged. Every server except
 // c-liburing also speaks HTTP/1.1 on the same port (detected per connection

@@ -143,7 +143,9 @@ type ProxySummaryRow struct {
 	P99           Spread `json:"p99_us"`
 	P999          Spread `json:"p99_9_us"`
 	ProxyUSPerReq Spread `json:"proxy_us_per_req"`
-	Unanswered    uint64 `json:"unanswered"`
+	// ProxyCPUPercent is the median proxy CPU in percent of one CPU.
+	ProxyCPUPercent float64 `json:"proxy_cpu_percent"`
+	Unanswered      uint64  `json:"unanswered"`
 	// The ratios of this arm's medians to the first arm's (1 for the
 	// first arm; 0 where the first arm's figure is 0).
 	RPSRatio      float64 `json:"rps_ratio"`
@@ -625,6 +627,11 @@ func (r *proxyRunner) finish() {
 			rep.Notes = append(rep.Notes, fmt.Sprintf("%s rep %d: the client was saturated (%.0f%% CPU): the rate is the client's limit, not the proxy's", res.Arm, res.Rep, res.ClientCPUPercent))
 		}
 	}
+	for _, s := range rep.Summary {
+		if s.Arm != ProxyArmDirect && s.ProxyCPUPercent < proxyBusyPercent {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s used %.0f%% of a CPU (median): it was not the bottleneck, so its rate and latency are bounded elsewhere (the client and upstream CPUs); compare its CPU per request", s.Arm, s.ProxyCPUPercent))
+		}
+	}
 	if cpuOverlap(r.cfg.ProxyCPUs, slices.Concat(r.cfg.ClientCPUs, r.cfg.UpstreamCPUs)) {
 		rep.Notes = append(rep.Notes, "the proxy shares a CPU with the client or the upstream: figures include their contention")
 	}
@@ -639,6 +646,10 @@ func (r *proxyRunner) finish() {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%d measurements' proxy CPU is utime+stime from /proc/PID/stat, in %d ms ticks (the proxy's threads changed during the window, or schedstat is missing): in a short window it is coarse", coarse, ClockTick/1_000_000))
 	}
 }
+
+// proxyBusyPercent is the share of a CPU (every arm's data path is one
+// thread) below which a proxy is noted as not its measurement's bottleneck.
+const proxyBusyPercent = 90
 
 func cpuOverlap(a, b []int) bool {
 	return slices.ContainsFunc(a, func(c int) bool { return slices.Contains(b, c) })
@@ -667,11 +678,12 @@ func summarizeProxy(results []ProxyResult) []ProxySummaryRow {
 		}
 		row := ProxySummaryRow{
 			Arm: arm, Reps: len(g),
-			AchievedRPS:   spread(func(r ProxyResult) float64 { return r.AchievedRPS }),
-			P50:           spread(func(r ProxyResult) float64 { return r.Latency.P50 }),
-			P99:           spread(func(r ProxyResult) float64 { return r.Latency.P99 }),
-			P999:          spread(func(r ProxyResult) float64 { return r.Latency.P999 }),
-			ProxyUSPerReq: spread(func(r ProxyResult) float64 { return r.ProxyUSPerReq }),
+			AchievedRPS:     spread(func(r ProxyResult) float64 { return r.AchievedRPS }),
+			P50:             spread(func(r ProxyResult) float64 { return r.Latency.P50 }),
+			P99:             spread(func(r ProxyResult) float64 { return r.Latency.P99 }),
+			P999:            spread(func(r ProxyResult) float64 { return r.Latency.P999 }),
+			ProxyUSPerReq:   spread(func(r ProxyResult) float64 { return r.ProxyUSPerReq }),
+			ProxyCPUPercent: spread(func(r ProxyResult) float64 { return r.ProxyCPUPercent }).Median,
 		}
 		for _, res := range g {
 			row.Unanswered += res.Unanswered
@@ -737,12 +749,16 @@ func ProxyMarkdown(rep *ProxyReport) string {
 	fmt.Fprintf(&b, "- loopback; proxy CPUs %v, client CPUs %v, upstream (%s) CPUs %v\n", c.ProxyCPUs, c.ClientCPUs, c.UpstreamArm, c.UpstreamCPUs)
 	fmt.Fprintf(&b, "- %d connections, %d in flight each (closed loop), %d-byte payload, %d reps (arms alternated), each %.2fs warm-up + %.2fs measured; started %s, %.0fs\n\n",
 		c.Conns, c.InFlight, c.Payload, c.Reps, c.WarmupSeconds, c.WindowSeconds, rep.Started.Format("2006-01-02 15:04 UTC"), rep.Seconds)
-	b.WriteString("Medians over the repetitions with (min–max); latency in µs; proxy CPU in µs per request (utime+stime of the proxy's processes); ratios to the first arm's medians.\n\n")
-	b.WriteString("| arm | req/s | p50 | p99 | p99.9 | proxy CPU µs/req | req/s ratio | p99 ratio | proxy CPU ratio |\n")
-	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("Medians over the repetitions with (min–max); latency in µs; proxy CPU in µs per request (run time of every thread of the proxy's processes) and in percent of a CPU; ratios to the first arm's medians.\n\n")
+	b.WriteString("| arm | req/s | p50 | p99 | p99.9 | proxy CPU µs/req | proxy CPU % | req/s ratio | p99 ratio | proxy CPU ratio |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, s := range rep.Summary {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %.2f | %.2f | %s |\n", s.Arm, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
-			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), cpuCell(s), s.RPSRatio, s.P99Ratio, ratioCell(s))
+		pct := "—"
+		if s.Arm != ProxyArmDirect {
+			pct = fmt.Sprintf("%.0f", s.ProxyCPUPercent)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %.2f | %.2f | %s |\n", s.Arm, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
+			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), cpuCell(s), pct, s.RPSRatio, s.P99Ratio, ratioCell(s))
 	}
 	b.WriteString("\n## Arms\n\n")
 	for _, a := range rep.Arms {

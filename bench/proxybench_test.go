@@ -292,3 +292,33 @@ func TestEngineFellBack(t *testing.T) {
 		t.Errorf("epoll arm: %v", err)
 	}
 }
+
+// TestProxyNotes checks that a proxy below proxyBusyPercent of a CPU is
+// noted as not the bottleneck, a busy one and the direct arm are not, and
+// a proxy sharing the client's CPU is noted.
+func TestProxyNotes(t *testing.T) {
+	r := &proxyRunner{cfg: ProxyConfig{ProxyCPUs: []int{0}, ClientCPUs: []int{1}, UpstreamCPUs: []int{1}}, report: &ProxyReport{
+		Results: []ProxyResult{
+			{Arm: "idle-proxy", Requests: 10, AchievedRPS: 10, ProxyCPUPercent: 40},
+			{Arm: "busy-proxy", Requests: 10, AchievedRPS: 10, ProxyCPUPercent: 99},
+			{Arm: ProxyArmDirect, Requests: 10, AchievedRPS: 10},
+		},
+	}}
+	r.finish()
+	notes := strings.Join(r.report.Notes, "\n")
+	if !strings.Contains(notes, "idle-proxy used 40% of a CPU") {
+		t.Errorf("no note for the idle proxy:\n%s", notes)
+	}
+	if strings.Contains(notes, "busy-proxy used") || strings.Contains(notes, "direct used") {
+		t.Errorf("note for a busy proxy or the direct arm:\n%s", notes)
+	}
+	if strings.Contains(notes, "shares a CPU") {
+		t.Errorf("shared-CPU note with the proxy alone on its CPU:\n%s", notes)
+	}
+	r.cfg.ClientCPUs = []int{0}
+	r.report.Notes = nil
+	r.finish()
+	if !strings.Contains(strings.Join(r.report.Notes, "\n"), "shares a CPU") {
+		t.Errorf("no shared-CPU note:\n%s", strings.Join(r.report.Notes, "\n"))
+	}
+}
