@@ -529,7 +529,7 @@ func (r *proxyRunner) measure(ctx context.Context, a proxyArm, rep int) (ProxyRe
 	edges := make(chan [2]cpuEdge, 1)
 	lc := LoadConfig{
 		Addr: addr, Conns: r.cfg.Conns, InFlight: 1, Payload: r.cfg.Payload, Warmup: r.warmup, Duration: r.window,
-		Threads: len(r.cfg.ClientCPUs), CPUs: r.cfg.ClientCPUs, Drain: min(time.Second, r.window),
+		Threads: len(r.cfg.ClientCPUs), CPUs: r.cfg.ClientCPUs, Drain: min(time.Second, r.window), Block: r.clientBlocks(),
 	}
 	if p != nil {
 		pgid := p.cmd.Process.Pid
@@ -632,6 +632,9 @@ func (r *proxyRunner) finish() {
 			rep.Notes = append(rep.Notes, fmt.Sprintf("%s used %.0f%% of a CPU (median): it was not the bottleneck, so its rate and latency are bounded elsewhere (the client and upstream CPUs); compare its CPU per request", s.Arm, s.ProxyCPUPercent))
 		}
 	}
+	if r.clientBlocks() {
+		rep.Notes = append(rep.Notes, "the client shares a CPU with the upstream or the proxy: it sleeps in epoll_wait between events instead of polling, and its wake-ups are in the latencies")
+	}
 	if cpuOverlap(r.cfg.ProxyCPUs, slices.Concat(r.cfg.ClientCPUs, r.cfg.UpstreamCPUs)) {
 		rep.Notes = append(rep.Notes, "the proxy shares a CPU with the client or the upstream: figures include their contention")
 	}
@@ -650,6 +653,15 @@ func (r *proxyRunner) finish() {
 // proxyBusyPercent is the share of a CPU (every arm's data path is one
 // thread) below which a proxy is noted as not its measurement's bottleneck.
 const proxyBusyPercent = 90
+
+// clientBlocks reports whether the client sleeps in epoll_wait instead of
+// polling: it does when it shares a CPU with the upstream or the proxy,
+// whom a polling client would leave only what the scheduler takes from it
+// (on two CPUs, client and upstream share CPU 1, and a polling client made
+// every arm's median latency milliseconds of time slices).
+func (r *proxyRunner) clientBlocks() bool {
+	return cpuOverlap(r.cfg.ClientCPUs, slices.Concat(r.cfg.UpstreamCPUs, r.cfg.ProxyCPUs))
+}
 
 func cpuOverlap(a, b []int) bool {
 	return slices.ContainsFunc(a, func(c int) bool { return slices.Contains(b, c) })

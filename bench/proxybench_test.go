@@ -312,13 +312,20 @@ func TestProxyNotes(t *testing.T) {
 	if strings.Contains(notes, "busy-proxy used") || strings.Contains(notes, "direct used") {
 		t.Errorf("note for a busy proxy or the direct arm:\n%s", notes)
 	}
-	if strings.Contains(notes, "shares a CPU") {
+	if strings.Contains(notes, "proxy shares a CPU") {
 		t.Errorf("shared-CPU note with the proxy alone on its CPU:\n%s", notes)
+	}
+	if !r.clientBlocks() || !strings.Contains(notes, "sleeps in epoll_wait") {
+		t.Errorf("client sharing the upstream's CPU polls, or no note says it blocks:\n%s", notes)
+	}
+	r.cfg.UpstreamCPUs = []int{0}
+	if r.clientBlocks() {
+		t.Error("client alone on its CPU blocks")
 	}
 	r.cfg.ClientCPUs = []int{0}
 	r.report.Notes = nil
 	r.finish()
-	if !strings.Contains(strings.Join(r.report.Notes, "\n"), "shares a CPU") {
+	if !strings.Contains(strings.Join(r.report.Notes, "\n"), "proxy shares a CPU") {
 		t.Errorf("no shared-CPU note:\n%s", strings.Join(r.report.Notes, "\n"))
 	}
 }
