@@ -39,6 +39,7 @@ func TestSchemaDocumented(t *testing.T) {
 	seen := map[reflect.Type]bool{}
 	jsonNames(reflect.TypeFor[Report](), seen, names)
 	jsonNames(reflect.TypeFor[WakeupReport](), seen, names)
+	jsonNames(reflect.TypeFor[ProxyReport](), seen, names)
 	if len(names) < 50 {
 		t.Fatalf("found only %d JSON fields: the walk is broken", len(names))
 	}
