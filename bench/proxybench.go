@@ -772,20 +772,7 @@ func ProxyMarkdown(rep *ProxyReport) string {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %.2f | %.2f | %s |\n", s.Arm, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
 			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), cpuCell(s), pct, s.RPSRatio, s.P99Ratio, ratioCell(s))
 	}
-	b.WriteString("\n## Arms\n\n")
-	for _, a := range rep.Arms {
-		if a.Skipped != "" {
-			fmt.Fprintf(&b, "- **%s** — %s — *skipped: %s*\n", mdText(a.Name), mdText(a.Summary), mdText(a.Skipped))
-		} else {
-			fmt.Fprintf(&b, "- **%s** — %s\n", mdText(a.Name), mdText(a.Summary))
-		}
-	}
-	if len(rep.Notes) > 0 {
-		b.WriteString("\n## Notes\n\n")
-		for _, n := range rep.Notes {
-			fmt.Fprintf(&b, "- %s\n", mdText(n))
-		}
-	}
+	writeArmsAndNotes(&b, rep.Arms, rep.Notes)
 	return b.String()
 }
 

@@ -160,23 +160,29 @@ func Markdown(rep *Report) string {
 			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), s.P9999.Median, s.Max.Median, fmtSpread(s.ServerUSPerReq, 2),
 			fmtSpread(s.MachineWorkUSPerReq, 2), s.SoftirqUSPerReq, s.StealUSPerReq, s.ClientCPUPercent)
 	}
-	if len(rep.Arms) > 0 {
+	writeArmsAndNotes(&b, rep.Arms, rep.Notes)
+	return b.String()
+}
+
+// writeArmsAndNotes appends a Markdown report's "Arms" section (each arm's
+// summary, or why it was skipped) and its "Notes", each where it has any.
+func writeArmsAndNotes(b *strings.Builder, arms []ArmInfo, notes []string) {
+	if len(arms) > 0 {
 		b.WriteString("\n## Arms\n\n")
-		for _, a := range rep.Arms {
+		for _, a := range arms {
 			if a.Skipped != "" {
-				fmt.Fprintf(&b, "- **%s** — %s — *skipped: %s*\n", mdText(a.Name), mdText(a.Summary), mdText(a.Skipped))
+				fmt.Fprintf(b, "- **%s** — %s — *skipped: %s*\n", mdText(a.Name), mdText(a.Summary), mdText(a.Skipped))
 			} else {
-				fmt.Fprintf(&b, "- **%s** — %s\n", mdText(a.Name), mdText(a.Summary))
+				fmt.Fprintf(b, "- **%s** — %s\n", mdText(a.Name), mdText(a.Summary))
 			}
 		}
 	}
-	if len(rep.Notes) > 0 {
+	if len(notes) > 0 {
 		b.WriteString("\n## Notes\n\n")
-		for _, n := range rep.Notes {
-			fmt.Fprintf(&b, "- %s\n", mdText(n))
+		for _, n := range notes {
+			fmt.Fprintf(b, "- %s\n", mdText(n))
 		}
 	}
-	return b.String()
 }
 
 // mdText makes s one line of Markdown text: notes and skip reasons carry
