@@ -88,7 +88,7 @@ func (p *Proxy) WriteMetrics(w io.Writer) error {
 		{"spindle_proxy_server_active", "gauge", "Upstream connections open or connecting.", func(s ServerTotals) string { return fmt.Sprint(s.Active) }},
 		{"spindle_proxy_server_bytes_in_total", "counter", "Bytes received from the server.", func(s ServerTotals) string { return u(s.BytesIn) }},
 		{"spindle_proxy_server_bytes_out_total", "counter", "Bytes from clients forwarded to the server.", func(s ServerTotals) string { return u(s.BytesOut) }},
-		{"spindle_proxy_server_up", "gauge", "1 if the server takes new connections (health checks), else 0.", func(s ServerTotals) string {
+		{"spindle_proxy_server_up", "gauge", "1 if the server takes new connections (neither health checks nor passive health mark it down), else 0.", func(s ServerTotals) string {
 			if s.Up {
 				return "1"
 			}
@@ -96,6 +96,13 @@ func (p *Proxy) WriteMetrics(w io.Writer) error {
 		}},
 		{"spindle_proxy_server_health_check_failures_total", "counter", "Health checks that failed.", func(s ServerTotals) string { return u(s.CheckFailures) }},
 		{"spindle_proxy_server_health_check_passes_total", "counter", "Health checks that passed.", func(s ServerTotals) string { return u(s.CheckPasses) }},
+		{"spindle_proxy_server_passive_down", "gauge", "1 if passive health has the server ejected (its cooldown running), else 0.", func(s ServerTotals) string {
+			if s.PassiveDown {
+				return "1"
+			}
+			return "0"
+		}},
+		{"spindle_proxy_server_passive_ejections_total", "counter", "Times passive health ejected the server.", func(s ServerTotals) string { return u(s.Ejections) }},
 	} {
 		family(m.name, m.typ, m.help)
 		for _, s := range t.Servers {

@@ -89,8 +89,27 @@ type PoolConfig struct {
 	// Balance is RoundRobin (the default) or LeastConn.
 	Balance string `yaml:"balance" json:"balance"`
 	// Health turns on active TCP connect checks. Without it every
-	// server counts as up; failed connects are only counted.
+	// server counts as up (unless Passive ejects it).
 	Health *HealthConfig `yaml:"health" json:"health,omitempty"`
+	// Passive turns on passive health: consecutive failed connects from
+	// the data path eject a server for a cooldown. Without it failed
+	// connects are only counted. A server takes new connections only
+	// while neither the active checks nor passive health mark it down.
+	Passive *PassiveConfig `yaml:"passive,omitempty" json:"passive,omitempty"`
+}
+
+// PassiveConfig configures a pool's passive health: Fails consecutive
+// failed connects to a server (refused or timed out, from any loop) mark
+// it down for Cooldown; after the cooldown it takes connections again, and
+// its next connect decides: a success clears the count, a failure ejects
+// it for another cooldown. Both fields are required.
+type PassiveConfig struct {
+	// Fails is the number of consecutive failed connects that eject a
+	// server; at least 1.
+	Fails int `yaml:"fails" json:"fails"`
+	// Cooldown is how long an ejected server gets no new connections;
+	// positive.
+	Cooldown Duration `yaml:"cooldown" json:"cooldown"`
 }
 
 // HealthConfig configures a pool's active health checks.
@@ -287,6 +306,14 @@ func (c *Config) Validate() error {
 				return fmt.Errorf("%s.health.rise: %d below 1", where, h.Rise)
 			case h.Fall < 1:
 				return fmt.Errorf("%s.health.fall: %d below 1", where, h.Fall)
+			}
+		}
+		if ps := p.Passive; ps != nil {
+			if ps.Fails < 1 {
+				return fmt.Errorf("%s.passive.fails: %d below 1", where, ps.Fails)
+			}
+			if ps.Cooldown <= 0 {
+				return fmt.Errorf("%s.passive.cooldown: %v is not positive", where, time.Duration(ps.Cooldown))
 			}
 		}
 	}

@@ -46,6 +46,9 @@ func TestParseConfigExample(t *testing.T) {
 		if cfg.Pools[0].Balance != LeastConn || cfg.Pools[0].Health.Fall != 3 || time.Duration(cfg.Listeners[0].IdleTimeout) != 5*time.Minute {
 			t.Errorf("%s parsed as %+v", path, cfg)
 		}
+		if ps := cfg.Pools[0].Passive; path == "../examples/proxy/proxy.yaml" && (ps == nil || ps.Fails != 3 || time.Duration(ps.Cooldown) != 10*time.Second) {
+			t.Errorf("%s: passive %+v", path, ps)
+		}
 	}
 }
 
@@ -79,6 +82,9 @@ func TestConfigErrors(t *testing.T) {
 		{"timeout", lst + `pools: [{name: app, servers: ["127.0.0.1:1"], health: {interval: 1s, timeout: 2s}}]`, "pools[0] (app).health.timeout: 2s longer than the interval 1s"},
 		{"rise", lst + `pools: [{name: app, servers: ["127.0.0.1:1"], health: {rise: -1}}]`, "pools[0] (app).health.rise: -1 below 1"},
 		{"fall", lst + `pools: [{name: app, servers: ["127.0.0.1:1"], health: {fall: -2}}]`, "pools[0] (app).health.fall: -2 below 1"},
+		{"passive fails", lst + `pools: [{name: app, servers: ["127.0.0.1:1"], passive: {cooldown: 1s}}]`, "pools[0] (app).passive.fails: 0 below 1"},
+		{"passive cooldown", lst + `pools: [{name: app, servers: ["127.0.0.1:1"], passive: {fails: 3, cooldown: -1s}}]`, "pools[0] (app).passive.cooldown: -1s is not positive"},
+		{"passive no cooldown", lst + `pools: [{name: app, servers: ["127.0.0.1:1"], passive: {fails: 3}}]`, "pools[0] (app).passive.cooldown: 0s is not positive"},
 		{"listener name", `listeners: [{listen: ":1", pool: app}]` + "\n" + pool, "listeners[0].name: missing"},
 		{"listener twice", `listeners: [{name: a, listen: ":1", pool: app}, {name: a, listen: ":2", pool: app}]` + "\n" + pool, `listeners[1] (a).name: listener "a" defined twice`},
 		{"listen", `listeners: [{name: a, listen: "8080", pool: app}]` + "\n" + pool, `listeners[0] (a).listen: "8080" is not host:port`},
@@ -111,7 +117,7 @@ func TestConfigErrors(t *testing.T) {
 // `spindle proxy -check` prints it) parses back to the same config.
 func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte(minimal))
-	f.Add([]byte("engine: {backend: epoll, cpus: [0]}\nlisteners: [{name: a, listen: \":0\", pool: p, idle_timeout: 1s, max_conns: 3}]\npools: [{name: p, servers: [\"[::1]:80\"], balance: least-conn, health: {interval: 1s, rise: 1, fall: 1}}]\nadmin: {listen: \":0\"}\n"))
+	f.Add([]byte("engine: {backend: epoll, cpus: [0]}\nlisteners: [{name: a, listen: \":0\", pool: p, idle_timeout: 1s, max_conns: 3}]\npools: [{name: p, servers: [\"[::1]:80\"], balance: least-conn, health: {interval: 1s, rise: 1, fall: 1}, passive: {fails: 2, cooldown: 30s}}]\nadmin: {listen: \":0\"}\n"))
 	f.Add([]byte("listeners: [{name: a, listen: \":0\", pool: p, connect_timeout: 1h}]\npools: [{name: p, servers: []}]"))
 	f.Add([]byte("&a [*a]"))
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -15,6 +15,7 @@
 //	    servers: ["10.0.0.1:80", "10.0.0.2:80"]
 //	    balance: least-conn
 //	    health: {interval: 2s, timeout: 1s, rise: 2, fall: 3}
+//	    passive: {fails: 3, cooldown: 10s}
 //	admin: {listen: "127.0.0.1:9901"}
 //
 // The data path keeps its state per loop and takes no lock: each loop has
@@ -31,6 +32,16 @@
 // up or down, and the loops read that state with an atomic load. A down
 // server gets no new connections; a client for whom no server is up is
 // closed and counted.
+//
+// Passive health, when a pool has it, watches the data path's own
+// connects: fails consecutive failed connects to a server (refused or timed
+// out, counted over every loop with per-server atomics, no lock) eject it
+// for cooldown. After the cooldown it takes connections again and its next
+// connect decides: a success clears the count, a failure ejects it for
+// another cooldown. The two combine by "and": a server is up only while
+// neither the active checks nor passive health mark it down (a passed
+// check does not end an ejection, and an ended ejection does not raise a
+// server the checks hold down).
 //
 // The admin server serves /metrics (Prometheus text format, names
 // spindle_proxy_*), /healthz and /debug/config (the effective config as

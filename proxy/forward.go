@@ -174,6 +174,7 @@ func (s *session) connect() {
 			// Refused before the dial could start (or closed by the
 			// backend inside Dial, whose OnClose found no session).
 			st.failures.inc()
+			srv.connectFailed(pl.passive)
 			continue
 		}
 		st.active.inc()
@@ -201,6 +202,7 @@ func (s *session) upOpened(up *engine.Conn) {
 	}
 	s.upOpen = true
 	s.ls.srv[s.ln.pool.idx][s.srv].connects.inc()
+	s.ln.pool.servers[s.srv].connected(s.ln.pool.passive)
 	if d := time.Duration(s.ln.cfg.IdleTimeout); d > 0 {
 		s.last = s.p.now()
 		s.idleFn = s.idleCheck
@@ -334,6 +336,7 @@ func (h *handler) OnClose(c *engine.Conn, err error) {
 			return // the client left while its upstream was connecting
 		}
 		st.failures.inc()
+		s.ln.pool.servers[s.srv].connectFailed(s.ln.pool.passive)
 		s.up = nil
 		s.connect()
 		return

@@ -72,10 +72,12 @@ type pool struct {
 	leastConn bool
 	servers   []*server
 	health    *HealthConfig
+	passive   *PassiveConfig // nil: failed connects are only counted
 }
 
-// server is one server of a pool. Its health state is written by the
-// pool's checker goroutine and read by the loops.
+// server is one server of a pool. Its active health state is written by
+// the pool's checker goroutine and read by the loops; its passive health
+// state is written by any loop, with atomics (no lock).
 type server struct {
 	idx  int
 	addr string
@@ -83,10 +85,63 @@ type server struct {
 	// checkFails and checkPasses count failed and passed health checks,
 	// before the state they move; written by the checker only.
 	checkFails, checkPasses atomic.Uint64
+
+	// Passive health (with PoolConfig.Passive): fails counts consecutive
+	// failed connects from every loop; until is the Proxy.now at which
+	// an ejection ends, 0 for none; ejections counts ejections.
+	fails     atomic.Int64
+	until     atomic.Int64
+	ejections atomic.Uint64
+	now       func() int64 // the proxy's clock
 }
 
-// up reports whether s may take new connections. Any goroutine.
-func (s *server) up() bool { return !s.down.Load() }
+// up reports whether s may take new connections: neither the active checks
+// nor passive health mark it down. Any goroutine.
+func (s *server) up() bool { return !s.down.Load() && !s.ejected() }
+
+// ejected reports whether passive health has s down: its cooldown has not
+// ended. The clock is read only while an ejection is recorded. Any
+// goroutine.
+func (s *server) ejected() bool {
+	u := s.until.Load()
+	return u != 0 && s.now() < u
+}
+
+// connectFailed records a failed connect for passive health: the fails-th
+// in a row ejects s for the cooldown, once (a loop whose failure lands
+// while s is ejected changes nothing but the count). After a cooldown the
+// count still stands, so the next failure ejects it again. Any loop.
+func (s *server) connectFailed(pc *PassiveConfig) {
+	if pc == nil {
+		return
+	}
+	if s.fails.Add(1) < int64(pc.Fails) {
+		return
+	}
+	now := s.now()
+	u := s.until.Load()
+	if u != 0 && now < u {
+		return // ejected already
+	}
+	if s.until.CompareAndSwap(u, now+int64(pc.Cooldown)) {
+		s.ejections.Add(1)
+	}
+}
+
+// connected records a successful connect for passive health: it clears the
+// count and any ejection. Stores only where something changes, so that a
+// healthy server's connects write nothing shared. Any loop.
+func (s *server) connected(pc *PassiveConfig) {
+	if pc == nil {
+		return
+	}
+	if s.fails.Load() != 0 {
+		s.fails.Store(0)
+	}
+	if s.until.Load() != 0 {
+		s.until.Store(0)
+	}
+}
 
 // New makes a proxy from cfg: the engine, its listeners and the admin
 // server's socket. It fills in cfg's defaults (SetDefaults, which
@@ -110,10 +165,10 @@ func New(cfg *Config, opt *Options) (*Proxy, error) {
 	}
 	poolByName := map[string]*pool{}
 	for i, pc := range cfg.Pools {
-		pl := &pool{idx: i, name: pc.Name, leastConn: pc.Balance == LeastConn, health: pc.Health}
+		pl := &pool{idx: i, name: pc.Name, leastConn: pc.Balance == LeastConn, health: pc.Health, passive: pc.Passive}
 		for j, s := range pc.Servers {
 			ap, _ := serverAddr(s) // validated
-			pl.servers = append(pl.servers, &server{idx: j, addr: ap.String()})
+			pl.servers = append(pl.servers, &server{idx: j, addr: ap.String(), now: p.now})
 		}
 		p.pools = append(p.pools, pl)
 		poolByName[pc.Name] = pl

@@ -969,3 +969,77 @@ func TestCloseUnrun(t *testing.T) {
 		t.Error("a second Close succeeded")
 	}
 }
+
+// TestPassiveEject: with passive health, a server that refuses fails times
+// in a row is ejected and gets no connect attempts for the cooldown, is
+// tried again after it (and ejected again at its next failure), and one
+// success once it listens clears it.
+func TestPassiveEject(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		dead := deadAddr(t)
+		u := newUpstream(t, nil)
+		cfg := testConfig(b, dead, u.addr)
+		const cooldown = 1500 * time.Millisecond
+		cfg.Pools[0].Passive = &PassiveConfig{Fails: 2, Cooldown: Duration(cooldown)}
+		p := startProxy(t, cfg)
+		client := func(i int) {
+			t.Helper()
+			c := dial(t, p)
+			if err := roundTrip(c, fmt.Sprint("msg ", i)); err != nil {
+				t.Fatalf("conn %d: %v", i, err)
+			}
+			c.Close()
+		}
+		// Round-robin starts clients 0 and 2 on the dead server: the
+		// second failure ejects it.
+		start := time.Now()
+		for i := range 3 {
+			client(i)
+		}
+		d := serverTotals(p, dead)
+		if d.Failures != 2 || d.Up || d.Ejections != 1 || !d.PassiveDown {
+			t.Fatalf("dead server after 2 failures: %+v; want 2 failures, 1 ejection, down", d)
+		}
+		m := scrape(t, p)
+		lbl := fmt.Sprintf("{pool=\"app\",server=\"%s\"}", dead)
+		for k, v := range map[string]float64{"spindle_proxy_server_passive_down": 1, "spindle_proxy_server_passive_ejections_total": 1, "spindle_proxy_server_up": 0} {
+			if got, ok := m[k+lbl]; !ok || got != v {
+				t.Errorf("%s%s = %v (present %v), want %v", k, lbl, got, ok, v)
+			}
+		}
+		for i := range 6 {
+			client(3 + i)
+		}
+		if time.Since(start) >= cooldown {
+			t.Skipf("clients took %v, longer than the %v cooldown: the machine is too slow for this test", time.Since(start), cooldown)
+		}
+		if d := serverTotals(p, dead); d.Failures != 2 {
+			t.Fatalf("dead server got %d connect attempts during its cooldown, want none", d.Failures-2)
+		}
+		// After the cooldown it is tried again: one failure ejects it anew.
+		time.Sleep(cooldown)
+		if !serverTotals(p, dead).Up {
+			t.Fatal("server still down after its cooldown")
+		}
+		for i := range 2 {
+			client(10 + i)
+		}
+		if d := serverTotals(p, dead); d.Failures != 3 || d.Ejections != 2 || d.Up {
+			t.Fatalf("after the cooldown: %+v; want 3 failures, 2 ejections, down", d)
+		}
+		// Listening now: the first connect after the cooldown clears it.
+		v := newUpstream(t, nil)
+		v.stop()
+		if err := v.listen(dead); err != nil {
+			t.Skipf("cannot listen on %s again: %v", dead, err)
+		}
+		t.Cleanup(v.stop)
+		time.Sleep(cooldown)
+		for i := range 4 {
+			client(20 + i)
+		}
+		if d := serverTotals(p, dead); d.Connects == 0 || !d.Up || d.PassiveDown || d.Failures != 3 {
+			t.Fatalf("after it listens: %+v; want connects, up, 3 failures", d)
+		}
+	})
+}

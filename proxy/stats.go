@@ -19,8 +19,14 @@ type ServerTotals struct {
 	Pool, Server                          string
 	Connects, Failures, BytesIn, BytesOut uint64
 	Active                                int64
-	Up                                    bool
-	CheckFailures, CheckPasses            uint64
+	// Up: the server takes new connections (neither the active checks
+	// nor passive health mark it down).
+	Up                         bool
+	CheckFailures, CheckPasses uint64
+	// PassiveDown: passive health has the server ejected; Ejections
+	// counts its ejections.
+	PassiveDown bool
+	Ejections   uint64
 }
 
 // Totals sums the loops' counters. The loops keep counting meanwhile: the
@@ -42,7 +48,7 @@ func (p *Proxy) Totals() Totals {
 	}
 	for _, pl := range p.pools {
 		for _, srv := range pl.servers {
-			st := ServerTotals{Pool: pl.name, Server: srv.addr, Up: srv.up(), CheckFailures: srv.checkFails.Load(), CheckPasses: srv.checkPasses.Load()}
+			st := ServerTotals{Pool: pl.name, Server: srv.addr, Up: srv.up(), CheckFailures: srv.checkFails.Load(), CheckPasses: srv.checkPasses.Load(), PassiveDown: srv.ejected(), Ejections: srv.ejections.Load()}
 			for _, ls := range p.loops {
 				s := &ls.srv[pl.idx][srv.idx]
 				st.Connects += s.connects.load()
