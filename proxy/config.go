@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -83,8 +84,13 @@ const (
 type PoolConfig struct {
 	// Name is what listeners refer to; unique, required.
 	Name string `yaml:"name" json:"name"`
-	// Servers are "ip:port" addresses (numeric: the data path does not
-	// resolve names), at least one, no duplicates.
+	// Servers are "host:port" addresses, at least one, no duplicates. A
+	// host name (localhost included) is resolved once, when the proxy is
+	// made (New), to the first address it resolves to (whichever family
+	// that is); a name that does not resolve is an error from New. The
+	// data path never resolves: a name's later changes are not seen
+	// until the proxy is made again. The config (and -check) keeps the
+	// name as given; metrics name the address.
 	Servers []string `yaml:"servers" json:"servers"`
 	// Balance is RoundRobin (the default) or LeastConn.
 	Balance string `yaml:"balance" json:"balance"`
@@ -278,14 +284,19 @@ func (c *Config) Validate() error {
 		if len(p.Servers) == 0 {
 			return fmt.Errorf("%s.servers: none listed", where)
 		}
-		seen := map[netip.AddrPort]bool{}
+		seen := map[string]bool{}
 		for j, s := range p.Servers {
-			ap, err := serverAddr(s)
+			host, ap, err := serverAddr(s)
 			if err != nil {
 				return fmt.Errorf("%s.servers[%d]: %w", where, j, err)
 			}
-			// An IPv4-mapped IPv6 address is its IPv4 address on the wire.
-			key := netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+			// An IPv4-mapped IPv6 address is its IPv4 address on the wire;
+			// names are compared as names here (New checks what they
+			// resolve to).
+			key := strings.ToLower(net.JoinHostPort(host, strconv.Itoa(int(ap.Port()))))
+			if ap.Addr().IsValid() {
+				key = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()).String()
+			}
 			if seen[key] {
 				return fmt.Errorf("%s.servers[%d]: %q listed twice", where, j, s)
 			}
@@ -389,27 +400,28 @@ func overlaps(addrs map[netip.AddrPort]string, ap netip.AddrPort) string {
 	return ""
 }
 
-// serverAddr parses an upstream "ip:port" ("localhost" is 127.0.0.1).
-func serverAddr(s string) (netip.AddrPort, error) {
+// serverAddr parses an upstream "host:port": a numeric host gives a valid
+// address; a name gives an invalid one, and New resolves it.
+func serverAddr(s string) (host string, ap netip.AddrPort, err error) {
 	host, port, err := net.SplitHostPort(s)
 	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("%q is not ip:port", s)
+		return "", netip.AddrPort{}, fmt.Errorf("%q is not host:port", s)
 	}
-	if host == "localhost" {
-		host = "127.0.0.1"
-	}
-	a, err := netip.ParseAddr(host)
-	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("%q: host %q is not an IP address (names are not resolved)", s, host)
-	}
-	if a.IsUnspecified() {
-		return netip.AddrPort{}, fmt.Errorf("%q: unspecified address", s)
+	if host == "" {
+		return "", netip.AddrPort{}, fmt.Errorf("%q: empty host", s)
 	}
 	p, err := strconv.ParseUint(port, 10, 16)
 	if err != nil || p == 0 {
-		return netip.AddrPort{}, fmt.Errorf("%q: port %q is not a number from 1 to 65535", s, port)
+		return "", netip.AddrPort{}, fmt.Errorf("%q: port %q is not a number from 1 to 65535", s, port)
 	}
-	return netip.AddrPortFrom(a, uint16(p)), nil
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return host, netip.AddrPortFrom(netip.Addr{}, uint16(p)), nil // a name
+	}
+	if a.IsUnspecified() {
+		return "", netip.AddrPort{}, fmt.Errorf("%q: unspecified address", s)
+	}
+	return host, netip.AddrPortFrom(a, uint16(p)), nil
 }
 
 // listenAddr parses a listen "host:port", for Validate's overlap checks:

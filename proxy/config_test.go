@@ -72,8 +72,10 @@ func TestConfigErrors(t *testing.T) {
 		{"pool name", lst + `pools: [{servers: ["127.0.0.1:1"]}]`, "pools[0].name: missing"},
 		{"pool twice", lst + `pools: [{name: app, servers: ["127.0.0.1:1"]}, {name: app, servers: ["127.0.0.1:2"]}]`, `pools[1] (app).name: pool "app" defined twice`},
 		{"no servers", lst + `pools: [{name: app}]`, "pools[0] (app).servers: none listed"},
-		{"server name", lst + `pools: [{name: app, servers: ["127.0.0.1:1", "db.local:5432"]}]`, `pools[0] (app).servers[1]: "db.local:5432": host "db.local" is not an IP address`},
-		{"server no port", lst + `pools: [{name: app, servers: ["127.0.0.1"]}]`, `pools[0] (app).servers[0]: "127.0.0.1" is not ip:port`},
+		{"server empty host", lst + `pools: [{name: app, servers: ["127.0.0.1:1", ":5432"]}]`, `pools[0] (app).servers[1]: ":5432": empty host`},
+		{"server name twice", lst + `pools: [{name: app, servers: ["db.local:5432", "DB.local:5432"]}]`, `pools[0] (app).servers[1]: "DB.local:5432" listed twice`},
+		{"server name port", lst + `pools: [{name: app, servers: ["db.local:pg"]}]`, `pools[0] (app).servers[0]: "db.local:pg": port "pg" is not a number`},
+		{"server no port", lst + `pools: [{name: app, servers: ["127.0.0.1"]}]`, `pools[0] (app).servers[0]: "127.0.0.1" is not host:port`},
 		{"server port 0", lst + `pools: [{name: app, servers: ["127.0.0.1:0"]}]`, `servers[0]: "127.0.0.1:0": port "0" is not a number from 1 to 65535`},
 		{"server twice", lst + `pools: [{name: app, servers: ["127.0.0.1:1", "127.0.0.1:1"]}]`, `pools[0] (app).servers[1]: "127.0.0.1:1" listed twice`},
 		{"server twice mapped", lst + `pools: [{name: app, servers: ["127.0.0.1:1", "[::ffff:127.0.0.1]:1"]}]`, `pools[0] (app).servers[1]: "[::ffff:127.0.0.1]:1" listed twice`},
@@ -117,7 +119,7 @@ func TestConfigErrors(t *testing.T) {
 // `spindle proxy -check` prints it) parses back to the same config.
 func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte(minimal))
-	f.Add([]byte("engine: {backend: epoll, cpus: [0]}\nlisteners: [{name: a, listen: \":0\", pool: p, idle_timeout: 1s, max_conns: 3}]\npools: [{name: p, servers: [\"[::1]:80\"], balance: least-conn, health: {interval: 1s, rise: 1, fall: 1}, passive: {fails: 2, cooldown: 30s}}]\nadmin: {listen: \":0\"}\n"))
+	f.Add([]byte("engine: {backend: epoll, cpus: [0]}\nlisteners: [{name: a, listen: \":0\", pool: p, idle_timeout: 1s, max_conns: 3}]\npools: [{name: p, servers: [\"[::1]:80\", \"db.local:80\"], balance: least-conn, health: {interval: 1s, rise: 1, fall: 1}, passive: {fails: 2, cooldown: 30s}}]\nadmin: {listen: \":0\"}\n"))
 	f.Add([]byte("listeners: [{name: a, listen: \":0\", pool: p, connect_timeout: 1h}]\npools: [{name: p, servers: []}]"))
 	f.Add([]byte("&a [*a]"))
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -12,11 +12,16 @@
 //	  - {name: web, listen: ":8080", pool: app, connect_timeout: 2s, idle_timeout: 5m, max_conns: 10000}
 //	pools:
 //	  - name: app
-//	    servers: ["10.0.0.1:80", "10.0.0.2:80"]
+//	    servers: ["10.0.0.1:80", "app2.internal:80"]
 //	    balance: least-conn
 //	    health: {interval: 2s, timeout: 1s, rise: 2, fall: 3}
 //	    passive: {fails: 3, cooldown: 10s}
 //	admin: {listen: "127.0.0.1:9901"}
+//
+// A server may be named by host: New resolves each name once, to the first
+// address it resolves to (whichever family that is), and fails naming the
+// server when it does not resolve; the data path never resolves, so a
+// name's later changes are not seen until the proxy is made again.
 //
 // The data path keeps its state per loop and takes no lock: each loop has
 // its own round-robin cursor and connection counts per server (least-conn

@@ -26,7 +26,13 @@ type Options struct {
 	// Logf receives start-up messages (the engine's among them). Default
 	// log.Printf.
 	Logf func(format string, args ...any)
+	// Resolver resolves server names in New. Default
+	// net.DefaultResolver.
+	Resolver *net.Resolver
 }
+
+// ResolveTimeout bounds the resolution of each server name in New.
+const ResolveTimeout = 10 * time.Second
 
 // DefaultDrain is the default of Options.Drain.
 const DefaultDrain = 10 * time.Second
@@ -163,11 +169,22 @@ func New(cfg *Config, opt *Options) (*Proxy, error) {
 	if p.opt.Logf == nil {
 		p.opt.Logf = log.Printf
 	}
+	if p.opt.Resolver == nil {
+		p.opt.Resolver = net.DefaultResolver
+	}
 	poolByName := map[string]*pool{}
 	for i, pc := range cfg.Pools {
 		pl := &pool{idx: i, name: pc.Name, leastConn: pc.Balance == LeastConn, health: pc.Health, passive: pc.Passive}
+		seen := map[netip.AddrPort]int{}
 		for j, s := range pc.Servers {
-			ap, _ := serverAddr(s) // validated
+			ap, err := p.resolve(s)
+			if err != nil {
+				return nil, fmt.Errorf("pools[%d] (%s).servers[%d]: %q: %w", i, pc.Name, j, s, err)
+			}
+			if k, ok := seen[ap]; ok {
+				return nil, fmt.Errorf("pools[%d] (%s).servers[%d]: %q is %v, as servers[%d] %q is", i, pc.Name, j, s, ap, k, pc.Servers[k])
+			}
+			seen[ap] = j
 			pl.servers = append(pl.servers, &server{idx: j, addr: ap.String(), now: p.now})
 		}
 		p.pools = append(p.pools, pl)
@@ -217,6 +234,29 @@ func New(cfg *Config, opt *Options) (*Proxy, error) {
 		p.admin = a
 	}
 	return p, nil
+}
+
+// resolve returns the address of server s (validated): its own when
+// numeric, else the first its name resolves to, IPv4-mapped addresses as
+// IPv4.
+func (p *Proxy) resolve(s string) (netip.AddrPort, error) {
+	host, ap, err := serverAddr(s)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	if ap.Addr().IsValid() {
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ResolveTimeout)
+	defer cancel()
+	addrs, err := p.opt.Resolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	if len(addrs) == 0 { // (the resolver reports no address as an error)
+		return netip.AddrPort{}, fmt.Errorf("%s resolves to no address", host)
+	}
+	return netip.AddrPortFrom(addrs[0].Unmap(), ap.Port()), nil
 }
 
 // Addr returns the bound address of the named listener, nil if there is

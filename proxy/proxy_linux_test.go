@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"net/netip"
 	"runtime"
 	"strings"
 	"sync"
@@ -1042,4 +1043,53 @@ func TestPassiveEject(t *testing.T) {
 			t.Fatalf("after it listens: %+v; want connects, up, 3 failures", d)
 		}
 	})
+}
+
+// TestServerName: a server given as "localhost:PORT" is resolved once, by
+// New, to the first address the name resolves to; -check's config keeps
+// the name as given, and the metrics name the address connected to.
+func TestServerName(t *testing.T) {
+	addrs, err := net.DefaultResolver.LookupNetIP(context.Background(), "ip", "localhost")
+	if err != nil || len(addrs) == 0 {
+		t.Skipf("localhost does not resolve here: %v", err)
+	}
+	first := addrs[0].Unmap()
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := &upstream{serve: echo, conns: map[net.Conn]bool{}}
+		if err := u.listen(netip.AddrPortFrom(first, 0).String()); err != nil {
+			t.Skipf("cannot listen on localhost's first address %v: %v", first, err)
+		}
+		t.Cleanup(u.stop)
+		port := netip.MustParseAddrPort(u.addr).Port()
+		name := fmt.Sprintf("localhost:%d", port)
+		cfg := testConfig(b, name)
+		p := startProxy(t, cfg)
+		c := dial(t, p)
+		if err := roundTrip(c, "by name"); err != nil {
+			t.Fatal(err)
+		}
+		if got := p.Config().Pools[0].Servers[0]; got != name {
+			t.Errorf("config server %q, want %q as given", got, name)
+		}
+		if s := serverTotals(p, netip.AddrPortFrom(first, port).String()); s.Connects != 1 {
+			t.Errorf("server %v: %+v, want 1 connect", netip.AddrPortFrom(first, port), s)
+		}
+		if out, err := p.Config().YAML(); err != nil || !strings.Contains(string(out), name) {
+			t.Errorf("printed config lacks %q (%v):\n%s", name, err, out)
+		}
+	})
+}
+
+// TestServerNameUnresolved: a server name that does not resolve is an
+// error from New naming the server. The resolver's DNS is refused, so the
+// test sends no query off the host.
+func TestServerNameUnresolved(t *testing.T) {
+	noDNS := &net.Resolver{PreferGo: true, Dial: func(context.Context, string, string) (net.Conn, error) {
+		return nil, errors.New("no DNS in this test")
+	}}
+	cfg := testConfig(engine.BackendEpoll, "127.0.0.1:1", "no-such-server.invalid:80")
+	_, err := New(cfg, &Options{Logf: func(string, ...any) {}, Resolver: noDNS})
+	if err == nil || !strings.Contains(err.Error(), `pools[0] (app).servers[1]: "no-such-server.invalid:80"`) {
+		t.Errorf("New returned %v, want an error naming the server", err)
+	}
 }

@@ -31,7 +31,7 @@ func TestProxyCheck(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("printed config parses to %+v, want %+v", got, want)
 	}
-	for _, s := range []string{"connect_timeout: 2s", "balance: least-conn", "write_high_water: 262144", "rise: 2", "passive:\n      fails: 2\n      cooldown: 5s"} {
+	for _, s := range []string{"connect_timeout: 2s", "balance: least-conn", "write_high_water: 262144", "rise: 2", "- localhost:18082", "passive:\n      fails: 2\n      cooldown: 5s"} {
 		if !bytes.Contains(out, []byte(s)) {
 			t.Errorf("output lacks %q:\n%s", s, out)
 		}
