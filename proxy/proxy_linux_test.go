@@ -1093,3 +1093,98 @@ func TestServerNameUnresolved(t *testing.T) {
 		t.Errorf("New returned %v, want an error naming the server", err)
 	}
 }
+
+// dnsOnLoopback runs a DNS server on a loopback UDP socket that answers
+// an A query for name with 127.0.0.1 and every other query with no
+// address, and returns a resolver that asks it alone.
+func dnsOnLoopback(t *testing.T, name string) *net.Resolver {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	go func() {
+		buf := make([]byte, 512)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			q := buf[:n]
+			// Header (12 bytes), then the question: labels, type, class.
+			i := 12
+			var labels []string
+			for i < n && q[i] != 0 {
+				l := int(q[i])
+				if i+1+l > n {
+					break
+				}
+				labels = append(labels, string(q[i+1:i+1+l]))
+				i += 1 + l
+			}
+			end := i + 5 // the root label, type, class
+			if end > n {
+				continue
+			}
+			qtype := uint16(q[i+1])<<8 | uint16(q[i+2])
+			resp := append([]byte{}, q[:end]...)
+			resp[2], resp[3] = 0x81, 0x80 // a response; recursion desired and available; no error
+			resp[6], resp[7] = 0, 0       // answers
+			resp[8], resp[9], resp[10], resp[11] = 0, 0, 0, 0
+			if strings.EqualFold(strings.Join(labels, "."), name) && qtype == 1 {
+				resp[7] = 1
+				resp = append(resp, 0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 127, 0, 0, 1)
+			}
+			pc.WriteTo(resp, from)
+		}
+	}()
+	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "udp", pc.LocalAddr().String())
+	}}
+}
+
+// TestServerNameDNS: a server name that only DNS knows (a server on
+// loopback) is resolved by New through Options.Resolver and connected to;
+// a second server that resolves to the same address is an error naming
+// both.
+func TestServerNameDNS(t *testing.T) {
+	const name = "app.spindle.test"
+	res := dnsOnLoopback(t, name)
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newUpstream(t, nil)
+		port := netip.MustParseAddrPort(u.addr).Port()
+		server := fmt.Sprintf("%s:%d", name, port)
+		p, err := New(testConfig(b, server), &Options{Logf: func(string, ...any) {}, Resolver: res})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- p.Run(ctx) }()
+		defer func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		}()
+		c := dial(t, p)
+		if err := roundTrip(c, "by DNS"); err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		if s := serverTotals(p, u.addr); s.Connects != 1 {
+			t.Errorf("server %s: %+v, want 1 connect", u.addr, s)
+		}
+
+		p2, err := New(testConfig(b, u.addr, server), &Options{Logf: func(string, ...any) {}, Resolver: res})
+		if p2 != nil {
+			p2.Close()
+		}
+		want := fmt.Sprintf("pools[0] (app).servers[1]: %q is %s, as servers[0] %q is", server, u.addr, u.addr)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("two servers at one address: New returned %v, want %q", err, want)
+		}
+	})
+}
