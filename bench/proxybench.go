@@ -729,27 +729,7 @@ func WriteProxyReport(dir string, rep *ProxyReport) error {
 	if err != nil {
 		return err
 	}
-	names := []string{ReportJSON, ReportMarkdown}
-	files := [][]byte{append(js, '\n'), []byte(ProxyMarkdown(rep))}
-	var tmps []string
-	defer func() {
-		for _, t := range tmps {
-			os.Remove(t)
-		}
-	}()
-	for i, name := range names {
-		t, err := writeTemp(dir, name, files[i])
-		if err != nil {
-			return err
-		}
-		tmps = append(tmps, t)
-	}
-	for i, name := range names {
-		if err := os.Rename(tmps[i], filepath.Join(dir, name)); err != nil {
-			return err
-		}
-	}
-	return nil
+	return writeFiles(dir, []string{ReportJSON, ReportMarkdown}, [][]byte{append(js, '\n'), []byte(ProxyMarkdown(rep))})
 }
 
 // ProxyMarkdown renders rep as a Markdown document.

@@ -33,20 +33,23 @@ func WriteReport(dir string, rep *Report) error {
 	if err != nil {
 		return err
 	}
-	files := map[string][]byte{
-		ReportJSON:     append(js, '\n'),
-		ReportMarkdown: []byte(Markdown(rep)),
-		ReportHTML:     []byte(HTML(rep)),
-	}
-	names := []string{ReportJSON, ReportMarkdown, ReportHTML}
+	return writeFiles(dir, []string{ReportJSON, ReportMarkdown, ReportHTML},
+		[][]byte{append(js, '\n'), []byte(Markdown(rep)), []byte(HTML(rep))})
+}
+
+// writeFiles writes each of data to a temporary file in dir, then renames
+// them over names once all are written, so that a failed or interrupted
+// write leaves the previous files and a symbolic link at a name is
+// replaced, not written through.
+func writeFiles(dir string, names []string, data [][]byte) error {
 	var tmps []string
 	defer func() {
 		for _, t := range tmps {
 			os.Remove(t) // gone once renamed
 		}
 	}()
-	for _, name := range names {
-		t, err := writeTemp(dir, name, files[name])
+	for i, name := range names {
+		t, err := writeTemp(dir, name, data[i])
 		if err != nil {
 			return err
 		}
