@@ -462,7 +462,13 @@ func TestOpenLoopOverload(t *testing.T) {
 	served := s.writtenBetween(ws, we)
 	t.Logf("offered %d/s to a server of capacity %d/s: achieved %.0f/s (%d replies in the window; the server wrote %d in it), %d answered + %d unanswered of %d scheduled; %s",
 		offered, capacity, res.Throughput(), res.Replies, served, res.Answered, res.Unanswered, res.Scheduled, res.Hist)
-	if got := res.Throughput(); got > 1.05*capacity || got < 0.8*capacity {
+	// At most the capacity (the paced server catches up on 10 ms at the
+	// most); below it by as much as the server was starved: in CI's full
+	// -race run, every package's tests on two CPUs, it wrote 3,531 in the
+	// window. What the client must get right is counting what was
+	// answered, checked against the server's own count below; a quarter
+	// of the capacity only tells a server that ran from one that did not.
+	if got := res.Throughput(); got > 1.05*capacity || got < 0.25*capacity {
 		t.Errorf("achieved %.0f req/s offering %d/s to a server that answers %d/s", got, offered, capacity)
 	}
 	// The client counts a reply when it reads it, the server when it
