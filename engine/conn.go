@@ -331,12 +331,10 @@ func (c *Conn) CloseLinger(timeout time.Duration, maxBytes int) error {
 	if c.shutWr {
 		c.lingerTimer() // FIN went out already (CloseWrite before)
 	}
-	if c.paused&(pauseUser|pauseHWM) != 0 {
-		c.paused &^= pauseUser | pauseHWM
-		if c.paused == 0 {
-			c.l.be.setRead(c, true)
-		}
-	}
+	// Nothing is held any more: resume only clears the bits and starts
+	// reading once neither is left.
+	c.resume(pauseUser)
+	c.resume(pauseHWM)
 	return nil
 }
 
