@@ -340,8 +340,7 @@ func (r *Ring) waitRunning(deadline time.Time, wait time.Duration) string {
 					return fmt.Sprintf("a request with opcode %d still running in io-wq after %v", op, wait)
 				}
 				reg := sys.SyncCancelReg{Flags: sys.IORING_ASYNC_CANCEL_OP, Opcode: uint8(op)}
-				d := min(left, syncCancelSlice)
-				reg.Timeout = sys.Timespec{Sec: int64(d / time.Second), Nsec: int64(d % time.Second)}
+				(*Timespec)(&reg.Timeout).Set(min(left, syncCancelSlice))
 				err := sys.SyncCancel(r.fd, &reg)
 				if r.syncCancelHook != nil {
 					err = r.syncCancelHook(err)
