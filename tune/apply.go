@@ -101,14 +101,19 @@ func ValidateWrite(w Write) error {
 	return nil
 }
 
+// onlineCPUs reads the CPUs online under the target.
+func (t Target) onlineCPUs() (topo.CPUSet, error) {
+	b, err := os.ReadFile(filepath.Join(t.Root, "/sys/devices/system/cpu/online"))
+	if err != nil {
+		return nil, fmt.Errorf("online CPUs: %w", err)
+	}
+	return topo.ParseCPUList(string(b))
+}
+
 // checkCPUs refuses a plan whose CPU values name CPUs that are not online
 // under the target (a plan made on another host, or edited by hand).
 func checkCPUs(p *Plan, t Target) error {
-	b, err := os.ReadFile(filepath.Join(t.Root, "/sys/devices/system/cpu/online"))
-	if err != nil {
-		return fmt.Errorf("online CPUs: %w", err)
-	}
-	online, err := topo.ParseCPUList(string(b))
+	online, err := t.onlineCPUs()
 	if err != nil {
 		return err
 	}
@@ -369,11 +374,7 @@ func offlineDropped(t Target, w Write, want, got string) (note string, ok bool) 
 	if err != nil {
 		return "", false
 	}
-	b, err := os.ReadFile(filepath.Join(t.Root, "/sys/devices/system/cpu/online"))
-	if err != nil {
-		return "", false
-	}
-	online, err := topo.ParseCPUList(string(b))
+	online, err := t.onlineCPUs()
 	if err != nil {
 		return "", false
 	}
