@@ -117,7 +117,8 @@ func (p *Proxy) WriteMetrics(w io.Writer) error {
 	return bw.Flush()
 }
 
-// escape escapes a label value: backslash, double quote and newline.
-func escape(s string) string {
-	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s)
-}
+// labelEscaper escapes a label value: backslash, double quote and newline.
+var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+
+// escape escapes a label value (labelEscaper).
+func escape(s string) string { return labelEscaper.Replace(s) }

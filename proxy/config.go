@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -247,21 +248,15 @@ func (c *Config) SetDefaults() {
 // Validate reports the first problem of c (after SetDefaults), naming the
 // field and its index. Any goroutine.
 func (c *Config) Validate() error {
-	known := false
-	for _, b := range engine.Backends {
-		known = known || string(b) == c.Engine.Backend
-	}
-	if !known {
+	if !slices.Contains(engine.Backends, engine.Backend(c.Engine.Backend)) {
 		return fmt.Errorf("engine.backend: unknown backend %q (want one of %v)", c.Engine.Backend, engine.Backends)
 	}
 	for i, cpu := range c.Engine.CPUs {
 		if cpu < 0 {
 			return fmt.Errorf("engine.cpus[%d]: negative CPU %d", i, cpu)
 		}
-		for _, o := range c.Engine.CPUs[:i] {
-			if o == cpu {
-				return fmt.Errorf("engine.cpus[%d]: CPU %d given twice", i, cpu)
-			}
+		if slices.Contains(c.Engine.CPUs[:i], cpu) {
+			return fmt.Errorf("engine.cpus[%d]: CPU %d given twice", i, cpu)
 		}
 	}
 	if c.Engine.WriteHighWater < 4096 {

@@ -67,8 +67,7 @@ type listener struct {
 	cfg   ListenerConfig
 	pool  *pool
 	ln    *engine.Listener
-	addr  netip.AddrPort // bound
-	conns atomic.Int64   // open clients, for MaxConns (only when set)
+	conns atomic.Int64 // open clients, for MaxConns (only when set)
 }
 
 // pool is one config pool.
@@ -202,10 +201,7 @@ func New(cfg *Config, opt *Options) (*Proxy, error) {
 	}
 	p.e = e
 	fail := func(err error) (*Proxy, error) {
-		e.Shutdown(context.Background()) // never run: releases what New made
-		if p.admin != nil {
-			p.admin.ln.Close()
-		}
+		p.Close() // never run: releases what New made
 		return nil, err
 	}
 	for range e.Loops() {
@@ -218,11 +214,6 @@ func New(cfg *Config, opt *Options) (*Proxy, error) {
 			return fail(fmt.Errorf("listener %s: %w", lc.Name, err))
 		}
 		l.ln = eln
-		ta, ok := eln.Addr().(*net.TCPAddr)
-		if !ok {
-			return fail(fmt.Errorf("listener %s: bound to %v, not a TCP address", lc.Name, eln.Addr()))
-		}
-		l.addr = ta.AddrPort()
 		p.lns = append(p.lns, l)
 		p.byLn[eln] = l
 	}
