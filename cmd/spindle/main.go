@@ -69,13 +69,7 @@ func main() {
 	// signal ignored when the command started (nohup's SIGHUP, SIGINT in
 	// a script's background job) stays ignored: catching it would undo
 	// that.
-	sigs := []os.Signal{syscall.SIGTERM}
-	for _, s := range []os.Signal{os.Interrupt, syscall.SIGHUP} {
-		if !signal.Ignored(s) {
-			sigs = append(sigs, s)
-		}
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), sigs...)
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals()...)
 	err := cmd.run(ctx, os.Args[2:])
 	// Before stop, ctx has a cause only if a signal cancelled it.
 	interrupted := context.Cause(ctx)
@@ -141,4 +135,16 @@ func givenTwice(list []string) string {
 		}
 	}
 	return ""
+}
+
+// stopSignals are the signals that stop a command: SIGTERM, and SIGINT and
+// SIGHUP unless they were ignored when spindle started.
+func stopSignals() []os.Signal {
+	sigs := []os.Signal{syscall.SIGTERM}
+	for _, s := range []os.Signal{os.Interrupt, syscall.SIGHUP} {
+		if !signal.Ignored(s) {
+			sigs = append(sigs, s)
+		}
+	}
+	return sigs
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"syscall"
 
 	"github.com/spindlenet/spindle/proxy"
 )
@@ -61,11 +60,7 @@ func runProxy(ctx context.Context, args []string) error {
 		got = 1 // before sig could see it
 	}
 	sig := make(chan os.Signal, 2)
-	for _, s := range []os.Signal{syscall.SIGTERM, os.Interrupt, syscall.SIGHUP} {
-		if s == syscall.SIGTERM || !signal.Ignored(s) {
-			signal.Notify(sig, s)
-		}
-	}
+	signal.Notify(sig, stopSignals()...)
 	defer signal.Stop(sig)
 	ran := make(chan struct{})
 	defer close(ran)
