@@ -537,11 +537,7 @@ func (r *proxyRunner) measure(ctx context.Context, a proxyArm, rep int) (ProxyRe
 			go func() {
 				var e [2]cpuEdge
 				for i, t := range []time.Time{start, end} {
-					timer := time.NewTimer(time.Until(t))
-					select {
-					case <-timer.C:
-					case <-done:
-						timer.Stop()
+					if !waitUntil(done, t) {
 						return
 					}
 					e[i].g, e[i].err = Proc{}.GroupCPU(pgid)

@@ -841,16 +841,7 @@ func (r *runner) measure(ctx context.Context, a Arm, rps string, rep int, mode s
 	// window is over (a crashed server), so it does not outlive measure.
 	done := make(chan struct{})
 	defer close(done)
-	sleepUntil := func(t time.Time) bool {
-		timer := time.NewTimer(time.Until(t))
-		defer timer.Stop()
-		select {
-		case <-timer.C:
-			return true
-		case <-done:
-			return false
-		}
-	}
+	sleepUntil := func(t time.Time) bool { return waitUntil(done, t) }
 	lc := LoadConfig{
 		Addr: p.hello.Addr, Conns: r.cfg.Conns, InFlight: r.cfg.InFlight, Rate: rate, Payload: r.cfg.Payload,
 		Warmup: r.warmup, Duration: r.window, Threads: r.cfg.ClientThreads, CPUs: r.cfg.ClientCPUs, Block: r.cfg.ClientBlock,
@@ -1066,4 +1057,17 @@ func spreadOf(v []float64) Spread {
 		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
 	}
 	return Spread{Median: m, Min: s[0], Max: s[len(s)-1]}
+}
+
+// waitUntil sleeps until t and reports true, or returns false as soon as
+// done is closed (a measurement that ended early).
+func waitUntil(done <-chan struct{}, t time.Time) bool {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-done:
+		return false
+	}
 }
