@@ -397,9 +397,7 @@ func (r *proxyRunner) armSet(ctx context.Context) ([]proxyArm, error) {
 func (r *proxyRunner) run(ctx context.Context, arms []proxyArm) error {
 	c := r.cfg
 	r.total = len(arms) * c.Reps
-	per := c.Duration / time.Duration(r.total)
-	r.warmup = min(max(per/5, 50*time.Millisecond), time.Second)
-	r.window = max(per-r.warmup, 100*time.Millisecond)
+	r.warmup, r.window = splitDuration(c.Duration, r.total)
 	r.report.Config.WarmupSeconds = r.warmup.Seconds()
 	r.report.Config.WindowSeconds = r.window.Seconds()
 	fmt.Fprintf(r.cfg.Progress, "spindle bench proxy: %d measurements, each %v warm-up + %v measured; proxy CPUs %v, client CPUs %v, upstream CPUs %v\n",

@@ -538,10 +538,16 @@ func (r *runner) measureArm(ctx context.Context, a Arm, rep int, mode string, fr
 }
 
 // splitBudget divides the measuring budget among r.total measurements.
+// splitDuration splits a run's duration over n measurements: each a
+// warm-up of a fifth (50 ms to 1 s) and the rest, at least 100 ms, measured.
+func splitDuration(d time.Duration, n int) (warmup, window time.Duration) {
+	per := d / time.Duration(max(n, 1))
+	warmup = min(max(per/5, 50*time.Millisecond), time.Second)
+	return warmup, max(per-warmup, 100*time.Millisecond)
+}
+
 func (r *runner) splitBudget() {
-	per := r.cfg.Duration / time.Duration(max(r.total, 1))
-	r.warmup = min(max(per/5, 50*time.Millisecond), time.Second)
-	r.window = max(per-r.warmup, 100*time.Millisecond)
+	r.warmup, r.window = splitDuration(r.cfg.Duration, r.total)
 	if r.cfg.Warmup > 0 {
 		r.warmup = r.cfg.Warmup
 	}
