@@ -92,6 +92,8 @@ type TaskStat struct {
 	RunNS uint64 `json:"run_ns"`
 	// Timeslices counts the thread's runs on a CPU (schedstat).
 	Timeslices uint64 `json:"timeslices"`
+	// PGrp is the process group (stat field 5), for GroupCPU.
+	PGrp int `json:"-"`
 }
 
 // ParseTaskStat parses the contents of a /proc/<pid>[/task/<tid>]/stat
@@ -109,8 +111,8 @@ func ParseTaskStat(b []byte) (TaskStat, error) {
 		return t, fmt.Errorf("%w: task stat pid: %v", errProcFormat, err)
 	}
 	t.TID, t.Comm = tid, string(b[open+1:closing])
-	// Fields after the comm start at field 3 (state); utime is field 14,
-	// stime 15, processor 39 (proc(5), 1-based).
+	// Fields after the comm start at field 3 (state); pgrp is field 5,
+	// utime 14, stime 15, processor 39 (proc(5), 1-based).
 	f := strings.Fields(string(b[closing+1:]))
 	if len(f) < 37 {
 		return t, fmt.Errorf("%w: task stat has %d fields after comm", errProcFormat, len(f))
@@ -118,6 +120,11 @@ func ParseTaskStat(b []byte) (TaskStat, error) {
 	get := func(field int) (uint64, error) {
 		return strconv.ParseUint(f[field-3], 10, 64)
 	}
+	pgrp, err := strconv.Atoi(f[5-3])
+	if err != nil {
+		return t, fmt.Errorf("%w: pgrp: %v", errProcFormat, err)
+	}
+	t.PGrp = pgrp
 	if t.UTime, err = get(14); err != nil {
 		return t, fmt.Errorf("%w: utime: %v", errProcFormat, err)
 	}
@@ -240,34 +247,6 @@ type GroupCPU struct {
 	TIDs  []int
 }
 
-// ParseProcStat parses the contents of a /proc/<pid>/stat file into the
-// process group (field 5) and utime+stime (fields 14 and 15) in clock
-// ticks. The command name may contain spaces and parentheses; it ends at
-// the last ')'.
-func ParseProcStat(b []byte) (pgrp int, ticks uint64, err error) {
-	closing := bytes.LastIndexByte(b, ')')
-	if closing < 0 {
-		return 0, 0, fmt.Errorf("%w: process stat without (comm)", errProcFormat)
-	}
-	f := strings.Fields(string(b[closing+1:]))
-	if len(f) < 13 {
-		return 0, 0, fmt.Errorf("%w: process stat has %d fields after comm", errProcFormat, len(f))
-	}
-	// f[0] is field 3 (state).
-	if pgrp, err = strconv.Atoi(f[5-3]); err != nil {
-		return 0, 0, fmt.Errorf("%w: pgrp: %v", errProcFormat, err)
-	}
-	u, err := strconv.ParseUint(f[14-3], 10, 64)
-	if err != nil {
-		return 0, 0, fmt.Errorf("%w: utime: %v", errProcFormat, err)
-	}
-	s, err := strconv.ParseUint(f[15-3], 10, 64)
-	if err != nil {
-		return 0, 0, fmt.Errorf("%w: stime: %v", errProcFormat, err)
-	}
-	return pgrp, u + s, nil
-}
-
 // GroupCPU sums the CPU time of every process in process group pgid (a
 // proxy's master and its workers: the harness starts each proxy as the
 // leader of a group of its own). Processes that exit while being read are
@@ -287,12 +266,12 @@ func (p Proc) GroupCPU(pgid int) (GroupCPU, error) {
 		if err != nil {
 			continue // exited, or not a process
 		}
-		pgrp, ticks, err := ParseProcStat(b)
+		st, err := ParseTaskStat(b)
 		if err != nil {
 			return g, fmt.Errorf("%s: %w", p.path(filepath.Join(e.Name(), "stat")), err)
 		}
-		if pgrp == pgid {
-			g.Ticks += ticks
+		if st.PGrp == pgid {
+			g.Ticks += st.UTime + st.STime
 			g.PIDs = append(g.PIDs, pid)
 		}
 	}

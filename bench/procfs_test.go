@@ -47,8 +47,8 @@ func TestProcFixture(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[int]TaskStat{
-		100: {TID: 100, Comm: "spindle (srv) x", UTime: 250, STime: 37, Processor: 0, RunNS: 2873012345, Timeslices: 1200},
-		101: {TID: 101, Comm: "worker", UTime: 10, STime: 5, Processor: 1, RunNS: 150000000, Timeslices: 30},
+		100: {TID: 100, Comm: "spindle (srv) x", UTime: 250, STime: 37, Processor: 0, RunNS: 2873012345, Timeslices: 1200, PGrp: 100},
+		101: {TID: 101, Comm: "worker", UTime: 10, STime: 5, Processor: 1, RunNS: 150000000, Timeslices: 30, PGrp: 100},
 	}
 	if len(tasks) != len(want) {
 		t.Fatalf("tasks: %+v", tasks)

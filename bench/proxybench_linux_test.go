@@ -39,8 +39,8 @@ func TestStartPinned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pgrp, _, err := ParseProcStat(st); err != nil || pgrp != cmd.Process.Pid {
-		t.Errorf("child's process group %d (%v), want its own, %d", pgrp, err, cmd.Process.Pid)
+	if ts, err := ParseTaskStat(st); err != nil || ts.PGrp != cmd.Process.Pid {
+		t.Errorf("child's process group %d (%v), want its own, %d", ts.PGrp, err, cmd.Process.Pid)
 	}
 	after, err := allowedCPUs()
 	if err != nil {

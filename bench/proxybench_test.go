@@ -194,17 +194,17 @@ func TestGroupCPUFakeProc(t *testing.T) {
 	}
 }
 
-func TestParseProcStatLive(t *testing.T) {
+func TestParseTaskStatPGrpLive(t *testing.T) {
 	b, err := os.ReadFile("/proc/self/stat")
 	if err != nil {
 		t.Skip("no /proc/self/stat: not Linux")
 	}
-	pgrp, _, err := ParseProcStat(b)
+	st, err := ParseTaskStat(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pgrp <= 0 {
-		t.Errorf("pgrp %d", pgrp)
+	if st.PGrp <= 0 {
+		t.Errorf("pgrp %d", st.PGrp)
 	}
 }
 
