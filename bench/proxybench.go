@@ -270,11 +270,12 @@ func (r *proxyRunner) arm(name string) proxyArm {
 	case ProxyArmSpindleEpoll:
 		return spindle("epoll")
 	case ProxyArmHAProxy:
+		// Looked up once per run; each measurement writes a config.
+		bin, lookErr := exec.LookPath("haproxy")
 		return proxyArm{
 			name: name, summary: "HAProxy from the distribution, mode tcp, nbthread 1 (-db: foreground)",
 			argv: func(dir, listen, upstream string) ([]string, error) {
-				bin, err := exec.LookPath("haproxy")
-				if err != nil {
+				if lookErr != nil {
 					return nil, errors.New("haproxy is not installed (apt-get install haproxy)")
 				}
 				path, err := writeConf(dir, "haproxy.cfg", HAProxyConfig(listen, upstream, cfg.Conns))
@@ -285,16 +286,19 @@ func (r *proxyRunner) arm(name string) proxyArm {
 			},
 		}
 	case ProxyArmNginx:
+		// Looked up once per run; each measurement writes a config.
+		bin, lookErr := exec.LookPath("nginx")
+		var mod string
+		if lookErr == nil {
+			mod, lookErr = nginxStream(bin)
+		} else {
+			lookErr = errors.New("nginx is not installed (apt-get install nginx libnginx-mod-stream)")
+		}
 		return proxyArm{
 			name: name, summary: "nginx from the distribution, stream module, one process (master_process off, worker_processes 1)",
 			argv: func(dir, listen, upstream string) ([]string, error) {
-				bin, err := exec.LookPath("nginx")
-				if err != nil {
-					return nil, errors.New("nginx is not installed (apt-get install nginx libnginx-mod-stream)")
-				}
-				mod, err := nginxStream(bin)
-				if err != nil {
-					return nil, err
+				if lookErr != nil {
+					return nil, lookErr
 				}
 				path, err := writeConf(dir, "nginx.conf", NginxConfig(dir, mod, listen, upstream, cfg.Conns))
 				if err != nil {
