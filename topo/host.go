@@ -366,23 +366,16 @@ func (r reader) cpus(h *Host) error {
 // each isolation parameter the kernel ignores (ParseCmdline).
 func (r reader) isolation(h *Host) {
 	cmdline, _ := r.read("/proc/cmdline")
-	iso, err := ParseCmdline(cmdline, r.nrCPUs())
+	sysIso, isoErr := r.readCPUList("/sys/devices/system/cpu/isolated")
+	sysNohz, nohzErr := r.readCPUList("/sys/devices/system/cpu/nohz_full")
+	nohzFull := !errors.Is(nohzErr, fs.ErrNotExist) || isoErr != nil
+	iso, err := parseCmdline(cmdline, r.nrCPUs(), nohzFull)
 	if err != nil {
 		iso = Isolation{Domain: CPUSet{}, ManagedIRQ: CPUSet{}, NohzFull: CPUSet{}}
 		h.Notes = append(h.Notes, fmt.Sprintf("kernel command line: %v; isolated and nohz_full CPUs are read from sysfs only, managed_irq isolation unknown", err))
 	}
-	sysIso, isoErr := r.readCPUList("/sys/devices/system/cpu/isolated")
-	switch s, err := r.readCPUList("/sys/devices/system/cpu/nohz_full"); {
-	case err == nil:
-		iso.NohzFull = s
-	case errors.Is(err, fs.ErrNotExist) && isoErr == nil:
-		if iso.NohzFull.Len() > 0 {
-			h.Notes = append(h.Notes, fmt.Sprintf("kernel command line asks for nohz_full CPUs %s, but the kernel has no CONFIG_NO_HZ_FULL (no /sys/devices/system/cpu/nohz_full) and ignored it", iso.NohzFull))
-		}
-		if noHz, err := parseCmdline(cmdline, r.nrCPUs(), false); err == nil {
-			iso = noHz
-		}
-		iso.NohzFull = CPUSet{}
+	if nohzErr == nil {
+		iso.NohzFull = sysNohz
 	}
 	if isoErr == nil {
 		iso.Domain = sysIso

@@ -54,6 +54,7 @@ func ParseCmdline(s string, nrCPUs int) (Isolation, error) {
 // (nohzFull) or without, which refuses nohz_full= and an isolcpus= with
 // the nohz flag whole (housekeeping_setup).
 func parseCmdline(s string, nrCPUs int, nohzFull bool) (Isolation, error) {
+	const noNohzFull = ": the kernel has no CONFIG_NO_HZ_FULL (no /sys/devices/system/cpu/nohz_full)"
 	iso := Isolation{Domain: CPUSet{}, ManagedIRQ: CPUSet{}, NohzFull: CPUSet{}}
 	sets := map[string]*CPUSet{"domain": &iso.Domain, "managed_irq": &iso.ManagedIRQ, "nohz": &iso.NohzFull}
 	taken := map[string]bool{} // kinds set by an earlier parameter (housekeeping.flags)
@@ -110,6 +111,7 @@ func parseCmdline(s string, nrCPUs int, nohzFull bool) (Isolation, error) {
 				continue
 			}
 			if !nohzFull && slices.Contains(flags, "nohz") {
+				iso.Ignored = append(iso.Ignored, w+noNohzFull)
 				continue
 			}
 			if len(flags) == 0 {
@@ -122,6 +124,7 @@ func parseCmdline(s string, nrCPUs int, nohzFull bool) (Isolation, error) {
 			setup(w, flags, set)
 		case "nohz_full":
 			if !nohzFull {
+				iso.Ignored = append(iso.Ignored, w+noNohzFull)
 				continue
 			}
 			set, err := parseKernelCPUList(v, nrCPUs)
