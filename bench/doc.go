@@ -50,4 +50,12 @@
 // a request that does not keep its connection alive (HTTP/1.0 without
 // "Connection: keep-alive", or "Connection: close") is answered and the
 // connection closed. The C server closes a connection that sends HTTP.
+//
+// The load generator speaks either (LoadConfig.Protocol): the RPC echo, or
+// HTTP/1.1 keep-alive POSTs whose body is the RPC payload (so a reply
+// delivered to the wrong request or connection fails verification, through
+// a proxy too), each to be answered with a 200 and that body, framed by
+// Content-Length. Both pipeline the same way, are accounted alike and fail
+// the run on a wrong reply or a closed connection ("Connection: close"
+// included).
 package bench

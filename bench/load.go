@@ -26,8 +26,15 @@ type LoadConfig struct {
 	// Rate is the open-loop rate in requests per second over all
 	// connections. 0 selects closed loop.
 	Rate float64
-	// Payload is the RPC payload size in bytes. Default DefaultPayload,
-	// minimum MinPayload.
+	// Protocol is ProtocolRPC (the default, "") or ProtocolHTTP: HTTP/1.1
+	// keep-alive POSTs whose body is the payload, each answered with it
+	// (see ProtocolHTTP). Both pipeline InFlight requests per connection
+	// in closed loop, up to MaxOutstanding in open loop.
+	Protocol string
+	// Host is the HTTP requests' Host field. Default Addr.
+	Host string
+	// Payload is the RPC payload size in bytes, and the HTTP request and
+	// response body size. Default DefaultPayload, minimum MinPayload.
 	Payload int
 	// Warmup is run before the measured window and dropped. Default 200 ms.
 	Warmup time.Duration
@@ -82,6 +89,19 @@ func (c LoadConfig) withDefaults() (LoadConfig, error) {
 		if cpu < 0 {
 			return c, fmt.Errorf("bench: load: negative CPU %d", cpu)
 		}
+	}
+	switch c.Protocol {
+	case "":
+		c.Protocol = ProtocolRPC
+	case ProtocolRPC, ProtocolHTTP:
+	default:
+		return c, fmt.Errorf("bench: load: protocol %q, want %s or %s", c.Protocol, ProtocolRPC, ProtocolHTTP)
+	}
+	if c.Host == "" {
+		c.Host = c.Addr
+	}
+	if !validHost(c.Host) {
+		return c, fmt.Errorf("bench: load: HTTP host %q has spaces or control characters", c.Host)
 	}
 	if c.Conns <= 0 {
 		c.Conns = 16

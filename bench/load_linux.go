@@ -83,6 +83,7 @@ func (c *loadConn) push(p pending) {
 // loadThread is one client thread's state. Only that thread touches it.
 type loadThread struct {
 	cfg        LoadConfig
+	framing    loadFraming
 	base       time.Time
 	conns      []*loadConn
 	ep, timer  int
@@ -107,11 +108,11 @@ type loadThread struct {
 
 func (t *loadThread) now() int64 { return int64(time.Since(t.base)) }
 
-// RunLoad connects to cfg.Addr and drives load at it: closed loop when
-// cfg.Rate is 0, otherwise open loop at cfg.Rate. Every reply is verified;
-// a mismatch or a connection error fails the run. It may be called from any
-// goroutine; it starts cfg.Threads locked OS threads and returns when they
-// are done.
+// RunLoad connects to cfg.Addr and drives load at it in cfg.Protocol:
+// closed loop when cfg.Rate is 0, otherwise open loop at cfg.Rate. Every
+// reply is verified; a mismatch or a connection error fails the run. It may
+// be called from any goroutine; it starts cfg.Threads locked OS threads and
+// returns when they are done.
 func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -136,7 +137,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 		if i < cfg.Conns%cfg.Threads {
 			conns++
 		}
-		t := &loadThread{cfg: cfg, base: base, hist: NewHistogram(), lag: NewHistogram(), stop: &stop, ep: -1, timer: -1}
+		t := &loadThread{cfg: cfg, framing: newLoadFraming(cfg), base: base, hist: NewHistogram(), lag: NewHistogram(), stop: &stop, ep: -1, timer: -1}
 		threads[i] = t
 		if cfg.Rate > 0 {
 			// Each thread runs every Threads-th slot of the whole schedule.
@@ -370,7 +371,7 @@ func (t *loadThread) send(c *loadConn, ts int64) {
 		c.moved += uint64(n)
 		c.wbuf, c.woff = c.wbuf[:n], 0
 	}
-	c.wbuf = AppendRequest(c.wbuf, c.id, c.seq, t.cfg.Payload)
+	c.wbuf = t.framing.appendRequest(c.wbuf, c.id, c.seq)
 	c.push(pending{seq: c.seq, t: ts})
 	c.seq++
 	c.dirty = true
@@ -457,19 +458,11 @@ func (t *loadThread) receive(c *loadConn, closed bool) error {
 	c.rbuf = c.rbuf[:len(c.rbuf)+n]
 	off := 0
 	for {
-		fl, err := frameLen(c.rbuf[off:])
+		fl, err := t.framing.replyLen(c.rbuf[off:])
 		if err != nil {
 			return fmt.Errorf("bench: load: conn %d: %w", c.id, err)
 		}
-		if fl == 0 {
-			break
-		}
-		// Every reply is its request's size: one announcing another
-		// length is wrong now, not a reply still to come.
-		if fl != FrameHeader+t.cfg.Payload {
-			return fmt.Errorf("%w: conn %d: reply announces %d payload bytes, want %d", ErrMismatch, c.id, fl-FrameHeader, t.cfg.Payload)
-		}
-		if len(c.rbuf)-off < fl {
+		if fl == 0 || len(c.rbuf)-off < fl {
 			break
 		}
 		if c.inflight() == 0 {
@@ -477,7 +470,7 @@ func (t *loadThread) receive(c *loadConn, closed bool) error {
 		}
 		p := c.queue[c.head]
 		c.head++
-		if t.scratch, err = verifyReply(c.rbuf[off:off+fl], c.id, p.seq, t.cfg.Payload, t.scratch); err != nil {
+		if t.scratch, err = t.framing.verify(c.rbuf[off:off+fl], c.id, p.seq, t.scratch); err != nil {
 			return err
 		}
 		off += fl

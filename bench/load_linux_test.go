@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -153,13 +154,31 @@ func TestLoadConnectHonoursContext(t *testing.T) {
 // reported as one that did not answer: the run ended after the drain with
 // the request unanswered and no error.
 func TestLoadGarbledReplyLength(t *testing.T) {
+	addr := answerOnce(t, FrameHeader+DefaultPayload, false, func(req []byte) []byte {
+		req[3]++ // one byte more than was sent, which never comes
+		return req
+	})
+	res, err := RunLoad(context.Background(), LoadConfig{Addr: addr, Conns: 1,
+		Warmup: time.Millisecond, Duration: 100 * time.Millisecond, Drain: 200 * time.Millisecond})
+	if !errors.Is(err, ErrMismatch) {
+		t.Fatalf("a reply announcing %d payload bytes to a %d-byte request: err = %v (result %+v), want a mismatch", DefaultPayload+1, DefaultPayload, err, res)
+	}
+}
+
+// answerOnce starts a server on loopback that accepts one connection,
+// reads a request of reqLen bytes and writes answer(request); then, with
+// hangUp, it closes the connection, else reads and drops what follows
+// until the client closes it. It returns the server's address.
+func answerOnce(t *testing.T, reqLen int, hangUp bool, answer func(req []byte) []byte) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	served := make(chan struct{})
-	defer func() { <-served }()
-	defer ln.Close()
+	t.Cleanup(func() {
+		ln.Close()
+		<-served
+	})
 	go func() {
 		defer close(served)
 		c, err := ln.Accept()
@@ -167,21 +186,16 @@ func TestLoadGarbledReplyLength(t *testing.T) {
 			return
 		}
 		defer c.Close()
-		req := make([]byte, FrameHeader+DefaultPayload)
+		req := make([]byte, reqLen)
 		if _, err := io.ReadFull(c, req); err != nil {
 			return
 		}
-		req[3]++ // one byte more than was sent, which never comes
-		if _, err := c.Write(req); err != nil {
+		if _, err := c.Write(answer(req)); err != nil || hangUp {
 			return
 		}
 		io.Copy(io.Discard, c)
 	}()
-	res, err := RunLoad(context.Background(), LoadConfig{Addr: ln.Addr().String(), Conns: 1,
-		Warmup: time.Millisecond, Duration: 100 * time.Millisecond, Drain: 200 * time.Millisecond})
-	if !errors.Is(err, ErrMismatch) {
-		t.Fatalf("a reply announcing %d payload bytes to a %d-byte request: err = %v (result %+v), want a mismatch", DefaultPayload+1, DefaultPayload, err, res)
-	}
+	return ln.Addr().String()
 }
 
 // TestLoadSendBufferCompaction: the bytes the client moves to reuse its
@@ -203,7 +217,7 @@ func TestLoadSendBufferCompaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := &loadConn{fd: fds[0]}
-	lt := &loadThread{cfg: LoadConfig{Payload: 1000}, ep: ep, timer: -1, conns: []*loadConn{c}}
+	lt := &loadThread{cfg: LoadConfig{Payload: 1000}, framing: rpcFraming{payload: 1000}, ep: ep, timer: -1, conns: []*loadConn{c}}
 	defer lt.close()
 	if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, c.fd, &unix.EpollEvent{Events: unix.EPOLLIN}); err != nil {
 		t.Fatal(err)
@@ -272,7 +286,7 @@ func TestOpenLoopQueueBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stop atomic.Bool
-	lt := &loadThread{cfg: cfg, base: time.Now(), hist: NewHistogram(), lag: NewHistogram(), stop: &stop, ep: -1, timer: -1}
+	lt := &loadThread{cfg: cfg, framing: newLoadFraming(cfg), base: time.Now(), hist: NewHistogram(), lag: NewHistogram(), stop: &stop, ep: -1, timer: -1}
 	defer lt.close()
 	if err := lt.setup(0, 1, ln.Addr().(*net.TCPAddr)); err != nil {
 		t.Fatal(err)
@@ -309,7 +323,7 @@ func TestLoadReceiveBufferCompaction(t *testing.T) {
 	}
 	defer unix.Close(fds[1])
 	c := &loadConn{fd: fds[0], rbuf: make([]byte, 0, 64<<10)}
-	lt := &loadThread{cfg: LoadConfig{Payload: MaxPayload}, ep: -1, timer: -1, conns: []*loadConn{c}}
+	lt := &loadThread{cfg: LoadConfig{Payload: MaxPayload}, framing: rpcFraming{payload: MaxPayload}, ep: -1, timer: -1, conns: []*loadConn{c}}
 	defer lt.close()
 	var replies []byte
 	for seq := range uint64(2) {
@@ -332,4 +346,134 @@ func TestLoadReceiveBufferCompaction(t *testing.T) {
 		t.Errorf("moved %d bytes within the receive buffer for %d bytes of replies (%.1f×): compaction is not linear", c.rmoved, len(replies), float64(c.rmoved)/float64(len(replies)))
 	}
 	t.Logf("received %d bytes, moved %d", len(replies), c.rmoved)
+}
+
+// TestLoadHTTPArms: the HTTP load generator against each arm whose
+// HTTP/1.1 side the tests drive, closed loop pipelined and open loop:
+// every request of the window is answered and verified.
+func TestLoadHTTPArms(t *testing.T) {
+	for _, arm := range httpArms {
+		t.Run(arm, func(t *testing.T) {
+			addr := startTestServer(t, arm)
+			for _, rate := range []float64{0, 2000} {
+				res, err := RunLoad(context.Background(), LoadConfig{
+					Addr: addr, Protocol: ProtocolHTTP, Conns: 4, InFlight: 2, Rate: rate, Payload: 300,
+					Warmup: 20 * time.Millisecond, Duration: 100 * time.Millisecond,
+				})
+				if err != nil {
+					t.Fatalf("rate %v: %v", rate, err)
+				}
+				if res.Replies == 0 || res.Sent != res.Answered || res.Unanswered != 0 || res.Hist.Count() != int64(res.Answered) {
+					t.Fatalf("rate %v: replies %d, sent %d, answered %d, unanswered %d, histogram %d", rate, res.Replies, res.Sent, res.Answered, res.Unanswered, res.Hist.Count())
+				}
+			}
+		})
+	}
+}
+
+// TestLoadHTTPBadServer: a server whose responses are wrong (status, body
+// length, body bytes), that the client cannot frame, that closes the
+// connection or says it will, fails the run at once, as a wrong RPC echo
+// does: not a wait through the drain for bytes that never come.
+func TestLoadHTTPBadServer(t *testing.T) {
+	const payload = 16
+	body := string(appendPayload(nil, 0, 0, payload)) // connection 0's request 0
+	tests := []struct {
+		name, resp string
+		hangUp     bool // close the connection after resp
+		err        string
+	}{
+		{"status 503", "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 16\r\n\r\n" + body, false, "status"},
+		{"short body", "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\n" + body[:8], false, "8-byte body"},
+		{"body cut off", "HTTP/1.1 200 OK\r\nContent-Length: 16\r\n\r\n" + body[:8], true, "server closed the connection"},
+		{"wrong body", "HTTP/1.1 200 OK\r\nContent-Length: 16\r\n\r\n" + strings.Repeat("a", payload), false, "not request 0's"},
+		{"chunked", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n10\r\n" + body + "\r\n0\r\n\r\n", false, "Transfer-Encoding"},
+		{"Connection: close", "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 16\r\n\r\n" + body, true, "closes the connection"},
+		{"RPC echo", string(AppendRequest(nil, 0, 0, payload)), false, "no end of the HTTP response head"},
+	}
+	const host = "bench.test"
+	reqLen := len(newHTTPFraming(host, payload).appendRequest(nil, 0, 0))
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := answerOnce(t, reqLen, tc.hangUp, func([]byte) []byte {
+				resp := []byte(tc.resp)
+				if tc.err == "no end of the HTTP response head" {
+					// RPC echoes, more than an HTTP head may take.
+					for len(resp) <= maxHTTPHeader {
+						resp = append(resp, tc.resp...)
+					}
+				}
+				return resp
+			})
+			const drain = 10 * time.Second
+			start := time.Now()
+			res, err := RunLoad(context.Background(), LoadConfig{Addr: addr, Protocol: ProtocolHTTP, Host: host, Conns: 1, Payload: payload,
+				Warmup: time.Millisecond, Duration: 100 * time.Millisecond, Drain: drain})
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Fatalf("err = %v (result %+v), want an error saying %q", err, res, tc.err)
+			}
+			if d := time.Since(start); d > drain/2 {
+				t.Errorf("the run took %v: the client waited for the drain", d)
+			}
+			t.Log(err)
+		})
+	}
+}
+
+// TestLoadHotPathAllocs: a client connection's per-request path in closed
+// loop (read, frame and verify a reply, record its latency, queue and
+// write the next request) does not allocate once its buffers have grown,
+// in either protocol. The peer answers with Echo.
+func TestLoadHotPathAllocs(t *testing.T) {
+	for _, proto := range []string{ProtocolRPC, ProtocolHTTP} {
+		t.Run(proto, func(t *testing.T) {
+			fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(fds[1])
+			cfg, err := LoadConfig{Addr: "127.0.0.1:1", Protocol: proto, Duration: time.Hour}.withDefaults()
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := &loadConn{fd: fds[0], rbuf: make([]byte, 0, 64<<10)}
+			lt := &loadThread{cfg: cfg, framing: newLoadFraming(cfg), base: time.Now(), hist: NewHistogram(), lag: NewHistogram(),
+				ep: -1, timer: -1, conns: []*loadConn{c}, winEnd: int64(time.Hour)}
+			defer lt.close()
+			var e Echo
+			in := make([]byte, 64<<10)
+			out := make([]byte, 0, 64<<10)
+			lt.send(c, lt.now())
+			step := func() {
+				// The peer answers what the client wrote; the client
+				// verifies it and queues its next request.
+				if err := lt.flush(c); err != nil {
+					t.Fatal(err)
+				}
+				n, err := unix.Read(fds[1], in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				done, reply, err := e.Process(in[:n], out[:0])
+				if err != nil || done != n {
+					t.Fatalf("Echo took %d of %d bytes: %v", done, n, err)
+				}
+				if _, err := unix.Write(fds[1], reply); err != nil {
+					t.Fatal(err)
+				}
+				if err := lt.receive(c, true); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for range 100 { // grow the buffers
+				step()
+			}
+			if n := testing.AllocsPerRun(1000, step); n != 0 {
+				t.Errorf("%v allocations per request", n)
+			}
+			if lt.answered < 1100 || e.HTTP() != (proto == ProtocolHTTP) {
+				t.Fatalf("%d replies verified, server saw HTTP %v", lt.answered, e.HTTP())
+			}
+		})
+	}
 }

@@ -90,6 +90,9 @@ func startTestServer(t testing.TB, arm string, env ...string) string {
 	return p.hello.Addr
 }
 
+// TestLoadModes: each protocol, closed and open loop, against the go-net
+// arm (whose Echo answers both): every request of the window is sent,
+// answered and verified.
 func TestLoadModes(t *testing.T) {
 	skipUnlessLinux(t)
 	addr := startTestServer(t, "go-net")
@@ -108,29 +111,31 @@ func TestLoadModes(t *testing.T) {
 		{"blocking client", 8, 2, 1, 128, true, 0},
 		{"open loop, 2 threads", 4, 1, 2, 128, false, 5000},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			res, err := RunLoad(context.Background(), LoadConfig{
-				Addr: addr, Conns: tc.conns, InFlight: tc.inflight, Threads: tc.threads,
-				Payload: tc.payload, Block: tc.block, Rate: tc.rate, Warmup: 50 * time.Millisecond, Duration: 200 * time.Millisecond,
+	for _, proto := range []string{ProtocolRPC, ProtocolHTTP} {
+		for _, tc := range tests {
+			t.Run(proto+"/"+tc.name, func(t *testing.T) {
+				res, err := RunLoad(context.Background(), LoadConfig{
+					Addr: addr, Protocol: proto, Conns: tc.conns, InFlight: tc.inflight, Threads: tc.threads,
+					Payload: tc.payload, Block: tc.block, Rate: tc.rate, Warmup: 50 * time.Millisecond, Duration: 200 * time.Millisecond,
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Replies == 0 || res.Hist.Count() != int64(res.Answered) {
+					t.Fatalf("replies %d, answered %d, histogram count %d", res.Replies, res.Answered, res.Hist.Count())
+				}
+				if res.Sent != res.Answered || res.Unanswered != 0 {
+					t.Errorf("sent %d, answered %d, unanswered %d", res.Sent, res.Answered, res.Unanswered)
+				}
+				if want := tc.rate * 0.2; tc.rate > 0 && (float64(res.Scheduled) < want-2 || float64(res.Scheduled) > want+2 || res.Answered != res.Scheduled) {
+					t.Errorf("open loop at %v/s over 0.2 s: scheduled %d (want %.0f), answered %d", tc.rate, res.Scheduled, want, res.Answered)
+				}
+				if res.ClientUser+res.ClientSys <= 0 {
+					t.Errorf("no client CPU time recorded")
+				}
+				t.Logf("%.0f req/s, client CPU %.0f%%, %s", res.Throughput(), res.ClientCPUPercent(), res.Hist)
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.Replies == 0 || res.Hist.Count() != int64(res.Answered) {
-				t.Fatalf("replies %d, answered %d, histogram count %d", res.Replies, res.Answered, res.Hist.Count())
-			}
-			if res.Sent != res.Answered {
-				t.Errorf("sent %d, answered %d", res.Sent, res.Answered)
-			}
-			if want := tc.rate * 0.2; tc.rate > 0 && (float64(res.Scheduled) < want-2 || float64(res.Scheduled) > want+2 || res.Answered != res.Scheduled) {
-				t.Errorf("open loop at %v/s over 0.2 s: scheduled %d (want %.0f), answered %d", tc.rate, res.Scheduled, want, res.Answered)
-			}
-			if res.ClientUser+res.ClientSys <= 0 {
-				t.Errorf("no client CPU time recorded")
-			}
-			t.Logf("%.0f req/s, client CPU %.0f%%, %s", res.Throughput(), res.ClientCPUPercent(), res.Hist)
-		})
+		}
 	}
 }
 

@@ -55,6 +55,12 @@ const (
 // MinPayload.
 func AppendRequest(dst []byte, conn uint32, seq uint64, size int) []byte {
 	dst = binary.BigEndian.AppendUint32(dst, uint32(size))
+	return appendPayload(dst, conn, seq, size)
+}
+
+// appendPayload appends the payload of AppendRequest (without its length
+// prefix) to dst: also the body of the load generator's HTTP requests.
+func appendPayload(dst []byte, conn uint32, seq uint64, size int) []byte {
 	dst = binary.LittleEndian.AppendUint64(dst, seq)
 	dst = binary.LittleEndian.AppendUint32(dst, conn)
 	for i := 12; i < size; i++ {
@@ -255,19 +261,24 @@ func (e *Echo) processHTTP(in, out []byte) (int, []byte, error) {
 	}
 }
 
-// Connection options of an HTTP request (httpHeaders).
+// Connection options and framing fields of an HTTP message (httpHeaders).
 const (
-	connClose     = 1 << iota // "Connection: close"
-	connKeepAlive             // "Connection: keep-alive"
+	connClose           = 1 << iota // "Connection: close"
+	connKeepAlive                   // "Connection: keep-alive"
+	fieldContentLength              // a Content-Length field
+	fieldTransferCoding             // a Transfer-Encoding field
 )
+
+var transferEncoding = []byte("transfer-encoding:")
 
 var connection = []byte("connection:")
 
-// httpHeaders returns the Content-Length of an HTTP request's header
-// fields (0 when absent) and its connection options (connClose,
-// connKeepAlive), from every Connection field's comma-separated list,
-// case-insensitive.
-func httpHeaders(fields []byte) (clen int, conn int, err error) {
+// httpHeaders returns the Content-Length of an HTTP message's header
+// fields (0 when absent) and its options: connection options (connClose,
+// connKeepAlive) from every Connection field's comma-separated list,
+// case-insensitive, and fieldContentLength, fieldTransferCoding for the
+// fields that frame the body.
+func httpHeaders(fields []byte) (clen int, opts int, err error) {
 	for len(fields) > 0 {
 		var line []byte
 		line, fields, _ = bytes.Cut(fields, []byte("\r\n"))
@@ -279,20 +290,23 @@ func httpHeaders(fields []byte) (clen int, conn int, err error) {
 				return 0, 0, fmt.Errorf("%w: bad Content-Length %q", errProtocol, v)
 			}
 			clen = n
+			opts |= fieldContentLength
+		case hasFieldName(line, transferEncoding):
+			opts |= fieldTransferCoding
 		case hasFieldName(line, connection):
-			for opts := line[len(connection):]; len(opts) > 0; {
+			for list := line[len(connection):]; len(list) > 0; {
 				var opt []byte
-				opt, opts, _ = bytes.Cut(opts, []byte(","))
+				opt, list, _ = bytes.Cut(list, []byte(","))
 				opt = bytes.TrimSpace(opt)
 				if bytes.EqualFold(opt, []byte("close")) {
-					conn |= connClose
+					opts |= connClose
 				} else if bytes.EqualFold(opt, []byte("keep-alive")) {
-					conn |= connKeepAlive
+					opts |= connKeepAlive
 				}
 			}
 		}
 	}
-	return clen, conn, nil
+	return clen, opts, nil
 }
 
 // hasFieldName reports whether the header line starts with name (which
