@@ -301,7 +301,9 @@ func runBenchClient(ctx context.Context, args []string) error {
 	conns := fs.Int("conns", 50, "connections")
 	inflight := fs.Int("inflight", 1, "closed-loop requests in flight per connection")
 	rate := fs.Float64("rate", 0, "open-loop requests per second (0: closed loop)")
-	payload := fs.Int("payload", bench.DefaultPayload, "payload bytes")
+	protocol := fs.String("protocol", bench.ProtocolRPC, "rpc (length-prefixed echo) or http (HTTP/1.1 keep-alive POSTs, the payload as the body, each answered with it)")
+	host := fs.String("host", "", "-protocol http: the requests' Host field (default -addr)")
+	payload := fs.Int("payload", bench.DefaultPayload, "payload bytes (HTTP: request and response body bytes)")
 	warmup := fs.Duration("warmup", time.Second, "warm-up, dropped")
 	duration := fs.Duration("duration", 10*time.Second, "measured window")
 	cpus := fs.String("cpus", "", "CPUs to pin the client threads to")
@@ -314,12 +316,15 @@ func runBenchClient(ctx context.Context, args []string) error {
 	if *conns < 1 || *inflight < 1 || *threads < 1 || *duration <= 0 || *warmup < 0 {
 		return fmt.Errorf("want -conns, -inflight and -threads of at least 1, a positive -duration and a -warmup not negative")
 	}
+	if *host != "" && *protocol != bench.ProtocolHTTP {
+		return fmt.Errorf("-host applies to -protocol %s only", bench.ProtocolHTTP)
+	}
 	cpuList, err := bench.ParseCPUList(*cpus)
 	if err != nil {
 		return err
 	}
 	res, err := bench.RunLoad(ctx, bench.LoadConfig{
-		Addr: *addr, Conns: *conns, InFlight: *inflight, Rate: *rate, Payload: *payload,
+		Addr: *addr, Protocol: *protocol, Host: *host, Conns: *conns, InFlight: *inflight, Rate: *rate, Payload: *payload,
 		Warmup: *warmup, Duration: *duration, CPUs: cpuList, Threads: *threads, Block: *block,
 	})
 	if err != nil {

@@ -190,6 +190,11 @@ func TestBenchServerClient(t *testing.T) {
 			if closed.Requests == 0 || closed.AchievedRPS <= 0 || closed.OfferedRPS != 0 {
 				t.Errorf("closed loop: %+v", closed)
 			}
+			// The same load over HTTP/1.1, every request answered.
+			overHTTP := runClient(t, "-addr", h.Addr, "-protocol", "http", "-host", "bench.test", "-conns", "4", "-inflight", "2", "-warmup", "50ms", "-duration", "200ms")
+			if overHTTP.Requests == 0 || overHTTP.Answered == 0 || overHTTP.Unanswered != 0 {
+				t.Errorf("closed loop over HTTP: %+v", overHTTP)
+			}
 			if l := closed.Latency; !(l.P50 > 0 && l.P50 <= l.P99 && l.P99 <= l.P999 && l.P999 <= l.Max) {
 				t.Errorf("closed loop percentiles: %+v", l)
 			}
@@ -260,6 +265,9 @@ func TestCLIRefusesNonsense(t *testing.T) {
 		{"bench", "client", "-addr", "127.0.0.1:1", "-conns", "0"},
 		{"bench", "client", "-addr", "127.0.0.1:1", "-duration", "-1s"},
 		{"bench", "client", "-addr", "127.0.0.1:1", "-warmup", "-1s"},
+		{"bench", "client", "-addr", "127.0.0.1:1", "-protocol", "h2"},
+		{"bench", "client", "-addr", "127.0.0.1:1", "-protocol", "http", "-host", "a b"},
+		{"bench", "client", "-addr", "127.0.0.1:1", "-host", "example.test"}, // an RPC run has no Host
 		{"bench", "--duration", "-5s", "--arms", "go-net"},
 		{"bench", "--conns", "-3", "--arms", "go-net"},
 		// wakeup ran 60 samples for these, every 50 ms for the intervals.
