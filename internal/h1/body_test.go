@@ -1,0 +1,124 @@
+package h1
+
+import (
+	"strings"
+	"testing"
+)
+
+type bodyResult struct {
+	n    int
+	done bool
+	err  error
+}
+
+// feed runs b over in split at the given cut points and sums the results.
+func feed(f Framing, length int64, in []byte, cuts ...int) bodyResult {
+	var b Body
+	b.Reset(f, length)
+	var r bodyResult
+	prev := 0
+	for _, c := range append(cuts, len(in)) {
+		if c < prev || c > len(in) {
+			continue
+		}
+		n, done, err := b.Next(in[prev:c])
+		r.n += n
+		if err != nil {
+			r.err = err
+			return r
+		}
+		if done {
+			r.done = true
+			return r
+		}
+		prev = c
+	}
+	return r
+}
+
+func TestBody(t *testing.T) {
+	tests := []struct {
+		name    string
+		framing Framing
+		length  int64
+		in      string
+		n       int
+		done    bool
+		status  int
+	}{
+		{name: "nobody", framing: NoBody, in: "abc", n: 0, done: true},
+		{name: "length", framing: Length, length: 3, in: "abcdef", n: 3, done: true},
+		{name: "length zero", framing: Length, in: "abc", n: 0, done: true},
+		{name: "length short", framing: Length, length: 10, in: "abc", n: 3},
+		{name: "until close", framing: UntilClose, in: "abc", n: 3},
+		{name: "chunked", framing: Chunked, in: "5\r\nhello\r\n0\r\n\r\nNEXT", n: 15, done: true},
+		{name: "chunked upper hex", framing: Chunked, in: "A\r\n0123456789\r\n0\r\n\r\n", n: 20, done: true},
+		{name: "chunked ext", framing: Chunked, in: "5 ;a=b;c=\"d\"\r\nhello\r\n00;x\r\n\r\n", n: 29, done: true},
+		{name: "chunked trailer", framing: Chunked, in: "1\r\na\r\n0\r\nX-T: 1\r\nY:\r\n\r\nZ", n: 23, done: true},
+		{name: "chunked partial", framing: Chunked, in: "5\r\nhel", n: 6},
+		{name: "no digits", framing: Chunked, in: "\r\n", status: 502},
+		{name: "bad digit", framing: Chunked, in: "5x\r\n", n: 1, status: 502},
+		{name: "negative", framing: Chunked, in: "-5\r\n", status: 502},
+		{name: "0x prefix", framing: Chunked, in: "0x5\r\n", n: 1, status: 502},
+		{name: "size overflow", framing: Chunked, in: "8000000000000000\r\n", n: 15, status: 502},
+		{name: "size max", framing: Chunked, in: "7fffffffffffffff\r\n", n: 18},
+		{name: "leading zeros", framing: Chunked, in: "00000000000000000000005\r\nhello\r\n0\r\n\r\n", n: 37, done: true},
+		{name: "bare LF size line", framing: Chunked, in: "5\nhello\r\n", n: 1, status: 502},
+		{name: "bare LF in ext", framing: Chunked, in: "5;a\nb\r\nhello\r\n", n: 3, status: 502},
+		{name: "bare CR in size line", framing: Chunked, in: "5\rhello\r\n", n: 2, status: 502},
+		{name: "ctl in ext", framing: Chunked, in: "5;\x00\r\n", n: 2, status: 502},
+		{name: "data without CRLF", framing: Chunked, in: "5\r\nhelloX\r\n", n: 8, status: 502},
+		{name: "data with bare LF", framing: Chunked, in: "5\r\nhello\n0\r\n\r\n", n: 8, status: 502},
+		{name: "last chunk bare LF", framing: Chunked, in: "0\n\r\n", n: 1, status: 502},
+		{name: "end bare LF", framing: Chunked, in: "0\r\n\n", n: 3, status: 502},
+		{name: "trailer obs-fold", framing: Chunked, in: "0\r\nA: b\r\n c\r\n\r\n", n: 9, status: 502},
+		{name: "trailer space before colon", framing: Chunked, in: "0\r\nA : b\r\n\r\n", n: 4, status: 502},
+		{name: "trailer bare LF", framing: Chunked, in: "0\r\nA: b\n\r\n", n: 7, status: 502},
+		{name: "trailer ctl", framing: Chunked, in: "0\r\nA: \x01\r\n\r\n", n: 6, status: 502},
+		{name: "long size line", framing: Chunked, in: "5;" + strings.Repeat("a", MaxChunkLine) + "\r\n", n: MaxChunkLine, status: 502},
+		{name: "size line at limit", framing: Chunked, in: "5;" + strings.Repeat("a", MaxChunkLine-2) + "\r\nhello\r\n0\r\n\r\n", n: MaxChunkLine + 14, done: true},
+		{name: "long trailer", framing: Chunked, in: "0\r\nA: " + strings.Repeat("a", MaxTrailer), n: 3 + MaxTrailer, status: 502},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := []byte(tt.in)
+			whole := feed(tt.framing, tt.length, in)
+			if whole.n != tt.n || whole.done != tt.done || status(whole.err) != tt.status {
+				t.Fatalf("got n=%d done=%v err=%v, want %d %v %d", whole.n, whole.done, whole.err, tt.n, tt.done, tt.status)
+			}
+			step := 1 + len(in)/256 // every split of short inputs, a sample of long ones
+			for i := 0; i <= len(in); i += step {
+				if got := feed(tt.framing, tt.length, in, i); got != whole {
+					t.Fatalf("split at %d: %+v, whole %+v", i, got, whole)
+				}
+			}
+			if len(in) < 64 {
+				cuts := make([]int, len(in))
+				for i := range cuts {
+					cuts[i] = i
+				}
+				if got := feed(tt.framing, tt.length, in, cuts...); got != whole {
+					t.Fatalf("byte by byte: %+v, whole %+v", got, whole)
+				}
+			}
+		})
+	}
+}
+
+func TestBodyAfterEnd(t *testing.T) {
+	var b Body
+	b.Reset(Chunked, 0)
+	if n, done, err := b.Next([]byte("0\r\n\r\nX")); n != 5 || !done || err != nil {
+		t.Fatalf("%d %v %v", n, done, err)
+	}
+	if n, done, err := b.Next([]byte("X")); n != 0 || !done || err != nil {
+		t.Fatalf("after end: %d %v %v", n, done, err)
+	}
+	b.Reset(Chunked, 0)
+	if _, _, err := b.Next([]byte("x")); err == nil {
+		t.Fatal("no error")
+	}
+	if n, _, err := b.Next([]byte("0\r\n\r\n")); n != 0 || err == nil {
+		t.Fatalf("error not sticky: %d %v", n, err)
+	}
+}

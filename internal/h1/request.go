@@ -1,0 +1,269 @@
+package h1
+
+import "bytes"
+
+// maxLeadingCRLF bounds the empty lines skipped before a request line
+// (RFC 9112 2.2 asks servers to ignore at least one).
+const maxLeadingCRLF = 4
+
+// Request is a parsed request head. Its slices point into the buffer given to
+// Parse and are valid while that buffer is.
+type Request struct {
+	// Method and Target are as received. Target is in origin-form ("/p?q"),
+	// absolute-form ("http://h/p"), "*" (OPTIONS only) or, for CONNECT,
+	// whatever followed the method (authority-form, unchecked).
+	Method, Target []byte
+	// Minor is the minor version: HTTP/1.<Minor>, 0 or 1.
+	Minor int
+	// Headers holds the field lines in order. Parse reuses its storage:
+	// it appends to Headers[:0].
+	Headers []Header
+	// Host is the Host field's value (required exactly once in HTTP/1.1).
+	Host []byte
+	// Framing is NoBody, Length or Chunked.
+	Framing Framing
+	// ContentLength is the body length when Framing is Length.
+	ContentLength int64
+	// KeepAlive says another request may follow on the connection: HTTP/1.1
+	// unless Connection has "close", HTTP/1.0 only with "keep-alive".
+	KeepAlive bool
+	// Expect100 is set by "Expect: 100-continue".
+	Expect100 bool
+	// Upgrade is the Upgrade field's value when Connection lists "upgrade",
+	// else nil.
+	Upgrade []byte
+}
+
+// Parse parses the request head at the start of buf. n is the length of the
+// head, empty lines skipped before it and its final CRLF CRLF included. n == 0
+// with a nil error means the head is incomplete: read more and call Parse
+// again with the longer buffer, unless buf is already longer than
+// lim.MaxHead, which Parse reports as a 431 (or 414 when the request target
+// alone is too long). Errors are *Error. Parse does not allocate once
+// Headers has room for the fields.
+func (r *Request) Parse(buf []byte, lim Limits) (n int, err error) {
+	n, e := r.parse(buf, lim.withDefaults())
+	if e != nil {
+		return 0, e
+	}
+	return n, nil
+}
+
+func (r *Request) parse(buf []byte, lim Limits) (int, *Error) {
+	hs := r.Headers[:0]
+	*r = Request{Headers: hs}
+	i := 0
+	for k := 0; ; k++ {
+		if i >= len(buf) {
+			return 0, nil
+		}
+		if buf[i] == '\n' {
+			return 0, errBareLF
+		}
+		if buf[i] != '\r' {
+			break
+		}
+		if i+1 >= len(buf) {
+			return 0, nil
+		}
+		if buf[i+1] != '\n' {
+			return 0, errBareCR
+		}
+		if k == maxLeadingCRLF {
+			return 0, errLeadingLines
+		}
+		i += 2
+	}
+	ln, next, ok, e := line(buf, i)
+	if e != nil {
+		return 0, e
+	}
+	if !ok {
+		// Incomplete request line: a target already too long is 414.
+		rest := buf[i:]
+		if sp := bytes.IndexByte(rest, ' '); sp >= 0 {
+			t := rest[sp+1:]
+			if sp2 := bytes.IndexByte(t, ' '); sp2 >= 0 {
+				t = t[:sp2]
+			}
+			if len(t) > lim.MaxTarget {
+				return 0, errTargetTooLong
+			}
+		}
+		if len(buf) > lim.MaxHead {
+			return 0, errHeadTooLarge
+		}
+		return 0, nil
+	}
+	if e := r.parseLine(ln, lim); e != nil {
+		return 0, e
+	}
+	n, e := parseFields(buf, next, &r.Headers, lim.MaxHeaders)
+	if e != nil {
+		return 0, e
+	}
+	if n == 0 {
+		if len(buf) > lim.MaxHead {
+			return 0, errHeadTooLarge
+		}
+		return 0, nil
+	}
+	if n > lim.MaxHead {
+		return 0, errHeadTooLarge
+	}
+	return n, r.semantics()
+}
+
+// parseLine parses method SP request-target SP HTTP-version.
+func (r *Request) parseLine(ln []byte, lim Limits) *Error {
+	sp := bytes.IndexByte(ln, ' ')
+	if sp < 0 {
+		return errRequestLine
+	}
+	r.Method = ln[:sp]
+	if !isToken(r.Method) {
+		return errMethod
+	}
+	rest := ln[sp+1:]
+	sp = bytes.IndexByte(rest, ' ')
+	if sp < 0 {
+		return errRequestLine
+	}
+	r.Target = rest[:sp]
+	if len(r.Target) > lim.MaxTarget {
+		return errTargetTooLong
+	}
+	minor, ok, supported := parseVersion(rest[sp+1:])
+	if !ok {
+		return errVersion
+	}
+	if !supported {
+		return errVersionUnsupp
+	}
+	r.Minor = minor
+	return checkTarget(r.Method, r.Target)
+}
+
+// checkTarget accepts origin-form, absolute-form, "*" for OPTIONS and, for
+// CONNECT, any target of visible characters.
+func checkTarget(method, t []byte) *Error {
+	if len(t) == 0 {
+		return errTarget
+	}
+	for _, c := range t {
+		// VCHAR only; no fragment (RFC 9112 3.2).
+		if c <= ' ' || c >= 0x7f || c == '#' {
+			return errTarget
+		}
+	}
+	switch {
+	case t[0] == '/':
+		return nil
+	case string(method) == "CONNECT":
+		return nil
+	case len(t) == 1 && t[0] == '*':
+		if string(method) == "OPTIONS" {
+			return nil
+		}
+		return errTarget
+	}
+	// absolute-form: scheme ":" hier-part, scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." )
+	for i, c := range t {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+		case i > 0 && ('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.'):
+		case i > 0 && c == ':':
+			return nil
+		default:
+			return errTarget
+		}
+	}
+	return errTarget
+}
+
+// semantics reads the fields that decide framing, persistence and routing.
+func (r *Request) semantics() *Error {
+	var (
+		hostSeen, clSeen bool
+		te               teState
+		conn             connState
+		upgrade          []byte
+	)
+	for _, h := range r.Headers {
+		switch len(h.Name) {
+		case 4:
+			if eqFold(h.Name, "host") {
+				if hostSeen {
+					return errHost
+				}
+				hostSeen = true
+				for _, c := range h.Value {
+					if !hostChar[c] {
+						return errHost
+					}
+				}
+				r.Host = h.Value
+			}
+		case 6:
+			if eqFold(h.Name, "expect") && eqFold(h.Value, "100-continue") {
+				r.Expect100 = true
+			}
+		case 7:
+			if eqFold(h.Name, "upgrade") && upgrade == nil {
+				upgrade = h.Value
+			}
+		case 10:
+			if eqFold(h.Name, "connection") {
+				conn.add(h.Value)
+			}
+		case 14:
+			if eqFold(h.Name, "content-length") {
+				v, ok := parseCL(h.Value)
+				if !ok {
+					return errContentLength
+				}
+				if clSeen && v != r.ContentLength {
+					return errCLMismatch
+				}
+				clSeen, r.ContentLength = true, v
+			}
+		case 17:
+			if eqFold(h.Name, "transfer-encoding") {
+				te.add(h.Value)
+			}
+		}
+	}
+	if r.Minor == 1 && !hostSeen {
+		return errHost
+	}
+	switch {
+	case te.seen:
+		switch {
+		case r.Minor == 0:
+			return errTE10
+		case clSeen:
+			return errCLAndTE
+		case !te.lastChunk || te.chunked != 1:
+			return errTE
+		case te.codings != 1:
+			return errTEUnsupported
+		}
+		r.Framing, r.ContentLength = Chunked, 0
+	case clSeen:
+		r.Framing = Length
+	}
+	r.KeepAlive = !conn.close && (r.Minor == 1 || conn.keepAlive)
+	if conn.upgrade {
+		r.Upgrade = upgrade
+	}
+	return nil
+}
+
+// HopByHop reports whether the field name (any case) is connection-specific
+// in this request and must not be forwarded: Connection, Keep-Alive,
+// Proxy-Connection, TE, Upgrade and every name listed in the request's
+// Connection fields, except Transfer-Encoding, Content-Length and Host, which
+// are never reported (the proxy forwards chunked bodies as they are, and
+// dropping a framing field on request would desynchronise the next hop).
+// Trailer is end-to-end (RFC 9110 6.6.2) and is not reported.
+func (r *Request) HopByHop(name []byte) bool { return hopByHop(r.Headers, name) }

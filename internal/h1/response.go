@@ -1,0 +1,183 @@
+package h1
+
+// Response is a parsed response head. Its slices point into the buffer given
+// to Parse and are valid while that buffer is.
+type Response struct {
+	// Minor is the minor version: HTTP/1.<Minor>, 0 or 1.
+	Minor int
+	// Status is the three-digit status code, 100 to 999.
+	Status int
+	// Reason is the reason phrase, possibly empty.
+	Reason []byte
+	// Headers holds the field lines in order. Parse reuses its storage:
+	// it appends to Headers[:0].
+	Headers []Header
+	// Framing is how the body ends (RFC 9112 6.3).
+	Framing Framing
+	// ContentLength is the body length when Framing is Length.
+	ContentLength int64
+	// KeepAlive says the server keeps the connection open after this
+	// response: false for UntilClose framing, for a response with both
+	// Transfer-Encoding and Content-Length, for 101 Switching Protocols
+	// (the connection is no longer HTTP), with "Connection: close", and for
+	// HTTP/1.0 without "Connection: keep-alive".
+	KeepAlive bool
+	// Upgrade is the Upgrade field's value when Connection lists "upgrade",
+	// else nil.
+	Upgrade []byte
+}
+
+// Parse parses the response head at the start of buf; head says the request
+// was HEAD. n, errors and limits are as for Request.Parse, except that every
+// error has Status 502 (MaxTarget does not apply). Framing follows RFC 9112
+// 6.3: 1xx, 204, 304 and responses to HEAD have no body whatever their
+// fields say; then Transfer-Encoding (its final coding must be chunked, and
+// with Content-Length as well the connection is not reused); then
+// Content-Length; else the body runs until the server closes. A 1xx response
+// is returned like any other: the caller forwards it and parses the next.
+func (r *Response) Parse(buf []byte, head bool, lim Limits) (n int, err error) {
+	n, e := r.parse(buf, head, lim.withDefaults())
+	if e != nil {
+		return 0, respErr(e)
+	}
+	return n, nil
+}
+
+func (r *Response) parse(buf []byte, head bool, lim Limits) (int, *Error) {
+	hs := r.Headers[:0]
+	*r = Response{Headers: hs}
+	ln, next, ok, e := line(buf, 0)
+	if e != nil {
+		return 0, e
+	}
+	if !ok {
+		if len(buf) > lim.MaxHead {
+			return 0, errHeadTooLarge
+		}
+		return 0, nil
+	}
+	if e := r.parseLine(ln); e != nil {
+		return 0, e
+	}
+	n, e := parseFields(buf, next, &r.Headers, lim.MaxHeaders)
+	if e != nil {
+		return 0, e
+	}
+	if n == 0 {
+		if len(buf) > lim.MaxHead {
+			return 0, errHeadTooLarge
+		}
+		return 0, nil
+	}
+	if n > lim.MaxHead {
+		return 0, errHeadTooLarge
+	}
+	return n, r.semantics(head)
+}
+
+// parseLine parses HTTP-version SP status-code SP [ reason-phrase ]; the SP
+// before an empty reason may be missing.
+func (r *Response) parseLine(ln []byte) *Error {
+	if len(ln) < 12 || ln[8] != ' ' {
+		return errStatusLine
+	}
+	minor, ok, supported := parseVersion(ln[:8])
+	if !ok {
+		return errStatusLine
+	}
+	if !supported {
+		return errRespVersion
+	}
+	r.Minor = minor
+	s := 0
+	for _, c := range ln[9:12] {
+		if c < '0' || c > '9' {
+			return errStatusLine
+		}
+		s = s*10 + int(c-'0')
+	}
+	if s < 100 {
+		return errStatusLine
+	}
+	r.Status = s
+	rest := ln[12:]
+	if len(rest) > 0 {
+		if rest[0] != ' ' {
+			return errStatusLine
+		}
+		rest = rest[1:]
+	}
+	for _, c := range rest {
+		if ctl(c) {
+			return errStatusLine
+		}
+	}
+	r.Reason = rest
+	return nil
+}
+
+func (r *Response) semantics(head bool) *Error {
+	var (
+		clSeen  bool
+		te      teState
+		conn    connState
+		upgrade []byte
+	)
+	for _, h := range r.Headers {
+		switch len(h.Name) {
+		case 7:
+			if eqFold(h.Name, "upgrade") && upgrade == nil {
+				upgrade = h.Value
+			}
+		case 10:
+			if eqFold(h.Name, "connection") {
+				conn.add(h.Value)
+			}
+		case 14:
+			if eqFold(h.Name, "content-length") {
+				v, ok := parseCL(h.Value)
+				if !ok {
+					return errRespCL
+				}
+				if clSeen && v != r.ContentLength {
+					return errRespCLMismatch
+				}
+				clSeen, r.ContentLength = true, v
+			}
+		case 17:
+			if eqFold(h.Name, "transfer-encoding") {
+				te.add(h.Value)
+			}
+		}
+	}
+	r.KeepAlive = !conn.close && (r.Minor == 1 || conn.keepAlive)
+	if conn.upgrade {
+		r.Upgrade = upgrade
+	}
+	switch {
+	case head || r.Status < 200 || r.Status == 204 || r.Status == 304:
+		r.Framing, r.ContentLength = NoBody, 0
+		if r.Status == 101 {
+			r.KeepAlive = false
+		}
+	case te.seen:
+		switch {
+		case r.Minor == 0:
+			return errRespTE10
+		case !te.lastChunk || te.chunked != 1:
+			return errRespTE
+		}
+		r.Framing, r.ContentLength = Chunked, 0
+		if clSeen {
+			r.KeepAlive = false
+		}
+	case clSeen:
+		r.Framing = Length
+	default:
+		r.Framing, r.KeepAlive = UntilClose, false
+	}
+	return nil
+}
+
+// HopByHop is Request.HopByHop for this response's fields.
+func (r *Response) HopByHop(name []byte) bool { return hopByHop(r.Headers, name) }

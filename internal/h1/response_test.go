@@ -1,0 +1,87 @@
+package h1
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestResponseParse(t *testing.T) {
+	tests := []struct {
+		name      string
+		in        string
+		raw       bool
+		head      bool
+		status    int // error status, 0 = accepted
+		framing   Framing
+		length    int64
+		keepAlive bool
+	}{
+		{name: "length", in: "HTTP/1.1 200 OK\nContent-Length: 7\n\n", framing: Length, length: 7, keepAlive: true},
+		{name: "chunked", in: "HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\n", framing: Chunked, keepAlive: true},
+		{name: "gzip, chunked", in: "HTTP/1.1 200 OK\nTransfer-Encoding: gzip, chunked\n\n", framing: Chunked, keepAlive: true},
+		{name: "te and cl", in: "HTTP/1.1 200 OK\nContent-Length: 7\nTransfer-Encoding: chunked\n\n", framing: Chunked},
+		{name: "te not chunked", in: "HTTP/1.1 200 OK\nTransfer-Encoding: gzip\n\n", status: 502},
+		{name: "chunked not final", in: "HTTP/1.1 200 OK\nTransfer-Encoding: chunked, gzip\n\n", status: 502},
+		{name: "chunked twice", in: "HTTP/1.1 200 OK\nTransfer-Encoding: chunked\nTransfer-Encoding: chunked\n\n", status: 502},
+		{name: "te in 1.0", in: "HTTP/1.0 200 OK\nTransfer-Encoding: chunked\n\n", status: 502},
+		{name: "until close", in: "HTTP/1.1 200 OK\nA: b\n\n", framing: UntilClose},
+		{name: "1.0 keep-alive", in: "HTTP/1.0 200 OK\nConnection: keep-alive\nContent-Length: 0\n\n", framing: Length, keepAlive: true},
+		{name: "1.0", in: "HTTP/1.0 200 OK\nContent-Length: 0\n\n", framing: Length},
+		{name: "close", in: "HTTP/1.1 200 OK\nConnection: close\nContent-Length: 0\n\n", framing: Length},
+		{name: "head", in: "HTTP/1.1 200 OK\nContent-Length: 7\n\n", head: true, framing: NoBody, keepAlive: true},
+		{name: "204", in: "HTTP/1.1 204 No Content\nContent-Length: 7\n\n", framing: NoBody, keepAlive: true},
+		{name: "304", in: "HTTP/1.1 304 Not Modified\nTransfer-Encoding: chunked\n\n", framing: NoBody, keepAlive: true},
+		{name: "100", in: "HTTP/1.1 100 Continue\n\n", framing: NoBody, keepAlive: true},
+		{name: "101", in: "HTTP/1.1 101 Switching Protocols\nUpgrade: websocket\nConnection: upgrade\n\n", framing: NoBody},
+		{name: "no reason", in: "HTTP/1.1 200 \nContent-Length: 0\n\n", framing: Length, keepAlive: true},
+		{name: "no reason no space", in: "HTTP/1.1 200\nContent-Length: 0\n\n", framing: Length, keepAlive: true},
+		{name: "differing cl", in: "HTTP/1.1 200 OK\nContent-Length: 7\nContent-Length: 8\n\n", status: 502},
+		{name: "bad cl", in: "HTTP/1.1 200 OK\nContent-Length: -1\n\n", status: 502},
+		{name: "status 099", in: "HTTP/1.1 099 X\n\n", status: 502},
+		{name: "status 4 digits", in: "HTTP/1.1 2000 X\n\n", status: 502},
+		{name: "status letters", in: "HTTP/1.1 2x0 X\n\n", status: 502},
+		{name: "http/2", in: "HTTP/2.0 200 OK\n\n", status: 502},
+		{name: "http/1.2", in: "HTTP/1.2 200 OK\n\n", status: 502},
+		{name: "ctl in reason", in: "HTTP/1.1 200 O\x01K\n\n", status: 502},
+		{name: "bare LF", raw: true, in: "HTTP/1.1 200 OK\nContent-Length: 0\r\n\r\n", status: 502},
+		{name: "obs-fold", in: "HTTP/1.1 200 OK\nA: b\n c\nContent-Length: 0\n\n", status: 502},
+		{name: "space before colon", in: "HTTP/1.1 200 OK\nContent-Length : 0\n\n", status: 502},
+		{name: "too many headers", in: "HTTP/1.1 200 OK\n" + strings.Repeat("A: b\n", 101) + "\n", status: 502},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := tt.in
+			if !tt.raw {
+				in = crlf(in)
+			}
+			var r Response
+			n, err := r.Parse([]byte(in), tt.head, Limits{})
+			if got := status(err); got != tt.status {
+				t.Fatalf("status %d (%v), want %d", got, err, tt.status)
+			}
+			if err != nil {
+				return
+			}
+			if n != len(in) || r.Framing != tt.framing || r.ContentLength != tt.length || r.KeepAlive != tt.keepAlive {
+				t.Errorf("n=%d/%d framing=%v length=%d keepAlive=%v, want %v %d %v",
+					n, len(in), r.Framing, r.ContentLength, r.KeepAlive, tt.framing, tt.length, tt.keepAlive)
+			}
+			for i := 0; i < len(in); i++ {
+				if n, err := r.Parse([]byte(in[:i]), tt.head, Limits{}); n != 0 || err != nil {
+					t.Fatalf("prefix %d: n=%d err=%v", i, n, err)
+				}
+			}
+		})
+	}
+}
+
+func TestResponseUpgrade(t *testing.T) {
+	var r Response
+	in := crlf("HTTP/1.1 101 Switching Protocols\nUpgrade: websocket\nConnection: Upgrade\n\n")
+	if _, err := r.Parse([]byte(in), false, Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	if string(r.Upgrade) != "websocket" || r.Status != 101 || string(r.Reason) != "Switching Protocols" {
+		t.Errorf("got %+v", r)
+	}
+}
