@@ -9,6 +9,10 @@ const (
 	MaxChunkLine = 4096
 	// MaxTrailer is the largest trailer section, CRLFs included.
 	MaxTrailer = 16 << 10
+	// maxSizeDigits bounds chunk-size digits, leading zeros included: a
+	// longer size is an error even when its value is small, since a next hop
+	// with a narrower parser could read it differently.
+	maxSizeDigits = 16
 )
 
 // Chunked-body states (RFC 9112 7.1).
@@ -127,7 +131,7 @@ func (b *Body) chunked(p []byte) (int, *Error) {
 		switch b.state {
 		case cSize0, cSize:
 			if d := unhex(c); d >= 0 {
-				if b.size > (math.MaxInt64-d)/16 {
+				if b.line > maxSizeDigits || b.size > (math.MaxInt64-d)/16 {
 					return i, errChunkTooBig
 				}
 				b.size = b.size*16 + d

@@ -150,9 +150,12 @@ func checkTarget(method, t []byte) *Error {
 	if len(t) == 0 {
 		return errTarget
 	}
-	for _, c := range t {
-		// VCHAR only; no fragment (RFC 9112 3.2).
+	for i, c := range t {
+		// VCHAR only; no fragment (RFC 9112 3.2); "%" starts pct-encoded.
 		if c <= ' ' || c >= 0x7f || c == '#' {
+			return errTarget
+		}
+		if c == '%' && (i+2 >= len(t) || unhex(t[i+1]) < 0 || unhex(t[i+2]) < 0) {
 			return errTarget
 		}
 	}
@@ -160,6 +163,9 @@ func checkTarget(method, t []byte) *Error {
 	case t[0] == '/':
 		return nil
 	case string(method) == "CONNECT":
+		if !validAuthority(t) {
+			return errTarget
+		}
 		return nil
 	case len(t) == 1 && t[0] == '*':
 		if string(method) == "OPTIONS" {
@@ -173,12 +179,68 @@ func checkTarget(method, t []byte) *Error {
 		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
 		case i > 0 && ('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.'):
 		case i > 0 && c == ':':
+			// hier-part must be "//" authority path-abempty [ "?" query ].
+			rest := t[i+1:]
+			if len(rest) < 2 || rest[0] != '/' || rest[1] != '/' {
+				return errTarget
+			}
+			rest = rest[2:]
+			end := bytes.IndexAny(rest, "/?")
+			if end < 0 {
+				end = len(rest)
+			}
+			if !validAuthority(rest[:end]) {
+				return errTarget
+			}
 			return nil
 		default:
 			return errTarget
 		}
 	}
 	return errTarget
+}
+
+// validAuthority accepts host [ ":" port ] where host is a non-empty
+// reg-name of unreserved and sub-delims characters or a bracketed IPv6
+// literal, and port is digits. Userinfo ("@", deprecated and a phishing
+// vector, RFC 9110 4.2.4) and percent-encoding are rejected.
+func validAuthority(a []byte) bool {
+	host, port := a, []byte(nil)
+	if len(a) > 0 && a[0] == '[' {
+		j := bytes.IndexByte(a, ']')
+		if j < 2 {
+			return false
+		}
+		for _, c := range a[1:j] {
+			if unhex(c) < 0 && c != ':' && c != '.' {
+				return false
+			}
+		}
+		host, port = nil, a[j+1:]
+	} else if j := bytes.IndexByte(a, ':'); j >= 0 {
+		host, port = a[:j], a[j:]
+		if len(host) == 0 {
+			return false
+		}
+	} else if len(host) == 0 {
+		return false
+	}
+	for _, c := range host {
+		if !hostChar[c] || c == '%' || c == ':' || c == '[' || c == ']' {
+			return false
+		}
+	}
+	if len(port) > 0 {
+		if port[0] != ':' {
+			return false
+		}
+		for _, c := range port[1:] {
+			if c < '0' || c > '9' {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // semantics reads the fields that decide framing, persistence and routing.

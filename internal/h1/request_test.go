@@ -133,8 +133,17 @@ func TestRequestParse(t *testing.T) {
 				t.Errorf("target %q", r.Target)
 			}
 		}},
-		{name: "authority-form get", in: "GET x:443 HTTP/1.1\nHost: x\n\n"}, // scheme "x": absolute-form
+		{name: "authority-form get", in: "GET x:443 HTTP/1.1\nHost: x\n\n", status: 400},
+		{name: "absolute-form ipv6", in: "GET http://[::1]:8080?q HTTP/1.1\nHost: x\n\n"},
+		{name: "absolute-form userinfo", in: "GET http://u@x/ HTTP/1.1\nHost: x\n\n", status: 400},
+		{name: "absolute-form bad host", in: "GET A://} HTTP/1.1\nHost: x\n\n", status: 400},
+		{name: "absolute-form bad port", in: "GET http://x:8a/ HTTP/1.1\nHost: x\n\n", status: 400},
+		{name: "absolute-form no host", in: "GET http:///a HTTP/1.1\nHost: x\n\n", status: 400},
+		{name: "connect bad authority", in: "CONNECT x/y HTTP/1.1\nHost: x\n\n", status: 400},
 		{name: "relative target", in: "GET a/b HTTP/1.1\nHost: x\n\n", status: 400},
+		{name: "pct-encoded", in: "GET /a%2Fb%c3%A9 HTTP/1.1\nHost: x\n\n"},
+		{name: "bad pct-encoding", in: "GET /a%zz HTTP/1.1\nHost: x\n\n", status: 400},
+		{name: "short pct-encoding", in: "GET /a%2 HTTP/1.1\nHost: x\n\n", status: 400},
 		{name: "fragment", in: "GET /a#b HTTP/1.1\nHost: x\n\n", status: 400},
 		{name: "ctl in target", in: "GET /a\x01 HTTP/1.1\nHost: x\n\n", status: 400},
 		{name: "non-ascii target", in: "GET /\xc3\xa9 HTTP/1.1\nHost: x\n\n", status: 400},

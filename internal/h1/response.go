@@ -154,6 +154,16 @@ func (r *Response) semantics(head bool) *Error {
 	if conn.upgrade {
 		r.Upgrade = upgrade
 	}
+	// Transfer-Encoding is checked even where it does not frame the body:
+	// a server that sends a malformed one is not to be trusted.
+	if te.seen {
+		switch {
+		case r.Minor == 0:
+			return errRespTE10
+		case !te.lastChunk || te.chunked != 1:
+			return errRespTE
+		}
+	}
 	switch {
 	case head || r.Status < 200 || r.Status == 204 || r.Status == 304:
 		r.Framing, r.ContentLength = NoBody, 0
@@ -161,12 +171,6 @@ func (r *Response) semantics(head bool) *Error {
 			r.KeepAlive = false
 		}
 	case te.seen:
-		switch {
-		case r.Minor == 0:
-			return errRespTE10
-		case !te.lastChunk || te.chunked != 1:
-			return errRespTE
-		}
 		r.Framing, r.ContentLength = Chunked, 0
 		if clSeen {
 			r.KeepAlive = false

@@ -31,6 +31,7 @@ func TestResponseParse(t *testing.T) {
 		{name: "head", in: "HTTP/1.1 200 OK\nContent-Length: 7\n\n", head: true, framing: NoBody, keepAlive: true},
 		{name: "204", in: "HTTP/1.1 204 No Content\nContent-Length: 7\n\n", framing: NoBody, keepAlive: true},
 		{name: "304", in: "HTTP/1.1 304 Not Modified\nTransfer-Encoding: chunked\n\n", framing: NoBody, keepAlive: true},
+		{name: "bad te in 204", in: "HTTP/1.1 204 No Content\nTransfer-Encoding:\n\n", status: 502},
 		{name: "100", in: "HTTP/1.1 100 Continue\n\n", framing: NoBody, keepAlive: true},
 		{name: "101", in: "HTTP/1.1 101 Switching Protocols\nUpgrade: websocket\nConnection: upgrade\n\n", framing: NoBody},
 		{name: "no reason", in: "HTTP/1.1 200 \nContent-Length: 0\n\n", framing: Length, keepAlive: true},

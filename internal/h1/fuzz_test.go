@@ -1,0 +1,238 @@
+package h1
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httputil"
+	"strings"
+	"testing"
+)
+
+var requestSeeds = []string{
+	benchHead,
+	"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+	"\r\nPOST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello",
+	"POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+	"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+	"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5, 5\r\n\r\n",
+	"GET http://x/y?z HTTP/1.1\r\nHost: x\r\n\r\n",
+	"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n",
+	"CONNECT x:443 HTTP/1.1\r\nHost: x:443\r\n\r\n",
+	"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+	"GET / HTTP/1.1\r\nHost: x\r\nA: b\r\n c\r\n\r\n",
+	"GET / HTTP/1.1\nHost: x\n\n",
+	"GET /%41 HTTP/1.1\r\nHost: [::1]:80\r\nUpgrade: h2c\r\nConnection: upgrade\r\n\r\n",
+}
+
+// netHTTPDiffers reports the inputs that Parse accepts and net/http rejects
+// on purpose: a Content-Length list of identical values ("5, 5"), which RFC
+// 9110 8.6 lets a recipient accept and net/http rejects.
+func netHTTPDiffers(r *Request) bool {
+	for _, h := range r.Headers {
+		if eqFold(h.Name, "content-length") && bytes.IndexByte(h.Value, ',') >= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// FuzzRequest checks that Parse never panics, returns only *Error values with
+// a status a proxy can send, and accepts nothing net/http rejects, agreeing
+// with it on method, target and body framing.
+func FuzzRequest(f *testing.F) {
+	for _, s := range requestSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var r Request
+		n, err := r.Parse(in, Limits{})
+		if err != nil {
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("error %T %v", err, err)
+			}
+			switch e.Status {
+			case 400, 414, 431, 501, 505:
+			default:
+				t.Fatalf("status %d", e.Status)
+			}
+			return
+		}
+		if n == 0 {
+			return
+		}
+		if n > len(in) {
+			t.Fatalf("n %d > len %d", n, len(in))
+		}
+		if n2, err := r.Parse(in[:n], Limits{}); n2 != n || err != nil {
+			t.Fatalf("head alone: n=%d err=%v, want %d", n2, err, n)
+		}
+		if netHTTPDiffers(&r) {
+			return
+		}
+		method, target, framing, length := string(r.Method), string(r.Target), r.Framing, r.ContentLength
+		head := in[:n]
+		for bytes.HasPrefix(head, []byte("\r\n")) { // net/http does not skip empty lines
+			head = head[2:]
+		}
+		req, herr := http.ReadRequest(bufio.NewReader(bytes.NewReader(head)))
+		if herr != nil {
+			t.Fatalf("accepted %q; net/http: %v", in[:n], herr)
+		}
+		if req.Method != method || req.RequestURI != target {
+			t.Fatalf("%q: method/target %q %q, net/http %q %q", in[:n], method, target, req.Method, req.RequestURI)
+		}
+		chunked := len(req.TransferEncoding) > 0 && req.TransferEncoding[0] == "chunked"
+		switch framing {
+		case Chunked:
+			if !chunked {
+				t.Fatalf("%q: chunked, net/http %v", in[:n], req.TransferEncoding)
+			}
+		case Length:
+			if chunked || req.ContentLength != length {
+				t.Fatalf("%q: length %d, net/http %d", in[:n], length, req.ContentLength)
+			}
+		case NoBody:
+			if chunked || req.ContentLength != 0 {
+				t.Fatalf("%q: no body, net/http %d", in[:n], req.ContentLength)
+			}
+		}
+	})
+}
+
+// FuzzResponse checks that Response.Parse never panics, fails only with 502
+// *Error values, and agrees with net/http on accepted heads' status and
+// Content-Length.
+func FuzzResponse(f *testing.F) {
+	for _, s := range []string{
+		"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n",
+		"HTTP/1.0 200 OK\r\n\r\n",
+		"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n",
+		"HTTP/1.1 204\r\n\r\n",
+	} {
+		f.Add([]byte(s), false)
+	}
+	f.Add([]byte("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n"), true)
+	f.Fuzz(func(t *testing.T, in []byte, head bool) {
+		var r Response
+		n, err := r.Parse(in, head, Limits{})
+		if err != nil {
+			var e *Error
+			if !errors.As(err, &e) || e.Status != 502 {
+				t.Fatalf("error %T %v", err, err)
+			}
+			return
+		}
+		if n == 0 {
+			return
+		}
+		if n2, err := r.Parse(in[:n], head, Limits{}); n2 != n || err != nil {
+			t.Fatalf("head alone: n=%d err=%v, want %d", n2, err, n)
+		}
+		if (r.Framing == UntilClose || r.Status == 101) && r.KeepAlive {
+			t.Fatalf("%q: keep-alive with %v", in[:n], r.Framing)
+		}
+		method := "GET"
+		if head {
+			method = "HEAD"
+		}
+		resp, herr := http.ReadResponse(bufio.NewReader(bytes.NewReader(in[:n])), &http.Request{Method: method})
+		if herr != nil {
+			// net/http supports only "chunked" alone as a transfer coding.
+			if r.Framing == Chunked && strings.Contains(herr.Error(), "unsupported transfer encoding") {
+				return
+			}
+			for _, h := range r.Headers { // identical Content-Length lists: see netHTTPDiffers
+				if eqFold(h.Name, "content-length") && bytes.IndexByte(h.Value, ',') >= 0 {
+					return
+				}
+			}
+			t.Fatalf("accepted %q; net/http: %v", in[:n], herr)
+		}
+		if resp.StatusCode != r.Status {
+			t.Fatalf("%q: status %d, net/http %d", in[:n], r.Status, resp.StatusCode)
+		}
+		if r.Framing == Length && resp.ContentLength != r.ContentLength {
+			t.Fatalf("%q: length %d, net/http %d", in[:n], r.ContentLength, resp.ContentLength)
+		}
+	})
+}
+
+// goChunked reads in with net/http's chunked reader and returns the offset
+// just after the last-chunk line, or ok false if it fails first.
+func goChunked(in []byte) (end int, ok bool) {
+	src := bytes.NewReader(in)
+	br := bufio.NewReaderSize(src, 16)
+	if _, err := io.Copy(io.Discard, httputil.NewChunkedReader(br)); err != nil {
+		return 0, false
+	}
+	return len(in) - src.Len() - br.Buffered(), true
+}
+
+// FuzzBody checks that any two-cut split of a body gives the same result as
+// one call, and, for Chunked, agrees with net/http/httputil's chunked reader:
+// a body Next finishes is one that reader reads to its last chunk, ending at
+// the first empty line after it; and a body that reader reads whose last
+// chunk is followed by an empty line is one Next finishes there. Deliberate
+// differences: Next accepts whitespace between chunk-size and ";" (RFC 9112
+// BWS; the Go reader does not) and rejects CTLs in chunk extensions (the Go
+// reader ignores extensions).
+func FuzzBody(f *testing.F) {
+	for _, s := range []string{
+		"5\r\nhello\r\n0\r\n\r\n",
+		"5;a=b\r\nhello\r\n0\r\nT: x\r\n\r\n",
+		"5 ;a\r\nhello\r\n0\r\n\r\n",
+		"A\r\n0123456789\r\n0\r\n\r\nnext",
+		"5\nhello\r\n0\r\n\r\n",
+	} {
+		f.Add(uint8(Chunked), int64(0), []byte(s), 3, 9)
+	}
+	f.Add(uint8(Length), int64(4), []byte("abcdef"), 1, 2)
+	f.Fuzz(func(t *testing.T, framing uint8, length int64, in []byte, c1, c2 int) {
+		fr := Framing(framing % 4)
+		if length < 0 {
+			length = -length
+			if length < 0 {
+				length = 0
+			}
+		}
+		whole := feed(fr, length, in)
+		if whole.n > len(in) || whole.n < 0 {
+			t.Fatalf("n %d of %d", whole.n, len(in))
+		}
+		if c1 > c2 {
+			c1, c2 = c2, c1
+		}
+		if c1 >= 0 && c2 <= len(in) {
+			if got := feed(fr, length, in, c1, c2); got != whole {
+				t.Fatalf("cuts %d %d: %+v, whole %+v", c1, c2, got, whole)
+			}
+		}
+		if fr != Chunked || len(in) > 16<<10 {
+			return // Go's reader also limits extension overhead to 16 KiB
+		}
+		if whole.done {
+			end, ok := goChunked(in[:whole.n])
+			if !ok {
+				if bytes.Contains(in[:whole.n], []byte(" ;")) || bytes.Contains(in[:whole.n], []byte("\t;")) {
+					return // BWS before ";"
+				}
+				t.Fatalf("%q: done at %d, Go's reader fails", in, whole.n)
+			}
+			if i := bytes.Index(in[end-2:], []byte("\r\n\r\n")); i < 0 || end-2+i+4 != whole.n {
+				t.Fatalf("%q: done at %d, last chunk ends at %d", in, whole.n, end)
+			}
+			return
+		}
+		if end, ok := goChunked(in); ok && bytes.HasPrefix(in[end:], []byte("\r\n")) {
+			if errors.Is(whole.err, errChunkExt) {
+				return
+			}
+			t.Fatalf("%q: Go's reader ends at %d; Next: %+v", in, end+2, whole)
+		}
+	})
+}
