@@ -101,6 +101,7 @@ var (
 	errRequestLine     = bad("malformed request line")
 	errVersion         = bad("malformed HTTP version")
 	errHost            = bad("missing, repeated or invalid Host")
+	errHostTarget      = bad("Host differs from the request target's authority")
 	errContentLength   = bad("invalid Content-Length")
 	errCLMismatch      = bad("differing Content-Length values")
 	errCLAndTE         = bad("both Content-Length and Transfer-Encoding")

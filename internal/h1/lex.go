@@ -116,8 +116,17 @@ func line(buf []byte, i int) (ln []byte, next int, ok bool, err *Error) {
 
 // parseFields appends the field lines starting at buf[i] to *hs up to and
 // including the empty line that ends the head; it returns the index after
-// that line, or 0 if the head is not complete yet.
-func parseFields(buf []byte, i int, hs *[]Header, max int) (int, *Error) {
+// that line, or 0 if the head is not complete yet. A head, complete or not,
+// longer than lim.MaxHead is an error.
+func parseFields(buf []byte, i int, hs *[]Header, lim Limits) (int, *Error) {
+	n, e := fieldLines(buf, i, hs, lim.MaxHeaders)
+	if e == nil && (n > lim.MaxHead || n == 0 && len(buf) > lim.MaxHead) {
+		return 0, errHeadTooLarge
+	}
+	return n, e
+}
+
+func fieldLines(buf []byte, i int, hs *[]Header, max int) (int, *Error) {
 	for i < len(buf) {
 		ln, next, ok, err := line(buf, i)
 		if err != nil {
@@ -217,6 +226,73 @@ func (t *teState) add(v []byte) {
 			}
 		}
 	}
+}
+
+// fields is what a head's fields say about framing, persistence and routing.
+type fields struct {
+	clSeen    bool
+	cl        int64
+	te        teState
+	conn      connState
+	upgrade   []byte // the first Upgrade field's value
+	host      []byte // non-nil when a Host field is present
+	expect100 bool
+}
+
+// Outcomes of fields.scan.
+const (
+	fieldsOK    = iota
+	clInvalid   // a Content-Length value is not a valid list of one value
+	clDiffer    // Content-Length fields differ
+	hostInvalid // Host is repeated or has a character outside uri-host [":" port]
+)
+
+// scan reads hs; Host and Expect are looked at only if request.
+func (f *fields) scan(hs []Header, request bool) int {
+	for _, h := range hs {
+		switch len(h.Name) {
+		case 4:
+			if request && eqFold(h.Name, "host") {
+				if f.host != nil {
+					return hostInvalid
+				}
+				for _, c := range h.Value {
+					if !hostChar[c] {
+						return hostInvalid
+					}
+				}
+				f.host = h.Value[:len(h.Value):len(h.Value)] // non-nil even if empty
+			}
+		case 6:
+			if request && eqFold(h.Name, "expect") && eqFold(h.Value, "100-continue") {
+				f.expect100 = true
+			}
+		case 7:
+			if eqFold(h.Name, "upgrade") && f.upgrade == nil {
+				f.upgrade = h.Value
+			}
+		case 10:
+			if eqFold(h.Name, "connection") {
+				f.conn.add(h.Value)
+			}
+		case 14:
+			if eqFold(h.Name, "content-length") {
+				v, ok := parseCL(h.Value)
+				if !ok {
+					return clInvalid
+				}
+				if f.clSeen && v != f.cl {
+					return clDiffer
+				}
+				f.clSeen, f.cl = true, v
+			}
+		case 17:
+			if eqFold(h.Name, "transfer-encoding") {
+				f.te.add(h.Value)
+			}
+		}
+	}
+	return fieldsOK
 }
 
 // connState is what Connection fields say.

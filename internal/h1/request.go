@@ -19,6 +19,8 @@ type Request struct {
 	// it appends to Headers[:0].
 	Headers []Header
 	// Host is the Host field's value (required exactly once in HTTP/1.1).
+	// With an absolute-form target it must equal the target's authority,
+	// ignoring case.
 	Host []byte
 	// Framing is NoBody, Length or Chunked.
 	Framing Framing
@@ -27,20 +29,20 @@ type Request struct {
 	// KeepAlive says another request may follow on the connection: HTTP/1.1
 	// unless Connection has "close", HTTP/1.0 only with "keep-alive".
 	KeepAlive bool
-	// Expect100 is set by "Expect: 100-continue".
+	// Expect100 is set by "Expect: 100-continue" in an HTTP/1.1 request.
 	Expect100 bool
-	// Upgrade is the Upgrade field's value when Connection lists "upgrade",
-	// else nil.
+	// Upgrade is the Upgrade field's value when Connection lists "upgrade"
+	// in an HTTP/1.1 request, else nil.
 	Upgrade []byte
 }
 
-// Parse parses the request head at the start of buf. n is the length of the
+// Parse parses the request head at the start of buf into r. n is the length of the
 // head, empty lines skipped before it and its final CRLF CRLF included. n == 0
 // with a nil error means the head is incomplete: read more and call Parse
 // again with the longer buffer, unless buf is already longer than
 // lim.MaxHead, which Parse reports as a 431 (or 414 when the request target
-// alone is too long). Errors are *Error. Parse does not allocate once
-// Headers has room for the fields.
+// alone is too long). Errors are *Error. r's fields are meaningful only when
+// n > 0. Parse does not allocate once Headers has room for the fields.
 func (r *Request) Parse(buf []byte, lim Limits) (n int, err error) {
 	n, e := r.parse(buf, lim.withDefaults())
 	if e != nil {
@@ -98,18 +100,9 @@ func (r *Request) parse(buf []byte, lim Limits) (int, *Error) {
 	if e := r.parseLine(ln, lim); e != nil {
 		return 0, e
 	}
-	n, e := parseFields(buf, next, &r.Headers, lim.MaxHeaders)
-	if e != nil {
+	n, e := parseFields(buf, next, &r.Headers, lim)
+	if e != nil || n == 0 {
 		return 0, e
-	}
-	if n == 0 {
-		if len(buf) > lim.MaxHead {
-			return 0, errHeadTooLarge
-		}
-		return 0, nil
-	}
-	if n > lim.MaxHead {
-		return 0, errHeadTooLarge
 	}
 	return n, r.semantics()
 }
@@ -200,6 +193,22 @@ func checkTarget(method, t []byte) *Error {
 	return errTarget
 }
 
+// targetAuthority returns the authority of an absolute-form target, else nil.
+func targetAuthority(t []byte) []byte {
+	if len(t) == 0 || t[0] == '/' || t[0] == '*' {
+		return nil
+	}
+	i := bytes.Index(t, []byte("://"))
+	if i < 0 {
+		return nil // CONNECT's authority-form
+	}
+	a := t[i+3:]
+	if end := bytes.IndexAny(a, "/?"); end >= 0 {
+		a = a[:end]
+	}
+	return a
+}
+
 // validAuthority accepts host [ ":" port ] where host is a non-empty
 // reg-name of unreserved and sub-delims characters or a bracketed IPv6
 // literal, and port is digits. Userinfo ("@", deprecated and a phishing
@@ -245,78 +254,49 @@ func validAuthority(a []byte) bool {
 
 // semantics reads the fields that decide framing, persistence and routing.
 func (r *Request) semantics() *Error {
-	var (
-		hostSeen, clSeen bool
-		te               teState
-		conn             connState
-		upgrade          []byte
-	)
-	for _, h := range r.Headers {
-		switch len(h.Name) {
-		case 4:
-			if eqFold(h.Name, "host") {
-				if hostSeen {
-					return errHost
-				}
-				hostSeen = true
-				for _, c := range h.Value {
-					if !hostChar[c] {
-						return errHost
-					}
-				}
-				r.Host = h.Value
-			}
-		case 6:
-			if eqFold(h.Name, "expect") && eqFold(h.Value, "100-continue") {
-				r.Expect100 = true
-			}
-		case 7:
-			if eqFold(h.Name, "upgrade") && upgrade == nil {
-				upgrade = h.Value
-			}
-		case 10:
-			if eqFold(h.Name, "connection") {
-				conn.add(h.Value)
-			}
-		case 14:
-			if eqFold(h.Name, "content-length") {
-				v, ok := parseCL(h.Value)
-				if !ok {
-					return errContentLength
-				}
-				if clSeen && v != r.ContentLength {
-					return errCLMismatch
-				}
-				clSeen, r.ContentLength = true, v
-			}
-		case 17:
-			if eqFold(h.Name, "transfer-encoding") {
-				te.add(h.Value)
-			}
-		}
-	}
-	if r.Minor == 1 && !hostSeen {
+	var f fields
+	switch f.scan(r.Headers, true) {
+	case clInvalid:
+		return errContentLength
+	case clDiffer:
+		return errCLMismatch
+	case hostInvalid:
 		return errHost
 	}
+	r.Host, r.ContentLength, r.Expect100 = f.host, f.cl, f.expect100
+	if r.Minor == 1 && f.host == nil {
+		return errHost
+	}
+	// An absolute-form target's authority overrides Host (RFC 9112 3.2.2);
+	// a proxy routing by one while the next hop uses the other could be
+	// steered, so they must agree.
+	if a := targetAuthority(r.Target); a != nil && f.host != nil && !(len(a) == len(r.Host) && foldEq(a, r.Host)) {
+		return errHostTarget
+	}
+	if r.Minor == 0 {
+		// HTTP/1.0 requests' Expect and Upgrade are ignored (RFC 9110
+		// 10.1.1, 7.8).
+		r.Expect100, f.conn.upgrade = false, false
+	}
 	switch {
-	case te.seen:
+	case f.te.seen:
 		switch {
 		case r.Minor == 0:
 			return errTE10
-		case clSeen:
+		case f.clSeen:
 			return errCLAndTE
-		case !te.lastChunk || te.chunked != 1:
+		case !f.te.lastChunk || f.te.chunked != 1:
 			return errTE
-		case te.codings != 1:
+		case f.te.codings != 1:
 			return errTEUnsupported
 		}
 		r.Framing, r.ContentLength = Chunked, 0
-	case clSeen:
+	case f.clSeen:
 		r.Framing = Length
 	}
-	r.KeepAlive = !conn.close && (r.Minor == 1 || conn.keepAlive)
-	if conn.upgrade {
-		r.Upgrade = upgrade
+	r.KeepAlive = !f.conn.close && (r.Minor == 1 || f.conn.keepAlive)
+	if f.conn.upgrade {
+		r.Upgrade = f.upgrade
 	}
 	return nil
 }

@@ -126,6 +126,15 @@ func TestRequestParse(t *testing.T) {
 		{name: "empty host", in: "GET / HTTP/1.1\nHost:\n\n"},
 		{name: "host ipv6 port", in: "GET / HTTP/1.1\nHost: [::1]:80\n\n"},
 		{name: "absolute-form", in: "GET http://x/y HTTP/1.1\nHost: x\n\n"},
+		{name: "absolute-form host case", in: "GET http://X.example:80?q HTTP/1.1\nHost: x.EXAMPLE:80\n\n"},
+		{name: "absolute-form other host", in: "GET http://x/y HTTP/1.1\nHost: y\n\n", status: 400},
+		{name: "absolute-form other port", in: "GET http://x:80/y HTTP/1.1\nHost: x\n\n", status: 400},
+		{name: "absolute-form 1.0 no host", in: "GET http://x/y HTTP/1.0\n\n"},
+		{name: "1.0 expect and upgrade ignored", in: "GET / HTTP/1.0\nExpect: 100-continue\nUpgrade: x\nConnection: upgrade\n\n", check: func(t *testing.T, r *Request) {
+			if r.Expect100 || r.Upgrade != nil {
+				t.Errorf("Expect100 %v Upgrade %q", r.Expect100, r.Upgrade)
+			}
+		}},
 		{name: "asterisk options", in: "OPTIONS * HTTP/1.1\nHost: x\n\n"},
 		{name: "asterisk get", in: "GET * HTTP/1.1\nHost: x\n\n", status: 400},
 		{name: "connect authority", in: "CONNECT x:443 HTTP/1.1\nHost: x:443\n\n", check: func(t *testing.T, r *Request) {
@@ -134,10 +143,10 @@ func TestRequestParse(t *testing.T) {
 			}
 		}},
 		{name: "authority-form get", in: "GET x:443 HTTP/1.1\nHost: x\n\n", status: 400},
-		{name: "absolute-form ipv6", in: "GET http://[::1]:8080?q HTTP/1.1\nHost: x\n\n"},
+		{name: "absolute-form ipv6", in: "GET http://[::1]:8080?q HTTP/1.1\nHost: [::1]:8080\n\n"},
 		{name: "absolute-form userinfo", in: "GET http://u@x/ HTTP/1.1\nHost: x\n\n", status: 400},
 		{name: "absolute-form bad host", in: "GET A://} HTTP/1.1\nHost: x\n\n", status: 400},
-		{name: "absolute-form bad port", in: "GET http://x:8a/ HTTP/1.1\nHost: x\n\n", status: 400},
+		{name: "absolute-form bad port", in: "GET http://x:8a/ HTTP/1.1\nHost: x:8a\n\n", status: 400},
 		{name: "absolute-form no host", in: "GET http:///a HTTP/1.1\nHost: x\n\n", status: 400},
 		{name: "connect bad authority", in: "CONNECT x/y HTTP/1.1\nHost: x\n\n", status: 400},
 		{name: "relative target", in: "GET a/b HTTP/1.1\nHost: x\n\n", status: 400},

@@ -35,6 +35,7 @@ type Response struct {
 // with Content-Length as well the connection is not reused); then
 // Content-Length; else the body runs until the server closes. A 1xx response
 // is returned like any other: the caller forwards it and parses the next.
+// r's fields are meaningful only when n > 0.
 func (r *Response) Parse(buf []byte, head bool, lim Limits) (n int, err error) {
 	n, e := r.parse(buf, head, lim.withDefaults())
 	if e != nil {
@@ -59,18 +60,9 @@ func (r *Response) parse(buf []byte, head bool, lim Limits) (int, *Error) {
 	if e := r.parseLine(ln); e != nil {
 		return 0, e
 	}
-	n, e := parseFields(buf, next, &r.Headers, lim.MaxHeaders)
-	if e != nil {
+	n, e := parseFields(buf, next, &r.Headers, lim)
+	if e != nil || n == 0 {
 		return 0, e
-	}
-	if n == 0 {
-		if len(buf) > lim.MaxHead {
-			return 0, errHeadTooLarge
-		}
-		return 0, nil
-	}
-	if n > lim.MaxHead {
-		return 0, errHeadTooLarge
 	}
 	return n, r.semantics(head)
 }
@@ -116,51 +108,27 @@ func (r *Response) parseLine(ln []byte) *Error {
 	return nil
 }
 
+// semantics reads the fields that decide framing and persistence.
 func (r *Response) semantics(head bool) *Error {
-	var (
-		clSeen  bool
-		te      teState
-		conn    connState
-		upgrade []byte
-	)
-	for _, h := range r.Headers {
-		switch len(h.Name) {
-		case 7:
-			if eqFold(h.Name, "upgrade") && upgrade == nil {
-				upgrade = h.Value
-			}
-		case 10:
-			if eqFold(h.Name, "connection") {
-				conn.add(h.Value)
-			}
-		case 14:
-			if eqFold(h.Name, "content-length") {
-				v, ok := parseCL(h.Value)
-				if !ok {
-					return errRespCL
-				}
-				if clSeen && v != r.ContentLength {
-					return errRespCLMismatch
-				}
-				clSeen, r.ContentLength = true, v
-			}
-		case 17:
-			if eqFold(h.Name, "transfer-encoding") {
-				te.add(h.Value)
-			}
-		}
+	var f fields
+	switch f.scan(r.Headers, false) {
+	case clInvalid:
+		return errRespCL
+	case clDiffer:
+		return errRespCLMismatch
 	}
-	r.KeepAlive = !conn.close && (r.Minor == 1 || conn.keepAlive)
-	if conn.upgrade {
-		r.Upgrade = upgrade
+	r.ContentLength = f.cl
+	r.KeepAlive = !f.conn.close && (r.Minor == 1 || f.conn.keepAlive)
+	if f.conn.upgrade {
+		r.Upgrade = f.upgrade
 	}
 	// Transfer-Encoding is checked even where it does not frame the body:
 	// a server that sends a malformed one is not to be trusted.
-	if te.seen {
+	if f.te.seen {
 		switch {
 		case r.Minor == 0:
 			return errRespTE10
-		case !te.lastChunk || te.chunked != 1:
+		case !f.te.lastChunk || f.te.chunked != 1:
 			return errRespTE
 		}
 	}
@@ -170,12 +138,12 @@ func (r *Response) semantics(head bool) *Error {
 		if r.Status == 101 {
 			r.KeepAlive = false
 		}
-	case te.seen:
+	case f.te.seen:
 		r.Framing, r.ContentLength = Chunked, 0
-		if clSeen {
+		if f.clSeen {
 			r.KeepAlive = false
 		}
-	case clSeen:
+	case f.clSeen:
 		r.Framing = Length
 	default:
 		r.Framing, r.KeepAlive = UntilClose, false
