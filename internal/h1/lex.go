@@ -36,8 +36,17 @@ var hostChar = func() (t [256]bool) {
 	return t
 }()
 
+// ctlTab holds the bytes not allowed in a field value: CTLs except HTAB, and DEL.
+var ctlTab = func() (t [256]bool) {
+	for c := 0; c < 0x20; c++ {
+		t[c] = c != '\t'
+	}
+	t[0x7f] = true
+	return t
+}()
+
 // ctl reports bytes not allowed in a field value: CTLs except HTAB, and DEL.
-func ctl(c byte) bool { return c < 0x20 && c != '\t' || c == 0x7f }
+func ctl(c byte) bool { return ctlTab[c] }
 
 func isToken(b []byte) bool {
 	if len(b) == 0 {
