@@ -42,6 +42,35 @@ type Body struct {
 	size    int64 // chunk-size being read
 	line    int   // bytes of the current chunk-size line, or of the trailer section
 	err     *Error
+	name    [len("transfer-encoding")]byte // start of the trailer field name, lower case
+	nameLen int                            // its length, up to len(name)+1
+}
+
+// addName records a byte of a trailer field name.
+func (b *Body) addName(c byte) {
+	if b.nameLen < len(b.name) {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		b.name[b.nameLen] = c
+	}
+	if b.nameLen <= len(b.name) {
+		b.nameLen++
+	}
+}
+
+// framingName reports a trailer field that must not be in a trailer since
+// it frames or routes the message (RFC 9110 6.5.1): a next hop that merged
+// it into the header section would see another message.
+func (b *Body) framingName() bool {
+	if b.nameLen > len(b.name) {
+		return false
+	}
+	switch string(b.name[:b.nameLen]) {
+	case "content-length", "transfer-encoding", "host":
+		return true
+	}
+	return false
 }
 
 // Reset starts a body with the given framing; length is the body length for
@@ -183,16 +212,22 @@ func (b *Body) chunked(p []byte) (int, *Error) {
 			case c == '\r':
 				b.state = cEndLF
 			case tchar[c]:
-				b.state = cTrName
+				b.state, b.nameLen = cTrName, 0
+				b.addName(c)
 			default:
 				return i, errTrailer
 			}
 		case cTrName:
 			switch {
 			case c == ':':
+				if b.framingName() {
+					return i, errTrailerField
+				}
 				b.state = cTrValue
 			case !tchar[c]:
 				return i, errTrailer
+			default:
+				b.addName(c)
 			}
 		case cTrValue:
 			switch {

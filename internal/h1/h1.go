@@ -129,6 +129,7 @@ var (
 	errChunkCRLF    = badResp("chunk data not followed by CRLF")
 	errTrailer      = badResp("invalid trailer field")
 	errTrailerLarge = badResp("trailer section too large")
+	errTrailerField = badResp("framing or routing field in trailer section")
 )
 
 // respErr maps a head error found while parsing a response to 502.
