@@ -25,7 +25,8 @@ func TestRequestParse(t *testing.T) {
 		name   string
 		in     string // "\n" means CRLF unless raw
 		raw    bool
-		status int // 0 = accepted
+		status int    // 0 = accepted
+		is     *Error // if set, the exact error: the rule under test, not another that also catches the input
 		check  func(t *testing.T, r *Request)
 	}{
 		{name: "simple", in: "GET /a?b HTTP/1.1\nHost: x\n\n", check: func(t *testing.T, r *Request) {
@@ -50,14 +51,14 @@ func TestRequestParse(t *testing.T) {
 				t.Errorf("got %d", r.ContentLength)
 			}
 		}},
-		{name: "differing content-length", in: "POST / HTTP/1.1\nHost: x\nContent-Length: 5\nContent-Length: 6\n\n", status: 400},
-		{name: "differing content-length list", in: "POST / HTTP/1.1\nHost: x\nContent-Length: 5, 6\n\n", status: 400},
+		{name: "differing content-length", is: errCLMismatch, in: "POST / HTTP/1.1\nHost: x\nContent-Length: 5\nContent-Length: 6\n\n", status: 400},
+		{name: "differing content-length list", is: errContentLength, in: "POST / HTTP/1.1\nHost: x\nContent-Length: 5, 6\n\n", status: 400},
 		{name: "content-length empty element", in: "POST / HTTP/1.1\nHost: x\nContent-Length: 5,\n\n", status: 400},
 		{name: "content-length empty", in: "POST / HTTP/1.1\nHost: x\nContent-Length:\n\n", status: 400},
 		{name: "content-length sign", in: "POST / HTTP/1.1\nHost: x\nContent-Length: +5\n\n", status: 400},
 		{name: "content-length hex", in: "POST / HTTP/1.1\nHost: x\nContent-Length: 0x5\n\n", status: 400},
 		{name: "content-length max", in: "POST / HTTP/1.1\nHost: x\nContent-Length: 9223372036854775807\n\n"},
-		{name: "content-length overflow", in: "POST / HTTP/1.1\nHost: x\nContent-Length: 9223372036854775808\n\n", status: 400},
+		{name: "content-length overflow", is: errContentLength, in: "POST / HTTP/1.1\nHost: x\nContent-Length: 9223372036854775808\n\n", status: 400},
 		{name: "content-length huge", in: "POST / HTTP/1.1\nHost: x\nContent-Length: 99999999999999999999999\n\n", status: 400},
 		{name: "chunked", in: "POST / HTTP/1.1\nHost: x\nTransfer-Encoding: chunked\n\n", check: func(t *testing.T, r *Request) {
 			if r.Framing != Chunked {
@@ -65,36 +66,36 @@ func TestRequestParse(t *testing.T) {
 			}
 		}},
 		{name: "chunked any case", in: "POST / HTTP/1.1\nHost: x\nTransfer-Encoding: Chunked\n\n"},
-		{name: "content-length and chunked", in: "POST / HTTP/1.1\nHost: x\nContent-Length: 3\nTransfer-Encoding: chunked\n\n", status: 400},
-		{name: "chunked and content-length", in: "POST / HTTP/1.1\nHost: x\nTransfer-Encoding: chunked\nContent-Length: 3\n\n", status: 400},
-		{name: "gzip then chunked", in: "POST / HTTP/1.1\nHost: x\nTransfer-Encoding: gzip, chunked\n\n", status: 501},
+		{name: "content-length and chunked", is: errCLAndTE, in: "POST / HTTP/1.1\nHost: x\nContent-Length: 3\nTransfer-Encoding: chunked\n\n", status: 400},
+		{name: "chunked and content-length", is: errCLAndTE, in: "POST / HTTP/1.1\nHost: x\nTransfer-Encoding: chunked\nContent-Length: 3\n\n", status: 400},
+		{name: "gzip then chunked", is: errTEUnsupported, in: "POST / HTTP/1.1\nHost: x\nTransfer-Encoding: gzip, chunked\n\n", status: 501},
 		{name: "gzip then chunked in two fields", in: "POST / HTTP/1.1\nHost: x\nTransfer-Encoding: gzip\nTransfer-Encoding: chunked\n\n", status: 501},
-		{name: "chunked not final", in: "POST / HTTP/1.1\nHost: x\nTransfer-Encoding: chunked, gzip\n\n", status: 400},
-		{name: "chunked twice", in: "POST / HTTP/1.1\nHost: x\nTransfer-Encoding: chunked, chunked\n\n", status: 400},
+		{name: "chunked not final", is: errTE, in: "POST / HTTP/1.1\nHost: x\nTransfer-Encoding: chunked, gzip\n\n", status: 400},
+		{name: "chunked twice", is: errTE, in: "POST / HTTP/1.1\nHost: x\nTransfer-Encoding: chunked, chunked\n\n", status: 400},
 		{name: "te not chunked", in: "POST / HTTP/1.1\nHost: x\nTransfer-Encoding: gzip\n\n", status: 400},
 		{name: "te identity", in: "POST / HTTP/1.1\nHost: x\nTransfer-Encoding: identity\n\n", status: 400},
 		{name: "te empty", in: "POST / HTTP/1.1\nHost: x\nTransfer-Encoding: \n\n", status: 400},
 		{name: "te chunked with junk", in: "POST / HTTP/1.1\nHost: x\nTransfer-Encoding: chunkedx\n\n", status: 400},
-		{name: "te in http/1.0", in: "POST / HTTP/1.0\nTransfer-Encoding: chunked\n\n", status: 400},
-		{name: "obs-fold", in: "GET / HTTP/1.1\nHost: x\nA: b\n c\n\n", status: 400},
-		{name: "obs-fold tab", in: "GET / HTTP/1.1\nHost: x\nA: b\n\tc\n\n", status: 400},
-		{name: "whitespace before first field", in: "GET / HTTP/1.1\n Host: x\n\n", status: 400},
-		{name: "space before colon", in: "GET / HTTP/1.1\nHost : x\n\n", status: 400},
-		{name: "tab before colon", in: "GET / HTTP/1.1\nHost\t: x\n\n", status: 400},
+		{name: "te in http/1.0", is: errTE10, in: "POST / HTTP/1.0\nTransfer-Encoding: chunked\n\n", status: 400},
+		{name: "obs-fold", is: errObsFold, in: "GET / HTTP/1.1\nHost: x\nA: b\n c\n\n", status: 400},
+		{name: "obs-fold tab", is: errObsFold, in: "GET / HTTP/1.1\nHost: x\nA: b\n\tc\n\n", status: 400},
+		{name: "whitespace before first field", is: errObsFold, in: "GET / HTTP/1.1\n Host: x\n\n", status: 400},
+		{name: "space before colon", is: errSpaceBeforeColn, in: "GET / HTTP/1.1\nHost : x\n\n", status: 400},
+		{name: "tab before colon", is: errSpaceBeforeColn, in: "GET / HTTP/1.1\nHost\t: x\n\n", status: 400},
 		{name: "no colon", in: "GET / HTTP/1.1\nHost x\n\n", status: 400},
 		{name: "empty name", in: "GET / HTTP/1.1\nHost: x\n: x\n\n", status: 400},
-		{name: "bad name char", in: "GET / HTTP/1.1\nHost: x\nA(b: c\n\n", status: 400},
-		{name: "bare LF in fields", raw: true, in: "GET / HTTP/1.1\r\nHost: x\nA: b\r\n\r\n", status: 400},
-		{name: "bare LF end", raw: true, in: "GET / HTTP/1.1\r\nHost: x\r\n\n", status: 400},
-		{name: "bare LF request line", raw: true, in: "GET / HTTP/1.1\nHost: x\r\n\r\n", status: 400},
-		{name: "bare CR in value", raw: true, in: "GET / HTTP/1.1\r\nHost: x\r\nA: b\rc\r\n\r\n", status: 400},
+		{name: "bad name char", is: errFieldName, in: "GET / HTTP/1.1\nHost: x\nA(b: c\n\n", status: 400},
+		{name: "bare LF in fields", is: errBareLF, raw: true, in: "GET / HTTP/1.1\r\nHost: x\nA: b\r\n\r\n", status: 400},
+		{name: "bare LF end", is: errBareLF, raw: true, in: "GET / HTTP/1.1\r\nHost: x\r\n\n", status: 400},
+		{name: "bare LF request line", is: errBareLF, raw: true, in: "GET / HTTP/1.1\nHost: x\r\n\r\n", status: 400},
+		{name: "bare CR in value", is: errFieldValue, raw: true, in: "GET / HTTP/1.1\r\nHost: x\r\nA: b\rc\r\n\r\n", status: 400},
 		{name: "bare CR ending field", raw: true, in: "GET / HTTP/1.1\r\nHost: x\r\nA: b\rB: c\r\n\r\n", status: 400},
 		{name: "bare CR in request line", raw: true, in: "GET /\r HTTP/1.1\r\nHost: x\r\n\r\n", status: 400},
-		{name: "NUL in value", in: "GET / HTTP/1.1\nHost: x\nA: b\x00c\n\n", status: 400},
+		{name: "NUL in value", is: errFieldValue, in: "GET / HTTP/1.1\nHost: x\nA: b\x00c\n\n", status: 400},
 		{name: "DEL in value", in: "GET / HTTP/1.1\nHost: x\nA: b\x7fc\n\n", status: 400},
 		{name: "HTAB in value", in: "GET / HTTP/1.1\nHost: x\nA: b\tc\n\n"},
 		{name: "obs-text in value", in: "GET / HTTP/1.1\nHost: x\nA: b\xffc\n\n"},
-		{name: "bad method", in: "G(T / HTTP/1.1\nHost: x\n\n", status: 400},
+		{name: "bad method", is: errMethod, in: "G(T / HTTP/1.1\nHost: x\n\n", status: 400},
 		{name: "empty method", in: " / HTTP/1.1\nHost: x\n\n", status: 400},
 		{name: "two spaces", in: "GET  / HTTP/1.1\nHost: x\n\n", status: 400},
 		{name: "trailing space", in: "GET / HTTP/1.1 \nHost: x\n\n", status: 400},
@@ -119,15 +120,15 @@ func TestRequestParse(t *testing.T) {
 				t.Error("KeepAlive true")
 			}
 		}},
-		{name: "missing host", in: "GET / HTTP/1.1\nA: b\n\n", status: 400},
-		{name: "repeated host", in: "GET / HTTP/1.1\nHost: x\nHost: x\n\n", status: 400},
+		{name: "missing host", is: errHost, in: "GET / HTTP/1.1\nA: b\n\n", status: 400},
+		{name: "repeated host", is: errHost, in: "GET / HTTP/1.1\nHost: x\nHost: x\n\n", status: 400},
 		{name: "repeated host 1.0", in: "GET / HTTP/1.0\nHost: x\nhost: y\n\n", status: 400},
-		{name: "invalid host", in: "GET / HTTP/1.1\nHost: x/y\n\n", status: 400},
+		{name: "invalid host", is: errHost, in: "GET / HTTP/1.1\nHost: x/y\n\n", status: 400},
 		{name: "empty host", in: "GET / HTTP/1.1\nHost:\n\n"},
 		{name: "host ipv6 port", in: "GET / HTTP/1.1\nHost: [::1]:80\n\n"},
 		{name: "absolute-form", in: "GET http://x/y HTTP/1.1\nHost: x\n\n"},
 		{name: "absolute-form host case", in: "GET http://X.example:80?q HTTP/1.1\nHost: x.EXAMPLE:80\n\n"},
-		{name: "absolute-form other host", in: "GET http://x/y HTTP/1.1\nHost: y\n\n", status: 400},
+		{name: "absolute-form other host", is: errHostTarget, in: "GET http://x/y HTTP/1.1\nHost: y\n\n", status: 400},
 		{name: "absolute-form other port", in: "GET http://x:80/y HTTP/1.1\nHost: x\n\n", status: 400},
 		{name: "absolute-form 1.0 no host", in: "GET http://x/y HTTP/1.0\n\n"},
 		{name: "1.0 expect and upgrade ignored", in: "GET / HTTP/1.0\nExpect: 100-continue\nUpgrade: x\nConnection: upgrade\n\n", check: func(t *testing.T, r *Request) {
@@ -144,22 +145,22 @@ func TestRequestParse(t *testing.T) {
 		}},
 		{name: "authority-form get", in: "GET x:443 HTTP/1.1\nHost: x\n\n", status: 400},
 		{name: "absolute-form ipv6", in: "GET http://[::1]:8080?q HTTP/1.1\nHost: [::1]:8080\n\n"},
-		{name: "absolute-form userinfo", in: "GET http://u@x/ HTTP/1.1\nHost: x\n\n", status: 400},
+		{name: "absolute-form userinfo", is: errTarget, in: "GET http://u@x/ HTTP/1.1\nHost: x\n\n", status: 400},
 		{name: "absolute-form bad host", in: "GET A://} HTTP/1.1\nHost: x\n\n", status: 400},
 		{name: "absolute-form bad port", in: "GET http://x:8a/ HTTP/1.1\nHost: x:8a\n\n", status: 400},
 		{name: "absolute-form no host", in: "GET http:///a HTTP/1.1\nHost: x\n\n", status: 400},
 		{name: "connect bad authority", in: "CONNECT x/y HTTP/1.1\nHost: x\n\n", status: 400},
 		{name: "relative target", in: "GET a/b HTTP/1.1\nHost: x\n\n", status: 400},
 		{name: "pct-encoded", in: "GET /a%2Fb%c3%A9 HTTP/1.1\nHost: x\n\n"},
-		{name: "bad pct-encoding", in: "GET /a%zz HTTP/1.1\nHost: x\n\n", status: 400},
+		{name: "bad pct-encoding", is: errTarget, in: "GET /a%zz HTTP/1.1\nHost: x\n\n", status: 400},
 		{name: "short pct-encoding", in: "GET /a%2 HTTP/1.1\nHost: x\n\n", status: 400},
-		{name: "fragment", in: "GET /a#b HTTP/1.1\nHost: x\n\n", status: 400},
+		{name: "fragment", is: errTarget, in: "GET /a#b HTTP/1.1\nHost: x\n\n", status: 400},
 		{name: "ctl in target", in: "GET /a\x01 HTTP/1.1\nHost: x\n\n", status: 400},
 		{name: "non-ascii target", in: "GET /\xc3\xa9 HTTP/1.1\nHost: x\n\n", status: 400},
 		{name: "leading CRLF", in: "\n\nGET / HTTP/1.1\nHost: x\n\n"},
-		{name: "too many leading CRLF", in: "\n\n\n\n\nGET / HTTP/1.1\nHost: x\n\n", status: 400},
-		{name: "leading bare LF", raw: true, in: "\nGET / HTTP/1.1\r\nHost: x\r\n\r\n", status: 400},
-		{name: "leading bare CR", raw: true, in: "\rGET / HTTP/1.1\r\nHost: x\r\n\r\n", status: 400},
+		{name: "too many leading CRLF", is: errLeadingLines, in: "\n\n\n\n\nGET / HTTP/1.1\nHost: x\n\n", status: 400},
+		{name: "leading bare LF", is: errBareLF, raw: true, in: "\nGET / HTTP/1.1\r\nHost: x\r\n\r\n", status: 400},
+		{name: "leading bare CR", is: errBareCR, raw: true, in: "\rGET / HTTP/1.1\r\nHost: x\r\n\r\n", status: 400},
 		{name: "expect", in: "PUT / HTTP/1.1\nHost: x\nExpect: 100-Continue\nContent-Length: 1\n\n", check: func(t *testing.T, r *Request) {
 			if !r.Expect100 {
 				t.Error("Expect100 false")
@@ -175,9 +176,9 @@ func TestRequestParse(t *testing.T) {
 				t.Errorf("Upgrade %q", r.Upgrade)
 			}
 		}},
-		{name: "too many headers", in: "GET / HTTP/1.1\nHost: x\n" + strings.Repeat("A: b\n", 100) + "\n", status: 431},
+		{name: "too many headers", is: errTooManyHeaders, in: "GET / HTTP/1.1\nHost: x\n" + strings.Repeat("A: b\n", 100) + "\n", status: 431},
 		{name: "headers at limit", in: "GET / HTTP/1.1\nHost: x\n" + strings.Repeat("A: b\n", 99) + "\n"},
-		{name: "head too large", in: "GET / HTTP/1.1\nHost: x\nA: " + strings.Repeat("b", 16<<10) + "\n\n", status: 431},
+		{name: "head too large", is: errHeadTooLarge, in: "GET / HTTP/1.1\nHost: x\nA: " + strings.Repeat("b", 16<<10) + "\n\n", status: 431},
 		{name: "target too long", in: "GET /" + strings.Repeat("a", 8<<10) + " HTTP/1.1\nHost: x\n\n", status: 414},
 	}
 	for _, tt := range tests {
@@ -190,6 +191,9 @@ func TestRequestParse(t *testing.T) {
 			n, err := r.Parse([]byte(in), Limits{})
 			if got := status(err); got != tt.status {
 				t.Fatalf("status %d (%v), want %d", got, err, tt.status)
+			}
+			if tt.is != nil && err != error(tt.is) {
+				t.Fatalf("error %v, want %v", err, tt.is)
 			}
 			if err != nil {
 				return
