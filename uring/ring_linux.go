@@ -56,8 +56,13 @@ type Ring struct {
 	// syncCancelHook, when set (by tests), replaces the result of each
 	// IORING_REGISTER_SYNC_CANCEL Close makes.
 	syncCancelHook func(err error) error
-	// closeWait, when set (by tests), replaces closeWait.
-	closeWait time.Duration
+	// testCloseWait, when set (by tests), replaces the closeWait constant.
+	testCloseWait time.Duration
+	// ops has bit op set for every opcode flush has handed to the kernel:
+	// the opcodes a request in flight may have, which Close's waitRunning
+	// asks about. sqFlushed is the SQ tail flush last published.
+	ops       [4]uint64
+	sqFlushed uint32
 }
 
 // closeWait bounds how long Close waits for the kernel to confirm that no
@@ -201,8 +206,8 @@ func unsupported(feature, min string, err error) error {
 // CancelAll). A request already running in an io-wq worker (a blocking file
 // read forced there with FlagAsync, say) can only be asked to stop, and the
 // kernel (6.18) counts it as cancelled all the same. So Close then asks,
-// for every opcode the kernel has, IORING_REGISTER_SYNC_CANCEL keyed on the
-// opcode (6.6), which waits in the kernel while a request with it is still
+// for every opcode the ring has submitted, IORING_REGISTER_SYNC_CANCEL keyed
+// on the opcode (6.6), which waits in the kernel while a request with it is still
 // running, until none is left. Both steps together take at most a second.
 //
 // Before 6.6 (no sync cancel keyed on an opcode) Close cannot wait for a
@@ -243,8 +248,8 @@ func (r *Ring) Close() error {
 		}
 	}
 	wait := closeWait
-	if r.closeWait > 0 {
-		wait = r.closeWait
+	if r.testCloseWait > 0 {
+		wait = r.testCloseWait
 	}
 	deadline := time.Now().Add(wait)
 	res := r.cancelAll(deadline)
@@ -323,17 +328,16 @@ const syncCancelSlice = 10 * time.Millisecond
 // IORING_REGISTER_SYNC_CANCEL with CancelAny; keyed on an opcode instead
 // (IORING_ASYNC_CANCEL_OP, 6.6), it finds a running request with that
 // opcode (-EALREADY in the kernel) and waits until it ends. waitRunning asks
-// for each opcode of the kernel's probe until none is left (-ENOENT), and
-// asks them all again when it found one: a request that ends may start the
-// one linked after it.
+// for each opcode the ring has submitted (r.ops: a request with another one
+// cannot be in flight) until none is left (-ENOENT), and asks them all again
+// when it found one: a request that ends may start the one linked after it.
 func (r *Ring) waitRunning(deadline time.Time, wait time.Duration) string {
-	var p sys.Probe
-	if err := sys.RegisterProbe(r.fd, &p); err != nil {
-		return fmt.Sprintf("IORING_REGISTER_PROBE, for the opcodes to wait for: %v", err)
-	}
 	for {
 		found := false
-		for op := 0; op <= int(p.LastOp); op++ {
+		for op := 0; op < 256; op++ {
+			if r.ops[op>>6]&(1<<(op&63)) == 0 {
+				continue
+			}
 			for {
 				left := time.Until(deadline)
 				if left <= 0 {
@@ -523,9 +527,14 @@ func (r *Ring) cqHead() uint32 { return r.mem.CQHead.Load() }
 // dependency, writes a slot only after seeing it released.
 func (r *Ring) releaseCQ(head uint32) { r.mem.CQHead.Store(head) }
 
-// flush publishes prepared SQEs and returns how many the kernel has not
-// consumed yet.
+// flush records the opcodes of the prepared SQEs in r.ops, publishes them
+// and returns how many the kernel has not consumed yet.
 func (r *Ring) flush() uint32 {
+	for t := r.sqFlushed; t != r.sqTail; t++ {
+		op := r.sqes[t&r.sqMask].Opcode
+		r.ops[op>>6] |= 1 << (op & 63)
+	}
+	r.sqFlushed = r.sqTail
 	r.publishSQTail()
 	return r.sqTail - r.sqHead()
 }

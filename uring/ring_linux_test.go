@@ -500,8 +500,10 @@ func TestCloseUnconfirmedCancelLeavesBuffersMapped(t *testing.T) {
 		{"EALREADY", -int32(unix.EALREADY), nil, false, "cancel res -114"},
 		{"EINVAL", -int32(unix.EINVAL), nil, false, "cancel res -22"},
 		{"sync cancel EINVAL", 1, unix.EINVAL, true, ""}, // before 6.6: the count stands, as before
-		{"sync cancel ETIME", 1, unix.ETIME, false, "opcode 0 still running in io-wq after 50ms"},
-		{"sync cancel EFAULT", 1, unix.EFAULT, false, "IORING_REGISTER_SYNC_CANCEL of opcode 0: bad address"},
+		// The ring submitted nothing but Close's cancel (opcode 14), the
+		// one opcode waitRunning asks about.
+		{"sync cancel ETIME", 1, unix.ETIME, false, "opcode 14 still running in io-wq after 50ms"},
+		{"sync cancel EFAULT", 1, unix.EFAULT, false, "IORING_REGISTER_SYNC_CANCEL of opcode 14: bad address"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -511,7 +513,7 @@ func TestCloseUnconfirmedCancelLeavesBuffersMapped(t *testing.T) {
 			}
 			if tt.sync != nil {
 				r.syncCancelHook = func(error) error { return tt.sync }
-				r.closeWait = 50 * time.Millisecond
+				r.testCloseWait = 50 * time.Millisecond
 			}
 			var slabs [][]byte
 			want := int64(0)
@@ -695,6 +697,48 @@ func waitWorkerIn(t testing.TB, wchan string) {
 	t.Fatalf("no io-wq worker waiting in %s within 5s", wchan)
 }
 
+// TestCloseSyncCancelsSubmittedOpcodes counts the IORING_REGISTER_SYNC_CANCEL
+// calls Close makes (through syncCancelHook) on a ring that has nothing
+// running: one for each opcode the ring has submitted (NOP and POLL_ADD here,
+// and Close's own ASYNC_CANCEL), each finding none (-ENOENT), not one for
+// every opcode the kernel has (about 60 on 6.18).
+func TestCloseSyncCancelsSubmittedOpcodes(t *testing.T) {
+	needFeatures(t, FeatSyncCancelOp)
+	r, err := New(&Config{Entries: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+		r.Close()
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	for range 2 {
+		sqe(t, r).PrepNop(1)
+	}
+	sqe(t, r).PrepPollAdd(fds[0], unix.POLLIN, false, 2) // parked on the empty pipe: cancelled by Close
+	if _, err := r.SubmitAndWait(2, time.Second); err != nil {
+		r.Close()
+		t.Fatal(err)
+	}
+	var calls int
+	r.syncCancelHook = func(err error) error {
+		calls++
+		if err != unix.ENOENT {
+			t.Errorf("sync cancel call %d: %v, want ENOENT (nothing running)", calls, err)
+		}
+		return err
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if want := 3; calls != want {
+		t.Errorf("Close made %d sync cancel calls, want %d (NOP, POLL_ADD, ASYNC_CANCEL)", calls, want)
+	}
+}
+
 // TestCloseWaitsForRunningRequest runs a read that selected a provided
 // buffer and is still running in an io-wq worker when Close begins: a read
 // of a file forced there (FlagAsync), held in the copy into its buffer by a
@@ -740,7 +784,7 @@ func TestCloseWaitsForRunningRequest(t *testing.T) {
 						release()
 					})
 				} else {
-					r.closeWait = 200 * time.Millisecond
+					r.testCloseWait = 200 * time.Millisecond
 				}
 				before := LeftMappedBytes()
 				err = r.Close()
