@@ -75,7 +75,25 @@ func selfUsage() (ServerUsage, error) {
 // short (go build's compile and link children, cc's cc1 and ld) leaves no
 // process behind; Wait gives up on the group's output after a second.
 func killGroupOnCancel(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return unix.Kill(-cmd.Process.Pid, unix.SIGKILL) }
+	ownGroup(cmd)
+	cmd.Cancel = func() error { return signalGroup(cmd.Process.Pid, unix.SIGKILL) }
 	cmd.WaitDelay = time.Second
+}
+
+// ownGroup makes cmd, once started, the leader of a process group of its
+// own, whose group id is its pid.
+func ownGroup(cmd *exec.Cmd) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
+}
+
+// signalGroup sends sig to process group pgid; a group already gone is
+// not an error.
+func signalGroup(pgid int, sig syscall.Signal) error {
+	if err := unix.Kill(-pgid, sig); err != nil && err != unix.ESRCH {
+		return os.NewSyscallError("kill", err)
+	}
+	return nil
 }

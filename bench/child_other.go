@@ -2,7 +2,10 @@
 
 package bench
 
-import "os/exec"
+import (
+	"os/exec"
+	"syscall"
+)
 
 func pinProcess(cpus []int) error { return ErrNotSupported }
 
@@ -12,3 +15,5 @@ func allowedCPUs() ([]int, error) { return nil, ErrNotSupported }
 
 // killGroupOnCancel leaves cmd as it is outside Linux.
 func killGroupOnCancel(cmd *exec.Cmd) {}
+
+func signalGroup(pgid int, sig syscall.Signal) error { return ErrNotSupported }

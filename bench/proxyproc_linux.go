@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -19,10 +18,7 @@ import (
 // thread whose mask cannot be restored is not handed back to the runtime
 // (it exits with its goroutine).
 func startPinned(cmd *exec.Cmd, cpus []int) error {
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
-	}
-	cmd.SysProcAttr.Setpgid = true
+	ownGroup(cmd)
 	var set unix.CPUSet
 	for _, c := range cpus {
 		set.Set(c)
@@ -46,7 +42,7 @@ func startPinned(cmd *exec.Cmd, cpus []int) error {
 			if err == nil {
 				// The child runs: stop it, for its caller
 				// knows of no process to stop.
-				unix.Kill(-cmd.Process.Pid, unix.SIGKILL)
+				signalGroup(cmd.Process.Pid, unix.SIGKILL)
 				cmd.Wait()
 			}
 			done <- errors.Join(err, os.NewSyscallError("sched_setaffinity (restore)", rerr))
@@ -56,13 +52,4 @@ func startPinned(cmd *exec.Cmd, cpus []int) error {
 		done <- err
 	}()
 	return <-done
-}
-
-// signalGroup sends sig to process group pgid; a group already gone is
-// not an error.
-func signalGroup(pgid int, sig syscall.Signal) error {
-	if err := unix.Kill(-pgid, sig); err != nil && err != unix.ESRCH {
-		return os.NewSyscallError("kill", err)
-	}
-	return nil
 }

@@ -2,11 +2,6 @@
 
 package bench
 
-import (
-	"os/exec"
-	"syscall"
-)
+import "os/exec"
 
 func startPinned(cmd *exec.Cmd, cpus []int) error { return ErrNotSupported }
-
-func signalGroup(pgid int, sig syscall.Signal) error { return ErrNotSupported }
