@@ -183,20 +183,13 @@ func (c ProxyConfig) withDefaults() (ProxyConfig, error) {
 			return c, fmt.Errorf("bench: proxy arm %s given twice", a)
 		}
 	}
-	online, allowed := onlineCPUs(), allowedOrAll()
-	if len(c.ProxyCPUs) == 0 {
-		c.ProxyCPUs = []int{allowed[0]}
-	}
-	if len(c.ClientCPUs) == 0 {
-		c.ClientCPUs = []int{allowed[min(1, len(allowed)-1)]}
-	}
+	var online []int
+	c.ProxyCPUs, c.ClientCPUs, online, _ = defaultCPUs(c.ProxyCPUs, c.ClientCPUs)
 	if len(c.UpstreamCPUs) == 0 {
 		c.UpstreamCPUs = slices.Clone(c.ClientCPUs)
 	}
-	for _, cpu := range slices.Concat(c.ProxyCPUs, c.ClientCPUs, c.UpstreamCPUs) {
-		if !slices.Contains(online, cpu) {
-			return c, fmt.Errorf("bench: CPU %d does not exist or is offline (online CPUs: %s)", cpu, FormatCPUList(online))
-		}
+	if err := checkOnline(online, "CPU", slices.Concat(c.ProxyCPUs, c.ClientCPUs, c.UpstreamCPUs)); err != nil {
+		return c, err
 	}
 	if c.UpstreamArm == "" {
 		c.UpstreamArm = "epoll"
@@ -204,16 +197,15 @@ func (c ProxyConfig) withDefaults() (ProxyConfig, error) {
 	if c.Progress == nil {
 		c.Progress = io.Discard
 	}
-	if len(c.UpstreamCommand) == 0 || len(c.ProxyCommand) == 0 {
-		exe, err := os.Executable()
-		if err != nil {
-			return c, fmt.Errorf("bench: find own executable: %w", err)
+	var err error
+	if len(c.UpstreamCommand) == 0 {
+		if c.UpstreamCommand, err = selfCommand("bench", "server"); err != nil {
+			return c, err
 		}
-		if len(c.UpstreamCommand) == 0 {
-			c.UpstreamCommand = []string{exe, "bench", "server"}
-		}
-		if len(c.ProxyCommand) == 0 {
-			c.ProxyCommand = []string{exe, "proxy"}
+	}
+	if len(c.ProxyCommand) == 0 {
+		if c.ProxyCommand, err = selfCommand("proxy"); err != nil {
+			return c, err
 		}
 	}
 	return c, nil

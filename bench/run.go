@@ -124,20 +124,10 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Loops <= 0 {
 		c.Loops = 1
 	}
-	// runtime.NumCPU counts the CPUs of the affinity mask, not CPU
-	// numbers: under taskset or a cpuset (a container's 2-3, say) CPU 0
-	// may not be ours and CPU 3 exists though NumCPU is 2.
-	online, allowed := onlineCPUs(), allowedOrAll()
-	if len(c.ServerCPUs) == 0 {
-		c.ServerCPUs = []int{allowed[0]}
-	}
-	if len(c.ClientCPUs) == 0 {
-		c.ClientCPUs = []int{allowed[min(1, len(allowed)-1)]}
-	}
-	for _, cpu := range slices.Concat(c.ServerCPUs, c.ClientCPUs, c.SpareCPUs) {
-		if !slices.Contains(online, cpu) {
-			return c, fmt.Errorf("bench: CPU %d does not exist or is offline (online CPUs: %s)", cpu, FormatCPUList(online))
-		}
+	var online, allowed []int
+	c.ServerCPUs, c.ClientCPUs, online, allowed = defaultCPUs(c.ServerCPUs, c.ClientCPUs)
+	if err := checkOnline(online, "CPU", slices.Concat(c.ServerCPUs, c.ClientCPUs, c.SpareCPUs)); err != nil {
+		return c, err
 	}
 	for i, f := range c.OpenFractions {
 		if !(f > 0) || math.IsInf(f, 1) { // NaN too
@@ -168,23 +158,58 @@ func (c Config) withDefaults() (Config, error) {
 		if err != nil {
 			return c, err
 		}
-		for _, cpu := range cpus {
-			if !slices.Contains(online, cpu) {
-				return c, fmt.Errorf("bench: RPS CPU %d does not exist or is offline (online CPUs: %s)", cpu, FormatCPUList(online))
-			}
+		if err := checkOnline(online, "RPS CPU", cpus); err != nil {
+			return c, err
 		}
 	}
 	if c.Tag == "" {
 		c.Tag = strconv.Itoa(os.Getpid())
 	}
 	if len(c.ServerCommand) == 0 {
-		exe, err := os.Executable()
-		if err != nil {
-			return c, fmt.Errorf("bench: find own executable: %w", err)
+		var err error
+		if c.ServerCommand, err = selfCommand("bench", "server"); err != nil {
+			return c, err
 		}
-		c.ServerCommand = []string{exe, "bench", "server"}
 	}
 	return c, nil
+}
+
+// defaultCPUs returns the CPU lists first and second, each defaulting when
+// empty to one CPU: the first this process may run on, and the second (the
+// first again when it may run on one only); and the online and the allowed
+// CPUs. runtime.NumCPU counts the CPUs of the affinity mask, not CPU
+// numbers: under taskset or a cpuset (a container's 2-3, say) CPU 0 may not
+// be ours and CPU 3 exists though NumCPU is 2.
+func defaultCPUs(first, second []int) (f, s, online, allowed []int) {
+	online, allowed = onlineCPUs(), allowedOrAll()
+	if len(first) == 0 {
+		first = []int{allowed[0]}
+	}
+	if len(second) == 0 {
+		second = []int{allowed[min(1, len(allowed)-1)]}
+	}
+	return first, second, online, allowed
+}
+
+// checkOnline returns an error naming the first of cpus that is not online
+// (what names the setting: "CPU", "RPS CPU").
+func checkOnline(online []int, what string, cpus []int) error {
+	for _, cpu := range cpus {
+		if !slices.Contains(online, cpu) {
+			return fmt.Errorf("bench: %s %d does not exist or is offline (online CPUs: %s)", what, cpu, FormatCPUList(online))
+		}
+	}
+	return nil
+}
+
+// selfCommand returns the command line running this executable with args,
+// the default of the commands that start the harness's children.
+func selfCommand(args ...string) ([]string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("bench: find own executable: %w", err)
+	}
+	return append([]string{exe}, args...), nil
 }
 
 // onlineCPUs returns the online CPUs (/sys/devices/system/cpu/online), or
