@@ -660,24 +660,11 @@ func cpuOverlap(a, b []int) bool {
 // summarizeProxy groups results by arm, in first-seen order, and takes
 // medians, spreads and the ratios to the first arm.
 func summarizeProxy(results []ProxyResult) []ProxySummaryRow {
-	var order []string
-	groups := map[string][]ProxyResult{}
-	for _, res := range results {
-		if _, ok := groups[res.Arm]; !ok {
-			order = append(order, res.Arm)
-		}
-		groups[res.Arm] = append(groups[res.Arm], res)
-	}
+	order, groups := groupBy(results, func(r ProxyResult) string { return r.Arm })
 	var rows []ProxySummaryRow
 	for _, arm := range order {
 		g := groups[arm]
-		spread := func(f func(ProxyResult) float64) Spread {
-			v := make([]float64, len(g))
-			for i, res := range g {
-				v[i] = f(res)
-			}
-			return spreadOf(v)
-		}
+		spread := func(f func(ProxyResult) float64) Spread { return spreadBy(g, f) }
 		row := ProxySummaryRow{
 			Arm: arm, Reps: len(g),
 			AchievedRPS:     spread(func(r ProxyResult) float64 { return r.AchievedRPS }),

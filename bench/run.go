@@ -1030,25 +1030,11 @@ func workTicks(t topo.CPUTime) uint64 {
 // summarize groups results by arm and load point, in first-seen order, and
 // takes medians and spreads.
 func summarize(results []Result) []SummaryRow {
-	var order []group
-	groups := map[group][]Result{}
-	for _, res := range results {
-		k := groupOf(res)
-		if _, ok := groups[k]; !ok {
-			order = append(order, k)
-		}
-		groups[k] = append(groups[k], res)
-	}
+	order, groups := groupBy(results, groupOf)
 	var rows []SummaryRow
 	for _, k := range order {
 		g := groups[k]
-		spread := func(f func(Result) float64) Spread {
-			v := make([]float64, len(g))
-			for i, res := range g {
-				v[i] = f(res)
-			}
-			return spreadOf(v)
-		}
+		spread := func(f func(Result) float64) Spread { return spreadBy(g, f) }
 		row := SummaryRow{
 			Arm: k.arm, Mode: k.mode, Fraction: k.frac, ComputeUS: k.cu, Loops: k.loops, Reps: len(g),
 			OfferedRPS:          g[0].OfferedRPS,
@@ -1073,6 +1059,29 @@ func summarize(results []Result) []SummaryRow {
 		rows = append(rows, row)
 	}
 	return rows
+}
+
+// groupBy groups items by key, keys in first-seen order: what the
+// summaries take their medians over.
+func groupBy[T any, K comparable](items []T, key func(T) K) (order []K, groups map[K][]T) {
+	groups = map[K][]T{}
+	for _, it := range items {
+		k := key(it)
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], it)
+	}
+	return order, groups
+}
+
+// spreadBy is the spread of f over g.
+func spreadBy[T any](g []T, f func(T) float64) Spread {
+	v := make([]float64, len(g))
+	for i, it := range g {
+		v[i] = f(it)
+	}
+	return spreadOf(v)
 }
 
 // spreadOf returns the median (the mean of the middle two for an even
