@@ -523,7 +523,7 @@ func (r *proxyRunner) measure(ctx context.Context, a proxyArm, rep int) (ProxyRe
 	edges := make(chan [2]cpuEdge, 1)
 	lc := LoadConfig{
 		Addr: addr, Conns: r.cfg.Conns, InFlight: 1, Payload: r.cfg.Payload, Warmup: r.warmup, Duration: r.window,
-		Threads: len(r.cfg.ClientCPUs), CPUs: r.cfg.ClientCPUs, Drain: min(time.Second, r.window), Block: r.clientBlocks(),
+		Threads: len(r.cfg.ClientCPUs), CPUs: r.cfg.ClientCPUs, Drain: drainFor(r.window), Block: r.clientBlocks(),
 	}
 	if p != nil {
 		pgid := p.cmd.Process.Pid
@@ -607,14 +607,15 @@ func (r *proxyRunner) finish() {
 	rep.Summary = summarizeProxy(rep.Results)
 	rep.Seconds = time.Since(rep.Started).Seconds()
 	for _, res := range rep.Results {
+		what := fmt.Sprintf("%s rep %d", res.Arm, res.Rep)
 		if res.Requests == 0 {
-			rep.Notes = append(rep.Notes, fmt.Sprintf("%s rep %d got no replies in its window: starved or stalled (a busy machine?)", res.Arm, res.Rep))
+			rep.Notes = append(rep.Notes, noRepliesNote(what, "proxy or upstream", r.window))
 		}
 		if res.Unanswered > 0 {
-			rep.Notes = append(rep.Notes, fmt.Sprintf("%s rep %d: %d requests of the window were unanswered when the drain ended; its tail percentiles are lower bounds", res.Arm, res.Rep, res.Unanswered))
+			rep.Notes = append(rep.Notes, unansweredNote(what, res.Unanswered, drainFor(r.window)))
 		}
 		if res.ClientCPUPercent >= 90 {
-			rep.Notes = append(rep.Notes, fmt.Sprintf("%s rep %d: the client was saturated (%.0f%% CPU): the rate is the client's limit, not the proxy's", res.Arm, res.Rep, res.ClientCPUPercent))
+			rep.Notes = append(rep.Notes, saturatedNote(what, "proxy", res.ClientCPUPercent))
 		}
 	}
 	for _, s := range rep.Summary {

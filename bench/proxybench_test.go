@@ -318,6 +318,20 @@ func TestProxyNotes(t *testing.T) {
 	if !r.clientBlocks() || !strings.Contains(notes, "sleeps in epoll_wait") {
 		t.Errorf("client sharing the upstream's CPU polls, or no note says it blocks:\n%s", notes)
 	}
+	// The notes on one measurement are the main runner's (one source).
+	r.window = 400 * time.Millisecond
+	r.report.Notes = nil
+	r.report.Results = []ProxyResult{{Arm: "stalled", Rep: 2}, {Arm: "late", Rep: 1, Requests: 10, Unanswered: 3, ClientCPUPercent: 95}}
+	r.finish()
+	for _, want := range []string{
+		noRepliesNote("stalled rep 2", "proxy or upstream", r.window),
+		unansweredNote("late rep 1", 3, 400*time.Millisecond),
+		saturatedNote("late rep 1", "proxy", 95),
+	} {
+		if !slices.Contains(r.report.Notes, want) {
+			t.Errorf("no note %q:\n%s", want, strings.Join(r.report.Notes, "\n"))
+		}
+	}
 	r.cfg.UpstreamCPUs = []int{0}
 	if r.clientBlocks() {
 		t.Error("client alone on its CPU blocks")

@@ -598,13 +598,13 @@ func (r *runner) finish() {
 	}
 	for _, res := range r.report.Results {
 		if res.Requests == 0 {
-			r.report.Notes = append(r.report.Notes, fmt.Sprintf("%s %s rep %d got no replies in its %.2fs window: the server was starved or stalled (a busy machine?)", res.Arm, res.Mode, res.Rep, r.window.Seconds()))
+			r.report.Notes = append(r.report.Notes, noRepliesNote(fmt.Sprintf("%s %s rep %d", res.Arm, res.Mode, res.Rep), "server", r.window))
 		}
 		if res.LatencyClamped > 0 {
 			r.report.Notes = append(r.report.Notes, fmt.Sprintf("%s %s rep %d: %d latencies were longer than a minute, the histogram's limit, and count as a minute: its max and the percentiles they reach are lower bounds", res.Arm, resultPoint(res), res.Rep, res.LatencyClamped))
 		}
 		if res.Unanswered > 0 {
-			r.report.Notes = append(r.report.Notes, fmt.Sprintf("%s %s rep %d: %d requests of the window were still unanswered when the %.2fs drain ended; they count in its latencies at the time they had waited, so its tail percentiles are lower bounds", res.Arm, resultPoint(res), res.Rep, res.Unanswered, r.drain().Seconds()))
+			r.report.Notes = append(r.report.Notes, unansweredNote(fmt.Sprintf("%s %s rep %d", res.Arm, resultPoint(res), res.Rep), res.Unanswered, r.drain()))
 		}
 	}
 	saturated := map[string]bool{}
@@ -625,7 +625,7 @@ func (r *runner) finish() {
 		}
 		if s.ClientCPUPercent >= 90 && !saturated[s.Arm] {
 			saturated[s.Arm] = true
-			r.report.Notes = append(r.report.Notes, fmt.Sprintf("the client was saturated (%.0f%% CPU) measuring %s %s: that figure is the client's limit, not the server's", s.ClientCPUPercent, s.Arm, s.Mode))
+			r.report.Notes = append(r.report.Notes, saturatedNote(s.Arm+" "+s.Mode, "server", s.ClientCPUPercent))
 		}
 	}
 	if n := stealNote(r.report.Summary); n != "" {
@@ -660,7 +660,30 @@ func stealNote(rows []SummaryRow) string {
 
 // drain is how long each measurement waits after its window for the
 // replies to the window's requests.
-func (r *runner) drain() time.Duration { return min(time.Second, r.window) }
+func (r *runner) drain() time.Duration { return drainFor(r.window) }
+
+// drainFor is how long a measurement with a window of window waits after
+// it for the replies to the window's requests (both runners).
+func drainFor(window time.Duration) time.Duration { return min(time.Second, window) }
+
+// The notes both runners write about one measurement (what names it: "uring
+// closed rep 2", "haproxy rep 1") or arm, whose server is who.
+
+// noRepliesNote says a measurement got no replies in its window.
+func noRepliesNote(what, who string, window time.Duration) string {
+	return fmt.Sprintf("%s got no replies in its %.2fs window: the %s was starved or stalled (a busy machine?)", what, window.Seconds(), who)
+}
+
+// unansweredNote says n requests of a measurement's window were not
+// answered within the drain.
+func unansweredNote(what string, n uint64, drain time.Duration) string {
+	return fmt.Sprintf("%s: %d requests of the window were still unanswered when the %.2fs drain ended; they count in its latencies at the time they had waited, so its tail percentiles are lower bounds", what, n, drain.Seconds())
+}
+
+// saturatedNote says the client used (nearly) all its CPU measuring what.
+func saturatedNote(what, who string, clientPercent float64) string {
+	return fmt.Sprintf("the client was saturated (%.0f%% CPU) measuring %s: that figure is the client's limit, not the %s's", clientPercent, what, who)
+}
 
 // resultPoint names res's load point like loadPoint names a summary row's.
 func resultPoint(res Result) string {
