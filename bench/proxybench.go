@@ -28,6 +28,15 @@ const (
 	ProxyArmDirect       = "direct"
 )
 
+// ProxyConfig's defaults, for the fields left zero.
+const (
+	DefaultProxyDuration    = 60 * time.Second
+	DefaultProxyReps        = 3
+	DefaultProxyConns       = 50
+	DefaultProxyPayload     = 64
+	DefaultProxyUpstreamArm = "epoll"
+)
+
 // ProxyConfig configures `spindle bench proxy`: L4 proxies side by side in
 // front of one upstream echo server. The zero value of a field selects its
 // default.
@@ -158,16 +167,16 @@ func (c ProxyConfig) withDefaults() (ProxyConfig, error) {
 		return c, fmt.Errorf("bench: negative setting (duration %v, reps %d, conns %d)", c.Duration, c.Reps, c.Conns)
 	}
 	if c.Duration == 0 {
-		c.Duration = 60 * time.Second
+		c.Duration = DefaultProxyDuration
 	}
 	if c.Reps == 0 {
-		c.Reps = 3
+		c.Reps = DefaultProxyReps
 	}
 	if c.Conns == 0 {
-		c.Conns = 50
+		c.Conns = DefaultProxyConns
 	}
 	if c.Payload == 0 {
-		c.Payload = 64
+		c.Payload = DefaultProxyPayload
 	}
 	if c.Payload < MinPayload || c.Payload > MaxPayload {
 		return c, fmt.Errorf("bench: payload %d outside %d..%d", c.Payload, MinPayload, MaxPayload)
@@ -192,7 +201,7 @@ func (c ProxyConfig) withDefaults() (ProxyConfig, error) {
 		return c, err
 	}
 	if c.UpstreamArm == "" {
-		c.UpstreamArm = "epoll"
+		c.UpstreamArm = DefaultProxyUpstreamArm
 	}
 	if c.Progress == nil {
 		c.Progress = io.Discard

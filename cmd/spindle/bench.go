@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -151,18 +152,25 @@ func (f *benchFlags) prepareOut() (undo func(), err error) {
 // written is still printed, so the run's results are not lost, and the
 // write's error returned.
 func (f *benchFlags) emit(rep *bench.Report) error {
+	return f.emitReport(rep, func(dir string) error { return bench.WriteReport(dir, rep) },
+		func(w io.Writer) { bench.WriteTable(w, rep) }, bench.ReportHTML, bench.ReportMarkdown, bench.ReportJSON)
+}
+
+// emitReport is emit for any report: write writes its files (named files)
+// into a directory, table prints it.
+func (f *benchFlags) emitReport(rep any, write func(dir string) error, table func(io.Writer), files ...string) error {
 	var werr error
 	if f.out != "" {
-		if err := bench.WriteReport(f.out, rep); err != nil {
+		if err := write(f.out); err != nil {
 			werr = fmt.Errorf("writing the report to %s: %w", f.out, err)
 		}
 	}
 	if f.jsonOut {
 		return errors.Join(printJSON(os.Stdout, rep), werr)
 	}
-	bench.WriteTable(os.Stdout, rep)
+	table(os.Stdout)
 	if f.out != "" && werr == nil {
-		fmt.Printf("report: %s/%s, %s, %s\n", f.out, bench.ReportHTML, bench.ReportMarkdown, bench.ReportJSON)
+		fmt.Printf("report: %s/%s\n", f.out, strings.Join(files, ", "))
 	}
 	return werr
 }

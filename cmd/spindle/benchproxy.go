@@ -5,9 +5,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/spindlenet/spindle/bench"
 )
@@ -21,14 +21,14 @@ func runBenchProxy(ctx context.Context, args []string) error {
 		fs.PrintDefaults()
 	}
 	arms := fs.String("arms", "", "comma-separated arms, of "+bench.ProxyArmsFlag()+" (default: all; ratios are to the first)")
-	duration := fs.Duration("duration", 60*time.Second, "total measuring budget, shared among the measurements")
-	reps := fs.Int("reps", 3, "repetitions (arms alternate within each)")
-	conns := fs.Int("conns", 50, "client connections, one request in flight each")
-	payload := fs.Int("payload", 64, "RPC payload bytes")
-	proxyCPU := fs.String("proxy-cpu", "", "CPUs the proxy is pinned to (default 0)")
-	clientCPUs := fs.String("client-cpus", "", "CPUs the client threads are pinned to (default 1, or 0 on one CPU)")
+	duration := fs.Duration("duration", bench.DefaultProxyDuration, "total measuring budget, shared among the measurements")
+	reps := fs.Int("reps", bench.DefaultProxyReps, "repetitions (arms alternate within each)")
+	conns := fs.Int("conns", bench.DefaultProxyConns, "client connections, one request in flight each")
+	payload := fs.Int("payload", bench.DefaultProxyPayload, "RPC payload bytes")
+	proxyCPU := fs.String("proxy-cpu", "", "CPUs the proxy is pinned to (default: the first CPU this process may run on)")
+	clientCPUs := fs.String("client-cpus", "", "CPUs the client threads are pinned to (default: the second CPU this process may run on, the first on one CPU)")
 	upstreamCPUs := fs.String("upstream-cpus", "", "CPUs the upstream echo server is pinned to (default: the client CPUs)")
-	upstreamArm := fs.String("upstream-arm", "epoll", "the upstream echo server's `spindle bench server` arm")
+	upstreamArm := fs.String("upstream-arm", bench.DefaultProxyUpstreamArm, "the upstream echo server's `spindle bench server` arm")
 	out := fs.String("out", "bench-proxy-report", "directory for report.json and report.md (\"\" for none; with --json, none unless set)")
 	jsonOut := fs.Bool("json", false, "print the report as one JSON document on stdout")
 	if err := parseFlags(fs, args); err != nil {
@@ -59,7 +59,7 @@ func runBenchProxy(ctx context.Context, args []string) error {
 	if *jsonOut && !flagGiven(fs, "out") {
 		*out = ""
 	}
-	f := benchFlags{out: *out}
+	f := benchFlags{out: *out, jsonOut: *jsonOut}
 	undo, err := f.prepareOut()
 	if err != nil {
 		return err
@@ -69,18 +69,6 @@ func runBenchProxy(ctx context.Context, args []string) error {
 		undo()
 		return err
 	}
-	var werr error
-	if *out != "" {
-		if err := bench.WriteProxyReport(*out, rep); err != nil {
-			werr = fmt.Errorf("writing the report to %s: %w", *out, err)
-		}
-	}
-	if *jsonOut {
-		return errors.Join(printJSON(os.Stdout, rep), werr)
-	}
-	bench.WriteProxyTable(os.Stdout, rep)
-	if *out != "" && werr == nil {
-		fmt.Printf("report: %s/%s, %s\n", *out, bench.ReportMarkdown, bench.ReportJSON)
-	}
-	return werr
+	return f.emitReport(rep, func(dir string) error { return bench.WriteProxyReport(dir, rep) },
+		func(w io.Writer) { bench.WriteProxyTable(w, rep) }, bench.ReportMarkdown, bench.ReportJSON)
 }
