@@ -92,7 +92,7 @@ type TaskStat struct {
 	RunNS uint64 `json:"run_ns"`
 	// Timeslices counts the thread's runs on a CPU (schedstat).
 	Timeslices uint64 `json:"timeslices"`
-	// PGrp is the process group (stat field 5), for GroupCPU.
+	// PGrp is the process group (stat field 5).
 	PGrp int `json:"-"`
 }
 
@@ -229,15 +229,16 @@ func (p Proc) Tasks(pid int) ([]TaskStat, error) {
 	return out, nil
 }
 
-// GroupCPU is the CPU time of a process group, from proc/<pid>/stat.
+// GroupCPU is the CPU time of a process and its descendants, from
+// proc/<pid>/stat and the threads' schedstat.
 type GroupCPU struct {
-	// Ticks is the sum of utime and stime (clock ticks) of the group's
+	// Ticks is the sum of utime and stime (clock ticks) of the
 	// processes, each process's figure covering all its threads, live and
 	// exited.
 	Ticks uint64
 	// PIDs are the processes counted, in order.
 	PIDs []int
-	// RunNS is the time on CPU of the group's live threads in ns, from
+	// RunNS is the time on CPU of the processes' live threads in ns, from
 	// each thread's schedstat: the clock utime and stime are scaled from,
 	// at full resolution (the ticks are 10 ms). It leaves out threads
 	// that have exited; TIDs lists the threads it counts, in order, so
@@ -247,44 +248,36 @@ type GroupCPU struct {
 	TIDs  []int
 }
 
-// GroupCPU sums the CPU time of every process in process group pgid (a
-// proxy's master and its workers: the harness starts each proxy as the
-// leader of a group of its own). Processes that exit while being read are
-// skipped; a group with no process is an error. Any goroutine.
-func (p Proc) GroupCPU(pgid int) (GroupCPU, error) {
+// ProcessCPU sums the CPU time of process pid and of its descendants,
+// found through each thread's proc/<pid>/task/<tid>/children
+// (CONFIG_PROC_CHILDREN), reading only their own directories, not every
+// process's: every proxy arm is one process (haproxy -db with nbthread 1,
+// nginx with master_process off and daemon off, spindle proxy), whose
+// threads are all counted, and the processes of an arm that forked would
+// be too. Descendants that exit while being read are skipped; pid gone is
+// an error. Any goroutine.
+func (p Proc) ProcessCPU(pid int) (GroupCPU, error) {
 	var g GroupCPU
-	ents, err := os.ReadDir(p.path(""))
-	if err != nil {
-		return g, err
-	}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid <= 0 {
-			continue
-		}
-		b, err := p.read(filepath.Join(e.Name(), "stat"))
+	runOK := true
+	for queue := []int{pid}; len(queue) > 0; queue = queue[1:] {
+		rel := strconv.Itoa(queue[0])
+		b, err := p.read(filepath.Join(rel, "stat"))
 		if err != nil {
-			continue // exited, or not a process
+			if queue[0] == pid {
+				return g, fmt.Errorf("bench: process %d: %w", pid, err)
+			}
+			continue // exited
 		}
 		st, err := ParseTaskStat(b)
 		if err != nil {
-			return g, fmt.Errorf("%s: %w", p.path(filepath.Join(e.Name(), "stat")), err)
+			return g, fmt.Errorf("%s: %w", p.path(filepath.Join(rel, "stat")), err)
 		}
-		if st.PGrp == pgid {
-			g.Ticks += st.UTime + st.STime
-			g.PIDs = append(g.PIDs, pid)
-		}
-	}
-	if len(g.PIDs) == 0 {
-		return g, fmt.Errorf("bench: no process in process group %d", pgid)
-	}
-	slices.Sort(g.PIDs)
-	runOK := true
-	for _, pid := range g.PIDs {
-		tasks, err := p.Tasks(pid)
+		g.Ticks += st.UTime + st.STime
+		g.PIDs = append(g.PIDs, queue[0])
+		tasks, err := p.Tasks(queue[0])
 		if err != nil {
 			runOK = false
-			break
+			continue
 		}
 		for _, t := range tasks {
 			if t.RunNS == 0 && t.Timeslices == 0 {
@@ -292,11 +285,21 @@ func (p Proc) GroupCPU(pgid int) (GroupCPU, error) {
 			}
 			g.RunNS += t.RunNS
 			g.TIDs = append(g.TIDs, t.TID)
+			b, err := p.read(filepath.Join(rel, "task", strconv.Itoa(t.TID), "children"))
+			if err != nil {
+				continue // exited
+			}
+			for _, f := range strings.Fields(string(b)) {
+				if c, err := strconv.Atoi(f); err == nil && !slices.Contains(g.PIDs, c) && !slices.Contains(queue, c) {
+					queue = append(queue, c)
+				}
+			}
 		}
 	}
 	if !runOK {
 		g.RunNS, g.TIDs = 0, nil
 	}
+	slices.Sort(g.PIDs)
 	slices.Sort(g.TIDs)
 	return g, nil
 }

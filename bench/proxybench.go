@@ -129,7 +129,7 @@ type ProxyResult struct {
 	Unanswered uint64      `json:"unanswered"`
 	Latency    Percentiles `json:"latency"`
 	// ProxyUSPerReq is the proxy's CPU (utime+stime of every process of
-	// its process group, all threads) per request, in µs; 0 for direct.
+	// its process and any children, all threads) per request, in µs; 0 for direct.
 	ProxyUSPerReq float64 `json:"proxy_us_per_req"`
 	// ProxyCPUPercent is that CPU as a percent of one CPU.
 	ProxyCPUPercent float64 `json:"proxy_cpu_percent"`
@@ -535,7 +535,7 @@ func (r *proxyRunner) measure(ctx context.Context, a proxyArm, rep int) (ProxyRe
 		Threads: len(r.cfg.ClientCPUs), CPUs: r.cfg.ClientCPUs, Drain: drainFor(r.window), Block: r.clientBlocks(),
 	}
 	if p != nil {
-		pgid := p.cmd.Process.Pid
+		pid := p.cmd.Process.Pid
 		lc.Window = func(start, end time.Time) {
 			go func() {
 				var e [2]cpuEdge
@@ -543,7 +543,7 @@ func (r *proxyRunner) measure(ctx context.Context, a proxyArm, rep int) (ProxyRe
 					if !waitUntil(done, t) {
 						return
 					}
-					e[i].g, e[i].err = Proc{}.GroupCPU(pgid)
+					e[i].g, e[i].err = Proc{}.ProcessCPU(pid)
 					e[i].at = time.Now()
 				}
 				edges <- e
@@ -644,7 +644,7 @@ func (r *proxyRunner) finish() {
 			coarse++
 		}
 	}
-	rep.Notes = append(rep.Notes, "loopback; proxy CPU is the CPU time of every thread of every process of the proxy's process group over each window: the threads' schedstat run time (ns; the clock utime+stime are scaled from), softirq work the kernel did for it on other CPUs not included")
+	rep.Notes = append(rep.Notes, "loopback; proxy CPU is the CPU time of every thread of the proxy's process (and of any children it forked) over each window: the threads' schedstat run time (ns; the clock utime+stime are scaled from), softirq work the kernel did for it on other CPUs not included")
 	if coarse > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%d measurements' proxy CPU is utime+stime from /proc/PID/stat, in %d ms ticks (the proxy's threads changed during the window, or schedstat is missing): in a short window it is coarse", coarse, ClockTick/1_000_000))
 	}

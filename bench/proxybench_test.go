@@ -137,60 +137,80 @@ func statLine(pid int, comm string, pgrp int, utime, stime uint64) string {
 func itoa(v int) string   { return strconv.Itoa(v) }
 func u64(v uint64) string { return strconv.FormatUint(v, 10) }
 
-// TestGroupCPUFakeProc sums a process group's CPU from a fake /proc: the
-// leader and its worker (whose comm has spaces and parentheses) count,
-// a process of another group does not, and entries that are not
-// processes are passed over.
-func TestGroupCPUFakeProc(t *testing.T) {
+// TestProcessCPUFakeProc sums a process's CPU, and its children's, from a
+// fake /proc: the leader and the worker one of its threads forked (whose
+// comm has spaces and parentheses) count, found through the thread's
+// children file; a process of the same group that is not its child does
+// not, nor does another.
+func TestProcessCPUFakeProc(t *testing.T) {
 	root := t.TempDir()
 	writeFakeProc(t, root, map[string]string{
 		"100": statLine(100, "nginx", 100, 30, 12),
 		"101": statLine(101, "nginx: worker (1) ) x", 100, 500, 250),
-		"102": statLine(102, "bash", 7, 9000, 9000),
+		"102": statLine(102, "bash", 100, 9000, 9000),
 		"300": statLine(300, "haproxy", 300, 1, 1),
 	})
-	if err := os.WriteFile(filepath.Join(root, "proc", "stat"), []byte("cpu 1 2 3 4\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(root, "proc", "sys"), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	p := Proc{Root: root}
-	g, err := p.GroupCPU(100)
+	g, err := p.ProcessCPU(100)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g.Ticks != 30+12+500+250 || len(g.PIDs) != 2 || g.PIDs[0] != 100 || g.PIDs[1] != 101 {
-		t.Errorf("group 100: %+v, want 792 ticks from [100 101]", g)
+	if g.Ticks != 30+12 || !slices.Equal(g.PIDs, []int{100}) || g.RunNS != 0 || g.TIDs != nil {
+		t.Errorf("process 100 without task files: %+v, want 42 ticks from [100] and no run time", g)
 	}
-	if g.RunNS != 0 || g.TIDs != nil {
-		t.Errorf("group 100 without task files: run time %d ns from threads %v, want none", g.RunNS, g.TIDs)
-	}
-	// With the threads' schedstat: the leader's two threads and the
-	// worker's one.
+	// With the threads' schedstat: the leader's two threads, one of
+	// which forked the worker, and the worker's one.
 	for _, th := range []struct {
-		pid, tid int
-		run      string
-	}{{100, 100, "1000 5 3"}, {100, 105, "20000 5 9"}, {101, 101, "300000 1 2"}} {
+		pid, tid      int
+		run, children string
+	}{{100, 100, "1000 5 3", ""}, {100, 105, "20000 5 9", "101 "}, {101, 101, "300000 1 2", ""}} {
 		dir := filepath.Join(root, "proc", itoa(th.pid), "task", itoa(th.tid))
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
 		os.WriteFile(filepath.Join(dir, "stat"), []byte(statLine(th.tid, "t", 100, 1, 1)), 0o644)
 		os.WriteFile(filepath.Join(dir, "schedstat"), []byte(th.run+"\n"), 0o644)
+		os.WriteFile(filepath.Join(dir, "children"), []byte(th.children), 0o644)
 	}
-	if g, err = p.GroupCPU(100); err != nil {
+	if g, err = p.ProcessCPU(100); err != nil {
 		t.Fatal(err)
 	}
-	if g.RunNS != 321000 || !slices.Equal(g.TIDs, []int{100, 101, 105}) || g.Ticks != 792 {
-		t.Errorf("group 100 with task files: %+v, want 321000 ns from [100 101 105], 792 ticks", g)
+	if g.RunNS != 321000 || !slices.Equal(g.TIDs, []int{100, 101, 105}) || g.Ticks != 792 || !slices.Equal(g.PIDs, []int{100, 101}) {
+		t.Errorf("process 100 with task files: %+v, want 321000 ns from [100 101 105], 792 ticks from [100 101]", g)
 	}
-	if _, err := p.GroupCPU(999); err == nil {
-		t.Error("a group with no process: no error")
+	if _, err := p.ProcessCPU(999); err == nil {
+		t.Error("no such process: no error")
 	}
 	writeFakeProc(t, root, map[string]string{"103": "103 (broken) S 1\n"})
-	if _, err := p.GroupCPU(100); err == nil {
+	os.WriteFile(filepath.Join(root, "proc", "101", "task", "101", "children"), []byte("103"), 0o644)
+	if _, err := p.ProcessCPU(100); err == nil {
 		t.Error("a malformed stat file: no error")
+	}
+}
+
+// TestProcessCPULive counts this test binary and a child it started (the
+// children file lists it), and not the whole process group.
+func TestProcessCPULive(t *testing.T) {
+	if _, err := os.Stat("/proc/self/task"); err != nil {
+		t.Skip("no /proc/self/task: not Linux")
+	}
+	if _, err := os.Stat("/proc/self/task/" + itoa(os.Getpid()) + "/children"); err != nil {
+		t.Skip("no /proc/PID/task/TID/children (CONFIG_PROC_CHILDREN)")
+	}
+	cmd := exec.Command("sleep", "10")
+	if err := cmd.Start(); err != nil {
+		t.Skipf("no sleep to start: %v", err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	g, err := Proc{}.ProcessCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(g.PIDs, slices.Sorted(slices.Values([]int{os.Getpid(), cmd.Process.Pid}))) {
+		t.Errorf("processes %v, want this one (%d) and its child %d", g.PIDs, os.Getpid(), cmd.Process.Pid)
+	}
+	if g.Ticks == 0 && g.RunNS == 0 {
+		t.Errorf("no CPU time counted: %+v", g)
 	}
 }
 
