@@ -326,8 +326,8 @@ type proxyRunner struct {
 // binary's `bench server`), and in front of it each arm's proxy, started
 // fresh, pinned to cfg.ProxyCPUs, for each measurement; arms alternate
 // within each repetition. Every reply is verified; a proxy that fails to
-// start is a skipped arm, one that fails during a measurement fails the
-// run. Everything started is stopped, and the temporary configs removed,
+// start in its arm's first measurement is a skipped arm (with the reason),
+// one that fails later, or during a measurement, fails the run. Everything started is stopped, and the temporary configs removed,
 // before it returns.
 func RunProxy(ctx context.Context, cfg ProxyConfig) (*ProxyReport, error) {
 	cfg, err := cfg.withDefaults()
@@ -352,10 +352,7 @@ func RunProxy(ctx context.Context, cfg ProxyConfig) (*ProxyReport, error) {
 		return nil, fmt.Errorf("bench: upstream: %w", err)
 	}
 	r.upstream = up
-	arms, err := r.armSet(ctx)
-	if err == nil {
-		err = r.run(ctx, arms)
-	}
+	err = r.run(ctx, r.armSet())
 	if serr := up.stop(); serr != nil {
 		err = errors.Join(err, fmt.Errorf("bench: upstream: %w", serr))
 	}
@@ -366,38 +363,25 @@ func RunProxy(ctx context.Context, cfg ProxyConfig) (*ProxyReport, error) {
 	return r.report, nil
 }
 
-// armSet starts each arm once, and lists those that cannot run, with the
-// reason, as skipped.
-func (r *proxyRunner) armSet(ctx context.Context) ([]proxyArm, error) {
-	var run []proxyArm
+// armSet lists the arms asked for in the report and returns how each is
+// started. Whether an arm can run here is found by its first measurement
+// (run), not by starting it once more beforehand.
+func (r *proxyRunner) armSet() []proxyArm {
+	var arms []proxyArm
 	for _, name := range r.cfg.Arms {
 		a := r.arm(name)
-		info := ArmInfo{Name: a.name, Summary: a.summary}
-		if a.argv != nil {
-			p, err := r.startProxy(ctx, a)
-			if err == nil {
-				err = p.stop()
-			}
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil, ctx.Err()
-				}
-				info.Skipped = err.Error()
-			}
-		}
-		r.report.Arms = append(r.report.Arms, info)
-		if info.Skipped != "" {
-			r.report.Notes = append(r.report.Notes, fmt.Sprintf("arm %s skipped: %s", a.name, info.Skipped))
-			fmt.Fprintf(r.cfg.Progress, "arm %s skipped: %s\n", a.name, info.Skipped)
-			continue
-		}
-		run = append(run, a)
+		r.report.Arms = append(r.report.Arms, ArmInfo{Name: a.name, Summary: a.summary})
+		arms = append(arms, a)
 	}
-	if len(run) == 0 {
-		return nil, errors.New("bench: no proxy arm can run")
-	}
-	return run, nil
+	return arms
 }
+
+// startError is a proxy that could not be started or did not serve: in its
+// arm's first measurement, the arm is skipped with it as the reason.
+type startError struct{ err error }
+
+func (e *startError) Error() string { return e.err.Error() }
+func (e *startError) Unwrap() error { return e.err }
 
 func (r *proxyRunner) run(ctx context.Context, arms []proxyArm) error {
 	c := r.cfg
@@ -408,12 +392,28 @@ func (r *proxyRunner) run(ctx context.Context, arms []proxyArm) error {
 	fmt.Fprintf(r.cfg.Progress, "spindle bench proxy: %d measurements, each %v warm-up + %v measured; proxy CPUs %v, client CPUs %v, upstream CPUs %v\n",
 		r.total, r.warmup, r.window, c.ProxyCPUs, c.ClientCPUs, c.UpstreamCPUs)
 	for rep := 1; rep <= c.Reps; rep++ {
-		for _, a := range arms {
+		for i, a := range arms {
+			if r.report.Arms[i].Skipped != "" {
+				continue
+			}
 			res, err := r.measure(ctx, a, rep)
+			var se *startError
+			if rep == 1 && errors.As(err, &se) && ctx.Err() == nil {
+				// An arm that cannot run here (a tool missing, a
+				// backend that would fall back) is skipped with its
+				// reason instead of failing the run.
+				r.report.Arms[i].Skipped = se.Error()
+				r.report.Notes = append(r.report.Notes, skippedNote(a.name, se.Error(), r.cfg.Progress))
+				r.total -= c.Reps
+				continue
+			}
 			if err != nil {
 				return fmt.Errorf("bench: proxy %s rep %d: %w", a.name, rep, err)
 			}
 			r.report.Results = append(r.report.Results, res)
+		}
+		if rep == 1 && len(r.report.Results) == 0 {
+			return errors.New("bench: no proxy arm can run")
 		}
 	}
 	return nil
@@ -524,7 +524,7 @@ func (r *proxyRunner) measure(ctx context.Context, a proxyArm, rep int) (ProxyRe
 	if a.argv != nil {
 		var err error
 		if p, err = r.startProxy(ctx, a); err != nil {
-			return res, err
+			return res, &startError{err}
 		}
 		addr = p.addr
 	}

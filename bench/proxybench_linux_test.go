@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -133,5 +134,43 @@ func TestRunProxySkipsBrokenArm(t *testing.T) {
 	}
 	if len(rep.Summary) != 1 || rep.Summary[0].Arm != ProxyArmDirect {
 		t.Errorf("summary %+v", rep.Summary)
+	}
+}
+
+// TestRunProxyStartsEachMeasurementOnce counts the starts of a proxy (a
+// haproxy found first on PATH that logs each start and runs the real one):
+// one per measurement, with no start beforehand to find out whether the
+// arm can run.
+func TestRunProxyStartsEachMeasurementOnce(t *testing.T) {
+	skipUnlessLinux(t)
+	real, err := exec.LookPath("haproxy")
+	if err != nil {
+		t.Skip("haproxy is not installed (apt-get install haproxy)")
+	}
+	dir := t.TempDir()
+	log := filepath.Join(dir, "starts")
+	script := "#!/bin/sh\necho start >> " + log + "\nexec " + real + " \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(dir, "haproxy"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
+	argv, env := testChildCommand()
+	rep, err := RunProxy(context.Background(), ProxyConfig{
+		Arms:     []string{ProxyArmHAProxy},
+		Duration: 400 * time.Millisecond, Reps: 2, Conns: 2,
+		UpstreamCommand: argv, ProxyCommand: []string{"/nonexistent"}, Env: env,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Results) != 2 {
+		t.Fatalf("%d results, want 2", len(rep.Results))
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), "start"); n != 2 {
+		t.Errorf("haproxy started %d times for 2 measurements, want 2", n)
 	}
 }

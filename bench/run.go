@@ -331,8 +331,7 @@ func (r *runner) armSet(ctx context.Context, tmp string) ([]Arm, error) {
 		}
 		r.report.Arms = append(r.report.Arms, info)
 		if info.Skipped != "" {
-			r.report.Notes = append(r.report.Notes, fmt.Sprintf("arm %s skipped: %s", a.Name, info.Skipped))
-			fmt.Fprintf(r.cfg.Progress, "arm %s skipped: %s\n", a.Name, info.Skipped)
+			r.report.Notes = append(r.report.Notes, skippedNote(a.Name, info.Skipped, r.cfg.Progress))
 			continue
 		}
 		run = append(run, a)
@@ -665,6 +664,14 @@ func (r *runner) drain() time.Duration { return drainFor(r.window) }
 // drainFor is how long a measurement with a window of window waits after
 // it for the replies to the window's requests (both runners).
 func drainFor(window time.Duration) time.Duration { return min(time.Second, window) }
+
+// skippedNote returns the note on an arm skipped for why, and says it on
+// progress (both runners).
+func skippedNote(arm, why string, progress io.Writer) string {
+	n := fmt.Sprintf("arm %s skipped: %s", arm, why)
+	fmt.Fprintln(progress, n)
+	return n
+}
 
 // The notes both runners write about one measurement (what names it: "uring
 // closed rep 2", "haproxy rep 1") or arm, whose server is who.
