@@ -156,6 +156,21 @@ func (f *benchFlags) emit(rep *bench.Report) error {
 		func(w io.Writer) { bench.WriteTable(w, rep) }, bench.ReportHTML, bench.ReportMarkdown, bench.ReportJSON)
 }
 
+// runAndEmit checks --out (prepareOut), runs, and emits the report; a run
+// that fails removes the --out directory prepareOut made.
+func runAndEmit[R any](f *benchFlags, run func() (R, error), emit func(R) error) error {
+	undo, err := f.prepareOut()
+	if err != nil {
+		return err
+	}
+	rep, err := run()
+	if err != nil {
+		undo()
+		return err
+	}
+	return emit(rep)
+}
+
 // emitReport is emit for any report: write writes its files (named files)
 // into a directory, table prints it.
 func (f *benchFlags) emitReport(rep any, write func(dir string) error, table func(io.Writer), files ...string) error {
@@ -218,16 +233,7 @@ func runBench(ctx context.Context, args []string) error {
 		}
 		cfg.OpenFractions = append(cfg.OpenFractions, v) // bench refuses one given twice
 	}
-	undo, err := f.prepareOut()
-	if err != nil {
-		return err
-	}
-	rep, err := bench.Run(ctx, cfg)
-	if err != nil {
-		undo()
-		return err
-	}
-	return f.emit(rep)
+	return runAndEmit(&f, func() (*bench.Report, error) { return bench.Run(ctx, cfg) }, f.emit)
 }
 
 func runBenchSweep(ctx context.Context, args []string) error {
@@ -271,16 +277,7 @@ func runBenchSweep(ctx context.Context, args []string) error {
 	if len(sc.Loops) > 0 {
 		sc.Config.Loops = slices.Min(sc.Loops)
 	}
-	undo, err := f.prepareOut()
-	if err != nil {
-		return err
-	}
-	rep, err := bench.Sweep(ctx, sc)
-	if err != nil {
-		undo()
-		return err
-	}
-	return f.emit(rep)
+	return runAndEmit(&f, func() (*bench.Report, error) { return bench.Sweep(ctx, sc) }, f.emit)
 }
 
 // intList parses flag name's comma-separated list of distinct integers of

@@ -60,15 +60,8 @@ func runBenchProxy(ctx context.Context, args []string) error {
 		*out = ""
 	}
 	f := benchFlags{out: *out, jsonOut: *jsonOut}
-	undo, err := f.prepareOut()
-	if err != nil {
-		return err
-	}
-	rep, err := bench.RunProxy(ctx, cfg)
-	if err != nil {
-		undo()
-		return err
-	}
-	return f.emitReport(rep, func(dir string) error { return bench.WriteProxyReport(dir, rep) },
-		func(w io.Writer) { bench.WriteProxyTable(w, rep) }, bench.ReportMarkdown, bench.ReportJSON)
+	return runAndEmit(&f, func() (*bench.ProxyReport, error) { return bench.RunProxy(ctx, cfg) }, func(rep *bench.ProxyReport) error {
+		return f.emitReport(rep, func(dir string) error { return bench.WriteProxyReport(dir, rep) },
+			func(w io.Writer) { bench.WriteProxyTable(w, rep) }, bench.ReportMarkdown, bench.ReportJSON)
+	})
 }
