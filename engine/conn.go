@@ -214,7 +214,30 @@ func (c *Conn) Writev(bufs [][]byte) (int, error) {
 // for sending without copying it, and releases it once sent. The caller
 // gives up b, also when WriteBuffer fails: a buffer of another loop is
 // given back to that loop (through Post) with an error. Loop goroutine.
-func (c *Conn) WriteBuffer(b Buffer) error {
+func (c *Conn) WriteBuffer(b Buffer) error { return c.WriteBufferFrom(b, 0) }
+
+// WriteBufferFrom is WriteBuffer for the bytes of b from off on: b's first
+// off bytes are not sent (an HTTP proxy sends the body that follows a head
+// it rewrote without copying it). The caller gives up b, also when
+// WriteBufferFrom fails; an off outside [0, b.Len()] is an error (b is
+// released), and off == b.Len() releases b and queues nothing. Loop
+// goroutine.
+func (c *Conn) WriteBufferFrom(b Buffer, off int) error {
+	if off < 0 || off > int(b.n) {
+		if b.l == c.l {
+			b.Release()
+		} else {
+			b.l.Post(b.Release)
+		}
+		return errors.New("engine: WriteBufferFrom offset outside the buffer")
+	}
+	if off == int(b.n) && b.l == c.l {
+		b.Release()
+		if !c.writable() {
+			return net.ErrClosed
+		}
+		return nil
+	}
 	if b.l != c.l {
 		b.l.Post(b.Release)
 		return errors.New("engine: WriteBuffer with a buffer of another loop")
@@ -231,7 +254,7 @@ func (c *Conn) WriteBuffer(b Buffer) error {
 	}
 	// A segment's ref is a slab chunk (>= 0) or a receive buffer r as
 	// -r-1: the mirror of the buffer id's encoding.
-	c.wq = append(c.wq, seg{ref: -id - 1, end: b.n})
+	c.wq = append(c.wq, seg{ref: -id - 1, off: int32(off), end: b.n})
 	if id < 0 {
 		c.qmem += c.l.chunks.size
 	} else {
@@ -239,7 +262,7 @@ func (c *Conn) WriteBuffer(b Buffer) error {
 		c.ringSegs++
 		c.l.ringHeld++
 	}
-	c.queued += int(b.n)
+	c.queued += int(b.n) - off
 	c.l.markDirty(c)
 	c.checkHWM()
 	return nil

@@ -227,10 +227,13 @@ type Config struct {
 	Logf func(format string, args ...any)
 }
 
+// DefaultWriteHighWater is Config.WriteHighWater's default: 256 KiB of
+// buffer memory per connection's write queue.
+const DefaultWriteHighWater = 256 << 10
+
 const (
 	defaultReadBufferSize = 16 << 10
 	defaultReadBuffers    = 512
-	defaultHighWater      = 256 << 10
 
 	defaultMaxQueuedReadBuffers = 4
 	defaultBusyPoll             = 50 * time.Microsecond
@@ -273,7 +276,7 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	out.ReadBuffers = n
 	if out.WriteHighWater == 0 {
-		out.WriteHighWater = defaultHighWater
+		out.WriteHighWater = DefaultWriteHighWater
 	}
 	if out.WriteHighWater < 0 {
 		return out, errors.New("engine: negative WriteHighWater")
