@@ -44,9 +44,20 @@ type EngineConfig struct {
 	// bytes of buffer memory (engine.Config.WriteHighWater): the proxy
 	// stops reading a side whose peer's queue holds this much
 	// (engine.Conn.QueuedMemory: whole buffers, however few bytes each
-	// carries). Default 256 KiB, minimum 4096.
+	// carries). Default engine.DefaultWriteHighWater (256 KiB), minimum
+	// 4096.
 	WriteHighWater int `yaml:"write_high_water" json:"write_high_water"`
 }
+
+// Listener modes.
+const (
+	// ModeTCP forwards each client's bytes to a server as they are (L4).
+	ModeTCP = "tcp"
+	// ModeHTTP is an HTTP/1.1 reverse proxy: requests are parsed,
+	// routed by host and path, and sent over keep-alive connections to
+	// the servers.
+	ModeHTTP = "http"
+)
 
 // ListenerConfig is one listening address and the pool it forwards to.
 type ListenerConfig struct {
@@ -55,12 +66,18 @@ type ListenerConfig struct {
 	// Listen is "host:port" with a numeric host, "localhost" or an
 	// empty host (every address); port 0 picks a free port.
 	Listen string `yaml:"listen" json:"listen"`
-	// Pool is the name of the pool connections go to; required.
+	// Mode is ModeTCP (the default) or ModeHTTP.
+	Mode string `yaml:"mode" json:"mode"`
+	// Pool is the name of the pool connections go to; required. In mode
+	// http it takes the requests no route matches.
 	Pool string `yaml:"pool" json:"pool"`
+	// Routes send HTTP requests to pools by host and path (mode http
+	// only): the first route that matches a request takes it.
+	Routes []RouteConfig `yaml:"routes,omitempty" json:"routes,omitempty"`
 	// ConnectTimeout bounds each connect to an upstream server. Default
 	// 5s.
 	ConnectTimeout Duration `yaml:"connect_timeout" json:"connect_timeout"`
-	// IdleTimeout closes both sides of a connection after this long
+	// IdleTimeout (mode tcp only) closes both sides of a connection after this long
 	// without a byte either way (received, or taken from a write queue by
 	// a peer); a side whose queue a peer has stopped taking is reset.
 	// Default 0: never, and then a client that stops reading holds its
@@ -70,6 +87,35 @@ type ListenerConfig struct {
 	// over it is accepted and closed at once, and counted. Default 0:
 	// no bound.
 	MaxConns int `yaml:"max_conns" json:"max_conns"`
+	// RequestTimeout (mode http) bounds the arrival of a request's
+	// whole head, from the connection's accept or the request's first
+	// byte; past it the client gets 408 and is closed. Default 30s.
+	RequestTimeout Duration `yaml:"request_timeout,omitempty" json:"request_timeout,omitempty"`
+	// ResponseTimeout (mode http) bounds the wait for a server from the
+	// request's head sent to the response's head, and then between two
+	// reads of the response's body; before the head the client gets
+	// 504, after it the client's connection is reset. Default 60s.
+	ResponseTimeout Duration `yaml:"response_timeout,omitempty" json:"response_timeout,omitempty"`
+	// KeepaliveTimeout (mode http) closes a client that sends no byte
+	// of a next request for this long after a response. Default 60s.
+	KeepaliveTimeout Duration `yaml:"keepalive_timeout,omitempty" json:"keepalive_timeout,omitempty"`
+}
+
+// RouteConfig sends the HTTP requests that match it to a pool.
+type RouteConfig struct {
+	// Host matches the request's host (the Host header, or the
+	// authority of an absolute-form target) without its port,
+	// case-insensitively: exactly, or with "*.example.com" any name
+	// ending in ".example.com" (not example.com itself). Empty: any
+	// host.
+	Host string `yaml:"host,omitempty" json:"host,omitempty"`
+	// PathPrefix matches targets that begin with it, byte for byte (so
+	// "/api" matches "/api/x" and "/apis"; write "/api/" for the
+	// directory only). Default "/": every origin-form target (and the
+	// asterisk of OPTIONS *).
+	PathPrefix string `yaml:"path_prefix" json:"path_prefix"`
+	// Pool is the name of the pool the route's requests go to; required.
+	Pool string `yaml:"pool" json:"pool"`
 }
 
 // Balance names a way to pick a pool's server.
@@ -103,6 +149,13 @@ type PoolConfig struct {
 	// connects are only counted. A server takes new connections only
 	// while neither the active checks nor passive health mark it down.
 	Passive *PassiveConfig `yaml:"passive,omitempty" json:"passive,omitempty"`
+	// MaxIdle (mode http) is how many idle keep-alive connections each
+	// loop keeps to each server for the next requests. Default 16; -1
+	// keeps none (a connection per request).
+	MaxIdle int `yaml:"max_idle" json:"max_idle"`
+	// IdleTimeout (mode http) closes an idle kept connection after this
+	// long unused. Default 60s.
+	IdleTimeout Duration `yaml:"idle_timeout" json:"idle_timeout"`
 }
 
 // PassiveConfig configures a pool's passive health: Fails consecutive
@@ -171,6 +224,12 @@ const (
 	DefaultHealthTimeout  = time.Second
 	DefaultRise           = 2
 	DefaultFall           = 3
+
+	DefaultRequestTimeout   = 30 * time.Second
+	DefaultResponseTimeout  = 60 * time.Second
+	DefaultKeepaliveTimeout = 60 * time.Second
+	DefaultMaxIdle          = 16
+	DefaultPoolIdleTimeout  = 60 * time.Second
 )
 
 // LoadConfig reads and parses the config file at path. Any goroutine.
@@ -215,12 +274,26 @@ func (c *Config) SetDefaults() {
 		c.Engine.Backend = string(engine.BackendURing)
 	}
 	if c.Engine.WriteHighWater == 0 {
-		c.Engine.WriteHighWater = 256 << 10
+		c.Engine.WriteHighWater = engine.DefaultWriteHighWater
 	}
 	for i := range c.Listeners {
 		l := &c.Listeners[i]
 		if l.ConnectTimeout == 0 {
 			l.ConnectTimeout = Duration(DefaultConnectTimeout)
+		}
+		if l.Mode == "" {
+			l.Mode = ModeTCP
+		}
+		if l.Mode != ModeHTTP {
+			continue
+		}
+		setDuration(&l.RequestTimeout, DefaultRequestTimeout)
+		setDuration(&l.ResponseTimeout, DefaultResponseTimeout)
+		setDuration(&l.KeepaliveTimeout, DefaultKeepaliveTimeout)
+		for j := range l.Routes {
+			if l.Routes[j].PathPrefix == "" {
+				l.Routes[j].PathPrefix = "/"
+			}
 		}
 	}
 	for i := range c.Pools {
@@ -228,6 +301,10 @@ func (c *Config) SetDefaults() {
 		if p.Balance == "" {
 			p.Balance = RoundRobin
 		}
+		if p.MaxIdle == 0 {
+			p.MaxIdle = DefaultMaxIdle
+		}
+		setDuration(&p.IdleTimeout, DefaultPoolIdleTimeout)
 		if h := p.Health; h != nil {
 			if h.Interval == 0 {
 				h.Interval = Duration(DefaultHealthInterval)
@@ -242,6 +319,13 @@ func (c *Config) SetDefaults() {
 				h.Fall = DefaultFall
 			}
 		}
+	}
+}
+
+// setDuration sets *d to def if it is zero.
+func setDuration(d *Duration, def time.Duration) {
+	if *d == 0 {
+		*d = Duration(def)
 	}
 }
 
@@ -314,6 +398,12 @@ func (c *Config) Validate() error {
 				return fmt.Errorf("%s.health.fall: %d below 1", where, h.Fall)
 			}
 		}
+		if p.MaxIdle < -1 {
+			return fmt.Errorf("%s.max_idle: %d below -1", where, p.MaxIdle)
+		}
+		if p.IdleTimeout <= 0 {
+			return fmt.Errorf("%s.idle_timeout: %v is not positive", where, time.Duration(p.IdleTimeout))
+		}
 		if ps := p.Passive; ps != nil {
 			if ps.Fails < 1 {
 				return fmt.Errorf("%s.passive.fails: %d below 1", where, ps.Fails)
@@ -363,6 +453,9 @@ func (c *Config) Validate() error {
 		if l.MaxConns < 0 {
 			return fmt.Errorf("%s.max_conns: negative %d", where, l.MaxConns)
 		}
+		if err := l.validateMode(pools); err != nil {
+			return fmt.Errorf("%s.%w", where, err)
+		}
 	}
 	if a := c.Admin.Listen; a != "" {
 		if _, port, err := net.SplitHostPort(a); err != nil {
@@ -375,6 +468,85 @@ func (c *Config) Validate() error {
 			if name := overlaps(addrs, ap); name != "" {
 				return fmt.Errorf("admin.listen: %q overlaps listener %q", a, name)
 			}
+		}
+	}
+	return nil
+}
+
+// validateMode checks l's mode and the fields that belong to it; the error
+// begins with the field's name.
+func (l *ListenerConfig) validateMode(pools map[string]bool) error {
+	switch l.Mode {
+	case ModeTCP:
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{
+			{"routes", len(l.Routes) > 0},
+			{"request_timeout", l.RequestTimeout != 0},
+			{"response_timeout", l.ResponseTimeout != 0},
+			{"keepalive_timeout", l.KeepaliveTimeout != 0},
+		} {
+			if f.set {
+				return fmt.Errorf("%s: only in mode %s", f.name, ModeHTTP)
+			}
+		}
+		return nil
+	case ModeHTTP:
+	default:
+		return fmt.Errorf("mode: unknown %q (want %q or %q)", l.Mode, ModeTCP, ModeHTTP)
+	}
+	if l.IdleTimeout != 0 {
+		return fmt.Errorf("idle_timeout: only in mode %s (mode %s has request_timeout, response_timeout and keepalive_timeout)", ModeTCP, ModeHTTP)
+	}
+	for _, f := range []struct {
+		name string
+		d    Duration
+	}{{"request_timeout", l.RequestTimeout}, {"response_timeout", l.ResponseTimeout}, {"keepalive_timeout", l.KeepaliveTimeout}} {
+		if f.d <= 0 {
+			return fmt.Errorf("%s: %v is not positive", f.name, time.Duration(f.d))
+		}
+	}
+	for i, r := range l.Routes {
+		where := fmt.Sprintf("routes[%d]", i)
+		if err := validHost(r.Host); err != nil {
+			return fmt.Errorf("%s.host: %w", where, err)
+		}
+		if !strings.HasPrefix(r.PathPrefix, "/") {
+			return fmt.Errorf("%s.path_prefix: %q does not begin with /", where, r.PathPrefix)
+		}
+		if i := strings.IndexFunc(r.PathPrefix, func(c rune) bool { return c <= ' ' || c >= 0x7f }); i >= 0 {
+			return fmt.Errorf("%s.path_prefix: %q has a space, control or non-ASCII byte at %d", where, r.PathPrefix, i)
+		}
+		if r.Pool == "" {
+			return fmt.Errorf("%s.pool: missing", where)
+		}
+		if !pools[r.Pool] {
+			return fmt.Errorf("%s.pool: no pool named %q", where, r.Pool)
+		}
+	}
+	return nil
+}
+
+// validHost checks a route's host: empty, a name or IP address (IPv6 in
+// brackets) without a port, or "*." and a name.
+func validHost(h string) error {
+	if h == "" {
+		return nil
+	}
+	name := strings.TrimPrefix(h, "*.")
+	if strings.HasPrefix(name, "[") && strings.HasSuffix(name, "]") && name == h {
+		if a, err := netip.ParseAddr(name[1 : len(name)-1]); err != nil || !a.Is6() {
+			return fmt.Errorf("%q is not a bracketed IPv6 address", h)
+		}
+		return nil
+	}
+	if name == "" || strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".") || strings.Contains(name, "..") {
+		return fmt.Errorf("%q is not a host name (want a name such as example.com or *.example.com, without a port)", h)
+	}
+	for _, c := range []byte(name) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_') {
+			return fmt.Errorf("%q: %q is not allowed in a host name (want a name such as example.com or *.example.com, without a port)", h, c)
 		}
 	}
 	return nil

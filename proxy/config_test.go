@@ -24,8 +24,25 @@ func TestParseConfigDefaults(t *testing.T) {
 	if time.Duration(l.ConnectTimeout) != DefaultConnectTimeout || l.IdleTimeout != 0 || l.MaxConns != 0 {
 		t.Errorf("listener defaults: %+v", l)
 	}
-	if cfg.Pools[0].Balance != RoundRobin || cfg.Pools[0].Health != nil {
-		t.Errorf("pool defaults: %+v", cfg.Pools[0])
+	if l.Mode != ModeTCP || l.RequestTimeout != 0 || l.ResponseTimeout != 0 || l.KeepaliveTimeout != 0 {
+		t.Errorf("tcp listener defaults: %+v", l)
+	}
+	if p := cfg.Pools[0]; p.Balance != RoundRobin || p.Health != nil || p.MaxIdle != DefaultMaxIdle || time.Duration(p.IdleTimeout) != DefaultPoolIdleTimeout {
+		t.Errorf("pool defaults: %+v", p)
+	}
+	cfg, err = ParseConfig([]byte(`
+listeners: [{name: web, listen: "127.0.0.1:0", pool: app, mode: http, routes: [{host: "*.example.com", pool: app}]}]
+pools: [{name: app, servers: ["127.0.0.1:1"], max_idle: -1}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l = cfg.Listeners[0]
+	if time.Duration(l.RequestTimeout) != DefaultRequestTimeout || time.Duration(l.ResponseTimeout) != DefaultResponseTimeout || time.Duration(l.KeepaliveTimeout) != DefaultKeepaliveTimeout || l.Routes[0].PathPrefix != "/" {
+		t.Errorf("http listener defaults: %+v", l)
+	}
+	if cfg.Pools[0].MaxIdle != -1 {
+		t.Errorf("max_idle -1 became %d", cfg.Pools[0].MaxIdle)
 	}
 	cfg, err = ParseConfig([]byte(minimal[:len(minimal)-3] + `, health: {interval: 300ms}}]` + "\n"))
 	if err != nil {
@@ -45,6 +62,11 @@ func TestParseConfigExample(t *testing.T) {
 		}
 		if cfg.Pools[0].Balance != LeastConn || cfg.Pools[0].Health.Fall != 3 || time.Duration(cfg.Listeners[0].IdleTimeout) != 5*time.Minute {
 			t.Errorf("%s parsed as %+v", path, cfg)
+		}
+		if path == "../examples/proxy/proxy.yaml" {
+			if l := cfg.Listeners[1]; l.Mode != ModeHTTP || len(l.Routes) != 2 || l.Routes[0].Pool != "api" || time.Duration(l.RequestTimeout) != 10*time.Second {
+				t.Errorf("%s: http listener %+v", path, l)
+			}
 		}
 		if ps := cfg.Pools[0].Passive; path == "../examples/proxy/proxy.yaml" && (ps == nil || ps.Fails != 3 || time.Duration(ps.Cooldown) != 10*time.Second) {
 			t.Errorf("%s: passive %+v", path, ps)
@@ -99,6 +121,21 @@ func TestConfigErrors(t *testing.T) {
 		{"connect timeout", `listeners: [{name: a, listen: ":1", pool: app, connect_timeout: -1s}]` + "\n" + pool, "listeners[0] (a).connect_timeout: -1s is not positive"},
 		{"idle timeout", `listeners: [{name: a, listen: ":1", pool: app, idle_timeout: -1s}]` + "\n" + pool, "listeners[0] (a).idle_timeout: negative -1s"},
 		{"max conns", `listeners: [{name: a, listen: ":1", pool: app, max_conns: -1}]` + "\n" + pool, "listeners[0] (a).max_conns: negative -1"},
+		{"mode", `listeners: [{name: a, listen: ":1", pool: app, mode: https}]` + "\n" + pool, `listeners[0] (a).mode: unknown "https"`},
+		{"routes in tcp", `listeners: [{name: a, listen: ":1", pool: app, routes: [{pool: app}]}]` + "\n" + pool, "listeners[0] (a).routes: only in mode http"},
+		{"request timeout in tcp", `listeners: [{name: a, listen: ":1", pool: app, request_timeout: 1s}]` + "\n" + pool, "listeners[0] (a).request_timeout: only in mode http"},
+		{"idle timeout in http", `listeners: [{name: a, listen: ":1", pool: app, mode: http, idle_timeout: 1s}]` + "\n" + pool, "listeners[0] (a).idle_timeout: only in mode tcp"},
+		{"response timeout", `listeners: [{name: a, listen: ":1", pool: app, mode: http, response_timeout: -1s}]` + "\n" + pool, "listeners[0] (a).response_timeout: -1s is not positive"},
+		{"keepalive timeout", `listeners: [{name: a, listen: ":1", pool: app, mode: http, keepalive_timeout: -2s}]` + "\n" + pool, "listeners[0] (a).keepalive_timeout: -2s is not positive"},
+		{"route pool", `listeners: [{name: a, listen: ":1", pool: app, mode: http, routes: [{host: x.org}]}]` + "\n" + pool, "listeners[0] (a).routes[0].pool: missing"},
+		{"route unknown pool", `listeners: [{name: a, listen: ":1", pool: app, mode: http, routes: [{host: x.org, pool: db}]}]` + "\n" + pool, `listeners[0] (a).routes[0].pool: no pool named "db"`},
+		{"route host port", `listeners: [{name: a, listen: ":1", pool: app, mode: http, routes: [{host: "x.org:80", pool: app}]}]` + "\n" + pool, `listeners[0] (a).routes[0].host: "x.org:80": ':' is not allowed`},
+		{"route host dots", `listeners: [{name: a, listen: ":1", pool: app, mode: http, routes: [{host: "*.", pool: app}]}]` + "\n" + pool, `listeners[0] (a).routes[0].host: "*." is not a host name`},
+		{"route host v6", `listeners: [{name: a, listen: ":1", pool: app, mode: http, routes: [{host: "[1.2.3.4]", pool: app}]}]` + "\n" + pool, `listeners[0] (a).routes[0].host: "[1.2.3.4]" is not a bracketed IPv6`},
+		{"route path", `listeners: [{name: a, listen: ":1", pool: app, mode: http, routes: [{path_prefix: api, pool: app}]}]` + "\n" + pool, `listeners[0] (a).routes[0].path_prefix: "api" does not begin with /`},
+		{"route path space", `listeners: [{name: a, listen: ":1", pool: app, mode: http, routes: [{path_prefix: "/a b", pool: app}]}]` + "\n" + pool, `listeners[0] (a).routes[0].path_prefix: "/a b" has a space`},
+		{"max idle", lst + `pools: [{name: app, servers: ["127.0.0.1:1"], max_idle: -2}]`, "pools[0] (app).max_idle: -2 below -1"},
+		{"pool idle timeout", lst + `pools: [{name: app, servers: ["127.0.0.1:1"], idle_timeout: -1s}]`, "pools[0] (app).idle_timeout: -1s is not positive"},
 		{"admin", lst + pool + "admin: {listen: localhost}\n", `admin.listen: "localhost" is not host:port`},
 		{"admin overlap", `listeners: [{name: web, listen: ":9901", pool: app}]` + "\n" + pool + "admin: {listen: \"127.0.0.1:9901\"}\n", `admin.listen: "127.0.0.1:9901" overlaps listener "web"`},
 		{"admin same", `listeners: [{name: web, listen: "[::1]:9901", pool: app}]` + "\n" + pool + "admin: {listen: \"[::1]:9901\"}\n", `admin.listen: "[::1]:9901" overlaps listener "web"`},
@@ -122,6 +159,7 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte("engine: {backend: epoll, cpus: [0]}\nlisteners: [{name: a, listen: \":0\", pool: p, idle_timeout: 1s, max_conns: 3}]\npools: [{name: p, servers: [\"[::1]:80\", \"db.local:80\"], balance: least-conn, health: {interval: 1s, rise: 1, fall: 1}, passive: {fails: 2, cooldown: 30s}}]\nadmin: {listen: \":0\"}\n"))
 	f.Add([]byte("listeners: [{name: a, listen: \":0\", pool: p, connect_timeout: 1h}]\npools: [{name: p, servers: []}]"))
 	f.Add([]byte("&a [*a]"))
+	f.Add([]byte("listeners: [{name: a, listen: \":0\", pool: p, mode: http, request_timeout: 5s, routes: [{host: \"*.x.org\", path_prefix: /api/, pool: q}, {host: \"[::1]\", pool: p}]}]\npools: [{name: p, servers: [\"127.0.0.1:80\"], max_idle: -1, idle_timeout: 5s}, {name: q, servers: [\"127.0.0.1:81\"]}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := ParseConfig(data)
 		if err != nil {
