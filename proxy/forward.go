@@ -34,17 +34,28 @@ type lnStats struct {
 	rejected   counter // closed at once: max_conns reached
 	noServer   counter // closed: no server of the pool was up
 	failed     counter // closed: every server up failed to connect
-	idleClosed counter // closed by idle_timeout
+	idleClosed counter // closed by idle_timeout (mode http: keepalive_timeout)
 	active     gauge   // clients open
+
+	// Mode http.
+	requests  counter    // request heads received (bad ones included)
+	respUp    [5]counter // responses from servers, by class 1xx..5xx
+	respLocal [5]counter // responses the proxy made (errors), by class
 }
 
 // srvStats are one loop's counters for one server of a pool.
 type srvStats struct {
 	connects counter // connects that succeeded
 	failures counter // connects that failed (refused, timed out)
-	active   gauge   // upstream connections open or connecting
+	active   gauge   // upstream connections open or connecting (mode http: in use)
 	bytesIn  counter // bytes received from the server
 	bytesOut counter // bytes received from clients for the server
+
+	// Mode http.
+	requests   counter // requests sent (a retried one twice)
+	reusedReqs counter // requests on a connection from the idle pool
+	newReqs    counter // requests on a new connection
+	idle       gauge   // idle connections in the loop's pool
 }
 
 // loopState is what one loop owns: its balancing state and counters. Only
@@ -53,12 +64,28 @@ type loopState struct {
 	rr  []uint32     // per pool: round-robin cursor
 	ln  []lnStats    // per listener
 	srv [][]srvStats // per pool, per server
+
+	// Mode http.
+	idle     [][][]idleConn // per pool, per server: idle connections, oldest first
+	tags     [][]idleTag    // per pool, per server: idle connections' Context
+	sweep    engine.Timer   // closes idle connections past their pool's idle_timeout
+	sweepFn  func()
+	sweeping bool
+	sessions []*hsession // open HTTP clients, for a drain
+	draining bool        // a drain has begun: no client or connection is kept
+	scratch  []byte      // response heads are written here
 }
 
 func newLoopState(listeners int, pools []*pool) *loopState {
-	ls := &loopState{rr: make([]uint32, len(pools)), ln: make([]lnStats, listeners), srv: make([][]srvStats, len(pools))}
+	ls := &loopState{rr: make([]uint32, len(pools)), ln: make([]lnStats, listeners), srv: make([][]srvStats, len(pools)),
+		idle: make([][][]idleConn, len(pools)), tags: make([][]idleTag, len(pools))}
 	for i, pl := range pools {
 		ls.srv[i] = make([]srvStats, len(pl.servers))
+		ls.idle[i] = make([][]idleConn, len(pl.servers))
+		ls.tags[i] = make([]idleTag, len(pl.servers))
+		for j := range pl.servers {
+			ls.tags[i][j] = idleTag{pool: pl, srv: j}
+		}
 	}
 	return ls
 }
@@ -69,6 +96,7 @@ type session struct {
 	p      *Proxy
 	ls     *loopState
 	ln     *listener
+	pool   *pool // the listener's, or (a tunnel after an HTTP upgrade) the route's
 	client *engine.Conn
 	up     *engine.Conn // nil while no dial is in progress
 	srv    int          // index of up's server in the pool
@@ -93,7 +121,11 @@ type handler Proxy
 // whose upstream has connected. Loop goroutine.
 func (h *handler) OnOpen(c *engine.Conn) {
 	p := (*Proxy)(h)
-	if s, ok := c.Context().(*session); ok {
+	switch s := c.Context().(type) {
+	case *session:
+		s.upOpened(c)
+		return
+	case *hsession:
 		s.upOpened(c)
 		return
 	}
@@ -112,27 +144,30 @@ func (h *handler) OnOpen(c *engine.Conn) {
 		return
 	}
 	st.active.inc()
-	s := &session{p: p, ls: ls, ln: l, client: c}
+	if l.http {
+		p.startHTTP(c, ls, l)
+		return
+	}
+	s := &session{p: p, ls: ls, ln: l, pool: l.pool, client: c}
 	c.SetContext(s)
 	// Nothing is read from the client until its upstream is connected.
 	c.PauseRead()
-	s.start = s.pick()
+	s.start = pickServer(ls, l.pool)
 	s.connect()
 }
 
-// pick returns the index of the pool's server to try first: the next one
+// pickServer returns the index of pl's server to try first: the next one
 // up from the loop's round-robin cursor, or with least-conn the one up
 // with the fewest connections from this loop (ties in cursor order). The
 // cursor moves past the server picked, so that the servers up share the
 // clients evenly: moving it by one would give a down server's turns to
 // the server after it. With none up it returns the cursor's (connect
-// skips it). Loop goroutine.
-func (s *session) pick() int {
-	pl := s.ln.pool
+// skips it). Loop goroutine of ls.
+func pickServer(ls *loopState, pl *pool) int {
 	n := len(pl.servers)
-	first := int(s.ls.rr[pl.idx] % uint32(n))
+	first := int(ls.rr[pl.idx] % uint32(n))
 	best, bestN := first, int64(-1)
-	st := s.ls.srv[pl.idx]
+	st := ls.srv[pl.idx]
 	for k := range n {
 		i := (first + k) % n
 		if !pl.servers[i].up() {
@@ -146,14 +181,14 @@ func (s *session) pick() int {
 			best, bestN = i, a
 		}
 	}
-	s.ls.rr[pl.idx] = uint32(best + 1)
+	ls.rr[pl.idx] = uint32(best + 1)
 	return best
 }
 
 // connect dials the next server of the pool that is up, each server once
 // per session; when none is left it closes the client. Loop goroutine.
 func (s *session) connect() {
-	pl := s.ln.pool
+	pl := s.pool
 	n := len(pl.servers)
 	timeout := time.Duration(s.ln.cfg.ConnectTimeout)
 	for s.tries < n {
@@ -201,8 +236,8 @@ func (s *session) upOpened(up *engine.Conn) {
 		return
 	}
 	s.upOpen = true
-	s.ls.srv[s.ln.pool.idx][s.srv].connects.inc()
-	s.ln.pool.servers[s.srv].connected(s.ln.pool.passive)
+	s.ls.srv[s.pool.idx][s.srv].connects.inc()
+	s.pool.servers[s.srv].connected(s.pool.passive)
 	if d := time.Duration(s.ln.cfg.IdleTimeout); d > 0 {
 		s.last = s.p.now()
 		s.idleFn = s.idleCheck
@@ -252,8 +287,25 @@ func closeIdle(c *engine.Conn) {
 // (QueuedMemory, as the engine's mark counts: a queue of small messages
 // holds a whole buffer each). Loop goroutine.
 func (h *handler) OnData(c *engine.Conn, b engine.Buffer) bool {
-	s := c.Context().(*session)
-	st := &s.ls.srv[s.ln.pool.idx][s.srv]
+	var s *session
+	switch x := c.Context().(type) {
+	case *session:
+		s = x
+	case *hsession:
+		if c == x.client {
+			x.clientData(b)
+		} else {
+			x.upData(c, b)
+		}
+		x.syncRead()
+		return true
+	case *idleTag:
+		h.loop(c).dropIdle(c, x) // data nobody asked for
+		return false
+	default:
+		return false // an upstream an HTTP session let go of
+	}
+	st := &s.ls.srv[s.pool.idx][s.srv]
 	dst := s.client
 	if c == s.client {
 		dst = s.up
@@ -276,6 +328,14 @@ func (h *handler) OnData(c *engine.Conn, b engine.Buffer) bool {
 
 // OnWritable resumes reading the side that feeds c. Loop goroutine.
 func (h *handler) OnWritable(c *engine.Conn) {
+	if x, ok := c.Context().(*hsession); ok {
+		if c == x.client && x.upBP && x.up != nil {
+			x.upBP = false
+			x.up.ResumeRead()
+		}
+		x.syncRead()
+		return
+	}
 	s, ok := c.Context().(*session)
 	if !ok || !s.upOpen {
 		return
@@ -290,7 +350,25 @@ func (h *handler) OnWritable(c *engine.Conn) {
 // OnEOF passes a FIN on to the other side; when both sides have sent
 // theirs, both close. Loop goroutine.
 func (h *handler) OnEOF(c *engine.Conn) {
-	s := c.Context().(*session)
+	var s *session
+	switch x := c.Context().(type) {
+	case *session:
+		s = x
+	case *hsession:
+		if c == x.client {
+			x.clientEOF()
+		} else {
+			x.upEOF(c)
+		}
+		x.syncRead()
+		return
+	case *idleTag:
+		h.loop(c).dropIdle(c, x)
+		return
+	default:
+		c.Close()
+		return
+	}
 	if c == s.client {
 		s.clientEOF = true
 		if s.up != nil {
@@ -310,9 +388,23 @@ func (h *handler) OnEOF(c *engine.Conn) {
 // server, anything else closes the other side, with a reset where this one
 // ended in an error. Loop goroutine.
 func (h *handler) OnClose(c *engine.Conn, err error) {
-	s, ok := c.Context().(*session)
-	if !ok {
-		return // rejected by max_conns, or a dial Dial itself closed
+	var s *session
+	switch x := c.Context().(type) {
+	case *session:
+		s = x
+	case *hsession:
+		if c == x.client {
+			x.clientClosed()
+		} else if c == x.up {
+			x.upFailed(err)
+			x.syncRead()
+		}
+		return
+	case *idleTag:
+		h.loop(c).dropIdle(c, x)
+		return
+	default:
+		return // rejected by max_conns, a dial Dial itself closed, or an upstream let go of
 	}
 	if c == s.client {
 		s.done = true
@@ -329,14 +421,14 @@ func (h *handler) OnClose(c *engine.Conn, err error) {
 	if c != s.up {
 		return
 	}
-	st := &s.ls.srv[s.ln.pool.idx][s.srv]
+	st := &s.ls.srv[s.pool.idx][s.srv]
 	st.active.dec()
 	if !s.upOpen {
 		if s.done {
 			return // the client left while its upstream was connecting
 		}
 		st.failures.inc()
-		s.ln.pool.servers[s.srv].connectFailed(s.ln.pool.passive)
+		s.pool.servers[s.srv].connectFailed(s.pool.passive)
 		s.up = nil
 		s.connect()
 		return
@@ -345,6 +437,9 @@ func (h *handler) OnClose(c *engine.Conn, err error) {
 		closePeer(s.client, err)
 	}
 }
+
+// loop returns the state of c's loop.
+func (h *handler) loop(c *engine.Conn) *loopState { return h.loops[c.Loop().ID()] }
 
 // closePeer closes c after its queue; when the other side ended in an
 // error (a reset, a failed send) rather than a close, it resets c at once

@@ -68,6 +68,9 @@ type listener struct {
 	pool  *pool
 	ln    *engine.Listener
 	conns atomic.Int64 // open clients, for MaxConns (only when set)
+
+	http   bool    // mode http
+	routes []route // mode http
 }
 
 // pool is one config pool.
@@ -78,6 +81,9 @@ type pool struct {
 	servers   []*server
 	health    *HealthConfig
 	passive   *PassiveConfig // nil: failed connects are only counted
+
+	maxIdle     int           // mode http: idle connections kept per server and loop, <= 0 none
+	idleTimeout time.Duration // mode http: an idle connection's life
 }
 
 // server is one server of a pool. Its active health state is written by
@@ -173,7 +179,8 @@ func New(cfg *Config, opt *Options) (*Proxy, error) {
 	}
 	poolByName := map[string]*pool{}
 	for i, pc := range cfg.Pools {
-		pl := &pool{idx: i, name: pc.Name, leastConn: pc.Balance == LeastConn, health: pc.Health, passive: pc.Passive}
+		pl := &pool{idx: i, name: pc.Name, leastConn: pc.Balance == LeastConn, health: pc.Health, passive: pc.Passive,
+			maxIdle: pc.MaxIdle, idleTimeout: time.Duration(pc.IdleTimeout)}
 		seen := map[netip.AddrPort]int{}
 		for j, s := range pc.Servers {
 			ap, err := p.resolve(s)
@@ -204,11 +211,13 @@ func New(cfg *Config, opt *Options) (*Proxy, error) {
 		p.Close() // never run: releases what New made
 		return nil, err
 	}
-	for range e.Loops() {
-		p.loops = append(p.loops, newLoopState(len(cfg.Listeners), p.pools))
+	for _, el := range e.Loops() {
+		ls := newLoopState(len(cfg.Listeners), p.pools)
+		ls.sweepFn = func() { ls.sweepIdle(el, p.pools, p.now()) }
+		p.loops = append(p.loops, ls)
 	}
 	for i, lc := range cfg.Listeners {
-		l := &listener{idx: i, name: lc.Name, cfg: lc, pool: poolByName[lc.Pool]}
+		l := &listener{idx: i, name: lc.Name, cfg: lc, pool: poolByName[lc.Pool], http: lc.Mode == ModeHTTP, routes: compileRoutes(lc.Routes, poolByName)}
 		eln, err := e.Listen("tcp", lc.Listen, nil)
 		if err != nil {
 			return fail(fmt.Errorf("listener %s: %w", lc.Name, err))
@@ -300,6 +309,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 	var err error
 	select {
 	case <-ctx.Done():
+		p.drainHTTP()
 		dctx, cancel := context.WithTimeout(context.Background(), p.opt.Drain)
 		go func() {
 			select {
@@ -321,6 +331,15 @@ func (p *Proxy) Run(ctx context.Context) error {
 		p.admin.close()
 	}
 	return err
+}
+
+// drainHTTP starts the HTTP listeners' drain on every loop
+// (loopState.drainHTTP). Any goroutine.
+func (p *Proxy) drainHTTP() {
+	for i, el := range p.e.Loops() {
+		ls := p.loops[i]
+		el.Post(ls.drainHTTP)
+	}
 }
 
 // Abort cuts Run's drain short: the connections still open are closed at

@@ -12,6 +12,11 @@ type ListenerTotals struct {
 	Name                                             string
 	Accepted, Rejected, NoServer, Failed, IdleClosed uint64
 	Active                                           int64
+	// Mode http: request heads received (bad ones included), and
+	// responses by class (index 0 for 1xx to 4 for 5xx) from the
+	// servers and made by the proxy (errors).
+	Requests                          uint64
+	ResponsesUpstream, ResponsesProxy [5]uint64
 }
 
 // ServerTotals are one server's counters, in one pool.
@@ -19,6 +24,11 @@ type ServerTotals struct {
 	Pool, Server                          string
 	Connects, Failures, BytesIn, BytesOut uint64
 	Active                                int64
+	// Mode http: requests sent (a retried one twice), those on a
+	// connection from the idle pool and on a new one, and the idle
+	// connections pooled.
+	Requests, ReusedRequests, NewRequests uint64
+	Idle                                  int64
 	// Up: the server takes new connections (neither the active checks
 	// nor passive health mark it down).
 	Up                         bool
@@ -43,6 +53,11 @@ func (p *Proxy) Totals() Totals {
 			lt.Failed += s.failed.load()
 			lt.IdleClosed += s.idleClosed.load()
 			lt.Active += s.active.load()
+			lt.Requests += s.requests.load()
+			for k := range 5 {
+				lt.ResponsesUpstream[k] += s.respUp[k].load()
+				lt.ResponsesProxy[k] += s.respLocal[k].load()
+			}
 		}
 		t.Listeners = append(t.Listeners, lt)
 	}
@@ -56,6 +71,10 @@ func (p *Proxy) Totals() Totals {
 				st.BytesIn += s.bytesIn.load()
 				st.BytesOut += s.bytesOut.load()
 				st.Active += s.active.load()
+				st.Requests += s.requests.load()
+				st.ReusedRequests += s.reusedReqs.load()
+				st.NewRequests += s.newReqs.load()
+				st.Idle += s.idle.load()
 			}
 			t.Servers = append(t.Servers, st)
 		}

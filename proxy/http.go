@@ -1,0 +1,1050 @@
+package proxy
+
+import (
+	"bytes"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/spindlenet/spindle/engine"
+	"github.com/spindlenet/spindle/internal/h1"
+)
+
+// The HTTP/1.1 reverse proxy (mode http). A client connection is an
+// hsession on the loop that accepted it: it reads one request head,
+// routes it, sends a rewritten head and the body to an upstream connection
+// (from the loop's idle pool or dialed), reads the response head, sends a
+// rewritten head and the body back, and then reads the next request. One
+// request is in flight per client: the client is not read while its
+// response is outstanding (pipelined requests wait, in the kernel or in the
+// one buffer the session holds). Body bytes are passed on as received
+// buffers (zero copy) where a whole buffer, or a buffer's tail, is body;
+// only a body that ends inside a buffer (another message follows) and the
+// heads are copied.
+
+// Phases of an hsession.
+const (
+	phIdle    uint8 = iota // waiting for a request's first byte (keepalive_timeout)
+	phHead                 // a request head partly received (request_timeout)
+	phConnect              // head parsed, waiting for an upstream connection
+	phWait                 // head sent; the response is outstanding (response_timeout)
+	phClosing              // the client is being closed
+)
+
+// lingerTime and lingerBytes bound how long a client closed after a
+// response may still send (engine.Conn.CloseLinger) before it is reset.
+const (
+	lingerTime  = 2 * time.Second
+	lingerBytes = 256 << 10
+)
+
+// hsession is one HTTP client connection and its current upstream
+// connection. It is the Context of both and lives on the client's loop.
+type hsession struct {
+	p      *Proxy
+	ls     *loopState
+	ln     *listener
+	client *engine.Conn
+	idx    int // in ls.sessions
+
+	up     *engine.Conn // the current request's upstream, nil for none
+	pool   *pool        // the current request's pool (its route's)
+	srv    int          // up's server
+	start  int          // first server tried
+	tries  int          // servers tried (down ones included)
+	dialed bool         // a dial was started
+	upOpen bool         // up is connected
+	reused bool         // up came from the idle pool
+	retry  bool         // the request was retried once on a fresh connection
+	upBP   bool         // up's reading paused by the client's queue
+
+	phase   uint8
+	reading bool // the client's reading is on (PauseRead not in force)
+	eof     bool // the client has sent its FIN
+	done    bool // the client has closed
+
+	// The current request.
+	req       h1.Request
+	reqBody   h1.Body
+	minor     int  // the client's HTTP/1.minor
+	head      bool // HEAD: the response has no body
+	idem      bool // may be retried: GET, HEAD or OPTIONS without a body
+	keep      bool // the client may send another request after this one
+	upgrade   bool // the request asks for a protocol upgrade
+	reqDone   bool // the whole request body went to up
+	interim   bool // a 1xx response went to the client
+	respHead  bool // the final response head went to the client
+	closeAft  bool // the client is closed after this response
+	resp      h1.Response
+	respBody  h1.Body
+	respLocal bool // the proxy answered itself
+
+	in   []byte // a client head received in parts, until complete
+	uin  []byte // an upstream head received in parts, until complete
+	out  []byte // the rewritten request head (kept for failover and retry)
+	pend engine.Buffer
+	poff int  // pend's first byte not yet consumed
+	hasP bool // pend holds client bytes not yet consumed
+
+	timer   engine.Timer
+	timerFn func()
+	armed   bool  // timer pending
+	armedAt int64 // p.now() it fires at
+	mark    int64 // p.now() the current phase's timeout counts from
+}
+
+// idleTag is the Context of an idle pooled upstream connection: its pool
+// and server. One per loop, pool and server, made once.
+type idleTag struct {
+	pool *pool
+	srv  int
+}
+
+// idleConn is one idle pooled upstream connection and when it was pooled.
+type idleConn struct {
+	c  *engine.Conn
+	at int64
+}
+
+// route is a compiled RouteConfig.
+type route struct {
+	host     []byte // lower case; nil: any host
+	wildcard bool   // host is a suffix (".example.com")
+	prefix   []byte
+	pool     *pool
+}
+
+// compileRoutes compiles a listener's routes; pools by name.
+func compileRoutes(rcs []RouteConfig, pools map[string]*pool) []route {
+	var rs []route
+	for _, rc := range rcs {
+		r := route{prefix: []byte(rc.PathPrefix), pool: pools[rc.Pool]}
+		if rc.Host != "" {
+			h := bytes.ToLower([]byte(rc.Host))
+			if bytes.HasPrefix(h, []byte("*.")) {
+				h, r.wildcard = h[1:], true
+			}
+			r.host = h
+		}
+		rs = append(rs, r)
+	}
+	return rs
+}
+
+// match reports whether a request for host (lower or upper case, its port
+// removed) and path matches r.
+func (r *route) match(host, path []byte) bool {
+	if r.host != nil {
+		if r.wildcard {
+			if len(host) <= len(r.host) || !bytes.EqualFold(host[len(host)-len(r.host):], r.host) {
+				return false
+			}
+		} else if !bytes.EqualFold(host, r.host) {
+			return false
+		}
+	}
+	return bytes.HasPrefix(path, r.prefix)
+}
+
+// routeFor returns the pool for a request: its target and Host header.
+func (l *listener) routeFor(target, hostHdr []byte) *pool {
+	if len(l.routes) == 0 {
+		return l.pool
+	}
+	host, path := hostHdr, target
+	if len(target) > 0 && target[0] != '/' && target[0] != '*' {
+		// absolute-form: the authority overrides Host (RFC 9112 3.2.2).
+		if i := bytes.Index(target, []byte("://")); i >= 0 {
+			rest := target[i+3:]
+			j := bytes.IndexByte(rest, '/')
+			if j < 0 {
+				host, path = rest, []byte("/")
+			} else {
+				host, path = rest[:j], rest[j:]
+			}
+		}
+	}
+	if len(path) > 0 && path[0] == '*' {
+		path = []byte("/") // OPTIONS *: matches the routes of every path
+	}
+	host = stripPort(host)
+	for i := range l.routes {
+		if l.routes[i].match(host, path) {
+			return l.routes[i].pool
+		}
+	}
+	return l.pool
+}
+
+// stripPort returns host without a ":port" (an IPv6 literal keeps its
+// brackets).
+func stripPort(host []byte) []byte {
+	if i := bytes.LastIndexByte(host, ':'); i >= 0 && bytes.IndexByte(host[i:], ']') < 0 {
+		return host[:i]
+	}
+	return host
+}
+
+// startHTTP starts an HTTP session for an accepted client. Loop
+// goroutine.
+func (p *Proxy) startHTTP(c *engine.Conn, ls *loopState, l *listener) {
+	s := &hsession{p: p, ls: ls, ln: l, client: c, reading: true, phase: phIdle}
+	s.timerFn = s.onTimer
+	c.SetContext(s)
+	s.idx = len(ls.sessions)
+	ls.sessions = append(ls.sessions, s)
+	// A new connection's first request head must arrive within
+	// request_timeout, counted from the accept.
+	s.setPhase(phHead)
+}
+
+// setPhase enters ph and starts its timeout from now, re-arming the timer
+// only when the new deadline comes before the armed one.
+func (s *hsession) setPhase(ph uint8) {
+	s.phase = ph
+	d := s.timeout()
+	if d == 0 {
+		return
+	}
+	s.mark = s.p.now()
+	if dl := s.mark + int64(d); !s.armed || dl < s.armedAt {
+		s.arm(dl)
+	}
+}
+
+// timeout is the current phase's timeout, 0 for none.
+func (s *hsession) timeout() time.Duration {
+	switch s.phase {
+	case phIdle:
+		return time.Duration(s.ln.cfg.KeepaliveTimeout)
+	case phHead:
+		return time.Duration(s.ln.cfg.RequestTimeout)
+	case phWait:
+		return time.Duration(s.ln.cfg.ResponseTimeout)
+	}
+	return 0
+}
+
+func (s *hsession) arm(at int64) {
+	s.timer.Stop()
+	s.armed, s.armedAt = true, at
+	s.timer = s.client.Loop().AfterFunc(time.Duration(at-s.p.now()), s.timerFn)
+}
+
+// onTimer acts on the current phase's timeout, or re-arms the timer for
+// the rest of it: phases move on without touching the timer unless their
+// deadline comes earlier. Loop goroutine.
+func (s *hsession) onTimer() {
+	s.armed = false
+	if s.done {
+		return
+	}
+	d := s.timeout()
+	if d == 0 {
+		return
+	}
+	now := s.p.now()
+	if dl := s.mark + int64(d); now < dl {
+		s.arm(dl)
+		return
+	}
+	switch s.phase {
+	case phIdle:
+		s.ls.ln[s.ln.idx].idleClosed.inc()
+		s.phase = phClosing
+		s.client.Close()
+	case phHead:
+		s.respond(408)
+	case phWait:
+		if s.respHead {
+			s.closeUp(true)
+			s.client.Reset()
+			return
+		}
+		s.closeUp(true)
+		s.respond(504)
+	}
+}
+
+// clientData takes bytes from the client. Loop goroutine.
+func (s *hsession) clientData(b engine.Buffer) {
+	switch {
+	case s.phase == phIdle || s.phase == phHead:
+		s.feedHead(b, 0)
+	case s.phase == phWait && !s.reqDone && s.upOpen && !s.hasP:
+		s.forwardBody(b, 0)
+	case !s.hasP:
+		// Read while a pause was on its way (the engine holds what the
+		// kernel delivers after PauseRead): keep it for later.
+		s.pend, s.poff, s.hasP = b, 0, true
+	default:
+		b.Release()
+		s.respond(400) // cannot happen: reading is paused with pend held
+	}
+	s.syncRead()
+}
+
+// feedHead parses a request head from b[off:], copying only while the head
+// is incomplete. Loop goroutine.
+func (s *hsession) feedHead(b engine.Buffer, off int) {
+	p := b.Bytes()[off:]
+	if len(p) == 0 {
+		b.Release()
+		return
+	}
+	var n int
+	var err error
+	if len(s.in) == 0 {
+		n, err = s.req.Parse(p, h1.Limits{})
+		if err == nil && n == 0 {
+			s.in = append(s.in, p...)
+		}
+	} else {
+		prev := len(s.in)
+		s.in = append(s.in, p...)
+		n, err = s.req.Parse(s.in, h1.Limits{})
+		if n > 0 {
+			n -= prev // the head's end in p
+		}
+	}
+	if err != nil {
+		b.Release()
+		s.in = s.in[:0]
+		s.ls.ln[s.ln.idx].requests.inc()
+		var he *h1.Error
+		if errors.As(err, &he) {
+			s.respond(he.Status)
+		} else {
+			s.respond(400)
+		}
+		return
+	}
+	if n == 0 {
+		b.Release()
+		if s.phase == phIdle {
+			s.setPhase(phHead)
+		}
+		return
+	}
+	s.gotHead()
+	s.in = s.in[:0]
+	if s.phase == phClosing {
+		b.Release()
+		return
+	}
+	s.pend, s.poff, s.hasP = b, off+n, true
+	s.acquire(false)
+}
+
+// gotHead takes a parsed request: it checks it, routes it and writes the
+// rewritten head into s.out. Loop goroutine.
+func (s *hsession) gotHead() {
+	r := &s.req
+	s.ls.ln[s.ln.idx].requests.inc()
+	if string(r.Method) == "CONNECT" {
+		s.respond(501)
+		return
+	}
+	s.minor = r.Minor
+	s.head = string(r.Method) == "HEAD"
+	s.idem = r.Framing == h1.NoBody && (s.head || string(r.Method) == "GET" || string(r.Method) == "OPTIONS")
+	s.keep = r.KeepAlive
+	s.upgrade = r.Upgrade != nil
+	s.reqDone = r.Framing == h1.NoBody
+	s.reqBody.Reset(r.Framing, r.ContentLength)
+	s.interim, s.respHead, s.closeAft, s.respLocal, s.retry = false, false, false, false, false
+	s.pool = s.ln.routeFor(r.Target, r.Host)
+
+	o := append(s.out[:0], r.Method...)
+	o = append(o, ' ')
+	o = append(o, r.Target...)
+	o = append(o, " HTTP/1."...)
+	o = append(o, byte('0'+r.Minor))
+	o = append(o, "\r\n"...)
+	xff := false
+	for _, h := range r.Headers {
+		switch {
+		case r.HopByHop(h.Name):
+		case bytes.EqualFold(h.Name, hdrXFF):
+			xff = true
+		case bytes.EqualFold(h.Name, hdrXFP):
+		default:
+			o = appendHeader(o, h.Name, h.Value)
+		}
+	}
+	// X-Forwarded-For: the values received, in order, and the client.
+	o = append(o, "X-Forwarded-For: "...)
+	if xff {
+		for _, h := range r.Headers {
+			if bytes.EqualFold(h.Name, hdrXFF) && len(h.Value) > 0 {
+				o = append(o, h.Value...)
+				o = append(o, ", "...)
+			}
+		}
+	}
+	o = s.client.RemoteAddr().Addr().Unmap().AppendTo(o)
+	o = append(o, "\r\nX-Forwarded-Proto: http\r\nVia: 1."...)
+	o = append(o, byte('0'+r.Minor))
+	o = append(o, " spindle\r\n"...)
+	switch {
+	case s.upgrade:
+		o = append(o, "Connection: upgrade\r\nUpgrade: "...)
+		o = append(o, r.Upgrade...)
+		o = append(o, "\r\n"...)
+	case r.Minor == 0:
+		o = append(o, "Connection: keep-alive\r\n"...)
+	}
+	s.out = append(o, "\r\n"...)
+	s.phase = phConnect
+}
+
+var (
+	hdrXFF = []byte("X-Forwarded-For")
+	hdrXFP = []byte("X-Forwarded-Proto")
+)
+
+func appendHeader(o, name, value []byte) []byte {
+	o = append(o, name...)
+	o = append(o, ": "...)
+	o = append(o, value...)
+	return append(o, "\r\n"...)
+}
+
+// acquire gets the request an upstream connection: an idle pooled one of
+// the first server up (unless fresh), else a dial, failing over as the L4
+// proxy does. Loop goroutine.
+func (s *hsession) acquire(fresh bool) {
+	s.start, s.tries, s.dialed = pickServer(s.ls, s.pool), 0, false
+	if !fresh {
+		pl := s.pool
+		for k := range len(pl.servers) {
+			i := (s.start + k) % len(pl.servers)
+			if !pl.servers[i].up() {
+				continue
+			}
+			if c := s.ls.takeIdle(pl, i); c != nil {
+				s.up, s.srv, s.upOpen, s.reused = c, i, true, true
+				c.SetContext(s)
+				st := &s.ls.srv[pl.idx][i]
+				st.active.inc()
+				st.reusedReqs.inc()
+				s.sendHead()
+				return
+			}
+			break // only the first server up: a pool does not move load
+		}
+	}
+	s.connect()
+}
+
+// connect dials the next server of the pool that is up; with none left it
+// answers 502 (servers failed) or 503 (none up). Loop goroutine.
+func (s *hsession) connect() {
+	pl := s.pool
+	n := len(pl.servers)
+	timeout := time.Duration(s.ln.cfg.ConnectTimeout)
+	for s.tries < n {
+		i := (s.start + s.tries) % n
+		s.tries++
+		srv := pl.servers[i]
+		if !srv.up() {
+			continue
+		}
+		s.dialed = true
+		st := &s.ls.srv[pl.idx][i]
+		up, err := s.client.Loop().Dial("tcp", srv.addr, timeout)
+		if errors.Is(err, engine.ErrClosed) {
+			s.respond(503) // the proxy is shutting down
+			return
+		}
+		if err != nil || up.Closed() {
+			st.failures.inc()
+			srv.connectFailed(pl.passive)
+			continue
+		}
+		st.active.inc()
+		s.up, s.srv, s.upOpen, s.reused = up, i, false, false
+		up.SetContext(s)
+		return
+	}
+	if s.dialed {
+		s.ls.ln[s.ln.idx].failed.inc()
+		s.respond(502)
+	} else {
+		s.ls.ln[s.ln.idx].noServer.inc()
+		s.respond(503)
+	}
+}
+
+// upOpened sends the request once a dialed upstream has connected. Loop
+// goroutine.
+func (s *hsession) upOpened(c *engine.Conn) {
+	if c != s.up || s.done {
+		c.Close()
+		return
+	}
+	s.upOpen = true
+	st := &s.ls.srv[s.pool.idx][s.srv]
+	st.connects.inc()
+	st.newReqs.inc()
+	s.pool.servers[s.srv].connected(s.pool.passive)
+	s.sendHead()
+	s.syncRead()
+}
+
+// sendHead sends the rewritten head and what the client has sent of the
+// body. Loop goroutine.
+func (s *hsession) sendHead() {
+	s.ls.srv[s.pool.idx][s.srv].requests.inc()
+	if _, err := s.up.Write(s.out); err != nil {
+		s.upFailed(err)
+		return
+	}
+	s.setPhase(phWait)
+	if !s.reqDone && s.hasP {
+		s.hasP = false
+		s.forwardBody(s.pend, s.poff)
+	}
+}
+
+// forwardBody sends the request body's bytes in b[off:] to up: a buffer's
+// whole tail without a copy, a body that ends inside the buffer by a copy
+// (the rest, the next request, stays in pend). Loop goroutine.
+func (s *hsession) forwardBody(b engine.Buffer, off int) {
+	p := b.Bytes()[off:]
+	n, done, err := s.reqBody.Next(p)
+	if err != nil {
+		b.Release()
+		s.closeUp(true)
+		if s.respHead {
+			s.client.Reset()
+			return
+		}
+		s.respond(400)
+		return
+	}
+	s.ls.srv[s.pool.idx][s.srv].bytesOut.addInt(n)
+	if n == len(p) {
+		err = s.up.WriteBufferFrom(b, off)
+	} else {
+		_, err = s.up.Write(p[:n])
+		s.pend, s.poff, s.hasP = b, off+n, true
+	}
+	if done {
+		s.reqDone = true
+	}
+	if err != nil {
+		s.upFailed(err)
+	}
+}
+
+// upData takes bytes from the upstream: the response head, then its body.
+// Loop goroutine.
+func (s *hsession) upData(c *engine.Conn, b engine.Buffer) {
+	if c != s.up {
+		b.Release()
+		c.Close()
+		return
+	}
+	s.ls.srv[s.pool.idx][s.srv].bytesIn.addInt(b.Len())
+	s.mark = s.p.now() // response_timeout counts between reads
+	off := 0
+	for !s.respHead {
+		p := b.Bytes()[off:]
+		if len(p) == 0 {
+			b.Release()
+			return
+		}
+		var n int
+		var err error
+		if len(s.uin) == 0 {
+			n, err = s.resp.Parse(p, s.head, h1.Limits{})
+			if err == nil && n == 0 {
+				s.uin = append(s.uin, p...)
+			}
+		} else {
+			prev := len(s.uin)
+			s.uin = append(s.uin, p...)
+			n, err = s.resp.Parse(s.uin, s.head, h1.Limits{})
+			if n > 0 {
+				n -= prev
+			}
+		}
+		if err != nil {
+			b.Release()
+			s.uin = s.uin[:0]
+			s.closeUp(true)
+			s.respond(502)
+			return
+		}
+		if n == 0 {
+			b.Release()
+			return
+		}
+		off += n
+		s.uin = s.uin[:0]
+		if s.respondHead() {
+			// 101: the connections are a tunnel from now on.
+			s.tunnel(b, off)
+			return
+		}
+		if s.phase == phClosing || s.done {
+			b.Release()
+			return
+		}
+		if s.respHead && s.resp.Framing == h1.NoBody {
+			extra := off < b.Len()
+			b.Release()
+			s.respDone(!extra)
+			return
+		}
+	}
+	s.forwardResp(b, off)
+}
+
+// respondHead writes the response head just parsed to the client; it
+// reports whether it was a 101 that starts a tunnel. Loop goroutine.
+func (s *hsession) respondHead() bool {
+	r := &s.resp
+	if r.Status < 200 {
+		if r.Status == 101 && s.upgrade {
+			s.respHead = true
+			s.countResp(101, false)
+			s.writeRespHead(true)
+			return true
+		}
+		if r.Status == 101 || s.minor == 0 {
+			return false // not asked for (or not for HTTP/1.0): dropped
+		}
+		s.interim = true
+		s.writeRespHead(false)
+		return false
+	}
+	s.respHead = true
+	s.countResp(r.Status, false)
+	s.closeAft = !s.keep || !s.reqDone || r.Framing == h1.UntilClose || s.eof || s.ls.draining
+	s.writeRespHead(false)
+	s.respBody.Reset(r.Framing, r.ContentLength)
+	return false
+}
+
+// writeRespHead writes the rewritten response head (or a 1xx) to the
+// client. Loop goroutine.
+func (s *hsession) writeRespHead(upgrade bool) {
+	r := &s.resp
+	o := append(s.ls.scratch[:0], "HTTP/1.1 "...)
+	o = strconv.AppendInt(o, int64(r.Status), 10)
+	o = append(o, ' ')
+	o = append(o, r.Reason...)
+	o = append(o, "\r\n"...)
+	for _, h := range r.Headers {
+		if !r.HopByHop(h.Name) {
+			o = appendHeader(o, h.Name, h.Value)
+		}
+	}
+	if r.Status >= 200 || upgrade {
+		o = append(o, "Via: 1."...)
+		o = append(o, byte('0'+r.Minor))
+		o = append(o, " spindle\r\n"...)
+	}
+	switch {
+	case upgrade:
+		o = append(o, "Connection: upgrade\r\nUpgrade: "...)
+		o = append(o, r.Upgrade...)
+		o = append(o, "\r\n"...)
+	case r.Status < 200:
+	case s.closeAft:
+		o = append(o, "Connection: close\r\n"...)
+	case s.minor == 0:
+		o = append(o, "Connection: keep-alive\r\n"...)
+	}
+	o = append(o, "\r\n"...)
+	s.ls.scratch = o
+	s.client.Write(o)
+}
+
+// forwardResp sends the response body's bytes in b[off:] to the client.
+// Loop goroutine.
+func (s *hsession) forwardResp(b engine.Buffer, off int) {
+	if s.respLocal || s.done {
+		b.Release()
+		return
+	}
+	p := b.Bytes()[off:]
+	n, done, err := s.respBody.Next(p)
+	if err != nil {
+		b.Release()
+		s.closeUp(true)
+		s.client.Reset() // the response is broken half-way
+		return
+	}
+	extra := n < len(p)
+	if n == len(p) {
+		s.client.WriteBufferFrom(b, off)
+	} else {
+		s.client.Write(p[:n])
+		b.Release()
+	}
+	if done {
+		s.respDone(!extra)
+		return
+	}
+	if s.client.QueuedMemory() >= s.p.cfg.Engine.WriteHighWater && !s.upBP {
+		s.upBP = true
+		s.up.PauseRead()
+	}
+}
+
+// respDone ends a response: the upstream goes back to the idle pool if
+// both sides allow it (clean says nothing followed the response), and
+// the client reads its next request or is closed. Loop goroutine.
+func (s *hsession) respDone(clean bool) {
+	up := s.up
+	reuse := clean && s.resp.KeepAlive && s.reqDone && s.resp.Framing != h1.UntilClose && !s.ls.draining
+	s.up = nil
+	s.ls.srv[s.pool.idx][s.srv].active.dec()
+	if reuse && s.ls.putIdle(up, s.pool, s.srv, s.p.now()) {
+		if s.upBP {
+			up.ResumeRead()
+		}
+	} else {
+		up.SetContext(nil)
+		up.Close()
+	}
+	s.upBP = false
+	if s.closeAft || s.ls.draining || s.eof && !s.hasP {
+		s.closeClient()
+		return
+	}
+	s.setPhase(phIdle)
+	if s.hasP {
+		s.hasP = false
+		s.feedHead(s.pend, s.poff)
+	}
+}
+
+// countResp counts a response by class, from the upstream or the proxy.
+func (s *hsession) countResp(status int, local bool) {
+	k := min(max(status/100, 1), 5) - 1
+	st := &s.ls.ln[s.ln.idx]
+	if local {
+		st.respLocal[k].inc()
+	} else {
+		st.respUp[k].inc()
+	}
+}
+
+// respond answers the current request from the proxy (an error) and
+// closes the client once it is sent. Loop goroutine.
+func (s *hsession) respond(status int) {
+	if s.done || s.phase == phClosing {
+		return
+	}
+	s.respLocal = true
+	s.countResp(status, true)
+	s.client.Write(localResponse(status))
+	s.closeClient()
+}
+
+// closeClient closes the client after its queue, lingering for what it
+// may still send (engine.Conn.CloseLinger). Loop goroutine.
+func (s *hsession) closeClient() {
+	s.phase = phClosing
+	if s.hasP {
+		s.hasP = false
+		s.pend.Release()
+	}
+	s.closeUp(false)
+	s.client.CloseLinger(lingerTime, lingerBytes)
+}
+
+// closeUp closes the current upstream connection, if any: with a reset
+// where it is broken (its response is not to be read). Loop goroutine.
+func (s *hsession) closeUp(reset bool) {
+	up := s.up
+	if up == nil {
+		return
+	}
+	s.up = nil
+	s.upBP = false
+	s.ls.srv[s.pool.idx][s.srv].active.dec()
+	up.SetContext(nil)
+	if reset {
+		up.Reset()
+	} else {
+		up.Close()
+	}
+}
+
+// upFailed handles an upstream that broke (closed, reset, or a write
+// refused) while it was the session's: before any response byte it fails
+// over, retries or answers 502; after one it resets the client. Loop
+// goroutine.
+func (s *hsession) upFailed(err error) {
+	if s.up == nil {
+		return
+	}
+	switch {
+	case !s.upOpen:
+		// The dial failed: the next server.
+		st := &s.ls.srv[s.pool.idx][s.srv]
+		st.active.dec()
+		st.failures.inc()
+		s.pool.servers[s.srv].connectFailed(s.pool.passive)
+		s.up.SetContext(nil)
+		s.up = nil
+		s.connect()
+	case s.respHead:
+		if s.resp.Framing == h1.UntilClose && err == nil {
+			s.respDone(false)
+			return
+		}
+		s.closeUp(true)
+		s.client.Reset()
+	case s.reused && s.idem && !s.retry && !s.interim:
+		// A kept connection the server closed as the request went out:
+		// once more on a new connection.
+		s.closeUp(false)
+		s.retry = true
+		s.phase = phConnect
+		s.start, s.tries, s.dialed = pickServer(s.ls, s.pool), 0, false
+		s.connect()
+	default:
+		s.closeUp(true)
+		s.respond(502)
+	}
+}
+
+// upEOF: the upstream's FIN. It ends an until-close response; anywhere
+// else it is a broken exchange. Loop goroutine.
+func (s *hsession) upEOF(c *engine.Conn) {
+	if c != s.up {
+		c.Close()
+		return
+	}
+	s.upFailed(nil)
+}
+
+// clientEOF: the client's FIN. An idle client is closed; a request in
+// flight is answered first (and then the client closed); a request body
+// cut short ends the exchange. Loop goroutine.
+func (s *hsession) clientEOF() {
+	s.eof = true
+	switch {
+	case s.phase == phIdle || s.phase == phHead:
+		s.phase = phClosing
+		if s.hasP {
+			s.hasP = false
+			s.pend.Release()
+		}
+		s.client.Close()
+	case !s.reqDone:
+		s.closeUp(true)
+		s.phase = phClosing
+		s.client.Close()
+	}
+	// Else the response is awaited: closeAft or respDone's closeClient.
+}
+
+// clientClosed ends the session. Loop goroutine.
+func (s *hsession) clientClosed() {
+	s.done = true
+	s.phase = phClosing
+	s.timer.Stop()
+	if s.hasP {
+		s.hasP = false
+		s.pend.Release()
+	}
+	if s.up != nil {
+		s.closeUp(true)
+	}
+	ls := s.ls
+	last := ls.sessions[len(ls.sessions)-1]
+	ls.sessions[s.idx], last.idx = last, s.idx
+	ls.sessions[len(ls.sessions)-1] = nil
+	ls.sessions = ls.sessions[:len(ls.sessions)-1]
+	st := &ls.ln[s.ln.idx]
+	st.active.dec()
+	if s.ln.cfg.MaxConns > 0 {
+		s.ln.conns.Add(-1)
+	}
+}
+
+// syncRead turns the client's reading on where the session wants the
+// next bytes (a head, or a body the upstream has room for), off
+// elsewhere. Called last in each event: ResumeRead may deliver held data
+// at once. Loop goroutine.
+func (s *hsession) syncRead() {
+	if s.done || s.phase == phClosing || s.client.Closed() {
+		return
+	}
+	want := s.phase == phIdle || s.phase == phHead ||
+		s.phase == phWait && !s.reqDone && s.upOpen && !s.hasP && s.up != nil && s.up.QueuedMemory() < s.p.cfg.Engine.WriteHighWater
+	if s.eof {
+		want = false
+	}
+	if want == s.reading {
+		return
+	}
+	s.reading = want
+	if want {
+		s.client.ResumeRead()
+	} else {
+		s.client.PauseRead()
+	}
+}
+
+// tunnel turns the session into an L4 one after a 101 response: what
+// followed the head in b goes to the client, what the client sent after
+// its request to the upstream, and from then on bytes pass as they are.
+// Loop goroutine.
+func (s *hsession) tunnel(b engine.Buffer, off int) {
+	t := &session{p: s.p, ls: s.ls, ln: s.ln, pool: s.pool, client: s.client, up: s.up, srv: s.srv, upOpen: true, clientEOF: s.eof}
+	s.timer.Stop()
+	s.armed = false
+	s.done = true // the session is t's now
+	ls := s.ls
+	last := ls.sessions[len(ls.sessions)-1]
+	ls.sessions[s.idx], last.idx = last, s.idx
+	ls.sessions[len(ls.sessions)-1] = nil
+	ls.sessions = ls.sessions[:len(ls.sessions)-1]
+	s.client.SetContext(t)
+	s.up.SetContext(t)
+	s.client.WriteBufferFrom(b, off)
+	if s.hasP {
+		s.hasP = false
+		s.up.WriteBufferFrom(s.pend, s.poff)
+	}
+	if s.eof {
+		s.up.CloseWrite()
+	}
+	if s.upBP {
+		s.up.ResumeRead()
+	}
+	if !s.reading && !s.eof {
+		s.client.ResumeRead()
+	}
+}
+
+// takeIdle pops the newest idle connection to server i of pl, nil for
+// none. Loop goroutine.
+func (ls *loopState) takeIdle(pl *pool, i int) *engine.Conn {
+	st := &ls.idle[pl.idx][i]
+	n := len(*st)
+	if n == 0 {
+		return nil
+	}
+	c := (*st)[n-1].c
+	(*st)[n-1] = idleConn{}
+	*st = (*st)[:n-1]
+	ls.srv[pl.idx][i].idle.dec()
+	return c
+}
+
+// putIdle keeps c as an idle connection to server i of pl; it reports
+// false (c to be closed) where the pool keeps none or is full. Loop
+// goroutine.
+func (ls *loopState) putIdle(c *engine.Conn, pl *pool, i int, now int64) bool {
+	st := &ls.idle[pl.idx][i]
+	if pl.maxIdle <= 0 || len(*st) >= pl.maxIdle || c.Closed() {
+		return false
+	}
+	*st = append(*st, idleConn{c, now})
+	c.SetContext(&ls.tags[pl.idx][i])
+	ls.srv[pl.idx][i].idle.inc()
+	if !ls.sweeping {
+		ls.sweeping = true
+		ls.sweep = c.Loop().AfterFunc(pl.idleTimeout, ls.sweepFn)
+	}
+	return true
+}
+
+// dropIdle removes c from its idle pool (it closed, sent an end or
+// unasked data) and closes it. Loop goroutine.
+func (ls *loopState) dropIdle(c *engine.Conn, t *idleTag) {
+	st := &ls.idle[t.pool.idx][t.srv]
+	for k, ic := range *st {
+		if ic.c == c {
+			copy((*st)[k:], (*st)[k+1:])
+			(*st)[len(*st)-1] = idleConn{}
+			*st = (*st)[:len(*st)-1]
+			ls.srv[t.pool.idx][t.srv].idle.dec()
+			break
+		}
+	}
+	c.SetContext(nil)
+	c.Close()
+}
+
+// sweepIdle closes the idle connections kept longer than their pool's
+// idle_timeout and re-arms itself for the next to expire. Loop goroutine.
+func (ls *loopState) sweepIdle(l *engine.Loop, pools []*pool, now int64) {
+	ls.sweeping = false
+	next := int64(-1)
+	for _, pl := range pools {
+		for i := range pl.servers {
+			st := &ls.idle[pl.idx][i]
+			for len(*st) > 0 && now-(*st)[0].at >= int64(pl.idleTimeout) {
+				ls.dropIdle((*st)[0].c, &ls.tags[pl.idx][i])
+			}
+			if len(*st) > 0 {
+				if at := (*st)[0].at + int64(pl.idleTimeout); next < 0 || at < next {
+					next = at
+				}
+			}
+		}
+	}
+	if next >= 0 {
+		ls.sweeping = true
+		ls.sweep = l.AfterFunc(time.Duration(next-now), ls.sweepFn)
+	}
+}
+
+// drainHTTP starts a drain on this loop: idle upstream connections and
+// idle clients close now, and the others after their current response.
+// Loop goroutine.
+func (ls *loopState) drainHTTP() {
+	ls.draining = true
+	for _, pl := range ls.idle {
+		for i := range pl {
+			for len(pl[i]) > 0 {
+				c := pl[i][0].c
+				ls.dropIdle(c, c.Context().(*idleTag))
+			}
+		}
+	}
+	for k := len(ls.sessions) - 1; k >= 0; k-- {
+		if k >= len(ls.sessions) {
+			continue
+		}
+		if s := ls.sessions[k]; s.phase == phIdle {
+			s.phase = phClosing
+			s.client.Close()
+		}
+	}
+}
+
+// localResponse returns the proxy's own response for status, with a short
+// text body and Connection: close.
+func localResponse(status int) []byte {
+	if r, ok := localResponses[status]; ok {
+		return r
+	}
+	return localResponses[400]
+}
+
+var localResponses = func() map[int][]byte {
+	m := map[int][]byte{}
+	for _, st := range []int{400, 405, 408, 413, 414, 417, 431, 501, 502, 503, 504, 505} {
+		body := strconv.Itoa(st) + " " + statusText[st] + "\n"
+		m[st] = []byte("HTTP/1.1 " + strconv.Itoa(st) + " " + statusText[st] + "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: " +
+			strconv.Itoa(len(body)) + "\r\nConnection: close\r\n\r\n" + body)
+	}
+	return m
+}()
+
+var statusText = map[int]string{
+	400: "Bad Request", 405: "Method Not Allowed", 408: "Request Timeout", 413: "Content Too Large", 414: "URI Too Long",
+	417: "Expectation Failed", 431: "Request Header Fields Too Large", 501: "Not Implemented", 502: "Bad Gateway",
+	503: "Service Unavailable", 504: "Gateway Timeout", 505: "HTTP Version Not Supported",
+}
