@@ -78,6 +78,17 @@ func (p *Proxy) WriteMetrics(w io.Writer) error {
 			fmt.Fprintf(bw, "%s{listener=\"%s\"} %s\n", m.name, escape(l.Name), m.v(l))
 		}
 	}
+	family("spindle_proxy_listener_http_requests_total", "counter", "HTTP request heads received (mode http), malformed ones included.")
+	for _, l := range t.Listeners {
+		fmt.Fprintf(bw, "spindle_proxy_listener_http_requests_total{listener=\"%s\"} %d\n", escape(l.Name), l.Requests)
+	}
+	family("spindle_proxy_listener_http_responses_total", "counter", "HTTP responses sent to clients (mode http) by class, from the servers (source=\"upstream\") or made by the proxy (source=\"proxy\").")
+	for _, l := range t.Listeners {
+		for k := range 5 {
+			fmt.Fprintf(bw, "spindle_proxy_listener_http_responses_total{listener=\"%s\",class=\"%dxx\",source=\"upstream\"} %d\n", escape(l.Name), k+1, l.ResponsesUpstream[k])
+			fmt.Fprintf(bw, "spindle_proxy_listener_http_responses_total{listener=\"%s\",class=\"%dxx\",source=\"proxy\"} %d\n", escape(l.Name), k+1, l.ResponsesProxy[k])
+		}
+	}
 	type srvMetric struct {
 		name, typ, help string
 		v               func(ServerTotals) string
@@ -85,7 +96,8 @@ func (p *Proxy) WriteMetrics(w io.Writer) error {
 	for _, m := range []srvMetric{
 		{"spindle_proxy_server_connects_total", "counter", "Upstream connects that succeeded.", func(s ServerTotals) string { return u(s.Connects) }},
 		{"spindle_proxy_server_connect_failures_total", "counter", "Upstream connects that failed (refused, timed out).", func(s ServerTotals) string { return u(s.Failures) }},
-		{"spindle_proxy_server_active", "gauge", "Upstream connections open or connecting.", func(s ServerTotals) string { return fmt.Sprint(s.Active) }},
+		{"spindle_proxy_server_active", "gauge", "Upstream connections open or connecting (mode http: those in use, not the idle pooled ones).", func(s ServerTotals) string { return fmt.Sprint(s.Active) }},
+		{"spindle_proxy_server_http_idle", "gauge", "Idle keep-alive connections pooled for HTTP requests (mode http).", func(s ServerTotals) string { return fmt.Sprint(s.Idle) }},
 		{"spindle_proxy_server_bytes_in_total", "counter", "Bytes received from the server.", func(s ServerTotals) string { return u(s.BytesIn) }},
 		{"spindle_proxy_server_bytes_out_total", "counter", "Bytes from clients forwarded to the server.", func(s ServerTotals) string { return u(s.BytesOut) }},
 		{"spindle_proxy_server_up", "gauge", "1 if the server takes new connections (neither health checks nor passive health mark it down), else 0.", func(s ServerTotals) string {
@@ -108,6 +120,11 @@ func (p *Proxy) WriteMetrics(w io.Writer) error {
 		for _, s := range t.Servers {
 			fmt.Fprintf(bw, "%s{pool=\"%s\",server=\"%s\"} %s\n", m.name, escape(s.Pool), escape(s.Server), m.v(s))
 		}
+	}
+	family("spindle_proxy_server_http_requests_total", "counter", "HTTP requests sent to the server (mode http; a retried one twice), on a connection from the idle pool (conn=\"reused\") or a new one (conn=\"new\").")
+	for _, s := range t.Servers {
+		fmt.Fprintf(bw, "spindle_proxy_server_http_requests_total{pool=\"%s\",server=\"%s\",conn=\"reused\"} %d\n", escape(s.Pool), escape(s.Server), s.ReusedRequests)
+		fmt.Fprintf(bw, "spindle_proxy_server_http_requests_total{pool=\"%s\",server=\"%s\",conn=\"new\"} %d\n", escape(s.Pool), escape(s.Server), s.NewRequests)
 	}
 	es := p.e.Stats()
 	family("spindle_proxy_engine_open_connections", "gauge", "Engine connections open, client and upstream.")

@@ -9,8 +9,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -107,12 +105,416 @@ func TestHTTPKeepAlive(t *testing.T) {
 		if lt.Requests != 100 || lt.ResponsesUpstream[1] != 100 {
 			t.Errorf("listener totals %+v", lt)
 		}
+		srv := `{pool="app",server="` + u.addr + `"`
+		m := scrape(t, p)
+		for k, want := range map[string]float64{
+			`spindle_proxy_listener_http_requests_total{listener="web"}`:                                   100,
+			`spindle_proxy_listener_http_responses_total{listener="web",class="2xx",source="upstream"}`: 100,
+			`spindle_proxy_listener_http_responses_total{listener="web",class="5xx",source="proxy"}`:    0,
+			"spindle_proxy_server_http_requests_total" + srv + `,conn="reused"}`:                         99,
+			"spindle_proxy_server_http_requests_total" + srv + `,conn="new"}`:                            1,
+			"spindle_proxy_server_http_idle" + srv + "}":                                                 1,
+			"spindle_proxy_server_active" + srv + "}":                                                    0,
+		} {
+			if got, ok := m[k]; !ok || got != want {
+				t.Errorf("%s = %v (present %v), want %v", k, got, ok, want)
+			}
+		}
 	})
 }
 
-var _ = bufio.NewReader
-var _ = bytes.Equal
-var _ = sha256.New
-var _ = rand.New
-var _ = strings.Contains
-var _ sync.Mutex
+
+// TestHTTPRoutes: requests go to the pool of the first route matching
+// their host (exact, any case, port ignored; or a wildcard suffix) and
+// path prefix, else to the listener's pool; an absolute-form target's
+// authority is the host.
+func TestHTTPRoutes(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		named := func(name string) http.HandlerFunc {
+			return func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, name) }
+		}
+		app, api, static := newHTTPUpstream(t, named("app")), newHTTPUpstream(t, named("api")), newHTTPUpstream(t, named("static"))
+		cfg := httpConfig(b, app.addr)
+		cfg.Pools = append(cfg.Pools, PoolConfig{Name: "api", Servers: []string{api.addr}}, PoolConfig{Name: "static", Servers: []string{static.addr}})
+		cfg.Listeners[0].Routes = []RouteConfig{
+			{Host: "api.example.com", PathPrefix: "/v1/", Pool: "api"},
+			{Host: "*.static.test", Pool: "static"},
+			{PathPrefix: "/any-host/", Pool: "api"},
+		}
+		p := startProxy(t, cfg)
+		for _, tc := range []struct{ host, path, want string }{
+			{"api.example.com", "/v1/users", "api"},
+			{"API.Example.COM:8080", "/v1/", "api"},
+			{"api.example.com", "/v2/users", "app"},
+			{"www.example.com", "/v1/users", "app"},
+			{"a.static.test", "/x", "static"},
+			{"a.b.static.test", "/", "static"},
+			{"static.test", "/x", "app"},
+			{"other", "/any-host/x", "api"},
+		} {
+			c := dial(t, p)
+			fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", tc.path, tc.host)
+			resp, body := readResponse(t, c, "GET")
+			if resp.StatusCode != 200 || body != tc.want {
+				t.Errorf("Host %s, %s: %d %q, want %q", tc.host, tc.path, resp.StatusCode, body, tc.want)
+			}
+		}
+		c := dial(t, p)
+		fmt.Fprintf(c, "GET http://x.static.test/y HTTP/1.1\r\nHost: api.example.com\r\n\r\n")
+		if resp, body := readResponse(t, c, "GET"); resp.StatusCode != 200 || body != "static" {
+			t.Errorf("absolute-form: %d %q, want static", resp.StatusCode, body)
+		}
+	})
+}
+
+// readResponse reads one response from c (10 s deadline) and its body.
+func readResponse(t *testing.T, c net.Conn, method string) (*http.Response, string) {
+	t.Helper()
+	return readResponseFrom(t, c, bufio.NewReader(c), method)
+}
+
+func readResponseFrom(t *testing.T, c net.Conn, br *bufio.Reader, method string) (*http.Response, string) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(br, &http.Request{Method: method})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, string(body)
+}
+
+// randomBytes returns n bytes from seed.
+func randomBytes(seed uint64, n int) []byte {
+	r := rand.New(rand.NewPCG(seed, seed))
+	data := make([]byte, n)
+	for i := range data {
+		data[i] = byte(r.Uint32())
+	}
+	return data
+}
+
+func sum(b []byte) string { s := sha256.Sum256(b); return fmt.Sprintf("%x", s[:]) }
+
+// TestHTTPRequestBodies: 1 MB request bodies with Content-Length and
+// chunked reach the server intact (its SHA-256 of what it read), several
+// on one client connection.
+func TestHTTPRequestBodies(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			h := sha256.New()
+			n, err := io.Copy(h, r.Body)
+			fmt.Fprintf(w, "%x %d %v %v", h.Sum(nil), n, r.TransferEncoding, err)
+		})
+		p := startProxy(t, httpConfig(b, u.addr))
+		c, base := client(t, p)
+		for i, chunked := range []bool{false, true, false, true} {
+			data := randomBytes(uint64(i), 1<<20)
+			var body io.Reader = bytes.NewReader(data)
+			if chunked {
+				body = struct{ io.Reader }{body} // no length: net/http sends it chunked
+			}
+			req, _ := http.NewRequest("POST", base+"/upload", body)
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			te := "[]"
+			if chunked {
+				te = "[chunked]"
+			}
+			if want := fmt.Sprintf("%s %d %s <nil>", sum(data), len(data), te); string(got) != want {
+				t.Errorf("body %d (chunked %v): server read %q, want %q", i, chunked, got, want)
+			}
+		}
+		if n := u.accepted.Load(); n != 1 {
+			t.Errorf("upstream accepted %d connections, want 1", n)
+		}
+	})
+}
+
+// TestHTTPResponseBodies: 1 MB responses chunked, with Content-Length and
+// until the server closes reach the client intact; after the until-close
+// one the proxy closes the client's connection.
+func TestHTTPResponseBodies(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		data := randomBytes(9, 1<<20)
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/length":
+				w.Header().Set("Content-Length", fmt.Sprint(len(data)))
+			case "/close":
+				// No length, no chunking: HTTP/1.0-style, until the close.
+				c, bw, _ := http.NewResponseController(w).Hijack()
+				bw.WriteString("HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n\r\n")
+				bw.Write(data)
+				bw.Flush()
+				c.Close()
+				return
+			}
+			for p := data; len(p) > 0; p = p[min(len(p), 100000):] {
+				w.Write(p[:min(len(p), 100000)])
+				http.NewResponseController(w).Flush()
+			}
+		})
+		p := startProxy(t, httpConfig(b, u.addr))
+		c := dial(t, p)
+		br := bufio.NewReader(c)
+		for _, path := range []string{"/chunked", "/length", "/close"} {
+			fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path)
+			resp, body := readResponseFrom(t, c, br, "GET")
+			if sum([]byte(body)) != sum(data) {
+				t.Errorf("%s: %d bytes, differ", path, len(body))
+			}
+			chunked := len(resp.TransferEncoding) > 0
+			if chunked != (path == "/chunked") || resp.Close != (path == "/close") {
+				t.Errorf("%s: chunked %v, close %v", path, chunked, resp.Close)
+			}
+		}
+		if err := closedByProxy(c); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+// TestHTTPHead: a HEAD response has no body, whatever its Content-Length
+// says, and the next request on the connection is answered.
+func TestHTTPHead(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", "1000")
+			if r.Method != "HEAD" {
+				w.Write(bytes.Repeat([]byte("b"), 1000))
+			}
+		})
+		p := startProxy(t, httpConfig(b, u.addr))
+		c := dial(t, p)
+		br := bufio.NewReader(c)
+		for _, m := range []string{"HEAD", "GET", "HEAD", "GET"} {
+			fmt.Fprintf(c, "%s / HTTP/1.1\r\nHost: x\r\n\r\n", m)
+			resp, body := readResponseFrom(t, c, br, m)
+			if resp.ContentLength != 1000 || (m == "HEAD") != (body == "") {
+				t.Errorf("%s: length %d, %d body bytes", m, resp.ContentLength, len(body))
+			}
+		}
+		if n := u.accepted.Load(); n != 1 {
+			t.Errorf("upstream accepted %d connections, want 1", n)
+		}
+	})
+}
+
+// TestHTTPContinue: a request with Expect: 100-continue gets the server's
+// 100 Continue before it sends its body, then the final response.
+func TestHTTPContinue(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body) // reading sends 100 Continue
+			fmt.Fprintf(w, "got %s", body)
+		})
+		p := startProxy(t, httpConfig(b, u.addr))
+		c := dial(t, p)
+		br := bufio.NewReader(c)
+		fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		line, err := br.ReadString('\n')
+		if err != nil || line != "HTTP/1.1 100 Continue\r\n" {
+			t.Fatalf("read %q, %v; want 100 Continue", line, err)
+		}
+		if line, _ = br.ReadString('\n'); line != "\r\n" {
+			t.Fatalf("100 Continue followed by %q", line)
+		}
+		io.WriteString(c, "hello")
+		resp, body := readResponseFrom(t, c, br, "POST")
+		if resp.StatusCode != 200 || body != "got hello" {
+			t.Errorf("%d %q", resp.StatusCode, body)
+		}
+	})
+}
+
+// TestHTTPPipelined: requests sent at once are answered in order, one at
+// a time.
+func TestHTTPPipelined(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			fmt.Fprintf(w, "%s %s", r.URL.Path, body)
+		})
+		p := startProxy(t, httpConfig(b, u.addr))
+		c := dial(t, p)
+		var all bytes.Buffer
+		const n = 20
+		for i := range n {
+			if i%2 == 0 {
+				fmt.Fprintf(&all, "GET /%d HTTP/1.1\r\nHost: x\r\n\r\n", i)
+			} else {
+				fmt.Fprintf(&all, "POST /%d HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nb%02d", i, i)
+			}
+		}
+		if _, err := c.Write(all.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(c)
+		for i := range n {
+			want := fmt.Sprintf("/%d ", i)
+			if i%2 == 1 {
+				want += fmt.Sprintf("b%02d", i)
+			}
+			if _, body := readResponseFrom(t, c, br, "GET"); body != want {
+				t.Fatalf("response %d: %q, want %q", i, body, want)
+			}
+		}
+	})
+}
+
+// TestHTTPUpstreamDown: a pool whose server refuses gets 502, one with no
+// server up (health checks hold it down) 503, each with Connection: close.
+func TestHTTPUpstreamDown(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		cfg := httpConfig(b, deadAddr(t))
+		cfg.Pools = append(cfg.Pools, PoolConfig{Name: "down", Servers: []string{deadAddr(t)},
+			Health: &HealthConfig{Interval: Duration(10 * time.Millisecond), Timeout: Duration(10 * time.Millisecond), Rise: 1, Fall: 1}})
+		cfg.Listeners[0].Routes = []RouteConfig{{Host: "down", Pool: "down"}}
+		p := startProxy(t, cfg)
+		waitFor(t, "the down pool's server to be marked down", func() bool { return !p.Totals().Servers[1].Up })
+		for _, tc := range []struct {
+			host string
+			want int
+		}{{"x", 502}, {"down", 503}} {
+			c := dial(t, p)
+			fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", tc.host)
+			resp, _ := readResponse(t, c, "GET")
+			if resp.StatusCode != tc.want || !resp.Close {
+				t.Errorf("host %s: %d close %v, want %d and close", tc.host, resp.StatusCode, resp.Close, tc.want)
+			}
+			if err := closedByProxy(c); err != nil {
+				t.Error(err)
+			}
+		}
+		if lt := p.Totals().Listeners[0]; lt.ResponsesProxy[4] != 2 {
+			t.Errorf("5xx from the proxy: %d, want 2", lt.ResponsesProxy[4])
+		}
+	})
+}
+
+// TestHTTPTimeouts: a server slower than response_timeout gets the client
+// a 504; a request head slower than request_timeout gets 408; an idle
+// client is closed after keepalive_timeout.
+func TestHTTPTimeouts(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		release := make(chan struct{})
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/slow" {
+				select {
+				case <-release:
+				case <-r.Context().Done():
+				}
+			}
+		})
+		defer close(release)
+		cfg := httpConfig(b, u.addr)
+		cfg.Listeners[0].ResponseTimeout = Duration(200 * time.Millisecond)
+		cfg.Listeners[0].RequestTimeout = Duration(200 * time.Millisecond)
+		cfg.Listeners[0].KeepaliveTimeout = Duration(300 * time.Millisecond)
+		p := startProxy(t, cfg)
+
+		c := dial(t, p)
+		t0 := time.Now()
+		fmt.Fprintf(c, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+		if resp, _ := readResponse(t, c, "GET"); resp.StatusCode != 504 {
+			t.Errorf("slow server: %d, want 504", resp.StatusCode)
+		}
+		if d := time.Since(t0); d < 200*time.Millisecond {
+			t.Errorf("504 after %v, before the 200ms timeout", d)
+		}
+
+		c = dial(t, p)
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost:")
+		if resp, _ := readResponse(t, c, "GET"); resp.StatusCode != 408 {
+			t.Errorf("slow head: %d, want 408", resp.StatusCode)
+		}
+		if err := closedByProxy(c); err != nil {
+			t.Error(err)
+		}
+
+		c = dial(t, p)
+		fmt.Fprintf(c, "GET /fast HTTP/1.1\r\nHost: x\r\n\r\n")
+		if resp, _ := readResponse(t, c, "GET"); resp.StatusCode != 200 {
+			t.Errorf("fast: %d", resp.StatusCode)
+		}
+		t0 = time.Now()
+		if err := closedByProxy(c); err != nil {
+			t.Error(err)
+		}
+		if d := time.Since(t0); d < 200*time.Millisecond {
+			t.Errorf("idle client closed after %v, before keepalive_timeout", d)
+		}
+	})
+}
+
+// TestHTTPSmuggling: requests a front and a back end could frame
+// differently (Content-Length with Transfer-Encoding, two lengths, an
+// obsolete line fold) get 400 and a close, and reach no server.
+func TestHTTPSmuggling(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		var hits atomic.Int64
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) { hits.Add(1) })
+		p := startProxy(t, httpConfig(b, u.addr))
+		for _, req := range []string{
+			"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n",
+			"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n",
+			"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!",
+			"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n",
+			"GET / HTTP/1.1\r\nHost: x\r\nX: a\r\n b\r\n\r\n",
+			"GET / HTTP/1.1\r\nHost: x\nX: a\r\n\r\n",
+		} {
+			c := dial(t, p)
+			io.WriteString(c, req)
+			resp, _ := readResponse(t, c, "GET")
+			if resp.StatusCode/100 != 4 && resp.StatusCode != 501 {
+				t.Errorf("%q: %d, want 400 (or 501)", req, resp.StatusCode)
+			}
+			if err := closedByProxy(c); err != nil {
+				t.Errorf("%q: %v", req, err)
+			}
+		}
+		if n := hits.Load(); n != 0 || u.accepted.Load() != 0 {
+			t.Errorf("the server got %d requests on %d connections, want none", n, u.accepted.Load())
+		}
+	})
+}
+
+// TestHTTPHopByHop: hop-by-hop headers (Connection and those it names,
+// Keep-Alive, TE, Proxy-Connection) do not reach the server; end-to-end
+// ones do, and X-Forwarded-For gets the client appended.
+func TestHTTPHopByHop(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		got := make(chan http.Header, 1)
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			got <- r.Header.Clone()
+			w.Header().Set("Connection", "x-private")
+			w.Header().Set("X-Private", "secret")
+			w.Header().Set("X-Public", "ok")
+		})
+		p := startProxy(t, httpConfig(b, u.addr))
+		c := dial(t, p)
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\nConnection: foo, keep-alive\r\nFoo: bar\r\nKeep-Alive: timeout=5\r\nTE: trailers\r\nProxy-Connection: keep-alive\r\nX-Forwarded-For: 203.0.113.7\r\nX-Forwarded-Proto: https\r\nX-End: yes\r\n\r\n")
+		resp, _ := readResponse(t, c, "GET")
+		h := <-got
+		for _, name := range []string{"Connection", "Foo", "Keep-Alive", "Te", "Proxy-Connection"} {
+			if v, ok := h[name]; ok {
+				t.Errorf("hop-by-hop %s: %q reached the server", name, v)
+			}
+		}
+		if h.Get("X-End") != "yes" || h.Get("X-Forwarded-For") != "203.0.113.7, 127.0.0.1" || h.Get("X-Forwarded-Proto") != "http" {
+			t.Errorf("server got %v", h)
+		}
+		if resp.Header.Get("X-Private") != "" || resp.Header.Get("X-Public") != "ok" || resp.Header.Get("Via") != "1.1 spindle" {
+			t.Errorf("client got %v", resp.Header)
+		}
+	})
+}
