@@ -108,13 +108,13 @@ func TestHTTPKeepAlive(t *testing.T) {
 		srv := `{pool="app",server="` + u.addr + `"`
 		m := scrape(t, p)
 		for k, want := range map[string]float64{
-			`spindle_proxy_listener_http_requests_total{listener="web"}`:                                   100,
+			`spindle_proxy_listener_http_requests_total{listener="web"}`:                                100,
 			`spindle_proxy_listener_http_responses_total{listener="web",class="2xx",source="upstream"}`: 100,
 			`spindle_proxy_listener_http_responses_total{listener="web",class="5xx",source="proxy"}`:    0,
-			"spindle_proxy_server_http_requests_total" + srv + `,conn="reused"}`:                         99,
-			"spindle_proxy_server_http_requests_total" + srv + `,conn="new"}`:                            1,
-			"spindle_proxy_server_http_idle" + srv + "}":                                                 1,
-			"spindle_proxy_server_active" + srv + "}":                                                    0,
+			"spindle_proxy_server_http_requests_total" + srv + `,conn="reused"}`:                        99,
+			"spindle_proxy_server_http_requests_total" + srv + `,conn="new"}`:                           1,
+			"spindle_proxy_server_http_idle" + srv + "}":                                                1,
+			"spindle_proxy_server_active" + srv + "}":                                                   0,
 		} {
 			if got, ok := m[k]; !ok || got != want {
 				t.Errorf("%s = %v (present %v), want %v", k, got, ok, want)
@@ -122,7 +122,6 @@ func TestHTTPKeepAlive(t *testing.T) {
 		}
 	})
 }
-
 
 // TestHTTPRoutes: requests go to the pool of the first route matching
 // their host (exact, any case, port ignored; or a wildcard suffix) and
