@@ -91,10 +91,11 @@ type ListenerConfig struct {
 	// whole head, from the connection's accept or the request's first
 	// byte; past it the client gets 408 and is closed. Default 30s.
 	RequestTimeout Duration `yaml:"request_timeout,omitempty" json:"request_timeout,omitempty"`
-	// ResponseTimeout (mode http) bounds the wait for a server from the
-	// request's head sent to the response's head, and then between two
-	// reads of the response's body; before the head the client gets
-	// 504, after it the client's connection is reset. Default 60s.
+	// ResponseTimeout (mode http) bounds the wait for a server: from
+	// the request's head sent to the response's head, counted again
+	// from each read of the request's body, and then between two reads
+	// of the response's body. Before the response's head the client gets
+	// 504; after it the client's connection is reset. Default 60s.
 	ResponseTimeout Duration `yaml:"response_timeout,omitempty" json:"response_timeout,omitempty"`
 	// KeepaliveTimeout (mode http) closes a client that sends no byte
 	// of a next request for this long after a response. Default 60s.

@@ -524,6 +524,7 @@ func (s *hsession) forwardBody(b engine.Buffer, off int) {
 		return
 	}
 	s.ls.srv[s.pool.idx][s.srv].bytesOut.addInt(n)
+	s.mark = s.p.now() // a body on its way: response_timeout counts from here
 	if n == len(p) {
 		err = s.up.WriteBufferFrom(b, off)
 	} else {
@@ -1001,7 +1002,8 @@ func (ls *loopState) sweepIdle(l *engine.Loop, pools []*pool, now int64) {
 }
 
 // drainHTTP starts a drain on this loop: idle upstream connections and
-// idle clients close now, and the others after their current response.
+// idle clients (between requests, or new ones that sent nothing) close
+// now, and the others after their current response.
 // Loop goroutine.
 func (ls *loopState) drainHTTP() {
 	ls.draining = true
@@ -1017,7 +1019,7 @@ func (ls *loopState) drainHTTP() {
 		if k >= len(ls.sessions) {
 			continue
 		}
-		if s := ls.sessions[k]; s.phase == phIdle {
+		if s := ls.sessions[k]; s.phase == phIdle || s.phase == phHead && len(s.in) == 0 {
 			s.phase = phClosing
 			s.client.Close()
 		}

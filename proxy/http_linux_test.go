@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"fmt"
 	"io"
@@ -758,6 +759,82 @@ func TestHTTPAllocs(t *testing.T) {
 		}
 		if st := serverTotals(p, u.addr); st.NewRequests > conns {
 			t.Errorf("%d requests on new connections, want at most %d", st.NewRequests, conns)
+		}
+	})
+}
+
+// TestHTTP10: an HTTP/1.0 request is answered and the connection closed,
+// unless it asked for keep-alive: then the response says keep-alive and
+// the connection takes the next request.
+func TestHTTP10(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, "HTTP/1.%d %s", r.ProtoMinor, r.URL.Path)
+		})
+		p := startProxy(t, httpConfig(b, u.addr))
+		c := dial(t, p)
+		br := bufio.NewReader(c)
+		for i := range 3 {
+			fmt.Fprintf(c, "GET /%d HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", i)
+			resp, body := readResponseFrom(t, c, br, "GET")
+			if want := fmt.Sprintf("HTTP/1.0 /%d", i); body != want || resp.Close || resp.Header.Get("Connection") != "keep-alive" {
+				t.Fatalf("keep-alive request %d: %q close %v %v, want %q", i, body, resp.Close, resp.Header, want)
+			}
+		}
+		io.WriteString(c, "GET /last HTTP/1.0\r\n\r\n")
+		if _, body := readResponseFrom(t, c, br, "GET"); body != "HTTP/1.0 /last" {
+			t.Errorf("last: %q", body)
+		}
+		if err := closedByProxy(c); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+// TestHTTPDrain: a stop closes idle keep-alive clients and pooled
+// upstream connections at once rather than waiting out the drain, and a
+// request in flight is answered (with the connection closed after it).
+func TestHTTPDrain(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		release := make(chan struct{})
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/slow" {
+				<-release
+			}
+			io.WriteString(w, "done")
+		})
+		p, err := New(httpConfig(b, u.addr), &Options{Drain: 20 * time.Second, Logf: func(string, ...any) {}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- p.Run(ctx) }()
+		idle, busy := dial(t, p), dial(t, p)
+		io.WriteString(idle, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		readResponse(t, idle, "GET")
+		io.WriteString(busy, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+		waitFor(t, "the slow request to reach the server", func() bool { return serverTotals(p, u.addr).Requests == 2 })
+		cancel()
+		if err := closedByProxy(idle); err != nil {
+			t.Errorf("idle client: %v", err)
+		}
+		close(release)
+		resp, body := readResponse(t, busy, "GET")
+		if body != "done" {
+			t.Errorf("request in flight: %d %q", resp.StatusCode, body)
+		}
+		if err := closedByProxy(busy); err != nil {
+			t.Errorf("busy client after its response: %v", err)
+		}
+		busy.Close() // ends the proxy's linger
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Error(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Run still draining 10 s after the last client left")
 		}
 	})
 }
