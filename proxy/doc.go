@@ -1,8 +1,8 @@
-// Package proxy is spindle's sidecar and gateway proxy. This first slice is
-// an L4 TCP proxy on the engine (HTTP/1.1 reverse proxying comes later):
-// listeners accept on every loop and forward each client to a server of an
-// upstream pool, dialed from the loop that accepted the client, handing
-// received buffers to the other side without copying them.
+// Package proxy is spindle's sidecar and gateway proxy on the engine: an L4
+// TCP proxy and an HTTP/1.1 reverse proxy. Listeners accept on every loop
+// and forward each client to a server of an upstream pool, dialed from the
+// loop that accepted the client, handing received buffers to the other
+// side without copying them.
 //
 // A YAML file configures it (LoadConfig, strict: an unknown field is an
 // error):
@@ -47,6 +47,57 @@
 // neither the active checks nor passive health mark it down (a passed
 // check does not end an ejection, and an ended ejection does not raise a
 // server the checks hold down).
+//
+// A listener with mode http is an HTTP/1.1 reverse proxy:
+//
+//	listeners:
+//	  - name: gw
+//	    listen: ":8081"
+//	    mode: http
+//	    pool: app              # requests no route matches
+//	    routes: [{host: "api.example.com", path_prefix: "/v1/", pool: api}, {host: "*.example.org", pool: app}]
+//	    request_timeout: 30s   # the whole request head, else 408
+//	    response_timeout: 60s  # request sent to response head (and between reads), else 504
+//	    keepalive_timeout: 60s # idle client between requests
+//	pools:
+//	  - {name: api, servers: ["10.0.0.2:80"], max_idle: 16, idle_timeout: 60s}
+//
+// Each client connection is a state machine on its loop: it parses one
+// request head (internal/h1, strict against request smuggling, bounded;
+// the head is copied only while it arrives in parts), answers a bad one
+// with the parser's status and a close, and CONNECT with 501; routes it
+// (first route whose host, exact and case-insensitive without the port or
+// a "*." suffix, and path prefix match; else the listener's pool); writes
+// a new head without the hop-by-hop headers (Connection and those it
+// names, Keep-Alive, Proxy-Connection, TE, Upgrade), with
+// X-Forwarded-For (the client appended to any received),
+// X-Forwarded-Proto: http and Via: 1.x spindle; and sends it over an idle
+// keep-alive connection to the first server up from the loop's pool, or a
+// new one (failover over the pool as in mode tcp; an HTTP/1.0 request goes
+// as HTTP/1.0 with Connection: keep-alive, so that the server frames its
+// response for a 1.0 client). Bodies pass in their framing (a chunked one
+// as it is): whole received buffers, and a buffer's tail after a head, go
+// without a copy (engine.Conn.WriteBufferFrom); only a body that ends
+// inside a buffer is copied. One request per client is in flight: the
+// client is not read meanwhile, and pipelined requests are taken in turn.
+// The response head is rewritten the same way (with Connection: close
+// when the client's connection ends after it: the request asked for it,
+// its body was not all read, the response runs until the server closes,
+// or a stop); 1xx responses are passed on to HTTP/1.1 clients, and a 101
+// to a request with Upgrade turns the two connections into an L4 tunnel.
+// At a response's end the upstream connection goes back to the loop's
+// idle pool (max_idle per server, closed after idle_timeout, or when the
+// server closes it or sends unasked bytes) if the response and the
+// request both ended cleanly and the server keeps it; else it closes.
+// Failures before the response: a server that cannot be connected gets the
+// client 502 (503 with none up); a kept connection the server closes
+// before the response head is retried once on a new connection for a GET,
+// HEAD or OPTIONS without a body, else 502; after response bytes were
+// sent the client is reset. Each side's reading stops while the other's
+// write queue holds the high-water mark, as in mode tcp. A stop closes
+// idle clients and pooled connections at once, and others after their
+// current response. Not there: HTTP/2, TLS, caching, header rewriting or
+// rules beyond host and path, limits on body sizes.
 //
 // The admin server serves /metrics (Prometheus text format, names
 // spindle_proxy_*), /healthz and /debug/config (the effective config as

@@ -37,7 +37,7 @@ const ResolveTimeout = 10 * time.Second
 // DefaultDrain is the default of Options.Drain.
 const DefaultDrain = 10 * time.Second
 
-// Proxy is a running L4 proxy: an engine with one listener per configured
+// Proxy is a running proxy (L4 and HTTP/1.1 listeners): an engine with one listener per configured
 // listener, health checkers and an admin server. Its methods may be called
 // from any goroutine.
 type Proxy struct {

@@ -12,7 +12,7 @@ import (
 )
 
 func init() {
-	register("proxy", "L4 TCP proxy on the engine, from a YAML config (-check validates it)", runProxy)
+	register("proxy", "L4 TCP and HTTP/1.1 reverse proxy on the engine, from a YAML config (-check validates it)", runProxy)
 }
 
 func runProxy(ctx context.Context, args []string) error {
