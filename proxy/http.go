@@ -495,7 +495,9 @@ func (s *hsession) upOpened(c *engine.Conn) {
 // sendHead sends the rewritten head and what the client has sent of the
 // body. Loop goroutine.
 func (s *hsession) sendHead() {
-	s.ls.srv[s.pool.idx][s.srv].requests.inc()
+	st := &s.ls.srv[s.pool.idx][s.srv]
+	st.requests.inc()
+	st.bytesOut.addInt(len(s.out))
 	if _, err := s.up.Write(s.out); err != nil {
 		s.upFailed(err)
 		return

@@ -838,3 +838,27 @@ func TestHTTPDrain(t *testing.T) {
 		}
 	})
 }
+
+// TestHTTPSlowUpload: a request body that takes longer than
+// response_timeout to arrive, but never pauses that long, is not cut: the
+// timeout counts again from each read of it.
+func TestHTTPSlowUpload(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			n, err := io.Copy(io.Discard, r.Body)
+			fmt.Fprintf(w, "%d %v", n, err)
+		})
+		cfg := httpConfig(b, u.addr)
+		cfg.Listeners[0].ResponseTimeout = Duration(300 * time.Millisecond)
+		p := startProxy(t, cfg)
+		c := dial(t, p)
+		io.WriteString(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10000\r\n\r\n")
+		for range 10 {
+			time.Sleep(100 * time.Millisecond)
+			c.Write(bytes.Repeat([]byte("u"), 1000))
+		}
+		if resp, body := readResponse(t, c, "POST"); resp.StatusCode != 200 || body != "10000 <nil>" {
+			t.Errorf("1 s upload with a 300 ms response_timeout: %d %q", resp.StatusCode, body)
+		}
+	})
+}
