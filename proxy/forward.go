@@ -100,9 +100,7 @@ type session struct {
 	client *engine.Conn
 	up     *engine.Conn // nil while no dial is in progress
 	srv    int          // index of up's server in the pool
-	start  int          // first server tried
-	tries  int          // servers tried (skipped as down included)
-	dialed bool         // a dial was started: "failed" rather than "no server"
+	dialing
 
 	upOpen, clientEOF, upEOF bool
 	done                     bool // the client has closed
@@ -185,25 +183,31 @@ func pickServer(ls *loopState, pl *pool) int {
 	return best
 }
 
-// connect dials the next server of the pool that is up, each server once
-// per session; when none is left it closes the client. Loop goroutine.
-func (s *session) connect() {
-	pl := s.pool
+// dialing is a client's walk over its pool's servers: each is tried once.
+type dialing struct {
+	start  int  // first server tried
+	tries  int  // servers tried (skipped as down included)
+	dialed bool // a dial was started: "failed" rather than "no server"
+}
+
+// next dials the next server of pl that is up, for the client c. It
+// returns the connection (counted active, its Context not yet set) and
+// its server; nil when none is left; engine.ErrClosed when the engine is
+// shutting down. Loop goroutine.
+func (d *dialing) next(ls *loopState, pl *pool, c *engine.Conn, timeout time.Duration) (*engine.Conn, int, error) {
 	n := len(pl.servers)
-	timeout := time.Duration(s.ln.cfg.ConnectTimeout)
-	for s.tries < n {
-		i := (s.start + s.tries) % n
-		s.tries++
+	for d.tries < n {
+		i := (d.start + d.tries) % n
+		d.tries++
 		srv := pl.servers[i]
 		if !srv.up() {
 			continue
 		}
-		s.dialed = true
-		st := &s.ls.srv[pl.idx][i]
-		up, err := s.client.Loop().Dial("tcp", srv.addr, timeout)
+		d.dialed = true
+		st := &ls.srv[pl.idx][i]
+		up, err := c.Loop().Dial("tcp", srv.addr, timeout)
 		if errors.Is(err, engine.ErrClosed) {
-			s.client.Close() // the engine is shutting down
-			return
+			return nil, 0, err
 		}
 		if err != nil || up.Closed() {
 			// Refused before the dial could start (or closed by the
@@ -213,6 +217,20 @@ func (s *session) connect() {
 			continue
 		}
 		st.active.inc()
+		return up, i, nil
+	}
+	return nil, 0, nil
+}
+
+// connect dials the next server of the pool that is up, each server once
+// per session; when none is left it closes the client. Loop goroutine.
+func (s *session) connect() {
+	up, i, err := s.next(s.ls, s.pool, s.client, time.Duration(s.ln.cfg.ConnectTimeout))
+	if err != nil {
+		s.client.Close() // the engine is shutting down
+		return
+	}
+	if up != nil {
 		s.up, s.srv = up, i
 		up.SetContext(s)
 		if s.clientEOF {

@@ -50,10 +50,8 @@ type hsession struct {
 	up     *engine.Conn // the current request's upstream, nil for none
 	pool   *pool        // the current request's pool (its route's)
 	srv    int          // up's server
-	start  int          // first server tried
-	tries  int          // servers tried (down ones included)
-	dialed bool         // a dial was started
-	upOpen bool         // up is connected
+	dialing
+	upOpen bool // up is connected
 	reused bool         // up came from the idle pool
 	retry  bool         // the request was retried once on a fresh connection
 	upBP   bool         // up's reading paused by the client's queue
@@ -292,21 +290,7 @@ func (s *hsession) feedHead(b engine.Buffer, off int) {
 		b.Release()
 		return
 	}
-	var n int
-	var err error
-	if len(s.in) == 0 {
-		n, err = s.req.Parse(p, h1.Limits{})
-		if err == nil && n == 0 {
-			s.in = append(s.in, p...)
-		}
-	} else {
-		prev := len(s.in)
-		s.in = append(s.in, p...)
-		n, err = s.req.Parse(s.in, h1.Limits{})
-		if n > 0 {
-			n -= prev // the head's end in p
-		}
-	}
+	n, err := feed(&s.in, p, func(b []byte) (int, error) { return s.req.Parse(b, h1.Limits{}) })
 	if err != nil {
 		b.Release()
 		s.in = s.in[:0]
@@ -334,6 +318,28 @@ func (s *hsession) feedHead(b engine.Buffer, off int) {
 	}
 	s.pend, s.poff, s.hasP = b, off+n, true
 	s.acquire(false)
+}
+
+// feed parses a head from p with parse, p being the next bytes received
+// after those in *acc (a head that came in parts): it parses p in place
+// where *acc is empty, and copies p to *acc only while the head is
+// incomplete. It returns the head's end in p (0: incomplete) or parse's
+// error; *acc is the caller's to empty once the head is used.
+func feed(acc *[]byte, p []byte, parse func([]byte) (int, error)) (int, error) {
+	if len(*acc) == 0 {
+		n, err := parse(p)
+		if err == nil && n == 0 {
+			*acc = append(*acc, p...)
+		}
+		return n, err
+	}
+	prev := len(*acc)
+	*acc = append(*acc, p...)
+	n, err := parse(*acc)
+	if n > 0 {
+		n -= prev
+	}
+	return n, err
 }
 
 // gotHead takes a parsed request: it checks it, routes it and writes the
@@ -440,29 +446,12 @@ func (s *hsession) acquire(fresh bool) {
 // connect dials the next server of the pool that is up; with none left it
 // answers 502 (servers failed) or 503 (none up). Loop goroutine.
 func (s *hsession) connect() {
-	pl := s.pool
-	n := len(pl.servers)
-	timeout := time.Duration(s.ln.cfg.ConnectTimeout)
-	for s.tries < n {
-		i := (s.start + s.tries) % n
-		s.tries++
-		srv := pl.servers[i]
-		if !srv.up() {
-			continue
-		}
-		s.dialed = true
-		st := &s.ls.srv[pl.idx][i]
-		up, err := s.client.Loop().Dial("tcp", srv.addr, timeout)
-		if errors.Is(err, engine.ErrClosed) {
-			s.respond(503) // the proxy is shutting down
-			return
-		}
-		if err != nil || up.Closed() {
-			st.failures.inc()
-			srv.connectFailed(pl.passive)
-			continue
-		}
-		st.active.inc()
+	up, i, err := s.next(s.ls, s.pool, s.client, time.Duration(s.ln.cfg.ConnectTimeout))
+	if err != nil {
+		s.respond(503) // the proxy is shutting down
+		return
+	}
+	if up != nil {
 		s.up, s.srv, s.upOpen, s.reused = up, i, false, false
 		up.SetContext(s)
 		return
@@ -558,21 +547,7 @@ func (s *hsession) upData(c *engine.Conn, b engine.Buffer) {
 			b.Release()
 			return
 		}
-		var n int
-		var err error
-		if len(s.uin) == 0 {
-			n, err = s.resp.Parse(p, s.head, h1.Limits{})
-			if err == nil && n == 0 {
-				s.uin = append(s.uin, p...)
-			}
-		} else {
-			prev := len(s.uin)
-			s.uin = append(s.uin, p...)
-			n, err = s.resp.Parse(s.uin, s.head, h1.Limits{})
-			if n > 0 {
-				n -= prev
-			}
-		}
+		n, err := feed(&s.uin, p, func(b []byte) (int, error) { return s.resp.Parse(b, s.head, h1.Limits{}) })
 		if err != nil {
 			b.Release()
 			s.uin = s.uin[:0]

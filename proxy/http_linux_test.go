@@ -10,7 +10,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -740,19 +739,12 @@ func TestHTTPAllocs(t *testing.T) {
 			}
 			wg.Wait()
 		}
-		for range 3 {
-			round()
-		}
-		var m0, m1 runtime.MemStats
-		runtime.ReadMemStats(&m0)
-		round()
-		runtime.ReadMemStats(&m1)
+		allocs := allocsOfRound(round)
 		for _, err := range errs {
 			if err != nil {
 				t.Fatal(err)
 			}
 		}
-		allocs := m1.Mallocs - m0.Mallocs
 		t.Logf("%d allocations for %d proxied keep-alive requests (%.3f each)", allocs, conns*per, float64(allocs)/(conns*per))
 		if allocs*20 > conns*per {
 			t.Errorf("%d allocations for %d requests (%.3f each), want about 0", allocs, conns*per, float64(allocs)/(conns*per))
