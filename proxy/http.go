@@ -47,14 +47,14 @@ type hsession struct {
 	client *engine.Conn
 	idx    int // in ls.sessions
 
-	up     *engine.Conn // the current request's upstream, nil for none
-	pool   *pool        // the current request's pool (its route's)
-	srv    int          // up's server
+	up   *engine.Conn // the current request's upstream, nil for none
+	pool *pool        // the current request's pool (its route's)
+	srv  int          // up's server
 	dialing
 	upOpen bool // up is connected
-	reused bool         // up came from the idle pool
-	retry  bool         // the request was retried once on a fresh connection
-	upBP   bool         // up's reading paused by the client's queue
+	reused bool // up came from the idle pool
+	retry  bool // the request was retried once on a fresh connection
+	upBP   bool // up's reading paused by the client's queue
 
 	phase   uint8
 	reading bool // the client's reading is on (PauseRead not in force)
