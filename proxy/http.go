@@ -361,12 +361,7 @@ func (s *hsession) gotHead() {
 	s.interim, s.respHead, s.closeAft, s.respLocal, s.retry = false, false, false, false, false
 	s.pool = s.ln.routeFor(r.Target, r.Host)
 
-	o := append(s.out[:0], r.Method...)
-	o = append(o, ' ')
-	o = append(o, r.Target...)
-	o = append(o, " HTTP/1."...)
-	o = append(o, byte('0'+r.Minor))
-	o = append(o, "\r\n"...)
+	o := h1.AppendRequestLine(s.out[:0], r.Method, r.Target, r.Minor)
 	xff := false
 	for _, h := range r.Headers {
 		switch {
@@ -375,7 +370,7 @@ func (s *hsession) gotHead() {
 			xff = true
 		case bytes.EqualFold(h.Name, hdrXFP):
 		default:
-			o = appendHeader(o, h.Name, h.Value)
+			o = h1.AppendHeader(o, h.Name, h.Value)
 		}
 	}
 	// X-Forwarded-For: the values received, in order, and the client.
@@ -408,13 +403,6 @@ var (
 	hdrXFF = []byte("X-Forwarded-For")
 	hdrXFP = []byte("X-Forwarded-Proto")
 )
-
-func appendHeader(o, name, value []byte) []byte {
-	o = append(o, name...)
-	o = append(o, ": "...)
-	o = append(o, value...)
-	return append(o, "\r\n"...)
-}
 
 // acquire gets the request an upstream connection: an idle pooled one of
 // the first server up (unless fresh), else a dial, failing over as the L4
@@ -610,16 +598,8 @@ func (s *hsession) respondHead() bool {
 // client. Loop goroutine.
 func (s *hsession) writeRespHead(upgrade bool) {
 	r := &s.resp
-	o := append(s.ls.scratch[:0], "HTTP/1.1 "...)
-	o = strconv.AppendInt(o, int64(r.Status), 10)
-	o = append(o, ' ')
-	o = append(o, r.Reason...)
-	o = append(o, "\r\n"...)
-	for _, h := range r.Headers {
-		if !r.HopByHop(h.Name) {
-			o = appendHeader(o, h.Name, h.Value)
-		}
-	}
+	o := h1.AppendStatusLine(s.ls.scratch[:0], 1, r.Status, r.Reason)
+	o = r.AppendHeaders(o, r.HopByHop)
 	if r.Status >= 200 || upgrade {
 		o = append(o, "Via: 1."...)
 		o = append(o, byte('0'+r.Minor))

@@ -131,7 +131,7 @@ func TestHTTPKeepAlive(t *testing.T) {
 // TestHTTPRoutes: requests go to the pool of the first route matching
 // their host (exact, any case, port ignored; or a wildcard suffix) and
 // path prefix, else to the listener's pool; an absolute-form target's
-// authority is the host.
+// authority is the host (and the Host header must agree).
 func TestHTTPRoutes(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		named := func(name string) http.HandlerFunc {
@@ -164,9 +164,16 @@ func TestHTTPRoutes(t *testing.T) {
 			}
 		}
 		c := dial(t, p)
-		fmt.Fprintf(c, "GET http://x.static.test/y HTTP/1.1\r\nHost: api.example.com\r\n\r\n")
+		fmt.Fprintf(c, "GET http://x.static.test/y HTTP/1.1\r\nHost: x.static.test\r\n\r\n")
 		if resp, body := readResponse(t, c, "GET"); resp.StatusCode != 200 || body != "static" {
 			t.Errorf("absolute-form: %d %q, want static", resp.StatusCode, body)
+		}
+		// A Host other than the target's authority is refused (internal/h1):
+		// the hops after could pick either.
+		c = dial(t, p)
+		fmt.Fprintf(c, "GET http://x.static.test/y HTTP/1.1\r\nHost: api.example.com\r\n\r\n")
+		if resp, _ := readResponse(t, c, "GET"); resp.StatusCode != 400 {
+			t.Errorf("absolute-form with another Host: %d, want 400", resp.StatusCode)
 		}
 	})
 }
