@@ -317,7 +317,7 @@ func (s *hsession) feedHead(b engine.Buffer, off int) {
 		return
 	}
 	s.pend, s.poff, s.hasP = b, off+n, true
-	s.acquire(false)
+	s.acquire()
 }
 
 // feed parses a head from p with parse, p being the next bytes received
@@ -405,28 +405,26 @@ var (
 )
 
 // acquire gets the request an upstream connection: an idle pooled one of
-// the first server up (unless fresh), else a dial, failing over as the L4
-// proxy does. Loop goroutine.
-func (s *hsession) acquire(fresh bool) {
-	s.start, s.tries, s.dialed = pickServer(s.ls, s.pool), 0, false
-	if !fresh {
-		pl := s.pool
-		for k := range len(pl.servers) {
-			i := (s.start + k) % len(pl.servers)
-			if !pl.servers[i].up() {
-				continue
-			}
-			if c := s.ls.takeIdle(pl, i); c != nil {
-				s.up, s.srv, s.upOpen, s.reused = c, i, true, true
-				c.SetContext(s)
-				st := &s.ls.srv[pl.idx][i]
-				st.active.inc()
-				st.reusedReqs.inc()
-				s.sendHead()
-				return
-			}
-			break // only the first server up: a pool does not move load
+// the first server up, else a dial, failing over as the L4 proxy does.
+// Loop goroutine.
+func (s *hsession) acquire() {
+	s.dialing = dialing{start: pickServer(s.ls, s.pool)}
+	pl := s.pool
+	for k := range len(pl.servers) {
+		i := (s.start + k) % len(pl.servers)
+		if !pl.servers[i].up() {
+			continue
 		}
+		if c := s.ls.takeIdle(pl, i); c != nil {
+			s.up, s.srv, s.upOpen, s.reused = c, i, true, true
+			c.SetContext(s)
+			st := &s.ls.srv[pl.idx][i]
+			st.active.inc()
+			st.reusedReqs.inc()
+			s.sendHead()
+			return
+		}
+		break // only the first server up: the pool does not move load
 	}
 	s.connect()
 }
@@ -476,6 +474,13 @@ func (s *hsession) sendHead() {
 	st.requests.inc()
 	st.bytesOut.addInt(len(s.out))
 	if _, err := s.up.Write(s.out); err != nil {
+		if s.reused {
+			// Closing already (its OnClose is on the way): nothing of the
+			// request left, so any request may go on a new connection.
+			s.closeUp(false)
+			s.redial()
+			return
+		}
 		s.upFailed(err)
 		return
 	}
@@ -764,13 +769,18 @@ func (s *hsession) upFailed(err error) {
 		// once more on a new connection.
 		s.closeUp(false)
 		s.retry = true
-		s.phase = phConnect
-		s.start, s.tries, s.dialed = pickServer(s.ls, s.pool), 0, false
-		s.connect()
+		s.redial()
 	default:
 		s.closeUp(true)
 		s.respond(502)
 	}
+}
+
+// redial sends the request again on a new connection. Loop goroutine.
+func (s *hsession) redial() {
+	s.phase = phConnect
+	s.dialing = dialing{start: pickServer(s.ls, s.pool)}
+	s.connect()
 }
 
 // upEOF: the upstream's FIN. It ends an until-close response; anywhere
