@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -705,13 +706,15 @@ func rawHTTPServer(c net.Conn) {
 }
 
 // TestHTTPAllocs: proxied keep-alive requests in steady state allocate
-// (almost) nothing: the process's whole allocation count, proxy, Go
-// server and clients together, over 2000 requests.
+// nothing: the process's whole allocation count, proxy, Go server and
+// clients together, over 2000 requests, less that of the same round of
+// client goroutines sending none (their own goroutines and closures).
 func TestHTTPAllocs(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		u := newUpstream(t, rawHTTPServer)
 		p := startProxy(t, httpConfig(b, u.addr))
-		const conns, per = 10, 200
+		const conns = 10
+		per := 200
 		cs := make([]net.Conn, conns)
 		for i := range cs {
 			cs[i] = dial(t, p)
@@ -752,9 +755,15 @@ func TestHTTPAllocs(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		t.Logf("%d allocations for %d proxied keep-alive requests (%.3f each)", allocs, conns*per, float64(allocs)/(conns*per))
-		if allocs*20 > conns*per {
-			t.Errorf("%d allocations for %d requests (%.3f each), want about 0", allocs, conns*per, float64(allocs)/(conns*per))
+		reqs := conns * per
+		per = 0
+		base := allocsOfRound(round)
+		extra := int64(allocs) - int64(base)
+		t.Logf("%d allocations for %d proxied keep-alive requests, %d for the same round without requests: %.4f a request", allocs, reqs, base, float64(extra)/float64(reqs))
+		// The runtime's caches (sudogs as goroutines block) may take a
+		// few; one a request would be 2000.
+		if extra*100 > int64(reqs) {
+			t.Errorf("%d allocations for %d requests beyond the round's own %d (%.3f each), want 0 (under 0.01 allowed for the runtime)", extra, reqs, base, float64(extra)/float64(reqs))
 		}
 		if st := serverTotals(p, u.addr); st.NewRequests > conns {
 			t.Errorf("%d requests on new connections, want at most %d", st.NewRequests, conns)
@@ -858,6 +867,162 @@ func TestHTTPSlowUpload(t *testing.T) {
 		}
 		if resp, body := readResponse(t, c, "POST"); resp.StatusCode != 200 || body != "10000 <nil>" {
 			t.Errorf("1 s upload with a 300 ms response_timeout: %d %q", resp.StatusCode, body)
+		}
+	})
+}
+
+// TestHTTPEarlyResponse: a server that answers before reading a large
+// request body: the client gets the response with Connection: close, and
+// neither connection is kept.
+func TestHTTPEarlyResponse(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Connection", "close")
+			http.Error(w, "too large", http.StatusRequestEntityTooLarge)
+		})
+		p := startProxy(t, httpConfig(b, u.addr))
+		c := dial(t, p)
+		io.WriteString(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n")
+		go c.Write(make([]byte, 64<<10))
+		resp, body := readResponse(t, c, "POST")
+		if resp.StatusCode != 413 || !resp.Close || body != "too large\n" {
+			t.Errorf("%d close %v %q, want 413 with close", resp.StatusCode, resp.Close, body)
+		}
+		c.Close()
+		waitFor(t, "no upstream connection kept or in use", func() bool {
+			st := serverTotals(p, u.addr)
+			return st.Idle == 0 && st.Active == 0
+		})
+	})
+}
+
+// TestHTTPUpstreamMisbehaves: a response followed by bytes nobody asked
+// for does not pass them on and its connection is not kept; a response
+// cut short by a reset resets the client.
+func TestHTTPUpstreamMisbehaves(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newUpstream(t, func(c net.Conn) {
+			br := bufio.NewReader(c)
+			for {
+				req, err := http.ReadRequest(br)
+				if err != nil {
+					return
+				}
+				switch req.URL.Path {
+				case "/extra":
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA")
+				case "/reset":
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\npartial")
+					time.Sleep(50 * time.Millisecond)
+					c.(*net.TCPConn).SetLinger(0)
+					return
+				}
+			}
+		})
+		p := startProxy(t, httpConfig(b, u.addr))
+		c := dial(t, p)
+		br := bufio.NewReader(c)
+		for range 2 {
+			io.WriteString(c, "GET /extra HTTP/1.1\r\nHost: x\r\n\r\n")
+			if _, body := readResponseFrom(t, c, br, "GET"); body != "ok" {
+				t.Fatalf("/extra: %q", body)
+			}
+		}
+		if n := u.accepted.Load(); n != 2 {
+			t.Errorf("upstream accepted %d connections, want 2: a connection with bytes after a response was kept", n)
+		}
+		io.WriteString(c, "GET /reset HTTP/1.1\r\nHost: x\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(br, &http.Request{Method: "GET"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := io.Copy(io.Discard, resp.Body)
+		if err == nil || n >= 100000 {
+			t.Errorf("a response cut by a reset read as %d bytes, %v; want an error", n, err)
+		}
+	})
+}
+
+// TestHTTPHeadInPieces: request and response heads that arrive a few
+// bytes at a time are put together (copied only while incomplete); a
+// request head over 16 KiB gets 431.
+func TestHTTPHeadInPieces(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newUpstream(t, func(c net.Conn) {
+			br := bufio.NewReader(c)
+			for {
+				req, err := http.ReadRequest(br)
+				if err != nil {
+					return
+				}
+				for _, piece := range []string{"HTTP/1.1 200 OK\r\n", "Content-Le", "ngth: 5\r\nX-A: ", req.Header.Get("X-A"), "\r\n", "\r", "\nhel", "lo"} {
+					io.WriteString(c, piece)
+					time.Sleep(2 * time.Millisecond)
+				}
+			}
+		})
+		p := startProxy(t, httpConfig(b, u.addr))
+		c := dial(t, p)
+		br := bufio.NewReader(c)
+		head := "GET /pieces HTTP/1.1\r\nHost: x\r\nX-A: " + strings.Repeat("a", 300) + "\r\n\r\n"
+		for i := 0; i < len(head); i += 7 {
+			io.WriteString(c, head[i:min(i+7, len(head))])
+			time.Sleep(time.Millisecond)
+		}
+		resp, body := readResponseFrom(t, c, br, "GET")
+		if body != "hello" || resp.Header.Get("X-A") != strings.Repeat("a", 300) {
+			t.Errorf("%q %v", body, resp.Header)
+		}
+		c = dial(t, p)
+		go io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\nX-Big: "+strings.Repeat("b", 20<<10)+"\r\n\r\n")
+		if resp, _ := readResponse(t, c, "GET"); resp.StatusCode != 431 {
+			t.Errorf("20 KiB head: %d, want 431", resp.StatusCode)
+		}
+		c = dial(t, p)
+		io.WriteString(c, "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n")
+		if resp, _ := readResponse(t, c, "CONNECT"); resp.StatusCode != 501 {
+			t.Errorf("CONNECT: %d, want 501", resp.StatusCode)
+		}
+	})
+}
+
+// TestHTTPSlowServer: a 16 MB request body to a server that does not read
+// for a while: the proxy stops reading the client, so what it holds stays
+// near the high-water mark.
+func TestHTTPSlowServer(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		const size = 16 << 20
+		data := randomBytes(8, size)
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			time.Sleep(500 * time.Millisecond)
+			h := sha256.New()
+			io.Copy(h, r.Body)
+			fmt.Fprintf(w, "%x", h.Sum(nil))
+		})
+		cfg := httpConfig(b, u.addr)
+		const hwm = 64 << 10
+		cfg.Engine.WriteHighWater = hwm
+		p := startProxy(t, cfg)
+		c := dial(t, p)
+		go func() {
+			io.WriteString(c, fmt.Sprintf("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", size))
+			c.Write(data)
+		}()
+		var peak int64
+		t0 := time.Now()
+		for time.Since(t0) < 400*time.Millisecond {
+			s := p.Engine().Stats()
+			peak = max(peak, int64(s.BytesRead)-int64(s.BytesWritten))
+			time.Sleep(5 * time.Millisecond)
+		}
+		if _, body := readResponse(t, c, "POST"); body != sum(data) {
+			t.Fatalf("server read another body: %q", body)
+		}
+		const limit = 1 << 20
+		t.Logf("proxy held at most %d KiB with a %d KiB mark", peak>>10, hwm>>10)
+		if peak > limit {
+			t.Errorf("proxy held %d KiB while the server did not read, want at most %d KiB", peak>>10, limit>>10)
 		}
 	})
 }
