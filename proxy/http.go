@@ -293,7 +293,7 @@ func (s *hsession) feedHead(b engine.Buffer, off int) {
 	n, err := feed(&s.in, p, func(b []byte) (int, error) { return s.req.Parse(b, h1.Limits{}) })
 	if err != nil {
 		b.Release()
-		s.in = s.in[:0]
+		s.in = emptied(s.in)
 		s.ls.ln[s.ln.idx].requests.inc()
 		var he *h1.Error
 		if errors.As(err, &he) {
@@ -311,7 +311,7 @@ func (s *hsession) feedHead(b engine.Buffer, off int) {
 		return
 	}
 	s.gotHead()
-	s.in = s.in[:0]
+	s.in = emptied(s.in)
 	if s.phase == phClosing {
 		b.Release()
 		return
@@ -340,6 +340,19 @@ func feed(acc *[]byte, p []byte, parse func([]byte) (int, error)) (int, error) {
 		n -= prev
 	}
 	return n, err
+}
+
+// keptHeadBuf is the capacity up to which a session keeps its buffer for
+// heads that arrive in parts; a larger one (a head of up to 16 KiB) is let
+// go once used, so that an idle client does not hold it.
+const keptHeadBuf = 4 << 10
+
+// emptied returns b emptied, or nil where it has grown past keptHeadBuf.
+func emptied(b []byte) []byte {
+	if cap(b) > keptHeadBuf {
+		return nil
+	}
+	return b[:0]
 }
 
 // gotHead takes a parsed request: it checks it, routes it and writes the
@@ -543,7 +556,7 @@ func (s *hsession) upData(c *engine.Conn, b engine.Buffer) {
 		n, err := feed(&s.uin, p, func(b []byte) (int, error) { return s.resp.Parse(b, s.head, h1.Limits{}) })
 		if err != nil {
 			b.Release()
-			s.uin = s.uin[:0]
+			s.uin = emptied(s.uin)
 			s.closeUp(true)
 			s.respond(502)
 			return
@@ -553,7 +566,7 @@ func (s *hsession) upData(c *engine.Conn, b engine.Buffer) {
 			return
 		}
 		off += n
-		s.uin = s.uin[:0]
+		s.uin = emptied(s.uin)
 		if s.respondHead() {
 			// 101: the connections are a tunnel from now on.
 			s.tunnel(b, off)
@@ -662,6 +675,7 @@ func (s *hsession) forwardResp(b engine.Buffer, off int) {
 // both sides allow it (clean says nothing followed the response), and
 // the client reads its next request or is closed. Loop goroutine.
 func (s *hsession) respDone(clean bool) {
+	s.out = emptied(s.out)
 	up := s.up
 	reuse := clean && s.resp.KeepAlive && s.reqDone && s.resp.Framing != h1.UntilClose && !s.ls.draining
 	s.up = nil
