@@ -70,7 +70,8 @@ type loopState struct {
 	tags     [][]idleTag    // per pool, per server: idle connections' Context
 	sweep    engine.Timer   // closes idle connections past their pool's idle_timeout
 	sweepFn  func()
-	sweeping bool
+	sweeping bool        // sweep is armed
+	sweepAt  int64       // Proxy.now it fires at
 	sessions []*hsession // open HTTP clients, for a drain
 	draining bool        // a drain has begun: no client or connection is kept
 	scratch  []byte      // response heads are written here

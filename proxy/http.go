@@ -934,8 +934,9 @@ func (ls *loopState) putIdle(c *engine.Conn, pl *pool, i int, now int64) bool {
 	*st = append(*st, idleConn{c, now})
 	c.SetContext(&ls.tags[pl.idx][i])
 	ls.srv[pl.idx][i].idle.inc()
-	if !ls.sweeping {
-		ls.sweeping = true
+	if at := now + int64(pl.idleTimeout); !ls.sweeping || at < ls.sweepAt {
+		ls.sweep.Stop()
+		ls.sweeping, ls.sweepAt = true, at
 		ls.sweep = c.Loop().AfterFunc(pl.idleTimeout, ls.sweepFn)
 	}
 	return true
@@ -977,7 +978,7 @@ func (ls *loopState) sweepIdle(l *engine.Loop, pools []*pool, now int64) {
 		}
 	}
 	if next >= 0 {
-		ls.sweeping = true
+		ls.sweeping, ls.sweepAt = true, next
 		ls.sweep = l.AfterFunc(time.Duration(next-now), ls.sweepFn)
 	}
 }

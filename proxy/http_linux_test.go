@@ -1026,3 +1026,39 @@ func TestHTTPSlowServer(t *testing.T) {
 		}
 	})
 }
+
+// TestHTTPPoolIdle: a pooled connection closes after its pool's
+// idle_timeout (a pool with a shorter one than another's is not held to
+// the longer); with max_idle -1 none is kept.
+func TestHTTPPoolIdle(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		h := func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }
+		long, short, none := newHTTPUpstream(t, h), newHTTPUpstream(t, h), newHTTPUpstream(t, h)
+		cfg := httpConfig(b, long.addr)
+		cfg.Pools[0].IdleTimeout = Duration(time.Hour)
+		cfg.Pools = append(cfg.Pools,
+			PoolConfig{Name: "short", Servers: []string{short.addr}, IdleTimeout: Duration(100 * time.Millisecond)},
+			PoolConfig{Name: "none", Servers: []string{none.addr}, MaxIdle: -1})
+		cfg.Listeners[0].Routes = []RouteConfig{{Host: "short", Pool: "short"}, {Host: "none", Pool: "none"}}
+		p := startProxy(t, cfg)
+		c := dial(t, p)
+		br := bufio.NewReader(c)
+		for _, host := range []string{"long", "short", "none", "none"} {
+			fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", host)
+			if _, body := readResponseFrom(t, c, br, "GET"); body != "ok" {
+				t.Fatalf("%s: %q", host, body)
+			}
+		}
+		if n := none.accepted.Load(); n != 2 {
+			t.Errorf("max_idle -1: %d connections for 2 requests, want 2", n)
+		}
+		t0 := time.Now()
+		waitFor(t, "the short pool's connection to close", func() bool { return serverTotals(p, short.addr).Idle == 0 })
+		if d := time.Since(t0); d > 5*time.Second {
+			t.Errorf("closed after %v, want about 100ms", d)
+		}
+		if st := serverTotals(p, long.addr); st.Idle != 1 {
+			t.Errorf("long pool: %d idle, want 1", st.Idle)
+		}
+	})
+}
