@@ -32,8 +32,8 @@ func (g *gauge) load() int64 { return g.v.Load() }
 type lnStats struct {
 	accepted   counter // clients accepted (rejected ones included)
 	rejected   counter // closed at once: max_conns reached
-	noServer   counter // closed: no server of the pool was up
-	failed     counter // closed: every server up failed to connect
+	noServer   counter // closed: no server of the pool was up (mode http: a 503)
+	failed     counter // closed: every server up failed to connect (mode http: a 502)
 	idleClosed counter // closed by idle_timeout (mode http: keepalive_timeout)
 	active     gauge   // clients open
 
