@@ -272,12 +272,13 @@ func (s *hsession) clientData(b engine.Buffer) {
 	case s.phase == phWait && !s.reqDone && s.upOpen && !s.hasP:
 		s.forwardBody(b, 0)
 	case !s.hasP:
-		// Read while a pause was on its way (the engine holds what the
-		// kernel delivers after PauseRead): keep it for later.
+		// Not expected: syncRead pauses the client in every other phase
+		// (and the engine holds what arrives after PauseRead). Kept for
+		// the next request all the same.
 		s.pend, s.poff, s.hasP = b, 0, true
 	default:
 		b.Release()
-		s.respond(400) // cannot happen: reading is paused with pend held
+		s.respond(400) // as above, with nowhere to keep it
 	}
 	s.syncRead()
 }
