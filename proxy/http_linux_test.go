@@ -384,10 +384,13 @@ func TestHTTPPipelined(t *testing.T) {
 }
 
 // TestHTTPUpstreamDown: a pool whose server refuses gets 502, one with no
-// server up (health checks hold it down) 503, each with Connection: close.
+// server up (health checks hold it down) 503, each with Connection: close;
+// with passive health the refused connect ejects the server, and the next
+// request gets 503 without a connect.
 func TestHTTPUpstreamDown(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		cfg := httpConfig(b, deadAddr(t))
+		cfg.Pools[0].Passive = &PassiveConfig{Fails: 1, Cooldown: Duration(time.Minute)}
 		cfg.Pools = append(cfg.Pools, PoolConfig{Name: "down", Servers: []string{deadAddr(t)},
 			Health: &HealthConfig{Interval: Duration(10 * time.Millisecond), Timeout: Duration(10 * time.Millisecond), Rise: 1, Fall: 1}})
 		cfg.Listeners[0].Routes = []RouteConfig{{Host: "down", Pool: "down"}}
@@ -396,7 +399,7 @@ func TestHTTPUpstreamDown(t *testing.T) {
 		for _, tc := range []struct {
 			host string
 			want int
-		}{{"x", 502}, {"down", 503}} {
+		}{{"x", 502}, {"down", 503}, {"x", 503}} {
 			c := dial(t, p)
 			fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", tc.host)
 			resp, _ := readResponse(t, c, "GET")
@@ -407,8 +410,11 @@ func TestHTTPUpstreamDown(t *testing.T) {
 				t.Error(err)
 			}
 		}
-		if lt := p.Totals().Listeners[0]; lt.ResponsesProxy[4] != 2 {
-			t.Errorf("5xx from the proxy: %d, want 2", lt.ResponsesProxy[4])
+		if lt := p.Totals().Listeners[0]; lt.ResponsesProxy[4] != 3 || lt.Failed != 1 || lt.NoServer != 2 {
+			t.Errorf("5xx from the proxy: %d, want 3; %d failed, %d no server, want 1 and 2", lt.ResponsesProxy[4], lt.Failed, lt.NoServer)
+		}
+		if st := p.Totals().Servers[0]; st.Failures != 1 || st.Ejections != 1 {
+			t.Errorf("refusing server: %d failures, %d ejections, want 1 and 1", st.Failures, st.Ejections)
 		}
 	})
 }
@@ -898,7 +904,8 @@ func TestHTTPEarlyResponse(t *testing.T) {
 
 // TestHTTPUpstreamMisbehaves: a response followed by bytes nobody asked
 // for does not pass them on and its connection is not kept; a response
-// cut short by a reset resets the client.
+// head over 16 KiB or malformed gets the client 502; a response cut short
+// by a reset resets the client.
 func TestHTTPUpstreamMisbehaves(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		u := newUpstream(t, func(c net.Conn) {
@@ -911,6 +918,12 @@ func TestHTTPUpstreamMisbehaves(t *testing.T) {
 				switch req.URL.Path {
 				case "/extra":
 					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA")
+				case "/huge":
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Big: "+strings.Repeat("b", 20<<10)+"\r\n\r\n")
+					return
+				case "/garbage":
+					io.WriteString(c, "HTTP/1.1 2OO OK\r\n\r\n")
+					return
 				case "/reset":
 					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\npartial")
 					time.Sleep(50 * time.Millisecond)
@@ -930,6 +943,13 @@ func TestHTTPUpstreamMisbehaves(t *testing.T) {
 		}
 		if n := u.accepted.Load(); n != 2 {
 			t.Errorf("upstream accepted %d connections, want 2: a connection with bytes after a response was kept", n)
+		}
+		for _, path := range []string{"/huge", "/garbage"} {
+			c := dial(t, p)
+			fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path)
+			if resp, _ := readResponse(t, c, "GET"); resp.StatusCode != 502 {
+				t.Errorf("%s: %d, want 502", path, resp.StatusCode)
+			}
 		}
 		io.WriteString(c, "GET /reset HTTP/1.1\r\nHost: x\r\n\r\n")
 		c.SetReadDeadline(time.Now().Add(10 * time.Second))
