@@ -1082,3 +1082,81 @@ func TestHTTPPoolIdle(t *testing.T) {
 		}
 	})
 }
+
+// TestHTTPConcurrent: 10 clients each sending 40 requests (every loop;
+// bodies of random sizes and framings, some responses chunked, some HEAD)
+// through two servers get every answer intact.
+func TestHTTPConcurrent(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		h := func(w http.ResponseWriter, r *http.Request) {
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				return
+			}
+			out := []byte(sum(body))
+			if r.URL.Query().Get("big") != "" {
+				out = bytes.Repeat(out, 1000) // 64 KB
+			}
+			if r.URL.Query().Get("chunked") == "" {
+				w.Header().Set("Content-Length", fmt.Sprint(len(out)))
+			}
+			if r.Method != "HEAD" {
+				w.Write(out)
+			}
+		}
+		u1, u2 := newHTTPUpstream(t, h), newHTTPUpstream(t, h)
+		cfg := httpConfig(b, u1.addr, u2.addr)
+		cfg.Engine.CPUs = nil
+		p := startProxy(t, cfg)
+		c, base := client(t, p)
+		errs := make(chan error, 10)
+		var wg sync.WaitGroup
+		for g := range 10 {
+			wg.Go(func() {
+				r := rand.New(rand.NewPCG(uint64(g), 1))
+				for i := range 40 {
+					data := randomBytes(uint64(g*1000+i), r.IntN(64<<10))
+					var body io.Reader = bytes.NewReader(data)
+					if r.IntN(2) == 0 {
+						body = struct{ io.Reader }{body}
+					}
+					method := "POST"
+					if r.IntN(8) == 0 {
+						method, data, body = "HEAD", nil, nil
+					}
+					url := fmt.Sprintf("%s/?big=%s&chunked=%s", base, strings.Repeat("1", r.IntN(2)), strings.Repeat("1", r.IntN(2)))
+					req, _ := http.NewRequest(method, url, body)
+					resp, err := c.Do(req)
+					if err != nil {
+						errs <- fmt.Errorf("client %d request %d: %v", g, i, err)
+						return
+					}
+					got, err := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					want := sum(data)
+					if strings.Contains(url, "big=1") {
+						want = strings.Repeat(want, 1000)
+					}
+					if method == "HEAD" {
+						want = ""
+					}
+					if err != nil || resp.StatusCode != 200 || string(got) != want {
+						errs <- fmt.Errorf("client %d request %d (%s %s): %d, %d bytes, %v", g, i, method, url, resp.StatusCode, len(got), err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		lt := p.Totals().Listeners[0]
+		st1, st2 := serverTotals(p, u1.addr), serverTotals(p, u2.addr)
+		t.Logf("%d requests; servers: %d and %d requests, %d and %d on reused connections", lt.Requests, st1.Requests, st2.Requests, st1.ReusedRequests, st2.ReusedRequests)
+		if lt.Requests != 400 || st1.Requests+st2.Requests != 400 || st1.Requests == 0 || st2.Requests == 0 {
+			t.Errorf("%d requests, %d and %d to the servers; want 400 shared", lt.Requests, st1.Requests, st2.Requests)
+		}
+	})
+}
