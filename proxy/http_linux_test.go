@@ -571,20 +571,13 @@ func TestHTTPRetry(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		// Each connection answers one request and closes at the second
 		// without answering it.
-		u := newUpstream(t, func(c net.Conn) {
-			br := bufio.NewReader(c)
-			for i := 0; ; i++ {
-				req, err := http.ReadRequest(br)
-				if err != nil {
-					return
-				}
-				io.Copy(io.Discard, req.Body)
-				if i == 1 {
-					return
-				}
-				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		u := newUpstream(t, rawServer(func(c net.Conn, req *http.Request, i int) bool {
+			if i == 1 {
+				return false
 			}
-		})
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			return true
+		}))
 		p := startProxy(t, httpConfig(b, u.addr))
 		c := dial(t, p)
 		br := bufio.NewReader(c)
@@ -684,6 +677,26 @@ func TestHTTPSlowReader(t *testing.T) {
 			t.Error("reading never paused: backpressure untested")
 		}
 	})
+}
+
+// rawServer returns an upstream's serve function that reads the requests
+// on a connection with net/http (bodies read and dropped) and has answer
+// write each response by hand: the i-th on the connection, and the
+// connection closes where answer returns false.
+func rawServer(answer func(c net.Conn, req *http.Request, i int) bool) func(net.Conn) {
+	return func(c net.Conn) {
+		br := bufio.NewReader(c)
+		for i := 0; ; i++ {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			io.Copy(io.Discard, req.Body)
+			if !answer(c, req, i) {
+				return
+			}
+		}
+	}
 }
 
 // rawHTTPServer answers every request head (no body) on c with a fixed
@@ -908,30 +921,22 @@ func TestHTTPEarlyResponse(t *testing.T) {
 // by a reset resets the client.
 func TestHTTPUpstreamMisbehaves(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
-		u := newUpstream(t, func(c net.Conn) {
-			br := bufio.NewReader(c)
-			for {
-				req, err := http.ReadRequest(br)
-				if err != nil {
-					return
-				}
-				switch req.URL.Path {
-				case "/extra":
-					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA")
-				case "/huge":
-					io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Big: "+strings.Repeat("b", 20<<10)+"\r\n\r\n")
-					return
-				case "/garbage":
-					io.WriteString(c, "HTTP/1.1 2OO OK\r\n\r\n")
-					return
-				case "/reset":
-					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\npartial")
-					time.Sleep(50 * time.Millisecond)
-					c.(*net.TCPConn).SetLinger(0)
-					return
-				}
+		u := newUpstream(t, rawServer(func(c net.Conn, req *http.Request, _ int) bool {
+			switch req.URL.Path {
+			case "/extra":
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA")
+				return true
+			case "/huge":
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Big: "+strings.Repeat("b", 20<<10)+"\r\n\r\n")
+			case "/garbage":
+				io.WriteString(c, "HTTP/1.1 2OO OK\r\n\r\n")
+			case "/reset":
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\npartial")
+				time.Sleep(50 * time.Millisecond)
+				c.(*net.TCPConn).SetLinger(0)
 			}
-		})
+			return false
+		}))
 		p := startProxy(t, httpConfig(b, u.addr))
 		c := dial(t, p)
 		br := bufio.NewReader(c)
@@ -969,19 +974,13 @@ func TestHTTPUpstreamMisbehaves(t *testing.T) {
 // request head over 16 KiB gets 431.
 func TestHTTPHeadInPieces(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
-		u := newUpstream(t, func(c net.Conn) {
-			br := bufio.NewReader(c)
-			for {
-				req, err := http.ReadRequest(br)
-				if err != nil {
-					return
-				}
-				for _, piece := range []string{"HTTP/1.1 200 OK\r\n", "Content-Le", "ngth: 5\r\nX-A: ", req.Header.Get("X-A"), "\r\n", "\r", "\nhel", "lo"} {
-					io.WriteString(c, piece)
-					time.Sleep(2 * time.Millisecond)
-				}
+		u := newUpstream(t, rawServer(func(c net.Conn, req *http.Request, _ int) bool {
+			for _, piece := range []string{"HTTP/1.1 200 OK\r\n", "Content-Le", "ngth: 5\r\nX-A: ", req.Header.Get("X-A"), "\r\n", "\r", "\nhel", "lo"} {
+				io.WriteString(c, piece)
+				time.Sleep(2 * time.Millisecond)
 			}
-		})
+			return true
+		}))
 		p := startProxy(t, httpConfig(b, u.addr))
 		c := dial(t, p)
 		br := bufio.NewReader(c)
