@@ -28,8 +28,26 @@ const (
 	ProxyArmDirect       = "direct"
 )
 
+// The protocols of `spindle bench proxy` (ProxyConfig.Protocol).
+const (
+	// ProxyProtocolTCP compares L4 proxies: each client connection is
+	// spliced to an upstream connection of its own, and the load is the
+	// RPC echo (ProtocolRPC).
+	ProxyProtocolTCP = "tcp"
+	// ProxyProtocolHTTP compares HTTP/1.1 reverse proxies, keep-alive on
+	// both sides: the load is keep-alive POSTs whose body is the payload,
+	// each answered with it (ProtocolHTTP), and each proxy parses every
+	// request and response and keeps its upstream connections for reuse.
+	ProxyProtocolHTTP = "http"
+)
+
+// ProxyProtocols are the protocols of `spindle bench proxy`, the default
+// first.
+var ProxyProtocols = []string{ProxyProtocolTCP, ProxyProtocolHTTP}
+
 // ProxyConfig's defaults, for the fields left zero.
 const (
+	DefaultProxyProtocol    = ProxyProtocolTCP
 	DefaultProxyDuration    = 60 * time.Second
 	DefaultProxyReps        = 3
 	DefaultProxyConns       = 50
@@ -37,10 +55,14 @@ const (
 	DefaultProxyUpstreamArm = "epoll"
 )
 
-// ProxyConfig configures `spindle bench proxy`: L4 proxies side by side in
-// front of one upstream echo server. The zero value of a field selects its
-// default.
+// ProxyConfig configures `spindle bench proxy`: L4 or HTTP/1.1 proxies
+// side by side in front of one upstream echo server. The zero value of a
+// field selects its default.
 type ProxyConfig struct {
+	// Protocol is ProxyProtocolTCP (L4 proxies, the RPC echo) or
+	// ProxyProtocolHTTP (HTTP/1.1 reverse proxies, keep-alive POSTs).
+	// Default ProxyProtocolTCP.
+	Protocol string
 	// Arms names the arms to run, in order; nil runs ProxyArms. The
 	// first arm that runs is the one the report's ratios divide by.
 	Arms []string
@@ -65,7 +87,8 @@ type ProxyConfig struct {
 	// UpstreamCPUs pins the upstream echo server. Default: ClientCPUs.
 	UpstreamCPUs []int
 	// UpstreamArm is the `spindle bench server` arm serving as the
-	// upstream. Default "epoll".
+	// upstream; with ProxyProtocolHTTP one that answers HTTP/1.1 (go-net,
+	// epoll, uring). Default "epoll".
 	UpstreamArm string
 	// UpstreamCommand starts the upstream echo server; the harness
 	// appends the server flags (-arm, -listen, -cpus, -control). Default:
@@ -106,6 +129,8 @@ type ProxyReport struct {
 
 // ProxySettings are a proxy run's settings as measured.
 type ProxySettings struct {
+	// Protocol is the ProxyConfig.Protocol that ran ("tcp" or "http").
+	Protocol      string  `json:"protocol"`
 	Conns         int     `json:"conns"`
 	InFlight      int     `json:"inflight"`
 	Payload       int     `json:"payload"`
@@ -165,6 +190,12 @@ type ProxySummaryRow struct {
 func (c ProxyConfig) withDefaults() (ProxyConfig, error) {
 	if c.Duration < 0 || c.Reps < 0 || c.Conns < 0 {
 		return c, fmt.Errorf("bench: negative setting (duration %v, reps %d, conns %d)", c.Duration, c.Reps, c.Conns)
+	}
+	if c.Protocol == "" {
+		c.Protocol = DefaultProxyProtocol
+	}
+	if !slices.Contains(ProxyProtocols, c.Protocol) {
+		return c, fmt.Errorf("bench: unknown proxy protocol %q (protocols: %s)", c.Protocol, strings.Join(ProxyProtocols, ", "))
 	}
 	if c.Duration == 0 {
 		c.Duration = DefaultProxyDuration
@@ -251,12 +282,17 @@ func (r *proxyRunner) arm(name string) proxyArm {
 		path := filepath.Join(dir, file)
 		return path, os.WriteFile(path, []byte(text), 0o644)
 	}
+	httpMode := cfg.Protocol == ProxyProtocolHTTP
 	spindle := func(backend string) proxyArm {
+		summary := fmt.Sprintf("`spindle proxy` (this binary), engine backend %s, one loop", backend)
+		if httpMode {
+			summary += fmt.Sprintf(", mode http, up to %d idle upstream connections kept (max_idle)", cfg.Conns)
+		}
 		return proxyArm{
 			name:    "spindle-" + backend,
-			summary: fmt.Sprintf("`spindle proxy` (this binary), engine backend %s, one loop", backend),
+			summary: summary,
 			argv: func(dir, listen, upstream string) ([]string, error) {
-				path, err := writeConf(dir, "spindle-"+backend+".yaml", SpindleProxyConfig(backend, listen, upstream, cfg.ProxyCPUs[0]))
+				path, err := writeConf(dir, "spindle-"+backend+".yaml", SpindleProxyConfig(cfg.Protocol, backend, listen, upstream, cfg.ProxyCPUs[0], cfg.Conns))
 				if err != nil {
 					return nil, err
 				}
@@ -273,13 +309,17 @@ func (r *proxyRunner) arm(name string) proxyArm {
 	case ProxyArmHAProxy:
 		// Looked up once per run; each measurement writes a config.
 		bin, lookErr := exec.LookPath("haproxy")
+		summary := "HAProxy from the distribution, mode tcp, nbthread 1 (-db: foreground)"
+		if httpMode {
+			summary = "HAProxy from the distribution, mode http with option http-keep-alive and http-reuse always, nbthread 1 (-db: foreground)"
+		}
 		return proxyArm{
-			name: name, summary: "HAProxy from the distribution, mode tcp, nbthread 1 (-db: foreground)",
+			name: name, summary: summary,
 			argv: func(dir, listen, upstream string) ([]string, error) {
 				if lookErr != nil {
 					return nil, errors.New("haproxy is not installed (apt-get install haproxy)")
 				}
-				path, err := writeConf(dir, "haproxy.cfg", HAProxyConfig(listen, upstream, cfg.Conns))
+				path, err := writeConf(dir, "haproxy.cfg", HAProxyConfig(cfg.Protocol, listen, upstream, cfg.Conns))
 				if err != nil {
 					return nil, err
 				}
@@ -290,18 +330,25 @@ func (r *proxyRunner) arm(name string) proxyArm {
 		// Looked up once per run; each measurement writes a config.
 		bin, lookErr := exec.LookPath("nginx")
 		var mod string
-		if lookErr == nil {
-			mod, lookErr = nginxStream(bin)
-		} else {
+		summary := "nginx from the distribution, stream module, one process (master_process off, worker_processes 1)"
+		switch {
+		case lookErr != nil && httpMode:
+			lookErr = errors.New("nginx is not installed (apt-get install nginx)")
+		case lookErr != nil:
 			lookErr = errors.New("nginx is not installed (apt-get install nginx libnginx-mod-stream)")
+		case httpMode:
+			lookErr = nginxHTTPProxy(bin)
+			summary = fmt.Sprintf("nginx from the distribution, http proxy module, keep-alive both sides (upstream keepalive %d, keepalive_requests %d), one process (master_process off, worker_processes 1)", cfg.Conns, nginxKeepaliveRequests)
+		default:
+			mod, lookErr = nginxStream(bin)
 		}
 		return proxyArm{
-			name: name, summary: "nginx from the distribution, stream module, one process (master_process off, worker_processes 1)",
+			name: name, summary: summary,
 			argv: func(dir, listen, upstream string) ([]string, error) {
 				if lookErr != nil {
 					return nil, lookErr
 				}
-				path, err := writeConf(dir, "nginx.conf", NginxConfig(dir, mod, listen, upstream, cfg.Conns))
+				path, err := writeConf(dir, "nginx.conf", NginxConfig(cfg.Protocol, dir, mod, listen, upstream, cfg.Conns))
 				if err != nil {
 					return nil, err
 				}
@@ -342,7 +389,7 @@ func RunProxy(ctx context.Context, cfg ProxyConfig) (*ProxyReport, error) {
 	r := &proxyRunner{cfg: cfg, dir: dir, report: &ProxyReport{
 		Schema: ProxySchema, Started: time.Now().UTC(), Host: hostInfo(),
 		Config: ProxySettings{
-			Conns: cfg.Conns, InFlight: 1, Payload: cfg.Payload, Reps: cfg.Reps, ProxyCPUs: cfg.ProxyCPUs,
+			Protocol: cfg.Protocol, Conns: cfg.Conns, InFlight: 1, Payload: cfg.Payload, Reps: cfg.Reps, ProxyCPUs: cfg.ProxyCPUs,
 			ClientCPUs: cfg.ClientCPUs, UpstreamCPUs: cfg.UpstreamCPUs, UpstreamArm: cfg.UpstreamArm,
 		},
 	}}
@@ -352,7 +399,11 @@ func RunProxy(ctx context.Context, cfg ProxyConfig) (*ProxyReport, error) {
 		return nil, fmt.Errorf("bench: upstream: %w", err)
 	}
 	r.upstream = up
-	err = r.run(ctx, r.armSet())
+	if err = echoCheck(up.hello.Addr, r.framing(up.hello.Addr)); err != nil {
+		err = fmt.Errorf("bench: upstream (%s arm) does not answer %s: %w", cfg.UpstreamArm, r.loadProtocol(), err)
+	} else {
+		err = r.run(ctx, r.armSet())
+	}
 	if serr := up.stop(); serr != nil {
 		err = errors.Join(err, fmt.Errorf("bench: upstream: %w", serr))
 	}
@@ -389,8 +440,8 @@ func (r *proxyRunner) run(ctx context.Context, arms []proxyArm) error {
 	r.warmup, r.window = splitDuration(c.Duration, r.total)
 	r.report.Config.WarmupSeconds = r.warmup.Seconds()
 	r.report.Config.WindowSeconds = r.window.Seconds()
-	fmt.Fprintf(r.cfg.Progress, "spindle bench proxy: %d measurements, each %v warm-up + %v measured; proxy CPUs %v, client CPUs %v, upstream CPUs %v\n",
-		r.total, r.warmup, r.window, c.ProxyCPUs, c.ClientCPUs, c.UpstreamCPUs)
+	fmt.Fprintf(r.cfg.Progress, "spindle bench proxy (%s): %d measurements, each %v warm-up + %v measured; proxy CPUs %v, client CPUs %v, upstream CPUs %v\n",
+		c.Protocol, r.total, r.warmup, r.window, c.ProxyCPUs, c.ClientCPUs, c.UpstreamCPUs)
 	for rep := 1; rep <= c.Reps; rep++ {
 		for i, a := range arms {
 			if r.report.Arms[i].Skipped != "" {
@@ -439,8 +490,53 @@ func freePort() (string, error) {
 	return l.Addr().String(), nil
 }
 
+// loadProtocol is the load generator's protocol for the run's.
+func (r *proxyRunner) loadProtocol() string {
+	if r.cfg.Protocol == ProxyProtocolHTTP {
+		return ProtocolHTTP
+	}
+	return ProtocolRPC
+}
+
+// framing is the run's protocol for one request to addr (its Host), of
+// MinPayload bytes, as echoCheck sends it.
+func (r *proxyRunner) framing(addr string) loadFraming {
+	return newLoadFraming(LoadConfig{Protocol: r.loadProtocol(), Host: addr, Payload: MinPayload})
+}
+
+// echoCheck sends one request in framing f to addr and verifies its reply,
+// within five seconds.
+func echoCheck(addr string, f loadFraming) error {
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write(f.appendRequest(nil, 0xffff, 1)); err != nil {
+		return err
+	}
+	var buf []byte
+	chunk := make([]byte, 4096)
+	for {
+		n, err := f.replyLen(buf)
+		if err != nil {
+			return err
+		}
+		if n > 0 && len(buf) >= n {
+			_, err = f.verify(buf[:n], 0xffff, 1, nil)
+			return err
+		}
+		k, err := c.Read(chunk)
+		if k == 0 && err != nil {
+			return fmt.Errorf("after %d bytes of the reply: %w", len(buf), err)
+		}
+		buf = append(buf, chunk[:k]...)
+	}
+}
+
 // startProxy starts arm a's proxy pinned to the proxy CPUs and waits until
-// a request through it comes back verified.
+// a request through it (in the run's protocol) comes back verified.
 func (r *proxyRunner) startProxy(ctx context.Context, a proxyArm) (*proxyProc, error) {
 	listen, err := freePort()
 	if err != nil {
@@ -463,7 +559,7 @@ func (r *proxyRunner) startProxy(ctx context.Context, a proxyArm) (*proxyProc, e
 	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		err := selfCheck(listen)
+		err := echoCheck(listen, r.framing(listen))
 		if err == nil && a.check != nil {
 			if cerr := a.check(p.errb.String()); cerr != nil {
 				p.stop()
@@ -531,7 +627,7 @@ func (r *proxyRunner) measure(ctx context.Context, a proxyArm, rep int) (ProxyRe
 	done := make(chan struct{})
 	edges := make(chan [2]cpuEdge, 1)
 	lc := LoadConfig{
-		Addr: addr, Conns: r.cfg.Conns, InFlight: 1, Payload: r.cfg.Payload, Warmup: r.warmup, Duration: r.window,
+		Addr: addr, Protocol: r.loadProtocol(), Conns: r.cfg.Conns, InFlight: 1, Payload: r.cfg.Payload, Warmup: r.warmup, Duration: r.window,
 		Threads: len(r.cfg.ClientCPUs), CPUs: r.cfg.ClientCPUs, Drain: drainFor(r.window), Block: r.clientBlocks(),
 	}
 	if p != nil {
@@ -723,7 +819,7 @@ func WriteProxyReport(dir string, rep *ProxyReport) error {
 func ProxyMarkdown(rep *ProxyReport) string {
 	var b strings.Builder
 	c := rep.Config
-	b.WriteString("# spindle bench proxy report\n\n")
+	fmt.Fprintf(&b, "# spindle bench proxy report: %s\n\n", proxyProtocolTitle(c.Protocol))
 	fmt.Fprintf(&b, "- host: %s, %s, %d CPUs (%s), %s\n", rep.Host.Hostname, rep.Host.Kernel, rep.Host.CPUs, rep.Host.CPUModel, rep.Host.GoVersion)
 	fmt.Fprintf(&b, "- loopback; proxy CPUs %v, client CPUs %v, upstream (%s) CPUs %v\n", c.ProxyCPUs, c.ClientCPUs, c.UpstreamArm, c.UpstreamCPUs)
 	fmt.Fprintf(&b, "- %d connections, %d in flight each (closed loop), %d-byte payload, %d reps (arms alternated), each %.2fs warm-up + %.2fs measured; started %s, %.0fs\n\n",
@@ -759,7 +855,7 @@ func ratioCell(s ProxySummaryRow) string {
 
 // WriteProxyTable prints rep's summary as a plain-text table.
 func WriteProxyTable(w io.Writer, rep *ProxyReport) {
-	fmt.Fprintf(w, "\nbench proxy, loopback, %d reps, medians (min–max); latency in µs, proxy CPU in µs per request; ratios to %s\n", rep.Config.Reps, firstArm(rep))
+	fmt.Fprintf(w, "\nbench proxy, %s, loopback, %d reps, medians (min–max); latency in µs, proxy CPU in µs per request; ratios to %s\n", proxyProtocolTitle(rep.Config.Protocol), rep.Config.Reps, firstArm(rep))
 	fmt.Fprintf(w, "%-14s %-22s %-20s %-20s %-20s %-18s %7s %7s %7s\n", "arm", "req/s", "p50", "p99", "p99.9", "proxy µs/req", "rps×", "p99×", "cpu×")
 	for _, s := range rep.Summary {
 		fmt.Fprintf(w, "%-14s %-22s %-20s %-20s %-20s %-18s %7.2f %7.2f %7s\n", s.Arm, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
@@ -768,6 +864,15 @@ func WriteProxyTable(w io.Writer, rep *ProxyReport) {
 	for _, n := range rep.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
+}
+
+// proxyProtocolTitle says what a report's protocol compares; a report
+// without one (written before ProxySettings.Protocol) is a TCP one.
+func proxyProtocolTitle(protocol string) string {
+	if protocol == ProxyProtocolHTTP {
+		return "HTTP/1.1 reverse proxies (keep-alive POSTs, echoed)"
+	}
+	return "L4 TCP proxies (RPC echo)"
 }
 
 func firstArm(rep *ProxyReport) string {

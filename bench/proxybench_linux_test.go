@@ -68,8 +68,8 @@ func TestRunProxyPeers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Schema != ProxySchema || len(rep.Arms) != 3 {
-		t.Fatalf("report: schema %q, arms %+v", rep.Schema, rep.Arms)
+	if rep.Schema != ProxySchema || len(rep.Arms) != 3 || rep.Config.Protocol != ProxyProtocolTCP {
+		t.Fatalf("report: schema %q, protocol %q, arms %+v", rep.Schema, rep.Config.Protocol, rep.Arms)
 	}
 	rows := map[string]ProxySummaryRow{}
 	for _, s := range rep.Summary {
@@ -109,10 +109,68 @@ func TestRunProxyPeers(t *testing.T) {
 		t.Errorf("first arm's rate ratio %v, want 1", rows[ProxyArmDirect].RPSRatio)
 	}
 	md := ProxyMarkdown(rep)
+	if !strings.HasPrefix(md, "# spindle bench proxy report: L4 TCP proxies") {
+		t.Errorf("markdown title is not the TCP one:\n%s", md)
+	}
 	for _, s := range rep.Summary {
 		if !strings.Contains(md, "| "+s.Arm+" |") {
 			t.Errorf("markdown has no row for %s:\n%s", s.Arm, md)
 		}
+	}
+}
+
+// TestRunProxyHTTP runs the HTTP mode briefly with the distribution
+// proxies and the direct arm (TestBenchProxy in cmd/spindle runs the
+// spindle arms too): HTTP/1.1 keep-alive POSTs through each proxy (and
+// straight to this test binary's echo server), every reply verified by the
+// load generator as a 200 echoing its request (a wrong one, or a proxy
+// closing a connection, fails the run), and every request answered. A
+// proxy that is not installed skips its check with the package to install;
+// one that is installed must run.
+func TestRunProxyHTTP(t *testing.T) {
+	skipUnlessLinux(t)
+	argv, env := testChildCommand()
+	rep, err := RunProxy(context.Background(), ProxyConfig{
+		Protocol: ProxyProtocolHTTP, Arms: []string{ProxyArmDirect, ProxyArmHAProxy, ProxyArmNginx},
+		Duration: 1500 * time.Millisecond, Reps: 1, Conns: 8,
+		UpstreamCommand: argv, ProxyCommand: []string{"/nonexistent"}, Env: env,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Config.Protocol != ProxyProtocolHTTP || len(rep.Arms) != 3 {
+		t.Fatalf("report: protocol %q, arms %+v", rep.Config.Protocol, rep.Arms)
+	}
+	results := map[string]ProxyResult{}
+	for _, res := range rep.Results {
+		results[res.Arm] = res
+	}
+	tools := map[string]string{ProxyArmHAProxy: "haproxy", ProxyArmNginx: "nginx"}
+	for _, a := range rep.Arms {
+		t.Run(a.Name, func(t *testing.T) {
+			if a.Skipped != "" {
+				if tool := tools[a.Name]; tool != "" {
+					if _, err := exec.LookPath(tool); err != nil {
+						t.Skipf("%s skipped: %s", a.Name, a.Skipped)
+					}
+				}
+				t.Fatalf("skipped though installed: %s", a.Skipped)
+			}
+			res, ok := results[a.Name]
+			if !ok {
+				t.Fatal("no result")
+			}
+			if res.Requests == 0 || res.Unanswered != 0 {
+				t.Errorf("%d requests answered, %d unanswered", res.Requests, res.Unanswered)
+			}
+			if a.Name != ProxyArmDirect && res.ProxyUSPerReq <= 0 {
+				t.Errorf("proxy CPU %v µs/req", res.ProxyUSPerReq)
+			}
+		})
+	}
+	md := ProxyMarkdown(rep)
+	if !strings.HasPrefix(md, "# spindle bench proxy report: HTTP/1.1 reverse proxies") {
+		t.Errorf("markdown title is not the HTTP one:\n%s", md)
 	}
 }
 

@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,7 +20,7 @@ import (
 // upstream asked for.
 func TestSpindleProxyConfig(t *testing.T) {
 	for _, backend := range []string{"uring", "epoll"} {
-		text := SpindleProxyConfig(backend, "127.0.0.1:4000", "127.0.0.1:5000", 1)
+		text := SpindleProxyConfig(ProxyProtocolTCP, backend, "127.0.0.1:4000", "127.0.0.1:5000", 1, 50)
 		cfg, err := proxy.ParseConfig([]byte(text))
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", backend, err, text)
@@ -34,6 +36,37 @@ func TestSpindleProxyConfig(t *testing.T) {
 		}
 		if cfg.Admin.Listen != "" {
 			t.Errorf("%s: admin server %q in a benchmark config", backend, cfg.Admin.Listen)
+		}
+		if strings.Contains(text, "mode:") || strings.Contains(text, "max_idle") {
+			t.Errorf("%s: HTTP settings in the tcp config:\n%s", backend, text)
+		}
+	}
+}
+
+// TestSpindleProxyHTTPConfig checks the spindle arms' HTTP config: a
+// listener in mode http to the one pool, which keeps as many idle upstream
+// connections as there are client connections; and that the proxy's
+// strict parser takes it, where this build's proxy has an HTTP mode.
+func TestSpindleProxyHTTPConfig(t *testing.T) {
+	text := SpindleProxyConfig(ProxyProtocolHTTP, "epoll", "127.0.0.1:4000", "127.0.0.1:5000", 1, 50)
+	for _, want := range []string{"mode: http", "max_idle: 50", "backend: epoll", `listen: "127.0.0.1:4000"`, `servers: ["127.0.0.1:5000"]`, "pool: upstream"} {
+		hasLine(t, text, want)
+	}
+	cfg, err := proxy.ParseConfig([]byte(text))
+	if err != nil && strings.Contains(err.Error(), "field mode not found") {
+		t.Skipf("this build's proxy has no HTTP mode (its config refuses mode): %v", err)
+	}
+	if err != nil {
+		t.Fatalf("%v\n%s", err, text)
+	}
+	// Through JSON: the HTTP fields are not in every build's Config.
+	js, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"mode":"http"`, `"max_idle":50`} {
+		if !strings.Contains(string(js), want) {
+			t.Errorf("parsed config has no %s: %s", want, js)
 		}
 	}
 }
@@ -62,20 +95,30 @@ func hasLine(t *testing.T, text, want string) {
 // TestHAProxyConfig checks the generated HAProxy config's directives and,
 // where haproxy is installed, that haproxy -c accepts it.
 func TestHAProxyConfig(t *testing.T) {
-	text := HAProxyConfig("127.0.0.1:4000", "127.0.0.1:5000", 50)
-	for _, want := range []string{"nbthread 1", "maxconn 114", "mode tcp", "bind 127.0.0.1:4000", "server s1 127.0.0.1:5000", "default_backend upstream"} {
-		hasLine(t, text, want)
-	}
-	bin, err := exec.LookPath("haproxy")
-	if err != nil {
-		t.Skip("haproxy is not installed (apt-get install haproxy): the config was not checked by haproxy -c")
-	}
-	path := filepath.Join(t.TempDir(), "haproxy.cfg")
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(bin, "-c", "-f", path).CombinedOutput(); err != nil {
-		t.Fatalf("haproxy -c: %v\n%s\n%s", err, out, text)
+	for _, protocol := range ProxyProtocols {
+		t.Run(protocol, func(t *testing.T) {
+			text := HAProxyConfig(protocol, "127.0.0.1:4000", "127.0.0.1:5000", 50)
+			want := []string{"nbthread 1", "maxconn 114", "mode tcp", "bind 127.0.0.1:4000", "server s1 127.0.0.1:5000", "default_backend upstream", "timeout client 5m", "timeout server 5m"}
+			if protocol == ProxyProtocolHTTP {
+				want = append(want[:2], append([]string{"mode http", "option http-keep-alive", "http-reuse always"}, want[3:]...)...)
+			} else if strings.Contains(text, "http") {
+				t.Errorf("http settings in the tcp config:\n%s", text)
+			}
+			for _, w := range want {
+				hasLine(t, text, w)
+			}
+			bin, err := exec.LookPath("haproxy")
+			if err != nil {
+				t.Skip("haproxy is not installed (apt-get install haproxy): the config was not checked by haproxy -c")
+			}
+			path := filepath.Join(t.TempDir(), "haproxy.cfg")
+			if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := exec.Command(bin, "-c", "-f", path).CombinedOutput(); err != nil {
+				t.Fatalf("haproxy -c: %v\n%s\n%s", err, out, text)
+			}
+		})
 	}
 }
 
@@ -84,12 +127,12 @@ func TestHAProxyConfig(t *testing.T) {
 // it.
 func TestNginxConfig(t *testing.T) {
 	dir := t.TempDir()
-	text := NginxConfig(dir, "/x/ngx_stream_module.so", "127.0.0.1:4000", "127.0.0.1:5000", 50)
+	text := NginxConfig(ProxyProtocolTCP, dir, "/x/ngx_stream_module.so", "127.0.0.1:4000", "127.0.0.1:5000", 50)
 	for _, want := range []string{"load_module /x/ngx_stream_module.so;", "daemon off;", "master_process off;", "worker_processes 1;",
 		"pid " + filepath.Join(dir, "nginx.pid") + ";", "worker_connections 164;", "listen 127.0.0.1:4000;", "proxy_pass 127.0.0.1:5000;"} {
 		hasLine(t, text, want)
 	}
-	if strings.Contains(NginxConfig(dir, "", "127.0.0.1:4000", "127.0.0.1:5000", 50), "load_module") {
+	if strings.Contains(NginxConfig(ProxyProtocolTCP, dir, "", "127.0.0.1:4000", "127.0.0.1:5000", 50), "load_module") {
 		t.Error("load_module with the stream module built in")
 	}
 	bin, err := exec.LookPath("nginx")
@@ -101,11 +144,46 @@ func TestNginxConfig(t *testing.T) {
 		t.Skipf("nginx -t not run: %v", err)
 	}
 	path := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(path, []byte(NginxConfig(dir, mod, "127.0.0.1:4000", "127.0.0.1:5000", 50)), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(NginxConfig(ProxyProtocolTCP, dir, mod, "127.0.0.1:4000", "127.0.0.1:5000", 50)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := exec.Command(bin, "-t", "-c", path, "-p", dir, "-e", "stderr").CombinedOutput(); err != nil {
 		t.Fatalf("nginx -t: %v\n%s", err, out)
+	}
+}
+
+// TestNginxHTTPConfig checks the generated nginx HTTP config's directives
+// (keep-alive both sides, for far more requests than nginx's default
+// 1000, and nginx's temporary files in the run's directory) and, where
+// nginx is installed, that nginx -t accepts it.
+func TestNginxHTTPConfig(t *testing.T) {
+	dir := t.TempDir()
+	text := NginxConfig(ProxyProtocolHTTP, dir, "/x/ngx_stream_module.so", "127.0.0.1:4000", "127.0.0.1:5000", 50)
+	for _, want := range []string{"daemon off;", "master_process off;", "worker_processes 1;", "pid " + filepath.Join(dir, "nginx.pid") + ";",
+		"worker_connections 164;", "access_log off;", "upstream u {", "server 127.0.0.1:5000;", "keepalive 50;", "keepalive_requests 1000000000;",
+		"listen 127.0.0.1:4000;", "keepalive_timeout 300s;", "proxy_pass http://u;", "proxy_http_version 1.1;", `proxy_set_header Connection "";`,
+		"client_body_temp_path " + filepath.Join(dir, "client_body") + ";", "proxy_temp_path " + filepath.Join(dir, "proxy") + ";"} {
+		hasLine(t, text, want)
+	}
+	if strings.Count(text, "keepalive_requests 1000000000;") != 2 {
+		t.Errorf("keepalive_requests not raised on both sides:\n%s", text)
+	}
+	if strings.Contains(text, "load_module") || strings.Contains(text, "stream {") {
+		t.Errorf("the stream module in the HTTP config:\n%s", text)
+	}
+	bin, err := exec.LookPath("nginx")
+	if err != nil {
+		t.Skip("nginx is not installed (apt-get install nginx): the config was not checked by nginx -t")
+	}
+	if err := nginxHTTPProxy(bin); err != nil {
+		t.Skipf("nginx -t not run: %v", err)
+	}
+	path := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "-t", "-c", path, "-p", dir, "-e", "stderr").CombinedOutput(); err != nil {
+		t.Fatalf("nginx -t: %v\n%s\n%s", err, out, text)
 	}
 }
 
@@ -290,6 +368,8 @@ func TestProxyConfigRefuses(t *testing.T) {
 		{Reps: -1},
 		{Payload: 1},
 		{ProxyCPUs: []int{4096}},
+		{Protocol: "udp"},
+		{Protocol: ProtocolRPC},
 	} {
 		if _, err := c.withDefaults(); err == nil {
 			t.Errorf("%+v: no error", c)
@@ -361,5 +441,58 @@ func TestProxyNotes(t *testing.T) {
 	r.finish()
 	if !strings.Contains(strings.Join(r.report.Notes, "\n"), "proxy shares a CPU") {
 		t.Errorf("no shared-CPU note:\n%s", strings.Join(r.report.Notes, "\n"))
+	}
+}
+
+// TestEchoCheck checks the start-up check of a proxy and the upstream in
+// each protocol: a verified reply, even in pieces, passes; a wrong status,
+// a wrong body and a close before the reply fail.
+func TestEchoCheck(t *testing.T) {
+	body := string(appendPayload(nil, 0xffff, 1, MinPayload))
+	head := "HTTP/1.1 200 OK\r\nContent-Length: " + strconv.Itoa(MinPayload) + "\r\n\r\n"
+	for _, tc := range []struct {
+		name     string
+		protocol string
+		reply    []string // written in turn, 10 ms apart; nil echoes the request
+		ok       bool
+	}{
+		{"rpc echo", ProtocolRPC, nil, true},
+		{"http echo in pieces", ProtocolHTTP, []string{head[:9], head[9:], body[:3], body[3:]}, true},
+		{"http 503", ProtocolHTTP, []string{"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n"}, false},
+		{"http wrong body", ProtocolHTTP, []string{head, strings.Repeat("x", MinPayload)}, false},
+		{"http rpc reply", ProtocolHTTP, nil, false},
+		{"http close", ProtocolHTTP, []string{head}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			go func() {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				defer c.Close()
+				if tc.reply == nil {
+					// As an RPC echo server answers any request:
+					// with what came.
+					b := make([]byte, 4096)
+					n, _ := c.Read(b)
+					c.Write(b[:n])
+					return
+				}
+				for _, p := range tc.reply {
+					c.Write([]byte(p))
+					time.Sleep(10 * time.Millisecond)
+				}
+			}()
+			addr := l.Addr().String()
+			err = echoCheck(addr, newLoadFraming(LoadConfig{Protocol: tc.protocol, Host: addr, Payload: MinPayload}))
+			if tc.ok && err != nil || !tc.ok && err == nil {
+				t.Errorf("echoCheck: %v, want ok %v", err, tc.ok)
+			}
+		})
 	}
 }

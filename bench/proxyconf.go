@@ -16,34 +16,53 @@ import (
 // SpindleProxyConfig returns a `spindle proxy` config: one listener
 // forwarding to the single upstream, on the engine backend given, with one
 // loop on cpu. No health checks and no admin server: the data path only.
-func SpindleProxyConfig(backend, listen, upstream string, cpu int) string {
+// With protocol ProxyProtocolHTTP the listener is an HTTP/1.1 reverse
+// proxy (mode http, no routes: every request to the pool) whose pool keeps
+// up to conns idle keep-alive connections to the upstream (max_idle, per
+// server per loop; there is one loop), so that each client connection can
+// have its upstream connection back for its next request.
+func SpindleProxyConfig(protocol, backend, listen, upstream string, cpu, conns int) string {
+	mode, idle := "", ""
+	if protocol == ProxyProtocolHTTP {
+		mode = "\n    mode: http"
+		idle = fmt.Sprintf("\n    max_idle: %d", conns)
+	}
 	return fmt.Sprintf(`# spindle bench proxy: generated, removed after the run
 engine:
   backend: %s
   cpus: [%d]
 listeners:
   - name: bench
-    listen: %q
+    listen: %q%s
     pool: upstream
 pools:
   - name: upstream
-    servers: [%q]
-`, backend, cpu, listen, upstream)
+    servers: [%q]%s
+`, backend, cpu, listen, mode, upstream, idle)
 }
 
-// HAProxyConfig returns an HAProxy config in mode tcp with one thread,
-// forwarding listen to upstream, for up to conns clients. Logging is off;
-// timeouts are long enough that no idle benchmark connection is cut.
-// maxconn is sized to conns: HAProxy raises its fd limit to twice it at
-// start and refuses to start where it cannot.
-func HAProxyConfig(listen, upstream string, conns int) string {
+// HAProxyConfig returns an HAProxy config with one thread, forwarding
+// listen to upstream, for up to conns clients: mode tcp, or with protocol
+// ProxyProtocolHTTP mode http with keep-alive on both sides (option
+// http-keep-alive towards the client, http-reuse always towards the
+// upstream, whose idle connections any client's request may take).
+// Logging is off; timeouts are long enough that no idle benchmark
+// connection is cut (timeout http-request and http-keep-alive default to
+// timeout client). maxconn is sized to conns: HAProxy raises its fd limit
+// to twice it at start and refuses to start where it cannot.
+func HAProxyConfig(protocol, listen, upstream string, conns int) string {
+	mode, backend := "tcp", ""
+	if protocol == ProxyProtocolHTTP {
+		mode = "http\n    option http-keep-alive"
+		backend = "\n    http-reuse always"
+	}
 	return fmt.Sprintf(`# spindle bench proxy: generated, removed after the run
 global
     nbthread 1
     maxconn %d
 
 defaults
-    mode tcp
+    mode %s
     timeout connect 5s
     timeout client 5m
     timeout server 5m
@@ -52,20 +71,32 @@ frontend bench
     bind %s
     default_backend upstream
 
-backend upstream
+backend upstream%s
     server s1 %s
-`, conns+64, listen, upstream)
+`, conns+64, mode, listen, backend, upstream)
 }
 
-// NginxConfig returns an nginx config with the stream module proxying
-// listen to upstream for up to conns clients (two connections each): one
-// process (no master, no daemon), its pid file in dir, errors on stderr.
-// module is the stream module's .so to load, "" when nginx has it built
-// in.
-func NginxConfig(dir, module, listen, upstream string, conns int) string {
+// NginxConfig returns an nginx config proxying listen to upstream for up
+// to conns clients (two connections each): one process (no master, no
+// daemon), its pid file in dir, errors on stderr. With protocol
+// ProxyProtocolTCP it is the stream module's proxy, module being the
+// stream module's .so to load ("" when nginx has it built in); with
+// ProxyProtocolHTTP the http module's reverse proxy (nginxHTTPBlock;
+// module is not loaded).
+func NginxConfig(protocol, dir, module, listen, upstream string, conns int) string {
 	load := ""
-	if module != "" {
+	if module != "" && protocol != ProxyProtocolHTTP {
 		load = fmt.Sprintf("load_module %s;\n", module)
+	}
+	proxy := fmt.Sprintf(`stream {
+    server {
+        listen %s;
+        proxy_pass %s;
+    }
+}
+`, listen, upstream)
+	if protocol == ProxyProtocolHTTP {
+		proxy = nginxHTTPBlock(dir, listen, upstream, conns)
 	}
 	return fmt.Sprintf(`# spindle bench proxy: generated, removed after the run
 %sdaemon off;
@@ -78,13 +109,55 @@ events {
     worker_connections %d;
 }
 
-stream {
+%s`, load, filepath.Join(dir, "nginx.pid"), 2*conns+64, proxy)
+}
+
+// nginxKeepaliveRequests is the number of requests after which nginx ends
+// a keep-alive connection, on the client's side and the upstream's. Its
+// default, 1000, ends a client's connection with "Connection: close",
+// which fails the load generator's run (its connections last the run),
+// and would make the upstream side reconnect: 10^9 is more than a run
+// sends on one connection (nearly three hours at 100000 requests a second)
+// and within what nginx takes on any system (at most 2^31-1 on 32 bits).
+const nginxKeepaliveRequests = 1_000_000_000
+
+// nginxHTTPBlock is NginxConfig's http block: an HTTP/1.1 reverse proxy on
+// listen whose upstream keeps up to conns idle keep-alive connections
+// (proxy_http_version 1.1 and an empty Connection field, without which
+// nginx would close each after one request), with keep-alive on the
+// client's side too, both for nginxKeepaliveRequests requests and 300s
+// idle. keepalive_time (nginx 1.19.10 and later: a keep-alive connection's
+// lifetime, 1h) is left at its default, for an older nginx refuses the
+// directive: it would end a measurement longer than an hour. No access
+// log; the temporary files nginx's http module makes its directories for
+// at start are in dir, not where the distribution put them.
+func nginxHTTPBlock(dir, listen, upstream string, conns int) string {
+	temp := ""
+	for _, t := range []string{"client_body", "proxy", "fastcgi", "uwsgi", "scgi"} {
+		temp += fmt.Sprintf("    %s_temp_path %s;\n", t, filepath.Join(dir, t))
+	}
+	return fmt.Sprintf(`http {
+    access_log off;
+%s
+    upstream u {
+        server %s;
+        keepalive %d;
+        keepalive_requests %d;
+        keepalive_timeout 300s;
+    }
+
     server {
         listen %s;
-        proxy_pass %s;
+        keepalive_requests %d;
+        keepalive_timeout 300s;
+        location / {
+            proxy_pass http://u;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }
     }
 }
-`, load, filepath.Join(dir, "nginx.pid"), 2*conns+64, listen, upstream)
+`, temp, upstream, conns, nginxKeepaliveRequests, listen, nginxKeepaliveRequests)
 }
 
 // nginxStreamModules are where distributions put the dynamic stream
@@ -113,4 +186,21 @@ func nginxStream(nginx string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("nginx has no stream module (not built in, and none of %s): install libnginx-mod-stream (apt-get install libnginx-mod-stream)", strings.Join(nginxStreamModules, ", "))
+}
+
+// nginxHTTPProxy checks that nginx has what the HTTP arm's config uses:
+// the http module with its proxy and upstream keep-alive modules, which
+// are built in unless `nginx -V` says they were left out.
+func nginxHTTPProxy(nginx string) error {
+	out, err := exec.Command(nginx, "-V").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s -V: %v", nginx, err)
+	}
+	for _, f := range strings.Fields(string(out)) {
+		switch f {
+		case "--without-http", "--without-http_proxy_module", "--without-http_upstream_keepalive_module":
+			return fmt.Errorf("nginx was built %s: it cannot be the HTTP reverse proxy", f)
+		}
+	}
+	return nil
 }
