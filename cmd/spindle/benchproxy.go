@@ -7,24 +7,26 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spindlenet/spindle/bench"
 )
 
-// runBenchProxy is `spindle bench proxy`: L4 proxies side by side in front
-// of one upstream echo server.
+// runBenchProxy is `spindle bench proxy`: L4 or HTTP/1.1 proxies side by
+// side in front of one upstream echo server.
 func runBenchProxy(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench proxy", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: spindle bench proxy [flags]    L4 proxies (spindle uring and epoll, HAProxy, nginx) and no proxy, side by side in front of one echo server, closed loop")
+		fmt.Fprintln(fs.Output(), "usage: spindle bench proxy [flags]    L4 (or, with --protocol http, HTTP/1.1) proxies (spindle uring and epoll, HAProxy, nginx) and no proxy, side by side in front of one echo server, closed loop")
 		fs.PrintDefaults()
 	}
+	protocol := fs.String("protocol", bench.DefaultProxyProtocol, "tcp: L4 proxies, the RPC echo; http: HTTP/1.1 reverse proxies, keep-alive POSTs of the payload, echoed")
 	arms := fs.String("arms", "", "comma-separated arms, of "+bench.ProxyArmsFlag()+" (default: all; ratios are to the first)")
 	duration := fs.Duration("duration", bench.DefaultProxyDuration, "total measuring budget, shared among the measurements")
 	reps := fs.Int("reps", bench.DefaultProxyReps, "repetitions (arms alternate within each)")
 	conns := fs.Int("conns", bench.DefaultProxyConns, "client connections, one request in flight each")
-	payload := fs.Int("payload", bench.DefaultProxyPayload, "RPC payload bytes")
+	payload := fs.Int("payload", bench.DefaultProxyPayload, "payload bytes (the RPC payload, or the HTTP request and response body)")
 	proxyCPU := fs.String("proxy-cpu", "", "CPUs the proxy is pinned to (default: the first CPU this process may run on)")
 	clientCPUs := fs.String("client-cpus", "", "CPUs the client threads are pinned to (default: the second CPU this process may run on, the first on one CPU)")
 	upstreamCPUs := fs.String("upstream-cpus", "", "CPUs the upstream echo server is pinned to (default: the client CPUs)")
@@ -35,6 +37,8 @@ func runBenchProxy(ctx context.Context, args []string) error {
 		return err
 	}
 	switch {
+	case !slices.Contains(bench.ProxyProtocols, *protocol):
+		return usageError{fmt.Errorf("want a --protocol of %s", strings.Join(bench.ProxyProtocols, " or "))}
 	case *duration <= 0:
 		return usageError{errors.New("want a positive --duration")}
 	case *reps < 1 || *conns < 1:
@@ -42,7 +46,7 @@ func runBenchProxy(ctx context.Context, args []string) error {
 	case *payload < bench.MinPayload || *payload > bench.MaxPayload:
 		return usageError{fmt.Errorf("want a --payload of %d to %d bytes", bench.MinPayload, bench.MaxPayload)}
 	}
-	cfg := bench.ProxyConfig{Duration: *duration, Reps: *reps, Conns: *conns, Payload: *payload, UpstreamArm: *upstreamArm, Progress: os.Stderr}
+	cfg := bench.ProxyConfig{Protocol: *protocol, Duration: *duration, Reps: *reps, Conns: *conns, Payload: *payload, UpstreamArm: *upstreamArm, Progress: os.Stderr}
 	if *arms != "" {
 		cfg.Arms = strings.Split(*arms, ",")
 	}
