@@ -53,24 +53,48 @@ func TestStartPinned(t *testing.T) {
 }
 
 // TestRunProxyPeers runs the distribution proxies and the direct arm for
-// a short closed-loop run against this test binary's echo server: every
-// reply is verified by the load generator, and each arm that ran has a
-// row with a nonzero rate and, for a proxy, nonzero CPU. A proxy that is
-// not installed skips its check with the package to install.
+// a short closed-loop run against this test binary's echo server, in each
+// protocol (TestBenchProxy in cmd/spindle runs the spindle arms too):
+// every reply is verified by the load generator (a wrong echo, or in HTTP
+// a proxy closing a connection, fails the run), every request is
+// answered, the report says the protocol, and each arm that ran has a row
+// with a nonzero rate and, for a proxy, nonzero CPU. A proxy that is not
+// installed skips its check with the package to install.
 func TestRunProxyPeers(t *testing.T) {
 	skipUnlessLinux(t)
-	argv, env := testChildCommand()
-	rep, err := RunProxy(context.Background(), ProxyConfig{
-		Arms:     []string{ProxyArmDirect, ProxyArmHAProxy, ProxyArmNginx},
-		Duration: time.Second, Reps: 1, Conns: 8,
-		UpstreamCommand: argv, ProxyCommand: []string{"/nonexistent"}, Env: env,
-	})
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct{ protocol, title string }{
+		{ProxyProtocolTCP, "# spindle bench proxy report: L4 TCP proxies"},
+		{ProxyProtocolHTTP, "# spindle bench proxy report: HTTP/1.1 reverse proxies"},
+	} {
+		t.Run(tc.protocol, func(t *testing.T) {
+			argv, env := testChildCommand()
+			rep, err := RunProxy(context.Background(), ProxyConfig{
+				Protocol: tc.protocol, Arms: []string{ProxyArmDirect, ProxyArmHAProxy, ProxyArmNginx},
+				Duration: time.Second, Reps: 1, Conns: 8,
+				UpstreamCommand: argv, ProxyCommand: []string{"/nonexistent"}, Env: env,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Schema != ProxySchema || len(rep.Arms) != 3 || rep.Config.Protocol != tc.protocol {
+				t.Fatalf("report: schema %q, protocol %q, arms %+v", rep.Schema, rep.Config.Protocol, rep.Arms)
+			}
+			checkPeerArms(t, rep)
+			md := ProxyMarkdown(rep)
+			if !strings.HasPrefix(md, tc.title) {
+				t.Errorf("markdown title is not %q:\n%s", tc.title, md)
+			}
+			for _, s := range rep.Summary {
+				if !strings.Contains(md, "| "+s.Arm+" |") {
+					t.Errorf("markdown has no row for %s:\n%s", s.Arm, md)
+				}
+			}
+		})
 	}
-	if rep.Schema != ProxySchema || len(rep.Arms) != 3 || rep.Config.Protocol != ProxyProtocolTCP {
-		t.Fatalf("report: schema %q, protocol %q, arms %+v", rep.Schema, rep.Config.Protocol, rep.Arms)
-	}
+}
+
+// checkPeerArms checks TestRunProxyPeers' report, arm by arm.
+func checkPeerArms(t *testing.T, rep *ProxyReport) {
 	rows := map[string]ProxySummaryRow{}
 	for _, s := range rep.Summary {
 		rows[s.Arm] = s
@@ -88,8 +112,8 @@ func TestRunProxyPeers(t *testing.T) {
 			if !ok {
 				t.Fatal("no summary row")
 			}
-			if s.AchievedRPS.Median <= 0 {
-				t.Errorf("rate %v", s.AchievedRPS.Median)
+			if s.AchievedRPS.Median <= 0 || s.Unanswered != 0 {
+				t.Errorf("rate %v, %d requests unanswered", s.AchievedRPS.Median, s.Unanswered)
 			}
 			if a.Name != ProxyArmDirect && s.ProxyUSPerReq.Median <= 0 {
 				t.Errorf("proxy CPU %v µs/req", s.ProxyUSPerReq.Median)
@@ -107,70 +131,6 @@ func TestRunProxyPeers(t *testing.T) {
 	}
 	if rows[ProxyArmDirect].RPSRatio != 1 {
 		t.Errorf("first arm's rate ratio %v, want 1", rows[ProxyArmDirect].RPSRatio)
-	}
-	md := ProxyMarkdown(rep)
-	if !strings.HasPrefix(md, "# spindle bench proxy report: L4 TCP proxies") {
-		t.Errorf("markdown title is not the TCP one:\n%s", md)
-	}
-	for _, s := range rep.Summary {
-		if !strings.Contains(md, "| "+s.Arm+" |") {
-			t.Errorf("markdown has no row for %s:\n%s", s.Arm, md)
-		}
-	}
-}
-
-// TestRunProxyHTTP runs the HTTP mode briefly with the distribution
-// proxies and the direct arm (TestBenchProxy in cmd/spindle runs the
-// spindle arms too): HTTP/1.1 keep-alive POSTs through each proxy (and
-// straight to this test binary's echo server), every reply verified by the
-// load generator as a 200 echoing its request (a wrong one, or a proxy
-// closing a connection, fails the run), and every request answered. A
-// proxy that is not installed skips its check with the package to install;
-// one that is installed must run.
-func TestRunProxyHTTP(t *testing.T) {
-	skipUnlessLinux(t)
-	argv, env := testChildCommand()
-	rep, err := RunProxy(context.Background(), ProxyConfig{
-		Protocol: ProxyProtocolHTTP, Arms: []string{ProxyArmDirect, ProxyArmHAProxy, ProxyArmNginx},
-		Duration: 1500 * time.Millisecond, Reps: 1, Conns: 8,
-		UpstreamCommand: argv, ProxyCommand: []string{"/nonexistent"}, Env: env,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.Config.Protocol != ProxyProtocolHTTP || len(rep.Arms) != 3 {
-		t.Fatalf("report: protocol %q, arms %+v", rep.Config.Protocol, rep.Arms)
-	}
-	results := map[string]ProxyResult{}
-	for _, res := range rep.Results {
-		results[res.Arm] = res
-	}
-	tools := map[string]string{ProxyArmHAProxy: "haproxy", ProxyArmNginx: "nginx"}
-	for _, a := range rep.Arms {
-		t.Run(a.Name, func(t *testing.T) {
-			if a.Skipped != "" {
-				if tool := tools[a.Name]; tool != "" {
-					if _, err := exec.LookPath(tool); err != nil {
-						t.Skipf("%s skipped: %s", a.Name, a.Skipped)
-					}
-				}
-				t.Fatalf("skipped though installed: %s", a.Skipped)
-			}
-			res, ok := results[a.Name]
-			if !ok {
-				t.Fatal("no result")
-			}
-			if res.Requests == 0 || res.Unanswered != 0 {
-				t.Errorf("%d requests answered, %d unanswered", res.Requests, res.Unanswered)
-			}
-			if a.Name != ProxyArmDirect && res.ProxyUSPerReq <= 0 {
-				t.Errorf("proxy CPU %v µs/req", res.ProxyUSPerReq)
-			}
-		})
-	}
-	md := ProxyMarkdown(rep)
-	if !strings.HasPrefix(md, "# spindle bench proxy report: HTTP/1.1 reverse proxies") {
-		t.Errorf("markdown title is not the HTTP one:\n%s", md)
 	}
 }
 
