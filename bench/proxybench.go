@@ -311,7 +311,7 @@ func (r *proxyRunner) arm(name string) proxyArm {
 		bin, lookErr := exec.LookPath("haproxy")
 		summary := "HAProxy from the distribution, mode tcp, nbthread 1 (-db: foreground)"
 		if httpMode {
-			summary = "HAProxy from the distribution, mode http with option http-keep-alive and http-reuse always, nbthread 1 (-db: foreground)"
+			summary = "HAProxy from the distribution, mode http with option http-keep-alive and http-reuse always (idle-pool fd ratios 100), nbthread 1 (-db: foreground)"
 		}
 		return proxyArm{
 			name: name, summary: summary,

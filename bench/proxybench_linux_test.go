@@ -2,11 +2,13 @@ package bench
 
 import (
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -190,5 +192,82 @@ func TestRunProxyStartsEachMeasurementOnce(t *testing.T) {
 	}
 	if n := strings.Count(string(b), "start"); n != 2 {
 		t.Errorf("haproxy started %d times for 2 measurements, want 2", n)
+	}
+}
+
+// countingListener counts the connections it accepts.
+type countingListener struct {
+	net.Listener
+	accepts atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.accepts.Add(1)
+	}
+	return c, err
+}
+
+// startCountingEcho starts the go-net arm in this process on a loopback
+// listener that counts its accepts; the test's cleanup closes it.
+func startCountingEcho(t *testing.T) *countingListener {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := &countingListener{Listener: ln}
+	s := &goNetServer{ln: cl, cfg: ServerConfig{}.WithDefaults(), conns: map[net.Conn]struct{}{}, quit: make(chan struct{})}
+	s.wg.Go(s.accept)
+	t.Cleanup(func() { s.Close() })
+	return cl
+}
+
+// TestHTTPArmsReuseUpstream checks that the distribution proxies' HTTP
+// configs keep upstream connections alive from request to request: an
+// upstream that counts the connections it accepts sees about one per
+// client connection over a run of thousands of requests, not one per
+// request. Found in review: HAProxy with http-reuse always closed each
+// upstream connection after its response (a connect and a close per
+// request, twice the CPU per request of http-reuse never), because its
+// idle pool takes a connection only while fewer than
+// tune.pool-low-fd-ratio (20) percent of its fds are in use, and a
+// maxconn sized to the clients keeps that share near half.
+func TestHTTPArmsReuseUpstream(t *testing.T) {
+	skipUnlessLinux(t)
+	// The default: enough clients for HAProxy's fd share to matter.
+	const conns = DefaultProxyConns
+	cfg, err := ProxyConfig{Protocol: ProxyProtocolHTTP, Conns: conns, UpstreamCommand: []string{"/nonexistent"}, ProxyCommand: []string{"/nonexistent"}}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{ProxyArmHAProxy, ProxyArmNginx} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := exec.LookPath(name); err != nil {
+				t.Skipf("%s is not installed (apt-get install %s)", name, name)
+			}
+			up := startCountingEcho(t)
+			r := &proxyRunner{cfg: cfg, dir: t.TempDir(), upstream: &serverProc{hello: childHello{Addr: up.Addr().String()}}}
+			p, err := r.startProxy(context.Background(), r.arm(name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := RunLoad(context.Background(), LoadConfig{Addr: p.addr, Protocol: ProtocolHTTP, Conns: conns, Payload: MinPayload,
+				Warmup: 50 * time.Millisecond, Duration: 400 * time.Millisecond, Block: true})
+			accepts := up.accepts.Load()
+			if serr := p.stop(); serr != nil {
+				t.Error(serr)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Replies < 5*conns { // a connection per request would be over the bound below
+				t.Fatalf("%d replies: too few to tell reuse from none", res.Replies)
+			}
+			t.Logf("the upstream accepted %d connections; %d replies in the window", accepts, res.Replies)
+			if accepts > 2*conns+2 {
+				t.Errorf("the upstream accepted %d connections for %d client connections and %d replies in the window: the proxy does not keep them alive", accepts, conns, res.Replies)
+			}
+		})
 	}
 }

@@ -100,7 +100,7 @@ func TestHAProxyConfig(t *testing.T) {
 			text := HAProxyConfig(protocol, "127.0.0.1:4000", "127.0.0.1:5000", 50)
 			want := []string{"nbthread 1", "maxconn 114", "mode tcp", "bind 127.0.0.1:4000", "server s1 127.0.0.1:5000", "default_backend upstream", "timeout client 5m", "timeout server 5m"}
 			if protocol == ProxyProtocolHTTP {
-				want = append(want[:2], append([]string{"mode http", "option http-keep-alive", "http-reuse always"}, want[3:]...)...)
+				want = append(want[:2], append([]string{"mode http", "option http-keep-alive", "http-reuse always", "tune.pool-low-fd-ratio 100", "tune.pool-high-fd-ratio 100"}, want[3:]...)...)
 			} else if strings.Contains(text, "http") {
 				t.Errorf("http settings in the tcp config:\n%s", text)
 			}

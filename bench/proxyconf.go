@@ -45,21 +45,28 @@ pools:
 // listen to upstream, for up to conns clients: mode tcp, or with protocol
 // ProxyProtocolHTTP mode http with keep-alive on both sides (option
 // http-keep-alive towards the client, http-reuse always towards the
-// upstream, whose idle connections any client's request may take).
-// Logging is off; timeouts are long enough that no idle benchmark
+// upstream, whose idle connections any client's request may take). Its
+// idle pool takes a connection back only while idle connections hold less
+// than tune.pool-low-fd-ratio (20) percent of its fds, and kills them
+// above tune.pool-high-fd-ratio (25): with maxconn sized to the clients,
+// one idle upstream connection per client is about that share, and HAProxy
+// closed each upstream connection after its response and connected anew
+// for the next request (twice the CPU per request). Both ratios are 100
+// here; maxconn bounds the connections all the same. Logging is off; timeouts are long enough that no idle benchmark
 // connection is cut (timeout http-request and http-keep-alive default to
 // timeout client). maxconn is sized to conns: HAProxy raises its fd limit
 // to twice it at start and refuses to start where it cannot.
 func HAProxyConfig(protocol, listen, upstream string, conns int) string {
-	mode, backend := "tcp", ""
+	global, mode, backend := "", "tcp", ""
 	if protocol == ProxyProtocolHTTP {
+		global = "\n    tune.pool-low-fd-ratio 100\n    tune.pool-high-fd-ratio 100"
 		mode = "http\n    option http-keep-alive"
 		backend = "\n    http-reuse always"
 	}
 	return fmt.Sprintf(`# spindle bench proxy: generated, removed after the run
 global
     nbthread 1
-    maxconn %d
+    maxconn %d%s
 
 defaults
     mode %s
@@ -73,7 +80,7 @@ frontend bench
 
 backend upstream%s
     server s1 %s
-`, conns+64, mode, listen, backend, upstream)
+`, conns+64, global, mode, listen, backend, upstream)
 }
 
 // NginxConfig returns an nginx config proxying listen to upstream for up
