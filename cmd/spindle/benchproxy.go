@@ -30,7 +30,7 @@ func runBenchProxy(ctx context.Context, args []string) error {
 	proxyCPU := fs.String("proxy-cpu", "", "CPUs the proxy is pinned to (default: the first CPU this process may run on)")
 	clientCPUs := fs.String("client-cpus", "", "CPUs the client threads are pinned to (default: the second CPU this process may run on, the first on one CPU)")
 	upstreamCPUs := fs.String("upstream-cpus", "", "CPUs the upstream echo server is pinned to (default: the client CPUs)")
-	upstreamArm := fs.String("upstream-arm", bench.DefaultProxyUpstreamArm, "the upstream echo server's `spindle bench server` arm")
+	upstreamArm := fs.String("upstream-arm", bench.DefaultProxyUpstreamArm, "the upstream echo server's `spindle bench server` arm (with --protocol http one that answers HTTP/1.1: go-net, epoll, uring)")
 	out := fs.String("out", "bench-proxy-report", "directory for report.json and report.md (\"\" for none; with --json, none unless set)")
 	jsonOut := fs.Bool("json", false, "print the report as one JSON document on stdout")
 	if err := parseFlags(fs, args); err != nil {
