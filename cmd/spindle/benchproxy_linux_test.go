@@ -20,8 +20,7 @@ import (
 // the Markdown's title) and has a row per arm with a nonzero rate and, for
 // each proxy, a nonzero CPU per request. An arm whose tool is not installed
 // skips its check with the package to install; one skipped though
-// installed fails. In HTTP a spindle arm skips its check only while this
-// build's proxy has no HTTP mode (its config refuses the field mode).
+// installed fails.
 func TestBenchProxy(t *testing.T) {
 	bin := spindleBin(t)
 	for _, tc := range []struct{ protocol, title string }{
@@ -59,8 +58,8 @@ func TestBenchProxy(t *testing.T) {
 	}
 }
 
-// checkProxyArms checks that every arm of rep ran, or was skipped for a
-// reason that excuses it (see TestBenchProxy), and answered every request.
+// checkProxyArms checks that every arm of rep ran, or was skipped for want
+// of its tool, and answered every request.
 func checkProxyArms(t *testing.T, rep *bench.ProxyReport, md string) {
 	rows := map[string]bench.ProxySummaryRow{}
 	for _, s := range rep.Summary {
@@ -74,9 +73,6 @@ func checkProxyArms(t *testing.T, rep *bench.ProxyReport, md string) {
 					if _, err := exec.LookPath(tool); err != nil {
 						t.Skipf("%s skipped: %s", a.Name, a.Skipped)
 					}
-				}
-				if rep.Config.Protocol == bench.ProxyProtocolHTTP && strings.HasPrefix(a.Name, "spindle-") && strings.Contains(a.Skipped, "field mode not found") {
-					t.Skipf("this build's spindle proxy has no HTTP mode: %s", a.Skipped)
 				}
 				t.Fatalf("skipped: %s", a.Skipped)
 			}
