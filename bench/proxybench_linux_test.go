@@ -295,7 +295,7 @@ func startSpindleHTTPProxy(t *testing.T, backend, upstream string, cpu, conns in
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := proxy.New(cfg, &proxy.Options{Drain: time.Second})
+	p, err := proxy.New(cfg, &proxy.Options{Drain: time.Second, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
