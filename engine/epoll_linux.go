@@ -24,10 +24,16 @@ type epollBackend struct {
 	l        *Loop
 	epfd     int
 	events   []unix.EpollEvent
+	iov      [][]byte // flush's writev vector, reused
+	ctls     uint64   // epoll_ctl calls on connections (tests)
 	busy     bool
 	busyPoll time.Duration
 	prefer   bool
 }
+
+// maxWritev is how many queued segments one writev takes: at most
+// unix.Writev's on-stack iovec array, so that it does not allocate.
+const maxWritev = 8
 
 func epollBusyPollUsable() error {
 	fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
@@ -92,24 +98,30 @@ func (b *epollBackend) removeListener(s *lnSock) {
 	s.ln.closeSock(b.l.id)
 }
 
-// update sets the epoll interest of c from its state.
-func (b *epollBackend) update(c *Conn, wantOut bool) {
+// update sets the epoll interest of c from its state. A pause is applied
+// lazily (lazy true): a paused connection that is watched for EPOLLIN stays
+// watched until an event comes for it, when poll removes it (update with
+// lazy false). So a pause undone before the peer sends anything (an HTTP
+// proxy's client while its response is outstanding, paused and resumed per
+// request) costs no epoll_ctl at all, where it cost two.
+func (b *epollBackend) update(c *Conn, wantOut, lazy bool) {
 	var want uint32
+	have := c.k.events
 	switch c.state {
 	case stateConnecting:
 		want = unix.EPOLLOUT
 	case stateOpen, stateClosing:
-		if c.paused == 0 {
+		if c.paused == 0 || lazy && have&unix.EPOLLIN != 0 {
 			want = unix.EPOLLIN
 		}
 		if wantOut {
 			want |= unix.EPOLLOUT
 		}
 	}
-	have := c.k.events
 	if want == have {
 		return
 	}
+	b.ctls++
 	ev := unix.EpollEvent{Events: want, Fd: c.slot, Pad: int32(c.gen & 0xffffff)}
 	var err error
 	switch {
@@ -128,20 +140,22 @@ func (b *epollBackend) update(c *Conn, wantOut bool) {
 	c.k.events = want
 }
 
-func (b *epollBackend) startConn(c *Conn) { b.update(c, false) }
+func (b *epollBackend) startConn(c *Conn) { b.update(c, false, false) }
 
-func (b *epollBackend) dial(c *Conn) { b.update(c, false) }
+func (b *epollBackend) dial(c *Conn) { b.update(c, false, false) }
 
 func (b *epollBackend) setRead(c *Conn, on bool) {
 	if c.k.closing {
 		return
 	}
-	b.update(c, c.k.events&unix.EPOLLOUT != 0)
+	b.update(c, c.k.events&unix.EPOLLOUT != 0, true)
 }
 
+// flush writes c's queue, up to maxWritev segments per system call
+// (writev, or write for one).
 func (b *epollBackend) flush(c *Conn) {
 	for c.queued > 0 {
-		n, err := unix.Write(c.fd, c.front())
+		n, err := b.write(c)
 		if n > 0 {
 			b.l.st.writes.Add(1)
 			c.sent(n)
@@ -152,7 +166,7 @@ func (b *epollBackend) flush(c *Conn) {
 		}
 		switch err {
 		case unix.EAGAIN:
-			b.update(c, true)
+			b.update(c, true, true)
 			return
 		case unix.EINTR:
 			continue
@@ -161,9 +175,24 @@ func (b *epollBackend) flush(c *Conn) {
 		return
 	}
 	if c.k.events&unix.EPOLLOUT != 0 {
-		b.update(c, false)
+		b.update(c, false, true)
 	}
 	c.afterDrain()
+}
+
+// write writes the head of c's queue: one segment with write(2), more with
+// writev(2). The segments are off-heap (slab chunks or receive buffers).
+func (b *epollBackend) write(c *Conn) (int, error) {
+	segs := c.wq[c.wqHead:]
+	if len(segs) == 1 {
+		return unix.Write(c.fd, c.segBytes(segs[0]))
+	}
+	iov := b.iov[:0]
+	for _, s := range segs[:min(len(segs), maxWritev)] {
+		iov = append(iov, c.segBytes(s))
+	}
+	b.iov = iov
+	return unix.Writev(c.fd, iov)
 }
 
 func (b *epollBackend) closeConn(c *Conn) {
@@ -226,11 +255,18 @@ func (b *epollBackend) poll(timeout time.Duration) error {
 		if ev.Events&unix.EPOLLOUT != 0 {
 			b.flush(c)
 		}
-		if c.state == stateOpen && c.paused == 0 && ev.Events&(unix.EPOLLIN|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+		switch {
+		case c.state == stateOpen && c.paused == 0 && ev.Events&(unix.EPOLLIN|unix.EPOLLHUP|unix.EPOLLERR) != 0:
 			b.read(c)
-		} else if ev.Events&unix.EPOLLERR != 0 && c.state != stateClosed {
+		case ev.Events&unix.EPOLLERR != 0 && c.state != stateClosed:
 			soerr, _ := unix.GetsockoptInt(c.fd, unix.SOL_SOCKET, unix.SO_ERROR)
 			c.abort(c.opError("read", "read", unix.Errno(soerr)))
+		case c.state != stateClosed && !c.k.closing && c.paused != 0 && c.k.events&unix.EPOLLIN != 0:
+			// A paused connection still watched (update's lazy pause):
+			// stop watching its input now that some came. Level-triggered,
+			// the event (or an EPOLLHUP, which epoll reports whatever the
+			// interest) would come back at every wait.
+			b.update(c, c.k.events&unix.EPOLLOUT != 0, false)
 		}
 	}
 	return nil
