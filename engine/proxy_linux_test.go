@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -172,6 +174,65 @@ func TestWriteBufferFromOffset(t *testing.T) {
 			}
 			if h.errs.Load() == 0 {
 				t.Error("WriteBufferFrom past the end returned no error")
+			}
+		})
+	}
+}
+
+// joinEcho echoes each buffer as its first byte copied with Write and the
+// rest with WriteBufferFrom, recording the most segments queued after it.
+type joinEcho struct {
+	BaseHandler
+	maxSegs atomic.Int64
+}
+
+func (h *joinEcho) OnData(c *Conn, b Buffer) bool {
+	c.Write(b.Bytes()[:1])
+	c.WriteBufferFrom(b, 1)
+	if n := int64(len(c.wq) - c.wqHead); n > h.maxSegs.Load() {
+		h.maxSegs.Store(n)
+	}
+	return true
+}
+
+// TestWriteBufferJoinsSmall: a small WriteBufferFrom after a Write joins the
+// Write's chunk (one segment, one send or write per message), a large one
+// is still queued as its own buffer, without a copy.
+func TestWriteBufferJoinsSmall(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			for _, tc := range []struct {
+				size     int
+				wantSegs int64
+			}{{100, 1}, {joinMax + 2, 2}} { // the first byte is written apart
+				h := &joinEcho{}
+				e, addr := startEngine(t, testConfig(b), h)
+				c := mustDial(t, "tcp", addr)
+				msg := bytes.Repeat([]byte{'x'}, tc.size)
+				got := make([]byte, tc.size)
+				const msgs = 20
+				for range msgs {
+					if _, err := c.Write(msg); err != nil {
+						t.Fatal(err)
+					}
+					if _, err := io.ReadFull(c, got); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if n := h.maxSegs.Load(); n != tc.wantSegs {
+					t.Errorf("%d-byte messages: up to %d segments queued per message, want %d", tc.size, n, tc.wantSegs)
+				}
+				if tc.wantSegs > 1 {
+					continue
+				}
+				// The loop counts a send after the client may have read it.
+				w := e.Stats().Writes
+				for deadline := time.Now().Add(time.Second); w < msgs && time.Now().Before(deadline); w = e.Stats().Writes {
+					time.Sleep(time.Millisecond)
+				}
+				if w != msgs {
+					t.Errorf("%d-byte messages: %d sends for %d messages, want one each", tc.size, w, msgs)
+				}
 			}
 		})
 	}
