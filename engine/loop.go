@@ -315,7 +315,9 @@ func (l *Loop) eof(c *Conn) {
 	if c.state != stateOpen || c.gotEOF {
 		return
 	}
-	if len(c.held) > 0 {
+	if len(c.held) > 0 || c.paused&(pauseUser|pauseHWM) != 0 {
+		// After the data held, or once reading resumes: a backend whose
+		// pause is lazy (uring) may see the FIN while paused.
 		c.heldEOF = true
 		return
 	}

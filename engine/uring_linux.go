@@ -421,11 +421,13 @@ func (b *uringBackend) setRead(c *Conn, on bool) {
 	if c.k.closing {
 		return
 	}
-	switch {
-	case !on && c.k.recv == 1:
-		b.cancel(udata(opRecv, c.slot, c.gen))
-		c.k.recv = 2
-	case on && c.k.recv == 0:
+	// A pause is applied lazily: the armed receive stays, and the first
+	// completion that comes while c is paused cancels it (opRecv), its data
+	// held until reading resumes (Loop.deliver). So a pause undone before
+	// the peer sends anything (an HTTP proxy's client while its response
+	// is outstanding, paused and resumed per request) costs no cancel and
+	// re-arm, and a paused connection still learns of a reset.
+	if on && c.k.recv == 0 {
 		b.armRecv(c)
 	}
 	// on with recv == 2: re-armed when the cancelled recv ends.
@@ -658,6 +660,10 @@ func (b *uringBackend) handle(q uring.CQE) {
 	switch op {
 	case opRecv:
 		final := !q.More()
+		// Data for a connection already paused (setRead's lazy pause) is
+		// held (or dropped, closing), and the receive stopped; a pause its
+		// handler makes now is left lazy.
+		heldPaused := c.paused != 0
 		if final {
 			c.k.recv = 0
 		}
@@ -685,6 +691,10 @@ func (b *uringBackend) handle(q uring.CQE) {
 			if !c.k.closing {
 				c.abort(c.opError("read", "recv", unix.Errno(-q.Res)))
 			}
+		}
+		if heldPaused && !final && c.k.recv == 1 && !c.k.closing {
+			b.cancel(udata(opRecv, c.slot, c.gen))
+			c.k.recv = 2
 		}
 		if final {
 			if c.k.recv == 0 && c.state == stateOpen && c.paused == 0 && !c.k.closing && q.Res != -int32(unix.ENOBUFS) {

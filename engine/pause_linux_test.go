@@ -1,7 +1,10 @@
 package engine
 
 import (
+	"errors"
 	"io"
+	"net"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -109,5 +112,101 @@ func TestEpollPausedHangUp(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	if w := e.Stats().Waits - w0; w > 50 {
 		t.Errorf("the loop waited %d times in 300ms with one paused, hung-up connection: spinning", w)
+	}
+}
+
+// postEchoHandler echoes each message from a posted function (a later
+// loop iteration); with pause set it pauses the connection's reading until
+// then, as an HTTP proxy pauses a client while its response is
+// outstanding.
+type postEchoHandler struct {
+	BaseHandler
+	pause bool
+}
+
+func (h *postEchoHandler) OnData(c *Conn, b Buffer) bool {
+	if h.pause {
+		c.PauseRead()
+	}
+	c.Loop().Post(func() {
+		c.WriteBuffer(b)
+		if h.pause {
+			c.ResumeRead()
+		}
+	})
+	return true
+}
+
+// TestLazyPauseCostsNothing: pausing and resuming a connection's reading
+// around each message, with nothing arriving while paused, adds no
+// submission per message (uring cancelled its multishot receive and armed
+// a new one: two more SQEs per message; epoll made two epoll_ctl calls,
+// TestEpollLazyPause). The SQEs are counted against the same echo without
+// the pause.
+func TestLazyPauseCostsNothing(t *testing.T) {
+	for _, be := range []Backend{BackendURing, BackendURingNAPI} {
+		t.Run(string(be), func(t *testing.T) {
+			const msgs = 50
+			var sqes [2]uint64
+			for i, pause := range []bool{false, true} {
+				e, addr := startEngine(t, testConfig(be), &postEchoHandler{pause: pause})
+				c := mustDial(t, "tcp", addr)
+				buf := make([]byte, 5)
+				var s0 uint64
+				for k := range msgs + 1 {
+					if k == 1 {
+						s0 = e.Stats().SQEs
+					}
+					if _, err := c.Write([]byte("hello")); err != nil {
+						t.Fatal(err)
+					}
+					if _, err := io.ReadFull(c, buf); err != nil {
+						t.Fatal(err)
+					}
+				}
+				sqes[i] = e.Stats().SQEs - s0
+			}
+			// A recv re-armed at times (ENOBUFS, a receive limit
+			// reached) is allowed for.
+			if extra := int64(sqes[1]) - int64(sqes[0]); extra > msgs/10 {
+				t.Errorf("%d messages took %d SQEs paused and resumed, %d without: %.2f more each", msgs, sqes[1], sqes[0], float64(extra)/msgs)
+			}
+		})
+	}
+}
+
+// pausedForever pauses every connection's reading as it opens and records
+// how each one ends.
+type pausedForever struct {
+	BaseHandler
+	closed chan error
+}
+
+func (h *pausedForever) OnOpen(c *Conn) { c.PauseRead() }
+
+func (h *pausedForever) OnClose(c *Conn, err error) { h.closed <- err }
+
+// TestPausedSeesReset: a connection whose reading is paused learns that its
+// peer reset it (the armed receive or the epoll interest stays while
+// nothing arrives), and ends with the error, instead of holding its slot
+// until it resumes.
+func TestPausedSeesReset(t *testing.T) {
+	for _, be := range testBackends {
+		t.Run(string(be), func(t *testing.T) {
+			h := &pausedForever{closed: make(chan error, 1)}
+			_, addr := startEngine(t, testConfig(be), h)
+			c := mustDial(t, "tcp", addr)
+			time.Sleep(20 * time.Millisecond) // accepted and paused
+			c.(*net.TCPConn).SetLinger(0)
+			c.Close()
+			select {
+			case err := <-h.closed:
+				if !errors.Is(err, syscall.ECONNRESET) {
+					t.Errorf("OnClose(%v), want ECONNRESET", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the paused connection did not see its peer's reset in 5 s")
+			}
+		})
 	}
 }
