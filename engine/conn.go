@@ -5,6 +5,7 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -65,11 +66,16 @@ type Conn struct {
 
 	// CloseLinger: what the peer sends is dropped while lingering, and c
 	// closes when more than lingerLeft bytes came, at the peer's FIN, or
-	// lingerFor after c's own FIN. Here, and the bools above packed, a
-	// Conn keeps to the 256-byte size class (TestConnSize).
-	lingerFor  time.Duration
+	// tmo (a time.Duration) after c's own FIN. Once Close is called
+	// (stateClosing), which no linger timer follows, tmo is the nanotime
+	// of the Close instead, for CloseTimeout. Here, and the bools above
+	// packed, a Conn keeps to the 256-byte size class (TestConnSize).
+	tmo        int64
 	lingerLeft int32
 	lingering  bool
+	// stall counts the loop's sweeps that found c's queue not empty since
+	// a send last took some of it (WriteTimeout); sent clears it.
+	stall uint8
 
 	lnSlot uint16 // accepted: 1 + the index of its socket in Loop.lns; 0 dialed
 }
@@ -357,7 +363,9 @@ func (c *Conn) CloseWrite() error {
 // the socket (at the call if CloseWrite had sent the FIN before): what the
 // socket's send buffer still holds then reaches a slow peer later, and is
 // lost if the peer is still sending when the timeout closes c. A peer that
-// reads nothing keeps c as it would after Close. Reading resumes if it was
+// reads nothing keeps c until Config.CloseTimeout after the call, or
+// WriteTimeout without progress, and c is then reset as a Close would be.
+// Reading resumes if it was
 // paused (PauseRead, the high-water mark) and data held while paused is
 // dropped. Before a dialed connection's OnOpen it is Close. It returns
 // net.ErrClosed after Close. Loop goroutine.
@@ -373,7 +381,7 @@ func (c *Conn) CloseLinger(timeout time.Duration, maxBytes int) error {
 	c.CloseWrite()
 	c.lingering = true
 	left := min(max(maxBytes, 0), math.MaxInt32)
-	c.lingerFor = timeout
+	c.tmo = int64(timeout)
 	for _, h := range c.held {
 		left -= int(h.n)
 		c.l.releaseHeld(h.id)
@@ -385,6 +393,10 @@ func (c *Conn) CloseLinger(timeout time.Duration, maxBytes int) error {
 	}
 	if c.shutWr {
 		c.lingerTimer() // FIN went out already (CloseWrite before)
+	} else if c.queued > 0 && c.l.cto > 0 {
+		// CloseTimeout bounds the drain before the FIN as it bounds a
+		// Close's; lingerTimer stops this at the FIN.
+		c.timer = c.l.AfterFunc(c.l.cto, c.expire)
 	}
 	// Nothing is held any more: resume only clears the bits and starts
 	// reading once neither is left.
@@ -395,12 +407,16 @@ func (c *Conn) CloseLinger(timeout time.Duration, maxBytes int) error {
 
 // lingerTimer closes a lingering c at its timeout, counted from its FIN.
 func (c *Conn) lingerTimer() {
-	c.timer = c.l.AfterFunc(c.lingerFor, func() { c.Close() })
+	c.timer.Stop() // CloseTimeout's, set by CloseLinger before the FIN
+	c.timer = c.l.AfterFunc(time.Duration(c.tmo), func() { c.Close() })
 }
 
 // Close stops reading, sends what is queued, closes the socket and then
 // calls OnClose(c, nil); before a dialed connection's OnOpen it abandons
-// the dial and what was queued. Loop goroutine.
+// the dial and what was queued. A queue the peer has not taken by
+// Config.CloseTimeout (or that stops moving for WriteTimeout) is dropped
+// with a reset, and OnClose gets an error wrapping os.ErrDeadlineExceeded
+// instead. Loop goroutine.
 func (c *Conn) Close() error {
 	switch c.state {
 	case stateClosing, stateClosed:
@@ -410,6 +426,9 @@ func (c *Conn) Close() error {
 		return nil
 	}
 	c.state = stateClosing
+	if c.l.cto > 0 {
+		c.tmo = nanotime() // CloseTimeout counts from here (Loop.sweep)
+	}
 	c.pause(pauseClosing)
 	c.l.markDirty(c)
 	return nil
@@ -429,13 +448,41 @@ func (c *Conn) Reset() error {
 	case c.state == stateClosed || c.k.closing:
 		return net.ErrClosed
 	}
+	c.reset(nil)
+	return nil
+}
+
+// reset is Reset on an open or closing c, OnClose getting err.
+func (c *Conn) reset(err error) {
+	if c.state == stateClosed || c.k.closing {
+		return
+	}
 	if !c.unixPeer {
 		// With a zero linger time close(2) sends RST and drops the
 		// socket's unsent data (tcp_close, tcp_disconnect).
 		unix.SetsockoptLinger(c.fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
 	}
-	c.abort(nil)
-	return nil
+	c.abort(err)
+}
+
+// expire resets c, whose queue WriteTimeout or CloseTimeout gave up on.
+func (c *Conn) expire() { c.reset(c.netError("write", os.ErrDeadlineExceeded)) }
+
+// netError describes err as package net would for op ("read", "write",
+// "dial"...) on c: its network ("tcp" or "unix") and, for TCP, its
+// addresses, so that a handler's OnClose reads the same on every backend.
+func (c *Conn) netError(op string, err error) error {
+	e := &net.OpError{Op: op, Net: "tcp", Err: err}
+	if c.unixPeer {
+		e.Net = "unix"
+	}
+	if c.local.IsValid() {
+		e.Source = net.TCPAddrFromAddrPort(c.local)
+	}
+	if c.remote.IsValid() {
+		e.Addr = net.TCPAddrFromAddrPort(c.remote)
+	}
+	return e
 }
 
 // abort closes c now, dropping its queue; OnClose gets err.
@@ -491,6 +538,7 @@ func (c *Conn) segBytes(s seg) []byte {
 
 // sent advances the write queue by n bytes.
 func (c *Conn) sent(n int) {
+	c.stall = 0 // progress, for WriteTimeout
 	c.l.st.bytesWritten.Add(uint64(n))
 	c.queued -= n
 	for n > 0 {

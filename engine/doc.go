@@ -31,6 +31,13 @@
 // takes a sleeping loop's P after 20 µs. Both are measured in
 // docs/BENCHMARKS.md, "The scheduler and the loops".
 //
+// Peers that do not read: a connection's write queue is bounded in memory
+// by Config.WriteHighWater (reading pauses above it) and in time by
+// Config.WriteTimeout (off by default, as Go's net without a deadline: a
+// queue that has not moved for that long is reset) and Config.CloseTimeout
+// (30 s by default: a Close still waiting on its queue is reset), so that a
+// slow-read attack holds a connection and its buffers for a bounded time.
+//
 // Goroutines: methods of Engine may be called from any goroutine. Methods of
 // Conn, and of Loop unless said otherwise, may be called only on the loop
 // goroutine that owns them (inside Handler callbacks, timer functions and

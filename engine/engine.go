@@ -210,6 +210,48 @@ type Config struct {
 	// of it held (measured: 572 KiB over a 64 KiB mark on loopback with
 	// 100 µs). Not for uring-sqpoll. Default 0: off.
 	BatchWait time.Duration
+	// WriteTimeout, when > 0, resets a connection whose write queue is
+	// not empty and has had no byte of it taken by the kernel for that
+	// long, open or closing: the peer gets a reset (RST) and the queue is
+	// dropped, as with Conn.Reset, and OnClose gets a *net.OpError (Op
+	// "write") wrapping os.ErrDeadlineExceeded. A peer that stops reading
+	// holds its queue (up to WriteHighWater of buffers) and its
+	// connection for that long, not for good; a peer that reads, however
+	// slowly, keeps it while the queue moves. Progress is a send
+	// completing: on the uring backends a send of one queue segment (up
+	// to ReadBufferSize bytes) completes once the kernel has taken all of
+	// it, so there a peer must take a segment's worth per WriteTimeout.
+	// Bytes in the socket's send buffer are the kernel's: taking them was
+	// progress. Default 0: no bound while the connection is open, as Go's
+	// net without a deadline (CloseTimeout still bounds a Close).
+	//
+	// It costs nothing per write: a send completion only clears a
+	// per-connection count. Each loop sweeps its connections every
+	// quarter of the shorter of WriteTimeout and CloseTimeout (but at
+	// least every 200th of WriteTimeout and no more often than every
+	// millisecond), only while one of them has a queue: the sweep is
+	// armed by the end-of-iteration flush of a non-empty queue and armed
+	// again by a sweep that found one. It counts, per connection with a
+	// queue, the sweeps since the last progress. A reset comes between
+	// WriteTimeout and WriteTimeout plus two sweep periods (1.5 times
+	// WriteTimeout when it is the shorter) after the last progress.
+	WriteTimeout time.Duration
+	// CloseTimeout bounds a Close: a connection whose write queue has not
+	// drained into the socket CloseTimeout after Close is reset as by
+	// WriteTimeout (RST, queue dropped), and its OnClose gets the same
+	// *net.OpError wrapping os.ErrDeadlineExceeded instead of Close's nil,
+	// since the peer did not get everything. It counts from the Close
+	// whether the queue moves or not: a slow reader is cut at it.
+	// WriteTimeout applies to a closing connection too: when it is
+	// shorter, a Close whose queue stops moving ends sooner. Checked by
+	// WriteTimeout's sweep: the reset comes within one sweep period after
+	// the timeout. It bounds CloseLinger's drain before its FIN the same
+	// way (with a timer of its own); CloseLinger's timeout for the
+	// read-and-drop phase after the FIN stays its own. Default
+	// 30s, so that a default engine never waits on a peer forever;
+	// negative: no bound (a Close to a peer that never reads waits for as
+	// long as the engine runs, as before; Conn.Reset still ends it).
+	CloseTimeout time.Duration
 	// KeepGOMAXPROCS leaves GOMAXPROCS as it is. By default Run raises it,
 	// when it is not above the number of event loops running in the
 	// process, to one more than that, says so through Logf, and puts it
@@ -238,6 +280,9 @@ const (
 	defaultMaxQueuedReadBuffers = 4
 	defaultBusyPoll             = 50 * time.Microsecond
 )
+
+// defaultCloseTimeout is Config.CloseTimeout's default.
+const defaultCloseTimeout = 30 * time.Second
 
 func (c *Config) withDefaults() (Config, error) {
 	var out Config
@@ -295,6 +340,12 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if out.BusyPoll < 0 {
 		return out, fmt.Errorf("engine: negative BusyPoll %v", out.BusyPoll)
+	}
+	if out.WriteTimeout < 0 {
+		return out, fmt.Errorf("engine: negative WriteTimeout %v", out.WriteTimeout)
+	}
+	if out.CloseTimeout == 0 {
+		out.CloseTimeout = defaultCloseTimeout
 	}
 	if out.Logf == nil {
 		out.Logf = log.Printf

@@ -67,6 +67,7 @@ func New(cfg *Config, h Handler) (*Engine, error) {
 			return nil, os.NewSyscallError("eventfd", err)
 		}
 		l := &Loop{e: e, id: i, cpu: cpu, h: h, hwm: c.WriteHighWater, wakeFd: fd}
+		l.setTimeouts(c.WriteTimeout, c.CloseTimeout)
 		l.ringFd.Store(-1)
 		l.be = newBackend(e.backend, &e.cfg)
 		e.loops = append(e.loops, l)
@@ -275,6 +276,9 @@ func (l *Loop) serve() {
 		if l.timers.pending() {
 			l.timers.runExpired(nanotime())
 		}
+		if l.sweepAt != 0 && l.woke >= l.sweepAt {
+			l.sweep()
+		}
 		if l.wakePending.Load() {
 			l.runPosts()
 		}
@@ -285,6 +289,12 @@ func (l *Loop) serve() {
 		timeout := time.Duration(-1)
 		if l.timers.pending() {
 			timeout = l.timers.next(nanotime())
+		}
+		if l.sweepAt != 0 {
+			// From the last wake-up: the sweep may come a little late.
+			if d := time.Duration(max(l.sweepAt-l.woke, 0)); timeout < 0 || d < timeout {
+				timeout = d
+			}
 		}
 		if l.wakePending.Load() || len(l.dirty) > 0 {
 			timeout = 0
@@ -864,21 +874,9 @@ func cpuNode(cpu int) int {
 }
 
 // opError describes err, returned by syscall, as package net would for
-// op ("read", "write", "dial"...) on c: its network ("tcp" or "unix") and,
-// for TCP, its addresses, so that a handler's OnClose reads the same on
-// every backend. Loop goroutine.
+// op on c (netError). Loop goroutine.
 func (c *Conn) opError(op, syscall string, err error) error {
-	e := &net.OpError{Op: op, Net: "tcp", Err: os.NewSyscallError(syscall, err)}
-	if c.unixPeer {
-		e.Net = "unix"
-	}
-	if c.local.IsValid() {
-		e.Source = net.TCPAddrFromAddrPort(c.local)
-	}
-	if c.remote.IsValid() {
-		e.Addr = net.TCPAddrFromAddrPort(c.remote)
-	}
-	return e
+	return c.netError(op, os.NewSyscallError(syscall, err))
 }
 
 // threadCPU is the calling thread's CPU time in nanoseconds. Loop goroutine.

@@ -109,6 +109,15 @@ type Loop struct {
 	// waits cannot poll and the two clock reads would be pure cost.
 	waitCPU bool
 	cpu0    int64
+
+	// WriteTimeout and CloseTimeout (see sweep): cto is
+	// Config.CloseTimeout; the sweep runs every sweepEvery (0: never)
+	// while sweepAt (nanotime) is not 0, and resets a connection whose
+	// stall count passes wtoTicks (0: no WriteTimeout).
+	cto        time.Duration
+	sweepEvery time.Duration
+	sweepAt    int64
+	wtoTicks   uint8
 }
 
 // ID is the loop's index in Engine.Loops. Any goroutine.
@@ -214,6 +223,9 @@ func (l *Loop) flushDirty() {
 		c.dirty = false
 		if c.state == stateOpen || c.state == stateClosing {
 			if c.queued > 0 {
+				if l.sweepAt == 0 && l.sweepEvery > 0 {
+					l.sweepAt = l.woke + int64(l.sweepEvery)
+				}
 				l.be.flush(c)
 			} else {
 				c.afterDrain()
@@ -221,6 +233,54 @@ func (l *Loop) flushDirty() {
 		}
 	}
 	l.dirty = l.dirty[:0]
+}
+
+// setTimeouts sets the sweep up for Config.WriteTimeout (wto) and
+// CloseTimeout (cto): every quarter of the shorter, but at least every
+// 200th of wto (its count of sweeps, stall, fits a byte) and 1 ms.
+func (l *Loop) setTimeouts(wto, cto time.Duration) {
+	l.cto = cto
+	for _, d := range []time.Duration{wto, cto} {
+		if d > 0 && (l.sweepEvery == 0 || d/4 < l.sweepEvery) {
+			l.sweepEvery = d / 4
+		}
+	}
+	if l.sweepEvery == 0 {
+		return
+	}
+	l.sweepEvery = max(l.sweepEvery, wto/200, time.Millisecond)
+	if wto > 0 {
+		l.wtoTicks = uint8((wto + l.sweepEvery - 1) / l.sweepEvery)
+	}
+}
+
+// sweep resets the connections whose write queue has not moved for
+// Config.WriteTimeout, or that a Close has not drained in CloseTimeout, and
+// sets the next sweep if some other connection has a queue (else the next
+// flush of a queue sets it). A connection's stall count is 1 at the first
+// sweep after its queue last moved (or filled), and wtoTicks sweeps, each
+// at least sweepEvery after the last, later it passes wtoTicks: WriteTimeout
+// has passed. Loop goroutine.
+func (l *Loop) sweep() {
+	l.sweepAt = 0
+	now := nanotime()
+	queued := false
+	for _, c := range l.conns {
+		if c == nil || c.queued == 0 || c.k.closing || (c.state != stateOpen && c.state != stateClosing) {
+			continue
+		}
+		if c.stall < math.MaxUint8 {
+			c.stall++
+		}
+		if l.wtoTicks > 0 && c.stall > l.wtoTicks || c.state == stateClosing && l.cto > 0 && now-c.tmo >= int64(l.cto) {
+			c.expire()
+			continue
+		}
+		queued = true
+	}
+	if queued {
+		l.sweepAt = now + int64(l.sweepEvery)
+	}
 }
 
 // addConn puts c in the slot table.

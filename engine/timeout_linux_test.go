@@ -1,0 +1,193 @@
+package engine
+
+import (
+	"errors"
+	"net"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// dialRcvBuf connects to addr with a receive buffer of size, set before
+// the handshake so that the window stays that small (4 KiB: a peer that
+// takes almost nothing). It is closed when the test ends.
+func dialRcvBuf(t *testing.T, addr string, size int) net.Conn {
+	t.Helper()
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var err error
+		rc.Control(func(fd uintptr) { err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, size) })
+		return err
+	}}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// timeoutHandler writes payload to each connection it opens, then Closes
+// it if close is set; it keeps the time of OnOpen and OnClose and
+// OnClose's error. With sndbuf, OnOpen first sets SO_SNDBUF.
+type timeoutHandler struct {
+	BaseHandler
+	payload        []byte
+	close          bool
+	sndbuf         int
+	opened, closed atomic.Int64 // nanotime
+	err            atomic.Value
+}
+
+func (h *timeoutHandler) OnOpen(c *Conn) {
+	h.opened.Store(nanotime())
+	if h.sndbuf > 0 {
+		unix.SetsockoptInt(c.Fd(), unix.SOL_SOCKET, unix.SO_SNDBUF, h.sndbuf)
+	}
+	c.Write(h.payload)
+	if h.close {
+		c.Close()
+	}
+}
+
+func (h *timeoutHandler) OnClose(c *Conn, err error) {
+	if err != nil {
+		h.err.Store(err)
+	}
+	h.closed.Store(nanotime())
+}
+
+// checkExpired checks that h's connection was closed for a timeout, no
+// later than within after OnOpen, and that the peer c sees a reset.
+func checkExpired(t *testing.T, h *timeoutHandler, c net.Conn, within time.Duration) {
+	t.Helper()
+	waitFor(t, "OnClose", func() bool { return h.closed.Load() != 0 })
+	if d := time.Duration(h.closed.Load() - h.opened.Load()); d > within {
+		t.Errorf("closed %v after OnOpen, want within %v", d, within)
+	}
+	err, _ := h.err.Load().(error)
+	var oe *net.OpError
+	if !errors.Is(err, os.ErrDeadlineExceeded) || !errors.As(err, &oe) {
+		t.Errorf("OnClose got %v, want a *net.OpError wrapping os.ErrDeadlineExceeded", err)
+	}
+	if got, err := readReply(c); !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("the peer read %d bytes, then %v; want a reset", len(got), err)
+	}
+}
+
+// TestWriteTimeout: a peer that reads nothing, sent more than the socket
+// buffers hold: with WriteTimeout 200ms its connection is reset (RST,
+// OnClose with a deadline error) within a second or so (bounded at 5 s:
+// what counts is that it happens); without it, it stays open.
+func TestWriteTimeout(t *testing.T) {
+	testPeerNotReading(t, false, func(cfg *Config, bound bool) {
+		if bound {
+			cfg.WriteTimeout = 200 * time.Millisecond
+		}
+	})
+}
+
+// testPeerNotReading runs timeoutHandler (Closing if close) against a peer
+// that reads nothing, on every backend, with a Config that set bounds
+// (bound) or not: bounded, the connection must be reset for its timeout;
+// unbounded, it must still be open a second later.
+func testPeerNotReading(t *testing.T, close bool, set func(cfg *Config, bound bool)) {
+	payload := pattern(7, 8<<20)
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			for _, bound := range []bool{true, false} {
+				cfg := testConfig(b)
+				set(cfg, bound)
+				h := &timeoutHandler{payload: payload, close: close}
+				e, addr := startEngine(t, cfg, h)
+				c := dialRcvBuf(t, addr, 4096)
+				if !bound {
+					time.Sleep(time.Second)
+					if h.closed.Load() != 0 || e.Stats().Open != 1 {
+						t.Errorf("with no bound: a connection whose peer does not read ended (%v)", h.err.Load())
+					}
+					continue
+				}
+				checkExpired(t, h, c, 5*time.Second)
+			}
+		})
+	}
+}
+
+// TestWriteTimeoutSlowReader: a peer that reads slowly but steadily keeps
+// its connection under WriteTimeout: the queue moves. The socket buffers
+// are kept small (64 KiB each way, doubled by the kernel): what they hold
+// is drained by the reader well within WriteTimeout, so the sender's queue
+// moves at the reader's pace (with default buffers the reader spends
+// longer than that on what the kernel took at the start, and the queue
+// rightly counts as stuck).
+func TestWriteTimeoutSlowReader(t *testing.T) {
+	payload := pattern(8, 8<<20)
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			cfg := testConfig(b)
+			cfg.WriteTimeout = 300 * time.Millisecond
+			h := &timeoutHandler{payload: payload, sndbuf: 64 << 10}
+			_, addr := startEngine(t, cfg, h)
+			c := dialRcvBuf(t, addr, 64<<10)
+			buf := make([]byte, 16<<10)
+			total := 0
+			for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); {
+				c.SetReadDeadline(time.Now().Add(5 * time.Second))
+				n, err := c.Read(buf)
+				total += n
+				if err != nil {
+					t.Fatalf("after %d bytes: %v", total, err)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if h.closed.Load() != 0 || total >= len(payload) {
+				t.Errorf("read %d of %d bytes; OnClose: %v", total, len(payload), h.err.Load())
+			}
+		})
+	}
+}
+
+// TestCloseTimeout: a Close whose queue a peer that reads nothing never
+// takes ends at CloseTimeout (300ms) with a reset; with no bound
+// (negative) it waits on.
+func TestCloseTimeout(t *testing.T) {
+	testPeerNotReading(t, true, func(cfg *Config, bound bool) {
+		cfg.CloseTimeout = -1
+		if bound {
+			cfg.CloseTimeout = 300 * time.Millisecond
+		}
+	})
+}
+
+// TestTimeoutDefaults: CloseTimeout defaults to 30 s, WriteTimeout to
+// none; a negative WriteTimeout is refused; the sweep keeps WriteTimeout's
+// count in a byte and comes every quarter of the shorter timeout.
+func TestTimeoutDefaults(t *testing.T) {
+	c, err := (&Config{}).withDefaults()
+	if err != nil || c.CloseTimeout != 30*time.Second || c.WriteTimeout != 0 {
+		t.Errorf("defaults: CloseTimeout %v, WriteTimeout %v, %v", c.CloseTimeout, c.WriteTimeout, err)
+	}
+	if _, err := (&Config{WriteTimeout: -1}).withDefaults(); err == nil {
+		t.Error("a negative WriteTimeout was accepted")
+	}
+	for _, tc := range []struct {
+		wto, cto, every time.Duration
+		ticks           uint8
+	}{
+		{0, -1, 0, 0},
+		{0, 30 * time.Second, 7500 * time.Millisecond, 0},
+		{200 * time.Millisecond, 30 * time.Second, 50 * time.Millisecond, 4},
+		{time.Hour, time.Second, 18 * time.Second, 200},
+		{time.Microsecond, -1, time.Millisecond, 1},
+	} {
+		var l Loop
+		l.setTimeouts(tc.wto, tc.cto)
+		if l.sweepEvery != tc.every || l.wtoTicks != tc.ticks {
+			t.Errorf("WriteTimeout %v, CloseTimeout %v: sweep every %v, %d sweeps; want %v, %d", tc.wto, tc.cto, l.sweepEvery, l.wtoTicks, tc.every, tc.ticks)
+		}
+	}
+}
