@@ -361,11 +361,14 @@ func (c *Conn) CloseWrite() error {
 // answer with a reset, which can destroy the end of the response before
 // the peer has read it. The timeout starts once the queue has drained into
 // the socket (at the call if CloseWrite had sent the FIN before): what the
-// socket's send buffer still holds then reaches a slow peer later, and is
-// lost if the peer is still sending when the timeout closes c. A peer that
-// reads nothing keeps c until Config.CloseTimeout after the call, or
-// WriteTimeout without progress, and c is then reset as a Close would be.
-// Reading resumes if it was
+// socket's send buffer still holds then reaches a slow peer later, and
+// would be lost if the peer were still sending when the timeout closes c.
+// So at the timeout, while the socket still holds unacknowledged bytes,
+// fewer than at the FIN or the last check (SIOCOUTQ: the peer is taking
+// them), the timeout starts again, up to Config.CloseTimeout after the FIN
+// (TestCloseLingerSlowReader). A peer that reads nothing keeps c until
+// Config.CloseTimeout after the call, or WriteTimeout without progress,
+// and c is then reset as a Close would be. Reading resumes if it was
 // paused (PauseRead, the high-water mark) and data held while paused is
 // dropped. Before a dialed connection's OnOpen it is Close. It returns
 // net.ErrClosed after Close. Loop goroutine.
@@ -405,10 +408,32 @@ func (c *Conn) CloseLinger(timeout time.Duration, maxBytes int) error {
 	return nil
 }
 
-// lingerTimer closes a lingering c at its timeout, counted from its FIN.
+// lingerTimer closes a lingering c at its timeout, counted from its FIN,
+// unless the socket's send buffer still holds unacknowledged bytes, fewer
+// than at the FIN or the last check: a slow peer still taking the reply,
+// whose tail a close now would destroy were the peer still sending (the
+// reset that answers data for a closed socket). Then it checks again
+// after the same timeout, up to CloseTimeout after the FIN. One ioctl at
+// the FIN and one per expiry.
 func (c *Conn) lingerTimer() {
 	c.timer.Stop() // CloseTimeout's, set by CloseLinger before the FIN
-	c.timer = c.l.AfterFunc(time.Duration(c.tmo), func() { c.Close() })
+	d, fin, left := time.Duration(c.tmo), nanotime(), c.unsent()
+	var f func()
+	f = func() {
+		if n := c.unsent(); c.state == stateOpen && n > 0 && n < left {
+			wait, now := d, nanotime()
+			if cto := int64(c.l.cto); cto > 0 {
+				wait = min(wait, time.Duration(fin+cto-now))
+			}
+			if wait > 0 {
+				left = n
+				c.timer = c.l.AfterFunc(wait, f)
+				return
+			}
+		}
+		c.Close()
+	}
+	c.timer = c.l.AfterFunc(d, f)
 }
 
 // Close stops reading, sends what is queued, closes the socket and then

@@ -247,8 +247,10 @@ type Config struct {
 	// WriteTimeout's sweep: the reset comes within one sweep period after
 	// the timeout. It bounds CloseLinger's drain before its FIN the same
 	// way (with a timer of its own); CloseLinger's timeout for the
-	// read-and-drop phase after the FIN stays its own. Default
-	// 30s, so that a default engine never waits on a peer forever;
+	// read-and-drop phase after the FIN stays its own, but is extended,
+	// up to CloseTimeout after the FIN, while the socket's send buffer
+	// still holds unacknowledged bytes that shrink (see CloseLinger).
+	// Default 30s, so that a default engine never waits on a peer forever;
 	// negative: no bound (a Close to a peer that never reads waits for as
 	// long as the engine runs, as before; Conn.Reset still ends it).
 	CloseTimeout time.Duration

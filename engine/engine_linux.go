@@ -879,6 +879,16 @@ func (c *Conn) opError(op, syscall string, err error) error {
 	return c.netError(op, os.NewSyscallError(syscall, err))
 }
 
+// unsent is what c's socket holds that the peer has not acknowledged yet
+// (SIOCOUTQ: sent or not), 0 if unknown. Loop goroutine.
+func (c *Conn) unsent() int {
+	n, err := unix.IoctlGetInt(c.fd, unix.SIOCOUTQ)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
 // threadCPU is the calling thread's CPU time in nanoseconds. Loop goroutine.
 func threadCPU() int64 { return sys.ThreadCPUTime() }
 

@@ -163,6 +163,68 @@ func TestCloseTimeout(t *testing.T) {
 	})
 }
 
+// TestCloseLingerSlowReader: CloseLinger's timeout counts from the FIN
+// handed to the socket, whose send buffer (1 MiB here) still holds the
+// reply's tail: a peer reading it slowly while it goes on sending must
+// still get all of it and the FIN, not a reset cutting the tail at the
+// timeout (what happened before the timeout was extended while the unsent
+// bytes shrink).
+func TestCloseLingerSlowReader(t *testing.T) {
+	reply := pattern(10, 4<<20)
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			var sndErr atomic.Value
+			h := &lingerHandler{reply: reply,
+				open: func(c *Conn) {
+					if err := unix.SetsockoptInt(c.Fd(), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 1<<20); err != nil {
+						sndErr.Store(err)
+					}
+				},
+				end: func(c *Conn) { c.CloseLinger(200*time.Millisecond, 1<<30) }}
+			_, addr := startEngine(t, testConfig(b), h)
+			c := mustDial(t, "tcp", addr)
+			if _, err := c.Write([]byte("request")); err != nil {
+				t.Fatal(err)
+			}
+			stop := make(chan struct{})
+			defer close(stop)
+			go func() {
+				// The peer keeps sending while it reads, as a client still
+				// uploading: a close on the server now answers with a reset.
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(5 * time.Millisecond):
+					}
+					if _, err := c.Write(make([]byte, 1024)); err != nil {
+						return
+					}
+				}
+			}()
+			var got []byte
+			buf := make([]byte, 32<<10)
+			var err error
+			for {
+				c.SetReadDeadline(time.Now().Add(20 * time.Second))
+				var n int
+				n, err = c.Read(buf)
+				got = append(got, buf[:n]...)
+				if err != nil {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if err, _ := sndErr.Load().(error); err != nil {
+				t.Skipf("SO_SNDBUFFORCE: %v (needs CAP_NET_ADMIN)", err)
+			}
+			if len(got) != len(reply) || err.Error() != "EOF" {
+				t.Errorf("the slow reader read %d of %d bytes, then %v; want all of it and EOF", len(got), len(reply), err)
+			}
+		})
+	}
+}
+
 // TestTimeoutDefaults: CloseTimeout defaults to 30 s, WriteTimeout to
 // none; a negative WriteTimeout is refused; the sweep keeps WriteTimeout's
 // count in a byte and comes every quarter of the shorter timeout.
