@@ -222,8 +222,16 @@ type Config struct {
 	// to ReadBufferSize bytes) completes once the kernel has taken all of
 	// it, so there a peer must take a segment's worth per WriteTimeout.
 	// Bytes in the socket's send buffer are the kernel's: taking them was
-	// progress. Default 0: no bound while the connection is open, as Go's
-	// net without a deadline (CloseTimeout still bounds a Close).
+	// progress. The kernel takes more only as the peer's receive window
+	// opens, which a peer's TCP announces in steps of up to half its
+	// receive buffer (megabytes, autotuned): a peer reading that much more
+	// slowly than once per WriteTimeout looks stuck, and is reset, so set
+	// it well above that (a peer reading 16 KiB every 10 ms through 128
+	// KiB buffers each way keeps a 300 ms WriteTimeout,
+	// TestWriteTimeoutSlowReader; one reading 32 KiB every 10 ms through
+	// loopback's default buffers was reset at 0.4 s). Default 0: no
+	// bound while the connection is open, as Go's net without a deadline
+	// (CloseTimeout still bounds a Close).
 	//
 	// It costs nothing per write: a send completion only clears a
 	// per-connection count. Each loop sweeps its connections every

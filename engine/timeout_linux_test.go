@@ -30,13 +30,13 @@ func dialRcvBuf(t *testing.T, addr string, size int) net.Conn {
 	return c
 }
 
-// timeoutHandler writes payload to each connection it opens, then Closes
-// it if close is set; it keeps the time of OnOpen and OnClose and
+// timeoutHandler writes payload to each connection it opens, then calls
+// end (Close, say) if set; it keeps the time of OnOpen and OnClose and
 // OnClose's error. With sndbuf, OnOpen first sets SO_SNDBUF.
 type timeoutHandler struct {
 	BaseHandler
 	payload        []byte
-	close          bool
+	end            func(c *Conn)
 	sndbuf         int
 	opened, closed atomic.Int64 // nanotime
 	err            atomic.Value
@@ -48,8 +48,8 @@ func (h *timeoutHandler) OnOpen(c *Conn) {
 		unix.SetsockoptInt(c.Fd(), unix.SOL_SOCKET, unix.SO_SNDBUF, h.sndbuf)
 	}
 	c.Write(h.payload)
-	if h.close {
-		c.Close()
+	if h.end != nil {
+		h.end(c)
 	}
 }
 
@@ -83,25 +83,25 @@ func checkExpired(t *testing.T, h *timeoutHandler, c net.Conn, within time.Durat
 // OnClose with a deadline error) within a second or so (bounded at 5 s:
 // what counts is that it happens); without it, it stays open.
 func TestWriteTimeout(t *testing.T) {
-	testPeerNotReading(t, false, func(cfg *Config, bound bool) {
+	testPeerNotReading(t, nil, func(cfg *Config, bound bool) {
 		if bound {
 			cfg.WriteTimeout = 200 * time.Millisecond
 		}
 	})
 }
 
-// testPeerNotReading runs timeoutHandler (Closing if close) against a peer
+// testPeerNotReading runs timeoutHandler (ending with end) against a peer
 // that reads nothing, on every backend, with a Config that set bounds
 // (bound) or not: bounded, the connection must be reset for its timeout;
 // unbounded, it must still be open a second later.
-func testPeerNotReading(t *testing.T, close bool, set func(cfg *Config, bound bool)) {
+func testPeerNotReading(t *testing.T, end func(c *Conn), set func(cfg *Config, bound bool)) {
 	payload := pattern(7, 8<<20)
 	for _, b := range testBackends {
 		t.Run(string(b), func(t *testing.T) {
 			for _, bound := range []bool{true, false} {
 				cfg := testConfig(b)
 				set(cfg, bound)
-				h := &timeoutHandler{payload: payload, close: close}
+				h := &timeoutHandler{payload: payload, end: end}
 				e, addr := startEngine(t, cfg, h)
 				c := dialRcvBuf(t, addr, 4096)
 				if !bound {
@@ -151,16 +151,24 @@ func TestWriteTimeoutSlowReader(t *testing.T) {
 	}
 }
 
-// TestCloseTimeout: a Close whose queue a peer that reads nothing never
-// takes ends at CloseTimeout (300ms) with a reset; with no bound
-// (negative) it waits on.
+// TestCloseTimeout: a Close, or a CloseLinger before its FIN, whose queue
+// a peer that reads nothing never takes ends at CloseTimeout (300ms) with
+// a reset; with no bound (negative) it waits on.
 func TestCloseTimeout(t *testing.T) {
-	testPeerNotReading(t, true, func(cfg *Config, bound bool) {
-		cfg.CloseTimeout = -1
-		if bound {
-			cfg.CloseTimeout = 300 * time.Millisecond
-		}
-	})
+	ends := map[string]func(c *Conn){
+		"close":  func(c *Conn) { c.Close() },
+		"linger": func(c *Conn) { c.CloseLinger(time.Hour, 1<<30) },
+	}
+	for name, end := range ends {
+		t.Run(name, func(t *testing.T) {
+			testPeerNotReading(t, end, func(cfg *Config, bound bool) {
+				cfg.CloseTimeout = -1
+				if bound {
+					cfg.CloseTimeout = 300 * time.Millisecond
+				}
+			})
+		})
+	}
 }
 
 // TestCloseLingerSlowReader: CloseLinger's timeout counts from the FIN
