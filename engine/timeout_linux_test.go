@@ -172,13 +172,17 @@ func TestCloseTimeout(t *testing.T) {
 }
 
 // TestCloseLingerSlowReader: CloseLinger's timeout counts from the FIN
-// handed to the socket, whose send buffer (1 MiB here) still holds the
-// reply's tail: a peer reading it slowly while it goes on sending must
-// still get all of it and the FIN, not a reset cutting the tail at the
-// timeout (what happened before the timeout was extended while the unsent
-// bytes shrink).
+// handed to the socket, whose send buffer (SO_SNDBUFFORCE 1 MiB, which the
+// kernel doubles) still holds the reply's tail: a peer reading it slowly
+// while it goes on sending must still get all of it and the FIN, not a
+// reset cutting the tail at the timeout (before the timeout was extended
+// while the unacknowledged bytes shrink, it read 2.2 of 3 MiB). The reader
+// takes 16 KiB every 10 ms: what the socket holds at the FIN takes it
+// about a second, and a 500 ms linger leaves room for a reader that the
+// scheduler holds up for a while (under -race on a loaded host a 200 ms
+// one saw no progress between two checks).
 func TestCloseLingerSlowReader(t *testing.T) {
-	reply := pattern(10, 4<<20)
+	reply := pattern(10, 3<<20)
 	for _, b := range testBackends {
 		t.Run(string(b), func(t *testing.T) {
 			var sndErr atomic.Value
@@ -188,7 +192,7 @@ func TestCloseLingerSlowReader(t *testing.T) {
 						sndErr.Store(err)
 					}
 				},
-				end: func(c *Conn) { c.CloseLinger(200*time.Millisecond, 1<<30) }}
+				end: func(c *Conn) { c.CloseLinger(500*time.Millisecond, 1<<30) }}
 			_, addr := startEngine(t, testConfig(b), h)
 			c := mustDial(t, "tcp", addr)
 			if _, err := c.Write([]byte("request")); err != nil {
@@ -211,7 +215,7 @@ func TestCloseLingerSlowReader(t *testing.T) {
 				}
 			}()
 			var got []byte
-			buf := make([]byte, 32<<10)
+			buf := make([]byte, 16<<10)
 			var err error
 			for {
 				c.SetReadDeadline(time.Now().Add(20 * time.Second))
