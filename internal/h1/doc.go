@@ -14,7 +14,9 @@
 //     and differing Content-Length values (repeated fields or a list) are
 //     errors; identical repeats are accepted as one value;
 //   - a request's Transfer-Encoding must be exactly "chunked"; chunked not last
-//     (or twice) is 400 (RFC 9112 6.3 #4), another coding before it is 501;
+//     (or twice), or an empty list element or field beside it, is 400 (RFC
+//     9112 6.3 #4), another coding before it is 501;
+//   - Host must be empty or uri-host [ ":" port ] (RFC 9110 7.2);
 //   - only HTTP/1.0 and HTTP/1.1 are accepted (505 otherwise).
 //
 // Parse methods never allocate once the Headers slice has grown; the slices

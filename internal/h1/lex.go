@@ -219,21 +219,27 @@ type teState struct {
 	seen      bool // a Transfer-Encoding field is present
 	codings   int  // non-empty elements
 	chunked   int  // how many are "chunked"
-	lastChunk bool // the last element is "chunked"
+	lastChunk bool // the last non-empty element is "chunked"
+	empty     bool // an empty element or field: "chunked," or a second, empty field
 }
 
 func (t *teState) add(v []byte) {
 	t.seen = true
-	for len(v) > 0 {
-		var e []byte
-		e, v = nextElem(v)
-		if len(e) > 0 {
+	for {
+		e, rest := nextElem(v)
+		if len(e) == 0 {
+			t.empty = true
+		} else {
 			t.codings++
 			t.lastChunk = eqFold(e, "chunked")
 			if t.lastChunk {
 				t.chunked++
 			}
 		}
+		if rest == nil {
+			return
+		}
+		v = rest
 	}
 }
 
@@ -243,7 +249,7 @@ type fields struct {
 	cl        int64
 	te        teState
 	conn      connState
-	upgrade   []byte // the first Upgrade field's value
+	upgrade   []byte // the first non-empty Upgrade field's value
 	host      []byte // non-nil when a Host field is present
 	expect100 bool
 }
@@ -253,7 +259,7 @@ const (
 	fieldsOK    = iota
 	clInvalid   // a Content-Length value is not a valid list of one value
 	clDiffer    // Content-Length fields differ
-	hostInvalid // Host is repeated or has a character outside uri-host [":" port]
+	hostInvalid // Host is repeated, or neither empty nor uri-host [":" port]
 )
 
 // scan reads hs; Host and Expect are looked at only if request.
@@ -265,10 +271,8 @@ func (f *fields) scan(hs []Header, request bool) int {
 				if f.host != nil {
 					return hostInvalid
 				}
-				for _, c := range h.Value {
-					if !hostChar[c] {
-						return hostInvalid
-					}
+				if len(h.Value) > 0 && !validAuthority(h.Value) {
+					return hostInvalid
 				}
 				f.host = h.Value[:len(h.Value):len(h.Value)] // non-nil even if empty
 			}
@@ -277,7 +281,7 @@ func (f *fields) scan(hs []Header, request bool) int {
 				f.expect100 = true
 			}
 		case 7:
-			if eqFold(h.Name, "upgrade") && f.upgrade == nil {
+			if eqFold(h.Name, "upgrade") && len(f.upgrade) == 0 {
 				f.upgrade = h.Value
 			}
 		case 10:

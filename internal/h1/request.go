@@ -10,15 +10,16 @@ const maxLeadingCRLF = 4
 // Parse and are valid while that buffer is.
 type Request struct {
 	// Method and Target are as received. Target is in origin-form ("/p?q"),
-	// absolute-form ("http://h/p"), "*" (OPTIONS only) or, for CONNECT,
-	// whatever followed the method (authority-form, unchecked).
+	// absolute-form ("http://h/p"), "*" (OPTIONS only) or, for CONNECT
+	// only, authority-form ("h:443").
 	Method, Target []byte
 	// Minor is the minor version: HTTP/1.<Minor>, 0 or 1.
 	Minor int
 	// Headers holds the field lines in order. Parse reuses its storage:
 	// it appends to Headers[:0].
 	Headers []Header
-	// Host is the Host field's value (required exactly once in HTTP/1.1).
+	// Host is the Host field's value (required exactly once in HTTP/1.1):
+	// empty, or host [":" port] as validAuthority accepts.
 	// With an absolute-form target it must equal the target's authority,
 	// ignoring case.
 	Host []byte
@@ -31,8 +32,8 @@ type Request struct {
 	KeepAlive bool
 	// Expect100 is set by "Expect: 100-continue" in an HTTP/1.1 request.
 	Expect100 bool
-	// Upgrade is the Upgrade field's value when Connection lists "upgrade"
-	// in an HTTP/1.1 request, else nil.
+	// Upgrade is the first non-empty Upgrade field's value when Connection
+	// lists "upgrade" in an HTTP/1.1 request, else nil.
 	Upgrade []byte
 }
 
@@ -138,7 +139,7 @@ func (r *Request) parseLine(ln []byte, lim Limits) *Error {
 }
 
 // checkTarget accepts origin-form, absolute-form, "*" for OPTIONS and, for
-// CONNECT, any target of visible characters.
+// CONNECT, authority-form only.
 func checkTarget(method, t []byte) *Error {
 	if len(t) == 0 {
 		return errTarget
@@ -153,12 +154,13 @@ func checkTarget(method, t []byte) *Error {
 		}
 	}
 	switch {
-	case t[0] == '/':
-		return nil
 	case string(method) == "CONNECT":
-		if !validAuthority(t) {
+		// authority-form only, port required (RFC 9112 3.2.3).
+		if p := bytes.LastIndexByte(t, ':'); !validAuthority(t) || p < 0 || p == len(t)-1 || bytes.IndexByte(t[p:], ']') >= 0 {
 			return errTarget
 		}
+		return nil
+	case t[0] == '/':
 		return nil
 	case len(t) == 1 && t[0] == '*':
 		if string(method) == "OPTIONS" {
@@ -285,7 +287,7 @@ func (r *Request) semantics() *Error {
 			return errTE10
 		case f.clSeen:
 			return errCLAndTE
-		case !f.te.lastChunk || f.te.chunked != 1:
+		case !f.te.lastChunk || f.te.chunked != 1 || f.te.empty:
 			return errTE
 		case f.te.codings != 1:
 			return errTEUnsupported
@@ -295,7 +297,7 @@ func (r *Request) semantics() *Error {
 		r.Framing = Length
 	}
 	r.KeepAlive = !f.conn.close && (r.Minor == 1 || f.conn.keepAlive)
-	if f.conn.upgrade {
+	if f.conn.upgrade && len(f.upgrade) > 0 {
 		r.Upgrade = f.upgrade
 	}
 	return nil

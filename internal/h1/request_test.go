@@ -76,6 +76,14 @@ func TestRequestParse(t *testing.T) {
 		{name: "te identity", in: "POST / HTTP/1.1\nHost: x\nTransfer-Encoding: identity\n\n", status: 400},
 		{name: "te empty", in: "POST / HTTP/1.1\nHost: x\nTransfer-Encoding: \n\n", status: 400},
 		{name: "te chunked with junk", in: "POST / HTTP/1.1\nHost: x\nTransfer-Encoding: chunkedx\n\n", status: 400},
+		// Empty list elements are valid (RFC 9110 5.6.1) but make the value
+		// other than "chunked" for a next hop that compares it whole, or
+		// takes the last of two fields: no body there, and the chunked body
+		// would be read as the next request.
+		{name: "te chunked with empty element", is: errTE, in: "POST / HTTP/1.1\nHost: x\nTransfer-Encoding: chunked, \n\n", status: 400},
+		{name: "te empty element then chunked", is: errTE, in: "POST / HTTP/1.1\nHost: x\nTransfer-Encoding: ,chunked\n\n", status: 400},
+		{name: "te chunked then empty field", is: errTE, in: "POST / HTTP/1.1\nHost: x\nTransfer-Encoding: chunked\nTransfer-Encoding:\n\n", status: 400},
+		{name: "te empty field then chunked", is: errTE, in: "POST / HTTP/1.1\nHost: x\nTransfer-Encoding: \nTransfer-Encoding: chunked\n\n", status: 400},
 		{name: "te in http/1.0", is: errTE10, in: "POST / HTTP/1.0\nTransfer-Encoding: chunked\n\n", status: 400},
 		{name: "obs-fold", is: errObsFold, in: "GET / HTTP/1.1\nHost: x\nA: b\n c\n\n", status: 400},
 		{name: "obs-fold tab", is: errObsFold, in: "GET / HTTP/1.1\nHost: x\nA: b\n\tc\n\n", status: 400},
@@ -126,6 +134,14 @@ func TestRequestParse(t *testing.T) {
 		{name: "invalid host", is: errHost, in: "GET / HTTP/1.1\nHost: x/y\n\n", status: 400},
 		{name: "empty host", in: "GET / HTTP/1.1\nHost:\n\n"},
 		{name: "host ipv6 port", in: "GET / HTTP/1.1\nHost: [::1]:80\n\n"},
+		// RFC 9110 7.2: Host = uri-host [ ":" port ]; an invalid one is 400.
+		{name: "host two colons", is: errHost, in: "GET / HTTP/1.1\nHost: a:b:c\n\n", status: 400},
+		{name: "host bad port", is: errHost, in: "GET / HTTP/1.1\nHost: x:8a\n\n", status: 400},
+		{name: "host port only", is: errHost, in: "GET / HTTP/1.1\nHost: :80\n\n", status: 400},
+		{name: "host unclosed ipv6", is: errHost, in: "GET / HTTP/1.1\nHost: [::1\n\n", status: 400},
+		{name: "host stray bracket", is: errHost, in: "GET / HTTP/1.1\nHost: x]\n\n", status: 400},
+		{name: "host empty port", in: "GET / HTTP/1.1\nHost: x:\n\n"},
+		{name: "host trailing dot", in: "GET / HTTP/1.1\nHost: example.com.:80\n\n"},
 		{name: "absolute-form", in: "GET http://x/y HTTP/1.1\nHost: x\n\n"},
 		{name: "absolute-form host case", in: "GET http://X.example:80?q HTTP/1.1\nHost: x.EXAMPLE:80\n\n"},
 		{name: "absolute-form other host", is: errHostTarget, in: "GET http://x/y HTTP/1.1\nHost: y\n\n", status: 400},
@@ -149,6 +165,17 @@ func TestRequestParse(t *testing.T) {
 		{name: "absolute-form bad host", in: "GET A://} HTTP/1.1\nHost: x\n\n", status: 400},
 		{name: "absolute-form bad port", in: "GET http://x:8a/ HTTP/1.1\nHost: x:8a\n\n", status: 400},
 		{name: "absolute-form no host", in: "GET http:///a HTTP/1.1\nHost: x\n\n", status: 400},
+		{name: "connect origin-form", is: errTarget, in: "CONNECT /x HTTP/1.1\nHost: x\n\n", status: 400},
+		{name: "connect asterisk", is: errTarget, in: "CONNECT * HTTP/1.1\nHost: x\n\n", status: 400},
+		{name: "connect without port", is: errTarget, in: "CONNECT x HTTP/1.1\nHost: x\n\n", status: 400},
+		{name: "connect ipv6 without port", is: errTarget, in: "CONNECT [::1] HTTP/1.1\nHost: x\n\n", status: 400},
+		{name: "connect empty port", is: errTarget, in: "CONNECT x: HTTP/1.1\nHost: x\n\n", status: 400},
+		{name: "connect ipv6", in: "CONNECT [::1]:443 HTTP/1.1\nHost: [::1]:443\n\n"},
+		{name: "empty upgrade", in: "GET / HTTP/1.1\nHost: x\nUpgrade:\nConnection: upgrade\n\n", check: func(t *testing.T, r *Request) {
+			if r.Upgrade != nil {
+				t.Errorf("Upgrade %q, want nil: no protocol to switch to", r.Upgrade)
+			}
+		}},
 		{name: "connect bad authority", in: "CONNECT x/y HTTP/1.1\nHost: x\n\n", status: 400},
 		{name: "relative target", in: "GET a/b HTTP/1.1\nHost: x\n\n", status: 400},
 		{name: "pct-encoded", in: "GET /a%2Fb%c3%A9 HTTP/1.1\nHost: x\n\n"},

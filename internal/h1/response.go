@@ -22,8 +22,8 @@ type Response struct {
 	// (the connection is no longer HTTP), with "Connection: close", and for
 	// HTTP/1.0 without "Connection: keep-alive".
 	KeepAlive bool
-	// Upgrade is the Upgrade field's value when Connection lists "upgrade",
-	// else nil.
+	// Upgrade is the first non-empty Upgrade field's value when Connection
+	// lists "upgrade", else nil; a 101 without it is an error.
 	Upgrade []byte
 }
 
@@ -119,8 +119,13 @@ func (r *Response) semantics(head bool) *Error {
 	}
 	r.ContentLength = f.cl
 	r.KeepAlive = !f.conn.close && (r.Minor == 1 || f.conn.keepAlive)
-	if f.conn.upgrade {
+	if f.conn.upgrade && len(f.upgrade) > 0 {
 		r.Upgrade = f.upgrade
+	}
+	if r.Status == 101 && r.Upgrade == nil {
+		// RFC 9110 7.8: a 101 sends Upgrade, listed in Connection; without
+		// them nothing says what the connection now carries.
+		return errResp101
 	}
 	// Transfer-Encoding is checked even where it does not frame the body:
 	// a server that sends a malformed one is not to be trusted.
@@ -128,7 +133,7 @@ func (r *Response) semantics(head bool) *Error {
 		switch {
 		case r.Minor == 0:
 			return errRespTE10
-		case !f.te.lastChunk || f.te.chunked != 1:
+		case !f.te.lastChunk || f.te.chunked != 1 || f.te.empty:
 			return errRespTE
 		}
 	}
