@@ -174,6 +174,11 @@ func (b *Body) chunked(p []byte) (int, *Error) {
 				return i, e
 			}
 		case cSizeWS:
+			if c == '\r' {
+				// BWS is allowed only before ";" (RFC 9112 7.1): a next
+				// hop may read "5 " as no size.
+				return i, errChunkBWS
+			}
 			if e := b.afterSize(c); e != nil {
 				return i, e
 			}

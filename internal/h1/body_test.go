@@ -67,6 +67,10 @@ func TestBody(t *testing.T) {
 		{name: "bare LF size line", framing: Chunked, in: "5\nhello\r\n", n: 1, status: 502},
 		{name: "bare LF in ext", framing: Chunked, in: "5;a\nb\r\nhello\r\n", n: 3, status: 502},
 		{name: "bare CR in size line", framing: Chunked, in: "5\rhello\r\n", n: 2, status: 502},
+		// RFC 9112 7.1: BWS only before ";" of a chunk-ext.
+		{name: "space after size", framing: Chunked, in: "5 \r\nhello\r\n0\r\n\r\n", n: 2, status: 502},
+		{name: "tab after last-chunk size", framing: Chunked, in: "5\r\nhello\r\n0\t\r\n\r\n", n: 12, status: 502},
+		{name: "space before ext", framing: Chunked, in: "5 \t;a\r\nhello\r\n0\r\n\r\n", n: 19, done: true},
 		{name: "ctl in ext", framing: Chunked, in: "5;\x00\r\n", n: 2, status: 502},
 		{name: "data without CRLF", framing: Chunked, in: "5\r\nhelloX\r\n", n: 8, status: 502},
 		{name: "data with bare LF", framing: Chunked, in: "5\r\nhello\n0\r\n\r\n", n: 8, status: 502},
