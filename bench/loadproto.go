@@ -92,20 +92,35 @@ var (
 
 // replyLen frames the response at the start of b by its head: a status
 // other than 200, a body length other than the payload's, and a response
-// that cannot be framed (no Content-Length, a transfer coding, a head
+// that cannot be framed (no Content-Length, a transfer coding, heads
 // longer than maxHTTPHeader) are errors as soon as the head is complete.
+// Interim (1xx) responses before it other than 101, which a client must
+// accept unasked (RFC 9110 15.2: a proxy forwards a server's 103 Early
+// Hints), are skipped: they are part of the reply, whose body stays last.
 func (f *httpFraming) replyLen(b []byte) (int, error) {
-	end := bytes.Index(b, crlfcrlf)
-	if end < 0 {
-		if len(b) > maxHTTPHeader {
-			return 0, fmt.Errorf("%w: no end of the HTTP response head in %d bytes", ErrMismatch, len(b))
+	start, end := 0, 0 // of the current head (after the interim responses), of its fields
+	var line, fields []byte
+	for {
+		end = bytes.Index(b[start:], crlfcrlf)
+		if end < 0 {
+			if len(b) > maxHTTPHeader {
+				return 0, fmt.Errorf("%w: no end of the HTTP response head in %d bytes", ErrMismatch, len(b))
+			}
+			return 0, nil
 		}
-		return 0, nil
-	}
-	line, fields, _ := bytes.Cut(b[:end], crlf)
-	// "HTTP/1.1 200 OK": the reason phrase may be empty, even absent.
-	if !bytes.HasPrefix(line, http11) || len(line) < len(http11)+3 || len(line) > len(http11)+3 && line[len(http11)+3] != ' ' {
-		return 0, fmt.Errorf("%w: bad HTTP status line %q", ErrMismatch, line)
+		line, fields, _ = bytes.Cut(b[start:start+end], crlf)
+		// "HTTP/1.1 200 OK": the reason phrase may be empty, even absent.
+		if !bytes.HasPrefix(line, http11) || len(line) < len(http11)+3 || len(line) > len(http11)+3 && line[len(http11)+3] != ' ' {
+			return 0, fmt.Errorf("%w: bad HTTP status line %q", ErrMismatch, line)
+		}
+		status := line[len(http11) : len(http11)+3]
+		if status[0] != '1' || string(status) == "101" || status[1] < '0' || status[1] > '9' || status[2] < '0' || status[2] > '9' {
+			break
+		}
+		start += end + len(crlfcrlf) // an interim response has no body
+		if start > maxHTTPHeader {
+			return 0, fmt.Errorf("%w: no end of the HTTP response head in %d bytes", ErrMismatch, start)
+		}
 	}
 	if status := line[len(http11) : len(http11)+3]; string(status) != "200" {
 		return 0, fmt.Errorf("%w: HTTP status %q, want 200", ErrMismatch, line[len(http11):])
@@ -123,7 +138,7 @@ func (f *httpFraming) replyLen(b []byte) (int, error) {
 	case clen != f.payload:
 		return 0, fmt.Errorf("%w: HTTP response announces a %d-byte body, want %d", ErrMismatch, clen, f.payload)
 	}
-	return end + len(crlfcrlf) + clen, nil
+	return start + end + len(crlfcrlf) + clen, nil
 }
 
 func (f *httpFraming) verify(reply []byte, conn uint32, seq uint64, scratch []byte) ([]byte, error) {

@@ -75,6 +75,13 @@ func TestHTTPFramingResponses(t *testing.T) {
 		{"chunked and Content-Length", "HTTP/1.1 200 OK\r\nContent-Length: 16\r\nTransfer-Encoding: chunked\r\n\r\n" + body, "Transfer-Encoding"},
 		{"bad Content-Length", "HTTP/1.1 200 OK\r\nContent-Length: 1x\r\n\r\n" + body, "Content-Length"},
 		{"Connection: close", "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 16\r\n\r\n" + body, "closes the connection"},
+		// RFC 9110 15.2: a client must parse 1xx responses it did not
+		// expect (a proxy forwards a server's 103 Early Hints, say).
+		{"100 Continue first", "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 16\r\n\r\n" + body, ""},
+		{"two interim responses", "HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\nContent-Length: 5\r\n\r\nHTTP/1.1 100\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 16\r\n\r\n" + body, ""},
+		{"interim then 500", "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 500 Oops\r\nContent-Length: 16\r\n\r\n" + body, "status"},
+		{"101", "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: upgrade\r\n\r\n", "status"},
+		{"endless interim responses", strings.Repeat("HTTP/1.1 100 Continue\r\n\r\n", maxHTTPHeader/20), "no end of the HTTP response head"},
 		{"endless head", "HTTP/1.1 200 OK\r\nX: " + strings.Repeat("y", maxHTTPHeader), "no end of the HTTP response head"},
 	}
 	f := newHTTPFraming("h", payload)
@@ -119,6 +126,42 @@ func TestLoadConfigProtocol(t *testing.T) {
 		if _, err := bad.withDefaults(); err == nil {
 			t.Errorf("%+v accepted", bad)
 		}
+	}
+}
+
+// TestHTTPFramingSplitsAndPipelines: a response (with or without interim
+// ones) cut at any byte is incomplete or framed at its full length, never
+// an error or another length, and several in one read frame one after
+// another.
+func TestHTTPFramingSplitsAndPipelines(t *testing.T) {
+	const payload = 16
+	f := newHTTPFraming("h", payload)
+	replies := []string{
+		"HTTP/1.1 200 OK\r\nContent-Length: 16\r\n\r\n" + string(appendPayload(nil, 3, 0, payload)),
+		"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200\r\ncontent-length: 16\r\n\r\n" + string(appendPayload(nil, 3, 1, payload)),
+		"HTTP/1.1 200 OK\r\nServer: x\r\nContent-Length:16\r\n\r\n" + string(appendPayload(nil, 3, 2, payload)),
+	}
+	for i, r := range replies {
+		for n := range len(r) {
+			if fl, err := f.replyLen([]byte(r[:n])); fl != 0 && fl != len(r) || err != nil {
+				t.Fatalf("reply %d, first %d bytes: %d, %v", i, n, fl, err)
+			}
+		}
+	}
+	all := []byte(strings.Join(replies, ""))
+	off := 0
+	for i, r := range replies {
+		fl, err := f.replyLen(all[off:])
+		if err != nil || fl != len(r) {
+			t.Fatalf("pipelined reply %d: framed %d, want %d: %v", i, fl, len(r), err)
+		}
+		if _, err := f.verify(all[off:off+fl], 3, uint64(i), nil); err != nil {
+			t.Fatalf("pipelined reply %d: %v", i, err)
+		}
+		off += fl
+	}
+	if fl, err := f.replyLen(all[off:]); fl != 0 || err != nil {
+		t.Fatalf("after the last: %d, %v", fl, err)
 	}
 }
 
