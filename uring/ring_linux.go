@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,6 +65,9 @@ type Ring struct {
 	// asks about. sqFlushed is the SQ tail flush last published.
 	ops       [4]uint64
 	sqFlushed uint32
+	// sqThread is the id of the SQ thread of an SQPoll ring (0 if
+	// unknown), counted in sqThreads while the ring is open.
+	sqThread int
 }
 
 // closeWait bounds how long Close waits for the kernel to confirm that no
@@ -137,6 +142,14 @@ func New(cfg *Config) (*Ring, error) {
 	}
 	r.sqes, r.sqMask, r.sqSize = r.mem.SQEs, r.mem.SQMask, r.mem.SQEntries
 	r.cqes, r.cqMask, r.cqSize = r.mem.CQEs, r.mem.CQMask, r.mem.CQEntries
+	if p.Flags&sys.IORING_SETUP_SQPOLL != 0 {
+		// For Close, which waits for the SQ thread to exit. Unknown (0),
+		// Close cannot confirm.
+		if tid, err := sqThreadOf(fd); err == nil {
+			r.sqThread = tid
+			sqThreads.add(tid)
+		}
+	}
 	// Identity SQ index array, written once: SQE slot i is always array
 	// entry i, so submission only moves the tail.
 	for i := range r.mem.SQArray {
@@ -214,6 +227,16 @@ func unsupported(feature, min string, err error) error {
 // request running in io-wq and takes the cancel's count as confirmation:
 // reap such requests before Close there.
 //
+// With SQPoll the requests run in the io-wq of the SQ thread, which neither
+// sync cancel nor a cancel SQE sees (6.18: -ENOENT while one runs). So
+// Close of an SQPoll ring with buffer rings waits, after closing the ring
+// fd, until the SQ thread has exited (/proc/self/task), which it does once
+// every request of the ring has ended and its io-wq workers with them.
+// That wait shares the second. The SQ thread of rings attached to one
+// another (AttachWQ) exits only with the last of them: Close of the others
+// cannot wait for their io-wq requests and, as before 6.6, takes the
+// cancel's count as confirmation; reap such requests before Close there.
+//
 // If the kernel does not confirm (the cancel could not be submitted or did
 // not complete, or failed: -EALREADY, or -EINVAL from a kernel without
 // IORING_ASYNC_CANCEL_ANY; a request was still running after the second;
@@ -262,7 +285,16 @@ func (r *Ring) Close() error {
 	} else {
 		why = cancelResult(res, wait)
 	}
-	confirmed := why == ""
+	// With SQPoll, the exit of the SQ thread says that no request runs in
+	// its io-wq, unless another open ring shares it.
+	waitSQ := false
+	if r.setup&sys.IORING_SETUP_SQPOLL != 0 {
+		shared := r.sqThread != 0 && sqThreads.release(r.sqThread)
+		waitSQ = !shared && why == "" && len(r.bufRings) > 0
+		if waitSQ && r.sqThread == 0 {
+			waitSQ, why = false, "the SQ thread to wait for is unknown: no SqThread in the ring's fdinfo at New"
+		}
+	}
 	r.closed = true
 	var first error
 	if r.regIndex >= 0 {
@@ -285,6 +317,10 @@ func (r *Ring) Close() error {
 	if err != nil && first == nil {
 		first = os.NewSyscallError("close", err)
 	}
+	if waitSQ {
+		why = waitExit(r.sqThread, deadline, wait)
+	}
+	confirmed := why == ""
 	// Last: no request of this ring can select from them any more, unless
 	// the cancel did not reach it.
 	var kept int64
@@ -376,6 +412,82 @@ func (r *Ring) waitRunning(deadline time.Time, wait time.Duration) string {
 			return ""
 		}
 	}
+}
+
+// sqThreadOf returns the id of the SQ thread of the SQPoll ring fd, from
+// its fdinfo ("SqThread:"). Until the thread has started, that field holds
+// the id of the thread that created the ring (6.18, io_sq_thread), so
+// sqThreadOf waits, for up to 100ms, until it names a thread called
+// "iou-sqp-...".
+func sqThreadOf(fd int) (int, error) {
+	info := fmt.Sprintf("/proc/self/fdinfo/%d", fd)
+	for deadline := time.Now().Add(100 * time.Millisecond); ; time.Sleep(50 * time.Microsecond) {
+		b, err := os.ReadFile(info)
+		if err != nil {
+			return 0, fmt.Errorf("the SQ thread to wait for: %v", err)
+		}
+		id := 0
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "SqThread:"); ok {
+				id, _ = strconv.Atoi(strings.TrimSpace(v))
+				break
+			}
+		}
+		if id > 0 && isSQThread(id) {
+			return id, nil
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("no SQ thread in the ring's fdinfo (SqThread %d)", id)
+		}
+	}
+}
+
+// isSQThread reports whether thread tid of this process is an SQ thread.
+func isSQThread(tid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/comm", tid))
+	return err == nil && strings.HasPrefix(string(b), "iou-sqp-")
+}
+
+// sqThreadUsers counts the open SQPoll rings of each SQ thread: rings
+// attached to another's (AttachWQ) share its SQ thread, which exits only
+// once they are all closed.
+type sqThreadUsers struct {
+	mu    sync.Mutex
+	users map[int]int
+}
+
+var sqThreads = sqThreadUsers{users: map[int]int{}}
+
+// add counts an open ring of SQ thread tid.
+func (u *sqThreadUsers) add(tid int) {
+	u.mu.Lock()
+	u.users[tid]++
+	u.mu.Unlock()
+}
+
+// release uncounts a closed ring of SQ thread tid and reports whether
+// other open rings still share it.
+func (u *sqThreadUsers) release(tid int) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.users[tid]--; u.users[tid] > 0 {
+		return true
+	}
+	delete(u.users, tid)
+	return false
+}
+
+// waitExit waits, up to deadline, until the SQ thread tid of this process
+// has exited (its id gone, or taken by another thread), and returns ""
+// then, or why not.
+func waitExit(tid int, deadline time.Time, wait time.Duration) string {
+	for isSQThread(tid) {
+		if !time.Now().Before(deadline) {
+			return fmt.Sprintf("the SQ thread %d (whose io-wq may run a request) still there after %v", tid, wait)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return ""
 }
 
 // setup calls io_uring_setup, attached to other's SQPOLL thread and io-wq

@@ -739,6 +739,90 @@ func TestCloseSyncCancelsSubmittedOpcodes(t *testing.T) {
 	}
 }
 
+// TestCloseSyncCancelsUnknownOpcode: a request with an opcode the kernel
+// does not have (completed at once with -EINVAL) is recorded like any
+// other, and the sync cancel Close makes for it finds none (-ENOENT). Were
+// it refused with EINVAL instead, waitRunning would take the ring for one
+// on a kernel before 6.6 and stop waiting for the opcodes after it.
+func TestCloseSyncCancelsUnknownOpcode(t *testing.T) {
+	needFeatures(t, FeatSyncCancelOp)
+	r, err := New(&Config{Entries: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqe(t, r).prep(255, -1, 0, 0, 0, 1)
+	if c := reap(t, r, 1)[0]; c.Res != -int32(unix.EINVAL) {
+		r.Close()
+		t.Fatalf("opcode 255: res %d, want -EINVAL", c.Res)
+	}
+	var ops []int
+	r.syncCancelHook = func(err error) error {
+		if err != unix.ENOENT {
+			t.Errorf("sync cancel call %d: %v, want ENOENT", len(ops)+1, err)
+		}
+		ops = append(ops, len(ops))
+		return err
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(ops) != 2 {
+		t.Errorf("Close made %d sync cancel calls, want 2 (opcode 255 and its own ASYNC_CANCEL)", len(ops))
+	}
+}
+
+// TestCloseSQPollSharedThread: two SQPoll rings sharing an SQ thread
+// (AttachWQ), each with a buffer ring, close without error in either
+// order; the first does not wait for the thread, which exits only with the
+// second, and the second has waited for it to exit when its Close returns.
+func TestCloseSQPollSharedThread(t *testing.T) {
+	needFeatures(t, "IORING_SETUP_SQPOLL", "IORING_SETUP_ATTACH_WQ")
+	for _, firstAttached := range []bool{false, true} {
+		a, err := New(&Config{Entries: 8, SQPoll: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := New(&Config{Entries: 8, SQPoll: true, AttachWQ: a})
+		if err != nil {
+			a.Close()
+			t.Fatal(err)
+		}
+		if a.sqThread == 0 || b.sqThread != a.sqThread {
+			t.Errorf("SQ threads %d and %d, want one, shared", a.sqThread, b.sqThread)
+		}
+		for _, r := range []*Ring{a, b} {
+			if _, err := r.SetupBufRing(1, 4, 4096); err != nil {
+				t.Fatal(err)
+			}
+		}
+		first, last := a, b
+		if firstAttached {
+			first, last = b, a
+		}
+		start := time.Now()
+		if err := first.Close(); err != nil {
+			t.Fatalf("first Close: %v", err)
+		}
+		if d := time.Since(start); d > 500*time.Millisecond {
+			t.Errorf("first Close took %v: it waited for the SQ thread its peer keeps", d)
+		}
+		if !isSQThread(a.sqThread) {
+			t.Fatal("the SQ thread exited with a ring still open")
+		}
+		if err := last.Close(); err != nil {
+			t.Fatalf("last Close: %v", err)
+		}
+		if isSQThread(a.sqThread) {
+			t.Error("the SQ thread is still there after the last Close")
+		}
+		sqThreads.mu.Lock()
+		if n, ok := sqThreads.users[a.sqThread]; ok {
+			t.Errorf("SQ thread %d still counted with %d users", a.sqThread, n)
+		}
+		sqThreads.mu.Unlock()
+	}
+}
+
 // TestCloseWaitsForRunningRequest runs a read that selected a provided
 // buffer and is still running in an io-wq worker when Close begins: a read
 // of a file forced there (FlagAsync), held in the copy into its buffer by a
@@ -749,13 +833,15 @@ func TestCloseSyncCancelsSubmittedOpcodes(t *testing.T) {
 // ends before Close returns, which then unmaps the buffers. Never released,
 // it is still running when the wait ends: Close says ErrCancelUnconfirmed
 // and leaves the buffers mapped, and the read, released afterwards, writes
-// into buffer 0. Both with a plain ring and with DeferTaskrun (where the
-// end of the read wakes no sync cancel waiting for it).
+// into buffer 0. With a plain ring, with DeferTaskrun (where the end of
+// the read wakes no sync cancel waiting for it) and with SQPoll (the SQ
+// thread submits the read, into its own io-wq, from the SQEs flush
+// published: the read's opcode must be among those Close asks about).
 func TestCloseWaitsForRunningRequest(t *testing.T) {
 	needFeatures(t, FeatSyncCancelOp)
-	for _, cfg := range []Config{{Entries: 8}, {Entries: 8, SingleIssuer: true, DeferTaskrun: true}} {
+	for _, cfg := range []Config{{Entries: 8}, {Entries: 8, SingleIssuer: true, DeferTaskrun: true}, {Entries: 8, SQPoll: true}} {
 		for _, released := range []bool{true, false} {
-			name := fmt.Sprintf("deferTaskrun=%v/released=%v", cfg.DeferTaskrun, released)
+			name := fmt.Sprintf("deferTaskrun=%v/sqpoll=%v/released=%v", cfg.DeferTaskrun, cfg.SQPoll, released)
 			t.Run(name, func(t *testing.T) {
 				needFeatures(t, configFeatures(&cfg)...)
 				if cfg.SingleIssuer {
