@@ -25,6 +25,10 @@ type Response struct {
 	// Upgrade is the first non-empty Upgrade field's value when Connection
 	// lists "upgrade", else nil; a 101 without it is an error.
 	Upgrade []byte
+
+	// clAndTE: both Content-Length and Transfer-Encoding were received;
+	// HopByHop then reports Content-Length.
+	clAndTE bool
 }
 
 // Parse parses the response head at the start of buf; head says the request
@@ -117,7 +121,7 @@ func (r *Response) semantics(head bool) *Error {
 	case clDiffer:
 		return errRespCLMismatch
 	}
-	r.ContentLength = f.cl
+	r.ContentLength, r.clAndTE = f.cl, f.clSeen && f.te.seen
 	r.KeepAlive = !f.conn.close && (r.Minor == 1 || f.conn.keepAlive)
 	if f.conn.upgrade && len(f.upgrade) > 0 {
 		r.Upgrade = f.upgrade
@@ -156,5 +160,13 @@ func (r *Response) semantics(head bool) *Error {
 	return nil
 }
 
-// HopByHop is Request.HopByHop for this response's fields.
-func (r *Response) HopByHop(name []byte) bool { return hopByHop(r.Headers, name) }
+// HopByHop is Request.HopByHop for this response's fields, except that it
+// reports Content-Length when Transfer-Encoding came with it: RFC 9112 6.3
+// #3 has an intermediary remove it before forwarding such a message, since
+// a recipient that framed the body by it would read another message.
+func (r *Response) HopByHop(name []byte) bool {
+	if r.clAndTE && eqFold(name, "content-length") {
+		return true
+	}
+	return hopByHop(r.Headers, name)
+}

@@ -83,6 +83,31 @@ func TestResponseParse(t *testing.T) {
 	}
 }
 
+// TestResponseCLAndTEForwarded: a response with both Transfer-Encoding and
+// Content-Length is forwarded without the Content-Length (RFC 9112 6.3 #3:
+// an intermediary MUST remove it first), so that a client reading it cannot
+// frame the chunked body by the length.
+func TestResponseCLAndTEForwarded(t *testing.T) {
+	for _, head := range []bool{false, true} {
+		var r Response
+		in := crlf("HTTP/1.1 200 OK\nContent-Length: 7\nTransfer-Encoding: chunked\nX: y\n\n")
+		if _, err := r.Parse([]byte(in), head, Limits{}); err != nil {
+			t.Fatal(err)
+		}
+		got := string(r.AppendHead(nil, r.HopByHop))
+		if want := crlf("HTTP/1.1 200 OK\nTransfer-Encoding: chunked\nX: y\n\n"); got != want {
+			t.Errorf("head %v: forwarded %q, want %q", head, got, want)
+		}
+	}
+	var r Response
+	if _, err := r.Parse([]byte(crlf("HTTP/1.1 200 OK\nContent-Length: 7\n\n")), false, Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	if r.HopByHop([]byte("Content-Length")) {
+		t.Error("Content-Length alone reported hop-by-hop")
+	}
+}
+
 func TestResponseUpgrade(t *testing.T) {
 	var r Response
 	in := crlf("HTTP/1.1 101 Switching Protocols\nUpgrade: websocket\nConnection: Upgrade\n\n")
