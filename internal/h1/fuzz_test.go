@@ -41,7 +41,7 @@ func netHTTPDiffers(r *Request) bool {
 
 // FuzzRequest checks that Parse never panics, returns only *Error values with
 // a status a proxy can send, and accepts nothing net/http rejects, agreeing
-// with it on method, target and body framing.
+// with it on method, target, Host, persistence and body framing.
 func FuzzRequest(f *testing.F) {
 	for _, s := range requestSeeds {
 		f.Add([]byte(s))
@@ -84,6 +84,12 @@ func FuzzRequest(f *testing.F) {
 		}
 		if req.Method != method || req.RequestURI != target {
 			t.Fatalf("%q: method/target %q %q, net/http %q %q", in[:n], method, target, req.Method, req.RequestURI)
+		}
+		if r.Host != nil && !strings.EqualFold(req.Host, string(r.Host)) {
+			t.Fatalf("%q: host %q, net/http %q", in[:n], r.Host, req.Host)
+		}
+		if r.KeepAlive == req.Close {
+			t.Fatalf("%q: keep-alive %v, net/http close %v", in[:n], r.KeepAlive, req.Close)
 		}
 		chunked := len(req.TransferEncoding) > 0 && req.TransferEncoding[0] == "chunked"
 		switch framing {

@@ -20,8 +20,8 @@ type Request struct {
 	Headers []Header
 	// Host is the Host field's value (required exactly once in HTTP/1.1):
 	// empty, or host [":" port] as validAuthority accepts.
-	// With an absolute-form target it must equal the target's authority,
-	// ignoring case.
+	// With an absolute-form or CONNECT target it must equal the target's
+	// authority, ignoring case.
 	Host []byte
 	// Framing is NoBody, Length or Chunked.
 	Framing Framing
@@ -269,10 +269,14 @@ func (r *Request) semantics() *Error {
 	if r.Minor == 1 && f.host == nil {
 		return errHost
 	}
-	// An absolute-form target's authority overrides Host (RFC 9112 3.2.2);
-	// a proxy routing by one while the next hop uses the other could be
-	// steered, so they must agree.
-	if a := targetAuthority(r.Target); a != nil && f.host != nil && !(len(a) == len(r.Host) && foldEq(a, r.Host)) {
+	// An absolute-form target's authority overrides Host (RFC 9112 3.2.2),
+	// as does CONNECT's authority-form; a proxy routing by one while the
+	// next hop uses the other could be steered, so they must agree.
+	a := targetAuthority(r.Target)
+	if string(r.Method) == "CONNECT" {
+		a = r.Target // authority-form
+	}
+	if a != nil && f.host != nil && !(len(a) == len(r.Host) && foldEq(a, r.Host)) {
 		return errHostTarget
 	}
 	if r.Minor == 0 {

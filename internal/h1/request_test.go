@@ -167,6 +167,8 @@ func TestRequestParse(t *testing.T) {
 		{name: "absolute-form no host", in: "GET http:///a HTTP/1.1\nHost: x\n\n", status: 400},
 		{name: "connect origin-form", is: errTarget, in: "CONNECT /x HTTP/1.1\nHost: x\n\n", status: 400},
 		{name: "connect asterisk", is: errTarget, in: "CONNECT * HTTP/1.1\nHost: x\n\n", status: 400},
+		{name: "connect other host", is: errHostTarget, in: "CONNECT x:443 HTTP/1.1\nHost: y:443\n\n", status: 400},
+		{name: "connect empty host", is: errHostTarget, in: "CONNECT x:443 HTTP/1.0\nHost:\n\n", status: 400},
 		{name: "connect without port", is: errTarget, in: "CONNECT x HTTP/1.1\nHost: x\n\n", status: 400},
 		{name: "connect ipv6 without port", is: errTarget, in: "CONNECT [::1] HTTP/1.1\nHost: x\n\n", status: 400},
 		{name: "connect empty port", is: errTarget, in: "CONNECT x: HTTP/1.1\nHost: x\n\n", status: 400},
