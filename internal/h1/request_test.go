@@ -103,6 +103,18 @@ func TestRequestParse(t *testing.T) {
 		{name: "DEL in value", in: "GET / HTTP/1.1\nHost: x\nA: b\x7fc\n\n", status: 400},
 		{name: "HTAB in value", in: "GET / HTTP/1.1\nHost: x\nA: b\tc\n\n"},
 		{name: "obs-text in value", in: "GET / HTTP/1.1\nHost: x\nA: b\xffc\n\n"},
+		{name: "NUL in name", is: errFieldName, in: "GET / HTTP/1.1\nHost: x\nA\x00B: c\n\n", status: 400},
+		{name: "high byte in name", is: errFieldName, in: "GET / HTTP/1.1\nHost: x\nTransfer-Encoding\xc2\xa0: chunked\n\n", status: 400},
+		{name: "tab for space in request line", is: errMethod, in: "GET\t/ HTTP/1.1\nHost: x\n\n", status: 400},
+		{name: "tab before version", is: errRequestLine, in: "GET /\tHTTP/1.1\nHost: x\n\n", status: 400},
+		{name: "content-length padded", in: "POST / HTTP/1.1\nHost: x\nContent-Length:  05 \n\n", check: func(t *testing.T, r *Request) {
+			if r.Framing != Length || r.ContentLength != 5 {
+				t.Errorf("got %v %d", r.Framing, r.ContentLength)
+			}
+		}},
+		{name: "te xchunked", is: errTE, in: "POST / HTTP/1.1\nHost: x\nTransfer-Encoding: xchunked\n\n", status: 400},
+		{name: "te chunked trailing space", in: "POST / HTTP/1.1\nHost: x\nTransfer-Encoding: chunked \t\n\n"},
+		{name: "te two fields differing", is: errTE, in: "POST / HTTP/1.1\nHost: x\nTransfer-Encoding: chunked\nTransfer-Encoding: identity\n\n", status: 400},
 		{name: "bad method", is: errMethod, in: "G(T / HTTP/1.1\nHost: x\n\n", status: 400},
 		{name: "empty method", in: " / HTTP/1.1\nHost: x\n\n", status: 400},
 		{name: "two spaces", in: "GET  / HTTP/1.1\nHost: x\n\n", status: 400},

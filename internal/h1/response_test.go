@@ -36,6 +36,8 @@ func TestResponseParse(t *testing.T) {
 		{name: "304", in: "HTTP/1.1 304 Not Modified\nTransfer-Encoding: chunked\n\n", framing: NoBody, keepAlive: true},
 		{name: "bad te in 204", in: "HTTP/1.1 204 No Content\nTransfer-Encoding:\n\n", status: 502},
 		{name: "100", in: "HTTP/1.1 100 Continue\n\n", framing: NoBody, keepAlive: true},
+		{name: "100 with content-length", in: "HTTP/1.1 100 Continue\nContent-Length: 5\n\n", framing: NoBody, keepAlive: true},
+		{name: "103 with chunked", in: "HTTP/1.1 103 Early Hints\nTransfer-Encoding: chunked\n\n", framing: NoBody, keepAlive: true},
 		{name: "101", in: "HTTP/1.1 101 Switching Protocols\nUpgrade: websocket\nConnection: upgrade\n\n", framing: NoBody},
 		// RFC 9110 7.8: a 101 must say what the connection switches to.
 		{name: "101 without upgrade", in: "HTTP/1.1 101 Switching Protocols\n\n", status: 502},
