@@ -74,6 +74,9 @@ func TestHTTPFramingResponses(t *testing.T) {
 		{"chunked", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n10\r\n" + body + "\r\n0\r\n\r\n", "Transfer-Encoding"},
 		{"chunked and Content-Length", "HTTP/1.1 200 OK\r\nContent-Length: 16\r\nTransfer-Encoding: chunked\r\n\r\n" + body, "Transfer-Encoding"},
 		{"bad Content-Length", "HTTP/1.1 200 OK\r\nContent-Length: 1x\r\n\r\n" + body, "Content-Length"},
+		{"signed Content-Length", "HTTP/1.1 200 OK\r\nContent-Length: +16\r\n\r\n" + body, "Content-Length"},
+		{"differing Content-Lengths", "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 16\r\n\r\n" + body, "Content-Length"},
+		{"repeated Content-Length", "HTTP/1.1 200 OK\r\nContent-Length: 16\r\nContent-Length: 16\r\n\r\n" + body, ""},
 		{"Connection: close", "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 16\r\n\r\n" + body, "closes the connection"},
 		// RFC 9110 15.2: a client must parse 1xx responses it did not
 		// expect (a proxy forwards a server's 103 Early Hints, say).

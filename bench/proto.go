@@ -284,9 +284,12 @@ func httpHeaders(fields []byte) (clen int, opts int, err error) {
 		line, fields, _ = bytes.Cut(fields, []byte("\r\n"))
 		switch {
 		case hasFieldName(line, contentLength):
+			// Digits only (strconv.Atoi takes a sign), and repeats must
+			// agree (RFC 9112 6.3): a proxy in front is not trusted to
+			// have checked.
 			v := bytes.TrimSpace(line[len(contentLength):])
 			n, err := strconv.Atoi(string(v))
-			if err != nil || n < 0 || n > MaxPayload {
+			if err != nil || len(v) == 0 || v[0] < '0' || v[0] > '9' || n > MaxPayload || opts&fieldContentLength != 0 && n != clen {
 				return 0, 0, fmt.Errorf("%w: bad Content-Length %q", errProtocol, v)
 			}
 			clen = n
