@@ -1234,6 +1234,17 @@ func TestResetErrorSameOnEveryBackend(t *testing.T) {
 				t.Fatal(err)
 			}
 			client := c.LocalAddr().String()
+			// An echo first: a reset before the engine accepted the
+			// connection leaves no address to read (getpeername fails
+			// once the socket is reset), which under load happened.
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			if _, err := c.Write([]byte{1}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+				t.Fatal(err)
+			}
+			c.SetDeadline(time.Time{})
 			resetMidStream(c)
 			waitFor(t, "OnClose for the reset connection", func() bool { return h.closes.Load() == 1 })
 			h.mu.Lock()
