@@ -379,13 +379,23 @@ func (s *hsession) gotHead() {
 	xff := false
 	for _, h := range r.Headers {
 		switch {
-		case r.HopByHop(h.Name):
+		case r.HopByHop(h.Name), framingField(h.Name):
+			// (The framing is written once below, whatever equivalent
+			// spelling the client used: repeated or listed lengths, empty
+			// Transfer-Encoding fields or elements, which the server might
+			// read otherwise.)
 		case bytes.EqualFold(h.Name, hdrXFF):
 			xff = true
 		case bytes.EqualFold(h.Name, hdrXFP):
 		default:
 			o = h1.AppendHeader(o, h.Name, h.Value)
 		}
+	}
+	switch r.Framing {
+	case h1.Length:
+		o = appendLength(o, r.ContentLength)
+	case h1.Chunked:
+		o = append(o, "Transfer-Encoding: chunked\r\n"...) // (internal/h1: the only coding)
 	}
 	// X-Forwarded-For: the values received, in order, and the client.
 	o = append(o, "X-Forwarded-For: "...)
@@ -416,7 +426,51 @@ func (s *hsession) gotHead() {
 var (
 	hdrXFF = []byte("X-Forwarded-For")
 	hdrXFP = []byte("X-Forwarded-Proto")
+	hdrCL  = []byte("Content-Length")
+	hdrTE  = []byte("Transfer-Encoding")
 )
+
+// framingField reports Content-Length and Transfer-Encoding (any case):
+// the proxy writes a message's framing itself, one field, from what
+// internal/h1 made of the received ones.
+func framingField(name []byte) bool {
+	return bytes.EqualFold(name, hdrCL) || bytes.EqualFold(name, hdrTE)
+}
+
+// appendLength appends a Content-Length field.
+func appendLength(o []byte, n int64) []byte {
+	o = append(o, "Content-Length: "...)
+	o = strconv.AppendInt(o, n, 10)
+	return append(o, "\r\n"...)
+}
+
+// appendCodings appends one Transfer-Encoding field with the non-empty
+// codings of the fields hs has, in order.
+func appendCodings(o []byte, hs []h1.Header) []byte {
+	o = append(o, "Transfer-Encoding: "...)
+	first := true
+	for _, h := range hs {
+		if !bytes.EqualFold(h.Name, hdrTE) {
+			continue
+		}
+		for v := h.Value; len(v) > 0; {
+			var e []byte
+			if i := bytes.IndexByte(v, ','); i >= 0 {
+				e, v = v[:i], v[i+1:]
+			} else {
+				e, v = v, nil
+			}
+			if e = bytes.Trim(e, " \t"); len(e) == 0 {
+				continue
+			}
+			if !first {
+				o = append(o, ", "...)
+			}
+			o, first = append(o, e...), false
+		}
+	}
+	return append(o, "\r\n"...)
+}
 
 // acquire gets the request an upstream connection: an idle pooled one of
 // the first server up, else a dial, failing over as the L4 proxy does.
@@ -618,7 +672,22 @@ func (s *hsession) respondHead() bool {
 func (s *hsession) writeRespHead(upgrade bool) {
 	r := &s.resp
 	o := h1.AppendStatusLine(s.ls.scratch[:0], 1, r.Status, r.Reason)
-	o = r.AppendHeaders(o, r.HopByHop)
+	// The framing fields go as the client is to read the body: one
+	// Content-Length or Transfer-Encoding, never both (RFC 9112 6.3), none
+	// on a 1xx or 204 (RFC 9110 8.6, 9112 6.1); a 304's or a HEAD
+	// response's pass as they are (they describe a body not sent).
+	keepFraming := r.Framing == h1.NoBody && r.Status >= 200 && r.Status != 204
+	for _, h := range r.Headers {
+		if !r.HopByHop(h.Name) && (keepFraming || !framingField(h.Name)) {
+			o = h1.AppendHeader(o, h.Name, h.Value)
+		}
+	}
+	switch r.Framing {
+	case h1.Length:
+		o = appendLength(o, r.ContentLength)
+	case h1.Chunked:
+		o = appendCodings(o, r.Headers)
+	}
 	if r.Status >= 200 || upgrade {
 		o = append(o, "Via: 1."...)
 		o = append(o, byte('0'+r.Minor))

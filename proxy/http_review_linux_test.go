@@ -1,0 +1,151 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spindlenet/spindle/engine"
+)
+
+// headServer returns an upstream's serve function that reads one request
+// head byte for byte (no parser between it and the test), sends it on
+// heads, answers with resp and closes.
+func headServer(heads chan<- string, resp string) func(net.Conn) {
+	return func(c net.Conn) {
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		var head []byte
+		b := make([]byte, 1)
+		for !bytes.HasSuffix(head, []byte("\r\n\r\n")) {
+			if _, err := c.Read(b); err != nil {
+				return
+			}
+			head = append(head, b[0])
+		}
+		heads <- string(head)
+		io.WriteString(c, resp)
+	}
+}
+
+// fieldLines returns the values of the field lines named name (any case)
+// in a raw head.
+func fieldLines(head, name string) []string {
+	var vs []string
+	for _, ln := range strings.Split(head, "\r\n") {
+		if k, v, ok := strings.Cut(ln, ":"); ok && strings.EqualFold(k, name) {
+			vs = append(vs, strings.TrimSpace(v))
+		}
+	}
+	return vs
+}
+
+// rawHead reads a response head from br as bytes.
+func rawHead(t *testing.T, c net.Conn, br *bufio.Reader) string {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var head strings.Builder
+	for !strings.HasSuffix(head.String(), "\r\n\r\n") {
+		ln, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading a head: %v (read %q)", err, head.String())
+		}
+		head.WriteString(ln)
+	}
+	return head.String()
+}
+
+// TestHTTPRequestFraming: what the proxy writes upstream has exactly one
+// framing field, whatever equivalent spelling the client used: two equal
+// Content-Length fields or a list become one, and a chunked body's
+// Transfer-Encoding one "chunked" (an empty Transfer-Encoding field after
+// it, which a server taking the last field would read as no coding and so
+// as no body, is not passed on).
+func TestHTTPRequestFraming(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		heads := make(chan string, 1)
+		u := newUpstream(t, headServer(heads, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"))
+		p := startProxy(t, httpConfig(b, u.addr))
+		for _, tc := range []struct {
+			req    string
+			cl, te []string
+		}{
+			{"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc", []string{"3"}, nil},
+			{"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3, 3\r\n\r\nabc", []string{"3"}, nil},
+			{"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding:\r\n\r\n3\r\nabc\r\n0\r\n\r\n", nil, []string{"chunked"}},
+			{"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: ,chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", nil, []string{"chunked"}},
+			{"GET / HTTP/1.1\r\nHost: x\r\n\r\n", nil, nil},
+		} {
+			c := dial(t, p)
+			io.WriteString(c, tc.req)
+			if resp, body := readResponse(t, c, "POST"); resp.StatusCode != 200 || body != "ok" {
+				t.Errorf("%q: %d %q", tc.req, resp.StatusCode, body)
+			}
+			head := <-heads
+			if cl, te := fieldLines(head, "Content-Length"), fieldLines(head, "Transfer-Encoding"); fmt.Sprint(cl) != fmt.Sprint(tc.cl) || fmt.Sprint(te) != fmt.Sprint(tc.te) {
+				t.Errorf("%q: the server got Content-Length %q, Transfer-Encoding %q; want %q and %q:\n%s", tc.req, cl, te, tc.cl, tc.te, head)
+			}
+		}
+	})
+}
+
+// TestHTTPResponseFraming: what the proxy writes to the client frames the
+// response one way only: a chunked response's Content-Length is removed
+// (RFC 9112 6.3: a client reading the length would take the chunks'
+// framing as the next response), two equal lengths become one, and a 204
+// or 1xx has neither field (a client trusting one would wait for a body).
+func TestHTTPResponseFraming(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newUpstream(t, rawServer(func(c net.Conn, req *http.Request, _ int) bool {
+			switch req.URL.Path {
+			case "/te-cl":
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+				return false // (with both fields the proxy does not keep it)
+			case "/cl-cl":
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 5, 5\r\n\r\nhello")
+			case "/204":
+				io.WriteString(c, "HTTP/1.1 204 No Content\r\nContent-Length: 5\r\nX-A: a\r\n\r\n")
+			case "/1xx":
+				io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nContent-Length: 5\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+			}
+			return true
+		}))
+		p := startProxy(t, httpConfig(b, u.addr))
+		for _, tc := range []struct {
+			path  string
+			heads int      // response heads (1xx included)
+			cl    []string // of the last
+			te    []string
+			body  string
+		}{
+			{"/te-cl", 1, nil, []string{"chunked"}, "5\r\nhello\r\n0\r\n\r\n"},
+			{"/cl-cl", 1, []string{"5"}, nil, "hello"},
+			{"/204", 1, nil, nil, ""},
+			{"/1xx", 2, []string{"5"}, nil, "hello"},
+		} {
+			c := dial(t, p)
+			br := bufio.NewReader(c)
+			fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", tc.path)
+			for i := range tc.heads {
+				head := rawHead(t, c, br)
+				cl, te := fieldLines(head, "Content-Length"), fieldLines(head, "Transfer-Encoding")
+				wcl, wte := tc.cl, tc.te
+				if i < tc.heads-1 {
+					wcl, wte = nil, nil
+				}
+				if fmt.Sprint(cl) != fmt.Sprint(wcl) || fmt.Sprint(te) != fmt.Sprint(wte) {
+					t.Errorf("%s: head %d has Content-Length %q, Transfer-Encoding %q; want %q and %q:\n%s", tc.path, i, cl, te, wcl, wte, head)
+				}
+			}
+			body := make([]byte, len(tc.body))
+			if _, err := io.ReadFull(br, body); err != nil || string(body) != tc.body {
+				t.Errorf("%s: body %q %v, want %q", tc.path, body, err, tc.body)
+			}
+		}
+	})
+}
