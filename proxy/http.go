@@ -38,6 +38,11 @@ const (
 	lingerBytes = 256 << 10
 )
 
+// maxInterim bounds the 1xx responses a request may get before its final
+// one (Go's client takes 5 at most, without counting 100 Continue): a
+// server sending more gets the client 502.
+const maxInterim = 16
+
 // hsession is one HTTP client connection and its current upstream
 // connection. It is the Context of both and lives on the client's loop.
 type hsession struct {
@@ -71,6 +76,7 @@ type hsession struct {
 	upgrade   bool // the request asks for a protocol upgrade
 	reqDone   bool // the whole request body went to up
 	interim   bool // a 1xx response went to the client
+	interims  int  // 1xx responses received for the request
 	respHead  bool // the final response head went to the client
 	closeAft  bool // the client is closed after this response
 	resp      h1.Response
@@ -372,7 +378,7 @@ func (s *hsession) gotHead() {
 	s.upgrade = r.Upgrade != nil
 	s.reqDone = r.Framing == h1.NoBody
 	s.reqBody.Reset(r.Framing, r.ContentLength)
-	s.interim, s.respHead, s.closeAft, s.respLocal, s.retry = false, false, false, false, false
+	s.interim, s.respHead, s.closeAft, s.respLocal, s.retry, s.interims = false, false, false, false, false, 0
 	s.pool = s.ln.routeFor(r.Target, r.Host)
 
 	o := h1.AppendRequestLine(s.out[:0], r.Method, r.Target, r.Minor)
@@ -622,6 +628,18 @@ func (s *hsession) upData(c *engine.Conn, b engine.Buffer) {
 		}
 		off += n
 		s.uin = emptied(s.uin)
+		if r := &s.resp; r.Status < 200 && !(r.Status == 101 && s.upgrade) {
+			// A 101 nobody asked for: the server speaks another protocol
+			// on the connection now. Past maxInterim 1xx: a server that
+			// would hold the exchange (and fill the client's queue) for
+			// good.
+			if s.interims++; r.Status == 101 || s.interims > maxInterim {
+				b.Release()
+				s.closeUp(true)
+				s.respond(502)
+				return
+			}
+		}
 		if s.respondHead() {
 			// 101: the connections are a tunnel from now on.
 			s.tunnel(b, off)
@@ -652,8 +670,8 @@ func (s *hsession) respondHead() bool {
 			s.writeRespHead(true)
 			return true
 		}
-		if r.Status == 101 || s.minor == 0 {
-			return false // not asked for (or not for HTTP/1.0): dropped
+		if s.minor == 0 {
+			return false // not for HTTP/1.0: dropped
 		}
 		s.interim = true
 		s.writeRespHead(false)

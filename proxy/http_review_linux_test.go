@@ -149,3 +149,67 @@ func TestHTTPResponseFraming(t *testing.T) {
 		}
 	})
 }
+
+// TestHTTPInterimBound: a server sending 1xx responses without end gets
+// the client a 502 after a bounded number of them (the proxy neither
+// queues them for the client without bound nor waits forever).
+func TestHTTPInterimBound(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newUpstream(t, rawServer(func(c net.Conn, req *http.Request, i int) bool {
+			hint := []byte("HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n")
+			for range 200000 {
+				if _, err := c.Write(hint); err != nil {
+					return false
+				}
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			return true
+		}))
+		p := startProxy(t, httpConfig(b, u.addr))
+		c := dial(t, p)
+		br := bufio.NewReader(c)
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		n := 0
+		for {
+			head := rawHead(t, c, br)
+			if !strings.HasPrefix(head, "HTTP/1.1 1") {
+				if !strings.HasPrefix(head, "HTTP/1.1 502 ") {
+					t.Errorf("after %d 1xx responses: %q, want 502", n, head)
+				}
+				break
+			}
+			if n++; n > maxInterim {
+				t.Fatalf("more than %d 1xx responses passed on", maxInterim)
+			}
+		}
+		waitFor(t, "the server's connection to be closed", func() bool { return serverTotals(p, u.addr).Active == 0 })
+	})
+}
+
+// TestHTTPUnaskedSwitch: a 101 to a request that asked for no upgrade
+// means the server speaks something else on the connection now: the
+// client gets 502 and the connection is not kept (what follows the 101
+// is not read as the response).
+func TestHTTPUnaskedSwitch(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newUpstream(t, rawServer(func(c net.Conn, req *http.Request, i int) bool {
+			if req.URL.Path == "/switch" {
+				io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\nUpgrade: x\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nspoofd")
+				return true
+			}
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n%d", i)
+			return true
+		}))
+		p := startProxy(t, httpConfig(b, u.addr))
+		c := dial(t, p)
+		io.WriteString(c, "GET /switch HTTP/1.1\r\nHost: x\r\n\r\n")
+		if resp, body := readResponse(t, c, "GET"); resp.StatusCode != 502 {
+			t.Errorf("unasked 101: %d %q, want 502", resp.StatusCode, body)
+		}
+		c = dial(t, p)
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		if _, body := readResponse(t, c, "GET"); body != "0" {
+			t.Errorf("next request: %q, want the first on a new connection", body)
+		}
+	})
+}
