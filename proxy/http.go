@@ -832,6 +832,7 @@ func (s *hsession) closeUp(reset bool) {
 	}
 	s.up = nil
 	s.upBP = false
+	s.uin = emptied(s.uin) // what up sent of a head is not the next one's
 	s.ls.srv[s.pool.idx][s.srv].active.dec()
 	up.SetContext(nil)
 	if reset {
@@ -866,9 +867,9 @@ func (s *hsession) upFailed(err error) {
 		}
 		s.closeUp(true)
 		s.client.Reset()
-	case s.reused && s.idem && !s.retry && !s.interim:
-		// A kept connection the server closed as the request went out:
-		// once more on a new connection.
+	case s.reused && s.idem && !s.retry && !s.interim && len(s.uin) == 0:
+		// A kept connection the server closed as the request went out
+		// (no byte of a response came): once more on a new connection.
 		s.closeUp(false)
 		s.retry = true
 		s.redial()

@@ -150,6 +150,34 @@ func TestHTTPResponseFraming(t *testing.T) {
 	})
 }
 
+// TestHTTPRetryAfterPartialHead: a kept connection that sends part of a
+// response head and closes is not retried as if nothing had come (the
+// part would be taken for the start of the new connection's response):
+// the client gets 502.
+func TestHTTPRetryAfterPartialHead(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newUpstream(t, rawServer(func(c net.Conn, req *http.Request, i int) bool {
+			if i == 1 {
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Partial: ")
+				return false
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			return true
+		}))
+		p := startProxy(t, httpConfig(b, u.addr))
+		c := dial(t, p)
+		br := bufio.NewReader(c)
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		if resp, body := readResponseFrom(t, c, br, "GET"); resp.StatusCode != 200 || body != "ok" {
+			t.Fatalf("first GET: %d %q", resp.StatusCode, body)
+		}
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		if resp, body := readResponseFrom(t, c, br, "GET"); resp.StatusCode != 502 {
+			t.Errorf("GET answered in part, then closed: %d %q %v, want 502", resp.StatusCode, body, resp.Header)
+		}
+	})
+}
+
 // TestHTTPInterimBound: a server sending 1xx responses without end gets
 // the client a 502 after a bounded number of them (the proxy neither
 // queues them for the client without bound nor waits forever).
