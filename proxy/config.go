@@ -95,7 +95,10 @@ type ListenerConfig struct {
 	// the request's head sent to the response's head, counted again
 	// from each read of the request's body, and then between two reads
 	// of the response's body. Before the response's head the client gets
-	// 504; after it the client's connection is reset. Default 60s.
+	// 504; after it the client's connection is reset. It also bounds a
+	// client that is being closed (after a response with Connection:
+	// close, an error, keepalive_timeout) and takes nothing of what is
+	// queued for it: it is reset rather than held. Default 60s.
 	ResponseTimeout Duration `yaml:"response_timeout,omitempty" json:"response_timeout,omitempty"`
 	// KeepaliveTimeout (mode http) closes a client that sends no byte
 	// of a next request for this long after a response. Default 60s.

@@ -28,7 +28,7 @@ const (
 	phHead                 // a request head partly received (request_timeout)
 	phConnect              // head parsed, waiting for an upstream connection
 	phWait                 // head sent; the response is outstanding (response_timeout)
-	phClosing              // the client is being closed
+	phClosing              // the client is being closed (its queue's progress: response_timeout)
 )
 
 // lingerTime and lingerBytes bound how long a client closed after a
@@ -95,6 +95,7 @@ type hsession struct {
 	armed   bool  // timer pending
 	armedAt int64 // p.now() it fires at
 	mark    int64 // p.now() the current phase's timeout counts from
+	closeQ  int   // phClosing: the client's Buffered when last looked at
 }
 
 // idleTag is the Context of an idle pooled upstream connection: its pool
@@ -223,7 +224,7 @@ func (s *hsession) timeout() time.Duration {
 		return time.Duration(s.ln.cfg.KeepaliveTimeout)
 	case phHead:
 		return time.Duration(s.ln.cfg.RequestTimeout)
-	case phWait:
+	case phWait, phClosing:
 		return time.Duration(s.ln.cfg.ResponseTimeout)
 	}
 	return 0
@@ -255,7 +256,7 @@ func (s *hsession) onTimer() {
 	switch s.phase {
 	case phIdle:
 		s.ls.ln[s.ln.idx].idleClosed.inc()
-		s.phase = phClosing
+		s.closing()
 		s.client.Close()
 	case phHead:
 		s.respond(408)
@@ -267,7 +268,26 @@ func (s *hsession) onTimer() {
 		}
 		s.closeUp(true)
 		s.respond(504)
+	case phClosing:
+		// The client took nothing of its queue for the timeout: drop it.
+		if q := s.client.Buffered(); q > 0 {
+			if q != s.closeQ {
+				s.closeQ, s.mark = q, now
+				s.arm(now + int64(d))
+				return
+			}
+			s.client.Reset()
+		}
 	}
+}
+
+// closing enters phClosing before the client is closed: a Close or
+// CloseLinger sends the queue first, and waits for good for a client that
+// reads nothing of it, so a queue that does not move for response_timeout
+// is dropped with a reset. Loop goroutine.
+func (s *hsession) closing() {
+	s.closeQ = s.client.Buffered()
+	s.setPhase(phClosing)
 }
 
 // clientData takes bytes from the client. Loop goroutine.
@@ -814,7 +834,7 @@ func (s *hsession) respond(status int) {
 // closeClient closes the client after its queue, lingering for what it
 // may still send (engine.Conn.CloseLinger). Loop goroutine.
 func (s *hsession) closeClient() {
-	s.phase = phClosing
+	s.closing()
 	if s.hasP {
 		s.hasP = false
 		s.pend.Release()
@@ -903,7 +923,7 @@ func (s *hsession) clientEOF() {
 	s.eof = true
 	switch {
 	case s.phase == phIdle || s.phase == phHead:
-		s.phase = phClosing
+		s.closing()
 		if s.hasP {
 			s.hasP = false
 			s.pend.Release()
@@ -911,7 +931,7 @@ func (s *hsession) clientEOF() {
 		s.client.Close()
 	case !s.reqDone:
 		s.closeUp(true)
-		s.phase = phClosing
+		s.closing()
 		s.client.Close()
 	}
 	// Else the response is awaited: closeAft or respDone's closeClient.
@@ -1091,7 +1111,7 @@ func (ls *loopState) drainHTTP() {
 			continue
 		}
 		if s := ls.sessions[k]; s.phase == phIdle || s.phase == phHead && len(s.in) == 0 {
-			s.phase = phClosing
+			s.closing()
 			s.client.Close()
 		}
 	}

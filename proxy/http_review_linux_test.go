@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -238,6 +239,83 @@ func TestHTTPUnaskedSwitch(t *testing.T) {
 		io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 		if _, body := readResponse(t, c, "GET"); body != "0" {
 			t.Errorf("next request: %q, want the first on a new connection", body)
+		}
+	})
+}
+
+// dialSmall dials p's listener "web" with a 4 KiB receive buffer, so that
+// a client that does not read leaves the proxy's queue for it full.
+func dialSmall(t *testing.T, p *Proxy) net.Conn {
+	t.Helper()
+	d := net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
+		var err error
+		rc.Control(func(fd uintptr) { err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		return err
+	}}
+	c, err := d.Dial("tcp", p.Addr("web").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestHTTPStalledClient: a client that sends a request and never reads
+// its response does not hold its connection (and the response queued for
+// it) for good once the response is through the proxy: with Connection:
+// close (the proxy closes it after the queue) and between keep-alive
+// requests (keepalive_timeout closes it), a queue that does not move for
+// response_timeout resets it.
+func TestHTTPStalledClient(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		// Past what the kernel's socket buffers take (tcp_wmem's 4 MiB at
+		// most), and within the client's queue.
+		const size = 12 << 20
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", fmt.Sprint(size))
+			w.Write(make([]byte, size))
+		})
+		cfg := httpConfig(b, u.addr)
+		cfg.Engine.WriteHighWater = 2 * size
+		cfg.Listeners[0].ResponseTimeout = Duration(300 * time.Millisecond)
+		cfg.Listeners[0].KeepaliveTimeout = Duration(300 * time.Millisecond)
+		p := startProxy(t, cfg)
+		for i, conn := range []string{"close", "keep-alive"} {
+			c := dialSmall(t, p)
+			fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\nConnection: %s\r\n\r\n", conn)
+			waitFor(t, "the response to pass the proxy", func() bool {
+				st := serverTotals(p, u.addr)
+				return st.Requests == uint64(i+1) && st.Active == 0
+			})
+			if n := p.Totals().Listeners[0].Active; n != 1 {
+				t.Fatalf("%d clients open, want 1", n)
+			}
+			t0 := time.Now()
+			waitFor(t, "the client to be let go", func() bool { return p.Totals().Listeners[0].Active == 0 })
+			t.Logf("Connection: %s: let go after %v", conn, time.Since(t0))
+		}
+		// One that reads, if slowly (a pause shorter than the timeout
+		// between reads), gets all of it.
+		c := dialSmall(t, p)
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+		br := bufio.NewReaderSize(c, 1<<20)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		buf := make([]byte, 1<<20)
+		for {
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			m, err := io.ReadFull(resp.Body, buf)
+			n += m
+			if err != nil {
+				break
+			}
+			time.Sleep(150 * time.Millisecond)
+		}
+		if n != size {
+			t.Errorf("a slow reader got %d bytes of %d", n, size)
 		}
 	})
 }
