@@ -319,3 +319,99 @@ func TestHTTPStalledClient(t *testing.T) {
 		}
 	})
 }
+
+// TestHTTPGaugesAfterAborts: clients that go away at every point of an
+// exchange (in a head, in a body, waiting for a response, in it, with a
+// FIN or a reset, pipelining) leave nothing behind: no client open, no
+// upstream connection in use, and the engine holds only the pooled idle
+// connections.
+func TestHTTPGaugesAfterAborts(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		big := make([]byte, 4<<20)
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			switch r.URL.Path {
+			case "/slow":
+				time.Sleep(200 * time.Millisecond)
+			case "/big":
+				w.Write(big)
+			case "/ws":
+				c, _, err := http.NewResponseController(w).Hijack()
+				if err != nil {
+					return
+				}
+				io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\nUpgrade: x\r\n\r\n")
+				io.Copy(struct{ io.Writer }{c}, struct{ io.Reader }{c}) // (no splice: its pipes stay pooled)
+				c.Close()
+				return
+			}
+			io.WriteString(w, "ok")
+		})
+		cfg := httpConfig(b, u.addr)
+		cfg.Engine.CPUs = nil
+		p := startProxy(t, cfg)
+		reset := func(c *net.TCPConn) { c.SetLinger(0); c.Close() }
+		post := "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n" + strings.Repeat("b", 100000)
+		for _, tc := range []struct {
+			name string
+			run  func(c *net.TCPConn)
+		}{
+			{"close in a head", func(c *net.TCPConn) { io.WriteString(c, "GET / HTTP/1.1\r\nHo"); c.Close() }},
+			{"reset in a head", func(c *net.TCPConn) { io.WriteString(c, "GET / HTTP/1.1\r\nHo"); reset(c) }},
+			{"reset in a body", func(c *net.TCPConn) { io.WriteString(c, post); time.Sleep(20 * time.Millisecond); reset(c) }},
+			{"FIN in a body", func(c *net.TCPConn) {
+				io.WriteString(c, post)
+				c.CloseWrite()
+				closedByProxy(c)
+			}},
+			{"close waiting", func(c *net.TCPConn) { io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n"); c.Close() }},
+			{"reset waiting", func(c *net.TCPConn) { io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n"); reset(c) }},
+			{"FIN waiting", func(c *net.TCPConn) {
+				io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+				c.CloseWrite()
+				io.Copy(io.Discard, c)
+			}},
+			{"reset in a response", func(c *net.TCPConn) {
+				io.WriteString(c, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+				io.ReadFull(c, make([]byte, 10000))
+				reset(c)
+			}},
+			{"close in a response", func(c *net.TCPConn) {
+				io.WriteString(c, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+				io.ReadFull(c, make([]byte, 10000))
+				c.Close()
+			}},
+			{"reset pipelining", func(c *net.TCPConn) {
+				io.WriteString(c, strings.Repeat("GET /big HTTP/1.1\r\nHost: x\r\n\r\n", 10))
+				io.ReadFull(c, make([]byte, 100000))
+				reset(c)
+			}},
+			{"reset in a tunnel", func(c *net.TCPConn) {
+				io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: x\r\n\r\nabc")
+				io.ReadFull(c, make([]byte, 10))
+				reset(c)
+			}},
+			{"close in a tunnel", func(c *net.TCPConn) {
+				io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: x\r\n\r\nabc")
+				io.ReadFull(c, make([]byte, 10))
+				c.Close()
+			}},
+		} {
+			for range 3 {
+				c := dial(t, p)
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				tc.run(c)
+			}
+		}
+		waitFor(t, "every client and upstream connection to be let go", func() bool {
+			var idle int64
+			for _, st := range p.Totals().Servers {
+				if st.Active != 0 {
+					return false
+				}
+				idle += st.Idle
+			}
+			return p.Totals().Listeners[0].Active == 0 && p.Engine().Stats().Open == idle
+		})
+	})
+}
