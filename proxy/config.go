@@ -103,6 +103,16 @@ type ListenerConfig struct {
 	// KeepaliveTimeout (mode http) closes a client that sends no byte
 	// of a next request for this long after a response. Default 60s.
 	KeepaliveTimeout Duration `yaml:"keepalive_timeout,omitempty" json:"keepalive_timeout,omitempty"`
+	// MaxRequestBody (mode http) bounds a request's body, in bytes. A
+	// request whose Content-Length is larger gets 413 and a close, and
+	// reaches no server. A chunked body is counted as it streams, as sent
+	// (chunk-size lines and CRLFs included): past the bound the server's
+	// connection is reset and the client gets 413 and a close, or a reset
+	// where the server's response has begun. Default 0: no bound (bodies
+	// stream through and are never held whole, so the bound is a policy,
+	// not what keeps the proxy's memory bounded; nginx's default is 1 MiB,
+	// HAProxy has none).
+	MaxRequestBody int64 `yaml:"max_request_body" json:"max_request_body"`
 }
 
 // RouteConfig sends the HTTP requests that match it to a pool.
@@ -490,6 +500,7 @@ func (l *ListenerConfig) validateMode(pools map[string]bool) error {
 			{"request_timeout", l.RequestTimeout != 0},
 			{"response_timeout", l.ResponseTimeout != 0},
 			{"keepalive_timeout", l.KeepaliveTimeout != 0},
+			{"max_request_body", l.MaxRequestBody != 0},
 		} {
 			if f.set {
 				return fmt.Errorf("%s: only in mode %s", f.name, ModeHTTP)
@@ -510,6 +521,9 @@ func (l *ListenerConfig) validateMode(pools map[string]bool) error {
 		if f.d <= 0 {
 			return fmt.Errorf("%s: %v is not positive", f.name, time.Duration(f.d))
 		}
+	}
+	if l.MaxRequestBody < 0 {
+		return fmt.Errorf("max_request_body: negative %d", l.MaxRequestBody)
 	}
 	for i, r := range l.Routes {
 		where := fmt.Sprintf("routes[%d]", i)

@@ -124,6 +124,8 @@ func TestConfigErrors(t *testing.T) {
 		{"mode", `listeners: [{name: a, listen: ":1", pool: app, mode: https}]` + "\n" + pool, `listeners[0] (a).mode: unknown "https"`},
 		{"routes in tcp", `listeners: [{name: a, listen: ":1", pool: app, routes: [{pool: app}]}]` + "\n" + pool, "listeners[0] (a).routes: only in mode http"},
 		{"request timeout in tcp", `listeners: [{name: a, listen: ":1", pool: app, request_timeout: 1s}]` + "\n" + pool, "listeners[0] (a).request_timeout: only in mode http"},
+		{"max request body in tcp", `listeners: [{name: a, listen: ":1", pool: app, max_request_body: 5}]` + "\n" + pool, "listeners[0] (a).max_request_body: only in mode http"},
+		{"max request body", `listeners: [{name: a, listen: ":1", pool: app, mode: http, max_request_body: -1}]` + "\n" + pool, "listeners[0] (a).max_request_body: negative -1"},
 		{"idle timeout in http", `listeners: [{name: a, listen: ":1", pool: app, mode: http, idle_timeout: 1s}]` + "\n" + pool, "listeners[0] (a).idle_timeout: only in mode tcp"},
 		{"response timeout", `listeners: [{name: a, listen: ":1", pool: app, mode: http, response_timeout: -1s}]` + "\n" + pool, "listeners[0] (a).response_timeout: -1s is not positive"},
 		{"keepalive timeout", `listeners: [{name: a, listen: ":1", pool: app, mode: http, keepalive_timeout: -2s}]` + "\n" + pool, "listeners[0] (a).keepalive_timeout: -2s is not positive"},

@@ -59,6 +59,7 @@
 //	    request_timeout: 30s   # the whole request head, else 408
 //	    response_timeout: 60s  # request sent to response head (and between reads), else 504
 //	    keepalive_timeout: 60s # idle client between requests
+//	    max_request_body: 0    # bytes, 0: no bound (else 413)
 //	pools:
 //	  - {name: api, servers: ["10.0.0.2:80"], max_idle: 16, idle_timeout: 60s}
 //
@@ -96,8 +97,11 @@
 // sent the client is reset. Each side's reading stops while the other's
 // write queue holds the high-water mark, as in mode tcp. A stop closes
 // idle clients and pooled connections at once, and others after their
-// current response. Not there: HTTP/2, TLS, caching, header rewriting or
-// rules beyond host and path, limits on body sizes.
+// current response. max_request_body bounds request bodies (a longer
+// Content-Length gets 413; a chunked body is cut when it grows past it:
+// the server's connection reset, the client 413 or, once the response has
+// begun, a reset). Not there: HTTP/2, TLS, caching, header rewriting or
+// rules beyond host and path, limits on response body sizes.
 //
 // The admin server serves /metrics (Prometheus text format, names
 // spindle_proxy_*), /healthz and /debug/config (the effective config as

@@ -69,16 +69,17 @@ type hsession struct {
 	// The current request.
 	req       h1.Request
 	reqBody   h1.Body
-	minor     int  // the client's HTTP/1.minor
-	head      bool // HEAD: the response has no body
-	idem      bool // may be retried: GET, HEAD or OPTIONS without a body
-	keep      bool // the client may send another request after this one
-	upgrade   bool // the request asks for a protocol upgrade
-	reqDone   bool // the whole request body went to up
-	interim   bool // a 1xx response went to the client
-	interims  int  // 1xx responses received for the request
-	respHead  bool // the final response head went to the client
-	closeAft  bool // the client is closed after this response
+	minor     int   // the client's HTTP/1.minor
+	head      bool  // HEAD: the response has no body
+	idem      bool  // may be retried: GET, HEAD or OPTIONS without a body
+	keep      bool  // the client may send another request after this one
+	upgrade   bool  // the request asks for a protocol upgrade
+	reqDone   bool  // the whole request body went to up
+	bodyN     int64 // bytes of a chunked request body so far (max_request_body)
+	interim   bool  // a 1xx response went to the client
+	interims  int   // 1xx responses received for the request
+	respHead  bool  // the final response head went to the client
+	closeAft  bool  // the client is closed after this response
 	resp      h1.Response
 	respBody  h1.Body
 	respLocal bool // the proxy answered itself
@@ -391,6 +392,10 @@ func (s *hsession) gotHead() {
 		s.respond(501)
 		return
 	}
+	if m := s.ln.cfg.MaxRequestBody; m > 0 && r.Framing == h1.Length && r.ContentLength > m {
+		s.respond(413)
+		return
+	}
 	s.minor = r.Minor
 	s.head = string(r.Method) == "HEAD"
 	s.idem = r.Framing == h1.NoBody && (s.head || string(r.Method) == "GET" || string(r.Method) == "OPTIONS")
@@ -398,6 +403,7 @@ func (s *hsession) gotHead() {
 	s.upgrade = r.Upgrade != nil
 	s.reqDone = r.Framing == h1.NoBody
 	s.reqBody.Reset(r.Framing, r.ContentLength)
+	s.bodyN = 0
 	s.interim, s.respHead, s.closeAft, s.respLocal, s.retry, s.interims = false, false, false, false, false, 0
 	s.pool = s.ln.routeFor(r.Target, r.Host)
 
@@ -600,6 +606,19 @@ func (s *hsession) forwardBody(b engine.Buffer, off int) {
 		}
 		s.respond(400)
 		return
+	}
+	if m := s.ln.cfg.MaxRequestBody; m > 0 && s.req.Framing == h1.Chunked {
+		// (A length over the bound was refused with the head.)
+		if s.bodyN += int64(n); s.bodyN > m {
+			b.Release()
+			s.closeUp(true)
+			if s.respHead {
+				s.client.Reset()
+				return
+			}
+			s.respond(413)
+			return
+		}
 	}
 	s.ls.srv[s.pool.idx][s.srv].bytesOut.addInt(n)
 	s.mark = s.p.now() // a body on its way: response_timeout counts from here

@@ -415,3 +415,111 @@ func TestHTTPGaugesAfterAborts(t *testing.T) {
 		})
 	})
 }
+
+// TestHTTPMaxRequestBody: with max_request_body, a request whose
+// Content-Length is over it gets 413 and a close without reaching a
+// server; one at it passes; a chunked body that grows past it is cut: the
+// server's connection is reset, and the client gets 413, or a reset where
+// the response had begun.
+func TestHTTPMaxRequestBody(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		const limit = 100000
+		bodyErr := make(chan error, 10)
+		bodyOK := make(chan int64, 10)
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/early" {
+				http.NewResponseController(w).EnableFullDuplex()
+				w.WriteHeader(200)
+				io.WriteString(w, "started ")
+				http.NewResponseController(w).Flush()
+			}
+			n, err := io.Copy(io.Discard, r.Body)
+			if err != nil {
+				bodyErr <- err
+				return
+			}
+			if n > limit {
+				bodyOK <- n
+			}
+			fmt.Fprintf(w, "%d", n)
+		})
+		cfg := httpConfig(b, u.addr)
+		cfg.Listeners[0].MaxRequestBody = limit
+		p := startProxy(t, cfg)
+
+		c := dial(t, p)
+		fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n", limit+1)
+		if resp, _ := readResponse(t, c, "POST"); resp.StatusCode != 413 || !resp.Close {
+			t.Errorf("Content-Length over the bound: %d close %v, want 413 and close", resp.StatusCode, resp.Close)
+		}
+		if err := closedByProxy(c); err != nil {
+			t.Error(err)
+		}
+		if n := u.accepted.Load(); n != 0 {
+			t.Errorf("the server got %d connections for a body over the bound, want 0", n)
+		}
+
+		c = dial(t, p)
+		br := bufio.NewReader(c)
+		fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", limit, strings.Repeat("b", limit))
+		if resp, body := readResponseFrom(t, c, br, "POST"); resp.StatusCode != 200 || body != fmt.Sprint(limit) {
+			t.Errorf("Content-Length at the bound: %d %q", resp.StatusCode, body)
+		}
+		chunk := fmt.Sprintf("%x\r\n%s\r\n", 10000, strings.Repeat("c", 10000))
+		io.WriteString(c, "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"+strings.Repeat(chunk, 9)+"0\r\n\r\n")
+		if resp, body := readResponseFrom(t, c, br, "POST"); resp.StatusCode != 200 || body != "90000" {
+			t.Errorf("chunked under the bound: %d %q", resp.StatusCode, body)
+		}
+
+		c = dial(t, p)
+		io.WriteString(c, "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+		go func() {
+			for range 20 {
+				if _, err := io.WriteString(c, chunk); err != nil {
+					return
+				}
+			}
+		}()
+		if resp, _ := readResponse(t, c, "POST"); resp.StatusCode != 413 || !resp.Close {
+			t.Errorf("chunked over the bound: %d close %v, want 413 and close", resp.StatusCode, resp.Close)
+		}
+		// The server got the head and a part of the body (its read fails),
+		// or nothing at all (the reset dropped what was queued for it).
+		waitFor(t, "the server's connection to be reset", func() bool { return serverTotals(p, u.addr).Active == 0 })
+		select {
+		case n := <-bodyOK:
+			t.Errorf("the server read %d bytes of a body over the bound without an error", n)
+		case err := <-bodyErr:
+			t.Logf("the server's read of the body: %v", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+
+		c = dial(t, p)
+		br = bufio.NewReader(c)
+		io.WriteString(c, "POST /early HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(br, &http.Request{Method: "POST"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for range 20 {
+				if _, err := io.WriteString(c, chunk); err != nil {
+					return
+				}
+			}
+		}()
+		body, err := io.ReadAll(resp.Body)
+		if err == nil {
+			t.Errorf("a response begun before the body went over the bound: %d %q, want a reset", resp.StatusCode, body)
+		}
+		select {
+		case <-bodyErr:
+		case <-time.After(10 * time.Second):
+			t.Error("the server read the body cut at the bound without an error")
+		}
+		if lt := p.Totals().Listeners[0]; lt.ResponsesProxy[3] != 2 {
+			t.Errorf("%d 4xx from the proxy, want 2", lt.ResponsesProxy[3])
+		}
+	})
+}
