@@ -96,7 +96,7 @@ type hsession struct {
 	armed   bool  // timer pending
 	armedAt int64 // p.now() it fires at
 	mark    int64 // p.now() the current phase's timeout counts from
-	closeQ  int   // phClosing: the client's Buffered when last looked at
+	closeQ  int   // phClosing: outstanding when last looked at
 }
 
 // idleTag is the Context of an idle pooled upstream connection: its pool
@@ -271,7 +271,7 @@ func (s *hsession) onTimer() {
 		s.respond(504)
 	case phClosing:
 		// The client took nothing of its queue for the timeout: drop it.
-		if q := s.client.Buffered(); q > 0 {
+		if q := s.outstanding(); q > 0 {
 			if q != s.closeQ {
 				s.closeQ, s.mark = q, now
 				s.arm(now + int64(d))
@@ -287,8 +287,16 @@ func (s *hsession) onTimer() {
 // reads nothing of it, so a queue that does not move for response_timeout
 // is dropped with a reset. Loop goroutine.
 func (s *hsession) closing() {
-	s.closeQ = s.client.Buffered()
+	s.closeQ = s.outstanding()
 	s.setPhase(phClosing)
+}
+
+// outstanding is what the client has yet to receive of what was written
+// to it: the write queue and the socket's unacknowledged bytes (a client
+// reading slowly drains the socket's buffer, megabytes, long before the
+// queue moves again). Loop goroutine.
+func (s *hsession) outstanding() int {
+	return s.client.Buffered() + unsent(s.client.Fd())
 }
 
 // clientData takes bytes from the client. Loop goroutine.

@@ -277,8 +277,8 @@ func TestHTTPStalledClient(t *testing.T) {
 		})
 		cfg := httpConfig(b, u.addr)
 		cfg.Engine.WriteHighWater = 2 * size
-		cfg.Listeners[0].ResponseTimeout = Duration(300 * time.Millisecond)
-		cfg.Listeners[0].KeepaliveTimeout = Duration(300 * time.Millisecond)
+		cfg.Listeners[0].ResponseTimeout = Duration(time.Second)
+		cfg.Listeners[0].KeepaliveTimeout = Duration(time.Second)
 		p := startProxy(t, cfg)
 		for i, conn := range []string{"close", "keep-alive"} {
 			c := dialSmall(t, p)
@@ -295,7 +295,8 @@ func TestHTTPStalledClient(t *testing.T) {
 			t.Logf("Connection: %s: let go after %v", conn, time.Since(t0))
 		}
 		// One that reads, if slowly (a pause shorter than the timeout
-		// between reads), gets all of it.
+		// between reads, and much shorter than the time the socket's
+		// buffer takes to drain), gets all of it.
 		c := dialSmall(t, p)
 		io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
 		br := bufio.NewReaderSize(c, 1<<20)
@@ -312,7 +313,7 @@ func TestHTTPStalledClient(t *testing.T) {
 			if err != nil {
 				break
 			}
-			time.Sleep(150 * time.Millisecond)
+			time.Sleep(400 * time.Millisecond)
 		}
 		if n != size {
 			t.Errorf("a slow reader got %d bytes of %d", n, size)
