@@ -77,11 +77,14 @@ type ListenerConfig struct {
 	// ConnectTimeout bounds each connect to an upstream server. Default
 	// 5s.
 	ConnectTimeout Duration `yaml:"connect_timeout" json:"connect_timeout"`
-	// IdleTimeout (mode tcp only) closes both sides of a connection after this long
+	// IdleTimeout closes both sides of a connection after this long
 	// without a byte either way (received, or taken from a write queue by
 	// a peer); a side whose queue a peer has stopped taking is reset.
 	// Default 0: never, and then a client that stops reading holds its
-	// connection until it reads again or goes away.
+	// connection until it reads again or goes away. In mode http it
+	// bounds upgraded connections (a 101 makes them a tunnel) only:
+	// between requests keepalive_timeout is the client's idle bound, and
+	// request_timeout and response_timeout bound an exchange.
 	IdleTimeout Duration `yaml:"idle_timeout" json:"idle_timeout"`
 	// MaxConns bounds the listener's open client connections; a client
 	// over it is accepted and closed at once, and counted. Default 0:
@@ -510,9 +513,6 @@ func (l *ListenerConfig) validateMode(pools map[string]bool) error {
 	case ModeHTTP:
 	default:
 		return fmt.Errorf("mode: unknown %q (want %q or %q)", l.Mode, ModeTCP, ModeHTTP)
-	}
-	if l.IdleTimeout != 0 {
-		return fmt.Errorf("idle_timeout: only in mode %s (mode %s has request_timeout, response_timeout and keepalive_timeout)", ModeTCP, ModeHTTP)
 	}
 	for _, f := range []struct {
 		name string

@@ -44,6 +44,20 @@ pools: [{name: app, servers: ["127.0.0.1:1"], max_idle: -1}]
 	if cfg.Pools[0].MaxIdle != -1 {
 		t.Errorf("max_idle -1 became %d", cfg.Pools[0].MaxIdle)
 	}
+	if l.IdleTimeout != 0 || l.MaxRequestBody != 0 {
+		t.Errorf("http listener: idle_timeout %v, max_request_body %d, want 0 (none)", time.Duration(l.IdleTimeout), l.MaxRequestBody)
+	}
+	// idle_timeout bounds an HTTP listener's upgraded tunnels.
+	cfg, err = ParseConfig([]byte(`
+listeners: [{name: web, listen: "127.0.0.1:0", pool: app, mode: http, idle_timeout: 5m, max_request_body: 1048576}]
+pools: [{name: app, servers: ["127.0.0.1:1"]}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := cfg.Listeners[0]; time.Duration(l.IdleTimeout) != 5*time.Minute || l.MaxRequestBody != 1<<20 {
+		t.Errorf("http listener: %+v", l)
+	}
 	cfg, err = ParseConfig([]byte(minimal[:len(minimal)-3] + `, health: {interval: 300ms}}]` + "\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +140,6 @@ func TestConfigErrors(t *testing.T) {
 		{"request timeout in tcp", `listeners: [{name: a, listen: ":1", pool: app, request_timeout: 1s}]` + "\n" + pool, "listeners[0] (a).request_timeout: only in mode http"},
 		{"max request body in tcp", `listeners: [{name: a, listen: ":1", pool: app, max_request_body: 5}]` + "\n" + pool, "listeners[0] (a).max_request_body: only in mode http"},
 		{"max request body", `listeners: [{name: a, listen: ":1", pool: app, mode: http, max_request_body: -1}]` + "\n" + pool, "listeners[0] (a).max_request_body: negative -1"},
-		{"idle timeout in http", `listeners: [{name: a, listen: ":1", pool: app, mode: http, idle_timeout: 1s}]` + "\n" + pool, "listeners[0] (a).idle_timeout: only in mode tcp"},
 		{"response timeout", `listeners: [{name: a, listen: ":1", pool: app, mode: http, response_timeout: -1s}]` + "\n" + pool, "listeners[0] (a).response_timeout: -1s is not positive"},
 		{"keepalive timeout", `listeners: [{name: a, listen: ":1", pool: app, mode: http, keepalive_timeout: -2s}]` + "\n" + pool, "listeners[0] (a).keepalive_timeout: -2s is not positive"},
 		{"route pool", `listeners: [{name: a, listen: ":1", pool: app, mode: http, routes: [{host: x.org}]}]` + "\n" + pool, "listeners[0] (a).routes[0].pool: missing"},

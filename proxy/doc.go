@@ -60,6 +60,7 @@
 //	    response_timeout: 60s  # request sent to response head (and between reads), else 504
 //	    keepalive_timeout: 60s # idle client between requests
 //	    max_request_body: 0    # bytes, 0: no bound (else 413)
+//	    idle_timeout: 0s       # an upgraded (101) tunnel's, as in mode tcp; 0: none
 //	pools:
 //	  - {name: api, servers: ["10.0.0.2:80"], max_idle: 16, idle_timeout: 60s}
 //

@@ -257,12 +257,19 @@ func (s *session) upOpened(up *engine.Conn) {
 	s.upOpen = true
 	s.ls.srv[s.pool.idx][s.srv].connects.inc()
 	s.pool.servers[s.srv].connected(s.pool.passive)
+	s.startIdle()
+	s.client.ResumeRead()
+}
+
+// startIdle starts the listener's idle_timeout, if it has one, once both
+// sides are connected (or an HTTP upgrade made them a tunnel). Loop
+// goroutine.
+func (s *session) startIdle() {
 	if d := time.Duration(s.ln.cfg.IdleTimeout); d > 0 {
 		s.last = s.p.now()
 		s.idleFn = s.idleCheck
-		s.idle = up.Loop().AfterFunc(d, s.idleFn)
+		s.idle = s.client.Loop().AfterFunc(d, s.idleFn)
 	}
-	s.client.ResumeRead()
 }
 
 // idleCheck closes both sides when nothing has passed for IdleTimeout,

@@ -1028,6 +1028,7 @@ func (s *hsession) tunnel(b engine.Buffer, off int) {
 	ls.sessions = ls.sessions[:len(ls.sessions)-1]
 	s.client.SetContext(t)
 	s.up.SetContext(t)
+	t.startIdle()
 	s.client.WriteBufferFrom(b, off)
 	if s.hasP {
 		s.hasP = false

@@ -524,3 +524,53 @@ func TestHTTPMaxRequestBody(t *testing.T) {
 		}
 	})
 }
+
+// TestHTTPTunnelIdle: idle_timeout on an HTTP listener bounds an upgraded
+// connection: a tunnel that passes bytes stays, one silent for the
+// timeout is closed on both sides (keepalive_timeout, not idle_timeout,
+// bounds a client between requests).
+func TestHTTPTunnelIdle(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			c, brw, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\nUpgrade: echo\r\n\r\n")
+			io.Copy(struct{ io.Writer }{c}, brw.Reader)
+		})
+		cfg := httpConfig(b, u.addr)
+		cfg.Listeners[0].IdleTimeout = Duration(300 * time.Millisecond)
+		p := startProxy(t, cfg)
+		c := dial(t, p)
+		br := bufio.NewReader(c)
+		io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: echo\r\n\r\n")
+		if head := rawHead(t, c, br); !strings.HasPrefix(head, "HTTP/1.1 101 ") {
+			t.Fatalf("%q, want 101", head)
+		}
+		for i := range 8 {
+			time.Sleep(100 * time.Millisecond)
+			msg := fmt.Sprintf("m%d", i)
+			io.WriteString(c, msg)
+			got := make([]byte, len(msg))
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if _, err := io.ReadFull(br, got); err != nil || string(got) != msg {
+				t.Fatalf("a tunnel passing bytes every 100ms: %q %v after %d messages", got, err, i)
+			}
+		}
+		t0 := time.Now()
+		if err := closedByProxy(c); err != nil {
+			t.Error(err)
+		}
+		if d := time.Since(t0); d < 300*time.Millisecond {
+			t.Errorf("the silent tunnel was closed after %v, before idle_timeout", d)
+		}
+		waitFor(t, "the tunnel's connections to be let go", func() bool {
+			return p.Totals().Listeners[0].Active == 0 && serverTotals(p, u.addr).Active == 0
+		})
+		if lt := p.Totals().Listeners[0]; lt.IdleClosed != 1 {
+			t.Errorf("%d idle closes counted, want 1", lt.IdleClosed)
+		}
+	})
+}
