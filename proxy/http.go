@@ -945,7 +945,8 @@ func (s *hsession) upEOF(c *engine.Conn) {
 
 // clientEOF: the client's FIN. An idle client is closed; a request in
 // flight is answered first (and then the client closed); a request body
-// cut short ends the exchange. Loop goroutine.
+// cut short ends the exchange (with a reset where a response had begun).
+// Loop goroutine.
 func (s *hsession) clientEOF() {
 	s.eof = true
 	switch {
@@ -958,6 +959,12 @@ func (s *hsession) clientEOF() {
 		s.client.Close()
 	case !s.reqDone:
 		s.closeUp(true)
+		if s.respHead {
+			// The response is cut: a FIN after an until-close body would
+			// read as its end.
+			s.client.Reset()
+			return
+		}
 		s.closing()
 		s.client.Close()
 	}

@@ -574,3 +574,34 @@ func TestHTTPTunnelIdle(t *testing.T) {
 		}
 	})
 }
+
+// TestHTTPClientFINMidResponse: a client that half-closes before its
+// request body is through, while a response runs until the server
+// closes, is reset rather than closed: a FIN after a cut until-close
+// body would read as its whole.
+func TestHTTPClientFINMidResponse(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newUpstream(t, func(c net.Conn) {
+			br := bufio.NewReader(c)
+			if _, err := http.ReadRequest(br); err != nil {
+				return
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\npart one,")
+			time.Sleep(300 * time.Millisecond)
+			io.WriteString(c, " part two")
+		})
+		p := startProxy(t, httpConfig(b, u.addr))
+		c := dial(t, p)
+		br := bufio.NewReader(c)
+		io.WriteString(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nonly this")
+		if head := rawHead(t, c, br); !strings.HasPrefix(head, "HTTP/1.1 200 ") {
+			t.Fatalf("%q", head)
+		}
+		c.CloseWrite()
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		body, err := io.ReadAll(br)
+		if err == nil {
+			t.Errorf("an until-close response cut by the client's FIN read as %q and a clean end, want a reset", body)
+		}
+	})
+}
