@@ -605,3 +605,46 @@ func TestHTTPClientFINMidResponse(t *testing.T) {
 		}
 	})
 }
+
+// TestHTTPLateEarlyResponse: a server that answers a large upload without
+// reading it, after the proxy's queue to it has filled: the client gets
+// the server's answer, not a 504.
+//
+// It fails today (504 after response_timeout, both backends): the
+// engine's high-water mark pauses reading the connection whose write
+// queue is full (engine.Conn.checkHWM pauses c itself), so the server's
+// response waits behind the body it will never read. A proxy needs the
+// mark to pause the side that feeds the queue (the client, which
+// syncRead does already) and to keep reading the full one. Skipped until
+// the engine lets a handler keep reading a connection over the mark.
+func TestHTTPLateEarlyResponse(t *testing.T) {
+	t.Skip("engine: Conn.checkHWM pauses reading a connection whose write queue is over the mark, so an early response behind a full upload queue is not read (fails with 504 without this skip)")
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newUpstream(t, func(c net.Conn) {
+			br := bufio.NewReader(c)
+			if _, err := http.ReadRequest(br); err != nil {
+				return
+			}
+			time.Sleep(300 * time.Millisecond)
+			io.WriteString(c, "HTTP/1.1 413 Content Too Large\r\nContent-Length: 4\r\nConnection: close\r\n\r\nbig!")
+			time.Sleep(3 * time.Second)
+		})
+		cfg := httpConfig(b, u.addr)
+		cfg.Engine.WriteHighWater = 64 << 10
+		cfg.Listeners[0].ResponseTimeout = Duration(2 * time.Second)
+		p := startProxy(t, cfg)
+		c := dial(t, p)
+		io.WriteString(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 67108864\r\n\r\n")
+		go func() {
+			buf := make([]byte, 64<<10)
+			for range 1024 {
+				if _, err := c.Write(buf); err != nil {
+					return
+				}
+			}
+		}()
+		if resp, body := readResponse(t, c, "POST"); resp.StatusCode != 413 {
+			t.Errorf("%d %q, want the server's 413", resp.StatusCode, body)
+		}
+	})
+}
