@@ -648,3 +648,70 @@ func TestHTTPLateEarlyResponse(t *testing.T) {
 		}
 	})
 }
+
+// TestHTTPTimersMoveOn: a keep-alive client's timeouts count from each
+// phase's start: requests each answered within response_timeout, but
+// together longer than it, all get their responses (a timer armed for an
+// earlier request does not cut a later one).
+func TestHTTPTimersMoveOn(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			time.Sleep(150 * time.Millisecond)
+			io.WriteString(w, "ok")
+		})
+		cfg := httpConfig(b, u.addr)
+		cfg.Listeners[0].ResponseTimeout = Duration(400 * time.Millisecond)
+		cfg.Listeners[0].RequestTimeout = Duration(400 * time.Millisecond)
+		cfg.Listeners[0].KeepaliveTimeout = Duration(400 * time.Millisecond)
+		p := startProxy(t, cfg)
+		c := dial(t, p)
+		br := bufio.NewReader(c)
+		for i := range 8 {
+			if i%2 == 1 {
+				time.Sleep(250 * time.Millisecond) // idle, within keepalive_timeout
+			}
+			io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+			if resp, body := readResponseFrom(t, c, br, "GET"); resp.StatusCode != 200 || body != "ok" {
+				t.Fatalf("request %d: %d %q", i, resp.StatusCode, body)
+			}
+		}
+	})
+}
+
+// TestHTTPPipelineBound: a client pipelining megabytes of requests behind
+// a slow one is not read ahead: the proxy holds one buffer of them, and
+// what the engine received before the pause took (uring: up to the
+// high-water mark), the rest waits in the kernel until their turn.
+func TestHTTPPipelineBound(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		release := make(chan struct{})
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/slow" {
+				<-release
+			}
+			io.WriteString(w, "ok")
+		})
+		p := startProxy(t, httpConfig(b, u.addr))
+		c := dial(t, p)
+		before := p.Engine().Stats().BytesRead
+		reqs := strings.Repeat("GET / HTTP/1.1\r\nHost: x\r\n\r\n", 100000) // 2.7 MB
+		go func() {
+			io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+			io.WriteString(c, reqs)
+		}()
+		waitFor(t, "the slow request to reach the server", func() bool { return serverTotals(p, u.addr).Requests == 1 })
+		time.Sleep(200 * time.Millisecond)
+		read := p.Engine().Stats().BytesRead - before
+		close(release)
+		t.Logf("the proxy read %d bytes of %d pipelined", read, len(reqs))
+		if read > 512<<10 {
+			t.Errorf("the proxy read %d KiB of pipelined requests while one was in flight, want at most the mark and a buffer", read>>10)
+		}
+		br := bufio.NewReader(c)
+		for i := range 100 {
+			if _, body := readResponseFrom(t, c, br, "GET"); body != "ok" {
+				t.Fatalf("response %d: %q", i, body)
+			}
+		}
+	})
+}
