@@ -675,17 +675,11 @@ func (s *hsession) upData(c *engine.Conn, b engine.Buffer) {
 		}
 		off += n
 		s.uin = emptied(s.uin)
-		if r := &s.resp; r.Status < 200 && !(r.Status == 101 && s.upgrade) {
-			// A 101 nobody asked for: the server speaks another protocol
-			// on the connection now. Past maxInterim 1xx: a server that
-			// would hold the exchange (and fill the client's queue) for
-			// good.
-			if s.interims++; r.Status == 101 || s.interims > maxInterim {
-				b.Release()
-				s.closeUp(true)
-				s.respond(502)
-				return
-			}
+		if s.refused() {
+			b.Release()
+			s.closeUp(true)
+			s.respond(502)
+			return
 		}
 		if s.respondHead() {
 			// 101: the connections are a tunnel from now on.
@@ -704,6 +698,25 @@ func (s *hsession) upData(c *engine.Conn, b engine.Buffer) {
 		}
 	}
 	s.forwardResp(b, off)
+}
+
+// refused reports a response head that is not passed on (the client
+// gets 502): a 101 nobody asked for (the server speaks another protocol
+// on the connection now); a 1xx past maxInterim (a server that would hold
+// the exchange, and fill the client's queue, for good); a chunked
+// response to an HTTP/1.0 request (sent as HTTP/1.0: RFC 9112 6.1 forbids
+// it, and the client would read the chunks' framing as the body). Loop
+// goroutine.
+func (s *hsession) refused() bool {
+	r := &s.resp
+	switch {
+	case r.Status < 200 && !(r.Status == 101 && s.upgrade):
+		s.interims++
+		return r.Status == 101 || s.interims > maxInterim
+	case r.Status >= 200:
+		return s.minor == 0 && r.Framing == h1.Chunked
+	}
+	return false
 }
 
 // respondHead writes the response head just parsed to the client; it

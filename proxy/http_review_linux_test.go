@@ -715,3 +715,22 @@ func TestHTTPPipelineBound(t *testing.T) {
 		}
 	})
 }
+
+// TestHTTP10Chunked: a chunked response to an HTTP/1.0 request (which the
+// proxy sends as HTTP/1.0) breaks RFC 9112 6.1, and an HTTP/1.0 client
+// would read the chunks' framing as the body: it gets 502 instead.
+func TestHTTP10Chunked(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newUpstream(t, rawServer(func(c net.Conn, req *http.Request, _ int) bool {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+			return true
+		}))
+		p := startProxy(t, httpConfig(b, u.addr))
+		c := dial(t, p)
+		br := bufio.NewReader(c)
+		io.WriteString(c, "GET / HTTP/1.0\r\nHost: x\r\n\r\n")
+		if head := rawHead(t, c, br); !strings.HasPrefix(head, "HTTP/1.1 502 ") {
+			t.Errorf("chunked response to HTTP/1.0: %q, want 502", head)
+		}
+	})
+}
