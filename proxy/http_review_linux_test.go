@@ -414,6 +414,37 @@ func TestHTTPGaugesAfterAborts(t *testing.T) {
 			}
 			return p.Totals().Listeners[0].Active == 0 && p.Engine().Stats().Open == idle
 		})
+		// What was pooled is clean: requests over it get their own answers.
+		hc, base := client(t, p)
+		for i := range 20 {
+			if resp, body := get(t, hc, fmt.Sprintf("%s/%d", base, i)); resp.StatusCode != 200 || body != "ok" {
+				t.Fatalf("request %d after the aborts: %d %q", i, resp.StatusCode, body)
+			}
+		}
+	})
+}
+
+// TestHTTPHeadWithBody: a server answering HEAD with a body in the same
+// write: the client gets the head only, and the connection is not kept
+// (the body would be read as the next request's response).
+func TestHTTPHeadWithBody(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newUpstream(t, rawServer(func(c net.Conn, req *http.Request, i int) bool {
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\nHTTP/1.1 %d", 200+i)
+			return true
+		}))
+		p := startProxy(t, httpConfig(b, u.addr))
+		c := dial(t, p)
+		br := bufio.NewReader(c)
+		for range 2 {
+			io.WriteString(c, "HEAD / HTTP/1.1\r\nHost: x\r\n\r\n")
+			if resp, body := readResponseFrom(t, c, br, "HEAD"); resp.StatusCode != 200 || body != "" || resp.ContentLength != 12 {
+				t.Errorf("HEAD: %d %q length %d", resp.StatusCode, body, resp.ContentLength)
+			}
+		}
+		if n := u.accepted.Load(); n != 2 {
+			t.Errorf("upstream accepted %d connections for 2 HEADs answered with bodies, want 2", n)
+		}
 	})
 }
 
