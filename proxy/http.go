@@ -607,24 +607,14 @@ func (s *hsession) forwardBody(b engine.Buffer, off int) {
 	n, done, err := s.reqBody.Next(p)
 	if err != nil {
 		b.Release()
-		s.closeUp(true)
-		if s.respHead {
-			s.client.Reset()
-			return
-		}
-		s.respond(400)
+		s.abortBody(400)
 		return
 	}
 	if m := s.ln.cfg.MaxRequestBody; m > 0 && s.req.Framing == h1.Chunked {
 		// (A length over the bound was refused with the head.)
 		if s.bodyN += int64(n); s.bodyN > m {
 			b.Release()
-			s.closeUp(true)
-			if s.respHead {
-				s.client.Reset()
-				return
-			}
-			s.respond(413)
+			s.abortBody(413)
 			return
 		}
 	}
@@ -642,6 +632,18 @@ func (s *hsession) forwardBody(b engine.Buffer, off int) {
 	if err != nil {
 		s.upFailed(err)
 	}
+}
+
+// abortBody ends an exchange whose request body cannot go on (malformed,
+// or over max_request_body): the upstream is reset, and the client gets
+// status, or a reset where the response has begun. Loop goroutine.
+func (s *hsession) abortBody(status int) {
+	s.closeUp(true)
+	if s.respHead {
+		s.client.Reset()
+		return
+	}
+	s.respond(status)
 }
 
 // upData takes bytes from the upstream: the response head, then its body.
