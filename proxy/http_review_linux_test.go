@@ -34,6 +34,16 @@ func headServer(heads chan<- string, resp string) func(net.Conn) {
 	}
 }
 
+// rawProxy starts a proxy in front of a rawServer that answers with
+// answer, and dials it.
+func rawProxy(t *testing.T, b engine.Backend, answer func(c net.Conn, req *http.Request, i int) bool) (*Proxy, *upstream, *net.TCPConn, *bufio.Reader) {
+	t.Helper()
+	u := newUpstream(t, rawServer(answer))
+	p := startProxy(t, httpConfig(b, u.addr))
+	c := dial(t, p)
+	return p, u, c, bufio.NewReader(c)
+}
+
 // fieldLines returns the values of the field lines named name (any case)
 // in a raw head.
 func fieldLines(head, name string) []string {
@@ -157,17 +167,14 @@ func TestHTTPResponseFraming(t *testing.T) {
 // the client gets 502.
 func TestHTTPRetryAfterPartialHead(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
-		u := newUpstream(t, rawServer(func(c net.Conn, req *http.Request, i int) bool {
+		_, _, c, br := rawProxy(t, b, func(c net.Conn, req *http.Request, i int) bool {
 			if i == 1 {
 				io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Partial: ")
 				return false
 			}
 			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 			return true
-		}))
-		p := startProxy(t, httpConfig(b, u.addr))
-		c := dial(t, p)
-		br := bufio.NewReader(c)
+		})
 		io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 		if resp, body := readResponseFrom(t, c, br, "GET"); resp.StatusCode != 200 || body != "ok" {
 			t.Fatalf("first GET: %d %q", resp.StatusCode, body)
@@ -184,7 +191,7 @@ func TestHTTPRetryAfterPartialHead(t *testing.T) {
 // queues them for the client without bound nor waits forever).
 func TestHTTPInterimBound(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
-		u := newUpstream(t, rawServer(func(c net.Conn, req *http.Request, i int) bool {
+		p, u, c, br := rawProxy(t, b, func(c net.Conn, req *http.Request, i int) bool {
 			hint := []byte("HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n")
 			for range 200000 {
 				if _, err := c.Write(hint); err != nil {
@@ -193,10 +200,7 @@ func TestHTTPInterimBound(t *testing.T) {
 			}
 			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 			return true
-		}))
-		p := startProxy(t, httpConfig(b, u.addr))
-		c := dial(t, p)
-		br := bufio.NewReader(c)
+		})
 		io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 		n := 0
 		for {
@@ -351,57 +355,38 @@ func TestHTTPGaugesAfterAborts(t *testing.T) {
 		cfg := httpConfig(b, u.addr)
 		cfg.Engine.CPUs = nil
 		p := startProxy(t, cfg)
-		reset := func(c *net.TCPConn) { c.SetLinger(0); c.Close() }
+		// (Each end waits a little for the proxy to take what was sent.)
+		reset := func(c *net.TCPConn) { time.Sleep(20 * time.Millisecond); c.SetLinger(0); c.Close() }
+		closeIt := func(c *net.TCPConn) { c.Close() }
+		fin := func(c *net.TCPConn) { c.CloseWrite(); io.Copy(io.Discard, c) }
 		post := "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n" + strings.Repeat("b", 100000)
+		slow := "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n"
+		bigGet := "GET /big HTTP/1.1\r\nHost: x\r\n\r\n"
+		ws := "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: x\r\n\r\nabc"
 		for _, tc := range []struct {
-			name string
-			run  func(c *net.TCPConn)
+			send string
+			read int // bytes read before the end
+			end  func(c *net.TCPConn)
 		}{
-			{"close in a head", func(c *net.TCPConn) { io.WriteString(c, "GET / HTTP/1.1\r\nHo"); c.Close() }},
-			{"reset in a head", func(c *net.TCPConn) { io.WriteString(c, "GET / HTTP/1.1\r\nHo"); reset(c) }},
-			{"reset in a body", func(c *net.TCPConn) { io.WriteString(c, post); time.Sleep(20 * time.Millisecond); reset(c) }},
-			{"FIN in a body", func(c *net.TCPConn) {
-				io.WriteString(c, post)
-				c.CloseWrite()
-				closedByProxy(c)
-			}},
-			{"close waiting", func(c *net.TCPConn) { io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n"); c.Close() }},
-			{"reset waiting", func(c *net.TCPConn) { io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n"); reset(c) }},
-			{"FIN waiting", func(c *net.TCPConn) {
-				io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
-				c.CloseWrite()
-				io.Copy(io.Discard, c)
-			}},
-			{"reset in a response", func(c *net.TCPConn) {
-				io.WriteString(c, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
-				io.ReadFull(c, make([]byte, 10000))
-				reset(c)
-			}},
-			{"close in a response", func(c *net.TCPConn) {
-				io.WriteString(c, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
-				io.ReadFull(c, make([]byte, 10000))
-				c.Close()
-			}},
-			{"reset pipelining", func(c *net.TCPConn) {
-				io.WriteString(c, strings.Repeat("GET /big HTTP/1.1\r\nHost: x\r\n\r\n", 10))
-				io.ReadFull(c, make([]byte, 100000))
-				reset(c)
-			}},
-			{"reset in a tunnel", func(c *net.TCPConn) {
-				io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: x\r\n\r\nabc")
-				io.ReadFull(c, make([]byte, 10))
-				reset(c)
-			}},
-			{"close in a tunnel", func(c *net.TCPConn) {
-				io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: x\r\n\r\nabc")
-				io.ReadFull(c, make([]byte, 10))
-				c.Close()
-			}},
+			{"GET / HTTP/1.1\r\nHo", 0, closeIt}, // in a head
+			{"GET / HTTP/1.1\r\nHo", 0, reset},
+			{post, 0, reset}, // in a body
+			{post, 0, fin},
+			{slow, 0, closeIt}, // waiting for a response
+			{slow, 0, reset},
+			{slow, 0, fin},
+			{bigGet, 10000, reset}, // in a response
+			{bigGet, 10000, closeIt},
+			{strings.Repeat(bigGet, 10), 100000, reset}, // pipelining
+			{ws, 10, reset},                             // in a tunnel
+			{ws, 10, closeIt},
 		} {
 			for range 3 {
 				c := dial(t, p)
 				c.SetDeadline(time.Now().Add(10 * time.Second))
-				tc.run(c)
+				io.WriteString(c, tc.send)
+				io.ReadFull(c, make([]byte, tc.read))
+				tc.end(c)
 			}
 		}
 		waitFor(t, "every client and upstream connection to be let go", func() bool {
@@ -429,13 +414,10 @@ func TestHTTPGaugesAfterAborts(t *testing.T) {
 // (the body would be read as the next request's response).
 func TestHTTPHeadWithBody(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
-		u := newUpstream(t, rawServer(func(c net.Conn, req *http.Request, i int) bool {
+		_, u, c, br := rawProxy(t, b, func(c net.Conn, req *http.Request, i int) bool {
 			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\nHTTP/1.1 %d", 200+i)
 			return true
-		}))
-		p := startProxy(t, httpConfig(b, u.addr))
-		c := dial(t, p)
-		br := bufio.NewReader(c)
+		})
 		for range 2 {
 			io.WriteString(c, "HEAD / HTTP/1.1\r\nHost: x\r\n\r\n")
 			if resp, body := readResponseFrom(t, c, br, "HEAD"); resp.StatusCode != 200 || body != "" || resp.ContentLength != 12 {
@@ -752,13 +734,10 @@ func TestHTTPPipelineBound(t *testing.T) {
 // would read the chunks' framing as the body: it gets 502 instead.
 func TestHTTP10Chunked(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
-		u := newUpstream(t, rawServer(func(c net.Conn, req *http.Request, _ int) bool {
+		_, _, c, br := rawProxy(t, b, func(c net.Conn, req *http.Request, _ int) bool {
 			io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
 			return true
-		}))
-		p := startProxy(t, httpConfig(b, u.addr))
-		c := dial(t, p)
-		br := bufio.NewReader(c)
+		})
 		io.WriteString(c, "GET / HTTP/1.0\r\nHost: x\r\n\r\n")
 		if head := rawHead(t, c, br); !strings.HasPrefix(head, "HTTP/1.1 502 ") {
 			t.Errorf("chunked response to HTTP/1.0: %q, want 502", head)
