@@ -487,13 +487,13 @@ func TestHTTPMaxRequestBody(t *testing.T) {
 
 		c = dial(t, p)
 		io.WriteString(c, "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
-		go func() {
+		go func(c net.Conn) {
 			for range 20 {
 				if _, err := io.WriteString(c, chunk); err != nil {
 					return
 				}
 			}
-		}()
+		}(c)
 		if resp, _ := readResponse(t, c, "POST"); resp.StatusCode != 413 || !resp.Close {
 			t.Errorf("chunked over the bound: %d close %v, want 413 and close", resp.StatusCode, resp.Close)
 		}
@@ -516,13 +516,13 @@ func TestHTTPMaxRequestBody(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		go func() {
+		go func(c net.Conn) {
 			for range 20 {
 				if _, err := io.WriteString(c, chunk); err != nil {
 					return
 				}
 			}
-		}()
+		}(c)
 		body, err := io.ReadAll(resp.Body)
 		if err == nil {
 			t.Errorf("a response begun before the body went over the bound: %d %q, want a reset", resp.StatusCode, body)
