@@ -70,7 +70,7 @@ func (p *Proxy) WriteMetrics(w io.Writer) error {
 		{"spindle_proxy_listener_rejected_total", "counter", "Client connections closed at once because max_conns were open.", func(l ListenerTotals) string { return u(l.Rejected) }},
 		{"spindle_proxy_listener_no_server_total", "counter", "Client connections closed because no server of the pool was up (mode http: requests answered 503).", func(l ListenerTotals) string { return u(l.NoServer) }},
 		{"spindle_proxy_listener_upstream_failed_total", "counter", "Client connections closed because every server up failed to connect (mode http: requests answered 502).", func(l ListenerTotals) string { return u(l.Failed) }},
-		{"spindle_proxy_listener_idle_closed_total", "counter", "Connections closed by idle_timeout (mode http: clients closed by keepalive_timeout).", func(l ListenerTotals) string { return u(l.IdleClosed) }},
+		{"spindle_proxy_listener_idle_closed_total", "counter", "Connections closed by idle_timeout (mode http: clients closed by keepalive_timeout, and upgraded tunnels by idle_timeout).", func(l ListenerTotals) string { return u(l.IdleClosed) }},
 		{"spindle_proxy_listener_active", "gauge", "Client connections open.", func(l ListenerTotals) string { return fmt.Sprint(l.Active) }},
 	} {
 		family(m.name, m.typ, m.help)

@@ -34,7 +34,7 @@ type lnStats struct {
 	rejected   counter // closed at once: max_conns reached
 	noServer   counter // closed: no server of the pool was up (mode http: a 503)
 	failed     counter // closed: every server up failed to connect (mode http: a 502)
-	idleClosed counter // closed by idle_timeout (mode http: keepalive_timeout)
+	idleClosed counter // closed by idle_timeout (mode http: keepalive_timeout; a tunnel: idle_timeout)
 	active     gauge   // clients open
 
 	// Mode http.
