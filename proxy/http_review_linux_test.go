@@ -744,3 +744,29 @@ func TestHTTP10Chunked(t *testing.T) {
 		}
 	})
 }
+
+// TestHTTPSwitchUpgradeField: a 101 whose Upgrade field is not listed in
+// its Connection field still tells the client the protocol (the proxy
+// writes the Connection field itself); a 101 without an Upgrade field
+// (RFC 9110 15.2.2 requires one) gets 502.
+func TestHTTPSwitchUpgradeField(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		p, _, c, br := rawProxy(t, b, func(c net.Conn, req *http.Request, i int) bool {
+			if req.URL.Path == "/bare" {
+				io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\n\r\n")
+			} else {
+				io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\n\r\n")
+			}
+			return false
+		})
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: echo\r\n\r\n")
+		if head := rawHead(t, c, br); !strings.HasPrefix(head, "HTTP/1.1 101 ") || fmt.Sprint(fieldLines(head, "Upgrade")) != "[echo]" {
+			t.Errorf("101 with Upgrade outside Connection: %q, want 101 with Upgrade: echo", head)
+		}
+		c = dial(t, p)
+		io.WriteString(c, "GET /bare HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: echo\r\n\r\n")
+		if resp, _ := readResponse(t, c, "GET"); resp.StatusCode != 502 {
+			t.Errorf("101 without Upgrade: %d, want 502", resp.StatusCode)
+		}
+	})
+}
