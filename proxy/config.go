@@ -121,8 +121,8 @@ type ListenerConfig struct {
 // RouteConfig sends the HTTP requests that match it to a pool.
 type RouteConfig struct {
 	// Host matches the request's host (the Host header, or the
-	// authority of an absolute-form target) without its port,
-	// case-insensitively: exactly, or with "*.example.com" any name
+	// authority of an absolute-form target) without its port and a
+	// fully qualified name's final dot, case-insensitively: exactly, or with "*.example.com" any name
 	// ending in ".example.com" (not example.com itself). Empty: any
 	// host.
 	Host string `yaml:"host,omitempty" json:"host,omitempty"`

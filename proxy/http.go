@@ -174,6 +174,9 @@ func (l *listener) routeFor(target, hostHdr []byte) *pool {
 		path = []byte("/") // OPTIONS *: matches the routes of every path
 	}
 	host = stripPort(host)
+	if len(host) > 1 && host[len(host)-1] == '.' {
+		host = host[:len(host)-1] // a fully qualified name: the same host
+	}
 	for i := range l.routes {
 		if l.routes[i].match(host, path) {
 			return l.routes[i].pool

@@ -35,6 +35,14 @@ func TestRouteFor(t *testing.T) {
 		{"http://api.example.com", "other", app},
 		{"*", "a.example.org", api},
 		{"/x", "", app},
+		// A fully qualified name's final dot names the same host (a
+		// server that drops it would serve the route's host from another
+		// pool).
+		{"/v1/x", "api.example.com.", api},
+		{"/v1/x", "api.example.com.:80", api},
+		{"/", "a.example.org.", api},
+		{"http://api.example.com./v1/", "api.example.com.", api},
+		{"/", ".", app},
 	} {
 		if got := l.routeFor([]byte(tc.target), []byte(tc.host)); got != tc.want {
 			t.Errorf("%s Host %q: pool %s, want %s", tc.target, tc.host, got.name, tc.want.name)
