@@ -471,8 +471,6 @@ var (
 	hdrXFP = []byte("X-Forwarded-Proto")
 	hdrCL  = []byte("Content-Length")
 	hdrTE  = []byte("Transfer-Encoding")
-
-	hdrUpgrade = []byte("Upgrade")
 )
 
 // framingField reports Content-Length and Transfer-Encoding (any case):
@@ -717,30 +715,13 @@ func (s *hsession) upData(c *engine.Conn, b engine.Buffer) {
 func (s *hsession) refused() bool {
 	r := &s.resp
 	switch {
-	case r.Status == 101 && s.upgrade:
-		return upgradeOf(r) == nil // (RFC 9110 15.2.2: it must say to what)
-	case r.Status < 200:
+	case r.Status < 200 && !(r.Status == 101 && s.upgrade):
 		s.interims++
 		return r.Status == 101 || s.interims > maxInterim
 	case r.Status >= 200:
 		return s.minor == 0 && r.Framing == h1.Chunked
 	}
 	return false
-}
-
-// upgradeOf returns a 101's protocol: its Upgrade field's value, also
-// where its Connection field does not list it (internal/h1 reports it only
-// where it does; the proxy writes Connection itself), nil for none.
-func upgradeOf(r *h1.Response) []byte {
-	if len(r.Upgrade) > 0 {
-		return r.Upgrade
-	}
-	for _, h := range r.Headers {
-		if bytes.EqualFold(h.Name, hdrUpgrade) && len(h.Value) > 0 {
-			return h.Value
-		}
-	}
-	return nil
 }
 
 // respondHead writes the response head just parsed to the client; it
@@ -798,7 +779,7 @@ func (s *hsession) writeRespHead(upgrade bool) {
 	switch {
 	case upgrade:
 		o = append(o, "Connection: upgrade\r\nUpgrade: "...)
-		o = append(o, upgradeOf(r)...)
+		o = append(o, r.Upgrade...) // (internal/h1: a 101 has one)
 		o = append(o, "\r\n"...)
 	case r.Status < 200:
 	case s.closeAft:
