@@ -27,6 +27,17 @@ const (
 	pauseClosing
 )
 
+// Bits of Conn.bits: bools packed, so that a Conn keeps to 256 bytes
+// (TestConnSize).
+const (
+	// bitHeldEOF: the peer's FIN arrived while data was held.
+	bitHeldEOF uint8 = 1 << iota
+	// bitOverMark: the queue reached the high-water mark and reading
+	// went on (Config.ReadPastHighWater); OnWritable is owed once it
+	// drains below half. Without the option pauseHWM says it.
+	bitOverMark
+)
+
 // seg is a part of a write queue: bytes [off, end) of a slab chunk (ref >=
 // 0) or of receive buffer -ref-1 (from WriteBuffer).
 type seg struct {
@@ -47,7 +58,7 @@ type Conn struct {
 
 	gotEOF, dirty, wantShutWr, shutWr bool
 	unixPeer                          bool
-	heldEOF                           bool // the peer's FIN arrived while data was held
+	bits                              uint8 // bitHeldEOF, bitOverMark
 
 	err           error
 	local, remote netip.AddrPort
@@ -98,8 +109,8 @@ func (c *Conn) deliverHeld() bool {
 	if len(c.held) > 0 {
 		return false
 	}
-	if c.heldEOF && c.state == stateOpen {
-		c.heldEOF = false
+	if c.bits&bitHeldEOF != 0 && c.state == stateOpen {
+		c.bits &^= bitHeldEOF
 		c.l.eof(c)
 	}
 	return c.paused == 0
@@ -169,7 +180,9 @@ func (c *Conn) writable() bool {
 // loop iteration, batched with other writes (on a dialed connection before
 // OnOpen: once connected). It returns net.ErrClosed after Close or
 // CloseWrite. Writes are never refused for size: the high-water
-// mark pauses reading instead (see Config.WriteHighWater). Loop goroutine.
+// mark pauses reading instead (see Config.WriteHighWater), or with
+// Config.ReadPastHighWater leaves the handler to pause what feeds c until
+// OnWritable. Loop goroutine.
 func (c *Conn) Write(p []byte) (int, error) {
 	if !c.writable() {
 		return 0, net.ErrClosed
@@ -259,7 +272,7 @@ func (c *Conn) WriteBufferFrom(b Buffer, off int) error {
 		return nil
 	}
 	id := b.id
-	if l := c.l; id >= 0 && l.ringLimit > 0 && (c.paused&pauseHWM != 0 || c.ringSegs >= l.ringLimit || l.ringHeld >= l.ringShare) {
+	if l := c.l; id >= 0 && l.ringLimit > 0 && (c.atMark() || c.ringSegs >= l.ringLimit || l.ringHeld >= l.ringShare) {
 		// Keep the shared receive ring for the connections that read:
 		// this queue is long or its peer is slow.
 		id = l.copyOffRing(id, int(b.n))
@@ -310,22 +323,38 @@ func (c *Conn) joinLast(p []byte) bool {
 // write queue and held data take reach the high-water mark, at least 1: a
 // receive limited to it (uring's armRecv) ends, having filled at most one
 // buffer past it, at the mark if nothing else adds to the queue meanwhile.
-// Loop goroutine.
+// With Config.ReadPastHighWater c's own queue does not count: reading goes
+// on past the mark, where it would end each receive at its first buffer
+// (a re-arm per buffer); what c holds while paused (PauseRead) still
+// does. Loop goroutine.
 func (c *Conn) recvBudget() int {
 	if c.lingering {
 		// Nothing received is kept; past lingerLeft c closes.
 		return int(c.lingerLeft) + 1
 	}
-	return max(c.l.hwm-c.qmem-len(c.held)*c.l.chunks.size, 1)
+	own := c.qmem
+	if c.l.readPast {
+		own = 0
+	}
+	return max(c.l.hwm-own-len(c.held)*c.l.chunks.size, 1)
 }
+
+// atMark reports whether c's queue has reached the high-water mark and not
+// yet drained below half of it. Loop goroutine.
+func (c *Conn) atMark() bool { return c.paused&pauseHWM != 0 || c.bits&bitOverMark != 0 }
 
 func (c *Conn) checkHWM() {
 	// The mark caps memory, not payload: a queue of partly filled buffers
 	// (small reads, small writes) holds whole buffers.
-	if c.l.hwm > 0 && c.qmem >= c.l.hwm && c.paused&pauseHWM == 0 {
-		c.l.st.pausedReads.Add(1)
-		c.pause(pauseHWM)
+	if c.l.hwm == 0 || c.qmem < c.l.hwm || c.atMark() {
+		return
 	}
+	c.l.st.pausedReads.Add(1)
+	if c.l.readPast {
+		c.bits |= bitOverMark
+		return
+	}
+	c.pause(pauseHWM)
 }
 
 // PauseRead stops delivering data from c (for backpressure across
@@ -391,7 +420,7 @@ func (c *Conn) CloseLinger(timeout time.Duration, maxBytes int) error {
 	}
 	c.held = c.held[:0]
 	c.lingerLeft = int32(max(left, -1))
-	if c.gotEOF || c.heldEOF || c.lingerLeft < 0 {
+	if c.gotEOF || c.bits&bitHeldEOF != 0 || c.lingerLeft < 0 {
 		return c.Close()
 	}
 	if c.shutWr {
@@ -403,6 +432,7 @@ func (c *Conn) CloseLinger(timeout time.Duration, maxBytes int) error {
 	}
 	// Nothing is held any more: resume only clears the bits and starts
 	// reading once neither is left.
+	c.bits &^= bitOverMark // no OnWritable: nothing more is written
 	c.resume(pauseUser)
 	c.resume(pauseHWM)
 	return nil
@@ -581,7 +611,8 @@ func (c *Conn) sent(n int) {
 		c.wq = c.wq[:0]
 		c.wqHead = 0
 	}
-	if c.paused&pauseHWM != 0 && c.qmem <= c.l.hwm/2 {
+	if c.atMark() && c.qmem <= c.l.hwm/2 {
+		c.bits &^= bitOverMark
 		c.resume(pauseHWM)
 		if c.state == stateOpen {
 			c.l.h.OnWritable(c)

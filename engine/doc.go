@@ -32,7 +32,8 @@
 // docs/BENCHMARKS.md, "The scheduler and the loops".
 //
 // Peers that do not read: a connection's write queue is bounded in memory
-// by Config.WriteHighWater (reading pauses above it) and in time by
+// by Config.WriteHighWater (reading pauses above it; a proxy, with
+// Config.ReadPastHighWater, pauses the side that feeds it) and in time by
 // Config.WriteTimeout (off by default, as Go's net without a deadline: a
 // queue that has not moved for that long is reset) and Config.CloseTimeout
 // (30 s by default: a Close still waiting on its queue is reset), so that a

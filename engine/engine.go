@@ -127,9 +127,9 @@ type Config struct {
 	// bytes of buffer memory: each queued buffer counts whole (a 1-byte
 	// reply in a 4 KiB buffer counts 4 KiB). Above it the loop stops reading
 	// from that connection until the queue's memory drains below half of
-	// it. Writes are never refused, so the queue stays below WriteHighWater
-	// plus the write that crossed it: one buffer for WriteBuffer, and for a
-	// handler that writes what it reads.
+	// it (unless ReadPastHighWater). Writes are never refused, so the
+	// queue stays below WriteHighWater plus the write that crossed it: one
+	// buffer for WriteBuffer, and for a handler that writes what it reads.
 	// The uring backends arm each receive limited to the room left below
 	// the mark (the multishot receive byte limit, Linux 6.17): what arrives
 	// after reading pauses is at most what was left of that limit. For a
@@ -147,6 +147,20 @@ type Config struct {
 	// Default 256 KiB; the limit ends a receive, costing one re-arm, per
 	// WriteHighWater of data.
 	WriteHighWater int
+	// ReadPastHighWater keeps reading a connection whose own write queue
+	// holds WriteHighWater: the mark then only makes OnWritable come once
+	// that queue drains below half of it, and the handler bounds memory
+	// itself by pausing (Conn.PauseRead) whatever feeds the queue, as a
+	// proxy pauses the side it forwards from (Conn.QueuedMemory). A proxy
+	// needs it: the side whose queue is full may still have something to
+	// say, such as an HTTP server's early 413 to an upload it stopped
+	// reading, which a paused connection would hold until its peer read
+	// (the client got 504). The uring backends still limit each receive,
+	// to WriteHighWater less what a paused connection holds, without
+	// counting its write queue. Without it (the default) a connection
+	// that writes what it reads (an echo) needs nothing more to keep a
+	// peer that does not read from growing its queue.
+	ReadPastHighWater bool
 	// BusyPoll is the busy-poll time for the uring-napi and epoll-busypoll
 	// backends. Default 50µs.
 	BusyPoll time.Duration
@@ -705,7 +719,7 @@ type Stats struct {
 	Closed         uint64
 	NoBufs         uint64 // receives that found no free buffer (ENOBUFS)
 	Wakeups        uint64 // cross-goroutine wake-ups received
-	PausedReads    uint64 // times reading was paused by the high-water mark
+	PausedReads    uint64 // times a write queue reached the high-water mark: its connection's reading paused, or with Config.ReadPastHighWater the handler is to pause what feeds the queue
 	RingCopies     uint64 // receive buffers copied to the send slab to give them back to the ring (MaxQueuedReadBuffers)
 	NAPIIDs        uint64 // NAPI ids of the rings' sockets (uring-napi): added to their static lists, or with dynamic tracking seen on sockets whose receives the kernel polls
 	ZCSends        uint64 // SEND_ZC requests (SendZCThreshold)

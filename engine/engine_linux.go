@@ -66,7 +66,7 @@ func New(cfg *Config, h Handler) (*Engine, error) {
 			e.closeWakeFds()
 			return nil, os.NewSyscallError("eventfd", err)
 		}
-		l := &Loop{e: e, id: i, cpu: cpu, h: h, hwm: c.WriteHighWater, wakeFd: fd}
+		l := &Loop{e: e, id: i, cpu: cpu, h: h, hwm: c.WriteHighWater, readPast: c.ReadPastHighWater, wakeFd: fd}
 		l.setTimeouts(c.WriteTimeout, c.CloseTimeout)
 		l.ringFd.Store(-1)
 		l.be = newBackend(e.backend, &e.cfg)

@@ -65,6 +65,9 @@ type Loop struct {
 	be  backend
 	h   Handler
 	hwm int
+	// readPast is Config.ReadPastHighWater: the mark does not pause
+	// reading.
+	readPast bool
 	// failed is why the loop left before the engine stopped (its kernel
 	// queue failed). Written by the loop, read once the loops have exited.
 	failed error
@@ -378,7 +381,7 @@ func (l *Loop) eof(c *Conn) {
 	if len(c.held) > 0 || c.paused&(pauseUser|pauseHWM) != 0 {
 		// After the data held, or once reading resumes: a backend whose
 		// pause is lazy (uring) may see the FIN while paused.
-		c.heldEOF = true
+		c.bits |= bitHeldEOF
 		return
 	}
 	c.gotEOF = true
