@@ -633,15 +633,12 @@ func TestHTTPClientFINMidResponse(t *testing.T) {
 // reading it, after the proxy's queue to it has filled: the client gets
 // the server's answer, not a 504.
 //
-// It fails today (504 after response_timeout, both backends): the
-// engine's high-water mark pauses reading the connection whose write
-// queue is full (engine.Conn.checkHWM pauses c itself), so the server's
-// response waits behind the body it will never read. A proxy needs the
-// mark to pause the side that feeds the queue (the client, which
-// syncRead does already) and to keep reading the full one. Skipped until
-// the engine lets a handler keep reading a connection over the mark.
+// It failed (504 after response_timeout, both backends) while the
+// engine's high-water mark paused reading the connection whose write
+// queue is full, so the server's response waited behind the body it will
+// never read. The proxy pauses the side that feeds the queue (the client,
+// syncRead) and keeps reading the full one (engine.Config.ReadPastHighWater).
 func TestHTTPLateEarlyResponse(t *testing.T) {
-	t.Skip("engine: Conn.checkHWM pauses reading a connection whose write queue is over the mark, so an early response behind a full upload queue is not read (fails with 504 without this skip)")
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		u := newUpstream(t, func(c net.Conn) {
 			br := bufio.NewReader(c)

@@ -200,7 +200,12 @@ func New(cfg *Config, opt *Options) (*Proxy, error) {
 		Backend:        engine.Backend(cfg.Engine.Backend),
 		CPUs:           cfg.Engine.CPUs,
 		WriteHighWater: cfg.Engine.WriteHighWater,
-		Logf:           p.opt.Logf,
+		// The proxy pauses the side that feeds a full queue (OnData,
+		// syncRead) and resumes it on OnWritable; the full side may
+		// still answer (an HTTP server's early 413 to an upload), so the
+		// engine must keep reading it.
+		ReadPastHighWater: true,
+		Logf:              p.opt.Logf,
 	}
 	e, err := engine.New(ecfg, (*handler)(p))
 	if err != nil {
