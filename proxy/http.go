@@ -161,11 +161,16 @@ func (l *listener) routeFor(target, hostHdr []byte) *pool {
 	if len(target) > 0 && target[0] != '/' && target[0] != '*' {
 		// absolute-form: the authority overrides Host (RFC 9112 3.2.2).
 		if i := bytes.Index(target, []byte("://")); i >= 0 {
+			// The authority ends at a path or a query (internal/h1
+			// refuses a fragment); with no path the path is "/".
 			rest := target[i+3:]
-			j := bytes.IndexByte(rest, '/')
-			if j < 0 {
+			j := bytes.IndexAny(rest, "/?")
+			switch {
+			case j < 0:
 				host, path = rest, []byte("/")
-			} else {
+			case rest[j] == '?':
+				host, path = rest[:j], []byte("/")
+			default:
 				host, path = rest[:j], rest[j:]
 			}
 		}

@@ -43,6 +43,13 @@ func TestRouteFor(t *testing.T) {
 		{"/", "a.example.org.", api},
 		{"http://api.example.com./v1/", "api.example.com.", api},
 		{"/", ".", app},
+		// An absolute-form target whose authority ends at a query, not
+		// a path: the authority is its host all the same (it routed by
+		// "a.example.org?q", to the listener's pool).
+		{"http://a.example.org?q", "a.example.org", api},
+		{"http://a.example.org:80?q=/x", "a.example.org", api},
+		{"http://api.example.com?/v1/", "api.example.com", app},
+		{"http://any.test?/any/x", "any.test", app},
 	} {
 		if got := l.routeFor([]byte(tc.target), []byte(tc.host)); got != tc.want {
 			t.Errorf("%s Host %q: pool %s, want %s", tc.target, tc.host, got.name, tc.want.name)
