@@ -116,7 +116,29 @@ type ListenerConfig struct {
 	// not what keeps the proxy's memory bounded; nginx's default is 1 MiB,
 	// HAProxy has none).
 	MaxRequestBody int64 `yaml:"max_request_body" json:"max_request_body"`
+	// Upgrades (mode http) lists the protocols a request may upgrade its
+	// connection to (a 101 makes it a tunnel), as Upgrade field tokens
+	// without a version, compared case-insensitively. A request asking
+	// for others is forwarded as a plain request: without them in
+	// Upgrade, and without Connection: upgrade where none is left (and
+	// without HTTP2-Settings unless h2c is allowed); a 101 to a request
+	// that asked none allowed, or to a protocol not allowed, gets the
+	// client 502. Default [websocket]; [] allows none. h2c is left out
+	// by default as nginx does: a client that upgrades to HTTP/2
+	// cleartext through the proxy then sends the server requests the
+	// proxy never sees (its routes and bounds do not apply).
+	Upgrades Tokens `yaml:"upgrades,omitempty" json:"upgrades,omitzero"`
 }
+
+// Tokens is a list of tokens that tells an absent list (nil: the
+// default) from an empty one ([]: none).
+type Tokens []string
+
+// IsZero reports an absent list, for omitempty and omitzero.
+func (t Tokens) IsZero() bool { return t == nil }
+
+// DefaultUpgrades is an HTTP listener's default upgrades.
+var DefaultUpgrades = Tokens{"websocket"}
 
 // RouteConfig sends the HTTP requests that match it to a pool.
 type RouteConfig struct {
@@ -307,6 +329,9 @@ func (c *Config) SetDefaults() {
 		setDuration(&l.RequestTimeout, DefaultRequestTimeout)
 		setDuration(&l.ResponseTimeout, DefaultResponseTimeout)
 		setDuration(&l.KeepaliveTimeout, DefaultKeepaliveTimeout)
+		if l.Upgrades == nil {
+			l.Upgrades = slices.Clone(DefaultUpgrades)
+		}
 		for j := range l.Routes {
 			if l.Routes[j].PathPrefix == "" {
 				l.Routes[j].PathPrefix = "/"
@@ -504,6 +529,7 @@ func (l *ListenerConfig) validateMode(pools map[string]bool) error {
 			{"response_timeout", l.ResponseTimeout != 0},
 			{"keepalive_timeout", l.KeepaliveTimeout != 0},
 			{"max_request_body", l.MaxRequestBody != 0},
+			{"upgrades", l.Upgrades != nil},
 		} {
 			if f.set {
 				return fmt.Errorf("%s: only in mode %s", f.name, ModeHTTP)
@@ -525,6 +551,11 @@ func (l *ListenerConfig) validateMode(pools map[string]bool) error {
 	if l.MaxRequestBody < 0 {
 		return fmt.Errorf("max_request_body: negative %d", l.MaxRequestBody)
 	}
+	for i, u := range l.Upgrades {
+		if !validToken(u) {
+			return fmt.Errorf("upgrades[%d]: %q is not a protocol name (a token, no version)", i, u)
+		}
+	}
 	for i, r := range l.Routes {
 		where := fmt.Sprintf("routes[%d]", i)
 		if err := validHost(r.Host); err != nil {
@@ -544,6 +575,19 @@ func (l *ListenerConfig) validateMode(pools map[string]bool) error {
 		}
 	}
 	return nil
+}
+
+// validToken reports an RFC 9110 token.
+func validToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // validHost checks a route's host: empty, a name or IP address (IPv6 in

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,16 +45,22 @@ pools: [{name: app, servers: ["127.0.0.1:1"], max_idle: -1}]
 	if cfg.Pools[0].MaxIdle != -1 {
 		t.Errorf("max_idle -1 became %d", cfg.Pools[0].MaxIdle)
 	}
+	if !slices.Equal(l.Upgrades, Tokens{"websocket"}) || cfg.Listeners[0].Upgrades == nil {
+		t.Errorf("http listener upgrades: %q, want [websocket]", l.Upgrades)
+	}
 	if l.IdleTimeout != 0 || l.MaxRequestBody != 0 {
 		t.Errorf("http listener: idle_timeout %v, max_request_body %d, want 0 (none)", time.Duration(l.IdleTimeout), l.MaxRequestBody)
 	}
 	// idle_timeout bounds an HTTP listener's upgraded tunnels.
 	cfg, err = ParseConfig([]byte(`
-listeners: [{name: web, listen: "127.0.0.1:0", pool: app, mode: http, idle_timeout: 5m, max_request_body: 1048576}]
+listeners: [{name: web, listen: "127.0.0.1:0", pool: app, mode: http, idle_timeout: 5m, max_request_body: 1048576, upgrades: []}]
 pools: [{name: app, servers: ["127.0.0.1:1"]}]
 `))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if l := cfg.Listeners[0]; l.Upgrades == nil || len(l.Upgrades) != 0 {
+		t.Errorf("upgrades: [] became %q, want none", l.Upgrades)
 	}
 	if l := cfg.Listeners[0]; time.Duration(l.IdleTimeout) != 5*time.Minute || l.MaxRequestBody != 1<<20 {
 		t.Errorf("http listener: %+v", l)
@@ -140,6 +147,9 @@ func TestConfigErrors(t *testing.T) {
 		{"request timeout in tcp", `listeners: [{name: a, listen: ":1", pool: app, request_timeout: 1s}]` + "\n" + pool, "listeners[0] (a).request_timeout: only in mode http"},
 		{"max request body in tcp", `listeners: [{name: a, listen: ":1", pool: app, max_request_body: 5}]` + "\n" + pool, "listeners[0] (a).max_request_body: only in mode http"},
 		{"max request body", `listeners: [{name: a, listen: ":1", pool: app, mode: http, max_request_body: -1}]` + "\n" + pool, "listeners[0] (a).max_request_body: negative -1"},
+		{"upgrades in tcp", `listeners: [{name: a, listen: ":1", pool: app, upgrades: []}]` + "\n" + pool, "listeners[0] (a).upgrades: only in mode http"},
+		{"upgrades version", `listeners: [{name: a, listen: ":1", pool: app, mode: http, upgrades: [websocket, TLS/1.2]}]` + "\n" + pool, `listeners[0] (a).upgrades[1]: "TLS/1.2" is not a protocol name`},
+		{"upgrades empty", `listeners: [{name: a, listen: ":1", pool: app, mode: http, upgrades: [""]}]` + "\n" + pool, `listeners[0] (a).upgrades[0]: "" is not a protocol name`},
 		{"response timeout", `listeners: [{name: a, listen: ":1", pool: app, mode: http, response_timeout: -1s}]` + "\n" + pool, "listeners[0] (a).response_timeout: -1s is not positive"},
 		{"keepalive timeout", `listeners: [{name: a, listen: ":1", pool: app, mode: http, keepalive_timeout: -2s}]` + "\n" + pool, "listeners[0] (a).keepalive_timeout: -2s is not positive"},
 		{"route pool", `listeners: [{name: a, listen: ":1", pool: app, mode: http, routes: [{host: x.org}]}]` + "\n" + pool, "listeners[0] (a).routes[0].pool: missing"},

@@ -61,6 +61,7 @@
 //	    keepalive_timeout: 60s # idle client between requests
 //	    max_request_body: 0    # bytes, 0: no bound (else 413)
 //	    idle_timeout: 0s       # an upgraded (101) tunnel's, as in mode tcp; 0: none
+//	    upgrades: [websocket]  # protocols a request may upgrade to; []: none
 //	pools:
 //	  - {name: api, servers: ["10.0.0.2:80"], max_idle: 16, idle_timeout: 60s}
 //
@@ -87,6 +88,11 @@
 // its body was not all read, the response runs until the server closes,
 // or a stop); 1xx responses are passed on to HTTP/1.1 clients, and a 101
 // to a request with Upgrade turns the two connections into an L4 tunnel.
+// Only the protocols in upgrades (default websocket) are asked for: a
+// request for another (h2c above all: HTTP/2 cleartext through the proxy
+// would reach the server past its routes and bounds) goes without it, as
+// a plain request (and without HTTP2-Settings), and a 101 to a protocol
+// not allowed, or to a request that asked for none, gets the client 502.
 // At a response's end the upstream connection goes back to the loop's
 // idle pool (max_idle per server, closed after idle_timeout, or when the
 // server closes it or sends unasked bytes) if the response and the

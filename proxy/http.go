@@ -69,17 +69,18 @@ type hsession struct {
 	// The current request.
 	req       h1.Request
 	reqBody   h1.Body
-	minor     int   // the client's HTTP/1.minor
-	head      bool  // HEAD: the response has no body
-	idem      bool  // may be retried: GET, HEAD or OPTIONS without a body
-	keep      bool  // the client may send another request after this one
-	upgrade   bool  // the request asks for a protocol upgrade
-	reqDone   bool  // the whole request body went to up
-	bodyN     int64 // bytes of a chunked request body so far (max_request_body)
-	interim   bool  // a 1xx response went to the client
-	interims  int   // 1xx responses received for the request
-	respHead  bool  // the final response head went to the client
-	closeAft  bool  // the client is closed after this response
+	minor     int    // the client's HTTP/1.minor
+	head      bool   // HEAD: the response has no body
+	idem      bool   // may be retried: GET, HEAD or OPTIONS without a body
+	keep      bool   // the client may send another request after this one
+	upgrade   bool   // the request asks for a protocol upgrade the listener allows
+	upg       []byte // the upgrades asked for that the listener allows
+	reqDone   bool   // the whole request body went to up
+	bodyN     int64  // bytes of a chunked request body so far (max_request_body)
+	interim   bool   // a 1xx response went to the client
+	interims  int    // 1xx responses received for the request
+	respHead  bool   // the final response head went to the client
+	closeAft  bool   // the client is closed after this response
 	resp      h1.Response
 	respBody  h1.Body
 	respLocal bool // the proxy answered itself
@@ -416,7 +417,8 @@ func (s *hsession) gotHead() {
 	s.head = string(r.Method) == "HEAD"
 	s.idem = r.Framing == h1.NoBody && (s.head || string(r.Method) == "GET" || string(r.Method) == "OPTIONS")
 	s.keep = r.KeepAlive
-	s.upgrade = r.Upgrade != nil
+	s.upg = s.ln.allowedUpgrades(s.upg[:0], r.Upgrade)
+	s.upgrade = len(s.upg) > 0
 	s.reqDone = r.Framing == h1.NoBody
 	s.reqBody.Reset(r.Framing, r.ContentLength)
 	s.bodyN = 0
@@ -427,7 +429,9 @@ func (s *hsession) gotHead() {
 	xff := false
 	for _, h := range r.Headers {
 		switch {
-		case r.HopByHop(h.Name), framingField(h.Name):
+		case r.HopByHop(h.Name), framingField(h.Name),
+			bytes.EqualFold(h.Name, hdrH2Settings) && !s.h2c():
+			// (HTTP2-Settings only goes with an h2c upgrade.)
 			// (The framing is written once below, whatever equivalent
 			// spelling the client used: repeated or listed lengths, empty
 			// Transfer-Encoding fields or elements, which the server might
@@ -462,7 +466,7 @@ func (s *hsession) gotHead() {
 	switch {
 	case s.upgrade:
 		o = append(o, "Connection: upgrade\r\nUpgrade: "...)
-		o = append(o, r.Upgrade...)
+		o = append(o, s.upg...)
 		o = append(o, "\r\n"...)
 	case r.Minor == 0:
 		o = append(o, "Connection: keep-alive\r\n"...)
@@ -471,11 +475,65 @@ func (s *hsession) gotHead() {
 	s.phase = phConnect
 }
 
+// nextElem splits the first element off a comma-separated list, trimmed
+// of spaces and tabs.
+func nextElem(v []byte) (e, rest []byte) {
+	if i := bytes.IndexByte(v, ','); i >= 0 {
+		e, rest = v[:i], v[i+1:]
+	} else {
+		e = v
+	}
+	return bytes.Trim(e, " \t"), rest
+}
+
+// allowedUpgrades appends to dst the elements of an Upgrade field's value
+// v whose protocol (without its version) the listener's upgrades allow,
+// comma-separated.
+func (l *listener) allowedUpgrades(dst, v []byte) []byte {
+	for len(v) > 0 {
+		var e []byte
+		if e, v = nextElem(v); len(e) == 0 || !l.upgradeAllowed(e) {
+			continue
+		}
+		if len(dst) > 0 {
+			dst = append(dst, ", "...)
+		}
+		dst = append(dst, e...)
+	}
+	return dst
+}
+
+// upgradeAllowed reports whether the listener's upgrades allow the
+// protocol of an Upgrade element ("websocket", "h2c", "TLS/1.2").
+func (l *listener) upgradeAllowed(e []byte) bool {
+	if i := bytes.IndexByte(e, '/'); i >= 0 {
+		e = e[:i]
+	}
+	for _, u := range l.cfg.Upgrades {
+		if bytes.EqualFold(e, []byte(u)) {
+			return true
+		}
+	}
+	return false
+}
+
+// h2c reports whether the current request's forwarded upgrade has h2c.
+func (s *hsession) h2c() bool {
+	for v := s.upg; len(v) > 0; {
+		var e []byte
+		if e, v = nextElem(v); bytes.EqualFold(e, []byte("h2c")) {
+			return true
+		}
+	}
+	return false
+}
+
 var (
-	hdrXFF = []byte("X-Forwarded-For")
-	hdrXFP = []byte("X-Forwarded-Proto")
-	hdrCL  = []byte("Content-Length")
-	hdrTE  = []byte("Transfer-Encoding")
+	hdrH2Settings = []byte("HTTP2-Settings")
+	hdrXFF        = []byte("X-Forwarded-For")
+	hdrXFP        = []byte("X-Forwarded-Proto")
+	hdrCL         = []byte("Content-Length")
+	hdrTE         = []byte("Transfer-Encoding")
 )
 
 // framingField reports Content-Length and Transfer-Encoding (any case):
@@ -503,12 +561,7 @@ func appendCodings(o []byte, hs []h1.Header) []byte {
 		}
 		for v := h.Value; len(v) > 0; {
 			var e []byte
-			if i := bytes.IndexByte(v, ','); i >= 0 {
-				e, v = v[:i], v[i+1:]
-			} else {
-				e, v = v, nil
-			}
-			if e = bytes.Trim(e, " \t"); len(e) == 0 {
+			if e, v = nextElem(v); len(e) == 0 {
 				continue
 			}
 			if !first {
@@ -720,7 +773,11 @@ func (s *hsession) upData(c *engine.Conn, b engine.Buffer) {
 func (s *hsession) refused() bool {
 	r := &s.resp
 	switch {
-	case r.Status < 200 && !(r.Status == 101 && s.upgrade):
+	case r.Status == 101 && s.upgrade:
+		// Only to a protocol allowed (and asked for: the server's
+		// business).
+		return !s.ln.upgradeAllowed(bytes.Trim(r.Upgrade, " \t")) || bytes.IndexByte(r.Upgrade, ',') >= 0
+	case r.Status < 200:
 		s.interims++
 		return r.Status == 101 || s.interims > maxInterim
 	case r.Status >= 200:

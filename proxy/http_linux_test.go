@@ -603,7 +603,7 @@ func TestHTTPRetry(t *testing.T) {
 func TestHTTPUpgrade(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-			if r.Header.Get("Upgrade") != "echo" || r.Header.Get("Connection") != "upgrade" {
+			if r.Header.Get("Upgrade") != "websocket" || r.Header.Get("Connection") != "upgrade" {
 				http.Error(w, "no upgrade", 400)
 				return
 			}
@@ -612,20 +612,20 @@ func TestHTTPUpgrade(t *testing.T) {
 				return
 			}
 			defer c.Close()
-			io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+			io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
 			io.Copy(c, brw.Reader)
 		})
 		p := startProxy(t, httpConfig(b, u.addr))
 		c := dial(t, p)
-		io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\nearly")
+		io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\nearly")
 		br := bufio.NewReader(c)
 		c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		resp, err := http.ReadResponse(br, &http.Request{Method: "GET"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if resp.StatusCode != 101 || resp.Header.Get("Upgrade") != "echo" {
-			t.Fatalf("%d %v, want 101 with Upgrade: echo", resp.StatusCode, resp.Header)
+		if resp.StatusCode != 101 || resp.Header.Get("Upgrade") != "websocket" {
+			t.Fatalf("%d %v, want 101 with Upgrade: websocket", resp.StatusCode, resp.Header)
 		}
 		data := randomBytes(3, 256<<10)
 		go c.Write(data)

@@ -355,7 +355,7 @@ func TestHTTPGaugesAfterAborts(t *testing.T) {
 				if err != nil {
 					return
 				}
-				io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\nUpgrade: x\r\n\r\n")
+				io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n")
 				io.Copy(struct{ io.Writer }{c}, struct{ io.Reader }{c}) // (no splice: its pipes stay pooled)
 				c.Close()
 				return
@@ -372,7 +372,7 @@ func TestHTTPGaugesAfterAborts(t *testing.T) {
 		post := "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n" + strings.Repeat("b", 100000)
 		slow := "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n"
 		bigGet := "GET /big HTTP/1.1\r\nHost: x\r\n\r\n"
-		ws := "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: x\r\n\r\nabc"
+		ws := "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\nabc"
 		for _, tc := range []struct {
 			send string
 			read int // bytes read before the end
@@ -560,7 +560,7 @@ func TestHTTPTunnelIdle(t *testing.T) {
 				return
 			}
 			defer c.Close()
-			io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\nUpgrade: echo\r\n\r\n")
+			io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n")
 			io.Copy(struct{ io.Writer }{c}, brw.Reader)
 		})
 		cfg := httpConfig(b, u.addr)
@@ -568,7 +568,7 @@ func TestHTTPTunnelIdle(t *testing.T) {
 		p := startProxy(t, cfg)
 		c := dial(t, p)
 		br := bufio.NewReader(c)
-		io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: echo\r\n\r\n")
+		io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n")
 		if head := rawHead(t, c, br); !strings.HasPrefix(head, "HTTP/1.1 101 ") {
 			t.Fatalf("%q, want 101", head)
 		}
@@ -761,16 +761,16 @@ func TestHTTPSwitchUpgradeField(t *testing.T) {
 			if req.URL.Path == "/bare" {
 				io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\n\r\n")
 			} else {
-				io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\n\r\n")
+				io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n")
 			}
 			return false
 		})
-		io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: echo\r\n\r\n")
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n")
 		if head := rawHead(t, c, br); !strings.HasPrefix(head, "HTTP/1.1 502 ") {
 			t.Errorf("101 with Upgrade outside Connection: %q, want 502", head)
 		}
 		c = dial(t, p)
-		io.WriteString(c, "GET /bare HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: echo\r\n\r\n")
+		io.WriteString(c, "GET /bare HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n")
 		if resp, _ := readResponse(t, c, "GET"); resp.StatusCode != 502 {
 			t.Errorf("101 without Upgrade: %d, want 502", resp.StatusCode)
 		}
