@@ -335,7 +335,12 @@ func (s *hsession) feedHead(b engine.Buffer, off int) {
 		b.Release()
 		return
 	}
-	n, err := feed(&s.in, p, func(b []byte) (int, error) { return s.req.Parse(b, h1.Limits{}) })
+	n, err := feed(&s.in, p, func(b []byte) (int, error) {
+		if headParsed != nil {
+			headParsed(false)
+		}
+		return s.req.Parse(b, h1.Limits{})
+	})
 	if err != nil {
 		b.Release()
 		s.in = emptied(s.in)
@@ -368,7 +373,9 @@ func (s *hsession) feedHead(b engine.Buffer, off int) {
 // feed parses a head from p with parse, p being the next bytes received
 // after those in *acc (a head that came in parts): it parses p in place
 // where *acc is empty, and copies p to *acc only while the head is
-// incomplete. It returns the head's end in p (0: incomplete) or parse's
+// incomplete. A head in parts is parsed again only where the new bytes
+// may end it (headMayEnd): a head that trickles in is not parsed from its
+// start on every read (CPU quadratic in its size). It returns the head's end in p (0: incomplete) or parse's
 // error; *acc is the caller's to empty once the head is used.
 func feed(acc *[]byte, p []byte, parse func([]byte) (int, error)) (int, error) {
 	if len(*acc) == 0 {
@@ -380,12 +387,31 @@ func feed(acc *[]byte, p []byte, parse func([]byte) (int, error)) (int, error) {
 	}
 	prev := len(*acc)
 	*acc = append(*acc, p...)
+	if !headMayEnd(*acc, prev) {
+		return 0, nil
+	}
 	n, err := parse(*acc)
 	if n > 0 {
 		n -= prev
 	}
 	return n, err
 }
+
+// headMayEnd reports whether the bytes of b from from on, received after
+// an incomplete head's b[:from], may complete it or make it an error that
+// parsing would not have found before: a line's end followed by an empty
+// line ("\n\r\n", and "\n\n", a bare LF's, which internal/h1 refuses) in
+// the new bytes or across their start, or b past internal/h1's longest
+// head (431, or 414 for a long target). Other errors (a bare LF, a bad
+// field) wait for one of these; request_timeout bounds the wait.
+func headMayEnd(b []byte, from int) bool {
+	t := b[max(from-2, 0):]
+	return len(b) > h1.DefaultMaxHead || bytes.Contains(t, []byte("\n\r\n")) || bytes.Contains(t, []byte("\n\n"))
+}
+
+// headParsed, when set (by tests, before a proxy starts), is called at
+// each parse of a request head (resp false) or a response head.
+var headParsed func(resp bool)
 
 // keptHeadBuf is the capacity up to which a session keeps its buffer for
 // heads that arrive in parts; a larger one (a head of up to 16 KiB) is let
@@ -724,7 +750,12 @@ func (s *hsession) upData(c *engine.Conn, b engine.Buffer) {
 			b.Release()
 			return
 		}
-		n, err := feed(&s.uin, p, func(b []byte) (int, error) { return s.resp.Parse(b, s.head, h1.Limits{}) })
+		n, err := feed(&s.uin, p, func(b []byte) (int, error) {
+			if headParsed != nil {
+				headParsed(true)
+			}
+			return s.resp.Parse(b, s.head, h1.Limits{})
+		})
 		if err != nil {
 			b.Release()
 			s.uin = emptied(s.uin)
