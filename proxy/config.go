@@ -47,6 +47,24 @@ type EngineConfig struct {
 	// carries). Default engine.DefaultWriteHighWater (256 KiB), minimum
 	// 4096.
 	WriteHighWater int `yaml:"write_high_water" json:"write_high_water"`
+	// WriteTimeout resets a connection, client or server, whose write
+	// queue has had nothing taken from it for this long
+	// (engine.Config.WriteTimeout): a peer that stops reading holds its
+	// queue (up to write_high_water of buffers) and, through the proxy,
+	// its other side's connection for that long, not for good. Default
+	// 60s: as long as response_timeout's default, far above the time a
+	// peer that reads at all takes to open its receive window again (the
+	// kernel takes more of a queue only in steps of up to half the peer's
+	// receive buffer, so a peer reading that much more slowly than once
+	// per write_timeout is reset), and short enough that a few thousand
+	// stalled peers cannot pin the proxy's memory for long. It also
+	// bounds a server that stops reading a request body. Positive.
+	WriteTimeout Duration `yaml:"write_timeout" json:"write_timeout"`
+	// CloseTimeout bounds a close: a connection whose queue has not
+	// drained this long after the proxy closed it is reset
+	// (engine.Config.CloseTimeout), even while it moves. Default 30s.
+	// Positive.
+	CloseTimeout Duration `yaml:"close_timeout" json:"close_timeout"`
 }
 
 // Listener modes.
@@ -259,6 +277,8 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Durat
 // Defaults.
 const (
 	DefaultConnectTimeout = 5 * time.Second
+	DefaultWriteTimeout   = 60 * time.Second
+	DefaultCloseTimeout   = 30 * time.Second
 	DefaultHealthInterval = 2 * time.Second
 	DefaultHealthTimeout  = time.Second
 	DefaultRise           = 2
@@ -315,6 +335,8 @@ func (c *Config) SetDefaults() {
 	if c.Engine.WriteHighWater == 0 {
 		c.Engine.WriteHighWater = engine.DefaultWriteHighWater
 	}
+	setDuration(&c.Engine.WriteTimeout, DefaultWriteTimeout)
+	setDuration(&c.Engine.CloseTimeout, DefaultCloseTimeout)
 	for i := range c.Listeners {
 		l := &c.Listeners[i]
 		if l.ConnectTimeout == 0 {
@@ -387,6 +409,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Engine.WriteHighWater < 4096 {
 		return fmt.Errorf("engine.write_high_water: %d below 4096", c.Engine.WriteHighWater)
+	}
+	if c.Engine.WriteTimeout <= 0 {
+		return fmt.Errorf("engine.write_timeout: %v is not positive", time.Duration(c.Engine.WriteTimeout))
+	}
+	if c.Engine.CloseTimeout <= 0 {
+		return fmt.Errorf("engine.close_timeout: %v is not positive", time.Duration(c.Engine.CloseTimeout))
 	}
 	if len(c.Pools) == 0 {
 		return errors.New("pools: none defined")

@@ -18,7 +18,7 @@ func TestParseConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Engine.Backend != "uring" || cfg.Engine.WriteHighWater != 256<<10 {
+	if cfg.Engine.Backend != "uring" || cfg.Engine.WriteHighWater != 256<<10 || time.Duration(cfg.Engine.WriteTimeout) != time.Minute || time.Duration(cfg.Engine.CloseTimeout) != 30*time.Second {
 		t.Errorf("engine defaults: %+v", cfg.Engine)
 	}
 	l := cfg.Listeners[0]
@@ -147,6 +147,8 @@ func TestConfigErrors(t *testing.T) {
 		{"request timeout in tcp", `listeners: [{name: a, listen: ":1", pool: app, request_timeout: 1s}]` + "\n" + pool, "listeners[0] (a).request_timeout: only in mode http"},
 		{"max request body in tcp", `listeners: [{name: a, listen: ":1", pool: app, max_request_body: 5}]` + "\n" + pool, "listeners[0] (a).max_request_body: only in mode http"},
 		{"max request body", `listeners: [{name: a, listen: ":1", pool: app, mode: http, max_request_body: -1}]` + "\n" + pool, "listeners[0] (a).max_request_body: negative -1"},
+		{"write timeout", "engine: {write_timeout: -1s}\n" + lst + pool, "engine.write_timeout: -1s is not positive"},
+		{"close timeout", "engine: {close_timeout: -5s}\n" + lst + pool, "engine.close_timeout: -5s is not positive"},
 		{"upgrades in tcp", `listeners: [{name: a, listen: ":1", pool: app, upgrades: []}]` + "\n" + pool, "listeners[0] (a).upgrades: only in mode http"},
 		{"upgrades version", `listeners: [{name: a, listen: ":1", pool: app, mode: http, upgrades: [websocket, TLS/1.2]}]` + "\n" + pool, `listeners[0] (a).upgrades[1]: "TLS/1.2" is not a protocol name`},
 		{"upgrades empty", `listeners: [{name: a, listen: ":1", pool: app, mode: http, upgrades: [""]}]` + "\n" + pool, `listeners[0] (a).upgrades[0]: "" is not a protocol name`},

@@ -7,7 +7,7 @@
 // A YAML file configures it (LoadConfig, strict: an unknown field is an
 // error):
 //
-//	engine: {backend: uring, cpus: [0, 1]}
+//	engine: {backend: uring, cpus: [0, 1], write_timeout: 60s, close_timeout: 30s}
 //	listeners:
 //	  - {name: web, listen: ":8080", pool: app, connect_timeout: 2s, idle_timeout: 5m, max_conns: 10000}
 //	pools:
@@ -27,7 +27,11 @@
 // its own round-robin cursor and connection counts per server (least-conn
 // picks among the loop's own), and its own counters, which the admin
 // server sums. Reading a side stops while its peer's queue holds
-// engine.WriteHighWater of buffer memory and resumes when the peer drains; a side's
+// engine.WriteHighWater of buffer memory and resumes when the peer drains;
+// a side whose peer takes nothing of its queue for engine.write_timeout
+// (default 60s: see EngineConfig.WriteTimeout) is reset, and one closed
+// whose queue has not drained close_timeout (default 30s) after is reset
+// too, and either takes the other side with it; a side's
 // FIN is passed on to the other (half-close), and a reset or error on one
 // side closes the other. A server that refuses or times out is skipped for
 // the next one of the pool, each server tried at most once per client.

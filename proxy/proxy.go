@@ -205,6 +205,8 @@ func New(cfg *Config, opt *Options) (*Proxy, error) {
 		// still answer (an HTTP server's early 413 to an upload), so the
 		// engine must keep reading it.
 		ReadPastHighWater: true,
+		WriteTimeout:      time.Duration(cfg.Engine.WriteTimeout),
+		CloseTimeout:      time.Duration(cfg.Engine.CloseTimeout),
 		Logf:              p.opt.Logf,
 	}
 	e, err := engine.New(ecfg, (*handler)(p))

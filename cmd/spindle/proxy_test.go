@@ -32,7 +32,7 @@ func TestProxyCheck(t *testing.T) {
 		t.Errorf("printed config parses to %+v, want %+v", got, want)
 	}
 	for _, s := range []string{"connect_timeout: 2s", "balance: least-conn", "write_high_water: 262144", "rise: 2", "- localhost:18082", "passive:\n      fails: 2\n      cooldown: 5s",
-		"mode: http", "path_prefix: /", "request_timeout: 10s", "response_timeout: 1m0s", "keepalive_timeout: 1m0s", "max_idle: 4", "max_idle: 16", "idle_timeout: 1m0s", "max_request_body: 1048576", "idle_timeout: 10m0s", "upgrades:\n      - websocket"} {
+		"mode: http", "path_prefix: /", "request_timeout: 10s", "response_timeout: 1m0s", "keepalive_timeout: 1m0s", "max_idle: 4", "max_idle: 16", "idle_timeout: 1m0s", "max_request_body: 1048576", "idle_timeout: 10m0s", "upgrades:\n      - websocket", "write_timeout: 1m0s", "close_timeout: 30s"} {
 		if !bytes.Contains(out, []byte(s)) {
 			t.Errorf("output lacks %q:\n%s", s, out)
 		}
