@@ -168,7 +168,9 @@ type RouteConfig struct {
 	Host string `yaml:"host,omitempty" json:"host,omitempty"`
 	// PathPrefix matches targets that begin with it, byte for byte (so
 	// "/api" matches "/api/x" and "/apis"; write "/api/" for the
-	// directory only). Default "/": every origin-form target (and the
+	// directory only), as received: not decoded or normalized (a target
+	// whose path has dot-segments gets 400, so "/api/../admin" does not
+	// match "/api/"). Default "/": every origin-form target (and the
 	// asterisk of OPTIONS *).
 	PathPrefix string `yaml:"path_prefix" json:"path_prefix"`
 	// Pool is the name of the pool the route's requests go to; required.

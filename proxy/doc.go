@@ -72,7 +72,10 @@
 // Each client connection is a state machine on its loop: it parses one
 // request head (internal/h1, strict against request smuggling, bounded;
 // the head is copied only while it arrives in parts), answers a bad one
-// with the parser's status and a close, and CONNECT with 501; routes it
+// with the parser's status and a close, CONNECT with 501, and a target
+// whose path has dot-segments ("/api/../admin", also as %2E, or across
+// "%2F", "%5C" or a backslash) with 400, since routes match the target as
+// received and the server would resolve it elsewhere; routes it
 // (first route whose host, exact and case-insensitive without the port or
 // a "*." suffix, and path prefix match; else the listener's pool); writes
 // a new head without the hop-by-hop headers (Connection and those it

@@ -158,23 +158,9 @@ func (l *listener) routeFor(target, hostHdr []byte) *pool {
 	if len(l.routes) == 0 {
 		return l.pool
 	}
-	host, path := hostHdr, target
-	if len(target) > 0 && target[0] != '/' && target[0] != '*' {
-		// absolute-form: the authority overrides Host (RFC 9112 3.2.2).
-		if i := bytes.Index(target, []byte("://")); i >= 0 {
-			// The authority ends at a path or a query (internal/h1
-			// refuses a fragment); with no path the path is "/".
-			rest := target[i+3:]
-			j := bytes.IndexAny(rest, "/?")
-			switch {
-			case j < 0:
-				host, path = rest, []byte("/")
-			case rest[j] == '?':
-				host, path = rest[:j], []byte("/")
-			default:
-				host, path = rest[:j], rest[j:]
-			}
-		}
+	host, path := splitTarget(target)
+	if host == nil {
+		host = hostHdr
 	}
 	if len(path) > 0 && path[0] == '*' {
 		path = []byte("/") // OPTIONS *: matches the routes of every path
@@ -189,6 +175,29 @@ func (l *listener) routeFor(target, hostHdr []byte) *pool {
 		}
 	}
 	return l.pool
+}
+
+// splitTarget returns an absolute-form target's authority (nil for
+// another form) and path, and another form's target as its path.
+func splitTarget(target []byte) (authority, path []byte) {
+	if len(target) > 0 && target[0] != '/' && target[0] != '*' {
+		// absolute-form: the authority overrides Host (RFC 9112 3.2.2).
+		if i := bytes.Index(target, []byte("://")); i >= 0 {
+			// The authority ends at a path or a query (internal/h1
+			// refuses a fragment); with no path the path is "/".
+			rest := target[i+3:]
+			j := bytes.IndexAny(rest, "/?")
+			switch {
+			case j < 0:
+				return rest, []byte("/")
+			case rest[j] == '?':
+				return rest[:j], []byte("/")
+			default:
+				return rest[:j], rest[j:]
+			}
+		}
+	}
+	return nil, target
 }
 
 // stripPort returns host without a ":port" (an IPv6 literal keeps its
@@ -433,6 +442,10 @@ func (s *hsession) gotHead() {
 	s.ls.ln[s.ln.idx].requests.inc()
 	if string(r.Method) == "CONNECT" {
 		s.respond(501)
+		return
+	}
+	if dotSegments(r.Target) {
+		s.respond(400)
 		return
 	}
 	if m := s.ln.cfg.MaxRequestBody; m > 0 && r.Framing == h1.Length && r.ContentLength > m {
@@ -1286,4 +1299,54 @@ var statusText = map[int]string{
 	400: "Bad Request", 405: "Method Not Allowed", 408: "Request Timeout", 413: "Content Too Large", 414: "URI Too Long",
 	417: "Expectation Failed", 431: "Request Header Fields Too Large", 501: "Not Implemented", 502: "Bad Gateway",
 	503: "Service Unavailable", 504: "Gateway Timeout", 505: "HTTP Version Not Supported",
+}
+
+// dotSegments reports whether the path of a request target (origin- or
+// absolute-form; its query aside) has a "." or ".." segment, its dots
+// spelled out or percent-encoded (%2E), its segments separated by "/" or
+// by what servers also take for one once decoded or on Windows: a backslash,
+// "%2F", "%5C". Such a target is refused (400), not forwarded: routes
+// match the target as received, so "/api/../admin" (or
+// "/api/x%2F..%2Fadmin", for a server that decodes %2F before resolving
+// dot-segments) would match path_prefix "/api/" and reach a server that
+// serves /admin. Normalizing instead would have the proxy decide, for
+// every server behind it, how it resolves paths; a client has no reason
+// to send dot-segments (RFC 3986 5.2.4 has them removed before a request
+// is made). A %2F elsewhere ("group%2Fproject") passes.
+func dotSegments(target []byte) bool {
+	_, path := splitTarget(target)
+	if i := bytes.IndexByte(path, '?'); i >= 0 {
+		path = path[:i]
+	}
+	dots := 0 // the current segment's dots; -1: it has anything else
+	for i := 0; i < len(path); {
+		c, n := path[i], 1
+		if c == '%' && i+2 < len(path) { // (internal/h1: two hex digits)
+			c, n = unhex(path[i+1])<<4|unhex(path[i+2]), 3
+		}
+		i += n
+		switch {
+		case c == '/' || c == '\\':
+			if dots == 1 || dots == 2 {
+				return true
+			}
+			dots = 0
+		case c == '.' && dots >= 0:
+			dots++
+		default:
+			dots = -1
+		}
+	}
+	return dots == 1 || dots == 2
+}
+
+// unhex is a hex digit's value (internal/h1 has checked it is one).
+func unhex(c byte) byte {
+	switch {
+	case c >= 'a':
+		return c - 'a' + 10
+	case c >= 'A':
+		return c - 'A' + 10
+	}
+	return c - '0'
 }

@@ -96,3 +96,38 @@ func TestHTTPUpgrades(t *testing.T) {
 		}
 	})
 }
+
+// TestHTTPDotSegments: a request whose target's path has dot-segments
+// ("/api/../admin", which a route's path_prefix "/api/" matches while the
+// server serves /admin), however spelled, gets 400 and reaches no server;
+// targets that only look like it pass.
+func TestHTTPDotSegments(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		heads := make(chan string, 100)
+		u := newUpstream(t, switchServer(heads))
+		p := startProxy(t, httpConfig(b, u.addr))
+		for _, tc := range []struct {
+			target, status string
+		}{
+			{"/api/../admin", "400"},
+			{"/api/./admin", "400"},
+			{"/api/%2e%2E/admin", "400"},
+			{"/api/x%2F..%2Fadmin", "400"},
+			{"/api/..%5cadmin", "400"},
+			{"http://x/api/../admin", "400"},
+			{"/api/group%2Fproject", "200"},
+			{"/api/..x/y", "200"},
+			{"/api/x?next=/../admin", "200"},
+		} {
+			c := dial(t, p)
+			c.Write([]byte("GET " + tc.target + " HTTP/1.1\r\nHost: x\r\n\r\n"))
+			if head := rawHead(t, c, bufio.NewReader(c)); !strings.HasPrefix(head, "HTTP/1.1 "+tc.status+" ") {
+				t.Errorf("%s: %q, want %s", tc.target, head, tc.status)
+			}
+			c.Close()
+		}
+		if n := len(heads); n != 3 {
+			t.Errorf("%d requests reached the server, want 3", n)
+		}
+	})
+}
