@@ -115,8 +115,11 @@ type ListenerConfig struct {
 	// ResponseTimeout (mode http) bounds the wait for a server: from
 	// the request's head sent to the response's head, counted again
 	// from each read of the request's body, and then between two reads
-	// of the response's body. Before the response's head the client gets
-	// 504; after it the client's connection is reset. It also bounds a
+	// of the response's body, or, while the server is not read because
+	// the client's queue is full, between two moves of what the client
+	// has yet to receive (a client reading slowly is not cut). Before
+	// the response's head the client gets 504; after it the client's
+	// connection is reset. It also bounds a
 	// client that is being closed (after a response with Connection:
 	// close, an error, keepalive_timeout) and takes nothing of what is
 	// queued for it: it is reset rather than held. Default 60s.

@@ -357,6 +357,7 @@ func (h *handler) OnWritable(c *engine.Conn) {
 	if x, ok := c.Context().(*hsession); ok {
 		if c == x.client && x.upBP && x.up != nil {
 			x.upBP = false
+			x.mark = x.p.now() // the server's time counts from here
 			x.up.ResumeRead()
 		}
 		x.syncRead()

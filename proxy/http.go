@@ -97,7 +97,7 @@ type hsession struct {
 	armed   bool  // timer pending
 	armedAt int64 // p.now() it fires at
 	mark    int64 // p.now() the current phase's timeout counts from
-	closeQ  int   // phClosing: outstanding when last looked at
+	closeQ  int   // phClosing, and phWait with upBP: outstanding when last looked at
 }
 
 // idleTag is the Context of an idle pooled upstream connection: its pool
@@ -281,6 +281,9 @@ func (s *hsession) onTimer() {
 		s.respond(408)
 	case phWait:
 		if s.respHead {
+			if s.upBP && s.clientMoved(s.outstanding(), now, d) {
+				return
+			}
 			s.closeUp(true)
 			s.client.Reset()
 			return
@@ -289,15 +292,24 @@ func (s *hsession) onTimer() {
 		s.respond(504)
 	case phClosing:
 		// The client took nothing of its queue for the timeout: drop it.
-		if q := s.outstanding(); q > 0 {
-			if q != s.closeQ {
-				s.closeQ, s.mark = q, now
-				s.arm(now + int64(d))
-				return
-			}
+		if q := s.outstanding(); q > 0 && !s.clientMoved(q, now, d) {
 			s.client.Reset()
 		}
 	}
+}
+
+// clientMoved reports whether the client took some of what was written
+// to it, q being outstanding now, since closeQ was taken (nothing was
+// added meanwhile: the session is closing, or the server's reading is
+// paused by the client's queue), and then counts the timeout d again from
+// now. Loop goroutine.
+func (s *hsession) clientMoved(q int, now int64, d time.Duration) bool {
+	if q == s.closeQ {
+		return false
+	}
+	s.closeQ, s.mark = q, now
+	s.arm(now + int64(d))
+	return true
 }
 
 // closing enters phClosing before the client is closed: a Close or
@@ -925,7 +937,10 @@ func (s *hsession) forwardResp(b engine.Buffer, off int) {
 		return
 	}
 	if s.client.QueuedMemory() >= s.p.cfg.Engine.WriteHighWater && !s.upBP {
+		// Until OnWritable, no read from the server comes: response_timeout
+		// counts the client's progress (clientMoved) from here.
 		s.upBP = true
+		s.closeQ = s.outstanding()
 		s.up.PauseRead()
 	}
 }
