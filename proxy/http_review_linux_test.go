@@ -20,18 +20,28 @@ import (
 // heads, answers with resp and closes.
 func headServer(heads chan<- string, resp string) func(net.Conn) {
 	return func(c net.Conn) {
-		c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		var head []byte
-		b := make([]byte, 1)
-		for !bytes.HasSuffix(head, []byte("\r\n\r\n")) {
-			if _, err := c.Read(b); err != nil {
-				return
-			}
-			head = append(head, b[0])
+		head, ok := readHeadBytes(c)
+		if !ok {
+			return
 		}
-		heads <- string(head)
+		heads <- head
 		io.WriteString(c, resp)
 	}
+}
+
+// readHeadBytes reads a head from c byte for byte (nothing after it),
+// within 10s.
+func readHeadBytes(c net.Conn) (string, bool) {
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var head []byte
+	b := make([]byte, 1)
+	for !bytes.HasSuffix(head, []byte("\r\n\r\n")) {
+		if _, err := c.Read(b); err != nil {
+			return "", false
+		}
+		head = append(head, b[0])
+	}
+	return string(head), true
 }
 
 // rawProxy starts a proxy in front of a rawServer that answers with

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bufio"
-	"bytes"
 	"net"
 	"strings"
 	"testing"
@@ -18,20 +17,15 @@ import (
 func switchServer(heads chan<- string) func(net.Conn) {
 	return func(c net.Conn) {
 		defer c.Close()
-		c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		var head []byte
-		b := make([]byte, 1)
-		for !bytes.HasSuffix(head, []byte("\r\n\r\n")) {
-			if _, err := c.Read(b); err != nil {
-				return
-			}
-			head = append(head, b[0])
+		head, ok := readHeadBytes(c)
+		if !ok {
+			return
 		}
-		heads <- string(head)
-		target := strings.Fields(string(head))[1]
+		heads <- head
+		target := strings.Fields(head)[1]
 		if proto, ok := strings.CutPrefix(target, "/101-"); ok {
 			c.Write([]byte("HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\nUpgrade: " + proto + "\r\n\r\n"))
-			c.Read(b) // holds the tunnel until the client goes
+			c.Read(make([]byte, 1)) // holds the tunnel until the client goes
 			return
 		}
 		c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"))
