@@ -129,7 +129,7 @@ func (p *Proxy) WriteMetrics(w io.Writer) error {
 	es := p.e.Stats()
 	family("spindle_proxy_engine_open_connections", "gauge", "Engine connections open, client and upstream.")
 	fmt.Fprintf(bw, "spindle_proxy_engine_open_connections %d\n", es.Open)
-	family("spindle_proxy_engine_paused_reads_total", "counter", "Times the engine paused reading at the write high-water mark.")
+	family("spindle_proxy_engine_paused_reads_total", "counter", "Times a write queue reached the high-water mark (the proxy then pauses reading the side that feeds it).")
 	fmt.Fprintf(bw, "spindle_proxy_engine_paused_reads_total %d\n", es.PausedReads)
 	return bw.Flush()
 }
