@@ -284,7 +284,7 @@ func (r *proxyRunner) arm(name string) proxyArm {
 	}
 	httpMode := cfg.Protocol == ProxyProtocolHTTP
 	spindle := func(backend string) proxyArm {
-		summary := fmt.Sprintf("`spindle proxy` (this binary), engine backend %s, one loop", backend)
+		summary := fmt.Sprintf("spindle proxy (this binary), engine backend %s, one loop", backend)
 		if httpMode {
 			summary += fmt.Sprintf(", mode http, up to %d idle upstream connections kept (max_idle)", cfg.Conns)
 		}
