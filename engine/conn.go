@@ -521,7 +521,10 @@ func (c *Conn) reset(err error) {
 }
 
 // expire resets c, whose queue WriteTimeout or CloseTimeout gave up on.
-func (c *Conn) expire() { c.reset(c.netError("write", os.ErrDeadlineExceeded)) }
+func (c *Conn) expire() {
+	c.l.st.timedOut.Add(1)
+	c.reset(c.netError("write", os.ErrDeadlineExceeded))
+}
 
 // netError describes err as package net would for op ("read", "write",
 // "dial"...) on c: its network ("tcp" or "unix") and, for TCP, its

@@ -727,6 +727,7 @@ type Stats struct {
 	MsgRings       uint64 // loop-to-loop wake-ups sent over MSG_RING
 	MsgRingErrs    uint64 // MSG_RING wake-ups that failed (the target had closed), sent again through the target's eventfd
 	AcceptBackoffs uint64 // pauses in accepting after running out of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM)
+	TimedOut       uint64 // connections reset by Config.WriteTimeout or Config.CloseTimeout
 	Open           int64  // connections open now
 }
 
@@ -757,6 +758,7 @@ func (s *Stats) add(o Stats) {
 	s.ZCCopied += o.ZCCopied
 	s.MsgRingErrs += o.MsgRingErrs
 	s.AcceptBackoffs += o.AcceptBackoffs
+	s.TimedOut += o.TimedOut
 	s.Open += o.Open
 }
 
@@ -765,6 +767,7 @@ type counters struct {
 	waits, waitNanos, submits, sqes, cqes, bytesRead, bytesWritten, reads, writes atomic.Uint64
 	accepted, dialed, closed, noBufs, wakeups, pausedReads, napiIDs               atomic.Uint64
 	msgRings, msgRingErrors, zcSends, zcCopied, ringCopies, acceptBackoffs        atomic.Uint64
+	timedOut                                                                      atomic.Uint64
 	open                                                                          atomic.Int64
 	// ring is the loop's io_uring (uring backends): its own counters are
 	// the loop's waits and interrupted waits, read here rather than copied
@@ -789,6 +792,6 @@ func (c *counters) load() Stats {
 		NoBufs: c.noBufs.Load(), Wakeups: c.wakeups.Load(), PausedReads: c.pausedReads.Load(),
 		NAPIIDs: c.napiIDs.Load(), MsgRings: c.msgRings.Load(), MsgRingErrs: c.msgRingErrors.Load(), AcceptBackoffs: c.acceptBackoffs.Load(),
 		ZCSends: c.zcSends.Load(), ZCCopied: c.zcCopied.Load(), RingCopies: c.ringCopies.Load(),
-		Open: c.open.Load(),
+		TimedOut: c.timedOut.Load(), Open: c.open.Load(),
 	}
 }

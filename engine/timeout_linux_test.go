@@ -109,9 +109,15 @@ func testPeerNotReading(t *testing.T, end func(c *Conn), set func(cfg *Config, b
 					if h.closed.Load() != 0 || e.Stats().Open != 1 {
 						t.Errorf("with no bound: a connection whose peer does not read ended (%v)", h.err.Load())
 					}
+					if n := e.Stats().TimedOut; n != 0 {
+						t.Errorf("with no bound: Stats.TimedOut = %d", n)
+					}
 					continue
 				}
 				checkExpired(t, h, c, 5*time.Second)
+				if n := e.Stats().TimedOut; n != 1 {
+					t.Errorf("Stats.TimedOut = %d after one connection timed out, want 1", n)
+				}
 			}
 		})
 	}

@@ -131,6 +131,8 @@ func (p *Proxy) WriteMetrics(w io.Writer) error {
 	fmt.Fprintf(bw, "spindle_proxy_engine_open_connections %d\n", es.Open)
 	family("spindle_proxy_engine_paused_reads_total", "counter", "Times a write queue reached the high-water mark (the proxy then pauses reading the side that feeds it).")
 	fmt.Fprintf(bw, "spindle_proxy_engine_paused_reads_total %d\n", es.PausedReads)
+	family("spindle_proxy_engine_timed_out_total", "counter", "Connections reset because their write queue did not move for engine.write_timeout, or their close did not finish within engine.close_timeout.")
+	fmt.Fprintf(bw, "spindle_proxy_engine_timed_out_total %d\n", es.TimedOut)
 	return bw.Flush()
 }
 

@@ -39,6 +39,9 @@ func TestHTTPWriteTimeout(t *testing.T) {
 			return tot.Listeners[0].Active == 0 && st.Active == 0 && st.Idle == 0 && p.Engine().Stats().Open == 0
 		})
 		t.Logf("let go after %v", time.Since(t0))
+		if n := p.Engine().Stats().TimedOut; n != 1 {
+			t.Errorf("engine Stats.TimedOut = %d, want 1 (the client; spindle_proxy_engine_timed_out_total)", n)
+		}
 		select {
 		case err := <-served:
 			if err == nil {
