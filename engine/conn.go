@@ -447,10 +447,10 @@ func (c *Conn) CloseLinger(timeout time.Duration, maxBytes int) error {
 // the FIN and one per expiry.
 func (c *Conn) lingerTimer() {
 	c.timer.Stop() // CloseTimeout's, set by CloseLinger before the FIN
-	d, fin, left := time.Duration(c.tmo), nanotime(), c.unsent()
+	d, fin, left := time.Duration(c.tmo), nanotime(), c.Unacked()
 	var f func()
 	f = func() {
-		if n := c.unsent(); c.state == stateOpen && n > 0 && n < left {
+		if n := c.Unacked(); c.state == stateOpen && n > 0 && n < left {
 			wait, now := d, nanotime()
 			if cto := int64(c.l.cto); cto > 0 {
 				wait = min(wait, time.Duration(fin+cto-now))

@@ -879,9 +879,12 @@ func (c *Conn) opError(op, syscall string, err error) error {
 	return c.netError(op, os.NewSyscallError(syscall, err))
 }
 
-// unsent is what c's socket holds that the peer has not acknowledged yet
-// (SIOCOUTQ: sent or not), 0 if unknown. Loop goroutine.
-func (c *Conn) unsent() int {
+// Unacked is what c's socket holds that its peer has not acknowledged yet
+// (SIOCOUTQ: sent or not), 0 if unknown or closed: with Buffered, what the
+// peer has yet to receive of what was written (a peer reading slowly drains
+// megabytes of socket buffer before the write queue moves). One system call.
+// Loop goroutine.
+func (c *Conn) Unacked() int {
 	n, err := unix.IoctlGetInt(c.fd, unix.SIOCOUTQ)
 	if err != nil {
 		return 0

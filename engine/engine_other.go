@@ -31,5 +31,5 @@ func (e *Engine) onLoop() bool { return false }
 // threadCPU returns 0 outside Linux, where no loop runs.
 func threadCPU() int64 { return 0 }
 
-// unsent returns 0 outside Linux, where no connection is open.
-func (c *Conn) unsent() int { return 0 }
+// Unacked returns 0 outside Linux, where no connection is open.
+func (c *Conn) Unacked() int { return 0 }

@@ -326,7 +326,7 @@ func (s *hsession) closing() {
 // reading slowly drains the socket's buffer, megabytes, long before the
 // queue moves again). Loop goroutine.
 func (s *hsession) outstanding() int {
-	return s.client.Buffered() + unsent(s.client.Fd())
+	return s.client.Buffered() + s.client.Unacked()
 }
 
 // clientData takes bytes from the client. Loop goroutine.
