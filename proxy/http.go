@@ -481,7 +481,7 @@ func (s *hsession) gotHead() {
 	for _, h := range r.Headers {
 		switch {
 		case r.HopByHop(h.Name), framingField(h.Name),
-			bytes.EqualFold(h.Name, hdrH2Settings) && !s.h2c():
+			bytes.EqualFold(h.Name, hdrH2Settings) && !h1.ListHas(s.upg, "h2c"):
 			// (HTTP2-Settings only goes with an h2c upgrade.)
 			// (The framing is written once below, whatever equivalent
 			// spelling the client used: repeated or listed lengths, empty
@@ -526,24 +526,13 @@ func (s *hsession) gotHead() {
 	s.phase = phConnect
 }
 
-// nextElem splits the first element off a comma-separated list, trimmed
-// of spaces and tabs.
-func nextElem(v []byte) (e, rest []byte) {
-	if i := bytes.IndexByte(v, ','); i >= 0 {
-		e, rest = v[:i], v[i+1:]
-	} else {
-		e = v
-	}
-	return bytes.Trim(e, " \t"), rest
-}
-
 // allowedUpgrades appends to dst the elements of an Upgrade field's value
 // v whose protocol (without its version) the listener's upgrades allow,
 // comma-separated.
 func (l *listener) allowedUpgrades(dst, v []byte) []byte {
 	for len(v) > 0 {
 		var e []byte
-		if e, v = nextElem(v); len(e) == 0 || !l.upgradeAllowed(e) {
+		if e, v = h1.NextElem(v); len(e) == 0 || !l.upgradeAllowed(e) {
 			continue
 		}
 		if len(dst) > 0 {
@@ -562,17 +551,6 @@ func (l *listener) upgradeAllowed(e []byte) bool {
 	}
 	for _, u := range l.cfg.Upgrades {
 		if bytes.EqualFold(e, []byte(u)) {
-			return true
-		}
-	}
-	return false
-}
-
-// h2c reports whether the current request's forwarded upgrade has h2c.
-func (s *hsession) h2c() bool {
-	for v := s.upg; len(v) > 0; {
-		var e []byte
-		if e, v = nextElem(v); bytes.EqualFold(e, []byte("h2c")) {
 			return true
 		}
 	}
@@ -612,7 +590,7 @@ func appendCodings(o []byte, hs []h1.Header) []byte {
 		}
 		for v := h.Value; len(v) > 0; {
 			var e []byte
-			if e, v = nextElem(v); len(e) == 0 {
+			if e, v = h1.NextElem(v); len(e) == 0 {
 				continue
 			}
 			if !first {
@@ -1337,7 +1315,7 @@ func dotSegments(target []byte) bool {
 	for i := 0; i < len(path); {
 		c, n := path[i], 1
 		if c == '%' && i+2 < len(path) { // (internal/h1: two hex digits)
-			c, n = unhex(path[i+1])<<4|unhex(path[i+2]), 3
+			c, n = byte(h1.Unhex(path[i+1])<<4|h1.Unhex(path[i+2])), 3
 		}
 		i += n
 		switch {
@@ -1353,15 +1331,4 @@ func dotSegments(target []byte) bool {
 		}
 	}
 	return dots == 1 || dots == 2
-}
-
-// unhex is a hex digit's value (internal/h1 has checked it is one).
-func unhex(c byte) byte {
-	switch {
-	case c >= 'a':
-		return c - 'a' + 10
-	case c >= 'A':
-		return c - 'A' + 10
-	}
-	return c - '0'
 }

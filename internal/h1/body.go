@@ -113,7 +113,8 @@ func (b *Body) Next(p []byte) (n int, done bool, err error) {
 	return n, b.state == cDone, nil
 }
 
-func unhex(c byte) int64 {
+// Unhex is the value of the hex digit c, or -1 if c is not one.
+func Unhex(c byte) int64 {
 	switch {
 	case '0' <= c && c <= '9':
 		return int64(c - '0')
@@ -159,7 +160,7 @@ func (b *Body) chunked(p []byte) (int, *Error) {
 		}
 		switch b.state {
 		case cSize0, cSize:
-			if d := unhex(c); d >= 0 {
+			if d := Unhex(c); d >= 0 {
 				if b.line > maxSizeDigits || b.size > (math.MaxInt64-d)/16 {
 					return i, errChunkTooBig
 				}

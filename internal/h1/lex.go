@@ -87,21 +87,22 @@ func trimOWS(b []byte) []byte {
 	return b
 }
 
-// nextElem splits the first element off a comma-separated list (RFC 9110
-// 5.6.1), trimmed of OWS; empty elements are returned as empty.
-func nextElem(list []byte) (elem, rest []byte) {
+// NextElem splits the first element off a comma-separated list (RFC 9110
+// 5.6.1), trimmed of OWS (spaces and tabs); empty elements are returned as
+// empty.
+func NextElem(list []byte) (elem, rest []byte) {
 	if i := bytes.IndexByte(list, ','); i >= 0 {
 		return trimOWS(list[:i]), list[i+1:]
 	}
 	return trimOWS(list), nil
 }
 
-// listHas reports whether the comma-separated list v has the token s
+// ListHas reports whether the comma-separated list v has the token s
 // (lower-case), ignoring case.
-func listHas(v []byte, s string) bool {
+func ListHas(v []byte, s string) bool {
 	for len(v) > 0 {
 		var e []byte
-		e, v = nextElem(v)
+		e, v = NextElem(v)
 		if eqFold(e, s) {
 			return true
 		}
@@ -189,7 +190,7 @@ func parseCL(v []byte) (n int64, ok bool) {
 	first := true
 	for {
 		var e []byte
-		e, v = nextElem(v)
+		e, v = NextElem(v)
 		if len(e) == 0 {
 			return 0, false
 		}
@@ -226,7 +227,7 @@ type teState struct {
 func (t *teState) add(v []byte) {
 	t.seen = true
 	for {
-		e, rest := nextElem(v)
+		e, rest := NextElem(v)
 		if len(e) == 0 {
 			t.empty = true
 		} else {
@@ -316,7 +317,7 @@ type connState struct {
 func (c *connState) add(v []byte) {
 	for len(v) > 0 {
 		var e []byte
-		e, v = nextElem(v)
+		e, v = NextElem(v)
 		switch {
 		case eqFold(e, "close"):
 			c.close = true
@@ -365,11 +366,11 @@ func hopByHop(hs []Header, name []byte) bool {
 	return false
 }
 
-// listHasFold is listHas for a name of any case.
+// listHasFold is ListHas for a name of any case.
 func listHasFold(v, name []byte) bool {
 	for len(v) > 0 {
 		var e []byte
-		e, v = nextElem(v)
+		e, v = NextElem(v)
 		if len(e) == len(name) && foldEq(e, name) {
 			return true
 		}

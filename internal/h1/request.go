@@ -149,7 +149,7 @@ func checkTarget(method, t []byte) *Error {
 		if c <= ' ' || c >= 0x7f || c == '#' {
 			return errTarget
 		}
-		if c == '%' && (i+2 >= len(t) || unhex(t[i+1]) < 0 || unhex(t[i+2]) < 0) {
+		if c == '%' && (i+2 >= len(t) || Unhex(t[i+1]) < 0 || Unhex(t[i+2]) < 0) {
 			return errTarget
 		}
 	}
@@ -223,7 +223,7 @@ func validAuthority(a []byte) bool {
 			return false
 		}
 		for _, c := range a[1:j] {
-			if unhex(c) < 0 && c != ':' && c != '.' {
+			if Unhex(c) < 0 && c != ':' && c != '.' {
 				return false
 			}
 		}
