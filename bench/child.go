@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -50,22 +49,7 @@ type counterer interface {
 // selfCheck sends one RPC request to addr and verifies the echo, so that a
 // server child reports ready only once it serves correctly.
 func selfCheck(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	req := AppendRequest(nil, 0xffff, 1, MinPayload)
-	if _, err := c.Write(req); err != nil {
-		return err
-	}
-	got := make([]byte, len(req))
-	if _, err := io.ReadFull(c, got); err != nil {
-		return err
-	}
-	_, err = verifyReply(got, 0xffff, 1, MinPayload, nil)
-	return err
+	return echoCheck(addr, rpcFraming{payload: MinPayload})
 }
 
 // childHello is the first line a server child writes.
