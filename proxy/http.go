@@ -180,24 +180,12 @@ func (l *listener) routeFor(target, hostHdr []byte) *pool {
 // splitTarget returns an absolute-form target's authority (nil for
 // another form) and path, and another form's target as its path.
 func splitTarget(target []byte) (authority, path []byte) {
-	if len(target) > 0 && target[0] != '/' && target[0] != '*' {
-		// absolute-form: the authority overrides Host (RFC 9112 3.2.2).
-		if i := bytes.Index(target, []byte("://")); i >= 0 {
-			// The authority ends at a path or a query (internal/h1
-			// refuses a fragment); with no path the path is "/".
-			rest := target[i+3:]
-			j := bytes.IndexAny(rest, "/?")
-			switch {
-			case j < 0:
-				return rest, []byte("/")
-			case rest[j] == '?':
-				return rest[:j], []byte("/")
-			default:
-				return rest[:j], rest[j:]
-			}
-		}
+	authority, path = h1.SplitTarget(target)
+	if authority != nil && (len(path) == 0 || path[0] == '?') {
+		// An empty path is "/" (RFC 9112 3.2.1); its query is dropped.
+		return authority, []byte("/")
 	}
-	return nil, target
+	return authority, path
 }
 
 // stripPort returns host without a ":port" (an IPv6 literal keeps its

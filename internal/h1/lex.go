@@ -272,7 +272,7 @@ func (f *fields) scan(hs []Header, request bool) int {
 				if f.host != nil {
 					return hostInvalid
 				}
-				if len(h.Value) > 0 && !validAuthority(h.Value) {
+				if len(h.Value) > 0 && !ValidAuthority(h.Value) {
 					return hostInvalid
 				}
 				f.host = h.Value[:len(h.Value):len(h.Value)] // non-nil even if empty

@@ -19,7 +19,7 @@ type Request struct {
 	// it appends to Headers[:0].
 	Headers []Header
 	// Host is the Host field's value (required exactly once in HTTP/1.1):
-	// empty, or host [":" port] as validAuthority accepts.
+	// empty, or host [":" port] as ValidAuthority accepts.
 	// With an absolute-form or CONNECT target it must equal the target's
 	// authority, ignoring case.
 	Host []byte
@@ -156,7 +156,7 @@ func checkTarget(method, t []byte) *Error {
 	switch {
 	case string(method) == "CONNECT":
 		// authority-form only, port required (RFC 9112 3.2.3).
-		if p := bytes.LastIndexByte(t, ':'); !validAuthority(t) || p < 0 || p == len(t)-1 || bytes.IndexByte(t[p:], ']') >= 0 {
+		if p := bytes.LastIndexByte(t, ':'); !ValidAuthority(t) || p < 0 || p == len(t)-1 || bytes.IndexByte(t[p:], ']') >= 0 {
 			return errTarget
 		}
 		return nil
@@ -184,7 +184,7 @@ func checkTarget(method, t []byte) *Error {
 			if end < 0 {
 				end = len(rest)
 			}
-			if !validAuthority(rest[:end]) {
+			if !ValidAuthority(rest[:end]) {
 				return errTarget
 			}
 			return nil
@@ -195,27 +195,35 @@ func checkTarget(method, t []byte) *Error {
 	return errTarget
 }
 
-// targetAuthority returns the authority of an absolute-form target, else nil.
-func targetAuthority(t []byte) []byte {
-	if len(t) == 0 || t[0] == '/' || t[0] == '*' {
-		return nil
+// SplitTarget splits an absolute-form request target ("http://h:80/p?q")
+// into its authority ("h:80") and the rest, its path and query ("/p?q"),
+// which is empty or starts with "?" when the path is empty (RFC 9112 3.2.1
+// has an empty path sent as "/"). Any other form, origin-form ("/p?q"),
+// "*" or CONNECT's authority-form ("h:443"), has a nil authority and is
+// all path. The target is one Parse accepted: it has no fragment, so the
+// authority ends at the first "/" or "?" after "://".
+func SplitTarget(target []byte) (authority, path []byte) {
+	if len(target) == 0 || target[0] == '/' || target[0] == '*' {
+		return nil, target
 	}
-	i := bytes.Index(t, []byte("://"))
+	i := bytes.Index(target, []byte("://"))
 	if i < 0 {
-		return nil // CONNECT's authority-form
+		return nil, target // CONNECT's authority-form
 	}
-	a := t[i+3:]
-	if end := bytes.IndexAny(a, "/?"); end >= 0 {
-		a = a[:end]
+	a := target[i+3:]
+	end := bytes.IndexAny(a, "/?")
+	if end < 0 {
+		end = len(a)
 	}
-	return a
+	return a[:end], a[end:]
 }
 
-// validAuthority accepts host [ ":" port ] where host is a non-empty
-// reg-name of unreserved and sub-delims characters or a bracketed IPv6
-// literal, and port is digits. Userinfo ("@", deprecated and a phishing
-// vector, RFC 9110 4.2.4) and percent-encoding are rejected.
-func validAuthority(a []byte) bool {
+// ValidAuthority reports whether a is host [ ":" port ] where host is a
+// non-empty reg-name of unreserved and sub-delims characters or a bracketed
+// IPv6 literal, and port is digits: a non-empty Host field value that Parse
+// accepts. Userinfo ("@", deprecated and a phishing vector, RFC 9110 4.2.4)
+// and percent-encoding are rejected.
+func ValidAuthority(a []byte) bool {
 	host, port := a, []byte(nil)
 	if len(a) > 0 && a[0] == '[' {
 		j := bytes.IndexByte(a, ']')
@@ -272,7 +280,7 @@ func (r *Request) semantics() *Error {
 	// An absolute-form target's authority overrides Host (RFC 9112 3.2.2),
 	// as does CONNECT's authority-form; a proxy routing by one while the
 	// next hop uses the other could be steered, so they must agree.
-	a := targetAuthority(r.Target)
+	a, _ := SplitTarget(r.Target)
 	if string(r.Method) == "CONNECT" {
 		a = r.Target // authority-form
 	}

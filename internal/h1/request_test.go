@@ -393,3 +393,40 @@ func BenchmarkRequestParse(b *testing.B) {
 		}
 	}
 }
+
+// TestSplitTarget: an absolute-form target splits at its authority, which
+// ends at a path or a query; every other form has none and is all path.
+func TestSplitTarget(t *testing.T) {
+	tests := []struct{ target, authority, path string }{
+		{"http://h:8080/p?q", "h:8080", "/p?q"},
+		{"http://h", "h", ""},
+		{"http://h?q", "h", "?q"},
+		{"HTTPS://[::1]:443/a/b", "[::1]:443", "/a/b"},
+		{"http://h/p://x", "h", "/p://x"},
+		{"/p?q", "", "/p?q"},
+		{"/http://h/p", "", "/http://h/p"},
+		{"*", "", "*"},
+		{"h:443", "", "h:443"}, // CONNECT's authority-form
+		{"", "", ""},
+	}
+	for _, tc := range tests {
+		a, p := SplitTarget([]byte(tc.target))
+		if string(a) != tc.authority || string(p) != tc.path || (a == nil) != (tc.authority == "") {
+			t.Errorf("SplitTarget(%q) = %q (nil %v), %q; want %q, %q", tc.target, a, a == nil, p, tc.authority, tc.path)
+		}
+	}
+}
+
+// TestValidAuthority: host [":" port] as a Host field carries it.
+func TestValidAuthority(t *testing.T) {
+	for _, a := range []string{"x", "example.com:80", "127.0.0.1:8080", "[::1]", "[::1]:443", "a-b_c~d!$&'()*+,;=", "h:"} {
+		if !ValidAuthority([]byte(a)) {
+			t.Errorf("%q refused", a)
+		}
+	}
+	for _, a := range []string{"", ":80", "a b", "a\r\nX: y", "u@h", "h%41", "h:8x", "h:80:80", "[::1", "[]", "[g::1]", "h/p", "h?q", "h\x7f"} {
+		if ValidAuthority([]byte(a)) {
+			t.Errorf("%q accepted", a)
+		}
+	}
+}
