@@ -39,6 +39,7 @@ type Body struct {
 	framing Framing
 	state   uint8
 	remain  int64 // Length: bytes left; Chunked: data bytes left in this chunk
+	data    int64 // data bytes so far (Data)
 	size    int64 // chunk-size being read
 	line    int   // bytes of the current chunk-size line, or of the trailer section
 	err     *Error
@@ -97,12 +98,15 @@ func (b *Body) Next(p []byte) (n int, done bool, err error) {
 	case Length:
 		if int64(len(p)) >= b.remain {
 			n = int(b.remain)
+			b.data += b.remain
 			b.remain = 0
 			return n, true, nil
 		}
 		b.remain -= int64(len(p))
+		b.data += int64(len(p))
 		return len(p), false, nil
 	case UntilClose:
+		b.data += int64(len(p))
 		return len(p), false, nil
 	}
 	n, e := b.chunked(p)
@@ -112,6 +116,12 @@ func (b *Body) Next(p []byte) (n int, done bool, err error) {
 	}
 	return n, b.state == cDone, nil
 }
+
+// Data returns how many bytes of the body's data Next has taken: all its
+// bytes for Length and UntilClose; for Chunked the chunks' data, without
+// chunk-size lines, CRLFs and trailer section. A server bounds a body's
+// size with it.
+func (b *Body) Data() int64 { return b.data }
 
 // Unhex is the value of the hex digit c, or -1 if c is not one.
 func Unhex(c byte) int64 {
@@ -140,6 +150,7 @@ func (b *Body) chunked(p []byte) (int, *Error) {
 			}
 			i += int(take)
 			b.remain -= take
+			b.data += take
 			if b.remain == 0 {
 				b.state = cDataCR
 			}

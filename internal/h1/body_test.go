@@ -9,6 +9,7 @@ type bodyResult struct {
 	n    int
 	done bool
 	err  error
+	data int64 // Body.Data at the end
 }
 
 // feed runs b over in split at the given cut points and sums the results.
@@ -23,6 +24,7 @@ func feed(f Framing, length int64, in []byte, cuts ...int) bodyResult {
 		}
 		n, done, err := b.Next(in[prev:c])
 		r.n += n
+		r.data = b.Data()
 		if err != nil {
 			r.err = err
 			return r
@@ -129,5 +131,35 @@ func TestBodyAfterEnd(t *testing.T) {
 	}
 	if n, _, err := b.Next([]byte("0\r\n\r\n")); n != 0 || err == nil {
 		t.Fatalf("error not sticky: %d %v", n, err)
+	}
+}
+
+// TestBodyData: Data counts a body's data bytes, without a chunked body's
+// chunk-size lines, CRLFs and trailer, however its bytes are split.
+func TestBodyData(t *testing.T) {
+	tests := []struct {
+		framing Framing
+		length  int64
+		in      string
+		data    int64
+	}{
+		{NoBody, 0, "abc", 0},
+		{Length, 3, "abcdef", 3},
+		{Length, 10, "abc", 3},
+		{UntilClose, 0, "abcd", 4},
+		{Chunked, 0, "5;x=y\r\nhello\r\nA\r\n0123456789\r\n0\r\nT: v\r\n\r\nNEXT", 15},
+		{Chunked, 0, "5\r\nhel", 3},
+	}
+	for _, tc := range tests {
+		for cut := range len(tc.in) + 1 {
+			var b Body
+			b.Reset(tc.framing, tc.length)
+			if _, done, err := b.Next([]byte(tc.in[:cut])); err == nil && !done {
+				b.Next([]byte(tc.in[cut:]))
+			}
+			if got := b.Data(); got != tc.data {
+				t.Errorf("%v %q cut at %d: Data %d, want %d", tc.framing, tc.in, cut, got, tc.data)
+			}
+		}
 	}
 }

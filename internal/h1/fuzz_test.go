@@ -241,8 +241,8 @@ func FuzzBody(f *testing.F) {
 			}
 		}
 		whole := feed(fr, length, in)
-		if whole.n > len(in) || whole.n < 0 {
-			t.Fatalf("n %d of %d", whole.n, len(in))
+		if whole.n > len(in) || whole.n < 0 || whole.data < 0 || whole.data > int64(whole.n) {
+			t.Fatalf("n %d of %d, data %d", whole.n, len(in), whole.data)
 		}
 		if c1 > c2 {
 			c1, c2 = c2, c1
