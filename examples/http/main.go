@@ -1,9 +1,10 @@
 // Command http is a minimal HTTP/1.1 server on the spindle engine: it answers
-// every request with "hello, world", keeps connections alive, supports
+// every request with "hello, world", reads and drops request bodies
+// (Content-Length or chunked), keeps connections alive, supports
 // pipelining, and closes after the response to "Connection: close" (or
 // HTTP/1.0 without keep-alive) or an error response to a request it refuses
-// (400, 431, 501, 505), either way as net/http does: FIN first, the
-// client's further bytes drained for a bounded time.
+// (400, 413, 414, 431, 501, 505), either way as net/http does: FIN first,
+// the client's further bytes drained for a bounded time.
 //
 //	go run ./examples/http -addr 127.0.0.1:8080
 package main
