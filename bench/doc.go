@@ -47,9 +47,12 @@
 // length followed by the payload, echoed back unchanged. Every server except
 // c-liburing also speaks HTTP/1.1 on the same port (detected per connection
 // from the first byte), so wrk, h2load or ab can be pointed at those arms:
-// a request that does not keep its connection alive (HTTP/1.0 without
-// "Connection: keep-alive", or "Connection: close") is answered and the
-// connection closed. The C server closes a connection that sends HTTP.
+// requests are parsed by internal/h1, as the proxy parses them (a
+// malformed one closes the connection unanswered), a request's body,
+// Content-Length or chunked, is echoed, and a request that does not keep
+// its connection alive (HTTP/1.0 without "Connection: keep-alive", or
+// "Connection: close") is answered and the connection closed. The C server
+// closes a connection that sends HTTP.
 //
 // The load generator speaks either (LoadConfig.Protocol): the RPC echo, or
 // HTTP/1.1 keep-alive POSTs whose body is the RPC payload (so a reply

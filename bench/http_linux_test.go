@@ -25,7 +25,7 @@ var httpArms = []string{"go-net", "epoll", "uring"}
 
 // checkHTTPClient checks an arm's HTTP/1.1 side with Go's HTTP client,
 // bodies verified: a GET gets the default body, a POST gets its body back,
-// on one kept-alive connection.
+// chunked or not, on one kept-alive connection.
 func checkHTTPClient(t *testing.T, addr string) {
 	tr := &http.Transport{MaxConnsPerHost: 1}
 	defer tr.CloseIdleConnections()
@@ -53,6 +53,18 @@ func checkHTTPClient(t *testing.T, addr string) {
 		resp.Body.Close()
 		if err != nil || resp.StatusCode != 200 || !bytes.Equal(got, post) {
 			t.Fatalf("POST %d: status %d, %d-byte body (want the %d sent), err %v", i, resp.StatusCode, len(got), len(post), err)
+		}
+		// A body of unknown length: Go's client sends it chunked, and
+		// the server echoes it chunked (it read the chunks as the next
+		// request).
+		resp, err = client.Post("http://"+addr+"/echo", "application/octet-stream", struct{ io.Reader }{bytes.NewReader(post)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 || !bytes.Equal(got, post) || fmt.Sprint(resp.TransferEncoding) != "[chunked]" {
+			t.Fatalf("chunked POST %d: status %d, %v, %d-byte body (want the %d sent), err %v", i, resp.StatusCode, resp.TransferEncoding, len(got), len(post), err)
 		}
 	}
 }

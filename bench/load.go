@@ -100,8 +100,8 @@ func (c LoadConfig) withDefaults() (LoadConfig, error) {
 	if c.Host == "" {
 		c.Host = c.Addr
 	}
-	if !validHost(c.Host) {
-		return c, fmt.Errorf("bench: load: HTTP host %q has spaces or control characters", c.Host)
+	if c.Protocol == ProtocolHTTP && !validHost(c.Host) {
+		return c, fmt.Errorf("bench: load: HTTP host %q is not host[:port] (RFC 9110 7.2)", c.Host)
 	}
 	if c.Conns <= 0 {
 		c.Conns = 16

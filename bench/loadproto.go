@@ -4,7 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"strings"
+
+	"github.com/spindlenet/spindle/internal/h1"
 )
 
 // The load generator's protocols (LoadConfig.Protocol).
@@ -70,6 +71,7 @@ func (f rpcFraming) verify(reply []byte, conn uint32, seq uint64, scratch []byte
 type httpFraming struct {
 	head    []byte // every request's head, up to its body
 	payload int
+	resp    h1.Response // replyLen's, its Headers reused
 }
 
 func newHTTPFraming(host string, payload int) *httpFraming {
@@ -85,60 +87,53 @@ func (f *httpFraming) appendRequest(dst []byte, conn uint32, seq uint64) []byte 
 // "Connection: close", as a server that closes the connection does.
 var errHTTPClose = errors.New("the HTTP response closes the connection (Connection: close)")
 
-var (
-	http11 = []byte("HTTP/1.1 ")
-	crlf   = []byte("\r\n")
-)
-
-// replyLen frames the response at the start of b by its head: a status
-// other than 200, a body length other than the payload's, and a response
-// that cannot be framed (no Content-Length, a transfer coding, heads
-// longer than maxHTTPHeader) are errors as soon as the head is complete.
+// replyLen frames the response at the start of b by its head, parsed by
+// internal/h1: a status other than 200, a version other than HTTP/1.1, a
+// body length other than the payload's, and a response that cannot be
+// framed (no Content-Length, a transfer coding, heads longer than
+// maxHTTPHeader) are errors as soon as the head is complete.
 // Interim (1xx) responses before it other than 101, which a client must
 // accept unasked (RFC 9110 15.2: a proxy forwards a server's 103 Early
 // Hints), are skipped: they are part of the reply, whose body stays last.
 func (f *httpFraming) replyLen(b []byte) (int, error) {
-	start, end := 0, 0 // of the current head (after the interim responses), of its fields
-	var line, fields []byte
+	r := &f.resp
+	start := 0 // of the current head, after the interim responses
 	for {
-		end = bytes.Index(b[start:], crlfcrlf)
-		if end < 0 {
-			if len(b) > maxHTTPHeader {
-				return 0, fmt.Errorf("%w: no end of the HTTP response head in %d bytes", ErrMismatch, len(b))
-			}
+		n, err := r.Parse(b[start:], false, httpLimits)
+		switch {
+		case err != nil:
+			return 0, fmt.Errorf("%w: HTTP response: %s", ErrMismatch, h1Reason(err))
+		case n == 0:
 			return 0, nil
+		case r.Status >= 200 || r.Status == 101:
+			return f.finalLen(start + n)
 		}
-		line, fields, _ = bytes.Cut(b[start:start+end], crlf)
-		// "HTTP/1.1 200 OK": the reason phrase may be empty, even absent.
-		if !bytes.HasPrefix(line, http11) || len(line) < len(http11)+3 || len(line) > len(http11)+3 && line[len(http11)+3] != ' ' {
-			return 0, fmt.Errorf("%w: bad HTTP status line %q", ErrMismatch, line)
-		}
-		status := line[len(http11) : len(http11)+3]
-		if status[0] != '1' || string(status) == "101" || status[1] < '0' || status[1] > '9' || status[2] < '0' || status[2] > '9' {
-			break
-		}
-		start += end + len(crlfcrlf) // an interim response has no body
+		start += n // an interim response has no body
 		if start > maxHTTPHeader {
-			return 0, fmt.Errorf("%w: no end of the HTTP response head in %d bytes", ErrMismatch, start)
+			return 0, fmt.Errorf("%w: HTTP response head too large: interim responses over %d bytes", ErrMismatch, maxHTTPHeader)
 		}
 	}
-	if status := line[len(http11) : len(http11)+3]; string(status) != "200" {
-		return 0, fmt.Errorf("%w: HTTP status %q, want 200", ErrMismatch, line[len(http11):])
-	}
-	clen, opts, err := httpHeaders(fields)
+}
+
+// finalLen checks the final response f.resp, whose head ends at end, and
+// returns the reply's length.
+func (f *httpFraming) finalLen(end int) (int, error) {
+	r := &f.resp
 	switch {
-	case err != nil:
-		return 0, fmt.Errorf("%w: HTTP response: %v", ErrMismatch, err)
-	case opts&fieldTransferCoding != 0:
+	case r.Minor != 1:
+		return 0, fmt.Errorf("%w: HTTP/1.%d status line, want HTTP/1.1", ErrMismatch, r.Minor)
+	case r.Status != 200:
+		return 0, fmt.Errorf("%w: HTTP status %d %q, want 200", ErrMismatch, r.Status, r.Reason)
+	case r.Framing == h1.Chunked:
 		return 0, fmt.Errorf("%w: HTTP response with a Transfer-Encoding: the client frames bodies by Content-Length only", ErrMismatch)
-	case opts&fieldContentLength == 0:
+	case r.Framing != h1.Length:
 		return 0, fmt.Errorf("%w: HTTP response without a Content-Length", ErrMismatch)
-	case opts&connClose != 0:
+	case !r.KeepAlive:
 		return 0, errHTTPClose
-	case clen != f.payload:
-		return 0, fmt.Errorf("%w: HTTP response announces a %d-byte body, want %d", ErrMismatch, clen, f.payload)
+	case r.ContentLength != int64(f.payload):
+		return 0, fmt.Errorf("%w: HTTP response announces a %d-byte body, want %d", ErrMismatch, r.ContentLength, f.payload)
 	}
-	return start + end + len(crlfcrlf) + clen, nil
+	return end + f.payload, nil
 }
 
 func (f *httpFraming) verify(reply []byte, conn uint32, seq uint64, scratch []byte) ([]byte, error) {
@@ -151,8 +146,8 @@ func (f *httpFraming) verify(reply []byte, conn uint32, seq uint64, scratch []by
 	return scratch, nil
 }
 
-// validHost reports whether h can be sent as a Host field value: no
-// control characters or spaces, which would garble the request.
+// validHost reports whether h can be sent as a Host field value: host
+// [":" port] as internal/h1 (and so the proxy) accepts it.
 func validHost(h string) bool {
-	return h != "" && !strings.ContainsFunc(h, func(r rune) bool { return r <= ' ' || r == 0x7f })
+	return h1.ValidAuthority([]byte(h))
 }

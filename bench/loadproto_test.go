@@ -77,6 +77,12 @@ func TestHTTPFramingResponses(t *testing.T) {
 		{"signed Content-Length", "HTTP/1.1 200 OK\r\nContent-Length: +16\r\n\r\n" + body, "Content-Length"},
 		{"differing Content-Lengths", "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 16\r\n\r\n" + body, "Content-Length"},
 		{"repeated Content-Length", "HTTP/1.1 200 OK\r\nContent-Length: 16\r\nContent-Length: 16\r\n\r\n" + body, ""},
+		// Parsed by internal/h1, as the proxy parses them: a list of equal
+		// lengths is one (RFC 9110 8.6); obsolete line folding is refused
+		// (RFC 9112 5.2), as is a line ending in a bare LF.
+		{"Content-Length list", "HTTP/1.1 200 OK\r\nContent-Length: 16, 16\r\n\r\n" + body, ""},
+		{"obs-fold", "HTTP/1.1 200 OK\r\nContent-Length: 16\r\nX: a\r\n b\r\n\r\n" + body, "folding"},
+		{"bare LF", "HTTP/1.1 200 OK\r\nX: a\nContent-Length: 16\r\n\r\n" + body, "LF"},
 		{"Connection: close", "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 16\r\n\r\n" + body, "closes the connection"},
 		// RFC 9110 15.2: a client must parse 1xx responses it did not
 		// expect (a proxy forwards a server's 103 Early Hints, say).
@@ -84,8 +90,8 @@ func TestHTTPFramingResponses(t *testing.T) {
 		{"two interim responses", "HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\nContent-Length: 5\r\n\r\nHTTP/1.1 100\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 16\r\n\r\n" + body, ""},
 		{"interim then 500", "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 500 Oops\r\nContent-Length: 16\r\n\r\n" + body, "status"},
 		{"101", "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: upgrade\r\n\r\n", "status"},
-		{"endless interim responses", strings.Repeat("HTTP/1.1 100 Continue\r\n\r\n", maxHTTPHeader/20), "no end of the HTTP response head"},
-		{"endless head", "HTTP/1.1 200 OK\r\nX: " + strings.Repeat("y", maxHTTPHeader), "no end of the HTTP response head"},
+		{"endless interim responses", strings.Repeat("HTTP/1.1 100 Continue\r\n\r\n", maxHTTPHeader/20), "head too large"},
+		{"endless head", "HTTP/1.1 200 OK\r\nX: " + strings.Repeat("y", maxHTTPHeader), "head too large"},
 	}
 	f := newHTTPFraming("h", payload)
 	for _, tc := range tests {
@@ -121,10 +127,18 @@ func TestLoadConfigProtocol(t *testing.T) {
 	if f, ok := newLoadFraming(c).(*httpFraming); !ok || !bytes.Contains(f.head, []byte("\r\nHost: svc.local\r\n")) {
 		t.Fatalf("http framing %#v", newLoadFraming(c))
 	}
+	if _, err := (LoadConfig{Addr: "[::1]:80", Protocol: ProtocolHTTP}).withDefaults(); err != nil {
+		t.Fatalf("an IPv6 address as the host: %v", err)
+	}
 	for _, bad := range []LoadConfig{
 		{Addr: "127.0.0.1:1", Protocol: "HTTP/2"},
 		{Addr: "127.0.0.1:1", Protocol: ProtocolHTTP, Host: "a\r\nX-Injected: 1"},
 		{Addr: "127.0.0.1:1", Protocol: ProtocolHTTP, Host: "a b"},
+		// What internal/h1, and so the proxy, refuses as a Host.
+		{Addr: "127.0.0.1:1", Protocol: ProtocolHTTP, Host: "user@h"},
+		{Addr: "127.0.0.1:1", Protocol: ProtocolHTTP, Host: "h/p"},
+		{Addr: "127.0.0.1:1", Protocol: ProtocolHTTP, Host: "h:port"},
+		{Addr: "127.0.0.1:1", Protocol: ProtocolHTTP, Host: "[::1"},
 	} {
 		if _, err := bad.withDefaults(); err == nil {
 			t.Errorf("%+v accepted", bad)

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/spindlenet/spindle/internal/h1"
 )
 
 // Protocol limits.
@@ -120,7 +122,8 @@ type Echo struct {
 	// 0 means DefaultPayload.
 	BodySize int
 
-	mode byte // 0 unknown, 'r' RPC, 'h' HTTP
+	mode byte       // 0 unknown, 'r' RPC, 'h' HTTP
+	req  h1.Request // processHTTP's, its Headers reused
 }
 
 // HTTP reports whether the connection speaks HTTP, as detected by the
@@ -194,126 +197,85 @@ func (e *Echo) WholeRPC(in []byte) (requests int, ok bool) {
 	return requests, true
 }
 
-var (
-	crlfcrlf      = []byte("\r\n\r\n")
-	contentLength = []byte("content-length:")
-)
+// httpLimits bounds the HTTP/1.1 heads the servers and the load generator
+// parse.
+var httpLimits = h1.Limits{MaxHead: maxHTTPHeader}
 
+// h1Reason is what an internal/h1 error says, without the status a proxy
+// would answer it with.
+func h1Reason(err error) string {
+	var e *h1.Error
+	if errors.As(err, &e) {
+		return e.Reason
+	}
+	return err.Error()
+}
+
+// processHTTP answers the complete requests at the start of in, parsed by
+// internal/h1 (RFC 9112, strictly: a request it refuses ends the
+// connection). A request's body is echoed: a Content-Length body with its
+// length, a chunked one chunked, as it came (its chunk extensions and
+// trailer fields too). A request without a body gets BodySize bytes; HEAD
+// gets the head of that reply alone.
 func (e *Echo) processHTTP(in, out []byte) (int, []byte, error) {
 	done := 0
 	for {
 		rest := in[done:]
-		end := bytes.Index(rest, crlfcrlf)
-		if end < 0 {
-			if len(rest) > maxHTTPHeader {
-				return done, out, fmt.Errorf("%w: HTTP head longer than %d bytes", errProtocol, maxHTTPHeader)
-			}
-			return done, out, nil
-		}
-		head := rest[:end]
-		line, fields, _ := bytes.Cut(head, []byte("\r\n"))
-		version := line[bytes.LastIndexByte(line, ' ')+1:]
-		if bytes.Count(line, []byte(" ")) != 2 || !bytes.HasPrefix(version, []byte("HTTP/1.")) {
-			return done, out, fmt.Errorf("%w: bad HTTP request line %q", errProtocol, line)
-		}
-		clen, conn, err := httpHeaders(fields)
+		n, err := e.req.Parse(rest, httpLimits)
 		if err != nil {
-			return done, out, err
+			return done, out, fmt.Errorf("%w: HTTP request: %s", errProtocol, h1Reason(err))
 		}
-		// HTTP/1.1 keeps the connection unless told to close; HTTP/1.0
-		// closes it unless told to keep it (RFC 9112 §9.3).
-		http10 := bytes.Equal(version, []byte("HTTP/1.0"))
-		keep := conn&connClose == 0 && (!http10 || conn&connKeepAlive != 0)
-		total := end + 4 + clen
-		if len(rest) < total {
+		if n == 0 {
 			return done, out, nil
 		}
-		body := rest[end+4 : total]
-		Spin(e.Compute)
-		n := len(body)
-		if n == 0 {
-			n = e.BodySize
-			if n <= 0 {
-				n = DefaultPayload
-			}
+		r := &e.req
+		var b h1.Body
+		b.Reset(r.Framing, r.ContentLength)
+		blen, whole, err := b.Next(rest[n:])
+		switch {
+		case err != nil:
+			return done, out, fmt.Errorf("%w: HTTP request body: %s", errProtocol, h1Reason(err))
+		case r.ContentLength > MaxPayload || blen > MaxPayload:
+			// A chunked body counts as sent, its framing included: it is
+			// held until it is whole.
+			return done, out, fmt.Errorf("%w: HTTP request body over %d bytes", errProtocol, MaxPayload)
+		case !whole:
+			return done, out, nil
 		}
+		body := rest[n : n+blen]
+		Spin(e.Compute)
 		out = append(out, "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"...)
 		switch {
-		case !keep:
+		case !r.KeepAlive:
 			out = append(out, "Connection: close\r\n"...)
-		case http10:
+		case r.Minor == 0:
 			out = append(out, "Connection: keep-alive\r\n"...)
 		}
-		out = append(out, "Content-Length: "...)
-		out = strconv.AppendInt(out, int64(n), 10)
-		out = append(out, "\r\n\r\n"...)
-		if len(body) > 0 {
-			out = append(out, body...)
+		size := len(body)
+		if r.Framing == h1.Chunked {
+			out = append(out, "Transfer-Encoding: chunked\r\n\r\n"...)
 		} else {
-			for i := range n {
+			if size == 0 {
+				if size = e.BodySize; size <= 0 {
+					size = DefaultPayload
+				}
+			}
+			out = append(out, "Content-Length: "...)
+			out = strconv.AppendInt(out, int64(size), 10)
+			out = append(out, "\r\n\r\n"...)
+		}
+		switch {
+		case string(r.Method) == "HEAD":
+		case len(body) > 0:
+			out = append(out, body...)
+		default:
+			for i := range size {
 				out = append(out, 'a'+byte(i%26))
 			}
 		}
-		done += total
-		if !keep {
+		done += n + blen
+		if !r.KeepAlive {
 			return done, out, errClose
 		}
 	}
-}
-
-// Connection options and framing fields of an HTTP message (httpHeaders).
-const (
-	connClose           = 1 << iota // "Connection: close"
-	connKeepAlive                   // "Connection: keep-alive"
-	fieldContentLength              // a Content-Length field
-	fieldTransferCoding             // a Transfer-Encoding field
-)
-
-var transferEncoding = []byte("transfer-encoding:")
-
-var connection = []byte("connection:")
-
-// httpHeaders returns the Content-Length of an HTTP message's header
-// fields (0 when absent) and its options: connection options (connClose,
-// connKeepAlive) from every Connection field's comma-separated list,
-// case-insensitive, and fieldContentLength, fieldTransferCoding for the
-// fields that frame the body.
-func httpHeaders(fields []byte) (clen int, opts int, err error) {
-	for len(fields) > 0 {
-		var line []byte
-		line, fields, _ = bytes.Cut(fields, []byte("\r\n"))
-		switch {
-		case hasFieldName(line, contentLength):
-			// Digits only (strconv.Atoi takes a sign), and repeats must
-			// agree (RFC 9112 6.3): a proxy in front is not trusted to
-			// have checked.
-			v := bytes.TrimSpace(line[len(contentLength):])
-			n, err := strconv.Atoi(string(v))
-			if err != nil || len(v) == 0 || v[0] < '0' || v[0] > '9' || n > MaxPayload || opts&fieldContentLength != 0 && n != clen {
-				return 0, 0, fmt.Errorf("%w: bad Content-Length %q", errProtocol, v)
-			}
-			clen = n
-			opts |= fieldContentLength
-		case hasFieldName(line, transferEncoding):
-			opts |= fieldTransferCoding
-		case hasFieldName(line, connection):
-			for list := line[len(connection):]; len(list) > 0; {
-				var opt []byte
-				opt, list, _ = bytes.Cut(list, []byte(","))
-				opt = bytes.TrimSpace(opt)
-				if bytes.EqualFold(opt, []byte("close")) {
-					opts |= connClose
-				} else if bytes.EqualFold(opt, []byte("keep-alive")) {
-					opts |= connKeepAlive
-				}
-			}
-		}
-	}
-	return clen, opts, nil
-}
-
-// hasFieldName reports whether the header line starts with name (which
-// ends in its colon), case-insensitive.
-func hasFieldName(line, name []byte) bool {
-	return len(line) >= len(name) && bytes.EqualFold(line[:len(name)], name)
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -95,6 +96,105 @@ func TestEchoHTTP(t *testing.T) {
 	}
 }
 
+// TestEchoHTTPChunked: a chunked request body is echoed chunked, as it
+// came, once all of it is in; the request after it is answered in turn.
+// The servers ignored Transfer-Encoding, answered the head alone and took
+// the chunks for the next request.
+func TestEchoHTTPChunked(t *testing.T) {
+	const (
+		req  = "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Sum: 11\r\n\r\n"
+		next = "GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+	)
+	for i := range len(req) {
+		var e Echo
+		if n, out, err := e.Process([]byte(req[:i]), nil); n != 0 || len(out) != 0 || err != nil {
+			t.Fatalf("first %d bytes: consumed %d, replied %q, %v; want to wait for the rest", i, n, out, err)
+		}
+	}
+	e := Echo{BodySize: 3}
+	n, out, err := e.Process([]byte(req+next), nil)
+	if n != len(req)+len(next) || err != nil {
+		t.Fatalf("consumed %d of %d: %v", n, len(req)+len(next), err)
+	}
+	r := bufio.NewReader(bytes.NewReader(out))
+	for _, want := range []string{"hello world", "abc"} {
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			t.Fatalf("reply %q: %v", out, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != 200 || string(body) != want {
+			t.Fatalf("status %d, body %q, %v; want 200 %q", resp.StatusCode, body, err, want)
+		}
+	}
+	if r.Buffered() != 0 {
+		t.Fatalf("%d bytes after the replies", r.Buffered())
+	}
+}
+
+// TestEchoHTTPHead: the reply to HEAD has the head a GET's would have and
+// no body (RFC 9110 9.3.2), so that the reply after it frames.
+func TestEchoHTTPHead(t *testing.T) {
+	var e Echo
+	_, out, err := e.Process([]byte("HEAD / HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(bytes.NewReader(out))
+	for _, method := range []string{"HEAD", "GET"} {
+		resp, err := http.ReadResponse(r, &http.Request{Method: method})
+		if err != nil {
+			t.Fatalf("%s reply in %q: %v", method, out, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || resp.ContentLength != DefaultPayload || method == "GET" && len(body) != DefaultPayload {
+			t.Fatalf("%s: status %d, Content-Length %d, %d-byte body", method, resp.StatusCode, resp.ContentLength, len(body))
+		}
+	}
+	if r.Buffered() != 0 {
+		t.Fatalf("%d bytes after the replies in %q", r.Buffered(), out)
+	}
+}
+
+// TestEchoHTTPRefuses: requests RFC 9112 makes a 400 (the shapes of
+// request smuggling among them), and bodies over MaxPayload, end the
+// connection unanswered, as soon as they are seen.
+func TestEchoHTTPRefuses(t *testing.T) {
+	const ok = "GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+	for _, tc := range []struct{ name, req string }{
+		{"no Host", "GET / HTTP/1.1\r\n\r\n"},
+		{"two Hosts", "GET / HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n"},
+		{"Host with a space", "GET / HTTP/1.1\r\nHost: x y\r\n\r\n"},
+		{"Host with userinfo", "GET / HTTP/1.1\r\nHost: u@x\r\n\r\n"},
+		{"Host with a path", "GET / HTTP/1.1\r\nHost: x/y\r\n\r\n"},
+		{"Host not the target's", "GET http://y/ HTTP/1.1\r\nHost: x\r\n\r\n"},
+		{"Content-Length and chunked", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"},
+		{"chunked not last", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, gzip\r\n\r\n"},
+		{"gzip", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n"},
+		{"chunked in HTTP/1.0", "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"},
+		{"bad chunk size", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nz\r\n"},
+		{"chunk without CRLF", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nab"},
+		{"differing Content-Lengths", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"},
+		{"Content-Length over MaxPayload", fmt.Sprintf("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", MaxPayload+1)},
+		{"chunked body over MaxPayload", fmt.Sprintf("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s", MaxPayload, strings.Repeat("a", MaxPayload))},
+		{"obs-fold", "GET / HTTP/1.1\r\nHost: x\r\nX: a\r\n b\r\n\r\n"},
+		{"bare LF", "GET / HTTP/1.1\nHost: x\n\n"},
+		{"space before colon", "GET / HTTP/1.1\r\nHost : x\r\n\r\n"},
+		{"HTTP/2.0", "GET / HTTP/2.0\r\nHost: x\r\n\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := Echo{}
+			n, out, err := e.Process([]byte(ok+tc.req), nil)
+			if !errors.Is(err, errProtocol) || n != len(ok) {
+				t.Fatalf("consumed %d, %v; want the first request, then errProtocol", n, err)
+			}
+			if resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(out)), nil); err != nil || resp.StatusCode != 200 {
+				t.Fatalf("reply to the first request: %v", err)
+			}
+		})
+	}
+}
+
 // TestEchoHTTPConnection: a request that does not keep the connection
 // alive (RFC 9112 §9.3) gets a reply saying "Connection: close", and
 // Process then reports errClose, leaving the requests after it unanswered;
@@ -109,11 +209,11 @@ func TestEchoHTTPConnection(t *testing.T) {
 		close  bool
 		header string // the reply's Connection field other than close
 	}{
-		{"HTTP/1.1", "GET / HTTP/1.1\r\n\r\n", false, ""},
-		{"HTTP/1.1 keep-alive", "GET / HTTP/1.1\r\nConnection: keep-alive\r\n\r\n", false, ""},
-		{"HTTP/1.1 close", "GET / HTTP/1.1\r\nConnection: close\r\n\r\n", true, ""},
-		{"HTTP/1.1 close in a list", "GET / HTTP/1.1\r\nconnection: Upgrade ,CLOSE\r\n\r\n", true, ""},
-		{"HTTP/1.1 close in a second field", "GET / HTTP/1.1\r\nConnection: upgrade\r\nConnection: close\r\n\r\n", true, ""},
+		{"HTTP/1.1", "GET / HTTP/1.1\r\nHost: x\r\n\r\n", false, ""},
+		{"HTTP/1.1 keep-alive", "GET / HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n\r\n", false, ""},
+		{"HTTP/1.1 close", "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", true, ""},
+		{"HTTP/1.1 close in a list", "GET / HTTP/1.1\r\nHost: x\r\nconnection: Upgrade ,CLOSE\r\n\r\n", true, ""},
+		{"HTTP/1.1 close in a second field", "GET / HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nConnection: close\r\n\r\n", true, ""},
 		{"HTTP/1.0", "GET / HTTP/1.0\r\n\r\n", true, ""},
 		{"HTTP/1.0 POST", "POST / HTTP/1.0\r\nContent-Length: 2\r\n\r\nhi", true, ""},
 		{"HTTP/1.0 keep-alive", "GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n", false, "keep-alive"},
@@ -152,7 +252,8 @@ func TestEchoHTTPConnection(t *testing.T) {
 
 func FuzzEcho(f *testing.F) {
 	f.Add(AppendRequest(nil, 1, 2, 64))
-	f.Add([]byte("GET / HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc"))
+	f.Add([]byte("GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc"))
+	f.Add([]byte("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3;e\r\nabc\r\n0\r\nT: 1\r\n\r\nGET"))
 	f.Add([]byte("GET / HTTP/1.0\r\nConnection: keep-alive, close\r\n\r\n"))
 	f.Add([]byte{0, 0, 0})
 	f.Fuzz(func(t *testing.T, in []byte) {
