@@ -1,5 +1,7 @@
 // Package h1 parses HTTP/1.1 message heads and tracks body framing (RFC 9112,
 // RFC 9110) for a gateway: the HTTP/1.1 reverse proxy mode of package proxy.
+// It is the module's one HTTP/1.1 parser: the bench servers and load
+// generator, and examples/http, use it too.
 //
 // The parser is deliberately strict wherever leniency lets two parsers on a
 // request's path disagree about where a message ends (request smuggling):
