@@ -43,6 +43,9 @@ var (
 	continue100   = []byte("HTTP/1.1 100 Continue\r\n\r\n")
 
 	errTooLarge = &h1.Error{Status: 413, Reason: "request body larger than MaxBody"}
+	// A 2xx to CONNECT would tell the client a tunnel is open: an origin
+	// server that opens none refuses it.
+	errConnect = &h1.Error{Status: 501, Reason: "CONNECT: not a proxy"}
 
 	// reasons has the reason phrase of every status an error response
 	// may have.
@@ -134,6 +137,9 @@ func (h *Handler) OnData(c *engine.Conn, b engine.Buffer) bool {
 // request's slices: they point into that buffer. Loop goroutine.
 func (st *conn) start(c *engine.Conn, more bool) error {
 	r := &st.req
+	if string(r.Method) == "CONNECT" {
+		return errConnect
+	}
 	if r.Framing == h1.Length && r.ContentLength > MaxBody {
 		return errTooLarge
 	}
@@ -150,7 +156,7 @@ func (st *conn) start(c *engine.Conn, more bool) error {
 
 // fail answers a request the server refuses and closes c with a lingering
 // close: with the status h1 gives its head (400, 414, 431, 501 or 505), 413
-// for a body over MaxBody, and 400 for a malformed body (which h1 reports
+// for a body over MaxBody, 501 for CONNECT, and 400 for a malformed body (which h1 reports
 // as a proxy reports an upstream's, 502). Loop goroutine.
 func fail(c *engine.Conn, err error) {
 	status := 400

@@ -412,6 +412,7 @@ func TestRequests(t *testing.T) {
 		{"gzip then chunked", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", []int{501}},
 		{"HTTP/2.0", "GET / HTTP/2.0\r\nHost: x\r\n\r\n", []int{505}},
 		{"HTTP/1.2", "GET / HTTP/1.2\r\nHost: x\r\n\r\n", []int{505}},
+		{"CONNECT", "CONNECT x:443 HTTP/1.1\r\nHost: x:443\r\n\r\n", []int{501}},
 	}
 	addr, _ := startServer(t, engine.Backends[0])
 	for _, tc := range tests {
