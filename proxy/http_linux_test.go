@@ -729,65 +729,73 @@ func rawHTTPServer(c net.Conn) {
 // clients together, over 2000 requests, less that of the same round of
 // client goroutines sending none (their own goroutines and closures).
 func TestHTTPAllocs(t *testing.T) {
-	forBackends(t, func(t *testing.T, b engine.Backend) {
-		u := newUpstream(t, rawHTTPServer)
-		p := startProxy(t, httpConfig(b, u.addr))
-		const conns = 10
-		per := 200
-		cs := make([]net.Conn, conns)
-		for i := range cs {
-			cs[i] = dial(t, p)
-			cs[i].SetDeadline(time.Now().Add(time.Minute))
-		}
-		req := []byte("GET /index.html HTTP/1.1\r\nHost: example.com\r\nUser-Agent: test\r\nAccept: */*\r\n\r\n")
-		bufs := make([][]byte, conns)
-		for i := range bufs {
-			bufs[i] = make([]byte, 4096)
-		}
-		errs := make([]error, conns)
-		var wg sync.WaitGroup
-		round := func() {
-			for i, c := range cs {
-				wg.Go(func() {
-					for range per {
-						if _, err := c.Write(req); err != nil {
+	forBackends(t, func(t *testing.T, b engine.Backend) { httpAllocs(t, b, nil) })
+}
+
+// httpAllocs is TestHTTPAllocs on backend b, with edit's changes to the
+// config (nil for none).
+func httpAllocs(t *testing.T, b engine.Backend, edit func(*Config)) {
+	u := newUpstream(t, rawHTTPServer)
+	cfg := httpConfig(b, u.addr)
+	if edit != nil {
+		edit(cfg)
+	}
+	p := startProxy(t, cfg)
+	const conns = 10
+	per := 200
+	cs := make([]net.Conn, conns)
+	for i := range cs {
+		cs[i] = dial(t, p)
+		cs[i].SetDeadline(time.Now().Add(time.Minute))
+	}
+	req := []byte("GET /index.html HTTP/1.1\r\nHost: example.com\r\nUser-Agent: test\r\nAccept: */*\r\n\r\n")
+	bufs := make([][]byte, conns)
+	for i := range bufs {
+		bufs[i] = make([]byte, 4096)
+	}
+	errs := make([]error, conns)
+	var wg sync.WaitGroup
+	round := func() {
+		for i, c := range cs {
+			wg.Go(func() {
+				for range per {
+					if _, err := c.Write(req); err != nil {
+						errs[i] = err
+						return
+					}
+					n := 0
+					for !bytes.HasSuffix(bufs[i][:n], []byte("\r\n\r\nok")) {
+						m, err := c.Read(bufs[i][n:])
+						if err != nil {
 							errs[i] = err
 							return
 						}
-						n := 0
-						for !bytes.HasSuffix(bufs[i][:n], []byte("\r\n\r\nok")) {
-							m, err := c.Read(bufs[i][n:])
-							if err != nil {
-								errs[i] = err
-								return
-							}
-							n += m
-						}
+						n += m
 					}
-				})
-			}
-			wg.Wait()
+				}
+			})
 		}
-		allocs := allocsOfRound(round)
-		for _, err := range errs {
-			if err != nil {
-				t.Fatal(err)
-			}
+		wg.Wait()
+	}
+	allocs := allocsOfRound(round)
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
 		}
-		reqs := conns * per
-		per = 0
-		base := allocsOfRound(round)
-		extra := int64(allocs) - int64(base)
-		t.Logf("%d allocations for %d proxied keep-alive requests, %d for the same round without requests: %.4f a request", allocs, reqs, base, float64(extra)/float64(reqs))
-		// The runtime's caches (sudogs as goroutines block) may take a
-		// few; one a request would be 2000.
-		if extra*100 > int64(reqs) {
-			t.Errorf("%d allocations for %d requests beyond the round's own %d (%.3f each), want 0 (under 0.01 allowed for the runtime)", extra, reqs, base, float64(extra)/float64(reqs))
-		}
-		if st := serverTotals(p, u.addr); st.NewRequests > conns {
-			t.Errorf("%d requests on new connections, want at most %d", st.NewRequests, conns)
-		}
-	})
+	}
+	reqs := conns * per
+	per = 0
+	base := allocsOfRound(round)
+	extra := int64(allocs) - int64(base)
+	t.Logf("%d allocations for %d proxied keep-alive requests, %d for the same round without requests: %.4f a request", allocs, reqs, base, float64(extra)/float64(reqs))
+	// The runtime's caches (sudogs as goroutines block) may take a
+	// few; one a request would be 2000.
+	if extra*100 > int64(reqs) {
+		t.Errorf("%d allocations for %d requests beyond the round's own %d (%.3f each), want 0 (under 0.01 allowed for the runtime)", extra, reqs, base, float64(extra)/float64(reqs))
+	}
+	if st := serverTotals(p, u.addr); st.NewRequests > conns {
+		t.Errorf("%d requests on new connections, want at most %d", st.NewRequests, conns)
+	}
 }
 
 // TestHTTP10: an HTTP/1.0 request is answered and the connection closed,
