@@ -149,6 +149,10 @@ type ListenerConfig struct {
 	// cleartext through the proxy then sends the server requests the
 	// proxy never sees (its routes and bounds do not apply).
 	Upgrades Tokens `yaml:"upgrades,omitempty" json:"upgrades,omitzero"`
+	// AccessLog, when set, logs each HTTP exchange (mode http) or each
+	// client connection (mode tcp) of the listener: see AccessLogConfig.
+	// Default: no access log.
+	AccessLog *AccessLogConfig `yaml:"access_log,omitempty" json:"access_log,omitempty"`
 }
 
 // Tokens is a list of tokens that tells an absent list (nil: the
@@ -163,6 +167,12 @@ var DefaultUpgrades = Tokens{"websocket"}
 
 // RouteConfig sends the HTTP requests that match it to a pool.
 type RouteConfig struct {
+	// Name names the route in metrics and the access log; unique among
+	// the listener's routes, and not "default" (the name of the
+	// listener's pool, for requests no route matches). Default: the
+	// host and path prefix ("api.example.com/v1/", "/static/"), or
+	// "route<index>" where that is taken.
+	Name string `yaml:"name" json:"name"`
 	// Host matches the request's host (the Host header, or the
 	// authority of an absolute-form target) without its port and a
 	// fully qualified name's final dot, case-insensitively: exactly, or with "*.example.com" any name
@@ -350,6 +360,9 @@ func (c *Config) SetDefaults() {
 		if l.Mode == "" {
 			l.Mode = ModeTCP
 		}
+		if a := l.AccessLog; a != nil && a.Format == "" {
+			a.Format = AccessLogJSON
+		}
 		if l.Mode != ModeHTTP {
 			continue
 		}
@@ -364,6 +377,7 @@ func (c *Config) SetDefaults() {
 				l.Routes[j].PathPrefix = "/"
 			}
 		}
+		nameRoutes(l.Routes)
 	}
 	for i := range c.Pools {
 		p := &c.Pools[i]
@@ -531,6 +545,9 @@ func (c *Config) Validate() error {
 		if err := l.validateMode(pools); err != nil {
 			return fmt.Errorf("%s.%w", where, err)
 		}
+		if err := l.AccessLog.validate(); err != nil {
+			return fmt.Errorf("%s.access_log.%w", where, err)
+		}
 	}
 	if a := c.Admin.Listen; a != "" {
 		if _, port, err := net.SplitHostPort(a); err != nil {
@@ -607,7 +624,7 @@ func (l *ListenerConfig) validateMode(pools map[string]bool) error {
 			return fmt.Errorf("%s.pool: no pool named %q", where, r.Pool)
 		}
 	}
-	return nil
+	return validRouteNames(l.Routes)
 }
 
 // validToken reports an RFC 9110 token.

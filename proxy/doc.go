@@ -119,7 +119,51 @@
 //
 // The admin server serves /metrics (Prometheus text format, names
 // spindle_proxy_*), /healthz and /debug/config (the effective config as
-// JSON).
+// JSON). In mode http each route is counted too, by its name (default:
+// host and path prefix, "api.example.com/v1/"; "default" is the
+// listener's pool): spindle_proxy_http_route_requests_total and
+// spindle_proxy_http_route_responses_total{class,source}.
+//
+// A listener may keep an access log:
+//
+//	listeners:
+//	  - {name: gw, listen: ":8081", mode: http, pool: app, access_log: {path: /var/log/spindle/gw.log, format: json}}
+//
+// (path "-" is standard error; format json, the default, or text). Mode
+// http logs a line per exchange, mode tcp a line per client connection
+// (a client max_conns turns away is only counted); text has the same
+// fields in this order, separated by spaces, strings quoted and escaped
+// as in JSON and "-" for none (null in JSON):
+//
+//	http: time listener client method host target proto status req_bytes resp_bytes route server source duration_us reused term
+//	tcp:  time listener client server client_bytes server_bytes duration_us term
+//
+// time is the line's (UTC, µs); client the client's address and port;
+// host the Host field or an absolute target's authority, and target the
+// path and query (bounded: 256 and 1024 bytes); status 0 where no
+// response was sent; the byte counts are of bodies as they passed
+// (chunked framing included); server is the last server the request went
+// to; source is upstream or proxy (a response the proxy made); duration_us
+// runs from the request head's arrival to the response's end (mode tcp:
+// the connection's life); reused (true, false; text reused, new) tells a
+// pooled upstream connection. term says how it ended, after HAProxy's
+// termination states and Envoy's response flags: "-" normally, else
+//
+//	CD  the client closed or reset its connection first (HAProxy CD, Envoy DC)
+//	CT  the request head did not arrive in request_timeout: 408 (HAProxy cR)
+//	SD  the server closed or reset its connection first: 502 or a reset (HAProxy SD/SH, Envoy UC)
+//	ST  the server did not answer in response_timeout: 504 or a reset (HAProxy sH/sD, Envoy UT)
+//	SC  every server tried failed to connect: 502 (HAProxy SC, Envoy UF)
+//	NS  no server of the pool was up: 503 (Envoy UH)
+//	PR  the proxy refused the request: 400, 413, 501, ... (HAProxy PR, Envoy DPE)
+//	PH  the proxy refused the server's response: 502 or a reset (HAProxy PH, Envoy UPE)
+//	IT  mode tcp: idle_timeout closed the connection (Envoy SI)
+//
+// The loops never wait for the log: each formats its lines into its own
+// buffers, which a writer goroutine writes out (every 100ms, or 64 KiB at
+// a time); a loop the writer is 4 MiB behind drops its lines and counts
+// them (spindle_proxy_access_log_dropped_total). Run writes out what is
+// left before it returns, waiting 5s at most for a writer that cannot.
 //
 // `spindle proxy -config FILE` runs a proxy until SIGINT or SIGTERM and then
 // drains (a second signal, Proxy.Abort, closes what is left at once);

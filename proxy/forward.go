@@ -38,9 +38,10 @@ type lnStats struct {
 	active     gauge   // clients open
 
 	// Mode http.
-	requests  counter    // request heads received (bad ones included)
-	respUp    [5]counter // responses from servers, by class 1xx..5xx
-	respLocal [5]counter // responses the proxy made (errors), by class
+	requests  counter      // request heads received (bad ones included)
+	respUp    [5]counter   // responses from servers, by class 1xx..5xx
+	respLocal [5]counter   // responses the proxy made (errors), by class
+	routes    []routeStats // by route, the listener's pool last
 }
 
 // srvStats are one loop's counters for one server of a pool.
@@ -106,8 +107,9 @@ type session struct {
 	upOpen, clientEOF, upEOF bool
 	done                     bool // the client has closed
 
-	last   int64 // p.now() of the last byte either way (with an idle timeout)
-	queued int   // both sides' Buffered at the last idle check
+	x      connLog // for the access log
+	last   int64   // p.now() of the last byte either way (with an idle timeout)
+	queued int     // both sides' Buffered at the last idle check
 	idle   engine.Timer
 	idleFn func()
 }
@@ -148,6 +150,9 @@ func (h *handler) OnOpen(c *engine.Conn) {
 		return
 	}
 	s := &session{p: p, ls: ls, ln: l, pool: l.pool, client: c}
+	if l.alog != nil {
+		s.x.start = p.now()
+	}
 	c.SetContext(s)
 	// Nothing is read from the client until its upstream is connected.
 	c.PauseRead()
@@ -241,8 +246,10 @@ func (s *session) connect() {
 	}
 	if s.dialed {
 		s.ls.ln[s.ln.idx].failed.inc()
+		s.x.term = termConnect
 	} else {
 		s.ls.ln[s.ln.idx].noServer.inc()
+		s.x.term = termNoServer
 	}
 	s.client.Close()
 }
@@ -294,6 +301,7 @@ func (s *session) idleCheck() {
 		return
 	}
 	s.ls.ln[s.ln.idx].idleClosed.inc()
+	s.x.term = termIdle
 	closeIdle(s.client)
 	closeIdle(s.up)
 }
@@ -336,8 +344,10 @@ func (h *handler) OnData(c *engine.Conn, b engine.Buffer) bool {
 	if c == s.client {
 		dst = s.up
 		st.bytesOut.addInt(b.Len())
+		s.x.fromClient += int64(b.Len())
 	} else {
 		st.bytesIn.addInt(b.Len())
+		s.x.fromServer += int64(b.Len())
 	}
 	if s.idleFn != nil {
 		s.last = s.p.now()
@@ -436,6 +446,7 @@ func (h *handler) OnClose(c *engine.Conn, err error) {
 	if c == s.client {
 		s.done = true
 		s.idle.Stop()
+		s.logConn(err)
 		s.ls.ln[s.ln.idx].active.dec()
 		if s.ln.cfg.MaxConns > 0 {
 			s.ln.conns.Add(-1)
@@ -459,6 +470,9 @@ func (h *handler) OnClose(c *engine.Conn, err error) {
 		s.up = nil
 		s.connect()
 		return
+	}
+	if err != nil && !errors.Is(err, net.ErrClosed) && s.x.term == termNone {
+		s.x.term = termServer
 	}
 	if !s.client.Closed() {
 		closePeer(s.client, err)

@@ -84,6 +84,7 @@ type hsession struct {
 	resp      h1.Response
 	respBody  h1.Body
 	respLocal bool // the proxy answered itself
+	x         exchange
 
 	in   []byte // a client head received in parts, until complete
 	uin  []byte // an upstream head received in parts, until complete
@@ -153,10 +154,11 @@ func (r *route) match(host, path []byte) bool {
 	return bytes.HasPrefix(path, r.prefix)
 }
 
-// routeFor returns the pool for a request: its target and Host header.
-func (l *listener) routeFor(target, hostHdr []byte) *pool {
+// routeIndex returns the index of the route for a request (its target
+// and Host header), len(l.routes) for none (the listener's pool).
+func (l *listener) routeIndex(target, hostHdr []byte) int {
 	if len(l.routes) == 0 {
-		return l.pool
+		return 0
 	}
 	host, path := splitTarget(target)
 	if host == nil {
@@ -171,10 +173,10 @@ func (l *listener) routeFor(target, hostHdr []byte) *pool {
 	}
 	for i := range l.routes {
 		if l.routes[i].match(host, path) {
-			return l.routes[i].pool
+			return i
 		}
 	}
-	return l.pool
+	return len(l.routes)
 }
 
 // splitTarget returns an absolute-form target's authority (nil for
@@ -272,6 +274,7 @@ func (s *hsession) onTimer() {
 			if s.upBP && s.clientMoved(s.outstanding(), now, d) {
 				return
 			}
+			s.x.term = termServerTO
 			s.closeUp(true)
 			s.client.Reset()
 			return
@@ -440,6 +443,7 @@ func emptied(b []byte) []byte {
 func (s *hsession) gotHead() {
 	r := &s.req
 	s.ls.ln[s.ln.idx].requests.inc()
+	s.begin(r)
 	if string(r.Method) == "CONNECT" {
 		s.respond(501)
 		return
@@ -462,7 +466,7 @@ func (s *hsession) gotHead() {
 	s.reqBody.Reset(r.Framing, r.ContentLength)
 	s.bodyN = 0
 	s.interim, s.respHead, s.closeAft, s.respLocal, s.retry, s.interims = false, false, false, false, false, 0
-	s.pool = s.ln.routeFor(r.Target, r.Host)
+	s.pool = s.route(r.Target, r.Host)
 
 	o := h1.AppendRequestLine(s.out[:0], r.Method, r.Target, r.Minor)
 	xff := false
@@ -630,6 +634,7 @@ func (s *hsession) connect() {
 	}
 	if s.dialed {
 		s.ls.ln[s.ln.idx].failed.inc()
+		s.x.term = termConnect
 		s.respond(502)
 	} else {
 		s.ls.ln[s.ln.idx].noServer.inc()
@@ -656,6 +661,7 @@ func (s *hsession) upOpened(c *engine.Conn) {
 // sendHead sends the rewritten head and what the client has sent of the
 // body. Loop goroutine.
 func (s *hsession) sendHead() {
+	s.sent()
 	st := &s.ls.srv[s.pool.idx][s.srv]
 	st.requests.inc()
 	st.bytesOut.addInt(len(s.out))
@@ -697,6 +703,7 @@ func (s *hsession) forwardBody(b engine.Buffer, off int) {
 		}
 	}
 	s.ls.srv[s.pool.idx][s.srv].bytesOut.addInt(n)
+	s.x.reqBody += int64(n)
 	s.mark = s.p.now() // a body on its way: response_timeout counts from here
 	if n == len(p) {
 		err = s.up.WriteBufferFrom(b, off)
@@ -718,6 +725,7 @@ func (s *hsession) forwardBody(b engine.Buffer, off int) {
 func (s *hsession) abortBody(status int) {
 	s.closeUp(true)
 	if s.respHead {
+		s.x.term = termRequest
 		s.client.Reset()
 		return
 	}
@@ -751,6 +759,7 @@ func (s *hsession) upData(c *engine.Conn, b engine.Buffer) {
 			b.Release()
 			s.uin = emptied(s.uin)
 			s.closeUp(true)
+			s.x.term = termResponse
 			s.respond(502)
 			return
 		}
@@ -763,6 +772,7 @@ func (s *hsession) upData(c *engine.Conn, b engine.Buffer) {
 		if s.refused() {
 			b.Release()
 			s.closeUp(true)
+			s.x.term = termResponse
 			s.respond(502)
 			return
 		}
@@ -888,9 +898,11 @@ func (s *hsession) forwardResp(b engine.Buffer, off int) {
 	if err != nil {
 		b.Release()
 		s.closeUp(true)
+		s.x.term = termResponse
 		s.client.Reset() // the response is broken half-way
 		return
 	}
+	s.x.resBody += int64(n)
 	extra := n < len(p)
 	if n == len(p) {
 		s.client.WriteBufferFrom(b, off)
@@ -915,6 +927,7 @@ func (s *hsession) forwardResp(b engine.Buffer, off int) {
 // both sides allow it (clean says nothing followed the response), and
 // the client reads its next request or is closed. Loop goroutine.
 func (s *hsession) respDone(clean bool) {
+	s.end(s.resp.Status, false)
 	s.out = emptied(s.out)
 	up := s.up
 	reuse := clean && s.resp.KeepAlive && s.reqDone && s.resp.Framing != h1.UntilClose && !s.ls.draining
@@ -959,6 +972,10 @@ func (s *hsession) respond(status int) {
 	}
 	s.respLocal = true
 	s.countResp(status, true)
+	if !s.x.open {
+		s.begin(nil) // a head refused unparsed, or none in time
+	}
+	s.end(status, true)
 	s.client.Write(localResponse(status))
 	s.closeClient()
 }
@@ -1017,6 +1034,7 @@ func (s *hsession) upFailed(err error) {
 			s.respDone(false)
 			return
 		}
+		s.x.term = termServer
 		s.closeUp(true)
 		s.client.Reset()
 	case s.reused && s.idem && !s.retry && !s.interim && len(s.uin) == 0:
@@ -1081,6 +1099,16 @@ func (s *hsession) clientClosed() {
 	s.done = true
 	s.phase = phClosing
 	s.timer.Stop()
+	if s.x.open {
+		if s.x.term == termNone {
+			s.x.term = termClient
+		}
+		st := 0
+		if s.respHead {
+			st = s.resp.Status
+		}
+		s.end(st, false)
+	}
 	if s.hasP {
 		s.hasP = false
 		s.pend.Release()
@@ -1130,6 +1158,7 @@ func (s *hsession) syncRead() {
 // Loop goroutine.
 func (s *hsession) tunnel(b engine.Buffer, off int) {
 	t := &session{p: s.p, ls: s.ls, ln: s.ln, pool: s.pool, client: s.client, up: s.up, srv: s.srv, upOpen: true, clientEOF: s.eof}
+	s.end(101, false)
 	s.timer.Stop()
 	s.armed = false
 	s.done = true // the session is t's now

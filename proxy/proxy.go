@@ -71,6 +71,7 @@ type listener struct {
 
 	http   bool    // mode http
 	routes []route // mode http
+	alog   *accessLog
 }
 
 // pool is one config pool.
@@ -232,6 +233,9 @@ func New(cfg *Config, opt *Options) (*Proxy, error) {
 		l.ln = eln
 		p.lns = append(p.lns, l)
 		p.byLn[eln] = l
+		if err := p.observe(l); err != nil {
+			return fail(err)
+		}
 	}
 	if cfg.Admin.Listen != "" {
 		a, err := newAdmin(p, cfg.Admin.Listen)
@@ -311,6 +315,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 	if p.admin != nil {
 		go p.admin.serve()
 	}
+	p.startLogs()
 	errc := make(chan error, 1)
 	go func() { errc <- p.e.Run(context.Background()) }()
 	var err error
@@ -332,6 +337,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 		err = <-errc
 	case err = <-errc:
 	}
+	p.stopLogs(true) // the loops are done
 	stopChecks()
 	p.checkers.Wait()
 	if p.admin != nil {
@@ -363,6 +369,7 @@ func (p *Proxy) Close() error {
 		return errors.New("proxy: Close after Run: end Run's context to stop it")
 	}
 	err := p.e.Shutdown(context.Background())
+	p.stopLogs(false)
 	if p.admin != nil {
 		p.admin.close()
 	}

@@ -129,6 +129,19 @@ func testConfig(b engine.Backend, servers ...string) *Config {
 // startProxy runs a proxy for cfg until the test ends.
 func startProxy(t *testing.T, cfg *Config) *Proxy {
 	t.Helper()
+	p, stop := runProxy(t, cfg)
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return p
+}
+
+// runProxy runs a proxy for cfg; stop ends its Run and returns Run's
+// error (a second stop returns nil at once).
+func runProxy(t *testing.T, cfg *Config) (p *Proxy, stop func() error) {
+	t.Helper()
 	p, err := New(cfg, &Options{Drain: time.Second, Logf: func(string, ...any) {}})
 	if err != nil {
 		t.Fatal(err)
@@ -136,13 +149,14 @@ func startProxy(t *testing.T, cfg *Config) *Proxy {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	return p
+	var once sync.Once
+	return p, func() (err error) {
+		once.Do(func() {
+			cancel()
+			err = <-done
+		})
+		return err
+	}
 }
 
 func dial(t *testing.T, p *Proxy) *net.TCPConn {

@@ -17,6 +17,11 @@ type ListenerTotals struct {
 	// servers and made by the proxy (errors).
 	Requests                          uint64
 	ResponsesUpstream, ResponsesProxy [5]uint64
+	// Routes (mode http) are the counters by route, the listener's own
+	// pool last.
+	Routes []RouteTotals
+	// AccessLogDropped counts the access log's lines dropped.
+	AccessLogDropped uint64
 }
 
 // ServerTotals are one server's counters, in one pool.
@@ -59,6 +64,7 @@ func (p *Proxy) Totals() Totals {
 				lt.ResponsesProxy[k] += s.respLocal[k].load()
 			}
 		}
+		p.observedTotals(l, &lt)
 		t.Listeners = append(t.Listeners, lt)
 	}
 	for _, pl := range p.pools {

@@ -1,0 +1,714 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spindlenet/spindle/engine"
+	"github.com/spindlenet/spindle/internal/h1"
+)
+
+// Access log formats (AccessLogConfig.Format).
+const (
+	// AccessLogJSON writes a JSON object a line.
+	AccessLogJSON = "json"
+	// AccessLogText writes space-separated fields a line, in a fixed
+	// order (see the package doc), strings quoted and escaped as in JSON.
+	AccessLogText = "text"
+)
+
+// AccessLogConfig configures a listener's access log: a line for each
+// HTTP exchange (mode http) or each client connection (mode tcp). The
+// loops never wait for the log: each formats its lines into a buffer of
+// its own that a writer goroutine writes out (every 100ms, or when 64 KiB
+// are ready), and a loop whose writer has fallen 4 MiB behind drops lines
+// and counts them (spindle_proxy_access_log_dropped_total), rather than
+// hold more. Run writes out what is buffered before it returns (waiting 5s
+// at most for a writer that cannot write).
+type AccessLogConfig struct {
+	// Path is the file lines are appended to (opened by New with
+	// O_APPEND|O_CREATE, mode 0640), or "-" for standard error. Required.
+	Path string `yaml:"path" json:"path"`
+	// Format is AccessLogJSON (the default) or AccessLogText.
+	Format string `yaml:"format" json:"format"`
+}
+
+// validate checks an access log's config (nil: none); the error begins
+// with the field's name.
+func (a *AccessLogConfig) validate() error {
+	if a == nil {
+		return nil
+	}
+	if a.Path == "" {
+		return errors.New("path: missing (a file, or \"-\" for standard error)")
+	}
+	if a.Format != AccessLogJSON && a.Format != AccessLogText {
+		return fmt.Errorf("format: unknown %q (want %q or %q)", a.Format, AccessLogJSON, AccessLogText)
+	}
+	return nil
+}
+
+// DefaultRouteName names a listener's own pool in per-route metrics and
+// the access log: the requests no route matches.
+const DefaultRouteName = "default"
+
+// nameRoutes gives each route without a name its default: host and path
+// prefix, else (taken by another route) "route<index>", else that with a
+// "~n" suffix.
+func nameRoutes(rs []RouteConfig) {
+	taken := map[string]bool{DefaultRouteName: true}
+	for _, r := range rs {
+		if r.Name != "" {
+			taken[r.Name] = true
+		}
+	}
+	for i := range rs {
+		if rs[i].Name != "" {
+			continue
+		}
+		name := rs[i].Host + rs[i].PathPrefix
+		for n := 1; taken[name]; n++ {
+			name = "route" + strconv.Itoa(i)
+			if n > 1 {
+				name += "~" + strconv.Itoa(n)
+			}
+		}
+		rs[i].Name = name
+		taken[name] = true
+	}
+}
+
+// validRouteNames checks that a listener's route names (defaults filled
+// in) are unique, not DefaultRouteName, and free of control bytes.
+func validRouteNames(rs []RouteConfig) error {
+	seen := map[string]int{}
+	for i, r := range rs {
+		where := fmt.Sprintf("routes[%d].name", i)
+		switch {
+		case r.Name == "":
+			return fmt.Errorf("%s: missing", where)
+		case r.Name == DefaultRouteName:
+			return fmt.Errorf("%s: %q names the listener's pool (requests no route matches)", where, r.Name)
+		case len(r.Name) > maxRouteName:
+			return fmt.Errorf("%s: %q longer than %d bytes", where, r.Name, maxRouteName)
+		}
+		for _, c := range []byte(r.Name) {
+			if c < ' ' || c == 0x7f {
+				return fmt.Errorf("%s: %q has a control byte", where, r.Name)
+			}
+		}
+		if j, ok := seen[r.Name]; ok {
+			return fmt.Errorf("%s: %q is routes[%d]'s name too", where, r.Name, j)
+		}
+		seen[r.Name] = i
+	}
+	return nil
+}
+
+// Bounds of what a log line takes of each field (longer values are cut),
+// so that a line always fits in maxLogLine: a field escaped may grow six
+// times (\u0000).
+const (
+	maxRouteName = 128
+	logMethodMax = 32
+	logHostMax   = 256
+	logTargetMax = 1024
+	logNameMax   = 128
+	maxLogLine   = 6*(logMethodMax+logHostMax+logTargetMax+maxRouteName+logNameMax) + 512
+)
+
+// The writer's pace and bounds; variables so that tests can shrink them.
+var (
+	logChunk      = 64 << 10               // a loop's buffer goes to the writer when this full
+	logMaxChunks  = 64                     // buffers a loop may fill before it drops lines: 4 MiB
+	logFlushEvery = 100 * time.Millisecond // a buffer not full goes after this, if the writer is idle
+	logCloseWait  = 5 * time.Second        // Run's wait for the writer to write what is left
+)
+
+// accessLog is one listener's access log: its file, the loops' buffers
+// and the writer goroutine.
+type accessLog struct {
+	name   string // the listener's
+	json   bool
+	f      *os.File
+	own    bool // f is the log's to close (not standard error)
+	full   chan logChunkMsg
+	done   chan struct{} // closed when the writer returns
+	loops  []*logBuf     // by loop ID
+	routes [][]byte      // route names, by route index (the listener's pool last)
+	lost   counter       // lines in buffers the writer failed to write (writer goroutine)
+	logf   func(string, ...any)
+}
+
+// logChunkMsg is a filled buffer on its way to the writer.
+type logChunkMsg struct {
+	b    []byte
+	from *logBuf
+}
+
+// logBuf is one loop's buffer for one access log. Only its loop touches
+// it but for inflight and free, which the writer uses to give buffers
+// back.
+type logBuf struct {
+	a        *accessLog
+	el       *engine.Loop
+	cur      []byte      // lines not yet handed to the writer; nil: none
+	free     chan []byte // buffers the writer has written out
+	made     int         // buffers allocated
+	inflight atomic.Int32
+	timer    engine.Timer
+	timerFn  func()
+	armed    bool
+	dropped  counter // lines dropped: the writer was logMaxChunks behind
+}
+
+// openAccessLog opens a listener's access log, if it has one, with a
+// buffer for each loop. Any goroutine (New).
+func openAccessLog(lc *ListenerConfig, loops []*engine.Loop, logf func(string, ...any)) (*accessLog, error) {
+	cfg := lc.AccessLog
+	if cfg == nil {
+		return nil, nil
+	}
+	a := &accessLog{name: lc.Name, json: cfg.Format != AccessLogText, f: os.Stderr, logf: logf,
+		full: make(chan logChunkMsg, len(loops)*logMaxChunks), done: make(chan struct{})}
+	for _, r := range lc.Routes {
+		a.routes = append(a.routes, []byte(r.Name))
+	}
+	a.routes = append(a.routes, []byte(DefaultRouteName))
+	if cfg.Path != "-" {
+		f, err := os.OpenFile(cfg.Path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+		if err != nil {
+			return nil, fmt.Errorf("access_log: %w", err)
+		}
+		a.f, a.own = f, true
+	}
+	for _, el := range loops {
+		b := &logBuf{a: a, el: el, free: make(chan []byte, logMaxChunks)}
+		b.timerFn = b.onTimer
+		a.loops = append(a.loops, b)
+	}
+	return a, nil
+}
+
+// start starts the writer. Any goroutine (Run).
+func (a *accessLog) start() { go a.write() }
+
+// write writes out the buffers the loops hand over, and gives each back
+// to its loop, until stop closes full. Writer goroutine.
+func (a *accessLog) write() {
+	defer close(a.done)
+	failed := false
+	for m := range a.full {
+		if _, err := a.f.Write(m.b); err != nil {
+			for _, c := range m.b {
+				if c == '\n' {
+					a.lost.inc()
+				}
+			}
+			if !failed {
+				failed = true
+				a.logf("proxy: listener %s: access log: %v (lines are dropped and counted)", a.name, err)
+			}
+		}
+		select {
+		case m.from.free <- m.b[:0]:
+		default: // cannot happen: a loop makes logMaxChunks at most
+		}
+		m.from.inflight.Add(-1)
+	}
+}
+
+// stop hands the writer what the loops left (they have exited), waits up
+// to logCloseWait for it to be written, and closes the file. Any
+// goroutine, once the loops are done.
+func (a *accessLog) stop(started bool) {
+	if !started {
+		a.closeFile()
+		return
+	}
+	for _, b := range a.loops {
+		b.handoff()
+	}
+	close(a.full)
+	select {
+	case <-a.done:
+		a.closeFile()
+	case <-time.After(logCloseWait):
+		a.logf("proxy: listener %s: access log not written out after %v: its last lines are lost", a.name, logCloseWait)
+		if a.own {
+			a.f.Close() // wakes a writer stalled on a pipe
+			<-a.done
+		}
+		// (A stalled standard error keeps its writer.)
+	}
+}
+
+func (a *accessLog) closeFile() {
+	if a.own {
+		a.f.Close()
+	}
+}
+
+// dropped is the lines the log dropped: the loops' and the writer's. Any
+// goroutine.
+func (a *accessLog) dropped() uint64 {
+	n := a.lost.load()
+	for _, b := range a.loops {
+		n += b.dropped.load()
+	}
+	return n
+}
+
+// line returns the loop's buffer with room for a line (maxLogLine) at its
+// end, nil (the line dropped and counted) where the writer is
+// logMaxChunks buffers behind. The caller appends the line and passes the
+// result to commit. Loop goroutine.
+func (b *logBuf) line() []byte {
+	if b.cur != nil && cap(b.cur)-len(b.cur) < maxLogLine {
+		if b.handoff(); b.cur != nil {
+			b.dropped.inc() // (cannot happen: handoff always has room)
+			return nil
+		}
+	}
+	if b.cur == nil {
+		select {
+		case c := <-b.free:
+			b.cur = c
+		default:
+			if b.made >= logMaxChunks {
+				b.dropped.inc()
+				return nil
+			}
+			b.made++
+			b.cur = make([]byte, 0, max(logChunk, maxLogLine))
+		}
+	}
+	return b.cur
+}
+
+// commit takes the buffer line returned with a line appended, and arms
+// the flush timer. Loop goroutine.
+func (b *logBuf) commit(o []byte) {
+	b.cur = o
+	if !b.armed {
+		b.armed = true
+		b.timer = b.el.AfterFunc(logFlushEvery, b.timerFn)
+	}
+}
+
+// handoff passes the buffer, if it holds lines, to the writer. Loop
+// goroutine (or Run's, the loops done).
+func (b *logBuf) handoff() {
+	if len(b.cur) == 0 {
+		return
+	}
+	select {
+	case b.a.full <- logChunkMsg{b.cur, b}:
+		b.inflight.Add(1)
+		b.cur = nil
+	default: // cannot happen: full has room for every loop's buffers
+	}
+}
+
+// onTimer hands the buffer over when the writer is idle; while it is
+// busy, lines gather until a buffer is full (or the writer idle at a next
+// tick), so that a writer behind gets full buffers. Loop goroutine.
+func (b *logBuf) onTimer() {
+	b.armed = false
+	if len(b.cur) == 0 {
+		return
+	}
+	if b.inflight.Load() == 0 {
+		b.handoff()
+		return
+	}
+	b.armed = true
+	b.timer = b.el.AfterFunc(logFlushEvery, b.timerFn)
+}
+
+// Termination codes: how an exchange (mode http) or a connection (mode
+// tcp) ended, after HAProxy's termination states and Envoy's response
+// flags. See the package doc.
+const (
+	termNone     uint8 = iota // "-": ended normally
+	termClient                // "CD": the client closed or reset the connection before the end
+	termClientTO              // "CT": the client's request head did not arrive in request_timeout (408)
+	termServer                // "SD": the server closed or reset its connection before the end
+	termServerTO              // "ST": the server did not answer in response_timeout (504, or a reset)
+	termConnect               // "SC": every server tried failed to connect (502)
+	termNoServer              // "NS": no server of the pool was up (503)
+	termRequest               // "PR": the proxy refused the request (400, 413, 501, ...)
+	termResponse              // "PH": the proxy refused the server's response (502, or a reset)
+	termIdle                  // "IT": idle_timeout (mode tcp) closed the connection
+)
+
+var termCodes = [...]string{"-", "CD", "CT", "SD", "ST", "SC", "NS", "PR", "PH", "IT"}
+
+// exchange is what an hsession keeps of its current exchange for the
+// access log and the per-route counters.
+type exchange struct {
+	open    bool  // begun and not yet ended
+	parsed  bool  // the request head parsed: meta holds its fields
+	start   int64 // Proxy.now when the head was received
+	route   int   // 1 + the route's index (len(routes) for the listener's pool), 0: none
+	minor   int
+	meta    []byte // method, host and target (bounded), copied from the head
+	mlen    int    // method's length in meta
+	hlen    int    // host's length in meta
+	srv     *server
+	reused  bool
+	term    uint8
+	reqBody int64 // request body bytes forwarded (framing included)
+	resBody int64 // response body bytes forwarded (framing included)
+}
+
+// begin starts an exchange at its head (parsed, or nil for one refused
+// unparsed). Loop goroutine.
+func (s *hsession) begin(r *h1.Request) {
+	x := &s.x
+	*x = exchange{open: true, meta: x.meta[:0]}
+	if s.ln.alog == nil {
+		return
+	}
+	x.start = s.p.now()
+	if r == nil {
+		return
+	}
+	x.parsed, x.minor = true, r.Minor
+	x.meta = append(x.meta, r.Method[:min(len(r.Method), logMethodMax)]...)
+	x.mlen = len(x.meta)
+	host, path := logHostPath(r.Target, r.Host)
+	x.meta = append(x.meta, host[:min(len(host), logHostMax)]...)
+	x.hlen = len(x.meta) - x.mlen
+	x.meta = append(x.meta, path[:min(len(path), logTargetMax)]...)
+}
+
+// logHostPath returns a request's host (an absolute-form target's
+// authority, else the Host field) and its target's path and query.
+func logHostPath(target, hostHdr []byte) (host, path []byte) {
+	if len(target) > 0 && target[0] != '/' && target[0] != '*' {
+		if i := indexScheme(target); i >= 0 {
+			rest := target[i:]
+			j := 0
+			for j < len(rest) && rest[j] != '/' && rest[j] != '?' {
+				j++
+			}
+			return rest[:j], rest[j:]
+		}
+	}
+	return hostHdr, target
+}
+
+// indexScheme returns where the authority of an absolute URI begins
+// (after "://"), -1 for none.
+func indexScheme(t []byte) int {
+	for i := 0; i+3 <= len(t); i++ {
+		if t[i] == ':' && t[i+1] == '/' && t[i+2] == '/' {
+			return i + 3
+		}
+	}
+	return -1
+}
+
+// routeFor returns the pool for a request: its target and Host header.
+func (l *listener) routeFor(target, hostHdr []byte) *pool {
+	if i := l.routeIndex(target, hostHdr); i < len(l.routes) {
+		return l.routes[i].pool
+	}
+	return l.pool
+}
+
+// route routes the current request, counting it by route. Loop goroutine.
+func (s *hsession) route(target, hostHdr []byte) *pool {
+	i := s.ln.routeIndex(target, hostHdr)
+	s.x.route = i + 1
+	s.ls.ln[s.ln.idx].routes[i].requests.inc()
+	if i < len(s.ln.routes) {
+		return s.ln.routes[i].pool
+	}
+	return s.ln.pool
+}
+
+// sent records the server the request went to. Loop goroutine.
+func (s *hsession) sent() {
+	s.x.srv, s.x.reused = s.pool.servers[s.srv], s.reused
+}
+
+// end ends the exchange, if one is open: it counts the response by route
+// and logs the exchange. status is the response's (0: none was sent),
+// local whether the proxy made it. Loop goroutine.
+func (s *hsession) end(status int, local bool) {
+	x := &s.x
+	if !x.open {
+		return
+	}
+	x.open = false
+	if x.route > 0 && status > 0 {
+		rs := &s.ls.ln[s.ln.idx].routes[x.route-1]
+		k := min(max(status/100, 1), 5) - 1
+		if local {
+			rs.respLocal[k].inc()
+		} else {
+			rs.respUp[k].inc()
+		}
+	}
+	a := s.ln.alog
+	if a == nil {
+		return
+	}
+	if x.term == termNone && local {
+		switch {
+		case status == 408:
+			x.term = termClientTO
+		case status == 503:
+			x.term = termNoServer
+		case status == 504:
+			x.term = termServerTO
+		case status == 502:
+			x.term = termServer
+		default:
+			x.term = termRequest
+		}
+	}
+	b := a.loops[s.client.Loop().ID()]
+	o := b.line()
+	if o == nil {
+		return
+	}
+	b.commit(s.appendExchange(o, a.json, status, local, time.Now()))
+}
+
+// appendExchange appends the exchange's log line. Loop goroutine.
+func (s *hsession) appendExchange(o []byte, json bool, status int, local bool, now time.Time) []byte {
+	x := &s.x
+	var method, host, target []byte
+	if x.parsed {
+		method, host, target = x.meta[:x.mlen], x.meta[x.mlen:x.mlen+x.hlen], x.meta[x.mlen+x.hlen:]
+	}
+	f := logFields{o: o, json: json}
+	f.begin(now, s.ln.name, s.client.RemoteAddr())
+	f.str("method", method)
+	f.str("host", host)
+	f.str("target", target)
+	switch {
+	case !x.parsed:
+		f.raw("proto", "-")
+	case x.minor == 0:
+		f.raw("proto", "HTTP/1.0")
+	default:
+		f.raw("proto", "HTTP/1.1")
+	}
+	f.num("status", int64(status))
+	f.num("req_bytes", x.reqBody)
+	f.num("resp_bytes", x.resBody)
+	var route []byte
+	if x.route > 0 {
+		route = s.ln.alog.routes[x.route-1]
+	}
+	f.str("route", route)
+	f.server(x.srv)
+	switch {
+	case status == 0:
+		f.raw("source", "-")
+	case local:
+		f.raw("source", "proxy")
+	default:
+		f.raw("source", "upstream")
+	}
+	f.num("duration_us", (s.p.now()-x.start)/1e3)
+	switch {
+	case x.srv == nil && json:
+		f.lit("reused", "null")
+	case x.srv == nil:
+		f.raw("reused", "-")
+	case json:
+		f.lit("reused", strconv.FormatBool(x.reused))
+	case x.reused:
+		f.raw("reused", "reused")
+	default:
+		f.raw("reused", "new")
+	}
+	f.raw("term", termCodes[x.term])
+	return f.end()
+}
+
+// connLog is what a session (mode tcp) keeps for the access log.
+type connLog struct {
+	start      int64 // Proxy.now at the accept
+	fromClient int64 // bytes received from the client
+	fromServer int64 // bytes received from the server
+	term       uint8
+}
+
+// logConn logs a tcp session as its client closes with err. Loop
+// goroutine.
+func (s *session) logConn(err error) {
+	a := s.ln.alog
+	if a == nil || s.ln.http {
+		return
+	}
+	if s.x.term == termNone && err != nil && !errors.Is(err, net.ErrClosed) {
+		s.x.term = termClient
+	}
+	b := a.loops[s.client.Loop().ID()]
+	o := b.line()
+	if o == nil {
+		return
+	}
+	f := logFields{o: o, json: a.json}
+	f.begin(time.Now(), s.ln.name, s.client.RemoteAddr())
+	var srv *server
+	if s.upOpen {
+		srv = s.pool.servers[s.srv]
+	}
+	f.server(srv)
+	f.num("client_bytes", s.x.fromClient)
+	f.num("server_bytes", s.x.fromServer)
+	f.num("duration_us", (s.p.now()-s.x.start)/1e3)
+	f.raw("term", termCodes[s.x.term])
+	b.commit(f.end())
+}
+
+// logFields appends a line's fields: a JSON object, or text fields
+// separated by spaces (strings quoted as in JSON, "-" for none).
+type logFields struct {
+	o    []byte
+	json bool
+	n    int
+}
+
+func (f *logFields) key(k string) {
+	switch {
+	case f.json && f.n == 0:
+		f.o = append(f.o, '{', '"')
+	case f.json:
+		f.o = append(f.o, ',', '"')
+	case f.n > 0:
+		f.o = append(f.o, ' ')
+	}
+	f.n++
+	if f.json {
+		f.o = append(f.o, k...)
+		f.o = append(f.o, '"', ':')
+	}
+}
+
+// begin appends the fields every line starts with: time, listener and
+// client.
+func (f *logFields) begin(now time.Time, listener string, client netip.AddrPort) {
+	f.key("time")
+	if f.json {
+		f.o = append(f.o, '"')
+	}
+	f.o = now.UTC().AppendFormat(f.o, "2006-01-02T15:04:05.000000Z07:00")
+	if f.json {
+		f.o = append(f.o, '"')
+	}
+	f.key("listener")
+	f.o = appendQuoted(f.o, listener, logNameMax)
+	f.key("client")
+	f.quote()
+	f.o = netip.AddrPortFrom(client.Addr().Unmap(), client.Port()).AppendTo(f.o)
+	f.quote()
+}
+
+func (f *logFields) quote() {
+	if f.json {
+		f.o = append(f.o, '"')
+	}
+}
+
+// str appends a string field; nil (none) is null, or "-" in text.
+func (f *logFields) str(k string, v []byte) {
+	f.key(k)
+	switch {
+	case v == nil && f.json:
+		f.o = append(f.o, "null"...)
+		return
+	case v == nil:
+		f.o = append(f.o, '-')
+		return
+	}
+	f.o = appendQuoted(f.o, v, len(v))
+}
+
+// raw appends a string field that needs no escaping, unquoted in text.
+func (f *logFields) raw(k, v string) {
+	f.key(k)
+	f.quote()
+	f.o = append(f.o, v...)
+	f.quote()
+}
+
+// lit appends a JSON literal (a number, true, false, null) as it is.
+func (f *logFields) lit(k, v string) {
+	f.key(k)
+	f.o = append(f.o, v...)
+}
+
+func (f *logFields) num(k string, v int64) {
+	f.key(k)
+	f.o = strconv.AppendInt(f.o, v, 10)
+}
+
+// server appends the server's address, "-" for none.
+func (f *logFields) server(srv *server) {
+	if srv == nil {
+		f.raw("server", "-")
+		return
+	}
+	f.raw("server", srv.addr)
+}
+
+func (f *logFields) end() []byte {
+	if f.json {
+		f.o = append(f.o, '}')
+	}
+	return append(f.o, '\n')
+}
+
+// appendQuoted appends s's first limit bytes as a JSON string: quoted,
+// with '"', '\\' and control bytes escaped, and each byte that is not
+// part of valid UTF-8 written as U+FFFD (as encoding/json does).
+func appendQuoted[T []byte | string](o []byte, s T, limit int) []byte {
+	s = s[:min(len(s), limit)]
+	o = append(o, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			r, n := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
+			if r == utf8.RuneError && n == 1 {
+				o = append(o, `\ufffd`...)
+			} else {
+				o = append(o, s[i:i+n]...)
+			}
+			i += n
+			continue
+		}
+		i++
+		switch {
+		case c == '"' || c == '\\':
+			o = append(o, '\\', c)
+		case c == '\n':
+			o = append(o, '\\', 'n')
+		case c == '\r':
+			o = append(o, '\\', 'r')
+		case c == '\t':
+			o = append(o, '\\', 't')
+		case c < ' ':
+			o = append(o, '\\', 'u', '0', '0', hexDigit[c>>4], hexDigit[c&15])
+		default:
+			o = append(o, c)
+		}
+	}
+	return append(o, '"')
+}
+
+const hexDigit = "0123456789abcdef"
