@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -31,7 +32,8 @@ const (
 // are ready), and a loop whose writer has fallen 4 MiB behind drops lines
 // and counts them (spindle_proxy_access_log_dropped_total), rather than
 // hold more. Run writes out what is buffered before it returns (waiting 5s
-// at most for a writer that cannot write).
+// at most for a writer that cannot write). Proxy.ReopenLogs opens the
+// files again (`spindle proxy` on SIGUSR1), for logrotate.
 type AccessLogConfig struct {
 	// Path is the file lines are appended to (opened by New with
 	// O_APPEND|O_CREATE, mode 0640), or "-" for standard error. Required.
@@ -137,8 +139,11 @@ var (
 type accessLog struct {
 	name   string // the listener's
 	json   bool
-	f      *os.File
-	own    bool // f is the log's to close (not standard error)
+	path   string
+	f      atomic.Pointer[os.File] // swapped by reopen
+	own    bool                    // f is the log's to close (not standard error)
+	mu     sync.Mutex              // reopen and closeFile
+	shut   bool                    // closeFile has run: no reopen
 	full   chan logChunkMsg
 	done   chan struct{} // closed when the writer returns
 	loops  []*logBuf     // by loop ID
@@ -176,18 +181,20 @@ func openAccessLog(lc *ListenerConfig, loops []*engine.Loop, logf func(string, .
 	if cfg == nil {
 		return nil, nil
 	}
-	a := &accessLog{name: lc.Name, json: cfg.Format != AccessLogText, f: os.Stderr, logf: logf,
+	a := &accessLog{name: lc.Name, json: cfg.Format != AccessLogText, path: cfg.Path, logf: logf,
 		full: make(chan logChunkMsg, len(loops)*logMaxChunks), done: make(chan struct{})}
+	a.f.Store(os.Stderr)
 	for _, r := range lc.Routes {
 		a.routes = append(a.routes, []byte(r.Name))
 	}
 	a.routes = append(a.routes, []byte(DefaultRouteName))
 	if cfg.Path != "-" {
-		f, err := os.OpenFile(cfg.Path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+		f, err := openLogFile(cfg.Path)
 		if err != nil {
 			return nil, fmt.Errorf("access_log: %w", err)
 		}
-		a.f, a.own = f, true
+		a.f.Store(f)
+		a.own = true
 	}
 	for _, el := range loops {
 		b := &logBuf{a: a, el: el, free: make(chan []byte, logMaxChunks)}
@@ -206,7 +213,12 @@ func (a *accessLog) write() {
 	defer close(a.done)
 	failed := false
 	for m := range a.full {
-		if _, err := a.f.Write(m.b); err != nil {
+		f := a.f.Load()
+		_, err := f.Write(m.b)
+		if errors.Is(err, os.ErrClosed) && a.f.Load() != f {
+			_, err = a.f.Load().Write(m.b) // reopened meanwhile
+		}
+		if err != nil {
 			for _, c := range m.b {
 				if c == '\n' {
 					a.lost.inc()
@@ -243,7 +255,7 @@ func (a *accessLog) stop(started bool) {
 	case <-time.After(logCloseWait):
 		a.logf("proxy: listener %s: access log not written out after %v: its last lines are lost", a.name, logCloseWait)
 		if a.own {
-			a.f.Close() // wakes a writer stalled on a pipe
+			a.closeFile() // wakes a writer stalled on a pipe
 			<-a.done
 		}
 		// (A stalled standard error keeps its writer.)
@@ -251,9 +263,34 @@ func (a *accessLog) stop(started bool) {
 }
 
 func (a *accessLog) closeFile() {
-	if a.own {
-		a.f.Close()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.own && !a.shut {
+		a.f.Load().Close()
 	}
+	a.shut = true
+}
+
+// openLogFile opens an access log's file for appending.
+func openLogFile(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+}
+
+// reopen opens the log's path again and writes to it from then on,
+// closing the file it wrote to (for logrotate: the file was moved away).
+// Standard error is left as it is. Any goroutine.
+func (a *accessLog) reopen() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.own || a.shut {
+		return nil
+	}
+	f, err := openLogFile(a.path)
+	if err != nil {
+		return fmt.Errorf("listener %s: access log: %w", a.name, err)
+	}
+	a.f.Swap(f).Close() // (a write on it in progress ends first)
+	return nil
 }
 
 // dropped is the lines the log dropped: the loops' and the writer's. Any

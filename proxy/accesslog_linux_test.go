@@ -365,3 +365,49 @@ func TestAccessLogAllocs(t *testing.T) {
 		t.Errorf("%d lines logged, want all", n)
 	}
 }
+
+// TestReopenLogs: after the log file is moved away, ReopenLogs has the
+// lines go to a new file of its name; the moved one keeps the lines
+// before. After Run, ReopenLogs opens nothing (TestMain counts fds).
+func TestReopenLogs(t *testing.T) {
+	u := newUpstream(t, nil)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tcp.log")
+	cfg := testConfig(engine.BackendEpoll, u.addr)
+	cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: path}
+	p, stop := runProxy(t, cfg)
+	t.Cleanup(func() { stop() })
+	conn := func(msg string) {
+		c := dial(t, p)
+		if err := roundTrip(c, msg); err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+	}
+	conn("one")
+	waitLine(t, path, "the first line", func(map[string]any) bool { return true })
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	conn("three")
+	waitLine(t, path+".1", "the second line, in the moved file", func(m map[string]any) bool { return field(m, "client_bytes") == "5" })
+	if err := p.ReopenLogs(); err != nil {
+		t.Fatal(err)
+	}
+	conn("fifteen")
+	m := waitLine(t, path, "the third line, in a new file", func(map[string]any) bool { return true })
+	checkFields(t, m, map[string]string{"client_bytes": "7"})
+	if n := len(logLines(t, path+".1")); n != 2 {
+		t.Errorf("%d lines in the moved file, want 2", n)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(path)
+	if err := p.ReopenLogs(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("ReopenLogs after Run made the file: %v", err)
+	}
+}

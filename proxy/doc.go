@@ -164,9 +164,11 @@
 // a time); a loop the writer is 4 MiB behind drops its lines and counts
 // them (spindle_proxy_access_log_dropped_total). Run writes out what is
 // left before it returns, waiting 5s at most for a writer that cannot.
+// Proxy.ReopenLogs opens the files again, after logrotate moved them.
 //
 // `spindle proxy -config FILE` runs a proxy until SIGINT or SIGTERM and then
-// drains (a second signal, Proxy.Abort, closes what is left at once);
+// drains (a second signal, Proxy.Abort, closes what is left at once;
+// SIGUSR1 reopens the access logs);
 // `spindle proxy -check -config FILE` validates a config and prints
 // it with its defaults.
 package proxy

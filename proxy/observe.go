@@ -61,6 +61,26 @@ func (p *Proxy) stopLogs(started bool) {
 	}
 }
 
+// ReopenLogs opens the access log files again, by their paths, and
+// closes the files they wrote to: after logrotate (or any other) has
+// moved them away, lines go to new files of the same names (`spindle
+// proxy` calls it on SIGUSR1). A buffer being written when it is called
+// goes to the old file or the new one, whole. It returns the first error
+// and reopens the other logs all the same (a log that fails keeps its old
+// file). Any goroutine.
+func (p *Proxy) ReopenLogs() error {
+	var first error
+	for _, l := range p.lns {
+		if l.alog == nil {
+			continue
+		}
+		if err := l.alog.reopen(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
 // observedTotals fills in lt's per-route counters and access log drops.
 // Any goroutine.
 func (p *Proxy) observedTotals(l *listener, lt *ListenerTotals) {

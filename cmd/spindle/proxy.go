@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"syscall"
 
 	"github.com/spindlenet/spindle/proxy"
 )
@@ -74,6 +75,22 @@ func runProxy(ctx context.Context, args []string) error {
 		}
 		fmt.Fprintln(os.Stderr, "spindle proxy: second signal: closing open connections now")
 		p.Abort()
+	}()
+	// SIGUSR1 reopens the access logs (after logrotate moved them).
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	defer signal.Stop(usr1)
+	go func() {
+		for {
+			select {
+			case <-usr1:
+				if err := p.ReopenLogs(); err != nil {
+					fmt.Fprintf(os.Stderr, "spindle proxy: SIGUSR1: %v\n", err)
+				}
+			case <-ran:
+				return
+			}
+		}
 	}()
 	return p.Run(ctx)
 }

@@ -16,8 +16,9 @@ import (
 
 // startProxyCmd runs `spindle proxy -config` with -drain drain in front of
 // a Go echo server until the test ends, and returns the listener's address
-// and a channel with the command's exit.
-func startProxyCmd(t *testing.T, drain string) (*exec.Cmd, string, <-chan error) {
+// and a channel with the command's exit. fields are more of the
+// listener's ("access_log: {path: x}").
+func startProxyCmd(t *testing.T, drain string, fields ...string) (*exec.Cmd, string, <-chan error) {
 	t.Helper()
 	up, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -38,9 +39,9 @@ func startProxyCmd(t *testing.T, drain string) (*exec.Cmd, string, <-chan error)
 	}()
 	cfg := filepath.Join(t.TempDir(), "proxy.yaml")
 	os.WriteFile(cfg, []byte(fmt.Sprintf(`engine: {backend: epoll, cpus: [0]}
-listeners: [{name: web, listen: "127.0.0.1:0", pool: app}]
+listeners: [{name: web, listen: "127.0.0.1:0", pool: app%s}]
 pools: [{name: app, servers: [%q]}]
-`, up.Addr())), 0o644)
+`, strings.Join(append([]string{""}, fields...), ", "), up.Addr())), 0o644)
 	cmd := spindleCmd("proxy", "-config", cfg, "-drain", drain)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -148,5 +149,45 @@ func TestProxySecondSignal(t *testing.T) {
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if n, err := c.Read(make([]byte, 1)); n != 0 || err == nil {
 		t.Errorf("open connection after the second signal: read %d, %v; want it closed", n, err)
+	}
+}
+
+// TestProxyReopenLogs: SIGUSR1 has `spindle proxy` reopen its access logs
+// (logrotate's "postrotate kill -USR1"): after the file is moved away, the
+// next connection's line goes to a new file of its name.
+func TestProxyReopenLogs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "access.log")
+	cmd, addr, _ := startProxyCmd(t, "1s", fmt.Sprintf("access_log: {path: %q, format: text}", path))
+	conn := func(msg string) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		echoed(t, c, msg)
+		c.Close()
+	}
+	lines := func(p string) int {
+		data, _ := os.ReadFile(p)
+		return strings.Count(string(data), "\n")
+	}
+	wait := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+	conn("one")
+	wait("the first line", func() bool { return lines(path) == 1 })
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Process.Signal(syscall.SIGUSR1)
+	wait("the reopened file", func() bool { _, err := os.Stat(path); return err == nil })
+	conn("two")
+	wait("the second line, in the new file", func() bool { return lines(path) == 1 })
+	if n := lines(path + ".1"); n != 1 {
+		t.Errorf("%d lines in the moved file, want 1", n)
 	}
 }
