@@ -411,3 +411,39 @@ func TestReopenLogs(t *testing.T) {
 		t.Errorf("ReopenLogs after Run made the file: %v", err)
 	}
 }
+
+// TestAccessLogServerFaults: a server that breaks off its response (the
+// client reset: SD), one whose head the proxy refuses (502: PH) and a
+// request head that does not arrive in time (408: CT).
+func TestAccessLogServerFaults(t *testing.T) {
+	u := newUpstream(t, rawServer(func(c net.Conn, req *http.Request, i int) bool {
+		switch req.URL.Path {
+		case "/cut":
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
+			c.(*net.TCPConn).SetLinger(0)
+		case "/bad":
+			io.WriteString(c, "HTTP/1.1 2OO OK\r\n\r\n")
+		}
+		return false
+	}))
+	path := filepath.Join(t.TempDir(), "access.log")
+	cfg := httpConfig(engine.BackendEpoll, u.addr)
+	cfg.Listeners[0].RequestTimeout = Duration(200 * time.Millisecond)
+	cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: path}
+	p := startProxy(t, cfg)
+	for _, tc := range []struct{ target, status, resBytes, term string }{
+		{"/cut", "200", "3", "SD"},
+		{"/bad", "502", "0", "PH"},
+	} {
+		c := dial(t, p)
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", tc.target)
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		io.Copy(io.Discard, c)
+		checkFields(t, waitLine(t, path, tc.target+"'s line", func(m map[string]any) bool { return m["target"] == tc.target }),
+			map[string]string{"status": tc.status, "resp_bytes": tc.resBytes, "term": tc.term, "server": u.addr})
+	}
+	c := dial(t, p)
+	io.WriteString(c, "GET /late HTTP/1.1\r\n")
+	checkFields(t, waitLine(t, path, "the 408's line", func(m map[string]any) bool { return m["status"] == 408.0 }),
+		map[string]string{"method": "<nil>", "target": "<nil>", "proto": "-", "term": "CT", "source": "proxy", "server": "-"})
+}
