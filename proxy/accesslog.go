@@ -391,19 +391,17 @@ var termCodes = [...]string{"-", "CD", "CT", "SD", "ST", "SC", "NS", "PR", "PH",
 // exchange is what an hsession keeps of its current exchange for the
 // access log and the per-route counters.
 type exchange struct {
-	open    bool  // begun and not yet ended
-	parsed  bool  // the request head parsed: meta holds its fields
-	start   int64 // Proxy.now when the head was received
-	route   int   // 1 + the route's index (len(routes) for the listener's pool), 0: none
-	minor   int
-	meta    []byte // method, host and target (bounded), copied from the head
-	mlen    int    // method's length in meta
-	hlen    int    // host's length in meta
-	srv     *server
-	reused  bool
-	term    uint8
-	reqBody int64 // request body bytes forwarded (framing included)
-	resBody int64 // response body bytes forwarded (framing included)
+	open   bool  // begun and not yet ended
+	parsed bool  // the request head parsed: meta holds its fields
+	start  int64 // Proxy.now when the head was received
+	route  int   // 1 + the route's index (len(routes) for the listener's pool), 0: none
+	minor  int
+	meta   []byte // method, host and target (bounded), copied from the head
+	mlen   int    // method's length in meta
+	hlen   int    // host's length in meta
+	srv    *server
+	reused bool
+	term   uint8
 }
 
 // begin starts an exchange at its head (parsed, or nil for one refused
@@ -430,28 +428,10 @@ func (s *hsession) begin(r *h1.Request) {
 // logHostPath returns a request's host (an absolute-form target's
 // authority, else the Host field) and its target's path and query.
 func logHostPath(target, hostHdr []byte) (host, path []byte) {
-	if len(target) > 0 && target[0] != '/' && target[0] != '*' {
-		if i := indexScheme(target); i >= 0 {
-			rest := target[i:]
-			j := 0
-			for j < len(rest) && rest[j] != '/' && rest[j] != '?' {
-				j++
-			}
-			return rest[:j], rest[j:]
-		}
+	if a, p := h1.SplitTarget(target); a != nil {
+		return a, p
 	}
 	return hostHdr, target
-}
-
-// indexScheme returns where the authority of an absolute URI begins
-// (after "://"), -1 for none.
-func indexScheme(t []byte) int {
-	for i := 0; i+3 <= len(t); i++ {
-		if t[i] == ':' && t[i+1] == '/' && t[i+2] == '/' {
-			return i + 3
-		}
-	}
-	return -1
 }
 
 // routeFor returns the pool for a request: its target and Host header.
@@ -543,8 +523,18 @@ func (s *hsession) appendExchange(o []byte, json bool, status int, local bool, n
 		f.raw("proto", "HTTP/1.1")
 	}
 	f.num("status", int64(status))
-	f.num("req_bytes", x.reqBody)
-	f.num("resp_bytes", x.resBody)
+	// The bodies' data so far (chunked framing aside): their readers are
+	// this exchange's once it is routed, the response's once its head
+	// went out.
+	var reqBody, respBody int64
+	if x.route > 0 {
+		reqBody = s.reqBody.Data()
+		if s.respHead && !local {
+			respBody = s.respBody.Data()
+		}
+	}
+	f.num("req_bytes", reqBody)
+	f.num("resp_bytes", respBody)
 	var route []byte
 	if x.route > 0 {
 		route = s.ln.alog.routes[x.route-1]

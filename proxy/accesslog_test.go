@@ -173,3 +173,17 @@ func TestAccessLogExample(t *testing.T) {
 		t.Errorf("route names %q, %q", l.Routes[0].Name, l.Routes[1].Name)
 	}
 }
+
+func TestLogHostPath(t *testing.T) {
+	for _, tc := range []struct{ target, hostHdr, host, path string }{
+		{"/a?b", "x.org", "x.org", "/a?b"},
+		{"http://y.org:8080/a?b", "y.org:8080", "y.org:8080", "/a?b"},
+		{"http://y.org?q", "y.org", "y.org", "?q"},
+		{"*", "x.org", "x.org", "*"},
+	} {
+		h, p := logHostPath([]byte(tc.target), []byte(tc.hostHdr))
+		if string(h) != tc.host || string(p) != tc.path {
+			t.Errorf("logHostPath(%q, %q) = %q, %q; want %q, %q", tc.target, tc.hostHdr, h, p, tc.host, tc.path)
+		}
+	}
+}

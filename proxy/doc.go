@@ -141,8 +141,8 @@
 // time is the line's (UTC, µs); client the client's address and port;
 // host the Host field or an absolute target's authority, and target the
 // path and query (bounded: 256 and 1024 bytes); status 0 where no
-// response was sent; the byte counts are of bodies as they passed
-// (chunked framing included); server is the last server the request went
+// response was sent; the byte counts are of the bodies' data passed on
+// (without chunked framing); server is the last server the request went
 // to; source is upstream or proxy (a response the proxy made); duration_us
 // runs from the request head's arrival to the response's end (mode tcp:
 // the connection's life); reused (true, false; text reused, new) tells a

@@ -703,7 +703,6 @@ func (s *hsession) forwardBody(b engine.Buffer, off int) {
 		}
 	}
 	s.ls.srv[s.pool.idx][s.srv].bytesOut.addInt(n)
-	s.x.reqBody += int64(n)
 	s.mark = s.p.now() // a body on its way: response_timeout counts from here
 	if n == len(p) {
 		err = s.up.WriteBufferFrom(b, off)
@@ -902,7 +901,6 @@ func (s *hsession) forwardResp(b engine.Buffer, off int) {
 		s.client.Reset() // the response is broken half-way
 		return
 	}
-	s.x.resBody += int64(n)
 	extra := n < len(p)
 	if n == len(p) {
 		s.client.WriteBufferFrom(b, off)
