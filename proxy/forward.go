@@ -38,10 +38,11 @@ type lnStats struct {
 	active     gauge   // clients open
 
 	// Mode http.
-	requests  counter      // request heads received (bad ones included)
-	respUp    [5]counter   // responses from servers, by class 1xx..5xx
-	respLocal [5]counter   // responses the proxy made (errors), by class
-	routes    []routeStats // by route, the listener's pool last
+	requests  counter    // request heads received (bad ones included)
+	respUp    [5]counter // responses from servers, by class 1xx..5xx
+	respLocal [5]counter // responses the proxy made (errors), by class
+
+	routes []routeStats // mode http: by route, the listener's pool last
 }
 
 // srvStats are one loop's counters for one server of a pool.
@@ -107,11 +108,12 @@ type session struct {
 	upOpen, clientEOF, upEOF bool
 	done                     bool // the client has closed
 
-	x      connLog // for the access log
-	last   int64   // p.now() of the last byte either way (with an idle timeout)
-	queued int     // both sides' Buffered at the last idle check
+	last   int64 // p.now() of the last byte either way (with an idle timeout)
+	queued int   // both sides' Buffered at the last idle check
 	idle   engine.Timer
 	idleFn func()
+
+	x connLog // for the access log
 }
 
 // handler is the engine's Handler: Proxy's callbacks, kept off its
