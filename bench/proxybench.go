@@ -254,9 +254,12 @@ func (c ProxyConfig) withDefaults() (ProxyConfig, error) {
 // proxyArm is how one arm is started.
 type proxyArm struct {
 	name, summary string
+	// unavailable says why the arm cannot run here without starting it
+	// (its program is not installed, or lacks a module), or is nil.
+	unavailable error
 	// argv writes the arm's config into dir and returns its command line
-	// for a proxy on listen forwarding to upstream, or an error saying
-	// why the arm cannot run here; nil for the direct arm.
+	// for a proxy on listen forwarding to upstream; nil for the direct
+	// arm.
 	argv func(dir, listen, upstream string) ([]string, error)
 	// check, when set, looks at what the proxy wrote once it serves and
 	// says why the arm is not what it claims to be (an engine that fell
@@ -288,9 +291,14 @@ func (r *proxyRunner) arm(name string) proxyArm {
 		if httpMode {
 			summary += fmt.Sprintf(", mode http, up to %d idle upstream connections kept (max_idle)", cfg.Conns)
 		}
+		var missing error
+		if _, err := exec.LookPath(cfg.ProxyCommand[0]); err != nil {
+			missing = fmt.Errorf("the proxy command: %w", err)
+		}
 		return proxyArm{
-			name:    "spindle-" + backend,
-			summary: summary,
+			name:        "spindle-" + backend,
+			summary:     summary,
+			unavailable: missing,
 			argv: func(dir, listen, upstream string) ([]string, error) {
 				path, err := writeConf(dir, "spindle-"+backend+".yaml", SpindleProxyConfig(cfg.Protocol, backend, listen, upstream, cfg.ProxyCPUs[0], cfg.Conns))
 				if err != nil {
@@ -313,12 +321,12 @@ func (r *proxyRunner) arm(name string) proxyArm {
 		if httpMode {
 			summary = "HAProxy from the distribution, mode http with option http-keep-alive and http-reuse always (idle-pool fd ratios 100), nbthread 1 (-db: foreground)"
 		}
+		if lookErr != nil {
+			lookErr = errors.New("haproxy is not installed (apt-get install haproxy)")
+		}
 		return proxyArm{
-			name: name, summary: summary,
+			name: name, summary: summary, unavailable: lookErr,
 			argv: func(dir, listen, upstream string) ([]string, error) {
-				if lookErr != nil {
-					return nil, errors.New("haproxy is not installed (apt-get install haproxy)")
-				}
 				path, err := writeConf(dir, "haproxy.cfg", HAProxyConfig(cfg.Protocol, listen, upstream, cfg.Conns))
 				if err != nil {
 					return nil, err
@@ -343,11 +351,8 @@ func (r *proxyRunner) arm(name string) proxyArm {
 			mod, lookErr = nginxStream(bin)
 		}
 		return proxyArm{
-			name: name, summary: summary,
+			name: name, summary: summary, unavailable: lookErr,
 			argv: func(dir, listen, upstream string) ([]string, error) {
-				if lookErr != nil {
-					return nil, lookErr
-				}
 				path, err := writeConf(dir, "nginx.conf", NginxConfig(cfg.Protocol, dir, mod, listen, upstream, cfg.Conns))
 				if err != nil {
 					return nil, err
@@ -415,13 +420,20 @@ func RunProxy(ctx context.Context, cfg ProxyConfig) (*ProxyReport, error) {
 }
 
 // armSet lists the arms asked for in the report and returns how each is
-// started. Whether an arm can run here is found by its first measurement
-// (run), not by starting it once more beforehand.
+// started. An arm whose program is missing is skipped here, before the
+// budget is split (run); whether one that is installed can run here is
+// found by its first measurement, not by starting it once more
+// beforehand.
 func (r *proxyRunner) armSet() []proxyArm {
 	var arms []proxyArm
 	for _, name := range r.cfg.Arms {
 		a := r.arm(name)
-		r.report.Arms = append(r.report.Arms, ArmInfo{Name: a.name, Summary: a.summary})
+		info := ArmInfo{Name: a.name, Summary: a.summary}
+		if a.unavailable != nil {
+			info.Skipped = a.unavailable.Error()
+			r.report.Notes = append(r.report.Notes, skippedNote(a.name, info.Skipped, r.cfg.Progress))
+		}
+		r.report.Arms = append(r.report.Arms, info)
 		arms = append(arms, a)
 	}
 	return arms
@@ -434,9 +446,20 @@ type startError struct{ err error }
 func (e *startError) Error() string { return e.err.Error() }
 func (e *startError) Unwrap() error { return e.err }
 
+// run measures arms, those armSet did not skip, Reps times. The budget is
+// split over them; one that then fails to start in its first measurement
+// is skipped there, and its share goes unused (the measurements already
+// made keep the windows the others get).
 func (r *proxyRunner) run(ctx context.Context, arms []proxyArm) error {
 	c := r.cfg
-	r.total = len(arms) * c.Reps
+	for _, a := range r.report.Arms {
+		if a.Skipped == "" {
+			r.total += c.Reps
+		}
+	}
+	if r.total == 0 {
+		return errors.New("bench: no proxy arm can run")
+	}
 	r.warmup, r.window = splitDuration(c.Duration, r.total)
 	r.report.Config.WarmupSeconds = r.warmup.Seconds()
 	r.report.Config.WindowSeconds = r.window.Seconds()
@@ -538,6 +561,9 @@ func echoCheck(addr string, f loadFraming) error {
 // startProxy starts arm a's proxy pinned to the proxy CPUs and waits until
 // a request through it (in the run's protocol) comes back verified.
 func (r *proxyRunner) startProxy(ctx context.Context, a proxyArm) (*proxyProc, error) {
+	if a.unavailable != nil {
+		return nil, a.unavailable
+	}
 	listen, err := freePort()
 	if err != nil {
 		return nil, err

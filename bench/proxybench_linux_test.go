@@ -159,6 +159,38 @@ func TestRunProxySkipsBrokenArm(t *testing.T) {
 	}
 }
 
+// TestRunProxySplitsOverArmsThatRun checks that an arm that cannot run
+// here for want of its program (haproxy not on PATH, a spindle proxy
+// command that does not exist) is skipped before the budget is split: the
+// arms that run share all of it (it used to go to every arm asked for,
+// the skipped ones' shares unused).
+func TestRunProxySplitsOverArmsThatRun(t *testing.T) {
+	skipUnlessLinux(t)
+	t.Setenv("PATH", t.TempDir()) // no haproxy
+	argv, env := testChildCommand()
+	const d = 600 * time.Millisecond
+	rep, err := RunProxy(context.Background(), ProxyConfig{
+		Arms:     []string{ProxyArmHAProxy, ProxyArmSpindleEpoll, ProxyArmDirect},
+		Duration: d, Reps: 2, Conns: 2,
+		UpstreamCommand: argv, ProxyCommand: []string{"/nonexistent/spindle", "proxy"}, Env: env,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"haproxy is not installed", "/nonexistent/spindle"} {
+		if !strings.Contains(rep.Arms[i].Skipped, want) {
+			t.Errorf("arm %s skipped for %q, want %q", rep.Arms[i].Name, rep.Arms[i].Skipped, want)
+		}
+	}
+	warmup, window := splitDuration(d, 2) // direct, twice
+	if rep.Config.WarmupSeconds != warmup.Seconds() || rep.Config.WindowSeconds != window.Seconds() {
+		t.Errorf("each measurement %vs + %vs, want %v + %v: %v over the 2 that run", rep.Config.WarmupSeconds, rep.Config.WindowSeconds, warmup, window, d)
+	}
+	if len(rep.Results) != 2 {
+		t.Errorf("%d results, want 2", len(rep.Results))
+	}
+}
+
 // TestRunProxyStartsEachMeasurementOnce counts the starts of a proxy (a
 // haproxy found first on PATH that logs each start and runs the real one):
 // one per measurement, with no start beforehand to find out whether the
