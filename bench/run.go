@@ -314,7 +314,15 @@ func (r *runner) armSet(ctx context.Context, tmp string) ([]Arm, error) {
 		if info.Skipped == "" {
 			// Start the arm once: an arm that cannot serve here (a kernel
 			// feature missing, a backend that would fall back) is skipped
-			// with its reason instead of failing the run.
+			// with its reason instead of failing the run. Unlike bench
+			// proxy, which finds an installed proxy that cannot start at
+			// its first measurement, this runner keeps the start: the
+			// budget is split after armSet (Run, Sweep), and the arms
+			// that fail it are the common case, not a broken install
+			// (uring-napi before 6.9, the io_uring arms where io_uring is
+			// disabled), whose share would otherwise go unused; the hello
+			// it reads also gives the report the arm's notes. It costs
+			// one start and stop per arm, without load.
 			p, err := startServerProc(ctx, r.serverArgv(a, r.cfg.Loops, 0), r.cfg.ServerEnv)
 			if err == nil {
 				if p.hello.Note != "" {
