@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -83,7 +84,12 @@ func TestRunProxyPeers(t *testing.T) {
 			if rep.Schema != ProxySchema || len(rep.Arms) != 3 || rep.Config.Protocol != tc.protocol {
 				t.Fatalf("report: schema %q, protocol %q, arms %+v", rep.Schema, rep.Config.Protocol, rep.Arms)
 			}
-			checkPeerArms(t, rep)
+			checkPeerArms(t, rep, func(arm string, d time.Duration) (*ProxyReport, error) {
+				return RunProxy(context.Background(), ProxyConfig{
+					Protocol: tc.protocol, Arms: []string{arm}, Duration: d, Reps: 1, Conns: 8,
+					UpstreamCommand: argv, ProxyCommand: []string{"/nonexistent"}, Env: env,
+				})
+			})
 			md := ProxyMarkdown(rep)
 			if !strings.HasPrefix(md, tc.title) {
 				t.Errorf("markdown title is not %q:\n%s", tc.title, md)
@@ -97,8 +103,14 @@ func TestRunProxyPeers(t *testing.T) {
 	}
 }
 
-// checkPeerArms checks TestRunProxyPeers' report, arm by arm.
-func checkPeerArms(t *testing.T, rep *ProxyReport) {
+// checkPeerArms checks TestRunProxyPeers' report, arm by arm. An arm
+// whose figures need the proxy to have had the CPU in time (replies in its
+// 0.27 s window, every request of it answered by the end of the drain, CPU
+// used in it) is measured again, alone for 1 s then 2 s, while
+// they are missing: on a loaded machine a proxy is denied the CPU for
+// longer (haproxy: 8 requests unanswered). One that does not answer, or
+// whose CPU is not counted, fails each time.
+func checkPeerArms(t *testing.T, rep *ProxyReport, alone func(arm string, d time.Duration) (*ProxyReport, error)) {
 	rows := map[string]ProxySummaryRow{}
 	for _, s := range rep.Summary {
 		rows[s.Arm] = s
@@ -116,11 +128,19 @@ func checkPeerArms(t *testing.T, rep *ProxyReport) {
 			if !ok {
 				t.Fatal("no summary row")
 			}
-			if s.AchievedRPS.Median <= 0 || s.Unanswered != 0 {
-				t.Errorf("rate %v, %d requests unanswered", s.AchievedRPS.Median, s.Unanswered)
-			}
-			if a.Name != ProxyArmDirect && s.ProxyUSPerReq.Median <= 0 {
-				t.Errorf("proxy CPU %v µs/req", s.ProxyUSPerReq.Median)
+			for d := time.Second; peerLate(a.Name, s) != ""; d *= 2 {
+				if d > 2*time.Second {
+					t.Fatal(peerLate(a.Name, s))
+				}
+				t.Logf("%s; measuring it alone for %v", peerLate(a.Name, s), d)
+				again, err := alone(a.Name, d)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(again.Summary) != 1 {
+					t.Fatalf("alone: summary %+v", again.Summary)
+				}
+				s = again.Summary[0]
 			}
 			if a.Name == ProxyArmDirect && s.ProxyUSPerReq.Median != 0 {
 				t.Errorf("direct arm with proxy CPU %v", s.ProxyUSPerReq.Median)
@@ -136,6 +156,18 @@ func checkPeerArms(t *testing.T, rep *ProxyReport) {
 	if rows[ProxyArmDirect].RPSRatio != 1 {
 		t.Errorf("first arm's rate ratio %v, want 1", rows[ProxyArmDirect].RPSRatio)
 	}
+}
+
+// peerLate says what of arm's summary row s shows that it did not serve
+// in time, or returns "".
+func peerLate(arm string, s ProxySummaryRow) string {
+	if s.AchievedRPS.Median <= 0 || s.Unanswered != 0 {
+		return fmt.Sprintf("rate %v, %d requests unanswered", s.AchievedRPS.Median, s.Unanswered)
+	}
+	if arm != ProxyArmDirect && s.ProxyUSPerReq.Median <= 0 {
+		return fmt.Sprintf("proxy CPU %v µs/req", s.ProxyUSPerReq.Median)
+	}
+	return ""
 }
 
 // TestRunProxySkipsBrokenArm checks that a spindle arm whose command
