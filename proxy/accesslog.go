@@ -446,7 +446,7 @@ func (l *listener) routeFor(target, hostHdr []byte) *pool {
 func (s *hsession) route(target, hostHdr []byte) *pool {
 	i := s.ln.routeIndex(target, hostHdr)
 	s.x.route = i + 1
-	s.ls.ln[s.ln.idx].routes[i].requests.inc()
+	s.ln.rstats[s.ls.id][i].requests.inc()
 	if i < len(s.ln.routes) {
 		return s.ln.routes[i].pool
 	}
@@ -468,7 +468,7 @@ func (s *hsession) end(status int, local bool) {
 	}
 	x.open = false
 	if x.route > 0 && status > 0 {
-		rs := &s.ls.ln[s.ln.idx].routes[x.route-1]
+		rs := s.ln.rstats[s.ls.id][x.route-1]
 		k := min(max(status/100, 1), 5) - 1
 		if local {
 			rs.respLocal[k].inc()

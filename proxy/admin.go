@@ -36,7 +36,7 @@ func newAdmin(p *Proxy, addr string) (*adminServer, error) {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		enc.Encode(p.cfg)
+		enc.Encode(p.Config())
 	})
 	return &adminServer{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}}, nil
 }
@@ -134,6 +134,7 @@ func (p *Proxy) WriteMetrics(w io.Writer) error {
 	fmt.Fprintf(bw, "spindle_proxy_engine_paused_reads_total %d\n", es.PausedReads)
 	family("spindle_proxy_engine_timed_out_total", "counter", "Connections reset because their write queue did not move for engine.write_timeout, or their close did not finish within engine.close_timeout.")
 	fmt.Fprintf(bw, "spindle_proxy_engine_timed_out_total %d\n", es.TimedOut)
+	p.writeReloadMetrics(bw, family)
 	return bw.Flush()
 }
 

@@ -208,7 +208,8 @@ type PoolConfig struct {
 	// made (New), to the first address it resolves to (whichever family
 	// that is); a name that does not resolve is an error from New. The
 	// data path never resolves: a name's later changes are not seen
-	// until the proxy is made again. The config (and -check) keeps the
+	// until the proxy is made again or reloaded (Proxy.Reload resolves
+	// every name again). The config (and -check) keeps the
 	// name as given; metrics name the address.
 	Servers []string `yaml:"servers" json:"servers"`
 	// Balance is RoundRobin (the default) or LeastConn.

@@ -21,7 +21,8 @@
 // A server may be named by host: New resolves each name once, to the first
 // address it resolves to (whichever family that is), and fails naming the
 // server when it does not resolve; the data path never resolves, so a
-// name's later changes are not seen until the proxy is made again.
+// name's later changes are not seen until the proxy is made again or
+// reloaded (Reload resolves every name again).
 //
 // The data path keeps its state per loop and takes no lock: each loop has
 // its own round-robin cursor and connection counts per server (least-conn
@@ -166,9 +167,36 @@
 // left before it returns, waiting 5s at most for a writer that cannot.
 // Proxy.ReopenLogs opens the files again, after logrotate moved them.
 //
+// Proxy.Reload applies a new config while the proxy runs, closing no
+// connection (as HAProxy, Envoy and nginx reload): connections open keep
+// the listener, pool and server they were made with, and new ones follow
+// the new config; in mode http the next request on an open client
+// connection follows it too (its listener's routes, pool, timeouts,
+// max_request_body and upgrades; a request in progress finishes under the
+// settings it began with). Servers are matched by pool name and resolved
+// address: a server kept keeps its health state, counters and idle
+// keep-alive connections; one removed takes no new connection, its idle
+// ones close and those in use finish; one added starts up, as at New,
+// until its pool's checks or passive health say otherwise. Listeners are
+// matched by name: one added opens, one removed closes (its connections
+// finish), one whose address changed is opened on the new address before
+// the old closes, and one whose mode changed keeps its socket as a new
+// listener (its counters start again). The engine section and
+// admin.listen cannot change while the proxy runs: a config that changes
+// them, fails validation, does not resolve or cannot open a listener is
+// refused whole, naming the field, and nothing changes. The loops take
+// the new config each from its own copy, posted to it (engine.Loop.Post):
+// the data path takes no lock for it. /metrics counts reloads
+// (spindle_proxy_config_reloads_total{result="ok"|"error"}) and has the
+// time of the last applied
+// (spindle_proxy_config_last_reload_success_timestamp_seconds, the start's
+// until then); /debug/config shows the config in force.
+//
 // `spindle proxy -config FILE` runs a proxy until SIGINT or SIGTERM and then
 // drains (a second signal, Proxy.Abort, closes what is left at once;
-// SIGUSR1 reopens the access logs);
+// SIGUSR1 reopens the access logs); SIGHUP reads FILE again and reloads
+// it (one line on stderr: the listeners in force, or the error, the
+// config in force staying);
 // `spindle proxy -check -config FILE` validates a config and prints
 // it with its defaults.
 package proxy

@@ -41,8 +41,6 @@ type lnStats struct {
 	requests  counter    // request heads received (bad ones included)
 	respUp    [5]counter // responses from servers, by class 1xx..5xx
 	respLocal [5]counter // responses the proxy made (errors), by class
-
-	routes []routeStats // mode http: by route, the listener's pool last
 }
 
 // srvStats are one loop's counters for one server of a pool.
@@ -61,16 +59,24 @@ type srvStats struct {
 }
 
 // loopState is what one loop owns: its balancing state and counters. Only
-// that loop writes it.
+// that loop writes it. Its tables grow with each reload (loopState.apply,
+// reload.go): rows are by pool.idx and listener.idx, which reloads never
+// reuse, so that a connection made under an earlier config finds its rows.
 type loopState struct {
-	rr  []uint32     // per pool: round-robin cursor
-	ln  []lnStats    // per listener
-	srv [][]srvStats // per pool, per server
+	id   int           // its loop's engine.Loop.ID
+	rr   []uint32      // per pool: round-robin cursor
+	ln   []*lnStats    // per listener: its listener's stats for this loop
+	srv  [][]*srvStats // per pool, per server: the server's stats for this loop
+	lns  []*listener   // per listener idx: the one in force, nil for none
+	byLn map[*engine.Listener]*listener
+	// pools are those in force (sweepIdle).
+	pools   []*pool
+	applied *generation // the last applied (reload.go)
 
 	// Mode http.
-	idle     [][][]idleConn // per pool, per server: idle connections, oldest first
-	tags     [][]idleTag    // per pool, per server: idle connections' Context
-	sweep    engine.Timer   // closes idle connections past their pool's idle_timeout
+	idle     [][]*idleList // per pool, per server: the server's idle connections on this loop
+	tags     [][]idleTag   // per pool, per server: idle connections' Context
+	sweep    engine.Timer  // closes idle connections past their pool's idle_timeout
 	sweepFn  func()
 	sweeping bool        // sweep is armed
 	sweepAt  int64       // Proxy.now it fires at
@@ -79,19 +85,9 @@ type loopState struct {
 	scratch  []byte      // response heads are written here
 }
 
-func newLoopState(listeners int, pools []*pool) *loopState {
-	ls := &loopState{rr: make([]uint32, len(pools)), ln: make([]lnStats, listeners), srv: make([][]srvStats, len(pools)),
-		idle: make([][][]idleConn, len(pools)), tags: make([][]idleTag, len(pools))}
-	for i, pl := range pools {
-		ls.srv[i] = make([]srvStats, len(pl.servers))
-		ls.idle[i] = make([][]idleConn, len(pl.servers))
-		ls.tags[i] = make([]idleTag, len(pl.servers))
-		for j := range pl.servers {
-			ls.tags[i][j] = idleTag{pool: pl, srv: j}
-		}
-	}
-	return ls
-}
+// newLoopState returns loop id's state with no listener or pool
+// (loopState.apply adds them).
+func newLoopState(id int) *loopState { return &loopState{id: id} }
 
 // session is one proxied connection: a client and its upstream. It is the
 // Context of both Conns and lives on the client's loop.
@@ -132,13 +128,16 @@ func (h *handler) OnOpen(c *engine.Conn) {
 		s.upOpened(c)
 		return
 	}
-	l := p.byLn[c.Listener()]
+	ls := p.loops[c.Loop().ID()]
+	l := ls.byLn[c.Listener()]
+	if l == nil {
+		l = ls.early(p, c) // opened by a Reload this loop has yet to apply
+	}
 	if l == nil {
 		c.Close() // cannot happen: every listener is in byLn
 		return
 	}
-	ls := p.loops[c.Loop().ID()]
-	st := &ls.ln[l.idx]
+	st := ls.ln[l.idx]
 	st.accepted.inc()
 	if m := l.cfg.MaxConns; m > 0 && l.conns.Add(1) > int64(m) {
 		l.conns.Add(-1)
@@ -212,7 +211,7 @@ func (d *dialing) next(ls *loopState, pl *pool, c *engine.Conn, timeout time.Dur
 			continue
 		}
 		d.dialed = true
-		st := &ls.srv[pl.idx][i]
+		st := ls.srv[pl.idx][i]
 		up, err := c.Loop().Dial("tcp", srv.addr, timeout)
 		if errors.Is(err, engine.ErrClosed) {
 			return nil, 0, err
@@ -341,7 +340,7 @@ func (h *handler) OnData(c *engine.Conn, b engine.Buffer) bool {
 	default:
 		return false // an upstream an HTTP session let go of
 	}
-	st := &s.ls.srv[s.pool.idx][s.srv]
+	st := s.ls.srv[s.pool.idx][s.srv]
 	dst := s.client
 	if c == s.client {
 		dst = s.up
@@ -461,7 +460,7 @@ func (h *handler) OnClose(c *engine.Conn, err error) {
 	if c != s.up {
 		return
 	}
-	st := &s.ls.srv[s.pool.idx][s.srv]
+	st := s.ls.srv[s.pool.idx][s.srv]
 	st.active.dec()
 	if !s.upOpen {
 		if s.done {

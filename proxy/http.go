@@ -442,6 +442,7 @@ func emptied(b []byte) []byte {
 // rewritten head into s.out. Loop goroutine.
 func (s *hsession) gotHead() {
 	r := &s.req
+	s.refreshListener() // a reload's listener settings, from this request on
 	s.ls.ln[s.ln.idx].requests.inc()
 	s.begin(r)
 	if string(r.Method) == "CONNECT" {
@@ -608,7 +609,7 @@ func (s *hsession) acquire() {
 		if c := s.ls.takeIdle(pl, i); c != nil {
 			s.up, s.srv, s.upOpen, s.reused = c, i, true, true
 			c.SetContext(s)
-			st := &s.ls.srv[pl.idx][i]
+			st := s.ls.srv[pl.idx][i]
 			st.active.inc()
 			st.reusedReqs.inc()
 			s.sendHead()
@@ -650,7 +651,7 @@ func (s *hsession) upOpened(c *engine.Conn) {
 		return
 	}
 	s.upOpen = true
-	st := &s.ls.srv[s.pool.idx][s.srv]
+	st := s.ls.srv[s.pool.idx][s.srv]
 	st.connects.inc()
 	st.newReqs.inc()
 	s.pool.servers[s.srv].connected(s.pool.passive)
@@ -662,7 +663,7 @@ func (s *hsession) upOpened(c *engine.Conn) {
 // body. Loop goroutine.
 func (s *hsession) sendHead() {
 	s.sent()
-	st := &s.ls.srv[s.pool.idx][s.srv]
+	st := s.ls.srv[s.pool.idx][s.srv]
 	st.requests.inc()
 	st.bytesOut.addInt(len(s.out))
 	if _, err := s.up.Write(s.out); err != nil {
@@ -954,7 +955,7 @@ func (s *hsession) respDone(clean bool) {
 // countResp counts a response by class, from the upstream or the proxy.
 func (s *hsession) countResp(status int, local bool) {
 	k := min(max(status/100, 1), 5) - 1
-	st := &s.ls.ln[s.ln.idx]
+	st := s.ls.ln[s.ln.idx]
 	if local {
 		st.respLocal[k].inc()
 	} else {
@@ -1020,7 +1021,7 @@ func (s *hsession) upFailed(err error) {
 	switch {
 	case !s.upOpen:
 		// The dial failed: the next server.
-		st := &s.ls.srv[s.pool.idx][s.srv]
+		st := s.ls.srv[s.pool.idx][s.srv]
 		st.active.dec()
 		st.failures.inc()
 		s.pool.servers[s.srv].connectFailed(s.pool.passive)
@@ -1119,7 +1120,7 @@ func (s *hsession) clientClosed() {
 	ls.sessions[s.idx], last.idx = last, s.idx
 	ls.sessions[len(ls.sessions)-1] = nil
 	ls.sessions = ls.sessions[:len(ls.sessions)-1]
-	st := &ls.ln[s.ln.idx]
+	st := ls.ln[s.ln.idx]
 	st.active.dec()
 	if s.ln.cfg.MaxConns > 0 {
 		s.ln.conns.Add(-1)
@@ -1187,7 +1188,7 @@ func (s *hsession) tunnel(b engine.Buffer, off int) {
 // takeIdle pops the newest idle connection to server i of pl, nil for
 // none. Loop goroutine.
 func (ls *loopState) takeIdle(pl *pool, i int) *engine.Conn {
-	st := &ls.idle[pl.idx][i]
+	st := &ls.idle[pl.idx][i].conns
 	n := len(*st)
 	if n == 0 {
 		return nil
@@ -1200,11 +1201,12 @@ func (ls *loopState) takeIdle(pl *pool, i int) *engine.Conn {
 }
 
 // putIdle keeps c as an idle connection to server i of pl; it reports
-// false (c to be closed) where the pool keeps none or is full. Loop
-// goroutine.
+// false (c to be closed) where the pool keeps none or is full, or a reload
+// removed the server. Loop goroutine.
 func (ls *loopState) putIdle(c *engine.Conn, pl *pool, i int, now int64) bool {
-	st := &ls.idle[pl.idx][i]
-	if pl.maxIdle <= 0 || len(*st) >= pl.maxIdle || c.Closed() {
+	il := ls.idle[pl.idx][i]
+	st := &il.conns
+	if pl.maxIdle <= 0 || len(*st) >= pl.maxIdle || c.Closed() || il.gone {
 		return false
 	}
 	*st = append(*st, idleConn{c, now})
@@ -1221,7 +1223,7 @@ func (ls *loopState) putIdle(c *engine.Conn, pl *pool, i int, now int64) bool {
 // dropIdle removes c from its idle pool (it closed, sent an end or
 // unasked data) and closes it. Loop goroutine.
 func (ls *loopState) dropIdle(c *engine.Conn, t *idleTag) {
-	st := &ls.idle[t.pool.idx][t.srv]
+	st := &ls.idle[t.pool.idx][t.srv].conns
 	for k, ic := range *st {
 		if ic.c == c {
 			copy((*st)[k:], (*st)[k+1:])
@@ -1242,7 +1244,7 @@ func (ls *loopState) sweepIdle(l *engine.Loop, pools []*pool, now int64) {
 	next := int64(-1)
 	for _, pl := range pools {
 		for i := range pl.servers {
-			st := &ls.idle[pl.idx][i]
+			st := &ls.idle[pl.idx][i].conns
 			for len(*st) > 0 && now-(*st)[0].at >= int64(pl.idleTimeout) {
 				ls.dropIdle((*st)[0].c, &ls.tags[pl.idx][i])
 			}
@@ -1267,8 +1269,8 @@ func (ls *loopState) drainHTTP() {
 	ls.draining = true
 	for _, pl := range ls.idle {
 		for i := range pl {
-			for len(pl[i]) > 0 {
-				c := pl[i][0].c
+			for len(pl[i].conns) > 0 {
+				c := pl[i].conns[0].c
 				ls.dropIdle(c, c.Context().(*idleTag))
 			}
 		}

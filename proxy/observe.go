@@ -3,6 +3,8 @@ package proxy
 import (
 	"bufio"
 	"fmt"
+	"reflect"
+	"slices"
 )
 
 // routeStats are one loop's counters for one route of a listener (mode
@@ -26,38 +28,69 @@ type RouteTotals struct {
 	ResponsesUpstream, ResponsesProxy [5]uint64
 }
 
-// observe sets up l's per-route counters on every loop and opens its
-// access log. Any goroutine (New).
-func (p *Proxy) observe(l *listener) error {
+// observe sets up l's per-route counters, taking over those of o (the
+// listener l follows, nil for none) whose route names l keeps, and its
+// access log: o's where l's access_log and route names are the same, else
+// a new one, which it returns (nil for none). Any goroutine (New,
+// Reload).
+func (p *Proxy) observe(l, o *listener) (*accessLog, error) {
 	if l.http {
-		for _, ls := range p.loops {
-			ls.ln[l.idx].routes = make([]routeStats, len(l.routes)+1)
+		for k := range p.loops {
+			rs := make([]*routeStats, len(l.routes)+1)
+			for i := range rs {
+				if o != nil && o.http {
+					if j := slices.Index(o.routeNames(), l.routeName(i)); j >= 0 {
+						rs[i] = o.rstats[k][j]
+						continue
+					}
+				}
+				rs[i] = new(routeStats)
+			}
+			l.rstats = append(l.rstats, rs)
 		}
+	}
+	if o != nil && reflect.DeepEqual(o.cfg.AccessLog, l.cfg.AccessLog) && slices.Equal(o.routeNames(), l.routeNames()) {
+		l.alog = o.alog
+		return nil, nil
 	}
 	a, err := openAccessLog(&l.cfg, p.e.Loops(), p.opt.Logf)
 	if err != nil {
-		return fmt.Errorf("listener %s: %w", l.name, err)
+		return nil, fmt.Errorf("listener %s: %w", l.name, err)
 	}
 	l.alog = a
-	return nil
+	return a, nil
 }
 
-// startLogs starts the access logs' writers. Any goroutine (Run).
+// routeName is the name of route i, DefaultRouteName for the listener's
+// pool (i = len(routes)).
+func (l *listener) routeName(i int) string {
+	if i < len(l.cfg.Routes) {
+		return l.cfg.Routes[i].Name
+	}
+	return DefaultRouteName
+}
+
+// routeNames are the names of l's routes, DefaultRouteName last.
+func (l *listener) routeNames() []string {
+	var ns []string
+	for i := range len(l.cfg.Routes) + 1 {
+		ns = append(ns, l.routeName(i))
+	}
+	return ns
+}
+
+// startLogs starts the access logs' writers. p.mu held (Run).
 func (p *Proxy) startLogs() {
-	for _, l := range p.lns {
-		if l.alog != nil {
-			l.alog.start()
-		}
+	for _, a := range p.alogs {
+		a.start()
 	}
 }
 
 // stopLogs writes out and closes the access logs, once the loops are done
 // (started: their writers run). Any goroutine (Run, Close).
 func (p *Proxy) stopLogs(started bool) {
-	for _, l := range p.lns {
-		if l.alog != nil {
-			l.alog.stop(started)
-		}
+	for _, a := range p.alogs {
+		a.stop(started)
 	}
 }
 
@@ -70,11 +103,11 @@ func (p *Proxy) stopLogs(started bool) {
 // file). Any goroutine.
 func (p *Proxy) ReopenLogs() error {
 	var first error
-	for _, l := range p.lns {
-		if l.alog == nil {
-			continue
-		}
-		if err := l.alog.reopen(); err != nil && first == nil {
+	p.mu.RLock()
+	alogs := p.alogs
+	p.mu.RUnlock()
+	for _, a := range alogs {
+		if err := a.reopen(); err != nil && first == nil {
 			first = err
 		}
 	}
@@ -97,8 +130,8 @@ func (p *Proxy) observedTotals(l *listener, lt *ListenerTotals) {
 		if i < len(l.routes) {
 			rt.Name = l.cfg.Routes[i].Name
 		}
-		for _, ls := range p.loops {
-			s := &ls.ln[l.idx].routes[i]
+		for _, rs := range l.rstats {
+			s := rs[i]
 			rt.Requests += s.requests.load()
 			for k := range 5 {
 				rt.ResponsesUpstream[k] += s.respUp[k].load()

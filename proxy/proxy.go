@@ -26,12 +26,13 @@ type Options struct {
 	// Logf receives start-up messages (the engine's among them). Default
 	// log.Printf.
 	Logf func(format string, args ...any)
-	// Resolver resolves server names in New. Default
+	// Resolver resolves server names in New and Reload. Default
 	// net.DefaultResolver.
 	Resolver *net.Resolver
 }
 
-// ResolveTimeout bounds the resolution of each server name in New.
+// ResolveTimeout bounds the resolution of each server name in New and
+// Reload.
 const ResolveTimeout = 10 * time.Second
 
 // DefaultDrain is the default of Options.Drain.
@@ -41,17 +42,26 @@ const DefaultDrain = 10 * time.Second
 // listener, health checkers and an admin server. Its methods may be called
 // from any goroutine.
 type Proxy struct {
-	cfg   *Config
+	cfg   *Config // the config New was given: its engine section is the one in force
 	opt   Options
 	e     *engine.Engine
-	lns   []*listener
-	pools []*pool
-	// byLn finds the listener of an accepted connection (the engine's
-	// Handler is one for every listener; Conn.Listener says which took
-	// it). Read-only once New returns.
-	byLn  map[*engine.Listener]*listener
 	loops []*loopState // by engine.Loop.ID
 	start time.Time    // the monotonic clock's origin for activity times
+
+	// mu guards the configuration in force (Reload replaces it) for
+	// the readers off the loops, and Run's state. The loops take no lock:
+	// each has its own copy of what it reads (loopState.apply).
+	mu       sync.RWMutex
+	cur      *Config     // the config in force
+	lns      []*listener // in force, in config order
+	pools    []*pool     // in force, in config order
+	running  bool        // Run has started the loops
+	stopping bool        // Run is stopping: Reload refuses
+	stopc    chan struct{}
+	cctx     context.Context // parent of the health checkers' contexts (Run's)
+	checks   map[*pool]*checker
+	alogs    []*accessLog // every access log made (a reload that changes one makes another)
+	reload   reloadState
 
 	admin    *adminServer
 	checkers sync.WaitGroup
@@ -67,17 +77,20 @@ type listener struct {
 	cfg   ListenerConfig
 	pool  *pool
 	ln    *engine.Listener
-	conns atomic.Int64 // open clients, for MaxConns (only when set)
+	conns *atomic.Int64 // open clients, for MaxConns (only when set); shared by a listener's generations
+	stats []*lnStats    // per loop; shared by a listener's generations
 
 	http   bool    // mode http
 	routes []route // mode http
 	alog   *accessLog
+	rstats [][]*routeStats // mode http: per loop, by route (its pool last); a route kept by a reload keeps its own
 }
 
 // pool is one config pool.
 type pool struct {
-	idx       int
+	idx       int // its rows in the loops' tables; unique over reloads
 	name      string
+	cfg       PoolConfig // as configured: Reload keeps a pool whose config and servers are unchanged
 	leastConn bool
 	servers   []*server
 	health    *HealthConfig
@@ -91,9 +104,11 @@ type pool struct {
 // the pool's checker goroutine and read by the loops; its passive health
 // state is written by any loop, with atomics (no lock).
 type server struct {
-	idx  int
 	addr string
-	down atomic.Bool // false: up (the state without health checks)
+	// loops holds each loop's counters and idle connections for the
+	// server: they follow it over reloads. By engine.Loop.ID.
+	loops []*srvLoop
+	down  atomic.Bool // false: up (the state without health checks)
 	// checkFails and checkPasses count failed and passed health checks,
 	// before the state they move; written by the checker only.
 	checkFails, checkPasses atomic.Uint64
@@ -165,7 +180,7 @@ func New(cfg *Config, opt *Options) (*Proxy, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	p := &Proxy{cfg: cfg, start: time.Now(), byLn: map[*engine.Listener]*listener{}, abort: make(chan struct{})}
+	p := &Proxy{cfg: cfg, start: time.Now(), abort: make(chan struct{}), stopc: make(chan struct{}), checks: map[*pool]*checker{}}
 	if opt != nil {
 		p.opt = *opt
 	}
@@ -178,24 +193,9 @@ func New(cfg *Config, opt *Options) (*Proxy, error) {
 	if p.opt.Resolver == nil {
 		p.opt.Resolver = net.DefaultResolver
 	}
-	poolByName := map[string]*pool{}
-	for i, pc := range cfg.Pools {
-		pl := &pool{idx: i, name: pc.Name, leastConn: pc.Balance == LeastConn, health: pc.Health, passive: pc.Passive,
-			maxIdle: pc.MaxIdle, idleTimeout: time.Duration(pc.IdleTimeout)}
-		seen := map[netip.AddrPort]int{}
-		for j, s := range pc.Servers {
-			ap, err := p.resolve(s)
-			if err != nil {
-				return nil, fmt.Errorf("pools[%d] (%s).servers[%d]: %q: %w", i, pc.Name, j, s, err)
-			}
-			if k, ok := seen[ap]; ok {
-				return nil, fmt.Errorf("pools[%d] (%s).servers[%d]: %q is %v, as servers[%d] %q is", i, pc.Name, j, s, ap, k, pc.Servers[k])
-			}
-			seen[ap] = j
-			pl.servers = append(pl.servers, &server{idx: j, addr: ap.String(), now: p.now})
-		}
-		p.pools = append(p.pools, pl)
-		poolByName[pc.Name] = pl
+	addrs, err := p.resolveAll(cfg)
+	if err != nil {
+		return nil, err
 	}
 	ecfg := &engine.Config{
 		Backend:        engine.Backend(cfg.Engine.Backend),
@@ -220,23 +220,18 @@ func New(cfg *Config, opt *Options) (*Proxy, error) {
 		return nil, err
 	}
 	for _, el := range e.Loops() {
-		ls := newLoopState(len(cfg.Listeners), p.pools)
-		ls.sweepFn = func() { ls.sweepIdle(el, p.pools, p.now()) }
+		ls := newLoopState(el.ID())
+		ls.sweepFn = func() { ls.sweepIdle(el, ls.pools, p.now()) }
 		p.loops = append(p.loops, ls)
 	}
-	for i, lc := range cfg.Listeners {
-		l := &listener{idx: i, name: lc.Name, cfg: lc, pool: poolByName[lc.Pool], http: lc.Mode == ModeHTTP, routes: compileRoutes(lc.Routes, poolByName)}
-		eln, err := e.Listen("tcp", lc.Listen, nil)
-		if err != nil {
-			return fail(fmt.Errorf("listener %s: %w", lc.Name, err))
-		}
-		l.ln = eln
-		p.lns = append(p.lns, l)
-		p.byLn[eln] = l
-		if err := p.observe(l); err != nil {
-			return fail(err)
-		}
+	g, err := p.makeGen(cfg, addrs)
+	if err != nil {
+		return fail(err)
 	}
+	if err := p.commit(g); err != nil {
+		return fail(err)
+	}
+	p.reload.last.Store(time.Now().UnixNano())
 	if cfg.Admin.Listen != "" {
 		a, err := newAdmin(p, cfg.Admin.Listen)
 		if err != nil {
@@ -273,6 +268,8 @@ func (p *Proxy) resolve(s string) (netip.AddrPort, error) {
 // Addr returns the bound address of the named listener, nil if there is
 // none. Any goroutine.
 func (p *Proxy) Addr(name string) net.Addr {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
 	for _, l := range p.lns {
 		if l.name == name {
 			return l.ln.Addr()
@@ -290,9 +287,13 @@ func (p *Proxy) AdminAddr() net.Addr {
 	return p.admin.ln.Addr()
 }
 
-// Config returns the effective config (defaults filled in). Do not modify
-// it. Any goroutine.
-func (p *Proxy) Config() *Config { return p.cfg }
+// Config returns the effective config in force (defaults filled in): New's,
+// or the last one Reload applied. Do not modify it. Any goroutine.
+func (p *Proxy) Config() *Config {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.cur
+}
 
 // Engine returns the engine the proxy runs on. Any goroutine.
 func (p *Proxy) Engine() *engine.Engine { return p.e }
@@ -306,21 +307,22 @@ func (p *Proxy) Run(ctx context.Context) error {
 		return errors.New("proxy: Run called twice")
 	}
 	cctx, stopChecks := context.WithCancel(context.Background())
+	p.mu.Lock()
+	p.running, p.cctx = true, cctx
 	for _, pl := range p.pools {
-		if pl.health != nil {
-			p.checkers.Add(1)
-			go p.check(cctx, pl)
-		}
+		p.startCheck(pl)
 	}
+	p.startLogs()
+	p.mu.Unlock()
 	if p.admin != nil {
 		go p.admin.serve()
 	}
-	p.startLogs()
 	errc := make(chan error, 1)
 	go func() { errc <- p.e.Run(context.Background()) }()
 	var err error
 	select {
 	case <-ctx.Done():
+		p.stop()
 		p.drainHTTP()
 		dctx, cancel := context.WithTimeout(context.Background(), p.opt.Drain)
 		go func() {
@@ -336,6 +338,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 		cancel()
 		err = <-errc
 	case err = <-errc:
+		p.stop()
 	}
 	p.stopLogs(true) // the loops are done
 	stopChecks()

@@ -146,17 +146,33 @@ func runProxy(t *testing.T, cfg *Config) (p *Proxy, stop func() error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p, run(p)
+}
+
+// run runs p; stop ends its Run and returns Run's error (a second stop
+// returns nil at once).
+func run(p *Proxy) (stop func() error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
 	var once sync.Once
-	return p, func() (err error) {
+	return func() (err error) {
 		once.Do(func() {
 			cancel()
 			err = <-done
 		})
 		return err
 	}
+}
+
+// runUntilEnd runs p until the test ends.
+func runUntilEnd(t *testing.T, p *Proxy) {
+	stop := run(p)
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
 }
 
 func dial(t *testing.T, p *Proxy) *net.TCPConn {
@@ -1183,15 +1199,7 @@ func TestServerNameDNS(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- p.Run(ctx) }()
-		defer func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		}()
+		runUntilEnd(t, p)
 		c := dial(t, p)
 		if err := roundTrip(c, "by DNS"); err != nil {
 			t.Fatal(err)

@@ -44,14 +44,18 @@ type ServerTotals struct {
 	Ejections   uint64
 }
 
-// Totals sums the loops' counters. The loops keep counting meanwhile: the
-// sums are of values read one by one, not of one instant. Any goroutine.
+// Totals sums the loops' counters, for the listeners and servers in force.
+// The loops keep counting meanwhile: the sums are of values read one by
+// one, not of one instant. A server or listener a reload kept keeps its
+// counters. Any goroutine.
 func (p *Proxy) Totals() Totals {
 	var t Totals
-	for _, l := range p.lns {
+	p.mu.RLock()
+	lns, pools := p.lns, p.pools
+	p.mu.RUnlock()
+	for _, l := range lns {
 		lt := ListenerTotals{Name: l.name}
-		for _, ls := range p.loops {
-			s := &ls.ln[l.idx]
+		for _, s := range l.stats {
 			lt.Accepted += s.accepted.load()
 			lt.Rejected += s.rejected.load()
 			lt.NoServer += s.noServer.load()
@@ -67,11 +71,11 @@ func (p *Proxy) Totals() Totals {
 		p.observedTotals(l, &lt)
 		t.Listeners = append(t.Listeners, lt)
 	}
-	for _, pl := range p.pools {
+	for _, pl := range pools {
 		for _, srv := range pl.servers {
 			st := ServerTotals{Pool: pl.name, Server: srv.addr, Up: srv.up(), CheckFailures: srv.checkFails.Load(), CheckPasses: srv.checkPasses.Load(), PassiveDown: srv.ejected(), Ejections: srv.ejections.Load()}
-			for _, ls := range p.loops {
-				s := &ls.srv[pl.idx][srv.idx]
+			for _, sl := range srv.loops {
+				s := &sl.stats
 				st.Connects += s.connects.load()
 				st.Failures += s.failures.load()
 				st.BytesIn += s.bytesIn.load()

@@ -1,0 +1,616 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"reflect"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spindlenet/spindle/engine"
+)
+
+// Reload: a new config, applied while the proxy runs. Reload builds a
+// generation (makeGen) off the loops: pools and listeners as new objects,
+// the servers and listener sockets it keeps taken over from the current
+// ones; then it hands it to each loop (loopState.apply, by Loop.Post), which
+// adds the new rows to its own tables. A connection made under an earlier
+// config keeps the objects it was made with (its listener, pool and server
+// index), whose rows stay in the loops' tables: nothing it refers to
+// changes under it.
+
+// ErrStopped is returned by Reload once Run is stopping.
+var ErrStopped = errors.New("proxy: stopped")
+
+// reloadState is Reload's serialization and its counts for /metrics.
+type reloadState struct {
+	mu     sync.Mutex // held by Reload throughout
+	ok     atomic.Uint64
+	failed atomic.Uint64
+	last   atomic.Int64 // time.Now().UnixNano() of the last config applied (New's at first)
+
+	nextPool, nextLn int // the next pool.idx and listener.idx; reload.mu (or New)
+
+	lnMu   sync.Mutex
+	opened map[*engine.Listener]*generation // sockets opened for a generation not every loop has applied
+}
+
+// srvLoop is one loop's share of a server: its counters and its idle
+// connections, written by that loop only.
+type srvLoop struct {
+	stats srvStats
+	idle  idleList
+}
+
+// idleList is a server's idle pooled connections on one loop, oldest
+// first; gone once a reload removed the server (none is kept any more).
+type idleList struct {
+	conns []idleConn
+	gone  bool
+}
+
+// checker is a running health checker of one pool.
+type checker struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// generation is what one config makes: the listeners and pools in force
+// after it.
+type generation struct {
+	cfg   *Config
+	lns   []*listener // in config order
+	pools []*pool     // in config order
+	made  []*pool     // the pools new in it (rows to add), in idx order
+	kept  []*server   // servers of made pools taken over from the pools before
+	gone  []*server   // servers of the pools before that it has not
+	byLn  map[*engine.Listener]*listener
+	// opened are the sockets opened for it, closed again if it is not
+	// applied; closing are the earlier sockets it does not keep.
+	opened, closing []*engine.Listener
+	alogs           []*accessLog // access logs opened for it
+}
+
+// Reload applies cfg while the proxy runs (or before Run), as New would
+// have made it, without closing a connection: it fills in cfg's defaults
+// and validates it, resolves the server names again (Options.Resolver),
+// and refuses a change of the engine section or admin.listen (they need a
+// restart), naming the field; a refused config changes nothing. Then:
+//
+//   - Connections open keep the listener, pool and server they were made
+//     with; new connections, and in mode http new requests on the client
+//     connections open (from their next request head), follow cfg.
+//   - A server kept (same pool name, same resolved address) keeps its
+//     health state (active and passive), counters and idle keep-alive
+//     connections; one removed takes no new connection, its idle ones are
+//     closed and those in use finish (and are then closed, not pooled); one
+//     added starts up, as at New, until its pool's checks or passive health
+//     say otherwise. A pool whose settings or servers changed gets its
+//     health checker restarted (a kept server's consecutive pass and fail
+//     counts start again; its state stands); without health checks a kept
+//     server counts as up again, and without passive health its ejection
+//     ends.
+//   - A listener added is opened; one removed is closed (its connections
+//     finish); one whose listen address changed is opened on the new one
+//     and the old closed. A listener whose mode changed keeps its socket
+//     (no moment without one) but is a new listener: its counters start
+//     again and its open connections stay in the old mode. Other listener
+//     settings (pool, routes, timeouts, max_conns, upgrades) apply to new
+//     connections and, in mode http, to the next requests of the open ones
+//     (a request in progress finishes under the settings it began with).
+//   - A route's counters follow its name (a route kept keeps them). A
+//     listener keeps its access log while its access_log and route names
+//     stay the same; else a new one is opened (on the same path: lines
+//     follow each other in it), and the old one, which the connections
+//     made before may still write to, is written out and closed when Run
+//     returns.
+//
+// A failed Reload is counted and changes nothing (but where Run stopped
+// during it). Concurrent Reloads run one after the other; Reload after Run
+// has begun to stop returns ErrStopped. The config applied must not change
+// afterwards. Any goroutine.
+func (p *Proxy) Reload(cfg *Config) error {
+	rs := &p.reload
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if err := p.reloadLocked(cfg); err != nil {
+		rs.failed.Add(1)
+		return err
+	}
+	rs.ok.Add(1)
+	rs.last.Store(time.Now().UnixNano())
+	return nil
+}
+
+func (p *Proxy) reloadLocked(cfg *Config) error {
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if err := restartOnly(p.cfg, cfg); err != nil {
+		return err
+	}
+	addrs, err := p.resolveAll(cfg)
+	if err != nil {
+		return err
+	}
+	p.mu.RLock()
+	stopping := p.stopping
+	p.mu.RUnlock()
+	if stopping {
+		return ErrStopped
+	}
+	g, err := p.makeGen(cfg, addrs)
+	if err != nil {
+		return err
+	}
+	return p.commit(g)
+}
+
+// restartOnly reports a change from old to cfg that Reload cannot apply,
+// naming the field.
+func restartOnly(old, cfg *Config) error {
+	e, n := &old.Engine, &cfg.Engine
+	for _, f := range []struct {
+		name string
+		same bool
+	}{
+		{"backend", e.Backend == n.Backend},
+		{"cpus", slices.Equal(e.CPUs, n.CPUs)},
+		{"write_high_water", e.WriteHighWater == n.WriteHighWater},
+		{"write_timeout", e.WriteTimeout == n.WriteTimeout},
+		{"close_timeout", e.CloseTimeout == n.CloseTimeout},
+	} {
+		if !f.same {
+			return fmt.Errorf("engine.%s: changed; the engine section applies only at start (restart the proxy)", f.name)
+		}
+	}
+	if old.Admin.Listen != cfg.Admin.Listen {
+		return fmt.Errorf("admin.listen: changed from %q to %q; it applies only at start (restart the proxy)", old.Admin.Listen, cfg.Admin.Listen)
+	}
+	return nil
+}
+
+// resolveAll resolves the servers of cfg's pools (resolve), each pool's
+// addresses in its order, and refuses a pool with two servers at one
+// address.
+func (p *Proxy) resolveAll(cfg *Config) ([][]string, error) {
+	addrs := make([][]string, len(cfg.Pools))
+	for i, pc := range cfg.Pools {
+		seen := map[netip.AddrPort]int{}
+		for j, s := range pc.Servers {
+			ap, err := p.resolve(s)
+			if err != nil {
+				return nil, fmt.Errorf("pools[%d] (%s).servers[%d]: %q: %w", i, pc.Name, j, s, err)
+			}
+			if k, ok := seen[ap]; ok {
+				return nil, fmt.Errorf("pools[%d] (%s).servers[%d]: %q is %v, as servers[%d] %q is", i, pc.Name, j, s, ap, k, pc.Servers[k])
+			}
+			seen[ap] = j
+			addrs[i] = append(addrs[i], ap.String())
+		}
+	}
+	return addrs, nil
+}
+
+// makeGen makes cfg's generation from the one in force (none in New):
+// pools (the same object where nothing of a pool changed), servers (kept
+// by pool name and address), listeners (sockets kept by name and listen
+// address, or taken over by address from a listener renamed or removed),
+// and opens the sockets it needs. Reload's goroutine, rs.mu held (or New).
+func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
+	rs := &p.reload
+	g := &generation{cfg: cfg, byLn: map[*engine.Listener]*listener{}}
+	oldPools := map[string]*pool{}
+	for _, pl := range p.pools {
+		oldPools[pl.name] = pl
+	}
+	byName := map[string]*pool{}
+	kept := map[*server]bool{}
+	for i, pc := range cfg.Pools {
+		old := oldPools[pc.Name]
+		if old != nil && reflect.DeepEqual(old.cfg, pc) && slices.EqualFunc(old.servers, addrs[i], func(s *server, a string) bool { return s.addr == a }) {
+			for _, s := range old.servers {
+				kept[s] = true
+			}
+			g.pools = append(g.pools, old)
+			byName[pc.Name] = old
+			continue
+		}
+		pl := &pool{idx: rs.nextPool, name: pc.Name, cfg: pc, leastConn: pc.Balance == LeastConn, health: pc.Health, passive: pc.Passive,
+			maxIdle: pc.MaxIdle, idleTimeout: time.Duration(pc.IdleTimeout)}
+		rs.nextPool++
+		for _, a := range addrs[i] {
+			var s *server
+			if old != nil {
+				if k := slices.IndexFunc(old.servers, func(s *server) bool { return s.addr == a }); k >= 0 {
+					s = old.servers[k]
+					kept[s] = true
+					g.kept = append(g.kept, s)
+				}
+			}
+			if s == nil {
+				s = &server{addr: a, now: p.now}
+				for range p.loops {
+					s.loops = append(s.loops, new(srvLoop))
+				}
+			}
+			pl.servers = append(pl.servers, s)
+		}
+		g.pools = append(g.pools, pl)
+		g.made = append(g.made, pl)
+		byName[pc.Name] = pl
+	}
+	for _, pl := range p.pools {
+		for _, s := range pl.servers {
+			if !kept[s] {
+				g.gone = append(g.gone, s)
+			}
+		}
+	}
+
+	// Listeners: a socket is kept by name and listen address first, then
+	// taken over by an equal listen address (port 0 aside).
+	claimed := map[*engine.Listener]bool{}
+	prev := map[*listener]*listener{} // the listener each follows (same socket and mode)
+	for _, lc := range cfg.Listeners {
+		g.lns = append(g.lns, &listener{name: lc.Name, cfg: lc, pool: byName[lc.Pool], http: lc.Mode == ModeHTTP, routes: compileRoutes(lc.Routes, byName)})
+	}
+	for _, l := range g.lns {
+		for _, o := range p.lns {
+			if o.name == l.name && o.cfg.Listen == l.cfg.Listen {
+				l.ln = o.ln
+				claimed[o.ln] = true
+				if o.cfg.Mode == l.cfg.Mode {
+					l.idx, l.conns, l.stats = o.idx, o.conns, o.stats
+					prev[l] = o
+				}
+			}
+		}
+	}
+	for _, l := range g.lns {
+		if l.ln != nil {
+			continue
+		}
+		ap, _ := listenAddr(l.cfg.Listen) // (validated)
+		for _, o := range p.lns {
+			if oap, _ := listenAddr(o.cfg.Listen); !claimed[o.ln] && ap.Port() != 0 && oap == ap {
+				l.ln = o.ln
+				claimed[o.ln] = true
+				break
+			}
+		}
+	}
+	for _, l := range g.lns {
+		if l.stats == nil {
+			l.idx = rs.nextLn
+			rs.nextLn++
+			l.conns = new(atomic.Int64)
+			for range p.loops {
+				l.stats = append(l.stats, new(lnStats))
+			}
+		}
+	}
+	for _, o := range p.lns {
+		if !claimed[o.ln] {
+			// Until its socket is closed, what it accepted goes on
+			// under its old settings.
+			g.byLn[o.ln] = o
+			g.closing = append(g.closing, o.ln)
+		}
+	}
+	// lnMu from the first socket opened to pend: a loop that accepts on
+	// one meanwhile waits for its generation (pending).
+	var err error
+	p.reload.lnMu.Lock()
+	for _, l := range g.lns {
+		var a *accessLog
+		a, err = p.observe(l, prev[l])
+		if a != nil {
+			g.alogs = append(g.alogs, a)
+		}
+		if err == nil {
+			err = p.open(g, l)
+		}
+		if err != nil {
+			break
+		}
+	}
+	if err == nil {
+		p.pend(g)
+	}
+	p.reload.lnMu.Unlock()
+	if err != nil {
+		g.abandon(p)
+		return nil, err
+	}
+	return g, nil
+}
+
+// open opens l's socket, if it has none, for g. lnMu held; Reload's
+// goroutine (or New's).
+func (p *Proxy) open(g *generation, l *listener) error {
+	if l.ln != nil {
+		return nil
+	}
+	eln, err := p.e.Listen("tcp", l.cfg.Listen, nil)
+	if err != nil {
+		return fmt.Errorf("listener %s: %w", l.name, err)
+	}
+	l.ln = eln
+	g.opened = append(g.opened, eln)
+	return nil
+}
+
+// pend completes g, which no one changes afterwards: until every loop has
+// applied it, a loop that accepts on a socket it opened finds it by
+// pending and applies it then, so that the socket takes connections as
+// soon as it is open. lnMu held; Reload's goroutine (or New's).
+func (p *Proxy) pend(g *generation) {
+	rs := &p.reload
+	for _, l := range g.lns {
+		g.byLn[l.ln] = l
+	}
+	if rs.opened == nil {
+		rs.opened = map[*engine.Listener]*generation{}
+	}
+	for _, eln := range g.opened {
+		rs.opened[eln] = g
+	}
+}
+
+// pending returns the generation that opened eln while a loop has yet to
+// apply it, nil for none. Loop goroutine (a rare path: a connection
+// accepted in that moment).
+func (p *Proxy) pending(eln *engine.Listener) *generation {
+	rs := &p.reload
+	rs.lnMu.Lock()
+	defer rs.lnMu.Unlock()
+	return rs.opened[eln]
+}
+
+// forgetOpened drops the sockets of g from pending, once every loop has
+// applied g or they are closed.
+func (p *Proxy) forgetOpened(g *generation) {
+	rs := &p.reload
+	rs.lnMu.Lock()
+	for _, eln := range g.opened {
+		delete(rs.opened, eln)
+	}
+	rs.lnMu.Unlock()
+}
+
+// abandon closes the sockets and access logs opened for a generation not
+// applied.
+func (g *generation) abandon(p *Proxy) {
+	for _, eln := range g.opened {
+		eln.Close()
+	}
+	for _, a := range g.alogs {
+		a.stop(false)
+	}
+	p.forgetOpened(g)
+}
+
+// commit puts g in force: the fields the readers off the loops see, every
+// loop's tables (directly before Run, else posted to each loop, waiting for
+// all), the sockets g does not keep closed, the servers' health states and
+// the health checkers. Reload's goroutine, rs.mu held (or New's).
+func (p *Proxy) commit(g *generation) error {
+	p.mu.Lock()
+	if p.stopping {
+		p.mu.Unlock()
+		g.abandon(p)
+		return ErrStopped
+	}
+	p.cur, p.lns, p.pools = g.cfg, g.lns, g.pools
+	p.alogs = append(p.alogs, g.alogs...)
+	running := p.running
+	if running {
+		for _, a := range g.alogs {
+			a.start()
+		}
+	}
+	if !running {
+		for k, ls := range p.loops {
+			ls.apply(k, g)
+		}
+	}
+	p.mu.Unlock()
+	if running {
+		done := make(chan struct{}, len(p.loops))
+		for k, el := range p.e.Loops() {
+			ls := p.loops[k]
+			el.Post(func() {
+				ls.apply(k, g)
+				done <- struct{}{}
+			})
+		}
+		for range p.loops {
+			select {
+			case <-done:
+			case <-p.stopc:
+				p.forgetOpened(g)
+				return ErrStopped
+			}
+		}
+	}
+	p.forgetOpened(g)
+	for _, eln := range g.closing {
+		eln.Close()
+	}
+	p.swapCheckers(g)
+	return nil
+}
+
+// resetKept brings the servers g took over into a pool without health
+// checks up again, and out of an ejection into one without passive
+// health. Any goroutine.
+func (g *generation) resetKept() {
+	for _, pl := range g.made {
+		for _, s := range pl.servers {
+			if !slices.Contains(g.kept, s) {
+				continue
+			}
+			if pl.health == nil {
+				s.down.Store(false)
+			}
+			if pl.passive == nil {
+				s.fails.Store(0)
+				s.until.Store(0)
+			}
+		}
+	}
+}
+
+// swapCheckers stops the health checkers of the pools g does not keep,
+// resets the servers it kept (resetKept) and starts the checkers of the
+// pools it made. Reload's goroutine.
+func (p *Proxy) swapCheckers(g *generation) {
+	p.mu.Lock()
+	if !p.running || p.stopping {
+		p.mu.Unlock()
+		g.resetKept()
+		return // Run starts them, or has stopped them
+	}
+	var stopped []*checker
+	for pl, c := range p.checks {
+		if !slices.Contains(g.pools, pl) {
+			c.cancel()
+			stopped = append(stopped, c)
+			delete(p.checks, pl)
+		}
+	}
+	p.mu.Unlock()
+	// The old checkers end before the new ones start: a kept server's
+	// state is not written by both.
+	for _, c := range stopped {
+		<-c.done
+	}
+	g.resetKept()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopping {
+		return
+	}
+	for _, pl := range g.made {
+		p.startCheck(pl)
+	}
+}
+
+// startCheck starts pl's health checker, if it has health checks and none
+// runs. p.mu held, Run started and not stopping.
+func (p *Proxy) startCheck(pl *pool) {
+	if pl.health == nil || p.checks[pl] != nil {
+		return // (Run started it, after a Reload made the pool)
+	}
+	ctx, cancel := context.WithCancel(p.cctx)
+	c := &checker{cancel: cancel, done: make(chan struct{})}
+	p.checks[pl] = c
+	p.checkers.Add(1)
+	go func() {
+		defer close(c.done)
+		p.check(ctx, pl)
+	}()
+}
+
+// stop marks Run as stopping: Reload refuses from now on, and one waiting
+// for the loops returns. Run's goroutine.
+func (p *Proxy) stop() {
+	p.mu.Lock()
+	p.stopping = true
+	p.mu.Unlock()
+	close(p.stopc)
+}
+
+// apply puts g in force on loop k: rows for g's new pools and listeners,
+// the listeners in force (byLn, lns), the pools (sweepIdle), and the idle
+// connections of the servers g removed closed. Once per generation, in
+// their order (a Reload makes the next only once every loop applied
+// this one). Loop goroutine (before Run: Reload's, the loops not
+// running).
+func (ls *loopState) apply(k int, g *generation) {
+	if ls.applied == g {
+		return // (applied early: handler.OnOpen)
+	}
+	ls.applied = g
+	for _, pl := range g.made {
+		for len(ls.rr) <= pl.idx {
+			ls.rr = append(ls.rr, 0)
+			ls.srv = append(ls.srv, nil)
+			ls.idle = append(ls.idle, nil)
+			ls.tags = append(ls.tags, nil)
+		}
+		n := len(pl.servers)
+		srv, idle, tags := make([]*srvStats, n), make([]*idleList, n), make([]idleTag, n)
+		for i, s := range pl.servers {
+			srv[i], idle[i], tags[i] = &s.loops[k].stats, &s.loops[k].idle, idleTag{pool: pl, srv: i}
+		}
+		ls.srv[pl.idx], ls.idle[pl.idx], ls.tags[pl.idx] = srv, idle, tags
+	}
+	clear(ls.lns)
+	for _, l := range g.lns {
+		for len(ls.ln) <= l.idx {
+			ls.ln = append(ls.ln, nil)
+			ls.lns = append(ls.lns, nil)
+		}
+		ls.ln[l.idx], ls.lns[l.idx] = l.stats[k], l
+	}
+	ls.byLn, ls.pools = g.byLn, g.pools
+	for _, s := range g.gone {
+		il := &s.loops[k].idle
+		il.gone = true
+		for len(il.conns) > 0 {
+			c := il.conns[0].c
+			ls.dropIdle(c, c.Context().(*idleTag))
+		}
+	}
+}
+
+// refreshListener moves s to the listener in force for its own (a reload
+// made a new one with the same socket and mode), carrying its place in
+// max_conns' count. At a request's start. Loop goroutine.
+func (s *hsession) refreshListener() {
+	cur := s.ls.lns[s.ln.idx]
+	if cur == s.ln || cur == nil {
+		return
+	}
+	if was, is := s.ln.cfg.MaxConns > 0, cur.cfg.MaxConns > 0; was != is {
+		// The count is kept only under a bound: the client joins or
+		// leaves it.
+		if is {
+			cur.conns.Add(1)
+		} else {
+			cur.conns.Add(-1)
+		}
+	}
+	s.ln = cur
+}
+
+// writeReloadMetrics writes the reload counters. Any goroutine.
+func (p *Proxy) writeReloadMetrics(bw *bufio.Writer, family func(name, typ, help string)) {
+	rs := &p.reload
+	family("spindle_proxy_config_reloads_total", "counter", "Config reloads (Reload, SIGHUP to spindle proxy) applied (result=\"ok\") and refused (result=\"error\").")
+	fmt.Fprintf(bw, "spindle_proxy_config_reloads_total{result=\"ok\"} %d\n", rs.ok.Load())
+	fmt.Fprintf(bw, "spindle_proxy_config_reloads_total{result=\"error\"} %d\n", rs.failed.Load())
+	family("spindle_proxy_config_last_reload_success_timestamp_seconds", "gauge", "Unix time the config in force was applied (at start, or by the last reload that succeeded).")
+	fmt.Fprintf(bw, "spindle_proxy_config_last_reload_success_timestamp_seconds %s\n", strconv.FormatFloat(float64(rs.last.Load())/1e9, 'f', 3, 64))
+}
+
+// early applies the generation that opened c's listener, if a Reload
+// opened it and this loop has yet to apply it, and returns c's listener,
+// nil for none. Loop goroutine.
+func (ls *loopState) early(p *Proxy, c *engine.Conn) *listener {
+	g := p.pending(c.Listener())
+	if g == nil {
+		return nil
+	}
+	ls.apply(c.Loop().ID(), g)
+	return ls.byLn[c.Listener()]
+}
