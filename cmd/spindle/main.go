@@ -24,6 +24,9 @@ import (
 type command struct {
 	summary string
 	run     func(ctx context.Context, args []string) error
+	// reloads: SIGHUP is the command's own (proxy: a config reload), not
+	// a stop.
+	reloads bool
 }
 
 var commands = map[string]command{}
@@ -69,7 +72,7 @@ func main() {
 	// signal ignored when the command started (nohup's SIGHUP, SIGINT in
 	// a script's background job) stays ignored: catching it would undo
 	// that.
-	ctx, stop := signal.NotifyContext(context.Background(), stopSignals()...)
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals(cmd.reloads)...)
 	err := cmd.run(ctx, os.Args[2:])
 	// Before stop, ctx has a cause only if a signal cancelled it.
 	interrupted := context.Cause(ctx)
@@ -138,11 +141,12 @@ func givenTwice(list []string) string {
 }
 
 // stopSignals are the signals that stop a command: SIGTERM, and SIGINT and
-// SIGHUP unless they were ignored when spindle started.
-func stopSignals() []os.Signal {
+// SIGHUP unless they were ignored when spindle started (SIGHUP not for a
+// command that reloads on it).
+func stopSignals(reloads bool) []os.Signal {
 	sigs := []os.Signal{syscall.SIGTERM}
 	for _, s := range []os.Signal{os.Interrupt, syscall.SIGHUP} {
-		if !signal.Ignored(s) {
+		if !signal.Ignored(s) && !(reloads && s == syscall.SIGHUP) {
 			sigs = append(sigs, s)
 		}
 	}

@@ -14,11 +14,9 @@ import (
 	"time"
 )
 
-// startProxyCmd runs `spindle proxy -config` with -drain drain in front of
-// a Go echo server until the test ends, and returns the listener's address
-// and a channel with the command's exit. fields are more of the
-// listener's ("access_log: {path: x}").
-func startProxyCmd(t *testing.T, drain string, fields ...string) (*exec.Cmd, string, <-chan error) {
+// goServer serves each connection to a loopback listener with serve
+// until the test ends, and returns its address.
+func goServer(t *testing.T, serve func(net.Conn)) string {
 	t.Helper()
 	up, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -33,16 +31,43 @@ func startProxyCmd(t *testing.T, drain string, fields ...string) (*exec.Cmd, str
 			}
 			go func() {
 				defer c.Close()
-				io.Copy(struct{ io.Writer }{c}, struct{ io.Reader }{c})
+				serve(c)
 			}()
 		}
 	}()
-	cfg := filepath.Join(t.TempDir(), "proxy.yaml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`engine: {backend: epoll, cpus: [0]}
+	return up.Addr().String()
+}
+
+func echoConn(c net.Conn) { io.Copy(struct{ io.Writer }{c}, struct{ io.Reader }{c}) }
+
+// proxyConfig is a config file for `spindle proxy`: listener web in front
+// of server; fields are more of the listener's ("access_log: {path: x}").
+func proxyConfig(server string, fields ...string) []byte {
+	return []byte(fmt.Sprintf(`engine: {backend: epoll, cpus: [0]}
 listeners: [{name: web, listen: "127.0.0.1:0", pool: app%s}]
 pools: [{name: app, servers: [%q]}]
-`, strings.Join(append([]string{""}, fields...), ", "), up.Addr())), 0o644)
-	cmd := spindleCmd("proxy", "-config", cfg, "-drain", drain)
+`, strings.Join(append([]string{""}, fields...), ", "), server))
+}
+
+// startProxyCmd runs `spindle proxy -config` with -drain drain in front of
+// a Go echo server until the test ends, and returns the listener's address
+// and a channel with the command's exit. fields are more of the
+// listener's (proxyConfig).
+func startProxyCmd(t *testing.T, drain string, fields ...string) (*exec.Cmd, string, <-chan error) {
+	t.Helper()
+	cfg := filepath.Join(t.TempDir(), "proxy.yaml")
+	os.WriteFile(cfg, proxyConfig(goServer(t, echoConn), fields...), 0o644)
+	cmd, addr, _, done := runProxyCmd(t, cfg, "-drain", drain)
+	return cmd, addr, done
+}
+
+// runProxyCmd runs `spindle proxy -config cfg` with args until the test
+// ends, and returns the command, listener web's address, the lines it
+// writes to stderr after the listener's (a full channel drops them), and
+// a channel with its exit.
+func runProxyCmd(t *testing.T, cfg string, args ...string) (*exec.Cmd, string, <-chan string, <-chan error) {
+	t.Helper()
+	cmd := spindleCmd(append([]string{"proxy", "-config", cfg}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -51,6 +76,7 @@ pools: [{name: app, servers: [%q]}]
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
+	lines := make(chan string, 64)
 	var addr string
 	sc := bufio.NewScanner(stderr)
 	for sc.Scan() {
@@ -60,6 +86,12 @@ pools: [{name: app, servers: [%q]}]
 		}
 	}
 	go func() {
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default:
+			}
+		}
 		io.Copy(io.Discard, stderr)
 		done <- cmd.Wait()
 	}()
@@ -68,7 +100,7 @@ pools: [{name: app, servers: [%q]}]
 		t.Fatalf("no listener line: %v", <-done)
 	}
 	t.Cleanup(func() { cmd.Process.Kill() })
-	return cmd, addr, done
+	return cmd, addr, lines, done
 }
 
 // TestProxyRun runs `spindle proxy -config` in front of a Go echo server,
@@ -90,6 +122,19 @@ func TestProxyRun(t *testing.T) {
 	defer c2.Close()
 	roundTrip(c2, "two")
 	t0 := time.Now()
+	terminate(t, cmd, done)
+	if el := time.Since(t0); el < 300*time.Millisecond {
+		t.Errorf("exited %v after SIGTERM with a connection open, before the 300ms drain", el)
+	}
+	c2.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := c2.Read(make([]byte, 1)); n != 0 || err == nil {
+		t.Errorf("open connection after the drain: read %d, %v; want it closed", n, err)
+	}
+}
+
+// terminate sends cmd SIGTERM and waits for it to exit 0.
+func terminate(t *testing.T, cmd *exec.Cmd, done <-chan error) {
+	t.Helper()
 	cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case err := <-done:
@@ -98,13 +143,6 @@ func TestProxyRun(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("spindle proxy still running 10s after SIGTERM")
-	}
-	if el := time.Since(t0); el < 300*time.Millisecond {
-		t.Errorf("exited %v after SIGTERM with a connection open, before the 300ms drain", el)
-	}
-	c2.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if n, err := c2.Read(make([]byte, 1)); n != 0 || err == nil {
-		t.Errorf("open connection after the drain: read %d, %v; want it closed", n, err)
 	}
 }
 
