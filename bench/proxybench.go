@@ -23,9 +23,13 @@ const ProxySchema = "spindle-bench-proxy/1"
 const (
 	ProxyArmSpindleUring = "spindle-uring"
 	ProxyArmSpindleEpoll = "spindle-epoll"
-	ProxyArmHAProxy      = "haproxy"
-	ProxyArmNginx        = "nginx"
-	ProxyArmDirect       = "direct"
+	// ProxyArmSpindleUringLog is spindle-uring writing an access log (JSON
+	// lines, to a file in the run's temporary directory): what the log
+	// costs. Not in the default arms; ask for it with Arms.
+	ProxyArmSpindleUringLog = "spindle-uring-log"
+	ProxyArmHAProxy         = "haproxy"
+	ProxyArmNginx           = "nginx"
+	ProxyArmDirect          = "direct"
 )
 
 // The protocols of `spindle bench proxy` (ProxyConfig.Protocol).
@@ -105,6 +109,10 @@ type ProxyConfig struct {
 
 // ProxyArms are the arms of `spindle bench proxy`, in their default order.
 var ProxyArms = []string{ProxyArmSpindleUring, ProxyArmSpindleEpoll, ProxyArmHAProxy, ProxyArmNginx, ProxyArmDirect}
+
+// ProxyExtraArms are the arms of `spindle bench proxy` run only when asked
+// for.
+var ProxyExtraArms = []string{ProxyArmSpindleUringLog}
 
 // ProxyReport is the result of `spindle bench proxy`.
 type ProxyReport struct {
@@ -216,8 +224,8 @@ func (c ProxyConfig) withDefaults() (ProxyConfig, error) {
 		c.Arms = slices.Clone(ProxyArms)
 	}
 	for i, a := range c.Arms {
-		if !slices.Contains(ProxyArms, a) {
-			return c, fmt.Errorf("bench: unknown proxy arm %q (arms: %s)", a, strings.Join(ProxyArms, ", "))
+		if !slices.Contains(ProxyArms, a) && !slices.Contains(ProxyExtraArms, a) {
+			return c, fmt.Errorf("bench: unknown proxy arm %q (arms: %s)", a, strings.Join(slices.Concat(ProxyArms, ProxyExtraArms), ", "))
 		}
 		if slices.Contains(c.Arms[:i], a) {
 			return c, fmt.Errorf("bench: proxy arm %s given twice", a)
@@ -286,21 +294,30 @@ func (r *proxyRunner) arm(name string) proxyArm {
 		return path, os.WriteFile(path, []byte(text), 0o644)
 	}
 	httpMode := cfg.Protocol == ProxyProtocolHTTP
-	spindle := func(backend string) proxyArm {
+	spindle := func(backend string, accessLog bool) proxyArm {
+		name := "spindle-" + backend
 		summary := fmt.Sprintf("spindle proxy (this binary), engine backend %s, one loop", backend)
 		if httpMode {
 			summary += fmt.Sprintf(", mode http, up to %d idle upstream connections kept (max_idle)", cfg.Conns)
+		}
+		if accessLog {
+			name += "-log"
+			summary += ", access log as JSON lines to a file in the run's temporary directory"
 		}
 		var missing error
 		if _, err := exec.LookPath(cfg.ProxyCommand[0]); err != nil {
 			missing = fmt.Errorf("the proxy command: %w", err)
 		}
 		return proxyArm{
-			name:        "spindle-" + backend,
+			name:        name,
 			summary:     summary,
 			unavailable: missing,
 			argv: func(dir, listen, upstream string) ([]string, error) {
-				path, err := writeConf(dir, "spindle-"+backend+".yaml", SpindleProxyConfig(cfg.Protocol, backend, listen, upstream, cfg.ProxyCPUs[0], cfg.Conns))
+				log := ""
+				if accessLog {
+					log = filepath.Join(dir, name+".access.log")
+				}
+				path, err := writeConf(dir, name+".yaml", spindleProxyConfig(cfg.Protocol, backend, listen, upstream, cfg.ProxyCPUs[0], cfg.Conns, log))
 				if err != nil {
 					return nil, err
 				}
@@ -311,9 +328,11 @@ func (r *proxyRunner) arm(name string) proxyArm {
 	}
 	switch name {
 	case ProxyArmSpindleUring:
-		return spindle("uring")
+		return spindle("uring", false)
+	case ProxyArmSpindleUringLog:
+		return spindle("uring", true)
 	case ProxyArmSpindleEpoll:
-		return spindle("epoll")
+		return spindle("epoll", false)
 	case ProxyArmHAProxy:
 		// Looked up once per run; each measurement writes a config.
 		bin, lookErr := exec.LookPath("haproxy")
@@ -705,7 +724,7 @@ func (r *proxyRunner) measure(ctx context.Context, a proxyArm, rep int) (ProxyRe
 		}
 	}
 	r.done++
-	fmt.Fprintf(r.cfg.Progress, "[%2d/%d] rep %d %-14s %8.0f req/s  p50 %7.1fµs  p99 %8.1fµs  p99.9 %8.1fµs  proxy %6.2fµs/req (%3.0f%% CPU)  client %3.0f%%\n",
+	fmt.Fprintf(r.cfg.Progress, "[%2d/%d] rep %d %-17s %8.0f req/s  p50 %7.1fµs  p99 %8.1fµs  p99.9 %8.1fµs  proxy %6.2fµs/req (%3.0f%% CPU)  client %3.0f%%\n",
 		r.done, r.total, rep, a.name, res.AchievedRPS, res.Latency.P50, res.Latency.P99, res.Latency.P999, res.ProxyUSPerReq, res.ProxyCPUPercent, res.ClientCPUPercent)
 	return res, nil
 }
@@ -882,9 +901,9 @@ func ratioCell(s ProxySummaryRow) string {
 // WriteProxyTable prints rep's summary as a plain-text table.
 func WriteProxyTable(w io.Writer, rep *ProxyReport) {
 	fmt.Fprintf(w, "\nbench proxy, %s, loopback, %d reps, medians (min–max); latency in µs, proxy CPU in µs per request; ratios to %s\n", proxyProtocolTitle(rep.Config.Protocol), rep.Config.Reps, firstArm(rep))
-	fmt.Fprintf(w, "%-14s %-22s %-20s %-20s %-20s %-18s %7s %7s %7s\n", "arm", "req/s", "p50", "p99", "p99.9", "proxy µs/req", "rps×", "p99×", "cpu×")
+	fmt.Fprintf(w, "%-17s %-22s %-20s %-20s %-20s %-18s %7s %7s %7s\n", "arm", "req/s", "p50", "p99", "p99.9", "proxy µs/req", "rps×", "p99×", "cpu×")
 	for _, s := range rep.Summary {
-		fmt.Fprintf(w, "%-14s %-22s %-20s %-20s %-20s %-18s %7.2f %7.2f %7s\n", s.Arm, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
+		fmt.Fprintf(w, "%-17s %-22s %-20s %-20s %-20s %-18s %7.2f %7.2f %7s\n", s.Arm, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
 			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), cpuCell(s), s.RPSRatio, s.P99Ratio, ratioCell(s))
 	}
 	for _, n := range rep.Notes {
@@ -908,5 +927,8 @@ func firstArm(rep *ProxyReport) string {
 	return rep.Summary[0].Arm
 }
 
-// ProxyArmsFlag is the comma-separated arm list for a usage message.
-func ProxyArmsFlag() string { return strings.Join(ProxyArms, ",") }
+// ProxyArmsFlag lists the arms for a usage message: the default ones,
+// then those run only when asked for.
+func ProxyArmsFlag() string {
+	return strings.Join(ProxyArms, ",") + " (the default), or also " + strings.Join(ProxyExtraArms, ",")
+}

@@ -488,3 +488,34 @@ func TestEchoCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestSpindleProxyLogConfig checks the spindle-uring-log arm's config: the
+// same listener with a JSON access log at the path given, in both
+// protocols, as the proxy's strict parser reads it; and that the arm is
+// accepted by name but not run by default.
+func TestSpindleProxyLogConfig(t *testing.T) {
+	for _, protocol := range ProxyProtocols {
+		text := spindleProxyConfig(protocol, "uring", "127.0.0.1:4000", "127.0.0.1:5000", 1, 50, "/tmp/x y/access.log")
+		cfg, err := proxy.ParseConfig([]byte(text))
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", protocol, err, text)
+		}
+		a := cfg.Listeners[0].AccessLog
+		if a == nil || a.Path != "/tmp/x y/access.log" || a.Format != proxy.AccessLogJSON {
+			t.Errorf("%s: access log %+v\n%s", protocol, a, text)
+		}
+		if (cfg.Listeners[0].Mode == proxy.ModeHTTP) != (protocol == ProxyProtocolHTTP) {
+			t.Errorf("%s: mode %q", protocol, cfg.Listeners[0].Mode)
+		}
+		if plain := SpindleProxyConfig(protocol, "uring", "127.0.0.1:4000", "127.0.0.1:5000", 1, 50); strings.Contains(plain, "access_log") {
+			t.Errorf("%s: access log in the plain arm's config:\n%s", protocol, plain)
+		}
+	}
+	c, err := ProxyConfig{Arms: []string{ProxyArmSpindleUring, ProxyArmSpindleUringLog}}.withDefaults()
+	if err != nil || len(c.Arms) != 2 {
+		t.Errorf("arms %v: %v", c.Arms, err)
+	}
+	if c, _ := (ProxyConfig{}).withDefaults(); slices.Contains(c.Arms, ProxyArmSpindleUringLog) {
+		t.Errorf("default arms %v include %s", c.Arms, ProxyArmSpindleUringLog)
+	}
+}

@@ -22,10 +22,19 @@ import (
 // server per loop; there is one loop), so that each client connection can
 // have its upstream connection back for its next request.
 func SpindleProxyConfig(protocol, backend, listen, upstream string, cpu, conns int) string {
+	return spindleProxyConfig(protocol, backend, listen, upstream, cpu, conns, "")
+}
+
+// spindleProxyConfig is SpindleProxyConfig with the listener's access log
+// written, as JSON lines, to accessLog where it is not empty.
+func spindleProxyConfig(protocol, backend, listen, upstream string, cpu, conns int, accessLog string) string {
 	mode, idle := "", ""
 	if protocol == ProxyProtocolHTTP {
 		mode = "\n    mode: http"
 		idle = fmt.Sprintf("\n    max_idle: %d", conns)
+	}
+	if accessLog != "" {
+		mode += fmt.Sprintf("\n    access_log: {path: %q, format: json}", accessLog)
 	}
 	return fmt.Sprintf(`# spindle bench proxy: generated, removed after the run
 engine:

@@ -22,7 +22,7 @@ func runBenchProxy(ctx context.Context, args []string) error {
 		fs.PrintDefaults()
 	}
 	protocol := fs.String("protocol", bench.DefaultProxyProtocol, "tcp: L4 proxies, the RPC echo; http: HTTP/1.1 reverse proxies, keep-alive POSTs of the payload, echoed")
-	arms := fs.String("arms", "", "comma-separated arms, of "+bench.ProxyArmsFlag()+" (default: all; ratios are to the first)")
+	arms := fs.String("arms", "", "comma-separated arms, of "+bench.ProxyArmsFlag()+"; ratios are to the first")
 	duration := fs.Duration("duration", bench.DefaultProxyDuration, "total measuring budget, shared among the measurements")
 	reps := fs.Int("reps", bench.DefaultProxyReps, "repetitions (arms alternate within each)")
 	conns := fs.Int("conns", bench.DefaultProxyConns, "client connections, one request in flight each")
