@@ -614,6 +614,9 @@ func (c *Conn) sent(n int) {
 		c.wq = c.wq[:0]
 		c.wqHead = 0
 	}
+	if c.queued == 0 {
+		c.l.unlistQueue(c) // nothing for the sweep
+	}
 	if c.atMark() && c.qmem <= c.l.hwm/2 {
 		c.bits &^= bitOverMark
 		c.resume(pauseHWM)
@@ -646,6 +649,7 @@ func (c *Conn) dropQueue() {
 	c.wq = c.wq[:0]
 	c.wqHead = 0
 	c.queued = 0 // releaseSeg has brought qmem to 0
+	c.l.unlistQueue(c)
 }
 
 // afterDrain runs when the write queue is empty.

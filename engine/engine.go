@@ -247,14 +247,17 @@ type Config struct {
 	// bound while the connection is open, as Go's net without a deadline
 	// (CloseTimeout still bounds a Close).
 	//
-	// It costs nothing per write: a send completion only clears a
-	// per-connection count. Each loop sweeps its connections every
+	// It costs next to nothing per write: a send completion clears a
+	// per-connection count, and the loop keeps a list of its connections
+	// with a queue (joined at the end-of-iteration flush of a queue, left
+	// when the queue empties or the connection closes). Each loop sweeps
+	// the connections on that list, not all of its connections, every
 	// quarter of the shorter of WriteTimeout and CloseTimeout (but at
 	// least every 200th of WriteTimeout and no more often than every
-	// millisecond), only while one of them has a queue: the sweep is
-	// armed by the end-of-iteration flush of a non-empty queue and armed
-	// again by a sweep that found one. It counts, per connection with a
-	// queue, the sweeps since the last progress. A reset comes between
+	// millisecond), only while the list is not empty: the sweep is armed
+	// by the end-of-iteration flush of a non-empty queue and armed again
+	// by a sweep that left one. It counts, per connection with a queue,
+	// the sweeps since the last progress. A reset comes between
 	// WriteTimeout and WriteTimeout plus two sweep periods (1.5 times
 	// WriteTimeout when it is the shorter) after the last progress.
 	WriteTimeout time.Duration

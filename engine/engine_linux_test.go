@@ -146,6 +146,11 @@ func runEngine(t testing.TB, e *Engine) {
 		if s := e.Stats(); s.Open != 0 {
 			t.Errorf("%d connections open after Shutdown", s.Open)
 		}
+		for _, l := range e.Loops() { // exited: read from here
+			if len(l.queues) != 0 || len(queueErrors(l)) != 0 {
+				t.Errorf("loop %d: %d connections listed for the sweep after Shutdown: %q", l.ID(), len(l.queues), queueErrors(l))
+			}
+		}
 	})
 }
 

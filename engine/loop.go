@@ -121,6 +121,17 @@ type Loop struct {
 	sweepEvery time.Duration
 	sweepAt    int64
 	wtoTicks   uint8
+	// queues lists the connections the sweep visits: those with a write
+	// queue, from the flush that finds it (flushDirty) until it empties
+	// (Conn.sent) or is dropped (Conn.dropQueue, which finishClose calls),
+	// so that a sweep's cost follows the queues, not the connections.
+	// queuePos is per slot: 1 + the index of its connection in queues, 0
+	// if not there.
+	queues   []connRef
+	queuePos []int32
+	// sweeps and sweepVisits count the sweeps and the connections they
+	// looked at, for tests.
+	sweeps, sweepVisits int
 }
 
 // ID is the loop's index in Engine.Loops. Any goroutine.
@@ -226,8 +237,11 @@ func (l *Loop) flushDirty() {
 		c.dirty = false
 		if c.state == stateOpen || c.state == stateClosing {
 			if c.queued > 0 {
-				if l.sweepAt == 0 && l.sweepEvery > 0 {
-					l.sweepAt = l.woke + int64(l.sweepEvery)
+				if l.sweepEvery > 0 {
+					l.listQueue(c)
+					if l.sweepAt == 0 {
+						l.sweepAt = l.woke + int64(l.sweepEvery)
+					}
 				}
 				l.be.flush(c)
 			} else {
@@ -260,30 +274,80 @@ func (l *Loop) setTimeouts(wto, cto time.Duration) {
 // sweep resets the connections whose write queue has not moved for
 // Config.WriteTimeout, or that a Close has not drained in CloseTimeout, and
 // sets the next sweep if some other connection has a queue (else the next
-// flush of a queue sets it). A connection's stall count is 1 at the first
-// sweep after its queue last moved (or filled), and wtoTicks sweeps, each
-// at least sweepEvery after the last, later it passes wtoTicks: WriteTimeout
-// has passed. Loop goroutine.
+// flush of a queue sets it). It visits only the connections in l.queues. A
+// connection's stall count is 1 at the first sweep after its queue last
+// moved (or filled), and wtoTicks sweeps, each at least sweepEvery after
+// the last, later it passes wtoTicks: WriteTimeout has passed. (A reset's
+// OnClose that takes another queued connection out of l.queues may move
+// one not yet visited before the sweep's position: that one is counted
+// one sweep later.) Loop goroutine.
 func (l *Loop) sweep() {
 	l.sweepAt = 0
 	now := nanotime()
-	queued := false
-	for _, c := range l.conns {
-		if c == nil || c.queued == 0 || c.k.closing || (c.state != stateOpen && c.state != stateClosing) {
+	l.sweeps++
+	for i := 0; i < len(l.queues); {
+		l.sweepVisits++
+		c := l.conn(l.queues[i].slot, l.queues[i].gen)
+		if c == nil { // cannot be: finishClose took it out
+			l.unlistAt(i)
 			continue
 		}
-		if c.stall < math.MaxUint8 {
-			c.stall++
-		}
-		if l.wtoTicks > 0 && c.stall > l.wtoTicks || c.state == stateClosing && l.cto > 0 && now-c.tmo >= int64(l.cto) {
+		if c.queued > 0 && !c.k.closing && (c.state == stateOpen || c.state == stateClosing) {
+			if c.stall < math.MaxUint8 {
+				c.stall++
+			}
+			if !(l.wtoTicks > 0 && c.stall > l.wtoTicks || c.state == stateClosing && l.cto > 0 && now-c.tmo >= int64(l.cto)) {
+				i++
+				continue
+			}
 			c.expire()
-			continue
 		}
-		queued = true
+		// c leaves the list (its reset took it out already unless sends
+		// were in flight); place i then holds the next one to visit.
+		l.unlistQueue(c)
 	}
-	if queued {
+	if len(l.queues) > 0 {
 		l.sweepAt = now + int64(l.sweepEvery)
 	}
+}
+
+// connRef names a connection by slot and generation.
+type connRef struct {
+	slot int32
+	gen  uint32
+}
+
+// listQueue puts c, whose queue is being flushed, in l.queues for the
+// sweep, unless it is there. Loop goroutine.
+func (l *Loop) listQueue(c *Conn) {
+	if l.queuePos[c.slot] != 0 {
+		return
+	}
+	l.queues = append(l.queues, connRef{c.slot, c.gen})
+	l.queuePos[c.slot] = int32(len(l.queues))
+}
+
+// unlistQueue takes c out of l.queues, if it is there: its queue emptied
+// or was dropped. The generation check keeps a closed c from taking out
+// the connection that has its slot now. Loop goroutine.
+func (l *Loop) unlistQueue(c *Conn) {
+	if p := l.queuePos[c.slot]; p != 0 && l.queues[p-1].gen == c.gen {
+		l.unlistAt(int(p - 1))
+	}
+}
+
+// unlistAt takes entry i out of l.queues, moving the last one into its
+// place.
+func (l *Loop) unlistAt(i int) {
+	l.queuePos[l.queues[i].slot] = 0
+	last := len(l.queues) - 1
+	if i != last {
+		m := l.queues[last]
+		l.queues[i] = m
+		l.queuePos[m.slot] = int32(i + 1)
+	}
+	l.queues[last] = connRef{}
+	l.queues = l.queues[:last]
 }
 
 // addConn puts c in the slot table.
@@ -296,6 +360,7 @@ func (l *Loop) addConn(c *Conn) {
 		c.slot = int32(len(l.conns))
 		l.conns = append(l.conns, c)
 		l.slotGen = append(l.slotGen, 0)
+		l.queuePos = append(l.queuePos, 0)
 	}
 	l.slotGen[c.slot]++
 	c.gen = l.slotGen[c.slot]
@@ -320,8 +385,8 @@ func (l *Loop) finishClose(c *Conn) {
 		return
 	}
 	c.state = stateClosed
-	c.fd = -1 // closed: the number may name another file already
-	c.dropQueue()
+	c.fd = -1     // closed: the number may name another file already
+	c.dropQueue() // and out of l.queues, before the slot is reused
 	if c.timer.l != nil {
 		c.timer.Stop()
 	}

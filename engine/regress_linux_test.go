@@ -257,6 +257,7 @@ func TestSlotGenerationWraps(t *testing.T) {
 					if len(l.conns) == 0 {
 						l.conns = append(l.conns, nil)
 						l.slotGen = append(l.slotGen, gen-1)
+						l.queuePos = append(l.queuePos, 0)
 						l.free = append(l.free, 0)
 					}
 					close(ready)

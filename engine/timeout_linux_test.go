@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"sync/atomic"
@@ -115,6 +116,9 @@ func testPeerNotReading(t *testing.T, end func(c *Conn), set func(cfg *Config, b
 					continue
 				}
 				checkExpired(t, h, c, 5*time.Second)
+				if n := checkQueues(t, e); n != 0 {
+					t.Errorf("%d connections listed for the sweep after the reset, want 0", n)
+				}
 				if n := e.Stats().TimedOut; n != 1 {
 					t.Errorf("Stats.TimedOut = %d after one connection timed out, want 1", n)
 				}
@@ -270,4 +274,109 @@ func TestTimeoutDefaults(t *testing.T) {
 			t.Errorf("WriteTimeout %v, CloseTimeout %v: sweep every %v, %d sweeps; want %v, %d", tc.wto, tc.cto, l.sweepEvery, l.wtoTicks, tc.every, tc.ticks)
 		}
 	}
+}
+
+// TestSweepVisitsQueuesOnly: the sweep behind WriteTimeout and
+// CloseTimeout visits the connections that have a write queue, not every
+// connection of the loop. One loop holds 1,000 idle connections, each
+// sent a greeting that drained into its socket at once, and one whose
+// peer reads nothing (8 MiB queued): each sweep (every 10 ms, CloseTimeout
+// 40 ms) must visit that one alone; it visited all 1,001 slots before.
+func TestSweepVisitsQueuesOnly(t *testing.T) {
+	const idle = 1000
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			cfg := testConfig(b)
+			cfg.CPUs = []int{0} // one loop: every connection in its table
+			cfg.CloseTimeout = 40 * time.Millisecond
+			payload := pattern(11, 8<<20)
+			var stalled atomic.Bool
+			h := &BaseHandlerFunc{open: func(c *Conn) {
+				if stalled.Load() {
+					c.Write(payload)
+				} else {
+					c.Write([]byte("hello"))
+				}
+			}}
+			e, addr := startEngine(t, cfg, h)
+			l := e.Loops()[0]
+			for range idle {
+				mustDial(t, "tcp", addr)
+			}
+			waitFor(t, "the idle connections", func() bool { return e.Stats().Open == idle })
+			stalled.Store(true)
+			c := dialRcvBuf(t, addr, 4096)
+			counts := func() (sweeps, visits int) {
+				res := make(chan [2]int)
+				l.Post(func() { res <- [2]int{l.sweeps, l.sweepVisits} })
+				r := <-res
+				return r[0], r[1]
+			}
+			// From the second sweep after the stalled connection opened on,
+			// its queue is the only one.
+			waitFor(t, "the stalled connection", func() bool { return e.Stats().Open == idle+1 })
+			s, _ := counts()
+			waitFor(t, "two sweeps", func() bool { n, _ := counts(); return n >= s+2 })
+			s0, v0 := counts()
+			waitFor(t, "ten more sweeps", func() bool { n, _ := counts(); return n >= s0+10 })
+			s1, v1 := counts()
+			if v1-v0 != s1-s0 {
+				t.Errorf("%d sweeps visited %d connections, want one each (the stalled one; %d are idle)", s1-s0, v1-v0, idle)
+			}
+			if n := checkQueues(t, e); n != 1 {
+				t.Errorf("%d connections listed for the sweep, want 1 (the stalled one)", n)
+			}
+			c.Close() // unread data: a reset, which closes the stalled connection
+			waitFor(t, "the stalled connection's close", func() bool { return e.Stats().Open == idle })
+			if n := checkQueues(t, e); n != 0 {
+				t.Errorf("%d connections listed for the sweep after the stalled one closed, want 0", n)
+			}
+		})
+	}
+}
+
+// checkQueues checks, on each of e's loops, the list of connections with a
+// write queue that the sweep visits (Loop.queues) and returns how many it
+// holds: each entry a connection still in its slot (same generation, not
+// closed) with a queue, each slot's position right, no position left over.
+func checkQueues(t *testing.T, e *Engine) int {
+	t.Helper()
+	n := 0
+	for _, l := range e.Loops() {
+		res := make(chan []string)
+		l.Post(func() {
+			n += len(l.queues)
+			res <- queueErrors(l)
+		})
+		for _, msg := range <-res {
+			t.Errorf("loop %d: %s", l.ID(), msg)
+		}
+	}
+	return n
+}
+
+// queueErrors is what is wrong with l.queues. Loop goroutine, or after the
+// loop exited.
+func queueErrors(l *Loop) []string {
+	var bad []string
+	for i, r := range l.queues {
+		switch c := l.conn(r.slot, r.gen); {
+		case c == nil:
+			bad = append(bad, fmt.Sprintf("entry %d (slot %d, generation %d): no such connection", i, r.slot, r.gen))
+		case c.queued == 0:
+			bad = append(bad, fmt.Sprintf("entry %d (slot %d): no queue", i, r.slot))
+		case l.queuePos[r.slot] != int32(i+1):
+			bad = append(bad, fmt.Sprintf("entry %d (slot %d): position %d", i, r.slot, l.queuePos[r.slot]))
+		}
+	}
+	listed := 0
+	for _, p := range l.queuePos {
+		if p != 0 {
+			listed++
+		}
+	}
+	if listed != len(l.queues) {
+		bad = append(bad, fmt.Sprintf("%d slots have a position, %d entries", listed, len(l.queues)))
+	}
+	return bad
 }
