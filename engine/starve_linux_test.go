@@ -3,7 +3,6 @@ package engine
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"net"
 	"runtime"
 	"testing"
@@ -33,14 +32,19 @@ func TestStarvedReceiveRearms(t *testing.T) {
 }
 
 // burstEcho writes msgs messages of size bytes with uneven gaps (up to 40
-// µs of spinning) while reading the echo back, and checks it.
+// µs of spinning) while reading the echo back, and checks it. It fails when
+// the echo stops: nothing read for 5 s. The whole burst has no deadline:
+// through two 512-byte buffers a 1 MiB echo is some 2,000 receives, each a
+// round trip through the loop (and SQPOLL's thread), and on a loaded 2-CPU
+// machine one took 6.4 s, never waiting a second for its next bytes (a 5 s
+// deadline on the whole burst failed there now and then). A write blocked
+// by a server that stopped reading ends with the deferred Close.
 func burstEcho(addr string, seed uint64, msgs, size int) error {
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
 	msg := pattern(seed, size)
 	werr := make(chan error, 1)
 	go func() {
@@ -55,8 +59,13 @@ func burstEcho(addr string, seed uint64, msgs, size int) error {
 		werr <- nil
 	}()
 	got := make([]byte, msgs*size)
-	if _, err := io.ReadFull(c, got); err != nil {
-		return fmt.Errorf("reading the echo: %w", err)
+	for n := 0; n < len(got); {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		m, err := c.Read(got[n:])
+		n += m
+		if err != nil {
+			return fmt.Errorf("reading the echo, %d of %d bytes read: %w", n, len(got), err)
+		}
 	}
 	if err := <-werr; err != nil {
 		return err
