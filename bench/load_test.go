@@ -528,7 +528,12 @@ func TestOpenLoopStalledServerEnds(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := startPaced(t, 0)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			// A run that does not end with the drain ends with the context,
+			// and fails with its error. Its deadline is 20 times the run's
+			// length: under load a run that ended with its drain took 1.6 s
+			// (client threads started and connected late, and given no CPU
+			// once the drain was over).
+			ctx, cancel := context.WithTimeout(context.Background(), 20*(warmup+window+drain))
 			defer cancel()
 			start := time.Now()
 			res, err := RunLoad(ctx, LoadConfig{
@@ -538,9 +543,6 @@ func TestOpenLoopStalledServerEnds(t *testing.T) {
 			took := time.Since(start)
 			if err != nil {
 				t.Fatalf("after %v: %v", took.Round(time.Millisecond), err)
-			}
-			if limit := warmup + window + drain + 500*time.Millisecond; took > limit {
-				t.Errorf("run took %v, want the drain to end it by about %v", took.Round(time.Millisecond), limit)
 			}
 			want := rate * window.Seconds()
 			if float64(res.Scheduled) < want-2 || float64(res.Scheduled) > want+2 || res.Unanswered != res.Scheduled || res.Answered != 0 || res.Replies != 0 {
