@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"math"
 	"net"
@@ -90,6 +91,50 @@ func startTestServer(t testing.TB, arm string, env ...string) string {
 	return p.hello.Addr
 }
 
+// maxServedWindow is the longest window servedLoad measures a server in.
+const maxServedWindow = 4 * time.Second
+
+// servedLoad runs load as cfg says and returns its result. While late says
+// the result lacks a figure that needs the server to have had the CPU in
+// time (no reply in the window, a request of the window unanswered when
+// the drain ended), it measures again with twice the window, up to
+// maxServedWindow: on a loaded machine a server is denied the CPU for a
+// few hundred ms, a whole short window. A server that does not answer
+// fails after the longest window; a run's error fails at once.
+func servedLoad(t *testing.T, cfg LoadConfig, late func(*LoadResult) string) *LoadResult {
+	t.Helper()
+	payload := cfg.Payload
+	if payload == 0 {
+		payload = DefaultPayload
+	}
+	for {
+		res, err := RunLoad(context.Background(), cfg)
+		if err != nil {
+			t.Fatalf("%v window, %d-byte payloads: %v", cfg.Duration, payload, err)
+		}
+		msg := late(res)
+		if msg == "" {
+			return res
+		}
+		if 2*cfg.Duration > maxServedWindow {
+			t.Fatalf("%v window, %d-byte payloads: %s", cfg.Duration, payload, msg)
+		}
+		t.Logf("%v window, %d-byte payloads: %s; measuring again with a %v window", cfg.Duration, payload, msg, 2*cfg.Duration)
+		cfg.Duration *= 2
+	}
+}
+
+// unserved is servedLoad's late for a server that answers every request:
+// it says so if no reply came in the window, no request of the window was
+// answered (a closed-loop run whose warm-up replies came at the window's
+// end sends none in it), or one was not answered by the end of the drain.
+func unserved(res *LoadResult) string {
+	if res.Replies == 0 || res.Answered == 0 || res.Unanswered != 0 {
+		return fmt.Sprintf("%d replies in the window, %d requests of it answered, %d unanswered", res.Replies, res.Answered, res.Unanswered)
+	}
+	return ""
+}
+
 // TestLoadModes: each protocol, closed and open loop, against the go-net
 // arm (whose Echo answers both): every request of the window is sent,
 // answered and verified.
@@ -114,21 +159,18 @@ func TestLoadModes(t *testing.T) {
 	for _, proto := range []string{ProtocolRPC, ProtocolHTTP} {
 		for _, tc := range tests {
 			t.Run(proto+"/"+tc.name, func(t *testing.T) {
-				res, err := RunLoad(context.Background(), LoadConfig{
+				res := servedLoad(t, LoadConfig{
 					Addr: addr, Protocol: proto, Conns: tc.conns, InFlight: tc.inflight, Threads: tc.threads,
 					Payload: tc.payload, Block: tc.block, Rate: tc.rate, Warmup: 50 * time.Millisecond, Duration: 200 * time.Millisecond,
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if res.Replies == 0 || res.Hist.Count() != int64(res.Answered) {
+				}, unserved)
+				if res.Hist.Count() != int64(res.Answered) {
 					t.Fatalf("replies %d, answered %d, histogram count %d", res.Replies, res.Answered, res.Hist.Count())
 				}
-				if res.Sent != res.Answered || res.Unanswered != 0 {
+				if res.Sent != res.Answered {
 					t.Errorf("sent %d, answered %d, unanswered %d", res.Sent, res.Answered, res.Unanswered)
 				}
-				if want := tc.rate * 0.2; tc.rate > 0 && (float64(res.Scheduled) < want-2 || float64(res.Scheduled) > want+2 || res.Answered != res.Scheduled) {
-					t.Errorf("open loop at %v/s over 0.2 s: scheduled %d (want %.0f), answered %d", tc.rate, res.Scheduled, want, res.Answered)
+				if want := tc.rate * res.Window.Seconds(); tc.rate > 0 && (float64(res.Scheduled) < want-2 || float64(res.Scheduled) > want+2 || res.Answered != res.Scheduled) {
+					t.Errorf("open loop at %v/s over %v: scheduled %d (want %.0f), answered %d", tc.rate, res.Window, res.Scheduled, want, res.Answered)
 				}
 				if res.ClientUser+res.ClientSys <= 0 {
 					t.Errorf("no client CPU time recorded")
