@@ -507,34 +507,38 @@ func TestOpenLoopOverload(t *testing.T) {
 	const capacity, offered = 5000, 6250
 	s := startPaced(t, capacity)
 	var ws, we time.Time
-	res, err := RunLoad(context.Background(), LoadConfig{
+	var served int
+	// The client counts a reply when it reads it, the server when it
+	// writes it: they differ by the replies in flight across the window's
+	// edges, more when the client is late reading (138 of 5,048 with
+	// other test binaries on both CPUs; 187 of 3,080 with two busy loops
+	// as well, 6%). Counting every reply to the window's requests instead,
+	// the backlog drained after it, would be off by a quarter. A count off
+	// by more than 5%, or a server starved below a quarter of its
+	// capacity, is measured again in a longer window, where the edges
+	// weigh less; the backlog grows with the window, so a client that
+	// counts it fails in each.
+	res := servedLoad(t, LoadConfig{
 		Addr: s.ln.Addr().String(), Conns: 8, Rate: offered, Warmup: 100 * time.Millisecond,
 		Duration: time.Second, Drain: 2 * time.Second,
 		Window: func(a, b time.Time) { ws, we = a, b },
+	}, func(res *LoadResult) string {
+		served = s.writtenBetween(ws, we)
+		if d := int(res.Replies) - served; res.Throughput() < 0.25*capacity || d > served/20 || -d > served/20 {
+			return fmt.Sprintf("%d replies counted in the window, the server wrote %d in it", res.Replies, served)
+		}
+		return ""
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := s.writtenBetween(ws, we)
 	t.Logf("offered %d/s to a server of capacity %d/s: achieved %.0f/s (%d replies in the window; the server wrote %d in it), %d answered + %d unanswered of %d scheduled; %s",
 		offered, capacity, res.Throughput(), res.Replies, served, res.Answered, res.Unanswered, res.Scheduled, res.Hist)
 	// At most the capacity (the paced server catches up on 10 ms at the
 	// most); below it by as much as the server was starved: in CI's full
 	// -race run, every package's tests on two CPUs, it wrote 3,531 in the
 	// window. What the client must get right is counting what was
-	// answered, checked against the server's own count below; a quarter
+	// answered, checked against the server's own count above; a quarter
 	// of the capacity only tells a server that ran from one that did not.
-	if got := res.Throughput(); got > 1.05*capacity || got < 0.25*capacity {
+	if got := res.Throughput(); got > 1.05*capacity {
 		t.Errorf("achieved %.0f req/s offering %d/s to a server that answers %d/s", got, offered, capacity)
-	}
-	// The client counts a reply when it reads it, the server when it
-	// writes it: they differ by the replies in flight across the window's
-	// edges, more when the client is late reading (138 of 5,048 with
-	// other test binaries on both CPUs). Counting every reply to the
-	// window's requests instead, the backlog drained after it, would be
-	// off by a quarter.
-	if d := int(res.Replies) - served; d > served/20 || -d > served/20 {
-		t.Errorf("%d replies counted in the window; the server wrote %d in it", res.Replies, served)
 	}
 	if res.Answered+res.Unanswered != res.Scheduled || res.Hist.Count() != int64(res.Scheduled) {
 		t.Errorf("scheduled %d: answered %d, unanswered %d, latencies %d", res.Scheduled, res.Answered, res.Unanswered, res.Hist.Count())
