@@ -51,23 +51,73 @@ func pinProcess(cpus []int) error {
 // allowedCPUs returns the CPUs the calling thread may run on, in order.
 func allowedCPUs() ([]int, error) { return sys.AllowedCPUs() }
 
+// selfUsage reads the process's CPU time (getrusage) and its threads' run
+// times (schedstat). The server runs on while the threads' files are read,
+// so the two are read again, up to usageTries times, until the process's
+// CPU time moved less than usageSkew across the threads' read (else the
+// read it moved least across is kept): a reader descheduled in the middle
+// on a loaded machine would otherwise put a thread sum and a process total
+// of different moments side by side.
 func selfUsage() (ServerUsage, error) {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		return ServerUsage{}, os.NewSyscallError("getrusage", err)
+	var best ServerUsage
+	bestSkew := int64(-1)
+	for range usageTries {
+		u, skew, err := selfUsageOnce()
+		if err != nil {
+			return ServerUsage{}, err
+		}
+		if bestSkew < 0 || skew < bestSkew {
+			best, bestSkew = u, skew
+		}
+		if skew < int64(usageSkew) {
+			break
+		}
+	}
+	return best, nil
+}
+
+const (
+	usageTries = 4
+	usageSkew  = time.Millisecond
+)
+
+// usageMidRead, when set (by tests), runs between a read's getrusage and
+// its threads' read.
+var usageMidRead func()
+
+// selfUsageOnce is one read of selfUsage, and how much the process's CPU
+// time moved while the threads were read.
+func selfUsageOnce() (ServerUsage, int64, error) {
+	rusage := func() (int64, unix.Rusage, error) {
+		var ru unix.Rusage
+		if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+			return 0, ru, os.NewSyscallError("getrusage", err)
+		}
+		return unix.TimevalToNsec(ru.Utime) + unix.TimevalToNsec(ru.Stime), ru, nil
+	}
+	t0, ru, err := rusage()
+	if err != nil {
+		return ServerUsage{}, 0, err
 	}
 	var mono unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &mono); err != nil {
-		return ServerUsage{}, os.NewSyscallError("clock_gettime", err)
+		return ServerUsage{}, 0, os.NewSyscallError("clock_gettime", err)
+	}
+	if usageMidRead != nil {
+		usageMidRead()
 	}
 	tasks, err := Proc{}.Tasks(0)
 	if err != nil {
-		return ServerUsage{}, err
+		return ServerUsage{}, 0, err
+	}
+	t1, _, err := rusage()
+	if err != nil {
+		return ServerUsage{}, 0, err
 	}
 	return ServerUsage{
 		UserNS: unix.TimevalToNsec(ru.Utime), SysNS: unix.TimevalToNsec(ru.Stime),
 		Nvcsw: ru.Nvcsw, Nivcsw: ru.Nivcsw, Threads: tasks, MonoNS: unix.TimespecToNsec(mono),
-	}, nil
+	}, t1 - t0, nil
 }
 
 // killGroupOnCancel makes cmd the leader of a process group of its own and

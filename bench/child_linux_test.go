@@ -3,7 +3,9 @@ package bench
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
+	"strings"
 	"testing"
 	"time"
 )
@@ -38,4 +40,65 @@ func TestServeMainControlStopsOnContext(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("ServeMain -control still serving 30s after its context was cancelled")
 	}
+}
+
+// TestSelfUsageOneMoment: the process's CPU time and its threads' run
+// times that selfUsage returns are of one moment, even when the reader is
+// held up between the two reads while the process keeps running (as a
+// server's reader is on a loaded machine): between two reads, the threads'
+// run times grow by what the process's CPU time grows by.
+func TestSelfUsageOneMoment(t *testing.T) {
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() { // a busy server thread
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+		}
+	}()
+	sum := func(u ServerUsage, tids map[int]uint64) (total, threads int64) {
+		for _, th := range u.Threads {
+			threads += int64(th.RunNS - tids[th.TID])
+		}
+		return int64(u.UserNS + u.SysNS), threads
+	}
+	// Each try holds its second read up; a loaded machine may hold the
+	// reader up in every retry of one try too, so one try in five within
+	// the bound passes (without the retries none is).
+	var errs []string
+	for i := range 5 {
+		a, err := selfUsage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+		held := false
+		usageMidRead = func() {
+			if !held { // the first read of b is held up for 30 ms
+				held = true
+				time.Sleep(30 * time.Millisecond)
+			}
+		}
+		b, err := selfUsage()
+		usageMidRead = nil
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := map[int]uint64{}
+		for _, th := range a.Threads {
+			before[th.TID] = th.RunNS
+		}
+		t0, _ := sum(a, nil)
+		t1, threads := sum(b, before)
+		// A thread that exited between the reads takes its time out of the
+		// sum: allow that, and the ms of the reads themselves.
+		if d := threads - (t1 - t0); d <= int64(5*time.Millisecond) && d >= -int64(10*time.Millisecond) {
+			return
+		}
+		errs = append(errs, fmt.Sprintf("try %d: threads ran %v between the reads, the process %v", i, time.Duration(threads), time.Duration(t1-t0)))
+	}
+	t.Error(strings.Join(errs, "\n"))
 }
