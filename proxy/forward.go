@@ -41,7 +41,15 @@ type lnStats struct {
 	requests  counter    // request heads received (bad ones included)
 	respUp    [5]counter // responses from servers, by class 1xx..5xx
 	respLocal [5]counter // responses the proxy made (errors), by class
+
+	// cur is the listener in force for this one's socket and mode (a
+	// reload made a new one: refreshListener), nil once none is. Its
+	// loop only.
+	cur *listener
 }
+
+// stats returns loop ls's counters for server i of pl. Loop goroutine.
+func (ls *loopState) stats(pl *pool, i int) *srvStats { return &pl.servers[i].loops[ls.id].stats }
 
 // srvStats are one loop's counters for one server of a pool.
 type srvStats struct {
@@ -58,25 +66,23 @@ type srvStats struct {
 	idle       gauge   // idle connections in the loop's pool
 }
 
-// loopState is what one loop owns: its balancing state and counters. Only
-// that loop writes it. Its tables grow with each reload (loopState.apply,
-// reload.go): rows are by pool.idx and listener.idx, which reloads never
-// reuse, so that a connection made under an earlier config finds its rows.
+// loopState is what one loop owns: what it reads of the config in force
+// and its HTTP state. Only that loop writes it. A loop's share of a pool,
+// server or listener (its round-robin cursor, counters, idle connections)
+// is in that object, by loop ID (pool.loops, server.loops,
+// listener.stats), not in tables here: a connection made under an earlier
+// config finds its share in the objects it holds, and the garbage
+// collector takes a generation's once no connection holds them.
 type loopState struct {
-	id   int           // its loop's engine.Loop.ID
-	rr   []uint32      // per pool: round-robin cursor
-	ln   []*lnStats    // per listener: its listener's stats for this loop
-	srv  [][]*srvStats // per pool, per server: the server's stats for this loop
-	lns  []*listener   // per listener idx: the one in force, nil for none
+	id   int // its loop's engine.Loop.ID
 	byLn map[*engine.Listener]*listener
-	// pools are those in force (sweepIdle).
+	// pools and lns are those in force (sweepIdle, drainHTTP; apply).
 	pools   []*pool
+	lns     []*listener
 	applied *generation // the last applied (reload.go)
 
 	// Mode http.
-	idle     [][]*idleList // per pool, per server: the server's idle connections on this loop
-	tags     [][]idleTag   // per pool, per server: idle connections' Context
-	sweep    engine.Timer  // closes idle connections past their pool's idle_timeout
+	sweep    engine.Timer // closes idle connections past their pool's idle_timeout
 	sweepFn  func()
 	sweeping bool        // sweep is armed
 	sweepAt  int64       // Proxy.now it fires at
@@ -137,7 +143,7 @@ func (h *handler) OnOpen(c *engine.Conn) {
 		c.Close() // cannot happen: every listener is in byLn
 		return
 	}
-	st := ls.ln[l.idx]
+	st := l.stats[ls.id]
 	st.accepted.inc()
 	if m := l.cfg.MaxConns; m > 0 && l.conns.Add(1) > int64(m) {
 		l.conns.Add(-1)
@@ -170,9 +176,9 @@ func (h *handler) OnOpen(c *engine.Conn) {
 // skips it). Loop goroutine of ls.
 func pickServer(ls *loopState, pl *pool) int {
 	n := len(pl.servers)
-	first := int(ls.rr[pl.idx] % uint32(n))
+	rr := &pl.loops[ls.id].rr
+	first := int(*rr % uint32(n))
 	best, bestN := first, int64(-1)
-	st := ls.srv[pl.idx]
 	for k := range n {
 		i := (first + k) % n
 		if !pl.servers[i].up() {
@@ -182,11 +188,11 @@ func pickServer(ls *loopState, pl *pool) int {
 			best = i
 			break
 		}
-		if a := st[i].active.load(); bestN < 0 || a < bestN {
+		if a := ls.stats(pl, i).active.load(); bestN < 0 || a < bestN {
 			best, bestN = i, a
 		}
 	}
-	ls.rr[pl.idx] = uint32(best + 1)
+	*rr = uint32(best + 1)
 	return best
 }
 
@@ -211,7 +217,7 @@ func (d *dialing) next(ls *loopState, pl *pool, c *engine.Conn, timeout time.Dur
 			continue
 		}
 		d.dialed = true
-		st := ls.srv[pl.idx][i]
+		st := ls.stats(pl, i)
 		up, err := c.Loop().Dial("tcp", srv.addr, timeout)
 		if errors.Is(err, engine.ErrClosed) {
 			return nil, 0, err
@@ -246,10 +252,10 @@ func (s *session) connect() {
 		return
 	}
 	if s.dialed {
-		s.ls.ln[s.ln.idx].failed.inc()
+		s.ln.stats[s.ls.id].failed.inc()
 		s.x.term = termConnect
 	} else {
-		s.ls.ln[s.ln.idx].noServer.inc()
+		s.ln.stats[s.ls.id].noServer.inc()
 		s.x.term = termNoServer
 	}
 	s.client.Close()
@@ -263,7 +269,7 @@ func (s *session) upOpened(up *engine.Conn) {
 		return
 	}
 	s.upOpen = true
-	s.ls.srv[s.pool.idx][s.srv].connects.inc()
+	s.ls.stats(s.pool, s.srv).connects.inc()
 	s.pool.servers[s.srv].connected(s.pool.passive)
 	s.startIdle()
 	s.client.ResumeRead()
@@ -301,7 +307,7 @@ func (s *session) idleCheck() {
 		s.idle = s.client.Loop().AfterFunc(d-el, s.idleFn)
 		return
 	}
-	s.ls.ln[s.ln.idx].idleClosed.inc()
+	s.ln.stats[s.ls.id].idleClosed.inc()
 	s.x.term = termIdle
 	closeIdle(s.client)
 	closeIdle(s.up)
@@ -340,7 +346,7 @@ func (h *handler) OnData(c *engine.Conn, b engine.Buffer) bool {
 	default:
 		return false // an upstream an HTTP session let go of
 	}
-	st := s.ls.srv[s.pool.idx][s.srv]
+	st := s.ls.stats(s.pool, s.srv)
 	dst := s.client
 	if c == s.client {
 		dst = s.up
@@ -448,7 +454,7 @@ func (h *handler) OnClose(c *engine.Conn, err error) {
 		s.done = true
 		s.idle.Stop()
 		s.logConn(err)
-		s.ls.ln[s.ln.idx].active.dec()
+		s.ln.stats[s.ls.id].active.dec()
 		if s.ln.cfg.MaxConns > 0 {
 			s.ln.conns.Add(-1)
 		}
@@ -460,7 +466,7 @@ func (h *handler) OnClose(c *engine.Conn, err error) {
 	if c != s.up {
 		return
 	}
-	st := s.ls.srv[s.pool.idx][s.srv]
+	st := s.ls.stats(s.pool, s.srv)
 	st.active.dec()
 	if !s.upOpen {
 		if s.done {

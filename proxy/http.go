@@ -101,11 +101,11 @@ type hsession struct {
 	closeQ  int   // phClosing, and phWait with upBP: outstanding when last looked at
 }
 
-// idleTag is the Context of an idle pooled upstream connection: its pool
-// and server. One per loop, pool and server, made once.
+// idleTag is the Context of an idle pooled upstream connection: its
+// server's share on its loop, whose idle list holds it. One per loop and
+// server (srvLoop.tag), made with the server.
 type idleTag struct {
-	pool *pool
-	srv  int
+	sl *srvLoop
 }
 
 // idleConn is one idle pooled upstream connection and when it was pooled.
@@ -264,7 +264,7 @@ func (s *hsession) onTimer() {
 	}
 	switch s.phase {
 	case phIdle:
-		s.ls.ln[s.ln.idx].idleClosed.inc()
+		s.ln.stats[s.ls.id].idleClosed.inc()
 		s.closing()
 		s.client.Close()
 	case phHead:
@@ -356,7 +356,7 @@ func (s *hsession) feedHead(b engine.Buffer, off int) {
 	if err != nil {
 		b.Release()
 		s.in = emptied(s.in)
-		s.ls.ln[s.ln.idx].requests.inc()
+		s.ln.stats[s.ls.id].requests.inc()
 		var he *h1.Error
 		if errors.As(err, &he) {
 			s.respond(he.Status)
@@ -443,7 +443,7 @@ func emptied(b []byte) []byte {
 func (s *hsession) gotHead() {
 	r := &s.req
 	s.refreshListener() // a reload's listener settings, from this request on
-	s.ls.ln[s.ln.idx].requests.inc()
+	s.ln.stats[s.ls.id].requests.inc()
 	s.begin(r)
 	if string(r.Method) == "CONNECT" {
 		s.respond(501)
@@ -609,7 +609,7 @@ func (s *hsession) acquire() {
 		if c := s.ls.takeIdle(pl, i); c != nil {
 			s.up, s.srv, s.upOpen, s.reused = c, i, true, true
 			c.SetContext(s)
-			st := s.ls.srv[pl.idx][i]
+			st := s.ls.stats(pl, i)
 			st.active.inc()
 			st.reusedReqs.inc()
 			s.sendHead()
@@ -634,11 +634,11 @@ func (s *hsession) connect() {
 		return
 	}
 	if s.dialed {
-		s.ls.ln[s.ln.idx].failed.inc()
+		s.ln.stats[s.ls.id].failed.inc()
 		s.x.term = termConnect
 		s.respond(502)
 	} else {
-		s.ls.ln[s.ln.idx].noServer.inc()
+		s.ln.stats[s.ls.id].noServer.inc()
 		s.respond(503)
 	}
 }
@@ -651,7 +651,7 @@ func (s *hsession) upOpened(c *engine.Conn) {
 		return
 	}
 	s.upOpen = true
-	st := s.ls.srv[s.pool.idx][s.srv]
+	st := s.ls.stats(s.pool, s.srv)
 	st.connects.inc()
 	st.newReqs.inc()
 	s.pool.servers[s.srv].connected(s.pool.passive)
@@ -663,7 +663,7 @@ func (s *hsession) upOpened(c *engine.Conn) {
 // body. Loop goroutine.
 func (s *hsession) sendHead() {
 	s.sent()
-	st := s.ls.srv[s.pool.idx][s.srv]
+	st := s.ls.stats(s.pool, s.srv)
 	st.requests.inc()
 	st.bytesOut.addInt(len(s.out))
 	if _, err := s.up.Write(s.out); err != nil {
@@ -703,7 +703,7 @@ func (s *hsession) forwardBody(b engine.Buffer, off int) {
 			return
 		}
 	}
-	s.ls.srv[s.pool.idx][s.srv].bytesOut.addInt(n)
+	s.ls.stats(s.pool, s.srv).bytesOut.addInt(n)
 	s.mark = s.p.now() // a body on its way: response_timeout counts from here
 	if n == len(p) {
 		err = s.up.WriteBufferFrom(b, off)
@@ -740,7 +740,7 @@ func (s *hsession) upData(c *engine.Conn, b engine.Buffer) {
 		c.Close()
 		return
 	}
-	s.ls.srv[s.pool.idx][s.srv].bytesIn.addInt(b.Len())
+	s.ls.stats(s.pool, s.srv).bytesIn.addInt(b.Len())
 	s.mark = s.p.now() // response_timeout counts between reads
 	off := 0
 	for !s.respHead {
@@ -931,7 +931,7 @@ func (s *hsession) respDone(clean bool) {
 	up := s.up
 	reuse := clean && s.resp.KeepAlive && s.reqDone && s.resp.Framing != h1.UntilClose && !s.ls.draining
 	s.up = nil
-	s.ls.srv[s.pool.idx][s.srv].active.dec()
+	s.ls.stats(s.pool, s.srv).active.dec()
 	if reuse && s.ls.putIdle(up, s.pool, s.srv, s.p.now()) {
 		if s.upBP {
 			up.ResumeRead()
@@ -955,7 +955,7 @@ func (s *hsession) respDone(clean bool) {
 // countResp counts a response by class, from the upstream or the proxy.
 func (s *hsession) countResp(status int, local bool) {
 	k := min(max(status/100, 1), 5) - 1
-	st := s.ls.ln[s.ln.idx]
+	st := s.ln.stats[s.ls.id]
 	if local {
 		st.respLocal[k].inc()
 	} else {
@@ -1001,7 +1001,7 @@ func (s *hsession) closeUp(reset bool) {
 	s.up = nil
 	s.upBP = false
 	s.uin = emptied(s.uin) // what up sent of a head is not the next one's
-	s.ls.srv[s.pool.idx][s.srv].active.dec()
+	s.ls.stats(s.pool, s.srv).active.dec()
 	up.SetContext(nil)
 	if reset {
 		up.Reset()
@@ -1021,7 +1021,7 @@ func (s *hsession) upFailed(err error) {
 	switch {
 	case !s.upOpen:
 		// The dial failed: the next server.
-		st := s.ls.srv[s.pool.idx][s.srv]
+		st := s.ls.stats(s.pool, s.srv)
 		st.active.dec()
 		st.failures.inc()
 		s.pool.servers[s.srv].connectFailed(s.pool.passive)
@@ -1120,7 +1120,7 @@ func (s *hsession) clientClosed() {
 	ls.sessions[s.idx], last.idx = last, s.idx
 	ls.sessions[len(ls.sessions)-1] = nil
 	ls.sessions = ls.sessions[:len(ls.sessions)-1]
-	st := ls.ln[s.ln.idx]
+	st := s.ln.stats[ls.id]
 	st.active.dec()
 	if s.ln.cfg.MaxConns > 0 {
 		s.ln.conns.Add(-1)
@@ -1188,7 +1188,7 @@ func (s *hsession) tunnel(b engine.Buffer, off int) {
 // takeIdle pops the newest idle connection to server i of pl, nil for
 // none. Loop goroutine.
 func (ls *loopState) takeIdle(pl *pool, i int) *engine.Conn {
-	st := &ls.idle[pl.idx][i].conns
+	st := &pl.servers[i].loops[ls.id].idle.conns
 	n := len(*st)
 	if n == 0 {
 		return nil
@@ -1196,7 +1196,7 @@ func (ls *loopState) takeIdle(pl *pool, i int) *engine.Conn {
 	c := (*st)[n-1].c
 	(*st)[n-1] = idleConn{}
 	*st = (*st)[:n-1]
-	ls.srv[pl.idx][i].idle.dec()
+	ls.stats(pl, i).idle.dec()
 	return c
 }
 
@@ -1204,14 +1204,15 @@ func (ls *loopState) takeIdle(pl *pool, i int) *engine.Conn {
 // false (c to be closed) where the pool keeps none or is full, or a reload
 // removed the server. Loop goroutine.
 func (ls *loopState) putIdle(c *engine.Conn, pl *pool, i int, now int64) bool {
-	il := ls.idle[pl.idx][i]
+	sl := pl.servers[i].loops[ls.id]
+	il := &sl.idle
 	st := &il.conns
 	if pl.maxIdle <= 0 || len(*st) >= pl.maxIdle || c.Closed() || il.gone {
 		return false
 	}
 	*st = append(*st, idleConn{c, now})
-	c.SetContext(&ls.tags[pl.idx][i])
-	ls.srv[pl.idx][i].idle.inc()
+	c.SetContext(&sl.tag)
+	ls.stats(pl, i).idle.inc()
 	if at := now + int64(pl.idleTimeout); !ls.sweeping || at < ls.sweepAt {
 		ls.sweep.Stop()
 		ls.sweeping, ls.sweepAt = true, at
@@ -1223,13 +1224,13 @@ func (ls *loopState) putIdle(c *engine.Conn, pl *pool, i int, now int64) bool {
 // dropIdle removes c from its idle pool (it closed, sent an end or
 // unasked data) and closes it. Loop goroutine.
 func (ls *loopState) dropIdle(c *engine.Conn, t *idleTag) {
-	st := &ls.idle[t.pool.idx][t.srv].conns
+	st := &t.sl.idle.conns
 	for k, ic := range *st {
 		if ic.c == c {
 			copy((*st)[k:], (*st)[k+1:])
 			(*st)[len(*st)-1] = idleConn{}
 			*st = (*st)[:len(*st)-1]
-			ls.srv[t.pool.idx][t.srv].idle.dec()
+			t.sl.stats.idle.dec()
 			break
 		}
 	}
@@ -1244,9 +1245,10 @@ func (ls *loopState) sweepIdle(l *engine.Loop, pools []*pool, now int64) {
 	next := int64(-1)
 	for _, pl := range pools {
 		for i := range pl.servers {
-			st := &ls.idle[pl.idx][i].conns
+			sl := pl.servers[i].loops[ls.id]
+			st := &sl.idle.conns
 			for len(*st) > 0 && now-(*st)[0].at >= int64(pl.idleTimeout) {
-				ls.dropIdle((*st)[0].c, &ls.tags[pl.idx][i])
+				ls.dropIdle((*st)[0].c, &sl.tag)
 			}
 			if len(*st) > 0 {
 				if at := (*st)[0].at + int64(pl.idleTimeout); next < 0 || at < next {
@@ -1267,11 +1269,11 @@ func (ls *loopState) sweepIdle(l *engine.Loop, pools []*pool, now int64) {
 // Loop goroutine.
 func (ls *loopState) drainHTTP() {
 	ls.draining = true
-	for _, pl := range ls.idle {
-		for i := range pl {
-			for len(pl[i].conns) > 0 {
-				c := pl[i].conns[0].c
-				ls.dropIdle(c, c.Context().(*idleTag))
+	for _, pl := range ls.pools {
+		for _, srv := range pl.servers {
+			sl := srv.loops[ls.id]
+			for len(sl.idle.conns) > 0 {
+				ls.dropIdle(sl.idle.conns[0].c, &sl.tag)
 			}
 		}
 	}

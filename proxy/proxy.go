@@ -72,13 +72,12 @@ type Proxy struct {
 
 // listener is one config listener.
 type listener struct {
-	idx   int
 	name  string
 	cfg   ListenerConfig
 	pool  *pool
 	ln    *engine.Listener
 	conns *atomic.Int64 // open clients, for MaxConns (only when set); shared by a listener's generations
-	stats []*lnStats    // per loop; shared by a listener's generations
+	stats []*lnStats    // per loop (by engine.Loop.ID); shared by a listener's generations
 
 	http   bool    // mode http
 	routes []route // mode http
@@ -88,16 +87,23 @@ type listener struct {
 
 // pool is one config pool.
 type pool struct {
-	idx       int // its rows in the loops' tables; unique over reloads
 	name      string
 	cfg       PoolConfig // as configured: Reload keeps a pool whose config and servers are unchanged
 	leastConn bool
 	servers   []*server
+	loops     []*poolLoop // by engine.Loop.ID
 	health    *HealthConfig
 	passive   *PassiveConfig // nil: failed connects are only counted
 
 	maxIdle     int           // mode http: idle connections kept per server and loop, <= 0 none
 	idleTimeout time.Duration // mode http: an idle connection's life
+}
+
+// poolLoop is one loop's share of a pool, written by that loop only. A
+// cache line of its own: the loops' cursors are written per connection.
+type poolLoop struct {
+	rr uint32 // round-robin cursor
+	_  [60]byte
 }
 
 // server is one server of a pool. Its active health state is written by

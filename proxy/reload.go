@@ -20,10 +20,11 @@ import (
 // generation (makeGen) off the loops: pools and listeners as new objects,
 // the servers and listener sockets it keeps taken over from the current
 // ones; then it hands it to each loop (loopState.apply, by Loop.Post), which
-// adds the new rows to its own tables. A connection made under an earlier
-// config keeps the objects it was made with (its listener, pool and server
-// index), whose rows stay in the loops' tables: nothing it refers to
-// changes under it.
+// puts it in force for its new connections. A connection made under an
+// earlier config keeps the objects it was made with (its listener, pool and
+// server index), which hold each loop's share of them (pool.loops,
+// server.loops, listener.stats): nothing it refers to changes under it, and
+// a generation no connection holds any more is garbage.
 
 // ErrStopped is returned by Reload once Run is stopping.
 var ErrStopped = errors.New("proxy: stopped")
@@ -35,8 +36,6 @@ type reloadState struct {
 	failed atomic.Uint64
 	last   atomic.Int64 // time.Now().UnixNano() of the last config applied (New's at first)
 
-	nextPool, nextLn int // the next pool.idx and listener.idx; reload.mu (or New)
-
 	lnMu   sync.Mutex
 	opened map[*engine.Listener]*generation // sockets opened for a generation not every loop has applied
 }
@@ -46,6 +45,14 @@ type reloadState struct {
 type srvLoop struct {
 	stats srvStats
 	idle  idleList
+	tag   idleTag // its idle connections' Context: this srvLoop
+}
+
+// newSrvLoop returns a server's share for one loop.
+func newSrvLoop() *srvLoop {
+	sl := new(srvLoop)
+	sl.tag.sl = sl
+	return sl
 }
 
 // idleList is a server's idle pooled connections on one loop, oldest
@@ -67,7 +74,7 @@ type generation struct {
 	cfg   *Config
 	lns   []*listener // in config order
 	pools []*pool     // in config order
-	made  []*pool     // the pools new in it (rows to add), in idx order
+	made  []*pool     // the pools new in it, in config order
 	kept  []*server   // servers of made pools taken over from the pools before
 	gone  []*server   // servers of the pools before that it has not
 	byLn  map[*engine.Listener]*listener
@@ -205,7 +212,6 @@ func (p *Proxy) resolveAll(cfg *Config) ([][]string, error) {
 // address, or taken over by address from a listener renamed or removed),
 // and opens the sockets it needs. Reload's goroutine, rs.mu held (or New).
 func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
-	rs := &p.reload
 	g := &generation{cfg: cfg, byLn: map[*engine.Listener]*listener{}}
 	oldPools := map[string]*pool{}
 	for _, pl := range p.pools {
@@ -223,9 +229,11 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 			byName[pc.Name] = old
 			continue
 		}
-		pl := &pool{idx: rs.nextPool, name: pc.Name, cfg: pc, leastConn: pc.Balance == LeastConn, health: pc.Health, passive: pc.Passive,
+		pl := &pool{name: pc.Name, cfg: pc, leastConn: pc.Balance == LeastConn, health: pc.Health, passive: pc.Passive,
 			maxIdle: pc.MaxIdle, idleTimeout: time.Duration(pc.IdleTimeout)}
-		rs.nextPool++
+		for range p.loops {
+			pl.loops = append(pl.loops, new(poolLoop))
+		}
 		for _, a := range addrs[i] {
 			var s *server
 			if old != nil {
@@ -238,7 +246,7 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 			if s == nil {
 				s = &server{addr: a, now: p.now}
 				for range p.loops {
-					s.loops = append(s.loops, new(srvLoop))
+					s.loops = append(s.loops, newSrvLoop())
 				}
 			}
 			pl.servers = append(pl.servers, s)
@@ -268,7 +276,7 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 				l.ln = o.ln
 				claimed[o.ln] = true
 				if o.cfg.Mode == l.cfg.Mode {
-					l.idx, l.conns, l.stats = o.idx, o.conns, o.stats
+					l.conns, l.stats = o.conns, o.stats
 					prev[l] = o
 				}
 			}
@@ -289,8 +297,6 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 	}
 	for _, l := range g.lns {
 		if l.stats == nil {
-			l.idx = rs.nextLn
-			rs.nextLn++
 			l.conns = new(atomic.Int64)
 			for range p.loops {
 				l.stats = append(l.stats, new(lnStats))
@@ -399,7 +405,7 @@ func (g *generation) abandon(p *Proxy) {
 }
 
 // commit puts g in force: the fields the readers off the loops see, every
-// loop's tables (directly before Run, else posted to each loop, waiting for
+// loop's state (directly before Run, else posted to each loop, waiting for
 // all), the sockets g does not keep closed, the servers' health states and
 // the health checkers. Reload's goroutine, rs.mu held (or New's).
 func (p *Proxy) commit(g *generation) error {
@@ -529,9 +535,10 @@ func (p *Proxy) stop() {
 	close(p.stopc)
 }
 
-// apply puts g in force on loop k: rows for g's new pools and listeners,
-// the listeners in force (byLn, lns), the pools (sweepIdle), and the idle
-// connections of the servers g removed closed. Once per generation, in
+// apply puts g in force on loop k: the listeners in force (byLn, and each
+// one's stats[k].cur), the pools (sweepIdle), and the idle connections of
+// the servers g removed closed. It keeps nothing of the generations
+// before: what connections made under them hold stays with them. Once per generation, in
 // their order (a Reload makes the next only once every loop applied
 // this one). Loop goroutine (before Run: Reload's, the loops not
 // running).
@@ -540,35 +547,18 @@ func (ls *loopState) apply(k int, g *generation) {
 		return // (applied early: handler.OnOpen)
 	}
 	ls.applied = g
-	for _, pl := range g.made {
-		for len(ls.rr) <= pl.idx {
-			ls.rr = append(ls.rr, 0)
-			ls.srv = append(ls.srv, nil)
-			ls.idle = append(ls.idle, nil)
-			ls.tags = append(ls.tags, nil)
-		}
-		n := len(pl.servers)
-		srv, idle, tags := make([]*srvStats, n), make([]*idleList, n), make([]idleTag, n)
-		for i, s := range pl.servers {
-			srv[i], idle[i], tags[i] = &s.loops[k].stats, &s.loops[k].idle, idleTag{pool: pl, srv: i}
-		}
-		ls.srv[pl.idx], ls.idle[pl.idx], ls.tags[pl.idx] = srv, idle, tags
+	for _, l := range ls.lns {
+		l.stats[k].cur = nil
 	}
-	clear(ls.lns)
 	for _, l := range g.lns {
-		for len(ls.ln) <= l.idx {
-			ls.ln = append(ls.ln, nil)
-			ls.lns = append(ls.lns, nil)
-		}
-		ls.ln[l.idx], ls.lns[l.idx] = l.stats[k], l
+		l.stats[k].cur = l
 	}
-	ls.byLn, ls.pools = g.byLn, g.pools
+	ls.byLn, ls.pools, ls.lns = g.byLn, g.pools, g.lns
 	for _, s := range g.gone {
-		il := &s.loops[k].idle
-		il.gone = true
-		for len(il.conns) > 0 {
-			c := il.conns[0].c
-			ls.dropIdle(c, c.Context().(*idleTag))
+		sl := s.loops[k]
+		sl.idle.gone = true
+		for len(sl.idle.conns) > 0 {
+			ls.dropIdle(sl.idle.conns[0].c, &sl.tag)
 		}
 	}
 }
@@ -577,7 +567,7 @@ func (ls *loopState) apply(k int, g *generation) {
 // made a new one with the same socket and mode), carrying its place in
 // max_conns' count. At a request's start. Loop goroutine.
 func (s *hsession) refreshListener() {
-	cur := s.ls.lns[s.ln.idx]
+	cur := s.ln.stats[s.ls.id].cur
 	if cur == s.ln || cur == nil {
 		return
 	}
