@@ -203,7 +203,8 @@ type dialing struct {
 	dialed bool // a dial was started: "failed" rather than "no server"
 }
 
-// next dials the next server of pl that is up, for the client c. It
+// next dials the next server of pl that is up and that no reload has
+// removed (a walk begun under an earlier config), for the client c. It
 // returns the connection (counted active, its Context not yet set) and
 // its server; nil when none is left; engine.ErrClosed when the engine is
 // shutting down. Loop goroutine.
@@ -213,7 +214,7 @@ func (d *dialing) next(ls *loopState, pl *pool, c *engine.Conn, timeout time.Dur
 		i := (d.start + d.tries) % n
 		d.tries++
 		srv := pl.servers[i]
-		if !srv.up() {
+		if !srv.up() || srv.loops[ls.id].idle.gone {
 			continue
 		}
 		d.dialed = true

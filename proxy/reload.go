@@ -56,7 +56,8 @@ func newSrvLoop() *srvLoop {
 }
 
 // idleList is a server's idle pooled connections on one loop, oldest
-// first; gone once a reload removed the server (none is kept any more).
+// first; gone once a reload removed the server (none is kept any more,
+// and no dial is made to it: dialing.next).
 type idleList struct {
 	conns []idleConn
 	gone  bool
