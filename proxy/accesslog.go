@@ -135,21 +135,21 @@ var (
 )
 
 // accessLog is one listener's access log: its file, the loops' buffers
-// and the writer goroutine.
+// and the writer goroutine. A listener keeps it across reloads while its
+// path stays (observe): the format and the route names are the
+// listener's (each generation's own).
 type accessLog struct {
-	name   string // the listener's
-	json   bool
-	path   string
-	f      atomic.Pointer[os.File] // swapped by reopen
-	own    bool                    // f is the log's to close (not standard error)
-	mu     sync.Mutex              // reopen and closeFile
-	shut   bool                    // closeFile has run: no reopen
-	full   chan logChunkMsg
-	done   chan struct{} // closed when the writer returns
-	loops  []*logBuf     // by loop ID
-	routes [][]byte      // route names, by route index (the listener's pool last)
-	lost   counter       // lines in buffers the writer failed to write (writer goroutine)
-	logf   func(string, ...any)
+	name  string // the listener's
+	path  string
+	f     atomic.Pointer[os.File] // swapped by reopen
+	own   bool                    // f is the log's to close (not standard error)
+	mu    sync.Mutex              // reopen and closeFile
+	shut  bool                    // closeFile has run: no reopen
+	full  chan logChunkMsg
+	done  chan struct{} // closed when the writer returns
+	loops []*logBuf     // by loop ID
+	lost  counter       // lines in buffers the writer failed to write (writer goroutine)
+	logf  func(string, ...any)
 }
 
 // logChunkMsg is a filled buffer on its way to the writer.
@@ -181,13 +181,9 @@ func openAccessLog(lc *ListenerConfig, loops []*engine.Loop, logf func(string, .
 	if cfg == nil {
 		return nil, nil
 	}
-	a := &accessLog{name: lc.Name, json: cfg.Format != AccessLogText, path: cfg.Path, logf: logf,
+	a := &accessLog{name: lc.Name, path: cfg.Path, logf: logf,
 		full: make(chan logChunkMsg, len(loops)*logMaxChunks), done: make(chan struct{})}
 	a.f.Store(os.Stderr)
-	for _, r := range lc.Routes {
-		a.routes = append(a.routes, []byte(r.Name))
-	}
-	a.routes = append(a.routes, []byte(DefaultRouteName))
 	if cfg.Path != "-" {
 		f, err := openLogFile(cfg.Path)
 		if err != nil {
@@ -499,7 +495,7 @@ func (s *hsession) end(status int, local bool) {
 	if o == nil {
 		return
 	}
-	b.commit(s.appendExchange(o, a.json, status, local, time.Now()))
+	b.commit(s.appendExchange(o, s.ln.logJSON, status, local, time.Now()))
 }
 
 // appendExchange appends the exchange's log line. Loop goroutine.
@@ -537,7 +533,7 @@ func (s *hsession) appendExchange(o []byte, json bool, status int, local bool, n
 	f.num("resp_bytes", respBody)
 	var route []byte
 	if x.route > 0 {
-		route = s.ln.alog.routes[x.route-1]
+		route = s.ln.logRoutes[x.route-1]
 	}
 	f.str("route", route)
 	f.server(x.srv)
@@ -589,7 +585,7 @@ func (s *session) logConn(err error) {
 	if o == nil {
 		return
 	}
-	f := logFields{o: o, json: a.json}
+	f := logFields{o: o, json: s.ln.logJSON}
 	f.begin(time.Now(), s.ln.name, s.client.RemoteAddr())
 	var srv *server
 	if s.upOpen {

@@ -3,7 +3,6 @@ package proxy
 import (
 	"bufio"
 	"fmt"
-	"reflect"
 	"slices"
 )
 
@@ -30,9 +29,12 @@ type RouteTotals struct {
 
 // observe sets up l's per-route counters, taking over those of o (the
 // listener l follows, nil for none) whose route names l keeps, and its
-// access log: o's where l's access_log and route names are the same, else
-// a new one, which it returns (nil for none). Any goroutine (New,
-// Reload).
+// access log: the one a listener of its name had on its path, if any (a
+// reload keeps it: its lines follow on in the file, its writer and its
+// drops count go on), else a new one, which it returns (nil for none). A
+// log is made once for each listener name and path: reloads do not add
+// writers. Reload's goroutine, rs.mu held (p.alogs changes only then), or
+// New's.
 func (p *Proxy) observe(l, o *listener) (*accessLog, error) {
 	if l.http {
 		for k := range p.loops {
@@ -49,9 +51,19 @@ func (p *Proxy) observe(l, o *listener) (*accessLog, error) {
 			l.rstats = append(l.rstats, rs)
 		}
 	}
-	if o != nil && reflect.DeepEqual(o.cfg.AccessLog, l.cfg.AccessLog) && slices.Equal(o.routeNames(), l.routeNames()) {
-		l.alog = o.alog
+	ac := l.cfg.AccessLog
+	if ac == nil {
 		return nil, nil
+	}
+	l.logJSON = ac.Format != AccessLogText
+	for _, n := range l.routeNames() {
+		l.logRoutes = append(l.logRoutes, []byte(n))
+	}
+	for _, a := range p.alogs {
+		if a.name == l.name && a.path == ac.Path {
+			l.alog = a
+			return nil, nil
+		}
 	}
 	a, err := openAccessLog(&l.cfg, p.e.Loops(), p.opt.Logf)
 	if err != nil {

@@ -82,7 +82,12 @@ type listener struct {
 	http   bool    // mode http
 	routes []route // mode http
 	alog   *accessLog
-	rstats [][]*routeStats // mode http: per loop, by route (its pool last); a route kept by a reload keeps its own
+	// logJSON and logRoutes are how alog's lines are written: JSON or
+	// text, and the route names by route index (the listener's pool
+	// last).
+	logJSON   bool
+	logRoutes [][]byte
+	rstats    [][]*routeStats // mode http: per loop, by route (its pool last); a route kept by a reload keeps its own
 }
 
 // pool is one config pool.

@@ -113,11 +113,12 @@ type generation struct {
 //     connections and, in mode http, to the next requests of the open ones
 //     (a request in progress finishes under the settings it began with).
 //   - A route's counters follow its name (a route kept keeps them). A
-//     listener keeps its access log while its access_log and route names
-//     stay the same; else a new one is opened (on the same path: lines
-//     follow each other in it), and the old one, which the connections
+//     listener keeps its access log (file, writer, drops count) while its
+//     access_log path stays, whatever its routes or format (lines in the
+//     new format and route names follow on in the file); on a path new
+//     for it a new one is opened, and the old one, which the connections
 //     made before may still write to, is written out and closed when Run
-//     returns.
+//     returns. A log is opened once per listener name and path.
 //
 // A failed Reload is counted and changes nothing (but where Run stopped
 // during it). Concurrent Reloads run one after the other; Reload after Run
