@@ -30,7 +30,7 @@ func TestSpindleProxyConfig(t *testing.T) {
 		if len(cfg.Listeners) != 1 || cfg.Listeners[0].Listen != "127.0.0.1:4000" || cfg.Listeners[0].Pool != cfg.Pools[0].Name {
 			t.Errorf("%s: listeners %+v", backend, cfg.Listeners)
 		}
-		if len(cfg.Pools) != 1 || len(cfg.Pools[0].Servers) != 1 || cfg.Pools[0].Servers[0] != "127.0.0.1:5000" || cfg.Pools[0].Health != nil {
+		if len(cfg.Pools) != 1 || len(cfg.Pools[0].Servers) != 1 || cfg.Pools[0].Servers[0].Address != "127.0.0.1:5000" || cfg.Pools[0].Health != nil {
 			t.Errorf("%s: pools %+v", backend, cfg.Pools)
 		}
 		if cfg.Admin.Listen != "" {
@@ -58,7 +58,7 @@ func TestSpindleProxyHTTPConfig(t *testing.T) {
 	if len(cfg.Listeners) != 1 || cfg.Listeners[0].Mode != proxy.ModeHTTP || len(cfg.Listeners[0].Routes) != 0 || cfg.Listeners[0].Pool != "upstream" {
 		t.Errorf("listeners %+v", cfg.Listeners)
 	}
-	if len(cfg.Pools) != 1 || cfg.Pools[0].MaxIdle != 50 || len(cfg.Pools[0].Servers) != 1 || cfg.Pools[0].Servers[0] != "127.0.0.1:5000" {
+	if len(cfg.Pools) != 1 || cfg.Pools[0].MaxIdle != 50 || len(cfg.Pools[0].Servers) != 1 || cfg.Pools[0].Servers[0].Address != "127.0.0.1:5000" {
 		t.Errorf("pools %+v", cfg.Pools)
 	}
 }

@@ -103,7 +103,7 @@ func TestAccessLogHTTP(t *testing.T) {
 		})
 		path := filepath.Join(t.TempDir(), "access.log")
 		cfg := httpConfig(b, u.addr)
-		cfg.Pools = append(cfg.Pools, PoolConfig{Name: "dead", Servers: []string{deadAddr(t)}})
+		cfg.Pools = append(cfg.Pools, PoolConfig{Name: "dead", Servers: Servers(deadAddr(t))})
 		l := &cfg.Listeners[0]
 		l.Routes = []RouteConfig{{Name: "api", PathPrefix: "/api/", Pool: "app"}, {PathPrefix: "/dead/", Pool: "dead"}}
 		l.ResponseTimeout = Duration(500 * time.Millisecond)
@@ -208,7 +208,7 @@ func TestAccessLogTCP(t *testing.T) {
 		cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: path, Format: AccessLogText}
 		cfg.Listeners = append(cfg.Listeners, ListenerConfig{Name: "dead", Listen: "127.0.0.1:0", Pool: "dead",
 			AccessLog: &AccessLogConfig{Path: filepath.Join(dir, "dead.log")}})
-		cfg.Pools = append(cfg.Pools, PoolConfig{Name: "dead", Servers: []string{deadAddr(t)}})
+		cfg.Pools = append(cfg.Pools, PoolConfig{Name: "dead", Servers: Servers(deadAddr(t))})
 		p := startProxy(t, cfg)
 
 		c := dial(t, p)

@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/spindlenet/spindle/engine"
+	"github.com/spindlenet/spindle/internal/h1"
 )
 
 // Config is a proxy's configuration, read from a YAML file by LoadConfig or
@@ -192,18 +193,132 @@ type RouteConfig struct {
 
 // Balance names a way to pick a pool's server.
 const (
-	// RoundRobin takes the servers in turn (a cursor per loop).
+	// RoundRobin takes the servers in turn, each as often as its weight
+	// says: smooth weighted round-robin (nginx's), with each loop's own
+	// state, so that a server of weight 5 beside two of weight 1 takes 5
+	// of each 7 clients of a loop, never 5 in a row.
 	RoundRobin = "round-robin"
 	// LeastConn takes the server with the fewest connections open from
-	// the loop that accepted the client.
+	// the loop that accepted the client for its weight (connections
+	// divided by weight; ties in turn).
 	LeastConn = "least-conn"
 )
+
+// ServerConfig is one server of a pool. In YAML it is either its address,
+// a string "host:port", or a map {address: "host:port", weight: N}. As
+// JSON (/debug/config) and YAML (spindle proxy -check) it is written as
+// the string where its weight is 1, as the map otherwise.
+type ServerConfig struct {
+	// Address is "host:port": an IP address, or a name resolved when the
+	// proxy is made or reloaded.
+	Address string `yaml:"address" json:"address"`
+	// Weight is the server's share of the pool's new connections
+	// against the other servers': 1 to MaxWeight, default 1. There is no
+	// weight 0: remove the server instead.
+	Weight int `yaml:"weight" json:"weight"`
+}
+
+// MaxWeight is the largest server weight.
+const MaxWeight = 256
+
+// UnmarshalYAML takes a "host:port" string or an {address, weight} map,
+// strictly: another key, a key twice or an explicit weight 0 is an error.
+// Any goroutine.
+func (s *ServerConfig) UnmarshalYAML(n *yaml.Node) error {
+	n = unalias(n)
+	switch n.Kind {
+	case yaml.ScalarNode:
+		*s = ServerConfig{Address: n.Value}
+		return nil
+	case yaml.MappingNode:
+	default:
+		return fmt.Errorf("line %d: want a server \"host:port\" or {address: \"host:port\", weight: N}", n.Line)
+	}
+	var v ServerConfig
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := unalias(n.Content[i]), unalias(n.Content[i+1])
+		if seen[k.Value] {
+			return fmt.Errorf("line %d: server field %q given twice", k.Line, k.Value)
+		}
+		seen[k.Value] = true
+		switch k.Value {
+		case "address":
+			if val.Kind != yaml.ScalarNode || val.Tag != "!!str" {
+				return fmt.Errorf("line %d: server address: want a string \"host:port\"", val.Line)
+			}
+			v.Address = val.Value
+		case "weight":
+			w, err := strconv.Atoi(val.Value)
+			if val.Kind != yaml.ScalarNode || val.Tag != "!!int" || err != nil {
+				return fmt.Errorf("line %d: server weight: want a whole number from 1 to %d", val.Line, MaxWeight)
+			}
+			if w == 0 {
+				return fmt.Errorf("line %d: server weight 0: remove the server instead", val.Line)
+			}
+			v.Weight = w
+		default:
+			return fmt.Errorf("line %d: server field %q unknown (want address and weight)", k.Line, k.Value)
+		}
+	}
+	if !seen["address"] {
+		return fmt.Errorf("line %d: server without an address", n.Line)
+	}
+	*s = v
+	return nil
+}
+
+// unalias returns the node an alias refers to, else n.
+func unalias(n *yaml.Node) *yaml.Node {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	return n
+}
+
+// plain reports s written as its address alone: weight 1 (or 0, the
+// default).
+func (s ServerConfig) plain() bool { return s.Weight == 1 || s.Weight == 0 }
+
+// MarshalYAML writes s as its address where its weight is 1, else as the
+// map. Any goroutine.
+func (s ServerConfig) MarshalYAML() (any, error) {
+	if s.plain() {
+		return s.Address, nil
+	}
+	return struct {
+		Address string `yaml:"address"`
+		Weight  int    `yaml:"weight"`
+	}{s.Address, s.Weight}, nil
+}
+
+// MarshalJSON writes s as MarshalYAML does. Any goroutine.
+func (s ServerConfig) MarshalJSON() ([]byte, error) {
+	if s.plain() {
+		return json.Marshal(s.Address)
+	}
+	return json.Marshal(struct {
+		Address string `json:"address"`
+		Weight  int    `json:"weight"`
+	}{s.Address, s.Weight})
+}
+
+// Servers returns ServerConfigs of weight 1 for addresses. Any goroutine.
+func Servers(addrs ...string) []ServerConfig {
+	s := make([]ServerConfig, len(addrs))
+	for i, a := range addrs {
+		s[i] = ServerConfig{Address: a, Weight: 1}
+	}
+	return s
+}
 
 // PoolConfig is a set of upstream servers.
 type PoolConfig struct {
 	// Name is what listeners refer to; unique, required.
 	Name string `yaml:"name" json:"name"`
-	// Servers are "host:port" addresses, at least one, no duplicates. A
+	// Servers are the pool's servers, at least one, no duplicates: each
+	// a "host:port" address, or {address: "host:port", weight: N} (see
+	// ServerConfig). A
 	// host name (localhost included) is resolved once, when the proxy is
 	// made (New), to the first address it resolves to (whichever family
 	// that is); a name that does not resolve is an error from New. The
@@ -211,11 +326,13 @@ type PoolConfig struct {
 	// until the proxy is made again or reloaded (Proxy.Reload resolves
 	// every name again). The config (and -check) keeps the
 	// name as given; metrics name the address.
-	Servers []string `yaml:"servers" json:"servers"`
-	// Balance is RoundRobin (the default) or LeastConn.
+	Servers []ServerConfig `yaml:"servers" json:"servers"`
+	// Balance is RoundRobin (the default) or LeastConn; both follow the
+	// servers' weights.
 	Balance string `yaml:"balance" json:"balance"`
-	// Health turns on active TCP connect checks. Without it every
-	// server counts as up (unless Passive ejects it).
+	// Health turns on active health checks (TCP connects, or HTTP
+	// requests). Without it every server counts as up (unless Passive
+	// ejects it).
 	Health *HealthConfig `yaml:"health" json:"health,omitempty"`
 	// Passive turns on passive health: consecutive failed connects from
 	// the data path eject a server for a cooldown. Without it failed
@@ -245,12 +362,39 @@ type PassiveConfig struct {
 	Cooldown Duration `yaml:"cooldown" json:"cooldown"`
 }
 
+// Health check types.
+const (
+	// HealthTCP checks a server with a TCP connect.
+	HealthTCP = "tcp"
+	// HealthHTTP checks a server with an HTTP/1.1 GET: it passes on a
+	// response whose status Expect lists.
+	HealthHTTP = "http"
+)
+
 // HealthConfig configures a pool's active health checks.
 type HealthConfig struct {
+	// Type is HealthTCP (the default) or HealthHTTP. An HTTP check
+	// connects, sends "GET <path> HTTP/1.1" with Host, "Connection:
+	// close" and "User-Agent: spindle-health", and reads the response's
+	// head (up to 16 KiB; the body is not read); it passes on a status
+	// Expect lists. The timeout covers the connect and the response.
+	Type string `yaml:"type" json:"type"`
+	// Path (type http) is the request's target: an origin-form path,
+	// beginning with "/". Default "/".
+	Path string `yaml:"path,omitempty" json:"path,omitempty"`
+	// Host (type http) is the request's Host: a name or address with an
+	// optional port. Default: the server's address as configured
+	// ("app1.internal:8080", "10.0.0.1:80").
+	Host string `yaml:"host,omitempty" json:"host,omitempty"`
+	// Expect (type http) lists the statuses that pass: codes and ranges
+	// separated by commas ("200", "200-399", "200,204,300-302"), each
+	// from 100 to 599. Default "200-399".
+	Expect string `yaml:"expect,omitempty" json:"expect,omitempty"`
 	// Interval is the time between checks of a server. Default 2s,
 	// minimum 10ms.
 	Interval Duration `yaml:"interval" json:"interval"`
-	// Timeout bounds one check's connect. Default 1s, at most Interval.
+	// Timeout bounds one check: its connect (and with type http, the
+	// response's head). Default 1s, at most Interval.
 	Timeout Duration `yaml:"timeout" json:"timeout"`
 	// Rise is the number of consecutive passed checks that mark a down
 	// server up. Default 2.
@@ -299,6 +443,8 @@ const (
 	DefaultHealthTimeout  = time.Second
 	DefaultRise           = 2
 	DefaultFall           = 3
+	DefaultHealthPath     = "/"
+	DefaultHealthExpect   = "200-399"
 
 	DefaultRequestTimeout   = 30 * time.Second
 	DefaultResponseTimeout  = 60 * time.Second
@@ -389,7 +535,23 @@ func (c *Config) SetDefaults() {
 			p.MaxIdle = DefaultMaxIdle
 		}
 		setDuration(&p.IdleTimeout, DefaultPoolIdleTimeout)
+		for j := range p.Servers {
+			if p.Servers[j].Weight == 0 {
+				p.Servers[j].Weight = 1
+			}
+		}
 		if h := p.Health; h != nil {
+			if h.Type == "" {
+				h.Type = HealthTCP
+			}
+			if h.Type == HealthHTTP {
+				if h.Path == "" {
+					h.Path = DefaultHealthPath
+				}
+				if h.Expect == "" {
+					h.Expect = DefaultHealthExpect
+				}
+			}
 			if h.Interval == 0 {
 				h.Interval = Duration(DefaultHealthInterval)
 			}
@@ -454,10 +616,14 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%s.servers: none listed", where)
 		}
 		seen := map[string]bool{}
-		for j, s := range p.Servers {
+		for j, sc := range p.Servers {
+			s := sc.Address
 			host, ap, err := serverAddr(s)
 			if err != nil {
 				return fmt.Errorf("%s.servers[%d]: %w", where, j, err)
+			}
+			if sc.Weight < 1 || sc.Weight > MaxWeight {
+				return fmt.Errorf("%s.servers[%d].weight: %d not from 1 to %d", where, j, sc.Weight, MaxWeight)
 			}
 			// An IPv4-mapped IPv6 address is its IPv4 address on the wire;
 			// names are compared as names here (New checks what they
@@ -486,6 +652,9 @@ func (c *Config) Validate() error {
 				return fmt.Errorf("%s.health.rise: %d below 1", where, h.Rise)
 			case h.Fall < 1:
 				return fmt.Errorf("%s.health.fall: %d below 1", where, h.Fall)
+			}
+			if err := h.validateType(p.Servers); err != nil {
+				return fmt.Errorf("%s.health.%w", where, err)
 			}
 		}
 		if p.MaxIdle < -1 {
@@ -626,6 +795,82 @@ func (l *ListenerConfig) validateMode(pools map[string]bool) error {
 		}
 	}
 	return validRouteNames(l.Routes)
+}
+
+// validateType checks h's type and the fields of type http; servers are
+// the pool's (their addresses are the default Host). The error begins
+// with the field's name.
+func (h *HealthConfig) validateType(servers []ServerConfig) error {
+	switch h.Type {
+	case HealthTCP:
+		for _, f := range []struct{ name, v string }{{"path", h.Path}, {"host", h.Host}, {"expect", h.Expect}} {
+			if f.v != "" {
+				return fmt.Errorf("%s: only with type %s", f.name, HealthHTTP)
+			}
+		}
+		return nil
+	case HealthHTTP:
+	default:
+		return fmt.Errorf("type: unknown %q (want %q or %q)", h.Type, HealthTCP, HealthHTTP)
+	}
+	if !strings.HasPrefix(h.Path, "/") {
+		return fmt.Errorf("path: %q does not begin with /", h.Path)
+	}
+	if i := strings.IndexFunc(h.Path, func(c rune) bool { return c <= ' ' || c >= 0x7f }); i >= 0 {
+		return fmt.Errorf("path: %q has a space, control or non-ASCII byte at %d", h.Path, i)
+	}
+	if h.Host != "" && !h1.ValidAuthority([]byte(h.Host)) {
+		return fmt.Errorf("host: %q is not a host name or address with an optional port", h.Host)
+	}
+	if h.Host == "" {
+		for i, s := range servers {
+			if !h1.ValidAuthority([]byte(s.Address)) {
+				return fmt.Errorf("host: missing, and servers[%d] %q cannot be one (give host)", i, s.Address)
+			}
+		}
+	}
+	if _, err := parseExpect(h.Expect); err != nil {
+		return fmt.Errorf("expect: %w", err)
+	}
+	return nil
+}
+
+// statusRange is a range of statuses, lo to hi inclusive.
+type statusRange struct{ lo, hi int }
+
+// parseExpect parses a health check's expect: "200", "200-399",
+// "200,204,300-302".
+func parseExpect(e string) ([]statusRange, error) {
+	var rs []statusRange
+	for part := range strings.SplitSeq(e, ",") {
+		part = strings.TrimSpace(part)
+		lo, hi, isRange := strings.Cut(part, "-")
+		if !isRange {
+			hi = lo
+		}
+		l, err1 := strconv.Atoi(strings.TrimSpace(lo))
+		h, err2 := strconv.Atoi(strings.TrimSpace(hi))
+		switch {
+		case err1 != nil || err2 != nil:
+			return nil, fmt.Errorf("%q: %q is not a status or a range such as 200-399", e, part)
+		case l < 100 || l > 599 || h < 100 || h > 599:
+			return nil, fmt.Errorf("%q: %q is not within 100-599", e, part)
+		case l > h:
+			return nil, fmt.Errorf("%q: %q is an empty range", e, part)
+		}
+		rs = append(rs, statusRange{l, h})
+	}
+	return rs, nil
+}
+
+// expected reports status within one of rs.
+func expected(rs []statusRange, status int) bool {
+	for _, r := range rs {
+		if status >= r.lo && status <= r.hi {
+			return true
+		}
+	}
+	return false
 }
 
 // validToken reports an RFC 9110 token.

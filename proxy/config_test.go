@@ -186,6 +186,8 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte("engine: {backend: epoll, cpus: [0]}\nlisteners: [{name: a, listen: \":0\", pool: p, idle_timeout: 1s, max_conns: 3}]\npools: [{name: p, servers: [\"[::1]:80\", \"db.local:80\"], balance: least-conn, health: {interval: 1s, rise: 1, fall: 1}, passive: {fails: 2, cooldown: 30s}}]\nadmin: {listen: \":0\"}\n"))
 	f.Add([]byte("listeners: [{name: a, listen: \":0\", pool: p, connect_timeout: 1h}]\npools: [{name: p, servers: []}]"))
 	f.Add([]byte("&a [*a]"))
+	f.Add([]byte("listeners: [{name: a, listen: \":0\", pool: p}]\npools: [{name: p, servers: [\"127.0.0.1:80\", {address: \"db.local:81\", weight: 5}, &s {address: \"[::1]:82\"}], health: {type: http, path: /healthz, host: \"x.org:8080\", expect: \"200,300-399\", interval: 1s}}]\n"))
+	f.Add([]byte("listeners: [{name: a, listen: \":0\", pool: p}]\npools: [{name: p, servers: [{address: \"127.0.0.1:80\", weight: 256}], balance: least-conn, health: {type: tcp}}]\n"))
 	f.Add([]byte("listeners: [{name: a, listen: \":0\", pool: p, mode: http, request_timeout: 5s, routes: [{host: \"*.x.org\", path_prefix: /api/, pool: q}, {host: \"[::1]\", pool: p}]}]\npools: [{name: p, servers: [\"127.0.0.1:80\"], max_idle: -1, idle_timeout: 5s}, {name: q, servers: [\"127.0.0.1:81\"]}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := ParseConfig(data)

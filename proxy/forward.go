@@ -64,6 +64,8 @@ type srvStats struct {
 	reusedReqs counter // requests on a connection from the idle pool
 	newReqs    counter // requests on a new connection
 	idle       gauge   // idle connections in the loop's pool
+
+	cur int // smooth weighted round-robin: the server's current weight on this loop (pickServer)
 }
 
 // loopState is what one loop owns: what it reads of the config in force
@@ -167,29 +169,52 @@ func (h *handler) OnOpen(c *engine.Conn) {
 	s.connect()
 }
 
-// pickServer returns the index of pl's server to try first: the next one
-// up from the loop's round-robin cursor, or with least-conn the one up
-// with the fewest connections from this loop (ties in cursor order). The
-// cursor moves past the server picked, so that the servers up share the
-// clients evenly: moving it by one would give a down server's turns to
-// the server after it. With none up it returns the cursor's (connect
-// skips it). Loop goroutine of ls.
+// pickServer returns the index of pl's server to try first. Round-robin
+// is nginx's smooth weighted round-robin over the servers up: each pick
+// adds each one's weight to its current weight (the loop's own, in
+// srvStats), takes the one with the largest (the first of equals) and
+// takes the total of the weights off it; so each server's share of a
+// loop's picks is its share of the weights, spread out (5:1:1 picks
+// aabacaa). A server down is left out, its turns going to the others by
+// their weights. Least-conn takes the server up with the fewest
+// connections from this loop for its weight (conns/weight, compared by
+// cross-multiplication), equals in cursor order; the cursor moves past
+// the server picked. With none up it returns 0 (connect skips it). No
+// lock, no allocation. Loop goroutine of ls.
 func pickServer(ls *loopState, pl *pool) int {
+	ws := pl.cfg.Servers
+	if !pl.leastConn {
+		best, total := -1, 0
+		var bestSt *srvStats
+		for i, s := range pl.servers {
+			if !s.up() {
+				continue
+			}
+			st := ls.stats(pl, i)
+			st.cur += ws[i].Weight
+			total += ws[i].Weight
+			if best < 0 || st.cur > bestSt.cur {
+				best, bestSt = i, st
+			}
+		}
+		if best < 0 {
+			return 0
+		}
+		bestSt.cur -= total
+		return best
+	}
 	n := len(pl.servers)
 	rr := &pl.loops[ls.id].rr
 	first := int(*rr % uint32(n))
-	best, bestN := first, int64(-1)
+	best, bestN, bestW := first, int64(-1), int64(1)
 	for k := range n {
 		i := (first + k) % n
 		if !pl.servers[i].up() {
 			continue
 		}
-		if !pl.leastConn {
-			best = i
-			break
-		}
-		if a := ls.stats(pl, i).active.load(); bestN < 0 || a < bestN {
-			best, bestN = i, a
+		a, w := ls.stats(pl, i).active.load(), int64(ws[i].Weight)
+		if bestN < 0 || a*bestW < bestN*w {
+			best, bestN, bestW = i, a, w
 		}
 	}
 	*rr = uint32(best + 1)

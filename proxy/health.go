@@ -5,31 +5,34 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/spindlenet/spindle/internal/h1"
 )
 
+// healthMaxHead bounds the response head an HTTP health check reads.
+const healthMaxHead = 16 << 10
+
 // check runs the health checks of pl until the proxy stops: every
-// interval a TCP connect to each server, all at once, each bounded by the
-// timeout. Rise consecutive passes mark a down server up, fall consecutive
-// failures mark an up server down. Servers start up. Its own goroutine.
+// interval a check of each server (a TCP connect, or an HTTP request),
+// all at once, each bounded by the timeout. Rise consecutive passes mark a
+// down server up, fall consecutive failures mark an up server down.
+// Servers start up. Its own goroutine.
 func (p *Proxy) check(ctx context.Context, pl *pool) {
 	defer p.checkers.Done()
 	h := pl.health
 	n := len(pl.servers)
 	passes, fails := make([]int, n), make([]int, n)
 	ok := make([]bool, n)
-	d := net.Dialer{Timeout: time.Duration(h.Timeout)}
+	probes := make([]prober, n)
+	for i, s := range pl.servers {
+		probes[i] = newProber(h, s.addr, pl.cfg.Servers[i].Address)
+	}
 	t := time.NewTicker(time.Duration(h.Interval))
 	defer t.Stop()
 	for {
 		var wg sync.WaitGroup
-		for i, s := range pl.servers {
-			wg.Go(func() {
-				c, err := d.DialContext(ctx, "tcp", s.addr)
-				if err == nil {
-					c.Close()
-				}
-				ok[i] = err == nil
-			})
+		for i := range pl.servers {
+			wg.Go(func() { ok[i] = probes[i].probe(ctx) })
 		}
 		wg.Wait()
 		if ctx.Err() != nil {
@@ -58,4 +61,74 @@ func (p *Proxy) check(ctx context.Context, pl *pool) {
 		case <-t.C:
 		}
 	}
+}
+
+// prober checks one server: its request (nil for a TCP check) and buffer
+// are made once, for every check.
+type prober struct {
+	addr    string // resolved
+	timeout time.Duration
+	req     []byte // type http: the request
+	expect  []statusRange
+	buf     []byte
+	resp    h1.Response
+}
+
+// newProber returns the prober of the server at addr (resolved), given as
+// configured in the config (the default Host).
+func newProber(h *HealthConfig, addr, configured string) prober {
+	pr := prober{addr: addr, timeout: time.Duration(h.Timeout)}
+	if h.Type != HealthHTTP {
+		return pr
+	}
+	host := h.Host
+	if host == "" {
+		host = configured
+	}
+	pr.req = []byte("GET " + h.Path + " HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\nUser-Agent: spindle-health\r\n\r\n")
+	pr.expect, _ = parseExpect(h.Expect) // (validated)
+	pr.buf = make([]byte, healthMaxHead)
+	return pr
+}
+
+// probe runs one check: it passes on a connect (type tcp), or on a
+// response head with an expected status read before the timeout (type
+// http). The checker's goroutine for the server.
+func (pr *prober) probe(ctx context.Context) bool {
+	deadline := time.Now().Add(pr.timeout)
+	d := net.Dialer{Deadline: deadline}
+	c, err := d.DialContext(ctx, "tcp", pr.addr)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	if pr.req == nil {
+		return true
+	}
+	// A stop closes the connection, ending a read in progress.
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	c.SetDeadline(deadline)
+	if _, err := c.Write(pr.req); err != nil {
+		return false
+	}
+	lim := h1.Limits{MaxHead: healthMaxHead}
+	have := 0
+	for have < len(pr.buf) {
+		m, err := c.Read(pr.buf[have:])
+		have += m
+		if m > 0 {
+			n, perr := pr.resp.Parse(pr.buf[:have], false, lim)
+			if perr != nil {
+				return false
+			}
+			if n > 0 {
+				return expected(pr.expect, pr.resp.Status)
+			}
+		}
+		if err != nil {
+			return false
+		}
+	}
+	return false // a head larger than healthMaxHead
 }

@@ -140,7 +140,7 @@ func TestHTTPRoutes(t *testing.T) {
 		}
 		app, api, static := newHTTPUpstream(t, named("app")), newHTTPUpstream(t, named("api")), newHTTPUpstream(t, named("static"))
 		cfg := httpConfig(b, app.addr)
-		cfg.Pools = append(cfg.Pools, PoolConfig{Name: "api", Servers: []string{api.addr}}, PoolConfig{Name: "static", Servers: []string{static.addr}})
+		cfg.Pools = append(cfg.Pools, PoolConfig{Name: "api", Servers: Servers(api.addr)}, PoolConfig{Name: "static", Servers: Servers(static.addr)})
 		cfg.Listeners[0].Routes = []RouteConfig{
 			{Host: "api.example.com", PathPrefix: "/v1/", Pool: "api"},
 			{Host: "*.static.test", Pool: "static"},
@@ -391,7 +391,7 @@ func TestHTTPUpstreamDown(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		cfg := httpConfig(b, deadAddr(t))
 		cfg.Pools[0].Passive = &PassiveConfig{Fails: 1, Cooldown: Duration(time.Minute)}
-		cfg.Pools = append(cfg.Pools, PoolConfig{Name: "down", Servers: []string{deadAddr(t)},
+		cfg.Pools = append(cfg.Pools, PoolConfig{Name: "down", Servers: Servers(deadAddr(t)),
 			Health: &HealthConfig{Interval: Duration(10 * time.Millisecond), Timeout: Duration(10 * time.Millisecond), Rise: 1, Fall: 1}})
 		cfg.Listeners[0].Routes = []RouteConfig{{Host: "down", Pool: "down"}}
 		p := startProxy(t, cfg)
@@ -1064,8 +1064,8 @@ func TestHTTPPoolIdle(t *testing.T) {
 		cfg := httpConfig(b, long.addr)
 		cfg.Pools[0].IdleTimeout = Duration(time.Hour)
 		cfg.Pools = append(cfg.Pools,
-			PoolConfig{Name: "short", Servers: []string{short.addr}, IdleTimeout: Duration(100 * time.Millisecond)},
-			PoolConfig{Name: "none", Servers: []string{none.addr}, MaxIdle: -1})
+			PoolConfig{Name: "short", Servers: Servers(short.addr), IdleTimeout: Duration(100 * time.Millisecond)},
+			PoolConfig{Name: "none", Servers: Servers(none.addr), MaxIdle: -1})
 		cfg.Listeners[0].Routes = []RouteConfig{{Host: "short", Pool: "short"}, {Host: "none", Pool: "none"}}
 		p := startProxy(t, cfg)
 		c := dial(t, p)

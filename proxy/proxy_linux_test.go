@@ -121,7 +121,7 @@ func testConfig(b engine.Backend, servers ...string) *Config {
 	return &Config{
 		Engine:    EngineConfig{Backend: string(b), CPUs: []int{0}},
 		Listeners: []ListenerConfig{{Name: "web", Listen: "127.0.0.1:0", Pool: "app", ConnectTimeout: Duration(2 * time.Second)}},
-		Pools:     []PoolConfig{{Name: "app", Servers: servers}},
+		Pools:     []PoolConfig{{Name: "app", Servers: Servers(servers...)}},
 		Admin:     AdminConfig{Listen: "127.0.0.1:0"},
 	}
 }
@@ -768,7 +768,7 @@ func TestListenersToTheirPools(t *testing.T) {
 			{Name: "a", Listen: "127.0.0.1:0", Pool: "a"},
 			{Name: "b", Listen: ":0", Pool: "b"},
 		}
-		cfg.Pools = []PoolConfig{{Name: "a", Servers: []string{ua.addr}}, {Name: "b", Servers: []string{ub.addr}}}
+		cfg.Pools = []PoolConfig{{Name: "a", Servers: Servers(ua.addr)}, {Name: "b", Servers: Servers(ub.addr)}}
 		p := startProxy(t, cfg)
 		for range 4 {
 			for _, l := range []string{"a", "b"} {
@@ -1107,7 +1107,7 @@ func TestServerName(t *testing.T) {
 		if err := roundTrip(c, "by name"); err != nil {
 			t.Fatal(err)
 		}
-		if got := p.Config().Pools[0].Servers[0]; got != name {
+		if got := p.Config().Pools[0].Servers[0].Address; got != name {
 			t.Errorf("config server %q, want %q as given", got, name)
 		}
 		if s := serverTotals(p, netip.AddrPortFrom(first, port).String()); s.Connects != 1 {

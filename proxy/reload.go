@@ -193,13 +193,14 @@ func (p *Proxy) resolveAll(cfg *Config) ([][]string, error) {
 	addrs := make([][]string, len(cfg.Pools))
 	for i, pc := range cfg.Pools {
 		seen := map[netip.AddrPort]int{}
-		for j, s := range pc.Servers {
+		for j, sc := range pc.Servers {
+			s := sc.Address
 			ap, err := p.resolve(s)
 			if err != nil {
 				return nil, fmt.Errorf("pools[%d] (%s).servers[%d]: %q: %w", i, pc.Name, j, s, err)
 			}
 			if k, ok := seen[ap]; ok {
-				return nil, fmt.Errorf("pools[%d] (%s).servers[%d]: %q is %v, as servers[%d] %q is", i, pc.Name, j, s, ap, k, pc.Servers[k])
+				return nil, fmt.Errorf("pools[%d] (%s).servers[%d]: %q is %v, as servers[%d] %q is", i, pc.Name, j, s, ap, k, pc.Servers[k].Address)
 			}
 			seen[ap] = j
 			addrs[i] = append(addrs[i], ap.String())

@@ -26,7 +26,7 @@ func TestReloadBounded(t *testing.T) {
 		hu, eu := newHTTPUpstream(t, reloadHTTPServer("h")), newUpstream(t, nil)
 		cfgOf := func(i int, raw string) *Config {
 			cfg := httpConfig(b, hu.addr)
-			cfg.Pools = append(cfg.Pools, PoolConfig{Name: "echo", Servers: []string{eu.addr}})
+			cfg.Pools = append(cfg.Pools, PoolConfig{Name: "echo", Servers: Servers(eu.addr)})
 			cfg.Listeners = append(cfg.Listeners, ListenerConfig{Name: "raw", Listen: raw, Pool: "echo", ConnectTimeout: Duration(2 * time.Second)})
 			if i%2 == 1 {
 				for k := range cfg.Pools {

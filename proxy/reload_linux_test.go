@@ -268,7 +268,7 @@ func TestReloadHTTPRoute(t *testing.T) {
 			t.Fatalf("before the reload: %q", got)
 		}
 		cfg := httpConfig(b, app.addr)
-		cfg.Pools = append(cfg.Pools, PoolConfig{Name: "api", Servers: []string{api.addr}})
+		cfg.Pools = append(cfg.Pools, PoolConfig{Name: "api", Servers: Servers(api.addr)})
 		cfg.Listeners[0].Routes = []RouteConfig{{PathPrefix: "/api/", Pool: "api"}}
 		mustReload(t, p, cfg)
 		if got := get1("/api/2"); got != "api" {
@@ -456,7 +456,7 @@ func TestReloadRefused(t *testing.T) {
 			{"listen", "listener taken", func(c *Config) {
 				c.Listeners = append(c.Listeners, ListenerConfig{Name: "free", Listen: "127.0.0.1:0", Pool: "app"},
 					ListenerConfig{Name: "taken", Listen: taken.Addr().String(), Pool: "app"})
-				c.Pools[0].Servers = append(c.Pools[0].Servers, deadAddr(t))
+				c.Pools[0].Servers = append(c.Pools[0].Servers, Servers(deadAddr(t))...)
 			}},
 		} {
 			cfg := testConfig(b, u.addr)
@@ -644,7 +644,7 @@ func TestReloadRoutesObserved(t *testing.T) {
 		path := t.TempDir() + "/access.log"
 		config := func(routes ...RouteConfig) *Config {
 			cfg := httpConfig(b, app.addr)
-			cfg.Pools = append(cfg.Pools, PoolConfig{Name: "api", Servers: []string{api.addr}})
+			cfg.Pools = append(cfg.Pools, PoolConfig{Name: "api", Servers: Servers(api.addr)})
 			cfg.Listeners[0].Routes = routes
 			cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: path}
 			return cfg

@@ -1,0 +1,119 @@
+package proxy
+
+import (
+	"strings"
+	"testing"
+)
+
+// testPool returns a pool of servers of the weights given, as loop 0's
+// tables hold it (no engine): pickServer's inputs.
+func testPool(leastConn bool, weights ...int) (*loopState, *pool) {
+	pl := &pool{leastConn: leastConn, loops: []*poolLoop{new(poolLoop)}}
+	ls := &loopState{id: 0}
+	for _, w := range weights {
+		pl.cfg.Servers = append(pl.cfg.Servers, ServerConfig{Address: "127.0.0.1:1", Weight: w})
+		pl.servers = append(pl.servers, &server{now: func() int64 { return 0 }, loops: []*srvLoop{new(srvLoop)}})
+	}
+	return ls, pl
+}
+
+// stats returns the loop's stats of each of pl's servers.
+func stats(ls *loopState, pl *pool) []*srvStats {
+	var st []*srvStats
+	for i := range pl.servers {
+		st = append(st, ls.stats(pl, i))
+	}
+	return st
+}
+
+// picks returns the servers n picks choose, as a string of indexes.
+func picks(ls *loopState, pl *pool, n int) string {
+	var b strings.Builder
+	for range n {
+		b.WriteByte('0' + byte(pickServer(ls, pl)))
+	}
+	return b.String()
+}
+
+// TestSmoothWRR: round-robin over weights 5:1:1 gives each server its
+// weight's share of every 7 picks exactly, spread out as nginx's smooth
+// weighted round-robin does (the heavy server never 5 in a row: at most 4, across two rounds); equal
+// weights are plain round-robin; a down server's share goes to the others
+// by their weights.
+func TestSmoothWRR(t *testing.T) {
+	ls, pl := testPool(false, 5, 1, 1)
+	seq := picks(ls, pl, 70)
+	if want := strings.Repeat("0010200", 10); seq != want {
+		t.Errorf("5:1:1 picks %s, want %s (nginx's order)", seq, want)
+	}
+	for i, want := range []int{50, 10, 10} {
+		if got := strings.Count(seq, string(rune('0'+i))); got != want {
+			t.Errorf("server %d took %d of 70, want %d", i, got, want)
+		}
+	}
+	if strings.Contains(seq, "00000") {
+		t.Errorf("5:1:1 picks %s: a run of 5 of the heavy server", seq)
+	}
+
+	ls, pl = testPool(false, 1, 1, 1)
+	if seq := picks(ls, pl, 9); seq != "012012012" {
+		t.Errorf("1:1:1 picks %s, want 012012012", seq)
+	}
+
+	ls, pl = testPool(false, 3, 2, 1)
+	pl.servers[1].down.Store(true)
+	seq = picks(ls, pl, 40)
+	if n0, n1, n2 := strings.Count(seq, "0"), strings.Count(seq, "1"), strings.Count(seq, "2"); n0 != 30 || n1 != 0 || n2 != 10 {
+		t.Errorf("3:2:1 with server 1 down: %d/%d/%d of 40 (%s), want 30/0/10", n0, n1, n2, seq)
+	}
+	pl.servers[1].down.Store(false)
+	seq = picks(ls, pl, 60)
+	if n0, n1, n2 := strings.Count(seq, "0"), strings.Count(seq, "1"), strings.Count(seq, "2"); n0 != 30 || n1 != 20 || n2 != 10 {
+		t.Errorf("3:2:1 up again: %d/%d/%d of 60 (%s), want 30/20/10", n0, n1, n2, seq)
+	}
+}
+
+// TestLeastConnWeights: least-conn compares connections per weight: a
+// server of weight 3 holding 5 (5/3) is taken before one of weight 1
+// holding 2; ties go in turn.
+func TestLeastConnWeights(t *testing.T) {
+	ls, pl := testPool(true, 3, 1)
+	st := stats(ls, pl)
+	st[0].active.add(5)
+	st[1].active.add(2)
+	if got := pickServer(ls, pl); got != 0 {
+		t.Errorf("5 conns at weight 3 vs 2 at weight 1: picked %d, want 0", got)
+	}
+	st[0].active.add(2) // 7/3 > 2/1
+	if got := pickServer(ls, pl); got != 1 {
+		t.Errorf("7 conns at weight 3 vs 2 at weight 1: picked %d, want 1", got)
+	}
+	// Opened as picked, connections share 3:1.
+	ls, pl = testPool(true, 3, 1)
+	st = stats(ls, pl)
+	for range 40 {
+		st[pickServer(ls, pl)].active.inc()
+	}
+	if a, b := st[0].active.load(), st[1].active.load(); a != 30 || b != 10 {
+		t.Errorf("40 connections kept open at 3:1: %d and %d, want 30 and 10", a, b)
+	}
+	pl.servers[0].down.Store(true)
+	if got := pickServer(ls, pl); got != 1 {
+		t.Errorf("server 0 down: picked %d, want 1", got)
+	}
+	// Ties (equal weights, equal counts) go in turn.
+	ls, pl = testPool(true, 2, 2, 2)
+	if seq := picks(ls, pl, 6); seq != "012012" {
+		t.Errorf("ties picked %s, want 012012", seq)
+	}
+}
+
+// TestPickAllocs: a pick allocates nothing.
+func TestPickAllocs(t *testing.T) {
+	for _, lc := range []bool{false, true} {
+		ls, pl := testPool(lc, 5, 1, 1)
+		if n := testing.AllocsPerRun(100, func() { pickServer(ls, pl) }); n != 0 {
+			t.Errorf("least-conn %v: %v allocations per pick", lc, n)
+		}
+	}
+}
