@@ -12,9 +12,9 @@
 //	  - {name: web, listen: ":8080", pool: app, connect_timeout: 2s, idle_timeout: 5m, max_conns: 10000}
 //	pools:
 //	  - name: app
-//	    servers: ["10.0.0.1:80", "app2.internal:80"]
+//	    servers: ["10.0.0.1:80", {address: "app2.internal:80", weight: 3}]
 //	    balance: least-conn
-//	    health: {interval: 2s, timeout: 1s, rise: 2, fall: 3}
+//	    health: {type: http, path: /healthz, expect: "200-399", interval: 2s, timeout: 1s, rise: 2, fall: 3}
 //	    passive: {fails: 3, cooldown: 10s}
 //	admin: {listen: "127.0.0.1:9901"}
 //
@@ -24,10 +24,21 @@
 // name's later changes are not seen until the proxy is made again or
 // reloaded (Reload resolves every name again).
 //
+// A server's weight (1 to 256, default 1; a server is a "host:port"
+// string or {address, weight}) is its share of the pool's new
+// connections. Round-robin is nginx's smooth weighted round-robin: weights
+// 5:1:1 give every 7 clients of a loop to the servers as a a b a c a a
+// (5, 1 and 1, never 5 in a row); equal weights are plain turns.
+// Least-conn takes the server with the fewest connections for its weight
+// (connections divided by weight), equals in turn. A server down is left
+// out: its share goes to the others by their weights. -check and
+// /debug/config write a server of weight 1 as its address, others as the
+// map.
+//
 // The data path keeps its state per loop and takes no lock: each loop has
-// its own round-robin cursor and connection counts per server (least-conn
-// picks among the loop's own), and its own counters, which the admin
-// server sums. Reading a side stops while its peer's queue holds
+// its own round-robin state (current weights, a cursor) and connection
+// counts per server (least-conn picks among the loop's own), and its own
+// counters, which the admin server sums. Reading a side stops while its peer's queue holds
 // engine.WriteHighWater of buffer memory and resumes when the peer drains;
 // a side whose peer takes nothing of its queue for engine.write_timeout
 // (default 60s: see EngineConfig.WriteTimeout) is reset, and one closed
@@ -37,9 +48,17 @@
 // side closes the other. A server that refuses or times out is skipped for
 // the next one of the pool, each server tried at most once per client.
 //
-// Health checks, when a pool has them, are TCP connects made off the loops
-// (a goroutine per pool); rise and fall consecutive results move a server
-// up or down, and the loops read that state with an atomic load. A down
+// Health checks, when a pool has them, are made off the loops (a
+// goroutine per pool), every server at once each interval: with type tcp
+// (the default) a TCP connect; with type http a request "GET <path>
+// HTTP/1.1" with Host (host, default the server's address as configured),
+// "Connection: close" and "User-Agent: spindle-health", whose response
+// head (up to 16 KiB, the body unread) must arrive within the timeout
+// (which covers the connect) and carry a status expect lists (default
+// "200-399"; codes and ranges, comma-separated): a refused connect, a
+// malformed or unfinished head, or another status fails. Rise and fall
+// consecutive results move a server up or down, and the loops read that
+// state with an atomic load. A down
 // server gets no new connections; a client for whom no server is up is
 // closed and counted.
 //
