@@ -93,7 +93,8 @@ func newProber(h *HealthConfig, addr, configured string) prober {
 
 // probe runs one check: it passes on a connect (type tcp), or on a
 // response head with an expected status read before the timeout (type
-// http). The checker's goroutine for the server.
+// http; interim 1xx heads are skipped, as a client does). The checker's
+// goroutine for the server.
 func (pr *prober) probe(ctx context.Context) bool {
 	deadline := time.Now().Add(pr.timeout)
 	d := net.Dialer{Deadline: deadline}
@@ -114,21 +115,28 @@ func (pr *prober) probe(ctx context.Context) bool {
 	}
 	lim := h1.Limits{MaxHead: healthMaxHead}
 	have := 0
-	for have < len(pr.buf) {
-		m, err := c.Read(pr.buf[have:])
-		have += m
-		if m > 0 {
-			n, perr := pr.resp.Parse(pr.buf[:have], false, lim)
-			if perr != nil {
+	for {
+		if have > 0 {
+			n, err := pr.resp.Parse(pr.buf[:have], false, lim)
+			if err != nil {
 				return false
 			}
 			if n > 0 {
-				return expected(pr.expect, pr.resp.Status)
+				st := pr.resp.Status
+				if st >= 200 || st == 101 {
+					return expected(pr.expect, st)
+				}
+				have = copy(pr.buf, pr.buf[n:have]) // an interim 1xx: the next head decides
+				continue
 			}
 		}
-		if err != nil {
+		if have == len(pr.buf) {
+			return false // a head larger than healthMaxHead
+		}
+		m, err := c.Read(pr.buf[have:])
+		have += m
+		if err != nil && m == 0 {
 			return false
 		}
 	}
-	return false // a head larger than healthMaxHead
 }

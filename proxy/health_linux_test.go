@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -123,8 +124,9 @@ func TestHTTPHealthCheck(t *testing.T) {
 	}
 }
 
-// TestHTTPHealthCheckFails: a server that answers a malformed head, closes
-// without an answer, or never answers within the timeout fails its checks
+// TestHTTPHealthCheckFails: a server that answers a malformed head, a head
+// over 16 KiB, closes without an answer, or never answers within the
+// timeout fails its checks
 // (a TCP check would pass each: they accept).
 func TestHTTPHealthCheckFails(t *testing.T) {
 	for _, tc := range []struct {
@@ -145,6 +147,10 @@ func TestHTTPHealthCheckFails(t *testing.T) {
 			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n")
 		}},
 		{"silent", func(c net.Conn) { io.Copy(io.Discard, c) }},
+		{"huge", func(c net.Conn) {
+			http.ReadRequest(bufio.NewReader(c))
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Pad: "+strings.Repeat("x", 20<<10)+"\r\n\r\n")
+		}},
 		{"slow", func(c net.Conn) {
 			http.ReadRequest(bufio.NewReader(c))
 			time.Sleep(100 * time.Millisecond) // past the timeout
@@ -240,4 +246,22 @@ func TestWeightedShares(t *testing.T) {
 			t.Errorf("least-conn 3:1 over 40 held clients: %d and %d, want 30 and 10", a1, a2)
 		}
 	})
+}
+
+// TestHTTPHealthCheckInterim: an interim 1xx response before the final one
+// is skipped: the final status decides.
+func TestHTTPHealthCheckInterim(t *testing.T) {
+	u := newUpstream(t, func(c net.Conn) {
+		http.ReadRequest(bufio.NewReader(c))
+		io.WriteString(c, "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 102 Processing\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n")
+	})
+	cfg := testConfig(engine.BackendEpoll, u.addr)
+	cfg.Pools[0].Health = httpHealth()
+	cfg.Pools[0].Health.Expect = "204"
+	cfg.Pools[0].Health.Fall = 1
+	p := startProxy(t, cfg)
+	waitFor(t, "3 checks", func() bool { st := serverTotals(p, u.addr); return st.CheckPasses+st.CheckFailures >= 3 })
+	if st := serverTotals(p, u.addr); st.CheckFailures != 0 || !st.Up {
+		t.Errorf("100 and 102 before 204: %d failed checks, up %v; want none failed", st.CheckFailures, st.Up)
+	}
 }
