@@ -55,8 +55,9 @@
 // "Connection: close" and "User-Agent: spindle-health", whose response
 // head (up to 16 KiB, the body unread) must arrive within the timeout
 // (which covers the connect) and carry a status expect lists (default
-// "200-399"; codes and ranges, comma-separated): a refused connect, a
-// malformed or unfinished head, or another status fails. Rise and fall
+// "200-399"; codes and ranges, comma-separated; interim 1xx heads are
+// skipped): a refused connect, a malformed, oversized or unfinished head,
+// or another status fails. Rise and fall
 // consecutive results move a server up or down, and the loops read that
 // state with an atomic load. A down
 // server gets no new connections; a client for whom no server is up is
