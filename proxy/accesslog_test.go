@@ -187,3 +187,78 @@ func TestLogHostPath(t *testing.T) {
 		}
 	}
 }
+
+// TestLogFieldsAddrZone: an IPv6 zone (an interface's name, which may
+// hold '"' or '\\') is escaped in the client and server fields: a JSON
+// line stays one object whose fields are the addresses, a text line's
+// fields are those addresses (quoted as JSON strings where they need
+// escaping); an address that needs none is written as before, bare in
+// text.
+func TestLogFieldsAddrZone(t *testing.T) {
+	now := time.Now()
+	for _, tc := range []struct {
+		client, server string
+		bare           bool // written bare in text
+	}{
+		{netip.AddrPortFrom(netip.MustParseAddr("fe80::1").WithZone(`a"b\c`), 5555).String(), `[fe80::2%x"y]:443`, false},
+		{netip.AddrPortFrom(netip.MustParseAddr("fe80::1").WithZone("e\x01 f"), 5555).String(), `[fe80::2%x\\]:443`, false},
+		{"[fe80::1%eth0]:5555", "127.0.0.1:80", true},
+	} {
+		client := netip.MustParseAddrPort(tc.client)
+		if client.String() != tc.client {
+			t.Fatalf("%q parses as %q", tc.client, client)
+		}
+		for _, js := range []bool{true, false} {
+			f := logFields{json: js}
+			f.begin(now, "web", client)
+			f.server(&server{addr: tc.server})
+			f.num("status", 200)
+			line := string(f.end())
+			if strings.Count(line, "\n") != 1 {
+				t.Errorf("json %v: %q spans lines", js, line)
+				continue
+			}
+			if js {
+				var m map[string]any
+				if err := json.Unmarshal([]byte(line), &m); err != nil {
+					t.Errorf("not a JSON object: %v: %s", err, line)
+					continue
+				}
+				if m["client"] != tc.client || m["server"] != tc.server || m["status"] != 200.0 {
+					t.Errorf("JSON line %s: client %q, server %q, status %v; want %q, %q, 200", line, m["client"], m["server"], m["status"], tc.client, tc.server)
+				}
+				continue
+			}
+			fields := textFields(t, line)
+			if len(fields) != 5 || fields[2] != tc.client || fields[3] != tc.server || fields[4] != "200" {
+				t.Errorf("text line %q: fields %q, want [time web %q %q 200]", line, fields, tc.client, tc.server)
+			}
+			if bare := strings.Contains(line, " "+tc.client+" "); bare != tc.bare {
+				t.Errorf("text line %q: client bare %v, want %v", line, bare, tc.bare)
+			}
+		}
+	}
+}
+
+// textFields splits a text log line into its fields: JSON strings
+// decoded, bare ones as they are.
+func textFields(t *testing.T, line string) []string {
+	t.Helper()
+	var fields []string
+	rest := strings.TrimSuffix(line, "\n")
+	for rest != "" {
+		if rest[0] != '"' {
+			v, r, _ := strings.Cut(rest, " ")
+			fields, rest = append(fields, v), r
+			continue
+		}
+		d := json.NewDecoder(strings.NewReader(rest))
+		var v string
+		if err := d.Decode(&v); err != nil {
+			t.Fatalf("text line %q: %v at %q", line, err, rest)
+		}
+		fields = append(fields, v)
+		rest = strings.TrimPrefix(rest[d.InputOffset():], " ")
+	}
+	return fields
+}
