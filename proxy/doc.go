@@ -187,8 +187,8 @@
 // left before it returns, waiting 5s at most for a writer that cannot.
 // Proxy.ReopenLogs opens the files again, after logrotate moved them.
 //
-// Proxy.Reload applies a new config while the proxy runs, closing no
-// connection (as HAProxy, Envoy and nginx reload): connections open keep
+// Proxy.Reload applies a new config while the proxy runs, cutting no
+// transfer (as HAProxy, Envoy and nginx reload): connections open keep
 // the listener, pool and server they were made with, and new ones follow
 // the new config; in mode http the next request on an open client
 // connection follows it too (its listener's routes, pool, timeouts,
@@ -201,7 +201,9 @@
 // matched by name: one added opens, one removed closes (its connections
 // finish), one whose address changed is opened on the new address before
 // the old closes, and one whose mode changed keeps its socket as a new
-// listener (its counters start again). The engine section and
+// listener (its counters start again); the kept-alive HTTP clients of the
+// listener replaced in these three cases are closed once idle (at once,
+// or after the response in progress, with Connection: close). The engine section and
 // admin.listen cannot change while the proxy runs: a config that changes
 // them, fails validation, does not resolve or cannot open a listener is
 // refused whole, naming the field, and nothing changes. The loops take

@@ -838,7 +838,7 @@ func (s *hsession) respondHead() bool {
 	}
 	s.respHead = true
 	s.countResp(r.Status, false)
-	s.closeAft = !s.keep || !s.reqDone || r.Framing == h1.UntilClose || s.eof || s.ls.draining
+	s.closeAft = !s.keep || !s.reqDone || r.Framing == h1.UntilClose || s.eof || s.ls.draining || s.retired()
 	s.writeRespHead(false)
 	s.respBody.Reset(r.Framing, r.ContentLength)
 	return false
@@ -941,7 +941,7 @@ func (s *hsession) respDone(clean bool) {
 		up.Close()
 	}
 	s.upBP = false
-	if s.closeAft || s.ls.draining || s.eof && !s.hasP {
+	if s.closeAft || s.ls.draining || s.retired() || s.eof && !s.hasP {
 		s.closeClient()
 		return
 	}
@@ -1277,11 +1277,19 @@ func (ls *loopState) drainHTTP() {
 			}
 		}
 	}
+	ls.closeIdleClients(false)
+}
+
+// closeIdleClients closes the idle HTTP clients (between requests, or new
+// ones that sent nothing): all of them, or (retiredOnly) those of
+// listeners a reload retired (hsession.retired). Loop goroutine.
+func (ls *loopState) closeIdleClients(retiredOnly bool) {
 	for k := len(ls.sessions) - 1; k >= 0; k-- {
 		if k >= len(ls.sessions) {
-			continue
+			continue // (a Close took more than one)
 		}
-		if s := ls.sessions[k]; s.phase == phIdle || s.phase == phHead && len(s.in) == 0 {
+		s := ls.sessions[k]
+		if (s.phase == phIdle || s.phase == phHead && len(s.in) == 0) && (!retiredOnly || s.retired()) {
 			s.closing()
 			s.client.Close()
 		}

@@ -86,7 +86,7 @@ type generation struct {
 }
 
 // Reload applies cfg while the proxy runs (or before Run), as New would
-// have made it, without closing a connection: it fills in cfg's defaults
+// have made it, without cutting a transfer: it fills in cfg's defaults
 // and validates it, resolves the server names again (Options.Resolver),
 // and refuses a change of the engine section or admin.listen (they need a
 // restart), naming the field; a refused config changes nothing. Then:
@@ -112,6 +112,11 @@ type generation struct {
 //     settings (pool, routes, timeouts, max_conns, upgrades) apply to new
 //     connections and, in mode http, to the next requests of the open ones
 //     (a request in progress finishes under the settings it began with).
+//     In mode http, a client of a listener removed, moved or whose mode
+//     changed is not served on under the old config (as nginx and HAProxy
+//     reload): one idle is closed at once, one with a request in progress
+//     after its response (Connection: close on it where its head is still
+//     to go).
 //   - A route's counters follow its name (a route kept keeps them). A
 //     listener keeps its access log (file, writer, drops count) while its
 //     access_log path stays, whatever its routes or format (lines in the
@@ -557,6 +562,7 @@ func (ls *loopState) apply(k int, g *generation) {
 		l.stats[k].cur = l
 	}
 	ls.byLn, ls.pools, ls.lns = g.byLn, g.pools, g.lns
+	ls.closeIdleClients(true)
 	for _, s := range g.gone {
 		sl := s.loops[k]
 		sl.idle.gone = true
@@ -564,6 +570,16 @@ func (ls *loopState) apply(k int, g *generation) {
 			ls.dropIdle(sl.idle.conns[0].c, &sl.tag)
 		}
 	}
+}
+
+// retired reports whether s's listener is no longer in force: a reload
+// removed it, moved it to another address or changed its mode (its
+// lineage has no listener in force on this loop). Such a client is not
+// served on under the old config, as nginx and HAProxy do on a reload:
+// it is closed when idle, and after the response in progress (with
+// Connection: close where its head is still to go). Loop goroutine.
+func (s *hsession) retired() bool {
+	return s.ln.stats[s.ls.id].cur == nil
 }
 
 // refreshListener moves s to the listener in force for its own (a reload
