@@ -123,7 +123,8 @@ const (
 	logHostMax   = 256
 	logTargetMax = 1024
 	logNameMax   = 128
-	maxLogLine   = 6*(logMethodMax+logHostMax+logTargetMax+maxRouteName+logNameMax) + 512
+	logAddrMax   = 128 // an address with its zone
+	maxLogLine   = 6*(logMethodMax+logHostMax+logTargetMax+maxRouteName+logNameMax+2*logAddrMax) + 512
 )
 
 // The writer's pace and bounds; variables so that tests can shrink them.
@@ -638,8 +639,35 @@ func (f *logFields) begin(now time.Time, listener string, client netip.AddrPort)
 	f.o = appendQuoted(f.o, listener, logNameMax)
 	f.key("client")
 	f.quote()
+	mark := len(f.o)
 	f.o = netip.AddrPortFrom(client.Addr().Unmap(), client.Port()).AppendTo(f.o)
-	f.quote()
+	f.addrEnd(mark)
+}
+
+// addrEnd ends an address field begun (quoted in JSON) and written from
+// f.o[mark:]: an address none of whose bytes needs escaping stays as it
+// is (bare in text); one that does, or is longer than logAddrMax (an IPv6
+// zone: an interface's name, which may hold '"' or '\\'), is written
+// again quoted and escaped as a string (in text too), cut to logAddrMax.
+func (f *logFields) addrEnd(mark int) {
+	a := f.o[mark:]
+	plain := len(a) <= logAddrMax
+	for _, c := range a {
+		if c <= ' ' || c >= 0x7f || c == '"' || c == '\\' {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		f.quote()
+		return
+	}
+	s := string(a) // (allocates: a zone)
+	f.o = f.o[:mark]
+	if f.json {
+		f.o = f.o[:mark-1] // the quote begun
+	}
+	f.o = appendQuoted(f.o, s, logAddrMax)
 }
 
 func (f *logFields) quote() {
@@ -687,7 +715,11 @@ func (f *logFields) server(srv *server) {
 		f.raw("server", "-")
 		return
 	}
-	f.raw("server", srv.addr)
+	f.key("server")
+	f.quote()
+	mark := len(f.o)
+	f.o = append(f.o, srv.addr...)
+	f.addrEnd(mark)
 }
 
 func (f *logFields) end() []byte {

@@ -159,7 +159,9 @@
 //	http: time listener client method host target proto status req_bytes resp_bytes route server source duration_us reused term
 //	tcp:  time listener client server client_bytes server_bytes duration_us term
 //
-// time is the line's (UTC, µs); client the client's address and port;
+// time is the line's (UTC, µs); client the client's address and port
+// (server's likewise; one whose IPv6 zone needs escaping is a quoted
+// string in text too);
 // host the Host field or an absolute target's authority, and target the
 // path and query (bounded: 256 and 1024 bytes); status 0 where no
 // response was sent; the byte counts are of the bodies' data passed on
