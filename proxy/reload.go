@@ -125,6 +125,11 @@ type generation struct {
 //     made before may still write to, is written out and closed when Run
 //     returns. A log is opened once per listener name and path.
 //
+// Reload returns once every loop has applied cfg and the health checkers
+// it stopped have ended, which they do at once: a check in progress is
+// cut short (the checker's context is canceled; a check must end on it)
+// and counts for nothing, so Reload does not wait out health.timeout.
+//
 // A failed Reload is counted and changes nothing (but where Run stopped
 // during it). Concurrent Reloads run one after the other; Reload after Run
 // has begun to stop returns ErrStopped. The config applied must not change
@@ -503,7 +508,8 @@ func (p *Proxy) swapCheckers(g *generation) {
 	}
 	p.mu.Unlock()
 	// The old checkers end before the new ones start: a kept server's
-	// state is not written by both.
+	// state is not written by both. The wait is short: cancel cuts their
+	// checks in progress short (TestReloadCheckInProgress).
 	for _, c := range stopped {
 		<-c.done
 	}
