@@ -24,8 +24,10 @@ func init() {
 const proxyUsage = `
 spindle proxy -config FILE runs until SIGINT or SIGTERM, then drains
 (-drain; a second signal closes what is left at once). SIGHUP reads FILE
-again and applies it without closing a connection (proxy.Proxy.Reload):
-pools, servers, routes and listeners change; a change of the engine
+again and applies it (proxy.Proxy.Reload): pools, servers, routes and
+listeners change; open connections keep what they were made with (the
+kept-alive HTTP clients of a listener removed or changed are closed after
+their response in progress); a change of the engine
 section or admin.listen, or a config that does not load, is refused and
 the proxy goes on with the config it has. Each SIGHUP logs one line to
 stderr: the listeners in force, or the error.
