@@ -290,9 +290,14 @@ func TestSweepVisitsQueuesOnly(t *testing.T) {
 			cfg.CPUs = []int{0} // one loop: every connection in its table
 			cfg.CloseTimeout = 40 * time.Millisecond
 			payload := pattern(11, 8<<20)
-			var stalled atomic.Bool
+			// The connection opened after the idle ones is the stalled one,
+			// counted in OnOpen: a flag the test set once Stats().Open
+			// reached idle raced with the last idle connection's OnOpen
+			// (Open counts it before OnOpen runs), which then got the
+			// payload too and stalled (seen under -race with BatchWait).
+			var opened atomic.Int32
 			h := &BaseHandlerFunc{open: func(c *Conn) {
-				if stalled.Load() {
+				if opened.Add(1) > idle {
 					c.Write(payload)
 				} else {
 					c.Write([]byte("hello"))
@@ -304,7 +309,6 @@ func TestSweepVisitsQueuesOnly(t *testing.T) {
 				mustDial(t, "tcp", addr)
 			}
 			waitFor(t, "the idle connections", func() bool { return e.Stats().Open == idle })
-			stalled.Store(true)
 			c := dialRcvBuf(t, addr, 4096)
 			counts := func() (sweeps, visits int) {
 				res := make(chan [2]int)
