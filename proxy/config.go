@@ -150,6 +150,19 @@ type ListenerConfig struct {
 	// cleartext through the proxy then sends the server requests the
 	// proxy never sees (its routes and bounds do not apply).
 	Upgrades Tokens `yaml:"upgrades,omitempty" json:"upgrades,omitzero"`
+	// TrustedProxies (mode http) lists the networks (CIDRs, "10.0.0.0/8",
+	// "fd00::/8", "127.0.0.1/8" as 127.0.0.0/8; an IPv4-mapped client
+	// compares as IPv4) of the clients
+	// whose forwarding fields are believed: the proxy appends such a
+	// client to the X-Forwarded-For it sent and keeps its
+	// X-Forwarded-Proto and X-Forwarded-Host (writing them where absent),
+	// X-Real-IP and Forwarded. From any other client those five fields
+	// are dropped and the proxy writes its own: X-Forwarded-For: the
+	// client, X-Forwarded-Proto: http, X-Forwarded-Host: the request's
+	// host (as nginx's set_real_ip_from and Envoy's xff_num_trusted_hops
+	// let an edge proxy do). Default none: no client is trusted, so none
+	// can forge its address to the servers.
+	TrustedProxies []netip.Prefix `yaml:"trusted_proxies,omitempty" json:"trusted_proxies,omitempty"`
 	// AccessLog, when set, logs each HTTP exchange (mode http) or each
 	// client connection (mode tcp) of the listener: see AccessLogConfig.
 	// Default: no access log.
@@ -750,6 +763,7 @@ func (l *ListenerConfig) validateMode(pools map[string]bool) error {
 			{"keepalive_timeout", l.KeepaliveTimeout != 0},
 			{"max_request_body", l.MaxRequestBody != 0},
 			{"upgrades", l.Upgrades != nil},
+			{"trusted_proxies", l.TrustedProxies != nil},
 		} {
 			if f.set {
 				return fmt.Errorf("%s: only in mode %s", f.name, ModeHTTP)
@@ -776,6 +790,14 @@ func (l *ListenerConfig) validateMode(pools map[string]bool) error {
 			return fmt.Errorf("upgrades[%d]: %q is not a protocol name (a token, no version)", i, u)
 		}
 	}
+	for i, p := range l.TrustedProxies {
+		switch {
+		case !p.IsValid():
+			return fmt.Errorf("trusted_proxies[%d]: not a valid prefix", i)
+		case p.Addr().Is4In6():
+			return fmt.Errorf("trusted_proxies[%d]: %v is IPv4-mapped (clients compare as IPv4: write %v)", i, p, unmapPrefix(p))
+		}
+	}
 	for i, r := range l.Routes {
 		where := fmt.Sprintf("routes[%d]", i)
 		if err := validHost(r.Host); err != nil {
@@ -795,6 +817,12 @@ func (l *ListenerConfig) validateMode(pools map[string]bool) error {
 		}
 	}
 	return validRouteNames(l.Routes)
+}
+
+// unmapPrefix returns an IPv4-mapped prefix's IPv4 prefix (the bits of
+// its IPv4 part; none where it is shorter than the mapping's 96).
+func unmapPrefix(p netip.Prefix) netip.Prefix {
+	return netip.PrefixFrom(p.Addr().Unmap(), max(p.Bits()-96, 0)).Masked()
 }
 
 // validateType checks h's type and the fields of type http; servers are

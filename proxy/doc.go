@@ -87,6 +87,7 @@
 //	    max_request_body: 0    # bytes, 0: no bound (else 413)
 //	    idle_timeout: 0s       # an upgraded (101) tunnel's, as in mode tcp; 0: none
 //	    upgrades: [websocket]  # protocols a request may upgrade to; []: none
+//	    trusted_proxies: ["10.0.0.0/8"]  # clients whose X-Forwarded-* are believed; default none
 //	pools:
 //	  - {name: api, servers: ["10.0.0.2:80"], max_idle: 16, idle_timeout: 60s}
 //
@@ -101,8 +102,8 @@
 // a "*." suffix, and path prefix match; else the listener's pool); writes
 // a new head without the hop-by-hop headers (Connection and those it
 // names, Keep-Alive, Proxy-Connection, TE, Upgrade), with
-// X-Forwarded-For (the client appended to any received),
-// X-Forwarded-Proto: http and Via: 1.x spindle; and sends it over an idle
+// X-Forwarded-For, X-Forwarded-Proto, X-Forwarded-Host and Via: 1.x
+// spindle (see below); and sends it over an idle
 // keep-alive connection to the first server up from the loop's pool, or a
 // new one (failover over the pool as in mode tcp; an HTTP/1.0 request goes
 // as HTTP/1.0 with Connection: keep-alive, so that the server frames its
@@ -137,6 +138,26 @@
 // the server's connection reset, the client 413 or, once the response has
 // begun, a reset). Not there: HTTP/2, TLS, caching, header rewriting or
 // rules beyond host and path, limits on response body sizes.
+//
+// The forwarding fields depend on the client's address (an IPv4-mapped
+// one compared as IPv4) and the listener's trusted_proxies (CIDRs,
+// default none), as nginx's set_real_ip_from and Envoy's
+// xff_num_trusted_hops make possible. From a client not in it, the
+// X-Forwarded-For, X-Forwarded-Proto, X-Forwarded-Host, X-Real-IP and
+// Forwarded fields it sent are dropped, whatever their number, and the
+// proxy writes X-Forwarded-For: the client's address, X-Forwarded-Proto:
+// http and X-Forwarded-Host: the request's host (its Host field, else an
+// absolute target's authority; none when it has neither): at the edge, a
+// client cannot forge its address, scheme or host to the servers. From a
+// client in it (a proxy in front), the client is appended to the
+// X-Forwarded-For values it sent (all of its lines, in order, as one
+// field), and its X-Forwarded-Proto, X-Forwarded-Host, X-Real-IP and
+// Forwarded pass as they came (X-Forwarded-Proto and X-Forwarded-Host
+// written as above where it sent none). The proxy does not write an RFC
+// 7239 Forwarded field. This changed a default: before trusted_proxies,
+// every client's X-Forwarded-For was appended to and its Forwarded,
+// X-Forwarded-Host and X-Real-IP passed on; a proxy behind another one
+// now needs that one's addresses in trusted_proxies to keep them.
 //
 // The admin server serves /metrics (Prometheus text format, names
 // spindle_proxy_*), /healthz and /debug/config (the effective config as

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"errors"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -470,7 +471,9 @@ func (s *hsession) gotHead() {
 	s.pool = s.route(r.Target, r.Host)
 
 	o := h1.AppendRequestLine(s.out[:0], r.Method, r.Target, r.Minor)
-	xff := false
+	client := s.client.RemoteAddr().Addr().Unmap()
+	trusted := s.ln.trusts(client)
+	xff, xfp, xfh := false, false, false
 	for _, h := range r.Headers {
 		switch {
 		case r.HopByHop(h.Name), framingField(h.Name),
@@ -482,7 +485,15 @@ func (s *hsession) gotHead() {
 			// read otherwise.)
 		case bytes.EqualFold(h.Name, hdrXFF):
 			xff = true
+		case !trusted && forwardingField(h.Name):
+			// (An untrusted client's X-Forwarded-Proto, X-Forwarded-Host,
+			// X-Real-IP and Forwarded are dropped: see trusted_proxies.)
 		case bytes.EqualFold(h.Name, hdrXFP):
+			xfp = true
+			o = h1.AppendHeader(o, h.Name, h.Value)
+		case bytes.EqualFold(h.Name, hdrXFH):
+			xfh = true
+			o = h1.AppendHeader(o, h.Name, h.Value)
 		default:
 			o = h1.AppendHeader(o, h.Name, h.Value)
 		}
@@ -493,9 +504,10 @@ func (s *hsession) gotHead() {
 	case h1.Chunked:
 		o = append(o, "Transfer-Encoding: chunked\r\n"...) // (internal/h1: the only coding)
 	}
-	// X-Forwarded-For: the values received, in order, and the client.
+	// X-Forwarded-For: a trusted client's values received, in order, and
+	// the client.
 	o = append(o, "X-Forwarded-For: "...)
-	if xff {
+	if xff && trusted {
 		for _, h := range r.Headers {
 			if bytes.EqualFold(h.Name, hdrXFF) && len(h.Value) > 0 {
 				o = append(o, h.Value...)
@@ -503,8 +515,15 @@ func (s *hsession) gotHead() {
 			}
 		}
 	}
-	o = s.client.RemoteAddr().Addr().Unmap().AppendTo(o)
-	o = append(o, "\r\nX-Forwarded-Proto: http\r\nVia: 1."...)
+	o = client.AppendTo(o)
+	o = append(o, "\r\n"...)
+	if !xfp {
+		o = append(o, "X-Forwarded-Proto: http\r\n"...)
+	}
+	if host := requestHost(r); !xfh && len(host) > 0 {
+		o = h1.AppendHeader(o, hdrXFH, host)
+	}
+	o = append(o, "Via: 1."...)
 	o = append(o, byte('0'+r.Minor))
 	o = append(o, " spindle\r\n"...)
 	switch {
@@ -517,6 +536,40 @@ func (s *hsession) gotHead() {
 	}
 	s.out = append(o, "\r\n"...)
 	s.phase = phConnect
+}
+
+// trusts reports whether trusted_proxies lists a client address (not
+// IPv4-mapped: the caller unmaps it).
+func (l *listener) trusts(a netip.Addr) bool {
+	a = a.WithZone("")
+	for _, p := range l.cfg.TrustedProxies {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// forwardingField reports the fields a client tells its forwarding
+// proxies' view with (any case): X-Forwarded-For, X-Forwarded-Proto,
+// X-Forwarded-Host, X-Real-IP, Forwarded. Only a trusted client's pass.
+func forwardingField(name []byte) bool {
+	for _, f := range forwardingFields {
+		if bytes.EqualFold(name, f) {
+			return true
+		}
+	}
+	return false
+}
+
+// requestHost returns a request's host: its Host field, else (HTTP/1.0
+// without one) an absolute target's authority; empty for none.
+func requestHost(r *h1.Request) []byte {
+	if len(r.Host) > 0 {
+		return r.Host
+	}
+	a, _ := splitTarget(r.Target)
+	return a
 }
 
 // allowedUpgrades appends to dst the elements of an Upgrade field's value
@@ -554,8 +607,12 @@ var (
 	hdrH2Settings = []byte("HTTP2-Settings")
 	hdrXFF        = []byte("X-Forwarded-For")
 	hdrXFP        = []byte("X-Forwarded-Proto")
+	hdrXFH        = []byte("X-Forwarded-Host")
 	hdrCL         = []byte("Content-Length")
 	hdrTE         = []byte("Transfer-Encoding")
+
+	// forwardingFields are what forwardingField reports.
+	forwardingFields = [][]byte{hdrXFF, hdrXFP, hdrXFH, []byte("X-Real-IP"), []byte("Forwarded")}
 )
 
 // framingField reports Content-Length and Transfer-Encoding (any case):
