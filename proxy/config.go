@@ -162,7 +162,7 @@ type ListenerConfig struct {
 	// host (as nginx's set_real_ip_from and Envoy's xff_num_trusted_hops
 	// let an edge proxy do). Default none: no client is trusted, so none
 	// can forge its address to the servers.
-	TrustedProxies []netip.Prefix `yaml:"trusted_proxies,omitempty" json:"trusted_proxies,omitempty"`
+	TrustedProxies Prefixes `yaml:"trusted_proxies,omitempty" json:"trusted_proxies,omitempty"`
 	// AccessLog, when set, logs each HTTP exchange (mode http) or each
 	// client connection (mode tcp) of the listener: see AccessLogConfig.
 	// Default: no access log.
@@ -427,6 +427,34 @@ type AdminConfig struct {
 // Duration is a time.Duration written in a config as a Go duration string
 // ("1.5s", "300ms").
 type Duration time.Duration
+
+// Prefixes is a list of networks, read from YAML as CIDR strings with
+// errors that name the line.
+type Prefixes []netip.Prefix
+
+// UnmarshalYAML reads a list of CIDRs ("10.0.0.0/8", "fd00::/8").
+func (ps *Prefixes) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.SequenceNode {
+		return fmt.Errorf("line %d: trusted_proxies: want a list of networks such as [\"10.0.0.0/8\"]", n.Line)
+	}
+	out := make(Prefixes, 0, len(n.Content))
+	for _, e := range n.Content {
+		if e.Kind != yaml.ScalarNode {
+			return fmt.Errorf("line %d: trusted_proxies: want a network such as \"10.0.0.0/8\"", e.Line)
+		}
+		p, err := netip.ParsePrefix(e.Value)
+		if err != nil {
+			why := ""
+			if !strings.Contains(e.Value, "/") {
+				why = " (no '/')"
+			}
+			return fmt.Errorf("line %d: trusted_proxies: %q is not a network such as \"10.0.0.0/8\"%s", e.Line, e.Value, why)
+		}
+		out = append(out, p)
+	}
+	*ps = out
+	return nil
+}
 
 // UnmarshalYAML takes a Go duration string. Any goroutine.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {

@@ -26,9 +26,11 @@ func TestConfigTrustedProxies(t *testing.T) {
 		t.Errorf("default trusted_proxies %v (%v), want none", cfg.Listeners[0].TrustedProxies, err)
 	}
 	for _, tc := range []struct{ name, list, want string }{
-		{"bare address", `["10.0.0.1"]`, `netip.ParsePrefix("10.0.0.1"): no '/'`},
-		{"bad", `["10.0.0.0/33"]`, `netip.ParsePrefix("10.0.0.0/33")`},
-		{"name", `["localhost/8"]`, `netip.ParsePrefix("localhost/8")`},
+		{"bare address", `["10.0.0.1"]`, `line 1: trusted_proxies: "10.0.0.1" is not a network such as "10.0.0.0/8" (no '/')`},
+		{"bad", `["10.0.0.0/33"]`, `line 1: trusted_proxies: "10.0.0.0/33" is not a network such as "10.0.0.0/8"`},
+		{"name", `["localhost/8"]`, `line 1: trusted_proxies: "localhost/8" is not a network such as "10.0.0.0/8"`},
+		{"not a list", `"10.0.0.0/8"`, `line 1: trusted_proxies: want a list of networks such as ["10.0.0.0/8"]`},
+		{"a map in the list", `[{a: b}]`, `line 1: trusted_proxies: want a network such as "10.0.0.0/8"`},
 		{"mapped", `["10.0.0.0/8", "::ffff:10.0.0.0/104"]`, `listeners[0] (web).trusted_proxies[1]: ::ffff:10.0.0.0/104 is IPv4-mapped (clients compare as IPv4: write 10.0.0.0/8)`},
 	} {
 		_, err := ParseConfig([]byte(`listeners: [{name: web, listen: "127.0.0.1:0", pool: app, mode: http, trusted_proxies: ` + tc.list + `}]` + "\n" + pool))
