@@ -117,3 +117,46 @@ func TestPickAllocs(t *testing.T) {
 		}
 	}
 }
+
+// reloadPool returns pl's pool as a reload makes it anew with the weights
+// given, one a server: pl's servers kept (as many as there are weights),
+// new ones after them; and applies that generation on ls's loop.
+func reloadPool(ls *loopState, pl *pool, weights ...int) *pool {
+	npl := &pool{leastConn: pl.leastConn, loops: []*poolLoop{new(poolLoop)}}
+	g := &generation{made: []*pool{npl}}
+	for i, w := range weights {
+		npl.cfg.Servers = append(npl.cfg.Servers, ServerConfig{Address: "127.0.0.1:1", Weight: w})
+		if i < len(pl.servers) {
+			npl.servers = append(npl.servers, pl.servers[i])
+			g.kept = append(g.kept, pl.servers[i])
+			continue
+		}
+		npl.servers = append(npl.servers, &server{now: func() int64 { return 0 }, loops: []*srvLoop{newSrvLoop()}})
+	}
+	g.pools = g.made
+	ls.apply(0, g)
+	return npl
+}
+
+// TestSmoothWRRReload: a reload that changes a pool's weights, or adds a
+// server to it, starts its smooth weighted round-robin afresh on every
+// loop: the new weights' sequence from its start, as for a new pool, with
+// no run of picks to a kept server whose current weight the old weights
+// left high (fails: a kept server's current weight is carried over).
+func TestSmoothWRRReload(t *testing.T) {
+	ls, pl := testPool(false, 256, 1)
+	// Half a round: server 1's current weight is left at +128, server 0's
+	// at -128; carried over, 1:1 gave server 1 the next 128 picks in a row.
+	picks(ls, pl, 128)
+	npl := reloadPool(ls, pl, 1, 1)
+	if seq := picks(ls, npl, 8); seq != "01010101" {
+		t.Errorf("256:1 reloaded as 1:1 picks %s, want 01010101", seq)
+	}
+
+	ls, pl = testPool(false, 256, 1)
+	picks(ls, pl, 128)
+	npl = reloadPool(ls, pl, 1, 1, 1) // weights 1:1, a server added
+	if seq := picks(ls, npl, 9); seq != "012012012" {
+		t.Errorf("256:1 reloaded as 1:1:1 (server 2 added) picks %s, want 012012012", seq)
+	}
+}
