@@ -49,7 +49,8 @@
 // the next one of the pool, each server tried at most once per client.
 //
 // Health checks, when a pool has them, are made off the loops (a
-// goroutine per pool), every server at once each interval: with type tcp
+// goroutine per server), each server on its own schedule every interval
+// (one that answers nothing holds back no other): with type tcp
 // (the default) a TCP connect; with type http a request "GET <path>
 // HTTP/1.1" with Host (host, default the server's address as configured),
 // "Connection: close" and "User-Agent: spindle-health", whose response

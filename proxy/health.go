@@ -12,46 +12,46 @@ import (
 // healthMaxHead bounds the response head an HTTP health check reads.
 const healthMaxHead = 16 << 10
 
-// check runs the health checks of pl until the proxy stops: every
-// interval a check of each server (a TCP connect, or an HTTP request),
-// all at once, each bounded by the timeout. Rise consecutive passes mark a
-// down server up, fall consecutive failures mark an up server down.
-// Servers start up. Its own goroutine.
+// check runs the health checks of pl until the proxy stops (or a reload
+// stops it): each server is checked on its own schedule, in a goroutine
+// of its own, every interval a check (a TCP connect, or an HTTP request)
+// bounded by the timeout, so a server that answers nothing holds back no
+// other's checks or state. Rise consecutive passes mark a down server up,
+// fall consecutive failures mark an up server down. Servers start up. Its
+// own goroutine; it returns once every server's has ended.
 func (p *Proxy) check(ctx context.Context, pl *pool) {
 	defer p.checkers.Done()
-	h := pl.health
-	n := len(pl.servers)
-	passes, fails := make([]int, n), make([]int, n)
-	ok := make([]bool, n)
-	probes := make([]prober, n)
+	var wg sync.WaitGroup
 	for i, s := range pl.servers {
-		probes[i] = newProber(h, s.addr, pl.cfg.Servers[i].Address)
+		pr := newProber(pl.health, s.addr, pl.cfg.Servers[i].Address)
+		wg.Go(func() { checkServer(ctx, pl.health, s, &pr) })
 	}
+	wg.Wait()
+}
+
+// checkServer runs s's health checks with pr until ctx is done. Its own
+// goroutine, the only writer of s's active health state.
+func checkServer(ctx context.Context, h *HealthConfig, s *server, pr *prober) {
 	t := time.NewTicker(time.Duration(h.Interval))
 	defer t.Stop()
+	passes, fails := 0, 0
 	for {
-		var wg sync.WaitGroup
-		for i := range pl.servers {
-			wg.Go(func() { ok[i] = probes[i].probe(ctx) })
-		}
-		wg.Wait()
+		ok := pr.probe(ctx)
 		if ctx.Err() != nil {
 			return // a check cut short by the stop says nothing
 		}
-		for i, s := range pl.servers {
-			if ok[i] {
-				s.checkPasses.Add(1)
-				fails[i] = 0
-				passes[i]++
-				if s.down.Load() && passes[i] >= h.Rise {
-					s.down.Store(false)
-				}
-				continue
+		if ok {
+			s.checkPasses.Add(1)
+			fails = 0
+			passes++
+			if s.down.Load() && passes >= h.Rise {
+				s.down.Store(false)
 			}
-			passes[i] = 0
-			fails[i]++
+		} else {
+			passes = 0
+			fails++
 			s.checkFails.Add(1)
-			if !s.down.Load() && fails[i] >= h.Fall {
+			if !s.down.Load() && fails >= h.Fall {
 				s.down.Store(true)
 			}
 		}
@@ -93,8 +93,8 @@ func newProber(h *HealthConfig, addr, configured string) prober {
 
 // probe runs one check: it passes on a connect (type tcp), or on a
 // response head with an expected status read before the timeout (type
-// http; interim 1xx heads are skipped, as a client does). The checker's
-// goroutine for the server.
+// http; interim 1xx heads are skipped, as a client does). The server's
+// checker goroutine.
 func (pr *prober) probe(ctx context.Context) bool {
 	deadline := time.Now().Add(pr.timeout)
 	d := net.Dialer{Deadline: deadline}

@@ -112,8 +112,9 @@ type poolLoop struct {
 }
 
 // server is one server of a pool. Its active health state is written by
-// the pool's checker goroutine and read by the loops; its passive health
-// state is written by any loop, with atomics (no lock).
+// its checker goroutine (one per server of a pool with health checks) and
+// read by the loops; its passive health state is written by any loop,
+// with atomics (no lock).
 type server struct {
 	addr string
 	// loops holds each loop's counters and idle connections for the
