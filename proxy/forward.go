@@ -172,15 +172,16 @@ func (h *handler) OnOpen(c *engine.Conn) {
 // pickServer returns the index of pl's server to try first. Round-robin
 // is nginx's smooth weighted round-robin over the servers up: each pick
 // adds each one's weight to its current weight (the loop's own, in
-// srvStats), takes the one with the largest (the first of equals) and
-// takes the total of the weights off it; so each server's share of a
-// loop's picks is its share of the weights, spread out (5:1:1 picks
-// aabacaa). A server down is left out, its turns going to the others by
-// their weights. Least-conn takes the server up with the fewest
-// connections from this loop for its weight (conns/weight, compared by
-// cross-multiplication), equals in cursor order; the cursor moves past
-// the server picked. With none up it returns 0 (connect skips it). No
-// lock, no allocation. Loop goroutine of ls.
+// srvStats; 0 where a reload made the pool: loopState.apply), takes the
+// one with the largest (the first of equals) and takes the total of the
+// weights off it; so each server's share of a loop's picks is its share
+// of the weights, spread out (5:1:1 picks aabacaa). A server down is left
+// out, its turns going to the others by their weights. Least-conn takes
+// the server up with the fewest connections from this loop for its
+// weight (conns/weight, compared by cross-multiplication), equals in
+// cursor order; the cursor moves past the server picked. With none up it
+// returns 0 (round-robin) or the cursor's server (least-conn); connect
+// skips it. No lock, no allocation. Loop goroutine of ls.
 func pickServer(ls *loopState, pl *pool) int {
 	ws := pl.cfg.Servers
 	if !pl.leastConn {
