@@ -106,6 +106,11 @@ func TestHTTPHealthCheck(t *testing.T) {
 	// Host and expect as configured: 503 passes.
 	cfg = httpConfig(engine.BackendEpoll, a.addr)
 	cfg.Pools[0].Health = httpHealth()
+	// A 20 ms timeout expired under load (one failed check counted while
+	// 503 passed): this part judges statuses, so it gives each check
+	// 250 ms.
+	cfg.Pools[0].Health.Interval = Duration(250 * time.Millisecond)
+	cfg.Pools[0].Health.Timeout = Duration(250 * time.Millisecond)
 	cfg.Pools[0].Health.Host = "health.example:8080"
 	cfg.Pools[0].Health.Path = "/ready?full=1"
 	cfg.Pools[0].Health.Expect = "200, 500-503"
@@ -118,7 +123,7 @@ func TestHTTPHealthCheck(t *testing.T) {
 	if r := a.lastCheck(); r.RequestURI != "/ready?full=1" {
 		t.Errorf("check target %q, want /ready?full=1", r.RequestURI)
 	}
-	time.Sleep(100 * time.Millisecond) // 5 intervals
+	waitFor(t, "three checks passed", func() bool { return serverTotals(p, a.addr).CheckPasses >= 3 })
 	if st := serverTotals(p, a.addr); !st.Up || st.CheckFailures != 0 {
 		t.Errorf("503 expected: up %v after %d failed checks", st.Up, st.CheckFailures)
 	}
