@@ -8,7 +8,7 @@ import (
 // testPool returns a pool of servers of the weights given, as loop 0's
 // tables hold it (no engine): pickServer's inputs.
 func testPool(leastConn bool, weights ...int) (*loopState, *pool) {
-	pl := &pool{leastConn: leastConn, loops: []*poolLoop{new(poolLoop)}}
+	pl := &pool{leastConn: leastConn, loops: []*poolLoop{newPoolLoop(len(weights))}}
 	ls := &loopState{id: 0}
 	for _, w := range weights {
 		pl.cfg.Servers = append(pl.cfg.Servers, ServerConfig{Address: "127.0.0.1:1", Weight: w})
@@ -122,7 +122,7 @@ func TestPickAllocs(t *testing.T) {
 // given, one a server: pl's servers kept (as many as there are weights),
 // new ones after them; and applies that generation on ls's loop.
 func reloadPool(ls *loopState, pl *pool, weights ...int) *pool {
-	npl := &pool{leastConn: pl.leastConn, loops: []*poolLoop{new(poolLoop)}}
+	npl := &pool{leastConn: pl.leastConn, loops: []*poolLoop{newPoolLoop(len(weights))}}
 	g := &generation{made: []*pool{npl}}
 	for i, w := range weights {
 		npl.cfg.Servers = append(npl.cfg.Servers, ServerConfig{Address: "127.0.0.1:1", Weight: w})
@@ -142,7 +142,7 @@ func reloadPool(ls *loopState, pl *pool, weights ...int) *pool {
 // server to it, starts its smooth weighted round-robin afresh on every
 // loop: the new weights' sequence from its start, as for a new pool, with
 // no run of picks to a kept server whose current weight the old weights
-// left high (fails: a kept server's current weight is carried over).
+// left high.
 func TestSmoothWRRReload(t *testing.T) {
 	ls, pl := testPool(false, 256, 1)
 	// Half a round: server 1's current weight is left at +128, server 0's
@@ -158,5 +158,23 @@ func TestSmoothWRRReload(t *testing.T) {
 	npl = reloadPool(ls, pl, 1, 1, 1) // weights 1:1, a server added
 	if seq := picks(ls, npl, 9); seq != "012012012" {
 		t.Errorf("256:1 reloaded as 1:1:1 (server 2 added) picks %s, want 012012012", seq)
+	}
+}
+
+// TestSmoothWRROldPool: a pool a reload made anew shares its servers with
+// the pool it replaced, which requests begun before the reload may still
+// pick from (a retry): picks from the old pool must not move the new
+// pool's sequence.
+func TestSmoothWRROldPool(t *testing.T) {
+	ls, old := testPool(false, 256, 1)
+	made := &pool{loops: []*poolLoop{newPoolLoop(2)}, servers: old.servers}
+	made.cfg.Servers = []ServerConfig{{Address: "127.0.0.1:1", Weight: 1}, {Address: "127.0.0.1:1", Weight: 1}}
+	var seq strings.Builder
+	for range 8 {
+		picks(ls, old, 1) // a retry on the old pool between two picks
+		seq.WriteString(picks(ls, made, 1))
+	}
+	if got := seq.String(); got != "01010101" {
+		t.Errorf("1:1 picks %s beside picks from the 256:1 pool it replaced, want 01010101", got)
 	}
 }

@@ -65,7 +65,6 @@ type srvStats struct {
 	newReqs    counter // requests on a new connection
 	idle       gauge   // idle connections in the loop's pool
 
-	cur int // smooth weighted round-robin: the server's current weight on this loop (pickServer)
 }
 
 // loopState is what one loop owns: what it reads of the config in force
@@ -171,8 +170,9 @@ func (h *handler) OnOpen(c *engine.Conn) {
 
 // pickServer returns the index of pl's server to try first. Round-robin
 // is nginx's smooth weighted round-robin over the servers up: each pick
-// adds each one's weight to its current weight (the loop's own, in
-// srvStats; 0 where a reload made the pool: loopState.apply), takes the
+// adds each one's weight to its current weight (the loop's own, in the
+// pool's poolLoop: 0 in a pool New or a reload made, while a pool it
+// replaced keeps its own for the retries that still pick from it), takes the
 // one with the largest (the first of equals) and takes the total of the
 // weights off it; so each server's share of a loop's picks is its share
 // of the weights, spread out (5:1:1 picks aabacaa). A server down is left
@@ -185,23 +185,22 @@ func (h *handler) OnOpen(c *engine.Conn) {
 func pickServer(ls *loopState, pl *pool) int {
 	ws := pl.cfg.Servers
 	if !pl.leastConn {
+		cur := pl.loops[ls.id].cur
 		best, total := -1, 0
-		var bestSt *srvStats
 		for i, s := range pl.servers {
 			if !s.up() {
 				continue
 			}
-			st := ls.stats(pl, i)
-			st.cur += ws[i].Weight
+			cur[i] += ws[i].Weight
 			total += ws[i].Weight
-			if best < 0 || st.cur > bestSt.cur {
-				best, bestSt = i, st
+			if best < 0 || cur[i] > cur[best] {
+				best = i
 			}
 		}
 		if best < 0 {
 			return 0
 		}
-		bestSt.cur -= total
+		cur[best] -= total
 		return best
 	}
 	n := len(pl.servers)

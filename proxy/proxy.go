@@ -107,9 +107,16 @@ type pool struct {
 // poolLoop is one loop's share of a pool, written by that loop only. A
 // cache line of its own: the loops' cursors are written per connection.
 type poolLoop struct {
-	rr uint32 // round-robin cursor
-	_  [60]byte
+	rr  uint32 // least-conn's cursor
+	cur []int  // smooth weighted round-robin: each server's current weight (pickServer)
+	_   [32]byte
 }
+
+// newPoolLoop returns a loop's share of a pool of n servers. A pool made
+// anew (New, or a reload that changed it) starts its weighted round-robin
+// afresh, and a pool it replaced keeps its own for the requests that still
+// pick from it.
+func newPoolLoop(n int) *poolLoop { return &poolLoop{cur: make([]int, n)} }
 
 // server is one server of a pool. Its active health state is written by
 // its checker goroutine (one per server of a pool with health checks) and

@@ -245,7 +245,7 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 		pl := &pool{name: pc.Name, cfg: pc, leastConn: pc.Balance == LeastConn, health: pc.Health, passive: pc.Passive,
 			maxIdle: pc.MaxIdle, idleTimeout: time.Duration(pc.IdleTimeout)}
 		for range p.loops {
-			pl.loops = append(pl.loops, new(poolLoop))
+			pl.loops = append(pl.loops, newPoolLoop(len(addrs[i])))
 		}
 		for _, a := range addrs[i] {
 			var s *server
@@ -551,7 +551,7 @@ func (p *Proxy) stop() {
 
 // apply puts g in force on loop k: the listeners in force (byLn, and each
 // one's stats[k].cur), the pools (sweepIdle; a made one's round-robin
-// starts afresh), and the idle connections of
+// starts afresh in its own poolLoop), and the idle connections of
 // the servers g removed closed. It keeps nothing of the generations
 // before: what connections made under them hold stays with them. Once per generation, in
 // their order (a Reload makes the next only once every loop applied
@@ -569,15 +569,6 @@ func (ls *loopState) apply(k int, g *generation) {
 		l.stats[k].cur = l
 	}
 	ls.byLn, ls.pools, ls.lns = g.byLn, g.pools, g.lns
-	// A pool made anew starts its smooth weighted round-robin afresh: a
-	// kept server's current weight, left by the old weights (up to their
-	// total either way), would otherwise take or lose that many picks in
-	// a row, and an added server's 0 would not be level with it.
-	for _, pl := range g.made {
-		for _, s := range pl.servers {
-			s.loops[k].stats.cur = 0
-		}
-	}
 	ls.closeIdleClients(true)
 	for _, s := range g.gone {
 		sl := s.loops[k]
