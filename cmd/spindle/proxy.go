@@ -94,11 +94,19 @@ func runProxy(ctx context.Context, args []string) error {
 	defer signal.Stop(sig)
 	ran := make(chan struct{})
 	defer close(ran)
+	// SIGUSR1 reopens the access logs (after logrotate moved them).
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	defer signal.Stop(usr1)
 	go func() {
 		for {
 			select {
 			case <-hup:
 				reloadProxy(p, *config)
+			case <-usr1:
+				if err := p.ReopenLogs(); err != nil {
+					fmt.Fprintf(os.Stderr, "spindle proxy: SIGUSR1: %v\n", err)
+				}
 			case <-ran:
 				return
 			}
@@ -114,22 +122,6 @@ func runProxy(ctx context.Context, args []string) error {
 		}
 		fmt.Fprintln(os.Stderr, "spindle proxy: second signal: closing open connections now")
 		p.Abort()
-	}()
-	// SIGUSR1 reopens the access logs (after logrotate moved them).
-	usr1 := make(chan os.Signal, 1)
-	signal.Notify(usr1, syscall.SIGUSR1)
-	defer signal.Stop(usr1)
-	go func() {
-		for {
-			select {
-			case <-usr1:
-				if err := p.ReopenLogs(); err != nil {
-					fmt.Fprintf(os.Stderr, "spindle proxy: SIGUSR1: %v\n", err)
-				}
-			case <-ran:
-				return
-			}
-		}
 	}()
 	return p.Run(ctx)
 }
