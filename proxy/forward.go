@@ -48,8 +48,12 @@ type lnStats struct {
 	cur *listener
 }
 
+// share returns loop ls's share of server i of pl: its counters and idle
+// connections. Loop goroutine.
+func (ls *loopState) share(pl *pool, i int) *srvLoop { return pl.servers[i].loops[ls.id] }
+
 // stats returns loop ls's counters for server i of pl. Loop goroutine.
-func (ls *loopState) stats(pl *pool, i int) *srvStats { return &pl.servers[i].loops[ls.id].stats }
+func (ls *loopState) stats(pl *pool, i int) *srvStats { return &ls.share(pl, i).stats }
 
 // srvStats are one loop's counters for one server of a pool.
 type srvStats struct {
@@ -239,7 +243,7 @@ func (d *dialing) next(ls *loopState, pl *pool, c *engine.Conn, timeout time.Dur
 		i := (d.start + d.tries) % n
 		d.tries++
 		srv := pl.servers[i]
-		if !srv.up() || srv.loops[ls.id].idle.gone {
+		if !srv.up() || ls.share(pl, i).idle.gone {
 			continue
 		}
 		d.dialed = true

@@ -1245,7 +1245,7 @@ func (s *hsession) tunnel(b engine.Buffer, off int) {
 // takeIdle pops the newest idle connection to server i of pl, nil for
 // none. Loop goroutine.
 func (ls *loopState) takeIdle(pl *pool, i int) *engine.Conn {
-	st := &pl.servers[i].loops[ls.id].idle.conns
+	st := &ls.share(pl, i).idle.conns
 	n := len(*st)
 	if n == 0 {
 		return nil
@@ -1261,7 +1261,7 @@ func (ls *loopState) takeIdle(pl *pool, i int) *engine.Conn {
 // false (c to be closed) where the pool keeps none or is full, or a reload
 // removed the server. Loop goroutine.
 func (ls *loopState) putIdle(c *engine.Conn, pl *pool, i int, now int64) bool {
-	sl := pl.servers[i].loops[ls.id]
+	sl := ls.share(pl, i)
 	il := &sl.idle
 	st := &il.conns
 	if pl.maxIdle <= 0 || len(*st) >= pl.maxIdle || c.Closed() || il.gone {
@@ -1302,7 +1302,7 @@ func (ls *loopState) sweepIdle(l *engine.Loop, pools []*pool, now int64) {
 	next := int64(-1)
 	for _, pl := range pools {
 		for i := range pl.servers {
-			sl := pl.servers[i].loops[ls.id]
+			sl := ls.share(pl, i)
 			st := &sl.idle.conns
 			for len(*st) > 0 && now-(*st)[0].at >= int64(pl.idleTimeout) {
 				ls.dropIdle((*st)[0].c, &sl.tag)
