@@ -114,12 +114,27 @@ func (p *Proxy) WriteMetrics(w io.Writer) error {
 			}
 			return "0"
 		}},
-		{"spindle_proxy_server_passive_ejections_total", "counter", "Times passive health ejected the server.", func(s ServerTotals) string { return u(s.Ejections) }},
 	} {
 		family(m.name, m.typ, m.help)
 		for _, s := range t.Servers {
 			fmt.Fprintf(bw, "%s{pool=\"%s\",server=\"%s\"} %s\n", m.name, escape(s.Pool), escape(s.Server), m.v(s))
 		}
+	}
+	// By reason: the sum over reason is the series this counter had
+	// before http_errors, without the label.
+	family("spindle_proxy_server_passive_ejections_total", "counter", "Times passive health ejected the server, for failed connects (reason=\"connect\", passive.fails) or failed HTTP exchanges (reason=\"http\", passive.http_errors).")
+	for _, s := range t.Servers {
+		fmt.Fprintf(bw, "spindle_proxy_server_passive_ejections_total{pool=\"%s\",server=\"%s\",reason=\"connect\"} %d\n", escape(s.Pool), escape(s.Server), s.EjectionsConnect)
+		fmt.Fprintf(bw, "spindle_proxy_server_passive_ejections_total{pool=\"%s\",server=\"%s\",reason=\"http\"} %d\n", escape(s.Pool), escape(s.Server), s.EjectionsHTTP)
+	}
+	family("spindle_proxy_server_passive_consecutive_failures", "gauge", "Passive health's count of the server's failures in a row: failed connects (reason=\"connect\") and failed HTTP exchanges (reason=\"http\").")
+	for _, s := range t.Servers {
+		fmt.Fprintf(bw, "spindle_proxy_server_passive_consecutive_failures{pool=\"%s\",server=\"%s\",reason=\"connect\"} %d\n", escape(s.Pool), escape(s.Server), s.ConsecutiveFails)
+		fmt.Fprintf(bw, "spindle_proxy_server_passive_consecutive_failures{pool=\"%s\",server=\"%s\",reason=\"http\"} %d\n", escape(s.Pool), escape(s.Server), s.ConsecutiveErrors)
+	}
+	family("spindle_proxy_pool_passive_ejections_refused_total", "counter", "Ejections passive health did not make because passive.max_ejected_percent of the pool's servers were ejected.")
+	for _, pl := range t.Pools {
+		fmt.Fprintf(bw, "spindle_proxy_pool_passive_ejections_refused_total{pool=\"%s\"} %d\n", escape(pl.Name), pl.EjectionsRefused)
 	}
 	family("spindle_proxy_server_http_requests_total", "counter", "HTTP requests sent to the server (mode http; a retried one twice), on a connection from the idle pool (conn=\"reused\") or a new one (conn=\"new\").")
 	for _, s := range t.Servers {

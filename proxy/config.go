@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -348,8 +349,8 @@ type PoolConfig struct {
 	// ejects it).
 	Health *HealthConfig `yaml:"health" json:"health,omitempty"`
 	// Passive turns on passive health: consecutive failed connects from
-	// the data path eject a server for a cooldown. Without it failed
-	// connects are only counted. A server takes new connections only
+	// the data path (and with http_errors, failed HTTP exchanges) eject a
+	// server for a cooldown. Without it failed connects are only counted. A server takes new connections only
 	// while neither the active checks nor passive health mark it down.
 	Passive *PassiveConfig `yaml:"passive,omitempty" json:"passive,omitempty"`
 	// MaxIdle (mode http) is how many idle keep-alive connections each
@@ -362,18 +363,73 @@ type PoolConfig struct {
 }
 
 // PassiveConfig configures a pool's passive health: Fails consecutive
-// failed connects to a server (refused or timed out, from any loop) mark
-// it down for Cooldown; after the cooldown it takes connections again, and
-// its next connect decides: a success clears the count, a failure ejects
-// it for another cooldown. Both fields are required.
+// failed connects to a server (refused or timed out, from any loop), or
+// HTTPErrors consecutive failed HTTP exchanges with it, eject it for a
+// cooldown; after the cooldown it takes connections again, and its next
+// connect (or exchange) decides: a success clears the count, a failure
+// ejects it for longer (Cooldown times the ejections in a row, up to
+// MaxCooldown). Fails and Cooldown are required.
 type PassiveConfig struct {
 	// Fails is the number of consecutive failed connects that eject a
 	// server; at least 1.
 	Fails int `yaml:"fails" json:"fails"`
-	// Cooldown is how long an ejected server gets no new connections;
-	// positive.
+	// Cooldown is how long an ejected server gets no new connections the
+	// first time; positive. A server ejected again without a success in
+	// between is ejected for Cooldown times the number of its ejections
+	// in a row (2x, 3x, ...), up to MaxCooldown, as Envoy's
+	// base_ejection_time; its first success after an ejection brings it
+	// back to Cooldown.
 	Cooldown Duration `yaml:"cooldown" json:"cooldown"`
+	// HTTPErrors (pools of mode http listeners) is the number of
+	// consecutive failed HTTP exchanges with a server that eject it, as
+	// Envoy's outlier detection (consecutive_5xx) and HAProxy's observe
+	// layer7 with error-limit do: a response with a status
+	// HTTPErrorStatuses lists, a server that does not answer within
+	// response_timeout once the whole request reached it, one that closes
+	// or resets its connection before a complete response head, or a
+	// response head the proxy refuses (malformed, a 101 unasked): the
+	// exchanges the access log shows with such a status from upstream, ST,
+	// SD before a response and PH. Any other response clears the count; a
+	// request retried on a new connection (a stale kept-alive one closed
+	// under it) counts once, by how the retry ends. What happens after a
+	// response head (a body cut short) is not counted. The count is apart
+	// from Fails'. Default 0: HTTP exchanges are not watched. A pool that
+	// no mode http listener or route uses cannot have it.
+	HTTPErrors int `yaml:"http_errors,omitempty" json:"http_errors,omitempty"`
+	// HTTPErrorStatuses (with HTTPErrors) lists the response statuses
+	// that count as failed exchanges: codes and ranges from 500 to 599,
+	// comma-separated ("500-599", "502-504"). Default
+	// "500,502-504,506-599": every 5xx as Envoy's consecutive_5xx but 501
+	// and 505, which answer the request's method and version (a client's
+	// choice: counting them would let any client eject the servers by
+	// sending an unknown method).
+	HTTPErrorStatuses string `yaml:"http_error_statuses,omitempty" json:"http_error_statuses,omitempty"`
+	// MaxCooldown bounds an ejection's length as it grows with repeated
+	// ejections; at least Cooldown. Default: 10 times Cooldown where
+	// HTTPErrors is set, else Cooldown (every ejection lasts Cooldown,
+	// as before HTTPErrors existed).
+	MaxCooldown Duration `yaml:"max_cooldown,omitempty" json:"max_cooldown,omitempty"`
+	// MaxEjectedPercent bounds the share of the pool's servers passive
+	// health holds ejected at once, from 0 to 100: an ejection that would
+	// pass it is not made (and counted, each time). The bound is the
+	// servers' number times the percent over 100, rounded down, but at
+	// least 1 and, below 100, at most all servers but one: below 100 the
+	// last server up stays in, and at any percent above 0 one server can
+	// be ejected (Envoy's rule). 0 ejects none: passive health only
+	// counts (to watch what it would do). Servers the active checks hold
+	// down are not counted. Default 100: no bound.
+	MaxEjectedPercent *int `yaml:"max_ejected_percent,omitempty" json:"max_ejected_percent,omitempty"`
 }
+
+// DefaultMaxEjectedPercent is PassiveConfig.MaxEjectedPercent's default.
+const DefaultMaxEjectedPercent = 100
+
+// DefaultHTTPErrorStatuses is PassiveConfig.HTTPErrorStatuses' default.
+const DefaultHTTPErrorStatuses = "500,502-504,506-599"
+
+// maxCooldownFactor is MaxCooldown's default, in cooldowns, where
+// HTTPErrors is set.
+const maxCooldownFactor = 10
 
 // Health check types.
 const (
@@ -581,6 +637,23 @@ func (c *Config) SetDefaults() {
 				p.Servers[j].Weight = 1
 			}
 		}
+		if ps := p.Passive; ps != nil {
+			if ps.MaxCooldown == 0 {
+				ps.MaxCooldown = ps.Cooldown
+				if ps.HTTPErrors > 0 {
+					ps.MaxCooldown = Duration(math.MaxInt64) // (saturated)
+					if ps.Cooldown <= math.MaxInt64/maxCooldownFactor {
+						ps.MaxCooldown = ps.Cooldown * maxCooldownFactor
+					}
+				}
+			}
+			if ps.MaxEjectedPercent == nil {
+				ps.MaxEjectedPercent = new(DefaultMaxEjectedPercent)
+			}
+			if ps.HTTPErrors > 0 && ps.HTTPErrorStatuses == "" {
+				ps.HTTPErrorStatuses = DefaultHTTPErrorStatuses
+			}
+		}
 		if h := p.Health; h != nil {
 			if h.Type == "" {
 				h.Type = HealthTCP
@@ -711,6 +784,23 @@ func (c *Config) Validate() error {
 			if ps.Cooldown <= 0 {
 				return fmt.Errorf("%s.passive.cooldown: %v is not positive", where, time.Duration(ps.Cooldown))
 			}
+			if ps.HTTPErrors < 0 {
+				return fmt.Errorf("%s.passive.http_errors: negative %d", where, ps.HTTPErrors)
+			}
+			if ps.HTTPErrorStatuses != "" {
+				if ps.HTTPErrors == 0 {
+					return fmt.Errorf("%s.passive.http_error_statuses: only with http_errors", where)
+				}
+				if _, err := errorStatuses(ps.HTTPErrorStatuses); err != nil {
+					return fmt.Errorf("%s.passive.http_error_statuses: %w", where, err)
+				}
+			}
+			if ps.MaxCooldown < ps.Cooldown {
+				return fmt.Errorf("%s.passive.max_cooldown: %v below the cooldown %v", where, time.Duration(ps.MaxCooldown), time.Duration(ps.Cooldown))
+			}
+			if pct := ps.MaxEjectedPercent; pct != nil && (*pct < 0 || *pct > 100) {
+				return fmt.Errorf("%s.passive.max_ejected_percent: %d not from 0 to 100", where, *pct)
+			}
 		}
 	}
 	if len(c.Listeners) == 0 {
@@ -760,6 +850,9 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%s.access_log.%w", where, err)
 		}
 	}
+	if err := c.validateHTTPErrors(); err != nil {
+		return err
+	}
 	if a := c.Admin.Listen; a != "" {
 		if _, port, err := net.SplitHostPort(a); err != nil {
 			return fmt.Errorf("admin.listen: %q is not host:port", a)
@@ -771,6 +864,28 @@ func (c *Config) Validate() error {
 			if name := overlaps(addrs, ap); name != "" {
 				return fmt.Errorf("admin.listen: %q overlaps listener %q", a, name)
 			}
+		}
+	}
+	return nil
+}
+
+// validateHTTPErrors refuses passive.http_errors on a pool that no mode
+// http listener sends requests to (as its pool or a route's): it would
+// count nothing.
+func (c *Config) validateHTTPErrors() error {
+	httpPools := map[string]bool{}
+	for _, l := range c.Listeners {
+		if l.Mode != ModeHTTP {
+			continue
+		}
+		httpPools[l.Pool] = true
+		for _, r := range l.Routes {
+			httpPools[r.Pool] = true
+		}
+	}
+	for i, p := range c.Pools {
+		if ps := p.Passive; ps != nil && ps.HTTPErrors > 0 && !httpPools[p.Name] {
+			return fmt.Errorf("pools[%d] (%s).passive.http_errors: no mode %s listener uses the pool (it counts HTTP exchanges)", i, p.Name, ModeHTTP)
 		}
 	}
 	return nil
@@ -917,6 +1032,35 @@ func parseExpect(e string) ([]statusRange, error) {
 		rs = append(rs, statusRange{l, h})
 	}
 	return rs, nil
+}
+
+// statusSet is a set of the statuses 500 to 599.
+type statusSet [2]uint64
+
+// has reports status in the set.
+func (ss *statusSet) has(status int) bool {
+	k := uint(status - 500)
+	return k < 100 && ss[k/64]&(1<<(k%64)) != 0
+}
+
+// errorStatuses parses passive.http_error_statuses: statuses and ranges
+// as expect's, from 500 to 599.
+func errorStatuses(e string) (statusSet, error) {
+	var ss statusSet
+	rs, err := parseExpect(e)
+	if err != nil {
+		return ss, err
+	}
+	for _, r := range rs {
+		if r.lo < 500 {
+			return ss, fmt.Errorf("%q: %d is below 500 (a response below 500 clears the count)", e, r.lo)
+		}
+		for st := r.lo; st <= r.hi; st++ {
+			k := uint(st - 500)
+			ss[k/64] |= 1 << (k % 64)
+		}
+	}
+	return ss, nil
 }
 
 // expected reports status within one of rs.

@@ -130,6 +130,16 @@ func TestConfigErrors(t *testing.T) {
 		{"passive fails", lst + `pools: [{name: app, servers: ["127.0.0.1:1"], passive: {cooldown: 1s}}]`, "pools[0] (app).passive.fails: 0 below 1"},
 		{"passive cooldown", lst + `pools: [{name: app, servers: ["127.0.0.1:1"], passive: {fails: 3, cooldown: -1s}}]`, "pools[0] (app).passive.cooldown: -1s is not positive"},
 		{"passive no cooldown", lst + `pools: [{name: app, servers: ["127.0.0.1:1"], passive: {fails: 3}}]`, "pools[0] (app).passive.cooldown: 0s is not positive"},
+		{"passive http errors", `listeners: [{name: a, listen: ":1", pool: app, mode: http}]` + "\n" + `pools: [{name: app, servers: ["127.0.0.1:1"], passive: {fails: 3, cooldown: 1s, http_errors: -1}}]`, "pools[0] (app).passive.http_errors: negative -1"},
+		{"passive http errors tcp", lst + `pools: [{name: app, servers: ["127.0.0.1:1"], passive: {fails: 3, cooldown: 1s, http_errors: 5}}]`, "pools[0] (app).passive.http_errors: no mode http listener uses the pool"},
+		{"passive http errors unused", `listeners: [{name: a, listen: ":1", pool: app, mode: http}]` + "\n" + `pools: [{name: app, servers: ["127.0.0.1:1"]}, {name: b, servers: ["127.0.0.1:2"], passive: {fails: 3, cooldown: 1s, http_errors: 5}}]`, "pools[1] (b).passive.http_errors: no mode http listener uses the pool"},
+		{"passive max cooldown", lst + `pools: [{name: app, servers: ["127.0.0.1:1"], passive: {fails: 3, cooldown: 10s, max_cooldown: 5s}}]`, "pools[0] (app).passive.max_cooldown: 5s below the cooldown 10s"},
+		{"passive max cooldown negative", lst + `pools: [{name: app, servers: ["127.0.0.1:1"], passive: {fails: 3, cooldown: 10s, max_cooldown: -1s}}]`, "pools[0] (app).passive.max_cooldown: -1s below the cooldown 10s"},
+		{"passive statuses", `listeners: [{name: a, listen: ":1", pool: app, mode: http}]` + "\n" + `pools: [{name: app, servers: ["127.0.0.1:1"], passive: {fails: 3, cooldown: 1s, http_errors: 1, http_error_statuses: "429,500-599"}}]`, `pools[0] (app).passive.http_error_statuses: "429,500-599": 429 is below 500`},
+		{"passive statuses range", `listeners: [{name: a, listen: ":1", pool: app, mode: http}]` + "\n" + `pools: [{name: app, servers: ["127.0.0.1:1"], passive: {fails: 3, cooldown: 1s, http_errors: 1, http_error_statuses: "500-600"}}]`, `pools[0] (app).passive.http_error_statuses: "500-600": "500-600" is not within 100-599`},
+		{"passive statuses alone", `listeners: [{name: a, listen: ":1", pool: app, mode: http}]` + "\n" + `pools: [{name: app, servers: ["127.0.0.1:1"], passive: {fails: 3, cooldown: 1s, http_error_statuses: "503"}}]`, `pools[0] (app).passive.http_error_statuses: only with http_errors`},
+		{"passive percent", lst + `pools: [{name: app, servers: ["127.0.0.1:1"], passive: {fails: 3, cooldown: 1s, max_ejected_percent: 101}}]`, "pools[0] (app).passive.max_ejected_percent: 101 not from 0 to 100"},
+		{"passive percent negative", lst + `pools: [{name: app, servers: ["127.0.0.1:1"], passive: {fails: 3, cooldown: 1s, max_ejected_percent: -5}}]`, "pools[0] (app).passive.max_ejected_percent: -5 not from 0 to 100"},
 		{"listener name", `listeners: [{listen: ":1", pool: app}]` + "\n" + pool, "listeners[0].name: missing"},
 		{"listener twice", `listeners: [{name: a, listen: ":1", pool: app}, {name: a, listen: ":2", pool: app}]` + "\n" + pool, `listeners[1] (a).name: listener "a" defined twice`},
 		{"listen", `listeners: [{name: a, listen: "8080", pool: app}]` + "\n" + pool, `listeners[0] (a).listen: "8080" is not host:port`},
@@ -188,6 +198,7 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte("&a [*a]"))
 	f.Add([]byte("listeners: [{name: a, listen: \":0\", pool: p}]\npools: [{name: p, servers: [\"127.0.0.1:80\", {address: \"db.local:81\", weight: 5}, &s {address: \"[::1]:82\"}], health: {type: http, path: /healthz, host: \"x.org:8080\", expect: \"200,300-399\", interval: 1s}}]\n"))
 	f.Add([]byte("listeners: [{name: a, listen: \":0\", pool: p}]\npools: [{name: p, servers: [{address: \"127.0.0.1:80\", weight: 256}], balance: least-conn, health: {type: tcp}}]\n"))
+	f.Add([]byte("listeners: [{name: a, listen: \":0\", pool: p, mode: http}]\npools: [{name: p, servers: [\"127.0.0.1:80\"], passive: {fails: 2, cooldown: 1s, http_errors: 5, http_error_statuses: \"502-504\", max_cooldown: 1m, max_ejected_percent: 0}}]\n"))
 	f.Add([]byte("listeners: [{name: a, listen: \":0\", pool: p, mode: http, request_timeout: 5s, routes: [{host: \"*.x.org\", path_prefix: /api/, pool: q}, {host: \"[::1]\", pool: p}]}]\npools: [{name: p, servers: [\"127.0.0.1:80\"], max_idle: -1, idle_timeout: 5s}, {name: q, servers: [\"127.0.0.1:81\"]}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := ParseConfig(data)

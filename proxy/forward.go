@@ -256,7 +256,7 @@ func (d *dialing) next(ls *loopState, pl *pool, c *engine.Conn, timeout time.Dur
 			// Refused before the dial could start (or closed by the
 			// backend inside Dial, whose OnClose found no session).
 			st.failures.inc()
-			srv.connectFailed(pl.passive)
+			srv.connectFailed(pl)
 			continue
 		}
 		st.active.inc()
@@ -503,7 +503,7 @@ func (h *handler) OnClose(c *engine.Conn, err error) {
 			return // the client left while its upstream was connecting
 		}
 		st.failures.inc()
-		s.pool.servers[s.srv].connectFailed(s.pool.passive)
+		s.pool.servers[s.srv].connectFailed(s.pool)
 		s.up = nil
 		s.connect()
 		return

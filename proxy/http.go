@@ -280,6 +280,11 @@ func (s *hsession) onTimer() {
 			s.client.Reset()
 			return
 		}
+		if s.reqDone {
+			// (A request body still on its way may be the client's
+			// stall, not the server's.)
+			s.passive(false)
+		}
 		s.closeUp(true)
 		s.respond(504)
 	case phClosing:
@@ -815,6 +820,7 @@ func (s *hsession) upData(c *engine.Conn, b engine.Buffer) {
 		if err != nil {
 			b.Release()
 			s.uin = emptied(s.uin)
+			s.passive(false)
 			s.closeUp(true)
 			s.x.term = termResponse
 			s.respond(502)
@@ -828,6 +834,7 @@ func (s *hsession) upData(c *engine.Conn, b engine.Buffer) {
 		s.uin = emptied(s.uin)
 		if s.refused() {
 			b.Release()
+			s.passive(false)
 			s.closeUp(true)
 			s.x.term = termResponse
 			s.respond(502)
@@ -882,6 +889,7 @@ func (s *hsession) respondHead() bool {
 	if r.Status < 200 {
 		if r.Status == 101 && s.upgrade {
 			s.respHead = true
+			s.passive(true)
 			s.countResp(101, false)
 			s.writeRespHead(true)
 			return true
@@ -894,6 +902,7 @@ func (s *hsession) respondHead() bool {
 		return false
 	}
 	s.respHead = true
+	s.passive(!s.pool.errStatuses.has(r.Status))
 	s.countResp(r.Status, false)
 	s.closeAft = !s.keep || !s.reqDone || r.Framing == h1.UntilClose || s.eof || s.ls.draining || s.retired()
 	s.writeRespHead(false)
@@ -1081,7 +1090,7 @@ func (s *hsession) upFailed(err error) {
 		st := s.ls.stats(s.pool, s.srv)
 		st.active.dec()
 		st.failures.inc()
-		s.pool.servers[s.srv].connectFailed(s.pool.passive)
+		s.pool.servers[s.srv].connectFailed(s.pool)
 		s.up.SetContext(nil)
 		s.up = nil
 		s.connect()
@@ -1100,10 +1109,16 @@ func (s *hsession) upFailed(err error) {
 		s.retry = true
 		s.redial()
 	default:
+		s.passive(false)
 		s.closeUp(true)
 		s.respond(502)
 	}
 }
+
+// passive records the exchange's outcome with its server, a response head
+// or a failure before one, for passive health (http_errors). Loop
+// goroutine.
+func (s *hsession) passive(ok bool) { s.pool.servers[s.srv].exchanged(s.pool, ok) }
 
 // redial sends the request again on a new connection. Loop goroutine.
 func (s *hsession) redial() {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"math"
 	"net"
 	"net/netip"
 	"sync"
@@ -99,9 +100,21 @@ type pool struct {
 	loops     []*poolLoop // by engine.Loop.ID
 	health    *HealthConfig
 	passive   *PassiveConfig // nil: failed connects are only counted
+	shared    *poolShared    // a pool's, over reloads (by name)
+	// errStatuses are the statuses passive health counts as failed
+	// exchanges (passive.http_error_statuses).
+	errStatuses statusSet
 
 	maxIdle     int           // mode http: idle connections kept per server and loop, <= 0 none
 	idleTimeout time.Duration // mode http: an idle connection's life
+}
+
+// poolShared is what a pool's generations (a reload that changes it makes
+// another) share: passive health's gate and its count of ejections
+// max_ejected_percent refused.
+type poolShared struct {
+	gate    atomic.Bool // held while an ejection is decided under max_ejected_percent
+	refused atomic.Uint64
 }
 
 // poolLoop is one loop's share of a pool, written by that loop only. A
@@ -133,13 +146,25 @@ type server struct {
 	checkFails, checkPasses atomic.Uint64
 
 	// Passive health (with PoolConfig.Passive): fails counts consecutive
-	// failed connects from every loop; until is the Proxy.now at which
-	// an ejection ends, 0 for none; ejections counts ejections.
-	fails     atomic.Int64
-	until     atomic.Int64
-	ejections atomic.Uint64
-	now       func() int64 // the proxy's clock
+	// failed connects from every loop, errs consecutive failed HTTP
+	// exchanges (with http_errors); until is the Proxy.now at which an
+	// ejection ends, 0 for none (or an http_errors ejection run out,
+	// until an exchange succeeds); streak counts the ejections in a row
+	// (the next lasts streak+1 cooldowns, up to max_cooldown), cleared by
+	// a recovery; httpEj tells an ejection by errs from one by fails;
+	// ejections counts ejections by reason (ejectConnect, ejectHTTP).
+	fails, errs   atomic.Int64
+	until, streak atomic.Int64
+	httpEj        atomic.Bool
+	ejections     [2]atomic.Uint64
+	now           func() int64 // the proxy's clock
 }
+
+// Reasons for an ejection, ejections' indexes.
+const (
+	ejectConnect = iota // fails failed connects
+	ejectHTTP           // http_errors failed exchanges
+)
 
 // up reports whether s may take new connections: neither the active checks
 // nor passive health mark it down. Any goroutine.
@@ -154,29 +179,25 @@ func (s *server) ejected() bool {
 }
 
 // connectFailed records a failed connect for passive health: the fails-th
-// in a row ejects s for the cooldown, once (a loop whose failure lands
-// while s is ejected changes nothing but the count). After a cooldown the
-// count still stands, so the next failure ejects it again. Any loop.
-func (s *server) connectFailed(pc *PassiveConfig) {
+// in a row ejects s (eject), once (a loop whose failure lands while s is
+// ejected changes nothing but the count). After a cooldown the count still
+// stands, so the next failure ejects it again. Any loop.
+func (s *server) connectFailed(pl *pool) {
+	pc := pl.passive
 	if pc == nil {
 		return
 	}
 	if s.fails.Add(1) < int64(pc.Fails) {
 		return
 	}
-	now := s.now()
-	u := s.until.Load()
-	if u != 0 && now < u {
-		return // ejected already
-	}
-	if s.until.CompareAndSwap(u, now+int64(pc.Cooldown)) {
-		s.ejections.Add(1)
-	}
+	s.eject(pl, ejectConnect)
 }
 
 // connected records a successful connect for passive health: it clears the
-// count and any ejection. Stores only where something changes, so that a
-// healthy server's connects write nothing shared. Any loop.
+// count of failed connects and an ejection for them (and its streak); an
+// ejection for failed exchanges stands (the server accepts, its answers
+// decide). Stores only where something changes, so that a healthy server's
+// connects write nothing shared. Any loop.
 func (s *server) connected(pc *PassiveConfig) {
 	if pc == nil {
 		return
@@ -184,9 +205,98 @@ func (s *server) connected(pc *PassiveConfig) {
 	if s.fails.Load() != 0 {
 		s.fails.Store(0)
 	}
-	if s.until.Load() != 0 {
-		s.until.Store(0)
+	if u := s.until.Load(); u != 0 && !s.httpEj.Load() && s.until.CompareAndSwap(u, 0) {
+		s.streak.Store(0)
 	}
+}
+
+// exchanged records an HTTP exchange's outcome for passive health (with
+// http_errors): a failure counts, and the http_errors-th in a row ejects s
+// (eject); a success clears the count and, once an ejection has run out,
+// ends it and its streak (one that succeeds while s is ejected was sent
+// before: the ejection stands). Stores only where something changes. Any
+// loop.
+func (s *server) exchanged(pl *pool, ok bool) {
+	pc := pl.passive
+	if pc == nil || pc.HTTPErrors == 0 {
+		return
+	}
+	if !ok {
+		if s.errs.Add(1) >= int64(pc.HTTPErrors) {
+			s.eject(pl, ejectHTTP)
+		}
+		return
+	}
+	if s.errs.Load() != 0 {
+		s.errs.Store(0)
+	}
+	if u := s.until.Load(); u != 0 && s.now() >= u && s.until.CompareAndSwap(u, 0) {
+		s.streak.Store(0)
+	}
+}
+
+// eject ejects s, a server of pl, for reason unless it is ejected already
+// or max_ejected_percent refuses: for a cooldown times its ejections in a
+// row, up to max_cooldown. Under a percent below 100 the pool's count of
+// ejected servers and the ejection are made under the pool's gate, an
+// atomic flag taken without waiting: a loop that finds it taken (another
+// is ejecting a server of the pool at that moment) ejects nothing now,
+// and the server's next failure, its count standing, tries again. Any
+// loop.
+func (s *server) eject(pl *pool, reason int) {
+	pc := pl.passive
+	now := s.now()
+	u := s.until.Load()
+	if u != 0 && now < u {
+		return // ejected already
+	}
+	if pct := *pc.MaxEjectedPercent; pct < 100 {
+		sh := pl.shared
+		if !sh.gate.CompareAndSwap(false, true) {
+			return
+		}
+		defer sh.gate.Store(false)
+		if pl.ejectedCount(now) >= maxEjected(len(pl.servers), pct) {
+			sh.refused.Add(1)
+			return
+		}
+	}
+	k := s.streak.Load() + 1
+	base, top := int64(pc.Cooldown), int64(pc.MaxCooldown)
+	d := top
+	if k <= top/base {
+		d = base * k
+	}
+	if s.until.CompareAndSwap(u, now+min(d, math.MaxInt64-now)) {
+		s.streak.Store(k)
+		s.httpEj.Store(reason == ejectHTTP)
+		s.ejections[reason].Add(1)
+	}
+}
+
+// ejectedCount is the number of pl's servers passive health has ejected
+// at now.
+func (pl *pool) ejectedCount(now int64) int {
+	n := 0
+	for _, s := range pl.servers {
+		if u := s.until.Load(); u != 0 && now < u {
+			n++
+		}
+	}
+	return n
+}
+
+// maxEjected is how many of a pool's n servers passive health may hold
+// ejected at once under max_ejected_percent pct: n*pct/100 rounded down,
+// but at least 1 and, below 100, at most n-1 (0 for pct 0).
+func maxEjected(n, pct int) int {
+	switch {
+	case pct >= 100:
+		return n
+	case pct <= 0:
+		return 0
+	}
+	return min(max(n*pct/100, 1), n-1)
 }
 
 // New makes a proxy from cfg: the engine, its listeners and the admin

@@ -1042,9 +1042,11 @@ func TestPassiveEject(t *testing.T) {
 		}
 		m := scrape(t, p)
 		lbl := fmt.Sprintf("{pool=\"app\",server=\"%s\"}", dead)
-		for k, v := range map[string]float64{"spindle_proxy_server_passive_down": 1, "spindle_proxy_server_passive_ejections_total": 1, "spindle_proxy_server_up": 0} {
-			if got, ok := m[k+lbl]; !ok || got != v {
-				t.Errorf("%s%s = %v (present %v), want %v", k, lbl, got, ok, v)
+		for k, v := range map[string]float64{"spindle_proxy_server_passive_down" + lbl: 1, "spindle_proxy_server_up" + lbl: 0,
+			fmt.Sprintf("spindle_proxy_server_passive_ejections_total{pool=\"app\",server=\"%s\",reason=\"connect\"}", dead): 1,
+			fmt.Sprintf("spindle_proxy_server_passive_ejections_total{pool=\"app\",server=\"%s\",reason=\"http\"}", dead):    0} {
+			if got, ok := m[k]; !ok || got != v {
+				t.Errorf("%s = %v (present %v), want %v", k, got, ok, v)
 			}
 		}
 		for i := range 6 {

@@ -103,7 +103,9 @@ type generation struct {
 //     health checker restarted (a kept server's consecutive pass and fail
 //     counts start again; its state stands); without health checks a kept
 //     server counts as up again, and without passive health its ejection
-//     ends.
+//     ends (without http_errors, an ejection for failed exchanges does).
+//     Passive health's counts, ejection and its streak stand otherwise,
+//     and the pool's new thresholds apply from the next event.
 //   - A listener added is opened; one removed is closed (its connections
 //     finish); one whose listen address changed is opened on the new one
 //     and the old closed. A listener whose mode changed keeps its socket
@@ -243,7 +245,13 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 			continue
 		}
 		pl := &pool{name: pc.Name, cfg: pc, leastConn: pc.Balance == LeastConn, health: pc.Health, passive: pc.Passive,
-			maxIdle: pc.MaxIdle, idleTimeout: time.Duration(pc.IdleTimeout)}
+			maxIdle: pc.MaxIdle, idleTimeout: time.Duration(pc.IdleTimeout), shared: new(poolShared)}
+		if old != nil {
+			pl.shared = old.shared
+		}
+		if ps := pc.Passive; ps != nil && ps.HTTPErrors > 0 {
+			pl.errStatuses, _ = errorStatuses(ps.HTTPErrorStatuses) // (validated)
+		}
 		for range p.loops {
 			pl.loops = append(pl.loops, newPoolLoop(len(addrs[i])))
 		}
@@ -469,8 +477,9 @@ func (p *Proxy) commit(g *generation) error {
 }
 
 // resetKept brings the servers g took over into a pool without health
-// checks up again, and out of an ejection into one without passive
-// health. Any goroutine.
+// checks up again, and out of an ejection (and its streak) into one
+// without passive health, or out of an ejection for failed exchanges into
+// one without http_errors. Any goroutine.
 func (g *generation) resetKept() {
 	for _, pl := range g.made {
 		for _, s := range pl.servers {
@@ -480,9 +489,18 @@ func (g *generation) resetKept() {
 			if pl.health == nil {
 				s.down.Store(false)
 			}
-			if pl.passive == nil {
+			switch ps := pl.passive; {
+			case ps == nil:
 				s.fails.Store(0)
+				s.errs.Store(0)
 				s.until.Store(0)
+				s.streak.Store(0)
+			case ps.HTTPErrors == 0:
+				s.errs.Store(0)
+				if s.httpEj.Load() {
+					s.until.Store(0)
+					s.streak.Store(0)
+				}
 			}
 		}
 	}

@@ -5,6 +5,17 @@ package proxy
 type Totals struct {
 	Listeners []ListenerTotals
 	Servers   []ServerTotals
+	Pools     []PoolTotals
+}
+
+// PoolTotals are one pool's counters.
+type PoolTotals struct {
+	Name string
+	// EjectionsRefused counts the ejections passive health did not make
+	// because max_ejected_percent of the pool's servers were ejected
+	// (each failure past the threshold while the bound held). A pool a
+	// reload changed keeps it.
+	EjectionsRefused uint64
 }
 
 // ListenerTotals are one listener's counters.
@@ -39,9 +50,15 @@ type ServerTotals struct {
 	Up                         bool
 	CheckFailures, CheckPasses uint64
 	// PassiveDown: passive health has the server ejected; Ejections
-	// counts its ejections.
-	PassiveDown bool
-	Ejections   uint64
+	// counts its ejections, EjectionsConnect those for failed connects
+	// (passive.fails) and EjectionsHTTP those for failed HTTP exchanges
+	// (passive.http_errors).
+	PassiveDown                     bool
+	Ejections                       uint64
+	EjectionsConnect, EjectionsHTTP uint64
+	// ConsecutiveFails and ConsecutiveErrors are passive health's
+	// counts: failed connects and failed HTTP exchanges in a row.
+	ConsecutiveFails, ConsecutiveErrors int64
 }
 
 // Totals sums the loops' counters, for the listeners and servers in force.
@@ -72,8 +89,12 @@ func (p *Proxy) Totals() Totals {
 		t.Listeners = append(t.Listeners, lt)
 	}
 	for _, pl := range pools {
+		t.Pools = append(t.Pools, PoolTotals{Name: pl.name, EjectionsRefused: pl.shared.refused.Load()})
 		for _, srv := range pl.servers {
-			st := ServerTotals{Pool: pl.name, Server: srv.addr, Up: srv.up(), CheckFailures: srv.checkFails.Load(), CheckPasses: srv.checkPasses.Load(), PassiveDown: srv.ejected(), Ejections: srv.ejections.Load()}
+			st := ServerTotals{Pool: pl.name, Server: srv.addr, Up: srv.up(), CheckFailures: srv.checkFails.Load(), CheckPasses: srv.checkPasses.Load(), PassiveDown: srv.ejected(),
+				EjectionsConnect: srv.ejections[ejectConnect].Load(), EjectionsHTTP: srv.ejections[ejectHTTP].Load(),
+				ConsecutiveFails: srv.fails.Load(), ConsecutiveErrors: srv.errs.Load()}
+			st.Ejections = st.EjectionsConnect + st.EjectionsHTTP
 			for _, sl := range srv.loops {
 				s := &sl.stats
 				st.Connects += s.connects.load()
