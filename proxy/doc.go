@@ -74,6 +74,45 @@
 // check does not end an ejection, and an ended ejection does not raise a
 // server the checks hold down).
 //
+// With http_errors (pools of mode http listeners) passive health also
+// watches the HTTP exchanges, as Envoy's outlier detection and HAProxy's
+// observe layer7 do: http_errors consecutive failed exchanges with a
+// server eject it, though it accepts connections. A failed exchange is a
+// response with a status http_error_statuses lists (from 500 to 599;
+// default "500,502-504,506-599": every 5xx but 501 and 505, answers to the
+// request's method and version, which a client chooses: counting them
+// would let any client eject the servers), no response head within
+// response_timeout once the whole request reached the server (a body the
+// client stalls is the client's doing), a close or reset before a complete
+// response head, or a response head the proxy refuses: in the access log,
+// such a status from upstream, ST, SD before a response and PH. Another
+// response clears the count, and one after an ejection has run out ends it
+// (a connect's success does not: the server's answers decide); a request
+// retried because its kept-alive connection was closed under it counts
+// once, by its retry's outcome; what follows a response head (a body cut
+// short) is not counted. The counts are apart: failed connects do not add
+// to http_errors' count, nor failed exchanges to fails'.
+//
+// An ejection lasts cooldown times the server's ejections in a row (2x,
+// 3x, ...) up to max_cooldown (Envoy's base_ejection_time and
+// max_ejection_time), and the server's first success after one brings
+// the next back to cooldown. max_cooldown defaults to 10 cooldowns with
+// http_errors, and to cooldown without it: a passive section from before
+// http_errors keeps its constant cooldown. max_ejected_percent (default
+// 100) bounds the share of a pool's servers ejected at once: the servers'
+// number times the percent over 100, rounded down, but at least 1 (as
+// Envoy) and, below 100, all servers but one at most, so the last one
+// stays in; 0 ejects none (passive health counts, to watch before
+// enforcing). An ejection the bound refuses is counted
+// (spindle_proxy_pool_passive_ejections_refused_total), each time. Under a
+// bound below 100 an ejection is decided under a per-pool flag taken
+// without waiting: a loop that finds another deciding one at that instant
+// leaves its server's to its next failure. /metrics has each server's
+// ejections by reason (spindle_proxy_server_passive_ejections_total
+// {pool,server,reason="connect"|"http"}: the reason label is new, its sum
+// is the series before it) and its counts of failures in a row
+// (spindle_proxy_server_passive_consecutive_failures, by reason).
+//
 // A listener with mode http is an HTTP/1.1 reverse proxy:
 //
 //	listeners:
@@ -90,7 +129,13 @@
 //	    upgrades: [websocket]  # protocols a request may upgrade to; []: none
 //	    trusted_proxies: ["10.0.0.0/8"]  # clients whose X-Forwarded-* are believed; default none
 //	pools:
-//	  - {name: api, servers: ["10.0.0.2:80"], max_idle: 16, idle_timeout: 60s}
+//	  - name: api
+//	    servers: ["10.0.0.2:80", "10.0.0.3:80", "10.0.0.4:80"]
+//	    max_idle: 16
+//	    idle_timeout: 60s
+//	    # 5 failed exchanges in a row (5xx, timeouts, resets) eject a server
+//	    # for 10s, 20s, ... up to max_cooldown; at most half the pool at once
+//	    passive: {fails: 3, cooldown: 10s, http_errors: 5, max_cooldown: 100s, max_ejected_percent: 50}
 //
 // Each client connection is a state machine on its loop: it parses one
 // request head (internal/h1, strict against request smuggling, bounded;
