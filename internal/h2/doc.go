@@ -1,10 +1,63 @@
-// Package h2 implements HTTP/2 (RFC 9113) framing and, in time, a server
-// connection, sans-IO: bytes in, events to a handler, bytes out, with no
-// goroutines, locks or clocks of its own, and no allocation in steady state.
+// Package h2 implements HTTP/2 (RFC 9113) framing and the server side of a
+// connection, sans-IO: bytes in, events to a Handler, bytes out. It has no
+// goroutines, locks, timers or net.Conn of its own, so that spindle's
+// engine can run it on a loop goroutine (Feed from OnData, Pending to
+// Conn.Write), and it does not allocate in steady state.
 //
-// Framing: ParseFrame parses one frame from a byte slice without copying
-// (padding removed, the deprecated priority fields of HEADERS skipped) and
-// applies every rule of RFC 9113 section 6 that makes a frame a connection
-// or stream error (*Error carries the code and the kind). Append* functions
-// encode the frames a server sends.
+// # Framing
+//
+// ParseFrame parses one frame from a byte slice without copying (padding
+// removed, the deprecated priority fields of HEADERS skipped) and applies
+// every rule of RFC 9113 section 6 that makes a frame a connection or a
+// stream error; *Error carries the error code and the kind. Frames of
+// unknown types parse and are ignored (5.5). The Append* functions encode
+// the frames a server sends; AppendHeaders splits a header block into
+// HEADERS and CONTINUATION frames at the peer's SETTINGS_MAX_FRAME_SIZE.
+//
+// # Server
+//
+// A Server checks the client preface and the first SETTINGS, decodes header
+// blocks with package hpack and validates requests (8.2, 8.3.1: lowercase
+// names, no connection-specific fields, te only "trailers", pseudo-headers
+// first, once each and known, :method :scheme :path present and :path
+// non-empty, Host equal to :authority, content-length against the DATA
+// received). A malformed request is a stream error PROTOCOL_ERROR; the
+// HPACK table stays in step whatever the block holds.
+//
+// CONNECT (8.5) is accepted in its plain form: :method and :authority only;
+// the stream's DATA is the tunnel's bytes, in both directions, and it is
+// the handler's to open the tunnel. Extended CONNECT (RFC 8441, :protocol)
+// is not supported: SETTINGS_ENABLE_CONNECT_PROTOCOL is not sent and
+// :protocol is malformed.
+//
+// Streams follow the state machine of 5.1 (idle, open, half-closed either
+// way, closed); client stream ids are odd and increasing; frames the peer
+// sent before seeing our RST_STREAM are ignored for the 32 streams we reset
+// last; HEADERS past SETTINGS_MAX_CONCURRENT_STREAMS is refused
+// (REFUSED_STREAM). Flow control is applied both ways (6.9): the peer's
+// INITIAL_WINDOW_SIZE changes move open streams' send windows, possibly
+// below zero; WriteData sends what the windows allow and OnWritable says
+// when to go on; the handler returns received bytes with Consumed, which
+// sends WINDOW_UPDATEs (a proxy calls it when its upstream took the bytes,
+// for backpressure). Shutdown sends GOAWAY with the last stream id and lets
+// open streams finish; Done says when to close.
+//
+// Abuse bounds (Config): rapid reset (CVE-2023-44487: streams reset before
+// their response, refused, or reset for a stream error, MaxEarlyResets);
+// CONTINUATION flood (CVE-2024-27316: a header block's encoded size is
+// bounded by MaxHeaderListSize + MaxFrameSize and its CONTINUATION count,
+// before it is decoded); control frame floods (SETTINGS, PING, PRIORITY,
+// WINDOW_UPDATE, RST_STREAM, empty DATA and CONTINUATION share
+// MaxControlFrames, refilled by requests and by the DATA we send); a peer
+// that does not read (MaxOutput: PINGs go unanswered, a SETTINGS or a
+// stream error ends the connection); an HPACK bomb (the decoder's bound on
+// the decoded list: 431).
+//
+// Not implemented: server push (never; SETTINGS_ENABLE_PUSH is a client's
+// setting and is not sent); priorities (PRIORITY frames and the priority
+// fields of HEADERS are accepted, counted and ignored; RFC 9218 too); the
+// h2c upgrade from HTTP/1.1 (prior knowledge only); TLS and ALPN (the
+// caller's: a Server runs over any byte stream); a client side; sending
+// PING and SETTINGS timeouts (the caller owns time); the peer's
+// SETTINGS_MAX_HEADER_LIST_SIZE is advisory and not enforced on responses.
 package h2

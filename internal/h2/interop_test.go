@@ -1,0 +1,272 @@
+package h2
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/spindlenet/spindle/internal/hpack"
+)
+
+// pattern returns n bytes of a recognizable pattern.
+func pattern(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*7 + i>>11)
+	}
+	return b
+}
+
+// testApp is the handler of TestGoClient: GET /hello, GET /big?n= (a body
+// of n pattern bytes, sent as the windows allow), POST /sum (the body's
+// length and SHA-256).
+type testApp struct {
+	big      []byte
+	left     map[uint32][]byte // what a /big response has still to send
+	sums     map[uint32]*sumState
+	trailers *atomic.Int32 // trailer sections "x-check: 1" received
+}
+
+type sumState struct {
+	n int
+	h interface {
+		io.Writer
+		Sum([]byte) []byte
+	}
+}
+
+func (a *testApp) OnRequest(s *Server, id uint32, r *Request, end bool) {
+	path := string(r.Path)
+	switch {
+	case string(r.Method) == "POST" && path == "/sum":
+		a.sums[id] = &sumState{h: sha256.New()}
+		if end {
+			a.finishSum(s, id)
+		}
+	case path == "/hello":
+		s.WriteHeaders(id, 200, []hpack.Field{{Name: []byte("content-type"), Value: []byte("text/plain")}}, false)
+		s.WriteData(id, []byte("hello, h2"), true)
+	case strings.HasPrefix(path, "/big?n="):
+		n, _ := strconv.Atoi(path[len("/big?n="):])
+		s.WriteHeaders(id, 200, []hpack.Field{{Name: []byte("content-length"), Value: []byte(strconv.Itoa(n))}}, false)
+		a.left[id] = a.big[:n]
+		a.OnWritable(s, id)
+	default:
+		s.WriteHeaders(id, 404, nil, true)
+	}
+}
+
+func (a *testApp) OnData(s *Server, id uint32, p []byte, end bool) {
+	if st := a.sums[id]; st != nil {
+		st.n += len(p)
+		st.h.Write(p)
+	}
+	s.Consumed(id, len(p))
+	if end {
+		a.finishSum(s, id)
+	}
+}
+
+func (a *testApp) finishSum(s *Server, id uint32) {
+	st := a.sums[id]
+	delete(a.sums, id)
+	body := fmt.Sprintf("%d %s", st.n, hex.EncodeToString(st.h.Sum(nil)))
+	s.WriteHeaders(id, 200, nil, false)
+	s.WriteData(id, []byte(body), true)
+}
+
+func (a *testApp) OnTrailers(s *Server, id uint32, fields []hpack.Field) {
+	if len(fields) == 1 && string(fields[0].Name) == "x-check" && string(fields[0].Value) == "1" {
+		a.trailers.Add(1)
+	}
+	a.finishSum(s, id)
+}
+func (a *testApp) OnReset(s *Server, id uint32, code ErrCode) {
+	delete(a.left, id)
+	delete(a.sums, id)
+}
+func (a *testApp) OnGoAway(s *Server, code ErrCode, debug []byte) {}
+
+func (a *testApp) OnWritable(s *Server, id uint32) {
+	p, ok := a.left[id]
+	if !ok {
+		return
+	}
+	n, err := s.WriteData(id, p, true)
+	if err != nil || n == len(p) {
+		delete(a.left, id)
+		return
+	}
+	a.left[id] = p[n:]
+}
+
+// serve runs a Server on c until it ends: the loop an engine handler
+// would run, on a goroutine.
+func serve(c net.Conn, big []byte, trailers *atomic.Int32, fail func(error)) {
+	defer c.Close()
+	app := &testApp{big: big, left: map[uint32][]byte{}, sums: map[uint32]*sumState{}, trailers: trailers}
+	s := NewServer(app, nil)
+	buf := make([]byte, 0, 1<<16)
+	rd := make([]byte, 1<<15)
+	for {
+		if out := s.Pending(); len(out) > 0 {
+			n, err := c.Write(out)
+			s.Written(n)
+			if err != nil {
+				return
+			}
+		}
+		if s.Done() {
+			return
+		}
+		n, err := c.Read(rd)
+		if err != nil {
+			s.Close()
+			return
+		}
+		buf = append(buf, rd[:n]...)
+		k, ferr := s.Feed(buf)
+		buf = buf[:copy(buf, buf[k:])]
+		if ferr != nil {
+			fail(ferr)
+			c.Write(s.Pending())
+			return
+		}
+	}
+}
+
+// TestGoClient: Go's net/http client speaks h2c with prior knowledge to a
+// Server behind a plain TCP accept loop: GET, a POST with a 1 MiB body, many
+// concurrent streams on one connection, and a response larger than the
+// client's stream window (4 MiB in net/http), which needs WINDOW_UPDATEs.
+func TestGoClient(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	big := pattern(6 << 20)
+	var conns, trailers atomic.Int32
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				serve(c, big, &trailers, func(err error) { t.Errorf("server: %v", err) })
+			}()
+		}
+	}()
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: &p}
+	defer tr.CloseIdleConnections()
+	cl := &http.Client{Transport: tr}
+	base := "http://" + ln.Addr().String()
+
+	get := func(path string) ([]byte, *http.Response) {
+		t.Helper()
+		resp, err := cl.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b, resp
+	}
+	b, resp := get("/hello")
+	if resp.ProtoMajor != 2 || resp.StatusCode != 200 || string(b) != "hello, h2" || resp.Header.Get("Content-Type") != "text/plain" {
+		t.Fatalf("GET /hello: %s %d %q %v", resp.Proto, resp.StatusCode, b, resp.Header)
+	}
+
+	body := pattern(1 << 20)
+	resp, err = cl.Post(base+"/sum", "application/octet-stream", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	sum := sha256.Sum256(body)
+	if want := fmt.Sprintf("%d %x", len(body), sum); string(b) != want {
+		t.Fatalf("POST /sum: %q, want %q", b, want)
+	}
+
+	// A body of unknown length with trailers: DATA, then HEADERS with
+	// END_STREAM.
+	req, _ := http.NewRequest("POST", base+"/sum", io.MultiReader(bytes.NewReader(body[:1000]), bytes.NewReader(body[1000:3000])))
+	req.Trailer = http.Header{"X-Check": {"1"}}
+	resp, err = cl.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	sum = sha256.Sum256(body[:3000])
+	if want := fmt.Sprintf("%d %x", 3000, sum); string(b) != want || trailers.Load() != 1 {
+		t.Fatalf("POST /sum with trailers: %q (trailers %d), want %q", b, trailers.Load(), want)
+	}
+
+	b, resp = get("/big?n=" + strconv.Itoa(len(big)))
+	if resp.ContentLength != int64(len(big)) || !bytes.Equal(b, big) {
+		t.Fatalf("GET /big: %d bytes (content-length %d), equal %v", len(b), resp.ContentLength, bytes.Equal(b, big))
+	}
+
+	// 90 concurrent streams: under our MAX_CONCURRENT_STREAMS (100), so
+	// net/http keeps to the one connection (past it, it dials more).
+	var cwg sync.WaitGroup
+	errs := make(chan error, 90)
+	for i := range 90 {
+		cwg.Add(1)
+		go func() {
+			defer cwg.Done()
+			path := "/hello"
+			if i%10 == 0 {
+				path = "/big?n=100000"
+			}
+			resp, err := cl.Get(base + path)
+			if err != nil {
+				errs <- err
+				return
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != 200 || path == "/hello" && string(b) != "hello, h2" || path != "/hello" && !bytes.Equal(b, big[:100000]) {
+				errs <- fmt.Errorf("%s: %d, %d bytes, %v", path, resp.StatusCode, len(b), err)
+			}
+		}()
+	}
+	cwg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("%d connections, want 1", n)
+	}
+	_, resp = get("/nothing")
+	if resp.StatusCode != 404 {
+		t.Errorf("GET /nothing: %d", resp.StatusCode)
+	}
+	tr.CloseIdleConnections()
+	ln.Close()
+}

@@ -1,0 +1,188 @@
+package h2
+
+import (
+	"errors"
+
+	"github.com/spindlenet/spindle/internal/hpack"
+)
+
+// errBadField stops emit's work once a field broke a rule; Decode goes on
+// decoding to keep the table in step.
+var errBadField = errors.New("bad field")
+
+func (s *Server) emit(f hpack.Field) error {
+	if s.mode == decodeDiscard {
+		return errBadField
+	}
+	name := f.Name
+	if len(name) > 0 && name[0] == ':' {
+		if s.mode == decodeTrailers || s.regular {
+			s.bad = true
+			return errBadField
+		}
+		var i int
+		switch string(name) {
+		case ":method":
+			i = 0
+		case ":scheme":
+			i = 1
+		case ":authority":
+			i = 2
+		case ":path":
+			i = 3
+		default:
+			s.bad = true
+			return errBadField
+		}
+		if s.havePs&(1<<i) != 0 || !validValue(f.Value) {
+			s.bad = true
+			return errBadField
+		}
+		s.havePs |= 1 << i
+		s.pseudo[i] = s.store(f)
+		return nil
+	}
+	s.regular = true
+	if !validName(name) || !validValue(f.Value) || connSpecific(name, f.Value) {
+		s.bad = true
+		return errBadField
+	}
+	sp := s.store(f)
+	switch string(name) {
+	case "content-length":
+		v, ok := parseCL(f.Value)
+		if !ok || s.req.ContentLength >= 0 && s.req.ContentLength != v {
+			s.bad = true
+			return errBadField
+		}
+		s.req.ContentLength = v
+	case "host":
+		if s.haveHost {
+			s.bad = true
+			return errBadField
+		}
+		s.host, s.haveHost = sp, true
+	}
+	s.spans = append(s.spans, sp)
+	return nil
+}
+
+func (s *Server) store(f hpack.Field) span {
+	n0 := len(s.fbuf)
+	s.fbuf = append(s.fbuf, f.Name...)
+	v0 := len(s.fbuf)
+	s.fbuf = append(s.fbuf, f.Value...)
+	return span{int32(n0), int32(v0), int32(v0), int32(len(s.fbuf)), f.Sensitive}
+}
+
+func (s *Server) bytes(sp span, value bool) []byte {
+	if value {
+		return s.fbuf[sp.v0:sp.v1:sp.v1]
+	}
+	return s.fbuf[sp.n0:sp.n1:sp.n1]
+}
+
+// fields points s.req.Fields at the decoded regular fields.
+func (s *Server) fields() {
+	fs := s.req.Fields[:0]
+	for _, sp := range s.spans {
+		fs = append(fs, hpack.Field{Name: s.bytes(sp, false), Value: s.bytes(sp, true), Sensitive: sp.sensitive})
+	}
+	s.req.Fields = fs
+}
+
+// request fills s.req from a decoded block and checks RFC 9113 8.3.1 and
+// 8.5, setting s.bad.
+func (s *Server) request() {
+	s.fields()
+	r := &s.req
+	r.Method, r.Scheme, r.Authority, r.Path = nil, nil, nil, nil
+	ps := [4]*[]byte{&r.Method, &r.Scheme, &r.Authority, &r.Path}
+	for i := range ps {
+		if s.havePs&(1<<i) != 0 {
+			*ps[i] = s.bytes(s.pseudo[i], true)
+		}
+	}
+	const method, scheme, authority, path = 1, 2, 4, 8
+	if string(r.Method) == "CONNECT" {
+		// RFC 9113 8.5: :authority only, no :scheme or :path.
+		s.bad = s.havePs != method|authority || len(r.Authority) == 0
+	} else {
+		s.bad = s.havePs&(method|scheme|path) != method|scheme|path || len(r.Path) == 0 ||
+			r.Path[0] != '/' && (string(r.Path) != "*" || string(r.Method) != "OPTIONS")
+	}
+	if s.haveHost && s.havePs&authority != 0 && !eqFold(s.bytes(s.host, true), r.Authority) {
+		s.bad = true
+	}
+}
+
+// validName: a regular field name, lowercase (RFC 9113 8.2.1).
+func validName(b []byte) bool {
+	if len(b) == 0 {
+		return false
+	}
+	for _, c := range b {
+		if c <= 0x20 || c >= 0x7f || 'A' <= c && c <= 'Z' || c == ':' {
+			return false
+		}
+	}
+	return true
+}
+
+// validValue: no NUL, CR or LF, no leading or trailing whitespace
+// (RFC 9113 8.2.1).
+func validValue(b []byte) bool {
+	for _, c := range b {
+		if c == 0 || c == '\r' || c == '\n' {
+			return false
+		}
+	}
+	if n := len(b); n > 0 && (b[0] == ' ' || b[0] == '\t' || b[n-1] == ' ' || b[n-1] == '\t') {
+		return false
+	}
+	return true
+}
+
+// connSpecific reports a connection-specific field (RFC 9113 8.2.2).
+func connSpecific(name, value []byte) bool {
+	switch string(name) {
+	case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
+		return true
+	case "te":
+		return !eqFold(value, []byte("trailers"))
+	}
+	return false
+}
+
+func parseCL(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 18 {
+		return 0, false
+	}
+	var v int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int64(c-'0')
+	}
+	return v, true
+}
+
+func eqFold(a, b []byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
