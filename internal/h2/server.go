@@ -67,7 +67,8 @@ const (
 const initialWindow = 65535
 
 // recentResets is how many streams we reset are remembered so that frames
-// the peer sent before it saw our RST_STREAM are ignored (RFC 9113 5.1).
+// the peer sent before it saw our RST_STREAM are ignored (RFC 9113 5.1),
+// and how many closed streams are told from never-opened ones.
 const recentResets = 32
 
 func (c *Config) withDefaults() Config {
@@ -195,8 +196,8 @@ type Server struct {
 	streams []stream // live ones have id != 0
 	dead    int      // entries of streams with id 0
 	lastID  uint32   // highest stream id the peer opened (or tried to)
-	recent  [recentResets]uint32
-	nrecent int
+	reset   ring     // streams we reset lately: their frames are ignored
+	closed  ring     // streams closed lately: HEADERS on them is STREAM_CLOSED
 
 	// Receive flow control, connection level.
 	connRecv    int64 // what the peer may still send
@@ -250,36 +251,37 @@ const (
 
 // Errors of the Write methods.
 var (
-	ErrStreamGone   = errors.New("h2: stream not open for sending")
-	ErrHeadersSent  = errors.New("h2: response header already sent")
-	ErrNoHeaders    = errors.New("h2: DATA before the response header")
-	ErrConnFailed   = errors.New("h2: connection ended")
-	errBadPreface   = connErr(ProtocolError, "invalid connection preface")
-	errFirstFrame   = connErr(ProtocolError, "first frame not SETTINGS")
-	errIdleFrame    = connErr(ProtocolError, "frame on an idle stream")
-	errEvenStream   = connErr(ProtocolError, "client opened an even stream id")
-	errStreamOrder  = connErr(ProtocolError, "HEADERS on a closed or lower stream id")
-	errContExpected = connErr(ProtocolError, "frame interleaved in a header block")
-	errContStray    = connErr(ProtocolError, "CONTINUATION without a header block")
-	errPushPromise  = connErr(ProtocolError, "client sent PUSH_PROMISE")
-	errConnFlow     = connErr(FlowControlError, "DATA beyond the connection window")
-	errConnWindow   = connErr(FlowControlError, "connection send window above 2^31-1")
-	errInitWindow   = connErr(FlowControlError, "INITIAL_WINDOW_SIZE change puts a window above 2^31-1")
-	errCompression  = connErr(CompressionError, "header block does not decode")
-	errBlockLarge   = connErr(EnhanceYourCalm, "header block too large")
-	errContFlood    = connErr(EnhanceYourCalm, "too many CONTINUATION frames")
-	errCtrlFlood    = connErr(EnhanceYourCalm, "too many control frames")
-	errRapidReset   = connErr(EnhanceYourCalm, "too many streams reset early, refused or in error")
-	errOutput       = connErr(EnhanceYourCalm, "peer does not read its answers")
-	errStreamFlow   = streamErr(FlowControlError, "DATA beyond the stream window")
-	errStreamWindow = streamErr(FlowControlError, "stream send window above 2^31-1")
-	errHalfClosed   = streamErr(StreamClosed, "frame on a half-closed (remote) or closed stream")
-	errMalformed    = streamErr(ProtocolError, "malformed request header or trailer section")
-	errTrailersEnd  = streamErr(ProtocolError, "trailers without END_STREAM")
-	errCLMismatch   = streamErr(ProtocolError, "DATA length differs from content-length")
-	errRefused      = streamErr(RefusedStream, "MAX_CONCURRENT_STREAMS reached")
-	errInterimEnd   = errors.New("h2: interim response with END_STREAM")
-	errStatus       = errors.New("h2: status not 1xx-9xx, or 101 (RFC 9113 8.6)")
+	ErrStreamGone    = errors.New("h2: stream not open for sending")
+	ErrHeadersSent   = errors.New("h2: response header already sent")
+	ErrNoHeaders     = errors.New("h2: DATA before the response header")
+	ErrConnFailed    = errors.New("h2: connection ended")
+	errBadPreface    = connErr(ProtocolError, "invalid connection preface")
+	errFirstFrame    = connErr(ProtocolError, "first frame not SETTINGS")
+	errIdleFrame     = connErr(ProtocolError, "frame on an idle stream")
+	errEvenStream    = connErr(ProtocolError, "client opened an even stream id")
+	errStreamOrder   = connErr(ProtocolError, "HEADERS on a lower stream id, never opened")
+	errClosedHeaders = connErr(StreamClosed, "HEADERS on a closed stream")
+	errContExpected  = connErr(ProtocolError, "frame interleaved in a header block")
+	errContStray     = connErr(ProtocolError, "CONTINUATION without a header block")
+	errPushPromise   = connErr(ProtocolError, "client sent PUSH_PROMISE")
+	errConnFlow      = connErr(FlowControlError, "DATA beyond the connection window")
+	errConnWindow    = connErr(FlowControlError, "connection send window above 2^31-1")
+	errInitWindow    = connErr(FlowControlError, "INITIAL_WINDOW_SIZE change puts a window above 2^31-1")
+	errCompression   = connErr(CompressionError, "header block does not decode")
+	errBlockLarge    = connErr(EnhanceYourCalm, "header block too large")
+	errContFlood     = connErr(EnhanceYourCalm, "too many CONTINUATION frames")
+	errCtrlFlood     = connErr(EnhanceYourCalm, "too many control frames")
+	errRapidReset    = connErr(EnhanceYourCalm, "too many streams reset early, refused or in error")
+	errOutput        = connErr(EnhanceYourCalm, "peer does not read its answers")
+	errStreamFlow    = streamErr(FlowControlError, "DATA beyond the stream window")
+	errStreamWindow  = streamErr(FlowControlError, "stream send window above 2^31-1")
+	errHalfClosed    = streamErr(StreamClosed, "frame on a half-closed (remote) or closed stream")
+	errMalformed     = streamErr(ProtocolError, "malformed request header or trailer section")
+	errTrailersEnd   = streamErr(ProtocolError, "trailers without END_STREAM")
+	errCLMismatch    = streamErr(ProtocolError, "DATA length differs from content-length")
+	errRefused       = streamErr(RefusedStream, "MAX_CONCURRENT_STREAMS reached")
+	errInterimEnd    = errors.New("h2: interim response with END_STREAM")
+	errStatus        = errors.New("h2: status not 1xx-9xx, or 101 (RFC 9113 8.6)")
 )
 
 // NewServer returns a server connection calling h, with our SETTINGS and
@@ -462,7 +464,7 @@ func (s *Server) streamError(id uint32, e *Error) *Error {
 		}
 	}
 	s.out = AppendRSTStream(s.out, id, e.Code)
-	s.rememberReset(id)
+	s.reset.put(id)
 	if st := s.find(id); st != nil {
 		ann := st.announced
 		s.remove(st)
@@ -473,14 +475,20 @@ func (s *Server) streamError(id uint32, e *Error) *Error {
 	return nil
 }
 
-func (s *Server) rememberReset(id uint32) {
-	s.recent[s.nrecent%recentResets] = id
-	s.nrecent++
+// ring remembers the last recentResets stream ids put in it.
+type ring struct {
+	ids [recentResets]uint32
+	n   int
 }
 
-func (s *Server) recentlyReset(id uint32) bool {
-	for _, r := range s.recent {
-		if r == id && id != 0 {
+func (r *ring) put(id uint32) {
+	r.ids[r.n%recentResets] = id
+	r.n++
+}
+
+func (r *ring) has(id uint32) bool {
+	for _, x := range r.ids {
+		if x == id && id != 0 {
 			return true
 		}
 	}
@@ -519,6 +527,7 @@ func (s *Server) compact() {
 // still held of its data.
 func (s *Server) remove(st *stream) {
 	s.creditConn(st.held)
+	s.closed.put(st.id)
 	*st = stream{}
 	s.dead++
 }
@@ -711,7 +720,7 @@ func (s *Server) data(f *Frame) *Error {
 	st := s.find(f.StreamID)
 	if st == nil || !st.recvOpen {
 		s.creditConn(size)
-		if st == nil && s.recentlyReset(f.StreamID) {
+		if st == nil && s.reset.has(f.StreamID) {
 			return nil
 		}
 		return errHalfClosed
@@ -889,8 +898,11 @@ func (s *Server) block(id uint32, block []byte) *Error {
 		if _, e := s.decode(block, decodeDiscard); e != nil {
 			return e
 		}
-		if s.recentlyReset(id) {
+		switch {
+		case s.reset.has(id):
 			return nil
+		case s.closed.has(id):
+			return errClosedHeaders
 		}
 		return errStreamOrder
 	}
@@ -947,7 +959,7 @@ func (s *Server) writeStatusOnly(st *stream, status int) {
 	st.sendOpen = false
 	if st.recvOpen {
 		s.out = AppendRSTStream(s.out, st.id, NoError)
-		s.rememberReset(st.id)
+		s.reset.put(st.id)
 		st.recvOpen = false
 	}
 	s.maybeClose(st)
@@ -1081,7 +1093,7 @@ func (s *Server) Reset(id uint32, code ErrCode) {
 		return
 	}
 	s.out = AppendRSTStream(s.out, id, code)
-	s.rememberReset(id)
+	s.reset.put(id)
 	s.remove(st)
 }
 

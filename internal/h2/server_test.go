@@ -312,7 +312,10 @@ func TestServerSequences(t *testing.T) {
 		{name: "HEADERS after END_STREAM", in: func(p *peer) []byte { return cat(p.headers(1, true, hold...), p.headers(1, true, "a", "b")) },
 			events: []string{"req 1 GET http x /hold cl=-1 end", "reset 1 STREAM_CLOSED"}, out: []string{"RST_STREAM 1 STREAM_CLOSED"}, code: noConnErr},
 		{name: "HEADERS on a closed stream", in: func(p *peer) []byte { return cat(p.headers(1, true, get...), p.headers(1, true, "a", "b")) },
-			events: []string{"req 1 GET http x / cl=-1 end"}, out: []string{"HEADERS 1 :status=200 end", "GOAWAY 1 PROTOCOL_ERROR"}, code: ProtocolError},
+			events: []string{"req 1 GET http x / cl=-1 end"}, out: []string{"HEADERS 1 :status=200 end", "GOAWAY 1 STREAM_CLOSED"}, code: StreamClosed},
+		{name: "HEADERS after the peer's RST_STREAM", in: func(p *peer) []byte {
+			return cat(p.headers(1, false, hold...), frame(FrameRSTStream, 0, 1, u32(uint32(Cancel))...), p.headers(1, true, "a", "b"))
+		}, events: []string{"req 1 GET http x /hold cl=-1", "reset 1 CANCEL"}, out: []string{"GOAWAY 1 STREAM_CLOSED"}, code: StreamClosed},
 		{name: "DATA on a closed stream", cfg: nil, in: func(p *peer) []byte {
 			return cat(p.headers(1, true, get...), p.headers(3, true, get...), frame(FrameData, 0, 1, 'x'))
 		}, events: []string{"req 1 GET http x / cl=-1 end", "req 3 GET http x / cl=-1 end"},
