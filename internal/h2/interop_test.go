@@ -109,12 +109,12 @@ func (a *testApp) OnWritable(s *Server, id uint32) {
 	a.left[id] = p[n:]
 }
 
-// serve runs a Server on c until it ends: the loop an engine handler
-// would run, on a goroutine.
-func serve(c net.Conn, big []byte, trailers *atomic.Int32, fail func(error)) {
+// serve runs a Server for h on c until it ends: the loop an engine
+// handler would run, on a goroutine. fail, if not nil, gets the
+// connection error.
+func serve(c net.Conn, h Handler, fail func(error)) {
 	defer c.Close()
-	app := &testApp{big: big, left: map[uint32][]byte{}, sums: map[uint32]*sumState{}, trailers: trailers}
-	s := NewServer(app, nil)
+	s := NewServer(h, nil)
 	buf := make([]byte, 0, 1<<16)
 	rd := make([]byte, 1<<15)
 	for {
@@ -137,7 +137,9 @@ func serve(c net.Conn, big []byte, trailers *atomic.Int32, fail func(error)) {
 		k, ferr := s.Feed(buf)
 		buf = buf[:copy(buf, buf[k:])]
 		if ferr != nil {
-			fail(ferr)
+			if fail != nil {
+				fail(ferr)
+			}
 			c.Write(s.Pending())
 			return
 		}
@@ -170,7 +172,8 @@ func TestGoClient(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				serve(c, big, &trailers, func(err error) { t.Errorf("server: %v", err) })
+				app := &testApp{big: big, left: map[uint32][]byte{}, sums: map[uint32]*sumState{}, trailers: &trailers}
+				serve(c, app, func(err error) { t.Errorf("server: %v", err) })
 			}()
 		}
 	}()
