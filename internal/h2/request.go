@@ -1,6 +1,7 @@
 package h2
 
 import (
+	"bytes"
 	"errors"
 
 	"github.com/spindlenet/spindle/internal/hpack"
@@ -112,6 +113,9 @@ func (s *Server) request() {
 			r.Path[0] != '/' && (string(r.Path) != "*" || string(r.Method) != "OPTIONS")
 	}
 	if s.haveHost && s.havePs&authority != 0 && !eqFold(s.bytes(s.host, true), r.Authority) {
+		s.bad = true
+	}
+	if bytes.IndexByte(r.Authority, '@') >= 0 { // userinfo (8.3.1)
 		s.bad = true
 	}
 }

@@ -437,6 +437,7 @@ func TestServerMalformed(t *testing.T) {
 		{"CONNECT with :scheme", []string{":method", "CONNECT", ":authority", "x:443", ":scheme", "https"}},
 		{"CONNECT without :authority", []string{":method", "CONNECT"}},
 		{"host differs from :authority", kvs(get, "host", "y")},
+		{":authority with userinfo", []string{":method", "GET", ":scheme", "http", ":authority", "u@x", ":path", "/"}},
 		{"two hosts", []string{":method", "GET", ":scheme", "http", ":path", "/", "host", "x", "host", "x"}},
 		{"content-length not a number", kvs(get, "content-length", "1a")},
 		{"content-length differing", kvs(get, "content-length", "1", "content-length", "2")},
