@@ -20,9 +20,10 @@
 // blocks with package hpack and validates requests (8.2, 8.3.1: lowercase
 // names, no connection-specific fields, te only "trailers", pseudo-headers
 // first, once each and known, :method :scheme :path present and :path
-// non-empty, Host equal to :authority, content-length against the DATA
-// received). A malformed request is a stream error PROTOCOL_ERROR; the
-// HPACK table stays in step whatever the block holds.
+// non-empty, Host equal to :authority, no userinfo in :authority,
+// content-length against the DATA received). A malformed request is a
+// stream error PROTOCOL_ERROR; the HPACK table stays in step whatever the
+// block holds.
 //
 // CONNECT (8.5) is accepted in its plain form: :method and :authority only;
 // the stream's DATA is the tunnel's bytes, in both directions, and it is
