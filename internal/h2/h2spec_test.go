@@ -4,8 +4,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"strconv"
-	"sync"
 	"testing"
 
 	"github.com/spindlenet/spindle/internal/hpack"
@@ -52,30 +50,12 @@ func TestH2Spec(t *testing.T) {
 	if bin == "" {
 		t.Skip("H2SPEC not set: the path of an h2spec binary (go install github.com/summerwind/h2spec/cmd/h2spec@latest)")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer ln.Close()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				serve(c, okApp{left: map[uint32][]byte{}}, nil)
-			}()
-		}
-	}()
-	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-	out, err := exec.Command(bin, "-h", "127.0.0.1", "-p", port, "--strict", "-o", "2").CombinedOutput()
+	addr, stop := listen(t, func() (Handler, func(error)) {
+		return okApp{left: map[uint32][]byte{}}, nil
+	})
+	defer stop()
+	host, port, _ := net.SplitHostPort(addr)
+	out, err := exec.Command(bin, "-h", host, "-p", port, "--strict", "-o", "2").CombinedOutput()
 	if err != nil {
 		t.Fatalf("h2spec: %v\n%s", err, out)
 	}

@@ -146,20 +146,15 @@ func serve(c net.Conn, h Handler, fail func(error)) {
 	}
 }
 
-// TestGoClient: Go's net/http client speaks h2c with prior knowledge to a
-// Server behind a plain TCP accept loop: GET, a POST with a 1 MiB body, many
-// concurrent streams on one connection, and a response larger than the
-// client's stream window (4 MiB in net/http), which needs WINDOW_UPDATEs.
-func TestGoClient(t *testing.T) {
+// listen serves connections on a loopback listener, each on a goroutine
+// with the handler and error callback newConn returns, until stop, which
+// waits for them to end (their clients must close them).
+func listen(t *testing.T, newConn func() (Handler, func(error))) (addr string, stop func()) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	big := pattern(6 << 20)
-	var conns, trailers atomic.Int32
 	var wg sync.WaitGroup
-	defer wg.Wait()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -168,21 +163,39 @@ func TestGoClient(t *testing.T) {
 			if err != nil {
 				return
 			}
-			conns.Add(1)
+			h, fail := newConn()
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				app := &testApp{big: big, left: map[uint32][]byte{}, sums: map[uint32]*sumState{}, trailers: &trailers}
-				serve(c, app, func(err error) { t.Errorf("server: %v", err) })
+				serve(c, h, fail)
 			}()
 		}
 	}()
+	return ln.Addr().String(), func() {
+		ln.Close()
+		wg.Wait()
+	}
+}
+
+// TestGoClient: Go's net/http client speaks h2c with prior knowledge to a
+// Server behind a plain TCP accept loop: GET, a POST with a 1 MiB body, many
+// concurrent streams on one connection, and a response larger than the
+// client's stream window (4 MiB in net/http), which needs WINDOW_UPDATEs.
+func TestGoClient(t *testing.T) {
+	big := pattern(6 << 20)
+	var conns, trailers atomic.Int32
+	addr, stop := listen(t, func() (Handler, func(error)) {
+		conns.Add(1)
+		app := &testApp{big: big, left: map[uint32][]byte{}, sums: map[uint32]*sumState{}, trailers: &trailers}
+		return app, func(err error) { t.Errorf("server: %v", err) }
+	})
+	defer stop()
 	var p http.Protocols
 	p.SetUnencryptedHTTP2(true)
 	tr := &http.Transport{Protocols: &p}
 	defer tr.CloseIdleConnections()
 	cl := &http.Client{Transport: tr}
-	base := "http://" + ln.Addr().String()
+	base := "http://" + addr
 
 	get := func(path string) ([]byte, *http.Response) {
 		t.Helper()
@@ -203,7 +216,7 @@ func TestGoClient(t *testing.T) {
 	}
 
 	body := pattern(1 << 20)
-	resp, err = cl.Post(base+"/sum", "application/octet-stream", bytes.NewReader(body))
+	resp, err := cl.Post(base+"/sum", "application/octet-stream", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,5 +284,4 @@ func TestGoClient(t *testing.T) {
 		t.Errorf("GET /nothing: %d", resp.StatusCode)
 	}
 	tr.CloseIdleConnections()
-	ln.Close()
 }
