@@ -170,11 +170,14 @@ type stream struct {
 // an output buffer the caller drains with Pending and Written. A Server is
 // used by one goroutine at a time, the connection's.
 //
-// Output: the caller writes Pending() and then calls Written(n). The
-// frames are appended straight into this one buffer (HPACK, framing and
-// response bytes), so a transport that copies into its own send queue
-// (engine.Conn.Write) or writes from the slice (net.Conn.Write) copies each
-// byte once, and a partial write keeps the rest for the next call.
+// Output: the caller writes Pending() and then calls Written(n). Frames
+// are encoded straight into this one buffer, so a transport that copies
+// into its own send queue (engine.Conn.Write) or writes from the slice
+// (net.Conn.Write) copies them once, and a partial write keeps the rest for
+// the next call. Response bodies are the bulk: WriteData copies them into
+// the buffer, a second copy on such a transport, which WriteDataTo saves
+// by handing the buffer, each DATA frame's header and the caller's bytes
+// to the transport's Write in turn.
 //
 // Send flow control: WriteData writes what the windows allow and returns
 // the count; the rest stays with the caller, who is called back
@@ -236,6 +239,7 @@ type Server struct {
 	haveHost bool
 	blk      []byte // an encoded block we send
 	status   []byte // its :status digits
+	hdr      [FrameHeaderLen]byte
 }
 
 type span struct {
@@ -282,6 +286,8 @@ var (
 	errRefused       = streamErr(RefusedStream, "MAX_CONCURRENT_STREAMS reached")
 	errInterimEnd    = errors.New("h2: interim response with END_STREAM")
 	errStatus        = errors.New("h2: status not 1xx-9xx, or 101 (RFC 9113 8.6)")
+	errShortWrite    = errors.New("h2: WriteDataTo: short write")
+	errWriteLost     = connErr(InternalError, "a write of WriteDataTo failed")
 )
 
 // NewServer returns a server connection calling h, with our SETTINGS and
@@ -1046,6 +1052,21 @@ var statusName = []byte(":status")
 // n < len(p) the caller keeps p[n:] and OnWritable tells when to try again.
 // p is copied into Pending. Connection goroutine.
 func (s *Server) WriteData(id uint32, p []byte, end bool) (n int, err error) {
+	return s.writeData(id, p, end, nil)
+}
+
+// WriteDataTo is WriteData for a transport that copies what it is given
+// (engine.Conn.Write, the method value, fits): it hands write what was
+// pending, then each DATA frame's header and its part of p, so the payload
+// is copied once, by write, and not into Pending first. write must take
+// all it is given: an error, or a short count, ends the connection (Err)
+// and is returned, as the peer would see a frame cut short.
+// Connection goroutine.
+func (s *Server) WriteDataTo(id uint32, p []byte, end bool, write func([]byte) (int, error)) (n int, err error) {
+	return s.writeData(id, p, end, write)
+}
+
+func (s *Server) writeData(id uint32, p []byte, end bool, write func([]byte) (int, error)) (int, error) {
 	st, err := s.sendable(id)
 	if err != nil {
 		return 0, err
@@ -1053,18 +1074,36 @@ func (s *Server) WriteData(id uint32, p []byte, end bool) (n int, err error) {
 	if !st.responded {
 		return 0, ErrNoHeaders
 	}
-	w := min(int64(len(p)), s.connSend, st.sendWin)
-	if w < 0 {
-		w = 0
-	}
+	w := max(0, min(int64(len(p)), s.connSend, st.sendWin))
 	all := w == int64(len(p))
+	if write != nil && len(s.out) > 0 && (w > 0 || all && end) {
+		if err := s.put(write, s.out); err != nil {
+			return 0, err
+		}
+		s.out = s.out[:0]
+	}
 	for sent := int64(0); ; {
 		k := min(w-sent, int64(s.peerMaxFrame))
 		last := sent+k == w
 		if k == 0 && !(all && end) {
 			break
 		}
-		s.out = AppendData(s.out, id, p[sent:sent+k], all && end && last)
+		chunk, fin := p[sent:sent+k], all && end && last
+		if write == nil {
+			s.out = AppendData(s.out, id, chunk, fin)
+		} else {
+			var fl Flags
+			if fin {
+				fl = FlagEndStream
+			}
+			hdr := AppendFrameHeader(s.hdr[:0], FrameHeader{Length: uint32(k), Type: FrameData, Flags: fl, StreamID: id})
+			if err := s.put(write, hdr); err != nil {
+				return int(sent), err
+			}
+			if err := s.put(write, chunk); err != nil {
+				return int(sent), err
+			}
+		}
 		if k > 0 {
 			s.refill()
 		}
@@ -1083,6 +1122,24 @@ func (s *Server) WriteData(id uint32, p []byte, end bool) (n int, err error) {
 		s.maybeClose(st)
 	}
 	return len(p), nil
+}
+
+// put hands b to write for WriteDataTo; a lost write fails the connection
+// (no GOAWAY: the stream of frames is broken).
+func (s *Server) put(write func([]byte) (int, error), b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	n, err := write(b)
+	if err == nil && n < len(b) {
+		err = errShortWrite
+	}
+	if err != nil {
+		s.err = errWriteLost
+		s.resetAll(InternalError)
+		return err
+	}
+	return nil
 }
 
 // Reset ends stream id with RST_STREAM(code); the handler gets no OnReset

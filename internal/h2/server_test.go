@@ -835,3 +835,98 @@ func TestServerHeaderTableSize(t *testing.T) {
 		}
 	}
 }
+
+// collector is a transport's Write that copies what it is given.
+type collector struct {
+	b     []byte
+	limit int // a short write past it
+}
+
+func (c *collector) Write(p []byte) (int, error) {
+	if c.limit > 0 && len(c.b)+len(p) > c.limit {
+		return 0, errors.New("full")
+	}
+	c.b = append(c.b, p...)
+	return len(p), nil
+}
+
+// TestWriteDataTo: WriteDataTo hands the transport the bytes WriteData
+// would have put in Pending, in order (what was pending first), copying
+// nothing; a failed write fails the connection.
+func TestWriteDataTo(t *testing.T) {
+	body := pattern(100000)
+	var outs [2][]byte
+	for i, direct := range []bool{false, true} {
+		var c collector
+		h := &recorder{onRequest: func(s *Server, id uint32, r *Request, end bool) {
+			s.WriteHeaders(id, 200, nil, false)
+			var n int
+			var err error
+			if direct {
+				n, err = s.WriteDataTo(id, body, true, c.Write)
+			} else {
+				n, err = s.WriteData(id, body, true)
+			}
+			if n != initialWindow || err != nil {
+				t.Fatalf("n %d err %v", n, err)
+			}
+			if direct && len(s.Pending()) != 0 {
+				t.Fatalf("%d bytes left pending", len(s.Pending()))
+			}
+			if direct {
+				n, err = s.WriteDataTo(id, body[n:], true, c.Write)
+			} else {
+				n, err = s.WriteData(id, body[n:], true)
+			}
+			if n != 0 || err != nil { // no window left: nothing
+				t.Fatalf("n %d err %v", n, err)
+			}
+		}}
+		s, p := open(t, h, nil)
+		feed(t, s, p.headers(1, true, get...))
+		outs[i] = append(c.b, s.Pending()...)
+	}
+	if !bytes.Equal(outs[0], outs[1]) {
+		t.Fatalf("WriteDataTo wrote %d bytes, WriteData %d, or other bytes", len(outs[1]), len(outs[0]))
+	}
+
+	c := collector{limit: 100}
+	h := &recorder{onRequest: func(s *Server, id uint32, r *Request, end bool) {
+		s.WriteHeaders(id, 200, nil, false)
+		if _, err := s.WriteDataTo(id, body, true, c.Write); err == nil {
+			t.Fatal("write error not returned")
+		}
+		if s.Err() == nil {
+			t.Fatal("connection goes on after a lost write")
+		}
+	}}
+	s, p := open(t, h, nil)
+	feed(t, s, p.headers(1, true, get...))
+
+	var got int
+	app := allocApp{body: body[:1000], got: &got}
+	s = NewServer(app, nil)
+	s.Feed(start())
+	s.Written(len(s.Pending()))
+	var cw collector
+	w := cw.Write
+	id := uint32(1)
+	blk := newPeer().block(hold...)
+	var in []byte
+	if n := testing.AllocsPerRun(100, func() {
+		in = AppendFrameHeader(in[:0], FrameHeader{Length: uint32(len(blk)), Type: FrameHeaders, Flags: FlagEndHeaders, StreamID: id})
+		in = append(in, blk...)
+		in = AppendWindowUpdate(in, 0, 1000)
+		s.Feed(in)
+		s.WriteHeaders(id, 200, nil, false)
+		if n, err := s.WriteDataTo(id, body[:1000], true, w); n != 1000 || err != nil {
+			t.Fatalf("n %d err %v", n, err)
+		}
+		s.Reset(id, NoError)
+		s.Written(len(s.Pending()))
+		cw.b = cw.b[:0]
+		id += 2
+	}); n != 0 {
+		t.Fatalf("%v allocs", n)
+	}
+}
