@@ -50,7 +50,7 @@ func TestH2Spec(t *testing.T) {
 	if bin == "" {
 		t.Skip("H2SPEC not set: the path of an h2spec binary (go install github.com/summerwind/h2spec/cmd/h2spec@latest)")
 	}
-	addr, stop := listen(t, func() (Handler, func(error)) {
+	addr, stop := listen(t, func(net.Conn) (Handler, func(error)) {
 		return okApp{left: map[uint32][]byte{}}, nil
 	})
 	defer stop()

@@ -33,7 +33,8 @@ type testApp struct {
 	big      []byte
 	left     map[uint32][]byte // what a /big response has still to send
 	sums     map[uint32]*sumState
-	trailers *atomic.Int32 // trailer sections "x-check: 1" received
+	trailers *atomic.Int32             // trailer sections "x-check: 1" received
+	write    func([]byte) (int, error) // if set, /big is sent with WriteDataTo
 }
 
 type sumState struct {
@@ -101,7 +102,13 @@ func (a *testApp) OnWritable(s *Server, id uint32) {
 	if !ok {
 		return
 	}
-	n, err := s.WriteData(id, p, true)
+	var n int
+	var err error
+	if a.write != nil {
+		n, err = s.WriteDataTo(id, p, true, a.write)
+	} else {
+		n, err = s.WriteData(id, p, true)
+	}
 	if err != nil || n == len(p) {
 		delete(a.left, id)
 		return
@@ -149,7 +156,7 @@ func serve(c net.Conn, h Handler, fail func(error)) {
 // listen serves connections on a loopback listener, each on a goroutine
 // with the handler and error callback newConn returns, until stop, which
 // waits for them to end (their clients must close them).
-func listen(t *testing.T, newConn func() (Handler, func(error))) (addr string, stop func()) {
+func listen(t *testing.T, newConn func(c net.Conn) (Handler, func(error))) (addr string, stop func()) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -163,7 +170,7 @@ func listen(t *testing.T, newConn func() (Handler, func(error))) (addr string, s
 			if err != nil {
 				return
 			}
-			h, fail := newConn()
+			h, fail := newConn(c)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -178,15 +185,16 @@ func listen(t *testing.T, newConn func() (Handler, func(error))) (addr string, s
 }
 
 // TestGoClient: Go's net/http client speaks h2c with prior knowledge to a
-// Server behind a plain TCP accept loop: GET, a POST with a 1 MiB body, many
-// concurrent streams on one connection, and a response larger than the
-// client's stream window (4 MiB in net/http), which needs WINDOW_UPDATEs.
+// Server behind a plain TCP accept loop: GET, a POST with a 1 MiB body, one
+// with trailers, many concurrent streams on one connection, and a response
+// larger than the client's stream window (4 MiB in net/http), which needs
+// WINDOW_UPDATEs (sent with WriteDataTo straight to the net.Conn).
 func TestGoClient(t *testing.T) {
 	big := pattern(6 << 20)
 	var conns, trailers atomic.Int32
-	addr, stop := listen(t, func() (Handler, func(error)) {
+	addr, stop := listen(t, func(c net.Conn) (Handler, func(error)) {
 		conns.Add(1)
-		app := &testApp{big: big, left: map[uint32][]byte{}, sums: map[uint32]*sumState{}, trailers: &trailers}
+		app := &testApp{big: big, left: map[uint32][]byte{}, sums: map[uint32]*sumState{}, trailers: &trailers, write: c.Write}
 		return app, func(err error) { t.Errorf("server: %v", err) }
 	})
 	defer stop()
