@@ -8,9 +8,10 @@ import (
 
 // FuzzServer: any bytes after the preface and a SETTINGS: no panic; the
 // output of a handler that writes nothing stays within MaxOutput plus one
-// answer, the GOAWAY and the WINDOW_UPDATEs the input's DATA earned; and
-// feeding the input in pieces (the first byte picks their size) gives the
-// same events and output as feeding it whole.
+// answer, the GOAWAY and the WINDOW_UPDATEs the input's DATA earned (one
+// that answers each request, within that and a few times the input); and
+// feeding the input in pieces (the first byte picks their size and the
+// handler) gives the same events and output as feeding it whole.
 func FuzzServer(f *testing.F) {
 	p := newPeer()
 	for _, s := range [][]byte{
@@ -28,10 +29,21 @@ func FuzzServer(f *testing.F) {
 		if len(in) == 0 {
 			return
 		}
-		step := int(in[0])%64 + 1
+		step, answer := int(in[0])%64+1, in[0]&0x80 != 0
 		in = in[1:]
 		run := func(step int) ([]string, []byte, error) {
 			h := &recorder{}
+			var ok okApp
+			if answer {
+				ok = okApp{left: map[uint32][]byte{}}
+				h.onRequest = func(s *Server, id uint32, r *Request, end bool) { ok.OnRequest(s, id, r, end) }
+				h.onData = func(s *Server, id uint32, p []byte, end bool) {
+					if end {
+						ok.answer(s, id)
+					}
+				}
+				h.onWrite = ok.OnWritable
+			}
 			s := NewServer(h, &Config{MaxOutput: maxOut, MaxControlFrames: 50})
 			pre := start()
 			if n, err := s.Feed(pre); n != len(pre) || err != nil {
@@ -46,7 +58,11 @@ func FuzzServer(f *testing.F) {
 				n, err = s.Feed(buf)
 				buf = buf[:copy(buf, buf[n:])]
 			}
-			if bound := maxOut + 64 + 255 + len(in)/1000; len(s.Pending()) > bound {
+			bound := maxOut + 64 + 255 + len(in)/1000
+			if answer {
+				bound += 4 * len(in)
+			}
+			if len(s.Pending()) > bound {
 				t.Fatalf("%d bytes of output for %d of input", len(s.Pending()), len(in))
 			}
 			return h.events, append([]byte(nil), s.Pending()...), err
