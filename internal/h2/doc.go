@@ -37,11 +37,13 @@
 // last; HEADERS past SETTINGS_MAX_CONCURRENT_STREAMS is refused
 // (REFUSED_STREAM). Flow control is applied both ways (6.9): the peer's
 // INITIAL_WINDOW_SIZE changes move open streams' send windows, possibly
-// below zero; WriteData sends what the windows allow and OnWritable says
-// when to go on; the handler returns received bytes with Consumed, which
-// sends WINDOW_UPDATEs (a proxy calls it when its upstream took the bytes,
-// for backpressure). Shutdown sends GOAWAY with the last stream id and lets
-// open streams finish; Done says when to close.
+// below zero; WriteData sends what the windows allow (WriteDataTo the same
+// without copying the body into Pending) and OnWritable says when to go
+// on, to the blocked streams in the order they opened; the handler returns
+// received bytes with Consumed, which sends WINDOW_UPDATEs (a proxy calls
+// it when its upstream took the bytes, for backpressure). Shutdown sends
+// GOAWAY with the last stream id and lets open streams finish; Done says
+// when to close.
 //
 // Abuse bounds (Config): rapid reset (CVE-2023-44487: streams reset before
 // their response, refused, or reset for a stream error, MaxEarlyResets);
