@@ -14,6 +14,13 @@ fi
 echo "== go vet"
 go vet ./...
 
+echo "== h2spec (the HTTP/2 conformance suite internal/h2's TestH2Spec runs; pinned in bench/peers' go.mod)"
+if [ -z "${H2SPEC:-}" ] && [ -f bench/peers/go.mod ]; then
+	H2SPEC="$(mktemp -d)/h2spec"
+	(cd bench/peers && go build -o "$H2SPEC" github.com/summerwind/h2spec/cmd/h2spec)
+	export H2SPEC
+fi
+
 echo "== go test -race (library module)"
 go test -race -count=1 -timeout 40m ./...
 

@@ -8,6 +8,17 @@ require (
 	golang.org/x/sys v0.50.0
 )
 
+require (
+	github.com/fatih/color v1.19.0 // indirect
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/mattn/go-colorable v0.1.14 // indirect
+	github.com/mattn/go-isatty v0.0.20 // indirect
+	github.com/spf13/cobra v1.10.2 // indirect
+	github.com/spf13/pflag v1.0.9 // indirect
+	github.com/summerwind/h2spec v2.2.1+incompatible // indirect
+	golang.org/x/text v0.43.0 // indirect
+)
+
 // Every requirement of the spindle module (../../go.mod) is listed here too,
 // with go.sum entries, so that a spindle package starting to import one of
 // them does not break this build before `go mod tidy` is run here.
@@ -22,9 +33,14 @@ require (
 	go.uber.org/multierr v1.11.0 // indirect
 	go.uber.org/zap v1.27.0 // indirect
 	golang.org/x/net v0.62.0 // indirect
-	golang.org/x/sync v0.20.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
 )
 
 // The spindle packages come from this source tree.
 replace github.com/spindlenet/spindle => ../..
+
+// h2spec, the HTTP/2 conformance suite: scripts/test.sh builds it from
+// here for internal/h2's TestH2Spec (v2.2.1 has no go.mod: its
+// dependencies are pinned by this file).
+tool github.com/summerwind/h2spec/cmd/h2spec

@@ -48,7 +48,7 @@ func (okApp) OnGoAway(*Server, ErrCode, []byte)                       {}
 func TestH2Spec(t *testing.T) {
 	bin := os.Getenv("H2SPEC")
 	if bin == "" {
-		t.Skip("H2SPEC not set: the path of an h2spec binary (go install github.com/summerwind/h2spec/cmd/h2spec@latest)")
+		t.Skip("H2SPEC not set: the path of an h2spec binary (scripts/test.sh builds the one bench/peers/go.mod pins: cd bench/peers && go build github.com/summerwind/h2spec/cmd/h2spec)")
 	}
 	addr, stop := listen(t, func(net.Conn) (Handler, func(error)) {
 		return okApp{left: map[uint32][]byte{}}, nil
