@@ -371,14 +371,19 @@ func listHasFold(v, name []byte) bool {
 	for len(v) > 0 {
 		var e []byte
 		e, v = NextElem(v)
-		if len(e) == len(name) && foldEq(e, name) {
+		if len(e) == len(name) && EqualFold(e, name) {
 			return true
 		}
 	}
 	return false
 }
 
-func foldEq(a, b []byte) bool {
+// EqualFold reports whether a and b are equal under ASCII case folding
+// (field names, tokens; no Unicode folding, which HTTP does not have).
+func EqualFold(a, b []byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
 	for i := range a {
 		x, y := a[i], b[i]
 		if 'A' <= x && x <= 'Z' {

@@ -284,7 +284,7 @@ func (r *Request) semantics() *Error {
 	if string(r.Method) == "CONNECT" {
 		a = r.Target // authority-form
 	}
-	if a != nil && f.host != nil && !(len(a) == len(r.Host) && foldEq(a, r.Host)) {
+	if a != nil && f.host != nil && !(len(a) == len(r.Host) && EqualFold(a, r.Host)) {
 		return errHostTarget
 	}
 	if r.Minor == 0 {

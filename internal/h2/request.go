@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 
+	"github.com/spindlenet/spindle/internal/h1"
 	"github.com/spindlenet/spindle/internal/hpack"
 )
 
@@ -112,7 +113,7 @@ func (s *Server) request() {
 		s.bad = s.havePs&(method|scheme|path) != method|scheme|path || len(r.Path) == 0 ||
 			r.Path[0] != '/' && (string(r.Path) != "*" || string(r.Method) != "OPTIONS")
 	}
-	if s.haveHost && s.havePs&authority != 0 && !eqFold(s.bytes(s.host, true), r.Authority) {
+	if s.haveHost && s.havePs&authority != 0 && !h1.EqualFold(s.bytes(s.host, true), r.Authority) {
 		s.bad = true
 	}
 	if bytes.IndexByte(r.Authority, '@') >= 0 { // userinfo (8.3.1)
@@ -153,7 +154,7 @@ func connSpecific(name, value []byte) bool {
 	case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
 		return true
 	case "te":
-		return !eqFold(value, []byte("trailers"))
+		return !h1.EqualFold(value, []byte("trailers"))
 	}
 	return false
 }
@@ -170,23 +171,4 @@ func parseCL(b []byte) (int64, bool) {
 		v = v*10 + int64(c-'0')
 	}
 	return v, true
-}
-
-func eqFold(a, b []byte) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		x, y := a[i], b[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
 }
