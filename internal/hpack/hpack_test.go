@@ -334,3 +334,34 @@ func TestEviction(t *testing.T) {
 		t.Fatalf("table %q, want [aaaa: 3 bbbb: 2]", tab)
 	}
 }
+
+// TestDecodeFieldsCapped: every slice emit gets ends at its length, so an
+// append to one copies instead of writing over the block's next field (a
+// plain literal aliases the block) or a static entry's spare capacity (one
+// array shared by every connection's decoder).
+func TestDecodeFieldsCapped(t *testing.T) {
+	d := NewDecoder(4096, 0)
+	if _, err := decodeAll(d, dehex("4001 6101 62")); err != nil { // a: b into the table
+		t.Fatal(err)
+	}
+	block := dehex("82" + // :method: GET (static)
+		"0001 6101 62" + // a: b, plain
+		"0001 6301 64" + // c: d, plain
+		"0081 1f81 8f" + // a: b, Huffman ("a" 00011 and "b" 100011, padded with ones)
+		"7e01 65" + // a: e, the name copied from the table's entry 62
+		"bf") // a: b from the table (63 now)
+	var got []hf
+	err := d.Decode(block, func(f Field) error {
+		got = append(got, fmtField(f))
+		if cap(f.Name) != len(f.Name) || cap(f.Value) != len(f.Value) {
+			t.Errorf("%q: name cap %d len %d, value cap %d len %d", fmtField(f), cap(f.Name), len(f.Name), cap(f.Value), len(f.Value))
+		}
+		_ = append(f.Name, "XXXX"...)
+		_ = append(f.Value, "XXXX"...)
+		return nil
+	})
+	want := []hf{":method: GET", "a: b", "c: d", "a: b", "a: e", "a: b"}
+	if err != nil || !eqList(got, want) {
+		t.Fatalf("Decode = %q, %v; want %q", got, err, want)
+	}
+}
