@@ -114,7 +114,7 @@ func (d *Decoder) Decode(block []byte, emit func(Field) error) error {
 				if index && i > staticLen {
 					// The entry may be evicted by adding this one (4.4).
 					d.nbuf = append(d.nbuf, f.Name...)
-					f.Name = d.nbuf
+					f.Name = d.nbuf[:len(d.nbuf):len(d.nbuf)]
 				}
 			}
 			if f.Value, p, err = d.readString(p, &d.vbuf); err != nil {
@@ -149,7 +149,8 @@ func (d *Decoder) get(i uint64) (name, value []byte, err error) {
 	case i <= staticLen:
 		e := &staticTable[i]
 		n := len(e.name)
-		return staticBytes[i][:n:n], staticBytes[i][n:], nil
+		b := staticBytes[i]
+		return b[:n:n], b[n:len(b):len(b)], nil
 	case i-staticLen <= uint64(d.t.len()):
 		name, value = d.t.field(d.t.at(int(i - staticLen)))
 		return name, value, nil
@@ -159,7 +160,8 @@ func (d *Decoder) get(i uint64) (name, value []byte, err error) {
 
 // readString reads a string literal (5.2) from p, returning it and the rest
 // of p. A Huffman-coded string is decoded into *buf; a plain one aliases p.
-// The length is checked against p before anything is decoded.
+// The length is checked against p before anything is decoded. s ends at its
+// length (an append to it copies), as every slice Decode emits does.
 func (d *Decoder) readString(p []byte, buf *[]byte) (s, rest []byte, err error) {
 	if len(p) == 0 {
 		return nil, nil, errTruncated
@@ -173,14 +175,14 @@ func (d *Decoder) readString(p []byte, buf *[]byte) (s, rest []byte, err error) 
 	if l > uint64(len(p)) {
 		return nil, nil, errTruncated
 	}
-	s, rest = p[:l], p[l:]
+	s, rest = p[:l:l], p[l:]
 	if !huff {
 		return s, rest, nil
 	}
 	if *buf, err = huffDecode((*buf)[:0], s); err != nil {
 		return nil, nil, err
 	}
-	return *buf, rest, nil
+	return (*buf)[:len(*buf):len(*buf)], rest, nil
 }
 
 // staticBytes[i] is staticTable[i]'s name and value back to back, so that

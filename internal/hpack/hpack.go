@@ -6,7 +6,8 @@ import (
 )
 
 // Field is one header field. Name and Value alias the decoder's memory
-// (valid only during the emit call) or the caller's (encoder).
+// (valid only during the emit call; each ends at its length, so an append
+// copies) or the caller's (encoder).
 type Field struct {
 	Name, Value []byte
 	Sensitive   bool // never-indexed representation (RFC 7541 6.2.3)
