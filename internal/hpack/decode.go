@@ -43,7 +43,10 @@ func (d *Decoder) SetMaxTableSize(n uint32) {
 // must end. When emit returns an error, or the list exceeds maxList, Decode
 // calls emit no more but decodes the rest of the block, keeping the table in
 // step, and returns emit's first error or ErrListTooLarge (in that order)
-// unless the block turns out to be malformed.
+// unless the block turns out to be malformed or the fields it adds to the
+// table come to more than 4×maxList bytes (then decoding stops there, an
+// error that ends the connection: a legitimate list, which holds every
+// field added, is at most maxList).
 func (d *Decoder) Decode(block []byte, emit func(Field) error) error {
 	p := block
 	updates, sawNeeded := 0, !d.needUpdate
@@ -71,6 +74,7 @@ func (d *Decoder) Decode(block []byte, emit func(Field) error) error {
 
 	var (
 		list     uint64
+		added    uint64 // bytes copied into the table
 		emitErr  error
 		tooLarge bool
 	)
@@ -122,6 +126,10 @@ func (d *Decoder) Decode(block []byte, emit func(Field) error) error {
 			}
 			if index {
 				d.t.add(f.Name, f.Value, 0, 0)
+				added += uint64(len(f.Name) + len(f.Value))
+				if d.maxList > 0 && added > floodFactor*d.maxList {
+					return errListFlood
+				}
 			}
 		}
 		list += entrySize(len(f.Name), len(f.Value))

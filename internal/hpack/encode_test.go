@@ -303,3 +303,39 @@ func BenchmarkEncode(b *testing.B) {
 		})
 	}
 }
+
+// TestDecodeListFlood: a block whose literals with incremental indexing
+// copy far more than maxList into the table (here two bytes on the wire per
+// field naming a 3,900-byte dynamic entry, which each copies again) ends
+// the connection instead of being decoded to its end: the work a block
+// costs stays bounded by the limit, not by how much a few bytes expand to.
+func TestDecodeListFlood(t *testing.T) {
+	// A literal with incremental indexing of a new 3,900-byte name (the
+	// encoder would not index it: over 3/4 of the table), then literals
+	// with incremental indexing naming index 62 (the big entry) with an
+	// empty value: 0x7e 0x00, two bytes per 3,932-byte field.
+	big := strings.Repeat("n", 3900)
+	first := appendInt([]byte{0x40}, 0, 7, uint64(len(big)))
+	first = appendInt(append(first, big...), 0, 7, 1)
+	first = append(first, 'v')
+	blk := bytes.Clone(first)
+	for range 2000 {
+		blk = append(blk, 0x7e, 0x00)
+	}
+	d := NewDecoder(4096, 1<<14)
+	n := 0
+	err := d.Decode(blk, func(Field) error { n++; return nil })
+	if !errors.Is(err, errListFlood) {
+		t.Fatalf("Decode = %v after %d fields, want errListFlood", err, n)
+	}
+	// Past maxList but within the flood bound: the block is decoded and the
+	// table kept in step (ErrListTooLarge, the connection may go on).
+	blk = bytes.Clone(first)
+	for range 8 {
+		blk = append(blk, 0x7e, 0x00)
+	}
+	d = NewDecoder(4096, 1<<14)
+	if err := d.Decode(blk, func(Field) error { return nil }); !errors.Is(err, ErrListTooLarge) {
+		t.Fatalf("Decode = %v, want ErrListTooLarge", err)
+	}
+}

@@ -29,7 +29,17 @@ var (
 	errLateUpdate     = errors.New("hpack: dynamic table size update after a field")
 	errTooManyUpdates = errors.New("hpack: more than two dynamic table size updates")
 	errMissingUpdate  = errors.New("hpack: required dynamic table size update missing")
+	errListFlood      = errors.New("hpack: a block adds more than 4 times the header list limit to the table")
 )
+
+// floodFactor bounds the bytes a block's literals with incremental indexing
+// may copy into the dynamic table, as a multiple of maxList, while Decode
+// goes on decoding past maxList to keep the table in step: two bytes on the
+// wire can name a dynamic entry of up to the table's size, which each such
+// literal copies again, so a block of a frame's size could cost tens of
+// megabytes of copying. (Indexed fields copy nothing: a list of them past
+// maxList stays ErrListTooLarge.)
+const floodFactor = 4
 
 // readInt decodes an integer with an n-bit prefix (RFC 7541 5.1) from p,
 // returning it and the bytes it took. Values above 2^32-1 and more than five
