@@ -3,10 +3,13 @@ package hello
 import (
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spindlenet/spindle/engine"
 	"github.com/spindlenet/spindle/internal/h1"
+	"github.com/spindlenet/spindle/internal/h2"
 )
 
 // Limits on a request.
@@ -59,10 +62,15 @@ var (
 	}
 )
 
-// Handler serves hello, world. Its methods run on the loop goroutine of the
-// connection.
+// Handler serves hello, world over HTTP/1.1, and over HTTP/2 to a client
+// that starts with its preface (h2c with prior knowledge). Its methods run
+// on the loop goroutine of the connection, but Shutdown.
 type Handler struct {
 	engine.BaseHandler
+
+	draining atomic.Bool // Shutdown was called
+	mu       sync.Mutex
+	h2conns  map[*h2conn]struct{} // the open HTTP/2 connections, for Shutdown
 }
 
 // conn is a connection's state: the request being read, whose body is
@@ -75,7 +83,9 @@ type conn struct {
 	keep    bool       // the request keeps the connection open
 	http10  bool       // an HTTP/1.0 request: its keep-alive is said in the response
 	isHead  bool       // a HEAD request: the response has no body
-	pending []byte     // a request head not complete yet
+	pending []byte     // a request head not complete yet, or the start of the HTTP/2 preface
+	decided bool       // the first bytes were not the HTTP/2 preface: HTTP/1.1
+	h2      *h2conn    // the first bytes were the HTTP/2 preface
 }
 
 // OnOpen attaches the connection's state. Loop goroutine.
@@ -87,6 +97,28 @@ func (h *Handler) OnOpen(c *engine.Conn) { c.SetContext(&conn{}) }
 func (h *Handler) OnData(c *engine.Conn, b engine.Buffer) bool {
 	st := c.Context().(*conn)
 	data := b.Bytes()
+	if st.h2 != nil {
+		st.h2.onData(data)
+		return false
+	}
+	if !st.decided {
+		// HTTP/2 if the first 24 bytes are the preface, over as many
+		// reads as it takes; HTTP/1.1 from the first byte that differs.
+		k := len(st.pending)
+		m := min(len(data), len(h2.ClientPreface)-k)
+		switch {
+		case string(data[:m]) != h2.ClientPreface[k:k+m]:
+			st.decided = true
+		case k+m < len(h2.ClientPreface): // m == len(data)
+			st.pending = append(st.pending, data...)
+			return false
+		default:
+			st.h2 = h.startH2(c, st.pending)
+			st.pending = nil
+			st.h2.onData(data)
+			return false
+		}
+	}
 	if len(st.pending) > 0 {
 		st.pending = append(st.pending, data...)
 		data = st.pending
@@ -130,6 +162,24 @@ func (h *Handler) OnData(c *engine.Conn, b engine.Buffer) bool {
 	// data may alias st.pending: append copies it down.
 	st.pending = append(st.pending[:0], data...)
 	return false
+}
+
+// OnWritable: c's queue drained below half the high-water mark, and the
+// engine reads c again. Neither protocol holds output back meanwhile: the
+// paused reads are the backpressure (no request is read, so none is
+// answered). An HTTP/2 connection queues what its Server may have pending
+// and closes if the Server is done. Loop goroutine.
+func (h *Handler) OnWritable(c *engine.Conn) {
+	if st, _ := c.Context().(*conn); st != nil && st.h2 != nil {
+		st.h2.flush()
+	}
+}
+
+// OnClose ends an HTTP/2 connection's Server and forgets it. Loop goroutine.
+func (h *Handler) OnClose(c *engine.Conn, err error) {
+	if st, _ := c.Context().(*conn); st != nil && st.h2 != nil {
+		st.h2.closed()
+	}
 }
 
 // start begins reading the body of the request st.req just parsed from a

@@ -199,7 +199,14 @@ func startServer(t *testing.T, backend engine.Backend) (string, *engine.Engine) 
 // startHandler is startServer serving with h; backend "" is the default.
 func startHandler(t *testing.T, backend engine.Backend, h engine.Handler) (string, *engine.Engine) {
 	t.Helper()
-	e, err := engine.New(&engine.Config{Backend: backend, Logf: func(string, ...any) {}}, h)
+	return startConfig(t, &engine.Config{Backend: backend}, h)
+}
+
+// startConfig is startHandler with the engine's config (its Logf quiet).
+func startConfig(t *testing.T, cfg *engine.Config, h engine.Handler) (string, *engine.Engine) {
+	t.Helper()
+	cfg.Logf = func(string, ...any) {}
+	e, err := engine.New(cfg, h)
 	if err != nil {
 		t.Fatal(err)
 	}
