@@ -148,14 +148,22 @@ type server struct {
 	// Passive health (with PoolConfig.Passive): fails counts consecutive
 	// failed connects from every loop, errs consecutive failed HTTP
 	// exchanges (with http_errors); until is the Proxy.now at which an
-	// ejection ends, 0 for none (or an http_errors ejection run out,
-	// until an exchange succeeds); streak counts the ejections in a row
-	// (the next lasts streak+1 cooldowns, up to max_cooldown), cleared by
-	// a recovery; httpEj tells an ejection by errs from one by fails;
+	// ejection ends and, in its low bit, the ejection's reason (untilOf),
+	// 0 for none (or an http_errors ejection run out, until an exchange
+	// succeeds); streak counts the ejections in a row (the next lasts
+	// streak+1 cooldowns, up to max_cooldown), cleared by a recovery;
 	// ejections counts ejections by reason (ejectConnect, ejectHTTP).
+	//
+	// until is one value so that a loop that ends an ejection (a
+	// CompareAndSwap from what it read) ends the one whose end and reason
+	// it decided on. streak is apart: it is read by eject before its
+	// CompareAndSwap on until and stored after, and a recovery stores 0
+	// after its own, so a store can land out of order with another loop's
+	// (an ejection's streak after a recovery cleared it, or the reverse).
+	// That costs one ejection's length, within cooldown and max_cooldown,
+	// never whether a server is ejected, and the next recovery clears it.
 	fails, errs   atomic.Int64
 	until, streak atomic.Int64
-	httpEj        atomic.Bool
 	ejections     [2]atomic.Uint64
 	now           func() int64 // the proxy's clock
 }
@@ -166,6 +174,25 @@ const (
 	ejectHTTP           // http_errors failed exchanges
 )
 
+// untilHTTP is until's low bit: set for an ejection for failed exchanges
+// (ejectHTTP), clear for failed connects.
+const untilHTTP = 1
+
+// untilOf returns until's value for an ejection for reason that ends at
+// end: end rounded up to even (a nanosecond later at most), the low bit
+// the reason's. Never 0 (end is past a Proxy.now, which is not negative).
+func untilOf(end int64, reason int) int64 {
+	u := (min(end, math.MaxInt64-1) + 1) &^ untilHTTP
+	if reason == ejectHTTP {
+		u |= untilHTTP
+	}
+	return u
+}
+
+// ejectedAt reports whether until's value u is an ejection that has not
+// ended at now.
+func ejectedAt(u, now int64) bool { return u != 0 && now < u&^untilHTTP }
+
 // up reports whether s may take new connections: neither the active checks
 // nor passive health mark it down. Any goroutine.
 func (s *server) up() bool { return !s.down.Load() && !s.ejected() }
@@ -175,7 +202,7 @@ func (s *server) up() bool { return !s.down.Load() && !s.ejected() }
 // goroutine.
 func (s *server) ejected() bool {
 	u := s.until.Load()
-	return u != 0 && s.now() < u
+	return u != 0 && ejectedAt(u, s.now())
 }
 
 // connectFailed records a failed connect for passive health: the fails-th
@@ -205,7 +232,7 @@ func (s *server) connected(pc *PassiveConfig) {
 	if s.fails.Load() != 0 {
 		s.fails.Store(0)
 	}
-	if u := s.until.Load(); u != 0 && !s.httpEj.Load() && s.until.CompareAndSwap(u, 0) {
+	if u := s.until.Load(); u != 0 && u&untilHTTP == 0 && s.until.CompareAndSwap(u, 0) {
 		s.streak.Store(0)
 	}
 }
@@ -230,7 +257,7 @@ func (s *server) exchanged(pl *pool, ok bool) {
 	if s.errs.Load() != 0 {
 		s.errs.Store(0)
 	}
-	if u := s.until.Load(); u != 0 && s.now() >= u && s.until.CompareAndSwap(u, 0) {
+	if u := s.until.Load(); u != 0 && !ejectedAt(u, s.now()) && s.until.CompareAndSwap(u, 0) {
 		s.streak.Store(0)
 	}
 }
@@ -247,8 +274,11 @@ func (s *server) eject(pl *pool, reason int) {
 	pc := pl.passive
 	now := s.now()
 	u := s.until.Load()
-	if u != 0 && now < u {
+	if ejectedAt(u, now) {
 		return // ejected already
+	}
+	if ejectStep != nil {
+		ejectStep(s, ejectRead)
 	}
 	if pct := *pc.MaxEjectedPercent; pct < 100 {
 		sh := pl.shared
@@ -267,19 +297,33 @@ func (s *server) eject(pl *pool, reason int) {
 	if k <= top/base {
 		d = base * k
 	}
-	if s.until.CompareAndSwap(u, now+min(d, math.MaxInt64-now)) {
+	if s.until.CompareAndSwap(u, untilOf(now+min(d, math.MaxInt64-now), reason)) {
+		if ejectStep != nil {
+			ejectStep(s, ejectMade)
+		}
 		s.streak.Store(k)
-		s.httpEj.Store(reason == ejectHTTP)
 		s.ejections[reason].Add(1)
 	}
 }
+
+// ejectStep, when set (by tests), is called by eject at each stage:
+// ejectRead (the server's state read, found not ejected) and ejectMade
+// (the ejection recorded, before its streak and count), so that a test can
+// run another loop's call in between.
+var ejectStep func(s *server, stage int)
+
+// eject's stages, for ejectStep.
+const (
+	ejectRead = iota
+	ejectMade
+)
 
 // ejectedCount is the number of pl's servers passive health has ejected
 // at now.
 func (pl *pool) ejectedCount(now int64) int {
 	n := 0
 	for _, s := range pl.servers {
-		if u := s.until.Load(); u != 0 && now < u {
+		if ejectedAt(s.until.Load(), now) {
 			n++
 		}
 	}

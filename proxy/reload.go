@@ -497,8 +497,7 @@ func (g *generation) resetKept() {
 				s.streak.Store(0)
 			case ps.HTTPErrors == 0:
 				s.errs.Store(0)
-				if s.httpEj.Load() {
-					s.until.Store(0)
+				if u := s.until.Load(); u&untilHTTP != 0 && s.until.CompareAndSwap(u, 0) {
 					s.streak.Store(0)
 				}
 			}

@@ -1,0 +1,43 @@
+package proxy
+
+import (
+	"testing"
+	"time"
+)
+
+// passivePool returns a pool of n servers (no engine) with passive health
+// (fails 1, http_errors 1, cooldown a minute) under max_ejected_percent
+// pct, on a clock standing at 1s: the server methods' inputs.
+func passivePool(t *testing.T, n, pct int) *pool {
+	t.Cleanup(func() { ejectStep = nil })
+	pl := &pool{shared: new(poolShared), passive: &PassiveConfig{Fails: 1, HTTPErrors: 1,
+		Cooldown: Duration(time.Minute), MaxCooldown: Duration(10 * time.Minute), MaxEjectedPercent: new(pct)}}
+	for range n {
+		pl.servers = append(pl.servers, &server{now: func() int64 { return int64(time.Second) }})
+	}
+	return pl
+}
+
+// TestEjectReasonAtomic: a connect's success on another loop between an
+// ejection for failed exchanges being recorded and the rest of eject's
+// bookkeeping sees the ejection's reason with it: the ejection stands (it
+// is not ended as one for failed connects, to be made again and counted
+// twice).
+func TestEjectReasonAtomic(t *testing.T) {
+	pl := passivePool(t, 1, 100)
+	s := pl.servers[0]
+	ejectStep = func(srv *server, stage int) {
+		if stage == ejectMade {
+			srv.connected(pl.passive)
+		}
+	}
+	s.exchanged(pl, false)
+	if !s.ejected() || s.ejections[ejectHTTP].Load() != 1 {
+		t.Fatalf("a connect's success in eject's midst: ejected %v, %d http ejections; want ejected, 1", s.ejected(), s.ejections[ejectHTTP].Load())
+	}
+	ejectStep = nil
+	s.exchanged(pl, false)
+	if n := s.ejections[ejectHTTP].Load(); n != 1 || s.streak.Load() != 1 {
+		t.Errorf("the next failure: %d ejections, streak %d; want 1 and 1 (ejected already)", n, s.streak.Load())
+	}
+}
