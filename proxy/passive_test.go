@@ -41,3 +41,25 @@ func TestEjectReasonAtomic(t *testing.T) {
 		t.Errorf("the next failure: %d ejections, streak %d; want 1 and 1 (ejected already)", n, s.streak.Load())
 	}
 }
+
+// TestEjectRecheck: under max_ejected_percent a loop that found the
+// server in, while another loop ejected it before this one took the
+// pool's gate, finds it ejected under the gate: no refusal is counted.
+func TestEjectRecheck(t *testing.T) {
+	pl := passivePool(t, 2, 50)
+	s := pl.servers[0]
+	other := false
+	ejectStep = func(srv *server, stage int) {
+		if stage == ejectRead && !other {
+			other = true
+			srv.eject(pl, ejectHTTP) // another loop, at that moment
+		}
+	}
+	s.exchanged(pl, false)
+	if !other || !s.ejected() || s.ejections[ejectHTTP].Load() != 1 {
+		t.Fatalf("ejected %v, %d ejections; want ejected once", s.ejected(), s.ejections[ejectHTTP].Load())
+	}
+	if n := pl.shared.refused.Load(); n != 0 {
+		t.Errorf("%d ejections refused, want 0: the server was ejected, by the other loop", n)
+	}
+}

@@ -268,8 +268,9 @@ func (s *server) exchanged(pl *pool, ok bool) {
 // ejected servers and the ejection are made under the pool's gate, an
 // atomic flag taken without waiting: a loop that finds it taken (another
 // is ejecting a server of the pool at that moment) ejects nothing now,
-// and the server's next failure, its count standing, tries again. Any
-// loop.
+// and the server's next failure, its count standing, tries again. Under
+// the gate s is looked at again: another loop may have ejected it since,
+// and s counted among the ejected would count a refusal. Any loop.
 func (s *server) eject(pl *pool, reason int) {
 	pc := pl.passive
 	now := s.now()
@@ -286,6 +287,10 @@ func (s *server) eject(pl *pool, reason int) {
 			return
 		}
 		defer sh.gate.Store(false)
+		if u = s.until.Load(); ejectedAt(u, now) {
+			// Another loop ejected s since: no refusal to count.
+			return
+		}
 		if pl.ejectedCount(now) >= maxEjected(len(pl.servers), pct) {
 			sh.refused.Add(1)
 			return
