@@ -387,9 +387,11 @@ type PassiveConfig struct {
 	// HTTPErrorStatuses lists, a server that does not answer within
 	// response_timeout once the whole request reached it, one that closes
 	// or resets its connection before a complete response head, or a
-	// response head the proxy refuses (malformed, a 101 unasked): the
-	// exchanges the access log shows with such a status from upstream, ST,
-	// SD before a response and PH. Any other response clears the count; a
+	// response head the proxy refuses whatever the request (malformed, a
+	// 101 unasked, 1xx past 16): the exchanges the access log shows with
+	// such a status from upstream, ST, SD before a response and PH, but for
+	// a chunked response to HTTP/1.0 (the client's version's doing), which
+	// neither counts nor clears the count. Any other response clears it; a
 	// request retried on a new connection (a stale kept-alive one closed
 	// under it) counts once, by how the retry ends. What happens after a
 	// response head (a body cut short) is not counted. The count is apart

@@ -84,8 +84,13 @@
 // would let any client eject the servers), no response head within
 // response_timeout once the whole request reached the server (a body the
 // client stalls is the client's doing), a close or reset before a complete
-// response head, or a response head the proxy refuses: in the access log,
-// such a status from upstream, ST, SD before a response and PH. Another
+// response head, or a response head the proxy refuses whatever the
+// request was (malformed or oversized, its framing fields among them; a
+// 101 unasked or to a protocol not offered; more interim 1xx than 16): in
+// the access log, such a status from upstream, ST, SD before a response
+// and PH. A chunked response to an HTTP/1.0 request, refused too (PH),
+// neither counts nor clears the count: the client chose the version, and
+// would eject a server that answers HTTP/1.1 clients well. Another
 // response clears the count, and one after an ejection has run out ends it
 // (a connect's success does not: the server's answers decide); a request
 // retried because its kept-alive connection was closed under it counts

@@ -834,7 +834,13 @@ func (s *hsession) upData(c *engine.Conn, b engine.Buffer) {
 		s.uin = emptied(s.uin)
 		if s.refused() {
 			b.Release()
-			s.passive(false)
+			if s.resp.Status < 200 {
+				// A 101 unasked or to a protocol not offered, or 1xx
+				// past maxInterim: the server's, whatever the request. A
+				// chunked response to HTTP/1.0 is not counted, nor does
+				// it clear the count: the client chose the version.
+				s.passive(false)
+			}
 			s.closeUp(true)
 			s.x.term = termResponse
 			s.respond(502)

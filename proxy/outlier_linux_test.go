@@ -20,6 +20,8 @@ const (
 	modeClose = -2 // it closes the connection without an answer
 	modeBad   = -3 // a malformed response head
 	modeStale = -4 // 200 to a connection's first request; it closes on the next
+	modeChunk = -5 // 200 with a chunked (empty) body, whatever the request's version
+	modeUpg   = -6 // 101 to websocket, whatever the request asked
 )
 
 // outlierServer is a raw HTTP server that answers each request head as
@@ -67,6 +69,10 @@ func (o *outlierServer) serve(c net.Conn) {
 			resp = "HTTP/1.1 2000 What\r\n\r\n"
 		case mode == modeStale:
 			resp = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+		case mode == modeUpg:
+			resp = "HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n"
+		case mode == modeChunk:
+			resp = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
 		default:
 			resp = fmt.Sprintf("HTTP/1.1 %d Status\r\nContent-Length: 0\r\n\r\n", mode)
 		}
@@ -202,6 +208,48 @@ func TestHTTPPassiveCount(t *testing.T) {
 		}
 		if o.heads.Load() != heads {
 			t.Error("the ejected server got a request")
+		}
+	})
+}
+
+// TestHTTPPassiveClientRefusal: a response head the proxy refuses
+// because of the request the client chose (a chunked response to an
+// HTTP/1.0 request: 502) neither counts as a failed exchange nor clears
+// the count: HTTP/1.0 requests do not eject a server that always answers
+// chunked, and HTTP/1.1 ones get its answers. A refusal that is the
+// server's whatever the request (a 101 unasked) counts.
+func TestHTTPPassiveClientRefusal(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		o := newOutlierServer(t, 503)
+		p := startProxy(t, passiveConfig(b, 1, 2, time.Minute, o.addr))
+		if st := request(t, p); st != 503 {
+			t.Fatalf("%d, want the server's 503", st)
+		}
+		o.mode.Store(modeChunk)
+		for i := range 4 {
+			c := dial(t, p)
+			fmt.Fprintf(c, "GET /x HTTP/1.0\r\nHost: example.com\r\n\r\n")
+			resp, _ := readResponse(t, c, "GET")
+			c.Close()
+			if resp.StatusCode != 502 {
+				t.Fatalf("HTTP/1.0 request %d: %d, want 502 (a chunked response refused)", i, resp.StatusCode)
+			}
+		}
+		if st := serverTotals(p, o.addr); !st.Up || st.Ejections != 0 || st.ConsecutiveErrors != 1 {
+			t.Fatalf("after HTTP/1.0 requests answered chunked: %+v; want up, the one 503 counted", st)
+		}
+		if st := request(t, p); st != 200 {
+			t.Fatalf("HTTP/1.1: %d, want 200", st)
+		}
+		if st := serverTotals(p, o.addr); !st.Up || st.ConsecutiveErrors != 0 || o.heads.Load() != 6 {
+			t.Fatalf("after HTTP/1.1 answered: %+v, %d heads; want up, no error, 6 heads", st, o.heads.Load())
+		}
+		o.mode.Store(modeUpg)
+		if st := request(t, p); st != 502 {
+			t.Fatalf("a 101 unasked: %d, want 502", st)
+		}
+		if st := serverTotals(p, o.addr); st.ConsecutiveErrors != 1 {
+			t.Errorf("after a 101 unasked: %+v, want 1 error counted", st)
 		}
 	})
 }
