@@ -132,7 +132,7 @@ func (p *Proxy) WriteMetrics(w io.Writer) error {
 		fmt.Fprintf(bw, "spindle_proxy_server_passive_consecutive_failures{pool=\"%s\",server=\"%s\",reason=\"connect\"} %d\n", escape(s.Pool), escape(s.Server), s.ConsecutiveFails)
 		fmt.Fprintf(bw, "spindle_proxy_server_passive_consecutive_failures{pool=\"%s\",server=\"%s\",reason=\"http\"} %d\n", escape(s.Pool), escape(s.Server), s.ConsecutiveErrors)
 	}
-	family("spindle_proxy_pool_passive_ejections_refused_total", "counter", "Ejections passive health did not make because passive.max_ejected_percent of the pool's servers were ejected.")
+	family("spindle_proxy_pool_passive_ejections_refused_total", "counter", "Ejections passive health did not make because passive.max_ejected_percent of the pool's servers were out (ejected, or down by the health checks).")
 	for _, pl := range t.Pools {
 		fmt.Fprintf(bw, "spindle_proxy_pool_passive_ejections_refused_total{pool=\"%s\"} %d\n", escape(pl.Name), pl.EjectionsRefused)
 	}

@@ -411,15 +411,18 @@ type PassiveConfig struct {
 	// HTTPErrors is set, else Cooldown (every ejection lasts Cooldown,
 	// as before HTTPErrors existed).
 	MaxCooldown Duration `yaml:"max_cooldown,omitempty" json:"max_cooldown,omitempty"`
-	// MaxEjectedPercent bounds the share of the pool's servers passive
-	// health holds ejected at once, from 0 to 100: an ejection that would
-	// pass it is not made (and counted, each time). The bound is the
-	// servers' number times the percent over 100, rounded down, but at
-	// least 1 and, below 100, at most all servers but one: below 100 the
-	// last server up stays in, and at any percent above 0 one server can
-	// be ejected (Envoy's rule). 0 ejects none: passive health only
-	// counts (to watch what it would do). Servers the active checks hold
-	// down are not counted. Default 100: no bound.
+	// MaxEjectedPercent bounds the share of the pool's servers out at
+	// once, from 0 to 100, that passive health ejects to: servers it has
+	// ejected and servers the active checks hold down count alike, and an
+	// ejection that would pass the bound is not made (and counted, each
+	// time). The bound is the servers' number times the percent over 100,
+	// rounded down, but at least 1 and, below 100, at most all servers but
+	// one: below 100 passive health never ejects the last server up (the
+	// checks may still take it down), and at any percent above 0 it can
+	// eject one server of a pool the checks hold none of down (Envoy's
+	// rule; Envoy counts ejected hosts only, its panic threshold covering
+	// the rest). 0 ejects none: passive health only counts (to watch what
+	// it would do). Default 100: no bound.
 	MaxEjectedPercent *int `yaml:"max_ejected_percent,omitempty" json:"max_ejected_percent,omitempty"`
 }
 

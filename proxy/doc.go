@@ -104,10 +104,12 @@
 // the next back to cooldown. max_cooldown defaults to 10 cooldowns with
 // http_errors, and to cooldown without it: a passive section from before
 // http_errors keeps its constant cooldown. max_ejected_percent (default
-// 100) bounds the share of a pool's servers ejected at once: the servers'
-// number times the percent over 100, rounded down, but at least 1 (as
-// Envoy) and, below 100, all servers but one at most, so the last one
-// stays in; 0 ejects none (passive health counts, to watch before
+// 100) bounds the share of a pool's servers out at once that passive
+// health ejects to, those the active checks hold down counted with those
+// ejected: the servers' number times the percent over 100, rounded down,
+// but at least 1 (as Envoy) and, below 100, all servers but one at most,
+// so passive health never ejects the last server up (the checks may still
+// take it down); 0 ejects none (passive health counts, to watch before
 // enforcing). An ejection the bound refuses is counted
 // (spindle_proxy_pool_passive_ejections_refused_total), each time. Under a
 // bound below 100 an ejection is decided under a per-pool flag taken

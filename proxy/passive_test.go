@@ -63,3 +63,46 @@ func TestEjectRecheck(t *testing.T) {
 		t.Errorf("%d ejections refused, want 0: the server was ejected, by the other loop", n)
 	}
 }
+
+// TestMaxEjectedCountsDown: max_ejected_percent counts the servers the
+// active checks hold down with those ejected: of two servers under 50%,
+// with one down, the other's ejection is refused (it is the one taking
+// traffic); of three under 67%, one down, one more can be ejected, not
+// two. At 100% nothing is refused.
+func TestMaxEjectedCountsDown(t *testing.T) {
+	for _, c := range []struct {
+		n, pct, down int
+		want         []bool // each server's ejection after its failure, in order, from the first one up
+	}{
+		{2, 50, 1, []bool{false}},
+		{3, 67, 1, []bool{true, false}},
+		{2, 100, 1, []bool{true}},
+		{3, 34, 0, []bool{true, false, false}},
+	} {
+		pl := passivePool(t, c.n, c.pct)
+		for i := range c.down {
+			pl.servers[c.n-1-i].down.Store(true)
+		}
+		refused := 0
+		for i, want := range c.want {
+			s := pl.servers[i]
+			s.exchanged(pl, false)
+			if s.ejected() != want {
+				t.Errorf("%d servers, %d%%, %d down: server %d ejected %v, want %v", c.n, c.pct, c.down, i, s.ejected(), want)
+			}
+			if !want {
+				refused++
+			}
+		}
+		if n := pl.shared.refused.Load(); n != uint64(refused) {
+			t.Errorf("%d servers, %d%%, %d down: %d refused, want %d", c.n, c.pct, c.down, n, refused)
+		}
+		up := false
+		for _, s := range pl.servers {
+			up = up || s.up()
+		}
+		if c.pct < 100 && !up {
+			t.Errorf("%d servers, %d%%, %d down: none up", c.n, c.pct, c.down)
+		}
+	}
+}

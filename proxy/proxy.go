@@ -265,7 +265,7 @@ func (s *server) exchanged(pl *pool, ok bool) {
 // eject ejects s, a server of pl, for reason unless it is ejected already
 // or max_ejected_percent refuses: for a cooldown times its ejections in a
 // row, up to max_cooldown. Under a percent below 100 the pool's count of
-// ejected servers and the ejection are made under the pool's gate, an
+// servers out (outCount) and the ejection are made under the pool's gate, an
 // atomic flag taken without waiting: a loop that finds it taken (another
 // is ejecting a server of the pool at that moment) ejects nothing now,
 // and the server's next failure, its count standing, tries again. Under
@@ -291,7 +291,7 @@ func (s *server) eject(pl *pool, reason int) {
 			// Another loop ejected s since: no refusal to count.
 			return
 		}
-		if pl.ejectedCount(now) >= maxEjected(len(pl.servers), pct) {
+		if pl.outCount(now) >= maxEjected(len(pl.servers), pct) {
 			sh.refused.Add(1)
 			return
 		}
@@ -323,21 +323,25 @@ const (
 	ejectMade
 )
 
-// ejectedCount is the number of pl's servers passive health has ejected
-// at now.
-func (pl *pool) ejectedCount(now int64) int {
+// outCount is the number of pl's servers out at now: ejected by passive
+// health or held down by the active checks. max_ejected_percent bounds
+// both together, so that below 100 passive health never takes out the
+// last server the checks leave up (Envoy counts only ejected hosts, its
+// panic threshold covering the rest; there is none such here).
+func (pl *pool) outCount(now int64) int {
 	n := 0
 	for _, s := range pl.servers {
-		if ejectedAt(s.until.Load(), now) {
+		if s.down.Load() || ejectedAt(s.until.Load(), now) {
 			n++
 		}
 	}
 	return n
 }
 
-// maxEjected is how many of a pool's n servers passive health may hold
-// ejected at once under max_ejected_percent pct: n*pct/100 rounded down,
-// but at least 1 and, below 100, at most n-1 (0 for pct 0).
+// maxEjected is the bound max_ejected_percent pct puts on a pool of n
+// servers: passive health ejects one only while fewer are out (outCount).
+// n*pct/100 rounded down, but at least 1 and, below 100, at most n-1 (0
+// for pct 0).
 func maxEjected(n, pct int) int {
 	switch {
 	case pct >= 100:

@@ -12,8 +12,8 @@ type Totals struct {
 type PoolTotals struct {
 	Name string
 	// EjectionsRefused counts the ejections passive health did not make
-	// because max_ejected_percent of the pool's servers were ejected
-	// (each failure past the threshold while the bound held). A pool a
+	// because max_ejected_percent of the pool's servers were out (ejected
+	// or held down by the active checks) (each failure past the threshold while the bound held). A pool a
 	// reload changed keeps it.
 	EjectionsRefused uint64
 }
