@@ -591,11 +591,21 @@ func (r *proxyRunner) startProxy(ctx context.Context, a proxyArm) (*proxyProc, e
 	if err != nil {
 		return nil, err
 	}
+	return startServing(ctx, argv, r.cfg.Env, r.cfg.ProxyCPUs, listen, func() error { return echoCheck(listen, r.framing(listen)) }, a.check)
+}
+
+// startServing starts argv (with env added to this process's environment)
+// pinned to cpus, as the leader of a process group of its own, and waits
+// up to ten seconds until ready, which checks the server on listen,
+// passes. check, when set, then looks at what the program wrote (see
+// proxyArm.check). A program that exits first, or is not ready in time,
+// is an error carrying its output.
+func startServing(ctx context.Context, argv, env []string, cpus []int, listen string, ready func() error, check func(string) error) (*proxyProc, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), r.cfg.Env...)
+	cmd.Env = append(os.Environ(), env...)
 	p := &proxyProc{cmd: cmd, addr: listen, errb: &lockedBuffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.errb, p.errb
-	if err := startPinned(cmd, r.cfg.ProxyCPUs); err != nil {
+	if err := startPinned(cmd, cpus); err != nil {
 		return nil, fmt.Errorf("start %s: %w", argv[0], err)
 	}
 	go func() {
@@ -604,9 +614,9 @@ func (r *proxyRunner) startProxy(ctx context.Context, a proxyArm) (*proxyProc, e
 	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		err := echoCheck(listen, r.framing(listen))
-		if err == nil && a.check != nil {
-			if cerr := a.check(p.errb.String()); cerr != nil {
+		err := ready()
+		if err == nil && check != nil {
+			if cerr := check(p.errb.String()); cerr != nil {
 				p.stop()
 				return nil, cerr
 			}
@@ -785,10 +795,21 @@ func (r *proxyRunner) finish() {
 			coarse++
 		}
 	}
-	rep.Notes = append(rep.Notes, "loopback; proxy CPU is the CPU time of every thread of the proxy's process (and of any children it forked) over each window: the threads' schedstat run time (ns; the clock utime+stime are scaled from), softirq work the kernel did for it on other CPUs not included")
+	rep.Notes = append(rep.Notes, processCPUNote("proxy"))
 	if coarse > 0 {
-		rep.Notes = append(rep.Notes, fmt.Sprintf("%d measurements' proxy CPU is utime+stime from /proc/PID/stat, in %d ms ticks (the proxy's threads changed during the window, or schedstat is missing): in a short window it is coarse", coarse, ClockTick/1_000_000))
+		rep.Notes = append(rep.Notes, coarseCPUNote(coarse, "proxy"))
 	}
+}
+
+// processCPUNote says how the CPU of who's process is counted (proxyCPU
+// over ProcessCPU reads at a window's edges).
+func processCPUNote(who string) string {
+	return fmt.Sprintf("loopback; %[1]s CPU is the CPU time of every thread of the %[1]s's process (and of any children it forked) over each window: the threads' schedstat run time (ns; the clock utime+stime are scaled from), softirq work the kernel did for it on other CPUs not included", who)
+}
+
+// coarseCPUNote says n measurements' CPU of who came from utime+stime.
+func coarseCPUNote(n int, who string) string {
+	return fmt.Sprintf("%d measurements' %s CPU is utime+stime from /proc/PID/stat, in %d ms ticks (the %s's threads changed during the window, or schedstat is missing): in a short window it is coarse", n, who, ClockTick/1_000_000, who)
 }
 
 // proxyBusyPercent is the share of a CPU (every arm's data path is one
@@ -830,18 +851,12 @@ func summarizeProxy(results []ProxyResult) []ProxySummaryRow {
 		}
 		rows = append(rows, row)
 	}
-	ratio := func(a, b float64) float64 {
-		if b == 0 {
-			return 0
-		}
-		return a / b
-	}
 	if len(rows) > 0 {
 		first := rows[0]
 		for i := range rows {
-			rows[i].RPSRatio = ratio(rows[i].AchievedRPS.Median, first.AchievedRPS.Median)
-			rows[i].P99Ratio = ratio(rows[i].P99.Median, first.P99.Median)
-			rows[i].ProxyCPURatio = ratio(rows[i].ProxyUSPerReq.Median, first.ProxyUSPerReq.Median)
+			rows[i].RPSRatio = ratioOf(rows[i].AchievedRPS.Median, first.AchievedRPS.Median)
+			rows[i].P99Ratio = ratioOf(rows[i].P99.Median, first.P99.Median)
+			rows[i].ProxyCPURatio = ratioOf(rows[i].ProxyUSPerReq.Median, first.ProxyUSPerReq.Median)
 		}
 	}
 	return rows

@@ -17,7 +17,7 @@ import (
 )
 
 func init() {
-	register("bench", "measure arms side by side: latency and CPU per request (bench sweep|proxy|server|client)", runBench)
+	register("bench", "measure arms side by side: latency and CPU per request (bench sweep|proxy|http2|server|client)", runBench)
 }
 
 // benchFlags are the flags shared by bench and bench sweep.
@@ -201,6 +201,10 @@ func runBench(ctx context.Context, args []string) error {
 			return runBenchSweep(ctx, args[1:])
 		case "proxy":
 			return runBenchProxy(ctx, args[1:])
+		case "http2":
+			return runBenchHTTP2(ctx, args[1:])
+		case "http2-server":
+			return bench.ServeHTTP2Main(ctx, args[1:])
 		}
 	}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
@@ -208,6 +212,7 @@ func runBench(ctx context.Context, args []string) error {
 		fmt.Fprintln(fs.Output(), "usage: spindle bench [flags]            every arm: closed-loop peak, then open loop at 50% and 80% of the slowest peak\n"+
 			"       spindle bench sweep [flags]      closed-loop grid of loops × compute-us × arm\n"+
 			"       spindle bench proxy [flags]      L4 proxies side by side (spindle, HAProxy, nginx, none) in front of one echo server\n"+
+			"       spindle bench http2 [flags]      HTTP/2 servers side by side (spindle, Go's net/http, nginx), h2c under h2load\n"+
 			"       spindle bench server [flags]     the server half (-arm, -listen, -loops, -cpus, -compute-us)\n"+
 			"       spindle bench client [flags]     the client half against -addr")
 		fs.PrintDefaults()

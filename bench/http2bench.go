@@ -1,0 +1,735 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// HTTP2Schema names the layout of an HTTP/2 report (HTTP2Report).
+const HTTP2Schema = "spindle-bench-http2/1"
+
+// The arms of `spindle bench http2`.
+const (
+	HTTP2ArmSpindleUring = "spindle-uring"
+	HTTP2ArmSpindleEpoll = "spindle-epoll"
+	HTTP2ArmGoNetHTTP    = "go-net-http"
+	HTTP2ArmNginx        = "nginx"
+)
+
+// HTTP2Arms are the arms of `spindle bench http2`, in their default order.
+var HTTP2Arms = []string{HTTP2ArmSpindleUring, HTTP2ArmSpindleEpoll, HTTP2ArmGoNetHTTP, HTTP2ArmNginx}
+
+// HTTP2Config's defaults and bounds.
+const (
+	DefaultHTTP2Duration = 60 * time.Second
+	DefaultHTTP2Reps     = 3
+	DefaultHTTP2Conns    = 50
+	DefaultHTTP2Body     = 64
+	MinHTTP2Body         = 0
+	MaxHTTP2Body         = MaxPayload
+)
+
+// DefaultHTTP2Streams are the streams per connection measured by default:
+// one (each request waits for the one before it on its connection: the
+// protocol's cost per request) and ten (multiplexed).
+var DefaultHTTP2Streams = []int{1, 10}
+
+// HTTP2Config configures `spindle bench http2`: HTTP/2 servers (h2c with
+// prior knowledge) side by side under h2load. The zero value of a field
+// selects its default.
+type HTTP2Config struct {
+	// Arms names the arms to run, in order; nil runs HTTP2Arms. The first
+	// arm that runs is the one the report's ratios divide by.
+	Arms []string
+	// Duration is the measuring budget, shared among the measurements
+	// (each gets a fifth as warm-up, the rest as its window); start-up
+	// comes on top. Default 60 s.
+	Duration time.Duration
+	// Reps is the number of repetitions; arms alternate within each
+	// (ABAB…). Default 3.
+	Reps int
+	// Conns is h2load's connections (-c). Default 50.
+	Conns int
+	// Streams lists the streams in flight per connection (h2load -m,
+	// closed loop), each a load point of its own. Default
+	// DefaultHTTP2Streams.
+	Streams []int
+	// Body is the response body size, MinHTTP2Body to MaxHTTP2Body.
+	// Default 64.
+	Body int
+	// ServerCPUs pins the server process (all its threads). Default: the
+	// first CPU this process may run on.
+	ServerCPUs []int
+	// ClientCPUs pins h2load, which runs one thread per CPU. Default: the
+	// second CPU this process may run on (the first on a single CPU).
+	ClientCPUs []int
+	// ServerCommand starts the arms served by this binary; the harness
+	// appends -arm, -listen, -cpus and -body. Default: this executable
+	// with "bench http2-server".
+	ServerCommand []string
+	// H2load is the h2load program. Default: "h2load" on PATH.
+	H2load string
+	// Env is added to the environment of the server children.
+	Env []string
+	// Progress receives one line per measurement; nil discards them.
+	Progress io.Writer
+}
+
+// HTTP2Report is the result of `spindle bench http2`.
+type HTTP2Report struct {
+	// Schema is HTTP2Schema.
+	Schema string `json:"schema"`
+	// Started is when the run started (UTC); Seconds how long it took.
+	Started time.Time `json:"started"`
+	Seconds float64   `json:"seconds"`
+	// Host is the machine the run was made on.
+	Host Host `json:"host"`
+	// Config is the run's settings, defaults filled in.
+	Config HTTP2Settings `json:"config"`
+	// Arms lists every arm asked for; the skipped ones say why.
+	Arms []ArmInfo `json:"arms"`
+	// Results are the measurements, in the order they were made.
+	Results []HTTP2Result `json:"results"`
+	// Summary has one row per arm and streams value, in order.
+	Summary []HTTP2SummaryRow `json:"summary"`
+	// Notes are things a reader of the figures should know.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// HTTP2Settings are an HTTP/2 run's settings as measured.
+type HTTP2Settings struct {
+	Conns         int   `json:"conns"`
+	Streams       []int `json:"streams"`
+	Body          int   `json:"body"`
+	Reps          int   `json:"reps"`
+	ServerCPUs    []int `json:"server_cpus"`
+	ClientCPUs    []int `json:"client_cpus"`
+	ClientThreads int   `json:"client_threads"`
+	// H2load is what `h2load --version` says.
+	H2load        string  `json:"h2load"`
+	WarmupSeconds float64 `json:"warmup_seconds"`
+	WindowSeconds float64 `json:"window_seconds"`
+}
+
+// HTTP2Result is one measurement of one arm at one streams value.
+type HTTP2Result struct {
+	Arm     string `json:"arm"`
+	Streams int    `json:"streams"`
+	Rep     int    `json:"rep"`
+	// AchievedRPS is the requests of h2load's main duration (every one
+	// verified) per second of it.
+	AchievedRPS float64 `json:"achieved_rps"`
+	// Requests is the requests done in the main duration.
+	Requests uint64 `json:"requests"`
+	// Latency is from h2load's log: each request's time from its start to
+	// the end of its response.
+	Latency Percentiles `json:"latency"`
+	// ServerUSPerReq is the server's CPU (every thread of its process and
+	// of any children) per request, in µs.
+	ServerUSPerReq float64 `json:"server_us_per_req"`
+	// ServerCPUPercent is that CPU as a percent of one CPU.
+	ServerCPUPercent float64 `json:"server_cpu_percent"`
+	// ServerCPUSource is "schedstat" or "stat", as ProxyResult's.
+	ServerCPUSource string `json:"server_cpu_source,omitempty"`
+	// ClientCPUPercent is h2load's CPU as a percent of the client CPUs.
+	ClientCPUPercent float64 `json:"client_cpu_percent"`
+}
+
+// HTTP2SummaryRow is one arm's medians (with min and max) at one streams
+// value over the repetitions, and its ratios to the first arm's medians
+// at that streams value.
+type HTTP2SummaryRow struct {
+	Arm            string `json:"arm"`
+	Streams        int    `json:"streams"`
+	Reps           int    `json:"reps"`
+	AchievedRPS    Spread `json:"achieved_rps"`
+	P50            Spread `json:"p50_us"`
+	P99            Spread `json:"p99_us"`
+	P999           Spread `json:"p99_9_us"`
+	ServerUSPerReq Spread `json:"server_us_per_req"`
+	// ServerCPUPercent and ClientCPUPercent are medians.
+	ServerCPUPercent float64 `json:"server_cpu_percent"`
+	ClientCPUPercent float64 `json:"client_cpu_percent"`
+	// The ratios of this arm's medians to the first arm's (1 for the
+	// first arm; 0 where the first arm's figure is 0).
+	RPSRatio       float64 `json:"rps_ratio"`
+	P99Ratio       float64 `json:"p99_ratio"`
+	ServerCPURatio float64 `json:"server_cpu_ratio"`
+}
+
+func (c HTTP2Config) withDefaults() (HTTP2Config, error) {
+	if c.Duration < 0 || c.Reps < 0 || c.Conns < 0 {
+		return c, fmt.Errorf("bench: negative setting (duration %v, reps %d, conns %d)", c.Duration, c.Reps, c.Conns)
+	}
+	if c.Duration == 0 {
+		c.Duration = DefaultHTTP2Duration
+	}
+	if c.Reps == 0 {
+		c.Reps = DefaultHTTP2Reps
+	}
+	if c.Conns == 0 {
+		c.Conns = DefaultHTTP2Conns
+	}
+	if c.Streams == nil {
+		c.Streams = slices.Clone(DefaultHTTP2Streams)
+	}
+	for i, s := range c.Streams {
+		if s < 1 || slices.Contains(c.Streams[:i], s) {
+			return c, fmt.Errorf("bench: streams %v: each at least 1, none twice", c.Streams)
+		}
+	}
+	if c.Body == 0 {
+		c.Body = DefaultHTTP2Body
+	}
+	if c.Body < MinHTTP2Body || c.Body > MaxHTTP2Body {
+		return c, fmt.Errorf("bench: body %d outside %d..%d", c.Body, MinHTTP2Body, MaxHTTP2Body)
+	}
+	if c.Arms == nil {
+		c.Arms = slices.Clone(HTTP2Arms)
+	}
+	for i, a := range c.Arms {
+		if !slices.Contains(HTTP2Arms, a) {
+			return c, fmt.Errorf("bench: unknown http2 arm %q (arms: %s)", a, strings.Join(HTTP2Arms, ", "))
+		}
+		if slices.Contains(c.Arms[:i], a) {
+			return c, fmt.Errorf("bench: http2 arm %s given twice", a)
+		}
+	}
+	var online []int
+	c.ServerCPUs, c.ClientCPUs, online, _ = defaultCPUs(c.ServerCPUs, c.ClientCPUs)
+	if err := checkOnline(online, "CPU", slices.Concat(c.ServerCPUs, c.ClientCPUs)); err != nil {
+		return c, err
+	}
+	if c.H2load == "" {
+		c.H2load = "h2load"
+	}
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+	if len(c.ServerCommand) == 0 {
+		var err error
+		if c.ServerCommand, err = selfCommand("bench", "http2-server"); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+// http2Arm is how one arm is started.
+type http2Arm struct {
+	name, summary string
+	// unavailable says why the arm cannot run here, or is nil.
+	unavailable error
+	// argv writes the arm's config into dir, if it has one, and returns
+	// its command line for a server on listen.
+	argv func(dir, listen string) ([]string, error)
+}
+
+func (r *http2Runner) arm(name string) http2Arm {
+	cfg := r.cfg
+	self := func(summary string, unavailable error) http2Arm {
+		if _, err := exec.LookPath(cfg.ServerCommand[0]); err != nil && unavailable == nil {
+			unavailable = fmt.Errorf("the server command: %w", err)
+		}
+		return http2Arm{name: name, summary: summary, unavailable: unavailable, argv: func(_, listen string) ([]string, error) {
+			return append(slices.Clone(cfg.ServerCommand), "-arm", name, "-listen", listen, "-cpus", FormatCPUList(cfg.ServerCPUs), "-body", strconv.Itoa(cfg.Body)), nil
+		}}
+	}
+	switch name {
+	case HTTP2ArmGoNetHTTP:
+		return self("Go's net/http server (this binary's Go), unencrypted HTTP/2 only (Protocols.SetUnencryptedHTTP2), its defaults otherwise; GOMAXPROCS = the server CPUs", nil)
+	case HTTP2ArmSpindleUring, HTTP2ArmSpindleEpoll:
+		backend := strings.TrimPrefix(name, "spindle-")
+		summary := fmt.Sprintf("spindle engine, %s backend, one loop: internal/h2's server connection behind an engine.Handler", backend)
+		var missing error
+		if _, ok := http2Servers[name]; !ok {
+			missing = errors.New("not built yet: it needs internal/h2 (the HTTP/2 server connection), which this tree does not have")
+		}
+		return self(summary, missing)
+	}
+	bin, lookErr := exec.LookPath("nginx")
+	if lookErr != nil {
+		lookErr = errors.New("nginx is not installed (apt-get install nginx)")
+	} else {
+		lookErr = nginxHTTP2(bin)
+	}
+	return http2Arm{
+		name: name, unavailable: lookErr,
+		summary: "nginx from the distribution, http2 module, `listen … http2` without TLS (h2c with prior knowledge), `return 200` of the body, one process (master_process off, worker_processes 1: the process pinned is the one that serves), no access log",
+		argv: func(dir, listen string) ([]string, error) {
+			path := filepath.Join(dir, "nginx.conf")
+			if err := os.WriteFile(path, []byte(NginxHTTP2Config(dir, listen, cfg.Body, cfg.Conns)), 0o644); err != nil {
+				return nil, err
+			}
+			return []string{bin, "-c", path, "-p", dir, "-e", "stderr"}, nil
+		},
+	}
+}
+
+// http2Runner holds the state of one HTTP/2 run.
+type http2Runner struct {
+	cfg            HTTP2Config
+	dir            string
+	report         *HTTP2Report
+	threads        int
+	warmup, window time.Duration
+	total, done    int
+}
+
+// RunHTTP2 runs `spindle bench http2`: each arm's server started fresh,
+// pinned to cfg.ServerCPUs, for each measurement, and h2load pinned to
+// cfg.ClientCPUs against it, closed loop; arms alternate within each
+// repetition and streams value. Every request of a measurement is
+// verified (h2load's summary and log: status 2xx, streams closed cleanly,
+// nghttp2 checking each body against its content-length; each server's
+// first reply checked whole); an arm whose server fails to start in its
+// first measurement is skipped with the reason, a failure after that fails
+// the run. Everything started is stopped, and the temporary files removed,
+// before it returns.
+func RunHTTP2(ctx context.Context, cfg HTTP2Config) (*HTTP2Report, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	version, err := exec.CommandContext(ctx, cfg.H2load, "--version").Output()
+	if err != nil {
+		return nil, fmt.Errorf("bench: h2load (apt-get install nghttp2-client): %w", err)
+	}
+	dir, err := os.MkdirTemp("", "spindle-bench-http2-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	r := &http2Runner{cfg: cfg, dir: dir, threads: min(len(cfg.ClientCPUs), cfg.Conns), report: &HTTP2Report{
+		Schema: HTTP2Schema, Started: time.Now().UTC(), Host: hostInfo(),
+		Config: HTTP2Settings{
+			Conns: cfg.Conns, Streams: cfg.Streams, Body: cfg.Body, Reps: cfg.Reps, ServerCPUs: cfg.ServerCPUs, ClientCPUs: cfg.ClientCPUs,
+			H2load: strings.TrimSpace(string(version)),
+		},
+	}}
+	r.report.Config.ClientThreads = r.threads
+	var arms []http2Arm
+	for _, name := range cfg.Arms {
+		a := r.arm(name)
+		info := ArmInfo{Name: a.name, Summary: a.summary}
+		if a.unavailable != nil {
+			info.Skipped = a.unavailable.Error()
+			r.report.Notes = append(r.report.Notes, skippedNote(a.name, info.Skipped, cfg.Progress))
+		}
+		r.report.Arms = append(r.report.Arms, info)
+		arms = append(arms, a)
+	}
+	if err := r.run(ctx, arms); err != nil {
+		return nil, err
+	}
+	r.finish()
+	return r.report, nil
+}
+
+// run measures the arms that were not skipped, Reps times at each streams
+// value, as proxyRunner.run does.
+func (r *http2Runner) run(ctx context.Context, arms []http2Arm) error {
+	c := r.cfg
+	perArm := c.Reps * len(c.Streams)
+	for _, a := range r.report.Arms {
+		if a.Skipped == "" {
+			r.total += perArm
+		}
+	}
+	if r.total == 0 {
+		return errors.New("bench: no http2 arm can run")
+	}
+	r.warmup, r.window = splitDuration(c.Duration, r.total)
+	// h2load takes whole milliseconds.
+	r.warmup, r.window = r.warmup.Round(time.Millisecond), r.window.Round(time.Millisecond)
+	r.report.Config.WarmupSeconds = r.warmup.Seconds()
+	r.report.Config.WindowSeconds = r.window.Seconds()
+	fmt.Fprintf(c.Progress, "spindle bench http2: %d measurements, each %v warm-up + %v measured; server CPUs %v, client CPUs %v (%s, %d threads)\n",
+		r.total, r.warmup, r.window, c.ServerCPUs, c.ClientCPUs, r.report.Config.H2load, r.threads)
+	first := true
+	for rep := 1; rep <= c.Reps; rep++ {
+		for _, streams := range c.Streams {
+			for i, a := range arms {
+				if r.report.Arms[i].Skipped != "" {
+					continue
+				}
+				res, err := r.measure(ctx, a, streams, rep)
+				var se *startError
+				if first && errors.As(err, &se) && ctx.Err() == nil {
+					r.report.Arms[i].Skipped = se.Error()
+					r.report.Notes = append(r.report.Notes, skippedNote(a.name, se.Error(), c.Progress))
+					r.total -= perArm
+					continue
+				}
+				if err != nil {
+					return fmt.Errorf("bench: http2 %s streams %d rep %d: %w", a.name, streams, rep, err)
+				}
+				r.report.Results = append(r.report.Results, res)
+			}
+			if first && len(r.report.Results) == 0 {
+				return errors.New("bench: no http2 arm can run")
+			}
+			first = false
+		}
+	}
+	return nil
+}
+
+// h2loadEdges are the CPU reads of the server and of h2load at the start
+// and the end of h2load's main duration.
+type h2loadEdges struct {
+	server, client [2]cpuEdge
+	seen           int // edges read: 0, 1 or 2
+}
+
+func (r *http2Runner) measure(ctx context.Context, a http2Arm, streams, rep int) (HTTP2Result, error) {
+	res := HTTP2Result{Arm: a.name, Streams: streams, Rep: rep}
+	listen, err := freePort()
+	if err != nil {
+		return res, err
+	}
+	argv, err := a.argv(r.dir, listen)
+	if err != nil {
+		return res, &startError{err}
+	}
+	p, err := startServing(ctx, argv, r.cfg.Env, r.cfg.ServerCPUs, listen, func() error { return h2cCheck(listen, r.cfg.Body) }, nil)
+	if err != nil {
+		return res, &startError{err}
+	}
+	logPath := filepath.Join(r.dir, "h2load.log")
+	edges, out, err := r.h2load(ctx, listen, streams, logPath, p.cmd.Process.Pid)
+	if serr := p.stop(); serr != nil {
+		err = errors.Join(err, serr)
+	}
+	if err != nil {
+		return res, err
+	}
+	sum, err := ParseH2loadSummary(out)
+	if err != nil {
+		return res, fmt.Errorf("%w: %s", err, strings.TrimSpace(string(out)))
+	}
+	h := NewHistogram()
+	f, err := os.Open(logPath)
+	if err != nil {
+		return res, err
+	}
+	lg, err := ParseH2loadLog(f, h)
+	f.Close()
+	os.Remove(logPath)
+	if err == nil {
+		err = verifyH2load(sum, lg)
+	}
+	if err != nil {
+		return res, err
+	}
+	res.Requests = sum.Done
+	res.AchievedRPS = float64(sum.Done) / r.window.Seconds()
+	res.Latency = h.Percentiles()
+	var fine bool
+	res.ServerUSPerReq, res.ServerCPUPercent, fine = proxyCPU(edges.server[0], edges.server[1], sum.Done, r.window)
+	res.ServerCPUSource = "stat"
+	if fine {
+		res.ServerCPUSource = "schedstat"
+	}
+	_, clientPct, _ := proxyCPU(edges.client[0], edges.client[1], sum.Done, r.window)
+	res.ClientCPUPercent = clientPct / float64(len(r.cfg.ClientCPUs))
+	r.done++
+	fmt.Fprintf(r.cfg.Progress, "[%2d/%d] rep %d streams %-3d %-14s %8.0f req/s  p50 %7.1fµs  p99 %8.1fµs  p99.9 %8.1fµs  server %6.2fµs/req (%3.0f%% CPU)  client %3.0f%%\n",
+		r.done, r.total, rep, streams, a.name, res.AchievedRPS, res.Latency.P50, res.Latency.P99, res.Latency.P999, res.ServerUSPerReq, res.ServerCPUPercent, res.ClientCPUPercent)
+	return res, nil
+}
+
+// The lines h2load writes when each thread's main duration starts and
+// ends.
+const (
+	h2loadMainStarted = "Main benchmark duration is started for thread #"
+	h2loadMainOver    = "Main benchmark duration is over for thread #"
+)
+
+// h2loadArgs is h2load's command line for one measurement against listen:
+// r.threads threads, closed loop with streams in flight on each of the
+// connections, h2c with prior knowledge (an http URI), the warm-up and the
+// main duration in whole milliseconds, each request logged to logPath.
+func (r *http2Runner) h2loadArgs(listen string, streams int, logPath string) []string {
+	ms := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) + "ms" }
+	return []string{r.cfg.H2load, "-t", strconv.Itoa(r.threads), "-c", strconv.Itoa(r.cfg.Conns), "-m", strconv.Itoa(streams),
+		"--warm-up-time", ms(r.warmup), "-D", ms(r.window), "--log-file", logPath, "http://" + listen + "/"}
+}
+
+// h2load runs h2load against listen, pinned to the client CPUs in a
+// process group of its own, and returns its stdout and the CPU of the
+// server (process serverPID) and of h2load read when the last of its
+// threads began its main duration and when the first ended it, as it says
+// so on stdout. It is killed when ctx is done or when it runs a minute
+// past its warm-up and duration.
+func (r *http2Runner) h2load(ctx context.Context, listen string, streams int, logPath string, serverPID int) (h2loadEdges, []byte, error) {
+	var e h2loadEdges
+	argv := r.h2loadArgs(listen, streams, logPath)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return e, nil, err
+	}
+	errb := &lockedBuffer{}
+	cmd.Stderr = errb
+	if err := startPinned(cmd, r.cfg.ClientCPUs); err != nil {
+		return e, nil, fmt.Errorf("start %s: %w", argv[0], err)
+	}
+	pid := cmd.Process.Pid
+	var kill sync.Once
+	stop := make(chan struct{})
+	go func() {
+		timer := time.NewTimer(r.warmup + r.window + time.Minute)
+		defer timer.Stop()
+		select {
+		case <-ctx.Done():
+		case <-timer.C:
+		case <-stop:
+			return
+		}
+		kill.Do(func() { signalGroup(pid, syscall.SIGKILL) })
+	}()
+	read := func(i int) {
+		at := time.Now()
+		e.server[i].g, e.server[i].err = Proc{}.ProcessCPU(serverPID)
+		e.client[i].g, e.client[i].err = Proc{}.ProcessCPU(pid)
+		e.server[i].at, e.client[i].at = at, at
+		e.seen++
+	}
+	var out []byte
+	started := 0
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		line := sc.Text()
+		out = append(out, line...)
+		out = append(out, '\n')
+		switch {
+		case strings.HasPrefix(line, h2loadMainStarted):
+			if started++; started == r.threads && e.seen == 0 {
+				read(0)
+			}
+		case strings.HasPrefix(line, h2loadMainOver) && e.seen == 1:
+			read(1)
+		}
+	}
+	io.Copy(io.Discard, stdout)
+	werr := cmd.Wait()
+	close(stop)
+	signalGroup(pid, syscall.SIGKILL) // anything it left in its group
+	switch {
+	case ctx.Err() != nil:
+		return e, out, ctx.Err()
+	case werr != nil:
+		return e, out, fmt.Errorf("h2load: %w: %s%s", werr, strings.TrimSpace(errb.String()), lastLines(out, 3))
+	case e.seen < 2:
+		return e, out, fmt.Errorf("h2load did not say when its main duration started and ended (%q, %q)%s", h2loadMainStarted, h2loadMainOver, lastLines(out, 3))
+	}
+	return e, out, errors.Join(e.server[0].err, e.server[1].err, e.client[0].err, e.client[1].err)
+}
+
+// lastLines returns the last n lines of out, after ": ", or "".
+func lastLines(out []byte, n int) string {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) == 0 || lines[0] == "" {
+		return ""
+	}
+	return ": " + strings.Join(lines[max(len(lines)-n, 0):], " / ")
+}
+
+func (r *http2Runner) finish() {
+	rep := r.report
+	rep.Summary = summarizeHTTP2(rep.Results)
+	rep.Seconds = time.Since(rep.Started).Seconds()
+	for _, res := range rep.Results {
+		if res.ClientCPUPercent >= 90 {
+			rep.Notes = append(rep.Notes, saturatedNote(fmt.Sprintf("%s streams %d rep %d", res.Arm, res.Streams, res.Rep), "server", res.ClientCPUPercent))
+		}
+	}
+	for _, s := range rep.Summary {
+		if s.ServerCPUPercent < proxyBusyPercent {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s at %d streams used %.0f%% of a CPU (median): it was not the bottleneck, so its rate and latency are bounded elsewhere (the client, or a busy machine); compare its CPU per request", s.Arm, s.Streams, s.ServerCPUPercent))
+		}
+	}
+	if cpuOverlap(r.cfg.ServerCPUs, r.cfg.ClientCPUs) {
+		rep.Notes = append(rep.Notes, "the server shares a CPU with the client: figures include their contention")
+	}
+	rep.Notes = append(rep.Notes,
+		processCPUNote("server"),
+		"h2load writes each request's row to its log file (buffered) for the latencies: that costs it CPU, in its client CPU figure",
+		"verified: every request of every window closed cleanly with status 2xx (h2load's summary and log), nghttp2 checked each body against its content-length, and each server's first reply was checked whole (status, content-type, content-length, body) before its load")
+	coarse := 0
+	for _, res := range rep.Results {
+		if res.ServerCPUSource == "stat" {
+			coarse++
+		}
+	}
+	if coarse > 0 {
+		rep.Notes = append(rep.Notes, coarseCPUNote(coarse, "server"))
+	}
+}
+
+// summarizeHTTP2 groups results by arm and streams, in first-seen order,
+// and takes medians, spreads and the ratios to the first arm at the same
+// streams.
+func summarizeHTTP2(results []HTTP2Result) []HTTP2SummaryRow {
+	type key struct {
+		arm     string
+		streams int
+	}
+	order, groups := groupBy(results, func(r HTTP2Result) key { return key{r.Arm, r.Streams} })
+	var rows []HTTP2SummaryRow
+	for _, k := range order {
+		g := groups[k]
+		spread := func(f func(HTTP2Result) float64) Spread { return spreadBy(g, f) }
+		row := HTTP2SummaryRow{
+			Arm: k.arm, Streams: k.streams, Reps: len(g),
+			AchievedRPS:      spread(func(r HTTP2Result) float64 { return r.AchievedRPS }),
+			P50:              spread(func(r HTTP2Result) float64 { return r.Latency.P50 }),
+			P99:              spread(func(r HTTP2Result) float64 { return r.Latency.P99 }),
+			P999:             spread(func(r HTTP2Result) float64 { return r.Latency.P999 }),
+			ServerUSPerReq:   spread(func(r HTTP2Result) float64 { return r.ServerUSPerReq }),
+			ServerCPUPercent: spread(func(r HTTP2Result) float64 { return r.ServerCPUPercent }).Median,
+			ClientCPUPercent: spread(func(r HTTP2Result) float64 { return r.ClientCPUPercent }).Median,
+		}
+		rows = append(rows, row)
+	}
+	first := map[int]HTTP2SummaryRow{} // by streams: the first arm's row
+	for i, row := range rows {
+		f, ok := first[row.Streams]
+		if !ok {
+			f = row
+			first[row.Streams] = row
+		}
+		rows[i].RPSRatio = ratioOf(row.AchievedRPS.Median, f.AchievedRPS.Median)
+		rows[i].P99Ratio = ratioOf(row.P99.Median, f.P99.Median)
+		rows[i].ServerCPURatio = ratioOf(row.ServerUSPerReq.Median, f.ServerUSPerReq.Median)
+	}
+	// Rows by streams, then arm order: each load point's arms together.
+	slices.SortStableFunc(rows, func(a, b HTTP2SummaryRow) int { return a.Streams - b.Streams })
+	return rows
+}
+
+// ratioOf is a / b, or 0 where b is 0.
+func ratioOf(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+// WriteHTTP2Report writes rep into dir (created if needed) as report.json
+// and report.md, each written whole to a temporary file and renamed.
+func WriteHTTP2Report(dir string, rep *HTTP2Report) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	js, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFiles(dir, []string{ReportJSON, ReportMarkdown}, [][]byte{append(js, '\n'), []byte(HTTP2Markdown(rep))})
+}
+
+// HTTP2Markdown renders rep as a Markdown document.
+func HTTP2Markdown(rep *HTTP2Report) string {
+	var b strings.Builder
+	c := rep.Config
+	fmt.Fprintf(&b, "# spindle bench http2 report: HTTP/2 servers (h2c, prior knowledge) under h2load\n\n")
+	fmt.Fprintf(&b, "- host: %s, %s, %d CPUs (%s), %s\n", rep.Host.Hostname, rep.Host.Kernel, rep.Host.CPUs, rep.Host.CPUModel, rep.Host.GoVersion)
+	fmt.Fprintf(&b, "- loopback; server CPUs %v, client CPUs %v (%s, %d threads)\n", c.ServerCPUs, c.ClientCPUs, c.H2load, c.ClientThreads)
+	fmt.Fprintf(&b, "- %d connections × streams %v in flight each (closed loop), GET answered with a %d-byte body, %d reps (arms alternated), each %.2fs warm-up + %.2fs measured; started %s, %.0fs\n\n",
+		c.Conns, c.Streams, c.Body, c.Reps, c.WarmupSeconds, c.WindowSeconds, rep.Started.Format("2006-01-02 15:04 UTC"), rep.Seconds)
+	b.WriteString("Medians over the repetitions with (min–max); latency in µs; server CPU in µs per request (run time of every thread of the server's processes) and in percent of a CPU; client CPU in percent of the client CPUs; ratios to the first arm's medians at the same streams.\n\n")
+	b.WriteString("| arm | streams | req/s | p50 | p99 | p99.9 | server CPU µs/req | server CPU % | client CPU % | req/s ratio | p99 ratio | server CPU ratio |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, s := range rep.Summary {
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %.0f | %.0f | %.2f | %.2f | %.2f |\n", s.Arm, s.Streams, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
+			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), fmtSpread(s.ServerUSPerReq, 2), s.ServerCPUPercent, s.ClientCPUPercent, s.RPSRatio, s.P99Ratio, s.ServerCPURatio)
+	}
+	writeArmsAndNotes(&b, rep.Arms, rep.Notes)
+	return b.String()
+}
+
+// WriteHTTP2Table prints rep's summary as a plain-text table.
+func WriteHTTP2Table(w io.Writer, rep *HTTP2Report) {
+	first := "the first arm"
+	if len(rep.Summary) > 0 {
+		first = rep.Summary[0].Arm
+	}
+	fmt.Fprintf(w, "\nbench http2, h2c under h2load, loopback, %d reps, medians (min–max); latency in µs, server CPU in µs per request; ratios to %s at the same streams\n", rep.Config.Reps, first)
+	fmt.Fprintf(w, "%-14s %7s %-22s %-20s %-20s %-20s %-18s %7s %7s %7s %7s\n", "arm", "streams", "req/s", "p50", "p99", "p99.9", "server µs/req", "client%", "rps×", "p99×", "cpu×")
+	for _, s := range rep.Summary {
+		fmt.Fprintf(w, "%-14s %7d %-22s %-20s %-20s %-20s %-18s %7.0f %7.2f %7.2f %7.2f\n", s.Arm, s.Streams, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
+			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), fmtSpread(s.ServerUSPerReq, 2), s.ClientCPUPercent, s.RPSRatio, s.P99Ratio, s.ServerCPURatio)
+	}
+	for _, n := range rep.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+}
+
+// NginxHTTP2Config returns an nginx config serving h2c with prior
+// knowledge on listen (`listen … http2` without ssl), answering every
+// request with status 200 and body bytes of appendBody, for up to conns
+// clients: one process (no master, no daemon), its pid file and temporary
+// directories in dir, errors on stderr, no access log. Keep-alive lasts
+// nginxKeepaliveRequests requests (keepalive_requests applies to HTTP/2
+// connections since nginx 1.19.7; http2_max_requests, its old name, ended
+// a connection with GOAWAY after 1000) and 300 s idle.
+func NginxHTTP2Config(dir, listen string, body, conns int) string {
+	temp := ""
+	for _, t := range []string{"client_body", "proxy", "fastcgi", "uwsgi", "scgi"} {
+		temp += fmt.Sprintf("    %s_temp_path %s;\n", t, filepath.Join(dir, t))
+	}
+	return fmt.Sprintf(`# spindle bench http2: generated, removed after the run
+daemon off;
+master_process off;
+worker_processes 1;
+pid %s;
+error_log stderr warn;
+events {
+    worker_connections %d;
+}
+http {
+    access_log off;
+%s
+    server {
+        listen %s http2;
+        keepalive_requests %d;
+        keepalive_timeout 300s;
+        default_type %s;
+        location / {
+            return 200 "%s";
+        }
+    }
+}
+`, filepath.Join(dir, "nginx.pid"), conns+64, temp, listen, nginxKeepaliveRequests, http2ContentType, appendBody(nil, body))
+}
+
+// nginxHTTP2 checks that nginx has the http2 module, which `nginx -V`
+// lists as --with-http_v2_module.
+func nginxHTTP2(nginx string) error {
+	out, err := exec.Command(nginx, "-V").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s -V: %v", nginx, err)
+	}
+	if !slices.Contains(strings.Fields(string(out)), "--with-http_v2_module") {
+		return errors.New("nginx was built without --with-http_v2_module: it cannot serve HTTP/2")
+	}
+	return nil
+}
+
+// HTTP2ArmsFlag lists the arms for a usage message.
+func HTTP2ArmsFlag() string { return strings.Join(HTTP2Arms, ",") }
