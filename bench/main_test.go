@@ -4,20 +4,36 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/signal"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/spindlenet/spindle/internal/leakcheck"
 )
 
 // childEnv makes the test binary act as a server child (the harness
-// re-executes it like it re-executes the spindle binary).
-const childEnv = "SPINDLE_BENCH_TEST_SERVER"
+// re-executes it like it re-executes the spindle binary); http2ChildEnv
+// makes it `bench http2-server`, which stops at SIGTERM.
+const (
+	childEnv      = "SPINDLE_BENCH_TEST_SERVER"
+	http2ChildEnv = "SPINDLE_BENCH_TEST_HTTP2_SERVER"
+)
 
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) == "1" {
 		if err := ServeMain(context.Background(), os.Args[1:], os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	if os.Getenv(http2ChildEnv) == "1" {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		err := ServeHTTP2Main(ctx, os.Args[1:])
+		stop()
+		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}

@@ -443,12 +443,13 @@ func spindleBin(t *testing.T) string {
 
 func TestMain(m *testing.M) {
 	// The bench harness starts its server children from its own
-	// executable ("bench server -arm ..."). When that is this test binary
-	// (a spindleCmd run that gets past its flags), the child must serve:
-	// run as a test binary it would run TestHelperMain, which would start
-	// the whole run again from the inherited arguments, and so on (a
-	// review's first try did that, several hundred processes a second).
-	if len(os.Args) > 2 && os.Args[1] == "bench" && os.Args[2] == "server" {
+	// executable ("bench server -arm ...", "bench http2-server -arm ...").
+	// When that is this test binary (a spindleCmd run that gets past its
+	// flags), the child must serve: run as a test binary it would run
+	// TestHelperMain, which would start the whole run again from the
+	// inherited arguments, and so on (a review's first try did that,
+	// several hundred processes a second).
+	if len(os.Args) > 2 && os.Args[1] == "bench" && (os.Args[2] == "server" || os.Args[2] == "http2-server") {
 		os.Args = append([]string{"spindle"}, os.Args[1:]...)
 		main()
 		os.Exit(0)

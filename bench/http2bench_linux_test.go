@@ -1,0 +1,165 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// testHTTP2Arm503 is a test-only server of the http2-server child: it
+// answers its first request as go-net-http does (so it passes the
+// harness's start check) and every later one with 503.
+const testHTTP2Arm503 = "test-503-after-first"
+
+func init() {
+	http2Servers[testHTTP2Arm503] = func(ctx context.Context, ln net.Listener, cpus []int, body []byte) error {
+		var n atomic.Int64
+		ok := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", http2ContentType)
+			w.Write(body)
+		}))
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if n.Add(1) == 1 {
+				ok.ServeHTTP(w, r)
+				return
+			}
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}), Protocols: new(http.Protocols)}
+		srv.Protocols.SetUnencryptedHTTP2(true)
+		go func() { <-ctx.Done(); srv.Close() }()
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	}
+}
+
+// needH2load skips the test where h2load is not installed (CI installs it).
+func needH2load(t *testing.T) {
+	t.Helper()
+	skipUnlessLinux(t)
+	if _, err := exec.LookPath("h2load"); err != nil {
+		t.Skip("h2load is not installed (apt-get install nghttp2-client)")
+	}
+}
+
+// testHTTP2Config runs this test binary as the http2-server child.
+func testHTTP2Config() HTTP2Config {
+	argv, env := testChildCommand()
+	return HTTP2Config{ServerCommand: argv, Env: append([]string{http2ChildEnv + "=1"}, env[1:]...)}
+}
+
+// TestRunHTTP2 runs every arm for one short repetition at 1 and 10
+// streams: each arm that is not skipped has a row per streams value with
+// a nonzero rate, latencies and server CPU; nginx runs where it is
+// installed; the spindle arms are skipped, saying what they need, until
+// they are built.
+func TestRunHTTP2(t *testing.T) {
+	needH2load(t)
+	cfg := testHTTP2Config()
+	cfg.Duration, cfg.Reps, cfg.Conns, cfg.Streams = 2*time.Second, 1, 8, []int{1, 10}
+	rep, err := RunHTTP2(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Schema != HTTP2Schema || !strings.HasPrefix(rep.Config.H2load, "h2load nghttp2/") || len(rep.Arms) != len(HTTP2Arms) {
+		t.Fatalf("schema %q, h2load %q, arms %+v", rep.Schema, rep.Config.H2load, rep.Arms)
+	}
+	rows := map[string]int{}
+	for _, s := range rep.Summary {
+		if s.AchievedRPS.Median <= 0 || s.P50.Median <= 0 || s.P999.Median < s.P50.Median || s.ServerUSPerReq.Median <= 0 || s.ClientCPUPercent <= 0 {
+			t.Errorf("%s streams %d: %+v", s.Arm, s.Streams, s)
+		}
+		rows[s.Arm]++
+	}
+	for _, a := range rep.Arms {
+		switch {
+		case a.Skipped == "" && rows[a.Name] != 2:
+			t.Errorf("%s ran, with %d summary rows, want 2", a.Name, rows[a.Name])
+		case a.Skipped == "":
+		case a.Name == HTTP2ArmNginx:
+			if _, err := exec.LookPath("nginx"); err == nil {
+				t.Errorf("nginx is installed but skipped: %s", a.Skipped)
+			}
+		case a.Name == HTTP2ArmGoNetHTTP:
+			t.Errorf("go-net-http skipped: %s", a.Skipped)
+		case !strings.Contains(a.Skipped, "internal/h2"):
+			t.Errorf("%s skipped: %s", a.Name, a.Skipped)
+		}
+	}
+	if t.Failed() {
+		t.Logf("notes: %q", rep.Notes)
+	}
+}
+
+// TestHTTP2FailsUnverified: a server that answers its start check and then
+// 503 fails its measurement, naming the status codes.
+func TestHTTP2FailsUnverified(t *testing.T) {
+	needH2load(t)
+	cfg := testHTTP2Config()
+	cfg.Conns = 4
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &http2Runner{cfg: cfg, dir: t.TempDir(), threads: 1, warmup: 100 * time.Millisecond, window: 300 * time.Millisecond, report: &HTTP2Report{}}
+	a := r.arm(HTTP2ArmGoNetHTTP)
+	a.name = testHTTP2Arm503
+	argv := a.argv
+	a.argv = func(dir, listen string) ([]string, error) {
+		v, err := argv(dir, listen)
+		for i := range v {
+			if v[i] == "-arm" {
+				v[i+1] = testHTTP2Arm503
+			}
+		}
+		return v, err
+	}
+	_, err = r.measure(context.Background(), a, 1, 1)
+	if err == nil || !strings.Contains(err.Error(), "5xx") {
+		t.Fatalf("measure = %v, want the 503s reported", err)
+	}
+	var se *startError
+	if errors.As(err, &se) {
+		t.Fatalf("a start error: %v", err)
+	}
+}
+
+// TestGoNetHTTP2Server checks the go-net-http server with h2cCheck at
+// several body sizes, and that h2cCheck refuses a body of another size.
+func TestGoNetHTTP2Server(t *testing.T) {
+	for _, size := range []int{0, DefaultHTTP2Body, 100 << 10} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- serveGoNetHTTP2(ctx, ln, nil, appendBody(nil, size)) }()
+		if err := h2cCheck(ln.Addr().String(), size); err != nil {
+			t.Errorf("body %d: %v", size, err)
+		}
+		if err := h2cCheck(ln.Addr().String(), size+1); err == nil {
+			t.Errorf("body %d: h2cCheck of %d bytes passed", size, size+1)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestServeHTTP2MainRefuses checks the child's refusals.
+func TestServeHTTP2MainRefuses(t *testing.T) {
+	for _, args := range [][]string{{"-arm", "h2o"}, {"-body", "-1"}, {"-cpus", "x"}, {"-listen", "nowhere"}} {
+		if err := ServeHTTP2Main(context.Background(), args); err == nil {
+			t.Errorf("%v: no error", args)
+		}
+	}
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spindlenet/spindle/bench"
+)
+
+// TestBenchHTTP2 runs `spindle bench http2` as CI's smoke run does (one
+// short repetition, JSON on stdout) plus --out: every arm runs, or is
+// skipped for want of nginx or of the spindle arms' internal/h2; those
+// that run have a row per streams value with a nonzero rate and server
+// CPU, in the JSON and in report.md.
+func TestBenchHTTP2(t *testing.T) {
+	if _, err := exec.LookPath("h2load"); err != nil {
+		t.Skip("h2load is not installed (apt-get install nghttp2-client)")
+	}
+	bin := spindleBin(t)
+	out := filepath.Join(t.TempDir(), "report")
+	cmd := exec.Command(bin, "bench", "http2", "--duration", "2s", "--reps", "1", "--conns", "8", "--json", "--out", out)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("bench http2: %v\n%s", err, stderr.String())
+	}
+	var rep bench.HTTP2Report
+	if err := json.Unmarshal(stdout, &rep); err != nil {
+		t.Fatalf("report %q: %v", stdout, err)
+	}
+	md, err := os.ReadFile(filepath.Join(out, bench.ReportMarkdown))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]int{}
+	for _, s := range rep.Summary {
+		rows[s.Arm]++
+		if s.AchievedRPS.Median <= 0 || s.ServerUSPerReq.Median <= 0 {
+			t.Errorf("%s streams %d: rate %v, server CPU %v µs/req", s.Arm, s.Streams, s.AchievedRPS.Median, s.ServerUSPerReq.Median)
+		}
+	}
+	if rep.Schema != bench.HTTP2Schema || len(rep.Arms) != len(bench.HTTP2Arms) {
+		t.Fatalf("schema %q, arms %+v", rep.Schema, rep.Arms)
+	}
+	for _, a := range rep.Arms {
+		switch {
+		case a.Skipped == "":
+			if rows[a.Name] != len(rep.Config.Streams) || !strings.Contains(string(md), "| "+a.Name+" | ") {
+				t.Errorf("%s: %d rows for streams %v; report.md:\n%s", a.Name, rows[a.Name], rep.Config.Streams, md)
+			}
+		case a.Name == bench.HTTP2ArmNginx:
+			if _, err := exec.LookPath("nginx"); err == nil {
+				t.Errorf("nginx is installed but skipped: %s", a.Skipped)
+			}
+		case a.Name == bench.HTTP2ArmGoNetHTTP || !strings.Contains(a.Skipped, "internal/h2"):
+			t.Errorf("%s skipped: %s", a.Name, a.Skipped)
+		}
+	}
+}
+
+// TestBenchHTTP2Refuses checks the command line's refusals.
+func TestBenchHTTP2Refuses(t *testing.T) {
+	bin := spindleBin(t)
+	for _, args := range [][]string{
+		{"--arms", "h2o"},
+		{"--arms", "nginx,nginx"},
+		{"--duration", "0s"},
+		{"--reps", "0"},
+		{"--conns", "0"},
+		{"--streams", "0"},
+		{"--streams", "1,1"},
+		{"--streams", "x"},
+		{"--body", "-1"},
+		{"--body", "2000000"},
+		{"--server-cpus", "x"},
+		{"--client-cpus", "4096"},
+		{"extra"},
+	} {
+		cmd := exec.Command(bin, append([]string{"bench", "http2", "--out", ""}, args...)...)
+		if out, err := cmd.CombinedOutput(); err == nil {
+			t.Errorf("bench http2 %v: no error\n%s", args, out)
+		}
+	}
+}
