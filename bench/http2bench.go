@@ -446,10 +446,25 @@ func (r *http2Runner) measure(ctx context.Context, a http2Arm, streams, rep int)
 	}
 	_, clientPct, _ := proxyCPU(edges.client[0], edges.client[1], sum.Done, r.window)
 	res.ClientCPUPercent = clientPct / float64(len(r.cfg.ClientCPUs))
+	if n := lateEdgesNote(res, edges.server[1].at.Sub(edges.server[0].at), r.window); n != "" {
+		r.report.Notes = append(r.report.Notes, n)
+	}
 	r.done++
 	fmt.Fprintf(r.cfg.Progress, "[%2d/%d] rep %d streams %-3d %-14s %8.0f req/s  p50 %7.1fµs  p99 %8.1fµs  p99.9 %8.1fµs  server %6.2fµs/req (%3.0f%% CPU)  client %3.0f%%\n",
 		r.done, r.total, rep, streams, a.name, res.AchievedRPS, res.Latency.P50, res.Latency.P99, res.Latency.P999, res.ServerUSPerReq, res.ServerCPUPercent, res.ClientCPUPercent)
 	return res, nil
+}
+
+// lateEdgesNote returns a note when the CPU reads at the edges of res's
+// main duration came between less than minProcCover of the window apart:
+// the harness, starved, read h2load's lines late (both after the window,
+// at worst), so that its CPU figures are not the window's; or "".
+func lateEdgesNote(res HTTP2Result, between, window time.Duration) string {
+	if between >= time.Duration(minProcCover*float64(window)) {
+		return ""
+	}
+	return fmt.Sprintf("%s streams %d rep %d: the harness read the CPU at the edges of h2load's %.2fs main duration only %.0f ms apart (it was starved and read h2load's output late): its server and client CPU figures are not that window's",
+		res.Arm, res.Streams, res.Rep, window.Seconds(), ms(between))
 }
 
 // The lines h2load writes when each thread's main duration starts and
@@ -689,10 +704,6 @@ func WriteHTTP2Table(w io.Writer, rep *HTTP2Report) {
 // connections since nginx 1.19.7; http2_max_requests, its old name, ended
 // a connection with GOAWAY after 1000) and 300 s idle.
 func NginxHTTP2Config(dir, listen string, body, conns int) string {
-	temp := ""
-	for _, t := range []string{"client_body", "proxy", "fastcgi", "uwsgi", "scgi"} {
-		temp += fmt.Sprintf("    %s_temp_path %s;\n", t, filepath.Join(dir, t))
-	}
 	return fmt.Sprintf(`# spindle bench http2: generated, removed after the run
 daemon off;
 master_process off;
@@ -715,7 +726,7 @@ http {
         }
     }
 }
-`, filepath.Join(dir, "nginx.pid"), conns+64, temp, listen, nginxKeepaliveRequests, http2ContentType, appendBody(nil, body))
+`, filepath.Join(dir, "nginx.pid"), conns+64, nginxTempPaths(dir), listen, nginxKeepaliveRequests, http2ContentType, appendBody(nil, body))
 }
 
 // nginxHTTP2 checks that nginx has the http2 module, which `nginx -V`

@@ -3,9 +3,11 @@ package bench
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -18,7 +20,11 @@ import (
 const testHTTP2Arm503 = "test-503-after-first"
 
 func init() {
-	http2Servers[testHTTP2Arm503] = func(ctx context.Context, ln net.Listener, cpus []int, body []byte) error {
+	http2Servers[testHTTP2Arm503] = func(ctx context.Context, addr string, cpus []int, body []byte) error {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return err
+		}
 		var n atomic.Int64
 		ok := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", http2ContentType)
@@ -73,10 +79,21 @@ func TestRunHTTP2(t *testing.T) {
 	}
 	rows := map[string]int{}
 	for _, s := range rep.Summary {
-		if s.AchievedRPS.Median <= 0 || s.P50.Median <= 0 || s.P999.Median < s.P50.Median || s.ServerUSPerReq.Median <= 0 || s.ClientCPUPercent <= 0 {
+		if s.AchievedRPS.Median <= 0 || s.P50.Median <= 0 || s.P999.Median < s.P50.Median {
 			t.Errorf("%s streams %d: %+v", s.Arm, s.Streams, s)
 		}
 		rows[s.Arm]++
+	}
+	// The CPU figures are there unless the harness, starved on a busy
+	// machine, read them late, which a note must then say.
+	for _, res := range rep.Results {
+		if res.ServerUSPerReq > 0 && res.ClientCPUPercent > 0 {
+			continue
+		}
+		late := fmt.Sprintf("%s streams %d rep %d: the harness read the CPU", res.Arm, res.Streams, res.Rep)
+		if !slices.ContainsFunc(rep.Notes, func(n string) bool { return strings.HasPrefix(n, late) }) {
+			t.Errorf("%s streams %d: server %v µs/req, client %v%% CPU, and no note that they were read late", res.Arm, res.Streams, res.ServerUSPerReq, res.ClientCPUPercent)
+		}
 	}
 	for _, a := range rep.Arms {
 		switch {
@@ -135,17 +152,17 @@ func TestHTTP2FailsUnverified(t *testing.T) {
 // several body sizes, and that h2cCheck refuses a body of another size.
 func TestGoNetHTTP2Server(t *testing.T) {
 	for _, size := range []int{0, DefaultHTTP2Body, 100 << 10} {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		addr, err := freePort()
 		if err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
-		go func() { done <- serveGoNetHTTP2(ctx, ln, nil, appendBody(nil, size)) }()
-		if err := h2cCheck(ln.Addr().String(), size); err != nil {
+		go func() { done <- serveGoNetHTTP2(ctx, addr, nil, appendBody(nil, size)) }()
+		if err := waitServing(addr, size); err != nil {
 			t.Errorf("body %d: %v", size, err)
 		}
-		if err := h2cCheck(ln.Addr().String(), size+1); err == nil {
+		if err := h2cCheck(addr, size+1); err == nil {
 			t.Errorf("body %d: h2cCheck of %d bytes passed", size, size+1)
 		}
 		cancel()
@@ -161,5 +178,17 @@ func TestServeHTTP2MainRefuses(t *testing.T) {
 		if err := ServeHTTP2Main(context.Background(), args); err == nil {
 			t.Errorf("%v: no error", args)
 		}
+	}
+}
+
+// waitServing waits up to five seconds for h2cCheck(addr, body) to pass.
+func waitServing(addr string, body int) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := h2cCheck(addr, body)
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

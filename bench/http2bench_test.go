@@ -111,3 +111,14 @@ func TestHTTP2Markdown(t *testing.T) {
 		t.Errorf("table:\n%s", b.String())
 	}
 }
+
+func TestLateEdgesNote(t *testing.T) {
+	res := HTTP2Result{Arm: "nginx", Streams: 10, Rep: 2}
+	if n := lateEdgesNote(res, 1900*time.Millisecond, 2*time.Second); n != "" {
+		t.Errorf("timely reads noted: %s", n)
+	}
+	n := lateEdgesNote(res, 30*time.Millisecond, 2*time.Second)
+	if !strings.HasPrefix(n, "nginx streams 10 rep 2: the harness read the CPU") || !strings.Contains(n, "only 30 ms apart") {
+		t.Errorf("late reads: %q", n)
+	}
+}

@@ -32,7 +32,9 @@ func appendBody(dst []byte, size int) []byte {
 }
 
 // http2Servers are the servers ServeHTTP2Main runs, by arm name.
-var http2Servers = map[string]func(ctx context.Context, ln net.Listener, cpus []int, body []byte) error{
+// Each serves on addr until ctx is done; cpus are the server CPUs (the
+// process is pinned to them already).
+var http2Servers = map[string]func(ctx context.Context, addr string, cpus []int, body []byte) error{
 	HTTP2ArmGoNetHTTP: serveGoNetHTTP2,
 }
 
@@ -67,19 +69,19 @@ func ServeHTTP2Main(ctx context.Context, args []string) error {
 		// As `bench server` does for go-net: one P per server CPU.
 		runtime.GOMAXPROCS(len(cpuList))
 	}
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", *listen)
-	if err != nil {
-		return err
-	}
-	return serve(ctx, ln, cpuList, appendBody(nil, *body))
+	return serve(ctx, *listen, cpuList, appendBody(nil, *body))
 }
 
 // serveGoNetHTTP2 is the go-net-http arm: net/http's server with
 // unencrypted HTTP/2 (h2c with prior knowledge) and no HTTP/1, its
 // defaults otherwise, and a handler writing the fixed body. It returns
 // when ctx is done, closing every connection.
-func serveGoNetHTTP2(ctx context.Context, ln net.Listener, _ []int, body []byte) error {
+func serveGoNetHTTP2(ctx context.Context, addr string, _ []int, body []byte) error {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
 	ctype, clen := []string{http2ContentType}, []string{strconv.Itoa(len(body))}
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

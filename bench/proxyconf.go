@@ -148,10 +148,6 @@ const nginxKeepaliveRequests = 1_000_000_000
 // log; the temporary files nginx's http module makes its directories for
 // at start are in dir, not where the distribution put them.
 func nginxHTTPBlock(dir, listen, upstream string, conns int) string {
-	temp := ""
-	for _, t := range []string{"client_body", "proxy", "fastcgi", "uwsgi", "scgi"} {
-		temp += fmt.Sprintf("    %s_temp_path %s;\n", t, filepath.Join(dir, t))
-	}
 	return fmt.Sprintf(`http {
     access_log off;
 %s
@@ -173,7 +169,17 @@ func nginxHTTPBlock(dir, listen, upstream string, conns int) string {
         }
     }
 }
-`, temp, upstream, conns, nginxKeepaliveRequests, listen, nginxKeepaliveRequests)
+`, nginxTempPaths(dir), upstream, conns, nginxKeepaliveRequests, listen, nginxKeepaliveRequests)
+}
+
+// nginxTempPaths are the directives that put the temporary directories
+// nginx's http module makes at start in dir, one line each.
+func nginxTempPaths(dir string) string {
+	temp := ""
+	for _, t := range []string{"client_body", "proxy", "fastcgi", "uwsgi", "scgi"} {
+		temp += fmt.Sprintf("    %s_temp_path %s;\n", t, filepath.Join(dir, t))
+	}
+	return temp
 }
 
 // nginxStreamModules are where distributions put the dynamic stream

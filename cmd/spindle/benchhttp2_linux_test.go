@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -41,8 +43,16 @@ func TestBenchHTTP2(t *testing.T) {
 	rows := map[string]int{}
 	for _, s := range rep.Summary {
 		rows[s.Arm]++
-		if s.AchievedRPS.Median <= 0 || s.ServerUSPerReq.Median <= 0 {
-			t.Errorf("%s streams %d: rate %v, server CPU %v µs/req", s.Arm, s.Streams, s.AchievedRPS.Median, s.ServerUSPerReq.Median)
+		if s.AchievedRPS.Median <= 0 {
+			t.Errorf("%s streams %d: rate %v", s.Arm, s.Streams, s.AchievedRPS.Median)
+		}
+	}
+	for _, res := range rep.Results {
+		// No CPU counted only where the harness, starved, read it late
+		// and says so.
+		late := fmt.Sprintf("%s streams %d rep %d: the harness read the CPU", res.Arm, res.Streams, res.Rep)
+		if res.ServerUSPerReq <= 0 && !slices.ContainsFunc(rep.Notes, func(n string) bool { return strings.HasPrefix(n, late) }) {
+			t.Errorf("%s streams %d: server CPU %v µs/req", res.Arm, res.Streams, res.ServerUSPerReq)
 		}
 	}
 	if rep.Schema != bench.HTTP2Schema || len(rep.Arms) != len(bench.HTTP2Arms) {
