@@ -340,7 +340,7 @@ func RunHTTP2(ctx context.Context, cfg HTTP2Config) (*HTTP2Report, error) {
 }
 
 // run measures the arms that were not skipped, Reps times at each streams
-// value, as proxyRunner.run does.
+// value (measureAlternating).
 func (r *http2Runner) run(ctx context.Context, arms []http2Arm) error {
 	c := r.cfg
 	perArm := c.Reps * len(c.Streams)
@@ -359,33 +359,14 @@ func (r *http2Runner) run(ctx context.Context, arms []http2Arm) error {
 	r.report.Config.WindowSeconds = r.window.Seconds()
 	fmt.Fprintf(c.Progress, "spindle bench http2: %d measurements, each %v warm-up + %v measured; server CPUs %v, client CPUs %v (%s, %d threads)\n",
 		r.total, r.warmup, r.window, c.ServerCPUs, c.ClientCPUs, r.report.Config.H2load, r.threads)
-	first := true
-	for rep := 1; rep <= c.Reps; rep++ {
-		for _, streams := range c.Streams {
-			for i, a := range arms {
-				if r.report.Arms[i].Skipped != "" {
-					continue
-				}
-				res, err := r.measure(ctx, a, streams, rep)
-				var se *startError
-				if first && errors.As(err, &se) && ctx.Err() == nil {
-					r.report.Arms[i].Skipped = se.Error()
-					r.report.Notes = append(r.report.Notes, skippedNote(a.name, se.Error(), c.Progress))
-					r.total -= perArm
-					continue
-				}
-				if err != nil {
-					return fmt.Errorf("bench: http2 %s streams %d rep %d: %w", a.name, streams, rep, err)
-				}
-				r.report.Results = append(r.report.Results, res)
-			}
-			if first && len(r.report.Results) == 0 {
-				return errors.New("bench: no http2 arm can run")
-			}
-			first = false
+	return measureAlternating(ctx, "http2", r.report.Arms, &r.report.Notes, c.Progress, c.Reps, len(c.Streams), func(i, point, rep int) error {
+		res, err := r.measure(ctx, arms[i], c.Streams[point], rep)
+		if err != nil {
+			return fmt.Errorf("bench: http2 %s streams %d rep %d: %w", arms[i].name, c.Streams[point], rep, err)
 		}
-	}
-	return nil
+		r.report.Results = append(r.report.Results, res)
+		return nil
+	}, func(n int) { r.total -= n })
 }
 
 // h2loadEdges are the CPU reads of the server and of h2load at the start

@@ -484,32 +484,14 @@ func (r *proxyRunner) run(ctx context.Context, arms []proxyArm) error {
 	r.report.Config.WindowSeconds = r.window.Seconds()
 	fmt.Fprintf(r.cfg.Progress, "spindle bench proxy (%s): %d measurements, each %v warm-up + %v measured; proxy CPUs %v, client CPUs %v, upstream CPUs %v\n",
 		c.Protocol, r.total, r.warmup, r.window, c.ProxyCPUs, c.ClientCPUs, c.UpstreamCPUs)
-	for rep := 1; rep <= c.Reps; rep++ {
-		for i, a := range arms {
-			if r.report.Arms[i].Skipped != "" {
-				continue
-			}
-			res, err := r.measure(ctx, a, rep)
-			var se *startError
-			if rep == 1 && errors.As(err, &se) && ctx.Err() == nil {
-				// An arm that cannot run here (a tool missing, a
-				// backend that would fall back) is skipped with its
-				// reason instead of failing the run.
-				r.report.Arms[i].Skipped = se.Error()
-				r.report.Notes = append(r.report.Notes, skippedNote(a.name, se.Error(), r.cfg.Progress))
-				r.total -= c.Reps
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("bench: proxy %s rep %d: %w", a.name, rep, err)
-			}
-			r.report.Results = append(r.report.Results, res)
+	return measureAlternating(ctx, "proxy", r.report.Arms, &r.report.Notes, c.Progress, c.Reps, 1, func(i, _, rep int) error {
+		res, err := r.measure(ctx, arms[i], rep)
+		if err != nil {
+			return fmt.Errorf("bench: proxy %s rep %d: %w", arms[i].name, rep, err)
 		}
-		if rep == 1 && len(r.report.Results) == 0 {
-			return errors.New("bench: no proxy arm can run")
-		}
-	}
-	return nil
+		r.report.Results = append(r.report.Results, res)
+		return nil
+	}, func(n int) { r.total -= n })
 }
 
 // proxyProc is a running proxy, the leader of a process group of its own.
