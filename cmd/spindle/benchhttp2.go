@@ -19,7 +19,7 @@ func runBenchHTTP2(ctx context.Context, args []string) error {
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: spindle bench http2 [flags]    HTTP/2 servers (spindle uring and epoll, Go's net/http, nginx) side by side, h2c with prior knowledge,\n"+
 			"       under h2load (apt-get install nghttp2-client) pinned to the client CPUs, closed loop; every request verified\n\n"+
-			"The lead's measurement (a quiet machine; figures for docs/BENCHMARKS.md):\n"+
+			"The measurement for docs/BENCHMARKS.md, on a quiet machine (4 arms × 2 streams values × 5 reps: 3 s each, 0.6 s of it warm-up):\n"+
 			"  go build -o /tmp/spindle ./cmd/spindle && /tmp/spindle bench http2 --duration 120s --reps 5 --server-cpus 0 --client-cpus 1 --out bench-http2-report")
 		fs.PrintDefaults()
 	}
