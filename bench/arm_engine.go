@@ -104,21 +104,36 @@ func (h *engineEcho) OnData(c *engine.Conn, b engine.Buffer) bool {
 		c.Close()
 		return false
 	}
-	// What is left waits in st.in for the rest of its request. When st.in
-	// already holds it all and nothing was consumed, it stays where it is:
-	// moving it onto itself would cost a large request spanning many reads
-	// a copy of everything received so far per read.
-	rest := data[n:]
-	switch {
-	case len(st.in) > 0 && n > 0:
-		st.in = st.in[:copy(st.in, rest)]
-	case len(st.in) == 0 && len(rest) > 0:
-		st.in = append(st.in[:0], rest...)
-	}
+	st.in = keepTail(st.in, data, n)
 	return false
 }
 
+// keepTail returns in holding data[n:], what a parser left of a read, to
+// wait for the rest of its message: data is in itself when in held a tail
+// before the read (appended to it), else the read's buffer, copied from.
+// When in already holds it all and nothing was consumed, it stays where
+// it is: moving it onto itself would cost a large message spanning many
+// reads a copy of everything received so far per read.
+func keepTail(in, data []byte, n int) []byte {
+	rest := data[n:]
+	switch {
+	case len(in) > 0 && n > 0:
+		return in[:copy(in, rest)]
+	case len(in) == 0 && len(rest) > 0:
+		return append(in[:0], rest...)
+	}
+	return in
+}
+
 func startEngine(ctx context.Context, b engine.Backend, cfg ServerConfig) (Server, error) {
+	cfg = cfg.WithDefaults()
+	return startEngineHandler(ctx, b, cfg, &engineEcho{cfg: cfg})
+}
+
+// startEngineHandler starts an engine on backend b, its loops on cfg's
+// CPUs, serving h on cfg.Addr; a backend that would fall back to another
+// is an error.
+func startEngineHandler(ctx context.Context, b engine.Backend, cfg ServerConfig, h engine.Handler) (Server, error) {
 	cfg = cfg.WithDefaults()
 	cpus := cfg.CPUs
 	if len(cpus) == 0 {
@@ -159,7 +174,7 @@ func startEngine(ctx context.Context, b engine.Backend, cfg ServerConfig) (Serve
 			}
 		}
 	}
-	e, err := engine.New(ecfg, &engineEcho{cfg: cfg})
+	e, err := engine.New(ecfg, h)
 	if err != nil {
 		return nil, err
 	}
