@@ -53,7 +53,7 @@ func TestParseH2loadSummary(t *testing.T) {
 			Total:    15362, Started: 15362, Done: 15362, Failed: 15362, Errored: 15362,
 			TrafficTotal: 199706,
 		}, false},
-		{"summary-refused.txt", H2loadSummary{Finished: 1420 * time.Millisecond}, false},
+		{"summary-refused.txt", H2loadSummary{Finished: 1420 * time.Millisecond}, true}, // no request: noted by the runner
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			got, err := ParseH2loadSummary(readH2loadTestdata(t, tc.file))
@@ -103,7 +103,8 @@ func TestVerifyH2load(t *testing.T) {
 		{"a row without a status, counted 2xx", nil, func(l *H2loadLog) { l.OK, l.Unrecorded = 9, 1 }, true},
 		{"a row without a status, not counted", func(s *H2loadSummary) { s.Status[0] = 9 }, func(l *H2loadLog) { l.OK, l.Unrecorded = 9, 1 }, true},
 		{"2xx short", func(s *H2loadSummary) { s.Status[0] = 9 }, nil, false},
-		{"nothing done", func(s *H2loadSummary) { *s = H2loadSummary{} }, func(l *H2loadLog) { *l = H2loadLog{} }, false},
+		{"nothing done (noted, not failed)", func(s *H2loadSummary) { *s = H2loadSummary{} }, func(l *H2loadLog) { *l = H2loadLog{} }, true},
+		{"nothing done but a failure", func(s *H2loadSummary) { *s = H2loadSummary{Done: 1, Failed: 1, Errored: 1} }, func(l *H2loadLog) { *l = H2loadLog{Requests: 1, Failed: 1} }, false},
 		{"one failed", func(s *H2loadSummary) { s.Failed, s.Succeeded = 1, 9 }, nil, false},
 		{"one errored", func(s *H2loadSummary) { s.Errored = 1 }, nil, false},
 		{"one timed out", func(s *H2loadSummary) { s.Timeout = 1 }, nil, false},

@@ -550,6 +550,9 @@ func (r *http2Runner) finish() {
 	rep.Summary = summarizeHTTP2(rep.Results)
 	rep.Seconds = time.Since(rep.Started).Seconds()
 	for _, res := range rep.Results {
+		if res.Requests == 0 {
+			rep.Notes = append(rep.Notes, noRepliesNote(fmt.Sprintf("%s streams %d rep %d", res.Arm, res.Streams, res.Rep), "server or h2load", r.window))
+		}
 		if res.ClientCPUPercent >= 90 {
 			rep.Notes = append(rep.Notes, saturatedNote(fmt.Sprintf("%s streams %d rep %d", res.Arm, res.Streams, res.Rep), "server", res.ClientCPUPercent))
 		}
