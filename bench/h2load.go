@@ -193,9 +193,10 @@ type H2loadLog struct {
 	// rows, so that the row has no status; the summary's status counts
 	// have them.
 	Unrecorded uint64
-	// FirstStartUS and LastStartUS are the earliest and latest start
-	// times, µs since the epoch.
-	FirstStartUS, LastStartUS int64
+	// FirstEndUS and LastEndUS are the earliest and latest times a
+	// response ended (start plus duration), µs since the epoch: about the
+	// main duration's edges, on the wall clock.
+	FirstEndUS, LastEndUS int64
 }
 
 // ParseH2loadLog reads an h2load log file from r, recording each row's
@@ -216,10 +217,11 @@ func ParseH2loadLog(r io.Reader, h *Histogram) (H2loadLog, error) {
 		if err != nil {
 			return l, fmt.Errorf("h2load log row %d: %w", row, err)
 		}
-		if l.Requests == 0 || start < l.FirstStartUS {
-			l.FirstStartUS = start
+		end := start + dur // each below 10^18: no overflow
+		if l.Requests == 0 || end < l.FirstEndUS {
+			l.FirstEndUS = end
 		}
-		l.LastStartUS = max(l.LastStartUS, start)
+		l.LastEndUS = max(l.LastEndUS, end)
 		l.Requests++
 		switch {
 		case status >= 200 && status < 300:

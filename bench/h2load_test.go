@@ -132,9 +132,9 @@ func TestParseH2loadLog(t *testing.T) {
 		file string
 		want H2loadLog
 	}{
-		{"log-ok.tsv", H2loadLog{Requests: 12, OK: 11, Unrecorded: 1, FirstStartUS: 1796150892528450, LastStartUS: 1796150892529541}},
-		{"log-404.tsv", H2loadLog{Requests: 9, Other: 6, Unrecorded: 3, FirstStartUS: 1796150963450710, LastStartUS: 1796150964447243}},
-		{"log-reset.tsv", H2loadLog{Requests: 6, Failed: 6, FirstStartUS: 1796150964729435, LastStartUS: 1796150964730069}},
+		{"log-ok.tsv", H2loadLog{Requests: 12, OK: 11, Unrecorded: 1, FirstEndUS: 1796150892529094, LastEndUS: 1796150892529699}},
+		{"log-404.tsv", H2loadLog{Requests: 9, Other: 6, Unrecorded: 3, FirstEndUS: 1796150963451205, LastEndUS: 1796150964448188}},
+		{"log-reset.tsv", H2loadLog{Requests: 6, Failed: 6, FirstEndUS: 1796150964729657, LastEndUS: 1796150964730341}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			h := NewHistogram()
@@ -222,7 +222,7 @@ func FuzzH2loadLog(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if l.OK+l.Failed+l.Other+l.Unrecorded != l.Requests || h.Count() != int64(l.Requests) || l.FirstStartUS > l.LastStartUS {
+		if l.OK+l.Failed+l.Other+l.Unrecorded != l.Requests || h.Count() != int64(l.Requests) || l.FirstEndUS > l.LastEndUS {
 			t.Fatalf("inconsistent: %+v, histogram %d", l, h.Count())
 		}
 		// Each row, written out again, parses the same.

@@ -3,7 +3,6 @@ package bench
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -427,7 +426,7 @@ func (r *http2Runner) measure(ctx context.Context, a http2Arm, streams, rep int)
 	}
 	_, clientPct, _ := proxyCPU(edges.client[0], edges.client[1], sum.Done, r.window)
 	res.ClientCPUPercent = clientPct / float64(len(r.cfg.ClientCPUs))
-	if n := lateEdgesNote(res, edges.server[1].at.Sub(edges.server[0].at), r.window); n != "" {
+	if n := lateEdgesNote(res, edges.server[0].at, edges.server[1].at, lg); n != "" {
 		r.report.Notes = append(r.report.Notes, n)
 	}
 	r.done++
@@ -437,15 +436,23 @@ func (r *http2Runner) measure(ctx context.Context, a http2Arm, streams, rep int)
 }
 
 // lateEdgesNote returns a note when the CPU reads at the edges of res's
-// main duration came between less than minProcCover of the window apart:
-// the harness, starved, read h2load's lines late (both after the window,
-// at worst), so that its CPU figures are not the window's; or "".
-func lateEdgesNote(res HTTP2Result, between, window time.Duration) string {
-	if between >= time.Duration(minProcCover*float64(window)) {
+// main duration, at from and to, cover less than minProcCover of the time
+// its responses ended in (l's first to last, on the wall clock, as the
+// reads' times): the harness, starved, read h2load's lines late, so that
+// its CPU figures are not the window's. "" when they cover enough, or no
+// request was done.
+func lateEdgesNote(res HTTP2Result, from, to time.Time, l H2loadLog) string {
+	if l.Requests == 0 || l.LastEndUS <= l.FirstEndUS {
 		return ""
 	}
-	return fmt.Sprintf("%s streams %d rep %d: the harness read the CPU at the edges of h2load's %.2fs main duration only %.0f ms apart (it was starved and read h2load's output late): its server and client CPU figures are not that window's",
-		res.Arm, res.Streams, res.Rep, window.Seconds(), ms(between))
+	first, last := time.UnixMicro(l.FirstEndUS), time.UnixMicro(l.LastEndUS)
+	span := last.Sub(first)
+	covered := span - max(from.Sub(first), 0) - max(last.Sub(to), 0)
+	if covered >= time.Duration(minProcCover*float64(span)) {
+		return ""
+	}
+	return fmt.Sprintf("%s streams %d rep %d: the harness read the CPU %.0f ms and %.0f ms after h2load's first and last responses of the window (it was starved and read h2load's output late), covering %.0f%% of the window: its server and client CPU figures are not that window's",
+		res.Arm, res.Streams, res.Rep, ms(from.Sub(first)), ms(to.Sub(last)), 100*max(covered.Seconds(), 0)/span.Seconds())
 }
 
 // The lines h2load writes when each thread's main duration starts and
@@ -632,14 +639,7 @@ func ratioOf(a, b float64) float64 {
 // WriteHTTP2Report writes rep into dir (created if needed) as report.json
 // and report.md, each written whole to a temporary file and renamed.
 func WriteHTTP2Report(dir string, rep *HTTP2Report) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	js, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		return err
-	}
-	return writeFiles(dir, []string{ReportJSON, ReportMarkdown}, [][]byte{append(js, '\n'), []byte(HTTP2Markdown(rep))})
+	return writeJSONAndMarkdown(dir, rep, HTTP2Markdown(rep))
 }
 
 // HTTP2Markdown renders rep as a Markdown document.
@@ -647,7 +647,7 @@ func HTTP2Markdown(rep *HTTP2Report) string {
 	var b strings.Builder
 	c := rep.Config
 	fmt.Fprintf(&b, "# spindle bench http2 report: HTTP/2 servers (h2c, prior knowledge) under h2load\n\n")
-	fmt.Fprintf(&b, "- host: %s, %s, %d CPUs (%s), %s\n", rep.Host.Hostname, rep.Host.Kernel, rep.Host.CPUs, rep.Host.CPUModel, rep.Host.GoVersion)
+	writeHostLine(&b, rep.Host)
 	fmt.Fprintf(&b, "- loopback; server CPUs %v, client CPUs %v (%s, %d threads)\n", c.ServerCPUs, c.ClientCPUs, c.H2load, c.ClientThreads)
 	fmt.Fprintf(&b, "- %d connections × streams %v in flight each (closed loop), GET answered with a %d-byte body, %d reps (arms alternated), each %.2fs warm-up + %.2fs measured; started %s, %.0fs\n\n",
 		c.Conns, c.Streams, c.Body, c.Reps, c.WarmupSeconds, c.WindowSeconds, rep.Started.Format("2006-01-02 15:04 UTC"), rep.Seconds)
@@ -688,16 +688,7 @@ func WriteHTTP2Table(w io.Writer, rep *HTTP2Report) {
 // connections since nginx 1.19.7; http2_max_requests, its old name, ended
 // a connection with GOAWAY after 1000) and 300 s idle.
 func NginxHTTP2Config(dir, listen string, body, conns int) string {
-	return fmt.Sprintf(`# spindle bench http2: generated, removed after the run
-daemon off;
-master_process off;
-worker_processes 1;
-pid %s;
-error_log stderr warn;
-events {
-    worker_connections %d;
-}
-http {
+	return "# spindle bench http2: generated, removed after the run\n" + nginxMain(dir, conns+64) + fmt.Sprintf(`http {
     access_log off;
 %s
     server {
@@ -710,7 +701,7 @@ http {
         }
     }
 }
-`, filepath.Join(dir, "nginx.pid"), conns+64, nginxTempPaths(dir), listen, nginxKeepaliveRequests, http2ContentType, appendBody(nil, body))
+`, nginxTempPaths(dir), listen, nginxKeepaliveRequests, http2ContentType, appendBody(nil, body))
 }
 
 // nginxHTTP2 checks that nginx has the http2 module, which `nginx -V`

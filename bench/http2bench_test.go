@@ -1,6 +1,9 @@
 package bench
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -76,20 +79,41 @@ func TestSummarizeHTTP2(t *testing.T) {
 	}
 }
 
+// TestNginxHTTP2Config checks the generated nginx config's directives
+// and, where nginx is installed with its http2 module, that nginx -t
+// accepts it.
 func TestNginxHTTP2Config(t *testing.T) {
-	conf := NginxHTTP2Config("/tmp/d", "127.0.0.1:8443", 30, 50)
+	dir := t.TempDir()
+	conf := NginxHTTP2Config(dir, "127.0.0.1:8443", 30, 50)
 	for _, want := range []string{
 		"listen 127.0.0.1:8443 http2;",
 		`return 200 "abcdefghijklmnopqrstuvwxyzabcd";`,
 		"default_type " + http2ContentType + ";",
 		"keepalive_requests 1000000000;",
+		"keepalive_timeout 300s;",
+		"daemon off;",
 		"master_process off;",
-		"pid /tmp/d/nginx.pid;",
+		"worker_processes 1;",
+		"worker_connections 114;",
+		"pid " + filepath.Join(dir, "nginx.pid") + ";",
 		"access_log off;",
+		"client_body_temp_path " + filepath.Join(dir, "client_body") + ";",
 	} {
-		if !strings.Contains(conf, want) {
-			t.Errorf("config lacks %q:\n%s", want, conf)
-		}
+		hasLine(t, conf, want)
+	}
+	bin, err := exec.LookPath("nginx")
+	if err != nil {
+		t.Skip("nginx is not installed (apt-get install nginx): the config was not checked by nginx -t")
+	}
+	if err := nginxHTTP2(bin); err != nil {
+		t.Skipf("nginx -t not run: %v", err)
+	}
+	path := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "-t", "-c", path, "-p", dir, "-e", "stderr").CombinedOutput(); err != nil {
+		t.Fatalf("nginx -t: %v\n%s", err, out)
 	}
 }
 
@@ -114,11 +138,30 @@ func TestHTTP2Markdown(t *testing.T) {
 
 func TestLateEdgesNote(t *testing.T) {
 	res := HTTP2Result{Arm: "nginx", Streams: 10, Rep: 2}
-	if n := lateEdgesNote(res, 1900*time.Millisecond, 2*time.Second); n != "" {
-		t.Errorf("timely reads noted: %s", n)
+	t0 := time.Unix(1796150892, 0)
+	l := H2loadLog{Requests: 100, FirstEndUS: t0.UnixMicro(), LastEndUS: t0.Add(2 * time.Second).UnixMicro()}
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	for _, tc := range []struct {
+		from, to int // ms after the first response
+		late     bool
+	}{
+		{-5, 2005, false},
+		{100, 1900, false},
+		{900, 2100, false}, // 55%
+		{1100, 2100, true}, // read late at the start: 45%
+		{1990, 2001, true}, // both after the window, nearly
+		{2100, 2200, true}, // both after it
+		{-500, -100, true}, // both before it
+	} {
+		n := lateEdgesNote(res, at(tc.from), at(tc.to), l)
+		if (n != "") != tc.late {
+			t.Errorf("reads at %d and %d ms: note %q, want late %v", tc.from, tc.to, n, tc.late)
+		}
+		if n != "" && !strings.HasPrefix(n, "nginx streams 10 rep 2: the harness read the CPU") {
+			t.Errorf("note %q", n)
+		}
 	}
-	n := lateEdgesNote(res, 30*time.Millisecond, 2*time.Second)
-	if !strings.HasPrefix(n, "nginx streams 10 rep 2: the harness read the CPU") || !strings.Contains(n, "only 30 ms apart") {
-		t.Errorf("late reads: %q", n)
+	if n := lateEdgesNote(res, at(0), at(0), H2loadLog{}); n != "" {
+		t.Errorf("no request: %q", n)
 	}
 }
