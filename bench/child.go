@@ -81,6 +81,16 @@ func FormatCPUList(cpus []int) string {
 	return strings.Join(s, ",")
 }
 
+// pinCPUList parses a server child's -cpus list and pins the process to
+// it; an empty list leaves the process unpinned.
+func pinCPUList(s string) ([]int, error) {
+	cpus, err := ParseCPUList(s)
+	if err == nil && len(cpus) > 0 {
+		err = pinProcess(cpus)
+	}
+	return cpus, err
+}
+
 // ServeMain is the server half: `spindle bench server` and the peers
 // binary call it with their command-line arguments. It pins the process,
 // starts the arm, prints one JSON line {"addr","pid","arm"} on stdout and
@@ -109,14 +119,9 @@ func ServeMain(ctx context.Context, args []string, stdin io.Reader, stdout io.Wr
 	if arm.Start == nil {
 		return fmt.Errorf("bench: arm %q is served by the peers binary (bench/peers), not this one", arm.Name)
 	}
-	cpuList, err := ParseCPUList(*cpus)
+	cpuList, err := pinCPUList(*cpus)
 	if err != nil {
 		return err
-	}
-	if len(cpuList) > 0 {
-		if err := pinProcess(cpuList); err != nil {
-			return err
-		}
 	}
 	spareList, err := ParseCPUList(*spare)
 	if err != nil {

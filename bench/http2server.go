@@ -58,14 +58,11 @@ func ServeHTTP2Main(ctx context.Context, args []string) error {
 	if *body < MinHTTP2Body || *body > MaxHTTP2Body {
 		return fmt.Errorf("bench http2-server: -body %d outside %d..%d", *body, MinHTTP2Body, MaxHTTP2Body)
 	}
-	cpuList, err := ParseCPUList(*cpus)
+	cpuList, err := pinCPUList(*cpus)
 	if err != nil {
 		return err
 	}
 	if len(cpuList) > 0 {
-		if err := pinProcess(cpuList); err != nil {
-			return err
-		}
 		// As `bench server` does for go-net: one P per server CPU.
 		runtime.GOMAXPROCS(len(cpuList))
 	}

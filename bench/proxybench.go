@@ -847,6 +847,12 @@ func summarizeProxy(results []ProxyResult) []ProxySummaryRow {
 // WriteProxyReport writes rep into dir (created if needed) as report.json
 // and report.md, each written whole to a temporary file and renamed.
 func WriteProxyReport(dir string, rep *ProxyReport) error {
+	return writeJSONAndMarkdown(dir, rep, ProxyMarkdown(rep))
+}
+
+// writeJSONAndMarkdown writes rep as report.json and md as report.md into
+// dir (created if needed), each whole to a temporary file and renamed.
+func writeJSONAndMarkdown(dir string, rep any, md string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -854,7 +860,7 @@ func WriteProxyReport(dir string, rep *ProxyReport) error {
 	if err != nil {
 		return err
 	}
-	return writeFiles(dir, []string{ReportJSON, ReportMarkdown}, [][]byte{append(js, '\n'), []byte(ProxyMarkdown(rep))})
+	return writeFiles(dir, []string{ReportJSON, ReportMarkdown}, [][]byte{append(js, '\n'), []byte(md)})
 }
 
 // ProxyMarkdown renders rep as a Markdown document.
@@ -862,7 +868,7 @@ func ProxyMarkdown(rep *ProxyReport) string {
 	var b strings.Builder
 	c := rep.Config
 	fmt.Fprintf(&b, "# spindle bench proxy report: %s\n\n", proxyProtocolTitle(c.Protocol))
-	fmt.Fprintf(&b, "- host: %s, %s, %d CPUs (%s), %s\n", rep.Host.Hostname, rep.Host.Kernel, rep.Host.CPUs, rep.Host.CPUModel, rep.Host.GoVersion)
+	writeHostLine(&b, rep.Host)
 	fmt.Fprintf(&b, "- loopback; proxy CPUs %v, client CPUs %v, upstream (%s) CPUs %v\n", c.ProxyCPUs, c.ClientCPUs, c.UpstreamArm, c.UpstreamCPUs)
 	fmt.Fprintf(&b, "- %d connections, %d in flight each (closed loop), %d-byte payload, %d reps (arms alternated), each %.2fs warm-up + %.2fs measured; started %s, %.0fs\n\n",
 		c.Conns, c.InFlight, c.Payload, c.Reps, c.WarmupSeconds, c.WindowSeconds, rep.Started.Format("2006-01-02 15:04 UTC"), rep.Seconds)

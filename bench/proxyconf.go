@@ -114,8 +114,14 @@ func NginxConfig(protocol, dir, module, listen, upstream string, conns int) stri
 	if protocol == ProxyProtocolHTTP {
 		proxy = nginxHTTPBlock(dir, listen, upstream, conns)
 	}
-	return fmt.Sprintf(`# spindle bench proxy: generated, removed after the run
-%sdaemon off;
+	return "# spindle bench proxy: generated, removed after the run\n" + load + nginxMain(dir, 2*conns+64) + proxy
+}
+
+// nginxMain is the main and events sections of the nginx configs, up to
+// the protocol's block: one process (no master, no daemon) with up to
+// connections connections, its pid file in dir, errors on stderr.
+func nginxMain(dir string, connections int) string {
+	return fmt.Sprintf(`daemon off;
 master_process off;
 worker_processes 1;
 pid %s;
@@ -125,7 +131,7 @@ events {
     worker_connections %d;
 }
 
-%s`, load, filepath.Join(dir, "nginx.pid"), 2*conns+64, proxy)
+`, filepath.Join(dir, "nginx.pid"), connections)
 }
 
 // nginxKeepaliveRequests is the number of requests after which nginx ends

@@ -142,7 +142,7 @@ func WriteTable(w io.Writer, rep *Report) {
 func Markdown(rep *Report) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# spindle %s report\n\n", rep.Kind)
-	fmt.Fprintf(&b, "- host: %s, %s, %d CPUs (%s), %s\n", rep.Host.Hostname, rep.Host.Kernel, rep.Host.CPUs, rep.Host.CPUModel, rep.Host.GoVersion)
+	writeHostLine(&b, rep.Host)
 	fmt.Fprintf(&b, "- topology: **%s**; server CPUs %v, client CPUs %v (%d client threads)\n", rep.Topology, rep.Config.ServerCPUs, rep.Config.ClientCPUs, rep.Config.ClientThreads)
 	fmt.Fprintf(&b, "- %d connections, %d in flight each (closed loop), %d-byte payload, compute %d µs, %d reps, each %.2fs warm-up + %.2fs measured; started %s, %.0fs\n",
 		rep.Config.Conns, rep.Config.InFlight, rep.Config.Payload, rep.Config.ComputeUS, rep.Config.Reps,
@@ -165,6 +165,12 @@ func Markdown(rep *Report) string {
 	}
 	writeArmsAndNotes(&b, rep.Arms, rep.Notes)
 	return b.String()
+}
+
+// writeHostLine appends a Markdown report's line on the host it was made
+// on.
+func writeHostLine(b *strings.Builder, h Host) {
+	fmt.Fprintf(b, "- host: %s, %s, %d CPUs (%s), %s\n", h.Hostname, h.Kernel, h.CPUs, h.CPUModel, h.GoVersion)
 }
 
 // writeArmsAndNotes appends a Markdown report's "Arms" section (each arm's
