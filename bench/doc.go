@@ -43,6 +43,18 @@
 // is the run time of every thread of every process of that group. A proxy
 // that is not installed is skipped with the package to install.
 //
+// RunHTTP2 (`spindle bench http2`) compares HTTP/2 servers (h2c with prior
+// knowledge) the same way, each started fresh per measurement and pinned
+// to the server CPUs: the engine on the uring and epoll backends with
+// internal/h2's Server (one loop), Go's net/http with unencrypted HTTP/2,
+// and nginx's http2 module. The load is h2load, pinned to the client CPUs,
+// closed loop at each streams-per-connection value; its summary and
+// per-request log are parsed (ParseH2loadSummary, ParseH2loadLog: the
+// latency percentiles come from the log through the harness's histogram),
+// and a request that failed, errored or was answered other than 2xx fails
+// the run. The CPU is read at the main duration's edges, which h2load
+// writes on its stdout.
+//
 // The wire protocol is a length-prefixed echo: a 4-byte big-endian payload
 // length followed by the payload, echoed back unchanged. Every server except
 // c-liburing also speaks HTTP/1.1 on the same port (detected per connection

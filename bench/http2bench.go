@@ -239,8 +239,9 @@ type http2Arm struct {
 
 func (r *http2Runner) arm(name string) http2Arm {
 	cfg := r.cfg
-	self := func(summary string, unavailable error) http2Arm {
-		if _, err := exec.LookPath(cfg.ServerCommand[0]); err != nil && unavailable == nil {
+	self := func(summary string) http2Arm {
+		var unavailable error
+		if _, err := exec.LookPath(cfg.ServerCommand[0]); err != nil {
 			unavailable = fmt.Errorf("the server command: %w", err)
 		}
 		return http2Arm{name: name, summary: summary, unavailable: unavailable, argv: func(_, listen string) ([]string, error) {
@@ -249,15 +250,9 @@ func (r *http2Runner) arm(name string) http2Arm {
 	}
 	switch name {
 	case HTTP2ArmGoNetHTTP:
-		return self("Go's net/http server (this binary's Go), unencrypted HTTP/2 only (Protocols.SetUnencryptedHTTP2), its defaults otherwise; GOMAXPROCS = the server CPUs", nil)
+		return self("Go's net/http server (this binary's Go), unencrypted HTTP/2 only (Protocols.SetUnencryptedHTTP2), its defaults otherwise; GOMAXPROCS = the server CPUs")
 	case HTTP2ArmSpindleUring, HTTP2ArmSpindleEpoll:
-		backend := strings.TrimPrefix(name, "spindle-")
-		summary := fmt.Sprintf("spindle engine, %s backend, one loop: internal/h2's server connection behind an engine.Handler", backend)
-		var missing error
-		if _, ok := http2Servers[name]; !ok {
-			missing = errors.New("not built yet: it needs internal/h2 (the HTTP/2 server connection), which this tree does not have")
-		}
-		return self(summary, missing)
+		return self(fmt.Sprintf("spindle engine, %s backend, one loop: internal/h2's Server fed each read, its output written with Conn.Write (one copy, into the loop's send slab)", strings.TrimPrefix(name, "spindle-")))
 	}
 	bin, lookErr := exec.LookPath("nginx")
 	if lookErr != nil {
