@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 )
@@ -487,7 +486,6 @@ func (r *http2Runner) h2load(ctx context.Context, listen string, streams int, lo
 		return e, nil, fmt.Errorf("start %s: %w", argv[0], err)
 	}
 	pid := cmd.Process.Pid
-	var kill sync.Once
 	stop := make(chan struct{})
 	go func() {
 		timer := time.NewTimer(r.warmup + r.window + time.Minute)
@@ -498,7 +496,7 @@ func (r *http2Runner) h2load(ctx context.Context, listen string, streams int, lo
 		case <-stop:
 			return
 		}
-		kill.Do(func() { signalGroup(pid, syscall.SIGKILL) })
+		signalGroup(pid, syscall.SIGKILL)
 	}()
 	read := func(i int) {
 		at := time.Now()
