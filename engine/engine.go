@@ -404,6 +404,19 @@ type Handler interface {
 	OnClose(c *Conn, err error)
 }
 
+// Drainer is implemented by a Handler that ends its connections politely
+// when the engine shuts down gracefully: Shutdown, once its listeners are
+// closed, calls OnDrain once for each connection open at that moment (past
+// OnOpen, not yet closing), on the connection's loop goroutine, and then
+// waits for the connections to close. A handler might send an HTTP/2
+// GOAWAY, close an idle keep-alive connection at once and a busy one after
+// its response, or do nothing for a connection that will end by itself.
+// Without Drainer, Shutdown waits until the connections close of their own
+// accord or its context is done.
+type Drainer interface {
+	OnDrain(c *Conn)
+}
+
 // BaseHandler implements Handler with no-ops, except OnEOF which closes the
 // connection once its queued writes are sent. Embed it to implement only
 // some callbacks.
@@ -593,8 +606,9 @@ func (e *Engine) closeListeners() {
 	}
 }
 
-// Shutdown closes the listeners and waits until the open connections have
-// closed or ctx is done. Then it closes the remaining connections (OnClose
+// Shutdown closes the listeners, tells a Drainer handler about each open
+// connection, and waits until the open connections have closed or ctx is
+// done. Then it closes the remaining connections (OnClose
 // gets ErrClosed) and waits for the loops to exit. It returns nil after a
 // complete drain, ctx.Err() when connections had to be closed. Any
 // goroutine; on a loop goroutine (in a Handler callback, a timer or a
@@ -635,6 +649,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	e.closeListeners()
 	var err error
 	if started {
+		e.drainConns()
 		t := time.NewTicker(5 * time.Millisecond)
 	wait:
 		for e.Stats().Open > 0 {
@@ -654,6 +669,26 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 		<-e.exited
 	}
 	return err
+}
+
+// drainConns has each loop call a Drainer handler's OnDrain for its open
+// connections. Any goroutine but a loop's.
+func (e *Engine) drainConns() {
+	for _, l := range e.loops {
+		d, ok := l.h.(Drainer)
+		if !ok {
+			return
+		}
+		l.Post(func() {
+			// By index: OnDrain may close connections (their slots go nil)
+			// but opens none (accepts and dials refuse while draining).
+			for i := 0; i < len(l.conns); i++ {
+				if c := l.conns[i]; c != nil && c.state == stateOpen {
+					d.OnDrain(c)
+				}
+			}
+		})
+	}
 }
 
 func (e *Engine) stop() {

@@ -1,0 +1,78 @@
+package engine
+
+import (
+	"context"
+	"io"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// drainHandler echoes and, as a Drainer, writes "bye" and closes each
+// connection a graceful Shutdown tells it about.
+type drainHandler struct {
+	BaseHandlerFunc
+	drained atomic.Int64
+	offLoop atomic.Int64 // OnDrain calls not on the connection's loop
+}
+
+func (h *drainHandler) OnDrain(c *Conn) {
+	l := c.Loop()
+	if !l.locked.Load() || l.tid.Load() != int32(unix.Gettid()) {
+		h.offLoop.Add(1)
+	}
+	h.drained.Add(1)
+	c.Write([]byte("bye"))
+	c.Close()
+}
+
+// TestDrainer: a graceful Shutdown calls a Drainer handler's OnDrain once
+// for each open connection, on its loop, after the listeners closed; here
+// OnDrain closes them, so the drain ends without the clients closing and
+// well before Shutdown's deadline.
+func TestDrainer(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			h := &drainHandler{}
+			h.data = func(c *Conn, buf Buffer) bool { c.Write(buf.Bytes()); return false }
+			e, addr, done := listenAndRun(t, testConfig(b), h)
+			const n = 5
+			conns := make([]net.Conn, n)
+			for i := range conns {
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				c.Write([]byte("x"))
+				if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+					t.Fatal(err)
+				}
+				conns[i] = c
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := e.Shutdown(ctx); err != nil {
+				t.Fatalf("Shutdown: %v (the connections were not drained)", err)
+			}
+			if err := <-done; err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if got := h.drained.Load(); got != n {
+				t.Fatalf("OnDrain called %d times, want %d", got, n)
+			}
+			if got := h.offLoop.Load(); got != 0 {
+				t.Fatalf("OnDrain called off the connection's loop %d times", got)
+			}
+			for _, c := range conns {
+				c.SetReadDeadline(time.Now().Add(10 * time.Second))
+				if b, err := io.ReadAll(c); err != nil || string(b) != "bye" {
+					t.Fatalf("client read %q, %v; want \"bye\" then EOF", b, err)
+				}
+			}
+		})
+	}
+}
