@@ -53,7 +53,7 @@ func main() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		h.Shutdown(sctx, e) // GOAWAY on HTTP/2 connections, then e.Shutdown
+		e.Shutdown(sctx) // the Handler, an engine.Drainer, ends its connections politely
 	}()
 	if err := e.Run(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, "http:", err)

@@ -1,7 +1,6 @@
 package hello
 
 import (
-	"context"
 
 	"github.com/spindlenet/spindle/engine"
 	"github.com/spindlenet/spindle/internal/h1"
@@ -33,12 +32,10 @@ var (
 const maxTail = h2.FrameHeaderLen + h2.MinMaxFrameSize
 
 // h2conn is the state of a connection that sent the HTTP/2 preface, and
-// the h2.Server's Handler. Loop goroutine (loop is read by Shutdown too:
-// it is set before hc is registered and never changes).
+// the h2.Server's Handler. Loop goroutine.
 type h2conn struct {
 	h     *Handler
 	c     *engine.Conn
-	loop  *engine.Loop // c's, for Handler.Shutdown on another goroutine
 	s     *h2.Server
 	write func([]byte) (int, error) // c.Write, made once: no allocation per WriteDataTo
 
@@ -63,37 +60,16 @@ type h2stream struct {
 }
 
 // startH2 makes c an HTTP/2 connection; pre is the start of the preface
-// that came in earlier reads. Loop goroutine.
-func (h *Handler) startH2(c *engine.Conn, pre []byte) *h2conn {
-	hc := &h2conn{h: h, c: c, loop: c.Loop(), write: c.Write}
+// that came in earlier reads, drain whether the engine is shutting down (the
+// connection is sent GOAWAY at once). Loop goroutine.
+func (h *Handler) startH2(c *engine.Conn, pre []byte, drain bool) *h2conn {
+	hc := &h2conn{h: h, c: c, write: c.Write}
 	hc.s = h2.NewServer(hc, nil)
 	hc.tail = append(make([]byte, 0, maxTail), pre...)
-	h.mu.Lock()
-	if h.h2conns == nil {
-		h.h2conns = make(map[*h2conn]struct{})
-	}
-	h.h2conns[hc] = struct{}{}
-	h.mu.Unlock()
-	// After the registration: Shutdown either saw hc or set draining
-	// before it.
-	if h.draining.Load() {
+	if drain {
 		hc.s.Shutdown()
 	}
 	return hc
-}
-
-// Shutdown shuts e down gracefully: every HTTP/2 connection is sent GOAWAY
-// and closed once its open streams are answered (Done), and then
-// e.Shutdown(ctx) waits for the connections to close, as for HTTP/1.1,
-// until ctx is done. Any goroutine but a loop's.
-func (h *Handler) Shutdown(ctx context.Context, e *engine.Engine) error {
-	h.draining.Store(true)
-	h.mu.Lock()
-	for hc := range h.h2conns {
-		hc.loop.Post(hc.shutdown)
-	}
-	h.mu.Unlock()
-	return e.Shutdown(ctx)
 }
 
 // shutdown sends GOAWAY, and closes c if no stream is open. Loop goroutine.
@@ -183,9 +159,6 @@ func (hc *h2conn) flush() {
 func (hc *h2conn) closed() {
 	hc.closing = true
 	hc.s.Close()
-	hc.h.mu.Lock()
-	delete(hc.h.h2conns, hc)
-	hc.h.mu.Unlock()
 }
 
 // OnRequest answers a request without a body at once and waits for the

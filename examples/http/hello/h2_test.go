@@ -173,9 +173,9 @@ func TestH2Preface(t *testing.T) {
 	}
 }
 
-// TestH2Shutdown: Handler.Shutdown sends GOAWAY naming the open stream,
-// which is answered; then the connection is closed and the engine's
-// Shutdown drains completely.
+// TestH2Shutdown: the engine's Shutdown has the Handler (an
+// engine.Drainer) send GOAWAY naming the open stream, which is answered;
+// then the connection is closed and the drain is complete.
 func TestH2Shutdown(t *testing.T) {
 	for _, backend := range engine.Backends {
 		t.Run(string(backend), func(t *testing.T) {
@@ -191,7 +191,7 @@ func TestH2Shutdown(t *testing.T) {
 			go func() {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
-				done <- h.Shutdown(ctx, e)
+				done <- e.Shutdown(ctx)
 			}()
 			f := k.until(h2.FrameGoAway)
 			if f.LastStream != 1 || f.Code != h2.NoError {

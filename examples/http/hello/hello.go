@@ -3,8 +3,6 @@ package hello
 import (
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/spindlenet/spindle/engine"
@@ -63,14 +61,11 @@ var (
 )
 
 // Handler serves hello, world over HTTP/1.1, and over HTTP/2 to a client
-// that starts with its preface (h2c with prior knowledge). Its methods run
-// on the loop goroutine of the connection, but Shutdown.
+// that starts with its preface (h2c with prior knowledge). It is an
+// engine.Drainer: a graceful engine Shutdown ends its connections politely.
+// Its methods run on the loop goroutine of the connection.
 type Handler struct {
 	engine.BaseHandler
-
-	draining atomic.Bool // Shutdown was called
-	mu       sync.Mutex
-	h2conns  map[*h2conn]struct{} // the open HTTP/2 connections, for Shutdown
 }
 
 // conn is a connection's state: the request being read, whose body is
@@ -86,6 +81,7 @@ type conn struct {
 	pending []byte     // a request head not complete yet, or the start of the HTTP/2 preface
 	decided bool       // the first bytes were not the HTTP/2 preface: HTTP/1.1
 	h2      *h2conn    // the first bytes were the HTTP/2 preface
+	drain   bool       // the engine is shutting down (OnDrain)
 }
 
 // OnOpen attaches the connection's state. Loop goroutine.
@@ -113,7 +109,7 @@ func (h *Handler) OnData(c *engine.Conn, b engine.Buffer) bool {
 			st.pending = append(st.pending, data...)
 			return false
 		default:
-			st.h2 = h.startH2(c, st.pending)
+			st.h2 = h.startH2(c, st.pending, st.drain)
 			st.pending = nil
 			st.h2.onData(data)
 			return false
@@ -175,7 +171,28 @@ func (h *Handler) OnWritable(c *engine.Conn) {
 	}
 }
 
-// OnClose ends an HTTP/2 connection's Server and forgets it. Loop goroutine.
+// OnDrain ends c politely when the engine shuts down gracefully: an HTTP/2
+// connection is sent GOAWAY and closes once its open streams are answered;
+// an HTTP/1.1 connection between requests (or one that has sent nothing
+// yet) closes now, and one in a request closes after its response, which
+// says so. Loop goroutine.
+func (h *Handler) OnDrain(c *engine.Conn) {
+	st, _ := c.Context().(*conn)
+	if st == nil {
+		return
+	}
+	st.drain = true
+	switch {
+	case st.h2 != nil:
+		st.h2.shutdown()
+	case st.inBody:
+		st.keep = false
+	case len(st.pending) == 0:
+		c.Close()
+	}
+}
+
+// OnClose ends an HTTP/2 connection's Server. Loop goroutine.
 func (h *Handler) OnClose(c *engine.Conn, err error) {
 	if st, _ := c.Context().(*conn); st != nil && st.h2 != nil {
 		st.h2.closed()
@@ -193,7 +210,7 @@ func (st *conn) start(c *engine.Conn, more bool) error {
 	if r.Framing == h1.Length && r.ContentLength > MaxBody {
 		return errTooLarge
 	}
-	st.inBody, st.keep = true, r.KeepAlive
+	st.inBody, st.keep = true, r.KeepAlive && !st.drain
 	st.http10, st.isHead = r.Minor == 0, string(r.Method) == "HEAD"
 	st.body.Reset(r.Framing, r.ContentLength)
 	// A client that expects 100 Continue sends the body only after it

@@ -1,0 +1,69 @@
+package hello
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/spindlenet/spindle/engine"
+)
+
+// TestDrainH1: the engine's graceful Shutdown has the Handler close an idle
+// keep-alive connection and one that sent nothing at once, and answer a
+// request whose body is still coming with "Connection: close" and then
+// close: the drain completes long before Shutdown's deadline.
+func TestDrainH1(t *testing.T) {
+	for _, backend := range engine.Backends {
+		t.Run(string(backend), func(t *testing.T) {
+			addr, e := startServer(t, backend)
+			idle := dialServer(t, addr, 20*time.Second)
+			ir := bufio.NewReader(idle)
+			io.WriteString(idle, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+			resp, err := http.ReadResponse(ir, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			silent := dialServer(t, addr, 20*time.Second)
+			busy := dialServer(t, addr, 20*time.Second)
+			br := bufio.NewReader(busy)
+			// Expect: 100-continue makes the server say when it has the head
+			// and waits for the body.
+			io.WriteString(busy, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 6\r\nExpect: 100-continue\r\n\r\n")
+			if line, err := br.ReadString('\n'); err != nil || line != "HTTP/1.1 100 Continue\r\n" {
+				t.Fatalf("busy connection: %q, %v; want 100 Continue", line, err)
+			}
+			br.ReadString('\n') // the interim response's empty line
+
+			done := make(chan error, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+				defer cancel()
+				done <- e.Shutdown(ctx)
+			}()
+			for name, r := range map[string]io.Reader{"idle": ir, "silent": silent} {
+				if b, err := io.ReadAll(r); err != nil || len(b) != 0 {
+					t.Fatalf("%s connection: read %q, %v; want EOF", name, b, err)
+				}
+			}
+			io.WriteString(busy, "abcdef")
+			resp, err = http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !resp.Close || resp.StatusCode != 200 {
+				t.Fatalf("busy connection: %d, close %v; want 200 and Connection: close", resp.StatusCode, resp.Close)
+			}
+			io.Copy(io.Discard, resp.Body)
+			if b, err := io.ReadAll(br); err != nil || len(b) != 0 {
+				t.Fatalf("busy connection after its response: %q, %v; want EOF", b, err)
+			}
+			if err := <-done; err != nil {
+				t.Fatalf("Shutdown: %v, want a complete drain", err)
+			}
+		})
+	}
+}
