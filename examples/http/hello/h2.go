@@ -1,7 +1,6 @@
 package hello
 
 import (
-
 	"github.com/spindlenet/spindle/engine"
 	"github.com/spindlenet/spindle/internal/h1"
 	"github.com/spindlenet/spindle/internal/h2"
