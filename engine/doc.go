@@ -39,6 +39,11 @@
 // (30 s by default: a Close still waiting on its queue is reset), so that a
 // slow-read attack holds a connection and its buffers for a bounded time.
 //
+// Shutdown is graceful: the listeners close, a Handler that is also a
+// Drainer gets OnDrain for each open connection (to send an HTTP/2 GOAWAY,
+// close idle keep-alive connections, finish the rest), and Shutdown waits
+// for the connections to close until its context is done.
+//
 // Goroutines: methods of Engine may be called from any goroutine. Methods of
 // Conn, and of Loop unless said otherwise, may be called only on the loop
 // goroutine that owns them (inside Handler callbacks, timer functions and
