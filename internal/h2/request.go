@@ -69,34 +69,10 @@ func (s *Server) emit(f hpack.Field) error {
 	return nil
 }
 
-func (s *Server) store(f hpack.Field) span {
-	n0 := len(s.fbuf)
-	s.fbuf = append(s.fbuf, f.Name...)
-	v0 := len(s.fbuf)
-	s.fbuf = append(s.fbuf, f.Value...)
-	return span{int32(n0), int32(v0), int32(v0), int32(len(s.fbuf)), f.Sensitive}
-}
-
-func (s *Server) bytes(sp span, value bool) []byte {
-	if value {
-		return s.fbuf[sp.v0:sp.v1:sp.v1]
-	}
-	return s.fbuf[sp.n0:sp.n1:sp.n1]
-}
-
-// fields points s.req.Fields at the decoded regular fields.
-func (s *Server) fields() {
-	fs := s.req.Fields[:0]
-	for _, sp := range s.spans {
-		fs = append(fs, hpack.Field{Name: s.bytes(sp, false), Value: s.bytes(sp, true), Sensitive: sp.sensitive})
-	}
-	s.req.Fields = fs
-}
-
 // request fills s.req from a decoded block and checks RFC 9113 8.3.1 and
 // 8.5, setting s.bad.
 func (s *Server) request() {
-	s.fields()
+	s.req.Fields = s.fields(s.req.Fields)
 	r := &s.req
 	r.Method, r.Scheme, r.Authority, r.Path = nil, nil, nil, nil
 	ps := [4]*[]byte{&r.Method, &r.Scheme, &r.Authority, &r.Path}

@@ -148,22 +148,6 @@ type Handler interface {
 	OnGoAway(s *Server, code ErrCode, debug []byte)
 }
 
-// stream is one open or half-closed stream.
-type stream struct {
-	id        uint32
-	recvOpen  bool // the peer may still send (not half-closed remote)
-	sendOpen  bool // we may still send (not half-closed local)
-	announced bool // OnRequest was called
-	responded bool // a final response's HEADERS was sent
-	blocked   bool // WriteData was short of window: OnWritable is due
-	sendWin   int64
-	recvWin   int64 // what the peer may still send
-	pending   int64 // consumed, not yet returned by WINDOW_UPDATE
-	held      int64 // delivered by OnData, not yet Consumed
-	cl        int64 // content-length or -1
-	received  int64
-}
-
 // Server is the server side of one HTTP/2 connection (h2c with prior
 // knowledge, or a TLS connection that negotiated "h2"), sans-IO: Feed
 // takes received bytes and calls the Handler; what must be sent gathers in
@@ -185,66 +169,21 @@ type stream struct {
 // reader costs the server no memory, and a proxy passes the backpressure
 // on to its upstream.
 type Server struct {
-	h   Handler
-	cfg Config
-	dec *hpack.Decoder
-	enc *hpack.Encoder
-	out []byte
-	err *Error // the connection error, once one happened
-
-	prefaceDone  bool // ClientPreface seen
-	settingsSeen bool // the client's first SETTINGS seen
-	acked        bool // our SETTINGS acknowledged
-
-	streams []stream // live ones have id != 0
-	dead    int      // entries of streams with id 0
-	lastID  uint32   // highest stream id the peer opened (or tried to)
-	reset   ring     // streams we reset lately: their frames are ignored
-	closed  ring     // streams closed lately: HEADERS on them is STREAM_CLOSED
-
-	// Receive flow control, connection level.
-	connRecv    int64 // what the peer may still send
-	connPending int64 // consumed, not yet returned by WINDOW_UPDATE
-	// Send flow control.
-	connSend      int64
-	peerInitial   int64
-	peerMaxFrame  uint32
-	streamInitial int64 // our INITIAL_WINDOW_SIZE once acked (65535 before if smaller)
-
-	goAwaySent bool // new streams are ignored
-	goAwayRecv bool
-
-	ctrlBudget  int
-	earlyResets int
-
-	// Header block assembly.
-	hstream    uint32 // the stream whose CONTINUATIONs are due, 0 if none
-	hend       bool   // END_STREAM of the block's HEADERS
-	hbuf       []byte
-	hcont      int    // CONTINUATIONs of the block so far
-	hreset     *Error // the stream error of the block's HEADERS (self-dependency)
-	blockLimit int
+	conn
+	h           Handler
+	prefaceDone bool // ClientPreface seen
 
 	// Decoding.
 	emitFn   func(hpack.Field) error
 	mode     uint8 // decodeRequest, decodeTrailers or decodeDiscard
 	bad      bool  // a field broke a rule
 	regular  bool  // a regular field was seen
-	fbuf     []byte
-	spans    []span
 	req      Request
 	pseudo   [4]span // method, scheme, authority, path
 	havePs   uint8
 	host     span
 	haveHost bool
-	blk      []byte // an encoded block we send
-	status   []byte // its :status digits
-	hdr      [FrameHeaderLen]byte
-}
-
-type span struct {
-	n0, n1, v0, v1 int32
-	sensitive      bool
+	status   []byte // the :status digits we send
 }
 
 const (
@@ -295,23 +234,8 @@ var (
 // be sent before the client's arrives).
 func NewServer(h Handler, c *Config) *Server {
 	cfg := c.withDefaults()
-	s := &Server{
-		h:             h,
-		cfg:           cfg,
-		dec:           hpack.NewDecoder(max(cfg.HeaderTableSize, DefaultHeaderTableSize), cfg.MaxHeaderListSize),
-		enc:           hpack.NewEncoder(),
-		connRecv:      initialWindow,
-		connSend:      initialWindow,
-		peerInitial:   initialWindow,
-		peerMaxFrame:  MinMaxFrameSize,
-		streamInitial: int64(min(cfg.InitialWindowSize, initialWindow)),
-		ctrlBudget:    cfg.MaxControlFrames,
-		blockLimit:    int(cfg.MaxHeaderListSize) + int(cfg.MaxFrameSize),
-		req:           Request{ContentLength: -1},
-	}
-	if cfg.InitialWindowSize >= initialWindow {
-		s.streamInitial = int64(cfg.InitialWindowSize)
-	}
+	s := &Server{h: h, req: Request{ContentLength: -1}}
+	s.conn = newConn(s, cfg, false)
 	s.emitFn = s.emit
 	s.out = AppendSettings(s.out, []Setting{
 		{SettingHeaderTableSize, cfg.HeaderTableSize},
@@ -320,40 +244,8 @@ func NewServer(h Handler, c *Config) *Server {
 		{SettingMaxFrameSize, cfg.MaxFrameSize},
 		{SettingMaxHeaderListSize, cfg.MaxHeaderListSize},
 	})
-	if inc := cfg.ConnWindowSize - initialWindow; inc > 0 {
-		s.out = AppendWindowUpdate(s.out, 0, inc)
-		s.connRecv += int64(inc)
-	}
+	s.appendWindowUpdate()
 	return s
-}
-
-// Pending returns the bytes waiting to be sent, valid until the next call
-// of a Server method. Connection goroutine.
-func (s *Server) Pending() []byte { return s.out }
-
-// Written drops the first n bytes of Pending, which the caller has sent.
-// Connection goroutine.
-func (s *Server) Written(n int) {
-	if n >= len(s.out) {
-		s.out = s.out[:0]
-		return
-	}
-	s.out = s.out[:copy(s.out, s.out[n:])]
-}
-
-// Err returns the connection error that ended the connection, or nil.
-func (s *Server) Err() error {
-	if s.err == nil {
-		return nil
-	}
-	return s.err
-}
-
-// Done reports whether the connection is finished: it failed, or a GOAWAY
-// was sent or received and no stream is left. The caller closes it once
-// Pending is sent. Connection goroutine.
-func (s *Server) Done() bool {
-	return s.err != nil || (s.goAwaySent || s.goAwayRecv) && len(s.streams) == s.dead
 }
 
 // Feed processes the complete frames at the start of in (the client
@@ -378,190 +270,7 @@ func (s *Server) Feed(in []byte) (n int, err error) {
 		s.prefaceDone = true
 		n = k
 	}
-	for s.err == nil {
-		f, k, perr := ParseFrame(in[n:], s.cfg.MaxFrameSize)
-		if perr == nil && k == 0 {
-			break
-		}
-		if perr != nil && k == 0 { // the header alone showed the error
-			return n, s.fail(perr.(*Error))
-		}
-		n += k
-		if !s.settingsSeen {
-			if f.Type != FrameSettings || f.Flags.Has(FlagAck) {
-				return n, s.fail(errFirstFrame)
-			}
-			s.settingsSeen = true
-		}
-		var e *Error
-		if perr != nil {
-			e = perr.(*Error)
-			switch {
-			case e.Stream && s.hstream != 0:
-				e = errContExpected
-			case e.Stream && f.Type == FrameHeaders: // decode its block all the same
-				s.hreset = e
-				e = s.frame(&f)
-			case e.Stream && f.StreamID > s.lastID && f.Type != FramePriority:
-				e = errIdleFrame
-			}
-		} else {
-			e = s.frame(&f)
-		}
-		if e == nil {
-			continue
-		}
-		if !e.Stream {
-			return n, s.fail(e)
-		}
-		if e = s.streamError(f.StreamID, e); e != nil {
-			return n, s.fail(e)
-		}
-	}
-	if s.err != nil {
-		return n, s.err
-	}
-	return n, nil
-}
-
-// Close ends the connection from our side (the transport closed): every
-// stream the handler knew gets OnReset(CANCEL). Connection goroutine.
-func (s *Server) Close() {
-	if s.err == nil {
-		s.err = connErr(Cancel, "closed")
-		s.resetAll(Cancel)
-	}
-}
-
-// fail ends the connection with GOAWAY for e.
-func (s *Server) fail(e *Error) *Error {
-	if s.err != nil {
-		return s.err
-	}
-	s.err = e
-	s.out = AppendGoAway(s.out, s.lastID, e.Code, []byte(e.Reason))
-	s.resetAll(e.Code)
-	return e
-}
-
-func (s *Server) resetAll(code ErrCode) {
-	for i := 0; i < len(s.streams); i++ {
-		st := &s.streams[i]
-		if st.id == 0 {
-			continue
-		}
-		id, ann := st.id, st.announced
-		s.remove(st)
-		if ann {
-			s.h.OnReset(s, id, code)
-		}
-	}
-}
-
-// streamError resets stream id for e; it returns a connection error when
-// the answer cannot be sent.
-func (s *Server) streamError(id uint32, e *Error) *Error {
-	if len(s.out) > s.cfg.MaxOutput {
-		return errOutput
-	}
-	if e != errRefused { // counted in block
-		if s.earlyResets++; s.earlyResets > s.cfg.MaxEarlyResets {
-			return errRapidReset
-		}
-	}
-	s.out = AppendRSTStream(s.out, id, e.Code)
-	s.reset.put(id)
-	if st := s.find(id); st != nil {
-		ann := st.announced
-		s.remove(st)
-		if ann {
-			s.h.OnReset(s, id, e.Code)
-		}
-	}
-	return nil
-}
-
-// ring remembers the last recentResets stream ids put in it.
-type ring struct {
-	ids [recentResets]uint32
-	n   int
-}
-
-func (r *ring) put(id uint32) {
-	r.ids[r.n%recentResets] = id
-	r.n++
-}
-
-func (r *ring) has(id uint32) bool {
-	for _, x := range r.ids {
-		if x == id && id != 0 {
-			return true
-		}
-	}
-	return false
-}
-
-func (s *Server) find(id uint32) *stream {
-	if id == 0 {
-		return nil
-	}
-	for i := range s.streams {
-		if s.streams[i].id == id {
-			return &s.streams[i]
-		}
-	}
-	return nil
-}
-
-// compact drops dead entries; only where no loop over streams is running.
-func (s *Server) compact() {
-	if s.dead == 0 {
-		return
-	}
-	k := 0
-	for _, st := range s.streams {
-		if st.id != 0 {
-			s.streams[k] = st
-			k++
-		}
-	}
-	s.streams = s.streams[:k]
-	s.dead = 0
-}
-
-// remove ends st, returning to the connection window what the handler
-// still held of its data.
-func (s *Server) remove(st *stream) {
-	s.creditConn(st.held)
-	s.closed.put(st.id)
-	*st = stream{}
-	s.dead++
-}
-
-// maybeClose ends st once both sides are closed.
-func (s *Server) maybeClose(st *stream) {
-	if !st.recvOpen && !st.sendOpen {
-		if st.responded && s.earlyResets > 0 {
-			s.earlyResets--
-		}
-		s.remove(st)
-	}
-}
-
-func (s *Server) live() int { return len(s.streams) - s.dead }
-
-// control charges one frame to the control budget.
-func (s *Server) control() *Error {
-	if s.ctrlBudget--; s.ctrlBudget < 0 {
-		return errCtrlFlood
-	}
-	return nil
-}
-
-func (s *Server) refill() {
-	if s.ctrlBudget < s.cfg.MaxControlFrames {
-		s.ctrlBudget++
-	}
+	return s.frames(in, n)
 }
 
 // frame processes one well-formed frame.
@@ -573,7 +282,10 @@ func (s *Server) frame(f *Frame) *Error {
 	case FrameData:
 		return s.data(f)
 	case FrameHeaders:
-		return s.headers(f)
+		if f.StreamID%2 == 0 {
+			return errEvenStream
+		}
+		return s.headerBlock(f)
 	case FrameContinuation:
 		return s.continuation(f)
 	case FramePriority:
@@ -585,12 +297,8 @@ func (s *Server) frame(f *Frame) *Error {
 	case FramePushPromise:
 		return errPushPromise
 	case FramePing:
-		if e := s.control(); e != nil {
-			return e
-		}
-		if !f.Flags.Has(FlagAck) && len(s.out) <= s.cfg.MaxOutput {
-			s.out = AppendPing(s.out, [8]byte(f.Data), true)
-		}
+		_, e := s.ping(f)
+		return e
 	case FrameGoAway:
 		s.goAwayRecv = true
 		s.h.OnGoAway(s, f.Code, f.Data)
@@ -598,96 +306,6 @@ func (s *Server) frame(f *Frame) *Error {
 		return s.windowUpdate(f)
 	}
 	return nil
-}
-
-func (s *Server) settings(f *Frame) *Error {
-	if e := s.control(); e != nil {
-		return e
-	}
-	if f.Flags.Has(FlagAck) {
-		if !s.acked { // our INITIAL_WINDOW_SIZE holds from now on (6.9.2)
-			s.acked = true
-			delta := int64(s.cfg.InitialWindowSize) - s.streamInitial
-			s.streamInitial += delta
-			for j := range s.streams {
-				s.streams[j].recvWin += delta
-			}
-			// The peer's encoder may use the RFC's 4096 until now.
-			if s.cfg.HeaderTableSize < DefaultHeaderTableSize {
-				s.dec.SetMaxTableSize(s.cfg.HeaderTableSize)
-			}
-		}
-		return nil
-	}
-	if len(s.out) > s.cfg.MaxOutput {
-		return errOutput
-	}
-	grew := false
-	for i := range f.NumSettings() {
-		st := f.Setting(i)
-		switch st.ID {
-		case SettingHeaderTableSize:
-			s.enc.SetMaxTableSize(st.Val)
-		case SettingInitialWindowSize:
-			delta := int64(st.Val) - s.peerInitial
-			s.peerInitial = int64(st.Val)
-			for j := range s.streams {
-				x := &s.streams[j]
-				if x.id == 0 {
-					continue
-				}
-				if x.sendWin += delta; x.sendWin > MaxWindow {
-					return errInitWindow
-				}
-			}
-			grew = grew || delta > 0
-		case SettingMaxFrameSize:
-			s.peerMaxFrame = st.Val
-		}
-	}
-	s.out = AppendSettingsAck(s.out)
-	if grew {
-		s.wake(0)
-	}
-	return nil
-}
-
-func (s *Server) windowUpdate(f *Frame) *Error {
-	if e := s.control(); e != nil {
-		return e
-	}
-	if f.StreamID == 0 {
-		if s.connSend += int64(f.Increment); s.connSend > MaxWindow {
-			return errConnWindow
-		}
-		s.wake(0)
-		return nil
-	}
-	if f.StreamID > s.lastID {
-		return errIdleFrame
-	}
-	st := s.find(f.StreamID)
-	if st == nil {
-		return nil // closed: a WINDOW_UPDATE may cross our END_STREAM or RST
-	}
-	if st.sendWin += int64(f.Increment); st.sendWin > MaxWindow {
-		return errStreamWindow
-	}
-	s.wake(f.StreamID)
-	return nil
-}
-
-// wake calls OnWritable for the blocked streams (only id if id != 0)
-// that have send window again.
-func (s *Server) wake(id uint32) {
-	for i := 0; i < len(s.streams) && s.connSend > 0 && s.err == nil; i++ {
-		st := &s.streams[i]
-		if st.id == 0 || !st.blocked || st.sendWin <= 0 || (id != 0 && st.id != id) {
-			continue
-		}
-		st.blocked = false
-		s.h.OnWritable(s, st.id)
-	}
 }
 
 func (s *Server) rstStream(f *Frame) *Error {
@@ -712,155 +330,6 @@ func (s *Server) rstStream(f *Frame) *Error {
 		s.h.OnReset(s, f.StreamID, f.Code)
 	}
 	return nil
-}
-
-func (s *Server) data(f *Frame) *Error {
-	size := int64(f.Length)
-	if size > s.connRecv {
-		return errConnFlow
-	}
-	s.connRecv -= size
-	if f.StreamID > s.lastID {
-		return errIdleFrame
-	}
-	st := s.find(f.StreamID)
-	if st == nil || !st.recvOpen {
-		s.creditConn(size)
-		if st == nil && s.reset.has(f.StreamID) {
-			return nil
-		}
-		return errHalfClosed
-	}
-	if size > st.recvWin {
-		s.creditConn(size)
-		return errStreamFlow
-	}
-	st.recvWin -= size
-	p := f.Data
-	end := f.Flags.Has(FlagEndStream)
-	if pad := size - int64(len(p)); pad > 0 { // padding is not the handler's
-		s.creditConn(pad)
-		s.creditStream(st, pad)
-	}
-	if len(p) == 0 && !end {
-		if e := s.control(); e != nil {
-			return e
-		}
-	}
-	st.received += int64(len(p))
-	if st.cl >= 0 && (st.received > st.cl || end && st.received != st.cl) {
-		s.creditConn(int64(len(p)))
-		return errCLMismatch
-	}
-	st.held += int64(len(p))
-	if end {
-		st.recvOpen = false
-	}
-	id := st.id
-	s.h.OnData(s, id, p, end)
-	if end {
-		if st = s.find(id); st != nil {
-			s.maybeClose(st)
-		}
-	}
-	return nil
-}
-
-// Consumed returns n bytes of stream id's data, delivered by OnData, to the
-// peer's flow-control windows: WINDOW_UPDATEs go out once half a window
-// is due. Bytes of a stream that ended are returned when it ends, so
-// Consumed after that is ignored. Connection goroutine.
-func (s *Server) Consumed(id uint32, n int) {
-	st := s.find(id)
-	if st == nil || n <= 0 || s.err != nil {
-		return
-	}
-	k := min(int64(n), st.held)
-	st.held -= k
-	s.creditConn(k)
-	s.creditStream(st, k)
-}
-
-func (s *Server) creditConn(k int64) {
-	if k <= 0 || s.err != nil {
-		return
-	}
-	s.connPending += k
-	if s.connPending >= int64(s.cfg.ConnWindowSize)/2 {
-		s.out = AppendWindowUpdate(s.out, 0, uint32(s.connPending))
-		s.connRecv += s.connPending
-		s.connPending = 0
-	}
-}
-
-func (s *Server) creditStream(st *stream, k int64) {
-	if !st.recvOpen {
-		return
-	}
-	st.pending += k
-	if st.pending >= s.streamInitial/2 {
-		s.out = AppendWindowUpdate(s.out, st.id, uint32(st.pending))
-		st.recvWin += st.pending
-		st.pending = 0
-	}
-}
-
-func (s *Server) headers(f *Frame) *Error {
-	if f.StreamID%2 == 0 {
-		return errEvenStream
-	}
-	s.hend = f.Flags.Has(FlagEndStream)
-	if f.Flags.Has(FlagEndHeaders) {
-		return s.block(f.StreamID, f.Data)
-	}
-	if len(f.Data) > s.blockLimit {
-		return errBlockLarge
-	}
-	s.hstream, s.hcont = f.StreamID, 0
-	s.hbuf = append(s.hbuf[:0], f.Data...)
-	return nil
-}
-
-func (s *Server) continuation(f *Frame) *Error {
-	if s.hstream == 0 {
-		return errContStray
-	}
-	if s.hcont++; s.hcont > s.blockLimit/1024+16 {
-		return errContFlood
-	}
-	if len(f.Data) == 0 && !f.Flags.Has(FlagEndHeaders) {
-		if e := s.control(); e != nil {
-			return e
-		}
-	}
-	if len(s.hbuf)+len(f.Data) > s.blockLimit {
-		return errBlockLarge
-	}
-	s.hbuf = append(s.hbuf, f.Data...)
-	if !f.Flags.Has(FlagEndHeaders) {
-		return nil
-	}
-	id := s.hstream
-	s.hstream = 0
-	return s.block(id, s.hbuf)
-}
-
-// decode decodes block in mode; it returns the HPACK error (a connection
-// error) and whether the list was too large.
-func (s *Server) decode(block []byte, mode uint8) (tooLarge bool, e *Error) {
-	s.mode, s.bad, s.regular = mode, false, false
-	s.fbuf, s.spans = s.fbuf[:0], s.spans[:0]
-	s.havePs, s.haveHost = 0, false
-	s.req.ContentLength = -1
-	err := s.dec.Decode(block, s.emitFn)
-	switch {
-	case err == nil || err == errBadField:
-	case errors.Is(err, hpack.ErrListTooLarge):
-		return true, nil
-	default:
-		return false, errCompression
-	}
-	return false, nil
 }
 
 // block handles a complete header block of stream id.
@@ -892,7 +361,7 @@ func (s *Server) block(id uint32, block []byte) *Error {
 		case st.cl >= 0 && st.received != st.cl:
 			return errCLMismatch
 		}
-		s.fields()
+		s.req.Fields = s.fields(s.req.Fields)
 		st.recvOpen = false
 		s.h.OnTrailers(s, id, s.req.Fields)
 		if st = s.find(id); st != nil {
@@ -971,18 +440,6 @@ func (s *Server) writeStatusOnly(st *stream, status int) {
 	s.maybeClose(st)
 }
 
-// sendable returns the open stream id we may send on, or an error.
-func (s *Server) sendable(id uint32) (*stream, error) {
-	if s.err != nil {
-		return nil, ErrConnFailed
-	}
-	st := s.find(id)
-	if st == nil || !st.sendOpen {
-		return nil, ErrStreamGone
-	}
-	return st, nil
-}
-
 // WriteHeaders sends the response header section of stream id: status
 // (1xx interim responses other than 101 may precede the final one) and
 // fields, whose names the caller keeps lowercase and free of
@@ -1015,152 +472,25 @@ func (s *Server) WriteHeaders(id uint32, status int, fields []hpack.Field, end b
 	return nil
 }
 
-// WriteTrailers sends a trailer section, which ends stream id. Connection
-// goroutine.
-func (s *Server) WriteTrailers(id uint32, fields []hpack.Field) error {
-	st, err := s.sendable(id)
-	if err != nil {
-		return err
-	}
-	if !st.responded {
-		return ErrNoHeaders
-	}
-	s.writeBlock(id, 0, fields, true)
-	st.sendOpen = false
-	s.maybeClose(st)
-	return nil
-}
-
 func (s *Server) writeBlock(id uint32, status int, fields []hpack.Field, end bool) {
-	b := s.enc.StartBlock(s.blk[:0])
+	b := s.startBlock()
 	if status != 0 {
 		s.status = strconv.AppendInt(s.status[:0], int64(status), 10)
 		b = s.enc.AppendField(b, hpack.Field{Name: statusName, Value: s.status})
 	}
-	for _, f := range fields {
-		b = s.enc.AppendField(b, f)
-	}
-	s.out = AppendHeaders(s.out, id, b, end, s.peerMaxFrame)
-	s.blk = b[:0]
+	s.sendBlock(id, b, fields, end)
 }
 
 var statusName = []byte(":status")
 
-// WriteData sends the first n bytes of p on stream id that the connection
-// and stream send windows allow, in DATA frames of at most the peer's
-// SETTINGS_MAX_FRAME_SIZE; end ends the stream if all of p was sent. When
-// n < len(p) the caller keeps p[n:] and OnWritable tells when to try again.
-// p is copied into Pending. Connection goroutine.
-func (s *Server) WriteData(id uint32, p []byte, end bool) (n int, err error) {
-	return s.writeData(id, p, end, nil)
+// decode decodes block in mode (see conn.decode).
+func (s *Server) decode(block []byte, mode uint8) (tooLarge bool, e *Error) {
+	s.mode, s.bad, s.regular = mode, false, false
+	s.havePs, s.haveHost = 0, false
+	s.req.ContentLength = -1
+	return s.conn.decode(block, s.emitFn)
 }
 
-// WriteDataTo is WriteData for a transport that copies what it is given
-// (engine.Conn.Write, the method value, fits): it hands write what was
-// pending, then each DATA frame's header and its part of p, so the payload
-// is copied once, by write, and not into Pending first. write must take
-// all it is given: an error, or a short count, ends the connection (Err)
-// and is returned, as the peer would see a frame cut short.
-// Connection goroutine.
-func (s *Server) WriteDataTo(id uint32, p []byte, end bool, write func([]byte) (int, error)) (n int, err error) {
-	return s.writeData(id, p, end, write)
-}
-
-func (s *Server) writeData(id uint32, p []byte, end bool, write func([]byte) (int, error)) (int, error) {
-	st, err := s.sendable(id)
-	if err != nil {
-		return 0, err
-	}
-	if !st.responded {
-		return 0, ErrNoHeaders
-	}
-	w := max(0, min(int64(len(p)), s.connSend, st.sendWin))
-	all := w == int64(len(p))
-	if write != nil && len(s.out) > 0 && (w > 0 || all && end) {
-		if err := s.put(write, s.out); err != nil {
-			return 0, err
-		}
-		s.out = s.out[:0]
-	}
-	for sent := int64(0); ; {
-		k := min(w-sent, int64(s.peerMaxFrame))
-		last := sent+k == w
-		if k == 0 && !(all && end) {
-			break
-		}
-		chunk, fin := p[sent:sent+k], all && end && last
-		if write == nil {
-			s.out = AppendData(s.out, id, chunk, fin)
-		} else {
-			var fl Flags
-			if fin {
-				fl = FlagEndStream
-			}
-			hdr := AppendFrameHeader(s.hdr[:0], FrameHeader{Length: uint32(k), Type: FrameData, Flags: fl, StreamID: id})
-			if err := s.put(write, hdr); err != nil {
-				return int(sent), err
-			}
-			if err := s.put(write, chunk); err != nil {
-				return int(sent), err
-			}
-		}
-		if k > 0 {
-			s.refill()
-		}
-		if sent += k; last {
-			break
-		}
-	}
-	s.connSend -= w
-	st.sendWin -= w
-	if !all {
-		st.blocked = true
-		return int(w), nil
-	}
-	if end {
-		st.sendOpen = false
-		s.maybeClose(st)
-	}
-	return len(p), nil
-}
-
-// put hands b to write for WriteDataTo; a lost write fails the connection
-// (no GOAWAY: the stream of frames is broken).
-func (s *Server) put(write func([]byte) (int, error), b []byte) error {
-	if len(b) == 0 {
-		return nil
-	}
-	n, err := write(b)
-	if err == nil && n < len(b) {
-		err = errShortWrite
-	}
-	if err != nil {
-		s.err = errWriteLost
-		s.resetAll(InternalError)
-		return err
-	}
-	return nil
-}
-
-// Reset ends stream id with RST_STREAM(code); the handler gets no OnReset
-// for it. Connection goroutine.
-func (s *Server) Reset(id uint32, code ErrCode) {
-	st := s.find(id)
-	if st == nil || s.err != nil {
-		return
-	}
-	s.out = AppendRSTStream(s.out, id, code)
-	s.reset.put(id)
-	s.remove(st)
-}
-
-// Shutdown starts a graceful shutdown: GOAWAY(NO_ERROR) naming the last
-// stream the peer opened; later streams are ignored, open ones go on, and
-// Done reports when they have ended. Connection goroutine.
-func (s *Server) Shutdown() {
-	if s.goAwaySent || s.err != nil {
-		return
-	}
-	s.goAwaySent = true
-	s.out = AppendGoAway(s.out, s.lastID, NoError, nil)
-}
+func (s *Server) deliver(id uint32, p []byte, end bool) { s.h.OnData(s, id, p, end) }
+func (s *Server) writable(id uint32)                    { s.h.OnWritable(s, id) }
+func (s *Server) gone(id uint32, code ErrCode)          { s.h.OnReset(s, id, code) }

@@ -1,0 +1,809 @@
+package h2
+
+import (
+	"errors"
+
+	"github.com/spindlenet/spindle/internal/hpack"
+)
+
+// conn is what the two sides of a connection share: the output buffer,
+// the streams and their flow control both ways, SETTINGS, PING and
+// WINDOW_UPDATE handling, header block assembly, the abuse bounds, and the
+// frame loop of Feed. Server and Client embed it and handle what differs
+// (stream opening, header sections, GOAWAY, RST_STREAM) through events.
+type conn struct {
+	ev     events
+	client bool // the client side: our GOAWAY names stream 0, DATA needs a final response first
+	cfg    Config
+	dec    *hpack.Decoder
+	enc    *hpack.Encoder
+	out    []byte
+	err    *Error // the connection error, once one happened
+
+	settingsSeen bool // the peer's first SETTINGS seen
+	acked        bool // our SETTINGS acknowledged
+
+	streams []stream // live ones have id != 0
+	dead    int      // entries of streams with id 0
+	lastID  uint32   // highest stream id opened (or tried): by the peer on a Server, by us on a Client
+	reset   ring     // streams we reset lately: their frames are ignored
+	closed  ring     // streams closed lately: HEADERS on them is STREAM_CLOSED
+
+	// Receive flow control, connection level.
+	connRecv    int64 // what the peer may still send
+	connPending int64 // consumed, not yet returned by WINDOW_UPDATE
+	// Send flow control.
+	connSend       int64
+	peerInitial    int64
+	peerMaxFrame   uint32
+	peerMaxStreams uint32 // the peer's SETTINGS_MAX_CONCURRENT_STREAMS
+	streamInitial  int64  // our INITIAL_WINDOW_SIZE once acked (65535 before if smaller)
+
+	goAwaySent bool // no new streams
+	goAwayRecv bool
+
+	ctrlBudget  int
+	earlyResets int
+
+	// Header block assembly.
+	hstream    uint32 // the stream whose CONTINUATIONs are due, 0 if none
+	hend       bool   // END_STREAM of the block's HEADERS
+	hbuf       []byte
+	hcont      int    // CONTINUATIONs of the block so far
+	hreset     *Error // the stream error of the block's HEADERS (self-dependency)
+	blockLimit int
+
+	fbuf  []byte // decoded fields' bytes
+	spans []span // the regular fields' places in fbuf
+	blk   []byte // an encoded block we send
+	hdr   [FrameHeaderLen]byte
+	f     Frame // the frame being processed (a local would escape to the heap through events)
+}
+
+// events are what a side does that the other does not.
+type events interface {
+	// frame processes one well-formed frame.
+	frame(f *Frame) *Error
+	// block handles a complete header block of stream id (END_STREAM in
+	// hend).
+	block(id uint32, block []byte) *Error
+	// deliver hands received DATA to the handler.
+	deliver(id uint32, p []byte, end bool)
+	// writable tells the handler stream id may send again.
+	writable(id uint32)
+	// gone tells the handler stream id ended before its end with code.
+	gone(id uint32, code ErrCode)
+}
+
+// stream is one open or half-closed stream.
+type stream struct {
+	id        uint32
+	recvOpen  bool // the peer may still send (not half-closed remote)
+	sendOpen  bool // we may still send (not half-closed local)
+	announced bool // the handler knows the stream (OnRequest was called; a Client's always)
+	responded bool // our final HEADERS was sent (a Client's request: always)
+	final     bool // a Client's: the final response's HEADERS arrived
+	noBody    bool // a Client's: a response to HEAD, content-length is not checked
+	blocked   bool // WriteData was short of window: OnWritable is due
+	sendWin   int64
+	recvWin   int64 // what the peer may still send
+	pending   int64 // consumed, not yet returned by WINDOW_UPDATE
+	held      int64 // delivered by OnData, not yet Consumed
+	cl        int64 // content-length or -1
+	received  int64
+}
+
+type span struct {
+	n0, n1, v0, v1 int32
+	sensitive      bool
+}
+
+// newConn sets up the state both sides start with.
+func newConn(ev events, cfg Config, client bool) conn {
+	c := conn{
+		ev:             ev,
+		client:         client,
+		cfg:            cfg,
+		dec:            hpack.NewDecoder(max(cfg.HeaderTableSize, DefaultHeaderTableSize), cfg.MaxHeaderListSize),
+		enc:            hpack.NewEncoder(),
+		connRecv:       initialWindow,
+		connSend:       initialWindow,
+		peerInitial:    initialWindow,
+		peerMaxFrame:   MinMaxFrameSize,
+		peerMaxStreams: DefaultMaxConcurrentStreams,
+		streamInitial:  int64(min(cfg.InitialWindowSize, initialWindow)),
+		ctrlBudget:     cfg.MaxControlFrames,
+		blockLimit:     int(cfg.MaxHeaderListSize) + int(cfg.MaxFrameSize),
+	}
+	if cfg.InitialWindowSize >= initialWindow {
+		c.streamInitial = int64(cfg.InitialWindowSize)
+	}
+	return c
+}
+
+// appendWindowUpdate raises the connection's receive window to
+// ConnWindowSize, after our SETTINGS.
+func (c *conn) appendWindowUpdate() {
+	if inc := c.cfg.ConnWindowSize - initialWindow; inc > 0 {
+		c.out = AppendWindowUpdate(c.out, 0, inc)
+		c.connRecv += int64(inc)
+	}
+}
+
+// Pending returns the bytes waiting to be sent, valid until the next call
+// of a method of the connection. Connection goroutine.
+func (c *conn) Pending() []byte { return c.out }
+
+// Written drops the first n bytes of Pending, which the caller has sent.
+// Connection goroutine.
+func (c *conn) Written(n int) {
+	if n >= len(c.out) {
+		c.out = c.out[:0]
+		return
+	}
+	c.out = c.out[:copy(c.out, c.out[n:])]
+}
+
+// Err returns the connection error that ended the connection, or nil.
+func (c *conn) Err() error {
+	if c.err == nil {
+		return nil
+	}
+	return c.err
+}
+
+// Done reports whether the connection is finished: it failed, or a GOAWAY
+// was sent or received and no stream is left. The caller closes it once
+// Pending is sent. Connection goroutine.
+func (c *conn) Done() bool {
+	return c.err != nil || (c.goAwaySent || c.goAwayRecv) && c.live() == 0
+}
+
+// frames processes the complete frames of in[n:] (see Feed).
+func (c *conn) frames(in []byte, n int) (int, error) {
+	for c.err == nil {
+		var k int
+		var perr error
+		c.f, k, perr = ParseFrame(in[n:], c.cfg.MaxFrameSize)
+		f := &c.f
+		if perr == nil && k == 0 {
+			break
+		}
+		if perr != nil && k == 0 { // the header alone showed the error
+			return n, c.fail(perr.(*Error))
+		}
+		n += k
+		if !c.settingsSeen {
+			if f.Type != FrameSettings || f.Flags.Has(FlagAck) {
+				return n, c.fail(errFirstFrame)
+			}
+			c.settingsSeen = true
+		}
+		var e *Error
+		if perr != nil {
+			e = perr.(*Error)
+			switch {
+			case e.Stream && c.hstream != 0:
+				e = errContExpected
+			case e.Stream && f.Type == FrameHeaders: // decode its block all the same
+				c.hreset = e
+				e = c.ev.frame(f)
+			case e.Stream && f.StreamID > c.lastID && f.Type != FramePriority:
+				e = errIdleFrame
+			}
+		} else {
+			e = c.ev.frame(f)
+		}
+		if e == nil {
+			continue
+		}
+		if !e.Stream {
+			return n, c.fail(e)
+		}
+		if e = c.streamError(f.StreamID, e); e != nil {
+			return n, c.fail(e)
+		}
+	}
+	if c.err != nil {
+		return n, c.err
+	}
+	return n, nil
+}
+
+// Close ends the connection from our side (the transport closed): every
+// stream the handler knew gets OnReset(CANCEL). Connection goroutine.
+func (c *conn) Close() {
+	if c.err == nil {
+		c.err = connErr(Cancel, "closed")
+		c.resetAll(Cancel)
+	}
+}
+
+// fail ends the connection with GOAWAY for e.
+func (c *conn) fail(e *Error) *Error {
+	if c.err != nil {
+		return c.err
+	}
+	c.err = e
+	c.out = AppendGoAway(c.out, c.goAwayID(), e.Code, []byte(e.Reason))
+	c.resetAll(e.Code)
+	return e
+}
+
+func (c *conn) resetAll(code ErrCode) {
+	for i := 0; i < len(c.streams); i++ {
+		st := &c.streams[i]
+		if st.id == 0 {
+			continue
+		}
+		id, ann := st.id, st.announced
+		c.remove(st)
+		if ann {
+			c.ev.gone(id, code)
+		}
+	}
+}
+
+// streamError resets stream id for e; it returns a connection error when
+// the answer cannot be sent.
+func (c *conn) streamError(id uint32, e *Error) *Error {
+	if len(c.out) > c.cfg.MaxOutput {
+		return errOutput
+	}
+	if e != errRefused { // counted in block
+		if c.earlyResets++; c.earlyResets > c.cfg.MaxEarlyResets {
+			return errRapidReset
+		}
+	}
+	c.out = AppendRSTStream(c.out, id, e.Code)
+	c.reset.put(id)
+	if st := c.find(id); st != nil {
+		ann := st.announced
+		c.remove(st)
+		if ann {
+			c.ev.gone(id, e.Code)
+		}
+	}
+	return nil
+}
+
+// ring remembers the last recentResets stream ids put in it.
+type ring struct {
+	ids [recentResets]uint32
+	n   int
+}
+
+func (r *ring) put(id uint32) {
+	r.ids[r.n%recentResets] = id
+	r.n++
+}
+
+func (r *ring) has(id uint32) bool {
+	for _, x := range r.ids {
+		if x == id && id != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *conn) find(id uint32) *stream {
+	if id == 0 {
+		return nil
+	}
+	for i := range c.streams {
+		if c.streams[i].id == id {
+			return &c.streams[i]
+		}
+	}
+	return nil
+}
+
+// compact drops dead entries; only where no loop over streams is running.
+func (c *conn) compact() {
+	if c.dead == 0 {
+		return
+	}
+	k := 0
+	for _, st := range c.streams {
+		if st.id != 0 {
+			c.streams[k] = st
+			k++
+		}
+	}
+	c.streams = c.streams[:k]
+	c.dead = 0
+}
+
+// remove ends st, returning to the connection window what the handler
+// still held of its data.
+func (c *conn) remove(st *stream) {
+	c.creditConn(st.held)
+	c.closed.put(st.id)
+	*st = stream{}
+	c.dead++
+}
+
+// maybeClose ends st once both sides are closed.
+func (c *conn) maybeClose(st *stream) {
+	if !st.recvOpen && !st.sendOpen {
+		if st.responded && c.earlyResets > 0 {
+			c.earlyResets--
+		}
+		c.remove(st)
+	}
+}
+
+func (c *conn) live() int { return len(c.streams) - c.dead }
+
+// control charges one frame to the control budget.
+func (c *conn) control() *Error {
+	if c.ctrlBudget--; c.ctrlBudget < 0 {
+		return errCtrlFlood
+	}
+	return nil
+}
+
+func (c *conn) refill() {
+	if c.ctrlBudget < c.cfg.MaxControlFrames {
+		c.ctrlBudget++
+	}
+}
+
+// ping answers a PING; it reports an ACK.
+func (c *conn) ping(f *Frame) (ack bool, e *Error) {
+	if e := c.control(); e != nil {
+		return false, e
+	}
+	if f.Flags.Has(FlagAck) {
+		return true, nil
+	}
+	if len(c.out) <= c.cfg.MaxOutput {
+		c.out = AppendPing(c.out, [8]byte(f.Data), true)
+	}
+	return false, nil
+}
+
+func (c *conn) settings(f *Frame) *Error {
+	if e := c.control(); e != nil {
+		return e
+	}
+	if f.Flags.Has(FlagAck) {
+		if !c.acked { // our INITIAL_WINDOW_SIZE holds from now on (6.9.2)
+			c.acked = true
+			delta := int64(c.cfg.InitialWindowSize) - c.streamInitial
+			c.streamInitial += delta
+			for j := range c.streams {
+				c.streams[j].recvWin += delta
+			}
+			// The peer's encoder may use the RFC's 4096 until now.
+			if c.cfg.HeaderTableSize < DefaultHeaderTableSize {
+				c.dec.SetMaxTableSize(c.cfg.HeaderTableSize)
+			}
+		}
+		return nil
+	}
+	if len(c.out) > c.cfg.MaxOutput {
+		return errOutput
+	}
+	grew := false
+	for i := range f.NumSettings() {
+		st := f.Setting(i)
+		switch st.ID {
+		case SettingHeaderTableSize:
+			c.enc.SetMaxTableSize(st.Val)
+		case SettingInitialWindowSize:
+			delta := int64(st.Val) - c.peerInitial
+			c.peerInitial = int64(st.Val)
+			for j := range c.streams {
+				x := &c.streams[j]
+				if x.id == 0 {
+					continue
+				}
+				if x.sendWin += delta; x.sendWin > MaxWindow {
+					return errInitWindow
+				}
+			}
+			grew = grew || delta > 0
+		case SettingMaxFrameSize:
+			c.peerMaxFrame = st.Val
+		case SettingMaxConcurrentStreams:
+			c.peerMaxStreams = st.Val
+		case SettingEnablePush:
+			if c.client && st.Val != 0 { // RFC 9113 6.5.2
+				return errServerPush
+			}
+		}
+	}
+	c.out = AppendSettingsAck(c.out)
+	if grew {
+		c.wake(0)
+	}
+	return nil
+}
+
+func (c *conn) windowUpdate(f *Frame) *Error {
+	if e := c.control(); e != nil {
+		return e
+	}
+	if f.StreamID == 0 {
+		if c.connSend += int64(f.Increment); c.connSend > MaxWindow {
+			return errConnWindow
+		}
+		c.wake(0)
+		return nil
+	}
+	if f.StreamID > c.lastID {
+		return errIdleFrame
+	}
+	st := c.find(f.StreamID)
+	if st == nil {
+		return nil // closed: a WINDOW_UPDATE may cross our END_STREAM or RST
+	}
+	if st.sendWin += int64(f.Increment); st.sendWin > MaxWindow {
+		return errStreamWindow
+	}
+	c.wake(f.StreamID)
+	return nil
+}
+
+// wake calls OnWritable for the blocked streams (only id if id != 0)
+// that have send window again.
+func (c *conn) wake(id uint32) {
+	for i := 0; i < len(c.streams) && c.connSend > 0 && c.err == nil; i++ {
+		st := &c.streams[i]
+		if st.id == 0 || !st.blocked || st.sendWin <= 0 || (id != 0 && st.id != id) {
+			continue
+		}
+		st.blocked = false
+		c.ev.writable(st.id)
+	}
+}
+
+func (c *conn) data(f *Frame) *Error {
+	size := int64(f.Length)
+	if size > c.connRecv {
+		return errConnFlow
+	}
+	c.connRecv -= size
+	if f.StreamID > c.lastID {
+		return errIdleFrame
+	}
+	st := c.find(f.StreamID)
+	if st == nil || !st.recvOpen {
+		c.creditConn(size)
+		if st == nil && c.reset.has(f.StreamID) {
+			return nil
+		}
+		return errHalfClosed
+	}
+	if size > st.recvWin {
+		c.creditConn(size)
+		return errStreamFlow
+	}
+	st.recvWin -= size
+	p := f.Data
+	end := f.Flags.Has(FlagEndStream)
+	if pad := size - int64(len(p)); pad > 0 { // padding is not the handler's
+		c.creditConn(pad)
+		c.creditStream(st, pad)
+	}
+	if c.client && !st.final { // RFC 9113 8.1: DATA before the final response
+		c.creditConn(int64(len(p)))
+		return errDataFirst
+	}
+	if len(p) == 0 && !end {
+		if e := c.control(); e != nil {
+			return e
+		}
+	}
+	st.received += int64(len(p))
+	if st.cl >= 0 && (st.received > st.cl || end && st.received != st.cl) {
+		c.creditConn(int64(len(p)))
+		return errCLMismatch
+	}
+	st.held += int64(len(p))
+	if end {
+		st.recvOpen = false
+	}
+	id := st.id
+	c.ev.deliver(id, p, end)
+	if end {
+		if st = c.find(id); st != nil {
+			c.maybeClose(st)
+		}
+	}
+	return nil
+}
+
+// Consumed returns n bytes of stream id's data, delivered by OnData, to the
+// peer's flow-control windows: WINDOW_UPDATEs go out once half a window
+// is due. Bytes of a stream that ended are returned when it ends, so
+// Consumed after that is ignored. Connection goroutine.
+func (c *conn) Consumed(id uint32, n int) {
+	st := c.find(id)
+	if st == nil || n <= 0 || c.err != nil {
+		return
+	}
+	k := min(int64(n), st.held)
+	st.held -= k
+	c.creditConn(k)
+	c.creditStream(st, k)
+}
+
+func (c *conn) creditConn(k int64) {
+	if k <= 0 || c.err != nil {
+		return
+	}
+	c.connPending += k
+	if c.connPending >= int64(c.cfg.ConnWindowSize)/2 {
+		c.out = AppendWindowUpdate(c.out, 0, uint32(c.connPending))
+		c.connRecv += c.connPending
+		c.connPending = 0
+	}
+}
+
+func (c *conn) creditStream(st *stream, k int64) {
+	if !st.recvOpen {
+		return
+	}
+	st.pending += k
+	if st.pending >= c.streamInitial/2 {
+		c.out = AppendWindowUpdate(c.out, st.id, uint32(st.pending))
+		st.recvWin += st.pending
+		st.pending = 0
+	}
+}
+
+// headerBlock starts a header block with HEADERS f: handled at once with
+// END_HEADERS, else gathered until its last CONTINUATION.
+func (c *conn) headerBlock(f *Frame) *Error {
+	c.hend = f.Flags.Has(FlagEndStream)
+	if f.Flags.Has(FlagEndHeaders) {
+		return c.ev.block(f.StreamID, f.Data)
+	}
+	if len(f.Data) > c.blockLimit {
+		return errBlockLarge
+	}
+	c.hstream, c.hcont = f.StreamID, 0
+	c.hbuf = append(c.hbuf[:0], f.Data...)
+	return nil
+}
+
+func (c *conn) continuation(f *Frame) *Error {
+	if c.hstream == 0 {
+		return errContStray
+	}
+	if c.hcont++; c.hcont > c.blockLimit/1024+16 {
+		return errContFlood
+	}
+	if len(f.Data) == 0 && !f.Flags.Has(FlagEndHeaders) {
+		if e := c.control(); e != nil {
+			return e
+		}
+	}
+	if len(c.hbuf)+len(f.Data) > c.blockLimit {
+		return errBlockLarge
+	}
+	c.hbuf = append(c.hbuf, f.Data...)
+	if !f.Flags.Has(FlagEndHeaders) {
+		return nil
+	}
+	id := c.hstream
+	c.hstream = 0
+	return c.ev.block(id, c.hbuf)
+}
+
+// decode decodes block, passing each field to emit; it returns the HPACK
+// error (a connection error) and whether the list was too large.
+func (c *conn) decode(block []byte, emit func(hpack.Field) error) (tooLarge bool, e *Error) {
+	c.fbuf, c.spans = c.fbuf[:0], c.spans[:0]
+	err := c.dec.Decode(block, emit)
+	switch {
+	case err == nil || err == errBadField:
+	case errors.Is(err, hpack.ErrListTooLarge):
+		return true, nil
+	default:
+		return false, errCompression
+	}
+	return false, nil
+}
+
+func (c *conn) store(f hpack.Field) span {
+	n0 := len(c.fbuf)
+	c.fbuf = append(c.fbuf, f.Name...)
+	v0 := len(c.fbuf)
+	c.fbuf = append(c.fbuf, f.Value...)
+	return span{int32(n0), int32(v0), int32(v0), int32(len(c.fbuf)), f.Sensitive}
+}
+
+func (c *conn) bytes(sp span, value bool) []byte {
+	if value {
+		return c.fbuf[sp.v0:sp.v1:sp.v1]
+	}
+	return c.fbuf[sp.n0:sp.n1:sp.n1]
+}
+
+// fields appends the decoded regular fields to fs[:0].
+func (c *conn) fields(fs []hpack.Field) []hpack.Field {
+	fs = fs[:0]
+	for _, sp := range c.spans {
+		fs = append(fs, hpack.Field{Name: c.bytes(sp, false), Value: c.bytes(sp, true), Sensitive: sp.sensitive})
+	}
+	return fs
+}
+
+// startBlock starts encoding a header block we send.
+func (c *conn) startBlock() []byte { return c.enc.StartBlock(c.blk[:0]) }
+
+// sendBlock appends fields to b and sends it on stream id.
+func (c *conn) sendBlock(id uint32, b []byte, fields []hpack.Field, end bool) {
+	for _, f := range fields {
+		b = c.enc.AppendField(b, f)
+	}
+	c.out = AppendHeaders(c.out, id, b, end, c.peerMaxFrame)
+	c.blk = b[:0]
+}
+
+// sendable returns the open stream id we may send on, or an error.
+func (c *conn) sendable(id uint32) (*stream, error) {
+	if c.err != nil {
+		return nil, ErrConnFailed
+	}
+	st := c.find(id)
+	if st == nil || !st.sendOpen {
+		return nil, ErrStreamGone
+	}
+	return st, nil
+}
+
+// WriteData sends the first n bytes of p on stream id that the connection
+// and stream send windows allow, in DATA frames of at most the peer's
+// SETTINGS_MAX_FRAME_SIZE; end ends the stream if all of p was sent. When
+// n < len(p) the caller keeps p[n:] and OnWritable tells when to try again.
+// p is copied into Pending. Connection goroutine.
+func (c *conn) WriteData(id uint32, p []byte, end bool) (n int, err error) {
+	return c.writeData(id, p, end, nil)
+}
+
+// WriteDataTo is WriteData for a transport that copies what it is given
+// (engine.Conn.Write, the method value, fits): it hands write what was
+// pending, then each DATA frame's header and its part of p, so the payload
+// is copied once, by write, and not into Pending first. write must take
+// all it is given: an error, or a short count, ends the connection (Err)
+// and is returned, as the peer would see a frame cut short.
+// Connection goroutine.
+func (c *conn) WriteDataTo(id uint32, p []byte, end bool, write func([]byte) (int, error)) (n int, err error) {
+	return c.writeData(id, p, end, write)
+}
+
+func (c *conn) writeData(id uint32, p []byte, end bool, write func([]byte) (int, error)) (int, error) {
+	st, err := c.sendable(id)
+	if err != nil {
+		return 0, err
+	}
+	if !st.responded {
+		return 0, ErrNoHeaders
+	}
+	w := max(0, min(int64(len(p)), c.connSend, st.sendWin))
+	all := w == int64(len(p))
+	if write != nil && len(c.out) > 0 && (w > 0 || all && end) {
+		if err := c.put(write, c.out); err != nil {
+			return 0, err
+		}
+		c.out = c.out[:0]
+	}
+	for sent := int64(0); ; {
+		k := min(w-sent, int64(c.peerMaxFrame))
+		last := sent+k == w
+		if k == 0 && !(all && end) {
+			break
+		}
+		chunk, fin := p[sent:sent+k], all && end && last
+		if write == nil {
+			c.out = AppendData(c.out, id, chunk, fin)
+		} else {
+			var fl Flags
+			if fin {
+				fl = FlagEndStream
+			}
+			hdr := AppendFrameHeader(c.hdr[:0], FrameHeader{Length: uint32(k), Type: FrameData, Flags: fl, StreamID: id})
+			if err := c.put(write, hdr); err != nil {
+				return int(sent), err
+			}
+			if err := c.put(write, chunk); err != nil {
+				return int(sent), err
+			}
+		}
+		if k > 0 {
+			c.refill()
+		}
+		if sent += k; last {
+			break
+		}
+	}
+	c.connSend -= w
+	st.sendWin -= w
+	if !all {
+		st.blocked = true
+		return int(w), nil
+	}
+	if end {
+		st.sendOpen = false
+		c.maybeClose(st)
+	}
+	return len(p), nil
+}
+
+// put hands b to write for WriteDataTo; a lost write fails the connection
+// (no GOAWAY: the stream of frames is broken).
+func (c *conn) put(write func([]byte) (int, error), b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	n, err := write(b)
+	if err == nil && n < len(b) {
+		err = errShortWrite
+	}
+	if err != nil {
+		c.err = errWriteLost
+		c.resetAll(InternalError)
+		return err
+	}
+	return nil
+}
+
+// Reset ends stream id with RST_STREAM(code); the handler gets no OnReset
+// for it. Connection goroutine.
+func (c *conn) Reset(id uint32, code ErrCode) {
+	st := c.find(id)
+	if st == nil || c.err != nil {
+		return
+	}
+	c.out = AppendRSTStream(c.out, id, code)
+	c.reset.put(id)
+	c.remove(st)
+}
+
+// WriteTrailers sends a trailer section, which ends stream id. Connection
+// goroutine.
+func (c *conn) WriteTrailers(id uint32, fields []hpack.Field) error {
+	st, err := c.sendable(id)
+	if err != nil {
+		return err
+	}
+	if !st.responded {
+		return ErrNoHeaders
+	}
+	c.sendBlock(id, c.startBlock(), fields, true)
+	st.sendOpen = false
+	c.maybeClose(st)
+	return nil
+}
+
+// Shutdown starts a graceful shutdown: GOAWAY(NO_ERROR) naming the last
+// stream the peer opened (a Client's: 0); no stream is opened after it,
+// open ones go on, and Done reports when they have ended. Connection
+// goroutine.
+func (c *conn) Shutdown() {
+	if c.goAwaySent || c.err != nil {
+		return
+	}
+	c.goAwaySent = true
+	c.out = AppendGoAway(c.out, c.goAwayID(), NoError, nil)
+}
+
+// goAwayID is the last stream id our GOAWAY names: the peer's last on a
+// Server, 0 on a Client (the server opens no streams: no push).
+func (c *conn) goAwayID() uint32 {
+	if c.client {
+		return 0
+	}
+	return c.lastID
+}
+
+// Errors a Client finds in a server's frames.
+var (
+	errServerPush = connErr(ProtocolError, "server set SETTINGS_ENABLE_PUSH")
+	errDataFirst  = streamErr(ProtocolError, "DATA before the final response header")
+)
