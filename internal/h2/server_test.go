@@ -116,9 +116,12 @@ func start() []byte {
 	return append([]byte(ClientPreface), frame(FrameSettings, 0, 0)...)
 }
 
-// outFrames parses everything s has to send, decoding header blocks into
-// "name=value" lists, and drains it.
-func outFrames(t *testing.T, s *Server, dec *hpack.Decoder) []string {
+// outFrames parses everything s (a Server or a Client) has to send,
+// decoding header blocks into "name=value" lists, and drains it.
+func outFrames(t *testing.T, s interface {
+	Pending() []byte
+	Written(int)
+}, dec *hpack.Decoder) []string {
 	t.Helper()
 	var out []string
 	b := s.Pending()

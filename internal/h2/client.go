@@ -1,0 +1,424 @@
+package h2
+
+import (
+	"errors"
+
+	"github.com/spindlenet/spindle/internal/hpack"
+)
+
+// Response is a response's header section, decoded and validated (RFC
+// 9113 8.3.2). Its slices are valid only during the ClientHandler call
+// that gets it.
+type Response struct {
+	// Status is :status, 100..999 (101 is malformed in HTTP/2, 8.6).
+	// 1xx is an interim response: the final one follows.
+	Status int
+	// Fields are the regular fields in order, names lowercase.
+	Fields []hpack.Field
+	// ContentLength is the content-length field's value, or -1.
+	ContentLength int64
+}
+
+// ClientHandler receives a client connection's events. Its methods are
+// called from Feed (OnReset also from Close and from a failed WriteDataTo),
+// on the connection's goroutine; they may call the Client's Request,
+// Write*, Reset, Consumed, Ping and Shutdown methods, not Feed.
+type ClientHandler interface {
+	// OnResponse: the response header section of stream id. An interim
+	// response (r.Status 1xx) may come before the final one; end (no body,
+	// END_STREAM) is only ever set on the final one.
+	OnResponse(c *Client, id uint32, r *Response, end bool)
+	// OnData: response body bytes p of stream id, a slice of Feed's input
+	// valid during the call; end marks the body's end (p may be empty).
+	// The handler returns the bytes with Consumed when it is done with
+	// them, as a Server's does.
+	OnData(c *Client, id uint32, p []byte, end bool)
+	// OnTrailers: the response's trailer section, which ends it. fields
+	// is valid during the call.
+	OnTrailers(c *Client, id uint32, fields []hpack.Field)
+	// OnReset: stream id is gone before its end: reset by the server
+	// (code is the server's), by a stream error we found in its response
+	// (our code), by the connection ending (Feed's error's code, or
+	// CANCEL from Close), or left out by the server's GOAWAY (GOAWAY's
+	// code). unprocessed: the server did not process the request
+	// (REFUSED_STREAM, or above GOAWAY's last stream id: RFC 9113 8.7,
+	// 6.8), so it is safe to send again, on another connection. Not
+	// called for a stream the handler resets itself.
+	OnReset(c *Client, id uint32, code ErrCode, unprocessed bool)
+	// OnWritable: the send window of stream id, which WriteData left
+	// short, has room again.
+	OnWritable(c *Client, id uint32)
+	// OnGoAway: the server sent GOAWAY: no new requests on this
+	// connection (Request fails, CanOpen is false). Streams up to last go
+	// on; those above it get OnReset(unprocessed) right after this call.
+	// Done reports when the last has ended.
+	OnGoAway(c *Client, code ErrCode, last uint32, debug []byte)
+	// OnPingAck: the server acknowledged a PING carrying data (ours from
+	// Ping, or any it chose to ack): the caller measures round trips and
+	// finds a dead upstream with it.
+	OnPingAck(c *Client, data [8]byte)
+}
+
+// Client is the client side of one HTTP/2 connection (h2c with prior
+// knowledge, or a TLS connection that negotiated "h2"), sans-IO like
+// Server: NewClient puts the preface and our SETTINGS in Pending; Feed
+// takes the server's bytes and calls the ClientHandler; Request opens a
+// stream; the Write methods, Pending/Written, flow control and the abuse
+// bounds are the Server's. A Client is used by one goroutine at a time.
+//
+// The caller owns time: it times out our SETTINGS' acknowledgement
+// (SettingsPending) and PINGs (Ping, OnPingAck), and ends a connection that
+// failed them with Abort(SettingsTimeout) or Close. It owns pooling too:
+// CanOpen and Available say when a connection takes no more requests
+// (MAX_CONCURRENT_STREAMS reached, GOAWAY received or sent, stream ids
+// used up, failed), so that the caller queues or opens another.
+type Client struct {
+	conn
+	h      ClientHandler
+	nextID uint32 // the next stream id we open; past MaxWindow, none is left
+	pings  int    // our PINGs not yet acknowledged
+
+	// Decoding.
+	emitFn     func(hpack.Field) error
+	mode       uint8 // decodeResponse, decodeTrailers or decodeDiscard
+	bad        bool  // a field broke a rule
+	regular    bool  // a regular field was seen
+	haveStatus bool
+	resp       Response
+}
+
+const decodeResponse = decodeRequest
+
+// Errors of Request.
+var (
+	// ErrNoStream: the connection takes no new stream: GOAWAY was
+	// received or sent, or it failed. Open another connection.
+	ErrNoStream = errors.New("h2: connection takes no new streams")
+	// ErrStreamIDs: the client's stream ids (up to 2^31-1) are used up;
+	// open another connection (this one finishes its streams).
+	ErrStreamIDs = errors.New("h2: stream ids used up")
+	// ErrMaxStreams: the server's SETTINGS_MAX_CONCURRENT_STREAMS streams
+	// are open; wait for one to end (CanOpen) or open another connection.
+	ErrMaxStreams = errors.New("h2: server's MAX_CONCURRENT_STREAMS reached")
+)
+
+var (
+	errRespMalformed = streamErr(ProtocolError, "malformed response header or trailer section")
+	errRespTooLarge  = streamErr(Cancel, "response header list larger than MaxHeaderListSize")
+	errServerStream  = connErr(ProtocolError, "HEADERS on a stream the client did not open")
+	errPushRecv      = connErr(ProtocolError, "PUSH_PROMISE with push disabled")
+)
+
+// NewClient returns a client connection calling h, with the client
+// preface, our SETTINGS (SETTINGS_ENABLE_PUSH 0; cfg's window, frame and
+// header sizes; cfg.MaxConcurrentStreams is not sent, as no stream is
+// opened by the server) and the connection WINDOW_UPDATE already in
+// Pending. Until the server's SETTINGS arrive, at most
+// DefaultMaxConcurrentStreams streams are opened.
+func NewClient(h ClientHandler, cfg *Config) *Client {
+	c := &Client{h: h, nextID: 1}
+	c.conn = newConn(c, cfg.withDefaults(), true)
+	c.emitFn = c.emit
+	c.resp.ContentLength = -1
+	c.out = append(c.out, ClientPreface...)
+	c.out = AppendSettings(c.out, []Setting{
+		{SettingHeaderTableSize, c.cfg.HeaderTableSize},
+		{SettingEnablePush, 0},
+		{SettingInitialWindowSize, c.cfg.InitialWindowSize},
+		{SettingMaxFrameSize, c.cfg.MaxFrameSize},
+		{SettingMaxHeaderListSize, c.cfg.MaxHeaderListSize},
+	})
+	c.appendWindowUpdate()
+	return c
+}
+
+// Feed processes the complete frames at the start of in (the server's
+// SETTINGS first) and returns how many bytes it consumed, as Server.Feed
+// does. A connection error is returned as *Error after GOAWAY was
+// appended to Pending and every open stream got OnReset; Feed then
+// consumes nothing more. Connection goroutine.
+func (c *Client) Feed(in []byte) (n int, err error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	c.compact()
+	return c.frames(in, 0)
+}
+
+// SettingsPending reports whether our SETTINGS still await the server's
+// acknowledgement; the caller that sees it true too long ends the
+// connection with Abort(SettingsTimeout) (RFC 9113 6.5.3).
+func (c *Client) SettingsPending() bool { return !c.acked && c.err == nil }
+
+// Available returns how many more streams Request may open now: 0 once
+// the server's MAX_CONCURRENT_STREAMS are open, after GOAWAY either way,
+// when the stream ids are used up or the connection failed.
+func (c *Client) Available() int {
+	if c.err != nil || c.goAwayRecv || c.goAwaySent || c.nextID > MaxWindow {
+		return 0
+	}
+	n := int64(c.peerMaxStreams) - int64(c.live())
+	left := (int64(MaxWindow)-int64(c.nextID))/2 + 1
+	return int(max(0, min(n, left)))
+}
+
+// CanOpen reports whether Request may open a stream now (Available > 0).
+func (c *Client) CanOpen() bool { return c.Available() > 0 }
+
+// Request opens a stream with request r's header section and returns its
+// id (odd, increasing). r's pseudo-header fields are sent as given, those
+// empty left out (a CONNECT has Method and Authority only); its Fields
+// follow, names lowercase and no connection-specific ones (the caller's:
+// they are not checked); r.ContentLength is not used (put content-length
+// in Fields). end: no body (END_STREAM). The body follows with WriteData
+// or WriteDataTo, then maybe WriteTrailers. Errors: ErrMaxStreams (wait
+// or open another connection), ErrNoStream and ErrStreamIDs (open another
+// connection). Connection goroutine.
+func (c *Client) Request(r *Request, end bool) (id uint32, err error) {
+	switch {
+	case c.err != nil || c.goAwayRecv || c.goAwaySent:
+		return 0, ErrNoStream
+	case c.nextID > MaxWindow:
+		return 0, ErrStreamIDs
+	case c.live() >= int(c.peerMaxStreams):
+		return 0, ErrMaxStreams
+	}
+	id = c.nextID
+	c.nextID += 2
+	c.lastID = id
+	pseudo := [4]hpack.Field{
+		{Name: methodName, Value: r.Method}, {Name: schemeName, Value: r.Scheme},
+		{Name: authorityName, Value: r.Authority}, {Name: pathName, Value: r.Path},
+	}
+	b := c.startBlock()
+	for _, f := range pseudo {
+		if len(f.Value) > 0 {
+			b = c.enc.AppendField(b, f)
+		}
+	}
+	c.sendBlock(id, b, r.Fields, end)
+	c.refill()
+	c.compact()
+	c.streams = append(c.streams, stream{
+		id: id, recvOpen: true, sendOpen: !end, announced: true, responded: true,
+		noBody:  string(r.Method) == "HEAD",
+		sendWin: c.peerInitial, recvWin: c.streamInitial, cl: -1,
+	})
+	return id, nil
+}
+
+var (
+	methodName    = []byte(":method")
+	schemeName    = []byte(":scheme")
+	authorityName = []byte(":authority")
+	pathName      = []byte(":path")
+)
+
+// Ping sends a PING carrying data; OnPingAck reports the server's answer.
+// Connection goroutine.
+func (c *Client) Ping(data [8]byte) {
+	if c.err != nil {
+		return
+	}
+	c.pings++
+	c.out = AppendPing(c.out, data, false)
+}
+
+// Abort ends the connection with GOAWAY(code) (SettingsTimeout when the
+// server did not acknowledge our SETTINGS in time, say): every open
+// stream gets OnReset(code). Connection goroutine.
+func (c *Client) Abort(code ErrCode) {
+	c.fail(&Error{Code: code, Reason: "aborted"})
+}
+
+func (c *Client) frame(f *Frame) *Error {
+	if c.hstream != 0 && (f.Type != FrameContinuation || f.StreamID != c.hstream) {
+		return errContExpected
+	}
+	switch f.Type {
+	case FrameData:
+		return c.data(f)
+	case FrameHeaders:
+		if f.StreamID%2 == 0 || f.StreamID > c.lastID {
+			return errServerStream
+		}
+		return c.headerBlock(f)
+	case FrameContinuation:
+		return c.continuation(f)
+	case FramePriority:
+		return c.control()
+	case FrameRSTStream:
+		return c.rstStream(f)
+	case FrameSettings:
+		return c.settings(f)
+	case FramePushPromise:
+		return errPushRecv
+	case FramePing:
+		ack, e := c.ping(f)
+		if ack && e == nil {
+			if c.pings > 0 { // an answer to ours gives its cost back
+				c.pings--
+				c.refill()
+			}
+			c.h.OnPingAck(c, [8]byte(f.Data))
+		}
+		return e
+	case FrameGoAway:
+		c.goAway(f)
+	case FrameWindowUpdate:
+		return c.windowUpdate(f)
+	}
+	return nil
+}
+
+// goAway: streams above the server's last stream id were not processed
+// (RFC 9113 6.8).
+func (c *Client) goAway(f *Frame) {
+	c.goAwayRecv = true
+	c.h.OnGoAway(c, f.Code, f.LastStream, f.Data)
+	for i := 0; i < len(c.streams) && c.err == nil; i++ {
+		st := &c.streams[i]
+		if st.id == 0 || st.id <= f.LastStream {
+			continue
+		}
+		id := st.id
+		c.remove(st)
+		c.h.OnReset(c, id, f.Code, true)
+	}
+}
+
+func (c *Client) rstStream(f *Frame) *Error {
+	if e := c.control(); e != nil {
+		return e
+	}
+	if f.StreamID > c.lastID {
+		return errIdleFrame
+	}
+	st := c.find(f.StreamID)
+	if st == nil {
+		return nil
+	}
+	c.remove(st)
+	c.h.OnReset(c, f.StreamID, f.Code, f.Code == RefusedStream)
+	return nil
+}
+
+// block handles a complete header block of stream id: a response's
+// header section, interim or final, or its trailers.
+func (c *Client) block(id uint32, block []byte) *Error {
+	end := c.hend
+	st := c.find(id)
+	if e := c.hreset; e != nil || st == nil || !st.recvOpen {
+		c.hreset = nil
+		if _, ce := c.decode(block, decodeDiscard); ce != nil {
+			return ce
+		}
+		switch {
+		case e != nil:
+			return e
+		case st != nil:
+			return errHalfClosed
+		case c.reset.has(id):
+			return nil
+		}
+		return errClosedHeaders
+	}
+	if st.final {
+		tooLarge, e := c.decode(block, decodeTrailers)
+		switch {
+		case e != nil:
+			return e
+		case !end:
+			return errTrailersEnd
+		case tooLarge || c.bad:
+			return errRespMalformed
+		case st.cl >= 0 && st.received != st.cl:
+			return errCLMismatch
+		}
+		fs := c.fields(c.resp.Fields)
+		c.resp.Fields = fs
+		st.recvOpen = false
+		c.h.OnTrailers(c, id, fs)
+		if st = c.find(id); st != nil {
+			c.maybeClose(st)
+		}
+		return nil
+	}
+	tooLarge, e := c.decode(block, decodeResponse)
+	switch {
+	case e != nil:
+		return e
+	case tooLarge:
+		return errRespTooLarge
+	case c.bad || !c.haveStatus || c.resp.Status == 101 || c.resp.Status < 200 && end:
+		return errRespMalformed
+	}
+	r := &c.resp
+	r.Fields = c.fields(r.Fields)
+	if r.Status >= 200 {
+		st.final = true
+		if !st.noBody && r.Status != 204 && r.Status != 304 { // RFC 9113 8.1.1
+			st.cl = r.ContentLength
+		}
+		if end && st.cl > 0 {
+			return errCLMismatch
+		}
+		if end {
+			st.recvOpen = false
+		}
+	}
+	c.h.OnResponse(c, id, r, end)
+	if end {
+		if st = c.find(id); st != nil {
+			c.maybeClose(st)
+		}
+	}
+	return nil
+}
+
+func (c *Client) decode(block []byte, mode uint8) (tooLarge bool, e *Error) {
+	c.mode, c.bad, c.regular, c.haveStatus = mode, false, false, false
+	c.resp.Status, c.resp.ContentLength = 0, -1
+	return c.conn.decode(block, c.emitFn)
+}
+
+// emit checks a response's field (RFC 9113 8.2, 8.3.2) and keeps it.
+func (c *Client) emit(f hpack.Field) error {
+	if c.mode == decodeDiscard {
+		return errBadField
+	}
+	name := f.Name
+	if len(name) > 0 && name[0] == ':' {
+		if c.mode == decodeTrailers || c.regular || c.haveStatus || string(name) != ":status" {
+			c.bad = true
+			return errBadField
+		}
+		v := f.Value
+		if len(v) != 3 || v[0] < '1' || v[0] > '9' || v[1] < '0' || v[1] > '9' || v[2] < '0' || v[2] > '9' {
+			c.bad = true
+			return errBadField
+		}
+		c.resp.Status = int(v[0]-'0')*100 + int(v[1]-'0')*10 + int(v[2]-'0')
+		c.haveStatus = true
+		return nil
+	}
+	c.regular = true
+	if !validName(name) || !validValue(f.Value) || connSpecific(name, f.Value) {
+		c.bad = true
+		return errBadField
+	}
+	if string(name) == "content-length" {
+		v, ok := parseCL(f.Value)
+		if !ok || c.resp.ContentLength >= 0 && c.resp.ContentLength != v {
+			c.bad = true
+			return errBadField
+		}
+		c.resp.ContentLength = v
+	}
+	c.spans = append(c.spans, c.store(f))
+	return nil
+}
+
+func (c *Client) deliver(id uint32, p []byte, end bool) { c.h.OnData(c, id, p, end) }
+func (c *Client) writable(id uint32)                    { c.h.OnWritable(c, id) }
+func (c *Client) gone(id uint32, code ErrCode)          { c.h.OnReset(c, id, code, false) }
