@@ -577,3 +577,24 @@ func TestClientPing(t *testing.T) {
 		t.Fatalf("%q %v", got, a.pings)
 	}
 }
+
+// TestClientAbort: the caller's SETTINGS timeout ends the connection with
+// GOAWAY(SETTINGS_TIMEOUT) naming stream 0, every open stream reset.
+func TestClientAbort(t *testing.T) {
+	a := newClientApp()
+	c := NewClient(a, nil)
+	a.start(c, req("/"), nil, nil)
+	c.Written(len(c.Pending()))
+	c.Feed(frame(FrameSettings, 0, 0)) // no ACK of ours
+	if !c.SettingsPending() {
+		t.Fatal("our SETTINGS not pending")
+	}
+	c.Abort(SettingsTimeout)
+	got := outFrames(t, c, hpack.NewDecoder(4096, 0))
+	if fmt.Sprint(got) != "[SETTINGS ack GOAWAY 0 SETTINGS_TIMEOUT]" || a.st[1].reset != "SETTINGS_TIMEOUT unprocessed=false" || !c.Done() || c.SettingsPending() {
+		t.Fatalf("%q, reset %q", got, a.st[1].reset)
+	}
+	if _, err := c.Request(req("/"), true); err != ErrNoStream {
+		t.Fatalf("request after Abort: %v", err)
+	}
+}

@@ -1,4 +1,4 @@
-// Package h2 implements HTTP/2 (RFC 9113) framing and the server side of a
+// Package h2 implements HTTP/2 (RFC 9113) framing and both sides of a
 // connection, sans-IO: bytes in, events to a Handler, bytes out. It has no
 // goroutines, locks, timers or net.Conn of its own, so that spindle's
 // engine can run it on a loop goroutine (Feed from OnData, Pending to
@@ -56,11 +56,45 @@
 // stream error ends the connection); an HPACK bomb (the decoder's bound on
 // the decoded list: 431).
 //
+// # Client
+//
+// A Client is the other side, for a proxy's HTTP/2 upstreams (gRPC needs
+// h2 and trailers end to end), on the same code as the Server wherever the
+// logic is the same (conn: output, flow control both ways, SETTINGS, PING,
+// WINDOW_UPDATE, header blocks, abuse bounds, WriteData, WriteDataTo,
+// WriteTrailers, Reset, Consumed, Shutdown). NewClient puts the client
+// preface and our SETTINGS (SETTINGS_ENABLE_PUSH 0) in Pending; Feed takes
+// the server's frames, its SETTINGS first, applied and acknowledged.
+// Request opens a stream (odd ids, increasing) with a request's header
+// section. Responses are validated (8.3.2 and 8.2 as requests are: one
+// valid :status and no other pseudo-header, 101 refused, 1xx interim
+// responses told apart from the final one and never with END_STREAM, no
+// DATA before the final one, lowercase names, no connection-specific
+// fields, content-length against DATA but for HEAD, 204 and 304, trailers
+// with END_STREAM and no pseudo-header): a malformed one is a stream error
+// PROTOCOL_ERROR, a header list above MaxHeaderListSize is reset CANCEL.
+// The server's GOAWAY and REFUSED_STREAM are told to the handler as
+// unprocessed streams, safe to send again on another connection (6.8,
+// 8.7). A connection takes no new streams (Available, CanOpen; Request's
+// ErrMaxStreams, ErrNoStream, ErrStreamIDs) at the server's
+// MAX_CONCURRENT_STREAMS (100 until its SETTINGS say), after GOAWAY either
+// way, when the stream ids are used up, or after a failure. The caller owns
+// time: SettingsPending says our SETTINGS await their ACK (Abort with
+// SETTINGS_TIMEOUT when too long), Ping and OnPingAck measure round trips
+// and find a dead upstream. The Server's abuse bounds guard the Client too
+// (header block size and CONTINUATION count, the control-frame budget,
+// which our PINGs' ACKs and requests refill, MaxOutput, and stream errors
+// through MaxEarlyResets). Not in the Client: a connection pool (the
+// caller's: one Client is one connection), server push (SETTINGS_ENABLE_PUSH
+// 0 is sent; PUSH_PROMISE, or the server's ENABLE_PUSH 1, is a connection
+// error), the h2c upgrade, TLS, and any checking of the request the
+// caller gives Request (it sends what it is given).
+//
 // Not implemented: server push (never; SETTINGS_ENABLE_PUSH is a client's
 // setting and is not sent); priorities (PRIORITY frames and the priority
 // fields of HEADERS are accepted, counted and ignored; RFC 9218 too); the
 // h2c upgrade from HTTP/1.1 (prior knowledge only); TLS and ALPN (the
-// caller's: a Server runs over any byte stream); a client side; sending
-// PING and SETTINGS timeouts (the caller owns time); the peer's
+// caller's: a Server runs over any byte stream); a Server's PINGs and
+// SETTINGS timeouts (the caller owns time); the peer's
 // SETTINGS_MAX_HEADER_LIST_SIZE is advisory and not enforced on responses.
 package h2

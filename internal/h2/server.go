@@ -10,8 +10,12 @@ import (
 // ClientPreface is what a client sends first, before its SETTINGS (RFC 9113 3.4).
 const ClientPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
-// Config is a server connection's settings and abuse bounds. A nil *Config
-// or a zero field means its default.
+// Config is a connection's settings and abuse bounds, a Server's or a
+// Client's. A nil *Config or a zero field means its default. A Client does
+// not send MaxConcurrentStreams (the server opens no stream), resets a
+// response whose header list passes MaxHeaderListSize (CANCEL) instead of
+// answering 431, and counts under MaxEarlyResets the stream errors it
+// found in the server's frames.
 type Config struct {
 	// MaxConcurrentStreams is SETTINGS_MAX_CONCURRENT_STREAMS (default
 	// 100): a request beyond it is refused with REFUSED_STREAM.
