@@ -79,10 +79,6 @@ type Client struct {
 	pings  int    // our PINGs not yet acknowledged
 
 	// Decoding.
-	emitFn     func(hpack.Field) error
-	mode       uint8 // decodeResponse, decodeTrailers or decodeDiscard
-	bad        bool  // a field broke a rule
-	regular    bool  // a regular field was seen
 	haveStatus bool
 	resp       Response
 }
@@ -231,42 +227,26 @@ func (c *Client) Abort(code ErrCode) {
 	c.fail(&Error{Code: code, Reason: "aborted"})
 }
 
+// frame processes a frame conn.frame leaves to the side.
 func (c *Client) frame(f *Frame) *Error {
-	if c.hstream != 0 && (f.Type != FrameContinuation || f.StreamID != c.hstream) {
-		return errContExpected
-	}
 	switch f.Type {
-	case FrameData:
-		return c.data(f)
 	case FrameHeaders:
 		if f.StreamID%2 == 0 || f.StreamID > c.lastID {
 			return errServerStream
 		}
 		return c.headerBlock(f)
-	case FrameContinuation:
-		return c.continuation(f)
-	case FramePriority:
-		return c.control()
 	case FrameRSTStream:
 		return c.rstStream(f)
-	case FrameSettings:
-		return c.settings(f)
 	case FramePushPromise:
 		return errPushRecv
-	case FramePing:
-		ack, e := c.ping(f)
-		if ack && e == nil {
-			if c.pings > 0 { // an answer to ours gives its cost back
-				c.pings--
-				c.refill()
-			}
-			c.h.OnPingAck(c, [8]byte(f.Data))
+	case FramePing: // an ACK
+		if c.pings > 0 { // an answer to ours gives its cost back
+			c.pings--
+			c.refill()
 		}
-		return e
+		c.h.OnPingAck(c, [8]byte(f.Data))
 	case FrameGoAway:
 		c.goAway(f)
-	case FrameWindowUpdate:
-		return c.windowUpdate(f)
 	}
 	return nil
 }
@@ -324,24 +304,11 @@ func (c *Client) block(id uint32, block []byte) *Error {
 		return errClosedHeaders
 	}
 	if st.final {
-		tooLarge, e := c.decode(block, decodeTrailers)
-		switch {
-		case e != nil:
+		if e := c.trailers(st, block, end, errRespMalformed); e != nil {
 			return e
-		case !end:
-			return errTrailersEnd
-		case tooLarge || c.bad:
-			return errRespMalformed
-		case st.cl >= 0 && st.received != st.cl:
-			return errCLMismatch
 		}
-		fs := c.fields(c.resp.Fields)
-		c.resp.Fields = fs
-		st.recvOpen = false
-		c.h.OnTrailers(c, id, fs)
-		if st = c.find(id); st != nil {
-			c.maybeClose(st)
-		}
+		c.h.OnTrailers(c, id, c.tfields)
+		c.closeIfDone(id)
 		return nil
 	}
 	tooLarge, e := c.decode(block, decodeResponse)
@@ -369,17 +336,14 @@ func (c *Client) block(id uint32, block []byte) *Error {
 	}
 	c.h.OnResponse(c, id, r, end)
 	if end {
-		if st = c.find(id); st != nil {
-			c.maybeClose(st)
-		}
+		c.closeIfDone(id)
 	}
 	return nil
 }
 
-func (c *Client) decode(block []byte, mode uint8) (tooLarge bool, e *Error) {
-	c.mode, c.bad, c.regular, c.haveStatus = mode, false, false, false
+func (c *Client) clear() {
+	c.haveStatus = false
 	c.resp.Status, c.resp.ContentLength = 0, -1
-	return c.conn.decode(block, c.emitFn)
 }
 
 // emit checks a response's field (RFC 9113 8.2, 8.3.2) and keeps it.

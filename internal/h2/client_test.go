@@ -2,7 +2,6 @@ package h2
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -322,30 +321,12 @@ func TestClientResets(t *testing.T) {
 		t.Fatalf("streams left: client %d server %d", c.live(), s.live())
 	}
 	// Frames of the stream we reset that were on their way are ignored.
-	if e := feedClient(t, c, frame(FrameData, 0, hold, 'x')); e != noConnErr {
+	if e := feed(t, c, frame(FrameData, 0, hold, 'x')); e != noConnErr {
 		t.Fatalf("DATA after our reset: %v", e)
 	}
 	if got := outFrames(t, c, hpack.NewDecoder(4096, 0)); len(got) != 0 {
 		t.Fatalf("after a late DATA: %q", got)
 	}
-}
-
-// feedClient feeds in whole and returns the connection error's code, or
-// noConnErr.
-func feedClient(t *testing.T, c *Client, in []byte) ErrCode {
-	t.Helper()
-	n, err := c.Feed(in)
-	if err != nil {
-		var e *Error
-		if !errors.As(err, &e) {
-			t.Fatalf("error %T %v", err, err)
-		}
-		return e.Code
-	}
-	if n != len(in) {
-		t.Fatalf("consumed %d of %d", n, len(in))
-	}
-	return noConnErr
 }
 
 // openClient returns a Client that has seen the server's empty SETTINGS
@@ -359,7 +340,7 @@ func openClient(t *testing.T, cfg *Config) (*Client, *clientApp, *peer) {
 		t.Fatalf("no preface: %q", out)
 	}
 	c.Written(len(ClientPreface))
-	if e := feedClient(t, c, cat(frame(FrameSettings, 0, 0), frame(FrameSettings, FlagAck, 0))); e != noConnErr {
+	if e := feed(t, c, cat(frame(FrameSettings, 0, 0), frame(FrameSettings, FlagAck, 0))); e != noConnErr {
 		t.Fatalf("handshake: %v", e)
 	}
 	got := outFrames(t, c, hpack.NewDecoder(4096, 0))
@@ -377,7 +358,7 @@ func TestClientGoAway(t *testing.T) {
 		a.start(c, req("/"), nil, nil)
 	}
 	c.Written(len(c.Pending()))
-	if e := feedClient(t, c, frame(FrameGoAway, 0, 0, cat(u32(1), u32(uint32(NoError)), []byte("bye"))...)); e != noConnErr {
+	if e := feed(t, c, frame(FrameGoAway, 0, 0, cat(u32(1), u32(uint32(NoError)), []byte("bye"))...)); e != noConnErr {
 		t.Fatal(e)
 	}
 	if fmt.Sprint(a.goaway) != `[NO_ERROR 1 "bye"]` || a.st[3].reset != "NO_ERROR unprocessed=true" || a.st[5].reset != "NO_ERROR unprocessed=true" || a.st[1].reset != "" {
@@ -386,7 +367,7 @@ func TestClientGoAway(t *testing.T) {
 	if _, err := c.Request(req("/"), true); err != ErrNoStream || c.CanOpen() || c.Done() {
 		t.Fatalf("after GOAWAY: %v CanOpen %v Done %v", err, c.CanOpen(), c.Done())
 	}
-	feedClient(t, c, p.headers(1, true, ":status", "204"))
+	feed(t, c, p.headers(1, true, ":status", "204"))
 	if !c.Done() || fmt.Sprint(a.st[1].status) != "[204]" {
 		t.Fatalf("Done %v, stream 1 %+v", c.Done(), a.st[1])
 	}
@@ -397,7 +378,7 @@ func TestClientGoAway(t *testing.T) {
 // MAX_FRAME_SIZE, ENABLE_PUSH 1 refused.
 func TestClientSettings(t *testing.T) {
 	c, a, p := openClient(t, nil)
-	feedClient(t, c, frame(FrameSettings, 0, 0, cat(setting(SettingMaxConcurrentStreams, 2), setting(SettingInitialWindowSize, 10))...))
+	feed(t, c, frame(FrameSettings, 0, 0, cat(setting(SettingMaxConcurrentStreams, 2), setting(SettingInitialWindowSize, 10))...))
 	if got := outFrames(t, c, p.dec); fmt.Sprint(got) != "[SETTINGS ack]" || c.Available() != 2 {
 		t.Fatalf("%q available %d", got, c.Available())
 	}
@@ -410,15 +391,15 @@ func TestClientSettings(t *testing.T) {
 	if len(got) != 3 || got[1] != "DATA 1 10" {
 		t.Fatalf("window 10: %q", got)
 	}
-	feedClient(t, c, frame(FrameSettings, 0, 0, cat(setting(SettingInitialWindowSize, 200), setting(SettingMaxFrameSize, 1<<15))...))
+	feed(t, c, frame(FrameSettings, 0, 0, cat(setting(SettingInitialWindowSize, 200), setting(SettingMaxFrameSize, 1<<15))...))
 	if got := outFrames(t, c, p.dec); fmt.Sprint(got) != "[SETTINGS ack DATA 1 90 end]" || a.st[id].send != nil {
 		t.Fatalf("window 200: %q", got)
 	}
-	feedClient(t, c, p.headers(3, true, ":status", "200"))
+	feed(t, c, p.headers(3, true, ":status", "200"))
 	if c.Available() != 1 {
 		t.Fatalf("available %d after a stream ended", c.Available())
 	}
-	if e := feedClient(t, c, frame(FrameSettings, 0, 0, setting(SettingEnablePush, 1)...)); e != ProtocolError {
+	if e := feed(t, c, frame(FrameSettings, 0, 0, setting(SettingEnablePush, 1)...)); e != ProtocolError {
 		t.Fatalf("ENABLE_PUSH 1: %v", e)
 	}
 	if got := a.st[id].reset; got != "PROTOCOL_ERROR unprocessed=false" {
@@ -470,7 +451,7 @@ func TestClientMalformed(t *testing.T) {
 			c, a, p := openClient(t, nil)
 			a.start(c, req("/"), nil, nil)
 			outFrames(t, c, p.dec)
-			if e := feedClient(t, c, tc.in(p)); e != noConnErr {
+			if e := feed(t, c, tc.in(p)); e != noConnErr {
 				t.Fatalf("connection error %v", e)
 			}
 			got := outFrames(t, c, p.dec)
@@ -479,7 +460,7 @@ func TestClientMalformed(t *testing.T) {
 			}
 			// The connection goes on.
 			a.start(c, req("/"), nil, nil)
-			feedClient(t, c, p.headers(3, true, ":status", "200"))
+			feed(t, c, p.headers(3, true, ":status", "200"))
 			if fmt.Sprint(a.st[3].status) != "[200]" {
 				t.Fatalf("next stream: %+v", a.st[3])
 			}
@@ -489,7 +470,7 @@ func TestClientMalformed(t *testing.T) {
 	c, a, p := openClient(t, nil)
 	a.start(c, &Request{Method: []byte("HEAD"), Scheme: []byte("http"), Path: []byte("/")}, nil, nil)
 	a.start(c, req("/"), nil, nil)
-	feedClient(t, c, cat(p.headers(1, true, ":status", "200", "content-length", "9"), p.headers(3, true, ":status", "304", "content-length", "9")))
+	feed(t, c, cat(p.headers(1, true, ":status", "200", "content-length", "9"), p.headers(3, true, ":status", "304", "content-length", "9")))
 	if a.st[1].reset != "" || a.st[3].reset != "" || !a.st[1].ended || !a.st[3].ended {
 		t.Fatalf("bodiless responses: %+v %+v", a.st[1], a.st[3])
 	}
@@ -532,7 +513,7 @@ func TestClientConnErrors(t *testing.T) {
 			a.start(c, req("/"), nil, nil)
 			a.start(c, req("/"), nil, nil)
 			outFrames(t, c, p.dec)
-			if e := feedClient(t, c, tc.in(p)); e != tc.code {
+			if e := feed(t, c, tc.in(p)); e != tc.code {
 				t.Fatalf("got %v, want %v", e, tc.code)
 			}
 			got := outFrames(t, c, p.dec)
@@ -558,7 +539,7 @@ func TestClientStreamIDs(t *testing.T) {
 	if _, err := c.Request(req("/"), true); err != ErrStreamIDs || c.CanOpen() {
 		t.Fatalf("past the last id: %v", err)
 	}
-	feedClient(t, c, p.headers(MaxWindow, true, ":status", "200"))
+	feed(t, c, p.headers(MaxWindow, true, ":status", "200"))
 	if c.live() != 0 || fmt.Sprint(a.st[id].status) != "[200]" {
 		t.Fatalf("last stream: %+v", a.st[id])
 	}
@@ -572,7 +553,7 @@ func TestClientPing(t *testing.T) {
 	if got := outFrames(t, c, p.dec); fmt.Sprint(got) != "[PING ack=false 0900000000000000]" {
 		t.Fatalf("%q", got)
 	}
-	feedClient(t, c, cat(frame(FramePing, FlagAck, 0, 9, 0, 0, 0, 0, 0, 0, 0), frame(FramePing, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8)))
+	feed(t, c, cat(frame(FramePing, FlagAck, 0, 9, 0, 0, 0, 0, 0, 0, 0), frame(FramePing, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8)))
 	if got := outFrames(t, c, p.dec); fmt.Sprint(got) != "[PING ack=true 0102030405060708]" || len(a.pings) != 1 || a.pings[0] != [8]byte{9} {
 		t.Fatalf("%q %v", got, a.pings)
 	}

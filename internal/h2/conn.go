@@ -53,6 +53,13 @@ type conn struct {
 	hreset     *Error // the stream error of the block's HEADERS (self-dependency)
 	blockLimit int
 
+	// Decoding.
+	emitFn  func(hpack.Field) error // the side's emit
+	mode    uint8                   // decodeRequest (decodeResponse), decodeTrailers or decodeDiscard
+	bad     bool                    // a field broke a rule
+	regular bool                    // a regular field was seen
+	tfields []hpack.Field           // a trailer section's fields
+
 	fbuf  []byte // decoded fields' bytes
 	spans []span // the regular fields' places in fbuf
 	blk   []byte // an encoded block we send
@@ -62,7 +69,7 @@ type conn struct {
 
 // events are what a side does that the other does not.
 type events interface {
-	// frame processes one well-formed frame.
+	// frame processes a frame conn.frame leaves to the side.
 	frame(f *Frame) *Error
 	// block handles a complete header block of stream id (END_STREAM in
 	// hend).
@@ -73,6 +80,8 @@ type events interface {
 	writable(id uint32)
 	// gone tells the handler stream id ended before its end with code.
 	gone(id uint32, code ErrCode)
+	// clear resets the side's decoding state before a header block.
+	clear()
 }
 
 // stream is one open or half-closed stream.
@@ -187,12 +196,12 @@ func (c *conn) frames(in []byte, n int) (int, error) {
 				e = errContExpected
 			case e.Stream && f.Type == FrameHeaders: // decode its block all the same
 				c.hreset = e
-				e = c.ev.frame(f)
+				e = c.frame(f)
 			case e.Stream && f.StreamID > c.lastID && f.Type != FramePriority:
 				e = errIdleFrame
 			}
 		} else {
-			e = c.ev.frame(f)
+			e = c.frame(f)
 		}
 		if e == nil {
 			continue
@@ -350,18 +359,36 @@ func (c *conn) refill() {
 	}
 }
 
-// ping answers a PING; it reports an ACK.
-func (c *conn) ping(f *Frame) (ack bool, e *Error) {
-	if e := c.control(); e != nil {
-		return false, e
+// frame processes one well-formed frame: those both sides handle alike
+// here, the others (HEADERS, RST_STREAM, PUSH_PROMISE, GOAWAY, PING ACKs,
+// unknown types) in the side's frame.
+func (c *conn) frame(f *Frame) *Error {
+	if c.hstream != 0 && (f.Type != FrameContinuation || f.StreamID != c.hstream) {
+		return errContExpected
 	}
-	if f.Flags.Has(FlagAck) {
-		return true, nil
+	switch f.Type {
+	case FrameData:
+		return c.data(f)
+	case FrameContinuation:
+		return c.continuation(f)
+	case FramePriority:
+		return c.control()
+	case FrameSettings:
+		return c.settings(f)
+	case FrameWindowUpdate:
+		return c.windowUpdate(f)
+	case FramePing:
+		if e := c.control(); e != nil {
+			return e
+		}
+		if !f.Flags.Has(FlagAck) {
+			if len(c.out) <= c.cfg.MaxOutput {
+				c.out = AppendPing(c.out, [8]byte(f.Data), true)
+			}
+			return nil
+		}
 	}
-	if len(c.out) <= c.cfg.MaxOutput {
-		c.out = AppendPing(c.out, [8]byte(f.Data), true)
-	}
-	return false, nil
+	return c.ev.frame(f)
 }
 
 func (c *conn) settings(f *Frame) *Error {
@@ -509,11 +536,17 @@ func (c *conn) data(f *Frame) *Error {
 	id := st.id
 	c.ev.deliver(id, p, end)
 	if end {
-		if st = c.find(id); st != nil {
-			c.maybeClose(st)
-		}
+		c.closeIfDone(id)
 	}
 	return nil
+}
+
+// closeIfDone ends stream id, if the handler's call left it, once both
+// sides are closed.
+func (c *conn) closeIfDone(id uint32) {
+	if st := c.find(id); st != nil {
+		c.maybeClose(st)
+	}
 }
 
 // Consumed returns n bytes of stream id's data, delivered by OnData, to the
@@ -594,11 +627,14 @@ func (c *conn) continuation(f *Frame) *Error {
 	return c.ev.block(id, c.hbuf)
 }
 
-// decode decodes block, passing each field to emit; it returns the HPACK
-// error (a connection error) and whether the list was too large.
-func (c *conn) decode(block []byte, emit func(hpack.Field) error) (tooLarge bool, e *Error) {
+// decode decodes block in mode, passing each field to the side's emit; it
+// returns the HPACK error (a connection error) and whether the list was
+// too large.
+func (c *conn) decode(block []byte, mode uint8) (tooLarge bool, e *Error) {
+	c.mode, c.bad, c.regular = mode, false, false
 	c.fbuf, c.spans = c.fbuf[:0], c.spans[:0]
-	err := c.dec.Decode(block, emit)
+	c.ev.clear()
+	err := c.dec.Decode(block, c.emitFn)
 	switch {
 	case err == nil || err == errBadField:
 	case errors.Is(err, hpack.ErrListTooLarge):
@@ -607,6 +643,27 @@ func (c *conn) decode(block []byte, emit func(hpack.Field) error) (tooLarge bool
 		return false, errCompression
 	}
 	return false, nil
+}
+
+// trailers decodes the trailer section block of st into c.tfields and
+// checks it (RFC 9113 8.1: END_STREAM, no pseudo-header, content-length
+// met); malformed is the side's stream error. The stream is half-closed
+// (remote) after; the caller tells the handler, then closeIfDone.
+func (c *conn) trailers(st *stream, block []byte, end bool, malformed *Error) *Error {
+	tooLarge, e := c.decode(block, decodeTrailers)
+	switch {
+	case e != nil:
+		return e
+	case !end:
+		return errTrailersEnd
+	case tooLarge || c.bad:
+		return malformed
+	case st.cl >= 0 && st.received != st.cl:
+		return errCLMismatch
+	}
+	c.tfields = c.fields(c.tfields)
+	st.recvOpen = false
+	return nil
 }
 
 func (c *conn) store(f hpack.Field) span {

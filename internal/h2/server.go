@@ -178,10 +178,6 @@ type Server struct {
 	prefaceDone bool // ClientPreface seen
 
 	// Decoding.
-	emitFn   func(hpack.Field) error
-	mode     uint8 // decodeRequest, decodeTrailers or decodeDiscard
-	bad      bool  // a field broke a rule
-	regular  bool  // a regular field was seen
 	req      Request
 	pseudo   [4]span // method, scheme, authority, path
 	havePs   uint8
@@ -277,37 +273,21 @@ func (s *Server) Feed(in []byte) (n int, err error) {
 	return s.frames(in, n)
 }
 
-// frame processes one well-formed frame.
+// frame processes a frame conn.frame leaves to the side.
 func (s *Server) frame(f *Frame) *Error {
-	if s.hstream != 0 && (f.Type != FrameContinuation || f.StreamID != s.hstream) {
-		return errContExpected
-	}
 	switch f.Type {
-	case FrameData:
-		return s.data(f)
 	case FrameHeaders:
 		if f.StreamID%2 == 0 {
 			return errEvenStream
 		}
 		return s.headerBlock(f)
-	case FrameContinuation:
-		return s.continuation(f)
-	case FramePriority:
-		return s.control()
 	case FrameRSTStream:
 		return s.rstStream(f)
-	case FrameSettings:
-		return s.settings(f)
 	case FramePushPromise:
 		return errPushPromise
-	case FramePing:
-		_, e := s.ping(f)
-		return e
 	case FrameGoAway:
 		s.goAwayRecv = true
 		s.h.OnGoAway(s, f.Code, f.Data)
-	case FrameWindowUpdate:
-		return s.windowUpdate(f)
 	}
 	return nil
 }
@@ -354,23 +334,11 @@ func (s *Server) block(id uint32, block []byte) *Error {
 			}
 			return errHalfClosed
 		}
-		tooLarge, e := s.decode(block, decodeTrailers)
-		switch {
-		case e != nil:
+		if e := s.trailers(st, block, end, errMalformed); e != nil {
 			return e
-		case !end:
-			return errTrailersEnd
-		case tooLarge || s.bad:
-			return errMalformed
-		case st.cl >= 0 && st.received != st.cl:
-			return errCLMismatch
 		}
-		s.req.Fields = s.fields(s.req.Fields)
-		st.recvOpen = false
-		s.h.OnTrailers(s, id, s.req.Fields)
-		if st = s.find(id); st != nil {
-			s.maybeClose(st)
-		}
+		s.h.OnTrailers(s, id, s.tfields)
+		s.closeIfDone(id)
 		return nil
 	}
 	if id <= s.lastID {
@@ -487,12 +455,9 @@ func (s *Server) writeBlock(id uint32, status int, fields []hpack.Field, end boo
 
 var statusName = []byte(":status")
 
-// decode decodes block in mode (see conn.decode).
-func (s *Server) decode(block []byte, mode uint8) (tooLarge bool, e *Error) {
-	s.mode, s.bad, s.regular = mode, false, false
+func (s *Server) clear() {
 	s.havePs, s.haveHost = 0, false
 	s.req.ContentLength = -1
-	return s.conn.decode(block, s.emitFn)
 }
 
 func (s *Server) deliver(id uint32, p []byte, end bool) { s.h.OnData(s, id, p, end) }

@@ -195,8 +195,9 @@ func open(t *testing.T, h Handler, cfg *Config) (*Server, *peer) {
 	return s, p
 }
 
-// feed feeds in whole and returns the connection error's code, or -1.
-func feed(t *testing.T, s *Server, in []byte) ErrCode {
+// feed feeds in whole to s (a Server or a Client) and returns the
+// connection error's code, or noConnErr.
+func feed(t *testing.T, s interface{ Feed([]byte) (int, error) }, in []byte) ErrCode {
 	t.Helper()
 	n, err := s.Feed(in)
 	if err != nil {
@@ -209,7 +210,7 @@ func feed(t *testing.T, s *Server, in []byte) ErrCode {
 	if n != len(in) {
 		t.Fatalf("consumed %d of %d", n, len(in))
 	}
-	return ErrCode(1 << 31)
+	return noConnErr
 }
 
 const noConnErr = ErrCode(1 << 31)
