@@ -579,3 +579,56 @@ func TestClientAbort(t *testing.T) {
 		t.Fatalf("request after Abort: %v", err)
 	}
 }
+
+// TestClientServerSettings: the server's SETTINGS in the middle of a
+// transfer (a smaller window and fewer streams, then larger) and its
+// MAX_CONCURRENT_STREAMS from the start; the transfer ends whole, the
+// request body sent with WriteDataTo.
+func TestClientServerSettings(t *testing.T) {
+	ca, sa := newClientApp(), newEchoApp()
+	c, s := NewClient(ca, nil), NewServer(sa, &Config{MaxConcurrentStreams: 10})
+	pump(t, c, s)
+	if c.Available() != 10 {
+		t.Fatalf("available %d, server allows 10", c.Available())
+	}
+	body := pattern(300 << 10)
+	var sent []byte
+	w := func(p []byte) (int, error) { sent = append(sent, p...); return len(p), nil }
+	id, _ := c.Request(req("/echo"), false)
+	n, err := c.WriteDataTo(id, body, true, w)
+	if err != nil || n != DefaultInitialWindowSize { // the server's stream window
+		t.Fatalf("WriteDataTo: %d %v", n, err)
+	}
+	ca.get(id).send = body[n:]
+	feed(t, s, sent)
+	sent = nil
+	// The server's SETTINGS, as if sent now: its frames are fed ahead of
+	// its other output.
+	s.out = append(frame(FrameSettings, 0, 0, cat(setting(SettingMaxConcurrentStreams, 1), setting(SettingInitialWindowSize, 1000))...), s.out...)
+	pump(t, c, s)
+	if c.Available() != 0 || c.peerInitial != 1000 {
+		t.Fatalf("available %d, window %d", c.Available(), c.peerInitial)
+	}
+	s.out = append(s.out, frame(FrameSettings, 0, 0, cat(setting(SettingMaxConcurrentStreams, 5), setting(SettingInitialWindowSize, 1<<20))...)...)
+	pump(t, c, s)
+	st := ca.st[id]
+	if !bytes.Equal(st.body, body) || fmt.Sprint(st.trailers) != fmt.Sprintf("[x-len=%d x-got=]", len(body)) || c.Available() != 5 {
+		t.Fatalf("echo %d of %d bytes, trailers %v, available %d", len(st.body), len(body), st.trailers, c.Available())
+	}
+}
+
+// TestClientHeaderListSize: a response header list above our
+// MaxHeaderListSize is reset CANCEL; the HPACK table stays in step.
+func TestClientHeaderListSize(t *testing.T) {
+	c, a, p := openClient(t, &Config{MaxHeaderListSize: 100})
+	a.start(c, req("/"), nil, nil)
+	a.start(c, req("/"), nil, nil)
+	outFrames(t, c, p.dec)
+	feed(t, c, cat(p.headers(1, false, ":status", "200", "x-big", strings.Repeat("x", 200)), p.headers(3, true, ":status", "200", "x-small", "y")))
+	if got := outFrames(t, c, p.dec); fmt.Sprint(got) != "[RST_STREAM 1 CANCEL]" || a.st[1].reset != "CANCEL unprocessed=false" {
+		t.Fatalf("%q %q", got, a.st[1].reset)
+	}
+	if st := a.st[3]; fmt.Sprint(st.fields) != "[x-small=y]" || !st.ended {
+		t.Fatalf("next response: %+v", st)
+	}
+}
