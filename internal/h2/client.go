@@ -42,8 +42,10 @@ type ClientHandler interface {
 	// CANCEL from Close), or left out by the server's GOAWAY (GOAWAY's
 	// code). unprocessed: the server did not process the request
 	// (REFUSED_STREAM, or above GOAWAY's last stream id: RFC 9113 8.7,
-	// 6.8), so it is safe to send again, on another connection. Not
-	// called for a stream the handler resets itself.
+	// 6.8), so it is safe to send again, on another connection. A
+	// RST_STREAM(NO_ERROR) after the whole response asks us to stop
+	// sending the request (8.1). Not called for a stream the handler
+	// resets itself.
 	OnReset(c *Client, id uint32, code ErrCode, unprocessed bool)
 	// OnWritable: the send window of stream id, which WriteData left
 	// short, has room again.
@@ -51,7 +53,9 @@ type ClientHandler interface {
 	// OnGoAway: the server sent GOAWAY: no new requests on this
 	// connection (Request fails, CanOpen is false). Streams up to last go
 	// on; those above it get OnReset(unprocessed) right after this call.
-	// Done reports when the last has ended.
+	// A server may send a second GOAWAY with a lower last (a graceful
+	// shutdown in two steps): it is told too. Done reports when the last
+	// stream has ended.
 	OnGoAway(c *Client, code ErrCode, last uint32, debug []byte)
 	// OnPingAck: the server acknowledged a PING carrying data (ours from
 	// Ping, or any it chose to ack): the caller measures round trips and

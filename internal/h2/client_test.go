@@ -632,3 +632,23 @@ func TestClientHeaderListSize(t *testing.T) {
 		t.Fatalf("next response: %+v", st)
 	}
 }
+
+// TestClientServerShutdown: the Server's graceful GOAWAY names the
+// streams it took: none is unprocessed, they end as usual, then Done.
+func TestClientServerShutdown(t *testing.T) {
+	ca, sa := newClientApp(), newEchoApp()
+	c, s := NewClient(ca, nil), NewServer(sa, nil)
+	pump(t, c, s)
+	id, _ := c.Request(req("/echo"), false) // the request's end comes later
+	pump(t, c, s)
+	s.Shutdown()
+	pump(t, c, s)
+	if fmt.Sprint(ca.goaway) != `[NO_ERROR 1 ""]` || ca.st[id].reset != "" || c.CanOpen() || c.Done() {
+		t.Fatalf("goaway %v reset %q", ca.goaway, ca.st[id].reset)
+	}
+	c.WriteTrailers(id, nil)
+	pump(t, c, s)
+	if st := ca.st[id]; !st.ended || !c.Done() || !s.Done() {
+		t.Fatalf("after the last stream: %+v client done %v server done %v", st, c.Done(), s.Done())
+	}
+}
