@@ -41,6 +41,7 @@ type conn struct {
 
 	goAwaySent bool // no new streams
 	goAwayRecv bool
+	goAwayLast uint32 // the last stream id our GOAWAY named
 
 	ctrlBudget  int
 	earlyResets int
@@ -296,6 +297,14 @@ func (r *ring) has(id uint32) bool {
 	return false
 }
 
+// ignored reports whether frames on stream id, not open, are ignored: we
+// reset it lately, or (on a Server) the peer opened it after our GOAWAY's
+// last stream id (RFC 9113 6.8; its DATA still counts toward the
+// connection window).
+func (c *conn) ignored(id uint32) bool {
+	return c.reset.has(id) || !c.client && c.goAwaySent && id > c.goAwayLast
+}
+
 func (c *conn) find(id uint32) *stream {
 	if id == 0 {
 		return nil
@@ -499,7 +508,7 @@ func (c *conn) data(f *Frame) *Error {
 	st := c.find(f.StreamID)
 	if st == nil || !st.recvOpen {
 		c.creditConn(size)
-		if st == nil && c.reset.has(f.StreamID) {
+		if st == nil && c.ignored(f.StreamID) {
 			return nil
 		}
 		return errHalfClosed
@@ -846,8 +855,8 @@ func (c *conn) Shutdown() {
 	if c.goAwaySent || c.err != nil {
 		return
 	}
-	c.goAwaySent = true
-	c.out = AppendGoAway(c.out, c.goAwayID(), NoError, nil)
+	c.goAwaySent, c.goAwayLast = true, c.goAwayID()
+	c.out = AppendGoAway(c.out, c.goAwayLast, NoError, nil)
 }
 
 // goAwayID is the last stream id our GOAWAY names: the peer's last on a

@@ -346,7 +346,7 @@ func (s *Server) block(id uint32, block []byte) *Error {
 			return e
 		}
 		switch {
-		case s.reset.has(id):
+		case s.ignored(id):
 			return nil
 		case s.closed.has(id):
 			return errClosedHeaders
