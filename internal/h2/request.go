@@ -95,7 +95,54 @@ func (s *Server) request() {
 	if bytes.IndexByte(r.Authority, '@') >= 0 { // userinfo (8.3.1)
 		s.bad = true
 	}
+	// What a request line and Host of HTTP/1.1 could not carry as it is.
+	if !all(r.Method, cToken) || len(r.Method) == 0 || !all(r.Path, cPath) || !all(r.Authority, cAuthority) ||
+		s.havePs&scheme != 0 && (len(r.Scheme) == 0 || !all(r.Scheme, cScheme) || lc(r.Scheme[0]) < 'a' || lc(r.Scheme[0]) > 'z') ||
+		s.haveHost && !all(s.bytes(s.host, true), cAuthority) {
+		s.bad = true
+	}
 }
+
+// Character classes of the pseudo-header values, bits of chars.
+const (
+	cToken     = 1 << iota // a method: tchar (RFC 9110 5.6.2)
+	cPath                  // a :path: visible ASCII and obs-text, no whitespace or CTL
+	cAuthority             // :authority and host: RFC 3986 reg-name, IP-literal, port, userinfo's '@'
+	cScheme                // after its first letter: ALPHA DIGIT "+" "-" "." (RFC 3986 3.1)
+)
+
+var chars = func() (t [256]uint8) {
+	for c := 0x21; c <= 0xff; c++ {
+		if c != 0x7f {
+			t[c] |= cPath
+		}
+	}
+	for _, c := range "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ" {
+		t[c] |= cToken | cAuthority | cScheme
+	}
+	for _, c := range "!#$%&'*+-.^_`|~" {
+		t[c] |= cToken
+	}
+	for _, c := range "-._~%!$&'()*+,;=:[]@" {
+		t[c] |= cAuthority
+	}
+	for _, c := range "+-." {
+		t[c] |= cScheme
+	}
+	return t
+}()
+
+// all reports whether every byte of b is of class c.
+func all(b []byte, c uint8) bool {
+	for _, x := range b {
+		if chars[x]&c == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func lc(c byte) byte { return c | 0x20 }
 
 // validName: a regular field name, lowercase (RFC 9113 8.2.1).
 func validName(b []byte) bool {

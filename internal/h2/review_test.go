@@ -31,3 +31,67 @@ func TestServerShutdownRace(t *testing.T) {
 		t.Fatalf("events %q", h.events)
 	}
 }
+
+// TestServerMalformedPseudo: pseudo-header values a request line or an
+// HTTP/1.1 upstream could not carry as they are (RFC 9110 9.1: a method is
+// a token; RFC 3986: a scheme's and an authority's characters; a :path
+// has no whitespace or control characters, as nghttp2 checks) are
+// malformed: a proxy would otherwise forward "GET /a HTTP/1.1\r\n..." from
+// a :path with a space in it to its upstream as another request line.
+func TestServerMalformedPseudo(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		kv   []string
+	}{
+		{"method with a space", []string{":method", "GET /x", ":scheme", "http", ":path", "/"}},
+		{"method with a slash", []string{":method", "G/ET", ":scheme", "http", ":path", "/"}},
+		{"empty method", []string{":method", "", ":scheme", "http", ":path", "/"}},
+		{"path with a space", []string{":method", "GET", ":scheme", "http", ":path", "/a HTTP/1.1"}},
+		{"path with a tab", []string{":method", "GET", ":scheme", "http", ":path", "/a\tb"}},
+		{"path with a CTL", []string{":method", "GET", ":scheme", "http", ":path", "/a\x01"}},
+		{"path with DEL", []string{":method", "GET", ":scheme", "http", ":path", "/a\x7f"}},
+		{"scheme with a space", []string{":method", "GET", ":scheme", "ht tp", ":path", "/"}},
+		{"empty scheme", []string{":method", "GET", ":scheme", "", ":path", "/"}},
+		{"scheme starting with a digit", []string{":method", "GET", ":scheme", "1http", ":path", "/"}},
+		{"authority with a space", []string{":method", "GET", ":scheme", "http", ":authority", "a b", ":path", "/"}},
+		{"authority with a slash", []string{":method", "GET", ":scheme", "http", ":authority", "a/b", ":path", "/"}},
+		{"authority with a CTL", []string{":method", "GET", ":scheme", "http", ":authority", "a\x01", ":path", "/"}},
+		{"host with a space, no :authority", []string{":method", "GET", ":scheme", "http", ":path", "/", "host", "a b"}},
+		{"CONNECT authority with a space", []string{":method", "CONNECT", ":authority", "a b:443"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &recorder{}
+			s, p := open(t, h, nil)
+			if code := feed(t, s, cat(p.headers(1, true, tc.kv...), p.headers(3, true, get...))); code != noConnErr {
+				t.Fatalf("connection error %v", code)
+			}
+			want := []string{"RST_STREAM 1 PROTOCOL_ERROR"}
+			if got := outFrames(t, s, p.dec); !equal(got, want) {
+				t.Errorf("out %q, want %q", got, want)
+			}
+			if len(h.events) != 1 || h.events[0] != "req 3 GET http x / cl=-1 end" {
+				t.Errorf("events %q", h.events)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name string
+		kv   []string
+	}{
+		{"path with a query and UTF-8", []string{":method", "GET", ":scheme", "https", ":path", "/a/%20b?c=d&e=f;g/\xc3\xa9"}},
+		{"authority IPv6 and port", []string{":method", "GET", ":scheme", "http", ":authority", "[::1]:8080", ":path", "/"}},
+		{"scheme with + - .", []string{":method", "PURGE", ":scheme", "x+y-z.1", ":path", "/"}},
+		{"method token", []string{":method", "M-SEARCH", ":scheme", "http", ":path", "/"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &recorder{}
+			s, p := open(t, h, nil)
+			if code := feed(t, s, p.headers(1, true, tc.kv...)); code != noConnErr {
+				t.Fatalf("connection error %v", code)
+			}
+			if got := outFrames(t, s, p.dec); len(got) != 0 || len(h.events) != 1 {
+				t.Errorf("out %q events %q", got, h.events)
+			}
+		})
+	}
+}
