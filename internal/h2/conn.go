@@ -23,7 +23,7 @@ type conn struct {
 	settingsSeen bool // the peer's first SETTINGS seen
 	acked        bool // our SETTINGS acknowledged
 
-	streams []stream // live ones have id != 0
+	streams []stream // in id order (id | was); live ones have id != 0
 	dead    int      // entries of streams with id 0
 	lastID  uint32   // highest stream id opened (or tried): by the peer on a Server, by us on a Client
 	reset   ring     // streams we reset lately: their frames are ignored
@@ -101,6 +101,9 @@ type stream struct {
 	held      int64 // delivered by OnData, not yet Consumed
 	cl        int64 // content-length or -1
 	received  int64
+	// was is a removed entry's id (id is 0): streams stays in id order
+	// for find.
+	was uint32
 }
 
 type span struct {
@@ -305,14 +308,20 @@ func (c *conn) ignored(id uint32) bool {
 	return c.reset.has(id) || !c.client && c.goAwaySent && id > c.goAwayLast
 }
 
+// find returns live stream id or nil, by a binary search: with many
+// streams open, a linear scan per frame was most of a small frame's cost.
 func (c *conn) find(id uint32) *stream {
-	if id == 0 {
-		return nil
-	}
-	for i := range c.streams {
-		if c.streams[i].id == id {
-			return &c.streams[i]
+	lo, hi := 0, len(c.streams)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if st := &c.streams[m]; st.id|st.was < id {
+			lo = m + 1
+		} else {
+			hi = m
 		}
+	}
+	if id != 0 && lo < len(c.streams) && c.streams[lo].id == id {
+		return &c.streams[lo]
 	}
 	return nil
 }
@@ -338,7 +347,7 @@ func (c *conn) compact() {
 func (c *conn) remove(st *stream) {
 	c.creditConn(st.held)
 	c.closed.put(st.id)
-	*st = stream{}
+	*st = stream{was: st.id | st.was}
 	c.dead++
 }
 

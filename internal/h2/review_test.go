@@ -2,6 +2,8 @@ package h2
 
 import (
 	"testing"
+
+	"github.com/spindlenet/spindle/internal/hpack"
 )
 
 // TestServerShutdownRace: streams the client opened before it saw our
@@ -94,4 +96,83 @@ func TestServerMalformedPseudo(t *testing.T) {
 			}
 		})
 	}
+}
+
+// shortApp answers each request at once: 200 and an empty DATA with
+// END_STREAM.
+type shortApp struct{}
+
+func (shortApp) OnRequest(s *Server, id uint32, r *Request, end bool) {
+	s.WriteHeaders(id, 200, nil, false)
+	s.WriteData(id, nil, true)
+}
+func (shortApp) OnData(s *Server, id uint32, p []byte, end bool) { s.Consumed(id, len(p)) }
+func (shortApp) OnTrailers(*Server, uint32, []hpack.Field)       {}
+func (shortApp) OnReset(*Server, uint32, ErrCode)                {}
+func (shortApp) OnWritable(*Server, uint32)                      {}
+func (shortApp) OnGoAway(*Server, ErrCode, []byte)               {}
+
+// TestServerManyStreams: a connection that runs a million short streams
+// (half ended by the client's END_STREAM, half by its RST_STREAM after the
+// response) keeps no more than its concurrent streams' worth of state.
+func TestServerManyStreams(t *testing.T) {
+	s := NewServer(shortApp{}, nil)
+	if _, err := s.Feed(start()); err != nil {
+		t.Fatal(err)
+	}
+	s.Written(len(s.Pending()))
+	// :method GET, :scheme http, :path / (static), :authority x (literal
+	// without indexing): the same bytes each time.
+	blk := []byte{0x82, 0x86, 0x84, 0x01, 0x01, 'x'}
+	const streams, batch = 1000000, 100
+	var in []byte
+	id := uint32(1)
+	for range streams / batch {
+		in = in[:0]
+		for range batch / 2 {
+			in = AppendFrameHeader(in, FrameHeader{Length: uint32(len(blk)), Type: FrameHeaders, Flags: FlagEndHeaders | FlagEndStream, StreamID: id})
+			in = append(in, blk...)
+			in = AppendFrameHeader(in, FrameHeader{Length: uint32(len(blk)), Type: FrameHeaders, Flags: FlagEndHeaders, StreamID: id + 2})
+			in = append(in, blk...)
+			in = AppendRSTStream(in, id+2, Cancel)
+			id += 4
+		}
+		if n, err := s.Feed(in); err != nil || n != len(in) {
+			t.Fatalf("stream %d: n %d err %v", id, n, err)
+		}
+		s.Written(len(s.Pending()))
+	}
+	if s.live() != 0 || cap(s.streams) > batch || cap(s.out) > 64<<10 || cap(s.spans) > 64 || cap(s.req.Fields) > 64 {
+		t.Fatalf("after %d streams: %d live, cap streams %d out %d spans %d fields %d",
+			streams, s.live(), cap(s.streams), cap(s.out), cap(s.spans), cap(s.req.Fields))
+	}
+}
+
+// BenchmarkServerDataManyStreams: DATA frames spread round-robin over 100
+// open streams, the case where finding a frame's stream costs most.
+func BenchmarkServerDataManyStreams(b *testing.B) {
+	const n = 100
+	s := NewServer(shortApp{}, nil)
+	in := start()
+	blk := []byte{0x82, 0x86, 0x84, 0x01, 0x01, 'x'}
+	for i := range uint32(n) {
+		in = AppendFrameHeader(in, FrameHeader{Length: uint32(len(blk)), Type: FrameHeaders, Flags: FlagEndHeaders, StreamID: 2*i + 1})
+		in = append(in, blk...)
+	}
+	if _, err := s.Feed(in); err != nil {
+		b.Fatal(err)
+	}
+	in = in[:0]
+	for i := range uint32(n) {
+		in = AppendData(in, 2*i+1, []byte("x"), false)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := s.Feed(in); err != nil {
+			b.Fatal(err)
+		}
+		s.Written(len(s.Pending()))
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/frame")
 }
