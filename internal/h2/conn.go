@@ -431,25 +431,19 @@ func (c *conn) settings(f *Frame) *Error {
 	if len(c.out) > c.cfg.MaxOutput {
 		return errOutput
 	}
-	grew := false
+	// INITIAL_WINDOW_SIZE moves every stream's window by the same amount
+	// at each value (6.9.2), so one pass over the streams with the highest
+	// value and the last does what a pass for each value would, which a
+	// frame of 2730 of them made cost 2730 passes.
+	initial, highest := c.peerInitial, int64(-1)
 	for i := range f.NumSettings() {
 		st := f.Setting(i)
 		switch st.ID {
 		case SettingHeaderTableSize:
 			c.enc.SetMaxTableSize(st.Val)
 		case SettingInitialWindowSize:
-			delta := int64(st.Val) - c.peerInitial
 			c.peerInitial = int64(st.Val)
-			for j := range c.streams {
-				x := &c.streams[j]
-				if x.id == 0 {
-					continue
-				}
-				if x.sendWin += delta; x.sendWin > MaxWindow {
-					return errInitWindow
-				}
-			}
-			grew = grew || delta > 0
+			highest = max(highest, c.peerInitial)
 		case SettingMaxFrameSize:
 			c.peerMaxFrame = st.Val
 		case SettingMaxConcurrentStreams:
@@ -460,8 +454,20 @@ func (c *conn) settings(f *Frame) *Error {
 			}
 		}
 	}
+	if highest >= 0 {
+		for j := range c.streams {
+			x := &c.streams[j]
+			if x.id == 0 {
+				continue
+			}
+			if x.sendWin+highest-initial > MaxWindow {
+				return errInitWindow
+			}
+			x.sendWin += c.peerInitial - initial
+		}
+	}
 	c.out = AppendSettingsAck(c.out)
-	if grew {
+	if c.peerInitial > initial {
 		c.wake(0)
 	}
 	return nil

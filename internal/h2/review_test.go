@@ -176,3 +176,57 @@ func BenchmarkServerDataManyStreams(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/frame")
 }
+
+// TestServerSettingsInOrder: a SETTINGS frame's INITIAL_WINDOW_SIZE values
+// apply in order (RFC 9113 6.5.3): one that puts a window above 2^31-1
+// is an error even when a later one brings it back; the last one holds.
+func TestServerSettingsInOrder(t *testing.T) {
+	h := &recorder{}
+	s, p := open(t, h, nil)
+	feed(t, s, p.headers(1, false, hold...))
+	many := setting(SettingInitialWindowSize, 1000)
+	for range 100 {
+		many = cat(many, setting(SettingInitialWindowSize, 70000), setting(SettingInitialWindowSize, 1000))
+	}
+	if code := feed(t, s, frame(FrameSettings, 0, 0, cat(many, setting(SettingInitialWindowSize, 100))...)); code != noConnErr {
+		t.Fatal(code)
+	}
+	if st := s.find(1); st == nil || st.sendWin != 100 {
+		t.Fatalf("stream 1: %+v", st)
+	}
+	in := cat(frame(FrameWindowUpdate, 0, 1, u32(10)...), // stream 1's window: 110
+		frame(FrameSettings, 0, 0, cat(setting(SettingInitialWindowSize, MaxWindow), setting(SettingInitialWindowSize, 100))...))
+	if code := feed(t, s, in); code != FlowControlError {
+		t.Fatalf("a window over 2^31-1 between two values: %v", code)
+	}
+}
+
+// BenchmarkServerSettingsMany: a SETTINGS frame of the most entries a
+// frame holds, each an INITIAL_WINDOW_SIZE, with 100 streams open: work
+// a client buys with one frame of the control budget (nghttp2's
+// CVE-2020-11080 was such a frame).
+func BenchmarkServerSettingsMany(b *testing.B) {
+	const n = 100
+	s := NewServer(shortApp{}, &Config{MaxControlFrames: 1 << 30})
+	in := start()
+	blk := []byte{0x82, 0x86, 0x84, 0x01, 0x01, 'x'}
+	for i := range uint32(n) {
+		in = AppendFrameHeader(in, FrameHeader{Length: uint32(len(blk)), Type: FrameHeaders, Flags: FlagEndHeaders, StreamID: 2*i + 1})
+		in = append(in, blk...)
+	}
+	if _, err := s.Feed(in); err != nil {
+		b.Fatal(err)
+	}
+	var ps []byte
+	for i := range MinMaxFrameSize / 6 {
+		ps = append(ps, setting(SettingInitialWindowSize, uint32(60000+i%2))...)
+	}
+	in = frame(FrameSettings, 0, 0, ps...)
+	b.ResetTimer()
+	for range b.N {
+		if _, err := s.Feed(in); err != nil {
+			b.Fatal(err)
+		}
+		s.Written(len(s.Pending()))
+	}
+}
