@@ -601,7 +601,7 @@ func (c *conn) creditConn(k int64) {
 }
 
 func (c *conn) creditStream(st *stream, k int64) {
-	if !st.recvOpen {
+	if k <= 0 || !st.recvOpen {
 		return
 	}
 	st.pending += k

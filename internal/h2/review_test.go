@@ -230,3 +230,18 @@ func BenchmarkServerSettingsMany(b *testing.B) {
 		s.Written(len(s.Pending()))
 	}
 }
+
+// TestServerConsumedTwice: Consumed beyond what was delivered returns
+// nothing, and sends no WINDOW_UPDATE of 0 (a PROTOCOL_ERROR to the peer),
+// even with a stream window so small that half of it is 0.
+func TestServerConsumedTwice(t *testing.T) {
+	h := &recorder{}
+	s, p := open(t, h, &Config{InitialWindowSize: 1})
+	feed(t, s, cat(p.headers(1, false, get...), frame(FrameData, 0, 1, 'x')))
+	s.Consumed(1, 1) // the recorder consumed it already
+	for _, f := range outFrames(t, s, p.dec) {
+		if f == "WINDOW_UPDATE 1 0" {
+			t.Fatalf("sent %q", f)
+		}
+	}
+}
