@@ -50,7 +50,7 @@
 // CONTINUATION flood (CVE-2024-27316: a header block's encoded size is
 // bounded by MaxHeaderListSize + MaxFrameSize and its CONTINUATION count,
 // before it is decoded); control frame floods (SETTINGS, PING, PRIORITY,
-// WINDOW_UPDATE, RST_STREAM, empty DATA and CONTINUATION share
+// WINDOW_UPDATE, RST_STREAM, GOAWAY, empty DATA and CONTINUATION share
 // MaxControlFrames, refilled by requests and by the DATA we send); a peer
 // that does not read (MaxOutput: PINGs go unanswered, a SETTINGS or a
 // stream error ends the connection); an HPACK bomb (the decoder's bound on

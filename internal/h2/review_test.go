@@ -245,3 +245,20 @@ func TestServerConsumedTwice(t *testing.T) {
 		}
 	}
 }
+
+// TestServerGoAwayFlood: GOAWAY frames, each a call of OnGoAway, share the
+// control budget.
+func TestServerGoAwayFlood(t *testing.T) {
+	h := &recorder{}
+	s, p := open(t, h, &Config{MaxControlFrames: 100})
+	feed(t, s, p.headers(1, false, hold...)) // gives back what the SETTINGS took
+	goAway := frame(FrameGoAway, 0, 0, cat(u32(0), u32(0), make([]byte, 1000))...)
+	for i := range 100 {
+		if code := feed(t, s, goAway); code != noConnErr {
+			t.Fatalf("GOAWAY %d: %v", i, code)
+		}
+	}
+	if code := feed(t, s, goAway); code != EnhanceYourCalm {
+		t.Fatalf("past the budget: %v", code)
+	}
+}

@@ -42,8 +42,8 @@ type Config struct {
 	// read (default 1 MiB).
 	MaxOutput int
 	// MaxControlFrames is the budget of frames that carry no request:
-	// SETTINGS, PING, PRIORITY, WINDOW_UPDATE, RST_STREAM, empty DATA
-	// without END_STREAM and empty CONTINUATION. Each costs 1; each
+	// SETTINGS, PING, PRIORITY, WINDOW_UPDATE, RST_STREAM, GOAWAY, empty
+	// DATA without END_STREAM and empty CONTINUATION. Each costs 1; each
 	// request opened and each non-empty DATA frame we send gives 1 back,
 	// up to the budget. Spent: GOAWAY ENHANCE_YOUR_CALM (default 1000).
 	MaxControlFrames int
@@ -286,6 +286,9 @@ func (s *Server) frame(f *Frame) *Error {
 	case FramePushPromise:
 		return errPushPromise
 	case FrameGoAway:
+		if e := s.control(); e != nil {
+			return e
+		}
 		s.goAwayRecv = true
 		s.h.OnGoAway(s, f.Code, f.Data)
 	}
