@@ -1,6 +1,7 @@
 package h2
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/spindlenet/spindle/internal/hpack"
@@ -260,5 +261,43 @@ func TestServerGoAwayFlood(t *testing.T) {
 	}
 	if code := feed(t, s, goAway); code != EnhanceYourCalm {
 		t.Fatalf("past the budget: %v", code)
+	}
+}
+
+// TestServerMadeYouReset (CVE-2025-8671): stream errors the client
+// provokes on requests the handler already has (WINDOW_UPDATE of 0, DATA
+// past the stream window, content-length short of the DATA) are resets it
+// did not send, and count in MaxEarlyResets as its own would.
+func TestServerMadeYouReset(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   func(p *peer, id uint32) []byte
+	}{
+		{"WINDOW_UPDATE 0", func(p *peer, id uint32) []byte {
+			return cat(p.headers(id, false, hold...), frame(FrameWindowUpdate, 0, id, u32(0)...))
+		}},
+		{"DATA past the window", func(p *peer, id uint32) []byte {
+			return cat(p.headers(id, false, hold...), frame(FrameData, 0, id, make([]byte, 2000)...))
+		}},
+		{"content-length mismatch", func(p *peer, id uint32) []byte {
+			return cat(p.headers(id, false, kvs(hold, "content-length", "1")...), frame(FrameData, 0, id, 'a', 'b'))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &recorder{}
+			s, p := open(t, h, &Config{MaxEarlyResets: 20, InitialWindowSize: 1000})
+			feed(t, s, frame(FrameSettings, FlagAck, 0)) // our window of 1000 holds
+			for i := range 20 {
+				if code := feed(t, s, tc.in(p, uint32(2*i+1))); code != noConnErr {
+					t.Fatalf("stream %d: %v", 2*i+1, code)
+				}
+			}
+			if code := feed(t, s, tc.in(p, 41)); code != EnhanceYourCalm {
+				t.Fatalf("past the limit: %v", code)
+			}
+			if n := strings.Count(strings.Join(h.events, "\n"), "reset "); n != 21 {
+				t.Fatalf("%d resets told: %q", n, h.events)
+			}
+		})
 	}
 }
