@@ -445,6 +445,22 @@ func TestServerMalformed(t *testing.T) {
 		{"two hosts", []string{":method", "GET", ":scheme", "http", ":path", "/", "host", "x", "host", "x"}},
 		{"content-length not a number", kvs(get, "content-length", "1a")},
 		{"content-length differing", kvs(get, "content-length", "1", "content-length", "2")},
+		// What a request line could not carry (TestServerMalformedPseudo).
+		{"method with a space", []string{":method", "GET /x", ":scheme", "http", ":path", "/"}},
+		{"method with a slash", []string{":method", "G/ET", ":scheme", "http", ":path", "/"}},
+		{"empty method", []string{":method", "", ":scheme", "http", ":path", "/"}},
+		{"path with a space", []string{":method", "GET", ":scheme", "http", ":path", "/a HTTP/1.1"}},
+		{"path with a tab", []string{":method", "GET", ":scheme", "http", ":path", "/a\tb"}},
+		{"path with a CTL", []string{":method", "GET", ":scheme", "http", ":path", "/a\x01"}},
+		{"path with DEL", []string{":method", "GET", ":scheme", "http", ":path", "/a\x7f"}},
+		{"scheme with a space", []string{":method", "GET", ":scheme", "ht tp", ":path", "/"}},
+		{"empty scheme", []string{":method", "GET", ":scheme", "", ":path", "/"}},
+		{"scheme starting with a digit", []string{":method", "GET", ":scheme", "1http", ":path", "/"}},
+		{"authority with a space", []string{":method", "GET", ":scheme", "http", ":authority", "a b", ":path", "/"}},
+		{"authority with a slash", []string{":method", "GET", ":scheme", "http", ":authority", "a/b", ":path", "/"}},
+		{"authority with a CTL", []string{":method", "GET", ":scheme", "http", ":authority", "a\x01", ":path", "/"}},
+		{"host with a space, no :authority", []string{":method", "GET", ":scheme", "http", ":path", "/", "host", "a b"}},
+		{"CONNECT authority with a space", []string{":method", "CONNECT", ":authority", "a b:443"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := &recorder{}
