@@ -21,9 +21,11 @@
 // names, no connection-specific fields, te only "trailers", pseudo-headers
 // first, once each and known, :method :scheme :path present and :path
 // non-empty, Host equal to :authority, no userinfo in :authority,
-// content-length against the DATA received). A malformed request is a
-// stream error PROTOCOL_ERROR; the HPACK table stays in step whatever the
-// block holds.
+// content-length against the DATA received; and what a request line could
+// not carry: :method a token, :path without whitespace or control
+// characters, :scheme and :authority or Host of RFC 3986's characters).
+// A malformed request is a stream error PROTOCOL_ERROR; the HPACK table
+// stays in step whatever the block holds.
 //
 // CONNECT (8.5) is accepted in its plain form: :method and :authority only;
 // the stream's DATA is the tunnel's bytes, in both directions, and it is
