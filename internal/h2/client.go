@@ -250,6 +250,11 @@ func (c *Client) frame(f *Frame) *Error {
 		}
 		c.h.OnPingAck(c, [8]byte(f.Data))
 	case FrameGoAway:
+		// A GOAWAY costs a control frame, as on the Server: else a server
+		// could send them without end, each a call to OnGoAway.
+		if e := c.control(); e != nil {
+			return e
+		}
 		c.goAway(f)
 	}
 	return nil

@@ -500,6 +500,13 @@ func TestClientConnErrors(t *testing.T) {
 			}
 			return b
 		}, EnhanceYourCalm},
+		{"GOAWAY flood", func(p *peer) []byte {
+			var b []byte
+			for range 60 { // each naming stream 3 the last: nothing to reset
+				b = append(b, frame(FrameGoAway, 0, 0, cat(u32(3), u32(0), make([]byte, 1000))...)...)
+			}
+			return b
+		}, EnhanceYourCalm},
 		{"PING flood", func(p *peer) []byte {
 			var b []byte
 			for range 60 {
