@@ -351,10 +351,13 @@ func (c *conn) remove(st *stream) {
 	c.dead++
 }
 
-// maybeClose ends st once both sides are closed.
+// maybeClose ends st once both sides are closed. A stream the handler
+// answered in full gives an early reset back; one the Server answered
+// itself (a 431) does not, or a client could pay for each rapid reset
+// with a cheap oversized request.
 func (c *conn) maybeClose(st *stream) {
 	if !st.recvOpen && !st.sendOpen {
-		if st.responded && c.earlyResets > 0 {
+		if st.responded && st.announced && c.earlyResets > 0 {
 			c.earlyResets--
 		}
 		c.remove(st)

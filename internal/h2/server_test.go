@@ -696,6 +696,14 @@ func TestServerAbuse(t *testing.T) {
 			id := uint32(2*i + 3)
 			return cat(p.headers(id, false, hold...), frame(FrameRSTStream, 0, id, u32(uint32(Cancel))...))
 		}, 50},
+		{"rapid reset between 431s", &Config{MaxEarlyResets: 50, MaxHeaderListSize: 4000}, func(p *peer, i int) []byte {
+			// A request past MaxHeaderListSize is answered 431 by the Server
+			// itself, no handler involved: it gives no reset back.
+			big := strings.Repeat("a", 3000)
+			id := uint32(4*i + 3)
+			return cat(p.headers(id, true, kvs(get, "x-bomb", big, "x-bomb", big)...),
+				p.headers(id+2, false, hold...), frame(FrameRSTStream, 0, id+2, u32(uint32(Cancel))...))
+		}, 50},
 		{"refused streams", &Config{MaxEarlyResets: 50, MaxConcurrentStreams: 1}, func(p *peer, i int) []byte {
 			return p.headers(uint32(2*i+3), false, hold...) // stream 1 (below) stays open
 		}, 50},
