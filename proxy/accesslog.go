@@ -399,6 +399,7 @@ type exchange struct {
 	srv    *server
 	reused bool
 	term   uint8
+	h2     bool // the request came on HTTP/2
 }
 
 // begin starts an exchange at its head (parsed, or nil for one refused
@@ -441,13 +442,19 @@ func (l *listener) routeFor(target, hostHdr []byte) *pool {
 
 // route routes the current request, counting it by route. Loop goroutine.
 func (s *hsession) route(target, hostHdr []byte) *pool {
-	i := s.ln.routeIndex(target, hostHdr)
-	s.x.route = i + 1
-	s.ln.rstats[s.ls.id][i].requests.inc()
-	if i < len(s.ln.routes) {
-		return s.ln.routes[i].pool
+	return s.ln.routeExchange(s.ls, &s.x, target, hostHdr)
+}
+
+// routeExchange routes exchange x's request on loop ls, counting it by
+// route. Loop goroutine.
+func (l *listener) routeExchange(ls *loopState, x *exchange, target, hostHdr []byte) *pool {
+	i := l.routeIndex(target, hostHdr)
+	x.route = i + 1
+	l.rstats[ls.id][i].requests.inc()
+	if i < len(l.routes) {
+		return l.routes[i].pool
 	}
-	return s.ln.pool
+	return l.pool
 }
 
 // sent records the server the request went to. Loop goroutine.
@@ -459,13 +466,29 @@ func (s *hsession) sent() {
 // and logs the exchange. status is the response's (0: none was sent),
 // local whether the proxy made it. Loop goroutine.
 func (s *hsession) end(status int, local bool) {
-	x := &s.x
+	// The bodies' data so far (chunked framing aside): their readers are
+	// this exchange's once it is routed, the response's once its head
+	// went out.
+	var reqBody, respBody int64
+	if s.x.route > 0 {
+		reqBody = s.reqBody.Data()
+		if s.respHead && !local {
+			respBody = s.respBody.Data()
+		}
+	}
+	s.ln.endExchange(s.ls, &s.x, s.client.RemoteAddr(), status, local, reqBody, respBody, s.p.now())
+}
+
+// endExchange ends exchange x of a client at addr on loop ls, if it is
+// open: it counts the response by route and logs the exchange with the
+// bodies' data so far, now being Proxy.now. Loop goroutine.
+func (l *listener) endExchange(ls *loopState, x *exchange, addr netip.AddrPort, status int, local bool, reqBody, respBody, now int64) {
 	if !x.open {
 		return
 	}
 	x.open = false
 	if x.route > 0 && status > 0 {
-		rs := s.ln.rstats[s.ls.id][x.route-1]
+		rs := l.rstats[ls.id][x.route-1]
 		k := min(max(status/100, 1), 5) - 1
 		if local {
 			rs.respLocal[k].inc()
@@ -473,7 +496,7 @@ func (s *hsession) end(status int, local bool) {
 			rs.respUp[k].inc()
 		}
 	}
-	a := s.ln.alog
+	a := l.alog
 	if a == nil {
 		return
 	}
@@ -491,50 +514,43 @@ func (s *hsession) end(status int, local bool) {
 			x.term = termRequest
 		}
 	}
-	b := a.loops[s.client.Loop().ID()]
+	b := a.loops[ls.id]
 	o := b.line()
 	if o == nil {
 		return
 	}
-	b.commit(s.appendExchange(o, s.ln.logJSON, status, local, time.Now()))
+	b.commit(l.appendExchange(o, x, addr, status, local, reqBody, respBody, (now-x.start)/1e3, time.Now()))
 }
 
-// appendExchange appends the exchange's log line. Loop goroutine.
-func (s *hsession) appendExchange(o []byte, json bool, status int, local bool, now time.Time) []byte {
-	x := &s.x
+// appendExchange appends exchange x's log line; durUS is its duration in
+// µs. Loop goroutine.
+func (l *listener) appendExchange(o []byte, x *exchange, addr netip.AddrPort, status int, local bool, reqBody, respBody, durUS int64, now time.Time) []byte {
 	var method, host, target []byte
 	if x.parsed {
 		method, host, target = x.meta[:x.mlen], x.meta[x.mlen:x.mlen+x.hlen], x.meta[x.mlen+x.hlen:]
 	}
+	json := l.logJSON
 	f := logFields{o: o, json: json}
-	f.begin(now, s.ln.name, s.client.RemoteAddr())
+	f.begin(now, l.name, addr)
 	f.str("method", method)
 	f.str("host", host)
 	f.str("target", target)
 	switch {
 	case !x.parsed:
 		f.raw("proto", "-")
+	case x.h2:
+		f.raw("proto", "HTTP/2.0")
 	case x.minor == 0:
 		f.raw("proto", "HTTP/1.0")
 	default:
 		f.raw("proto", "HTTP/1.1")
 	}
 	f.num("status", int64(status))
-	// The bodies' data so far (chunked framing aside): their readers are
-	// this exchange's once it is routed, the response's once its head
-	// went out.
-	var reqBody, respBody int64
-	if x.route > 0 {
-		reqBody = s.reqBody.Data()
-		if s.respHead && !local {
-			respBody = s.respBody.Data()
-		}
-	}
 	f.num("req_bytes", reqBody)
 	f.num("resp_bytes", respBody)
 	var route []byte
 	if x.route > 0 {
-		route = s.ln.logRoutes[x.route-1]
+		route = l.logRoutes[x.route-1]
 	}
 	f.str("route", route)
 	f.server(x.srv)
@@ -546,7 +562,7 @@ func (s *hsession) appendExchange(o []byte, json bool, status int, local bool, n
 	default:
 		f.raw("source", "upstream")
 	}
-	f.num("duration_us", (s.p.now()-x.start)/1e3)
+	f.num("duration_us", durUS)
 	switch {
 	case x.srv == nil && json:
 		f.lit("reused", "null")

@@ -82,6 +82,19 @@ func (p *Proxy) WriteMetrics(w io.Writer) error {
 	for _, l := range t.Listeners {
 		fmt.Fprintf(bw, "spindle_proxy_listener_http_requests_total{listener=\"%s\"} %d\n", escape(l.Name), l.Requests)
 	}
+	family("spindle_proxy_listener_h2_connections_total", "counter", "HTTP/2 client connections (h2c, prior knowledge) of mode http listeners with h2c.")
+	for _, l := range t.Listeners {
+		fmt.Fprintf(bw, "spindle_proxy_listener_h2_connections_total{listener=\"%s\"} %d\n", escape(l.Name), l.H2Connections)
+	}
+	family("spindle_proxy_listener_h2_streams_total", "counter", "HTTP/2 streams opened by clients (requests; counted in spindle_proxy_listener_http_requests_total too).")
+	for _, l := range t.Listeners {
+		fmt.Fprintf(bw, "spindle_proxy_listener_h2_streams_total{listener=\"%s\"} %d\n", escape(l.Name), l.H2Streams)
+	}
+	family("spindle_proxy_listener_h2_resets_total", "counter", "HTTP/2 streams reset before their end, by the client (by=\"client\") or by the proxy (by=\"proxy\": the upstream failed after the response began).")
+	for _, l := range t.Listeners {
+		fmt.Fprintf(bw, "spindle_proxy_listener_h2_resets_total{listener=\"%s\",by=\"client\"} %d\n", escape(l.Name), l.H2ResetsClient)
+		fmt.Fprintf(bw, "spindle_proxy_listener_h2_resets_total{listener=\"%s\",by=\"proxy\"} %d\n", escape(l.Name), l.H2ResetsProxy)
+	}
 	family("spindle_proxy_listener_http_responses_total", "counter", "HTTP responses sent to clients (mode http) by class, from the servers (source=\"upstream\") or made by the proxy (source=\"proxy\").")
 	for _, l := range t.Listeners {
 		for k := range 5 {

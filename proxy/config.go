@@ -168,7 +168,34 @@ type ListenerConfig struct {
 	// client connection (mode tcp) of the listener: see AccessLogConfig.
 	// Default: no access log.
 	AccessLog *AccessLogConfig `yaml:"access_log,omitempty" json:"access_log,omitempty"`
+	// H2C (mode http) accepts HTTP/2 with prior knowledge (h2c) next to
+	// HTTP/1.1 on the listener's socket: a client whose first bytes are
+	// the HTTP/2 client preface speaks HTTP/2, each of its streams a
+	// request forwarded as HTTP/1.1; others are HTTP/1.1 clients as
+	// without it. Default false. The h2c upgrade from HTTP/1.1 is not
+	// taken (see Upgrades).
+	H2C bool `yaml:"h2c,omitempty" json:"h2c,omitempty"`
+	// H2MaxConcurrentStreams (with h2c) is an HTTP/2 client's
+	// SETTINGS_MAX_CONCURRENT_STREAMS: the requests it may have in
+	// flight on one connection, each on an upstream connection of its
+	// own. Default 100.
+	H2MaxConcurrentStreams uint32 `yaml:"h2_max_concurrent_streams,omitempty" json:"h2_max_concurrent_streams,omitempty"`
+	// H2InitialWindow (with h2c) is each HTTP/2 stream's receive window
+	// (SETTINGS_INITIAL_WINDOW_SIZE), in bytes: what a request body may
+	// have on its way that the upstream has not taken. Default 64 KiB:
+	// the proxy holds a stream's body while its upstream connects and
+	// returns the window only as the upstream takes the bytes, so the
+	// window is the memory a stream may hold (bounded per connection by
+	// the 1 MiB connection window as well); a larger one only helps a
+	// single upload over a long round trip.
+	H2InitialWindow uint32 `yaml:"h2_initial_window,omitempty" json:"h2_initial_window,omitempty"`
 }
+
+// Defaults of the h2c knobs.
+const (
+	DefaultH2MaxConcurrentStreams = 100
+	DefaultH2InitialWindow        = 64 << 10
+)
 
 // Tokens is a list of tokens that tells an absent list (nil: the
 // default) from an empty one ([]: none).
@@ -618,6 +645,14 @@ func (c *Config) SetDefaults() {
 		setDuration(&l.RequestTimeout, DefaultRequestTimeout)
 		setDuration(&l.ResponseTimeout, DefaultResponseTimeout)
 		setDuration(&l.KeepaliveTimeout, DefaultKeepaliveTimeout)
+		if l.H2C {
+			if l.H2MaxConcurrentStreams == 0 {
+				l.H2MaxConcurrentStreams = DefaultH2MaxConcurrentStreams
+			}
+			if l.H2InitialWindow == 0 {
+				l.H2InitialWindow = DefaultH2InitialWindow
+			}
+		}
 		if l.Upgrades == nil {
 			l.Upgrades = slices.Clone(DefaultUpgrades)
 		}
@@ -912,6 +947,9 @@ func (l *ListenerConfig) validateMode(pools map[string]bool) error {
 			{"max_request_body", l.MaxRequestBody != 0},
 			{"upgrades", l.Upgrades != nil},
 			{"trusted_proxies", l.TrustedProxies != nil},
+			{"h2c", l.H2C},
+			{"h2_max_concurrent_streams", l.H2MaxConcurrentStreams != 0},
+			{"h2_initial_window", l.H2InitialWindow != 0},
 		} {
 			if f.set {
 				return fmt.Errorf("%s: only in mode %s", f.name, ModeHTTP)
@@ -932,6 +970,12 @@ func (l *ListenerConfig) validateMode(pools map[string]bool) error {
 	}
 	if l.MaxRequestBody < 0 {
 		return fmt.Errorf("max_request_body: negative %d", l.MaxRequestBody)
+	}
+	if !l.H2C && (l.H2MaxConcurrentStreams != 0 || l.H2InitialWindow != 0) {
+		return errors.New("h2_max_concurrent_streams, h2_initial_window: only with h2c: true")
+	}
+	if w := l.H2InitialWindow; l.H2C && (w < 65535 || w > 1<<31-1) {
+		return fmt.Errorf("h2_initial_window: %d is not from 65535 to 2147483647", w)
 	}
 	for i, u := range l.Upgrades {
 		if !validToken(u) {

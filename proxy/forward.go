@@ -42,6 +42,12 @@ type lnStats struct {
 	respUp    [5]counter // responses from servers, by class 1xx..5xx
 	respLocal [5]counter // responses the proxy made (errors), by class
 
+	// h2c.
+	h2Conns        counter // HTTP/2 client connections (the preface received)
+	h2Streams      counter // streams opened (requests)
+	h2ResetsClient counter // streams the client reset
+	h2ResetsProxy  counter // streams the proxy reset (the upstream broke after the response began)
+
 	// cur is the listener in force for this one's socket and mode (a
 	// reload made a new one: refreshListener), nil once none is. Its
 	// loop only.
@@ -92,6 +98,7 @@ type loopState struct {
 	sweeping bool        // sweep is armed
 	sweepAt  int64       // Proxy.now it fires at
 	sessions []*hsession // open HTTP clients, for a drain
+	h2conns  []*h2conn   // open HTTP/2 clients, for a drain
 	draining bool        // a drain has begun: no client or connection is kept
 	scratch  []byte      // response heads are written here
 }
@@ -136,6 +143,9 @@ func (h *handler) OnOpen(c *engine.Conn) {
 		s.upOpened(c)
 		return
 	case *hsession:
+		s.upOpened(c)
+		return
+	case *h2stream:
 		s.upOpened(c)
 		return
 	}
@@ -370,6 +380,13 @@ func (h *handler) OnData(c *engine.Conn, b engine.Buffer) bool {
 		}
 		x.syncRead()
 		return true
+	case *h2conn:
+		x.clientData(b)
+		return true
+	case *h2stream:
+		x.upData(c, b)
+		x.c.flush()
+		return true
 	case *idleTag:
 		h.loop(c).dropIdle(c, x) // data nobody asked for
 		return false
@@ -401,6 +418,16 @@ func (h *handler) OnData(c *engine.Conn, b engine.Buffer) bool {
 
 // OnWritable resumes reading the side that feeds c. Loop goroutine.
 func (h *handler) OnWritable(c *engine.Conn) {
+	switch x := c.Context().(type) {
+	case *h2conn:
+		x.clientWritable()
+		x.flush()
+		return
+	case *h2stream:
+		x.credit()
+		x.c.flush()
+		return
+	}
 	if x, ok := c.Context().(*hsession); ok {
 		if c == x.client && x.upBP && x.up != nil {
 			x.upBP = false
@@ -435,6 +462,18 @@ func (h *handler) OnEOF(c *engine.Conn) {
 			x.upEOF(c)
 		}
 		x.syncRead()
+		return
+	case *h2conn:
+		x.clientEOF()
+		return
+	case *h2stream:
+		if c != x.up {
+			c.SetContext(nil)
+			c.Close()
+			return
+		}
+		x.upFailed(nil)
+		x.c.flush()
 		return
 	case *idleTag:
 		h.loop(c).dropIdle(c, x)
@@ -472,6 +511,15 @@ func (h *handler) OnClose(c *engine.Conn, err error) {
 		} else if c == x.up {
 			x.upFailed(err)
 			x.syncRead()
+		}
+		return
+	case *h2conn:
+		x.clientClosed()
+		return
+	case *h2stream:
+		if c == x.up {
+			x.upFailed(err)
+			x.c.flush()
 		}
 		return
 	case *idleTag:

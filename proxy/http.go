@@ -61,6 +61,7 @@ type hsession struct {
 	reused bool // up came from the idle pool
 	retry  bool // the request was retried once on a fresh connection
 	upBP   bool // up's reading paused by the client's queue
+	sniff  bool // h2c: the client's first bytes may be the HTTP/2 preface
 
 	phase   uint8
 	reading bool // the client's reading is on (PauseRead not in force)
@@ -203,7 +204,7 @@ func stripPort(host []byte) []byte {
 // startHTTP starts an HTTP session for an accepted client. Loop
 // goroutine.
 func (p *Proxy) startHTTP(c *engine.Conn, ls *loopState, l *listener) {
-	s := &hsession{p: p, ls: ls, ln: l, client: c, reading: true, phase: phIdle}
+	s := &hsession{p: p, ls: ls, ln: l, client: c, reading: true, phase: phIdle, sniff: l.cfg.H2C}
 	s.timerFn = s.onTimer
 	c.SetContext(s)
 	s.idx = len(ls.sessions)
@@ -329,6 +330,7 @@ func (s *hsession) outstanding() int {
 // clientData takes bytes from the client. Loop goroutine.
 func (s *hsession) clientData(b engine.Buffer) {
 	switch {
+	case s.sniff && s.sniffH2(b):
 	case s.phase == phIdle || s.phase == phHead:
 		s.feedHead(b, 0)
 	case s.phase == phWait && !s.reqDone && s.upOpen && !s.hasP:
@@ -662,24 +664,30 @@ func appendCodings(o []byte, hs []h1.Header) []byte {
 // Loop goroutine.
 func (s *hsession) acquire() {
 	s.dialing = dialing{start: pickServer(s.ls, s.pool)}
-	pl := s.pool
+	if c, i := s.ls.takeFirstIdle(s.pool, s.start); c != nil {
+		s.up, s.srv, s.upOpen, s.reused = c, i, true, true
+		c.SetContext(s)
+		st := s.ls.stats(s.pool, i)
+		st.active.inc()
+		st.reusedReqs.inc()
+		s.sendHead()
+		return
+	}
+	s.connect()
+}
+
+// takeFirstIdle pops an idle connection to the first server up of pl
+// from start on (only that one: the pool does not move load), and returns
+// it and its server; nil for none. Loop goroutine.
+func (ls *loopState) takeFirstIdle(pl *pool, start int) (*engine.Conn, int) {
 	for k := range len(pl.servers) {
-		i := (s.start + k) % len(pl.servers)
+		i := (start + k) % len(pl.servers)
 		if !pl.servers[i].up() {
 			continue
 		}
-		if c := s.ls.takeIdle(pl, i); c != nil {
-			s.up, s.srv, s.upOpen, s.reused = c, i, true, true
-			c.SetContext(s)
-			st := s.ls.stats(pl, i)
-			st.active.inc()
-			st.reusedReqs.inc()
-			s.sendHead()
-			return
-		}
-		break // only the first server up: the pool does not move load
+		return ls.takeIdle(pl, i), i
 	}
-	s.connect()
+	return nil, 0
 }
 
 // connect dials the next server of the pool that is up; with none left it
@@ -1025,9 +1033,13 @@ func (s *hsession) respDone(clean bool) {
 }
 
 // countResp counts a response by class, from the upstream or the proxy.
-func (s *hsession) countResp(status int, local bool) {
+func (s *hsession) countResp(status int, local bool) { s.ln.countResp(s.ls.id, status, local) }
+
+// countResp counts a response of the listener on loop id by class, from
+// the upstream or the proxy.
+func (l *listener) countResp(id, status int, local bool) {
 	k := min(max(status/100, 1), 5) - 1
-	st := s.ln.stats[s.ls.id]
+	st := l.stats[id]
 	if local {
 		st.respLocal[k].inc()
 	} else {
@@ -1193,16 +1205,21 @@ func (s *hsession) clientClosed() {
 	if s.up != nil {
 		s.closeUp(true)
 	}
+	s.unlist()
+	st := s.ln.stats[s.ls.id]
+	st.active.dec()
+	if s.ln.cfg.MaxConns > 0 {
+		s.ln.conns.Add(-1)
+	}
+}
+
+// unlist removes the session from its loop's sessions. Loop goroutine.
+func (s *hsession) unlist() {
 	ls := s.ls
 	last := ls.sessions[len(ls.sessions)-1]
 	ls.sessions[s.idx], last.idx = last, s.idx
 	ls.sessions[len(ls.sessions)-1] = nil
 	ls.sessions = ls.sessions[:len(ls.sessions)-1]
-	st := s.ln.stats[ls.id]
-	st.active.dec()
-	if s.ln.cfg.MaxConns > 0 {
-		s.ln.conns.Add(-1)
-	}
 }
 
 // syncRead turns the client's reading on where the session wants the
@@ -1239,11 +1256,7 @@ func (s *hsession) tunnel(b engine.Buffer, off int) {
 	s.timer.Stop()
 	s.armed = false
 	s.done = true // the session is t's now
-	ls := s.ls
-	last := ls.sessions[len(ls.sessions)-1]
-	ls.sessions[s.idx], last.idx = last, s.idx
-	ls.sessions[len(ls.sessions)-1] = nil
-	ls.sessions = ls.sessions[:len(ls.sessions)-1]
+	s.unlist()
 	s.client.SetContext(t)
 	s.up.SetContext(t)
 	t.startIdle()
@@ -1372,6 +1385,7 @@ func (ls *loopState) closeIdleClients(retiredOnly bool) {
 			s.client.Close()
 		}
 	}
+	ls.drainH2(retiredOnly)
 }
 
 // localResponse returns the proxy's own response for status, with a short

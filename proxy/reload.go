@@ -609,12 +609,17 @@ func (s *hsession) retired() bool {
 // refreshListener moves s to the listener in force for its own (a reload
 // made a new one with the same socket and mode), carrying its place in
 // max_conns' count. At a request's start. Loop goroutine.
-func (s *hsession) refreshListener() {
-	cur := s.ln.stats[s.ls.id].cur
-	if cur == s.ln || cur == nil {
-		return
+func (s *hsession) refreshListener() { s.ln = s.ln.current(s.ls.id) }
+
+// current returns the listener in force for l's socket and mode on loop
+// id (l where none is), moving a client of l's there, with its place in
+// max_conns' count. Loop goroutine.
+func (l *listener) current(id int) *listener {
+	cur := l.stats[id].cur
+	if cur == l || cur == nil {
+		return l
 	}
-	if was, is := s.ln.cfg.MaxConns > 0, cur.cfg.MaxConns > 0; was != is {
+	if was, is := l.cfg.MaxConns > 0, cur.cfg.MaxConns > 0; was != is {
 		// The count is kept only under a bound: the client joins or
 		// leaves it.
 		if is {
@@ -623,7 +628,7 @@ func (s *hsession) refreshListener() {
 			cur.conns.Add(-1)
 		}
 	}
-	s.ln = cur
+	return cur
 }
 
 // writeReloadMetrics writes the reload counters. Any goroutine.

@@ -33,6 +33,10 @@ type ListenerTotals struct {
 	Routes []RouteTotals
 	// AccessLogDropped counts the access log's lines dropped.
 	AccessLogDropped uint64
+	// h2c: HTTP/2 client connections, their streams (requests, counted
+	// in Requests too), and the streams reset by the client and by the
+	// proxy.
+	H2Connections, H2Streams, H2ResetsClient, H2ResetsProxy uint64
 }
 
 // ServerTotals are one server's counters, in one pool.
@@ -80,6 +84,10 @@ func (p *Proxy) Totals() Totals {
 			lt.IdleClosed += s.idleClosed.load()
 			lt.Active += s.active.load()
 			lt.Requests += s.requests.load()
+			lt.H2Connections += s.h2Conns.load()
+			lt.H2Streams += s.h2Streams.load()
+			lt.H2ResetsClient += s.h2ResetsClient.load()
+			lt.H2ResetsProxy += s.h2ResetsProxy.load()
 			for k := range 5 {
 				lt.ResponsesUpstream[k] += s.respUp[k].load()
 				lt.ResponsesProxy[k] += s.respLocal[k].load()

@@ -1,0 +1,1190 @@
+package proxy
+
+import (
+	"bytes"
+	"strconv"
+	"time"
+
+	"github.com/spindlenet/spindle/engine"
+	"github.com/spindlenet/spindle/internal/h1"
+	"github.com/spindlenet/spindle/internal/h2"
+	"github.com/spindlenet/spindle/internal/hpack"
+)
+
+// HTTP/2 clients (h2c with prior knowledge) of a mode http listener with
+// h2c. A client whose first bytes are the client preface becomes an
+// h2conn, on its loop, running an internal/h2 Server; each of its streams
+// is an h2stream, one request forwarded as HTTP/1.1 over a connection of
+// the pool it routes to (the loop's idle keep-alive ones, or a dial), the
+// Context of that upstream connection. Flow control is the backpressure:
+// a stream's DATA is Consumed (its window returned to the client) only
+// once its upstream took the bytes, and its upstream is not read while
+// the stream's or the connection's send window, or the client's write
+// queue, is full.
+
+// h2conn is one HTTP/2 client connection: the Context of the client's
+// engine.Conn and the h2.Handler of its Server.
+type h2conn struct {
+	p      *Proxy
+	ls     *loopState
+	ln     *listener // for new streams (a reload's listener, refreshed per stream)
+	client *engine.Conn
+	srv    *h2.Server
+	idx    int    // in ls.h2conns
+	in     []byte // the start of a frame, until complete
+	write  func([]byte) (int, error)
+
+	streams []*h2stream // open
+	free    []*h2stream // kept for the next streams, their buffers with them
+
+	closing bool // the client is being closed
+	done    bool // the client has closed
+	cbp     bool // a stream's upstream is paused by the client's queue
+	scratch []byte
+
+	timer   engine.Timer
+	timerFn func()
+	armed   bool
+	armedAt int64
+	idleAt  int64 // Proxy.now since when no stream is open
+}
+
+// h2stream is one stream of an h2conn and its upstream connection, whose
+// Context it is.
+type h2stream struct {
+	c    *h2conn
+	id   uint32
+	ln   *listener // the listener in force at the stream's start
+	pool *pool
+	up   *engine.Conn
+	srv  int
+	dialing
+	upOpen bool
+	reused bool
+	retry  bool
+
+	head    bool  // HEAD: the response has no body
+	idem    bool  // may be retried: GET, HEAD or OPTIONS without a body
+	chunked bool  // the request body goes chunked (no content-length)
+	reqEnd  bool  // the client's request ended (END_STREAM)
+	reqDone bool  // the whole request went to up
+	held    int   // DATA bytes written to up (or body) not yet Consumed
+	reqN    int64 // request body bytes received
+	local   bool  // the proxy answered the stream itself
+	out     []byte
+	body    []byte // the request body (framed) received before up connected
+
+	respHead bool
+	resp     h1.Response
+	respBody h1.Body
+	uin      []byte
+	interims int
+	dc       dechunk
+	trl      []byte // the response's chunked trailer section
+	respN    int64  // response body data bytes sent
+	pend     engine.Buffer
+	poff     int  // pend's next byte
+	pendEnd  int  // pend's end of the body's bytes
+	hasP     bool // pend held: the send window closed before its end
+	bodyDone bool // the response body ended (all of it is in pend, or sent)
+	extra    bool // bytes followed the response: up is not reused
+	paused   bool // up's reading paused (hasP or cbp)
+	cbp      bool // paused by the client's write queue
+	waiting  bool // response_timeout runs from mark
+	mark     int64
+
+	hb     []byte
+	fields []hpack.Field
+	x      exchange
+}
+
+// sniffH2 looks at a new client's first bytes on an h2c listener: while
+// they are the start of the client preface they are kept (in s.in) and it
+// reports true; once they are all of it the client becomes an h2conn. At
+// the first byte that differs it reports false and the client stays
+// HTTP/1.1 (s.in, its bytes so far, is the head's start). Loop goroutine.
+func (s *hsession) sniffH2(b engine.Buffer) bool {
+	p := b.Bytes()
+	k := len(s.in)
+	n := min(len(h2.ClientPreface)-k, len(p))
+	if string(p[:n]) != h2.ClientPreface[k:k+n] {
+		s.sniff = false
+		return false
+	}
+	if k+n < len(h2.ClientPreface) {
+		s.in = append(s.in, p...)
+		b.Release()
+		return true
+	}
+	s.sniff = false
+	s.startH2(b)
+	return true
+}
+
+// startH2 turns the session into an h2conn, b being the bytes that
+// completed the preface. Loop goroutine.
+func (s *hsession) startH2(b engine.Buffer) {
+	s.done = true
+	s.timer.Stop()
+	s.armed = false
+	s.unlist()
+	ls, l := s.ls, s.ln
+	c := &h2conn{p: s.p, ls: ls, ln: l, client: s.client, in: s.in, idleAt: s.p.now()}
+	s.in = nil
+	c.srv = h2.NewServer(c, &h2.Config{MaxConcurrentStreams: l.cfg.H2MaxConcurrentStreams, InitialWindowSize: l.cfg.H2InitialWindow})
+	c.write = c.client.Write
+	c.timerFn = c.onTimer
+	c.client.SetContext(c)
+	c.idx = len(ls.h2conns)
+	ls.h2conns = append(ls.h2conns, c)
+	l.stats[ls.id].h2Conns.inc()
+	if !s.reading {
+		c.client.ResumeRead()
+	}
+	c.armAt(c.idleAt + int64(l.cfg.KeepaliveTimeout))
+	if ls.draining || s.retired() {
+		c.srv.Shutdown()
+	}
+	c.clientData(b)
+}
+
+// clientData feeds the client's bytes to the Server. Loop goroutine.
+func (c *h2conn) clientData(b engine.Buffer) {
+	p := b.Bytes()
+	if len(c.in) > 0 {
+		c.in = append(c.in, p...)
+		p = c.in
+	}
+	n, err := c.srv.Feed(p)
+	rest := p[n:]
+	if len(c.in) > 0 {
+		c.in = c.in[:copy(c.in, rest)]
+	} else if err == nil {
+		c.in = append(c.in, rest...)
+	}
+	b.Release()
+	c.flush()
+}
+
+// flush writes the Server's output to the client, and closes the client
+// once the Server is done. Loop goroutine.
+func (c *h2conn) flush() {
+	if c.done || c.closing {
+		return
+	}
+	if out := c.srv.Pending(); len(out) > 0 {
+		c.client.Write(out)
+		c.srv.Written(len(out))
+	}
+	if c.srv.Done() {
+		c.closing = true
+		c.client.CloseLinger(lingerTime, lingerBytes)
+	}
+}
+
+// goAway starts a graceful close: GOAWAY, the streams open finish, then
+// the client is closed. Loop goroutine.
+func (c *h2conn) goAway() {
+	c.srv.Shutdown()
+	c.flush()
+}
+
+// retired reports whether a reload removed or replaced c's listener.
+func (c *h2conn) retired() bool { return c.ln.stats[c.ls.id].cur == nil }
+
+// armAt arms the connection's timer for at, unless it fires before.
+func (c *h2conn) armAt(at int64) {
+	if c.armed && c.armedAt <= at || c.done {
+		return
+	}
+	c.timer.Stop()
+	c.armed, c.armedAt = true, at
+	c.timer = c.client.Loop().AfterFunc(time.Duration(at-c.p.now()), c.timerFn)
+}
+
+// onTimer acts on the streams whose response_timeout ran out and on
+// keepalive_timeout (no stream open for that long: GOAWAY and close),
+// and re-arms for the next deadline. Loop goroutine.
+func (c *h2conn) onTimer() {
+	c.armed = false
+	if c.done || c.closing {
+		return
+	}
+	now := c.p.now()
+	next := int64(-1)
+	for i := len(c.streams) - 1; i >= 0; i-- {
+		if i >= len(c.streams) {
+			continue
+		}
+		st := c.streams[i]
+		if !st.waiting || st.paused {
+			continue
+		}
+		if dl := st.mark + int64(st.ln.cfg.ResponseTimeout); now < dl {
+			if next < 0 || dl < next {
+				next = dl
+			}
+			continue
+		}
+		st.timedOut()
+	}
+	if len(c.streams) == 0 {
+		if dl := c.idleAt + int64(c.ln.cfg.KeepaliveTimeout); now >= dl {
+			c.ln.stats[c.ls.id].idleClosed.inc()
+			c.goAway()
+			return
+		} else if next < 0 || dl < next {
+			next = dl
+		}
+	}
+	if next >= 0 {
+		c.armAt(next)
+	}
+	c.flush()
+}
+
+// clientWritable resumes the upstreams the client's queue paused. Loop
+// goroutine.
+func (c *h2conn) clientWritable() {
+	if !c.cbp {
+		return
+	}
+	c.cbp = false
+	for _, st := range c.streams {
+		if st.cbp {
+			st.cbp = false
+			st.resume()
+		}
+	}
+}
+
+// clientEOF: the client sent its FIN; an HTTP/2 client that half-closes is
+// done: its streams end and it is closed. Loop goroutine.
+func (c *h2conn) clientEOF() {
+	c.srv.Close()
+	c.closing = true
+	c.client.Close()
+}
+
+// clientClosed ends the connection: every stream's upstream is closed.
+// Loop goroutine.
+func (c *h2conn) clientClosed() {
+	c.closing = true
+	c.srv.Close() // OnReset for each stream
+	c.done = true
+	c.timer.Stop()
+	for len(c.streams) > 0 { // (streams the Server had ended already)
+		st := c.streams[len(c.streams)-1]
+		st.x.term = termClient
+		st.closeUp(true)
+		st.end(0, false)
+		c.release(st)
+	}
+	ls := c.ls
+	last := ls.h2conns[len(ls.h2conns)-1]
+	ls.h2conns[c.idx], last.idx = last, c.idx
+	ls.h2conns[len(ls.h2conns)-1] = nil
+	ls.h2conns = ls.h2conns[:len(ls.h2conns)-1]
+	c.ln.stats[ls.id].active.dec()
+	if c.ln.cfg.MaxConns > 0 {
+		c.ln.conns.Add(-1)
+	}
+}
+
+func (c *h2conn) find(id uint32) *h2stream {
+	for _, st := range c.streams {
+		if st.id == id {
+			return st
+		}
+	}
+	return nil
+}
+
+// newStream returns a stream for id, reusing a freed one and its buffers.
+func (c *h2conn) newStream(id uint32) *h2stream {
+	var st *h2stream
+	if n := len(c.free); n > 0 {
+		st = c.free[n-1]
+		c.free[n-1] = nil
+		c.free = c.free[:n-1]
+	} else {
+		st = &h2stream{c: c}
+	}
+	resp := st.resp
+	*st = h2stream{c: c, id: id, ln: c.ln, out: st.out[:0], body: st.body[:0], uin: st.uin[:0], trl: st.trl[:0],
+		hb: st.hb[:0], fields: st.fields[:0], x: exchange{meta: st.x.meta[:0]}, resp: h1.Response{Headers: resp.Headers[:0]}}
+	c.streams = append(c.streams, st)
+	return st
+}
+
+// release ends st: its upstream must be let go of already.
+func (c *h2conn) release(st *h2stream) {
+	if st.hasP {
+		st.hasP = false
+		st.pend.Release()
+	}
+	for i, x := range c.streams {
+		if x == st {
+			last := len(c.streams) - 1
+			c.streams[i] = c.streams[last]
+			c.streams[last] = nil
+			c.streams = c.streams[:last]
+			break
+		}
+	}
+	st.id = 0
+	c.free = append(c.free, st)
+	if len(c.streams) == 0 && !c.done {
+		c.idleAt = c.p.now()
+		c.armAt(c.idleAt + int64(c.ln.cfg.KeepaliveTimeout))
+	}
+}
+
+// OnRequest starts a stream's exchange: checked as an HTTP/1.1 request is
+// (CONNECT 501, dot-segments 400, max_request_body 413), routed by its
+// :authority (else Host) and :path, and sent on an upstream connection.
+func (c *h2conn) OnRequest(s *h2.Server, id uint32, r *h2.Request, end bool) {
+	c.ln = c.ln.current(c.ls.id)
+	st := c.newStream(id)
+	lst := c.ln.stats[c.ls.id]
+	lst.requests.inc()
+	lst.h2Streams.inc()
+	st.reqEnd = end
+	host := r.Authority
+	if len(host) == 0 {
+		for _, f := range r.Fields {
+			if string(f.Name) == "host" {
+				host = f.Value
+			}
+		}
+	}
+	st.begin(r, host)
+	switch {
+	case string(r.Method) == "CONNECT":
+		st.respond(501)
+		return
+	case len(host) == 0 || dotSegments(r.Path):
+		st.respond(400)
+		return
+	case st.ln.cfg.MaxRequestBody > 0 && r.ContentLength > st.ln.cfg.MaxRequestBody:
+		st.respond(413)
+		return
+	}
+	st.head = string(r.Method) == "HEAD"
+	st.idem = end && (st.head || string(r.Method) == "GET" || string(r.Method) == "OPTIONS")
+	st.chunked = !end && r.ContentLength < 0
+	st.pool = st.ln.routeExchange(c.ls, &st.x, r.Path, host)
+	st.writeHead(r, host)
+	st.acquire()
+}
+
+// begin starts the stream's exchange for the access log.
+func (st *h2stream) begin(r *h2.Request, host []byte) {
+	x := &st.x
+	*x = exchange{open: true, h2: true, meta: x.meta[:0]}
+	if st.ln.alog == nil {
+		return
+	}
+	x.start, x.parsed, x.minor = st.c.p.now(), true, 1
+	x.meta = append(x.meta, r.Method[:min(len(r.Method), logMethodMax)]...)
+	x.mlen = len(x.meta)
+	x.meta = append(x.meta, host[:min(len(host), logHostMax)]...)
+	x.hlen = len(x.meta) - x.mlen
+	x.meta = append(x.meta, r.Path[:min(len(r.Path), logTargetMax)]...)
+}
+
+// writeHead writes the request's HTTP/1.1 head into st.out: Host from
+// host, the fields but the connection's, content-length, te and the
+// forwarding ones (as gotHead treats an HTTP/1.1 request's, after
+// trusted_proxies), the cookie crumbs as one field (RFC 9113 8.2.3),
+// the framing, X-Forwarded-* and Via.
+func (st *h2stream) writeHead(r *h2.Request, host []byte) {
+	c := st.c
+	o := h1.AppendRequestLine(st.out[:0], r.Method, r.Path, 1)
+	o = h1.AppendHeader(o, hdrHost, host)
+	client := c.client.RemoteAddr().Addr().Unmap()
+	trusted := st.ln.trusts(client)
+	xfp, xfh, cookie := false, false, false
+	for _, f := range r.Fields {
+		switch n := f.Name; {
+		case string(n) == "host", string(n) == "content-length", string(n) == "te", string(n) == "x-forwarded-for":
+		case string(n) == "cookie":
+			cookie = true
+		case !trusted && forwardingField(n):
+		case string(n) == "x-forwarded-proto":
+			xfp = true
+			o = h1.AppendHeader(o, n, f.Value)
+		case string(n) == "x-forwarded-host":
+			xfh = true
+			o = h1.AppendHeader(o, n, f.Value)
+		default:
+			o = h1.AppendHeader(o, n, f.Value)
+		}
+	}
+	if cookie {
+		o = append(o, "cookie: "...)
+		first := true
+		for _, f := range r.Fields {
+			if string(f.Name) == "cookie" {
+				if !first {
+					o = append(o, "; "...)
+				}
+				o, first = append(o, f.Value...), false
+			}
+		}
+		o = append(o, "\r\n"...)
+	}
+	switch {
+	case r.ContentLength >= 0:
+		o = appendLength(o, r.ContentLength)
+	case st.chunked:
+		o = append(o, "Transfer-Encoding: chunked\r\n"...)
+	}
+	// X-Forwarded-For: a trusted client's values received, in order, and
+	// the client.
+	o = append(o, "X-Forwarded-For: "...)
+	if trusted {
+		for _, f := range r.Fields {
+			if string(f.Name) == "x-forwarded-for" && len(f.Value) > 0 {
+				o = append(o, f.Value...)
+				o = append(o, ", "...)
+			}
+		}
+	}
+	o = client.AppendTo(o)
+	o = append(o, "\r\n"...)
+	if !xfp {
+		o = append(o, "X-Forwarded-Proto: http\r\n"...)
+	}
+	if !xfh {
+		o = h1.AppendHeader(o, hdrXFH, host)
+	}
+	st.out = append(o, "Via: 2.0 spindle\r\n\r\n"...)
+}
+
+var hdrHost = []byte("Host")
+
+// acquire gets the stream an upstream connection, as hsession.acquire.
+func (st *h2stream) acquire() {
+	ls := st.c.ls
+	st.dialing = dialing{start: pickServer(ls, st.pool)}
+	if up, i := ls.takeFirstIdle(st.pool, st.start); up != nil {
+		st.up, st.srv, st.upOpen, st.reused = up, i, true, true
+		up.SetContext(st)
+		sst := ls.stats(st.pool, i)
+		sst.active.inc()
+		sst.reusedReqs.inc()
+		st.sendHead()
+		return
+	}
+	st.connect()
+}
+
+// connect dials the next server up, as hsession.connect.
+func (st *h2stream) connect() {
+	c := st.c
+	up, i, err := st.next(c.ls, st.pool, c.client, time.Duration(st.ln.cfg.ConnectTimeout))
+	if err != nil {
+		st.respond(503)
+		return
+	}
+	if up != nil {
+		st.up, st.srv, st.upOpen, st.reused = up, i, false, false
+		up.SetContext(st)
+		return
+	}
+	if st.dialed {
+		st.ln.stats[c.ls.id].failed.inc()
+		st.x.term = termConnect
+		st.respond(502)
+	} else {
+		st.ln.stats[c.ls.id].noServer.inc()
+		st.respond(503)
+	}
+}
+
+// upOpened sends the request once a dialed upstream connected.
+func (st *h2stream) upOpened(up *engine.Conn) {
+	if up != st.up {
+		up.SetContext(nil)
+		up.Close()
+		return
+	}
+	st.upOpen = true
+	sst := st.c.ls.stats(st.pool, st.srv)
+	sst.connects.inc()
+	sst.newReqs.inc()
+	st.pool.servers[st.srv].connected(st.pool.passive)
+	st.sendHead()
+	st.c.flush()
+}
+
+// sendHead sends the head and the body received so far.
+func (st *h2stream) sendHead() {
+	st.x.srv, st.x.reused = st.pool.servers[st.srv], st.reused
+	sst := st.c.ls.stats(st.pool, st.srv)
+	sst.requests.inc()
+	sst.bytesOut.addInt(len(st.out) + len(st.body))
+	_, err := st.up.Write(st.out)
+	if err == nil && len(st.body) > 0 {
+		_, err = st.up.Write(st.body)
+	}
+	if err != nil {
+		if st.reused {
+			st.closeUp(false)
+			st.redial()
+			return
+		}
+		st.upFailed(err)
+		return
+	}
+	st.body = st.body[:0]
+	st.reqDone = st.reqEnd
+	st.waiting, st.mark = true, st.c.p.now()
+	st.c.armAt(st.mark + int64(st.ln.cfg.ResponseTimeout))
+	st.credit()
+}
+
+// redial sends the request again on a new connection.
+func (st *h2stream) redial() {
+	st.dialing = dialing{start: pickServer(st.c.ls, st.pool)}
+	st.connect()
+}
+
+// toUp sends request body bytes (framed) to up, or keeps them until it
+// connects.
+func (st *h2stream) toUp(p []byte) {
+	if !st.upOpen {
+		st.body = append(st.body, p...)
+		return
+	}
+	st.c.ls.stats(st.pool, st.srv).bytesOut.addInt(len(p))
+	if _, err := st.up.Write(p); err != nil {
+		st.upFailed(err)
+	}
+}
+
+// credit returns the DATA up took to the client's windows while up's
+// queue is below the high-water mark (else up's OnWritable does).
+func (st *h2stream) credit() {
+	if st.held == 0 || st.up == nil || !st.upOpen || st.up.QueuedMemory() >= st.c.p.cfg.Engine.WriteHighWater {
+		return
+	}
+	st.c.srv.Consumed(st.id, st.held)
+	st.held = 0
+}
+
+// OnData forwards request body bytes.
+func (c *h2conn) OnData(s *h2.Server, id uint32, p []byte, end bool) {
+	st := c.find(id)
+	if st == nil || st.local {
+		s.Consumed(id, len(p))
+		return
+	}
+	st.reqN += int64(len(p))
+	if m := st.ln.cfg.MaxRequestBody; m > 0 && st.reqN > m {
+		s.Consumed(id, len(p))
+		st.abortBody()
+		return
+	}
+	if len(p) > 0 {
+		st.held += len(p)
+		if st.chunked {
+			c.scratch = append(strconv.AppendInt(c.scratch[:0], int64(len(p)), 16), "\r\n"...)
+			st.toUp(c.scratch)
+			st.toUp(p)
+			st.toUp(crlf)
+		} else {
+			st.toUp(p)
+		}
+		st.mark = c.p.now()
+	}
+	if end && c.find(id) == st {
+		st.finishReq(nil)
+	}
+	if c.find(id) == st {
+		st.credit()
+	}
+}
+
+var crlf = []byte("\r\n")
+
+// OnTrailers ends the request with its trailers (a chunked body's; with
+// content-length they are dropped).
+func (c *h2conn) OnTrailers(s *h2.Server, id uint32, fields []hpack.Field) {
+	if st := c.find(id); st != nil && !st.local {
+		st.finishReq(fields)
+	}
+}
+
+// finishReq ends the request body: the last chunk and trailers.
+func (st *h2stream) finishReq(trailers []hpack.Field) {
+	st.reqEnd = true
+	if st.chunked {
+		o := append(st.c.scratch[:0], "0\r\n"...)
+		for _, f := range trailers {
+			switch string(f.Name) {
+			case "content-length", "transfer-encoding", "host":
+				continue
+			}
+			o = h1.AppendHeader(o, f.Name, f.Value)
+		}
+		o = append(o, "\r\n"...)
+		st.c.scratch = o
+		st.toUp(o)
+	}
+	if st.upOpen && st.up != nil {
+		st.reqDone = true
+	}
+}
+
+// abortBody ends a stream whose body passed max_request_body: 413, or a
+// reset once the response has begun.
+func (st *h2stream) abortBody() {
+	st.closeUp(true)
+	if st.respHead {
+		st.x.term = termRequest
+		st.resetStream(h2.Cancel)
+		return
+	}
+	st.respond(413)
+}
+
+// OnReset: the client reset the stream, or the connection ended.
+func (c *h2conn) OnReset(s *h2.Server, id uint32, code h2.ErrCode) {
+	st := c.find(id)
+	if st == nil {
+		return
+	}
+	if !c.closing {
+		st.ln.stats[c.ls.id].h2ResetsClient.inc()
+	}
+	st.x.term = termClient
+	st.closeUp(true)
+	status := 0
+	if st.respHead {
+		status = st.resp.Status
+	}
+	st.end(status, false)
+	c.release(st)
+}
+
+// OnWritable goes on with a response the stream's window held.
+func (c *h2conn) OnWritable(s *h2.Server, id uint32) {
+	if st := c.find(id); st != nil {
+		st.pump()
+	}
+}
+
+// OnGoAway: the client opens no more streams; those open go on.
+func (c *h2conn) OnGoAway(*h2.Server, h2.ErrCode, []byte) {}
+
+// resetStream resets the stream (the proxy's doing) and ends it.
+func (st *h2stream) resetStream(code h2.ErrCode) {
+	c := st.c
+	c.srv.Reset(st.id, code)
+	st.ln.stats[c.ls.id].h2ResetsProxy.inc()
+	st.closeUp(true)
+	status := 0
+	if st.respHead {
+		status = st.resp.Status
+	}
+	st.end(status, false)
+	c.release(st)
+}
+
+// respond answers the stream from the proxy (an error), stops the
+// request if it is still coming, and ends the stream.
+func (st *h2stream) respond(status int) {
+	c := st.c
+	st.local = true
+	st.closeUp(true)
+	st.ln.countResp(c.ls.id, status, true)
+	body := localBody(status)
+	hb := strconv.AppendInt(append(st.hb[:0], "text/plain; charset=utf-8"...), int64(len(body)), 10)
+	st.hb = hb
+	st.fields = append(st.fields[:0], hpack.Field{Name: hdrContentType, Value: hb[:25]}, hpack.Field{Name: hdrContentLength, Value: hb[25:]})
+	if c.srv.WriteHeaders(st.id, status, st.fields, false) == nil {
+		c.srv.WriteData(st.id, body, true)
+	}
+	st.end(status, true)
+	if !st.reqEnd {
+		c.srv.Reset(st.id, h2.NoError)
+	}
+	c.release(st)
+}
+
+var (
+	hdrContentType   = []byte("content-type")
+	hdrContentLength = []byte("content-length")
+	hdrVia           = []byte("via")
+)
+
+// localBody is the body of the proxy's response for status.
+func localBody(status int) []byte {
+	r := localResponse(status)
+	return r[bytes.Index(r, []byte("\r\n\r\n"))+4:]
+}
+
+// end ends the stream's exchange (route counts, access log).
+func (st *h2stream) end(status int, local bool) {
+	var respN int64
+	if st.respHead && !local {
+		respN = st.respN
+	}
+	st.waiting = false
+	st.ln.endExchange(st.c.ls, &st.x, st.c.client.RemoteAddr(), status, local, st.reqN, respN, st.c.p.now())
+}
+
+// closeUp closes the stream's upstream, if any (a reset where it broke).
+func (st *h2stream) closeUp(reset bool) {
+	up := st.up
+	if up == nil {
+		return
+	}
+	st.up = nil
+	st.paused, st.cbp = false, false
+	st.uin = emptied(st.uin)
+	st.c.ls.stats(st.pool, st.srv).active.dec()
+	up.SetContext(nil)
+	if reset {
+		up.Reset()
+	} else {
+		up.Close()
+	}
+}
+
+// passive records the exchange's outcome for passive health.
+func (st *h2stream) passive(ok bool) { st.pool.servers[st.srv].exchanged(st.pool, ok) }
+
+// upFailed: the upstream broke (closed, reset, a write refused), as
+// hsession.upFailed: failover, a retry, 502, or a reset of the stream
+// once the response has begun.
+func (st *h2stream) upFailed(err error) {
+	if st.up == nil {
+		return
+	}
+	switch {
+	case !st.upOpen:
+		sst := st.c.ls.stats(st.pool, st.srv)
+		sst.active.dec()
+		sst.failures.inc()
+		st.pool.servers[st.srv].connectFailed(st.pool)
+		st.up.SetContext(nil)
+		st.up = nil
+		st.connect()
+	case st.respHead:
+		if st.resp.Framing == h1.UntilClose && err == nil {
+			st.closeUp(false)
+			st.bodyDone = true
+			st.pump()
+			return
+		}
+		st.x.term = termServer
+		st.resetStream(h2.InternalError)
+	case st.reused && st.idem && !st.retry && st.interims == 0 && len(st.uin) == 0:
+		st.closeUp(false)
+		st.retry = true
+		st.redial()
+	default:
+		st.passive(false)
+		st.x.term = termServer
+		st.respond(502)
+	}
+}
+
+// timedOut: response_timeout ran out: 504, or a reset once the response
+// has begun.
+func (st *h2stream) timedOut() {
+	if !st.respHead {
+		if st.reqDone {
+			st.passive(false)
+		}
+		st.x.term = termServerTO
+		st.respond(504)
+		return
+	}
+	st.x.term = termServerTO
+	st.resetStream(h2.Cancel)
+}
+
+// upData takes the upstream's bytes: the response head, then its body.
+func (st *h2stream) upData(up *engine.Conn, b engine.Buffer) {
+	if up != st.up || st.hasP {
+		b.Release()
+		if up == st.up {
+			st.resetStream(h2.InternalError) // (read while paused: cannot happen)
+		} else {
+			up.SetContext(nil)
+			up.Close()
+		}
+		return
+	}
+	c := st.c
+	c.ls.stats(st.pool, st.srv).bytesIn.addInt(b.Len())
+	st.mark = c.p.now()
+	off := 0
+	for !st.respHead {
+		p := b.Bytes()[off:]
+		if len(p) == 0 {
+			b.Release()
+			return
+		}
+		n, err := feed(&st.uin, p, func(b []byte) (int, error) {
+			return st.resp.Parse(b, st.head, h1.Limits{})
+		})
+		if err == nil && n > 0 && st.resp.Status < 200 {
+			if st.interims++; st.resp.Status == 101 || st.interims > maxInterim {
+				err = errRefusedResp
+			}
+		}
+		if err != nil {
+			b.Release()
+			st.passive(false)
+			st.x.term = termResponse
+			st.respond(502)
+			return
+		}
+		if n == 0 {
+			b.Release()
+			return
+		}
+		off += n
+		st.uin = emptied(st.uin)
+		r := &st.resp
+		if r.Status < 200 {
+			c.srv.WriteHeaders(st.id, r.Status, st.respFields(), false)
+			continue
+		}
+		st.respHead = true
+		st.passive(!st.pool.errStatuses.has(r.Status))
+		st.ln.countResp(c.ls.id, r.Status, false)
+		noBody := r.Framing == h1.NoBody || r.Framing == h1.Length && r.ContentLength == 0
+		st.respBody.Reset(r.Framing, r.ContentLength)
+		st.dc = dechunk{}
+		if c.srv.WriteHeaders(st.id, r.Status, st.respFields(), noBody) != nil {
+			b.Release()
+			st.x.term = termClient
+			st.closeUp(true)
+			st.end(r.Status, false)
+			c.release(st)
+			return
+		}
+		if noBody {
+			st.extra = off < b.Len()
+			b.Release()
+			st.bodyDone = true
+			st.respEnded()
+			return
+		}
+	}
+	p := b.Bytes()[off:]
+	n, done, err := st.respBody.Next(p)
+	if err != nil {
+		b.Release()
+		st.x.term = termResponse
+		st.resetStream(h2.InternalError)
+		return
+	}
+	st.extra = n < len(p)
+	st.bodyDone = done
+	st.pend, st.poff, st.pendEnd, st.hasP = b, off, off+n, true
+	st.pump()
+}
+
+var errRefusedResp = &h1.Error{Status: 502, Reason: "interim response refused"}
+
+// pump sends the response body held in pend as DATA, as far as the send
+// windows allow: the rest waits for OnWritable, the upstream paused.
+func (st *h2stream) pump() {
+	c := st.c
+	chunked := st.resp.Framing == h1.Chunked
+	for st.hasP {
+		p := st.pend.Bytes()[st.poff:st.pendEnd]
+		if len(p) == 0 {
+			st.hasP = false
+			st.pend.Release()
+			break
+		}
+		d := p
+		if chunked {
+			skip, n := st.dc.next(p, &st.trl)
+			st.poff += skip
+			if n == 0 {
+				continue
+			}
+			d = p[skip : skip+n]
+		}
+		last := !chunked && st.bodyDone && st.poff+len(d) == st.pendEnd
+		w, err := c.srv.WriteDataTo(st.id, d, last, c.write)
+		st.poff += w
+		st.respN += int64(w)
+		st.dc.remain -= int64(w)
+		if err != nil {
+			st.x.term = termClient
+			st.closeUp(true)
+			st.end(st.resp.Status, false)
+			c.release(st)
+			return
+		}
+		if w < len(d) {
+			st.pause()
+			return
+		}
+		if last {
+			st.hasP = false
+			st.pend.Release()
+			st.respEnded()
+			return
+		}
+	}
+	if st.bodyDone {
+		st.finishResp()
+		return
+	}
+	if c.client.QueuedMemory() >= c.p.cfg.Engine.WriteHighWater {
+		st.cbp, c.cbp = true, true
+		st.pause()
+		return
+	}
+	st.resume()
+}
+
+// pause stops reading the upstream.
+func (st *h2stream) pause() {
+	if !st.paused && st.up != nil {
+		st.paused = true
+		st.up.PauseRead()
+	}
+}
+
+// resume reads the upstream again where nothing holds it.
+func (st *h2stream) resume() {
+	if st.paused && !st.hasP && !st.cbp && st.up != nil {
+		st.paused = false
+		st.mark = st.c.p.now()
+		st.up.ResumeRead()
+	}
+}
+
+// finishResp ends a response whose body was all sent: its trailers (a
+// chunked body's), else an empty DATA with END_STREAM.
+func (st *h2stream) finishResp() {
+	c := st.c
+	var err error
+	if fs := st.trailerFields(); len(fs) > 0 {
+		err = c.srv.WriteTrailers(st.id, fs)
+	} else {
+		_, err = c.srv.WriteDataTo(st.id, nil, true, c.write)
+	}
+	if err != nil {
+		st.x.term = termClient
+		st.closeUp(true)
+		st.end(st.resp.Status, false)
+		c.release(st)
+		return
+	}
+	st.respEnded()
+}
+
+// respEnded ends a stream whose response was all sent: up goes back to
+// the idle pool where both messages ended cleanly; a request still coming
+// is stopped (RST_STREAM NO_ERROR, RFC 9113 8.1).
+func (st *h2stream) respEnded() {
+	c := st.c
+	st.end(st.resp.Status, false)
+	if up := st.up; up != nil {
+		st.up = nil
+		c.ls.stats(st.pool, st.srv).active.dec()
+		reuse := !st.extra && st.resp.KeepAlive && st.reqDone && st.resp.Framing != h1.UntilClose && !c.ls.draining
+		if reuse && c.ls.putIdle(up, st.pool, st.srv, c.p.now()) {
+			if st.paused {
+				up.ResumeRead()
+			}
+		} else {
+			up.SetContext(nil)
+			up.Close()
+		}
+	}
+	if !st.reqEnd {
+		c.srv.Reset(st.id, h2.NoError)
+	}
+	c.release(st)
+}
+
+// respFields returns the response head's fields for HEADERS: lower case,
+// without the connection-specific ones (Connection and those it names,
+// Keep-Alive, Proxy-Connection, TE, Upgrade, Transfer-Encoding), with
+// content-length as the body is framed (a HEAD's or 304's as received)
+// and via.
+func (st *h2stream) respFields() []hpack.Field {
+	r := &st.resp
+	keepCL := r.Framing == h1.NoBody && r.Status >= 200 && r.Status != 204
+	size := 64
+	for _, h := range r.Headers {
+		size += len(h.Name) + len(h.Value)
+	}
+	hb := st.hb[:0]
+	if cap(hb) < size {
+		hb = make([]byte, 0, size)
+	}
+	fs := st.fields[:0]
+	for _, h := range r.Headers {
+		if r.HopByHop(h.Name) || h1.EqualFold(h.Name, hdrTE) || h1.EqualFold(h.Name, hdrCL) && (!keepCL || r.Status < 200) {
+			continue
+		}
+		n0 := len(hb)
+		hb = appendLower(hb, h.Name)
+		v0 := len(hb)
+		hb = append(hb, h.Value...)
+		fs = append(fs, hpack.Field{Name: hb[n0:v0], Value: hb[v0:]})
+	}
+	if r.Framing == h1.Length && r.Status >= 200 {
+		v0 := len(hb)
+		hb = strconv.AppendInt(hb, r.ContentLength, 10)
+		fs = append(fs, hpack.Field{Name: hdrContentLength, Value: hb[v0:]})
+	}
+	if r.Status >= 200 {
+		v0 := len(hb)
+		hb = append(hb, "1.x spindle"...)
+		hb[v0+2] = byte('0' + r.Minor)
+		fs = append(fs, hpack.Field{Name: hdrVia, Value: hb[v0:]})
+	}
+	st.hb, st.fields = hb, fs
+	return fs
+}
+
+// trailerFields returns the chunked response's trailer fields (st.trl,
+// which internal/h1 checked), as respFields.
+func (st *h2stream) trailerFields() []hpack.Field {
+	t := st.trl
+	if len(t) <= 2 {
+		return nil
+	}
+	hb := st.hb[:0]
+	if cap(hb) < len(t) {
+		hb = make([]byte, 0, len(t))
+	}
+	fs := st.fields[:0]
+	for len(t) > 0 {
+		i := bytes.IndexByte(t, '\n')
+		if i < 0 {
+			break
+		}
+		line := bytes.TrimRight(t[:i], "\r")
+		t = t[i+1:]
+		k := bytes.IndexByte(line, ':')
+		if k <= 0 {
+			continue
+		}
+		name := line[:k]
+		if hopByHopName(name) {
+			continue
+		}
+		n0 := len(hb)
+		hb = appendLower(hb, name)
+		v0 := len(hb)
+		hb = append(hb, bytes.Trim(line[k+1:], " \t")...)
+		fs = append(fs, hpack.Field{Name: hb[n0:v0], Value: hb[v0:]})
+	}
+	st.hb, st.fields = hb, fs
+	return fs
+}
+
+// hopByHopName reports the connection-specific field names HTTP/2 does
+// not carry.
+func hopByHopName(name []byte) bool {
+	for _, s := range [...]string{"connection", "keep-alive", "proxy-connection", "te", "upgrade", "transfer-encoding"} {
+		if h1.EqualFold(name, []byte(s)) {
+			return true
+		}
+	}
+	return false
+}
+
+// appendLower appends name in lower case.
+func appendLower(o, name []byte) []byte {
+	for _, c := range name {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		o = append(o, c)
+	}
+	return o
+}
+
+// Chunked-body framing states of dechunk.
+const (
+	dcSize    uint8 = iota // chunk-size digits
+	dcLine                 // the rest of the chunk-size line
+	dcData                 // chunk-data
+	dcDataEnd              // the CRLF after chunk-data
+	dcTrailer              // the trailer section
+)
+
+// dechunk finds the data in a chunked body that internal/h1's Body has
+// checked already (h1.Body.Next validates the same bytes first), so it
+// reads the framing without checking it.
+type dechunk struct {
+	state  uint8
+	size   int64
+	remain int64 // chunk-data bytes left in the chunk
+}
+
+// next skips the framing at p's start and returns how many bytes it
+// skipped and how many data bytes follow them (0: p ends in framing); the
+// caller takes off remain what it consumes of the data. The trailer
+// section's bytes are appended to trl.
+func (d *dechunk) next(p []byte, trl *[]byte) (skip, n int) {
+	i := 0
+	for i < len(p) {
+		switch d.state {
+		case dcData:
+			if d.remain > 0 {
+				return i, int(min(d.remain, int64(len(p)-i)))
+			}
+			d.state = dcDataEnd
+			continue
+		case dcSize:
+			if v := h1.Unhex(p[i]); v >= 0 {
+				d.size = d.size*16 + v
+				i++
+				continue
+			}
+			d.state = dcLine
+			continue
+		case dcLine:
+			if p[i] == '\n' {
+				if d.size == 0 {
+					d.state = dcTrailer
+				} else {
+					d.state, d.remain = dcData, d.size
+				}
+				d.size = 0
+			}
+		case dcDataEnd:
+			if p[i] == '\n' {
+				d.state = dcSize
+			}
+		case dcTrailer:
+			*trl = append(*trl, p[i:]...)
+			return len(p), 0
+		}
+		i++
+	}
+	return i, 0
+}
+
+// drainH2 starts the drain of the loop's HTTP/2 clients (all, or those
+// of retired listeners): GOAWAY, and a close once their streams end.
+// Loop goroutine.
+func (ls *loopState) drainH2(retiredOnly bool) {
+	for k := len(ls.h2conns) - 1; k >= 0; k-- {
+		if k >= len(ls.h2conns) {
+			continue
+		}
+		if c := ls.h2conns[k]; !retiredOnly || c.retired() {
+			c.goAway()
+		}
+	}
+}
