@@ -186,3 +186,193 @@ func TestH2H1Unchanged(t *testing.T) {
 		}
 	})
 }
+
+// TestH2FlowControl: a response larger than the client's windows, which
+// the client does not read, stops the proxy reading its upstream (the
+// server's bytes received stay far below the body) and then arrives
+// whole once the client reads.
+func TestH2FlowControl(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		const size = 64 << 20
+		big := randomBytes(3, size)
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", fmt.Sprint(size))
+			w.Write(big)
+		})
+		p := startProxy(t, h2cConfig(b, u.addr))
+		c, base := h2Client(t, p)
+		resp, err := c.Get(base + "/big")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		time.Sleep(300 * time.Millisecond)
+		in1 := serverTotals(p, u.addr).BytesIn
+		time.Sleep(300 * time.Millisecond)
+		in2 := serverTotals(p, u.addr).BytesIn
+		if in2 > size/2 || in2 != in1 {
+			t.Errorf("with the client not reading, the proxy read %d then %d bytes of the server's %d: want it paused", in1, in2, size)
+		}
+		body, err := io.ReadAll(resp.Body)
+		if err != nil || !bytes.Equal(body, big) {
+			t.Fatalf("read %d bytes (%v), want the %d sent", len(body), err, size)
+		}
+	})
+}
+
+// TestH2ClientReset: a stream the client resets mid-response closes its
+// upstream connection (not pooled) and is counted; the connection's other
+// streams go on.
+func TestH2ClientReset(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		gone := make(chan struct{}, 1)
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/stream" {
+				io.WriteString(w, "ok")
+				return
+			}
+			chunk := bytes.Repeat([]byte("x"), 64<<10)
+			for {
+				if _, err := w.Write(chunk); err != nil {
+					gone <- struct{}{}
+					return
+				}
+				w.(http.Flusher).Flush()
+			}
+		})
+		p := startProxy(t, h2cConfig(b, u.addr))
+		c, base := h2Client(t, p)
+		get(t, c, base+"/ok")
+		req, _ := http.NewRequest("GET", base+"/stream", nil)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(resp.Body, make([]byte, 100<<10)); err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close() // RST_STREAM(CANCEL)
+		select {
+		case <-gone:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the server's connection was not closed after the client reset the stream")
+		}
+		waitFor(t, "the reset counted", func() bool { return p.Totals().Listeners[0].H2ResetsClient == 1 })
+		if st := serverTotals(p, u.addr); st.Idle != 0 || st.Active != 0 {
+			t.Errorf("server: %d idle, %d active connections; want none (the reset stream's, /ok's before, is closed, not pooled)", st.Idle, st.Active)
+		}
+		if _, body := get(t, c, base+"/ok"); body != "ok" {
+			t.Errorf("after the reset: %q", body)
+		}
+	})
+}
+
+// TestH2UpstreamFailures: on one connection, a server's 503 passes on, a
+// server that closes before its response head gets that stream a 502,
+// and the other streams are answered.
+func TestH2UpstreamFailures(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/503":
+				w.WriteHeader(503)
+			case "/die":
+				cn, _, _ := http.NewResponseController(w).Hijack()
+				cn.Close()
+			default:
+				time.Sleep(50 * time.Millisecond)
+				io.WriteString(w, "ok")
+			}
+		})
+		p := startProxy(t, h2cConfig(b, u.addr))
+		c, base := h2Client(t, p)
+		get(t, c, base+"/warm")
+		var wg sync.WaitGroup
+		for _, tc := range []struct {
+			path string
+			want int
+		}{{"/503", 503}, {"/die", 502}, {"/a", 200}, {"/b", 200}, {"/die", 502}, {"/c", 200}} {
+			wg.Go(func() {
+				req, _ := http.NewRequest("POST", base+tc.path, strings.NewReader("body")) // not retried
+				resp, err := c.Do(req)
+				if err != nil {
+					t.Errorf("%s: %v", tc.path, err)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != tc.want {
+					t.Errorf("%s: %d, want %d", tc.path, resp.StatusCode, tc.want)
+				}
+			})
+		}
+		wg.Wait()
+		if lt := p.Totals().Listeners[0]; lt.H2Connections != 1 {
+			t.Errorf("%d h2 connections, want 1 (a failed stream keeps the connection)", lt.H2Connections)
+		}
+	})
+}
+
+// TestH2Routes: streams are routed by :authority and :path as HTTP/1.1
+// requests are by Host and target; a dot-segment path is refused.
+func TestH2Routes(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		named := func(name string) http.HandlerFunc {
+			return func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, name+" "+r.Host) }
+		}
+		app, api := newHTTPUpstream(t, named("app")), newHTTPUpstream(t, named("api"))
+		cfg := h2cConfig(b, app.addr)
+		cfg.Pools = append(cfg.Pools, PoolConfig{Name: "api", Servers: Servers(api.addr)})
+		cfg.Listeners[0].Routes = []RouteConfig{{Host: "api.example.com", PathPrefix: "/v1/", Pool: "api"}}
+		p := startProxy(t, cfg)
+		c, base := h2Client(t, p)
+		for _, tc := range []struct{ host, path, want string }{
+			{"api.example.com", "/v1/users", "api api.example.com"},
+			{"API.example.com:8080", "/v1/", "api API.example.com:8080"},
+			{"api.example.com", "/v2/users", "app api.example.com"},
+			{"www.example.com", "/v1/users", "app www.example.com"},
+		} {
+			req, _ := http.NewRequest("GET", base+tc.path, nil)
+			req.Host = tc.host
+			resp, body := do(t, c, req)
+			if resp.StatusCode != 200 || string(body) != tc.want {
+				t.Errorf(":authority %s, %s: %d %q, want %q", tc.host, tc.path, resp.StatusCode, body, tc.want)
+			}
+		}
+		req, _ := http.NewRequest("GET", base+"/v1/x", nil)
+		req.URL.Opaque = "/v1/%2e%2e/admin"
+		req.Host = "api.example.com"
+		if resp, _ := do(t, c, req); resp.StatusCode != 400 {
+			t.Errorf("dot-segments: %d, want 400", resp.StatusCode)
+		}
+	})
+}
+
+// TestH2ResponseTimeout: a server that does not answer in
+// response_timeout gets its stream 504; another stream is answered.
+func TestH2ResponseTimeout(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/slow" {
+				time.Sleep(2 * time.Second)
+			}
+			io.WriteString(w, "ok")
+		})
+		cfg := h2cConfig(b, u.addr)
+		cfg.Listeners[0].ResponseTimeout = Duration(300 * time.Millisecond)
+		p := startProxy(t, cfg)
+		c, base := h2Client(t, p)
+		get(t, c, base+"/warm")
+		start := time.Now()
+		req, _ := http.NewRequest("GET", base+"/slow", nil)
+		if resp, _ := do(t, c, req); resp.StatusCode != 504 {
+			t.Errorf("/slow: %d, want 504", resp.StatusCode)
+		}
+		if d := time.Since(start); d > 1500*time.Millisecond {
+			t.Errorf("504 after %v, want about 300ms", d)
+		}
+		if _, body := get(t, c, base+"/x"); body != "ok" {
+			t.Errorf("after: %q", body)
+		}
+	})
+}
