@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -374,5 +375,156 @@ func TestH2ResponseTimeout(t *testing.T) {
 		if _, body := get(t, c, base+"/x"); body != "ok" {
 			t.Errorf("after: %q", body)
 		}
+	})
+}
+
+// slowNamed is a server answering its name, /slow once release is closed.
+func slowNamed(name string, release chan struct{}) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			<-release
+		}
+		io.WriteString(w, name)
+	}
+}
+
+// getAsync runs a GET in the background; its result is "status body" or
+// the error.
+func getAsync(c *http.Client, url string) <-chan string {
+	ch := make(chan string, 1)
+	go func() {
+		resp, err := c.Get(url)
+		if err != nil {
+			ch <- err.Error()
+			return
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			ch <- err.Error()
+			return
+		}
+		ch <- fmt.Sprintf("%d %s", resp.StatusCode, body)
+	}()
+	return ch
+}
+
+// TestH2Reload: a reload that replaces the pool's server keeps an
+// HTTP/2 client's stream in flight (answered by the server removed) and
+// the connection, whose next stream goes to the new server; a reload that
+// removes the listener lets the stream in flight finish, then closes the
+// connection (GOAWAY first).
+func TestH2Reload(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		release := make(chan struct{})
+		u1, u2 := newHTTPUpstream(t, slowNamed("u1", release)), newHTTPUpstream(t, slowNamed("u2", release))
+		p := startProxy(t, h2cConfig(b, u1.addr))
+		c, base := h2Client(t, p)
+		slow := getAsync(c, base+"/slow")
+		waitFor(t, "the slow request at the server", func() bool { return serverTotals(p, u1.addr).Requests == 1 })
+		mustReload(t, p, h2cConfig(b, u2.addr))
+		if _, body := get(t, c, base+"/x"); body != "u2" {
+			t.Errorf("a stream after the reload answered by %q, want u2", body)
+		}
+		close(release)
+		if got := <-slow; got != "200 u1" {
+			t.Errorf("the stream in flight across the reload: %q, want 200 u1", got)
+		}
+		if n := p.Totals().Listeners[0].H2Connections; n != 1 {
+			t.Errorf("%d h2 connections, want 1 (kept across the reload)", n)
+		}
+
+		release2 := make(chan struct{})
+		u3 := newHTTPUpstream(t, slowNamed("u3", release2))
+		mustReload(t, p, h2cConfig(b, u3.addr))
+		slow = getAsync(c, base+"/slow")
+		waitFor(t, "the slow request at the server", func() bool { return serverTotals(p, u3.addr).Requests == 1 })
+		cfg := h2cConfig(b, u3.addr)
+		cfg.Listeners[0].Name = "other"
+		mustReload(t, p, cfg)
+		waitFor(t, "the old listener's connection to stay only for its stream", func() bool { return p.Engine().Stats().Open >= 2 })
+		close(release2)
+		if got := <-slow; got != "200 u3" {
+			t.Errorf("the stream in flight as its listener was removed: %q, want 200 u3", got)
+		}
+		waitFor(t, "the removed listener's h2 connection closed", func() bool {
+			return p.Engine().Stats().Open == serverIdle(p)
+		})
+	})
+}
+
+// serverIdle is the idle pooled connections of p's servers.
+func serverIdle(p *Proxy) int64 {
+	var n int64
+	for _, s := range p.Totals().Servers {
+		n += s.Idle
+	}
+	return n
+}
+
+// TestH2Drain: a drain sends GOAWAY; the stream in flight finishes and
+// Run returns once the client is closed.
+func TestH2Drain(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		release := make(chan struct{})
+		u := newHTTPUpstream(t, slowNamed("u", release))
+		p, stop := runProxy(t, h2cConfig(b, u.addr))
+		c, base := h2Client(t, p)
+		slow := getAsync(c, base+"/slow")
+		waitFor(t, "the slow request at the server", func() bool { return serverTotals(p, u.addr).Requests == 1 })
+		done := make(chan error, 1)
+		go func() { done <- stop() }()
+		time.Sleep(100 * time.Millisecond)
+		close(release)
+		if got := <-slow; got != "200 u" {
+			t.Errorf("the stream in flight at the drain: %q, want 200 u", got)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Error(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Run still draining 10 s after the stream ended")
+		}
+	})
+}
+
+// TestH2AccessLog: each stream gets an access log line with proto
+// HTTP/2.0, its route, bodies' data and source; a reset stream's says CD.
+func TestH2AccessLog(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			fmt.Fprintf(w, "got %d", len(body))
+		})
+		path := filepath.Join(t.TempDir(), "access.log")
+		cfg := h2cConfig(b, u.addr)
+		cfg.Listeners[0].Routes = []RouteConfig{{Name: "api", PathPrefix: "/api/", Pool: "app"}}
+		cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: path}
+		p := startProxy(t, cfg)
+		c, base := h2Client(t, p)
+		get(t, c, base+"/api/x?q=1")
+		resp, err := c.Post(base+"/other", "text/plain", strings.NewReader("abcd"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		req, _ := http.NewRequest("GET", base+"/api/x", nil)
+		req.URL.Opaque = "/a/../b"
+		do(t, c, req)
+		byTarget := func(target string) func(map[string]any) bool {
+			return func(m map[string]any) bool { return m["target"] == target }
+		}
+		host := p.Addr("web").String()
+		m := waitLine(t, path, "/api/x's line", byTarget("/api/x?q=1"))
+		checkFields(t, m, map[string]string{"method": "GET", "host": host, "proto": "HTTP/2.0", "status": "200", "route": "api",
+			"source": "upstream", "resp_bytes": "5", "req_bytes": "0", "reused": "false", "term": "-"})
+		m = waitLine(t, path, "/other's line", byTarget("/other"))
+		checkFields(t, m, map[string]string{"method": "POST", "proto": "HTTP/2.0", "status": "200", "route": "default",
+			"req_bytes": "4", "resp_bytes": "5", "reused": "true"})
+		m = waitLine(t, path, "the dot-segment line", byTarget("/a/../b"))
+		checkFields(t, m, map[string]string{"proto": "HTTP/2.0", "status": "400", "source": "proxy", "term": "PR"})
 	})
 }
