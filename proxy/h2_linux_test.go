@@ -2,16 +2,23 @@ package proxy
 
 import (
 	"bytes"
+	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/spindlenet/spindle/engine"
+	"github.com/spindlenet/spindle/internal/h2"
+	"github.com/spindlenet/spindle/internal/hpack"
 )
 
 // h2cConfig is httpConfig with h2c on.
@@ -526,5 +533,133 @@ func TestH2AccessLog(t *testing.T) {
 			"req_bytes": "4", "resp_bytes": "5", "reused": "true"})
 		m = waitLine(t, path, "the dot-segment line", byTarget("/a/../b"))
 		checkFields(t, m, map[string]string{"proto": "HTTP/2.0", "status": "400", "source": "proxy", "term": "PR"})
+	})
+}
+
+// TestH2Allocs: requests forwarded on open HTTP/2 connections over pooled
+// upstream connections allocate nothing in steady state, as
+// TestHTTPAllocs measures for HTTP/1.1: a raw client (a fixed header
+// block, frames parsed in place) sends one request at a time per
+// connection.
+func TestH2Allocs(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newUpstream(t, rawHTTPServer)
+		p := startProxy(t, h2cConfig(b, u.addr))
+		enc := hpack.NewEncoder()
+		block := enc.StartBlock(nil)
+		for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "example.com"}, {":path", "/index.html"}, {"user-agent", "test"}} {
+			block = enc.AppendField(block, hpack.Field{Name: []byte(f[0]), Value: []byte(f[1])})
+		}
+		const conns = 10
+		per := 200
+		type h2c struct {
+			c    net.Conn
+			id   uint32
+			req  []byte
+			buf  []byte
+			n    int
+			errs error
+		}
+		cs := make([]*h2c, conns)
+		for i := range cs {
+			c := &h2c{c: dial(t, p), id: 1, buf: make([]byte, 64<<10)}
+			c.c.SetDeadline(time.Now().Add(time.Minute))
+			pre := append([]byte(h2.ClientPreface), h2.AppendSettings(nil, nil)...)
+			pre = h2.AppendSettingsAck(pre)
+			if _, err := c.c.Write(pre); err != nil {
+				t.Fatal(err)
+			}
+			c.req = h2.AppendHeaders(nil, 1, block, true, h2.MinMaxFrameSize)
+			cs[i] = c
+		}
+		// one sends a request on c and reads frames up to its response's
+		// END_STREAM.
+		one := func(c *h2c) error {
+			binary.BigEndian.PutUint32(c.req[5:], c.id)
+			if _, err := c.c.Write(c.req); err != nil {
+				return err
+			}
+			for {
+				for {
+					f, k, err := h2.ParseFrame(c.buf[:c.n], h2.MaxMaxFrameSize)
+					if err != nil {
+						return err
+					}
+					if k == 0 {
+						break
+					}
+					c.n = copy(c.buf, c.buf[k:c.n])
+					if f.StreamID == c.id && f.Flags.Has(h2.FlagEndStream) {
+						c.id += 2
+						return nil
+					}
+				}
+				m, err := c.c.Read(c.buf[c.n:])
+				if err != nil {
+					return err
+				}
+				c.n += m
+			}
+		}
+		var wg sync.WaitGroup
+		round := func() {
+			for _, c := range cs {
+				wg.Go(func() {
+					for range per {
+						if err := one(c); err != nil {
+							c.errs = err
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+		}
+		allocs := allocsOfRound(round)
+		for _, c := range cs {
+			if c.errs != nil {
+				t.Fatal(c.errs)
+			}
+		}
+		reqs := conns * per
+		per = 0
+		base := allocsOfRound(round)
+		extra := int64(allocs) - int64(base)
+		t.Logf("%d allocations for %d proxied HTTP/2 requests, %d for the same round without requests: %.4f a request", allocs, reqs, base, float64(extra)/float64(reqs))
+		if extra*100 > int64(reqs) {
+			t.Errorf("%d allocations for %d requests beyond the round's own %d (%.3f each), want 0 (under 0.01 allowed for the runtime)", extra, reqs, base, float64(extra)/float64(reqs))
+		}
+		if lt := p.Totals().Listeners[0]; lt.H2Streams != uint64(4*reqs) {
+			t.Errorf("%d streams, want %d", lt.H2Streams, 4*reqs)
+		}
+		if st := serverTotals(p, u.addr); st.NewRequests > conns {
+			t.Errorf("%d requests on new connections, want at most %d", st.NewRequests, conns)
+		}
+	})
+}
+
+// TestH2Load: h2load (nghttp2) through the proxy, 2000 requests over 4
+// connections with 10 streams each in flight: every one 2xx.
+func TestH2Load(t *testing.T) {
+	bin, err := exec.LookPath("h2load")
+	if err != nil {
+		t.Skip("h2load is not on PATH (.ci/run installs nghttp2-client)")
+	}
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newUpstream(t, rawHTTPServer)
+		p := startProxy(t, h2cConfig(b, u.addr))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, bin, "-n", "2000", "-c", "4", "-m", "10", "http://"+p.Addr("web").String()+"/").CombinedOutput()
+		if err != nil {
+			t.Fatalf("h2load: %v\n%s", err, out)
+		}
+		if !regexp.MustCompile(`(?m)^requests: 2000 total, 2000 started, 2000 done, 2000 succeeded, 0 failed`).Match(out) ||
+			!regexp.MustCompile(`(?m)^status codes: 2000 2xx, 0 3xx, 0 4xx, 0 5xx`).Match(out) {
+			t.Fatalf("h2load: not 2000 2xx:\n%s", out)
+		}
+		if lt := p.Totals().Listeners[0]; lt.H2Connections != 4 || lt.H2Streams != 2000 {
+			t.Errorf("%d h2 connections, %d streams; want 4 and 2000", lt.H2Connections, lt.H2Streams)
+		}
 	})
 }
