@@ -166,13 +166,16 @@ func (c *h2conn) clientData(b engine.Buffer) {
 	c.flush()
 }
 
-// flush writes the Server's output to the client, and closes the client
+// flush writes the Server's output to the client, unless the client's
+// queue holds the high-water mark (then the client's OnWritable does:
+// what the Server holds meanwhile is bounded by its MaxOutput, past which
+// a client that sends and does not read is cut), and closes the client
 // once the Server is done. Loop goroutine.
 func (c *h2conn) flush() {
 	if c.done || c.closing {
 		return
 	}
-	if out := c.srv.Pending(); len(out) > 0 {
+	if out := c.srv.Pending(); len(out) > 0 && (c.client.QueuedMemory() < c.p.cfg.Engine.WriteHighWater || c.srv.Done()) {
 		c.client.Write(out)
 		c.srv.Written(len(out))
 	}

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -662,4 +663,205 @@ func TestH2Load(t *testing.T) {
 			t.Errorf("%d h2 connections, %d streams; want 4 and 2000", lt.H2Connections, lt.H2Streams)
 		}
 	})
+}
+
+// rawH2Status sends a request with the given header fields (pseudo ones
+// first) as stream 1 on a new raw HTTP/2 connection to p and returns the
+// :status of its response.
+func rawH2Status(t *testing.T, p *Proxy, fields [][2]string) string {
+	t.Helper()
+	c := dial(t, p)
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	enc := hpack.NewEncoder()
+	block := enc.StartBlock(nil)
+	for _, f := range fields {
+		block = enc.AppendField(block, hpack.Field{Name: []byte(f[0]), Value: []byte(f[1])})
+	}
+	out := append([]byte(h2.ClientPreface), h2.AppendSettings(nil, nil)...)
+	out = h2.AppendHeaders(out, 1, block, true, h2.MinMaxFrameSize)
+	if _, err := c.Write(out); err != nil {
+		t.Fatal(err)
+	}
+	dec := hpack.NewDecoder(4096, 64<<10)
+	var buf []byte
+	tmp := make([]byte, 16<<10)
+	for {
+		f, k, err := h2.ParseFrame(buf, h2.MaxMaxFrameSize)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k == 0 {
+			n, err := c.Read(tmp)
+			if err != nil {
+				t.Fatalf("no response: %v", err)
+			}
+			buf = append(buf, tmp[:n]...)
+			continue
+		}
+		buf = buf[k:]
+		if f.Type != h2.FrameHeaders || f.StreamID != 1 {
+			continue
+		}
+		status := ""
+		dec.Decode(f.Data, func(hf hpack.Field) error {
+			if string(hf.Name) == ":status" {
+				status = string(hf.Value)
+			}
+			return nil
+		})
+		return status
+	}
+}
+
+// TestH2RequestChecks: a request without :authority and host gets 400
+// (with host alone it is routed by it), CONNECT 501, a content-length
+// over max_request_body 413, and a body without one that grows past it
+// 413 too.
+func TestH2RequestChecks(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			io.WriteString(w, r.Host)
+		})
+		cfg := h2cConfig(b, u.addr)
+		cfg.Listeners[0].MaxRequestBody = 1000
+		p := startProxy(t, cfg)
+		get := [][2]string{{":method", "GET"}, {":scheme", "http"}, {":path", "/"}}
+		if got := rawH2Status(t, p, get); got != "400" {
+			t.Errorf("no :authority, no host: %s, want 400", got)
+		}
+		if got := rawH2Status(t, p, append(get, [2]string{"host", "h.example"})); got != "200" {
+			t.Errorf("host without :authority: %s, want 200", got)
+		}
+		if got := rawH2Status(t, p, [][2]string{{":method", "CONNECT"}, {":authority", "x:443"}}); got != "501" {
+			t.Errorf("CONNECT: %s, want 501", got)
+		}
+		c, base := h2Client(t, p)
+		req, _ := http.NewRequest("POST", base+"/", bytes.NewReader(make([]byte, 2000)))
+		if resp, _ := do(t, c, req); resp.StatusCode != 413 {
+			t.Errorf("content-length 2000 over 1000: %d, want 413", resp.StatusCode)
+		}
+		req, _ = http.NewRequest("POST", base+"/", io.MultiReader(bytes.NewReader(make([]byte, 2000))))
+		resp, err := c.Do(req)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 413 {
+				t.Errorf("a body of unknown length growing to 2000 over 1000: %d, want 413", resp.StatusCode)
+			}
+		}
+		req, _ = http.NewRequest("POST", base+"/", strings.NewReader("small"))
+		if resp, _ := do(t, c, req); resp.StatusCode != 200 {
+			t.Errorf("a small body after: %d", resp.StatusCode)
+		}
+	})
+}
+
+// TestH2Trailers: a request's trailers reach the server (chunked), and a
+// chunked response's trailers reach the client as trailing HEADERS.
+func TestH2Trailers(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			w.Header().Set("Trailer", "X-Resp-Trailer")
+			w.WriteHeader(200)
+			w.Write(body)
+			w.(http.Flusher).Flush()
+			w.Header().Set("X-Resp-Trailer", "got "+r.Trailer.Get("X-Req-Trailer"))
+		})
+		p := startProxy(t, h2cConfig(b, u.addr))
+		c, base := h2Client(t, p)
+		req, _ := http.NewRequest("POST", base+"/", io.MultiReader(strings.NewReader("hello")))
+		req.Trailer = http.Header{"X-Req-Trailer": {"t1"}}
+		resp, body := do(t, c, req)
+		if string(body) != "hello" || resp.Trailer.Get("X-Resp-Trailer") != "got t1" {
+			t.Errorf("body %q, trailers %v; want hello and X-Resp-Trailer: got t1", body, resp.Trailer)
+		}
+	})
+}
+
+// TestH2KeepaliveTimeout: a connection with no stream open for
+// keepalive_timeout gets GOAWAY and is closed, and counted.
+func TestH2KeepaliveTimeout(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+		cfg := h2cConfig(b, u.addr)
+		cfg.Listeners[0].KeepaliveTimeout = Duration(200 * time.Millisecond)
+		p := startProxy(t, cfg)
+		c := dial(t, p)
+		c.Write(append([]byte(h2.ClientPreface), h2.AppendSettings(nil, nil)...))
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		got, err := io.ReadAll(c)
+		if err != nil {
+			t.Fatalf("read: %v (want the connection closed)", err)
+		}
+		goAway := false
+		for len(got) > 0 {
+			f, k, err := h2.ParseFrame(got, h2.MaxMaxFrameSize)
+			if err != nil || k == 0 {
+				break
+			}
+			goAway = goAway || f.Type == h2.FrameGoAway
+			got = got[k:]
+		}
+		if !goAway {
+			t.Error("closed without GOAWAY")
+		}
+		if n := p.Totals().Listeners[0].IdleClosed; n != 1 {
+			t.Errorf("idle closed %d, want 1", n)
+		}
+	})
+}
+
+// TestH2UploadBackpressure: a request body the server does not read is
+// not taken from the client beyond the stream's window and the upstream
+// queue's mark (the window is returned only as the upstream takes the
+// bytes), and arrives whole once the server reads.
+func TestH2UploadBackpressure(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		const size = 64 << 20
+		release := make(chan struct{})
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			<-release
+			n, _ := io.Copy(io.Discard, r.Body)
+			fmt.Fprint(w, n)
+		})
+		p := startProxy(t, h2cConfig(b, u.addr))
+		c, base := h2Client(t, p)
+		var sent atomic.Int64
+		done := make(chan string, 1)
+		go func() {
+			req, _ := http.NewRequest("POST", base+"/", &countingReader{r: bytes.NewReader(make([]byte, size)), n: &sent})
+			resp, err := c.Do(req)
+			if err != nil {
+				done <- err.Error()
+				return
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			done <- string(body)
+		}()
+		time.Sleep(500 * time.Millisecond)
+		s1 := sent.Load()
+		time.Sleep(300 * time.Millisecond)
+		if s2 := sent.Load(); s2 != s1 || s2 > size/2 {
+			t.Errorf("with the server not reading, the client sent %d then %d bytes of %d: want it held by flow control", s1, s2, size)
+		}
+		close(release)
+		if got := <-done; got != fmt.Sprint(size) {
+			t.Errorf("the server read %s bytes, want %d", got, size)
+		}
+	})
+}
+
+// countingReader counts what is read through it.
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
 }
