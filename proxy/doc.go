@@ -1,5 +1,6 @@
 // Package proxy is spindle's sidecar and gateway proxy on the engine: an L4
-// TCP proxy and an HTTP/1.1 reverse proxy. Listeners accept on every loop
+// TCP proxy and an HTTP/1.1 reverse proxy (which takes HTTP/2 clients
+// with h2c). Listeners accept on every loop
 // and forward each client to a server of an upstream pool, dialed from the
 // loop that accepted the client, handing received buffers to the other
 // side without copying them.
@@ -189,8 +190,73 @@
 // current response. max_request_body bounds request bodies (a longer
 // Content-Length gets 413; a chunked body is cut when it grows past it:
 // the server's connection reset, the client 413 or, once the response has
-// begun, a reset). Not there: HTTP/2, TLS, caching, header rewriting or
-// rules beyond host and path, limits on response body sizes.
+// begun, a reset). Not there: TLS, HTTP/2 beyond h2c to clients (below),
+// caching, header rewriting or rules beyond host and path, limits on
+// response body sizes.
+//
+// A mode http listener with h2c takes HTTP/2 clients with prior knowledge
+// (cleartext, RFC 9113 3.3) next to HTTP/1.1 ones on the same socket:
+//
+//	listeners:
+//	  - {name: gw, listen: ":8081", mode: http, pool: app, h2c: true,
+//	     h2_max_concurrent_streams: 100, h2_initial_window: 65536}
+//
+// A client whose first bytes are the client preface (over any number of
+// reads) speaks HTTP/2 on an internal/h2 Server; at the first byte that
+// differs it is an HTTP/1.1 client as without h2c. Each stream is one
+// request forwarded as HTTP/1.1, as an HTTP/1.1 request is: the same
+// checks (CONNECT 501, dot-segments 400, max_request_body 413), routes
+// (by :authority, else host, and :path; a request with neither is 400),
+// route names and counters, forwarding fields after trusted_proxies (and
+// Via: 2.0 spindle), over the pool's keep-alive connections (the loop's
+// idle ones, else a dial with failover, and passive health), one upstream
+// connection per stream in flight. Host is written from :authority,
+// cookie crumbs are joined into one field; a request body goes with
+// Content-Length where the request had content-length, else chunked (a
+// request ended by its HEADERS has none), its trailers as the chunked
+// body's. The response's status and fields but the connection-specific
+// ones (Connection and what it names, Keep-Alive, Proxy-Connection, TE,
+// Transfer-Encoding, Upgrade) are its HEADERS, its body (framed by
+// Content-Length, de-chunked, or up to the server's close, whose
+// connection is then not reused) DATA ending with END_STREAM, a chunked
+// body's trailers a trailing HEADERS; 1xx responses (100 Continue to a
+// request with expect: 100-continue, 103) are passed on as interim
+// HEADERS, and a 101 gets the stream 502 (HTTP/2 has no Upgrade).
+// Backpressure is flow control: a stream's DATA is returned to the
+// client's windows (h2.Server.Consumed) only once its upstream
+// connection's queue is below the high-water mark, and an upstream is
+// not read while its stream's or the connection's send window, or the
+// client's queue, is full. h2_initial_window (default 64 KiB, from 65535
+// to 2^31-1) is each stream's receive window: the body a stream may have
+// on its way that its upstream has not taken, which the proxy holds
+// while the upstream connects (the connection's window, 1 MiB, bounds
+// all streams'); a larger one helps only a single upload over a long
+// round trip. h2_max_concurrent_streams (default 100) bounds the streams
+// in flight per connection, each holding an upstream connection; the
+// other bounds on abuse (rapid reset, CONTINUATION and control frame
+// floods, HPACK bombs, a client that does not read) are internal/h2's
+// defaults. A failed upstream (every connect failed, a close or reset
+// before the response head, response_timeout) gets its stream 502 or
+// 504, or a reset (RST_STREAM) once the response has begun; other streams
+// go on. A stream the client resets closes its upstream connection
+// (never pooled mid-exchange); a client connection that closes closes all
+// of its streams' upstreams. keepalive_timeout closes a connection with
+// no stream open for that long (GOAWAY first); response_timeout runs per
+// stream as for HTTP/1.1, and not while a full window or the client's
+// queue holds the stream's upstream; request_timeout bounds the preface's
+// arrival as it does a first head (a header block is bounded by
+// internal/h2, and the time a connection may spend with no stream open
+// by keepalive_timeout). A drain, or a reload that removes or replaces
+// the listener, sends GOAWAY: the streams open finish, then the
+// connection closes. /metrics counts HTTP/2 connections, streams and
+// resets by who reset (spindle_proxy_listener_h2_connections_total,
+// _h2_streams_total, _h2_resets_total{by="client"|"proxy"}); streams
+// count in the listener's requests and responses too. The access log has
+// a line per stream, with proto HTTP/2.0. Not there: the h2c upgrade from
+// HTTP/1.1 (Upgrade: h2c; see upgrades: prior knowledge only), TLS and
+// ALPN (so no "h2" over TLS), HTTP/2 to the servers, and gRPC: it needs
+// HTTP/2 to the server and response trailers end to end, so it does not
+// work through the proxy yet.
 //
 // The forwarding fields depend on the client's address (an IPv4-mapped
 // one compared as IPv4) and the listener's trusted_proxies (CIDRs,

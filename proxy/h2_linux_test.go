@@ -865,3 +865,18 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	c.n.Add(int64(n))
 	return n, err
 }
+
+// TestH2Defaults: h2c's knobs default to 100 streams and a 64 KiB window,
+// and stay unset without h2c.
+func TestH2Defaults(t *testing.T) {
+	cfg, err := ParseConfig([]byte("listeners: [{name: a, listen: \":1\", pool: app, mode: http, h2c: true}, {name: b, listen: \":2\", pool: app, mode: http}]\npools: [{name: app, servers: [\"127.0.0.1:1\"]}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := cfg.Listeners[0]; l.H2MaxConcurrentStreams != 100 || l.H2InitialWindow != 64<<10 {
+		t.Errorf("h2c defaults: %d streams, window %d; want 100 and 65536", l.H2MaxConcurrentStreams, l.H2InitialWindow)
+	}
+	if l := cfg.Listeners[1]; l.H2C || l.H2MaxConcurrentStreams != 0 || l.H2InitialWindow != 0 {
+		t.Errorf("without h2c: %+v", l)
+	}
+}
