@@ -279,9 +279,7 @@ func (c *h2conn) clientClosed() {
 	for len(c.streams) > 0 { // (streams the Server had ended already)
 		st := c.streams[len(c.streams)-1]
 		st.x.term = termClient
-		st.closeUp(true)
-		st.end(0, false)
-		c.release(st)
+		st.abandon()
 	}
 	ls := c.ls
 	last := ls.h2conns[len(ls.h2conns)-1]
@@ -485,25 +483,13 @@ func (st *h2stream) acquire() {
 
 // connect dials the next server up, as hsession.connect.
 func (st *h2stream) connect() {
-	c := st.c
-	up, i, err := st.next(c.ls, st.pool, c.client, time.Duration(st.ln.cfg.ConnectTimeout))
-	if err != nil {
-		st.respond(503)
+	up, i, status := st.dialNext(st.c.ls, st.ln, st.pool, st.c.client, &st.x)
+	if up == nil {
+		st.respond(status)
 		return
 	}
-	if up != nil {
-		st.up, st.srv, st.upOpen, st.reused = up, i, false, false
-		up.SetContext(st)
-		return
-	}
-	if st.dialed {
-		st.ln.stats[c.ls.id].failed.inc()
-		st.x.term = termConnect
-		st.respond(502)
-	} else {
-		st.ln.stats[c.ls.id].noServer.inc()
-		st.respond(503)
-	}
+	st.up, st.srv, st.upOpen, st.reused = up, i, false, false
+	up.SetContext(st)
 }
 
 // upOpened sends the request once a dialed upstream connected.
@@ -663,13 +649,7 @@ func (c *h2conn) OnReset(s *h2.Server, id uint32, code h2.ErrCode) {
 		st.ln.stats[c.ls.id].h2ResetsClient.inc()
 	}
 	st.x.term = termClient
-	st.closeUp(true)
-	status := 0
-	if st.respHead {
-		status = st.resp.Status
-	}
-	st.end(status, false)
-	c.release(st)
+	st.abandon()
 }
 
 // OnWritable goes on with a response the stream's window held.
@@ -687,13 +667,19 @@ func (st *h2stream) resetStream(code h2.ErrCode) {
 	c := st.c
 	c.srv.Reset(st.id, code)
 	st.ln.stats[c.ls.id].h2ResetsProxy.inc()
+	st.abandon()
+}
+
+// abandon ends the stream before its end: its upstream reset, its
+// exchange logged (with the response's status once its head went out).
+func (st *h2stream) abandon() {
 	st.closeUp(true)
 	status := 0
 	if st.respHead {
 		status = st.resp.Status
 	}
 	st.end(status, false)
-	c.release(st)
+	st.c.release(st)
 }
 
 // respond answers the stream from the proxy (an error), stops the
@@ -868,9 +854,7 @@ func (st *h2stream) upData(up *engine.Conn, b engine.Buffer) {
 		if c.srv.WriteHeaders(st.id, r.Status, st.respFields(), noBody) != nil {
 			b.Release()
 			st.x.term = termClient
-			st.closeUp(true)
-			st.end(r.Status, false)
-			c.release(st)
+			st.abandon()
 			return
 		}
 		if noBody {
@@ -925,9 +909,7 @@ func (st *h2stream) pump() {
 		st.dc.remain -= int64(w)
 		if err != nil {
 			st.x.term = termClient
-			st.closeUp(true)
-			st.end(st.resp.Status, false)
-			c.release(st)
+			st.abandon()
 			return
 		}
 		if w < len(d) {
@@ -982,9 +964,7 @@ func (st *h2stream) finishResp() {
 	}
 	if err != nil {
 		st.x.term = termClient
-		st.closeUp(true)
-		st.end(st.resp.Status, false)
-		c.release(st)
+		st.abandon()
 		return
 	}
 	st.respEnded()

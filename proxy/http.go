@@ -693,24 +693,34 @@ func (ls *loopState) takeFirstIdle(pl *pool, start int) (*engine.Conn, int) {
 // connect dials the next server of the pool that is up; with none left it
 // answers 502 (servers failed) or 503 (none up). Loop goroutine.
 func (s *hsession) connect() {
-	up, i, err := s.next(s.ls, s.pool, s.client, time.Duration(s.ln.cfg.ConnectTimeout))
-	if err != nil {
-		s.respond(503) // the proxy is shutting down
+	up, i, status := s.dialNext(s.ls, s.ln, s.pool, s.client, &s.x)
+	if up == nil {
+		s.respond(status)
 		return
 	}
-	if up != nil {
-		s.up, s.srv, s.upOpen, s.reused = up, i, false, false
-		up.SetContext(s)
-		return
+	s.up, s.srv, s.upOpen, s.reused = up, i, false, false
+	up.SetContext(s)
+}
+
+// dialNext dials the next server of pl that is up for exchange x of a
+// client of l: it returns the connection (its Context not yet set) and
+// its server, or nil and the status to answer with, counted: 502 where
+// every server failed to connect, 503 where none was up (or the proxy is
+// shutting down). Loop goroutine.
+func (d *dialing) dialNext(ls *loopState, l *listener, pl *pool, client *engine.Conn, x *exchange) (*engine.Conn, int, int) {
+	up, i, err := d.next(ls, pl, client, time.Duration(l.cfg.ConnectTimeout))
+	switch {
+	case err != nil:
+		return nil, 0, 503 // the proxy is shutting down
+	case up != nil:
+		return up, i, 0
+	case d.dialed:
+		l.stats[ls.id].failed.inc()
+		x.term = termConnect
+		return nil, 0, 502
 	}
-	if s.dialed {
-		s.ln.stats[s.ls.id].failed.inc()
-		s.x.term = termConnect
-		s.respond(502)
-	} else {
-		s.ln.stats[s.ls.id].noServer.inc()
-		s.respond(503)
-	}
+	l.stats[ls.id].noServer.inc()
+	return nil, 0, 503
 }
 
 // upOpened sends the request once a dialed upstream has connected. Loop
