@@ -246,17 +246,23 @@ func (c *h2conn) onTimer() {
 	c.flush()
 }
 
-// clientWritable resumes the upstreams the client's queue paused. Loop
-// goroutine.
+// clientWritable resumes the upstreams the client's queue paused, while
+// it stays below the mark. A resume may deliver held data at once and end
+// streams: the walk starts again after each. Loop goroutine.
 func (c *h2conn) clientWritable() {
 	if !c.cbp {
 		return
 	}
 	c.cbp = false
-	for _, st := range c.streams {
-		if st.cbp {
+	for i := 0; i < len(c.streams); i++ {
+		if c.client.QueuedMemory() >= c.p.cfg.Engine.WriteHighWater {
+			c.cbp = true // the rest at the next OnWritable
+			return
+		}
+		if st := c.streams[i]; st.cbp {
 			st.cbp = false
 			st.resume()
+			i = -1
 		}
 	}
 }

@@ -888,3 +888,69 @@ func TestH2Defaults(t *testing.T) {
 		t.Errorf("without h2c: %+v", l)
 	}
 }
+
+// TestH2ClientQueue: a client whose windows are wide open (2^31-1) but
+// that does not read fills its queue in the proxy, not the proxy's
+// memory: at the high-water mark the upstream is no longer read, and the
+// whole body arrives once the client reads.
+func TestH2ClientQueue(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		const size = 256 << 20
+		chunk := bytes.Repeat([]byte("y"), 1<<20)
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", fmt.Sprint(size))
+			for range size / len(chunk) {
+				if _, err := w.Write(chunk); err != nil {
+					return
+				}
+			}
+		})
+		p := startProxy(t, h2cConfig(b, u.addr))
+		c := dial(t, p)
+		c.SetReadBuffer(64 << 10)
+		enc := hpack.NewEncoder()
+		block := enc.StartBlock(nil)
+		for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "x"}, {":path", "/"}} {
+			block = enc.AppendField(block, hpack.Field{Name: []byte(f[0]), Value: []byte(f[1])})
+		}
+		out := append([]byte(h2.ClientPreface), h2.AppendSettings(nil, []h2.Setting{{ID: h2.SettingInitialWindowSize, Val: h2.MaxWindow}})...)
+		out = h2.AppendWindowUpdate(out, 0, h2.MaxWindow-65535)
+		out = h2.AppendHeaders(out, 1, block, true, h2.MinMaxFrameSize)
+		if _, err := c.Write(out); err != nil {
+			t.Fatal(err)
+		}
+		in1, in2 := settled(func() int64 { return int64(serverTotals(p, u.addr).BytesIn) })
+		if in2 != in1 || in2 > size/4 {
+			t.Errorf("with the client not reading, the proxy read %d then %d bytes of the server's %d: want it paused at the client's queue", in1, in2, size)
+		}
+		c.SetReadDeadline(time.Now().Add(time.Minute))
+		var buf []byte
+		tmp := make([]byte, 1<<20)
+		data := 0
+		for done := false; !done; {
+			f, k, err := h2.ParseFrame(buf, h2.MaxMaxFrameSize)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if k == 0 {
+				n, err := c.Read(tmp)
+				if err != nil {
+					t.Fatalf("after %d bytes of data: %v", data, err)
+				}
+				buf = append(buf, tmp[:n]...)
+				continue
+			}
+			if f.Type == h2.FrameData && f.StreamID == 1 {
+				data += len(f.Data)
+				done = f.Flags.Has(h2.FlagEndStream)
+			}
+			buf = buf[k:]
+			if len(buf) == 0 {
+				buf = nil
+			}
+		}
+		if data != size {
+			t.Errorf("%d bytes of data, want %d", data, size)
+		}
+	})
+}
