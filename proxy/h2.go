@@ -954,6 +954,7 @@ func (st *h2stream) resume() {
 	if st.paused && !st.hasP && !st.cbp && st.up != nil {
 		st.paused = false
 		st.mark = st.c.p.now()
+		st.c.armAt(st.mark + int64(st.ln.cfg.ResponseTimeout))
 		st.up.ResumeRead()
 	}
 }

@@ -954,3 +954,36 @@ func TestH2ClientQueue(t *testing.T) {
 		}
 	})
 }
+
+// TestH2UpstreamCut: a server that closes in the middle of a response's
+// body gets that stream reset by the proxy (counted), not ended as if
+// whole; the connection's next stream is answered.
+func TestH2UpstreamCut(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newUpstream(t, rawServer(func(c net.Conn, req *http.Request, i int) bool {
+			if req.URL.Path == "/cut" {
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial")
+				return false
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			return true
+		}))
+		p := startProxy(t, h2cConfig(b, u.addr))
+		c, base := h2Client(t, p)
+		resp, err := c.Get(base + "/cut")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil {
+			t.Errorf("a body cut by the server read whole (%q), want a stream error", body)
+		}
+		if n := p.Totals().Listeners[0].H2ResetsProxy; n != 1 {
+			t.Errorf("%d streams reset by the proxy, want 1", n)
+		}
+		if _, body := get(t, c, base+"/ok"); body != "ok" {
+			t.Errorf("next stream: %q", body)
+		}
+	})
+}
