@@ -202,7 +202,7 @@ func TestH2H1Unchanged(t *testing.T) {
 // whole once the client reads.
 func TestH2FlowControl(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
-		const size = 64 << 20
+		const size = 32 << 20
 		big := randomBytes(3, size)
 		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Length", fmt.Sprint(size))
@@ -210,13 +210,14 @@ func TestH2FlowControl(t *testing.T) {
 		})
 		p := startProxy(t, h2cConfig(b, u.addr))
 		c, base := h2Client(t, p)
+		c.Timeout = 2 * time.Minute // 32 MiB under -race on a loaded machine
 		resp, err := c.Get(base + "/big")
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
 		in1, in2 := settled(func() int64 { return int64(serverTotals(p, u.addr).BytesIn) })
-		if in2 > size/4 || in2 != in1 {
+		if in2 > size/2 || in2 != in1 {
 			t.Errorf("with the client not reading, the proxy read %d then %d bytes of the server's %d: want it paused", in1, in2, size)
 		}
 		body, err := io.ReadAll(resp.Body)
@@ -816,7 +817,7 @@ func TestH2KeepaliveTimeout(t *testing.T) {
 // bytes), and arrives whole once the server reads.
 func TestH2UploadBackpressure(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
-		const size = 64 << 20
+		const size = 32 << 20
 		release := make(chan struct{})
 		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 			<-release
@@ -825,6 +826,7 @@ func TestH2UploadBackpressure(t *testing.T) {
 		})
 		p := startProxy(t, h2cConfig(b, u.addr))
 		c, base := h2Client(t, p)
+		c.Timeout = 2 * time.Minute // 32 MiB under -race on a loaded machine
 		var sent atomic.Int64
 		done := make(chan string, 1)
 		go func() {
@@ -839,7 +841,7 @@ func TestH2UploadBackpressure(t *testing.T) {
 			done <- string(body)
 		}()
 		s1, s2 := settled(sent.Load)
-		if s2 != s1 || s2 > size/4 {
+		if s2 != s1 || s2 > size/2 {
 			t.Errorf("with the server not reading, the client sent %d then %d bytes of %d: want it held by flow control", s1, s2, size)
 		}
 		close(release)
@@ -895,7 +897,7 @@ func TestH2Defaults(t *testing.T) {
 // whole body arrives once the client reads.
 func TestH2ClientQueue(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
-		const size = 256 << 20
+		const size = 128 << 20
 		chunk := bytes.Repeat([]byte("y"), 1<<20)
 		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Length", fmt.Sprint(size))
