@@ -394,12 +394,18 @@ func slowNamed(name string, release chan struct{}) http.HandlerFunc {
 	}
 }
 
-// getAsync runs a GET in the background; its result is "status body" or
-// the error.
+// getAsync runs a GET in the background (doAsync).
 func getAsync(c *http.Client, url string) <-chan string {
+	req, _ := http.NewRequest("GET", url, nil)
+	return doAsync(c, req)
+}
+
+// doAsync sends req in the background; its result is "status body" or
+// the error.
+func doAsync(c *http.Client, req *http.Request) <-chan string {
 	ch := make(chan string, 1)
 	go func() {
-		resp, err := c.Get(url)
+		resp, err := c.Do(req)
 		if err != nil {
 			ch <- err.Error()
 			return
@@ -828,24 +834,14 @@ func TestH2UploadBackpressure(t *testing.T) {
 		c, base := h2Client(t, p)
 		c.Timeout = 2 * time.Minute // 32 MiB under -race on a loaded machine
 		var sent atomic.Int64
-		done := make(chan string, 1)
-		go func() {
-			req, _ := http.NewRequest("POST", base+"/", &countingReader{r: bytes.NewReader(make([]byte, size)), n: &sent})
-			resp, err := c.Do(req)
-			if err != nil {
-				done <- err.Error()
-				return
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			done <- string(body)
-		}()
+		req, _ := http.NewRequest("POST", base+"/", &countingReader{r: bytes.NewReader(make([]byte, size)), n: &sent})
+		done := doAsync(c, req)
 		s1, s2 := settled(sent.Load)
 		if s2 != s1 || s2 > size/2 {
 			t.Errorf("with the server not reading, the client sent %d then %d bytes of %d: want it held by flow control", s1, s2, size)
 		}
 		close(release)
-		if got := <-done; got != fmt.Sprint(size) {
+		if got := <-done; got != fmt.Sprint("200 ", size) {
 			t.Errorf("the server read %s bytes, want %d", got, size)
 		}
 	})
