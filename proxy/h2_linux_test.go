@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -982,6 +983,38 @@ func TestH2UpstreamCut(t *testing.T) {
 		}
 		if _, body := get(t, c, base+"/ok"); body != "ok" {
 			t.Errorf("next stream: %q", body)
+		}
+	})
+}
+
+// TestH2Forwarded: a stream's forwarding fields follow trusted_proxies
+// as an HTTP/1.1 request's do: an untrusted client's are replaced, a
+// trusted one's X-Forwarded-For is appended to and its X-Forwarded-Proto
+// kept; cookie crumbs reach the server as one field.
+func TestH2Forwarded(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, "%s|%s|%s|%s|%q", r.Header.Get("X-Forwarded-For"), r.Header.Get("X-Forwarded-Proto"),
+				r.Header.Get("X-Forwarded-Host"), r.Header.Get("X-Real-IP"), r.Header.Values("Cookie"))
+		})
+		for _, trusted := range []bool{false, true} {
+			cfg := h2cConfig(b, u.addr)
+			want := `127.0.0.1|http|a.example||["a=1; b=2"]`
+			if trusted {
+				cfg.Listeners[0].TrustedProxies = Prefixes{netip.MustParsePrefix("127.0.0.0/8")}
+				want = `10.0.0.1, 10.0.0.2, 127.0.0.1|https|a.example|10.0.0.1|["a=1; b=2"]`
+			}
+			p := startProxy(t, cfg)
+			c, base := h2Client(t, p)
+			req, _ := http.NewRequest("GET", base+"/", nil)
+			req.Host = "a.example"
+			req.Header["X-Forwarded-For"] = []string{"10.0.0.1", "10.0.0.2"}
+			req.Header.Set("X-Forwarded-Proto", "https")
+			req.Header.Set("X-Real-IP", "10.0.0.1")
+			req.Header["Cookie"] = []string{"a=1", "b=2"}
+			if _, body := do(t, c, req); string(body) != want {
+				t.Errorf("trusted %v: the server got %s, want %s", trusted, body, want)
+			}
 		}
 	})
 }
