@@ -651,7 +651,7 @@ func (c *h2conn) OnReset(s *h2.Server, id uint32, code h2.ErrCode) {
 	if st == nil {
 		return
 	}
-	if !c.closing {
+	if c.srv.Err() == nil { // (not the connection's end)
 		st.ln.stats[c.ls.id].h2ResetsClient.inc()
 	}
 	st.x.term = termClient
