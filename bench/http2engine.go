@@ -72,7 +72,7 @@ func (h *engineH2) OnOpen(c *engine.Conn) {
 // Loop goroutine.
 func (h *engineH2) OnData(c *engine.Conn, b engine.Buffer) bool {
 	st := c.Context().(*h2Conn)
-	err := st.feed(b.Bytes())
+	err := st.srv.FeedTail(&st.in, b.Bytes())
 	if out := st.srv.Pending(); len(out) > 0 {
 		if _, werr := c.Write(out); werr != nil {
 			err = werr
@@ -90,18 +90,6 @@ func (h *engineH2) OnClose(c *engine.Conn, _ error) {
 	if st, ok := c.Context().(*h2Conn); ok {
 		st.srv.Close()
 	}
-}
-
-// feed hands data, after the incomplete frame kept from the last call, to
-// the h2 Server, and keeps what it did not consume.
-func (st *h2Conn) feed(data []byte) error {
-	if len(st.in) > 0 {
-		st.in = append(st.in, data...)
-		data = st.in
-	}
-	n, err := st.srv.Feed(data)
-	st.in = keepTail(st.in, data, n)
-	return err
 }
 
 // OnRequest answers every request whose header section ends it (a GET);

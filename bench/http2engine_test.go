@@ -43,7 +43,7 @@ func newH2Client(t testing.TB, body int, streamWindow uint32) *h2Client {
 func (c *h2Client) send(p []byte) {
 	c.t.Helper()
 	for _, piece := range [][]byte{p[:5], p[5:]} {
-		if err := c.st.feed(piece); err != nil {
+		if err := c.st.srv.FeedTail(&c.st.in, piece); err != nil {
 			c.t.Fatal(err)
 		}
 	}

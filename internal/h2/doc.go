@@ -1,8 +1,11 @@
 // Package h2 implements HTTP/2 (RFC 9113) framing and both sides of a
 // connection, sans-IO: bytes in, events to a Handler, bytes out. It has no
 // goroutines, locks, timers or net.Conn of its own, so that spindle's
-// engine can run it on a loop goroutine (Feed from OnData, Pending to
-// Conn.Write), and it does not allocate in steady state.
+// engine can run it on a loop goroutine (FeedTail from OnData, Pending to
+// Conn.Write), and it does not allocate in steady state. FeedTail is Feed
+// for reads that end anywhere: whole frames are fed from the read itself,
+// only the frame a read ends in is copied (at most one frame of the largest
+// size accepted, and its header).
 //
 // # Framing
 //

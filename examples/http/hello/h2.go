@@ -39,11 +39,9 @@ type h2conn struct {
 	write func([]byte) (int, error) // c.Write, made once: no allocation per WriteDataTo
 
 	// tail is the start of a frame (or of the preface) a read ended in,
-	// copied: the next read completes it. prefaced: the Server has taken
-	// the preface.
-	tail     []byte
-	prefaced bool
-	closing  bool // CloseLinger was called, or OnClose came
+	// copied: the next read completes it (Server.FeedTail).
+	tail    []byte
+	closing bool // CloseLinger was called, or OnClose came
 
 	// streams are the requests whose body is still coming and the
 	// responses whose body the stream's send window held back.
@@ -80,59 +78,15 @@ func (hc *h2conn) shutdown() {
 	hc.flush()
 }
 
-// onData feeds data to the Server: a frame whole in data is fed from it,
-// without copying; the frame a read ends in is copied into tail and fed
-// once the next reads complete it. Loop goroutine.
+// onData feeds data to the Server (FeedTail: whole frames straight from
+// data, the frame a read ends in copied into tail and fed once the next
+// reads complete it). Loop goroutine.
 func (hc *h2conn) onData(data []byte) {
 	if hc.closing {
 		return
 	}
-	defer hc.flush()
-	for len(hc.tail) > 0 {
-		want := hc.want()
-		if len(hc.tail) < want {
-			if len(data) == 0 {
-				return
-			}
-			k := min(want-len(hc.tail), len(data))
-			hc.tail = append(hc.tail, data[:k]...)
-			data = data[k:]
-			continue
-		}
-		n, err := hc.s.Feed(hc.tail)
-		if err != nil {
-			return // GOAWAY is pending and Done: flush sends it and closes
-		}
-		if n == 0 { // a whole frame not taken: cannot be, and would loop
-			hc.s.Close()
-			return
-		}
-		hc.prefaced = true
-		hc.tail = hc.tail[:copy(hc.tail, hc.tail[n:])]
-	}
-	n, err := hc.s.Feed(data)
-	if err != nil {
-		return
-	}
-	if n > 0 {
-		hc.prefaced = true
-	}
-	// Less than a frame (or the preface): less than maxTail.
-	hc.tail = append(hc.tail, data[n:]...)
-}
-
-// want is the length the tail must reach to be fed: the preface, a frame
-// header, or the frame (only its header if it is longer than the Server
-// accepts: the Server refuses it on the header).
-func (hc *h2conn) want() int {
-	if !hc.prefaced {
-		return len(h2.ClientPreface)
-	}
-	fh, ok := h2.ParseFrameHeader(hc.tail)
-	if !ok || fh.Length > h2.MinMaxFrameSize {
-		return h2.FrameHeaderLen
-	}
-	return h2.FrameHeaderLen + int(fh.Length)
+	hc.s.FeedTail(&hc.tail, data) // an error: GOAWAY is pending and Done, flush sends it and closes
+	hc.flush()
 }
 
 // flush queues the Server's output on c, and closes c once the Server is
