@@ -422,6 +422,12 @@ func (r *http2Runner) measure(ctx context.Context, a http2Arm, streams, rep int)
 	res.ClientCPUPercent = clientPct / float64(len(r.cfg.ClientCPUs))
 	if n := lateEdgesNote(res, edges.server[0].at, edges.server[1].at, lg); n != "" {
 		r.report.Notes = append(r.report.Notes, n)
+	} else if res.Requests > 0 && (res.ServerUSPerReq <= 0 || res.ClientCPUPercent <= 0) {
+		// The reads' times covered the window, yet a side did no work in
+		// it while requests were answered: the reads were not the
+		// window's (a starved harness between h2load's line and its read).
+		r.report.Notes = append(r.report.Notes, fmt.Sprintf("%s streams %d rep %d: the harness read the CPU of a window with %d requests as server %.2f µs/req and client %.0f%%, one of them none: starved, it read them off the window; its CPU figures are not that window's",
+			res.Arm, res.Streams, res.Rep, res.Requests, res.ServerUSPerReq, res.ClientCPUPercent))
 	}
 	r.done++
 	fmt.Fprintf(r.cfg.Progress, "[%2d/%d] rep %d streams %-3d %-14s %8.0f req/s  p50 %7.1fµs  p99 %8.1fµs  p99.9 %8.1fµs  server %6.2fµs/req (%3.0f%% CPU)  client %3.0f%%\n",

@@ -96,15 +96,23 @@ func TestRunHTTP2(t *testing.T) {
 		}
 	}
 	// The CPU figures are there unless the harness, starved on a busy
-	// machine, read them late, which a note must then say.
+	// machine, read them off the window, which a note must then say; and
+	// they are there for some measurements at least (the reads work).
+	measured := 0
 	for _, res := range rep.Results {
 		if res.Requests == 0 || res.ServerUSPerReq > 0 && res.ClientCPUPercent > 0 {
+			if res.Requests > 0 {
+				measured++
+			}
 			continue
 		}
 		late := fmt.Sprintf("%s streams %d rep %d: the harness read the CPU", res.Arm, res.Streams, res.Rep)
 		if !slices.ContainsFunc(rep.Notes, func(n string) bool { return strings.HasPrefix(n, late) }) {
 			t.Errorf("%s streams %d: server %v µs/req, client %v%% CPU, and no note that they were read late", res.Arm, res.Streams, res.ServerUSPerReq, res.ClientCPUPercent)
 		}
+	}
+	if measured == 0 {
+		t.Errorf("no measurement has both CPU figures")
 	}
 	for _, a := range rep.Arms {
 		switch {
