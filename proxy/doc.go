@@ -243,7 +243,10 @@
 // of its streams' upstreams. keepalive_timeout closes a connection with
 // no stream open for that long (GOAWAY first); response_timeout runs per
 // stream as for HTTP/1.1, and not while a full window or the client's
-// queue holds the stream's upstream; request_timeout bounds the preface's
+// queue holds the stream's upstream: a send window (the stream's or the
+// connection's) that stays shut for write_timeout gets the stream reset
+// and its upstream closed, as a client that stops reading its queue is
+// reset after write_timeout; request_timeout bounds the preface's
 // arrival as it does a first head (a header block is bounded by
 // internal/h2, and the time a connection may spend with no stream open
 // by keepalive_timeout). A drain, or a reload that removes or replaces

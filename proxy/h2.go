@@ -205,7 +205,8 @@ func (c *h2conn) armAt(at int64) {
 	c.timer = c.client.Loop().AfterFunc(time.Duration(at-c.p.now()), c.timerFn)
 }
 
-// onTimer acts on the streams whose response_timeout ran out and on
+// onTimer acts on the streams whose response_timeout ran out, those a
+// closed send window held for write_timeout, and on
 // keepalive_timeout (no stream open for that long: GOAWAY and close),
 // and re-arms for the next deadline. Loop goroutine.
 func (c *h2conn) onTimer() {
@@ -220,16 +221,24 @@ func (c *h2conn) onTimer() {
 			continue
 		}
 		st := c.streams[i]
-		if !st.waiting || st.paused {
+		if !st.waiting || st.cbp {
 			continue
 		}
-		if dl := st.mark + int64(st.ln.cfg.ResponseTimeout); now < dl {
+		to := int64(st.ln.cfg.ResponseTimeout)
+		if st.paused {
+			to = int64(c.p.cfg.Engine.WriteTimeout)
+		}
+		if dl := st.mark + to; now < dl {
 			if next < 0 || dl < next {
 				next = dl
 			}
 			continue
 		}
-		st.timedOut()
+		if st.paused {
+			st.stalled()
+		} else {
+			st.timedOut()
+		}
 	}
 	if len(c.streams) == 0 {
 		if dl := c.idleAt + int64(c.ln.cfg.KeepaliveTimeout); now >= dl {
@@ -803,6 +812,15 @@ func (st *h2stream) timedOut() {
 	st.resetStream(h2.Cancel)
 }
 
+// stalled: the stream's send window (or the connection's) has not opened
+// for write_timeout, the upstream paused all along: a client that reads
+// but never opens its windows would otherwise hold the upstream for good.
+// The stream is reset, its upstream closed.
+func (st *h2stream) stalled() {
+	st.x.term = termClient
+	st.resetStream(h2.Cancel)
+}
+
 // upData takes the upstream's bytes: the response head, then its body.
 func (st *h2stream) upData(up *engine.Conn, b engine.Buffer) {
 	if up != st.up || st.hasP {
@@ -919,6 +937,10 @@ func (st *h2stream) pump() {
 			return
 		}
 		if w < len(d) {
+			if w > 0 || !st.paused { // the window's stall runs from here
+				st.mark = c.p.now()
+				c.armAt(st.mark + int64(c.p.cfg.Engine.WriteTimeout))
+			}
 			st.pause()
 			return
 		}

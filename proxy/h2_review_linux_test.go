@@ -1,0 +1,111 @@
+package proxy
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/spindlenet/spindle/engine"
+	"github.com/spindlenet/spindle/internal/h2"
+	"github.com/spindlenet/spindle/internal/hpack"
+)
+
+// rawH2Get opens a raw HTTP/2 connection to p with the given initial
+// window and sends a GET for path on stream 1.
+func rawH2Get(t *testing.T, p *Proxy, window uint32, path string) *rawH2 {
+	t.Helper()
+	c := dial(t, p)
+	enc := hpack.NewEncoder()
+	block := enc.StartBlock(nil)
+	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "x"}, {":path", path}} {
+		block = enc.AppendField(block, hpack.Field{Name: []byte(f[0]), Value: []byte(f[1])})
+	}
+	out := append([]byte(h2.ClientPreface), h2.AppendSettings(nil, []h2.Setting{{ID: h2.SettingInitialWindowSize, Val: window}})...)
+	out = h2.AppendHeaders(out, 1, block, true, h2.MinMaxFrameSize)
+	if _, err := c.Write(out); err != nil {
+		t.Fatal(err)
+	}
+	return &rawH2{t: t, c: c, tmp: make([]byte, 64<<10)}
+}
+
+// rawH2 reads the frames of a raw HTTP/2 connection.
+type rawH2 struct {
+	t   *testing.T
+	c   interface{ Read([]byte) (int, error) }
+	buf []byte
+	tmp []byte
+}
+
+// next returns the next frame (its Data valid until the next call).
+func (r *rawH2) next() (h2.Frame, error) {
+	for {
+		f, k, err := h2.ParseFrame(r.buf, h2.MaxMaxFrameSize)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		if k > 0 {
+			r.buf = r.buf[k:]
+			return f, nil
+		}
+		n, err := r.c.Read(r.tmp)
+		if err != nil {
+			return h2.Frame{}, err
+		}
+		r.buf = append(r.buf[:len(r.buf):len(r.buf)], r.tmp[:n]...)
+	}
+}
+
+// TestH2WindowStall: a client that reads everything the proxy writes but
+// never opens its windows (no WINDOW_UPDATE) holds a response's upstream
+// as a client that stops reading would hold an HTTP/1.1 one: for
+// write_timeout, not for good. The stream is reset (the proxy's doing),
+// its server connection closed, not pooled.
+func TestH2WindowStall(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		const size = 8 << 20
+		served := make(chan error, 1)
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", fmt.Sprint(size))
+			_, err := w.Write(make([]byte, size))
+			served <- err
+		})
+		cfg := h2cConfig(b, u.addr)
+		cfg.Engine.WriteTimeout = Duration(300 * time.Millisecond)
+		cfg.Listeners[0].ResponseTimeout = Duration(time.Minute)
+		p := startProxy(t, cfg)
+		r := rawH2Get(t, p, 65535, "/")
+		r.c.(interface{ SetReadDeadline(time.Time) error }).SetReadDeadline(time.Now().Add(15 * time.Second))
+		data := 0
+		for {
+			f, err := r.next()
+			if err != nil {
+				t.Fatalf("after %d bytes of data, no reset of the stalled stream: %v", data, err)
+			}
+			if f.Type == h2.FrameData && f.StreamID == 1 {
+				data += len(f.Data)
+			}
+			if f.Type == h2.FrameRSTStream && f.StreamID == 1 {
+				break
+			}
+		}
+		if data > 65535 {
+			t.Errorf("%d bytes of data past a window of 65535", data)
+		}
+		waitFor(t, "the server connection to be let go", func() bool {
+			st := serverTotals(p, u.addr)
+			return st.Active == 0 && st.Idle == 0
+		})
+		if n := p.Totals().Listeners[0].H2ResetsProxy; n != 1 {
+			t.Errorf("%d streams reset by the proxy, want 1", n)
+		}
+		select {
+		case err := <-served:
+			if err == nil {
+				t.Error("the server wrote the whole response to a stream whose window never opened")
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("the server's connection was not closed")
+		}
+	})
+}
