@@ -379,7 +379,7 @@ func (c *h2conn) OnRequest(s *h2.Server, id uint32, r *h2.Request, end bool) {
 	case string(r.Method) == "CONNECT":
 		st.respond(501)
 		return
-	case len(host) == 0 || dotSegments(r.Path):
+	case len(host) == 0 || dotSegments(r.Path) || !h1Fields(r.Fields):
 		st.respond(400)
 		return
 	case st.ln.cfg.MaxRequestBody > 0 && r.ContentLength > st.ln.cfg.MaxRequestBody:
@@ -614,12 +614,49 @@ func (c *h2conn) OnData(s *h2.Server, id uint32, p []byte, end bool) {
 var crlf = []byte("\r\n")
 
 // OnTrailers ends the request with its trailers (a chunked body's; with
-// content-length they are dropped).
+// content-length they are dropped). Trailers HTTP/1.1 cannot carry reset
+// the stream: the request's head is gone already.
 func (c *h2conn) OnTrailers(s *h2.Server, id uint32, fields []hpack.Field) {
-	if st := c.find(id); st != nil && !st.local {
+	st := c.find(id)
+	switch {
+	case st == nil || st.local:
+	case !h1Fields(fields):
+		st.x.term = termRequest
+		st.resetStream(h2.ProtocolError)
+	default:
 		st.finishReq(fields)
 	}
 }
+
+// h1Fields reports whether HTTP/1.1 carries fs as they are: each name a
+// token, no control character but HTAB (nor DEL) in a value. internal/h2
+// lets more through (RFC 9113 8.2.1 forbids only upper case, NUL, CR, LF,
+// whitespace and ':' in names; NUL, CR and LF in values), which a server
+// parsing HTTP/1.1 strictly (internal/h1 among them) refuses, and a lax
+// one may read otherwise.
+func h1Fields(fs []hpack.Field) bool {
+	for _, f := range fs {
+		for _, c := range f.Name {
+			if !h1Token[c] {
+				return false
+			}
+		}
+		for _, c := range f.Value {
+			if c < 0x20 && c != '\t' || c == 0x7f {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// h1Token holds the token characters of RFC 9110 5.6.2.
+var h1Token = func() (t [256]bool) {
+	for _, c := range "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ!#$%&'*+-.^_`|~" {
+		t[c] = true
+	}
+	return t
+}()
 
 // finishReq ends the request body: the last chunk and trailers.
 func (st *h2stream) finishReq(trailers []hpack.Field) {

@@ -1,8 +1,11 @@
 package proxy
 
 import (
+	"bytes"
 	"fmt"
+	"net"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -106,6 +109,88 @@ func TestH2WindowStall(t *testing.T) {
 			}
 		case <-time.After(10 * time.Second):
 			t.Error("the server's connection was not closed")
+		}
+	})
+}
+
+// capture is an upstream that keeps what it reads and never answers.
+type capture struct {
+	mu  sync.Mutex
+	got []byte
+}
+
+func (c *capture) serve(conn net.Conn) {
+	buf := make([]byte, 4096)
+	for {
+		n, err := conn.Read(buf)
+		c.mu.Lock()
+		c.got = append(c.got, buf[:n]...)
+		c.mu.Unlock()
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (c *capture) bytes() []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]byte(nil), c.got...)
+}
+
+// TestH2FieldsNotH1: a field HTTP/2 lets through but HTTP/1.1 does not
+// carry (a name that is not a token, a value with a control character
+// other than HTAB: internal/h1 refuses both in what it parses) is not
+// written to a server: in the request's head the stream gets 400 and no
+// server sees it; in its trailers the stream is reset.
+func TestH2FieldsNotH1(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {})
+		p := startProxy(t, h2cConfig(b, u.addr))
+		base := [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "x"}, {":path", "/"}}
+		for _, f := range [][2]string{{"x(y", "1"}, {"a/b", "1"}, {"x-v", "a\x01b"}, {"x-v", "a\x7fb"}, {"x-v", "a\x0bb"}} {
+			if s := rawH2Status(t, p, append(base, f)); s != "400" {
+				t.Errorf("%q: %s, want 400", f, s)
+			}
+		}
+		if n := serverTotals(p, u.addr).Requests; n != 0 {
+			t.Errorf("%d requests reached the server, want 0", n)
+		}
+
+		cp := &capture{}
+		cu := newUpstream(t, cp.serve)
+		p = startProxy(t, h2cConfig(b, cu.addr))
+		for _, f := range [][2]string{{"x(y", "1"}, {"x-t", "a\x01b"}} {
+			c := dial(t, p)
+			enc := hpack.NewEncoder()
+			block := enc.StartBlock(nil)
+			for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "x"}, {":path", "/"}} {
+				block = enc.AppendField(block, hpack.Field{Name: []byte(f[0]), Value: []byte(f[1])})
+			}
+			out := append([]byte(h2.ClientPreface), h2.AppendSettings(nil, nil)...)
+			out = h2.AppendHeaders(out, 1, block, false, h2.MinMaxFrameSize)
+			out = h2.AppendData(out, 1, []byte("abc"), false)
+			trl := enc.AppendField(enc.StartBlock(nil), hpack.Field{Name: []byte(f[0]), Value: []byte(f[1])})
+			out = h2.AppendHeaders(out, 1, trl, true, h2.MinMaxFrameSize)
+			if _, err := c.Write(out); err != nil {
+				t.Fatal(err)
+			}
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			r := &rawH2{t: t, c: c, tmp: make([]byte, 16<<10)}
+			for {
+				fr, err := r.next()
+				if err != nil {
+					t.Errorf("trailer %q: no reset: %v", f, err)
+					break
+				}
+				if fr.Type == h2.FrameRSTStream && fr.StreamID == 1 {
+					break
+				}
+			}
+			c.Close()
+			if got := cp.bytes(); bytes.Contains(got, []byte(f[0]+": ")) {
+				t.Errorf("trailer %q reached the server: %q", f, got)
+			}
 		}
 	})
 }
