@@ -379,7 +379,7 @@ func (c *h2conn) OnRequest(s *h2.Server, id uint32, r *h2.Request, end bool) {
 	case string(r.Method) == "CONNECT":
 		st.respond(501)
 		return
-	case len(host) == 0 || dotSegments(r.Path) || !h1Fields(r.Fields):
+	case len(host) == 0 || dotSegments(r.Path) || !h1Target(r.Path) || !h1Fields(r.Fields):
 		st.respond(400)
 		return
 	case st.ln.cfg.MaxRequestBody > 0 && r.ContentLength > st.ln.cfg.MaxRequestBody:
@@ -645,6 +645,19 @@ func h1Fields(fs []hpack.Field) bool {
 			if c < 0x20 && c != '\t' || c == 0x7f {
 				return false
 			}
+		}
+	}
+	return true
+}
+
+// h1Target reports whether path is a request target HTTP/1.1 carries
+// as it is (what internal/h1 accepts from an HTTP/1.1 client): visible
+// ASCII, no fragment, each '%' followed by two hex digits. internal/h2
+// lets a :path with obs-text, '#' or a stray '%' through.
+func h1Target(path []byte) bool {
+	for i, c := range path {
+		if c <= ' ' || c >= 0x7f || c == '#' || c == '%' && (i+2 >= len(path) || h1.Unhex(path[i+1]) < 0 || h1.Unhex(path[i+2]) < 0) {
+			return false
 		}
 	}
 	return true

@@ -194,3 +194,27 @@ func TestH2FieldsNotH1(t *testing.T) {
 		}
 	})
 }
+
+// TestH2PathNotH1: a :path that is no HTTP/1.1 request target (a
+// fragment, a '%' not followed by two hex digits, a byte past ASCII: an
+// HTTP/1.1 client's such target is 400, internal/h1 refusing it) gets 400
+// and reaches no server.
+func TestH2PathNotH1(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {})
+		p := startProxy(t, h2cConfig(b, u.addr))
+		for _, path := range []string{"/a#b", "/%zz", "/a%2", "/\x80", "/\xff"} {
+			fs := [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "x"}, {":path", path}}
+			if s := rawH2Status(t, p, fs); s != "400" {
+				t.Errorf("%q: %s, want 400", path, s)
+			}
+		}
+		if n := serverTotals(p, u.addr).Requests; n != 0 {
+			t.Errorf("%d requests reached the server, want 0", n)
+		}
+		fs := [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "x"}, {":path", "/a%2Fb?q=%41&r=~!$'()*+,;=:@"}}
+		if s := rawH2Status(t, p, fs); s != "200" {
+			t.Errorf("a valid target: %s, want 200", s)
+		}
+	})
+}
