@@ -207,10 +207,11 @@
 // request forwarded as HTTP/1.1, as an HTTP/1.1 request is: the same
 // checks (CONNECT 501, dot-segments 400, max_request_body 413), routes
 // (by :authority, else host, and :path; a request with neither is 400,
-// and so is one HTTP/1.1 cannot carry as it is: a :path with a fragment,
-// a '%' not followed by two hex digits or a byte past ASCII, a field name
-// that is not a token, a control character but HTAB in a value; such
-// trailers reset the stream),
+// and so is one HTTP/1.1 cannot carry as it is: an :authority (host)
+// that is not host [":" port], a :path with a fragment, a '%' not
+// followed by two hex digits or a byte past ASCII, a field name that is
+// not a token, a control character but HTAB in a value; such trailers
+// reset the stream),
 // route names and counters, forwarding fields after trusted_proxies (and
 // Via: 2.0 spindle), over the pool's keep-alive connections (the loop's
 // idle ones, else a dial with failover, and passive health), one upstream

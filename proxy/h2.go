@@ -379,7 +379,7 @@ func (c *h2conn) OnRequest(s *h2.Server, id uint32, r *h2.Request, end bool) {
 	case string(r.Method) == "CONNECT":
 		st.respond(501)
 		return
-	case len(host) == 0 || dotSegments(r.Path) || !h1Target(r.Path) || !h1Fields(r.Fields):
+	case !h1.ValidAuthority(host) || dotSegments(r.Path) || !h1Target(r.Path) || !h1Fields(r.Fields):
 		st.respond(400)
 		return
 	case st.ln.cfg.MaxRequestBody > 0 && r.ContentLength > st.ln.cfg.MaxRequestBody:

@@ -218,3 +218,31 @@ func TestH2PathNotH1(t *testing.T) {
 		}
 	})
 }
+
+// TestH2AuthorityNotH1: an :authority (or host) that is no HTTP/1.1 Host
+// (a port not all digits, two ports, a stray bracket, percent-encoding,
+// no host: an HTTP/1.1 client's such Host is 400, internal/h1 refusing
+// it) gets 400 and reaches no server.
+func TestH2AuthorityNotH1(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {})
+		p := startProxy(t, h2cConfig(b, u.addr))
+		for _, a := range []string{"x:y", "x:1:2", "[x", "x]", "%41", ":80", "[::1]x"} {
+			for _, name := range []string{":authority", "host"} {
+				fs := [][2]string{{":method", "GET"}, {":scheme", "http"}, {":path", "/"}, {name, a}}
+				if s := rawH2Status(t, p, fs); s != "400" {
+					t.Errorf("%s %q: %s, want 400", name, a, s)
+				}
+			}
+		}
+		if n := serverTotals(p, u.addr).Requests; n != 0 {
+			t.Errorf("%d requests reached the server, want 0", n)
+		}
+		for _, a := range []string{"x", "x:8080", "[::1]:80", "a-b.c_d~!$&'()*+,;="} {
+			fs := [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", a}, {":path", "/"}}
+			if s := rawH2Status(t, p, fs); s != "200" {
+				t.Errorf("%q: %s, want 200", a, s)
+			}
+		}
+	})
+}
