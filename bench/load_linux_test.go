@@ -404,8 +404,11 @@ func TestLoadHTTPBadServer(t *testing.T) {
 			})
 			const drain = 10 * time.Second
 			start := time.Now()
+			// A window long enough that a starved client (CI's -race run
+			// beside other tests) still sends its request in it: the bad
+			// answer ends the run at once.
 			res, err := RunLoad(context.Background(), LoadConfig{Addr: addr, Protocol: ProtocolHTTP, Host: host, Conns: 1, Payload: payload,
-				Warmup: time.Millisecond, Duration: 100 * time.Millisecond, Drain: drain})
+				Warmup: time.Millisecond, Duration: 3 * time.Second, Drain: drain})
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Fatalf("err = %v (result %+v), want an error saying %q", err, res, tc.err)
 			}
