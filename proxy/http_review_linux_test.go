@@ -582,9 +582,11 @@ func TestHTTPTunnelIdle(t *testing.T) {
 		if head := rawHead(t, c, br); !strings.HasPrefix(head, "HTTP/1.1 101 ") {
 			t.Fatalf("%q, want 101", head)
 		}
+		var t0 time.Time // before the last write: the proxy's last activity is after it
 		for i := range 8 {
 			time.Sleep(100 * time.Millisecond)
 			msg := fmt.Sprintf("m%d", i)
+			t0 = time.Now()
 			io.WriteString(c, msg)
 			got := make([]byte, len(msg))
 			c.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -592,7 +594,6 @@ func TestHTTPTunnelIdle(t *testing.T) {
 				t.Fatalf("a tunnel passing bytes every 100ms: %q %v after %d messages", got, err, i)
 			}
 		}
-		t0 := time.Now()
 		if err := closedByProxy(c); err != nil {
 			t.Error(err)
 		}
