@@ -704,6 +704,9 @@ func rawH2Status(t *testing.T, p *Proxy, fields [][2]string) string {
 			continue
 		}
 		buf = buf[k:]
+		if f.Type == h2.FrameRSTStream && f.StreamID == 1 {
+			return "RST_STREAM " + f.Code.String() // no response: the stream reset
+		}
 		if f.Type != h2.FrameHeaders || f.StreamID != 1 {
 			continue
 		}

@@ -144,13 +144,14 @@ func all(b []byte, c uint8) bool {
 
 func lc(c byte) byte { return c | 0x20 }
 
-// validName: a regular field name, lowercase (RFC 9113 8.2.1).
+// validName: a regular field name, a lowercase token (RFC 9113 8.2.1,
+// RFC 9110 5.1): what HTTP/1.1 could carry too, as nghttp2 requires.
 func validName(b []byte) bool {
 	if len(b) == 0 {
 		return false
 	}
 	for _, c := range b {
-		if c <= 0x20 || c >= 0x7f || 'A' <= c && c <= 'Z' || c == ':' {
+		if chars[c]&cToken == 0 || 'A' <= c && c <= 'Z' {
 			return false
 		}
 	}

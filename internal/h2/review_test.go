@@ -261,3 +261,25 @@ func withStreams(b *testing.B, cfg *Config, n int) *Server {
 	}
 	return s
 }
+
+// TestServerFieldNameToken: a regular field name must be a token (RFC 9110
+// 5.1; nghttp2 refuses others too): "x(y" or "a/b" could not be written as
+// an HTTP/1.1 field by a proxy, so the request is malformed, its stream
+// reset, the handler never told.
+func TestServerFieldNameToken(t *testing.T) {
+	for _, name := range []string{"x(y", "a/b", "x\"y", "x{y", "x,y", "x@y"} {
+		h := &recorder{}
+		s, p := open(t, h, nil)
+		feed(t, s, p.headers(1, true, ":method", "GET", ":scheme", "http", ":path", "/", name, "1"))
+		if len(h.events) != 0 {
+			t.Errorf("%q: events %q, want none (a stream reset)", name, h.events)
+		}
+	}
+	// Token characters beyond letters and digits pass.
+	h := &recorder{}
+	s, p := open(t, h, nil)
+	feed(t, s, p.headers(1, true, ":method", "GET", ":scheme", "http", ":path", "/", "x-a_b.c!#$%&'*+^`|~", "1"))
+	if len(h.events) != 1 {
+		t.Errorf("a token name: events %q, want the request", h.events)
+	}
+}
