@@ -383,44 +383,13 @@ func (r *http2Runner) measure(ctx context.Context, a http2Arm, streams, rep int)
 	if err != nil {
 		return res, &startError{err}
 	}
-	logPath := filepath.Join(r.dir, "h2load.log")
-	edges, out, err := r.h2load(ctx, listen, streams, logPath, p.cmd.Process.Pid)
-	if serr := p.stop(); serr != nil {
-		err = errors.Join(err, serr)
-	}
+	m, err := r.driver().measure(ctx, r.dir, listen, streams, p)
 	if err != nil {
 		return res, err
 	}
-	sum, err := ParseH2loadSummary(out)
-	if err != nil {
-		return res, fmt.Errorf("%w: %s", err, strings.TrimSpace(string(out)))
-	}
-	h := NewHistogram()
-	f, err := os.Open(logPath)
-	if err != nil {
-		return res, err
-	}
-	lg, err := ParseH2loadLog(f, h)
-	f.Close()
-	os.Remove(logPath)
-	if err == nil {
-		err = verifyH2load(sum, lg)
-	}
-	if err != nil {
-		return res, err
-	}
-	res.Requests = sum.Done
-	res.AchievedRPS = float64(sum.Done) / r.window.Seconds()
-	res.Latency = h.Percentiles()
-	var fine bool
-	res.ServerUSPerReq, res.ServerCPUPercent, fine = proxyCPU(edges.server[0], edges.server[1], sum.Done, r.window)
-	res.ServerCPUSource = "stat"
-	if fine {
-		res.ServerCPUSource = "schedstat"
-	}
-	_, clientPct, _ := proxyCPU(edges.client[0], edges.client[1], sum.Done, r.window)
-	res.ClientCPUPercent = clientPct / float64(len(r.cfg.ClientCPUs))
-	if n := lateEdgesNote(res, edges.server[0].at, edges.server[1].at, lg); n != "" {
+	res.Requests, res.AchievedRPS, res.Latency = m.requests, m.rps, m.latency
+	res.ServerUSPerReq, res.ServerCPUPercent, res.ServerCPUSource, res.ClientCPUPercent = m.usPerReq, m.cpuPercent, m.cpuSource, m.clientPercent
+	if n := lateEdgesNote(fmt.Sprintf("%s streams %d rep %d", a.name, streams, rep), "server", m.edges.server[0].at, m.edges.server[1].at, m.log); n != "" {
 		r.report.Notes = append(r.report.Notes, n)
 	} else if res.Requests > 0 && (res.ServerUSPerReq <= 0 || res.ClientCPUPercent <= 0) {
 		// The reads' times covered the window, yet a side did no work in
@@ -435,13 +404,85 @@ func (r *http2Runner) measure(ctx context.Context, a http2Arm, streams, rep int)
 	return res, nil
 }
 
-// lateEdgesNote returns a note when the CPU reads at the edges of res's
-// main duration, at from and to, cover less than minProcCover of the time
-// its responses ended in (l's first to last, on the wall clock, as the
+// h2loadDriver runs h2load for a harness (`spindle bench http2`, and
+// `spindle bench proxy --protocol h2`): threads threads pinned to cpus,
+// conns connections, the warm-up and the main duration.
+type h2loadDriver struct {
+	h2load         string
+	threads, conns int
+	cpus           []int
+	warmup, window time.Duration
+}
+
+func (r *http2Runner) driver() h2loadDriver {
+	return h2loadDriver{h2load: r.cfg.H2load, threads: r.threads, conns: r.cfg.Conns, cpus: r.cfg.ClientCPUs, warmup: r.warmup, window: r.window}
+}
+
+// h2loadMeasure is one verified h2load run's figures.
+type h2loadMeasure struct {
+	requests uint64
+	rps      float64
+	latency  Percentiles
+	// usPerReq, cpuPercent and cpuSource are the served process's CPU
+	// (proxyCPU); clientPercent h2load's, in percent of the client CPUs.
+	usPerReq, cpuPercent, clientPercent float64
+	cpuSource                           string
+	edges                               h2loadEdges
+	log                                 H2loadLog
+}
+
+// measure runs h2load against listen with streams in flight per
+// connection, its log in dir, while reading the CPU of p (the process
+// serving listen, which it stops once h2load is done), and verifies every
+// request (verifyH2load).
+func (d h2loadDriver) measure(ctx context.Context, dir, listen string, streams int, p *proxyProc) (h2loadMeasure, error) {
+	var m h2loadMeasure
+	logPath := filepath.Join(dir, "h2load.log")
+	defer os.Remove(logPath)
+	edges, out, err := d.run(ctx, listen, streams, logPath, p.cmd.Process.Pid)
+	if serr := p.stop(); serr != nil {
+		err = errors.Join(err, serr)
+	}
+	if err != nil {
+		return m, err
+	}
+	sum, err := ParseH2loadSummary(out)
+	if err != nil {
+		return m, fmt.Errorf("%w: %s", err, strings.TrimSpace(string(out)))
+	}
+	h := NewHistogram()
+	f, err := os.Open(logPath)
+	if err != nil {
+		return m, err
+	}
+	lg, err := ParseH2loadLog(f, h)
+	f.Close()
+	if err == nil {
+		err = verifyH2load(sum, lg)
+	}
+	if err != nil {
+		return m, err
+	}
+	m.requests, m.rps, m.latency, m.edges, m.log = sum.Done, float64(sum.Done)/d.window.Seconds(), h.Percentiles(), edges, lg
+	var fine bool
+	m.usPerReq, m.cpuPercent, fine = proxyCPU(edges.server[0], edges.server[1], sum.Done, d.window)
+	m.cpuSource = "stat"
+	if fine {
+		m.cpuSource = "schedstat"
+	}
+	_, clientPct, _ := proxyCPU(edges.client[0], edges.client[1], sum.Done, d.window)
+	m.clientPercent = clientPct / float64(len(d.cpus))
+	return m, nil
+}
+
+// lateEdgesNote returns a note on measurement what (its name in the
+// notes) when the CPU reads at the edges of its main duration, at from and
+// to, cover less than minProcCover of the time its responses ended in (l's first to last, on the wall clock, as the
 // reads' times): the harness, starved, read h2load's lines late, so that
-// its CPU figures are not the window's. "" when they cover enough, or no
+// its CPU figures (of served, the process measured, and of the client) are
+// not the window's. "" when they cover enough, or no
 // request was done.
-func lateEdgesNote(res HTTP2Result, from, to time.Time, l H2loadLog) string {
+func lateEdgesNote(what, served string, from, to time.Time, l H2loadLog) string {
 	if l.Requests == 0 || l.LastEndUS <= l.FirstEndUS {
 		return ""
 	}
@@ -451,8 +492,8 @@ func lateEdgesNote(res HTTP2Result, from, to time.Time, l H2loadLog) string {
 	if covered >= time.Duration(minProcCover*float64(span)) {
 		return ""
 	}
-	return fmt.Sprintf("%s streams %d rep %d: the harness read the CPU %.0f ms and %.0f ms after h2load's first and last responses of the window (it was starved and read h2load's output late), covering %.0f%% of the window: its server and client CPU figures are not that window's",
-		res.Arm, res.Streams, res.Rep, ms(from.Sub(first)), ms(to.Sub(last)), 100*max(covered.Seconds(), 0)/span.Seconds())
+	return fmt.Sprintf("%s: the harness read the CPU %.0f ms and %.0f ms after h2load's first and last responses of the window (it was starved and read h2load's output late), covering %.0f%% of the window: its %s and client CPU figures are not that window's",
+		what, ms(from.Sub(first)), ms(to.Sub(last)), 100*max(covered.Seconds(), 0)/span.Seconds(), served)
 }
 
 // The lines h2load writes when each thread's main duration starts and
@@ -462,25 +503,25 @@ const (
 	h2loadMainOver    = "Main benchmark duration is over for thread #"
 )
 
-// h2loadArgs is h2load's command line for one measurement against listen:
-// r.threads threads, closed loop with streams in flight on each of the
+// args is h2load's command line for one measurement against listen:
+// d.threads threads, closed loop with streams in flight on each of the
 // connections, h2c with prior knowledge (an http URI), the warm-up and the
 // main duration in whole milliseconds, each request logged to logPath.
-func (r *http2Runner) h2loadArgs(listen string, streams int, logPath string) []string {
-	ms := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) + "ms" }
-	return []string{r.cfg.H2load, "-t", strconv.Itoa(r.threads), "-c", strconv.Itoa(r.cfg.Conns), "-m", strconv.Itoa(streams),
-		"--warm-up-time", ms(r.warmup), "-D", ms(r.window), "--log-file", logPath, "http://" + listen + "/"}
+func (d h2loadDriver) args(listen string, streams int, logPath string) []string {
+	ms := func(t time.Duration) string { return strconv.FormatInt(t.Milliseconds(), 10) + "ms" }
+	return []string{d.h2load, "-t", strconv.Itoa(d.threads), "-c", strconv.Itoa(d.conns), "-m", strconv.Itoa(streams),
+		"--warm-up-time", ms(d.warmup), "-D", ms(d.window), "--log-file", logPath, "http://" + listen + "/"}
 }
 
-// h2load runs h2load against listen, pinned to the client CPUs in a
+// run runs h2load against listen, pinned to the client CPUs in a
 // process group of its own, and returns its stdout and the CPU of the
 // server (process serverPID) and of h2load read when the last of its
 // threads began its main duration and when the first ended it, as it says
 // so on stdout. It is killed when ctx is done or when it runs a minute
 // past its warm-up and duration.
-func (r *http2Runner) h2load(ctx context.Context, listen string, streams int, logPath string, serverPID int) (h2loadEdges, []byte, error) {
+func (d h2loadDriver) run(ctx context.Context, listen string, streams int, logPath string, serverPID int) (h2loadEdges, []byte, error) {
 	var e h2loadEdges
-	argv := r.h2loadArgs(listen, streams, logPath)
+	argv := d.args(listen, streams, logPath)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -488,13 +529,13 @@ func (r *http2Runner) h2load(ctx context.Context, listen string, streams int, lo
 	}
 	errb := &lockedBuffer{}
 	cmd.Stderr = errb
-	if err := startPinned(cmd, r.cfg.ClientCPUs); err != nil {
+	if err := startPinned(cmd, d.cpus); err != nil {
 		return e, nil, fmt.Errorf("start %s: %w", argv[0], err)
 	}
 	pid := cmd.Process.Pid
 	stop := make(chan struct{})
 	go func() {
-		timer := time.NewTimer(r.warmup + r.window + time.Minute)
+		timer := time.NewTimer(d.warmup + d.window + time.Minute)
 		defer timer.Stop()
 		select {
 		case <-ctx.Done():
@@ -520,7 +561,7 @@ func (r *http2Runner) h2load(ctx context.Context, listen string, streams int, lo
 		out = append(out, '\n')
 		switch {
 		case strings.HasPrefix(line, h2loadMainStarted):
-			if started++; started == r.threads && e.seen == 0 {
+			if started++; started == d.threads && e.seen == 0 {
 				read(0)
 			}
 		case strings.HasPrefix(line, h2loadMainOver) && e.seen == 1:

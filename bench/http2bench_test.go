@@ -39,7 +39,7 @@ func TestHTTP2ConfigDefaults(t *testing.T) {
 
 func TestH2loadArgs(t *testing.T) {
 	r := &http2Runner{cfg: HTTP2Config{H2load: "/usr/bin/h2load", Conns: 50}, threads: 2, warmup: 500 * time.Millisecond, window: 2 * time.Second}
-	got := strings.Join(r.h2loadArgs("127.0.0.1:9", 10, "/tmp/x.log"), " ")
+	got := strings.Join(r.driver().args("127.0.0.1:9", 10, "/tmp/x.log"), " ")
 	want := "/usr/bin/h2load -t 2 -c 50 -m 10 --warm-up-time 500ms -D 2000ms --log-file /tmp/x.log http://127.0.0.1:9/"
 	if got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
@@ -137,7 +137,6 @@ func TestHTTP2Markdown(t *testing.T) {
 }
 
 func TestLateEdgesNote(t *testing.T) {
-	res := HTTP2Result{Arm: "nginx", Streams: 10, Rep: 2}
 	t0 := time.Unix(1796150892, 0)
 	l := H2loadLog{Requests: 100, FirstEndUS: t0.UnixMicro(), LastEndUS: t0.Add(2 * time.Second).UnixMicro()}
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
@@ -153,7 +152,7 @@ func TestLateEdgesNote(t *testing.T) {
 		{2100, 2200, true}, // both after it
 		{-500, -100, true}, // both before it
 	} {
-		n := lateEdgesNote(res, at(tc.from), at(tc.to), l)
+		n := lateEdgesNote("nginx streams 10 rep 2", "server", at(tc.from), at(tc.to), l)
 		if (n != "") != tc.late {
 			t.Errorf("reads at %d and %d ms: note %q, want late %v", tc.from, tc.to, n, tc.late)
 		}
@@ -161,7 +160,7 @@ func TestLateEdgesNote(t *testing.T) {
 			t.Errorf("note %q", n)
 		}
 	}
-	if n := lateEdgesNote(res, at(0), at(0), H2loadLog{}); n != "" {
+	if n := lateEdgesNote("nginx streams 10 rep 2", "server", at(0), at(0), H2loadLog{}); n != "" {
 		t.Errorf("no request: %q", n)
 	}
 }
