@@ -612,10 +612,7 @@ func (r *http2Runner) finish() {
 	if cpuOverlap(r.cfg.ServerCPUs, r.cfg.ClientCPUs) {
 		rep.Notes = append(rep.Notes, "the server shares a CPU with the client: figures include their contention")
 	}
-	rep.Notes = append(rep.Notes,
-		processCPUNote("server"),
-		"h2load writes each request's row to its log file (buffered) for the latencies: that costs it CPU, in its client CPU figure",
-		"verified: every request of every window closed cleanly with status 2xx (h2load's summary and log), nghttp2 checked each body against its content-length, and each server's first reply was checked whole (status, content-type, content-length, body) before its load")
+	rep.Notes = append(rep.Notes, processCPUNote("server"), h2loadLogNote, h2loadVerifiedNote("server"))
 	coarse := 0
 	for _, res := range rep.Results {
 		if res.ServerCPUSource == "stat" {
@@ -625,6 +622,15 @@ func (r *http2Runner) finish() {
 	if coarse > 0 {
 		rep.Notes = append(rep.Notes, coarseCPUNote(coarse, "server"))
 	}
+}
+
+// h2loadLogNote says what h2load's log costs it.
+const h2loadLogNote = "h2load writes each request's row to its log file (buffered) for the latencies: that costs it CPU, in its client CPU figure"
+
+// h2loadVerifiedNote says how the requests h2load made to each server (or
+// proxy: who) were verified.
+func h2loadVerifiedNote(who string) string {
+	return fmt.Sprintf("verified: every request of every window closed cleanly with status 2xx (h2load's summary and log), nghttp2 checked each body against its content-length, and each %s's first reply was checked whole (status, content-type, content-length, body) before its load", who)
 }
 
 // summarizeHTTP2 groups results by arm and streams, in first-seen order,

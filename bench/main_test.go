@@ -19,9 +19,20 @@ import (
 const (
 	childEnv      = "SPINDLE_BENCH_TEST_SERVER"
 	http2ChildEnv = "SPINDLE_BENCH_TEST_HTTP2_SERVER"
+	// proxyChildEnv makes it `spindle proxy -config FILE -drain D`
+	// (testProxyMain), which stops at SIGTERM; it wins over childEnv.
+	proxyChildEnv = "SPINDLE_BENCH_TEST_PROXY"
 )
 
 func TestMain(m *testing.M) {
+	// Before childEnv: a proxy child has the upstream's environment too.
+	if os.Getenv(proxyChildEnv) == "1" {
+		if err := testProxyMain(os.Args[1:]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if os.Getenv(childEnv) == "1" {
 		if err := ServeMain(context.Background(), os.Args[1:], os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, err)

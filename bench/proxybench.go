@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -43,11 +44,20 @@ const (
 	// each answered with it (ProtocolHTTP), and each proxy parses every
 	// request and response and keeps its upstream connections for reuse.
 	ProxyProtocolHTTP = "http"
+	// ProxyProtocolH2 compares the reverse proxies taking HTTP/2 clients
+	// (h2c with prior knowledge) and forwarding each stream as an HTTP/1.1
+	// request over keep-alive upstream connections: the load is h2load's
+	// GETs (ProxyConfig.Streams in flight per connection), each answered
+	// by the upstream with a body of the payload's size.
+	ProxyProtocolH2 = "h2"
 )
 
 // ProxyProtocols are the protocols of `spindle bench proxy`, the default
 // first.
-var ProxyProtocols = []string{ProxyProtocolTCP, ProxyProtocolHTTP}
+var ProxyProtocols = []string{ProxyProtocolTCP, ProxyProtocolHTTP, ProxyProtocolH2}
+
+// proxyH2NoDirect is why ProxyProtocolH2 has no direct arm.
+const proxyH2NoDirect = "no direct arm with --protocol h2: the upstream (the bench server's echo) speaks HTTP/1.1 only, not h2c, so h2load cannot be pointed at it"
 
 // ProxyConfig's defaults, for the fields left zero.
 const (
@@ -63,12 +73,14 @@ const (
 // side by side in front of one upstream echo server. The zero value of a
 // field selects its default.
 type ProxyConfig struct {
-	// Protocol is ProxyProtocolTCP (L4 proxies, the RPC echo) or
-	// ProxyProtocolHTTP (HTTP/1.1 reverse proxies, keep-alive POSTs).
+	// Protocol is ProxyProtocolTCP (L4 proxies, the RPC echo),
+	// ProxyProtocolHTTP (HTTP/1.1 reverse proxies, keep-alive POSTs) or
+	// ProxyProtocolH2 (HTTP/2 clients under h2load, HTTP/1.1 upstream).
 	// Default ProxyProtocolTCP.
 	Protocol string
-	// Arms names the arms to run, in order; nil runs ProxyArms. The
-	// first arm that runs is the one the report's ratios divide by.
+	// Arms names the arms to run, in order; nil runs ProxyArms (without
+	// direct with ProxyProtocolH2: proxyH2NoDirect). The first arm that
+	// runs is the one the report's ratios divide by.
 	Arms []string
 	// Duration is the measuring budget, shared among the measurements
 	// (each gets a fifth as warm-up, the rest as its window); start-up and
@@ -78,9 +90,17 @@ type ProxyConfig struct {
 	// (ABAB…). Default 3.
 	Reps int
 	// Conns is the number of client connections, each with one request
-	// in flight (closed loop). Default 50.
+	// in flight (closed loop; with ProxyProtocolH2, h2load's -c). Default 50.
 	Conns int
-	// Payload is the RPC payload size. Default 64.
+	// Streams, with ProxyProtocolH2 only, lists the streams in flight per
+	// connection (h2load -m), each a load point of its own. Default
+	// DefaultHTTP2Streams.
+	Streams []int
+	// H2load is the h2load program (ProxyProtocolH2). Default: "h2load"
+	// on PATH.
+	H2load string
+	// Payload is the RPC payload size (the HTTP request and response
+	// body; with ProxyProtocolH2 the response body). Default 64.
 	Payload int
 	// ProxyCPUs pins the proxy process (all its threads and workers).
 	// Default: the first CPU this process may run on.
@@ -137,10 +157,19 @@ type ProxyReport struct {
 
 // ProxySettings are a proxy run's settings as measured.
 type ProxySettings struct {
-	// Protocol is the ProxyConfig.Protocol that ran ("tcp" or "http").
-	Protocol      string  `json:"protocol"`
-	Conns         int     `json:"conns"`
-	InFlight      int     `json:"inflight"`
+	// Protocol is the ProxyConfig.Protocol that ran ("tcp", "http" or
+	// "h2").
+	Protocol string `json:"protocol"`
+	Conns    int    `json:"conns"`
+	// InFlight is the requests in flight per connection, or with "h2" per
+	// stream: 1 (closed loop).
+	InFlight int `json:"inflight"`
+	// Streams, with "h2", are the streams in flight per connection
+	// measured (h2load -m), each a load point; ClientThreads h2load's
+	// threads; H2load what `h2load --version` says.
+	Streams       []int   `json:"streams,omitempty"`
+	ClientThreads int     `json:"client_threads,omitempty"`
+	H2load        string  `json:"h2load,omitempty"`
 	Payload       int     `json:"payload"`
 	Reps          int     `json:"reps"`
 	ProxyCPUs     []int   `json:"proxy_cpus"`
@@ -154,7 +183,9 @@ type ProxySettings struct {
 // ProxyResult is one measurement of one arm.
 type ProxyResult struct {
 	Arm string `json:"arm"`
-	Rep int    `json:"rep"`
+	// Streams is the streams per connection of an "h2" measurement.
+	Streams int `json:"streams,omitempty"`
+	Rep     int `json:"rep"`
 	// AchievedRPS is verified replies in the window per second.
 	AchievedRPS float64 `json:"achieved_rps"`
 	// Requests is the verified replies in the window.
@@ -176,9 +207,11 @@ type ProxyResult struct {
 }
 
 // ProxySummaryRow is one arm's medians (with min and max) over the
-// repetitions, and its ratios to the first arm's medians.
+// repetitions (with "h2", at one streams value), and its ratios to the
+// first arm's medians (at the same streams).
 type ProxySummaryRow struct {
 	Arm           string `json:"arm"`
+	Streams       int    `json:"streams,omitempty"`
 	Reps          int    `json:"reps"`
 	AchievedRPS   Spread `json:"achieved_rps"`
 	P50           Spread `json:"p50_us"`
@@ -187,7 +220,9 @@ type ProxySummaryRow struct {
 	ProxyUSPerReq Spread `json:"proxy_us_per_req"`
 	// ProxyCPUPercent is the median proxy CPU in percent of one CPU.
 	ProxyCPUPercent float64 `json:"proxy_cpu_percent"`
-	Unanswered      uint64  `json:"unanswered"`
+	// ClientCPUPercent is the median client CPU.
+	ClientCPUPercent float64 `json:"client_cpu_percent"`
+	Unanswered       uint64  `json:"unanswered"`
 	// The ratios of this arm's medians to the first arm's (1 for the
 	// first arm; 0 where the first arm's figure is 0).
 	RPSRatio      float64 `json:"rps_ratio"`
@@ -220,8 +255,26 @@ func (c ProxyConfig) withDefaults() (ProxyConfig, error) {
 	if c.Payload < MinPayload || c.Payload > MaxPayload {
 		return c, fmt.Errorf("bench: payload %d outside %d..%d", c.Payload, MinPayload, MaxPayload)
 	}
+	if c.Protocol == ProxyProtocolH2 {
+		if c.Streams == nil {
+			c.Streams = slices.Clone(DefaultHTTP2Streams)
+		}
+		for i, s := range c.Streams {
+			if s < 1 || slices.Contains(c.Streams[:i], s) {
+				return c, fmt.Errorf("bench: streams %v: each at least 1, none twice", c.Streams)
+			}
+		}
+		if c.H2load == "" {
+			c.H2load = "h2load"
+		}
+	} else if c.Streams != nil {
+		return c, fmt.Errorf("bench: streams are for the h2 protocol, not %s", c.Protocol)
+	}
 	if c.Arms == nil {
 		c.Arms = slices.Clone(ProxyArms)
+		if c.Protocol == ProxyProtocolH2 {
+			c.Arms = slices.DeleteFunc(c.Arms, func(a string) bool { return a == ProxyArmDirect })
+		}
 	}
 	for i, a := range c.Arms {
 		if !slices.Contains(ProxyArms, a) && !slices.Contains(ProxyExtraArms, a) {
@@ -293,12 +346,18 @@ func (r *proxyRunner) arm(name string) proxyArm {
 		path := filepath.Join(dir, file)
 		return path, os.WriteFile(path, []byte(text), 0o644)
 	}
-	httpMode := cfg.Protocol == ProxyProtocolHTTP
+	httpMode := cfg.Protocol != ProxyProtocolTCP
+	// Each arm keeps up to idle upstream connections: one per request in
+	// flight.
+	idle := r.inFlight()
 	spindle := func(backend string, accessLog bool) proxyArm {
 		name := "spindle-" + backend
 		summary := fmt.Sprintf("spindle proxy (this binary), engine backend %s, one loop", backend)
 		if httpMode {
-			summary += fmt.Sprintf(", mode http, up to %d idle upstream connections kept (max_idle)", cfg.Conns)
+			summary += fmt.Sprintf(", mode http, up to %d idle upstream connections kept (max_idle)", idle)
+		}
+		if cfg.Protocol == ProxyProtocolH2 {
+			summary += ", h2c: true (HTTP/2 from the client, HTTP/1.1 to the upstream)"
 		}
 		if accessLog {
 			name += "-log"
@@ -317,7 +376,7 @@ func (r *proxyRunner) arm(name string) proxyArm {
 				if accessLog {
 					log = filepath.Join(dir, name+".access.log")
 				}
-				path, err := writeConf(dir, name+".yaml", spindleProxyConfig(cfg.Protocol, backend, listen, upstream, cfg.ProxyCPUs[0], cfg.Conns, log))
+				path, err := writeConf(dir, name+".yaml", spindleProxyConfig(cfg.Protocol, backend, listen, upstream, cfg.ProxyCPUs[0], idle, log))
 				if err != nil {
 					return nil, err
 				}
@@ -340,13 +399,16 @@ func (r *proxyRunner) arm(name string) proxyArm {
 		if httpMode {
 			summary = "HAProxy from the distribution, mode http with option http-keep-alive and http-reuse always (idle-pool fd ratios 100), nbthread 1 (-db: foreground)"
 		}
+		if cfg.Protocol == ProxyProtocolH2 {
+			summary += ", the frontend's bind with proto h2 (HTTP/2 with prior knowledge), HTTP/1.1 to the upstream"
+		}
 		if lookErr != nil {
 			lookErr = errors.New("haproxy is not installed (apt-get install haproxy)")
 		}
 		return proxyArm{
 			name: name, summary: summary, unavailable: lookErr,
 			argv: func(dir, listen, upstream string) ([]string, error) {
-				path, err := writeConf(dir, "haproxy.cfg", HAProxyConfig(cfg.Protocol, listen, upstream, cfg.Conns))
+				path, err := writeConf(dir, "haproxy.cfg", HAProxyConfig(cfg.Protocol, listen, upstream, idle))
 				if err != nil {
 					return nil, err
 				}
@@ -365,14 +427,20 @@ func (r *proxyRunner) arm(name string) proxyArm {
 			lookErr = errors.New("nginx is not installed (apt-get install nginx libnginx-mod-stream)")
 		case httpMode:
 			lookErr = nginxHTTPProxy(bin)
-			summary = fmt.Sprintf("nginx from the distribution, http proxy module, keep-alive both sides (upstream keepalive %d, keepalive_requests %d), one process (master_process off, worker_processes 1)", cfg.Conns, nginxKeepaliveRequests)
+			if lookErr == nil && cfg.Protocol == ProxyProtocolH2 {
+				lookErr = nginxHTTP2(bin)
+			}
+			summary = fmt.Sprintf("nginx from the distribution, http proxy module, keep-alive both sides (upstream keepalive %d, keepalive_requests %d), one process (master_process off, worker_processes 1)", idle, nginxKeepaliveRequests)
+			if cfg.Protocol == ProxyProtocolH2 {
+				summary += ", `listen … http2` without ssl (HTTP/2 with prior knowledge), proxy_http_version 1.1 with an empty Connection field to the upstream"
+			}
 		default:
 			mod, lookErr = nginxStream(bin)
 		}
 		return proxyArm{
 			name: name, summary: summary, unavailable: lookErr,
 			argv: func(dir, listen, upstream string) ([]string, error) {
-				path, err := writeConf(dir, "nginx.conf", NginxConfig(cfg.Protocol, dir, mod, listen, upstream, cfg.Conns))
+				path, err := writeConf(dir, "nginx.conf", NginxConfig(cfg.Protocol, dir, mod, listen, upstream, idle))
 				if err != nil {
 					return nil, err
 				}
@@ -380,7 +448,18 @@ func (r *proxyRunner) arm(name string) proxyArm {
 			},
 		}
 	}
-	return proxyArm{name: ProxyArmDirect, summary: "no proxy: the client straight to the upstream (the floor)"}
+	a := proxyArm{name: ProxyArmDirect, summary: "no proxy: the client straight to the upstream (the floor)"}
+	if cfg.Protocol == ProxyProtocolH2 {
+		a.unavailable = errors.New(proxyH2NoDirect)
+	}
+	return a
+}
+
+// inFlight is the most requests a run has in flight: a connection's
+// streams (their most) on each connection with ProxyProtocolH2, else one
+// on each. The proxies keep as many idle upstream connections.
+func (r *proxyRunner) inFlight() int {
+	return r.cfg.Conns * max(slices.Max(append([]int{1}, r.cfg.Streams...)), 1)
 }
 
 // proxyRunner holds the state of one proxy run.
@@ -405,6 +484,12 @@ func RunProxy(ctx context.Context, cfg ProxyConfig) (*ProxyReport, error) {
 	if err != nil {
 		return nil, err
 	}
+	var version []byte
+	if cfg.Protocol == ProxyProtocolH2 {
+		if version, err = exec.CommandContext(ctx, cfg.H2load, "--version").Output(); err != nil {
+			return nil, fmt.Errorf("bench: h2load (apt-get install nghttp2-client): %w", err)
+		}
+	}
 	dir, err := os.MkdirTemp("", "spindle-bench-proxy-")
 	if err != nil {
 		return nil, err
@@ -415,10 +500,18 @@ func RunProxy(ctx context.Context, cfg ProxyConfig) (*ProxyReport, error) {
 		Config: ProxySettings{
 			Protocol: cfg.Protocol, Conns: cfg.Conns, InFlight: 1, Payload: cfg.Payload, Reps: cfg.Reps, ProxyCPUs: cfg.ProxyCPUs,
 			ClientCPUs: cfg.ClientCPUs, UpstreamCPUs: cfg.UpstreamCPUs, UpstreamArm: cfg.UpstreamArm,
+			Streams: cfg.Streams, H2load: strings.TrimSpace(string(version)),
 		},
 	}}
-	up, err := startServerProc(ctx, append(slices.Clone(cfg.UpstreamCommand), "-arm", cfg.UpstreamArm,
-		"-listen", "127.0.0.1:0", "-loops", "1", "-cpus", FormatCPUList(cfg.UpstreamCPUs), "-control"), cfg.Env)
+	if cfg.Protocol == ProxyProtocolH2 {
+		r.report.Config.ClientThreads = min(len(cfg.ClientCPUs), cfg.Conns)
+	}
+	upArgs := []string{"-arm", cfg.UpstreamArm, "-listen", "127.0.0.1:0", "-loops", "1", "-cpus", FormatCPUList(cfg.UpstreamCPUs), "-control"}
+	if cfg.Protocol == ProxyProtocolH2 {
+		// The echo answers a GET with this many bytes (appendBody's).
+		upArgs = append(upArgs, "-body", strconv.Itoa(cfg.Payload))
+	}
+	up, err := startServerProc(ctx, append(slices.Clone(cfg.UpstreamCommand), upArgs...), cfg.Env)
 	if err != nil {
 		return nil, fmt.Errorf("bench: upstream: %w", err)
 	}
@@ -471,22 +564,33 @@ func (e *startError) Unwrap() error { return e.err }
 // made keep the windows the others get).
 func (r *proxyRunner) run(ctx context.Context, arms []proxyArm) error {
 	c := r.cfg
+	points := max(len(c.Streams), 1)
 	for _, a := range r.report.Arms {
 		if a.Skipped == "" {
-			r.total += c.Reps
+			r.total += c.Reps * points
 		}
 	}
 	if r.total == 0 {
 		return errors.New("bench: no proxy arm can run")
 	}
 	r.warmup, r.window = splitDuration(c.Duration, r.total)
+	if c.Protocol == ProxyProtocolH2 {
+		// h2load takes whole milliseconds.
+		r.warmup, r.window = r.warmup.Round(time.Millisecond), r.window.Round(time.Millisecond)
+	}
 	r.report.Config.WarmupSeconds = r.warmup.Seconds()
 	r.report.Config.WindowSeconds = r.window.Seconds()
 	fmt.Fprintf(r.cfg.Progress, "spindle bench proxy (%s): %d measurements, each %v warm-up + %v measured; proxy CPUs %v, client CPUs %v, upstream CPUs %v\n",
 		c.Protocol, r.total, r.warmup, r.window, c.ProxyCPUs, c.ClientCPUs, c.UpstreamCPUs)
-	return measureAlternating(ctx, "proxy", r.report.Arms, &r.report.Notes, c.Progress, c.Reps, 1, func(i, _, rep int) error {
-		res, err := r.measure(ctx, arms[i], rep)
-		if err != nil {
+	return measureAlternating(ctx, "proxy", r.report.Arms, &r.report.Notes, c.Progress, c.Reps, points, func(i, point, rep int) error {
+		var res ProxyResult
+		var err error
+		if c.Protocol == ProxyProtocolH2 {
+			res, err = r.measureH2(ctx, arms[i], c.Streams[point], rep)
+			if err != nil {
+				return fmt.Errorf("bench: proxy %s streams %d rep %d: %w", arms[i].name, c.Streams[point], rep, err)
+			}
+		} else if res, err = r.measure(ctx, arms[i], rep); err != nil {
 			return fmt.Errorf("bench: proxy %s rep %d: %w", arms[i].name, rep, err)
 		}
 		r.report.Results = append(r.report.Results, res)
@@ -514,9 +618,10 @@ func freePort() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// loadProtocol is the load generator's protocol for the run's.
+// loadProtocol is the load generator's protocol for the run's (with
+// ProxyProtocolH2, what the upstream is checked with).
 func (r *proxyRunner) loadProtocol() string {
-	if r.cfg.Protocol == ProxyProtocolHTTP {
+	if r.cfg.Protocol != ProxyProtocolTCP {
 		return ProtocolHTTP
 	}
 	return ProtocolRPC
@@ -573,7 +678,11 @@ func (r *proxyRunner) startProxy(ctx context.Context, a proxyArm) (*proxyProc, e
 	if err != nil {
 		return nil, err
 	}
-	return startServing(ctx, argv, r.cfg.Env, r.cfg.ProxyCPUs, listen, func() error { return echoCheck(listen, r.framing(listen)) }, a.check)
+	ready := func() error { return echoCheck(listen, r.framing(listen)) }
+	if r.cfg.Protocol == ProxyProtocolH2 {
+		ready = func() error { return h2cCheck(listen, r.cfg.Payload) }
+	}
+	return startServing(ctx, argv, r.cfg.Env, r.cfg.ProxyCPUs, listen, ready, a.check)
 }
 
 // startServing starts argv (with env added to this process's environment)
@@ -721,6 +830,36 @@ func (r *proxyRunner) measure(ctx context.Context, a proxyArm, rep int) (ProxyRe
 	return res, nil
 }
 
+// measureH2 measures arm a (a proxy: ProxyProtocolH2 has no direct arm)
+// with h2load, streams in flight on each connection, every request
+// verified (h2loadDriver.measure).
+func (r *proxyRunner) measureH2(ctx context.Context, a proxyArm, streams, rep int) (ProxyResult, error) {
+	res := ProxyResult{Arm: a.name, Streams: streams, Rep: rep}
+	p, err := r.startProxy(ctx, a)
+	if err != nil {
+		return res, &startError{err}
+	}
+	d := h2loadDriver{h2load: r.cfg.H2load, threads: r.report.Config.ClientThreads, conns: r.cfg.Conns, cpus: r.cfg.ClientCPUs, warmup: r.warmup, window: r.window}
+	m, err := d.measure(ctx, r.dir, p.addr, streams, p)
+	if err != nil {
+		return res, err
+	}
+	res.Requests, res.AchievedRPS, res.Latency, res.ClientCPUPercent = m.requests, m.rps, m.latency, m.clientPercent
+	res.ProxyUSPerReq, res.ProxyCPUPercent, res.ProxyCPUSource = m.usPerReq, m.cpuPercent, m.cpuSource
+	res.ProxyProcs = len(m.edges.server[1].g.PIDs)
+	what := fmt.Sprintf("%s streams %d rep %d", a.name, streams, rep)
+	if !slices.Equal(m.edges.server[0].g.PIDs, m.edges.server[1].g.PIDs) {
+		r.report.Notes = append(r.report.Notes, fmt.Sprintf("%s: the proxy's processes changed during the window (%v, then %v): the CPU of one that exited is not counted", what, m.edges.server[0].g.PIDs, m.edges.server[1].g.PIDs))
+	}
+	if n := lateEdgesNote(what, "proxy", m.edges.server[0].at, m.edges.server[1].at, m.log); n != "" {
+		r.report.Notes = append(r.report.Notes, n)
+	}
+	r.done++
+	fmt.Fprintf(r.cfg.Progress, "[%2d/%d] rep %d streams %-3d %-17s %8.0f req/s  p50 %7.1fµs  p99 %8.1fµs  p99.9 %8.1fµs  proxy %6.2fµs/req (%3.0f%% CPU)  client %3.0f%%\n",
+		r.done, r.total, rep, streams, a.name, res.AchievedRPS, res.Latency.P50, res.Latency.P99, res.Latency.P999, res.ProxyUSPerReq, res.ProxyCPUPercent, res.ClientCPUPercent)
+	return res, nil
+}
+
 // proxyCPU turns the group CPU read at two edges into µs per request and a
 // percent of one CPU: the CPU's rate over the time between the reads,
 // divided by the request rate of the window (replies over window). The
@@ -748,8 +887,12 @@ func (r *proxyRunner) finish() {
 	rep := r.report
 	rep.Summary = summarizeProxy(rep.Results)
 	rep.Seconds = time.Since(rep.Started).Seconds()
+	h2 := r.cfg.Protocol == ProxyProtocolH2
 	for _, res := range rep.Results {
 		what := fmt.Sprintf("%s rep %d", res.Arm, res.Rep)
+		if h2 {
+			what = fmt.Sprintf("%s streams %d rep %d", res.Arm, res.Streams, res.Rep)
+		}
 		if res.Requests == 0 {
 			rep.Notes = append(rep.Notes, noRepliesNote(what, "proxy or upstream", r.window))
 		}
@@ -761,11 +904,20 @@ func (r *proxyRunner) finish() {
 		}
 	}
 	for _, s := range rep.Summary {
+		arm := s.Arm
+		if h2 {
+			arm = fmt.Sprintf("%s at %d streams", s.Arm, s.Streams)
+		}
 		if s.Arm != ProxyArmDirect && s.ProxyCPUPercent < proxyBusyPercent {
-			rep.Notes = append(rep.Notes, fmt.Sprintf("%s used %.0f%% of a CPU (median): it was not the bottleneck, so its rate and latency are bounded elsewhere (the client and upstream CPUs); compare its CPU per request", s.Arm, s.ProxyCPUPercent))
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s used %.0f%% of a CPU (median): it was not the bottleneck, so its rate and latency are bounded elsewhere (the client and upstream CPUs); compare its CPU per request", arm, s.ProxyCPUPercent))
 		}
 	}
-	if r.clientBlocks() {
+	if h2 {
+		rep.Notes = append(rep.Notes, h2loadLogNote, h2loadVerifiedNote("proxy"))
+		if !slices.Contains(r.cfg.Arms, ProxyArmDirect) {
+			rep.Notes = append(rep.Notes, proxyH2NoDirect)
+		}
+	} else if r.clientBlocks() {
 		rep.Notes = append(rep.Notes, "the client shares a CPU with the upstream or the proxy: it sleeps in epoll_wait between events instead of polling, and its wake-ups are in the latencies")
 	}
 	if cpuOverlap(r.cfg.ProxyCPUs, slices.Concat(r.cfg.ClientCPUs, r.cfg.UpstreamCPUs)) {
@@ -814,33 +966,43 @@ func cpuOverlap(a, b []int) bool {
 // summarizeProxy groups results by arm, in first-seen order, and takes
 // medians, spreads and the ratios to the first arm.
 func summarizeProxy(results []ProxyResult) []ProxySummaryRow {
-	order, groups := groupBy(results, func(r ProxyResult) string { return r.Arm })
+	type key struct {
+		arm     string
+		streams int
+	}
+	order, groups := groupBy(results, func(r ProxyResult) key { return key{r.Arm, r.Streams} })
 	var rows []ProxySummaryRow
-	for _, arm := range order {
-		g := groups[arm]
+	for _, k := range order {
+		g := groups[k]
 		spread := func(f func(ProxyResult) float64) Spread { return spreadBy(g, f) }
 		row := ProxySummaryRow{
-			Arm: arm, Reps: len(g),
-			AchievedRPS:     spread(func(r ProxyResult) float64 { return r.AchievedRPS }),
-			P50:             spread(func(r ProxyResult) float64 { return r.Latency.P50 }),
-			P99:             spread(func(r ProxyResult) float64 { return r.Latency.P99 }),
-			P999:            spread(func(r ProxyResult) float64 { return r.Latency.P999 }),
-			ProxyUSPerReq:   spread(func(r ProxyResult) float64 { return r.ProxyUSPerReq }),
-			ProxyCPUPercent: spread(func(r ProxyResult) float64 { return r.ProxyCPUPercent }).Median,
+			Arm: k.arm, Streams: k.streams, Reps: len(g),
+			AchievedRPS:      spread(func(r ProxyResult) float64 { return r.AchievedRPS }),
+			P50:              spread(func(r ProxyResult) float64 { return r.Latency.P50 }),
+			P99:              spread(func(r ProxyResult) float64 { return r.Latency.P99 }),
+			P999:             spread(func(r ProxyResult) float64 { return r.Latency.P999 }),
+			ProxyUSPerReq:    spread(func(r ProxyResult) float64 { return r.ProxyUSPerReq }),
+			ProxyCPUPercent:  spread(func(r ProxyResult) float64 { return r.ProxyCPUPercent }).Median,
+			ClientCPUPercent: spread(func(r ProxyResult) float64 { return r.ClientCPUPercent }).Median,
 		}
 		for _, res := range g {
 			row.Unanswered += res.Unanswered
 		}
 		rows = append(rows, row)
 	}
-	if len(rows) > 0 {
-		first := rows[0]
-		for i := range rows {
-			rows[i].RPSRatio = ratioOf(rows[i].AchievedRPS.Median, first.AchievedRPS.Median)
-			rows[i].P99Ratio = ratioOf(rows[i].P99.Median, first.P99.Median)
-			rows[i].ProxyCPURatio = ratioOf(rows[i].ProxyUSPerReq.Median, first.ProxyUSPerReq.Median)
+	first := map[int]ProxySummaryRow{} // by streams: the first arm's row
+	for i, row := range rows {
+		f, ok := first[row.Streams]
+		if !ok {
+			f = row
+			first[row.Streams] = row
 		}
+		rows[i].RPSRatio = ratioOf(row.AchievedRPS.Median, f.AchievedRPS.Median)
+		rows[i].P99Ratio = ratioOf(row.P99.Median, f.P99.Median)
+		rows[i].ProxyCPURatio = ratioOf(row.ProxyUSPerReq.Median, f.ProxyUSPerReq.Median)
 	}
+	// Rows by streams (h2), then arm order: each load point's arms together.
+	slices.SortStableFunc(rows, func(a, b ProxySummaryRow) int { return a.Streams - b.Streams })
 	return rows
 }
 
@@ -870,18 +1032,32 @@ func ProxyMarkdown(rep *ProxyReport) string {
 	fmt.Fprintf(&b, "# spindle bench proxy report: %s\n\n", proxyProtocolTitle(c.Protocol))
 	writeHostLine(&b, rep.Host)
 	fmt.Fprintf(&b, "- loopback; proxy CPUs %v, client CPUs %v, upstream (%s) CPUs %v\n", c.ProxyCPUs, c.ClientCPUs, c.UpstreamArm, c.UpstreamCPUs)
-	fmt.Fprintf(&b, "- %d connections, %d in flight each (closed loop), %d-byte payload, %d reps (arms alternated), each %.2fs warm-up + %.2fs measured; started %s, %.0fs\n\n",
-		c.Conns, c.InFlight, c.Payload, c.Reps, c.WarmupSeconds, c.WindowSeconds, rep.Started.Format("2006-01-02 15:04 UTC"), rep.Seconds)
-	b.WriteString("Medians over the repetitions with (min–max); latency in µs; proxy CPU in µs per request (run time of every thread of the proxy's processes) and in percent of a CPU; ratios to the first arm's medians.\n\n")
-	b.WriteString("| arm | req/s | p50 | p99 | p99.9 | proxy CPU µs/req | proxy CPU % | req/s ratio | p99 ratio | proxy CPU ratio |\n")
-	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	h2 := c.Protocol == ProxyProtocolH2
+	if h2 {
+		fmt.Fprintf(&b, "- %d connections × streams %v in flight each (%s, %d threads, closed loop), GET answered by the upstream with a %d-byte body, %d reps (arms alternated), each %.2fs warm-up + %.2fs measured; started %s, %.0fs\n\n",
+			c.Conns, c.Streams, c.H2load, c.ClientThreads, c.Payload, c.Reps, c.WarmupSeconds, c.WindowSeconds, rep.Started.Format("2006-01-02 15:04 UTC"), rep.Seconds)
+	} else {
+		fmt.Fprintf(&b, "- %d connections, %d in flight each (closed loop), %d-byte payload, %d reps (arms alternated), each %.2fs warm-up + %.2fs measured; started %s, %.0fs\n\n",
+			c.Conns, c.InFlight, c.Payload, c.Reps, c.WarmupSeconds, c.WindowSeconds, rep.Started.Format("2006-01-02 15:04 UTC"), rep.Seconds)
+	}
+	same, streamsHead, streamsAlign := "", "", ""
+	if h2 {
+		same, streamsHead, streamsAlign = " at the same streams", " streams |", " ---: |"
+	}
+	b.WriteString("Medians over the repetitions with (min–max); latency in µs; proxy CPU in µs per request (run time of every thread of the proxy's processes) and in percent of a CPU; client CPU in percent of the client CPUs; ratios to the first arm's medians" + same + ".\n\n")
+	b.WriteString("| arm |" + streamsHead + " req/s | p50 | p99 | p99.9 | proxy CPU µs/req | proxy CPU % | client CPU % | req/s ratio | p99 ratio | proxy CPU ratio |\n")
+	b.WriteString("| --- |" + streamsAlign + " ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, s := range rep.Summary {
 		pct := "—"
 		if s.Arm != ProxyArmDirect {
 			pct = fmt.Sprintf("%.0f", s.ProxyCPUPercent)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %.2f | %.2f | %s |\n", s.Arm, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
-			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), cpuCell(s), pct, s.RPSRatio, s.P99Ratio, ratioCell(s))
+		streams := ""
+		if h2 {
+			streams = fmt.Sprintf(" %d |", s.Streams)
+		}
+		fmt.Fprintf(&b, "| %s |%s %s | %s | %s | %s | %s | %s | %.0f | %.2f | %.2f | %s |\n", s.Arm, streams, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
+			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), cpuCell(s), pct, s.ClientCPUPercent, s.RPSRatio, s.P99Ratio, ratioCell(s))
 	}
 	writeArmsAndNotes(&b, rep.Arms, rep.Notes)
 	return b.String()
@@ -903,11 +1079,20 @@ func ratioCell(s ProxySummaryRow) string {
 
 // WriteProxyTable prints rep's summary as a plain-text table.
 func WriteProxyTable(w io.Writer, rep *ProxyReport) {
-	fmt.Fprintf(w, "\nbench proxy, %s, loopback, %d reps, medians (min–max); latency in µs, proxy CPU in µs per request; ratios to %s\n", proxyProtocolTitle(rep.Config.Protocol), rep.Config.Reps, firstArm(rep))
-	fmt.Fprintf(w, "%-17s %-22s %-20s %-20s %-20s %-18s %7s %7s %7s\n", "arm", "req/s", "p50", "p99", "p99.9", "proxy µs/req", "rps×", "p99×", "cpu×")
+	h2 := rep.Config.Protocol == ProxyProtocolH2
+	same, streamsHead := "", ""
+	if h2 {
+		same, streamsHead = " at the same streams", fmt.Sprintf(" %7s", "streams")
+	}
+	fmt.Fprintf(w, "\nbench proxy, %s, loopback, %d reps, medians (min–max); latency in µs, proxy CPU in µs per request; ratios to %s%s\n", proxyProtocolTitle(rep.Config.Protocol), rep.Config.Reps, firstArm(rep), same)
+	fmt.Fprintf(w, "%-17s%s %-22s %-20s %-20s %-20s %-18s %7s %7s %7s %7s\n", "arm", streamsHead, "req/s", "p50", "p99", "p99.9", "proxy µs/req", "client%", "rps×", "p99×", "cpu×")
 	for _, s := range rep.Summary {
-		fmt.Fprintf(w, "%-17s %-22s %-20s %-20s %-20s %-18s %7.2f %7.2f %7s\n", s.Arm, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
-			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), cpuCell(s), s.RPSRatio, s.P99Ratio, ratioCell(s))
+		streams := ""
+		if h2 {
+			streams = fmt.Sprintf(" %7d", s.Streams)
+		}
+		fmt.Fprintf(w, "%-17s%s %-22s %-20s %-20s %-20s %-18s %7.0f %7.2f %7.2f %7s\n", s.Arm, streams, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
+			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), cpuCell(s), s.ClientCPUPercent, s.RPSRatio, s.P99Ratio, ratioCell(s))
 	}
 	for _, n := range rep.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
@@ -917,8 +1102,11 @@ func WriteProxyTable(w io.Writer, rep *ProxyReport) {
 // proxyProtocolTitle says what a report's protocol compares; a report
 // without one (written before ProxySettings.Protocol) is a TCP one.
 func proxyProtocolTitle(protocol string) string {
-	if protocol == ProxyProtocolHTTP {
+	switch protocol {
+	case ProxyProtocolHTTP:
 		return "HTTP/1.1 reverse proxies (keep-alive POSTs, echoed)"
+	case ProxyProtocolH2:
+		return "HTTP/2 clients (h2c, prior knowledge) under h2load through reverse proxies to an HTTP/1.1 upstream"
 	}
 	return "L4 TCP proxies (RPC echo)"
 }

@@ -2,14 +2,18 @@ package bench
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -387,4 +391,86 @@ func startSpindleHTTPProxy(t *testing.T, backend, upstream string, cpu, conns in
 		}
 	})
 	return p.Addr("bench").String()
+}
+
+// testProxyMain is this test binary as the spindle arms' proxy command
+// (proxyChildEnv): `spindle proxy`'s -config and -drain, the proxy package
+// run until SIGTERM or SIGINT, its log on stderr (the engine's start-up
+// line engineFellBack reads).
+func testProxyMain(args []string) error {
+	fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
+	path := fs.String("config", "", "config file")
+	drain := fs.Duration("drain", time.Second, "drain")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	text, err := os.ReadFile(*path)
+	if err != nil {
+		return err
+	}
+	cfg, err := proxy.ParseConfig(text)
+	if err != nil {
+		return err
+	}
+	p, err := proxy.New(cfg, &proxy.Options{Drain: *drain, Logf: func(format string, a ...any) { fmt.Fprintf(os.Stderr, format+"\n", a...) }})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	return p.Run(ctx)
+}
+
+// TestRunProxyH2 runs every arm of `spindle bench proxy --protocol h2`
+// (the spindle arms are this test binary as the proxy, proxyChildEnv set
+// by env(1) for the proxy alone) for a short run at
+// streams 1 and 4: h2load's GETs through each proxy to the HTTP/1.1 echo,
+// every request verified (h2load's summary and log: all 2xx on streams
+// closed cleanly, bodies against their content-length; each proxy's first
+// reply checked whole), and a row per arm and streams with a nonzero rate
+// and proxy CPU. haproxy or nginx not installed skips its check with the
+// package to install; one skipped though installed fails.
+func TestRunProxyH2(t *testing.T) {
+	needH2load(t)
+	argv, env := testChildCommand()
+	rep, err := RunProxy(context.Background(), ProxyConfig{
+		Protocol: ProxyProtocolH2, Streams: []int{1, 4}, Duration: 4 * time.Second, Reps: 1, Conns: 4,
+		UpstreamCommand: argv, ProxyCommand: []string{"env", proxyChildEnv + "=1", os.Args[0]}, Env: env,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Schema != ProxySchema || rep.Config.Protocol != ProxyProtocolH2 || !slices.Equal(rep.Config.Streams, []int{1, 4}) || rep.Config.H2load == "" || len(rep.Arms) != len(ProxyArms)-1 {
+		t.Fatalf("report: schema %q, protocol %q, streams %v, h2load %q, arms %+v", rep.Schema, rep.Config.Protocol, rep.Config.Streams, rep.Config.H2load, rep.Arms)
+	}
+	if !slices.Contains(rep.Notes, proxyH2NoDirect) || !slices.Contains(rep.Notes, h2loadVerifiedNote("proxy")) {
+		t.Errorf("notes lack why there is no direct arm, or how requests were verified: %q", rep.Notes)
+	}
+	md := ProxyMarkdown(rep)
+	if !strings.HasPrefix(md, "# spindle bench proxy report: HTTP/2 clients") || !strings.Contains(md, "| arm | streams | req/s |") {
+		t.Errorf("markdown:\n%s", md)
+	}
+	for _, a := range rep.Arms {
+		t.Run(a.Name, func(t *testing.T) {
+			if a.Skipped != "" {
+				tool := map[string]string{ProxyArmHAProxy: "haproxy", ProxyArmNginx: "nginx"}[a.Name]
+				if _, err := exec.LookPath(tool); tool != "" && err != nil {
+					t.Skipf("%s skipped: %s", a.Name, a.Skipped)
+				}
+				t.Fatalf("skipped though installed: %s", a.Skipped)
+			}
+			for _, streams := range rep.Config.Streams {
+				i := slices.IndexFunc(rep.Summary, func(s ProxySummaryRow) bool { return s.Arm == a.Name && s.Streams == streams })
+				if i < 0 {
+					t.Fatalf("no summary row at %d streams", streams)
+				}
+				if s := rep.Summary[i]; s.AchievedRPS.Median <= 0 || s.ProxyUSPerReq.Median <= 0 {
+					t.Errorf("%d streams: %.0f req/s, %.2f µs/req of proxy CPU", streams, s.AchievedRPS.Median, s.ProxyUSPerReq.Median)
+				}
+				if !strings.Contains(md, fmt.Sprintf("| %s | %d |", a.Name, streams)) {
+					t.Errorf("markdown has no row for %s at %d streams", a.Name, streams)
+				}
+			}
+		})
+	}
 }

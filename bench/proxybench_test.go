@@ -91,7 +91,10 @@ func TestHAProxyConfig(t *testing.T) {
 		t.Run(protocol, func(t *testing.T) {
 			text := HAProxyConfig(protocol, "127.0.0.1:4000", "127.0.0.1:5000", 50)
 			want := []string{"nbthread 1", "maxconn 114", "mode tcp", "bind 127.0.0.1:4000", "server s1 127.0.0.1:5000", "default_backend upstream", "timeout client 5m", "timeout server 5m"}
-			if protocol == ProxyProtocolHTTP {
+			if protocol == ProxyProtocolH2 {
+				want[3] = "bind 127.0.0.1:4000 proto h2"
+			}
+			if protocol != ProxyProtocolTCP {
 				want = append(want[:2], append([]string{"mode http", "option http-keep-alive", "http-reuse always", "tune.pool-low-fd-ratio 100", "tune.pool-high-fd-ratio 100"}, want[3:]...)...)
 			} else if strings.Contains(text, "http") {
 				t.Errorf("http settings in the tcp config:\n%s", text)
@@ -362,6 +365,9 @@ func TestProxyConfigRefuses(t *testing.T) {
 		{ProxyCPUs: []int{4096}},
 		{Protocol: "udp"},
 		{Protocol: ProtocolRPC},
+		{Protocol: ProxyProtocolHTTP, Streams: []int{1}},
+		{Protocol: ProxyProtocolH2, Streams: []int{1, 1}},
+		{Protocol: ProxyProtocolH2, Streams: []int{0}},
 	} {
 		if _, err := c.withDefaults(); err == nil {
 			t.Errorf("%+v: no error", c)
@@ -504,7 +510,7 @@ func TestSpindleProxyLogConfig(t *testing.T) {
 		if a == nil || a.Path != "/tmp/x y/access.log" || a.Format != proxy.AccessLogJSON {
 			t.Errorf("%s: access log %+v\n%s", protocol, a, text)
 		}
-		if (cfg.Listeners[0].Mode == proxy.ModeHTTP) != (protocol == ProxyProtocolHTTP) {
+		if (cfg.Listeners[0].Mode == proxy.ModeHTTP) != (protocol != ProxyProtocolTCP) {
 			t.Errorf("%s: mode %q", protocol, cfg.Listeners[0].Mode)
 		}
 		if plain := SpindleProxyConfig(protocol, "uring", "127.0.0.1:4000", "127.0.0.1:5000", 1, 50); strings.Contains(plain, "access_log") {
@@ -517,5 +523,80 @@ func TestSpindleProxyLogConfig(t *testing.T) {
 	}
 	if c, _ := (ProxyConfig{}).withDefaults(); slices.Contains(c.Arms, ProxyArmSpindleUringLog) {
 		t.Errorf("default arms %v include %s", c.Arms, ProxyArmSpindleUringLog)
+	}
+}
+
+// TestProxyH2Configs checks the h2 protocol's configs: each proxy takes
+// HTTP/2 with prior knowledge on its listener (spindle's h2c, HAProxy's
+// bind … proto h2, nginx's listen … http2) in an HTTP mode keeping idle
+// HTTP/1.1 connections to the upstream, as the http protocol's do.
+func TestProxyH2Configs(t *testing.T) {
+	text := SpindleProxyConfig(ProxyProtocolH2, "uring", "127.0.0.1:4000", "127.0.0.1:5000", 1, 500)
+	for _, want := range []string{"mode: http", "h2c: true", "max_idle: 500"} {
+		hasLine(t, text, want)
+	}
+	cfg, err := proxy.ParseConfig([]byte(text))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, text)
+	}
+	if l := cfg.Listeners; len(l) != 1 || l[0].Mode != proxy.ModeHTTP || !l[0].H2C {
+		t.Errorf("listeners %+v", l)
+	}
+	if strings.Contains(SpindleProxyConfig(ProxyProtocolHTTP, "uring", "127.0.0.1:4000", "127.0.0.1:5000", 1, 50), "h2c") {
+		t.Error("the http protocol's spindle config has h2c")
+	}
+	ha := HAProxyConfig(ProxyProtocolH2, "127.0.0.1:4000", "127.0.0.1:5000", 500)
+	for _, want := range []string{"bind 127.0.0.1:4000 proto h2", "mode http", "option http-keep-alive", "http-reuse always", "maxconn 564"} {
+		hasLine(t, ha, want)
+	}
+	ng := NginxConfig(ProxyProtocolH2, "/tmp/x", "/mod.so", "127.0.0.1:4000", "127.0.0.1:5000", 500)
+	for _, want := range []string{"listen 127.0.0.1:4000 http2;", "keepalive 500;", "proxy_http_version 1.1;", `proxy_set_header Connection "";`} {
+		hasLine(t, ng, want)
+	}
+	if strings.Contains(ng, "load_module") {
+		t.Errorf("the h2 nginx config loads the stream module:\n%s", ng)
+	}
+	bin, err := exec.LookPath("nginx")
+	if err != nil {
+		t.Skip("nginx is not installed (apt-get install nginx): the h2 config was not checked by nginx -t")
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(path, []byte(NginxConfig(ProxyProtocolH2, dir, "", "127.0.0.1:4000", "127.0.0.1:5000", 500)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "-t", "-c", path, "-p", dir, "-e", "stderr").CombinedOutput(); err != nil {
+		t.Fatalf("nginx -t: %v\n%s", err, out)
+	}
+}
+
+// TestProxyH2Defaults checks the h2 protocol's defaults: streams 1 and 10,
+// every arm but direct (the upstream does not speak h2c), whose arm, asked
+// for, is unavailable with the reason; the proxies keep an idle upstream
+// connection per stream in flight.
+func TestProxyH2Defaults(t *testing.T) {
+	cfg, err := ProxyConfig{Protocol: ProxyProtocolH2, UpstreamCommand: []string{"/nonexistent"}, ProxyCommand: []string{"/nonexistent"}}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cfg.Streams, DefaultHTTP2Streams) || slices.Contains(cfg.Arms, ProxyArmDirect) || len(cfg.Arms) != len(ProxyArms)-1 || cfg.H2load != "h2load" {
+		t.Errorf("streams %v, arms %v, h2load %q", cfg.Streams, cfg.Arms, cfg.H2load)
+	}
+	r := &proxyRunner{cfg: cfg}
+	if got := r.inFlight(); got != DefaultProxyConns*10 {
+		t.Errorf("in flight %d, want %d", got, DefaultProxyConns*10)
+	}
+	if a := r.arm(ProxyArmDirect); a.unavailable == nil || a.unavailable.Error() != proxyH2NoDirect {
+		t.Errorf("direct arm unavailable: %v", a.unavailable)
+	}
+	http, err := ProxyConfig{Protocol: ProxyProtocolHTTP, UpstreamCommand: []string{"/nonexistent"}, ProxyCommand: []string{"/nonexistent"}}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if http.Streams != nil || !slices.Contains(http.Arms, ProxyArmDirect) {
+		t.Errorf("http: streams %v, arms %v", http.Streams, http.Arms)
+	}
+	if got := (&proxyRunner{cfg: http}).inFlight(); got != DefaultProxyConns {
+		t.Errorf("http: in flight %d, want %d", got, DefaultProxyConns)
 	}
 }

@@ -20,7 +20,10 @@ import (
 // proxy (mode http, no routes: every request to the pool) whose pool keeps
 // up to conns idle keep-alive connections to the upstream (max_idle, per
 // server per loop; there is one loop), so that each client connection can
-// have its upstream connection back for its next request.
+// have its upstream connection back for its next request. With
+// ProxyProtocolH2 the listener is that and takes HTTP/2 clients with prior
+// knowledge too (h2c: true), each stream forwarded as an HTTP/1.1 request
+// over the same pool.
 func SpindleProxyConfig(protocol, backend, listen, upstream string, cpu, conns int) string {
 	return spindleProxyConfig(protocol, backend, listen, upstream, cpu, conns, "")
 }
@@ -29,9 +32,12 @@ func SpindleProxyConfig(protocol, backend, listen, upstream string, cpu, conns i
 // written, as JSON lines, to accessLog where it is not empty.
 func spindleProxyConfig(protocol, backend, listen, upstream string, cpu, conns int, accessLog string) string {
 	mode, idle := "", ""
-	if protocol == ProxyProtocolHTTP {
+	if protocol != ProxyProtocolTCP {
 		mode = "\n    mode: http"
 		idle = fmt.Sprintf("\n    max_idle: %d", conns)
+	}
+	if protocol == ProxyProtocolH2 {
+		mode += "\n    h2c: true"
 	}
 	if accessLog != "" {
 		mode += fmt.Sprintf("\n    access_log: {path: %q, format: json}", accessLog)
@@ -64,10 +70,16 @@ pools:
 // here; maxconn bounds the connections all the same. Logging is off; timeouts are long enough that no idle benchmark
 // connection is cut (timeout http-request and http-keep-alive default to
 // timeout client). maxconn is sized to conns: HAProxy raises its fd limit
-// to twice it at start and refuses to start where it cannot.
+// to twice it at start and refuses to start where it cannot. With
+// ProxyProtocolH2 it is the mode http config whose frontend takes HTTP/2
+// with prior knowledge (bind … proto h2) and forwards HTTP/1.1 as with
+// ProxyProtocolHTTP.
 func HAProxyConfig(protocol, listen, upstream string, conns int) string {
-	global, mode, backend := "", "tcp", ""
-	if protocol == ProxyProtocolHTTP {
+	global, mode, backend, bind := "", "tcp", "", listen
+	if protocol == ProxyProtocolH2 {
+		bind += " proto h2"
+	}
+	if protocol != ProxyProtocolTCP {
 		global = "\n    tune.pool-low-fd-ratio 100\n    tune.pool-high-fd-ratio 100"
 		mode = "http\n    option http-keep-alive"
 		backend = "\n    http-reuse always"
@@ -89,7 +101,7 @@ frontend bench
 
 backend upstream%s
     server s1 %s
-`, conns+64, global, mode, listen, backend, upstream)
+`, conns+64, global, mode, bind, backend, upstream)
 }
 
 // NginxConfig returns an nginx config proxying listen to upstream for up
@@ -98,10 +110,11 @@ backend upstream%s
 // ProxyProtocolTCP it is the stream module's proxy, module being the
 // stream module's .so to load ("" when nginx has it built in); with
 // ProxyProtocolHTTP the http module's reverse proxy (nginxHTTPBlock;
-// module is not loaded).
+// module is not loaded), and with ProxyProtocolH2 that reverse proxy
+// taking HTTP/2 with prior knowledge (`listen … http2` without ssl).
 func NginxConfig(protocol, dir, module, listen, upstream string, conns int) string {
 	load := ""
-	if module != "" && protocol != ProxyProtocolHTTP {
+	if module != "" && protocol == ProxyProtocolTCP {
 		load = fmt.Sprintf("load_module %s;\n", module)
 	}
 	proxy := fmt.Sprintf(`stream {
@@ -111,8 +124,11 @@ func NginxConfig(protocol, dir, module, listen, upstream string, conns int) stri
     }
 }
 `, listen, upstream)
-	if protocol == ProxyProtocolHTTP {
+	switch protocol {
+	case ProxyProtocolHTTP:
 		proxy = nginxHTTPBlock(dir, listen, upstream, conns)
+	case ProxyProtocolH2:
+		proxy = nginxHTTPBlock(dir, listen+" http2", upstream, conns)
 	}
 	return "# spindle bench proxy: generated, removed after the run\n" + load + nginxMain(dir, 2*conns+64) + proxy
 }
@@ -152,7 +168,8 @@ const nginxKeepaliveRequests = 1_000_000_000
 // lifetime, 1h) is left at its default, for an older nginx refuses the
 // directive: it would end a measurement longer than an hour. No access
 // log; the temporary files nginx's http module makes its directories for
-// at start are in dir, not where the distribution put them.
+// at start are in dir, not where the distribution put them. listen may
+// carry parameters after the address ("127.0.0.1:80 http2").
 func nginxHTTPBlock(dir, listen, upstream string, conns int) string {
 	return fmt.Sprintf(`http {
     access_log off;
