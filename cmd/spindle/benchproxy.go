@@ -13,20 +13,25 @@ import (
 	"github.com/spindlenet/spindle/bench"
 )
 
-// runBenchProxy is `spindle bench proxy`: L4 or HTTP/1.1 proxies side by
-// side in front of one upstream echo server.
+// runBenchProxy is `spindle bench proxy`: L4 or HTTP/1.1 proxies, or
+// HTTP/2 clients through HTTP reverse proxies, side by side in front of one
+// upstream echo server.
 func runBenchProxy(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench proxy", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: spindle bench proxy [flags]    L4 (or, with --protocol http, HTTP/1.1) proxies (spindle uring and epoll, HAProxy, nginx) and no proxy, side by side in front of one echo server, closed loop")
+		fmt.Fprintln(fs.Output(), "usage: spindle bench proxy [flags]    L4 (or, with --protocol http, HTTP/1.1) proxies (spindle uring and epoll, HAProxy, nginx) and no proxy, side by side in front of one echo server, closed loop;\n"+
+			"       with --protocol h2, HTTP/2 clients (h2load, apt-get install nghttp2-client, pinned to the client CPUs; every request verified) through those proxies to the HTTP/1.1 echo\n\n"+
+			"The h2 measurement for docs/BENCHMARKS.md, on a quiet machine (4 arms × 2 streams values × 5 reps: 3 s each, 0.6 s of it warm-up):\n"+
+			"  go build -o /tmp/spindle ./cmd/spindle && /tmp/spindle bench proxy --protocol h2 --duration 120s --reps 5 --proxy-cpu 0 --client-cpus 1 --out bench-proxy-h2-report")
 		fs.PrintDefaults()
 	}
-	protocol := fs.String("protocol", bench.DefaultProxyProtocol, "tcp: L4 proxies, the RPC echo; http: HTTP/1.1 reverse proxies, keep-alive POSTs of the payload, echoed")
+	protocol := fs.String("protocol", bench.DefaultProxyProtocol, "tcp: L4 proxies, the RPC echo; http: HTTP/1.1 reverse proxies, keep-alive POSTs of the payload, echoed; h2: HTTP/2 clients (h2load GETs, h2c with prior knowledge) through reverse proxies to the HTTP/1.1 echo (no direct arm: the echo does not speak h2c)")
+	streams := fs.String("streams", "1,10", "with --protocol h2: streams in flight per connection (h2load -m), each value a load point of its own")
 	arms := fs.String("arms", "", "comma-separated arms, of "+bench.ProxyArmsFlag()+"; ratios are to the first")
 	duration := fs.Duration("duration", bench.DefaultProxyDuration, "total measuring budget, shared among the measurements")
 	reps := fs.Int("reps", bench.DefaultProxyReps, "repetitions (arms alternate within each)")
 	conns := fs.Int("conns", bench.DefaultProxyConns, "client connections, one request in flight each")
-	payload := fs.Int("payload", bench.DefaultProxyPayload, "payload bytes (the RPC payload, or the HTTP request and response body)")
+	payload := fs.Int("payload", bench.DefaultProxyPayload, "payload bytes (the RPC payload, or the HTTP request and response body; with h2 the response body)")
 	proxyCPU := fs.String("proxy-cpu", "", "CPUs the proxy is pinned to (default: the first CPU this process may run on)")
 	clientCPUs := fs.String("client-cpus", "", "CPUs the client threads are pinned to (default: the second CPU this process may run on, the first on one CPU)")
 	upstreamCPUs := fs.String("upstream-cpus", "", "CPUs the upstream echo server is pinned to (default: the client CPUs)")
@@ -51,6 +56,14 @@ func runBenchProxy(ctx context.Context, args []string) error {
 		cfg.Arms = strings.Split(*arms, ",")
 	}
 	var err error
+	switch {
+	case *protocol == bench.ProxyProtocolH2:
+		if cfg.Streams, err = intList("--streams", *streams, 1); err != nil {
+			return usageError{err}
+		}
+	case flagGiven(fs, "streams"):
+		return usageError{errors.New("--streams is for --protocol h2")}
+	}
 	for _, l := range []struct {
 		name string
 		s    string
