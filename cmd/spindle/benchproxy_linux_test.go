@@ -155,11 +155,72 @@ func TestBenchProxyRefuses(t *testing.T) {
 		{"--protocol", "rpc"},
 		{"--proxy-cpu", "x"},
 		{"--proxy-cpu", "4096"},
+		{"--streams", "2"},
+		{"--protocol", "http", "--streams", "1"},
+		{"--protocol", "h2", "--streams", "0"},
+		{"--protocol", "h2", "--streams", "1,1"},
 		{"extra"},
 	} {
 		cmd := exec.Command(bin, append([]string{"bench", "proxy", "--out", ""}, args...)...)
 		if out, err := cmd.CombinedOutput(); err == nil {
 			t.Errorf("bench proxy %v: no error\n%s", args, out)
 		}
+	}
+}
+
+// TestBenchProxyH2 runs `spindle bench proxy --protocol h2` with every arm
+// at one streams value: h2load's requests through each proxy, every one
+// verified (a failed one fails the run), and the report, on stdout and in
+// --out, says the protocol and streams and has a row per arm at them (the
+// figures are TestRunProxyH2's, in bench). There is no direct arm. An arm
+// whose tool is not installed skips its check; one skipped though
+// installed fails. -h names the h2 measurement's command for
+// docs/BENCHMARKS.md.
+func TestBenchProxyH2(t *testing.T) {
+	bin := spindleBin(t)
+	help, _ := exec.Command(bin, "bench", "proxy", "-h").CombinedOutput()
+	for _, want := range []string{"docs/BENCHMARKS.md", "bench proxy --protocol h2 --duration 120s", "-streams"} {
+		if !strings.Contains(string(help), want) {
+			t.Errorf("-h does not say %q:\n%s", want, help)
+		}
+	}
+	if _, err := exec.LookPath("h2load"); err != nil {
+		t.Skip("h2load is not installed (apt-get install nghttp2-client)")
+	}
+	out := filepath.Join(t.TempDir(), "report")
+	rep := benchProxyReport(t, bin, "--protocol", "h2", "--streams", "2", "--duration", "2s", "--reps", "1", "--conns", "8", "--json", "--out", out)
+	if rep.Schema != bench.ProxySchema || rep.Config.Protocol != bench.ProxyProtocolH2 || len(rep.Config.Streams) != 1 || rep.Config.Streams[0] != 2 || len(rep.Arms) != len(bench.ProxyArms)-1 {
+		t.Fatalf("schema %q, protocol %q, streams %v, arms %+v", rep.Schema, rep.Config.Protocol, rep.Config.Streams, rep.Arms)
+	}
+	md, err := os.ReadFile(filepath.Join(out, bench.ReportMarkdown))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(md), "# spindle bench proxy report: HTTP/2 clients") {
+		t.Errorf("report.md's title:\n%s", md)
+	}
+	tools := map[string]string{bench.ProxyArmHAProxy: "haproxy", bench.ProxyArmNginx: "nginx"}
+	for _, a := range rep.Arms {
+		t.Run(a.Name, func(t *testing.T) {
+			if a.Name == bench.ProxyArmDirect {
+				t.Fatal("a direct arm with h2")
+			}
+			if a.Skipped != "" {
+				if tool := tools[a.Name]; tool != "" {
+					if _, err := exec.LookPath(tool); err != nil {
+						t.Skipf("%s skipped: %s", a.Name, a.Skipped)
+					}
+				}
+				t.Fatalf("skipped: %s", a.Skipped)
+			}
+			if !strings.Contains(string(md), "| "+a.Name+" | 2 |") {
+				t.Errorf("report.md has no row for it at 2 streams:\n%s", md)
+			}
+			for _, s := range rep.Summary {
+				if s.Arm == a.Name && (s.Streams != 2 || s.Reps != 1) {
+					t.Errorf("row %+v", s)
+				}
+			}
+		})
 	}
 }
