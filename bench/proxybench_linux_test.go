@@ -428,15 +428,19 @@ func testProxyMain(args []string) error {
 // every request verified (h2load's summary and log: all 2xx on streams
 // closed cleanly, bodies against their content-length; each proxy's first
 // reply checked whole), and a row per arm and streams with a nonzero rate
-// and proxy CPU. haproxy or nginx not installed skips its check with the
+// and proxy CPU (measured again alone, for longer, where a starved proxy
+// answered nothing in its window). haproxy or nginx not installed skips its check with the
 // package to install; one skipped though installed fails.
 func TestRunProxyH2(t *testing.T) {
 	needH2load(t)
 	argv, env := testChildCommand()
-	rep, err := RunProxy(context.Background(), ProxyConfig{
-		Protocol: ProxyProtocolH2, Streams: []int{1, 4}, Duration: 4 * time.Second, Reps: 1, Conns: 4,
-		UpstreamCommand: argv, ProxyCommand: []string{"env", proxyChildEnv + "=1", os.Args[0]}, Env: env,
-	})
+	run := func(arms []string, streams []int, d time.Duration) (*ProxyReport, error) {
+		return RunProxy(context.Background(), ProxyConfig{
+			Protocol: ProxyProtocolH2, Arms: arms, Streams: streams, Duration: d, Reps: 1, Conns: 4,
+			UpstreamCommand: argv, ProxyCommand: []string{"env", proxyChildEnv + "=1", os.Args[0]}, Env: env,
+		})
+	}
+	rep, err := run(nil, []int{1, 4}, 4*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,8 +468,23 @@ func TestRunProxyH2(t *testing.T) {
 				if i < 0 {
 					t.Fatalf("no summary row at %d streams", streams)
 				}
-				if s := rep.Summary[i]; s.AchievedRPS.Median <= 0 || s.ProxyUSPerReq.Median <= 0 {
-					t.Errorf("%d streams: %.0f req/s, %.2f µs/req of proxy CPU", streams, s.AchievedRPS.Median, s.ProxyUSPerReq.Median)
+				// A proxy starved of the CPU on a loaded machine may have
+				// answered nothing in its 0.4 s window (which passes
+				// verification): measured again, alone, for longer.
+				s := rep.Summary[i]
+				for d := time.Second; s.AchievedRPS.Median <= 0 || s.ProxyUSPerReq.Median <= 0; d *= 2 {
+					if d > 2*time.Second {
+						t.Fatalf("%d streams: %.0f req/s, %.2f µs/req of proxy CPU", streams, s.AchievedRPS.Median, s.ProxyUSPerReq.Median)
+					}
+					t.Logf("%d streams: %.0f req/s, %.2f µs/req of proxy CPU; measuring it alone for %v", streams, s.AchievedRPS.Median, s.ProxyUSPerReq.Median, d)
+					again, err := run([]string{a.Name}, []int{streams}, d)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(again.Summary) != 1 {
+						t.Fatalf("alone: summary %+v", again.Summary)
+					}
+					s = again.Summary[0]
 				}
 				if !strings.Contains(md, fmt.Sprintf("| %s | %d |", a.Name, streams)) {
 					t.Errorf("markdown has no row for %s at %d streams", a.Name, streams)
