@@ -658,19 +658,27 @@ func summarizeHTTP2(results []HTTP2Result) []HTTP2SummaryRow {
 		}
 		rows = append(rows, row)
 	}
-	first := map[int]HTTP2SummaryRow{} // by streams: the first arm's row
+	return ratiosByStreams(rows, func(r HTTP2SummaryRow) int { return r.Streams }, func(r *HTTP2SummaryRow, f HTTP2SummaryRow) {
+		r.RPSRatio = ratioOf(r.AchievedRPS.Median, f.AchievedRPS.Median)
+		r.P99Ratio = ratioOf(r.P99.Median, f.P99.Median)
+		r.ServerCPURatio = ratioOf(r.ServerUSPerReq.Median, f.ServerUSPerReq.Median)
+	})
+}
+
+// ratiosByStreams calls ratios on each of rows with the first row of its
+// streams value, then returns rows sorted by streams, stably (each load
+// point's arms together, in arm order).
+func ratiosByStreams[R any](rows []R, streams func(R) int, ratios func(row *R, first R)) []R {
+	first := map[int]R{}
 	for i, row := range rows {
-		f, ok := first[row.Streams]
+		f, ok := first[streams(row)]
 		if !ok {
 			f = row
-			first[row.Streams] = row
+			first[streams(row)] = row
 		}
-		rows[i].RPSRatio = ratioOf(row.AchievedRPS.Median, f.AchievedRPS.Median)
-		rows[i].P99Ratio = ratioOf(row.P99.Median, f.P99.Median)
-		rows[i].ServerCPURatio = ratioOf(row.ServerUSPerReq.Median, f.ServerUSPerReq.Median)
+		ratios(&rows[i], f)
 	}
-	// Rows by streams, then arm order: each load point's arms together.
-	slices.SortStableFunc(rows, func(a, b HTTP2SummaryRow) int { return a.Streams - b.Streams })
+	slices.SortStableFunc(rows, func(a, b R) int { return streams(a) - streams(b) })
 	return rows
 }
 

@@ -990,20 +990,12 @@ func summarizeProxy(results []ProxyResult) []ProxySummaryRow {
 		}
 		rows = append(rows, row)
 	}
-	first := map[int]ProxySummaryRow{} // by streams: the first arm's row
-	for i, row := range rows {
-		f, ok := first[row.Streams]
-		if !ok {
-			f = row
-			first[row.Streams] = row
-		}
-		rows[i].RPSRatio = ratioOf(row.AchievedRPS.Median, f.AchievedRPS.Median)
-		rows[i].P99Ratio = ratioOf(row.P99.Median, f.P99.Median)
-		rows[i].ProxyCPURatio = ratioOf(row.ProxyUSPerReq.Median, f.ProxyUSPerReq.Median)
-	}
-	// Rows by streams (h2), then arm order: each load point's arms together.
-	slices.SortStableFunc(rows, func(a, b ProxySummaryRow) int { return a.Streams - b.Streams })
-	return rows
+	// With "h2", ratios at each streams value (the others have 0 only).
+	return ratiosByStreams(rows, func(r ProxySummaryRow) int { return r.Streams }, func(r *ProxySummaryRow, f ProxySummaryRow) {
+		r.RPSRatio = ratioOf(r.AchievedRPS.Median, f.AchievedRPS.Median)
+		r.P99Ratio = ratioOf(r.P99.Median, f.P99.Median)
+		r.ProxyCPURatio = ratioOf(r.ProxyUSPerReq.Median, f.ProxyUSPerReq.Median)
+	})
 }
 
 // WriteProxyReport writes rep into dir (created if needed) as report.json

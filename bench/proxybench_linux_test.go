@@ -107,6 +107,20 @@ func TestRunProxyPeers(t *testing.T) {
 	}
 }
 
+// skipMissingTool skips the test of arm a, skipped in its run, when its
+// tool (haproxy, nginx) is not installed, and fails it otherwise.
+func skipMissingTool(t *testing.T, a ArmInfo) {
+	t.Helper()
+	if a.Skipped == "" {
+		return
+	}
+	tool := map[string]string{ProxyArmHAProxy: "haproxy", ProxyArmNginx: "nginx"}[a.Name]
+	if _, err := exec.LookPath(tool); tool != "" && err != nil {
+		t.Skipf("%s skipped: %s", a.Name, a.Skipped)
+	}
+	t.Fatalf("skipped though installed: %s", a.Skipped)
+}
+
 // checkPeerArms checks TestRunProxyPeers' report, arm by arm. An arm
 // whose figures need the proxy to have had the CPU in time (replies in its
 // 0.27 s window, every request of it answered by the end of the drain, CPU
@@ -121,13 +135,7 @@ func checkPeerArms(t *testing.T, rep *ProxyReport, alone func(arm string, d time
 	}
 	for _, a := range rep.Arms {
 		t.Run(a.Name, func(t *testing.T) {
-			if a.Skipped != "" {
-				tool := map[string]string{ProxyArmHAProxy: "haproxy", ProxyArmNginx: "nginx"}[a.Name]
-				if _, err := exec.LookPath(tool); tool != "" && err != nil {
-					t.Skipf("%s skipped: %s", a.Name, a.Skipped)
-				}
-				t.Fatalf("skipped though installed: %s", a.Skipped)
-			}
+			skipMissingTool(t, a)
 			s, ok := rows[a.Name]
 			if !ok {
 				t.Fatal("no summary row")
@@ -456,13 +464,7 @@ func TestRunProxyH2(t *testing.T) {
 	}
 	for _, a := range rep.Arms {
 		t.Run(a.Name, func(t *testing.T) {
-			if a.Skipped != "" {
-				tool := map[string]string{ProxyArmHAProxy: "haproxy", ProxyArmNginx: "nginx"}[a.Name]
-				if _, err := exec.LookPath(tool); tool != "" && err != nil {
-					t.Skipf("%s skipped: %s", a.Name, a.Skipped)
-				}
-				t.Fatalf("skipped though installed: %s", a.Skipped)
-			}
+			skipMissingTool(t, a)
 			for _, streams := range rep.Config.Streams {
 				i := slices.IndexFunc(rep.Summary, func(s ProxySummaryRow) bool { return s.Arm == a.Name && s.Streams == streams })
 				if i < 0 {
