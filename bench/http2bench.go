@@ -389,14 +389,8 @@ func (r *http2Runner) measure(ctx context.Context, a http2Arm, streams, rep int)
 	}
 	res.Requests, res.AchievedRPS, res.Latency = m.requests, m.rps, m.latency
 	res.ServerUSPerReq, res.ServerCPUPercent, res.ServerCPUSource, res.ClientCPUPercent = m.usPerReq, m.cpuPercent, m.cpuSource, m.clientPercent
-	if n := lateEdgesNote(fmt.Sprintf("%s streams %d rep %d", a.name, streams, rep), "server", m.edges.server[0].at, m.edges.server[1].at, m.log); n != "" {
+	if n := m.cpuNote(fmt.Sprintf("%s streams %d rep %d", a.name, streams, rep), "server"); n != "" {
 		r.report.Notes = append(r.report.Notes, n)
-	} else if res.Requests > 0 && (res.ServerUSPerReq <= 0 || res.ClientCPUPercent <= 0) {
-		// The reads' times covered the window, yet a side did no work in
-		// it while requests were answered: the reads were not the
-		// window's (a starved harness between h2load's line and its read).
-		r.report.Notes = append(r.report.Notes, fmt.Sprintf("%s streams %d rep %d: the harness read the CPU of a window with %d requests as server %.2f µs/req and client %.0f%%, one of them none: starved, it read them off the window; its CPU figures are not that window's",
-			res.Arm, res.Streams, res.Rep, res.Requests, res.ServerUSPerReq, res.ClientCPUPercent))
 	}
 	r.done++
 	fmt.Fprintf(r.cfg.Progress, "[%2d/%d] rep %d streams %-3d %-14s %8.0f req/s  p50 %7.1fµs  p99 %8.1fµs  p99.9 %8.1fµs  server %6.2fµs/req (%3.0f%% CPU)  client %3.0f%%\n",
@@ -473,6 +467,23 @@ func (d h2loadDriver) measure(ctx context.Context, dir, listen string, streams i
 	_, clientPct, _ := proxyCPU(edges.client[0], edges.client[1], sum.Done, d.window)
 	m.clientPercent = clientPct / float64(len(d.cpus))
 	return m, nil
+}
+
+// cpuNote returns a note on measurement what (its name in the notes) when
+// its CPU figures, of served (the process measured) and of h2load, are not
+// its window's, or "": when the reads at its edges were late
+// (lateEdgesNote), or when their times covered the window yet a side did
+// no work in it while requests were answered (a starved harness between
+// h2load's line and its read).
+func (m h2loadMeasure) cpuNote(what, served string) string {
+	if n := lateEdgesNote(what, served, m.edges.server[0].at, m.edges.server[1].at, m.log); n != "" {
+		return n
+	}
+	if m.requests > 0 && (m.usPerReq <= 0 || m.clientPercent <= 0) {
+		return fmt.Sprintf("%s: the harness read the CPU of a window with %d requests as %s %.2f µs/req and client %.0f%%, one of them none: starved, it read them off the window; its CPU figures are not that window's",
+			what, m.requests, served, m.usPerReq, m.clientPercent)
+	}
+	return ""
 }
 
 // lateEdgesNote returns a note on measurement what (its name in the

@@ -851,7 +851,7 @@ func (r *proxyRunner) measureH2(ctx context.Context, a proxyArm, streams, rep in
 	if !slices.Equal(m.edges.server[0].g.PIDs, m.edges.server[1].g.PIDs) {
 		r.report.Notes = append(r.report.Notes, fmt.Sprintf("%s: the proxy's processes changed during the window (%v, then %v): the CPU of one that exited is not counted", what, m.edges.server[0].g.PIDs, m.edges.server[1].g.PIDs))
 	}
-	if n := lateEdgesNote(what, "proxy", m.edges.server[0].at, m.edges.server[1].at, m.log); n != "" {
+	if n := m.cpuNote(what, "proxy"); n != "" {
 		r.report.Notes = append(r.report.Notes, n)
 	}
 	r.done++
