@@ -31,7 +31,7 @@ type h2conn struct {
 	client *engine.Conn
 	srv    *h2.Server
 	idx    int    // in ls.h2conns
-	in     []byte // the start of a frame, until complete
+	in     []byte // the start of a frame (or of the preface) a read ended in (Server.FeedTail)
 	write  func([]byte) (int, error)
 
 	streams []*h2stream // open
@@ -148,20 +148,12 @@ func (s *hsession) startH2(b engine.Buffer) {
 	c.clientData(b)
 }
 
-// clientData feeds the client's bytes to the Server. Loop goroutine.
+// clientData feeds the client's bytes to the Server: whole frames from
+// b, the frame b ends in copied into c.in (FeedTail). An error leaves the
+// Server done with its GOAWAY pending, which flush sends before closing.
+// Loop goroutine.
 func (c *h2conn) clientData(b engine.Buffer) {
-	p := b.Bytes()
-	if len(c.in) > 0 {
-		c.in = append(c.in, p...)
-		p = c.in
-	}
-	n, err := c.srv.Feed(p)
-	rest := p[n:]
-	if len(c.in) > 0 {
-		c.in = c.in[:copy(c.in, rest)]
-	} else if err == nil {
-		c.in = append(c.in, rest...)
-	}
+	c.srv.FeedTail(&c.in, b.Bytes())
 	b.Release()
 	c.flush()
 }
