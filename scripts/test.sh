@@ -47,6 +47,7 @@ go run ./cmd/spindle bench proxy --duration 2s --json >/dev/null
 
 echo "== spindle bench proxy HTTP/1.1 smoke run (every proxy arm, every reply verified)"
 go run ./cmd/spindle bench proxy --protocol http --duration 2s --json >/dev/null
+
 echo "== spindle bench proxy HTTP/2 smoke run (h2c clients through every proxy arm that can run, every request verified)"
 go run ./cmd/spindle bench proxy --protocol h2 --duration 2s --json >/dev/null
 
