@@ -371,7 +371,7 @@ func (c *h2conn) OnRequest(s *h2.Server, id uint32, r *h2.Request, end bool) {
 	case string(r.Method) == "CONNECT":
 		st.respond(501)
 		return
-	case !h1.ValidAuthority(host) || dotSegments(r.Path) || !h1Target(r.Path) || !h1Fields(r.Fields):
+	case !h1.ValidAuthority(host) || dotSegments(r.Path) || !h1.ValidTarget(r.Method, r.Path) || !h1Fields(r.Fields):
 		st.respond(400)
 		return
 	case st.ln.cfg.MaxRequestBody > 0 && r.ContentLength > st.ln.cfg.MaxRequestBody:
@@ -620,48 +620,20 @@ func (c *h2conn) OnTrailers(s *h2.Server, id uint32, fields []hpack.Field) {
 	}
 }
 
-// h1Fields reports whether HTTP/1.1 carries fs as they are: each name a
-// token, no control character but HTAB (nor DEL) in a value. internal/h2
-// lets more through (RFC 9113 8.2.1 forbids only upper case, NUL, CR, LF,
-// whitespace and ':' in names; NUL, CR and LF in values), which a server
-// parsing HTTP/1.1 strictly (internal/h1 among them) refuses, and a lax
-// one may read otherwise.
+// h1Fields reports whether HTTP/1.1 carries fs as they are
+// (h1.ValidField: each name a token, no control character but HTAB, nor
+// DEL, in a value). internal/h2 lets control characters but NUL, CR and LF
+// through in values (RFC 9113 8.2.1), which a server parsing HTTP/1.1
+// strictly (internal/h1 among them) refuses, and a lax one may read
+// otherwise.
 func h1Fields(fs []hpack.Field) bool {
 	for _, f := range fs {
-		for _, c := range f.Name {
-			if !h1Token[c] {
-				return false
-			}
-		}
-		for _, c := range f.Value {
-			if c < 0x20 && c != '\t' || c == 0x7f {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// h1Target reports whether path is a request target HTTP/1.1 carries
-// as it is (what internal/h1 accepts from an HTTP/1.1 client): visible
-// ASCII, no fragment, each '%' followed by two hex digits. internal/h2
-// lets a :path with obs-text, '#' or a stray '%' through.
-func h1Target(path []byte) bool {
-	for i, c := range path {
-		if c <= ' ' || c >= 0x7f || c == '#' || c == '%' && (i+2 >= len(path) || h1.Unhex(path[i+1]) < 0 || h1.Unhex(path[i+2]) < 0) {
+		if !h1.ValidField(f.Name, f.Value) {
 			return false
 		}
 	}
 	return true
 }
-
-// h1Token holds the token characters of RFC 9110 5.6.2.
-var h1Token = func() (t [256]bool) {
-	for _, c := range "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ!#$%&'*+-.^_`|~" {
-		t[c] = true
-	}
-	return t
-}()
 
 // finishReq ends the request body: the last chunk and trailers.
 func (st *h2stream) finishReq(trailers []hpack.Field) {

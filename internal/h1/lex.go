@@ -48,6 +48,21 @@ var ctlTab = func() (t [256]bool) {
 // ctl reports bytes not allowed in a field value: CTLs except HTAB, and DEL.
 func ctl(c byte) bool { return ctlTab[c] }
 
+// ValidField reports whether Parse accepts name and value as a header
+// field (value without its surrounding whitespace): name a token, value
+// without control characters but HTAB.
+func ValidField(name, value []byte) bool {
+	if !isToken(name) {
+		return false
+	}
+	for _, c := range value {
+		if ctl(c) {
+			return false
+		}
+	}
+	return true
+}
+
 func isToken(b []byte) bool {
 	if len(b) == 0 {
 		return false

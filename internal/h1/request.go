@@ -138,6 +138,11 @@ func (r *Request) parseLine(ln []byte, lim Limits) *Error {
 	return checkTarget(r.Method, r.Target)
 }
 
+// ValidTarget reports whether Parse accepts t as the request target of
+// method: the target of a request line another protocol (HTTP/2's :path)
+// is to be written into.
+func ValidTarget(method, t []byte) bool { return checkTarget(method, t) == nil }
+
 // checkTarget accepts origin-form, absolute-form, "*" for OPTIONS and, for
 // CONNECT, authority-form only.
 func checkTarget(method, t []byte) *Error {
