@@ -33,7 +33,6 @@ const maxTail = h2.FrameHeaderLen + h2.MinMaxFrameSize
 // h2conn is the state of a connection that sent the HTTP/2 preface, and
 // the h2.Server's Handler. Loop goroutine.
 type h2conn struct {
-	h     *Handler
 	c     *engine.Conn
 	s     *h2.Server
 	write func([]byte) (int, error) // c.Write, made once: no allocation per WriteDataTo
@@ -59,8 +58,8 @@ type h2stream struct {
 // startH2 makes c an HTTP/2 connection; pre is the start of the preface
 // that came in earlier reads, drain whether the engine is shutting down (the
 // connection is sent GOAWAY at once). Loop goroutine.
-func (h *Handler) startH2(c *engine.Conn, pre []byte, drain bool) *h2conn {
-	hc := &h2conn{h: h, c: c, write: c.Write}
+func startH2(c *engine.Conn, pre []byte, drain bool) *h2conn {
+	hc := &h2conn{c: c, write: c.Write}
 	hc.s = h2.NewServer(hc, nil)
 	hc.tail = append(make([]byte, 0, maxTail), pre...)
 	if drain {

@@ -109,7 +109,7 @@ func (h *Handler) OnData(c *engine.Conn, b engine.Buffer) bool {
 			st.pending = append(st.pending, data...)
 			return false
 		default:
-			st.h2 = h.startH2(c, st.pending, st.drain)
+			st.h2 = startH2(c, st.pending, st.drain)
 			st.pending = nil
 			st.h2.onData(data)
 			return false
