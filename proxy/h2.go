@@ -104,15 +104,12 @@ type h2stream struct {
 // the first byte that differs it reports false and the client stays
 // HTTP/1.1 (s.in, its bytes so far, is the head's start). Loop goroutine.
 func (s *hsession) sniffH2(b engine.Buffer) bool {
-	p := b.Bytes()
-	k := len(s.in)
-	n := min(len(h2.ClientPreface)-k, len(p))
-	if string(p[:n]) != h2.ClientPreface[k:k+n] {
+	switch h2.SniffPreface(len(s.in), b.Bytes()) {
+	case h2.SniffOther:
 		s.sniff = false
 		return false
-	}
-	if k+n < len(h2.ClientPreface) {
-		s.in = append(s.in, p...)
+	case h2.SniffPartial:
+		s.in = append(s.in, b.Bytes()...)
 		b.Release()
 		return true
 	}

@@ -78,3 +78,27 @@ func (c *conn) want(t []byte) int {
 	}
 	return FrameHeaderLen + int(h.Length)
 }
+
+// Sniff results: how a connection's first bytes compare with the client
+// preface.
+const (
+	SniffOther    = iota // a byte differs: not HTTP/2 with prior knowledge
+	SniffPartial         // a prefix of the preface so far: read more
+	SniffComplete        // the whole preface is there
+)
+
+// SniffPreface tells whether a connection that has sent seen bytes so far,
+// each matching the client preface, and now data, is speaking HTTP/2 with
+// prior knowledge: SniffOther at the first byte that differs,
+// SniffPartial while data ends inside the preface, SniffComplete once it
+// holds the rest of it (data may go on past it).
+func SniffPreface(seen int, data []byte) int {
+	n := min(len(ClientPreface)-seen, len(data))
+	switch {
+	case string(data[:n]) != ClientPreface[seen:seen+n]:
+		return SniffOther
+	case seen+n < len(ClientPreface):
+		return SniffPartial
+	}
+	return SniffComplete
+}

@@ -100,3 +100,25 @@ func TestFeedTailOversize(t *testing.T) {
 		t.Fatalf("tail of %d bytes after the error", len(tail))
 	}
 }
+
+func TestSniffPreface(t *testing.T) {
+	for _, tc := range []struct {
+		seen int
+		data string
+		want int
+	}{
+		{0, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", SniffComplete},
+		{0, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00", SniffComplete},
+		{0, "PRI", SniffPartial},
+		{3, " * HTTP/2.0\r\n", SniffPartial},
+		{3, " * HTTP/2.0\r\n\r\nSM\r\n\r\n", SniffComplete},
+		{0, "GET / HTTP/1.1\r\n", SniffOther},
+		{0, "PRX", SniffOther},
+		{3, " * HTTP/1.1", SniffOther},
+		{0, "", SniffPartial},
+	} {
+		if got := SniffPreface(tc.seen, []byte(tc.data)); got != tc.want {
+			t.Errorf("SniffPreface(%d, %q) = %d, want %d", tc.seen, tc.data, got, tc.want)
+		}
+	}
+}

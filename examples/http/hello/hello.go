@@ -100,12 +100,10 @@ func (h *Handler) OnData(c *engine.Conn, b engine.Buffer) bool {
 	if !st.decided {
 		// HTTP/2 if the first 24 bytes are the preface, over as many
 		// reads as it takes; HTTP/1.1 from the first byte that differs.
-		k := len(st.pending)
-		m := min(len(data), len(h2.ClientPreface)-k)
-		switch {
-		case string(data[:m]) != h2.ClientPreface[k:k+m]:
+		switch h2.SniffPreface(len(st.pending), data) {
+		case h2.SniffOther:
 			st.decided = true
-		case k+m < len(h2.ClientPreface): // m == len(data)
+		case h2.SniffPartial:
 			st.pending = append(st.pending, data...)
 			return false
 		default:
