@@ -106,15 +106,30 @@ func (u *upstream) stop() {
 	u.wg.Wait()
 }
 
-// deadAddr returns a loopback address nothing listens on.
+// deadAddr returns a loopback address nothing listens on. The port stays
+// bound (a socket that never listens, so a connect is refused) until the
+// test ends: a port only closed again could be handed to the next
+// listener the test opens, and the "dead" server would answer.
+// SO_REUSEADDR on a socket that never listens keeps the kernel's port 0
+// search off the port but lets a test listen on it on purpose.
 func deadAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
 }
 
 func testConfig(b engine.Backend, servers ...string) *Config {
@@ -455,6 +470,9 @@ func blackholeAddr(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1); err != nil {
+		t.Fatal(err)
+	}
 	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
 		t.Fatal(err)
 	}
