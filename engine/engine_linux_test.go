@@ -22,6 +22,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/spindlenet/spindle/internal/testnet"
 	"github.com/spindlenet/spindle/uring"
 )
 
@@ -861,10 +862,7 @@ func listenAndRun(t *testing.T, cfg *Config, h Handler) (e *Engine, addr string,
 
 func TestDial(t *testing.T) {
 	peer := goEchoServer(t)
-	// A closed port for the refused case.
-	cl, _ := net.Listen("tcp", "127.0.0.1:0")
-	closedAddr := cl.Addr().String()
-	cl.Close()
+	closedAddr := testnet.RefusedAddr(t) // for the refused case
 	for _, b := range testBackends {
 		t.Run(string(b), func(t *testing.T) {
 			type result struct {

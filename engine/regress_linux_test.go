@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/spindlenet/spindle/internal/testnet"
 )
 
 // TestResumeInsideHeldDelivery pauses a connection in its first OnData, so
@@ -1288,12 +1290,7 @@ func TestTimerInThePastStarvesNoOther(t *testing.T) {
 // ("dial tcp 127.0.0.1:port: connect: connection refused"). It named none:
 // the connection's addresses are known only once it is open.
 func TestDialErrorNamesAddress(t *testing.T) {
-	probe, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	target := probe.Addr().String()
-	probe.Close() // the port is now refused
+	target := testnet.RefusedAddr(t)
 	for _, b := range testBackends {
 		t.Run(string(b), func(t *testing.T) {
 			h := &closeErrHandler{}

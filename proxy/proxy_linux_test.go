@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/spindlenet/spindle/engine"
+	"github.com/spindlenet/spindle/internal/testnet"
 )
 
 // testBackends are the backends every data-path test runs over.
@@ -106,31 +107,9 @@ func (u *upstream) stop() {
 	u.wg.Wait()
 }
 
-// deadAddr returns a loopback address nothing listens on. The port stays
-// bound (a socket that never listens, so a connect is refused) until the
-// test ends: a port only closed again could be handed to the next
-// listener the test opens, and the "dead" server would answer.
-// SO_REUSEADDR on a socket that never listens keeps the kernel's port 0
-// search off the port but lets a test listen on it on purpose.
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { syscall.Close(fd) })
-	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
-}
+// deadAddr returns a loopback address nothing listens on until the test
+// ends (testnet.RefusedAddr).
+func deadAddr(t *testing.T) string { return testnet.RefusedAddr(t) }
 
 func testConfig(b engine.Backend, servers ...string) *Config {
 	return &Config{
