@@ -83,8 +83,9 @@ func (s *Server) request() {
 	}
 	const method, scheme, authority, path = 1, 2, 4, 8
 	if string(r.Method) == "CONNECT" {
-		// RFC 9113 8.5: :authority only, no :scheme or :path.
-		s.bad = s.havePs != method|authority || len(r.Authority) == 0
+		// RFC 9113 8.5: :authority only, no :scheme or :path; it is
+		// host:port, a CONNECT request line's authority-form.
+		s.bad = s.havePs != method|authority || !h1.ValidTarget(r.Method, r.Authority)
 	} else {
 		s.bad = s.havePs&(method|scheme|path) != method|scheme|path || len(r.Path) == 0 ||
 			r.Path[0] != '/' && (string(r.Path) != "*" || string(r.Method) != "OPTIONS")

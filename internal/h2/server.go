@@ -114,7 +114,8 @@ func (c *Config) withDefaults() Config {
 // 8.3.1). Its slices are valid only during the Handler call that gets it.
 type Request struct {
 	// Method, Scheme, Authority and Path are the pseudo-header fields.
-	// A CONNECT request (RFC 9113 8.5) has Authority only; other requests
+	// A CONNECT request (RFC 9113 8.5) has Authority only, host:port as
+	// a CONNECT request line's target (h1.ValidTarget); other requests
 	// have Method, Scheme and a non-empty Path, and Authority if sent.
 	Method, Scheme, Authority, Path []byte
 	// Fields are the regular fields in order, names lowercase. Cookie

@@ -461,6 +461,14 @@ func TestServerMalformed(t *testing.T) {
 		{"authority with a CTL", []string{":method", "GET", ":scheme", "http", ":authority", "a\x01", ":path", "/"}},
 		{"host with a space, no :authority", []string{":method", "GET", ":scheme", "http", ":path", "/", "host", "a b"}},
 		{"CONNECT authority with a space", []string{":method", "CONNECT", ":authority", "a b:443"}},
+		// RFC 9113 8.5: CONNECT's :authority is host:port, as a CONNECT
+		// request line's authority-form (RFC 9112 3.2.3).
+		{"CONNECT authority without a port", []string{":method", "CONNECT", ":authority", "x"}},
+		{"CONNECT authority with an empty port", []string{":method", "CONNECT", ":authority", "x:"}},
+		{"CONNECT authority without a host", []string{":method", "CONNECT", ":authority", ":443"}},
+		{"CONNECT authority port not digits", []string{":method", "CONNECT", ":authority", "x:https"}},
+		{"CONNECT IPv6 authority without a port", []string{":method", "CONNECT", ":authority", "[::1]"}},
+		{"CONNECT authority with a path", []string{":method", "CONNECT", ":authority", "x:443/a"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := &recorder{}
@@ -484,6 +492,7 @@ func TestServerMalformed(t *testing.T) {
 		want string
 	}{
 		{"CONNECT", []string{":method", "CONNECT", ":authority", "x:443"}, "req 1 CONNECT  x:443  cl=-1 end"},
+		{"CONNECT IPv6", []string{":method", "CONNECT", ":authority", "[::1]:8443"}, "req 1 CONNECT  [::1]:8443  cl=-1 end"},
 		{"OPTIONS *", []string{":method", "OPTIONS", ":scheme", "http", ":path", "*"}, "req 1 OPTIONS http  * cl=-1 end"},
 		{"te trailers", kvs(get, "te", "trailers"), "req 1 GET http x / cl=-1 te=trailers end"},
 		{"host equal to :authority", kvs(get, "host", "X"), "req 1 GET http x / cl=-1 host=X end"},
