@@ -283,3 +283,42 @@ func TestServerFieldNameToken(t *testing.T) {
 		t.Errorf("a token name: events %q, want the request", h.events)
 	}
 }
+
+// TestServerResetAfterHeaders: a stream the client resets after our
+// response header but before the response ended is early too: else a
+// client waits for each header (the proxy's upstream has done its work by
+// then), resets, and repeats without bound. Streams completed in full give
+// one back each, so a client interleaving them with resets stays within
+// the bound at any count.
+func TestServerResetAfterHeaders(t *testing.T) {
+	headersOnly := func(s *Server, id uint32, r *Request, end bool) {
+		s.WriteHeaders(id, 200, nil, false)
+		if string(r.Path) != "/hold" {
+			s.WriteData(id, []byte("ok"), true)
+		}
+	}
+	reset := func(p *peer, id uint32) []byte {
+		return cat(p.headers(id, false, hold...), frame(FrameRSTStream, 0, id, u32(uint32(Cancel))...))
+	}
+	t.Run("counted", func(t *testing.T) {
+		s, p := open(t, &recorder{onRequest: headersOnly}, &Config{MaxEarlyResets: 20})
+		for i := range 20 {
+			if code := feed(t, s, reset(p, uint32(2*i+1))); code != noConnErr {
+				t.Fatalf("reset %d: %v", i, code)
+			}
+		}
+		if code := feed(t, s, reset(p, 41)); code != EnhanceYourCalm {
+			t.Fatalf("past the limit: %v", code)
+		}
+	})
+	t.Run("completed streams give back", func(t *testing.T) {
+		s, p := open(t, &recorder{onRequest: headersOnly}, &Config{MaxEarlyResets: 20})
+		for i := range 200 {
+			id := uint32(4*i + 1)
+			if code := feed(t, s, cat(reset(p, id), p.headers(id+2, true, get...))); code != noConnErr {
+				t.Fatalf("round %d: %v", i, code)
+			}
+			outFrames(t, s, p.dec)
+		}
+	})
+}

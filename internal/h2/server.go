@@ -47,11 +47,14 @@ type Config struct {
 	// request opened and each non-empty DATA frame we send gives 1 back,
 	// up to the budget. Spent: GOAWAY ENHANCE_YOUR_CALM (default 1000).
 	MaxControlFrames int
-	// MaxEarlyResets bounds the streams the peer resets before we sent
-	// their response's header (rapid reset, CVE-2023-44487), together with
-	// the streams we refuse or reset for a stream error; each stream
-	// answered in full gives one back. Past it: GOAWAY ENHANCE_YOUR_CALM
-	// (default 200).
+	// MaxEarlyResets bounds the streams the peer resets before our
+	// response to them ended (rapid reset, CVE-2023-44487, also when the
+	// client waits for each response's header before it resets), together
+	// with the streams we refuse or reset for a stream error; each stream
+	// that ended both ways without a reset, answered by the handler, gives
+	// one back. Past it: GOAWAY ENHANCE_YOUR_CALM (default 200). A client
+	// that only ever cancels long responses (streaming watches it ends
+	// with RST_STREAM) meets it after that many.
 	MaxEarlyResets int
 }
 
@@ -307,7 +310,10 @@ func (s *Server) rstStream(f *Frame) *Error {
 	if st == nil {
 		return nil
 	}
-	if !st.responded {
+	// Early: before our response ended, not only before its header: a
+	// client that waits for each header and resets would have the handler
+	// (a proxy's upstream) do a response's work per stream without bound.
+	if st.sendOpen {
 		if s.earlyResets++; s.earlyResets > s.cfg.MaxEarlyResets {
 			return errRapidReset
 		}

@@ -743,9 +743,9 @@ func TestServerAbuse(t *testing.T) {
 		})
 	}
 	t.Run("resets of answered streams", func(t *testing.T) {
-		// A stream reset after its response header is not early: no limit.
+		// A stream reset after its response ended is not early: no limit.
 		s, p := open(t, &recorder{onRequest: func(s *Server, id uint32, r *Request, end bool) {
-			s.WriteHeaders(id, 200, nil, false)
+			s.WriteHeaders(id, 200, nil, true)
 		}}, &Config{MaxEarlyResets: 5})
 		for i := range 100 {
 			id := uint32(2*i + 1)
