@@ -322,3 +322,42 @@ func TestServerResetAfterHeaders(t *testing.T) {
 		}
 	})
 }
+
+// TestServerNoHeaderTable: Config.NoHeaderTable advertises
+// SETTINGS_HEADER_TABLE_SIZE 0, which a zero HeaderTableSize cannot (zero
+// is the default, 4096): once the SETTINGS is acknowledged the client's
+// encoder must empty its table with a size update and index nothing.
+func TestServerNoHeaderTable(t *testing.T) {
+	s := NewServer(&recorder{}, &Config{NoHeaderTable: true})
+	f, _, err := ParseFrame(s.Pending(), MinMaxFrameSize)
+	if err != nil || f.Type != FrameSettings {
+		t.Fatalf("first frame %v %v", f.Type, err)
+	}
+	var size = uint32(1 << 31)
+	for i := range f.NumSettings() {
+		if st := f.Setting(i); st.ID == SettingHeaderTableSize {
+			size = st.Val
+		}
+	}
+	if size != 0 {
+		t.Fatalf("SETTINGS_HEADER_TABLE_SIZE %d, want 0", size)
+	}
+	for _, update := range []bool{false, true} {
+		h := &recorder{}
+		s, p := open(t, h, &Config{NoHeaderTable: true, HeaderTableSize: 1000})
+		// Before the ack the RFC's 4096 holds: a field indexed decodes.
+		if code := feed(t, s, p.headers(1, true, kvs(hold, "x-a", "b")...)); code != noConnErr || len(h.events) != 1 {
+			t.Fatalf("before the ack: %v %q", code, h.events)
+		}
+		if update {
+			p.enc.SetMaxTableSize(0)
+		}
+		code := feed(t, s, cat(frame(FrameSettings, FlagAck, 0), p.headers(3, true, hold...)))
+		if update && (code != noConnErr || len(h.events) != 2) {
+			t.Fatalf("after the ack, with a size update to 0: %v %q", code, h.events)
+		}
+		if !update && code != CompressionError {
+			t.Fatalf("after the ack, no size update: %v", code)
+		}
+	}
+}

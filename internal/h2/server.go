@@ -34,8 +34,14 @@ type Config struct {
 	// connection (ENHANCE_YOUR_CALM) before it is decoded.
 	MaxHeaderListSize uint32
 	// HeaderTableSize is SETTINGS_HEADER_TABLE_SIZE, the HPACK dynamic
-	// table our decoder keeps (default 4096).
+	// table our decoder keeps (default 4096; zero means the default, see
+	// NoHeaderTable).
 	HeaderTableSize uint32
+	// NoHeaderTable advertises a SETTINGS_HEADER_TABLE_SIZE of 0, no
+	// dynamic table (HeaderTableSize is not used): once our SETTINGS is
+	// acknowledged the peer's header blocks index nothing, less memory per
+	// connection for repeated fields sent whole.
+	NoHeaderTable bool
 	// MaxOutput bounds the unsent output (Pending) past which a PING is not
 	// answered and a SETTINGS or a stream error, which need an answer, end
 	// the connection with ENHANCE_YOUR_CALM: a peer that sends and does not
@@ -98,7 +104,10 @@ func (c *Config) withDefaults() Config {
 	if d.MaxHeaderListSize == 0 {
 		d.MaxHeaderListSize = DefaultMaxHeaderListSize
 	}
-	if d.HeaderTableSize == 0 {
+	switch {
+	case d.NoHeaderTable:
+		d.HeaderTableSize = 0
+	case d.HeaderTableSize == 0:
 		d.HeaderTableSize = DefaultHeaderTableSize
 	}
 	if d.MaxOutput <= 0 {
