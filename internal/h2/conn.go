@@ -26,8 +26,12 @@ type conn struct {
 	streams []stream // in id order (id | was); live ones have id != 0
 	dead    int      // entries of streams with id 0
 	lastID  uint32   // highest stream id opened (or tried): by the peer on a Server, by us on a Client
-	reset   ring     // streams we reset lately: their frames are ignored
-	closed  ring     // streams closed lately: HEADERS on them is STREAM_CLOSED
+	// Every stream up to lastID not in streams is closed (RFC 9113 5.1.1:
+	// opening one closes the idle ones below it). reset holds those the
+	// peer may still have frames in flight on, which are ignored; closed
+	// only picks the code of a HEADERS on a closed stream.
+	reset  quiet
+	closed ring // streams closed lately: HEADERS on them is STREAM_CLOSED, else PROTOCOL_ERROR
 
 	// Receive flow control, connection level.
 	connRecv    int64 // what the peer may still send
@@ -213,7 +217,7 @@ func (c *conn) frames(in []byte, n int) (int, error) {
 		if !e.Stream {
 			return n, c.fail(e)
 		}
-		if e = c.streamError(f.StreamID, e); e != nil {
+		if e = c.streamError(f, e); e != nil {
 			return n, c.fail(e)
 		}
 	}
@@ -257,9 +261,9 @@ func (c *conn) resetAll(code ErrCode) {
 	}
 }
 
-// streamError resets stream id for e; it returns a connection error when
-// the answer cannot be sent.
-func (c *conn) streamError(id uint32, e *Error) *Error {
+// streamError resets stream id for e, found in frame f; it returns a
+// connection error when the answer cannot be sent.
+func (c *conn) streamError(f *Frame, e *Error) *Error {
 	if len(c.out) > c.cfg.MaxOutput {
 		return errOutput
 	}
@@ -268,9 +272,16 @@ func (c *conn) streamError(id uint32, e *Error) *Error {
 			return errRapidReset
 		}
 	}
+	id := f.StreamID
 	c.out = AppendRSTStream(c.out, id, e.Code)
-	c.reset.put(id)
-	if st := c.find(id); st != nil {
+	st := c.find(id)
+	// The peer may go on sending until it sees the RST_STREAM: on a
+	// stream open its way, or one whose opening header block we refused
+	// or found in error without END_STREAM.
+	if st != nil && st.recvOpen || st == nil && (f.Type == FrameHeaders || f.Type == FrameContinuation) && !c.hend {
+		c.quieten(id)
+	}
+	if st != nil {
 		ann := st.announced
 		c.remove(st)
 		if ann {
@@ -280,14 +291,63 @@ func (c *conn) streamError(id uint32, e *Error) *Error {
 	return nil
 }
 
-// ring remembers the last recentResets stream ids put in it.
+// quiet is the streams we reset while the peer could still send on them:
+// frames it sent before it saw our RST_STREAM are ignored (RFC 9113 5.1).
+// A ring of up to the limit quieten gives, the oldest overwritten once
+// full.
+type quiet struct {
+	ids  []uint32
+	next int // where the next id goes once the ring is full
+}
+
+func (q *quiet) put(id uint32, limit int) {
+	if q.ids == nil { // once per connection, at its first reset
+		q.ids = make([]uint32, 0, limit)
+	}
+	if len(q.ids) < limit && q.next == 0 {
+		q.ids = append(q.ids, id)
+		return
+	}
+	q.ids[q.next] = id
+	q.next = (q.next + 1) % len(q.ids)
+}
+
+func (q *quiet) has(id uint32) bool {
+	for _, x := range q.ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// maxQuiet bounds quiet's limit for large configured limits.
+const maxQuiet = 4096
+
+// quieten remembers stream id, which we reset while the peer could still
+// send on it. A peer keeping to MaxConcurrentStreams has frames in flight
+// only on streams it thinks open, so on at most that many we reset (a
+// Client: the server's limit), and on the streams refused past it before
+// it had our SETTINGS, each an early reset: the limit is their sum, so a
+// stream falls out of reset only when such a peer can send on it no more
+// (the peer that does is answered as on any closed stream). One
+// allocation per connection that resets a stream, none per request.
+func (c *conn) quieten(id uint32) {
+	n := uint64(c.cfg.MaxConcurrentStreams)
+	if c.client {
+		n = max(n, uint64(c.peerMaxStreams))
+	}
+	c.reset.put(id, int(min(n+uint64(c.cfg.MaxEarlyResets), maxQuiet)))
+}
+
+// ring remembers the last recentClosed stream ids put in it.
 type ring struct {
-	ids [recentResets]uint32
+	ids [recentClosed]uint32
 	n   int
 }
 
 func (r *ring) put(id uint32) {
-	r.ids[r.n%recentResets] = id
+	r.ids[r.n%recentClosed] = id
 	r.n++
 }
 
@@ -300,10 +360,12 @@ func (r *ring) has(id uint32) bool {
 	return false
 }
 
-// ignored reports whether frames on stream id, not open, are ignored: we
-// reset it lately, or (on a Server) the peer opened it after our GOAWAY's
-// last stream id (RFC 9113 6.8; its DATA still counts toward the
-// connection window).
+// ignored reports whether frames on stream id, closed (not open, at most
+// lastID), are ignored: we reset it while the peer could still send on
+// it, or (on a Server) the peer opened it after our GOAWAY's last stream
+// id (RFC 9113 6.8). Their DATA still counts toward the connection
+// window (6.9). Frames on other closed streams are the peer's error,
+// except WINDOW_UPDATE, RST_STREAM and PRIORITY, ignored on any (5.1).
 func (c *conn) ignored(id uint32) bool {
 	return c.reset.has(id) || !c.client && c.goAwaySent && id > c.goAwayLast
 }
@@ -527,6 +589,9 @@ func (c *conn) data(f *Frame) *Error {
 	if st == nil || !st.recvOpen {
 		c.creditConn(size)
 		if st == nil && c.ignored(f.StreamID) {
+			if size == 0 && !f.Flags.Has(FlagEndStream) {
+				return c.control() // as on an open stream
+			}
 			return nil
 		}
 		return errHalfClosed
@@ -845,7 +910,9 @@ func (c *conn) Reset(id uint32, code ErrCode) {
 		return
 	}
 	c.out = AppendRSTStream(c.out, id, code)
-	c.reset.put(id)
+	if st.recvOpen {
+		c.quieten(id)
+	}
 	c.remove(st)
 }
 

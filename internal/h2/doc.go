@@ -37,9 +37,14 @@
 // :protocol is malformed.
 //
 // Streams follow the state machine of 5.1 (idle, open, half-closed either
-// way, closed); client stream ids are odd and increasing; frames the peer
-// sent before seeing our RST_STREAM are ignored for the 32 streams we reset
-// last; HEADERS past SETTINGS_MAX_CONCURRENT_STREAMS is refused
+// way, closed); client stream ids are odd and increasing, so every id up
+// to the highest opened that is not open is closed; frames the peer sent
+// before seeing our RST_STREAM are ignored (DATA charged to the connection
+// window) on every stream a peer keeping to MaxConcurrentStreams can still
+// send on, the last MaxConcurrentStreams + MaxEarlyResets we reset while
+// it could; WINDOW_UPDATE, RST_STREAM and PRIORITY are ignored on any
+// closed stream, DATA and HEADERS on others are the peer's errors;
+// HEADERS past SETTINGS_MAX_CONCURRENT_STREAMS is refused
 // (REFUSED_STREAM). Flow control is applied both ways (6.9): the peer's
 // INITIAL_WINDOW_SIZE changes move open streams' send windows, possibly
 // below zero; WriteData sends what the windows allow (WriteDataTo the same
@@ -51,7 +56,8 @@
 // when to close.
 //
 // Abuse bounds (Config): rapid reset (CVE-2023-44487: streams reset before
-// their response, refused, or reset for a stream error, MaxEarlyResets);
+// their response ended, refused, or reset for a stream error,
+// MaxEarlyResets, each stream completed giving one back);
 // CONTINUATION flood (CVE-2024-27316: a header block's encoded size is
 // bounded by MaxHeaderListSize + MaxFrameSize and its CONTINUATION count,
 // before it is decoded); control frame floods (SETTINGS, PING, PRIORITY,

@@ -361,3 +361,99 @@ func TestServerNoHeaderTable(t *testing.T) {
 		}
 	}
 }
+
+// TestServerFramesAfterOurReset: the frames a client sent on a stream
+// before it saw our RST_STREAM (RFC 9113 5.1: ignored; DATA still charged
+// to the connection window, 6.9) are ignored for every stream it can
+// still have frames in flight on: each it thinks open, so up to
+// MaxConcurrentStreams of them, and the streams refused beyond those
+// (each counted under MaxEarlyResets). Before, a ring of the last 32 was
+// kept, and the in-flight DATA of an older one was answered with a
+// RST_STREAM that counted as an early reset, its trailers with GOAWAY.
+func TestServerFramesAfterOurReset(t *testing.T) {
+	inFlight := func(p *peer, id uint32) []byte {
+		return cat(frame(FrameData, 0, id, make([]byte, 16000)...), frame(FrameData, 0, id, make([]byte, 16000)...),
+			frame(FrameWindowUpdate, 0, id, u32(1)...), p.headers(id, true, "x-sum", "1"),
+			frame(FrameRSTStream, 0, id, u32(uint32(Cancel))...), frame(FramePriority, 0, id, 0, 0, 0, 0, 16))
+	}
+	// check feeds in and wants no frame sent but WINDOW_UPDATEs of the
+	// connection (the DATA returned to its window) and no early reset.
+	check := func(t *testing.T, s *Server, p *peer, in []byte) {
+		t.Helper()
+		if code := feed(t, s, in); code != noConnErr {
+			t.Fatalf("connection error %v", code)
+		}
+		for _, f := range outFrames(t, s, p.dec) {
+			if !strings.HasPrefix(f, "WINDOW_UPDATE 0 ") {
+				t.Fatalf("sent %q", f)
+			}
+		}
+		if s.earlyResets != 0 {
+			t.Fatalf("%d early resets counted", s.earlyResets)
+		}
+	}
+	t.Run("reset by the handler", func(t *testing.T) {
+		const n = 50
+		h := &recorder{onRequest: func(s *Server, id uint32, r *Request, end bool) { s.Reset(id, Cancel) }}
+		s, p := open(t, h, &Config{MaxConcurrentStreams: n, MaxEarlyResets: 1})
+		var in []byte
+		for i := range uint32(n) {
+			in = cat(in, p.headers(2*i+1, false, hold...))
+		}
+		feed(t, s, in)
+		if got := outFrames(t, s, p.dec); len(got) != n {
+			t.Fatalf("out %q", got)
+		}
+		in = nil
+		for i := range uint32(n) {
+			in = cat(in, inFlight(p, 2*i+1))
+		}
+		check(t, s, p, in)
+	})
+	t.Run("beyond the bound", func(t *testing.T) {
+		// MaxConcurrentStreams 1 and MaxEarlyResets 2: the last 3 streams
+		// reset are remembered. A peer sending on the 4th last had seen
+		// our RST_STREAM: its DATA is answered and counted.
+		h := &recorder{onRequest: func(s *Server, id uint32, r *Request, end bool) { s.Reset(id, Cancel) }}
+		s, p := open(t, h, &Config{MaxConcurrentStreams: 1, MaxEarlyResets: 2})
+		feed(t, s, cat(p.headers(1, false, hold...), p.headers(3, false, hold...), p.headers(5, false, hold...), p.headers(7, false, hold...)))
+		outFrames(t, s, p.dec)
+		check(t, s, p, cat(inFlight(p, 3), inFlight(p, 5), inFlight(p, 7)))
+		feed(t, s, frame(FrameData, 0, 1, 'x'))
+		if got := outFrames(t, s, p.dec); !equal(got, []string{"RST_STREAM 1 STREAM_CLOSED"}) || s.earlyResets != 1 {
+			t.Fatalf("out %q, %d early resets", got, s.earlyResets)
+		}
+	})
+	t.Run("refused", func(t *testing.T) {
+		const n = 100
+		s, p := open(t, &recorder{}, &Config{MaxConcurrentStreams: 1, MaxEarlyResets: n})
+		in := p.headers(1, false, hold...)
+		for i := range uint32(n) {
+			in = cat(in, p.headers(2*i+3, false, hold...))
+		}
+		feed(t, s, in)
+		outFrames(t, s, p.dec)
+		s.earlyResets = 0
+		in = nil
+		for i := range uint32(n) {
+			in = cat(in, inFlight(p, 2*i+3))
+		}
+		check(t, s, p, in)
+	})
+	t.Run("stream error", func(t *testing.T) {
+		const n = 50
+		s, p := open(t, &recorder{}, &Config{MaxConcurrentStreams: n, MaxEarlyResets: n})
+		var in []byte
+		for i := range uint32(n) {
+			in = cat(in, p.headers(2*i+1, false, kvs(hold, "content-length", "1")...), frame(FrameData, 0, 2*i+1, 'a', 'b'))
+		}
+		feed(t, s, in)
+		outFrames(t, s, p.dec)
+		s.earlyResets = 0
+		in = nil
+		for i := range uint32(n) {
+			in = cat(in, inFlight(p, 2*i+1))
+		}
+		check(t, s, p, in)
+	})
+}

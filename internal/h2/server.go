@@ -79,10 +79,10 @@ const (
 // initialWindow is the RFC's flow-control window before SETTINGS change it.
 const initialWindow = 65535
 
-// recentResets is how many streams we reset are remembered so that frames
-// the peer sent before it saw our RST_STREAM are ignored (RFC 9113 5.1),
-// and how many closed streams are told from never-opened ones.
-const recentResets = 32
+// recentClosed is how many closed streams are told from never-opened
+// ones, for the code of a HEADERS on them: STREAM_CLOSED or PROTOCOL_ERROR,
+// a connection error either way.
+const recentClosed = 32
 
 func (c *Config) withDefaults() Config {
 	var d Config
@@ -425,7 +425,7 @@ func (s *Server) writeStatusOnly(st *stream, status int) {
 	st.sendOpen = false
 	if st.recvOpen {
 		s.out = AppendRSTStream(s.out, st.id, NoError)
-		s.reset.put(st.id)
+		s.quieten(st.id)
 		st.recvOpen = false
 	}
 	s.maybeClose(st)
