@@ -457,3 +457,42 @@ func TestServerFramesAfterOurReset(t *testing.T) {
 		check(t, s, p, in)
 	})
 }
+
+// TestClientFramesAfterOurReset: a Client that cancels many streams at
+// once (a proxy whose clients went away) ignores the response frames the
+// server sent before it saw each RST_STREAM, on all of them, not the last
+// 32: an older stream's DATA was a stream error counted under
+// MaxEarlyResets, and ended the connection with ENHANCE_YOUR_CALM.
+func TestClientFramesAfterOurReset(t *testing.T) {
+	const n = DefaultMaxConcurrentStreams
+	c, a, p := openClient(t, &Config{MaxEarlyResets: 5})
+	var in []byte
+	for range n {
+		id, err := a.start(c, req("/"), nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in = cat(in, p.headers(id, false, ":status", "200"))
+	}
+	if e := feed(t, c, in); e != noConnErr {
+		t.Fatal(e)
+	}
+	in = nil
+	for i := range uint32(n) {
+		c.Reset(2*i+1, Cancel)
+		in = cat(in, frame(FrameData, 0, 2*i+1, make([]byte, 1000)...), frame(FrameWindowUpdate, 0, 2*i+1, u32(1)...),
+			p.headers(2*i+1, true, "x-sum", "1"), frame(FrameRSTStream, 0, 2*i+1, u32(uint32(Cancel))...))
+	}
+	outFrames(t, c, hpack.NewDecoder(4096, 0))
+	if e := feed(t, c, in); e != noConnErr {
+		t.Fatalf("connection error %v", e)
+	}
+	for _, f := range outFrames(t, c, hpack.NewDecoder(4096, 0)) {
+		if !strings.HasPrefix(f, "WINDOW_UPDATE 0 ") {
+			t.Fatalf("sent %q", f)
+		}
+	}
+	if c.earlyResets != 0 {
+		t.Fatalf("%d early resets counted", c.earlyResets)
+	}
+}
