@@ -323,45 +323,6 @@ func TestServerResetAfterHeaders(t *testing.T) {
 	})
 }
 
-// TestServerNoHeaderTable: Config.NoHeaderTable advertises
-// SETTINGS_HEADER_TABLE_SIZE 0, which a zero HeaderTableSize cannot (zero
-// is the default, 4096): once the SETTINGS is acknowledged the client's
-// encoder must empty its table with a size update and index nothing.
-func TestServerNoHeaderTable(t *testing.T) {
-	s := NewServer(&recorder{}, &Config{NoHeaderTable: true})
-	f, _, err := ParseFrame(s.Pending(), MinMaxFrameSize)
-	if err != nil || f.Type != FrameSettings {
-		t.Fatalf("first frame %v %v", f.Type, err)
-	}
-	var size = uint32(1 << 31)
-	for i := range f.NumSettings() {
-		if st := f.Setting(i); st.ID == SettingHeaderTableSize {
-			size = st.Val
-		}
-	}
-	if size != 0 {
-		t.Fatalf("SETTINGS_HEADER_TABLE_SIZE %d, want 0", size)
-	}
-	for _, update := range []bool{false, true} {
-		h := &recorder{}
-		s, p := open(t, h, &Config{NoHeaderTable: true, HeaderTableSize: 1000})
-		// Before the ack the RFC's 4096 holds: a field indexed decodes.
-		if code := feed(t, s, p.headers(1, true, kvs(hold, "x-a", "b")...)); code != noConnErr || len(h.events) != 1 {
-			t.Fatalf("before the ack: %v %q", code, h.events)
-		}
-		if update {
-			p.enc.SetMaxTableSize(0)
-		}
-		code := feed(t, s, cat(frame(FrameSettings, FlagAck, 0), p.headers(3, true, hold...)))
-		if update && (code != noConnErr || len(h.events) != 2) {
-			t.Fatalf("after the ack, with a size update to 0: %v %q", code, h.events)
-		}
-		if !update && code != CompressionError {
-			t.Fatalf("after the ack, no size update: %v", code)
-		}
-	}
-}
-
 // TestServerFramesAfterOurReset: the frames a client sent on a stream
 // before it saw our RST_STREAM (RFC 9113 5.1: ignored; DATA still charged
 // to the connection window, 6.9) are ignored for every stream it can
@@ -376,86 +337,81 @@ func TestServerFramesAfterOurReset(t *testing.T) {
 			frame(FrameWindowUpdate, 0, id, u32(1)...), p.headers(id, true, "x-sum", "1"),
 			frame(FrameRSTStream, 0, id, u32(uint32(Cancel))...), frame(FramePriority, 0, id, 0, 0, 0, 0, 16))
 	}
-	// check feeds in and wants no frame sent but WINDOW_UPDATEs of the
-	// connection (the DATA returned to its window) and no early reset.
-	check := func(t *testing.T, s *Server, p *peer, in []byte) {
-		t.Helper()
-		if code := feed(t, s, in); code != noConnErr {
-			t.Fatalf("connection error %v", code)
-		}
-		for _, f := range outFrames(t, s, p.dec) {
-			if !strings.HasPrefix(f, "WINDOW_UPDATE 0 ") {
-				t.Fatalf("sent %q", f)
-			}
-		}
-		if s.earlyResets != 0 {
-			t.Fatalf("%d early resets counted", s.earlyResets)
-		}
-	}
-	t.Run("reset by the handler", func(t *testing.T) {
-		const n = 50
-		h := &recorder{onRequest: func(s *Server, id uint32, r *Request, end bool) { s.Reset(id, Cancel) }}
-		s, p := open(t, h, &Config{MaxConcurrentStreams: n, MaxEarlyResets: 1})
-		var in []byte
-		for i := range uint32(n) {
-			in = cat(in, p.headers(2*i+1, false, hold...))
-		}
-		feed(t, s, in)
-		if got := outFrames(t, s, p.dec); len(got) != n {
-			t.Fatalf("out %q", got)
-		}
-		in = nil
-		for i := range uint32(n) {
-			in = cat(in, inFlight(p, 2*i+1))
-		}
-		check(t, s, p, in)
-	})
-	t.Run("beyond the bound", func(t *testing.T) {
+	handlerReset := &recorder{onRequest: func(s *Server, id uint32, r *Request, end bool) { s.Reset(id, Cancel) }}
+	for _, tc := range []struct {
+		name  string
+		h     Handler
+		cfg   *Config
+		ids   []uint32 // the streams reset, in order
+		start func(p *peer, id uint32) []byte
+	}{
+		{"reset by the handler", handlerReset, &Config{MaxConcurrentStreams: 50, MaxEarlyResets: 1}, odd(1, 50),
+			func(p *peer, id uint32) []byte { return p.headers(id, false, hold...) }},
+		// Stream 1 stays open, the others are refused.
+		{"refused", &recorder{}, &Config{MaxConcurrentStreams: 1, MaxEarlyResets: 100}, odd(3, 100),
+			func(p *peer, id uint32) []byte { return p.headers(id, false, hold...) }},
+		{"stream error", &recorder{}, &Config{MaxConcurrentStreams: 50, MaxEarlyResets: 50}, odd(1, 50),
+			func(p *peer, id uint32) []byte {
+				return cat(p.headers(id, false, kvs(hold, "content-length", "1")...), frame(FrameData, 0, id, 'a', 'b'))
+			}},
 		// MaxConcurrentStreams 1 and MaxEarlyResets 2: the last 3 streams
-		// reset are remembered. A peer sending on the 4th last had seen
-		// our RST_STREAM: its DATA is answered and counted.
-		h := &recorder{onRequest: func(s *Server, id uint32, r *Request, end bool) { s.Reset(id, Cancel) }}
-		s, p := open(t, h, &Config{MaxConcurrentStreams: 1, MaxEarlyResets: 2})
-		feed(t, s, cat(p.headers(1, false, hold...), p.headers(3, false, hold...), p.headers(5, false, hold...), p.headers(7, false, hold...)))
-		outFrames(t, s, p.dec)
-		check(t, s, p, cat(inFlight(p, 3), inFlight(p, 5), inFlight(p, 7)))
-		feed(t, s, frame(FrameData, 0, 1, 'x'))
-		if got := outFrames(t, s, p.dec); !equal(got, []string{"RST_STREAM 1 STREAM_CLOSED"}) || s.earlyResets != 1 {
-			t.Fatalf("out %q, %d early resets", got, s.earlyResets)
-		}
-	})
-	t.Run("refused", func(t *testing.T) {
-		const n = 100
-		s, p := open(t, &recorder{}, &Config{MaxConcurrentStreams: 1, MaxEarlyResets: n})
-		in := p.headers(1, false, hold...)
-		for i := range uint32(n) {
-			in = cat(in, p.headers(2*i+3, false, hold...))
-		}
-		feed(t, s, in)
-		outFrames(t, s, p.dec)
-		s.earlyResets = 0
-		in = nil
-		for i := range uint32(n) {
-			in = cat(in, inFlight(p, 2*i+3))
-		}
-		check(t, s, p, in)
-	})
-	t.Run("stream error", func(t *testing.T) {
-		const n = 50
-		s, p := open(t, &recorder{}, &Config{MaxConcurrentStreams: n, MaxEarlyResets: n})
-		var in []byte
-		for i := range uint32(n) {
-			in = cat(in, p.headers(2*i+1, false, kvs(hold, "content-length", "1")...), frame(FrameData, 0, 2*i+1, 'a', 'b'))
-		}
-		feed(t, s, in)
-		outFrames(t, s, p.dec)
-		s.earlyResets = 0
-		in = nil
-		for i := range uint32(n) {
-			in = cat(in, inFlight(p, 2*i+1))
-		}
-		check(t, s, p, in)
-	})
+		// reset are remembered; stream 1 is forgotten (below).
+		{"at the bound", handlerReset, &Config{MaxConcurrentStreams: 1, MaxEarlyResets: 2}, odd(1, 4),
+			func(p *peer, id uint32) []byte { return p.headers(id, false, hold...) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, p := open(t, tc.h, tc.cfg)
+			var in []byte
+			if tc.ids[0] == 3 {
+				in = p.headers(1, false, hold...)
+			}
+			for _, id := range tc.ids {
+				in = cat(in, tc.start(p, id))
+			}
+			feed(t, s, in)
+			outFrames(t, s, p.dec)
+			s.earlyResets = 0
+			in = nil
+			sent := tc.ids
+			if tc.name == "at the bound" {
+				sent = sent[1:]
+			}
+			for _, id := range sent {
+				in = cat(in, inFlight(p, id))
+			}
+			if code := feed(t, s, in); code != noConnErr {
+				t.Fatalf("connection error %v", code)
+			}
+			// Nothing sent but WINDOW_UPDATEs of the connection (the DATA
+			// returned to its window), no early reset.
+			for _, f := range outFrames(t, s, p.dec) {
+				if !strings.HasPrefix(f, "WINDOW_UPDATE 0 ") {
+					t.Fatalf("sent %q", f)
+				}
+			}
+			if s.earlyResets != 0 {
+				t.Fatalf("%d early resets counted", s.earlyResets)
+			}
+			if tc.name != "at the bound" {
+				return
+			}
+			// A peer sending on the 4th last reset had seen our RST_STREAM:
+			// its DATA is answered and counted.
+			feed(t, s, frame(FrameData, 0, 1, 'x'))
+			if got := outFrames(t, s, p.dec); !equal(got, []string{"RST_STREAM 1 STREAM_CLOSED"}) || s.earlyResets != 1 {
+				t.Fatalf("out %q, %d early resets", got, s.earlyResets)
+			}
+		})
+	}
+}
+
+// odd returns n odd stream ids from first.
+func odd(first uint32, n int) []uint32 {
+	ids := make([]uint32, n)
+	for i := range ids {
+		ids[i] = first + 2*uint32(i)
+	}
+	return ids
 }
 
 // TestClientFramesAfterOurReset: a Client that cancels many streams at

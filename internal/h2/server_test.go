@@ -849,27 +849,43 @@ func TestServerOutputBound(t *testing.T) {
 // TestServerHeaderTableSize: a HEADER_TABLE_SIZE below 4096 binds the
 // peer's encoder only once our SETTINGS is acknowledged (RFC 9113 6.5.3):
 // before, a 4096-byte table decodes; after, a block must start with a size
-// update.
+// update. NoHeaderTable advertises 0, which a zero HeaderTableSize (the
+// default, 4096) cannot.
 func TestServerHeaderTableSize(t *testing.T) {
-	for _, update := range []bool{false, true} {
-		h := &recorder{}
-		s, p := open(t, h, &Config{HeaderTableSize: 100})
-		long := strings.Repeat("v", 200)
-		// A size update to 4096 (0x3f 0xe1 0x1f), then a field indexed.
-		blk := cat([]byte{0x3f, 0xe1, 0x1f}, p.block(kvs(hold, "x-long", long)...))
-		if code := feed(t, s, frame(FrameHeaders, FlagEndHeaders|FlagEndStream, 1, blk...)); code != noConnErr || len(h.events) != 1 {
-			t.Fatalf("before the ack: %v %q", code, h.events)
-		}
-		if update {
-			p.enc.SetMaxTableSize(100)
-		}
-		code := feed(t, s, cat(frame(FrameSettings, FlagAck, 0), p.headers(3, true, hold...)))
-		if update && (code != noConnErr || len(h.events) != 2) {
-			t.Fatalf("after the ack, with a size update: %v %q", code, h.events)
-		}
-		if !update && code != CompressionError {
-			t.Fatalf("after the ack, no size update: %v", code)
-		}
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		size uint32
+	}{
+		{"100", Config{HeaderTableSize: 100}, 100},
+		{"none", Config{NoHeaderTable: true, HeaderTableSize: 1000}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, _, err := ParseFrame(NewServer(&recorder{}, &tc.cfg).Pending(), MinMaxFrameSize)
+			if err != nil || f.Type != FrameSettings || f.Setting(0) != (Setting{SettingHeaderTableSize, tc.size}) {
+				t.Fatalf("first frame %v %v, first setting %v", f.Type, err, f.Setting(0))
+			}
+			for _, update := range []bool{false, true} {
+				h := &recorder{}
+				s, p := open(t, h, &tc.cfg)
+				long := strings.Repeat("v", 200)
+				// A size update to 4096 (0x3f 0xe1 0x1f), then a field indexed.
+				blk := cat([]byte{0x3f, 0xe1, 0x1f}, p.block(kvs(hold, "x-long", long)...))
+				if code := feed(t, s, frame(FrameHeaders, FlagEndHeaders|FlagEndStream, 1, blk...)); code != noConnErr || len(h.events) != 1 {
+					t.Fatalf("before the ack: %v %q", code, h.events)
+				}
+				if update {
+					p.enc.SetMaxTableSize(tc.size)
+				}
+				code := feed(t, s, cat(frame(FrameSettings, FlagAck, 0), p.headers(3, true, hold...)))
+				if update && (code != noConnErr || len(h.events) != 2) {
+					t.Fatalf("after the ack, with a size update: %v %q", code, h.events)
+				}
+				if !update && code != CompressionError {
+					t.Fatalf("after the ack, no size update: %v", code)
+				}
+			}
+		})
 	}
 }
 
