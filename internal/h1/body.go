@@ -80,6 +80,70 @@ func (b *Body) Reset(f Framing, length int64) {
 	*b = Body{framing: f, remain: length}
 }
 
+// A Span is one step of NextSpan through a body's bytes: Skip bytes of a
+// chunked body's framing, then a piece of Len bytes, the body's data or, if
+// Trailer, its trailer section.
+type Span struct {
+	// Skip counts the framing bytes before the piece: chunk-size lines with
+	// their extensions, the CRLF after a chunk's data, the final CRLF. It is
+	// 0 for Length and UntilClose bodies, which are all data.
+	Skip int
+	// Len counts the piece's bytes, which follow the framing: in NextSpan's
+	// p they are p[Skip:Skip+Len].
+	Len int
+	// Trailer: the piece is trailer section bytes (field lines, each with
+	// its CRLF, as checked: no framing field, no obs-fold), not data.
+	Trailer bool
+	// Done: the body ends with the span. A chunked body's last span is its
+	// final CRLF (Len 0); a Length body's is its last data.
+	Done bool
+}
+
+// NextSpan takes the body's bytes from p's start up to the end of its next
+// piece, data or trailer section, checking the framing before it as Next
+// does, and reports where the piece lies in them. A piece ends where a
+// chunk's data, the trailer section, the body or p ends. NextSpan takes
+// s.Skip+s.Len bytes, and the next call starts after them; Len is 0 only
+// where p ended in framing, the body ended (Done) or on an error. Calls may
+// split the body anywhere: the data and trailer pieces reassembled, the
+// bytes taken in all, Done and the error are the same however p is split
+// (a piece p's end cuts comes in parts). After the end, NextSpan returns
+// Span{Done: true}, nil. On an error, the span's bytes are those before
+// the offending one, and later calls return Span{} and the same error. An
+// UntilClose body never ends: it takes all of p as data. NextSpan does not
+// allocate.
+func (b *Body) NextSpan(p []byte) (Span, error) {
+	if b.err != nil {
+		return Span{}, b.err
+	}
+	switch b.framing {
+	case NoBody:
+		return Span{Done: true}, nil
+	case Length:
+		if int64(len(p)) >= b.remain {
+			n := b.remain
+			b.data += n
+			b.remain = 0
+			return Span{Len: int(n), Done: true}, nil
+		}
+		b.remain -= int64(len(p))
+		b.data += int64(len(p))
+		return Span{Len: len(p)}, nil
+	case UntilClose:
+		b.data += int64(len(p))
+		return Span{Len: len(p)}, nil
+	}
+	if b.state == cDone {
+		return Span{Done: true}, nil
+	}
+	s, e := b.chunked(p)
+	if e != nil {
+		b.err = e
+		return s, e
+	}
+	return s, nil
+}
+
 // Next reports how many leading bytes of p belong to the body and whether the
 // body ends within them. For Chunked these are the body's bytes as sent:
 // chunk-size lines with extensions, data, CRLFs, trailer fields and the final
@@ -87,40 +151,22 @@ func (b *Body) Reset(f Framing, length int64) {
 // results are the same as for one call with all the bytes. After the end,
 // Next returns 0, true, nil. On an error, n counts the bytes before the
 // offending one and later calls return 0 and the same error. An UntilClose
-// body never ends: it takes all of p, and the caller ends it at EOF.
+// body never ends: it takes all of p, and the caller ends it at EOF. It is
+// NextSpan's steps over p, for a caller that needs only where the body ends.
 func (b *Body) Next(p []byte) (n int, done bool, err error) {
-	if b.err != nil {
-		return 0, false, b.err
-	}
-	switch b.framing {
-	case NoBody:
-		return 0, true, nil
-	case Length:
-		if int64(len(p)) >= b.remain {
-			n = int(b.remain)
-			b.data += b.remain
-			b.remain = 0
-			return n, true, nil
+	for {
+		s, err := b.NextSpan(p[n:])
+		n += s.Skip + s.Len
+		if err != nil || s.Done || n == len(p) {
+			return n, s.Done, err
 		}
-		b.remain -= int64(len(p))
-		b.data += int64(len(p))
-		return len(p), false, nil
-	case UntilClose:
-		b.data += int64(len(p))
-		return len(p), false, nil
 	}
-	n, e := b.chunked(p)
-	if e != nil {
-		b.err = e
-		return n, false, e
-	}
-	return n, b.state == cDone, nil
 }
 
-// Data returns how many bytes of the body's data Next has taken: all its
-// bytes for Length and UntilClose; for Chunked the chunks' data, without
-// chunk-size lines, CRLFs and trailer section. A server bounds a body's
-// size with it.
+// Data returns how many bytes of the body's data Next (or NextSpan) has
+// taken: all its bytes for Length and UntilClose; for Chunked the chunks'
+// data, without chunk-size lines, CRLFs and trailer section. A server
+// bounds a body's size with it.
 func (b *Body) Data() int64 { return b.data }
 
 // Unhex is the value of the hex digit c, or -1 if c is not one.
@@ -136,74 +182,77 @@ func Unhex(c byte) int64 {
 	return -1
 }
 
-// chunked runs the chunked-body state machine over p.
-func (b *Body) chunked(p []byte) (int, *Error) {
-	i := 0
-	for i < len(p) {
-		if b.state == cDone {
-			return i, nil
-		}
+// chunked runs the chunked-body state machine over p up to the end of its
+// next span (NextSpan), the body not done at the start.
+func (b *Body) chunked(p []byte) (Span, *Error) {
+	tr := -1 // where the trailer section's bytes in p start
+	for i := 0; i < len(p); i++ {
 		if b.state == cData {
-			take := int64(len(p) - i)
-			if take > b.remain {
-				take = b.remain
-			}
-			i += int(take)
+			take := min(b.remain, int64(len(p)-i))
 			b.remain -= take
 			b.data += take
 			if b.remain == 0 {
 				b.state = cDataCR
 			}
-			continue
+			return Span{Skip: i, Len: int(take)}, nil
 		}
 		c := p[i]
+		if b.state >= cTrStart && b.state < cEndLF { // a trailer line, or the final CR
+			if b.state != cTrStart || c != '\r' {
+				if tr < 0 {
+					tr = i
+				}
+			} else if tr >= 0 {
+				return upTo(i, tr), nil // the final CRLF is the next span's framing
+			}
+		}
 		switch b.state {
 		case cSize0, cSize, cSizeWS, cExt:
 			b.line++
 			if b.line > MaxChunkLine && c != '\r' {
-				return i, errChunkLine
+				return upTo(i, tr), errChunkLine
 			}
 		case cTrStart, cTrName, cTrValue, cTrLF, cEndLF:
 			b.line++
 			if b.line > MaxTrailer {
-				return i, errTrailerLarge
+				return upTo(i, tr), errTrailerLarge
 			}
 		}
 		switch b.state {
 		case cSize0, cSize:
 			if d := Unhex(c); d >= 0 {
 				if b.line > maxSizeDigits || b.size > (math.MaxInt64-d)/16 {
-					return i, errChunkTooBig
+					return upTo(i, tr), errChunkTooBig
 				}
 				b.size = b.size*16 + d
 				b.state = cSize
 				break
 			}
 			if b.state == cSize0 {
-				return i, errChunkSize
+				return upTo(i, tr), errChunkSize
 			}
 			if e := b.afterSize(c); e != nil {
-				return i, e
+				return upTo(i, tr), e
 			}
 		case cSizeWS:
 			if c == '\r' {
 				// BWS is allowed only before ";" (RFC 9112 7.1): a next
 				// hop may read "5 " as no size.
-				return i, errChunkBWS
+				return upTo(i, tr), errChunkBWS
 			}
 			if e := b.afterSize(c); e != nil {
-				return i, e
+				return upTo(i, tr), e
 			}
 		case cExt:
 			switch {
 			case c == '\r':
 				b.state = cSizeLF
 			case ctl(c):
-				return i, errChunkExt
+				return upTo(i, tr), errChunkExt
 			}
 		case cSizeLF:
 			if c != '\n' {
-				return i, errChunkSize
+				return upTo(i, tr), errChunkSize
 			}
 			b.line = 0
 			if b.size == 0 {
@@ -217,7 +266,7 @@ func (b *Body) chunked(p []byte) (int, *Error) {
 				want = '\n'
 			}
 			if c != want {
-				return i, errChunkCRLF
+				return upTo(i, tr), errChunkCRLF
 			}
 			if b.state == cDataCR {
 				b.state = cDataLF
@@ -232,17 +281,17 @@ func (b *Body) chunked(p []byte) (int, *Error) {
 				b.state, b.nameLen = cTrName, 0
 				b.addName(c)
 			default:
-				return i, errTrailer
+				return upTo(i, tr), errTrailer
 			}
 		case cTrName:
 			switch {
 			case c == ':':
 				if b.framingName() {
-					return i, errTrailerField
+					return upTo(i, tr), errTrailerField
 				}
 				b.state = cTrValue
 			case !tchar[c]:
-				return i, errTrailer
+				return upTo(i, tr), errTrailer
 			default:
 				b.addName(c)
 			}
@@ -251,21 +300,31 @@ func (b *Body) chunked(p []byte) (int, *Error) {
 			case c == '\r':
 				b.state = cTrLF
 			case ctl(c):
-				return i, errTrailer
+				return upTo(i, tr), errTrailer
 			}
 		case cTrLF, cEndLF:
 			if c != '\n' {
-				return i, errTrailer
+				return upTo(i, tr), errTrailer
 			}
 			if b.state == cTrLF {
 				b.state = cTrStart
 			} else {
 				b.state = cDone
+				return Span{Skip: i + 1, Done: true}, nil
 			}
 		}
-		i++
 	}
-	return i, nil
+	return upTo(len(p), tr), nil
+}
+
+// upTo is the span of a chunked body's bytes before p[i], for an error at
+// p[i] or a piece ending there: framing, then trailer bytes from p[tr] if
+// tr >= 0.
+func upTo(i, tr int) Span {
+	if tr >= 0 {
+		return Span{Skip: tr, Len: i - tr, Trailer: true}
+	}
+	return Span{Skip: i}
 }
 
 // afterSize handles a byte after the chunk-size digits: BWS, ";" starting an

@@ -163,3 +163,188 @@ func TestBodyData(t *testing.T) {
 		}
 	}
 }
+
+// spanResult sums NextSpan's spans over a body.
+type spanResult struct {
+	n       int    // bytes taken
+	done    bool   // a span was Done
+	err     error  // the error, if any
+	data    string // the data pieces, reassembled
+	trailer string // the trailer pieces, reassembled
+	framing int    // the Skip bytes
+	count   int64  // Body.Data at the end
+}
+
+// feedSpans runs b.NextSpan over in split at the given cut points, as a
+// caller does: over each piece until it is all taken, the body ends or an
+// error. It checks each span against the bytes it was given.
+func feedSpans(t testing.TB, f Framing, length int64, in []byte, cuts ...int) spanResult {
+	t.Helper()
+	var b Body
+	b.Reset(f, length)
+	var r spanResult
+	prev := 0
+	for _, c := range append(cuts, len(in)) {
+		if c < prev || c > len(in) {
+			continue
+		}
+		p := in[prev:c]
+		prev = c
+		for {
+			s, err := b.NextSpan(p)
+			if s.Skip < 0 || s.Len < 0 || s.Skip+s.Len > len(p) {
+				t.Fatalf("%q: span %+v of %d bytes", in, s, len(p))
+			}
+			if s.Len == 0 && s.Skip < len(p) && !s.Done && err == nil {
+				t.Fatalf("%q: span %+v stops in framing before p's end (%d bytes)", in, s, len(p))
+			}
+			if s.Trailer && f != Chunked || s.Skip > 0 && f != Chunked {
+				t.Fatalf("%q: span %+v of a %v body", in, s, f)
+			}
+			piece := string(p[s.Skip : s.Skip+s.Len])
+			if s.Trailer {
+				r.trailer += piece
+			} else {
+				r.data += piece
+			}
+			r.framing += s.Skip
+			r.n += s.Skip + s.Len
+			r.count = b.Data()
+			p = p[s.Skip+s.Len:]
+			if err != nil {
+				r.err = err
+				return r
+			}
+			if s.Done {
+				r.done = true
+				return r
+			}
+			if len(p) == 0 {
+				break
+			}
+		}
+	}
+	return r
+}
+
+// TestBodySpans: NextSpan finds a body's data and trailer section, the
+// framing checked as Next checks it: the same pieces, bytes taken, end and
+// error however the body is split, and the same as Next's.
+func TestBodySpans(t *testing.T) {
+	tests := []struct {
+		name    string
+		framing Framing
+		length  int64
+		in      string
+		n       int
+		done    bool
+		status  int
+		data    string
+		trailer string
+	}{
+		{name: "nobody", framing: NoBody, in: "abc", done: true},
+		{name: "length", framing: Length, length: 3, in: "abcdef", n: 3, done: true, data: "abc"},
+		{name: "length zero", framing: Length, in: "abc", done: true},
+		{name: "length short", framing: Length, length: 10, in: "abc", n: 3, data: "abc"},
+		{name: "until close", framing: UntilClose, in: "abc", n: 3, data: "abc"},
+		{name: "chunked", framing: Chunked, in: "5\r\nhello\r\n0\r\n\r\nNEXT", n: 15, done: true, data: "hello"},
+		{name: "chunks", framing: Chunked, in: "5\r\nhello\r\n1\r\n \r\na\r\n0123456789\r\n0\r\n\r\n", n: 36, done: true, data: "hello 0123456789"},
+		{name: "data like framing", framing: Chunked, in: "5\r\n0\r\n\r\n\r\n0\r\n\r\n", n: 15, done: true, data: "0\r\n\r\n"},
+		{name: "extensions", framing: Chunked, in: "5 ;a=b;c=\"d\"\r\nhello\r\n6;x\r\n world\r\n00;x\r\n\r\n", n: 42, done: true, data: "hello world"},
+		{name: "trailer", framing: Chunked, in: "1\r\na\r\n0\r\nX-T: 1\r\nY:\r\n\r\nZ", n: 23, done: true, data: "a", trailer: "X-T: 1\r\nY:\r\n"},
+		{name: "extensions and trailer", framing: Chunked,
+			in: "3;e=1\r\nabc\r\nA;x=\"y z\"\r\n0123456789\r\n0;last\r\nT1: a b\r\nT2:\tc\r\n\r\nrest",
+			n:  61, done: true, data: "abc0123456789", trailer: "T1: a b\r\nT2:\tc\r\n"},
+		{name: "no data, trailer", framing: Chunked, in: "0\r\nA: \r\n\r\n", n: 10, done: true, trailer: "A: \r\n"},
+		{name: "partial data", framing: Chunked, in: "5\r\nhel", n: 6, data: "hel"},
+		{name: "partial trailer", framing: Chunked, in: "2\r\nhi\r\n0\r\nA: b\r\n", n: 16, data: "hi", trailer: "A: b\r\n"},
+		{name: "partial final CRLF", framing: Chunked, in: "0\r\nA: b\r\n\r", n: 10, trailer: "A: b\r\n"},
+		{name: "bad size", framing: Chunked, in: "5\r\nhello\r\nx\r\n", n: 10, status: 502, data: "hello"},
+		{name: "data without CRLF", framing: Chunked, in: "5\r\nhelloX\r\n", n: 8, status: 502, data: "hello"},
+		{name: "bad extension", framing: Chunked, in: "2\r\nhi\r\n5;\x00\r\n", n: 9, status: 502, data: "hi"},
+		{name: "trailer ctl", framing: Chunked, in: "1\r\na\r\n0\r\nA: \x01\r\n\r\n", n: 12, status: 502, data: "a", trailer: "A: "},
+		{name: "trailer host", framing: Chunked, in: "0\r\nX: 1\r\nHost: x\r\n\r\n", n: 13, status: 502, trailer: "X: 1\r\nHost"},
+		{name: "end bare LF", framing: Chunked, in: "0\r\nA: b\r\n\n", n: 9, status: 502, trailer: "A: b\r\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := []byte(tt.in)
+			whole := feedSpans(t, tt.framing, tt.length, in)
+			if whole.n != tt.n || whole.done != tt.done || status(whole.err) != tt.status || whole.data != tt.data || whole.trailer != tt.trailer {
+				t.Fatalf("got n=%d done=%v err=%v data %q trailer %q, want %d %v %d %q %q",
+					whole.n, whole.done, whole.err, whole.data, whole.trailer, tt.n, tt.done, tt.status, tt.data, tt.trailer)
+			}
+			if whole.framing != whole.n-len(whole.data)-len(whole.trailer) || whole.count != int64(len(whole.data)) {
+				t.Fatalf("%+v: framing or Data count off", whole)
+			}
+			if next := feed(tt.framing, tt.length, in); next.n != whole.n || next.done != whole.done || next.err != whole.err || next.data != whole.count {
+				t.Fatalf("Next: %+v, NextSpan: %+v", next, whole)
+			}
+			for i := 0; i <= len(in); i++ {
+				if got := feedSpans(t, tt.framing, tt.length, in, i); got != whole {
+					t.Fatalf("split at %d: %+v, whole %+v", i, got, whole)
+				}
+				for j := i; j <= len(in); j++ {
+					if got := feedSpans(t, tt.framing, tt.length, in, i, j); got != whole {
+						t.Fatalf("split at %d and %d: %+v, whole %+v", i, j, got, whole)
+					}
+				}
+			}
+			cuts := make([]int, len(in))
+			for i := range cuts {
+				cuts[i] = i
+			}
+			if got := feedSpans(t, tt.framing, tt.length, in, cuts...); got != whole {
+				t.Fatalf("byte by byte: %+v, whole %+v", got, whole)
+			}
+		})
+	}
+}
+
+// TestBodySpanAfterEnd: after the end NextSpan takes nothing and reports
+// Done; after an error it takes nothing and reports the same error.
+func TestBodySpanAfterEnd(t *testing.T) {
+	var b Body
+	b.Reset(Chunked, 0)
+	if s, err := b.NextSpan([]byte("0\r\n\r\nX")); s != (Span{Skip: 5, Done: true}) || err != nil {
+		t.Fatalf("%+v %v", s, err)
+	}
+	if s, err := b.NextSpan([]byte("X")); s != (Span{Done: true}) || err != nil {
+		t.Fatalf("after end: %+v %v", s, err)
+	}
+	b.Reset(Chunked, 0)
+	_, err := b.NextSpan([]byte("x"))
+	if err == nil {
+		t.Fatal("no error")
+	}
+	if s, err2 := b.NextSpan([]byte("0\r\n\r\n")); s != (Span{}) || err2 != err {
+		t.Fatalf("error not sticky: %+v %v", s, err2)
+	}
+}
+
+// TestBodySpanAllocs: finding a chunked body's spans, and Next over it,
+// allocate nothing, errors included.
+func TestBodySpanAllocs(t *testing.T) {
+	in := []byte("3;e=1\r\nabc\r\nA;x=\"y z\"\r\n0123456789\r\n0;last\r\nT1: a b\r\nT2:\tc\r\n\r\n")
+	bad := []byte("3\r\nabc\r\n0\r\nHost: x\r\n\r\n")
+	var b Body
+	spans := func(in []byte) {
+		b.Reset(Chunked, 0)
+		for p := in; len(p) > 0; {
+			s, err := b.NextSpan(p)
+			if err != nil || s.Done || s.Skip+s.Len == 0 {
+				break
+			}
+			p = p[s.Skip+s.Len:]
+		}
+	}
+	if a := testing.AllocsPerRun(100, func() { spans(in) }); a != 0 {
+		t.Errorf("NextSpan: %v allocs", a)
+	}
+	if a := testing.AllocsPerRun(100, func() { spans(bad) }); a != 0 {
+		t.Errorf("NextSpan, an error: %v allocs", a)
+	}
+	if a := testing.AllocsPerRun(100, func() { b.Reset(Chunked, 0); b.Next(in) }); a != 0 {
+		t.Errorf("Next: %v allocs", a)
+	}
+}

@@ -198,25 +198,32 @@ func hasTE(hs []Header) bool {
 	return false
 }
 
-// goChunked reads in with net/http's chunked reader and returns the offset
-// just after the last-chunk line, or the error it fails with first. The
-// buffer holds any line the reader accepts (it refuses lines of 4096 bytes
-// and more, LF included: httputil.ErrLineTooLong); a smaller one would fail
-// on shorter lines than the reader's own limit.
-func goChunked(in []byte) (end int, err error) {
+// goChunked reads in with net/http's chunked reader and returns the data it
+// decodes and the offset just after the last-chunk line, or the error it
+// fails with first. The buffer holds any line the reader accepts (it
+// refuses lines of 4096 bytes and more, LF included:
+// httputil.ErrLineTooLong); a smaller one would fail on shorter lines than
+// the reader's own limit.
+func goChunked(in []byte) (data []byte, end int, err error) {
 	src := bytes.NewReader(in)
 	br := bufio.NewReaderSize(src, 8<<10)
-	if _, err := io.Copy(io.Discard, httputil.NewChunkedReader(br)); err != nil {
-		return 0, err
+	data, err = io.ReadAll(httputil.NewChunkedReader(br))
+	if err != nil {
+		return nil, 0, err
 	}
-	return len(in) - src.Len() - br.Buffered(), nil
+	return data, len(in) - src.Len() - br.Buffered(), nil
 }
 
 // FuzzBody checks that any two-cut split of a body gives the same result as
 // one call, and, for Chunked, agrees with net/http/httputil's chunked reader:
 // a body Next finishes is one that reader reads to its last chunk, ending at
 // the first empty line after it; and a body that reader reads whose last
-// chunk is followed by an empty line is one Next finishes there. Deliberate
+// chunk is followed by an empty line is one Next finishes there. NextSpan
+// takes the same bytes with the same end and error as Next, split at any
+// one point (every one for bodies up to 1 KiB) or at the two cuts, and the
+// same spans: a Length or UntilClose body's bytes all data, a chunked
+// body's data the reader's, and its trailer section the bytes between the
+// last-chunk line and the final CRLF. Deliberate
 // differences: Next accepts whitespace between chunk-size and ";" (RFC 9112
 // BWS; the Go reader does not), rejects whitespace after chunk-size that
 // is not before ";" (the Go reader trims it) and rejects CTLs in chunk
@@ -252,11 +259,29 @@ func FuzzBody(f *testing.F) {
 				t.Fatalf("cuts %d %d: %+v, whole %+v", c1, c2, got, whole)
 			}
 		}
+		spans := feedSpans(t, fr, length, in)
+		if spans.n != whole.n || spans.done != whole.done || spans.err != whole.err || spans.count != whole.data {
+			t.Fatalf("%q: NextSpan %+v, Next %+v", in, spans, whole)
+		}
+		step := 1 + len(in)/1024
+		for i := 0; i <= len(in); i += step {
+			if got := feedSpans(t, fr, length, in, i); got != spans {
+				t.Fatalf("%q split at %d: %+v, whole %+v", in, i, got, spans)
+			}
+		}
+		if c1 >= 0 && c2 <= len(in) {
+			if got := feedSpans(t, fr, length, in, c1, c2); got != spans {
+				t.Fatalf("%q cuts %d %d: %+v, whole %+v", in, c1, c2, got, spans)
+			}
+		}
+		if fr != Chunked && (spans.data != string(in[:spans.n]) || spans.trailer != "") {
+			t.Fatalf("%q: %v body, spans %+v", in, fr, spans)
+		}
 		if fr != Chunked || len(in) > 16<<10 {
 			return // Go's reader also limits extension overhead to 16 KiB
 		}
 		if whole.done {
-			end, err := goChunked(in[:whole.n])
+			data, end, err := goChunked(in[:whole.n])
 			if err != nil {
 				if bytes.Contains(in[:whole.n], []byte(" ;")) || bytes.Contains(in[:whole.n], []byte("\t;")) {
 					return // BWS before ";"
@@ -269,9 +294,13 @@ func FuzzBody(f *testing.F) {
 			if i := bytes.Index(in[end-2:], []byte("\r\n\r\n")); i < 0 || end-2+i+4 != whole.n {
 				t.Fatalf("%q: done at %d, last chunk ends at %d", in, whole.n, end)
 			}
+			if spans.data != string(data) || spans.trailer != string(in[end:whole.n-2]) {
+				t.Fatalf("%q: spans' data %q trailer %q; Go's reader's data %q, trailer section %q",
+					in, spans.data, spans.trailer, data, in[end:whole.n-2])
+			}
 			return
 		}
-		if end, err := goChunked(in); err == nil && bytes.HasPrefix(in[end:], []byte("\r\n")) {
+		if _, end, err := goChunked(in); err == nil && bytes.HasPrefix(in[end:], []byte("\r\n")) {
 			if errors.Is(whole.err, errChunkExt) || errors.Is(whole.err, errChunkBWS) {
 				return
 			}
