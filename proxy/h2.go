@@ -79,12 +79,11 @@ type h2stream struct {
 	respBody h1.Body
 	uin      []byte
 	interims int
-	dc       dechunk
 	trl      []byte // the response's chunked trailer section
 	respN    int64  // response body data bytes sent
 	pend     engine.Buffer
 	poff     int  // pend's next byte
-	pendEnd  int  // pend's end of the body's bytes
+	dataEnd  int  // pend's end of the data span being sent (from poff)
 	hasP     bool // pend held: the send window closed before its end
 	bodyDone bool // the response body ended (all of it is in pend, or sent)
 	extra    bool // bytes followed the response: up is not reused
@@ -885,7 +884,6 @@ func (st *h2stream) upData(up *engine.Conn, b engine.Buffer) {
 		st.ln.countResp(c.ls.id, r.Status, false)
 		noBody := r.Framing == h1.NoBody || r.Framing == h1.Length && r.ContentLength == 0
 		st.respBody.Reset(r.Framing, r.ContentLength)
-		st.dc = dechunk{}
 		if c.srv.WriteHeaders(st.id, r.Status, st.respFields(), noBody) != nil {
 			b.Release()
 			st.x.term = termClient
@@ -900,54 +898,56 @@ func (st *h2stream) upData(up *engine.Conn, b engine.Buffer) {
 			return
 		}
 	}
-	p := b.Bytes()[off:]
-	n, done, err := st.respBody.Next(p)
-	if err != nil {
-		b.Release()
-		st.x.term = termResponse
-		st.resetStream(h2.InternalError)
-		return
-	}
-	st.extra = n < len(p)
-	st.bodyDone = done
-	st.pend, st.poff, st.pendEnd, st.hasP = b, off, off+n, true
+	st.pend, st.poff, st.dataEnd, st.hasP = b, off, off, true
 	st.pump()
 }
 
 var errRefusedResp = &h1.Error{Status: 502, Reason: "interim response refused"}
 
 // pump sends the response body held in pend as DATA, as far as the send
-// windows allow: the rest waits for OnWritable, the upstream paused.
+// windows allow: the rest waits for OnWritable, the upstream paused. Its
+// framing is checked as it goes (h1.Body.NextSpan), a span of data at a
+// time; a chunked body's trailer section is kept for finishResp.
 func (st *h2stream) pump() {
 	c := st.c
-	chunked := st.resp.Framing == h1.Chunked
 	for st.hasP {
-		p := st.pend.Bytes()[st.poff:st.pendEnd]
-		if len(p) == 0 {
-			st.hasP = false
-			st.pend.Release()
-			break
-		}
-		d := p
-		if chunked {
-			skip, n := st.dc.next(p, &st.trl)
-			st.poff += skip
-			if n == 0 {
-				continue
+		if st.poff == st.dataEnd {
+			p := st.pend.Bytes()[st.poff:]
+			if len(p) == 0 || st.bodyDone {
+				st.hasP = false
+				st.pend.Release()
+				break
 			}
-			d = p[skip : skip+n]
+			s, err := st.respBody.NextSpan(p)
+			if err != nil {
+				st.x.term = termResponse
+				st.resetStream(h2.InternalError)
+				return
+			}
+			st.poff += s.Skip
+			st.dataEnd = st.poff + s.Len
+			if s.Trailer {
+				st.trl = append(st.trl, p[s.Skip:s.Skip+s.Len]...)
+				st.poff = st.dataEnd
+			}
+			if s.Done {
+				st.bodyDone = true
+				st.extra = st.dataEnd < st.pend.Len()
+			}
+			continue
 		}
-		last := !chunked && st.bodyDone && st.poff+len(d) == st.pendEnd
-		w, err := c.srv.WriteDataTo(st.id, d, last, c.write)
+		// A chunked body's last span is framing: only a Length body's
+		// ends in data.
+		last := st.bodyDone
+		w, err := c.srv.WriteDataTo(st.id, st.pend.Bytes()[st.poff:st.dataEnd], last, c.write)
 		st.poff += w
 		st.respN += int64(w)
-		st.dc.remain -= int64(w)
 		if err != nil {
 			st.x.term = termClient
 			st.abandon()
 			return
 		}
-		if w < len(d) {
+		if st.poff < st.dataEnd {
 			if w > 0 || !st.paused { // the window's stall runs from here
 				st.mark = c.p.now()
 				c.armAt(st.mark + int64(c.p.cfg.Engine.WriteTimeout))
@@ -1081,7 +1081,7 @@ func (st *h2stream) respFields() []hpack.Field {
 // which internal/h1 checked), as respFields.
 func (st *h2stream) trailerFields() []hpack.Field {
 	t := st.trl
-	if len(t) <= 2 {
+	if len(t) == 0 {
 		return nil
 	}
 	hb := st.hb[:0]
@@ -1134,68 +1134,6 @@ func appendLower(o, name []byte) []byte {
 		o = append(o, c)
 	}
 	return o
-}
-
-// Chunked-body framing states of dechunk.
-const (
-	dcSize    uint8 = iota // chunk-size digits
-	dcLine                 // the rest of the chunk-size line
-	dcData                 // chunk-data
-	dcDataEnd              // the CRLF after chunk-data
-	dcTrailer              // the trailer section
-)
-
-// dechunk finds the data in a chunked body that internal/h1's Body has
-// checked already (h1.Body.Next validates the same bytes first), so it
-// reads the framing without checking it.
-type dechunk struct {
-	state  uint8
-	size   int64
-	remain int64 // chunk-data bytes left in the chunk
-}
-
-// next skips the framing at p's start and returns how many bytes it
-// skipped and how many data bytes follow them (0: p ends in framing); the
-// caller takes off remain what it consumes of the data. The trailer
-// section's bytes are appended to trl.
-func (d *dechunk) next(p []byte, trl *[]byte) (skip, n int) {
-	i := 0
-	for i < len(p) {
-		switch d.state {
-		case dcData:
-			if d.remain > 0 {
-				return i, int(min(d.remain, int64(len(p)-i)))
-			}
-			d.state = dcDataEnd
-			continue
-		case dcSize:
-			if v := h1.Unhex(p[i]); v >= 0 {
-				d.size = d.size*16 + v
-				i++
-				continue
-			}
-			d.state = dcLine
-			continue
-		case dcLine:
-			if p[i] == '\n' {
-				if d.size == 0 {
-					d.state = dcTrailer
-				} else {
-					d.state, d.remain = dcData, d.size
-				}
-				d.size = 0
-			}
-		case dcDataEnd:
-			if p[i] == '\n' {
-				d.state = dcSize
-			}
-		case dcTrailer:
-			*trl = append(*trl, p[i:]...)
-			return len(p), 0
-		}
-		i++
-	}
-	return i, 0
 }
 
 // drainH2 starts the drain of the loop's HTTP/2 clients (all, or those
