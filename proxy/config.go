@@ -387,7 +387,36 @@ type PoolConfig struct {
 	// IdleTimeout (mode http) closes an idle kept connection after this
 	// long unused. Default 60s.
 	IdleTimeout Duration `yaml:"idle_timeout" json:"idle_timeout"`
+	// Protocol (mode http) is what requests are sent to the servers
+	// over: ProtocolHTTP1 ("http1", the default: HTTP/1.1 keep-alive
+	// connections, a request at a time each) or ProtocolH2C ("h2c":
+	// HTTP/2 with prior knowledge, cleartext, many streams on each
+	// connection; gRPC needs it). A pool with h2c takes no mode tcp
+	// listener.
+	Protocol string `yaml:"protocol" json:"protocol"`
+	// H2MaxConcurrentStreams (protocol h2c) bounds the streams in flight
+	// on each upstream connection: the lower of it and the server's
+	// SETTINGS_MAX_CONCURRENT_STREAMS (Envoy's max_concurrent_streams,
+	// HAProxy's max-reuse per connection). Default 100.
+	H2MaxConcurrentStreams int `yaml:"h2_max_concurrent_streams,omitempty" json:"h2_max_concurrent_streams,omitempty"`
+	// H2MaxConnections (protocol h2c) bounds the connections each loop
+	// opens to each server (Envoy's max_connections, per loop here): a
+	// stream finding them all full waits for a stream to end, up to
+	// the listener's response_timeout (then 504). Default 4.
+	H2MaxConnections int `yaml:"h2_max_connections,omitempty" json:"h2_max_connections,omitempty"`
 }
+
+// Pool protocols (PoolConfig.Protocol).
+const (
+	ProtocolHTTP1 = "http1"
+	ProtocolH2C   = "h2c"
+)
+
+// Defaults of an h2c pool.
+const (
+	DefaultPoolH2MaxConcurrentStreams = 100
+	DefaultPoolH2MaxConnections       = 4
+)
 
 // PassiveConfig configures a pool's passive health: Fails consecutive
 // failed connects to a server (refused or timed out, from any loop), or
@@ -672,6 +701,17 @@ func (c *Config) SetDefaults() {
 			p.MaxIdle = DefaultMaxIdle
 		}
 		setDuration(&p.IdleTimeout, DefaultPoolIdleTimeout)
+		if p.Protocol == "" {
+			p.Protocol = ProtocolHTTP1
+		}
+		if p.Protocol == ProtocolH2C {
+			if p.H2MaxConcurrentStreams == 0 {
+				p.H2MaxConcurrentStreams = DefaultPoolH2MaxConcurrentStreams
+			}
+			if p.H2MaxConnections == 0 {
+				p.H2MaxConnections = DefaultPoolH2MaxConnections
+			}
+		}
 		for j := range p.Servers {
 			if p.Servers[j].Weight == 0 {
 				p.Servers[j].Weight = 1
@@ -817,6 +857,9 @@ func (c *Config) Validate() error {
 		if p.IdleTimeout <= 0 {
 			return fmt.Errorf("%s.idle_timeout: %v is not positive", where, time.Duration(p.IdleTimeout))
 		}
+		if err := p.validateProtocol(); err != nil {
+			return fmt.Errorf("%s.%w", where, err)
+		}
 		if ps := p.Passive; ps != nil {
 			if ps.Fails < 1 {
 				return fmt.Errorf("%s.passive.fails: %d below 1", where, ps.Fails)
@@ -893,6 +936,9 @@ func (c *Config) Validate() error {
 	if err := c.validateHTTPErrors(); err != nil {
 		return err
 	}
+	if err := c.validateH2CPools(); err != nil {
+		return err
+	}
 	if a := c.Admin.Listen; a != "" {
 		if _, port, err := net.SplitHostPort(a); err != nil {
 			return fmt.Errorf("admin.listen: %q is not host:port", a)
@@ -926,6 +972,43 @@ func (c *Config) validateHTTPErrors() error {
 	for i, p := range c.Pools {
 		if ps := p.Passive; ps != nil && ps.HTTPErrors > 0 && !httpPools[p.Name] {
 			return fmt.Errorf("pools[%d] (%s).passive.http_errors: no mode %s listener uses the pool (it counts HTTP exchanges)", i, p.Name, ModeHTTP)
+		}
+	}
+	return nil
+}
+
+// validateProtocol checks p's protocol and the fields that belong to it;
+// the error begins with the field's name.
+func (p *PoolConfig) validateProtocol() error {
+	switch p.Protocol {
+	case ProtocolHTTP1:
+		if p.H2MaxConcurrentStreams != 0 || p.H2MaxConnections != 0 {
+			return fmt.Errorf("h2_max_concurrent_streams, h2_max_connections: only with protocol %s", ProtocolH2C)
+		}
+		return nil
+	case ProtocolH2C:
+	default:
+		return fmt.Errorf("protocol: unknown %q (want %q or %q)", p.Protocol, ProtocolHTTP1, ProtocolH2C)
+	}
+	if n := p.H2MaxConcurrentStreams; n < 1 || n > 1<<31-1 {
+		return fmt.Errorf("h2_max_concurrent_streams: %d is not from 1 to 2147483647", n)
+	}
+	if n := p.H2MaxConnections; n < 1 || n > 1<<16 {
+		return fmt.Errorf("h2_max_connections: %d is not from 1 to 65536", n)
+	}
+	return nil
+}
+
+// validateH2CPools refuses an h2c pool as a mode tcp listener's: an L4
+// tunnel carries the client's bytes, whatever protocol they are.
+func (c *Config) validateH2CPools() error {
+	h2c := map[string]bool{}
+	for _, p := range c.Pools {
+		h2c[p.Name] = p.Protocol == ProtocolH2C
+	}
+	for i, l := range c.Listeners {
+		if l.Mode == ModeTCP && h2c[l.Pool] {
+			return fmt.Errorf("listeners[%d] (%s).pool: pool %q has protocol %s, which a mode %s listener cannot send to (it passes bytes, not requests)", i, l.Name, l.Pool, ProtocolH2C, ModeTCP)
 		}
 	}
 	return nil

@@ -107,6 +107,13 @@ type pool struct {
 
 	maxIdle     int           // mode http: idle connections kept per server and loop, <= 0 none
 	idleTimeout time.Duration // mode http: an idle connection's life
+
+	// Protocol h2c (h2up.go): requests go as HTTP/2 streams, at most
+	// h2Streams on a connection and h2Conns connections per server and
+	// loop.
+	h2        bool
+	h2Streams int
+	h2Conns   int
 }
 
 // poolShared is what a pool's generations (a reload that changes it makes

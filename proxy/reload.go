@@ -245,7 +245,8 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 			continue
 		}
 		pl := &pool{name: pc.Name, cfg: pc, leastConn: pc.Balance == LeastConn, health: pc.Health, passive: pc.Passive,
-			maxIdle: pc.MaxIdle, idleTimeout: time.Duration(pc.IdleTimeout), shared: new(poolShared)}
+			maxIdle: pc.MaxIdle, idleTimeout: time.Duration(pc.IdleTimeout), shared: new(poolShared),
+			h2: pc.Protocol == ProtocolH2C, h2Streams: pc.H2MaxConcurrentStreams, h2Conns: pc.H2MaxConnections}
 		if old != nil {
 			pl.shared = old.shared
 		}
