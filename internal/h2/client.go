@@ -150,6 +150,13 @@ func (c *Client) Feed(in []byte) (n int, err error) {
 // connection with Abort(SettingsTimeout) (RFC 9113 6.5.3).
 func (c *Client) SettingsPending() bool { return !c.acked && c.err == nil }
 
+// SettingsSeen reports whether the server's first SETTINGS arrived: until
+// then Available counts DefaultMaxConcurrentStreams, which the server's
+// SETTINGS may lower (streams past its bound are refused), so a caller
+// that must respect a server's bound opens streams only once this is
+// true. Connection goroutine.
+func (c *Client) SettingsSeen() bool { return c.settingsSeen && c.err == nil }
+
 // Available returns how many more streams Request may open now: 0 once
 // the server's MAX_CONCURRENT_STREAMS are open, after GOAWAY either way,
 // when the stream ids are used up or the connection failed.

@@ -350,6 +350,24 @@ func openClient(t *testing.T, cfg *Config) (*Client, *clientApp, *peer) {
 	return c, a, newPeer()
 }
 
+// TestClientSettingsSeen: SettingsSeen is false until the server's
+// SETTINGS arrive, and false again once the connection failed.
+func TestClientSettingsSeen(t *testing.T) {
+	c := NewClient(newClientApp(), nil)
+	if c.SettingsSeen() {
+		t.Fatal("seen before any frame")
+	}
+	c.Written(len(c.Pending()))
+	feed(t, c, frame(FrameSettings, 0, 0, setting(SettingMaxConcurrentStreams, 1)...))
+	if !c.SettingsSeen() || c.Available() != 1 {
+		t.Fatalf("after SETTINGS: seen %v available %d", c.SettingsSeen(), c.Available())
+	}
+	c.Abort(InternalError)
+	if c.SettingsSeen() {
+		t.Fatal("seen after Abort")
+	}
+}
+
 // TestClientGoAway: streams above GOAWAY's last stream id are told
 // unprocessed; those below go on; no new requests; Done at the end.
 func TestClientGoAway(t *testing.T) {
