@@ -75,6 +75,12 @@ type srvStats struct {
 	newReqs    counter // requests on a new connection
 	idle       gauge   // idle connections in the loop's pool
 
+	// Protocol h2c.
+	h2Conns   gauge   // HTTP/2 connections open
+	h2Streams counter // streams opened
+	h2GoAways counter // GOAWAYs received
+	h2Refused counter // streams the server did not process (REFUSED_STREAM, above a GOAWAY's last)
+	h2Retried counter // of those, sent again
 }
 
 // loopState is what one loop owns: what it reads of the config in force
@@ -147,6 +153,9 @@ func (h *handler) OnOpen(c *engine.Conn) {
 		return
 	case *h2stream:
 		s.upOpened(c)
+		return
+	case *upH2:
+		s.opened()
 		return
 	}
 	ls := p.loops[c.Loop().ID()]
@@ -387,6 +396,9 @@ func (h *handler) OnData(c *engine.Conn, b engine.Buffer) bool {
 		x.upData(c, b)
 		x.c.flush()
 		return true
+	case *upH2:
+		x.data(b)
+		return true
 	case *idleTag:
 		h.loop(c).dropIdle(c, x) // data nobody asked for
 		return false
@@ -426,6 +438,9 @@ func (h *handler) OnWritable(c *engine.Conn) {
 	case *h2stream:
 		x.credit()
 		x.c.flush()
+		return
+	case *upH2:
+		x.writable()
 		return
 	}
 	if x, ok := c.Context().(*hsession); ok {
@@ -475,6 +490,9 @@ func (h *handler) OnEOF(c *engine.Conn) {
 		x.upFailed(nil)
 		x.c.flush()
 		return
+	case *upH2:
+		x.closeNow()
+		return
 	case *idleTag:
 		h.loop(c).dropIdle(c, x)
 		return
@@ -521,6 +539,9 @@ func (h *handler) OnClose(c *engine.Conn, err error) {
 			x.upFailed(err)
 			x.c.flush()
 		}
+		return
+	case *upH2:
+		x.closed()
 		return
 	case *idleTag:
 		h.loop(c).dropIdle(c, x)

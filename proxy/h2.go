@@ -95,6 +95,8 @@ type h2stream struct {
 	hb     []byte
 	fields []hpack.Field
 	x      exchange
+
+	u2 upSide // toward an h2c pool (h2up_stream.go)
 }
 
 // sniffH2 looks at a new client's first bytes on an h2c listener: while
@@ -316,7 +318,7 @@ func (c *h2conn) newStream(id uint32) *h2stream {
 	}
 	resp := st.resp
 	*st = h2stream{c: c, id: id, ln: c.ln, out: st.out[:0], body: st.body[:0], uin: st.uin[:0], trl: st.trl[:0],
-		hb: st.hb[:0], fields: st.fields[:0], x: exchange{meta: st.x.meta[:0]}, resp: h1.Response{Headers: resp.Headers[:0]}}
+		hb: st.hb[:0], fields: st.fields[:0], x: exchange{meta: st.x.meta[:0]}, resp: h1.Response{Headers: resp.Headers[:0]}, u2: st.u2.reuse()}
 	c.streams = append(c.streams, st)
 	return st
 }
@@ -378,6 +380,12 @@ func (c *h2conn) OnRequest(s *h2.Server, id uint32, r *h2.Request, end bool) {
 	st.idem = end && (st.head || string(r.Method) == "GET" || string(r.Method) == "OPTIONS")
 	st.chunked = !end && r.ContentLength < 0
 	st.pool = st.ln.routeExchange(c.ls, &st.x, r.Path, host)
+	if st.pool.h2 {
+		st.u2.on = true
+		st.h2Head(r, host)
+		st.h2Pick()
+		return
+	}
 	st.writeHead(r, host)
 	st.acquire()
 }
@@ -579,6 +587,10 @@ func (c *h2conn) OnData(s *h2.Server, id uint32, p []byte, end bool) {
 		st.abortBody()
 		return
 	}
+	if st.u2.on {
+		st.h2Body(p, end)
+		return
+	}
 	if len(p) > 0 {
 		st.held += len(p)
 		if st.chunked {
@@ -608,6 +620,8 @@ func (c *h2conn) OnTrailers(s *h2.Server, id uint32, fields []hpack.Field) {
 	st := c.find(id)
 	switch {
 	case st == nil || st.local:
+	case st.u2.on:
+		st.h2ReqTrailers(fields)
 	case !h1Fields(fields):
 		st.x.term = termRequest
 		st.resetStream(h2.ProtocolError)
@@ -752,6 +766,10 @@ func (st *h2stream) end(status int, local bool) {
 
 // closeUp closes the stream's upstream, if any (a reset where it broke).
 func (st *h2stream) closeUp(reset bool) {
+	if st.u2.on {
+		st.h2Detach(reset)
+		return
+	}
 	up := st.up
 	if up == nil {
 		return
@@ -909,6 +927,10 @@ var errRefusedResp = &h1.Error{Status: 502, Reason: "interim response refused"}
 // framing is checked as it goes (h1.Body.NextSpan), a span of data at a
 // time; a chunked body's trailer section is kept for finishResp.
 func (st *h2stream) pump() {
+	if st.u2.on {
+		st.h2Pump()
+		return
+	}
 	c := st.c
 	for st.hasP {
 		if st.poff == st.dataEnd {
@@ -984,6 +1006,10 @@ func (st *h2stream) pause() {
 
 // resume reads the upstream again where nothing holds it.
 func (st *h2stream) resume() {
+	if st.u2.on {
+		st.h2CreditUp()
+		return
+	}
 	if st.paused && !st.hasP && !st.cbp && st.up != nil {
 		st.paused = false
 		st.mark = st.c.p.now()

@@ -476,6 +476,10 @@ func (s *hsession) gotHead() {
 	s.bodyN = 0
 	s.interim, s.respHead, s.closeAft, s.respLocal, s.retry, s.interims = false, false, false, false, false, 0
 	s.pool = s.route(r.Target, r.Host)
+	if s.pool.h2 {
+		s.respond(502) // (HTTP/1.1 clients to h2c pools: not yet)
+		return
+	}
 
 	o := h1.AppendRequestLine(s.out[:0], r.Method, r.Target, r.Minor)
 	client := s.client.RemoteAddr().Addr().Unmap()
@@ -1314,11 +1318,7 @@ func (ls *loopState) putIdle(c *engine.Conn, pl *pool, i int, now int64) bool {
 	*st = append(*st, idleConn{c, now})
 	c.SetContext(&sl.tag)
 	ls.stats(pl, i).idle.inc()
-	if at := now + int64(pl.idleTimeout); !ls.sweeping || at < ls.sweepAt {
-		ls.sweep.Stop()
-		ls.sweeping, ls.sweepAt = true, at
-		ls.sweep = c.Loop().AfterFunc(pl.idleTimeout, ls.sweepFn)
-	}
+	ls.armSweep(c.Loop(), now, now+int64(pl.idleTimeout))
 	return true
 }
 
@@ -1356,6 +1356,9 @@ func (ls *loopState) sweepIdle(l *engine.Loop, pools []*pool, now int64) {
 					next = at
 				}
 			}
+			if at := sl.h2.sweep(now, pl.idleTimeout); at >= 0 && (next < 0 || at < next) {
+				next = at
+			}
 		}
 	}
 	if next >= 0 {
@@ -1376,6 +1379,7 @@ func (ls *loopState) drainHTTP() {
 			for len(sl.idle.conns) > 0 {
 				ls.dropIdle(sl.idle.conns[0].c, &sl.tag)
 			}
+			sl.h2.retire()
 		}
 	}
 	ls.closeIdleClients(false)

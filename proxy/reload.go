@@ -46,6 +46,7 @@ type srvLoop struct {
 	stats srvStats
 	idle  idleList
 	tag   idleTag // its idle connections' Context: this srvLoop
+	h2    h2Share // protocol h2c: its HTTP/2 connections (h2up.go)
 }
 
 // newSrvLoop returns a server's share for one loop.
@@ -593,6 +594,22 @@ func (ls *loopState) apply(k int, g *generation) {
 		sl.idle.gone = true
 		for len(sl.idle.conns) > 0 {
 			ls.dropIdle(sl.idle.conns[0].c, &sl.tag)
+		}
+		sl.h2.retire()
+	}
+	// A pool whose protocol changed reuses no connection of the other:
+	// an h2c pool's servers' idle HTTP/1.1 ones close, an http1 pool's
+	// HTTP/2 ones finish their streams and close.
+	for _, pl := range g.made {
+		for _, s := range pl.servers {
+			sl := s.loops[k]
+			if pl.h2 {
+				for len(sl.idle.conns) > 0 {
+					ls.dropIdle(sl.idle.conns[0].c, &sl.tag)
+				}
+			} else {
+				sl.h2.retire()
+			}
 		}
 	}
 }

@@ -49,6 +49,11 @@ type ServerTotals struct {
 	// connections pooled.
 	Requests, ReusedRequests, NewRequests uint64
 	Idle                                  int64
+	// Protocol h2c: HTTP/2 connections open, streams opened, GOAWAYs
+	// received, streams the server did not process (REFUSED_STREAM, or
+	// above a GOAWAY's last stream) and those of them sent again.
+	H2Connections                              int64
+	H2Streams, H2GoAways, H2Refused, H2Retried uint64
 	// Up: the server takes new connections (neither the active checks
 	// nor passive health mark it down).
 	Up                         bool
@@ -114,6 +119,11 @@ func (p *Proxy) Totals() Totals {
 				st.ReusedRequests += s.reusedReqs.load()
 				st.NewRequests += s.newReqs.load()
 				st.Idle += s.idle.load()
+				st.H2Connections += s.h2Conns.load()
+				st.H2Streams += s.h2Streams.load()
+				st.H2GoAways += s.h2GoAways.load()
+				st.H2Refused += s.h2Refused.load()
+				st.H2Retried += s.h2Retried.load()
 			}
 			t.Servers = append(t.Servers, st)
 		}

@@ -1,0 +1,467 @@
+package proxy
+
+import (
+	"time"
+
+	"github.com/spindlenet/spindle/engine"
+	"github.com/spindlenet/spindle/internal/h2"
+	"github.com/spindlenet/spindle/internal/hpack"
+)
+
+// HTTP/2 to the servers of an h2c pool (PoolConfig.Protocol). Each loop
+// keeps, per server, up to the pool's h2_max_connections multiplexed
+// connections (upH2: an internal/h2 Client on an engine.Conn dialed from
+// the loop), in the server's srvLoop (h2Share), so that they follow the
+// server over reloads as its idle HTTP/1.1 connections do; nothing is
+// shared between loops and no lock is taken. A request (an upUser: an
+// HTTP/2 client's stream, h2stream) picks a server by the pool's balance
+// (least-conn counts the streams in flight), then the first connection to
+// it with room (the lower of the server's SETTINGS_MAX_CONCURRENT_STREAMS
+// and h2_max_concurrent_streams), else dials another (up to the bound),
+// else waits in the server's queue for a stream to end, up to
+// response_timeout. A connection opens streams only once the server's
+// SETTINGS arrived. Flow control is the backpressure both ways: a side's
+// DATA is Consumed (its window returned) only once the other side took it.
+
+// upUser is a request on an h2c pool's connection: the events of its
+// upstream stream, and of the queue it waits in.
+type upUser interface {
+	// onStart: u has room: open the stream on it now.
+	onStart(u *upH2)
+	// onFailover: the server the user waits for failed to connect (no
+	// connection to it is left): try the next server.
+	onFailover()
+	onResponse(u *upH2, r *h2.Response, end bool)
+	onData(u *upH2, p []byte, end bool)
+	onTrailers(u *upH2, fields []hpack.Field)
+	// onReset: the stream ended before its end (the server's reset, a
+	// GOAWAY above it, or the connection's end); unprocessed: the server
+	// did not process it, so it may be sent again.
+	onReset(u *upH2, code h2.ErrCode, unprocessed bool)
+	// onWritable: the stream's send window has room for the request body.
+	onWritable(u *upH2)
+	// onQueue: u's write queue went below the high-water mark.
+	onQueue(u *upH2)
+}
+
+// h2Share is a server's HTTP/2 connections on one loop and the requests
+// waiting for room on them. Its loop only.
+type h2Share struct {
+	conns []*upH2
+	wait  []upUser
+}
+
+// upStream is one stream of an upH2 and its user.
+type upStream struct {
+	id uint32
+	u  upUser
+}
+
+// upH2 is one HTTP/2 connection to a server of an h2c pool: the Context of
+// its engine.Conn and the h2.ClientHandler of its Client. Loop goroutine.
+type upH2 struct {
+	p       *Proxy
+	ls      *loopState
+	sl      *srvLoop
+	pl      *pool // the pool it was dialed for (its bounds and passive health)
+	srv     int   // its server in pl
+	conn    *engine.Conn
+	cl      *h2.Client
+	write   func([]byte) (int, error)
+	in      []byte // the frame a read ended in (FeedTail)
+	open    bool   // connected
+	listed  bool   // in sl.h2.conns
+	retired bool   // takes no new stream: closed once the last ends
+	feeding bool   // inside cl.FeedTail: flush waits for its end
+	used    bool   // a stream was opened on it: the next ones are on a reused connection
+	streams []upStream
+	idleAt  int64 // Proxy.now since when no stream is open
+}
+
+// upH2Config is the Client's config for an upstream connection: each
+// stream's receive window (what a response may have on its way that its
+// client has not taken, held by the proxy) 64 KiB, the connection's 1 MiB.
+var upH2Config = h2.Config{InitialWindowSize: 64 << 10}
+
+// room returns how many more streams u takes now.
+func (u *upH2) room() int {
+	if u.retired || !u.open || !u.cl.SettingsSeen() {
+		return 0
+	}
+	return min(u.cl.Available(), u.pl.h2Streams-len(u.streams))
+}
+
+// h2Acquire finds stream user x a connection to server i of pl: one
+// with room (started at once), else it waits in the server's queue, a
+// connection dialed for it unless enough are on their way or the bound
+// is reached. It reports false where the dial failed before it started
+// (the caller tries the next server). Loop goroutine.
+func (ls *loopState) h2Acquire(p *Proxy, x upUser, pl *pool, i int, client *engine.Conn, timeout time.Duration) bool {
+	sh := &ls.share(pl, i).h2
+	for _, u := range sh.conns {
+		if u.room() > 0 {
+			x.onStart(u)
+			return true
+		}
+	}
+	// Connections on their way take the waiters up to their bound.
+	live, coming := 0, 0
+	for _, u := range sh.conns {
+		if !u.retired {
+			live++
+			if !u.open || !u.cl.SettingsSeen() {
+				coming++
+			}
+		}
+	}
+	if live < pl.h2Conns && len(sh.wait) >= coming*pl.h2Streams {
+		if !ls.h2Dial(p, pl, i, client, timeout) {
+			return false
+		}
+	}
+	sh.wait = append(sh.wait, x)
+	return true
+}
+
+// h2Dial dials a new connection to server i of pl; false where the dial
+// failed at once (counted). Loop goroutine.
+func (ls *loopState) h2Dial(p *Proxy, pl *pool, i int, client *engine.Conn, timeout time.Duration) bool {
+	srv := pl.servers[i]
+	st := ls.stats(pl, i)
+	c, err := client.Loop().Dial("tcp", srv.addr, timeout)
+	if err != nil || c.Closed() {
+		st.failures.inc()
+		srv.connectFailed(pl)
+		return false
+	}
+	sl := ls.share(pl, i)
+	u := &upH2{p: p, ls: ls, sl: sl, pl: pl, srv: i, conn: c, listed: true, idleAt: -1}
+	u.cl = h2.NewClient(u, &upH2Config)
+	u.write = c.Write
+	c.SetContext(u)
+	sl.h2.conns = append(sl.h2.conns, u)
+	return true
+}
+
+// unwait takes x out of server i's queue of pl, if it is there.
+func (ls *loopState) unwait(x upUser, sl *srvLoop) {
+	w := sl.h2.wait
+	for k, y := range w {
+		if y == x {
+			copy(w[k:], w[k+1:])
+			w[len(w)-1] = nil
+			sl.h2.wait = w[:len(w)-1]
+			return
+		}
+	}
+}
+
+// serve starts the waiters of u's server while u has room. Loop goroutine.
+func (u *upH2) serve() {
+	sh := &u.sl.h2
+	for len(sh.wait) > 0 && u.room() > 0 {
+		x := sh.wait[0]
+		copy(sh.wait, sh.wait[1:])
+		sh.wait[len(sh.wait)-1] = nil
+		sh.wait = sh.wait[:len(sh.wait)-1]
+		x.onStart(u)
+	}
+	u.flush()
+}
+
+// add records stream id of x.
+func (u *upH2) add(id uint32, x upUser) {
+	u.streams = append(u.streams, upStream{id, x})
+	u.used = true
+	u.sl.stats.h2Streams.inc()
+}
+
+// user returns stream id's user, nil for none.
+func (u *upH2) user(id uint32) upUser {
+	for _, s := range u.streams {
+		if s.id == id {
+			return s.u
+		}
+	}
+	return nil
+}
+
+// remove forgets stream id (its user let go of it, or it was reset); the
+// connection's room goes to the waiters, or it idles, or (retired) closes.
+func (u *upH2) remove(id uint32) {
+	for k, s := range u.streams {
+		if s.id == id {
+			last := len(u.streams) - 1
+			u.streams[k] = u.streams[last]
+			u.streams[last] = upStream{}
+			u.streams = u.streams[:last]
+			break
+		}
+	}
+	if u.feeding {
+		return // (after Feed: fed)
+	}
+	u.settle()
+}
+
+// settle acts on u's state after a change: waiters served, an idle
+// connection timed, a retired or finished one closed. Loop goroutine.
+func (u *upH2) settle() {
+	if !u.listed {
+		return
+	}
+	if len(u.streams) == 0 && (u.retired || u.cl.Done() || !u.cl.CanOpen() && u.cl.SettingsSeen()) {
+		u.shutdown()
+		return
+	}
+	u.serve()
+	if len(u.streams) == 0 && u.idleAt < 0 {
+		now := u.p.now()
+		u.idleAt = now
+		u.ls.armSweep(u.conn.Loop(), now, now+int64(u.pl.idleTimeout))
+	} else if len(u.streams) > 0 {
+		u.idleAt = -1
+	}
+}
+
+// flush writes the Client's output to the server. Loop goroutine.
+func (u *upH2) flush() {
+	if u.feeding || !u.open || !u.listed && u.conn.Closed() {
+		return
+	}
+	if out := u.cl.Pending(); len(out) > 0 {
+		u.sl.stats.bytesOut.addInt(len(out))
+		u.conn.Write(out)
+		u.cl.Written(len(out))
+	}
+}
+
+// unlist takes u out of its server's connections.
+func (u *upH2) unlist() {
+	if !u.listed {
+		return
+	}
+	u.listed = false
+	cs := u.sl.h2.conns
+	for k, x := range cs {
+		if x == u {
+			copy(cs[k:], cs[k+1:])
+			cs[len(cs)-1] = nil
+			u.sl.h2.conns = cs[:len(cs)-1]
+			break
+		}
+	}
+	if u.open {
+		u.sl.stats.h2Conns.dec()
+	}
+}
+
+// shutdown closes u, idle or finished: GOAWAY, then the close.
+func (u *upH2) shutdown() {
+	u.unlist()
+	u.retired = true
+	if u.open {
+		u.cl.Shutdown()
+		u.flush()
+	}
+	u.conn.SetContext(nil)
+	u.conn.Close()
+}
+
+// retire takes u out of service: no new stream; closed once its last ends.
+func (u *upH2) retire() {
+	u.retired = true
+	if len(u.streams) == 0 {
+		u.shutdown()
+	}
+}
+
+// opened: the dial succeeded; the preface and SETTINGS go out.
+func (u *upH2) opened() {
+	u.open = true
+	st := &u.sl.stats
+	st.connects.inc()
+	st.h2Conns.inc()
+	u.pl.servers[u.srv].connected(u.pl.passive)
+	u.flush()
+}
+
+// data feeds the server's bytes to the Client. Loop goroutine.
+func (u *upH2) data(b engine.Buffer) {
+	u.sl.stats.bytesIn.addInt(b.Len())
+	u.feeding = true
+	err := u.cl.FeedTail(&u.in, b.Bytes())
+	b.Release()
+	u.feeding = false
+	u.flush()
+	if err != nil || u.cl.Done() {
+		u.closeNow()
+		return
+	}
+	u.settle()
+}
+
+// closeNow ends u at once (an error, the server's FIN): its streams are
+// reset (Close: OnReset to each), it is closed.
+func (u *upH2) closeNow() {
+	u.unlist()
+	u.retired = true
+	u.conn.SetContext(nil)
+	u.cl.Close()
+	u.streams = u.streams[:0]
+	u.conn.Close()
+	u.failWaiters()
+}
+
+// failWaiters fails the waiters of u's server over to the next server
+// when no connection to it is left.
+func (u *upH2) failWaiters() {
+	sh := &u.sl.h2
+	if len(sh.wait) == 0 || u.ls.h2Alive(sh) {
+		return
+	}
+	w := sh.wait
+	sh.wait = nil
+	for _, x := range w {
+		x.onFailover()
+	}
+}
+
+// closed: the connection ended (a failed dial, the server's close or
+// reset, an error). A dial that failed fails over the server's waiters
+// when no other connection to it is left. Loop goroutine.
+func (u *upH2) closed() {
+	wasOpen, wasListed := u.open, u.listed
+	u.unlist()
+	u.retired = true
+	u.conn.SetContext(nil)
+	if !wasOpen {
+		st := &u.sl.stats
+		st.failures.inc()
+		u.pl.servers[u.srv].connectFailed(u.pl)
+	}
+	u.cl.Close()
+	u.streams = u.streams[:0]
+	if wasListed {
+		u.failWaiters()
+	}
+}
+
+// h2Alive reports whether a connection of sh may still take its waiters.
+func (ls *loopState) h2Alive(sh *h2Share) bool {
+	for _, u := range sh.conns {
+		if !u.retired {
+			return true
+		}
+	}
+	return false
+}
+
+// writable: u's write queue went below the mark: the request bodies it
+// held back are returned to their clients' windows.
+func (u *upH2) writable() {
+	for k := 0; k < len(u.streams); k++ {
+		u.streams[k].u.onQueue(u)
+	}
+	u.flush()
+}
+
+// OnResponse passes a response head to its user.
+func (u *upH2) OnResponse(c *h2.Client, id uint32, r *h2.Response, end bool) {
+	if x := u.user(id); x != nil {
+		x.onResponse(u, r, end)
+	}
+}
+
+// OnData passes response body bytes to their user.
+func (u *upH2) OnData(c *h2.Client, id uint32, p []byte, end bool) {
+	if x := u.user(id); x != nil {
+		x.onData(u, p, end)
+		return
+	}
+	c.Consumed(id, len(p))
+}
+
+// OnTrailers passes a response's trailers to their user.
+func (u *upH2) OnTrailers(c *h2.Client, id uint32, fields []hpack.Field) {
+	if x := u.user(id); x != nil {
+		x.onTrailers(u, fields)
+	}
+}
+
+// OnReset tells a stream's user that it ended before its end.
+func (u *upH2) OnReset(c *h2.Client, id uint32, code h2.ErrCode, unprocessed bool) {
+	x := u.user(id)
+	if x == nil {
+		return
+	}
+	u.remove(id)
+	if unprocessed {
+		u.sl.stats.h2Refused.inc()
+	}
+	x.onReset(u, code, unprocessed)
+}
+
+// OnWritable tells a stream's user that its send window has room.
+func (u *upH2) OnWritable(c *h2.Client, id uint32) {
+	if x := u.user(id); x != nil {
+		x.onWritable(u)
+	}
+}
+
+// OnGoAway: the server takes no new stream here; those open go on (the
+// ones above last are reset unprocessed next, and retried).
+func (u *upH2) OnGoAway(c *h2.Client, code h2.ErrCode, last uint32, debug []byte) {
+	u.sl.stats.h2GoAways.inc()
+}
+
+// OnPingAck: no PINGs are sent.
+func (u *upH2) OnPingAck(*h2.Client, [8]byte) {}
+
+// armSweep arms the loop's sweep of idle connections for at, unless it
+// fires before. Loop goroutine.
+func (ls *loopState) armSweep(l *engine.Loop, now, at int64) {
+	if ls.sweeping && ls.sweepAt <= at {
+		return
+	}
+	ls.sweep.Stop()
+	ls.sweeping, ls.sweepAt = true, at
+	ls.sweep = l.AfterFunc(time.Duration(at-now), ls.sweepFn)
+}
+
+// sweep closes sh's connections idle since before now-d and returns
+// when the next one would be due, -1 for none. Loop goroutine.
+func (sh *h2Share) sweep(now int64, d time.Duration) int64 {
+	next := int64(-1)
+	for k := len(sh.conns) - 1; k >= 0; k-- {
+		if k >= len(sh.conns) {
+			continue
+		}
+		u := sh.conns[k]
+		if len(u.streams) > 0 || u.idleAt < 0 {
+			continue
+		}
+		if at := u.idleAt + int64(d); now >= at {
+			u.shutdown()
+		} else if next < 0 || at < next {
+			next = at
+		}
+	}
+	return next
+}
+
+// retire retires every HTTP/2 connection of sh (a drain, the server
+// removed, its pool no longer h2c): their streams finish, no new one
+// opens on them; the waiters fail over (a drain's to a new connection).
+func (sh *h2Share) retire() {
+	for k := len(sh.conns) - 1; k >= 0; k-- {
+		if k < len(sh.conns) {
+			sh.conns[k].retire()
+		}
+	}
+	w := sh.wait
+	sh.wait = nil
+	for _, x := range w {
+		x.onFailover()
+	}
+}

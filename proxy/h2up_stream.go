@@ -1,0 +1,585 @@
+package proxy
+
+import (
+	"time"
+
+	"github.com/spindlenet/spindle/internal/h2"
+	"github.com/spindlenet/spindle/internal/hpack"
+)
+
+// An HTTP/2 client's stream to an h2c pool (h2→h2): its request head and
+// fields go as HEADERS on an upstream connection (upH2) with the
+// forwarding fields as the HTTP/1.1 path writes them, its DATA and
+// trailers as DATA and trailers, and the response back the same way, not
+// re-framed. Each side's DATA is Consumed only once the other side took
+// it, so what the proxy holds of a stream is bounded by the windows: the
+// client's stream window for the request body (h2_initial_window), the
+// upstream stream window (64 KiB) for the response.
+
+// upSide is an h2stream's state toward an h2c pool.
+type upSide struct {
+	on      bool // the stream's pool is h2c
+	u       *upH2
+	uid     uint32
+	wsl     *srvLoop // the server share whose queue it waits in
+	counted bool     // counted in its server's active (streams in flight)
+	retries int      // sent again after a refusal or GOAWAY
+	req     h2.Request
+	boff    int   // body[boff:] is still to send
+	sent    int64 // request body bytes sent upstream
+	hasTrl  bool  // request trailers held behind the body
+	trl     []hpack.Field
+	tb      []byte
+	rbuf    []byte // response DATA the client's windows did not take
+	roff    int
+	rend    bool // the response ended upstream (after rbuf and trailers)
+	rtrl    bool // response trailers held behind rbuf
+	rtf     []hpack.Field
+	rtb     []byte
+	owe     int // response bytes the client took, not yet Consumed upstream
+	rfs     []hpack.Field
+}
+
+// reuse returns a fresh upSide keeping s's buffers.
+func (s *upSide) reuse() upSide {
+	return upSide{req: h2.Request{Fields: s.req.Fields[:0]}, trl: s.trl[:0], tb: s.tb[:0], rbuf: s.rbuf[:0],
+		rtf: s.rtf[:0], rtb: s.rtb[:0], rfs: s.rfs[:0]}
+}
+
+var (
+	hdrXFFLower   = []byte("x-forwarded-for")
+	hdrXFPLower   = []byte("x-forwarded-proto")
+	hdrXFHLower   = []byte("x-forwarded-host")
+	valHTTP       = []byte("http")
+	valVia20      = []byte("2.0 spindle")
+	schemeHTTPVal = valHTTP
+)
+
+// copyFields copies fs into hb (grown once, so that the fields' slices
+// stay valid) and returns the copies in dst.
+func copyFields(hb []byte, dst, fs []hpack.Field) ([]byte, []hpack.Field) {
+	size := 0
+	for _, f := range fs {
+		size += len(f.Name) + len(f.Value)
+	}
+	hb = hb[:0]
+	if cap(hb) < size {
+		hb = make([]byte, 0, size)
+	}
+	dst = dst[:0]
+	for _, f := range fs {
+		n0 := len(hb)
+		hb = append(hb, f.Name...)
+		v0 := len(hb)
+		hb = append(hb, f.Value...)
+		dst = append(dst, hpack.Field{Name: hb[n0:v0], Value: hb[v0:], Sensitive: f.Sensitive})
+	}
+	return hb, dst
+}
+
+// h2Head keeps the request's head for the upstream (st.u2.req, its bytes
+// in st.hb: a stream may wait for a connection, and be sent again): the
+// method, :authority from host, the path, :scheme http, the fields but
+// host and the forwarding ones a client not in trusted_proxies sent, then
+// x-forwarded-for (a trusted client's values and the client),
+// x-forwarded-proto and x-forwarded-host where none passed, and via.
+func (st *h2stream) h2Head(r *h2.Request, host []byte) {
+	c := st.c
+	client := c.client.RemoteAddr().Addr().Unmap()
+	trusted := st.ln.trusts(client)
+	size := len(r.Method) + len(r.Path) + len(host) + 128
+	for _, f := range r.Fields {
+		size += len(f.Name) + len(f.Value) + 2
+	}
+	hb := st.hb[:0]
+	if cap(hb) < size {
+		hb = make([]byte, 0, size)
+	}
+	fs := st.fields[:0]
+	hb = append(hb, r.Method...)
+	p0 := len(hb)
+	hb = append(hb, r.Path...)
+	a0 := len(hb)
+	hb = append(hb, host...)
+	e0 := len(hb)
+	xfp, xfh := false, false
+	for _, f := range r.Fields {
+		n := f.Name
+		switch {
+		case string(n) == "host", string(n) == "x-forwarded-for":
+			continue
+		case !trusted && forwardingField(n):
+			continue
+		case string(n) == "x-forwarded-proto":
+			xfp = true
+		case string(n) == "x-forwarded-host":
+			xfh = true
+		}
+		n0 := len(hb)
+		hb = append(hb, n...)
+		v0 := len(hb)
+		hb = append(hb, f.Value...)
+		fs = append(fs, hpack.Field{Name: hb[n0:v0], Value: hb[v0:]})
+	}
+	x0 := len(hb)
+	if trusted {
+		for _, f := range r.Fields {
+			if string(f.Name) == "x-forwarded-for" && len(f.Value) > 0 {
+				hb = append(hb, f.Value...)
+				hb = append(hb, ", "...)
+			}
+		}
+	}
+	hb = client.AppendTo(hb)
+	fs = append(fs, hpack.Field{Name: hdrXFFLower, Value: hb[x0:]})
+	if !xfp {
+		fs = append(fs, hpack.Field{Name: hdrXFPLower, Value: valHTTP})
+	}
+	if !xfh {
+		fs = append(fs, hpack.Field{Name: hdrXFHLower, Value: hb[a0:e0]})
+	}
+	fs = append(fs, hpack.Field{Name: hdrVia, Value: valVia20})
+	st.hb, st.fields = hb, fs
+	st.u2.req = h2.Request{Method: hb[:p0], Scheme: schemeHTTPVal, Authority: hb[a0:e0], Path: hb[p0:a0], Fields: fs, ContentLength: -1}
+}
+
+// h2Pick starts the stream's walk over its pool's servers, from the one
+// the balance picks.
+func (st *h2stream) h2Pick() {
+	st.dialing = dialing{start: pickServer(st.c.ls, st.pool)}
+	st.h2Next()
+}
+
+// h2Next finds the stream a connection to the next server up of its
+// walk: one with room, a queue (and a dial); with none left it answers
+// 502 (servers failed to connect) or 503 (none up). Loop goroutine.
+func (st *h2stream) h2Next() {
+	c, ls, pl := st.c, st.c.ls, st.pool
+	n := len(pl.servers)
+	for st.tries < n {
+		i := (st.start + st.tries) % n
+		st.tries++
+		if !pl.servers[i].up() || ls.share(pl, i).idle.gone {
+			continue
+		}
+		st.dialed = true
+		st.srv = i
+		st.u2.counted = true
+		ls.stats(pl, i).active.inc()
+		st.waiting, st.mark = true, c.p.now()
+		c.armAt(st.mark + int64(st.ln.cfg.ResponseTimeout))
+		id := st.id
+		if ls.h2Acquire(c.p, st, pl, i, c.client, time.Duration(st.ln.cfg.ConnectTimeout)) {
+			if st.id == id && st.u2.u == nil {
+				st.u2.wsl = ls.share(pl, i)
+			}
+			return
+		}
+		st.uncount()
+	}
+	if st.dialed {
+		st.ln.stats[ls.id].failed.inc()
+		st.x.term = termConnect
+		st.respond(502)
+		return
+	}
+	st.ln.stats[ls.id].noServer.inc()
+	st.respond(503)
+}
+
+// uncount takes the stream off its server's streams in flight.
+func (st *h2stream) uncount() {
+	if st.u2.counted {
+		st.u2.counted = false
+		st.c.ls.stats(st.pool, st.srv).active.dec()
+	}
+}
+
+// onStart opens the stream on u: HEADERS, then what the client sent of
+// the body and trailers.
+func (st *h2stream) onStart(u *upH2) {
+	st.u2.wsl = nil
+	end := st.reqEnd && len(st.body) == 0 && !st.u2.hasTrl
+	reused := u.used
+	uid, err := u.cl.Request(&st.u2.req, end)
+	if err != nil { // (room said it could: the connection failed since)
+		st.uncount()
+		st.h2Next()
+		return
+	}
+	u.add(uid, st)
+	st.u2.u, st.u2.uid = u, uid
+	sst := st.c.ls.stats(st.pool, u.srv)
+	sst.requests.inc()
+	if reused {
+		sst.reusedReqs.inc()
+	} else {
+		sst.newReqs.inc()
+	}
+	st.x.srv, st.x.reused = st.pool.servers[u.srv], reused
+	st.waiting, st.mark = true, st.c.p.now()
+	st.c.armAt(st.mark + int64(st.ln.cfg.ResponseTimeout))
+	if end {
+		st.reqDone = true
+	} else {
+		st.h2SendBody()
+	}
+	u.flush()
+}
+
+// h2SendBody sends the request body held (as far as the send windows
+// allow: onWritable goes on), then the request's end (trailers, or an
+// empty DATA with END_STREAM) once the client's came.
+func (st *h2stream) h2SendBody() {
+	u, id := st.u2.u, st.id
+	for st.u2.boff < len(st.body) {
+		p := st.body[st.u2.boff:]
+		end := st.reqEnd && !st.u2.hasTrl
+		w, err := u.cl.WriteDataTo(st.u2.uid, p, end, u.write)
+		if st.id != id || st.u2.u != u {
+			return // (the connection failed: the stream was told)
+		}
+		st.u2.boff += w
+		st.u2.sent += int64(w)
+		if err != nil || w < len(p) {
+			st.h2Credit()
+			return
+		}
+		if end {
+			st.reqDone = true
+		}
+	}
+	st.body, st.u2.boff = st.body[:0], 0
+	if st.reqEnd && !st.reqDone {
+		st.reqDone = true
+		if st.u2.hasTrl {
+			u.cl.WriteTrailers(st.u2.uid, st.u2.trl)
+		} else {
+			u.cl.WriteDataTo(st.u2.uid, nil, true, u.write)
+		}
+		if st.id != id || st.u2.u != u {
+			return
+		}
+	}
+	st.h2Credit()
+}
+
+// h2Credit returns to the client's windows the request body its upstream
+// took, while the upstream's queue is below the high-water mark (else
+// onQueue does).
+func (st *h2stream) h2Credit() {
+	u := st.u2.u
+	if u == nil || st.held == 0 {
+		return
+	}
+	n := st.held - (len(st.body) - st.u2.boff)
+	if n > 0 && u.conn.QueuedMemory() < st.c.p.cfg.Engine.WriteHighWater {
+		st.c.srv.Consumed(st.id, n)
+		st.held -= n
+	}
+}
+
+// h2Body takes request body bytes from the client: sent at once where
+// nothing waits before them, else held (bounded by the client's window:
+// held bytes are not Consumed).
+func (st *h2stream) h2Body(p []byte, end bool) {
+	st.held += len(p)
+	st.reqEnd = st.reqEnd || end
+	u, id := st.u2.u, st.id
+	if u == nil || st.u2.boff < len(st.body) || st.reqDone {
+		if !st.reqDone {
+			st.body = append(st.body, p...)
+		}
+		if u != nil && !st.reqDone {
+			st.h2SendBody()
+			u.flush()
+		}
+		return
+	}
+	w, err := u.cl.WriteDataTo(st.u2.uid, p, end, u.write)
+	if st.id != id || st.u2.u != u {
+		return
+	}
+	st.u2.sent += int64(w)
+	switch {
+	case err != nil:
+	case w < len(p):
+		st.body = append(st.body[:0], p[w:]...)
+		st.u2.boff = 0
+	case end:
+		st.reqDone = true
+	}
+	st.h2Credit()
+	u.flush()
+}
+
+// h2ReqTrailers ends the request with its trailers: sent at once, or
+// after the body held.
+func (st *h2stream) h2ReqTrailers(fields []hpack.Field) {
+	st.reqEnd = true
+	u := st.u2.u
+	if st.reqDone {
+		return
+	}
+	if u != nil && st.u2.boff == len(st.body) {
+		st.reqDone = true
+		u.cl.WriteTrailers(st.u2.uid, fields)
+		u.flush()
+		return
+	}
+	st.u2.tb, st.u2.trl = copyFields(st.u2.tb, st.u2.trl, fields)
+	st.u2.hasTrl = true
+}
+
+// onFailover: the server's connects failed; the next server.
+func (st *h2stream) onFailover() {
+	st.u2.wsl = nil
+	st.uncount()
+	st.h2Next()
+	st.c.flush()
+}
+
+// onResponse passes the response head: an interim one as interim
+// HEADERS, the final one with via added.
+func (st *h2stream) onResponse(u *upH2, r *h2.Response, end bool) {
+	c := st.c
+	st.mark = c.p.now()
+	if r.Status < 200 {
+		if st.interims++; st.interims > maxInterim {
+			st.passive(false)
+			st.x.term = termResponse
+			st.respond(502)
+			c.flush()
+			return
+		}
+		c.srv.WriteHeaders(st.id, r.Status, r.Fields, false)
+		c.flush()
+		return
+	}
+	st.respHead = true
+	st.resp.Status = r.Status
+	st.passive(!st.pool.errStatuses.has(r.Status))
+	st.ln.countResp(c.ls.id, r.Status, false)
+	fs := append(st.u2.rfs[:0], r.Fields...)
+	fs = append(fs, hpack.Field{Name: hdrVia, Value: valVia20})
+	st.u2.rfs = fs
+	if c.srv.WriteHeaders(st.id, r.Status, fs, end) != nil {
+		st.x.term = termClient
+		st.abandon()
+		c.flush()
+		return
+	}
+	if end {
+		st.h2Finish()
+	}
+	c.flush()
+}
+
+// onData passes response body bytes: written to the client as far as its
+// windows allow, the rest held until OnWritable (bounded by the upstream
+// stream's window: held bytes are not Consumed).
+func (st *h2stream) onData(u *upH2, p []byte, end bool) {
+	c := st.c
+	st.mark = c.p.now()
+	if st.u2.roff < len(st.u2.rbuf) {
+		st.u2.rbuf = append(st.u2.rbuf, p...)
+		st.u2.rend = end
+		return
+	}
+	w, err := c.srv.WriteDataTo(st.id, p, end, c.write)
+	if err != nil {
+		st.x.term = termClient
+		st.abandon()
+		c.flush()
+		return
+	}
+	st.respN += int64(w)
+	st.u2.owe += w
+	switch {
+	case w < len(p):
+		st.u2.rbuf = append(st.u2.rbuf[:0], p[w:]...)
+		st.u2.roff = 0
+		st.u2.rend = end
+		st.h2Stall()
+	case end:
+		st.h2Finish()
+		c.flush()
+		return
+	}
+	st.h2CreditUp()
+	c.flush()
+}
+
+// h2Stall marks the response held by the client's windows: write_timeout
+// runs (onTimer: stalled).
+func (st *h2stream) h2Stall() {
+	c := st.c
+	if !st.paused {
+		st.paused = true
+		st.mark = c.p.now()
+		c.armAt(st.mark + int64(c.p.cfg.Engine.WriteTimeout))
+	}
+}
+
+// h2Pump sends the response held as the client's windows open, then its
+// end (trailers, or END_STREAM).
+func (st *h2stream) h2Pump() {
+	c := st.c
+	for st.u2.roff < len(st.u2.rbuf) {
+		p := st.u2.rbuf[st.u2.roff:]
+		w, err := c.srv.WriteDataTo(st.id, p, false, c.write)
+		if err != nil {
+			st.x.term = termClient
+			st.abandon()
+			return
+		}
+		st.u2.roff += w
+		st.respN += int64(w)
+		st.u2.owe += w
+		if w < len(p) {
+			if w > 0 {
+				st.mark = c.p.now()
+			}
+			st.h2CreditUp()
+			return
+		}
+	}
+	st.u2.rbuf, st.u2.roff = st.u2.rbuf[:0], 0
+	st.paused = false
+	st.mark = c.p.now()
+	if st.u2.rend {
+		var err error
+		if st.u2.rtrl {
+			err = c.srv.WriteTrailers(st.id, st.u2.rtf)
+		} else {
+			_, err = c.srv.WriteDataTo(st.id, nil, true, c.write)
+		}
+		if err != nil {
+			st.x.term = termClient
+			st.abandon()
+			return
+		}
+		st.h2Finish()
+		return
+	}
+	st.h2CreditUp()
+}
+
+// h2CreditUp returns to the upstream's windows the response bytes the
+// client took, while the client's queue is below the high-water mark
+// (else the client's OnWritable does: clientWritable, resume).
+func (st *h2stream) h2CreditUp() {
+	u := st.u2.u
+	if st.u2.owe == 0 || u == nil {
+		return
+	}
+	c := st.c
+	if c.client.QueuedMemory() >= c.p.cfg.Engine.WriteHighWater {
+		st.cbp, c.cbp = true, true
+		return
+	}
+	u.cl.Consumed(st.u2.uid, st.u2.owe)
+	st.u2.owe = 0
+	u.flush()
+}
+
+// onTrailers passes the response's trailers (grpc-status), after the
+// body held.
+func (st *h2stream) onTrailers(u *upH2, fields []hpack.Field) {
+	c := st.c
+	if st.u2.roff < len(st.u2.rbuf) {
+		st.u2.rtb, st.u2.rtf = copyFields(st.u2.rtb, st.u2.rtf, fields)
+		st.u2.rtrl, st.u2.rend = true, true
+		return
+	}
+	if c.srv.WriteTrailers(st.id, fields) != nil {
+		st.x.term = termClient
+		st.abandon()
+		c.flush()
+		return
+	}
+	st.h2Finish()
+	c.flush()
+}
+
+// h2Finish ends a stream whose response was all passed on: logged, its
+// upstream stream let go of (reset where the request was still going),
+// a request still coming stopped (RST_STREAM NO_ERROR).
+func (st *h2stream) h2Finish() {
+	c := st.c
+	st.end(st.resp.Status, false)
+	st.h2Detach(!st.reqDone)
+	if !st.reqEnd {
+		c.srv.Reset(st.id, h2.NoError)
+	}
+	c.release(st)
+}
+
+// h2Detach lets go of the stream's upstream: out of the queue it waits
+// in, its upstream stream reset with CANCEL where reset (and still open).
+func (st *h2stream) h2Detach(reset bool) {
+	if sl := st.u2.wsl; sl != nil {
+		st.u2.wsl = nil
+		st.c.ls.unwait(st, sl)
+	}
+	if u := st.u2.u; u != nil {
+		uid := st.u2.uid
+		st.u2.u, st.u2.uid = nil, 0
+		if reset {
+			u.cl.Reset(uid, h2.Cancel)
+		}
+		u.remove(uid)
+		u.flush()
+	}
+	st.uncount()
+}
+
+// onReset: the upstream stream ended before its end. Unprocessed, with no
+// response and no body byte sent, it is sent again (on another connection:
+// a GOAWAY left this one; or another server), up to 3 times; else, before
+// the response head 502 (counted by passive health), after it the client's
+// stream reset.
+func (st *h2stream) onReset(u *upH2, code h2.ErrCode, unprocessed bool) {
+	c := st.c
+	st.u2.u, st.u2.uid = nil, 0
+	st.uncount()
+	if st.respHead && st.u2.rend {
+		st.reqDone = true // (the response is all here: the request stops)
+		return
+	}
+	if unprocessed && !st.respHead && st.u2.sent == 0 && st.u2.retries < 3 {
+		st.u2.retries++
+		u.sl.stats.h2Retried.inc()
+		st.reqDone = false
+		st.h2Pick()
+		c.flush()
+		return
+	}
+	if !st.respHead {
+		st.passive(false)
+		st.x.term = termServer
+		st.respond(502)
+		c.flush()
+		return
+	}
+	if code == h2.NoError || code == h2.RefusedStream {
+		code = h2.InternalError
+	}
+	st.x.term = termServer
+	st.resetStream(code)
+	c.flush()
+}
+
+// onWritable goes on with the request body.
+func (st *h2stream) onWritable(u *upH2) {
+	if st.u2.u == u && !st.reqDone {
+		st.h2SendBody()
+		st.c.flush()
+	}
+}
+
+// onQueue returns request body bytes its upstream's queue took.
+func (st *h2stream) onQueue(u *upH2) {
+	st.h2Credit()
+	st.c.flush()
+}
