@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"github.com/spindlenet/spindle/engine"
+	"github.com/spindlenet/spindle/internal/h2"
+	"github.com/spindlenet/spindle/internal/hpack"
 )
 
 // h2cUp is a net/http server speaking h2c with prior knowledge only (no
@@ -201,6 +202,460 @@ func TestH2UpGRPC(t *testing.T) {
 	})
 }
 
-var _ = errors.New
-var _ = strings.Contains
-var _ sync.Mutex
+// inflight counts a handler's requests in flight and the most at once.
+type inflight struct {
+	now, max atomic.Int64
+}
+
+func (f *inflight) enter() {
+	n := f.now.Add(1)
+	for {
+		m := f.max.Load()
+		if n <= m || f.max.CompareAndSwap(m, n) {
+			return
+		}
+	}
+}
+
+func (f *inflight) leave() { f.now.Add(-1) }
+
+// slowOK answers "ok" after d, counted in f.
+func slowOK(f *inflight, d time.Duration) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		f.enter()
+		defer f.leave()
+		io.Copy(io.Discard, r.Body)
+		time.Sleep(d)
+		io.WriteString(w, "ok")
+	}
+}
+
+// parallelGets sends n GETs at once over c and fails the test unless each
+// is a 200 "ok" over HTTP/2.
+func parallelGets(t *testing.T, c *http.Client, url string, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errc := make(chan error, n)
+	for range n {
+		wg.Go(func() {
+			resp, err := c.Get(url)
+			if err != nil {
+				errc <- err
+				return
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != 200 || string(body) != "ok" || resp.ProtoMajor != 2 {
+				errc <- fmt.Errorf("%d %q %v", resp.StatusCode, body, err)
+			}
+		})
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Error(err)
+	}
+}
+
+// TestH2UpMultiplex: 40 streams at once from a client go over one
+// upstream connection (counted at the server), several of them in
+// flight there at once.
+func TestH2UpMultiplex(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		var f inflight
+		up := newH2CUp(t, slowOK(&f, 50*time.Millisecond), nil)
+		cfg := h2cPoolConfig(b, up.addr)
+		cfg.Pools[0].H2MaxConnections = 2
+		p := startProxy(t, cfg)
+		c, base := h2Client(t, p)
+		parallelGets(t, c, base+"/", 40)
+		if n := up.conns.Load(); n != 1 {
+			t.Errorf("%d upstream connections for 40 streams, want 1", n)
+		}
+		if m := f.max.Load(); m < 2 {
+			t.Errorf("at most %d request in flight at the server, want several", m)
+		}
+		if st := serverTotals(p, up.addr); st.H2Streams != 40 || st.H2Refused != 0 {
+			t.Errorf("server totals: %+v", st)
+		}
+	})
+}
+
+// TestH2UpMaxStreams: a server's SETTINGS_MAX_CONCURRENT_STREAMS of 1 is
+// respected: with h2_max_connections 2, 12 streams at once find at most
+// 2 in flight at the server, over at most 2 connections, none refused;
+// all are answered.
+func TestH2UpMaxStreams(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		var f inflight
+		up := newH2CUp(t, slowOK(&f, 20*time.Millisecond), func(s *http.Server) {
+			s.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: 1}
+		})
+		cfg := h2cPoolConfig(b, up.addr)
+		cfg.Pools[0].H2MaxConnections = 2
+		p := startProxy(t, cfg)
+		c, base := h2Client(t, p)
+		parallelGets(t, c, base+"/", 12)
+		if n, m := up.conns.Load(), f.max.Load(); n > 2 || m > 2 {
+			t.Errorf("%d upstream connections, %d streams in flight at most, want 2 at most each", n, m)
+		}
+		if st := serverTotals(p, up.addr); st.H2Refused != 0 || st.H2Streams != 12 {
+			t.Errorf("server totals: %+v", st)
+		}
+	})
+}
+
+// rawH2Up serves HTTP/2 on c with an internal/h2 Server answering each
+// request 200 "ok" at its end. mode "refuse" resets the first stream of
+// each connection with REFUSED_STREAM; "goaway" answers the first stream
+// of the first connection (first says which) with GOAWAY(last 0,
+// NO_ERROR) instead, leaving it unprocessed. It allocates nothing per
+// request once warm.
+func rawH2Up(mode string, first *atomic.Bool) func(net.Conn) {
+	return func(c net.Conn) {
+		a := &rawH2App{mode: mode, fresh: true, goFirst: mode == "goaway" && first.CompareAndSwap(true, false)}
+		s := h2.NewServer(a, nil)
+		var tail []byte
+		buf := make([]byte, 64<<10)
+		for {
+			if out := s.Pending(); len(out) > 0 {
+				n, err := c.Write(out)
+				s.Written(n)
+				if err != nil {
+					return
+				}
+			}
+			if a.goaway {
+				a.goaway = false
+				if _, err := c.Write(h2.AppendGoAway(nil, 0, h2.NoError, nil)); err != nil {
+					return
+				}
+			}
+			if s.Done() {
+				return
+			}
+			n, err := c.Read(buf)
+			if err != nil {
+				s.Close()
+				return
+			}
+			if s.FeedTail(&tail, buf[:n]) != nil {
+				c.Write(s.Pending())
+				return
+			}
+		}
+	}
+}
+
+type rawH2App struct {
+	mode    string
+	fresh   bool // no stream seen yet
+	goFirst bool // GOAWAY for the first stream
+	goaway  bool // a GOAWAY is due
+}
+
+var (
+	rawOK     = []byte("ok")
+	rawFields = []hpack.Field{{Name: []byte("content-length"), Value: []byte("2")}}
+)
+
+func (a *rawH2App) OnRequest(s *h2.Server, id uint32, r *h2.Request, end bool) {
+	fresh := a.fresh
+	a.fresh = false
+	switch {
+	case fresh && a.mode == "refuse":
+		s.Reset(id, h2.RefusedStream)
+		return
+	case fresh && a.goFirst:
+		a.goaway = true
+		return
+	}
+	if end {
+		a.answer(s, id)
+	}
+}
+
+func (a *rawH2App) answer(s *h2.Server, id uint32) {
+	if s.WriteHeaders(id, 200, rawFields, false) == nil {
+		s.WriteData(id, rawOK, true)
+	}
+}
+
+func (a *rawH2App) OnData(s *h2.Server, id uint32, p []byte, end bool) {
+	s.Consumed(id, len(p))
+	if end {
+		a.answer(s, id)
+	}
+}
+func (a *rawH2App) OnTrailers(s *h2.Server, id uint32, fields []hpack.Field) { a.answer(s, id) }
+func (a *rawH2App) OnReset(*h2.Server, uint32, h2.ErrCode)                   {}
+func (a *rawH2App) OnWritable(*h2.Server, uint32)                            {}
+func (a *rawH2App) OnGoAway(*h2.Server, h2.ErrCode, []byte)                  {}
+
+// TestH2UpRetry: a stream the server refused (REFUSED_STREAM) or left
+// out of a graceful GOAWAY (above its last stream id: not processed) is
+// sent again, and succeeds; the metrics count the refusal, the retry and
+// the GOAWAY.
+func TestH2UpRetry(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		for _, mode := range []string{"refuse", "goaway"} {
+			var first atomic.Bool
+			first.Store(true)
+			up := newUpstream(t, rawH2Up(mode, &first))
+			p := startProxy(t, h2cPoolConfig(b, up.addr))
+			c, base := h2Client(t, p)
+			resp, body := do(t, c, mustReq(t, "GET", base+"/x", nil))
+			if resp.StatusCode != 200 || string(body) != "ok" {
+				t.Fatalf("%s: %d %q", mode, resp.StatusCode, body)
+			}
+			st := serverTotals(p, up.addr)
+			if st.H2Refused != 1 || st.H2Retried != 1 {
+				t.Errorf("%s: refused %d, retried %d, want 1 and 1", mode, st.H2Refused, st.H2Retried)
+			}
+			if mode == "goaway" && (st.H2GoAways != 1 || up.accepted.Load() != 2) {
+				t.Errorf("goaway: %d GOAWAYs, %d connections, want 1 and 2", st.H2GoAways, up.accepted.Load())
+			}
+		}
+	})
+}
+
+func mustReq(t *testing.T, method, url string, body io.Reader) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(method, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
+
+// TestH2UpClientReset: a client's RST_STREAM reaches the server as the
+// stream's cancel (its request context ends); the upstream connection
+// stays and serves the next stream.
+func TestH2UpClientReset(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		canceled := make(chan struct{}, 1)
+		up := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/hang" {
+				io.WriteString(w, "ok")
+				return
+			}
+			w.WriteHeader(200)
+			http.NewResponseController(w).Flush()
+			select {
+			case <-r.Context().Done():
+				canceled <- struct{}{}
+			case <-time.After(10 * time.Second):
+			}
+		}), nil)
+		p := startProxy(t, h2cPoolConfig(b, up.addr))
+		c, base := h2Client(t, p)
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, "GET", base+"/hang", nil)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		resp.Body.Close()
+		select {
+		case <-canceled:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the server did not see the client's reset")
+		}
+		parallelGets(t, c, base+"/", 1)
+		if n := up.conns.Load(); n != 1 {
+			t.Errorf("%d upstream connections, want 1", n)
+		}
+		if lt := p.Totals().Listeners[0]; lt.H2ResetsClient != 1 {
+			t.Errorf("%d client resets counted, want 1", lt.H2ResetsClient)
+		}
+	})
+}
+
+// TestH2UpKilled: the server's connection dying after a response's head
+// and part of its body resets the client's stream; dying before a head
+// gets the stream 502; the next request goes on a new connection.
+func TestH2UpKilled(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		up := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			c := r.Context().Value(connKey{}).(net.Conn)
+			switch r.URL.Path {
+			case "/mid":
+				w.WriteHeader(200)
+				w.Write([]byte("partial"))
+				http.NewResponseController(w).Flush()
+				time.Sleep(50 * time.Millisecond)
+				c.Close()
+			case "/before":
+				c.Close()
+			default:
+				io.WriteString(w, "ok")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}), nil)
+		p := startProxy(t, h2cPoolConfig(b, up.addr))
+		c, base := h2Client(t, p)
+		resp, err := c.Get(base + "/mid")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil || !strings.HasPrefix("partial", string(body)) {
+			t.Fatalf("killed mid-body: %q, %v; want a stream error", body, err)
+		}
+		resp, body = do(t, c, mustReq(t, "GET", base+"/before", nil))
+		if resp.StatusCode != 502 {
+			t.Fatalf("killed before the head: %d %q, want 502", resp.StatusCode, body)
+		}
+		parallelGets(t, c, base+"/", 1)
+		if n := up.conns.Load(); n != 3 {
+			t.Errorf("%d upstream connections, want 3", n)
+		}
+	})
+}
+
+// TestH2UpSlowClient: a client that does not read a 2 MiB response
+// pins little: the server gets to write the client's window (64 KiB),
+// the proxy's upstream stream window (64 KiB) and its own buffers, and
+// then waits; once read, the response arrives whole.
+func TestH2UpSlowClient(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		const size = 2 << 20
+		var written atomic.Int64
+		chunk := bytes.Repeat([]byte("x"), 16<<10)
+		up := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			for range size / len(chunk) {
+				n, err := w.Write(chunk)
+				written.Add(int64(n))
+				if err != nil {
+					return
+				}
+			}
+		}), nil)
+		p := startProxy(t, h2cPoolConfig(b, up.addr))
+		var pr http.Protocols
+		pr.SetUnencryptedHTTP2(true)
+		tr := &http.Transport{Protocols: &pr, DisableCompression: true,
+			HTTP2: &http.HTTP2Config{MaxReceiveBufferPerStream: 64 << 10, MaxReceiveBufferPerConnection: 64 << 10}}
+		defer tr.CloseIdleConnections()
+		c := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+		resp, err := c.Get("http://" + p.Addr("web").String() + "/big")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		time.Sleep(300 * time.Millisecond)
+		w1 := written.Load()
+		time.Sleep(300 * time.Millisecond)
+		w2 := written.Load()
+		t.Logf("the server wrote %d bytes, then %d, while the client read nothing", w1, w2)
+		if w2 > 512<<10 || w2 != w1 {
+			t.Errorf("the server wrote %d then %d bytes to a client that reads nothing, want under 512 KiB and stopped", w1, w2)
+		}
+		n, err := io.Copy(io.Discard, resp.Body)
+		if err != nil || n != size {
+			t.Fatalf("read %d, %v; want %d", n, err, size)
+		}
+	})
+}
+
+// TestH2UpAllocs: HTTP/2 requests forwarded to an h2c pool in steady
+// state allocate nothing: the process's allocations (proxy, the raw
+// upstream's internal/h2 Server, the clients) over 2000 requests, less
+// those of the same round without requests.
+func TestH2UpAllocs(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		var first atomic.Bool
+		up := newUpstream(t, rawH2Up("", &first))
+		p := startProxy(t, h2cPoolConfig(b, up.addr))
+		enc := hpack.NewEncoder()
+		block := enc.StartBlock(nil)
+		for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "example.com"}, {":path", "/index.html"}, {"user-agent", "test"}} {
+			block = enc.AppendField(block, hpack.Field{Name: []byte(f[0]), Value: []byte(f[1])})
+		}
+		const conns = 10
+		per := 200
+		type h2c struct {
+			c    net.Conn
+			id   uint32
+			req  []byte
+			buf  []byte
+			n    int
+			errs error
+		}
+		cs := make([]*h2c, conns)
+		for i := range cs {
+			c := &h2c{c: dial(t, p), id: 1, buf: make([]byte, 64<<10)}
+			c.c.SetDeadline(time.Now().Add(time.Minute))
+			pre := append([]byte(h2.ClientPreface), h2.AppendSettings(nil, nil)...)
+			pre = h2.AppendSettingsAck(pre)
+			if _, err := c.c.Write(pre); err != nil {
+				t.Fatal(err)
+			}
+			c.req = h2.AppendHeaders(nil, 1, block, true, h2.MinMaxFrameSize)
+			cs[i] = c
+		}
+		one := func(c *h2c) error {
+			binary.BigEndian.PutUint32(c.req[5:], c.id)
+			if _, err := c.c.Write(c.req); err != nil {
+				return err
+			}
+			for {
+				for {
+					f, k, err := h2.ParseFrame(c.buf[:c.n], h2.MaxMaxFrameSize)
+					if err != nil {
+						return err
+					}
+					if k == 0 {
+						break
+					}
+					c.n = copy(c.buf, c.buf[k:c.n])
+					if f.Type == h2.FrameRSTStream && f.StreamID == c.id {
+						return fmt.Errorf("stream %d reset", c.id)
+					}
+					if f.StreamID == c.id && f.Flags.Has(h2.FlagEndStream) {
+						c.id += 2
+						return nil
+					}
+				}
+				m, err := c.c.Read(c.buf[c.n:])
+				if err != nil {
+					return err
+				}
+				c.n += m
+			}
+		}
+		var wg sync.WaitGroup
+		round := func() {
+			for _, c := range cs {
+				wg.Go(func() {
+					for range per {
+						if err := one(c); err != nil {
+							c.errs = err
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+		}
+		allocs := allocsOfRound(round)
+		for _, c := range cs {
+			if c.errs != nil {
+				t.Fatal(c.errs)
+			}
+		}
+		reqs := conns * per
+		per = 0
+		base := allocsOfRound(round)
+		extra := int64(allocs) - int64(base)
+		t.Logf("%d allocations for %d requests to an h2c pool, %d for the same round without requests: %.4f a request", allocs, reqs, base, float64(extra)/float64(reqs))
+		if extra*100 > int64(reqs) {
+			t.Errorf("%d allocations for %d requests beyond the round's own %d (%.3f each), want 0 (under 0.01 allowed for the runtime)", extra, reqs, base, float64(extra)/float64(reqs))
+		}
+		if st := serverTotals(p, up.addr); st.H2Streams != uint64(4*reqs) || up.accepted.Load() > 4 {
+			t.Errorf("%d streams over %d connections, want %d over a few", st.H2Streams, up.accepted.Load(), 4*reqs)
+		}
+	})
+}
