@@ -474,6 +474,9 @@ func (s *hsession) end(status int, local bool) {
 		reqBody = s.reqBody.Data()
 		if s.respHead && !local {
 			respBody = s.respBody.Data()
+			if s.h2 != nil && s.h2.on {
+				respBody = s.h2.respN
+			}
 		}
 	}
 	s.ln.endExchange(s.ls, &s.x, s.client.RemoteAddr(), status, local, reqBody, respBody, s.p.now())

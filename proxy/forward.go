@@ -444,6 +444,9 @@ func (h *handler) OnWritable(c *engine.Conn) {
 		return
 	}
 	if x, ok := c.Context().(*hsession); ok {
+		if c == x.client && x.h2 != nil && x.h2.on {
+			x.h2.clientWritable()
+		}
 		if c == x.client && x.upBP && x.up != nil {
 			x.upBP = false
 			x.mark = x.p.now() // the server's time counts from here

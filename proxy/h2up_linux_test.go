@@ -659,3 +659,79 @@ func TestH2UpAllocs(t *testing.T) {
 		}
 	})
 }
+
+// TestH2UpFromH1: HTTP/1.1 clients to an h2c pool, over one kept-alive
+// client connection: a chunked request body with a trailer goes as DATA
+// and trailers (the server saw HTTP/2, the body and the trailer), the
+// response without content-length comes back chunked with its trailers;
+// one with content-length comes with Content-Length; an Upgrade request
+// is answered 501, the exchanges before it counted on one connection.
+func TestH2UpFromH1(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		up := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.ProtoMajor != 2 {
+				http.Error(w, "not HTTP/2", 505)
+				return
+			}
+			switch r.URL.Path {
+			case "/echo":
+				w.Header().Set("Trailer", "X-Got-Trailer, X-Len")
+				w.Header().Set("X-Saw-Via", r.Header.Get("Via"))
+				w.Header().Set("X-Saw-Host", r.Host)
+				n, _ := io.Copy(w, r.Body)
+				w.Header().Set("X-Got-Trailer", r.Trailer.Get("X-Check"))
+				w.Header().Set("X-Len", fmt.Sprint(n))
+			case "/len":
+				w.Header().Set("Content-Length", "5")
+				io.WriteString(w, "hello")
+			}
+		}), nil)
+		cfg := h2cPoolConfig(b, up.addr)
+		p := startProxy(t, cfg)
+		tr := &http.Transport{MaxConnsPerHost: 1, DisableCompression: true}
+		defer tr.CloseIdleConnections()
+		c := &http.Client{Transport: tr, Timeout: 20 * time.Second}
+		base := "http://" + p.Addr("web").String()
+		big := bytes.Repeat([]byte("0123456789abcdef"), 20000)
+		req := mustReq(t, "POST", base+"/echo", io.MultiReader(bytes.NewReader(big[:1000]), bytes.NewReader(big[1000:])))
+		req.Trailer = http.Header{"X-Check": {"yes"}}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || !bytes.Equal(body, big) || resp.ProtoMajor != 1 {
+			t.Fatalf("echo: %d bytes, %v, %s", len(body), err, resp.Proto)
+		}
+		if fmt.Sprint(resp.TransferEncoding) != "[chunked]" || resp.Trailer.Get("X-Got-Trailer") != "yes" || resp.Trailer.Get("X-Len") != fmt.Sprint(len(big)) {
+			t.Errorf("echo: transfer-encoding %v, trailers %v", resp.TransferEncoding, resp.Trailer)
+		}
+		if resp.Header.Get("X-Saw-Via") != "1.1 spindle" || resp.Header.Get("Via") != "2.0 spindle" || !strings.HasPrefix(resp.Header.Get("X-Saw-Host"), "127.0.0.1:") {
+			t.Errorf("echo fields: %v", resp.Header)
+		}
+		for range 2 {
+			resp, body := get(t, c, base+"/len")
+			if resp.Status != "200 OK" || body != "hello" || resp.ContentLength != 5 {
+				t.Fatalf("len: %q %q %d", resp.Status, body, resp.ContentLength)
+			}
+		}
+		if lt := p.Totals().Listeners[0]; lt.Accepted != 1 {
+			t.Errorf("%d client connections, want 1 (kept alive)", lt.Accepted)
+		}
+		req = mustReq(t, "GET", base+"/len", nil)
+		req.Header.Set("Connection", "Upgrade")
+		req.Header.Set("Upgrade", "websocket")
+		resp, err = c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 501 {
+			t.Errorf("upgrade to an h2c pool: %d, want 501", resp.StatusCode)
+		}
+		if n := up.conns.Load(); n != 1 {
+			t.Errorf("%d upstream connections, want 1", n)
+		}
+	})
+}

@@ -57,11 +57,12 @@ type hsession struct {
 	pool *pool        // the current request's pool (its route's)
 	srv  int          // up's server
 	dialing
-	upOpen bool // up is connected
-	reused bool // up came from the idle pool
-	retry  bool // the request was retried once on a fresh connection
-	upBP   bool // up's reading paused by the client's queue
-	sniff  bool // h2c: the client's first bytes may be the HTTP/2 preface
+	upOpen bool  // up is connected
+	reused bool  // up came from the idle pool
+	retry  bool  // the request was retried once on a fresh connection
+	upBP   bool  // up's reading paused by the client's queue
+	h2     *h1up // requests to h2c pools (h2up_h1.go): made at the first, kept
+	sniff  bool  // h2c: the client's first bytes may be the HTTP/2 preface
 
 	phase   uint8
 	reading bool // the client's reading is on (PauseRead not in force)
@@ -476,8 +477,16 @@ func (s *hsession) gotHead() {
 	s.bodyN = 0
 	s.interim, s.respHead, s.closeAft, s.respLocal, s.retry, s.interims = false, false, false, false, false, 0
 	s.pool = s.route(r.Target, r.Host)
+	if s.h2 != nil {
+		s.h2.on = false
+	}
 	if s.pool.h2 {
-		s.respond(502) // (HTTP/1.1 clients to h2c pools: not yet)
+		if s.upgrade {
+			s.respond(501) // (no Upgrade over HTTP/2: see doc.go)
+			return
+		}
+		s.h2Head()
+		s.phase = phConnect
 		return
 	}
 
@@ -667,6 +676,10 @@ func appendCodings(o []byte, hs []h1.Header) []byte {
 // the first server up, else a dial, failing over as the L4 proxy does.
 // Loop goroutine.
 func (s *hsession) acquire() {
+	if s.h2 != nil && s.h2.on {
+		s.h2.h2Pick()
+		return
+	}
 	s.dialing = dialing{start: pickServer(s.ls, s.pool)}
 	if c, i := s.ls.takeFirstIdle(s.pool, s.start); c != nil {
 		s.up, s.srv, s.upOpen, s.reused = c, i, true, true
@@ -772,6 +785,10 @@ func (s *hsession) sendHead() {
 // whole tail without a copy, a body that ends inside the buffer by a copy
 // (the rest, the next request, stays in pend). Loop goroutine.
 func (s *hsession) forwardBody(b engine.Buffer, off int) {
+	if s.h2 != nil && s.h2.on {
+		s.h2.forward(b, off)
+		return
+	}
 	p := b.Bytes()[off:]
 	n, done, err := s.reqBody.Next(p)
 	if err != nil {
@@ -1022,17 +1039,18 @@ func (s *hsession) forwardResp(b engine.Buffer, off int) {
 func (s *hsession) respDone(clean bool) {
 	s.end(s.resp.Status, false)
 	s.out = emptied(s.out)
-	up := s.up
-	reuse := clean && s.resp.KeepAlive && s.reqDone && s.resp.Framing != h1.UntilClose && !s.ls.draining
-	s.up = nil
-	s.ls.stats(s.pool, s.srv).active.dec()
-	if reuse && s.ls.putIdle(up, s.pool, s.srv, s.p.now()) {
-		if s.upBP {
-			up.ResumeRead()
+	if up := s.up; up != nil {
+		reuse := clean && s.resp.KeepAlive && s.reqDone && s.resp.Framing != h1.UntilClose && !s.ls.draining
+		s.up = nil
+		s.ls.stats(s.pool, s.srv).active.dec()
+		if reuse && s.ls.putIdle(up, s.pool, s.srv, s.p.now()) {
+			if s.upBP {
+				up.ResumeRead()
+			}
+		} else {
+			up.SetContext(nil)
+			up.Close()
 		}
-	} else {
-		up.SetContext(nil)
-		up.Close()
 	}
 	s.upBP = false
 	if s.closeAft || s.ls.draining || s.retired() || s.eof && !s.hasP {
@@ -1092,6 +1110,9 @@ func (s *hsession) closeClient() {
 // closeUp closes the current upstream connection, if any: with a reset
 // where it is broken (its response is not to be read). Loop goroutine.
 func (s *hsession) closeUp(reset bool) {
+	if s.h2 != nil && s.h2.on {
+		s.h2.detach()
+	}
 	up := s.up
 	if up == nil {
 		return
@@ -1216,7 +1237,7 @@ func (s *hsession) clientClosed() {
 		s.hasP = false
 		s.pend.Release()
 	}
-	if s.up != nil {
+	if s.up != nil || s.h2 != nil && s.h2.on {
 		s.closeUp(true)
 	}
 	s.unlist()
@@ -1245,7 +1266,8 @@ func (s *hsession) syncRead() {
 		return
 	}
 	want := s.phase == phIdle || s.phase == phHead ||
-		s.phase == phWait && !s.reqDone && s.upOpen && !s.hasP && s.up != nil && s.up.QueuedMemory() < s.p.cfg.Engine.WriteHighWater
+		s.phase == phWait && !s.reqDone && s.upOpen && !s.hasP && s.up != nil && s.up.QueuedMemory() < s.p.cfg.Engine.WriteHighWater ||
+		s.phase == phWait && !s.reqDone && s.h2 != nil && s.h2.on && s.h2.wantBody()
 	if s.eof {
 		want = false
 	}

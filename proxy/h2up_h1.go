@@ -1,0 +1,616 @@
+package proxy
+
+import (
+	"bytes"
+	"strconv"
+	"time"
+
+	"github.com/spindlenet/spindle/engine"
+	"github.com/spindlenet/spindle/internal/h1"
+	"github.com/spindlenet/spindle/internal/h2"
+	"github.com/spindlenet/spindle/internal/hpack"
+)
+
+// An HTTP/1.1 client's request to an h2c pool (h1→h2, as Envoy does): its
+// head goes as HEADERS (Host as :authority, names lower case, the
+// hop-by-hop and framing fields dropped, content-length from a
+// Content-Length body, the forwarding fields as for a server spoken to in
+// HTTP/1.1, via "1.x spindle"), its body's data (a chunked body's without
+// the framing) as DATA, a chunked body's trailers as trailers. The response
+// goes back as an HTTP/1.1 head (with Via: 2.0 spindle): with
+// Content-Length where the server sent content-length, else chunked (to an
+// HTTP/1.0 client: until the close), its DATA as the body, its trailers as
+// the chunked body's trailer section (dropped with Content-Length). The
+// client's connection is kept alive as with an HTTP/1.1 server.
+
+// h1up is an hsession's request to an h2c pool: the upUser of its
+// upstream stream. One per session, made at its first such request and
+// kept for the next (its buffers with it).
+type h1up struct {
+	s       *hsession
+	on      bool // the current request goes to an h2c pool
+	u       *upH2
+	uid     uint32
+	wsl     *srvLoop
+	counted bool
+	retries int
+	req     h2.Request
+	hb      []byte
+	fields  []hpack.Field
+	sent    int64  // request body bytes sent upstream
+	bodyEnd int    // pend's end of the data span NextSpan found, not yet all sent
+	hasBody bool   // pend[poff:bodyEnd] is body data to send
+	done    bool   // reqBody's end was seen (all of it checked)
+	trl     []byte // the chunked request body's trailer section
+	chunked bool   // the response goes chunked to the client
+	respN   int64  // response body bytes passed on
+	owe     int    // response bytes written to the client, not yet Consumed upstream
+	bp      bool   // owe waits for the client's queue to drain
+	rfs     []hpack.Field
+}
+
+var (
+	valVia10 = []byte("1.0 spindle")
+	valVia11 = []byte("1.1 spindle")
+)
+
+// h2Head writes the request's head for an h2c pool into s.h2.req (its
+// bytes in s.h2.hb). Loop goroutine.
+func (s *hsession) h2Head() {
+	if s.h2 == nil {
+		s.h2 = &h1up{s: s}
+	}
+	x := s.h2
+	r := &s.req
+	path, authority := r.Target, requestHost(r)
+	if a, p := splitTarget(r.Target); a != nil {
+		path = p
+	}
+	if len(path) == 0 || string(r.Method) == "OPTIONS" && string(path) == "*" {
+		path = r.Target
+	}
+	client := s.client.RemoteAddr().Addr().Unmap()
+	trusted := s.ln.trusts(client)
+	size := len(r.Method) + len(path) + 2*len(authority) + 160
+	for _, h := range r.Headers {
+		size += len(h.Name) + len(h.Value) + 2
+	}
+	hb := x.hb[:0]
+	if cap(hb) < size {
+		hb = make([]byte, 0, size)
+	}
+	fs := x.fields[:0]
+	hb = append(hb, r.Method...)
+	p0 := len(hb)
+	hb = append(hb, path...)
+	a0 := len(hb)
+	hb = append(hb, authority...)
+	e0 := len(hb)
+	xfp, xfh := false, false
+	for _, h := range r.Headers {
+		switch {
+		case r.HopByHop(h.Name), framingField(h.Name), h1.EqualFold(h.Name, hdrHost), h1.EqualFold(h.Name, hdrXFF),
+			h1.EqualFold(h.Name, hdrH2Settings):
+			continue
+		case !trusted && forwardingField(h.Name):
+			continue
+		case h1.EqualFold(h.Name, hdrXFP):
+			xfp = true
+		case h1.EqualFold(h.Name, hdrXFH):
+			xfh = true
+		}
+		n0 := len(hb)
+		hb = appendLower(hb, h.Name)
+		v0 := len(hb)
+		hb = append(hb, h.Value...)
+		fs = append(fs, hpack.Field{Name: hb[n0:v0], Value: hb[v0:]})
+	}
+	if r.Framing == h1.Length {
+		v0 := len(hb)
+		hb = strconv.AppendInt(hb, r.ContentLength, 10)
+		fs = append(fs, hpack.Field{Name: hdrContentLength, Value: hb[v0:]})
+	}
+	x0 := len(hb)
+	if trusted {
+		for _, h := range r.Headers {
+			if h1.EqualFold(h.Name, hdrXFF) && len(h.Value) > 0 {
+				hb = append(hb, h.Value...)
+				hb = append(hb, ", "...)
+			}
+		}
+	}
+	hb = client.AppendTo(hb)
+	fs = append(fs, hpack.Field{Name: hdrXFFLower, Value: hb[x0:]})
+	if !xfp {
+		fs = append(fs, hpack.Field{Name: hdrXFPLower, Value: valHTTP})
+	}
+	if !xfh && e0 > a0 {
+		fs = append(fs, hpack.Field{Name: hdrXFHLower, Value: hb[a0:e0]})
+	}
+	via := valVia11
+	if r.Minor == 0 {
+		via = valVia10
+	}
+	fs = append(fs, hpack.Field{Name: hdrVia, Value: via})
+	x.hb, x.fields = hb, fs
+	x.req = h2.Request{Method: hb[:p0], Scheme: schemeHTTPVal, Authority: hb[a0:e0], Path: hb[p0:a0], Fields: fs, ContentLength: -1}
+	x.on, x.retries, x.sent, x.hasBody = true, 0, 0, false
+	x.done = r.Framing == h1.NoBody || r.Framing == h1.Length && r.ContentLength == 0
+	s.reqDone, s.upOpen = false, false
+	x.trl, x.chunked, x.respN, x.owe, x.bp = x.trl[:0], false, 0, 0, false
+}
+
+// h2Pick starts the request's walk over its h2c pool's servers. Loop
+// goroutine.
+func (x *h1up) h2Pick() {
+	s := x.s
+	s.dialing = dialing{start: pickServer(s.ls, s.pool)}
+	x.next()
+}
+
+// next finds the request a connection to the next server up: with none
+// left, 502 or 503. Loop goroutine.
+func (x *h1up) next() {
+	s := x.s
+	ls, pl := s.ls, s.pool
+	n := len(pl.servers)
+	for s.tries < n {
+		i := (s.start + s.tries) % n
+		s.tries++
+		if !pl.servers[i].up() || ls.share(pl, i).idle.gone {
+			continue
+		}
+		s.dialed = true
+		s.srv = i
+		x.counted = true
+		ls.stats(pl, i).active.inc()
+		s.setPhase(phWait)
+		if ls.h2Acquire(s.p, x, pl, i, s.client, time.Duration(s.ln.cfg.ConnectTimeout)) {
+			if x.on && x.u == nil && !s.done && s.phase != phClosing {
+				x.wsl = ls.share(pl, i)
+			}
+			return
+		}
+		x.uncount()
+	}
+	if s.dialed {
+		s.ln.stats[ls.id].failed.inc()
+		s.x.term = termConnect
+		s.respond(502)
+		return
+	}
+	s.ln.stats[ls.id].noServer.inc()
+	s.respond(503)
+}
+
+func (x *h1up) uncount() {
+	if x.counted {
+		x.counted = false
+		x.s.ls.stats(x.s.pool, x.s.srv).active.dec()
+	}
+}
+
+// onStart opens the stream on u: HEADERS, then the body the client sent.
+func (x *h1up) onStart(u *upH2) {
+	s := x.s
+	x.wsl = nil
+	reused := u.used
+	uid, err := u.cl.Request(&x.req, x.done && !x.hasBody)
+	if err != nil {
+		x.uncount()
+		x.next()
+		return
+	}
+	u.add(uid, x)
+	x.u, x.uid = u, uid
+	s.upOpen, s.reused = true, reused
+	st := s.ls.stats(s.pool, u.srv)
+	st.requests.inc()
+	if reused {
+		st.reusedReqs.inc()
+	} else {
+		st.newReqs.inc()
+	}
+	s.srv = u.srv
+	s.sent()
+	s.setPhase(phWait)
+	if x.done && !x.hasBody {
+		s.reqDone = true
+	} else if s.hasP {
+		x.body()
+	}
+	u.flush()
+	s.syncRead()
+}
+
+// forward takes the request body's bytes in b[off:] (s.pend's, or a new
+// read): validated (reqBody.Next), and sent as DATA as far as the
+// stream's windows allow; the rest is held in pend, the client not read
+// meanwhile. Loop goroutine.
+func (x *h1up) forward(b engine.Buffer, off int) {
+	s := x.s
+	if !s.hasP {
+		s.pend, s.poff, s.hasP = b, off, true
+	}
+	x.body()
+}
+
+// body checks the body bytes in pend a span at a time
+// (h1.Body.NextSpan: a chunked body's framing skipped, its trailer
+// section kept) and sends their data. Loop goroutine.
+func (x *h1up) body() {
+	s := x.s
+	for s.hasP && !s.reqDone {
+		if x.hasBody {
+			if x.u == nil {
+				return // (waits for its stream: onStart)
+			}
+			if !x.send() {
+				return
+			}
+			continue
+		}
+		p := s.pend.Bytes()[s.poff:]
+		if x.done || len(p) == 0 {
+			if len(p) == 0 {
+				s.hasP = false
+				s.pend.Release()
+			}
+			break
+		}
+		sp, err := s.reqBody.NextSpan(p)
+		if err != nil {
+			s.hasP = false
+			s.pend.Release()
+			s.abortBody(400)
+			return
+		}
+		if m := s.ln.cfg.MaxRequestBody; m > 0 && s.req.Framing == h1.Chunked {
+			// (A length over the bound was refused with the head.)
+			if s.bodyN += int64(sp.Skip + sp.Len); s.bodyN > m {
+				s.hasP = false
+				s.pend.Release()
+				s.abortBody(413)
+				return
+			}
+		}
+		s.poff += sp.Skip
+		switch {
+		case sp.Trailer:
+			x.trl = append(x.trl, p[sp.Skip:sp.Skip+sp.Len]...)
+			s.poff += sp.Len
+		case sp.Len > 0:
+			x.bodyEnd, x.hasBody = s.poff+sp.Len, true
+		}
+		x.done = sp.Done
+		s.mark = s.p.now()
+	}
+	if x.u != nil && x.done && !x.hasBody && !s.reqDone {
+		x.finish()
+	}
+}
+
+// send sends the data span pend[poff:bodyEnd]; false where a window or an
+// error stopped it.
+func (x *h1up) send() bool {
+	s, u := x.s, x.u
+	d := s.pend.Bytes()[s.poff:x.bodyEnd]
+	w, err := u.cl.WriteDataTo(x.uid, d, false, u.write)
+	if x.u != u || s.done {
+		return false
+	}
+	s.poff += w
+	x.sent += int64(w)
+	s.ls.stats(s.pool, u.srv).bytesOut.addInt(w)
+	if err != nil || w < len(d) {
+		return false
+	}
+	x.hasBody = false
+	return true
+}
+
+// finish ends the request: the chunked body's trailers, or END_STREAM.
+func (x *h1up) finish() {
+	s, u := x.s, x.u
+	s.reqDone = true
+	if fs := x.trailers(); len(fs) > 0 {
+		u.cl.WriteTrailers(x.uid, fs)
+	} else {
+		u.cl.WriteDataTo(x.uid, nil, true, u.write)
+	}
+}
+
+// trailers returns the chunked request body's trailer fields, names in
+// lower case, the connection-specific ones left out.
+func (x *h1up) trailers() []hpack.Field {
+	t := x.trl
+	fs := x.rfs[:0]
+	for len(t) > 0 {
+		i := bytes.IndexByte(t, '\n')
+		if i < 0 {
+			break
+		}
+		line := bytes.TrimRight(t[:i], "\r")
+		t = t[i+1:]
+		k := bytes.IndexByte(line, ':')
+		if k <= 0 || hopByHopName(line[:k]) {
+			continue
+		}
+		// (In place: the names are lowered in trl itself.)
+		name := line[:k]
+		for j, c := range name {
+			if 'A' <= c && c <= 'Z' {
+				name[j] = c + 'a' - 'A'
+			}
+		}
+		fs = append(fs, hpack.Field{Name: name, Value: bytes.Trim(line[k+1:], " \t")})
+	}
+	x.rfs = fs
+	return fs
+}
+
+// onFailover: the server's connects failed; the next server.
+func (x *h1up) onFailover() {
+	x.wsl = nil
+	x.uncount()
+	x.next()
+	x.s.syncRead()
+}
+
+// onResponse writes the response head to the client as HTTP/1.1.
+func (x *h1up) onResponse(u *upH2, r *h2.Response, end bool) {
+	s := x.s
+	s.mark = s.p.now()
+	if r.Status < 200 {
+		if s.interims++; s.interims > maxInterim {
+			s.passive(false)
+			s.x.term = termResponse
+			x.detach()
+			s.respond(502)
+			return
+		}
+		if s.minor == 1 {
+			s.interim = true
+			x.writeHead(r, true)
+		}
+		return
+	}
+	s.respHead = true
+	s.resp.Status = r.Status
+	s.passive(!s.pool.errStatuses.has(r.Status))
+	s.countResp(r.Status, false)
+	noBody := end || s.head || r.Status == 204 || r.Status == 304
+	x.chunked = !noBody && r.ContentLength < 0 && s.minor == 1
+	// (A request body still coming does not close the client here, as it
+	// does with an HTTP/1.1 server: HTTP/2 takes it after the response
+	// head; only one unfinished at the response's end does: respEnd.)
+	s.closeAft = !s.keep || s.eof || s.ls.draining || s.retired() || !noBody && r.ContentLength < 0 && s.minor == 0
+	x.writeHead(r, false)
+	if end {
+		x.respEnd()
+	}
+}
+
+// writeHead writes an HTTP/1.1 response head for r.
+func (x *h1up) writeHead(r *h2.Response, interim bool) {
+	s := x.s
+	o := append(s.ls.scratch[:0], "HTTP/1.1 "...)
+	o = strconv.AppendInt(o, int64(r.Status), 10)
+	o = append(o, ' ')
+	o = append(o, reason(r.Status)...)
+	o = append(o, "\r\n"...)
+	for _, f := range r.Fields {
+		o = h1.AppendHeader(o, f.Name, f.Value)
+	}
+	if !interim {
+		if x.chunked {
+			o = append(o, "Transfer-Encoding: chunked\r\n"...)
+		}
+		o = append(o, "Via: 2.0 spindle\r\n"...)
+		switch {
+		case s.closeAft:
+			o = append(o, "Connection: close\r\n"...)
+		case s.minor == 0:
+			o = append(o, "Connection: keep-alive\r\n"...)
+		}
+	}
+	o = append(o, "\r\n"...)
+	s.ls.scratch = o
+	s.client.Write(o)
+}
+
+// onData passes response body bytes to the client (chunked where the
+// head said so); they are Consumed upstream while the client's queue is
+// below the high-water mark, else once it drains.
+func (x *h1up) onData(u *upH2, p []byte, end bool) {
+	s := x.s
+	s.mark = s.p.now()
+	if len(p) > 0 {
+		if x.chunked {
+			o := strconv.AppendInt(s.ls.scratch[:0], int64(len(p)), 16)
+			o = append(o, "\r\n"...)
+			s.ls.scratch = o
+			s.client.Write(o)
+			s.client.Write(p)
+			s.client.Write(crlf)
+		} else {
+			s.client.Write(p)
+		}
+		x.respN += int64(len(p))
+		x.owe += len(p)
+	}
+	if end {
+		if x.chunked {
+			s.client.Write(lastChunk)
+		}
+		x.respEnd()
+		return
+	}
+	x.credit()
+}
+
+var lastChunk = []byte("0\r\n\r\n")
+
+// reason is the reason phrase for status in a response head made from an
+// HTTP/2 response (which has none): the common ones, else the proxy's
+// own statuses', else none (RFC 9112 4: it may be empty).
+func reason(status int) string {
+	switch status {
+	case 100:
+		return "Continue"
+	case 103:
+		return "Early Hints"
+	case 200:
+		return "OK"
+	case 201:
+		return "Created"
+	case 202:
+		return "Accepted"
+	case 204:
+		return "No Content"
+	case 206:
+		return "Partial Content"
+	case 301:
+		return "Moved Permanently"
+	case 302:
+		return "Found"
+	case 304:
+		return "Not Modified"
+	case 307:
+		return "Temporary Redirect"
+	case 308:
+		return "Permanent Redirect"
+	case 401:
+		return "Unauthorized"
+	case 403:
+		return "Forbidden"
+	case 404:
+		return "Not Found"
+	case 429:
+		return "Too Many Requests"
+	case 500:
+		return "Internal Server Error"
+	}
+	return statusText[status]
+}
+
+// credit returns the response bytes the client's queue took to the
+// upstream's windows.
+func (x *h1up) credit() {
+	s := x.s
+	if x.owe == 0 || x.u == nil {
+		return
+	}
+	if s.client.QueuedMemory() >= s.p.cfg.Engine.WriteHighWater {
+		if !x.bp {
+			x.bp = true
+			s.upBP = true
+			s.closeQ = s.outstanding()
+		}
+		return
+	}
+	x.bp, s.upBP = false, false
+	x.u.cl.Consumed(x.uid, x.owe)
+	x.owe = 0
+	x.u.flush()
+}
+
+// onTrailers ends the response: its trailers as the chunked body's
+// trailer section (dropped where the body had Content-Length).
+func (x *h1up) onTrailers(u *upH2, fields []hpack.Field) {
+	s := x.s
+	if x.chunked {
+		o := append(s.ls.scratch[:0], "0\r\n"...)
+		for _, f := range fields {
+			o = h1.AppendHeader(o, f.Name, f.Value)
+		}
+		o = append(o, "\r\n"...)
+		s.ls.scratch = o
+		s.client.Write(o)
+	}
+	x.respEnd()
+}
+
+// respEnd ends the exchange once the response is all written: the
+// upstream stream let go of (reset where the request was still going),
+// and the client reads its next request or is closed.
+func (x *h1up) respEnd() {
+	s := x.s
+	if !s.reqDone {
+		s.closeAft = true // (the rest of its body is not read)
+	}
+	x.detach()
+	s.respDone(true)
+	s.syncRead()
+}
+
+// detach lets go of the upstream stream, or of the queue it waits in.
+func (x *h1up) detach() {
+	s := x.s
+	if sl := x.wsl; sl != nil {
+		x.wsl = nil
+		s.ls.unwait(x, sl)
+	}
+	if u := x.u; u != nil {
+		uid := x.uid
+		x.u, x.uid = nil, 0
+		if !s.reqDone || !s.respHead {
+			u.cl.Reset(uid, h2.Cancel)
+		}
+		u.remove(uid)
+		u.flush()
+	}
+	x.uncount()
+	x.bp = false
+}
+
+// onReset: the stream ended before its end: sent again where the server
+// did not process it (nothing of the body sent), else 502 before the
+// response head, a reset of the client after it.
+func (x *h1up) onReset(u *upH2, code h2.ErrCode, unprocessed bool) {
+	s := x.s
+	x.u, x.uid = nil, 0
+	x.uncount()
+	if unprocessed && !s.respHead && x.sent == 0 && x.retries < 3 {
+		x.retries++
+		u.sl.stats.h2Retried.inc()
+		x.h2Pick()
+		s.syncRead()
+		return
+	}
+	if !s.respHead {
+		s.passive(false)
+		s.x.term = termServer
+		s.respond(502)
+		return
+	}
+	s.x.term = termServer
+	s.client.Reset()
+	s.syncRead()
+}
+
+// onWritable goes on with the request body.
+func (x *h1up) onWritable(u *upH2) {
+	if x.u == u {
+		x.body()
+		x.s.syncRead()
+	}
+}
+
+// onQueue: the upstream's queue drained: the client may be read again.
+func (x *h1up) onQueue(u *upH2) { x.s.syncRead() }
+
+// clientWritable returns the response bytes held for the client's queue.
+func (x *h1up) clientWritable() {
+	if x.bp {
+		x.credit()
+	}
+}
+
+// wantBody reports whether the session wants the client's next bytes of
+// its body: the stream is open, nothing is held, the upstream's queue is
+// below the mark.
+func (x *h1up) wantBody() bool {
+	s := x.s
+	return x.u != nil && !s.hasP && x.u.conn.QueuedMemory() < s.p.cfg.Engine.WriteHighWater
+}
