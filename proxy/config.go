@@ -507,7 +507,9 @@ type HealthConfig struct {
 	// connects, sends "GET <path> HTTP/1.1" with Host, "Connection:
 	// close" and "User-Agent: spindle-health", and reads the response's
 	// head (up to 16 KiB; the body is not read); it passes on a status
-	// Expect lists. The timeout covers the connect and the response.
+	// Expect lists. The timeout covers the connect and the response. An
+	// h2c pool's check speaks HTTP/2 with prior knowledge: the GET as a
+	// stream, with :authority host and the user-agent.
 	Type string `yaml:"type" json:"type"`
 	// Path (type http) is the request's target: an origin-form path,
 	// beginning with "/". Default "/".

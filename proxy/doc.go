@@ -1,6 +1,7 @@
 // Package proxy is spindle's sidecar and gateway proxy on the engine: an L4
 // TCP proxy and an HTTP/1.1 reverse proxy (which takes HTTP/2 clients
-// with h2c). Listeners accept on every loop
+// with h2c, and speaks HTTP/2 to an h2c pool's servers, gRPC's among
+// them). Listeners accept on every loop
 // and forward each client to a server of an upstream pool, dialed from the
 // loop that accepted the client, handing received buffers to the other
 // side without copying them.
@@ -262,9 +263,103 @@
 // count in the listener's requests and responses too. The access log has
 // a line per stream, with proto HTTP/2.0. Not there: the h2c upgrade from
 // HTTP/1.1 (Upgrade: h2c; see upgrades: prior knowledge only), TLS and
-// ALPN (so no "h2" over TLS), HTTP/2 to the servers, and gRPC: it needs
-// HTTP/2 to the server and response trailers end to end, so it does not
-// work through the proxy yet.
+// ALPN (so no "h2" over TLS). HTTP/2 to the servers, and with it gRPC, is
+// a pool's protocol (below).
+//
+// A pool with protocol h2c (of mode http listeners only: a mode tcp
+// listener's pool is refused) speaks HTTP/2 with prior knowledge to its
+// servers, as gRPC servers want (Envoy's http2_protocol_options, nginx's
+// grpc_pass, HAProxy's proto h2):
+//
+//	pools:
+//	  - name: grpc
+//	    servers: ["10.0.0.5:50051", "10.0.0.6:50051"]
+//	    protocol: h2c                  # default http1
+//	    balance: least-conn            # counts streams in flight
+//	    h2_max_concurrent_streams: 100 # per connection, and at most the server's SETTINGS_MAX_CONCURRENT_STREAMS
+//	    h2_max_connections: 4          # per server and loop
+//	    idle_timeout: 60s              # a connection with no stream open is closed after it
+//
+// Each loop keeps its own multiplexed connections to each server
+// (internal/h2's Client on a connection the loop dials; no lock, nothing
+// shared between loops). A request picks a server by the pool's balance
+// (least-conn counts the streams in flight to it, weights as ever), then
+// the first of the loop's connections to it with room (fewer streams
+// than the lower of h2_max_concurrent_streams and the server's
+// SETTINGS_MAX_CONCURRENT_STREAMS, which it waits for before opening
+// any), else dials another while fewer than h2_max_connections are open
+// (and those still connecting would not take it), else waits for a
+// stream to end; the wait counts in response_timeout (504). A server
+// that cannot be connected is skipped for the next (502 when none is
+// left, 503 when none is up), as for HTTP/1.1. A connection left with no
+// stream for idle_timeout is closed (GOAWAY first); no PING is sent.
+//
+// An HTTP/2 client's stream goes as a stream, not re-framed (h2→h2): its
+// method, path and :authority (the host it was routed by), :scheme http,
+// its fields but host and those an untrusted client may not forge, then
+// the forwarding fields as for an HTTP/1.1 server (X-Forwarded-For,
+// -Proto and -Host after trusted_proxies, Via: 2.0 spindle; te: trailers
+// passes, as gRPC needs); its DATA and trailers pass as DATA and
+// trailers, and so does the response, with via added to its head. The
+// checks of an HTTP/2 client's request are those above (a request
+// HTTP/1.1 could not carry is refused though HTTP/2 would carry it). Flow
+// control is the backpressure both ways: a side's DATA is Consumed (its
+// window returned) only once the other side took it (its connection's
+// queue below the high-water mark), so a slow reader holds at most a
+// stream's window of the other side's bytes in the proxy: the client's
+// h2_initial_window of a request body, 64 KiB (the proxy's window to the
+// server) of a response. A client's RST_STREAM resets the upstream stream
+// (CANCEL), and a server's reset resets the client's stream (with its
+// code; NO_ERROR and REFUSED_STREAM as INTERNAL_ERROR), or, before the
+// response head, gets it 502; a stream the server did not process
+// (REFUSED_STREAM, or above the last stream id of its GOAWAY, after which
+// the connection takes no new stream and closes once its streams end) is
+// sent again, on another connection or server, up to 3 times, while no
+// byte of its body was sent (a body sent is not kept to send again); a
+// connection that dies resets its streams (502 before a response head).
+// Passive health counts as with HTTP/1.1: a response status
+// http_error_statuses lists, a reset or connection error before the
+// response head, response_timeout.
+//
+// An HTTP/1.1 client's request to an h2c pool (as Envoy does; nginx only
+// with grpc_pass) goes as a stream too: its head as HEADERS (Host as
+// :authority, names in lower case, the hop-by-hop and framing fields
+// left out, content-length where the body has Content-Length, the
+// forwarding fields as ever, Via: 1.x spindle), its body's data (a
+// chunked body's without its framing) as DATA, a chunked body's trailers
+// as trailers. The response comes back as an HTTP/1.1 head with a
+// reason phrase and Via: 2.0 spindle, with its content-length where the
+// server sent one, else chunked (until the close to an HTTP/1.0
+// client), its trailers as the chunked body's trailer section (dropped
+// with Content-Length); the client's connection is kept alive as with an
+// HTTP/1.1 server (the request body may go on after the response head,
+// as HTTP/2 allows; a response that ends before the request's body
+// does closes the client after it). A request with Upgrade (a protocol upgrades allows) to
+// an h2c pool is answered 501: HTTP/2 has no Upgrade, and the proxy does
+// not speak extended CONNECT (RFC 8441), so it cannot do what was asked
+// (a server's error, 502, would blame the server); CONNECT is 501 as
+// ever.
+//
+// An h2c pool's HTTP health checks (health.type http) speak HTTP/2 with
+// prior knowledge too (a gRPC server answers nothing else): the preface,
+// SETTINGS and the GET as a stream with :authority host and user-agent
+// spindle-health; the final response head's status decides as for
+// HTTP/1.1. type tcp is a connect as ever.
+//
+// A reload that changes a pool's protocol makes it a new pool (its
+// servers keep their state): the connections of the other protocol are
+// not reused, an h2c pool's servers' idle HTTP/1.1 connections closing
+// and an http1 pool's HTTP/2 ones finishing their streams and closing. A
+// server a reload removes gets no new stream; its connections finish
+// their streams and close. A drain lets the streams in flight finish and
+// closes each connection once its last stream ended. /metrics has per
+// server: spindle_proxy_server_h2_connections (open),
+// _h2_streams_total, _h2_goaways_total (GOAWAYs received),
+// _h2_refused_streams_total and _h2_retried_streams_total;
+// spindle_proxy_server_active counts an h2c pool's streams in flight,
+// and _http_requests_total{conn} streams on a connection that had carried
+// one before (reused) or not (new). The access log has a line per stream
+// as ever (reused as above).
 //
 // The forwarding fields depend on the client's address (an IPv4-mapped
 // one compared as IPv4) and the listener's trusted_proxies (CIDRs,

@@ -735,3 +735,46 @@ func TestH2UpFromH1(t *testing.T) {
 		}
 	})
 }
+
+// TestH2UpHealthCheck: an h2c pool's HTTP health checks speak HTTP/2
+// with prior knowledge (the servers answer nothing else): the server
+// whose /healthz answers 200 stays up, the one answering 503 goes down
+// and then takes no stream; the checks carried :authority (the server's
+// address) and the user-agent.
+func TestH2UpHealthCheck(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		var mu sync.Mutex
+		var saw []string
+		mk := func(status int) *h2cUp {
+			return newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/healthz" {
+					mu.Lock()
+					saw = append(saw, r.Proto+" "+r.Host+" "+r.UserAgent())
+					mu.Unlock()
+					w.WriteHeader(status)
+					return
+				}
+				io.WriteString(w, "ok")
+			}), nil)
+		}
+		good, bad := mk(200), mk(503)
+		cfg := h2cPoolConfig(b, good.addr, bad.addr)
+		cfg.Pools[0].Health = httpHealth()
+		p := startProxy(t, cfg)
+		waitFor(t, "the 503 server down", func() bool { return !serverTotals(p, bad.addr).Up })
+		time.Sleep(100 * time.Millisecond)
+		if st := serverTotals(p, good.addr); !st.Up || st.CheckPasses < 3 {
+			t.Fatalf("the healthy server: up %v after %d passes, %d failures", st.Up, st.CheckPasses, st.CheckFailures)
+		}
+		c, base := h2Client(t, p)
+		parallelGets(t, c, base+"/", 10)
+		if st := serverTotals(p, bad.addr); st.H2Streams != 0 {
+			t.Errorf("the server down got %d streams", st.H2Streams)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if want := "HTTP/2.0 " + good.addr + " spindle-health"; len(saw) == 0 || saw[0] != want && saw[0] != "HTTP/2.0 "+bad.addr+" spindle-health" {
+			t.Errorf("checks seen as %q, want %q", saw, want)
+		}
+	})
+}

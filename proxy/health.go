@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/spindlenet/spindle/internal/h1"
+	"github.com/spindlenet/spindle/internal/h2"
+	"github.com/spindlenet/spindle/internal/hpack"
 )
 
 // healthMaxHead bounds the response head an HTTP health check reads.
@@ -23,7 +25,7 @@ func (p *Proxy) check(ctx context.Context, pl *pool) {
 	defer p.checkers.Done()
 	var wg sync.WaitGroup
 	for i, s := range pl.servers {
-		pr := newProber(pl.health, s.addr, pl.cfg.Servers[i].Address)
+		pr := newProber(pl.health, s.addr, pl.cfg.Servers[i].Address, pl.h2)
 		wg.Go(func() { checkServer(ctx, pl.health, s, &pr) })
 	}
 	wg.Wait()
@@ -72,11 +74,13 @@ type prober struct {
 	expect  []statusRange
 	buf     []byte
 	resp    h1.Response
+	h2      *h2.Request // type http of an h2c pool: the request, over HTTP/2 with prior knowledge
 }
 
 // newProber returns the prober of the server at addr (resolved), given as
-// configured in the config (the default Host).
-func newProber(h *HealthConfig, addr, configured string) prober {
+// configured in the config (the default Host); h2c: the server speaks
+// HTTP/2 with prior knowledge (an h2c pool's).
+func newProber(h *HealthConfig, addr, configured string, h2c bool) prober {
 	pr := prober{addr: addr, timeout: time.Duration(h.Timeout)}
 	if h.Type != HealthHTTP {
 		return pr
@@ -88,6 +92,10 @@ func newProber(h *HealthConfig, addr, configured string) prober {
 	pr.req = []byte("GET " + h.Path + " HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\nUser-Agent: spindle-health\r\n\r\n")
 	pr.expect, _ = parseExpect(h.Expect) // (validated)
 	pr.buf = make([]byte, healthMaxHead)
+	if h2c {
+		pr.h2 = &h2.Request{Method: []byte("GET"), Scheme: []byte("http"), Authority: []byte(host), Path: []byte(h.Path),
+			Fields: []hpack.Field{{Name: []byte("user-agent"), Value: []byte("spindle-health")}}}
+	}
 	return pr
 }
 
@@ -110,6 +118,9 @@ func (pr *prober) probe(ctx context.Context) bool {
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
 	c.SetDeadline(deadline)
+	if pr.h2 != nil {
+		return pr.probeH2(c)
+	}
 	if _, err := c.Write(pr.req); err != nil {
 		return false
 	}
@@ -140,3 +151,56 @@ func (pr *prober) probe(ctx context.Context) bool {
 		}
 	}
 }
+
+// probeH2 runs an HTTP check over HTTP/2 with prior knowledge on c: the
+// preface, SETTINGS and the GET as one stream; it passes on a final
+// response head with an expected status (interim ones skipped), and fails
+// on the stream's reset, a connection error, or the deadline.
+func (pr *prober) probeH2(c net.Conn) bool {
+	var r h2Probe
+	cl := h2.NewClient(&r, nil)
+	if _, err := cl.Request(pr.h2, true); err != nil {
+		return false
+	}
+	var tail []byte
+	for {
+		if out := cl.Pending(); len(out) > 0 {
+			if _, err := c.Write(out); err != nil {
+				return false
+			}
+			cl.Written(len(out))
+		}
+		switch {
+		case r.status > 0:
+			return expected(pr.expect, r.status)
+		case r.failed:
+			return false
+		}
+		n, err := c.Read(pr.buf)
+		if n > 0 && cl.FeedTail(&tail, pr.buf[:n]) != nil {
+			return false
+		}
+		if err != nil && r.status == 0 {
+			return false
+		}
+	}
+}
+
+// h2Probe is a health check's h2.ClientHandler: the final status, or the
+// stream's failure.
+type h2Probe struct {
+	status int
+	failed bool
+}
+
+func (r *h2Probe) OnResponse(c *h2.Client, id uint32, resp *h2.Response, end bool) {
+	if resp.Status >= 200 {
+		r.status = resp.Status
+	}
+}
+func (r *h2Probe) OnData(c *h2.Client, id uint32, p []byte, end bool) { c.Consumed(id, len(p)) }
+func (r *h2Probe) OnTrailers(*h2.Client, uint32, []hpack.Field)       {}
+func (r *h2Probe) OnReset(*h2.Client, uint32, h2.ErrCode, bool)       { r.failed = true }
+func (r *h2Probe) OnWritable(*h2.Client, uint32)                      {}
+func (r *h2Probe) OnGoAway(*h2.Client, h2.ErrCode, uint32, []byte)    {}
+func (r *h2Probe) OnPingAck(*h2.Client, [8]byte)                      {}
