@@ -24,9 +24,9 @@ import (
 // HTTP/1.1: a request that reached it came over HTTP/2), counting the
 // connections it accepted.
 type h2cUp struct {
-	addr  string
-	srv   *httptest.Server
-	conns atomic.Int64
+	addr          string
+	srv           *httptest.Server
+	conns, closed atomic.Int64
 }
 
 type connKey struct{}
@@ -41,8 +41,11 @@ func newH2CUp(t *testing.T, h http.Handler, edit func(*http.Server)) *h2cUp {
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetUnencryptedHTTP2(true)
 	srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
-		if s == http.StateNew {
+		switch s {
+		case http.StateNew:
 			u.conns.Add(1)
+		case http.StateClosed:
+			u.closed.Add(1)
 		}
 	}
 	srv.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
@@ -776,5 +779,85 @@ func TestH2UpHealthCheck(t *testing.T) {
 		if want := "HTTP/2.0 " + good.addr + " spindle-health"; len(saw) == 0 || saw[0] != want && saw[0] != "HTTP/2.0 "+bad.addr+" spindle-health" {
 			t.Errorf("checks seen as %q, want %q", saw, want)
 		}
+	})
+}
+
+// slowProto answers its name and the request's protocol, /slow only once
+// release is closed.
+func slowProto(name string, release chan struct{}) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			<-release
+		}
+		io.WriteString(w, name+" "+r.Proto)
+	}
+}
+
+// TestH2UpReload: a reload that replaces an h2c pool's server lets the
+// stream in flight on the server removed finish there, sends the next
+// streams to the new server, and closes the removed server's connection
+// once its stream ended; a reload that makes the pool http1 (the same
+// server, which speaks both) sends the next requests as HTTP/1.1 and
+// closes the HTTP/2 connection: none of the other protocol is reused.
+func TestH2UpReload(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		release := make(chan struct{})
+		u1 := newH2CUp(t, slowProto("u1", release), nil)
+		u2 := newH2CUp(t, slowProto("u2", release), func(s *http.Server) { s.Protocols.SetHTTP1(true) })
+		p := startProxy(t, h2cPoolConfig(b, u1.addr))
+		c, base := h2Client(t, p)
+		slow := getAsync(c, base+"/slow")
+		waitFor(t, "the slow stream at the server", func() bool { return serverTotals(p, u1.addr).H2Streams == 1 })
+		mustReload(t, p, h2cPoolConfig(b, u2.addr))
+		if _, body := get(t, c, base+"/x"); body != "u2 HTTP/2.0" {
+			t.Errorf("a stream after the reload answered %q, want u2 over HTTP/2.0", body)
+		}
+		if u1.closed.Load() != 0 {
+			t.Error("the removed server's connection closed with a stream in flight")
+		}
+		close(release)
+		if got := <-slow; got != "200 u1 HTTP/2.0" {
+			t.Errorf("the stream in flight across the reload: %q, want 200 u1", got)
+		}
+		waitFor(t, "the removed server's connection closed", func() bool { return u1.closed.Load() == 1 })
+
+		cfg := h2cConfig(b, u2.addr) // (its pool http1)
+		mustReload(t, p, cfg)
+		if _, body := get(t, c, base+"/x"); body != "u2 HTTP/1.1" {
+			t.Errorf("a request after the pool became http1 answered %q, want u2 over HTTP/1.1", body)
+		}
+		waitFor(t, "the HTTP/2 connection closed", func() bool { return u2.closed.Load() == 1 })
+		if n := u2.conns.Load(); n != 2 {
+			t.Errorf("%d connections to the server, want 2 (one HTTP/2, one HTTP/1.1)", n)
+		}
+	})
+}
+
+// TestH2UpDrain: a drain lets a stream in flight to an h2c pool finish,
+// and Run returns once it did.
+func TestH2UpDrain(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		release := make(chan struct{})
+		u := newH2CUp(t, slowProto("u", release), nil)
+		p, stop := runProxy(t, h2cPoolConfig(b, u.addr))
+		c, base := h2Client(t, p)
+		slow := getAsync(c, base+"/slow")
+		waitFor(t, "the slow stream at the server", func() bool { return serverTotals(p, u.addr).H2Streams == 1 })
+		done := make(chan error, 1)
+		go func() { done <- stop() }()
+		time.Sleep(100 * time.Millisecond)
+		close(release)
+		if got := <-slow; got != "200 u HTTP/2.0" {
+			t.Errorf("the stream in flight at the drain: %q, want 200 u", got)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Error(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Run still draining 10 s after the stream ended")
+		}
+		waitFor(t, "the upstream connection closed", func() bool { return u.closed.Load() == 1 })
 	})
 }
