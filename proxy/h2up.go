@@ -67,13 +67,13 @@ type upH2 struct {
 	srv     int   // its server in pl
 	conn    *engine.Conn
 	cl      *h2.Client
-	write   func([]byte) (int, error)
-	in      []byte // the frame a read ended in (FeedTail)
-	open    bool   // connected
-	listed  bool   // in sl.h2.conns
-	retired bool   // takes no new stream: closed once the last ends
-	feeding bool   // inside cl.FeedTail: flush waits for its end
-	used    bool   // a stream was opened on it: the next ones are on a reused connection
+	write   func([]byte) (int, error) // conn.Write, counted in the server's bytes out
+	in      []byte                    // the frame a read ended in (FeedTail)
+	open    bool                      // connected
+	listed  bool                      // in sl.h2.conns
+	retired bool                      // takes no new stream: closed once the last ends
+	feeding bool                      // inside cl.FeedTail: flush waits for its end
+	used    bool                      // a stream was opened on it: the next ones are on a reused connection
 	streams []upStream
 	idleAt  int64 // Proxy.now since when no stream is open
 }
@@ -137,7 +137,10 @@ func (ls *loopState) h2Dial(p *Proxy, pl *pool, i int, client *engine.Conn, time
 	sl := ls.share(pl, i)
 	u := &upH2{p: p, ls: ls, sl: sl, pl: pl, srv: i, conn: c, listed: true, idleAt: -1}
 	u.cl = h2.NewClient(u, &upH2Config)
-	u.write = c.Write
+	u.write = func(b []byte) (int, error) {
+		u.sl.stats.bytesOut.addInt(len(b))
+		return c.Write(b)
+	}
 	c.SetContext(u)
 	sl.h2.conns = append(sl.h2.conns, u)
 	return true
@@ -230,8 +233,7 @@ func (u *upH2) flush() {
 		return
 	}
 	if out := u.cl.Pending(); len(out) > 0 {
-		u.sl.stats.bytesOut.addInt(len(out))
-		u.conn.Write(out)
+		u.write(out)
 		u.cl.Written(len(out))
 	}
 }

@@ -204,14 +204,13 @@ func (x *h1up) onStart(u *upH2) {
 	u.add(uid, x)
 	x.u, x.uid = u, uid
 	s.upOpen, s.reused = true, reused
-	st := s.ls.stats(s.pool, u.srv)
+	st := s.ls.stats(s.pool, s.srv)
 	st.requests.inc()
 	if reused {
 		st.reusedReqs.inc()
 	} else {
 		st.newReqs.inc()
 	}
-	s.srv = u.srv
 	s.sent()
 	s.setPhase(phWait)
 	if x.done && !x.hasBody {
@@ -301,7 +300,6 @@ func (x *h1up) send() bool {
 	}
 	s.poff += w
 	x.sent += int64(w)
-	s.ls.stats(s.pool, u.srv).bytesOut.addInt(w)
 	if err != nil || w < len(d) {
 		return false
 	}

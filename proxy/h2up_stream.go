@@ -209,14 +209,14 @@ func (st *h2stream) onStart(u *upH2) {
 	}
 	u.add(uid, st)
 	st.u2.u, st.u2.uid = u, uid
-	sst := st.c.ls.stats(st.pool, u.srv)
+	sst := st.c.ls.stats(st.pool, st.srv)
 	sst.requests.inc()
 	if reused {
 		sst.reusedReqs.inc()
 	} else {
 		sst.newReqs.inc()
 	}
-	st.x.srv, st.x.reused = st.pool.servers[u.srv], reused
+	st.x.srv, st.x.reused = st.pool.servers[st.srv], reused
 	st.waiting, st.mark = true, st.c.p.now()
 	st.c.armAt(st.mark + int64(st.ln.cfg.ResponseTimeout))
 	if end {
