@@ -257,15 +257,12 @@ type dialing struct {
 // its server; nil when none is left; engine.ErrClosed when the engine is
 // shutting down. Loop goroutine.
 func (d *dialing) next(ls *loopState, pl *pool, c *engine.Conn, timeout time.Duration) (*engine.Conn, int, error) {
-	n := len(pl.servers)
-	for d.tries < n {
-		i := (d.start + d.tries) % n
-		d.tries++
-		srv := pl.servers[i]
-		if !srv.up() || ls.share(pl, i).idle.gone {
-			continue
+	for {
+		i, ok := d.nextUp(ls, pl)
+		if !ok {
+			return nil, 0, nil
 		}
-		d.dialed = true
+		srv := pl.servers[i]
 		st := ls.stats(pl, i)
 		up, err := c.Loop().Dial("tcp", srv.addr, timeout)
 		if errors.Is(err, engine.ErrClosed) {
@@ -281,7 +278,6 @@ func (d *dialing) next(ls *loopState, pl *pool, c *engine.Conn, timeout time.Dur
 		st.active.inc()
 		return up, i, nil
 	}
-	return nil, 0, nil
 }
 
 // connect dials the next server of the pool that is up, each server once

@@ -455,15 +455,7 @@ func (st *h2stream) writeHead(r *h2.Request, host []byte) {
 	// X-Forwarded-For: a trusted client's values received, in order, and
 	// the client.
 	o = append(o, "X-Forwarded-For: "...)
-	if trusted {
-		for _, f := range r.Fields {
-			if string(f.Name) == "x-forwarded-for" && len(f.Value) > 0 {
-				o = append(o, f.Value...)
-				o = append(o, ", "...)
-			}
-		}
-	}
-	o = client.AppendTo(o)
+	o = appendXFF(o, r.Fields, trusted, client)
 	o = append(o, "\r\n"...)
 	if !xfp {
 		o = append(o, "X-Forwarded-Proto: http\r\n"...)
@@ -1021,9 +1013,18 @@ func (st *h2stream) resume() {
 // finishResp ends a response whose body was all sent: its trailers (a
 // chunked body's), else an empty DATA with END_STREAM.
 func (st *h2stream) finishResp() {
+	if st.endResp(st.trailerFields()) {
+		st.respEnded()
+	}
+}
+
+// endResp ends the response sent to the client: trailers fs, or (none)
+// an empty DATA with END_STREAM. A client gone abandons the stream:
+// false.
+func (st *h2stream) endResp(fs []hpack.Field) bool {
 	c := st.c
 	var err error
-	if fs := st.trailerFields(); len(fs) > 0 {
+	if len(fs) > 0 {
 		err = c.srv.WriteTrailers(st.id, fs)
 	} else {
 		_, err = c.srv.WriteDataTo(st.id, nil, true, c.write)
@@ -1031,9 +1032,9 @@ func (st *h2stream) finishResp() {
 	if err != nil {
 		st.x.term = termClient
 		st.abandon()
-		return
+		return false
 	}
-	st.respEnded()
+	return true
 }
 
 // respEnded ends a stream whose response was all sent: up goes back to
@@ -1106,15 +1107,22 @@ func (st *h2stream) respFields() []hpack.Field {
 // trailerFields returns the chunked response's trailer fields (st.trl,
 // which internal/h1 checked), as respFields.
 func (st *h2stream) trailerFields() []hpack.Field {
-	t := st.trl
+	st.hb, st.fields = trailerFields(st.hb, st.fields, st.trl)
+	return st.fields
+}
+
+// trailerFields returns the fields of a chunked body's trailer section t
+// (which internal/h1 checked) for HTTP/2, in fs, their bytes in hb: names
+// in lower case, the connection-specific ones left out.
+func trailerFields(hb []byte, fs []hpack.Field, t []byte) ([]byte, []hpack.Field) {
 	if len(t) == 0 {
-		return nil
+		return hb, fs[:0]
 	}
-	hb := st.hb[:0]
+	hb = hb[:0]
 	if cap(hb) < len(t) {
 		hb = make([]byte, 0, len(t))
 	}
-	fs := st.fields[:0]
+	fs = fs[:0]
 	for len(t) > 0 {
 		i := bytes.IndexByte(t, '\n')
 		if i < 0 {
@@ -1136,8 +1144,7 @@ func (st *h2stream) trailerFields() []hpack.Field {
 		hb = append(hb, bytes.Trim(line[k+1:], " \t")...)
 		fs = append(fs, hpack.Field{Name: hb[n0:v0], Value: hb[v0:]})
 	}
-	st.hb, st.fields = hb, fs
-	return fs
+	return hb, fs
 }
 
 // hopByHopName reports the connection-specific field names HTTP/2 does

@@ -91,6 +91,35 @@ func (u *upH2) room() int {
 	return min(u.cl.Available(), u.pl.h2Streams-len(u.streams))
 }
 
+// nextUp returns the next server of pl in d's walk that is up and that no
+// reload removed (each once), marking d dialed; false when none is left.
+// Loop goroutine.
+func (d *dialing) nextUp(ls *loopState, pl *pool) (int, bool) {
+	n := len(pl.servers)
+	for d.tries < n {
+		i := (d.start + d.tries) % n
+		d.tries++
+		if pl.servers[i].up() && !ls.share(pl, i).idle.gone {
+			d.dialed = true
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// exhausted counts a walk that found no server for exchange x of a client
+// of l, and returns the status to answer: 502 where servers were tried
+// and failed to connect, 503 where none was up. Loop goroutine.
+func (d *dialing) exhausted(ls *loopState, l *listener, x *exchange) int {
+	if d.dialed {
+		l.stats[ls.id].failed.inc()
+		x.term = termConnect
+		return 502
+	}
+	l.stats[ls.id].noServer.inc()
+	return 503
+}
+
 // h2Acquire finds stream user x a connection to server i of pl: one
 // with room (started at once), else it waits in the server's queue, a
 // connection dialed for it unless enough are on their way or the bound

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"strconv"
 	"time"
 
@@ -42,6 +41,7 @@ type h1up struct {
 	hasBody bool   // pend[poff:bodyEnd] is body data to send
 	done    bool   // reqBody's end was seen (all of it checked)
 	trl     []byte // the chunked request body's trailer section
+	tb      []byte // its fields' bytes
 	chunked bool   // the response goes chunked to the client
 	respN   int64  // response body bytes passed on
 	owe     int    // response bytes written to the client, not yet Consumed upstream
@@ -153,14 +153,11 @@ func (x *h1up) h2Pick() {
 func (x *h1up) next() {
 	s := x.s
 	ls, pl := s.ls, s.pool
-	n := len(pl.servers)
-	for s.tries < n {
-		i := (s.start + s.tries) % n
-		s.tries++
-		if !pl.servers[i].up() || ls.share(pl, i).idle.gone {
-			continue
+	for {
+		i, ok := s.nextUp(ls, pl)
+		if !ok {
+			break
 		}
-		s.dialed = true
 		s.srv = i
 		x.counted = true
 		ls.stats(pl, i).active.inc()
@@ -173,14 +170,7 @@ func (x *h1up) next() {
 		}
 		x.uncount()
 	}
-	if s.dialed {
-		s.ln.stats[ls.id].failed.inc()
-		s.x.term = termConnect
-		s.respond(502)
-		return
-	}
-	s.ln.stats[ls.id].noServer.inc()
-	s.respond(503)
+	s.respond(s.exhausted(ls, s.ln, &s.x))
 }
 
 func (x *h1up) uncount() {
@@ -321,30 +311,8 @@ func (x *h1up) finish() {
 // trailers returns the chunked request body's trailer fields, names in
 // lower case, the connection-specific ones left out.
 func (x *h1up) trailers() []hpack.Field {
-	t := x.trl
-	fs := x.rfs[:0]
-	for len(t) > 0 {
-		i := bytes.IndexByte(t, '\n')
-		if i < 0 {
-			break
-		}
-		line := bytes.TrimRight(t[:i], "\r")
-		t = t[i+1:]
-		k := bytes.IndexByte(line, ':')
-		if k <= 0 || hopByHopName(line[:k]) {
-			continue
-		}
-		// (In place: the names are lowered in trl itself.)
-		name := line[:k]
-		for j, c := range name {
-			if 'A' <= c && c <= 'Z' {
-				name[j] = c + 'a' - 'A'
-			}
-		}
-		fs = append(fs, hpack.Field{Name: name, Value: bytes.Trim(line[k+1:], " \t")})
-	}
-	x.rfs = fs
-	return fs
+	x.tb, x.rfs = trailerFields(x.tb, x.rfs, x.trl)
+	return x.rfs
 }
 
 // onFailover: the server's connects failed; the next server.
@@ -405,12 +373,7 @@ func (x *h1up) writeHead(r *h2.Response, interim bool) {
 			o = append(o, "Transfer-Encoding: chunked\r\n"...)
 		}
 		o = append(o, "Via: 2.0 spindle\r\n"...)
-		switch {
-		case s.closeAft:
-			o = append(o, "Connection: close\r\n"...)
-		case s.minor == 0:
-			o = append(o, "Connection: keep-alive\r\n"...)
-		}
+		o = s.appendConnection(o)
 	}
 	o = append(o, "\r\n"...)
 	s.ls.scratch = o

@@ -572,91 +572,7 @@ func TestH2UpAllocs(t *testing.T) {
 		var first atomic.Bool
 		up := newUpstream(t, rawH2Up("", &first))
 		p := startProxy(t, h2cPoolConfig(b, up.addr))
-		enc := hpack.NewEncoder()
-		block := enc.StartBlock(nil)
-		for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "example.com"}, {":path", "/index.html"}, {"user-agent", "test"}} {
-			block = enc.AppendField(block, hpack.Field{Name: []byte(f[0]), Value: []byte(f[1])})
-		}
-		const conns = 10
-		per := 200
-		type h2c struct {
-			c    net.Conn
-			id   uint32
-			req  []byte
-			buf  []byte
-			n    int
-			errs error
-		}
-		cs := make([]*h2c, conns)
-		for i := range cs {
-			c := &h2c{c: dial(t, p), id: 1, buf: make([]byte, 64<<10)}
-			c.c.SetDeadline(time.Now().Add(time.Minute))
-			pre := append([]byte(h2.ClientPreface), h2.AppendSettings(nil, nil)...)
-			pre = h2.AppendSettingsAck(pre)
-			if _, err := c.c.Write(pre); err != nil {
-				t.Fatal(err)
-			}
-			c.req = h2.AppendHeaders(nil, 1, block, true, h2.MinMaxFrameSize)
-			cs[i] = c
-		}
-		one := func(c *h2c) error {
-			binary.BigEndian.PutUint32(c.req[5:], c.id)
-			if _, err := c.c.Write(c.req); err != nil {
-				return err
-			}
-			for {
-				for {
-					f, k, err := h2.ParseFrame(c.buf[:c.n], h2.MaxMaxFrameSize)
-					if err != nil {
-						return err
-					}
-					if k == 0 {
-						break
-					}
-					c.n = copy(c.buf, c.buf[k:c.n])
-					if f.Type == h2.FrameRSTStream && f.StreamID == c.id {
-						return fmt.Errorf("stream %d reset", c.id)
-					}
-					if f.StreamID == c.id && f.Flags.Has(h2.FlagEndStream) {
-						c.id += 2
-						return nil
-					}
-				}
-				m, err := c.c.Read(c.buf[c.n:])
-				if err != nil {
-					return err
-				}
-				c.n += m
-			}
-		}
-		var wg sync.WaitGroup
-		round := func() {
-			for _, c := range cs {
-				wg.Go(func() {
-					for range per {
-						if err := one(c); err != nil {
-							c.errs = err
-							return
-						}
-					}
-				})
-			}
-			wg.Wait()
-		}
-		allocs := allocsOfRound(round)
-		for _, c := range cs {
-			if c.errs != nil {
-				t.Fatal(c.errs)
-			}
-		}
-		reqs := conns * per
-		per = 0
-		base := allocsOfRound(round)
-		extra := int64(allocs) - int64(base)
-		t.Logf("%d allocations for %d requests to an h2c pool, %d for the same round without requests: %.4f a request", allocs, reqs, base, float64(extra)/float64(reqs))
-		if extra*100 > int64(reqs) {
-			t.Errorf("%d allocations for %d requests beyond the round's own %d (%.3f each), want 0 (under 0.01 allowed for the runtime)", extra, reqs, base, float64(extra)/float64(reqs))
-		}
+		reqs := h2AllocsZero(t, p, 10)
 		if st := serverTotals(p, up.addr); st.H2Streams != uint64(4*reqs) || up.accepted.Load() > 4 {
 			t.Errorf("%d streams over %d connections, want %d over a few", st.H2Streams, up.accepted.Load(), 4*reqs)
 		}
@@ -843,21 +759,7 @@ func TestH2UpDrain(t *testing.T) {
 		c, base := h2Client(t, p)
 		slow := getAsync(c, base+"/slow")
 		waitFor(t, "the slow stream at the server", func() bool { return serverTotals(p, u.addr).H2Streams == 1 })
-		done := make(chan error, 1)
-		go func() { done <- stop() }()
-		time.Sleep(100 * time.Millisecond)
-		close(release)
-		if got := <-slow; got != "200 u HTTP/2.0" {
-			t.Errorf("the stream in flight at the drain: %q, want 200 u", got)
-		}
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Error(err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("Run still draining 10 s after the stream ended")
-		}
+		drainsInFlight(t, stop, release, slow, "200 u HTTP/2.0")
 		waitFor(t, "the upstream connection closed", func() bool { return u.closed.Load() == 1 })
 	})
 }

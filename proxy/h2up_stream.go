@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"net/netip"
 	"time"
 
 	"github.com/spindlenet/spindle/internal/h2"
@@ -122,15 +123,7 @@ func (st *h2stream) h2Head(r *h2.Request, host []byte) {
 		fs = append(fs, hpack.Field{Name: hb[n0:v0], Value: hb[v0:]})
 	}
 	x0 := len(hb)
-	if trusted {
-		for _, f := range r.Fields {
-			if string(f.Name) == "x-forwarded-for" && len(f.Value) > 0 {
-				hb = append(hb, f.Value...)
-				hb = append(hb, ", "...)
-			}
-		}
-	}
-	hb = client.AppendTo(hb)
+	hb = appendXFF(hb, r.Fields, trusted, client)
 	fs = append(fs, hpack.Field{Name: hdrXFFLower, Value: hb[x0:]})
 	if !xfp {
 		fs = append(fs, hpack.Field{Name: hdrXFPLower, Value: valHTTP})
@@ -141,6 +134,21 @@ func (st *h2stream) h2Head(r *h2.Request, host []byte) {
 	fs = append(fs, hpack.Field{Name: hdrVia, Value: valVia20})
 	st.hb, st.fields = hb, fs
 	st.u2.req = h2.Request{Method: hb[:p0], Scheme: schemeHTTPVal, Authority: hb[a0:e0], Path: hb[p0:a0], Fields: fs, ContentLength: -1}
+}
+
+// appendXFF appends the X-Forwarded-For value for an HTTP/2 client's
+// request with fields fs: a trusted client's x-forwarded-for values, in
+// order, then the client.
+func appendXFF(o []byte, fs []hpack.Field, trusted bool, client netip.Addr) []byte {
+	if trusted {
+		for _, f := range fs {
+			if string(f.Name) == "x-forwarded-for" && len(f.Value) > 0 {
+				o = append(o, f.Value...)
+				o = append(o, ", "...)
+			}
+		}
+	}
+	return client.AppendTo(o)
 }
 
 // h2Pick starts the stream's walk over its pool's servers, from the one
@@ -155,14 +163,11 @@ func (st *h2stream) h2Pick() {
 // 502 (servers failed to connect) or 503 (none up). Loop goroutine.
 func (st *h2stream) h2Next() {
 	c, ls, pl := st.c, st.c.ls, st.pool
-	n := len(pl.servers)
-	for st.tries < n {
-		i := (st.start + st.tries) % n
-		st.tries++
-		if !pl.servers[i].up() || ls.share(pl, i).idle.gone {
-			continue
+	for {
+		i, ok := st.nextUp(ls, pl)
+		if !ok {
+			break
 		}
-		st.dialed = true
 		st.srv = i
 		st.u2.counted = true
 		ls.stats(pl, i).active.inc()
@@ -177,14 +182,7 @@ func (st *h2stream) h2Next() {
 		}
 		st.uncount()
 	}
-	if st.dialed {
-		st.ln.stats[ls.id].failed.inc()
-		st.x.term = termConnect
-		st.respond(502)
-		return
-	}
-	st.ln.stats[ls.id].noServer.inc()
-	st.respond(503)
+	st.respond(st.exhausted(ls, st.ln, &st.x))
 }
 
 // uncount takes the stream off its server's streams in flight.
@@ -448,18 +446,13 @@ func (st *h2stream) h2Pump() {
 	st.paused = false
 	st.mark = c.p.now()
 	if st.u2.rend {
-		var err error
+		var fs []hpack.Field
 		if st.u2.rtrl {
-			err = c.srv.WriteTrailers(st.id, st.u2.rtf)
-		} else {
-			_, err = c.srv.WriteDataTo(st.id, nil, true, c.write)
+			fs = st.u2.rtf
 		}
-		if err != nil {
-			st.x.term = termClient
-			st.abandon()
-			return
+		if st.endResp(fs) {
+			st.h2Finish()
 		}
-		st.h2Finish()
 		return
 	}
 	st.h2CreditUp()

@@ -731,13 +731,8 @@ func (d *dialing) dialNext(ls *loopState, l *listener, pl *pool, client *engine.
 		return nil, 0, 503 // the proxy is shutting down
 	case up != nil:
 		return up, i, 0
-	case d.dialed:
-		l.stats[ls.id].failed.inc()
-		x.term = termConnect
-		return nil, 0, 502
 	}
-	l.stats[ls.id].noServer.inc()
-	return nil, 0, 503
+	return nil, 0, d.exhausted(ls, l, x)
 }
 
 // upOpened sends the request once a dialed upstream has connected. Loop
@@ -986,15 +981,25 @@ func (s *hsession) writeRespHead(upgrade bool) {
 		o = append(o, "Connection: upgrade\r\nUpgrade: "...)
 		o = append(o, r.Upgrade...) // (internal/h1: a 101 has one)
 		o = append(o, "\r\n"...)
-	case r.Status < 200:
-	case s.closeAft:
-		o = append(o, "Connection: close\r\n"...)
-	case s.minor == 0:
-		o = append(o, "Connection: keep-alive\r\n"...)
+	case r.Status >= 200:
+		o = s.appendConnection(o)
 	}
 	o = append(o, "\r\n"...)
 	s.ls.scratch = o
 	s.client.Write(o)
+}
+
+// appendConnection appends the Connection field of a final response head:
+// close where the client is closed after it, keep-alive to an HTTP/1.0
+// client that keeps it, else none.
+func (s *hsession) appendConnection(o []byte) []byte {
+	switch {
+	case s.closeAft:
+		return append(o, "Connection: close\r\n"...)
+	case s.minor == 0:
+		return append(o, "Connection: keep-alive\r\n"...)
+	}
+	return o
 }
 
 // forwardResp sends the response body's bytes in b[off:] to the client.
