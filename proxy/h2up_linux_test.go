@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -761,5 +762,125 @@ func TestH2UpDrain(t *testing.T) {
 		waitFor(t, "the slow stream at the server", func() bool { return serverTotals(p, u.addr).H2Streams == 1 })
 		drainsInFlight(t, stop, release, slow, "200 u HTTP/2.0")
 		waitFor(t, "the upstream connection closed", func() bool { return u.closed.Load() == 1 })
+	})
+}
+
+// TestH2UpLogAndPassive: each stream to an h2c pool has its access log
+// line (proto, status, bytes, server, reused, term), and passive health
+// counts a 5xx and a connection dying before the response head as failed
+// exchanges: http_errors 2 of them eject the server.
+func TestH2UpLogAndPassive(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		up := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			switch r.URL.Path {
+			case "/bad":
+				w.WriteHeader(503)
+			case "/die":
+				r.Context().Value(connKey{}).(net.Conn).Close()
+				time.Sleep(50 * time.Millisecond)
+			default:
+				fmt.Fprintf(w, "got %d", len(body))
+			}
+		}), nil)
+		path := filepath.Join(t.TempDir(), "access.log")
+		cfg := h2cPoolConfig(b, up.addr)
+		cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: path}
+		cfg.Pools[0].Passive = &PassiveConfig{Fails: 5, Cooldown: Duration(time.Minute), HTTPErrors: 2}
+		p := startProxy(t, cfg)
+		c, base := h2Client(t, p)
+		resp, err := c.Post(base+"/ok", "text/plain", strings.NewReader("abcd"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		m := waitLine(t, path, "/ok's line", func(m map[string]any) bool { return m["target"] == "/ok" })
+		checkFields(t, m, map[string]string{"method": "POST", "proto": "HTTP/2.0", "status": "200", "req_bytes": "4", "resp_bytes": "5",
+			"server": up.addr, "source": "upstream", "reused": "false", "term": "-"})
+		if resp, _ := do(t, c, mustReq(t, "GET", base+"/bad", nil)); resp.StatusCode != 503 {
+			t.Fatalf("/bad: %d", resp.StatusCode)
+		}
+		m = waitLine(t, path, "/bad's line", func(m map[string]any) bool { return m["target"] == "/bad" })
+		checkFields(t, m, map[string]string{"status": "503", "reused": "true"})
+		if st := serverTotals(p, up.addr); !st.Up || st.ConsecutiveErrors != 1 {
+			t.Fatalf("after a 503: up %v, %d errors in a row", st.Up, st.ConsecutiveErrors)
+		}
+		if resp, _ := do(t, c, mustReq(t, "GET", base+"/die", nil)); resp.StatusCode != 502 {
+			t.Fatalf("/die: %d", resp.StatusCode)
+		}
+		m = waitLine(t, path, "/die's line", func(m map[string]any) bool { return m["target"] == "/die" })
+		checkFields(t, m, map[string]string{"status": "502", "term": "SD", "source": "proxy"})
+		if st := serverTotals(p, up.addr); st.Up || st.EjectionsHTTP != 1 {
+			t.Fatalf("after a 503 and a connection dying: up %v, %d ejections", st.Up, st.EjectionsHTTP)
+		}
+	})
+}
+
+// TestH2UpIdleTimeout: an upstream connection with no stream for the
+// pool's idle_timeout is closed; the next stream dials another.
+func TestH2UpIdleTimeout(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		up := newH2CUp(t, slowProto("u", nil), nil)
+		cfg := h2cPoolConfig(b, up.addr)
+		cfg.Pools[0].IdleTimeout = Duration(100 * time.Millisecond)
+		p := startProxy(t, cfg)
+		c, base := h2Client(t, p)
+		start := time.Now()
+		get(t, c, base+"/x")
+		waitFor(t, "the idle upstream connection closed", func() bool { return up.closed.Load() == 1 })
+		if d := time.Since(start); d < 100*time.Millisecond {
+			t.Errorf("closed after %v, before idle_timeout", d)
+		}
+		if st := serverTotals(p, up.addr); st.H2Connections != 0 {
+			t.Errorf("%d h2 connections open, want 0", st.H2Connections)
+		}
+		get(t, c, base+"/x")
+		if n := up.conns.Load(); n != 2 {
+			t.Errorf("%d connections, want 2", n)
+		}
+	})
+}
+
+// TestH2UpWaitTimeout: a stream that finds every connection full (the
+// server's one stream at a time, h2_max_connections 1) waits, and gets
+// 504 once response_timeout passes; the one in flight (its body coming
+// in pieces, within the timeout each) is answered.
+func TestH2UpWaitTimeout(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		release := make(chan struct{})
+		up := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			for {
+				select {
+				case <-release:
+					io.WriteString(w, "done")
+					return
+				case <-time.After(50 * time.Millisecond):
+					io.WriteString(w, ".")
+					http.NewResponseController(w).Flush()
+				}
+			}
+		}), func(s *http.Server) {
+			s.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: 1}
+		})
+		cfg := h2cPoolConfig(b, up.addr)
+		cfg.Pools[0].H2MaxConnections = 1
+		cfg.Listeners[0].ResponseTimeout = Duration(300 * time.Millisecond)
+		p := startProxy(t, cfg)
+		c, base := h2Client(t, p)
+		slow := getAsync(c, base+"/slow")
+		waitFor(t, "the slow stream at the server", func() bool { return serverTotals(p, up.addr).H2Streams == 1 })
+		start := time.Now()
+		resp, _ := do(t, c, mustReq(t, "GET", base+"/x", nil))
+		if d := time.Since(start); resp.StatusCode != 504 || d < 250*time.Millisecond {
+			t.Errorf("the stream waiting: %d after %v, want 504 after response_timeout", resp.StatusCode, d)
+		}
+		close(release)
+		if got := <-slow; !strings.HasPrefix(got, "200 .") || !strings.HasSuffix(got, ".done") {
+			t.Errorf("the stream in flight: %q", got)
+		}
+		if st := serverTotals(p, up.addr); st.H2Streams != 1 || st.Active != 0 || up.conns.Load() != 1 {
+			t.Errorf("server totals %+v, %d connections", st, up.conns.Load())
+		}
 	})
 }
