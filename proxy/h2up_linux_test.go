@@ -884,3 +884,84 @@ func TestH2UpWaitTimeout(t *testing.T) {
 		}
 	})
 }
+
+// TestH2UpUploadBackpressure: a server that does not read a stream's
+// body holds the client back by flow control through the proxy: the
+// client gets to send the windows' worth (the server's 64 KiB, the
+// proxy's 64 KiB stream window to the client) and its own buffers, not
+// the 8 MiB; once the server reads, all of it arrives.
+func TestH2UpUploadBackpressure(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		const size = 8 << 20
+		release := make(chan struct{})
+		up := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			<-release
+			n, _ := io.Copy(io.Discard, r.Body)
+			fmt.Fprint(w, n)
+		}), func(s *http.Server) {
+			s.HTTP2 = &http.HTTP2Config{MaxReceiveBufferPerStream: 64 << 10, MaxReceiveBufferPerConnection: 64 << 10}
+		})
+		p := startProxy(t, h2cPoolConfig(b, up.addr))
+		c, base := h2Client(t, p)
+		c.Timeout = 2 * time.Minute
+		var sent atomic.Int64
+		req, _ := http.NewRequest("POST", base+"/", &countingReader{r: bytes.NewReader(make([]byte, size)), n: &sent})
+		done := doAsync(c, req)
+		s1, s2 := settled(sent.Load)
+		t.Logf("with the server not reading, the client sent %d, then %d bytes", s1, s2)
+		if s2 != s1 || s2 > 1<<20 {
+			t.Errorf("with the server not reading, the client sent %d then %d bytes of %d: want it held by flow control", s1, s2, size)
+		}
+		close(release)
+		if got := <-done; got != fmt.Sprint("200 ", size) {
+			t.Errorf("the server read %s bytes, want %d", got, size)
+		}
+	})
+}
+
+// TestH2UpLargeUpload: a 16 MiB upload to a Go h2c server through an
+// h2c pool, which credits its windows as it reads (WINDOW_UPDATEs every
+// few DATA frames), arrives whole, twice over the same connection, though
+// it takes longer than response_timeout (which counts from the body's
+// last bytes).
+func TestH2UpLargeUpload(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		const size = 16 << 20
+		up := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			n, _ := io.Copy(io.Discard, r.Body)
+			fmt.Fprint(w, n)
+		}), nil)
+		cfg := h2cPoolConfig(b, up.addr)
+		cfg.Listeners[0].ResponseTimeout = Duration(100 * time.Millisecond)
+		p := startProxy(t, cfg)
+		c, base := h2Client(t, p)
+		c.Timeout = 2 * time.Minute
+		for range 2 {
+			req := mustReq(t, "POST", base+"/", &slowReader{r: bytes.NewReader(make([]byte, size)), every: 2 << 20, pause: 50 * time.Millisecond})
+			if got := <-doAsync(c, req); got != fmt.Sprint("200 ", size) {
+				t.Fatalf("the server read %q, want %d", got, size)
+			}
+		}
+		if n := up.conns.Load(); n != 1 {
+			t.Errorf("%d upstream connections, want 1", n)
+		}
+	})
+}
+
+// slowReader reads r, pausing for pause after every every bytes.
+type slowReader struct {
+	r     io.Reader
+	every int
+	pause time.Duration
+	n     int
+}
+
+func (s *slowReader) Read(p []byte) (int, error) {
+	if s.n >= s.every {
+		s.n = 0
+		time.Sleep(s.pause)
+	}
+	n, err := s.r.Read(p[:min(len(p), s.every-s.n)])
+	s.n += n
+	return n, err
+}

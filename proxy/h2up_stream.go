@@ -282,6 +282,9 @@ func (st *h2stream) h2Credit() {
 // held bytes are not Consumed).
 func (st *h2stream) h2Body(p []byte, end bool) {
 	st.held += len(p)
+	if len(p) > 0 {
+		st.mark = st.c.p.now() // a body on its way: response_timeout counts from here
+	}
 	st.reqEnd = st.reqEnd || end
 	u, id := st.u2.u, st.id
 	if u == nil || st.u2.boff < len(st.body) || st.reqDone {
