@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -964,4 +965,46 @@ func (s *slowReader) Read(p []byte) (int, error) {
 	n, err := s.r.Read(p[:min(len(p), s.every-s.n)])
 	s.n += n
 	return n, err
+}
+
+// TestH2UpSlowH1Client: an HTTP/1.1 client that does not read a 32 MiB
+// response from an h2c pool holds the server back: the proxy stops
+// returning the stream's window once the client's queue is full, so the
+// server gets to write the socket buffers' and the queue's worth, not the
+// response; once read, it arrives whole and chunked.
+func TestH2UpSlowH1Client(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		const size = 32 << 20
+		var written atomic.Int64
+		chunk := bytes.Repeat([]byte("x"), 16<<10)
+		up := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			for range size / len(chunk) {
+				n, err := w.Write(chunk)
+				written.Add(int64(n))
+				if err != nil {
+					return
+				}
+			}
+		}), nil)
+		p := startProxy(t, h2cPoolConfig(b, up.addr))
+		c := dial(t, p)
+		c.SetReadBuffer(64 << 10)
+		if _, err := c.Write([]byte("GET /big HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		s1, s2 := settled(written.Load)
+		t.Logf("the server wrote %d, then %d bytes to a client that reads nothing", s1, s2)
+		if s2 != s1 || s2 > size/4 {
+			t.Errorf("the server wrote %d then %d bytes of %d to a client that reads nothing: want it held", s1, s2, size)
+		}
+		c.SetReadDeadline(time.Now().Add(time.Minute))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := io.Copy(io.Discard, resp.Body)
+		if err != nil || n != size || fmt.Sprint(resp.TransferEncoding) != "[chunked]" {
+			t.Fatalf("read %d, %v, %v; want %d chunked", n, err, resp.TransferEncoding, size)
+		}
+	})
 }
