@@ -75,7 +75,8 @@ type upH2 struct {
 	feeding bool                      // inside cl.FeedTail: flush waits for its end
 	used    bool                      // a stream was opened on it: the next ones are on a reused connection
 	streams []upStream
-	idleAt  int64 // Proxy.now since when no stream is open
+	idleAt  int64         // Proxy.now since when no stream is open
+	timeout time.Duration // its connect timeout (its first stream's listener's), for another dialed in its place
 }
 
 // upH2Config is the Client's config for an upstream connection: each
@@ -153,7 +154,7 @@ func (ls *loopState) h2Acquire(p *Proxy, x upUser, pl *pool, i int, client *engi
 		}
 	}
 	if live < pl.h2Conns && len(sh.wait) >= coming*pl.h2Streams {
-		if !ls.h2Dial(p, pl, i, client, timeout) {
+		if !ls.h2Dial(p, pl, i, client.Loop(), timeout) {
 			return false
 		}
 	}
@@ -161,19 +162,20 @@ func (ls *loopState) h2Acquire(p *Proxy, x upUser, pl *pool, i int, client *engi
 	return true
 }
 
-// h2Dial dials a new connection to server i of pl; false where the dial
-// failed at once (counted). Loop goroutine.
-func (ls *loopState) h2Dial(p *Proxy, pl *pool, i int, client *engine.Conn, timeout time.Duration) bool {
+// h2Dial dials a new connection to server i of pl from loop l, with
+// connect timeout timeout; false where the dial failed at once (counted).
+// Loop goroutine.
+func (ls *loopState) h2Dial(p *Proxy, pl *pool, i int, l *engine.Loop, timeout time.Duration) bool {
 	srv := pl.servers[i]
 	st := ls.stats(pl, i)
-	c, err := client.Loop().Dial("tcp", srv.addr, timeout)
+	c, err := l.Dial("tcp", srv.addr, timeout)
 	if err != nil || c.Closed() {
 		st.failures.inc()
 		srv.connectFailed(pl)
 		return false
 	}
 	sl := ls.share(pl, i)
-	u := &upH2{p: p, ls: ls, sl: sl, pl: pl, srv: i, conn: c, listed: true, idleAt: -1}
+	u := &upH2{p: p, ls: ls, sl: sl, pl: pl, srv: i, conn: c, listed: true, idleAt: -1, timeout: timeout}
 	u.cl = h2.NewClient(u, &upH2Config)
 	u.write = func(b []byte) (int, error) {
 		u.sl.stats.bytesOut.addInt(len(b))
@@ -251,6 +253,7 @@ func (u *upH2) settle() {
 	if !u.listed {
 		return
 	}
+	u.replace()
 	if len(u.streams) == 0 && (u.retired || u.cl.Done() || !u.cl.CanOpen() && u.cl.SettingsSeen()) {
 		u.shutdown()
 		return
@@ -262,6 +265,19 @@ func (u *upH2) settle() {
 		u.ls.armSweep(u.conn.Loop(), now, now+int64(u.pl.idleTimeout))
 	} else if len(u.streams) > 0 {
 		u.idleAt = -1
+	}
+}
+
+// replace dials a connection in u's place for the waiters of its server
+// where none of its connections takes streams any more (a GOAWAY retired
+// u): nobody else would; a dial that fails at once fails them over.
+func (u *upH2) replace() {
+	sh := &u.sl.h2
+	if !u.retired || len(sh.wait) == 0 || u.ls.h2Alive(sh) || u.ls.draining {
+		return
+	}
+	if !u.ls.h2Dial(u.p, u.pl, u.srv, u.conn.Loop(), u.timeout) {
+		u.failWaiters()
 	}
 }
 
@@ -453,6 +469,7 @@ func (u *upH2) OnWritable(c *h2.Client, id uint32) {
 // ones above last are reset unprocessed next, and retried).
 func (u *upH2) OnGoAway(c *h2.Client, code h2.ErrCode, last uint32, debug []byte) {
 	u.sl.stats.h2GoAways.inc()
+	u.retired = true // (out of h2_max_connections' count: another may be dialed)
 }
 
 // OnPingAck: no PINGs are sent.

@@ -314,11 +314,14 @@ func TestH2UpMaxStreams(t *testing.T) {
 // request 200 "ok" at its end. mode "refuse" resets the first stream of
 // each connection with REFUSED_STREAM; "goaway" answers the first stream
 // of the first connection (first says which) with GOAWAY(last 0,
-// NO_ERROR) instead, leaving it unprocessed. It allocates nothing per
+// NO_ERROR) instead, leaving it unprocessed; "hold" sends the first
+// connection's first stream a graceful GOAWAY naming it (it is
+// processed) and answers it only 400 ms later. It allocates nothing per
 // request once warm.
 func rawH2Up(mode string, first *atomic.Bool) func(net.Conn) {
 	return func(c net.Conn) {
-		a := &rawH2App{mode: mode, fresh: true, goFirst: mode == "goaway" && first.CompareAndSwap(true, false)}
+		firstConn := mode != "" && mode != "refuse" && first.CompareAndSwap(true, false)
+		a := &rawH2App{mode: mode, fresh: true, goFirst: mode == "goaway" && firstConn, hold: mode == "hold" && firstConn}
 		s := h2.NewServer(a, nil)
 		var tail []byte
 		buf := make([]byte, 64<<10)
@@ -332,14 +335,23 @@ func rawH2Up(mode string, first *atomic.Bool) func(net.Conn) {
 			}
 			if a.goaway {
 				a.goaway = false
-				if _, err := c.Write(h2.AppendGoAway(nil, 0, h2.NoError, nil)); err != nil {
+				if _, err := c.Write(h2.AppendGoAway(nil, a.last, h2.NoError, nil)); err != nil {
 					return
+				}
+				if a.held != 0 {
+					c.SetReadDeadline(time.Now().Add(400 * time.Millisecond))
 				}
 			}
 			if s.Done() {
 				return
 			}
 			n, err := c.Read(buf)
+			if ne, ok := err.(net.Error); ok && ne.Timeout() && a.held != 0 {
+				c.SetReadDeadline(time.Time{})
+				a.answer(s, a.held)
+				a.held = 0
+				continue
+			}
 			if err != nil {
 				s.Close()
 				return
@@ -356,7 +368,10 @@ type rawH2App struct {
 	mode    string
 	fresh   bool // no stream seen yet
 	goFirst bool // GOAWAY for the first stream
+	hold    bool // a GOAWAY naming the first stream, answered later
 	goaway  bool // a GOAWAY is due
+	last    uint32
+	held    uint32 // the stream to answer once the read times out
 }
 
 var (
@@ -373,6 +388,9 @@ func (a *rawH2App) OnRequest(s *h2.Server, id uint32, r *h2.Request, end bool) {
 		return
 	case fresh && a.goFirst:
 		a.goaway = true
+		return
+	case fresh && a.hold:
+		a.goaway, a.last, a.held = true, id, id
 		return
 	}
 	if end {
@@ -1005,6 +1023,36 @@ func TestH2UpSlowH1Client(t *testing.T) {
 		n, err := io.Copy(io.Discard, resp.Body)
 		if err != nil || n != size || fmt.Sprint(resp.TransferEncoding) != "[chunked]" {
 			t.Fatalf("read %d, %v, %v; want %d chunked", n, err, resp.TransferEncoding, size)
+		}
+	})
+}
+
+// TestH2UpGoAwayInFlight: a server's graceful GOAWAY with a stream in
+// flight on the pool's only allowed connection (h2_max_connections 1)
+// takes that connection out of the count: the next stream gets a new
+// connection at once rather than waiting for the old one's last stream;
+// both are answered.
+func TestH2UpGoAwayInFlight(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		var first atomic.Bool
+		first.Store(true)
+		up := newUpstream(t, rawH2Up("hold", &first))
+		cfg := h2cPoolConfig(b, up.addr)
+		cfg.Pools[0].H2MaxConnections = 1
+		p := startProxy(t, cfg)
+		c, base := h2Client(t, p)
+		held := getAsync(c, base+"/held")
+		waitFor(t, "the GOAWAY", func() bool { return serverTotals(p, up.addr).H2GoAways == 1 })
+		start := time.Now()
+		resp, body := do(t, c, mustReq(t, "GET", base+"/next", nil))
+		if d := time.Since(start); resp.StatusCode != 200 || string(body) != "ok" || d > 300*time.Millisecond {
+			t.Errorf("the stream after the GOAWAY: %d %q after %v, want 200 at once", resp.StatusCode, body, d)
+		}
+		if got := <-held; got != "200 ok" {
+			t.Errorf("the stream the GOAWAY named: %q", got)
+		}
+		if n := up.accepted.Load(); n != 2 {
+			t.Errorf("%d connections, want 2", n)
 		}
 	})
 }
