@@ -313,7 +313,9 @@
 // code; NO_ERROR and REFUSED_STREAM as INTERNAL_ERROR), or, before the
 // response head, gets it 502; a stream the server did not process
 // (REFUSED_STREAM, or above the last stream id of its GOAWAY, after which
-// the connection takes no new stream and closes once its streams end) is
+// the connection takes no new stream, counts no more in
+// h2_max_connections, another being dialed for the streams waiting, and
+// closes once its streams end) is
 // sent again, on another connection or server, up to 3 times, while no
 // byte of its body was sent (a body sent is not kept to send again); a
 // connection that dies resets its streams (502 before a response head).

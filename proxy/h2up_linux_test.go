@@ -1056,3 +1056,32 @@ func TestH2UpGoAwayInFlight(t *testing.T) {
 		}
 	})
 }
+
+// TestH2UpLeastConn: least-conn counts an h2c pool's streams in flight,
+// not its connections: with a slow stream in flight on one server, the
+// next streams (one at a time) all go to the other.
+func TestH2UpLeastConn(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		release := make(chan struct{})
+		u1, u2 := newH2CUp(t, slowProto("u1", release), nil), newH2CUp(t, slowProto("u2", release), nil)
+		cfg := h2cPoolConfig(b, u1.addr, u2.addr)
+		cfg.Pools[0].Balance = LeastConn
+		p := startProxy(t, cfg)
+		c, base := h2Client(t, p)
+		slow := getAsync(c, base+"/slow")
+		waitFor(t, "the slow stream at a server", func() bool {
+			return serverTotals(p, u1.addr).H2Streams+serverTotals(p, u2.addr).H2Streams == 1
+		})
+		other := "u2"
+		if serverTotals(p, u2.addr).H2Streams == 1 {
+			other = "u1"
+		}
+		for range 4 {
+			if _, body := get(t, c, base+"/x"); body != other+" HTTP/2.0" {
+				t.Errorf("a stream beside the slow one answered %q, want %s", body, other)
+			}
+		}
+		close(release)
+		<-slow
+	})
+}
