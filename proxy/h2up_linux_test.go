@@ -546,16 +546,7 @@ func TestH2UpSlowClient(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		const size = 2 << 20
 		var written atomic.Int64
-		chunk := bytes.Repeat([]byte("x"), 16<<10)
-		up := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			for range size / len(chunk) {
-				n, err := w.Write(chunk)
-				written.Add(int64(n))
-				if err != nil {
-					return
-				}
-			}
-		}), nil)
+		up := newH2CUp(t, writesCounted(size, &written), nil)
 		p := startProxy(t, h2cPoolConfig(b, up.addr))
 		var pr http.Protocols
 		pr.SetUnencryptedHTTP2(true)
@@ -994,16 +985,7 @@ func TestH2UpSlowH1Client(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		const size = 32 << 20
 		var written atomic.Int64
-		chunk := bytes.Repeat([]byte("x"), 16<<10)
-		up := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			for range size / len(chunk) {
-				n, err := w.Write(chunk)
-				written.Add(int64(n))
-				if err != nil {
-					return
-				}
-			}
-		}), nil)
+		up := newH2CUp(t, writesCounted(size, &written), nil)
 		p := startProxy(t, h2cPoolConfig(b, up.addr))
 		c := dial(t, p)
 		c.SetReadBuffer(64 << 10)
@@ -1084,4 +1066,19 @@ func TestH2UpLeastConn(t *testing.T) {
 		close(release)
 		<-slow
 	})
+}
+
+// writesCounted answers size bytes without content-length, in writes of
+// 16 KiB, counting in written what the handler got to write.
+func writesCounted(size int, written *atomic.Int64) http.HandlerFunc {
+	chunk := bytes.Repeat([]byte("x"), 16<<10)
+	return func(w http.ResponseWriter, r *http.Request) {
+		for range size / len(chunk) {
+			n, err := w.Write(chunk)
+			written.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+	}
 }
