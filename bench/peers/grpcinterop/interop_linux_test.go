@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/interop"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -52,16 +53,17 @@ type env struct {
 	seen *serverStats
 }
 
-// start starts an env on backend b until the test ends.
-func start(t *testing.T, b engine.Backend) *env {
+// start starts an env on backend b until the test ends, its gRPC server
+// with opts.
+func start(t *testing.T, b engine.Backend, opts ...grpc.ServerOption) *env {
 	t.Helper()
 	e := &env{seen: new(serverStats)}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := grpc.NewServer(grpc.StatsHandler(e.seen), grpc.MaxRecvMsgSize(maxMsg),
-		grpc.UnaryInterceptor(e.seen.unary), grpc.StreamInterceptor(e.seen.stream))
+	s := grpc.NewServer(append([]grpc.ServerOption{grpc.StatsHandler(e.seen), grpc.MaxRecvMsgSize(maxMsg),
+		grpc.UnaryInterceptor(e.seen.unary), grpc.StreamInterceptor(e.seen.stream)}, opts...)...)
 	testgrpc.RegisterTestServiceServer(s, interop.NewTestServer())
 	s.RegisterService(&echoDesc, nil)
 	served := make(chan error, 1)
@@ -457,6 +459,54 @@ func TestLargeMessage(t *testing.T) {
 		}
 		if n := len(reply.GetPayload().GetBody()); n != size {
 			t.Fatalf("unary reply of %d bytes, want %d", n, size)
+		}
+		e.finish(t, 0)
+	})
+}
+
+// TestServerGoAway: a gRPC server whose connections live 100ms
+// (MaxConnectionAge: GOAWAY, then the connection ends once its RPCs did)
+// while 4 clients on one connection each make 25 unary calls and 5
+// ping_pong streams one after another through the proxy, so that RPCs
+// are on their way as GOAWAYs come; each succeeds, over several of the
+// proxy's connections to the server, and the proxy counted the GOAWAYs.
+func TestServerGoAway(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		e := start(t, b, grpc.KeepaliveParams(keepalive.ServerParameters{
+			MaxConnectionAge: 100 * time.Millisecond, MaxConnectionAgeGrace: 5 * time.Second,
+		}))
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var wg sync.WaitGroup
+		errc := make(chan error, 4)
+		for w := range 4 {
+			wg.Go(func() {
+				for i := range 25 {
+					err := catch(func() {
+						interop.DoEmptyUnaryCall(ctx, e.tc)
+						if i%5 == 0 {
+							interop.DoPingPong(ctx, e.tc)
+						}
+					})
+					if err != nil {
+						errc <- fmt.Errorf("client %d, call %d: %w", w, i, err)
+						return
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			})
+		}
+		wg.Wait()
+		close(errc)
+		for err := range errc {
+			t.Error(err)
+		}
+		var goaways uint64
+		for _, s := range e.p.Totals().Servers {
+			goaways += s.H2GoAways
+		}
+		if conns := e.seen.conns.Load(); conns < 2 || goaways == 0 {
+			t.Errorf("%d connections to the server, %d GOAWAYs: want 2 or more, and some", conns, goaways)
 		}
 		e.finish(t, 0)
 	})
