@@ -28,12 +28,11 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
-// backends are the engine backends every test runs over, as the proxy's
-// own data-path tests do.
-var backends = []engine.Backend{engine.BackendURing, engine.BackendEpoll}
-
+// forBackends runs f as a subtest for each of the engine's backends
+// (the proxy's own data-path tests take uring and epoll; these few take
+// them all: busy polling and SQPOLL too).
 func forBackends(t *testing.T, f func(t *testing.T, b engine.Backend)) {
-	for _, b := range backends {
+	for _, b := range engine.Backends {
 		t.Run(string(b), func(t *testing.T) { f(t, b) })
 	}
 }
