@@ -362,34 +362,47 @@ func (r *http2Runner) run(ctx context.Context, arms []http2Arm) error {
 	}, func(n int) { r.total -= n })
 }
 
-// h2loadEdges are the CPU reads of the server and of h2load at the start
-// and the end of h2load's main duration.
+// h2loadEdges are the CPU reads of the server (the process h2load's
+// connections go to), of the upstream behind it (a proxy's, where there
+// is one) and of h2load at the start and the end of h2load's main
+// duration.
 type h2loadEdges struct {
-	server, client [2]cpuEdge
-	seen           int // edges read: 0, 1 or 2
+	server, upstream, client [2]cpuEdge
+	seen                     int // edges read: 0, 1 or 2
+}
+
+// start starts arm a's server on a free loopback port, pinned to the
+// server CPUs, and waits until its reply to a GET is verified (h2cCheck);
+// a server that cannot be started or does not serve is a startError.
+func (r *http2Runner) start(ctx context.Context, a http2Arm) (*proxyProc, error) {
+	listen, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	argv, err := a.argv(r.dir, listen)
+	if err != nil {
+		return nil, &startError{err}
+	}
+	p, err := startServing(ctx, argv, r.cfg.Env, r.cfg.ServerCPUs, listen, func() error { return h2cCheck(listen, r.cfg.Body) }, nil)
+	if err != nil {
+		return nil, &startError{err}
+	}
+	return p, nil
 }
 
 func (r *http2Runner) measure(ctx context.Context, a http2Arm, streams, rep int) (HTTP2Result, error) {
 	res := HTTP2Result{Arm: a.name, Streams: streams, Rep: rep}
-	listen, err := freePort()
+	p, err := r.start(ctx, a)
 	if err != nil {
 		return res, err
 	}
-	argv, err := a.argv(r.dir, listen)
-	if err != nil {
-		return res, &startError{err}
-	}
-	p, err := startServing(ctx, argv, r.cfg.Env, r.cfg.ServerCPUs, listen, func() error { return h2cCheck(listen, r.cfg.Body) }, nil)
-	if err != nil {
-		return res, &startError{err}
-	}
-	m, err := r.driver().measure(ctx, r.dir, listen, streams, p)
+	m, err := r.driver().measure(ctx, r.dir, p.addr, streams, p, 0)
 	if err != nil {
 		return res, err
 	}
 	res.Requests, res.AchievedRPS, res.Latency = m.requests, m.rps, m.latency
-	res.ServerUSPerReq, res.ServerCPUPercent, res.ServerCPUSource, res.ClientCPUPercent = m.usPerReq, m.cpuPercent, m.cpuSource, m.clientPercent
-	if n := m.cpuNote(fmt.Sprintf("%s streams %d rep %d", a.name, streams, rep), "server"); n != "" {
+	res.ServerUSPerReq, res.ServerCPUPercent, res.ServerCPUSource, res.ClientCPUPercent = m.server.usPerReq, m.server.percent, m.server.source, m.clientPercent
+	if n := m.cpuNote(fmt.Sprintf("%s streams %d rep %d", a.name, streams, rep), "server", m.server); n != "" {
 		r.report.Notes = append(r.report.Notes, n)
 	}
 	r.done++
@@ -417,25 +430,64 @@ type h2loadMeasure struct {
 	requests uint64
 	rps      float64
 	latency  Percentiles
-	// usPerReq, cpuPercent and cpuSource are the served process's CPU
-	// (proxyCPU); clientPercent h2load's, in percent of the client CPUs.
-	usPerReq, cpuPercent, clientPercent float64
-	cpuSource                           string
-	edges                               h2loadEdges
-	log                                 H2loadLog
+	// server and upstream are the CPU of the process serving h2load and
+	// of the upstream behind it; clientPercent h2load's, in percent of
+	// the client CPUs.
+	server, upstream cpuFigures
+	clientPercent    float64
+	edges            h2loadEdges
+	log              H2loadLog
+}
+
+// cpuFigures are a process's CPU over a measurement's window (windowCPU).
+type cpuFigures struct {
+	usPerReq, percent float64
+	// source is "schedstat" or "stat", as ProxyResult.ProxyCPUSource.
+	source string
+}
+
+// windowCPU is proxyCPU of the reads e at a window's edges, replies in
+// it, with where the CPU came from.
+func windowCPU(e [2]cpuEdge, replies uint64, window time.Duration) cpuFigures {
+	var f cpuFigures
+	var fine bool
+	f.usPerReq, f.percent, fine = proxyCPU(e[0], e[1], replies, window)
+	f.source = "stat"
+	if fine {
+		f.source = "schedstat"
+	}
+	return f
+}
+
+// readEdge reads the CPU of process pid (ProcessCPU) now; pid 0 is none,
+// an edge with the time only.
+func readEdge(pid int) cpuEdge {
+	var e cpuEdge
+	if pid != 0 {
+		e.g, e.err = Proc{}.ProcessCPU(pid)
+	}
+	e.at = time.Now()
+	return e
 }
 
 // measure runs h2load against listen with streams in flight per
 // connection, its log in dir, while reading the CPU of p (the process
-// serving listen, which it stops once h2load is done), and verifies every
-// request (verifyH2load).
-func (d h2loadDriver) measure(ctx context.Context, dir, listen string, streams int, p *proxyProc) (h2loadMeasure, error) {
+// serving listen, which it stops once h2load is done; nil for none: the
+// upstream serves h2load itself) and of process upstreamPID (0 for none),
+// and verifies every request (verifyH2load).
+func (d h2loadDriver) measure(ctx context.Context, dir, listen string, streams int, p *proxyProc, upstreamPID int) (h2loadMeasure, error) {
 	var m h2loadMeasure
 	logPath := filepath.Join(dir, "h2load.log")
 	defer os.Remove(logPath)
-	edges, out, err := d.run(ctx, listen, streams, logPath, p.cmd.Process.Pid)
-	if serr := p.stop(); serr != nil {
-		err = errors.Join(err, serr)
+	serverPID := 0
+	if p != nil {
+		serverPID = p.cmd.Process.Pid
+	}
+	edges, out, err := d.run(ctx, listen, streams, logPath, serverPID, upstreamPID)
+	if p != nil {
+		if serr := p.stop(); serr != nil {
+			err = errors.Join(err, serr)
+		}
 	}
 	if err != nil {
 		return m, err
@@ -458,30 +510,25 @@ func (d h2loadDriver) measure(ctx context.Context, dir, listen string, streams i
 		return m, err
 	}
 	m.requests, m.rps, m.latency, m.edges, m.log = sum.Done, float64(sum.Done)/d.window.Seconds(), h.Percentiles(), edges, lg
-	var fine bool
-	m.usPerReq, m.cpuPercent, fine = proxyCPU(edges.server[0], edges.server[1], sum.Done, d.window)
-	m.cpuSource = "stat"
-	if fine {
-		m.cpuSource = "schedstat"
-	}
+	m.server, m.upstream = windowCPU(edges.server, sum.Done, d.window), windowCPU(edges.upstream, sum.Done, d.window)
 	_, clientPct, _ := proxyCPU(edges.client[0], edges.client[1], sum.Done, d.window)
 	m.clientPercent = clientPct / float64(len(d.cpus))
 	return m, nil
 }
 
 // cpuNote returns a note on measurement what (its name in the notes) when
-// its CPU figures, of served (the process measured) and of h2load, are not
-// its window's, or "": when the reads at its edges were late
-// (lateEdgesNote), or when their times covered the window yet a side did
-// no work in it while requests were answered (a starved harness between
-// h2load's line and its read).
-func (m h2loadMeasure) cpuNote(what, served string) string {
-	if n := lateEdgesNote(what, served, m.edges.server[0].at, m.edges.server[1].at, m.log); n != "" {
+// its CPU figures, of served (the process measured, whose figures are f)
+// and of h2load, are not its window's, or "": when the reads at its edges
+// were late (lateEdgesNote), or when their times covered the window yet a
+// side did no work in it while requests were answered (a starved harness
+// between h2load's line and its read).
+func (m h2loadMeasure) cpuNote(what, served string, f cpuFigures) string {
+	if n := lateEdgesNote(what, served, m.edges.client[0].at, m.edges.client[1].at, m.log); n != "" {
 		return n
 	}
-	if m.requests > 0 && (m.usPerReq <= 0 || m.clientPercent <= 0) {
+	if m.requests > 0 && (f.usPerReq <= 0 || m.clientPercent <= 0) {
 		return fmt.Sprintf("%s: the harness read the CPU of a window with %d requests as %s %.2f µs/req and client %.0f%%, one of them none: starved, it read them off the window; its CPU figures are not that window's",
-			what, m.requests, served, m.usPerReq, m.clientPercent)
+			what, m.requests, served, f.usPerReq, m.clientPercent)
 	}
 	return ""
 }
@@ -526,11 +573,12 @@ func (d h2loadDriver) args(listen string, streams int, logPath string) []string 
 
 // run runs h2load against listen, pinned to the client CPUs in a
 // process group of its own, and returns its stdout and the CPU of the
-// server (process serverPID) and of h2load read when the last of its
-// threads began its main duration and when the first ended it, as it says
-// so on stdout. It is killed when ctx is done or when it runs a minute
-// past its warm-up and duration.
-func (d h2loadDriver) run(ctx context.Context, listen string, streams int, logPath string, serverPID int) (h2loadEdges, []byte, error) {
+// server (process serverPID), of the upstream (upstreamPID) and of h2load
+// read when the last of its threads began its main duration and when the
+// first ended it, as it says so on stdout (a pid 0 is not read: readEdge).
+// It is killed when ctx is done or when it runs a minute past its warm-up
+// and duration.
+func (d h2loadDriver) run(ctx context.Context, listen string, streams int, logPath string, serverPID, upstreamPID int) (h2loadEdges, []byte, error) {
 	var e h2loadEdges
 	argv := d.args(listen, streams, logPath)
 	cmd := exec.Command(argv[0], argv[1:]...)
@@ -557,10 +605,7 @@ func (d h2loadDriver) run(ctx context.Context, listen string, streams int, logPa
 		signalGroup(pid, syscall.SIGKILL)
 	}()
 	read := func(i int) {
-		at := time.Now()
-		e.server[i].g, e.server[i].err = Proc{}.ProcessCPU(serverPID)
-		e.client[i].g, e.client[i].err = Proc{}.ProcessCPU(pid)
-		e.server[i].at, e.client[i].at = at, at
+		e.server[i], e.upstream[i], e.client[i] = readEdge(serverPID), readEdge(upstreamPID), readEdge(pid)
 		e.seen++
 	}
 	var out []byte
@@ -591,7 +636,7 @@ func (d h2loadDriver) run(ctx context.Context, listen string, streams int, logPa
 	case e.seen < 2:
 		return e, out, fmt.Errorf("h2load did not say when its main duration started and ended (%q, %q)%s", h2loadMainStarted, h2loadMainOver, lastLines(out, 3))
 	}
-	return e, out, errors.Join(e.server[0].err, e.server[1].err, e.client[0].err, e.client[1].err)
+	return e, out, errors.Join(e.server[0].err, e.server[1].err, e.upstream[0].err, e.upstream[1].err, e.client[0].err, e.client[1].err)
 }
 
 // lastLines returns the last n lines of out, after ": ", or "".

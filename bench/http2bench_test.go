@@ -1,8 +1,6 @@
 package bench
 
 import (
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -101,20 +99,7 @@ func TestNginxHTTP2Config(t *testing.T) {
 	} {
 		hasLine(t, conf, want)
 	}
-	bin, err := exec.LookPath("nginx")
-	if err != nil {
-		t.Skip("nginx is not installed (apt-get install nginx): the config was not checked by nginx -t")
-	}
-	if err := nginxHTTP2(bin); err != nil {
-		t.Skipf("nginx -t not run: %v", err)
-	}
-	path := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(bin, "-t", "-c", path, "-p", dir, "-e", "stderr").CombinedOutput(); err != nil {
-		t.Fatalf("nginx -t: %v\n%s", err, out)
-	}
+	nginxCheck(t, dir, conf, nginxHTTP2)
 }
 
 func TestHTTP2Markdown(t *testing.T) {

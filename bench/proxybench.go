@@ -50,11 +50,24 @@ const (
 	// GETs (ProxyConfig.Streams in flight per connection), each answered
 	// by the upstream with a body of the payload's size.
 	ProxyProtocolH2 = "h2"
+	// ProxyProtocolH2H2 is ProxyProtocolH2 with HTTP/2 to the upstream
+	// too: the upstream is one of `spindle bench http2`'s h2c servers
+	// (ProxyConfig.UpstreamArm), each client stream forwarded as an
+	// HTTP/2 stream (spindle's pool protocol h2c, HAProxy's proto h2 on
+	// the server line, nginx's grpc_pass), and h2load can go straight to
+	// it (the direct arm).
+	ProxyProtocolH2H2 = "h2h2"
 )
 
 // ProxyProtocols are the protocols of `spindle bench proxy`, the default
 // first.
-var ProxyProtocols = []string{ProxyProtocolTCP, ProxyProtocolHTTP, ProxyProtocolH2}
+var ProxyProtocols = []string{ProxyProtocolTCP, ProxyProtocolHTTP, ProxyProtocolH2, ProxyProtocolH2H2}
+
+// h2Clients reports whether protocol's clients are h2load's HTTP/2 ones
+// (ProxyProtocolH2, ProxyProtocolH2H2), measured by measureH2.
+func h2Clients(protocol string) bool {
+	return protocol == ProxyProtocolH2 || protocol == ProxyProtocolH2H2
+}
 
 // proxyH2NoDirect is why ProxyProtocolH2 has no direct arm.
 const proxyH2NoDirect = "no direct arm with --protocol h2: the upstream (the bench server's echo) speaks HTTP/1.1 only, not h2c, so h2load cannot be pointed at it"
@@ -67,6 +80,9 @@ const (
 	DefaultProxyConns       = 50
 	DefaultProxyPayload     = 64
 	DefaultProxyUpstreamArm = "epoll"
+	// DefaultProxyH2UpstreamArm is the upstream with ProxyProtocolH2H2:
+	// a `spindle bench http2` arm.
+	DefaultProxyH2UpstreamArm = HTTP2ArmSpindleUring
 )
 
 // ProxyConfig configures `spindle bench proxy`: L4 or HTTP/1.1 proxies
@@ -74,8 +90,9 @@ const (
 // field selects its default.
 type ProxyConfig struct {
 	// Protocol is ProxyProtocolTCP (L4 proxies, the RPC echo),
-	// ProxyProtocolHTTP (HTTP/1.1 reverse proxies, keep-alive POSTs) or
-	// ProxyProtocolH2 (HTTP/2 clients under h2load, HTTP/1.1 upstream).
+	// ProxyProtocolHTTP (HTTP/1.1 reverse proxies, keep-alive POSTs),
+	// ProxyProtocolH2 (HTTP/2 clients under h2load, HTTP/1.1 upstream) or
+	// ProxyProtocolH2H2 (HTTP/2 clients under h2load, HTTP/2 upstream).
 	// Default ProxyProtocolTCP.
 	Protocol string
 	// Arms names the arms to run, in order; nil runs ProxyArms (without
@@ -90,17 +107,19 @@ type ProxyConfig struct {
 	// (ABAB…). Default 3.
 	Reps int
 	// Conns is the number of client connections, each with one request
-	// in flight (closed loop; with ProxyProtocolH2, h2load's -c). Default 50.
+	// in flight (closed loop; with ProxyProtocolH2 and ProxyProtocolH2H2,
+	// h2load's -c). Default 50.
 	Conns int
-	// Streams, with ProxyProtocolH2 only, lists the streams in flight per
-	// connection (h2load -m), each a load point of its own. Default
-	// DefaultHTTP2Streams.
+	// Streams, with ProxyProtocolH2 and ProxyProtocolH2H2 only, lists the
+	// streams in flight per connection (h2load -m), each a load point of
+	// its own. Default DefaultHTTP2Streams.
 	Streams []int
-	// H2load is the h2load program (ProxyProtocolH2). Default: "h2load"
-	// on PATH.
+	// H2load is the h2load program (ProxyProtocolH2, ProxyProtocolH2H2).
+	// Default: "h2load" on PATH.
 	H2load string
 	// Payload is the RPC payload size (the HTTP request and response
-	// body; with ProxyProtocolH2 the response body). Default 64.
+	// body; with ProxyProtocolH2 and ProxyProtocolH2H2 the response
+	// body). Default 64.
 	Payload int
 	// ProxyCPUs pins the proxy process (all its threads and workers).
 	// Default: the first CPU this process may run on.
@@ -108,15 +127,20 @@ type ProxyConfig struct {
 	// ClientCPUs pins the client threads (one per CPU). Default: the
 	// second CPU this process may run on (the first on a single CPU).
 	ClientCPUs []int
-	// UpstreamCPUs pins the upstream echo server. Default: ClientCPUs.
+	// UpstreamCPUs pins the upstream server. Default: ClientCPUs.
 	UpstreamCPUs []int
 	// UpstreamArm is the `spindle bench server` arm serving as the
-	// upstream; with ProxyProtocolHTTP one that answers HTTP/1.1 (go-net,
-	// epoll, uring). Default "epoll".
+	// upstream; with ProxyProtocolHTTP and ProxyProtocolH2 one that
+	// answers HTTP/1.1 (go-net, epoll, uring). Default "epoll". With
+	// ProxyProtocolH2H2 it is one of HTTP2Arms, the h2c servers of
+	// `spindle bench http2`; default DefaultProxyH2UpstreamArm.
 	UpstreamArm string
-	// UpstreamCommand starts the upstream echo server; the harness
-	// appends the server flags (-arm, -listen, -cpus, -control). Default:
-	// this executable with "bench server".
+	// UpstreamCommand starts the upstream server; the harness appends the
+	// server flags (-arm, -listen, -cpus, -control). Default: this
+	// executable with "bench server". With ProxyProtocolH2H2 it starts
+	// bench http2's servers (HTTP2Config.ServerCommand, whose flags the
+	// harness appends); default this executable with "bench
+	// http2-server".
 	UpstreamCommand []string
 	// ProxyCommand starts the spindle arms' proxy; the harness appends
 	// "-config FILE -drain 1s". Default: this executable with "proxy".
@@ -157,16 +181,16 @@ type ProxyReport struct {
 
 // ProxySettings are a proxy run's settings as measured.
 type ProxySettings struct {
-	// Protocol is the ProxyConfig.Protocol that ran ("tcp", "http" or
-	// "h2").
+	// Protocol is the ProxyConfig.Protocol that ran ("tcp", "http", "h2"
+	// or "h2h2").
 	Protocol string `json:"protocol"`
 	Conns    int    `json:"conns"`
-	// InFlight is the requests in flight per connection, or with "h2" per
-	// stream: 1 (closed loop).
+	// InFlight is the requests in flight per connection, or with "h2" and
+	// "h2h2" per stream: 1 (closed loop).
 	InFlight int `json:"inflight"`
-	// Streams, with "h2", are the streams in flight per connection
-	// measured (h2load -m), each a load point; ClientThreads h2load's
-	// threads; H2load what `h2load --version` says.
+	// Streams, with "h2" and "h2h2", are the streams in flight per
+	// connection measured (h2load -m), each a load point; ClientThreads
+	// h2load's threads; H2load what `h2load --version` says.
 	Streams       []int   `json:"streams,omitempty"`
 	ClientThreads int     `json:"client_threads,omitempty"`
 	H2load        string  `json:"h2load,omitempty"`
@@ -183,7 +207,8 @@ type ProxySettings struct {
 // ProxyResult is one measurement of one arm.
 type ProxyResult struct {
 	Arm string `json:"arm"`
-	// Streams is the streams per connection of an "h2" measurement.
+	// Streams is the streams per connection of an "h2" or "h2h2"
+	// measurement.
 	Streams int `json:"streams,omitempty"`
 	Rep     int `json:"rep"`
 	// AchievedRPS is verified replies in the window per second.
@@ -202,13 +227,20 @@ type ProxyResult struct {
 	// its threads changed during the window or schedstat is missing).
 	ProxyCPUSource string `json:"proxy_cpu_source,omitempty"`
 	// ProxyProcs is the number of processes counted.
-	ProxyProcs       int     `json:"proxy_procs"`
-	ClientCPUPercent float64 `json:"client_cpu_percent"`
+	ProxyProcs int `json:"proxy_procs"`
+	// UpstreamUSPerReq, UpstreamCPUPercent and UpstreamCPUSource are the
+	// upstream server's CPU over the same window, as the proxy's are
+	// counted (every thread of its process and of any children); with
+	// the direct arm, the upstream's alone.
+	UpstreamUSPerReq   float64 `json:"upstream_us_per_req"`
+	UpstreamCPUPercent float64 `json:"upstream_cpu_percent"`
+	UpstreamCPUSource  string  `json:"upstream_cpu_source,omitempty"`
+	ClientCPUPercent   float64 `json:"client_cpu_percent"`
 }
 
 // ProxySummaryRow is one arm's medians (with min and max) over the
-// repetitions (with "h2", at one streams value), and its ratios to the
-// first arm's medians (at the same streams).
+// repetitions (with "h2" and "h2h2", at one streams value), and its ratios
+// to the first arm's medians (at the same streams).
 type ProxySummaryRow struct {
 	Arm           string `json:"arm"`
 	Streams       int    `json:"streams,omitempty"`
@@ -220,14 +252,19 @@ type ProxySummaryRow struct {
 	ProxyUSPerReq Spread `json:"proxy_us_per_req"`
 	// ProxyCPUPercent is the median proxy CPU in percent of one CPU.
 	ProxyCPUPercent float64 `json:"proxy_cpu_percent"`
+	// UpstreamUSPerReq and UpstreamCPUPercent are the upstream's, as the
+	// proxy's.
+	UpstreamUSPerReq   Spread  `json:"upstream_us_per_req"`
+	UpstreamCPUPercent float64 `json:"upstream_cpu_percent"`
 	// ClientCPUPercent is the median client CPU.
 	ClientCPUPercent float64 `json:"client_cpu_percent"`
 	Unanswered       uint64  `json:"unanswered"`
 	// The ratios of this arm's medians to the first arm's (1 for the
 	// first arm; 0 where the first arm's figure is 0).
-	RPSRatio      float64 `json:"rps_ratio"`
-	P99Ratio      float64 `json:"p99_ratio"`
-	ProxyCPURatio float64 `json:"proxy_cpu_ratio"`
+	RPSRatio         float64 `json:"rps_ratio"`
+	P99Ratio         float64 `json:"p99_ratio"`
+	ProxyCPURatio    float64 `json:"proxy_cpu_ratio"`
+	UpstreamCPURatio float64 `json:"upstream_cpu_ratio"`
 }
 
 func (c ProxyConfig) withDefaults() (ProxyConfig, error) {
@@ -255,7 +292,7 @@ func (c ProxyConfig) withDefaults() (ProxyConfig, error) {
 	if c.Payload < MinPayload || c.Payload > MaxPayload {
 		return c, fmt.Errorf("bench: payload %d outside %d..%d", c.Payload, MinPayload, MaxPayload)
 	}
-	if c.Protocol == ProxyProtocolH2 {
+	if h2Clients(c.Protocol) {
 		if c.Streams == nil {
 			c.Streams = slices.Clone(DefaultHTTP2Streams)
 		}
@@ -268,7 +305,7 @@ func (c ProxyConfig) withDefaults() (ProxyConfig, error) {
 			c.H2load = "h2load"
 		}
 	} else if c.Streams != nil {
-		return c, fmt.Errorf("bench: streams are for the h2 protocol, not %s", c.Protocol)
+		return c, fmt.Errorf("bench: streams are for the h2 and h2h2 protocols, not %s", c.Protocol)
 	}
 	if c.Arms == nil {
 		c.Arms = slices.Clone(ProxyArms)
@@ -292,7 +329,12 @@ func (c ProxyConfig) withDefaults() (ProxyConfig, error) {
 	if err := checkOnline(online, "CPU", slices.Concat(c.ProxyCPUs, c.ClientCPUs, c.UpstreamCPUs)); err != nil {
 		return c, err
 	}
-	if c.UpstreamArm == "" {
+	switch {
+	case c.Protocol == ProxyProtocolH2H2 && c.UpstreamArm == "":
+		c.UpstreamArm = DefaultProxyH2UpstreamArm
+	case c.Protocol == ProxyProtocolH2H2 && !slices.Contains(HTTP2Arms, c.UpstreamArm):
+		return c, fmt.Errorf("bench: upstream arm %q: with the h2h2 protocol one of bench http2's (%s)", c.UpstreamArm, HTTP2ArmsFlag())
+	case c.UpstreamArm == "":
 		c.UpstreamArm = DefaultProxyUpstreamArm
 	}
 	if c.Progress == nil {
@@ -300,7 +342,11 @@ func (c ProxyConfig) withDefaults() (ProxyConfig, error) {
 	}
 	var err error
 	if len(c.UpstreamCommand) == 0 {
-		if c.UpstreamCommand, err = selfCommand("bench", "server"); err != nil {
+		server := "server"
+		if c.Protocol == ProxyProtocolH2H2 {
+			server = "http2-server"
+		}
+		if c.UpstreamCommand, err = selfCommand("bench", server); err != nil {
 			return c, err
 		}
 	}
@@ -356,8 +402,11 @@ func (r *proxyRunner) arm(name string) proxyArm {
 		if httpMode {
 			summary += fmt.Sprintf(", mode http, up to %d idle upstream connections kept (max_idle)", idle)
 		}
-		if cfg.Protocol == ProxyProtocolH2 {
+		switch cfg.Protocol {
+		case ProxyProtocolH2:
 			summary += ", h2c: true (HTTP/2 from the client, HTTP/1.1 to the upstream)"
+		case ProxyProtocolH2H2:
+			summary += ", h2c: true, the pool's protocol h2c (HTTP/2 from the client, each stream an HTTP/2 stream over multiplexed upstream connections)"
 		}
 		if accessLog {
 			name += "-log"
@@ -399,8 +448,11 @@ func (r *proxyRunner) arm(name string) proxyArm {
 		if httpMode {
 			summary = "HAProxy from the distribution, mode http with option http-keep-alive and http-reuse always (idle-pool fd ratios 100), nbthread 1 (-db: foreground)"
 		}
-		if cfg.Protocol == ProxyProtocolH2 {
+		switch cfg.Protocol {
+		case ProxyProtocolH2:
 			summary += ", the frontend's bind with proto h2 (HTTP/2 with prior knowledge), HTTP/1.1 to the upstream"
+		case ProxyProtocolH2H2:
+			summary += ", the frontend's bind and the server line with proto h2 (HTTP/2 with prior knowledge both sides, upstream connections shared by http-reuse always)"
 		}
 		if lookErr != nil {
 			lookErr = errors.New("haproxy is not installed (apt-get install haproxy)")
@@ -427,12 +479,18 @@ func (r *proxyRunner) arm(name string) proxyArm {
 			lookErr = errors.New("nginx is not installed (apt-get install nginx libnginx-mod-stream)")
 		case httpMode:
 			lookErr = nginxHTTPProxy(bin)
-			if lookErr == nil && cfg.Protocol == ProxyProtocolH2 {
+			if lookErr == nil && h2Clients(cfg.Protocol) {
 				lookErr = nginxHTTP2(bin)
 			}
 			summary = fmt.Sprintf("nginx from the distribution, http proxy module, keep-alive both sides (upstream keepalive %d, keepalive_requests %d), one process (master_process off, worker_processes 1)", idle, nginxKeepaliveRequests)
-			if cfg.Protocol == ProxyProtocolH2 {
+			switch cfg.Protocol {
+			case ProxyProtocolH2:
 				summary += ", `listen … http2` without ssl (HTTP/2 with prior knowledge), proxy_http_version 1.1 with an empty Connection field to the upstream"
+			case ProxyProtocolH2H2:
+				if lookErr == nil {
+					lookErr = nginxH2Upstream(bin)
+				}
+				summary = fmt.Sprintf("nginx from the distribution, `listen … http2` without ssl (HTTP/2 with prior knowledge), grpc_pass grpc:// to the upstream (nginx's only HTTP/2 to an upstream: one stream per upstream connection, kept alive: keepalive %d, keepalive_requests %d both sides), one process (master_process off, worker_processes 1)", idle, nginxKeepaliveRequests)
 			}
 		default:
 			mod, lookErr = nginxStream(bin)
@@ -448,7 +506,7 @@ func (r *proxyRunner) arm(name string) proxyArm {
 			},
 		}
 	}
-	a := proxyArm{name: ProxyArmDirect, summary: "no proxy: the client straight to the upstream (the floor)"}
+	a := proxyArm{name: ProxyArmDirect, summary: "no proxy: the client straight to the upstream (the floor; its CPU per request is the upstream's alone)"}
 	if cfg.Protocol == ProxyProtocolH2 {
 		a.unavailable = errors.New(proxyH2NoDirect)
 	}
@@ -456,24 +514,29 @@ func (r *proxyRunner) arm(name string) proxyArm {
 }
 
 // inFlight is the most requests a run has in flight: a connection's
-// streams (their most) on each connection with ProxyProtocolH2, else one
-// on each. The proxies keep as many idle upstream connections.
+// streams (their most) on each connection with ProxyProtocolH2 and
+// ProxyProtocolH2H2, else one on each. The proxies keep as many idle
+// upstream connections.
 func (r *proxyRunner) inFlight() int {
 	return r.cfg.Conns * max(slices.Max(append([]int{1}, r.cfg.Streams...)), 1)
 }
 
 // proxyRunner holds the state of one proxy run.
 type proxyRunner struct {
-	cfg            ProxyConfig
-	dir            string
-	upstream       *serverProc
+	cfg ProxyConfig
+	dir string
+	// upstream is the upstream server's address, upstreamPID its process
+	// (0 where the upstream is not a child of the run: some tests').
+	upstream       string
+	upstreamPID    int
 	report         *ProxyReport
 	warmup, window time.Duration
 	total, done    int
 }
 
-// RunProxy runs `spindle bench proxy`: one upstream echo server (this
-// binary's `bench server`), and in front of it each arm's proxy, started
+// RunProxy runs `spindle bench proxy`: one upstream server (this binary's
+// `bench server` echo, or with ProxyProtocolH2H2 a `bench http2` server),
+// and in front of it each arm's proxy, started
 // fresh, pinned to cfg.ProxyCPUs, for each measurement; arms alternate
 // within each repetition. Every reply is verified; a proxy that fails to
 // start in its arm's first measurement is a skipped arm (with the reason),
@@ -485,7 +548,7 @@ func RunProxy(ctx context.Context, cfg ProxyConfig) (*ProxyReport, error) {
 		return nil, err
 	}
 	var version []byte
-	if cfg.Protocol == ProxyProtocolH2 {
+	if h2Clients(cfg.Protocol) {
 		if version, err = exec.CommandContext(ctx, cfg.H2load, "--version").Output(); err != nil {
 			return nil, fmt.Errorf("bench: h2load (apt-get install nghttp2-client): %w", err)
 		}
@@ -503,8 +566,50 @@ func RunProxy(ctx context.Context, cfg ProxyConfig) (*ProxyReport, error) {
 			Streams: cfg.Streams, H2load: strings.TrimSpace(string(version)),
 		},
 	}}
-	if cfg.Protocol == ProxyProtocolH2 {
+	if h2Clients(cfg.Protocol) {
 		r.report.Config.ClientThreads = min(len(cfg.ClientCPUs), cfg.Conns)
+	}
+	stop, err := r.startUpstream(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("bench: upstream (%s arm): %w", cfg.UpstreamArm, err)
+	}
+	err = r.run(ctx, r.armSet())
+	if serr := stop(); serr != nil {
+		err = errors.Join(err, fmt.Errorf("bench: upstream: %w", serr))
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.finish()
+	return r.report, nil
+}
+
+// startUpstream starts the upstream server pinned to the upstream CPUs,
+// checked with a request of the run's protocol, and returns how to stop
+// it: `bench server`'s echo, which with ProxyProtocolH2 answers a GET with
+// a body of the payload's size, or with ProxyProtocolH2H2 the `bench
+// http2` server arm cfg.UpstreamArm, started as bench http2 starts it (its
+// files, nginx's config, in a directory of their own).
+func (r *proxyRunner) startUpstream(ctx context.Context) (stop func() error, err error) {
+	cfg := r.cfg
+	if cfg.Protocol == ProxyProtocolH2H2 {
+		h := &http2Runner{dir: filepath.Join(r.dir, "upstream"), cfg: HTTP2Config{
+			ServerCommand: cfg.UpstreamCommand, ServerCPUs: cfg.UpstreamCPUs, Body: cfg.Payload, Conns: r.inFlight(), Env: cfg.Env,
+		}}
+		if err := os.Mkdir(h.dir, 0o755); err != nil {
+			return nil, err
+		}
+		a := h.arm(cfg.UpstreamArm)
+		if a.unavailable != nil {
+			return nil, a.unavailable
+		}
+		p, err := h.start(ctx, a)
+		if err != nil {
+			return nil, err
+		}
+		r.upstream, r.upstreamPID = p.addr, p.cmd.Process.Pid
+		r.report.Notes = append(r.report.Notes, fmt.Sprintf("the upstream is bench http2's %s arm: %s", a.name, a.summary))
+		return p.stop, nil
 	}
 	upArgs := []string{"-arm", cfg.UpstreamArm, "-listen", "127.0.0.1:0", "-loops", "1", "-cpus", FormatCPUList(cfg.UpstreamCPUs), "-control"}
 	if cfg.Protocol == ProxyProtocolH2 {
@@ -513,22 +618,13 @@ func RunProxy(ctx context.Context, cfg ProxyConfig) (*ProxyReport, error) {
 	}
 	up, err := startServerProc(ctx, append(slices.Clone(cfg.UpstreamCommand), upArgs...), cfg.Env)
 	if err != nil {
-		return nil, fmt.Errorf("bench: upstream: %w", err)
-	}
-	r.upstream = up
-	if err = echoCheck(up.hello.Addr, r.framing(up.hello.Addr)); err != nil {
-		err = fmt.Errorf("bench: upstream (%s arm) does not answer %s: %w", cfg.UpstreamArm, r.loadProtocol(), err)
-	} else {
-		err = r.run(ctx, r.armSet())
-	}
-	if serr := up.stop(); serr != nil {
-		err = errors.Join(err, fmt.Errorf("bench: upstream: %w", serr))
-	}
-	if err != nil {
 		return nil, err
 	}
-	r.finish()
-	return r.report, nil
+	r.upstream, r.upstreamPID = up.hello.Addr, up.cmd.Process.Pid
+	if err := echoCheck(r.upstream, r.framing(r.upstream)); err != nil {
+		return nil, errors.Join(fmt.Errorf("does not answer %s: %w", r.loadProtocol(), err), up.stop())
+	}
+	return up.stop, nil
 }
 
 // armSet lists the arms asked for in the report and returns how each is
@@ -574,7 +670,7 @@ func (r *proxyRunner) run(ctx context.Context, arms []proxyArm) error {
 		return errors.New("bench: no proxy arm can run")
 	}
 	r.warmup, r.window = splitDuration(c.Duration, r.total)
-	if c.Protocol == ProxyProtocolH2 {
+	if h2Clients(c.Protocol) {
 		// h2load takes whole milliseconds.
 		r.warmup, r.window = r.warmup.Round(time.Millisecond), r.window.Round(time.Millisecond)
 	}
@@ -585,7 +681,7 @@ func (r *proxyRunner) run(ctx context.Context, arms []proxyArm) error {
 	return measureAlternating(ctx, "proxy", r.report.Arms, &r.report.Notes, c.Progress, c.Reps, points, func(i, point, rep int) error {
 		var res ProxyResult
 		var err error
-		if c.Protocol == ProxyProtocolH2 {
+		if h2Clients(c.Protocol) {
 			res, err = r.measureH2(ctx, arms[i], c.Streams[point], rep)
 			if err != nil {
 				return fmt.Errorf("bench: proxy %s streams %d rep %d: %w", arms[i].name, c.Streams[point], rep, err)
@@ -619,7 +715,8 @@ func freePort() (string, error) {
 }
 
 // loadProtocol is the load generator's protocol for the run's (with
-// ProxyProtocolH2, what the upstream is checked with).
+// ProxyProtocolH2, what the upstream is checked with; unused with
+// ProxyProtocolH2H2).
 func (r *proxyRunner) loadProtocol() string {
 	if r.cfg.Protocol != ProxyProtocolTCP {
 		return ProtocolHTTP
@@ -674,12 +771,12 @@ func (r *proxyRunner) startProxy(ctx context.Context, a proxyArm) (*proxyProc, e
 	if err != nil {
 		return nil, err
 	}
-	argv, err := a.argv(r.dir, listen, r.upstream.hello.Addr)
+	argv, err := a.argv(r.dir, listen, r.upstream)
 	if err != nil {
 		return nil, err
 	}
 	ready := func() error { return echoCheck(listen, r.framing(listen)) }
-	if r.cfg.Protocol == ProxyProtocolH2 {
+	if h2Clients(r.cfg.Protocol) {
 		ready = func() error { return h2cCheck(listen, r.cfg.Payload) }
 	}
 	return startServing(ctx, argv, r.cfg.Env, r.cfg.ProxyCPUs, listen, ready, a.check)
@@ -738,7 +835,7 @@ func (p *proxyProc) stop() error {
 	var early error
 	select {
 	case <-p.exited:
-		early = fmt.Errorf("the proxy exited during the run (%v): %s", p.err, strings.TrimSpace(p.errb.String()))
+		early = fmt.Errorf("%s exited during the run (%v): %s", p.cmd.Args[0], p.err, strings.TrimSpace(p.errb.String()))
 	default:
 	}
 	signalGroup(pgid, syscall.SIGTERM)
@@ -761,42 +858,37 @@ type cpuEdge struct {
 
 func (r *proxyRunner) measure(ctx context.Context, a proxyArm, rep int) (ProxyResult, error) {
 	res := ProxyResult{Arm: a.name, Rep: rep}
-	addr := r.upstream.hello.Addr
-	var p *proxyProc
-	if a.argv != nil {
-		var err error
-		if p, err = r.startProxy(ctx, a); err != nil {
-			return res, &startError{err}
-		}
-		addr = p.addr
+	addr, p, err := r.startArm(ctx, a)
+	if err != nil {
+		return res, err
+	}
+	proxyPID := 0
+	if p != nil {
+		proxyPID = p.cmd.Process.Pid
 	}
 	done := make(chan struct{})
-	edges := make(chan [2]cpuEdge, 1)
+	edges := make(chan [2][2]cpuEdge, 1) // the proxy's, the upstream's
 	lc := LoadConfig{
 		Addr: addr, Protocol: r.loadProtocol(), Conns: r.cfg.Conns, InFlight: 1, Payload: r.cfg.Payload, Warmup: r.warmup, Duration: r.window,
 		Threads: len(r.cfg.ClientCPUs), CPUs: r.cfg.ClientCPUs, Drain: drainFor(r.window), Block: r.clientBlocks(),
-	}
-	if p != nil {
-		pid := p.cmd.Process.Pid
-		lc.Window = func(start, end time.Time) {
+		Window: func(start, end time.Time) {
 			go func() {
-				var e [2]cpuEdge
+				var e [2][2]cpuEdge
 				for i, t := range []time.Time{start, end} {
 					if !waitUntil(done, t) {
 						return
 					}
-					e[i].g, e[i].err = Proc{}.ProcessCPU(pid)
-					e[i].at = time.Now()
+					e[0][i], e[1][i] = readEdge(proxyPID), readEdge(r.upstreamPID)
 				}
 				edges <- e
 			}()
-		}
+		},
 	}
 	load, err := RunLoad(ctx, lc)
-	var e [2]cpuEdge
-	if err == nil && p != nil {
+	var e [2][2]cpuEdge
+	if err == nil {
 		e = <-edges
-		err = errors.Join(e[0].err, e[1].err)
+		err = errors.Join(e[0][0].err, e[0][1].err, e[1][0].err, e[1][1].err)
 	}
 	close(done)
 	if p != nil {
@@ -812,52 +904,69 @@ func (r *proxyRunner) measure(ctx context.Context, a proxyArm, rep int) (ProxyRe
 	res.Unanswered = load.Unanswered
 	res.Latency = load.Hist.Percentiles()
 	res.ClientCPUPercent = load.ClientCPUPercent()
-	if p != nil {
-		res.ProxyProcs = len(e[1].g.PIDs)
-		if !slices.Equal(e[0].g.PIDs, e[1].g.PIDs) {
-			r.report.Notes = append(r.report.Notes, fmt.Sprintf("%s rep %d: the proxy's processes changed during the window (%v, then %v): the CPU of one that exited is not counted", a.name, rep, e[0].g.PIDs, e[1].g.PIDs))
-		}
-		var fine bool
-		res.ProxyUSPerReq, res.ProxyCPUPercent, fine = proxyCPU(e[0], e[1], load.Replies, load.Window)
-		res.ProxyCPUSource = "stat"
-		if fine {
-			res.ProxyCPUSource = "schedstat"
-		}
-	}
-	r.done++
-	fmt.Fprintf(r.cfg.Progress, "[%2d/%d] rep %d %-17s %8.0f req/s  p50 %7.1fµs  p99 %8.1fµs  p99.9 %8.1fµs  proxy %6.2fµs/req (%3.0f%% CPU)  client %3.0f%%\n",
-		r.done, r.total, rep, a.name, res.AchievedRPS, res.Latency.P50, res.Latency.P99, res.Latency.P999, res.ProxyUSPerReq, res.ProxyCPUPercent, res.ClientCPUPercent)
+	r.recordCPU(&res, fmt.Sprintf("%s rep %d", a.name, rep), p != nil, e[0], e[1], windowCPU(e[0], load.Replies, load.Window), windowCPU(e[1], load.Replies, load.Window))
 	return res, nil
 }
 
-// measureH2 measures arm a (a proxy: ProxyProtocolH2 has no direct arm)
-// with h2load, streams in flight on each connection, every request
-// verified (h2loadDriver.measure).
+// startArm starts arm a's proxy (startProxy) and returns the address
+// the clients go to: the proxy's, or with the direct arm (no proxy: p is
+// nil) the upstream's. A proxy that does not serve is a startError.
+func (r *proxyRunner) startArm(ctx context.Context, a proxyArm) (addr string, p *proxyProc, err error) {
+	if a.argv == nil {
+		return r.upstream, nil, nil
+	}
+	if p, err = r.startProxy(ctx, a); err != nil {
+		return "", nil, &startError{err}
+	}
+	return p.addr, p, nil
+}
+
+// measureH2 measures arm a with h2load (ProxyProtocolH2 and
+// ProxyProtocolH2H2), streams in flight on each connection, every request
+// verified (h2loadDriver.measure); the direct arm's h2load goes straight
+// to the upstream (ProxyProtocolH2H2's, which speaks h2c).
 func (r *proxyRunner) measureH2(ctx context.Context, a proxyArm, streams, rep int) (ProxyResult, error) {
 	res := ProxyResult{Arm: a.name, Streams: streams, Rep: rep}
-	p, err := r.startProxy(ctx, a)
+	addr, p, err := r.startArm(ctx, a)
 	if err != nil {
-		return res, &startError{err}
+		return res, err
 	}
 	d := h2loadDriver{h2load: r.cfg.H2load, threads: r.report.Config.ClientThreads, conns: r.cfg.Conns, cpus: r.cfg.ClientCPUs, warmup: r.warmup, window: r.window}
-	m, err := d.measure(ctx, r.dir, p.addr, streams, p)
+	m, err := d.measure(ctx, r.dir, addr, streams, p, r.upstreamPID)
 	if err != nil {
 		return res, err
 	}
 	res.Requests, res.AchievedRPS, res.Latency, res.ClientCPUPercent = m.requests, m.rps, m.latency, m.clientPercent
-	res.ProxyUSPerReq, res.ProxyCPUPercent, res.ProxyCPUSource = m.usPerReq, m.cpuPercent, m.cpuSource
-	res.ProxyProcs = len(m.edges.server[1].g.PIDs)
 	what := fmt.Sprintf("%s streams %d rep %d", a.name, streams, rep)
-	if !slices.Equal(m.edges.server[0].g.PIDs, m.edges.server[1].g.PIDs) {
-		r.report.Notes = append(r.report.Notes, fmt.Sprintf("%s: the proxy's processes changed during the window (%v, then %v): the CPU of one that exited is not counted", what, m.edges.server[0].g.PIDs, m.edges.server[1].g.PIDs))
+	served, f := "proxy", m.server
+	if p == nil {
+		served, f = "upstream", m.upstream
 	}
-	if n := m.cpuNote(what, "proxy"); n != "" {
+	if n := m.cpuNote(what, served, f); n != "" {
 		r.report.Notes = append(r.report.Notes, n)
 	}
-	r.done++
-	fmt.Fprintf(r.cfg.Progress, "[%2d/%d] rep %d streams %-3d %-17s %8.0f req/s  p50 %7.1fµs  p99 %8.1fµs  p99.9 %8.1fµs  proxy %6.2fµs/req (%3.0f%% CPU)  client %3.0f%%\n",
-		r.done, r.total, rep, streams, a.name, res.AchievedRPS, res.Latency.P50, res.Latency.P99, res.Latency.P999, res.ProxyUSPerReq, res.ProxyCPUPercent, res.ClientCPUPercent)
+	r.recordCPU(&res, what, p != nil, m.edges.server, m.edges.upstream, m.server, m.upstream)
 	return res, nil
+}
+
+// recordCPU puts the proxy's CPU (with proxied: the direct arm has none)
+// and the upstream's over measurement what's window into res, from the
+// reads at its edges and their figures, notes a change of the proxy's
+// processes during it, and writes its progress line.
+func (r *proxyRunner) recordCPU(res *ProxyResult, what string, proxied bool, proxy, upstream [2]cpuEdge, proxyF, upF cpuFigures) {
+	if proxied {
+		res.ProxyUSPerReq, res.ProxyCPUPercent, res.ProxyCPUSource = proxyF.usPerReq, proxyF.percent, proxyF.source
+		res.ProxyProcs = len(proxy[1].g.PIDs)
+		if !slices.Equal(proxy[0].g.PIDs, proxy[1].g.PIDs) {
+			r.report.Notes = append(r.report.Notes, fmt.Sprintf("%s: the proxy's processes changed during the window (%v, then %v): the CPU of one that exited is not counted", what, proxy[0].g.PIDs, proxy[1].g.PIDs))
+		}
+	}
+	if r.upstreamPID != 0 {
+		res.UpstreamUSPerReq, res.UpstreamCPUPercent, res.UpstreamCPUSource = upF.usPerReq, upF.percent, upF.source
+	}
+	r.done++
+	fmt.Fprintf(r.cfg.Progress, "[%2d/%d] %-34s %8.0f req/s  p50 %7.1fµs  p99 %8.1fµs  p99.9 %8.1fµs  proxy %6.2fµs/req (%3.0f%% CPU)  upstream %6.2fµs/req (%3.0f%% CPU)  client %3.0f%%\n",
+		r.done, r.total, what, res.AchievedRPS, res.Latency.P50, res.Latency.P99, res.Latency.P999, res.ProxyUSPerReq, res.ProxyCPUPercent, res.UpstreamUSPerReq, res.UpstreamCPUPercent, res.ClientCPUPercent)
 }
 
 // proxyCPU turns the group CPU read at two edges into µs per request and a
@@ -887,7 +996,7 @@ func (r *proxyRunner) finish() {
 	rep := r.report
 	rep.Summary = summarizeProxy(rep.Results)
 	rep.Seconds = time.Since(rep.Started).Seconds()
-	h2 := r.cfg.Protocol == ProxyProtocolH2
+	h2 := h2Clients(r.cfg.Protocol)
 	for _, res := range rep.Results {
 		what := fmt.Sprintf("%s rep %d", res.Arm, res.Rep)
 		if h2 {
@@ -914,7 +1023,7 @@ func (r *proxyRunner) finish() {
 	}
 	if h2 {
 		rep.Notes = append(rep.Notes, h2loadLogNote, h2loadVerifiedNote("proxy"))
-		if !slices.Contains(r.cfg.Arms, ProxyArmDirect) {
+		if r.cfg.Protocol == ProxyProtocolH2 && !slices.Contains(r.cfg.Arms, ProxyArmDirect) {
 			rep.Notes = append(rep.Notes, proxyH2NoDirect)
 		}
 	} else if r.clientBlocks() {
@@ -923,15 +1032,21 @@ func (r *proxyRunner) finish() {
 	if cpuOverlap(r.cfg.ProxyCPUs, slices.Concat(r.cfg.ClientCPUs, r.cfg.UpstreamCPUs)) {
 		rep.Notes = append(rep.Notes, "the proxy shares a CPU with the client or the upstream: figures include their contention")
 	}
-	coarse := 0
+	coarse, upCoarse := 0, 0
 	for _, res := range rep.Results {
 		if res.ProxyCPUSource == "stat" {
 			coarse++
 		}
+		if res.UpstreamCPUSource == "stat" {
+			upCoarse++
+		}
 	}
-	rep.Notes = append(rep.Notes, processCPUNote("proxy"))
+	rep.Notes = append(rep.Notes, processCPUNote("proxy")+"; the upstream's CPU is counted the same way, over the same windows")
 	if coarse > 0 {
 		rep.Notes = append(rep.Notes, coarseCPUNote(coarse, "proxy"))
+	}
+	if upCoarse > 0 {
+		rep.Notes = append(rep.Notes, coarseCPUNote(upCoarse, "upstream"))
 	}
 }
 
@@ -984,17 +1099,22 @@ func summarizeProxy(results []ProxyResult) []ProxySummaryRow {
 			ProxyUSPerReq:    spread(func(r ProxyResult) float64 { return r.ProxyUSPerReq }),
 			ProxyCPUPercent:  spread(func(r ProxyResult) float64 { return r.ProxyCPUPercent }).Median,
 			ClientCPUPercent: spread(func(r ProxyResult) float64 { return r.ClientCPUPercent }).Median,
+
+			UpstreamUSPerReq:   spread(func(r ProxyResult) float64 { return r.UpstreamUSPerReq }),
+			UpstreamCPUPercent: spread(func(r ProxyResult) float64 { return r.UpstreamCPUPercent }).Median,
 		}
 		for _, res := range g {
 			row.Unanswered += res.Unanswered
 		}
 		rows = append(rows, row)
 	}
-	// With "h2", ratios at each streams value (the others have 0 only).
+	// With "h2" and "h2h2", ratios at each streams value (the others have
+	// 0 only).
 	return ratiosByStreams(rows, func(r ProxySummaryRow) int { return r.Streams }, func(r *ProxySummaryRow, f ProxySummaryRow) {
 		r.RPSRatio = ratioOf(r.AchievedRPS.Median, f.AchievedRPS.Median)
 		r.P99Ratio = ratioOf(r.P99.Median, f.P99.Median)
 		r.ProxyCPURatio = ratioOf(r.ProxyUSPerReq.Median, f.ProxyUSPerReq.Median)
+		r.UpstreamCPURatio = ratioOf(r.UpstreamUSPerReq.Median, f.UpstreamUSPerReq.Median)
 	})
 }
 
@@ -1024,7 +1144,7 @@ func ProxyMarkdown(rep *ProxyReport) string {
 	fmt.Fprintf(&b, "# spindle bench proxy report: %s\n\n", proxyProtocolTitle(c.Protocol))
 	writeHostLine(&b, rep.Host)
 	fmt.Fprintf(&b, "- loopback; proxy CPUs %v, client CPUs %v, upstream (%s) CPUs %v\n", c.ProxyCPUs, c.ClientCPUs, c.UpstreamArm, c.UpstreamCPUs)
-	h2 := c.Protocol == ProxyProtocolH2
+	h2 := h2Clients(c.Protocol)
 	if h2 {
 		fmt.Fprintf(&b, "- %d connections × streams %v in flight each (%s, %d threads, closed loop), GET answered by the upstream with a %d-byte body, %d reps (arms alternated), each %.2fs warm-up + %.2fs measured; started %s, %.0fs\n\n",
 			c.Conns, c.Streams, c.H2load, c.ClientThreads, c.Payload, c.Reps, c.WarmupSeconds, c.WindowSeconds, rep.Started.Format("2006-01-02 15:04 UTC"), rep.Seconds)
@@ -1036,9 +1156,9 @@ func ProxyMarkdown(rep *ProxyReport) string {
 	if h2 {
 		same, streamsHead, streamsAlign = " at the same streams", " streams |", " ---: |"
 	}
-	b.WriteString("Medians over the repetitions with (min–max); latency in µs; proxy CPU in µs per request (run time of every thread of the proxy's processes) and in percent of a CPU; client CPU in percent of the client CPUs; ratios to the first arm's medians" + same + ".\n\n")
-	b.WriteString("| arm |" + streamsHead + " req/s | p50 | p99 | p99.9 | proxy CPU µs/req | proxy CPU % | client CPU % | req/s ratio | p99 ratio | proxy CPU ratio |\n")
-	b.WriteString("| --- |" + streamsAlign + " ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("Medians over the repetitions with (min–max); latency in µs; proxy and upstream CPU in µs per request (run time of every thread of the proxy's, or the upstream's, processes) and in percent of a CPU; client CPU in percent of the client CPUs; ratios to the first arm's medians" + same + ".\n\n")
+	b.WriteString("| arm |" + streamsHead + " req/s | p50 | p99 | p99.9 | proxy CPU µs/req | proxy CPU % | upstream CPU µs/req | upstream CPU % | client CPU % | req/s ratio | p99 ratio | proxy CPU ratio | upstream CPU ratio |\n")
+	b.WriteString("| --- |" + streamsAlign + " ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, s := range rep.Summary {
 		pct := "—"
 		if s.Arm != ProxyArmDirect {
@@ -1048,8 +1168,8 @@ func ProxyMarkdown(rep *ProxyReport) string {
 		if h2 {
 			streams = fmt.Sprintf(" %d |", s.Streams)
 		}
-		fmt.Fprintf(&b, "| %s |%s %s | %s | %s | %s | %s | %s | %.0f | %.2f | %.2f | %s |\n", s.Arm, streams, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
-			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), cpuCell(s), pct, s.ClientCPUPercent, s.RPSRatio, s.P99Ratio, ratioCell(s))
+		fmt.Fprintf(&b, "| %s |%s %s | %s | %s | %s | %s | %s | %s | %.0f | %.0f | %.2f | %.2f | %s | %.2f |\n", s.Arm, streams, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
+			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), cpuCell(s), pct, fmtSpread(s.UpstreamUSPerReq, 2), s.UpstreamCPUPercent, s.ClientCPUPercent, s.RPSRatio, s.P99Ratio, ratioCell(s), s.UpstreamCPURatio)
 	}
 	writeArmsAndNotes(&b, rep.Arms, rep.Notes)
 	return b.String()
@@ -1071,20 +1191,20 @@ func ratioCell(s ProxySummaryRow) string {
 
 // WriteProxyTable prints rep's summary as a plain-text table.
 func WriteProxyTable(w io.Writer, rep *ProxyReport) {
-	h2 := rep.Config.Protocol == ProxyProtocolH2
+	h2 := h2Clients(rep.Config.Protocol)
 	same, streamsHead := "", ""
 	if h2 {
 		same, streamsHead = " at the same streams", fmt.Sprintf(" %7s", "streams")
 	}
-	fmt.Fprintf(w, "\nbench proxy, %s, loopback, %d reps, medians (min–max); latency in µs, proxy CPU in µs per request; ratios to %s%s\n", proxyProtocolTitle(rep.Config.Protocol), rep.Config.Reps, firstArm(rep), same)
-	fmt.Fprintf(w, "%-17s%s %-22s %-20s %-20s %-20s %-18s %7s %7s %7s %7s\n", "arm", streamsHead, "req/s", "p50", "p99", "p99.9", "proxy µs/req", "client%", "rps×", "p99×", "cpu×")
+	fmt.Fprintf(w, "\nbench proxy, %s, loopback, %d reps, medians (min–max); latency in µs, proxy and upstream CPU in µs per request; ratios to %s%s\n", proxyProtocolTitle(rep.Config.Protocol), rep.Config.Reps, firstArm(rep), same)
+	fmt.Fprintf(w, "%-17s%s %-22s %-20s %-20s %-20s %-18s %-18s %7s %7s %7s %7s %7s\n", "arm", streamsHead, "req/s", "p50", "p99", "p99.9", "proxy µs/req", "upstream µs/req", "client%", "rps×", "p99×", "cpu×", "up cpu×")
 	for _, s := range rep.Summary {
 		streams := ""
 		if h2 {
 			streams = fmt.Sprintf(" %7d", s.Streams)
 		}
-		fmt.Fprintf(w, "%-17s%s %-22s %-20s %-20s %-20s %-18s %7.0f %7.2f %7.2f %7s\n", s.Arm, streams, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
-			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), cpuCell(s), s.ClientCPUPercent, s.RPSRatio, s.P99Ratio, ratioCell(s))
+		fmt.Fprintf(w, "%-17s%s %-22s %-20s %-20s %-20s %-18s %-18s %7.0f %7.2f %7.2f %7s %7.2f\n", s.Arm, streams, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
+			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), cpuCell(s), fmtSpread(s.UpstreamUSPerReq, 2), s.ClientCPUPercent, s.RPSRatio, s.P99Ratio, ratioCell(s), s.UpstreamCPURatio)
 	}
 	for _, n := range rep.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
@@ -1099,6 +1219,8 @@ func proxyProtocolTitle(protocol string) string {
 		return "HTTP/1.1 reverse proxies (keep-alive POSTs, echoed)"
 	case ProxyProtocolH2:
 		return "HTTP/2 clients (h2c, prior knowledge) under h2load through reverse proxies to an HTTP/1.1 upstream"
+	case ProxyProtocolH2H2:
+		return "HTTP/2 clients (h2c, prior knowledge) under h2load through reverse proxies to an HTTP/2 (h2c) upstream"
 	}
 	return "L4 TCP proxies (RPC echo)"
 }

@@ -64,7 +64,7 @@ func TestStartPinned(t *testing.T) {
 // every reply is verified by the load generator (a wrong echo, or in HTTP
 // a proxy closing a connection, fails the run), every request is
 // answered, the report says the protocol, and each arm that ran has a row
-// with a nonzero rate and, for a proxy, nonzero CPU. A proxy that is not
+// with a nonzero rate and upstream CPU and, for a proxy, nonzero CPU. A proxy that is not
 // installed skips its check with the package to install.
 func TestRunProxyPeers(t *testing.T) {
 	skipUnlessLinux(t)
@@ -175,6 +175,9 @@ func peerLate(arm string, s ProxySummaryRow) string {
 	}
 	if arm != ProxyArmDirect && s.ProxyUSPerReq.Median <= 0 {
 		return fmt.Sprintf("proxy CPU %v µs/req", s.ProxyUSPerReq.Median)
+	}
+	if s.UpstreamUSPerReq.Median <= 0 {
+		return fmt.Sprintf("upstream CPU %v µs/req", s.UpstreamUSPerReq.Median)
 	}
 	return ""
 }
@@ -353,7 +356,7 @@ func reuseRun(t *testing.T, name string, cfg ProxyConfig, conns int, window time
 		if _, err := exec.LookPath(name); err != nil {
 			t.Skipf("%s is not installed (apt-get install %s)", name, name)
 		}
-		r := &proxyRunner{cfg: cfg, dir: t.TempDir(), upstream: &serverProc{hello: childHello{Addr: up.Addr().String()}}}
+		r := &proxyRunner{cfg: cfg, dir: t.TempDir(), upstream: up.Addr().String()}
 		p, err := r.startProxy(context.Background(), r.arm(name))
 		if err != nil {
 			t.Fatal(err)
@@ -399,40 +402,64 @@ func startSpindleHTTPProxy(t *testing.T, backend, upstream string, cpu, conns in
 }
 
 // TestRunProxyH2 runs every arm of `spindle bench proxy --protocol h2`
-// (the spindle arms are this test binary as the proxy, proxyChildEnv set
-// by env(1) for the proxy alone) for a short run at
-// streams 1 and 4: h2load's GETs through each proxy to the HTTP/1.1 echo,
-// every request verified (h2load's summary and log: all 2xx on streams
-// closed cleanly, bodies against their content-length; each proxy's first
-// reply checked whole), and a row per arm and streams with a nonzero rate
-// and proxy CPU (measured again alone, for longer, where a starved proxy
-// answered nothing in its window). haproxy or nginx not installed skips its check with the
-// package to install; one skipped though installed fails.
+// and of --protocol h2h2 (the spindle arms are this test binary as the
+// proxy, proxyChildEnv set by env(1) for the proxy alone, which wins over
+// the upstream's environment it inherits too) for a short run at streams 1
+// and 4: h2load's GETs through each proxy, with h2 to the HTTP/1.1 echo,
+// with h2h2 to bench http2's go-net-http h2c server (and straight to it:
+// the direct arm), every request verified (h2load's summary and log: all
+// 2xx on streams closed cleanly, bodies against their content-length;
+// each proxy's first reply checked whole), and a row per arm and streams
+// with a nonzero rate, proxy CPU (none for direct) and upstream CPU
+// (measured again alone, for longer, where a starved proxy answered
+// nothing in its window). haproxy or nginx not installed skips its check
+// with the package to install; one skipped though installed fails. The
+// spindle arms of h2h2 are skipped, with the proxy's refusal as the reason,
+// exactly while the proxy's parser has no pools[].protocol.
 func TestRunProxyH2(t *testing.T) {
 	needH2load(t)
+	for _, tc := range []struct {
+		protocol, title string
+		arms            int
+	}{
+		{ProxyProtocolH2, "# spindle bench proxy report: HTTP/2 clients (h2c, prior knowledge) under h2load through reverse proxies to an HTTP/1.1 upstream", len(ProxyArms) - 1},
+		{ProxyProtocolH2H2, "# spindle bench proxy report: HTTP/2 clients (h2c, prior knowledge) under h2load through reverse proxies to an HTTP/2 (h2c) upstream", len(ProxyArms)},
+	} {
+		t.Run(tc.protocol, func(t *testing.T) { runProxyH2(t, tc.protocol, tc.title, tc.arms) })
+	}
+}
+
+func runProxyH2(t *testing.T, protocol, title string, arms int) {
 	argv, env := testChildCommand()
+	upstreamArm := ""
+	if protocol == ProxyProtocolH2H2 {
+		env[0], upstreamArm = http2ChildEnv+"=1", HTTP2ArmGoNetHTTP
+	}
 	run := func(arms []string, streams []int, d time.Duration) (*ProxyReport, error) {
 		return RunProxy(context.Background(), ProxyConfig{
-			Protocol: ProxyProtocolH2, Arms: arms, Streams: streams, Duration: d, Reps: 1, Conns: 4,
+			Protocol: protocol, Arms: arms, Streams: streams, Duration: d, Reps: 1, Conns: 4, UpstreamArm: upstreamArm,
 			UpstreamCommand: argv, ProxyCommand: []string{"env", proxyChildEnv + "=1", os.Args[0]}, Env: env,
 		})
 	}
-	rep, err := run(nil, []int{1, 4}, 4*time.Second)
+	rep, err := run(nil, []int{1, 4}, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Schema != ProxySchema || rep.Config.Protocol != ProxyProtocolH2 || !slices.Equal(rep.Config.Streams, []int{1, 4}) || rep.Config.H2load == "" || len(rep.Arms) != len(ProxyArms)-1 {
+	if rep.Schema != ProxySchema || rep.Config.Protocol != protocol || !slices.Equal(rep.Config.Streams, []int{1, 4}) || rep.Config.H2load == "" || len(rep.Arms) != arms {
 		t.Fatalf("report: schema %q, protocol %q, streams %v, h2load %q, arms %+v", rep.Schema, rep.Config.Protocol, rep.Config.Streams, rep.Config.H2load, rep.Arms)
 	}
-	if !slices.Contains(rep.Notes, proxyH2NoDirect) || !slices.Contains(rep.Notes, h2loadVerifiedNote("proxy")) {
-		t.Errorf("notes lack why there is no direct arm, or how requests were verified: %q", rep.Notes)
+	if !slices.Contains(rep.Notes, h2loadVerifiedNote("proxy")) || slices.Contains(rep.Notes, proxyH2NoDirect) != (protocol == ProxyProtocolH2) {
+		t.Errorf("notes lack how requests were verified, or say there is no direct arm where there is: %q", rep.Notes)
 	}
 	md := ProxyMarkdown(rep)
-	if !strings.HasPrefix(md, "# spindle bench proxy report: HTTP/2 clients") || !strings.Contains(md, "| arm | streams | req/s |") {
+	if !strings.HasPrefix(md, title) || !strings.Contains(md, "| arm | streams | req/s |") || !strings.Contains(md, "| upstream CPU µs/req |") {
 		t.Errorf("markdown:\n%s", md)
 	}
 	for _, a := range rep.Arms {
 		t.Run(a.Name, func(t *testing.T) {
+			if protocol == ProxyProtocolH2H2 && strings.HasPrefix(a.Name, "spindle-") {
+				skipSpindleH2H2(t, a)
+			}
 			skipMissingTool(t, a)
 			for _, streams := range rep.Config.Streams {
 				i := slices.IndexFunc(rep.Summary, func(s ProxySummaryRow) bool { return s.Arm == a.Name && s.Streams == streams })
@@ -443,11 +470,11 @@ func TestRunProxyH2(t *testing.T) {
 				// answered nothing in its 0.4 s window (which passes
 				// verification): measured again, alone, for longer.
 				s := rep.Summary[i]
-				for d := time.Second; s.AchievedRPS.Median <= 0 || s.ProxyUSPerReq.Median <= 0; d *= 2 {
+				for d := time.Second; h2RowLate(s) != ""; d *= 2 {
 					if d > 2*time.Second {
-						t.Fatalf("%d streams: %.0f req/s, %.2f µs/req of proxy CPU", streams, s.AchievedRPS.Median, s.ProxyUSPerReq.Median)
+						t.Fatalf("%d streams: %s", streams, h2RowLate(s))
 					}
-					t.Logf("%d streams: %.0f req/s, %.2f µs/req of proxy CPU; measuring it alone for %v", streams, s.AchievedRPS.Median, s.ProxyUSPerReq.Median, d)
+					t.Logf("%d streams: %s; measuring it alone for %v", streams, h2RowLate(s), d)
 					again, err := run([]string{a.Name}, []int{streams}, d)
 					if err != nil {
 						t.Fatal(err)
@@ -463,4 +490,30 @@ func TestRunProxyH2(t *testing.T) {
 			}
 		})
 	}
+}
+
+// h2RowLate says what of an h2 or h2h2 summary row s shows that its proxy
+// or upstream did not serve in time, or that a figure is missing (the
+// direct arm's proxy CPU is 0, the others' not), or returns "".
+func h2RowLate(s ProxySummaryRow) string {
+	if s.AchievedRPS.Median <= 0 || s.UpstreamUSPerReq.Median <= 0 || (s.Arm != ProxyArmDirect) != (s.ProxyUSPerReq.Median > 0) {
+		return fmt.Sprintf("%.0f req/s, %.2f µs/req of proxy CPU, %.2f µs/req of upstream CPU", s.AchievedRPS.Median, s.ProxyUSPerReq.Median, s.UpstreamUSPerReq.Median)
+	}
+	return ""
+}
+
+// skipSpindleH2H2 skips the test of spindle arm a of an h2h2 run while the
+// proxy refuses its config's pools[].protocol (not yet in the proxy),
+// checking that the arm was skipped for that, in the proxy's words; once
+// the proxy takes the config, the arm must have run.
+func skipSpindleH2H2(t *testing.T, a ArmInfo) {
+	t.Helper()
+	err := spindleH2H2Refused(SpindleProxyConfig(ProxyProtocolH2H2, strings.TrimPrefix(a.Name, "spindle-"), "127.0.0.1:1", "127.0.0.1:2", 0, 1))
+	if err == nil {
+		return
+	}
+	if !strings.Contains(a.Skipped, "field protocol not found in type proxy.PoolConfig") {
+		t.Fatalf("the proxy refuses the h2h2 config (%v), yet the arm was not skipped for it: skipped %q", err, a.Skipped)
+	}
+	t.Skipf("skipped as it must be until the proxy has pools[].protocol: %s", a.Skipped)
 }

@@ -91,8 +91,13 @@ func TestHAProxyConfig(t *testing.T) {
 		t.Run(protocol, func(t *testing.T) {
 			text := HAProxyConfig(protocol, "127.0.0.1:4000", "127.0.0.1:5000", 50)
 			want := []string{"nbthread 1", "maxconn 114", "mode tcp", "bind 127.0.0.1:4000", "server s1 127.0.0.1:5000", "default_backend upstream", "timeout client 5m", "timeout server 5m"}
-			if protocol == ProxyProtocolH2 {
+			if protocol == ProxyProtocolH2 || protocol == ProxyProtocolH2H2 {
 				want[3] = "bind 127.0.0.1:4000 proto h2"
+			}
+			if protocol == ProxyProtocolH2H2 {
+				want[4] = "server s1 127.0.0.1:5000 proto h2"
+			} else if strings.Contains(text, "5000 proto h2") {
+				t.Errorf("HTTP/2 to the upstream in the %s config:\n%s", protocol, text)
 			}
 			if protocol != ProxyProtocolTCP {
 				want = append(want[:2], append([]string{"mode http", "option http-keep-alive", "http-reuse always", "tune.pool-low-fd-ratio 100", "tune.pool-high-fd-ratio 100"}, want[3:]...)...)
@@ -166,12 +171,23 @@ func TestNginxHTTPConfig(t *testing.T) {
 	if strings.Contains(text, "load_module") || strings.Contains(text, "stream {") {
 		t.Errorf("the stream module in the HTTP config:\n%s", text)
 	}
+	nginxCheck(t, dir, text, nginxHTTPProxy)
+}
+
+// nginxCheck runs nginx -t on config text, written as dir/nginx.conf
+// (the config's prefix), and fails the test where nginx refuses it. It
+// skips the test with the reason where nginx is not installed, or where
+// has (when set) says the nginx found lacks what the config needs.
+func nginxCheck(t *testing.T, dir, text string, has func(nginx string) error) {
+	t.Helper()
 	bin, err := exec.LookPath("nginx")
 	if err != nil {
 		t.Skip("nginx is not installed (apt-get install nginx): the config was not checked by nginx -t")
 	}
-	if err := nginxHTTPProxy(bin); err != nil {
-		t.Skipf("nginx -t not run: %v", err)
+	if has != nil {
+		if err := has(bin); err != nil {
+			t.Skipf("nginx -t not run: %v", err)
+		}
 	}
 	path := filepath.Join(dir, "nginx.conf")
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
@@ -334,7 +350,8 @@ func TestProxyCPU(t *testing.T) {
 // TestSummarizeProxy checks medians and the ratios to the first arm.
 func TestSummarizeProxy(t *testing.T) {
 	res := func(arm string, rps, p99, cpu float64) ProxyResult {
-		return ProxyResult{Arm: arm, AchievedRPS: rps, Latency: Percentiles{P99: p99}, ProxyUSPerReq: cpu}
+		// The upstream's CPU: twice the proxy's, plus one.
+		return ProxyResult{Arm: arm, AchievedRPS: rps, Latency: Percentiles{P99: p99}, ProxyUSPerReq: cpu, UpstreamUSPerReq: 2*cpu + 1, UpstreamCPUPercent: rps / 10}
 	}
 	rows := summarizeProxy([]ProxyResult{
 		res("a", 100, 10, 4), res("b", 50, 30, 8), res("direct", 200, 5, 0),
@@ -354,6 +371,9 @@ func TestSummarizeProxy(t *testing.T) {
 	if d.ProxyCPURatio != 0 || d.RPSRatio != 2.1 {
 		t.Errorf("direct: %+v", d)
 	}
+	if b.UpstreamUSPerReq != (Spread{Median: 15, Min: 13, Max: 17}) || b.UpstreamCPUPercent != 5.5 || a.UpstreamCPURatio != 1 || b.UpstreamCPURatio != 15.0/9 || d.UpstreamCPURatio != 1.0/9 {
+		t.Errorf("upstream CPU: a %+v, b %+v, direct %+v", a, b, d)
+	}
 }
 
 func TestProxyConfigRefuses(t *testing.T) {
@@ -368,6 +388,9 @@ func TestProxyConfigRefuses(t *testing.T) {
 		{Protocol: ProxyProtocolHTTP, Streams: []int{1}},
 		{Protocol: ProxyProtocolH2, Streams: []int{1, 1}},
 		{Protocol: ProxyProtocolH2, Streams: []int{0}},
+		{Protocol: ProxyProtocolH2H2, Streams: []int{1, 1}},
+		{Protocol: ProxyProtocolH2H2, UpstreamArm: "epoll"},
+		{Protocol: ProxyProtocolH2H2, UpstreamArm: "test-503-after-first"},
 	} {
 		if _, err := c.withDefaults(); err == nil {
 			t.Errorf("%+v: no error", c)
@@ -502,6 +525,10 @@ func TestEchoCheck(t *testing.T) {
 func TestSpindleProxyLogConfig(t *testing.T) {
 	for _, protocol := range ProxyProtocols {
 		text := spindleProxyConfig(protocol, "uring", "127.0.0.1:4000", "127.0.0.1:5000", 1, 50, "/tmp/x y/access.log")
+		if err := spindleH2H2Refused(text); protocol == ProxyProtocolH2H2 && err != nil {
+			t.Logf("%s: the proxy has no pools[].protocol yet: %v", protocol, err)
+			continue
+		}
 		cfg, err := proxy.ParseConfig([]byte(text))
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", protocol, err, text)
@@ -556,18 +583,8 @@ func TestProxyH2Configs(t *testing.T) {
 	if strings.Contains(ng, "load_module") {
 		t.Errorf("the h2 nginx config loads the stream module:\n%s", ng)
 	}
-	bin, err := exec.LookPath("nginx")
-	if err != nil {
-		t.Skip("nginx is not installed (apt-get install nginx): the h2 config was not checked by nginx -t")
-	}
 	dir := t.TempDir()
-	path := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(path, []byte(NginxConfig(ProxyProtocolH2, dir, "", "127.0.0.1:4000", "127.0.0.1:5000", 500)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(bin, "-t", "-c", path, "-p", dir, "-e", "stderr").CombinedOutput(); err != nil {
-		t.Fatalf("nginx -t: %v\n%s", err, out)
-	}
+	nginxCheck(t, dir, NginxConfig(ProxyProtocolH2, dir, "", "127.0.0.1:4000", "127.0.0.1:5000", 500), nil)
 }
 
 // TestProxyH2Defaults checks the h2 protocol's defaults: streams 1 and 10,
@@ -599,4 +616,105 @@ func TestProxyH2Defaults(t *testing.T) {
 	if got := (&proxyRunner{cfg: http}).inFlight(); got != DefaultProxyConns {
 		t.Errorf("http: in flight %d, want %d", got, DefaultProxyConns)
 	}
+}
+
+// TestProxyH2H2Configs checks the h2h2 protocol's configs: each proxy
+// takes HTTP/2 with prior knowledge on its listener as the h2 protocol's
+// do and speaks HTTP/2 to the upstream: spindle's pool with protocol h2c,
+// HAProxy's server line with proto h2, nginx's grpc_pass (its only way to
+// an HTTP/2 upstream) with upstream keep-alive, and no HTTP/1.1 proxy
+// settings. nginx -t checks nginx's where installed (TestHAProxyConfig
+// runs haproxy -c on HAProxy's); the proxy's parser the spindle one where
+// it knows pools[].protocol.
+func TestProxyH2H2Configs(t *testing.T) {
+	text := SpindleProxyConfig(ProxyProtocolH2H2, "uring", "127.0.0.1:4000", "127.0.0.1:5000", 1, 500)
+	for _, want := range []string{"mode: http", "h2c: true", "max_idle: 500", "protocol: h2c", `servers: ["127.0.0.1:5000"]`} {
+		hasLine(t, text, want)
+	}
+	for _, other := range ProxyProtocols {
+		if other != ProxyProtocolH2H2 && strings.Contains(SpindleProxyConfig(other, "uring", "127.0.0.1:4000", "127.0.0.1:5000", 1, 50), "protocol:") {
+			t.Errorf("the %s protocol's spindle config names the pool's protocol", other)
+		}
+	}
+	checkSpindleH2H2Config(t, text)
+	ha := HAProxyConfig(ProxyProtocolH2H2, "127.0.0.1:4000", "127.0.0.1:5000", 500)
+	for _, want := range []string{"bind 127.0.0.1:4000 proto h2", "server s1 127.0.0.1:5000 proto h2", "mode http", "option http-keep-alive", "http-reuse always", "maxconn 564"} {
+		hasLine(t, ha, want)
+	}
+	dir := t.TempDir()
+	ng := NginxConfig(ProxyProtocolH2H2, dir, "/mod.so", "127.0.0.1:4000", "127.0.0.1:5000", 500)
+	for _, want := range []string{"listen 127.0.0.1:4000 http2;", "upstream u {", "server 127.0.0.1:5000;", "keepalive 500;", "grpc_pass grpc://u;"} {
+		hasLine(t, ng, want)
+	}
+	for _, not := range []string{"load_module", "proxy_pass", "proxy_http_version"} {
+		if strings.Contains(ng, not) {
+			t.Errorf("the h2h2 nginx config has %s:\n%s", not, ng)
+		}
+	}
+	if strings.Contains(NginxConfig(ProxyProtocolH2, dir, "", "127.0.0.1:4000", "127.0.0.1:5000", 500), "grpc_pass") {
+		t.Error("the h2 protocol's nginx config has grpc_pass")
+	}
+	nginxCheck(t, dir, ng, nginxH2Upstream)
+}
+
+// TestProxyH2H2Defaults checks the h2h2 protocol's defaults: streams 1 and
+// 10, every arm with direct (the upstream speaks h2c), bench http2's
+// spindle-uring arm as the upstream, started as this binary's `bench
+// http2-server`; the proxies keep an idle upstream connection per stream
+// in flight, as with h2.
+func TestProxyH2H2Defaults(t *testing.T) {
+	cfg, err := ProxyConfig{Protocol: ProxyProtocolH2H2, ProxyCommand: []string{"/nonexistent"}}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cfg.Streams, DefaultHTTP2Streams) || !slices.Equal(cfg.Arms, ProxyArms) || cfg.H2load != "h2load" || cfg.UpstreamArm != HTTP2ArmSpindleUring {
+		t.Errorf("streams %v, arms %v, h2load %q, upstream arm %q", cfg.Streams, cfg.Arms, cfg.H2load, cfg.UpstreamArm)
+	}
+	if n := len(cfg.UpstreamCommand); n < 2 || cfg.UpstreamCommand[n-2] != "bench" || cfg.UpstreamCommand[n-1] != "http2-server" {
+		t.Errorf("upstream command %q, want this binary's bench http2-server", cfg.UpstreamCommand)
+	}
+	r := &proxyRunner{cfg: cfg}
+	if got := r.inFlight(); got != DefaultProxyConns*10 {
+		t.Errorf("in flight %d, want %d", got, DefaultProxyConns*10)
+	}
+	if a := r.arm(ProxyArmDirect); a.unavailable != nil {
+		t.Errorf("direct arm unavailable: %v", a.unavailable)
+	}
+	for _, arm := range HTTP2Arms {
+		if _, err := (ProxyConfig{Protocol: ProxyProtocolH2H2, UpstreamArm: arm, UpstreamCommand: []string{"/nonexistent"}, ProxyCommand: []string{"/nonexistent"}}).withDefaults(); err != nil {
+			t.Errorf("upstream arm %s: %v", arm, err)
+		}
+	}
+	tcp, err := ProxyConfig{UpstreamCommand: []string{"/nonexistent"}, ProxyCommand: []string{"/nonexistent"}}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tcp.UpstreamArm != DefaultProxyUpstreamArm {
+		t.Errorf("tcp: upstream arm %q", tcp.UpstreamArm)
+	}
+}
+
+// checkSpindleH2H2Config parses the spindle arms' h2h2 config with the
+// proxy's strict parser, which must take it, or, while the proxy has no
+// pools[].protocol yet, refuse that field by name (what the spindle arms'
+// skip reason then says).
+func checkSpindleH2H2Config(t *testing.T, text string) {
+	t.Helper()
+	if err := spindleH2H2Refused(text); err != nil {
+		t.Logf("the proxy has no pools[].protocol yet: %v", err)
+		return
+	}
+	if _, err := proxy.ParseConfig([]byte(text)); err != nil {
+		t.Fatalf("%v\n%s", err, text)
+	}
+}
+
+// spindleH2H2Refused returns the proxy parser's error on config text when
+// it refuses the pool's protocol field as unknown, else nil.
+func spindleH2H2Refused(text string) error {
+	_, err := proxy.ParseConfig([]byte(text))
+	if err != nil && strings.Contains(err.Error(), "field protocol not found") {
+		return err
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -23,7 +24,9 @@ import (
 // have its upstream connection back for its next request. With
 // ProxyProtocolH2 the listener is that and takes HTTP/2 clients with prior
 // knowledge too (h2c: true), each stream forwarded as an HTTP/1.1 request
-// over the same pool.
+// over the same pool; with ProxyProtocolH2H2 the pool's protocol is h2c
+// too, each stream forwarded as an HTTP/2 stream over multiplexed upstream
+// connections.
 func SpindleProxyConfig(protocol, backend, listen, upstream string, cpu, conns int) string {
 	return spindleProxyConfig(protocol, backend, listen, upstream, cpu, conns, "")
 }
@@ -36,8 +39,11 @@ func spindleProxyConfig(protocol, backend, listen, upstream string, cpu, conns i
 		mode = "\n    mode: http"
 		idle = fmt.Sprintf("\n    max_idle: %d", conns)
 	}
-	if protocol == ProxyProtocolH2 {
+	if h2Clients(protocol) {
 		mode += "\n    h2c: true"
+	}
+	if protocol == ProxyProtocolH2H2 {
+		idle += "\n    protocol: h2c"
 	}
 	if accessLog != "" {
 		mode += fmt.Sprintf("\n    access_log: {path: %q, format: json}", accessLog)
@@ -73,11 +79,16 @@ pools:
 // to twice it at start and refuses to start where it cannot. With
 // ProxyProtocolH2 it is the mode http config whose frontend takes HTTP/2
 // with prior knowledge (bind … proto h2) and forwards HTTP/1.1 as with
-// ProxyProtocolHTTP.
+// ProxyProtocolHTTP; with ProxyProtocolH2H2 its server line has proto h2
+// too (HTTP/2 with prior knowledge to the upstream, whose connections
+// http-reuse always lets any client's streams share).
 func HAProxyConfig(protocol, listen, upstream string, conns int) string {
-	global, mode, backend, bind := "", "tcp", "", listen
-	if protocol == ProxyProtocolH2 {
+	global, mode, backend, bind, server := "", "tcp", "", listen, upstream
+	if h2Clients(protocol) {
 		bind += " proto h2"
+	}
+	if protocol == ProxyProtocolH2H2 {
+		server += " proto h2"
 	}
 	if protocol != ProxyProtocolTCP {
 		global = "\n    tune.pool-low-fd-ratio 100\n    tune.pool-high-fd-ratio 100"
@@ -101,7 +112,7 @@ frontend bench
 
 backend upstream%s
     server s1 %s
-`, conns+64, global, mode, bind, backend, upstream)
+`, conns+64, global, mode, bind, backend, server)
 }
 
 // NginxConfig returns an nginx config proxying listen to upstream for up
@@ -110,8 +121,12 @@ backend upstream%s
 // ProxyProtocolTCP it is the stream module's proxy, module being the
 // stream module's .so to load ("" when nginx has it built in); with
 // ProxyProtocolHTTP the http module's reverse proxy (nginxHTTPBlock;
-// module is not loaded), and with ProxyProtocolH2 that reverse proxy
-// taking HTTP/2 with prior knowledge (`listen … http2` without ssl).
+// module is not loaded), with ProxyProtocolH2 that reverse proxy
+// taking HTTP/2 with prior knowledge (`listen … http2` without ssl), and
+// with ProxyProtocolH2H2 the same listener passing each request to the
+// upstream over HTTP/2 with grpc_pass (nginx proxies HTTP/2 to an
+// upstream with its gRPC module only; plain GETs pass through it too),
+// the upstream connections kept alive as the HTTP proxy's.
 func NginxConfig(protocol, dir, module, listen, upstream string, conns int) string {
 	load := ""
 	if module != "" && protocol == ProxyProtocolTCP {
@@ -126,9 +141,11 @@ func NginxConfig(protocol, dir, module, listen, upstream string, conns int) stri
 `, listen, upstream)
 	switch protocol {
 	case ProxyProtocolHTTP:
-		proxy = nginxHTTPBlock(dir, listen, upstream, conns)
+		proxy = nginxHTTPBlock(dir, listen, upstream, nginxHTTP1Pass, conns)
 	case ProxyProtocolH2:
-		proxy = nginxHTTPBlock(dir, listen+" http2", upstream, conns)
+		proxy = nginxHTTPBlock(dir, listen+" http2", upstream, nginxHTTP1Pass, conns)
+	case ProxyProtocolH2H2:
+		proxy = nginxHTTPBlock(dir, listen+" http2", upstream, nginxH2Pass, conns)
 	}
 	return "# spindle bench proxy: generated, removed after the run\n" + load + nginxMain(dir, 2*conns+64) + proxy
 }
@@ -159,18 +176,29 @@ events {
 // and within what nginx takes on any system (at most 2^31-1 on 32 bits).
 const nginxKeepaliveRequests = 1_000_000_000
 
-// nginxHTTPBlock is NginxConfig's http block: an HTTP/1.1 reverse proxy on
-// listen whose upstream keeps up to conns idle keep-alive connections
+// The location bodies of nginxHTTPBlock: HTTP/1.1 to the upstream
 // (proxy_http_version 1.1 and an empty Connection field, without which
-// nginx would close each after one request), with keep-alive on the
-// client's side too, both for nginxKeepaliveRequests requests and 300s
+// nginx would close each upstream connection after one request), or
+// HTTP/2 (grpc_pass; the gRPC module keeps its connections alive without
+// more).
+const (
+	nginxHTTP1Pass = `proxy_pass http://u;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";`
+	nginxH2Pass = `grpc_pass grpc://u;`
+)
+
+// nginxHTTPBlock is NginxConfig's http block: a reverse proxy on listen
+// passing every request to upstream as pass says (nginxHTTP1Pass,
+// nginxH2Pass), whose upstream keeps up to conns idle keep-alive
+// connections, with keep-alive on the client's side too, both for nginxKeepaliveRequests requests and 300s
 // idle. keepalive_time (nginx 1.19.10 and later: a keep-alive connection's
 // lifetime, 1h) is left at its default, for an older nginx refuses the
 // directive: it would end a measurement longer than an hour. No access
 // log; the temporary files nginx's http module makes its directories for
 // at start are in dir, not where the distribution put them. listen may
 // carry parameters after the address ("127.0.0.1:80 http2").
-func nginxHTTPBlock(dir, listen, upstream string, conns int) string {
+func nginxHTTPBlock(dir, listen, upstream, pass string, conns int) string {
 	return fmt.Sprintf(`http {
     access_log off;
 %s
@@ -186,13 +214,11 @@ func nginxHTTPBlock(dir, listen, upstream string, conns int) string {
         keepalive_requests %d;
         keepalive_timeout 300s;
         location / {
-            proxy_pass http://u;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
+            %s
         }
     }
 }
-`, nginxTempPaths(dir), upstream, conns, nginxKeepaliveRequests, listen, nginxKeepaliveRequests)
+`, nginxTempPaths(dir), upstream, conns, nginxKeepaliveRequests, listen, nginxKeepaliveRequests, pass)
 }
 
 // nginxTempPaths are the directives that put the temporary directories
@@ -237,14 +263,25 @@ func nginxStream(nginx string) (string, error) {
 // the http module with its proxy and upstream keep-alive modules, which
 // are built in unless `nginx -V` says they were left out.
 func nginxHTTPProxy(nginx string) error {
+	return nginxWithout(nginx, "it cannot be the HTTP reverse proxy", "--without-http", "--without-http_proxy_module", "--without-http_upstream_keepalive_module")
+}
+
+// nginxH2Upstream checks that nginx has the gRPC module the h2h2 arm's
+// grpc_pass needs, built in unless `nginx -V` says it was left out.
+func nginxH2Upstream(nginx string) error {
+	return nginxWithout(nginx, "it cannot proxy HTTP/2 to an upstream (grpc_pass)", "--without-http_grpc_module")
+}
+
+// nginxWithout returns an error, saying why (so), when `nginx -V` lists
+// one of the configure flags given.
+func nginxWithout(nginx, so string, flags ...string) error {
 	out, err := exec.Command(nginx, "-V").CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("%s -V: %v", nginx, err)
 	}
 	for _, f := range strings.Fields(string(out)) {
-		switch f {
-		case "--without-http", "--without-http_proxy_module", "--without-http_upstream_keepalive_module":
-			return fmt.Errorf("nginx was built %s: it cannot be the HTTP reverse proxy", f)
+		if slices.Contains(flags, f) {
+			return fmt.Errorf("nginx was built %s: %s", f, so)
 		}
 	}
 	return nil
