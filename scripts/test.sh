@@ -51,6 +51,9 @@ go run ./cmd/spindle bench proxy --protocol http --duration 2s --json >/dev/null
 echo "== spindle bench proxy HTTP/2 smoke run (h2c clients through every proxy arm that can run, every request verified)"
 go run ./cmd/spindle bench proxy --protocol h2 --duration 2s --json >/dev/null
 
+echo "== spindle bench proxy HTTP/2-to-HTTP/2 smoke run (h2c clients through every proxy arm that can run to an h2c upstream, and direct, every request verified)"
+go run ./cmd/spindle bench proxy --protocol h2h2 --duration 2s --json >/dev/null
+
 echo "== spindle bench http2 smoke run (every HTTP/2 arm that can run, every request verified)"
 go run ./cmd/spindle bench http2 --duration 2s --json >/dev/null
 
