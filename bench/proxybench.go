@@ -399,14 +399,14 @@ func (r *proxyRunner) arm(name string) proxyArm {
 	spindle := func(backend string, accessLog bool) proxyArm {
 		name := "spindle-" + backend
 		summary := fmt.Sprintf("spindle proxy (this binary), engine backend %s, one loop", backend)
-		if httpMode {
-			summary += fmt.Sprintf(", mode http, up to %d idle upstream connections kept (max_idle)", idle)
-		}
 		switch cfg.Protocol {
-		case ProxyProtocolH2:
-			summary += ", h2c: true (HTTP/2 from the client, HTTP/1.1 to the upstream)"
+		case ProxyProtocolHTTP, ProxyProtocolH2:
+			summary += fmt.Sprintf(", mode http, up to %d idle upstream connections kept (max_idle)", idle)
 		case ProxyProtocolH2H2:
-			summary += ", h2c: true, the pool's protocol h2c (HTTP/2 from the client, each stream an HTTP/2 stream over multiplexed upstream connections)"
+			summary += fmt.Sprintf(", mode http, h2c: true, the pool's protocol h2c (HTTP/2 from the client, each stream an HTTP/2 stream over multiplexed upstream connections, up to %d: h2_max_connections)", idle)
+		}
+		if cfg.Protocol == ProxyProtocolH2 {
+			summary += ", h2c: true (HTTP/2 from the client, HTTP/1.1 to the upstream)"
 		}
 		if accessLog {
 			name += "-log"

@@ -620,7 +620,10 @@ func TestProxyH2Defaults(t *testing.T) {
 
 // TestProxyH2H2Configs checks the h2h2 protocol's configs: each proxy
 // takes HTTP/2 with prior knowledge on its listener as the h2 protocol's
-// do and speaks HTTP/2 to the upstream: spindle's pool with protocol h2c,
+// do and speaks HTTP/2 to the upstream: spindle's pool with protocol h2c
+// and a bound on its upstream connections no run reaches (one per stream
+// in flight; its default, 4, at the server's 100 streams each, would
+// queue the default run's 500 streams),
 // HAProxy's server line with proto h2, nginx's grpc_pass (its only way to
 // an HTTP/2 upstream) with upstream keep-alive, and no HTTP/1.1 proxy
 // settings. nginx -t checks nginx's where installed (TestHAProxyConfig
@@ -628,8 +631,11 @@ func TestProxyH2Defaults(t *testing.T) {
 // it knows pools[].protocol.
 func TestProxyH2H2Configs(t *testing.T) {
 	text := SpindleProxyConfig(ProxyProtocolH2H2, "uring", "127.0.0.1:4000", "127.0.0.1:5000", 1, 500)
-	for _, want := range []string{"mode: http", "h2c: true", "max_idle: 500", "protocol: h2c", `servers: ["127.0.0.1:5000"]`} {
+	for _, want := range []string{"mode: http", "h2c: true", "protocol: h2c", "h2_max_connections: 500", `servers: ["127.0.0.1:5000"]`} {
 		hasLine(t, text, want)
+	}
+	if strings.Contains(text, "max_idle") {
+		t.Errorf("max_idle (HTTP/1.1 connections) in the h2h2 config:\n%s", text)
 	}
 	for _, other := range ProxyProtocols {
 		if other != ProxyProtocolH2H2 && strings.Contains(SpindleProxyConfig(other, "uring", "127.0.0.1:4000", "127.0.0.1:5000", 1, 50), "protocol:") {

@@ -26,7 +26,7 @@ import (
 // knowledge too (h2c: true), each stream forwarded as an HTTP/1.1 request
 // over the same pool; with ProxyProtocolH2H2 the pool's protocol is h2c
 // too, each stream forwarded as an HTTP/2 stream over multiplexed upstream
-// connections.
+// connections, up to conns of them (h2_max_connections).
 func SpindleProxyConfig(protocol, backend, listen, upstream string, cpu, conns int) string {
 	return spindleProxyConfig(protocol, backend, listen, upstream, cpu, conns, "")
 }
@@ -34,16 +34,22 @@ func SpindleProxyConfig(protocol, backend, listen, upstream string, cpu, conns i
 // spindleProxyConfig is SpindleProxyConfig with the listener's access log
 // written, as JSON lines, to accessLog where it is not empty.
 func spindleProxyConfig(protocol, backend, listen, upstream string, cpu, conns int, accessLog string) string {
-	mode, idle := "", ""
+	mode, pool := "", ""
 	if protocol != ProxyProtocolTCP {
 		mode = "\n    mode: http"
-		idle = fmt.Sprintf("\n    max_idle: %d", conns)
+		pool = fmt.Sprintf("\n    max_idle: %d", conns)
 	}
 	if h2Clients(protocol) {
 		mode += "\n    h2c: true"
 	}
 	if protocol == ProxyProtocolH2H2 {
-		idle += "\n    protocol: h2c"
+		// Streams share a connection up to the server's
+		// SETTINGS_MAX_CONCURRENT_STREAMS (100 for bench http2's spindle
+		// arms); the pool's default bound on connections, 4 per loop,
+		// would queue streams beyond 400 in flight (the default run has
+		// 500). One per stream in flight is a bound no run reaches.
+		// max_idle (HTTP/1.1 connections) has nothing to keep.
+		pool = fmt.Sprintf("\n    protocol: h2c\n    h2_max_connections: %d", conns)
 	}
 	if accessLog != "" {
 		mode += fmt.Sprintf("\n    access_log: {path: %q, format: json}", accessLog)
@@ -59,7 +65,7 @@ listeners:
 pools:
   - name: upstream
     servers: [%q]%s
-`, backend, cpu, listen, mode, upstream, idle)
+`, backend, cpu, listen, mode, upstream, pool)
 }
 
 // HAProxyConfig returns an HAProxy config with one thread, forwarding
