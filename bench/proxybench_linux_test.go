@@ -413,9 +413,7 @@ func startSpindleHTTPProxy(t *testing.T, backend, upstream string, cpu, conns in
 // with a nonzero rate, proxy CPU (none for direct) and upstream CPU
 // (measured again alone, for longer, where a starved proxy answered
 // nothing in its window). haproxy or nginx not installed skips its check
-// with the package to install; one skipped though installed fails. The
-// spindle arms of h2h2 are skipped, with the proxy's refusal as the reason,
-// exactly while the proxy's parser has no pools[].protocol.
+// with the package to install; one skipped though installed fails.
 func TestRunProxyH2(t *testing.T) {
 	needH2load(t)
 	for _, tc := range []struct {
@@ -457,9 +455,6 @@ func runProxyH2(t *testing.T, protocol, title string, arms int) {
 	}
 	for _, a := range rep.Arms {
 		t.Run(a.Name, func(t *testing.T) {
-			if protocol == ProxyProtocolH2H2 && strings.HasPrefix(a.Name, "spindle-") {
-				skipSpindleH2H2(t, a)
-			}
 			skipMissingTool(t, a)
 			for _, streams := range rep.Config.Streams {
 				i := slices.IndexFunc(rep.Summary, func(s ProxySummaryRow) bool { return s.Arm == a.Name && s.Streams == streams })
@@ -500,20 +495,4 @@ func h2RowLate(s ProxySummaryRow) string {
 		return fmt.Sprintf("%.0f req/s, %.2f µs/req of proxy CPU, %.2f µs/req of upstream CPU", s.AchievedRPS.Median, s.ProxyUSPerReq.Median, s.UpstreamUSPerReq.Median)
 	}
 	return ""
-}
-
-// skipSpindleH2H2 skips the test of spindle arm a of an h2h2 run while the
-// proxy refuses its config's pools[].protocol (not yet in the proxy),
-// checking that the arm was skipped for that, in the proxy's words; once
-// the proxy takes the config, the arm must have run.
-func skipSpindleH2H2(t *testing.T, a ArmInfo) {
-	t.Helper()
-	err := spindleH2H2Refused(SpindleProxyConfig(ProxyProtocolH2H2, strings.TrimPrefix(a.Name, "spindle-"), "127.0.0.1:1", "127.0.0.1:2", 0, 1))
-	if err == nil {
-		return
-	}
-	if !strings.Contains(a.Skipped, "field protocol not found in type proxy.PoolConfig") {
-		t.Fatalf("the proxy refuses the h2h2 config (%v), yet the arm was not skipped for it: skipped %q", err, a.Skipped)
-	}
-	t.Skipf("skipped as it must be until the proxy has pools[].protocol: %s", a.Skipped)
 }

@@ -525,10 +525,6 @@ func TestEchoCheck(t *testing.T) {
 func TestSpindleProxyLogConfig(t *testing.T) {
 	for _, protocol := range ProxyProtocols {
 		text := spindleProxyConfig(protocol, "uring", "127.0.0.1:4000", "127.0.0.1:5000", 1, 50, "/tmp/x y/access.log")
-		if err := spindleH2H2Refused(text); protocol == ProxyProtocolH2H2 && err != nil {
-			t.Logf("%s: the proxy has no pools[].protocol yet: %v", protocol, err)
-			continue
-		}
 		cfg, err := proxy.ParseConfig([]byte(text))
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", protocol, err, text)
@@ -626,9 +622,9 @@ func TestProxyH2Defaults(t *testing.T) {
 // queue the default run's 500 streams),
 // HAProxy's server line with proto h2, nginx's grpc_pass (its only way to
 // an HTTP/2 upstream) with upstream keep-alive, and no HTTP/1.1 proxy
-// settings. nginx -t checks nginx's where installed (TestHAProxyConfig
-// runs haproxy -c on HAProxy's); the proxy's parser the spindle one where
-// it knows pools[].protocol.
+// settings. The proxy's strict parser reads the spindle one; nginx -t
+// checks nginx's where installed (TestHAProxyConfig runs haproxy -c on
+// HAProxy's).
 func TestProxyH2H2Configs(t *testing.T) {
 	text := SpindleProxyConfig(ProxyProtocolH2H2, "uring", "127.0.0.1:4000", "127.0.0.1:5000", 1, 500)
 	for _, want := range []string{"mode: http", "h2c: true", "protocol: h2c", "h2_max_connections: 500", `servers: ["127.0.0.1:5000"]`} {
@@ -642,7 +638,16 @@ func TestProxyH2H2Configs(t *testing.T) {
 			t.Errorf("the %s protocol's spindle config names the pool's protocol", other)
 		}
 	}
-	checkSpindleH2H2Config(t, text)
+	cfg, err := proxy.ParseConfig([]byte(text))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, text)
+	}
+	if l := cfg.Listeners; len(l) != 1 || l[0].Mode != proxy.ModeHTTP || !l[0].H2C {
+		t.Errorf("listeners %+v", l)
+	}
+	if p := cfg.Pools; len(p) != 1 || p[0].Protocol != proxy.ProtocolH2C || p[0].H2MaxConnections != 500 {
+		t.Errorf("pools %+v", p)
+	}
 	ha := HAProxyConfig(ProxyProtocolH2H2, "127.0.0.1:4000", "127.0.0.1:5000", 500)
 	for _, want := range []string{"bind 127.0.0.1:4000 proto h2", "server s1 127.0.0.1:5000 proto h2", "mode http", "option http-keep-alive", "http-reuse always", "maxconn 564"} {
 		hasLine(t, ha, want)
@@ -698,29 +703,4 @@ func TestProxyH2H2Defaults(t *testing.T) {
 	if tcp.UpstreamArm != DefaultProxyUpstreamArm {
 		t.Errorf("tcp: upstream arm %q", tcp.UpstreamArm)
 	}
-}
-
-// checkSpindleH2H2Config parses the spindle arms' h2h2 config with the
-// proxy's strict parser, which must take it, or, while the proxy has no
-// pools[].protocol yet, refuse that field by name (what the spindle arms'
-// skip reason then says).
-func checkSpindleH2H2Config(t *testing.T, text string) {
-	t.Helper()
-	if err := spindleH2H2Refused(text); err != nil {
-		t.Logf("the proxy has no pools[].protocol yet: %v", err)
-		return
-	}
-	if _, err := proxy.ParseConfig([]byte(text)); err != nil {
-		t.Fatalf("%v\n%s", err, text)
-	}
-}
-
-// spindleH2H2Refused returns the proxy parser's error on config text when
-// it refuses the pool's protocol field as unknown, else nil.
-func spindleH2H2Refused(text string) error {
-	_, err := proxy.ParseConfig([]byte(text))
-	if err != nil && strings.Contains(err.Error(), "field protocol not found") {
-		return err
-	}
-	return nil
 }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/spindlenet/spindle/bench"
-	"github.com/spindlenet/spindle/proxy"
 )
 
 // TestBenchProxy runs `spindle bench proxy` in each protocol with every
@@ -178,10 +177,8 @@ func TestBenchProxyRefuses(t *testing.T) {
 // the run), and the report, on stdout and in --out, says the protocol and
 // streams and has a row per arm at them (the figures are TestRunProxyH2's,
 // in bench). There is no direct arm with h2. An arm whose tool is not
-// installed skips its check; one skipped though installed fails, but for
-// h2h2's spindle arms while the proxy refuses their pools[].protocol,
-// which must be their reason. -h names both measurements' commands for
-// docs/BENCHMARKS.md.
+// installed skips its check; one skipped though installed fails. -h names
+// both measurements' commands for docs/BENCHMARKS.md.
 func TestBenchProxyH2(t *testing.T) {
 	bin := spindleBin(t)
 	help, _ := exec.Command(bin, "bench", "proxy", "-h").CombinedOutput()
@@ -231,12 +228,6 @@ func checkH2Arms(t *testing.T, rep *bench.ProxyReport, md string) {
 				if tool := tools[a.Name]; tool != "" {
 					if _, err := exec.LookPath(tool); err != nil {
 						t.Skipf("%s skipped: %s", a.Name, a.Skipped)
-					}
-				}
-				if backend, ok := strings.CutPrefix(a.Name, "spindle-"); ok && rep.Config.Protocol == bench.ProxyProtocolH2H2 {
-					_, err := proxy.ParseConfig([]byte(bench.SpindleProxyConfig(bench.ProxyProtocolH2H2, backend, "127.0.0.1:1", "127.0.0.1:2", 0, 1)))
-					if err != nil && strings.Contains(err.Error(), "field protocol not found in type proxy.PoolConfig") && strings.Contains(a.Skipped, "field protocol not found in type proxy.PoolConfig") {
-						t.Skipf("skipped as it must be until the proxy has pools[].protocol: %s", a.Skipped)
 					}
 				}
 				t.Fatalf("skipped: %s", a.Skipped)
