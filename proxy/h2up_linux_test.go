@@ -933,7 +933,9 @@ func TestH2UpUploadBackpressure(t *testing.T) {
 // h2c pool, which credits its windows as it reads (WINDOW_UPDATEs every
 // few DATA frames), arrives whole, twice over the same connection, though
 // it takes longer than response_timeout (which counts from the body's
-// last bytes).
+// last bytes): 16 pauses of 150ms against a timeout of 1s, so that a gap
+// between DATA frames on a loaded machine (-race, CI) stays well inside
+// the timeout while the whole upload does not.
 func TestH2UpLargeUpload(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		const size = 16 << 20
@@ -942,12 +944,12 @@ func TestH2UpLargeUpload(t *testing.T) {
 			fmt.Fprint(w, n)
 		}), nil)
 		cfg := h2cPoolConfig(b, up.addr)
-		cfg.Listeners[0].ResponseTimeout = Duration(100 * time.Millisecond)
+		cfg.Listeners[0].ResponseTimeout = Duration(time.Second)
 		p := startProxy(t, cfg)
 		c, base := h2Client(t, p)
 		c.Timeout = 2 * time.Minute
 		for range 2 {
-			req := mustReq(t, "POST", base+"/", &slowReader{r: bytes.NewReader(make([]byte, size)), every: 2 << 20, pause: 50 * time.Millisecond})
+			req := mustReq(t, "POST", base+"/", &slowReader{r: bytes.NewReader(make([]byte, size)), every: 1 << 20, pause: 150 * time.Millisecond})
 			if got := <-doAsync(c, req); got != fmt.Sprint("200 ", size) {
 				t.Fatalf("the server read %q, want %d", got, size)
 			}
