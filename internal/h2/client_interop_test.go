@@ -111,3 +111,38 @@ func TestClientGoServer(t *testing.T) {
 	c.Shutdown()
 	drive(t, c, nc, c.Done)
 }
+
+// TestClientGoServerSmallWindows: a Client uploads 32 MiB to Go's net/http
+// server with 64 KiB receive windows, which credits the stream and the
+// connection every few DATA frames: those WINDOW_UPDATEs return window
+// our DATA used and are not charged to the control-frame budget (before,
+// the upload ended with ENHANCE_YOUR_CALM some 13 MB in).
+func TestClientGoServerSmallWindows(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, err := io.Copy(io.Discard, r.Body)
+		fmt.Fprintf(w, "%d %v", n, err)
+	}))
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Config.HTTP2 = smallWindows
+	srv.Start()
+	defer srv.Close()
+	nc, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	a := newClientApp()
+	c := NewClient(a, nil)
+	drive(t, c, nc, func() bool { return !c.SettingsPending() })
+	id, err := a.start(c, req("/upload"), pattern(32<<20), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drive(t, c, nc, func() bool { return a.st[id].ended || a.st[id].reset != "" })
+	if st := a.st[id]; fmt.Sprint(st.status) != "[200]" || string(st.body) != fmt.Sprintf("%d <nil>", 32<<20) {
+		t.Fatalf("upload: %v %q reset %q", st.status, st.body, st.reset)
+	}
+	c.Shutdown()
+	drive(t, c, nc, c.Done)
+}

@@ -38,6 +38,8 @@ type conn struct {
 	connPending int64 // consumed, not yet returned by WINDOW_UPDATE
 	// Send flow control.
 	connSend       int64
+	connOwed       int64 // DATA bytes sent the peer has not credited back (see credit)
+	goneOwed       int64 // the same, of the streams that ended
 	peerInitial    int64
 	peerMaxFrame   uint32
 	peerMaxStreams uint32 // the peer's SETTINGS_MAX_CONCURRENT_STREAMS
@@ -100,6 +102,7 @@ type stream struct {
 	noBody    bool // a Client's: a response to HEAD, content-length is not checked
 	blocked   bool // WriteData was short of window: OnWritable is due
 	sendWin   int64
+	owed      int64 // DATA bytes sent the peer has not credited back (see credit)
 	recvWin   int64 // what the peer may still send
 	pending   int64 // consumed, not yet returned by WINDOW_UPDATE
 	held      int64 // delivered by OnData, not yet Consumed
@@ -405,9 +408,11 @@ func (c *conn) compact() {
 }
 
 // remove ends st, returning to the connection window what the handler
-// still held of its data.
+// still held of its data; what the peer owes of its window goes to
+// goneOwed, for the updates that cross its end.
 func (c *conn) remove(st *stream) {
 	c.creditConn(st.held)
+	c.goneOwed += st.owed
 	c.closed.put(st.id)
 	*st = stream{was: st.id | st.was}
 	c.dead++
@@ -538,25 +543,70 @@ func (c *conn) settings(f *Frame) *Error {
 	return nil
 }
 
+// minCredit is the least increment a WINDOW_UPDATE returning window our
+// DATA used goes free of the control budget with, unless it returns all
+// that is owed (see credit).
+const minCredit = 1024
+
+// credit reports whether a WINDOW_UPDATE of inc returns window our DATA
+// used, owed at its level (the connection, a stream, or the streams that
+// ended, pooled): inc no more than owed, and at least minCredit of it or
+// all of it. It takes inc off owed.
+//
+// Such an update is traffic in proportion to our own DATA and is not
+// charged to the control budget: a peer with small receive windows
+// credits the stream and the connection every few frames (Go's net/http
+// at every read of 4 KiB or more), two updates per DATA frame or more,
+// which charged one each against the one a DATA frame gives back ended
+// long transfers with ENHANCE_YOUR_CALM. The free updates at a level are
+// at most one per minCredit bytes we sent plus one per DATA frame (one of
+// less than minCredit must return all that is owed, which is then 0 until
+// we send again): 13 bytes of WINDOW_UPDATE per KiB of our DATA, and one
+// per DATA frame, at each level. Any other update is charged: credit for
+// nothing sent or beyond it (a flood with no data in flight), increments
+// below minCredit while more is owed (1 byte at a time while data flows),
+// updates on streams that ended beyond what they were owed (the pool is
+// for a peer that reads a response's last window after its END_STREAM and
+// credits the stream as it reads). Go's x/net/http2 and nghttp2 do not
+// count WINDOW_UPDATE at all (they bound the frames they queue in answer,
+// as MaxOutput does here); Envoy allows so many per DATA frame sent.
+func credit(owed *int64, inc int64) bool {
+	free := inc <= *owed && inc >= min(*owed, minCredit)
+	*owed = max(0, *owed-inc)
+	return free
+}
+
 func (c *conn) windowUpdate(f *Frame) *Error {
-	if e := c.control(); e != nil {
-		return e
-	}
+	inc := int64(f.Increment)
 	if f.StreamID == 0 {
-		if c.connSend += int64(f.Increment); c.connSend > MaxWindow {
+		if !credit(&c.connOwed, inc) {
+			if e := c.control(); e != nil {
+				return e
+			}
+		}
+		if c.connSend += inc; c.connSend > MaxWindow {
 			return errConnWindow
 		}
 		c.wake(0)
 		return nil
 	}
+	st := c.find(f.StreamID)
+	owed := &c.goneOwed
+	if st != nil {
+		owed = &st.owed
+	}
+	if !credit(owed, inc) {
+		if e := c.control(); e != nil {
+			return e
+		}
+	}
 	if f.StreamID > c.lastID {
 		return errIdleFrame
 	}
-	st := c.find(f.StreamID)
 	if st == nil {
 		return nil // closed: a WINDOW_UPDATE may cross our END_STREAM or RST
 	}
-	if st.sendWin += int64(f.Increment); st.sendWin > MaxWindow {
+	if st.sendWin += inc; st.sendWin > MaxWindow {
 		return errStreamWindow
 	}
 	c.wake(f.StreamID)
@@ -873,6 +923,8 @@ func (c *conn) writeData(id uint32, p []byte, end bool, write func([]byte) (int,
 	}
 	c.connSend -= w
 	st.sendWin -= w
+	c.connOwed += w
+	st.owed += w
 	if !all {
 		st.blocked = true
 		return int(w), nil

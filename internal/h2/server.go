@@ -52,6 +52,9 @@ type Config struct {
 	// DATA without END_STREAM and empty CONTINUATION. Each costs 1; each
 	// request opened and each non-empty DATA frame we send gives 1 back,
 	// up to the budget. Spent: GOAWAY ENHANCE_YOUR_CALM (default 1000).
+	// A WINDOW_UPDATE that returns window our DATA used, at least 1 KiB
+	// of it or all that is owed, costs nothing (traffic in proportion to
+	// ours); one crediting less, or more than we sent, costs 1.
 	MaxControlFrames int
 	// MaxEarlyResets bounds the streams the peer resets before our
 	// response to them ended (rapid reset, CVE-2023-44487, also when the

@@ -723,6 +723,9 @@ func TestServerAbuse(t *testing.T) {
 		{"SETTINGS flood", &Config{MaxControlFrames: 100}, func(p *peer, i int) []byte { return frame(FrameSettings, 0, 0) }, 100},
 		{"PRIORITY flood", &Config{MaxControlFrames: 100}, func(p *peer, i int) []byte { return frame(FramePriority, 0, 3, 0, 0, 0, 1, 16) }, 100},
 		{"WINDOW_UPDATE flood", &Config{MaxControlFrames: 100}, func(p *peer, i int) []byte { return frame(FrameWindowUpdate, 0, 0, u32(1)...) }, 100},
+		// Credit for nothing sent, large or on a stream, is charged.
+		{"WINDOW_UPDATE flood, 64 KiB increments", &Config{MaxControlFrames: 100}, func(p *peer, i int) []byte { return frame(FrameWindowUpdate, 0, 0, u32(64<<10)...) }, 100},
+		{"stream WINDOW_UPDATE flood", &Config{MaxControlFrames: 100}, func(p *peer, i int) []byte { return frame(FrameWindowUpdate, 0, 1, u32(1)...) }, 100},
 		{"empty DATA flood", &Config{MaxControlFrames: 100}, func(p *peer, i int) []byte { return frame(FrameData, 0, 1) }, 100},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -761,6 +764,116 @@ func TestServerAbuse(t *testing.T) {
 				t.Fatalf("repetition %d: %v", i, code)
 			}
 			outFrames(t, s, p.dec)
+		}
+	})
+}
+
+// TestServerWindowUpdateBudget: WINDOW_UPDATEs that return window our
+// DATA used (at least minCredit of it, or all that is owed) cost nothing
+// from the control-frame budget, however many it takes; those that credit
+// tiny amounts, or more than our DATA used, are charged, data flowing or
+// not.
+func TestServerWindowUpdateBudget(t *testing.T) {
+	const budget = 10
+	body := pattern(4 << 20)
+	// serve opens a Server with budget whose handler answers stream 1 with
+	// body, as the windows allow, and returns it with what it sent.
+	serve := func(t *testing.T) (*Server, *peer, func() (data int, end bool)) {
+		var left []byte
+		h := &recorder{}
+		h.onWrite = func(s *Server, id uint32) {
+			n, err := s.WriteData(id, left, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			left = left[n:]
+		}
+		h.onRequest = func(s *Server, id uint32, r *Request, end bool) {
+			s.WriteHeaders(id, 200, nil, false)
+			left = body
+			h.onWrite(s, id)
+		}
+		s, p := open(t, h, &Config{MaxControlFrames: budget})
+		sent := func() (data int, end bool) {
+			for _, f := range outFrames(t, s, p.dec) {
+				var id, n int
+				if _, err := fmt.Sscanf(f, "DATA %d %d", &id, &n); err == nil {
+					data += n
+					end = end || strings.HasSuffix(f, " end")
+				}
+			}
+			return data, end
+		}
+		feed(t, s, p.headers(1, true, get...))
+		return s, p, sent
+	}
+	credit := func(id uint32, n uint32) []byte { return frame(FrameWindowUpdate, 0, id, u32(n)...) }
+
+	t.Run("credit for our DATA", func(t *testing.T) {
+		// Each read credited 4 KiB at a time on the stream and the
+		// connection (Go's least), the rest whole: 2048 WINDOW_UPDATEs.
+		s, _, sent := serve(t)
+		total := 0
+		for {
+			n, end := sent()
+			if total += n; end {
+				break
+			}
+			if n == 0 {
+				t.Fatalf("stuck at %d", total)
+			}
+			for ; n > 0; n -= 4096 {
+				k := uint32(min(n, 4096))
+				if code := feed(t, s, cat(credit(0, k), credit(1, k))); code != noConnErr {
+					t.Fatalf("at %d: %v", total, code)
+				}
+			}
+		}
+		if total != len(body) {
+			t.Fatalf("sent %d of %d", total, len(body))
+		}
+	})
+	t.Run("beyond our DATA", func(t *testing.T) {
+		// All of the first window returned at once, then more, which is
+		// charged: the budget lasts budget WINDOW_UPDATEs.
+		s, _, sent := serve(t)
+		n, _ := sent()
+		if code := feed(t, s, credit(0, uint32(n))); code != noConnErr {
+			t.Fatal(code)
+		}
+		for i := range budget + 1 {
+			code := feed(t, s, credit(0, 4096))
+			if i < budget && code != noConnErr || i == budget && code != EnhanceYourCalm {
+				t.Fatalf("WINDOW_UPDATE %d: %v", i, code)
+			}
+		}
+	})
+	t.Run("1-byte credits", func(t *testing.T) {
+		// Our window's worth of DATA in flight: 1-byte credits of the
+		// stream (the connection's window stays shut, nothing is sent) are
+		// charged.
+		s, _, sent := serve(t)
+		sent()
+		for i := range budget + 1 {
+			code := feed(t, s, credit(1, 1))
+			if i < budget && code != noConnErr || i == budget && code != EnhanceYourCalm {
+				t.Fatalf("WINDOW_UPDATE %d: %v", i, code)
+			}
+		}
+	})
+	t.Run("1-byte credits both ways", func(t *testing.T) {
+		// 1 byte for the stream and the connection at a time: a DATA frame
+		// of 1 byte each, which gives one back, for two charged.
+		s, _, sent := serve(t)
+		sent()
+		for i := 0; ; i++ {
+			code := feed(t, s, cat(credit(0, 1), credit(1, 1)))
+			if code == EnhanceYourCalm {
+				break
+			}
+			if n, _ := sent(); code != noConnErr || n != 1 || i > 2*budget {
+				t.Fatalf("round %d: %v, sent %d", i, code, n)
+			}
 		}
 	})
 }
