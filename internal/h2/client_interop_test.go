@@ -46,6 +46,27 @@ func drive(t *testing.T, c *Client, nc net.Conn, done func() bool) {
 	}
 }
 
+// goServer starts Go's net/http server for h speaking h2c with prior
+// knowledge (with HTTP/2 config cfg, if not nil) until the test ends, and
+// returns a Client connected to it past the SETTINGS exchange.
+func goServer(t *testing.T, h http.Handler, cfg *http.HTTP2Config) (*Client, *clientApp, net.Conn) {
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Config.HTTP2 = cfg
+	srv.Start()
+	t.Cleanup(srv.Close)
+	nc, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	a := newClientApp()
+	c := NewClient(a, nil)
+	drive(t, c, nc, func() bool { return !c.SettingsPending() })
+	return c, a, nc
+}
+
 // TestClientGoServer: a Client against Go's net/http server speaking h2c
 // with prior knowledge over TCP: GET, a 1 MiB POST echoed, 100 concurrent
 // streams, trailers both ways (gRPC-like: declared with Trailer and set
@@ -62,19 +83,7 @@ func TestClientGoServer(t *testing.T) {
 		w.Header().Set("Grpc-Status", strconv.FormatInt(n, 10))
 		w.Header().Set("X-Got", r.Trailer.Get("X-Check"))
 	})
-	srv := httptest.NewUnstartedServer(mux)
-	srv.Config.Protocols = new(http.Protocols)
-	srv.Config.Protocols.SetUnencryptedHTTP2(true)
-	srv.Start()
-	defer srv.Close()
-	nc, err := net.Dial("tcp", srv.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	a := newClientApp()
-	c := NewClient(a, nil)
-	drive(t, c, nc, func() bool { return !c.SettingsPending() })
+	c, a, nc := goServer(t, mux, nil)
 
 	get := &Request{Method: []byte("GET"), Scheme: []byte("http"), Authority: []byte("go"), Path: []byte("/hello")}
 	id, _ := a.start(c, get, nil, nil)
@@ -116,25 +125,12 @@ func TestClientGoServer(t *testing.T) {
 // server with 64 KiB receive windows, which credits the stream and the
 // connection every few DATA frames: those WINDOW_UPDATEs return window
 // our DATA used and are not charged to the control-frame budget (before,
-// the upload ended with ENHANCE_YOUR_CALM some 13 MB in).
+// the upload ended with ENHANCE_YOUR_CALM).
 func TestClientGoServerSmallWindows(t *testing.T) {
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	c, a, nc := goServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n, err := io.Copy(io.Discard, r.Body)
 		fmt.Fprintf(w, "%d %v", n, err)
-	}))
-	srv.Config.Protocols = new(http.Protocols)
-	srv.Config.Protocols.SetUnencryptedHTTP2(true)
-	srv.Config.HTTP2 = smallWindows
-	srv.Start()
-	defer srv.Close()
-	nc, err := net.Dial("tcp", srv.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	a := newClientApp()
-	c := NewClient(a, nil)
-	drive(t, c, nc, func() bool { return !c.SettingsPending() })
+	}), smallWindows)
 	id, err := a.start(c, req("/upload"), pattern(32<<20), nil)
 	if err != nil {
 		t.Fatal(err)

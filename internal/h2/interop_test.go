@@ -303,7 +303,7 @@ var smallWindows = &http.HTTP2Config{MaxReceiveBufferPerConnection: 64 << 10, Ma
 // for the stream and one for the connection every few DATA frames, return
 // window our DATA used and are not charged to the control-frame budget
 // (before, they cost two per DATA frame's one given back, and the budget of
-// 1000 ended the download with ENHANCE_YOUR_CALM about 13 MB in).
+// 1000 ended the download with ENHANCE_YOUR_CALM some 8 MB in).
 func TestGoClientSmallWindows(t *testing.T) {
 	big := pattern(32 << 20)
 	addr, stop := listen(t, func(c net.Conn) (Handler, func(error)) {

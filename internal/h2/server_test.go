@@ -808,6 +808,16 @@ func TestServerWindowUpdateBudget(t *testing.T) {
 		return s, p, sent
 	}
 	credit := func(id uint32, n uint32) []byte { return frame(FrameWindowUpdate, 0, id, u32(n)...) }
+	// charged checks that in is charged: budget of them pass, the next
+	// ends the connection.
+	charged := func(t *testing.T, s *Server, in []byte) {
+		for i := range budget + 1 {
+			code := feed(t, s, in)
+			if i < budget && code != noConnErr || i == budget && code != EnhanceYourCalm {
+				t.Fatalf("WINDOW_UPDATE %d: %v", i, code)
+			}
+		}
+	}
 
 	t.Run("credit for our DATA", func(t *testing.T) {
 		// Each read credited 4 KiB at a time on the stream and the
@@ -841,12 +851,7 @@ func TestServerWindowUpdateBudget(t *testing.T) {
 		if code := feed(t, s, credit(0, uint32(n))); code != noConnErr {
 			t.Fatal(code)
 		}
-		for i := range budget + 1 {
-			code := feed(t, s, credit(0, 4096))
-			if i < budget && code != noConnErr || i == budget && code != EnhanceYourCalm {
-				t.Fatalf("WINDOW_UPDATE %d: %v", i, code)
-			}
-		}
+		charged(t, s, credit(0, 4096))
 	})
 	t.Run("1-byte credits", func(t *testing.T) {
 		// Our window's worth of DATA in flight: 1-byte credits of the
@@ -854,12 +859,7 @@ func TestServerWindowUpdateBudget(t *testing.T) {
 		// charged.
 		s, _, sent := serve(t)
 		sent()
-		for i := range budget + 1 {
-			code := feed(t, s, credit(1, 1))
-			if i < budget && code != noConnErr || i == budget && code != EnhanceYourCalm {
-				t.Fatalf("WINDOW_UPDATE %d: %v", i, code)
-			}
-		}
+		charged(t, s, credit(1, 1))
 	})
 	t.Run("1-byte credits both ways", func(t *testing.T) {
 		// 1 byte for the stream and the connection at a time: a DATA frame
