@@ -82,16 +82,10 @@ type upH2 struct {
 // upH2Config is the Client's config for an upstream connection: each
 // stream's receive window (what a response may have on its way that its
 // client has not taken, held by the proxy) 64 KiB, the connection's 1 MiB.
-//
-// The control-frame budget is raised far past internal/h2's default
-// (1000): internal/h2 charges each WINDOW_UPDATE a control frame and gives
-// one back per DATA frame sent, and a server crediting the stream and the
-// connection as it reads an upload (Go's does, every 16-32 KiB) costs two
-// per DATA frame or so: an upload of a few MiB ended the connection with
-// ENHANCE_YOUR_CALM (TestH2UpLargeUpload). The budget still bounds a
-// server's PINGs and SETTINGS (their answers are bounded by MaxOutput);
-// the servers are the operator's.
-var upH2Config = h2.Config{InitialWindowSize: 64 << 10, MaxControlFrames: 1 << 24}
+// The control-frame budget is internal/h2's default: a server's
+// WINDOW_UPDATEs returning window an upload used cost nothing from it
+// (TestH2UpLargeUpload).
+var upH2Config = h2.Config{InitialWindowSize: 64 << 10}
 
 // room returns how many more streams u takes now.
 func (u *upH2) room() int {
