@@ -440,7 +440,8 @@ func (u *upH2) OnTrailers(c *h2.Client, id uint32, fields []hpack.Field) {
 }
 
 // OnReset tells a stream's user that it ended before its end.
-func (u *upH2) OnReset(c *h2.Client, id uint32, code h2.ErrCode, unprocessed bool) {
+func (u *upH2) OnReset(c *h2.Client, id uint32, code h2.ErrCode, cause h2.ResetCause) {
+	unprocessed := cause == h2.ResetUnprocessed
 	x := u.user(id)
 	if x == nil {
 		return

@@ -198,9 +198,9 @@ func (r *h2Probe) OnResponse(c *h2.Client, id uint32, resp *h2.Response, end boo
 		r.status = resp.Status
 	}
 }
-func (r *h2Probe) OnData(c *h2.Client, id uint32, p []byte, end bool) { c.Consumed(id, len(p)) }
-func (r *h2Probe) OnTrailers(*h2.Client, uint32, []hpack.Field)       {}
-func (r *h2Probe) OnReset(*h2.Client, uint32, h2.ErrCode, bool)       { r.failed = true }
-func (r *h2Probe) OnWritable(*h2.Client, uint32)                      {}
-func (r *h2Probe) OnGoAway(*h2.Client, h2.ErrCode, uint32, []byte)    {}
-func (r *h2Probe) OnPingAck(*h2.Client, [8]byte)                      {}
+func (r *h2Probe) OnData(c *h2.Client, id uint32, p []byte, end bool)    { c.Consumed(id, len(p)) }
+func (r *h2Probe) OnTrailers(*h2.Client, uint32, []hpack.Field)          {}
+func (r *h2Probe) OnReset(*h2.Client, uint32, h2.ErrCode, h2.ResetCause) { r.failed = true }
+func (r *h2Probe) OnWritable(*h2.Client, uint32)                         {}
+func (r *h2Probe) OnGoAway(*h2.Client, h2.ErrCode, uint32, []byte)       {}
+func (r *h2Probe) OnPingAck(*h2.Client, [8]byte)                         {}

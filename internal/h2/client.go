@@ -2,6 +2,7 @@ package h2
 
 import (
 	"errors"
+	"strconv"
 
 	"github.com/spindlenet/spindle/internal/hpack"
 )
@@ -36,23 +37,24 @@ type ClientHandler interface {
 	// OnTrailers: the response's trailer section, which ends it. fields
 	// is valid during the call.
 	OnTrailers(c *Client, id uint32, fields []hpack.Field)
-	// OnReset: stream id is gone before its end: reset by the server
-	// (code is the server's), by a stream error we found in its response
-	// (our code), by the connection ending (Feed's error's code, or
-	// CANCEL from Close), or left out by the server's GOAWAY (GOAWAY's
-	// code). unprocessed: the server did not process the request
-	// (REFUSED_STREAM, or above GOAWAY's last stream id: RFC 9113 8.7,
-	// 6.8), so it is safe to send again, on another connection. A
+	// OnReset: stream id is gone before its end; cause says why, with
+	// code: the server's RST_STREAM (ResetByServer, its code),
+	// REFUSED_STREAM or GOAWAY's last stream id below it
+	// (ResetUnprocessed: REFUSED_STREAM or GOAWAY's code; safe to send
+	// again, on another connection), a stream error we found in its
+	// response (ResetStreamError, the code we sent), or the connection
+	// ending (ResetConnection: Feed's error's code, Abort's, CANCEL from
+	// Close, INTERNAL_ERROR from a lost write of WriteDataTo). A
 	// RST_STREAM(NO_ERROR) after the whole response asks us to stop
 	// sending the request (8.1). Not called for a stream the handler
 	// resets itself.
-	OnReset(c *Client, id uint32, code ErrCode, unprocessed bool)
+	OnReset(c *Client, id uint32, code ErrCode, cause ResetCause)
 	// OnWritable: the send window of stream id, which WriteData left
 	// short, has room again.
 	OnWritable(c *Client, id uint32)
 	// OnGoAway: the server sent GOAWAY: no new requests on this
 	// connection (Request fails, CanOpen is false). Streams up to last go
-	// on; those above it get OnReset(unprocessed) right after this call.
+	// on; those above it get OnReset(ResetUnprocessed) right after this call.
 	// A server may send a second GOAWAY with a lower last (a graceful
 	// shutdown in two steps): it is told too. Done reports when the last
 	// stream has ended.
@@ -61,6 +63,39 @@ type ClientHandler interface {
 	// Ping, or any it chose to ack): the caller measures round trips and
 	// finds a dead upstream with it.
 	OnPingAck(c *Client, data [8]byte)
+}
+
+// ResetCause is why a Client's stream ended before its end (OnReset):
+// whether the server ended it on purpose, did not process it, sent a
+// response in error, or the connection is gone.
+type ResetCause uint8
+
+const (
+	// ResetByServer: the server's RST_STREAM, other than REFUSED_STREAM
+	// (a gRPC server's at a deadline is CANCEL).
+	ResetByServer ResetCause = iota
+	// ResetUnprocessed: the server did not process the request:
+	// RST_STREAM(REFUSED_STREAM), or a stream above the last stream id
+	// of its GOAWAY (RFC 9113 8.7, 6.8).
+	ResetUnprocessed
+	// ResetStreamError: a stream error we found in the response
+	// (malformed, content-length wrong, header list too large): we sent
+	// RST_STREAM with the code.
+	ResetStreamError
+	// ResetConnection: the connection ended under the stream: Close, a
+	// connection error (Feed's, Abort's), a lost write of WriteDataTo.
+	ResetConnection
+)
+
+var resetCauses = [...]string{"server", "unprocessed", "stream error", "connection"}
+
+// String returns the cause in words ("server", "unprocessed", "stream
+// error", "connection").
+func (r ResetCause) String() string {
+	if int(r) < len(resetCauses) {
+		return resetCauses[r]
+	}
+	return "ResetCause(" + strconv.Itoa(int(r)) + ")"
 }
 
 // Client is the client side of one HTTP/2 connection (h2c with prior
@@ -279,7 +314,7 @@ func (c *Client) goAway(f *Frame) {
 		}
 		id := st.id
 		c.remove(st)
-		c.h.OnReset(c, id, f.Code, true)
+		c.h.OnReset(c, id, f.Code, ResetUnprocessed)
 	}
 }
 
@@ -295,7 +330,11 @@ func (c *Client) rstStream(f *Frame) *Error {
 		return nil
 	}
 	c.remove(st)
-	c.h.OnReset(c, f.StreamID, f.Code, f.Code == RefusedStream)
+	cause := ResetByServer
+	if f.Code == RefusedStream {
+		cause = ResetUnprocessed
+	}
+	c.h.OnReset(c, f.StreamID, f.Code, cause)
 	return nil
 }
 
@@ -401,4 +440,13 @@ func (c *Client) emit(f hpack.Field) error {
 
 func (c *Client) deliver(id uint32, p []byte, end bool) { c.h.OnData(c, id, p, end) }
 func (c *Client) writable(id uint32)                    { c.h.OnWritable(c, id) }
-func (c *Client) gone(id uint32, code ErrCode)          { c.h.OnReset(c, id, code, false) }
+
+// gone: a stream error (the connection goes on) or the connection's end
+// (c.err set first: Close, fail, a lost write).
+func (c *Client) gone(id uint32, code ErrCode) {
+	cause := ResetStreamError
+	if c.err != nil {
+		cause = ResetConnection
+	}
+	c.h.OnReset(c, id, code, cause)
+}

@@ -95,8 +95,8 @@ func (a allocClient) OnData(c *Client, id uint32, p []byte, end bool) {
 	*a.got += len(p)
 	c.Consumed(id, len(p))
 }
-func (allocClient) OnTrailers(*Client, uint32, []hpack.Field) {}
-func (allocClient) OnReset(*Client, uint32, ErrCode, bool)    {}
-func (allocClient) OnWritable(*Client, uint32)                {}
-func (allocClient) OnGoAway(*Client, ErrCode, uint32, []byte) {}
-func (allocClient) OnPingAck(*Client, [8]byte)                {}
+func (allocClient) OnTrailers(*Client, uint32, []hpack.Field)    {}
+func (allocClient) OnReset(*Client, uint32, ErrCode, ResetCause) {}
+func (allocClient) OnWritable(*Client, uint32)                   {}
+func (allocClient) OnGoAway(*Client, ErrCode, uint32, []byte)    {}
+func (allocClient) OnPingAck(*Client, [8]byte)                   {}

@@ -2,6 +2,7 @@ package h2
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -17,7 +18,7 @@ type cstream struct {
 	body     []byte
 	ended    bool // the response ended (END_STREAM)
 	trailers []string
-	reset    string // "CODE unprocessed=bool"
+	reset    string // "CODE cause"
 	send     []byte // request body left to send
 	tr       []hpack.Field
 }
@@ -82,8 +83,8 @@ func (a *clientApp) OnTrailers(c *Client, id uint32, fields []hpack.Field) {
 	s.ended = true
 }
 
-func (a *clientApp) OnReset(c *Client, id uint32, code ErrCode, unprocessed bool) {
-	a.get(id).reset = fmt.Sprintf("%v unprocessed=%v", code, unprocessed)
+func (a *clientApp) OnReset(c *Client, id uint32, code ErrCode, cause ResetCause) {
+	a.get(id).reset = fmt.Sprintf("%v %v", code, cause)
 }
 
 func (a *clientApp) OnWritable(c *Client, id uint32) {
@@ -308,10 +309,10 @@ func TestClientResets(t *testing.T) {
 	pump(t, c, s)
 	c.Reset(hold, Cancel)
 	pump(t, c, s)
-	if got := ca.st[refuse].reset; got != "REFUSED_STREAM unprocessed=true" {
+	if got := ca.st[refuse].reset; got != "REFUSED_STREAM unprocessed" {
 		t.Fatalf("refused: %q", got)
 	}
-	if st := ca.st[reset]; st.reset != "CANCEL unprocessed=false" || fmt.Sprint(st.status) != "[200]" {
+	if st := ca.st[reset]; st.reset != "CANCEL server" || fmt.Sprint(st.status) != "[200]" {
 		t.Fatalf("reset after the response header: %+v", st)
 	}
 	if ca.st[hold].reset != "" || fmt.Sprint(sa.resets) != "[1 CANCEL]" {
@@ -368,6 +369,53 @@ func TestClientSettingsSeen(t *testing.T) {
 	}
 }
 
+// TestClientResetCauses: OnReset tells why a stream ended, each cause
+// with its code: the server's RST_STREAM before the response head (a gRPC
+// server's deadline: CANCEL) and after it (NO_ERROR), REFUSED_STREAM and
+// GOAWAY's last stream id (unprocessed), a stream error in the response,
+// and the connection's end: Close, a connection error from Feed, Abort, a
+// write of WriteDataTo lost.
+func TestClientResetCauses(t *testing.T) {
+	rst := func(id uint32, code ErrCode) []byte { return frame(FrameRSTStream, 0, id, u32(uint32(code))...) }
+	for _, tc := range []struct {
+		name string
+		do   func(c *Client, p *peer)
+		want string
+	}{
+		{"server before head", func(c *Client, p *peer) { c.Feed(rst(1, Cancel)) }, "CANCEL server"},
+		{"server after head", func(c *Client, p *peer) {
+			c.Feed(cat(p.headers(1, false, ":status", "200"), rst(1, NoError)))
+		}, "NO_ERROR server"},
+		{"server internal", func(c *Client, p *peer) { c.Feed(rst(1, InternalError)) }, "INTERNAL_ERROR server"},
+		{"refused", func(c *Client, p *peer) { c.Feed(rst(1, RefusedStream)) }, "REFUSED_STREAM unprocessed"},
+		{"goaway", func(c *Client, p *peer) {
+			c.Feed(frame(FrameGoAway, 0, 0, cat(u32(0), u32(uint32(EnhanceYourCalm)))...))
+		}, "ENHANCE_YOUR_CALM unprocessed"},
+		{"stream error", func(c *Client, p *peer) { c.Feed(p.headers(1, true, "a", "b")) }, "PROTOCOL_ERROR stream error"},
+		{"close", func(c *Client, p *peer) { c.Close() }, "CANCEL connection"},
+		{"feed error", func(c *Client, p *peer) { c.Feed(frame(FramePushPromise, FlagEndHeaders, 1, u32(2)...)) }, "PROTOCOL_ERROR connection"},
+		{"abort", func(c *Client, p *peer) { c.Abort(SettingsTimeout) }, "SETTINGS_TIMEOUT connection"},
+		{"write lost", func(c *Client, p *peer) {
+			c.WriteDataTo(1, []byte("x"), true, func([]byte) (int, error) { return 0, errors.New("gone") })
+		}, "INTERNAL_ERROR connection"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, a, p := openClient(t, nil)
+			if _, err := c.Request(req("/"), false); err != nil { // the body to come
+				t.Fatal(err)
+			}
+			outFrames(t, c, p.dec)
+			tc.do(c, p)
+			if got := a.st[1].reset; got != tc.want {
+				t.Fatalf("reset %q, want %q", got, tc.want)
+			}
+		})
+	}
+	if s := ResetCause(9).String(); s != "ResetCause(9)" {
+		t.Errorf("ResetCause(9): %q", s)
+	}
+}
+
 // TestClientGoAway: streams above GOAWAY's last stream id are told
 // unprocessed; those below go on; no new requests; Done at the end.
 func TestClientGoAway(t *testing.T) {
@@ -379,7 +427,7 @@ func TestClientGoAway(t *testing.T) {
 	if e := feed(t, c, frame(FrameGoAway, 0, 0, cat(u32(1), u32(uint32(NoError)), []byte("bye"))...)); e != noConnErr {
 		t.Fatal(e)
 	}
-	if fmt.Sprint(a.goaway) != `[NO_ERROR 1 "bye"]` || a.st[3].reset != "NO_ERROR unprocessed=true" || a.st[5].reset != "NO_ERROR unprocessed=true" || a.st[1].reset != "" {
+	if fmt.Sprint(a.goaway) != `[NO_ERROR 1 "bye"]` || a.st[3].reset != "NO_ERROR unprocessed" || a.st[5].reset != "NO_ERROR unprocessed" || a.st[1].reset != "" {
 		t.Fatalf("goaway %v; resets %q %q %q", a.goaway, a.st[1].reset, a.st[3].reset, a.st[5].reset)
 	}
 	if _, err := c.Request(req("/"), true); err != ErrNoStream || c.CanOpen() || c.Done() {
@@ -420,7 +468,7 @@ func TestClientSettings(t *testing.T) {
 	if e := feed(t, c, frame(FrameSettings, 0, 0, setting(SettingEnablePush, 1)...)); e != ProtocolError {
 		t.Fatalf("ENABLE_PUSH 1: %v", e)
 	}
-	if got := a.st[id].reset; got != "PROTOCOL_ERROR unprocessed=false" {
+	if got := a.st[id].reset; got != "PROTOCOL_ERROR connection" {
 		t.Fatalf("open stream after the connection error: %q", got)
 	}
 }
@@ -473,7 +521,7 @@ func TestClientMalformed(t *testing.T) {
 				t.Fatalf("connection error %v", e)
 			}
 			got := outFrames(t, c, p.dec)
-			if len(got) == 0 || got[len(got)-1] != "RST_STREAM 1 PROTOCOL_ERROR" || a.st[1].reset != "PROTOCOL_ERROR unprocessed=false" {
+			if len(got) == 0 || got[len(got)-1] != "RST_STREAM 1 PROTOCOL_ERROR" || a.st[1].reset != "PROTOCOL_ERROR stream error" {
 				t.Fatalf("out %q, reset %q", got, a.st[1].reset)
 			}
 			// The connection goes on.
@@ -597,7 +645,7 @@ func TestClientAbort(t *testing.T) {
 	}
 	c.Abort(SettingsTimeout)
 	got := outFrames(t, c, hpack.NewDecoder(4096, 0))
-	if fmt.Sprint(got) != "[SETTINGS ack GOAWAY 0 SETTINGS_TIMEOUT]" || a.st[1].reset != "SETTINGS_TIMEOUT unprocessed=false" || !c.Done() || c.SettingsPending() {
+	if fmt.Sprint(got) != "[SETTINGS ack GOAWAY 0 SETTINGS_TIMEOUT]" || a.st[1].reset != "SETTINGS_TIMEOUT connection" || !c.Done() || c.SettingsPending() {
 		t.Fatalf("%q, reset %q", got, a.st[1].reset)
 	}
 	if _, err := c.Request(req("/"), true); err != ErrNoStream {
@@ -650,7 +698,7 @@ func TestClientHeaderListSize(t *testing.T) {
 	a.start(c, req("/"), nil, nil)
 	outFrames(t, c, p.dec)
 	feed(t, c, cat(p.headers(1, false, ":status", "200", "x-big", strings.Repeat("x", 200)), p.headers(3, true, ":status", "200", "x-small", "y")))
-	if got := outFrames(t, c, p.dec); fmt.Sprint(got) != "[RST_STREAM 1 CANCEL]" || a.st[1].reset != "CANCEL unprocessed=false" {
+	if got := outFrames(t, c, p.dec); fmt.Sprint(got) != "[RST_STREAM 1 CANCEL]" || a.st[1].reset != "CANCEL stream error" {
 		t.Fatalf("%q %q", got, a.st[1].reset)
 	}
 	if st := a.st[3]; fmt.Sprint(st.fields) != "[x-small=y]" || !st.ended {
