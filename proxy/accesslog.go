@@ -371,19 +371,20 @@ func (b *logBuf) onTimer() {
 // tcp) ended, after HAProxy's termination states and Envoy's response
 // flags. See the package doc.
 const (
-	termNone     uint8 = iota // "-": ended normally
-	termClient                // "CD": the client closed or reset the connection before the end
-	termClientTO              // "CT": the client's request head did not arrive in request_timeout (408)
-	termServer                // "SD": the server closed or reset its connection before the end
-	termServerTO              // "ST": the server did not answer in response_timeout (504, or a reset)
-	termConnect               // "SC": every server tried failed to connect (502)
-	termNoServer              // "NS": no server of the pool was up (503)
-	termRequest               // "PR": the proxy refused the request (400, 413, 501, ...)
-	termResponse              // "PH": the proxy refused the server's response (502, or a reset)
-	termIdle                  // "IT": idle_timeout (mode tcp) closed the connection
+	termNone        uint8 = iota // "-": ended normally
+	termClient                   // "CD": the client closed or reset the connection before the end
+	termClientTO                 // "CT": the client's request head did not arrive in request_timeout (408)
+	termServer                   // "SD": the server closed or reset its connection before the end
+	termServerTO                 // "ST": the server did not answer in response_timeout (504, or a reset)
+	termConnect                  // "SC": every server tried failed to connect (502)
+	termNoServer                 // "NS": no server of the pool was up (503)
+	termRequest                  // "PR": the proxy refused the request (400, 413, 501, ...)
+	termResponse                 // "PH": the proxy refused the server's response (502, or a reset)
+	termIdle                     // "IT": idle_timeout (mode tcp) closed the connection
+	termServerReset              // "SR": the server reset the stream (HTTP/2 RST_STREAM), its connection going on
 )
 
-var termCodes = [...]string{"-", "CD", "CT", "SD", "ST", "SC", "NS", "PR", "PH", "IT"}
+var termCodes = [...]string{"-", "CD", "CT", "SD", "ST", "SC", "NS", "PR", "PH", "IT", "SR"}
 
 // exchange is what an hsession keeps of its current exchange for the
 // access log and the per-route counters.

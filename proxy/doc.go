@@ -86,12 +86,14 @@
 // would let any client eject the servers), no response head within
 // response_timeout once the whole request reached the server (a body the
 // client stalls is the client's doing), a close or reset before a complete
-// response head, or a response head the proxy refuses whatever the
+// response head (but an h2c server's RST_STREAM CANCEL or NO_ERROR on a
+// stream, which ends it on purpose: a gRPC server's at a deadline the
+// client chose), or a response head the proxy refuses whatever the
 // request was (malformed or oversized, its framing fields among them; a
 // 101 unasked or to a protocol not offered; more interim 1xx than 16): in
-// the access log, such a status from upstream, ST, SD before a response
-// and PH. A chunked response to an HTTP/1.0 request, refused too (PH),
-// neither counts nor clears the count: the client chose the version, and
+// the access log, such a status from upstream, ST, SD before a response,
+// PH, and SR before a response but for those two codes. A chunked
+// response to an HTTP/1.0 request, refused too (PH), neither counts nor clears the count: the client chose the version, and
 // would eject a server that answers HTTP/1.1 clients well. Another
 // response clears the count, and one after an ejection has run out ends it
 // (a connect's success does not: the server's answers decide); a request
@@ -309,19 +311,25 @@
 // stream's window of the other side's bytes in the proxy: the client's
 // h2_initial_window of a request body, 64 KiB (the proxy's window to the
 // server) of a response. A client's RST_STREAM resets the upstream stream
-// (CANCEL), and a server's reset resets the client's stream (with its
-// code; NO_ERROR and REFUSED_STREAM as INTERNAL_ERROR), or, before the
-// response head, gets it 502; a stream the server did not process
+// (CANCEL), and a server's RST_STREAM resets the client's stream with its
+// code, before the response head as after it (NO_ERROR as CANCEL, as a cut
+// response must not look whole; a gRPC server's CANCEL at a deadline so
+// reaches its client, which takes it for DEADLINE_EXCEEDED), logged SR; an
+// HTTP/1.1 client gets 502 before the head (nothing else can carry a
+// reset) and its connection reset after it; a stream the server did not process
 // (REFUSED_STREAM, or above the last stream id of its GOAWAY, after which
 // the connection takes no new stream, counts no more in
 // h2_max_connections, another being dialed for the streams waiting, and
 // closes once its streams end) is
 // sent again, on another connection or server, up to 3 times, while no
 // byte of its body was sent (a body sent is not kept to send again); a
-// connection that dies resets its streams (502 before a response head).
-// Passive health counts as with HTTP/1.1: a response status
-// http_error_statuses lists, a reset or connection error before the
-// response head, response_timeout.
+// connection that dies resets its streams (502 before a response head,
+// logged SD; a reset after it, INTERNAL_ERROR). Passive health counts as
+// with HTTP/1.1: a response status http_error_statuses lists, a
+// connection error or a server's reset before the response head (not a
+// RST_STREAM CANCEL or NO_ERROR: the server ended the stream on purpose,
+// and any client could eject a healthy gRPC server with short
+// grpc-timeout values), response_timeout.
 //
 // An HTTP/1.1 client's request to an h2c pool (as Envoy does; nginx only
 // with grpc_pass) goes as a stream too: its head as HEADERS (Host as
@@ -426,6 +434,7 @@
 //	PR  the proxy refused the request: 400, 413, 501, ... (HAProxy PR, Envoy DPE)
 //	PH  the proxy refused the server's response: 502 or a reset (HAProxy PH, Envoy UPE)
 //	IT  mode tcp: idle_timeout closed the connection (Envoy SI)
+//	SR  an h2c server reset the stream (RST_STREAM), its connection going on: a reset, or 502 to HTTP/1.1 (Envoy UR)
 //
 // The loops never wait for the log: each formats its lines into its own
 // buffers, which a writer goroutine writes out (every 100ms, or 64 KiB at

@@ -34,10 +34,11 @@ type upUser interface {
 	onResponse(u *upH2, r *h2.Response, end bool)
 	onData(u *upH2, p []byte, end bool)
 	onTrailers(u *upH2, fields []hpack.Field)
-	// onReset: the stream ended before its end (the server's reset, a
-	// GOAWAY above it, or the connection's end); unprocessed: the server
-	// did not process it, so it may be sent again.
-	onReset(u *upH2, code h2.ErrCode, unprocessed bool)
+	// onReset: the stream ended before its end, cause says why (the
+	// server's reset; unprocessed: REFUSED_STREAM or a GOAWAY above it,
+	// so it may be sent again; a response in error; the connection's
+	// end).
+	onReset(u *upH2, code h2.ErrCode, cause h2.ResetCause)
 	// onWritable: the stream's send window has room for the request body.
 	onWritable(u *upH2)
 	// onQueue: u's write queue went below the high-water mark.
@@ -441,16 +442,15 @@ func (u *upH2) OnTrailers(c *h2.Client, id uint32, fields []hpack.Field) {
 
 // OnReset tells a stream's user that it ended before its end.
 func (u *upH2) OnReset(c *h2.Client, id uint32, code h2.ErrCode, cause h2.ResetCause) {
-	unprocessed := cause == h2.ResetUnprocessed
 	x := u.user(id)
 	if x == nil {
 		return
 	}
 	u.remove(id)
-	if unprocessed {
+	if cause == h2.ResetUnprocessed {
 		u.sl.stats.h2Refused.inc()
 	}
-	x.onReset(u, code, unprocessed)
+	x.onReset(u, code, cause)
 }
 
 // OnWritable tells a stream's user that its send window has room.

@@ -527,25 +527,38 @@ func (x *h1up) detach() {
 
 // onReset: the stream ended before its end: sent again where the server
 // did not process it (nothing of the body sent), else 502 before the
-// response head, a reset of the client after it.
-func (x *h1up) onReset(u *upH2, code h2.ErrCode, unprocessed bool) {
+// response head (nothing else can carry a reset to an HTTP/1.1 client), a
+// reset of the client after it. The server's own reset is logged SR, and
+// before the head counts as a failed exchange unless on purpose
+// (resetOnPurpose); a response in error is logged PH, the connection's
+// end SD.
+func (x *h1up) onReset(u *upH2, code h2.ErrCode, cause h2.ResetCause) {
 	s := x.s
 	x.u, x.uid = nil, 0
 	x.uncount()
-	if unprocessed && !s.respHead && x.sent == 0 && x.retries < 3 {
+	if cause == h2.ResetUnprocessed && !s.respHead && x.sent == 0 && x.retries < 3 {
 		x.retries++
 		u.sl.stats.h2Retried.inc()
 		x.h2Pick()
 		s.syncRead()
 		return
 	}
-	if !s.respHead {
-		s.passive(false)
+	byServer := cause == h2.ResetByServer
+	switch cause {
+	case h2.ResetByServer:
+		s.x.term = termServerReset
+	case h2.ResetStreamError:
+		s.x.term = termResponse
+	default:
 		s.x.term = termServer
+	}
+	if !s.respHead {
+		if !byServer || !resetOnPurpose(code) {
+			s.passive(false)
+		}
 		s.respond(502)
 		return
 	}
-	s.x.term = termServer
 	s.client.Reset()
 	s.syncRead()
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -316,7 +317,10 @@ func TestH2UpMaxStreams(t *testing.T) {
 // of the first connection (first says which) with GOAWAY(last 0,
 // NO_ERROR) instead, leaving it unprocessed; "hold" sends the first
 // connection's first stream a graceful GOAWAY naming it (it is
-// processed) and answers it only 400 ms later. It allocates nothing per
+// processed) and answers it only 400 ms later; "reset" resets a stream
+// for /rst/N with code N before the response head, and for /rst-head/N
+// after the head and a body's first bytes, and answers /cl-short with a
+// body shorter than its content-length. It allocates nothing per
 // request once warm.
 func rawH2Up(mode string, first *atomic.Bool) func(net.Conn) {
 	return func(c net.Conn) {
@@ -375,8 +379,9 @@ type rawH2App struct {
 }
 
 var (
-	rawOK     = []byte("ok")
-	rawFields = []hpack.Field{{Name: []byte("content-length"), Value: []byte("2")}}
+	rawOK      = []byte("ok")
+	rawFields  = []hpack.Field{{Name: []byte("content-length"), Value: []byte("2")}}
+	rawCLShort = []hpack.Field{{Name: []byte("content-length"), Value: []byte("5")}}
 )
 
 func (a *rawH2App) OnRequest(s *h2.Server, id uint32, r *h2.Request, end bool) {
@@ -392,6 +397,24 @@ func (a *rawH2App) OnRequest(s *h2.Server, id uint32, r *h2.Request, end bool) {
 	case fresh && a.hold:
 		a.goaway, a.last, a.held = true, id, id
 		return
+	case a.mode == "reset":
+		path, head := string(r.Path), false
+		if rest, ok := strings.CutPrefix(path, "/rst-head/"); ok {
+			path, head = "/rst/"+rest, true
+		}
+		if path == "/cl-short" { // content-length 5, 2 bytes sent
+			if s.WriteHeaders(id, 200, rawCLShort, false) == nil {
+				s.WriteData(id, rawOK, true)
+			}
+			return
+		}
+		if n, err := strconv.Atoi(strings.TrimPrefix(path, "/rst/")); err == nil {
+			if head && s.WriteHeaders(id, 200, nil, false) == nil {
+				s.WriteData(id, rawOK, false)
+			}
+			s.Reset(id, h2.ErrCode(n))
+			return
+		}
 	}
 	if end {
 		a.answer(s, id)
@@ -491,6 +514,78 @@ func TestH2UpClientReset(t *testing.T) {
 		}
 		if lt := p.Totals().Listeners[0]; lt.H2ResetsClient != 1 {
 			t.Errorf("%d client resets counted, want 1", lt.H2ResetsClient)
+		}
+	})
+}
+
+// startLoggedH2C starts a proxy with an h2c pool of server, an access log
+// (its path returned) and passive health's http_errors 2.
+func startLoggedH2C(t *testing.T, b engine.Backend, server string) (*Proxy, string) {
+	path := filepath.Join(t.TempDir(), "access.log")
+	cfg := h2cPoolConfig(b, server)
+	cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: path}
+	cfg.Pools[0].Passive = &PassiveConfig{Fails: 5, Cooldown: Duration(time.Minute), HTTPErrors: 2}
+	return startProxy(t, cfg), path
+}
+
+// TestH2UpServerReset: a server's RST_STREAM reaches an HTTP/2 client as
+// a reset with the server's code, before the response head (a gRPC
+// server's deadline: CANCEL) and after it (NO_ERROR, which would make a
+// cut response look whole, as CANCEL); an HTTP/1.1 client gets 502
+// before the head. The access log says SR (a response the proxy found in
+// error after its head, PH); passive health does not count
+// CANCEL or NO_ERROR (the server ended the stream on purpose: http_errors
+// 2 and four of them leave it up), other codes count (two
+// INTERNAL_ERROR eject it).
+func TestH2UpServerReset(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		var first atomic.Bool
+		up := newUpstream(t, rawH2Up("reset", &first))
+		p, path := startLoggedH2C(t, b, up.addr)
+		c, base := h2Client(t, p)
+		get := func(target, want string) {
+			t.Helper()
+			resp, err := c.Get(base + target)
+			if err == nil {
+				var body []byte
+				body, err = io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err == nil {
+					t.Fatalf("%s: %s %q, want the server's reset (%s)", target, resp.Status, body, want)
+				}
+			}
+			if !strings.Contains(err.Error(), want) {
+				t.Fatalf("%s: %v, want the server's reset (%s)", target, err, want)
+			}
+		}
+		get("/rst/8", "CANCEL")
+		m := waitLine(t, path, "/rst/8's line", func(m map[string]any) bool { return m["target"] == "/rst/8" })
+		checkFields(t, m, map[string]string{"term": "SR", "server": up.addr})
+		get("/rst/0", "CANCEL")
+		get("/rst-head/8", "CANCEL")
+		get("/rst/8", "CANCEL")
+		h1 := &http.Client{Transport: &http.Transport{}, Timeout: 20 * time.Second}
+		t.Cleanup(h1.Transport.(*http.Transport).CloseIdleConnections)
+		resp, err := h1.Get(base + "/rst/8")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 502 || resp.ProtoMajor != 1 {
+			t.Fatalf("HTTP/1.1 client: %s %s, want 502", resp.Proto, resp.Status)
+		}
+		m = waitLine(t, path, "HTTP/1.1's line", func(m map[string]any) bool { return m["proto"] == "HTTP/1.1" })
+		checkFields(t, m, map[string]string{"status": "502", "term": "SR", "source": "proxy"})
+		if st := serverTotals(p, up.addr); !st.Up || st.ConsecutiveErrors != 0 {
+			t.Fatalf("after CANCEL and NO_ERROR resets: up %v, %d errors in a row, want up and 0", st.Up, st.ConsecutiveErrors)
+		}
+		get("/cl-short", "PROTOCOL_ERROR") // (the proxy's stream error: not the server's reset)
+		m = waitLine(t, path, "/cl-short's line", func(m map[string]any) bool { return m["target"] == "/cl-short" })
+		checkFields(t, m, map[string]string{"status": "200", "term": "PH"})
+		get("/rst/2", "INTERNAL_ERROR")
+		get("/rst/2", "INTERNAL_ERROR")
+		if st := serverTotals(p, up.addr); st.Up || st.EjectionsHTTP != 1 {
+			t.Fatalf("after two INTERNAL_ERROR resets: up %v, %d ejections, want down and 1", st.Up, st.EjectionsHTTP)
 		}
 	})
 }
@@ -793,11 +888,7 @@ func TestH2UpLogAndPassive(t *testing.T) {
 				fmt.Fprintf(w, "got %d", len(body))
 			}
 		}), nil)
-		path := filepath.Join(t.TempDir(), "access.log")
-		cfg := h2cPoolConfig(b, up.addr)
-		cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: path}
-		cfg.Pools[0].Passive = &PassiveConfig{Fails: 5, Cooldown: Duration(time.Minute), HTTPErrors: 2}
-		p := startProxy(t, cfg)
+		p, path := startLoggedH2C(t, b, up.addr)
 		c, base := h2Client(t, p)
 		resp, err := c.Post(base+"/ok", "text/plain", strings.NewReader("abcd"))
 		if err != nil {

@@ -532,10 +532,14 @@ func (st *h2stream) h2Detach(reset bool) {
 
 // onReset: the upstream stream ended before its end. Unprocessed, with no
 // response and no body byte sent, it is sent again (on another connection:
-// a GOAWAY left this one; or another server), up to 3 times; else, before
-// the response head 502 (counted by passive health), after it the client's
-// stream reset.
-func (st *h2stream) onReset(u *upH2, code h2.ErrCode, unprocessed bool) {
+// a GOAWAY left this one; or another server), up to 3 times. The server's
+// own reset is passed on to the client with its code (NO_ERROR as CANCEL:
+// a cut response must not look whole), before the response head as after
+// it (a gRPC server's at a deadline is CANCEL, which its client takes for
+// DEADLINE_EXCEEDED). Else (the connection's end, a response in error:
+// logged SD, PH): before the response head 502 (a failed exchange for
+// passive health), after it the client's stream reset.
+func (st *h2stream) onReset(u *upH2, code h2.ErrCode, cause h2.ResetCause) {
 	c := st.c
 	st.u2.u, st.u2.uid = nil, 0
 	st.uncount()
@@ -543,7 +547,7 @@ func (st *h2stream) onReset(u *upH2, code h2.ErrCode, unprocessed bool) {
 		st.reqDone = true // (the response is all here: the request stops)
 		return
 	}
-	if unprocessed && !st.respHead && st.u2.sent == 0 && st.u2.retries < 3 {
+	if cause == h2.ResetUnprocessed && !st.respHead && st.u2.sent == 0 && st.u2.retries < 3 {
 		st.u2.retries++
 		u.sl.stats.h2Retried.inc()
 		st.reqDone = false
@@ -551,9 +555,24 @@ func (st *h2stream) onReset(u *upH2, code h2.ErrCode, unprocessed bool) {
 		c.flush()
 		return
 	}
+	if cause == h2.ResetByServer {
+		if !st.respHead && !resetOnPurpose(code) {
+			st.passive(false)
+		}
+		if code == h2.NoError {
+			code = h2.Cancel
+		}
+		st.x.term = termServerReset
+		st.resetStream(code)
+		c.flush()
+		return
+	}
+	st.x.term = termServer
+	if cause == h2.ResetStreamError {
+		st.x.term = termResponse
+	}
 	if !st.respHead {
 		st.passive(false)
-		st.x.term = termServer
 		st.respond(502)
 		c.flush()
 		return
@@ -561,10 +580,15 @@ func (st *h2stream) onReset(u *upH2, code h2.ErrCode, unprocessed bool) {
 	if code == h2.NoError || code == h2.RefusedStream {
 		code = h2.InternalError
 	}
-	st.x.term = termServer
 	st.resetStream(code)
 	c.flush()
 }
+
+// resetOnPurpose reports whether a server's RST_STREAM with code ended the
+// stream on purpose (CANCEL: a deadline passed, the work was abandoned;
+// NO_ERROR), so that passive health does not count it: any client could
+// eject a healthy gRPC server with short grpc-timeout values.
+func resetOnPurpose(code h2.ErrCode) bool { return code == h2.Cancel || code == h2.NoError }
 
 // onWritable goes on with the request body.
 func (st *h2stream) onWritable(u *upH2) {
