@@ -447,7 +447,10 @@ type PassiveConfig struct {
 	// 101 unasked, 1xx past 16): the exchanges the access log shows with
 	// such a status from upstream, ST, SD before a response and PH, but for
 	// a chunked response to HTTP/1.0 (the client's version's doing), which
-	// neither counts nor clears the count. Any other response clears it; a
+	// neither counts nor clears the count. In an h2c pool a server's
+	// RST_STREAM before the head (SR) counts too, but for CANCEL and
+	// NO_ERROR (a server ending a stream on purpose, as gRPC's deadlines
+	// do), which neither count nor clear the count. Any other response clears it; a
 	// request retried on a new connection (a stale kept-alive one closed
 	// under it) counts once, by how the retry ends. What happens after a
 	// response head (a body cut short) is not counted. The count is apart
