@@ -310,7 +310,10 @@
 // queue below the high-water mark), so a slow reader holds at most a
 // stream's window of the other side's bytes in the proxy: the client's
 // h2_initial_window of a request body, 64 KiB (the proxy's window to the
-// server) of a response. A client's RST_STREAM resets the upstream stream
+// server) of a response; an upstream connection's window is its streams'
+// (h2_max_concurrent_streams times 64 KiB, at least 1 MiB, at most
+// 2^31-1), so that clients not reading do not stall the other streams on
+// their connection. A client's RST_STREAM resets the upstream stream
 // (CANCEL), and a server's RST_STREAM resets the client's stream with its
 // code, before the response head as after it (NO_ERROR as CANCEL, as a cut
 // response must not look whole; a gRPC server's CANCEL at a deadline so

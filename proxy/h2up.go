@@ -82,11 +82,28 @@ type upH2 struct {
 
 // upH2Config is the Client's config for an upstream connection: each
 // stream's receive window (what a response may have on its way that its
-// client has not taken, held by the proxy) 64 KiB, the connection's 1 MiB.
-// The control-frame budget is internal/h2's default: a server's
+// client has not taken, held by the proxy) 64 KiB, the connection's set by
+// upH2Conf. The control-frame budget is internal/h2's default: a server's
 // WINDOW_UPDATEs returning window an upload used cost nothing from it
 // (TestH2UpLargeUpload).
+//
+// The connection's receive window is each stream's times the streams a
+// connection of the pool carries (h2_max_concurrent_streams), up to
+// 2^31-1, at least 1 MiB (upH2Conf): a stream's DATA is Consumed, the
+// connection's window with the stream's, only once its client took it,
+// so under a smaller one a few clients not reading (16 of 64 KiB held
+// each against 1 MiB) stalled every other stream on the connection
+// (TestH2UpSlowClientsNoHOL). What the proxy holds stays bounded by the
+// stream windows.
 var upH2Config = h2.Config{InitialWindowSize: 64 << 10}
+
+// upH2Conf returns the Client config for a connection of pl.
+func upH2Conf(pl *pool) *h2.Config {
+	cfg := upH2Config
+	w := int64(cfg.InitialWindowSize) * int64(pl.h2Streams)
+	cfg.ConnWindowSize = uint32(min(max(w, h2.DefaultConnWindowSize), h2.MaxWindow))
+	return &cfg
+}
 
 // room returns how many more streams u takes now.
 func (u *upH2) room() int {
@@ -171,7 +188,7 @@ func (ls *loopState) h2Dial(p *Proxy, pl *pool, i int, l *engine.Loop, timeout t
 	}
 	sl := ls.share(pl, i)
 	u := &upH2{p: p, ls: ls, sl: sl, pl: pl, srv: i, conn: c, listed: true, idleAt: -1, timeout: timeout}
-	u.cl = h2.NewClient(u, &upH2Config)
+	u.cl = h2.NewClient(u, upH2Conf(pl))
 	u.write = func(b []byte) (int, error) {
 		u.sl.stats.bytesOut.addInt(len(b))
 		return c.Write(b)
