@@ -267,7 +267,11 @@ func (u *upH2) settle() {
 	}
 	u.replace()
 	if len(u.streams) == 0 && (u.retired || u.cl.Done() || !u.cl.CanOpen() && u.cl.SettingsSeen()) {
+		// (A server allowing no stream, MAX_CONCURRENT_STREAMS 0, fails
+		// its waiters over where no other connection takes them: they
+		// waited for response_timeout, TestH2UpZeroStreams.)
 		u.shutdown()
+		u.failWaiters()
 		return
 	}
 	u.serve()

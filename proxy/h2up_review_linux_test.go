@@ -2,12 +2,14 @@ package proxy
 
 import (
 	"io"
+	"net"
 	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/spindlenet/spindle/engine"
+	"github.com/spindlenet/spindle/internal/h2"
 )
 
 // h2Transport is an h2c (prior knowledge) transport whose connections
@@ -77,6 +79,45 @@ func TestH2UpSlowClientsNoHOL(t *testing.T) {
 		}
 		if st := serverTotals(p, up.addr); up.conns.Load() != 1 {
 			t.Errorf("%d upstream connections (%d streams), want 1", up.conns.Load(), st.H2Streams)
+		}
+	})
+}
+
+// zeroStreamsUp is a server taking no stream: its SETTINGS say
+// MAX_CONCURRENT_STREAMS 0; it reads the rest and drops it.
+func zeroStreamsUp(c net.Conn) {
+	out := h2.AppendSettings(nil, []h2.Setting{{ID: h2.SettingMaxConcurrentStreams, Val: 0}})
+	out = h2.AppendSettingsAck(out)
+	if _, err := c.Write(out); err != nil {
+		return
+	}
+	io.Copy(io.Discard, c)
+}
+
+// TestH2UpZeroStreams: a server whose SETTINGS allow no stream
+// (MAX_CONCURRENT_STREAMS 0) is a server that cannot take the request:
+// a stream waiting for it goes on to the next server at once, not after
+// response_timeout (504) on a connection closed with nobody dialing
+// another.
+func TestH2UpZeroStreams(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		zero := newUpstream(t, zeroStreamsUp)
+		good := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.WriteString(w, "ok")
+		}), nil)
+		cfg := h2cPoolConfig(b, zero.addr, good.addr)
+		cfg.Listeners[0].ResponseTimeout = Duration(3 * time.Second)
+		p := startProxy(t, cfg)
+		c, base := h2Client(t, p)
+		for k := range 4 {
+			t0 := time.Now()
+			resp, body := do(t, c, mustReq(t, "GET", base+"/x", nil))
+			if d := time.Since(t0); resp.StatusCode != 200 || string(body) != "ok" || d > time.Second {
+				t.Fatalf("request %d: %d %q after %v; want 200 \"ok\" at once", k, resp.StatusCode, body, d)
+			}
+		}
+		if zero.accepted.Load() == 0 {
+			t.Errorf("the server allowing no stream was never tried")
 		}
 	})
 }
