@@ -185,7 +185,10 @@ func (x *h1up) onStart(u *upH2) {
 	s := x.s
 	x.wsl = nil
 	reused := u.used
-	uid, err := u.cl.Request(&x.req, x.done && !x.hasBody)
+	// (A body all read with a trailer section but no data, before the
+	// stream started or on a retry, ends with its trailers: finish.)
+	end := x.done && !x.hasBody && len(x.trl) == 0
+	uid, err := u.cl.Request(&x.req, end)
 	if err != nil {
 		x.uncount()
 		x.next()
@@ -203,9 +206,12 @@ func (x *h1up) onStart(u *upH2) {
 	}
 	s.sent()
 	s.setPhase(phWait)
-	if x.done && !x.hasBody {
+	switch {
+	case end:
 		s.reqDone = true
-	} else if s.hasP {
+	case x.done && !x.hasBody:
+		x.finish()
+	case s.hasP:
 		x.body()
 	}
 	u.flush()

@@ -1,15 +1,18 @@
 package proxy
 
 import (
+	"bufio"
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/spindlenet/spindle/engine"
 	"github.com/spindlenet/spindle/internal/h2"
+	"github.com/spindlenet/spindle/internal/hpack"
 )
 
 // h2Transport is an h2c (prior knowledge) transport whose connections
@@ -118,6 +121,119 @@ func TestH2UpZeroStreams(t *testing.T) {
 		}
 		if zero.accepted.Load() == 0 {
 			t.Errorf("the server allowing no stream was never tried")
+		}
+	})
+}
+
+// serveH2 serves HTTP/2 on c with h until c or the Server ends.
+func serveH2(c net.Conn, h h2.Handler) {
+	s := h2.NewServer(h, nil)
+	var tail []byte
+	buf := make([]byte, 64<<10)
+	for !s.Done() {
+		if out := s.Pending(); len(out) > 0 {
+			n, err := c.Write(out)
+			s.Written(n)
+			if err != nil {
+				return
+			}
+		}
+		n, err := c.Read(buf)
+		if err != nil || s.FeedTail(&tail, buf[:n]) != nil {
+			s.Close()
+			c.Write(s.Pending())
+			return
+		}
+	}
+}
+
+// trlApp refuses the first request to end with trailers once it has
+// them all (REFUSED_STREAM: not processed) and answers the others
+// "trailers <x-check>" where the request ended with trailers, "none"
+// where it ended without.
+type trlApp struct{ refused bool }
+
+func (a *trlApp) answer(s *h2.Server, id uint32, body string) {
+	if s.WriteHeaders(id, 200, nil, false) == nil {
+		s.WriteData(id, []byte(body), true)
+	}
+}
+
+func (a *trlApp) OnRequest(s *h2.Server, id uint32, r *h2.Request, end bool) {
+	if end {
+		a.answer(s, id, "none")
+	}
+}
+
+func (a *trlApp) OnData(s *h2.Server, id uint32, p []byte, end bool) {
+	s.Consumed(id, len(p))
+	if end {
+		a.answer(s, id, "none")
+	}
+}
+
+func (a *trlApp) OnTrailers(s *h2.Server, id uint32, fields []hpack.Field) {
+	if !a.refused {
+		a.refused = true
+		s.Reset(id, h2.RefusedStream)
+		return
+	}
+	v := ""
+	for _, f := range fields {
+		if string(f.Name) == "x-check" {
+			v = string(f.Value)
+		}
+	}
+	a.answer(s, id, "trailers "+v)
+}
+func (a *trlApp) OnReset(*h2.Server, uint32, h2.ErrCode)  {}
+func (a *trlApp) OnWritable(*h2.Server, uint32)           {}
+func (a *trlApp) OnGoAway(*h2.Server, h2.ErrCode, []byte) {}
+
+// TestH2UpRetryKeepsTrailers: a request with no body byte but trailers
+// that the server refused (REFUSED_STREAM) is sent again with its
+// trailers, from an HTTP/2 client (its trailers sent on as they came, the
+// upstream connection warm) and from an HTTP/1.1 client (a chunked body
+// of no data and a trailer section): the retry sent the HEADERS with
+// END_STREAM and dropped them.
+func TestH2UpRetryKeepsTrailers(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		up := newUpstream(t, func(c net.Conn) { serveH2(c, new(trlApp)) })
+		cfg := h2cPoolConfig(b, up.addr)
+		cfg.Pools[0].H2MaxConnections = 1
+		p := startProxy(t, cfg)
+
+		c, base := h2Client(t, p)
+		if _, body := do(t, c, mustReq(t, "GET", base+"/warm", nil)); string(body) != "none" {
+			t.Fatalf("warm-up: %q", body)
+		}
+		req := mustReq(t, "POST", base+"/t", io.NopCloser(strings.NewReader("")))
+		req.ContentLength = 0
+		req.Trailer = http.Header{"X-Check": {"h2"}}
+		resp, body := do(t, c, req)
+		if resp.StatusCode != 200 || string(body) != "trailers h2" {
+			t.Errorf("HTTP/2 client: %d %q, want 200 \"trailers h2\"", resp.StatusCode, body)
+		}
+
+		up2 := newUpstream(t, func(c net.Conn) { serveH2(c, new(trlApp)) })
+		p2 := startProxy(t, h2cPoolConfig(b, up2.addr))
+		conn, err := net.Dial("tcp", p2.Addr("web").String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(conn, "POST /t HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX-Check: h1\r\n\r\n")
+		r1, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b1, _ := io.ReadAll(r1.Body)
+		if r1.StatusCode != 200 || string(b1) != "trailers h1" {
+			t.Errorf("HTTP/1.1 client: %d %q, want 200 \"trailers h1\"", r1.StatusCode, b1)
+		}
+		if st := serverTotals(p, up.addr); st.H2Retried != 1 {
+			t.Errorf("HTTP/2 client: %d retries, want 1", st.H2Retried)
 		}
 	})
 }

@@ -322,14 +322,15 @@ func (st *h2stream) h2ReqTrailers(fields []hpack.Field) {
 	if st.reqDone {
 		return
 	}
-	if u != nil && st.u2.boff == len(st.body) {
-		st.reqDone = true
-		u.cl.WriteTrailers(st.u2.uid, fields)
-		u.flush()
-		return
-	}
+	// (Kept even when sent at once: a stream refused unprocessed is sent
+	// again with them, TestH2UpRetryKeepsTrailers.)
 	st.u2.tb, st.u2.trl = copyFields(st.u2.tb, st.u2.trl, fields)
 	st.u2.hasTrl = true
+	if u != nil && st.u2.boff == len(st.body) {
+		st.reqDone = true
+		u.cl.WriteTrailers(st.u2.uid, st.u2.trl)
+		u.flush()
+	}
 }
 
 // onFailover: the server's connects failed; the next server.
