@@ -228,6 +228,7 @@ func (u *upH2) serve() {
 func (u *upH2) add(id uint32, x upUser) {
 	u.streams = append(u.streams, upStream{id, x})
 	u.used = true
+	u.idleAt = -1 // (idle again from its last stream's end: settle)
 	u.sl.stats.h2Streams.inc()
 }
 

@@ -237,3 +237,27 @@ func TestH2UpRetryKeepsTrailers(t *testing.T) {
 		}
 	})
 }
+
+// TestH2UpIdleSinceLastUse: an upstream connection's idle_timeout counts
+// from its last stream's end, not from when it first went idle: used
+// every 150 ms under an idle_timeout of 500 ms, it stays open (it was
+// closed every 500 ms, its idle time kept from before the streams where a
+// stream's response came in one read).
+func TestH2UpIdleSinceLastUse(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		up := newUpstream(t, rawH2Up("", new(atomic.Bool)))
+		cfg := h2cPoolConfig(b, up.addr)
+		cfg.Pools[0].IdleTimeout = Duration(500 * time.Millisecond)
+		p := startProxy(t, cfg)
+		c, base := h2Client(t, p)
+		for range 12 {
+			if _, body := do(t, c, mustReq(t, "GET", base+"/x", nil)); string(body) != "ok" {
+				t.Fatalf("body %q", body)
+			}
+			time.Sleep(150 * time.Millisecond)
+		}
+		if n := up.accepted.Load(); n != 1 {
+			t.Errorf("%d upstream connections for streams 150 ms apart under idle_timeout 500 ms, want 1", n)
+		}
+	})
+}
