@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -258,6 +259,63 @@ func TestH2UpIdleSinceLastUse(t *testing.T) {
 		}
 		if n := up.accepted.Load(); n != 1 {
 			t.Errorf("%d upstream connections for streams 150 ms apart under idle_timeout 500 ms, want 1", n)
+		}
+	})
+}
+
+// TestH2UpClientDiesAcrossConns: a client connection that dies with
+// streams on three upstream connections (two streams each) gets every
+// upstream stream reset (the server's handlers see their requests
+// cancelled), the server's streams in flight back to 0, the upstream
+// connections kept for the next streams.
+func TestH2UpClientDiesAcrossConns(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		var cancelled, started atomic.Int64
+		up := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/ok" {
+				io.WriteString(w, "ok")
+				return
+			}
+			started.Add(1)
+			w.WriteHeader(200)
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+			cancelled.Add(1)
+		}), nil)
+		cfg := h2cPoolConfig(b, up.addr)
+		cfg.Pools[0].H2MaxConcurrentStreams = 2
+		cfg.Pools[0].H2MaxConnections = 3
+		p := startProxy(t, cfg)
+		tr := h2Transport(1 << 20)
+		var cc net.Conn
+		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var d net.Dialer
+			conn, err := d.DialContext(ctx, network, addr)
+			cc = conn
+			return conn, err
+		}
+		c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+		base := "http://" + p.Addr("web").String()
+		for range 6 {
+			resp, err := c.Get(base + "/hang")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+		}
+		waitFor(t, "6 streams started", func() bool { return started.Load() == 6 })
+		if n := up.conns.Load(); n != 3 {
+			t.Errorf("%d upstream connections, want 3", n)
+		}
+		cc.Close() // (the client dies)
+		waitFor(t, "the 6 upstream streams cancelled", func() bool { return cancelled.Load() == 6 })
+		waitFor(t, "no stream in flight", func() bool { return serverTotals(p, up.addr).Active == 0 })
+		c2, base2 := h2Client(t, p)
+		if _, body := do(t, c2, mustReq(t, "GET", base2+"/ok", nil)); string(body) != "ok" {
+			t.Errorf("next stream: %q", body)
+		}
+		if n := up.conns.Load(); n != 3 {
+			t.Errorf("%d upstream connections after, want the 3 kept", n)
 		}
 	})
 }
