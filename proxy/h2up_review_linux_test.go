@@ -3,9 +3,11 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -316,6 +318,43 @@ func TestH2UpClientDiesAcrossConns(t *testing.T) {
 		}
 		if n := up.conns.Load(); n != 3 {
 			t.Errorf("%d upstream connections after, want the 3 kept", n)
+		}
+	})
+}
+
+// TestH2UpH1HopByHop: an HTTP/1.1 client's connection-specific fields
+// (Connection and the fields it names, Keep-Alive, Proxy-Connection, TE,
+// Upgrade) and framing fields never reach an h2c pool's server (RFC 9113
+// 8.2.2); Cookie, Host as :authority and the end-to-end fields do
+// (passes: no defect).
+func TestH2UpH1HopByHop(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		up := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var names []string
+			for k := range r.Header {
+				names = append(names, strings.ToLower(k))
+			}
+			slices.Sort(names)
+			fmt.Fprintf(w, "%s %s %s", r.Host, r.Header.Get("Cookie"), strings.Join(names, ","))
+		}), nil)
+		p := startProxy(t, h2cPoolConfig(b, up.addr))
+		conn, err := net.Dial("tcp", p.Addr("web").String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(conn, "GET /h HTTP/1.1\r\nHost: svc.example\r\nConnection: keep-alive, X-Hop\r\nX-Hop: 1\r\n"+
+			"Keep-Alive: timeout=5\r\nProxy-Connection: keep-alive\r\nTE: trailers, gzip\r\nUpgrade: foo\r\n"+
+			"Cookie: a=1; b=2\r\nX-End: 2\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		want := "svc.example a=1; b=2 cookie,via,x-end,x-forwarded-for,x-forwarded-host,x-forwarded-proto"
+		if resp.StatusCode != 200 || string(body) != want {
+			t.Errorf("%d %q, want 200 %q", resp.StatusCode, body, want)
 		}
 	})
 }
