@@ -18,6 +18,25 @@ import (
 	"github.com/spindlenet/spindle/internal/hpack"
 )
 
+// h1Do sends msg, an HTTP/1.1 request, to p's listener "web" on a
+// connection of its own and returns the response's status and body.
+func h1Do(t *testing.T, p *Proxy, msg string) (int, []byte) {
+	t.Helper()
+	conn, err := net.Dial("tcp", p.Addr("web").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(conn, msg)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, body
+}
+
 // h2Transport is an h2c (prior knowledge) transport whose connections
 // take rbuf bytes a stream and a connection before their reader reads.
 func h2Transport(rbuf int32) *http.Transport {
@@ -220,20 +239,9 @@ func TestH2UpRetryKeepsTrailers(t *testing.T) {
 
 		up2 := newUpstream(t, func(c net.Conn) { serveH2(c, new(trlApp)) })
 		p2 := startProxy(t, h2cPoolConfig(b, up2.addr))
-		conn, err := net.Dial("tcp", p2.Addr("web").String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		conn.SetDeadline(time.Now().Add(10 * time.Second))
-		io.WriteString(conn, "POST /t HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX-Check: h1\r\n\r\n")
-		r1, err := http.ReadResponse(bufio.NewReader(conn), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b1, _ := io.ReadAll(r1.Body)
-		if r1.StatusCode != 200 || string(b1) != "trailers h1" {
-			t.Errorf("HTTP/1.1 client: %d %q, want 200 \"trailers h1\"", r1.StatusCode, b1)
+		status, b1 := h1Do(t, p2, "POST /t HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX-Check: h1\r\n\r\n")
+		if status != 200 || string(b1) != "trailers h1" {
+			t.Errorf("HTTP/1.1 client: %d %q, want 200 \"trailers h1\"", status, b1)
 		}
 		if st := serverTotals(p, up.addr); st.H2Retried != 1 {
 			t.Errorf("HTTP/2 client: %d retries, want 1", st.H2Retried)
@@ -338,23 +346,12 @@ func TestH2UpH1HopByHop(t *testing.T) {
 			fmt.Fprintf(w, "%s %s %s", r.Host, r.Header.Get("Cookie"), strings.Join(names, ","))
 		}), nil)
 		p := startProxy(t, h2cPoolConfig(b, up.addr))
-		conn, err := net.Dial("tcp", p.Addr("web").String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		conn.SetDeadline(time.Now().Add(10 * time.Second))
-		io.WriteString(conn, "GET /h HTTP/1.1\r\nHost: svc.example\r\nConnection: keep-alive, X-Hop\r\nX-Hop: 1\r\n"+
+		status, body := h1Do(t, p, "GET /h HTTP/1.1\r\nHost: svc.example\r\nConnection: keep-alive, X-Hop\r\nX-Hop: 1\r\n"+
 			"Keep-Alive: timeout=5\r\nProxy-Connection: keep-alive\r\nTE: trailers, gzip\r\nUpgrade: foo\r\n"+
 			"Cookie: a=1; b=2\r\nX-End: 2\r\n\r\n")
-		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
 		want := "svc.example a=1; b=2 cookie,via,x-end,x-forwarded-for,x-forwarded-host,x-forwarded-proto"
-		if resp.StatusCode != 200 || string(body) != want {
-			t.Errorf("%d %q, want 200 %q", resp.StatusCode, body, want)
+		if status != 200 || string(body) != want {
+			t.Errorf("%d %q, want 200 %q", status, body, want)
 		}
 	})
 }
