@@ -355,3 +355,31 @@ func TestH2UpH1HopByHop(t *testing.T) {
 		}
 	})
 }
+
+// refuseApp refuses every stream (REFUSED_STREAM).
+type refuseApp struct{ trlApp }
+
+func (refuseApp) OnRequest(s *h2.Server, id uint32, r *h2.Request, end bool) {
+	s.Reset(id, h2.RefusedStream)
+}
+
+// TestH2UpRefusedBounded: two servers refusing every stream are tried a
+// bounded number of times (3 retries), then the stream gets 502 at once,
+// not a loop between them (passes: no defect).
+func TestH2UpRefusedBounded(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		serve := func(c net.Conn) { serveH2(c, new(refuseApp)) }
+		up1, up2 := newUpstream(t, serve), newUpstream(t, serve)
+		p := startProxy(t, h2cPoolConfig(b, up1.addr, up2.addr))
+		c, base := h2Client(t, p)
+		t0 := time.Now()
+		resp, _ := do(t, c, mustReq(t, "GET", base+"/x", nil))
+		if d := time.Since(t0); resp.StatusCode != 502 || d > 2*time.Second {
+			t.Errorf("%d after %v, want 502 at once", resp.StatusCode, d)
+		}
+		s1, s2 := serverTotals(p, up1.addr), serverTotals(p, up2.addr)
+		if n := s1.H2Refused + s2.H2Refused; n != 4 {
+			t.Errorf("%d refusals, want 4 (the stream and 3 retries)", n)
+		}
+	})
+}
