@@ -62,12 +62,13 @@ func (s *hsession) h2Head() {
 	}
 	x := s.h2
 	r := &s.req
+	// An absolute-form target's path, "/" first where it is empty (RFC
+	// 9112 3.2.1), its query kept (splitTarget's "/" drops it, for
+	// routing).
 	path, authority := r.Target, requestHost(r)
-	if a, p := splitTarget(r.Target); a != nil {
-		path = p
-	}
-	if len(path) == 0 || string(r.Method) == "OPTIONS" && string(path) == "*" {
-		path = r.Target
+	slash := false
+	if a, p := h1.SplitTarget(r.Target); a != nil {
+		path, slash = p, len(p) == 0 || p[0] == '?'
 	}
 	client := s.client.RemoteAddr().Addr().Unmap()
 	trusted := s.ln.trusts(client)
@@ -82,6 +83,9 @@ func (s *hsession) h2Head() {
 	fs := x.fields[:0]
 	hb = append(hb, r.Method...)
 	p0 := len(hb)
+	if slash {
+		hb = append(hb, '/')
+	}
 	hb = append(hb, path...)
 	a0 := len(hb)
 	hb = append(hb, authority...)

@@ -383,3 +383,26 @@ func TestH2UpRefusedBounded(t *testing.T) {
 		}
 	})
 }
+
+// TestH2UpAbsoluteQuery: an HTTP/1.1 client's absolute-form target with
+// an empty path and a query ("http://h?q=1") goes to an h2c pool with
+// :path "/?q=1" (RFC 9112 3.2.1: the empty path is "/"; the query stays):
+// it went as "/", the query dropped.
+func TestH2UpAbsoluteQuery(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		up := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.WriteString(w, r.RequestURI)
+		}), nil)
+		p := startProxy(t, h2cPoolConfig(b, up.addr))
+		for target, want := range map[string]string{
+			"http://svc.example?q=1":     "/?q=1",
+			"http://svc.example":         "/",
+			"http://svc.example/a/b?c=d": "/a/b?c=d",
+		} {
+			status, body := h1Do(t, p, "GET "+target+" HTTP/1.1\r\nHost: svc.example\r\n\r\n")
+			if status != 200 || string(body) != want {
+				t.Errorf("%s: %d %q, want 200 %q", target, status, body, want)
+			}
+		}
+	})
+}
