@@ -147,6 +147,12 @@ func TestH2UpZeroStreams(t *testing.T) {
 	})
 }
 
+// rawFramer is an h2.Handler with frames of its own to write after the
+// Server's (a GOAWAY the Server would not send).
+type rawFramer interface {
+	frames(s *h2.Server) []byte
+}
+
 // serveH2 serves HTTP/2 on c with h until c or the Server ends.
 func serveH2(c net.Conn, h h2.Handler) {
 	s := h2.NewServer(h, nil)
@@ -158,6 +164,14 @@ func serveH2(c net.Conn, h h2.Handler) {
 			s.Written(n)
 			if err != nil {
 				return
+			}
+		}
+		if f, ok := h.(rawFramer); ok {
+			if out := f.frames(s); len(out) > 0 {
+				if _, err := c.Write(out); err != nil {
+					return
+				}
+				continue // (and what frames answered)
 			}
 		}
 		n, err := c.Read(buf)
@@ -403,6 +417,82 @@ func TestH2UpAbsoluteQuery(t *testing.T) {
 			if status != 200 || string(body) != want {
 				t.Errorf("%s: %d %q, want 200 %q", target, status, body, want)
 			}
+		}
+	})
+}
+
+// goAwayMidApp holds a connection's first three streams; at the third it
+// sends GOAWAY naming the second as the last processed, then answers
+// the first two; a later connection's streams are answered at once.
+type goAwayMidApp struct {
+	trlApp
+	first *atomic.Bool
+	hold  bool
+	ids   []uint32
+	due   bool
+}
+
+func (a *goAwayMidApp) OnRequest(s *h2.Server, id uint32, r *h2.Request, end bool) {
+	if !a.hold {
+		a.answer(s, id, "second")
+		return
+	}
+	if a.ids = append(a.ids, id); len(a.ids) == 3 {
+		a.due = true
+	}
+}
+
+func (a *goAwayMidApp) frames(s *h2.Server) []byte {
+	if !a.due {
+		return nil
+	}
+	a.due = false
+	out := h2.AppendGoAway(nil, a.ids[1], h2.NoError, nil)
+	a.answer(s, a.ids[0], "first")
+	a.answer(s, a.ids[1], "first")
+	return out
+}
+
+// TestH2UpGoAwayMiddle: a GOAWAY whose last stream id falls among three
+// POSTs in flight (no body) lets the two at or below it finish on the
+// first connection and sends only the one above it again, on a new
+// connection: each is answered once, by the connection that processed it
+// (passes: no defect).
+func TestH2UpGoAwayMiddle(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		var first atomic.Bool
+		first.Store(true)
+		up := newUpstream(t, func(c net.Conn) {
+			serveH2(c, &goAwayMidApp{hold: first.CompareAndSwap(true, false)})
+		})
+		cfg := h2cPoolConfig(b, up.addr)
+		cfg.Pools[0].H2MaxConnections = 1
+		p := startProxy(t, cfg)
+		c, base := h2Client(t, p)
+		got := make(chan string, 3)
+		for k := range 3 {
+			go func() {
+				resp, err := c.Post(base+fmt.Sprint("/", k), "text/plain", nil)
+				if err != nil {
+					got <- err.Error()
+					return
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				got <- fmt.Sprint(resp.StatusCode, " ", string(body))
+			}()
+			waitFor(t, "the stream at the server", func() bool { return serverTotals(p, up.addr).H2Streams >= uint64(k+1) })
+		}
+		var all []string
+		for range 3 {
+			all = append(all, <-got)
+		}
+		slices.Sort(all)
+		if want := []string{"200 first", "200 first", "200 second"}; !slices.Equal(all, want) {
+			t.Errorf("answers %q, want %q", all, want)
+		}
+		if st := serverTotals(p, up.addr); st.H2Retried != 1 || st.H2GoAways != 1 || up.accepted.Load() != 2 {
+			t.Errorf("%d retried, %d GOAWAYs, %d connections; want 1, 1, 2", st.H2Retried, st.H2GoAways, up.accepted.Load())
 		}
 	})
 }
