@@ -1051,6 +1051,47 @@ func TestH2UpLargeUpload(t *testing.T) {
 	})
 }
 
+// TestH2UpBodyBeforeSettings: a request whose client sent its stream's
+// whole window of body while the upstream connection waited for the
+// server's SETTINGS: the stream starts from the connection's side (the
+// SETTINGS), sends the body held and returns the client's window; the
+// WINDOW_UPDATE must reach the client then, not wait for the client's
+// next frame (it has none: its window is spent). It waited, and the
+// upload stalled until the stream's timer flushed the client's connection
+// (at response_timeout: TestH2UpLargeUpload's 504 1 run in 8 on epoll).
+func TestH2UpBodyBeforeSettings(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		const size = 1 << 20
+		up := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			n, _ := io.Copy(io.Discard, r.Body)
+			fmt.Fprint(w, n)
+		}), func(s *http.Server) {
+			count := s.ConnState
+			s.ConnState = func(c net.Conn, st http.ConnState) {
+				if st == http.StateNew {
+					time.Sleep(300 * time.Millisecond) // (the accept loop: the SETTINGS wait)
+				}
+				count(c, st)
+			}
+		})
+		cfg := h2cPoolConfig(b, up.addr)
+		cfg.Listeners[0].ResponseTimeout = Duration(10 * time.Second)
+		p := startProxy(t, cfg)
+		c, base := h2Client(t, p)
+		c.Timeout = time.Minute
+		req := mustReq(t, "POST", base+"/", bytes.NewReader(make([]byte, size)))
+		t0 := time.Now()
+		if got := <-doAsync(c, req); got != fmt.Sprint("200 ", size) {
+			t.Fatalf("the server read %q, want %d", got, size)
+		}
+		// 300ms for the SETTINGS, then 1 MiB on loopback: the stall
+		// lasted until the stream's timer (response_timeout, 10s) flushed.
+		if d := time.Since(t0); d > 5*time.Second {
+			t.Errorf("the upload took %v: it stalled after the first window", d)
+		}
+	})
+}
+
 // slowReader reads r, pausing for pause after every every bytes.
 type slowReader struct {
 	r     io.Reader

@@ -194,8 +194,12 @@ func (st *h2stream) uncount() {
 }
 
 // onStart opens the stream on u: HEADERS, then what the client sent of
-// the body and trailers.
+// the body and trailers; the client's connection is flushed, as onStart
+// may come from u's side (its SETTINGS, a stream's end) where nothing
+// else writes the WINDOW_UPDATE that h2Credit queued: a client whose
+// window the body held spent waits for it (TestH2UpBodyBeforeSettings).
 func (st *h2stream) onStart(u *upH2) {
+	c := st.c
 	st.u2.wsl = nil
 	end := st.reqEnd && len(st.body) == 0 && !st.u2.hasTrl
 	reused := u.used
@@ -203,6 +207,7 @@ func (st *h2stream) onStart(u *upH2) {
 	if err != nil { // (room said it could: the connection failed since)
 		st.uncount()
 		st.h2Next()
+		c.flush()
 		return
 	}
 	u.add(uid, st)
@@ -223,6 +228,7 @@ func (st *h2stream) onStart(u *upH2) {
 		st.h2SendBody()
 	}
 	u.flush()
+	c.flush() // (the window h2Credit returned: the client may wait for it)
 }
 
 // h2SendBody sends the request body held (as far as the send windows
