@@ -1030,10 +1030,7 @@ func TestH2UpUploadBackpressure(t *testing.T) {
 func TestH2UpLargeUpload(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		const size = 16 << 20
-		up := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			n, _ := io.Copy(io.Discard, r.Body)
-			fmt.Fprint(w, n)
-		}), nil)
+		up := newH2CUp(t, bodyCounted, nil)
 		cfg := h2cPoolConfig(b, up.addr)
 		cfg.Listeners[0].ResponseTimeout = Duration(time.Second)
 		p := startProxy(t, cfg)
@@ -1062,10 +1059,7 @@ func TestH2UpLargeUpload(t *testing.T) {
 func TestH2UpBodyBeforeSettings(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		const size = 1 << 20
-		up := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			n, _ := io.Copy(io.Discard, r.Body)
-			fmt.Fprint(w, n)
-		}), func(s *http.Server) {
+		up := newH2CUp(t, bodyCounted, func(s *http.Server) {
 			count := s.ConnState
 			s.ConnState = func(c net.Conn, st http.ConnState) {
 				if st == http.StateNew {
@@ -1091,6 +1085,12 @@ func TestH2UpBodyBeforeSettings(t *testing.T) {
 		}
 	})
 }
+
+// bodyCounted reads the request's body and answers how many bytes it read.
+var bodyCounted = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	n, _ := io.Copy(io.Discard, r.Body)
+	fmt.Fprint(w, n)
+})
 
 // slowReader reads r, pausing for pause after every every bytes.
 type slowReader struct {
