@@ -439,41 +439,9 @@ func TestFailover(t *testing.T) {
 	})
 }
 
-// blackholeAddr returns a loopback address whose connects hang: a
-// listener with a backlog of 0 that never accepts, its queue filled, so
-// the kernel drops further SYNs.
-func blackholeAddr(t *testing.T) string {
-	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { syscall.Close(fd) })
-	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Listen(fd, 0); err != nil {
-		t.Fatal(err)
-	}
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
-	for i := 0; ; i++ {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err != nil {
-			return addr // this one hung: the queue is full
-		}
-		t.Cleanup(func() { c.Close() })
-		if i == 8 {
-			t.Fatalf("%s accepts every connect: cannot make a server that does not answer", addr)
-		}
-	}
-}
+// blackholeAddr returns a loopback address whose connects hang
+// (testnet.BlackholeAddr).
+func blackholeAddr(t *testing.T) string { return testnet.BlackholeAddr(t) }
 
 // TestConnectTimeoutFailover: a server that does not answer is given up
 // after connect_timeout and the next one takes the client.
