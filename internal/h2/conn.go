@@ -98,6 +98,7 @@ type stream struct {
 	sendOpen  bool // we may still send (not half-closed local)
 	announced bool // the handler knows the stream (OnRequest was called; a Client's always)
 	responded bool // our final HEADERS was sent (a Client's request: always)
+	dataSent  bool // a DATA byte of ours was sent (a reset after it is not early)
 	final     bool // a Client's: the final response's HEADERS arrived
 	noBody    bool // a Client's: a response to HEAD, content-length is not checked
 	blocked   bool // WriteData was short of window: OnWritable is due
@@ -925,6 +926,7 @@ func (c *conn) writeData(id uint32, p []byte, end bool, write func([]byte) (int,
 	st.sendWin -= w
 	c.connOwed += w
 	st.owed += w
+	st.dataSent = st.dataSent || w > 0
 	if !all {
 		st.blocked = true
 		return int(w), nil

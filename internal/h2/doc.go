@@ -56,7 +56,7 @@
 // when to close.
 //
 // Abuse bounds (Config): rapid reset (CVE-2023-44487: streams reset before
-// their response ended, refused, or reset for a stream error,
+// their response ended or sent DATA, refused, or reset for a stream error,
 // MaxEarlyResets, each stream completed giving one back);
 // CONTINUATION flood (CVE-2024-27316: a header block's encoded size is
 // bounded by MaxHeaderListSize + MaxFrameSize and its CONTINUATION count,

@@ -452,3 +452,27 @@ func TestClientFramesAfterOurReset(t *testing.T) {
 		t.Fatalf("%d early resets counted", c.earlyResets)
 	}
 }
+
+// TestServerResetLongStreams: a gRPC-like client cancelling long streams
+// (server-streaming calls at their deadline, watches it stops) after
+// their responses sent DATA is not a rapid reset: such a connection with
+// no stream completing ended with ENHANCE_YOUR_CALM at MaxEarlyResets + 1
+// cancellations, all its other streams with it. A reset before any DATA
+// of the response still counts (TestServerResetAfterHeaders).
+func TestServerResetLongStreams(t *testing.T) {
+	streaming := func(s *Server, id uint32, r *Request, end bool) {
+		s.WriteHeaders(id, 200, nil, false)
+		s.WriteData(id, []byte("\x00\x00\x00\x00\x01x"), false) // one gRPC message, the stream open
+	}
+	s, p := open(t, &recorder{onRequest: streaming}, &Config{MaxEarlyResets: 20})
+	for i := range 200 {
+		id := uint32(2*i + 1)
+		if code := feed(t, s, p.headers(id, false, hold...)); code != noConnErr {
+			t.Fatalf("stream %d: %v", id, code)
+		}
+		outFrames(t, s, p.dec)
+		if code := feed(t, s, frame(FrameRSTStream, 0, id, u32(uint32(Cancel))...)); code != noConnErr {
+			t.Fatalf("cancel %d of a stream with DATA sent: %v", i+1, code)
+		}
+	}
+}

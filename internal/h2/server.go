@@ -57,13 +57,16 @@ type Config struct {
 	// ours); one crediting less, or more than we sent, costs 1.
 	MaxControlFrames int
 	// MaxEarlyResets bounds the streams the peer resets before our
-	// response to them ended (rapid reset, CVE-2023-44487, also when the
-	// client waits for each response's header before it resets), together
-	// with the streams we refuse or reset for a stream error; each stream
-	// that ended both ways without a reset, answered by the handler, gives
-	// one back. Past it: GOAWAY ENHANCE_YOUR_CALM (default 200). A client
-	// that only ever cancels long responses (streaming watches it ends
-	// with RST_STREAM) meets it after that many.
+	// response to them ended or sent DATA (rapid reset, CVE-2023-44487,
+	// also when the client waits for each response's header before it
+	// resets), together with the streams we refuse or reset for a stream
+	// error; each stream that ended both ways without a reset, answered by
+	// the handler, gives one back. Past it: GOAWAY ENHANCE_YOUR_CALM
+	// (default 200). A reset after our DATA is not counted: the response
+	// did its work as a completed one does (a client cancelling
+	// server-streaming calls at their deadlines); a client that only ever
+	// cancels long responses before their first DATA byte (watches that
+	// saw no event) meets it after that many.
 	MaxEarlyResets int
 }
 
@@ -325,7 +328,11 @@ func (s *Server) rstStream(f *Frame) *Error {
 	// Early: before our response ended, not only before its header: a
 	// client that waits for each header and resets would have the handler
 	// (a proxy's upstream) do a response's work per stream without bound.
-	if st.sendOpen {
+	// Not once the response sent DATA: a long stream (a gRPC call
+	// cancelled at its deadline) did its work as a completed one does,
+	// which gives an early reset back, and a connection of such streams
+	// reached the limit with none completing.
+	if st.sendOpen && !st.dataSent {
 		if s.earlyResets++; s.earlyResets > s.cfg.MaxEarlyResets {
 			return errRapidReset
 		}
