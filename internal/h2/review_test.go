@@ -476,3 +476,35 @@ func TestServerResetLongStreams(t *testing.T) {
 		}
 	}
 }
+
+// TestServerEndedStreamCreditOnce: the window a stream's DATA used is free
+// to credit once: on the stream while it lives or, once it ended, from
+// the pool of ended streams, not on the stream and then again from the
+// pool, nor on another closed stream. Passes: no defect.
+func TestServerEndedStreamCreditOnce(t *testing.T) {
+	const budget = 10
+	body := pattern(32 << 10)
+	h := &recorder{onRequest: func(s *Server, id uint32, r *Request, end bool) {
+		s.WriteHeaders(id, 200, nil, false)
+		if n, err := s.WriteData(id, body, true); err != nil || n != len(body) {
+			t.Fatalf("WriteData %d %v", n, err)
+		}
+	}}
+	s, p := open(t, h, &Config{MaxControlFrames: budget})
+	credit := func(id uint32, n int) []byte { return frame(FrameWindowUpdate, 0, id, u32(uint32(n))...) }
+	for _, id := range []uint32{1, 3} {
+		feed(t, s, p.headers(id, true, get...))
+		outFrames(t, s, p.dec)
+		// Stream 1 credited after its end (from the pool), stream 3 too.
+		if code := feed(t, s, cat(credit(0, len(body)), credit(id, len(body)))); code != noConnErr {
+			t.Fatalf("stream %d's credit: %v", id, code)
+		}
+	}
+	// The same bytes again, on either stream: each charged.
+	for i := range budget + 1 {
+		code := feed(t, s, credit(uint32(1+2*(i%2)), len(body)))
+		if i < budget && code != noConnErr || i == budget && code != EnhanceYourCalm {
+			t.Fatalf("WINDOW_UPDATE %d again: %v", i, code)
+		}
+	}
+}
