@@ -508,3 +508,45 @@ func TestServerEndedStreamCreditOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestClientResetCausesOneFeed: the causes of streams ending in one Feed
+// whose frames race a connection error: each stream keeps the cause of
+// what ended it first (the server's reset, a stream error, GOAWAY's
+// unprocessed), those still open get the connection's. Passes: no defect.
+func TestClientResetCausesOneFeed(t *testing.T) {
+	rst := func(id uint32, code ErrCode) []byte { return frame(FrameRSTStream, 0, id, u32(uint32(code))...) }
+	push := frame(FramePushPromise, FlagEndHeaders, 1, u32(2)...) // a connection error
+	for _, tc := range []struct {
+		name string
+		in   func(p *peer) []byte
+		want [4]string // streams 1, 3, 5, 7
+	}{
+		{"reset, stream error, connection error", func(p *peer) []byte {
+			return cat(rst(1, Cancel), p.headers(3, true, "a", "b"), rst(5, RefusedStream), push)
+		}, [4]string{"CANCEL server", "PROTOCOL_ERROR stream error", "REFUSED_STREAM unprocessed", "PROTOCOL_ERROR connection"}},
+		{"goaway then connection error", func(p *peer) []byte {
+			return cat(frame(FrameGoAway, 0, 0, cat(u32(3), u32(uint32(EnhanceYourCalm)))...), push)
+		}, [4]string{"PROTOCOL_ERROR connection", "PROTOCOL_ERROR connection", "ENHANCE_YOUR_CALM unprocessed", "ENHANCE_YOUR_CALM unprocessed"}},
+		{"connection error first", func(p *peer) []byte {
+			return cat(push, rst(1, Cancel), p.headers(3, true, "a", "b"))
+		}, [4]string{"PROTOCOL_ERROR connection", "PROTOCOL_ERROR connection", "PROTOCOL_ERROR connection", "PROTOCOL_ERROR connection"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, a, p := openClient(t, nil)
+			for range 4 {
+				if _, err := c.Request(req("/"), false); err != nil {
+					t.Fatal(err)
+				}
+			}
+			outFrames(t, c, p.dec)
+			if code := feed(t, c, tc.in(p)); code != ProtocolError {
+				t.Fatalf("Feed: %v", code)
+			}
+			for i, want := range tc.want {
+				if got := a.st[uint32(2*i+1)].reset; got != want {
+					t.Errorf("stream %d: %q, want %q", 2*i+1, got, want)
+				}
+			}
+		})
+	}
+}
