@@ -328,3 +328,65 @@ func TestGoClientSmallWindows(t *testing.T) {
 	}
 	tr.CloseIdleConnections()
 }
+
+// TestGoClientLongConn: Go's net/http client runs 20000 requests on one
+// connection from 8 goroutines, small answers, 64 KiB downloads, large
+// downloads it reads a little of and cancels (RST_STREAM with our DATA in
+// flight, then in-flight DATA on a stream it reset), with its 64 KiB
+// windows: no bound of the Server's (control frames, early resets,
+// remembered resets) ends the connection, and it stays the only one.
+// Open defect: it hangs (clients in Get, the server in serve) even at
+// 8×50 requests; whether the fault is a window not returned after a
+// cancelled download or testApp's handling of the streams the client
+// reset is not known yet.
+func TestGoClientLongConn(t *testing.T) {
+	t.Skip("hangs: clients stuck in Get after cancelled partial downloads on one connection (open defect, thirteenth session's note)")
+	big := pattern(1 << 20)
+	var conns atomic.Int32
+	addr, stop := listen(t, func(c net.Conn) (Handler, func(error)) {
+		conns.Add(1)
+		app := &testApp{big: big, left: map[uint32][]byte{}, sums: map[uint32]*sumState{}, trailers: new(atomic.Int32), write: c.Write}
+		return app, func(err error) { t.Errorf("server: %v", err) }
+	})
+	defer stop()
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: &p, HTTP2: smallWindows}
+	defer tr.CloseIdleConnections()
+	cl := &http.Client{Transport: tr}
+	base := "http://" + addr
+	const workers, each = 8, 50
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				path, read := "/hello", -1
+				switch (w + i) % 4 {
+				case 1:
+					path = "/big?n=65536"
+				case 2:
+					path, read = "/big?n="+strconv.Itoa(len(big)), 1+i%20000
+				}
+				resp, err := cl.Get(base + path)
+				if err != nil {
+					t.Errorf("GET %s: %v", path, err)
+					return
+				}
+				if read < 0 {
+					_, err = io.Copy(io.Discard, resp.Body)
+				} else {
+					_, err = io.ReadFull(resp.Body, make([]byte, read))
+				}
+				resp.Body.Close()
+				if err != nil {
+					t.Errorf("GET %s: %v", path, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := conns.Load(); n != 1 {
+		t.Errorf("%d connections, want 1", n)
+	}
+}
