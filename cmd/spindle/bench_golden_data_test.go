@@ -1,0 +1,241 @@
+package main
+
+// benchCLIGolden is what TestBenchSideBySideCLIGolden expects, made on the
+// commands as they were before their flag parsing was shared.
+const benchCLIGolden = `$ spindle bench http2 -h
+exit 0
+--- stdout
+--- stderr
+usage: spindle bench http2 [flags]    HTTP/2 servers (spindle uring and epoll, Go's net/http, nginx) side by side, h2c with prior knowledge,
+       under h2load (apt-get install nghttp2-client) pinned to the client CPUs, closed loop; every request verified
+
+The measurement for docs/BENCHMARKS.md, on a quiet machine (4 arms × 2 streams values × 5 reps: 3 s each, 0.6 s of it warm-up):
+  go build -o /tmp/spindle ./cmd/spindle && /tmp/spindle bench http2 --duration 120s --reps 5 --server-cpus 0 --client-cpus 1 --out bench-http2-report
+  -arms string
+    	comma-separated arms, of spindle-uring,spindle-epoll,go-net-http,nginx (default: all); ratios are to the first that runs
+  -body int
+    	response body bytes (default 64)
+  -client-cpus string
+    	CPUs h2load is pinned to, one thread each (default: the second CPU this process may run on, the first on one CPU)
+  -conns int
+    	h2load connections (-c) (default 50)
+  -duration duration
+    	total measuring budget, shared among the measurements (default 1m0s)
+  -json
+    	print the report as one JSON document on stdout (schema: docs/BENCH-SCHEMA.md)
+  -out string
+    	directory for report.json and report.md ("" for none; with --json, none unless set) (default "bench-http2-report")
+  -reps int
+    	repetitions (arms alternate within each) (default 3)
+  -server-cpus string
+    	CPUs the server is pinned to (default: the first CPU this process may run on)
+  -streams string
+    	streams in flight per connection (h2load -m), each value a load point of its own (default "1,10")
+$ spindle bench http2 --bogus
+exit 2
+--- stdout
+--- stderr
+usage: spindle bench http2 [flags]    HTTP/2 servers (spindle uring and epoll, Go's net/http, nginx) side by side, h2c with prior knowledge,
+       under h2load (apt-get install nghttp2-client) pinned to the client CPUs, closed loop; every request verified
+
+The measurement for docs/BENCHMARKS.md, on a quiet machine (4 arms × 2 streams values × 5 reps: 3 s each, 0.6 s of it warm-up):
+  go build -o /tmp/spindle ./cmd/spindle && /tmp/spindle bench http2 --duration 120s --reps 5 --server-cpus 0 --client-cpus 1 --out bench-http2-report
+  -arms string
+    	comma-separated arms, of spindle-uring,spindle-epoll,go-net-http,nginx (default: all); ratios are to the first that runs
+  -body int
+    	response body bytes (default 64)
+  -client-cpus string
+    	CPUs h2load is pinned to, one thread each (default: the second CPU this process may run on, the first on one CPU)
+  -conns int
+    	h2load connections (-c) (default 50)
+  -duration duration
+    	total measuring budget, shared among the measurements (default 1m0s)
+  -json
+    	print the report as one JSON document on stdout (schema: docs/BENCH-SCHEMA.md)
+  -out string
+    	directory for report.json and report.md ("" for none; with --json, none unless set) (default "bench-http2-report")
+  -reps int
+    	repetitions (arms alternate within each) (default 3)
+  -server-cpus string
+    	CPUs the server is pinned to (default: the first CPU this process may run on)
+  -streams string
+    	streams in flight per connection (h2load -m), each value a load point of its own (default "1,10")
+spindle bench: flag provided but not defined: -bogus
+$ spindle bench http2 --duration 0s
+exit 2
+--- stdout
+--- stderr
+spindle bench: want a positive --duration
+$ spindle bench http2 --reps 0 --body -1
+exit 2
+--- stdout
+--- stderr
+spindle bench: want --reps and --conns of at least 1
+$ spindle bench http2 --body -1
+exit 2
+--- stdout
+--- stderr
+spindle bench: want a --body of 0 to 1048576 bytes
+$ spindle bench http2 --streams 1,x
+exit 2
+--- stdout
+--- stderr
+spindle bench: --streams: bad value "x" (want integers of at least 1)
+$ spindle bench http2 --server-cpus x --client-cpus y
+exit 2
+--- stdout
+--- stderr
+spindle bench: --server-cpus: bench: cpu list "x": bad cpu number "x"
+$ spindle bench http2 --client-cpus y
+exit 2
+--- stdout
+--- stderr
+spindle bench: --client-cpus: bench: cpu list "y": bad cpu number "y"
+$ spindle bench http2 --out  --arms h2o,nginx
+exit 1
+--- stdout
+--- stderr
+spindle bench: bench: unknown http2 arm "h2o" (arms: spindle-uring, spindle-epoll, go-net-http, nginx)
+$ spindle bench http2 --out  --conns 3 --duration 2s --reps 2 --streams 2,5 --body 10 --server-cpus 4000 --client-cpus 4001
+exit 1
+--- stdout
+--- stderr
+spindle bench: bench: CPU 4000 does not exist or is offline (online CPUs: N)
+$ spindle bench proxy -h
+exit 0
+--- stdout
+--- stderr
+usage: spindle bench proxy [flags]    L4 (or, with --protocol http, HTTP/1.1) proxies (spindle uring and epoll, HAProxy, nginx) and no proxy, side by side in front of one echo server, closed loop;
+       with --protocol h2, HTTP/2 clients (h2load, apt-get install nghttp2-client, pinned to the client CPUs; every request verified) through those proxies to the HTTP/1.1 echo;
+       with --protocol h2h2, the same clients through those proxies speaking HTTP/2 to an h2c server of bench http2 (--upstream-arm), and straight to it (direct)
+
+The h2 measurement for docs/BENCHMARKS.md, on a quiet machine (4 arms × 2 streams values × 5 reps: 3 s each, 0.6 s of it warm-up):
+  go build -o /tmp/spindle ./cmd/spindle && /tmp/spindle bench proxy --protocol h2 --duration 120s --reps 5 --proxy-cpu 0 --client-cpus 1 --out bench-proxy-h2-report
+The h2h2 measurement (5 arms × 2 streams values × 5 reps: 3 s each):
+  /tmp/spindle bench proxy --protocol h2h2 --duration 150s --reps 5 --proxy-cpu 0 --client-cpus 1 --out bench-proxy-h2h2-report
+  -arms string
+    	comma-separated arms, of spindle-uring,spindle-epoll,haproxy,nginx,direct (the default), or also spindle-uring-log; ratios are to the first
+  -client-cpus string
+    	CPUs the client threads are pinned to (default: the second CPU this process may run on, the first on one CPU)
+  -conns int
+    	client connections, one request in flight each (default 50)
+  -duration duration
+    	total measuring budget, shared among the measurements (default 1m0s)
+  -json
+    	print the report as one JSON document on stdout
+  -out string
+    	directory for report.json and report.md ("" for none; with --json, none unless set) (default "bench-proxy-report")
+  -payload int
+    	payload bytes (the RPC payload, or the HTTP request and response body; with h2 the response body) (default 64)
+  -protocol string
+    	tcp: L4 proxies, the RPC echo; http: HTTP/1.1 reverse proxies, keep-alive POSTs of the payload, echoed; h2: HTTP/2 clients (h2load GETs, h2c with prior knowledge) through reverse proxies to the HTTP/1.1 echo (no direct arm: the echo does not speak h2c); h2h2: those clients through reverse proxies speaking HTTP/2 to an h2c upstream (spindle's pool protocol h2c, HAProxy's proto h2, nginx's grpc_pass), and direct (default "tcp")
+  -proxy-cpu string
+    	CPUs the proxy is pinned to (default: the first CPU this process may run on)
+  -reps int
+    	repetitions (arms alternate within each) (default 3)
+  -streams string
+    	with --protocol h2 or h2h2: streams in flight per connection (h2load -m), each value a load point of its own (default "1,10")
+  -upstream-arm spindle bench server
+    	the upstream echo server's spindle bench server arm (default epoll; with --protocol http or h2 one that answers HTTP/1.1: go-net, epoll, uring); with --protocol h2h2 the upstream h2c server's ` + "`" + `spindle bench http2` + "`" + ` arm, of spindle-uring,spindle-epoll,go-net-http,nginx (default spindle-uring)
+  -upstream-cpus string
+    	CPUs the upstream server is pinned to (default: the client CPUs)
+$ spindle bench proxy extra
+exit 2
+--- stdout
+--- stderr
+usage: spindle bench proxy [flags]    L4 (or, with --protocol http, HTTP/1.1) proxies (spindle uring and epoll, HAProxy, nginx) and no proxy, side by side in front of one echo server, closed loop;
+       with --protocol h2, HTTP/2 clients (h2load, apt-get install nghttp2-client, pinned to the client CPUs; every request verified) through those proxies to the HTTP/1.1 echo;
+       with --protocol h2h2, the same clients through those proxies speaking HTTP/2 to an h2c server of bench http2 (--upstream-arm), and straight to it (direct)
+
+The h2 measurement for docs/BENCHMARKS.md, on a quiet machine (4 arms × 2 streams values × 5 reps: 3 s each, 0.6 s of it warm-up):
+  go build -o /tmp/spindle ./cmd/spindle && /tmp/spindle bench proxy --protocol h2 --duration 120s --reps 5 --proxy-cpu 0 --client-cpus 1 --out bench-proxy-h2-report
+The h2h2 measurement (5 arms × 2 streams values × 5 reps: 3 s each):
+  /tmp/spindle bench proxy --protocol h2h2 --duration 150s --reps 5 --proxy-cpu 0 --client-cpus 1 --out bench-proxy-h2h2-report
+  -arms string
+    	comma-separated arms, of spindle-uring,spindle-epoll,haproxy,nginx,direct (the default), or also spindle-uring-log; ratios are to the first
+  -client-cpus string
+    	CPUs the client threads are pinned to (default: the second CPU this process may run on, the first on one CPU)
+  -conns int
+    	client connections, one request in flight each (default 50)
+  -duration duration
+    	total measuring budget, shared among the measurements (default 1m0s)
+  -json
+    	print the report as one JSON document on stdout
+  -out string
+    	directory for report.json and report.md ("" for none; with --json, none unless set) (default "bench-proxy-report")
+  -payload int
+    	payload bytes (the RPC payload, or the HTTP request and response body; with h2 the response body) (default 64)
+  -protocol string
+    	tcp: L4 proxies, the RPC echo; http: HTTP/1.1 reverse proxies, keep-alive POSTs of the payload, echoed; h2: HTTP/2 clients (h2load GETs, h2c with prior knowledge) through reverse proxies to the HTTP/1.1 echo (no direct arm: the echo does not speak h2c); h2h2: those clients through reverse proxies speaking HTTP/2 to an h2c upstream (spindle's pool protocol h2c, HAProxy's proto h2, nginx's grpc_pass), and direct (default "tcp")
+  -proxy-cpu string
+    	CPUs the proxy is pinned to (default: the first CPU this process may run on)
+  -reps int
+    	repetitions (arms alternate within each) (default 3)
+  -streams string
+    	with --protocol h2 or h2h2: streams in flight per connection (h2load -m), each value a load point of its own (default "1,10")
+  -upstream-arm spindle bench server
+    	the upstream echo server's spindle bench server arm (default epoll; with --protocol http or h2 one that answers HTTP/1.1: go-net, epoll, uring); with --protocol h2h2 the upstream h2c server's ` + "`" + `spindle bench http2` + "`" + ` arm, of spindle-uring,spindle-epoll,go-net-http,nginx (default spindle-uring)
+  -upstream-cpus string
+    	CPUs the upstream server is pinned to (default: the client CPUs)
+spindle bench: unexpected argument "extra": this command takes only flags
+$ spindle bench proxy --protocol udp --duration 0s
+exit 2
+--- stdout
+--- stderr
+spindle bench: want a --protocol of tcp or http or h2 or h2h2
+$ spindle bench proxy --duration -1s --payload 1
+exit 2
+--- stdout
+--- stderr
+spindle bench: want a positive --duration
+$ spindle bench proxy --conns 0
+exit 2
+--- stdout
+--- stderr
+spindle bench: want --reps and --conns of at least 1
+$ spindle bench proxy --payload 1
+exit 2
+--- stdout
+--- stderr
+spindle bench: want a --payload of 16 to 1048576 bytes
+$ spindle bench proxy --streams 1
+exit 2
+--- stdout
+--- stderr
+spindle bench: --streams is for --protocol h2 and h2h2
+$ spindle bench proxy --protocol h2 --streams 0
+exit 2
+--- stdout
+--- stderr
+spindle bench: --streams: bad value "0" (want integers of at least 1)
+$ spindle bench proxy --proxy-cpu x --client-cpus y --upstream-cpus z
+exit 2
+--- stdout
+--- stderr
+spindle bench: --proxy-cpu: bench: cpu list "x": bad cpu number "x"
+$ spindle bench proxy --upstream-cpus z
+exit 2
+--- stdout
+--- stderr
+spindle bench: --upstream-cpus: bench: cpu list "z": bad cpu number "z"
+$ spindle bench proxy --out  --arms squid
+exit 1
+--- stdout
+--- stderr
+spindle bench: bench: unknown proxy arm "squid" (arms: spindle-uring, spindle-epoll, haproxy, nginx, direct, spindle-uring-log)
+$ spindle bench proxy --out  --protocol h2h2 --upstream-arm epoll
+exit 1
+--- stdout
+--- stderr
+spindle bench: bench: upstream arm "epoll": with the h2h2 protocol one of bench http2's (spindle-uring,spindle-epoll,go-net-http,nginx)
+$ spindle bench proxy --out  --json --protocol http --reps 2 --conns 3 --payload 100 --upstream-cpus 4002
+exit 1
+--- stdout
+--- stderr
+spindle bench: bench: CPU 4002 does not exist or is offline (online CPUs: N)
+$ spindle bench proxy --out  --proxy-cpu 4000 --client-cpus 0
+exit 1
+--- stdout
+--- stderr
+spindle bench: bench: CPU 4000 does not exist or is offline (online CPUs: N)
+`
