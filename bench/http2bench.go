@@ -86,26 +86,9 @@ type HTTP2Config struct {
 	Progress io.Writer
 }
 
-// HTTP2Report is the result of `spindle bench http2`.
-type HTTP2Report struct {
-	// Schema is HTTP2Schema.
-	Schema string `json:"schema"`
-	// Started is when the run started (UTC); Seconds how long it took.
-	Started time.Time `json:"started"`
-	Seconds float64   `json:"seconds"`
-	// Host is the machine the run was made on.
-	Host Host `json:"host"`
-	// Config is the run's settings, defaults filled in.
-	Config HTTP2Settings `json:"config"`
-	// Arms lists every arm asked for; the skipped ones say why.
-	Arms []ArmInfo `json:"arms"`
-	// Results are the measurements, in the order they were made.
-	Results []HTTP2Result `json:"results"`
-	// Summary has one row per arm and streams value, in order.
-	Summary []HTTP2SummaryRow `json:"summary"`
-	// Notes are things a reader of the figures should know.
-	Notes []string `json:"notes,omitempty"`
-}
+// HTTP2Report is the result of `spindle bench http2`: its Schema is
+// HTTP2Schema, its Summary one row per arm and streams value.
+type HTTP2Report = ArmsReport[HTTP2Settings, HTTP2Result, HTTP2SummaryRow]
 
 // HTTP2Settings are an HTTP/2 run's settings as measured.
 type HTTP2Settings struct {
@@ -169,25 +152,12 @@ type HTTP2SummaryRow struct {
 }
 
 func (c HTTP2Config) withDefaults() (HTTP2Config, error) {
-	if c.Duration < 0 || c.Reps < 0 || c.Conns < 0 {
-		return c, fmt.Errorf("bench: negative setting (duration %v, reps %d, conns %d)", c.Duration, c.Reps, c.Conns)
+	if err := budgetDefaults(&c.Duration, &c.Reps, &c.Conns, DefaultHTTP2Duration, DefaultHTTP2Reps, DefaultHTTP2Conns); err != nil {
+		return c, err
 	}
-	if c.Duration == 0 {
-		c.Duration = DefaultHTTP2Duration
-	}
-	if c.Reps == 0 {
-		c.Reps = DefaultHTTP2Reps
-	}
-	if c.Conns == 0 {
-		c.Conns = DefaultHTTP2Conns
-	}
-	if c.Streams == nil {
-		c.Streams = slices.Clone(DefaultHTTP2Streams)
-	}
-	for i, s := range c.Streams {
-		if s < 1 || slices.Contains(c.Streams[:i], s) {
-			return c, fmt.Errorf("bench: streams %v: each at least 1, none twice", c.Streams)
-		}
+	var err error
+	if c.Streams, err = streamsDefault(c.Streams); err != nil {
+		return c, err
 	}
 	if c.Body == 0 {
 		c.Body = DefaultHTTP2Body
@@ -195,16 +165,8 @@ func (c HTTP2Config) withDefaults() (HTTP2Config, error) {
 	if c.Body < MinHTTP2Body || c.Body > MaxHTTP2Body {
 		return c, fmt.Errorf("bench: body %d outside %d..%d", c.Body, MinHTTP2Body, MaxHTTP2Body)
 	}
-	if c.Arms == nil {
-		c.Arms = slices.Clone(HTTP2Arms)
-	}
-	for i, a := range c.Arms {
-		if !slices.Contains(HTTP2Arms, a) {
-			return c, fmt.Errorf("bench: unknown http2 arm %q (arms: %s)", a, strings.Join(HTTP2Arms, ", "))
-		}
-		if slices.Contains(c.Arms[:i], a) {
-			return c, fmt.Errorf("bench: http2 arm %s given twice", a)
-		}
+	if c.Arms, err = armsDefault("http2", c.Arms, HTTP2Arms, HTTP2Arms); err != nil {
+		return c, err
 	}
 	var online []int
 	c.ServerCPUs, c.ClientCPUs, online, _ = defaultCPUs(c.ServerCPUs, c.ClientCPUs)
@@ -218,7 +180,6 @@ func (c HTTP2Config) withDefaults() (HTTP2Config, error) {
 		c.Progress = io.Discard
 	}
 	if len(c.ServerCommand) == 0 {
-		var err error
 		if c.ServerCommand, err = selfCommand("bench", "http2-server"); err != nil {
 			return c, err
 		}
@@ -228,9 +189,7 @@ func (c HTTP2Config) withDefaults() (HTTP2Config, error) {
 
 // http2Arm is how one arm is started.
 type http2Arm struct {
-	name, summary string
-	// unavailable says why the arm cannot run here, or is nil.
-	unavailable error
+	armHead
 	// argv writes the arm's config into dir, if it has one, and returns
 	// its command line for a server on listen.
 	argv func(dir, listen string) ([]string, error)
@@ -243,7 +202,7 @@ func (r *http2Runner) arm(name string) http2Arm {
 		if _, err := exec.LookPath(cfg.ServerCommand[0]); err != nil {
 			unavailable = fmt.Errorf("the server command: %w", err)
 		}
-		return http2Arm{name: name, summary: summary, unavailable: unavailable, argv: func(_, listen string) ([]string, error) {
+		return http2Arm{armHead: armHead{name, summary, unavailable}, argv: func(_, listen string) ([]string, error) {
 			return append(slices.Clone(cfg.ServerCommand), "-arm", name, "-listen", listen, "-cpus", FormatCPUList(cfg.ServerCPUs), "-body", strconv.Itoa(cfg.Body)), nil
 		}}
 	}
@@ -260,8 +219,8 @@ func (r *http2Runner) arm(name string) http2Arm {
 		lookErr = nginxHTTP2(bin)
 	}
 	return http2Arm{
-		name: name, unavailable: lookErr,
-		summary: "nginx from the distribution, http2 module, `listen … http2` without TLS (h2c with prior knowledge), `return 200` of the body, one process (master_process off, worker_processes 1: the process pinned is the one that serves), no access log",
+		armHead: armHead{name: name, unavailable: lookErr,
+			summary: "nginx from the distribution, http2 module, `listen … http2` without TLS (h2c with prior knowledge), `return 200` of the body, one process (master_process off, worker_processes 1: the process pinned is the one that serves), no access log"},
 		argv: func(dir, listen string) ([]string, error) {
 			path := filepath.Join(dir, "nginx.conf")
 			if err := os.WriteFile(path, []byte(NginxHTTP2Config(dir, listen, cfg.Body, cfg.Conns)), 0o644); err != nil {
@@ -297,9 +256,9 @@ func RunHTTP2(ctx context.Context, cfg HTTP2Config) (*HTTP2Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	version, err := exec.CommandContext(ctx, cfg.H2load, "--version").Output()
+	version, err := h2loadVersion(ctx, cfg.H2load)
 	if err != nil {
-		return nil, fmt.Errorf("bench: h2load (apt-get install nghttp2-client): %w", err)
+		return nil, err
 	}
 	dir, err := os.MkdirTemp("", "spindle-bench-http2-")
 	if err != nil {
@@ -310,21 +269,11 @@ func RunHTTP2(ctx context.Context, cfg HTTP2Config) (*HTTP2Report, error) {
 		Schema: HTTP2Schema, Started: time.Now().UTC(), Host: hostInfo(),
 		Config: HTTP2Settings{
 			Conns: cfg.Conns, Streams: cfg.Streams, Body: cfg.Body, Reps: cfg.Reps, ServerCPUs: cfg.ServerCPUs, ClientCPUs: cfg.ClientCPUs,
-			H2load: strings.TrimSpace(string(version)),
+			H2load: version,
 		},
 	}}
 	r.report.Config.ClientThreads = r.threads
-	var arms []http2Arm
-	for _, name := range cfg.Arms {
-		a := r.arm(name)
-		info := ArmInfo{Name: a.name, Summary: a.summary}
-		if a.unavailable != nil {
-			info.Skipped = a.unavailable.Error()
-			r.report.Notes = append(r.report.Notes, skippedNote(a.name, info.Skipped, cfg.Progress))
-		}
-		r.report.Arms = append(r.report.Arms, info)
-		arms = append(arms, a)
-	}
+	arms := listArms(cfg.Arms, r.arm, &r.report.Arms, &r.report.Notes, cfg.Progress)
 	if err := r.run(ctx, arms); err != nil {
 		return nil, err
 	}
@@ -336,18 +285,10 @@ func RunHTTP2(ctx context.Context, cfg HTTP2Config) (*HTTP2Report, error) {
 // value (measureAlternating).
 func (r *http2Runner) run(ctx context.Context, arms []http2Arm) error {
 	c := r.cfg
-	perArm := c.Reps * len(c.Streams)
-	for _, a := range r.report.Arms {
-		if a.Skipped == "" {
-			r.total += perArm
-		}
+	var err error
+	if r.total, r.warmup, r.window, err = armsBudget("http2", r.report.Arms, c.Reps*len(c.Streams), c.Duration, true); err != nil {
+		return err
 	}
-	if r.total == 0 {
-		return errors.New("bench: no http2 arm can run")
-	}
-	r.warmup, r.window = splitDuration(c.Duration, r.total)
-	// h2load takes whole milliseconds.
-	r.warmup, r.window = r.warmup.Round(time.Millisecond), r.window.Round(time.Millisecond)
 	r.report.Config.WarmupSeconds = r.warmup.Seconds()
 	r.report.Config.WindowSeconds = r.window.Seconds()
 	fmt.Fprintf(c.Progress, "spindle bench http2: %d measurements, each %v warm-up + %v measured; server CPUs %v, client CPUs %v (%s, %d threads)\n",
@@ -693,27 +634,15 @@ func h2loadVerifiedNote(who string) string {
 // and takes medians, spreads and the ratios to the first arm at the same
 // streams.
 func summarizeHTTP2(results []HTTP2Result) []HTTP2SummaryRow {
-	type key struct {
-		arm     string
-		streams int
-	}
-	order, groups := groupBy(results, func(r HTTP2Result) key { return key{r.Arm, r.Streams} })
-	var rows []HTTP2SummaryRow
-	for _, k := range order {
-		g := groups[k]
+	rows := summarizeArms(results, func(a armRates, g []HTTP2Result) HTTP2SummaryRow {
 		spread := func(f func(HTTP2Result) float64) Spread { return spreadBy(g, f) }
-		row := HTTP2SummaryRow{
-			Arm: k.arm, Streams: k.streams, Reps: len(g),
-			AchievedRPS:      spread(func(r HTTP2Result) float64 { return r.AchievedRPS }),
-			P50:              spread(func(r HTTP2Result) float64 { return r.Latency.P50 }),
-			P99:              spread(func(r HTTP2Result) float64 { return r.Latency.P99 }),
-			P999:             spread(func(r HTTP2Result) float64 { return r.Latency.P999 }),
+		return HTTP2SummaryRow{
+			Arm: a.arm, Streams: a.streams, Reps: a.reps, AchievedRPS: a.rps, P50: a.p50, P99: a.p99, P999: a.p999,
 			ServerUSPerReq:   spread(func(r HTTP2Result) float64 { return r.ServerUSPerReq }),
 			ServerCPUPercent: spread(func(r HTTP2Result) float64 { return r.ServerCPUPercent }).Median,
 			ClientCPUPercent: spread(func(r HTTP2Result) float64 { return r.ClientCPUPercent }).Median,
 		}
-		rows = append(rows, row)
-	}
+	})
 	return ratiosByStreams(rows, func(r HTTP2SummaryRow) int { return r.Streams }, func(r *HTTP2SummaryRow, f HTTP2SummaryRow) {
 		r.RPSRatio = ratioOf(r.AchievedRPS.Median, f.AchievedRPS.Median)
 		r.P99Ratio = ratioOf(r.P99.Median, f.P99.Median)
@@ -774,19 +703,14 @@ func HTTP2Markdown(rep *HTTP2Report) string {
 
 // WriteHTTP2Table prints rep's summary as a plain-text table.
 func WriteHTTP2Table(w io.Writer, rep *HTTP2Report) {
-	first := "the first arm"
-	if len(rep.Summary) > 0 {
-		first = rep.Summary[0].Arm
-	}
+	first := firstArm(rep.Summary, func(s HTTP2SummaryRow) string { return s.Arm })
 	fmt.Fprintf(w, "\nbench http2, h2c under h2load, loopback, %d reps, medians (min–max); latency in µs, server CPU in µs per request; ratios to %s at the same streams\n", rep.Config.Reps, first)
 	fmt.Fprintf(w, "%-14s %7s %-22s %-20s %-20s %-20s %-18s %7s %7s %7s %7s\n", "arm", "streams", "req/s", "p50", "p99", "p99.9", "server µs/req", "client%", "rps×", "p99×", "cpu×")
 	for _, s := range rep.Summary {
 		fmt.Fprintf(w, "%-14s %7d %-22s %-20s %-20s %-20s %-18s %7.0f %7.2f %7.2f %7.2f\n", s.Arm, s.Streams, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
 			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), fmtSpread(s.ServerUSPerReq, 2), s.ClientCPUPercent, s.RPSRatio, s.P99Ratio, s.ServerCPURatio)
 	}
-	for _, n := range rep.Notes {
-		fmt.Fprintf(w, "note: %s\n", n)
-	}
+	writeTableNotes(w, rep.Notes)
 }
 
 // NginxHTTP2Config returns an nginx config serving h2c with prior

@@ -158,26 +158,10 @@ var ProxyArms = []string{ProxyArmSpindleUring, ProxyArmSpindleEpoll, ProxyArmHAP
 // for.
 var ProxyExtraArms = []string{ProxyArmSpindleUringLog}
 
-// ProxyReport is the result of `spindle bench proxy`.
-type ProxyReport struct {
-	// Schema is ProxySchema.
-	Schema string `json:"schema"`
-	// Started is when the run started (UTC); Seconds how long it took.
-	Started time.Time `json:"started"`
-	Seconds float64   `json:"seconds"`
-	// Host is the machine the run was made on.
-	Host Host `json:"host"`
-	// Config is the run's settings, defaults filled in.
-	Config ProxySettings `json:"config"`
-	// Arms lists every arm asked for; the skipped ones say why.
-	Arms []ArmInfo `json:"arms"`
-	// Results are the measurements, in the order they were made.
-	Results []ProxyResult `json:"results"`
-	// Summary has one row per arm that ran, in order.
-	Summary []ProxySummaryRow `json:"summary"`
-	// Notes are things a reader of the figures should know.
-	Notes []string `json:"notes,omitempty"`
-}
+// ProxyReport is the result of `spindle bench proxy`: its Schema is
+// ProxySchema, its Summary one row per arm that ran (with "h2" and "h2h2",
+// per arm and streams value).
+type ProxyReport = ArmsReport[ProxySettings, ProxyResult, ProxySummaryRow]
 
 // ProxySettings are a proxy run's settings as measured.
 type ProxySettings struct {
@@ -268,8 +252,8 @@ type ProxySummaryRow struct {
 }
 
 func (c ProxyConfig) withDefaults() (ProxyConfig, error) {
-	if c.Duration < 0 || c.Reps < 0 || c.Conns < 0 {
-		return c, fmt.Errorf("bench: negative setting (duration %v, reps %d, conns %d)", c.Duration, c.Reps, c.Conns)
+	if err := budgetDefaults(&c.Duration, &c.Reps, &c.Conns, DefaultProxyDuration, DefaultProxyReps, DefaultProxyConns); err != nil {
+		return c, err
 	}
 	if c.Protocol == "" {
 		c.Protocol = DefaultProxyProtocol
@@ -277,29 +261,16 @@ func (c ProxyConfig) withDefaults() (ProxyConfig, error) {
 	if !slices.Contains(ProxyProtocols, c.Protocol) {
 		return c, fmt.Errorf("bench: unknown proxy protocol %q (protocols: %s)", c.Protocol, strings.Join(ProxyProtocols, ", "))
 	}
-	if c.Duration == 0 {
-		c.Duration = DefaultProxyDuration
-	}
-	if c.Reps == 0 {
-		c.Reps = DefaultProxyReps
-	}
-	if c.Conns == 0 {
-		c.Conns = DefaultProxyConns
-	}
 	if c.Payload == 0 {
 		c.Payload = DefaultProxyPayload
 	}
 	if c.Payload < MinPayload || c.Payload > MaxPayload {
 		return c, fmt.Errorf("bench: payload %d outside %d..%d", c.Payload, MinPayload, MaxPayload)
 	}
+	var err error
 	if h2Clients(c.Protocol) {
-		if c.Streams == nil {
-			c.Streams = slices.Clone(DefaultHTTP2Streams)
-		}
-		for i, s := range c.Streams {
-			if s < 1 || slices.Contains(c.Streams[:i], s) {
-				return c, fmt.Errorf("bench: streams %v: each at least 1, none twice", c.Streams)
-			}
+		if c.Streams, err = streamsDefault(c.Streams); err != nil {
+			return c, err
 		}
 		if c.H2load == "" {
 			c.H2load = "h2load"
@@ -307,19 +278,11 @@ func (c ProxyConfig) withDefaults() (ProxyConfig, error) {
 	} else if c.Streams != nil {
 		return c, fmt.Errorf("bench: streams are for the h2 and h2h2 protocols, not %s", c.Protocol)
 	}
-	if c.Arms == nil {
-		c.Arms = slices.Clone(ProxyArms)
-		if c.Protocol == ProxyProtocolH2 {
-			c.Arms = slices.DeleteFunc(c.Arms, func(a string) bool { return a == ProxyArmDirect })
-		}
+	if c.Arms == nil && c.Protocol == ProxyProtocolH2 {
+		c.Arms = slices.DeleteFunc(slices.Clone(ProxyArms), func(a string) bool { return a == ProxyArmDirect })
 	}
-	for i, a := range c.Arms {
-		if !slices.Contains(ProxyArms, a) && !slices.Contains(ProxyExtraArms, a) {
-			return c, fmt.Errorf("bench: unknown proxy arm %q (arms: %s)", a, strings.Join(slices.Concat(ProxyArms, ProxyExtraArms), ", "))
-		}
-		if slices.Contains(c.Arms[:i], a) {
-			return c, fmt.Errorf("bench: proxy arm %s given twice", a)
-		}
+	if c.Arms, err = armsDefault("proxy", c.Arms, ProxyArms, slices.Concat(ProxyArms, ProxyExtraArms)); err != nil {
+		return c, err
 	}
 	var online []int
 	c.ProxyCPUs, c.ClientCPUs, online, _ = defaultCPUs(c.ProxyCPUs, c.ClientCPUs)
@@ -340,7 +303,6 @@ func (c ProxyConfig) withDefaults() (ProxyConfig, error) {
 	if c.Progress == nil {
 		c.Progress = io.Discard
 	}
-	var err error
 	if len(c.UpstreamCommand) == 0 {
 		server := "server"
 		if c.Protocol == ProxyProtocolH2H2 {
@@ -360,10 +322,9 @@ func (c ProxyConfig) withDefaults() (ProxyConfig, error) {
 
 // proxyArm is how one arm is started.
 type proxyArm struct {
-	name, summary string
-	// unavailable says why the arm cannot run here without starting it
-	// (its program is not installed, or lacks a module), or is nil.
-	unavailable error
+	// armHead's unavailable says why the arm cannot run here without
+	// starting it (its program is not installed, or lacks a module).
+	armHead
 	// argv writes the arm's config into dir and returns its command line
 	// for a proxy on listen forwarding to upstream; nil for the direct
 	// arm.
@@ -417,9 +378,7 @@ func (r *proxyRunner) arm(name string) proxyArm {
 			missing = fmt.Errorf("the proxy command: %w", err)
 		}
 		return proxyArm{
-			name:        name,
-			summary:     summary,
-			unavailable: missing,
+			armHead: armHead{name, summary, missing},
 			argv: func(dir, listen, upstream string) ([]string, error) {
 				log := ""
 				if accessLog {
@@ -458,7 +417,7 @@ func (r *proxyRunner) arm(name string) proxyArm {
 			lookErr = errors.New("haproxy is not installed (apt-get install haproxy)")
 		}
 		return proxyArm{
-			name: name, summary: summary, unavailable: lookErr,
+			armHead: armHead{name, summary, lookErr},
 			argv: func(dir, listen, upstream string) ([]string, error) {
 				path, err := writeConf(dir, "haproxy.cfg", HAProxyConfig(cfg.Protocol, listen, upstream, idle))
 				if err != nil {
@@ -496,7 +455,7 @@ func (r *proxyRunner) arm(name string) proxyArm {
 			mod, lookErr = nginxStream(bin)
 		}
 		return proxyArm{
-			name: name, summary: summary, unavailable: lookErr,
+			armHead: armHead{name, summary, lookErr},
 			argv: func(dir, listen, upstream string) ([]string, error) {
 				path, err := writeConf(dir, "nginx.conf", NginxConfig(cfg.Protocol, dir, mod, listen, upstream, idle))
 				if err != nil {
@@ -506,7 +465,7 @@ func (r *proxyRunner) arm(name string) proxyArm {
 			},
 		}
 	}
-	a := proxyArm{name: ProxyArmDirect, summary: "no proxy: the client straight to the upstream (the floor; its CPU per request is the upstream's alone)"}
+	a := proxyArm{armHead: armHead{name: ProxyArmDirect, summary: "no proxy: the client straight to the upstream (the floor; its CPU per request is the upstream's alone)"}}
 	if cfg.Protocol == ProxyProtocolH2 {
 		a.unavailable = errors.New(proxyH2NoDirect)
 	}
@@ -547,10 +506,10 @@ func RunProxy(ctx context.Context, cfg ProxyConfig) (*ProxyReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	var version []byte
+	var version string
 	if h2Clients(cfg.Protocol) {
-		if version, err = exec.CommandContext(ctx, cfg.H2load, "--version").Output(); err != nil {
-			return nil, fmt.Errorf("bench: h2load (apt-get install nghttp2-client): %w", err)
+		if version, err = h2loadVersion(ctx, cfg.H2load); err != nil {
+			return nil, err
 		}
 	}
 	dir, err := os.MkdirTemp("", "spindle-bench-proxy-")
@@ -563,7 +522,7 @@ func RunProxy(ctx context.Context, cfg ProxyConfig) (*ProxyReport, error) {
 		Config: ProxySettings{
 			Protocol: cfg.Protocol, Conns: cfg.Conns, InFlight: 1, Payload: cfg.Payload, Reps: cfg.Reps, ProxyCPUs: cfg.ProxyCPUs,
 			ClientCPUs: cfg.ClientCPUs, UpstreamCPUs: cfg.UpstreamCPUs, UpstreamArm: cfg.UpstreamArm,
-			Streams: cfg.Streams, H2load: strings.TrimSpace(string(version)),
+			Streams: cfg.Streams, H2load: version,
 		},
 	}}
 	if h2Clients(cfg.Protocol) {
@@ -633,18 +592,7 @@ func (r *proxyRunner) startUpstream(ctx context.Context) (stop func() error, err
 // found by its first measurement, not by starting it once more
 // beforehand.
 func (r *proxyRunner) armSet() []proxyArm {
-	var arms []proxyArm
-	for _, name := range r.cfg.Arms {
-		a := r.arm(name)
-		info := ArmInfo{Name: a.name, Summary: a.summary}
-		if a.unavailable != nil {
-			info.Skipped = a.unavailable.Error()
-			r.report.Notes = append(r.report.Notes, skippedNote(a.name, info.Skipped, r.cfg.Progress))
-		}
-		r.report.Arms = append(r.report.Arms, info)
-		arms = append(arms, a)
-	}
-	return arms
+	return listArms(r.cfg.Arms, r.arm, &r.report.Arms, &r.report.Notes, r.cfg.Progress)
 }
 
 // startError is a proxy that could not be started or did not serve: in its
@@ -661,18 +609,10 @@ func (e *startError) Unwrap() error { return e.err }
 func (r *proxyRunner) run(ctx context.Context, arms []proxyArm) error {
 	c := r.cfg
 	points := max(len(c.Streams), 1)
-	for _, a := range r.report.Arms {
-		if a.Skipped == "" {
-			r.total += c.Reps * points
-		}
-	}
-	if r.total == 0 {
-		return errors.New("bench: no proxy arm can run")
-	}
-	r.warmup, r.window = splitDuration(c.Duration, r.total)
-	if h2Clients(c.Protocol) {
-		// h2load takes whole milliseconds.
-		r.warmup, r.window = r.warmup.Round(time.Millisecond), r.window.Round(time.Millisecond)
+	var err error
+	// h2load takes whole milliseconds.
+	if r.total, r.warmup, r.window, err = armsBudget("proxy", r.report.Arms, c.Reps*points, c.Duration, h2Clients(c.Protocol)); err != nil {
+		return err
 	}
 	r.report.Config.WarmupSeconds = r.warmup.Seconds()
 	r.report.Config.WindowSeconds = r.window.Seconds()
@@ -1081,21 +1021,10 @@ func cpuOverlap(a, b []int) bool {
 // summarizeProxy groups results by arm, in first-seen order, and takes
 // medians, spreads and the ratios to the first arm.
 func summarizeProxy(results []ProxyResult) []ProxySummaryRow {
-	type key struct {
-		arm     string
-		streams int
-	}
-	order, groups := groupBy(results, func(r ProxyResult) key { return key{r.Arm, r.Streams} })
-	var rows []ProxySummaryRow
-	for _, k := range order {
-		g := groups[k]
+	rows := summarizeArms(results, func(a armRates, g []ProxyResult) ProxySummaryRow {
 		spread := func(f func(ProxyResult) float64) Spread { return spreadBy(g, f) }
 		row := ProxySummaryRow{
-			Arm: k.arm, Streams: k.streams, Reps: len(g),
-			AchievedRPS:      spread(func(r ProxyResult) float64 { return r.AchievedRPS }),
-			P50:              spread(func(r ProxyResult) float64 { return r.Latency.P50 }),
-			P99:              spread(func(r ProxyResult) float64 { return r.Latency.P99 }),
-			P999:             spread(func(r ProxyResult) float64 { return r.Latency.P999 }),
+			Arm: a.arm, Streams: a.streams, Reps: a.reps, AchievedRPS: a.rps, P50: a.p50, P99: a.p99, P999: a.p999,
 			ProxyUSPerReq:    spread(func(r ProxyResult) float64 { return r.ProxyUSPerReq }),
 			ProxyCPUPercent:  spread(func(r ProxyResult) float64 { return r.ProxyCPUPercent }).Median,
 			ClientCPUPercent: spread(func(r ProxyResult) float64 { return r.ClientCPUPercent }).Median,
@@ -1106,8 +1035,8 @@ func summarizeProxy(results []ProxyResult) []ProxySummaryRow {
 		for _, res := range g {
 			row.Unanswered += res.Unanswered
 		}
-		rows = append(rows, row)
-	}
+		return row
+	})
 	// With "h2" and "h2h2", ratios at each streams value (the others have
 	// 0 only).
 	return ratiosByStreams(rows, func(r ProxySummaryRow) int { return r.Streams }, func(r *ProxySummaryRow, f ProxySummaryRow) {
@@ -1196,7 +1125,7 @@ func WriteProxyTable(w io.Writer, rep *ProxyReport) {
 	if h2 {
 		same, streamsHead = " at the same streams", fmt.Sprintf(" %7s", "streams")
 	}
-	fmt.Fprintf(w, "\nbench proxy, %s, loopback, %d reps, medians (min–max); latency in µs, proxy and upstream CPU in µs per request; ratios to %s%s\n", proxyProtocolTitle(rep.Config.Protocol), rep.Config.Reps, firstArm(rep), same)
+	fmt.Fprintf(w, "\nbench proxy, %s, loopback, %d reps, medians (min–max); latency in µs, proxy and upstream CPU in µs per request; ratios to %s%s\n", proxyProtocolTitle(rep.Config.Protocol), rep.Config.Reps, firstArm(rep.Summary, func(s ProxySummaryRow) string { return s.Arm }), same)
 	fmt.Fprintf(w, "%-17s%s %-22s %-20s %-20s %-20s %-18s %-18s %7s %7s %7s %7s %7s\n", "arm", streamsHead, "req/s", "p50", "p99", "p99.9", "proxy µs/req", "upstream µs/req", "client%", "rps×", "p99×", "cpu×", "up cpu×")
 	for _, s := range rep.Summary {
 		streams := ""
@@ -1206,9 +1135,7 @@ func WriteProxyTable(w io.Writer, rep *ProxyReport) {
 		fmt.Fprintf(w, "%-17s%s %-22s %-20s %-20s %-20s %-18s %-18s %7.0f %7.2f %7.2f %7s %7.2f\n", s.Arm, streams, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
 			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), cpuCell(s), fmtSpread(s.UpstreamUSPerReq, 2), s.ClientCPUPercent, s.RPSRatio, s.P99Ratio, ratioCell(s), s.UpstreamCPURatio)
 	}
-	for _, n := range rep.Notes {
-		fmt.Fprintf(w, "note: %s\n", n)
-	}
+	writeTableNotes(w, rep.Notes)
 }
 
 // proxyProtocolTitle says what a report's protocol compares; a report
@@ -1223,13 +1150,6 @@ func proxyProtocolTitle(protocol string) string {
 		return "HTTP/2 clients (h2c, prior knowledge) under h2load through reverse proxies to an HTTP/2 (h2c) upstream"
 	}
 	return "L4 TCP proxies (RPC echo)"
-}
-
-func firstArm(rep *ProxyReport) string {
-	if len(rep.Summary) == 0 {
-		return "the first arm"
-	}
-	return rep.Summary[0].Arm
 }
 
 // ProxyArmsFlag lists the arms for a usage message: the default ones,

@@ -133,9 +133,7 @@ func WriteTable(w io.Writer, rep *Report) {
 	if rep.ClientCeilingRPS > 0 {
 		fmt.Fprintf(w, "client ceiling ≈ %.0f req/s per client CPU (best closed-loop rate / client CPU share)\n", rep.ClientCeilingRPS)
 	}
-	for _, n := range rep.Notes {
-		fmt.Fprintf(w, "note: %s\n", n)
-	}
+	writeTableNotes(w, rep.Notes)
 }
 
 // Markdown renders rep as a Markdown document.

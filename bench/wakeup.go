@@ -125,9 +125,7 @@ func WriteWakeupTable(w io.Writer, rep *WakeupReport) {
 		fmt.Fprintf(w, "%-11s %7d %9.1f %9.1f %9.1f %9.1f %11.1f %13.1f %12.1f %7.1f\n", r.Mode, r.Samples, r.Latency.P50, r.Latency.P90,
 			r.Latency.P99, r.Latency.Max, r.ReaderCPUPercent, r.ReaderCPUUSPerWake, r.ReaderCPUBusyPercent, r.ReaderCPUStealPercent)
 	}
-	for _, n := range rep.Notes {
-		fmt.Fprintf(w, "note: %s\n", n)
-	}
+	writeTableNotes(w, rep.Notes)
 }
 
 // fillReaderCPU sets r's machine-wide figures for the reader's CPU from

@@ -1,0 +1,201 @@
+package bench
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The code `spindle bench http2` and `spindle bench proxy` share: both
+// run arms side by side (servers, or proxies in front of one server),
+// alternated within each repetition, at one or more streams values, and
+// report them in the same envelope.
+
+// ArmsReport is the layout of the side-by-side reports: HTTP2Report and
+// ProxyReport, whose settings, measurements and summary rows are of types
+// C, R and S.
+type ArmsReport[C, R, S any] struct {
+	// Schema names the layout: HTTP2Schema, ProxySchema.
+	Schema string `json:"schema"`
+	// Started is when the run started (UTC); Seconds how long it took.
+	Started time.Time `json:"started"`
+	Seconds float64   `json:"seconds"`
+	// Host is the machine the run was made on.
+	Host Host `json:"host"`
+	// Config is the run's settings, defaults filled in.
+	Config C `json:"config"`
+	// Arms lists every arm asked for; the skipped ones say why.
+	Arms []ArmInfo `json:"arms"`
+	// Results are the measurements, in the order they were made.
+	Results []R `json:"results"`
+	// Summary has one row per arm that ran (and streams value), in order.
+	Summary []S `json:"summary"`
+	// Notes are things a reader of the figures should know.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// budgetDefaults refuses a negative duration, reps or conns, and replaces
+// each that is zero with its default.
+func budgetDefaults(duration *time.Duration, reps, conns *int, defDuration time.Duration, defReps, defConns int) error {
+	if *duration < 0 || *reps < 0 || *conns < 0 {
+		return fmt.Errorf("bench: negative setting (duration %v, reps %d, conns %d)", *duration, *reps, *conns)
+	}
+	*duration, *reps, *conns = cmp.Or(*duration, defDuration), cmp.Or(*reps, defReps), cmp.Or(*conns, defConns)
+	return nil
+}
+
+// streamsDefault returns streams (h2load's -m values), or for nil a copy
+// of DefaultHTTP2Streams; a value below 1, or one given twice, is refused.
+func streamsDefault(streams []int) ([]int, error) {
+	if streams == nil {
+		streams = slices.Clone(DefaultHTTP2Streams)
+	}
+	for i, s := range streams {
+		if s < 1 || slices.Contains(streams[:i], s) {
+			return streams, fmt.Errorf("bench: streams %v: each at least 1, none twice", streams)
+		}
+	}
+	return streams, nil
+}
+
+// armsDefault returns arms, or for nil a copy of all; an arm not in known,
+// or one given twice, is refused (what names the harness: "http2",
+// "proxy").
+func armsDefault(what string, arms, all, known []string) ([]string, error) {
+	if arms == nil {
+		arms = slices.Clone(all)
+	}
+	for i, a := range arms {
+		if !slices.Contains(known, a) {
+			return arms, fmt.Errorf("bench: unknown %s arm %q (arms: %s)", what, a, strings.Join(known, ", "))
+		}
+		if slices.Contains(arms[:i], a) {
+			return arms, fmt.Errorf("bench: %s arm %s given twice", what, a)
+		}
+	}
+	return arms, nil
+}
+
+// h2loadVersion is what h2load --version says.
+func h2loadVersion(ctx context.Context, h2load string) (string, error) {
+	out, err := exec.CommandContext(ctx, h2load, "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("bench: h2load (apt-get install nghttp2-client): %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// armHead is what an arm says of itself before it runs: its name, what it
+// is, and why it cannot run here (nil when it may).
+type armHead struct {
+	name, summary string
+	unavailable   error
+}
+
+func (h armHead) head() armHead { return h }
+
+// listArms makes the arm of each of names, lists it in arms and, when it
+// cannot run here, notes it as skipped with why (skippedNote); it returns
+// them all, in order.
+func listArms[A interface{ head() armHead }](names []string, arm func(name string) A, arms *[]ArmInfo, notes *[]string, progress io.Writer) []A {
+	var out []A
+	for _, name := range names {
+		a := arm(name)
+		h := a.head()
+		info := ArmInfo{Name: h.name, Summary: h.summary}
+		if h.unavailable != nil {
+			info.Skipped = h.unavailable.Error()
+			*notes = append(*notes, skippedNote(h.name, info.Skipped, progress))
+		}
+		*arms = append(*arms, info)
+		out = append(out, a)
+	}
+	return out
+}
+
+// armsBudget counts the measurements of a run, perArm for each of arms
+// not skipped, and splits duration among them (splitDuration), in whole
+// milliseconds when they are h2load's (wholeMS); a run with no arm left
+// is an error (what names the harness).
+func armsBudget(what string, arms []ArmInfo, perArm int, duration time.Duration, wholeMS bool) (total int, warmup, window time.Duration, err error) {
+	for _, a := range arms {
+		if a.Skipped == "" {
+			total += perArm
+		}
+	}
+	if total == 0 {
+		return 0, 0, 0, errors.New("bench: no " + what + " arm can run")
+	}
+	warmup, window = splitDuration(duration, total)
+	if wholeMS {
+		warmup, window = warmup.Round(time.Millisecond), window.Round(time.Millisecond)
+	}
+	return total, warmup, window, nil
+}
+
+// armSample is what every measurement of a side-by-side run has: its arm,
+// streams value (0 for none), rate and latencies.
+type armSample struct {
+	arm     string
+	streams int
+	rps     float64
+	latency Percentiles
+}
+
+func (r HTTP2Result) sample() armSample { return armSample{r.Arm, r.Streams, r.AchievedRPS, r.Latency} }
+func (r ProxyResult) sample() armSample { return armSample{r.Arm, r.Streams, r.AchievedRPS, r.Latency} }
+
+// armRates are what every summary row of a side-by-side report has: an
+// arm at a streams value over its repetitions, the spreads of its rate
+// and latencies.
+type armRates struct {
+	arm                 string
+	streams, reps       int
+	rps, p50, p99, p999 Spread
+}
+
+// summarizeArms groups results by arm and streams, in first-seen order,
+// and makes each group's summary row with row, from the group and its
+// rates.
+func summarizeArms[R interface{ sample() armSample }, S any](results []R, row func(armRates, []R) S) []S {
+	type key struct {
+		arm     string
+		streams int
+	}
+	order, groups := groupBy(results, func(r R) key { s := r.sample(); return key{s.arm, s.streams} })
+	var rows []S
+	for _, k := range order {
+		g := groups[k]
+		spread := func(f func(armSample) float64) Spread { return spreadBy(g, func(r R) float64 { return f(r.sample()) }) }
+		rows = append(rows, row(armRates{
+			arm: k.arm, streams: k.streams, reps: len(g),
+			rps:  spread(func(s armSample) float64 { return s.rps }),
+			p50:  spread(func(s armSample) float64 { return s.latency.P50 }),
+			p99:  spread(func(s armSample) float64 { return s.latency.P99 }),
+			p999: spread(func(s armSample) float64 { return s.latency.P999 }),
+		}, g))
+	}
+	return rows
+}
+
+// firstArm is the arm of the first of rows, the one a report's ratios
+// divide by, or "the first arm" when there are none.
+func firstArm[S any](rows []S, arm func(S) string) string {
+	if len(rows) == 0 {
+		return "the first arm"
+	}
+	return arm(rows[0])
+}
+
+// writeTableNotes prints notes under a plain-text table.
+func writeTableNotes(w io.Writer, notes []string) {
+	for _, n := range notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+}
