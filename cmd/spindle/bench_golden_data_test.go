@@ -2,7 +2,59 @@ package main
 
 // benchCLIGolden is what TestBenchSideBySideCLIGolden expects, made on the
 // commands as they were before their flag parsing was shared.
-const benchCLIGolden = `$ spindle bench http2 -h
+const benchCLIGolden = `$ spindle bench -h
+exit 0
+--- stdout
+--- stderr
+usage: spindle bench [flags]            every arm: closed-loop peak, then open loop at 50% and 80% of the slowest peak
+       spindle bench sweep [flags]      closed-loop grid of loops × compute-us × arm
+       spindle bench proxy [flags]      L4 proxies side by side (spindle, HAProxy, nginx, none) in front of one echo server
+       spindle bench http2 [flags]      HTTP/2 servers side by side (spindle, Go's net/http, nginx), h2c under h2load
+       spindle bench server [flags]     the server half (-arm, -listen, -loops, -cpus, -compute-us)
+       spindle bench client [flags]     the client half against -addr
+  -arms string
+    	comma-separated arms to run, of go-net, gnet, c-liburing, epoll, epoll-busypoll, uring, uring-sqpoll, uring-napi (default: every arm that can run here)
+  -client-block
+    	client threads sleep in epoll_wait instead of polling (the server then pays for waking them)
+  -client-cpus string
+    	CPUs the client threads are pinned to (default 1, or 0 on one CPU)
+  -client-threads int
+    	client threads (default: one per client CPU)
+  -compute-us int
+    	CPU µs the server burns per request
+  -conns int
+    	client connections (default 50)
+  -duration duration
+    	total measuring budget, shared among the measurements (start-up and drains add about a fifth) (default 1m40s)
+  -fractions string
+    	open-loop rates as fractions of the slowest arm's peak (default "0.5,0.8")
+  -inflight int
+    	closed-loop requests in flight per connection (default 1)
+  -json
+    	print the report as one JSON document on stdout (schema: docs/BENCH-SCHEMA.md)
+  -loops int
+    	server event loops (default 1)
+  -out string
+    	directory for report.json, report.md and report.html ("" for none; with --json, none unless set) (default "bench-report")
+  -payload int
+    	RPC payload bytes (default 128)
+  -peers-dir string
+    	bench/peers module source (default: found from the working directory)
+  -reps int
+    	repetitions of each measurement (arms alternate within each) (default 3)
+  -server-cpus string
+    	CPUs the server is pinned to (default "0")
+  -server-rps value
+    	wire topology: RPS CPUs (a CPU list, or none) for the server veth's receive queues; repeat it to measure every arm under each, alternated
+  -spare-cpus string
+    	CPUs for arms' polling threads (uring-sqpoll), default: CPUs neither server nor client
+  -topology string
+    	loopback, or wire (two netns joined by a veth pair; root) (default "loopback")
+  -warmup duration
+    	each measurement's dropped warm-up (default: a fifth of its share of --duration)
+  -window duration
+    	each measurement's measured window (default: the rest of its share of --duration)
+$ spindle bench http2 -h
 exit 0
 --- stdout
 --- stderr

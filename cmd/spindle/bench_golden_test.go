@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-// TestBenchSideBySideCLIGolden runs bench http2 and bench proxy with -h
+// TestBenchSideBySideCLIGolden runs bench, bench http2 and bench proxy with -h
 // and with command lines refused by the command or by the package (whose
 // messages show the settings the flags were parsed into), and compares
 // what each prints and its exit status, whole, with benchCLIGolden.
@@ -19,6 +19,7 @@ import (
 func TestBenchSideBySideCLIGolden(t *testing.T) {
 	var b strings.Builder
 	for _, args := range [][]string{
+		{"bench", "-h"},
 		{"bench", "http2", "-h"},
 		{"bench", "http2", "--bogus"},
 		{"bench", "http2", "--duration", "0s"},
