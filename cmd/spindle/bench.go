@@ -100,10 +100,16 @@ func (f *benchFlags) config(fs *flag.FlagSet) (bench.Config, error) {
 	if cfg.SpareCPUs, err = bench.ParseCPUList(f.spareCPUs); err != nil {
 		return cfg, err
 	}
+	f.jsonOnly(fs)
+	return cfg, nil
+}
+
+// jsonOnly drops --out's default when --json is given without --out: the
+// report then goes to stdout alone.
+func (f *benchFlags) jsonOnly(fs *flag.FlagSet) {
 	if f.jsonOut && !flagGiven(fs, "out") {
 		f.out = ""
 	}
-	return cfg, nil
 }
 
 // flagGiven reports whether the flag name was set on the command line.
@@ -207,16 +213,12 @@ func runBench(ctx context.Context, args []string) error {
 			return bench.ServeHTTP2Main(ctx, args[1:])
 		}
 	}
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: spindle bench [flags]            every arm: closed-loop peak, then open loop at 50% and 80% of the slowest peak\n"+
-			"       spindle bench sweep [flags]      closed-loop grid of loops × compute-us × arm\n"+
-			"       spindle bench proxy [flags]      L4 proxies side by side (spindle, HAProxy, nginx, none) in front of one echo server\n"+
-			"       spindle bench http2 [flags]      HTTP/2 servers side by side (spindle, Go's net/http, nginx), h2c under h2load\n"+
-			"       spindle bench server [flags]     the server half (-arm, -listen, -loops, -cpus, -compute-us)\n"+
-			"       spindle bench client [flags]     the client half against -addr")
-		fs.PrintDefaults()
-	}
+	fs := newBenchFlagSet("bench", "usage: spindle bench [flags]            every arm: closed-loop peak, then open loop at 50% and 80% of the slowest peak\n"+
+		"       spindle bench sweep [flags]      closed-loop grid of loops × compute-us × arm\n"+
+		"       spindle bench proxy [flags]      L4 proxies side by side (spindle, HAProxy, nginx, none) in front of one echo server\n"+
+		"       spindle bench http2 [flags]      HTTP/2 servers side by side (spindle, Go's net/http, nginx), h2c under h2load\n"+
+		"       spindle bench server [flags]     the server half (-arm, -listen, -loops, -cpus, -compute-us)\n"+
+		"       spindle bench client [flags]     the client half against -addr")
 	var f benchFlags
 	f.register(fs)
 	fractions := fs.String("fractions", "0.5,0.8", "open-loop rates as fractions of the slowest arm's peak")
