@@ -109,11 +109,9 @@ func (c LoadConfig) withDefaults() (LoadConfig, error) {
 	if c.InFlight <= 0 {
 		c.InFlight = 1
 	}
-	if c.Payload == 0 {
-		c.Payload = DefaultPayload
-	}
-	if c.Payload < MinPayload || c.Payload > MaxPayload {
-		return c, fmt.Errorf("bench: load: payload %d outside %d..%d", c.Payload, MinPayload, MaxPayload)
+	var err error
+	if c.Payload, err = payloadDefault("bench: load", c.Payload, DefaultPayload); err != nil {
+		return c, err
 	}
 	if c.Warmup == 0 {
 		c.Warmup = 200 * time.Millisecond

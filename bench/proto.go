@@ -28,6 +28,19 @@ const (
 	maxHTTPHeader = 16 << 10
 )
 
+// payloadDefault returns payload, def for 0, and refuses one outside
+// MinPayload..MaxPayload (prefix begins the error: "bench", "bench:
+// load").
+func payloadDefault(prefix string, payload, def int) (int, error) {
+	if payload == 0 {
+		payload = def
+	}
+	if payload < MinPayload || payload > MaxPayload {
+		return payload, fmt.Errorf("%s: payload %d outside %d..%d", prefix, payload, MinPayload, MaxPayload)
+	}
+	return payload, nil
+}
+
 // ErrMismatch reports a reply that differs from its request.
 var ErrMismatch = errors.New("bench: reply does not match request")
 

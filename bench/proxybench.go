@@ -261,13 +261,10 @@ func (c ProxyConfig) withDefaults() (ProxyConfig, error) {
 	if !slices.Contains(ProxyProtocols, c.Protocol) {
 		return c, fmt.Errorf("bench: unknown proxy protocol %q (protocols: %s)", c.Protocol, strings.Join(ProxyProtocols, ", "))
 	}
-	if c.Payload == 0 {
-		c.Payload = DefaultProxyPayload
-	}
-	if c.Payload < MinPayload || c.Payload > MaxPayload {
-		return c, fmt.Errorf("bench: payload %d outside %d..%d", c.Payload, MinPayload, MaxPayload)
-	}
 	var err error
+	if c.Payload, err = payloadDefault("bench", c.Payload, DefaultProxyPayload); err != nil {
+		return c, err
+	}
 	if h2Clients(c.Protocol) {
 		if c.Streams, err = streamsDefault(c.Streams); err != nil {
 			return c, err

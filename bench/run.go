@@ -115,11 +115,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.InFlight <= 0 {
 		c.InFlight = 1
 	}
-	if c.Payload == 0 {
-		c.Payload = DefaultPayload
-	}
-	if c.Payload < MinPayload || c.Payload > MaxPayload {
-		return c, fmt.Errorf("bench: payload %d outside %d..%d", c.Payload, MinPayload, MaxPayload)
+	var err error
+	if c.Payload, err = payloadDefault("bench", c.Payload, DefaultPayload); err != nil {
+		return c, err
 	}
 	if c.Loops <= 0 {
 		c.Loops = 1
