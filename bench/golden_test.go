@@ -81,7 +81,7 @@ var (
 // table, and compares them whole with the golden files.
 func TestHTTP2ReportGolden(t *testing.T) {
 	cfg := HTTP2Config{ServerCPUs: []int{0}, ClientCPUs: []int{0, 1}}
-	r := &http2Runner{cfg: cfg, window: 400 * time.Millisecond, report: &HTTP2Report{
+	r := &http2Runner{cfg: cfg, armsRun: armsRun{window: 400 * time.Millisecond}, report: &HTTP2Report{
 		Schema: HTTP2Schema, Started: goldenStarted, Host: goldenHost,
 		Config: HTTP2Settings{Conns: 50, Streams: []int{1, 10}, Body: 64, Reps: 2, ServerCPUs: cfg.ServerCPUs, ClientCPUs: cfg.ClientCPUs,
 			ClientThreads: 2, H2load: "h2load nghttp2/1.64.0", WarmupSeconds: 0.1, WindowSeconds: 0.4},
@@ -150,7 +150,7 @@ func TestProxyReportGolden(t *testing.T) {
 				settings.Streams, settings.ClientThreads, settings.H2load, settings.UpstreamArm = tc.streams, 1, "h2load nghttp2/1.64.0", DefaultProxyH2UpstreamArm
 				arms[1].Skipped = "haproxy is not installed"
 			}
-			r := &proxyRunner{cfg: cfg, window: 400 * time.Millisecond, report: &ProxyReport{
+			r := &proxyRunner{cfg: cfg, armsRun: armsRun{window: 400 * time.Millisecond}, report: &ProxyReport{
 				Schema: ProxySchema, Started: goldenStarted, Host: goldenHost, Config: settings, Arms: arms,
 				Results: tc.results, Notes: []string{"a note from the run"},
 			}}

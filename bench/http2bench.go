@@ -233,12 +233,10 @@ func (r *http2Runner) arm(name string) http2Arm {
 
 // http2Runner holds the state of one HTTP/2 run.
 type http2Runner struct {
-	cfg            HTTP2Config
-	dir            string
-	report         *HTTP2Report
-	threads        int
-	warmup, window time.Duration
-	total, done    int
+	armsRun
+	cfg     HTTP2Config
+	report  *HTTP2Report
+	threads int
 }
 
 // RunHTTP2 runs `spindle bench http2`: each arm's server started fresh,
@@ -265,7 +263,7 @@ func RunHTTP2(ctx context.Context, cfg HTTP2Config) (*HTTP2Report, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	r := &http2Runner{cfg: cfg, dir: dir, threads: min(len(cfg.ClientCPUs), cfg.Conns), report: &HTTP2Report{
+	r := &http2Runner{cfg: cfg, armsRun: armsRun{dir: dir}, threads: min(len(cfg.ClientCPUs), cfg.Conns), report: &HTTP2Report{
 		Schema: HTTP2Schema, Started: time.Now().UTC(), Host: hostInfo(),
 		Config: HTTP2Settings{
 			Conns: cfg.Conns, Streams: cfg.Streams, Body: cfg.Body, Reps: cfg.Reps, ServerCPUs: cfg.ServerCPUs, ClientCPUs: cfg.ClientCPUs,
@@ -285,8 +283,7 @@ func RunHTTP2(ctx context.Context, cfg HTTP2Config) (*HTTP2Report, error) {
 // value (measureAlternating).
 func (r *http2Runner) run(ctx context.Context, arms []http2Arm) error {
 	c := r.cfg
-	var err error
-	if r.total, r.warmup, r.window, err = armsBudget("http2", r.report.Arms, c.Reps*len(c.Streams), c.Duration, true); err != nil {
+	if err := r.budget("http2", r.report.Arms, c.Reps*len(c.Streams), c.Duration, true); err != nil {
 		return err
 	}
 	r.report.Config.WarmupSeconds = r.warmup.Seconds()

@@ -145,7 +145,7 @@ func TestHTTP2FailsUnverified(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &http2Runner{cfg: cfg, dir: t.TempDir(), threads: 1, warmup: 100 * time.Millisecond, window: 300 * time.Millisecond, report: &HTTP2Report{}}
+	r := &http2Runner{cfg: cfg, armsRun: armsRun{dir: t.TempDir(), warmup: 100 * time.Millisecond, window: 300 * time.Millisecond}, threads: 1, report: &HTTP2Report{}}
 	a := r.arm(HTTP2ArmGoNetHTTP)
 	a.name = testHTTP2Arm503
 	argv := a.argv

@@ -36,7 +36,7 @@ func TestHTTP2ConfigDefaults(t *testing.T) {
 }
 
 func TestH2loadArgs(t *testing.T) {
-	r := &http2Runner{cfg: HTTP2Config{H2load: "/usr/bin/h2load", Conns: 50}, threads: 2, warmup: 500 * time.Millisecond, window: 2 * time.Second}
+	r := &http2Runner{cfg: HTTP2Config{H2load: "/usr/bin/h2load", Conns: 50}, threads: 2, armsRun: armsRun{warmup: 500 * time.Millisecond, window: 2 * time.Second}}
 	got := strings.Join(r.driver().args("127.0.0.1:9", 10, "/tmp/x.log"), " ")
 	want := "/usr/bin/h2load -t 2 -c 50 -m 10 --warm-up-time 500ms -D 2000ms --log-file /tmp/x.log http://127.0.0.1:9/"
 	if got != want {

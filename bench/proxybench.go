@@ -479,15 +479,13 @@ func (r *proxyRunner) inFlight() int {
 
 // proxyRunner holds the state of one proxy run.
 type proxyRunner struct {
+	armsRun
 	cfg ProxyConfig
-	dir string
 	// upstream is the upstream server's address, upstreamPID its process
 	// (0 where the upstream is not a child of the run: some tests').
-	upstream       string
-	upstreamPID    int
-	report         *ProxyReport
-	warmup, window time.Duration
-	total, done    int
+	upstream    string
+	upstreamPID int
+	report      *ProxyReport
 }
 
 // RunProxy runs `spindle bench proxy`: one upstream server (this binary's
@@ -514,7 +512,7 @@ func RunProxy(ctx context.Context, cfg ProxyConfig) (*ProxyReport, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	r := &proxyRunner{cfg: cfg, dir: dir, report: &ProxyReport{
+	r := &proxyRunner{cfg: cfg, armsRun: armsRun{dir: dir}, report: &ProxyReport{
 		Schema: ProxySchema, Started: time.Now().UTC(), Host: hostInfo(),
 		Config: ProxySettings{
 			Protocol: cfg.Protocol, Conns: cfg.Conns, InFlight: 1, Payload: cfg.Payload, Reps: cfg.Reps, ProxyCPUs: cfg.ProxyCPUs,
@@ -549,7 +547,7 @@ func RunProxy(ctx context.Context, cfg ProxyConfig) (*ProxyReport, error) {
 func (r *proxyRunner) startUpstream(ctx context.Context) (stop func() error, err error) {
 	cfg := r.cfg
 	if cfg.Protocol == ProxyProtocolH2H2 {
-		h := &http2Runner{dir: filepath.Join(r.dir, "upstream"), cfg: HTTP2Config{
+		h := &http2Runner{armsRun: armsRun{dir: filepath.Join(r.dir, "upstream")}, cfg: HTTP2Config{
 			ServerCommand: cfg.UpstreamCommand, ServerCPUs: cfg.UpstreamCPUs, Body: cfg.Payload, Conns: r.inFlight(), Env: cfg.Env,
 		}}
 		if err := os.Mkdir(h.dir, 0o755); err != nil {
@@ -606,9 +604,8 @@ func (e *startError) Unwrap() error { return e.err }
 func (r *proxyRunner) run(ctx context.Context, arms []proxyArm) error {
 	c := r.cfg
 	points := max(len(c.Streams), 1)
-	var err error
 	// h2load takes whole milliseconds.
-	if r.total, r.warmup, r.window, err = armsBudget("proxy", r.report.Arms, c.Reps*points, c.Duration, h2Clients(c.Protocol)); err != nil {
+	if err := r.budget("proxy", r.report.Arms, c.Reps*points, c.Duration, h2Clients(c.Protocol)); err != nil {
 		return err
 	}
 	r.report.Config.WarmupSeconds = r.warmup.Seconds()

@@ -356,7 +356,7 @@ func reuseRun(t *testing.T, name string, cfg ProxyConfig, conns int, window time
 		if _, err := exec.LookPath(name); err != nil {
 			t.Skipf("%s is not installed (apt-get install %s)", name, name)
 		}
-		r := &proxyRunner{cfg: cfg, dir: t.TempDir(), upstream: up.Addr().String()}
+		r := &proxyRunner{cfg: cfg, armsRun: armsRun{dir: t.TempDir()}, upstream: up.Addr().String()}
 		p, err := r.startProxy(context.Background(), r.arm(name))
 		if err != nil {
 			t.Fatal(err)

@@ -119,24 +119,33 @@ func listArms[A interface{ head() armHead }](names []string, arm func(name strin
 	return out
 }
 
-// armsBudget counts the measurements of a run, perArm for each of arms
-// not skipped, and splits duration among them (splitDuration), in whole
+// armsRun is the state every side-by-side run keeps: its temporary
+// directory, each measurement's warm-up and window, and how many
+// measurements it makes and has made (for the progress lines).
+type armsRun struct {
+	dir            string
+	warmup, window time.Duration
+	total, done    int
+}
+
+// budget counts the measurements of the run, perArm for each of arms not
+// skipped, and splits duration among them (splitDuration), in whole
 // milliseconds when they are h2load's (wholeMS); a run with no arm left
 // is an error (what names the harness).
-func armsBudget(what string, arms []ArmInfo, perArm int, duration time.Duration, wholeMS bool) (total int, warmup, window time.Duration, err error) {
+func (s *armsRun) budget(what string, arms []ArmInfo, perArm int, duration time.Duration, wholeMS bool) error {
 	for _, a := range arms {
 		if a.Skipped == "" {
-			total += perArm
+			s.total += perArm
 		}
 	}
-	if total == 0 {
-		return 0, 0, 0, errors.New("bench: no " + what + " arm can run")
+	if s.total == 0 {
+		return errors.New("bench: no " + what + " arm can run")
 	}
-	warmup, window = splitDuration(duration, total)
+	s.warmup, s.window = splitDuration(duration, s.total)
 	if wholeMS {
-		warmup, window = warmup.Round(time.Millisecond), window.Round(time.Millisecond)
+		s.warmup, s.window = s.warmup.Round(time.Millisecond), s.window.Round(time.Millisecond)
 	}
-	return total, warmup, window, nil
+	return nil
 }
 
 // armSample is what every measurement of a side-by-side run has: its arm,
