@@ -64,17 +64,14 @@ func TestBenchSideBySideCLIGolden(t *testing.T) {
 		fmt.Print(text)
 		return
 	}
-	got, want := strings.Split(text, "\n"), strings.Split(benchCLIGolden, "\n")
-	for i := range max(len(got), len(want)) {
-		var g, w string
-		if i < len(got) {
-			g = got[i]
+	// Compared command by command, to show the one that differs.
+	got, want := strings.SplitAfter(text, "$ spindle "), strings.SplitAfter(benchCLIGolden, "$ spindle ")
+	for i, g := range got {
+		if i >= len(want) || g != want[i] {
+			t.Fatalf("spindle %s", strings.Join([]string{g, "want:", want[min(i, len(want)-1)]}, "\n"))
 		}
-		if i < len(want) {
-			w = want[i]
-		}
-		if g != w {
-			t.Fatalf("line %d:\ngot  %q\nwant %q", i+1, g, w)
-		}
+	}
+	if len(want) != len(got) {
+		t.Fatalf("%d commands' output, want %d", len(got), len(want))
 	}
 }
