@@ -404,6 +404,19 @@ type PoolConfig struct {
 	// stream finding them all full waits for a stream to end, up to
 	// the listener's response_timeout (then 504). Default 4.
 	H2MaxConnections int `yaml:"h2_max_connections,omitempty" json:"h2_max_connections,omitempty"`
+	// H2PingInterval (protocol h2c) sends a PING on an upstream
+	// connection that has received nothing for this long, idle or
+	// carrying streams (Envoy's connection_keepalive.interval, Go's
+	// ReadIdleTimeout); 0, the default, sends none. A gRPC server's
+	// keepalive policy (grpc-go: a PING more often than every 5 minutes
+	// with streams open, every 2 hours without, unless it permits more)
+	// answers too many with GOAWAY ENHANCE_YOUR_CALM: set it to what the
+	// servers permit.
+	H2PingInterval Duration `yaml:"h2_ping_interval,omitempty" json:"h2_ping_interval,omitempty"`
+	// H2PingTimeout (protocol h2c) is how long a PING's ACK may take:
+	// a connection without it is dead, closed at once (no GOAWAY) with
+	// its streams. Default 15s.
+	H2PingTimeout Duration `yaml:"h2_ping_timeout,omitempty" json:"h2_ping_timeout,omitempty"`
 }
 
 // Pool protocols (PoolConfig.Protocol).
@@ -416,6 +429,7 @@ const (
 const (
 	DefaultPoolH2MaxConcurrentStreams = 100
 	DefaultPoolH2MaxConnections       = 4
+	DefaultPoolH2PingTimeout          = 15 * time.Second
 )
 
 // PassiveConfig configures a pool's passive health: Fails consecutive
@@ -716,6 +730,7 @@ func (c *Config) SetDefaults() {
 			if p.H2MaxConnections == 0 {
 				p.H2MaxConnections = DefaultPoolH2MaxConnections
 			}
+			setDuration(&p.H2PingTimeout, DefaultPoolH2PingTimeout)
 		}
 		for j := range p.Servers {
 			if p.Servers[j].Weight == 0 {
@@ -990,6 +1005,9 @@ func (p *PoolConfig) validateProtocol() error {
 		if p.H2MaxConcurrentStreams != 0 || p.H2MaxConnections != 0 {
 			return fmt.Errorf("h2_max_concurrent_streams, h2_max_connections: only with protocol %s", ProtocolH2C)
 		}
+		if p.H2PingInterval != 0 || p.H2PingTimeout != 0 {
+			return fmt.Errorf("h2_ping_interval, h2_ping_timeout: only with protocol %s", ProtocolH2C)
+		}
 		return nil
 	case ProtocolH2C:
 	default:
@@ -1000,6 +1018,12 @@ func (p *PoolConfig) validateProtocol() error {
 	}
 	if n := p.H2MaxConnections; n < 1 || n > 1<<16 {
 		return fmt.Errorf("h2_max_connections: %d is not from 1 to 65536", n)
+	}
+	if d := p.H2PingInterval; d < 0 {
+		return fmt.Errorf("h2_ping_interval: negative %v", time.Duration(d))
+	}
+	if d := p.H2PingTimeout; d <= 0 {
+		return fmt.Errorf("h2_ping_timeout: %v is not positive", time.Duration(d))
 	}
 	return nil
 }

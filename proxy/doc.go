@@ -281,6 +281,8 @@
 //	    h2_max_concurrent_streams: 100 # per connection, and at most the server's SETTINGS_MAX_CONCURRENT_STREAMS
 //	    h2_max_connections: 4          # per server and loop
 //	    idle_timeout: 60s              # a connection with no stream open is closed after it
+//	    h2_ping_interval: 30s          # PING a connection silent this long (default 0: none)
+//	    h2_ping_timeout: 15s           # no ACK within it: the connection is dead (default 15s)
 //
 // Each loop keeps its own multiplexed connections to each server
 // (internal/h2's Client on a connection the loop dials; no lock, nothing
@@ -294,7 +296,26 @@
 // stream to end; the wait counts in response_timeout (504). A server
 // that cannot be connected is skipped for the next (502 when none is
 // left, 503 when none is up), as for HTTP/1.1. A connection left with no
-// stream for idle_timeout is closed (GOAWAY first); no PING is sent.
+// stream for idle_timeout is closed (GOAWAY first).
+//
+// With h2_ping_interval, a connection that has received nothing from its
+// server for that long, idle or carrying streams, is sent a PING (8 bytes
+// of its own, the ACK matched by them), as Envoy's
+// connection_keepalive and Go's ReadIdleTimeout do; without the ACK
+// within h2_ping_timeout the server or the path to it is gone (a host
+// gone silent, a middlebox dropping the flow), and the connection is
+// closed at once, without GOAWAY: its streams end as a dying
+// connection's do (below: 502 before the response head, a reset after
+// it, counted by passive health), its server's waiters go to another
+// connection or server. Without it, such a connection is found only by
+// a TCP error, write_timeout or response_timeout, and an idle one is
+// handed new streams that then wait. It is off by default: a gRPC
+// server's keepalive policy (grpc-go's: a PING more often than every 5
+// minutes with streams open, every 2 hours without, unless its
+// enforcement policy permits more) answers too many PINGs with GOAWAY
+// ENHANCE_YOUR_CALM, so it is set to what the servers permit. The loop's
+// one timer (that of idle_timeout) does it: no timer or allocation per
+// connection or PING.
 //
 // An HTTP/2 client's stream goes as a stream, not re-framed (h2→h2): its
 // method, path and :authority (the host it was routed by), :scheme http,
@@ -368,7 +389,10 @@
 // closes each connection once its last stream ended. /metrics has per
 // server: spindle_proxy_server_h2_connections (open),
 // _h2_streams_total, _h2_goaways_total (GOAWAYs received),
-// _h2_refused_streams_total and _h2_retried_streams_total;
+// _h2_refused_streams_total and _h2_retried_streams_total,
+// _h2_pings_total, _h2_ping_timeouts_total (connections closed for a
+// PING's ACK not in time) and _h2_ping_rtt_seconds (the last PING's
+// round trip, the longest of the loops');
 // spindle_proxy_server_active counts an h2c pool's streams in flight,
 // and _http_requests_total{conn} streams on a connection that had carried
 // one before (reused) or not (new). The access log has a line per stream

@@ -81,6 +81,9 @@ type srvStats struct {
 	h2GoAways counter // GOAWAYs received
 	h2Refused counter // streams the server did not process (REFUSED_STREAM, above a GOAWAY's last)
 	h2Retried counter // of those, sent again
+	h2Pings   counter // PINGs sent (h2_ping_interval)
+	h2PingTOs counter // connections closed for a PING's ACK not in time
+	h2PingRTT gauge   // the last PING's round trip, ns
 }
 
 // loopState is what one loop owns: what it reads of the config in force

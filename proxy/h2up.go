@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"encoding/binary"
 	"time"
 
 	"github.com/spindlenet/spindle/engine"
@@ -77,6 +78,9 @@ type upH2 struct {
 	used    bool                      // a stream was opened on it: the next ones are on a reused connection
 	streams []upStream
 	idleAt  int64         // Proxy.now since when no stream is open
+	recvAt  int64         // Proxy.now of its last bytes from the server (h2_ping_interval)
+	pingAt  int64         // Proxy.now our PING went out, -1 for none awaiting its ACK
+	ping    [8]byte       // that PING's data: pingAt, big-endian
 	timeout time.Duration // its connect timeout (its first stream's listener's), for another dialed in its place
 }
 
@@ -187,7 +191,7 @@ func (ls *loopState) h2Dial(p *Proxy, pl *pool, i int, l *engine.Loop, timeout t
 		return false
 	}
 	sl := ls.share(pl, i)
-	u := &upH2{p: p, ls: ls, sl: sl, pl: pl, srv: i, conn: c, listed: true, idleAt: -1, timeout: timeout}
+	u := &upH2{p: p, ls: ls, sl: sl, pl: pl, srv: i, conn: c, listed: true, idleAt: -1, pingAt: -1, timeout: timeout}
 	u.cl = h2.NewClient(u, upH2Conf(pl))
 	u.write = func(b []byte) (int, error) {
 		u.sl.stats.bytesOut.addInt(len(b))
@@ -357,11 +361,19 @@ func (u *upH2) opened() {
 	st.h2Conns.inc()
 	u.pl.servers[u.srv].connected(u.pl.passive)
 	u.flush()
+	if d := u.pl.pingEvery; d > 0 {
+		now := u.p.now()
+		u.recvAt = now
+		u.ls.armSweep(u.conn.Loop(), now, now+int64(d))
+	}
 }
 
 // data feeds the server's bytes to the Client. Loop goroutine.
 func (u *upH2) data(b engine.Buffer) {
 	u.sl.stats.bytesIn.addInt(b.Len())
+	if u.pl.pingEvery > 0 {
+		u.recvAt = u.p.now()
+	}
 	u.feeding = true
 	err := u.cl.FeedTail(&u.in, b.Bytes())
 	b.Release()
@@ -489,8 +501,52 @@ func (u *upH2) OnGoAway(c *h2.Client, code h2.ErrCode, last uint32, debug []byte
 	u.retired = true // (out of h2_max_connections' count: another may be dialed)
 }
 
-// OnPingAck: no PINGs are sent.
-func (u *upH2) OnPingAck(*h2.Client, [8]byte) {}
+// OnPingAck: the ACK of our PING (its data matches) gives its round
+// trip, and the next PING is due an interval from now (the sweep, armed
+// for the ACK's deadline, is armed for it); others are ignored.
+func (u *upH2) OnPingAck(c *h2.Client, data [8]byte) {
+	if u.pingAt < 0 || data != u.ping {
+		return
+	}
+	now := u.p.now()
+	rtt := &u.sl.stats.h2PingRTT
+	rtt.add(now - u.pingAt - rtt.load())
+	u.pingAt = -1
+	u.ls.armSweep(u.conn.Loop(), now, now+int64(u.pl.pingEvery))
+}
+
+// pingCheck sends u a PING where it received nothing for pl's
+// h2_ping_interval, and closes it where the last one's ACK is later than
+// h2_ping_timeout: the server or the path to it is gone, and what the
+// connection carries would wait for response_timeout (the streams in
+// flight) or be handed new streams that then wait (idle). Its streams go
+// as a dying connection's do (closeNow). It returns when u is due again,
+// -1 for never. The bounds are those of the pool u was dialed for (a
+// reload that changes them makes another pool). Loop goroutine (the
+// loop's sweep).
+func (u *upH2) pingCheck(now int64) int64 {
+	pl := u.pl
+	if pl.pingEvery <= 0 || !u.open || !u.listed {
+		return -1
+	}
+	if u.pingAt >= 0 {
+		if at := u.pingAt + int64(pl.pingWait); now < at {
+			return at
+		}
+		u.sl.stats.h2PingTOs.inc()
+		u.closeNow()
+		return -1
+	}
+	if at := u.recvAt + int64(pl.pingEvery); now < at {
+		return at
+	}
+	u.pingAt = now
+	binary.BigEndian.PutUint64(u.ping[:], uint64(now))
+	u.cl.Ping(u.ping)
+	u.flush()
+	u.sl.stats.h2Pings.inc()
+	return now + int64(pl.pingWait)
+}
 
 // armSweep arms the loop's sweep of idle connections for at, unless it
 // fires before. Loop goroutine.
@@ -503,21 +559,28 @@ func (ls *loopState) armSweep(l *engine.Loop, now, at int64) {
 	ls.sweep = l.AfterFunc(time.Duration(at-now), ls.sweepFn)
 }
 
-// sweep closes sh's connections idle since before now-d and returns
-// when the next one would be due, -1 for none. Loop goroutine.
-func (sh *h2Share) sweep(now int64, d time.Duration) int64 {
+// sweep closes sh's connections idle since before now less pl's
+// idle_timeout, sends PINGs and closes the connections whose PING went
+// unanswered (pingCheck, by their own pool's bounds), and returns when the next one would be due, -1
+// for none. Loop goroutine.
+func (sh *h2Share) sweep(now int64, pl *pool) int64 {
 	next := int64(-1)
 	for k := len(sh.conns) - 1; k >= 0; k-- {
 		if k >= len(sh.conns) {
 			continue
 		}
 		u := sh.conns[k]
-		if len(u.streams) > 0 || u.idleAt < 0 {
-			continue
+		at := int64(-1)
+		if len(u.streams) == 0 && u.idleAt >= 0 {
+			if at = u.idleAt + int64(pl.idleTimeout); now >= at {
+				u.shutdown()
+				continue
+			}
 		}
-		if at := u.idleAt + int64(d); now >= at {
-			u.shutdown()
-		} else if next < 0 || at < next {
+		if p := u.pingCheck(now); p >= 0 && (at < 0 || p < at) {
+			at = p
+		}
+		if at >= 0 && (next < 0 || at < next) {
 			next = at
 		}
 	}

@@ -1383,7 +1383,7 @@ func (ls *loopState) sweepIdle(l *engine.Loop, pools []*pool, now int64) {
 					next = at
 				}
 			}
-			if at := sl.h2.sweep(now, pl.idleTimeout); at >= 0 && (next < 0 || at < next) {
+			if at := sl.h2.sweep(now, pl); at >= 0 && (next < 0 || at < next) {
 				next = at
 			}
 		}

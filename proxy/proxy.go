@@ -110,10 +110,13 @@ type pool struct {
 
 	// Protocol h2c (h2up.go): requests go as HTTP/2 streams, at most
 	// h2Streams on a connection and h2Conns connections per server and
-	// loop.
+	// loop; a connection that received nothing for pingEvery (0: never)
+	// is sent a PING, and closed without its ACK within pingWait.
 	h2        bool
 	h2Streams int
 	h2Conns   int
+	pingEvery time.Duration
+	pingWait  time.Duration
 }
 
 // poolShared is what a pool's generations (a reload that changes it makes

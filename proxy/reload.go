@@ -247,7 +247,8 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 		}
 		pl := &pool{name: pc.Name, cfg: pc, leastConn: pc.Balance == LeastConn, health: pc.Health, passive: pc.Passive,
 			maxIdle: pc.MaxIdle, idleTimeout: time.Duration(pc.IdleTimeout), shared: new(poolShared),
-			h2: pc.Protocol == ProtocolH2C, h2Streams: pc.H2MaxConcurrentStreams, h2Conns: pc.H2MaxConnections}
+			h2: pc.Protocol == ProtocolH2C, h2Streams: pc.H2MaxConcurrentStreams, h2Conns: pc.H2MaxConnections,
+			pingEvery: time.Duration(pc.H2PingInterval), pingWait: time.Duration(pc.H2PingTimeout)}
 		if old != nil {
 			pl.shared = old.shared
 		}

@@ -1,5 +1,7 @@
 package proxy
 
+import "time"
+
 // Totals are the proxy's counters summed over its loops, as /metrics
 // shows them.
 type Totals struct {
@@ -54,6 +56,12 @@ type ServerTotals struct {
 	// above a GOAWAY's last stream) and those of them sent again.
 	H2Connections                              int64
 	H2Streams, H2GoAways, H2Refused, H2Retried uint64
+	// H2Pings counts the PINGs sent (h2_ping_interval), H2PingTimeouts
+	// the connections closed for an ACK not back within
+	// h2_ping_timeout; H2PingRTT is the last PING's round trip, the
+	// longest of the loops'.
+	H2Pings, H2PingTimeouts uint64
+	H2PingRTT               time.Duration
 	// Up: the server takes new connections (neither the active checks
 	// nor passive health mark it down).
 	Up                         bool
@@ -124,6 +132,9 @@ func (p *Proxy) Totals() Totals {
 				st.H2GoAways += s.h2GoAways.load()
 				st.H2Refused += s.h2Refused.load()
 				st.H2Retried += s.h2Retried.load()
+				st.H2Pings += s.h2Pings.load()
+				st.H2PingTimeouts += s.h2PingTOs.load()
+				st.H2PingRTT = max(st.H2PingRTT, time.Duration(s.h2PingRTT.load()))
 			}
 			t.Servers = append(t.Servers, st)
 		}

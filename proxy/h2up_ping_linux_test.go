@@ -1,0 +1,143 @@
+package proxy
+
+import (
+	"net"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/spindlenet/spindle/engine"
+	"github.com/spindlenet/spindle/internal/h2"
+	"github.com/spindlenet/spindle/internal/hpack"
+)
+
+// muteConn is a server's connection that, once muted, drops what the
+// server writes (the host gone silent, a middlebox dropping the flow):
+// the server goes on reading and answers nothing, PINGs included.
+type muteConn struct {
+	net.Conn
+	muted atomic.Bool
+	after bool // muted after the next write
+}
+
+func (c *muteConn) Write(p []byte) (int, error) {
+	if c.muted.Load() {
+		return len(p), nil
+	}
+	if c.after {
+		defer c.muted.Store(true)
+	}
+	return c.Conn.Write(p)
+}
+
+// muteApp answers "ok", but mutes its connection on a request for /mute
+// (before answering: the stream waits) or after answering /quiet (the
+// connection goes silent idle).
+type muteApp struct{ c *muteConn }
+
+func (a *muteApp) OnRequest(s *h2.Server, id uint32, r *h2.Request, end bool) {
+	switch string(r.Path) {
+	case "/mute":
+		a.c.muted.Store(true)
+	case "/quiet":
+		if s.WriteHeaders(id, 200, rawFields, false) == nil {
+			s.WriteData(id, rawOK, true)
+		}
+		a.c.after = true // (serveH2 writes the answer next)
+	default:
+		if s.WriteHeaders(id, 200, rawFields, false) == nil {
+			s.WriteData(id, rawOK, true)
+		}
+	}
+}
+func (a *muteApp) OnData(s *h2.Server, id uint32, p []byte, end bool)       { s.Consumed(id, len(p)) }
+func (a *muteApp) OnTrailers(s *h2.Server, id uint32, fields []hpack.Field) {}
+func (a *muteApp) OnReset(*h2.Server, uint32, h2.ErrCode)                   {}
+func (a *muteApp) OnWritable(*h2.Server, uint32)                            {}
+func (a *muteApp) OnGoAway(*h2.Server, h2.ErrCode, []byte)                  {}
+
+// TestH2UpPingTimeout: with h2_ping_interval, an upstream connection
+// that goes silent is found by its PING's ACK not coming back within
+// h2_ping_timeout, and closed: a stream in flight on it gets 502 then, not
+// 504 at response_timeout; one idle in the pool is closed before a new
+// stream is handed to it, which goes to a new connection at once.
+func TestH2UpPingTimeout(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		var closed atomic.Int64
+		up := newUpstream(t, func(c net.Conn) {
+			mc := &muteConn{Conn: c}
+			serveH2(mc, &muteApp{c: mc})
+			closed.Add(1)
+		})
+		cfg := h2cPoolConfig(b, up.addr)
+		cfg.Pools[0].H2MaxConnections = 1
+		cfg.Pools[0].H2PingInterval = Duration(100 * time.Millisecond)
+		cfg.Pools[0].H2PingTimeout = Duration(200 * time.Millisecond)
+		cfg.Listeners[0].ResponseTimeout = Duration(10 * time.Second)
+		p := startProxy(t, cfg)
+		c, base := h2Client(t, p)
+		if _, body := do(t, c, mustReq(t, "GET", base+"/ok", nil)); string(body) != "ok" {
+			t.Fatalf("first request: %q", body)
+		}
+
+		// A stream in flight on a connection that goes silent.
+		t0 := time.Now()
+		resp, _ := do(t, c, mustReq(t, "GET", base+"/mute", nil))
+		if d := time.Since(t0); resp.StatusCode != 502 || d > 3*time.Second {
+			t.Fatalf("stream on a silent connection: %d after %v, want 502 after about 300ms", resp.StatusCode, d)
+		}
+		waitFor(t, "the silent connection closed", func() bool { return closed.Load() == 1 })
+		st := serverTotals(p, up.addr)
+		if st.H2PingTimeouts != 1 || st.H2Pings < 1 || st.H2Connections != 0 {
+			t.Errorf("after the first silent connection: %d PINGs, %d timeouts, %d connections; want >= 1, 1, 0", st.H2Pings, st.H2PingTimeouts, st.H2Connections)
+		}
+
+		// An idle connection that goes silent is not handed the next
+		// stream: closed first, the stream goes to a new one.
+		if _, body := do(t, c, mustReq(t, "GET", base+"/quiet", nil)); string(body) != "ok" {
+			t.Fatalf("/quiet: %q", body)
+		}
+		waitFor(t, "the idle silent connection closed", func() bool { return serverTotals(p, up.addr).H2PingTimeouts == 2 })
+		t0 = time.Now()
+		if resp, body := do(t, c, mustReq(t, "GET", base+"/ok", nil)); resp.StatusCode != 200 || string(body) != "ok" || time.Since(t0) > time.Second {
+			t.Fatalf("after the idle silent connection: %d %q after %v, want 200 \"ok\" at once", resp.StatusCode, body, time.Since(t0))
+		}
+		if n := up.accepted.Load(); n != 3 {
+			t.Errorf("%d upstream connections, want 3", n)
+		}
+	})
+}
+
+// TestH2UpPingKeepsIdle: a server that answers PINGs keeps its idle
+// connection open through several h2_ping_interval until idle_timeout
+// closes it (the PINGs and their ACKs do not make it busy); the round
+// trip is measured.
+func TestH2UpPingKeepsIdle(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		up := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }), nil)
+		cfg := h2cPoolConfig(b, up.addr)
+		cfg.Pools[0].IdleTimeout = Duration(time.Second)
+		cfg.Pools[0].H2PingInterval = Duration(100 * time.Millisecond)
+		cfg.Pools[0].H2PingTimeout = Duration(time.Second)
+		p := startProxy(t, cfg)
+		c, base := h2Client(t, p)
+		t0 := time.Now()
+		if _, body := do(t, c, mustReq(t, "GET", base+"/x", nil)); string(body) != "ok" {
+			t.Fatalf("body %q", body)
+		}
+		time.Sleep(600 * time.Millisecond)
+		st := serverTotals(p, up.addr)
+		if st.H2Connections != 1 || up.closed.Load() != 0 || st.H2Pings < 3 || st.H2PingTimeouts != 0 || st.H2PingRTT <= 0 {
+			t.Errorf("idle 600ms: %d connections (%d closed), %d PINGs, %d timeouts, RTT %v; want 1 (0), >= 3, 0, > 0",
+				st.H2Connections, up.closed.Load(), st.H2Pings, st.H2PingTimeouts, st.H2PingRTT)
+		}
+		waitFor(t, "idle_timeout closed the connection", func() bool { return up.closed.Load() == 1 })
+		if d := time.Since(t0); d < time.Second {
+			t.Errorf("closed after %v, before idle_timeout", d)
+		}
+		if st := serverTotals(p, up.addr); st.H2PingTimeouts != 0 || up.conns.Load() != 1 {
+			t.Errorf("%d PING timeouts, %d connections; want 0, 1", st.H2PingTimeouts, up.conns.Load())
+		}
+	})
+}
