@@ -65,12 +65,12 @@ func checkServer(ctx context.Context, h *HealthConfig, s *server, pr *prober) {
 	}
 }
 
-// prober checks one server: its request (nil for a TCP check) and buffer
-// are made once, for every check.
+// prober checks one server: its request (neither req nor h2 for a TCP
+// check) and buffer are made once, for every check.
 type prober struct {
 	addr    string // resolved
 	timeout time.Duration
-	req     []byte // type http: the request
+	req     []byte // type http of an http1 pool: the request
 	expect  []statusRange
 	buf     []byte
 	resp    h1.Response
@@ -89,13 +89,14 @@ func newProber(h *HealthConfig, addr, configured string, h2c bool) prober {
 	if host == "" {
 		host = configured
 	}
-	pr.req = []byte("GET " + h.Path + " HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\nUser-Agent: spindle-health\r\n\r\n")
 	pr.expect, _ = parseExpect(h.Expect) // (validated)
 	pr.buf = make([]byte, healthMaxHead)
 	if h2c {
 		pr.h2 = &h2.Request{Method: []byte("GET"), Scheme: []byte("http"), Authority: []byte(host), Path: []byte(h.Path),
 			Fields: []hpack.Field{{Name: []byte("user-agent"), Value: []byte("spindle-health")}}}
+		return pr
 	}
+	pr.req = []byte("GET " + h.Path + " HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\nUser-Agent: spindle-health\r\n\r\n")
 	return pr
 }
 
@@ -111,7 +112,7 @@ func (pr *prober) probe(ctx context.Context) bool {
 		return false
 	}
 	defer c.Close()
-	if pr.req == nil {
+	if pr.req == nil && pr.h2 == nil {
 		return true
 	}
 	// A stop closes the connection, ending a read in progress.
