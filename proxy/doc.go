@@ -340,7 +340,13 @@
 // response must not look whole; a gRPC server's CANCEL at a deadline so
 // reaches its client, which takes it for DEADLINE_EXCEEDED), logged SR; an
 // HTTP/1.1 client gets 502 before the head (nothing else can carry a
-// reset) and its connection reset after it; a stream the server did not process
+// reset) and its connection reset after it. A server that answered whole
+// before the request's body ended, then reset with NO_ERROR (it does not
+// need the rest, RFC 9113 8.1), is not a reset: an HTTP/2 client gets
+// the whole response, then RST_STREAM NO_ERROR, and stops sending; an
+// HTTP/1.1 client gets the whole response, then its connection closed
+// (lingering; the rest of its body is not read: framing the next request
+// would mean reading it all). A stream the server did not process
 // (REFUSED_STREAM, or above the last stream id of its GOAWAY, after which
 // the connection takes no new stream, counts no more in
 // h2_max_connections, another being dialed for the streams waiting, and
