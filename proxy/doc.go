@@ -363,7 +363,9 @@
 //
 // An HTTP/1.1 client's request to an h2c pool (as Envoy does; nginx only
 // with grpc_pass) goes as a stream too: its head as HEADERS (Host as
-// :authority, names in lower case, the hop-by-hop and framing fields
+// :authority, an absolute-form target's path as :path, "/" where it is
+// empty but "*" for an OPTIONS with neither path nor query, RFC 9113
+// 8.3.1; names in lower case, the hop-by-hop and framing fields
 // left out, content-length where the body has Content-Length, the
 // forwarding fields as ever, Via: 1.x spindle), its body's data (a
 // chunked body's without its framing) as DATA, a chunked body's trailers

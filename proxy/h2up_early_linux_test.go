@@ -142,3 +142,41 @@ func TestH2UpEarlyResponseNoError(t *testing.T) {
 		}
 	})
 }
+
+// echoTargetApp answers each request with its method and :path.
+type echoTargetApp struct{ earlyApp }
+
+func (echoTargetApp) OnRequest(s *h2.Server, id uint32, r *h2.Request, end bool) {
+	if s.WriteHeaders(id, 200, nil, false) == nil {
+		s.WriteData(id, []byte(string(r.Method)+" "+string(r.Path)), true)
+	}
+}
+
+// TestH2UpOptionsAsterisk: an HTTP/1.1 client's OPTIONS with an
+// absolute-form target of no path ("OPTIONS http://h:80") asks about
+// the server, not a resource: it goes to an h2c pool with :path "*"
+// (RFC 9112 3.2.4, RFC 9113 8.3.1), not "/"; with a path or a query, or
+// for another method, the empty path is "/" as before.
+func TestH2UpOptionsAsterisk(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		up := newUpstream(t, func(c net.Conn) { serveH2(c, echoTargetApp{}) })
+		p := startProxy(t, h2cPoolConfig(b, up.addr))
+		for _, tc := range []struct{ head, want string }{
+			{"OPTIONS http://svc.example", "OPTIONS *"},
+			{"OPTIONS http://svc.example:80", "OPTIONS *"},
+			{"OPTIONS *", "OPTIONS *"},
+			{"OPTIONS http://svc.example/", "OPTIONS /"},
+			{"OPTIONS http://svc.example?q=1", "OPTIONS /?q=1"},
+			{"GET http://svc.example", "GET /"},
+		} {
+			host := "svc.example"
+			if strings.Contains(tc.head, ":80") {
+				host += ":80"
+			}
+			status, body := h1Do(t, p, tc.head+" HTTP/1.1\r\nHost: "+host+"\r\n\r\n")
+			if status != 200 || string(body) != tc.want {
+				t.Errorf("%s: %d %q, want 200 %q", tc.head, status, body, tc.want)
+			}
+		}
+	})
+}

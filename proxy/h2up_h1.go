@@ -50,8 +50,9 @@ type h1up struct {
 }
 
 var (
-	valVia10 = []byte("1.0 spindle")
-	valVia11 = []byte("1.1 spindle")
+	valAsterisk = []byte("*")
+	valVia10    = []byte("1.0 spindle")
+	valVia11    = []byte("1.1 spindle")
 )
 
 // h2Head writes the request's head for an h2c pool into s.h2.req (its
@@ -64,11 +65,15 @@ func (s *hsession) h2Head() {
 	r := &s.req
 	// An absolute-form target's path, "/" first where it is empty (RFC
 	// 9112 3.2.1), its query kept (splitTarget's "/" drops it, for
-	// routing).
+	// routing); an OPTIONS with neither path nor query asks about the
+	// server: "*" (RFC 9112 3.2.4, RFC 9113 8.3.1).
 	path, authority := r.Target, requestHost(r)
 	slash := false
 	if a, p := h1.SplitTarget(r.Target); a != nil {
 		path, slash = p, len(p) == 0 || p[0] == '?'
+		if len(p) == 0 && string(r.Method) == "OPTIONS" {
+			path, slash = valAsterisk, false
+		}
 	}
 	client := s.client.RemoteAddr().Addr().Unmap()
 	trusted := s.ln.trusts(client)
