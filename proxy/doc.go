@@ -376,7 +376,13 @@
 // with Content-Length); the client's connection is kept alive as with an
 // HTTP/1.1 server (the request body may go on after the response head,
 // as HTTP/2 allows; a response that ends before the request's body
-// does closes the client after it). A request with Upgrade (a protocol upgrades allows) to
+// does closes the client after it). Expect: 100-continue goes to the
+// server as expect (as HAProxy does, and as to an HTTP/1.1 server; Envoy
+// answers 100 itself unless told to pass it), which decides: its 100
+// reaches the client, which then sends the body; a final response before
+// a 100 and any body byte (the client will not send it) says
+// Connection: close, and the client is closed after it. A request with
+// Upgrade (a protocol upgrades allows) to
 // an h2c pool is answered 501: HTTP/2 has no Upgrade, and the proxy does
 // not speak extended CONNECT (RFC 8441), so it cannot do what was asked
 // (a server's error, 502, would blame the server); CONNECT is 501 as

@@ -180,3 +180,71 @@ func TestH2UpOptionsAsterisk(t *testing.T) {
 		}
 	})
 }
+
+// TestH2UpExpectContinue: an HTTP/1.1 client's Expect: 100-continue
+// goes to an h2c pool's server (as HAProxy and the proxy's HTTP/1.1
+// pools do; Envoy answers 100 itself unless proxy_100_continue), which
+// decides: its 100 reaches the client, which then sends the body and
+// gets the final response; a server refusing at the head answers 401
+// with no 100 and Connection: close, the body never sent, and the client
+// is closed after it (the body it did not send is not waited for; the
+// head said keep-alive, then the connection ended).
+func TestH2UpExpectContinue(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		up := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/deny" {
+				w.WriteHeader(401)
+				return
+			}
+			// Go's server sends 100 at the first read where the request
+			// had expect: 100-continue (taken out of r.Header).
+			body, _ := io.ReadAll(r.Body)
+			w.Write(append([]byte("got "), body...))
+		}), nil)
+		cfg := h2cPoolConfig(b, up.addr)
+		cfg.Listeners[0].ResponseTimeout = Duration(5 * time.Second)
+		p := startProxy(t, cfg)
+		for _, tc := range []struct {
+			path      string
+			continue_ bool
+			status    int
+			body      string
+		}{
+			{"/ok", true, 200, "got hello"},
+			{"/deny", false, 401, ""},
+		} {
+			conn, err := net.Dial("tcp", p.Addr("web").String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			conn.SetDeadline(time.Now().Add(5 * time.Second))
+			io.WriteString(conn, "POST "+tc.path+" HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+			br := bufio.NewReader(conn)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.path, err)
+			}
+			if got := resp.StatusCode == 100; got != tc.continue_ {
+				t.Fatalf("%s: first response %d, want 100 %v", tc.path, resp.StatusCode, tc.continue_)
+			}
+			if tc.continue_ {
+				io.WriteString(conn, "hello")
+				if resp, err = http.ReadResponse(br, nil); err != nil {
+					t.Fatalf("%s: after the body: %v", tc.path, err)
+				}
+			}
+			body, err := io.ReadAll(resp.Body)
+			if resp.StatusCode != tc.status || string(body) != tc.body || err != nil {
+				t.Errorf("%s: %d %q %v, want %d %q", tc.path, resp.StatusCode, body, err, tc.status, tc.body)
+			}
+			if !tc.continue_ {
+				// The body it did not send is not waited for: the head
+				// says so, and the connection ends.
+				if n, err := br.Read(make([]byte, 1)); !resp.Close || err == nil {
+					t.Errorf("%s: Connection: close %v, %d more bytes (%v); want close and the end", tc.path, resp.Close, n, err)
+				}
+			}
+		}
+	})
+}

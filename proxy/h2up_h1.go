@@ -365,11 +365,21 @@ func (x *h1up) onResponse(u *upH2, r *h2.Response, end bool) {
 	// (A request body still coming does not close the client here, as it
 	// does with an HTTP/1.1 server: HTTP/2 takes it after the response
 	// head; only one unfinished at the response's end does: respEnd.)
-	s.closeAft = !s.keep || s.eof || s.ls.draining || s.retired() || !noBody && r.ContentLength < 0 && s.minor == 0
+	s.closeAft = !s.keep || s.eof || s.ls.draining || s.retired() || !noBody && r.ContentLength < 0 && s.minor == 0 ||
+		x.unsent()
 	x.writeHead(r, false)
 	if end {
 		x.respEnd()
 	}
+}
+
+// unsent reports whether the request expected 100-continue and its
+// client, given no 1xx, sent no body byte yet: with a final response it
+// does not send the body (RFC 9110 10.1.1), which respEnd would not wait
+// for, so the head says Connection: close.
+func (x *h1up) unsent() bool {
+	s := x.s
+	return s.req.Expect100 && !s.interim && !x.done && x.sent == 0 && !x.hasBody && !s.hasP
 }
 
 // writeHead writes an HTTP/1.1 response head for r.
