@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"io"
 	"net"
 	"net/http"
 	"sync/atomic"
@@ -138,6 +139,41 @@ func TestH2UpPingKeepsIdle(t *testing.T) {
 		}
 		if st := serverTotals(p, up.addr); st.H2PingTimeouts != 0 || up.conns.Load() != 1 {
 			t.Errorf("%d PING timeouts, %d connections; want 0, 1", st.H2PingTimeouts, up.conns.Load())
+		}
+	})
+}
+
+// silentUp is a server that sends its SETTINGS and then nothing (not
+// even the ACK of ours), reading all.
+func silentUp(c net.Conn) {
+	if _, err := c.Write(h2.AppendSettings(nil, nil)); err != nil {
+		return
+	}
+	io.Copy(io.Discard, c)
+}
+
+// TestH2UpPingSilentServer: a server silent from its SETTINGS on: each
+// stream sent to it gets 502 once the connection's PING went
+// unanswered (not 504 at response_timeout), the connection closed, and
+// the next stream goes on a new connection.
+func TestH2UpPingSilentServer(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		up := newUpstream(t, silentUp)
+		cfg := h2cPoolConfig(b, up.addr)
+		cfg.Pools[0].H2PingInterval = Duration(100 * time.Millisecond)
+		cfg.Pools[0].H2PingTimeout = Duration(100 * time.Millisecond)
+		cfg.Listeners[0].ResponseTimeout = Duration(10 * time.Second)
+		p := startProxy(t, cfg)
+		c, base := h2Client(t, p)
+		for k := range 2 {
+			t0 := time.Now()
+			resp, _ := do(t, c, mustReq(t, "GET", base+"/x", nil))
+			if d := time.Since(t0); resp.StatusCode != 502 || d > 3*time.Second {
+				t.Fatalf("request %d: %d after %v, want 502 after about 200ms", k, resp.StatusCode, d)
+			}
+		}
+		if n, st := up.accepted.Load(), serverTotals(p, up.addr); n != 2 || st.H2PingTimeouts != 2 {
+			t.Errorf("%d connections, %d PING timeouts; want 2, 2", n, st.H2PingTimeouts)
 		}
 	})
 }
