@@ -66,10 +66,7 @@ func (r *rawStream) OnPingAck(*h2.Client, [8]byte)                   {}
 // its response ended and done says so) or after 5s.
 func rawH2Post(t *testing.T, p *Proxy, cfg *h2.Config, done func(*rawStream) bool) *rawStream {
 	t.Helper()
-	conn, err := net.Dial("tcp", p.Addr("web").String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := dial(t, p)
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(5 * time.Second))
 	r := new(rawStream)
@@ -119,11 +116,7 @@ func TestH2UpEarlyResponseNoError(t *testing.T) {
 			}
 		}
 
-		conn, err := net.Dial("tcp", p.Addr("web").String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
+		conn := dial(t, p)
 		conn.SetDeadline(time.Now().Add(5 * time.Second))
 		io.WriteString(conn, "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\nfirst part")
 		br := bufio.NewReader(conn)
@@ -213,11 +206,7 @@ func TestH2UpExpectContinue(t *testing.T) {
 			{"/ok", true, 200, "got hello"},
 			{"/deny", false, 401, ""},
 		} {
-			conn, err := net.Dial("tcp", p.Addr("web").String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
+			conn := dial(t, p)
 			conn.SetDeadline(time.Now().Add(5 * time.Second))
 			io.WriteString(conn, "POST "+tc.path+" HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
 			br := bufio.NewReader(conn)
