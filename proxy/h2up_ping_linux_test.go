@@ -10,7 +10,6 @@ import (
 
 	"github.com/spindlenet/spindle/engine"
 	"github.com/spindlenet/spindle/internal/h2"
-	"github.com/spindlenet/spindle/internal/hpack"
 )
 
 // muteConn is a server's connection that, once muted, drops what the
@@ -35,7 +34,10 @@ func (c *muteConn) Write(p []byte) (int, error) {
 // muteApp answers "ok", but mutes its connection on a request for /mute
 // (before answering: the stream waits) or after answering /quiet (the
 // connection goes silent idle).
-type muteApp struct{ c *muteConn }
+type muteApp struct {
+	earlyApp // (its other methods)
+	c        *muteConn
+}
 
 func (a *muteApp) OnRequest(s *h2.Server, id uint32, r *h2.Request, end bool) {
 	switch string(r.Path) {
@@ -52,11 +54,6 @@ func (a *muteApp) OnRequest(s *h2.Server, id uint32, r *h2.Request, end bool) {
 		}
 	}
 }
-func (a *muteApp) OnData(s *h2.Server, id uint32, p []byte, end bool)       { s.Consumed(id, len(p)) }
-func (a *muteApp) OnTrailers(s *h2.Server, id uint32, fields []hpack.Field) {}
-func (a *muteApp) OnReset(*h2.Server, uint32, h2.ErrCode)                   {}
-func (a *muteApp) OnWritable(*h2.Server, uint32)                            {}
-func (a *muteApp) OnGoAway(*h2.Server, h2.ErrCode, []byte)                  {}
 
 // TestH2UpPingTimeout: with h2_ping_interval, an upstream connection
 // that goes silent is found by its PING's ACK not coming back within
