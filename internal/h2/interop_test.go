@@ -343,11 +343,25 @@ func TestGoClientSmallWindows(t *testing.T) {
 // stream never ended. The Server was right.
 func TestGoClientLongConn(t *testing.T) {
 	big := pattern(1 << 20)
-	var conns atomic.Int32
+	var (
+		mu       sync.Mutex
+		requests []*atomic.Int32 // per connection
+		ending   atomic.Bool
+	)
 	addr, stop := listen(t, func(c net.Conn) (Handler, func(error)) {
-		conns.Add(1)
+		n := new(atomic.Int32)
+		mu.Lock()
+		requests = append(requests, n)
+		mu.Unlock()
 		app := &testApp{big: big, left: map[uint32][]byte{}, sums: map[uint32]*sumState{}, trailers: new(atomic.Int32), write: c.Write}
-		return app, func(err error) { t.Errorf("server: %v", err) }
+		return countingApp{app, n}, func(err error) {
+			// Once the client is done it closes its connections, and a
+			// write of DATA the server still had for a cancelled stream
+			// fails: the peer's doing, not the server's.
+			if !ending.Load() {
+				t.Errorf("server: %v", err)
+			}
+		}
 	})
 	defer stop()
 	var p http.Protocols
@@ -395,7 +409,29 @@ func TestGoClientLongConn(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if n := conns.Load(); n != 1 {
-		t.Errorf("%d connections, want 1", n)
+	ending.Store(true)
+	// The transport may dial a connection per worker when they all start
+	// at once while its pool has not yet taken the first one back (seen
+	// once under CI's load: 9 connections), and then uses the first one it
+	// lists: one connection must still carry nearly every request.
+	mu.Lock()
+	defer mu.Unlock()
+	most, total := int32(0), int32(0)
+	for _, n := range requests {
+		most, total = max(most, n.Load()), total+n.Load()
 	}
+	if len(requests) > 1+workers || most < total*95/100 {
+		t.Errorf("%d connections, the busiest carried %d of %d requests; want at most %d connections and one with 95%%", len(requests), most, total, 1+workers)
+	}
+}
+
+// countingApp counts the requests of one connection.
+type countingApp struct {
+	*testApp
+	n *atomic.Int32
+}
+
+func (a countingApp) OnRequest(s *Server, id uint32, r *Request, end bool) {
+	a.n.Add(1)
+	a.testApp.OnRequest(s, id, r, end)
 }
