@@ -246,9 +246,10 @@ const (
 )
 
 // ServerConfig is one server of a pool. In YAML it is either its address,
-// a string "host:port", or a map {address: "host:port", weight: N}. As
-// JSON (/debug/config) and YAML (spindle proxy -check) it is written as
-// the string where its weight is 1, as the map otherwise.
+// a string "host:port", or a map {address: "host:port", weight: N,
+// max_conns: N}. As JSON (/debug/config) and YAML (spindle proxy -check)
+// it is written as the string where its weight is 1 and it has no
+// max_conns of its own, as the map otherwise.
 type ServerConfig struct {
 	// Address is "host:port": an IP address, or a name resolved when the
 	// proxy is made or reloaded.
@@ -257,6 +258,10 @@ type ServerConfig struct {
 	// against the other servers': 1 to MaxWeight, default 1. There is no
 	// weight 0: remove the server instead.
 	Weight int `yaml:"weight" json:"weight"`
+	// MaxConns, when set, is the server's own connection cap, in place
+	// of its pool's max_conns (0: none for this server). Nil: the
+	// pool's.
+	MaxConns *int `yaml:"max_conns,omitempty" json:"max_conns,omitempty"`
 }
 
 // MaxWeight is the largest server weight.
@@ -289,6 +294,12 @@ func (s *ServerConfig) UnmarshalYAML(n *yaml.Node) error {
 				return fmt.Errorf("line %d: server address: want a string \"host:port\"", val.Line)
 			}
 			v.Address = val.Value
+		case "max_conns":
+			m, err := strconv.Atoi(val.Value)
+			if val.Kind != yaml.ScalarNode || val.Tag != "!!int" || err != nil || m < 0 {
+				return fmt.Errorf("line %d: server max_conns: want a whole number, 0 or more", val.Line)
+			}
+			v.MaxConns = &m
 		case "weight":
 			w, err := strconv.Atoi(val.Value)
 			if val.Kind != yaml.ScalarNode || val.Tag != "!!int" || err != nil {
@@ -299,7 +310,7 @@ func (s *ServerConfig) UnmarshalYAML(n *yaml.Node) error {
 			}
 			v.Weight = w
 		default:
-			return fmt.Errorf("line %d: server field %q unknown (want address and weight)", k.Line, k.Value)
+			return fmt.Errorf("line %d: server field %q unknown (want address, weight and max_conns)", k.Line, k.Value)
 		}
 	}
 	if !seen["address"] {
@@ -318,19 +329,23 @@ func unalias(n *yaml.Node) *yaml.Node {
 }
 
 // plain reports s written as its address alone: weight 1 (or 0, the
-// default).
-func (s ServerConfig) plain() bool { return s.Weight == 1 || s.Weight == 0 }
+// default) and no max_conns of its own.
+func (s ServerConfig) plain() bool { return (s.Weight == 1 || s.Weight == 0) && s.MaxConns == nil }
 
-// MarshalYAML writes s as its address where its weight is 1, else as the
+// serverMap is ServerConfig as a map, for MarshalYAML and MarshalJSON.
+type serverMap struct {
+	Address  string `yaml:"address" json:"address"`
+	Weight   int    `yaml:"weight" json:"weight"`
+	MaxConns *int   `yaml:"max_conns,omitempty" json:"max_conns,omitempty"`
+}
+
+// MarshalYAML writes s as its address where it is plain, else as the
 // map. Any goroutine.
 func (s ServerConfig) MarshalYAML() (any, error) {
 	if s.plain() {
 		return s.Address, nil
 	}
-	return struct {
-		Address string `yaml:"address"`
-		Weight  int    `yaml:"weight"`
-	}{s.Address, s.Weight}, nil
+	return serverMap(s), nil
 }
 
 // MarshalJSON writes s as MarshalYAML does. Any goroutine.
@@ -338,10 +353,7 @@ func (s ServerConfig) MarshalJSON() ([]byte, error) {
 	if s.plain() {
 		return json.Marshal(s.Address)
 	}
-	return json.Marshal(struct {
-		Address string `json:"address"`
-		Weight  int    `json:"weight"`
-	}{s.Address, s.Weight})
+	return json.Marshal(serverMap(s))
 }
 
 // Servers returns ServerConfigs of weight 1 for addresses. Any goroutine.
@@ -417,6 +429,50 @@ type PoolConfig struct {
 	// a connection without it is dead, closed at once (no GOAWAY) with
 	// its streams. Default 15s.
 	H2PingTimeout Duration `yaml:"h2_ping_timeout,omitempty" json:"h2_ping_timeout,omitempty"`
+	// MaxConns (protocol http1) caps the connections the proxy has open
+	// to each server of the pool, over all loops: connecting, in use
+	// and idle kept-alive ones alike (HAProxy's server maxconn, Envoy's
+	// max_connections). A server at its cap is skipped for another of
+	// the pool with room; where every server up is at its cap, the
+	// client (mode tcp) or request (mode http) waits in the pool's queue
+	// for a slot. A server's own max_conns replaces it. Default 0: no
+	// cap. Not with protocol h2c (h2_max_connections bounds its
+	// connections, per loop).
+	MaxConns int `yaml:"max_conns,omitempty" json:"max_conns,omitempty"`
+	// MaxQueue (with a max_conns) bounds the pool's queue, over all
+	// loops: a client or request finding it full is refused at once
+	// (mode http: 503, logged UO). Default 1024 (Envoy's
+	// max_pending_requests); -1: no bound.
+	MaxQueue int `yaml:"max_queue,omitempty" json:"max_queue,omitempty"`
+	// QueueTimeout (with a max_conns) bounds the wait in the queue
+	// (HAProxy's timeout queue): past it the request gets 503 (logged
+	// SQ), a mode tcp client is closed. Default 5s.
+	QueueTimeout Duration `yaml:"queue_timeout,omitempty" json:"queue_timeout,omitempty"`
+}
+
+// Defaults of a pool's queue (with max_conns).
+const (
+	DefaultMaxQueue     = 1024
+	DefaultQueueTimeout = 5 * time.Second
+)
+
+// serverMaxConns is server j's connection cap: its own max_conns, else
+// the pool's; 0 for none.
+func (p *PoolConfig) serverMaxConns(j int) int {
+	if m := p.Servers[j].MaxConns; m != nil {
+		return *m
+	}
+	return p.MaxConns
+}
+
+// capped reports whether a server of p has a connection cap.
+func (p *PoolConfig) capped() bool {
+	for j := range p.Servers {
+		if p.serverMaxConns(j) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Pool protocols (PoolConfig.Protocol).
@@ -737,6 +793,12 @@ func (c *Config) SetDefaults() {
 				p.Servers[j].Weight = 1
 			}
 		}
+		if p.capped() {
+			if p.MaxQueue == 0 {
+				p.MaxQueue = DefaultMaxQueue
+			}
+			setDuration(&p.QueueTimeout, DefaultQueueTimeout)
+		}
 		if ps := p.Passive; ps != nil {
 			if ps.MaxCooldown == 0 {
 				ps.MaxCooldown = ps.Cooldown
@@ -850,6 +912,12 @@ func (c *Config) Validate() error {
 				return fmt.Errorf("%s.servers[%d]: %q listed twice", where, j, s)
 			}
 			seen[key] = true
+			if m := sc.MaxConns; m != nil && *m < 0 {
+				return fmt.Errorf("%s.servers[%d].max_conns: negative %d", where, j, *m)
+			}
+		}
+		if err := p.validateQueue(); err != nil {
+			return fmt.Errorf("%s.%w", where, err)
 		}
 		if p.Balance != RoundRobin && p.Balance != LeastConn {
 			return fmt.Errorf("%s.balance: unknown %q (want %q or %q)", where, p.Balance, RoundRobin, LeastConn)
@@ -993,6 +1061,29 @@ func (c *Config) validateHTTPErrors() error {
 		if ps := p.Passive; ps != nil && ps.HTTPErrors > 0 && !httpPools[p.Name] {
 			return fmt.Errorf("pools[%d] (%s).passive.http_errors: no mode %s listener uses the pool (it counts HTTP exchanges)", i, p.Name, ModeHTTP)
 		}
+	}
+	return nil
+}
+
+// validateQueue checks p's max_conns, max_queue and queue_timeout; the
+// error begins with the field's name.
+func (p *PoolConfig) validateQueue() error {
+	switch {
+	case p.MaxConns < 0:
+		return fmt.Errorf("max_conns: negative %d", p.MaxConns)
+	case p.Protocol == ProtocolH2C && (p.MaxConns != 0 || slices.ContainsFunc(p.Servers, func(s ServerConfig) bool { return s.MaxConns != nil })):
+		return fmt.Errorf("max_conns: not with protocol %s (h2_max_connections bounds its connections, per server and loop)", ProtocolH2C)
+	case !p.capped():
+		if p.MaxQueue != 0 || p.QueueTimeout != 0 {
+			return errors.New("max_queue, queue_timeout: only with a max_conns (of the pool or a server)")
+		}
+		return nil
+	case p.MaxQueue < -1:
+		return fmt.Errorf("max_queue: %d below -1", p.MaxQueue)
+	case p.MaxQueue == 0:
+		return errors.New("max_queue: 0 (give -1 for no bound)")
+	case p.QueueTimeout <= 0:
+		return fmt.Errorf("queue_timeout: %v is not positive", time.Duration(p.QueueTimeout))
 	}
 	return nil
 }

@@ -25,7 +25,7 @@ pools:
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []ServerConfig{{"127.0.0.1:1", 1}, {"127.0.0.1:2", 5}, {"db.local:3", 1}, {"[::1]:4", 256}}
+	want := []ServerConfig{{Address: "127.0.0.1:1", Weight: 1}, {Address: "127.0.0.1:2", Weight: 5}, {Address: "db.local:3", Weight: 1}, {Address: "[::1]:4", Weight: 256}}
 	got := cfg.Pools[0].Servers
 	if len(got) != len(want) {
 		t.Fatalf("servers %+v, want %+v", got, want)
