@@ -382,9 +382,11 @@ const (
 	termResponse                 // "PH": the proxy refused the server's response (502, or a reset)
 	termIdle                     // "IT": idle_timeout (mode tcp) closed the connection
 	termServerReset              // "SR": the server reset the stream (HTTP/2 RST_STREAM), its connection going on
+	termQueue                    // "SQ": queue_timeout ran out in the pool's queue for a slot (503)
+	termQueueFull                // "UO": the pool's queue was full (max_queue): refused at once (503)
 )
 
-var termCodes = [...]string{"-", "CD", "CT", "SD", "ST", "SC", "NS", "PR", "PH", "IT", "SR"}
+var termCodes = [...]string{"-", "CD", "CT", "SD", "ST", "SC", "NS", "PR", "PH", "IT", "SR", "SQ", "UO"}
 
 // exchange is what an hsession keeps of its current exchange for the
 // access log and the per-route counters.
@@ -400,7 +402,8 @@ type exchange struct {
 	srv    *server
 	reused bool
 	term   uint8
-	h2     bool // the request came on HTTP/2
+	h2     bool  // the request came on HTTP/2
+	queued int64 // ns waited in the pool's queue for a slot (max_conns)
 }
 
 // begin starts an exchange at its head (parsed, or nil for one refused
@@ -580,6 +583,7 @@ func (l *listener) appendExchange(o []byte, x *exchange, addr netip.AddrPort, st
 		f.raw("reused", "new")
 	}
 	f.raw("term", termCodes[x.term])
+	f.num("queue_us", x.queued/1e3)
 	return f.end()
 }
 
@@ -589,6 +593,7 @@ type connLog struct {
 	fromClient int64 // bytes received from the client
 	fromServer int64 // bytes received from the server
 	term       uint8
+	queued     int64 // ns waited in the pool's queue for a slot (max_conns)
 }
 
 // logConn logs a tcp session as its client closes with err. Loop
@@ -617,6 +622,7 @@ func (s *session) logConn(err error) {
 	f.num("server_bytes", s.x.fromServer)
 	f.num("duration_us", (s.p.now()-s.x.start)/1e3)
 	f.raw("term", termCodes[s.x.term])
+	f.num("queue_us", s.x.queued/1e3)
 	b.commit(f.end())
 }
 

@@ -229,8 +229,8 @@ func TestAccessLogTCP(t *testing.T) {
 			return strings.HasSuffix(line, "\n")
 		})
 		f := strings.Fields(line)
-		if len(f) != 8 {
-			t.Fatalf("line %q: %d fields, want 8", line, len(f))
+		if len(f) != 9 {
+			t.Fatalf("line %q: %d fields, want 9", line, len(f))
 		}
 		if _, err := time.Parse(time.RFC3339Nano, f[0]); err != nil {
 			t.Error(err)
@@ -260,7 +260,7 @@ func TestAccessLogTCP(t *testing.T) {
 		waitFor(t, "the reset connection's line", func() bool {
 			data, _ := os.ReadFile(path)
 			lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-			return len(lines) == 2 && strings.HasSuffix(lines[1], " CD")
+			return len(lines) == 2 && strings.HasSuffix(lines[1], " CD 0")
 		})
 	})
 }
@@ -348,7 +348,8 @@ func TestAccessLogShutdownFlush(t *testing.T) {
 		f := strings.Fields(ln)
 		// time "listener" client "method" "host" "target" proto status
 		// req_bytes resp_bytes "route" server source duration_us reused term
-		if len(f) != 16 || f[3] != `"GET"` || f[5] != fmt.Sprintf(`"/%d"`, i) || f[6] != "HTTP/1.1" || f[7] != "200" || f[9] != "2" ||
+		// queue_us
+		if len(f) != 17 || f[3] != `"GET"` || f[5] != fmt.Sprintf(`"/%d"`, i) || f[6] != "HTTP/1.1" || f[7] != "200" || f[9] != "2" ||
 			f[10] != `"default"` || f[11] != u.addr || f[12] != "upstream" || f[15] != "-" {
 			t.Errorf("line %d: %q", i, ln)
 		}

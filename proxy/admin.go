@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -118,6 +119,8 @@ func (p *Proxy) WriteMetrics(w io.Writer) error {
 		{"spindle_proxy_server_h2_pings_total", "counter", "HTTP/2 PINGs sent to the server (protocol h2c, h2_ping_interval).", func(s ServerTotals) string { return u(s.H2Pings) }},
 		{"spindle_proxy_server_h2_ping_timeouts_total", "counter", "HTTP/2 connections to the server closed for a PING not acknowledged within h2_ping_timeout (protocol h2c).", func(s ServerTotals) string { return u(s.H2PingTimeouts) }},
 		{"spindle_proxy_server_h2_ping_rtt_seconds", "gauge", "The last PING's round trip to the server, the longest of the loops' (protocol h2c).", func(s ServerTotals) string { return fmt.Sprint(s.H2PingRTT.Seconds()) }},
+		{"spindle_proxy_server_connections", "gauge", "Upstream connections open to the server over every loop (protocol http1 and mode tcp: connecting, in use and idle), which max_conns caps.", func(s ServerTotals) string { return fmt.Sprint(s.Connections) }},
+		{"spindle_proxy_server_max_conns", "gauge", "The server's connection cap (max_conns), 0 for none.", func(s ServerTotals) string { return fmt.Sprint(s.MaxConns) }},
 		{"spindle_proxy_server_http_idle", "gauge", "Idle keep-alive connections pooled for HTTP requests (mode http).", func(s ServerTotals) string { return fmt.Sprint(s.Idle) }},
 		{"spindle_proxy_server_bytes_in_total", "counter", "Bytes received from the server.", func(s ServerTotals) string { return u(s.BytesIn) }},
 		{"spindle_proxy_server_bytes_out_total", "counter", "Bytes from clients forwarded to the server.", func(s ServerTotals) string { return u(s.BytesOut) }},
@@ -156,6 +159,30 @@ func (p *Proxy) WriteMetrics(w io.Writer) error {
 	family("spindle_proxy_pool_passive_ejections_refused_total", "counter", "Ejections passive health did not make because passive.max_ejected_percent of the pool's servers were out (ejected, or down by the health checks).")
 	for _, pl := range t.Pools {
 		fmt.Fprintf(bw, "spindle_proxy_pool_passive_ejections_refused_total{pool=\"%s\"} %d\n", escape(pl.Name), pl.EjectionsRefused)
+	}
+	type poolMetric struct {
+		name, typ, help string
+		v               func(PoolTotals) string
+	}
+	for _, m := range []poolMetric{
+		{"spindle_proxy_pool_queue_length", "gauge", "Clients (mode tcp) and requests (mode http) waiting in the pool's queue for a slot (every server up at its max_conns).", func(p PoolTotals) string { return fmt.Sprint(p.QueueLength) }},
+		{"spindle_proxy_pool_queued_total", "counter", "Waits begun in the pool's queue.", func(p PoolTotals) string { return u(p.Queued) }},
+		{"spindle_proxy_pool_queue_timeouts_total", "counter", "Waits queue_timeout ended (mode http: 503, logged SQ; mode tcp: the client closed).", func(p PoolTotals) string { return u(p.QueueTimeouts) }},
+		{"spindle_proxy_pool_queue_refused_total", "counter", "Clients and requests refused at once because max_queue were waiting (mode http: 503, logged UO).", func(p PoolTotals) string { return u(p.QueueRefused) }},
+	} {
+		family(m.name, m.typ, m.help)
+		for _, pl := range t.Pools {
+			fmt.Fprintf(bw, "%s{pool=\"%s\"} %s\n", m.name, escape(pl.Name), m.v(pl))
+		}
+	}
+	// (Two counters, sum and count: the package has no histograms.)
+	family("spindle_proxy_pool_queue_served_total", "counter", "Waits in the pool's queue that ended with their turn (a slot, mostly).")
+	for _, pl := range t.Pools {
+		fmt.Fprintf(bw, "spindle_proxy_pool_queue_served_total{pool=\"%s\"} %d\n", escape(pl.Name), pl.QueueServed)
+	}
+	family("spindle_proxy_pool_queue_wait_seconds_total", "counter", "Time the waits that ended with their turn spent in the pool's queue (divided by spindle_proxy_pool_queue_served_total: the mean wait).")
+	for _, pl := range t.Pools {
+		fmt.Fprintf(bw, "spindle_proxy_pool_queue_wait_seconds_total{pool=\"%s\"} %s\n", escape(pl.Name), strconv.FormatFloat(pl.QueueWait.Seconds(), 'f', -1, 64))
 	}
 	family("spindle_proxy_server_http_requests_total", "counter", "HTTP requests sent to the server (mode http; a retried one twice), on a connection from the idle pool (conn=\"reused\") or a new one (conn=\"new\").")
 	for _, s := range t.Servers {

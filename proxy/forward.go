@@ -136,6 +136,14 @@ type session struct {
 	idle   engine.Timer
 	idleFn func()
 
+	// In the pool's queue for a slot (max_conns): its place, its
+	// queue_timeout, and the client's first bytes read meanwhile.
+	w    waiter
+	qt   engine.Timer
+	qtFn func()
+	pend engine.Buffer
+	hasP bool
+
 	x connLog // for the access log
 }
 
@@ -252,13 +260,16 @@ type dialing struct {
 	start  int  // first server tried
 	tries  int  // servers tried (skipped as down included)
 	dialed bool // a dial was started: "failed" rather than "no server"
+	full   bool // a server up was skipped at its cap (max_conns): the walk ends in the queue
 }
 
 // next dials the next server of pl that is up and that no reload has
-// removed (a walk begun under an earlier config), for the client c. It
-// returns the connection (counted active, its Context not yet set) and
-// its server; nil when none is left; engine.ErrClosed when the engine is
-// shutting down. Loop goroutine.
+// removed (a walk begun under an earlier config), for the client c, a
+// server at its max_conns skipped (d.full). It returns the connection
+// (counted active, holding a slot of its server until it is let go of:
+// server.release; its Context not yet set) and its server; nil when none
+// is left; engine.ErrClosed when the engine is shutting down. Loop
+// goroutine.
 func (d *dialing) next(ls *loopState, pl *pool, c *engine.Conn, timeout time.Duration) (*engine.Conn, int, error) {
 	for {
 		i, ok := d.nextUp(ls, pl)
@@ -266,14 +277,20 @@ func (d *dialing) next(ls *loopState, pl *pool, c *engine.Conn, timeout time.Dur
 			return nil, 0, nil
 		}
 		srv := pl.servers[i]
+		if !srv.take() {
+			d.full = true
+			continue
+		}
 		st := ls.stats(pl, i)
 		up, err := c.Loop().Dial("tcp", srv.addr, timeout)
 		if errors.Is(err, engine.ErrClosed) {
+			srv.release(ls.id)
 			return nil, 0, err
 		}
 		if err != nil || up.Closed() {
 			// Refused before the dial could start (or closed by the
 			// backend inside Dial, whose OnClose found no session).
+			srv.release(ls.id)
 			st.failures.inc()
 			srv.connectFailed(pl)
 			continue
@@ -294,9 +311,14 @@ func (s *session) connect() {
 	if up != nil {
 		s.up, s.srv = up, i
 		up.SetContext(s)
-		if s.clientEOF {
+		s.client.PauseRead() // (read while it waited in the queue)
+		if s.clientEOF && !s.hasP {
 			up.CloseWrite() // after it connects
 		}
+		return
+	}
+	if s.full {
+		s.queue()
 		return
 	}
 	if s.dialed {
@@ -309,16 +331,74 @@ func (s *session) connect() {
 	s.client.Close()
 }
 
-// upOpened starts forwarding once the upstream has connected. Loop
-// goroutine.
+// queue puts the client in its pool's queue for a slot, every server up
+// being at its max_conns: it waits there for queue_timeout at most, its
+// first bytes read and held (so that a client that resets is seen), and
+// is closed where the queue is full. Loop goroutine.
+func (s *session) queue() {
+	if s.w.wake == nil {
+		s.w.wake = s.woken
+	}
+	front := s.w.front
+	if !s.ls.wait(s.pool, &s.w) {
+		s.x.term = termQueueFull
+		s.client.Close()
+		return
+	}
+	if front {
+		return // (its timer runs from its first wait)
+	}
+	if s.qtFn == nil {
+		s.qtFn = s.queueTimedOut
+	}
+	s.qt = s.client.Loop().AfterFunc(time.Duration(s.pool.cfg.QueueTimeout), s.qtFn)
+	if !s.hasP && !s.clientEOF {
+		s.client.ResumeRead()
+	}
+}
+
+// woken: the queue's turn came (a slot may be free): the walk over the
+// pool begins again. Loop goroutine.
+func (s *session) woken() {
+	s.dialing = dialing{start: pickServer(s.ls, s.pool)}
+	s.x.queued = s.w.waited(s.p.now())
+	s.connect()
+	if s.w.q == nil {
+		s.qt.Stop()
+	}
+}
+
+// queueTimedOut closes a client still in the queue. Loop goroutine.
+func (s *session) queueTimedOut() {
+	if s.done || s.w.q == nil {
+		return
+	}
+	s.x.queued = s.w.waited(s.p.now())
+	s.pool.queue().leave(&s.w, true)
+	s.x.term = termQueue
+	s.client.Close()
+}
+
+// upOpened starts forwarding once the upstream has connected: what the
+// client sent while it waited in the queue first. Loop goroutine.
 func (s *session) upOpened(up *engine.Conn) {
 	if up != s.up || s.done {
 		up.Close()
 		return
 	}
 	s.upOpen = true
-	s.ls.stats(s.pool, s.srv).connects.inc()
+	st := s.ls.stats(s.pool, s.srv)
+	st.connects.inc()
 	s.pool.servers[s.srv].connected(s.pool.passive)
+	if s.hasP {
+		s.hasP = false
+		st.bytesOut.addInt(s.pend.Len())
+		s.x.fromClient += int64(s.pend.Len())
+		up.WriteBuffer(s.pend) // (an error closes up: OnClose)
+		if s.clientEOF {
+			up.CloseWrite()
+		}
+	}
 	s.startIdle()
 	s.client.ResumeRead()
 }
@@ -403,6 +483,18 @@ func (h *handler) OnData(c *engine.Conn, b engine.Buffer) bool {
 		return false
 	default:
 		return false // an upstream an HTTP session let go of
+	}
+	if c == s.client && !s.upOpen {
+		// Read while it waits in the queue: held until its upstream
+		// connects (one buffer: its reading stops here).
+		if s.hasP {
+			b.Release() // (cannot happen: paused after the first)
+			c.Reset()
+			return true
+		}
+		s.pend, s.hasP = b, true
+		c.PauseRead()
+		return true
 	}
 	st := s.ls.stats(s.pool, s.srv)
 	dst := s.client
@@ -554,6 +646,15 @@ func (h *handler) OnClose(c *engine.Conn, err error) {
 	if c == s.client {
 		s.done = true
 		s.idle.Stop()
+		if s.w.q != nil {
+			s.x.queued = s.w.waited(s.p.now())
+			s.pool.queue().leave(&s.w, false)
+		}
+		s.qt.Stop()
+		if s.hasP {
+			s.hasP = false
+			s.pend.Release()
+		}
 		s.logConn(err)
 		s.ln.stats[s.ls.id].active.dec()
 		if s.ln.cfg.MaxConns > 0 {
@@ -569,6 +670,7 @@ func (h *handler) OnClose(c *engine.Conn, err error) {
 	}
 	st := s.ls.stats(s.pool, s.srv)
 	st.active.dec()
+	s.pool.servers[s.srv].release(s.ls.id)
 	if !s.upOpen {
 		if s.done {
 			return // the client left while its upstream was connecting

@@ -97,6 +97,8 @@ type h2stream struct {
 	x      exchange
 
 	u2 upSide // toward an h2c pool (h2up_stream.go)
+
+	w waiter // its place in the pool's queue for a slot (max_conns)
 }
 
 // sniffH2 looks at a new client's first bytes on an h2c listener: while
@@ -211,6 +213,19 @@ func (c *h2conn) onTimer() {
 			continue
 		}
 		st := c.streams[i]
+		if st.w.q != nil {
+			if dl := st.w.since + int64(st.pool.cfg.QueueTimeout); now < dl {
+				if next < 0 || dl < next {
+					next = dl
+				}
+			} else {
+				st.x.queued = st.w.waited(now)
+				st.pool.queue().leave(&st.w, true)
+				st.x.term = termQueue
+				st.respond(503)
+			}
+			continue
+		}
 		if !st.waiting || st.cbp {
 			continue
 		}
@@ -325,6 +340,9 @@ func (c *h2conn) newStream(id uint32) *h2stream {
 
 // release ends st: its upstream must be let go of already.
 func (c *h2conn) release(st *h2stream) {
+	if st.w.q != nil {
+		st.pool.queue().leave(&st.w, false)
+	}
 	if st.hasP {
 		st.hasP = false
 		st.pend.Release()
@@ -487,12 +505,44 @@ func (st *h2stream) acquire() {
 // connect dials the next server up, as hsession.connect.
 func (st *h2stream) connect() {
 	up, i, status := st.dialNext(st.c.ls, st.ln, st.pool, st.c.client, &st.x)
+	if status == statusQueued {
+		st.queue()
+		return
+	}
 	if up == nil {
 		st.respond(status)
 		return
 	}
 	st.up, st.srv, st.upOpen, st.reused = up, i, false, false
 	up.SetContext(st)
+}
+
+// queue puts the stream in its pool's queue for a slot, every server up
+// being at its max_conns (queue_timeout, then 503), or answers 503 where
+// the queue is full. A stream waiting holds no slot: its body, up to its
+// window, is held as while its upstream connects.
+func (st *h2stream) queue() {
+	if st.w.wake == nil {
+		st.w.wake = st.woken
+	}
+	front := st.w.front
+	if !st.c.ls.wait(st.pool, &st.w) {
+		st.x.term = termQueueFull
+		st.respond(503)
+		return
+	}
+	if !front {
+		st.c.armAt(st.w.since + int64(st.pool.cfg.QueueTimeout))
+	}
+}
+
+// woken: the queue's turn came (a slot may be free): the stream looks for
+// a connection again, an idle one first.
+func (st *h2stream) woken() {
+	c := st.c
+	st.x.queued = st.w.waited(c.p.now())
+	st.acquire()
+	c.flush()
 }
 
 // upOpened sends the request once a dialed upstream connected.
@@ -753,6 +803,10 @@ func (st *h2stream) end(status int, local bool) {
 		respN = st.respN
 	}
 	st.waiting = false
+	if st.w.q != nil { // (the client reset the stream, or went away)
+		st.x.queued = st.w.waited(st.c.p.now())
+		st.pool.queue().leave(&st.w, false)
+	}
 	st.ln.endExchange(st.c.ls, &st.x, st.c.client.RemoteAddr(), status, local, st.reqN, respN, st.c.p.now())
 }
 
@@ -770,6 +824,7 @@ func (st *h2stream) closeUp(reset bool) {
 	st.paused, st.cbp = false, false
 	st.uin = emptied(st.uin)
 	st.c.ls.stats(st.pool, st.srv).active.dec()
+	st.pool.servers[st.srv].release(st.c.ls.id)
 	up.SetContext(nil)
 	if reset {
 		up.Reset()
@@ -793,6 +848,7 @@ func (st *h2stream) upFailed(err error) {
 		sst := st.c.ls.stats(st.pool, st.srv)
 		sst.active.dec()
 		sst.failures.inc()
+		st.pool.servers[st.srv].release(st.c.ls.id)
 		st.pool.servers[st.srv].connectFailed(st.pool)
 		st.up.SetContext(nil)
 		st.up = nil
@@ -1054,6 +1110,7 @@ func (st *h2stream) respEnded() {
 		} else {
 			up.SetContext(nil)
 			up.Close()
+			st.pool.servers[st.srv].release(c.ls.id)
 		}
 	}
 	if !st.reqEnd {

@@ -30,6 +30,7 @@ const (
 	phConnect              // head parsed, waiting for an upstream connection
 	phWait                 // head sent; the response is outstanding (response_timeout)
 	phClosing              // the client is being closed (its queue's progress: response_timeout)
+	phQueue                // in the pool's queue for a slot (max_conns; queue_timeout)
 )
 
 // lingerTime and lingerBytes bound how long a client closed after a
@@ -102,6 +103,8 @@ type hsession struct {
 	armedAt int64 // p.now() it fires at
 	mark    int64 // p.now() the current phase's timeout counts from
 	closeQ  int   // phClosing, and phWait with upBP: outstanding when last looked at
+
+	w waiter // its place in the pool's queue for a slot (phQueue)
 }
 
 // idleTag is the Context of an idle pooled upstream connection: its
@@ -238,6 +241,8 @@ func (s *hsession) timeout() time.Duration {
 		return time.Duration(s.ln.cfg.RequestTimeout)
 	case phWait, phClosing:
 		return time.Duration(s.ln.cfg.ResponseTimeout)
+	case phQueue:
+		return time.Duration(s.pool.cfg.QueueTimeout)
 	}
 	return 0
 }
@@ -289,6 +294,11 @@ func (s *hsession) onTimer() {
 		}
 		s.closeUp(true)
 		s.respond(504)
+	case phQueue:
+		s.x.queued = s.w.waited(now)
+		s.pool.queue().leave(&s.w, true)
+		s.x.term = termQueue
+		s.respond(503)
 	case phClosing:
 		// The client took nothing of its queue for the timeout: drop it.
 		if q := s.outstanding(); q > 0 && !s.clientMoved(q, now, d) {
@@ -711,6 +721,10 @@ func (ls *loopState) takeFirstIdle(pl *pool, start int) (*engine.Conn, int) {
 // answers 502 (servers failed) or 503 (none up). Loop goroutine.
 func (s *hsession) connect() {
 	up, i, status := s.dialNext(s.ls, s.ln, s.pool, s.client, &s.x)
+	if status == statusQueued {
+		s.queue()
+		return
+	}
 	if up == nil {
 		s.respond(status)
 		return
@@ -719,11 +733,51 @@ func (s *hsession) connect() {
 	up.SetContext(s)
 }
 
+// queue puts the request in its pool's queue for a slot, every server up
+// being at its max_conns (phQueue: queue_timeout, then 503), or answers
+// 503 where the queue is full. The client is read meanwhile (the rest of
+// its head's buffer let go of where nothing followed the head), so that
+// one that closes is seen. Loop goroutine.
+func (s *hsession) queue() {
+	if s.w.wake == nil {
+		s.w.wake = s.woken
+	}
+	front := s.w.front
+	if !s.ls.wait(s.pool, &s.w) {
+		s.x.term = termQueueFull
+		s.respond(503)
+		return
+	}
+	if front {
+		s.phase = phQueue // (its timeout counts from its first wait)
+		return
+	}
+	if s.hasP && s.poff >= s.pend.Len() {
+		s.hasP = false
+		s.pend.Release()
+	}
+	s.setPhase(phQueue)
+}
+
+// woken: the queue's turn came (a slot may be free): the request looks
+// for a connection again, an idle one first. Loop goroutine.
+func (s *hsession) woken() {
+	s.x.queued = s.w.waited(s.p.now())
+	s.phase = phConnect
+	s.acquire()
+	s.syncRead()
+}
+
+// statusQueued is dialNext's status for a walk that found every server up
+// at its max_conns: the request waits in the pool's queue.
+const statusQueued = -1
+
 // dialNext dials the next server of pl that is up for exchange x of a
 // client of l: it returns the connection (its Context not yet set) and
 // its server, or nil and the status to answer with, counted: 502 where
 // every server failed to connect, 503 where none was up (or the proxy is
-// shutting down). Loop goroutine.
+// shutting down); statusQueued where servers were at their max_conns.
+// Loop goroutine.
 func (d *dialing) dialNext(ls *loopState, l *listener, pl *pool, client *engine.Conn, x *exchange) (*engine.Conn, int, int) {
 	up, i, err := d.next(ls, pl, client, time.Duration(l.cfg.ConnectTimeout))
 	switch {
@@ -731,6 +785,8 @@ func (d *dialing) dialNext(ls *loopState, l *listener, pl *pool, client *engine.
 		return nil, 0, 503 // the proxy is shutting down
 	case up != nil:
 		return up, i, 0
+	case d.full:
+		return nil, 0, statusQueued
 	}
 	return nil, 0, d.exhausted(ls, l, x)
 }
@@ -1055,6 +1111,7 @@ func (s *hsession) respDone(clean bool) {
 		} else {
 			up.SetContext(nil)
 			up.Close()
+			s.pool.servers[s.srv].release(s.ls.id)
 		}
 	}
 	s.upBP = false
@@ -1126,6 +1183,7 @@ func (s *hsession) closeUp(reset bool) {
 	s.upBP = false
 	s.uin = emptied(s.uin) // what up sent of a head is not the next one's
 	s.ls.stats(s.pool, s.srv).active.dec()
+	s.pool.servers[s.srv].release(s.ls.id)
 	up.SetContext(nil)
 	if reset {
 		up.Reset()
@@ -1148,6 +1206,7 @@ func (s *hsession) upFailed(err error) {
 		st := s.ls.stats(s.pool, s.srv)
 		st.active.dec()
 		st.failures.inc()
+		s.pool.servers[s.srv].release(s.ls.id)
 		s.pool.servers[s.srv].connectFailed(s.pool)
 		s.up.SetContext(nil)
 		s.up = nil
@@ -1209,6 +1268,14 @@ func (s *hsession) clientEOF() {
 			s.pend.Release()
 		}
 		s.client.Close()
+	case s.phase == phQueue:
+		// Nothing went to a server yet: the request leaves the queue
+		// (as HAProxy's option abortonclose).
+		s.x.queued = s.w.waited(s.p.now())
+		s.pool.queue().leave(&s.w, false)
+		s.x.term = termClient
+		s.closing()
+		s.client.Close()
 	case !s.reqDone:
 		s.closeUp(true)
 		if s.respHead {
@@ -1226,6 +1293,10 @@ func (s *hsession) clientEOF() {
 // clientClosed ends the session. Loop goroutine.
 func (s *hsession) clientClosed() {
 	s.done = true
+	if s.w.q != nil {
+		s.x.queued = s.w.waited(s.p.now())
+		s.pool.queue().leave(&s.w, false)
+	}
 	s.phase = phClosing
 	s.timer.Stop()
 	if s.x.open {
@@ -1270,7 +1341,7 @@ func (s *hsession) syncRead() {
 	if s.done || s.phase == phClosing || s.client.Closed() {
 		return
 	}
-	want := s.phase == phIdle || s.phase == phHead ||
+	want := s.phase == phIdle || s.phase == phHead || s.phase == phQueue && !s.hasP ||
 		s.phase == phWait && !s.reqDone && s.upOpen && !s.hasP && s.up != nil && s.up.QueuedMemory() < s.p.cfg.Engine.WriteHighWater ||
 		s.phase == phWait && !s.reqDone && s.h2 != nil && s.h2.on && s.h2.wantBody()
 	if s.eof {
@@ -1339,7 +1410,8 @@ func (ls *loopState) putIdle(c *engine.Conn, pl *pool, i int, now int64) bool {
 	sl := ls.share(pl, i)
 	il := &sl.idle
 	st := &il.conns
-	if pl.maxIdle <= 0 || len(*st) >= pl.maxIdle || c.Closed() || il.gone {
+	if pl.maxIdle <= 0 || len(*st) >= pl.maxIdle || c.Closed() || il.gone || pl.queue().waiting.Load() > 0 {
+		// (With clients waiting for a slot, its slot goes to them.)
 		return false
 	}
 	*st = append(*st, idleConn{c, now})
@@ -1353,17 +1425,22 @@ func (ls *loopState) putIdle(c *engine.Conn, pl *pool, i int, now int64) bool {
 // unasked data) and closes it. Loop goroutine.
 func (ls *loopState) dropIdle(c *engine.Conn, t *idleTag) {
 	st := &t.sl.idle.conns
+	held := false
 	for k, ic := range *st {
 		if ic.c == c {
 			copy((*st)[k:], (*st)[k+1:])
 			(*st)[len(*st)-1] = idleConn{}
 			*st = (*st)[:len(*st)-1]
 			t.sl.stats.idle.dec()
+			held = true
 			break
 		}
 	}
 	c.SetContext(nil)
 	c.Close()
+	if held {
+		t.sl.srv.release(ls.id) // its slot
+	}
 }
 
 // sweepIdle closes the idle connections kept longer than their pool's

@@ -125,6 +125,7 @@ type pool struct {
 type poolShared struct {
 	gate    atomic.Bool // held while an ejection is decided under max_ejected_percent
 	refused atomic.Uint64
+	q       queueShared // the queue for a slot (max_conns: maxconn.go)
 }
 
 // poolLoop is one loop's share of a pool, written by that loop only. A
@@ -176,6 +177,13 @@ type server struct {
 	until, streak atomic.Int64
 	ejections     [2]atomic.Uint64
 	now           func() int64 // the proxy's clock
+
+	// conns counts the upstream connections to s over every loop (the
+	// HTTP/1.1 and tcp paths: connecting, in use, idle), maxConns is its
+	// cap (0: none; a reload stores it), and shared is its pool's (the
+	// queue its releases wake). maxconn.go.
+	conns, maxConns atomic.Int64
+	shared          *poolShared
 }
 
 // Reasons for an ejection, ejections' indexes.

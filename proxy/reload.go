@@ -43,6 +43,7 @@ type reloadState struct {
 // srvLoop is one loop's share of a server: its counters and its idle
 // connections, written by that loop only.
 type srvLoop struct {
+	srv   *server // whose share it is
 	stats srvStats
 	idle  idleList
 	tag   idleTag // its idle connections' Context: this srvLoop
@@ -246,11 +247,13 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 			continue
 		}
 		pl := &pool{name: pc.Name, cfg: pc, leastConn: pc.Balance == LeastConn, health: pc.Health, passive: pc.Passive,
-			maxIdle: pc.MaxIdle, idleTimeout: time.Duration(pc.IdleTimeout), shared: new(poolShared),
+			maxIdle: pc.MaxIdle, idleTimeout: time.Duration(pc.IdleTimeout),
 			h2: pc.Protocol == ProtocolH2C, h2Streams: pc.H2MaxConcurrentStreams, h2Conns: pc.H2MaxConnections,
 			pingEvery: time.Duration(pc.H2PingInterval), pingWait: time.Duration(pc.H2PingTimeout)}
 		if old != nil {
 			pl.shared = old.shared
+		} else {
+			pl.shared = newPoolShared(p)
 		}
 		if ps := pc.Passive; ps != nil && ps.HTTPErrors > 0 {
 			pl.errStatuses, _ = errorStatuses(ps.HTTPErrorStatuses) // (validated)
@@ -268,9 +271,11 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 				}
 			}
 			if s == nil {
-				s = &server{addr: a, now: p.now}
+				s = &server{addr: a, now: p.now, shared: pl.shared}
 				for range p.loops {
-					s.loops = append(s.loops, newSrvLoop())
+					sl := newSrvLoop()
+					sl.srv = s
+					s.loops = append(s.loops, sl)
 				}
 			}
 			pl.servers = append(pl.servers, s)
@@ -440,6 +445,7 @@ func (p *Proxy) commit(g *generation) error {
 		return ErrStopped
 	}
 	p.cur, p.lns, p.pools = g.cfg, g.lns, g.pools
+	g.setCaps()
 	p.alogs = append(p.alogs, g.alogs...)
 	running := p.running
 	if running {
@@ -477,6 +483,21 @@ func (p *Proxy) commit(g *generation) error {
 	}
 	p.swapCheckers(g)
 	return nil
+}
+
+// setCaps stores the max_conns of the servers of the pools g made (a
+// reload's new cap applies at once to every connection to a kept server,
+// whichever generation made it), and wakes their pools' waiters, for
+// whom a raised cap may have made room. Any goroutine.
+func (g *generation) setCaps() {
+	for _, pl := range g.made {
+		for j, s := range pl.servers {
+			s.maxConns.Store(int64(pl.cfg.serverMaxConns(j)))
+		}
+		if pl.shared.q.waiting.Load() > 0 {
+			pl.shared.q.kickAll()
+		}
+	}
 }
 
 // resetKept brings the servers g took over into a pool without health

@@ -18,6 +18,15 @@ type PoolTotals struct {
 	// or held down by the active checks) (each failure past the threshold while the bound held). A pool a
 	// reload changed keeps it.
 	EjectionsRefused uint64
+	// The queue for a slot (servers with max_conns), over all loops:
+	// QueueLength waiting now; Queued waits begun; QueueTimeouts those
+	// queue_timeout ended; QueueRefused clients or requests refused at
+	// once, max_queue waiting; QueueServed waits that ended with their
+	// turn (a slot, mostly) and QueueWait their total time. Following
+	// the pool's name over reloads.
+	QueueLength                                      int64
+	Queued, QueueTimeouts, QueueRefused, QueueServed uint64
+	QueueWait                                        time.Duration
 }
 
 // ListenerTotals are one listener's counters.
@@ -62,6 +71,10 @@ type ServerTotals struct {
 	// longest of the loops'.
 	H2Pings, H2PingTimeouts uint64
 	H2PingRTT               time.Duration
+	// Connections: the upstream connections open to the server over
+	// every loop (protocol http1 and mode tcp: connecting, in use and
+	// idle), which MaxConns caps (0: no cap).
+	Connections, MaxConns int64
 	// Up: the server takes new connections (neither the active checks
 	// nor passive health mark it down).
 	Up                         bool
@@ -110,9 +123,18 @@ func (p *Proxy) Totals() Totals {
 		t.Listeners = append(t.Listeners, lt)
 	}
 	for _, pl := range pools {
-		t.Pools = append(t.Pools, PoolTotals{Name: pl.name, EjectionsRefused: pl.shared.refused.Load()})
+		pt := PoolTotals{Name: pl.name, EjectionsRefused: pl.shared.refused.Load(), QueueLength: pl.shared.q.waiting.Load()}
+		for k := range pl.shared.q.qs {
+			q := &pl.shared.q.qs[k]
+			pt.Queued += q.queued.load()
+			pt.QueueTimeouts += q.timeouts.load()
+			pt.QueueRefused += q.refused.load()
+			pt.QueueServed += q.served.load()
+			pt.QueueWait += time.Duration(q.waitNs.load())
+		}
+		t.Pools = append(t.Pools, pt)
 		for _, srv := range pl.servers {
-			st := ServerTotals{Pool: pl.name, Server: srv.addr, Up: srv.up(), CheckFailures: srv.checkFails.Load(), CheckPasses: srv.checkPasses.Load(), PassiveDown: srv.ejected(),
+			st := ServerTotals{Pool: pl.name, Server: srv.addr, Up: srv.up(), Connections: srv.conns.Load(), MaxConns: srv.maxConns.Load(), CheckFailures: srv.checkFails.Load(), CheckPasses: srv.checkPasses.Load(), PassiveDown: srv.ejected(),
 				EjectionsConnect: srv.ejections[ejectConnect].Load(), EjectionsHTTP: srv.ejections[ejectHTTP].Load(),
 				ConsecutiveFails: srv.fails.Load(), ConsecutiveErrors: srv.errs.Load()}
 			st.Ejections = st.EjectionsConnect + st.EjectionsHTTP

@@ -1,0 +1,280 @@
+package proxy
+
+import "sync/atomic"
+
+// Per-server connection caps (max_conns) and the pool's queue. A server
+// counts the upstream connections the proxy has to it over every loop
+// (server.conns: connecting, in use, idle pooled), and a dial takes a slot
+// first (server.take: a CompareAndSwap below the cap, no lock). A client
+// or request that finds every server up of its pool at its cap waits in
+// the pool's queue: one FIFO list per loop (waitQueue, written by its loop
+// only), with the pool's count of waiters over all loops (waiting) and
+// each loop's own (n) as atomics. A slot let go of (server.release) with
+// waiters anywhere wakes the releasing loop's queue if it has any, else
+// another loop's (Loop.Post of its serve, one posted at a time per loop):
+// a freed slot is not lost while a loop has waiters. A waiter announces
+// itself (n, then waiting) before it looks for a slot once more, and a
+// release frees its slot before it looks at waiting, so that one of the
+// two sees the other (no wake-up is lost between them).
+
+// waiter is one client's or request's place in a pool's queue. Kept in the
+// session or stream it belongs to (no allocation per wait).
+type waiter struct {
+	prev, next *waiter
+	q          *waitQueue // the queue it is in, nil for none
+	since      int64      // Proxy.now it began to wait
+	front      bool       // in wake: a slot not found, it waits again first
+	wake       func()     // looks for a slot again (out of the queue); made once per owner
+}
+
+// waitQueue is one loop's waiters of a pool (its poolShared), oldest
+// first, and that loop's queue counters. Written by its loop; n and kick
+// are read and set by the others.
+type waitQueue struct {
+	head, tail *waiter
+	n          atomic.Int64 // waiters in the list
+	kick       atomic.Bool  // a serve is posted to the loop
+	serveFn    func()
+
+	queued   counter // waits begun
+	timeouts counter // waits that ran out (queue_timeout)
+	refused  counter // clients or requests refused at once: the queue was full (max_queue)
+	served   counter // waits that ended with a slot (or another outcome than a timeout or the client's going)
+	waitNs   counter // time the served ones waited, ns
+	_        [32]byte
+}
+
+// queueShared is the queue part of a poolShared: made with it, one
+// waitQueue per loop.
+type queueShared struct {
+	waiting atomic.Int64 // waiters over all loops
+	qs      []waitQueue  // by engine.Loop.ID
+	p       *Proxy
+}
+
+// newPoolShared returns a pool's shared state for p's loops.
+func newPoolShared(p *Proxy) *poolShared {
+	sh := &poolShared{}
+	sh.q.p = p
+	sh.q.qs = make([]waitQueue, len(p.loops))
+	for k := range sh.q.qs {
+		q := &sh.q.qs[k]
+		q.serveFn = func() { sh.q.serve(q) }
+	}
+	return sh
+}
+
+// take takes a slot of s: below its cap (none: always), counted in conns.
+// It reports false where s is at its cap. Any loop.
+func (s *server) take() bool {
+	m := s.maxConns.Load()
+	if m <= 0 {
+		s.conns.Add(1)
+		return true
+	}
+	for {
+		n := s.conns.Load()
+		if n >= m {
+			return false
+		}
+		if s.conns.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// hasRoom reports whether s is below its cap (or has none). Any goroutine.
+func (s *server) hasRoom() bool {
+	m := s.maxConns.Load()
+	return m <= 0 || s.conns.Load() < m
+}
+
+// release lets go of a slot of s (a connection closed, or its dial
+// refused), on loop k, and wakes a waiter of its pool if any. Any loop.
+func (s *server) release(k int) {
+	s.conns.Add(-1)
+	if q := &s.shared.q; q.waiting.Load() > 0 {
+		q.wakeOne(k)
+	}
+}
+
+// wakeOne posts a serve to loop k's queue if it has waiters, else to the
+// next loop that has. Any goroutine.
+func (qs *queueShared) wakeOne(k int) {
+	n := len(qs.qs)
+	for d := range n {
+		j := (k + d) % n
+		if qs.qs[j].n.Load() > 0 {
+			qs.kick(j)
+			return
+		}
+	}
+}
+
+// kickAll posts a serve to every loop with waiters: slots may have come
+// free without a release (a reload raised a cap). Any goroutine.
+func (qs *queueShared) kickAll() {
+	for j := range qs.qs {
+		if qs.qs[j].n.Load() > 0 {
+			qs.kick(j)
+		}
+	}
+}
+
+// kick posts loop j's serve unless one is posted already.
+func (qs *queueShared) kick(j int) {
+	q := &qs.qs[j]
+	if q.kick.CompareAndSwap(false, true) {
+		qs.p.e.Loops()[j].Post(q.serveFn)
+	}
+}
+
+// serve wakes q's waiters in turn, oldest first, until one finds no slot
+// (it waits again at the head of the queue). Loop goroutine (q's).
+func (qs *queueShared) serve(q *waitQueue) {
+	q.kick.Store(false)
+	for w := q.head; w != nil; w = q.head {
+		since := w.since
+		qs.unlink(w)
+		w.front = true
+		w.wake()
+		w.front = false
+		if w.q != nil {
+			return // no slot: it waits again, first
+		}
+		q.served.inc()
+		q.waitNs.add(uint64(qs.p.now() - since))
+	}
+}
+
+// enqueue puts w in loop k's queue: at its tail, or at its head for a
+// waiter serve woke that found no slot (w.front, its wait going on). It
+// reports false where max_queue waiters are queued already (counted), for
+// a new waiter. The caller then looks for a slot once more (recheck).
+// Loop goroutine.
+func (qs *queueShared) enqueue(k int, w *waiter, maxQueue int) bool {
+	q := &qs.qs[k]
+	front := w.front
+	if !front && maxQueue >= 0 && qs.waiting.Load() >= int64(maxQueue) {
+		q.refused.inc()
+		return false
+	}
+	if front {
+		w.next = q.head
+		if q.head != nil {
+			q.head.prev = w
+		} else {
+			q.tail = w
+		}
+		q.head = w
+	} else {
+		w.since = qs.p.now()
+		q.queued.inc()
+		w.prev = q.tail
+		if q.tail != nil {
+			q.tail.next = w
+		} else {
+			q.head = w
+		}
+		q.tail = w
+	}
+	w.q = q
+	q.n.Add(1)
+	qs.waiting.Add(1)
+	return true
+}
+
+// recheck wakes loop k's queue where a server of pl that a walk would
+// try (dialing.nextUp) has room: a slot freed between the walk that found
+// none and the enqueue that followed (whose release saw no waiter) is not
+// lost. Loop goroutine.
+func (qs *queueShared) recheck(k int, pl *pool) {
+	for _, s := range pl.servers {
+		if s.up() && !s.loops[k].idle.gone && s.hasRoom() {
+			qs.kick(k)
+			return
+		}
+	}
+}
+
+// unlink takes w out of its queue. Loop goroutine (the queue's).
+func (qs *queueShared) unlink(w *waiter) {
+	q := w.q
+	if q == nil {
+		return
+	}
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		q.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		q.tail = w.prev
+	}
+	w.prev, w.next, w.q = nil, nil, nil
+	q.n.Add(-1)
+	qs.waiting.Add(-1)
+}
+
+// waited is how long w has waited, at now (its first wait's start on).
+func (w *waiter) waited(now int64) int64 { return now - w.since }
+
+// leave takes w out of its queue for good: its client went away, or (timedOut)
+// its queue_timeout ran out, counted. Loop goroutine.
+func (qs *queueShared) leave(w *waiter, timedOut bool) {
+	if w.q == nil {
+		return
+	}
+	if timedOut {
+		w.q.timeouts.inc()
+	}
+	qs.unlink(w)
+}
+
+// queue returns the queue state of pl. Any goroutine.
+func (pl *pool) queue() *queueShared { return &pl.shared.q }
+
+// wait puts waiter w of a client of pl on loop ls in the queue (see
+// enqueue and recheck); false: the queue is full. Loop goroutine.
+func (ls *loopState) wait(pl *pool, w *waiter) bool {
+	qs := pl.queue()
+	if !qs.enqueue(ls.id, w, pl.cfg.MaxQueue) {
+		return false
+	}
+	qs.recheck(ls.id, pl)
+	ls.shedIdle(pl)
+	return true
+}
+
+// shedIdle asks the loops with idle pooled connections to a server of pl
+// at its cap to close them (shedFor), so that the slots they hold go to
+// the waiters. Loop goroutine.
+func (ls *loopState) shedIdle(pl *pool) {
+	for k, el := range pl.shared.q.p.e.Loops() {
+		for _, s := range pl.servers {
+			if s.loops[k].stats.idle.load() > 0 && !s.hasRoom() {
+				if k == ls.id {
+					ls.shedFor(pl)
+				} else {
+					lk := pl.shared.q.p.loops[k]
+					el.Post(func() { lk.shedFor(pl) })
+				}
+				break
+			}
+		}
+	}
+}
+
+// shedFor closes this loop's idle pooled connections to the servers of
+// pl at their caps while the pool has waiters. Loop goroutine.
+func (ls *loopState) shedFor(pl *pool) {
+	qs := pl.queue()
+	for _, s := range pl.servers {
+		sl := s.loops[ls.id]
+		for len(sl.idle.conns) > 0 && qs.waiting.Load() > 0 && !s.hasRoom() {
+			ls.dropIdle(sl.idle.conns[0].c, &sl.tag)
+		}
+	}
+}

@@ -1,0 +1,570 @@
+package proxy
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/spindlenet/spindle/engine"
+)
+
+// capServer is a raw HTTP/1.1 (or, tcp, echo) server that counts the
+// connections it has open and the most it had at once. A connection is
+// counted from its accept until before the server's answer (HTTP) or FIN
+// (tcp) goes out: the proxy lets go of a connection's slot only once that
+// arrived, so that the count the server sees is never above the cap the
+// proxy keeps, whatever the timing.
+type capServer struct {
+	addr      string
+	tcp       bool          // echo (until the client's FIN) instead of HTTP
+	delay     time.Duration // before each answer
+	hold      chan struct{} // non-nil: each request waits for a receive
+	open, max atomic.Int64
+	accepted  atomic.Int64
+
+	mu    sync.Mutex
+	paths []string
+}
+
+func newCapServer(t *testing.T, tcp bool, delay time.Duration, hold bool) *capServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := &capServer{addr: ln.Addr().String(), tcp: tcp, delay: delay}
+	if hold {
+		cs.hold = make(chan struct{})
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	conns := map[net.Conn]bool{}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			cs.accepted.Add(1)
+			n := cs.open.Add(1)
+			for m := cs.max.Load(); n > m && !cs.max.CompareAndSwap(m, n); m = cs.max.Load() {
+			}
+			mu.Lock()
+			conns[c] = true
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cs.serve(c, stop)
+				c.Close()
+				mu.Lock()
+				delete(conns, c)
+				mu.Unlock()
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		close(stop)
+		mu.Lock()
+		for c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return cs
+}
+
+func (cs *capServer) serve(c net.Conn, stop chan struct{}) {
+	if cs.tcp {
+		time.Sleep(cs.delay)
+		io.Copy(struct{ io.Writer }{c}, struct{ io.Reader }{c})
+		cs.open.Add(-1)
+		c.(*net.TCPConn).CloseWrite()
+		return
+	}
+	br := bufio.NewReader(c)
+	req, err := http.ReadRequest(br)
+	if err != nil {
+		cs.open.Add(-1)
+		return
+	}
+	cs.mu.Lock()
+	cs.paths = append(cs.paths, req.URL.Path)
+	cs.mu.Unlock()
+	time.Sleep(cs.delay)
+	if cs.hold != nil {
+		select {
+		case <-cs.hold:
+		case <-stop:
+		}
+	}
+	cs.open.Add(-1)
+	fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(req.URL.Path), req.URL.Path)
+}
+
+// got returns the paths the server received, in order.
+func (cs *capServer) got() []string {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return append([]string(nil), cs.paths...)
+}
+
+// held sends a GET for path through p and waits until cs holds it.
+func (cs *capServer) held(t *testing.T, p *Proxy, path string) net.Conn {
+	t.Helper()
+	n := len(cs.got())
+	c := rawGet(t, p, path)
+	waitFor(t, path+" at the server", func() bool { return len(cs.got()) == n+1 })
+	return c
+}
+
+// queued waits until n wait in p's pool app's queue.
+func queued(t *testing.T, p *Proxy, n int64) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%d queued", n), func() bool { return poolTotals(p, "app").QueueLength == n })
+}
+
+// poolTotals returns pool name's totals.
+func poolTotals(p *Proxy, name string) PoolTotals {
+	for _, pt := range p.Totals().Pools {
+		if pt.Name == name {
+			return pt
+		}
+	}
+	return PoolTotals{}
+}
+
+// capConfig is a config for b with two loops (one where only one CPU is
+// given), the pool's servers at max_conns.
+func capConfig(b engine.Backend, mode string, loops, maxConns int, servers ...string) *Config {
+	cfg := testConfig(b, servers...)
+	if loops == 2 {
+		cfg.Engine.CPUs = []int{0, 1}
+	}
+	cfg.Listeners[0].Mode = mode
+	cfg.Pools[0].MaxConns = maxConns
+	cfg.Pools[0].QueueTimeout = Duration(10 * time.Second)
+	return cfg
+}
+
+// rawGet sends a GET for path on a new connection to p and returns the
+// connection, not reading the response.
+func rawGet(t *testing.T, p *Proxy, path string) net.Conn {
+	t.Helper()
+	c := dial(t, p)
+	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// status reads the response to rawGet's request and returns its status
+// and body.
+func status(t *testing.T, c net.Conn) (int, string) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(15 * time.Second))
+	resp, body := readResponse(t, c, "GET")
+	return resp.StatusCode, body
+}
+
+// TestMaxConnsTCP: 40 concurrent mode tcp clients over two loops to one
+// server of max_conns 3 each get their echo, the server never having
+// more than 3 connections from the proxy; the others waited in the queue
+// (counted), which is empty at the end.
+func TestMaxConnsTCP(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		cs := newCapServer(t, true, 20*time.Millisecond, false)
+		p := startProxy(t, capConfig(b, ModeTCP, 2, 3, cs.addr))
+		var wg sync.WaitGroup
+		errs := make(chan error, 40)
+		for i := range 40 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c, err := net.Dial("tcp", p.Addr("web").String())
+				if err != nil {
+					errs <- err
+					return
+				}
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(15 * time.Second))
+				msg := fmt.Sprintf("client %d", i)
+				io.WriteString(c, msg)
+				c.(*net.TCPConn).CloseWrite()
+				got, err := io.ReadAll(c)
+				if err != nil || string(got) != msg {
+					errs <- fmt.Errorf("client %d: got %q, %v", i, got, err)
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		if m := cs.max.Load(); m > 3 {
+			t.Errorf("the server had %d connections at once, want 3 at most", m)
+		}
+		pt := poolTotals(p, "app")
+		if pt.Queued == 0 || pt.QueueServed != pt.Queued || pt.QueueTimeouts != 0 {
+			t.Errorf("queued %d, served %d, timeouts %d: want some queued, all served", pt.Queued, pt.QueueServed, pt.QueueTimeouts)
+		}
+		waitFor(t, "the slots let go of", func() bool { return serverTotals(p, cs.addr).Connections == 0 })
+		if st := serverTotals(p, cs.addr); st.MaxConns != 3 || poolTotals(p, "app").QueueLength != 0 {
+			t.Errorf("max_conns %d, queue %d: want 3 and 0", st.MaxConns, poolTotals(p, "app").QueueLength)
+		}
+	})
+}
+
+// TestMaxConnsHTTP: 60 concurrent HTTP/1.1 requests over two loops to a
+// server of max_conns 3 are all answered, the server never having more
+// than 3 connections from the proxy.
+func TestMaxConnsHTTP(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		cs := newCapServer(t, false, 10*time.Millisecond, false)
+		p := startProxy(t, capConfig(b, ModeHTTP, 2, 3, cs.addr))
+		hc, url := client(t, p)
+		hc.Transport.(*http.Transport).MaxIdleConnsPerHost = 60
+		var wg sync.WaitGroup
+		var failed atomic.Int64
+		for i := range 60 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				resp, err := hc.Get(fmt.Sprintf("%s/r%d", url, i))
+				if err != nil {
+					t.Error(err)
+					failed.Add(1)
+					return
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 || string(body) != fmt.Sprintf("/r%d", i) {
+					t.Errorf("request %d: %d %q", i, resp.StatusCode, body)
+				}
+			}()
+		}
+		wg.Wait()
+		if m := cs.max.Load(); m > 3 {
+			t.Errorf("the server had %d connections at once, want 3 at most", m)
+		}
+		if pt := poolTotals(p, "app"); pt.Queued == 0 {
+			t.Errorf("nothing queued: the test did not test the queue")
+		}
+	})
+}
+
+// TestMaxConnsQueueOrder: with max_conns 1, requests that arrive while
+// the slot is taken get it in the order they came, one at a time.
+func TestMaxConnsQueueOrder(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		cs := newCapServer(t, false, 0, true)
+		p := startProxy(t, capConfig(b, ModeHTTP, 1, 1, cs.addr))
+		var cs2 []net.Conn
+		for i := range 5 {
+			cs2 = append(cs2, rawGet(t, p, fmt.Sprintf("/%d", i)))
+			if i == 0 {
+				waitFor(t, "the first request at the server", func() bool { return len(cs.got()) == 1 })
+			} else {
+				waitFor(t, "the request queued", func() bool { return poolTotals(p, "app").QueueLength == int64(i) })
+			}
+		}
+		for i, c := range cs2 {
+			cs.hold <- struct{}{}
+			if st, body := status(t, c); st != 200 || body != fmt.Sprintf("/%d", i) {
+				t.Fatalf("request %d: %d %q", i, st, body)
+			}
+		}
+		if got, want := strings.Join(cs.got(), " "), "/0 /1 /2 /3 /4"; got != want {
+			t.Errorf("the server got %s, want %s", got, want)
+		}
+		if m := cs.max.Load(); m != 1 {
+			t.Errorf("the server had %d connections at once, want 1", m)
+		}
+	})
+}
+
+// TestMaxConnsQueueTimeout: a request that waits queue_timeout gets 503
+// (logged SQ, counted); a mode tcp client is closed.
+func TestMaxConnsQueueTimeout(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		cs := newCapServer(t, false, 0, true)
+		cfg := capConfig(b, ModeHTTP, 1, 1, cs.addr)
+		cfg.Pools[0].QueueTimeout = Duration(200 * time.Millisecond)
+		path := t.TempDir() + "/log"
+		cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: path}
+		p := startProxy(t, cfg)
+		first := cs.held(t, p, "/first")
+		start := time.Now()
+		second := rawGet(t, p, "/second")
+		if st, _ := status(t, second); st != 503 {
+			t.Errorf("queued request: %d, want 503", st)
+		}
+		if el := time.Since(start); el < 150*time.Millisecond || el > 5*time.Second {
+			t.Errorf("503 after %v, want about queue_timeout (200ms)", el)
+		}
+		if pt := poolTotals(p, "app"); pt.QueueTimeouts != 1 || pt.QueueLength != 0 {
+			t.Errorf("timeouts %d, queue %d: want 1 and 0", pt.QueueTimeouts, pt.QueueLength)
+		}
+		m := waitLine(t, path, "the 503's line", func(m map[string]any) bool { return field(m, "target") == "/second" })
+		checkFields(t, m, map[string]string{"status": "503", "source": "proxy", "term": "SQ"})
+		if q, _ := m["queue_us"].(float64); q < 150e3 || q > 5e6 {
+			t.Errorf("queue_us %v, want about 200ms", m["queue_us"])
+		}
+		ms := scrape(t, p)
+		for k, want := range map[string]float64{
+			`spindle_proxy_pool_queue_timeouts_total{pool="app"}`:                   1,
+			`spindle_proxy_pool_queued_total{pool="app"}`:                           1,
+			`spindle_proxy_pool_queue_length{pool="app"}`:                           0,
+			`spindle_proxy_server_max_conns{pool="app",server="` + cs.addr + `"}`:   1,
+			`spindle_proxy_server_connections{pool="app",server="` + cs.addr + `"}`: 1,
+		} {
+			if v, ok := ms[k]; !ok || v != want {
+				t.Errorf("%s = %v (%v), want %v", k, v, ok, want)
+			}
+		}
+		cs.hold <- struct{}{}
+		if st, _ := status(t, first); st != 200 {
+			t.Errorf("first request: %d", st)
+		}
+
+		// Mode tcp: the client is closed.
+		ts := newCapServer(t, true, 0, false)
+		tcfg := capConfig(b, ModeTCP, 1, 1, ts.addr)
+		tcfg.Pools[0].QueueTimeout = Duration(200 * time.Millisecond)
+		tp := startProxy(t, tcfg)
+		holder := dial(t, tp)
+		if err := roundTrip(holder, "x"); err != nil {
+			t.Fatal(err)
+		}
+		waiter := dial(t, tp)
+		if err := closedByProxy(waiter); err != nil {
+			t.Error(err)
+		}
+		if pt := poolTotals(tp, "app"); pt.QueueTimeouts != 1 {
+			t.Errorf("tcp: timeouts %d, want 1", pt.QueueTimeouts)
+		}
+	})
+}
+
+// TestMaxConnsQueueFull: past max_queue waiting, a request gets 503 at
+// once (counted) and the waiting ones keep their turn.
+func TestMaxConnsQueueFull(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		cs := newCapServer(t, false, 0, true)
+		cfg := capConfig(b, ModeHTTP, 1, 1, cs.addr)
+		cfg.Pools[0].MaxQueue = 1
+		p := startProxy(t, cfg)
+		first := cs.held(t, p, "/first")
+		second := rawGet(t, p, "/second")
+		queued(t, p, 1)
+		start := time.Now()
+		if st, _ := status(t, rawGet(t, p, "/third")); st != 503 {
+			t.Errorf("request past max_queue: %d, want 503", st)
+		}
+		if el := time.Since(start); el > 2*time.Second {
+			t.Errorf("503 after %v, want it at once", el)
+		}
+		if pt := poolTotals(p, "app"); pt.QueueRefused != 1 {
+			t.Errorf("refused %d, want 1", pt.QueueRefused)
+		}
+		cs.hold <- struct{}{}
+		cs.hold <- struct{}{}
+		for _, c := range []net.Conn{first, second} {
+			if st, _ := status(t, c); st != 200 {
+				t.Errorf("status %d, want 200", st)
+			}
+		}
+	})
+}
+
+// TestMaxConnsClientLeaves: a waiting client that closes leaves the
+// queue, and the slot goes to the next one.
+func TestMaxConnsClientLeaves(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		cs := newCapServer(t, false, 0, true)
+		p := startProxy(t, capConfig(b, ModeHTTP, 1, 1, cs.addr))
+		first := cs.held(t, p, "/first")
+		gone := rawGet(t, p, "/gone")
+		queued(t, p, 1)
+		next := rawGet(t, p, "/next")
+		queued(t, p, 2)
+		start := time.Now()
+		gone.Close()
+		queued(t, p, 1)
+		if el := time.Since(start); el > 5*time.Second {
+			t.Errorf("out of the queue after %v: by its queue_timeout, not its close", el)
+		}
+		if pt := poolTotals(p, "app"); pt.QueueTimeouts != 0 {
+			t.Errorf("%d queue timeouts, want 0", pt.QueueTimeouts)
+		}
+		cs.hold <- struct{}{}
+		if st, _ := status(t, first); st != 200 {
+			t.Errorf("first: %d", st)
+		}
+		cs.hold <- struct{}{}
+		if st, body := status(t, next); st != 200 || body != "/next" {
+			t.Errorf("next: %d %q", st, body)
+		}
+		if got, want := strings.Join(cs.got(), " "), "/first /next"; got != want {
+			t.Errorf("the server got %s, want %s", got, want)
+		}
+
+		// Mode tcp: a client that resets while it waits leaves too.
+		ts := newCapServer(t, true, 0, false)
+		tp := startProxy(t, capConfig(b, ModeTCP, 1, 1, ts.addr))
+		holder := dial(t, tp)
+		if err := roundTrip(holder, "x"); err != nil {
+			t.Fatal(err)
+		}
+		w := dial(t, tp)
+		queued(t, tp, 1)
+		w.SetLinger(0)
+		w.Close()
+		queued(t, tp, 0)
+		if pt := poolTotals(tp, "app"); pt.QueueTimeouts != 0 {
+			t.Errorf("tcp: %d queue timeouts, want 0", pt.QueueTimeouts)
+		}
+	})
+}
+
+// TestMaxConnsSkipsFull: a server at its cap is skipped for another of
+// the pool with room (a server's own max_conns); nothing waits.
+func TestMaxConnsSkipsFull(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		full := newCapServer(t, false, 0, true)
+		room := newCapServer(t, false, 0, false)
+		cfg := capConfig(b, ModeHTTP, 1, 0, full.addr, room.addr)
+		one := 1
+		cfg.Pools[0].Servers[0].MaxConns = &one
+		cfg.Pools[0].QueueTimeout = Duration(10 * time.Second)
+		p := startProxy(t, cfg)
+		first := rawGet(t, p, "/first") // round-robin: the first server
+		waitFor(t, "the first request at the server", func() bool { return len(full.got()) == 1 })
+		for i := range 6 {
+			if st, _ := status(t, rawGet(t, p, fmt.Sprintf("/%d", i))); st != 200 {
+				t.Fatalf("request %d: %d", i, st)
+			}
+		}
+		if n := len(room.got()); n != 6 {
+			t.Errorf("the server with room got %d requests, want 6", n)
+		}
+		if pt := poolTotals(p, "app"); pt.Queued != 0 {
+			t.Errorf("%d queued, want none", pt.Queued)
+		}
+		full.hold <- struct{}{}
+		if st, _ := status(t, first); st != 200 {
+			t.Errorf("first: %d", st)
+		}
+	})
+}
+
+// TestMaxConnsReload: a reload that raises the cap serves the waiting
+// request at once; one that lowers it makes new requests wait while the
+// connections open are above it.
+func TestMaxConnsReload(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		cs := newCapServer(t, false, 0, true)
+		p := startProxy(t, capConfig(b, ModeHTTP, 2, 1, cs.addr))
+		a := cs.held(t, p, "/a")
+		bc := rawGet(t, p, "/b")
+		queued(t, p, 1)
+		mustReload(t, p, capConfig(b, ModeHTTP, 2, 2, cs.addr))
+		waitFor(t, "b at the server", func() bool { return len(cs.got()) == 2 })
+
+		mustReload(t, p, capConfig(b, ModeHTTP, 2, 1, cs.addr))
+		cs.hold <- struct{}{} // one of a and b answered: 1 open, at the cap
+		c := rawGet(t, p, "/c")
+		queued(t, p, 1)
+		time.Sleep(50 * time.Millisecond)
+		if n := len(cs.got()); n != 2 {
+			t.Fatalf("the server got %d requests under the lowered cap, want 2", n)
+		}
+		cs.hold <- struct{}{}
+		waitFor(t, "c at the server", func() bool { return len(cs.got()) == 3 })
+		cs.hold <- struct{}{}
+		for _, x := range []net.Conn{a, bc, c} {
+			if st, _ := status(t, x); st != 200 {
+				t.Errorf("status %d", st)
+			}
+		}
+	})
+}
+
+// TestMaxConnsH2Streams: 200 streams of HTTP/2 clients to an http1 pool
+// whose server has max_conns 2 all complete: a stream waiting for a slot
+// holds none, and each slot let go of goes to the next.
+func TestMaxConnsH2Streams(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		cs := newCapServer(t, false, time.Millisecond, false)
+		cfg := capConfig(b, ModeHTTP, 2, 2, cs.addr)
+		cfg.Listeners[0].H2C = true
+		p := startProxy(t, cfg)
+		hc, url := h2Client(t, p)
+		var wg sync.WaitGroup
+		for i := range 200 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				req, _ := http.NewRequest("GET", fmt.Sprintf("%s/s%d", url, i), nil)
+				resp, err := hc.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 || string(body) != fmt.Sprintf("/s%d", i) {
+					t.Errorf("stream %d: %d %q", i, resp.StatusCode, body)
+				}
+			}()
+		}
+		wg.Wait()
+		if m := cs.max.Load(); m > 2 {
+			t.Errorf("the server had %d connections at once, want 2 at most", m)
+		}
+		if pt := poolTotals(p, "app"); pt.Queued == 0 || pt.QueueLength != 0 {
+			t.Errorf("queued %d, queue %d: want some queued, none left", pt.Queued, pt.QueueLength)
+		}
+	})
+}
+
+// TestMaxConnsShutdown: requests and clients waiting when the proxy
+// stops are closed, none left in the queue (TestMain checks that nothing
+// leaks).
+func TestMaxConnsShutdown(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		cs := newCapServer(t, false, 0, true)
+		p, stop := runProxy(t, capConfig(b, ModeHTTP, 2, 1, cs.addr))
+		cs.held(t, p, "/a")
+		var ws []net.Conn
+		for i := range 4 {
+			ws = append(ws, rawGet(t, p, fmt.Sprintf("/w%d", i)))
+		}
+		queued(t, p, 4)
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		if n := poolTotals(p, "app").QueueLength; n != 0 {
+			t.Errorf("%d left in the queue", n)
+		}
+		for _, c := range ws {
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if _, err := io.ReadAll(c); err != nil && !strings.Contains(err.Error(), "reset") {
+				t.Errorf("waiting client: %v, want closed", err)
+			}
+		}
+	})
+}
