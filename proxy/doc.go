@@ -18,6 +18,7 @@
 //	    balance: least-conn
 //	    health: {type: http, path: /healthz, expect: "200-399", interval: 2s, timeout: 1s, rise: 2, fall: 3}
 //	    passive: {fails: 3, cooldown: 10s}
+//	    max_conns: 500
 //	admin: {listen: "127.0.0.1:9901"}
 //
 // A server may be named by host: New resolves each name once, to the first
@@ -412,6 +413,67 @@
 // one before (reused) or not (new). The access log has a line per stream
 // as ever (reused as above).
 //
+// A pool's servers may have a connection cap, max_conns, as HAProxy's
+// server maxconn with its queue and Envoy's circuit breakers
+// (max_connections, max_pending_requests) have:
+//
+//	pools:
+//	  - name: app
+//	    servers: ["10.0.0.1:80", {address: "10.0.0.2:80", weight: 2, max_conns: 800}]
+//	    max_conns: 500     # per server, over all loops (a server's own replaces it); default 0: none
+//	    max_queue: 1024    # waiters over all loops; -1: no bound
+//	    queue_timeout: 5s  # a wait's bound (HAProxy's timeout queue)
+//
+// The cap counts the connections the proxy has to a server over every
+// loop: connecting, in use and idle kept-alive ones alike (an atomic
+// count per server, taken with a compare-and-swap before each dial; no
+// lock). A server at its cap is skipped for the next of the pool with
+// room, as a server down is; only when every server up is at its cap
+// does the client (mode tcp), the request (mode http) or the HTTP/2
+// client's stream (an h2c listener's, to an http1 pool) wait, in the
+// pool's queue. Each loop has its own FIFO of waiters: a slot let go of
+// (a connection closed) goes to a waiter of the loop that let it go if
+// it has one, else to another loop with waiters (posted to it), so that
+// no slot stays free while some loop has waiters. Within a loop the
+// waiters get their slots in the order they came; across loops, a client
+// arriving while a freed slot is on its way to another loop's waiter may
+// take it (the waiter stays first in its loop, and has the next one). A
+// kept-alive connection idle in a loop's pool holds its slot: while the
+// pool has waiters, a connection whose exchange ends is not pooled (it
+// closes, its slot going to them), and a wait that begins has the idle
+// connections to servers at their caps closed on every loop. A waiter
+// whose turn came looks for a connection again (an idle one first) and
+// dials; while it waits it holds no slot (an HTTP/2 client's streams
+// waiting hold none, so that 200 streams through 2 slots all complete),
+// and a request's body waits in its window, as while its upstream
+// connects.
+//
+// A wait ends with a slot; at queue_timeout (default 5s), with 503 (SQ
+// in the access log) in mode http and the client closed in mode tcp,
+// counted; when its client goes: an HTTP/1.1 client's FIN or close
+// (nothing reached a server yet: as HAProxy's option abortonclose), an
+// HTTP/2 client's RST_STREAM or close, a mode tcp client's reset (its FIN
+// keeps its place: the half-close passes on once connected, after its
+// first bytes, which are read and held while it waits); or at the
+// proxy's stop (its clients are closed). max_queue (default 1024,
+// Envoy's max_pending_requests; -1: no bound) bounds the waiters over all
+// loops: past it a request gets 503 at once (UO), a tcp client is closed,
+// counted. max_queue and queue_timeout are only given with a max_conns.
+// A reload's max_conns applies at once to the servers it keeps, whichever
+// config their connections were made under: a raised cap wakes the
+// waiters, a lowered one makes new connections wait until enough close
+// (none is closed for it); max_queue and queue_timeout apply to the
+// requests and clients that begin after it. An h2c pool (protocol h2c)
+// takes no max_conns: h2_max_connections bounds its connections, per
+// server and loop, and its streams wait for room on them within
+// response_timeout. /metrics has per server spindle_proxy_server_max_conns
+// (0: none) and spindle_proxy_server_connections (what it bounds), and per
+// pool spindle_proxy_pool_queue_length (waiting now), _queued_total,
+// _queue_timeouts_total, _queue_refused_total (max_queue),
+// _queue_served_total and _queue_wait_seconds_total (the time the served
+// waits spent queued: the mean wait is their ratio); the access log's
+// queue_us is a request's or tcp connection's wait (HAProxy's Tw).
+//
 // The forwarding fields depend on the client's address (an IPv4-mapped
 // one compared as IPv4) and the listener's trusted_proxies (CIDRs,
 // default none), as nginx's set_real_ip_from and Envoy's
@@ -450,8 +512,8 @@
 // fields in this order, separated by spaces, strings quoted and escaped
 // as in JSON and "-" for none (null in JSON):
 //
-//	http: time listener client method host target proto status req_bytes resp_bytes route server source duration_us reused term
-//	tcp:  time listener client server client_bytes server_bytes duration_us term
+//	http: time listener client method host target proto status req_bytes resp_bytes route server source duration_us reused term queue_us
+//	tcp:  time listener client server client_bytes server_bytes duration_us term queue_us
 //
 // time is the line's (UTC, µs); client the client's address and port
 // (server's likewise; one whose IPv6 zone needs escaping is a quoted
@@ -463,7 +525,8 @@
 // to; source is upstream or proxy (a response the proxy made); duration_us
 // runs from the request head's arrival to the response's end (mode tcp:
 // the connection's life); reused (true, false; text reused, new) tells a
-// pooled upstream connection. term says how it ended, after HAProxy's
+// pooled upstream connection; queue_us is the time waited in the pool's
+// queue for a slot (max_conns; 0 for none). term says how it ended, after HAProxy's
 // termination states and Envoy's response flags: "-" normally, else
 //
 //	CD  the client closed or reset its connection first (HAProxy CD, Envoy DC)
@@ -476,6 +539,8 @@
 //	PH  the proxy refused the server's response: 502 or a reset (HAProxy PH, Envoy UPE)
 //	IT  mode tcp: idle_timeout closed the connection (Envoy SI)
 //	SR  an h2c server reset the stream (RST_STREAM), its connection going on: a reset, or 502 to HTTP/1.1 (Envoy UR)
+//	SQ  queue_timeout ran out in the pool's queue for a slot (max_conns): 503, or the tcp client closed (HAProxy sQ)
+//	UO  the pool's queue held max_queue waiters: 503 at once, or the tcp client closed (Envoy UO)
 //
 // The loops never wait for the log: each formats its lines into its own
 // buffers, which a writer goroutine writes out (every 100ms, or 64 KiB at
