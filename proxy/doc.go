@@ -451,11 +451,15 @@
 // A wait ends with a slot; at queue_timeout (default 5s), with 503 (SQ
 // in the access log) in mode http and the client closed in mode tcp,
 // counted; when its client goes: an HTTP/1.1 client's FIN or close
-// (nothing reached a server yet: as HAProxy's option abortonclose), an
+// (nothing reached a server yet: as HAProxy's option abortonclose; one
+// that sent more than its head, a body's start or a next request, is not
+// read while it waits, and is seen going at its turn or its timeout), an
 // HTTP/2 client's RST_STREAM or close, a mode tcp client's reset (its FIN
 // keeps its place: the half-close passes on once connected, after its
 // first bytes, which are read and held while it waits); or at the
-// proxy's stop (its clients are closed). max_queue (default 1024,
+// proxy's stop (its clients are closed). A waiter whose turn came but
+// whose connect then fails, every other server being full, waits again
+// from the queue's end. max_queue (default 1024,
 // Envoy's max_pending_requests; -1: no bound) bounds the waiters over all
 // loops: past it a request gets 503 at once (UO), a tcp client is closed,
 // counted. max_queue and queue_timeout are only given with a max_conns.

@@ -568,3 +568,29 @@ func TestMaxConnsShutdown(t *testing.T) {
 		}
 	})
 }
+
+// TestMaxConnsIdleGivesWay: a kept-alive connection idle in one loop's
+// pool holds the server's only slot; a request on the other loop gets it
+// at once (the idle connection closed for it), not at its queue_timeout.
+func TestMaxConnsIdleGivesWay(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, r.URL.Path) })
+		cfg := capConfig(b, ModeHTTP, 2, 1, u.addr)
+		cfg.Pools[0].QueueTimeout = Duration(3 * time.Second)
+		p := startProxy(t, cfg)
+		for i := range 20 {
+			c := rawGet(t, p, fmt.Sprintf("/%d", i)) // a new client each, on either loop
+			start := time.Now()
+			if st, body := status(t, c); st != 200 || body != fmt.Sprintf("/%d", i) {
+				t.Fatalf("request %d: %d %q", i, st, body)
+			}
+			if el := time.Since(start); el > time.Second {
+				t.Errorf("request %d answered after %v", i, el)
+			}
+			c.Close()
+		}
+		if pt := poolTotals(p, "app"); pt.QueueTimeouts != 0 {
+			t.Errorf("%d queue timeouts, want 0", pt.QueueTimeouts)
+		}
+	})
+}
