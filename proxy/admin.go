@@ -169,20 +169,16 @@ func (p *Proxy) WriteMetrics(w io.Writer) error {
 		{"spindle_proxy_pool_queued_total", "counter", "Waits begun in the pool's queue.", func(p PoolTotals) string { return u(p.Queued) }},
 		{"spindle_proxy_pool_queue_timeouts_total", "counter", "Waits queue_timeout ended (mode http: 503, logged SQ; mode tcp: the client closed).", func(p PoolTotals) string { return u(p.QueueTimeouts) }},
 		{"spindle_proxy_pool_queue_refused_total", "counter", "Clients and requests refused at once because max_queue were waiting (mode http: 503, logged UO).", func(p PoolTotals) string { return u(p.QueueRefused) }},
+		// (A sum and a count: the package has no histograms.)
+		{"spindle_proxy_pool_queue_served_total", "counter", "Waits in the pool's queue that ended with their turn (a slot, mostly).", func(p PoolTotals) string { return u(p.QueueServed) }},
+		{"spindle_proxy_pool_queue_wait_seconds_total", "counter", "Time the waits that ended with their turn spent in the pool's queue (over spindle_proxy_pool_queue_served_total: the mean wait).", func(p PoolTotals) string {
+			return strconv.FormatFloat(p.QueueWait.Seconds(), 'f', -1, 64)
+		}},
 	} {
 		family(m.name, m.typ, m.help)
 		for _, pl := range t.Pools {
 			fmt.Fprintf(bw, "%s{pool=\"%s\"} %s\n", m.name, escape(pl.Name), m.v(pl))
 		}
-	}
-	// (Two counters, sum and count: the package has no histograms.)
-	family("spindle_proxy_pool_queue_served_total", "counter", "Waits in the pool's queue that ended with their turn (a slot, mostly).")
-	for _, pl := range t.Pools {
-		fmt.Fprintf(bw, "spindle_proxy_pool_queue_served_total{pool=\"%s\"} %d\n", escape(pl.Name), pl.QueueServed)
-	}
-	family("spindle_proxy_pool_queue_wait_seconds_total", "counter", "Time the waits that ended with their turn spent in the pool's queue (divided by spindle_proxy_pool_queue_served_total: the mean wait).")
-	for _, pl := range t.Pools {
-		fmt.Fprintf(bw, "spindle_proxy_pool_queue_wait_seconds_total{pool=\"%s\"} %s\n", escape(pl.Name), strconv.FormatFloat(pl.QueueWait.Seconds(), 'f', -1, 64))
 	}
 	family("spindle_proxy_server_http_requests_total", "counter", "HTTP requests sent to the server (mode http; a retried one twice), on a connection from the idle pool (conn=\"reused\") or a new one (conn=\"new\").")
 	for _, s := range t.Servers {

@@ -328,6 +328,8 @@ func TestMaxConnsQueueTimeout(t *testing.T) {
 			`spindle_proxy_pool_queue_timeouts_total{pool="app"}`:                   1,
 			`spindle_proxy_pool_queued_total{pool="app"}`:                           1,
 			`spindle_proxy_pool_queue_length{pool="app"}`:                           0,
+			`spindle_proxy_pool_queue_served_total{pool="app"}`:                     0,
+			`spindle_proxy_pool_queue_wait_seconds_total{pool="app"}`:               0,
 			`spindle_proxy_server_max_conns{pool="app",server="` + cs.addr + `"}`:   1,
 			`spindle_proxy_server_connections{pool="app",server="` + cs.addr + `"}`: 1,
 		} {
