@@ -333,7 +333,8 @@ func (c *h2conn) newStream(id uint32) *h2stream {
 	}
 	resp := st.resp
 	*st = h2stream{c: c, id: id, ln: c.ln, out: st.out[:0], body: st.body[:0], uin: st.uin[:0], trl: st.trl[:0],
-		hb: st.hb[:0], fields: st.fields[:0], x: exchange{meta: st.x.meta[:0]}, resp: h1.Response{Headers: resp.Headers[:0]}, u2: st.u2.reuse()}
+		hb: st.hb[:0], fields: st.fields[:0], x: exchange{meta: st.x.meta[:0]}, resp: h1.Response{Headers: resp.Headers[:0]}, u2: st.u2.reuse(),
+		w: waiter{wake: st.w.wake}} // (its wake, bound to st, made once)
 	c.streams = append(c.streams, st)
 	return st
 }
