@@ -459,10 +459,10 @@
 // first bytes, which are read and held while it waits); or at the
 // proxy's stop (its clients are closed). A waiter whose turn came but
 // whose connect then fails, every other server being full, waits again
-// from the queue's end. max_queue (default 1024,
-// Envoy's max_pending_requests; -1: no bound) bounds the waiters over all
-// loops: past it a request gets 503 at once (UO), a tcp client is closed,
-// counted. max_queue and queue_timeout are only given with a max_conns.
+// from the queue's end, its queue_timeout counted again. max_queue
+// (default 1024, Envoy's max_pending_requests; -1: no bound) bounds the
+// waiters over all loops: past it a request gets 503 at once (UO), a tcp
+// client is closed, counted. max_queue and queue_timeout are only given with a max_conns.
 // A reload's max_conns applies at once to the servers it keeps, whichever
 // config their connections were made under: a raised cap wakes the
 // waiters, a lowered one makes new connections wait until enough close
