@@ -459,7 +459,11 @@
 // first bytes, which are read and held while it waits); or at the
 // proxy's stop (its clients are closed). A waiter whose turn came but
 // whose connect then fails, every other server being full, waits again
-// from the queue's end, its queue_timeout counted again. max_queue
+// from the queue's end with the rest of its queue_timeout, and the
+// server that failed is not tried again for it (each server is tried
+// once per client or request, however many waits apart: a dead server's
+// failures, each freeing its slot, would wake it to dial again at the
+// rate the server refuses). max_queue
 // (default 1024, Envoy's max_pending_requests; -1: no bound) bounds the
 // waiters over all loops: past it a request gets 503 at once (UO), a tcp
 // client is closed, counted. max_queue and queue_timeout are only given with a max_conns.

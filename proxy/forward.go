@@ -261,6 +261,9 @@ type dialing struct {
 	tries  int  // servers tried (skipped as down included)
 	dialed bool // a dial was started: "failed" rather than "no server"
 	full   bool // a server up was skipped at its cap (max_conns): the walk ends in the queue
+	// failed are the servers (their indexes below 64) a dial failed to,
+	// kept over the waits in the queue (failedAt).
+	failed uint64
 }
 
 // next dials the next server of pl that is up and that no reload has
@@ -277,6 +280,9 @@ func (d *dialing) next(ls *loopState, pl *pool, c *engine.Conn, timeout time.Dur
 			return nil, 0, nil
 		}
 		srv := pl.servers[i]
+		if failedTo(d.failed, i) {
+			continue // (tried before this client's wait in the queue)
+		}
 		if !srv.take() {
 			d.full = true
 			continue
@@ -291,6 +297,7 @@ func (d *dialing) next(ls *loopState, pl *pool, c *engine.Conn, timeout time.Dur
 			// Refused before the dial could start (or closed by the
 			// backend inside Dial, whose OnClose found no session).
 			srv.release(ls.id)
+			d.failedAt(i)
 			st.failures.inc()
 			srv.connectFailed(pl)
 			continue
@@ -340,18 +347,21 @@ func (s *session) queue() {
 		s.w.wake = s.woken
 	}
 	front := s.w.front
-	if !s.ls.wait(s.pool, &s.w) {
+	if !s.ls.wait(s.pool, &s.w, s.failed) {
 		s.x.term = termQueueFull
 		s.client.Close()
 		return
 	}
 	if front {
-		return // (its timer runs from its first wait)
+		return // (its timer runs)
 	}
 	if s.qtFn == nil {
 		s.qtFn = s.queueTimedOut
 	}
-	s.qt = s.client.Loop().AfterFunc(time.Duration(s.pool.cfg.QueueTimeout), s.qtFn)
+	// From its first wait: one whose connect failed waits again with the
+	// rest of it.
+	s.qt.Stop()
+	s.qt = s.client.Loop().AfterFunc(time.Duration(s.w.since+int64(s.pool.cfg.QueueTimeout)-s.p.now()), s.qtFn)
 	if !s.hasP && !s.clientEOF {
 		s.client.ResumeRead()
 	}
@@ -360,7 +370,7 @@ func (s *session) queue() {
 // woken: the queue's turn came (a slot may be free): the walk over the
 // pool begins again. Loop goroutine.
 func (s *session) woken() {
-	s.dialing = dialing{start: pickServer(s.ls, s.pool)}
+	s.restart(pickServer(s.ls, s.pool))
 	s.x.queued = s.w.waited(s.p.now())
 	s.connect()
 	if s.w.q == nil {
@@ -677,6 +687,7 @@ func (h *handler) OnClose(c *engine.Conn, err error) {
 		}
 		st.failures.inc()
 		s.pool.servers[s.srv].connectFailed(s.pool)
+		s.failedAt(s.srv)
 		s.up = nil
 		s.connect()
 		return

@@ -490,7 +490,11 @@ var hdrHost = []byte("Host")
 // acquire gets the stream an upstream connection, as hsession.acquire.
 func (st *h2stream) acquire() {
 	ls := st.c.ls
-	st.dialing = dialing{start: pickServer(ls, st.pool)}
+	if st.w.front {
+		st.restart(pickServer(ls, st.pool)) // (its turn in the queue came)
+	} else {
+		st.dialing = dialing{start: pickServer(ls, st.pool)}
+	}
 	if up, i := ls.takeFirstIdle(st.pool, st.start); up != nil {
 		st.up, st.srv, st.upOpen, st.reused = up, i, true, true
 		up.SetContext(st)
@@ -526,15 +530,12 @@ func (st *h2stream) queue() {
 	if st.w.wake == nil {
 		st.w.wake = st.woken
 	}
-	front := st.w.front
-	if !st.c.ls.wait(st.pool, &st.w) {
+	if !st.c.ls.wait(st.pool, &st.w, st.failed) {
 		st.x.term = termQueueFull
 		st.respond(503)
 		return
 	}
-	if !front {
-		st.c.armAt(st.w.since + int64(st.pool.cfg.QueueTimeout))
-	}
+	st.c.armAt(st.w.since + int64(st.pool.cfg.QueueTimeout)) // (from its first wait)
 }
 
 // woken: the queue's turn came (a slot may be free): the stream looks for
@@ -851,6 +852,7 @@ func (st *h2stream) upFailed(err error) {
 		sst.failures.inc()
 		st.pool.servers[st.srv].release(st.c.ls.id)
 		st.pool.servers[st.srv].connectFailed(st.pool)
+		st.failedAt(st.srv)
 		st.up.SetContext(nil)
 		st.up = nil
 		st.connect()

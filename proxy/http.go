@@ -485,6 +485,7 @@ func (s *hsession) gotHead() {
 	s.reqDone = r.Framing == h1.NoBody
 	s.reqBody.Reset(r.Framing, r.ContentLength)
 	s.bodyN = 0
+	s.w.began = false // (a new request: its own wait, if any)
 	s.interim, s.respHead, s.closeAft, s.respLocal, s.retry, s.interims = false, false, false, false, false, 0
 	s.pool = s.route(r.Target, r.Host)
 	if s.h2 != nil {
@@ -690,7 +691,11 @@ func (s *hsession) acquire() {
 		s.h2.h2Pick()
 		return
 	}
-	s.dialing = dialing{start: pickServer(s.ls, s.pool)}
+	if s.w.front {
+		s.restart(pickServer(s.ls, s.pool)) // (its turn in the queue came)
+	} else {
+		s.dialing = dialing{start: pickServer(s.ls, s.pool)}
+	}
 	if c, i := s.ls.takeFirstIdle(s.pool, s.start); c != nil {
 		s.up, s.srv, s.upOpen, s.reused = c, i, true, true
 		c.SetContext(s)
@@ -742,21 +747,21 @@ func (s *hsession) queue() {
 	if s.w.wake == nil {
 		s.w.wake = s.woken
 	}
-	front := s.w.front
-	if !s.ls.wait(s.pool, &s.w) {
+	if !s.ls.wait(s.pool, &s.w, s.failed) {
 		s.x.term = termQueueFull
 		s.respond(503)
-		return
-	}
-	if front {
-		s.phase = phQueue // (its timeout counts from its first wait)
 		return
 	}
 	if s.hasP && s.poff >= s.pend.Len() {
 		s.hasP = false
 		s.pend.Release()
 	}
-	s.setPhase(phQueue)
+	// queue_timeout counts from its first wait: one whose turn came and
+	// whose connect failed waits again with the rest of it.
+	s.phase, s.mark = phQueue, s.w.since
+	if dl := s.mark + int64(s.timeout()); !s.armed || dl < s.armedAt {
+		s.arm(dl)
+	}
 }
 
 // woken: the queue's turn came (a slot may be free): the request looks
@@ -1208,6 +1213,7 @@ func (s *hsession) upFailed(err error) {
 		st.failures.inc()
 		s.pool.servers[s.srv].release(s.ls.id)
 		s.pool.servers[s.srv].connectFailed(s.pool)
+		s.failedAt(s.srv)
 		s.up.SetContext(nil)
 		s.up = nil
 		s.connect()

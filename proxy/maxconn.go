@@ -22,7 +22,9 @@ import "sync/atomic"
 type waiter struct {
 	prev, next *waiter
 	q          *waitQueue // the queue it is in, nil for none
-	since      int64      // Proxy.now it began to wait
+	since      int64      // Proxy.now it first waited (queue_timeout counts from it)
+	seg        int64      // Proxy.now it went in at the tail last
+	began      bool       // since is set: the request or client has waited
 	front      bool       // in wake: a slot not found, it waits again first
 	wake       func()     // looks for a slot again (out of the queue); made once per owner
 }
@@ -36,10 +38,10 @@ type waitQueue struct {
 	kick       atomic.Bool  // a serve is posted to the loop
 	serveFn    func()
 
-	queued   counter // waits begun
-	timeouts counter // waits that ran out (queue_timeout)
+	queued   counter // waits begun (at the tail)
+	timeouts counter // requests or clients whose queue_timeout ran out
 	refused  counter // clients or requests refused at once: the queue was full (max_queue)
-	served   counter // waits that ended with a slot (or another outcome than a timeout or the client's going)
+	served   counter // waits that ended with their turn (a slot, mostly)
 	waitNs   counter // time the served ones waited, ns
 	_        [32]byte
 }
@@ -134,7 +136,7 @@ func (qs *queueShared) kick(j int) {
 func (qs *queueShared) serve(q *waitQueue) {
 	q.kick.Store(false)
 	for w := q.head; w != nil; w = q.head {
-		since := w.since
+		seg := w.seg
 		qs.unlink(w)
 		w.front = true
 		w.wake()
@@ -143,7 +145,7 @@ func (qs *queueShared) serve(q *waitQueue) {
 			return // no slot: it waits again, first
 		}
 		q.served.inc()
-		q.waitNs.add(uint64(qs.p.now() - since))
+		q.waitNs.add(uint64(qs.p.now() - seg))
 	}
 }
 
@@ -168,7 +170,10 @@ func (qs *queueShared) enqueue(k int, w *waiter, maxQueue int) bool {
 		}
 		q.head = w
 	} else {
-		w.since = qs.p.now()
+		w.seg = qs.p.now()
+		if !w.began {
+			w.began, w.since = true, w.seg
+		}
 		q.queued.inc()
 		w.prev = q.tail
 		if q.tail != nil {
@@ -185,12 +190,13 @@ func (qs *queueShared) enqueue(k int, w *waiter, maxQueue int) bool {
 }
 
 // recheck wakes loop k's queue where a server of pl that a walk would
-// try (dialing.nextUp) has room: a slot freed between the walk that found
-// none and the enqueue that followed (whose release saw no waiter) is not
-// lost. Loop goroutine.
-func (qs *queueShared) recheck(k int, pl *pool) {
-	for _, s := range pl.servers {
-		if s.up() && !s.loops[k].idle.gone && s.hasRoom() {
+// try (dialing.next; failed: those the waiter failed to connect to) has
+// room: a slot freed between the walk that found none and the enqueue
+// that followed (whose release saw no waiter) is not lost. Loop
+// goroutine.
+func (qs *queueShared) recheck(k int, pl *pool, failed uint64) {
+	for i, s := range pl.servers {
+		if s.up() && !s.loops[k].idle.gone && !failedTo(failed, i) && s.hasRoom() {
 			qs.kick(k)
 			return
 		}
@@ -218,6 +224,24 @@ func (qs *queueShared) unlink(w *waiter) {
 	qs.waiting.Add(-1)
 }
 
+// failedTo reports server i in a dialing's failed set.
+func failedTo(failed uint64, i int) bool { return i < 64 && failed&(1<<i) != 0 }
+
+// failedAt adds server i to d's failed set: a client's (a request's) walks
+// over the pool, however many waits they are apart, try each server once
+// (a dead server freeing its slot at each failure would wake the same
+// waiter to dial it again, at the rate it refuses). Servers past the 64th
+// are not kept. Loop goroutine.
+func (d *dialing) failedAt(i int) {
+	if i < 64 {
+		d.failed |= 1 << i
+	}
+}
+
+// restart begins a walk over the pool from start for a waiter whose turn
+// came: the servers it failed to connect to stay out. Loop goroutine.
+func (d *dialing) restart(start int) { *d = dialing{start: start, failed: d.failed} }
+
 // waited is how long w has waited, at now (its first wait's start on).
 func (w *waiter) waited(now int64) int64 { return now - w.since }
 
@@ -237,13 +261,14 @@ func (qs *queueShared) leave(w *waiter, timedOut bool) {
 func (pl *pool) queue() *queueShared { return &pl.shared.q }
 
 // wait puts waiter w of a client of pl on loop ls in the queue (see
-// enqueue and recheck); false: the queue is full. Loop goroutine.
-func (ls *loopState) wait(pl *pool, w *waiter) bool {
+// enqueue and recheck; failed: the servers its walks failed to connect
+// to); false: the queue is full. Loop goroutine.
+func (ls *loopState) wait(pl *pool, w *waiter, failed uint64) bool {
 	qs := pl.queue()
 	if !qs.enqueue(ls.id, w, pl.cfg.MaxQueue) {
 		return false
 	}
-	qs.recheck(ls.id, pl)
+	qs.recheck(ls.id, pl, failed)
 	ls.shedIdle(pl)
 	return true
 }

@@ -596,3 +596,28 @@ func TestMaxConnsIdleGivesWay(t *testing.T) {
 		}
 	})
 }
+
+// TestMaxConnsDeadServerNoStorm: in a pool of a server at its cap and a
+// dead one, a request waiting for a slot does not dial the dead one over
+// and over (each failure freeing a slot that wakes it again): a few
+// failed connects while it waits, not thousands.
+func TestMaxConnsDeadServerNoStorm(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		full := newCapServer(t, false, 0, true)
+		dead := deadAddr(t)
+		cfg := capConfig(b, ModeHTTP, 1, 1, full.addr, dead)
+		cfg.Pools[0].QueueTimeout = Duration(500 * time.Millisecond)
+		p := startProxy(t, cfg)
+		first := full.held(t, p, "/first")
+		if st, _ := status(t, rawGet(t, p, "/waits")); st != 503 {
+			t.Errorf("waiting request: %d, want 503 at queue_timeout", st)
+		}
+		if f := serverTotals(p, dead).Failures; f > 10 {
+			t.Errorf("%d failed connects to the dead server while one request waited", f)
+		}
+		full.hold <- struct{}{}
+		if st, _ := status(t, first); st != 200 {
+			t.Errorf("first: %d", st)
+		}
+	})
+}
