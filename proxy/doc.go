@@ -439,10 +439,13 @@
 // arriving while a freed slot is on its way to another loop's waiter may
 // take it (the waiter stays first in its loop, and has the next one). A
 // kept-alive connection idle in a loop's pool holds its slot: while the
-// pool has waiters, a connection whose exchange ends is not pooled (it
-// closes, its slot going to them), and a wait that begins has the idle
-// connections to servers at their caps closed on every loop. A waiter
-// whose turn came looks for a connection again (an idle one first) and
+// pool has waiters, a connection whose exchange ends goes to its loop's
+// waiters if it has any (pooled, the first of them taking it: under a
+// steady queue the connections go from request to request), else it
+// closes, its slot going to the other loops'; and a wait that begins has
+// the idle connections to servers at their caps closed on the other
+// loops (its own loop's are its waiters'). A waiter whose turn came
+// looks for a connection again (an idle one to any server up first) and
 // dials; while it waits it holds no slot (an HTTP/2 client's streams
 // waiting hold none, so that 200 streams through 2 slots all complete),
 // and a request's body waits in its window, as while its upstream

@@ -495,7 +495,7 @@ func (st *h2stream) acquire() {
 	} else {
 		st.dialing = dialing{start: pickServer(ls, st.pool)}
 	}
-	if up, i := ls.takeFirstIdle(st.pool, st.start); up != nil {
+	if up, i := ls.takeIdleFor(st.pool, st.start, st.w.front); up != nil {
 		st.up, st.srv, st.upOpen, st.reused = up, i, true, true
 		up.SetContext(st)
 		sst := ls.stats(st.pool, i)

@@ -696,7 +696,7 @@ func (s *hsession) acquire() {
 	} else {
 		s.dialing = dialing{start: pickServer(s.ls, s.pool)}
 	}
-	if c, i := s.ls.takeFirstIdle(s.pool, s.start); c != nil {
+	if c, i := s.ls.takeIdleFor(s.pool, s.start, s.w.front); c != nil {
 		s.up, s.srv, s.upOpen, s.reused = c, i, true, true
 		c.SetContext(s)
 		st := s.ls.stats(s.pool, i)
@@ -706,6 +706,25 @@ func (s *hsession) acquire() {
 		return
 	}
 	s.connect()
+}
+
+// takeIdleFor pops an idle connection for a request: to the first server
+// up of pl from start on (takeFirstIdle), or for a waiter whose turn in
+// the queue came (woken), to any server up: a connection pooled while
+// this loop had waiters is theirs (putIdle). Loop goroutine.
+func (ls *loopState) takeIdleFor(pl *pool, start int, woken bool) (*engine.Conn, int) {
+	if !woken {
+		return ls.takeFirstIdle(pl, start)
+	}
+	for k := range len(pl.servers) {
+		i := (start + k) % len(pl.servers)
+		if pl.servers[i].up() {
+			if c := ls.takeIdle(pl, i); c != nil {
+				return c, i
+			}
+		}
+	}
+	return nil, 0
 }
 
 // takeFirstIdle pops an idle connection to the first server up of pl
@@ -1416,9 +1435,14 @@ func (ls *loopState) putIdle(c *engine.Conn, pl *pool, i int, now int64) bool {
 	sl := ls.share(pl, i)
 	il := &sl.idle
 	st := &il.conns
-	if pl.maxIdle <= 0 || len(*st) >= pl.maxIdle || c.Closed() || il.gone || pl.queue().waiting.Load() > 0 {
-		// (With clients waiting for a slot, its slot goes to them.)
+	qs := pl.queue()
+	if pl.maxIdle <= 0 || len(*st) >= pl.maxIdle || c.Closed() || il.gone || qs.waiting.Load() > 0 && qs.qs[ls.id].n.Load() == 0 {
+		// (With clients waiting for a slot on other loops only, its
+		// slot goes to them.)
 		return false
+	}
+	if qs.waiting.Load() > 0 {
+		qs.kick(ls.id, ls.id) // this loop's waiters take it (takeIdleFor)
 	}
 	*st = append(*st, idleConn{c, now})
 	c.SetContext(&sl.tag)

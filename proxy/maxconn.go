@@ -107,7 +107,7 @@ func (qs *queueShared) wakeOne(k int) {
 	for d := range n {
 		j := (k + d) % n
 		if qs.qs[j].n.Load() > 0 {
-			qs.kick(j)
+			qs.kick(j, k)
 			return
 		}
 	}
@@ -118,16 +118,24 @@ func (qs *queueShared) wakeOne(k int) {
 func (qs *queueShared) kickAll() {
 	for j := range qs.qs {
 		if qs.qs[j].n.Load() > 0 {
-			qs.kick(j)
+			qs.kick(j, -1)
 		}
 	}
 }
 
-// kick posts loop j's serve unless one is posted already.
-func (qs *queueShared) kick(j int) {
+// kick has loop j run its serve, unless it is to already: from loop j
+// itself (from == j) by a timer of no delay (no wake-up to write and
+// read), from another goroutine by Loop.Post. Any goroutine (from -1 off
+// the loops).
+func (qs *queueShared) kick(j, from int) {
 	q := &qs.qs[j]
-	if q.kick.CompareAndSwap(false, true) {
-		qs.p.e.Loops()[j].Post(q.serveFn)
+	if !q.kick.CompareAndSwap(false, true) {
+		return
+	}
+	if el := qs.p.e.Loops()[j]; j == from {
+		el.AfterFunc(0, q.serveFn)
+	} else {
+		el.Post(q.serveFn)
 	}
 }
 
@@ -197,7 +205,7 @@ func (qs *queueShared) enqueue(k int, w *waiter, maxQueue int) bool {
 func (qs *queueShared) recheck(k int, pl *pool, failed uint64) {
 	for i, s := range pl.servers {
 		if s.up() && !s.loops[k].idle.gone && !failedTo(failed, i) && s.hasRoom() {
-			qs.kick(k)
+			qs.kick(k, k)
 			return
 		}
 	}
@@ -273,15 +281,16 @@ func (ls *loopState) wait(pl *pool, w *waiter, failed uint64) bool {
 	return true
 }
 
-// shedIdle asks the loops with idle pooled connections to a server of pl
-// at its cap to close them (shedFor), so that the slots they hold go to
-// the waiters. Loop goroutine.
+// shedIdle asks the other loops with idle pooled connections to a server
+// of pl at its cap to close them (shedFor), so that the slots they hold
+// go to the waiters; this loop's own go to its waiters as they are (its
+// queue woken: takeIdleFor). Loop goroutine.
 func (ls *loopState) shedIdle(pl *pool) {
 	for k, el := range pl.shared.q.p.e.Loops() {
 		for _, s := range pl.servers {
 			if s.loops[k].stats.idle.load() > 0 && !s.hasRoom() {
 				if k == ls.id {
-					ls.shedFor(pl)
+					pl.queue().kick(k, k)
 				} else {
 					lk := pl.shared.q.p.loops[k]
 					el.Post(func() { lk.shedFor(pl) })

@@ -583,3 +583,13 @@ func TestMaxConnsDeadServerNoStorm(t *testing.T) {
 		}
 	})
 }
+
+// TestMaxConnsAllocs: 10 keep-alive clients through 3 slots (every
+// request but 3 waiting in the queue) allocate nothing per request, and
+// the 3 connections go from request to request (a connection whose
+// response ends goes to the loop's waiters, not closed for a new dial).
+func TestMaxConnsAllocs(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		httpAllocs(t, b, func(cfg *Config) { cfg.Pools[0].MaxConns = 3 })
+	})
+}
