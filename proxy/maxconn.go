@@ -273,11 +273,18 @@ func (pl *pool) queue() *queueShared { return &pl.shared.q }
 // to); false: the queue is full. Loop goroutine.
 func (ls *loopState) wait(pl *pool, w *waiter, failed uint64) bool {
 	qs := pl.queue()
+	front := w.front
 	if !qs.enqueue(ls.id, w, pl.cfg.MaxQueue) {
 		return false
 	}
 	qs.recheck(ls.id, pl, failed)
-	ls.shedIdle(pl)
+	if !front {
+		// (Once a wait: a waiter woken that could not take this loop's
+		// idle connection, to a server down, would wake itself again
+		// and again. Idle connections made later on other loops are
+		// not pooled while it waits: putIdle.)
+		ls.shedIdle(pl)
+	}
 	return true
 }
 

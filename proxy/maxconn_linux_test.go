@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -591,5 +592,46 @@ func TestMaxConnsDeadServerNoStorm(t *testing.T) {
 func TestMaxConnsAllocs(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		httpAllocs(t, b, func(cfg *Config) { cfg.Pools[0].MaxConns = 3 })
+	})
+}
+
+// TestMaxConnsIdleToDownServer: a kept-alive connection idle to a server
+// that went down holds that server's slot; a request waiting for the
+// other server (full) does not spin its loop waking itself to find the
+// idle connection it cannot take: it waits quietly for its queue_timeout.
+func TestMaxConnsIdleToDownServer(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		x := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "x") })
+		y := newCapServer(t, false, 0, true)
+		cfg := capConfig(b, ModeHTTP, 1, 1, x.addr, y.addr)
+		cfg.Pools[0].QueueTimeout = Duration(time.Second)
+		cfg.Pools[0].Health = &HealthConfig{Type: HealthTCP, Interval: Duration(10 * time.Millisecond), Timeout: Duration(10 * time.Millisecond), Rise: 1, Fall: 1}
+		p := startProxy(t, cfg)
+		waitFor(t, "x up", func() bool { return serverTotals(p, x.addr).Up })
+		if st, body := status(t, rawGet(t, p, "/x")); st != 200 || body != "x" {
+			t.Fatalf("to x: %d %q", st, body)
+		}
+		waitFor(t, "x's connection idle", func() bool { return serverTotals(p, x.addr).Idle == 1 })
+		x.ln.Close() // its connections stay; its checks fail
+		waitFor(t, "x down", func() bool { return !serverTotals(p, x.addr).Up })
+		first := y.held(t, p, "/y")
+		w := rawGet(t, p, "/waits")
+		queued(t, p, 1)
+		var before, after syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_SELF, &before)
+		time.Sleep(400 * time.Millisecond)
+		syscall.Getrusage(syscall.RUSAGE_SELF, &after)
+		cpu := time.Duration(syscall.TimevalToNsec(after.Utime)+syscall.TimevalToNsec(after.Stime)) -
+			time.Duration(syscall.TimevalToNsec(before.Utime)+syscall.TimevalToNsec(before.Stime))
+		if cpu > 200*time.Millisecond {
+			t.Errorf("%v of CPU in 400ms while one request waited: a loop spins", cpu)
+		}
+		if st, _ := status(t, w); st != 503 {
+			t.Errorf("waiting request: %d, want 503 at queue_timeout", st)
+		}
+		y.hold <- struct{}{}
+		if st, _ := status(t, first); st != 200 {
+			t.Errorf("first: %d", st)
+		}
 	})
 }
