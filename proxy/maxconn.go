@@ -26,6 +26,7 @@ type waiter struct {
 	seg        int64      // Proxy.now it went in at the tail last
 	began      bool       // since is set: the request or client has waited
 	front      bool       // in wake: a slot not found, it waits again first
+	partial    bool       // its walks leave out servers it failed to connect to
 	wake       func()     // looks for a slot again (out of the queue); made once per owner
 }
 
@@ -34,6 +35,7 @@ type waiter struct {
 // are read and set by the others.
 type waitQueue struct {
 	head, tail *waiter
+	after      *waiter      // in serve: the last waiter put back (nil: none yet)
 	n          atomic.Int64 // waiters in the list
 	kick       atomic.Bool  // a serve is posted to the loop
 	serveFn    func()
@@ -139,26 +141,44 @@ func (qs *queueShared) kick(j, from int) {
 	}
 }
 
-// serve wakes q's waiters in turn, oldest first, until one finds no slot
-// (it waits again at the head of the queue). Loop goroutine (q's).
+// serve wakes q's waiters in turn, oldest first, until one that may use
+// every server finds no slot (none is left for those behind it). One
+// whose walks leave out servers it failed to connect to (partial) and
+// that found no slot waits again in its place, and the next is woken: a
+// slot of a server it cannot use goes to one behind it. Loop goroutine
+// (q's).
 func (qs *queueShared) serve(q *waitQueue) {
 	q.kick.Store(false)
-	for w := q.head; w != nil; w = q.head {
+	for {
+		w := q.head
+		if q.after != nil {
+			w = q.after.next
+		}
+		if w == nil {
+			q.after = nil
+			return
+		}
 		seg := w.seg
 		qs.unlink(w)
 		w.front = true
 		w.wake()
 		w.front = false
 		if w.q != nil {
-			return // no slot: it waits again, first
+			if !w.partial {
+				q.after = nil
+				return // no slot: it waits again in its place
+			}
+			q.after = w
+			continue
 		}
 		q.served.inc()
 		q.waitNs.add(uint64(qs.p.now() - seg))
 	}
 }
 
-// enqueue puts w in loop k's queue: at its tail, or at its head for a
-// waiter serve woke that found no slot (w.front, its wait going on). It
+// enqueue puts w in loop k's queue: at its tail, or back in its place
+// for a waiter serve woke that found no slot (w.front, its wait going
+// on: after the waiters serve put back before it, else at the head). It
 // reports false where max_queue waiters are queued already (counted), for
 // a new waiter. The caller then looks for a slot once more (recheck).
 // Loop goroutine.
@@ -170,13 +190,17 @@ func (qs *queueShared) enqueue(k int, w *waiter, maxQueue int) bool {
 		return false
 	}
 	if front {
-		w.next = q.head
-		if q.head != nil {
-			q.head.prev = w
+		next := q.head
+		if w.prev = q.after; w.prev != nil {
+			next, w.prev.next = w.prev.next, w
+		} else {
+			q.head = w
+		}
+		if w.next = next; next != nil {
+			next.prev = w
 		} else {
 			q.tail = w
 		}
-		q.head = w
 	} else {
 		w.seg = qs.p.now()
 		if !w.began {
@@ -216,6 +240,9 @@ func (qs *queueShared) unlink(w *waiter) {
 	q := w.q
 	if q == nil {
 		return
+	}
+	if q.after == w {
+		q.after = w.prev // (it left during serve)
 	}
 	if w.prev != nil {
 		w.prev.next = w.next
@@ -274,6 +301,7 @@ func (pl *pool) queue() *queueShared { return &pl.shared.q }
 func (ls *loopState) wait(pl *pool, w *waiter, failed uint64) bool {
 	qs := pl.queue()
 	front := w.front
+	w.partial = failed != 0
 	if !qs.enqueue(ls.id, w, pl.cfg.MaxQueue) {
 		return false
 	}

@@ -28,6 +28,7 @@ type capServer struct {
 	delay     time.Duration // before each answer
 	hold      chan struct{} // non-nil: each request waits for a receive
 	open, max atomic.Int64
+	u         *upstream
 
 	mu    sync.Mutex
 	paths []string
@@ -47,7 +48,7 @@ func newCapServer(t *testing.T, tcp bool, delay time.Duration, hold bool) *capSe
 		cs.serve(c, stop)
 	})
 	t.Cleanup(func() { close(stop) }) // (before u stops: LIFO)
-	cs.addr = u.addr
+	cs.addr, cs.u = u.addr, u
 	return cs
 }
 
@@ -632,6 +633,57 @@ func TestMaxConnsIdleToDownServer(t *testing.T) {
 		y.hold <- struct{}{}
 		if st, _ := status(t, first); st != 200 {
 			t.Errorf("first: %d", st)
+		}
+	})
+}
+
+// within polls ok for d at most.
+func within(d time.Duration, ok func() bool) bool {
+	for end := time.Now().Add(d); !ok(); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(end) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestMaxConnsFailedHeadNoBlock: the waiter at the head of a loop's queue
+// failed to connect to server x (since come back), the other server full;
+// a slot of x let go of goes to the waiter behind it, which can take it,
+// rather than to none until queue_timeout (serve stopped at the first
+// waiter that found no slot).
+func TestMaxConnsFailedHeadNoBlock(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		x := newCapServer(t, false, 0, true)
+		y := newCapServer(t, false, 0, true)
+		x.u.mu.Lock()
+		x.u.ln.Close() // refused until it listens again
+		x.u.mu.Unlock()
+		cfg := capConfig(b, ModeHTTP, 1, 1, x.addr, y.addr)
+		cfg.Pools[0].QueueTimeout = Duration(3 * time.Second)
+		p := startProxy(t, cfg)
+		y.held(t, p, "/h1")
+		rawGet(t, p, "/w1") // fails to connect to x, waits for y
+		queued(t, p, 1)
+		if err := x.u.listen(x.addr); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "/h2 at x", func() bool {
+			if len(x.got()) == 0 {
+				rawGet(t, p, "/h2")
+				return within(time.Second, func() bool { return len(x.got()) == 1 })
+			}
+			return true
+		})
+		w3 := rawGet(t, p, "/w3")
+		queued(t, p, 2)
+		x.hold <- struct{}{} // /h2's answer: x's slot free
+		if !within(2*time.Second, func() bool { return len(x.got()) == 2 }) {
+			t.Fatalf("x got %v: /w3 did not take x's free slot", x.got())
+		}
+		x.hold <- struct{}{}
+		if st, body := status(t, w3); st != 200 || body != "/w3" {
+			t.Errorf("/w3: %d %q", st, body)
 		}
 	})
 }
