@@ -434,10 +434,14 @@
 // pool's queue. Each loop has its own FIFO of waiters: a slot let go of
 // (a connection closed) goes to a waiter of the loop that let it go if
 // it has one, else to another loop with waiters (posted to it), so that
-// no slot stays free while some loop has waiters. Within a loop the
-// waiters get their slots in the order they came; across loops, a client
-// arriving while a freed slot is on its way to another loop's waiter may
-// take it (the waiter stays first in its loop, and has the next one). A
+// no slot stays free while some loop has waiters. A client or request
+// that arrives while the pool has waiters goes behind them (for a server
+// with a cap; as HAProxy, which serves its queue first), even where a
+// slot is free: it is not taken from under a waiter being woken. Within
+// a loop the waiters get their slots in the order they came; across
+// loops, a client arriving while a freed slot is on its way to another
+// loop's waiter may take it at its own loop's turn (the waiter stays
+// first in its loop, and has the next one). A
 // kept-alive connection idle in a loop's pool holds its slot: while the
 // pool has waiters, a connection whose exchange ends goes to its loop's
 // waiters if it has any (pooled, the first of them taking it: under a
@@ -466,7 +470,8 @@
 // server that failed is not tried again for it (each server is tried
 // once per client or request, however many waits apart: a dead server's
 // failures, each freeing its slot, would wake it to dial again at the
-// rate the server refuses). max_queue
+// rate the server refuses); while it waits again in its place, a slot of
+// that server goes to a waiter behind it. max_queue
 // (default 1024, Envoy's max_pending_requests; -1: no bound) bounds the
 // waiters over all loops: past it a request gets 503 at once (UO), a tcp
 // client is closed, counted. max_queue and queue_timeout are only given with a max_conns.

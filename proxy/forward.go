@@ -261,6 +261,7 @@ type dialing struct {
 	tries  int  // servers tried (skipped as down included)
 	dialed bool // a dial was started: "failed" rather than "no server"
 	full   bool // a server up was skipped at its cap (max_conns): the walk ends in the queue
+	woken  bool // a waiter whose turn came: it goes before the new arrivals (maxconn.go)
 	// failed are the servers (their indexes below 64) a dial failed to,
 	// kept over the waits in the queue (failedAt).
 	failed uint64
@@ -283,7 +284,7 @@ func (d *dialing) next(ls *loopState, pl *pool, c *engine.Conn, timeout time.Dur
 		if failedTo(d.failed, i) {
 			continue // (tried before this client's wait in the queue)
 		}
-		if !srv.take() {
+		if !srv.takeFor(d.woken) {
 			d.full = true
 			continue
 		}

@@ -709,9 +709,9 @@ func (s *hsession) acquire() {
 }
 
 // takeIdleFor pops an idle connection for a request: to the first server
-// up of pl from start on (takeFirstIdle), or for a waiter whose turn in
-// the queue came (woken), to any server up: a connection pooled while
-// this loop had waiters is theirs (putIdle). Loop goroutine.
+// up of pl from start on (takeFirstIdle), or for a waiter whose turn in the queue came (woken), to any
+// server up: a connection pooled while this loop had waiters is theirs
+// (putIdle). Loop goroutine.
 func (ls *loopState) takeIdleFor(pl *pool, start int, woken bool) (*engine.Conn, int) {
 	if !woken {
 		return ls.takeFirstIdle(pl, start)
@@ -729,12 +729,17 @@ func (ls *loopState) takeIdleFor(pl *pool, start int, woken bool) (*engine.Conn,
 
 // takeFirstIdle pops an idle connection to the first server up of pl
 // from start on (only that one: the pool does not move load), and returns
-// it and its server; nil for none. Loop goroutine.
+// it and its server; nil for none, or where that server's slots go to
+// the pool's waiters first (server.queued: the request goes behind them).
+// Loop goroutine.
 func (ls *loopState) takeFirstIdle(pl *pool, start int) (*engine.Conn, int) {
 	for k := range len(pl.servers) {
 		i := (start + k) % len(pl.servers)
 		if !pl.servers[i].up() {
 			continue
+		}
+		if pl.servers[i].queued() {
+			return nil, 0
 		}
 		return ls.takeIdle(pl, i), i
 	}

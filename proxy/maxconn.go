@@ -87,6 +87,22 @@ func (s *server) take() bool {
 	}
 }
 
+// takeFor takes a slot of s (take) for a walk over its pool, where none
+// waits in the pool's queue or the walk is a waiter's whose turn came
+// (woken): a new arrival goes behind the waiters (as HAProxy, whose
+// queue is served first), also where a slot came free in the events of
+// the loop's batch before their serve runs. Any loop.
+func (s *server) takeFor(woken bool) bool {
+	if !woken && s.queued() {
+		return false
+	}
+	return s.take()
+}
+
+// queued reports whether s has a cap and its pool waiters: its slots
+// are theirs first. Any goroutine.
+func (s *server) queued() bool { return s.maxConns.Load() > 0 && s.shared.q.waiting.Load() > 0 }
+
 // hasRoom reports whether s is below its cap (or has none). Any goroutine.
 func (s *server) hasRoom() bool {
 	m := s.maxConns.Load()
@@ -275,7 +291,7 @@ func (d *dialing) failedAt(i int) {
 
 // restart begins a walk over the pool from start for a waiter whose turn
 // came: the servers it failed to connect to stay out. Loop goroutine.
-func (d *dialing) restart(start int) { *d = dialing{start: start, failed: d.failed} }
+func (d *dialing) restart(start int) { *d = dialing{start: start, failed: d.failed, woken: true} }
 
 // waited is how long w has waited, at now (its first wait's start on).
 func (w *waiter) waited(now int64) int64 { return now - w.since }

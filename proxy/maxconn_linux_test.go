@@ -687,3 +687,43 @@ func TestMaxConnsFailedHeadNoBlock(t *testing.T) {
 		}
 	})
 }
+
+// TestMaxConnsNoQueueJump: a request arriving while others wait for a
+// slot goes behind them, also where a slot came free in the same batch
+// of events (HAProxy serves the queue first): with max_conns 1, the
+// request that waited is served before the one that came after it, the
+// loop held so that the slot's release and the newcomer's head are
+// handled together.
+func TestMaxConnsNoQueueJump(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		cs := newCapServer(t, false, 0, true)
+		p := startProxy(t, capConfig(b, ModeHTTP, 1, 1, cs.addr))
+		first := cs.held(t, p, "/first")
+		late := dial(t, p) // connected, its head to come
+		waits := rawGet(t, p, "/waits")
+		queued(t, p, 1)
+		held, free := make(chan struct{}), make(chan struct{})
+		p.e.Loops()[0].Post(func() {
+			close(held)
+			<-free
+		})
+		<-held
+		cs.hold <- struct{}{} // /first answered while the loop is held
+		time.Sleep(50 * time.Millisecond)
+		io.WriteString(late, "GET /late HTTP/1.1\r\nHost: x\r\n\r\n")
+		time.Sleep(50 * time.Millisecond)
+		close(free)
+		go func() {
+			cs.hold <- struct{}{}
+			cs.hold <- struct{}{}
+		}()
+		for _, c := range []net.Conn{first, waits, late} {
+			if st, _ := status(t, c); st != 200 {
+				t.Errorf("%d", st)
+			}
+		}
+		if got, want := strings.Join(cs.got(), " "), "/first /waits /late"; got != want {
+			t.Errorf("the server got %s, want %s", got, want)
+		}
+	})
+}
