@@ -434,7 +434,9 @@
 // pool's queue. Each loop has its own FIFO of waiters: a slot let go of
 // (a connection closed) goes to a waiter of the loop that let it go if
 // it has one, else to another loop with waiters (posted to it), so that
-// no slot stays free while some loop has waiters. A client or request
+// no slot stays free while some loop has waiters (a loop whose waiters
+// are all served, or went, with a slot still free passes it on to the
+// next loop with waiters). A client or request
 // that arrives while the pool has waiters goes behind them (for a server
 // with a cap; as HAProxy, which serves its queue first), even where a
 // slot is free: it is not taken from under a waiter being woken. Within

@@ -39,6 +39,7 @@ type waitQueue struct {
 	n          atomic.Int64 // waiters in the list
 	kick       atomic.Bool  // a serve is posted to the loop
 	serveFn    func()
+	id         int // its loop's
 
 	queued   counter // waits begun (at the tail)
 	timeouts counter // requests or clients whose queue_timeout ran out
@@ -54,6 +55,7 @@ type queueShared struct {
 	waiting atomic.Int64 // waiters over all loops
 	qs      []waitQueue  // by engine.Loop.ID
 	p       *Proxy
+	pool    atomic.Pointer[pool] // the pool's latest (setCaps): whose servers passOn looks at
 }
 
 // newPoolShared returns a pool's shared state for p's loops.
@@ -63,6 +65,7 @@ func newPoolShared(p *Proxy) *poolShared {
 	sh.q.qs = make([]waitQueue, len(p.loops))
 	for k := range sh.q.qs {
 		q := &sh.q.qs[k]
+		q.id = k
 		q.serveFn = func() { sh.q.serve(q) }
 	}
 	return sh
@@ -114,18 +117,18 @@ func (s *server) hasRoom() bool {
 func (s *server) release(k int) {
 	s.conns.Add(-1)
 	if q := &s.shared.q; q.waiting.Load() > 0 {
-		q.wakeOne(k)
+		q.wakeOne(k, k)
 	}
 }
 
 // wakeOne posts a serve to loop k's queue if it has waiters, else to the
-// next loop that has. Any goroutine.
-func (qs *queueShared) wakeOne(k int) {
+// next loop that has; from is the caller's loop (kick). Any goroutine.
+func (qs *queueShared) wakeOne(k, from int) {
 	n := len(qs.qs)
 	for d := range n {
 		j := (k + d) % n
 		if qs.qs[j].n.Load() > 0 {
-			qs.kick(j, k)
+			qs.kick(j, from)
 			return
 		}
 	}
@@ -172,6 +175,7 @@ func (qs *queueShared) serve(q *waitQueue) {
 		}
 		if w == nil {
 			q.after = nil
+			qs.passOn(q.id)
 			return
 		}
 		seg := w.seg
@@ -189,6 +193,24 @@ func (qs *queueShared) serve(q *waitQueue) {
 		}
 		q.served.inc()
 		q.waitNs.add(uint64(qs.p.now() - seg))
+	}
+}
+
+// passOn wakes the next loop with waiters after loop k, whose queue is
+// empty, where a server up has room: the slot its serve was for was not
+// taken (its waiters went before their turn, or the one woken took an
+// idle connection instead), and no release is to come for it. Loop
+// goroutine (k's).
+func (qs *queueShared) passOn(k int) {
+	pl := qs.pool.Load()
+	if qs.waiting.Load() == 0 || pl == nil {
+		return
+	}
+	for _, s := range pl.servers {
+		if s.up() && s.hasRoom() {
+			qs.wakeOne((k+1)%len(qs.qs), k)
+			return
+		}
 	}
 }
 

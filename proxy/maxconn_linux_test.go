@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -724,6 +725,118 @@ func TestMaxConnsNoQueueJump(t *testing.T) {
 		}
 		if got, want := strings.Join(cs.got(), " "), "/first /waits /late"; got != want {
 			t.Errorf("the server got %s, want %s", got, want)
+		}
+	})
+}
+
+// onLoop returns a client connection to p's listener web that loop k
+// serves (HTTP): connections landing on the other loop are closed.
+func onLoop(t *testing.T, p *Proxy, k int) net.Conn {
+	t.Helper()
+	for range 200 {
+		c := dial(t, p)
+		me := c.LocalAddr().(*net.TCPAddr).AddrPort()
+		for range 100 {
+			if j := loopOf(p, me); j == k {
+				return c
+			} else if j >= 0 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		c.Close()
+	}
+	t.Fatalf("no connection on loop %d", k)
+	return nil
+}
+
+// loopOf returns the loop with an HTTP session of the client at addr, -1
+// for none yet.
+func loopOf(p *Proxy, addr netip.AddrPort) int {
+	for k, el := range p.e.Loops() {
+		ls, found := p.loops[k], make(chan bool)
+		el.Post(func() {
+			ok := false
+			for _, s := range ls.sessions {
+				ok = ok || s.client.RemoteAddr().Addr().Unmap() == addr.Addr().Unmap() && s.client.RemoteAddr().Port() == addr.Port()
+			}
+			found <- ok
+		})
+		if <-found {
+			return k
+		}
+	}
+	return -1
+}
+
+// TestMaxConnsIdleTakenSlotPassedOn: two loops, max_conns 2; loop 0
+// ends, in one batch, a kept-alive exchange (its connection pooled for
+// its waiter) and one whose connection closes (a slot free); its waiter
+// takes the pooled connection, and the free slot goes to the waiter of
+// loop 1 at once, not after its queue_timeout or the next release.
+func TestMaxConnsIdleTakenSlotPassedOn(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		var mu sync.Mutex
+		arrived := map[string]bool{}
+		release := map[string]chan struct{}{}
+		for _, path := range []string{"/ka", "/close", "/w0", "/w1"} {
+			release[path] = make(chan struct{})
+		}
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			arrived[r.URL.Path] = true
+			mu.Unlock()
+			select {
+			case <-release[r.URL.Path]:
+			case <-time.After(10 * time.Second):
+			}
+			if r.URL.Path == "/close" {
+				w.Header().Set("Connection", "close")
+			}
+			io.WriteString(w, r.URL.Path)
+		})
+		at := func(path string) func() bool {
+			return func() bool { mu.Lock(); defer mu.Unlock(); return arrived[path] }
+		}
+		cfg := capConfig(b, ModeHTTP, 2, 2, u.addr)
+		cfg.Pools[0].QueueTimeout = Duration(4 * time.Second)
+		p := startProxy(t, cfg)
+		if len(p.e.Loops()) < 2 {
+			t.Skip("needs two loops (two CPUs)")
+		}
+		get := func(c net.Conn, path string) {
+			if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ka, cl, w0, w1 := onLoop(t, p, 0), onLoop(t, p, 0), onLoop(t, p, 0), onLoop(t, p, 1)
+		get(ka, "/ka")
+		get(cl, "/close")
+		waitFor(t, "both slots in use", func() bool { return at("/ka")() && at("/close")() })
+		get(w1, "/w1")
+		queued(t, p, 1)
+		get(w0, "/w0")
+		queued(t, p, 2)
+		held, free := make(chan struct{}), make(chan struct{})
+		p.e.Loops()[0].Post(func() {
+			close(held)
+			<-free
+		})
+		<-held
+		close(release["/ka"])
+		close(release["/close"])
+		time.Sleep(100 * time.Millisecond) // both answers at loop 0
+		close(free)
+		waitFor(t, "/w0 at the server", at("/w0"))
+		if !within(time.Second, at("/w1")) {
+			t.Errorf("/w1 not at the server with a slot free (connections %d of 2)", serverTotals(p, u.addr).Connections)
+		}
+		close(release["/w0"])
+		close(release["/w1"])
+		for _, c := range []net.Conn{ka, cl, w0, w1} {
+			if st, _ := status(t, c); st != 200 {
+				t.Errorf("status %d", st)
+			}
 		}
 	})
 }

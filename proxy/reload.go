@@ -494,6 +494,7 @@ func (g *generation) setCaps() {
 		for j, s := range pl.servers {
 			s.maxConns.Store(int64(pl.cfg.serverMaxConns(j)))
 		}
+		pl.shared.q.pool.Store(pl)
 		if pl.shared.q.waiting.Load() > 0 {
 			pl.shared.q.kickAll()
 		}
