@@ -840,3 +840,124 @@ func TestMaxConnsIdleTakenSlotPassedOn(t *testing.T) {
 		}
 	})
 }
+
+// TestMaxConnsSlotsReturn: clients ending every way over two loops, to a
+// pool of a live server and a dead one at max_conns 2 (kept-alive
+// exchanges, server closes before and after a response, 101 tunnels,
+// clients going while they wait or their dial is in flight, connect
+// failures, idle connections timing out): the count of each server's
+// connections stays within 0 and its cap all along and is 0 at the end,
+// the queue empty.
+func TestMaxConnsSlotsReturn(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/close":
+				w.Header().Set("Connection", "close")
+			case "/slow":
+				time.Sleep(30 * time.Millisecond)
+			case "/drop", "/ws":
+				c, bw, _ := http.NewResponseController(w).Hijack()
+				if r.URL.Path == "/ws" {
+					bw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n")
+					bw.Flush()
+					buf := make([]byte, 2)
+					io.ReadFull(bw, buf)
+					c.Write(buf)
+				}
+				c.Close()
+				return
+			}
+			io.WriteString(w, r.URL.Path)
+		})
+		dead := deadAddr(t)
+		cfg := capConfig(b, ModeHTTP, 2, 2, u.addr, dead)
+		cfg.Pools[0].QueueTimeout = Duration(3 * time.Second)
+		cfg.Pools[0].IdleTimeout = Duration(100 * time.Millisecond)
+		p := startProxy(t, cfg)
+		stop, bad := make(chan struct{}), make(chan string, 1)
+		go func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				for _, st := range p.Totals().Servers {
+					if st.Connections < 0 || st.Connections > 2 {
+						select {
+						case bad <- fmt.Sprintf("%s: %d connections", st.Server, st.Connections):
+						default:
+						}
+					}
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}()
+		var wg sync.WaitGroup
+		for i := range 60 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c, err := net.Dial("tcp", p.Addr("web").String())
+				if err != nil {
+					return
+				}
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				br := bufio.NewReader(c)
+				get := func(path, extra string) *http.Response {
+					fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n%s\r\n", path, extra)
+					resp, err := http.ReadResponse(br, nil)
+					if err != nil {
+						return nil
+					}
+					if resp.StatusCode != 101 {
+						io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+					}
+					return resp
+				}
+				switch i % 6 {
+				case 0:
+					for _, path := range []string{"/ok", "/slow", "/ok"} {
+						if get(path, "") == nil {
+							return
+						}
+					}
+				case 1:
+					get("/close", "")
+				case 2:
+					get("/ok", "")
+					get("/drop", "")
+				case 3:
+					if r := get("/ws", "Connection: upgrade\r\nUpgrade: websocket\r\n"); r != nil && r.StatusCode == 101 {
+						io.WriteString(c, "hi")
+						io.ReadFull(br, make([]byte, 2))
+					}
+				case 4:
+					io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n") // and gone
+				case 5:
+					io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+					time.Sleep(time.Duration(i) * time.Millisecond)
+					c.(*net.TCPConn).SetLinger(0) // a reset
+				}
+			}()
+		}
+		wg.Wait()
+		waitFor(t, "every slot let go of", func() bool {
+			return serverTotals(p, u.addr).Connections == 0 && serverTotals(p, dead).Connections == 0 && poolTotals(p, "app").QueueLength == 0
+		})
+		close(stop)
+		select {
+		case s := <-bad:
+			t.Error(s)
+		default:
+		}
+		if pt := poolTotals(p, "app"); pt.Queued == 0 {
+			t.Errorf("none queued: the test did not wait for slots")
+		}
+		pt, st := poolTotals(p, "app"), serverTotals(p, dead)
+		t.Logf("queued %d, served %d, timed out %d; failed connects %d", pt.Queued, pt.QueueServed, pt.QueueTimeouts, st.Failures)
+	})
+}
