@@ -199,13 +199,16 @@ func (qs *queueShared) serve(q *waitQueue) {
 // passOn wakes the next loop with waiters after loop k, whose queue is
 // empty, where a server up has room: the slot its serve was for was not
 // taken (its waiters went before their turn, or the one woken took an
-// idle connection instead), and no release is to come for it. Loop
-// goroutine (k's).
+// idle connection instead), and no release is to come for it. The idle
+// connections loop k pooled for its waiters (putIdle) are closed first
+// (shedFor): no waiter of its is left to take them. Loop goroutine
+// (k's).
 func (qs *queueShared) passOn(k int) {
 	pl := qs.pool.Load()
 	if qs.waiting.Load() == 0 || pl == nil {
 		return
 	}
+	qs.p.loops[k].shedFor(pl)
 	for _, s := range pl.servers {
 		if s.up() && s.hasRoom() {
 			qs.wakeOne((k+1)%len(qs.qs), k)

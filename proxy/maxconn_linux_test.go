@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spindlenet/spindle/engine"
+	"golang.org/x/sys/unix"
 )
 
 // capServer is a raw HTTP/1.1 (or, tcp, echo) server that counts the
@@ -734,7 +736,7 @@ func TestMaxConnsNoQueueJump(t *testing.T) {
 func onLoop(t *testing.T, p *Proxy, k int) net.Conn {
 	t.Helper()
 	for range 200 {
-		c := dial(t, p)
+		c := dialFromCPU(t, p, p.cfg.Engine.CPUs[k])
 		me := c.LocalAddr().(*net.TCPAddr).AddrPort()
 		for range 100 {
 			if j := loopOf(p, me); j == k {
@@ -748,6 +750,33 @@ func onLoop(t *testing.T, p *Proxy, k int) net.Conn {
 	}
 	t.Fatalf("no connection on loop %d", k)
 	return nil
+}
+
+// dialFromCPU connects to p's listener web from a thread pinned to cpu:
+// the SYN, processed there on loopback, steers the connection to that
+// CPU's loop, mostly.
+func dialFromCPU(t *testing.T, p *Proxy, cpu int) net.Conn {
+	t.Helper()
+	res := make(chan net.Conn, 1)
+	go func() {
+		// The thread exits with the goroutine (no Unlock), taking its
+		// changed affinity with it.
+		runtime.LockOSThread()
+		var set unix.CPUSet
+		set.Set(cpu)
+		unix.SchedSetaffinity(0, &set)
+		c, err := net.DialTimeout("tcp", p.Addr("web").String(), 5*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		res <- c
+	}()
+	c := <-res
+	if c == nil {
+		t.FailNow()
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 // loopOf returns the loop with an HTTP session of the client at addr, -1
@@ -776,57 +805,26 @@ func loopOf(p *Proxy, addr netip.AddrPort) int {
 // loop 1 at once, not after its queue_timeout or the next release.
 func TestMaxConnsIdleTakenSlotPassedOn(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
-		var mu sync.Mutex
-		arrived := map[string]bool{}
-		release := map[string]chan struct{}{}
-		for _, path := range []string{"/ka", "/close", "/w0", "/w1"} {
-			release[path] = make(chan struct{})
-		}
-		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-			mu.Lock()
-			arrived[r.URL.Path] = true
-			mu.Unlock()
-			select {
-			case <-release[r.URL.Path]:
-			case <-time.After(10 * time.Second):
-			}
-			if r.URL.Path == "/close" {
-				w.Header().Set("Connection", "close")
-			}
-			io.WriteString(w, r.URL.Path)
-		})
-		at := func(path string) func() bool {
-			return func() bool { mu.Lock(); defer mu.Unlock(); return arrived[path] }
-		}
+		u, at, release := newHoldUpstream(t, "/ka", "/close", "/w0", "/w1")
 		cfg := capConfig(b, ModeHTTP, 2, 2, u.addr)
 		cfg.Pools[0].QueueTimeout = Duration(4 * time.Second)
 		p := startProxy(t, cfg)
 		if len(p.e.Loops()) < 2 {
 			t.Skip("needs two loops (two CPUs)")
 		}
-		get := func(c net.Conn, path string) {
-			if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path); err != nil {
-				t.Fatal(err)
-			}
-		}
 		ka, cl, w0, w1 := onLoop(t, p, 0), onLoop(t, p, 0), onLoop(t, p, 0), onLoop(t, p, 1)
-		get(ka, "/ka")
-		get(cl, "/close")
+		sendGet(t, ka, "/ka")
+		sendGet(t, cl, "/close")
 		waitFor(t, "both slots in use", func() bool { return at("/ka")() && at("/close")() })
-		get(w1, "/w1")
+		sendGet(t, w1, "/w1")
 		queued(t, p, 1)
-		get(w0, "/w0")
+		sendGet(t, w0, "/w0")
 		queued(t, p, 2)
-		held, free := make(chan struct{}), make(chan struct{})
-		p.e.Loops()[0].Post(func() {
-			close(held)
-			<-free
+		holdLoop(p, 0, func() {
+			close(release["/ka"])
+			close(release["/close"])
+			time.Sleep(100 * time.Millisecond) // both answers at loop 0
 		})
-		<-held
-		close(release["/ka"])
-		close(release["/close"])
-		time.Sleep(100 * time.Millisecond) // both answers at loop 0
-		close(free)
 		waitFor(t, "/w0 at the server", at("/w0"))
 		if !within(time.Second, at("/w1")) {
 			t.Errorf("/w1 not at the server with a slot free (connections %d of 2)", serverTotals(p, u.addr).Connections)
@@ -960,4 +958,93 @@ func TestMaxConnsSlotsReturn(t *testing.T) {
 		pt, st := poolTotals(p, "app"), serverTotals(p, dead)
 		t.Logf("queued %d, served %d, timed out %d; failed connects %d", pt.Queued, pt.QueueServed, pt.QueueTimeouts, st.Failures)
 	})
+}
+
+// TestMaxConnsIdleShedForOtherLoop: two loops, max_conns 1; loop 0
+// ends, in one batch, a kept-alive exchange (its connection pooled for
+// the waiter of loop 0) and that waiter's client going: the pooled
+// connection's slot goes to the waiter of loop 1 at once, not at the
+// idle connection's idle_timeout (or the waiter's queue_timeout).
+func TestMaxConnsIdleShedForOtherLoop(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u, at, release := newHoldUpstream(t, "/ka", "/w0", "/w1")
+		cfg := capConfig(b, ModeHTTP, 2, 1, u.addr)
+		cfg.Pools[0].QueueTimeout = Duration(4 * time.Second)
+		p := startProxy(t, cfg)
+		if len(p.e.Loops()) < 2 {
+			t.Skip("needs two loops (two CPUs)")
+		}
+		ka, w0, w1 := onLoop(t, p, 0), onLoop(t, p, 0), onLoop(t, p, 1)
+		sendGet(t, ka, "/ka")
+		waitFor(t, "/ka at the server", at("/ka"))
+		sendGet(t, w1, "/w1")
+		queued(t, p, 1)
+		sendGet(t, w0, "/w0")
+		queued(t, p, 2)
+		holdLoop(p, 0, func() {
+			close(release["/ka"])
+			time.Sleep(50 * time.Millisecond) // its answer at loop 0
+			w0.Close()
+			time.Sleep(50 * time.Millisecond)
+		})
+		if !within(time.Second, at("/w1")) {
+			t.Errorf("/w1 not at the server (connections %d of 1, %d idle)", serverTotals(p, u.addr).Connections, serverTotals(p, u.addr).Idle)
+		}
+		close(release["/w1"])
+		for _, c := range []net.Conn{ka, w1} {
+			if st, _ := status(t, c); st != 200 {
+				t.Errorf("status %d", st)
+			}
+		}
+	})
+}
+
+// newHoldUpstream is an HTTP/1.1 server (kept alive) that holds each
+// request for one of paths until its channel in release is closed, at
+// reporting its arrival.
+func newHoldUpstream(t *testing.T, paths ...string) (u *httpUpstream, at func(string) func() bool, release map[string]chan struct{}) {
+	var mu sync.Mutex
+	arrived := map[string]bool{}
+	release = map[string]chan struct{}{}
+	for _, path := range paths {
+		release[path] = make(chan struct{})
+	}
+	u = newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		arrived[r.URL.Path] = true
+		mu.Unlock()
+		select {
+		case <-release[r.URL.Path]:
+		case <-time.After(10 * time.Second):
+		}
+		if r.URL.Path == "/close" {
+			w.Header().Set("Connection", "close")
+		}
+		io.WriteString(w, r.URL.Path)
+	})
+	at = func(path string) func() bool {
+		return func() bool { mu.Lock(); defer mu.Unlock(); return arrived[path] }
+	}
+	return u, at, release
+}
+
+// holdLoop runs f while loop k of p is held (a Post that waits for f):
+// what f makes happen reaches the loop as one batch of events.
+func holdLoop(p *Proxy, k int, f func()) {
+	held, free := make(chan struct{}), make(chan struct{})
+	p.e.Loops()[k].Post(func() {
+		close(held)
+		<-free
+	})
+	<-held
+	f()
+	close(free)
+}
+
+// sendGet sends a GET for path on c.
+func sendGet(t *testing.T, c net.Conn, path string) {
+	t.Helper()
+	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path); err != nil {
+		t.Fatal(err)
+	}
 }
