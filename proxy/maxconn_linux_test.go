@@ -806,20 +806,12 @@ func loopOf(p *Proxy, addr netip.AddrPort) int {
 func TestMaxConnsIdleTakenSlotPassedOn(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		u, at, release := newHoldUpstream(t, "/ka", "/close", "/w0", "/w1")
-		cfg := capConfig(b, ModeHTTP, 2, 2, u.addr)
-		cfg.Pools[0].QueueTimeout = Duration(4 * time.Second)
-		p := startProxy(t, cfg)
-		if len(p.e.Loops()) < 2 {
-			t.Skip("needs two loops (two CPUs)")
-		}
+		p := startTwoLoops(t, b, 2, u.addr)
 		ka, cl, w0, w1 := onLoop(t, p, 0), onLoop(t, p, 0), onLoop(t, p, 0), onLoop(t, p, 1)
 		sendGet(t, ka, "/ka")
 		sendGet(t, cl, "/close")
 		waitFor(t, "both slots in use", func() bool { return at("/ka")() && at("/close")() })
-		sendGet(t, w1, "/w1")
-		queued(t, p, 1)
-		sendGet(t, w0, "/w0")
-		queued(t, p, 2)
+		queueOn2(t, p, w0, w1)
 		holdLoop(p, 0, func() {
 			close(release["/ka"])
 			close(release["/close"])
@@ -831,11 +823,7 @@ func TestMaxConnsIdleTakenSlotPassedOn(t *testing.T) {
 		}
 		close(release["/w0"])
 		close(release["/w1"])
-		for _, c := range []net.Conn{ka, cl, w0, w1} {
-			if st, _ := status(t, c); st != 200 {
-				t.Errorf("status %d", st)
-			}
-		}
+		allOK(t, ka, cl, w0, w1)
 	})
 }
 
@@ -968,19 +956,11 @@ func TestMaxConnsSlotsReturn(t *testing.T) {
 func TestMaxConnsIdleShedForOtherLoop(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		u, at, release := newHoldUpstream(t, "/ka", "/w0", "/w1")
-		cfg := capConfig(b, ModeHTTP, 2, 1, u.addr)
-		cfg.Pools[0].QueueTimeout = Duration(4 * time.Second)
-		p := startProxy(t, cfg)
-		if len(p.e.Loops()) < 2 {
-			t.Skip("needs two loops (two CPUs)")
-		}
+		p := startTwoLoops(t, b, 1, u.addr)
 		ka, w0, w1 := onLoop(t, p, 0), onLoop(t, p, 0), onLoop(t, p, 1)
 		sendGet(t, ka, "/ka")
 		waitFor(t, "/ka at the server", at("/ka"))
-		sendGet(t, w1, "/w1")
-		queued(t, p, 1)
-		sendGet(t, w0, "/w0")
-		queued(t, p, 2)
+		queueOn2(t, p, w0, w1)
 		holdLoop(p, 0, func() {
 			close(release["/ka"])
 			time.Sleep(50 * time.Millisecond) // its answer at loop 0
@@ -991,11 +971,7 @@ func TestMaxConnsIdleShedForOtherLoop(t *testing.T) {
 			t.Errorf("/w1 not at the server (connections %d of 1, %d idle)", serverTotals(p, u.addr).Connections, serverTotals(p, u.addr).Idle)
 		}
 		close(release["/w1"])
-		for _, c := range []net.Conn{ka, w1} {
-			if st, _ := status(t, c); st != 200 {
-				t.Errorf("status %d", st)
-			}
-		}
+		allOK(t, ka, w1)
 	})
 }
 
@@ -1047,4 +1023,37 @@ func sendGet(t *testing.T, c net.Conn, path string) {
 	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// startTwoLoops runs a proxy of two loops (skipped where there is one
+// CPU) to server at max_conns maxConns, queue_timeout 4s.
+func startTwoLoops(t *testing.T, b engine.Backend, maxConns int, server string) *Proxy {
+	t.Helper()
+	cfg := capConfig(b, ModeHTTP, 2, maxConns, server)
+	cfg.Pools[0].QueueTimeout = Duration(4 * time.Second)
+	p := startProxy(t, cfg)
+	if len(p.e.Loops()) < 2 {
+		t.Skip("needs two loops (two CPUs)")
+	}
+	return p
+}
+
+// allOK reads the responses on cs, each to be a 200.
+func allOK(t *testing.T, cs ...net.Conn) {
+	t.Helper()
+	for _, c := range cs {
+		if st, _ := status(t, c); st != 200 {
+			t.Errorf("status %d", st)
+		}
+	}
+}
+
+// queueOn2 sends /w1 on w1 (loop 1's) and then /w0 on w0 (loop 0's),
+// each waiting in the queue before the next.
+func queueOn2(t *testing.T, p *Proxy, w0, w1 net.Conn) {
+	t.Helper()
+	sendGet(t, w1, "/w1")
+	queued(t, p, 1)
+	sendGet(t, w0, "/w0")
+	queued(t, p, 2)
 }
