@@ -443,7 +443,8 @@
 // a loop the waiters get their slots in the order they came; across
 // loops, a client arriving while a freed slot is on its way to another
 // loop's waiter may take it at its own loop's turn (the waiter stays
-// first in its loop, and has the next one). A
+// first in its loop, and has the next one). A server its health checks
+// bring up again has its slots go to the waiters at once. A
 // kept-alive connection idle in a loop's pool holds its slot: while the
 // pool has waiters, a connection whose exchange ends goes to its loop's
 // waiters if it has any (pooled, the first of them taking it: under a

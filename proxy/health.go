@@ -48,6 +48,7 @@ func checkServer(ctx context.Context, h *HealthConfig, s *server, pr *prober) {
 			passes++
 			if s.down.Load() && passes >= h.Rise {
 				s.down.Store(false)
+				s.cameUp()
 			}
 		} else {
 			passes = 0

@@ -121,6 +121,16 @@ func (s *server) release(k int) {
 	}
 }
 
+// cameUp: s is up again (its health checks passed), its slots free
+// while it was down: they go to its pool's waiters (every loop's queue
+// woken), as HAProxy has a server up again take from the queue. Any
+// goroutine.
+func (s *server) cameUp() {
+	if q := &s.shared.q; q.waiting.Load() > 0 {
+		q.kickAll()
+	}
+}
+
 // wakeOne posts a serve to loop k's queue if it has waiters, else to the
 // next loop that has; from is the caller's loop (kick). Any goroutine.
 func (qs *queueShared) wakeOne(k, from int) {

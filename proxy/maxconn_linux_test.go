@@ -1057,3 +1057,39 @@ func queueOn2(t *testing.T, p *Proxy, w0, w1 net.Conn) {
 	sendGet(t, w0, "/w0")
 	queued(t, p, 2)
 }
+
+// TestMaxConnsServerUpServesQueue: a request waits, the one server up at
+// its cap, the other down by its health checks; that one coming up
+// serves it at once, not at queue_timeout (HAProxy has a server up
+// again take from the queue).
+func TestMaxConnsServerUpServesQueue(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		x := newCapServer(t, false, 0, false)
+		y := newCapServer(t, false, 0, true)
+		x.u.mu.Lock()
+		x.u.ln.Close() // refused until it listens again
+		x.u.mu.Unlock()
+		cfg := capConfig(b, ModeHTTP, 1, 1, x.addr, y.addr)
+		cfg.Pools[0].QueueTimeout = Duration(4 * time.Second)
+		cfg.Pools[0].Health = &HealthConfig{Type: HealthTCP, Interval: Duration(10 * time.Millisecond), Timeout: Duration(10 * time.Millisecond), Rise: 1, Fall: 1}
+		p := startProxy(t, cfg)
+		waitFor(t, "x down", func() bool { return !serverTotals(p, x.addr).Up })
+		first := y.held(t, p, "/first")
+		w := rawGet(t, p, "/waits")
+		queued(t, p, 1)
+		if err := x.u.listen(x.addr); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "x up", func() bool { return serverTotals(p, x.addr).Up })
+		if !within(time.Second, func() bool { return len(x.got()) == 1 }) {
+			t.Errorf("/waits not at x, up with room, a second after it came up")
+		}
+		if st, body := status(t, w); st != 200 || body != "/waits" {
+			t.Errorf("waiting request: %d %q", st, body)
+		}
+		y.hold <- struct{}{}
+		if st, _ := status(t, first); st != 200 {
+			t.Errorf("first: %d", st)
+		}
+	})
+}
