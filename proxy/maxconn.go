@@ -26,7 +26,7 @@ type waiter struct {
 	seg        int64      // Proxy.now it went in at the tail last
 	began      bool       // since is set: the request or client has waited
 	front      bool       // in wake: a slot not found, it waits again first
-	partial    bool       // its walks leave out servers it failed to connect to
+	partial    bool       // its walks leave out servers: it failed to connect to them, or its pool is one a reload replaced
 	wake       func()     // looks for a slot again (out of the queue); made once per owner
 }
 
@@ -172,7 +172,8 @@ func (qs *queueShared) kick(j, from int) {
 
 // serve wakes q's waiters in turn, oldest first, until one that may use
 // every server finds no slot (none is left for those behind it). One
-// whose walks leave out servers it failed to connect to (partial) and
+// whose walks leave out servers (partial: it failed to connect to them,
+// or it walks a pool a reload replaced, without the servers added) and
 // that found no slot waits again in its place, and the next is woken: a
 // slot of a server it cannot use goes to one behind it. Loop goroutine
 // (q's).
@@ -352,7 +353,7 @@ func (pl *pool) queue() *queueShared { return &pl.shared.q }
 func (ls *loopState) wait(pl *pool, w *waiter, failed uint64) bool {
 	qs := pl.queue()
 	front := w.front
-	w.partial = failed != 0
+	w.partial = failed != 0 || pl != qs.pool.Load() // (a pool a reload replaced lacks servers the new one may have)
 	if !qs.enqueue(ls.id, w, pl.cfg.MaxQueue) {
 		return false
 	}

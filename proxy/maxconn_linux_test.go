@@ -1093,3 +1093,39 @@ func TestMaxConnsServerUpServesQueue(t *testing.T) {
 		}
 	})
 }
+
+// TestMaxConnsReloadAddedServer: a request waits (its pool's one server
+// at its cap) when a reload adds a server to the pool; a request coming
+// after, routed to the new pool, goes to the new server with room,
+// although it goes behind the waiter of the pool before, which cannot
+// use that server.
+func TestMaxConnsReloadAddedServer(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		y := newCapServer(t, false, 0, true)
+		z := newCapServer(t, false, 0, false)
+		cfg := capConfig(b, ModeHTTP, 1, 1, y.addr)
+		cfg.Pools[0].QueueTimeout = Duration(4 * time.Second)
+		p := startProxy(t, cfg)
+		first := y.held(t, p, "/first")
+		w := rawGet(t, p, "/waits")
+		queued(t, p, 1)
+		cfg = capConfig(b, ModeHTTP, 1, 1, y.addr, z.addr)
+		cfg.Pools[0].QueueTimeout = Duration(4 * time.Second)
+		mustReload(t, p, cfg)
+		start := time.Now()
+		if st, body := status(t, rawGet(t, p, "/new")); st != 200 || body != "/new" || time.Since(start) > time.Second {
+			t.Errorf("request after the reload: %d %q after %v", st, body, time.Since(start))
+		}
+		go func() {
+			for range 2 {
+				select {
+				case y.hold <- struct{}{}:
+				case <-time.After(6 * time.Second):
+					return
+				}
+			}
+		}()
+		allOK(t, first)
+		w.Close() // (its queue_timeout may have run out meanwhile)
+	})
+}
