@@ -379,10 +379,7 @@ func TestMaxConnsClientLeaves(t *testing.T) {
 		if pt := poolTotals(p, "app"); pt.QueueTimeouts != 0 {
 			t.Errorf("%d queue timeouts, want 0", pt.QueueTimeouts)
 		}
-		cs.hold <- struct{}{}
-		if st, _ := status(t, first); st != 200 {
-			t.Errorf("first: %d", st)
-		}
+		cs.answer(t, first)
 		cs.hold <- struct{}{}
 		if st, body := status(t, next); st != 200 || body != "/next" {
 			t.Errorf("next: %d %q", st, body)
@@ -433,10 +430,7 @@ func TestMaxConnsSkipsFull(t *testing.T) {
 		if pt := poolTotals(p, "app"); pt.Queued != 0 {
 			t.Errorf("%d queued, want none", pt.Queued)
 		}
-		full.hold <- struct{}{}
-		if st, _ := status(t, first); st != 200 {
-			t.Errorf("first: %d", st)
-		}
+		full.answer(t, first)
 	})
 }
 
@@ -582,10 +576,7 @@ func TestMaxConnsDeadServerNoStorm(t *testing.T) {
 		if f := serverTotals(p, dead).Failures; f > 10 {
 			t.Errorf("%d failed connects to the dead server while one request waited", f)
 		}
-		full.hold <- struct{}{}
-		if st, _ := status(t, first); st != 200 {
-			t.Errorf("first: %d", st)
-		}
+		full.answer(t, first)
 	})
 }
 
@@ -633,10 +624,7 @@ func TestMaxConnsIdleToDownServer(t *testing.T) {
 		if st, _ := status(t, w); st != 503 {
 			t.Errorf("waiting request: %d, want 503 at queue_timeout", st)
 		}
-		y.hold <- struct{}{}
-		if st, _ := status(t, first); st != 200 {
-			t.Errorf("first: %d", st)
-		}
+		y.answer(t, first)
 	})
 }
 
@@ -657,13 +645,7 @@ func within(d time.Duration, ok func() bool) bool {
 // waiter that found no slot).
 func TestMaxConnsFailedHeadNoBlock(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
-		x := newCapServer(t, false, 0, true)
-		y := newCapServer(t, false, 0, true)
-		x.u.mu.Lock()
-		x.u.ln.Close() // refused until it listens again
-		x.u.mu.Unlock()
-		cfg := capConfig(b, ModeHTTP, 1, 1, x.addr, y.addr)
-		cfg.Pools[0].QueueTimeout = Duration(3 * time.Second)
+		x, y, cfg := refusedAndHeld(t, b, true, 3*time.Second)
 		p := startProxy(t, cfg)
 		y.held(t, p, "/h1")
 		rawGet(t, p, "/w1") // fails to connect to x, waits for y
@@ -1064,13 +1046,7 @@ func queueOn2(t *testing.T, p *Proxy, w0, w1 net.Conn) {
 // again take from the queue).
 func TestMaxConnsServerUpServesQueue(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
-		x := newCapServer(t, false, 0, false)
-		y := newCapServer(t, false, 0, true)
-		x.u.mu.Lock()
-		x.u.ln.Close() // refused until it listens again
-		x.u.mu.Unlock()
-		cfg := capConfig(b, ModeHTTP, 1, 1, x.addr, y.addr)
-		cfg.Pools[0].QueueTimeout = Duration(4 * time.Second)
+		x, y, cfg := refusedAndHeld(t, b, false, 4*time.Second)
 		cfg.Pools[0].Health = &HealthConfig{Type: HealthTCP, Interval: Duration(10 * time.Millisecond), Timeout: Duration(10 * time.Millisecond), Rise: 1, Fall: 1}
 		p := startProxy(t, cfg)
 		waitFor(t, "x down", func() bool { return !serverTotals(p, x.addr).Up })
@@ -1087,10 +1063,7 @@ func TestMaxConnsServerUpServesQueue(t *testing.T) {
 		if st, body := status(t, w); st != 200 || body != "/waits" {
 			t.Errorf("waiting request: %d %q", st, body)
 		}
-		y.hold <- struct{}{}
-		if st, _ := status(t, first); st != 200 {
-			t.Errorf("first: %d", st)
-		}
+		y.answer(t, first)
 	})
 }
 
@@ -1128,4 +1101,34 @@ func TestMaxConnsReloadAddedServer(t *testing.T) {
 		allOK(t, first)
 		w.Close() // (its queue_timeout may have run out meanwhile)
 	})
+}
+
+// answer lets cs answer the request it holds and checks that c, whose
+// request it was, gets a 200.
+func (cs *capServer) answer(t *testing.T, c net.Conn) {
+	t.Helper()
+	cs.hold <- struct{}{}
+	if st, _ := status(t, c); st != 200 {
+		t.Errorf("%d, want 200", st)
+	}
+}
+
+// refuse stops cs's listening: its connects are refused until
+// cs.u.listen(cs.addr) (its connections open stay).
+func (cs *capServer) refuse() {
+	cs.u.mu.Lock()
+	defer cs.u.mu.Unlock()
+	cs.u.ln.Close()
+}
+
+// refusedAndHeld returns a server x that refuses connects until it
+// listens again (holding each request where xHolds), a server y that
+// holds each request, and a config of one loop for a pool of the two at
+// max_conns 1, queue_timeout qt.
+func refusedAndHeld(t *testing.T, b engine.Backend, xHolds bool, qt time.Duration) (x, y *capServer, cfg *Config) {
+	x, y = newCapServer(t, false, 0, xHolds), newCapServer(t, false, 0, true)
+	x.refuse()
+	cfg = capConfig(b, ModeHTTP, 1, 1, x.addr, y.addr)
+	cfg.Pools[0].QueueTimeout = Duration(qt)
+	return x, y, cfg
 }
