@@ -38,8 +38,10 @@ type waitQueue struct {
 	after      *waiter      // in serve: the last waiter put back (nil: none yet)
 	n          atomic.Int64 // waiters in the list
 	kick       atomic.Bool  // a serve is posted to the loop
+	shed       atomic.Bool  // a shedFn is posted to the loop
 	serveFn    func()
-	id         int // its loop's
+	shedFn     func() // shedFor of the pool's latest on the loop; made once
+	id         int    // its loop's
 
 	queued   counter // waits begun (at the tail)
 	timeouts counter // requests or clients whose queue_timeout ran out
@@ -67,6 +69,12 @@ func newPoolShared(p *Proxy) *poolShared {
 		q := &sh.q.qs[k]
 		q.id = k
 		q.serveFn = func() { sh.q.serve(q) }
+		q.shedFn = func() {
+			q.shed.Store(false)
+			if pl := sh.q.pool.Load(); pl != nil {
+				p.loops[k].shedFor(pl)
+			}
+		}
 	}
 	return sh
 }
@@ -371,16 +379,18 @@ func (ls *loopState) wait(pl *pool, w *waiter, failed uint64) bool {
 // shedIdle asks the other loops with idle pooled connections to a server
 // of pl at its cap to close them (shedFor), so that the slots they hold
 // go to the waiters; this loop's own go to its waiters as they are (its
-// queue woken: takeIdleFor). Loop goroutine.
+// queue woken: takeIdleFor). No allocation: each loop's shed is made
+// once (shedFn, of the pool's latest generation, as passOn's), posted
+// one at a time. Loop goroutine.
 func (ls *loopState) shedIdle(pl *pool) {
-	for k, el := range pl.shared.q.p.e.Loops() {
+	qs := pl.queue()
+	for k, el := range qs.p.e.Loops() {
 		for _, s := range pl.servers {
 			if s.loops[k].stats.idle.load() > 0 && !s.hasRoom() {
 				if k == ls.id {
-					pl.queue().kick(k, k)
-				} else {
-					lk := pl.shared.q.p.loops[k]
-					el.Post(func() { lk.shedFor(pl) })
+					qs.kick(k, k)
+				} else if q := &qs.qs[k]; q.shed.CompareAndSwap(false, true) {
+					el.Post(q.shedFn)
 				}
 				break
 			}

@@ -1132,3 +1132,28 @@ func refusedAndHeld(t *testing.T, b engine.Backend, xHolds bool, qt time.Duratio
 	cfg.Pools[0].QueueTimeout = Duration(qt)
 	return x, y, cfg
 }
+
+// TestMaxConnsShedIdleAllocs: a wait that begins while another loop holds
+// an idle connection to a server at its cap asks that loop to shed it
+// (shedIdle) without allocating.
+func TestMaxConnsShedIdleAllocs(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u, _, release := newHoldUpstream(t, "/ka")
+		close(release["/ka"])
+		p := startTwoLoops(t, b, 1, u.addr)
+		c := onLoop(t, p, 1)
+		sendGet(t, c, "/ka")
+		allOK(t, c)
+		waitFor(t, "loop 1's connection idle", func() bool { return serverTotals(p, u.addr).Idle == 1 })
+		pl := p.pools[0]
+		if pl == nil || pl.servers[0].hasRoom() {
+			t.Fatal("no pool, or its server not at its cap")
+		}
+		if n := testing.AllocsPerRun(100, func() { p.loops[0].shedIdle(pl) }); n != 0 {
+			t.Errorf("%v allocations a shedIdle", n)
+		}
+		if serverTotals(p, u.addr).Idle != 1 {
+			t.Error("the idle connection was shed with no waiter")
+		}
+	})
+}
