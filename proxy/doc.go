@@ -444,7 +444,13 @@
 // loops, a client arriving while a freed slot is on its way to another
 // loop's waiter may take it at its own loop's turn (the waiter stays
 // first in its loop, and has the next one). A server its health checks
-// bring up again has its slots go to the waiters at once. A
+// bring up again has its slots go to the waiters at once, and so does a
+// server whose passive health ejection runs out: an ejection's end is no
+// event (ejected is read where a walk looks), so a loop whose waiter
+// waits while a server of its pool is ejected sets a timer for the
+// earliest such end, which wakes its queue (one timer per loop and pool,
+// set again only for an earlier end; nothing where no server is
+// ejected). A
 // kept-alive connection idle in a loop's pool holds its slot: while the
 // pool has waiters, a connection whose exchange ends goes to its loop's
 // waiters if it has any (pooled, the first of them taking it: under a

@@ -1,6 +1,11 @@
 package proxy
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/spindlenet/spindle/engine"
+)
 
 // Per-server connection caps (max_conns) and the pool's queue. A server
 // counts the upstream connections the proxy has to it over every loop
@@ -40,8 +45,11 @@ type waitQueue struct {
 	kick       atomic.Bool  // a serve is posted to the loop
 	shed       atomic.Bool  // a shedFn is posted to the loop
 	serveFn    func()
-	shedFn     func() // shedFor of the pool's latest on the loop; made once
-	id         int    // its loop's
+	shedFn     func()       // shedFor of the pool's latest on the loop; made once
+	endAt      int64        // Proxy.now at which endTimer runs (0: none set)
+	endTimer   engine.Timer // an ejection's end: serve the queue
+	endFn      func()
+	id         int // its loop's
 
 	queued   counter // waits begun (at the tail)
 	timeouts counter // requests or clients whose queue_timeout ran out
@@ -69,6 +77,12 @@ func newPoolShared(p *Proxy) *poolShared {
 		q := &sh.q.qs[k]
 		q.id = k
 		q.serveFn = func() { sh.q.serve(q) }
+		q.endFn = func() {
+			q.endAt = 0
+			if q.n.Load() > 0 {
+				sh.q.kick(k, k)
+			}
+		}
 		q.shedFn = func() {
 			q.shed.Store(false)
 			if pl := sh.q.pool.Load(); pl != nil {
@@ -284,13 +298,31 @@ func (qs *queueShared) enqueue(k int, w *waiter, maxQueue int) bool {
 // recheck wakes loop k's queue where a server of pl that a walk would
 // try (dialing.next; failed: those the waiter failed to connect to) has
 // room: a slot freed between the walk that found none and the enqueue
-// that followed (whose release saw no waiter) is not lost. Loop
-// goroutine.
+// that followed (whose release saw no waiter) is not lost. Where passive
+// health has a server of pl ejected, it sets the loop's timer for the
+// earliest such ejection's end (endAt), which serves the queue: an
+// ejection runs out with no event of its own (ejected is read lazily),
+// and its server's slots, freed while it was out, go to the waiters, as
+// a server's coming up by its checks (cameUp). Loop goroutine.
 func (qs *queueShared) recheck(k int, pl *pool, failed uint64) {
+	var end int64
 	for i, s := range pl.servers {
 		if s.up() && !s.loops[k].idle.gone && !failedTo(failed, i) && s.hasRoom() {
 			qs.kick(k, k)
 			return
+		}
+		if u := s.until.Load(); u != 0 {
+			if e := u &^ untilHTTP; end == 0 || e < end {
+				end = e
+			}
+		}
+	}
+	if now := qs.p.now(); end > now {
+		q := &qs.qs[k]
+		if q.endAt == 0 || end < q.endAt {
+			q.endTimer.Stop()
+			q.endAt = end
+			q.endTimer = qs.p.e.Loops()[k].AfterFunc(time.Duration(end-now), q.endFn)
 		}
 	}
 }

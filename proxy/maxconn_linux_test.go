@@ -1157,3 +1157,36 @@ func TestMaxConnsShedIdleAllocs(t *testing.T) {
 		}
 	})
 }
+
+// TestMaxConnsEjectionEndServesQueue: a request waits, the one server up
+// at its cap, the other ejected by passive health (its slot free); the
+// ejection running out serves it at once, as a server up again by its
+// health checks does, not at queue_timeout.
+func TestMaxConnsEjectionEndServesQueue(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		x, y, cfg := refusedAndHeld(t, b, false, 4*time.Second)
+		cfg.Pools[0].Passive = &PassiveConfig{Fails: 1, Cooldown: Duration(time.Second)}
+		p := startProxy(t, cfg)
+		first := y.held(t, p, "/first")
+		if !serverTotals(p, x.addr).PassiveDown {
+			rawGet(t, p, "/ejects").Close() // fails to connect to x, waits for y
+			waitFor(t, "x ejected", func() bool { return serverTotals(p, x.addr).PassiveDown })
+			queued(t, p, 0)
+		}
+		if err := x.u.listen(x.addr); err != nil {
+			t.Fatal(err)
+		}
+		w := rawGet(t, p, "/waits")
+		queued(t, p, 1)
+		if !serverTotals(p, x.addr).PassiveDown {
+			t.Fatal("x's ejection ran out before the request waited")
+		}
+		if !within(2*time.Second, func() bool { return len(x.got()) == 1 }) {
+			t.Errorf("/waits not at x, its ejection ended with its slot free")
+		}
+		if st, body := status(t, w); st != 200 || body != "/waits" {
+			t.Errorf("waiting request: %d %q", st, body)
+		}
+		y.answer(t, first)
+	})
+}
