@@ -488,7 +488,13 @@
 // config their connections were made under: a raised cap wakes the
 // waiters, a lowered one makes new connections wait until enough close
 // (none is closed for it); max_queue and queue_timeout apply to the
-// requests and clients that begin after it. An h2c pool (protocol h2c)
+// requests and clients that begin after it (one waiting when a reload
+// replaced its pool may take the new queue_timeout at its next wait). A
+// request or client waiting when a reload replaces its pool walks the
+// pool's new generation at its turn: the servers the reload added
+// included, those it removed left out, those it failed to connect to
+// still out (but where the pool became an h2c one: it walks the pool it
+// waited for). An h2c pool (protocol h2c)
 // takes no max_conns: h2_max_connections bounds its connections, per
 // server and loop, and its streams wait for room on them within
 // response_timeout. /metrics has per server spindle_proxy_server_max_conns

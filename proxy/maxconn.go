@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -31,7 +32,7 @@ type waiter struct {
 	seg        int64      // Proxy.now it went in at the tail last
 	began      bool       // since is set: the request or client has waited
 	front      bool       // in wake: a slot not found, it waits again first
-	partial    bool       // its walks leave out servers: it failed to connect to them, or its pool is one a reload replaced
+	partial    bool       // its walks leave out servers: it failed to connect to them, or its pool is one a reload replaced (by an h2c one: repool)
 	wake       func()     // looks for a slot again (out of the queue); made once per owner
 }
 
@@ -195,7 +196,8 @@ func (qs *queueShared) kick(j, from int) {
 // serve wakes q's waiters in turn, oldest first, until one that may use
 // every server finds no slot (none is left for those behind it). One
 // whose walks leave out servers (partial: it failed to connect to them,
-// or it walks a pool a reload replaced, without the servers added) and
+// or it walks a pool a reload replaced, without the servers added: by a
+// reload between its walk and its wait, or by an h2c pool) and
 // that found no slot waits again in its place, and the next is woken: a
 // slot of a server it cannot use goes to one behind it. Loop goroutine
 // (q's).
@@ -368,6 +370,29 @@ func (d *dialing) failedAt(i int) {
 // restart begins a walk over the pool from start for a waiter whose turn
 // came: the servers it failed to connect to stay out. Loop goroutine.
 func (d *dialing) restart(start int) { *d = dialing{start: start, failed: d.failed, woken: true} }
+
+// repool returns the pool a waiter of pl walks at its turn: pl's latest
+// generation where a reload replaced pl (the queue is the pool's over
+// reloads), with failed, the servers its walks failed to connect to, at
+// their indexes in it (a server the reload did not keep is left out with
+// its bit); pl itself where it is the latest, or where the latest is of
+// the other protocol (h2c: another path). No allocation. Loop goroutine.
+func repool(pl *pool, failed *uint64) *pool {
+	np := pl.queue().pool.Load()
+	if np == nil || np == pl || np.h2 != pl.h2 {
+		return pl
+	}
+	var f uint64
+	if *failed != 0 {
+		for j, s := range np.servers {
+			if i := slices.Index(pl.servers, s); i >= 0 && failedTo(*failed, i) && j < 64 {
+				f |= 1 << j
+			}
+		}
+	}
+	*failed = f
+	return np
+}
 
 // waited is how long w has waited, at now (its first wait's start on).
 func (w *waiter) waited(now int64) int64 { return now - w.since }

@@ -1070,8 +1070,7 @@ func TestMaxConnsServerUpServesQueue(t *testing.T) {
 // TestMaxConnsReloadAddedServer: a request waits (its pool's one server
 // at its cap) when a reload adds a server to the pool; a request coming
 // after, routed to the new pool, goes to the new server with room,
-// although it goes behind the waiter of the pool before, which cannot
-// use that server.
+// although it goes behind the waiter of the pool before.
 func TestMaxConnsReloadAddedServer(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		y := newCapServer(t, false, 0, true)
@@ -1089,17 +1088,8 @@ func TestMaxConnsReloadAddedServer(t *testing.T) {
 		if st, body := status(t, rawGet(t, p, "/new")); st != 200 || body != "/new" || time.Since(start) > time.Second {
 			t.Errorf("request after the reload: %d %q after %v", st, body, time.Since(start))
 		}
-		go func() {
-			for range 2 {
-				select {
-				case y.hold <- struct{}{}:
-				case <-time.After(6 * time.Second):
-					return
-				}
-			}
-		}()
-		allOK(t, first)
-		w.Close() // (its queue_timeout may have run out meanwhile)
+		y.answer(t, first)
+		w.Close() // (TestMaxConnsReloadMovesWaiter reads its answer)
 	})
 }
 
@@ -1189,4 +1179,55 @@ func TestMaxConnsEjectionEndServesQueue(t *testing.T) {
 		}
 		y.answer(t, first)
 	})
+}
+
+// TestMaxConnsReloadMovesWaiter: a request waits (its pool's one server
+// at its cap) when a reload adds a server to the pool; at its turn it
+// walks the pool's new generation and goes to the server added, with
+// room, rather than waiting for queue_timeout beside it.
+func TestMaxConnsReloadMovesWaiter(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		y := newCapServer(t, false, 0, true)
+		z := newCapServer(t, false, 0, false)
+		cfg := capConfig(b, ModeHTTP, 1, 1, y.addr)
+		cfg.Pools[0].QueueTimeout = Duration(4 * time.Second)
+		p := startProxy(t, cfg)
+		first := y.held(t, p, "/first")
+		w := rawGet(t, p, "/waits")
+		queued(t, p, 1)
+		cfg = capConfig(b, ModeHTTP, 1, 1, y.addr, z.addr)
+		cfg.Pools[0].QueueTimeout = Duration(4 * time.Second)
+		mustReload(t, p, cfg)
+		if !within(time.Second, func() bool { return len(z.got()) == 1 }) {
+			t.Errorf("/waits not at z, added by the reload with room, a second after it")
+		}
+		if st, body := status(t, w); st != 200 || body != "/waits" {
+			t.Errorf("waiting request: %d %q", st, body)
+		}
+		y.answer(t, first)
+	})
+}
+
+// TestRepool: a waiter of a pool a reload replaced walks the new
+// generation, the servers it failed to connect to (kept by the reload)
+// still left out, at their new indexes.
+func TestRepool(t *testing.T) {
+	x, y, z := &server{addr: "x"}, &server{addr: "y"}, &server{addr: "z"}
+	sh := &poolShared{}
+	old := &pool{servers: []*server{x, y}, shared: sh}
+	sh.q.pool.Store(old)
+	failed := uint64(1) // x
+	if pl := repool(old, &failed); pl != old || failed != 1 {
+		t.Fatalf("not replaced: %p (old %p), failed %b", pl, old, failed)
+	}
+	np := &pool{servers: []*server{z, y, x}, shared: sh}
+	sh.q.pool.Store(np)
+	if pl := repool(old, &failed); pl != np || failed != 1<<2 {
+		t.Fatalf("replaced: %p (new %p), failed %b, want 100", pl, np, failed)
+	}
+	h2 := &pool{servers: []*server{x}, shared: sh, h2: true}
+	sh.q.pool.Store(h2)
+	if pl := repool(np, &failed); pl != np {
+		t.Fatal("moved to a pool of another protocol (h2c)")
+	}
 }
