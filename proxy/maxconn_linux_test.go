@@ -1046,31 +1046,49 @@ func queueOn2(t *testing.T, p *Proxy, w0, w1 net.Conn) {
 // again take from the queue).
 func TestMaxConnsServerUpServesQueue(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
-		x, y, cfg := refusedAndHeld(t, b, false, 4*time.Second)
-		cfg.Pools[0].Health = &HealthConfig{Type: HealthTCP, Interval: Duration(10 * time.Millisecond), Timeout: Duration(10 * time.Millisecond), Rise: 1, Fall: 1}
-		p := startProxy(t, cfg)
-		waitFor(t, "x down", func() bool { return !serverTotals(p, x.addr).Up })
-		first := y.held(t, p, "/first")
-		w := rawGet(t, p, "/waits")
-		queued(t, p, 1)
-		if err := x.u.listen(x.addr); err != nil {
-			t.Fatal(err)
-		}
-		waitFor(t, "x up", func() bool { return serverTotals(p, x.addr).Up })
-		if !within(time.Second, func() bool { return len(x.got()) == 1 }) {
-			t.Errorf("/waits not at x, up with room, a second after it came up")
-		}
-		if st, body := status(t, w); st != 200 || body != "/waits" {
-			t.Errorf("waiting request: %d %q", st, body)
-		}
-		y.answer(t, first)
+		servedWhenBack(t, b, func(cfg *Config) {
+			cfg.Pools[0].Health = &HealthConfig{Type: HealthTCP, Interval: Duration(10 * time.Millisecond), Timeout: Duration(10 * time.Millisecond), Rise: 1, Fall: 1}
+		}, func(p *Proxy, x *capServer) {
+			waitFor(t, "x down", func() bool { return !serverTotals(p, x.addr).Up })
+		}, nil)
 	})
 }
 
+// servedWhenBack: of a pool of one loop, servers x (refusing connects)
+// and y (holding its requests) at max_conns 1 and queue_timeout 4s
+// (setup: more of the pool's config), y holds /first and out(p, x) has x
+// out of the pool; /waits waits; stillOut(p, x), where given, checks x is
+// still out; x listens again, and /waits reaches it within a second of
+// its coming back (2s of its listening), answered 200.
+func servedWhenBack(t *testing.T, b engine.Backend, setup func(*Config), out, stillOut func(p *Proxy, x *capServer)) {
+	t.Helper()
+	x, y, cfg := refusedAndHeld(t, b, false, 4*time.Second)
+	setup(cfg)
+	p := startProxy(t, cfg)
+	first := y.held(t, p, "/first")
+	out(p, x)
+	w := rawGet(t, p, "/waits")
+	queued(t, p, 1)
+	if stillOut != nil {
+		stillOut(p, x)
+	}
+	if err := x.u.listen(x.addr); err != nil {
+		t.Fatal(err)
+	}
+	if !within(2*time.Second, func() bool { return len(x.got()) == 1 }) {
+		t.Errorf("/waits not at x, back with room")
+	}
+	if st, body := status(t, w); st != 200 || body != "/waits" {
+		t.Errorf("waiting request: %d %q", st, body)
+	}
+	y.answer(t, first)
+}
+
 // TestMaxConnsReloadAddedServer: a request waits (its pool's one server
-// at its cap) when a reload adds a server to the pool; a request coming
-// after, routed to the new pool, goes to the new server with room,
-// although it goes behind the waiter of the pool before.
+// at its cap) when a reload adds a server to the pool; at its turn it
+// walks the pool's new generation and goes to the server added, with
+// room, rather than waiting for queue_timeout beside it; and a request
+// coming after, routed to the new pool, is served too.
 func TestMaxConnsReloadAddedServer(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		y := newCapServer(t, false, 0, true)
@@ -1084,12 +1102,17 @@ func TestMaxConnsReloadAddedServer(t *testing.T) {
 		cfg = capConfig(b, ModeHTTP, 1, 1, y.addr, z.addr)
 		cfg.Pools[0].QueueTimeout = Duration(4 * time.Second)
 		mustReload(t, p, cfg)
+		if !within(time.Second, func() bool { return len(z.got()) == 1 }) {
+			t.Errorf("/waits not at z, added by the reload with room, a second after it")
+		}
+		if st, body := status(t, w); st != 200 || body != "/waits" {
+			t.Errorf("waiting request: %d %q", st, body)
+		}
 		start := time.Now()
 		if st, body := status(t, rawGet(t, p, "/new")); st != 200 || body != "/new" || time.Since(start) > time.Second {
 			t.Errorf("request after the reload: %d %q after %v", st, body, time.Since(start))
 		}
 		y.answer(t, first)
-		w.Close() // (TestMaxConnsReloadMovesWaiter reads its answer)
 	})
 }
 
@@ -1154,57 +1177,19 @@ func TestMaxConnsShedIdleAllocs(t *testing.T) {
 // health checks does, not at queue_timeout.
 func TestMaxConnsEjectionEndServesQueue(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
-		x, y, cfg := refusedAndHeld(t, b, false, 4*time.Second)
-		cfg.Pools[0].Passive = &PassiveConfig{Fails: 1, Cooldown: Duration(time.Second)}
-		p := startProxy(t, cfg)
-		first := y.held(t, p, "/first")
-		if !serverTotals(p, x.addr).PassiveDown {
-			rawGet(t, p, "/ejects").Close() // fails to connect to x, waits for y
-			waitFor(t, "x ejected", func() bool { return serverTotals(p, x.addr).PassiveDown })
-			queued(t, p, 0)
-		}
-		if err := x.u.listen(x.addr); err != nil {
-			t.Fatal(err)
-		}
-		w := rawGet(t, p, "/waits")
-		queued(t, p, 1)
-		if !serverTotals(p, x.addr).PassiveDown {
-			t.Fatal("x's ejection ran out before the request waited")
-		}
-		if !within(2*time.Second, func() bool { return len(x.got()) == 1 }) {
-			t.Errorf("/waits not at x, its ejection ended with its slot free")
-		}
-		if st, body := status(t, w); st != 200 || body != "/waits" {
-			t.Errorf("waiting request: %d %q", st, body)
-		}
-		y.answer(t, first)
-	})
-}
-
-// TestMaxConnsReloadMovesWaiter: a request waits (its pool's one server
-// at its cap) when a reload adds a server to the pool; at its turn it
-// walks the pool's new generation and goes to the server added, with
-// room, rather than waiting for queue_timeout beside it.
-func TestMaxConnsReloadMovesWaiter(t *testing.T) {
-	forBackends(t, func(t *testing.T, b engine.Backend) {
-		y := newCapServer(t, false, 0, true)
-		z := newCapServer(t, false, 0, false)
-		cfg := capConfig(b, ModeHTTP, 1, 1, y.addr)
-		cfg.Pools[0].QueueTimeout = Duration(4 * time.Second)
-		p := startProxy(t, cfg)
-		first := y.held(t, p, "/first")
-		w := rawGet(t, p, "/waits")
-		queued(t, p, 1)
-		cfg = capConfig(b, ModeHTTP, 1, 1, y.addr, z.addr)
-		cfg.Pools[0].QueueTimeout = Duration(4 * time.Second)
-		mustReload(t, p, cfg)
-		if !within(time.Second, func() bool { return len(z.got()) == 1 }) {
-			t.Errorf("/waits not at z, added by the reload with room, a second after it")
-		}
-		if st, body := status(t, w); st != 200 || body != "/waits" {
-			t.Errorf("waiting request: %d %q", st, body)
-		}
-		y.answer(t, first)
+		servedWhenBack(t, b, func(cfg *Config) {
+			cfg.Pools[0].Passive = &PassiveConfig{Fails: 1, Cooldown: Duration(time.Second)}
+		}, func(p *Proxy, x *capServer) {
+			if !serverTotals(p, x.addr).PassiveDown {
+				rawGet(t, p, "/ejects").Close() // fails to connect to x, waits for y
+				waitFor(t, "x ejected", func() bool { return serverTotals(p, x.addr).PassiveDown })
+				queued(t, p, 0)
+			}
+		}, func(p *Proxy, x *capServer) {
+			if !serverTotals(p, x.addr).PassiveDown {
+				t.Fatal("x's ejection ran out before the request waited")
+			}
+		})
 	})
 }
 
