@@ -223,6 +223,50 @@ func SplitTarget(target []byte) (authority, path []byte) {
 	return a[:end], a[end:]
 }
 
+// defaultPort returns the default port of an absolute-form target's
+// scheme, http or https (RFC 9110 4.2.1, 4.2.2), case-insensitively; nil
+// for another scheme or form.
+func defaultPort(target []byte) []byte {
+	i := bytes.Index(target, []byte("://"))
+	switch {
+	case i < 0:
+		return nil
+	case EqualFold(target[:i], []byte("http")):
+		return []byte("80")
+	case EqualFold(target[:i], []byte("https")):
+		return []byte("443")
+	}
+	return nil
+}
+
+// sameAuthority reports whether authorities a and b name the same host,
+// case-insensitively, and the same port, a port left out or empty being
+// def where def is not nil ("http://x:80/" and "http://x/" are one, RFC
+// 9110 4.2.3).
+func sameAuthority(a, b, def []byte) bool {
+	ha, pa := hostPort(a)
+	hb, pb := hostPort(b)
+	if def != nil {
+		if len(pa) == 0 {
+			pa = def
+		}
+		if len(pb) == 0 {
+			pb = def
+		}
+	}
+	return len(ha) == len(hb) && EqualFold(ha, hb) && bytes.Equal(pa, pb)
+}
+
+// hostPort splits an authority at its port's colon (a bracketed IPv6
+// literal's colons aside); port is empty for none.
+func hostPort(a []byte) (host, port []byte) {
+	i := bytes.LastIndexByte(a, ':')
+	if i < 0 || bytes.IndexByte(a[i:], ']') >= 0 {
+		return a, nil
+	}
+	return a[:i], a[i+1:]
+}
+
 // ValidAuthority reports whether a is host [ ":" port ] where host is a
 // non-empty reg-name of unreserved and sub-delims characters or a bracketed
 // IPv6 literal, and port is digits: a non-empty Host field value that Parse
@@ -286,10 +330,11 @@ func (r *Request) semantics() *Error {
 	// as does CONNECT's authority-form; a proxy routing by one while the
 	// next hop uses the other could be steered, so they must agree.
 	a, _ := SplitTarget(r.Target)
+	def := defaultPort(r.Target)
 	if string(r.Method) == "CONNECT" {
-		a = r.Target // authority-form
+		a, def = r.Target, nil // authority-form
 	}
-	if a != nil && f.host != nil && !(len(a) == len(r.Host) && EqualFold(a, r.Host)) {
+	if a != nil && f.host != nil && !sameAuthority(a, r.Host, def) {
 		return errHostTarget
 	}
 	if r.Minor == 0 {

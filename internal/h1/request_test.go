@@ -157,7 +157,16 @@ func TestRequestParse(t *testing.T) {
 		{name: "absolute-form", in: "GET http://x/y HTTP/1.1\nHost: x\n\n"},
 		{name: "absolute-form host case", in: "GET http://X.example:80?q HTTP/1.1\nHost: x.EXAMPLE:80\n\n"},
 		{name: "absolute-form other host", is: errHostTarget, in: "GET http://x/y HTTP/1.1\nHost: y\n\n", status: 400},
-		{name: "absolute-form other port", in: "GET http://x:80/y HTTP/1.1\nHost: x\n\n", status: 400},
+		// RFC 9110 4.2.3: a default port, or an empty one, is the same
+		// authority as none.
+		{name: "absolute-form default port, Host without", in: "OPTIONS http://x:80 HTTP/1.1\nHost: x\n\n"},
+		{name: "absolute-form without port, Host default", in: "GET http://X/y HTTP/1.1\nHost: x:80\n\n"},
+		{name: "absolute-form empty port", in: "GET HTTP://x:/y HTTP/1.1\nHost: x\n\n"},
+		{name: "absolute-form https default port", in: "GET https://x/y HTTP/1.1\nHost: x:443\n\n"},
+		{name: "absolute-form IPv6 default port", in: "GET http://[::1]:80/y HTTP/1.1\nHost: [::1]\n\n"},
+		{name: "absolute-form other port", is: errHostTarget, in: "GET http://x:8080/y HTTP/1.1\nHost: x\n\n", status: 400},
+		{name: "absolute-form other scheme's default port", is: errHostTarget, in: "GET http://x:443/y HTTP/1.1\nHost: x\n\n", status: 400},
+		{name: "absolute-form port on another host", is: errHostTarget, in: "GET http://x:80/y HTTP/1.1\nHost: y\n\n", status: 400},
 		{name: "absolute-form 1.0 no host", in: "GET http://x/y HTTP/1.0\n\n"},
 		{name: "1.0 expect and upgrade ignored", in: "GET / HTTP/1.0\nExpect: 100-continue\nUpgrade: x\nConnection: upgrade\n\n", check: func(t *testing.T, r *Request) {
 			if r.Expect100 || r.Upgrade != nil {
