@@ -192,6 +192,7 @@ func (h *handler) OnOpen(c *engine.Conn) {
 		return
 	}
 	s := &session{p: p, ls: ls, ln: l, pool: l.pool, client: c}
+	s.w.of = s
 	if l.alog != nil {
 		s.x.start = p.now()
 	}
@@ -344,12 +345,8 @@ func (s *session) connect() {
 // first bytes read and held (so that a client that resets is seen), and
 // is closed where the queue is full. Loop goroutine.
 func (s *session) queue() {
-	if s.w.wake == nil {
-		s.w.wake = s.woken
-	}
 	front := s.w.front
-	if !s.ls.wait(s.pool, &s.w, s.failed) {
-		s.x.term = termQueueFull
+	if !s.ls.wait(s.pool, &s.w, s.failed, &s.x.term) {
 		s.client.Close()
 		return
 	}
@@ -382,11 +379,9 @@ func (s *session) woken() {
 
 // queueTimedOut closes a client still in the queue. Loop goroutine.
 func (s *session) queueTimedOut() {
-	if s.done || s.w.q == nil {
+	if s.done || !s.w.leave(s.pool, &s.x.queued, true) {
 		return
 	}
-	s.x.queued = s.w.waited(s.p.now())
-	s.pool.queue().leave(&s.w, true)
 	s.x.term = termQueue
 	s.client.Close()
 }
@@ -658,10 +653,7 @@ func (h *handler) OnClose(c *engine.Conn, err error) {
 	if c == s.client {
 		s.done = true
 		s.idle.Stop()
-		if s.w.q != nil {
-			s.x.queued = s.w.waited(s.p.now())
-			s.pool.queue().leave(&s.w, false)
-		}
+		s.w.leave(s.pool, &s.x.queued, false)
 		s.qt.Stop()
 		if s.hasP {
 			s.hasP = false

@@ -219,8 +219,7 @@ func (c *h2conn) onTimer() {
 					next = dl
 				}
 			} else {
-				st.x.queued = st.w.waited(now)
-				st.pool.queue().leave(&st.w, true)
+				st.w.leave(st.pool, &st.x.queued, true)
 				st.x.term = termQueue
 				st.respond(503)
 			}
@@ -334,16 +333,14 @@ func (c *h2conn) newStream(id uint32) *h2stream {
 	resp := st.resp
 	*st = h2stream{c: c, id: id, ln: c.ln, out: st.out[:0], body: st.body[:0], uin: st.uin[:0], trl: st.trl[:0],
 		hb: st.hb[:0], fields: st.fields[:0], x: exchange{meta: st.x.meta[:0]}, resp: h1.Response{Headers: resp.Headers[:0]}, u2: st.u2.reuse(),
-		w: waiter{wake: st.w.wake}} // (its wake, bound to st, made once)
+		w: waiter{of: st}}
 	c.streams = append(c.streams, st)
 	return st
 }
 
 // release ends st: its upstream must be let go of already.
 func (c *h2conn) release(st *h2stream) {
-	if st.w.q != nil {
-		st.pool.queue().leave(&st.w, false)
-	}
+	st.w.leave(st.pool, &st.x.queued, false)
 	if st.hasP {
 		st.hasP = false
 		st.pend.Release()
@@ -527,11 +524,7 @@ func (st *h2stream) connect() {
 // the queue is full. A stream waiting holds no slot: its body, up to its
 // window, is held as while its upstream connects.
 func (st *h2stream) queue() {
-	if st.w.wake == nil {
-		st.w.wake = st.woken
-	}
-	if !st.c.ls.wait(st.pool, &st.w, st.failed) {
-		st.x.term = termQueueFull
+	if !st.c.ls.wait(st.pool, &st.w, st.failed, &st.x.term) {
 		st.respond(503)
 		return
 	}
@@ -806,10 +799,7 @@ func (st *h2stream) end(status int, local bool) {
 		respN = st.respN
 	}
 	st.waiting = false
-	if st.w.q != nil { // (the client reset the stream, or went away)
-		st.x.queued = st.w.waited(st.c.p.now())
-		st.pool.queue().leave(&st.w, false)
-	}
+	st.w.leave(st.pool, &st.x.queued, false) // (the client reset the stream, or went away)
 	st.ln.endExchange(st.c.ls, &st.x, st.c.client.RemoteAddr(), status, local, st.reqN, respN, st.c.p.now())
 }
 

@@ -210,6 +210,7 @@ func stripPort(host []byte) []byte {
 func (p *Proxy) startHTTP(c *engine.Conn, ls *loopState, l *listener) {
 	s := &hsession{p: p, ls: ls, ln: l, client: c, reading: true, phase: phIdle, sniff: l.cfg.H2C}
 	s.timerFn = s.onTimer
+	s.w.of = s
 	c.SetContext(s)
 	s.idx = len(ls.sessions)
 	ls.sessions = append(ls.sessions, s)
@@ -295,8 +296,7 @@ func (s *hsession) onTimer() {
 		s.closeUp(true)
 		s.respond(504)
 	case phQueue:
-		s.x.queued = s.w.waited(now)
-		s.pool.queue().leave(&s.w, true)
+		s.w.leave(s.pool, &s.x.queued, true)
 		s.x.term = termQueue
 		s.respond(503)
 	case phClosing:
@@ -768,11 +768,7 @@ func (s *hsession) connect() {
 // its head's buffer let go of where nothing followed the head), so that
 // one that closes is seen. Loop goroutine.
 func (s *hsession) queue() {
-	if s.w.wake == nil {
-		s.w.wake = s.woken
-	}
-	if !s.ls.wait(s.pool, &s.w, s.failed) {
-		s.x.term = termQueueFull
+	if !s.ls.wait(s.pool, &s.w, s.failed, &s.x.term) {
 		s.respond(503)
 		return
 	}
@@ -1302,8 +1298,7 @@ func (s *hsession) clientEOF() {
 	case s.phase == phQueue:
 		// Nothing went to a server yet: the request leaves the queue
 		// (as HAProxy's option abortonclose).
-		s.x.queued = s.w.waited(s.p.now())
-		s.pool.queue().leave(&s.w, false)
+		s.w.leave(s.pool, &s.x.queued, false)
 		s.x.term = termClient
 		s.closing()
 		s.client.Close()
@@ -1324,10 +1319,7 @@ func (s *hsession) clientEOF() {
 // clientClosed ends the session. Loop goroutine.
 func (s *hsession) clientClosed() {
 	s.done = true
-	if s.w.q != nil {
-		s.x.queued = s.w.waited(s.p.now())
-		s.pool.queue().leave(&s.w, false)
-	}
+	s.w.leave(s.pool, &s.x.queued, false)
 	s.phase = phClosing
 	s.timer.Stop()
 	if s.x.open {
@@ -1395,6 +1387,7 @@ func (s *hsession) syncRead() {
 // Loop goroutine.
 func (s *hsession) tunnel(b engine.Buffer, off int) {
 	t := &session{p: s.p, ls: s.ls, ln: s.ln, pool: s.pool, client: s.client, up: s.up, srv: s.srv, upOpen: true, clientEOF: s.eof}
+	t.w.of = t
 	s.end(101, false)
 	s.timer.Stop()
 	s.armed = false

@@ -31,10 +31,14 @@ type waiter struct {
 	since      int64      // Proxy.now it first waited (queue_timeout counts from it)
 	seg        int64      // Proxy.now it went in at the tail last
 	began      bool       // since is set: the request or client has waited
-	front      bool       // in wake: a slot not found, it waits again first
+	front      bool       // in its woken (serve): a slot not found, it waits again first
 	partial    bool       // its walks leave out servers: it failed to connect to them, or its pool is one a reload replaced (by an h2c one: repool)
-	wake       func()     // looks for a slot again (out of the queue); made once per owner
+	of         waker      // its owner, woken at its turn: bound where the owner is made (a pointer in an interface: no allocation)
 }
+
+// waker is a waiter's owner (a session, hsession or h2stream): woken, out
+// of the queue, it looks for a slot again.
+type waker interface{ woken() }
 
 // waitQueue is one loop's waiters of a pool (its poolShared), oldest
 // first, and that loop's queue counters. Written by its loop; n and kick
@@ -216,7 +220,7 @@ func (qs *queueShared) serve(q *waitQueue) {
 		seg := w.seg
 		qs.unlink(w)
 		w.front = true
-		w.wake()
+		w.of.woken()
 		w.front = false
 		if w.q != nil {
 			if !w.partial {
@@ -397,16 +401,22 @@ func repool(pl *pool, failed *uint64) *pool {
 // waited is how long w has waited, at now (its first wait's start on).
 func (w *waiter) waited(now int64) int64 { return now - w.since }
 
-// leave takes w out of its queue for good: its client went away, or (timedOut)
-// its queue_timeout ran out, counted. Loop goroutine.
-func (qs *queueShared) leave(w *waiter, timedOut bool) {
-	if w.q == nil {
-		return
+// leave takes w out of its queue for good, where it is in one: its
+// client went away, or (timedOut) its queue_timeout ran out, counted;
+// queued gets how long it waited. It reports whether w was in a queue.
+// pl is its owner's pool. Loop goroutine.
+func (w *waiter) leave(pl *pool, queued *int64, timedOut bool) bool {
+	q := w.q
+	if q == nil {
+		return false
 	}
+	qs := pl.queue()
+	*queued = w.waited(qs.p.now())
 	if timedOut {
-		w.q.timeouts.inc()
+		q.timeouts.inc()
 	}
 	qs.unlink(w)
+	return true
 }
 
 // queue returns the queue state of pl. Any goroutine.
@@ -414,12 +424,14 @@ func (pl *pool) queue() *queueShared { return &pl.shared.q }
 
 // wait puts waiter w of a client of pl on loop ls in the queue (see
 // enqueue and recheck; failed: the servers its walks failed to connect
-// to); false: the queue is full. Loop goroutine.
-func (ls *loopState) wait(pl *pool, w *waiter, failed uint64) bool {
+// to); false: the queue is full, term set (termQueueFull) for the caller
+// to answer. Loop goroutine.
+func (ls *loopState) wait(pl *pool, w *waiter, failed uint64, term *uint8) bool {
 	qs := pl.queue()
 	front := w.front
 	w.partial = failed != 0 || pl != qs.pool.Load() // (a pool a reload replaced lacks servers the new one may have)
 	if !qs.enqueue(ls.id, w, pl.cfg.MaxQueue) {
+		*term = termQueueFull
 		return false
 	}
 	qs.recheck(ls.id, pl, failed)
