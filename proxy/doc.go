@@ -470,9 +470,11 @@
 // (nothing reached a server yet: as HAProxy's option abortonclose; one
 // that sent more than its head, a body's start or a next request, is not
 // read while it waits, and is seen going at its turn or its timeout), an
-// HTTP/2 client's RST_STREAM or close, a mode tcp client's reset (its FIN
-// keeps its place: the half-close passes on once connected, after its
-// first bytes, which are read and held while it waits); or at the
+// HTTP/2 client's RST_STREAM or close, a mode tcp client's reset or its
+// FIN with nothing sent (CD: as HAProxy's queue drops a client closed
+// with nothing to pass on; one that sent bytes first, read and held
+// while it waits, keeps its place, its FIN passed on after them once
+// connected, as HAProxy's without option abortonclose); or at the
 // proxy's stop (its clients are closed). A waiter whose turn came but
 // whose connect then fails, every other server being full, waits again
 // from the queue's end with the rest of its queue_timeout, and the

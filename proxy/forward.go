@@ -602,6 +602,15 @@ func (h *handler) OnEOF(c *engine.Conn) {
 		return
 	}
 	if c == s.client {
+		if !s.hasP && s.w.leave(s.pool, &s.x.queued, false) {
+			// Its FIN while it waits in the queue, nothing sent: it
+			// leaves (as HAProxy's queue, which drops a client closed
+			// with nothing to pass on). Bytes held keep its place,
+			// passed on with the FIN at its turn.
+			s.x.term = termClient
+			s.client.Close()
+			return
+		}
 		s.clientEOF = true
 		if s.up != nil {
 			s.up.CloseWrite()

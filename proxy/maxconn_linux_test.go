@@ -263,16 +263,23 @@ func TestMaxConnsQueueOrder(t *testing.T) {
 	})
 }
 
+// loggedCap starts a proxy of one loop in mode to a capServer (tcp: an
+// echo; http: holding each request) of max_conns 1, its queue_timeout
+// qt, with an access log at path.
+func loggedCap(t *testing.T, b engine.Backend, mode string, qt time.Duration) (p *Proxy, cs *capServer, path string) {
+	cs = newCapServer(t, mode == ModeTCP, 0, mode != ModeTCP)
+	cfg := capConfig(b, mode, 1, 1, cs.addr)
+	cfg.Pools[0].QueueTimeout = Duration(qt)
+	path = t.TempDir() + "/log"
+	cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: path}
+	return startProxy(t, cfg), cs, path
+}
+
 // TestMaxConnsQueueTimeout: a request that waits queue_timeout gets 503
 // (logged SQ, counted); a mode tcp client is closed.
 func TestMaxConnsQueueTimeout(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
-		cs := newCapServer(t, false, 0, true)
-		cfg := capConfig(b, ModeHTTP, 1, 1, cs.addr)
-		cfg.Pools[0].QueueTimeout = Duration(200 * time.Millisecond)
-		path := t.TempDir() + "/log"
-		cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: path}
-		p := startProxy(t, cfg)
+		p, cs, path := loggedCap(t, b, ModeHTTP, 200*time.Millisecond)
 		first := cs.held(t, p, "/first")
 		start := time.Now()
 		second := rawGet(t, p, "/second")
@@ -402,6 +409,54 @@ func TestMaxConnsClientLeaves(t *testing.T) {
 		queued(t, tp, 0)
 		if pt := poolTotals(tp, "app"); pt.QueueTimeouts != 0 {
 			t.Errorf("tcp: %d queue timeouts, want 0", pt.QueueTimeouts)
+		}
+	})
+}
+
+// TestMaxConnsTCPFinQueued: a mode tcp client that sends its FIN while
+// it waits in the queue, having sent nothing, leaves the queue at once,
+// closed (CD in the access log, its wait in queue_us), as HAProxy drops
+// a queued client closed with nothing to pass on; one that sent bytes
+// before its FIN keeps its place, and its bytes and FIN pass on at its
+// turn, the server's answer coming back (HAProxy's default, without
+// option abortonclose).
+func TestMaxConnsTCPFinQueued(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		p, _, path := loggedCap(t, b, ModeTCP, 8*time.Second)
+		holder := dial(t, p)
+		if err := roundTrip(holder, "x"); err != nil {
+			t.Fatal(err)
+		}
+		fin := dial(t, p)
+		queued(t, p, 1)
+		start := time.Now()
+		fin.CloseWrite()
+		if err := closedByProxy(fin); err != nil {
+			t.Error(err)
+		}
+		if el := time.Since(start); el > 4*time.Second {
+			t.Errorf("closed after %v: by its queue_timeout (8s), not its FIN", el)
+		}
+		if pt := poolTotals(p, "app"); pt.QueueLength != 0 || pt.QueueTimeouts != 0 {
+			t.Errorf("queue %d, timeouts %d: want 0 and 0", pt.QueueLength, pt.QueueTimeouts)
+		}
+		m := waitLine(t, path, "the FIN's line", func(m map[string]any) bool { return field(m, "term") != "-" })
+		checkFields(t, m, map[string]string{"term": "CD", "client_bytes": "0", "server_bytes": "0"})
+		if q, _ := m["queue_us"].(float64); q <= 0 {
+			t.Errorf("queue_us %v, want its wait", m["queue_us"])
+		}
+
+		sent := dial(t, p)
+		queued(t, p, 1)
+		io.WriteString(sent, "sent")
+		sent.CloseWrite()
+		holder.CloseWrite() // (the echo ends: its slot is let go of)
+		sent.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if got, err := io.ReadAll(sent); string(got) != "sent" || err != nil {
+			t.Errorf("bytes then FIN: got %q, %v; want its echo", got, err)
+		}
+		if pt := poolTotals(p, "app"); pt.Queued != 2 || pt.QueueServed != 1 || pt.QueueTimeouts != 0 {
+			t.Errorf("queued %d, served %d, timeouts %d: want 2, 1, 0", pt.Queued, pt.QueueServed, pt.QueueTimeouts)
 		}
 	})
 }
