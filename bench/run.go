@@ -832,33 +832,54 @@ func (e edgeReader) window(start, end time.Time, sleepUntil func(time.Time) bool
 	return s, procOK && usageOK
 }
 
-// minProcCover is the share of a window that its two /proc/stat reads
-// must span for the machine figures to pass as the window's.
+// minProcCover is the share of a window that its two reads of a source
+// (/proc/stat by the harness, the child's usage) must span for that
+// source's figures to pass as the window's.
 const minProcCover = 0.5
 
-// lateProcNote returns a note when the /proc/stat reads of edges span less
-// than minProcCover of the window from start to end (a starved harness
-// read them late: with both after the window's end no tick falls between
-// them and the machine CPU reads 0), or "" when they span enough.
-func lateProcNote(res Result, edges [2]snapshot, start, end time.Time) string {
-	a, b := edges[0].statAt, edges[1].statAt
+// lateReadsNote returns a note when the /proc/stat reads of edges, or the
+// server child's usage answers, span less than minProcCover of the window
+// from start to end, or "" when both span enough. A starved harness reads
+// /proc/stat late: with both reads after the window's end no tick falls
+// between them and the machine CPU reads 0. A starved child answers late:
+// with both answers after the load stopped its counters moved by nothing
+// (no waits) and its CPU per request is an idle process's, not the
+// window's. An answer's time is when the harness got it, the latest the
+// child can have read its usage.
+func lateReadsNote(res Result, edges [2]snapshot, start, end time.Time) string {
 	window := end.Sub(start)
-	if a.IsZero() || b.IsZero() || window <= 0 {
+	if window <= 0 {
 		return ""
 	}
-	from, to := a, b
-	if from.Before(start) {
-		from = start
+	var late []string
+	for _, src := range []struct {
+		what, figures string
+		a, b          time.Time
+	}{
+		{"the harness read /proc/stat", "its machine figures", edges[0].statAt, edges[1].statAt},
+		{"the server child's usage answers came", "its server figures", edges[0].usageAt, edges[1].usageAt},
+	} {
+		if src.a.IsZero() || src.b.IsZero() {
+			continue
+		}
+		from, to := src.a, src.b
+		if from.Before(start) {
+			from = start
+		}
+		if to.After(end) {
+			to = end
+		}
+		span := max(to.Sub(from), 0)
+		if span >= time.Duration(minProcCover*float64(window)) {
+			continue
+		}
+		late = append(late, fmt.Sprintf("%s %.0f ms after the window's start and %.0f ms after its end, covering %.0f%% of it: %s are not that window's",
+			src.what, ms(src.a.Sub(start)), ms(src.b.Sub(end)), 100*float64(span)/float64(window), src.figures))
 	}
-	if to.After(end) {
-		to = end
-	}
-	span := max(to.Sub(from), 0)
-	if span >= time.Duration(minProcCover*float64(window)) {
+	if late == nil {
 		return ""
 	}
-	return fmt.Sprintf("%s %s rep %d: the harness read /proc/stat %.0f ms after the window's start and %.0f ms after its end (it was starved), covering %.0f%% of the %.2fs window: its machine figures are not that window's",
-		res.Arm, resultPoint(res), res.Rep, ms(a.Sub(start)), ms(b.Sub(end)), 100*float64(span)/float64(window), window.Seconds())
+	return fmt.Sprintf("%s %s rep %d (%.2fs window, a starved machine): %s", res.Arm, resultPoint(res), res.Rep, window.Seconds(), strings.Join(late, "; "))
 }
 
 // ms is d in milliseconds.
@@ -937,7 +958,7 @@ func (r *runner) measure(ctx context.Context, a Arm, rps string, rep int, mode s
 		return res, fmt.Errorf("bench: %s %s rep %d: %w", a.Name, mode, rep, err)
 	}
 	r.fill(&res, load, edges)
-	if n := lateProcNote(res, edges, winStart, winEnd); n != "" {
+	if n := lateReadsNote(res, edges, winStart, winEnd); n != "" {
 		r.report.Notes = append(r.report.Notes, n)
 	}
 	r.done++
