@@ -170,9 +170,15 @@ func TestCPeerFrames(t *testing.T) {
 // loadUntilSent runs RunLoad with cfg, and again with the window twice as
 // long (up to 8 s) while no request was sent in it: on a loaded machine the
 // client can stall through a short window (or the warm-up's 1 MiB round
-// trips outlast it), which then checks nothing.
+// trips outlast it), which then checks nothing. It waits up to 10 s for
+// the window's replies (the drain ends at the last one): the callers
+// require every one, and a loaded machine (CI beside other work) had
+// 100 KB replies outlast the default 1 s.
 func loadUntilSent(t *testing.T, cfg LoadConfig) *LoadResult {
 	t.Helper()
+	if cfg.Drain == 0 {
+		cfg.Drain = 10 * time.Second
+	}
 	for {
 		res, err := RunLoad(context.Background(), cfg)
 		if err != nil {
