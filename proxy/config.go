@@ -94,6 +94,14 @@ type ListenerConfig struct {
 	// Routes send HTTP requests to pools by host and path (mode http
 	// only): the first route that matches a request takes it.
 	Routes []RouteConfig `yaml:"routes,omitempty" json:"routes,omitempty"`
+	// RequestHeaders (mode http) changes the fields of every request of
+	// the listener sent upstream, before its route's (see HeaderRules).
+	// Default: none.
+	RequestHeaders HeaderRules `yaml:"request_headers,omitempty" json:"request_headers,omitzero"`
+	// ResponseHeaders (mode http) changes the fields of every response
+	// from upstream the listener's clients get (not an interim 1xx's,
+	// nor the proxy's own responses), before its route's. Default: none.
+	ResponseHeaders HeaderRules `yaml:"response_headers,omitempty" json:"response_headers,omitzero"`
 	// ConnectTimeout bounds each connect to an upstream server. Default
 	// 5s.
 	ConnectTimeout Duration `yaml:"connect_timeout" json:"connect_timeout"`
@@ -230,6 +238,25 @@ type RouteConfig struct {
 	PathPrefix string `yaml:"path_prefix" json:"path_prefix"`
 	// Pool is the name of the pool the route's requests go to; required.
 	Pool string `yaml:"pool" json:"pool"`
+	// RewritePrefix, when set, replaces the PathPrefix a request's
+	// target begins with in the target sent upstream ("/api/" and "/"
+	// send "/api/x?q" as "/x?q", "/api/" as "/"); the query is kept. It
+	// begins with "/" and has no dot-segment or "//"; one ending in "/"
+	// only with a PathPrefix ending in "/" (else "/api" and "/" would
+	// send "/api/x" as "//x", "/api./x" as "/./x"). OPTIONS * is sent
+	// as it is. Default: the target as received.
+	RewritePrefix string `yaml:"rewrite_prefix,omitempty" json:"rewrite_prefix,omitempty"`
+	// HostRewrite, when set, is the Host (HTTP/1.1) or :authority
+	// (HTTP/2) sent upstream in place of the request's, and the
+	// authority of an absolute-form target; host [":" port].
+	// X-Forwarded-Host keeps the request's. Default: the request's.
+	HostRewrite string `yaml:"host_rewrite,omitempty" json:"host_rewrite,omitempty"`
+	// RequestHeaders changes the fields of the route's requests sent
+	// upstream, after the listener's (see HeaderRules). Default: none.
+	RequestHeaders HeaderRules `yaml:"request_headers,omitempty" json:"request_headers,omitzero"`
+	// ResponseHeaders changes the fields of the responses from upstream
+	// to the route's requests, after the listener's. Default: none.
+	ResponseHeaders HeaderRules `yaml:"response_headers,omitempty" json:"response_headers,omitzero"`
 }
 
 // Balance names a way to pick a pool's server.
@@ -1144,6 +1171,8 @@ func (l *ListenerConfig) validateMode(pools map[string]bool) error {
 			set  bool
 		}{
 			{"routes", len(l.Routes) > 0},
+			{"request_headers", !l.RequestHeaders.IsZero()},
+			{"response_headers", !l.ResponseHeaders.IsZero()},
 			{"request_timeout", l.RequestTimeout != 0},
 			{"response_timeout", l.ResponseTimeout != 0},
 			{"keepalive_timeout", l.KeepaliveTimeout != 0},
@@ -1193,6 +1222,12 @@ func (l *ListenerConfig) validateMode(pools map[string]bool) error {
 			return fmt.Errorf("trusted_proxies[%d]: %v is IPv4-mapped (clients compare as IPv4: write %v)", i, p, unmapPrefix(p))
 		}
 	}
+	if err := l.RequestHeaders.validate(); err != nil {
+		return fmt.Errorf("request_headers.%w", err)
+	}
+	if err := l.ResponseHeaders.validate(); err != nil {
+		return fmt.Errorf("response_headers.%w", err)
+	}
 	for i, r := range l.Routes {
 		where := fmt.Sprintf("routes[%d]", i)
 		if err := validHost(r.Host); err != nil {
@@ -1206,6 +1241,9 @@ func (l *ListenerConfig) validateMode(pools map[string]bool) error {
 		}
 		if r.Pool == "" {
 			return fmt.Errorf("%s.pool: missing", where)
+		}
+		if err := r.validateRewrites(); err != nil {
+			return fmt.Errorf("%s.%w", where, err)
 		}
 		if !pools[r.Pool] {
 			return fmt.Errorf("%s.pool: no pool named %q", where, r.Pool)

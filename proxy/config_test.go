@@ -203,6 +203,7 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte("listeners: [{name: a, listen: \":0\", pool: p}]\npools: [{name: p, servers: [{address: \"127.0.0.1:80\", weight: 256}], balance: least-conn, health: {type: tcp}}]\n"))
 	f.Add([]byte("listeners: [{name: a, listen: \":0\", pool: p, mode: http}]\npools: [{name: p, servers: [\"127.0.0.1:80\"], passive: {fails: 2, cooldown: 1s, http_errors: 5, http_error_statuses: \"502-504\", max_cooldown: 1m, max_ejected_percent: 0}}]\n"))
 	f.Add([]byte("listeners: [{name: a, listen: \":0\", pool: p, mode: http, request_timeout: 5s, routes: [{host: \"*.x.org\", path_prefix: /api/, pool: q}, {host: \"[::1]\", pool: p}]}]\npools: [{name: p, servers: [\"127.0.0.1:80\"], max_idle: -1, idle_timeout: 5s}, {name: q, servers: [\"127.0.0.1:81\"]}]\n"))
+	f.Add([]byte("listeners: [{name: a, listen: \":0\", pool: p, mode: http, request_headers: {set: {X-A: b}, remove: [X-C]}, response_headers: {add: {X-D: \"\"}}, routes: [{path_prefix: /api/, pool: p, rewrite_prefix: /v2/, host_rewrite: \"b:81\", request_headers: {add: {X-E: f}}}]}]\npools: [{name: p, servers: [\"127.0.0.1:80\"]}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := ParseConfig(data)
 		if err != nil {

@@ -421,21 +421,31 @@ func (st *h2stream) begin(r *h2.Request, host []byte) {
 	x.meta = append(x.meta, r.Path[:min(len(r.Path), logTargetMax)]...)
 }
 
-// writeHead writes the request's HTTP/1.1 head into st.out: Host from
-// host, the fields but the connection's, content-length, te and the
-// forwarding ones (as gotHead treats an HTTP/1.1 request's, after
-// trusted_proxies), the cookie crumbs as one field (RFC 9113 8.2.3),
-// the framing, X-Forwarded-* and Via.
+// writeHead writes the request's HTTP/1.1 head into st.out: the path
+// after rewrite_prefix, Host from host (or host_rewrite), the fields but
+// the connection's, content-length, te and the forwarding ones (as
+// gotHead treats an HTTP/1.1 request's, after trusted_proxies) and those
+// request_headers drop, the cookie crumbs as one field (RFC 9113 8.2.3),
+// the fields request_headers write, the framing, X-Forwarded-* and Via.
 func (st *h2stream) writeHead(r *h2.Request, host []byte) {
 	c := st.c
-	o := h1.AppendRequestLine(st.out[:0], r.Method, r.Path, 1)
-	o = h1.AppendHeader(o, hdrHost, host)
+	rules, rw := st.ln.reqRules(st.x.route - 1)
+	o := append(st.out[:0], r.Method...)
+	o = append(o, ' ')
+	o = rw.appendPath(o, r.Path)
+	o = append(o, " HTTP/1.1\r\n"...)
+	if rw.host != nil {
+		o = h1.AppendHeader(o, hdrHost, rw.host)
+	} else {
+		o = h1.AppendHeader(o, hdrHost, host)
+	}
 	client := c.client.RemoteAddr().Addr().Unmap()
 	trusted := st.ln.trusts(client)
 	xfp, xfh, cookie := false, false, false
 	for _, f := range r.Fields {
 		switch n := f.Name; {
-		case string(n) == "host", string(n) == "content-length", string(n) == "te", string(n) == "x-forwarded-for":
+		case string(n) == "host", string(n) == "content-length", string(n) == "te", string(n) == "x-forwarded-for",
+			!rules.keep(n):
 		case string(n) == "cookie":
 			cookie = true
 		case !trusted && forwardingField(n):
@@ -462,6 +472,7 @@ func (st *h2stream) writeHead(r *h2.Request, host []byte) {
 		}
 		o = append(o, "\r\n"...)
 	}
+	o = rules.appendH1(o)
 	switch {
 	case r.ContentLength >= 0:
 		o = appendLength(o, r.ContentLength)
@@ -1116,8 +1127,8 @@ func (st *h2stream) respEnded() {
 // respFields returns the response head's fields for HEADERS: lower case,
 // without the connection-specific ones (Connection and those it names,
 // Keep-Alive, Proxy-Connection, TE, Upgrade, Transfer-Encoding), with
-// content-length as the body is framed (a HEAD's or 304's as received)
-// and via.
+// content-length as the body is framed (a HEAD's or 304's as received),
+// response_headers applied (to a final response) and via.
 func (st *h2stream) respFields() []hpack.Field {
 	r := &st.resp
 	keepCL := r.Framing == h1.NoBody && r.Status >= 200 && r.Status != 204
@@ -1130,8 +1141,13 @@ func (st *h2stream) respFields() []hpack.Field {
 		hb = make([]byte, 0, size)
 	}
 	fs := st.fields[:0]
+	rules := noRules // (none on a 1xx)
+	if r.Status >= 200 {
+		rules = st.ln.respRules(&st.x)
+	}
 	for _, h := range r.Headers {
-		if r.HopByHop(h.Name) || h1.EqualFold(h.Name, hdrTE) || h1.EqualFold(h.Name, hdrCL) && (!keepCL || r.Status < 200) {
+		if r.HopByHop(h.Name) || h1.EqualFold(h.Name, hdrTE) || h1.EqualFold(h.Name, hdrCL) && (!keepCL || r.Status < 200) ||
+			!rules.keep(h.Name) {
 			continue
 		}
 		n0 := len(hb)
@@ -1140,6 +1156,7 @@ func (st *h2stream) respFields() []hpack.Field {
 		hb = append(hb, h.Value...)
 		fs = append(fs, hpack.Field{Name: hb[n0:v0], Value: hb[v0:]})
 	}
+	fs = rules.appendH2(fs)
 	if r.Framing == h1.Length && r.Status >= 200 {
 		v0 := len(hb)
 		hb = strconv.AppendInt(hb, r.ContentLength, 10)

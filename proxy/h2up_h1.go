@@ -56,7 +56,8 @@ var (
 )
 
 // h2Head writes the request's head for an h2c pool into s.h2.req (its
-// bytes in s.h2.hb). Loop goroutine.
+// bytes in s.h2.hb), with the route's rewrites and the request_headers
+// rules. Loop goroutine.
 func (s *hsession) h2Head() {
 	if s.h2 == nil {
 		s.h2 = &h1up{s: s}
@@ -77,7 +78,8 @@ func (s *hsession) h2Head() {
 	}
 	client := s.client.RemoteAddr().Addr().Unmap()
 	trusted := s.ln.trusts(client)
-	size := len(r.Method) + len(path) + 2*len(authority) + 160
+	rules, rw := s.ln.reqRules(s.x.route - 1)
+	size := len(r.Method) + len(path) + 2*len(authority) + len(rw.path) + len(rw.host) + 160
 	for _, h := range r.Headers {
 		size += len(h.Name) + len(h.Value) + 2
 	}
@@ -88,18 +90,28 @@ func (s *hsession) h2Head() {
 	fs := x.fields[:0]
 	hb = append(hb, r.Method...)
 	p0 := len(hb)
-	if slash {
-		hb = append(hb, '/')
+	switch {
+	case slash && rw.path != nil:
+		// (An empty path is "/", all of which path_prefix "/" matched.)
+		hb = append(append(hb, rw.path...), path...)
+	case slash:
+		hb = append(append(hb, '/'), path...)
+	default:
+		hb = rw.appendPath(hb, path)
 	}
-	hb = append(hb, path...)
 	a0 := len(hb)
-	hb = append(hb, authority...)
+	hb = append(hb, authority...) // (X-Forwarded-Host's)
 	e0 := len(hb)
+	ua0, ue0 := a0, e0
+	if rw.host != nil {
+		hb = append(hb, rw.host...)
+		ua0, ue0 = e0, len(hb)
+	}
 	xfp, xfh := false, false
 	for _, h := range r.Headers {
 		switch {
 		case r.HopByHop(h.Name), framingField(h.Name), h1.EqualFold(h.Name, hdrHost), h1.EqualFold(h.Name, hdrXFF),
-			h1.EqualFold(h.Name, hdrH2Settings):
+			h1.EqualFold(h.Name, hdrH2Settings), !rules.keep(h.Name):
 			continue
 		case !trusted && forwardingField(h.Name):
 			continue
@@ -114,6 +126,7 @@ func (s *hsession) h2Head() {
 		hb = append(hb, h.Value...)
 		fs = append(fs, hpack.Field{Name: hb[n0:v0], Value: hb[v0:]})
 	}
+	fs = rules.appendH2(fs)
 	if r.Framing == h1.Length {
 		v0 := len(hb)
 		hb = strconv.AppendInt(hb, r.ContentLength, 10)
@@ -142,7 +155,7 @@ func (s *hsession) h2Head() {
 	}
 	fs = append(fs, hpack.Field{Name: hdrVia, Value: via})
 	x.hb, x.fields = hb, fs
-	x.req = h2.Request{Method: hb[:p0], Scheme: schemeHTTPVal, Authority: hb[a0:e0], Path: hb[p0:a0], Fields: fs, ContentLength: -1}
+	x.req = h2.Request{Method: hb[:p0], Scheme: schemeHTTPVal, Authority: hb[ua0:ue0], Path: hb[p0:a0], Fields: fs, ContentLength: -1}
 	x.on, x.retries, x.sent, x.hasBody = true, 0, 0, false
 	x.done = r.Framing == h1.NoBody || r.Framing == h1.Length && r.ContentLength == 0
 	s.reqDone, s.upOpen = false, false
@@ -390,9 +403,16 @@ func (x *h1up) writeHead(r *h2.Response, interim bool) {
 	o = append(o, ' ')
 	o = append(o, reason(r.Status)...)
 	o = append(o, "\r\n"...)
-	for _, f := range r.Fields {
-		o = h1.AppendHeader(o, f.Name, f.Value)
+	rules := noRules // (none on a 1xx)
+	if !interim {
+		rules = s.ln.respRules(&s.x)
 	}
+	for _, f := range r.Fields {
+		if rules.keep(f.Name) {
+			o = h1.AppendHeader(o, f.Name, f.Value)
+		}
+	}
+	o = rules.appendH1(o)
 	if !interim {
 		if x.chunked {
 			o = append(o, "Transfer-Encoding: chunked\r\n"...)

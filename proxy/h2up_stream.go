@@ -80,15 +80,17 @@ func copyFields(hb []byte, dst, fs []hpack.Field) ([]byte, []hpack.Field) {
 
 // h2Head keeps the request's head for the upstream (st.u2.req, its bytes
 // in st.hb: a stream may wait for a connection, and be sent again): the
-// method, :authority from host, the path, :scheme http, the fields but
-// host and the forwarding ones a client not in trusted_proxies sent, then
-// x-forwarded-for (a trusted client's values and the client),
+// method, :authority from host (or host_rewrite), the path (after
+// rewrite_prefix), :scheme http, the fields but host, the forwarding ones
+// a client not in trusted_proxies sent and those request_headers drop,
+// the fields request_headers write, then x-forwarded-for (a trusted client's values and the client),
 // x-forwarded-proto and x-forwarded-host where none passed, and via.
 func (st *h2stream) h2Head(r *h2.Request, host []byte) {
 	c := st.c
 	client := c.client.RemoteAddr().Addr().Unmap()
 	trusted := st.ln.trusts(client)
-	size := len(r.Method) + len(r.Path) + len(host) + 128
+	rules, rw := st.ln.reqRules(st.x.route - 1)
+	size := len(r.Method) + len(r.Path) + len(host) + len(rw.path) + len(rw.host) + 128
 	for _, f := range r.Fields {
 		size += len(f.Name) + len(f.Value) + 2
 	}
@@ -99,15 +101,20 @@ func (st *h2stream) h2Head(r *h2.Request, host []byte) {
 	fs := st.fields[:0]
 	hb = append(hb, r.Method...)
 	p0 := len(hb)
-	hb = append(hb, r.Path...)
+	hb = rw.appendPath(hb, r.Path)
 	a0 := len(hb)
-	hb = append(hb, host...)
+	hb = append(hb, host...) // (X-Forwarded-Host's)
 	e0 := len(hb)
+	ua0, ue0 := a0, e0
+	if rw.host != nil {
+		hb = append(hb, rw.host...)
+		ua0, ue0 = e0, len(hb)
+	}
 	xfp, xfh := false, false
 	for _, f := range r.Fields {
 		n := f.Name
 		switch {
-		case string(n) == "host", string(n) == "x-forwarded-for":
+		case string(n) == "host", string(n) == "x-forwarded-for", !rules.keep(n):
 			continue
 		case !trusted && forwardingField(n):
 			continue
@@ -122,6 +129,7 @@ func (st *h2stream) h2Head(r *h2.Request, host []byte) {
 		hb = append(hb, f.Value...)
 		fs = append(fs, hpack.Field{Name: hb[n0:v0], Value: hb[v0:]})
 	}
+	fs = rules.appendH2(fs)
 	x0 := len(hb)
 	hb = appendXFF(hb, r.Fields, trusted, client)
 	fs = append(fs, hpack.Field{Name: hdrXFFLower, Value: hb[x0:]})
@@ -133,7 +141,7 @@ func (st *h2stream) h2Head(r *h2.Request, host []byte) {
 	}
 	fs = append(fs, hpack.Field{Name: hdrVia, Value: valVia20})
 	st.hb, st.fields = hb, fs
-	st.u2.req = h2.Request{Method: hb[:p0], Scheme: schemeHTTPVal, Authority: hb[a0:e0], Path: hb[p0:a0], Fields: fs, ContentLength: -1}
+	st.u2.req = h2.Request{Method: hb[:p0], Scheme: schemeHTTPVal, Authority: hb[ua0:ue0], Path: hb[p0:a0], Fields: fs, ContentLength: -1}
 }
 
 // appendXFF appends the X-Forwarded-For value for an HTTP/2 client's
@@ -368,7 +376,14 @@ func (st *h2stream) onResponse(u *upH2, r *h2.Response, end bool) {
 	st.resp.Status = r.Status
 	st.passive(!st.pool.errStatuses.has(r.Status))
 	st.ln.countResp(c.ls.id, r.Status, false)
-	fs := append(st.u2.rfs[:0], r.Fields...)
+	rules := st.ln.respRules(&st.x)
+	fs := st.u2.rfs[:0]
+	for _, f := range r.Fields {
+		if rules.keep(f.Name) {
+			fs = append(fs, f)
+		}
+	}
+	fs = rules.appendH2(fs)
 	fs = append(fs, hpack.Field{Name: hdrVia, Value: valVia20})
 	st.u2.rfs = fs
 	if c.srv.WriteHeaders(st.id, r.Status, fs, end) != nil {

@@ -126,13 +126,17 @@ type route struct {
 	wildcard bool   // host is a suffix (".example.com")
 	prefix   []byte
 	pool     *pool
+	reqOps   *headerOps // request_headers
+	respOps  *headerOps // response_headers
+	rw       *rewrites  // rewrite_prefix, host_rewrite
 }
 
 // compileRoutes compiles a listener's routes; pools by name.
 func compileRoutes(rcs []RouteConfig, pools map[string]*pool) []route {
 	var rs []route
 	for _, rc := range rcs {
-		r := route{prefix: []byte(rc.PathPrefix), pool: pools[rc.Pool]}
+		r := route{prefix: []byte(rc.PathPrefix), pool: pools[rc.Pool],
+			reqOps: compileOps(rc.RequestHeaders), respOps: compileOps(rc.ResponseHeaders), rw: compileRewrites(&rc)}
 		if rc.Host != "" {
 			h := bytes.ToLower([]byte(rc.Host))
 			if bytes.HasPrefix(h, []byte("*.")) {
@@ -458,7 +462,8 @@ func emptied(b []byte) []byte {
 }
 
 // gotHead takes a parsed request: it checks it, routes it and writes the
-// rewritten head into s.out. Loop goroutine.
+// rewritten head into s.out (the route's rewrites and the
+// request_headers rules applied). Loop goroutine.
 func (s *hsession) gotHead() {
 	r := &s.req
 	s.refreshListener() // a reload's listener settings, from this request on
@@ -501,14 +506,23 @@ func (s *hsession) gotHead() {
 		return
 	}
 
-	o := h1.AppendRequestLine(s.out[:0], r.Method, r.Target, r.Minor)
+	rules, rw := s.ln.reqRules(s.x.route - 1)
+	o := append(s.out[:0], r.Method...)
+	o = append(o, ' ')
+	o = rw.appendTarget(o, r.Target)
+	o = append(o, " HTTP/1."...)
+	o = append(o, byte('0'+r.Minor), '\r', '\n')
+	if rw.host != nil {
+		o = h1.AppendHeader(o, hdrHost, rw.host)
+	}
 	client := s.client.RemoteAddr().Addr().Unmap()
 	trusted := s.ln.trusts(client)
 	xff, xfp, xfh := false, false, false
 	for _, h := range r.Headers {
 		switch {
 		case r.HopByHop(h.Name), framingField(h.Name),
-			bytes.EqualFold(h.Name, hdrH2Settings) && !h1.ListHas(s.upg, "h2c"):
+			bytes.EqualFold(h.Name, hdrH2Settings) && !h1.ListHas(s.upg, "h2c"),
+			rw.host != nil && bytes.EqualFold(h.Name, hdrHost), !rules.keep(h.Name):
 			// (HTTP2-Settings only goes with an h2c upgrade.)
 			// (The framing is written once below, whatever equivalent
 			// spelling the client used: repeated or listed lengths, empty
@@ -529,6 +543,7 @@ func (s *hsession) gotHead() {
 			o = h1.AppendHeader(o, h.Name, h.Value)
 		}
 	}
+	o = rules.appendH1(o)
 	switch r.Framing {
 	case h1.Length:
 		o = appendLength(o, r.ContentLength)
@@ -1033,7 +1048,7 @@ func (s *hsession) respondHead() bool {
 }
 
 // writeRespHead writes the rewritten response head (or a 1xx) to the
-// client. Loop goroutine.
+// client, response_headers applied to a final one. Loop goroutine.
 func (s *hsession) writeRespHead(upgrade bool) {
 	r := &s.resp
 	o := h1.AppendStatusLine(s.ls.scratch[:0], 1, r.Status, r.Reason)
@@ -1042,11 +1057,16 @@ func (s *hsession) writeRespHead(upgrade bool) {
 	// on a 1xx or 204 (RFC 9110 8.6, 9112 6.1); a 304's or a HEAD
 	// response's pass as they are (they describe a body not sent).
 	keepFraming := r.Framing == h1.NoBody && r.Status >= 200 && r.Status != 204
+	rules := noRules // (none on a 1xx)
+	if r.Status >= 200 {
+		rules = s.ln.respRules(&s.x)
+	}
 	for _, h := range r.Headers {
-		if !r.HopByHop(h.Name) && (keepFraming || !framingField(h.Name)) {
+		if !r.HopByHop(h.Name) && (keepFraming || !framingField(h.Name)) && rules.keep(h.Name) {
 			o = h1.AppendHeader(o, h.Name, h.Value)
 		}
 	}
+	o = rules.appendH1(o)
 	switch r.Framing {
 	case h1.Length:
 		o = appendLength(o, r.ContentLength)

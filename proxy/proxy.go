@@ -89,6 +89,9 @@ type listener struct {
 	logJSON   bool
 	logRoutes [][]byte
 	rstats    [][]*routeStats // mode http: per loop, by route (its pool last); a route kept by a reload keeps its own
+	// reqOps and respOps are request_headers and response_headers (mode
+	// http; noOps for none).
+	reqOps, respOps *headerOps
 }
 
 // pool is one config pool.

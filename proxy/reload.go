@@ -297,7 +297,8 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 	claimed := map[*engine.Listener]bool{}
 	prev := map[*listener]*listener{} // the listener each follows (same socket and mode)
 	for _, lc := range cfg.Listeners {
-		g.lns = append(g.lns, &listener{name: lc.Name, cfg: lc, pool: byName[lc.Pool], http: lc.Mode == ModeHTTP, routes: compileRoutes(lc.Routes, byName)})
+		g.lns = append(g.lns, &listener{name: lc.Name, cfg: lc, pool: byName[lc.Pool], http: lc.Mode == ModeHTTP, routes: compileRoutes(lc.Routes, byName),
+			reqOps: compileOps(lc.RequestHeaders), respOps: compileOps(lc.ResponseHeaders)})
 	}
 	for _, l := range g.lns {
 		for _, o := range p.lns {

@@ -1,0 +1,351 @@
+package proxy
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/spindlenet/spindle/internal/h1"
+	"github.com/spindlenet/spindle/internal/hpack"
+)
+
+// Header and path rewriting (request_headers, response_headers,
+// rewrite_prefix, host_rewrite): checked here at config time and
+// compiled per listener and route into the bytes the data path appends
+// as they are, for HTTP/1.1 ("Name: value\r\n") and HTTP/2 (the name in
+// lower case), so that applying them takes no allocation.
+
+// HeaderRules changes the fields of a message passed on, as Envoy's
+// request_headers_to_add/_to_remove and HAProxy's set-header/del-header
+// do. Names are field names (tokens), compared case-insensitively, each
+// in one of the three at most; values are static strings without a
+// control character but HTAB and without leading or trailing
+// whitespace. Remove drops every field of its names, Set replaces every
+// field of its names with one (or adds it), Add appends one field to
+// those of its name: in that order, the listener's rules before the
+// route's (so a route's remove drops a field the listener's set or add
+// wrote). The fields a rule writes follow the message's own (Set's,
+// then Add's, each by name). Refused: the framing and hop-by-hop fields
+// (Content-Length, Transfer-Encoding, Connection, Keep-Alive,
+// Proxy-Connection, TE, Trailer, Upgrade, HTTP2-Settings), Host
+// (host_rewrite is the way), pseudo-headers, and the fields the proxy
+// writes itself from the client's connection (X-Forwarded-For,
+// X-Forwarded-Proto, X-Forwarded-Host, Via: trusted_proxies decides
+// them).
+type HeaderRules struct {
+	// Set gives fields (name: value) that replace every field of their
+	// name.
+	Set map[string]string `yaml:"set,omitempty" json:"set,omitempty"`
+	// Add gives fields (name: value) appended to those of their name.
+	Add map[string]string `yaml:"add,omitempty" json:"add,omitempty"`
+	// Remove names fields dropped, every one of each name.
+	Remove []string `yaml:"remove,omitempty" json:"remove,omitempty"`
+}
+
+// IsZero reports rules that change nothing, for omitempty and omitzero.
+func (h HeaderRules) IsZero() bool { return len(h.Set) == 0 && len(h.Add) == 0 && len(h.Remove) == 0 }
+
+// ruleRefused lists the field names (lower case) no rule may name, and
+// why.
+var ruleRefused = map[string]string{
+	"content-length":    "framing",
+	"transfer-encoding": "framing",
+	"connection":        "hop-by-hop",
+	"keep-alive":        "hop-by-hop",
+	"proxy-connection":  "hop-by-hop",
+	"te":                "hop-by-hop",
+	"trailer":           "hop-by-hop",
+	"upgrade":           "hop-by-hop",
+	"http2-settings":    "hop-by-hop",
+	"host":              "the request's authority: use a route's host_rewrite",
+	"x-forwarded-for":   "written by the proxy (see trusted_proxies)",
+	"x-forwarded-proto": "written by the proxy (see trusted_proxies)",
+	"x-forwarded-host":  "written by the proxy (see trusted_proxies)",
+	"via":               "written by the proxy",
+}
+
+// validate checks h; the error begins with the list's name.
+func (h *HeaderRules) validate() error {
+	seen := map[string]string{} // lower-case name: the list that has it
+	check := func(list, name string) error {
+		lower := strings.ToLower(name)
+		switch {
+		case strings.HasPrefix(name, ":"):
+			return fmt.Errorf("%s: %q is a pseudo-header", list, name)
+		case !validToken(name):
+			return fmt.Errorf("%s: %q is not a field name (a token)", list, name)
+		case ruleRefused[lower] != "":
+			return fmt.Errorf("%s: %q may not be changed (%s)", list, name, ruleRefused[lower])
+		case seen[lower] != "":
+			return fmt.Errorf("%s: %q is named in %s already (names are case-insensitive)", list, name, seen[lower])
+		}
+		seen[lower] = list
+		return nil
+	}
+	for _, name := range h.Remove {
+		if err := check("remove", name); err != nil {
+			return err
+		}
+	}
+	for _, l := range []struct {
+		name string
+		m    map[string]string
+	}{{"set", h.Set}, {"add", h.Add}} {
+		for _, name := range slices.Sorted(maps.Keys(l.m)) {
+			if err := check(l.name, name); err != nil {
+				return err
+			}
+			if err := validValue(l.m[name]); err != nil {
+				return fmt.Errorf("%s: %q: %w", l.name, name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// validValue checks a rule's field value: no control character but HTAB
+// (CR, LF and NUL above all), no leading or trailing whitespace.
+func validValue(v string) error {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return fmt.Errorf("value %q has a control character at %d", v, i)
+		}
+	}
+	if strings.TrimSpace(v) != v {
+		return fmt.Errorf("value %q has leading or trailing whitespace", v)
+	}
+	return nil
+}
+
+// validateRewrites checks a route's rewrite_prefix, host_rewrite and
+// header rules; the error begins with the field's name.
+func (r *RouteConfig) validateRewrites() error {
+	if err := r.RequestHeaders.validate(); err != nil {
+		return fmt.Errorf("request_headers.%w", err)
+	}
+	if err := r.ResponseHeaders.validate(); err != nil {
+		return fmt.Errorf("response_headers.%w", err)
+	}
+	if h := r.HostRewrite; h != "" && !h1.ValidAuthority([]byte(h)) {
+		return fmt.Errorf("host_rewrite: %q is not a host name or address with an optional port", h)
+	}
+	if r.RewritePrefix == "" {
+		return nil
+	}
+	if err := validRewritePrefix(r.PathPrefix, r.RewritePrefix); err != nil {
+		return fmt.Errorf("rewrite_prefix: %w", err)
+	}
+	return nil
+}
+
+// validRewritePrefix checks that rewriting prefix to rw in a target the
+// dot-segment check let pass makes none it would refuse, nor a "//":
+// rw is a path without either, its percent signs followed by two hex
+// digits; one ending with a segment separator ("/", a backslash, %2F,
+// %5C) goes only with a prefix ending in "/", the remainder then
+// beginning a segment of its own as it did; otherwise rw's last segment
+// is neither "." nor ".." (dotSegments), and whatever the remainder
+// adds to it holds a byte other than a dot, or three dots or more.
+func validRewritePrefix(prefix, rw string) error {
+	if !strings.HasPrefix(rw, "/") {
+		return fmt.Errorf("%q does not begin with /", rw)
+	}
+	for i := 0; i < len(rw); i++ {
+		switch c := rw[i]; {
+		case c <= ' ' || c >= 0x7f || c == '?' || c == '#':
+			return fmt.Errorf("%q has a space, control, non-ASCII byte, '?' or '#' at %d", rw, i)
+		case c == '%' && (i+2 >= len(rw) || h1.Unhex(rw[i+1]) < 0 || h1.Unhex(rw[i+2]) < 0):
+			return fmt.Errorf("%q has a '%%' not followed by two hex digits at %d", rw, i)
+		}
+	}
+	if dotSegments([]byte(rw)) || strings.Contains(rw, "//") {
+		return fmt.Errorf("%q has a dot-segment or \"//\"", rw)
+	}
+	if endsWithSeparator(rw) && !strings.HasSuffix(prefix, "/") {
+		return fmt.Errorf("%q ends with a separator, path_prefix %q does not end with / (a target's remainder would begin a segment: \"//\", dot-segments)", rw, prefix)
+	}
+	return nil
+}
+
+// endsWithSeparator reports a path ending with what dotSegments takes
+// for a segment separator.
+func endsWithSeparator(p string) bool {
+	n := len(p)
+	return strings.HasSuffix(p, "/") || strings.HasSuffix(p, `\`) ||
+		n >= 3 && p[n-3] == '%' && (strings.EqualFold(p[n-2:], "2F") || strings.EqualFold(p[n-2:], "5C"))
+}
+
+// hfield is a field a rule writes: its name in lower case and its value
+// (HTTP/2), and its HTTP/1.1 line ("Name: value\r\n", the name as
+// configured).
+type hfield struct {
+	lower, value, line []byte
+}
+
+// headerOps are compiled HeaderRules.
+type headerOps struct {
+	drop [][]byte // remove's and set's names (lower case): the received fields that go
+	put  []hfield // set's and add's fields, in order
+}
+
+// noOps changes nothing.
+var noOps = &headerOps{}
+
+// compileOps compiles h (validated).
+func compileOps(h HeaderRules) *headerOps {
+	if h.IsZero() {
+		return noOps
+	}
+	o := &headerOps{}
+	for _, name := range h.Remove {
+		o.drop = append(o.drop, []byte(strings.ToLower(name)))
+	}
+	for _, l := range []struct {
+		m       map[string]string
+		replace bool
+	}{{h.Set, true}, {h.Add, false}} {
+		m := l.m
+		for _, name := range slices.Sorted(maps.Keys(m)) {
+			if l.replace {
+				o.drop = append(o.drop, []byte(strings.ToLower(name)))
+			}
+			o.put = append(o.put, hfield{
+				lower: []byte(strings.ToLower(name)),
+				value: []byte(m[name]),
+				line:  []byte(name + ": " + m[name] + "\r\n"),
+			})
+		}
+	}
+	return o
+}
+
+// drops reports a field name o drops (any case).
+func (o *headerOps) drops(name []byte) bool {
+	for _, d := range o.drop {
+		if h1.EqualFold(name, d) {
+			return true
+		}
+	}
+	return false
+}
+
+// hdrRules are the rules of one message: its listener's, then its
+// route's (noOps for none). Passed by value.
+type hdrRules struct{ ln, rt *headerOps }
+
+// noRules changes nothing.
+var noRules = hdrRules{noOps, noOps}
+
+// keep reports whether a received field named name is passed on.
+func (h hdrRules) keep(name []byte) bool { return !h.ln.drops(name) && !h.rt.drops(name) }
+
+// appendH1 appends the fields the rules write as HTTP/1.1 lines: the
+// listener's that the route's do not drop, then the route's.
+func (h hdrRules) appendH1(o []byte) []byte {
+	for i := range h.ln.put {
+		if f := &h.ln.put[i]; !h.rt.drops(f.lower) {
+			o = append(o, f.line...)
+		}
+	}
+	for i := range h.rt.put {
+		o = append(o, h.rt.put[i].line...)
+	}
+	return o
+}
+
+// appendH2 appends the fields the rules write as HTTP/2 fields (names in
+// lower case), as appendH1.
+func (h hdrRules) appendH2(fs []hpack.Field) []hpack.Field {
+	for i := range h.ln.put {
+		if f := &h.ln.put[i]; !h.rt.drops(f.lower) {
+			fs = append(fs, hpack.Field{Name: f.lower, Value: f.value})
+		}
+	}
+	for i := range h.rt.put {
+		f := &h.rt.put[i]
+		fs = append(fs, hpack.Field{Name: f.lower, Value: f.value})
+	}
+	return fs
+}
+
+// rewrites is what a route changes of a request besides its fields.
+type rewrites struct {
+	prefix []byte // the route's path_prefix
+	path   []byte // rewrite_prefix; nil: none
+	host   []byte // host_rewrite; nil: none
+}
+
+// noRewrites changes nothing (the listener's pool's requests).
+var noRewrites = &rewrites{}
+
+// on reports whether rw changes the target or the host.
+func (rw *rewrites) on() bool { return rw.path != nil || rw.host != nil }
+
+// appendTarget appends the HTTP/1.1 request target sent upstream for a
+// target t received: an absolute-form one with its authority replaced by
+// host_rewrite, and the path rewritten (appendPath; an empty path, which
+// matched path_prefix "/" as "/", is rewrite_prefix).
+func (rw *rewrites) appendTarget(dst, t []byte) []byte {
+	if !rw.on() {
+		return append(dst, t...)
+	}
+	a, p := h1.SplitTarget(t)
+	if a == nil {
+		return rw.appendPath(dst, p)
+	}
+	dst = append(dst, t[:len(t)-len(p)-len(a)]...)
+	if rw.host != nil {
+		a = rw.host
+	}
+	dst = append(dst, a...)
+	if rw.path != nil && (len(p) == 0 || p[0] == '?') {
+		return append(append(dst, rw.path...), p...)
+	}
+	return rw.appendPath(dst, p)
+}
+
+// appendPath appends an origin-form path (and query) p sent upstream:
+// with the route's path_prefix, which it begins with, replaced by
+// rewrite_prefix; "*", which does not, as it is.
+func (rw *rewrites) appendPath(dst, p []byte) []byte {
+	if rw.path == nil || !bytes.HasPrefix(p, rw.prefix) {
+		return append(dst, p...)
+	}
+	dst = append(dst, rw.path...)
+	return append(dst, p[len(rw.prefix):]...)
+}
+
+// compileRewrites compiles a route's rewrite_prefix and host_rewrite.
+func compileRewrites(rc *RouteConfig) *rewrites {
+	if rc.RewritePrefix == "" && rc.HostRewrite == "" {
+		return noRewrites
+	}
+	rw := &rewrites{prefix: []byte(rc.PathPrefix)}
+	if rc.RewritePrefix != "" {
+		rw.path = []byte(rc.RewritePrefix)
+	}
+	if rc.HostRewrite != "" {
+		rw.host = []byte(rc.HostRewrite)
+	}
+	return rw
+}
+
+// reqRules returns the request field rules of a request routed to route
+// i (len(l.routes): the listener's pool) and its rewrites.
+func (l *listener) reqRules(i int) (hdrRules, *rewrites) {
+	if i < len(l.routes) {
+		r := &l.routes[i]
+		return hdrRules{l.reqOps, r.reqOps}, r.rw
+	}
+	return hdrRules{l.reqOps, noOps}, noRewrites
+}
+
+// respRules returns the response field rules of exchange x (routed).
+func (l *listener) respRules(x *exchange) hdrRules {
+	if i := x.route - 1; i >= 0 && i < len(l.routes) {
+		return hdrRules{l.respOps, l.routes[i].respOps}
+	}
+	return hdrRules{l.respOps, noOps}
+}

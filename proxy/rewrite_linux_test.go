@@ -1,0 +1,240 @@
+package proxy
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"reflect"
+	"sync/atomic"
+	"testing"
+
+	"github.com/spindlenet/spindle/engine"
+)
+
+// seenReq is what headEcho's server saw of a request.
+type seenReq struct {
+	Proto int
+	URI   string
+	Host  string
+	Hdr   http.Header
+}
+
+// headEcho answers a request with what it saw (JSON), and the fields
+// Server: up, X-Up: 1, X-Resp: u, Cache-Control: public.
+func headEcho(w http.ResponseWriter, r *http.Request) {
+	io.Copy(io.Discard, r.Body)
+	h := w.Header()
+	h.Set("Server", "up")
+	h.Set("X-Up", "1")
+	h.Set("X-Resp", "u")
+	h.Set("Cache-Control", "public")
+	json.NewEncoder(w).Encode(seenReq{Proto: r.ProtoMajor, URI: r.RequestURI, Host: r.Host, Hdr: r.Header})
+}
+
+// rewriteConfig is h2cConfig (HTTP/1.1 and HTTP/2 clients) to server,
+// with the pool's protocol, a second pool "api" of the same server, and
+// rules on the listener and on the routes /api/ (to api) and /exact.
+func rewriteConfig(b engine.Backend, server, protocol string) *Config {
+	cfg := h2cConfig(b, server)
+	cfg.Pools[0].Protocol = protocol
+	cfg.Pools = append(cfg.Pools, PoolConfig{Name: "api", Servers: Servers(server), Protocol: protocol})
+	l := &cfg.Listeners[0]
+	l.RequestHeaders = HeaderRules{Set: map[string]string{"X-Env": "prod", "X-Over": "l"}, Add: map[string]string{"X-Tag": "l"}, Remove: []string{"x-debug-l"}}
+	l.ResponseHeaders = HeaderRules{Set: map[string]string{"Cache-Control": "no-store"}, Add: map[string]string{"X-L": "1"}}
+	l.Routes = []RouteConfig{{
+		PathPrefix: "/api/", Pool: "api", RewritePrefix: "/v2/", HostRewrite: "backend.internal:8080",
+		RequestHeaders:  HeaderRules{Set: map[string]string{"X-Route": "api"}, Add: map[string]string{"x-tag": "r"}, Remove: []string{"X-Over", "X-DEBUG"}},
+		ResponseHeaders: HeaderRules{Set: map[string]string{"X-Up": "rt"}, Add: map[string]string{"X-Resp": "r"}, Remove: []string{"server"}},
+	}, {PathPrefix: "/exact", Pool: "app", RewritePrefix: "/e"}}
+	return cfg
+}
+
+// TestRewrite: request_headers, response_headers, rewrite_prefix and
+// host_rewrite, for each pair of client (HTTP/1.1, HTTP/2) and pool
+// (http1, h2c) protocols: the listener's rules apply to every request
+// (an unrouted one's too), the route's after them (its remove drops a
+// field the listener's set wrote, its add follows the listener's); set
+// replaces the client's field, remove drops every one in any case; the
+// path's prefix is replaced, the query kept, an empty remainder
+// rewritten; Host (:authority) is host_rewrite, X-Forwarded-Host the
+// request's; the response's fields likewise (HTTP/2 clients get them in
+// lower case, or Go's client refuses them).
+func TestRewrite(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		for _, protocol := range []string{ProtocolHTTP1, ProtocolH2C} {
+			var server string
+			if protocol == ProtocolH2C {
+				server = newH2CUp(t, http.HandlerFunc(headEcho), nil).addr
+			} else {
+				server = newHTTPUpstream(t, headEcho).addr
+			}
+			p := startProxy(t, rewriteConfig(b, server, protocol))
+			h1c, base := client(t, p)
+			h2c, _ := h2Client(t, p)
+			for _, cl := range []struct {
+				name  string
+				c     *http.Client
+				proto int
+			}{{"h1", h1c, 1}, {"h2", h2c, 2}} {
+				t.Run(cl.name+"-"+protocol, func(t *testing.T) {
+					rewriteCase(t, cl.c, cl.proto, base, protocol)
+				})
+			}
+		}
+	})
+}
+
+// rewriteCase is TestRewrite's requests by client c (speaking HTTP/proto)
+// to a pool of protocol.
+func rewriteCase(t *testing.T, c *http.Client, proto int, base, protocol string) {
+	upProto := 1
+	if protocol == ProtocolH2C {
+		upProto = 2
+	}
+	send := func(path string) (*http.Response, seenReq) {
+		t.Helper()
+		req := mustReq(t, "GET", base+path, nil)
+		req.Host = "www.example.com"
+		req.Header = http.Header{
+			"X-Env": {"dev"}, "X-Tag": {"c"}, "X-Debug": {"1"}, "x-debug-l": {"1"}, "X-Over": {"c"}, "X-Keep": {"k"},
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var seen seenReq
+		if err := json.NewDecoder(resp.Body).Decode(&seen); err != nil {
+			t.Fatalf("%s: %d: %v", path, resp.StatusCode, err)
+		}
+		if resp.ProtoMajor != proto || seen.Proto != upProto {
+			t.Fatalf("%s: client got HTTP/%d, server HTTP/%d", path, resp.ProtoMajor, seen.Proto)
+		}
+		return resp, seen
+	}
+	check := func(what string, got http.Header, want map[string][]string) {
+		t.Helper()
+		for name, w := range want {
+			if g := got.Values(name); !reflect.DeepEqual(g, w) && (len(g) > 0 || len(w) > 0) {
+				t.Errorf("%s %s: %q, want %q", what, name, g, w)
+			}
+		}
+	}
+
+	resp, seen := send("/api/x?q=1")
+	if seen.URI != "/v2/x?q=1" || seen.Host != "backend.internal:8080" {
+		t.Errorf("/api/x?q=1: server got %s Host %s, want /v2/x?q=1 Host backend.internal:8080", seen.URI, seen.Host)
+	}
+	check("route request", seen.Hdr, map[string][]string{
+		"X-Env": {"prod"}, "X-Tag": {"c", "l", "r"}, "X-Debug": nil, "X-Debug-L": nil, "X-Over": nil,
+		"X-Route": {"api"}, "X-Keep": {"k"}, "X-Forwarded-Host": {"www.example.com"},
+	})
+	check("route response", resp.Header, map[string][]string{
+		"Cache-Control": {"no-store"}, "X-L": {"1"}, "Server": nil, "X-Resp": {"u", "r"}, "X-Up": {"rt"},
+	})
+
+	resp, seen = send("/other?z")
+	if seen.URI != "/other?z" || seen.Host != "www.example.com" {
+		t.Errorf("/other?z: server got %s Host %s, want them as sent", seen.URI, seen.Host)
+	}
+	check("listener request", seen.Hdr, map[string][]string{
+		"X-Env": {"prod"}, "X-Tag": {"c", "l"}, "X-Debug": {"1"}, "X-Debug-L": nil, "X-Over": {"l"}, "X-Route": nil, "X-Keep": {"k"},
+	})
+	check("listener response", resp.Header, map[string][]string{
+		"Cache-Control": {"no-store"}, "X-L": {"1"}, "Server": {"up"}, "X-Resp": {"u"}, "X-Up": {"1"},
+	})
+
+	for path, want := range map[string]string{
+		"/api/":        "/v2/",
+		"/api/?a=/b":   "/v2/?a=/b",
+		"/exact":       "/e",
+		"/exact?x":     "/e?x",
+		"/exact/y":     "/e/y",
+		"/exactly%20z": "/ely%20z",
+	} {
+		if _, seen := send(path); seen.URI != want {
+			t.Errorf("%s: server got %s, want %s", path, seen.URI, want)
+		}
+	}
+}
+
+// TestRewriteReload: a reload changing the rules applies to the requests
+// routed after it, on the client connections open before it too (an
+// HTTP/1.1 and an HTTP/2 one, kept alive).
+func TestRewriteReload(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		server := newHTTPUpstream(t, headEcho).addr
+		mk := func(gen string) *Config {
+			cfg := h2cConfig(b, server)
+			cfg.Listeners[0].Routes = []RouteConfig{{PathPrefix: "/", Pool: "app", RewritePrefix: "/" + gen + "/",
+				RequestHeaders:  HeaderRules{Set: map[string]string{"X-Gen": gen}},
+				ResponseHeaders: HeaderRules{Set: map[string]string{"X-Gen": gen}}}}
+			return cfg
+		}
+		p := startProxy(t, mk("a"))
+		h1c, base := client(t, p)
+		h2c, _ := h2Client(t, p)
+		for _, gen := range []string{"a", "b"} {
+			if gen == "b" {
+				if err := p.Reload(mk("b")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, c := range []*http.Client{h1c, h2c} {
+				resp, err := c.Get(base + "/x")
+				if err != nil {
+					t.Fatal(err)
+				}
+				var seen seenReq
+				err = json.NewDecoder(resp.Body).Decode(&seen)
+				resp.Body.Close()
+				if err != nil || seen.URI != "/"+gen+"/x" || seen.Hdr.Get("X-Gen") != gen || resp.Header.Get("X-Gen") != gen {
+					t.Errorf("HTTP/%d after config %s: server got %s X-Gen %q, client X-Gen %q (%v)", resp.ProtoMajor, gen, seen.URI, seen.Hdr.Get("X-Gen"), resp.Header.Get("X-Gen"), err)
+				}
+			}
+		}
+		if lt := p.Totals().Listeners[0]; lt.Accepted != 2 {
+			t.Errorf("%d client connections, want 2 (kept alive over the reload)", lt.Accepted)
+		}
+	})
+}
+
+// allocRules sets rules of every kind on cfg's listener and a route of
+// every path with rewrite_prefix and host_rewrite.
+func allocRules(cfg *Config) {
+	l := &cfg.Listeners[0]
+	l.RequestHeaders = HeaderRules{Set: map[string]string{"X-Env": "prod"}, Add: map[string]string{"X-Tag": "l"}, Remove: []string{"Accept"}}
+	l.ResponseHeaders = HeaderRules{Set: map[string]string{"Cache-Control": "no-store"}}
+	l.Routes = []RouteConfig{{PathPrefix: "/", Pool: "app", RewritePrefix: "/r/", HostRewrite: "backend.internal",
+		RequestHeaders:  HeaderRules{Set: map[string]string{"X-Route": "r"}, Remove: []string{"User-Agent"}},
+		ResponseHeaders: HeaderRules{Add: map[string]string{"X-Resp": "r"}, Remove: []string{"Content-Type"}}}}
+}
+
+// TestRewriteAllocs: requests through a route with rules of every kind
+// take no allocation (TestHTTPAllocs, TestH2Allocs and TestH2UpAllocs
+// with allocRules), for each client and pool protocol pair.
+func TestRewriteAllocs(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		t.Run("h1-http1", func(t *testing.T) { httpAllocs(t, b, allocRules) })
+		t.Run("h1-h2c", func(t *testing.T) {
+			httpAllocs(t, b, func(cfg *Config) {
+				allocRules(cfg)
+				var first atomic.Bool
+				cfg.Pools[0].Servers, cfg.Pools[0].Protocol = Servers(newUpstream(t, rawH2Up("", &first)).addr), ProtocolH2C
+			})
+		})
+		t.Run("h2-http1", func(t *testing.T) {
+			u := newUpstream(t, rawHTTPServer)
+			cfg := h2cConfig(b, u.addr)
+			allocRules(cfg)
+			h2AllocsZero(t, startProxy(t, cfg), 10)
+		})
+		t.Run("h2-h2c", func(t *testing.T) {
+			var first atomic.Bool
+			u := newUpstream(t, rawH2Up("", &first))
+			cfg := h2cPoolConfig(b, u.addr)
+			allocRules(cfg)
+			h2AllocsZero(t, startProxy(t, cfg), 10)
+		})
+	})
+}
