@@ -195,8 +195,68 @@
 // Content-Length gets 413; a chunked body is cut when it grows past it:
 // the server's connection reset, the client 413 or, once the response has
 // begun, a reset). Not there: TLS, HTTP/2 beyond h2c to clients (below),
-// caching, header rewriting or rules beyond host and path, limits on
-// response body sizes.
+// caching, routing rules beyond host and path, limits on response body
+// sizes.
+//
+// A mode http listener and its routes may change what goes upstream and
+// what the clients get, as Envoy's request_headers_to_add/_to_remove,
+// response_headers_to_add/_to_remove, prefix_rewrite and
+// host_rewrite_literal, HAProxy's http-request set-header, del-header and
+// replace-path and nginx's proxy_set_header do:
+//
+//	listeners:
+//	  - name: gw
+//	    listen: ":8081"
+//	    mode: http
+//	    pool: app
+//	    request_headers: {add: {X-Via-Gateway: gw}}  # every request of the listener
+//	    response_headers: {set: {Cache-Control: no-store}}
+//	    routes:
+//	      - {path_prefix: /api/, pool: api, rewrite_prefix: /, host_rewrite: "api.internal:8080",
+//	         request_headers: {set: {X-Env: prod}, add: {X-Tag: a}, remove: [X-Debug]},
+//	         response_headers: {add: {X-Route: api}, remove: [Server]}}
+//
+// remove drops every field of its names, set replaces every field of its
+// names with one (or adds it), add appends one field (names are tokens,
+// compared case-insensitively; a name is in one of the three at most;
+// values are static strings, with no variables: the client's address is
+// X-Forwarded-For's); the listener's rules come first, then the
+// matched route's (so a route's remove drops what the listener's set or
+// add wrote; a request no route matches gets the listener's alone). The
+// fields the rules write follow the message's own, set's then add's,
+// each by name. They are taken after trusted_proxies has dropped an
+// untrusted client's forwarding fields, and cannot name the fields the
+// proxy writes from the client's connection (X-Forwarded-For,
+// X-Forwarded-Proto, X-Forwarded-Host, Via: trusted_proxies decides
+// them), nor the framing and hop-by-hop ones (Content-Length,
+// Transfer-Encoding, Connection, Keep-Alive, Proxy-Connection, TE,
+// Trailer, Upgrade, HTTP2-Settings), pseudo-headers, or Host
+// (host_rewrite is the way); a value with a control character but HTAB
+// (CR, LF, NUL) or leading or trailing whitespace is refused. Response
+// rules apply to the final response from upstream: not to an interim 1xx
+// (a 101 included), nor to trailers, nor to the proxy's own responses
+// (400, 502, 503, ...: a rule's field describes the servers' answers,
+// which those are not; Envoy applies its rules to its local replies too).
+// rewrite_prefix replaces the route's path_prefix in the target sent
+// upstream, the rest and the query kept: "/api/" and "/" send
+// "/api/x?q" as "/x?q" and "/api/" as "/"; "/api" and "/v2" send "/api"
+// as "/v2", "/api?x" as "/v2?x" and "/apis" as "/v2s" (path_prefix
+// matches bytes). An absolute-form target keeps its form (with
+// host_rewrite as its authority; an empty path, which path_prefix "/"
+// matched, is rewrite_prefix), and OPTIONS * goes as it is. The target
+// after the rewrite has no dot-segment or "//" the check above would
+// have refused: a rewrite_prefix with one is refused, and so is one
+// ending in a segment separator ("/", "\", %2F, %5C) for a path_prefix
+// not ending in "/" ("/api" to "/" would send "/api/x" as "//x" and
+// "/api./x" as "/./x"). host_rewrite replaces the Host field
+// (:authority to an h2c pool); X-Forwarded-Host keeps the request's host.
+// Routes match, and the access log writes, the request as received.
+// Every client and pool protocol pair behaves the same, an HTTP/2
+// client getting the names in lower case. The rules are compiled when
+// the config is loaded into the bytes written ("Name: value" lines for
+// HTTP/1.1, lower-case names for HTTP/2): applying them takes no
+// allocation. A reload's rules apply to the requests routed after it,
+// on the connections open before it too.
 //
 // A mode http listener with h2c takes HTTP/2 clients with prior knowledge
 // (cleartext, RFC 9113 3.3) next to HTTP/1.1 ones on the same socket:
