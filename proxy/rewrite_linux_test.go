@@ -2,8 +2,11 @@ package proxy
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
 	"reflect"
 	"sync/atomic"
 	"testing"
@@ -236,5 +239,111 @@ func TestRewriteAllocs(t *testing.T) {
 			allocRules(cfg)
 			h2AllocsZero(t, startProxy(t, cfg), 10)
 		})
+	})
+}
+
+// TestRewriteAbsoluteForm: an HTTP/1.1 request with an absolute-form
+// target through a route with rewrite_prefix and host_rewrite: to an
+// http1 pool it keeps its form, with host_rewrite as its authority and
+// Host, the path rewritten (an empty one, which matched "/", as
+// rewrite_prefix), the query kept; to an h2c pool it goes as :path and
+// :authority; X-Forwarded-Host is the request's host either way.
+func TestRewriteAbsoluteForm(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		for _, protocol := range []string{ProtocolHTTP1, ProtocolH2C} {
+			var server string
+			if protocol == ProtocolH2C {
+				server = newH2CUp(t, http.HandlerFunc(headEcho), nil).addr
+			} else {
+				server = newHTTPUpstream(t, headEcho).addr
+			}
+			cfg := httpConfig(b, server)
+			cfg.Pools[0].Protocol = protocol
+			cfg.Listeners[0].Routes = []RouteConfig{{PathPrefix: "/", Pool: "app", RewritePrefix: "/root/", HostRewrite: "b.internal:81"}}
+			p := startProxy(t, cfg)
+			for target, want := range map[string]string{
+				"http://www.example.com/x?q": "/root/x?q",
+				"http://www.example.com?q":   "/root/?q",
+				"http://www.example.com":     "/root/",
+			} {
+				c := dial(t, p)
+				io.WriteString(c, "GET "+target+" HTTP/1.1\r\nHost: www.example.com\r\nConnection: close\r\n\r\n")
+				resp, body := readResponse(t, c, "GET")
+				var seen seenReq
+				if err := json.Unmarshal([]byte(body), &seen); err != nil {
+					t.Fatalf("%s: %d %q", target, resp.StatusCode, body)
+				}
+				if protocol == ProtocolHTTP1 {
+					want = "http://b.internal:81" + want
+				}
+				if seen.URI != want || seen.Host != "b.internal:81" || seen.Hdr.Get("X-Forwarded-Host") != "www.example.com" {
+					t.Errorf("%s to %s: server got %s Host %s X-Forwarded-Host %s, want %s Host b.internal:81 X-Forwarded-Host www.example.com",
+						target, protocol, seen.URI, seen.Host, seen.Hdr.Get("X-Forwarded-Host"), want)
+				}
+			}
+		}
+	})
+}
+
+// TestRewriteNotInterimOrLocal: response_headers apply to a final
+// response from upstream only: not to an interim 103 before it, nor to
+// the proxy's own response (400 to a dot-segment), for each client and
+// pool protocol pair.
+func TestRewriteNotInterimOrLocal(t *testing.T) {
+	hint := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</a.css>; rel=preload")
+		w.WriteHeader(103)
+		w.Header().Del("Link")
+		io.WriteString(w, "ok")
+	}
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		for _, protocol := range []string{ProtocolHTTP1, ProtocolH2C} {
+			var server string
+			if protocol == ProtocolH2C {
+				server = newH2CUp(t, http.HandlerFunc(hint), nil).addr
+			} else {
+				server = newHTTPUpstream(t, hint).addr
+			}
+			cfg := h2cConfig(b, server)
+			cfg.Pools[0].Protocol = protocol
+			cfg.Listeners[0].ResponseHeaders = HeaderRules{Set: map[string]string{"X-L": "1"}}
+			cfg.Listeners[0].Routes = []RouteConfig{{PathPrefix: "/", Pool: "app", ResponseHeaders: HeaderRules{Add: map[string]string{"X-R": "1"}}}}
+			p := startProxy(t, cfg)
+			h1c, base := client(t, p)
+			h2c, _ := h2Client(t, p)
+			for _, c := range []*http.Client{h1c, h2c} {
+				var interim []http.Header
+				req := mustReq(t, "GET", base+"/hint", nil)
+				req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+					Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+						interim = append(interim, http.Header(h))
+						return nil
+					},
+				}))
+				resp, err := c.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				name := fmt.Sprintf("HTTP/%d to %s", resp.ProtoMajor, protocol)
+				if resp.Header.Get("X-L") != "1" || resp.Header.Get("X-R") != "1" {
+					t.Errorf("%s: final response %v, want X-L and X-R", name, resp.Header)
+				}
+				if len(interim) != 1 || interim[0].Get("Link") == "" || interim[0].Get("X-L") != "" || interim[0].Get("X-R") != "" {
+					t.Errorf("%s: interim responses %v, want one 103 with Link only", name, interim)
+				}
+				req = mustReq(t, "GET", base+"/", nil)
+				req.URL.Opaque = "/a/%2e%2e/b"
+				resp, err = c.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != 400 || resp.Header.Get("X-L") != "" || resp.Header.Get("X-R") != "" {
+					t.Errorf("%s: local response %d %v, want 400 without X-L and X-R", name, resp.StatusCode, resp.Header)
+				}
+			}
+		}
 	})
 }
