@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
+	"path/filepath"
 	"reflect"
 	"sync/atomic"
 	"testing"
@@ -61,7 +62,8 @@ func rewriteConfig(b engine.Backend, server, protocol string) *Config {
 // path's prefix is replaced, the query kept, an empty remainder
 // rewritten; Host (:authority) is host_rewrite, X-Forwarded-Host the
 // request's; the response's fields likewise (HTTP/2 clients get them in
-// lower case, or Go's client refuses them).
+// lower case, or Go's client refuses them). The access log has the
+// target and host as received.
 func TestRewrite(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		for _, protocol := range []string{ProtocolHTTP1, ProtocolH2C} {
@@ -71,7 +73,10 @@ func TestRewrite(t *testing.T) {
 			} else {
 				server = newHTTPUpstream(t, headEcho).addr
 			}
-			p := startProxy(t, rewriteConfig(b, server, protocol))
+			cfg := rewriteConfig(b, server, protocol)
+			logPath := filepath.Join(t.TempDir(), "access.log")
+			cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: logPath}
+			p := startProxy(t, cfg)
 			h1c, base := client(t, p)
 			h2c, _ := h2Client(t, p)
 			for _, cl := range []struct {
@@ -81,6 +86,11 @@ func TestRewrite(t *testing.T) {
 			}{{"h1", h1c, 1}, {"h2", h2c, 2}} {
 				t.Run(cl.name+"-"+protocol, func(t *testing.T) {
 					rewriteCase(t, cl.c, cl.proto, base, protocol)
+				})
+			}
+			for _, proto := range []string{"HTTP/1.1", "HTTP/2.0"} {
+				waitLine(t, logPath, proto+" /api/x?q=1 as received", func(m map[string]any) bool {
+					return m["proto"] == proto && m["target"] == "/api/x?q=1" && m["host"] == "www.example.com" && m["route"] == "/api/"
 				})
 			}
 		}
