@@ -243,8 +243,9 @@ type RouteConfig struct {
 	// send "/api/x?q" as "/x?q", "/api/" as "/"); the query is kept. It
 	// begins with "/" and has no dot-segment or "//"; one ending in "/"
 	// only with a PathPrefix ending in "/" (else "/api" and "/" would
-	// send "/api/x" as "//x", "/api./x" as "/./x"). OPTIONS * is sent
-	// as it is. Default: the target as received.
+	// send "/api/x" as "//x", "/api./x" as "/./x"). OPTIONS * (or an
+	// absolute-form target's empty path) is sent as it is. Default: the
+	// target as received.
 	RewritePrefix string `yaml:"rewrite_prefix,omitempty" json:"rewrite_prefix,omitempty"`
 	// HostRewrite, when set, is the Host (HTTP/1.1) or :authority
 	// (HTTP/2) sent upstream in place of the request's, and the

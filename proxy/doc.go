@@ -243,7 +243,8 @@
 // as "/v2", "/api?x" as "/v2?x" and "/apis" as "/v2s" (path_prefix
 // matches bytes). An absolute-form target keeps its form (with
 // host_rewrite as its authority; an empty path, which path_prefix "/"
-// matched, is rewrite_prefix), and OPTIONS * goes as it is. The target
+// matched, is rewrite_prefix, but an OPTIONS's, which asks about the
+// server as "*" does), and OPTIONS * goes as it is. The target
 // after the rewrite has no dot-segment or "//" the check above would
 // have refused: a rewrite_prefix with one is refused, and so is one
 // ending in a segment separator ("/", "\", %2F, %5C) for a path_prefix

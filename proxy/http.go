@@ -509,7 +509,7 @@ func (s *hsession) gotHead() {
 	rules, rw := s.ln.reqRules(s.x.route - 1)
 	o := append(s.out[:0], r.Method...)
 	o = append(o, ' ')
-	o = rw.appendTarget(o, r.Target)
+	o = rw.appendTarget(o, r.Target, string(r.Method) == "OPTIONS")
 	o = append(o, " HTTP/1."...)
 	o = append(o, byte('0'+r.Minor), '\r', '\n')
 	if rw.host != nil {

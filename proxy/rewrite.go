@@ -286,8 +286,9 @@ func (rw *rewrites) on() bool { return rw.path != nil || rw.host != nil }
 // appendTarget appends the HTTP/1.1 request target sent upstream for a
 // target t received: an absolute-form one with its authority replaced by
 // host_rewrite, and the path rewritten (appendPath; an empty path, which
-// matched path_prefix "/" as "/", is rewrite_prefix).
-func (rw *rewrites) appendTarget(dst, t []byte) []byte {
+// matched path_prefix "/" as "/", is rewrite_prefix, but for an OPTIONS,
+// options, whose empty path asks about the server as "*" does).
+func (rw *rewrites) appendTarget(dst, t []byte, options bool) []byte {
 	if !rw.on() {
 		return append(dst, t...)
 	}
@@ -300,7 +301,7 @@ func (rw *rewrites) appendTarget(dst, t []byte) []byte {
 		a = rw.host
 	}
 	dst = append(dst, a...)
-	if rw.path != nil && (len(p) == 0 || p[0] == '?') {
+	if rw.path != nil && (len(p) == 0 && !options || len(p) > 0 && p[0] == '?') {
 		return append(append(dst, rw.path...), p...)
 	}
 	return rw.appendPath(dst, p)

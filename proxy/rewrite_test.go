@@ -149,30 +149,36 @@ func TestParseRewritesErrors(t *testing.T) {
 // TestAppendTarget: the target sent upstream: path_prefix replaced by
 // rewrite_prefix, the query kept, an empty remainder rewritten; an
 // absolute-form target's authority replaced by host_rewrite, its empty
-// path (which matched "/") rewritten; OPTIONS * as it is.
+// path (which matched "/") rewritten, but an OPTIONS's (as "*"); OPTIONS
+// * as it is.
 func TestAppendTarget(t *testing.T) {
 	for _, tc := range []struct {
 		prefix, rewrite, host, target, want string
+		options                             bool
 	}{
-		{"/api/", "/", "", "/api/x?q=1", "/x?q=1"},
-		{"/api/", "/", "", "/api/", "/"},
-		{"/api/", "/", "", "/api/?q", "/?q"},
-		{"/api", "/v2", "", "/api", "/v2"},
-		{"/api", "/v2", "", "/api?x", "/v2?x"},
-		{"/api", "/v2", "", "/api/x", "/v2/x"},
-		{"/api", "/v2", "", "/apis", "/v2s"},
-		{"/api/", "/v2/", "", "/api/a/b?c=/api/", "/v2/a/b?c=/api/"},
-		{"/", "/v2/", "", "/x", "/v2/x"},
-		{"/", "/v2/", "", "*", "*"},
-		{"/api/", "/v2/", "b.internal", "http://h.example/api/x?q", "http://b.internal/v2/x?q"},
-		{"/", "/v2/", "", "http://h.example?q", "http://h.example/v2/?q"},
-		{"/", "/v2/", "", "http://h.example", "http://h.example/v2/"},
-		{"/", "", "b.internal:81", "http://h.example:80/x", "http://b.internal:81/x"},
-		{"/", "", "b.internal", "http://h.example?q", "http://b.internal?q"},
-		{"/", "", "b.internal", "/x?y", "/x?y"},
+		{"/api/", "/", "", "/api/x?q=1", "/x?q=1", false},
+		{"/api/", "/", "", "/api/", "/", false},
+		{"/api/", "/", "", "/api/?q", "/?q", false},
+		{"/api", "/v2", "", "/api", "/v2", false},
+		{"/api", "/v2", "", "/api?x", "/v2?x", false},
+		{"/api", "/v2", "", "/api/x", "/v2/x", false},
+		{"/api", "/v2", "", "/apis", "/v2s", false},
+		{"/api/", "/v2/", "", "/api/a/b?c=/api/", "/v2/a/b?c=/api/", false},
+		{"/", "/v2/", "", "/x", "/v2/x", false},
+		{"/", "/v2/", "", "*", "*", false},
+		{"/api/", "/v2/", "b.internal", "http://h.example/api/x?q", "http://b.internal/v2/x?q", false},
+		{"/", "/v2/", "", "http://h.example?q", "http://h.example/v2/?q", false},
+		{"/", "/v2/", "", "http://h.example", "http://h.example/v2/", false},
+		{"/", "/v2/", "b.internal", "http://h.example", "http://b.internal", true},
+		{"/", "/v2/", "", "http://h.example?q", "http://h.example/v2/?q", true},
+		{"/", "/v2/", "", "http://h.example/", "http://h.example/v2/", true},
+		{"/", "/v2/", "", "*", "*", true},
+		{"/", "", "b.internal:81", "http://h.example:80/x", "http://b.internal:81/x", false},
+		{"/", "", "b.internal", "http://h.example?q", "http://b.internal?q", false},
+		{"/", "", "b.internal", "/x?y", "/x?y", false},
 	} {
 		rw := compileRewrites(&RouteConfig{PathPrefix: tc.prefix, RewritePrefix: tc.rewrite, HostRewrite: tc.host})
-		if got := string(rw.appendTarget(nil, []byte(tc.target))); got != tc.want {
+		if got := string(rw.appendTarget(nil, []byte(tc.target), tc.options)); got != tc.want {
 			t.Errorf("%s -> %s (host %q): %s gives %s, want %s", tc.prefix, tc.rewrite, tc.host, tc.target, got, tc.want)
 		}
 	}
@@ -197,7 +203,7 @@ func FuzzRewritePrefix(f *testing.F) {
 			return
 		}
 		rw := compileRewrites(&RouteConfig{PathPrefix: prefix, RewritePrefix: rewrite})
-		got := rw.appendTarget(nil, []byte(target))
+		got := rw.appendTarget(nil, []byte(target), false)
 		if dotSegments(got) {
 			t.Errorf("%s -> %s: %q rewritten to %q, which has a dot-segment", prefix, rewrite, target, got)
 		}
