@@ -66,13 +66,7 @@ func rewriteConfig(b engine.Backend, server, protocol string) *Config {
 // target and host as received.
 func TestRewrite(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
-		for _, protocol := range []string{ProtocolHTTP1, ProtocolH2C} {
-			var server string
-			if protocol == ProtocolH2C {
-				server = newH2CUp(t, http.HandlerFunc(headEcho), nil).addr
-			} else {
-				server = newHTTPUpstream(t, headEcho).addr
-			}
+		eachPool(t, headEcho, func(protocol, server string) {
 			cfg := rewriteConfig(b, server, protocol)
 			logPath := filepath.Join(t.TempDir(), "access.log")
 			cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: logPath}
@@ -93,7 +87,7 @@ func TestRewrite(t *testing.T) {
 					return m["proto"] == proto && m["target"] == "/api/x?q=1" && m["host"] == "www.example.com" && m["route"] == "/api/"
 				})
 			}
-		}
+		})
 	})
 }
 
@@ -260,13 +254,7 @@ func TestRewriteAllocs(t *testing.T) {
 // :authority; X-Forwarded-Host is the request's host either way.
 func TestRewriteAbsoluteForm(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
-		for _, protocol := range []string{ProtocolHTTP1, ProtocolH2C} {
-			var server string
-			if protocol == ProtocolH2C {
-				server = newH2CUp(t, http.HandlerFunc(headEcho), nil).addr
-			} else {
-				server = newHTTPUpstream(t, headEcho).addr
-			}
+		eachPool(t, headEcho, func(protocol, server string) {
 			cfg := httpConfig(b, server)
 			cfg.Pools[0].Protocol = protocol
 			cfg.Listeners[0].Routes = []RouteConfig{{PathPrefix: "/", Pool: "app", RewritePrefix: "/root/", HostRewrite: "b.internal:81"}}
@@ -291,7 +279,7 @@ func TestRewriteAbsoluteForm(t *testing.T) {
 						target, protocol, seen.URI, seen.Host, seen.Hdr.Get("X-Forwarded-Host"), want)
 				}
 			}
-		}
+		})
 	})
 }
 
@@ -307,13 +295,7 @@ func TestRewriteNotInterimOrLocal(t *testing.T) {
 		io.WriteString(w, "ok")
 	}
 	forBackends(t, func(t *testing.T, b engine.Backend) {
-		for _, protocol := range []string{ProtocolHTTP1, ProtocolH2C} {
-			var server string
-			if protocol == ProtocolH2C {
-				server = newH2CUp(t, http.HandlerFunc(hint), nil).addr
-			} else {
-				server = newHTTPUpstream(t, hint).addr
-			}
+		eachPool(t, hint, func(protocol, server string) {
 			cfg := h2cConfig(b, server)
 			cfg.Pools[0].Protocol = protocol
 			cfg.Listeners[0].ResponseHeaders = HeaderRules{Set: map[string]string{"X-L": "1"}}
@@ -354,6 +336,18 @@ func TestRewriteNotInterimOrLocal(t *testing.T) {
 					t.Errorf("%s: local response %d %v, want 400 without X-L and X-R", name, resp.StatusCode, resp.Header)
 				}
 			}
-		}
+		})
 	})
+}
+
+// eachPool runs f for each pool protocol (http1, h2c) with a server of
+// that protocol serving h (its address).
+func eachPool(t *testing.T, h http.HandlerFunc, f func(protocol, server string)) {
+	for _, protocol := range []string{ProtocolHTTP1, ProtocolH2C} {
+		if protocol == ProtocolH2C {
+			f(protocol, newH2CUp(t, h, nil).addr)
+		} else {
+			f(protocol, newHTTPUpstream(t, h).addr)
+		}
+	}
 }
