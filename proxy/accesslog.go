@@ -384,9 +384,10 @@ const (
 	termServerReset              // "SR": the server reset the stream (HTTP/2 RST_STREAM), its connection going on
 	termQueue                    // "SQ": queue_timeout ran out in the pool's queue for a slot (503)
 	termQueueFull                // "UO": the pool's queue was full (max_queue): refused at once (503)
+	termRateLimit                // "RL": a rate_limit refused the request (429)
 )
 
-var termCodes = [...]string{"-", "CD", "CT", "SD", "ST", "SC", "NS", "PR", "PH", "IT", "SR", "SQ", "UO"}
+var termCodes = [...]string{"-", "CD", "CT", "SD", "ST", "SC", "NS", "PR", "PH", "IT", "SR", "SQ", "UO", "RL"}
 
 // exchange is what an hsession keeps of its current exchange for the
 // access log and the per-route counters.
@@ -511,6 +512,8 @@ func (l *listener) endExchange(ls *loopState, x *exchange, addr netip.AddrPort, 
 		switch {
 		case status == 408:
 			x.term = termClientTO
+		case status == 429:
+			x.term = termRateLimit
 		case status == 503:
 			x.term = termNoServer
 		case status == 504:

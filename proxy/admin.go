@@ -186,6 +186,7 @@ func (p *Proxy) WriteMetrics(w io.Writer) error {
 		fmt.Fprintf(bw, "spindle_proxy_server_http_requests_total{pool=\"%s\",server=\"%s\",conn=\"new\"} %d\n", escape(s.Pool), escape(s.Server), s.NewRequests)
 	}
 	writeObserved(bw, t, family)
+	writeRateLimits(bw, t, family)
 	es := p.e.Stats()
 	family("spindle_proxy_engine_open_connections", "gauge", "Engine connections open, client and upstream.")
 	fmt.Fprintf(bw, "spindle_proxy_engine_open_connections %d\n", es.Open)

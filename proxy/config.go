@@ -197,6 +197,10 @@ type ListenerConfig struct {
 	// the 1 MiB connection window as well); a larger one only helps a
 	// single upload over a long round trip.
 	H2InitialWindow uint32 `yaml:"h2_initial_window,omitempty" json:"h2_initial_window,omitempty"`
+	// RateLimit limits the listener's requests (mode http: every
+	// request, whatever its route) or new connections (mode tcp): see
+	// RateLimitConfig. Default none.
+	RateLimit *RateLimitConfig `yaml:"rate_limit,omitempty" json:"rate_limit,omitempty"`
 }
 
 // Defaults of the h2c knobs.
@@ -236,6 +240,9 @@ type RouteConfig struct {
 	// match "/api/"). Default "/": every origin-form target (and the
 	// asterisk of OPTIONS *).
 	PathPrefix string `yaml:"path_prefix" json:"path_prefix"`
+	// RateLimit limits the requests the route takes (after the
+	// listener's own, if any): see RateLimitConfig. Default none.
+	RateLimit *RateLimitConfig `yaml:"rate_limit,omitempty" json:"rate_limit,omitempty"`
 	// Pool is the name of the pool the route's requests go to; required.
 	Pool string `yaml:"pool" json:"pool"`
 	// RewritePrefix, when set, replaces the PathPrefix a request's
@@ -771,6 +778,7 @@ func (c *Config) SetDefaults() {
 		if a := l.AccessLog; a != nil && a.Format == "" {
 			a.Format = AccessLogJSON
 		}
+		l.setRateDefaults()
 		if l.Mode != ModeHTTP {
 			continue
 		}
@@ -1047,6 +1055,9 @@ func (c *Config) Validate() error {
 		}
 		if err := l.AccessLog.validate(); err != nil {
 			return fmt.Errorf("%s.access_log.%w", where, err)
+		}
+		if err := l.validateRateLimits(); err != nil {
+			return fmt.Errorf("%s.%w", where, err)
 		}
 	}
 	if err := c.validateHTTPErrors(); err != nil {

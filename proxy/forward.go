@@ -180,6 +180,10 @@ func (h *handler) OnOpen(c *engine.Conn) {
 	}
 	st := l.stats[ls.id]
 	st.accepted.inc()
+	if l.connLimited(ls.id, c.RemoteAddr().Addr(), p.now()) {
+		c.Close()
+		return
+	}
 	if m := l.cfg.MaxConns; m > 0 && l.conns.Add(1) > int64(m) {
 		l.conns.Add(-1)
 		st.rejected.inc()

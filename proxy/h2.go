@@ -92,9 +92,10 @@ type h2stream struct {
 	waiting  bool // response_timeout runs from mark
 	mark     int64
 
-	hb     []byte
-	fields []hpack.Field
-	x      exchange
+	hb         []byte
+	fields     []hpack.Field
+	x          exchange
+	retryAfter int64 // a 429's Retry-After, seconds (rate_limit)
 
 	u2 upSide // toward an h2c pool (h2up_stream.go)
 
@@ -396,6 +397,9 @@ func (c *h2conn) OnRequest(s *h2.Server, id uint32, r *h2.Request, end bool) {
 	st.idem = end && (st.head || string(r.Method) == "GET" || string(r.Method) == "OPTIONS")
 	st.chunked = !end && r.ContentLength < 0
 	st.pool = st.ln.routeExchange(c.ls, &st.x, r.Path, host)
+	if st.rateLimited() {
+		return
+	}
 	if st.pool.h2 {
 		st.u2.on = true
 		st.h2Head(r, host)
@@ -779,8 +783,15 @@ func (st *h2stream) respond(status int) {
 	st.ln.countResp(c.ls.id, status, true)
 	body := localBody(status)
 	hb := strconv.AppendInt(append(st.hb[:0], "text/plain; charset=utf-8"...), int64(len(body)), 10)
+	n := len(hb)
+	if status == 429 {
+		hb = strconv.AppendInt(hb, st.retryAfter, 10)
+	}
 	st.hb = hb
-	st.fields = append(st.fields[:0], hpack.Field{Name: hdrContentType, Value: hb[:25]}, hpack.Field{Name: hdrContentLength, Value: hb[25:]})
+	st.fields = append(st.fields[:0], hpack.Field{Name: hdrContentType, Value: hb[:25]}, hpack.Field{Name: hdrContentLength, Value: hb[25:n]})
+	if status == 429 {
+		st.fields = append(st.fields, hpack.Field{Name: hdrRetryAfter, Value: hb[n:]})
+	}
 	if c.srv.WriteHeaders(st.id, status, st.fields, false) == nil {
 		c.srv.WriteData(st.id, body, true)
 	}

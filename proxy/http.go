@@ -365,44 +365,53 @@ func (s *hsession) clientData(b engine.Buffer) {
 // feedHead parses a request head from b[off:], copying only while the head
 // is incomplete. Loop goroutine.
 func (s *hsession) feedHead(b engine.Buffer, off int) {
-	p := b.Bytes()[off:]
-	if len(p) == 0 {
-		b.Release()
-		return
-	}
-	n, err := feed(&s.in, p, func(b []byte) (int, error) {
-		if headParsed != nil {
-			headParsed(false)
+	for {
+		p := b.Bytes()[off:]
+		if len(p) == 0 {
+			b.Release()
+			return
 		}
-		return s.req.Parse(b, h1.Limits{})
-	})
-	if err != nil {
-		b.Release()
+		n, err := feed(&s.in, p, func(b []byte) (int, error) {
+			if headParsed != nil {
+				headParsed(false)
+			}
+			return s.req.Parse(b, h1.Limits{})
+		})
+		if err != nil {
+			b.Release()
+			s.in = emptied(s.in)
+			s.ln.stats[s.ls.id].requests.inc()
+			var he *h1.Error
+			if errors.As(err, &he) {
+				s.respond(he.Status)
+			} else {
+				s.respond(400)
+			}
+			return
+		}
+		if n == 0 {
+			b.Release()
+			if s.phase == phIdle {
+				s.setPhase(phHead)
+			}
+			return
+		}
+		s.gotHead()
 		s.in = emptied(s.in)
-		s.ln.stats[s.ls.id].requests.inc()
-		var he *h1.Error
-		if errors.As(err, &he) {
-			s.respond(he.Status)
-		} else {
-			s.respond(400)
+		switch s.phase {
+		case phClosing:
+			b.Release()
+			return
+		case phIdle:
+			// Answered at once, the connection kept (a rate limit's
+			// 429): the next request, if it came in b.
+			off += n
+			continue
 		}
+		s.pend, s.poff, s.hasP = b, off+n, true
+		s.acquire()
 		return
 	}
-	if n == 0 {
-		b.Release()
-		if s.phase == phIdle {
-			s.setPhase(phHead)
-		}
-		return
-	}
-	s.gotHead()
-	s.in = emptied(s.in)
-	if s.phase == phClosing {
-		b.Release()
-		return
-	}
-	s.pend, s.poff, s.hasP = b, off+n, true
-	s.acquire()
 }
 
 // feed parses a head from p with parse, p being the next bytes received
@@ -495,6 +504,9 @@ func (s *hsession) gotHead() {
 	s.pool = s.route(r.Target, r.Host)
 	if s.h2 != nil {
 		s.h2.on = false
+	}
+	if s.rateLimited() {
+		return
 	}
 	if s.pool.h2 {
 		if s.upgrade {
@@ -1566,7 +1578,7 @@ func localResponse(status int) []byte {
 
 var localResponses = func() map[int][]byte {
 	m := map[int][]byte{}
-	for _, st := range []int{400, 405, 408, 413, 414, 417, 431, 501, 502, 503, 504, 505} {
+	for _, st := range []int{400, 405, 408, 413, 414, 417, 429, 431, 501, 502, 503, 504, 505} {
 		body := strconv.Itoa(st) + " " + statusText[st] + "\n"
 		m[st] = []byte("HTTP/1.1 " + strconv.Itoa(st) + " " + statusText[st] + "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: " +
 			strconv.Itoa(len(body)) + "\r\nConnection: close\r\n\r\n" + body)
@@ -1576,7 +1588,7 @@ var localResponses = func() map[int][]byte {
 
 var statusText = map[int]string{
 	400: "Bad Request", 405: "Method Not Allowed", 408: "Request Timeout", 413: "Content Too Large", 414: "URI Too Long",
-	417: "Expectation Failed", 431: "Request Header Fields Too Large", 501: "Not Implemented", 502: "Bad Gateway",
+	417: "Expectation Failed", 429: "Too Many Requests", 431: "Request Header Fields Too Large", 501: "Not Implemented", 502: "Bad Gateway",
 	503: "Service Unavailable", 504: "Gateway Timeout", 505: "HTTP Version Not Supported",
 }
 

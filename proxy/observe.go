@@ -25,6 +25,8 @@ type RouteTotals struct {
 	// the proxy.
 	Requests                          uint64
 	ResponsesUpstream, ResponsesProxy [5]uint64
+	// RateLimit is the route's rate_limit's decisions, nil for none.
+	RateLimit *RateLimitTotals
 }
 
 // observe sets up l's per-route counters, taking over those of o (the

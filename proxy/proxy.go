@@ -82,7 +82,11 @@ type listener struct {
 
 	http   bool    // mode http
 	routes []route // mode http
-	alog   *accessLog
+	// limit and rlimits (by route index; nil where no route has one)
+	// are the rate limits (ratelimit.go), nil for none.
+	limit   *limiter
+	rlimits []*limiter
+	alog    *accessLog
 	// logJSON and logRoutes are how alog's lines are written: JSON or
 	// text, and the route names by route index (the listener's pool
 	// last).

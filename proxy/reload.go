@@ -301,6 +301,9 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 			reqOps: compileOps(lc.RequestHeaders), respOps: compileOps(lc.ResponseHeaders)})
 	}
 	for _, l := range g.lns {
+		p.makeLimiters(l)
+	}
+	for _, l := range g.lns {
 		for _, o := range p.lns {
 			if o.name == l.name && o.cfg.Listen == l.cfg.Listen {
 				l.ln = o.ln

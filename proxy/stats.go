@@ -48,6 +48,8 @@ type ListenerTotals struct {
 	// in Requests too), and the streams reset by the client and by the
 	// proxy.
 	H2Connections, H2Streams, H2ResetsClient, H2ResetsProxy uint64
+	// RateLimit is the listener's rate_limit's decisions, nil for none.
+	RateLimit *RateLimitTotals
 }
 
 // ServerTotals are one server's counters, in one pool.
@@ -120,6 +122,7 @@ func (p *Proxy) Totals() Totals {
 			}
 		}
 		p.observedTotals(l, &lt)
+		l.rateLimitTotals(&lt)
 		t.Listeners = append(t.Listeners, lt)
 	}
 	for _, pl := range pools {

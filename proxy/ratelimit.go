@@ -1,0 +1,462 @@
+package proxy
+
+import (
+	"bufio"
+	"fmt"
+	"hash/maphash"
+	"math"
+	"net/netip"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/spindlenet/spindle/internal/h1"
+)
+
+// Rate limiting (rate_limit on a listener or a route): GCRA, the generic
+// cell rate algorithm, over atomic cells (see RateLimitConfig and the
+// package doc).
+
+// Rate limit keys.
+const (
+	// RateKeyClient gives each client address its own budget: an IPv4
+	// address, or an IPv6 one's /64.
+	RateKeyClient = "client"
+	// RateKeyAll gives the route or listener one budget over every
+	// client and loop.
+	RateKeyAll = "all"
+)
+
+// Rate limit table bounds (key client).
+const (
+	DefaultRateTableSize = 1 << 16
+	MaxRateTableSize     = 1 << 24
+)
+
+// RateLimitConfig limits the rate of a listener's or a route's requests
+// (mode http) or a listener's new connections (mode tcp), as nginx's
+// limit_req (nodelay), Envoy's local rate limit and HAProxy's sc rate
+// do: Rate of them per Per, with bursts of up to Burst at once. Beyond
+// it a request gets 429 with Retry-After, a connection is closed at once.
+type RateLimitConfig struct {
+	// Rate is the requests (connections) allowed per Per at the
+	// steady rate, at least 1: one each Per/Rate (the emission
+	// interval, at least 1ns).
+	Rate int `yaml:"rate" json:"rate"`
+	// Per is Rate's period. Default 1s; at most 24h.
+	Per Duration `yaml:"per" json:"per"`
+	// Burst is how many may come at once after a pause (a client
+	// that sent nothing for Burst intervals has Burst of them): the
+	// bucket's size. Default Rate (Rate at once, then one each
+	// interval); 1 spaces them out strictly.
+	Burst int `yaml:"burst" json:"burst"`
+	// Key is whose budget a request spends: RateKeyClient (default:
+	// the client connection's address; an IPv6 one's /64) or
+	// RateKeyAll (one budget).
+	Key string `yaml:"key" json:"key"`
+	// TableSize (key client) is the number of budgets (8-byte cells)
+	// the clients' addresses are hashed to: a power of two from 2 to
+	// MaxRateTableSize, default DefaultRateTableSize (512 KiB).
+	TableSize int `yaml:"table_size,omitempty" json:"table_size,omitempty"`
+}
+
+// setDefaults fills in r's defaults; nil is none. Any goroutine.
+func (r *RateLimitConfig) setDefaults() {
+	if r == nil {
+		return
+	}
+	setDuration(&r.Per, time.Second)
+	if r.Burst == 0 {
+		r.Burst = r.Rate
+	}
+	if r.Key == "" {
+		r.Key = RateKeyClient
+	}
+	if r.Key == RateKeyClient && r.TableSize == 0 {
+		r.TableSize = DefaultRateTableSize
+	}
+}
+
+// validate checks r (nil: none); the error begins with "rate_limit.".
+func (r *RateLimitConfig) validate() error {
+	if r == nil {
+		return nil
+	}
+	err := func() error {
+		switch {
+		case r.Rate < 1:
+			return fmt.Errorf("rate: %d below 1", r.Rate)
+		case r.Per <= 0:
+			return fmt.Errorf("per: %v is not positive", time.Duration(r.Per))
+		case time.Duration(r.Per) > 24*time.Hour:
+			return fmt.Errorf("per: %v longer than 24h", time.Duration(r.Per))
+		case int64(r.Per)/int64(r.Rate) < 1:
+			return fmt.Errorf("rate: %d per %v: more than one a nanosecond", r.Rate, time.Duration(r.Per))
+		case r.Burst < 1:
+			return fmt.Errorf("burst: %d below 1", r.Burst)
+		case int64(r.Burst) > math.MaxInt64/4/(int64(r.Per)/int64(r.Rate)):
+			return fmt.Errorf("burst: %d intervals of %v are past an int64 of nanoseconds", r.Burst, time.Duration(int64(r.Per)/int64(r.Rate)))
+		}
+		switch r.Key {
+		case RateKeyClient:
+			if n := r.TableSize; n < 2 || n > MaxRateTableSize || n&(n-1) != 0 {
+				return fmt.Errorf("table_size: %d is not a power of two from 2 to %d", n, MaxRateTableSize)
+			}
+		case RateKeyAll:
+			if r.TableSize != 0 {
+				return fmt.Errorf("table_size: only with key %s", RateKeyClient)
+			}
+		default:
+			return fmt.Errorf("key: unknown %q (want %q or %q)", r.Key, RateKeyClient, RateKeyAll)
+		}
+		return nil
+	}()
+	if err != nil {
+		return fmt.Errorf("rate_limit.%w", err)
+	}
+	return nil
+}
+
+// validateRateLimits checks l's rate limits and its routes'; the error
+// begins with the field's name.
+func (l *ListenerConfig) validateRateLimits() error {
+	if err := l.RateLimit.validate(); err != nil {
+		return err
+	}
+	for i := range l.Routes {
+		if err := l.Routes[i].RateLimit.validate(); err != nil {
+			return fmt.Errorf("routes[%d].%w", i, err)
+		}
+	}
+	return nil
+}
+
+// setRateDefaults fills in the defaults of l's rate limits and its
+// routes'.
+func (l *ListenerConfig) setRateDefaults() {
+	l.RateLimit.setDefaults()
+	for i := range l.Routes {
+		l.Routes[i].RateLimit.setDefaults()
+	}
+}
+
+// limiter is one rate_limit of a listener or route in one generation: its
+// settings, and its budgets (a table its generations share while its key
+// and size stay).
+type limiter struct {
+	cfg RateLimitConfig
+	t   int64 // emission interval: Per/Rate, ns
+	tau int64 // Burst intervals: how far ahead of now a budget may run
+	tab *rateTable
+}
+
+// rateTable is a rate limit's budgets and counters. Its cells hold each
+// budget's theoretical arrival time (GCRA's TAT) as Proxy.now: 0 is a
+// budget never spent. Written by every loop, with atomics.
+type rateTable struct {
+	all   bool // key all: one cell
+	seed  maphash.Seed
+	mask  uint64
+	cells []atomic.Int64
+	stats []rateStats // per loop (by engine.Loop.ID)
+}
+
+// rateStats are one loop's decisions of a rate limit, a cache line of
+// their own.
+type rateStats struct {
+	allowed counter
+	limited counter
+	_       [48]byte
+}
+
+// newLimiter makes the limiter of rc for a proxy of loops loops, taking
+// over old's table (budgets and counters) where old (nil: none) has the
+// same key and table size: a reload changes the rate and burst of the
+// decisions after it, against the budgets as spent.
+func newLimiter(rc *RateLimitConfig, old *limiter, loops int) *limiter {
+	T := int64(rc.Per) / int64(rc.Rate)
+	lm := &limiter{cfg: *rc, t: T, tau: int64(rc.Burst) * T}
+	if old != nil && old.cfg.Key == rc.Key && old.cfg.TableSize == rc.TableSize && len(old.tab.stats) == loops {
+		lm.tab = old.tab
+		return lm
+	}
+	n := rc.TableSize
+	if rc.Key == RateKeyAll {
+		n = 1
+	}
+	lm.tab = &rateTable{all: rc.Key == RateKeyAll, seed: maphash.MakeSeed(), mask: uint64(n - 1),
+		cells: make([]atomic.Int64, n), stats: make([]rateStats, loops)}
+	return lm
+}
+
+// allow decides a request (connection) of client a at now (Proxy.now)
+// and counts it on loop id: allowed, or refused with the time until one
+// would be allowed (ns, positive). No lock, no allocation. Any goroutine
+// (loop id's for the counters).
+//
+// Key client hashes a (seeded) to two cells of the table, from the
+// hash's two halves, and decides on the lower (the budget less spent),
+// spending both (a count-min sketch with conservative update): each
+// cell is never behind any client hashed to it, so a client sharing its
+// cells is only refused more, never allowed more, and that only where
+// both its cells are shared with clients that spend.
+func (lm *limiter) allow(id int, a netip.Addr, now int64) (bool, int64) {
+	tab := lm.tab
+	i, j := uint64(0), uint64(0)
+	if !tab.all {
+		var k [8]byte
+		n := 4
+		a = a.Unmap()
+		if a.Is4() {
+			b := a.As4()
+			copy(k[:], b[:])
+		} else {
+			b := a.As16()
+			copy(k[:], b[:8]) // (its /64)
+			n = 8
+		}
+		h := maphash.Bytes(tab.seed, k[:n])
+		i, j = h&tab.mask, (h>>32)&tab.mask
+		if i == j {
+			j ^= 1
+		}
+	}
+	ok, wait := gcra(&tab.cells[i], &tab.cells[j], now, lm.t, lm.tau)
+	st := &tab.stats[id]
+	if ok {
+		st.allowed.inc()
+	} else {
+		st.limited.inc()
+	}
+	return ok, wait
+}
+
+// gcra decides one arrival at now against the budget in cells a and b
+// (the same cell for one budget), of emission interval t and tolerance
+// tau (burst × t): the arrival is allowed where its theoretical arrival
+// time, the budget's (the lower cell's) or now if later, plus t, is no
+// further than tau ahead of now, and then stored; else it returns the
+// time until that would be so. The decision is one compare-and-swap on
+// the lower cell, from the value it was decided on, and is taken again
+// where another loop's decision changed it meanwhile: exact over the
+// loops, as one lock would be. The other cell is raised first: a
+// decision that reads it after the swap sees the spending (cells only
+// ever grow), and where the swap then fails the raise stands, which only
+// refuses more of the clients hashed there.
+func gcra(a, b *atomic.Int64, now, t, tau int64) (bool, int64) {
+	for {
+		va, vb := a.Load(), b.Load()
+		low, other := a, b
+		v := va
+		if vb < va {
+			low, other, v = b, a, vb
+		}
+		tat := max(v, now) + t
+		if tat-now > tau {
+			return false, tat - tau - now
+		}
+		if other != low {
+			for o := other.Load(); o < tat && !other.CompareAndSwap(o, tat); o = other.Load() {
+			}
+		}
+		if low.CompareAndSwap(v, tat) {
+			return true, 0
+		}
+	}
+}
+
+// retrySeconds is a wait (ns) in whole seconds, rounded up: Retry-After.
+func retrySeconds(wait int64) int64 {
+	return (wait + int64(time.Second) - 1) / int64(time.Second)
+}
+
+// RateLimitTotals are a rate limit's decisions: requests (connections)
+// allowed and refused.
+type RateLimitTotals struct{ Allowed, Limited uint64 }
+
+// totals sums lm's counters over the loops. Any goroutine.
+func (lm *limiter) totals() RateLimitTotals {
+	var t RateLimitTotals
+	for k := range lm.tab.stats {
+		t.Allowed += lm.tab.stats[k].allowed.load()
+		t.Limited += lm.tab.stats[k].limited.load()
+	}
+	return t
+}
+
+// rateTotals returns lm's totals, nil for no limit. Any goroutine.
+func (lm *limiter) rateTotals() *RateLimitTotals {
+	if lm == nil {
+		return nil
+	}
+	t := lm.totals()
+	return &t
+}
+
+// makeLimiters makes l's limiters (its own and its routes', by route
+// index), taking over the tables of the listener of its name and mode in
+// force before, if any, and of its routes by name. Reload's goroutine
+// (or New's).
+func (p *Proxy) makeLimiters(l *listener) {
+	var o *listener
+	for _, x := range p.lns {
+		if x.name == l.name && x.cfg.Mode == l.cfg.Mode {
+			o = x
+		}
+	}
+	if rc := l.cfg.RateLimit; rc != nil {
+		var old *limiter
+		if o != nil {
+			old = o.limit
+		}
+		l.limit = newLimiter(rc, old, len(p.loops))
+	}
+	for i, r := range l.cfg.Routes {
+		if r.RateLimit == nil {
+			continue
+		}
+		if l.rlimits == nil {
+			l.rlimits = make([]*limiter, len(l.cfg.Routes))
+		}
+		var old *limiter
+		if o != nil {
+			for j, or := range o.cfg.Routes {
+				if or.Name == r.Name && j < len(o.rlimits) {
+					old = o.rlimits[j]
+				}
+			}
+		}
+		l.rlimits[i] = newLimiter(r.RateLimit, old, len(p.loops))
+	}
+}
+
+// admit decides a request of client a on loop id, routed to route i
+// (len(routes): the listener's pool), against the listener's limit and
+// then the route's: 0 where both allow it, else the wait the first that
+// refuses it gives (ns). Loop goroutine.
+func (l *listener) admit(id, i int, a netip.Addr, now int64) int64 {
+	if lm := l.limit; lm != nil {
+		if ok, wait := lm.allow(id, a, now); !ok {
+			return wait
+		}
+	}
+	if i < len(l.rlimits) && l.rlimits[i] != nil {
+		if ok, wait := l.rlimits[i].allow(id, a, now); !ok {
+			return wait
+		}
+	}
+	return 0
+}
+
+// rateLimited decides the current request against its listener's and
+// route's rate limits; over one it answers 429 with Retry-After and
+// returns true. The client's connection is kept where the request has no
+// body, asked to keep it, and the client's queue is below the high-water
+// mark (a client that sends requests faster than it reads their
+// refusals is closed); else the response says Connection: close and the
+// client is closed after it. Loop goroutine.
+func (s *hsession) rateLimited() bool {
+	if s.ln.limit == nil && s.ln.rlimits == nil {
+		return false
+	}
+	wait := s.ln.admit(s.ls.id, s.x.route-1, s.client.RemoteAddr().Addr(), s.p.now())
+	if wait == 0 {
+		return false
+	}
+	r := &s.req
+	keep := s.keep && r.Framing == h1.NoBody && !s.eof && !s.ls.draining && !s.retired() &&
+		s.client.QueuedMemory() < s.p.cfg.Engine.WriteHighWater
+	s.respLocal = true
+	s.countResp(429, true)
+	s.out = appendTooMany(s.out[:0], retrySeconds(wait), s.minor, keep, s.head)
+	s.client.Write(s.out)
+	s.out = s.out[:0]
+	s.end(429, true)
+	if !keep {
+		s.closeClient()
+		return true
+	}
+	s.setPhase(phIdle)
+	return true
+}
+
+// rateLimited decides the stream's request against its listener's and
+// route's rate limits; over one it answers 429 with retry-after on the
+// stream (the connection goes on) and returns true. Loop goroutine.
+func (st *h2stream) rateLimited() bool {
+	c := st.c
+	if st.ln.limit == nil && st.ln.rlimits == nil {
+		return false
+	}
+	wait := st.ln.admit(c.ls.id, st.x.route-1, c.client.RemoteAddr().Addr(), c.p.now())
+	if wait == 0 {
+		return false
+	}
+	st.retryAfter = retrySeconds(wait)
+	st.respond(429)
+	return true
+}
+
+var hdrRetryAfter = []byte("retry-after")
+
+// appendTooMany appends the proxy's 429 response: Retry-After in
+// seconds, a short body (none for HEAD), and Connection: close where the
+// client is closed after it (keep-alive for an HTTP/1.0 client kept).
+func appendTooMany(o []byte, retry int64, minor int, keep, head bool) []byte {
+	body := localBody(429)
+	o = append(o, "HTTP/1.1 429 Too Many Requests\r\nRetry-After: "...)
+	o = strconv.AppendInt(o, retry, 10)
+	o = append(o, "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: "...)
+	o = strconv.AppendInt(o, int64(len(body)), 10)
+	switch {
+	case !keep:
+		o = append(o, "\r\nConnection: close"...)
+	case minor == 0:
+		o = append(o, "\r\nConnection: keep-alive"...)
+	}
+	o = append(o, "\r\n\r\n"...)
+	if !head {
+		o = append(o, body...)
+	}
+	return o
+}
+
+// connLimited decides a new connection of mode tcp listener l on loop
+// id against its rate limit: true where it is refused (counted). Loop
+// goroutine.
+func (l *listener) connLimited(id int, a netip.Addr, now int64) bool {
+	if l.limit == nil || l.http {
+		return false
+	}
+	ok, _ := l.limit.allow(id, a, now)
+	return !ok
+}
+
+// rateLimitTotals fills in lt's rate limit totals: the listener's and
+// its routes'. Any goroutine.
+func (l *listener) rateLimitTotals(lt *ListenerTotals) {
+	lt.RateLimit = l.limit.rateTotals()
+	for i := range lt.Routes {
+		if i < len(l.rlimits) {
+			lt.Routes[i].RateLimit = l.rlimits[i].rateTotals()
+		}
+	}
+}
+
+// writeRateLimits writes the rate limits' metrics.
+func writeRateLimits(bw *bufio.Writer, t Totals, family func(name, typ, help string)) {
+	family("spindle_proxy_rate_limit_decisions_total", "counter", "Requests (mode http) or connections (mode tcp) a rate_limit allowed (result=\"allowed\") or refused (result=\"limited\": 429, or the connection closed), by listener and route (route=\"\": the listener's own).")
+	line := func(l, r string, rt *RateLimitTotals) {
+		if rt == nil {
+			return
+		}
+		fmt.Fprintf(bw, "spindle_proxy_rate_limit_decisions_total{listener=\"%s\",route=\"%s\",result=\"allowed\"} %d\n", escape(l), escape(r), rt.Allowed)
+		fmt.Fprintf(bw, "spindle_proxy_rate_limit_decisions_total{listener=\"%s\",route=\"%s\",result=\"limited\"} %d\n", escape(l), escape(r), rt.Limited)
+	}
+	for _, l := range t.Listeners {
+		line(l.Name, "", l.RateLimit)
+		for _, r := range l.Routes {
+			line(l.Name, r.Name, r.RateLimit)
+		}
+	}
+}

@@ -1,0 +1,322 @@
+package proxy
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spindlenet/spindle/engine"
+)
+
+// rateGet sends a GET for path on c and reads its response from br.
+func rateGet(t *testing.T, c net.Conn, br *bufio.Reader, path string) (*http.Response, string) {
+	t.Helper()
+	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path); err != nil {
+		t.Fatal(err)
+	}
+	return readResponseFrom(t, c, br, "GET")
+}
+
+// dialFrom connects to p's listener web from the loopback address src.
+func dialFrom(t *testing.T, p *Proxy, src string) net.Conn {
+	t.Helper()
+	d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+	c, err := d.Dial("tcp", p.Addr("web").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestRateLimitHTTP: rate 2 per second (one each 500ms), burst 3, on a
+// listener: over one kept-alive connection 3 requests pass, the next get
+// 429 with Retry-After 1 and a body on the same connection (the access
+// log's term RL, the metrics counting them), and one passes again 500ms
+// later; a request with a body over the limit gets 429 with Connection:
+// close, and is closed; other client addresses (127.0.0.2, .3) have
+// their own budgets; of 5 requests pipelined in one write the 2 over the
+// burst are answered in turn (a HEAD's 429 without its body).
+func TestRateLimitHTTP(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+		cfg := httpConfig(b, u.addr)
+		logPath := t.TempDir() + "/access.log"
+		cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: logPath}
+		cfg.Listeners[0].RateLimit = &RateLimitConfig{Rate: 2, Burst: 3}
+		p := startProxy(t, cfg)
+		c := dial(t, p)
+		br := bufio.NewReader(c)
+		for i := range 3 {
+			if resp, body := rateGet(t, c, br, "/"); resp.StatusCode != 200 || body != "ok" {
+				t.Fatalf("request %d: %d %q, want 200", i, resp.StatusCode, body)
+			}
+		}
+		start := time.Now()
+		for i := range 2 {
+			resp, body := rateGet(t, c, br, "/over")
+			if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "1" || body != "429 Too Many Requests\n" || resp.Close {
+				t.Fatalf("over the burst (%d): %d Retry-After %q close %v %q, want 429, 1, kept", i, resp.StatusCode, resp.Header.Get("Retry-After"), resp.Close, body)
+			}
+		}
+		time.Sleep(500*time.Millisecond - time.Since(start))
+		if resp, _ := rateGet(t, c, br, "/again"); resp.StatusCode != 200 {
+			t.Fatalf("500ms later: %d, want 200", resp.StatusCode)
+		}
+		if resp, _ := rateGet(t, c, br, "/over"); resp.StatusCode != 429 {
+			t.Fatalf("at once after: %d, want 429", resp.StatusCode)
+		}
+		fmt.Fprintf(c, "POST /body HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello")
+		if resp, _ := readResponseFrom(t, c, br, "POST"); resp.StatusCode != 429 || !resp.Close {
+			t.Fatalf("a request with a body: %d close %v, want 429 and close", resp.StatusCode, resp.Close)
+		}
+		if err := closedByProxy(c); err != nil {
+			t.Error(err)
+		}
+		c2 := dialFrom(t, p, "127.0.0.2")
+		br2 := bufio.NewReader(c2)
+		for i := range 3 {
+			if resp, _ := rateGet(t, c2, br2, "/"); resp.StatusCode != 200 {
+				t.Fatalf("127.0.0.2, request %d: %d, want 200", i, resp.StatusCode)
+			}
+		}
+		// Pipelined in one write: 3 forwarded in turn, 2 answered at
+		// once, in order, on the connection kept.
+		c3 := dialFrom(t, p, "127.0.0.3")
+		br3 := bufio.NewReader(c3)
+		io.WriteString(c3, strings.Repeat("GET / HTTP/1.1\r\nHost: x\r\n\r\n", 2)+strings.Repeat("HEAD / HTTP/1.1\r\nHost: x\r\n\r\n", 3))
+		for i, want := range []int{200, 200, 200, 429, 429} {
+			method := "GET"
+			if i >= 2 {
+				method = "HEAD"
+			}
+			if resp, body := readResponseFrom(t, c3, br3, method); resp.StatusCode != want || method == "HEAD" && body != "" {
+				t.Fatalf("pipelined %d: %d %q, want %d", i, resp.StatusCode, body, want)
+			}
+		}
+		if resp, _ := rateGet(t, c3, br3, "/"); resp.StatusCode != 429 {
+			t.Fatalf("after the pipelined: %d, want 429", resp.StatusCode)
+		}
+		lt := p.Totals().Listeners[0]
+		if rl := lt.RateLimit; rl == nil || *rl != (RateLimitTotals{Allowed: 10, Limited: 7}) {
+			t.Errorf("totals %+v, want 10 allowed, 7 limited", rl)
+		}
+		if lt.ResponsesProxy[3] != 7 {
+			t.Errorf("4xx made by the proxy: %d, want 7", lt.ResponsesProxy[3])
+		}
+		waitFor(t, "the access log", func() bool {
+			n := 0
+			for _, l := range logLines(t, logPath) {
+				if l["term"] == "RL" && l["status"] == float64(429) {
+					n++
+				}
+			}
+			return n == 7
+		})
+	})
+}
+
+// TestRateLimitH2: an HTTP/2 client over a route's limit (key all, 1
+// per 300ms, burst 2) gets 429 with retry-after on its stream, its
+// connection going on (another route's request passes on it), and the
+// route's requests pass again after the interval.
+func TestRateLimitH2(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+		cfg := h2cConfig(b, u.addr)
+		cfg.Listeners[0].Routes = []RouteConfig{{Name: "lim", PathPrefix: "/lim/", Pool: "app",
+			RateLimit: &RateLimitConfig{Rate: 1, Per: Duration(300 * time.Millisecond), Burst: 2, Key: RateKeyAll}}}
+		p := startProxy(t, cfg)
+		c, base := h2Client(t, p)
+		get := func(path string) *http.Response {
+			req, _ := http.NewRequest("GET", base+path, nil)
+			resp, _ := do(t, c, req)
+			return resp
+		}
+		for i := range 2 {
+			if resp := get("/lim/x"); resp.StatusCode != 200 {
+				t.Fatalf("request %d: %d, want 200", i, resp.StatusCode)
+			}
+		}
+		start := time.Now()
+		if resp := get("/lim/x"); resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "1" {
+			t.Fatalf("over the burst: %d Retry-After %q, want 429 and 1", resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+		if resp := get("/other"); resp.StatusCode != 200 {
+			t.Fatalf("another route: %d, want 200", resp.StatusCode)
+		}
+		time.Sleep(300*time.Millisecond - time.Since(start))
+		if resp := get("/lim/x"); resp.StatusCode != 200 {
+			t.Fatalf("300ms later: %d, want 200", resp.StatusCode)
+		}
+		lt := p.Totals().Listeners[0]
+		if lt.H2Connections != 1 {
+			t.Errorf("%d HTTP/2 connections, want 1 (the 429 kept it)", lt.H2Connections)
+		}
+		if rl := lt.Routes[0].RateLimit; rl == nil || *rl != (RateLimitTotals{Allowed: 3, Limited: 1}) {
+			t.Errorf("route totals %+v, want 3 allowed, 1 limited", rl)
+		}
+		if lt.RateLimit != nil || lt.Routes[1].RateLimit != nil {
+			t.Errorf("listener and default route have rate limit totals: %+v %+v", lt.RateLimit, lt.Routes[1].RateLimit)
+		}
+	})
+}
+
+// TestRateLimitTCP: a mode tcp listener's limit (burst 2 per hour) lets
+// 2 connections of 127.0.0.1 through and closes the third at once
+// (counted); 127.0.0.2 has its own 2.
+func TestRateLimitTCP(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newUpstream(t, echo)
+		cfg := testConfig(b, u.addr)
+		cfg.Listeners[0].RateLimit = &RateLimitConfig{Rate: 1, Per: Duration(time.Hour), Burst: 2}
+		p := startProxy(t, cfg)
+		for _, src := range []string{"127.0.0.1", "127.0.0.2"} {
+			for i := range 2 {
+				if err := roundTrip(dialFrom(t, p, src), "hi"); err != nil {
+					t.Fatalf("%s, connection %d: %v", src, i, err)
+				}
+			}
+			if err := closedByProxy(dialFrom(t, p, src)); err != nil {
+				t.Errorf("%s over the limit: %v", src, err)
+			}
+		}
+		if rl := p.Totals().Listeners[0].RateLimit; rl == nil || *rl != (RateLimitTotals{Allowed: 4, Limited: 2}) {
+			t.Errorf("totals %+v, want 4 allowed, 2 limited", rl)
+		}
+	})
+}
+
+// TestRateLimitTwoLoops: 40 clients of one address, on both loops at
+// once, against a burst of 10 (per hour): 10 are allowed in all, not 10
+// per loop.
+func TestRateLimitTwoLoops(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {})
+		cfg := capConfig(b, ModeHTTP, 2, 0, u.addr)
+		cfg.Pools[0].QueueTimeout = 0
+		cfg.Listeners[0].RateLimit = &RateLimitConfig{Rate: 1, Per: Duration(time.Hour), Burst: 10}
+		p := startProxy(t, cfg)
+		if len(p.e.Loops()) < 2 {
+			t.Skip("needs two loops (two CPUs)")
+		}
+		var cs []net.Conn
+		for i := range 40 {
+			cs = append(cs, onLoop(t, p, i%2))
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		codes := map[int]int{}
+		for _, c := range cs {
+			wg.Go(func() {
+				fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+				c.SetReadDeadline(time.Now().Add(10 * time.Second))
+				resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					codes[0]++
+					return
+				}
+				codes[resp.StatusCode]++
+			})
+		}
+		wg.Wait()
+		if codes[200] != 10 || codes[429] != 30 {
+			t.Errorf("responses %v, want 10 200s and 30 429s", codes)
+		}
+		st := p.Totals().Listeners[0].RateLimit
+		if st == nil || *st != (RateLimitTotals{Allowed: 10, Limited: 30}) {
+			t.Errorf("totals %+v", st)
+		}
+		for k := range p.lns[0].limit.tab.stats {
+			s := &p.lns[0].limit.tab.stats[k]
+			if n := s.allowed.load() + s.limited.load(); n != 20 {
+				t.Errorf("loop %d decided %d requests, want 20", k, n)
+			}
+		}
+	})
+}
+
+// TestRateLimitReload: a reload that keeps a limit (other settings
+// changing) keeps the clients' budgets: 2 of a burst of 3 spent before,
+// 1 passes after; one that raises the burst to 6 applies to the next
+// decisions against the budget as spent (3 more); one that changes the
+// key starts a new budget. The route's limit follows its name.
+func TestRateLimitReload(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {})
+		mk := func(burst int, key string, timeout time.Duration) *Config {
+			cfg := httpConfig(b, u.addr)
+			cfg.Listeners[0].RequestTimeout = Duration(timeout)
+			cfg.Listeners[0].Routes = []RouteConfig{{Name: "r", Pool: "app",
+				RateLimit: &RateLimitConfig{Rate: 1, Per: Duration(time.Hour), Burst: burst, Key: key}}}
+			return cfg
+		}
+		p := startProxy(t, mk(3, RateKeyClient, 10*time.Second))
+		served := func(n int) int {
+			t.Helper()
+			ok := 0
+			c := dial(t, p)
+			br := bufio.NewReader(c)
+			for range n {
+				if resp, _ := rateGet(t, c, br, "/"); resp.StatusCode == 200 {
+					ok++
+				}
+			}
+			c.Close()
+			return ok
+		}
+		if n := served(2); n != 2 {
+			t.Fatalf("before: %d served, want 2", n)
+		}
+		for _, c := range []struct {
+			cfg  *Config
+			n    int
+			want int
+		}{
+			{mk(3, RateKeyClient, 20*time.Second), 3, 1},
+			{mk(6, RateKeyClient, 20*time.Second), 5, 3},
+			{mk(6, RateKeyAll, 20*time.Second), 8, 6},
+		} {
+			if err := p.Reload(c.cfg); err != nil {
+				t.Fatal(err)
+			}
+			if n := served(c.n); n != c.want {
+				t.Fatalf("after reloading burst %d key %s: %d of %d served, want %d", c.cfg.Listeners[0].Routes[0].RateLimit.Burst, c.cfg.Listeners[0].Routes[0].RateLimit.Key, n, c.n, c.want)
+			}
+		}
+	})
+}
+
+// TestRateLimitMetrics: /metrics has the decisions by listener and route.
+func TestRateLimitMetrics(t *testing.T) {
+	u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {})
+	cfg := httpConfig(engine.BackendEpoll, u.addr)
+	cfg.Listeners[0].RateLimit = &RateLimitConfig{Rate: 1, Per: Duration(time.Hour), Burst: 1}
+	p := startProxy(t, cfg)
+	c := dial(t, p)
+	br := bufio.NewReader(c)
+	rateGet(t, c, br, "/")
+	rateGet(t, c, br, "/")
+	resp, err := http.Get("http://" + p.AdminAddr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`spindle_proxy_rate_limit_decisions_total{listener="web",route="",result="allowed"} 1`,
+		`spindle_proxy_rate_limit_decisions_total{listener="web",route="",result="limited"} 1`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}

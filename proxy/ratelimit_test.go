@@ -1,0 +1,229 @@
+package proxy
+
+import (
+	"math/rand/v2"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+const ms = int64(time.Millisecond)
+
+// TestGCRA: 10 per second (one each 100ms) with a burst of 3 on one cell,
+// by a fake clock: 3 at once, the 4th refused for 100ms, one again
+// exactly at its time (not 1ns before), a full burst after idling, and
+// one each 100ms for good at the steady rate.
+func TestGCRA(t *testing.T) {
+	var c atomic.Int64
+	T, tau := 100*ms, 300*ms
+	steps := []struct {
+		now  int64
+		ok   bool
+		wait int64
+	}{
+		{0, true, 0}, {0, true, 0}, {0, true, 0}, {0, false, 100 * ms},
+		{99 * ms, false, 1 * ms}, {99*ms + 999999, false, 1}, {100 * ms, true, 0}, {100 * ms, false, 100 * ms},
+		{1000 * ms, true, 0}, {1000 * ms, true, 0}, {1000 * ms, true, 0}, {1000 * ms, false, 100 * ms},
+		{1100 * ms, true, 0}, {1200 * ms, true, 0}, {1300 * ms, true, 0}, {1300 * ms, false, 100 * ms},
+		{1350 * ms, false, 50 * ms}, {1400 * ms, true, 0},
+	}
+	for i, s := range steps {
+		ok, wait := gcra(&c, &c, s.now, T, tau)
+		if ok != s.ok || wait != s.wait {
+			t.Fatalf("step %d at %v: allowed %v, wait %v; want %v, %v", i, time.Duration(s.now), ok, time.Duration(wait), s.ok, time.Duration(s.wait))
+		}
+	}
+	// Burst 1: strictly one per interval.
+	var d atomic.Int64
+	for i, s := range []struct {
+		now int64
+		ok  bool
+	}{{5 * ms, true}, {5 * ms, false}, {104 * ms, false}, {105 * ms, true}, {205 * ms, true}, {304 * ms, false}} {
+		if ok, _ := gcra(&d, &d, s.now, T, T); ok != s.ok {
+			t.Fatalf("burst 1, step %d: allowed %v, want %v", i, ok, s.ok)
+		}
+	}
+}
+
+func testLimiter(t *testing.T, rc RateLimitConfig, loops int) *limiter {
+	t.Helper()
+	rc.setDefaults()
+	if err := rc.validate(); err != nil {
+		t.Fatal(err)
+	}
+	return newLimiter(&rc, nil, loops)
+}
+
+// TestLimiterKeys: key client gives each address its own budget, an IPv6
+// one per /64 (and an IPv4-mapped one as its IPv4); key all one budget.
+func TestLimiterKeys(t *testing.T) {
+	burst := func(lm *limiter, a string, now int64) int {
+		n := 0
+		for range 10 {
+			if ok, _ := lm.allow(0, netip.MustParseAddr(a), now); ok {
+				n++
+			}
+		}
+		return n
+	}
+	lm := testLimiter(t, RateLimitConfig{Rate: 1, Burst: 2}, 1)
+	for _, c := range []struct {
+		addr string
+		want int
+	}{
+		{"127.0.0.1", 2}, {"127.0.0.2", 2}, {"127.0.0.1", 0}, {"::ffff:127.0.0.2", 0},
+		{"2001:db8::1", 2}, {"2001:db8::ffff:2", 0}, {"2001:db8:0:1::1", 2}, {"2001:db8::1%eth0", 0},
+	} {
+		if n := burst(lm, c.addr, 0); n != c.want {
+			t.Errorf("%s: %d allowed, want %d", c.addr, n, c.want)
+		}
+	}
+	if n := burst(lm, "127.0.0.1", int64(time.Second)); n != 1 {
+		t.Errorf("127.0.0.1 a second later: %d allowed, want 1", n)
+	}
+	all := testLimiter(t, RateLimitConfig{Rate: 1, Burst: 3, Key: RateKeyAll}, 1)
+	if n := burst(all, "127.0.0.1", 0) + burst(all, "127.0.0.2", 0); n != 3 {
+		t.Errorf("key all: %d allowed to two clients, want 3", n)
+	}
+	tot := all.totals()
+	if tot.Allowed != 3 || tot.Limited != 17 {
+		t.Errorf("key all: totals %+v, want 3 allowed, 17 limited", tot)
+	}
+}
+
+// TestLimiterCollisionsNeverLooser: in tables too small for their
+// clients (2 to 1024 cells for 30 addresses, each sending 7 times its
+// rate), every request the table allows is one an exact limiter of its
+// own per client (a map) allows too: a collision only ever refuses more.
+func TestLimiterCollisionsNeverLooser(t *testing.T) {
+	for _, size := range []int{2, 4, 64, 1024} {
+		lm := testLimiter(t, RateLimitConfig{Rate: 50, Burst: 5, TableSize: size}, 1)
+		exact := map[netip.Addr]*atomic.Int64{}
+		rng := rand.New(rand.NewPCG(1, uint64(size)))
+		now, allowed := int64(0), 0
+		for range 20000 {
+			now += rng.Int64N(200 * int64(time.Microsecond))
+			a := netip.AddrFrom4([4]byte{10, 0, 0, byte(rng.IntN(30))})
+			e := exact[a]
+			if e == nil {
+				e = new(atomic.Int64)
+				exact[a] = e
+			}
+			got, _ := lm.allow(0, a, now)
+			if !got {
+				continue
+			}
+			allowed++
+			if ok, _ := gcra(e, e, now, lm.t, lm.tau); !ok {
+				t.Fatalf("table of %d: a request of %v allowed at %v that its own budget refuses", size, a, time.Duration(now))
+			}
+		}
+		if allowed == 0 {
+			t.Fatalf("table of %d: nothing allowed", size)
+		}
+	}
+}
+
+// TestLimiterExactAcrossGoroutines: 8 goroutines (as loops) deciding
+// requests of one client, and of key all, at one instant: exactly the
+// burst is allowed, not more.
+func TestLimiterExactAcrossGoroutines(t *testing.T) {
+	for _, key := range []string{RateKeyClient, RateKeyAll} {
+		lm := testLimiter(t, RateLimitConfig{Rate: 1, Per: Duration(time.Hour), Burst: 100, Key: key}, 8)
+		var wg sync.WaitGroup
+		for id := range 8 {
+			wg.Go(func() {
+				for range 1000 {
+					lm.allow(id, netip.MustParseAddr("192.0.2.1"), 5*ms)
+				}
+			})
+		}
+		wg.Wait()
+		if tot := lm.totals(); tot.Allowed != 100 || tot.Limited != 7900 {
+			t.Errorf("key %s: %+v, want 100 allowed, 7900 limited", key, tot)
+		}
+	}
+}
+
+// TestLimiterAllocs: a decision allocates nothing.
+func TestLimiterAllocs(t *testing.T) {
+	lm := testLimiter(t, RateLimitConfig{Rate: 1000}, 1)
+	a6 := netip.MustParseAddr("2001:db8::1")
+	a4 := netip.MustParseAddr("192.0.2.1")
+	now := int64(0)
+	if n := testing.AllocsPerRun(1000, func() {
+		now += ms
+		lm.allow(0, a6, now)
+		lm.allow(0, a4, now)
+	}); n != 0 {
+		t.Errorf("%v allocations per decision, want 0", n)
+	}
+}
+
+func TestRetrySeconds(t *testing.T) {
+	for _, c := range []struct{ wait, want int64 }{{1, 1}, {int64(time.Second), 1}, {int64(time.Second) + 1, 2}, {int64(90 * time.Second), 90}} {
+		if got := retrySeconds(c.wait); got != c.want {
+			t.Errorf("retrySeconds(%v) = %d, want %d", time.Duration(c.wait), got, c.want)
+		}
+	}
+}
+
+// TestRateLimitConfig: defaults, and each refusal naming its field.
+func TestRateLimitConfig(t *testing.T) {
+	cfg, err := ParseConfig([]byte(`
+listeners:
+  - {name: web, listen: "127.0.0.1:0", mode: http, pool: app, rate_limit: {rate: 100},
+     routes: [{path_prefix: /api/, pool: app, rate_limit: {rate: 5, per: 1m, burst: 2, key: all}}]}
+  - {name: raw, listen: "127.0.0.1:0", pool: app, rate_limit: {rate: 10, burst: 1, table_size: 1024}}
+pools: [{name: app, servers: ["127.0.0.1:1"]}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := *cfg.Listeners[0].RateLimit, (RateLimitConfig{Rate: 100, Per: Duration(time.Second), Burst: 100, Key: RateKeyClient, TableSize: DefaultRateTableSize}); got != want {
+		t.Errorf("listener web: %+v, want %+v", got, want)
+	}
+	if got, want := *cfg.Listeners[0].Routes[0].RateLimit, (RateLimitConfig{Rate: 5, Per: Duration(time.Minute), Burst: 2, Key: RateKeyAll}); got != want {
+		t.Errorf("route: %+v, want %+v", got, want)
+	}
+	if got := cfg.Listeners[1].RateLimit.TableSize; got != 1024 {
+		t.Errorf("table_size %d, want 1024", got)
+	}
+	y, err := cfg.YAML()
+	if err != nil || !strings.Contains(string(y), "rate_limit:") || !strings.Contains(string(y), "per: 1m0s") {
+		t.Errorf("-check's YAML has no rate_limit: %v\n%s", err, y)
+	}
+
+	for _, c := range []struct{ rl, want string }{
+		{`{per: 1s}`, "listeners[0] (web).rate_limit.rate: 0 below 1"},
+		{`{rate: -1}`, "rate_limit.rate: -1 below 1"},
+		{`{rate: 1, per: -1s}`, "rate_limit.per: -1s is not positive"},
+		{`{rate: 1, per: 25h}`, "rate_limit.per: 25h0m0s longer than 24h"},
+		{`{rate: 2000000000, per: 1s}`, "rate_limit.rate: 2000000000 per 1s: more than one a nanosecond"},
+		{`{rate: 1, burst: -2}`, "rate_limit.burst: -2 below 1"},
+		{`{rate: 1, per: 24h, burst: 200000}`, "rate_limit.burst: 200000 intervals of 24h0m0s are past an int64 of nanoseconds"},
+		{`{rate: 1, key: host}`, `rate_limit.key: unknown "host" (want "client" or "all")`},
+		{`{rate: 1, table_size: 1000}`, "rate_limit.table_size: 1000 is not a power of two from 2 to 16777216"},
+		{`{rate: 1, table_size: 33554432}`, "rate_limit.table_size: 33554432 is not a power of two from 2 to 16777216"},
+		{`{rate: 1, key: all, table_size: 64}`, "rate_limit.table_size: only with key client"},
+		{`{rate: 1, delay: 1s}`, "field delay not found"},
+	} {
+		_, err := ParseConfig([]byte(`
+listeners: [{name: web, listen: "127.0.0.1:0", mode: http, pool: app, rate_limit: ` + c.rl + `}]
+pools: [{name: app, servers: ["127.0.0.1:1"]}]
+`))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("rate_limit %s: %v, want %q", c.rl, err, c.want)
+		}
+	}
+	_, err = ParseConfig([]byte(`
+listeners: [{name: web, listen: "127.0.0.1:0", mode: http, pool: app, routes: [{pool: app, rate_limit: {rate: 0}}]}]
+pools: [{name: app, servers: ["127.0.0.1:1"]}]
+`))
+	if want := "listeners[0] (web).routes[0].rate_limit.rate: 0 below 1"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("route's rate_limit: %v, want %q", err, want)
+	}
+}
