@@ -568,6 +568,81 @@
 // waits spent queued: the mean wait is their ratio); the access log's
 // queue_us is a request's or tcp connection's wait (HAProxy's Tw).
 //
+// A listener and a route may have a rate limit, rate_limit, as nginx's
+// limit_req (with nodelay), Envoy's local rate limit and HAProxy's sc
+// rate have:
+//
+//	listeners:
+//	  - name: gw
+//	    listen: ":8081"
+//	    mode: http
+//	    pool: app
+//	    rate_limit: {rate: 100, per: 1s, burst: 20, key: client}  # every request of the listener
+//	    routes: [{path_prefix: /login, pool: app, rate_limit: {rate: 10, per: 1m, key: all}}]
+//
+// In mode http it counts requests (a listener's every request, a route's
+// those it takes; a request passes where both allow it, the listener's
+// deciding first, so that one it refuses spends nothing of the route's),
+// in mode tcp a listener's new connections. rate per per (default 1s)
+// is the steady rate, one each per/rate (the emission interval); burst
+// (default rate) is how many may come at once: a budget unspent for
+// burst intervals takes burst at once, then one each interval. key
+// client (the default) gives each client address its own budget, key
+// all one for the listener or route over every client and loop. The
+// client is the connection's address, not an X-Forwarded-For: the
+// clients behind a proxy in trusted_proxies share its budget (a limit
+// for them belongs on that proxy, which sees them); an IPv4-mapped
+// address counts as its IPv4 one, an IPv6 address by its /64 (a host
+// commonly has a /64 to itself, and could take a new address of it for
+// each request).
+//
+// Over the limit an HTTP/1.1 request gets 429 with Retry-After (the
+// seconds until a request would pass, rounded up) and a short body, RL
+// in the access log, and reaches no server; its connection is kept
+// where the request has no body (a body is not read to be thrown away),
+// the client did not ask to close and its queue is below
+// write_high_water (one pipelining requests faster than it reads their
+// 429s is closed), else the 429 says Connection: close. An HTTP/2
+// client's stream gets the 429 (with retry-after), its connection going
+// on. A mode tcp connection over the limit is closed at once, counted
+// (not logged, as one max_conns turns away). Nothing is delayed (nginx's
+// delay): a request passes or is refused at once.
+//
+// The algorithm is GCRA (the generic cell rate algorithm: a token bucket
+// kept as one time): a budget is an 8-byte cell holding its theoretical
+// arrival time; a request at now passes where max(cell, now) plus the
+// interval is at most burst intervals ahead of now, and then that time is
+// stored with a compare-and-swap from the value it was decided on, taken
+// again where another loop changed it meanwhile: no lock, goroutine or
+// allocation, the time the proxy's monotonic clock, and exact over the
+// loops (a burst of 10 lets 10 through in all, not 10 per loop). Key
+// client hashes the address (maphash, a seed per table) to two cells of
+// a fixed table of table_size cells (default 65536: 512 KiB per rate
+// limit; a power of two from 2 to 2^24); a request is decided by the
+// lower of the two and spends both (a count-min sketch with conservative
+// update). A cell is never behind any client hashed to it, so clients
+// that share cells are refused more, never allowed more than their own
+// budgets, and a client is held back by others only where both its cells
+// are shared with clients spending at the same time: with n clients
+// active at once (spending within burst intervals of each other) about
+// (2n/65536)^2 in the default table, 0.1% at n = 1000 (one cell a client
+// would be n/65536, 1.5%). Memory is bounded whatever the clients'
+// number; cells are never cleared (one whose time has passed is a budget
+// unspent). The decision raises the other cell before its swap, so a
+// swap that fails may leave it raised: stricter for the clients hashed
+// there, never looser.
+//
+// A reload keeps a rate limit's budgets and counters where the listener
+// (by name and mode) or the route (by the listener's and its name) had
+// one with the same key and table_size, whatever else changed: a reload
+// does not reset a client's budget. A changed rate, per or burst applies
+// to the decisions after it, against the budgets as spent; a changed key
+// or table_size starts new budgets and counters. /metrics has
+// spindle_proxy_rate_limit_decisions_total{listener,route,result=
+// "allowed"|"limited"} (route="" for the listener's own limit); the 429s
+// count as responses the proxy made too. -check and /debug/config show
+// rate_limit with its defaults.
+//
 // The forwarding fields depend on the client's address (an IPv4-mapped
 // one compared as IPv4) and the listener's trusted_proxies (CIDRs,
 // default none), as nginx's set_real_ip_from and Envoy's
@@ -635,6 +710,7 @@
 //	SR  an h2c server reset the stream (RST_STREAM), its connection going on: a reset, or 502 to HTTP/1.1 (Envoy UR)
 //	SQ  queue_timeout ran out in the pool's queue for a slot (max_conns): 503, or the tcp client closed (HAProxy sQ)
 //	UO  the pool's queue held max_queue waiters: 503 at once, or the tcp client closed (Envoy UO)
+//	RL  a rate_limit refused the request: 429 (Envoy RL)
 //
 // The loops never wait for the log: each formats its lines into its own
 // buffers, which a writer goroutine writes out (every 100ms, or 64 KiB at
