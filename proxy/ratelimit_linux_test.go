@@ -320,3 +320,12 @@ func TestRateLimitMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestRateLimitAllocs: requests a listener's and a route's rate limits
+// (key client and all) decide allocate nothing (TestHTTPAllocs's rounds).
+func TestRateLimitAllocs(t *testing.T) {
+	httpAllocs(t, engine.BackendEpoll, func(cfg *Config) {
+		cfg.Listeners[0].RateLimit = &RateLimitConfig{Rate: 1e9}
+		cfg.Listeners[0].Routes = []RouteConfig{{Pool: "app", RateLimit: &RateLimitConfig{Rate: 1e9, Key: RateKeyAll}}}
+	})
+}
