@@ -636,8 +636,10 @@
 // (by name and mode) or the route (by the listener's and its name) had
 // one with the same key and table_size, whatever else changed: a reload
 // does not reset a client's budget. A changed rate, per or burst applies
-// to the decisions after it, against the budgets as spent; a changed key
-// or table_size starts new budgets and counters. /metrics has
+// to the decisions after it, against the budgets as spent (a budget spent
+// further ahead than the new burst counts as spent to it: a shorter limit
+// holds no client back for the old one's time); a changed key or
+// table_size starts new budgets and counters. /metrics has
 // spindle_proxy_rate_limit_decisions_total{listener,route,result=
 // "allowed"|"limited"} (route="" for the listener's own limit); the 429s
 // count as responses the proxy made too. -check and /debug/config show

@@ -180,7 +180,7 @@ func (h *handler) OnOpen(c *engine.Conn) {
 	}
 	st := l.stats[ls.id]
 	st.accepted.inc()
-	if l.connLimited(ls.id, c.RemoteAddr().Addr(), p.now()) {
+	if l.connLimited(ls.id, c.RemoteAddr().Addr()) {
 		c.Close()
 		return
 	}

@@ -144,10 +144,11 @@ func (l *ListenerConfig) setRateDefaults() {
 // settings, and its budgets (a table its generations share while its key
 // and size stay).
 type limiter struct {
-	cfg RateLimitConfig
-	t   int64 // emission interval: Per/Rate, ns
-	tau int64 // Burst intervals: how far ahead of now a budget may run
-	tab *rateTable
+	cfg   RateLimitConfig
+	t     int64 // emission interval: Per/Rate, ns
+	tau   int64 // Burst intervals: how far ahead of now a budget may run
+	tab   *rateTable
+	clock func() int64 // Proxy.now
 }
 
 // rateTable is a rate limit's budgets and counters. Its cells hold each
@@ -169,13 +170,14 @@ type rateStats struct {
 	_       [48]byte
 }
 
-// newLimiter makes the limiter of rc for a proxy of loops loops, taking
+// newLimiter makes the limiter of rc for a proxy of loops loops and
+// clock (Proxy.now: monotonic, ns; any goroutine), taking
 // over old's table (budgets and counters) where old (nil: none) has the
 // same key and table size: a reload changes the rate and burst of the
 // decisions after it, against the budgets as spent.
-func newLimiter(rc *RateLimitConfig, old *limiter, loops int) *limiter {
+func newLimiter(rc *RateLimitConfig, old *limiter, loops int, clock func() int64) *limiter {
 	T := int64(rc.Per) / int64(rc.Rate)
-	lm := &limiter{cfg: *rc, t: T, tau: int64(rc.Burst) * T}
+	lm := &limiter{cfg: *rc, t: T, tau: int64(rc.Burst) * T, clock: clock}
 	if old != nil && old.cfg.Key == rc.Key && old.cfg.TableSize == rc.TableSize && len(old.tab.stats) == loops {
 		lm.tab = old.tab
 		return lm
@@ -189,8 +191,8 @@ func newLimiter(rc *RateLimitConfig, old *limiter, loops int) *limiter {
 	return lm
 }
 
-// allow decides a request (connection) of client a at now (Proxy.now)
-// and counts it on loop id: allowed, or refused with the time until one
+// allow decides a request (connection) of client a now and counts it on
+// loop id: allowed, or refused with the time until one
 // would be allowed (ns, positive). No lock, no allocation. Any goroutine
 // (loop id's for the counters).
 //
@@ -200,7 +202,7 @@ func newLimiter(rc *RateLimitConfig, old *limiter, loops int) *limiter {
 // cell is never behind any client hashed to it, so a client sharing its
 // cells is only refused more, never allowed more, and that only where
 // both its cells are shared with clients that spend.
-func (lm *limiter) allow(id int, a netip.Addr, now int64) (bool, int64) {
+func (lm *limiter) allow(id int, a netip.Addr) (bool, int64) {
 	tab := lm.tab
 	i, j := uint64(0), uint64(0)
 	if !tab.all {
@@ -221,7 +223,7 @@ func (lm *limiter) allow(id int, a netip.Addr, now int64) (bool, int64) {
 			j ^= 1
 		}
 	}
-	ok, wait := gcra(&tab.cells[i], &tab.cells[j], now, lm.t, lm.tau)
+	ok, wait := gcra(&tab.cells[i], &tab.cells[j], lm.clock, lm.t, lm.tau)
 	st := &tab.stats[id]
 	if ok {
 		st.allowed.inc()
@@ -231,9 +233,11 @@ func (lm *limiter) allow(id int, a netip.Addr, now int64) (bool, int64) {
 	return ok, wait
 }
 
-// gcra decides one arrival at now against the budget in cells a and b
-// (the same cell for one budget), of emission interval t and tolerance
-// tau (burst × t): the arrival is allowed where its theoretical arrival
+// gcra decides one arrival now (clock's time, read after the cells:
+// never before the decision that stored what they hold) against the
+// budget in cells a and b (the same cell for one budget), of emission
+// interval t and tolerance tau (burst × t): the arrival is allowed where
+// its theoretical arrival
 // time, the budget's (the lower cell's) or now if later, plus t, is no
 // further than tau ahead of now, and then stored; else it returns the
 // time until that would be so. The decision is one compare-and-swap on
@@ -242,14 +246,25 @@ func (lm *limiter) allow(id int, a netip.Addr, now int64) (bool, int64) {
 // loops, as one lock would be. The other cell is raised first: a
 // decision that reads it after the swap sees the spending (cells only
 // ever grow), and where the swap then fails the raise stands, which only
-// refuses more of the clients hashed there.
-func gcra(a, b *atomic.Int64, now, t, tau int64) (bool, int64) {
+// refuses more of the clients hashed there. A budget further ahead than
+// tau (a reload shortened the limit) is first brought back to tau ahead:
+// spent to the new burst. No lock, no allocation; any goroutine.
+func gcra(a, b *atomic.Int64, clock func() int64, t, tau int64) (bool, int64) {
 	for {
 		va, vb := a.Load(), b.Load()
+		now := clock()
 		low, other := a, b
 		v := va
 		if vb < va {
 			low, other, v = b, a, vb
+		}
+		if v-now > tau {
+			// Further ahead than the limit lets a budget run (now is
+			// read after v, so no decision under this limit stored it):
+			// a reload made it shorter. Spent to it, not past it (the
+			// one time a cell goes back).
+			low.CompareAndSwap(v, now+tau)
+			continue
 		}
 		tat := max(v, now) + t
 		if tat-now > tau {
@@ -309,7 +324,7 @@ func (p *Proxy) makeLimiters(l *listener) {
 		if o != nil {
 			old = o.limit
 		}
-		l.limit = newLimiter(rc, old, len(p.loops))
+		l.limit = newLimiter(rc, old, len(p.loops), p.now)
 	}
 	for i, r := range l.cfg.Routes {
 		if r.RateLimit == nil {
@@ -326,7 +341,7 @@ func (p *Proxy) makeLimiters(l *listener) {
 				}
 			}
 		}
-		l.rlimits[i] = newLimiter(r.RateLimit, old, len(p.loops))
+		l.rlimits[i] = newLimiter(r.RateLimit, old, len(p.loops), p.now)
 	}
 }
 
@@ -334,14 +349,14 @@ func (p *Proxy) makeLimiters(l *listener) {
 // (len(routes): the listener's pool), against the listener's limit and
 // then the route's: 0 where both allow it, else the wait the first that
 // refuses it gives (ns). Loop goroutine.
-func (l *listener) admit(id, i int, a netip.Addr, now int64) int64 {
+func (l *listener) admit(id, i int, a netip.Addr) int64 {
 	if lm := l.limit; lm != nil {
-		if ok, wait := lm.allow(id, a, now); !ok {
+		if ok, wait := lm.allow(id, a); !ok {
 			return wait
 		}
 	}
 	if i < len(l.rlimits) && l.rlimits[i] != nil {
-		if ok, wait := l.rlimits[i].allow(id, a, now); !ok {
+		if ok, wait := l.rlimits[i].allow(id, a); !ok {
 			return wait
 		}
 	}
@@ -359,7 +374,7 @@ func (s *hsession) rateLimited() bool {
 	if s.ln.limit == nil && s.ln.rlimits == nil {
 		return false
 	}
-	wait := s.ln.admit(s.ls.id, s.x.route-1, s.client.RemoteAddr().Addr(), s.p.now())
+	wait := s.ln.admit(s.ls.id, s.x.route-1, s.client.RemoteAddr().Addr())
 	if wait == 0 {
 		return false
 	}
@@ -388,7 +403,7 @@ func (st *h2stream) rateLimited() bool {
 	if st.ln.limit == nil && st.ln.rlimits == nil {
 		return false
 	}
-	wait := st.ln.admit(c.ls.id, st.x.route-1, c.client.RemoteAddr().Addr(), c.p.now())
+	wait := st.ln.admit(c.ls.id, st.x.route-1, c.client.RemoteAddr().Addr())
 	if wait == 0 {
 		return false
 	}
@@ -424,11 +439,11 @@ func appendTooMany(o []byte, retry int64, minor int, keep, head bool) []byte {
 // connLimited decides a new connection of mode tcp listener l on loop
 // id against its rate limit: true where it is refused (counted). Loop
 // goroutine.
-func (l *listener) connLimited(id int, a netip.Addr, now int64) bool {
+func (l *listener) connLimited(id int, a netip.Addr) bool {
 	if l.limit == nil || l.http {
 		return false
 	}
-	ok, _ := l.limit.allow(id, a, now)
+	ok, _ := l.limit.allow(id, a)
 	return !ok
 }
 

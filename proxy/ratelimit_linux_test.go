@@ -248,18 +248,20 @@ func TestRateLimitTwoLoops(t *testing.T) {
 // changing) keeps the clients' budgets: 2 of a burst of 3 spent before,
 // 1 passes after; one that raises the burst to 6 applies to the next
 // decisions against the budget as spent (3 more); one that changes the
-// key starts a new budget. The route's limit follows its name.
+// key starts a new budget; one that shortens the limit counts a budget
+// spent past its burst as spent to it (passing again an interval later,
+// not hours). The route's limit follows its name.
 func TestRateLimitReload(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {})
-		mk := func(burst int, key string, timeout time.Duration) *Config {
+		mk := func(burst int, key string, timeout, per time.Duration) *Config {
 			cfg := httpConfig(b, u.addr)
 			cfg.Listeners[0].RequestTimeout = Duration(timeout)
 			cfg.Listeners[0].Routes = []RouteConfig{{Name: "r", Pool: "app",
-				RateLimit: &RateLimitConfig{Rate: 1, Per: Duration(time.Hour), Burst: burst, Key: key}}}
+				RateLimit: &RateLimitConfig{Rate: 1, Per: Duration(per), Burst: burst, Key: key}}}
 			return cfg
 		}
-		p := startProxy(t, mk(3, RateKeyClient, 10*time.Second))
+		p := startProxy(t, mk(3, RateKeyClient, 10*time.Second, time.Hour))
 		served := func(n int) int {
 			t.Helper()
 			ok := 0
@@ -277,19 +279,28 @@ func TestRateLimitReload(t *testing.T) {
 			t.Fatalf("before: %d served, want 2", n)
 		}
 		for _, c := range []struct {
-			cfg  *Config
-			n    int
-			want int
+			cfg   *Config
+			n     int
+			want  int
+			sleep time.Duration
 		}{
-			{mk(3, RateKeyClient, 20*time.Second), 3, 1},
-			{mk(6, RateKeyClient, 20*time.Second), 5, 3},
-			{mk(6, RateKeyAll, 20*time.Second), 8, 6},
+			{mk(3, RateKeyClient, 20*time.Second, time.Hour), 3, 1, 0},
+			{mk(6, RateKeyClient, 20*time.Second, time.Hour), 5, 3, 0},
+			{mk(6, RateKeyAll, 20*time.Second, time.Hour), 8, 6, 0},
+			// 6 hours spent, the limit now one each 100ms, 2 at once:
+			// spent to it, not for 6 hours.
+			{mk(2, RateKeyAll, 20*time.Second, 100*time.Millisecond), 1, 0, 0},
+			{nil, 1, 1, 150 * time.Millisecond},
 		} {
-			if err := p.Reload(c.cfg); err != nil {
-				t.Fatal(err)
+			if c.cfg != nil {
+				if err := p.Reload(c.cfg); err != nil {
+					t.Fatal(err)
+				}
 			}
+			time.Sleep(c.sleep)
 			if n := served(c.n); n != c.want {
-				t.Fatalf("after reloading burst %d key %s: %d of %d served, want %d", c.cfg.Listeners[0].Routes[0].RateLimit.Burst, c.cfg.Listeners[0].Routes[0].RateLimit.Key, n, c.n, c.want)
+				rl := p.Config().Listeners[0].Routes[0].RateLimit
+				t.Fatalf("burst %d per %v key %s, %v later: %d of %d served, want %d", rl.Burst, time.Duration(rl.Per), rl.Key, c.sleep, n, c.n, c.want)
 			}
 		}
 	})

@@ -12,6 +12,14 @@ import (
 
 const ms = int64(time.Millisecond)
 
+// at is a clock stopped at now.
+func at(now int64) func() int64 { return func() int64 { return now } }
+
+// testClock is a clock that moves when told.
+type testClock struct{ t atomic.Int64 }
+
+func (c *testClock) now() int64 { return c.t.Load() }
+
 // TestGCRA: 10 per second (one each 100ms) with a burst of 3 on one cell,
 // by a fake clock: 3 at once, the 4th refused for 100ms, one again
 // exactly at its time (not 1ns before), a full burst after idling, and
@@ -31,10 +39,20 @@ func TestGCRA(t *testing.T) {
 		{1350 * ms, false, 50 * ms}, {1400 * ms, true, 0},
 	}
 	for i, s := range steps {
-		ok, wait := gcra(&c, &c, s.now, T, tau)
+		ok, wait := gcra(&c, &c, at(s.now), T, tau)
 		if ok != s.ok || wait != s.wait {
 			t.Fatalf("step %d at %v: allowed %v, wait %v; want %v, %v", i, time.Duration(s.now), ok, time.Duration(wait), s.ok, time.Duration(s.wait))
 		}
+	}
+	// A budget 10 hours ahead (spent under a longer limit before a
+	// reload) counts as spent to this one's burst.
+	var r atomic.Int64
+	r.Store(10 * int64(time.Hour))
+	if ok, wait := gcra(&r, &r, at(0), T, tau); ok || wait != T {
+		t.Fatalf("a budget 10h ahead: allowed %v, wait %v; want refused for %v", ok, time.Duration(wait), time.Duration(T))
+	}
+	if ok, _ := gcra(&r, &r, at(T), T, tau); !ok {
+		t.Fatalf("a budget 10h ahead, an interval later: refused")
 	}
 	// Burst 1: strictly one per interval.
 	var d atomic.Int64
@@ -42,34 +60,36 @@ func TestGCRA(t *testing.T) {
 		now int64
 		ok  bool
 	}{{5 * ms, true}, {5 * ms, false}, {104 * ms, false}, {105 * ms, true}, {205 * ms, true}, {304 * ms, false}} {
-		if ok, _ := gcra(&d, &d, s.now, T, T); ok != s.ok {
+		if ok, _ := gcra(&d, &d, at(s.now), T, T); ok != s.ok {
 			t.Fatalf("burst 1, step %d: allowed %v, want %v", i, ok, s.ok)
 		}
 	}
 }
 
-func testLimiter(t *testing.T, rc RateLimitConfig, loops int) *limiter {
+func testLimiter(t *testing.T, rc RateLimitConfig, loops int, clock *testClock) *limiter {
 	t.Helper()
 	rc.setDefaults()
 	if err := rc.validate(); err != nil {
 		t.Fatal(err)
 	}
-	return newLimiter(&rc, nil, loops)
+	return newLimiter(&rc, nil, loops, clock.now)
 }
 
 // TestLimiterKeys: key client gives each address its own budget, an IPv6
 // one per /64 (and an IPv4-mapped one as its IPv4); key all one budget.
 func TestLimiterKeys(t *testing.T) {
+	var clock testClock
 	burst := func(lm *limiter, a string, now int64) int {
+		clock.t.Store(now)
 		n := 0
 		for range 10 {
-			if ok, _ := lm.allow(0, netip.MustParseAddr(a), now); ok {
+			if ok, _ := lm.allow(0, netip.MustParseAddr(a)); ok {
 				n++
 			}
 		}
 		return n
 	}
-	lm := testLimiter(t, RateLimitConfig{Rate: 1, Burst: 2}, 1)
+	lm := testLimiter(t, RateLimitConfig{Rate: 1, Burst: 2}, 1, &clock)
 	for _, c := range []struct {
 		addr string
 		want int
@@ -84,7 +104,7 @@ func TestLimiterKeys(t *testing.T) {
 	if n := burst(lm, "127.0.0.1", int64(time.Second)); n != 1 {
 		t.Errorf("127.0.0.1 a second later: %d allowed, want 1", n)
 	}
-	all := testLimiter(t, RateLimitConfig{Rate: 1, Burst: 3, Key: RateKeyAll}, 1)
+	all := testLimiter(t, RateLimitConfig{Rate: 1, Burst: 3, Key: RateKeyAll}, 1, &clock)
 	if n := burst(all, "127.0.0.1", 0) + burst(all, "127.0.0.2", 0); n != 3 {
 		t.Errorf("key all: %d allowed to two clients, want 3", n)
 	}
@@ -100,7 +120,8 @@ func TestLimiterKeys(t *testing.T) {
 // own per client (a map) allows too: a collision only ever refuses more.
 func TestLimiterCollisionsNeverLooser(t *testing.T) {
 	for _, size := range []int{2, 4, 64, 1024} {
-		lm := testLimiter(t, RateLimitConfig{Rate: 50, Burst: 5, TableSize: size}, 1)
+		var clock testClock
+		lm := testLimiter(t, RateLimitConfig{Rate: 50, Burst: 5, TableSize: size}, 1, &clock)
 		exact := map[netip.Addr]*atomic.Int64{}
 		rng := rand.New(rand.NewPCG(1, uint64(size)))
 		now, allowed := int64(0), 0
@@ -112,12 +133,13 @@ func TestLimiterCollisionsNeverLooser(t *testing.T) {
 				e = new(atomic.Int64)
 				exact[a] = e
 			}
-			got, _ := lm.allow(0, a, now)
+			clock.t.Store(now)
+			got, _ := lm.allow(0, a)
 			if !got {
 				continue
 			}
 			allowed++
-			if ok, _ := gcra(e, e, now, lm.t, lm.tau); !ok {
+			if ok, _ := gcra(e, e, at(now), lm.t, lm.tau); !ok {
 				t.Fatalf("table of %d: a request of %v allowed at %v that its own budget refuses", size, a, time.Duration(now))
 			}
 		}
@@ -132,12 +154,14 @@ func TestLimiterCollisionsNeverLooser(t *testing.T) {
 // burst is allowed, not more.
 func TestLimiterExactAcrossGoroutines(t *testing.T) {
 	for _, key := range []string{RateKeyClient, RateKeyAll} {
-		lm := testLimiter(t, RateLimitConfig{Rate: 1, Per: Duration(time.Hour), Burst: 100, Key: key}, 8)
+		var clock testClock
+		clock.t.Store(5 * ms)
+		lm := testLimiter(t, RateLimitConfig{Rate: 1, Per: Duration(time.Hour), Burst: 100, Key: key}, 8, &clock)
 		var wg sync.WaitGroup
 		for id := range 8 {
 			wg.Go(func() {
 				for range 1000 {
-					lm.allow(id, netip.MustParseAddr("192.0.2.1"), 5*ms)
+					lm.allow(id, netip.MustParseAddr("192.0.2.1"))
 				}
 			})
 		}
@@ -150,14 +174,14 @@ func TestLimiterExactAcrossGoroutines(t *testing.T) {
 
 // TestLimiterAllocs: a decision allocates nothing.
 func TestLimiterAllocs(t *testing.T) {
-	lm := testLimiter(t, RateLimitConfig{Rate: 1000}, 1)
+	var clock testClock
+	lm := testLimiter(t, RateLimitConfig{Rate: 1000}, 1, &clock)
 	a6 := netip.MustParseAddr("2001:db8::1")
 	a4 := netip.MustParseAddr("192.0.2.1")
-	now := int64(0)
 	if n := testing.AllocsPerRun(1000, func() {
-		now += ms
-		lm.allow(0, a6, now)
-		lm.allow(0, a4, now)
+		clock.t.Add(ms)
+		lm.allow(0, a6)
+		lm.allow(0, a4)
 	}); n != 0 {
 		t.Errorf("%v allocations per decision, want 0", n)
 	}
