@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -123,15 +125,17 @@ func TestRateLimitHTTP(t *testing.T) {
 }
 
 // TestRateLimitH2: an HTTP/2 client over a route's limit (key all, 1
-// per 300ms, burst 2) gets 429 with retry-after on its stream, its
-// connection going on (another route's request passes on it), and the
-// route's requests pass again after the interval.
+// per 300ms, burst 2) gets 429 with retry-after on its stream (RL in the
+// access log), its connection going on (another route's request passes
+// on it), and the route's requests pass again after the interval.
 func TestRateLimitH2(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
 		cfg := h2cConfig(b, u.addr)
 		cfg.Listeners[0].Routes = []RouteConfig{{Name: "lim", PathPrefix: "/lim/", Pool: "app",
 			RateLimit: &RateLimitConfig{Rate: 1, Per: Duration(300 * time.Millisecond), Burst: 2, Key: RateKeyAll}}}
+		logPath := t.TempDir() + "/access.log"
+		cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: logPath}
 		p := startProxy(t, cfg)
 		c, base := h2Client(t, p)
 		get := func(path string) *http.Response {
@@ -165,6 +169,13 @@ func TestRateLimitH2(t *testing.T) {
 		if lt.RateLimit != nil || lt.Routes[1].RateLimit != nil {
 			t.Errorf("listener and default route have rate limit totals: %+v %+v", lt.RateLimit, lt.Routes[1].RateLimit)
 		}
+		waitFor(t, "the access log", func() bool {
+			var terms []string
+			for _, l := range logLines(t, logPath) {
+				terms = append(terms, fmt.Sprintf("%v %v %v", l["target"], l["status"], l["term"]))
+			}
+			return strings.Join(terms, ", ") == "/lim/x 200 -, /lim/x 200 -, /lim/x 429 RL, /other 200 -, /lim/x 200 -"
+		})
 	})
 }
 
@@ -306,7 +317,8 @@ func TestRateLimitReload(t *testing.T) {
 	})
 }
 
-// TestRateLimitMetrics: /metrics has the decisions by listener and route.
+// TestRateLimitMetrics: /metrics has the decisions by listener and route,
+// /debug/config the limit with its defaults.
 func TestRateLimitMetrics(t *testing.T) {
 	u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {})
 	cfg := httpConfig(engine.BackendEpoll, u.addr)
@@ -316,19 +328,33 @@ func TestRateLimitMetrics(t *testing.T) {
 	br := bufio.NewReader(c)
 	rateGet(t, c, br, "/")
 	rateGet(t, c, br, "/")
-	resp, err := http.Get("http://" + p.AdminAddr().String() + "/metrics")
+	for _, c := range []struct{ path, want string }{
+		{"/metrics", `spindle_proxy_rate_limit_decisions_total{listener="web",route="",result="allowed"} 1`},
+		{"/metrics", `spindle_proxy_rate_limit_decisions_total{listener="web",route="",result="limited"} 1`},
+	} {
+		resp, err := http.Get("http://" + p.AdminAddr().String() + c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), c.want) {
+			t.Errorf("%s lacks %s", c.path, c.want)
+		}
+	}
+	resp, err := http.Get("http://" + p.AdminAddr().String() + "/debug/config")
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := io.ReadAll(resp.Body)
+	var dc struct {
+		Listeners []struct {
+			RateLimit json.RawMessage `json:"rate_limit"`
+		} `json:"listeners"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&dc)
 	resp.Body.Close()
-	for _, want := range []string{
-		`spindle_proxy_rate_limit_decisions_total{listener="web",route="",result="allowed"} 1`,
-		`spindle_proxy_rate_limit_decisions_total{listener="web",route="",result="limited"} 1`,
-	} {
-		if !strings.Contains(string(body), want) {
-			t.Errorf("/metrics lacks %s", want)
-		}
+	if want := `{"rate":1,"per":"1h0m0s","burst":1,"key":"client","table_size":65536}`; err != nil || len(dc.Listeners) != 1 || compactJSON(dc.Listeners[0].RateLimit) != want {
+		t.Errorf("/debug/config: %v %+v, want rate_limit %s", err, dc, want)
 	}
 }
 
@@ -339,4 +365,10 @@ func TestRateLimitAllocs(t *testing.T) {
 		cfg.Listeners[0].RateLimit = &RateLimitConfig{Rate: 1e9}
 		cfg.Listeners[0].Routes = []RouteConfig{{Pool: "app", RateLimit: &RateLimitConfig{Rate: 1e9, Key: RateKeyAll}}}
 	})
+}
+
+func compactJSON(m json.RawMessage) string {
+	var b bytes.Buffer
+	json.Compact(&b, m)
+	return b.String()
 }
