@@ -582,7 +582,8 @@
 //
 // In mode http it counts requests (a listener's every request, a route's
 // those it takes; a request passes where both allow it, the listener's
-// deciding first, so that one it refuses spends nothing of the route's),
+// deciding first: one it refuses spends nothing of the route's, one the
+// route refuses has spent the listener's),
 // in mode tcp a listener's new connections. rate per per (default 1s)
 // is the steady rate, one each per/rate (the emission interval); burst
 // (default rate) is how many may come at once: a budget unspent for

@@ -171,10 +171,10 @@ type rateStats struct {
 }
 
 // newLimiter makes the limiter of rc for a proxy of loops loops and
-// clock (Proxy.now: monotonic, ns; any goroutine), taking
-// over old's table (budgets and counters) where old (nil: none) has the
-// same key and table size: a reload changes the rate and burst of the
-// decisions after it, against the budgets as spent.
+// clock (Proxy.now: monotonic, ns; any goroutine), taking over old's
+// table (budgets and counters) where old (nil: none) has the same key
+// and table size: a reload changes the rate and burst of the decisions
+// after it, against the budgets as spent.
 func newLimiter(rc *RateLimitConfig, old *limiter, loops int, clock func() int64) *limiter {
 	T := int64(rc.Per) / int64(rc.Rate)
 	lm := &limiter{cfg: *rc, t: T, tau: int64(rc.Burst) * T, clock: clock}
@@ -192,9 +192,9 @@ func newLimiter(rc *RateLimitConfig, old *limiter, loops int, clock func() int64
 }
 
 // allow decides a request (connection) of client a now and counts it on
-// loop id: allowed, or refused with the time until one
-// would be allowed (ns, positive). No lock, no allocation. Any goroutine
-// (loop id's for the counters).
+// loop id: allowed, or refused with the time until one would be allowed
+// (ns, positive). No lock, no allocation. Any goroutine (loop id's for
+// the counters).
 //
 // Key client hashes a (seeded) to two cells of the table, from the
 // hash's two halves, and decides on the lower (the budget less spent),
@@ -237,18 +237,18 @@ func (lm *limiter) allow(id int, a netip.Addr) (bool, int64) {
 // never before the decision that stored what they hold) against the
 // budget in cells a and b (the same cell for one budget), of emission
 // interval t and tolerance tau (burst × t): the arrival is allowed where
-// its theoretical arrival
-// time, the budget's (the lower cell's) or now if later, plus t, is no
-// further than tau ahead of now, and then stored; else it returns the
-// time until that would be so. The decision is one compare-and-swap on
-// the lower cell, from the value it was decided on, and is taken again
-// where another loop's decision changed it meanwhile: exact over the
-// loops, as one lock would be. The other cell is raised first: a
-// decision that reads it after the swap sees the spending (cells only
-// ever grow), and where the swap then fails the raise stands, which only
-// refuses more of the clients hashed there. A budget further ahead than
-// tau (a reload shortened the limit) is first brought back to tau ahead:
-// spent to the new burst. No lock, no allocation; any goroutine.
+// its theoretical arrival time, the budget's (the lower cell's) or now
+// if later, plus t, is no further than tau ahead of now, and then
+// stored; else it returns the time until that would be so. The decision
+// is one compare-and-swap on the lower cell, from the value it was
+// decided on, and is taken again where another loop's decision changed
+// it meanwhile: exact over the loops, as one lock would be. The other
+// cell is raised first: a decision that reads it after the swap sees the
+// spending (cells only grow, but below), and where the swap then fails
+// the raise stands, which only refuses more of the clients hashed there.
+// A budget further ahead than tau (a reload shortened the limit) is
+// first brought back to tau ahead: spent to the new burst. No lock, no
+// allocation; any goroutine.
 func gcra(a, b *atomic.Int64, clock func() int64, t, tau int64) (bool, int64) {
 	for {
 		va, vb := a.Load(), b.Load()
