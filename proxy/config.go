@@ -199,7 +199,8 @@ type ListenerConfig struct {
 	H2InitialWindow uint32 `yaml:"h2_initial_window,omitempty" json:"h2_initial_window,omitempty"`
 	// RateLimit limits the listener's requests (mode http: every
 	// request, whatever its route) or new connections (mode tcp): see
-	// RateLimitConfig. Default none.
+	// RateLimitConfig. Default none. Key client limits a client in
+	// TrustedProxies by the X-Forwarded-For client it names.
 	RateLimit *RateLimitConfig `yaml:"rate_limit,omitempty" json:"rate_limit,omitempty"`
 }
 

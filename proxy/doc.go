@@ -590,9 +590,14 @@
 // burst intervals takes burst at once, then one each interval. key
 // client (the default) gives each client address its own budget, key
 // all one for the listener or route over every client and loop. The
-// client is the connection's address, not an X-Forwarded-For: the
-// clients behind a proxy in trusted_proxies share its budget (a limit
-// for them belongs on that proxy, which sees them); an IPv4-mapped
+// client is the connection's address, but for a connection from a proxy
+// in trusted_proxies (mode http): then it is the last address of the
+// request's X-Forwarded-For values (its fields in order, each a list)
+// that trusted_proxies does not list, as nginx's real_ip_recursive
+// finds it (the first where all are listed; the proxy's own where there
+// is none; an element that is not a bare address, such as "unknown" or
+// one with a port, ends the walk at the address after it), so that the
+// clients behind a load balancer each have their budget. An IPv4-mapped
 // address counts as its IPv4 one, an IPv6 address by its /64 (a host
 // commonly has a /64 to itself, and could take a new address of it for
 // each request).

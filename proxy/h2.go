@@ -397,7 +397,7 @@ func (c *h2conn) OnRequest(s *h2.Server, id uint32, r *h2.Request, end bool) {
 	st.idem = end && (st.head || string(r.Method) == "GET" || string(r.Method) == "OPTIONS")
 	st.chunked = !end && r.ContentLength < 0
 	st.pool = st.ln.routeExchange(c.ls, &st.x, r.Path, host)
-	if st.rateLimited() {
+	if st.rateLimited(r) {
 		return
 	}
 	if st.pool.h2 {

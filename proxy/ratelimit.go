@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"hash/maphash"
 	"math"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spindlenet/spindle/internal/h1"
+	"github.com/spindlenet/spindle/internal/h2"
 )
 
 // Rate limiting (rate_limit on a listener or a route): GCRA, the generic
@@ -51,8 +53,10 @@ type RateLimitConfig struct {
 	// interval); 1 spaces them out strictly.
 	Burst int `yaml:"burst" json:"burst"`
 	// Key is whose budget a request spends: RateKeyClient (default:
-	// the client connection's address; an IPv6 one's /64) or
-	// RateKeyAll (one budget).
+	// the client connection's address, or from a proxy in the
+	// listener's trusted_proxies the X-Forwarded-For address nearest
+	// the end that trusted_proxies does not list; an IPv6 one's /64)
+	// or RateKeyAll (one budget).
 	Key string `yaml:"key" json:"key"`
 	// TableSize (key client) is the number of budgets (8-byte cells)
 	// the clients' addresses are hashed to: a power of two from 2 to
@@ -374,11 +378,14 @@ func (s *hsession) rateLimited() bool {
 	if s.ln.limit == nil && s.ln.rlimits == nil {
 		return false
 	}
-	wait := s.ln.admit(s.ls.id, s.x.route-1, s.client.RemoteAddr().Addr())
+	r := &s.req
+	a := s.ln.forwardedClient(s.client.RemoteAddr().Addr().Unmap(), len(r.Headers), func(k int) ([]byte, []byte) {
+		return r.Headers[k].Name, r.Headers[k].Value
+	})
+	wait := s.ln.admit(s.ls.id, s.x.route-1, a)
 	if wait == 0 {
 		return false
 	}
-	r := &s.req
 	keep := s.keep && r.Framing == h1.NoBody && !s.eof && !s.ls.draining && !s.retired() &&
 		s.client.QueuedMemory() < s.p.cfg.Engine.WriteHighWater
 	s.respLocal = true
@@ -398,12 +405,15 @@ func (s *hsession) rateLimited() bool {
 // rateLimited decides the stream's request against its listener's and
 // route's rate limits; over one it answers 429 with retry-after on the
 // stream (the connection goes on) and returns true. Loop goroutine.
-func (st *h2stream) rateLimited() bool {
+func (st *h2stream) rateLimited(r *h2.Request) bool {
 	c := st.c
 	if st.ln.limit == nil && st.ln.rlimits == nil {
 		return false
 	}
-	wait := st.ln.admit(c.ls.id, st.x.route-1, c.client.RemoteAddr().Addr())
+	a := st.ln.forwardedClient(c.client.RemoteAddr().Addr().Unmap(), len(r.Fields), func(k int) ([]byte, []byte) {
+		return r.Fields[k].Name, r.Fields[k].Value
+	})
+	wait := st.ln.admit(c.ls.id, st.x.route-1, a)
 	if wait == 0 {
 		return false
 	}
@@ -474,4 +484,183 @@ func writeRateLimits(bw *bufio.Writer, t Totals, family func(name, typ, help str
 			line(l.Name, r.Name, r.RateLimit)
 		}
 	}
+}
+
+// forwardedClient returns the address a request of the client at peer
+// spends the budget of (key client): peer, or where trusted_proxies
+// lists peer (unmapped), the last address of its X-Forwarded-For values
+// (in the n fields field returns, in order, each a list) that
+// trusted_proxies does not list, as
+// nginx's real_ip_recursive finds it; where every one is listed, the
+// first; an element that is not an address (a name, "unknown", a port or
+// brackets) ends the walk at the address after it. Loop goroutine; no
+// allocation.
+func (l *listener) forwardedClient(peer netip.Addr, n int, field func(k int) (name, value []byte)) netip.Addr {
+	a := peer
+	if len(l.cfg.TrustedProxies) == 0 || !l.trusts(peer) {
+		return a
+	}
+	for k := n - 1; k >= 0; k-- {
+		name, v := field(k)
+		if !h1.EqualFold(name, hdrXFF) {
+			continue
+		}
+		for len(v) > 0 {
+			e := v
+			if c := bytes.LastIndexByte(v, ','); c >= 0 {
+				e, v = v[c+1:], v[:c]
+			} else {
+				v = nil
+			}
+			e = bytes.Trim(e, " \t")
+			if len(e) == 0 {
+				continue
+			}
+			x, ok := parseAddr(e)
+			if !ok {
+				return a
+			}
+			if a = x.Unmap(); !l.trusts(a) {
+				return a
+			}
+		}
+	}
+	return a
+}
+
+// parseAddr parses an IPv4 or IPv6 address without a zone, as
+// netip.ParseAddr does, allocating nothing (netip.ParseAddr takes a
+// string).
+func parseAddr(b []byte) (netip.Addr, bool) {
+	for _, c := range b {
+		switch c {
+		case '.':
+			var ip [4]byte
+			if !parseIPv4(b, ip[:]) {
+				return netip.Addr{}, false
+			}
+			return netip.AddrFrom4(ip), true
+		case ':':
+			return parseIPv6(b)
+		case '%':
+			return netip.Addr{}, false
+		}
+	}
+	return netip.Addr{}, false
+}
+
+// parseIPv4 parses dotted-decimal s into ip's 4 bytes (net/netip's
+// parseIPv4Fields: no leading zeros, each field 0 to 255).
+func parseIPv4(s []byte, ip []byte) bool {
+	val, pos, digits := 0, 0, 0
+	for i, c := range s {
+		switch {
+		case c >= '0' && c <= '9':
+			if digits == 1 && val == 0 {
+				return false
+			}
+			val = val*10 + int(c-'0')
+			digits++
+			if val > 255 {
+				return false
+			}
+		case c == '.':
+			if i == 0 || i == len(s)-1 || s[i-1] == '.' || pos == 3 {
+				return false
+			}
+			ip[pos] = byte(val)
+			pos++
+			val, digits = 0, 0
+		default:
+			return false
+		}
+	}
+	if pos < 3 {
+		return false
+	}
+	ip[3] = byte(val)
+	return true
+}
+
+// parseIPv6 parses an IPv6 address without a zone, as net/netip's
+// parseIPv6 does: hex fields of 1 to 4 digits, one "::" standing for at
+// least one field of zeros, an IPv4 address in the last 4 bytes.
+func parseIPv6(s []byte) (netip.Addr, bool) {
+	var ip [16]byte
+	ellipsis := -1
+	if len(s) >= 2 && s[0] == ':' && s[1] == ':' {
+		ellipsis = 0
+		s = s[2:]
+		if len(s) == 0 {
+			return netip.IPv6Unspecified(), true
+		}
+	}
+	i := 0
+	for i < 16 {
+		off, acc := 0, uint32(0)
+	digits:
+		for ; off < len(s); off++ {
+			c := s[off]
+			switch {
+			case c >= '0' && c <= '9':
+				acc = acc<<4 + uint32(c-'0')
+			case c >= 'a' && c <= 'f':
+				acc = acc<<4 + uint32(c-'a'+10)
+			case c >= 'A' && c <= 'F':
+				acc = acc<<4 + uint32(c-'A'+10)
+			default:
+				break digits
+			}
+			if off > 3 {
+				return netip.Addr{}, false
+			}
+		}
+		if off == 0 {
+			return netip.Addr{}, false
+		}
+		if off < len(s) && s[off] == '.' {
+			if ellipsis < 0 && i != 12 || i+4 > 16 || !parseIPv4(s, ip[i:i+4]) {
+				return netip.Addr{}, false
+			}
+			s = nil
+			i += 4
+			break
+		}
+		ip[i], ip[i+1] = byte(acc>>8), byte(acc)
+		i += 2
+		s = s[off:]
+		if len(s) == 0 {
+			break
+		}
+		if s[0] != ':' || len(s) == 1 {
+			return netip.Addr{}, false
+		}
+		s = s[1:]
+		if s[0] == ':' {
+			if ellipsis >= 0 {
+				return netip.Addr{}, false
+			}
+			ellipsis = i
+			s = s[1:]
+			if len(s) == 0 {
+				break
+			}
+		}
+	}
+	if len(s) != 0 {
+		return netip.Addr{}, false
+	}
+	if i < 16 {
+		if ellipsis < 0 {
+			return netip.Addr{}, false
+		}
+		n := 16 - i
+		for j := i - 1; j >= ellipsis; j-- {
+			ip[j+n] = ip[j]
+		}
+		clear(ip[ellipsis : ellipsis+n])
+	} else if ellipsis >= 0 {
+		return netip.Addr{}, false
+	}
+	return netip.AddrFrom16(ip), true
 }

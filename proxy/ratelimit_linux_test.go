@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -359,10 +360,12 @@ func TestRateLimitMetrics(t *testing.T) {
 }
 
 // TestRateLimitAllocs: requests a listener's and a route's rate limits
-// (key client and all) decide allocate nothing (TestHTTPAllocs's rounds).
+// (key client, from a trusted proxy, and all) decide allocate nothing
+// (TestHTTPAllocs's rounds).
 func TestRateLimitAllocs(t *testing.T) {
 	httpAllocs(t, engine.BackendEpoll, func(cfg *Config) {
 		cfg.Listeners[0].RateLimit = &RateLimitConfig{Rate: 1e9}
+		cfg.Listeners[0].TrustedProxies = Prefixes{netip.MustParsePrefix("127.0.0.0/8")}
 		cfg.Listeners[0].Routes = []RouteConfig{{Pool: "app", RateLimit: &RateLimitConfig{Rate: 1e9, Key: RateKeyAll}}}
 	})
 }
@@ -371,4 +374,53 @@ func compactJSON(m json.RawMessage) string {
 	var b bytes.Buffer
 	json.Compact(&b, m)
 	return b.String()
+}
+
+// TestRateLimitTrustedProxy: behind a proxy in trusted_proxies (here
+// 127.0.0.1) key client limits the X-Forwarded-For client it names, each
+// its own budget (an IPv6 one by /64; one listed after it as trusted
+// skipped; none: the proxy's own), over HTTP/1.1 and HTTP/2; another
+// client's X-Forwarded-For is not believed (127.0.0.2 is limited as
+// itself).
+func TestRateLimitTrustedProxy(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {})
+		cfg := h2cConfig(b, u.addr)
+		cfg.Listeners[0].TrustedProxies = Prefixes{netip.MustParsePrefix("127.0.0.1/32")}
+		cfg.Listeners[0].RateLimit = &RateLimitConfig{Rate: 1, Per: Duration(time.Hour), Burst: 1}
+		p := startProxy(t, cfg)
+		for _, src := range []struct {
+			addr string
+			xffs []string // "-": none
+			want []int
+		}{
+			{"127.0.0.1", []string{"203.0.113.1", "203.0.113.1", "203.0.113.2", "203.0.113.1, 127.0.0.1", "2001:db8::1", "2001:db8::2", "-", "-"},
+				[]int{200, 429, 200, 429, 200, 429, 200, 429}},
+			{"127.0.0.2", []string{"203.0.113.3", "203.0.113.4"}, []int{200, 429}},
+		} {
+			c := dialFrom(t, p, src.addr)
+			br := bufio.NewReader(c)
+			for i, xff := range src.xffs {
+				h := "X-Forwarded-For: " + xff + "\r\n"
+				if xff == "-" {
+					h = ""
+				}
+				fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\n%s\r\n", h)
+				if resp, _ := readResponseFrom(t, c, br, "GET"); resp.StatusCode != src.want[i] {
+					t.Errorf("from %s, X-Forwarded-For %s: %d, want %d", src.addr, xff, resp.StatusCode, src.want[i])
+				}
+			}
+		}
+		hc, base := h2Client(t, p)
+		for i, c := range []struct {
+			xff  string
+			want int
+		}{{"198.51.100.1", 200}, {"198.51.100.1", 429}, {"198.51.100.2", 200}} {
+			req, _ := http.NewRequest("GET", base+"/", nil)
+			req.Header.Set("X-Forwarded-For", c.xff)
+			if resp, _ := do(t, hc, req); resp.StatusCode != c.want {
+				t.Errorf("HTTP/2 request %d, X-Forwarded-For %s: %d, want %d", i, c.xff, resp.StatusCode, c.want)
+			}
+		}
+	})
 }

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/spindlenet/spindle/internal/h1"
 )
 
 const ms = int64(time.Millisecond)
@@ -249,5 +251,68 @@ pools: [{name: app, servers: ["127.0.0.1:1"]}]
 `))
 	if want := "listeners[0] (web).routes[0].rate_limit.rate: 0 below 1"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("route's rate_limit: %v, want %q", err, want)
+	}
+}
+
+// FuzzParseAddr: parseAddr takes what netip.ParseAddr takes (but zones)
+// and makes the same address of it.
+func FuzzParseAddr(f *testing.F) {
+	for _, s := range []string{"192.0.2.1", "0.0.0.0", "255.255.255.255", "01.2.3.4", "1.2.3", "1.2.3.4.5", "256.1.1.1",
+		"::", "::1", "2001:db8::1", "2001:db8:0:0:0:0:0:1", "::ffff:1.2.3.4", "1:2:3:4:5:6:7:8", "1:2:3:4:5:6:7:8:9",
+		"1::2::3", "12345::", "1:2:3:4:5:6:1.2.3.4", "::1.2.3.4", "fe80::1%eth0", "[::1]", "1.2.3.4:80", "", "unknown"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, ok := parseAddr([]byte(s))
+		want, err := netip.ParseAddr(s)
+		if strings.Contains(s, "%") {
+			if ok {
+				t.Fatalf("parseAddr(%q) = %v with a zone, want refused", s, got)
+			}
+			return
+		}
+		if ok != (err == nil) || ok && got != want {
+			t.Fatalf("parseAddr(%q) = %v, %v; netip.ParseAddr: %v, %v", s, got, ok, want, err)
+		}
+	})
+}
+
+// TestForwardedClient: the address a client's requests are limited by:
+// its own, or from a trusted proxy the X-Forwarded-For address nearest
+// the end that trusted_proxies does not list; found allocating nothing.
+func TestForwardedClient(t *testing.T) {
+	l := &listener{cfg: ListenerConfig{TrustedProxies: Prefixes{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8")}}}
+	for _, c := range []struct {
+		peer string
+		xff  []string
+		want string
+	}{
+		{"192.0.2.1", []string{"203.0.113.1"}, "192.0.2.1"}, // (not trusted)
+		{"10.0.0.1", nil, "10.0.0.1"},
+		{"10.0.0.1", []string{"203.0.113.1"}, "203.0.113.1"},
+		{"10.0.0.1", []string{"198.51.100.1, 203.0.113.1"}, "203.0.113.1"},
+		{"10.0.0.1", []string{"198.51.100.1", "203.0.113.1, 10.0.0.2 ,10.0.0.3"}, "203.0.113.1"},
+		{"10.0.0.1", []string{"198.51.100.1", "10.0.0.2,,"}, "198.51.100.1"},
+		{"10.0.0.1", []string{"10.0.0.5, 10.0.0.2"}, "10.0.0.5"},
+		{"10.0.0.1", []string{"203.0.113.1, unknown, 10.0.0.2"}, "10.0.0.2"},
+		{"10.0.0.1", []string{"203.0.113.1:4000"}, "10.0.0.1"},
+		{"fd00::1", []string{"2001:db8::7, fd00::2"}, "2001:db8::7"},
+		{"10.0.0.1", []string{"::ffff:203.0.113.9"}, "203.0.113.9"},
+	} {
+		hs := []h1.Header{{Name: []byte("Accept"), Value: []byte("*/*")}}
+		for _, v := range c.xff {
+			hs = append(hs, h1.Header{Name: []byte("x-forwarded-for"), Value: []byte(v)})
+		}
+		got := l.forwardedClient(netip.MustParseAddr(c.peer), len(hs), func(k int) ([]byte, []byte) { return hs[k].Name, hs[k].Value })
+		if got != netip.MustParseAddr(c.want) {
+			t.Errorf("from %s with X-Forwarded-For %q: %v, want %s", c.peer, c.xff, got, c.want)
+		}
+	}
+	hs := []h1.Header{{Name: []byte("X-Forwarded-For"), Value: []byte("2001:db8::1, 203.0.113.1, 10.0.0.2")}}
+	peer := netip.MustParseAddr("10.0.0.1")
+	if n := testing.AllocsPerRun(100, func() {
+		l.forwardedClient(peer, len(hs), func(k int) ([]byte, []byte) { return hs[k].Name, hs[k].Value })
+	}); n != 0 {
+		t.Errorf("%v allocations a walk, want 0", n)
 	}
 }
