@@ -319,7 +319,8 @@ func TestRateLimitReload(t *testing.T) {
 }
 
 // TestRateLimitMetrics: /metrics has the decisions by listener and route,
-// /debug/config the limit with its defaults.
+// /debug/config the limit with its defaults; a 429 of a limit of one an
+// hour says Retry-After 3600.
 func TestRateLimitMetrics(t *testing.T) {
 	u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {})
 	cfg := httpConfig(engine.BackendEpoll, u.addr)
@@ -328,7 +329,10 @@ func TestRateLimitMetrics(t *testing.T) {
 	c := dial(t, p)
 	br := bufio.NewReader(c)
 	rateGet(t, c, br, "/")
-	rateGet(t, c, br, "/")
+	// An hour's wait, less the moment since the first: 3600 rounded up.
+	if resp, _ := rateGet(t, c, br, "/"); resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "3600" {
+		t.Errorf("%d Retry-After %q, want 429 and 3600", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
 	for _, c := range []struct{ path, want string }{
 		{"/metrics", `spindle_proxy_rate_limit_decisions_total{listener="web",route="",result="allowed"} 1`},
 		{"/metrics", `spindle_proxy_rate_limit_decisions_total{listener="web",route="",result="limited"} 1`},
