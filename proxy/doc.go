@@ -583,13 +583,13 @@
 // In mode http it counts requests (a listener's every request, a route's
 // those it takes; a request passes where both allow it, the listener's
 // deciding first: one it refuses spends nothing of the route's, one the
-// route refuses has spent the listener's),
-// in mode tcp a listener's new connections. rate per per (default 1s)
-// is the steady rate, one each per/rate (the emission interval); burst
-// (default rate) is how many may come at once: a budget unspent for
-// burst intervals takes burst at once, then one each interval. key
-// client (the default) gives each client address its own budget, key
-// all one for the listener or route over every client and loop. The
+// route refuses has spent the listener's), in mode tcp a listener's new
+// connections. rate per per (default 1s) is the steady rate, one each
+// per/rate (the emission interval); burst (default rate) is how many may
+// come at once: a budget unspent for burst intervals takes burst at once,
+// then one each interval. key client (the default) gives each client
+// address its own budget, key all one for the listener or route over
+// every client and loop. The
 // client is the connection's address, but for a connection from a proxy
 // in trusted_proxies (mode http): then it is the last address of the
 // request's X-Forwarded-For values (its fields in order, each a list)
