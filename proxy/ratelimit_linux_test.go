@@ -428,3 +428,32 @@ func TestRateLimitTrustedProxy(t *testing.T) {
 		}
 	})
 }
+
+// TestRateLimitPipelined: requests pipelined in one write, a route's
+// limit (1 an hour) refusing some and passing others between them, are
+// each answered in turn on the connection kept.
+func TestRateLimitPipelined(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, r.URL.Path) })
+		cfg := httpConfig(b, u.addr)
+		cfg.Listeners[0].Routes = []RouteConfig{{PathPrefix: "/lim/", Pool: "app",
+			RateLimit: &RateLimitConfig{Rate: 1, Per: Duration(time.Hour), Burst: 1, Key: RateKeyAll}}}
+		p := startProxy(t, cfg)
+		c := dial(t, p)
+		br := bufio.NewReader(c)
+		paths := []string{"/lim/a", "/lim/b", "/lim/c", "/other", "/lim/d", "/other2"}
+		var w strings.Builder
+		for _, path := range paths {
+			fmt.Fprintf(&w, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path)
+		}
+		io.WriteString(c, w.String())
+		var got []string
+		for range paths {
+			resp, body := readResponseFrom(t, c, br, "GET")
+			got = append(got, fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(body)))
+		}
+		if g, want := strings.Join(got, ", "), "200 /lim/a, 429 429 Too Many Requests, 429 429 Too Many Requests, 200 /other, 429 429 Too Many Requests, 200 /other2"; g != want {
+			t.Errorf("got %s, want %s", g, want)
+		}
+	})
+}
