@@ -545,17 +545,21 @@ func TestSlowReaderMemoryCap(t *testing.T) {
 			defer c.Close()
 			// Write without reading until the kernel and the engine stop
 			// taking more: a write that times out having sent nothing,
-			// after some bytes went. (One 500 ms deadline for it all sent
-			// nothing when the test goroutine was not run for that long,
-			// under load with -race; stopping at the first write that
-			// timed out part way stopped while the client's receive
-			// buffer still took the echoes, the server's queue below the
-			// mark.)
+			// after some bytes went, once the engine has paused reading.
+			// (One 500 ms deadline for it all sent nothing when the test
+			// goroutine was not run for that long, under load with
+			// -race; stopping at the first write that timed out part way
+			// stopped while the client's receive buffer still took the
+			// echoes, the server's queue below the mark; stopping at the
+			// first that sent nothing, before the pause, stopped when the
+			// server's loop had not run for 200 ms, 4 MB sent, in CI
+			// beside other work.) 64 MiB or 40 tries end it if reading
+			// never pauses, which fails below.
 			sent, chunk := 0, make([]byte, 1<<20)
 			for tries := 0; sent < 64<<20 && tries < 40; tries++ {
 				c.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
 				n, err := c.Write(chunk)
-				if sent += n; err != nil && n == 0 && sent > 0 {
+				if sent += n; err != nil && n == 0 && sent > 0 && e.Stats().PausedReads > 0 {
 					break
 				}
 			}
