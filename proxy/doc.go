@@ -249,7 +249,9 @@
 // have refused: a rewrite_prefix with one is refused, and so is one
 // ending in a segment separator ("/", "\", %2F, %5C) for a path_prefix
 // not ending in "/" ("/api" to "/" would send "/api/x" as "//x" and
-// "/api./x" as "/./x"). host_rewrite replaces the Host field
+// "/api./x" as "/./x"), as is any for a path_prefix with a '?' or '#'
+// (the check does not read a query: "/api?" to "/v2" would send
+// "/api?/../x" as "/v2/../x"). host_rewrite replaces the Host field
 // (:authority to an h2c pool); X-Forwarded-Host keeps the request's host.
 // Routes match, and the access log writes, the request as received.
 // Every client and pool protocol pair behaves the same, an HTTP/2

@@ -142,7 +142,8 @@ func (r *RouteConfig) validateRewrites() error {
 
 // validRewritePrefix checks that rewriting prefix to rw in a target the
 // dot-segment check let pass makes none it would refuse, nor a "//":
-// rw is a path without either, its percent signs followed by two hex
+// prefix is a path without a query ('?' or '#': what follows is not
+// checked), rw a path without either, its percent signs followed by two hex
 // digits; one ending with a segment separator ("/", a backslash, %2F,
 // %5C) goes only with a prefix ending in "/", the remainder then
 // beginning a segment of its own as it did; otherwise rw's last segment
@@ -151,6 +152,10 @@ func (r *RouteConfig) validateRewrites() error {
 func validRewritePrefix(prefix, rw string) error {
 	if !strings.HasPrefix(rw, "/") {
 		return fmt.Errorf("%q does not begin with /", rw)
+	}
+	if i := strings.IndexAny(prefix, "?#"); i >= 0 {
+		// ("/api?" and "/v2" would send "/api?/../x" as "/v2/../x".)
+		return fmt.Errorf("path_prefix %q has a '?' or '#' at %d (the rest of a target it matches is a query the dot-segment check does not read)", prefix, i)
 	}
 	for i := 0; i < len(rw); i++ {
 		switch c := rw[i]; {

@@ -124,6 +124,9 @@ func TestParseRewritesErrors(t *testing.T) {
 		{"rewrite backslash", route(`path_prefix: /api, rewrite_prefix: '/v\'`), `ends with a separator`},
 		{"rewrite %2F", route(`path_prefix: /api, rewrite_prefix: "/v%2f"`), `ends with a separator`},
 		{"rewrite %5C", route(`path_prefix: /api, rewrite_prefix: "/v%5C"`), `ends with a separator`},
+		{"rewrite query prefix", route(`path_prefix: "/api?", rewrite_prefix: /v2`), `routes[0].rewrite_prefix: path_prefix "/api?" has a '?' or '#' at 4 (the rest of a target it matches is a query the dot-segment check does not read)`},
+		{"rewrite query prefix slash", route(`path_prefix: "/api?/", rewrite_prefix: /v2/`), `path_prefix "/api?/" has a '?' or '#' at 4`},
+		{"rewrite fragment prefix", route(`path_prefix: "/a#", rewrite_prefix: /v2`), `path_prefix "/a#" has a '?' or '#' at 2`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseConfig([]byte(tc.yaml))
@@ -193,6 +196,7 @@ func FuzzRewritePrefix(f *testing.F) {
 	for _, s := range [][3]string{
 		{"/api/", "/", "x"}, {"/api", "/v2", "./x"}, {"/x", "/y.", "./z"}, {"/a/", "/b", "..."},
 		{"/a", "/...", "."}, {"/a/", "/b%2E", "x"}, {"/a", "/b", "%2e/"}, {"/a", "/b", "?x/../"}, {"/api", "/v2/", "./x"}, {"/api", "/", "/x"},
+		{"/a?", "/b", "/../x"}, {"/a?/", "/b/", "../x"}, {"/a#", "/b", "/../x"},
 	} {
 		f.Add(s[0], s[1], s[2])
 	}
