@@ -15,14 +15,17 @@ import (
 )
 
 // rawH2Get opens a raw HTTP/2 connection to p with the given initial
-// window and sends a GET for path on stream 1.
-func rawH2Get(t *testing.T, p *Proxy, window uint32, path string) *rawH2 {
+// window and sends a GET for path on stream 1, with the fields extra.
+func rawH2Get(t *testing.T, p *Proxy, window uint32, path string, extra ...hpack.Field) *rawH2 {
 	t.Helper()
 	c := dial(t, p)
 	enc := hpack.NewEncoder()
 	block := enc.StartBlock(nil)
 	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "x"}, {":path", path}} {
 		block = enc.AppendField(block, hpack.Field{Name: []byte(f[0]), Value: []byte(f[1])})
+	}
+	for _, f := range extra {
+		block = enc.AppendField(block, f)
 	}
 	out := append([]byte(h2.ClientPreface), h2.AppendSettings(nil, []h2.Setting{{ID: h2.SettingInitialWindowSize, Val: window}})...)
 	out = h2.AppendHeaders(out, 1, block, true, h2.MinMaxFrameSize)

@@ -397,6 +397,17 @@ func (a *rawH2App) OnRequest(s *h2.Server, id uint32, r *h2.Request, end bool) {
 	case fresh && a.hold:
 		a.goaway, a.last, a.held = true, id, id
 		return
+	case a.mode == "sensitive": // the names of the never-indexed fields, the body
+		var names []byte
+		for _, f := range r.Fields {
+			if f.Sensitive {
+				names = append(append(names, f.Name...), ' ')
+			}
+		}
+		if s.WriteHeaders(id, 200, nil, false) == nil {
+			s.WriteData(id, names, true)
+		}
+		return
 	case a.mode == "reset":
 		path, head := string(r.Path), false
 		if rest, ok := strings.CutPrefix(path, "/rst-head/"); ok {

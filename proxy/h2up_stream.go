@@ -82,7 +82,8 @@ func copyFields(hb []byte, dst, fs []hpack.Field) ([]byte, []hpack.Field) {
 // in st.hb: a stream may wait for a connection, and be sent again): the
 // method, :authority from host (or host_rewrite), the path (after
 // rewrite_prefix), :scheme http, the fields but host, the forwarding ones
-// a client not in trusted_proxies sent and those request_headers drop,
+// a client not in trusted_proxies sent and those request_headers drop
+// (a field the client sent never-indexed still so),
 // the fields request_headers write, then x-forwarded-for (a trusted client's values and the client),
 // x-forwarded-proto and x-forwarded-host where none passed, and via.
 func (st *h2stream) h2Head(r *h2.Request, host []byte) {
@@ -127,7 +128,7 @@ func (st *h2stream) h2Head(r *h2.Request, host []byte) {
 		hb = append(hb, n...)
 		v0 := len(hb)
 		hb = append(hb, f.Value...)
-		fs = append(fs, hpack.Field{Name: hb[n0:v0], Value: hb[v0:]})
+		fs = append(fs, hpack.Field{Name: hb[n0:v0], Value: hb[v0:], Sensitive: f.Sensitive}) // (RFC 7541 6.2.3)
 	}
 	fs = rules.appendH2(fs)
 	x0 := len(hb)

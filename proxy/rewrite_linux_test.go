@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/spindlenet/spindle/engine"
+	"github.com/spindlenet/spindle/internal/h2"
+	"github.com/spindlenet/spindle/internal/hpack"
 )
 
 // seenReq is what headEcho's server saw of a request.
@@ -350,4 +352,39 @@ func eachPool(t *testing.T, h http.HandlerFunc, f func(protocol, server string))
 			f(protocol, newHTTPUpstream(t, h).addr)
 		}
 	}
+}
+
+// TestRewriteSensitiveKept: a field an HTTP/2 client sent never-indexed
+// (RFC 7541 6.2.3: an intermediary keeps that representation) goes so
+// to an h2c pool, through a route with request_headers as without, and
+// a rule's field beside it does not take the flag.
+func TestRewriteSensitiveKept(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		var first atomic.Bool
+		up := newUpstream(t, rawH2Up("sensitive", &first))
+		cfg := h2cPoolConfig(b, up.addr)
+		cfg.Listeners[0].Routes = []RouteConfig{{PathPrefix: "/r/", Pool: "app", RewritePrefix: "/",
+			RequestHeaders: HeaderRules{Set: map[string]string{"X-Env": "prod"}}}}
+		p := startProxy(t, cfg)
+		for _, path := range []string{"/x", "/r/x"} {
+			r := rawH2Get(t, p, 65535, path, hpack.Field{Name: []byte("x-secret"), Value: []byte("s3cret"), Sensitive: true},
+				hpack.Field{Name: []byte("x-plain"), Value: []byte("p")})
+			var body []byte
+			for {
+				f, err := r.next()
+				if err != nil {
+					t.Fatalf("%s: %v", path, err)
+				}
+				if f.Type == h2.FrameData {
+					body = append(body, f.Data...)
+					if f.Flags&h2.FlagEndStream != 0 {
+						break
+					}
+				}
+			}
+			if string(body) != "x-secret " {
+				t.Errorf("%s: the server got never-indexed %q, want %q", path, body, "x-secret ")
+			}
+		}
+	})
 }
