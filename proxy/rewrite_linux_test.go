@@ -388,3 +388,63 @@ func TestRewriteSensitiveKept(t *testing.T) {
 		}
 	})
 }
+
+// TestRewriteReloadInFlight: a request routed before a reload that
+// changes the rules keeps the rules it was routed with for its response
+// too (the route's index is the listener's of its own generation), for
+// each client and pool protocol pair.
+func TestRewriteReloadInFlight(t *testing.T) {
+	arrived, release := make(chan string, 1), make(chan struct{})
+	hold := func(w http.ResponseWriter, r *http.Request) {
+		arrived <- r.Header.Get("X-Gen")
+		<-release
+		io.WriteString(w, "ok")
+	}
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		eachPool(t, hold, func(protocol, server string) {
+			mk := func(gen string, routes int) *Config {
+				cfg := h2cConfig(b, server)
+				cfg.Pools[0].Protocol = protocol
+				for i := range routes { // (the held request's route is the last)
+					cfg.Listeners[0].Routes = append(cfg.Listeners[0].Routes, RouteConfig{PathPrefix: fmt.Sprintf("/r%d/", i), Pool: "app"})
+				}
+				cfg.Listeners[0].Routes = append(cfg.Listeners[0].Routes, RouteConfig{PathPrefix: "/", Pool: "app",
+					RequestHeaders: HeaderRules{Set: map[string]string{"X-Gen": gen}}, ResponseHeaders: HeaderRules{Set: map[string]string{"X-Gen": gen}}})
+				return cfg
+			}
+			p := startProxy(t, mk("a", 0))
+			h1c, base := client(t, p)
+			h2c, _ := h2Client(t, p)
+			for i, c := range []*http.Client{h1c, h2c} {
+				before, after := fmt.Sprint("a", i), fmt.Sprint("b", i)
+				if err := p.Reload(mk(before, 0)); err != nil {
+					t.Fatal(err)
+				}
+				got := make(chan *http.Response, 1)
+				go func() {
+					resp, err := c.Get(base + "/x")
+					if err != nil {
+						t.Error(err)
+					}
+					got <- resp
+				}()
+				if gen := <-arrived; gen != before {
+					t.Errorf("%s, client %d: server got X-Gen %q, want %q", protocol, i, gen, before)
+				}
+				if err := p.Reload(mk(after, 1)); err != nil {
+					t.Fatal(err)
+				}
+				release <- struct{}{}
+				resp := <-got
+				if resp == nil {
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if g := resp.Header.Values("X-Gen"); len(g) != 1 || g[0] != before {
+					t.Errorf("%s, HTTP/%d: response X-Gen %q after a reload in flight, want %q (the request's rules)", protocol, resp.ProtoMajor, g, before)
+				}
+			}
+		})
+	})
+}
