@@ -237,6 +237,10 @@
 // (a 101 included), nor to trailers, nor to the proxy's own responses
 // (400, 502, 503, ...: a rule's field describes the servers' answers,
 // which those are not; Envoy applies its rules to its local replies too).
+// Request rules likewise change the head alone: a request's trailer
+// section passes as it came (a field a rule removes or sets may come
+// there; RFC 9110 6.5.1 has the server keep it out of the head, as Envoy
+// and HAProxy leave trailers to it too).
 // rewrite_prefix replaces the route's path_prefix in the target sent
 // upstream, the rest and the query kept: "/api/" and "/" send
 // "/api/x?q" as "/x?q" and "/api/" as "/"; "/api" and "/v2" send "/api"

@@ -9,6 +9,7 @@ import (
 	"net/textproto"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -443,6 +444,47 @@ func TestRewriteReloadInFlight(t *testing.T) {
 				resp.Body.Close()
 				if g := resp.Header.Values("X-Gen"); len(g) != 1 || g[0] != before {
 					t.Errorf("%s, HTTP/%d: response X-Gen %q after a reload in flight, want %q (the request's rules)", protocol, resp.ProtoMajor, g, before)
+				}
+			}
+		})
+	})
+}
+
+// TestRewriteTrailersAsSent: request_headers and response_headers change
+// the heads alone: a field they remove passes in a request's trailer
+// section and in a response's as it came (doc.go), for each client and
+// pool protocol pair.
+func TestRewriteTrailersAsSent(t *testing.T) {
+	echo := func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Trailer", "X-Debug")
+		w.Header().Set("X-Head", r.Header.Get("X-Debug"))
+		w.WriteHeader(200)
+		io.WriteString(w, "ok")
+		w.(http.Flusher).Flush()
+		w.Header().Set("X-Debug", "got "+r.Trailer.Get("X-Debug"))
+	}
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		eachPool(t, echo, func(protocol, server string) {
+			cfg := h2cConfig(b, server)
+			cfg.Pools[0].Protocol = protocol
+			cfg.Listeners[0].RequestHeaders = HeaderRules{Remove: []string{"X-Debug"}}
+			cfg.Listeners[0].ResponseHeaders = HeaderRules{Remove: []string{"X-Debug"}}
+			p := startProxy(t, cfg)
+			h1c, base := client(t, p)
+			h2c, _ := h2Client(t, p)
+			for _, c := range []*http.Client{h1c, h2c} {
+				req := mustReq(t, "POST", base+"/", io.MultiReader(strings.NewReader("hello")))
+				req.Header.Set("X-Debug", "head")
+				req.Trailer = http.Header{"X-Debug": {"t"}}
+				resp, err := c.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if string(body) != "ok" || resp.Header.Get("X-Head") != "" || resp.Trailer.Get("X-Debug") != "got t" {
+					t.Errorf("HTTP/%d to %s: body %q, X-Head %q, trailers %v; want ok, none, X-Debug: got t", resp.ProtoMajor, protocol, body, resp.Header.Get("X-Head"), resp.Trailer)
 				}
 			}
 		})
