@@ -249,11 +249,12 @@ type RouteConfig struct {
 	// RewritePrefix, when set, replaces the PathPrefix a request's
 	// target begins with in the target sent upstream ("/api/" and "/"
 	// send "/api/x?q" as "/x?q", "/api/" as "/"); the query is kept. It
-	// begins with "/" and has no dot-segment or "//"; one ending in "/"
-	// only with a PathPrefix ending in "/" (else "/api" and "/" would
-	// send "/api/x" as "//x", "/api./x" as "/./x"). OPTIONS * (or an
-	// absolute-form target's empty path) is sent as it is. Default: the
-	// target as received.
+	// begins with "/" and has no dot-segment or "//" (a backslash, %2F
+	// and %5C count as "/"); one ending in a separator only with a
+	// PathPrefix ending in "/" (else "/api" and "/" would send "/api/x"
+	// as "//x", "/api./x" as "/./x"); none with a PathPrefix holding
+	// '?' or '#'. OPTIONS * (or an absolute-form target's empty path) is
+	// sent as it is. Default: the target as received.
 	RewritePrefix string `yaml:"rewrite_prefix,omitempty" json:"rewrite_prefix,omitempty"`
 	// HostRewrite, when set, is the Host (HTTP/1.1) or :authority
 	// (HTTP/2) sent upstream in place of the request's, and the

@@ -250,7 +250,8 @@
 // matched, is rewrite_prefix, but an OPTIONS's, which asks about the
 // server as "*" does), and OPTIONS * goes as it is. The target
 // after the rewrite has no dot-segment or "//" the check above would
-// have refused: a rewrite_prefix with one is refused, and so is one
+// have refused: a rewrite_prefix with one is refused (a backslash, %2F
+// and %5C counting as "/", as the check has them), and so is one
 // ending in a segment separator ("/", "\", %2F, %5C) for a path_prefix
 // not ending in "/" ("/api" to "/" would send "/api/x" as "//x" and
 // "/api./x" as "/./x"), as is any for a path_prefix with a '?' or '#'

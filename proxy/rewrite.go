@@ -143,12 +143,14 @@ func (r *RouteConfig) validateRewrites() error {
 // validRewritePrefix checks that rewriting prefix to rw in a target the
 // dot-segment check let pass makes none it would refuse, nor a "//":
 // prefix is a path without a query ('?' or '#': what follows is not
-// checked), rw a path without either, its percent signs followed by two hex
-// digits; one ending with a segment separator ("/", a backslash, %2F,
-// %5C) goes only with a prefix ending in "/", the remainder then
-// beginning a segment of its own as it did; otherwise rw's last segment
-// is neither "." nor ".." (dotSegments), and whatever the remainder
-// adds to it holds a byte other than a dot, or three dots or more.
+// checked); rw is a path with neither a dot-segment nor two separators
+// in a row ("//"; a backslash, %2F and %5C are separators too, as
+// dotSegments has them), its percent signs followed by two hex digits;
+// one ending with a separator goes only with a prefix ending in "/",
+// the remainder then beginning a segment of its own as it did;
+// otherwise rw's last segment is neither "." nor ".." (dotSegments),
+// and whatever the remainder adds to it holds a byte other than a dot,
+// or three dots or more.
 func validRewritePrefix(prefix, rw string) error {
 	if !strings.HasPrefix(rw, "/") {
 		return fmt.Errorf("%q does not begin with /", rw)
@@ -165,13 +167,35 @@ func validRewritePrefix(prefix, rw string) error {
 			return fmt.Errorf("%q has a '%%' not followed by two hex digits at %d", rw, i)
 		}
 	}
-	if dotSegments([]byte(rw)) || strings.Contains(rw, "//") {
-		return fmt.Errorf("%q has a dot-segment or \"//\"", rw)
+	if dotSegments([]byte(rw)) || doubleSeparator(rw) {
+		return fmt.Errorf("%q has a dot-segment or \"//\" (a backslash, %%2F and %%5C count as \"/\")", rw)
 	}
 	if endsWithSeparator(rw) && !strings.HasSuffix(prefix, "/") {
 		return fmt.Errorf("%q ends with a separator, path_prefix %q does not end with / (a target's remainder would begin a segment: \"//\", dot-segments)", rw, prefix)
 	}
 	return nil
+}
+
+// doubleSeparator reports a path with two segment separators (as
+// dotSegments has them: "/", a backslash, %2F, %5C) in a row, an empty
+// segment as "//" is to a server that reads them as "/".
+func doubleSeparator(p string) bool {
+	prev := false // the byte before i ends a separator
+	for i := 0; i < len(p); {
+		n := 0
+		switch {
+		case p[i] == '/' || p[i] == '\\':
+			n = 1
+		case p[i] == '%' && i+2 < len(p) && (strings.EqualFold(p[i+1:i+3], "2F") || strings.EqualFold(p[i+1:i+3], "5C")):
+			n = 3
+		}
+		if n > 0 && prev {
+			return true
+		}
+		prev = n > 0
+		i += max(n, 1)
+	}
+	return false
 }
 
 // endsWithSeparator reports a path ending with what dotSegments takes

@@ -124,6 +124,10 @@ func TestParseRewritesErrors(t *testing.T) {
 		{"rewrite backslash", route(`path_prefix: /api, rewrite_prefix: '/v\'`), `ends with a separator`},
 		{"rewrite %2F", route(`path_prefix: /api, rewrite_prefix: "/v%2f"`), `ends with a separator`},
 		{"rewrite %5C", route(`path_prefix: /api, rewrite_prefix: "/v%5C"`), `ends with a separator`},
+		{"rewrite slash backslash", route(`path_prefix: /a/, rewrite_prefix: '/b/\c/'`), `routes[0].rewrite_prefix: "/b/\\c/" has a dot-segment or "//"`},
+		{"rewrite backslashes", route(`path_prefix: /a/, rewrite_prefix: '/b\\c'`), `has a dot-segment or "//"`},
+		{"rewrite %2F slash", route(`path_prefix: /a/, rewrite_prefix: "/b%2f/c"`), `"/b%2f/c" has a dot-segment or "//"`},
+		{"rewrite slash %5C", route(`path_prefix: /a/, rewrite_prefix: "/b/%5Cc/"`), `"/b/%5Cc/" has a dot-segment or "//"`},
 		{"rewrite query prefix", route(`path_prefix: "/api?", rewrite_prefix: /v2`), `routes[0].rewrite_prefix: path_prefix "/api?" has a '?' or '#' at 4 (the rest of a target it matches is a query the dot-segment check does not read)`},
 		{"rewrite query prefix slash", route(`path_prefix: "/api?/", rewrite_prefix: /v2/`), `path_prefix "/api?/" has a '?' or '#' at 4`},
 		{"rewrite fragment prefix", route(`path_prefix: "/a#", rewrite_prefix: /v2`), `path_prefix "/a#" has a '?' or '#' at 2`},
@@ -197,6 +201,7 @@ func FuzzRewritePrefix(f *testing.F) {
 		{"/api/", "/", "x"}, {"/api", "/v2", "./x"}, {"/x", "/y.", "./z"}, {"/a/", "/b", "..."},
 		{"/a", "/...", "."}, {"/a/", "/b%2E", "x"}, {"/a", "/b", "%2e/"}, {"/a", "/b", "?x/../"}, {"/api", "/v2/", "./x"}, {"/api", "/", "/x"},
 		{"/a?", "/b", "/../x"}, {"/a?/", "/b/", "../x"}, {"/a#", "/b", "/../x"},
+		{"/a/", `/b/\c`, "x"}, {"/a/", "/b%2F/", "x"}, {"/a", `/b\%5cc`, "x"}, {"/a/", `/b\`, "/x"},
 	} {
 		f.Add(s[0], s[1], s[2])
 	}
@@ -211,10 +216,17 @@ func FuzzRewritePrefix(f *testing.F) {
 		if dotSegments(got) {
 			t.Errorf("%s -> %s: %q rewritten to %q, which has a dot-segment", prefix, rewrite, target, got)
 		}
+		// (A backslash, %2F and %5C are separators too, as dotSegments
+		// has them.)
 		path, _, _ := strings.Cut(string(got), "?")
 		rest, _, _ = strings.Cut(rest, "?")
-		if strings.Contains(path, "//") && !strings.Contains(prefix[len(prefix)-1:]+rest, "//") {
+		if strings.Contains(slashes(path), "//") && !strings.Contains(slashes(prefix[len(prefix)-1:]+rest), "//") {
 			t.Errorf("%s -> %s: %q rewritten to %q, which has a \"//\"", prefix, rewrite, target, got)
 		}
 	})
+}
+
+// slashes returns p with its backslashes, %2F and %5C as "/".
+func slashes(p string) string {
+	return strings.NewReplacer(`\`, "/", "%2F", "/", "%2f", "/", "%5C", "/", "%5c", "/").Replace(p)
 }
