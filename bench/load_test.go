@@ -188,7 +188,7 @@ func TestLoadModes(t *testing.T) {
 // client that paused would show a lag as long as the stall: the "capped"
 // case makes it pause by allowing one request in flight per connection,
 // and its lag must say so). A closed-loop run through the same stall
-// records it once and hides it below p99 (coordinated omission).
+// records it once (coordinated omission).
 func TestOpenLoopStall(t *testing.T) {
 	skipUnlessLinux(t)
 	const (
@@ -268,8 +268,16 @@ func TestOpenLoopStall(t *testing.T) {
 	if closed.Hist.Max() < stall*8/10 {
 		t.Errorf("closed loop max = %v, the stall should appear once", closed.Hist.Max())
 	}
-	if closed.Hist.Quantile(99) >= stall/3 {
-		t.Errorf("closed loop p99 = %v; expected the single stalled request to hide above p99", closed.Hist.Quantile(99))
+	// One connection, one request in flight: one request waits out the
+	// stall, and the requests due meanwhile are never sent (coordinated
+	// omission), where the open loop above has hundreds over it. At most
+	// two at 80 % of the stall or more (a loaded machine adds a hiccup;
+	// CI beside other work had one of 108 ms, above p99 at n=168, so p99
+	// is no test of it).
+	if n := closed.Hist.Count(); n < 20 {
+		t.Errorf("closed loop: %d requests in the window", n)
+	} else if q := 100 * (1 - 2.5/float64(n)); closed.Hist.Quantile(q) >= stall*8/10 {
+		t.Errorf("closed loop: p%.2f = %v ≥ %v: more than two requests waited out the stall, which should appear once", q, closed.Hist.Quantile(q), stall*8/10)
 	}
 	t.Logf("closed loop through the same stall: %s", closed.Hist)
 }
