@@ -382,6 +382,7 @@ func (c *h2conn) OnRequest(s *h2.Server, id uint32, r *h2.Request, end bool) {
 		}
 	}
 	st.begin(r, host)
+	st.head = string(r.Method) == "HEAD"
 	switch {
 	case string(r.Method) == "CONNECT":
 		st.respond(501)
@@ -393,7 +394,6 @@ func (c *h2conn) OnRequest(s *h2.Server, id uint32, r *h2.Request, end bool) {
 		st.respond(413)
 		return
 	}
-	st.head = string(r.Method) == "HEAD"
 	st.idem = end && (st.head || string(r.Method) == "GET" || string(r.Method) == "OPTIONS")
 	st.chunked = !end && r.ContentLength < 0
 	st.pool = st.ln.routeExchange(c.ls, &st.x, r.Path, host)
@@ -792,8 +792,8 @@ func (st *h2stream) respond(status int) {
 	if status == 429 {
 		st.fields = append(st.fields, hpack.Field{Name: hdrRetryAfter, Value: hb[n:]})
 	}
-	if c.srv.WriteHeaders(st.id, status, st.fields, false) == nil {
-		c.srv.WriteData(st.id, body, true)
+	if c.srv.WriteHeaders(st.id, status, st.fields, st.head) == nil && !st.head {
+		c.srv.WriteData(st.id, body, true) // (a HEAD's has no content)
 	}
 	st.end(status, true)
 	if !st.reqEnd {

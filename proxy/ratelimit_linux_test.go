@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/spindlenet/spindle/engine"
+	"github.com/spindlenet/spindle/internal/h2"
+	"github.com/spindlenet/spindle/internal/hpack"
 )
 
 // rateGet sends a GET for path on c and reads its response from br.
@@ -454,6 +456,68 @@ func TestRateLimitPipelined(t *testing.T) {
 		}
 		if g, want := strings.Join(got, ", "), "200 /lim/a, 429 429 Too Many Requests, 429 429 Too Many Requests, 200 /other, 429 429 Too Many Requests, 200 /other2"; g != want {
 			t.Errorf("got %s, want %s", g, want)
+		}
+	})
+}
+
+// TestRateLimitH2Head: an HTTP/2 HEAD a route's limit refuses gets 429
+// with its content-length and retry-after and no DATA (a HEAD's response
+// has no content, RFC 9110 9.3.2: Go's client resets a stream that
+// carries some with PROTOCOL_ERROR), the stream ended by the HEADERS.
+func TestRateLimitH2Head(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+		cfg := h2cConfig(b, u.addr)
+		cfg.Listeners[0].Routes = []RouteConfig{{Name: "lim", PathPrefix: "/lim/", Pool: "app",
+			RateLimit: &RateLimitConfig{Rate: 1, Per: Duration(time.Hour), Burst: 1, Key: RateKeyAll}}}
+		p := startProxy(t, cfg)
+		c, base := h2Client(t, p)
+		req, _ := http.NewRequest("GET", base+"/lim/x", nil)
+		if resp, _ := do(t, c, req); resp.StatusCode != 200 {
+			t.Fatalf("first request: %d, want 200", resp.StatusCode)
+		}
+		conn := dial(t, p)
+		enc := hpack.NewEncoder()
+		block := enc.StartBlock(nil)
+		for _, f := range [][2]string{{":method", "HEAD"}, {":scheme", "http"}, {":authority", "x"}, {":path", "/lim/x"}} {
+			block = enc.AppendField(block, hpack.Field{Name: []byte(f[0]), Value: []byte(f[1])})
+		}
+		out := append([]byte(h2.ClientPreface), h2.AppendSettings(nil, nil)...)
+		if _, err := conn.Write(h2.AppendHeaders(out, 1, block, true, h2.MinMaxFrameSize)); err != nil {
+			t.Fatal(err)
+		}
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		r := &rawH2{t: t, c: conn, tmp: make([]byte, 64<<10)}
+		dec := hpack.NewDecoder(4096, 1<<20)
+		for {
+			f, err := r.next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.StreamID != 1 {
+				continue
+			}
+			switch f.Type {
+			case h2.FrameData:
+				t.Fatalf("DATA of %d bytes on the HEAD's 429", len(f.Data))
+			case h2.FrameHeaders:
+				var got []string
+				if err := dec.Decode(f.Data, func(hf hpack.Field) error {
+					got = append(got, string(hf.Name)+": "+string(hf.Value))
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+				if g, want := strings.Join(got, ", "), ":status: 429, content-type: text/plain; charset=utf-8, content-length: 22, retry-after: 3600"; g != want {
+					t.Errorf("HEADERS %s, want %s", g, want)
+				}
+				if f.Flags&h2.FlagEndStream == 0 {
+					t.Errorf("the 429's HEADERS do not end the stream")
+				}
+				return
+			default:
+				t.Fatalf("frame %v on the HEAD's stream before its HEADERS", f.Type)
+			}
 		}
 	})
 }
