@@ -592,7 +592,8 @@
 // deciding first: one it refuses spends nothing of the route's, one the
 // route refuses has spent the listener's), in mode tcp a listener's new
 // connections. rate per per (default 1s) is the steady rate, one each
-// per/rate (the emission interval); burst (default rate) is how many may
+// per/rate (the emission interval, rounded up to whole nanoseconds: a
+// rate it would move by more than 1% is refused); burst (default rate) is how many may
 // come at once: a budget unspent for burst intervals takes burst at once,
 // then one each interval. key client (the default) gives each client
 // address its own budget, key all one for the listener or route over

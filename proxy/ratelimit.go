@@ -43,7 +43,9 @@ const (
 type RateLimitConfig struct {
 	// Rate is the requests (connections) allowed per Per at the
 	// steady rate, at least 1: one each Per/Rate (the emission
-	// interval, at least 1ns).
+	// interval, at least 1ns; rounded up to whole nanoseconds, so
+	// that the rate is never exceeded, and refused where that moves
+	// it by more than 1%).
 	Rate int `yaml:"rate" json:"rate"`
 	// Per is Rate's period. Default 1s; at most 24h.
 	Per Duration `yaml:"per" json:"per"`
@@ -96,10 +98,14 @@ func (r *RateLimitConfig) validate() error {
 			return fmt.Errorf("per: %v longer than 24h", time.Duration(r.Per))
 		case int64(r.Per)/int64(r.Rate) < 1:
 			return fmt.Errorf("rate: %d per %v: more than one a nanosecond", r.Rate, time.Duration(r.Per))
+		case int64(r.Per)%int64(r.Rate) != 0 && int64(r.Per)/int64(r.Rate) < 100:
+			// (Rounded up, an interval of 100ns or more is at most 1%
+			// longer.)
+			return fmt.Errorf("rate: %d per %v: an interval of %.3fns is not whole nanoseconds to within 1%%", r.Rate, time.Duration(r.Per), float64(r.Per)/float64(r.Rate))
 		case r.Burst < 1:
 			return fmt.Errorf("burst: %d below 1", r.Burst)
-		case int64(r.Burst) > math.MaxInt64/4/(int64(r.Per)/int64(r.Rate)):
-			return fmt.Errorf("burst: %d intervals of %v are past an int64 of nanoseconds", r.Burst, time.Duration(int64(r.Per)/int64(r.Rate)))
+		case int64(r.Burst) > math.MaxInt64/4/r.interval():
+			return fmt.Errorf("burst: %d intervals of %v are past an int64 of nanoseconds", r.Burst, time.Duration(r.interval()))
 		}
 		switch r.Key {
 		case RateKeyClient:
@@ -119,6 +125,13 @@ func (r *RateLimitConfig) validate() error {
 		return fmt.Errorf("rate_limit.%w", err)
 	}
 	return nil
+}
+
+// interval is r's emission interval, Per/Rate rounded up to whole
+// nanoseconds (rounded down, the limiter would let more through than
+// Rate per Per).
+func (r *RateLimitConfig) interval() int64 {
+	return (int64(r.Per) + int64(r.Rate) - 1) / int64(r.Rate)
 }
 
 // validateRateLimits checks l's rate limits and its routes'; the error
@@ -149,7 +162,7 @@ func (l *ListenerConfig) setRateDefaults() {
 // and size stay).
 type limiter struct {
 	cfg   RateLimitConfig
-	t     int64 // emission interval: Per/Rate, ns
+	t     int64 // emission interval: Per/Rate rounded up, ns
 	tau   int64 // Burst intervals: how far ahead of now a budget may run
 	tab   *rateTable
 	clock func() int64 // Proxy.now
@@ -180,7 +193,7 @@ type rateStats struct {
 // and table size: a reload changes the rate and burst of the decisions
 // after it, against the budgets as spent.
 func newLimiter(rc *RateLimitConfig, old *limiter, loops int, clock func() int64) *limiter {
-	T := int64(rc.Per) / int64(rc.Rate)
+	T := rc.interval()
 	lm := &limiter{cfg: *rc, t: T, tau: int64(rc.Burst) * T, clock: clock}
 	if old != nil && old.cfg.Key == rc.Key && old.cfg.TableSize == rc.TableSize && len(old.tab.stats) == loops {
 		lm.tab = old.tab

@@ -174,6 +174,49 @@ func TestLimiterExactAcrossGoroutines(t *testing.T) {
 	}
 }
 
+// TestLimiterNeverAboveRate: over 1000 periods, each decision taken at
+// the earliest time the limiter lets one pass, no more pass than rate per
+// period and the burst: the interval per/rate, where it is not whole
+// nanoseconds, is rounded up, not down (7 per 1µs: 143ns, not 142ns, 7042
+// passing); where rounding would move the rate by more than 1% (600 per
+// 1µs, 3 per 10ns) the configuration is refused.
+func TestLimiterNeverAboveRate(t *testing.T) {
+	for _, rc := range []RateLimitConfig{
+		{Rate: 7, Per: Duration(time.Microsecond), Burst: 1},
+		{Rate: 7, Per: Duration(time.Microsecond), Burst: 5},
+		{Rate: 999, Per: Duration(100 * time.Microsecond), Burst: 3},
+		{Rate: 1000, Per: Duration(time.Microsecond), Burst: 1},
+	} {
+		var clock testClock
+		lm := testLimiter(t, rc, 1, &clock)
+		span := 1000 * int64(rc.Per)
+		n := 0
+		for clock.now() <= span {
+			ok, wait := lm.allow(0, netip.MustParseAddr("192.0.2.1"))
+			if ok {
+				n++
+			} else {
+				clock.t.Add(wait)
+			}
+		}
+		if max := 1000*rc.Rate + rc.Burst; n > max {
+			t.Errorf("%d per %v, burst %d: %d passed in 1000 periods, more than %d", rc.Rate, time.Duration(rc.Per), rc.Burst, n, max)
+		}
+	}
+	for _, c := range []struct {
+		rc   RateLimitConfig
+		want string
+	}{
+		{RateLimitConfig{Rate: 600, Per: Duration(time.Microsecond)}, "rate_limit.rate: 600 per 1µs: an interval of 1.667ns is not whole nanoseconds to within 1%"},
+		{RateLimitConfig{Rate: 3, Per: Duration(10)}, "rate_limit.rate: 3 per 10ns: an interval of 3.333ns is not whole nanoseconds to within 1%"},
+	} {
+		c.rc.setDefaults()
+		if err := c.rc.validate(); err == nil || err.Error() != c.want {
+			t.Errorf("%+v: %v, want %q", c.rc, err, c.want)
+		}
+	}
+}
+
 // TestLimiterAllocs: a decision allocates nothing.
 func TestLimiterAllocs(t *testing.T) {
 	var clock testClock
