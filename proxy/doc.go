@@ -613,7 +613,8 @@
 // Over the limit an HTTP/1.1 request gets 429 with Retry-After (the
 // seconds until a request would pass, rounded up) and a short body, RL
 // in the access log, and reaches no server; its connection is kept
-// where the request has no body (a body is not read to be thrown away),
+// where the request has no body or Content-Length: 0 (a body is not
+// read to be thrown away),
 // the client did not ask to close and its queue is below
 // write_high_water (one pipelining requests faster than it reads their
 // 429s is closed), else the 429 says Connection: close. An HTTP/2

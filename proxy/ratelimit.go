@@ -383,7 +383,7 @@ func (l *listener) admit(id, i int, a netip.Addr) int64 {
 // rateLimited decides the current request against its listener's and
 // route's rate limits; over one it answers 429 with Retry-After and
 // returns true. The client's connection is kept where the request has no
-// body, asked to keep it, and the client's queue is below the high-water
+// body (or an empty one: Content-Length: 0), asked to keep it, and the client's queue is below the high-water
 // mark (a client that sends requests faster than it reads their
 // refusals is closed); else the response says Connection: close and the
 // client is closed after it. Loop goroutine.
@@ -399,7 +399,7 @@ func (s *hsession) rateLimited() bool {
 	if wait == 0 {
 		return false
 	}
-	keep := s.keep && r.Framing == h1.NoBody && !s.eof && !s.ls.draining && !s.retired() &&
+	keep := s.keep && (r.Framing == h1.NoBody || r.Framing == h1.Length && r.ContentLength == 0) && !s.eof && !s.ls.draining && !s.retired() &&
 		s.client.QueuedMemory() < s.p.cfg.Engine.WriteHighWater
 	s.respLocal = true
 	s.countResp(429, true)
