@@ -433,7 +433,9 @@ func TestRateLimitTrustedProxy(t *testing.T) {
 
 // TestRateLimitPipelined: requests pipelined in one write, a route's
 // limit (1 an hour) refusing some and passing others between them, are
-// each answered in turn on the connection kept.
+// each answered in turn on the connection kept: one with Content-Length:
+// 0 (Go's client sends it with a POST of no body) leaves nothing unread,
+// its 429 keeping the connection as one of no body does.
 func TestRateLimitPipelined(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, r.URL.Path) })
@@ -446,12 +448,19 @@ func TestRateLimitPipelined(t *testing.T) {
 		paths := []string{"/lim/a", "/lim/b", "/lim/c", "/other", "/lim/d", "/other2"}
 		var w strings.Builder
 		for _, path := range paths {
+			if path == "/lim/c" {
+				fmt.Fprintf(&w, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", path)
+				continue
+			}
 			fmt.Fprintf(&w, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path)
 		}
 		io.WriteString(c, w.String())
 		var got []string
 		for range paths {
 			resp, body := readResponseFrom(t, c, br, "GET")
+			if resp.Close {
+				body += " (close)"
+			}
 			got = append(got, fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(body)))
 		}
 		if g, want := strings.Join(got, ", "), "200 /lim/a, 429 429 Too Many Requests, 429 429 Too Many Requests, 200 /other, 429 429 Too Many Requests, 200 /other2"; g != want {
@@ -518,33 +527,6 @@ func TestRateLimitH2Head(t *testing.T) {
 			default:
 				t.Fatalf("frame %v on the HEAD's stream before its HEADERS", f.Type)
 			}
-		}
-	})
-}
-
-// TestRateLimitEmptyBody: a request with Content-Length: 0 (Go's client
-// sends it with a POST of no body) refused by a route's limit leaves
-// nothing unread: its 429 keeps the connection, and the request
-// pipelined after it is answered on it.
-func TestRateLimitEmptyBody(t *testing.T) {
-	forBackends(t, func(t *testing.T, b engine.Backend) {
-		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, r.URL.Path) })
-		cfg := httpConfig(b, u.addr)
-		cfg.Listeners[0].Routes = []RouteConfig{{PathPrefix: "/lim/", Pool: "app",
-			RateLimit: &RateLimitConfig{Rate: 1, Per: Duration(time.Hour), Burst: 1, Key: RateKeyAll}}}
-		p := startProxy(t, cfg)
-		c := dial(t, p)
-		br := bufio.NewReader(c)
-		io.WriteString(c, "POST /lim/a HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"+
-			"POST /lim/b HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"+
-			"GET /other HTTP/1.1\r\nHost: x\r\n\r\n")
-		var got []string
-		for _, m := range []string{"POST", "POST", "GET"} {
-			resp, body := readResponseFrom(t, c, br, m)
-			got = append(got, fmt.Sprintf("%d %s close=%v", resp.StatusCode, strings.TrimSpace(body), resp.Close))
-		}
-		if g, want := strings.Join(got, ", "), "200 /lim/a close=false, 429 429 Too Many Requests close=false, 200 /other close=false"; g != want {
-			t.Errorf("got %s, want %s", g, want)
 		}
 	})
 }
