@@ -172,6 +172,17 @@ type ListenerConfig struct {
 	// let an edge proxy do). Default none: no client is trusted, so none
 	// can forge its address to the servers.
 	TrustedProxies Prefixes `yaml:"trusted_proxies,omitempty" json:"trusted_proxies,omitempty"`
+	// HeadersWithUnderscores (mode http) is what becomes of a request
+	// field whose name has an underscore ("X_User"), which servers that
+	// name fields as CGI does (HTTP_X_USER: PHP, WSGI, Rack) read as the
+	// one with a hyphen: allow passes it, drop removes it (counted in
+	// spindle_proxy_listener_underscore_dropped_total), reject answers
+	// the request 400. Default allow, as Envoy and HAProxy (nginx drops
+	// them). Whatever it says, the forwarding fields so spelled
+	// (X_Forwarded_For, X_Real_IP, ...) are dropped from every client
+	// (see TrustedProxies). The request's head alone: its trailers pass
+	// as they came.
+	HeadersWithUnderscores string `yaml:"headers_with_underscores,omitempty" json:"headers_with_underscores,omitempty"`
 	// AccessLog, when set, logs each HTTP exchange (mode http) or each
 	// client connection (mode tcp) of the listener: see AccessLogConfig.
 	// Default: no access log.
@@ -216,6 +227,13 @@ type Tokens []string
 
 // IsZero reports an absent list, for omitempty and omitzero.
 func (t Tokens) IsZero() bool { return t == nil }
+
+// HeadersWithUnderscores's values.
+const (
+	UnderscoresAllow  = "allow"
+	UnderscoresDrop   = "drop"
+	UnderscoresReject = "reject"
+)
 
 // DefaultUpgrades is an HTTP listener's default upgrades.
 var DefaultUpgrades = Tokens{"websocket"}
@@ -798,6 +816,9 @@ func (c *Config) SetDefaults() {
 		if l.Upgrades == nil {
 			l.Upgrades = slices.Clone(DefaultUpgrades)
 		}
+		if l.HeadersWithUnderscores == "" {
+			l.HeadersWithUnderscores = UnderscoresAllow
+		}
 		for j := range l.Routes {
 			if l.Routes[j].PathPrefix == "" {
 				l.Routes[j].PathPrefix = "/"
@@ -1193,6 +1214,7 @@ func (l *ListenerConfig) validateMode(pools map[string]bool) error {
 			{"max_request_body", l.MaxRequestBody != 0},
 			{"upgrades", l.Upgrades != nil},
 			{"trusted_proxies", l.TrustedProxies != nil},
+			{"headers_with_underscores", l.HeadersWithUnderscores != ""},
 			{"h2c", l.H2C},
 			{"h2_max_concurrent_streams", l.H2MaxConcurrentStreams != 0},
 			{"h2_initial_window", l.H2InitialWindow != 0},
@@ -1227,6 +1249,11 @@ func (l *ListenerConfig) validateMode(pools map[string]bool) error {
 		if !validToken(u) {
 			return fmt.Errorf("upgrades[%d]: %q is not a protocol name (a token, no version)", i, u)
 		}
+	}
+	switch u := l.HeadersWithUnderscores; u {
+	case UnderscoresAllow, UnderscoresDrop, UnderscoresReject:
+	default:
+		return fmt.Errorf("headers_with_underscores: unknown %q (want %s, %s or %s)", u, UnderscoresAllow, UnderscoresDrop, UnderscoresReject)
 	}
 	for i, p := range l.TrustedProxies {
 		switch {

@@ -42,6 +42,9 @@ type lnStats struct {
 	respUp    [5]counter // responses from servers, by class 1xx..5xx
 	respLocal [5]counter // responses the proxy made (errors), by class
 
+	// Request fields dropped for an underscore in their name.
+	underscoreDropped counter
+
 	// h2c.
 	h2Conns        counter // HTTP/2 client connections (the preface received)
 	h2Streams      counter // streams opened (requests)

@@ -387,7 +387,8 @@ func (c *h2conn) OnRequest(s *h2.Server, id uint32, r *h2.Request, end bool) {
 	case string(r.Method) == "CONNECT":
 		st.respond(501)
 		return
-	case !h1.ValidAuthority(host) || dotSegments(r.Path) || !h1.ValidTarget(r.Method, r.Path) || !h1Fields(r.Fields):
+	case !h1.ValidAuthority(host) || dotSegments(r.Path) || !h1.ValidTarget(r.Method, r.Path) || !h1Fields(r.Fields),
+		rejectsUnderscores(st.ln, r.Fields, h2Name):
 		st.respond(400)
 		return
 	case st.ln.cfg.MaxRequestBody > 0 && r.ContentLength > st.ln.cfg.MaxRequestBody:
@@ -429,8 +430,9 @@ func (st *h2stream) begin(r *h2.Request, host []byte) {
 // after rewrite_prefix, Host from host (or host_rewrite), the fields but
 // the connection's, content-length, te and the forwarding ones (as
 // gotHead treats an HTTP/1.1 request's, after trusted_proxies) and those
-// request_headers drop, the cookie crumbs as one field (RFC 9113 8.2.3),
-// the fields request_headers write, the framing, X-Forwarded-* and Via.
+// request_headers and headers_with_underscores drop (dropUnderscored),
+// the cookie crumbs as one field (RFC 9113 8.2.3), the fields
+// request_headers write, the framing, X-Forwarded-* and Via.
 func (st *h2stream) writeHead(r *h2.Request, host []byte) {
 	c := st.c
 	rules, rw := st.ln.reqRules(st.x.route - 1)
@@ -449,7 +451,7 @@ func (st *h2stream) writeHead(r *h2.Request, host []byte) {
 	for _, f := range r.Fields {
 		switch n := f.Name; {
 		case string(n) == "host", string(n) == "content-length", string(n) == "te", string(n) == "x-forwarded-for",
-			!rules.keep(n):
+			!rules.keep(n), st.ln.dropUnderscored(c.ls.id, n):
 		case string(n) == "cookie":
 			cookie = true
 		case !trusted && forwardingField(n):

@@ -111,7 +111,7 @@ func (s *hsession) h2Head() {
 	for _, h := range r.Headers {
 		switch {
 		case r.HopByHop(h.Name), framingField(h.Name), h1.EqualFold(h.Name, hdrHost), h1.EqualFold(h.Name, hdrXFF),
-			h1.EqualFold(h.Name, hdrH2Settings), !rules.keep(h.Name):
+			h1.EqualFold(h.Name, hdrH2Settings), !rules.keep(h.Name), s.ln.dropUnderscored(s.ls.id, h.Name):
 			continue
 		case !trusted && forwardingField(h.Name):
 			continue

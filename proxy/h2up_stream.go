@@ -82,7 +82,8 @@ func copyFields(hb []byte, dst, fs []hpack.Field) ([]byte, []hpack.Field) {
 // in st.hb: a stream may wait for a connection, and be sent again): the
 // method, :authority from host (or host_rewrite), the path (after
 // rewrite_prefix), :scheme http, the fields but host, the forwarding ones
-// a client not in trusted_proxies sent and those request_headers drop
+// a client not in trusted_proxies sent and those request_headers and
+// headers_with_underscores drop (dropUnderscored)
 // (a field the client sent never-indexed still so),
 // the fields request_headers write, then x-forwarded-for (a trusted client's values and the client),
 // x-forwarded-proto and x-forwarded-host where none passed, and via.
@@ -115,7 +116,7 @@ func (st *h2stream) h2Head(r *h2.Request, host []byte) {
 	for _, f := range r.Fields {
 		n := f.Name
 		switch {
-		case string(n) == "host", string(n) == "x-forwarded-for", !rules.keep(n):
+		case string(n) == "host", string(n) == "x-forwarded-for", !rules.keep(n), st.ln.dropUnderscored(c.ls.id, n):
 			continue
 		case !trusted && forwardingField(n):
 			continue

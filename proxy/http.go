@@ -472,7 +472,8 @@ func emptied(b []byte) []byte {
 
 // gotHead takes a parsed request: it checks it, routes it and writes the
 // rewritten head into s.out (the route's rewrites and the
-// request_headers rules applied). Loop goroutine.
+// request_headers rules applied, and headers_with_underscores:
+// rejectsUnderscores, dropUnderscored). Loop goroutine.
 func (s *hsession) gotHead() {
 	r := &s.req
 	s.refreshListener() // a reload's listener settings, from this request on
@@ -482,7 +483,7 @@ func (s *hsession) gotHead() {
 		s.respond(501)
 		return
 	}
-	if dotSegments(r.Target) {
+	if dotSegments(r.Target) || rejectsUnderscores(s.ln, r.Headers, h1Name) {
 		s.respond(400)
 		return
 	}
@@ -534,7 +535,7 @@ func (s *hsession) gotHead() {
 		switch {
 		case r.HopByHop(h.Name), framingField(h.Name),
 			bytes.EqualFold(h.Name, hdrH2Settings) && !h1.ListHas(s.upg, "h2c"),
-			rw.host != nil && bytes.EqualFold(h.Name, hdrHost), !rules.keep(h.Name):
+			rw.host != nil && bytes.EqualFold(h.Name, hdrHost), !rules.keep(h.Name), s.ln.dropUnderscored(s.ls.id, h.Name):
 			// (HTTP2-Settings only goes with an h2c upgrade.)
 			// (The framing is written once below, whatever equivalent
 			// spelling the client used: repeated or listed lengths, empty

@@ -19,8 +19,10 @@ import (
 
 // HeaderRules changes the fields of a message passed on, as Envoy's
 // request_headers_to_add/_to_remove and HAProxy's set-header/del-header
-// do. Names are field names (tokens), compared case-insensitively, each
-// in one of the three at most; values are static strings without a
+// do. Names are field names (tokens), compared case-insensitively and
+// with '_' read as '-' (as servers that name fields as CGI does read
+// them: a remove of X-Debug drops X_Debug too), each in one of the three
+// at most; values are static strings without a
 // control character but HTAB and without leading or trailing
 // whitespace. Remove drops every field of its names, Set replaces every
 // field of its names with one (or adds it), Add appends one field to
@@ -33,7 +35,8 @@ import (
 // (host_rewrite is the way), pseudo-headers, and the fields the proxy
 // writes itself from the client's connection (X-Forwarded-For,
 // X-Forwarded-Proto, X-Forwarded-Host, Via: trusted_proxies decides
-// them).
+// them); a name that is one of those with '_' read as '-'
+// (Content_Length, X_Forwarded_For) is refused too.
 type HeaderRules struct {
 	// Set gives fields (name: value) that replace every field of their
 	// name.
@@ -68,20 +71,22 @@ var ruleRefused = map[string]string{
 
 // validate checks h; the error begins with the list's name.
 func (h *HeaderRules) validate() error {
-	seen := map[string]string{} // lower-case name: the list that has it
+	seen := map[string]string{} // lower-case name, '-' for '_': the list that has it
 	check := func(list, name string) error {
-		lower := strings.ToLower(name)
+		// ('_' read as '-': servers naming fields as CGI does read
+		// "Content_Length" as "Content-Length", as drops does.)
+		dashed := strings.ReplaceAll(strings.ToLower(name), "_", "-")
 		switch {
 		case strings.HasPrefix(name, ":"):
 			return fmt.Errorf("%s: %q is a pseudo-header", list, name)
 		case !validToken(name):
 			return fmt.Errorf("%s: %q is not a field name (a token)", list, name)
-		case ruleRefused[lower] != "":
-			return fmt.Errorf("%s: %q may not be changed (%s)", list, name, ruleRefused[lower])
-		case seen[lower] != "":
-			return fmt.Errorf("%s: %q is named in %s already (names are case-insensitive)", list, name, seen[lower])
+		case ruleRefused[dashed] != "":
+			return fmt.Errorf("%s: %q may not be changed (%s)", list, name, ruleRefused[dashed])
+		case seen[dashed] != "":
+			return fmt.Errorf("%s: %q is named in %s already (names are case-insensitive, '_' read as '-')", list, name, seen[dashed])
 		}
-		seen[lower] = list
+		seen[dashed] = list
 		return nil
 	}
 	for _, name := range h.Remove {
@@ -250,10 +255,12 @@ func compileOps(h HeaderRules) *headerOps {
 	return o
 }
 
-// drops reports a field name o drops (any case).
+// drops reports a field name o drops (any case, and '_' read as '-':
+// a server naming fields as CGI does reads "X_User" as "X-User", so a
+// rule's remove or set of X-User drops it too).
 func (o *headerOps) drops(name []byte) bool {
 	for _, d := range o.drop {
-		if h1.EqualFold(name, d) {
+		if equalDash(name, d) {
 			return true
 		}
 	}

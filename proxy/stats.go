@@ -48,6 +48,10 @@ type ListenerTotals struct {
 	// in Requests too), and the streams reset by the client and by the
 	// proxy.
 	H2Connections, H2Streams, H2ResetsClient, H2ResetsProxy uint64
+	// UnderscoreDropped counts the request fields dropped for an
+	// underscore in their name: headers_with_underscores drop's, and
+	// the forwarding fields so spelled.
+	UnderscoreDropped uint64
 	// RateLimit is the listener's rate_limit's decisions, nil for none.
 	RateLimit *RateLimitTotals
 }
@@ -116,6 +120,7 @@ func (p *Proxy) Totals() Totals {
 			lt.H2Streams += s.h2Streams.load()
 			lt.H2ResetsClient += s.h2ResetsClient.load()
 			lt.H2ResetsProxy += s.h2ResetsProxy.load()
+			lt.UnderscoreDropped += s.underscoreDropped.load()
 			for k := range 5 {
 				lt.ResponsesUpstream[k] += s.respUp[k].load()
 				lt.ResponsesProxy[k] += s.respLocal[k].load()

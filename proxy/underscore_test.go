@@ -1,0 +1,38 @@
+package proxy
+
+import "testing"
+
+// TestForwardingAlias: a name that is a forwarding field with '_' read
+// as '-', in any case, is one (the field's own name too: callers look
+// for an underscore first); others, a hyphen not read as '_', and
+// lengths that differ are not; none allocates.
+func TestForwardingAlias(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		want bool
+	}{
+		{"X_Forwarded_For", true},
+		{"x_forwarded-proto", true},
+		{"X-FORWARDED_HOST", true},
+		{"x_real_ip", true},
+		{"X-Real-IP", true},
+		{"Forwarded", true},
+		{"X_Forwarded_Fo", false},
+		{"X_Forwarded_Forr", false},
+		{"X_Forwarded_Port", false},
+		{"X__Forwarded_For", false},
+		{"X_Custom", false},
+		{"", false},
+	} {
+		if got := forwardingAlias([]byte(tc.name)); got != tc.want {
+			t.Errorf("forwardingAlias(%q) = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if !equalDash([]byte("x-user"), []byte("X_USER")) || equalDash([]byte("x-user"), []byte("x.user")) {
+		t.Error("equalDash: '_' is not '-', or '.' is")
+	}
+	name := []byte("X_Forwarded_Host")
+	if n := testing.AllocsPerRun(100, func() { forwardingAlias(name) }); n != 0 {
+		t.Errorf("%v allocations", n)
+	}
+}
