@@ -140,6 +140,7 @@
 //	    idle_timeout: 0s       # an upgraded (101) tunnel's, as in mode tcp; 0: none
 //	    upgrades: [websocket]  # protocols a request may upgrade to; []: none
 //	    trusted_proxies: ["10.0.0.0/8"]  # clients whose X-Forwarded-* are believed; default none
+//	    headers_with_underscores: allow  # request fields named with '_': allow, drop or reject (400)
 //	pools:
 //	  - name: api
 //	    servers: ["10.0.0.2:80", "10.0.0.3:80", "10.0.0.4:80"]
@@ -218,7 +219,8 @@
 //
 // remove drops every field of its names, set replaces every field of its
 // names with one (or adds it), add appends one field (names are tokens,
-// compared case-insensitively; a name is in one of the three at most;
+// compared case-insensitively and with '_' read as '-': see
+// headers_with_underscores below; a name is in one of the three at most;
 // values are static strings, with no variables: the client's address is
 // X-Forwarded-For's); the listener's rules come first, then the
 // matched route's (so a route's remove drops what the listener's set or
@@ -679,6 +681,34 @@
 // every client's X-Forwarded-For was appended to and its Forwarded,
 // X-Forwarded-Host and X-Real-IP passed on; a proxy behind another one
 // now needs that one's addresses in trusted_proxies to keep them.
+//
+// A request field whose name has an underscore ("X_User") is one field
+// to the proxy and the same as another to a server that names fields
+// as CGI does (upper case, '-' made '_': PHP, WSGI, Rack), which reads
+// X_User and X-User both as HTTP_X_USER, either winning by its own
+// choice. So a forwarding field spelled with underscores (its name with
+// '_' read as '-' is one of the five above: X_Forwarded_For,
+// x_forwarded-proto, X_Real_IP, ...) is dropped from every client,
+// trusted or not (a proxy in front passes its own under their names,
+// which are what the proxy reads and passes on), and request_headers
+// and response_headers read '_' as '-' in names (a remove or set of
+// X-User drops X_User too; a rule naming Content_Length or
+// X_Forwarded_For is refused as the name it stands for). The other
+// fields a mode http listener's headers_with_underscores decides, as
+// Envoy's headers_with_underscores_action: allow (the default) passes
+// them, drop removes them, reject answers the request 400 (PR in the
+// access log; an HTTP/2 client's stream, the connection going on).
+// spindle_proxy_listener_underscore_dropped_total counts the fields
+// dropped, the forwarding ones above with drop's. allow is the default,
+// as in Envoy and HAProxy and as before the option, since the fields
+// the proxy answers for are safe either way while nginx's drop by
+// default (underscores_in_headers off) silently loses fields that
+// clients send on purpose; a listener whose servers read fields the
+// CGI way and believe one that no client should set (an identity a
+// gateway in front writes, without a request_headers rule for it) says
+// drop. It applies to the request's head: its trailers pass as they
+// came, as request_headers leave them. -check and /debug/config show
+// it; a reload applies it to the requests after it.
 //
 // The admin server serves /metrics (Prometheus text format, names
 // spindle_proxy_*), /healthz and /debug/config (the effective config as
