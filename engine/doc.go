@@ -23,7 +23,7 @@
 //
 // The Go scheduler: a loop sleeps in io_uring_enter or epoll_wait through
 // Syscall6, so the scheduler sees it, and keeps out of the runtime's way in
-// two ways. It yields (runtime.Gosched) every 2 ms, without which the
+// two ways. It yields (runtime.Gosched) every 8 ms, without which the
 // runtime counts it as a goroutine running too long and takes its P away
 // from every sleep; and Run keeps GOMAXPROCS one above the number of loops
 // in the process (raising it, saying so through Config.Logf, and restoring

@@ -743,7 +743,7 @@ type Stats struct {
 	WaitNanos      uint64 // wall time inside those calls (for io_uring: also the sends and receives they run); busy polling spins here
 	WaitCPUNanos   uint64 // busy-poll backends (uring-napi, epoll-busypoll) only, once a socket with a NAPI id has received data (before that the waits cannot poll): CPU time the loop's thread spent inside its waits, busy polling and the packet and socket work it runs there
 	Interrupted    uint64 // waits a signal interrupted (EINTR), mostly the Go runtime asking the loop goroutine to yield
-	Yields         uint64 // times the loop passed through the Go scheduler on its own (every 2 ms when busy, see yieldEvery)
+	Yields         uint64 // times the loop passed through the Go scheduler on its own (every 8 ms when busy, see yieldEvery)
 	BatchedWaits   uint64 // waits with a minimum wait (Config.BatchWait)
 	Submits        uint64 // io_uring_enter calls made only to flush a full SQ
 	SQEs           uint64 // submission queue entries prepared

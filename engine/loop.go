@@ -773,8 +773,12 @@ func (h *timerHeap) runExpired(now int64) {
 // exitsyscall's slow path to get a P back: sysmon alone cost 1.6 µs per
 // request (docs/BENCHMARKS.md, "The scheduler and the loops"). A Gosched
 // every yieldEvery keeps the goroutine "new" to sysmon, which then backs
-// off to 10 ms.
-const yieldEvery = 2 * time.Millisecond
+// off to 10 ms. A yield is not free: the Gosched of a locked goroutine
+// hands its thread's M off and back (two futex wakes, four switches),
+// 8-10 µs of CPU here, so it is made as seldom as keeps it under sysmon's
+// 10 ms: 8 ms, where 2 ms cost about 2 µs per request more at 2,000
+// requests/s (docs/BENCHMARKS.md, "How often the loop yields").
+const yieldEvery = 8 * time.Millisecond
 
 // waitStart notes the start of a wait and returns its time (nanotime), for
 // waited. Loop goroutine.
