@@ -18,7 +18,7 @@
 //
 // Backends (Config.Backend): "uring" (default), "uring-sqpoll", "uring-napi",
 // "epoll" and "epoll-busypoll". They share this API and the test suite. When
-// io_uring is unavailable the engine runs on epoll and says so once through
+// io_uring is unavailable the engine runs on epoll and says so once (each engine, at New) through
 // Config.Logf.
 //
 // The Go scheduler: a loop sleeps in io_uring_enter or epoll_wait through

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -94,8 +93,6 @@ func (l *Loop) closeWakeFd() {
 	l.mu.Unlock()
 }
 
-var fallbackOnce sync.Once
-
 // defaultCPUs returns the loop CPUs when Config.CPUs is empty: those an
 // applied `spindle tune` plan set aside (Config.TuneState) that the process
 // may run on, else every CPU it may run on. Any goroutine.
@@ -132,23 +129,20 @@ func defaultCPUs(c *Config, allowed []int) []int {
 // allowedCPUs lists the CPUs the calling thread may run on, ascending.
 func allowedCPUs() ([]int, error) { return sys.AllowedCPUs() }
 
-// chooseBackend returns the backend to run, falling back to epoll (said
-// once) when the requested one cannot work here.
+// chooseBackend returns the backend to run, falling back to epoll when the
+// requested one cannot work here. New calls it once, so each engine says
+// so once, to its own Logf.
 func chooseBackend(c *Config) Backend {
 	b := c.Backend
 	switch {
 	case b.isURing():
 		if err := uringUsable(); err != nil {
-			fallbackOnce.Do(func() {
-				c.Logf("engine: io_uring unavailable (%v); running on epoll", err)
-			})
+			c.Logf("engine: io_uring unavailable (%v); running on epoll", err)
 			return BackendEpoll
 		}
 	case b == BackendEpollBusyPoll:
 		if err := epollBusyPollUsable(); err != nil {
-			fallbackOnce.Do(func() {
-				c.Logf("engine: epoll busy polling unavailable (%v); running on plain epoll", err)
-			})
+			c.Logf("engine: epoll busy polling unavailable (%v); running on plain epoll", err)
 			return BackendEpoll
 		}
 	}
