@@ -18,8 +18,8 @@
 //
 // Backends (Config.Backend): "uring" (default), "uring-sqpoll", "uring-napi",
 // "epoll" and "epoll-busypoll". They share this API and the test suite. When
-// io_uring is unavailable the engine runs on epoll and says so once (each engine, at New) through
-// Config.Logf.
+// io_uring is unavailable the engine runs on epoll and says so once (each
+// engine, at New) through Config.Logf.
 //
 // The Go scheduler: a loop sleeps in io_uring_enter or epoll_wait through
 // Syscall6, so the scheduler sees it, and keeps out of the runtime's way in
