@@ -11,7 +11,8 @@ import (
 // program per measurement (bench proxy, bench http2): for each repetition
 // 1..reps and, within it, each load point 0..points-1, it measures every
 // arm whose ArmInfo in arms is not skipped, the arms alternating within
-// each (ABAB…). measure makes one measurement of arm i and keeps its
+// each in armOrder's balanced order (the given order in odd repetitions,
+// reversed in even ones). measure makes one measurement of arm i and keeps its
 // result. An arm whose measurement in the first round (rep 1, point 0)
 // fails with a *startError (a tool missing, a backend that would fall
 // back: it cannot run here) is skipped with that reason instead of failing
@@ -23,7 +24,7 @@ func measureAlternating(ctx context.Context, what string, arms []ArmInfo, notes 
 	for rep := 1; rep <= reps; rep++ {
 		for point := range points {
 			first, measured := rep == 1 && point == 0, 0
-			for i := range arms {
+			for _, i := range armOrder(len(arms), rep) {
 				if arms[i].Skipped != "" {
 					continue
 				}
@@ -46,4 +47,22 @@ func measureAlternating(ctx context.Context, what string, arms []ArmInfo, notes 
 		}
 	}
 	return nil
+}
+
+// armOrder returns the order in which n arms (indices 0..n-1, in the
+// order asked for) are measured at each load point of repetition rep
+// (from 1): the given order in odd repetitions, reversed in even ones
+// (ABC CBA ABC …). Over each pair of repetitions an arm's two positions
+// add up to n-1 for every arm, so a drift of the machine's speed that is
+// linear over the pair adds the same to each arm's two measurements
+// instead of favouring the arm measured last; see the package doc.
+func armOrder(n, rep int) []int {
+	o := make([]int, n)
+	for i := range o {
+		o[i] = i
+		if rep%2 == 0 {
+			o[i] = n - 1 - i
+		}
+	}
+	return o
 }

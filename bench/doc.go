@@ -4,9 +4,21 @@
 //
 // It follows the measuring rules of spindle's design:
 //
-//   - Arms are compared in one run, alternated (ABAB…) over several
-//     repetitions; reports give medians and the spread, never a single
-//     absolute figure from a shared machine.
+//   - Arms are compared in one run, alternated over several repetitions;
+//     reports give medians and the spread, never a single absolute figure
+//     from a shared machine.
+//   - The arms' order is balanced: at each load point the given order in
+//     odd repetitions and the reverse in even ones (ABC CBA ABC …). A VM's
+//     speed drifts by tens of percent over a run; in a fixed order the arm
+//     measured last in every repetition gets the same side of a drift that
+//     goes one way. Reversed, an arm's two positions in a pair of
+//     repetitions add up to the same for every arm, so a drift linear over
+//     the pair adds the same to each arm's two measurements. The order is
+//     not random: a random one cancels a drift only on average, which three
+//     to five repetitions are far from (one arm last in every repetition
+//     stays likely), and two runs would not be measured alike. An odd
+//     number of repetitions leaves the last unpaired; what drift remains
+//     is in the spread, and in the paired ratios below.
 //   - Open-loop load runs on a fixed schedule and measures each request's
 //     latency from its intended send time, so a stalled server raises the
 //     measured tail instead of silently slowing the client (no coordinated

@@ -56,8 +56,9 @@ type HTTP2Config struct {
 	// (each gets a fifth as warm-up, the rest as its window); start-up
 	// comes on top. Default 60 s.
 	Duration time.Duration
-	// Reps is the number of repetitions; arms alternate within each
-	// (ABAB…). Default 3.
+	// Reps is the number of repetitions; arms alternate within each, in
+	// the given order in odd ones and reversed in even ones (ABC CBA …).
+	// Default 3.
 	Reps int
 	// Conns is h2load's connections (-c). Default 50.
 	Conns int

@@ -103,8 +103,9 @@ type ProxyConfig struct {
 	// (each gets a fifth as warm-up, the rest as its window); start-up and
 	// drains come on top. Default 60 s.
 	Duration time.Duration
-	// Reps is the number of repetitions; arms alternate within each
-	// (ABAB…). Default 3.
+	// Reps is the number of repetitions; arms alternate within each, in
+	// the given order in odd ones and reversed in even ones (ABC CBA …).
+	// Default 3.
 	Reps int
 	// Conns is the number of client connections, each with one request
 	// in flight (closed loop; with ProxyProtocolH2 and ProxyProtocolH2H2,

@@ -91,7 +91,8 @@ type Config struct {
 	// queue of that veth, or "none" for mask 0 (RPS off); rps_flow_cnt is
 	// set to 0 so RFS cannot steer flows elsewhere. Every arm is measured
 	// once under each entry, the entries alternating within each
-	// repetition, and its results are named "ARM rps=ENTRY". The settings
+	// repetition (reversed in even ones, with the arms: armOrder), and its
+	// results are named "ARM rps=ENTRY". The settings
 	// live in the namespace the harness creates and go with it. Empty:
 	// the veth's defaults, untouched.
 	ServerRPS []string
@@ -350,7 +351,8 @@ func (r *runner) armSet(ctx context.Context, tmp string) ([]Arm, error) {
 
 // Run runs the default benchmark: every arm closed-loop (peak), then open
 // loop at each of cfg.OpenFractions of the slowest arm's median peak; arms
-// alternate within each repetition (ABAB…). It returns the report; a
+// alternate within each repetition, in the given order in odd repetitions
+// and reversed in even ones (armOrder). It returns the report; a
 // verification failure or a crashed server fails the run. Progress lines go
 // to cfg.Progress.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
@@ -363,8 +365,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	r.total = len(arms) * r.variants() * c.Reps * (1 + len(c.OpenFractions))
 	r.splitBudget()
 	for rep := 1; rep <= c.Reps; rep++ {
-		for _, a := range arms {
-			if err := r.measureArm(ctx, a, rep, "closed", 0, 0, c.Loops, c.ComputeUS); err != nil {
+		for _, i := range armOrder(len(arms), rep) {
+			if err := r.measureArm(ctx, arms[i], rep, "closed", 0, 0, c.Loops, c.ComputeUS); err != nil {
 				return nil, err
 			}
 		}
@@ -384,8 +386,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			continue
 		}
 		for rep := 1; rep <= c.Reps; rep++ {
-			for _, a := range arms {
-				if err := r.measureArm(ctx, a, rep, "open", f, rate, c.Loops, c.ComputeUS); err != nil {
+			for _, i := range armOrder(len(arms), rep) {
+				if err := r.measureArm(ctx, arms[i], rep, "open", f, rate, c.Loops, c.ComputeUS); err != nil {
 					return nil, err
 				}
 			}
@@ -407,9 +409,10 @@ type SweepConfig struct {
 }
 
 // Sweep runs the closed-loop grid of SweepConfig, arms alternating within
-// each cell and repetition. Server CPUs grow with the loop count: loop i
-// runs on the i-th of cfg.ServerCPUs (default: the first CPUs this process
-// may run on, one per loop), and the client keeps cfg.ClientCPUs.
+// each cell and repetition in armOrder's balanced order. Server CPUs grow
+// with the loop count: loop i runs on the i-th of cfg.ServerCPUs (default:
+// the first CPUs this process may run on, one per loop), and the client
+// keeps cfg.ClientCPUs.
 func Sweep(ctx context.Context, cfg SweepConfig) (*Report, error) {
 	if cfg.Loops == nil {
 		cfg.Loops = []int{1}
@@ -449,7 +452,8 @@ func Sweep(ctx context.Context, cfg SweepConfig) (*Report, error) {
 		r.cfg.ServerCPUs = allCPUs[:min(loops, len(allCPUs))]
 		for _, cu := range cfg.ComputeUS {
 			for rep := 1; rep <= r.cfg.Reps; rep++ {
-				for _, a := range arms {
+				for _, i := range armOrder(len(arms), rep) {
+					a := arms[i]
 					if !a.servesLoops(loops) {
 						continue
 					}
@@ -541,7 +545,8 @@ func (r *runner) variants() int { return max(len(r.cfg.ServerRPS), 1) }
 
 // measureArm measures arm a once per ServerRPS entry (setting the server
 // veth's steering before each), or once when there is none, and appends
-// the results to the report.
+// the results to the report. The entries come in armOrder's order for rep,
+// so that an even repetition's whole sequence is the odd one's reversed.
 func (r *runner) measureArm(ctx context.Context, a Arm, rep int, mode string, frac, rate float64, loops, compute int) error {
 	if len(r.cfg.ServerRPS) == 0 {
 		res, err := r.measure(ctx, a, "", rep, mode, frac, rate, loops, compute)
@@ -550,7 +555,8 @@ func (r *runner) measureArm(ctx context.Context, a Arm, rep int, mode string, fr
 		}
 		return err
 	}
-	for _, e := range r.cfg.ServerRPS {
+	for _, j := range armOrder(len(r.cfg.ServerRPS), rep) {
+		e := r.cfg.ServerRPS[j]
 		cpus, err := rpsCPUs(e)
 		if err != nil {
 			return err

@@ -74,10 +74,12 @@ func TestRunEndToEnd(t *testing.T) {
 	if want := 2 * 2 * 2; len(rep.Results) != want {
 		t.Fatalf("%d results, want %d", len(rep.Results), want)
 	}
-	// ABAB: arms alternate within each repetition.
-	for i, r := range rep.Results[:4] {
-		if wantArm := []string{"go-net", "epoll"}[i%2]; r.Arm != wantArm || r.Rep != i/2+1 {
-			t.Errorf("result %d is %s rep %d, want %s rep %d", i, r.Arm, r.Rep, wantArm, i/2+1)
+	// ABBA: arms alternate within each repetition, in the given order in
+	// repetition 1 and reversed in 2, at each load point.
+	for i, r := range rep.Results {
+		wantArm, wantMode := []string{"go-net", "epoll", "epoll", "go-net"}[i%4], []string{"closed", "open"}[i/4]
+		if r.Arm != wantArm || r.Rep != i%4/2+1 || r.Mode != wantMode {
+			t.Errorf("result %d is %s %s rep %d, want %s %s rep %d", i, r.Arm, r.Mode, r.Rep, wantArm, wantMode, i%4/2+1)
 		}
 	}
 	var slowest float64
