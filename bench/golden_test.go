@@ -163,3 +163,46 @@ func TestProxyReportGolden(t *testing.T) {
 		})
 	}
 }
+
+// TestReportGolden renders a bench report made from fixed results (finish's
+// summary, paired ratios and notes) as report.json, report.md and the
+// table, and compares them whole with the golden files: three repetitions
+// of go-net, uring and epoll in the balanced order, closed loop on a
+// machine that slows down (the drift note), then open loop at 50 %.
+func TestReportGolden(t *testing.T) {
+	cfg := Config{ServerCPUs: []int{0}, ClientCPUs: []int{1}, ClientThreads: 1}
+	r := &runner{cfg: cfg, window: 400 * time.Millisecond, report: &Report{
+		Schema: SchemaVersion, Started: goldenStarted, Kind: "bench", Host: goldenHost, Topology: "wire",
+		Config: RunSettings{Conns: 50, InFlight: 1, Payload: 64, Loops: 1, ServerCPUs: cfg.ServerCPUs, ClientCPUs: cfg.ClientCPUs,
+			ClientThreads: 1, Reps: 3, WarmupSeconds: 0.1, WindowSeconds: 0.4, OpenFractions: []float64{0.5}},
+		Arms: []ArmInfo{{Name: "go-net", Summary: "netpoller"}, {Name: "uring", Summary: "io_uring"}, {Name: "epoll", Summary: "epoll"},
+			{Name: "c-liburing", Summary: "C", Skipped: "cc is not installed"}},
+		Notes: []string{"a note from the run"},
+	}}
+	if err := r.ratioRefs(); err != nil {
+		t.Fatal(err)
+	}
+	res := func(arm string, rep int, frac, rps, p99, cpu float64) Result {
+		mode, offered := "closed", 0.0
+		if frac > 0 {
+			mode, offered = "open", 30000
+		}
+		return Result{Arm: arm, Rep: rep, Mode: mode, Fraction: frac, OfferedRPS: offered, Loops: 1, AchievedRPS: rps, Requests: uint64(rps * 0.4),
+			Latency: Percentiles{P50: p99 / 3, P90: p99 / 2, P99: p99, P999: p99 * 1.5, P9999: p99 * 2, Max: p99 * 3},
+			Server:  ServerCPU{TotalUSPerReq: cpu, UserUSPerReq: cpu / 4, SysUSPerReq: cpu * 3 / 4},
+			Machine: MachineCPU{TotalUSPerReq: cpu * 2, WorkUSPerReq: cpu * 1.5, ClientPollUSPerReq: cpu / 2}, ClientCPUPercent: 95}
+	}
+	r.report.Results = []Result{
+		res("go-net", 1, 0, 68000, 800, 14), res("uring", 1, 0, 94000, 560, 10), res("epoll", 1, 0, 93000, 570, 10.5),
+		res("epoll", 2, 0, 80000, 650, 12.5), res("uring", 2, 0, 79000, 640, 12.25), res("go-net", 2, 0, 62000, 880, 15.5),
+		res("go-net", 3, 0, 60000, 900, 16), res("uring", 3, 0, 70000, 700, 13.5), res("epoll", 3, 0, 71000, 720, 14.5),
+		res("go-net", 1, 0.5, 30000, 120, 15), res("uring", 1, 0.5, 30000, 110, 11), res("epoll", 1, 0.5, 30000, 115, 11.5),
+		res("epoll", 2, 0.5, 30000, 118, 12), res("uring", 2, 0.5, 30000, 125, 12), res("go-net", 2, 0.5, 29990, 130, 15.5),
+		res("go-net", 3, 0.5, 30000, 119, 16), res("uring", 3, 0.5, 30000, 121, 11.5), res("epoll", 3, 0.5, 30000, 117, 12),
+	}
+	r.finish()
+	r.report.Seconds = 9.5
+	var table strings.Builder
+	WriteTable(&table, r.report)
+	checkGolden(t, "bench", func(dir string) error { return WriteReport(dir, r.report) }, table.String())
+}

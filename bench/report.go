@@ -133,6 +133,7 @@ func WriteTable(w io.Writer, rep *Report) {
 	if rep.ClientCeilingRPS > 0 {
 		fmt.Fprintf(w, "client ceiling ≈ %.0f req/s per client CPU (best closed-loop rate / client CPU share)\n", rep.ClientCeilingRPS)
 	}
+	writeRatioTable(w, rep)
 	writeTableNotes(w, rep.Notes)
 }
 
@@ -161,6 +162,7 @@ func Markdown(rep *Report) string {
 			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), s.P9999.Median, s.Max.Median, fmtSpread(s.ServerUSPerReq, 2),
 			fmtSpread(s.MachineWorkUSPerReq, 2), s.SoftirqUSPerReq, s.StealUSPerReq, s.ClientCPUPercent)
 	}
+	b.WriteString(ratioMarkdown(rep))
 	writeArmsAndNotes(&b, rep.Arms, rep.Notes)
 	return b.String()
 }
@@ -234,27 +236,12 @@ svg{background:#fff;border:1px solid #ddd;margin:6px}text{font-size:11px;font-fa
 </style></head><body>`)
 	fmt.Fprintf(&b, "<h1>spindle %s — %s topology</h1>\n", html.EscapeString(rep.Kind), html.EscapeString(rep.Topology))
 	md := Markdown(rep)
-	// The summary table, as HTML.
-	b.WriteString("<table>")
-	for i, line := range strings.Split(md, "\n") {
-		if !strings.HasPrefix(line, "| ") || strings.HasPrefix(line, "| ---") {
-			continue
-		}
-		cells := strings.Split(strings.Trim(line, "| "), " | ")
-		tag := "td"
-		if i >= 0 && strings.HasPrefix(line, "| arm |") {
-			tag = "th"
-		}
-		b.WriteString("<tr>")
-		for _, c := range cells {
-			fmt.Fprintf(&b, "<%s>%s</%s>", tag, html.EscapeString(c), tag)
-		}
-		b.WriteString("</tr>\n")
-	}
-	b.WriteString("</table>\n")
+	// The summary table, as HTML: the Markdown's first table.
+	b.WriteString(mdHTML(firstMDTable(md)))
 	for _, n := range rep.Notes {
 		fmt.Fprintf(&b, "<p class=note>%s</p>\n", html.EscapeString(n))
 	}
+	b.WriteString(mdHTML(ratioMarkdown(rep)))
 	colours := armColours(rep)
 	b.WriteString("<h2>Latency percentile spectrum</h2>\n")
 	for _, point := range loadPoints(rep) {
@@ -265,6 +252,60 @@ svg{background:#fff;border:1px solid #ddd;margin:6px}text{font-size:11px;font-fa
 	b.WriteString("<h2>CPU per request</h2>\n<p>Stacked: machine-wide user, system, irq and softirq CPU-µs per request (/proc/stat), in grey the client's empty polls (busy CPU that is not work), and hatched the steal time (the hypervisor ran something else; not this machine's work); the black tick is the server process alone (getrusage). Softirq moved off the server's books is relocation, not reduction.</p>\n")
 	b.WriteString(cpuSVG(rep, colours))
 	b.WriteString("<h2>Run</h2><pre>" + html.EscapeString(md) + "</pre></body></html>\n")
+	return b.String()
+}
+
+// firstMDTable returns the lines of md's first Markdown table.
+func firstMDTable(md string) string {
+	i := strings.Index(md, "\n|")
+	if i < 0 {
+		return ""
+	}
+	t := md[i+1:]
+	if j := strings.Index(t, "\n\n"); j >= 0 {
+		t = t[:j+1]
+	}
+	return t
+}
+
+// mdHTML renders the Markdown the report writes for HTML: "## " headings,
+// tables (the first row a header, the alignment row dropped) and
+// paragraphs; other lines (the header's list) are left out.
+func mdHTML(md string) string {
+	var b strings.Builder
+	inTable, header := false, false
+	for line := range strings.Lines(md) {
+		line = strings.TrimRight(line, "\n")
+		isRow := strings.HasPrefix(line, "| ")
+		if inTable && !isRow {
+			b.WriteString("</table>\n")
+			inTable = false
+		}
+		switch {
+		case isRow && strings.HasPrefix(line, "| ---"):
+		case isRow:
+			if !inTable {
+				b.WriteString("<table>")
+				inTable, header = true, true
+			}
+			tag := "td"
+			if header {
+				tag, header = "th", false
+			}
+			b.WriteString("<tr>")
+			for _, c := range strings.Split(strings.Trim(line, "| "), " | ") {
+				fmt.Fprintf(&b, "<%s>%s</%s>", tag, html.EscapeString(c), tag)
+			}
+			b.WriteString("</tr>\n")
+		case strings.HasPrefix(line, "## "):
+			fmt.Fprintf(&b, "<h2>%s</h2>\n", html.EscapeString(line[3:]))
+		case line != "" && !strings.HasPrefix(line, "- ") && !strings.HasPrefix(line, "# "):
+			fmt.Fprintf(&b, "<p>%s</p>\n", html.EscapeString(line))
+		}
+	}
+	if inTable {
+		b.WriteString("</table>\n")
+	}
 	return b.String()
 }
 

@@ -96,6 +96,13 @@ type Config struct {
 	// live in the namespace the harness creates and go with it. Empty:
 	// the veth's defaults, untouched.
 	ServerRPS []string
+	// RatioTo names the reference arms of the report's paired ratios
+	// (Report.PairedRatios): at each load point every other arm's server
+	// CPU per request and p99 are divided by each reference's of the same
+	// repetition. Each must be one of the arms asked for; one that is
+	// skipped has no ratios (a note says so). Nil: those of
+	// DefaultRatioTo that are asked for; empty: none.
+	RatioTo []string
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -159,6 +166,17 @@ func (c Config) withDefaults() (Config, error) {
 		}
 		if err := checkOnline(online, "RPS CPU", cpus); err != nil {
 			return c, err
+		}
+	}
+	for i, ref := range c.RatioTo {
+		if slices.Contains(c.RatioTo[:i], ref) {
+			return c, fmt.Errorf("bench: ratio reference %q given twice", ref)
+		}
+		if c.Arms != nil && !slices.Contains(c.Arms, ref) {
+			return c, fmt.Errorf("bench: ratio reference %q is not one of the arms asked for (%s)", ref, strings.Join(c.Arms, ", "))
+		}
+		if _, err := LookupArm(ref); err != nil {
+			return c, fmt.Errorf("bench: ratio reference: %w", err)
 		}
 	}
 	if c.Tag == "" {
@@ -508,6 +526,9 @@ func newRunner(ctx context.Context, cfg Config, kind string) (*runner, func(), [
 		cleanupTmp()
 	}
 	arms, err := r.armSet(ctx, tmp)
+	if err == nil {
+		err = r.ratioRefs()
+	}
 	if err != nil {
 		cleanup()
 		return nil, nil, nil, err
@@ -516,6 +537,31 @@ func newRunner(ctx context.Context, cfg Config, kind string) (*runner, func(), [
 		r.report.Notes = append(r.report.Notes, "server and client share a CPU: figures include their contention")
 	}
 	return r, cleanup, arms, nil
+}
+
+// ratioRefs sets the report's RatioTo from the configured reference arms
+// (ratioRefs; withDefaults checked them), refusing one that is not among
+// the run's arms (a test-only arm, left out of a run of every arm) and
+// noting one that was skipped.
+func (r *runner) ratioRefs() error {
+	var asked []string
+	for _, a := range r.report.Arms {
+		asked = append(asked, a.Name)
+	}
+	refs := ratioRefs(r.cfg.RatioTo, asked)
+	for _, ref := range refs {
+		j := slices.IndexFunc(r.report.Arms, func(a ArmInfo) bool { return a.Name == ref })
+		if j < 0 {
+			return fmt.Errorf("bench: ratio reference %q is not one of this run's arms (%s)", ref, strings.Join(asked, ", "))
+		}
+		if r.report.Arms[j].Skipped != "" {
+			r.report.Notes = append(r.report.Notes, fmt.Sprintf("no paired ratios to %s: it was skipped", ref))
+		}
+	}
+	if len(refs) > 0 {
+		r.report.Config.RatioTo = refs
+	}
+	return nil
 }
 
 // rpsSetter is a topology whose server-side receive steering can be set
@@ -598,6 +644,7 @@ func (r *runner) splitBudget() {
 
 func (r *runner) finish() {
 	r.report.Summary = summarize(r.report.Results)
+	r.report.PairedRatios = pairedRatios(r.report.Results, r.report.Config.RatioTo)
 	r.report.Seconds = time.Since(r.report.Started).Seconds()
 	// ClientCPUPercent is a share of the client CPUs: the client's busy
 	// CPUs are that share times their number.

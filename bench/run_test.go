@@ -150,6 +150,11 @@ func TestRunEndToEnd(t *testing.T) {
 	if !strings.Contains(progress.String(), "[  8/8]") {
 		t.Errorf("progress lacks the last measurement:\n%s", progress.String())
 	}
+	// go-net is the default reference: epoll's ratios to it, at each load
+	// point, over both repetitions (unless one had no replies).
+	if len(rep.PairedRatios) != 2 || rep.PairedRatios[0].Ref != "go-net" || rep.PairedRatios[0].Arm != "epoll" || !slices.Equal(rep.Config.RatioTo, []string{"go-net"}) {
+		t.Errorf("paired ratios %+v, ratio_to %q", rep.PairedRatios, rep.Config.RatioTo)
+	}
 	checkReportFiles(t, rep)
 }
 
@@ -172,7 +177,7 @@ func checkReportFiles(t *testing.T, rep *Report) {
 		t.Fatal(err)
 	}
 	rows := 0
-	for _, line := range strings.Split(string(md), "\n") {
+	for _, line := range strings.Split(firstMDTable(string(md)), "\n") {
 		if strings.HasPrefix(line, "| ") && !strings.HasPrefix(line, "| ---") && !strings.HasPrefix(line, "| arm") {
 			rows++
 			if n := strings.Count(line, " | ") + 1; n != 18 {
@@ -186,6 +191,17 @@ func checkReportFiles(t *testing.T, rep *Report) {
 	page, err := os.ReadFile(filepath.Join(dir, ReportHTML))
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Each reference arm's paired ratios have a table, in both.
+	refs, _ := ratioTables(rep)
+	for _, ref := range refs {
+		h := "Server CPU per request, ratio to " + ref + ", paired by repetition"
+		if !strings.Contains(string(md), "## "+h+"\n") || !strings.Contains(string(page), "<h2>"+h+"</h2>") {
+			t.Errorf("no table of the ratios to %s", ref)
+		}
+	}
+	if len(rep.PairedRatios) > 0 && strings.Count(string(page), "<table>") != 1+len(refs) {
+		t.Errorf("%d HTML tables, want the summary and %d of ratios", strings.Count(string(page), "<table>"), len(refs))
 	}
 	// Every chart is well-formed XML.
 	html := string(page)

@@ -41,6 +41,11 @@ type Report struct {
 	// Summary has one row per arm and load point: medians over the
 	// repetitions and their spread.
 	Summary []SummaryRow `json:"summary"`
+	// PairedRatios holds, for each reference arm (RunSettings.RatioTo),
+	// load point and other arm, the other arm's server CPU per request and
+	// p99 divided by the reference's repetition by repetition. Absent when
+	// no reference arm ran.
+	PairedRatios []PairedRatio `json:"paired_ratios,omitempty"`
 	// ClientCeilingRPS estimates the load generator's capacity: the best
 	// closed-loop achieved rate divided by the client CPUs it kept busy
 	// (ClientCPUPercent/100 times the number of client CPUs), in requests
@@ -100,6 +105,10 @@ type RunSettings struct {
 	// settings (--server-rps): CPU lists, or "none" for RPS off, each arm
 	// measured under every one. Absent when the veth kept its defaults.
 	ServerRPS []string `json:"server_rps,omitempty"`
+	// RatioTo are the reference arms of the paired ratios (--ratio-to):
+	// as given, or by default those of go-net, gnet and c-liburing that
+	// were asked for. Absent when there are none.
+	RatioTo []string `json:"ratio_to,omitempty"`
 }
 
 // ArmInfo is one arm of a run.
@@ -329,4 +338,45 @@ type Spread struct {
 	Median float64 `json:"median"`
 	Min    float64 `json:"min"`
 	Max    float64 `json:"max"`
+}
+
+// PairedRatio is one arm's server CPU per request and p99 divided by a
+// reference arm's at one load point, repetition by repetition: the two
+// measurements of a repetition were made close together (the arms
+// alternate within it), so a drift of the machine's speed over the run
+// moves both, and their ratio is steadier than the ratio of the two arms'
+// medians.
+type PairedRatio struct {
+	// Ref is the reference arm (the denominator), Arm the other (the
+	// numerator); with server RPS settings both are "ARM rps=SETTING" of
+	// the same setting.
+	Ref string `json:"ref"`
+	Arm string `json:"arm"`
+	// Mode, Fraction, ComputeUS and Loops identify the load point as in
+	// SummaryRow.
+	Mode      string  `json:"mode"`
+	Fraction  float64 `json:"fraction,omitempty"`
+	ComputeUS int     `json:"compute_us"`
+	Loops     int     `json:"loops"`
+	// Pairs is the number of repetitions in which both arms were measured
+	// with replies and the reference's figures were above zero: what the
+	// ratios are taken over.
+	Pairs int `json:"pairs"`
+	// ServerUSPerReq is the median and spread over the pairs of
+	// Arm's server total_us_per_req over Ref's; ServerAtMost1 is how many
+	// of the pairs were 1 or below (Arm as cheap as Ref or cheaper).
+	ServerUSPerReq Spread `json:"server_us_per_req"`
+	ServerAtMost1  int    `json:"server_us_per_req_at_most_1"`
+	// P99 and P99AtMost1 are the same for the latency's p99.
+	P99        Spread `json:"p99_us"`
+	P99AtMost1 int    `json:"p99_us_at_most_1"`
+	// ByRep lists each pair's ratios.
+	ByRep []RepRatio `json:"by_rep"`
+}
+
+// RepRatio is one repetition's ratios of a PairedRatio.
+type RepRatio struct {
+	Rep            int     `json:"rep"`
+	ServerUSPerReq float64 `json:"server_us_per_req"`
+	P99            float64 `json:"p99_us"`
 }

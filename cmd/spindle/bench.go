@@ -22,12 +22,12 @@ func init() {
 
 // benchFlags are the flags shared by bench and bench sweep.
 type benchFlags struct {
-	arms, topology, serverCPUs, clientCPUs, spareCPUs, peersDir, out string
-	duration, warmup, window                                         time.Duration
-	reps, conns, inflight, payload, compute, loops                   int
-	threads                                                          int
-	jsonOut, block                                                   bool
-	serverRPS                                                        []string
+	arms, topology, serverCPUs, clientCPUs, spareCPUs, peersDir, out, ratioTo string
+	duration, warmup, window                                                  time.Duration
+	reps, conns, inflight, payload, compute, loops                            int
+	threads                                                                   int
+	jsonOut, block                                                            bool
+	serverRPS                                                                 []string
 }
 
 func (f *benchFlags) register(fs *flag.FlagSet) {
@@ -40,7 +40,7 @@ func (f *benchFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.duration, "duration", 100*time.Second, "total measuring budget, shared among the measurements (start-up and drains add about a fifth)")
 	fs.DurationVar(&f.warmup, "warmup", 0, "each measurement's dropped warm-up (default: a fifth of its share of --duration)")
 	fs.DurationVar(&f.window, "window", 0, "each measurement's measured window (default: the rest of its share of --duration)")
-	fs.IntVar(&f.reps, "reps", 3, "repetitions of each measurement (arms alternate within each)")
+	fs.IntVar(&f.reps, "reps", 3, "repetitions of each measurement (arms alternate within each, in reverse order in even ones)")
 	fs.IntVar(&f.conns, "conns", 50, "client connections")
 	fs.IntVar(&f.inflight, "inflight", 1, "closed-loop requests in flight per connection")
 	fs.IntVar(&f.payload, "payload", bench.DefaultPayload, "RPC payload bytes")
@@ -59,6 +59,7 @@ func (f *benchFlags) register(fs *flag.FlagSet) {
 		f.serverRPS = append(f.serverRPS, v)
 		return nil
 	})
+	fs.StringVar(&f.ratioTo, "ratio-to", "", "comma-separated reference arms: the report divides every other arm's server CPU per request and p99 by each one's of the same repetition (\"none\" for no ratios; default: go-net, gnet and c-liburing, those of them that run)")
 	fs.StringVar(&f.peersDir, "peers-dir", "", "bench/peers module source (default: found from the working directory)")
 	fs.StringVar(&f.out, "out", "bench-report", "directory for report.json, report.md and report.html (\"\" for none; with --json, none unless set)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the report as one JSON document on stdout (schema: docs/BENCH-SCHEMA.md)")
@@ -88,6 +89,15 @@ func (f *benchFlags) config(fs *flag.FlagSet) (bench.Config, error) {
 		// summarised as one arm of twice --reps.
 		if a := givenTwice(cfg.Arms); a != "" {
 			return cfg, fmt.Errorf("--arms: %s given twice", a)
+		}
+	}
+	switch f.ratioTo {
+	case "":
+	case "none":
+		cfg.RatioTo = []string{}
+	default:
+		for _, a := range strings.Split(f.ratioTo, ",") {
+			cfg.RatioTo = append(cfg.RatioTo, strings.TrimSpace(a)) // bench refuses an arm not run, or given twice
 		}
 	}
 	var err error

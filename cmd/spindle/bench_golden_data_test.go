@@ -40,8 +40,10 @@ usage: spindle bench [flags]            every arm: closed-loop peak, then open l
     	RPC payload bytes (default 128)
   -peers-dir string
     	bench/peers module source (default: found from the working directory)
+  -ratio-to string
+    	comma-separated reference arms: the report divides every other arm's server CPU per request and p99 by each one's of the same repetition ("none" for no ratios; default: go-net, gnet and c-liburing, those of them that run)
   -reps int
-    	repetitions of each measurement (arms alternate within each) (default 3)
+    	repetitions of each measurement (arms alternate within each, in reverse order in even ones) (default 3)
   -server-cpus string
     	CPUs the server is pinned to (default "0")
   -server-rps value
@@ -78,7 +80,7 @@ The measurement for docs/BENCHMARKS.md, on a quiet machine (4 arms × 2 streams 
   -out string
     	directory for report.json and report.md ("" for none; with --json, none unless set) (default "bench-http2-report")
   -reps int
-    	repetitions (arms alternate within each) (default 3)
+    	repetitions (arms alternate within each, in reverse order in even ones) (default 3)
   -server-cpus string
     	CPUs the server is pinned to (default: the first CPU this process may run on)
   -streams string
@@ -107,7 +109,7 @@ The measurement for docs/BENCHMARKS.md, on a quiet machine (4 arms × 2 streams 
   -out string
     	directory for report.json and report.md ("" for none; with --json, none unless set) (default "bench-http2-report")
   -reps int
-    	repetitions (arms alternate within each) (default 3)
+    	repetitions (arms alternate within each, in reverse order in even ones) (default 3)
   -server-cpus string
     	CPUs the server is pinned to (default: the first CPU this process may run on)
   -streams string
@@ -184,7 +186,7 @@ The h2h2 measurement (5 arms × 2 streams values × 5 reps: 3 s each):
   -proxy-cpu string
     	CPUs the proxy is pinned to (default: the first CPU this process may run on)
   -reps int
-    	repetitions (arms alternate within each) (default 3)
+    	repetitions (arms alternate within each, in reverse order in even ones) (default 3)
   -streams string
     	with --protocol h2 or h2h2: streams in flight per connection (h2load -m), each value a load point of its own (default "1,10")
   -upstream-arm spindle bench server
@@ -222,7 +224,7 @@ The h2h2 measurement (5 arms × 2 streams values × 5 reps: 3 s each):
   -proxy-cpu string
     	CPUs the proxy is pinned to (default: the first CPU this process may run on)
   -reps int
-    	repetitions (arms alternate within each) (default 3)
+    	repetitions (arms alternate within each, in reverse order in even ones) (default 3)
   -streams string
     	with --protocol h2 or h2h2: streams in flight per connection (h2load -m), each value a load point of its own (default "1,10")
   -upstream-arm spindle bench server

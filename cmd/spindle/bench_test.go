@@ -491,8 +491,9 @@ func TestCLIRefusesStrayArguments(t *testing.T) {
 // --duration ran with the defaults; a negative --compute-us was measured
 // and reported as "-5 µs"; a --payload of 0 ran with the default and one
 // of 1 failed only at the first measurement; an open-loop fraction of NaN
-// passed the range check and failed after the closed-loop phase. Each
-// must be refused before the run.
+// passed the range check and failed after the closed-loop phase; a
+// --ratio-to arm not run or named twice. Each must be refused before the
+// run.
 func TestBenchRefusesNonsense(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("bench is Linux only")
@@ -503,6 +504,9 @@ func TestBenchRefusesNonsense(t *testing.T) {
 		{"--conns", "0"}, {"--inflight", "0"}, {"--reps", "0"}, {"--loops", "0"}, {"--duration", "0s"},
 		{"--payload", "0"}, {"--payload", "1"}, {"--payload", strconv.Itoa(bench.MaxPayload + 1)},
 		{"--fractions", "NaN"},
+		// A ratio reference that is not run, or given twice, would have
+		// no ratios, or the same twice.
+		{"--ratio-to", "epoll"}, {"--ratio-to", "go-net,go-net"}, {"--ratio-to", "no-such-arm"},
 	} {
 		args := slices.Concat([]string{"bench", "--arms", "go-net", "--duration", "1s", "--reps", "1", "--fractions", "", "--out", ""}, bad)
 		if stderr := wantRefusal(t, exec.Command(bin, args...)); strings.Contains(stderr, "measurements on") {

@@ -46,7 +46,7 @@ type sideDefaults struct {
 func (s *sideFlags) register(fs *flag.FlagSet, d sideDefaults) {
 	fs.StringVar(&s.arms, "arms", "", d.armsHelp)
 	fs.DurationVar(&s.duration, "duration", d.duration, "total measuring budget, shared among the measurements")
-	fs.IntVar(&s.reps, "reps", d.reps, "repetitions (arms alternate within each)")
+	fs.IntVar(&s.reps, "reps", d.reps, "repetitions (arms alternate within each, in reverse order in even ones)")
 	fs.IntVar(&s.conns, "conns", d.conns, d.connsHelp)
 	fs.StringVar(&s.streams, "streams", "1,10", d.streamsHelp)
 	fs.StringVar(&s.emit.out, "out", d.out, "directory for report.json and report.md (\"\" for none; with --json, none unless set)")
