@@ -19,6 +19,14 @@
 //     stays likely), and two runs would not be measured alike. An odd
 //     number of repetitions leaves the last unpaired; what drift remains
 //     is in the spread, and in the paired ratios below.
+//   - Arms are compared by paired ratios too (Report.PairedRatios): each
+//     arm's server CPU per request and p99 divided by a reference arm's
+//     (go-net, gnet and c-liburing by default) of the same repetition at
+//     the same load point, the two measured close together, with the
+//     median, min–max and how many were 1 or below. Where an arm's
+//     achieved rate varied by more than 25 % between repetitions, a note
+//     says the machine drifted and that those ratios are the ones to
+//     trust, over ratios of each arm's medians.
 //   - Open-loop load runs on a fixed schedule and measures each request's
 //     latency from its intended send time, so a stalled server raises the
 //     measured tail instead of silently slowing the client (no coordinated

@@ -13,6 +13,13 @@ import (
 // arms by.
 var DefaultRatioTo = []string{"go-net", "gnet", "c-liburing"}
 
+// driftTolerance is how far an arm's achieved rate at one load point may
+// vary between repetitions (largest over smallest, less one) before the
+// report says the machine drifted: beyond it the arms' medians, each taken
+// over repetitions measured at other speeds, compare less well than the
+// ratios of measurements made side by side.
+const driftTolerance = 0.25
+
 // ratioPoint is a load point as the paired ratios group it: the
 // measurement's group without its arm, and the ServerRPS setting.
 type ratioPoint struct {
@@ -113,6 +120,38 @@ func ratioRefs(want, ran []string) []string {
 		}
 	}
 	return refs
+}
+
+// driftNotes returns a note for each load point of rows at which an arm's
+// achieved rate varied between repetitions by more than driftTolerance
+// (largest over smallest), naming those arms; point names a row's load
+// point, ratios says whether the report has paired ratios at it.
+func driftNotes(rows []SummaryRow, point func(SummaryRow) string, ratios func(SummaryRow) bool) []string {
+	var order []string
+	drifted := map[string][]string{}
+	paired := map[string]bool{}
+	for _, s := range rows {
+		lo, hi := s.AchievedRPS.Min, s.AchievedRPS.Max
+		if s.Reps < 2 || lo <= 0 || hi <= lo*(1+driftTolerance) {
+			continue
+		}
+		p := point(s)
+		if _, ok := drifted[p]; !ok {
+			order = append(order, p)
+		}
+		drifted[p] = append(drifted[p], fmt.Sprintf("%s %.0f–%.0f req/s (+%.0f%%)", s.Arm, lo, hi, 100*(hi/lo-1)))
+		paired[p] = paired[p] || ratios(s)
+	}
+	var notes []string
+	for _, p := range order {
+		compare := "compare the arms here by each repetition's results side by side"
+		if paired[p] {
+			compare = "the paired ratios at this load point (each repetition's measurement divided by the reference arm's of the same repetition, made side by side) are the ones to trust, over ratios of each arm's medians"
+		}
+		notes = append(notes, fmt.Sprintf("%s: the achieved rate varied between repetitions by more than %.0f%% (%s): the machine's speed drifted during the run, and each arm's median mixes repetitions measured at different speeds; %s",
+			p, driftTolerance*100, strings.Join(drifted[p], ", "), compare))
+	}
+	return notes
 }
 
 // ratioTables groups a report's paired ratios by reference arm, in their

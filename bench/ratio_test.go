@@ -100,3 +100,25 @@ func TestRatioRefs(t *testing.T) {
 		}
 	}
 }
+
+// TestDriftNotes: a load point at which an arm's achieved rate varied by
+// more than 25 % between repetitions gets one note naming those arms;
+// 25 % itself, one repetition, or a repetition without replies do not.
+func TestDriftNotes(t *testing.T) {
+	row := func(arm, mode string, reps int, lo, hi float64) SummaryRow {
+		return SummaryRow{Arm: arm, Mode: mode, Reps: reps, AchievedRPS: Spread{Median: lo, Min: lo, Max: hi}}
+	}
+	rows := []SummaryRow{
+		row("go-net", "closed", 3, 68000, 94000), row("gnet", "closed", 3, 79000, 98750), row("uring", "closed", 3, 100000, 133000),
+		row("go-net", "open", 3, 40000, 40000), row("uring", "open", 1, 10000, 40000), row("epoll", "open", 3, 0, 40000),
+		row("go-net", "sweep", 3, 10000, 20000),
+	}
+	notes := driftNotes(rows, func(s SummaryRow) string { return s.Mode }, func(s SummaryRow) bool { return s.Mode == "closed" })
+	want := []string{
+		"closed: the achieved rate varied between repetitions by more than 25% (go-net 68000–94000 req/s (+38%), uring 100000–133000 req/s (+33%)): the machine's speed drifted during the run, and each arm's median mixes repetitions measured at different speeds; the paired ratios at this load point (each repetition's measurement divided by the reference arm's of the same repetition, made side by side) are the ones to trust, over ratios of each arm's medians",
+		"sweep: the achieved rate varied between repetitions by more than 25% (go-net 10000–20000 req/s (+100%)): the machine's speed drifted during the run, and each arm's median mixes repetitions measured at different speeds; compare the arms here by each repetition's results side by side",
+	}
+	if !slices.Equal(notes, want) {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(notes, "\n"), strings.Join(want, "\n"))
+	}
+}
