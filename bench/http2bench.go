@@ -604,6 +604,9 @@ func (r *http2Runner) finish() {
 			rep.Notes = append(rep.Notes, fmt.Sprintf("%s at %d streams used %.0f%% of a CPU (median): it was not the bottleneck, so its rate and latency are bounded elsewhere (the client, or a busy machine); compare its CPU per request", s.Arm, s.Streams, s.ServerCPUPercent))
 		}
 	}
+	rep.Notes = append(rep.Notes, sideDriftNotes(rep.Summary, func(s HTTP2SummaryRow) driftRow {
+		return driftRow{arm: s.Arm, point: fmt.Sprintf("streams %d", s.Streams), reps: s.Reps, rps: s.AchievedRPS}
+	})...)
 	if cpuOverlap(r.cfg.ServerCPUs, r.cfg.ClientCPUs) {
 		rep.Notes = append(rep.Notes, "the server shares a CPU with the client: figures include their contention")
 	}

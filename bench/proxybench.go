@@ -956,6 +956,13 @@ func (r *proxyRunner) finish() {
 			rep.Notes = append(rep.Notes, fmt.Sprintf("%s used %.0f%% of a CPU (median): it was not the bottleneck, so its rate and latency are bounded elsewhere (the client and upstream CPUs); compare its CPU per request", arm, s.ProxyCPUPercent))
 		}
 	}
+	rep.Notes = append(rep.Notes, sideDriftNotes(rep.Summary, func(s ProxySummaryRow) driftRow {
+		point := "closed loop"
+		if h2 {
+			point = fmt.Sprintf("streams %d", s.Streams)
+		}
+		return driftRow{arm: s.Arm, point: point, reps: s.Reps, rps: s.AchievedRPS}
+	})...)
 	if h2 {
 		rep.Notes = append(rep.Notes, h2loadLogNote, h2loadVerifiedNote("proxy"))
 		if r.cfg.Protocol == ProxyProtocolH2 && !slices.Contains(r.cfg.Arms, ProxyArmDirect) {

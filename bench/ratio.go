@@ -122,29 +122,39 @@ func ratioRefs(want, ran []string) []string {
 	return refs
 }
 
+// driftRow is what driftNotes reads of a summary row: its arm, load
+// point, number of repetitions and achieved rate, and whether the report
+// has paired ratios of the arm at that point.
+type driftRow struct {
+	arm, point string
+	reps       int
+	rps        Spread
+	paired     bool
+}
+
 // driftNotes returns a note for each load point of rows at which an arm's
 // achieved rate varied between repetitions by more than driftTolerance
-// (largest over smallest), naming those arms; point names a row's load
-// point, ratios says whether the report has paired ratios at it.
-func driftNotes(rows []SummaryRow, point func(SummaryRow) string, ratios func(SummaryRow) bool) []string {
+// (largest over smallest), naming those arms; the note sends the reader
+// to the paired ratios where the report has some at that point, else to
+// the repetitions' results.
+func driftNotes(rows []driftRow) []string {
 	var order []string
 	drifted := map[string][]string{}
 	paired := map[string]bool{}
 	for _, s := range rows {
-		lo, hi := s.AchievedRPS.Min, s.AchievedRPS.Max
-		if s.Reps < 2 || lo <= 0 || hi <= lo*(1+driftTolerance) {
+		lo, hi := s.rps.Min, s.rps.Max
+		if s.reps < 2 || lo <= 0 || hi <= lo*(1+driftTolerance) {
 			continue
 		}
-		p := point(s)
-		if _, ok := drifted[p]; !ok {
-			order = append(order, p)
+		if _, ok := drifted[s.point]; !ok {
+			order = append(order, s.point)
 		}
-		drifted[p] = append(drifted[p], fmt.Sprintf("%s %.0f–%.0f req/s (+%.0f%%)", s.Arm, lo, hi, 100*(hi/lo-1)))
-		paired[p] = paired[p] || ratios(s)
+		drifted[s.point] = append(drifted[s.point], fmt.Sprintf("%s %.0f–%.0f req/s (+%.0f%%)", s.arm, lo, hi, 100*(hi/lo-1)))
+		paired[s.point] = paired[s.point] || s.paired
 	}
 	var notes []string
 	for _, p := range order {
-		compare := "compare the arms here by each repetition's results side by side"
+		compare := "compare the arms here repetition by repetition (the results, each repetition's arms measured side by side), not by ratios of their medians"
 		if paired[p] {
 			compare = "the paired ratios at this load point (each repetition's measurement divided by the reference arm's of the same repetition, made side by side) are the ones to trust, over ratios of each arm's medians"
 		}
@@ -152,6 +162,16 @@ func driftNotes(rows []SummaryRow, point func(SummaryRow) string, ratios func(Su
 			p, driftTolerance*100, strings.Join(drifted[p], ", "), compare))
 	}
 	return notes
+}
+
+// sideDriftNotes is driftNotes for a side-by-side report's summary rows,
+// each read by row: those reports have no paired ratios.
+func sideDriftNotes[S any](rows []S, row func(S) driftRow) []string {
+	drift := make([]driftRow, len(rows))
+	for i, s := range rows {
+		drift[i] = row(s)
+	}
+	return driftNotes(drift)
 }
 
 // ratioTables groups a report's paired ratios by reference arm, in their

@@ -105,20 +105,54 @@ func TestRatioRefs(t *testing.T) {
 // more than 25 % between repetitions gets one note naming those arms;
 // 25 % itself, one repetition, or a repetition without replies do not.
 func TestDriftNotes(t *testing.T) {
-	row := func(arm, mode string, reps int, lo, hi float64) SummaryRow {
-		return SummaryRow{Arm: arm, Mode: mode, Reps: reps, AchievedRPS: Spread{Median: lo, Min: lo, Max: hi}}
+	row := func(arm, point string, reps int, lo, hi float64) driftRow {
+		return driftRow{arm: arm, point: point, reps: reps, rps: Spread{Median: lo, Min: lo, Max: hi}, paired: point == "closed"}
 	}
-	rows := []SummaryRow{
+	rows := []driftRow{
 		row("go-net", "closed", 3, 68000, 94000), row("gnet", "closed", 3, 79000, 98750), row("uring", "closed", 3, 100000, 133000),
 		row("go-net", "open", 3, 40000, 40000), row("uring", "open", 1, 10000, 40000), row("epoll", "open", 3, 0, 40000),
 		row("go-net", "sweep", 3, 10000, 20000),
 	}
-	notes := driftNotes(rows, func(s SummaryRow) string { return s.Mode }, func(s SummaryRow) bool { return s.Mode == "closed" })
 	want := []string{
 		"closed: the achieved rate varied between repetitions by more than 25% (go-net 68000–94000 req/s (+38%), uring 100000–133000 req/s (+33%)): the machine's speed drifted during the run, and each arm's median mixes repetitions measured at different speeds; the paired ratios at this load point (each repetition's measurement divided by the reference arm's of the same repetition, made side by side) are the ones to trust, over ratios of each arm's medians",
-		"sweep: the achieved rate varied between repetitions by more than 25% (go-net 10000–20000 req/s (+100%)): the machine's speed drifted during the run, and each arm's median mixes repetitions measured at different speeds; compare the arms here by each repetition's results side by side",
+		"sweep: the achieved rate varied between repetitions by more than 25% (go-net 10000–20000 req/s (+100%)): the machine's speed drifted during the run, and each arm's median mixes repetitions measured at different speeds; compare the arms here repetition by repetition (the results, each repetition's arms measured side by side), not by ratios of their medians",
 	}
-	if !slices.Equal(notes, want) {
+	if notes := driftNotes(rows); !slices.Equal(notes, want) {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(notes, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestSideBySideDriftNotes: bench proxy and bench http2 note the drift too,
+// at each streams value (a TCP proxy run has the one load point).
+func TestSideBySideDriftNotes(t *testing.T) {
+	drifted := func(notes []string, point, arm string) bool {
+		return slices.ContainsFunc(notes, func(n string) bool {
+			return strings.HasPrefix(n, point+": the achieved rate varied") && strings.Contains(n, arm+" 40000–60000 req/s (+50%)") && strings.Contains(n, "repetition by repetition")
+		})
+	}
+	pres := func(arm string, streams, rep int, rps float64) ProxyResult {
+		return ProxyResult{Arm: arm, Streams: streams, Rep: rep, AchievedRPS: rps, Requests: 1000, Latency: Percentiles{P99: 100}, ProxyUSPerReq: 5, ProxyCPUPercent: 99}
+	}
+	for _, tc := range []struct {
+		protocol, point string
+		streams         int
+	}{{ProxyProtocolTCP, "closed loop", 0}, {ProxyProtocolH2, "streams 10", 10}} {
+		r := &proxyRunner{cfg: ProxyConfig{Protocol: tc.protocol, ProxyCPUs: []int{0}, ClientCPUs: []int{1}, UpstreamCPUs: []int{1}}, report: &ProxyReport{
+			Results: []ProxyResult{pres("spindle-uring", tc.streams, 1, 40000), pres("haproxy", tc.streams, 1, 41000), pres("haproxy", tc.streams, 2, 45000), pres("spindle-uring", tc.streams, 2, 60000)},
+		}}
+		r.finish()
+		if !drifted(r.report.Notes, tc.point, "spindle-uring") || slices.ContainsFunc(r.report.Notes, func(n string) bool { return strings.Contains(n, "haproxy 41000") }) {
+			t.Errorf("proxy %s notes %q", tc.protocol, r.report.Notes)
+		}
+	}
+	hres := func(arm string, streams, rep int, rps float64) HTTP2Result {
+		return HTTP2Result{Arm: arm, Streams: streams, Rep: rep, AchievedRPS: rps, Requests: 1000, Latency: Percentiles{P99: 100}, ServerUSPerReq: 5, ServerCPUPercent: 99}
+	}
+	r := &http2Runner{cfg: HTTP2Config{ServerCPUs: []int{0}, ClientCPUs: []int{1}}, report: &HTTP2Report{
+		Results: []HTTP2Result{hres("spindle-uring", 1, 1, 40000), hres("go-net-http", 1, 1, 30000), hres("go-net-http", 1, 2, 31000), hres("spindle-uring", 1, 2, 60000)},
+	}}
+	r.finish()
+	if !drifted(r.report.Notes, "streams 1", "spindle-uring") {
+		t.Errorf("http2 notes %q", r.report.Notes)
 	}
 }

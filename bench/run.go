@@ -686,12 +686,14 @@ func (r *runner) finish() {
 			r.report.Notes = append(r.report.Notes, saturatedNote(s.Arm+" "+s.Mode, "server", s.ClientCPUPercent))
 		}
 	}
-	point := func(s SummaryRow) string { return pointOf(r.report, s) }
-	r.report.Notes = append(r.report.Notes, driftNotes(r.report.Summary, point, func(s SummaryRow) bool {
-		return slices.ContainsFunc(r.report.PairedRatios, func(p PairedRatio) bool {
+	var drift []driftRow
+	for _, s := range r.report.Summary {
+		paired := slices.ContainsFunc(r.report.PairedRatios, func(p PairedRatio) bool {
 			return p.Pairs > 0 && (p.Arm == s.Arm || p.Ref == s.Arm) && p.Mode == s.Mode && p.Fraction == s.Fraction && p.Loops == s.Loops && p.ComputeUS == s.ComputeUS
 		})
-	})...)
+		drift = append(drift, driftRow{s.Arm, pointOf(r.report, s), s.Reps, s.AchievedRPS, paired})
+	}
+	r.report.Notes = append(r.report.Notes, driftNotes(drift)...)
 	if n := stealNote(r.report.Summary); n != "" {
 		r.report.Notes = append(r.report.Notes, n)
 	}
