@@ -156,3 +156,30 @@ func TestSideBySideDriftNotes(t *testing.T) {
 		t.Errorf("http2 notes %q", r.report.Notes)
 	}
 }
+
+// TestRunnerRatioRefs: by default the references are those of go-net, gnet
+// and c-liburing that run, with no note for one skipped; one given that is
+// skipped gets a note, and one not in the run is refused.
+func TestRunnerRatioRefs(t *testing.T) {
+	arms := []ArmInfo{{Name: "uring"}, {Name: "gnet", Skipped: "no peers"}, {Name: "go-net"}}
+	for _, tc := range []struct {
+		ratioTo []string
+		want    string
+	}{
+		{nil, "[go-net] []"},
+		{[]string{"gnet", "uring"}, "[gnet uring] [no paired ratios to gnet: it was skipped]"},
+		{[]string{}, "[] []"},
+		{[]string{"broken"}, `error: bench: ratio reference "broken" is not one of this run's arms (uring, gnet, go-net)`},
+	} {
+		r := &runner{cfg: Config{RatioTo: tc.ratioTo}, report: &Report{Arms: arms}}
+		got := "error: "
+		if err := r.ratioRefs(); err != nil {
+			got += err.Error()
+		} else {
+			got = fmt.Sprintf("%v %v", r.report.Config.RatioTo, r.report.Notes)
+		}
+		if got != tc.want {
+			t.Errorf("RatioTo %q: got %s, want %s", tc.ratioTo, got, tc.want)
+		}
+	}
+}

@@ -92,16 +92,16 @@ type Config struct {
 	// set to 0 so RFS cannot steer flows elsewhere. Every arm is measured
 	// once under each entry, the entries alternating within each
 	// repetition (reversed in even ones, with the arms: armOrder), and its
-	// results are named "ARM rps=ENTRY". The settings
-	// live in the namespace the harness creates and go with it. Empty:
-	// the veth's defaults, untouched.
+	// results are named "ARM rps=ENTRY". The settings live in the
+	// namespace the harness creates and go with it. Empty: the veth's
+	// defaults, untouched.
 	ServerRPS []string
 	// RatioTo names the reference arms of the report's paired ratios
 	// (Report.PairedRatios): at each load point every other arm's server
 	// CPU per request and p99 are divided by each reference's of the same
 	// repetition. Each must be one of the arms asked for; one that is
 	// skipped has no ratios (a note says so). Nil: those of
-	// DefaultRatioTo that are asked for; empty: none.
+	// DefaultRatioTo that run; empty: none.
 	RatioTo []string
 }
 
@@ -540,15 +540,18 @@ func newRunner(ctx context.Context, cfg Config, kind string) (*runner, func(), [
 }
 
 // ratioRefs sets the report's RatioTo from the configured reference arms
-// (ratioRefs; withDefaults checked them), refusing one that is not among
-// the run's arms (a test-only arm, left out of a run of every arm) and
-// noting one that was skipped.
+// (ratioRefs: by default those that run; withDefaults checked the ones
+// given), refusing one that is not among the run's arms (a test-only arm,
+// left out of a run of every arm) and noting one that was skipped.
 func (r *runner) ratioRefs() error {
-	var asked []string
+	var asked, ran []string
 	for _, a := range r.report.Arms {
 		asked = append(asked, a.Name)
+		if a.Skipped == "" {
+			ran = append(ran, a.Name)
+		}
 	}
-	refs := ratioRefs(r.cfg.RatioTo, asked)
+	refs := ratioRefs(r.cfg.RatioTo, ran)
 	for _, ref := range refs {
 		j := slices.IndexFunc(r.report.Arms, func(a ArmInfo) bool { return a.Name == ref })
 		if j < 0 {

@@ -107,7 +107,7 @@ type RunSettings struct {
 	ServerRPS []string `json:"server_rps,omitempty"`
 	// RatioTo are the reference arms of the paired ratios (--ratio-to):
 	// as given, or by default those of go-net, gnet and c-liburing that
-	// were asked for. Absent when there are none.
+	// ran. Absent when there are none.
 	RatioTo []string `json:"ratio_to,omitempty"`
 }
 
