@@ -590,9 +590,10 @@
 //	    routes: [{path_prefix: /login, pool: app, rate_limit: {rate: 10, per: 1m, key: all}}]
 //
 // In mode http it counts requests (a listener's every request, a route's
-// those it takes; a request passes where both allow it, the listener's
-// deciding first: one it refuses spends nothing of the route's, one the
-// route refuses has spent the listener's), in mode tcp a listener's new
+// those it takes; a request passes where both allow it, and spends of
+// neither budget where one refuses it, as nginx's limit_req charges none
+// of its zones unless all pass: a client refused by a route keeps the
+// listener's budget for the others), in mode tcp a listener's new
 // connections. rate per per (default 1s) is the steady rate, one each
 // per/rate (the emission interval, rounded up to whole nanoseconds: a
 // rate it would move by more than 1% is refused); burst (default rate) is how many may
@@ -648,6 +649,17 @@
 // unspent). The decision raises the other cell before its swap, so a
 // swap that fails may leave it raised: stricter for the clients hashed
 // there, never looser.
+//
+// A request under two limits is decided by both before either is spent,
+// then spent of each in turn; where another loop spent the route's
+// budget between the decision and the spending, the request is refused
+// and the listener's spending given back (key all): its cell moves back
+// by what of its interval is still ahead of now, with a compare-and-swap
+// loop, which is exact where no other decision came after it and never
+// lowers the budget past what the decisions after it on other loops
+// spent. Key client's cells are not given back (a cell may hold another
+// client's spending as its bound, which lowering it would undercut): in
+// that race the listener's budget is spent, stricter, never looser.
 //
 // A reload keeps a rate limit's budgets and counters where the listener
 // (by name and mode) or the route (by the listener's and its name) had

@@ -212,42 +212,52 @@ func newLimiter(rc *RateLimitConfig, old *limiter, loops int, clock func() int64
 // loop id: allowed, or refused with the time until one would be allowed
 // (ns, positive). No lock, no allocation. Any goroutine (loop id's for
 // the counters).
-//
-// Key client hashes a (seeded) to two cells of the table, from the
-// hash's two halves, and decides on the lower (the budget less spent),
-// spending both (a count-min sketch with conservative update): each
-// cell is never behind any client hashed to it, so a client sharing its
-// cells is only refused more, never allowed more, and that only where
-// both its cells are shared with clients that spend.
 func (lm *limiter) allow(id int, a netip.Addr) (bool, int64) {
+	x, y := lm.cells(a)
+	ok, wait, _ := gcra(x, y, lm.clock, lm.t, lm.tau)
+	lm.count(id, ok)
+	return ok, wait
+}
+
+// cells returns the cells of client a's budget: key all's one cell
+// twice. Key client hashes a (seeded) to two cells of the table, from
+// the hash's two halves, and decides on the lower (the budget less
+// spent), spending both (a count-min sketch with conservative update):
+// each cell is never behind any client hashed to it, so a client sharing
+// its cells is only refused more, never allowed more, and that only
+// where both its cells are shared with clients that spend. Any
+// goroutine; no allocation.
+func (lm *limiter) cells(a netip.Addr) (*atomic.Int64, *atomic.Int64) {
 	tab := lm.tab
-	i, j := uint64(0), uint64(0)
-	if !tab.all {
-		var k [8]byte
-		n := 4
-		a = a.Unmap()
-		if a.Is4() {
-			b := a.As4()
-			copy(k[:], b[:])
-		} else {
-			b := a.As16()
-			copy(k[:], b[:8]) // (its /64)
-			n = 8
-		}
-		h := maphash.Bytes(tab.seed, k[:n])
-		i, j = h&tab.mask, (h>>32)&tab.mask
-		if i == j {
-			j ^= 1
-		}
+	if tab.all {
+		return &tab.cells[0], &tab.cells[0]
 	}
-	ok, wait := gcra(&tab.cells[i], &tab.cells[j], lm.clock, lm.t, lm.tau)
-	st := &tab.stats[id]
-	if ok {
+	var k [8]byte
+	n := 4
+	a = a.Unmap()
+	if a.Is4() {
+		b := a.As4()
+		copy(k[:], b[:])
+	} else {
+		b := a.As16()
+		copy(k[:], b[:8]) // (its /64)
+		n = 8
+	}
+	h := maphash.Bytes(tab.seed, k[:n])
+	i, j := h&tab.mask, (h>>32)&tab.mask
+	if i == j {
+		j ^= 1
+	}
+	return &tab.cells[i], &tab.cells[j]
+}
+
+// count counts a decision on loop id. Any goroutine (loop id's).
+func (lm *limiter) count(id int, ok bool) {
+	if st := &lm.tab.stats[id]; ok {
 		st.allowed.inc()
 	} else {
 		st.limited.inc()
 	}
-	return ok, wait
 }
 
 // gcra decides one arrival now (clock's time, read after the cells:
@@ -264,9 +274,10 @@ func (lm *limiter) allow(id int, a netip.Addr) (bool, int64) {
 // spending (cells only grow, but below), and where the swap then fails
 // the raise stands, which only refuses more of the clients hashed there.
 // A budget further ahead than tau (a reload shortened the limit) is
-// first brought back to tau ahead: spent to the new burst. No lock, no
-// allocation; any goroutine.
-func gcra(a, b *atomic.Int64, clock func() int64, t, tau int64) (bool, int64) {
+// first brought back to tau ahead: spent to the new burst. An arrival
+// allowed returns the theoretical arrival time it stored (for giveBack).
+// No lock, no allocation; any goroutine.
+func gcra(a, b *atomic.Int64, clock func() int64, t, tau int64) (ok bool, wait, tat int64) {
 	for {
 		va, vb := a.Load(), b.Load()
 		now := clock()
@@ -285,14 +296,59 @@ func gcra(a, b *atomic.Int64, clock func() int64, t, tau int64) (bool, int64) {
 		}
 		tat := max(v, now) + t
 		if tat-now > tau {
-			return false, tat - tau - now
+			return false, tat - tau - now, 0
 		}
 		if other != low {
 			for o := other.Load(); o < tat && !other.CompareAndSwap(o, tat); o = other.Load() {
 			}
 		}
 		if low.CompareAndSwap(v, tat) {
-			return true, 0
+			return true, 0, tat
+		}
+	}
+}
+
+// gcraWait is gcra's decision of an arrival now, without storing it: 0
+// where it would be allowed, else the time until it would be (ns,
+// positive). Any goroutine.
+func gcraWait(a, b *atomic.Int64, now, t, tau int64) int64 {
+	v := min(a.Load(), b.Load())
+	if v-now > tau {
+		v = now + tau // (as gcra brings it back)
+	}
+	if tat := max(v, now) + t; tat-now > tau {
+		return tat - tau - now
+	}
+	return 0
+}
+
+// giveBack undoes an arrival gcra allowed in cell c (key all's one cell)
+// storing tat, of emission interval t: the cell goes back by what of the
+// interval the arrival added is still ahead of now, min(t, tat-now),
+// nothing once tat has passed. It is exact where no decision stored in
+// c since (c holds tat: back to max(tat-t, now), which the decisions
+// after now read as the value before the arrival), and never gives more
+// than the arrival took where others did, on any loop: each allowed
+// after it, at a time up to now (read after c), stored its own interval
+// on top of it, and the arrival's share of c's lead over the budget
+// without it is t less how far those times came after tat-t, the
+// arrival's start; that share only shrinks as the arrival's interval
+// passes, so it is at least min(t, tat-now), and c less it is never
+// below the value the decisions without the arrival would have left
+// (refusing more, never allowing more). Concurrent give-backs add up as
+// the arrivals did. A CAS loop: no lock, no allocation; any goroutine.
+//
+// Key client's two cells are not given back: the lower's lead may be
+// another client's, raised there as the upper bound of its own budget
+// (conservative update), which lowering it would undercut; admit gives
+// back only where another loop's decision came between its check and
+// its spending (the budget is spent, refusing more).
+func giveBack(c *atomic.Int64, clock func() int64, t, tat int64) {
+	for {
+		v := c.Load()
+		g := min(t, tat-clock())
+		if g <= 0 || c.CompareAndSwap(v, v-g) {
+			return
 		}
 	}
 }
@@ -365,17 +421,53 @@ func (p *Proxy) makeLimiters(l *listener) {
 // admit decides a request of client a on loop id, routed to route i
 // (len(routes): the listener's pool), against the listener's limit and
 // then the route's: 0 where both allow it, else the wait the first that
-// refuses it gives (ns). Loop goroutine.
+// refuses it gives (ns). A refusal spends neither budget, as nginx's
+// limit_req charges none of its zones unless all pass: both limits are
+// first decided without spending, then spent in turn, the listener's
+// given back (giveBack, key all) where the route's was spent by another
+// loop meanwhile. Each limit counts its own decision (the listener's
+// allowed one the route's refused). Loop goroutine.
 func (l *listener) admit(id, i int, a netip.Addr) int64 {
-	if lm := l.limit; lm != nil {
-		if ok, wait := lm.allow(id, a); !ok {
-			return wait
-		}
+	lm, rm := l.limit, (*limiter)(nil)
+	if i < len(l.rlimits) {
+		rm = l.rlimits[i]
 	}
-	if i < len(l.rlimits) && l.rlimits[i] != nil {
-		if ok, wait := l.rlimits[i].allow(id, a); !ok {
-			return wait
+	if lm == nil || rm == nil {
+		if lm == nil {
+			lm = rm
 		}
+		if lm == nil {
+			return 0
+		}
+		ok, wait := lm.allow(id, a)
+		if ok {
+			return 0
+		}
+		return wait
+	}
+	lx, ly := lm.cells(a)
+	rx, ry := rm.cells(a)
+	if wait := gcraWait(lx, ly, lm.clock(), lm.t, lm.tau); wait > 0 {
+		lm.count(id, false)
+		return wait
+	}
+	if wait := gcraWait(rx, ry, rm.clock(), rm.t, rm.tau); wait > 0 {
+		lm.count(id, true)
+		rm.count(id, false)
+		return wait
+	}
+	ok, wait, tat := gcra(lx, ly, lm.clock, lm.t, lm.tau)
+	lm.count(id, ok)
+	if !ok {
+		return wait
+	}
+	ok, wait, _ = gcra(rx, ry, rm.clock, rm.t, rm.tau)
+	rm.count(id, ok)
+	if !ok {
+		if lx == ly {
+			giveBack(lx, lm.clock, lm.t, tat)
+		}
+		return wait
 	}
 	return 0
 }

@@ -530,3 +530,73 @@ func TestRateLimitH2Head(t *testing.T) {
 		}
 	})
 }
+
+// TestRateLimitRefusedNotSpent: a request a route's limit refuses spends
+// nothing of the listener's (nginx's limit_req charges no zone unless all
+// pass): with the listener's burst of 10 (key all) and a route that
+// refuses all but its first, 40 requests to the route refused at once on
+// two loops leave the listener the 9 its first left, which pass to
+// another route, the 10th after them refused; the counters are the
+// decisions (the listener's allowed the 40 the route refused).
+func TestRateLimitRefusedNotSpent(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {})
+		cfg := capConfig(b, ModeHTTP, 2, 0, u.addr)
+		cfg.Pools[0].QueueTimeout = 0
+		cfg.Listeners[0].RateLimit = &RateLimitConfig{Rate: 1, Per: Duration(time.Hour), Burst: 10, Key: RateKeyAll}
+		cfg.Listeners[0].Routes = []RouteConfig{{PathPrefix: "/lim/", Pool: "app",
+			RateLimit: &RateLimitConfig{Rate: 1, Per: Duration(time.Hour), Burst: 1, Key: RateKeyAll}}}
+		p := startProxy(t, cfg)
+		if len(p.e.Loops()) < 2 {
+			t.Skip("needs two loops (two CPUs)")
+		}
+		get := func(c net.Conn, path string) int {
+			fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path)
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				return 0
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		if code := get(onLoop(t, p, 0), "/lim/first"); code != 200 {
+			t.Fatalf("the route's first: %d, want 200", code)
+		}
+		var cs []net.Conn
+		for i := range 40 {
+			cs = append(cs, onLoop(t, p, i%2))
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		codes := map[int]int{}
+		for _, c := range cs {
+			wg.Go(func() {
+				code := get(c, "/lim/x")
+				mu.Lock()
+				codes[code]++
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		if codes[429] != 40 {
+			t.Fatalf("the route's 40: %v, want 40 429s", codes)
+		}
+		for i := range 10 {
+			want := 200
+			if i == 9 {
+				want = 429
+			}
+			if code := get(onLoop(t, p, i%2), "/other"); code != want {
+				t.Fatalf("another route's request %d: %d, want %d", i, code, want)
+			}
+		}
+		lt := p.Totals().Listeners[0]
+		if rl := lt.RateLimit; rl == nil || *rl != (RateLimitTotals{Allowed: 50, Limited: 1}) {
+			t.Errorf("the listener's totals %+v, want 50 allowed, 1 limited", rl)
+		}
+		if rl := lt.Routes[0].RateLimit; rl == nil || *rl != (RateLimitTotals{Allowed: 1, Limited: 40}) {
+			t.Errorf("the route's totals %+v, want 1 allowed, 40 limited", rl)
+		}
+	})
+}

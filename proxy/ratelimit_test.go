@@ -41,7 +41,7 @@ func TestGCRA(t *testing.T) {
 		{1350 * ms, false, 50 * ms}, {1400 * ms, true, 0},
 	}
 	for i, s := range steps {
-		ok, wait := gcra(&c, &c, at(s.now), T, tau)
+		ok, wait, _ := gcra(&c, &c, at(s.now), T, tau)
 		if ok != s.ok || wait != s.wait {
 			t.Fatalf("step %d at %v: allowed %v, wait %v; want %v, %v", i, time.Duration(s.now), ok, time.Duration(wait), s.ok, time.Duration(s.wait))
 		}
@@ -50,10 +50,10 @@ func TestGCRA(t *testing.T) {
 	// reload) counts as spent to this one's burst.
 	var r atomic.Int64
 	r.Store(10 * int64(time.Hour))
-	if ok, wait := gcra(&r, &r, at(0), T, tau); ok || wait != T {
+	if ok, wait, _ := gcra(&r, &r, at(0), T, tau); ok || wait != T {
 		t.Fatalf("a budget 10h ahead: allowed %v, wait %v; want refused for %v", ok, time.Duration(wait), time.Duration(T))
 	}
-	if ok, _ := gcra(&r, &r, at(T), T, tau); !ok {
+	if ok, _, _ := gcra(&r, &r, at(T), T, tau); !ok {
 		t.Fatalf("a budget 10h ahead, an interval later: refused")
 	}
 	// Burst 1: strictly one per interval.
@@ -62,8 +62,123 @@ func TestGCRA(t *testing.T) {
 		now int64
 		ok  bool
 	}{{5 * ms, true}, {5 * ms, false}, {104 * ms, false}, {105 * ms, true}, {205 * ms, true}, {304 * ms, false}} {
-		if ok, _ := gcra(&d, &d, at(s.now), T, T); ok != s.ok {
+		if ok, _, _ := gcra(&d, &d, at(s.now), T, T); ok != s.ok {
 			t.Fatalf("burst 1, step %d: allowed %v, want %v", i, ok, s.ok)
+		}
+	}
+}
+
+// TestGCRAGiveBack: an arrival given back leaves the cell as the
+// decisions without it would have (interval 100, burst 10): exactly where
+// none came after it, or where others were allowed on top of it before
+// its interval began to pass; less (what of its interval has passed)
+// where time moved, and nothing once its interval has passed, where
+// another allowed after it took the budget from its own arrival time.
+// Given back later still, an arrival behind others gives back nothing
+// though the budget without it would be lower (0, 0, 0, 150: 300), as it
+// may be higher (0, 100, 150, 150 leave the same cell, 400, and 400
+// without the first): what the cell and the time tell cannot say which.
+func TestGCRAGiveBack(t *testing.T) {
+	const T, tau = 100, 1000
+	for _, c := range []struct {
+		name     string
+		arrivals []int64 // times of those allowed
+		ours     int     // the one given back
+		back     int64   // when
+		want     int64   // the cell after
+	}{
+		{"alone", []int64{0}, 0, 0, 0},
+		{"alone, later", []int64{500}, 0, 550, 550}, // (the same budget as 500 from 550 on)
+		{"under others", []int64{0, 0, 0}, 0, 0, 200},
+		{"under another, half passed", []int64{0, 50}, 0, 50, 150},
+		{"passed", []int64{0, 100}, 0, 100, 200},
+		{"in debt", []int64{0, 0, 0, 10, 20}, 3, 30, 400},
+		{"in debt, passed", []int64{0, 0, 0, 150}, 0, 150, 400},
+		{"passed, the same cell", []int64{0, 100, 150, 150}, 0, 150, 400},
+	} {
+		var cell atomic.Int64
+		var ours int64
+		for k, now := range c.arrivals {
+			ok, _, tat := gcra(&cell, &cell, at(now), T, tau)
+			if !ok {
+				t.Fatalf("%s: arrival %d refused", c.name, k)
+			}
+			if k == c.ours {
+				ours = tat
+			}
+		}
+		giveBack(&cell, at(c.back), T, ours)
+		if got := cell.Load(); got != c.want {
+			t.Errorf("%s: cell %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+// TestAdmitGivesBack: where another loop spends the route's budget
+// between admit's check and its spending (here the route's clock, read
+// at each, does it at its second read), the request is refused and the
+// listener's budget (key all) is as it was.
+func TestAdmitGivesBack(t *testing.T) {
+	var clock testClock
+	clock.t.Store(5 * ms)
+	rc := RateLimitConfig{Rate: 1, Per: Duration(time.Hour), Burst: 1, Key: RateKeyAll}
+	l := &listener{
+		limit:   testLimiter(t, RateLimitConfig{Rate: 1, Per: Duration(time.Hour), Burst: 10, Key: RateKeyAll}, 1, &clock),
+		rlimits: []*limiter{testLimiter(t, rc, 1, &clock)},
+	}
+	rm := l.rlimits[0]
+	reads := 0
+	rm.clock = func() int64 {
+		if reads++; reads == 2 {
+			rm.tab.cells[0].Store(clock.now() + rm.t) // (another loop's request)
+		}
+		return clock.now()
+	}
+	before := l.limit.tab.cells[0].Load()
+	if wait := l.admit(0, 0, netip.Addr{}); wait <= 0 {
+		t.Fatalf("admitted, the route's budget spent meanwhile")
+	}
+	// (Back to now: the same budget as before to decisions from now on.)
+	if got, want := l.limit.tab.cells[0].Load(), max(before, clock.now()); got != want {
+		t.Errorf("the listener's cell %d, want %d (as before)", got, want)
+	}
+}
+
+// TestAdmitAcrossGoroutines: requests decided at once by 8 goroutines
+// against a listener's limit (key all, burst 100) and a route's (key all,
+// burst 10) spend of the listener's budget only the 10 the route let
+// pass, the others refused by the route at its check or given back after
+// losing the route's budget to another goroutine: 90 pass after them to
+// the listener's pool.
+func TestAdmitAcrossGoroutines(t *testing.T) {
+	for range 20 {
+		var clock testClock
+		clock.t.Store(5 * ms)
+		l := &listener{
+			limit:   testLimiter(t, RateLimitConfig{Rate: 1, Per: Duration(time.Hour), Burst: 100, Key: RateKeyAll}, 8, &clock),
+			rlimits: []*limiter{testLimiter(t, RateLimitConfig{Rate: 1, Per: Duration(time.Hour), Burst: 10, Key: RateKeyAll}, 8, &clock)},
+		}
+		var passed atomic.Int64
+		var wg sync.WaitGroup
+		for id := range 8 {
+			wg.Go(func() {
+				for range 20 {
+					if l.admit(id, 0, netip.Addr{}) == 0 {
+						passed.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if passed.Load() != 10 {
+			t.Fatalf("%d passed the route's burst of 10", passed.Load())
+		}
+		n := 0
+		for l.admit(0, 1, netip.Addr{}) == 0 {
+			n++
+		}
+		if n != 90 {
+			t.Fatalf("%d passed to the listener's pool after, want 90", n)
 		}
 	}
 }
@@ -141,7 +256,7 @@ func TestLimiterCollisionsNeverLooser(t *testing.T) {
 				continue
 			}
 			allowed++
-			if ok, _ := gcra(e, e, at(now), lm.t, lm.tau); !ok {
+			if ok, _, _ := gcra(e, e, at(now), lm.t, lm.tau); !ok {
 				t.Fatalf("table of %d: a request of %v allowed at %v that its own budget refuses", size, a, time.Duration(now))
 			}
 		}
