@@ -472,6 +472,18 @@ func (l *listener) admit(id, i int, a netip.Addr) int64 {
 	return 0
 }
 
+// byClient reports whether a request routed to route i (len(routes):
+// the listener's pool) is decided by a limit of key client: where each
+// limit in play has key all, no client address is read (admit's cells
+// for key all read none), nor X-Forwarded-For walked for it. Loop
+// goroutine.
+func (l *listener) byClient(i int) bool {
+	if l.limit != nil && !l.limit.tab.all {
+		return true
+	}
+	return i < len(l.rlimits) && l.rlimits[i] != nil && !l.rlimits[i].tab.all
+}
+
 // rateLimited decides the current request against its listener's and
 // route's rate limits; over one it answers 429 with Retry-After and
 // returns true. The client's connection is kept where the request has no
@@ -484,9 +496,12 @@ func (s *hsession) rateLimited() bool {
 		return false
 	}
 	r := &s.req
-	a := s.ln.forwardedClient(s.client.RemoteAddr().Addr().Unmap(), len(r.Headers), func(k int) ([]byte, []byte) {
-		return r.Headers[k].Name, r.Headers[k].Value
-	})
+	var a netip.Addr
+	if s.ln.byClient(s.x.route - 1) {
+		a = s.ln.forwardedClient(s.client.RemoteAddr().Addr().Unmap(), len(r.Headers), func(k int) ([]byte, []byte) {
+			return r.Headers[k].Name, r.Headers[k].Value
+		})
+	}
 	wait := s.ln.admit(s.ls.id, s.x.route-1, a)
 	if wait == 0 {
 		return false
@@ -515,9 +530,12 @@ func (st *h2stream) rateLimited(r *h2.Request) bool {
 	if st.ln.limit == nil && st.ln.rlimits == nil {
 		return false
 	}
-	a := st.ln.forwardedClient(c.client.RemoteAddr().Addr().Unmap(), len(r.Fields), func(k int) ([]byte, []byte) {
-		return r.Fields[k].Name, r.Fields[k].Value
-	})
+	var a netip.Addr
+	if st.ln.byClient(st.x.route - 1) {
+		a = st.ln.forwardedClient(c.client.RemoteAddr().Addr().Unmap(), len(r.Fields), func(k int) ([]byte, []byte) {
+			return r.Fields[k].Name, r.Fields[k].Value
+		})
+	}
 	wait := st.ln.admit(c.ls.id, st.x.route-1, a)
 	if wait == 0 {
 		return false
