@@ -1612,13 +1612,10 @@ func dotSegments(target []byte) bool {
 	}
 	dots := 0 // the current segment's dots; -1: it has anything else
 	for i := 0; i < len(path); {
-		c, n := path[i], 1
-		if c == '%' && i+2 < len(path) { // (internal/h1: two hex digits)
-			c, n = byte(h1.Unhex(path[i+1])<<4|h1.Unhex(path[i+2])), 3
-		}
+		c, n := pathByte(path, i)
 		i += n
 		switch {
-		case c == '/' || c == '\\':
+		case isSeparator(c):
 			if dots == 1 || dots == 2 {
 				return true
 			}

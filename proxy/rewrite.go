@@ -181,24 +181,36 @@ func validRewritePrefix(prefix, rw string) error {
 	return nil
 }
 
+// pathByte is the byte of path p at i as a server that decodes the path
+// reads it, and how many bytes of p it took: a '%' followed by two hex
+// digits decoded (3), any other byte itself (1). dotSegments,
+// doubleSeparator and endsWithSeparator read a path with it, each taking
+// what it returns for '/' or '\' for a segment separator (isSeparator).
+func pathByte[P string | []byte](p P, i int) (byte, int) {
+	if p[i] == '%' && i+2 < len(p) {
+		if hi, lo := h1.Unhex(p[i+1]), h1.Unhex(p[i+2]); hi >= 0 && lo >= 0 {
+			return byte(hi<<4 | lo), 3
+		}
+	}
+	return p[i], 1
+}
+
+// isSeparator reports a decoded path byte that separates segments: '/',
+// or a backslash (a server on Windows, or one that takes it for '/').
+func isSeparator(c byte) bool { return c == '/' || c == '\\' }
+
 // doubleSeparator reports a path with two segment separators (as
 // dotSegments has them: "/", a backslash, %2F, %5C) in a row, an empty
 // segment as "//" is to a server that reads them as "/".
 func doubleSeparator(p string) bool {
 	prev := false // the byte before i ends a separator
 	for i := 0; i < len(p); {
-		n := 0
-		switch {
-		case p[i] == '/' || p[i] == '\\':
-			n = 1
-		case p[i] == '%' && i+2 < len(p) && (strings.EqualFold(p[i+1:i+3], "2F") || strings.EqualFold(p[i+1:i+3], "5C")):
-			n = 3
-		}
-		if n > 0 && prev {
+		c, n := pathByte(p, i)
+		if isSeparator(c) && prev {
 			return true
 		}
-		prev = n > 0
-		i += max(n, 1)
+		prev = isSeparator(c)
+		i += n
 	}
 	return false
 }
@@ -206,9 +218,13 @@ func doubleSeparator(p string) bool {
 // endsWithSeparator reports a path ending with what dotSegments takes
 // for a segment separator.
 func endsWithSeparator(p string) bool {
-	n := len(p)
-	return strings.HasSuffix(p, "/") || strings.HasSuffix(p, `\`) ||
-		n >= 3 && p[n-3] == '%' && (strings.EqualFold(p[n-2:], "2F") || strings.EqualFold(p[n-2:], "5C"))
+	last := false
+	for i := 0; i < len(p); {
+		c, n := pathByte(p, i)
+		last = isSeparator(c)
+		i += n
+	}
+	return last
 }
 
 // hfield is a field a rule writes: its name in lower case and its value
