@@ -616,13 +616,19 @@
 // Over the limit an HTTP/1.1 request gets 429 with Retry-After (the
 // seconds until a request would pass, rounded up) and a short body, RL
 // in the access log, and reaches no server; its connection is kept
-// where the request has no body or Content-Length: 0 (a body is not
-// read to be thrown away),
-// the client did not ask to close and its queue is below
+// where the client did not ask to close, its queue is below
 // write_high_water (one pipelining requests faster than it reads their
-// 429s is closed), else the 429 says Connection: close. An HTTP/2
-// client's stream gets the 429 (with retry-after), its connection going
-// on. A mode tcp connection over the limit is closed at once, counted
+// 429s is closed) and the request has no body, or one of up to 64 KiB:
+// a Content-Length up to it, or chunked, not awaited with Expect:
+// 100-continue (whether such a client sends it is not known). That body
+// is read and thrown away as it comes, as nginx's limit_req does
+// (ngx_http_discard_request_body), and the requests after it are read
+// as before; a chunked one that goes past 64 KiB, or is malformed,
+// closes the connection after the 429 has gone, as keepalive_timeout
+// does one whose body comes slower (the body's wait is the idle
+// connection's). Else the 429 says Connection: close. An HTTP/2
+// client's stream gets the 429 (with retry-after), and, where its body
+// is still coming, RST_STREAM NO_ERROR, its connection going on. A mode tcp connection over the limit is closed at once, counted
 // (not logged, as one max_conns turns away). Nothing is delayed (nginx's
 // delay): a request passes or is refused at once.
 //

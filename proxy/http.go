@@ -80,7 +80,8 @@ type hsession struct {
 	upgrade   bool   // the request asks for a protocol upgrade the listener allows
 	upg       []byte // the upgrades asked for that the listener allows
 	reqDone   bool   // the whole request body went to up
-	bodyN     int64  // bytes of a chunked request body so far (max_request_body)
+	bodyN     int64  // bytes of a chunked request body so far (max_request_body; discardBytes)
+	discard   bool   // the body of a request a rate limit refused is read and dropped (discardBody)
 	interim   bool   // a 1xx response went to the client
 	interims  int    // 1xx responses received for the request
 	respHead  bool   // the final response head went to the client
@@ -370,6 +371,15 @@ func (s *hsession) feedHead(b engine.Buffer, off int) {
 		if len(p) == 0 {
 			b.Release()
 			return
+		}
+		if s.discard {
+			n, ok := s.discardBody(p)
+			if !ok {
+				b.Release()
+				return
+			}
+			off += n
+			continue
 		}
 		n, err := feed(&s.in, p, func(b []byte) (int, error) {
 			if headParsed != nil {

@@ -484,13 +484,22 @@ func (l *listener) byClient(i int) bool {
 	return i < len(l.rlimits) && l.rlimits[i] != nil && !l.rlimits[i].tab.all
 }
 
+// discardBytes bounds the body of a request a rate limit refuses that is
+// read and dropped to keep its connection (nginx reads any, within its
+// lingering timeouts): past it the connection is closed.
+const discardBytes = 64 << 10
+
 // rateLimited decides the current request against its listener's and
 // route's rate limits; over one it answers 429 with Retry-After and
-// returns true. The client's connection is kept where the request has no
-// body (or an empty one: Content-Length: 0), asked to keep it, and the client's queue is below the high-water
-// mark (a client that sends requests faster than it reads their
-// refusals is closed); else the response says Connection: close and the
-// client is closed after it. Loop goroutine.
+// returns true. The client's connection is kept where the request asked
+// to keep it, its body, if any, has a Content-Length up to discardBytes
+// or is chunked (then read and dropped as it comes: discardBody, as
+// nginx's ngx_http_discard_request_body) and is not awaited with
+// Expect: 100-continue (whether the client sends it is not known), and
+// the client's queue is below the high-water mark (a client that sends
+// requests faster than it reads their refusals is closed); else the
+// response says Connection: close and the client is closed after it.
+// Loop goroutine.
 func (s *hsession) rateLimited() bool {
 	if s.ln.limit == nil && s.ln.rlimits == nil {
 		return false
@@ -506,8 +515,9 @@ func (s *hsession) rateLimited() bool {
 	if wait == 0 {
 		return false
 	}
-	keep := s.keep && (r.Framing == h1.NoBody || r.Framing == h1.Length && r.ContentLength == 0) && !s.eof && !s.ls.draining && !s.retired() &&
-		s.client.QueuedMemory() < s.p.cfg.Engine.WriteHighWater
+	body := r.Framing == h1.Chunked || r.Framing == h1.Length && r.ContentLength > 0
+	keep := s.keep && (!body || !r.Expect100 && (r.Framing == h1.Chunked || r.ContentLength <= discardBytes)) &&
+		!s.eof && !s.ls.draining && !s.retired() && s.client.QueuedMemory() < s.p.cfg.Engine.WriteHighWater
 	s.respLocal = true
 	s.countResp(429, true)
 	s.out = appendTooMany(s.out[:0], retrySeconds(wait), s.minor, keep, s.head)
@@ -518,8 +528,25 @@ func (s *hsession) rateLimited() bool {
 		s.closeClient()
 		return true
 	}
+	s.discard = body
 	s.setPhase(phIdle)
 	return true
+}
+
+// discardBody reads and drops the bytes of p that are the body of a
+// request a rate limit refused (s.discard): it returns how many it took
+// (all of p where the body goes on after it), and false where the client
+// was closed instead: the body malformed, or past discardBytes (framing
+// counted). Loop goroutine.
+func (s *hsession) discardBody(p []byte) (int, bool) {
+	n, done, err := s.reqBody.Next(p)
+	if s.bodyN += int64(n); err != nil || s.bodyN > discardBytes {
+		s.discard = false
+		s.closeClient()
+		return n, false
+	}
+	s.discard = !done
+	return n, true
 }
 
 // rateLimited decides the stream's request against its listener's and

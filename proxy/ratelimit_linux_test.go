@@ -44,8 +44,8 @@ func dialFrom(t *testing.T, p *Proxy, src string) net.Conn {
 // listener: over one kept-alive connection 3 requests pass, the next get
 // 429 with Retry-After 1 and a body on the same connection (the access
 // log's term RL, the metrics counting them), and one passes again 500ms
-// later; a request with a body over the limit gets 429 with Connection:
-// close, and is closed; other client addresses (127.0.0.2, .3) have
+// later; a request over the limit with a body past discardBytes gets
+// 429 with Connection: close, and is closed (TestRateLimitDiscardBody); other client addresses (127.0.0.2, .3) have
 // their own budgets; of 5 requests pipelined in one write the 2 over the
 // burst are answered in turn (a HEAD's 429 without its body).
 func TestRateLimitHTTP(t *testing.T) {
@@ -77,9 +77,9 @@ func TestRateLimitHTTP(t *testing.T) {
 		if resp, _ := rateGet(t, c, br, "/over"); resp.StatusCode != 429 {
 			t.Fatalf("at once after: %d, want 429", resp.StatusCode)
 		}
-		fmt.Fprintf(c, "POST /body HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello")
+		fmt.Fprintf(c, "POST /body HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\nhello", discardBytes+1)
 		if resp, _ := readResponseFrom(t, c, br, "POST"); resp.StatusCode != 429 || !resp.Close {
-			t.Fatalf("a request with a body: %d close %v, want 429 and close", resp.StatusCode, resp.Close)
+			t.Fatalf("a request with a body past discardBytes: %d close %v, want 429 and close", resp.StatusCode, resp.Close)
 		}
 		if err := closedByProxy(c); err != nil {
 			t.Error(err)
@@ -597,6 +597,78 @@ func TestRateLimitRefusedNotSpent(t *testing.T) {
 		}
 		if rl := lt.Routes[0].RateLimit; rl == nil || *rl != (RateLimitTotals{Allowed: 1, Limited: 40}) {
 			t.Errorf("the route's totals %+v, want 1 allowed, 40 limited", rl)
+		}
+	})
+}
+
+// TestRateLimitDiscardBody: a request with a body a rate limit refuses
+// keeps its connection where the body is at most discardBytes, its
+// Content-Length's or, chunked, as it comes (nginx's
+// ngx_http_discard_request_body): the body is read and dropped, and the
+// requests pipelined after it are answered on the connection, one whose
+// body comes in parts after its 429 too; a Content-Length past the bound
+// gets 429 with Connection: close and is closed, as is a chunked body
+// that goes past it after its 429, and one that expects 100-continue
+// (its client may send the body or not).
+func TestRateLimitDiscardBody(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			io.WriteString(w, r.URL.Path)
+		})
+		cfg := httpConfig(b, u.addr)
+		cfg.Listeners[0].Routes = []RouteConfig{{PathPrefix: "/lim/", Pool: "app",
+			RateLimit: &RateLimitConfig{Rate: 1, Per: Duration(time.Hour), Burst: 1, Key: RateKeyAll}}}
+		p := startProxy(t, cfg)
+		read := func(c net.Conn, br *bufio.Reader) string {
+			t.Helper()
+			resp, body := readResponseFrom(t, c, br, "POST")
+			s := fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(body))
+			if resp.Close {
+				s += " (close)"
+			}
+			return s
+		}
+		c := dial(t, p)
+		br := bufio.NewReader(c)
+		io.WriteString(c, "GET /lim/a HTTP/1.1\r\nHost: x\r\n\r\n"+
+			"POST /lim/b HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"+
+			"POST /lim/c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nX-T: 1\r\n\r\n"+
+			fmt.Sprintf("POST /lim/d HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", discardBytes, strings.Repeat("GET / HTTP/1.1\r\n\r\n", discardBytes/18)+strings.Repeat("x", discardBytes%18))+
+			"GET /other HTTP/1.1\r\nHost: x\r\n\r\n"+
+			"POST /lim/e HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nhel")
+		var got []string
+		for range 5 {
+			got = append(got, read(c, br))
+		}
+		if g, want := strings.Join(got, ", "), "200 /lim/a, 429 429 Too Many Requests, 429 429 Too Many Requests, 429 429 Too Many Requests, 200 /other"; g != want {
+			t.Fatalf("got %s, want %s", g, want)
+		}
+		if g := read(c, br); g != "429 429 Too Many Requests" {
+			t.Fatalf("a body in parts: %s, want 429 kept", g)
+		}
+		time.Sleep(20 * time.Millisecond)
+		io.WriteString(c, "lo")
+		time.Sleep(20 * time.Millisecond)
+		io.WriteString(c, "world"+"GET /other2 HTTP/1.1\r\nHost: x\r\n\r\n")
+		if g := read(c, br); g != "200 /other2" {
+			t.Fatalf("after a body in parts: %s, want 200 /other2", g)
+		}
+
+		for _, tc := range []struct{ name, req, want string }{
+			{"a Content-Length past the bound", fmt.Sprintf("POST /lim/f HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\nhello", discardBytes+1), "429 429 Too Many Requests (close)"},
+			{"a chunked body past the bound", fmt.Sprintf("POST /lim/g HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s", discardBytes+1, strings.Repeat("x", discardBytes+1)), "429 429 Too Many Requests"},
+			{"100-continue", "POST /lim/h HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n", "429 429 Too Many Requests (close)"},
+		} {
+			c := dial(t, p)
+			br := bufio.NewReader(c)
+			go io.WriteString(c, tc.req+"GET /other HTTP/1.1\r\nHost: x\r\n\r\n")
+			if g := read(c, br); g != tc.want {
+				t.Fatalf("%s: %s, want %s", tc.name, g, tc.want)
+			}
+			if n, err := br.Read(make([]byte, 1)); n > 0 || err == nil {
+				t.Errorf("%s: read %d bytes after the 429 (%v), want the connection closed", tc.name, n, err)
+			}
 		}
 	})
 }
