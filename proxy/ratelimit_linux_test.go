@@ -220,28 +220,7 @@ func TestRateLimitTwoLoops(t *testing.T) {
 		if len(p.e.Loops()) < 2 {
 			t.Skip("needs two loops (two CPUs)")
 		}
-		var cs []net.Conn
-		for i := range 40 {
-			cs = append(cs, onLoop(t, p, i%2))
-		}
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		codes := map[int]int{}
-		for _, c := range cs {
-			wg.Go(func() {
-				fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-				c.SetReadDeadline(time.Now().Add(10 * time.Second))
-				resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil {
-					codes[0]++
-					return
-				}
-				codes[resp.StatusCode]++
-			})
-		}
-		wg.Wait()
+		codes := getOnLoops(t, p, 40, "/")
 		if codes[200] != 10 || codes[429] != 30 {
 			t.Errorf("responses %v, want 10 200s and 30 429s", codes)
 		}
@@ -531,6 +510,43 @@ func TestRateLimitH2Head(t *testing.T) {
 	})
 }
 
+// getOnLoops sends a GET for path on each of n new connections to p's
+// two loops in turn, all at once, and counts the responses' status codes
+// (0: none read).
+func getOnLoops(t *testing.T, p *Proxy, n int, path string) map[int]int {
+	t.Helper()
+	var cs []net.Conn
+	for i := range n {
+		cs = append(cs, onLoop(t, p, i%2))
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	codes := map[int]int{}
+	for _, c := range cs {
+		wg.Go(func() {
+			code := getStatus(c, path)
+			mu.Lock()
+			codes[code]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return codes
+}
+
+// getStatus sends a GET for path on c and returns its response's status
+// code, 0 where none was read.
+func getStatus(c net.Conn, path string) int {
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
 // TestRateLimitRefusedNotSpent: a request a route's limit refuses spends
 // nothing of the listener's (nginx's limit_req charges no zone unless all
 // pass): with the listener's burst of 10 (key all) and a route that
@@ -550,35 +566,10 @@ func TestRateLimitRefusedNotSpent(t *testing.T) {
 		if len(p.e.Loops()) < 2 {
 			t.Skip("needs two loops (two CPUs)")
 		}
-		get := func(c net.Conn, path string) int {
-			fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path)
-			c.SetReadDeadline(time.Now().Add(10 * time.Second))
-			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-			if err != nil {
-				return 0
-			}
-			resp.Body.Close()
-			return resp.StatusCode
-		}
-		if code := get(onLoop(t, p, 0), "/lim/first"); code != 200 {
+		if code := getStatus(onLoop(t, p, 0), "/lim/first"); code != 200 {
 			t.Fatalf("the route's first: %d, want 200", code)
 		}
-		var cs []net.Conn
-		for i := range 40 {
-			cs = append(cs, onLoop(t, p, i%2))
-		}
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		codes := map[int]int{}
-		for _, c := range cs {
-			wg.Go(func() {
-				code := get(c, "/lim/x")
-				mu.Lock()
-				codes[code]++
-				mu.Unlock()
-			})
-		}
-		wg.Wait()
+		codes := getOnLoops(t, p, 40, "/lim/x")
 		if codes[429] != 40 {
 			t.Fatalf("the route's 40: %v, want 40 429s", codes)
 		}
@@ -587,7 +578,7 @@ func TestRateLimitRefusedNotSpent(t *testing.T) {
 			if i == 9 {
 				want = 429
 			}
-			if code := get(onLoop(t, p, i%2), "/other"); code != want {
+			if code := getStatus(onLoop(t, p, i%2), "/other"); code != want {
 				t.Fatalf("another route's request %d: %d, want %d", i, code, want)
 			}
 		}
