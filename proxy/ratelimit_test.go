@@ -114,6 +114,30 @@ func TestGCRAGiveBack(t *testing.T) {
 	}
 }
 
+// TestAdmitRefusedKeyClient: a client a route's limit refuses keeps its
+// budget of the listener's limit of key client (burst 2): 2 pass to the
+// listener's pool after 5 refused.
+func TestAdmitRefusedKeyClient(t *testing.T) {
+	var clock testClock
+	clock.t.Store(5 * ms)
+	l := &listener{
+		limit:   testLimiter(t, RateLimitConfig{Rate: 1, Per: Duration(time.Hour), Burst: 2}, 1, &clock),
+		rlimits: []*limiter{testLimiter(t, RateLimitConfig{Rate: 1, Per: Duration(time.Hour), Burst: 1, Key: RateKeyAll}, 1, &clock)},
+	}
+	l.rlimits[0].tab.cells[0].Store(clock.now() + int64(time.Hour)) // (spent)
+	a := netip.MustParseAddr("192.0.2.1")
+	for k := range 5 {
+		if l.admit(0, 0, a) == 0 {
+			t.Fatalf("request %d to the route admitted", k)
+		}
+	}
+	for k, want := range []bool{true, true, false} {
+		if got := l.admit(0, 1, a) == 0; got != want {
+			t.Fatalf("request %d to the pool: admitted %v, want %v", k, got, want)
+		}
+	}
+}
+
 // TestAdmitGivesBack: where another loop spends the route's budget
 // between admit's check and its spending (here the route's clock, read
 // at each, does it at its second read), the request is refused and the
