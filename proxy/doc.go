@@ -704,18 +704,24 @@
 // to the proxy and the same as another to a server that names fields
 // as CGI does (upper case, '-' made '_': PHP, WSGI, Rack), which reads
 // X_User and X-User both as HTTP_X_USER, either winning by its own
-// choice. So a forwarding field spelled with underscores (its name with
-// '_' read as '-' is one of the five above: X_Forwarded_For,
-// x_forwarded-proto, X_Real_IP, ...) is dropped from every client,
-// trusted or not (a proxy in front passes its own under their names,
-// which are what the proxy reads and passes on), and request_headers
-// and response_headers read '_' as '-' in names (a remove or set of
-// X-User drops X_User too; a rule naming Content_Length or
+// choice; lighttpd's CGI, FastCGI and SCGI so read any byte of a name
+// not a letter or digit, and PHP a '.' ("X.Real.IP" is its
+// HTTP_X_REAL_IP). So a forwarding field spelled with underscores or
+// another separator (its name with any byte not a letter or digit read
+// as '-' is one of the five above: X_Forwarded_For, x_forwarded-proto,
+// X.Real.IP, ...) is dropped from every client, trusted or not (a proxy
+// in front passes its own under their names, which are what the proxy
+// reads and passes on), and request_headers and response_headers read
+// '_' and the other separators as '-' in names (a remove or set of
+// X-User drops X_User and X.User too; a rule naming Content_Length or
 // X_Forwarded_For is refused as the name it stands for). The other
 // fields a mode http listener's headers_with_underscores decides, as
 // Envoy's headers_with_underscores_action: allow (the default) passes
 // them, drop removes them, reject answers the request 400 (PR in the
-// access log; an HTTP/2 client's stream, the connection going on).
+// access log; an HTTP/2 client's stream, the connection going on); it
+// looks for '_' alone, as Envoy's does (a name with a '.' is no CGI
+// name to most servers: to lighttpd's, a request_headers rule for the
+// field covers it).
 // spindle_proxy_listener_underscore_dropped_total counts the fields
 // dropped, the forwarding ones above with drop's. allow is the default,
 // as in Envoy and HAProxy and as before the option, since the fields

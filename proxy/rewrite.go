@@ -20,8 +20,9 @@ import (
 // HeaderRules changes the fields of a message passed on, as Envoy's
 // request_headers_to_add/_to_remove and HAProxy's set-header/del-header
 // do. Names are field names (tokens), compared case-insensitively and
-// with '_' read as '-' (as servers that name fields as CGI does read
-// them: a remove of X-Debug drops X_Debug too), each in one of the three
+// with '_' and the other separators read as '-' (as servers that name
+// fields as CGI does read them: a remove of X-Debug drops X_Debug and
+// X.Debug too), each in one of the three
 // at most; values are static strings without a
 // control character but HTAB and without leading or trailing
 // whitespace. Remove drops every field of its names, Set replaces every
@@ -73,9 +74,10 @@ var ruleRefused = map[string]string{
 func (h *HeaderRules) validate() error {
 	seen := map[string]string{} // lower-case name, '-' for '_': the list that has it
 	check := func(list, name string) error {
-		// ('_' read as '-': servers naming fields as CGI does read
-		// "Content_Length" as "Content-Length", as drops does.)
-		dashed := strings.ReplaceAll(strings.ToLower(name), "_", "-")
+		// ('_' and the other separators read as '-': servers naming
+		// fields as CGI does read "Content_Length" as "Content-Length",
+		// as drops does.)
+		dashed := dashedName(name)
 		switch {
 		case strings.HasPrefix(name, ":"):
 			return fmt.Errorf("%s: %q is a pseudo-header", list, name)

@@ -109,6 +109,10 @@ func TestParseRewritesErrors(t *testing.T) {
 		{"keep_alive", lst(`response_headers: {set: {Keep_Alive: "timeout=5"}}`), `"Keep_Alive" may not be changed (hop-by-hop)`},
 		{"remove and set dashed", route(`request_headers: {set: {X-A: "1"}, remove: [X_a]}`), `routes[0].request_headers.set: "X-A" is named in remove already (names are case-insensitive, '_' read as '-')`},
 		{"http2_settings", lst(`request_headers: {remove: [HTTP2_Settings]}`), `"HTTP2_Settings" may not be changed (hop-by-hop)`},
+		// (And any other separator, as lighttpd reads names, '.' as PHP.)
+		{"xff dots", lst(`request_headers: {set: {X.Forwarded.For: 1.2.3.4}}`), `request_headers.set: "X.Forwarded.For" may not be changed (written by the proxy (see trusted_proxies))`},
+		{"content~length", route(`request_headers: {remove: [Content~Length]}`), `routes[0].request_headers.remove: "Content~Length" may not be changed (framing)`},
+		{"remove and set dotted", route(`request_headers: {set: {X-A: "1"}, remove: [X.a]}`), `routes[0].request_headers.set: "X-A" is named in remove already (names are case-insensitive, '_' read as '-')`},
 		{"twice", lst(`request_headers: {set: {X-A: "1", x-a: "2"}}`), `request_headers.set: "x-a" is named in set already`},
 		{"set and remove", lst(`request_headers: {set: {X-A: "1"}, remove: [X-A]}`), `request_headers.set: "X-A" is named in remove already`},
 		{"set and add", route(`response_headers: {set: {X-A: "1"}, add: {X-a: "2"}}`), `routes[0].response_headers.add: "X-a" is named in set already`},

@@ -11,23 +11,38 @@ import (
 // a server that names fields as CGI does (HTTP_X_FORWARDED_FOR, in PHP,
 // WSGI, Rack) reads "X_Forwarded_For" as "X-Forwarded-For", so a client
 // could pass the forwarding fields the proxy controls under another
-// spelling.
+// spelling. Some read other separators so too: lighttpd's CGI, FastCGI
+// and SCGI make every byte of a name not a letter or digit '_'
+// ("X.Forwarded~For"), PHP makes '.' '_' in $_SERVER's names.
 
 // dropUnderscored reports a request field the listener drops for an
 // underscore in its name, counting it on loop id: with
-// headers_with_underscores drop, any; else a forwarding field so spelled
-// (forwardingAlias), from any client, trusted or not (a trusted client's
-// forwarding fields pass under their own names). Loop goroutine.
+// headers_with_underscores drop, any; else a forwarding field spelled
+// with another separator than '-' (forwardingAlias), from any client,
+// trusted or not (a trusted client's forwarding fields pass under their
+// own names). Loop goroutine.
 func (l *listener) dropUnderscored(id int, name []byte) bool {
-	if bytes.IndexByte(name, '_') < 0 || l.cfg.HeadersWithUnderscores != UnderscoresDrop && !forwardingAlias(name) {
+	if (l.cfg.HeadersWithUnderscores != UnderscoresDrop || bytes.IndexByte(name, '_') < 0) && (!respelled(name) || !forwardingAlias(name)) {
 		return false
 	}
 	l.stats[id].underscoreDropped.inc()
 	return true
 }
 
-// forwardingAlias reports a name that, '_' read as '-' and in any case,
-// is one of the forwarding fields (forwardingFields).
+// respelled reports a name with a byte that is not a letter, a digit or
+// '-': one a server naming fields as CGI does may read as another.
+func respelled(name []byte) bool {
+	for _, c := range name {
+		if foldDash(c) == '-' && c != '-' {
+			return true
+		}
+	}
+	return false
+}
+
+// forwardingAlias reports a name that, any separator read as '-'
+// (foldDash) and in any case, is one of the forwarding fields
+// (forwardingFields).
 func forwardingAlias(name []byte) bool {
 	for _, f := range forwardingFields {
 		if equalDash(name, f) {
@@ -38,7 +53,9 @@ func forwardingAlias(name []byte) bool {
 }
 
 // equalDash reports whether a and b are equal under ASCII case folding
-// with '_' read as '-' (as CGI's HTTP_* names are made).
+// with any byte not a letter or digit read as '-' (as CGI's HTTP_* names
+// are made, '-' and '_' being the same there, and lighttpd's every other
+// separator too).
 func equalDash(a, b []byte) bool {
 	if len(a) != len(b) {
 		return false
@@ -51,15 +68,25 @@ func equalDash(a, b []byte) bool {
 	return true
 }
 
-// foldDash is c in lower case, '-' for '_'.
+// foldDash is c in lower case, '-' for any byte not a letter or digit.
 func foldDash(c byte) byte {
 	switch {
 	case 'A' <= c && c <= 'Z':
 		return c + 'a' - 'A'
-	case c == '_':
-		return '-'
+	case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
+		return c
 	}
-	return c
+	return '-'
+}
+
+// dashedName is name as equalDash compares it: lower case, '-' for any
+// byte not a letter or digit (a rule's names, HeaderRules.validate).
+func dashedName(name string) string {
+	b := []byte(name)
+	for i, c := range b {
+		b[i] = foldDash(c)
+	}
+	return string(b)
 }
 
 // rejectsUnderscores reports a request the listener answers 400 for a
