@@ -581,7 +581,8 @@ func h2AllocsZero(t *testing.T, p *Proxy, conns int) int {
 	t.Helper()
 	enc := hpack.NewEncoder()
 	block := enc.StartBlock(nil)
-	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "example.com"}, {":path", "/index.html"}, {"user-agent", "test"}} {
+	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "example.com"}, {":path", "/index.html"}, {"user-agent", "test"},
+		{"x_forwarded_for", "1.2.3.4"}, {"x_custom", "c"}} { // (see httpAllocs)
 		block = enc.AppendField(block, hpack.Field{Name: []byte(f[0]), Value: []byte(f[1])})
 	}
 	per := 200

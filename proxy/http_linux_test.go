@@ -749,7 +749,9 @@ func httpAllocs(t *testing.T, b engine.Backend, edit func(*Config)) {
 		cs[i] = dial(t, p)
 		cs[i].SetDeadline(time.Now().Add(time.Minute))
 	}
-	req := []byte("GET /index.html HTTP/1.1\r\nHost: example.com\r\nUser-Agent: test\r\nAccept: */*\r\n\r\n")
+	// (X_Forwarded_For is dropped, X_Custom passes or not by
+	// headers_with_underscores.)
+	req := []byte("GET /index.html HTTP/1.1\r\nHost: example.com\r\nUser-Agent: test\r\nAccept: */*\r\nX_Forwarded_For: 1.2.3.4\r\nX_Custom: c\r\n\r\n")
 	bufs := make([][]byte, conns)
 	for i := range bufs {
 		bufs[i] = make([]byte, 4096)

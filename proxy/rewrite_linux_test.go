@@ -210,9 +210,11 @@ func TestRewriteReload(t *testing.T) {
 }
 
 // allocRules sets rules of every kind on cfg's listener and a route of
-// every path with rewrite_prefix and host_rewrite.
+// every path with rewrite_prefix and host_rewrite, and
+// headers_with_underscores drop.
 func allocRules(cfg *Config) {
 	l := &cfg.Listeners[0]
+	l.HeadersWithUnderscores = UnderscoresDrop
 	l.RequestHeaders = HeaderRules{Set: map[string]string{"X-Env": "prod"}, Add: map[string]string{"X-Tag": "l"}, Remove: []string{"Accept"}}
 	l.ResponseHeaders = HeaderRules{Set: map[string]string{"Cache-Control": "no-store"}}
 	l.Routes = []RouteConfig{{PathPrefix: "/", Pool: "app", RewritePrefix: "/r/", HostRewrite: "backend.internal",
