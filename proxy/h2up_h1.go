@@ -331,6 +331,7 @@ func (x *h1up) finish() {
 	s.reqDone = true
 	if fs := x.trailers(); len(fs) > 0 {
 		u.cl.WriteTrailers(x.uid, fs)
+		u.flush() // (WriteDataTo writes its own; the trailers may end a read of their own)
 	} else {
 		u.cl.WriteDataTo(x.uid, nil, true, u.write)
 	}
