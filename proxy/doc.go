@@ -242,7 +242,8 @@
 // Request rules likewise change the head alone: a request's trailer
 // section passes as it came (a field a rule removes or sets may come
 // there; RFC 9110 6.5.1 has the server keep it out of the head, as Envoy
-// and HAProxy leave trailers to it too).
+// and HAProxy leave trailers to it too), but for the fields no trailer
+// may carry to a server (see request trailers below).
 // rewrite_prefix replaces the route's path_prefix in the target sent
 // upstream, the rest and the query kept: "/api/" and "/" send
 // "/api/x?q" as "/x?q" and "/api/" as "/"; "/api" and "/v2" send "/api"
@@ -731,8 +732,34 @@
 // CGI way and believe one that no client should set (an identity a
 // gateway in front writes, without a request_headers rule for it) says
 // drop. It applies to the request's head: its trailers pass as they
-// came, as request_headers leave them. -check and /debug/config show
-// it; a reload applies it to the requests after it.
+// came, as request_headers leave them, but for the fields below. -check
+// and /debug/config show it; a reload applies it to the requests after
+// it.
+//
+// A request's trailer section (an HTTP/1.1 chunked body's, an HTTP/2
+// stream's trailing HEADERS) goes on, to either pool protocol, without
+// the forwarding fields in any spelling (X-Forwarded-For, X_Real_IP,
+// X.Forwarded.For, ..., from a trusted client too: the proxy reads a
+// head's alone) and the fields RFC 9110 6.5.1 keeps out of trailers:
+// the framing and routing (Content-Length, Transfer-Encoding, Host; an
+// HTTP/1.1 chunked body with them is refused 400 by internal/h1), the
+// connection's (Connection, Keep-Alive, Proxy-Connection, TE, Trailer,
+// Upgrade, HTTP2-Settings), Via, authentication (Authorization,
+// Proxy-Authorization, Cookie), the request's modifiers (Cache-Control,
+// Pragma, Expect, Max-Forwards, Range, If-Match, If-None-Match,
+// If-Modified-Since, If-Unmodified-Since, If-Range) and its content's
+// format (Content-Type, Content-Encoding, Content-Range), names compared
+// as request_headers compares them. A server that merges trailers into
+// the header section (Apache httpd with MergeTrailers on, as before
+// 2.4.11) would read a client's X-Forwarded-For there beside or over
+// the proxy's, or an Authorization a gateway in front never checked;
+// nginx passes no request trailers on, nor Envoy over HTTP/1 without
+// enable_trailers, and Go's net/http keeps them apart (Request.Trailer). The other fields pass as they came (a gRPC
+// client's among them). An HTTP/1.1 client's chunked body goes without
+// a copy up to its trailer section, which is held to the body's end
+// (16 KiB at most, internal/h1's bound) and sent filtered; a body
+// without one is not touched. A response's trailers pass as the server
+// sent them.
 //
 // The admin server serves /metrics (Prometheus text format, names
 // spindle_proxy_*), /healthz and /debug/config (the effective config as

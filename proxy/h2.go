@@ -700,17 +700,16 @@ func h1Fields(fs []hpack.Field) bool {
 	return true
 }
 
-// finishReq ends the request body: the last chunk and trailers.
+// finishReq ends the request body: the last chunk and trailers (but
+// those trailerDropped reports).
 func (st *h2stream) finishReq(trailers []hpack.Field) {
 	st.reqEnd = true
 	if st.chunked {
 		o := append(st.c.scratch[:0], "0\r\n"...)
 		for _, f := range trailers {
-			switch string(f.Name) {
-			case "content-length", "transfer-encoding", "host":
-				continue
+			if !trailerDropped(f.Name) {
+				o = h1.AppendHeader(o, f.Name, f.Value)
 			}
-			o = h1.AppendHeader(o, f.Name, f.Value)
 		}
 		o = append(o, "\r\n"...)
 		st.c.scratch = o

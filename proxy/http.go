@@ -73,6 +73,8 @@ type hsession struct {
 	// The current request.
 	req       h1.Request
 	reqBody   h1.Body
+	trl       []byte // a chunked request body's trailer section (trailer.go)
+	inTrl     bool   // the trailer section has begun
 	minor     int    // the client's HTTP/1.minor
 	head      bool   // HEAD: the response has no body
 	idem      bool   // may be retried: GET, HEAD or OPTIONS without a body
@@ -509,6 +511,7 @@ func (s *hsession) gotHead() {
 	s.upgrade = len(s.upg) > 0
 	s.reqDone = r.Framing == h1.NoBody
 	s.reqBody.Reset(r.Framing, r.ContentLength)
+	s.trl, s.inTrl = s.trl[:0], false
 	s.bodyN = 0
 	s.w.began = false // (a new request: its own wait, if any)
 	s.interim, s.respHead, s.closeAft, s.respLocal, s.retry, s.interims = false, false, false, false, false, 0
@@ -898,14 +901,16 @@ func (s *hsession) sendHead() {
 
 // forwardBody sends the request body's bytes in b[off:] to up: a buffer's
 // whole tail without a copy, a body that ends inside the buffer by a copy
-// (the rest, the next request, stays in pend). Loop goroutine.
+// (the rest, the next request, stays in pend), a chunked body's trailer
+// section held to its end and sent filtered (sendTrailers). Loop
+// goroutine.
 func (s *hsession) forwardBody(b engine.Buffer, off int) {
 	if s.h2 != nil && s.h2.on {
 		s.h2.forward(b, off)
 		return
 	}
 	p := b.Bytes()[off:]
-	n, done, err := s.reqBody.Next(p)
+	n, held, done, err := s.nextBody(p)
 	if err != nil {
 		b.Release()
 		s.abortBody(400)
@@ -921,9 +926,17 @@ func (s *hsession) forwardBody(b engine.Buffer, off int) {
 	}
 	s.ls.stats(s.pool, s.srv).bytesOut.addInt(n)
 	s.mark = s.p.now() // a body on its way: response_timeout counts from here
-	if n == len(p) {
+	switch {
+	case held >= 0:
+		err = s.sendTrailers(p[:held], done)
+		if n == len(p) {
+			b.Release()
+		} else {
+			s.pend, s.poff, s.hasP = b, off+n, true
+		}
+	case n == len(p):
 		err = s.up.WriteBufferFrom(b, off)
-	} else {
+	default:
 		_, err = s.up.Write(p[:n])
 		s.pend, s.poff, s.hasP = b, off+n, true
 	}

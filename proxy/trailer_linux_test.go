@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"io"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,8 +29,9 @@ func trailerNames(w http.ResponseWriter, r *http.Request) {
 }
 
 // trickledTrailers is TestRequestTrailersTrickled's first request's
-// trailer section.
-var trickledTrailers = "X-Sum: abc\r\nX_Note: n\r\n"
+// trailer section: X_Forwarded_For and Cookie are dropped
+// (TestRequestTrailersFiltered).
+var trickledTrailers = "X-Sum: abc\r\nX_Forwarded_For: 1.2.3.4\r\nCookie: s=1\r\nX_Note: n\r\n"
 
 // TestRequestTrailersTrickled: an HTTP/1.1 client's chunked request
 // sent a byte a write, its trailer section too, then a request
@@ -55,7 +57,7 @@ func TestRequestTrailersTrickled(t *testing.T) {
 				time.Sleep(200 * time.Microsecond)
 			}
 			io.WriteString(conn, "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\n"+
-				"3\r\nabc\r\n0\r\nX-Sum: d\r\n\r\n"+
+				"3\r\nabc\r\n0\r\nX.Real.IP: 1.2.3.4\r\nX-Sum: d\r\n\r\n"+
 				"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 			br := bufio.NewReader(conn)
 			for i, want := range []string{"5 X-Sum,X_note", "3 X-Sum", "0 "} {
@@ -70,6 +72,56 @@ func TestRequestTrailersTrickled(t *testing.T) {
 				}
 			}
 			conn.Close()
+		})
+	})
+}
+
+// TestRequestTrailersFiltered: a request's trailer section reaches the
+// server without the forwarding fields in any spelling and the fields
+// no trailer may carry (Authorization, Cookie, Via, Max-Forwards, ...),
+// the others as they came, from a client trusted_proxies lists too, for
+// each client and pool protocol pair (TestRequestTrailersTrickled: a
+// trailer section in parts).
+func TestRequestTrailersFiltered(t *testing.T) {
+	trailer := http.Header{
+		"X-Forwarded-For": {"1.2.3.4"},
+		"X_Forwarded_For": {"1.2.3.4"},
+		"X.Real.IP":       {"1.2.3.4"},
+		"Forwarded":       {"for=1.2.3.4"},
+		"Authorization":   {"Basic eDp5"},
+		"Cookie":          {"s=1"},
+		"Via":             {"1.1 evil"},
+		"Max_Forwards":    {"1"},
+		"X-Sum":           {"abc"},
+		"X_Note":          {"n"},
+	}
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		eachPool(t, trailerNames, func(protocol, server string) {
+			cfg := h2cConfig(b, server)
+			cfg.Pools[0].Protocol = protocol
+			cfg.Listeners[0].TrustedProxies = Prefixes{netip.MustParsePrefix("127.0.0.0/8")}
+			p := startProxy(t, cfg)
+			h1c, base := client(t, p)
+			h2c, _ := h2Client(t, p)
+			for _, c := range []*http.Client{h1c, h2c} {
+				// (A section all dropped ends the body as none would.)
+				for _, tc := range []struct {
+					trailer http.Header
+					want    string
+				}{{trailer, "5 X-Sum,X_note"}, {http.Header{"X-Forwarded-For": {"1.2.3.4"}}, "5 "}} {
+					req := mustReq(t, "POST", base+"/", io.MultiReader(strings.NewReader("hello")))
+					req.Trailer = tc.trailer.Clone()
+					resp, err := c.Do(req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					body, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if got := string(body); resp.StatusCode != 200 || !strings.EqualFold(got, tc.want) {
+						t.Errorf("HTTP/%d to %s: %d %q, want 200 %q", resp.ProtoMajor, protocol, resp.StatusCode, body, tc.want)
+					}
+				}
+			}
 		})
 	})
 }
