@@ -211,9 +211,15 @@ func TestOpenLoopStall(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			addr := startTestServer(t, "stall", stallEnv...)
+			// The drain ends once every request is sent and answered; 10 s
+			// only bounds it. The capped client, one request in flight on
+			// each of 4 connections, sends at most 4 per round trip: on a
+			// loaded machine (round trips above 2 ms) it is still catching
+			// up on the stall's backlog after the window, and a CI run had
+			// 178 of 2,000 unsent after a 2 s drain.
 			lc := LoadConfig{
 				Addr: addr, Conns: 4, Rate: rate, Block: tc.block,
-				Warmup: 100 * time.Millisecond, Duration: dur, Drain: 2 * time.Second,
+				Warmup: 100 * time.Millisecond, Duration: dur, Drain: 10 * time.Second,
 			}
 			if tc.capped {
 				lc.MaxOutstanding = 1
