@@ -26,7 +26,11 @@
 //     median, min–max and how many were 1 or below. Where an arm's
 //     achieved rate varied by more than 25 % between repetitions, a note
 //     says the machine drifted and that those ratios are the ones to
-//     trust, over ratios of each arm's medians.
+//     trust, over ratios of each arm's medians. bench proxy and bench
+//     http2 have them too (ArmsReport.PairedRatios): the proxies', the
+//     upstream's and their summed CPU per request and p99 to haproxy's and
+//     nginx's, the HTTP/2 servers' CPU per request and p99 to
+//     go-net-http's and nginx's, by default.
 //   - Open-loop load runs on a fixed schedule and measures each request's
 //     latency from its intended send time, so a stalled server raises the
 //     measured tail instead of silently slowing the client (no coordinated

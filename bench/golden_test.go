@@ -77,7 +77,7 @@ var (
 )
 
 // TestHTTP2ReportGolden renders an HTTP/2 report made from fixed results
-// (summarizeHTTP2 and finish's notes) as report.json, report.md and the
+// (summarizeHTTP2, finish's paired ratios to go-net-http and notes) as report.json, report.md and the
 // table, and compares them whole with the golden files.
 func TestHTTP2ReportGolden(t *testing.T) {
 	cfg := HTTP2Config{ServerCPUs: []int{0}, ClientCPUs: []int{0, 1}}
@@ -108,8 +108,9 @@ func TestHTTP2ReportGolden(t *testing.T) {
 }
 
 // TestProxyReportGolden is TestHTTP2ReportGolden for proxy reports: a TCP
-// one (with the direct arm and unanswered requests) and an h2h2 one (at
-// two streams values).
+// one (with the direct arm and unanswered requests, paired ratios to
+// haproxy by default) and an h2h2 one (at two streams values, paired
+// ratios to direct).
 func TestProxyReportGolden(t *testing.T) {
 	res := func(arm string, streams, rep int, rps, p99, cpu, pct float64, src string) ProxyResult {
 		r := ProxyResult{Arm: arm, Streams: streams, Rep: rep, AchievedRPS: rps, Requests: uint64(rps * 0.4),
@@ -147,6 +148,9 @@ func TestProxyReportGolden(t *testing.T) {
 				ClientCPUs: cfg.ClientCPUs, UpstreamCPUs: cfg.UpstreamCPUs, UpstreamArm: DefaultProxyUpstreamArm, WarmupSeconds: 0.1, WindowSeconds: 0.4}
 			arms := []ArmInfo{{Name: ProxyArmSpindleUring, Summary: "uring"}, {Name: ProxyArmHAProxy, Summary: "haproxy"}, {Name: ProxyArmDirect, Summary: "none"}}
 			if h2Clients(tc.protocol) {
+				// haproxy, the default reference, is skipped: the ratios
+				// are to direct, which has no proxy CPU.
+				cfg.RatioTo = []string{ProxyArmDirect}
 				settings.Streams, settings.ClientThreads, settings.H2load, settings.UpstreamArm = tc.streams, 1, "h2load nghttp2/1.64.0", DefaultProxyH2UpstreamArm
 				arms[1].Skipped = "haproxy is not installed"
 			}

@@ -83,9 +83,21 @@ type HTTP2Config struct {
 	H2load string
 	// Env is added to the environment of the server children.
 	Env []string
+	// RatioTo names the reference arms of the report's paired ratios
+	// (HTTP2Report.PairedRatios): at each streams value every other arm's
+	// server CPU per request and p99 are divided by each reference's of
+	// the same repetition. Each must be one of the arms asked for; one
+	// that is skipped has no ratios (a note says so). Nil: those of
+	// DefaultHTTP2RatioTo that run; empty: none.
+	RatioTo []string
 	// Progress receives one line per measurement; nil discards them.
 	Progress io.Writer
 }
+
+// DefaultHTTP2RatioTo are the reference arms of bench http2's paired
+// ratios when HTTP2Config.RatioTo is nil, those of them that run: the
+// servers spindle's are measured against.
+var DefaultHTTP2RatioTo = []string{HTTP2ArmGoNetHTTP, HTTP2ArmNginx}
 
 // HTTP2Report is the result of `spindle bench http2`: its Schema is
 // HTTP2Schema, its Summary one row per arm and streams value.
@@ -104,6 +116,8 @@ type HTTP2Settings struct {
 	H2load        string  `json:"h2load"`
 	WarmupSeconds float64 `json:"warmup_seconds"`
 	WindowSeconds float64 `json:"window_seconds"`
+	// RatioTo are the reference arms of the paired ratios; nil for none.
+	RatioTo []string `json:"ratio_to,omitempty"`
 }
 
 // HTTP2Result is one measurement of one arm at one streams value.
@@ -167,6 +181,9 @@ func (c HTTP2Config) withDefaults() (HTTP2Config, error) {
 		return c, fmt.Errorf("bench: body %d outside %d..%d", c.Body, MinHTTP2Body, MaxHTTP2Body)
 	}
 	if c.Arms, err = armsDefault("http2", c.Arms, HTTP2Arms, HTTP2Arms); err != nil {
+		return c, err
+	}
+	if err := checkRatioTo(c.RatioTo, c.Arms); err != nil {
 		return c, err
 	}
 	var online []int
@@ -590,6 +607,9 @@ func lastLines(out []byte, n int) string {
 func (r *http2Runner) finish() {
 	rep := r.report
 	rep.Summary = summarizeHTTP2(rep.Results)
+	// withDefaults took only references among the arms.
+	rep.Config.RatioTo, _ = runRatioRefs(r.cfg.RatioTo, DefaultHTTP2RatioTo, rep.Arms, &rep.Notes)
+	rep.PairedRatios = http2PairedRatios(rep.Results, rep.Config.RatioTo)
 	rep.Seconds = time.Since(rep.Started).Seconds()
 	for _, res := range rep.Results {
 		if res.Requests == 0 {
@@ -605,7 +625,7 @@ func (r *http2Runner) finish() {
 		}
 	}
 	rep.Notes = append(rep.Notes, sideDriftNotes(rep.Summary, func(s HTTP2SummaryRow) driftRow {
-		return driftRow{arm: s.Arm, point: fmt.Sprintf("streams %d", s.Streams), reps: s.Reps, rps: s.AchievedRPS}
+		return driftRow{arm: s.Arm, point: fmt.Sprintf("streams %d", s.Streams), reps: s.Reps, rps: s.AchievedRPS, paired: sidePaired(rep.PairedRatios, s.Arm, s.Streams)}
 	})...)
 	if cpuOverlap(r.cfg.ServerCPUs, r.cfg.ClientCPUs) {
 		rep.Notes = append(rep.Notes, "the server shares a CPU with the client: figures include their contention")
@@ -698,8 +718,17 @@ func HTTP2Markdown(rep *HTTP2Report) string {
 		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %.0f | %.0f | %.2f | %.2f | %.2f |\n", s.Arm, s.Streams, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
 			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), fmtSpread(s.ServerUSPerReq, 2), s.ServerCPUPercent, s.ClientCPUPercent, s.RPSRatio, s.P99Ratio, s.ServerCPURatio)
 	}
+	b.WriteString(http2RatioLayout.markdown(rep.PairedRatios))
 	writeArmsAndNotes(&b, rep.Arms, rep.Notes)
 	return b.String()
+}
+
+// http2RatioLayout is how bench http2's paired-ratio tables look.
+var http2RatioLayout = armsRatioLayout{
+	figs: []armsFigure{figServer, figP99}, byRep: figServer,
+	what:    "server CPU µs per request and p99",
+	missing: "one of the two arms had no replies in every repetition, or the figure was not measured",
+	streams: true,
 }
 
 // WriteHTTP2Table prints rep's summary as a plain-text table.
@@ -711,6 +740,7 @@ func WriteHTTP2Table(w io.Writer, rep *HTTP2Report) {
 		fmt.Fprintf(w, "%-14s %7d %-22s %-20s %-20s %-20s %-18s %7.0f %7.2f %7.2f %7.2f\n", s.Arm, s.Streams, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
 			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), fmtSpread(s.ServerUSPerReq, 2), s.ClientCPUPercent, s.RPSRatio, s.P99Ratio, s.ServerCPURatio)
 	}
+	http2RatioLayout.writeTable(w, rep.PairedRatios)
 	writeTableNotes(w, rep.Notes)
 }
 

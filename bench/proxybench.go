@@ -148,9 +148,21 @@ type ProxyConfig struct {
 	ProxyCommand []string
 	// Env is added to the environment of the upstream and proxy children.
 	Env []string
+	// RatioTo names the reference arms of the report's paired ratios
+	// (ProxyReport.PairedRatios): at each load point every other arm's
+	// proxy, upstream and proxy-plus-upstream CPU per request and p99 are
+	// divided by each reference's of the same repetition. Each must be one
+	// of the arms asked for; one that is skipped has no ratios (a note
+	// says so). Nil: those of DefaultProxyRatioTo that run; empty: none.
+	RatioTo []string
 	// Progress receives one line per measurement; nil discards them.
 	Progress io.Writer
 }
+
+// DefaultProxyRatioTo are the reference arms of bench proxy's paired
+// ratios when ProxyConfig.RatioTo is nil, those of them that run: the
+// proxies spindle's are measured against.
+var DefaultProxyRatioTo = []string{ProxyArmHAProxy, ProxyArmNginx}
 
 // ProxyArms are the arms of `spindle bench proxy`, in their default order.
 var ProxyArms = []string{ProxyArmSpindleUring, ProxyArmSpindleEpoll, ProxyArmHAProxy, ProxyArmNginx, ProxyArmDirect}
@@ -187,6 +199,8 @@ type ProxySettings struct {
 	UpstreamArm   string  `json:"upstream_arm"`
 	WarmupSeconds float64 `json:"warmup_seconds"`
 	WindowSeconds float64 `json:"window_seconds"`
+	// RatioTo are the reference arms of the paired ratios; nil for none.
+	RatioTo []string `json:"ratio_to,omitempty"`
 }
 
 // ProxyResult is one measurement of one arm.
@@ -280,6 +294,9 @@ func (c ProxyConfig) withDefaults() (ProxyConfig, error) {
 		c.Arms = slices.DeleteFunc(slices.Clone(ProxyArms), func(a string) bool { return a == ProxyArmDirect })
 	}
 	if c.Arms, err = armsDefault("proxy", c.Arms, ProxyArms, slices.Concat(ProxyArms, ProxyExtraArms)); err != nil {
+		return c, err
+	}
+	if err := checkRatioTo(c.RatioTo, c.Arms); err != nil {
 		return c, err
 	}
 	var online []int
@@ -930,6 +947,9 @@ func proxyCPU(a, b cpuEdge, replies uint64, window time.Duration) (usPerReq, per
 func (r *proxyRunner) finish() {
 	rep := r.report
 	rep.Summary = summarizeProxy(rep.Results)
+	// withDefaults took only references among the arms.
+	rep.Config.RatioTo, _ = runRatioRefs(r.cfg.RatioTo, DefaultProxyRatioTo, rep.Arms, &rep.Notes)
+	rep.PairedRatios = proxyPairedRatios(rep.Results, rep.Config.RatioTo)
 	rep.Seconds = time.Since(rep.Started).Seconds()
 	h2 := h2Clients(r.cfg.Protocol)
 	for _, res := range rep.Results {
@@ -961,7 +981,7 @@ func (r *proxyRunner) finish() {
 		if h2 {
 			point = fmt.Sprintf("streams %d", s.Streams)
 		}
-		return driftRow{arm: s.Arm, point: point, reps: s.Reps, rps: s.AchievedRPS}
+		return driftRow{arm: s.Arm, point: point, reps: s.Reps, rps: s.AchievedRPS, paired: sidePaired(rep.PairedRatios, s.Arm, s.Streams)}
 	})...)
 	if h2 {
 		rep.Notes = append(rep.Notes, h2loadLogNote, h2loadVerifiedNote("proxy"))
@@ -1102,8 +1122,20 @@ func ProxyMarkdown(rep *ProxyReport) string {
 		fmt.Fprintf(&b, "| %s |%s %s | %s | %s | %s | %s | %s | %s | %.0f | %.0f | %.2f | %.2f | %s | %.2f |\n", s.Arm, streams, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
 			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), cpuCell(s), pct, fmtSpread(s.UpstreamUSPerReq, 2), s.UpstreamCPUPercent, s.ClientCPUPercent, s.RPSRatio, s.P99Ratio, ratioCell(s), s.UpstreamCPURatio)
 	}
+	b.WriteString(proxyRatioLayout(h2).markdown(rep.PairedRatios))
 	writeArmsAndNotes(&b, rep.Arms, rep.Notes)
 	return b.String()
+}
+
+// proxyRatioLayout is how bench proxy's paired-ratio tables look (with
+// h2: a streams column).
+func proxyRatioLayout(h2 bool) armsRatioLayout {
+	return armsRatioLayout{
+		figs: []armsFigure{figProxy, figUpstream, figSum, figP99}, byRep: figSum,
+		what:    "proxy CPU µs per request, upstream CPU µs per request, their sum (proxy+upstream) and p99",
+		missing: "one of the two arms had no replies in every repetition, or the figure was not measured (direct has no proxy CPU; its proxy+upstream is the upstream's alone)",
+		streams: h2,
+	}
 }
 
 func cpuCell(s ProxySummaryRow) string {
@@ -1137,6 +1169,7 @@ func WriteProxyTable(w io.Writer, rep *ProxyReport) {
 		fmt.Fprintf(w, "%-17s%s %-22s %-20s %-20s %-20s %-18s %-18s %7.0f %7.2f %7.2f %7s %7.2f\n", s.Arm, streams, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
 			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), cpuCell(s), fmtSpread(s.UpstreamUSPerReq, 2), s.ClientCPUPercent, s.RPSRatio, s.P99Ratio, ratioCell(s), s.UpstreamCPURatio)
 	}
+	proxyRatioLayout(h2).writeTable(w, rep.PairedRatios)
 	writeTableNotes(w, rep.Notes)
 }
 

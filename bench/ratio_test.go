@@ -48,9 +48,7 @@ func TestPairedRatios(t *testing.T) {
 		"go-net/gnet closed 0.0 pairs 3 cpu 0.91 (0.91–1.05) ≤1 2 p99 1.00 (0.95–1.11) ≤1 2 [1:0.91/1.11 2:1.05/0.95 3:0.91/1.00]",
 		"uring/gnet closed 0.0 pairs 3 cpu 0.45 (0.45–0.53) ≤1 3 p99 0.95 (0.56–1.10) ≤1 2 [1:0.45/0.56 2:0.53/0.95 3:0.45/1.10]",
 	}
-	if !slices.Equal(lines, want) {
-		t.Errorf("got\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
-	}
+	equalLines(t, lines, want)
 	// The ratio of the medians would be 10/20 for uring: the same here, but
 	// gnet's median ratio 19/20 hides that it cost more in two of three.
 }
@@ -95,7 +93,7 @@ func TestRatioRefs(t *testing.T) {
 		{[]string{"epoll"}, []string{"uring", "epoll", "go-net"}, []string{"epoll"}},
 		{[]string{}, []string{"uring", "go-net"}, []string{}},
 	} {
-		if got := ratioRefs(tc.want, tc.ran); !slices.Equal(got, tc.refs) {
+		if got := ratioRefs(tc.want, DefaultRatioTo, tc.ran); !slices.Equal(got, tc.refs) {
 			t.Errorf("ratioRefs(%q, %q) = %q, want %q", tc.want, tc.ran, got, tc.refs)
 		}
 	}
@@ -123,7 +121,8 @@ func TestDriftNotes(t *testing.T) {
 }
 
 // TestSideBySideDriftNotes: bench proxy and bench http2 note the drift too,
-// at each streams value (a TCP proxy run has the one load point).
+// at each streams value (a TCP proxy run has the one load point), and send
+// the reader to the paired ratios where there are some.
 func TestSideBySideDriftNotes(t *testing.T) {
 	drifted := func(notes []string, point, arm string) bool {
 		return slices.ContainsFunc(notes, func(n string) bool {
@@ -155,6 +154,18 @@ func TestSideBySideDriftNotes(t *testing.T) {
 	if !drifted(r.report.Notes, "streams 1", "spindle-uring") {
 		t.Errorf("http2 notes %q", r.report.Notes)
 	}
+	// With a reference arm that ran, the note sends the reader to the
+	// paired ratios.
+	r = &http2Runner{cfg: HTTP2Config{ServerCPUs: []int{0}, ClientCPUs: []int{1}}, report: &HTTP2Report{
+		Arms:    []ArmInfo{{Name: HTTP2ArmSpindleUring}, {Name: HTTP2ArmGoNetHTTP}},
+		Results: []HTTP2Result{hres("spindle-uring", 1, 1, 40000), hres("go-net-http", 1, 1, 30000), hres("go-net-http", 1, 2, 31000), hres("spindle-uring", 1, 2, 60000)},
+	}}
+	r.finish()
+	if !slices.ContainsFunc(r.report.Notes, func(n string) bool {
+		return strings.HasPrefix(n, "streams 1: the achieved rate varied") && strings.Contains(n, "the paired ratios at this load point")
+	}) || len(r.report.PairedRatios) != 1 {
+		t.Errorf("http2 with ratios: notes %q", r.report.Notes)
+	}
 }
 
 // TestRunnerRatioRefs: by default the references are those of go-net, gnet
@@ -181,5 +192,123 @@ func TestRunnerRatioRefs(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("RatioTo %q: got %s, want %s", tc.ratioTo, got, tc.want)
 		}
+	}
+}
+
+// equalLines fails t unless got and want are the same lines.
+func equalLines(t *testing.T, got, want []string) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// armsRatioLines renders side-by-side paired ratios one line each: the
+// figures present, each as median (min–max) ≤1 count/pairs, then by rep.
+func armsRatioLines(got []ArmsPairedRatio) []string {
+	var lines []string
+	for _, p := range got {
+		l := fmt.Sprintf("%s/%s s%d pairs %d", p.Arm, p.Ref, p.Streams, p.Pairs)
+		for _, f := range []armsFigure{figProxy, figUpstream, figSum, figServer, figP99} {
+			if s := *p.figure(f); s != nil {
+				l += fmt.Sprintf(" %s %.2f (%.2f–%.2f) %d/%d", armsFigureNames[f], s.Median, s.Min, s.Max, s.AtMost1, s.Pairs)
+			}
+		}
+		for _, r := range p.ByRep {
+			l += fmt.Sprintf(" [%d", r.Rep)
+			for _, f := range []armsFigure{figProxy, figUpstream, figSum, figServer, figP99} {
+				if v := *r.figure(f); v != 0 {
+					l += fmt.Sprintf(" %s %.2f", armsFigureNames[f], v)
+				}
+			}
+			l += "]"
+		}
+		lines = append(lines, l)
+	}
+	return lines
+}
+
+// TestProxyPairedRatios: bench proxy's arms' proxy CPU, upstream CPU,
+// their sum and p99 divided by the reference's of the same repetition;
+// direct, which has no proxy CPU, pairs on the others (its sum the
+// upstream's alone), as the numerator or the reference; a repetition
+// without replies does not pair.
+func TestProxyPairedRatios(t *testing.T) {
+	res := func(arm string, streams, rep int, px, up, p99 float64) ProxyResult {
+		return ProxyResult{Arm: arm, Streams: streams, Rep: rep, Requests: 100, AchievedRPS: 1000, ProxyUSPerReq: px, UpstreamUSPerReq: up, Latency: Percentiles{P99: p99}}
+	}
+	// A machine that slows down: haproxy's figures double each repetition,
+	// spindle-uring's proxy CPU is half of haproxy's in every one.
+	rs := []ProxyResult{
+		res(ProxyArmSpindleUring, 0, 1, 5, 4, 50), res(ProxyArmHAProxy, 0, 1, 10, 4, 100), res(ProxyArmDirect, 0, 1, 0, 3, 40),
+		res(ProxyArmDirect, 0, 2, 0, 6, 80), res(ProxyArmHAProxy, 0, 2, 20, 8, 200), res(ProxyArmSpindleUring, 0, 2, 10, 10, 220),
+		res(ProxyArmSpindleUring, 0, 3, 20, 16, 400), res(ProxyArmHAProxy, 0, 3, 40, 16, 400), res(ProxyArmDirect, 0, 3, 0, 12, 160),
+	}
+	rs[4].Requests = 0 // haproxy rep 2: no replies, no pair with it
+	got := armsRatioLines(proxyPairedRatios(rs, []string{ProxyArmHAProxy, ProxyArmDirect}))
+	want := []string{
+		"spindle-uring/haproxy s0 pairs 2 proxy 0.50 (0.50–0.50) 2/2 upstream 1.00 (1.00–1.00) 2/2 proxy+upstream 0.64 (0.64–0.64) 2/2 p99 0.75 (0.50–1.00) 2/2 [1 proxy 0.50 upstream 1.00 proxy+upstream 0.64 p99 0.50] [3 proxy 0.50 upstream 1.00 proxy+upstream 0.64 p99 1.00]",
+		"direct/haproxy s0 pairs 2 upstream 0.75 (0.75–0.75) 2/2 proxy+upstream 0.21 (0.21–0.21) 2/2 p99 0.40 (0.40–0.40) 2/2 [1 upstream 0.75 proxy+upstream 0.21 p99 0.40] [3 upstream 0.75 proxy+upstream 0.21 p99 0.40]",
+		"spindle-uring/direct s0 pairs 3 upstream 1.33 (1.33–1.67) 0/3 proxy+upstream 3.00 (3.00–3.33) 0/3 p99 2.50 (1.25–2.75) 0/3 [1 upstream 1.33 proxy+upstream 3.00 p99 1.25] [2 upstream 1.67 proxy+upstream 3.33 p99 2.75] [3 upstream 1.33 proxy+upstream 3.00 p99 2.50]",
+		"haproxy/direct s0 pairs 2 upstream 1.33 (1.33–1.33) 0/2 proxy+upstream 4.67 (4.67–4.67) 0/2 p99 2.50 (2.50–2.50) 0/2 [1 upstream 1.33 proxy+upstream 4.67 p99 2.50] [3 upstream 1.33 proxy+upstream 4.67 p99 2.50]",
+	}
+	equalLines(t, got, want)
+}
+
+// TestHTTP2PairedRatios: bench http2's arms' server CPU and p99 divided by
+// the reference's of the same repetition, at each streams value.
+func TestHTTP2PairedRatios(t *testing.T) {
+	res := func(arm string, streams, rep int, cpu, p99 float64) HTTP2Result {
+		return HTTP2Result{Arm: arm, Streams: streams, Rep: rep, Requests: 100, AchievedRPS: 1000, ServerUSPerReq: cpu, Latency: Percentiles{P99: p99}}
+	}
+	rs := []HTTP2Result{
+		res(HTTP2ArmSpindleUring, 1, 1, 6, 90), res(HTTP2ArmGoNetHTTP, 1, 1, 12, 100),
+		res(HTTP2ArmSpindleUring, 10, 1, 4, 300), res(HTTP2ArmGoNetHTTP, 10, 1, 10, 250),
+		res(HTTP2ArmGoNetHTTP, 1, 2, 20, 200), res(HTTP2ArmSpindleUring, 1, 2, 12, 220),
+		res(HTTP2ArmGoNetHTTP, 10, 2, 16, 500), res(HTTP2ArmSpindleUring, 10, 2, 0, 400),
+	}
+	got := armsRatioLines(http2PairedRatios(rs, []string{HTTP2ArmGoNetHTTP}))
+	want := []string{
+		"spindle-uring/go-net-http s1 pairs 2 server 0.55 (0.50–0.60) 2/2 p99 1.00 (0.90–1.10) 1/2 [1 server 0.50 p99 0.90] [2 server 0.60 p99 1.10]",
+		"spindle-uring/go-net-http s10 pairs 2 server 0.40 (0.40–0.40) 1/1 p99 1.00 (0.80–1.20) 1/2 [1 server 0.40 p99 1.20] [2 p99 0.80]",
+	}
+	equalLines(t, got, want)
+}
+
+// TestSideRatioRefs: bench proxy's references are by default those of
+// haproxy and nginx that run, bench http2's those of go-net-http and
+// nginx; one given that was skipped gets a note, one not asked for, or
+// given twice, is refused before the run.
+func TestSideRatioRefs(t *testing.T) {
+	pr := &proxyRunner{report: &ProxyReport{Arms: []ArmInfo{{Name: ProxyArmSpindleUring}, {Name: ProxyArmHAProxy}, {Name: ProxyArmNginx, Skipped: "not installed"}}}}
+	pr.finish()
+	if got := pr.report.Config.RatioTo; !slices.Equal(got, []string{ProxyArmHAProxy}) {
+		t.Errorf("proxy default refs %q", got)
+	}
+	pr = &proxyRunner{cfg: ProxyConfig{RatioTo: []string{ProxyArmNginx}}, report: &ProxyReport{Arms: pr.report.Arms}}
+	pr.finish()
+	if !slices.Equal(pr.report.Config.RatioTo, []string{ProxyArmNginx}) || !slices.Contains(pr.report.Notes, "no paired ratios to nginx: it was skipped") {
+		t.Errorf("proxy refs %q, notes %q", pr.report.Config.RatioTo, pr.report.Notes)
+	}
+	hr := &http2Runner{report: &HTTP2Report{Arms: []ArmInfo{{Name: HTTP2ArmSpindleUring}, {Name: HTTP2ArmGoNetHTTP}, {Name: HTTP2ArmNginx}}}}
+	hr.finish()
+	if got := hr.report.Config.RatioTo; !slices.Equal(got, []string{HTTP2ArmGoNetHTTP, HTTP2ArmNginx}) {
+		t.Errorf("http2 default refs %q", got)
+	}
+	for _, c := range []ProxyConfig{
+		{RatioTo: []string{ProxyArmHAProxy, ProxyArmHAProxy}},
+		{Arms: []string{ProxyArmSpindleUring, ProxyArmNginx}, RatioTo: []string{ProxyArmHAProxy}},
+		{Protocol: ProxyProtocolH2, RatioTo: []string{ProxyArmDirect}},
+	} {
+		if _, err := c.withDefaults(); err == nil || !strings.Contains(err.Error(), "ratio reference") {
+			t.Errorf("proxy %+v: %v", c, err)
+		}
+	}
+	if _, err := (HTTP2Config{ServerCommand: []string{"x"}, RatioTo: []string{"go-net"}}).withDefaults(); err == nil || !strings.Contains(err.Error(), "ratio reference") {
+		t.Errorf("http2 go-net: %v", err)
+	}
+	c, err := ProxyConfig{RatioTo: []string{}, UpstreamCommand: []string{"x"}, ProxyCommand: []string{"x"}}.withDefaults()
+	if err != nil || c.RatioTo == nil || len(c.RatioTo) != 0 {
+		t.Errorf("proxy none: %q, %v", c.RatioTo, err)
 	}
 }

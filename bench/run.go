@@ -168,13 +168,10 @@ func (c Config) withDefaults() (Config, error) {
 			return c, err
 		}
 	}
-	for i, ref := range c.RatioTo {
-		if slices.Contains(c.RatioTo[:i], ref) {
-			return c, fmt.Errorf("bench: ratio reference %q given twice", ref)
-		}
-		if c.Arms != nil && !slices.Contains(c.Arms, ref) {
-			return c, fmt.Errorf("bench: ratio reference %q is not one of the arms asked for (%s)", ref, strings.Join(c.Arms, ", "))
-		}
+	if err := checkRatioTo(c.RatioTo, c.Arms); err != nil {
+		return c, err
+	}
+	for _, ref := range c.RatioTo {
 		if _, err := LookupArm(ref); err != nil {
 			return c, fmt.Errorf("bench: ratio reference: %w", err)
 		}
@@ -544,27 +541,9 @@ func newRunner(ctx context.Context, cfg Config, kind string) (*runner, func(), [
 // given), refusing one that is not among the run's arms (a test-only arm,
 // left out of a run of every arm) and noting one that was skipped.
 func (r *runner) ratioRefs() error {
-	var asked, ran []string
-	for _, a := range r.report.Arms {
-		asked = append(asked, a.Name)
-		if a.Skipped == "" {
-			ran = append(ran, a.Name)
-		}
-	}
-	refs := ratioRefs(r.cfg.RatioTo, ran)
-	for _, ref := range refs {
-		j := slices.IndexFunc(r.report.Arms, func(a ArmInfo) bool { return a.Name == ref })
-		if j < 0 {
-			return fmt.Errorf("bench: ratio reference %q is not one of this run's arms (%s)", ref, strings.Join(asked, ", "))
-		}
-		if r.report.Arms[j].Skipped != "" {
-			r.report.Notes = append(r.report.Notes, fmt.Sprintf("no paired ratios to %s: it was skipped", ref))
-		}
-	}
-	if len(refs) > 0 {
-		r.report.Config.RatioTo = refs
-	}
-	return nil
+	refs, err := runRatioRefs(r.cfg.RatioTo, DefaultRatioTo, r.report.Arms, &r.report.Notes)
+	r.report.Config.RatioTo = refs
+	return err
 }
 
 // rpsSetter is a topology whose server-side receive steering can be set

@@ -193,7 +193,7 @@ func checkReportFiles(t *testing.T, rep *Report) {
 		t.Fatal(err)
 	}
 	// Each reference arm's paired ratios have a table, in both.
-	refs, _ := ratioTables(rep)
+	refs, _ := ratioTables(rep.PairedRatios, func(p PairedRatio) string { return p.Ref })
 	for _, ref := range refs {
 		h := "Server CPU per request, ratio to " + ref + ", paired by repetition"
 		if !strings.Contains(string(md), "## "+h+"\n") || !strings.Contains(string(page), "<h2>"+h+"</h2>") {

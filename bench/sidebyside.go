@@ -36,8 +36,68 @@ type ArmsReport[C, R, S any] struct {
 	Results []R `json:"results"`
 	// Summary has one row per arm that ran (and streams value), in order.
 	Summary []S `json:"summary"`
+	// PairedRatios holds, for each reference arm (the settings' RatioTo),
+	// each streams value and each other arm measured there, that arm's
+	// figures divided by the reference's of the same repetition; nil
+	// when no reference arm ran.
+	PairedRatios []ArmsPairedRatio `json:"paired_ratios,omitempty"`
 	// Notes are things a reader of the figures should know.
 	Notes []string `json:"notes,omitempty"`
+}
+
+// ArmsPairedRatio is one arm's figures divided by a reference arm's at
+// one load point of a side-by-side report, repetition by repetition (see
+// PairedRatio). A figure is there when at least one repetition paired on
+// it: a proxy report's proxy, upstream and proxy-plus-upstream CPU per
+// request and p99, an HTTP/2 report's server CPU per request and p99.
+type ArmsPairedRatio struct {
+	// Ref is the reference arm (the denominator), Arm the other (the
+	// numerator).
+	Ref string `json:"ref"`
+	Arm string `json:"arm"`
+	// Streams is the load point's streams per connection (0, absent,
+	// with the proxy's tcp and http protocols).
+	Streams int `json:"streams,omitempty"`
+	// Pairs is the number of repetitions in which both arms were measured
+	// with replies.
+	Pairs int `json:"pairs"`
+	// ProxyUSPerReq is the ratio of the proxies' CPU per request (the
+	// direct arm has none: it pairs on the other figures only);
+	// UpstreamUSPerReq of the upstream's; ProxyUpstreamUSPerReq of their
+	// sums (for direct, the upstream's alone: what serving a request cost
+	// with no proxy).
+	ProxyUSPerReq         *RatioSpread `json:"proxy_us_per_req,omitempty"`
+	UpstreamUSPerReq      *RatioSpread `json:"upstream_us_per_req,omitempty"`
+	ProxyUpstreamUSPerReq *RatioSpread `json:"proxy_upstream_us_per_req,omitempty"`
+	// ServerUSPerReq is the ratio of the HTTP/2 servers' CPU per request.
+	ServerUSPerReq *RatioSpread `json:"server_us_per_req,omitempty"`
+	// P99 is the ratio of the latencies' p99.
+	P99 *RatioSpread `json:"p99_us,omitempty"`
+	// ByRep lists each pair's ratios.
+	ByRep []ArmsRepRatio `json:"by_rep"`
+}
+
+// RatioSpread is a figure's ratios over the repetitions that paired on
+// it: those in which both arms had replies and both figures were above 0
+// (a figure of 0 was not measured).
+type RatioSpread struct {
+	// Spread is their median, minimum and maximum.
+	Spread
+	// Pairs is how many there were, AtMost1 how many of them were 1 or
+	// below (the arm no dearer, or no slower, than the reference).
+	Pairs   int `json:"pairs"`
+	AtMost1 int `json:"at_most_1"`
+}
+
+// ArmsRepRatio is one repetition's ratios of an ArmsPairedRatio, each
+// absent (0) where the repetition did not pair on that figure.
+type ArmsRepRatio struct {
+	Rep                   int     `json:"rep"`
+	ProxyUSPerReq         float64 `json:"proxy_us_per_req,omitempty"`
+	UpstreamUSPerReq      float64 `json:"upstream_us_per_req,omitempty"`
+	ProxyUpstreamUSPerReq float64 `json:"proxy_upstream_us_per_req,omitempty"`
+	ServerUSPerReq        float64 `json:"server_us_per_req,omitempty"`
+	P99                   float64 `json:"p99_us,omitempty"`
 }
 
 // budgetDefaults refuses a negative duration, reps or conns, and replaces
@@ -149,16 +209,22 @@ func (s *armsRun) budget(what string, arms []ArmInfo, perArm int, duration time.
 }
 
 // armSample is what every measurement of a side-by-side run has: its arm,
-// streams value (0 for none), rate and latencies.
+// streams value (0 for none), rate, latencies, replies and repetition.
 type armSample struct {
-	arm     string
-	streams int
-	rps     float64
-	latency Percentiles
+	arm      string
+	streams  int
+	rps      float64
+	latency  Percentiles
+	requests uint64
+	rep      int
 }
 
-func (r HTTP2Result) sample() armSample { return armSample{r.Arm, r.Streams, r.AchievedRPS, r.Latency} }
-func (r ProxyResult) sample() armSample { return armSample{r.Arm, r.Streams, r.AchievedRPS, r.Latency} }
+func (r HTTP2Result) sample() armSample {
+	return armSample{r.Arm, r.Streams, r.AchievedRPS, r.Latency, r.Requests, r.Rep}
+}
+func (r ProxyResult) sample() armSample {
+	return armSample{r.Arm, r.Streams, r.AchievedRPS, r.Latency, r.Requests, r.Rep}
+}
 
 // armRates are what every summary row of a side-by-side report has: an
 // arm at a streams value over its repetitions, the spreads of its rate
