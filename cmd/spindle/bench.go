@@ -91,15 +91,7 @@ func (f *benchFlags) config(fs *flag.FlagSet) (bench.Config, error) {
 			return cfg, fmt.Errorf("--arms: %s given twice", a)
 		}
 	}
-	switch f.ratioTo {
-	case "":
-	case "none":
-		cfg.RatioTo = []string{}
-	default:
-		for _, a := range strings.Split(f.ratioTo, ",") {
-			cfg.RatioTo = append(cfg.RatioTo, strings.TrimSpace(a)) // bench refuses an arm not run, or given twice
-		}
-	}
+	cfg.RatioTo = ratioToList(f.ratioTo)
 	var err error
 	if cfg.ServerCPUs, err = bench.ParseCPUList(f.serverCPUs); err != nil {
 		return cfg, err
@@ -379,4 +371,21 @@ func runBenchClient(ctx context.Context, args []string) error {
 		fmt.Println("warning: the client was saturated: these figures are the client's limit, not the server's")
 	}
 	return nil
+}
+
+// ratioToList is a --ratio-to value as a list: nil (the default
+// references) for "", empty for "none"; bench refuses an arm not run, or
+// given twice.
+func ratioToList(v string) []string {
+	switch v {
+	case "":
+		return nil
+	case "none":
+		return []string{}
+	}
+	var refs []string
+	for _, a := range strings.Split(v, ",") {
+		refs = append(refs, strings.TrimSpace(a))
+	}
+	return refs
 }

@@ -79,6 +79,8 @@ The measurement for docs/BENCHMARKS.md, on a quiet machine (4 arms × 2 streams 
     	print the report as one JSON document on stdout (schema: docs/BENCH-SCHEMA.md)
   -out string
     	directory for report.json and report.md ("" for none; with --json, none unless set) (default "bench-http2-report")
+  -ratio-to string
+    	comma-separated reference arms: the report divides every other arm's server CPU per request and p99 by each one's of the same repetition ("none" for no ratios; default: go-net-http and nginx, those of them that run)
   -reps int
     	repetitions (arms alternate within each, in reverse order in even ones) (default 3)
   -server-cpus string
@@ -108,6 +110,8 @@ The measurement for docs/BENCHMARKS.md, on a quiet machine (4 arms × 2 streams 
     	print the report as one JSON document on stdout (schema: docs/BENCH-SCHEMA.md)
   -out string
     	directory for report.json and report.md ("" for none; with --json, none unless set) (default "bench-http2-report")
+  -ratio-to string
+    	comma-separated reference arms: the report divides every other arm's server CPU per request and p99 by each one's of the same repetition ("none" for no ratios; default: go-net-http and nginx, those of them that run)
   -reps int
     	repetitions (arms alternate within each, in reverse order in even ones) (default 3)
   -server-cpus string
@@ -150,6 +154,11 @@ exit 1
 --- stdout
 --- stderr
 spindle bench: bench: unknown http2 arm "h2o" (arms: spindle-uring, spindle-epoll, go-net-http, nginx)
+$ spindle bench http2 --out  --ratio-to go-net
+exit 1
+--- stdout
+--- stderr
+spindle bench: bench: ratio reference "go-net" is not one of the arms asked for (spindle-uring, spindle-epoll, go-net-http, nginx)
 $ spindle bench http2 --out  --conns 3 --duration 2s --reps 2 --streams 2,5 --body 10 --server-cpus 4000 --client-cpus 4001
 exit 1
 --- stdout
@@ -185,6 +194,8 @@ The h2h2 measurement (5 arms × 2 streams values × 5 reps: 3 s each):
     	tcp: L4 proxies, the RPC echo; http: HTTP/1.1 reverse proxies, keep-alive POSTs of the payload, echoed; h2: HTTP/2 clients (h2load GETs, h2c with prior knowledge) through reverse proxies to the HTTP/1.1 echo (no direct arm: the echo does not speak h2c); h2h2: those clients through reverse proxies speaking HTTP/2 to an h2c upstream (spindle's pool protocol h2c, HAProxy's proto h2, nginx's grpc_pass), and direct (default "tcp")
   -proxy-cpu string
     	CPUs the proxy is pinned to (default: the first CPU this process may run on)
+  -ratio-to string
+    	comma-separated reference arms: the report divides every other arm's proxy CPU, upstream CPU and their sum per request and p99 (direct has no proxy CPU) by each one's of the same repetition ("none" for no ratios; default: haproxy and nginx, those of them that run)
   -reps int
     	repetitions (arms alternate within each, in reverse order in even ones) (default 3)
   -streams string
@@ -223,6 +234,8 @@ The h2h2 measurement (5 arms × 2 streams values × 5 reps: 3 s each):
     	tcp: L4 proxies, the RPC echo; http: HTTP/1.1 reverse proxies, keep-alive POSTs of the payload, echoed; h2: HTTP/2 clients (h2load GETs, h2c with prior knowledge) through reverse proxies to the HTTP/1.1 echo (no direct arm: the echo does not speak h2c); h2h2: those clients through reverse proxies speaking HTTP/2 to an h2c upstream (spindle's pool protocol h2c, HAProxy's proto h2, nginx's grpc_pass), and direct (default "tcp")
   -proxy-cpu string
     	CPUs the proxy is pinned to (default: the first CPU this process may run on)
+  -ratio-to string
+    	comma-separated reference arms: the report divides every other arm's proxy CPU, upstream CPU and their sum per request and p99 (direct has no proxy CPU) by each one's of the same repetition ("none" for no ratios; default: haproxy and nginx, those of them that run)
   -reps int
     	repetitions (arms alternate within each, in reverse order in even ones) (default 3)
   -streams string
@@ -292,4 +305,14 @@ exit 1
 --- stdout
 --- stderr
 spindle bench: bench: CPU 4000 does not exist or is offline (online CPUs: N)
+$ spindle bench proxy --out  --arms spindle-uring,nginx --ratio-to haproxy
+exit 1
+--- stdout
+--- stderr
+spindle bench: bench: ratio reference "haproxy" is not one of the arms asked for (spindle-uring, nginx)
+$ spindle bench proxy --out  --ratio-to nginx,nginx
+exit 1
+--- stdout
+--- stderr
+spindle bench: bench: ratio reference "nginx" given twice
 `

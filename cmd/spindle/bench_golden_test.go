@@ -29,6 +29,7 @@ func TestBenchSideBySideCLIGolden(t *testing.T) {
 		{"bench", "http2", "--server-cpus", "x", "--client-cpus", "y"},
 		{"bench", "http2", "--client-cpus", "y"},
 		{"bench", "http2", "--out", "", "--arms", "h2o,nginx"},
+		{"bench", "http2", "--out", "", "--ratio-to", "go-net"},
 		{"bench", "http2", "--out", "", "--conns", "3", "--duration", "2s", "--reps", "2", "--streams", "2,5", "--body", "10", "--server-cpus", "4000", "--client-cpus", "4001"},
 		{"bench", "proxy", "-h"},
 		{"bench", "proxy", "extra"},
@@ -44,6 +45,8 @@ func TestBenchSideBySideCLIGolden(t *testing.T) {
 		{"bench", "proxy", "--out", "", "--protocol", "h2h2", "--upstream-arm", "epoll"},
 		{"bench", "proxy", "--out", "", "--json", "--protocol", "http", "--reps", "2", "--conns", "3", "--payload", "100", "--upstream-cpus", "4002"},
 		{"bench", "proxy", "--out", "", "--proxy-cpu", "4000", "--client-cpus", "0"},
+		{"bench", "proxy", "--out", "", "--arms", "spindle-uring,nginx", "--ratio-to", "haproxy"},
+		{"bench", "proxy", "--out", "", "--ratio-to", "nginx,nginx"},
 	} {
 		cmd := spindleCmd(args...)
 		var stdout, stderr bytes.Buffer

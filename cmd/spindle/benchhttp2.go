@@ -22,6 +22,9 @@ func runBenchHTTP2(ctx context.Context, args []string) error {
 		connsHelp:   "h2load connections (-c)",
 		streamsHelp: "streams in flight per connection (h2load -m), each value a load point of its own",
 		jsonHelp:    "print the report as one JSON document on stdout (schema: docs/BENCH-SCHEMA.md)",
+
+		ratioFigures: "server CPU per request and p99",
+		ratioDefault: bench.DefaultHTTP2RatioTo,
 	})
 	body := fs.Int("body", bench.DefaultHTTP2Body, "response body bytes")
 	serverCPUs := fs.String("server-cpus", "", "CPUs the server is pinned to (default: the first CPU this process may run on)")
@@ -35,7 +38,7 @@ func runBenchHTTP2(ctx context.Context, args []string) error {
 	if *body < bench.MinHTTP2Body || *body > bench.MaxHTTP2Body {
 		return usageError{fmt.Errorf("want a --body of %d to %d bytes", bench.MinHTTP2Body, bench.MaxHTTP2Body)}
 	}
-	cfg := bench.HTTP2Config{Duration: s.duration, Reps: s.reps, Conns: s.conns, Body: *body, Arms: s.armList(), Progress: os.Stderr}
+	cfg := bench.HTTP2Config{Duration: s.duration, Reps: s.reps, Conns: s.conns, Body: *body, Arms: s.armList(), RatioTo: ratioToList(s.ratioTo), Progress: os.Stderr}
 	var err error
 	if cfg.Streams, err = s.streamList(); err != nil {
 		return err

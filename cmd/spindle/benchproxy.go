@@ -31,6 +31,9 @@ func runBenchProxy(ctx context.Context, args []string) error {
 		connsHelp:   "client connections, one request in flight each",
 		streamsHelp: "with --protocol h2 or h2h2: streams in flight per connection (h2load -m), each value a load point of its own",
 		jsonHelp:    "print the report as one JSON document on stdout",
+
+		ratioFigures: "proxy CPU, upstream CPU and their sum per request and p99 (direct has no proxy CPU)",
+		ratioDefault: bench.DefaultProxyRatioTo,
 	})
 	payload := fs.Int("payload", bench.DefaultProxyPayload, "payload bytes (the RPC payload, or the HTTP request and response body; with h2 the response body)")
 	proxyCPU := fs.String("proxy-cpu", "", "CPUs the proxy is pinned to (default: the first CPU this process may run on)")
@@ -49,7 +52,7 @@ func runBenchProxy(ctx context.Context, args []string) error {
 	if *payload < bench.MinPayload || *payload > bench.MaxPayload {
 		return usageError{fmt.Errorf("want a --payload of %d to %d bytes", bench.MinPayload, bench.MaxPayload)}
 	}
-	cfg := bench.ProxyConfig{Protocol: *protocol, Duration: s.duration, Reps: s.reps, Conns: s.conns, Payload: *payload, UpstreamArm: *upstreamArm, Arms: s.armList(), Progress: os.Stderr}
+	cfg := bench.ProxyConfig{Protocol: *protocol, Duration: s.duration, Reps: s.reps, Conns: s.conns, Payload: *payload, UpstreamArm: *upstreamArm, Arms: s.armList(), RatioTo: ratioToList(s.ratioTo), Progress: os.Stderr}
 	var err error
 	switch {
 	case *protocol == bench.ProxyProtocolH2 || *protocol == bench.ProxyProtocolH2H2:

@@ -26,9 +26,9 @@ func newBenchFlagSet(name, usage string) *flag.FlagSet {
 // arms side by side: the arms, the budget, the streams values and where
 // the report goes.
 type sideFlags struct {
-	arms, streams string
-	duration      time.Duration
-	reps, conns   int
+	arms, streams, ratioTo string
+	duration               time.Duration
+	reps, conns            int
 	// emit has --out and --json.
 	emit benchFlags
 }
@@ -40,6 +40,10 @@ type sideDefaults struct {
 	reps, conns                                int
 	out                                        string
 	armsHelp, connsHelp, streamsHelp, jsonHelp string
+	// ratioFigures are the figures the paired ratios divide, ratioDefault
+	// the default references.
+	ratioFigures string
+	ratioDefault []string
 }
 
 // register adds the shared flags to fs, with d's defaults and help.
@@ -49,6 +53,7 @@ func (s *sideFlags) register(fs *flag.FlagSet, d sideDefaults) {
 	fs.IntVar(&s.reps, "reps", d.reps, "repetitions (arms alternate within each, in reverse order in even ones)")
 	fs.IntVar(&s.conns, "conns", d.conns, d.connsHelp)
 	fs.StringVar(&s.streams, "streams", "1,10", d.streamsHelp)
+	fs.StringVar(&s.ratioTo, "ratio-to", "", fmt.Sprintf("comma-separated reference arms: the report divides every other arm's %s by each one's of the same repetition (\"none\" for no ratios; default: %s, those of them that run)", d.ratioFigures, strings.Join(d.ratioDefault, " and ")))
 	fs.StringVar(&s.emit.out, "out", d.out, "directory for report.json and report.md (\"\" for none; with --json, none unless set)")
 	fs.BoolVar(&s.emit.jsonOut, "json", false, d.jsonHelp)
 }
