@@ -121,6 +121,7 @@ func (p *Proxy) WriteMetrics(w io.Writer) error {
 		{"spindle_proxy_server_h2_ping_timeouts_total", "counter", "HTTP/2 connections to the server closed for a PING not acknowledged within h2_ping_timeout (protocol h2c).", func(s ServerTotals) string { return u(s.H2PingTimeouts) }},
 		{"spindle_proxy_server_h2_ping_rtt_seconds", "gauge", "The last PING's round trip to the server, the longest of the loops' (protocol h2c).", func(s ServerTotals) string { return fmt.Sprint(s.H2PingRTT.Seconds()) }},
 		{"spindle_proxy_server_connections", "gauge", "Upstream connections open to the server over every loop (protocol http1 and mode tcp: connecting, in use and idle), which max_conns caps.", func(s ServerTotals) string { return fmt.Sprint(s.Connections) }},
+		{"spindle_proxy_server_hash_entries", "gauge", "The server's entries in its pool's hash table (balance hash; 0 for the others): its share of the keys is this over hash.table_size.", func(s ServerTotals) string { return fmt.Sprint(s.HashEntries) }},
 		{"spindle_proxy_server_max_conns", "gauge", "The server's connection cap (max_conns), 0 for none.", func(s ServerTotals) string { return fmt.Sprint(s.MaxConns) }},
 		{"spindle_proxy_server_http_idle", "gauge", "Idle keep-alive connections pooled for HTTP requests (mode http).", func(s ServerTotals) string { return fmt.Sprint(s.Idle) }},
 		{"spindle_proxy_server_bytes_in_total", "counter", "Bytes received from the server.", func(s ServerTotals) string { return u(s.BytesIn) }},

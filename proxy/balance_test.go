@@ -30,7 +30,7 @@ func stats(ls *loopState, pl *pool) []*srvStats {
 func picks(ls *loopState, pl *pool, n int) string {
 	var b strings.Builder
 	for range n {
-		b.WriteByte('0' + byte(pickServer(ls, pl)))
+		b.WriteByte('0' + byte(pickServer(ls, pl, 0)))
 	}
 	return b.String()
 }
@@ -81,24 +81,24 @@ func TestLeastConnWeights(t *testing.T) {
 	st := stats(ls, pl)
 	st[0].active.add(5)
 	st[1].active.add(2)
-	if got := pickServer(ls, pl); got != 0 {
+	if got := pickServer(ls, pl, 0); got != 0 {
 		t.Errorf("5 conns at weight 3 vs 2 at weight 1: picked %d, want 0", got)
 	}
 	st[0].active.add(2) // 7/3 > 2/1
-	if got := pickServer(ls, pl); got != 1 {
+	if got := pickServer(ls, pl, 0); got != 1 {
 		t.Errorf("7 conns at weight 3 vs 2 at weight 1: picked %d, want 1", got)
 	}
 	// Opened as picked, connections share 3:1.
 	ls, pl = testPool(true, 3, 1)
 	st = stats(ls, pl)
 	for range 40 {
-		st[pickServer(ls, pl)].active.inc()
+		st[pickServer(ls, pl, 0)].active.inc()
 	}
 	if a, b := st[0].active.load(), st[1].active.load(); a != 30 || b != 10 {
 		t.Errorf("40 connections kept open at 3:1: %d and %d, want 30 and 10", a, b)
 	}
 	pl.servers[0].down.Store(true)
-	if got := pickServer(ls, pl); got != 1 {
+	if got := pickServer(ls, pl, 0); got != 1 {
 		t.Errorf("server 0 down: picked %d, want 1", got)
 	}
 	// Ties (equal weights, equal counts) go in turn.
@@ -112,7 +112,7 @@ func TestLeastConnWeights(t *testing.T) {
 func TestPickAllocs(t *testing.T) {
 	for _, lc := range []bool{false, true} {
 		ls, pl := testPool(lc, 5, 1, 1)
-		if n := testing.AllocsPerRun(100, func() { pickServer(ls, pl) }); n != 0 {
+		if n := testing.AllocsPerRun(100, func() { pickServer(ls, pl, 0) }); n != 0 {
 			t.Errorf("least-conn %v: %v allocations per pick", lc, n)
 		}
 	}

@@ -436,9 +436,12 @@ type PoolConfig struct {
 	// every name again). The config (and -check) keeps the
 	// name as given; metrics name the address.
 	Servers []ServerConfig `yaml:"servers" json:"servers"`
-	// Balance is RoundRobin (the default) or LeastConn; both follow the
-	// servers' weights.
+	// Balance is RoundRobin (the default), LeastConn or Hash; all follow
+	// the servers' weights.
 	Balance string `yaml:"balance" json:"balance"`
+	// Hash (balance hash) is the key and the table (see HashConfig).
+	// Default {key: client, table_size: 65537, seed: 0}.
+	Hash *HashConfig `yaml:"hash,omitempty" json:"hash,omitempty"`
 	// Health turns on active health checks (TCP connects, or HTTP
 	// requests). Without it every server counts as up (unless Passive
 	// ejects it).
@@ -832,6 +835,12 @@ func (c *Config) SetDefaults() {
 		if p.Balance == "" {
 			p.Balance = RoundRobin
 		}
+		if p.Balance == Hash {
+			if p.Hash == nil {
+				p.Hash = &HashConfig{}
+			}
+			p.Hash.setDefaults()
+		}
 		if p.MaxIdle == 0 {
 			p.MaxIdle = DefaultMaxIdle
 		}
@@ -979,8 +988,8 @@ func (c *Config) Validate() error {
 		if err := p.validateQueue(); err != nil {
 			return fmt.Errorf("%s.%w", where, err)
 		}
-		if p.Balance != RoundRobin && p.Balance != LeastConn {
-			return fmt.Errorf("%s.balance: unknown %q (want %q or %q)", where, p.Balance, RoundRobin, LeastConn)
+		if p.Balance != RoundRobin && p.Balance != LeastConn && p.Balance != Hash {
+			return fmt.Errorf("%s.balance: unknown %q (want %q, %q or %q)", where, p.Balance, RoundRobin, LeastConn, Hash)
 		}
 		if h := p.Health; h != nil {
 			switch {
@@ -1088,6 +1097,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.validateH2CPools(); err != nil {
+		return err
+	}
+	if err := c.validateHash(); err != nil {
 		return err
 	}
 	if a := c.Admin.Listen; a != "" {

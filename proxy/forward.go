@@ -129,6 +129,7 @@ type session struct {
 	client *engine.Conn
 	up     *engine.Conn // nil while no dial is in progress
 	srv    int          // index of up's server in the pool
+	hkey   uint64       // the client's key hash (balance hash)
 	dialing
 
 	upOpen, clientEOF, upEOF bool
@@ -206,7 +207,10 @@ func (h *handler) OnOpen(c *engine.Conn) {
 	c.SetContext(s)
 	// Nothing is read from the client until its upstream is connected.
 	c.PauseRead()
-	s.start = pickServer(ls, l.pool)
+	if mg := l.pool.maglev; mg != nil {
+		s.hkey = mg.keyAddr(c.RemoteAddr().Addr())
+	}
+	s.start = pickServer(ls, l.pool, s.hkey)
 	s.connect()
 }
 
@@ -223,8 +227,12 @@ func (h *handler) OnOpen(c *engine.Conn) {
 // weight (conns/weight, compared by cross-multiplication), equals in
 // cursor order; the cursor moves past the server picked. With none up it
 // returns 0 (round-robin) or the cursor's server (least-conn); connect
-// skips it. No lock, no allocation. Loop goroutine of ls.
-func pickServer(ls *loopState, pl *pool) int {
+// skips it. Hash returns key's entry of the pool's table, where the walk
+// (dialing.step) begins. No lock, no allocation. Loop goroutine of ls.
+func pickServer(ls *loopState, pl *pool, key uint64) int {
+	if pl.maglev != nil {
+		return pl.maglev.entry(key)
+	}
 	ws := pl.cfg.Servers
 	if !pl.leastConn {
 		cur := pl.loops[ls.id].cur
@@ -265,11 +273,13 @@ func pickServer(ls *loopState, pl *pool) int {
 
 // dialing is a client's walk over its pool's servers: each is tried once.
 type dialing struct {
-	start  int  // first server tried
-	tries  int  // servers tried (skipped as down included)
-	dialed bool // a dial was started: "failed" rather than "no server"
-	full   bool // a server up was skipped at its cap (max_conns): the walk ends in the queue
-	woken  bool // a waiter whose turn came: it goes before the new arrivals (maxconn.go)
+	start  int    // first server tried (balance hash: the table entry the walk begins at)
+	tries  int    // servers tried (skipped as down included)
+	scan   int    // balance hash: table entries looked at
+	seen   uint64 // balance hash: the servers taken (step)
+	dialed bool   // a dial was started: "failed" rather than "no server"
+	full   bool   // a server up was skipped at its cap (max_conns): the walk ends in the queue
+	woken  bool   // a waiter whose turn came: it goes before the new arrivals (maxconn.go)
 	// failed are the servers (their indexes below 64) a dial failed to,
 	// kept over the waits in the queue (failedAt).
 	failed uint64
@@ -376,7 +386,7 @@ func (s *session) queue() {
 // pool begins again. Loop goroutine.
 func (s *session) woken() {
 	s.pool = repool(s.pool, &s.failed)
-	s.restart(pickServer(s.ls, s.pool))
+	s.restart(pickServer(s.ls, s.pool, s.hkey))
 	s.x.queued = s.w.waited(s.p.now())
 	s.connect()
 	if s.w.q == nil {

@@ -58,6 +58,7 @@ type h2stream struct {
 	pool *pool
 	up   *engine.Conn
 	srv  int
+	hkey uint64 // the request's key hash (balance hash)
 	dialing
 	upOpen bool
 	reused bool
@@ -398,6 +399,7 @@ func (c *h2conn) OnRequest(s *h2.Server, id uint32, r *h2.Request, end bool) {
 	st.idem = end && (st.head || string(r.Method) == "GET" || string(r.Method) == "OPTIONS")
 	st.chunked = !end && r.ContentLength < 0
 	st.pool = st.ln.routeExchange(c.ls, &st.x, r.Path, host)
+	st.hashKey(r)
 	if st.rateLimited(r) {
 		return
 	}
@@ -505,9 +507,9 @@ var hdrHost = []byte("Host")
 func (st *h2stream) acquire() {
 	ls := st.c.ls
 	if st.w.front {
-		st.restart(pickServer(ls, st.pool)) // (its turn in the queue came)
+		st.restart(pickServer(ls, st.pool, st.hkey)) // (its turn in the queue came)
 	} else {
-		st.dialing = dialing{start: pickServer(ls, st.pool)}
+		st.dialing = dialing{start: pickServer(ls, st.pool, st.hkey)}
 	}
 	if up, i := ls.takeIdleFor(st.pool, st.start, st.w.front); up != nil {
 		st.up, st.srv, st.upOpen, st.reused = up, i, true, true
@@ -602,7 +604,7 @@ func (st *h2stream) sendHead() {
 
 // redial sends the request again on a new connection.
 func (st *h2stream) redial() {
-	st.dialing = dialing{start: pickServer(st.c.ls, st.pool)}
+	st.dialing = dialing{start: pickServer(st.c.ls, st.pool, st.hkey)}
 	st.connect()
 }
 

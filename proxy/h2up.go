@@ -121,10 +121,11 @@ func (u *upH2) room() int {
 // reload removed (each once), marking d dialed; false when none is left.
 // Loop goroutine.
 func (d *dialing) nextUp(ls *loopState, pl *pool) (int, bool) {
-	n := len(pl.servers)
-	for d.tries < n {
-		i := (d.start + d.tries) % n
-		d.tries++
+	for {
+		i, ok := d.step(pl)
+		if !ok {
+			break
+		}
 		if pl.servers[i].up() && !ls.share(pl, i).idle.gone {
 			d.dialed = true
 			return i, true

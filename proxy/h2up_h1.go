@@ -166,7 +166,7 @@ func (s *hsession) h2Head() {
 // goroutine.
 func (x *h1up) h2Pick() {
 	s := x.s
-	s.dialing = dialing{start: pickServer(s.ls, s.pool)}
+	s.dialing = dialing{start: pickServer(s.ls, s.pool, s.hkey)}
 	x.next()
 }
 

@@ -164,7 +164,7 @@ func appendXFF(o []byte, fs []hpack.Field, trusted bool, client netip.Addr) []by
 // h2Pick starts the stream's walk over its pool's servers, from the one
 // the balance picks.
 func (st *h2stream) h2Pick() {
-	st.dialing = dialing{start: pickServer(st.c.ls, st.pool)}
+	st.dialing = dialing{start: pickServer(st.c.ls, st.pool, st.hkey)}
 	st.h2Next()
 }
 

@@ -57,6 +57,7 @@ type hsession struct {
 	up   *engine.Conn // the current request's upstream, nil for none
 	pool *pool        // the current request's pool (its route's)
 	srv  int          // up's server
+	hkey uint64       // the current request's key hash (balance hash)
 	dialing
 	upOpen bool  // up is connected
 	reused bool  // up came from the idle pool
@@ -516,6 +517,7 @@ func (s *hsession) gotHead() {
 	s.w.began = false // (a new request: its own wait, if any)
 	s.interim, s.respHead, s.closeAft, s.respLocal, s.retry, s.interims = false, false, false, false, false, 0
 	s.pool = s.route(r.Target, r.Host)
+	s.hashKey(r)
 	if s.h2 != nil {
 		s.h2.on = false
 	}
@@ -733,9 +735,9 @@ func (s *hsession) acquire() {
 		return
 	}
 	if s.w.front {
-		s.restart(pickServer(s.ls, s.pool)) // (its turn in the queue came)
+		s.restart(pickServer(s.ls, s.pool, s.hkey)) // (its turn in the queue came)
 	} else {
-		s.dialing = dialing{start: pickServer(s.ls, s.pool)}
+		s.dialing = dialing{start: pickServer(s.ls, s.pool, s.hkey)}
 	}
 	if c, i := s.ls.takeIdleFor(s.pool, s.start, s.w.front); c != nil {
 		s.up, s.srv, s.upOpen, s.reused = c, i, true, true
@@ -757,8 +759,11 @@ func (ls *loopState) takeIdleFor(pl *pool, start int, woken bool) (*engine.Conn,
 	if !woken {
 		return ls.takeFirstIdle(pl, start)
 	}
-	for k := range len(pl.servers) {
-		i := (start + k) % len(pl.servers)
+	for d := (dialing{start: start}); ; {
+		i, ok := d.step(pl)
+		if !ok {
+			break
+		}
 		if pl.servers[i].up() {
 			if c := ls.takeIdle(pl, i); c != nil {
 				return c, i
@@ -774,8 +779,11 @@ func (ls *loopState) takeIdleFor(pl *pool, start int, woken bool) (*engine.Conn,
 // the pool's waiters first (server.queued: the request goes behind them).
 // Loop goroutine.
 func (ls *loopState) takeFirstIdle(pl *pool, start int) (*engine.Conn, int) {
-	for k := range len(pl.servers) {
-		i := (start + k) % len(pl.servers)
+	for d := (dialing{start: start}); ; {
+		i, ok := d.step(pl)
+		if !ok {
+			break
+		}
 		if !pl.servers[i].up() {
 			continue
 		}
@@ -1323,7 +1331,7 @@ func (s *hsession) passive(ok bool) { s.pool.servers[s.srv].exchanged(s.pool, ok
 // redial sends the request again on a new connection. Loop goroutine.
 func (s *hsession) redial() {
 	s.phase = phConnect
-	s.dialing = dialing{start: pickServer(s.ls, s.pool)}
+	s.dialing = dialing{start: pickServer(s.ls, s.pool, s.hkey)}
 	s.connect()
 }
 

@@ -103,6 +103,7 @@ type pool struct {
 	name      string
 	cfg       PoolConfig // as configured: Reload keeps a pool whose config and servers are unchanged
 	leastConn bool
+	maglev    *maglev // balance hash's table (hash.go), nil for the others
 	servers   []*server
 	loops     []*poolLoop // by engine.Loop.ID
 	health    *HealthConfig

@@ -258,6 +258,9 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 		if ps := pc.Passive; ps != nil && ps.HTTPErrors > 0 {
 			pl.errStatuses, _ = errorStatuses(ps.HTTPErrorStatuses) // (validated)
 		}
+		if pc.Balance == Hash {
+			pl.maglev = newMaglev(pc.Hash, pc.Servers)
+		}
 		for range p.loops {
 			pl.loops = append(pl.loops, newPoolLoop(len(addrs[i])))
 		}

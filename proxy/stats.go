@@ -95,6 +95,9 @@ type ServerTotals struct {
 	// ConsecutiveFails and ConsecutiveErrors are passive health's
 	// counts: failed connects and failed HTTP exchanges in a row.
 	ConsecutiveFails, ConsecutiveErrors int64
+	// HashEntries (balance hash) is the server's entries in its pool's
+	// table: its share of the keys is HashEntries over table_size.
+	HashEntries int
 }
 
 // Totals sums the loops' counters, for the listeners and servers in force.
@@ -141,8 +144,8 @@ func (p *Proxy) Totals() Totals {
 			pt.QueueWait += time.Duration(q.waitNs.load())
 		}
 		t.Pools = append(t.Pools, pt)
-		for _, srv := range pl.servers {
-			st := ServerTotals{Pool: pl.name, Server: srv.addr, Up: srv.up(), Connections: srv.conns.Load(), MaxConns: srv.maxConns.Load(), CheckFailures: srv.checkFails.Load(), CheckPasses: srv.checkPasses.Load(), PassiveDown: srv.ejected(),
+		for j, srv := range pl.servers {
+			st := ServerTotals{HashEntries: pl.hashEntries(j), Pool: pl.name, Server: srv.addr, Up: srv.up(), Connections: srv.conns.Load(), MaxConns: srv.maxConns.Load(), CheckFailures: srv.checkFails.Load(), CheckPasses: srv.checkPasses.Load(), PassiveDown: srv.ejected(),
 				EjectionsConnect: srv.ejections[ejectConnect].Load(), EjectionsHTTP: srv.ejections[ejectHTTP].Load(),
 				ConsecutiveFails: srv.fails.Load(), ConsecutiveErrors: srv.errs.Load()}
 			st.Ejections = st.EjectionsConnect + st.EjectionsHTTP

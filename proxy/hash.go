@@ -1,0 +1,442 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/spindlenet/spindle/internal/h1"
+	"github.com/spindlenet/spindle/internal/h2"
+)
+
+// Hash is the balance that sends each key to its server: Maglev
+// consistent hashing (see HashConfig).
+const Hash = "hash"
+
+// HashConfig is a balance: hash pool's key and lookup table.
+type HashConfig struct {
+	// Key is what a request or client is hashed by: HashKeyClient
+	// ("client", the default: the client's address, with trusted_proxies
+	// its X-Forwarded-For client as rate_limit takes it; the only key of
+	// a mode tcp listener's pool), "header:<Name>" (the first field of
+	// that name), HashKeyPath ("path": the target's path, its query left
+	// out) or "query:<param>" (the first value of the parameter in the
+	// target's query, as sent). A request without the field or
+	// parameter is hashed by its client.
+	Key string `yaml:"key" json:"key"`
+	// TableSize is the Maglev lookup table's size: a prime from
+	// MinHashTable to MaxHashTable. Default DefaultHashTable (65537, as
+	// Envoy's). A server's share of the keys is within about
+	// servers/table_size of its share of the weights.
+	TableSize int `yaml:"table_size" json:"table_size"`
+	// Seed keys the hash (SipHash-2-4, keyed with seed and 0): proxies
+	// with the same seed, servers and weights send each key to the same
+	// server. Default 0; a secret one keeps clients from choosing keys
+	// that all land on one server.
+	Seed uint64 `yaml:"seed" json:"seed"`
+}
+
+// Hash keys (HashConfig.Key) and the table's bounds.
+const (
+	HashKeyClient    = "client"
+	HashKeyPath      = "path"
+	DefaultHashTable = 65537
+	MinHashTable     = 127
+	MaxHashTable     = 16777213 // the largest prime below 2^24
+	// MaxHashServers bounds a hash pool's servers: a walk keeps the
+	// servers it has taken in one 64-bit set.
+	MaxHashServers = 64
+)
+
+// setDefaults fills in the key and the table's size.
+func (h *HashConfig) setDefaults() {
+	if h.Key == "" {
+		h.Key = HashKeyClient
+	}
+	if h.TableSize == 0 {
+		h.TableSize = DefaultHashTable
+	}
+}
+
+// hashKind is what a key names.
+type hashKind uint8
+
+const (
+	hashClient hashKind = iota
+	hashHeader
+	hashPath
+	hashQuery
+)
+
+// parseHashKey returns the kind of key k and the field's or parameter's
+// name.
+func parseHashKey(k string) (hashKind, string, error) {
+	switch {
+	case k == HashKeyClient:
+		return hashClient, "", nil
+	case k == HashKeyPath:
+		return hashPath, "", nil
+	case strings.HasPrefix(k, "header:"):
+		n := k[len("header:"):]
+		if n == "" || !h1.ValidField([]byte(n), nil) {
+			return 0, "", fmt.Errorf("key: %q: the field name is not a token", k)
+		}
+		return hashHeader, n, nil
+	case strings.HasPrefix(k, "query:"):
+		n := k[len("query:"):]
+		if n == "" || strings.ContainsAny(n, "&=#? \t") {
+			return 0, "", fmt.Errorf("key: %q: the parameter name is empty or has one of &=#? or whitespace", k)
+		}
+		return hashQuery, n, nil
+	}
+	return 0, "", fmt.Errorf("key: unknown %q (want %q, \"header:<Name>\", %q or \"query:<param>\")", k, HashKeyClient, HashKeyPath)
+}
+
+// validate checks h for a pool of n servers; the error begins with the
+// field's name.
+func (h *HashConfig) validate(n int) error {
+	if _, _, err := parseHashKey(h.Key); err != nil {
+		return err
+	}
+	if t := h.TableSize; t < MinHashTable || t > MaxHashTable || !prime(t) {
+		return fmt.Errorf("table_size: %d is not a prime from %d to %d", t, MinHashTable, MaxHashTable)
+	}
+	if n > MaxHashServers {
+		return fmt.Errorf("servers: %d, more than balance %s takes (%d)", n, Hash, MaxHashServers)
+	}
+	return nil
+}
+
+// prime reports whether n (above 1) is prime.
+func prime(n int) bool {
+	if n < 2 {
+		return false
+	}
+	for d := 2; d*d <= n; d++ {
+		if n%d == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// validateHash checks the pools' balance and hash sections (the error
+// names the field), and refuses a key other than client in a mode tcp
+// listener's pool: it has no request to take one from.
+func (c *Config) validateHash() error {
+	keys := map[string]string{}
+	for i, p := range c.Pools {
+		where := fmt.Sprintf("pools[%d] (%s)", i, p.Name)
+		if p.Balance != Hash {
+			if p.Hash != nil {
+				return fmt.Errorf("%s.hash: only with balance %s", where, Hash)
+			}
+			continue
+		}
+		if err := p.Hash.validate(len(p.Servers)); err != nil {
+			return fmt.Errorf("%s.hash.%w", where, err)
+		}
+		keys[p.Name] = p.Hash.Key
+	}
+	for i, l := range c.Listeners {
+		if k, ok := keys[l.Pool]; ok && l.Mode == ModeTCP && k != HashKeyClient {
+			return fmt.Errorf("listeners[%d] (%s).pool: pool %q hashes by %q, which a mode %s listener has not (its key is %q)", i, l.Name, l.Pool, k, ModeTCP, HashKeyClient)
+		}
+	}
+	return nil
+}
+
+// maglev is a hash pool's lookup table (Eisenbud et al., "Maglev: A Fast
+// and Reliable Software Network Load Balancer", NSDI 2016), built when
+// the pool is made (New, a reload that changes it) and never written
+// after: the loops read it without a lock. table[e] is the server of
+// entry e; a key's entry is its hash modulo the table's (prime) size.
+type maglev struct {
+	table   []uint8
+	entries []int // each server's entries in table
+	seed    uint64
+	kind    hashKind
+	name    []byte // the header's or query parameter's name
+}
+
+// newMaglev builds the table of a pool of servers, each named by its
+// address as configured (proxies that resolve a name to other addresses
+// still agree), with their weights. Each server has its permutation of the
+// entries, from its name's hash (offset, and a skip prime to the size),
+// and the servers take turns claiming their next entry not yet taken, a
+// server of weight w in w of each max(weights) turns (Envoy's weighted
+// Maglev), until the table is full: each server's entries are its share
+// of the weights to within about one per server, and a server added or
+// removed moves few keys of the others.
+func newMaglev(hc *HashConfig, servers []ServerConfig) *maglev {
+	kind, name, _ := parseHashKey(hc.Key) // (validated)
+	m := hc.TableSize
+	n := len(servers)
+	off, skip, next, tgt := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	ws := make([]int64, n)
+	maxW := int64(0)
+	for i, s := range servers {
+		h := sipHash(hc.Seed, 0, []byte(s.Address))
+		off[i] = int64((h & 0xffffffff) % uint64(m))
+		skip[i] = int64((h>>32)%uint64(m-1)) + 1
+		ws[i] = int64(s.Weight)
+		maxW = max(maxW, ws[i])
+	}
+	t := make([]int16, m)
+	for e := range t {
+		t[e] = -1
+	}
+	// The turns go in the order of the addresses, not of the config's
+	// list: proxies that list the servers in other orders agree.
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(servers[a].Address, servers[b].Address) })
+	filled := 0
+	for it := int64(1); filled < m; it++ {
+		for _, i := range order {
+			if filled == m {
+				break
+			}
+			if it*ws[i] < tgt[i] {
+				continue
+			}
+			tgt[i] += maxW
+			for {
+				e := (off[i] + next[i]*skip[i]) % int64(m)
+				next[i]++
+				if t[e] < 0 {
+					t[e] = int16(i)
+					filled++
+					break
+				}
+			}
+		}
+	}
+	mg := &maglev{table: make([]uint8, m), entries: make([]int, n), seed: hc.Seed, kind: kind, name: []byte(name)}
+	for e, i := range t {
+		mg.table[e] = uint8(i)
+		mg.entries[i]++
+	}
+	return mg
+}
+
+// entry returns a key hash's entry.
+func (mg *maglev) entry(h uint64) int { return int(h % uint64(len(mg.table))) }
+
+// hashEntries returns server i's entries in pl's table, 0 where pl does
+// not hash.
+func (pl *pool) hashEntries(i int) int {
+	if pl.maglev == nil {
+		return 0
+	}
+	return pl.maglev.entries[i]
+}
+
+// step returns the next server of d's walk over the hash pool's table:
+// from the key's entry (d.start) on, the server of each entry in turn
+// that the walk has not taken yet, so that a key whose server is down or
+// full goes to the next entry's, which is another server for each run of
+// entries: a server's keys spread over the others by their shares, and
+// the others' keys stay where they are. false once every server is
+// taken (or the whole table looked at). No allocation.
+func (mg *maglev) step(d *dialing, n int) (int, bool) {
+	m := len(mg.table)
+	for d.tries < n && d.scan < m {
+		e := d.start + d.scan
+		if e >= m {
+			e -= m
+		}
+		d.scan++
+		i := int(mg.table[e])
+		if d.seen&(1<<i) != 0 {
+			continue
+		}
+		d.seen |= 1 << i
+		d.tries++
+		return i, true
+	}
+	return 0, false
+}
+
+// hashKey sets the request's key hash (r's) where its pool hashes.
+// Loop goroutine.
+func (s *hsession) hashKey(r *h1.Request) {
+	if mg := s.pool.maglev; mg != nil {
+		s.hkey = mg.keyRequest(s.ln, s.client.RemoteAddr().Addr(), r.Target, len(r.Headers), func(k int) ([]byte, []byte) {
+			return r.Headers[k].Name, r.Headers[k].Value
+		})
+	}
+}
+
+// hashKey sets the stream's key hash (r's) where its pool hashes. Loop
+// goroutine.
+func (st *h2stream) hashKey(r *h2.Request) {
+	if mg := st.pool.maglev; mg != nil {
+		st.hkey = mg.keyRequest(st.ln, st.c.client.RemoteAddr().Addr(), r.Path, len(r.Fields), func(k int) ([]byte, []byte) {
+			return r.Fields[k].Name, r.Fields[k].Value
+		})
+	}
+}
+
+// step returns the next server of d's walk over pl: round-robin and
+// least-conn take the servers in index order from d.start, each once; a
+// hash pool follows its table (maglev.step). The caller checks the
+// server's state. Loop goroutine.
+func (d *dialing) step(pl *pool) (int, bool) {
+	n := len(pl.servers)
+	if pl.maglev != nil {
+		return pl.maglev.step(d, n)
+	}
+	if d.tries >= n {
+		return 0, false
+	}
+	i := (d.start + d.tries) % n
+	d.tries++
+	return i, true
+}
+
+// keyAddr hashes a client's address (unmapped; an IPv6 address whole:
+// a host may have a /64, but the key is the client's, as HAProxy's
+// balance source and nginx's hash $remote_addr take it).
+func (mg *maglev) keyAddr(a netip.Addr) uint64 {
+	a = a.Unmap()
+	if a.Is4() {
+		b := a.As4()
+		return sipHash(mg.seed, 0, b[:])
+	}
+	b := a.As16()
+	return sipHash(mg.seed, 0, b[:])
+}
+
+// keyRequest hashes a request of the client at peer to l with target
+// (origin- or absolute-form; an HTTP/2 request's :path) and the n fields
+// field returns, by the pool's key: the client where the key is client
+// or the request has no such field or parameter. No allocation. Loop
+// goroutine.
+func (mg *maglev) keyRequest(l *listener, peer netip.Addr, target []byte, n int, field func(k int) (name, value []byte)) uint64 {
+	switch mg.kind {
+	case hashHeader:
+		for k := range n {
+			if name, v := field(k); h1.EqualFold(name, mg.name) {
+				return sipHash(mg.seed, 0, v)
+			}
+		}
+	case hashPath:
+		return sipHash(mg.seed, 0, targetPath(target))
+	case hashQuery:
+		if v, ok := queryParam(target, mg.name); ok {
+			return sipHash(mg.seed, 0, v)
+		}
+	}
+	return mg.keyAddr(l.forwardedClient(peer, n, field))
+}
+
+// targetPath returns a request target's path: origin-form up to its
+// query, absolute-form's after its authority ("/" for none), "*" and an
+// authority-form target as they are.
+func targetPath(t []byte) []byte {
+	if len(t) > 0 && t[0] != '/' {
+		if i := bytes.Index(t, []byte("://")); i >= 0 {
+			rest := t[i+3:]
+			j := bytes.IndexAny(rest, "/?")
+			if j < 0 || rest[j] == '?' {
+				return []byte("/")
+			}
+			t = rest[j:]
+		}
+	}
+	if i := bytes.IndexByte(t, '?'); i >= 0 {
+		t = t[:i]
+	}
+	return t
+}
+
+// queryParam returns the value of the first parameter name in target's
+// query ("a=1&name=v&..."; a parameter without '=' has the empty value),
+// as sent (not decoded), and whether there is one.
+func queryParam(target, name []byte) ([]byte, bool) {
+	i := bytes.IndexByte(target, '?')
+	if i < 0 {
+		return nil, false
+	}
+	q := target[i+1:]
+	if j := bytes.IndexByte(q, '#'); j >= 0 {
+		q = q[:j]
+	}
+	for len(q) > 0 {
+		p := q
+		if j := bytes.IndexByte(q, '&'); j >= 0 {
+			p, q = q[:j], q[j+1:]
+		} else {
+			q = nil
+		}
+		k, v := p, []byte(nil)
+		if j := bytes.IndexByte(p, '='); j >= 0 {
+			k, v = p[:j], p[j+1:]
+		}
+		if bytes.Equal(k, name) {
+			return v, true
+		}
+	}
+	return nil, false
+}
+
+// sipHash is SipHash-2-4 (Aumasson and Bernstein, 2012) of p keyed with
+// k0 and k1: a keyed 64-bit hash, the same in every process (unlike
+// hash/maphash, whose seeds are random per process), so that proxies
+// with the same seed agree on each key's server, and one whose outputs a
+// client cannot steer without the key (a fixed, unkeyed hash such as
+// FNV or xxHash with seed 0 lets a client find keys that all land on one
+// server). It is the hash of Go's runtime maps before Swiss tables, and
+// of Linux's and Python's hash tables.
+func sipHash(k0, k1 uint64, p []byte) uint64 {
+	v0 := k0 ^ 0x736f6d6570736575
+	v1 := k1 ^ 0x646f72616e646f6d
+	v2 := k0 ^ 0x6c7967656e657261
+	v3 := k1 ^ 0x7465646279746573
+	round := func() {
+		v0 += v1
+		v1 = bits.RotateLeft64(v1, 13)
+		v1 ^= v0
+		v0 = bits.RotateLeft64(v0, 32)
+		v2 += v3
+		v3 = bits.RotateLeft64(v3, 16)
+		v3 ^= v2
+		v0 += v3
+		v3 = bits.RotateLeft64(v3, 21)
+		v3 ^= v0
+		v2 += v1
+		v1 = bits.RotateLeft64(v1, 17)
+		v1 ^= v2
+		v2 = bits.RotateLeft64(v2, 32)
+	}
+	n := len(p)
+	for len(p) >= 8 {
+		m := binary.LittleEndian.Uint64(p)
+		v3 ^= m
+		round()
+		round()
+		v0 ^= m
+		p = p[8:]
+	}
+	var last [8]byte
+	copy(last[:], p)
+	last[7] = byte(n)
+	m := binary.LittleEndian.Uint64(last[:])
+	v3 ^= m
+	round()
+	round()
+	v0 ^= m
+	v2 ^= 0xff
+	round()
+	round()
+	round()
+	round()
+	return v0 ^ v1 ^ v2 ^ v3
+}
