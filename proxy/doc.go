@@ -38,6 +38,59 @@
 // /debug/config write a server of weight 1 as its address, others as the
 // map.
 //
+// Balance hash sends each key to its server, so that caches, sharded
+// services and servers holding sessions see the same clients (Envoy's
+// maglev, HAProxy's balance hash, nginx's hash consistent):
+//
+//	pools:
+//	  - name: cache
+//	    servers: ["10.0.0.7:80", "10.0.0.8:80", {address: "10.0.0.9:80", weight: 2}]
+//	    balance: hash
+//	    hash: {key: "header:X-User", table_size: 65537, seed: 0}
+//
+// key is client (the default: the client's address, an IPv4-mapped one
+// as IPv4, an IPv6 one whole; behind trusted_proxies the X-Forwarded-For
+// client that rate_limit takes), header:<Name> (the first field of that
+// name), path (the target's path as received, before rewrite_prefix,
+// without its query) or query:<param> (the parameter's first value in
+// the query, as sent, not decoded); a request without the field or
+// parameter goes by its client. A mode tcp listener's pool takes key
+// client alone. Each request of a kept-alive connection (and each HTTP/2
+// stream) is hashed by its own key: the idle connections are kept per
+// server, and a request takes one to its key's server or dials it.
+//
+// The pool's table (Maglev: Eisenbud et al., NSDI 2016) is built when
+// the proxy is made or a reload changes the pool, and read by the loops
+// without a lock: table_size entries (a prime from 127 to 16777213,
+// default 65537: a byte each), which the servers claim in turns along
+// permutations of their own (from the hash of their address as
+// configured, not as resolved), a server of weight w in w of each
+// max(weights) turns, so that each has its weight's share of the
+// entries, to an entry or two. A key's hash modulo table_size is its
+// entry and names its server. Removing a server (a reload) moves its
+// keys and a few others' (0.3% of all keys in TestMaglevRemove, one
+// of 10 removed); adding one takes its share, from each server about
+// evenly. The hash is SipHash-2-4 keyed with seed and 0: the same in
+// every process, so that proxies with the same servers, weights and
+// seed agree on every key (the order the servers are listed in does not
+// matter), and, where the seed is kept secret, a client cannot choose
+// keys that all go to one server. A pool has 64 servers at most.
+//
+// A key whose server is down (health checks, passive ejection), full
+// (max_conns), refuses or was removed by a reload walks on to the next
+// entries of the table, to the first server up among those not yet
+// tried, each once: the down server's keys go to the others by their
+// shares, and the other servers' keys do not move. A server back up
+// gets its keys back. When every server is down the client is closed
+// (mode tcp) or gets 503, as with the other balances; when every server
+// up is full the request waits in the pool's queue, and at its turn
+// walks from its entry again (taking an idle connection to the first
+// server of its walk that has one: under a queue the connections go to
+// the waiters, before keys). /metrics has each server's entries
+// (spindle_proxy_server_hash_entries: its share of the keys over
+// table_size); -check and /debug/config show the hash section with its
+// defaults.
+//
 // The data path keeps its state per loop and takes no lock: each loop has
 // its own round-robin state (current weights, a cursor) and connection
 // counts per server (least-conn picks among the loop's own), and its own
