@@ -273,3 +273,66 @@ func TestHashReload(t *testing.T) {
 		}
 	}
 }
+
+// TestHashFull: a server at its max_conns is skipped for the next entry's
+// server with room, as a server down is: a second client of a key whose
+// server holds its one slot goes there, and the key comes back once the
+// slot is let go of.
+func TestHashFull(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		var addrs []string
+		names := map[string]string{}
+		for i := range 3 {
+			name := fmt.Sprintf("s%d", i)
+			u := newUpstream(t, func(c net.Conn) {
+				io.WriteString(c, name)
+				io.Copy(io.Discard, c)
+			})
+			addrs = append(addrs, u.addr)
+			names[u.addr] = name
+		}
+		cfg := testConfig(b, addrs...)
+		cfg.Pools[0].Balance = Hash
+		cfg.Pools[0].MaxConns = 1
+		p := startProxy(t, cfg)
+		open := func() (net.Conn, string) {
+			c := dial(t, p)
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			buf := make([]byte, 2)
+			if _, err := io.ReadFull(c, buf); err != nil {
+				t.Fatal(err)
+			}
+			return c, string(buf)
+		}
+		key := func(mg *maglev) uint64 { return mg.keyAddr(netip.MustParseAddr("127.0.0.1")) }
+		own := hashWant(p, names, key)
+		var ownIdx int
+		for i, a := range addrs {
+			if names[a] == own {
+				ownIdx = i
+			}
+		}
+		next := hashWant(p, names, key, ownIdx)
+		c1, s1 := open()
+		if s1 != own {
+			t.Fatalf("first client: %s, want %s", s1, own)
+		}
+		c2, s2 := open()
+		if s2 != next {
+			t.Fatalf("second client, %s full: %s, want %s (the next entry's)", own, s2, next)
+		}
+		c1.Close()
+		c2.Close()
+		waitFor(t, "the slots let go of", func() bool {
+			for _, a := range addrs {
+				if serverTotals(p, a).Connections != 0 {
+					return false
+				}
+			}
+			return true
+		})
+		if _, s3 := open(); s3 != own {
+			t.Fatalf("a client after the slot was let go of: %s, want %s", s3, own)
+		}
+	})
+}
