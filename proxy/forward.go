@@ -277,6 +277,7 @@ type dialing struct {
 	tries  int    // servers tried (skipped as down included)
 	scan   int    // balance hash: table entries looked at
 	seen   uint64 // balance hash: the servers taken (step)
+	over   uint64 // balance hash: the servers up passed over at balance_factor's bound
 	dialed bool   // a dial was started: "failed" rather than "no server"
 	full   bool   // a server up was skipped at its cap (max_conns): the walk ends in the queue
 	woken  bool   // a waiter whose turn came: it goes before the new arrivals (maxconn.go)

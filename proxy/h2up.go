@@ -127,11 +127,15 @@ func (d *dialing) nextUp(ls *loopState, pl *pool) (int, bool) {
 			break
 		}
 		if pl.servers[i].up() && !ls.share(pl, i).idle.gone {
+			if pl.overloaded(i) {
+				d.over |= 1 << i
+				continue
+			}
 			d.dialed = true
 			return i, true
 		}
 	}
-	return 0, false
+	return d.overTaken(ls, pl)
 }
 
 // exhausted counts a walk that found no server for exchange x of a client

@@ -38,6 +38,15 @@ type HashConfig struct {
 	// server. Default 0; a secret one keeps clients from choosing keys
 	// that all land on one server.
 	Seed uint64 `yaml:"seed" json:"seed"`
+	// BalanceFactor bounds each server's load (consistent hashing with
+	// bounded loads: Mirrokni, Thorup and Zadimoghaddam, SODA 2018;
+	// HAProxy's hash-balance-factor): a key's walk passes over a server
+	// whose connections in flight (spindle_proxy_server_active, over
+	// every loop), with this one, would be more than balance_factor
+	// percent of its weight's share of all the servers' up. Default 0:
+	// no bound; else from 100 (each at most its share, hardly hashing)
+	// to 1000; 125 to 200 are usual.
+	BalanceFactor int `yaml:"balance_factor,omitempty" json:"balance_factor,omitempty"`
 }
 
 // Hash keys (HashConfig.Key) and the table's bounds.
@@ -105,6 +114,9 @@ func (h *HashConfig) validate(n int) error {
 	if t := h.TableSize; t < MinHashTable || t > MaxHashTable || !prime(t) {
 		return fmt.Errorf("table_size: %d is not a prime from %d to %d", t, MinHashTable, MaxHashTable)
 	}
+	if f := h.BalanceFactor; f != 0 && (f < 100 || f > 1000) {
+		return fmt.Errorf("balance_factor: %d is not 0 or from 100 to 1000", f)
+	}
 	if n > MaxHashServers {
 		return fmt.Errorf("servers: %d, more than balance %s takes (%d)", n, Hash, MaxHashServers)
 	}
@@ -161,6 +173,7 @@ type maglev struct {
 	seed    uint64
 	kind    hashKind
 	name    []byte // the header's or query parameter's name
+	factor  int64  // balance_factor, 0 for none
 }
 
 // newMaglev builds the table of a pool of servers, each named by its
@@ -218,7 +231,7 @@ func newMaglev(hc *HashConfig, servers []ServerConfig) *maglev {
 			}
 		}
 	}
-	mg := &maglev{table: make([]uint8, m), entries: make([]int, n), seed: hc.Seed, kind: kind, name: []byte(name)}
+	mg := &maglev{table: make([]uint8, m), entries: make([]int, n), seed: hc.Seed, kind: kind, name: []byte(name), factor: int64(hc.BalanceFactor)}
 	for e, i := range t {
 		mg.table[e] = uint8(i)
 		mg.entries[i]++
@@ -282,6 +295,58 @@ func (st *h2stream) hashKey(r *h2.Request) {
 			return r.Fields[k].Name, r.Fields[k].Value
 		})
 	}
+}
+
+// load returns server i of pl's connections in flight over every loop
+// (each loop's gauge, an atomic load: no lock). Any goroutine.
+func (pl *pool) load(i int) int64 {
+	var a int64
+	for _, sl := range pl.servers[i].loops {
+		a += sl.stats.active.load()
+	}
+	return a
+}
+
+// overloaded reports whether server i of pl is over balance_factor's
+// bound: its load with one more above factor percent of its weight's
+// share of the servers up's loads with one more (rounded up, so that
+// the shares' sum is at least the loads': some server up is always
+// under its bound). false where pl has no bound. Loop goroutine.
+func (pl *pool) overloaded(i int) bool {
+	mg := pl.maglev
+	if mg == nil || mg.factor == 0 {
+		return false
+	}
+	var m, w int64
+	for j, s := range pl.servers {
+		if s.up() {
+			m += pl.load(j)
+			w += int64(pl.cfg.Servers[j].Weight)
+		}
+	}
+	if w == 0 {
+		return false
+	}
+	wi := int64(pl.cfg.Servers[i].Weight)
+	// load+1 > ceil(factor*(m+1)*wi / (100*w))
+	bound := (mg.factor*(m+1)*wi + 100*w - 1) / (100 * w)
+	return pl.load(i)+1 > bound
+}
+
+// overTaken returns the next server d's walk passed over at
+// balance_factor's bound that is still up, where every other server is
+// taken (down, refusing or full): a key goes over the bound rather than
+// nowhere. Loop goroutine.
+func (d *dialing) overTaken(ls *loopState, pl *pool) (int, bool) {
+	for d.over != 0 {
+		i := bits.TrailingZeros64(d.over)
+		d.over &^= 1 << i
+		if pl.servers[i].up() && !ls.share(pl, i).idle.gone {
+			d.dialed = true
+			return i, true
+		}
+	}
+	return 0, false
 }
 
 // step returns the next server of d's walk over pl: round-robin and

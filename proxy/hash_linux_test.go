@@ -336,3 +336,58 @@ func TestHashFull(t *testing.T) {
 		}
 	})
 }
+
+// TestHashBoundedHTTP: with balance_factor 125 over 3 servers, a key's
+// second request while its first is in flight on the key's server goes to
+// the next entry's (the bound: ceil(1.25*2/3) = 1 in flight each); once
+// the first is answered, the key's requests go to its server again.
+func TestHashBoundedHTTP(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		release := make(chan struct{})
+		var addrs []string
+		names := map[string]string{}
+		for i := range 3 {
+			name := fmt.Sprintf("s%d", i)
+			u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/hold" {
+					<-release
+				}
+				io.WriteString(w, name)
+			})
+			addrs = append(addrs, u.addr)
+			names[u.addr] = name
+		}
+		cfg := httpConfig(b, addrs...)
+		cfg.Pools[0].Balance = Hash
+		cfg.Pools[0].Hash = &HashConfig{Key: "header:X-User", BalanceFactor: 125}
+		p := startProxy(t, cfg)
+		key := func(mg *maglev) uint64 { return sipHash(mg.seed, 0, []byte("hot")) }
+		own := hashWant(p, names, key)
+		ownIdx := 0
+		for i, a := range addrs {
+			if names[a] == own {
+				ownIdx = i
+			}
+		}
+		next := hashWant(p, names, key, ownIdx)
+		send := func(c net.Conn, path string) {
+			fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: h\r\nX-User: hot\r\n\r\n", path)
+		}
+		c1, c2 := dial(t, p), dial(t, p)
+		send(c1, "/hold")
+		waitFor(t, "the held request in flight", func() bool { return serverTotals(p, addrs[ownIdx]).Active == 1 })
+		send(c2, "/x")
+		if resp, body := readResponse(t, c2, "GET"); resp.StatusCode != 200 || body != next {
+			t.Fatalf("second request of the key, its server holding one: %d %q, want %q (the next entry's)", resp.StatusCode, body, next)
+		}
+		close(release)
+		if resp, body := readResponse(t, c1, "GET"); resp.StatusCode != 200 || body != own {
+			t.Fatalf("held request: %d %q, want %q", resp.StatusCode, body, own)
+		}
+		waitFor(t, "nothing in flight", func() bool { return serverTotals(p, addrs[ownIdx]).Active == 0 })
+		send(c2, "/y")
+		if resp, body := readResponse(t, c2, "GET"); resp.StatusCode != 200 || body != own {
+			t.Fatalf("after: %d %q, want %q", resp.StatusCode, body, own)
+		}
+	})
+}

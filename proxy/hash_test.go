@@ -230,9 +230,11 @@ func TestMaglevDown(t *testing.T) {
 }
 
 // TestHashPickAllocs: a hash pick, the key's hashing and the walk
-// allocate nothing.
+// (balance_factor's loads read) allocate nothing.
 func TestHashPickAllocs(t *testing.T) {
 	ls, pl := hashPool(t, DefaultHashTable, 5, 1, 1)
+	pl.maglev.factor = 150
+	ls.stats(pl, 0).active.add(3)
 	l := &listener{}
 	a := netip.MustParseAddr("2001:db8::1")
 	target := []byte("/a/b?x=1&user=42")
@@ -358,6 +360,8 @@ func TestParseHash(t *testing.T) {
 		{"http", "balance: hash, hash: {table_size: 113}", "table_size: 113 is not a prime"},
 		{"http", "balance: hash, hash: {table_size: 16777259}", "table_size: 16777259 is not a prime"},
 		{"http", "balance: hash, hash: {nope: 1}", "nope"},
+		{"http", "balance: hash, hash: {balance_factor: 99}", "pools[0] (p).hash.balance_factor: 99 is not 0 or from 100 to 1000"},
+		{"http", "balance: hash, hash: {balance_factor: 1001}", "balance_factor: 1001 is not 0"},
 		{"http", "balance: hashing", `pools[0] (p).balance: unknown "hashing"`},
 		{"tcp", "balance: hash, hash: {key: path}", `listeners[0] (w).pool: pool "p" hashes by "path", which a mode tcp listener has not`},
 	} {
@@ -387,5 +391,61 @@ func TestHashExample(t *testing.T) {
 	}
 	if p := cfg.Pools[1]; p.Name != "api" || p.Balance != Hash || p.Hash == nil || *p.Hash != (HashConfig{Key: "header:X-User", TableSize: 65537}) {
 		t.Errorf("pool %s: balance %s, hash %+v", p.Name, p.Balance, p.Hash)
+	}
+}
+
+// TestHashBoundedLoads: with balance_factor a key's server whose
+// connections in flight (over every loop), with one more, would pass
+// factor percent of its share of the pool's is passed over for the next
+// entry's; a higher factor lets it take the key; a server passed over is
+// still taken where every other one fails, and a server down's load
+// does not count.
+func TestHashBoundedLoads(t *testing.T) {
+	ls, pl := hashPool(t, DefaultHashTable, 1, 1, 1)
+	pl.maglev.factor = 125
+	key := uint64(12345)
+	own := firstUp(ls, pl, key)
+	pl.maglev.factor = 0
+	ls.stats(pl, own).active.add(1) // one in flight, none elsewhere
+	if got := firstUp(ls, pl, key); got != own {
+		t.Fatalf("no bound: %d, want %d", got, own)
+	}
+	pl.maglev.factor = 125 // bound ceil(1.25*2/3) = 1: 2 is over it
+	d := dialing{start: pickServer(ls, pl, key)}
+	next, _ := d.nextUp(ls, pl)
+	if next == own {
+		t.Fatalf("factor 125, the key's server holding the only one in flight: still %d", own)
+	}
+	d2 := dialing{start: pickServer(ls, pl, key)}
+	d2.seen = 1 << own
+	d2.tries = 1
+	if want, _ := d2.nextUp(ls, pl); next != want {
+		t.Errorf("passed over for %d, want %d: the next entry's", next, want)
+	}
+	// The others refuse: the key goes over the bound rather than nowhere.
+	third, ok := d.nextUp(ls, pl)
+	if !ok || third == own || third == next {
+		t.Fatalf("the walk's next: %d %v", third, ok)
+	}
+	if i, ok := d.nextUp(ls, pl); !ok || i != own {
+		t.Errorf("every other server refused: %d %v, want %d (over the bound)", i, ok, own)
+	}
+	if _, ok := d.nextUp(ls, pl); ok {
+		t.Error("the walk went on after every server")
+	}
+	pl.maglev.factor = 200 // bound ceil(2*2/3) = 2
+	if got := firstUp(ls, pl, key); got != own {
+		t.Errorf("factor 200: %d, want %d", got, own)
+	}
+	// Another server's load, with it down, does not raise the mean: 2
+	// in flight on the key's server, 0 on the third, bound ceil(1.25*3/2)
+	// = 2 (with the down one's 10 and weight, 6).
+	pl.maglev.factor = 125
+	ls.stats(pl, own).active.add(1)
+	other := (own + 1) % 3
+	ls.stats(pl, other).active.add(10)
+	pl.servers[other].down.Store(true)
+	if got := firstUp(ls, pl, key); got == own {
+		t.Errorf("load 10 on a server down counted: the key's server kept the key")
 	}
 }

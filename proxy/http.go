@@ -784,7 +784,7 @@ func (ls *loopState) takeFirstIdle(pl *pool, start int) (*engine.Conn, int) {
 		if !ok {
 			break
 		}
-		if !pl.servers[i].up() {
+		if !pl.servers[i].up() || pl.overloaded(i) {
 			continue
 		}
 		if pl.servers[i].queued() {
