@@ -91,6 +91,23 @@
 // table_size); -check and /debug/config show the hash section with its
 // defaults.
 //
+// hash's balance_factor (default 0: none; from 100 to 1000) bounds the
+// servers' loads, as consistent hashing with bounded loads (Mirrokni,
+// Thorup and Zadimoghaddam, SODA 2018) and HAProxy's hash-balance-factor
+// do: a key's walk passes over a server whose connections in flight
+// (spindle_proxy_server_active: mode http's requests to it, an h2c
+// pool's streams, mode tcp's connections), with this one, would be more
+// than balance_factor percent of its weight's share of those of all the
+// servers up, rounded up (125: a quarter above its share at most), so
+// that a key hot enough to load its server past the others spills to
+// the next entries' servers, and comes back as the load falls. The
+// loads are the loops' gauges read with atomic loads (no lock), summed
+// at each server the walk looks at. Some server up is always under the
+// bound (the bounds add up to the loads at least), and one passed over
+// is taken still where every other one is down, refuses or is full. A
+// request that would reuse an idle connection to a server over the
+// bound walks on too.
+//
 // The data path keeps its state per loop and takes no lock: each loop has
 // its own round-robin state (current weights, a cursor) and connection
 // counts per server (least-conn picks among the loop's own), and its own
