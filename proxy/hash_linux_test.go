@@ -28,6 +28,26 @@ func hashServers(t *testing.T, n int) ([]string, map[string]string) {
 	return addrs, names
 }
 
+// namedUpstreams starts n TCP servers that write their name (s0, s1, ...)
+// to each connection and read it to its end, and returns them, their
+// addresses and names by address.
+func namedUpstreams(t *testing.T, n int) ([]*upstream, []string, map[string]string) {
+	var ups []*upstream
+	var addrs []string
+	names := map[string]string{}
+	for i := range n {
+		name := fmt.Sprintf("s%d", i)
+		u := newUpstream(t, func(c net.Conn) {
+			io.WriteString(c, name)
+			io.Copy(io.Discard, c)
+		})
+		ups = append(ups, u)
+		addrs = append(addrs, u.addr)
+		names[u.addr] = name
+	}
+	return ups, addrs, names
+}
+
 // hashWant returns the server's name key h goes to in p's first pool with
 // the servers skip lists down: the first of its table walk.
 func hashWant(p *Proxy, names map[string]string, h func(*maglev) uint64, skip ...int) string {
@@ -150,19 +170,7 @@ func TestHashHTTP(t *testing.T) {
 // next entries' servers, the others' clients staying where they were.
 func TestHashTCP(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
-		var ups []*upstream
-		var addrs []string
-		names := map[string]string{}
-		for i := range 3 {
-			name := fmt.Sprintf("s%d", i)
-			u := newUpstream(t, func(c net.Conn) {
-				io.WriteString(c, name)
-				io.Copy(io.Discard, c)
-			})
-			ups = append(ups, u)
-			addrs = append(addrs, u.addr)
-			names[u.addr] = name
-		}
+		ups, addrs, names := namedUpstreams(t, 3)
 		cfg := testConfig(b, addrs...)
 		cfg.Engine.CPUs = []int{0, 1}
 		cfg.Pools[0].Balance = Hash
@@ -280,17 +288,7 @@ func TestHashReload(t *testing.T) {
 // slot is let go of.
 func TestHashFull(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
-		var addrs []string
-		names := map[string]string{}
-		for i := range 3 {
-			name := fmt.Sprintf("s%d", i)
-			u := newUpstream(t, func(c net.Conn) {
-				io.WriteString(c, name)
-				io.Copy(io.Discard, c)
-			})
-			addrs = append(addrs, u.addr)
-			names[u.addr] = name
-		}
+		_, addrs, names := namedUpstreams(t, 3)
 		cfg := testConfig(b, addrs...)
 		cfg.Pools[0].Balance = Hash
 		cfg.Pools[0].MaxConns = 1
