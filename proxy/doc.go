@@ -736,7 +736,9 @@
 // lowers the budget past what the decisions after it on other loops
 // spent. Key client's cells are not given back (a cell may hold another
 // client's spending as its bound, which lowering it would undercut): in
-// that race the listener's budget is spent, stricter, never looser.
+// that race the listener's budget is spent, stricter, never looser. Nor
+// is a cell a decision under a reload's shorter burst brought back to
+// it meanwhile (the budget without the spending would be there too).
 //
 // A reload keeps a rate limit's budgets and counters where the listener
 // (by name and mode) or the route (by the listener's and its name) had

@@ -177,6 +177,10 @@ type rateTable struct {
 	mask  uint64
 	cells []atomic.Int64
 	stats []rateStats // per loop (by engine.Loop.ID)
+	// clamps counts the times gcra brought a cell back to its limit's
+	// burst (after a reload shortened it): a give-back across one is
+	// not made (giveBack).
+	clamps atomic.Uint64
 }
 
 // rateStats are one loop's decisions of a rate limit, a cache line of
@@ -214,7 +218,7 @@ func newLimiter(rc *RateLimitConfig, old *limiter, loops int, clock func() int64
 // the counters).
 func (lm *limiter) allow(id int, a netip.Addr) (bool, int64) {
 	x, y := lm.cells(a)
-	ok, wait, _ := gcra(x, y, lm.clock, lm.t, lm.tau)
+	ok, wait, _ := gcra(x, y, &lm.tab.clamps, lm.clock, lm.t, lm.tau)
 	lm.count(id, ok)
 	return ok, wait
 }
@@ -274,10 +278,11 @@ func (lm *limiter) count(id int, ok bool) {
 // spending (cells only grow, but below), and where the swap then fails
 // the raise stands, which only refuses more of the clients hashed there.
 // A budget further ahead than tau (a reload shortened the limit) is
-// first brought back to tau ahead: spent to the new burst. An arrival
-// allowed returns the theoretical arrival time it stored (for giveBack).
-// No lock, no allocation; any goroutine.
-func gcra(a, b *atomic.Int64, clock func() int64, t, tau int64) (ok bool, wait, tat int64) {
+// first brought back to tau ahead: spent to the new burst, counted in
+// clamps first (giveBack). An arrival allowed returns the theoretical
+// arrival time it stored (for giveBack). No lock, no allocation; any
+// goroutine.
+func gcra(a, b *atomic.Int64, clamps *atomic.Uint64, clock func() int64, t, tau int64) (ok bool, wait, tat int64) {
 	for {
 		va, vb := a.Load(), b.Load()
 		now := clock()
@@ -291,6 +296,7 @@ func gcra(a, b *atomic.Int64, clock func() int64, t, tau int64) (ok bool, wait, 
 			// read after v, so no decision under this limit stored it):
 			// a reload made it shorter. Spent to it, not past it (the
 			// one time a cell goes back).
+			clamps.Add(1)
 			low.CompareAndSwap(v, now+tau)
 			continue
 		}
@@ -336,16 +342,23 @@ func gcraWait(a, b *atomic.Int64, now, t, tau int64) int64 {
 // passes, so it is at least min(t, tat-now), and c less it is never
 // below the value the decisions without the arrival would have left
 // (refusing more, never allowing more). Concurrent give-backs add up as
-// the arrivals did. A CAS loop: no lock, no allocation; any goroutine.
+// the arrivals did. A cell brought back to a shorter burst since the
+// arrival (a reload's, gcra: clamps no longer e, read before the
+// arrival) is not given back: the budget without the arrival would have
+// been brought back to the same, and giving back would let one more
+// through. A CAS loop: no lock, no allocation; any goroutine.
 //
 // Key client's two cells are not given back: the lower's lead may be
 // another client's, raised there as the upper bound of its own budget
 // (conservative update), which lowering it would undercut; admit gives
 // back only where another loop's decision came between its check and
 // its spending (the budget is spent, refusing more).
-func giveBack(c *atomic.Int64, clock func() int64, t, tat int64) {
+func giveBack(c *atomic.Int64, clamps *atomic.Uint64, e uint64, clock func() int64, t, tat int64) {
 	for {
 		v := c.Load()
+		if clamps.Load() != e {
+			return // (read after v: a clamp after it fails the swap)
+		}
 		g := min(t, tat-clock())
 		if g <= 0 || c.CompareAndSwap(v, v-g) {
 			return
@@ -456,16 +469,17 @@ func (l *listener) admit(id, i int, a netip.Addr) int64 {
 		rm.count(id, false)
 		return wait
 	}
-	ok, wait, tat := gcra(lx, ly, lm.clock, lm.t, lm.tau)
+	e := lm.tab.clamps.Load()
+	ok, wait, tat := gcra(lx, ly, &lm.tab.clamps, lm.clock, lm.t, lm.tau)
 	lm.count(id, ok)
 	if !ok {
 		return wait
 	}
-	ok, wait, _ = gcra(rx, ry, rm.clock, rm.t, rm.tau)
+	ok, wait, _ = gcra(rx, ry, &rm.tab.clamps, rm.clock, rm.t, rm.tau)
 	rm.count(id, ok)
 	if !ok {
 		if lx == ly {
-			giveBack(lx, lm.clock, lm.t, tat)
+			giveBack(lx, &lm.tab.clamps, e, lm.clock, lm.t, tat)
 		}
 		return wait
 	}

@@ -41,7 +41,7 @@ func TestGCRA(t *testing.T) {
 		{1350 * ms, false, 50 * ms}, {1400 * ms, true, 0},
 	}
 	for i, s := range steps {
-		ok, wait, _ := gcra(&c, &c, at(s.now), T, tau)
+		ok, wait, _ := gcra(&c, &c, new(atomic.Uint64), at(s.now), T, tau)
 		if ok != s.ok || wait != s.wait {
 			t.Fatalf("step %d at %v: allowed %v, wait %v; want %v, %v", i, time.Duration(s.now), ok, time.Duration(wait), s.ok, time.Duration(s.wait))
 		}
@@ -50,10 +50,10 @@ func TestGCRA(t *testing.T) {
 	// reload) counts as spent to this one's burst.
 	var r atomic.Int64
 	r.Store(10 * int64(time.Hour))
-	if ok, wait, _ := gcra(&r, &r, at(0), T, tau); ok || wait != T {
+	if ok, wait, _ := gcra(&r, &r, new(atomic.Uint64), at(0), T, tau); ok || wait != T {
 		t.Fatalf("a budget 10h ahead: allowed %v, wait %v; want refused for %v", ok, time.Duration(wait), time.Duration(T))
 	}
-	if ok, _, _ := gcra(&r, &r, at(T), T, tau); !ok {
+	if ok, _, _ := gcra(&r, &r, new(atomic.Uint64), at(T), T, tau); !ok {
 		t.Fatalf("a budget 10h ahead, an interval later: refused")
 	}
 	// Burst 1: strictly one per interval.
@@ -62,7 +62,7 @@ func TestGCRA(t *testing.T) {
 		now int64
 		ok  bool
 	}{{5 * ms, true}, {5 * ms, false}, {104 * ms, false}, {105 * ms, true}, {205 * ms, true}, {304 * ms, false}} {
-		if ok, _, _ := gcra(&d, &d, at(s.now), T, T); ok != s.ok {
+		if ok, _, _ := gcra(&d, &d, new(atomic.Uint64), at(s.now), T, T); ok != s.ok {
 			t.Fatalf("burst 1, step %d: allowed %v, want %v", i, ok, s.ok)
 		}
 	}
@@ -99,7 +99,7 @@ func TestGCRAGiveBack(t *testing.T) {
 		var cell atomic.Int64
 		var ours int64
 		for k, now := range c.arrivals {
-			ok, _, tat := gcra(&cell, &cell, at(now), T, tau)
+			ok, _, tat := gcra(&cell, &cell, new(atomic.Uint64), at(now), T, tau)
 			if !ok {
 				t.Fatalf("%s: arrival %d refused", c.name, k)
 			}
@@ -107,7 +107,7 @@ func TestGCRAGiveBack(t *testing.T) {
 				ours = tat
 			}
 		}
-		giveBack(&cell, at(c.back), T, ours)
+		giveBack(&cell, new(atomic.Uint64), 0, at(c.back), T, ours)
 		if got := cell.Load(); got != c.want {
 			t.Errorf("%s: cell %d, want %d", c.name, got, c.want)
 		}
@@ -280,7 +280,7 @@ func TestLimiterCollisionsNeverLooser(t *testing.T) {
 				continue
 			}
 			allowed++
-			if ok, _, _ := gcra(e, e, at(now), lm.t, lm.tau); !ok {
+			if ok, _, _ := gcra(e, e, &lm.tab.clamps, at(now), lm.t, lm.tau); !ok {
 				t.Fatalf("table of %d: a request of %v allowed at %v that its own budget refuses", size, a, time.Duration(now))
 			}
 		}
@@ -496,5 +496,47 @@ func TestForwardedClient(t *testing.T) {
 		l.forwardedClient(peer, len(hs), func(k int) ([]byte, []byte) { return hs[k].Name, hs[k].Value })
 	}); n != 0 {
 		t.Errorf("%v allocations a walk, want 0", n)
+	}
+}
+
+// TestAdmitGivesBackReload: where a reload shortens the listener's burst
+// (10 to 2, key all, the budget kept by name) and another loop's request
+// under it brings the budget back to the new burst (spent to it) between
+// admit's spending and its give-back, the give-back takes nothing: the
+// budget without the arrival given back would be spent to the new burst
+// too, so the next request under the new limit is refused (it passed
+// before: one interval given back below the new burst).
+func TestAdmitGivesBackReload(t *testing.T) {
+	var clock testClock
+	clock.t.Store(5 * ms)
+	old := RateLimitConfig{Rate: 1, Per: Duration(time.Hour), Burst: 10, Key: RateKeyAll}
+	l := &listener{
+		limit:   testLimiter(t, old, 1, &clock),
+		rlimits: []*limiter{testLimiter(t, RateLimitConfig{Rate: 1, Per: Duration(time.Hour), Burst: 1, Key: RateKeyAll}, 1, &clock)},
+	}
+	lm, rm := l.limit, l.rlimits[0]
+	lm.tab.cells[0].Store(clock.now() + 9*lm.t) // (9 of the 10 spent)
+	short := old
+	short.Burst = 2
+	nlm := newLimiter(&short, lm, 1, clock.now)
+	if nlm.tab != lm.tab {
+		t.Fatal("the reload's limiter has a table of its own")
+	}
+	reads := 0
+	rm.clock = func() int64 {
+		if reads++; reads == 2 {
+			rm.tab.cells[0].Store(clock.now() + rm.t)    // (another loop's request to the route)
+			if ok, _ := nlm.allow(0, netip.Addr{}); ok { // (and one under the reload's limit)
+				t.Fatal("a request under the reload's burst of 2 admitted, 10 spent")
+			}
+		}
+		return clock.now()
+	}
+	if wait := l.admit(0, 0, netip.Addr{}); wait <= 0 {
+		t.Fatalf("admitted, the route's budget spent meanwhile")
+	}
+	if ok, _ := nlm.allow(0, netip.Addr{}); ok {
+		t.Errorf("a request under the reload's burst of 2 admitted after the give-back: the budget is spent to it (cell %v ahead)",
+			time.Duration(lm.tab.cells[0].Load()-clock.now()))
 	}
 }
