@@ -744,3 +744,48 @@ func TestRateLimitDiscardBody(t *testing.T) {
 		}
 	})
 }
+
+// TestRateLimitDiscardSlow: a refused request's body trickled a byte each
+// 20ms (slowloris) keeps its connection no longer than keepalive_timeout
+// (300ms) from its 429: the bytes read and dropped do not extend it.
+func TestRateLimitDiscardSlow(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {})
+		cfg := httpConfig(b, u.addr)
+		cfg.Listeners[0].KeepaliveTimeout = Duration(300 * time.Millisecond)
+		cfg.Listeners[0].RateLimit = &RateLimitConfig{Rate: 1, Per: Duration(time.Hour), Burst: 1, Key: RateKeyAll}
+		p := startProxy(t, cfg)
+		if code := getStatus(dial(t, p), "/first"); code != 200 {
+			t.Fatalf("the first: %d, want 200", code)
+		}
+		c := dial(t, p)
+		br := bufio.NewReader(c)
+		io.WriteString(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n")
+		resp, _ := readResponseFrom(t, c, br, "POST")
+		start := time.Now()
+		if resp.StatusCode != 429 || resp.Close {
+			t.Fatalf("%d (close %v), want 429 kept", resp.StatusCode, resp.Close)
+		}
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(20 * time.Millisecond):
+				}
+				if _, err := c.Write([]byte("x")); err != nil {
+					return
+				}
+			}
+		}()
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if n, err := br.Read(make([]byte, 1)); n > 0 || err == nil {
+			t.Fatalf("read %d bytes (%v), want the connection closed", n, err)
+		}
+		if d := time.Since(start); d < 250*time.Millisecond || d > 2*time.Second {
+			t.Errorf("closed %v after the 429, want about keepalive_timeout (300ms)", d)
+		}
+	})
+}
