@@ -728,17 +728,19 @@
 // there, never looser.
 //
 // A request under two limits is decided by both before either is spent,
-// then spent of each in turn; where another loop spent the route's
-// budget between the decision and the spending, the request is refused
-// and the listener's spending given back (key all): its cell moves back
-// by what of its interval is still ahead of now, with a compare-and-swap
-// loop, which is exact where no other decision came after it and never
-// lowers the budget past what the decisions after it on other loops
-// spent. Key client's cells are not given back (a cell may hold another
-// client's spending as its bound, which lowering it would undercut): in
-// that race the listener's budget is spent, stricter, never looser. Nor
-// is a cell a decision under a reload's shorter burst brought back to
-// it meanwhile (the budget without the spending would be there too).
+// then spent of each in turn; where another loop spent the route's budget
+// between the decision and the spending, the request is refused and the
+// listener's spending given back (key all): its cell moves back by what of
+// its interval is still ahead of now (less what other give-backs took back
+// since its spending, which may have moved it earlier), with a
+// compare-and-swap loop, which is exact where no other decision came after
+// it and never lowers the budget past what the decisions after it on other
+// loops spent. Key client's cells are not given back (a cell may hold
+// another client's spending as its bound, which lowering it would
+// undercut): in that race the listener's budget is spent, stricter, never
+// looser. Nor is a cell a decision under a reload's shorter burst brought
+// back to it meanwhile (the budget without the spending would be there
+// too).
 //
 // A reload keeps a rate limit's budgets and counters where the listener
 // (by name and mode) or the route (by the listener's and its name) had

@@ -177,11 +177,24 @@ type rateTable struct {
 	mask  uint64
 	cells []atomic.Int64
 	stats []rateStats // per loop (by engine.Loop.ID)
-	// clamps counts the times gcra brought a cell back to its limit's
-	// burst (after a reload shortened it): a give-back across one is
-	// not made (giveBack).
-	clamps atomic.Uint64
+	low   lowering
 }
+
+// lowering counts what moved a rate table's cells back (giveBack reads
+// it to bound what it gives): the times gcra brought a cell back to a
+// shorter burst (a reload's), and the ns giveBack took back (counted
+// before its swap, also where the swap then fails, so that it only
+// grows; modulo 2^64). Written by every loop, with atomics.
+type lowering struct {
+	clamps atomic.Uint64
+	back   atomic.Uint64
+}
+
+// lowMark is a lowering as read before an arrival's spending.
+type lowMark struct{ clamps, back uint64 }
+
+// mark reads lw. Any goroutine.
+func (lw *lowering) mark() lowMark { return lowMark{lw.clamps.Load(), lw.back.Load()} }
 
 // rateStats are one loop's decisions of a rate limit, a cache line of
 // their own.
@@ -218,7 +231,7 @@ func newLimiter(rc *RateLimitConfig, old *limiter, loops int, clock func() int64
 // the counters).
 func (lm *limiter) allow(id int, a netip.Addr) (bool, int64) {
 	x, y := lm.cells(a)
-	ok, wait, _ := gcra(x, y, &lm.tab.clamps, lm.clock, lm.t, lm.tau)
+	ok, wait, _ := gcra(x, y, &lm.tab.low, lm.clock, lm.t, lm.tau)
 	lm.count(id, ok)
 	return ok, wait
 }
@@ -279,10 +292,10 @@ func (lm *limiter) count(id int, ok bool) {
 // the raise stands, which only refuses more of the clients hashed there.
 // A budget further ahead than tau (a reload shortened the limit) is
 // first brought back to tau ahead: spent to the new burst, counted in
-// clamps first (giveBack). An arrival allowed returns the theoretical
+// lw first (giveBack). An arrival allowed returns the theoretical
 // arrival time it stored (for giveBack). No lock, no allocation; any
 // goroutine.
-func gcra(a, b *atomic.Int64, clamps *atomic.Uint64, clock func() int64, t, tau int64) (ok bool, wait, tat int64) {
+func gcra(a, b *atomic.Int64, lw *lowering, clock func() int64, t, tau int64) (ok bool, wait, tat int64) {
 	for {
 		va, vb := a.Load(), b.Load()
 		now := clock()
@@ -296,7 +309,7 @@ func gcra(a, b *atomic.Int64, clamps *atomic.Uint64, clock func() int64, t, tau 
 			// read after v, so no decision under this limit stored it):
 			// a reload made it shorter. Spent to it, not past it (the
 			// one time a cell goes back).
-			clamps.Add(1)
+			lw.clamps.Add(1)
 			low.CompareAndSwap(v, now+tau)
 			continue
 		}
@@ -329,40 +342,53 @@ func gcraWait(a, b *atomic.Int64, now, t, tau int64) int64 {
 }
 
 // giveBack undoes an arrival gcra allowed in cell c (key all's one cell)
-// storing tat, of emission interval t: the cell goes back by what of the
-// interval the arrival added is still ahead of now, min(t, tat-now),
-// nothing once tat has passed. It is exact where no decision stored in
-// c since (c holds tat: back to max(tat-t, now), which the decisions
-// after now read as the value before the arrival), and never gives more
-// than the arrival took where others did, on any loop: each allowed
-// after it, at a time up to now (read after c), stored its own interval
-// on top of it, and the arrival's share of c's lead over the budget
-// without it is t less how far those times came after tat-t, the
-// arrival's start; that share only shrinks as the arrival's interval
-// passes, so it is at least min(t, tat-now), and c less it is never
-// below the value the decisions without the arrival would have left
-// (refusing more, never allowing more). Concurrent give-backs add up as
-// the arrivals did. A cell brought back to a shorter burst since the
-// arrival (a reload's, gcra: clamps no longer e, read before the
-// arrival) is not given back: the budget without the arrival would have
-// been brought back to the same, and giving back would let one more
-// through. A CAS loop: no lock, no allocation; any goroutine.
+// storing tat, of emission interval t, m being c's lowering (lw) read
+// before it: the cell goes back by what of the interval the arrival
+// added is still ahead of now, min(t, tat-now), nothing once tat has
+// passed; where other give-backs took back L ns since m, by min(t,
+// tat-L-now): the arrival's interval is then up to L earlier than tat
+// says. It is exact where no decision stored in c since (c holds tat:
+// back to max(tat-t, now), which the decisions after now read as the
+// value before the arrival), and never gives more than the arrival took
+// where others did, on any loop: each allowed after it, at a time up to
+// now (read after c), stored its own interval on top of it (c is never
+// below tat-L), and the arrival's share of c's lead over the budget
+// without it is t less how far those times came after its start,
+// tat-L-t or later; that share only shrinks as the arrival's
+// interval passes, so it is at least min(t, tat-L-now), and c less it is
+// never below the value the decisions without the arrival would have
+// left (refusing more, never allowing more). Concurrent give-backs of
+// arrivals at the same time add up as the arrivals did (one of an
+// arrival after ours counted in L gives less: stricter). A cell brought
+// back to a shorter burst since m (a reload's, gcra) is not given back:
+// the budget without the arrival would have been brought back to the
+// same. A give-back whose swap fails because the cell moved reads lw
+// again: a lowering after the arrival's spending loaded c after it, so
+// is counted in lw before it can swap. A CAS loop: no lock, no
+// allocation; any goroutine.
 //
 // Key client's two cells are not given back: the lower's lead may be
 // another client's, raised there as the upper bound of its own budget
 // (conservative update), which lowering it would undercut; admit gives
 // back only where another loop's decision came between its check and
 // its spending (the budget is spent, refusing more).
-func giveBack(c *atomic.Int64, clamps *atomic.Uint64, e uint64, clock func() int64, t, tat int64) {
+func giveBack(c *atomic.Int64, lw *lowering, m lowMark, clock func() int64, t, tat int64) {
+	var own uint64 // (counted in lw by this call's swaps that failed)
 	for {
 		v := c.Load()
-		if clamps.Load() != e {
+		if lw.clamps.Load() != m.clamps {
 			return // (read after v: a clamp after it fails the swap)
 		}
-		g := min(t, tat-clock())
-		if g <= 0 || c.CompareAndSwap(v, v-g) {
+		L := int64(lw.back.Load() - m.back - own)
+		g := min(t, tat-L-clock())
+		if g <= 0 {
 			return
 		}
+		lw.back.Add(uint64(g))
+		if c.CompareAndSwap(v, v-g) {
+			return
+		}
+		own += uint64(g)
 	}
 }
 
@@ -469,17 +495,17 @@ func (l *listener) admit(id, i int, a netip.Addr) int64 {
 		rm.count(id, false)
 		return wait
 	}
-	e := lm.tab.clamps.Load()
-	ok, wait, tat := gcra(lx, ly, &lm.tab.clamps, lm.clock, lm.t, lm.tau)
+	m := lm.tab.low.mark()
+	ok, wait, tat := gcra(lx, ly, &lm.tab.low, lm.clock, lm.t, lm.tau)
 	lm.count(id, ok)
 	if !ok {
 		return wait
 	}
-	ok, wait, _ = gcra(rx, ry, &rm.tab.clamps, rm.clock, rm.t, rm.tau)
+	ok, wait, _ = gcra(rx, ry, &rm.tab.low, rm.clock, rm.t, rm.tau)
 	rm.count(id, ok)
 	if !ok {
 		if lx == ly {
-			giveBack(lx, &lm.tab.clamps, e, lm.clock, lm.t, tat)
+			giveBack(lx, &lm.tab.low, m, lm.clock, lm.t, tat)
 		}
 		return wait
 	}

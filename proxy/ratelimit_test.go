@@ -41,7 +41,7 @@ func TestGCRA(t *testing.T) {
 		{1350 * ms, false, 50 * ms}, {1400 * ms, true, 0},
 	}
 	for i, s := range steps {
-		ok, wait, _ := gcra(&c, &c, new(atomic.Uint64), at(s.now), T, tau)
+		ok, wait, _ := gcra(&c, &c, new(lowering), at(s.now), T, tau)
 		if ok != s.ok || wait != s.wait {
 			t.Fatalf("step %d at %v: allowed %v, wait %v; want %v, %v", i, time.Duration(s.now), ok, time.Duration(wait), s.ok, time.Duration(s.wait))
 		}
@@ -50,10 +50,10 @@ func TestGCRA(t *testing.T) {
 	// reload) counts as spent to this one's burst.
 	var r atomic.Int64
 	r.Store(10 * int64(time.Hour))
-	if ok, wait, _ := gcra(&r, &r, new(atomic.Uint64), at(0), T, tau); ok || wait != T {
+	if ok, wait, _ := gcra(&r, &r, new(lowering), at(0), T, tau); ok || wait != T {
 		t.Fatalf("a budget 10h ahead: allowed %v, wait %v; want refused for %v", ok, time.Duration(wait), time.Duration(T))
 	}
-	if ok, _, _ := gcra(&r, &r, new(atomic.Uint64), at(T), T, tau); !ok {
+	if ok, _, _ := gcra(&r, &r, new(lowering), at(T), T, tau); !ok {
 		t.Fatalf("a budget 10h ahead, an interval later: refused")
 	}
 	// Burst 1: strictly one per interval.
@@ -62,7 +62,7 @@ func TestGCRA(t *testing.T) {
 		now int64
 		ok  bool
 	}{{5 * ms, true}, {5 * ms, false}, {104 * ms, false}, {105 * ms, true}, {205 * ms, true}, {304 * ms, false}} {
-		if ok, _, _ := gcra(&d, &d, new(atomic.Uint64), at(s.now), T, T); ok != s.ok {
+		if ok, _, _ := gcra(&d, &d, new(lowering), at(s.now), T, T); ok != s.ok {
 			t.Fatalf("burst 1, step %d: allowed %v, want %v", i, ok, s.ok)
 		}
 	}
@@ -99,7 +99,7 @@ func TestGCRAGiveBack(t *testing.T) {
 		var cell atomic.Int64
 		var ours int64
 		for k, now := range c.arrivals {
-			ok, _, tat := gcra(&cell, &cell, new(atomic.Uint64), at(now), T, tau)
+			ok, _, tat := gcra(&cell, &cell, new(lowering), at(now), T, tau)
 			if !ok {
 				t.Fatalf("%s: arrival %d refused", c.name, k)
 			}
@@ -107,7 +107,7 @@ func TestGCRAGiveBack(t *testing.T) {
 				ours = tat
 			}
 		}
-		giveBack(&cell, new(atomic.Uint64), 0, at(c.back), T, ours)
+		giveBack(&cell, new(lowering), lowMark{}, at(c.back), T, ours)
 		if got := cell.Load(); got != c.want {
 			t.Errorf("%s: cell %d, want %d", c.name, got, c.want)
 		}
@@ -280,7 +280,7 @@ func TestLimiterCollisionsNeverLooser(t *testing.T) {
 				continue
 			}
 			allowed++
-			if ok, _, _ := gcra(e, e, &lm.tab.clamps, at(now), lm.t, lm.tau); !ok {
+			if ok, _, _ := gcra(e, e, &lm.tab.low, at(now), lm.t, lm.tau); !ok {
 				t.Fatalf("table of %d: a request of %v allowed at %v that its own budget refuses", size, a, time.Duration(now))
 			}
 		}
@@ -538,5 +538,40 @@ func TestAdmitGivesBackReload(t *testing.T) {
 	if ok, _ := nlm.allow(0, netip.Addr{}); ok {
 		t.Errorf("a request under the reload's burst of 2 admitted after the give-back: the budget is spent to it (cell %v ahead)",
 			time.Duration(lm.tab.cells[0].Load()-clock.now()))
+	}
+}
+
+// TestGCRAGiveBackAfterAnother: two arrivals on two loops at 0 (interval
+// 100, burst 3, the budget unspent), the first given back at 0; a third
+// allowed at 50 on top of the second; the second given back at 50. The
+// budget is then the third's alone, 150: the second's stored time (200)
+// is behind it by the first's interval given back, so only 50 of its
+// interval is still ahead at 50. Given back by 100 (its stored time less
+// now), the cell went to 100: with two more at 50 (the burst of 3 with
+// the third), one passed at 100 too, 4 in a window of 50 (at most the
+// burst, 3, in less than an interval).
+func TestGCRAGiveBackAfterAnother(t *testing.T) {
+	const T, tau = 100, 300
+	var cell atomic.Int64
+	var lw lowering
+	spend := func(now int64) int64 {
+		t.Helper()
+		ok, _, tat := gcra(&cell, &cell, &lw, at(now), T, tau)
+		if !ok {
+			t.Fatalf("an arrival at %d refused", now)
+		}
+		return tat
+	}
+	first, second := spend(0), spend(0)
+	giveBack(&cell, &lw, lowMark{}, at(0), T, first)
+	spend(50)
+	giveBack(&cell, &lw, lowMark{}, at(50), T, second)
+	if got := cell.Load(); got < 150 {
+		t.Errorf("the cell %d after the second given back, want 150 (the third's alone)", got)
+	}
+	spend(50)
+	spend(50)
+	if ok, _, _ := gcra(&cell, &cell, &lw, at(100), T, tau); ok {
+		t.Errorf("a 4th allowed at 100, 3 at 50: over the burst of 3 in a window of 50")
 	}
 }
