@@ -742,38 +742,48 @@ func httpAllocs(t *testing.T, b engine.Backend, edit func(*Config)) {
 		edit(cfg)
 	}
 	p := startProxy(t, cfg)
-	const conns = 10
+	// (X_Forwarded_For is dropped, X_Custom passes or not by
+	// headers_with_underscores.)
+	req := []byte("GET /index.html HTTP/1.1\r\nHost: example.com\r\nUser-Agent: test\r\nAccept: */*\r\nX_Forwarded_For: 1.2.3.4\r\nX_Custom: c\r\n\r\n")
+	exchangeAllocs(t, p, "proxied keep-alive requests", func(c net.Conn, _ int, buf []byte) error {
+		if _, err := c.Write(req); err != nil {
+			return err
+		}
+		return readUntil(c, buf, []byte("\r\n\r\nok"))
+	})
+	if st := serverTotals(p, u.addr); st.NewRequests > allocConns {
+		t.Errorf("%d requests on new connections, want at most %d", st.NewRequests, allocConns)
+	}
+}
+
+// allocConns is the number of connections exchangeAllocs uses.
+const allocConns = 10
+
+// exchangeAllocs fails t where exchanges (what) allocate: rounds of 200
+// exchanges (exchange's k-th on c, buf its own) at once on each of
+// allocConns connections to p's listener web, against the same round
+// without exchanges.
+func exchangeAllocs(t *testing.T, p *Proxy, what string, exchange func(c net.Conn, k int, buf []byte) error) {
+	t.Helper()
 	per := 200
-	cs := make([]net.Conn, conns)
+	cs := make([]net.Conn, allocConns)
 	for i := range cs {
 		cs[i] = dial(t, p)
 		cs[i].SetDeadline(time.Now().Add(time.Minute))
 	}
-	// (X_Forwarded_For is dropped, X_Custom passes or not by
-	// headers_with_underscores.)
-	req := []byte("GET /index.html HTTP/1.1\r\nHost: example.com\r\nUser-Agent: test\r\nAccept: */*\r\nX_Forwarded_For: 1.2.3.4\r\nX_Custom: c\r\n\r\n")
-	bufs := make([][]byte, conns)
+	bufs := make([][]byte, allocConns)
 	for i := range bufs {
 		bufs[i] = make([]byte, 4096)
 	}
-	errs := make([]error, conns)
+	errs := make([]error, allocConns)
 	var wg sync.WaitGroup
 	round := func() {
 		for i, c := range cs {
 			wg.Go(func() {
-				for range per {
-					if _, err := c.Write(req); err != nil {
+				for k := range per {
+					if err := exchange(c, k, bufs[i]); err != nil {
 						errs[i] = err
 						return
-					}
-					n := 0
-					for !bytes.HasSuffix(bufs[i][:n], []byte("\r\n\r\nok")) {
-						m, err := c.Read(bufs[i][n:])
-						if err != nil {
-							errs[i] = err
-							return
-						}
-						n += m
 					}
 				}
 			})
@@ -786,19 +796,29 @@ func httpAllocs(t *testing.T, b engine.Backend, edit func(*Config)) {
 			t.Fatal(err)
 		}
 	}
-	reqs := conns * per
+	reqs := allocConns * per
 	per = 0
 	base := allocsOfRound(round)
 	extra := int64(allocs) - int64(base)
-	t.Logf("%d allocations for %d proxied keep-alive requests, %d for the same round without requests: %.4f a request", allocs, reqs, base, float64(extra)/float64(reqs))
+	t.Logf("%d allocations for %d %s, %d for the same round without them: %.4f each", allocs, reqs, what, base, float64(extra)/float64(reqs))
 	// The runtime's caches (sudogs as goroutines block) may take a
 	// few; one a request would be 2000.
 	if extra*100 > int64(reqs) {
-		t.Errorf("%d allocations for %d requests beyond the round's own %d (%.3f each), want 0 (under 0.01 allowed for the runtime)", extra, reqs, base, float64(extra)/float64(reqs))
+		t.Errorf("%d allocations for %d %s beyond the round's own %d (%.3f each), want 0 (under 0.01 allowed for the runtime)", extra, reqs, what, base, float64(extra)/float64(reqs))
 	}
-	if st := serverTotals(p, u.addr); st.NewRequests > conns {
-		t.Errorf("%d requests on new connections, want at most %d", st.NewRequests, conns)
+}
+
+// readUntil reads from c into buf until what it read ends with end.
+func readUntil(c net.Conn, buf, end []byte) error {
+	n := 0
+	for !bytes.HasSuffix(buf[:n], end) {
+		m, err := c.Read(buf[n:])
+		if err != nil {
+			return err
+		}
+		n += m
 	}
+	return nil
 }
 
 // TestHTTP10: an HTTP/1.0 request is answered and the connection closed,

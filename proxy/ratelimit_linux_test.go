@@ -370,69 +370,26 @@ func TestRateLimitDiscardAllocs(t *testing.T) {
 	if code := getStatus(dial(t, p), "/first"); code != 200 {
 		t.Fatalf("the route's first: %d, want 200", code)
 	}
-	const conns = 10
-	per := 200
-	cs := make([]net.Conn, conns)
-	for i := range cs {
-		cs[i] = dial(t, p)
-		cs[i].SetDeadline(time.Now().Add(time.Minute))
-	}
 	parts := [][]byte{
 		[]byte("POST /a HTTP/1.1\r\nHost: example.com\r\nX-Forwarded-For: 203.0.113.1\r\nContent-Length: 5\r\n\r\n"), []byte("hello"),
 		[]byte("POST /b HTTP/1.1\r\nHost: example.com\r\nX-Forwarded-For: 203.0.113.2\r\nTransfer-Encoding: chunked\r\n\r\n"),
 		[]byte("5;e=1\r\nhello\r\n0\r\nX-T: 1\r\n\r\n"),
 	}
 	end := localBody(429)
-	bufs := make([][]byte, conns)
-	for i := range bufs {
-		bufs[i] = make([]byte, 4096)
-	}
-	errs := make([]error, conns)
-	var wg sync.WaitGroup
-	round := func() {
-		for i, c := range cs {
-			wg.Go(func() {
-				for k := range per {
-					head, body := parts[k%2*2], parts[k%2*2+1]
-					if _, err := c.Write(head); err != nil {
-						errs[i] = err
-						return
-					}
-					n := 0
-					for !bytes.HasSuffix(bufs[i][:n], end) {
-						m, err := c.Read(bufs[i][n:])
-						if err != nil {
-							errs[i] = err
-							return
-						}
-						n += m
-					}
-					if _, err := c.Write(body); err != nil {
-						errs[i] = err
-						return
-					}
-				}
-			})
+	exchangeAllocs(t, p, "refused requests with bodies", func(c net.Conn, k int, buf []byte) error {
+		head, body := parts[k%2*2], parts[k%2*2+1]
+		if _, err := c.Write(head); err != nil {
+			return err
 		}
-		wg.Wait()
-	}
-	allocs := allocsOfRound(round)
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
+		if err := readUntil(c, buf, end); err != nil {
+			return err
 		}
-	}
-	reqs := conns * per
-	per = 0
-	base := allocsOfRound(round)
-	extra := int64(allocs) - int64(base)
-	t.Logf("%d allocations for %d refused requests with bodies, %d for the same round without requests: %.4f a request", allocs, reqs, base, float64(extra)/float64(reqs))
-	if extra*100 > int64(reqs) {
-		t.Errorf("%d allocations for %d refused requests beyond the round's own %d (%.3f each), want 0 (under 0.01 allowed for the runtime)", extra, reqs, base, float64(extra)/float64(reqs))
-	}
-	rl := p.Totals().Listeners[0].Routes[0].RateLimit
-	if want := uint64(4*reqs + 1); rl == nil || rl.Allowed+rl.Limited != want || rl.Allowed != 1 {
-		t.Errorf("the route's totals %+v, want 1 allowed of %d", rl, want)
+		_, err := c.Write(body)
+		return err
+	})
+	const n = 4*allocConns*200 + 1 // (allocsOfRound's 4 rounds, and the first)
+	if rl := p.Totals().Listeners[0].Routes[0].RateLimit; rl == nil || rl.Allowed+rl.Limited != n || rl.Allowed != 1 {
+		t.Errorf("the route's totals %+v, want 1 allowed of %d", rl, n)
 	}
 }
 
