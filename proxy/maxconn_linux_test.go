@@ -649,13 +649,16 @@ func TestMaxConnsAllocs(t *testing.T) {
 // that went down holds that server's slot; a request waiting for the
 // other server (full) does not spin its loop waking itself to find the
 // idle connection it cannot take: it waits quietly for its queue_timeout.
+// (A server is down after 3 failed checks of 50 ms, not one of 10 ms:
+// the down server here refuses at once, and a single 10 ms timeout let a
+// loaded machine mark the live server down too: /y never reached it.)
 func TestMaxConnsIdleToDownServer(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		x := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "x") })
 		y := newCapServer(t, false, 0, true)
 		cfg := capConfig(b, ModeHTTP, 1, 1, x.addr, y.addr)
 		cfg.Pools[0].QueueTimeout = Duration(time.Second)
-		cfg.Pools[0].Health = &HealthConfig{Type: HealthTCP, Interval: Duration(10 * time.Millisecond), Timeout: Duration(10 * time.Millisecond), Rise: 1, Fall: 1}
+		cfg.Pools[0].Health = &HealthConfig{Type: HealthTCP, Interval: Duration(50 * time.Millisecond), Timeout: Duration(50 * time.Millisecond), Rise: 1, Fall: 3}
 		p := startProxy(t, cfg)
 		waitFor(t, "x up", func() bool { return serverTotals(p, x.addr).Up })
 		if st, body := status(t, rawGet(t, p, "/x")); st != 200 || body != "x" {
@@ -1102,7 +1105,7 @@ func queueOn2(t *testing.T, p *Proxy, w0, w1 net.Conn) {
 func TestMaxConnsServerUpServesQueue(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		servedWhenBack(t, b, func(cfg *Config) {
-			cfg.Pools[0].Health = &HealthConfig{Type: HealthTCP, Interval: Duration(10 * time.Millisecond), Timeout: Duration(10 * time.Millisecond), Rise: 1, Fall: 1}
+			cfg.Pools[0].Health = &HealthConfig{Type: HealthTCP, Interval: Duration(50 * time.Millisecond), Timeout: Duration(50 * time.Millisecond), Rise: 1, Fall: 3}
 		}, func(p *Proxy, x *capServer) {
 			waitFor(t, "x down", func() bool { return !serverTotals(p, x.addr).Up })
 		}, nil)
