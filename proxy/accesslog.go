@@ -405,6 +405,8 @@ type exchange struct {
 	term   uint8
 	h2     bool  // the request came on HTTP/2
 	queued int64 // ns waited in the pool's queue for a slot (max_conns)
+
+	retries uint8 // times the request was sent again (retry)
 }
 
 // begin starts an exchange at its head (parsed, or nil for one refused
@@ -474,6 +476,9 @@ func (s *hsession) end(status int, local bool) {
 	// The bodies' data so far (chunked framing aside): their readers are
 	// this exchange's once it is routed, the response's once its head
 	// went out.
+	if s.rt.pol != nil {
+		s.retryEnd()
+	}
 	var reqBody, respBody int64
 	if s.x.route > 0 {
 		reqBody = s.reqBody.Data()
@@ -587,6 +592,7 @@ func (l *listener) appendExchange(o []byte, x *exchange, addr netip.AddrPort, st
 	}
 	f.raw("term", termCodes[x.term])
 	f.num("queue_us", x.queued/1e3)
+	f.num("retries", int64(x.retries))
 	return f.end()
 }
 

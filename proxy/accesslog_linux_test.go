@@ -348,8 +348,8 @@ func TestAccessLogShutdownFlush(t *testing.T) {
 		f := strings.Fields(ln)
 		// time "listener" client "method" "host" "target" proto status
 		// req_bytes resp_bytes "route" server source duration_us reused term
-		// queue_us
-		if len(f) != 17 || f[3] != `"GET"` || f[5] != fmt.Sprintf(`"/%d"`, i) || f[6] != "HTTP/1.1" || f[7] != "200" || f[9] != "2" ||
+		// queue_us retries
+		if len(f) != 18 || f[3] != `"GET"` || f[5] != fmt.Sprintf(`"/%d"`, i) || f[6] != "HTTP/1.1" || f[7] != "200" || f[9] != "2" ||
 			f[10] != `"default"` || f[11] != u.addr || f[12] != "upstream" || f[15] != "-" {
 			t.Errorf("line %d: %q", i, ln)
 		}

@@ -189,6 +189,10 @@ func (p *Proxy) WriteMetrics(w io.Writer) error {
 	}
 	writeObserved(bw, t, family)
 	writeRateLimits(bw, t, family)
+	p.mu.RLock()
+	pools := p.pools
+	p.mu.RUnlock()
+	writeRetries(bw, pools, family)
 	es := p.e.Stats()
 	family("spindle_proxy_engine_open_connections", "gauge", "Engine connections open, client and upstream.")
 	fmt.Fprintf(bw, "spindle_proxy_engine_open_connections %d\n", es.Open)

@@ -214,6 +214,10 @@ type ListenerConfig struct {
 	// RateLimitConfig. Default none. Key client limits a client in
 	// TrustedProxies by the X-Forwarded-For client it names.
 	RateLimit *RateLimitConfig `yaml:"rate_limit,omitempty" json:"rate_limit,omitempty"`
+
+	// Retry (mode http) sends a request that failed again, to another
+	// server: see RetryConfig. Default none.
+	Retry *RetryConfig `yaml:"retry,omitempty" json:"retry,omitempty"`
 }
 
 // Defaults of the h2c knobs.
@@ -286,6 +290,10 @@ type RouteConfig struct {
 	// ResponseHeaders changes the fields of the responses from upstream
 	// to the route's requests, after the listener's. Default: none.
 	ResponseHeaders HeaderRules `yaml:"response_headers,omitempty" json:"response_headers,omitzero"`
+
+	// Retry replaces the listener's retry policy for the route's
+	// requests: see RetryConfig. Default: the listener's.
+	Retry *RetryConfig `yaml:"retry,omitempty" json:"retry,omitempty"`
 }
 
 // Balance names a way to pick a pool's server.
@@ -803,6 +811,7 @@ func (c *Config) SetDefaults() {
 			a.Format = AccessLogJSON
 		}
 		l.setRateDefaults()
+		l.setRetryDefaults()
 		if l.Mode != ModeHTTP {
 			continue
 		}
@@ -1100,6 +1109,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.validateHash(); err != nil {
+		return err
+	}
+	if err := c.validateRetries(); err != nil {
 		return err
 	}
 	if a := c.Admin.Listen; a != "" {

@@ -100,6 +100,8 @@ type h2stream struct {
 
 	u2 upSide // toward an h2c pool (h2up_stream.go)
 
+	rt retryState // the request's retry policy (retry.go)
+
 	w waiter // its place in the pool's queue for a slot (max_conns)
 }
 
@@ -230,7 +232,7 @@ func (c *h2conn) onTimer() {
 		if !st.waiting || st.cbp {
 			continue
 		}
-		to := int64(st.ln.cfg.ResponseTimeout)
+		to := int64(st.waitTimeout())
 		if st.paused {
 			to = int64(c.p.cfg.Engine.WriteTimeout)
 		}
@@ -335,7 +337,7 @@ func (c *h2conn) newStream(id uint32) *h2stream {
 	resp := st.resp
 	*st = h2stream{c: c, id: id, ln: c.ln, out: st.out[:0], body: st.body[:0], uin: st.uin[:0], trl: st.trl[:0],
 		hb: st.hb[:0], fields: st.fields[:0], x: exchange{meta: st.x.meta[:0]}, resp: h1.Response{Headers: resp.Headers[:0]}, u2: st.u2.reuse(),
-		w: waiter{of: st}}
+		w: waiter{of: st}, rt: retryState{kept: st.rt.kept[:0]}}
 	c.streams = append(c.streams, st)
 	return st
 }
@@ -400,6 +402,7 @@ func (c *h2conn) OnRequest(s *h2.Server, id uint32, r *h2.Request, end bool) {
 	st.chunked = !end && r.ContentLength < 0
 	st.pool = st.ln.routeExchange(c.ls, &st.x, r.Path, host)
 	st.hashKey(r)
+	st.rt.start(st.ln.retryFor(st.x.route-1), r.Method, end, r.ContentLength)
 	if st.rateLimited(r) {
 		return
 	}
@@ -512,15 +515,21 @@ func (st *h2stream) acquire() {
 		st.dialing = dialing{start: pickServer(ls, st.pool, st.hkey)}
 	}
 	if up, i := ls.takeIdleFor(st.pool, st.start, st.w.front); up != nil {
-		st.up, st.srv, st.upOpen, st.reused = up, i, true, true
-		up.SetContext(st)
-		sst := ls.stats(st.pool, i)
-		sst.active.inc()
-		sst.reusedReqs.inc()
-		st.sendHead()
+		st.reuse(up, i)
 		return
 	}
 	st.connect()
+}
+
+// reuse sends the request on up, an idle connection to server i taken
+// from the loop's pool.
+func (st *h2stream) reuse(up *engine.Conn, i int) {
+	st.up, st.srv, st.upOpen, st.reused = up, i, true, true
+	up.SetContext(st)
+	sst := st.c.ls.stats(st.pool, i)
+	sst.active.inc()
+	sst.reusedReqs.inc()
+	st.sendHead()
 }
 
 // connect dials the next server up, as hsession.connect.
@@ -598,7 +607,7 @@ func (st *h2stream) sendHead() {
 	st.body = st.body[:0]
 	st.reqDone = st.reqEnd
 	st.waiting, st.mark = true, st.c.p.now()
-	st.c.armAt(st.mark + int64(st.ln.cfg.ResponseTimeout))
+	st.c.armAt(st.mark + int64(st.waitTimeout()))
 	st.credit()
 }
 
@@ -611,6 +620,9 @@ func (st *h2stream) redial() {
 // toUp sends request body bytes (framed) to up, or keeps them until it
 // connects.
 func (st *h2stream) toUp(p []byte) {
+	if st.rt.hold && st.rt.pol.buffer > 0 {
+		st.keepBody(p)
+	}
 	if !st.upOpen {
 		st.body = append(st.body, p...)
 		return
@@ -819,6 +831,9 @@ func localBody(status int) []byte {
 
 // end ends the stream's exchange (route counts, access log).
 func (st *h2stream) end(status int, local bool) {
+	if st.rt.pol != nil {
+		st.retryEnd()
+	}
 	var respN int64
 	if st.respHead && !local {
 		respN = st.respN
@@ -885,6 +900,7 @@ func (st *h2stream) upFailed(err error) {
 		st.closeUp(false)
 		st.retry = true
 		st.redial()
+	case st.retryReset():
 	default:
 		st.passive(false)
 		st.x.term = termServer
@@ -896,6 +912,9 @@ func (st *h2stream) upFailed(err error) {
 // has begun.
 func (st *h2stream) timedOut() {
 	if !st.respHead {
+		if st.retryTimeout() {
+			return
+		}
 		if st.reqDone {
 			st.passive(false)
 		}
@@ -963,6 +982,10 @@ func (st *h2stream) upData(up *engine.Conn, b engine.Buffer) {
 		if r.Status < 200 {
 			c.srv.WriteHeaders(st.id, r.Status, st.respFields(), false)
 			continue
+		}
+		if st.rt.pol != nil && st.retryStatus() {
+			b.Release()
+			return
 		}
 		st.respHead = true
 		st.passive(!st.pool.errStatuses.has(r.Status))

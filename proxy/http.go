@@ -109,6 +109,8 @@ type hsession struct {
 	closeQ  int   // phClosing, and phWait with upBP: outstanding when last looked at
 
 	w waiter // its place in the pool's queue for a slot (phQueue)
+
+	rt retryState // the request's retry policy (retry.go)
 }
 
 // idleTag is the Context of an idle pooled upstream connection: its
@@ -248,7 +250,9 @@ func (s *hsession) timeout() time.Duration {
 		return time.Duration(s.ln.cfg.KeepaliveTimeout)
 	case phHead:
 		return time.Duration(s.ln.cfg.RequestTimeout)
-	case phWait, phClosing:
+	case phWait:
+		return s.waitTimeout() // (per_try_timeout: retry.go)
+	case phClosing:
 		return time.Duration(s.ln.cfg.ResponseTimeout)
 	case phQueue:
 		return time.Duration(s.pool.cfg.QueueTimeout)
@@ -294,6 +298,9 @@ func (s *hsession) onTimer() {
 			s.x.term = termServerTO
 			s.closeUp(true)
 			s.client.Reset()
+			return
+		}
+		if s.retryTimeout() {
 			return
 		}
 		if s.reqDone {
@@ -518,6 +525,7 @@ func (s *hsession) gotHead() {
 	s.interim, s.respHead, s.closeAft, s.respLocal, s.retry, s.interims = false, false, false, false, false, 0
 	s.pool = s.route(r.Target, r.Host)
 	s.hashKey(r)
+	s.rt.startH1(s.ln.retryFor(s.x.route-1), r)
 	if s.h2 != nil {
 		s.h2.on = false
 	}
@@ -740,15 +748,21 @@ func (s *hsession) acquire() {
 		s.dialing = dialing{start: pickServer(s.ls, s.pool, s.hkey)}
 	}
 	if c, i := s.ls.takeIdleFor(s.pool, s.start, s.w.front); c != nil {
-		s.up, s.srv, s.upOpen, s.reused = c, i, true, true
-		c.SetContext(s)
-		st := s.ls.stats(s.pool, i)
-		st.active.inc()
-		st.reusedReqs.inc()
-		s.sendHead()
+		s.reuse(c, i)
 		return
 	}
 	s.connect()
+}
+
+// reuse sends the request on c, an idle connection to server i taken
+// from the loop's pool. Loop goroutine.
+func (s *hsession) reuse(c *engine.Conn, i int) {
+	s.up, s.srv, s.upOpen, s.reused = c, i, true, true
+	c.SetContext(s)
+	st := s.ls.stats(s.pool, i)
+	st.active.inc()
+	st.reusedReqs.inc()
+	s.sendHead()
 }
 
 // takeIdleFor pops an idle connection for a request: to the first server
@@ -900,6 +914,12 @@ func (s *hsession) sendHead() {
 		s.upFailed(err)
 		return
 	}
+	if s.rt.heldN > 0 {
+		if err := s.resendHeld(); err != nil {
+			s.upFailed(err)
+			return
+		}
+	}
 	s.setPhase(phWait)
 	if !s.reqDone && s.hasP {
 		s.hasP = false
@@ -936,12 +956,22 @@ func (s *hsession) forwardBody(b engine.Buffer, off int) {
 	s.mark = s.p.now() // a body on its way: response_timeout counts from here
 	switch {
 	case held >= 0:
+		// (A trailer section goes rewritten: a request with one is not
+		// retried once it went, retry.go.)
+		s.retryDecided()
 		err = s.sendTrailers(p[:held], done)
 		if n == len(p) {
 			b.Release()
 		} else {
 			s.pend, s.poff, s.hasP = b, off+n, true
 		}
+	case s.rt.hold:
+		// Kept for a retry (retry.go): sent by a copy.
+		_, err = s.up.Write(p[:n])
+		if n < len(p) {
+			s.pend, s.poff, s.hasP = b, off+n, true
+		}
+		s.keepBody(b, off, n, n < len(p))
 	case n == len(p):
 		err = s.up.WriteBufferFrom(b, off)
 	default:
@@ -1007,6 +1037,10 @@ func (s *hsession) upData(c *engine.Conn, b engine.Buffer) {
 		}
 		off += n
 		s.uin = emptied(s.uin)
+		if s.rt.pol != nil && s.retryStatus(b, off) {
+			b.Release()
+			return
+		}
 		if s.refused() {
 			b.Release()
 			if s.resp.Status < 200 {
@@ -1316,6 +1350,7 @@ func (s *hsession) upFailed(err error) {
 		s.closeUp(false)
 		s.retry = true
 		s.redial()
+	case s.retryReset():
 	default:
 		s.passive(false)
 		s.closeUp(true)

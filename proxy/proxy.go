@@ -96,6 +96,9 @@ type listener struct {
 	// reqOps and respOps are request_headers and response_headers (mode
 	// http; noOps for none).
 	reqOps, respOps *headerOps
+	// retries are the retry policies by route index, the listener's
+	// last (retry.go); nil where there are none.
+	retries []*retryPolicy
 }
 
 // pool is one config pool.
@@ -134,6 +137,7 @@ type poolShared struct {
 	gate    atomic.Bool // held while an ejection is decided under max_ejected_percent
 	refused atomic.Uint64
 	q       queueShared // the queue for a slot (max_conns: maxconn.go)
+	retry   []retryLoop // by engine.Loop.ID: retries' counters and budget (retry.go)
 }
 
 // poolLoop is one loop's share of a pool, written by that loop only. A

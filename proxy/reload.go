@@ -305,6 +305,7 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 	}
 	for _, l := range g.lns {
 		p.makeLimiters(l)
+		l.retries = l.compileRetries()
 	}
 	for _, l := range g.lns {
 		for _, o := range p.lns {

@@ -1,0 +1,721 @@
+package proxy
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spindlenet/spindle/engine"
+	"github.com/spindlenet/spindle/internal/h1"
+)
+
+// RetryConfig (mode http, a listener's or a route's: a route's replaces
+// its listener's) sends a request that failed again, to another server
+// of its pool, before the client sees anything of the failure, as
+// Envoy's retry_policy and HAProxy's retry-on do (see the package doc).
+type RetryConfig struct {
+	// On lists what is retried: RetryConnectFailure (the failover over
+	// the pool's servers, always on: naming it changes nothing),
+	// RetryReset (the server closed or reset its connection before a
+	// complete response head), RetryResponseTimeout (no response head
+	// within the try's timeout: PerTryTimeout, else the listener's
+	// response_timeout), and response statuses from 500 to 599,
+	// each a status or a range ("503", "502-504"; "5xx" is 500-599). At
+	// least one.
+	On []string `yaml:"on" json:"on"`
+	// Attempts is the retries after the first try, from 1 to
+	// MaxRetryAttempts. Default 1.
+	Attempts int `yaml:"attempts,omitempty" json:"attempts"`
+	// PerTryTimeout, where shorter than the listener's response_timeout,
+	// bounds each try's wait for its response head (from the request
+	// head's sending, counted again while the body goes, as
+	// response_timeout is): past it the try is given up (its connection
+	// reset), retried where On has RetryResponseTimeout, else 504.
+	// Default 0: response_timeout.
+	PerTryTimeout Duration `yaml:"per_try_timeout,omitempty" json:"per_try_timeout,omitempty"`
+	// Buffer bounds the request body, in bytes, kept to be sent again:
+	// a request whose body passed it is not retried once sent. 0: a
+	// request with a body is not retried once sent. Default
+	// DefaultRetryBuffer; at most MaxRetryBuffer.
+	Buffer *int64 `yaml:"buffer,omitempty" json:"buffer"`
+	// Budget is the retries in flight per pool and loop, in percent of
+	// the requests in flight (at least RetryBudgetFloor whatever the
+	// percent): over it a failure goes to the client. From 0 to 100;
+	// default DefaultRetryBudget.
+	Budget *int `yaml:"budget,omitempty" json:"budget"`
+}
+
+// Retry conditions and bounds.
+const (
+	RetryConnectFailure  = "connect-failure"
+	RetryReset           = "reset"
+	RetryResponseTimeout = "response-timeout"
+
+	MaxRetryAttempts   = 5
+	DefaultRetryBuffer = 64 << 10
+	MaxRetryBuffer     = 16 << 20
+	DefaultRetryBudget = 20
+	// RetryBudgetFloor is the retries in flight a pool's loop may have
+	// whatever its budget says, so that a quiet pool retries too.
+	RetryBudgetFloor = 3
+)
+
+// maxHeldBufs and maxPoolHeldBufs bound the received buffers an
+// HTTP/1.1 request, and all those of a pool on a loop, keep for retries:
+// the loop's receive ring (512 buffers by default) is every
+// connection's, and a body trickled in small reads would otherwise hold
+// a buffer for each few bytes. Past either the request is not retried
+// once sent.
+const (
+	maxHeldBufs     = 16
+	maxPoolHeldBufs = 128
+)
+
+// setDefaults fills in r's defaults; nil is none. Any goroutine.
+func (r *RetryConfig) setDefaults() {
+	if r == nil {
+		return
+	}
+	if r.Attempts == 0 {
+		r.Attempts = 1
+	}
+	if r.Buffer == nil {
+		r.Buffer = new(int64(DefaultRetryBuffer))
+	}
+	if r.Budget == nil {
+		r.Budget = new(DefaultRetryBudget)
+	}
+}
+
+// compile checks r (after setDefaults) and returns its policy; the error
+// begins with the field's name.
+func (r *RetryConfig) compile() (*retryPolicy, error) {
+	if r == nil {
+		return nil, nil
+	}
+	rp := &retryPolicy{attempts: r.Attempts, buffer: *r.Buffer, budget: *r.Budget}
+	if len(r.On) == 0 {
+		return nil, errors.New("retry.on: none listed")
+	}
+	for i, c := range r.On {
+		switch {
+		case c == RetryConnectFailure:
+		case c == RetryReset:
+			rp.reset = true
+		case c == RetryResponseTimeout:
+			rp.timeout = true
+		case c == "5xx" || c != "" && c[0] >= '0' && c[0] <= '9' && !strings.Contains(c, ","):
+			if c == "5xx" {
+				c = "500-599"
+			}
+			rs, err := parseExpect(c)
+			if err != nil {
+				return nil, fmt.Errorf("retry.on[%d]: %w", i, err)
+			}
+			for _, sr := range rs {
+				if sr.lo < 500 {
+					return nil, fmt.Errorf("retry.on[%d]: %q: %d is below 500", i, c, sr.lo)
+				}
+				for st := sr.lo; st <= sr.hi; st++ {
+					k := uint(st - 500)
+					rp.statuses[k/64] |= 1 << (k % 64)
+				}
+			}
+			rp.status = true
+		default:
+			return nil, fmt.Errorf("retry.on[%d]: unknown %q (want %s, %s, %s, 5xx, or a status or range from 500 to 599)", i, c, RetryConnectFailure, RetryReset, RetryResponseTimeout)
+		}
+	}
+	switch {
+	case r.Attempts < 1 || r.Attempts > MaxRetryAttempts:
+		return nil, fmt.Errorf("retry.attempts: %d is not from 1 to %d", r.Attempts, MaxRetryAttempts)
+	case *r.Buffer < 0 || *r.Buffer > MaxRetryBuffer:
+		return nil, fmt.Errorf("retry.buffer: %d is not from 0 to %d", *r.Buffer, MaxRetryBuffer)
+	case *r.Budget < 0 || *r.Budget > 100:
+		return nil, fmt.Errorf("retry.budget: %d is not from 0 to 100", *r.Budget)
+	case r.PerTryTimeout < 0:
+		return nil, fmt.Errorf("retry.per_try_timeout: negative %v", time.Duration(r.PerTryTimeout))
+	}
+	rp.perTry = time.Duration(r.PerTryTimeout)
+	return rp, nil
+}
+
+// setRetryDefaults fills in the defaults of l's retry policies and its
+// routes'.
+func (l *ListenerConfig) setRetryDefaults() {
+	l.Retry.setDefaults()
+	for i := range l.Routes {
+		l.Routes[i].Retry.setDefaults()
+	}
+}
+
+// validateRetries checks the retry policies: only in mode http, never
+// to an h2c pool (its streams an h2c server did not process are sent
+// again already, and its retries are not built), each as compile does.
+func (c *Config) validateRetries() error {
+	h2c := map[string]bool{}
+	for _, p := range c.Pools {
+		h2c[p.Name] = p.Protocol == ProtocolH2C
+	}
+	for i, l := range c.Listeners {
+		where := fmt.Sprintf("listeners[%d] (%s)", i, l.Name)
+		if l.Mode != ModeHTTP {
+			if l.Retry != nil || slices.ContainsFunc(l.Routes, func(r RouteConfig) bool { return r.Retry != nil }) {
+				return fmt.Errorf("%s.retry: only in mode %s", where, ModeHTTP)
+			}
+			continue
+		}
+		if _, err := l.Retry.compile(); err != nil {
+			return fmt.Errorf("%s.%w", where, err)
+		}
+		if l.Retry != nil && h2c[l.Pool] {
+			return fmt.Errorf("%s.retry: pool %q has protocol %s, whose requests are not retried (but those its servers did not process)", where, l.Pool, ProtocolH2C)
+		}
+		for j, r := range l.Routes {
+			if _, err := r.Retry.compile(); err != nil {
+				return fmt.Errorf("%s.routes[%d].%w", where, j, err)
+			}
+			if r.Retry != nil && h2c[r.Pool] {
+				return fmt.Errorf("%s.routes[%d].retry: pool %q has protocol %s, whose requests are not retried (but those its servers did not process)", where, j, r.Pool, ProtocolH2C)
+			}
+		}
+	}
+	return nil
+}
+
+// retryPolicy is a compiled RetryConfig.
+type retryPolicy struct {
+	reset    bool // retry on a close or reset before a complete response head
+	timeout  bool // retry on no response head within the try's timeout
+	perTry   time.Duration
+	status   bool      // statuses lists some
+	statuses statusSet // retry on these response statuses
+	attempts int
+	buffer   int64
+	budget   int
+}
+
+// compileRetries returns l's retry policies by route index, the
+// listener's own last (nil for none; a route without one takes the
+// listener's, but for an h2c pool's). Nil where none has one.
+func (ln *listener) compileRetries() []*retryPolicy {
+	l := &ln.cfg
+	own, _ := l.Retry.compile() // (validated)
+	var rps []*retryPolicy
+	for i := range l.Routes {
+		rp, _ := l.Routes[i].Retry.compile()
+		if rp == nil && !ln.routes[i].pool.h2 {
+			rp = own
+		}
+		if rp != nil && rps == nil {
+			rps = make([]*retryPolicy, len(l.Routes)+1)
+		}
+		if rps != nil {
+			rps[i] = rp
+		}
+	}
+	if own != nil && rps == nil {
+		rps = make([]*retryPolicy, len(l.Routes)+1)
+		for i := range rps {
+			rps[i] = own
+		}
+	}
+	if rps != nil {
+		rps[len(l.Routes)] = own
+	}
+	return rps
+}
+
+// retryFor returns the retry policy of route i (len(routes): the
+// listener's pool), nil for none.
+func (l *listener) retryFor(i int) *retryPolicy {
+	if i < 0 || i >= len(l.retries) {
+		return nil
+	}
+	return l.retries[i]
+}
+
+// retryMethod reports the methods retried once sent: those RFC 9110
+// 9.2.2 makes idempotent (GET, HEAD, OPTIONS, TRACE, PUT, DELETE).
+func retryMethod(m []byte) bool {
+	switch string(m) {
+	case "GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE":
+		return true
+	}
+	return false
+}
+
+// Retry reasons, the metric's label.
+const (
+	retryReasonReset = iota
+	retryReasonStatus
+	retryReasonTimeout
+	retryReasons
+)
+
+var retryReasonNames = [retryReasons]string{"reset", "status", "response_timeout"}
+
+// retryLoop is one loop's share of a pool's retries (poolShared.retry):
+// its counters, and the retries in flight its budget bounds. Written by
+// that loop only.
+type retryLoop struct {
+	retries  [retryReasons]counter
+	exceeded counter // retries the budget refused
+	inFlight gauge   // requests retried whose exchange has not ended
+	buffered gauge   // request body bytes held for retries
+	bufs     gauge   // received buffers held for retries (HTTP/1.1 clients)
+	_        [32]byte
+}
+
+// retryLoops returns pl's per-loop retry state, made with its shared
+// state. Loop goroutine.
+func (ls *loopState) retryLoop(pl *pool) *retryLoop { return &pl.shared.retry[ls.id] }
+
+// retryAllowed reports whether a retry of pl from loop ls is within its
+// budget, and counts it (retry) or its refusal. Loop goroutine.
+func (ls *loopState) retryAllowed(pl *pool, rp *retryPolicy, reason int) bool {
+	rl := ls.retryLoop(pl)
+	// Requests in flight: the pool's upstream connections in use or
+	// connecting from this loop, and this one (its connection let go).
+	var active int64 = 1
+	for i := range pl.servers {
+		active += ls.stats(pl, i).active.load()
+	}
+	if n := rl.inFlight.load(); n >= max(RetryBudgetFloor, active*int64(rp.budget)/100) {
+		rl.exceeded.inc()
+		return false
+	}
+	rl.retries[reason].inc()
+	return true
+}
+
+// heldBuf is a received buffer holding request body bytes b[off:off+n]
+// kept to be sent again; shared where the session's pend holds it too
+// (the body ended inside it: pend releases it).
+type heldBuf struct {
+	b      engine.Buffer
+	off, n int
+	shared bool
+}
+
+// retryState is a request's retry policy and what it keeps for it.
+type retryState struct {
+	pol     *retryPolicy // nil: none
+	tries   int          // retries made
+	safe    bool         // the method may be sent again
+	hold    bool         // the body so far is held: the request may be sent again
+	counted *retryLoop   // the budget's inFlight counts the request
+	held    []heldBuf
+	heldN   int64
+	kept    []byte // an HTTP/2 client's body: a copy (below)
+}
+
+// start takes a request's policy: its method and body (none, or its
+// length: -1 unknown) decide whether it may be sent again once sent.
+// Loop goroutine.
+func (rs *retryState) start(rp *retryPolicy, method []byte, noBody bool, length int64) {
+	rs.pol, rs.tries = rp, 0
+	if rp == nil {
+		rs.hold = false
+		return
+	}
+	rs.safe = retryMethod(method)
+	rs.hold = rs.safe && (noBody || rp.buffer > 0 && length <= rp.buffer)
+}
+
+// startH1 is start for an HTTP/1.1 request.
+func (rs *retryState) startH1(rp *retryPolicy, r *h1.Request) {
+	length := int64(-1)
+	if r.Framing == h1.Length {
+		length = r.ContentLength
+	}
+	rs.start(rp, r.Method, r.Framing == h1.NoBody, length)
+}
+
+// keepBody holds b[off:off+n], body bytes just sent, for a retry: while
+// the body held stays within the buffer (and the buffers within
+// maxHeldBufs and maxPoolHeldBufs); past it everything held is let go of
+// (b too unless shared) and the request is not retried any more once
+// sent. Loop goroutine.
+func (s *hsession) keepBody(b engine.Buffer, off, n int, shared bool) {
+	rs := &s.rt
+	rl := s.ls.retryLoop(s.pool)
+	if rs.heldN+int64(n) > rs.pol.buffer || len(rs.held) >= maxHeldBufs || rl.bufs.load() >= maxPoolHeldBufs || n == 0 {
+		if n > 0 {
+			s.releaseHeld()
+			rs.hold = false
+		}
+		if !shared {
+			b.Release()
+		}
+		return
+	}
+	rs.held = append(rs.held, heldBuf{b, off, n, shared})
+	rs.heldN += int64(n)
+	rl.buffered.add(int64(n))
+	rl.bufs.inc()
+}
+
+// releaseHeld lets go of the body held for a retry. Loop goroutine.
+func (s *hsession) releaseHeld() {
+	rs := &s.rt
+	for i, h := range rs.held {
+		if !h.shared {
+			h.b.Release()
+		}
+		rs.held[i] = heldBuf{}
+	}
+	if len(rs.held) > 0 {
+		rl := s.ls.retryLoop(s.pool)
+		rl.buffered.add(-rs.heldN)
+		rl.bufs.add(-int64(len(rs.held)))
+		rs.held, rs.heldN = rs.held[:0], 0
+	}
+}
+
+// retryDecided: a final response head came (or the exchange ended): the
+// request is not sent again, and what was held for that goes. Loop
+// goroutine.
+func (s *hsession) retryDecided() {
+	if s.rt.pol == nil {
+		return
+	}
+	s.releaseHeld()
+	s.rt.hold = false
+}
+
+// retryEnd ends the request's retries: its body held and its count in
+// the budget go. Loop goroutine.
+func (s *hsession) retryEnd() {
+	s.retryDecided()
+	s.rt.finish()
+}
+
+// finish lets go of the request's count in the budget and its policy.
+// Loop goroutine.
+func (rs *retryState) finish() {
+	if rl := rs.counted; rl != nil {
+		rl.inFlight.dec()
+		rs.counted = nil
+	}
+	rs.pol = nil
+}
+
+// left reports a policy with attempts left for a request whose body is
+// kept whole.
+func (rs *retryState) left() bool { return rs.pol != nil && rs.tries < rs.pol.attempts && rs.hold }
+
+// mayRetry reports whether the request may be sent again for reason:
+// its policy has attempts left, nothing of a response went to the
+// client, its body is all held, and the client is still there. Loop
+// goroutine.
+func (s *hsession) mayRetry() bool {
+	return s.rt.left() && !s.interim && !s.respHead && !s.done && s.phase != phClosing && !s.upgrade
+}
+
+// retryStatus sends the request again where its policy retries the
+// final response status just parsed, b[off:] what followed its head:
+// the response is thrown away, and its connection goes back to the idle
+// pool where the response ended in b and both sides keep it (a 503 with
+// a short body mostly), else is closed (its body unread). It reports
+// whether it did. Loop goroutine.
+func (s *hsession) retryStatus(b engine.Buffer, off int) bool {
+	r := &s.resp
+	if r.Status < 200 {
+		return false
+	}
+	if !s.rt.pol.hasStatus(r.Status) || !s.mayRetry() || !s.retryPossible(retryReasonStatus) {
+		s.retryDecided()
+		return false
+	}
+	s.passive(!s.pool.errStatuses.has(r.Status))
+	// (Nothing may follow: bytes nobody asked for close it.)
+	ended := r.Framing == h1.NoBody && off == b.Len() || r.Framing == h1.Length && r.ContentLength == int64(b.Len()-off)
+	if up := s.up; ended && r.KeepAlive && s.reqDone && !s.ls.draining {
+		s.up = nil
+		s.ls.stats(s.pool, s.srv).active.dec()
+		if s.upBP {
+			up.ResumeRead()
+			s.upBP = false
+		}
+		if !s.ls.putIdle(up, s.pool, s.srv, s.p.now()) {
+			up.SetContext(nil)
+			up.Close()
+			s.pool.servers[s.srv].release(s.ls.id)
+		}
+	} else {
+		s.closeUp(false)
+	}
+	s.retryAgain()
+	return true
+}
+
+// hasStatus reports a status rp retries; nil retries none.
+func (rp *retryPolicy) hasStatus(st int) bool { return rp != nil && rp.status && rp.statuses.has(st) }
+
+// retryReset sends the request again where its policy retries a
+// connection closed or reset before a complete response head; it reports
+// whether it did. Loop goroutine.
+func (s *hsession) retryReset() bool {
+	if s.rt.pol == nil || !s.rt.pol.reset || !s.mayRetry() || !s.retryPossible(retryReasonReset) {
+		return false
+	}
+	s.passive(false)
+	s.closeUp(true)
+	s.retryAgain()
+	return true
+}
+
+// waitTimeout is the timeout of phWait: per_try_timeout before the
+// response head, where the policy has a shorter one, else
+// response_timeout. Loop goroutine.
+func (s *hsession) waitTimeout() time.Duration {
+	return s.rt.pol.tryTimeout(time.Duration(s.ln.cfg.ResponseTimeout), s.respHead)
+}
+
+// tryTimeout is the wait for a response (or between its reads) under
+// rp, given response_timeout d: its per_try_timeout before the head
+// (head false) where shorter. rp nil is none.
+func (rp *retryPolicy) tryTimeout(d time.Duration, head bool) time.Duration {
+	if rp != nil && !head && rp.perTry > 0 && rp.perTry < d {
+		return rp.perTry
+	}
+	return d
+}
+
+// retryTimeout sends the request again where its policy retries a try
+// whose response head did not come in time; it reports whether it did.
+// Loop goroutine.
+func (s *hsession) retryTimeout() bool {
+	if s.rt.pol == nil || !s.rt.pol.timeout || !s.mayRetry() || !s.retryPossible(retryReasonTimeout) {
+		return false
+	}
+	if s.reqDone {
+		s.passive(false)
+	}
+	s.closeUp(true)
+	s.retryAgain()
+	return true
+}
+
+// retryPossible reports whether a server is up to retry on and the
+// budget allows the retry, counting it. Loop goroutine.
+func (s *hsession) retryPossible(reason int) bool { return s.rt.possible(s.ls, s.pool, reason) }
+
+// possible reports whether a server of pl is up to retry on and the
+// budget of loop ls allows the retry, counting it. Loop goroutine.
+func (rs *retryState) possible(ls *loopState, pl *pool, reason int) bool {
+	if !anyUp(pl) || !ls.retryAllowed(pl, rs.pol, reason) {
+		return false
+	}
+	if rs.counted == nil {
+		rs.counted = ls.retryLoop(pl)
+		rs.counted.inFlight.inc()
+	}
+	return true
+}
+
+// anyUp reports a server of pl up.
+func anyUp(pl *pool) bool {
+	for _, srv := range pl.servers {
+		if srv.up() {
+			return true
+		}
+	}
+	return false
+}
+
+// retryAgain sends the request again (its upstream let go of): to a
+// server of the pool up that it was not sent to yet, where one is, else
+// to any server up. Loop goroutine.
+func (s *hsession) retryAgain() {
+	s.rt.tries++
+	s.x.retries++
+	s.interims = 0
+	s.phase = phConnect
+	retryWalk(s.pool, &s.dialing, s.srv)
+	if c, i := s.ls.takeFirstIdle(s.pool, s.start); c != nil {
+		s.reuse(c, i)
+		return
+	}
+	s.connect()
+}
+
+// retryWalk begins d's walk over the pool for a retry after a try on
+// server srv: from the first server up after srv not tried yet for the
+// request, the tried ones left out; where every server up was tried,
+// over them all again from the one after srv. The balancer is not asked
+// (a retry taking a turn would send the next request to the server that
+// failed). Loop goroutine.
+func retryWalk(pl *pool, d *dialing, srv int) {
+	tried := d.failed
+	if srv < 64 {
+		tried |= 1 << srv
+	}
+	n := len(pl.servers)
+	start := (srv + 1) % n
+	found := false
+	for k := range n {
+		if i := (start + k) % n; pl.servers[i].up() && !failedTo(tried, i) {
+			start, found = i, true
+			break
+		}
+	}
+	if !found {
+		tried = 0
+	}
+	*d = dialing{start: start, failed: tried}
+}
+
+// resendHeld writes the body held to up after the head, for a retry.
+// Loop goroutine.
+func (s *hsession) resendHeld() error {
+	for _, h := range s.rt.held {
+		if _, err := s.up.Write(h.b.Bytes()[h.off : h.off+h.n]); err != nil {
+			return err
+		}
+	}
+	if s.rt.heldN > 0 {
+		s.ls.stats(s.pool, s.srv).bytesOut.addInt(int(s.rt.heldN))
+	}
+	return nil
+}
+
+// writeRetries writes the retry metrics of pools by name.
+func writeRetries(bw *bufio.Writer, pools []*pool, family func(name, typ, help string)) {
+	sum := func(pl *pool, f func(*retryLoop) int64) int64 {
+		var n int64
+		for k := range pl.shared.retry {
+			n += f(&pl.shared.retry[k])
+		}
+		return n
+	}
+	family("spindle_proxy_pool_retries_total", "counter", "Requests sent again (retry.on) to the pool, by what the try before got: a close or reset before a complete response head (reason=\"reset\"), a status retry.on lists (reason=\"status\"), or no response head in the try's timeout (reason=\"response_timeout\").")
+	for _, pl := range pools {
+		for r, name := range retryReasonNames {
+			fmt.Fprintf(bw, "spindle_proxy_pool_retries_total{pool=\"%s\",reason=\"%s\"} %d\n", escape(pl.name), name, sum(pl, func(rl *retryLoop) int64 { return int64(rl.retries[r].load()) }))
+		}
+	}
+	family("spindle_proxy_pool_retry_budget_exceeded_total", "counter", "Retries retry.budget refused (the failure went to the client).")
+	for _, pl := range pools {
+		fmt.Fprintf(bw, "spindle_proxy_pool_retry_budget_exceeded_total{pool=\"%s\"} %d\n", escape(pl.name), sum(pl, func(rl *retryLoop) int64 { return int64(rl.exceeded.load()) }))
+	}
+	family("spindle_proxy_pool_retry_buffered_bytes", "gauge", "Request body bytes held now to be sent again (retry.buffer).")
+	for _, pl := range pools {
+		fmt.Fprintf(bw, "spindle_proxy_pool_retry_buffered_bytes{pool=\"%s\"} %d\n", escape(pl.name), sum(pl, func(rl *retryLoop) int64 { return rl.buffered.load() }))
+	}
+}
+
+// HTTP/2 clients' streams to HTTP/1.1 pools (h2.go). internal/h2 hands
+// a stream's DATA as slices of its connection's buffer, not as buffers
+// of their own: the body kept for a retry is a copy (retryState.kept),
+// within retry.buffer, kept by the stream (and its successors on the
+// connection) for the next.
+
+// keepBody keeps a copy of framed request body bytes p, sent or to be
+// sent, for a retry: while the body kept stays within the buffer; past
+// it what was kept goes and the request is not retried once sent. Loop
+// goroutine.
+func (st *h2stream) keepBody(p []byte) {
+	rs := &st.rt
+	if int64(len(rs.kept)+len(p)) > rs.pol.buffer {
+		st.retryDecided()
+		return
+	}
+	rs.kept = append(rs.kept, p...)
+	st.c.ls.retryLoop(st.pool).buffered.add(int64(len(p)))
+}
+
+// retryDecided: a final response head came (or the stream ended): the
+// request is not sent again, and what was kept for that goes. Loop
+// goroutine.
+func (st *h2stream) retryDecided() {
+	rs := &st.rt
+	if rs.pol == nil {
+		return
+	}
+	if n := len(rs.kept); n > 0 {
+		st.c.ls.retryLoop(st.pool).buffered.add(-int64(n))
+	}
+	rs.kept = emptied(rs.kept)
+	rs.hold = false
+}
+
+// retryEnd ends the stream's retries: its body kept and its count in
+// the budget go. Loop goroutine.
+func (st *h2stream) retryEnd() {
+	st.retryDecided()
+	st.rt.finish()
+}
+
+// mayRetry is hsession.mayRetry for a stream: nothing of a response
+// went to the client (no interim HEADERS either), and the stream is
+// open. Loop goroutine.
+func (st *h2stream) mayRetry() bool {
+	return st.rt.left() && st.interims == 0 && !st.respHead && !st.local && st.c.find(st.id) == st
+}
+
+// retryStatus is hsession.retryStatus for a stream. Loop goroutine.
+func (st *h2stream) retryStatus() bool {
+	status := st.resp.Status
+	if status < 200 {
+		return false
+	}
+	if !st.rt.pol.hasStatus(status) || !st.mayRetry() || !st.rt.possible(st.c.ls, st.pool, retryReasonStatus) {
+		st.retryDecided()
+		return false
+	}
+	st.passive(!st.pool.errStatuses.has(status))
+	st.closeUp(false)
+	st.retryAgain()
+	return true
+}
+
+// retryReset is hsession.retryReset for a stream. Loop goroutine.
+func (st *h2stream) retryReset() bool {
+	if st.rt.pol == nil || !st.rt.pol.reset || !st.mayRetry() || !st.rt.possible(st.c.ls, st.pool, retryReasonReset) {
+		return false
+	}
+	st.passive(false)
+	st.closeUp(true)
+	st.retryAgain()
+	return true
+}
+
+// waitTimeout is hsession.waitTimeout for a stream.
+func (st *h2stream) waitTimeout() time.Duration {
+	return st.rt.pol.tryTimeout(time.Duration(st.ln.cfg.ResponseTimeout), st.respHead)
+}
+
+// retryTimeout is hsession.retryTimeout for a stream. Loop goroutine.
+func (st *h2stream) retryTimeout() bool {
+	if st.rt.pol == nil || !st.rt.pol.timeout || !st.mayRetry() || !st.rt.possible(st.c.ls, st.pool, retryReasonTimeout) {
+		return false
+	}
+	if st.reqDone {
+		st.passive(false)
+	}
+	st.closeUp(true)
+	st.retryAgain()
+	return true
+}
+
+// retryAgain sends the stream's request again (its upstream let go of),
+// as hsession.retryAgain, with the body kept. Loop goroutine.
+func (st *h2stream) retryAgain() {
+	st.rt.tries++
+	st.x.retries++
+	st.interims = 0
+	st.waiting = false
+	st.reqDone = false
+	st.body = append(st.body[:0], st.rt.kept...)
+	retryWalk(st.pool, &st.dialing, st.srv)
+	if up, i := st.c.ls.takeFirstIdle(st.pool, st.start); up != nil {
+		st.reuse(up, i)
+		return
+	}
+	st.connect()
+}
