@@ -169,7 +169,8 @@
 // response clears the count, and one after an ejection has run out ends it
 // (a connect's success does not: the server's answers decide); a request
 // retried because its kept-alive connection was closed under it counts
-// once, by its retry's outcome; what follows a response head (a body cut
+// once, by its retry's outcome (a retry policy's tries count each: see
+// retry below); what follows a response head (a body cut
 // short) is not counted. The counts are apart: failed connects do not add
 // to http_errors' count, nor failed exchanges to fails'.
 //
@@ -648,6 +649,94 @@
 // waits spent queued: the mean wait is their ratio); the access log's
 // queue_us is a request's or tcp connection's wait (HAProxy's Tw).
 //
+// A mode http listener and a route may have a retry policy, retry, as
+// Envoy's retry_policy and HAProxy's retry-on and redispatch have: a try
+// that failed before any of its response went to the client is given up
+// and the request sent again, to another server of the pool, the client
+// seeing the last try's outcome alone:
+//
+//	listeners:
+//	  - name: gw
+//	    listen: ":8081"
+//	    mode: http
+//	    pool: app
+//	    retry: {on: [reset, 502-504, response-timeout], attempts: 1, per_try_timeout: 2s, buffer: 65536, budget: 20}
+//	    routes: [{path_prefix: /search/, pool: search, retry: {on: [reset, "503"], attempts: 2}}]
+//
+// A route's policy replaces the listener's (a route without one takes
+// the listener's, but where its pool is h2c). on lists the failures
+// retried: reset, the server's connection closed or reset before a
+// complete response head (SD); response-timeout, no response head within
+// the try's timeout (per_try_timeout where shorter than response_timeout,
+// else response_timeout: ST); and response statuses, each a status or a
+// range from 500 to 599 ("503", "502-504"; "5xx" for all), the response
+// thrown away: its connection goes back to the idle pool where the whole
+// response came with its head (no body, or a Content-Length body in the
+// same read: a 503 mostly) and both sides keep it, and is closed
+// otherwise, not drained (a body of any size costs nothing to skip; an
+// HTTP/2 client's stream closes it always). connect-failure is accepted and changes nothing: a connect
+// refused or timed out goes to the next server of the pool whatever the
+// policy, each server once (the failover above, bounded by the pool, not
+// by attempts or the budget, since nothing was sent). attempts (1 to 5,
+// default 1) is the retries after the first try. A retry goes to the
+// first server up after the one that failed that this request has not
+// tried (Envoy's previous_hosts, HAProxy's redispatch), the balancer not
+// asked (a retry that took a turn would send the next request to the
+// server that failed); where every server up has been tried, to them
+// again, the one after the last first; with none up the failure goes to
+// the client. per_try_timeout (default 0: response_timeout) counts as
+// response_timeout does, from the head's sending and again as the body
+// goes; a try past it is reset and, with response-timeout, retried, else
+// answered 504 at once. response_timeout keeps its meaning for each try
+// (the wait for the head where it is the shorter, and between a
+// response's reads): a request's whole wait is bounded by attempts+1
+// tries, not by response_timeout alone, as Envoy's per_try_timeout is
+// below its route timeout.
+//
+// Only a request safe to send again is retried: its method one RFC 9110
+// 9.2.2 makes idempotent (GET, HEAD, OPTIONS, TRACE, PUT, DELETE; a POST
+// or PATCH is not, whatever the failure), and its body kept whole until
+// the response head decides. buffer (default 65536, at most 16 MiB; 0:
+// a request with a body is not retried) bounds the body kept: a
+// Content-Length over it is not retried, and a chunked body is kept by
+// its bytes as received (framing included) until it passes it, then let
+// go of, the request no longer retried (nor is one from an HTTP/1.1
+// client once its trailer section went: it goes rewritten, not as kept).
+// From an HTTP/1.1 client the
+// received buffers themselves are kept, not copies (their bytes go to
+// the server by a copy while kept, and without one again once a response
+// head decided or the body passed buffer), and given back at the
+// response head, or at the exchange's end; 16 buffers a request and 128
+// a pool's loop at most (the loop's receive ring is every connection's,
+// and a body trickled in small reads would hold a buffer for each few
+// bytes: past either the request is not retried); an HTTP/2 client's DATA comes
+// as slices of its connection's buffer, so its stream keeps a copy
+// (within buffer, its capacity kept for the connection's next streams).
+// spindle_proxy_pool_retry_buffered_bytes is what is held now. Nothing is
+// retried once any byte of a response went to the client: an interim 1xx
+// passed on ends the request's retries, as do a response head passed on
+// and an upgrade asked for.
+//
+// budget bounds the retries in flight, as Envoy's retry_budget: per pool
+// and loop (counters of the loop's own, no lock), the requests being
+// retried at most budget percent (0 to 100, default 20) of the pool's
+// requests in flight from the loop (its upstream connections in use or
+// connecting, the one retrying counted), but 3 at least whatever the
+// percent, so that a quiet pool retries too. Over it the try's failure
+// goes to the client as it came (the 503 passed on, 502 for a reset,
+// 504 for a timeout). Passive health (http_errors) counts each failed
+// try with its server, as without retries. /metrics has
+// spindle_proxy_pool_retries_total{pool,reason="reset"|"status"|
+// "response_timeout"} and spindle_proxy_pool_retry_budget_exceeded_total
+// {pool}, following the pool's name over reloads; the access log's
+// retries field counts a request's retries, its server being the last
+// tried. -check and /debug/config show retry with its defaults; a reload
+// applies it to the requests after it (a request keeps the policy it
+// began with). retry is refused in mode tcp, and on a listener or route
+// whose own pool is h2c: an h2c pool's streams that its servers did not
+// process (REFUSED_STREAM, above a GOAWAY's last) are sent again already,
+// and other retries over HTTP/2 upstreams are not built.
+//
 // A listener and a route may have a rate limit, rate_limit, as nginx's
 // limit_req (with nodelay), Envoy's local rate limit and HAProxy's sc
 // rate have:
@@ -853,7 +942,7 @@
 // fields in this order, separated by spaces, strings quoted and escaped
 // as in JSON and "-" for none (null in JSON):
 //
-//	http: time listener client method host target proto status req_bytes resp_bytes route server source duration_us reused term queue_us
+//	http: time listener client method host target proto status req_bytes resp_bytes route server source duration_us reused term queue_us retries
 //	tcp:  time listener client server client_bytes server_bytes duration_us term queue_us
 //
 // time is the line's (UTC, µs); client the client's address and port
@@ -867,7 +956,9 @@
 // runs from the request head's arrival to the response's end (mode tcp:
 // the connection's life); reused (true, false; text reused, new) tells a
 // pooled upstream connection; queue_us is the time waited in the pool's
-// queue for a slot (max_conns; 0 for none). term says how it ended, after HAProxy's
+// queue for a slot (max_conns; 0 for none); retries the times the request
+// was sent again by its retry policy (0 for none: the field is the
+// line's last, so that a text parser of the fields before reads on). term says how it ended, after HAProxy's
 // termination states and Envoy's response flags: "-" normally, else
 //
 //	CD  the client closed or reset its connection first (HAProxy CD, Envoy DC)
