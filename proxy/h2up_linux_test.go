@@ -798,8 +798,8 @@ func TestH2UpHealthCheck(t *testing.T) {
 		cfg.Pools[0].Health = httpHealth()
 		p := startProxy(t, cfg)
 		waitFor(t, "the 503 server down", func() bool { return !serverTotals(p, bad.addr).Up })
-		time.Sleep(100 * time.Millisecond)
-		if st := serverTotals(p, good.addr); !st.Up || st.CheckPasses < 3 {
+		waitFor(t, "3 passed checks of the healthy server", func() bool { return serverTotals(p, good.addr).CheckPasses >= 3 })
+		if st := serverTotals(p, good.addr); !st.Up {
 			t.Fatalf("the healthy server: up %v after %d passes, %d failures", st.Up, st.CheckPasses, st.CheckFailures)
 		}
 		c, base := h2Client(t, p)
