@@ -399,7 +399,10 @@ func (mg *maglev) keyRequest(l *listener, peer netip.Addr, target []byte, n int,
 			return sipHash(mg.seed, 0, v)
 		}
 	}
-	return mg.keyAddr(l.forwardedClient(peer, n, field))
+	// (Unmapped first, as rate_limit's: a dual-stack listener's IPv4
+	// peers come IPv4-mapped, which trusted_proxies' IPv4 networks do
+	// not contain.)
+	return mg.keyAddr(l.forwardedClient(peer.Unmap(), n, field))
 }
 
 // targetPath returns a request target's path: origin-form up to its

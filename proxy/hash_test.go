@@ -449,3 +449,21 @@ func TestHashBoundedLoads(t *testing.T) {
 		t.Errorf("load 10 on a server down counted: the key's server kept the key")
 	}
 }
+
+// TestHashKeyTrustedMapped: key client behind trusted_proxies on a
+// dual-stack listener, whose IPv4 peers come IPv4-mapped: the key is the
+// X-Forwarded-For client, as rate_limit's (the proxy's own address was
+// hashed before: every client behind it on one server).
+func TestHashKeyTrustedMapped(t *testing.T) {
+	_, pl := hashPool(t, DefaultHashTable, 1, 1)
+	mg := pl.maglev
+	l := &listener{cfg: ListenerConfig{TrustedProxies: Prefixes{netip.MustParsePrefix("10.0.0.0/8")}}}
+	xff := [][2]string{{"X-Forwarded-For", "198.51.100.9"}}
+	field := func(i int) ([]byte, []byte) { return []byte(xff[i][0]), []byte(xff[i][1]) }
+	want := mg.keyAddr(netip.MustParseAddr("198.51.100.9"))
+	for _, peer := range []string{"10.1.2.3", "::ffff:10.1.2.3"} {
+		if got := mg.keyRequest(l, netip.MustParseAddr(peer), []byte("/"), len(xff), field); got != want {
+			t.Errorf("peer %s (trusted) with X-Forwarded-For 198.51.100.9: key %#x, want the forwarded client's %#x", peer, got, want)
+		}
+	}
+}
