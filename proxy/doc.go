@@ -51,7 +51,8 @@
 // key is client (the default: the client's address, an IPv4-mapped one
 // as IPv4, an IPv6 one whole; behind trusted_proxies the X-Forwarded-For
 // client that rate_limit takes), header:<Name> (the first field of that
-// name), path (the target's path as received, before rewrite_prefix,
+// name; header:Host the request's host, an HTTP/2 request's :authority
+// as its Host), path (the target's path as received, before rewrite_prefix,
 // without its query) or query:<param> (the parameter's first value in
 // the query, as sent, not decoded); a request without the field or
 // parameter goes by its client. A mode tcp listener's pool takes key

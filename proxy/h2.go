@@ -401,7 +401,7 @@ func (c *h2conn) OnRequest(s *h2.Server, id uint32, r *h2.Request, end bool) {
 	st.idem = end && (st.head || string(r.Method) == "GET" || string(r.Method) == "OPTIONS")
 	st.chunked = !end && r.ContentLength < 0
 	st.pool = st.ln.routeExchange(c.ls, &st.x, r.Path, host)
-	st.hashKey(r)
+	st.hashKey(r, host)
 	st.rt.start(st.ln.retryFor(st.x.route-1), r.Method, end, r.ContentLength)
 	if st.rateLimited(r) {
 		return

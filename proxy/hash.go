@@ -23,7 +23,8 @@ type HashConfig struct {
 	// ("client", the default: the client's address, with trusted_proxies
 	// its X-Forwarded-For client as rate_limit takes it; the only key of
 	// a mode tcp listener's pool), "header:<Name>" (the first field of
-	// that name), HashKeyPath ("path": the target's path, its query left
+	// that name; "header:Host" the request's host, an HTTP/2 request's
+	// :authority), HashKeyPath ("path": the target's path, its query left
 	// out) or "query:<param>" (the first value of the parameter in the
 	// target's query, as sent). A request without the field or
 	// parameter is hashed by its client.
@@ -173,6 +174,7 @@ type maglev struct {
 	seed    uint64
 	kind    hashKind
 	name    []byte // the header's or query parameter's name
+	host    bool   // the key is header:Host (keyRequest takes the request's host)
 	factor  int64  // balance_factor, 0 for none
 }
 
@@ -231,7 +233,8 @@ func newMaglev(hc *HashConfig, servers []ServerConfig) *maglev {
 			}
 		}
 	}
-	mg := &maglev{table: make([]uint8, m), entries: make([]int, n), seed: hc.Seed, kind: kind, name: []byte(name), factor: int64(hc.BalanceFactor)}
+	mg := &maglev{table: make([]uint8, m), entries: make([]int, n), seed: hc.Seed, kind: kind, name: []byte(name), factor: int64(hc.BalanceFactor),
+		host: kind == hashHeader && strings.EqualFold(name, "Host")}
 	for e, i := range t {
 		mg.table[e] = uint8(i)
 		mg.entries[i]++
@@ -281,17 +284,17 @@ func (mg *maglev) step(d *dialing, n int) (int, bool) {
 // Loop goroutine.
 func (s *hsession) hashKey(r *h1.Request) {
 	if mg := s.pool.maglev; mg != nil {
-		s.hkey = mg.keyRequest(s.ln, s.client.RemoteAddr().Addr(), r.Target, len(r.Headers), func(k int) ([]byte, []byte) {
+		s.hkey = mg.keyRequest(s.ln, s.client.RemoteAddr().Addr(), r.Target, r.Host, len(r.Headers), func(k int) ([]byte, []byte) {
 			return r.Headers[k].Name, r.Headers[k].Value
 		})
 	}
 }
 
-// hashKey sets the stream's key hash (r's) where its pool hashes. Loop
-// goroutine.
-func (st *h2stream) hashKey(r *h2.Request) {
+// hashKey sets the stream's key hash (r's, whose host is its :authority,
+// else its host field) where its pool hashes. Loop goroutine.
+func (st *h2stream) hashKey(r *h2.Request, host []byte) {
 	if mg := st.pool.maglev; mg != nil {
-		st.hkey = mg.keyRequest(st.ln, st.c.client.RemoteAddr().Addr(), r.Path, len(r.Fields), func(k int) ([]byte, []byte) {
+		st.hkey = mg.keyRequest(st.ln, st.c.client.RemoteAddr().Addr(), r.Path, host, len(r.Fields), func(k int) ([]byte, []byte) {
 			return r.Fields[k].Name, r.Fields[k].Value
 		})
 	}
@@ -380,13 +383,22 @@ func (mg *maglev) keyAddr(a netip.Addr) uint64 {
 }
 
 // keyRequest hashes a request of the client at peer to l with target
-// (origin- or absolute-form; an HTTP/2 request's :path) and the n fields
-// field returns, by the pool's key: the client where the key is client
-// or the request has no such field or parameter. No allocation. Loop
-// goroutine.
-func (mg *maglev) keyRequest(l *listener, peer netip.Addr, target []byte, n int, field func(k int) (name, value []byte)) uint64 {
+// (origin- or absolute-form; an HTTP/2 request's :path), host (the Host
+// field's value; an HTTP/2 request's :authority, else its host field)
+// and the n fields field returns, by the pool's key: the client where
+// the key is client or the request has no such field or parameter. Key
+// header:Host takes host: an HTTP/2 client sends :authority rather than
+// Host, and its requests go where HTTP/1.1 ones to the same host do. No
+// allocation. Loop goroutine.
+func (mg *maglev) keyRequest(l *listener, peer netip.Addr, target, host []byte, n int, field func(k int) (name, value []byte)) uint64 {
 	switch mg.kind {
 	case hashHeader:
+		if mg.host {
+			if len(host) > 0 {
+				return sipHash(mg.seed, 0, host)
+			}
+			break
+		}
 		for k := range n {
 			if name, v := field(k); h1.EqualFold(name, mg.name) {
 				return sipHash(mg.seed, 0, v)

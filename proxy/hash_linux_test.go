@@ -389,3 +389,43 @@ func TestHashBoundedHTTP(t *testing.T) {
 		}
 	})
 }
+
+// TestHashHostKey: key header:Host sends a host to one server whichever
+// protocol its clients speak: an HTTP/1.1 request's Host field and an
+// HTTP/2 request's :authority (which a client sends instead of Host, as
+// RFC 9113 8.3.1 asks) are hashed alike (HTTP/2 clients went by their
+// address before, apart from their host's HTTP/1.1 clients).
+func TestHashHostKey(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		addrs, names := hashServers(t, 3)
+		cfg := h2cConfig(b, addrs...)
+		cfg.Pools[0].Balance = Hash
+		cfg.Pools[0].Hash = &HashConfig{Key: "header:Host", Seed: 7}
+		p := startProxy(t, cfg)
+		want := func(k int) string {
+			return hashWant(p, names, func(mg *maglev) uint64 { return sipHash(mg.seed, 0, fmt.Appendf(nil, "host-%d", k)) })
+		}
+		const keys = 12
+		hit := map[string]bool{}
+		for k := range keys {
+			hit[want(k)] = true
+		}
+		if len(hit) < 2 {
+			t.Fatalf("%d hosts map to %v: want more than one server, for the test to mean anything", keys, hit)
+		}
+		c := dial(t, p)
+		br := bufio.NewReader(c)
+		hc, base := h2Client(t, p)
+		for k := range keys {
+			fmt.Fprintf(c, "GET /x HTTP/1.1\r\nHost: host-%d\r\n\r\n", k)
+			if resp, body := readResponseFrom(t, c, br, "GET"); resp.StatusCode != 200 || body != want(k) {
+				t.Errorf("HTTP/1.1 Host host-%d: %d %q, want 200 %q", k, resp.StatusCode, body, want(k))
+			}
+			req, _ := http.NewRequest("GET", base+"/x", nil)
+			req.Host = fmt.Sprintf("host-%d", k)
+			if resp, body := do(t, hc, req); resp.StatusCode != 200 || string(body) != want(k) {
+				t.Errorf("HTTP/2 :authority host-%d: %d %q, want 200 %q", k, resp.StatusCode, body, want(k))
+			}
+		}
+	})
+}

@@ -241,7 +241,7 @@ func TestHashPickAllocs(t *testing.T) {
 	for _, k := range []string{"client", "path", "query:user", "header:X-User"} {
 		pl.maglev.kind, pl.maglev.name = mustKind(k)
 		n := testing.AllocsPerRun(100, func() {
-			h := pl.maglev.keyRequest(l, a, target, 1, func(int) ([]byte, []byte) { return hdrXUser, target })
+			h := pl.maglev.keyRequest(l, a, target, hdrXUser, 1, func(int) ([]byte, []byte) { return hdrXUser, target })
 			firstUp(ls, pl, h)
 		})
 		if n != 0 {
@@ -270,7 +270,7 @@ func TestHashKeys(t *testing.T) {
 	fields := [][2]string{{"Host", "h"}, {"x-user", "alice"}, {"X-User", "bob"}}
 	key := func(k, target string) uint64 {
 		mg.kind, mg.name = mustKind(k)
-		return mg.keyRequest(l, peer, []byte(target), len(fields), func(i int) ([]byte, []byte) {
+		return mg.keyRequest(l, peer, []byte(target), []byte("h"), len(fields), func(i int) ([]byte, []byte) {
 			return []byte(fields[i][0]), []byte(fields[i][1])
 		})
 	}
@@ -462,7 +462,7 @@ func TestHashKeyTrustedMapped(t *testing.T) {
 	field := func(i int) ([]byte, []byte) { return []byte(xff[i][0]), []byte(xff[i][1]) }
 	want := mg.keyAddr(netip.MustParseAddr("198.51.100.9"))
 	for _, peer := range []string{"10.1.2.3", "::ffff:10.1.2.3"} {
-		if got := mg.keyRequest(l, netip.MustParseAddr(peer), []byte("/"), len(xff), field); got != want {
+		if got := mg.keyRequest(l, netip.MustParseAddr(peer), []byte("/"), nil, len(xff), field); got != want {
 			t.Errorf("peer %s (trusted) with X-Forwarded-For 198.51.100.9: key %#x, want the forwarded client's %#x", peer, got, want)
 		}
 	}
