@@ -49,16 +49,19 @@
 //	    hash: {key: "header:X-User", table_size: 65537, seed: 0}
 //
 // key is client (the default: the client's address, an IPv4-mapped one
-// as IPv4, an IPv6 one whole; behind trusted_proxies the X-Forwarded-For
-// client that rate_limit takes), header:<Name> (the first field of that
-// name; header:Host the request's host, an HTTP/2 request's :authority
-// as its Host), path (the target's path as received, before rewrite_prefix,
-// without its query) or query:<param> (the parameter's first value in
-// the query, as sent, not decoded); a request without the field or
-// parameter goes by its client. A mode tcp listener's pool takes key
-// client alone. Each request of a kept-alive connection (and each HTTP/2
-// stream) is hashed by its own key: the idle connections are kept per
-// server, and a request takes one to its key's server or dials it.
+// as IPv4, an IPv6 one whole; behind trusted_proxies the
+// X-Forwarded-For client that rate_limit takes), header:<Name> (the
+// first field of that name; header:Host the request's host, an HTTP/2
+// request's :authority as its Host), path (the target's path as
+// received, before rewrite_prefix, without its query) or query:<param>
+// (the parameter's first value in the query, as sent, not decoded); a
+// request without the field or parameter, or whose first one is empty
+// ("X-User:", "?user=&"), goes by its client, as HAProxy's hdr and
+// url_param do (every client that sends an empty one would go to one
+// server). A mode tcp listener's pool takes key client alone. Each
+// request of a kept-alive connection (and each HTTP/2 stream) is hashed
+// by its own key: the idle connections are kept per server, and a
+// request takes one to its key's server or dials it.
 //
 // The pool's table (Maglev: Eisenbud et al., NSDI 2016) is built when
 // the proxy is made or a reload changes the pool, and read by the loops

@@ -27,7 +27,7 @@ type HashConfig struct {
 	// :authority), HashKeyPath ("path": the target's path, its query left
 	// out) or "query:<param>" (the first value of the parameter in the
 	// target's query, as sent). A request without the field or
-	// parameter is hashed by its client.
+	// parameter, or whose first one is empty, is hashed by its client.
 	Key string `yaml:"key" json:"key"`
 	// TableSize is the Maglev lookup table's size: a prime from
 	// MinHashTable to MaxHashTable. Default DefaultHashTable (65537, as
@@ -386,7 +386,9 @@ func (mg *maglev) keyAddr(a netip.Addr) uint64 {
 // (origin- or absolute-form; an HTTP/2 request's :path), host (the Host
 // field's value; an HTTP/2 request's :authority, else its host field)
 // and the n fields field returns, by the pool's key: the client where
-// the key is client or the request has no such field or parameter. Key
+// the key is client or the request has no such field or parameter, or
+// its first one is empty (as HAProxy's hdr and url_param: every client
+// that sends an empty one would go to one server). Key
 // header:Host takes host: an HTTP/2 client sends :authority rather than
 // Host, and its requests go where HTTP/1.1 ones to the same host do. No
 // allocation. Loop goroutine.
@@ -401,13 +403,16 @@ func (mg *maglev) keyRequest(l *listener, peer netip.Addr, target, host []byte, 
 		}
 		for k := range n {
 			if name, v := field(k); h1.EqualFold(name, mg.name) {
-				return sipHash(mg.seed, 0, v)
+				if len(v) > 0 {
+					return sipHash(mg.seed, 0, v)
+				}
+				break
 			}
 		}
 	case hashPath:
 		return sipHash(mg.seed, 0, targetPath(target))
 	case hashQuery:
-		if v, ok := queryParam(target, mg.name); ok {
+		if v, ok := queryParam(target, mg.name); ok && len(v) > 0 {
 			return sipHash(mg.seed, 0, v)
 		}
 	}

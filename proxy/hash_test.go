@@ -261,13 +261,13 @@ func mustKind(k string) (hashKind, []byte) {
 }
 
 // TestHashKeys: each key reads what it names; a request without the
-// field or parameter goes by its client.
+// field or parameter, or whose first one is empty, goes by its client.
 func TestHashKeys(t *testing.T) {
 	_, pl := hashPool(t, DefaultHashTable, 1, 1)
 	mg := pl.maglev
 	l := &listener{}
 	peer := netip.MustParseAddr("192.0.2.7")
-	fields := [][2]string{{"Host", "h"}, {"x-user", "alice"}, {"X-User", "bob"}}
+	fields := [][2]string{{"Host", "h"}, {"x-user", "alice"}, {"X-User", "bob"}, {"X-Empty", ""}, {"x-empty", "late"}}
 	key := func(k, target string) uint64 {
 		mg.kind, mg.name = mustKind(k)
 		return mg.keyRequest(l, peer, []byte(target), []byte("h"), len(fields), func(i int) ([]byte, []byte) {
@@ -290,7 +290,12 @@ func TestHashKeys(t *testing.T) {
 		{"path", "http://h:80/a/b?x=1", of("/a/b")},
 		{"path", "http://h:80?x=1", of("/")},
 		{"query:user", "/p?a=1&user=42&user=43", of("42")},
-		{"query:user", "/p?user", of("")},
+		// An empty value is none (HAProxy's hdr and url_param likewise):
+		// else every client that sends one lands on one server.
+		{"header:X-Empty", "/x", client},
+		{"query:user", "/p?user", client},
+		{"query:user", "/p?user=&user=7", client},
+		{"query:user", "/p?a&user=#f", client},
 		{"query:user", "/p?username=1", client},
 		{"query:user", "/p", client},
 	} {
