@@ -66,11 +66,13 @@
 // The pool's table (Maglev: Eisenbud et al., NSDI 2016) is built when
 // the proxy is made or a reload changes the pool, and read by the loops
 // without a lock: table_size entries (a prime from 127 to 16777213,
-// default 65537: a byte each), which the servers claim in turns along
-// permutations of their own (from the hash of their address as
-// configured, not as resolved), a server of weight w in w of each
-// max(weights) turns, so that each has its weight's share of the
-// entries, to an entry or two. A key's hash modulo table_size is its
+// and 100 a server at least, as the paper has it; default 65537: a byte
+// each), which the servers claim in turns along permutations of their
+// own (from the hash of their address as configured, not as resolved),
+// a server of weight w in w of each max(weights) turns, so that each
+// has its weight's share of the entries to within about servers
+// entries (each claims one in the first turn, whatever its weight): a
+// point at most. A key's hash modulo table_size is its
 // entry and names its server. Removing a server (a reload) moves its
 // keys and a few others' (0.3% of all keys in TestMaglevRemove, one
 // of 10 removed); adding one takes its share, from each server about

@@ -30,9 +30,10 @@ type HashConfig struct {
 	// parameter, or whose first one is empty, is hashed by its client.
 	Key string `yaml:"key" json:"key"`
 	// TableSize is the Maglev lookup table's size: a prime from
-	// MinHashTable to MaxHashTable. Default DefaultHashTable (65537, as
-	// Envoy's). A server's share of the keys is within about
-	// servers/table_size of its share of the weights.
+	// MinHashTable to MaxHashTable, and at least 100 times the servers
+	// (the Maglev paper's M >= 100N). Default DefaultHashTable (65537,
+	// as Envoy's). A server's share of the keys is within about
+	// servers/table_size of its share of the weights (a point at most).
 	TableSize int `yaml:"table_size" json:"table_size"`
 	// Seed keys the hash (SipHash-2-4, keyed with seed and 0): proxies
 	// with the same seed, servers and weights send each key to the same
@@ -61,6 +62,13 @@ const (
 	// servers it has taken in one 64-bit set.
 	MaxHashServers = 64
 )
+
+// hashEntriesPerServer is the table's least size for each server (the
+// Maglev paper's M >= 100N): each server claims an entry in the first
+// turn whatever its weight, so its share of the entries misses its
+// weight's by up to servers/table_size (64 servers in 127 entries gave
+// one of weight 256 among 1s half of them, not 80%).
+const hashEntriesPerServer = 100
 
 // setDefaults fills in the key and the table's size.
 func (h *HashConfig) setDefaults() {
@@ -114,6 +122,9 @@ func (h *HashConfig) validate(n int) error {
 	}
 	if t := h.TableSize; t < MinHashTable || t > MaxHashTable || !prime(t) {
 		return fmt.Errorf("table_size: %d is not a prime from %d to %d", t, MinHashTable, MaxHashTable)
+	}
+	if t := h.TableSize; t < hashEntriesPerServer*n {
+		return fmt.Errorf("table_size: %d for %d servers, under %d entries a server (%d): the shares would miss the weights by more than a point", t, n, hashEntriesPerServer, hashEntriesPerServer*n)
 	}
 	if f := h.BalanceFactor; f != 0 && (f < 100 || f > 1000) {
 		return fmt.Errorf("balance_factor: %d is not 0 or from 100 to 1000", f)

@@ -364,6 +364,7 @@ func TestParseHash(t *testing.T) {
 		{"http", "balance: hash, hash: {table_size: 65536}", "pools[0] (p).hash.table_size: 65536 is not a prime from 127 to 16777213"},
 		{"http", "balance: hash, hash: {table_size: 113}", "table_size: 113 is not a prime"},
 		{"http", "balance: hash, hash: {table_size: 16777259}", "table_size: 16777259 is not a prime"},
+		{"http", "balance: hash, hash: {table_size: 197}", "pools[0] (p).hash.table_size: 197 for 2 servers, under 100 entries a server (200)"},
 		{"http", "balance: hash, hash: {nope: 1}", "nope"},
 		{"http", "balance: hash, hash: {balance_factor: 99}", "pools[0] (p).hash.balance_factor: 99 is not 0 or from 100 to 1000"},
 		{"http", "balance: hash, hash: {balance_factor: 1001}", "balance_factor: 1001 is not 0"},
@@ -469,6 +470,49 @@ func TestHashKeyTrustedMapped(t *testing.T) {
 	for _, peer := range []string{"10.1.2.3", "::ffff:10.1.2.3"} {
 		if got := mg.keyRequest(l, netip.MustParseAddr(peer), []byte("/"), nil, len(xff), field); got != want {
 			t.Errorf("peer %s (trusted) with X-Forwarded-For 198.51.100.9: key %#x, want the forwarded client's %#x", peer, got, want)
+		}
+	}
+}
+
+// TestMaglevSmallTable: every table_size the config takes gives each
+// server its weight's share of the entries to within a point, however
+// many servers and whatever their weights: from the smallest prime
+// accepted up, for 2, 10 and 64 servers, one of weight 256 and the rest 1
+// (a table of 127 entries for 64 servers gave the heavy one half of them,
+// not 80%: each server claims an entry in the first turn).
+func TestMaglevSmallTable(t *testing.T) {
+	for _, n := range []int{2, 10, 64} {
+		var srv strings.Builder
+		ws := make([]int, n)
+		total := 0
+		for i := range n {
+			ws[i] = 1
+			if i == 0 {
+				ws[i] = 256
+			}
+			total += ws[i]
+			fmt.Fprintf(&srv, "{address: \"10.0.1.%d:80\", weight: %d}, ", i, ws[i])
+		}
+		accepted := 0
+		for size := MinHashTable; accepted < 3 && size < 20000; size++ {
+			if !prime(size) {
+				continue
+			}
+			cfg, err := ParseConfig(fmt.Appendf(nil, "listeners: [{name: w, listen: \"127.0.0.1:0\", pool: p}]\npools: [{name: p, servers: [%s], balance: hash, hash: {table_size: %d}}]\n", srv.String(), size))
+			if err != nil {
+				continue
+			}
+			accepted++
+			mg := newMaglev(cfg.Pools[0].Hash, cfg.Pools[0].Servers)
+			for i, w := range ws {
+				got, want := float64(mg.entries[i])/float64(size), float64(w)/float64(total)
+				if d := got - want; d > 0.01 || d < -0.01 {
+					t.Errorf("%d servers, table_size %d (accepted): server %d of weight %d has %.4f of the entries, want %.4f ± 0.01", n, size, i, w, got, want)
+				}
+			}
+		}
+		if accepted == 0 {
+			t.Errorf("%d servers: no table_size below 20000 accepted", n)
 		}
 	}
 }
