@@ -79,8 +79,14 @@
 // evenly. The hash is SipHash-2-4 keyed with seed and 0: the same in
 // every process, so that proxies with the same servers, weights and
 // seed agree on every key (the order the servers are listed in does not
-// matter), and, where the seed is kept secret, a client cannot choose
-// keys that all go to one server. A pool has 64 servers at most.
+// matter). The default seed, 0, is everyone's: where clients choose the
+// key (a header, a query parameter, a path), one can compute offline as
+// many keys as it likes that share an entry, and so a server, whatever
+// the servers are; a seed kept secret (/debug/config and -check show
+// it: keep the admin listener private) leaves it only the keys it has
+// seen answered by one server. No seed keeps a client from sending one
+// key over and over: balance_factor bounds a hot server's load,
+// rate_limit a client's requests. A pool has 64 servers at most.
 //
 // A key whose server is down (health checks, passive ejection), full
 // (max_conns), refuses or was removed by a reload walks on to the next

@@ -37,8 +37,10 @@ type HashConfig struct {
 	TableSize int `yaml:"table_size" json:"table_size"`
 	// Seed keys the hash (SipHash-2-4, keyed with seed and 0): proxies
 	// with the same seed, servers and weights send each key to the same
-	// server. Default 0; a secret one keeps clients from choosing keys
-	// that all land on one server.
+	// server. Default 0, which anyone knows: where clients choose the
+	// key (header, query, path), a secret one keeps them from computing
+	// many keys that all land on one server (doc.go: it does not keep
+	// one from sending one key over and over: balance_factor does).
 	Seed uint64 `yaml:"seed" json:"seed"`
 	// BalanceFactor bounds each server's load (consistent hashing with
 	// bounded loads: Mirrokni, Thorup and Zadimoghaddam, SODA 2018;
