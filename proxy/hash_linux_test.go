@@ -429,3 +429,23 @@ func TestHashHostKey(t *testing.T) {
 		}
 	})
 }
+
+// TestHashAllocs: requests to a hash pool take no allocation
+// (TestHTTPAllocs and TestH2Allocs with balance hash): by header:Host
+// (the HTTP/2 client's :authority), and by client behind trusted_proxies
+// (X-Forwarded-For read through the field closure).
+func TestHashAllocs(t *testing.T) {
+	for _, key := range []string{"header:Host", "client"} {
+		hash := func(cfg *Config) {
+			cfg.Pools[0].Balance = Hash
+			cfg.Pools[0].Hash = &HashConfig{Key: key, TableSize: 251}
+			cfg.Listeners[0].TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+		}
+		t.Run("h1-"+key, func(t *testing.T) { httpAllocs(t, engine.BackendEpoll, hash) })
+		t.Run("h2-"+key, func(t *testing.T) {
+			cfg := h2cConfig(engine.BackendEpoll, newUpstream(t, rawHTTPServer).addr)
+			hash(cfg)
+			h2AllocsZero(t, startProxy(t, cfg), 10)
+		})
+	}
+}
