@@ -604,24 +604,32 @@ func TestBalance(t *testing.T) {
 }
 
 // TestIdleTimeout: a connection with no bytes either way for idle_timeout
-// is closed; one that keeps talking is not.
+// is closed; one that keeps talking is not. The busy one, quiet since its
+// connect before the quiet one's last bytes, talks until the quiet one is
+// closed and once more after: without its talk it would have been closed
+// first. Its talk every 50ms leaves a stall of most of the 1s idle_timeout
+// to a loaded machine (300ms, a talk each 50ms, let one of 250ms close it
+// under -race beside other load).
 func TestIdleTimeout(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		u := newUpstream(t, nil)
 		cfg := testConfig(b, u.addr)
-		const idle = 300 * time.Millisecond
+		const idle = time.Second
 		cfg.Listeners[0].IdleTimeout = Duration(idle)
 		p := startProxy(t, cfg)
 		busy, quiet := dial(t, p), dial(t, p)
+		t0 := time.Now() // before the quiet one's last bytes
 		if err := roundTrip(quiet, "once"); err != nil {
 			t.Fatal(err)
 		}
-		t0 := time.Now()
-		for time.Since(t0) < 3*idle {
+		for p.Totals().Listeners[0].IdleClosed == 0 {
 			if err := roundTrip(busy, "tick"); err != nil {
 				t.Fatalf("busy connection after %v: %v", time.Since(t0), err)
 			}
-			time.Sleep(idle / 6)
+			if time.Since(t0) > 20*idle {
+				t.Fatalf("no idle close after %v", time.Since(t0))
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
 		if err := closedByProxy(quiet); err != nil {
 			t.Error(err)
