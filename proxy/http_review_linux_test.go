@@ -289,7 +289,10 @@ func dialSmall(t *testing.T, p *Proxy) net.Conn {
 // it) for good once the response is through the proxy: with Connection:
 // close (the proxy closes it after the queue) and between keep-alive
 // requests (keepalive_timeout closes it), a queue that does not move for
-// response_timeout resets it.
+// response_timeout resets it. response_timeout is 2s, five of the slow
+// reader's 400ms pauses: at 1s a stall of 600ms in one (a loaded machine
+// under -race) reset the reader; its 12 pauses, 4.8s, still outlast the
+// timeout, so the queue's moves are what keep it.
 func TestHTTPStalledClient(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		// Past what the kernel's socket buffers take (tcp_wmem's 4 MiB at
@@ -301,7 +304,7 @@ func TestHTTPStalledClient(t *testing.T) {
 		})
 		cfg := httpConfig(b, u.addr)
 		cfg.Engine.WriteHighWater = 2 * size
-		cfg.Listeners[0].ResponseTimeout = Duration(time.Second)
+		cfg.Listeners[0].ResponseTimeout = Duration(2 * time.Second)
 		cfg.Listeners[0].KeepaliveTimeout = Duration(time.Second)
 		p := startProxy(t, cfg)
 		for i, conn := range []string{"close", "keep-alive"} {
