@@ -502,12 +502,14 @@ func TestAllServersDown(t *testing.T) {
 }
 
 // TestHealthRiseFall: a stopped server is marked down after fall failed
-// checks and gets no clients; restarted, it is marked up after rise.
+// checks and gets no clients; restarted, it is marked up after rise. The
+// checks time out at 50ms, not 20 (as httpHealth's): the live server must
+// stay up throughout.
 func TestHealthRiseFall(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		u1, u2 := newUpstream(t, nil), newUpstream(t, nil)
 		cfg := testConfig(b, u1.addr, u2.addr)
-		cfg.Pools[0].Health = &HealthConfig{Interval: Duration(20 * time.Millisecond), Timeout: Duration(20 * time.Millisecond), Rise: 3, Fall: 2}
+		cfg.Pools[0].Health = &HealthConfig{Interval: Duration(50 * time.Millisecond), Timeout: Duration(50 * time.Millisecond), Rise: 3, Fall: 2}
 		p := startProxy(t, cfg)
 		addr := u1.addr
 		u1.stop()
