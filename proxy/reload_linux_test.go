@@ -495,14 +495,15 @@ func TestReloadRefused(t *testing.T) {
 // TestReloadHealth: a server kept by a reload keeps its health state and
 // check counts (a down one stays down: the new checker starts from it);
 // a reload that drops the checks has it up again. The checkers stopped
-// leave no goroutine (TestMain).
+// leave no goroutine (TestMain). The checks time out at 50ms, not 20 (as
+// httpHealth's): the live servers must stay up throughout.
 func TestReloadHealth(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		u1, u2 := newUpstream(t, nil), newUpstream(t, nil)
 		dead := deadAddr(t)
 		health := func(servers ...string) *Config {
 			cfg := testConfig(b, servers...)
-			cfg.Pools[0].Health = &HealthConfig{Interval: Duration(20 * time.Millisecond), Timeout: Duration(20 * time.Millisecond), Rise: 2, Fall: 2}
+			cfg.Pools[0].Health = &HealthConfig{Interval: Duration(50 * time.Millisecond), Timeout: Duration(50 * time.Millisecond), Rise: 2, Fall: 2}
 			return cfg
 		}
 		p := startProxy(t, health(dead, u1.addr))
