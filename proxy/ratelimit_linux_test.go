@@ -292,10 +292,12 @@ func TestRateLimitReload(t *testing.T) {
 			{mk(3, RateKeyClient, 20*time.Second, time.Hour), 3, 1, 0},
 			{mk(6, RateKeyClient, 20*time.Second, time.Hour), 5, 3, 0},
 			{mk(6, RateKeyAll, 20*time.Second, time.Hour), 8, 6, 0},
-			// 6 hours spent, the limit now one each 100ms, 2 at once:
-			// spent to it, not for 6 hours.
-			{mk(2, RateKeyAll, 20*time.Second, 100*time.Millisecond), 1, 0, 0},
-			{nil, 1, 1, 150 * time.Millisecond},
+			// 6 hours spent, the limit now one a second, 2 at once:
+			// spent to it, not for 6 hours. (A second, not 100ms: the
+			// request refused must follow the reload within it, on a
+			// loaded machine under -race.)
+			{mk(2, RateKeyAll, 20*time.Second, time.Second), 1, 0, 0},
+			{nil, 1, 1, 1500 * time.Millisecond},
 		} {
 			if c.cfg != nil {
 				if err := p.Reload(c.cfg); err != nil {
