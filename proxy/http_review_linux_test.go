@@ -564,7 +564,9 @@ func TestHTTPMaxRequestBody(t *testing.T) {
 // TestHTTPTunnelIdle: idle_timeout on an HTTP listener bounds an upgraded
 // connection: a tunnel that passes bytes stays, one silent for the
 // timeout is closed on both sides (keepalive_timeout, not idle_timeout,
-// bounds a client between requests).
+// bounds a client between requests). idle_timeout is 1s, the tunnel
+// passing bytes each 100ms for 1.5s: at 300ms a stall of 200ms between
+// two (a loaded machine under -race) would close it.
 func TestHTTPTunnelIdle(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
@@ -577,7 +579,8 @@ func TestHTTPTunnelIdle(t *testing.T) {
 			io.Copy(struct{ io.Writer }{c}, brw.Reader)
 		})
 		cfg := httpConfig(b, u.addr)
-		cfg.Listeners[0].IdleTimeout = Duration(300 * time.Millisecond)
+		const idle = time.Second
+		cfg.Listeners[0].IdleTimeout = Duration(idle)
 		p := startProxy(t, cfg)
 		c := dial(t, p)
 		br := bufio.NewReader(c)
@@ -586,7 +589,7 @@ func TestHTTPTunnelIdle(t *testing.T) {
 			t.Fatalf("%q, want 101", head)
 		}
 		var t0 time.Time // before the last write: the proxy's last activity is after it
-		for i := range 8 {
+		for i := range 15 {
 			time.Sleep(100 * time.Millisecond)
 			msg := fmt.Sprintf("m%d", i)
 			t0 = time.Now()
@@ -600,7 +603,7 @@ func TestHTTPTunnelIdle(t *testing.T) {
 		if err := closedByProxy(c); err != nil {
 			t.Error(err)
 		}
-		if d := time.Since(t0); d < 300*time.Millisecond {
+		if d := time.Since(t0); d < idle {
 			t.Errorf("the silent tunnel was closed after %v, before idle_timeout", d)
 		}
 		waitFor(t, "the tunnel's connections to be let go", func() bool {
