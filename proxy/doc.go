@@ -798,7 +798,10 @@
 // as before; a chunked one that goes past 64 KiB, or is malformed,
 // closes the connection after the 429 has gone, as keepalive_timeout
 // does one whose body comes slower (the body's wait is the idle
-// connection's). Else the 429 says Connection: close. An HTTP/2
+// connection's); these closes, and a drain's or a reload's closing the
+// connection mid-body, linger (reading and dropping what still comes, as
+// after any refusal), so the kernel does not answer the body with a
+// reset that would lose the 429. Else the 429 says Connection: close. An HTTP/2
 // client's stream gets the 429 (with retry-after), and, where its body
 // is still coming, RST_STREAM NO_ERROR, its connection going on. A mode tcp connection over the limit is closed at once, counted
 // (not logged, as one max_conns turns away). Nothing is delayed (nginx's

@@ -286,8 +286,7 @@ func (s *hsession) onTimer() {
 	switch s.phase {
 	case phIdle:
 		s.ln.stats[s.ls.id].idleClosed.inc()
-		s.closing()
-		s.client.Close()
+		s.closeIdle()
 	case phHead:
 		s.respond(408)
 	case phWait:
@@ -1293,6 +1292,24 @@ func (s *hsession) closeClient() {
 	s.client.CloseLinger(lingerTime, lingerBytes)
 }
 
+// closeIdle closes a client between requests (keepalive_timeout, a drain,
+// a reload retiring its listener): with a Close where it has sent nothing
+// since its last response, lingering (closeClient) where it is sending the
+// body of a request a rate limit refused (discard): a Close would leave
+// the body's bytes unread, and the kernel would answer them with a reset,
+// which drops what the client has yet to receive (the 429 and what came
+// before it) and may have it discard what it received unread (RFC 9112
+// section 9.6). Loop goroutine.
+func (s *hsession) closeIdle() {
+	if s.discard {
+		s.discard = false
+		s.closeClient()
+		return
+	}
+	s.closing()
+	s.client.Close()
+}
+
 // closeUp closes the current upstream connection, if any: with a reset
 // where it is broken (its response is not to be read). Loop goroutine.
 func (s *hsession) closeUp(reset bool) {
@@ -1627,8 +1644,7 @@ func (ls *loopState) closeIdleClients(retiredOnly bool) {
 		}
 		s := ls.sessions[k]
 		if (s.phase == phIdle || s.phase == phHead && len(s.in) == 0) && (!retiredOnly || s.retired()) {
-			s.closing()
-			s.client.Close()
+			s.closeIdle()
 		}
 	}
 	ls.drainH2(retiredOnly)
