@@ -796,7 +796,8 @@
 // is read and thrown away as it comes, as nginx's limit_req does
 // (ngx_http_discard_request_body), and the requests after it are read
 // as before; a chunked one that goes past 64 KiB, or is malformed,
-// closes the connection after the 429 has gone, as keepalive_timeout
+// closes the connection after the 429 has gone (counted:
+// spindle_proxy_listener_discard_closed_total), as keepalive_timeout
 // does one whose body comes slower (the body's wait is the idle
 // connection's); these closes, and a drain's or a reload's closing the
 // connection mid-body, linger (reading and dropping what still comes, as

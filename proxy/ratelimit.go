@@ -576,12 +576,13 @@ func (s *hsession) rateLimited() bool {
 // discardBody reads and drops the bytes of p that are the body of a
 // request a rate limit refused (s.discard): it returns how many it took
 // (all of p where the body goes on after it), and false where the client
-// was closed instead: the body malformed, or past discardBytes (framing
-// counted). Loop goroutine.
+// was closed instead (counted: discardClosed): the body malformed, or past
+// discardBytes (framing counted). Loop goroutine.
 func (s *hsession) discardBody(p []byte) (int, bool) {
 	n, done, err := s.reqBody.Next(p)
 	if s.bodyN += int64(n); err != nil || s.bodyN > discardBytes {
 		s.discard = false
+		s.ln.stats[s.ls.id].discardClosed.inc()
 		s.closeClient()
 		return n, false
 	}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -86,4 +87,40 @@ func TestRateLimitDiscardLinger(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestRateLimitDiscardClosedCounted: a refused request's body read and
+// dropped that turns out past discardBytes, or malformed, closes the
+// client after its 429, counted (ListenerTotals.DiscardClosed, the
+// metric spindle_proxy_listener_discard_closed_total); one read to its
+// end is not.
+func TestRateLimitDiscardClosedCounted(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {})
+		cfg := httpConfig(b, u.addr)
+		cfg.Listeners[0].RateLimit = &RateLimitConfig{Rate: 1, Per: Duration(time.Hour), Burst: 1, Key: RateKeyAll}
+		p := startProxy(t, cfg)
+		if code := getStatus(dial(t, p), "/first"); code != 200 {
+			t.Fatalf("the first: %d, want 200", code)
+		}
+		for _, body := range []string{
+			"5\r\nhello\r\n0\r\n\r\n", // read to its end: kept, not counted
+			fmt.Sprintf("%x\r\n%s", discardBytes+1, strings.Repeat("x", discardBytes+1)),
+			"zz\r\nhello\r\n",
+		} {
+			c := dial(t, p)
+			go io.WriteString(c, "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"+body)
+			if resp, _ := readResponseFrom(t, c, bufio.NewReader(c), "POST"); resp.StatusCode != 429 {
+				t.Fatalf("%d, want 429", resp.StatusCode)
+			}
+		}
+		waitFor(t, "the two closes counted", func() bool { return p.Totals().Listeners[0].DiscardClosed == 2 })
+		time.Sleep(50 * time.Millisecond)
+		if n := p.Totals().Listeners[0].DiscardClosed; n != 2 {
+			t.Fatalf("%d counted, want 2", n)
+		}
+		if got := scrape(t, p)[`spindle_proxy_listener_discard_closed_total{listener="web"}`]; got != 2 {
+			t.Errorf("the metric: %v, want 2", got)
+		}
+	})
 }

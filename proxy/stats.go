@@ -52,6 +52,10 @@ type ListenerTotals struct {
 	// underscore in their name: headers_with_underscores drop's, and
 	// the forwarding fields so spelled.
 	UnderscoreDropped uint64
+	// DiscardClosed counts the clients closed after a 429 because the
+	// body of the refused request, read and dropped, was malformed or
+	// past 64 KiB (mode http).
+	DiscardClosed uint64
 	// RateLimit is the listener's rate_limit's decisions, nil for none.
 	RateLimit *RateLimitTotals
 }
@@ -124,6 +128,7 @@ func (p *Proxy) Totals() Totals {
 			lt.H2ResetsClient += s.h2ResetsClient.load()
 			lt.H2ResetsProxy += s.h2ResetsProxy.load()
 			lt.UnderscoreDropped += s.underscoreDropped.load()
+			lt.DiscardClosed += s.discardClosed.load()
 			for k := range 5 {
 				lt.ResponsesUpstream[k] += s.respUp[k].load()
 				lt.ResponsesProxy[k] += s.respLocal[k].load()
