@@ -180,9 +180,10 @@ type ListenerConfig struct {
 	// the request 400. Default allow, as Envoy and HAProxy (nginx drops
 	// them). Whatever it says, the forwarding fields so spelled
 	// (X_Forwarded_For, X_Real_IP, ...) are dropped from every client
-	// (see TrustedProxies). The request's head alone: its trailers pass
-	// as they came but for the fields no request trailer keeps (see
-	// doc.go: forwarding, framing, authentication, ...).
+	// (see TrustedProxies). drop and reject drop such fields of the
+	// request's trailer section too (reject's 400 is too late there),
+	// beside the fields no request trailer keeps (see doc.go:
+	// forwarding, framing, authentication, ...).
 	HeadersWithUnderscores string `yaml:"headers_with_underscores,omitempty" json:"headers_with_underscores,omitempty"`
 	// AccessLog, when set, logs each HTTP exchange (mode http) or each
 	// client connection (mode tcp) of the listener: see AccessLogConfig.

@@ -322,11 +322,11 @@
 // (a 101 included), nor to trailers, nor to the proxy's own responses
 // (400, 502, 503, ...: a rule's field describes the servers' answers,
 // which those are not; Envoy applies its rules to its local replies too).
-// Request rules likewise change the head alone: a request's trailer
-// section passes as it came (a field a rule removes or sets may come
-// there; RFC 9110 6.5.1 has the server keep it out of the head, as Envoy
-// and HAProxy leave trailers to it too), but for the fields no trailer
-// may carry to a server (see request trailers below).
+// Request rules add and set in the head alone; the fields they remove
+// or set are dropped from a request's trailer section too (a server
+// merging trailers into the head would read there the field a rule took
+// out of it; Envoy and HAProxy leave trailers to the server), beside the
+// fields no trailer may carry to a server (see request trailers below).
 // rewrite_prefix replaces the route's path_prefix in the target sent
 // upstream, the rest and the query kept: "/api/" and "/" send
 // "/api/x?q" as "/x?q" and "/api/" as "/"; "/api" and "/v2" send "/api"
@@ -910,8 +910,9 @@
 // clients send on purpose; a listener whose servers read fields the
 // CGI way and believe one that no client should set (an identity a
 // gateway in front writes, without a request_headers rule for it) says
-// drop. It applies to the request's head: its trailers pass as they
-// came, as request_headers leave them, but for the fields below. -check
+// drop. drop applies to the request's trailer section too, and so does
+// reject, as drop (counted alike): its 400 is too late once the head has
+// gone to the server, and a reset would lose a request drop passes. -check
 // and /debug/config show it; a reload applies it to the requests after
 // it.
 //
@@ -928,12 +929,15 @@
 // Pragma, Expect, Max-Forwards, Range, If-Match, If-None-Match,
 // If-Modified-Since, If-Unmodified-Since, If-Range) and its content's
 // format (Content-Type, Content-Encoding, Content-Range), names compared
-// as request_headers compares them. A server that merges trailers into
+// as request_headers compares them, and the fields the listener's and
+// the route's request_headers remove or set and headers_with_underscores
+// drop or reject (above). A server that merges trailers into
 // the header section (Apache httpd with MergeTrailers on, as before
 // 2.4.11) would read a client's X-Forwarded-For there beside or over
 // the proxy's, or an Authorization a gateway in front never checked;
 // nginx passes no request trailers on, nor Envoy over HTTP/1 without
-// enable_trailers, and Go's net/http keeps them apart (Request.Trailer). The other fields pass as they came (a gRPC
+// enable_trailers, and Go's net/http keeps them apart (Request.Trailer).
+// The other fields pass as they came (a gRPC
 // client's among them). An HTTP/1.1 client's chunked body goes without
 // a copy up to its trailer section, which is held to the body's end
 // (16 KiB at most, internal/h1's bound) and sent filtered; a body

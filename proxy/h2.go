@@ -719,9 +719,10 @@ func h1Fields(fs []hpack.Field) bool {
 func (st *h2stream) finishReq(trailers []hpack.Field) {
 	st.reqEnd = true
 	if st.chunked {
+		tr := st.trailerRules()
 		o := append(st.c.scratch[:0], "0\r\n"...)
 		for _, f := range trailers {
-			if !trailerDropped(f.Name) {
+			if tr.kept(f.Name) {
 				o = h1.AppendHeader(o, f.Name, f.Value)
 			}
 		}

@@ -338,11 +338,11 @@ func (x *h1up) finish() {
 }
 
 // trailers returns the chunked request body's trailer fields, names in
-// lower case, the connection-specific ones and those trailerDropped
-// reports left out.
+// lower case, the connection-specific ones and those its trailerRules
+// drop left out.
 func (x *h1up) trailers() []hpack.Field {
 	x.tb, x.rfs = trailerFields(x.tb, x.rfs, x.trl)
-	x.rfs = keepTrailerFields(x.rfs)
+	x.rfs = keepTrailerFields(x.rfs, trailerRules{x.s.ln, x.s.ls.id, x.s.x.route - 1})
 	return x.rfs
 }
 

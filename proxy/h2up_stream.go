@@ -341,7 +341,7 @@ func (st *h2stream) h2ReqTrailers(fields []hpack.Field) {
 	// (Kept even when sent at once: a stream refused unprocessed is sent
 	// again with them, TestH2UpRetryKeepsTrailers.)
 	st.u2.tb, st.u2.trl = copyFields(st.u2.tb, st.u2.trl, fields)
-	st.u2.trl = keepTrailerFields(st.u2.trl) // (trailer.go)
+	st.u2.trl = keepTrailerFields(st.u2.trl, st.trailerRules()) // (trailer.go)
 	st.u2.hasTrl = true
 	if u != nil && st.u2.boff == len(st.body) {
 		st.reqDone = true

@@ -452,10 +452,11 @@ func TestRewriteReloadInFlight(t *testing.T) {
 	})
 }
 
-// TestRewriteTrailersAsSent: request_headers and response_headers change
-// the heads alone: a field they remove passes in a request's trailer
-// section and in a response's as it came (doc.go), for each client and
-// pool protocol pair.
+// TestRewriteTrailersAsSent: a field request_headers removes is dropped
+// from a request's trailer section as from its head (TestRequestTrailersRules);
+// response_headers changes the response's head alone: a field it removes
+// passes in a response's trailer section as it came (doc.go), for each
+// client and pool protocol pair.
 func TestRewriteTrailersAsSent(t *testing.T) {
 	echo := func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
@@ -464,7 +465,7 @@ func TestRewriteTrailersAsSent(t *testing.T) {
 		w.WriteHeader(200)
 		io.WriteString(w, "ok")
 		w.(http.Flusher).Flush()
-		w.Header().Set("X-Debug", "got "+r.Trailer.Get("X-Debug"))
+		w.Header().Set("X-Debug", "got ["+r.Trailer.Get("X-Debug")+"]")
 	}
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		eachPool(t, echo, func(protocol, server string) {
@@ -485,8 +486,8 @@ func TestRewriteTrailersAsSent(t *testing.T) {
 				}
 				body, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
-				if string(body) != "ok" || resp.Header.Get("X-Head") != "" || resp.Trailer.Get("X-Debug") != "got t" {
-					t.Errorf("HTTP/%d to %s: body %q, X-Head %q, trailers %v; want ok, none, X-Debug: got t", resp.ProtoMajor, protocol, body, resp.Header.Get("X-Head"), resp.Trailer)
+				if string(body) != "ok" || resp.Header.Get("X-Head") != "" || resp.Trailer.Get("X-Debug") != "got []" {
+					t.Errorf("HTTP/%d to %s: body %q, X-Head %q, trailers %v; want ok, none, X-Debug: got []", resp.ProtoMajor, protocol, body, resp.Header.Get("X-Head"), resp.Trailer)
 				}
 			}
 		})

@@ -46,12 +46,45 @@ func trailerDropped(name []byte) bool {
 	return false
 }
 
-// keepTrailerFields returns fs without the fields trailerDropped
-// reports, in place.
-func keepTrailerFields(fs []hpack.Field) []hpack.Field {
+// trailerRules decide the trailer fields of a request on loop id of
+// listener ln routed to route (x.route-1): beside those trailerDropped
+// reports, those the listener's and the route's request_headers drop
+// (remove, set), and, with headers_with_underscores drop or reject, those
+// with an underscore in their name (counted as the head's): a server
+// merging trailers into the header section would read them as the head's
+// fields the rules took out. reject drops them too: its 400 is too late
+// once the head went to the server, and resetting the request for a
+// field that can be left out would lose a request drop passes. The zero
+// trailerRules (ln nil) apply trailerDropped alone. Passed by value.
+type trailerRules struct {
+	ln        *listener
+	id, route int
+}
+
+// kept reports whether a request trailer field named name is passed on.
+func (r trailerRules) kept(name []byte) bool {
+	if trailerDropped(name) {
+		return false
+	}
+	if r.ln == nil {
+		return true
+	}
+	if rules, _ := r.ln.reqRules(r.route); !rules.keep(name) {
+		return false
+	}
+	if r.ln.cfg.HeadersWithUnderscores == UnderscoresReject && bytes.IndexByte(name, '_') >= 0 {
+		r.ln.stats[r.id].underscoreDropped.inc()
+		return false
+	}
+	return !r.ln.dropUnderscored(r.id, name)
+}
+
+// keepTrailerFields returns fs without the fields r does not keep, in
+// place.
+func keepTrailerFields(fs []hpack.Field, r trailerRules) []hpack.Field {
 	k := 0
 	for _, f := range fs {
-		if !trailerDropped(f.Name) {
+		if r.kept(f.Name) {
 			fs[k] = f
 			k++
 		}
@@ -62,8 +95,8 @@ func keepTrailerFields(fs []hpack.Field) []hpack.Field {
 
 // keepTrailerLines returns a chunked body's trailer section t (field
 // lines with their CRLFs, which internal/h1 checked) without the lines
-// of the fields trailerDropped reports, in place.
-func keepTrailerLines(t []byte) []byte {
+// of the fields tr does not keep, in place.
+func keepTrailerLines(t []byte, tr trailerRules) []byte {
 	k := 0
 	for r := 0; r < len(t); {
 		e := bytes.IndexByte(t[r:], '\n')
@@ -73,7 +106,7 @@ func keepTrailerLines(t []byte) []byte {
 			e += r + 1
 		}
 		line := t[r:e]
-		if c := bytes.IndexByte(line, ':'); c < 0 || !trailerDropped(line[:c]) {
+		if c := bytes.IndexByte(line, ':'); c < 0 || tr.kept(line[:c]) {
 			k += copy(t[k:], line)
 		}
 		r = e
@@ -108,8 +141,8 @@ func (s *hsession) nextBody(p []byte) (n, held int, done bool, err error) {
 }
 
 // sendTrailers sends pre, the body's bytes before its trailer section,
-// and, once the body is done, the section without the fields
-// trailerDropped reports and the final CRLF. Loop goroutine.
+// and, once the body is done, the section without the fields its
+// trailerRules drop and the final CRLF. Loop goroutine.
 func (s *hsession) sendTrailers(pre []byte, done bool) error {
 	if len(pre) > 0 {
 		if _, err := s.up.Write(pre); err != nil {
@@ -119,8 +152,13 @@ func (s *hsession) sendTrailers(pre []byte, done bool) error {
 	if !done {
 		return nil
 	}
-	s.trl = append(keepTrailerLines(s.trl), crlf...)
+	s.trl = append(keepTrailerLines(s.trl, trailerRules{s.ln, s.ls.id, s.x.route - 1}), crlf...)
 	_, err := s.up.Write(s.trl)
 	s.trl, s.inTrl = emptied(s.trl), false
 	return err
+}
+
+// trailerRules returns the rules of the stream's request trailers.
+func (st *h2stream) trailerRules() trailerRules {
+	return trailerRules{st.ln, st.c.ls.id, st.x.route - 1}
 }

@@ -125,3 +125,52 @@ func TestRequestTrailersFiltered(t *testing.T) {
 		})
 	})
 }
+
+// TestRequestTrailersRules: a request's trailer fields go through the
+// listener's and the route's request_headers remove (X-User, X-Route,
+// and X_User, as the head's) and headers_with_underscores (drop and
+// reject: X_Note is dropped, the request answered, reject's 400 being
+// too late once the head went), for each client and pool protocol pair:
+// a server merging trailers into the head read the fields a rule
+// removed from it.
+func TestRequestTrailersRules(t *testing.T) {
+	trailer := http.Header{
+		"X-User":  {"admin"},
+		"X_User":  {"admin"},
+		"X-Route": {"r"},
+		"X-Sum":   {"abc"},
+		"X_Note":  {"n"},
+	}
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		for _, us := range []string{UnderscoresAllow, UnderscoresDrop, UnderscoresReject} {
+			want := "5 X-Sum"
+			if us == UnderscoresAllow {
+				want = "5 X-Sum,X_note"
+			}
+			eachPool(t, trailerNames, func(protocol, server string) {
+				cfg := h2cConfig(b, server)
+				cfg.Pools[0].Protocol = protocol
+				cfg.Listeners[0].HeadersWithUnderscores = us
+				cfg.Listeners[0].RequestHeaders = HeaderRules{Remove: []string{"X-User"}}
+				cfg.Listeners[0].Routes = []RouteConfig{{PathPrefix: "/", Pool: cfg.Pools[0].Name,
+					RequestHeaders: HeaderRules{Remove: []string{"X-Route"}}}}
+				p := startProxy(t, cfg)
+				h1c, base := client(t, p)
+				h2c, _ := h2Client(t, p)
+				for _, c := range []*http.Client{h1c, h2c} {
+					req := mustReq(t, "POST", base+"/", io.MultiReader(strings.NewReader("hello")))
+					req.Trailer = trailer.Clone()
+					resp, err := c.Do(req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					body, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if got := string(body); resp.StatusCode != 200 || !strings.EqualFold(got, want) {
+						t.Errorf("%s, HTTP/%d to %s: %d %q, want 200 %q", us, resp.ProtoMajor, protocol, resp.StatusCode, body, want)
+					}
+				}
+			})
+		}
+	})
+}

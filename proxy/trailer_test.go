@@ -15,12 +15,12 @@ func TestKeepTrailerLines(t *testing.T) {
 		{"Forwarded: for=1\r\nVia: 1.1 x\r\nCookie: s=1\r\n", ""},
 		{"X-Note: X-Forwarded-For: 1\r\n", "X-Note: X-Forwarded-For: 1\r\n"},
 	} {
-		if got := string(keepTrailerLines([]byte(tc.in))); got != tc.want {
+		if got := string(keepTrailerLines([]byte(tc.in), trailerRules{})); got != tc.want {
 			t.Errorf("keepTrailerLines(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 	b := []byte("X-Sum: a\r\nX_Forwarded_For: 1\r\nX-Note: b\r\n")
-	if n := testing.AllocsPerRun(100, func() { keepTrailerLines(b) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { keepTrailerLines(b, trailerRules{}) }); n != 0 {
 		t.Errorf("%v allocations", n)
 	}
 }
