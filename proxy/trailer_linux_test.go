@@ -109,21 +109,28 @@ func TestRequestTrailersFiltered(t *testing.T) {
 					trailer http.Header
 					want    string
 				}{{trailer, "5 X-Sum,X_note"}, {http.Header{"X-Forwarded-For": {"1.2.3.4"}}, "5 "}} {
-					req := mustReq(t, "POST", base+"/", io.MultiReader(strings.NewReader("hello")))
-					req.Trailer = tc.trailer.Clone()
-					resp, err := c.Do(req)
-					if err != nil {
-						t.Fatal(err)
-					}
-					body, _ := io.ReadAll(resp.Body)
-					resp.Body.Close()
-					if got := string(body); resp.StatusCode != 200 || !strings.EqualFold(got, tc.want) {
-						t.Errorf("HTTP/%d to %s: %d %q, want 200 %q", resp.ProtoMajor, protocol, resp.StatusCode, body, tc.want)
+					if major, code, body := postTrailers(t, c, base, tc.trailer); code != 200 || !strings.EqualFold(body, tc.want) {
+						t.Errorf("HTTP/%d to %s: %d %q, want 200 %q", major, protocol, code, body, tc.want)
 					}
 				}
 			}
 		})
 	})
+}
+
+// postTrailers POSTs "hello" to base with trailer (chunked) on c and
+// returns the response's HTTP major version, status and body.
+func postTrailers(t *testing.T, c *http.Client, base string, trailer http.Header) (major, code int, body string) {
+	t.Helper()
+	req := mustReq(t, "POST", base+"/", io.MultiReader(strings.NewReader("hello")))
+	req.Trailer = trailer.Clone()
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp.ProtoMajor, resp.StatusCode, string(b)
 }
 
 // TestRequestTrailersRules: a request's trailer fields go through the
@@ -158,16 +165,8 @@ func TestRequestTrailersRules(t *testing.T) {
 				h1c, base := client(t, p)
 				h2c, _ := h2Client(t, p)
 				for _, c := range []*http.Client{h1c, h2c} {
-					req := mustReq(t, "POST", base+"/", io.MultiReader(strings.NewReader("hello")))
-					req.Trailer = trailer.Clone()
-					resp, err := c.Do(req)
-					if err != nil {
-						t.Fatal(err)
-					}
-					body, _ := io.ReadAll(resp.Body)
-					resp.Body.Close()
-					if got := string(body); resp.StatusCode != 200 || !strings.EqualFold(got, want) {
-						t.Errorf("%s, HTTP/%d to %s: %d %q, want 200 %q", us, resp.ProtoMajor, protocol, resp.StatusCode, body, want)
+					if major, code, body := postTrailers(t, c, base, trailer); code != 200 || !strings.EqualFold(body, want) {
+						t.Errorf("%s, HTTP/%d to %s: %d %q, want 200 %q", us, major, protocol, code, body, want)
 					}
 				}
 			})
