@@ -65,9 +65,10 @@
 //
 // The pool's table (Maglev: Eisenbud et al., NSDI 2016) is built when
 // the proxy is made or a reload changes the pool, and read by the loops
-// without a lock: table_size entries (a prime from 127 to 16777213,
-// and 100 a server at least, as the paper has it; default 65537: a byte
-// each), which the servers claim in turns along permutations of their
+// without a lock: table_size entries (a prime from 127 to 5000011,
+// Envoy's bound: a larger one is no more even and takes seconds to
+// build on a reload; and 100 a server at least, as the paper has it;
+// default 65537: a byte each), which the servers claim in turns along permutations of their
 // own (from the hash of their address as configured, not as resolved),
 // a server of weight w in w of each max(weights) turns, so that each
 // has its weight's share of the entries to within about servers

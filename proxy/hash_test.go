@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestSipHashVectors: sipHash is SipHash-2-4: the reference
@@ -361,9 +362,10 @@ func TestParseHash(t *testing.T) {
 		{"http", "balance: hash, hash: {key: \"header:X User\"}", `the field name is not a token`},
 		{"http", "balance: hash, hash: {key: \"query:\"}", `pools[0] (p).hash.key: "query:": the parameter name is empty`},
 		{"http", "balance: hash, hash: {key: \"query:a=b\"}", `the parameter name is empty or has`},
-		{"http", "balance: hash, hash: {table_size: 65536}", "pools[0] (p).hash.table_size: 65536 is not a prime from 127 to 16777213"},
+		{"http", "balance: hash, hash: {table_size: 65536}", "pools[0] (p).hash.table_size: 65536 is not a prime from 127 to 5000011"},
+		{"http", "balance: hash, hash: {table_size: 16777213}", "table_size: 16777213 is not a prime from 127 to 5000011"},
+		{"http", "balance: hash, hash: {table_size: 5000077}", "table_size: 5000077 is not a prime from 127 to 5000011"},
 		{"http", "balance: hash, hash: {table_size: 113}", "table_size: 113 is not a prime"},
-		{"http", "balance: hash, hash: {table_size: 16777259}", "table_size: 16777259 is not a prime"},
 		{"http", "balance: hash, hash: {table_size: 197}", "pools[0] (p).hash.table_size: 197 for 2 servers, under 100 entries a server (200)"},
 		{"http", "balance: hash, hash: {nope: 1}", "nope"},
 		{"http", "balance: hash, hash: {balance_factor: 99}", "pools[0] (p).hash.balance_factor: 99 is not 0 or from 100 to 1000"},
@@ -553,4 +555,20 @@ func TestMaglevWeightChange(t *testing.T) {
 			t.Errorf("server 3's weight %d to %d: %d entries (%.2f%%) moved between the other servers, want under 1%%", c.base, c.w, others, 100*float64(others)/m)
 		}
 	}
+}
+
+// TestMaglevBuildAtCap logs how long the table takes to build at
+// MaxHashTable with MaxHashServers servers of mixed weights (the reload
+// goroutine's work): a measure, not an assertion.
+func TestMaglevBuildAtCap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a table of MaxHashTable entries")
+	}
+	ws := make([]int, MaxHashServers)
+	for i := range ws {
+		ws[i] = 1 + i%4
+	}
+	t0 := time.Now()
+	_, pl := hashPool(t, MaxHashTable, ws...)
+	t.Logf("%d entries, %d servers: built in %v", len(pl.maglev.table), len(ws), time.Since(t0))
 }
