@@ -121,13 +121,14 @@ func (u *upH2) room() int {
 // reload removed (each once), marking d dialed; false when none is left.
 // Loop goroutine.
 func (d *dialing) nextUp(ls *loopState, pl *pool) (int, bool) {
+	var tot poolLoads
 	for {
 		i, ok := d.step(pl)
 		if !ok {
 			break
 		}
 		if pl.servers[i].up() && !ls.share(pl, i).idle.gone {
-			if pl.overloaded(i) {
+			if pl.overloaded(i, &tot) {
 				d.over |= 1 << i
 				continue
 			}

@@ -324,6 +324,9 @@ func (st *h2stream) hashKey(r *h2.Request, host []byte) {
 // load returns server i of pl's connections in flight over every loop
 // (each loop's gauge, an atomic load: no lock). Any goroutine.
 func (pl *pool) load(i int) int64 {
+	if loadHook != nil {
+		loadHook()
+	}
 	var a int64
 	for _, sl := range pl.servers[i].loops {
 		a += sl.stats.active.load()
@@ -331,23 +334,39 @@ func (pl *pool) load(i int) int64 {
 	return a
 }
 
+// loadHook, where set (tests), is called at each pool.load.
+var loadHook func()
+
+// poolLoads is a pick's sum of the loads and of the weights of a
+// pool's servers up, taken at its first need (one pass over the
+// servers) and kept for the rest of the walk.
+type poolLoads struct {
+	load, weight int64
+	taken        bool
+}
+
 // overloaded reports whether server i of pl is over balance_factor's
 // bound: its load with one more above factor percent of its weight's
 // share of the servers up's loads with one more (rounded up, so that
 // the shares' sum is at least the loads': some server up is always
-// under its bound). false where pl has no bound. Loop goroutine.
-func (pl *pool) overloaded(i int) bool {
+// under its bound). The servers up's loads are summed into tot once a
+// pick (a walk), not at each server it looks at. false where pl has no
+// bound. Loop goroutine.
+func (pl *pool) overloaded(i int, tot *poolLoads) bool {
 	mg := pl.maglev
 	if mg == nil || mg.factor == 0 {
 		return false
 	}
-	var m, w int64
-	for j, s := range pl.servers {
-		if s.up() {
-			m += pl.load(j)
-			w += int64(pl.cfg.Servers[j].Weight)
+	if !tot.taken {
+		tot.taken = true
+		for j, s := range pl.servers {
+			if s.up() {
+				tot.load += pl.load(j)
+				tot.weight += int64(pl.cfg.Servers[j].Weight)
+			}
 		}
 	}
+	m, w := tot.load, tot.weight
 	if w == 0 {
 		return false
 	}

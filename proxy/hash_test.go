@@ -572,3 +572,33 @@ func TestMaglevBuildAtCap(t *testing.T) {
 	_, pl := hashPool(t, MaxHashTable, ws...)
 	t.Logf("%d entries, %d servers: built in %v", len(pl.maglev.table), len(ws), time.Since(t0))
 }
+
+// TestHashBoundedLoadsOnce: a walk under balance_factor reads each
+// server's load once for the pool's total (one pass a pick) and the
+// load of each server it looks at, not the total again at each step
+// (servers × steps loads, the walk passing over many servers of 64).
+func TestHashBoundedLoadsOnce(t *testing.T) {
+	ws := make([]int, MaxHashServers)
+	for i := range ws {
+		ws[i] = 1
+	}
+	ls, pl := hashPool(t, 6421, ws...)
+	pl.maglev.factor = 100
+	for i := 0; i < len(ws); i += 2 {
+		ls.stats(pl, i).active.add(2) // over the bound: 3 > ceil(65/64)
+	}
+	loads := 0
+	loadHook = func() { loads++ }
+	t.Cleanup(func() { loadHook = nil })
+	for k := range 50 {
+		loads = 0
+		d := dialing{start: pickServer(ls, pl, keyOf(pl, k))}
+		i, ok := d.nextUp(ls, pl)
+		if !ok || i%2 == 0 {
+			t.Fatalf("key %d: server %d %v, want an odd one (the even are over the bound)", k, i, ok)
+		}
+		if want := len(ws) + d.tries; loads > want {
+			t.Fatalf("key %d: %d loads read over %d steps, want %d at most (the total once)", k, loads, d.tries, want)
+		}
+	}
+}

@@ -792,12 +792,13 @@ func (ls *loopState) takeIdleFor(pl *pool, start int, woken bool) (*engine.Conn,
 // the pool's waiters first (server.queued: the request goes behind them).
 // Loop goroutine.
 func (ls *loopState) takeFirstIdle(pl *pool, start int) (*engine.Conn, int) {
+	var tot poolLoads
 	for d := (dialing{start: start}); ; {
 		i, ok := d.step(pl)
 		if !ok {
 			break
 		}
-		if !pl.servers[i].up() || pl.overloaded(i) {
+		if !pl.servers[i].up() || pl.overloaded(i, &tot) {
 			continue
 		}
 		if pl.servers[i].queued() {
