@@ -51,8 +51,11 @@
 // key is client (the default: the client's address, an IPv4-mapped one
 // as IPv4, an IPv6 one whole; behind trusted_proxies the
 // X-Forwarded-For client that rate_limit takes), header:<Name> (the
-// first field of that name; header:Host the request's host, an HTTP/2
-// request's :authority as its Host), path (the target's path as
+// first field of that name; header:Host the request's host as routes
+// match it: an absolute-form target's authority, else Host or an HTTP/2
+// request's :authority, without its port or a trailing dot, and
+// lower-cased, so that Example.com. and example.com:8080 go to
+// example.com's server as they go to its route), path (the target's path as
 // received, before rewrite_prefix, without its query) or query:<param>
 // (the parameter's first value in the query, as sent, not decoded); a
 // request without the field or parameter, or whose first one is empty

@@ -23,8 +23,8 @@ type HashConfig struct {
 	// ("client", the default: the client's address, with trusted_proxies
 	// its X-Forwarded-For client as rate_limit takes it; the only key of
 	// a mode tcp listener's pool), "header:<Name>" (the first field of
-	// that name; "header:Host" the request's host, an HTTP/2 request's
-	// :authority), HashKeyPath ("path": the target's path, its query left
+	// that name; "header:Host" the request's host as routes match it,
+	// lower-cased: routeHost), HashKeyPath ("path": the target's path, its query left
 	// out) or "query:<param>" (the first value of the parameter in the
 	// target's query, as sent). A request without the field or
 	// parameter, or whose first one is empty, is hashed by its client.
@@ -429,15 +429,18 @@ func (mg *maglev) keyAddr(a netip.Addr) uint64 {
 // the key is client or the request has no such field or parameter, or
 // its first one is empty (as HAProxy's hdr and url_param: every client
 // that sends an empty one would go to one server). Key
-// header:Host takes host: an HTTP/2 client sends :authority rather than
-// Host, and its requests go where HTTP/1.1 ones to the same host do. No
-// allocation. Loop goroutine.
+// header:Host takes the host routing takes (routeHost: the target's
+// authority, else host; an HTTP/2 client sends :authority rather than
+// Host, and its requests go where HTTP/1.1 ones to the same host do),
+// lower-cased as it is hashed: a host goes to one server however it is
+// written, as it goes to one route. No allocation. Loop goroutine.
 func (mg *maglev) keyRequest(l *listener, peer netip.Addr, target, host []byte, n int, field func(k int) (name, value []byte)) uint64 {
 	switch mg.kind {
 	case hashHeader:
 		if mg.host {
-			if len(host) > 0 {
-				return sipHash(mg.seed, 0, host)
+			a, _ := h1.SplitTarget(target)
+			if h := routeHost(a, host); len(h) > 0 {
+				return sipHashFold(mg.seed, 0, h)
 			}
 			break
 		}
@@ -520,7 +523,28 @@ func queryParam(target, name []byte) ([]byte, bool) {
 // FNV or xxHash with seed 0 lets a client find keys that all land on one
 // server). It is the hash of Go's runtime maps before Swiss tables, and
 // of Linux's and Python's hash tables.
-func sipHash(k0, k1 uint64, p []byte) uint64 {
+func sipHash(k0, k1 uint64, p []byte) uint64 { return sipHashAs(k0, k1, p, false) }
+
+// sipHashFold is sipHash of p with its ASCII capitals lower-cased (a
+// host's case does not matter: RFC 9110 4.2.3), folded a word at a time
+// as it is read: no copy.
+func sipHashFold(k0, k1 uint64, p []byte) uint64 { return sipHashAs(k0, k1, p, true) }
+
+// foldWord lower-cases the ASCII capitals of the 8 bytes in m: a byte
+// from 'A' to 'Z' gains 0x20, any other (above 0x7f included) is left
+// as it is. Each byte's low 7 bits plus 0x80-'A' carry into its top bit
+// where they are 'A' or more, plus 0x80-'Z'-1 where above 'Z', and
+// neither carries out of its byte.
+func foldWord(m uint64) uint64 {
+	const hi = 0x8080808080808080
+	low := m &^ hi
+	ge := low + 0x3f3f3f3f3f3f3f3f // 0x80 - 'A'
+	gt := low + 0x2525252525252525 // 0x80 - 'Z' - 1
+	return m | (ge&^gt&^m&hi)>>2
+}
+
+// sipHashAs is sipHash of p, folded (sipHashFold) where fold.
+func sipHashAs(k0, k1 uint64, p []byte, fold bool) uint64 {
 	v0 := k0 ^ 0x736f6d6570736575
 	v1 := k1 ^ 0x646f72616e646f6d
 	v2 := k0 ^ 0x6c7967656e657261
@@ -544,6 +568,9 @@ func sipHash(k0, k1 uint64, p []byte) uint64 {
 	n := len(p)
 	for len(p) >= 8 {
 		m := binary.LittleEndian.Uint64(p)
+		if fold {
+			m = foldWord(m)
+		}
 		v3 ^= m
 		round()
 		round()
@@ -552,8 +579,11 @@ func sipHash(k0, k1 uint64, p []byte) uint64 {
 	}
 	var last [8]byte
 	copy(last[:], p)
-	last[7] = byte(n)
 	m := binary.LittleEndian.Uint64(last[:])
+	if fold {
+		m = foldWord(m)
+	}
+	m |= uint64(byte(n)) << 56
 	v3 ^= m
 	round()
 	round()

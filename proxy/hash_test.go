@@ -602,3 +602,61 @@ func TestHashBoundedLoadsOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestHashHostAsRouted: key header:Host hashes the host routing takes
+// (an absolute-form target's authority, else Host or :authority; its
+// port and a trailing dot removed), without its case (RFC 9110 4.2.3):
+// a host goes to one server however it is written, as it goes to one
+// route.
+func TestHashHostAsRouted(t *testing.T) {
+	_, pl := hashPool(t, DefaultHashTable, 1, 1)
+	mg := pl.maglev
+	mg.kind, mg.name = mustKind("header:Host")
+	mg.host = true
+	l := &listener{}
+	peer := netip.MustParseAddr("192.0.2.7")
+	want := sipHash(mg.seed, 0, []byte("www.example.com"))
+	for _, c := range []struct{ target, host string }{
+		{"/x", "www.example.com"},
+		{"/x", "WWW.Example.COM"},
+		{"/x", "www.example.com."},
+		{"/x", "www.example.com:8080"},
+		{"/x", "Www.Example.Com.:443"},
+		{"http://WWW.example.com/x", "other.example"},
+		{"http://www.example.com:80", ""},
+	} {
+		if got := mg.keyRequest(l, peer, []byte(c.target), []byte(c.host), 0, nil); got != want {
+			t.Errorf("target %q, host %q: %#x, want %#x (www.example.com's)", c.target, c.host, got, want)
+		}
+	}
+	if got := mg.keyRequest(l, peer, []byte("/x"), []byte("[2001:DB8::1]:80"), 0, nil); got != sipHash(mg.seed, 0, []byte("[2001:db8::1]")) {
+		t.Errorf("an IPv6 literal: %#x", got)
+	}
+}
+
+// TestSipHashFold: sipHashFold hashes p as sipHash hashes p lower-cased
+// (ASCII letters only: other bytes, UTF-8's included, as they are), at
+// every length about a word's.
+func TestSipHashFold(t *testing.T) {
+	src := []byte("AbZz@[`{\xc3\x89\xff\x00\x7fQRSTUVWXYZaz0189-.:")
+	for n := range len(src) + 1 {
+		for off := 0; off+n <= len(src); off += 3 {
+			p := src[off : off+n]
+			if got, want := sipHashFold(1, 2, p), sipHash(1, 2, asciiLower(p)); got != want {
+				t.Errorf("%q: %#x, want %#x", p, got, want)
+			}
+		}
+	}
+}
+
+// asciiLower returns a copy of p with its ASCII capitals lower-cased and
+// every other byte as it is (bytes.ToLower reads UTF-8).
+func asciiLower(p []byte) []byte {
+	q := bytes.Clone(p)
+	for i, b := range q {
+		if 'A' <= b && b <= 'Z' {
+			q[i] = b + 'a' - 'A'
+		}
+	}
+	return q
+}

@@ -177,22 +177,33 @@ func (l *listener) routeIndex(target, hostHdr []byte) int {
 		return 0
 	}
 	host, path := splitTarget(target)
-	if host == nil {
-		host = hostHdr
-	}
 	if len(path) > 0 && path[0] == '*' {
 		path = []byte("/") // OPTIONS *: matches the routes of every path
 	}
-	host = stripPort(host)
-	if len(host) > 1 && host[len(host)-1] == '.' {
-		host = host[:len(host)-1] // a fully qualified name: the same host
-	}
+	host = routeHost(host, hostHdr)
 	for i := range l.routes {
 		if l.routes[i].match(host, path) {
 			return i
 		}
 	}
 	return len(l.routes)
+}
+
+// routeHost returns the host a request routes by (and balance hash's
+// key header:Host hashes, lower-cased): its absolute-form target's
+// authority, else hostHdr (Host, an HTTP/2 request's :authority), with
+// its port and a trailing dot (a fully qualified name: the same host)
+// removed; in the case it was sent in (routes compare it without).
+func routeHost(authority, hostHdr []byte) []byte {
+	host := authority
+	if host == nil {
+		host = hostHdr
+	}
+	host = stripPort(host)
+	if len(host) > 1 && host[len(host)-1] == '.' {
+		host = host[:len(host)-1]
+	}
+	return host
 }
 
 // splitTarget returns an absolute-form target's authority (nil for
