@@ -55,13 +55,20 @@
 // match it: an absolute-form target's authority, else Host or an HTTP/2
 // request's :authority, without its port or a trailing dot, and
 // lower-cased, so that Example.com. and example.com:8080 go to
-// example.com's server as they go to its route), path (the target's path as
-// received, before rewrite_prefix, without its query) or query:<param>
-// (the parameter's first value in the query, as sent, not decoded); a
-// request without the field or parameter, or whose first one is empty
-// ("X-User:", "?user=&"), goes by its client, as HAProxy's hdr and
-// url_param do (every client that sends an empty one would go to one
-// server). A mode tcp listener's pool takes key client alone. Each
+// example.com's server as they go to its route), cookie:<name> (the
+// first cookie of that name in the request's Cookie fields, its value
+// as sent, as HAProxy's req.cook and nginx's $cookie_<name>: an HTTP/1.1
+// client sends its cookies in one Cookie field, an HTTP/2 client may
+// send each in a field of its own, RFC 9113 8.2.3, and either goes to
+// one server;
+// header:Cookie is refused, since it would hash the whole line over
+// HTTP/1.1 and only the first cookie over HTTP/2), path (the target's
+// path as received, before rewrite_prefix, without its query) or
+// query:<param> (the parameter's first value in the query, as sent, not
+// decoded); a request without the field, cookie or parameter, or whose
+// first one is empty ("X-User:", "sid=", "?user=&"), goes by its client,
+// as HAProxy's hdr and url_param do (every client that sends an empty
+// one would go to one server). A mode tcp listener's pool takes key client alone. Each
 // request of a kept-alive connection (and each HTTP/2 stream) is hashed
 // by its own key: the idle connections are kept per server, and a
 // request takes one to its key's server or dials it.

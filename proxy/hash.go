@@ -24,10 +24,13 @@ type HashConfig struct {
 	// its X-Forwarded-For client as rate_limit takes it; the only key of
 	// a mode tcp listener's pool), "header:<Name>" (the first field of
 	// that name; "header:Host" the request's host as routes match it,
-	// lower-cased: routeHost), HashKeyPath ("path": the target's path, its query left
-	// out) or "query:<param>" (the first value of the parameter in the
-	// target's query, as sent). A request without the field or
-	// parameter, or whose first one is empty, is hashed by its client.
+	// lower-cased: routeHost; not Cookie: an HTTP/2 client sends a field
+	// a cookie), "cookie:<name>" (the first cookie of that name in the
+	// Cookie fields, as sent), HashKeyPath ("path": the target's path,
+	// its query left out) or "query:<param>" (the first value of the
+	// parameter in the target's query, as sent). A request without the
+	// field, cookie or parameter, or whose first one is empty, is hashed
+	// by its client.
 	Key string `yaml:"key" json:"key"`
 	// TableSize is the Maglev lookup table's size: a prime from
 	// MinHashTable to MaxHashTable, and at least 100 times the servers
@@ -98,6 +101,7 @@ const (
 	hashHeader
 	hashPath
 	hashQuery
+	hashCookie
 )
 
 // parseHashKey returns the kind of key k and the field's or parameter's
@@ -113,7 +117,16 @@ func parseHashKey(k string) (hashKind, string, error) {
 		if n == "" || !h1.ValidField([]byte(n), nil) {
 			return 0, "", fmt.Errorf("key: %q: the field name is not a token", k)
 		}
+		if strings.EqualFold(n, "Cookie") {
+			return 0, "", fmt.Errorf("key: %q: an HTTP/1.1 client sends one Cookie field, an HTTP/2 client one a cookie: hash by \"cookie:<name>\"", k)
+		}
 		return hashHeader, n, nil
+	case strings.HasPrefix(k, "cookie:"):
+		n := k[len("cookie:"):]
+		if n == "" || !h1.ValidField([]byte(n), nil) {
+			return 0, "", fmt.Errorf("key: %q: the cookie name is not a token", k)
+		}
+		return hashCookie, n, nil
 	case strings.HasPrefix(k, "query:"):
 		n := k[len("query:"):]
 		if n == "" || strings.ContainsAny(n, "&=#? \t") {
@@ -121,7 +134,7 @@ func parseHashKey(k string) (hashKind, string, error) {
 		}
 		return hashQuery, n, nil
 	}
-	return 0, "", fmt.Errorf("key: unknown %q (want %q, \"header:<Name>\", %q or \"query:<param>\")", k, HashKeyClient, HashKeyPath)
+	return 0, "", fmt.Errorf("key: unknown %q (want %q, \"header:<Name>\", \"cookie:<name>\", %q or \"query:<param>\")", k, HashKeyClient, HashKeyPath)
 }
 
 // validate checks h for a pool of n servers; the error begins with the
@@ -452,6 +465,17 @@ func (mg *maglev) keyRequest(l *listener, peer netip.Addr, target, host []byte, 
 				break
 			}
 		}
+	case hashCookie:
+		for k := range n {
+			if name, v := field(k); h1.EqualFold(name, cookieField) {
+				if c, ok := cookieValue(v, mg.name); ok {
+					if len(c) > 0 {
+						return sipHash(mg.seed, 0, c)
+					}
+					break
+				}
+			}
+		}
 	case hashPath:
 		return sipHash(mg.seed, 0, targetPath(target))
 	case hashQuery:
@@ -483,6 +507,25 @@ func targetPath(t []byte) []byte {
 		t = t[:i]
 	}
 	return t
+}
+
+// cookieField is the Cookie field's name, cookieSep its pairs' separator.
+var cookieField, cookieSep = []byte("cookie"), []byte(";")
+
+// cookieValue returns the value of the first cookie name in a Cookie
+// field's value v ("a=1; name=v; ...", each pair's spaces and tabs
+// around it left out; a pair without '=' is no cookie), as sent (quotes
+// and all), and whether there is one.
+func cookieValue(v, name []byte) ([]byte, bool) {
+	for len(v) > 0 {
+		var p []byte
+		p, v, _ = bytes.Cut(v, cookieSep)
+		p = bytes.Trim(p, " \t")
+		if j := bytes.IndexByte(p, '='); j >= 0 && bytes.Equal(p[:j], name) {
+			return p[j+1:], true
+		}
+	}
+	return nil, false
 }
 
 // queryParam returns the value of the first parameter name in target's

@@ -239,10 +239,16 @@ func TestHashPickAllocs(t *testing.T) {
 	l := &listener{}
 	a := netip.MustParseAddr("2001:db8::1")
 	target := []byte("/a/b?x=1&user=42")
-	for _, k := range []string{"client", "path", "query:user", "header:X-User"} {
+	host := []byte("WWW.Example.com.:8080")
+	for _, k := range []string{"client", "path", "query:user", "header:X-User", "header:Host", "cookie:user"} {
 		pl.maglev.kind, pl.maglev.name = mustKind(k)
+		pl.maglev.host = k == "header:Host"
+		name, value := hdrXUser, target
+		if k == "cookie:user" {
+			name, value = hdrCookie, cookieUser
+		}
 		n := testing.AllocsPerRun(100, func() {
-			h := pl.maglev.keyRequest(l, a, target, hdrXUser, 1, func(int) ([]byte, []byte) { return hdrXUser, target })
+			h := pl.maglev.keyRequest(l, a, target, host, 1, func(int) ([]byte, []byte) { return name, value })
 			firstUp(ls, pl, h)
 		})
 		if n != 0 {
@@ -251,7 +257,11 @@ func TestHashPickAllocs(t *testing.T) {
 	}
 }
 
-var hdrXUser = []byte("X-User")
+var (
+	hdrXUser   = []byte("X-User")
+	hdrCookie  = []byte("Cookie")
+	cookieUser = []byte("a=1; user=42")
+)
 
 func mustKind(k string) (hashKind, []byte) {
 	kind, name, err := parseHashKey(k)
@@ -360,6 +370,10 @@ func TestParseHash(t *testing.T) {
 		{"http", "balance: hash, hash: {key: cookie}", `pools[0] (p).hash.key: unknown "cookie"`},
 		{"http", "balance: hash, hash: {key: \"header:\"}", `pools[0] (p).hash.key: "header:": the field name is not a token`},
 		{"http", "balance: hash, hash: {key: \"header:X User\"}", `the field name is not a token`},
+		{"http", "balance: hash, hash: {key: \"header:cookie\"}", `pools[0] (p).hash.key: "header:cookie": an HTTP/1.1 client sends one Cookie field, an HTTP/2 client one a cookie: hash by "cookie:<name>"`},
+		{"http", "balance: hash, hash: {key: \"cookie:\"}", `pools[0] (p).hash.key: "cookie:": the cookie name is not a token`},
+		{"http", "balance: hash, hash: {key: \"cookie:a=b\"}", `the cookie name is not a token`},
+		{"tcp", "balance: hash, hash: {key: \"cookie:sid\"}", `listeners[0] (w).pool: pool "p" hashes by "cookie:sid", which a mode tcp listener has not`},
 		{"http", "balance: hash, hash: {key: \"query:\"}", `pools[0] (p).hash.key: "query:": the parameter name is empty`},
 		{"http", "balance: hash, hash: {key: \"query:a=b\"}", `the parameter name is empty or has`},
 		{"http", "balance: hash, hash: {table_size: 65536}", "pools[0] (p).hash.table_size: 65536 is not a prime from 127 to 5000011"},
@@ -659,4 +673,38 @@ func asciiLower(p []byte) []byte {
 		}
 	}
 	return q
+}
+
+// TestHashCookie: key cookie:<name> hashes the named cookie's value, the
+// first one, from an HTTP/1.1 client's Cookie field and from an HTTP/2
+// client's cookie fields (one a cookie, RFC 9113 8.2.3) alike; without
+// it, or with it empty, the request goes by its client.
+func TestHashCookie(t *testing.T) {
+	_, pl := hashPool(t, DefaultHashTable, 1, 1)
+	mg := pl.maglev
+	mg.kind, mg.name = mustKind("cookie:sid")
+	l := &listener{}
+	peer := netip.MustParseAddr("192.0.2.7")
+	client := mg.keyAddr(peer)
+	xyz := sipHash(mg.seed, 0, []byte("xyz"))
+	for _, c := range []struct {
+		fields [][2]string
+		want   uint64
+	}{
+		{[][2]string{{"Cookie", "a=1; sid=xyz; b=2"}}, xyz},
+		{[][2]string{{"cookie", "a=1"}, {"cookie", "sid=xyz"}, {"cookie", "b=2"}}, xyz},
+		{[][2]string{{"X-A", "sid=no"}, {"COOKIE", "sid=xyz;sid=late"}, {"Cookie", "sid=later"}}, xyz},
+		{[][2]string{{"Cookie", " ssid=1 ;\tsid=xyz "}}, xyz},
+		{[][2]string{{"Cookie", "a=1; xsid=2; sidx=3; sid"}}, client},
+		{[][2]string{{"Cookie", "a=1"}, {"Cookie", "sid="}, {"Cookie", "sid=late"}}, client},
+		{[][2]string{{"Set-Cookie", "sid=xyz"}}, client},
+		{nil, client},
+	} {
+		got := mg.keyRequest(l, peer, []byte("/x"), []byte("h"), len(c.fields), func(i int) ([]byte, []byte) {
+			return []byte(c.fields[i][0]), []byte(c.fields[i][1])
+		})
+		if got != c.want {
+			t.Errorf("%q: %#x, want %#x", c.fields, got, c.want)
+		}
+	}
 }
