@@ -708,3 +708,24 @@ func TestHashCookie(t *testing.T) {
 		}
 	}
 }
+
+// FuzzCookieValue: cookieValue reads any Cookie value without panicking:
+// a cookie found holds no ';' and stands in the value after its name
+// and '='.
+func FuzzCookieValue(f *testing.F) {
+	for _, s := range []string{"sid=1", "a=1; sid=2", " sid=\"q\" ;", ";;=;sid", "sid==x; sid=y", "\tsid=1\t"} {
+		f.Add(s, "sid")
+	}
+	f.Fuzz(func(t *testing.T, v, name string) {
+		c, ok := cookieValue([]byte(v), []byte(name))
+		if !ok {
+			return
+		}
+		if bytes.IndexByte(c, ';') >= 0 {
+			t.Fatalf("cookieValue(%q, %q) = %q has a ';'", v, name, c)
+		}
+		if !strings.Contains(v, name+"="+string(c)) {
+			t.Fatalf("cookieValue(%q, %q) = %q: not in the value", v, name, c)
+		}
+	})
+}
