@@ -1,0 +1,148 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/spindlenet/spindle/engine"
+)
+
+// early503 is a raw server that answers 503 (Content-Length: 0, kept
+// alive) to each request head at once, before reading its body, and then
+// reads and drops what comes; n counts the heads.
+func early503(t *testing.T, n *atomic.Int64) string {
+	return newUpstream(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		for {
+			r, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			n.Add(1)
+			io.WriteString(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n")
+			io.Copy(io.Discard, r.Body)
+		}
+	}).addr
+}
+
+// TestRetryBodySplit: a 60 KiB PUT body half of which arrived before
+// the 503 (answered before the server read the body) and half after is
+// sent whole to the other server (byte-identical: the sums match), and a
+// GET pipelined in the same write as the body's end is answered after
+// it, once.
+func TestRetryBodySplit(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		var badN, goodN atomic.Int64
+		bad := early503(t, &badN)
+		good := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			goodN.Add(1)
+			body, _ := io.ReadAll(r.Body)
+			fmt.Fprintf(w, "ok %s %s %s", r.Method, r.URL.Path, sum(body))
+		}).addr
+		p := startProxy(t, retryConfig(b, &RetryConfig{On: []string{"503"}}, bad, good))
+		c := dial(t, p)
+		c.SetNoDelay(true)
+		br := bufio.NewReader(c)
+		for i := range 4 { // (round-robin: two to the 503 server first)
+			body := randomBytes(uint64(10+i), 60<<10)
+			before := badN.Load()
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			fmt.Fprintf(c, "PUT /a HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", len(body))
+			c.Write(body[:20<<10])
+			time.Sleep(100 * time.Millisecond) // (the 503 comes meanwhile)
+			c.Write(append(body[20<<10:len(body):len(body)], "GET /b HTTP/1.1\r\nHost: x\r\n\r\n"...))
+			resp, got := readResponseFrom(t, c, br, "PUT")
+			if want := "ok PUT /a " + sum(body); resp.StatusCode != 200 || got != want {
+				t.Fatalf("PUT %d (to the 503 server first: %v): %d %q, want 200 %q", i, badN.Load() > before, resp.StatusCode, got, want)
+			}
+			resp, got = readResponseFrom(t, c, br, "GET")
+			if want := "ok GET /b " + sum(nil); resp.StatusCode != 200 || got != want {
+				t.Fatalf("pipelined GET %d: %d %q, want 200 %q", i, resp.StatusCode, got, want)
+			}
+		}
+		if badN.Load() == 0 {
+			t.Fatal("no request reached the 503 server")
+		}
+		if got := scrape(t, p)[`spindle_proxy_pool_retry_buffered_bytes{pool="app"}`]; got != 0 {
+			t.Errorf("retry_buffered_bytes %v after the requests, want 0", got)
+		}
+	})
+}
+
+// TestRetryH2Queued: an HTTP/2 client's PUT whose 503 came before the
+// rest of its body, retried where the only other server is at its
+// max_conns, waits in the pool's queue with the rest of its body kept
+// (the proxy does not write it to the upstream it let go of), and is
+// sent whole once the slot is free.
+func TestRetryH2Queued(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		var badN atomic.Int64
+		bad := early503(t, &badN)
+		slow := make(chan struct{})
+		var slowIn atomic.Int64
+		good := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/slow" {
+				slowIn.Add(1)
+				<-slow
+			}
+			body, _ := io.ReadAll(r.Body)
+			fmt.Fprintf(w, "ok %s %s %s", r.Method, r.URL.Path, sum(body))
+		}).addr
+		cfg := retryConfig(b, &RetryConfig{On: []string{"503"}}, bad, good)
+		cfg.Listeners[0].H2C = true
+		cfg.Pools[0].Balance = LeastConn
+		cfg.Pools[0].MaxConns = 1
+		p := startProxy(t, cfg)
+		h1c, base := client(t, p)
+		slowDone := make(chan string, 1)
+		go func() {
+			resp, err := h1c.Get(base + "/slow")
+			if err != nil {
+				slowDone <- err.Error()
+				return
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			slowDone <- fmt.Sprint(resp.StatusCode, " ", string(body))
+		}()
+		for deadline := time.Now().Add(5 * time.Second); slowIn.Load() == 0; {
+			if time.Now().After(deadline) {
+				t.Fatal("/slow did not reach the good server")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		h2c, _ := h2Client(t, p)
+		body := randomBytes(7, 60<<10)
+		pr, pw := io.Pipe()
+		go func() {
+			pw.Write(body[:20<<10])
+			time.Sleep(300 * time.Millisecond) // (the 503 comes, the retry waits)
+			close(slow)                        // (the slot frees after a while)
+			time.Sleep(50 * time.Millisecond)
+			pw.Write(body[20<<10:])
+			pw.Close()
+		}()
+		req, _ := http.NewRequest("PUT", base+"/a", pr)
+		req.ContentLength = int64(len(body))
+		before := badN.Load()
+		resp, err := h2c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if want := "ok PUT /a " + sum(body); resp.StatusCode != 200 || !bytes.Equal(got, []byte(want)) {
+			t.Errorf("PUT (to the 503 server first: %v): %d %q, want 200 %q", badN.Load() > before, resp.StatusCode, got, want)
+		}
+		if s := <-slowDone; s != "200 ok GET /slow "+sum(nil) {
+			t.Errorf("/slow: %s", s)
+		}
+	})
+}
