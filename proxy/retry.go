@@ -711,6 +711,11 @@ func (st *h2stream) retryAgain() {
 	st.interims = 0
 	st.waiting = false
 	st.reqDone = false
+	// Not open until the next connection is: the body arriving meanwhile
+	// (the retry connecting, or waiting in the queue for a slot with no
+	// connection at all) is kept in body for it, not written to the one
+	// let go of.
+	st.upOpen = false
 	st.body = append(st.body[:0], st.rt.kept...)
 	retryWalk(st.pool, &st.dialing, st.srv)
 	if up, i := st.c.ls.takeFirstIdle(st.pool, st.start); up != nil {
