@@ -83,43 +83,56 @@ func TestRetryBodySplit(t *testing.T) {
 // sent whole once the slot is free.
 func TestRetryH2Queued(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
-		var badN atomic.Int64
-		bad := early503(t, &badN)
-		slow := make(chan struct{})
-		var slowIn atomic.Int64
-		good := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == "/slow" {
-				slowIn.Add(1)
-				<-slow
-			}
-			body, _ := io.ReadAll(r.Body)
-			fmt.Fprintf(w, "ok %s %s %s", r.Method, r.URL.Path, sum(body))
-		}).addr
-		cfg := retryConfig(b, &RetryConfig{On: []string{"503"}}, bad, good)
-		cfg.Listeners[0].H2C = true
-		cfg.Pools[0].Balance = LeastConn
-		cfg.Pools[0].MaxConns = 1
-		p := startProxy(t, cfg)
-		h1c, base := client(t, p)
-		slowDone := make(chan string, 1)
-		go func() {
-			resp, err := h1c.Get(base + "/slow")
-			if err != nil {
-				slowDone <- err.Error()
-				return
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			slowDone <- fmt.Sprint(resp.StatusCode, " ", string(body))
-		}()
-		for deadline := time.Now().Add(5 * time.Second); slowIn.Load() == 0; {
-			if time.Now().After(deadline) {
-				t.Fatal("/slow did not reach the good server")
-			}
-			time.Sleep(5 * time.Millisecond)
+		for _, h2 := range []bool{true, false} {
+			retryQueued(t, b, h2)
 		}
+	})
+}
+
+// retryQueued is TestRetryH2Queued's for an HTTP/2 client (h2) or an
+// HTTP/1.1 one.
+func retryQueued(t *testing.T, b engine.Backend, h2 bool) {
+	var badN atomic.Int64
+	bad := early503(t, &badN)
+	slow := make(chan struct{})
+	var slowIn atomic.Int64
+	good := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			slowIn.Add(1)
+			<-slow
+		}
+		body, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "ok %s %s %s", r.Method, r.URL.Path, sum(body))
+	}).addr
+	cfg := retryConfig(b, &RetryConfig{On: []string{"503"}}, bad, good)
+	cfg.Listeners[0].H2C = true
+	cfg.Pools[0].Balance = LeastConn
+	cfg.Pools[0].MaxConns = 1
+	p := startProxy(t, cfg)
+	h1c, base := client(t, p)
+	slowDone := make(chan string, 1)
+	go func() {
+		resp, err := h1c.Get(base + "/slow")
+		if err != nil {
+			slowDone <- err.Error()
+			return
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		slowDone <- fmt.Sprint(resp.StatusCode, " ", string(body))
+	}()
+	for deadline := time.Now().Add(5 * time.Second); slowIn.Load() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("/slow did not reach the good server")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	body := randomBytes(7, 60<<10)
+	before := badN.Load()
+	var status int
+	var got []byte
+	if h2 {
 		h2c, _ := h2Client(t, p)
-		body := randomBytes(7, 60<<10)
 		pr, pw := io.Pipe()
 		go func() {
 			pw.Write(body[:20<<10])
@@ -131,18 +144,30 @@ func TestRetryH2Queued(t *testing.T) {
 		}()
 		req, _ := http.NewRequest("PUT", base+"/a", pr)
 		req.ContentLength = int64(len(body))
-		before := badN.Load()
 		resp, err := h2c.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, _ := io.ReadAll(resp.Body)
+		got, _ = io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if want := "ok PUT /a " + sum(body); resp.StatusCode != 200 || !bytes.Equal(got, []byte(want)) {
-			t.Errorf("PUT (to the 503 server first: %v): %d %q, want 200 %q", badN.Load() > before, resp.StatusCode, got, want)
-		}
-		if s := <-slowDone; s != "200 ok GET /slow "+sum(nil) {
-			t.Errorf("/slow: %s", s)
-		}
-	})
+		status = resp.StatusCode
+	} else {
+		c := dial(t, p)
+		br := bufio.NewReader(c)
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		fmt.Fprintf(c, "PUT /a HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", len(body))
+		c.Write(body[:20<<10])
+		time.Sleep(300 * time.Millisecond)
+		close(slow)
+		time.Sleep(50 * time.Millisecond)
+		c.Write(body[20<<10:])
+		resp, s := readResponseFrom(t, c, br, "PUT")
+		status, got = resp.StatusCode, []byte(s)
+	}
+	if want := "ok PUT /a " + sum(body); status != 200 || !bytes.Equal(got, []byte(want)) {
+		t.Errorf("PUT (to the 503 server first: %v): %d %q, want 200 %q", badN.Load() > before, status, got, want)
+	}
+	if s := <-slowDone; s != "200 ok GET /slow "+sum(nil) {
+		t.Errorf("/slow: %s", s)
+	}
 }
