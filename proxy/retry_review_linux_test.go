@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -170,4 +171,79 @@ func retryQueued(t *testing.T, b engine.Backend, h2 bool) {
 	if s := <-slowDone; s != "200 ok GET /slow "+sum(nil) {
 		t.Errorf("/slow: %s", s)
 	}
+}
+
+// retryHeld sums pool's retries in flight and body bytes held over the
+// loops (read racily, as /metrics does).
+func retryHeld(p *Proxy, pool string) (inFlight, buffered, bufs int64) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	for _, pl := range p.pools {
+		if pl.name != pool {
+			continue
+		}
+		for k := range pl.shared.retry {
+			rl := &pl.shared.retry[k]
+			inFlight += rl.inFlight.load()
+			buffered += rl.buffered.load()
+			bufs += rl.bufs.load()
+		}
+	}
+	return
+}
+
+// TestRetryClientGone: a client that goes away while its request's retry
+// is in flight (an HTTP/1.1 client closing, an HTTP/2 client resetting
+// its stream) gives back its count in the budget and the body held for
+// it, as does a reload meanwhile.
+func TestRetryClientGone(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		release := make(chan struct{})
+		defer close(release)
+		var hung atomic.Int64
+		silent := func(c net.Conn) {
+			br := bufio.NewReader(c)
+			r, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			io.Copy(io.Discard, r.Body)
+			hung.Add(1)
+			<-release
+		}
+		a, z := newUpstream(t, silent).addr, newUpstream(t, silent).addr
+		cfg := retryConfig(b, &RetryConfig{On: []string{RetryResponseTimeout}, PerTryTimeout: Duration(150 * time.Millisecond), Attempts: 3}, a, z)
+		cfg.Listeners[0].H2C = true
+		p := startProxy(t, cfg)
+		body := randomBytes(3, 10<<10)
+		for i := range 3 {
+			before := hung.Load()
+			c := dial(t, p)
+			fmt.Fprintf(c, "PUT / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", len(body))
+			c.Write(body)
+			waitFor(t, "a retry", func() bool { return hung.Load() >= before+2 })
+			if n, _, _ := retryHeld(p, "app"); n == 0 {
+				t.Fatalf("client %d: no retry in flight counted", i)
+			}
+			c.Close()
+		}
+		h2c, base := h2Client(t, p)
+		ctx, cancel := context.WithCancel(context.Background())
+		before := hung.Load()
+		go func() {
+			for deadline := time.Now().Add(10 * time.Second); hung.Load() < before+2 && time.Now().Before(deadline); {
+				time.Sleep(5 * time.Millisecond)
+			}
+			cancel()
+		}()
+		req, _ := http.NewRequestWithContext(ctx, "PUT", base+"/", bytes.NewReader(body))
+		if resp, err := h2c.Do(req); err == nil {
+			resp.Body.Close()
+			t.Fatalf("HTTP/2 PUT: %d, want its cancel", resp.StatusCode)
+		}
+		waitFor(t, "the retries' counts given back", func() bool {
+			n, buffered, bufs := retryHeld(p, "app")
+			return n == 0 && buffered == 0 && bufs == 0
+		})
+	})
 }
