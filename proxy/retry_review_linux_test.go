@@ -247,3 +247,32 @@ func TestRetryClientGone(t *testing.T) {
 		})
 	})
 }
+
+// TestRetryHash: a retry of a request to a hash pool leaves the server
+// its key took, its connection kept (a 503 that ended with its head goes
+// back to the idle pool) or not: of keys over both servers, in both
+// orders, none gets the 503.
+func TestRetryHash(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		ru := retryPair(t)
+		for _, servers := range [][]string{{ru.bad, ru.good}, {ru.good, ru.bad}} {
+			cfg := retryConfig(b, &RetryConfig{On: []string{"503"}}, servers...)
+			cfg.Pools[0].Balance = Hash
+			cfg.Pools[0].Hash = &HashConfig{Key: "header:X-User"}
+			p := startProxy(t, cfg)
+			c := dial(t, p)
+			br := bufio.NewReader(c)
+			before := ru.badN.Load()
+			for k := range 40 {
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\nX-User: u%d\r\n\r\n", k)
+				if resp, got := readResponseFrom(t, c, br, "GET"); resp.StatusCode != 200 {
+					t.Errorf("servers %v, key u%d: %d %q, want 200", servers, k, resp.StatusCode, got)
+				}
+			}
+			if ru.badN.Load() == before {
+				t.Errorf("servers %v: no key went to the 503 server", servers)
+			}
+		}
+	})
+}
