@@ -707,7 +707,11 @@
 // asked (a retry that took a turn would send the next request to the
 // server that failed); where every server up has been tried, to them
 // again, the one after the last first; with none up the failure goes to
-// the client. per_try_timeout (default 0: response_timeout) counts as
+// the client. A hash pool's retry leaves the key's server too: it walks
+// the key's entries on, the servers tried left out (to the key's next
+// server, as where its server is down; its idle connections too), and
+// from the key's entry again once every server up was tried; the key's
+// next requests go to its server as before. per_try_timeout (default 0: response_timeout) counts as
 // response_timeout does, from the head's sending and again as the body
 // goes; a try past it is reset and, with response-timeout, retried, else
 // answered 504 at once. response_timeout keeps its meaning for each try
