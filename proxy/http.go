@@ -781,7 +781,7 @@ func (s *hsession) reuse(c *engine.Conn, i int) {
 // (putIdle). Loop goroutine.
 func (ls *loopState) takeIdleFor(pl *pool, start int, woken bool) (*engine.Conn, int) {
 	if !woken {
-		return ls.takeFirstIdle(pl, start)
+		return ls.takeFirstIdle(pl, dialing{start: start})
 	}
 	for d := (dialing{start: start}); ; {
 		i, ok := d.step(pl)
@@ -798,18 +798,20 @@ func (ls *loopState) takeIdleFor(pl *pool, start int, woken bool) (*engine.Conn,
 }
 
 // takeFirstIdle pops an idle connection to the first server up of pl
-// from start on (only that one: the pool does not move load), and returns
-// it and its server; nil for none, or where that server's slots go to
-// the pool's waiters first (server.queued: the request goes behind them).
+// along d's walk (a copy) that d has not failed at (only that one: the
+// pool does not move load), and returns it and its server; nil for none,
+// or where that server's slots go to the pool's waiters first
+// (server.queued: the request goes behind them). A first try walks from
+// its start with nothing failed; a retry walks its request's dialing.
 // Loop goroutine.
-func (ls *loopState) takeFirstIdle(pl *pool, start int) (*engine.Conn, int) {
+func (ls *loopState) takeFirstIdle(pl *pool, d dialing) (*engine.Conn, int) {
 	var tot poolLoads
-	for d := (dialing{start: start}); ; {
+	for {
 		i, ok := d.step(pl)
 		if !ok {
 			break
 		}
-		if !pl.servers[i].up() || pl.overloaded(i, &tot) {
+		if !pl.servers[i].up() || pl.overloaded(i, &tot) || failedTo(d.failed, i) {
 			continue
 		}
 		if pl.servers[i].queued() {

@@ -537,7 +537,7 @@ func (s *hsession) retryAgain() {
 	s.interims = 0
 	s.phase = phConnect
 	retryWalk(s.pool, &s.dialing, s.srv)
-	if c, i := s.ls.retryIdle(s.pool, s.dialing); c != nil {
+	if c, i := s.ls.takeFirstIdle(s.pool, s.dialing); c != nil {
 		s.reuse(c, i)
 		return
 	}
@@ -574,26 +574,6 @@ func retryWalk(pl *pool, d *dialing, srv int) {
 		start = d.start
 	}
 	*d = dialing{start: start, failed: tried}
-}
-
-// retryIdle takes an idle connection for a retry walking d (a copy): to
-// the first server of its walk up and not tried, as takeFirstIdle does
-// for a first try. Loop goroutine.
-func (ls *loopState) retryIdle(pl *pool, d dialing) (*engine.Conn, int) {
-	var tot poolLoads
-	for {
-		i, ok := d.step(pl)
-		if !ok {
-			return nil, 0
-		}
-		if !pl.servers[i].up() || pl.overloaded(i, &tot) || failedTo(d.failed, i) {
-			continue
-		}
-		if pl.servers[i].queued() {
-			return nil, 0
-		}
-		return ls.takeIdle(pl, i), i
-	}
 }
 
 // resendHeld writes the body held to up after the head, for a retry.
@@ -744,7 +724,7 @@ func (st *h2stream) retryAgain() {
 	st.upOpen = false
 	st.body = append(st.body[:0], st.rt.kept...)
 	retryWalk(st.pool, &st.dialing, st.srv)
-	if up, i := st.c.ls.retryIdle(st.pool, st.dialing); up != nil {
+	if up, i := st.c.ls.takeFirstIdle(st.pool, st.dialing); up != nil {
 		st.reuse(up, i)
 		return
 	}
