@@ -541,22 +541,16 @@ func queryParam(target, name []byte) ([]byte, bool) {
 		q = q[:j]
 	}
 	for len(q) > 0 {
-		p := q
-		if j := bytes.IndexByte(q, '&'); j >= 0 {
-			p, q = q[:j], q[j+1:]
-		} else {
-			q = nil
-		}
-		k, v := p, []byte(nil)
-		if j := bytes.IndexByte(p, '='); j >= 0 {
-			k, v = p[:j], p[j+1:]
-		}
-		if bytes.Equal(k, name) {
+		var p []byte
+		p, q, _ = bytes.Cut(q, querySep)
+		if k, v, _ := bytes.Cut(p, queryEq); bytes.Equal(k, name) {
 			return v, true
 		}
 	}
 	return nil, false
 }
+
+var querySep, queryEq = []byte{'&'}, []byte{'='}
 
 // sipHash is SipHash-2-4 (Aumasson and Bernstein, 2012) of p keyed with
 // k0 and k1: a keyed 64-bit hash, the same in every process (unlike
