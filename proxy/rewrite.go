@@ -52,23 +52,26 @@ type HeaderRules struct {
 func (h HeaderRules) IsZero() bool { return len(h.Set) == 0 && len(h.Add) == 0 && len(h.Remove) == 0 }
 
 // ruleRefused lists the field names (lower case) no rule may name, and
-// why.
-var ruleRefused = map[string]string{
-	"content-length":    "framing",
-	"transfer-encoding": "framing",
-	"connection":        "hop-by-hop",
-	"keep-alive":        "hop-by-hop",
-	"proxy-connection":  "hop-by-hop",
-	"te":                "hop-by-hop",
-	"trailer":           "hop-by-hop",
-	"upgrade":           "hop-by-hop",
-	"http2-settings":    "hop-by-hop",
-	"host":              "the request's authority: use a route's host_rewrite",
-	"x-forwarded-for":   "written by the proxy (see trusted_proxies)",
-	"x-forwarded-proto": "written by the proxy (see trusted_proxies)",
-	"x-forwarded-host":  "written by the proxy (see trusted_proxies)",
-	"via":               "written by the proxy",
-}
+// why: the framing, the hop-by-hop fields (internal/h1's
+// ConnectionFields, Trailer, HTTP2-Settings), Host and the fields the
+// proxy writes. A trailer section loses them too (trailerList).
+var ruleRefused = func() map[string]string {
+	m := map[string]string{
+		"content-length":    "framing",
+		"transfer-encoding": "framing",
+		"trailer":           "hop-by-hop",
+		"http2-settings":    "hop-by-hop",
+		"host":              "the request's authority: use a route's host_rewrite",
+		"x-forwarded-for":   "written by the proxy (see trusted_proxies)",
+		"x-forwarded-proto": "written by the proxy (see trusted_proxies)",
+		"x-forwarded-host":  "written by the proxy (see trusted_proxies)",
+		"via":               "written by the proxy",
+	}
+	for _, n := range h1.ConnectionFields {
+		m[n] = "hop-by-hop"
+	}
+	return m
+}()
 
 // validate checks h; the error begins with the list's name.
 func (h *HeaderRules) validate() error {

@@ -357,18 +357,26 @@ func parseVersion(b []byte) (minor int, ok, supported bool) {
 	return int(b[7] - '0'), true, true
 }
 
-// hopByHop reports the fields RFC 9110 7.6.1 makes connection-specific and
-// every field named in the Connection fields of hs. Transfer-Encoding is not
-// reported (chunked bodies are forwarded as they are, with their header), nor
-// are Content-Length and Host even when Connection names them: dropping them
-// would change the framing the next hop sees. Trailer is end-to-end (RFC 9110
-// 6.6.2) and is kept since trailers are forwarded with the body.
+// ConnectionFields are the fields RFC 9110 7.6.1 makes connection-specific
+// whatever a Connection field names (HTTP/2 has none of them, RFC 9113
+// 8.2.2, but TE: trailers in a request), in lower case: every hop removes
+// them. A proxy's lists of the fields it does not pass on begin with them.
+var ConnectionFields = [...]string{"connection", "keep-alive", "proxy-connection", "te", "upgrade"}
+
+// hopByHop reports the ConnectionFields and every field named in the
+// Connection fields of hs. Transfer-Encoding is not reported (chunked bodies
+// are forwarded as they are, with their header), nor are Content-Length and
+// Host even when Connection names them: dropping them would change the
+// framing the next hop sees. Trailer is end-to-end (RFC 9110 6.6.2) and is
+// kept in a head since trailers are forwarded with the body (a trailer
+// section, which has no use for it, loses it: the proxy's lists).
 func hopByHop(hs []Header, name []byte) bool {
+	for _, f := range ConnectionFields {
+		if eqFold(name, f) {
+			return true
+		}
+	}
 	switch {
-	case eqFold(name, "connection"), eqFold(name, "keep-alive"),
-		eqFold(name, "proxy-connection"), eqFold(name, "te"),
-		eqFold(name, "upgrade"):
-		return true
 	case eqFold(name, "transfer-encoding"), eqFold(name, "content-length"),
 		eqFold(name, "host"):
 		return false
