@@ -330,14 +330,16 @@
 // (host_rewrite is the way); a value with a control character but HTAB
 // (CR, LF, NUL) or leading or trailing whitespace is refused. Response
 // rules apply to the final response from upstream: not to an interim 1xx
-// (a 101 included), nor to trailers, nor to the proxy's own responses
-// (400, 502, 503, ...: a rule's field describes the servers' answers,
-// which those are not; Envoy applies its rules to its local replies too).
+// (a 101 included), nor to trailers but by their drops, nor to the
+// proxy's own responses (400, 502, 503, ...: a rule's field describes
+// the servers' answers, which those are not; Envoy applies its rules to
+// its local replies too).
 // Request rules add and set in the head alone; the fields they remove
 // or set are dropped from a request's trailer section too (a server
 // merging trailers into the head would read there the field a rule took
 // out of it; Envoy and HAProxy leave trailers to the server), beside the
-// fields no trailer may carry to a server (see request trailers below).
+// fields no trailer may carry to a server (see request trailers below);
+// so are response rules' from a response's (see below).
 // rewrite_prefix replaces the route's path_prefix in the target sent
 // upstream, the rest and the query kept: "/api/" and "/" send
 // "/api/x?q" as "/x?q" and "/api/" as "/"; "/api" and "/v2" send "/api"
@@ -956,8 +958,31 @@
 // client's among them). An HTTP/1.1 client's chunked body goes without
 // a copy up to its trailer section, which is held to the body's end
 // (16 KiB at most, internal/h1's bound) and sent filtered; a body
-// without one is not touched. A response's trailers pass as the server
-// sent them.
+// without one is not touched.
+//
+// A response's trailer section (an HTTP/1.1 server's chunked body's, an
+// h2c server's trailing HEADERS), to either client protocol, goes on
+// without the fields the listener's and the route's response_headers
+// remove or set (set and add write in the head alone) and those RFC
+// 9110 6.5.1 keeps out of trailers, names compared as response_headers
+// compares them: the framing and hop-by-hop fields no rule may name
+// (Content-Length, Transfer-Encoding, Host, Connection, Keep-Alive,
+// Proxy-Connection, TE, Trailer, Upgrade, HTTP2-Settings, Via: one list
+// for rules and both trailer sections), the authentication challenges
+// (WWW-Authenticate, Proxy-Authenticate; Authentication-Info and
+// Proxy-Authentication-Info pass, RFC 9110 11.6.3 allowing them in
+// trailers), Set-Cookie (state taken before the content, as a request's
+// Cookie), the response controls (Age, Cache-Control, Expires, Pragma,
+// Vary, Location, Retry-After) and the content's format (Content-Type,
+// Content-Encoding, Content-Language, Content-Location, Content-Range).
+// A client or gateway that merges trailers into the head would read
+// there a field a rule took out of it, or a cookie or a cache control
+// the head did not have; gRPC's grpc-status and grpc-message, checksums
+// and the other fields pass as the server sent them, and so do the
+// forwarding fields (as in a head). An HTTP/1.1 server's chunked body
+// goes to an HTTP/1.1 client without a copy up to its trailer section,
+// which is held to the body's end (16 KiB at most) and sent filtered; a
+// body without one is not touched.
 //
 // The admin server serves /metrics (Prometheus text format, names
 // spindle_proxy_*), /healthz and /debug/config (the effective config as

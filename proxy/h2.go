@@ -715,7 +715,7 @@ func h1Fields(fs []hpack.Field) bool {
 }
 
 // finishReq ends the request body: the last chunk and trailers (but
-// those trailerDropped reports).
+// those its trailerRules drop).
 func (st *h2stream) finishReq(trailers []hpack.Field) {
 	st.reqEnd = true
 	if st.chunked {
@@ -1211,15 +1211,18 @@ func (st *h2stream) respFields() []hpack.Field {
 }
 
 // trailerFields returns the chunked response's trailer fields (st.trl,
-// which internal/h1 checked), as respFields.
+// which internal/h1 checked), as respFields, but those its
+// respTrailerRules drop (the connection-specific ones among them).
 func (st *h2stream) trailerFields() []hpack.Field {
 	st.hb, st.fields = trailerFields(st.hb, st.fields, st.trl)
+	st.fields = keepTrailerFields(st.fields, st.ln.respTrailerRules(&st.x))
 	return st.fields
 }
 
 // trailerFields returns the fields of a chunked body's trailer section t
 // (which internal/h1 checked) for HTTP/2, in fs, their bytes in hb: names
-// in lower case, the connection-specific ones left out.
+// in lower case. The caller leaves out those its trailer rules drop,
+// which HTTP/2's connection-specific fields are among (trailerList).
 func trailerFields(hb []byte, fs []hpack.Field, t []byte) ([]byte, []hpack.Field) {
 	if len(t) == 0 {
 		return hb, fs[:0]
@@ -1241,9 +1244,6 @@ func trailerFields(hb []byte, fs []hpack.Field, t []byte) ([]byte, []hpack.Field
 			continue
 		}
 		name := line[:k]
-		if hopByHopName(name) {
-			continue
-		}
 		n0 := len(hb)
 		hb = appendLower(hb, name)
 		v0 := len(hb)
@@ -1251,17 +1251,6 @@ func trailerFields(hb []byte, fs []hpack.Field, t []byte) ([]byte, []hpack.Field
 		fs = append(fs, hpack.Field{Name: hb[n0:v0], Value: hb[v0:]})
 	}
 	return hb, fs
-}
-
-// hopByHopName reports the connection-specific field names HTTP/2 does
-// not carry.
-func hopByHopName(name []byte) bool {
-	for _, s := range [...]string{"connection", "keep-alive", "proxy-connection", "te", "upgrade", "transfer-encoding"} {
-		if h1.EqualFold(name, []byte(s)) {
-			return true
-		}
-	}
-	return false
 }
 
 // appendLower appends name in lower case.

@@ -525,13 +525,17 @@ func (x *h1up) credit() {
 }
 
 // onTrailers ends the response: its trailers as the chunked body's
-// trailer section (dropped where the body had Content-Length).
+// trailer section (dropped where the body had Content-Length), but
+// those its respTrailerRules drop.
 func (x *h1up) onTrailers(u *upH2, fields []hpack.Field) {
 	s := x.s
 	if x.chunked {
+		tr := s.ln.respTrailerRules(&s.x)
 		o := append(s.ls.scratch[:0], "0\r\n"...)
 		for _, f := range fields {
-			o = h1.AppendHeader(o, f.Name, f.Value)
+			if tr.kept(f.Name) {
+				o = h1.AppendHeader(o, f.Name, f.Value)
+			}
 		}
 		o = append(o, "\r\n"...)
 		s.ls.scratch = o

@@ -505,21 +505,25 @@ func (st *h2stream) h2CreditUp() {
 }
 
 // onTrailers passes the response's trailers (grpc-status), after the
-// body held.
+// body held, but those its respTrailerRules drop.
 func (st *h2stream) onTrailers(u *upH2, fields []hpack.Field) {
 	c := st.c
+	tr := st.ln.respTrailerRules(&st.x)
+	kept := st.u2.rfs[:0] // (the head's, sent)
+	for _, f := range fields {
+		if tr.kept(f.Name) {
+			kept = append(kept, f)
+		}
+	}
+	st.u2.rfs = kept
 	if st.u2.roff < len(st.u2.rbuf) {
-		st.u2.rtb, st.u2.rtf = copyFields(st.u2.rtb, st.u2.rtf, fields)
+		st.u2.rtb, st.u2.rtf = copyFields(st.u2.rtb, st.u2.rtf, kept)
 		st.u2.rtrl, st.u2.rend = true, true
 		return
 	}
-	if c.srv.WriteTrailers(st.id, fields) != nil {
-		st.x.term = termClient
-		st.abandon()
-		c.flush()
-		return
+	if st.endResp(kept) { // (none kept: END_STREAM on an empty DATA)
+		st.h2Finish()
 	}
-	st.h2Finish()
 	c.flush()
 }
 

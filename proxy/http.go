@@ -74,8 +74,6 @@ type hsession struct {
 	// The current request.
 	req       h1.Request
 	reqBody   h1.Body
-	trl       []byte // a chunked request body's trailer section (trailer.go)
-	inTrl     bool   // the trailer section has begun
 	minor     int    // the client's HTTP/1.minor
 	head      bool   // HEAD: the response has no body
 	idem      bool   // may be retried: GET, HEAD or OPTIONS without a body
@@ -93,6 +91,9 @@ type hsession struct {
 	respBody  h1.Body
 	respLocal bool // the proxy answered itself
 	x         exchange
+
+	// Chunked bodies' trailer sections, held to their ends (trailer.go).
+	trl, respTrl heldTrailer // the request's, the response's
 
 	in   []byte // a client head received in parts, until complete
 	uin  []byte // an upstream head received in parts, until complete
@@ -529,7 +530,7 @@ func (s *hsession) gotHead() {
 	s.upgrade = len(s.upg) > 0
 	s.reqDone = r.Framing == h1.NoBody
 	s.reqBody.Reset(r.Framing, r.ContentLength)
-	s.trl, s.inTrl = s.trl[:0], false
+	s.trl.reset()
 	s.bodyN = 0
 	s.w.began = false // (a new request: its own wait, if any)
 	s.interim, s.respHead, s.closeAft, s.respLocal, s.retry, s.interims = false, false, false, false, false, 0
@@ -943,7 +944,7 @@ func (s *hsession) sendHead() {
 // forwardBody sends the request body's bytes in b[off:] to up: a buffer's
 // whole tail without a copy, a body that ends inside the buffer by a copy
 // (the rest, the next request, stays in pend), a chunked body's trailer
-// section held to its end and sent filtered (sendTrailers). Loop
+// section held to its end and sent filtered (sendTrailer). Loop
 // goroutine.
 func (s *hsession) forwardBody(b engine.Buffer, off int) {
 	if s.h2 != nil && s.h2.on {
@@ -951,7 +952,7 @@ func (s *hsession) forwardBody(b engine.Buffer, off int) {
 		return
 	}
 	p := b.Bytes()[off:]
-	n, held, done, err := s.nextBody(p)
+	n, held, done, err := s.trl.next(&s.reqBody, p)
 	if err != nil {
 		b.Release()
 		s.abortBody(400)
@@ -972,7 +973,7 @@ func (s *hsession) forwardBody(b engine.Buffer, off int) {
 		// (A trailer section goes rewritten: a request with one is not
 		// retried once it went, retry.go.)
 		s.retryDecided()
-		err = s.sendTrailers(p[:held], done)
+		err = sendTrailer(&s.trl, s.up, p[:held], done, trailerRules{s.ln, s.ls.id, s.x.route - 1})
 		if n == len(p) {
 			b.Release()
 		} else {
@@ -1135,6 +1136,7 @@ func (s *hsession) respondHead() bool {
 	s.closeAft = !s.keep || !s.reqDone || r.Framing == h1.UntilClose || s.eof || s.ls.draining || s.retired()
 	s.writeRespHead(false)
 	s.respBody.Reset(r.Framing, r.ContentLength)
+	s.respTrl.reset()
 	return false
 }
 
@@ -1195,15 +1197,17 @@ func (s *hsession) appendConnection(o []byte) []byte {
 	return o
 }
 
-// forwardResp sends the response body's bytes in b[off:] to the client.
-// Loop goroutine.
+// forwardResp sends the response body's bytes in b[off:] to the client:
+// a buffer's whole tail without a copy, a chunked body's trailer
+// section held to its end and sent filtered (sendTrailer). Loop
+// goroutine.
 func (s *hsession) forwardResp(b engine.Buffer, off int) {
 	if s.respLocal || s.done {
 		b.Release()
 		return
 	}
 	p := b.Bytes()[off:]
-	n, done, err := s.respBody.Next(p)
+	n, held, done, err := s.respTrl.next(&s.respBody, p)
 	if err != nil {
 		b.Release()
 		s.closeUp(true)
@@ -1212,9 +1216,15 @@ func (s *hsession) forwardResp(b engine.Buffer, off int) {
 		return
 	}
 	extra := n < len(p)
-	if n == len(p) {
+	switch {
+	case held >= 0:
+		// (A chunked body's trailer section goes held to its end and
+		// filtered, as a request's: trailer.go.)
+		sendTrailer(&s.respTrl, s.client, p[:held], done, s.ln.respTrailerRules(&s.x))
+		b.Release()
+	case n == len(p):
 		s.client.WriteBufferFrom(b, off)
-	} else {
+	default:
 		s.client.Write(p[:n])
 		b.Release()
 	}

@@ -452,20 +452,21 @@ func TestRewriteReloadInFlight(t *testing.T) {
 	})
 }
 
-// TestRewriteTrailersAsSent: a field request_headers removes is dropped
-// from a request's trailer section as from its head (TestRequestTrailersRules);
-// response_headers changes the response's head alone: a field it removes
-// passes in a response's trailer section as it came (doc.go), for each
-// client and pool protocol pair.
-func TestRewriteTrailersAsSent(t *testing.T) {
+// TestRewriteTrailers: a field request_headers removes is dropped from a
+// request's trailer section as from its head (TestRequestTrailersRules),
+// and a field response_headers removes from a response's trailer section
+// as from its head (TestResponseTrailersFiltered), for each client and
+// pool protocol pair.
+func TestRewriteTrailers(t *testing.T) {
 	echo := func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
-		w.Header().Set("Trailer", "X-Debug")
+		w.Header().Set("Trailer", "X-Debug, X-Echo")
 		w.Header().Set("X-Head", r.Header.Get("X-Debug"))
 		w.WriteHeader(200)
 		io.WriteString(w, "ok")
 		w.(http.Flusher).Flush()
-		w.Header().Set("X-Debug", "got ["+r.Trailer.Get("X-Debug")+"]")
+		w.Header().Set("X-Echo", "got ["+r.Trailer.Get("X-Debug")+"]")
+		w.Header().Set("X-Debug", "t")
 	}
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		eachPool(t, echo, func(protocol, server string) {
@@ -486,8 +487,8 @@ func TestRewriteTrailersAsSent(t *testing.T) {
 				}
 				body, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
-				if string(body) != "ok" || resp.Header.Get("X-Head") != "" || resp.Trailer.Get("X-Debug") != "got []" {
-					t.Errorf("HTTP/%d to %s: body %q, X-Head %q, trailers %v; want ok, none, X-Debug: got []", resp.ProtoMajor, protocol, body, resp.Header.Get("X-Head"), resp.Trailer)
+				if string(body) != "ok" || resp.Header.Get("X-Head") != "" || resp.Trailer.Get("X-Echo") != "got []" || resp.Trailer.Get("X-Debug") != "" {
+					t.Errorf("HTTP/%d to %s: body %q, X-Head %q, trailers %v; want ok, none, X-Echo: got [] alone", resp.ProtoMajor, protocol, body, resp.Header.Get("X-Head"), resp.Trailer)
 				}
 			}
 		})

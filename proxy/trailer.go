@@ -2,7 +2,10 @@ package proxy
 
 import (
 	"bytes"
+	"maps"
+	"slices"
 
+	"github.com/spindlenet/spindle/internal/h1"
 	"github.com/spindlenet/spindle/internal/hpack"
 )
 
@@ -14,31 +17,65 @@ import (
 // Authorization beside or over the head's, which the proxy wrote or a
 // gateway in front checked. nginx does not pass a request's trailers on,
 // Envoy only with HTTP/1 enable_trailers; the proxy passes the others.
+// A response's trailer section reaches the client without the fields
+// RFC 9110 6.5.1 has no trailer carry either, nor those its
+// response_headers take out of the head: a client or a gateway in front
+// that merges trailers into the header section would read them as the
+// head's.
 
-// trailerRefused are the fields, but the forwarding ones, that a
-// request's trailer section loses (names as equalDash compares them):
-// the framing and routing (RFC 9110 6.5.1), the connection's, the
-// proxy's own, authentication, the request modifiers (controls and
-// conditionals) and the content's format.
-var trailerRefused = [][]byte{
-	[]byte("content-length"), []byte("transfer-encoding"), []byte("host"),
-	[]byte("connection"), []byte("keep-alive"), []byte("proxy-connection"), []byte("te"),
-	[]byte("trailer"), []byte("upgrade"), []byte("http2-settings"), []byte("via"),
-	[]byte("authorization"), []byte("proxy-authorization"), []byte("cookie"),
-	[]byte("cache-control"), []byte("pragma"), []byte("expect"), []byte("max-forwards"),
-	[]byte("range"), []byte("if-match"), []byte("if-none-match"), []byte("if-modified-since"),
-	[]byte("if-unmodified-since"), []byte("if-range"),
-	[]byte("content-type"), []byte("content-encoding"), []byte("content-range"),
+// trailerList returns the names (as equalDash compares them) of the
+// fields no trailer section keeps, then more: ruleRefused's (the
+// framing, the connection's, Host, Via: one list names the hop-by-hop
+// fields) but the forwarding fields, which a request's trailers lose in
+// any spelling (forwardingAlias, counted as a head's) and a response's
+// keep as its head does. (internal/h1's Body refuses a chunked body
+// whose trailer section has Content-Length, Transfer-Encoding or Host
+// outright, as a framing or routing error, before these lists see it;
+// they name them all the same, for the HTTP/2 trailers internal/h1
+// does not read.)
+func trailerList(more ...string) [][]byte {
+	var l [][]byte
+	for _, n := range slices.Sorted(maps.Keys(ruleRefused)) {
+		if !forwardingAlias([]byte(n)) {
+			l = append(l, []byte(n))
+		}
+	}
+	for _, n := range more {
+		l = append(l, []byte(n))
+	}
+	return l
 }
 
-// trailerDropped reports a request trailer field name the proxy drops:
-// a forwarding field or one trailerRefused lists, in any case and with
-// any separator read as '-'.
-func trailerDropped(name []byte) bool {
-	if forwardingAlias(name) {
-		return true
-	}
-	for _, f := range trailerRefused {
+// trailerRefused are the fields, but the forwarding ones, that a
+// request's trailer section loses: trailerList's, authentication, the
+// request modifiers (controls and conditionals) and the content's
+// format (RFC 9110 6.5.1).
+var trailerRefused = trailerList(
+	"authorization", "proxy-authorization", "cookie",
+	"cache-control", "pragma", "expect", "max-forwards",
+	"range", "if-match", "if-none-match", "if-modified-since", "if-unmodified-since", "if-range",
+	"content-type", "content-encoding", "content-range",
+)
+
+// respTrailerRefused are the fields a response's trailer section loses:
+// trailerList's, authentication challenges (WWW-Authenticate,
+// Proxy-Authenticate; Authentication-Info and
+// Proxy-Authentication-Info pass, RFC 9110 11.6.3 allowing them in
+// trailers), Set-Cookie (state a client takes before the content, as a
+// request's Cookie), the response controls (RFC 9110 6.5.1's "response
+// controls": Age, Cache-Control, Expires, Pragma, Vary, Location,
+// Retry-After) and the content's format (Content-Type, Content-Encoding, Content-Language,
+// Content-Location, Content-Range).
+var respTrailerRefused = trailerList(
+	"www-authenticate", "proxy-authenticate", "set-cookie",
+	"age", "cache-control", "expires", "pragma", "vary", "location", "retry-after",
+	"content-type", "content-encoding", "content-language", "content-location", "content-range",
+)
+
+// listed reports whether name is in l (names as equalDash compares
+// them: any case, any separator read as '-').
+func listed(l [][]byte, name []byte) bool {
+	for _, f := range l {
 		if equalDash(name, f) {
 			return true
 		}
@@ -47,15 +84,16 @@ func trailerDropped(name []byte) bool {
 }
 
 // trailerRules decide the trailer fields of a request on loop id of
-// listener ln routed to route (x.route-1): beside those trailerDropped
-// reports, those the listener's and the route's request_headers drop
-// (remove, set), and, with headers_with_underscores drop or reject, those
-// with an underscore in their name (counted as the head's): a server
-// merging trailers into the header section would read them as the head's
-// fields the rules took out. reject drops them too: its 400 is too late
-// once the head went to the server, and resetting the request for a
-// field that can be left out would lose a request drop passes. The zero
-// trailerRules (ln nil) apply trailerDropped alone. Passed by value.
+// listener ln routed to route (x.route-1): beside trailerRefused's and
+// the forwarding fields in any spelling, those the listener's and the
+// route's request_headers drop (remove, set), and, with
+// headers_with_underscores drop or reject, those with an underscore in
+// their name (counted as the head's): a server merging trailers into the
+// header section would read them as the head's fields the rules took
+// out. reject drops them too: its 400 is too late once the head went to
+// the server, and resetting the request for a field that can be left out
+// would lose a request drop passes. The zero trailerRules (ln nil) drop
+// trailerRefused's and the forwarding fields alone. Passed by value.
 type trailerRules struct {
 	ln        *listener
 	id, route int
@@ -63,7 +101,7 @@ type trailerRules struct {
 
 // kept reports whether a request trailer field named name is passed on.
 func (r trailerRules) kept(name []byte) bool {
-	if trailerDropped(name) {
+	if listed(trailerRefused, name) || forwardingAlias(name) {
 		return false
 	}
 	if r.ln == nil {
@@ -79,9 +117,31 @@ func (r trailerRules) kept(name []byte) bool {
 	return !r.ln.dropUnderscored(r.id, name)
 }
 
+// respTrailerRules decide the trailer fields of a response: those
+// respTrailerRefused lists and those its response_headers drop (remove,
+// set; set's and add's fields are not written into it, as none are into
+// a request's). headers_with_underscores is a request's alone, as for
+// the head. Passed by value.
+type respTrailerRules hdrRules
+
+// respTrailerRules returns the rules of exchange x's response trailers
+// (routed).
+func (l *listener) respTrailerRules(x *exchange) respTrailerRules {
+	return respTrailerRules(l.respRules(x))
+}
+
+// kept reports whether a response trailer field named name is passed on.
+func (r respTrailerRules) kept(name []byte) bool {
+	return !listed(respTrailerRefused, name) && hdrRules(r).keep(name)
+}
+
+// trailerKeeper is trailerRules or respTrailerRules (a type parameter's
+// constraint, so that their calls take no allocation).
+type trailerKeeper interface{ kept(name []byte) bool }
+
 // keepTrailerFields returns fs without the fields r does not keep, in
 // place.
-func keepTrailerFields(fs []hpack.Field, r trailerRules) []hpack.Field {
+func keepTrailerFields[K trailerKeeper](fs []hpack.Field, r K) []hpack.Field {
 	k := 0
 	for _, f := range fs {
 		if r.kept(f.Name) {
@@ -96,7 +156,7 @@ func keepTrailerFields(fs []hpack.Field, r trailerRules) []hpack.Field {
 // keepTrailerLines returns a chunked body's trailer section t (field
 // lines with their CRLFs, which internal/h1 checked) without the lines
 // of the fields tr does not keep, in place.
-func keepTrailerLines(t []byte, tr trailerRules) []byte {
+func keepTrailerLines[K trailerKeeper](t []byte, tr K) []byte {
 	k := 0
 	for r := 0; r < len(t); {
 		e := bytes.IndexByte(t[r:], '\n')
@@ -114,24 +174,34 @@ func keepTrailerLines(t []byte, tr trailerRules) []byte {
 	return t[:k]
 }
 
-// nextBody takes the request body's bytes from p as h1.Body.Next does,
-// a chunked body's trailer section appended to s.trl: held is where in p
-// the bytes held for it begin (its first byte, or 0 where it began in an
-// earlier read), up to n, the body's end or p's, and is -1 where p has
-// none (the bytes go as they came). Loop goroutine.
-func (s *hsession) nextBody(p []byte) (n, held int, done bool, err error) {
+// heldTrailer is a chunked body's trailer section held to the body's
+// end, to go on filtered (keepTrailerLines), as it arrived in parts.
+type heldTrailer struct {
+	b  []byte
+	in bool // the trailer section has begun
+}
+
+// reset starts a body.
+func (h *heldTrailer) reset() { h.b, h.in = h.b[:0], false }
+
+// next takes body's bytes from p as h1.Body.Next does, a chunked body's
+// trailer section appended to h: held is where in p the bytes held for
+// it begin (its first byte, or 0 where it began in an earlier read), up
+// to n, the body's end or p's, and is -1 where p has none (the bytes go
+// as they came).
+func (h *heldTrailer) next(body *h1.Body, p []byte) (n, held int, done bool, err error) {
 	held = -1
-	if s.inTrl {
+	if h.in {
 		held = 0
 	}
 	for {
-		sp, err := s.reqBody.NextSpan(p[n:])
+		sp, err := body.NextSpan(p[n:])
 		if sp.Trailer {
 			if held < 0 {
 				held = n + sp.Skip
 			}
-			s.inTrl = true
-			s.trl = append(s.trl, p[n+sp.Skip:n+sp.Skip+sp.Len]...)
+			h.in = true
+			h.b = append(h.b, p[n+sp.Skip:n+sp.Skip+sp.Len]...)
 		}
 		n += sp.Skip + sp.Len
 		if err != nil || sp.Done || n == len(p) {
@@ -140,21 +210,21 @@ func (s *hsession) nextBody(p []byte) (n, held int, done bool, err error) {
 	}
 }
 
-// sendTrailers sends pre, the body's bytes before its trailer section,
-// and, once the body is done, the section without the fields its
-// trailerRules drop and the final CRLF. Loop goroutine.
-func (s *hsession) sendTrailers(pre []byte, done bool) error {
+// send writes pre, the body's bytes before its trailer section, to w,
+// and, once the body is done, the section without the fields tr does
+// not keep and the final CRLF; h is emptied for the next body.
+func sendTrailer[K trailerKeeper](h *heldTrailer, w interface{ Write([]byte) (int, error) }, pre []byte, done bool, tr K) error {
 	if len(pre) > 0 {
-		if _, err := s.up.Write(pre); err != nil {
+		if _, err := w.Write(pre); err != nil {
 			return err
 		}
 	}
 	if !done {
 		return nil
 	}
-	s.trl = append(keepTrailerLines(s.trl, trailerRules{s.ln, s.ls.id, s.x.route - 1}), crlf...)
-	_, err := s.up.Write(s.trl)
-	s.trl, s.inTrl = emptied(s.trl), false
+	h.b = append(keepTrailerLines(h.b, tr), crlf...)
+	_, err := w.Write(h.b)
+	h.b, h.in = emptied(h.b), false
 	return err
 }
 

@@ -62,7 +62,10 @@ func (b *Body) addName(c byte) {
 
 // framingName reports a trailer field that must not be in a trailer since
 // it frames or routes the message (RFC 9110 6.5.1): a next hop that merged
-// it into the header section would see another message.
+// it into the header section would see another message. These make the
+// body an error, not a field to leave out as the other fields no trailer
+// carries are (the proxy's trailer lists, which name these too): the
+// sender and the next hop would disagree on where the message ends.
 func (b *Body) framingName() bool {
 	if b.nameLen > len(b.name) {
 		return false
