@@ -948,9 +948,10 @@
 // format (Content-Type, Content-Encoding, Content-Range), names compared
 // as request_headers compares them, and the fields the listener's and
 // the route's request_headers remove or set and headers_with_underscores
-// drop or reject (above). A server that merges trailers into
-// the header section (Apache httpd with MergeTrailers on, as before
-// 2.4.11) would read a client's X-Forwarded-For there beside or over
+// drop or reject (above; the forwarding fields spelled with another
+// separator than '-' are counted as a head's). A server that merges
+// trailers into the header section (Apache httpd with MergeTrailers on,
+// as before 2.4.11) would read a client's X-Forwarded-For there beside or over
 // the proxy's, or an Authorization a gateway in front never checked;
 // nginx passes no request trailers on, nor Envoy over HTTP/1 without
 // enable_trailers, and Go's net/http keeps them apart (Request.Trailer).

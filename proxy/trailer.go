@@ -88,7 +88,9 @@ func listed(l [][]byte, name []byte) bool {
 // the forwarding fields in any spelling, those the listener's and the
 // route's request_headers drop (remove, set), and, with
 // headers_with_underscores drop or reject, those with an underscore in
-// their name (counted as the head's): a server merging trailers into the
+// their name; the dropped ones headers_with_underscores decides and the
+// forwarding fields spelled with another separator than '-' are counted
+// as a head's (dropUnderscored): a server merging trailers into the
 // header section would read them as the head's fields the rules took
 // out. reject drops them too: its 400 is too late once the head went to
 // the server, and resetting the request for a field that can be left out
@@ -101,11 +103,11 @@ type trailerRules struct {
 
 // kept reports whether a request trailer field named name is passed on.
 func (r trailerRules) kept(name []byte) bool {
-	if listed(trailerRefused, name) || forwardingAlias(name) {
+	if listed(trailerRefused, name) {
 		return false
 	}
 	if r.ln == nil {
-		return true
+		return !forwardingAlias(name)
 	}
 	if rules, _ := r.ln.reqRules(r.route); !rules.keep(name) {
 		return false
@@ -114,7 +116,7 @@ func (r trailerRules) kept(name []byte) bool {
 		r.ln.stats[r.id].underscoreDropped.inc()
 		return false
 	}
-	return !r.ln.dropUnderscored(r.id, name)
+	return !r.ln.dropUnderscored(r.id, name) && !forwardingAlias(name)
 }
 
 // respTrailerRules decide the trailer fields of a response: those

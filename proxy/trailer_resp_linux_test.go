@@ -171,3 +171,36 @@ func TestResponseTrailersTrickled(t *testing.T) {
 		}
 	})
 }
+
+// TestRequestTrailersCountAliases: the forwarding fields spelled with
+// another separator that a request's trailer section loses are counted
+// in spindle_proxy_listener_underscore_dropped_total as a head's are
+// (X_Forwarded_For, X.Real.IP: 2 a request; X-Forwarded-For under its
+// own name is not, as in a head), for each client and pool protocol
+// pair.
+func TestRequestTrailersCountAliases(t *testing.T) {
+	trailer := http.Header{
+		"X-Forwarded-For": {"1.2.3.4"},
+		"X_Forwarded_For": {"1.2.3.4"},
+		"X.Real.IP":       {"1.2.3.4"},
+		"X-Sum":           {"abc"},
+	}
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		eachPool(t, trailerNames, func(protocol, server string) {
+			cfg := h2cConfig(b, server)
+			cfg.Pools[0].Protocol = protocol
+			p := startProxy(t, cfg)
+			h1c, base := client(t, p)
+			h2c, _ := h2Client(t, p)
+			for _, c := range []*http.Client{h1c, h2c} {
+				before := p.Totals().Listeners[0].UnderscoreDropped
+				if major, code, body := postTrailers(t, c, base, trailer); code != 200 || body != "5 X-Sum" {
+					t.Errorf("HTTP/%d to %s: %d %q, want 200 %q", major, protocol, code, body, "5 X-Sum")
+				}
+				if d := p.Totals().Listeners[0].UnderscoreDropped - before; d != 2 {
+					t.Errorf("to %s: %d counted, want 2", protocol, d)
+				}
+			}
+		})
+	})
+}

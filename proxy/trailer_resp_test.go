@@ -75,6 +75,33 @@ func TestTrailerListsHopByHop(t *testing.T) {
 	}
 }
 
+// TestTrailerRulesCount: a request trailer field dropped as a
+// forwarding field spelled with another separator than '-' is counted
+// in underscore_dropped as a head's is (X_Forwarded_For, X.Real.IP),
+// and one under its own name (X-Forwarded-For) or on trailerRefused's
+// list is not; without an allocation.
+func TestTrailerRulesCount(t *testing.T) {
+	ln := &listener{stats: []*lnStats{{}}, reqOps: noOps, respOps: noOps}
+	tr := trailerRules{ln, 0, 0}
+	for _, tc := range []struct {
+		name  string
+		count uint64
+	}{
+		{"X_Forwarded_For", 1}, {"X.Real.IP", 1}, {"x_forwarded-proto", 1},
+		{"X-Forwarded-For", 0}, {"Forwarded", 0}, {"Cookie", 0}, {"X_Sum", 0},
+	} {
+		before := ln.stats[0].underscoreDropped.load()
+		kept := tr.kept([]byte(tc.name))
+		if d := ln.stats[0].underscoreDropped.load() - before; d != tc.count || kept != (tc.name == "X_Sum") {
+			t.Errorf("%s: kept %v, counted %d, want %v, %d", tc.name, kept, d, tc.name == "X_Sum", tc.count)
+		}
+	}
+	name := []byte("X_Forwarded_For")
+	if n := testing.AllocsPerRun(100, func() { tr.kept(name) }); n != 0 {
+		t.Errorf("%v allocations", n)
+	}
+}
+
 // collect is a Write that appends to its bytes.
 type collect struct{ b []byte }
 
