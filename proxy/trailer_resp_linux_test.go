@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/spindlenet/spindle/engine"
+	"github.com/spindlenet/spindle/internal/h2"
+	"github.com/spindlenet/spindle/internal/hpack"
 )
 
 // respTrailerFields are the trailer fields respTrailers sends: X-Sum and
@@ -71,6 +73,15 @@ func trailerKeys(h http.Header) string {
 	return strings.Join(names, ",")
 }
 
+// withRespRules gives cfg's listener response_headers removing X-L and
+// a route for every request removing X-R and setting X-S: rule.
+func withRespRules(cfg *Config) *Config {
+	cfg.Listeners[0].ResponseHeaders = HeaderRules{Remove: []string{"X-L"}}
+	cfg.Listeners[0].Routes = []RouteConfig{{PathPrefix: "/", Pool: cfg.Pools[0].Name,
+		ResponseHeaders: HeaderRules{Remove: []string{"X-R"}, Set: map[string]string{"X-S": "rule"}}}}
+	return cfg
+}
+
 // TestResponseTrailersFiltered: a response's trailers reach the client
 // without the fields the listener's and the route's response_headers
 // remove or set (the set's value is not added to them, as a request's
@@ -83,10 +94,7 @@ func TestResponseTrailersFiltered(t *testing.T) {
 		eachPool(t, respTrailers, func(protocol, server string) {
 			cfg := h2cConfig(b, server)
 			cfg.Pools[0].Protocol = protocol
-			cfg.Listeners[0].ResponseHeaders = HeaderRules{Remove: []string{"X-L"}}
-			cfg.Listeners[0].Routes = []RouteConfig{{PathPrefix: "/", Pool: cfg.Pools[0].Name,
-				ResponseHeaders: HeaderRules{Remove: []string{"X-R"}, Set: map[string]string{"X-S": "rule"}}}}
-			p := startProxy(t, cfg)
+			p := startProxy(t, withRespRules(cfg))
 			h1c, base := client(t, p)
 			h2c, _ := h2Client(t, p)
 			for _, c := range []*http.Client{h1c, h2c} {
@@ -202,5 +210,54 @@ func TestRequestTrailersCountAliases(t *testing.T) {
 				}
 			}
 		})
+	})
+}
+
+// TestResponseTrailersHeld: an h2c server's trailers that arrive while
+// the response's DATA waits for an HTTP/2 client's window (held behind
+// it) reach the client filtered as those passed at once do.
+func TestResponseTrailersHeld(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		up := newH2CUp(t, http.HandlerFunc(respTrailers), nil)
+		p := startProxy(t, withRespRules(h2cPoolConfig(b, up.addr)))
+		r := rawH2Get(t, p, 0, "/") // (no DATA until the window opens)
+		dec := hpack.NewDecoder(4096, 1<<20)
+		var body []byte
+		var trailers []string
+		opened := false
+		for done := false; !done; {
+			f, err := r.next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch f.Type {
+			case h2.FrameHeaders:
+				var names []string
+				if err := dec.Decode(f.Data, func(hf hpack.Field) error {
+					names = append(names, http.CanonicalHeaderKey(string(hf.Name)))
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+				if f.Flags&h2.FlagEndStream == 0 && !opened {
+					// The response head: let the body and trailers reach
+					// the proxy, then open the window.
+					time.Sleep(300 * time.Millisecond)
+					r.c.(net.Conn).Write(h2.AppendWindowUpdate(nil, 1, 1<<16))
+					opened = true
+					continue
+				}
+				slices.Sort(names)
+				trailers, done = names, true
+			case h2.FrameData:
+				body = append(body, f.Data...)
+				done = f.Flags&h2.FlagEndStream != 0
+			case h2.FrameRSTStream, h2.FrameGoAway:
+				t.Fatalf("%v", f.Type)
+			}
+		}
+		if got := strings.Join(trailers, ","); string(body) != "hello" || got != respTrailersKept {
+			t.Errorf("%q, trailers %s, want \"hello\", %s", body, got, respTrailersKept)
+		}
 	})
 }
