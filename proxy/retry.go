@@ -74,6 +74,13 @@ const (
 	maxPoolHeldBufs = 128
 )
 
+// maxPoolKept bounds the request body bytes the copies kept for retries
+// (retryState.kept: an HTTP/2 client's, or a request's to an h2c pool)
+// hold, of all the requests of a pool on a loop: what maxPoolHeldBufs
+// of the engine's default receive buffers (16 KiB) hold. Past it a
+// request is not retried once sent.
+const maxPoolKept = maxPoolHeldBufs * 16 << 10
+
 // setDefaults fills in r's defaults; nil is none. Any goroutine.
 func (r *RetryConfig) setDefaults() {
 	if r == nil {

@@ -328,6 +328,29 @@ func TestRetryAllocs(t *testing.T) {
 		if n := bad.accepted.Load(); n != 1 {
 			t.Errorf("the 503 server accepted %d connections, want 1 (kept over the 503s)", n)
 		}
+
+		// To an h2c pool (retry_h2up_linux_test.go): HTTP/1.1 clients'
+		// GETs and PUTs, and HTTP/2 clients' GETs, half of them retried
+		// after a 503, allocate nothing either.
+		var first atomic.Bool
+		bad2 := newUpstream(t, func(c net.Conn) { serveH2(c, new(unavailableApp)) })
+		good2 := newUpstream(t, rawH2Up("", &first))
+		cfg := h2cPoolConfig(b, bad2.addr, good2.addr)
+		cfg.Listeners[0].Retry = &RetryConfig{On: []string{"503"}, Budget: new(100)} // (allocConns clients at once)
+		p = startProxy(t, cfg)
+		exchangeAllocs(t, p, "requests to an h2c pool, half retried", func(c net.Conn, k int, buf []byte) error {
+			if _, err := c.Write(reqs[k/2%2]); err != nil {
+				return err
+			}
+			return readUntil(c, buf, []byte("\r\n\r\nok"))
+		})
+		h1Retried := scrape(t, p)[`spindle_proxy_pool_retries_total{pool="app",reason="status"}`]
+		h2AllocsZero(t, p, allocConns)
+		h2Retried := scrape(t, p)[`spindle_proxy_pool_retries_total{pool="app",reason="status"}`] - h1Retried
+		t.Logf("to an h2c pool: %v HTTP/1.1 requests retried, %v HTTP/2 streams", h1Retried, h2Retried)
+		if h1Retried == 0 || h2Retried == 0 {
+			t.Errorf("%v HTTP/1.1 requests and %v HTTP/2 streams to the h2c pool retried, want some of each", h1Retried, h2Retried)
+		}
 	})
 }
 
