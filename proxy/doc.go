@@ -520,7 +520,8 @@
 // h2_max_connections, another being dialed for the streams waiting, and
 // closes once its streams end) is
 // sent again, on another connection or server, up to 3 times, while no
-// byte of its body was sent (a body sent is not kept to send again); a
+// byte of its body was sent (a body sent is not kept to send again, but
+// under a retry policy listing refused-stream: see retry below); a
 // connection that dies resets its streams (502 before a response head,
 // logged SD; a reset after it, INTERNAL_ERROR). Passive health counts as
 // with HTTP/1.1: a response status http_error_statuses lists, a
@@ -689,12 +690,12 @@
 //	    routes: [{path_prefix: /search/, pool: search, retry: {on: [reset, "503"], attempts: 2}}]
 //
 // A route's policy replaces the listener's (a route without one takes
-// the listener's, but where its pool is h2c). on lists the failures
-// retried: reset, the server's connection closed or reset before a
-// complete response head (SD); response-timeout, no response head within
+// the listener's). on lists the failures retried: reset, the server's
+// connection closed or reset before a complete response head (SD); response-timeout, no response head within
 // the try's timeout (per_try_timeout where shorter than response_timeout,
 // else response_timeout: ST); and response statuses, each a status or a
-// range from 500 to 599 ("503", "502-504"; "5xx" for all), the response
+// range from 500 to 599 ("503", "502-504"; "5xx" for all); refused-stream,
+// to an h2c pool, a stream its server did not process (below), the response
 // thrown away: its connection goes back to the idle pool where the whole
 // response came with its head (no body, or a Content-Length body in the
 // same read: a 503 mostly) and both sides keep it, and is closed
@@ -740,7 +741,12 @@
 // and a body trickled in small reads would hold a buffer for each few
 // bytes: past either the request is not retried); an HTTP/2 client's DATA comes
 // as slices of its connection's buffer, so its stream keeps a copy
-// (within buffer, its capacity kept for the connection's next streams).
+// (within buffer, its capacity kept for the connection's next streams),
+// as does an HTTP/1.1 client's request to an h2c pool (below). The
+// copies of a pool's requests on a loop hold 2 MiB at most together
+// (what 128 of the engine's 16 KiB receive buffers hold, as the bound on
+// the buffers): a request whose copy would pass it lets go of it, and is
+// not retried once sent.
 // spindle_proxy_pool_retry_buffered_bytes is what is held now. Nothing is
 // retried once any byte of a response went to the client: an interim 1xx
 // passed on ends the request's retries, as do a response head passed on
@@ -756,15 +762,41 @@
 // 504 for a timeout). Passive health (http_errors) counts each failed
 // try with its server, as without retries. /metrics has
 // spindle_proxy_pool_retries_total{pool,reason="reset"|"status"|
-// "response_timeout"} and spindle_proxy_pool_retry_budget_exceeded_total
-// {pool}, following the pool's name over reloads; the access log's
+// "response_timeout"|"refused_stream"} and
+// spindle_proxy_pool_retry_budget_exceeded_total{pool}, following the pool's name over reloads; the access log's
 // retries field counts a request's retries, its server being the last
 // tried. -check and /debug/config show retry with its defaults; a reload
 // applies it to the requests after it (a request keeps the policy it
-// began with). retry is refused in mode tcp, and on a listener or route
-// whose own pool is h2c: an h2c pool's streams that its servers did not
-// process (REFUSED_STREAM, above a GOAWAY's last) are sent again already,
-// and other retries over HTTP/2 upstreams are not built.
+// began with). retry is refused in mode tcp.
+//
+// To an h2c pool a request is retried by the same rules, from an
+// HTTP/1.1 client (its request as HEADERS and DATA) as from an HTTP/2
+// client's stream: the methods, attempts, per_try_timeout, buffer,
+// budget, another server first, nothing once a response byte or a 1xx
+// went to the client. reset is the connection's end under the stream
+// (SD), or the server's RST_STREAM before the response head but for
+// CANCEL and NO_ERROR (the server ended the stream on purpose, as passive
+// health has it: a gRPC server's at a deadline); a response in error
+// (PH) is not retried, as a malformed HTTP/1.1 head is not. A status
+// retried resets its stream (RST_STREAM CANCEL, the rest of the response
+// not read), the connection going on with its other streams. The body
+// kept is a copy of what was sent (an HTTP/1.1 client's data, a chunked
+// body's framing left out; its trailers, and an HTTP/2 client's, are
+// kept too), sent again from its start. A stream the server did not
+// process (RST_STREAM REFUSED_STREAM, or above the last stream id of its
+// GOAWAY) may be sent again whatever its method (RFC 9113 8.7): while no
+// byte of its body went it is, with no policy, as above (counted in
+// _h2_retried_streams_total, not in attempts or the budget); once some
+// went, a policy retries it, with the body kept, where on lists
+// refused-stream, whatever the method (a POST too; the body of any
+// method to an h2c pool is kept for that, within buffer), or lists reset
+// and the method may be sent again, counted as reason "refused_stream".
+// refused-stream has to be listed, as in Envoy's retry_on: a refusal
+// after the body went is the server's overload (its
+// MAX_CONCURRENT_STREAMS passed, a GOAWAY), whose retries an operator
+// chooses and the budget bounds; without it such a stream's 502 goes to
+// the client, as without a policy. To an HTTP/1.1 pool it changes
+// nothing.
 //
 // A listener and a route may have a rate limit, rate_limit, as nginx's
 // limit_req (with nodelay), Envoy's local rate limit and HAProxy's sc

@@ -402,7 +402,7 @@ func (c *h2conn) OnRequest(s *h2.Server, id uint32, r *h2.Request, end bool) {
 	st.chunked = !end && r.ContentLength < 0
 	st.pool = st.ln.routeExchange(c.ls, &st.x, r.Path, host)
 	st.hashKey(r, host)
-	st.rt.start(st.ln.retryFor(st.x.route-1), r.Method, end, r.ContentLength)
+	st.rt.start(st.ln.retryFor(st.x.route-1), r.Method, end, r.ContentLength, st.pool.h2)
 	if st.rateLimited(r) {
 		return
 	}

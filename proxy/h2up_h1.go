@@ -37,6 +37,7 @@ type h1up struct {
 	hb      []byte
 	fields  []hpack.Field
 	sent    int64  // request body bytes sent upstream
+	ksent   int    // of s.rt.kept (the body kept for a retry), the bytes this try sent
 	bodyEnd int    // pend's end of the data span NextSpan found, not yet all sent
 	hasBody bool   // pend[poff:bodyEnd] is body data to send
 	done    bool   // reqBody's end was seen (all of it checked)
@@ -156,7 +157,8 @@ func (s *hsession) h2Head() {
 	fs = append(fs, hpack.Field{Name: hdrVia, Value: via})
 	x.hb, x.fields = hb, fs
 	x.req = h2.Request{Method: hb[:p0], Scheme: schemeHTTPVal, Authority: hb[ua0:ue0], Path: hb[p0:a0], Fields: fs, ContentLength: -1}
-	x.on, x.retries, x.sent, x.hasBody = true, 0, 0, false
+	x.on, x.retries, x.sent, x.ksent, x.hasBody = true, 0, 0, 0, false
+	s.rt.startH1To(s.rt.pol, r, true)
 	x.done = r.Framing == h1.NoBody || r.Framing == h1.Length && r.ContentLength == 0
 	s.reqDone, s.upOpen = false, false
 	x.trl, x.chunked, x.respN, x.owe, x.bp = x.trl[:0], false, 0, 0, false
@@ -208,8 +210,9 @@ func (x *h1up) onStart(u *upH2) {
 	x.wsl = nil
 	reused := u.used
 	// (A body all read with a trailer section but no data, before the
-	// stream started or on a retry, ends with its trailers: finish.)
-	end := x.done && !x.hasBody && len(x.trl) == 0
+	// stream started or on a retry, ends with its trailers: finish; a
+	// retry's body kept goes first.)
+	end := x.done && !x.hasBody && len(x.trl) == 0 && len(s.rt.kept) == 0
 	uid, err := u.cl.Request(&x.req, end)
 	if err != nil {
 		x.uncount()
@@ -228,12 +231,9 @@ func (x *h1up) onStart(u *upH2) {
 	}
 	s.sent()
 	s.setPhase(phWait)
-	switch {
-	case end:
+	if end {
 		s.reqDone = true
-	case x.done && !x.hasBody:
-		x.finish()
-	case s.hasP:
+	} else {
 		x.body()
 	}
 	u.flush()
@@ -257,6 +257,9 @@ func (x *h1up) forward(b engine.Buffer, off int) {
 // section kept) and sends their data. Loop goroutine.
 func (x *h1up) body() {
 	s := x.s
+	if x.u != nil && !x.resend() {
+		return // (onWritable goes on)
+	}
 	for s.hasP && !s.reqDone {
 		if x.hasBody {
 			if x.u == nil {
@@ -318,10 +321,33 @@ func (x *h1up) send() bool {
 	}
 	s.poff += w
 	x.sent += int64(w)
+	if s.rt.hold && w > 0 {
+		x.keep(d[:w])
+	}
 	if err != nil || w < len(d) {
 		return false
 	}
 	x.hasBody = false
+	return true
+}
+
+// resend sends what this try has not of the body kept for a retry (a
+// retry's: all of it), before any more; false where a window or an error
+// stopped it.
+func (x *h1up) resend() bool {
+	s, u := x.s, x.u
+	for x.ksent < len(s.rt.kept) {
+		d := s.rt.kept[x.ksent:]
+		w, err := u.cl.WriteDataTo(x.uid, d, false, u.write)
+		if x.u != u || s.done {
+			return false
+		}
+		x.ksent += w
+		x.sent += int64(w)
+		if err != nil || w < len(d) {
+			return false
+		}
+	}
 	return true
 }
 
@@ -370,6 +396,9 @@ func (x *h1up) onResponse(u *upH2, r *h2.Response, end bool) {
 			s.interim = true
 			x.writeHead(r, true)
 		}
+		return
+	}
+	if s.rt.pol != nil && x.retryStatus(r.Status) {
 		return
 	}
 	s.respHead = true
@@ -591,8 +620,12 @@ func (x *h1up) onReset(u *upH2, code h2.ErrCode, cause h2.ResetCause) {
 	if cause == h2.ResetUnprocessed && !s.respHead && x.sent == 0 && x.retries < 3 {
 		x.retries++
 		u.sl.stats.h2Retried.inc()
+		s.reqDone = false // (a trailer section or END_STREAM went: again)
 		x.h2Pick()
 		s.syncRead()
+		return
+	}
+	if !s.respHead && x.retryReset(code, cause) {
 		return
 	}
 	byServer := cause == h2.ResetByServer

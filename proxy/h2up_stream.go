@@ -182,7 +182,7 @@ func (st *h2stream) h2Next() {
 		st.u2.counted = true
 		ls.stats(pl, i).active.inc()
 		st.waiting, st.mark = true, c.p.now()
-		c.armAt(st.mark + int64(st.ln.cfg.ResponseTimeout))
+		c.armAt(st.mark + int64(st.waitTimeout()))
 		id := st.id
 		if ls.h2Acquire(c.p, st, pl, i, c.client, time.Duration(st.ln.cfg.ConnectTimeout)) {
 			if st.id == id && st.u2.u == nil {
@@ -231,7 +231,7 @@ func (st *h2stream) onStart(u *upH2) {
 	}
 	st.x.srv, st.x.reused = st.pool.servers[st.srv], reused
 	st.waiting, st.mark = true, st.c.p.now()
-	st.c.armAt(st.mark + int64(st.ln.cfg.ResponseTimeout))
+	st.c.armAt(st.mark + int64(st.waitTimeout())) // (per_try_timeout: retry.go)
 	if end {
 		st.reqDone = true
 	} else {
@@ -297,6 +297,9 @@ func (st *h2stream) h2Credit() {
 // nothing waits before them, else held (bounded by the client's window:
 // held bytes are not Consumed).
 func (st *h2stream) h2Body(p []byte, end bool) {
+	if st.rt.hold && len(p) > 0 {
+		st.keepBody(p) // (all of the body that came: retry.go)
+	}
 	st.held += len(p)
 	if len(p) > 0 {
 		st.mark = st.c.p.now() // a body on its way: response_timeout counts from here
@@ -375,8 +378,12 @@ func (st *h2stream) onResponse(u *upH2, r *h2.Response, end bool) {
 		c.flush()
 		return
 	}
-	st.respHead = true
 	st.resp.Status = r.Status
+	if st.rt.pol != nil && st.retryStatus() {
+		c.flush()
+		return
+	}
+	st.respHead = true
 	st.passive(!st.pool.errStatuses.has(r.Status))
 	st.ln.countResp(c.ls.id, r.Status, false)
 	rules := st.ln.respRules(&st.x)
@@ -581,6 +588,10 @@ func (st *h2stream) onReset(u *upH2, code h2.ErrCode, cause h2.ResetCause) {
 		u.sl.stats.h2Retried.inc()
 		st.reqDone = false
 		st.h2Pick()
+		c.flush()
+		return
+	}
+	if !st.respHead && st.h2RetryReset(code, cause) {
 		c.flush()
 		return
 	}

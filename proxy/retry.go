@@ -10,6 +10,7 @@ import (
 
 	"github.com/spindlenet/spindle/engine"
 	"github.com/spindlenet/spindle/internal/h1"
+	"github.com/spindlenet/spindle/internal/h2"
 )
 
 // RetryConfig (mode http, a listener's or a route's: a route's replaces
@@ -22,7 +23,10 @@ type RetryConfig struct {
 	// RetryReset (the server closed or reset its connection before a
 	// complete response head), RetryResponseTimeout (no response head
 	// within the try's timeout: PerTryTimeout, else the listener's
-	// response_timeout), and response statuses from 500 to 599,
+	// response_timeout), RetryRefusedStream (to an h2c pool: a stream
+	// the server did not process, RST_STREAM REFUSED_STREAM or above its
+	// GOAWAY's last stream id, sent again whatever its method once its
+	// body went, RFC 9113 8.7), and response statuses from 500 to 599,
 	// each a status or a range ("503", "502-504"; "5xx" is 500-599). At
 	// least one.
 	On []string `yaml:"on" json:"on"`
@@ -53,6 +57,7 @@ const (
 	RetryConnectFailure  = "connect-failure"
 	RetryReset           = "reset"
 	RetryResponseTimeout = "response-timeout"
+	RetryRefusedStream   = "refused-stream"
 
 	MaxRetryAttempts   = 5
 	DefaultRetryBuffer = 64 << 10
@@ -114,6 +119,8 @@ func (r *RetryConfig) compile() (*retryPolicy, error) {
 			rp.reset = true
 		case c == RetryResponseTimeout:
 			rp.timeout = true
+		case c == RetryRefusedStream:
+			rp.refused = true
 		case c == "5xx" || c != "" && c[0] >= '0' && c[0] <= '9' && !strings.Contains(c, ","):
 			if c == "5xx" {
 				c = "500-599"
@@ -133,7 +140,7 @@ func (r *RetryConfig) compile() (*retryPolicy, error) {
 			}
 			rp.status = true
 		default:
-			return nil, fmt.Errorf("retry.on[%d]: unknown %q (want %s, %s, %s, 5xx, or a status or range from 500 to 599)", i, c, RetryConnectFailure, RetryReset, RetryResponseTimeout)
+			return nil, fmt.Errorf("retry.on[%d]: unknown %q (want %s, %s, %s, %s, 5xx, or a status or range from 500 to 599)", i, c, RetryConnectFailure, RetryReset, RetryResponseTimeout, RetryRefusedStream)
 		}
 	}
 	switch {
@@ -159,14 +166,9 @@ func (l *ListenerConfig) setRetryDefaults() {
 	}
 }
 
-// validateRetries checks the retry policies: only in mode http, never
-// to an h2c pool (its streams an h2c server did not process are sent
-// again already, and its retries are not built), each as compile does.
+// validateRetries checks the retry policies: only in mode http, each as
+// compile does.
 func (c *Config) validateRetries() error {
-	h2c := map[string]bool{}
-	for _, p := range c.Pools {
-		h2c[p.Name] = p.Protocol == ProtocolH2C
-	}
 	for i, l := range c.Listeners {
 		where := fmt.Sprintf("listeners[%d] (%s)", i, l.Name)
 		if l.Mode != ModeHTTP {
@@ -178,15 +180,9 @@ func (c *Config) validateRetries() error {
 		if _, err := l.Retry.compile(); err != nil {
 			return fmt.Errorf("%s.%w", where, err)
 		}
-		if l.Retry != nil && h2c[l.Pool] {
-			return fmt.Errorf("%s.retry: pool %q has protocol %s, whose requests are not retried (but those its servers did not process)", where, l.Pool, ProtocolH2C)
-		}
 		for j, r := range l.Routes {
 			if _, err := r.Retry.compile(); err != nil {
 				return fmt.Errorf("%s.routes[%d].%w", where, j, err)
-			}
-			if r.Retry != nil && h2c[r.Pool] {
-				return fmt.Errorf("%s.routes[%d].retry: pool %q has protocol %s, whose requests are not retried (but those its servers did not process)", where, j, r.Pool, ProtocolH2C)
 			}
 		}
 	}
@@ -197,6 +193,7 @@ func (c *Config) validateRetries() error {
 type retryPolicy struct {
 	reset    bool // retry on a close or reset before a complete response head
 	timeout  bool // retry on no response head within the try's timeout
+	refused  bool // retry a stream an h2c server did not process, any method
 	perTry   time.Duration
 	status   bool      // statuses lists some
 	statuses statusSet // retry on these response statuses
@@ -207,14 +204,14 @@ type retryPolicy struct {
 
 // compileRetries returns l's retry policies by route index, the
 // listener's own last (nil for none; a route without one takes the
-// listener's, but for an h2c pool's). Nil where none has one.
+// listener's). Nil where none has one.
 func (ln *listener) compileRetries() []*retryPolicy {
 	l := &ln.cfg
 	own, _ := l.Retry.compile() // (validated)
 	var rps []*retryPolicy
 	for i := range l.Routes {
 		rp, _ := l.Routes[i].Retry.compile()
-		if rp == nil && !ln.routes[i].pool.h2 {
+		if rp == nil {
 			rp = own
 		}
 		if rp != nil && rps == nil {
@@ -260,10 +257,11 @@ const (
 	retryReasonReset = iota
 	retryReasonStatus
 	retryReasonTimeout
+	retryReasonRefused
 	retryReasons
 )
 
-var retryReasonNames = [retryReasons]string{"reset", "status", "response_timeout"}
+var retryReasonNames = [retryReasons]string{"reset", "status", "response_timeout", "refused_stream"}
 
 // retryLoop is one loop's share of a pool's retries (poolShared.retry):
 // its counters, and the retries in flight its budget bounds. Written by
@@ -274,7 +272,8 @@ type retryLoop struct {
 	inFlight gauge   // requests retried whose exchange has not ended
 	buffered gauge   // request body bytes held for retries
 	bufs     gauge   // received buffers held for retries (HTTP/1.1 clients)
-	_        [32]byte
+	kept     gauge   // of buffered, the bytes of copies (maxPoolKept)
+	_        [56]byte
 }
 
 // retryLoops returns pl's per-loop retry state, made with its shared
@@ -313,7 +312,7 @@ type retryState struct {
 	pol     *retryPolicy // nil: none
 	tries   int          // retries made
 	safe    bool         // the method may be sent again
-	hold    bool         // the body so far is held: the request may be sent again
+	hold    bool         // the body so far is held: the request may be sent again (unsafe: only unprocessed)
 	counted *retryLoop   // the budget's inFlight counts the request
 	held    []heldBuf
 	heldN   int64
@@ -321,25 +320,30 @@ type retryState struct {
 }
 
 // start takes a request's policy: its method and body (none, or its
-// length: -1 unknown) decide whether it may be sent again once sent.
-// Loop goroutine.
-func (rs *retryState) start(rp *retryPolicy, method []byte, noBody bool, length int64) {
+// length: -1 unknown) decide whether it may be sent again once sent; to
+// an h2c pool (toH2C) under refused-stream any method's may, but only
+// where the server did not process it. Loop goroutine.
+func (rs *retryState) start(rp *retryPolicy, method []byte, noBody bool, length int64, toH2C bool) {
 	rs.pol, rs.tries = rp, 0
 	if rp == nil {
 		rs.hold = false
 		return
 	}
 	rs.safe = retryMethod(method)
-	rs.hold = rs.safe && (noBody || rp.buffer > 0 && length <= rp.buffer)
+	rs.hold = (rs.safe || toH2C && rp.refused) && (noBody || rp.buffer > 0 && length <= rp.buffer)
 }
 
-// startH1 is start for an HTTP/1.1 request.
-func (rs *retryState) startH1(rp *retryPolicy, r *h1.Request) {
+// startH1 is start for an HTTP/1.1 request, to an HTTP/1.1 pool.
+func (rs *retryState) startH1(rp *retryPolicy, r *h1.Request) { rs.startH1To(rp, r, false) }
+
+// startH1To is start for an HTTP/1.1 request, to an h2c pool where
+// toH2C.
+func (rs *retryState) startH1To(rp *retryPolicy, r *h1.Request, toH2C bool) {
 	length := int64(-1)
 	if r.Framing == h1.Length {
 		length = r.ContentLength
 	}
-	rs.start(rp, r.Method, r.Framing == h1.NoBody, length)
+	rs.start(rp, r.Method, r.Framing == h1.NoBody, length, toH2C)
 }
 
 // keepBody holds b[off:off+n], body bytes just sent, for a retry: while
@@ -391,6 +395,7 @@ func (s *hsession) retryDecided() {
 		return
 	}
 	s.releaseHeld()
+	s.rt.dropKept(s.ls.retryLoop(s.pool))
 	s.rt.hold = false
 }
 
@@ -412,15 +417,50 @@ func (rs *retryState) finish() {
 }
 
 // left reports a policy with attempts left for a request whose body is
-// kept whole.
-func (rs *retryState) left() bool { return rs.pol != nil && rs.tries < rs.pol.attempts && rs.hold }
+// kept whole and whose method may be sent again.
+func (rs *retryState) left() bool { return rs.leftUnprocessed() && rs.safe }
 
-// mayRetry reports whether the request may be sent again for reason:
-// its policy has attempts left, nothing of a response went to the
-// client, its body is all held, and the client is still there. Loop
+// leftUnprocessed reports a policy with attempts left for a request
+// whose body is kept whole, whatever its method: the server did not
+// process it (refused-stream).
+func (rs *retryState) leftUnprocessed() bool {
+	return rs.pol != nil && rs.tries < rs.pol.attempts && rs.hold
+}
+
+// keepCopy keeps a copy of request body bytes p for a retry, counted in
+// rl (the request's pool's, on its loop), and reports whether it did:
+// not where the body kept would pass the policy's buffer, nor the copies
+// of the pool's requests on the loop maxPoolKept. Loop goroutine.
+func (rs *retryState) keepCopy(rl *retryLoop, p []byte) bool {
+	n := int64(len(p))
+	if int64(len(rs.kept))+n > rs.pol.buffer || rl.kept.load()+n > maxPoolKept {
+		return false
+	}
+	rs.kept = append(rs.kept, p...)
+	rl.buffered.add(n)
+	rl.kept.add(n)
+	return true
+}
+
+// dropKept lets go of the copy kept for a retry, counted in rl. Loop
 // goroutine.
-func (s *hsession) mayRetry() bool {
-	return s.rt.left() && !s.interim && !s.respHead && !s.done && s.phase != phClosing && !s.upgrade
+func (rs *retryState) dropKept(rl *retryLoop) {
+	if n := int64(len(rs.kept)); n > 0 {
+		rl.buffered.add(-n)
+		rl.kept.add(-n)
+	}
+	rs.kept = emptied(rs.kept)
+}
+
+// mayRetry reports whether the request may be sent again: its policy
+// has attempts left, its body is all held, and it is retryable. Loop
+// goroutine.
+func (s *hsession) mayRetry() bool { return s.rt.left() && s.retryable() }
+
+// retryable reports whether nothing of a response went to the client
+// (no 1xx either) and the client is still there. Loop goroutine.
+func (s *hsession) retryable() bool {
+	return !s.interim && !s.respHead && !s.done && s.phase != phClosing && !s.upgrade
 }
 
 // retryStatus sends the request again where its policy retries the
@@ -542,8 +582,12 @@ func (s *hsession) retryAgain() {
 	s.rt.tries++
 	s.x.retries++
 	s.interims = 0
-	s.phase = phConnect
 	retryWalk(s.pool, &s.dialing, s.srv)
+	if s.h2 != nil && s.h2.on {
+		s.h2.again()
+		return
+	}
+	s.phase = phConnect
 	if c, i := s.ls.takeFirstIdle(s.pool, s.dialing); c != nil {
 		s.reuse(c, i)
 		return
@@ -606,7 +650,7 @@ func writeRetries(bw *bufio.Writer, pools []*pool, family func(name, typ, help s
 		}
 		return n
 	}
-	family("spindle_proxy_pool_retries_total", "counter", "Requests sent again (retry.on) to the pool, by what the try before got: a close or reset before a complete response head (reason=\"reset\"), a status retry.on lists (reason=\"status\"), or no response head in the try's timeout (reason=\"response_timeout\").")
+	family("spindle_proxy_pool_retries_total", "counter", "Requests sent again (retry.on) to the pool, by what the try before got: a close or reset before a complete response head (reason=\"reset\"), a status retry.on lists (reason=\"status\"), no response head in the try's timeout (reason=\"response_timeout\"), or its stream not processed by an h2c server once its body went (reason=\"refused_stream\").")
 	for _, pl := range pools {
 		for r, name := range retryReasonNames {
 			fmt.Fprintf(bw, "spindle_proxy_pool_retries_total{pool=\"%s\",reason=\"%s\"} %d\n", escape(pl.name), name, sum(pl, func(rl *retryLoop) int64 { return int64(rl.retries[r].load()) }))
@@ -622,24 +666,21 @@ func writeRetries(bw *bufio.Writer, pools []*pool, family func(name, typ, help s
 	}
 }
 
-// HTTP/2 clients' streams to HTTP/1.1 pools (h2.go). internal/h2 hands
-// a stream's DATA as slices of its connection's buffer, not as buffers
-// of their own: the body kept for a retry is a copy (retryState.kept),
-// within retry.buffer, kept by the stream (and its successors on the
+// HTTP/2 clients' streams (h2.go). internal/h2 hands a stream's DATA as
+// slices of its connection's buffer, not as buffers of their own: the
+// body kept for a retry is a copy (retryState.kept), within retry.buffer
+// and maxPoolKept, kept by the stream (and its successors on the
 // connection) for the next.
 
-// keepBody keeps a copy of framed request body bytes p, sent or to be
-// sent, for a retry: while the body kept stays within the buffer; past
-// it what was kept goes and the request is not retried once sent. Loop
-// goroutine.
+// keepBody keeps a copy of request body bytes p (framed for an HTTP/1.1
+// pool), sent or to be sent, for a retry: while the body kept stays
+// within the buffer and the pool's copies within maxPoolKept; past
+// either what was kept goes and the request is not retried once sent.
+// Loop goroutine.
 func (st *h2stream) keepBody(p []byte) {
-	rs := &st.rt
-	if int64(len(rs.kept)+len(p)) > rs.pol.buffer {
+	if !st.rt.keepCopy(st.c.ls.retryLoop(st.pool), p) {
 		st.retryDecided()
-		return
 	}
-	rs.kept = append(rs.kept, p...)
-	st.c.ls.retryLoop(st.pool).buffered.add(int64(len(p)))
 }
 
 // retryDecided: a final response head came (or the stream ended): the
@@ -650,10 +691,7 @@ func (st *h2stream) retryDecided() {
 	if rs.pol == nil {
 		return
 	}
-	if n := len(rs.kept); n > 0 {
-		st.c.ls.retryLoop(st.pool).buffered.add(-int64(n))
-	}
-	rs.kept = emptied(rs.kept)
+	rs.dropKept(st.c.ls.retryLoop(st.pool))
 	rs.hold = false
 }
 
@@ -664,11 +702,14 @@ func (st *h2stream) retryEnd() {
 	st.rt.finish()
 }
 
-// mayRetry is hsession.mayRetry for a stream: nothing of a response
+// mayRetry is hsession.mayRetry for a stream. Loop goroutine.
+func (st *h2stream) mayRetry() bool { return st.rt.left() && st.retryable() }
+
+// retryable is hsession.retryable for a stream: nothing of a response
 // went to the client (no interim HEADERS either), and the stream is
 // open. Loop goroutine.
-func (st *h2stream) mayRetry() bool {
-	return st.rt.left() && st.interims == 0 && !st.respHead && !st.local && st.c.find(st.id) == st
+func (st *h2stream) retryable() bool {
+	return st.interims == 0 && !st.respHead && !st.local && st.c.find(st.id) == st
 }
 
 // retryStatus is hsession.retryStatus for a stream. Loop goroutine.
@@ -682,7 +723,7 @@ func (st *h2stream) retryStatus() bool {
 		return false
 	}
 	st.passive(!st.pool.errStatuses.has(status))
-	st.closeUp(false)
+	st.closeUp(st.u2.on) // (an h2c pool's stream reset: its body is not read)
 	st.retryAgain()
 	return true
 }
@@ -724,6 +765,14 @@ func (st *h2stream) retryAgain() {
 	st.interims = 0
 	st.waiting = false
 	st.reqDone = false
+	if st.u2.on {
+		// (The body kept is all that came: it is sent from its start.)
+		st.body = append(st.body[:0], st.rt.kept...)
+		st.u2.boff, st.u2.sent = 0, 0
+		retryWalk(st.pool, &st.dialing, st.srv)
+		st.h2Next()
+		return
+	}
 	// Not open until the next connection is: the body arriving meanwhile
 	// (the retry connecting, or waiting in the queue for a slot with no
 	// connection at all) is kept in body for it, not written to the one
@@ -736,4 +785,104 @@ func (st *h2stream) retryAgain() {
 		return
 	}
 	st.connect()
+}
+
+// Retries to h2c pools (h2up_h1.go, h2up_stream.go). The request body is
+// kept as a copy (retryState.kept), bounded by retry.buffer and, for all
+// the requests of the pool on the loop, by maxPoolKept; an HTTP/2
+// client's as it comes, an HTTP/1.1 client's as it is sent (its data, a
+// chunked body's framing left out). A stream the server did not process
+// (h2.ResetUnprocessed) with no body byte sent is sent again whatever
+// the policy (as without one); once body bytes went, under
+// refused-stream whatever its method, under reset where the method may
+// be sent again.
+
+// resetReason returns the reason a try's stream reset (cause, code)
+// before the response head is retried for under rs's policy, -1 for
+// none: a stream not processed (refused_stream); the connection's end, or
+// the server's RST_STREAM but one on purpose (resetOnPurpose: a deadline
+// passed), under reset. A response in error (h2.ResetStreamError) is not
+// retried, as a malformed HTTP/1.1 response head is not. Loop goroutine.
+func (rs *retryState) resetReason(cause h2.ResetCause, code h2.ErrCode) int {
+	rp := rs.pol
+	switch {
+	case rp == nil:
+	case cause == h2.ResetUnprocessed:
+		if rp.refused && rs.leftUnprocessed() || rp.reset && rs.left() {
+			return retryReasonRefused
+		}
+	case cause == h2.ResetConnection || cause == h2.ResetByServer && !resetOnPurpose(code):
+		if rp.reset && rs.left() {
+			return retryReasonReset
+		}
+	}
+	return -1
+}
+
+// retryReset sends the request again after its stream's reset where its
+// policy retries it (resetReason); it reports whether it did. Loop
+// goroutine.
+func (x *h1up) retryReset(code h2.ErrCode, cause h2.ResetCause) bool {
+	s := x.s
+	reason := s.rt.resetReason(cause, code)
+	if reason < 0 || !s.retryable() || !s.retryPossible(reason) {
+		return false
+	}
+	if reason == retryReasonReset {
+		s.passive(false)
+	}
+	s.retryAgain()
+	return true
+}
+
+// retryStatus sends the request again where its policy retries the final
+// response status st (the response's stream reset); it reports whether
+// it did. Loop goroutine.
+func (x *h1up) retryStatus(st int) bool {
+	s := x.s
+	if !s.rt.pol.hasStatus(st) || !s.mayRetry() || !s.retryPossible(retryReasonStatus) {
+		s.retryDecided()
+		return false
+	}
+	s.passive(!s.pool.errStatuses.has(st))
+	s.retryAgain()
+	return true
+}
+
+// again is the rest of hsession.retryAgain for a request to an h2c pool:
+// its stream let go of (reset), the body kept sent from its start on the
+// next server's connection. Loop goroutine.
+func (x *h1up) again() {
+	s := x.s
+	x.detach()
+	s.reqDone, s.upOpen = false, false
+	x.sent, x.ksent = 0, 0
+	x.next()
+	s.syncRead()
+}
+
+// keep keeps body data p, just sent, for a retry: past the buffer (or
+// maxPoolKept) what was kept goes and the request is not retried once
+// sent. Loop goroutine.
+func (x *h1up) keep(p []byte) {
+	s := x.s
+	if !s.rt.keepCopy(s.ls.retryLoop(s.pool), p) {
+		s.retryDecided()
+		return
+	}
+	x.ksent += len(p)
+}
+
+// h2RetryReset is h1up.retryReset for an HTTP/2 client's stream. Loop
+// goroutine.
+func (st *h2stream) h2RetryReset(code h2.ErrCode, cause h2.ResetCause) bool {
+	reason := st.rt.resetReason(cause, code)
+	if reason < 0 || !st.retryable() || !st.rt.possible(st.c.ls, st.pool, reason) {
+		return false
+	}
+	if reason == retryReasonReset {
+		st.passive(false)
+	}
+	st.retryAgain()
+	return true
 }

@@ -10,8 +10,8 @@ import (
 // TestConfigRetry: retry on a mode http listener and route takes its
 // defaults (attempts 1, buffer 64 KiB, budget 20), -check's YAML and
 // /debug/config's JSON write them, the YAML parses back to the same, and
-// a route without one takes the listener's (but to an h2c pool); bad
-// values are refused naming the field.
+// a route without one takes the listener's (to an h2c pool too), and
+// refused-stream is a reason; bad values are refused naming the field.
 func TestConfigRetry(t *testing.T) {
 	pools := `pools: [{name: app, servers: ["127.0.0.1:1"]}, {name: api, servers: ["127.0.0.1:2"]}, {name: grpc, protocol: h2c, servers: ["127.0.0.1:3"]}]` + "\n"
 	lst := func(extra string) string {
@@ -62,8 +62,13 @@ func TestConfigRetry(t *testing.T) {
 	} else if rp, _ := cfg.Listeners[0].Retry.compile(); !rp.hasStatus(500) || !rp.hasStatus(599) || rp.reset {
 		t.Errorf("5xx: %+v", rp)
 	}
-	if rps[1] != nil || rps[2] != rps[3] {
-		t.Errorf("the h2c route's policy %v (want none), route x's %v (want the listener's %v)", rps[1], rps[2], rps[3])
+	if rps[1] != rps[3] || rps[2] != rps[3] {
+		t.Errorf("the h2c route's policy %v, route x's %v (want the listener's %v)", rps[1], rps[2], rps[3])
+	}
+	if cfg, err := ParseConfig([]byte(lst("retry: {on: [refused-stream]}"))); err != nil {
+		t.Error(err)
+	} else if rp, _ := cfg.Listeners[0].Retry.compile(); !rp.refused || rp.reset || rp.status {
+		t.Errorf("refused-stream: %+v", rp)
 	}
 
 	for _, tc := range []struct{ extra, want string }{
@@ -80,7 +85,6 @@ func TestConfigRetry(t *testing.T) {
 		{"retry: {on: [reset], per_try: 1s}", `field per_try not found`},
 		{"retry: {on: [response-timeout], per_try_timeout: -1s}", `retry.per_try_timeout: negative -1s`},
 		{"routes: [{pool: app, retry: {on: [reset], budget: -1}}]", `listeners[0] (web).routes[0].retry.budget: -1`},
-		{"routes: [{pool: grpc, retry: {on: [reset]}}]", `listeners[0] (web).routes[0].retry: pool "grpc" has protocol h2c`},
 	} {
 		if _, err := ParseConfig([]byte(lst(tc.extra))); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want %q", tc.extra, err, tc.want)
@@ -90,8 +94,8 @@ func TestConfigRetry(t *testing.T) {
 	if _, err := ParseConfig([]byte(tcp)); err == nil || !strings.Contains(err.Error(), `listeners[0] (l4).retry: only in mode http`) {
 		t.Errorf("retry in mode tcp: %v", err)
 	}
-	h2 := `listeners: [{name: g, listen: "127.0.0.1:0", mode: http, pool: grpc, retry: {on: [reset]}}]` + "\n" + pools
-	if _, err := ParseConfig([]byte(h2)); err == nil || !strings.Contains(err.Error(), `listeners[0] (g).retry: pool "grpc" has protocol h2c`) {
+	h2 := `listeners: [{name: g, listen: "127.0.0.1:0", mode: http, pool: grpc, retry: {on: [reset, refused-stream]}, routes: [{path_prefix: /x/, pool: grpc, retry: {on: ["503"]}}]}]` + "\n" + pools
+	if _, err := ParseConfig([]byte(h2)); err != nil {
 		t.Errorf("retry to an h2c pool: %v", err)
 	}
 }
