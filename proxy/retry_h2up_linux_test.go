@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"io"
@@ -450,6 +451,79 @@ func TestRetryH2UpCapPool(t *testing.T) {
 			if r := <-ch; r.err != nil || r.st != 200 || r.body != "ok PUT "+sum(first) {
 				t.Errorf("%s: the held PUT: %d %q %v", kind, r.st, r.body, r.err)
 			}
+		}
+		if got := scrape(t, p)[`spindle_proxy_pool_retry_buffered_bytes{pool="app"}`]; got != 0 {
+			t.Errorf("retry_buffered_bytes %v after the requests, want 0", got)
+		}
+	})
+}
+
+// TestRetryH2UpBodySplit: a PUT to an h2c pool whose 503 came before
+// the rest of its body is sent again whole to the other server, the rest
+// arriving after the retry went, from an HTTP/1.1 client (a GET
+// pipelined behind it answered after it) and an HTTP/2 client; nothing
+// is held after.
+func TestRetryH2UpBodySplit(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		var badN atomic.Int64
+		bad := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			badN.Add(1)
+			w.WriteHeader(503) // (before the body)
+		}), nil).addr
+		good := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			fmt.Fprintf(w, "ok %s %s %s", r.Method, r.URL.Path, sum(body))
+		}), nil).addr
+		cfg := h2cPoolConfig(b, bad, good)
+		cfg.Listeners[0].Retry = &RetryConfig{On: []string{"503"}}
+		p := startProxy(t, cfg)
+		// waitBad waits for the 503 server's request after before, a
+		// while at most (the request may go to the good server first).
+		waitBad := func(before int64) {
+			for deadline := time.Now().Add(time.Second); badN.Load() == before && time.Now().Before(deadline); {
+				time.Sleep(5 * time.Millisecond)
+			}
+			time.Sleep(50 * time.Millisecond) // (the 503 reaches the proxy)
+		}
+		c := dial(t, p)
+		c.SetNoDelay(true)
+		br := bufio.NewReader(c)
+		for i := range 2 {
+			body := randomBytes(uint64(20+i), 60<<10)
+			before := badN.Load()
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			fmt.Fprintf(c, "PUT /a HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", len(body))
+			c.Write(body[:20<<10])
+			waitBad(before)
+			c.Write(append(body[20<<10:len(body):len(body)], "GET /b HTTP/1.1\r\nHost: x\r\n\r\n"...))
+			resp, got := readResponseFrom(t, c, br, "PUT")
+			if want := "ok PUT /a " + sum(body); resp.StatusCode != 200 || got != want {
+				t.Fatalf("HTTP/1.1 PUT %d (to the 503 server first: %v): %d %q, want 200 %q", i, badN.Load() > before, resp.StatusCode, got, want)
+			}
+			resp, got = readResponseFrom(t, c, br, "GET")
+			if want := "ok GET /b " + sum(nil); resp.StatusCode != 200 || got != want {
+				t.Fatalf("pipelined GET %d: %d %q, want 200 %q", i, resp.StatusCode, got, want)
+			}
+		}
+		h1Hits := badN.Load()
+		h2c, base := h2Client(t, p)
+		for i := range 2 {
+			body := randomBytes(uint64(30+i), 60<<10)
+			before := badN.Load()
+			pr, pw := io.Pipe()
+			go func() {
+				pw.Write(body[:20<<10])
+				waitBad(before)
+				pw.Write(body[20<<10:])
+				pw.Close()
+			}()
+			resp, got := do(t, h2c, mustReq(t, "PUT", base+"/a", pr))
+			if want := "ok PUT /a " + sum(body); resp.StatusCode != 200 || string(got) != want {
+				t.Fatalf("HTTP/2 PUT %d (to the 503 server first: %v): %d %q, want 200 %q", i, badN.Load() > before, resp.StatusCode, got, want)
+			}
+		}
+		if h1Hits == 0 || badN.Load() == h1Hits {
+			t.Errorf("%d HTTP/1.1 and %d HTTP/2 PUTs reached the 503 server, want some of each", h1Hits, badN.Load()-h1Hits)
 		}
 		if got := scrape(t, p)[`spindle_proxy_pool_retry_buffered_bytes{pool="app"}`]; got != 0 {
 			t.Errorf("retry_buffered_bytes %v after the requests, want 0", got)
