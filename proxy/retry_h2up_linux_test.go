@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -527,6 +528,74 @@ func TestRetryH2UpBodySplit(t *testing.T) {
 		}
 		if got := scrape(t, p)[`spindle_proxy_pool_retry_buffered_bytes{pool="app"}`]; got != 0 {
 			t.Errorf("retry_buffered_bytes %v after the requests, want 0", got)
+		}
+	})
+}
+
+// TestRetryH2UpClientGone: a client that goes (an HTTP/1.1 client closing,
+// an HTTP/2 client resetting its stream) while its request's retry waits
+// at an h2c server gives back the body kept and its count in the budget
+// (budget 0: 3 retries in flight at most, more made one after another
+// here), and the server's stream is reset. (The proxy does not read an
+// HTTP/1.1 client whose request went whole, so it sees the close at
+// response_timeout, 500 ms here.)
+func TestRetryH2UpClientGone(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		var badN, goodIn, goodGone atomic.Int64
+		bad := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			badN.Add(1)
+			io.Copy(io.Discard, r.Body)
+			w.WriteHeader(503)
+		}), nil).addr
+		good := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			goodIn.Add(1)
+			<-r.Context().Done()
+			goodGone.Add(1)
+		}), nil).addr
+		cfg := h2cPoolConfig(b, bad, good)
+		cfg.Listeners[0].Retry = &RetryConfig{On: []string{"503"}, Budget: new(0)}
+		cfg.Listeners[0].ResponseTimeout = Duration(500 * time.Millisecond)
+		p := startProxy(t, cfg)
+		h2c, base := h2Client(t, p)
+		body := randomBytes(13, 10000)
+		buffered := func() float64 { return scrape(t, p)[`spindle_proxy_pool_retry_buffered_bytes{pool="app"}`] }
+		for i := range 12 {
+			in, gone := goodIn.Load(), goodGone.Load()
+			if i%2 == 0 {
+				c := dial(t, p)
+				fmt.Fprintf(c, "PUT / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+				waitFor(t, "the PUT at the good server", func() bool { return goodIn.Load() > in })
+				if got := buffered(); got != float64(len(body)) {
+					t.Errorf("HTTP/1.1 PUT %d at the server: retry_buffered_bytes %v, want %d", i, got, len(body))
+				}
+				c.Close()
+			} else {
+				ctx, cancel := context.WithCancel(context.Background())
+				req := mustReq(t, "PUT", base+"/", bytes.NewReader(body)).WithContext(ctx)
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					if resp, err := h2c.Do(req); err == nil {
+						resp.Body.Close()
+					}
+				}()
+				waitFor(t, "the PUT at the good server", func() bool { return goodIn.Load() > in })
+				if got := buffered(); got != float64(len(body)) {
+					t.Errorf("HTTP/2 PUT %d at the server: retry_buffered_bytes %v, want %d", i, got, len(body))
+				}
+				cancel()
+				<-done
+			}
+			waitFor(t, "the server's stream reset", func() bool { return goodGone.Load() > gone })
+			waitFor(t, "the body kept let go of", func() bool { return buffered() == 0 })
+		}
+		ms := scrape(t, p)
+		if got := ms[`spindle_proxy_pool_retries_total{pool="app",reason="status"}`]; got != float64(badN.Load()) || got <= RetryBudgetFloor {
+			t.Errorf("retries_total %v, %d requests to the 503 server, want the same and over %d", got, badN.Load(), RetryBudgetFloor)
+		}
+		if got := ms[`spindle_proxy_pool_retry_budget_exceeded_total{pool="app"}`]; got != 0 {
+			t.Errorf("retry_budget_exceeded_total %v, want 0 (each retry's count given back)", got)
 		}
 	})
 }
