@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -596,6 +597,38 @@ func TestRetryH2UpClientGone(t *testing.T) {
 		}
 		if got := ms[`spindle_proxy_pool_retry_budget_exceeded_total{pool="app"}`]; got != 0 {
 			t.Errorf("retry_budget_exceeded_total %v, want 0 (each retry's count given back)", got)
+		}
+	})
+}
+
+// TestRetryH2UpNotTriedAgain: a retry to an h2c pool goes to the servers
+// its request has not tried, as to an HTTP/1.1 pool: of a 503 server and
+// one refusing connects, a GET whose 503 came first is not sent to the
+// 503 server again when the other's connect fails (502, the 503 server
+// seeing it once); one that tried the other first goes around again (the
+// 503 server twice, its 503 passed on: no attempt left).
+func TestRetryH2UpNotTriedAgain(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		ru := h2RetryPair(t, "503")
+		dead := h2RetryPair(t, "connect").bad
+		cfg := h2cPoolConfig(b, ru.bad, dead)
+		cfg.Listeners[0].Retry = &RetryConfig{On: []string{"503"}}
+		p := startProxy(t, cfg)
+		cs, base := h2RetryClients(t, p)
+		for _, kind := range []string{"HTTP/1.1", "HTTP/2"} {
+			var got []string
+			for range 2 { // (one to each server first)
+				before := ru.badN.Load()
+				st, _, err := tryReq(cs[kind], mustReq(t, "GET", base+"/", nil))
+				if err != nil {
+					t.Fatalf("%s GET: %v", kind, err)
+				}
+				got = append(got, fmt.Sprintf("%d at the 503 server, %d", ru.badN.Load()-before, st))
+			}
+			slices.Sort(got)
+			if want := []string{"1 at the 503 server, 502", "2 at the 503 server, 503"}; !slices.Equal(got, want) {
+				t.Errorf("%s GETs: %q, want %q", kind, got, want)
+			}
 		}
 	})
 }
