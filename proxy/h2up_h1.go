@@ -172,8 +172,9 @@ func (x *h1up) h2Pick() {
 	x.next()
 }
 
-// next finds the request a connection to the next server up: with none
-// left, 502 or 503. Loop goroutine.
+// next finds the request a connection to the next server up that its
+// walk did not fail at (a retry's: tried): with none left, 502 or 503.
+// Loop goroutine.
 func (x *h1up) next() {
 	s := x.s
 	ls, pl := s.ls, s.pool
@@ -181,6 +182,9 @@ func (x *h1up) next() {
 		i, ok := s.nextUp(ls, pl)
 		if !ok {
 			break
+		}
+		if failedTo(s.failed, i) {
+			continue
 		}
 		s.srv = i
 		x.counted = true
@@ -193,6 +197,7 @@ func (x *h1up) next() {
 			return
 		}
 		x.uncount()
+		s.failedAt(i)
 	}
 	s.respond(s.exhausted(ls, s.ln, &s.x))
 }
@@ -376,6 +381,7 @@ func (x *h1up) trailers() []hpack.Field {
 func (x *h1up) onFailover() {
 	x.wsl = nil
 	x.uncount()
+	x.s.failedAt(x.s.srv)
 	x.next()
 	x.s.syncRead()
 }

@@ -169,14 +169,18 @@ func (st *h2stream) h2Pick() {
 }
 
 // h2Next finds the stream a connection to the next server up of its
-// walk: one with room, a queue (and a dial); with none left it answers
-// 502 (servers failed to connect) or 503 (none up). Loop goroutine.
+// walk that it did not fail at (a retry's: tried): one with room, a
+// queue (and a dial); with none left it answers 502 (servers failed to
+// connect) or 503 (none up). Loop goroutine.
 func (st *h2stream) h2Next() {
 	c, ls, pl := st.c, st.c.ls, st.pool
 	for {
 		i, ok := st.nextUp(ls, pl)
 		if !ok {
 			break
+		}
+		if failedTo(st.failed, i) {
+			continue
 		}
 		st.srv = i
 		st.u2.counted = true
@@ -191,6 +195,7 @@ func (st *h2stream) h2Next() {
 			return
 		}
 		st.uncount()
+		st.failedAt(i)
 	}
 	st.respond(st.exhausted(ls, st.ln, &st.x))
 }
@@ -357,6 +362,7 @@ func (st *h2stream) h2ReqTrailers(fields []hpack.Field) {
 func (st *h2stream) onFailover() {
 	st.u2.wsl = nil
 	st.uncount()
+	st.failedAt(st.srv)
 	st.h2Next()
 	st.c.flush()
 }
