@@ -780,9 +780,9 @@
 // (PH) is not retried, as a malformed HTTP/1.1 head is not. A status
 // retried resets its stream (RST_STREAM CANCEL, the rest of the response
 // not read), the connection going on with its other streams. The body
-// kept is a copy of what was sent (an HTTP/1.1 client's data, a chunked
-// body's framing left out; its trailers, and an HTTP/2 client's, are
-// kept too), sent again from its start. A stream the server did not
+// kept is a copy, sent again from its start: an HTTP/2 client's DATA as
+// it comes, an HTTP/1.1 client's data as it is sent (a chunked body's
+// framing left out); trailers are kept too. A stream the server did not
 // process (RST_STREAM REFUSED_STREAM, or above the last stream id of its
 // GOAWAY) may be sent again whatever its method (RFC 9113 8.7): while no
 // byte of its body went it is, with no policy, as above (counted in
