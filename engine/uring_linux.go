@@ -227,9 +227,15 @@ var (
 var sendZCUsable = uring.ProbeSendZC
 
 func (b *uringBackend) msgRing(dst *Loop, ringFd int) bool {
+	q := b.sqe()
+	if b.broken != nil {
+		// q is the spare, which never reaches the kernel: the caller
+		// wakes dst through its eventfd.
+		return false
+	}
 	// The completion names dst, to wake it another way if the message
 	// fails.
-	b.sqe().PrepMsgRing(ringFd, 0, udata(opMsg, 0, 0), 0, udata(opMsgSent, int32(dst.id), 0))
+	q.PrepMsgRing(ringFd, 0, udata(opMsg, 0, 0), 0, udata(opMsgSent, int32(dst.id), 0))
 	b.l.st.msgRings.Add(1)
 	b.inflight++
 	return true
