@@ -471,6 +471,9 @@ type Engine struct {
 	stopped  atomic.Bool   // set just before stopping closes; what the loops check
 	exited   chan struct{} // closed when every loop has returned
 	draining atomic.Bool
+	// drainOnce: the first Shutdown that finds the loops running tells a
+	// Drainer about the open connections; another, meanwhile, only waits.
+	drainOnce sync.Once
 
 	zones zoneCache // IPv6 zone names and interface indexes
 	// napiLogOnce: the first uring-napi loop says which NAPI tracking is
@@ -649,7 +652,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	e.closeListeners()
 	var err error
 	if started {
-		e.drainConns()
+		e.drainOnce.Do(e.drainConns)
 		t := time.NewTicker(5 * time.Millisecond)
 	wait:
 		for e.Stats().Open > 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,5 +43,46 @@ func TestPostToFromBrokenRing(t *testing.T) {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("a function PostTo sent from a loop whose ring broke did not run in 5 s")
+	}
+}
+
+// countDrains is a Drainer that counts OnDrain and leaves the connection
+// open.
+type countDrains struct {
+	BaseHandler
+	drained atomic.Int64
+}
+
+func (h *countDrains) OnDrain(*Conn) { h.drained.Add(1) }
+
+// TestDrainOnceForTwoShutdowns: a second Shutdown while a first is still
+// draining (a signal handler and a handler's own Shutdown, say) called
+// OnDrain a second time for every connection, where Drainer promises once.
+func TestDrainOnceForTwoShutdowns(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			h := &countDrains{}
+			e, addr, done := listenAndRun(t, testConfig(b), h)
+			const n = 3
+			for range n {
+				mustDial(t, "tcp", addr)
+			}
+			waitFor(t, "the connections to open", func() bool { return e.Stats().Open == n })
+			first := make(chan error, 1)
+			go func() { first <- e.Shutdown(context.Background()) }()
+			waitFor(t, "the first drain", func() bool { return h.drained.Load() == n })
+			// The second drains (its OnDrain calls are posted before it
+			// waits, and run as the loops stop), then gives up.
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			defer cancel()
+			e.Shutdown(ctx)
+			<-first
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if got := h.drained.Load(); got != n {
+				t.Errorf("two Shutdowns called OnDrain %d times for %d connections, want once each", got, n)
+			}
+		})
 	}
 }
