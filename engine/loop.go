@@ -727,8 +727,14 @@ func (h *timerHeap) next(now int64) time.Duration {
 	}
 	// At most maxWait: a wait's timeout must fit epoll_wait's int
 	// milliseconds; a loop whose first timer is further off wakes once
-	// in a while for nothing.
-	return time.Duration(min(max(h.recs[h.heap[0]].when-now, 0), int64(maxWait)))
+	// in a while for nothing. Compared before subtracting: a deadline far
+	// in the past (AfterFunc with time.Until of a zero time.Time) less
+	// now would overflow to a long wait.
+	when := h.recs[h.heap[0]].when
+	if when <= now {
+		return 0
+	}
+	return time.Duration(min(when-now, int64(maxWait)))
 }
 
 // maxWait bounds how long a loop sleeps for its next timer.

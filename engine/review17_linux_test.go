@@ -86,3 +86,29 @@ func TestDrainOnceForTwoShutdowns(t *testing.T) {
 		})
 	}
 }
+
+// TestAfterFuncFarPast schedules a timer with the most negative duration,
+// what time.Until gives for a zero time.Time (a deadline never set): it
+// must run at the next iteration, as any d <= 0. Its deadline less the
+// clock overflowed to a large positive wait, and the loop slept an hour
+// (maxWait) unless something else woke it.
+func TestAfterFuncFarPast(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			e, _ := startEngine(t, testConfig(b), &echoHandler{})
+			l := e.Loops()[0]
+			ran := make(chan struct{})
+			l.Post(func() {
+				// From a timer, once the Post's wake-up is consumed.
+				l.AfterFunc(time.Millisecond, func() {
+					l.AfterFunc(time.Until(time.Time{}), func() { close(ran) })
+				})
+			})
+			select {
+			case <-ran:
+			case <-time.After(5 * time.Second):
+				t.Fatal("a timer set with time.Until(time.Time{}) did not run in 5 s")
+			}
+		})
+	}
+}
