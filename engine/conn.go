@@ -522,6 +522,11 @@ func (c *Conn) reset(err error) {
 
 // expire resets c, whose queue WriteTimeout or CloseTimeout gave up on.
 func (c *Conn) expire() {
+	if c.state == stateClosed || c.k.closing {
+		// Being closed already (a Reset whose cancel is still in flight
+		// on uring): not a timeout, and not counted as one.
+		return
+	}
 	c.l.st.timedOut.Add(1)
 	c.reset(c.netError("write", os.ErrDeadlineExceeded))
 }

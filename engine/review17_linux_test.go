@@ -112,3 +112,39 @@ func TestAfterFuncFarPast(t *testing.T) {
 		})
 	}
 }
+
+// TestResetIsNotTimedOut: a handler's Reset of a connection whose
+// CloseLinger had armed its CloseTimeout timer (a queue still to drain
+// before the FIN) is not a timeout. On the uring backends the reset
+// connection waits for its cancel to complete; the timer, due meanwhile,
+// counted a Stats.TimedOut for a reset that was the handler's (epoll,
+// closing at once, stopped the timer first).
+func TestResetIsNotTimedOut(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			closed := make(chan error, 1)
+			h := &BaseHandlerFunc{
+				data: func(c *Conn, buf Buffer) bool {
+					c.Write(buf.Bytes())
+					c.CloseLinger(time.Hour, 1<<20)
+					c.Reset()
+					return false
+				},
+				closed: func(c *Conn, err error) { closed <- err },
+			}
+			cfg := testConfig(b)
+			cfg.CloseTimeout = time.Nanosecond // due at the next iteration
+			e, addr := startEngine(t, cfg, h)
+			c := mustDial(t, "tcp", addr)
+			if _, err := c.Write([]byte("x")); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-closed; err != nil {
+				t.Errorf("OnClose(%v) after Reset, want nil", err)
+			}
+			if n := e.Stats().TimedOut; n != 0 {
+				t.Errorf("Stats.TimedOut %d after a handler's Reset, want 0", n)
+			}
+		})
+	}
+}
