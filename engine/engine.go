@@ -705,10 +705,21 @@ func (e *Engine) stop() {
 }
 
 // sqpollShare lets the rings of an engine share one SQPOLL thread: loop 0
-// creates its ring and closes ready; the others attach to it.
+// creates its ring and publishes it; the others wait for it and attach to
+// it.
 type sqpollShare struct {
 	ready chan struct{}
 	ring  *uring.Ring
+	once  sync.Once
+}
+
+// publish hands the others ring r (nil: none to attach to) and wakes them;
+// only the first call counts. Loop 0's goroutine.
+func (s *sqpollShare) publish(r *uring.Ring) {
+	s.once.Do(func() {
+		s.ring = r
+		close(s.ready)
+	})
 }
 
 // Listener is a listening address served by every loop of an engine. Its

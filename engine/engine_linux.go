@@ -249,6 +249,11 @@ func (l *Loop) run(errc chan<- error) {
 }
 
 func (l *Loop) cleanup() {
+	if l.id == 0 {
+		// A first loop that could not start (its CPU, its memory) never
+		// made the SQPOLL ring the others of uring-sqpoll wait for.
+		l.e.sqpoll.publish(nil)
+	}
 	l.chunks.close()
 	l.closeWakeFd()
 	// Listeners whose add never ran on this loop, closed or not.

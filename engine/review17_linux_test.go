@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"os"
 	"runtime"
 	"sync/atomic"
@@ -146,5 +147,30 @@ func TestResetIsNotTimedOut(t *testing.T) {
 				t.Errorf("Stats.TimedOut %d after a handler's Reset, want 0", n)
 			}
 		})
+	}
+}
+
+// TestSQPollFirstLoopCannotStart: when the first loop of a uring-sqpoll
+// engine cannot start (here its CPU cannot be set: a CPU gone offline since
+// New), Run must return its error. The other loops waited for the first to
+// share its SQPOLL thread (sqpollShare.ready), which it never made, and
+// Run waited for them: it hung for good.
+func TestSQPollFirstLoopCannotStart(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs 2 CPUs for two loops")
+	}
+	cfg := testConfig(BackendURingSQPoll)
+	cfg.CPUs = []int{0, 1}
+	e := newEngine(t, cfg, &echoHandler{})
+	e.loops[0].cpu = 4096 // beyond unix.CPUSet: sched_setaffinity fails
+	ran := make(chan error, 1)
+	go func() { ran <- e.Run(context.Background()) }()
+	select {
+	case err := <-ran:
+		if !errors.Is(err, unix.EINVAL) {
+			t.Errorf("Run returned %v, want loop 0's EINVAL", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return in 10 s after its first loop could not start")
 	}
 }

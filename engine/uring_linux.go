@@ -126,15 +126,14 @@ func (b *uringBackend) init(l *Loop) error {
 	r, err := uring.New(rc)
 	if err != nil && rc.SQPoll {
 		if l.id == 0 {
-			close(l.e.sqpoll.ready)
+			l.e.sqpoll.publish(nil)
 		}
 		l.e.degraded(degradeSQPoll, "engine: SQPOLL ring failed (%v); running uring without SQPOLL", err)
 		rc.SQPoll, rc.SQThreadIdle, rc.SQAffinity = false, 0, false
 		rc.DeferTaskrun, rc.AttachWQ = true, nil
 		r, err = uring.New(rc)
 	} else if rc.SQPoll && l.id == 0 {
-		l.e.sqpoll.ring = r
-		close(l.e.sqpoll.ready)
+		l.e.sqpoll.publish(r)
 	}
 	if err != nil {
 		return err
