@@ -625,7 +625,10 @@ func (c *Conn) sent(n int) {
 	if c.atMark() && c.qmem <= c.l.hwm/2 {
 		c.bits &^= bitOverMark
 		c.resume(pauseHWM)
-		if c.state == stateOpen {
+		// Data held while paused, delivered by the resume, may have
+		// filled the queue to the mark again (a reply larger than its
+		// request): OnWritable then waits for the next drain.
+		if c.state == stateOpen && !c.atMark() {
 			c.l.h.OnWritable(c)
 		}
 	}

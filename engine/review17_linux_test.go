@@ -3,9 +3,12 @@ package engine
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
 	"os"
 	"runtime"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -172,5 +175,82 @@ func TestSQPollFirstLoopCannotStart(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return in 10 s after its first loop could not start")
+	}
+}
+
+// bigReplyHandler answers each byte it receives with reply, from a
+// socket whose send buffer is small (so that replies wait in the write
+// queue until the peer reads), and records OnWritable calls that find the
+// queue not below half the high-water mark.
+type bigReplyHandler struct {
+	BaseHandler
+	reply     []byte
+	hwm       int
+	writables atomic.Int64
+	full      atomic.Int64 // OnWritable with the queue above half the mark
+}
+
+func (h *bigReplyHandler) OnOpen(c *Conn) {
+	unix.SetsockoptInt(c.Fd(), unix.SOL_SOCKET, unix.SO_SNDBUF, 4096)
+}
+
+func (h *bigReplyHandler) OnData(c *Conn, b Buffer) bool {
+	for range b.Len() {
+		c.Write(h.reply)
+	}
+	return false
+}
+
+func (h *bigReplyHandler) OnWritable(c *Conn) {
+	h.writables.Add(1)
+	if c.QueuedMemory() > h.hwm/2 {
+		h.full.Add(1)
+	}
+}
+
+// TestOnWritableBelowHalf: OnWritable says the queue has drained below half
+// the high-water mark. On the uring backends a request that arrived while
+// reading was paused is held, and delivered as the queue drains, before
+// OnWritable: its reply filled the queue to the mark again, reading paused
+// again, and OnWritable came all the same, with the queue full (epoll,
+// which leaves such a request in the socket, called it with the queue
+// drained). It must wait until the queue drains below half again.
+func TestOnWritableBelowHalf(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			const hwm = 64 << 10
+			h := &bigReplyHandler{reply: make([]byte, hwm), hwm: hwm}
+			cfg := testConfig(b)
+			cfg.WriteHighWater = hwm
+			cfg.ReadBufferSize = 4096
+			_, addr := startEngine(t, cfg, h)
+			// A small receive buffer from the SYN on: the replies wait in
+			// the server's queue until the client reads.
+			d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+				return rc.Control(func(fd uintptr) {
+					unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 4096)
+				})
+			}}
+			c, err := d.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			// The second request arrives while the reply to the first
+			// fills the queue, reading paused.
+			for range 2 {
+				if _, err := c.Write([]byte{1}); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if _, err := io.ReadFull(c, make([]byte, 2*hwm)); err != nil {
+				t.Fatal(err)
+			}
+			if n := h.full.Load(); n != 0 {
+				t.Errorf("%d of %d OnWritable calls found the queue above half the mark", n, h.writables.Load())
+			}
+		})
 	}
 }
