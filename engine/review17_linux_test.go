@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"os"
 	"runtime"
 	"sync/atomic"
 	"syscall"
@@ -24,16 +23,7 @@ func TestPostToFromBrokenRing(t *testing.T) {
 	if runtime.NumCPU() < 2 {
 		t.Skip("needs 2 CPUs for two loops")
 	}
-	failSubmits(t, -1, os.NewSyscallError("io_uring_enter", unix.EOWNERDEAD))
-	cfg := testConfig(BackendURing)
-	cfg.CPUs = []int{0, 1}
-	e := newEngine(t, cfg, &echoHandler{})
-	ran := make(chan error, 1)
-	go func() { ran <- e.Run(context.Background()) }()
-	defer func() {
-		e.Shutdown(context.Background())
-		<-ran
-	}()
+	e := runBreakable(t)
 	src, dst := e.Loops()[0], e.Loops()[1]
 	sync := make(chan struct{})
 	dst.Post(func() { close(sync) }) // dst running, then asleep

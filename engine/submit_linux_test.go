@@ -202,20 +202,7 @@ func TestFullSQSubmitRecovers(t *testing.T) {
 // CPU, waited in its queue for good. The listener must keep no socket for
 // that loop, and a client on its CPU must be served by the other loop.
 func TestListenAfterLoopLeft(t *testing.T) {
-	failSubmits(t, -1, os.NewSyscallError("io_uring_enter", unix.EOWNERDEAD))
-	cfg := testConfig(BackendURing)
-	cfg.CPUs = []int{0, 1}
-	e := newEngine(t, cfg, &echoHandler{})
-	ran := make(chan error, 1)
-	go func() { ran <- e.Run(context.Background()) }()
-	defer func() {
-		if err := e.Shutdown(context.Background()); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-		if err := <-ran; !errors.Is(err, unix.EOWNERDEAD) {
-			t.Errorf("Run returned %v, want loop 1's EOWNERDEAD", err)
-		}
-	}()
+	e := runBreakable(t)
 	l := e.Loops()[1]
 	l.Post(func() { fillSQ(l.be.(*uringBackend)) })
 	for end := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
@@ -243,4 +230,26 @@ func TestListenAfterLoopLeft(t *testing.T) {
 	if err := dialFromCPU(1, ln.Addr().String()); err != nil {
 		t.Errorf("a client on the left loop's CPU: %v", err)
 	}
+}
+
+// runBreakable runs a uring engine with loops on CPUs 0 and 1 whose
+// submissions from a full SQ fail for good (EOWNERDEAD), so that fillSQ
+// breaks a loop's ring. When the test ends it shuts the engine down and
+// checks that Run returned that error.
+func runBreakable(t *testing.T) *Engine {
+	failSubmits(t, -1, os.NewSyscallError("io_uring_enter", unix.EOWNERDEAD))
+	cfg := testConfig(BackendURing)
+	cfg.CPUs = []int{0, 1}
+	e := newEngine(t, cfg, &echoHandler{})
+	ran := make(chan error, 1)
+	go func() { ran <- e.Run(context.Background()) }()
+	t.Cleanup(func() {
+		if err := e.Shutdown(context.Background()); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		if err := <-ran; !errors.Is(err, unix.EOWNERDEAD) {
+			t.Errorf("Run returned %v, want the broken loop's EOWNERDEAD", err)
+		}
+	})
+	return e
 }
