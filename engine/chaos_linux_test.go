@@ -22,7 +22,9 @@ type chaosHandler struct {
 	bad    []string
 	opens  atomic.Int64
 	closes atomic.Int64
+	failed atomic.Int64 // dials closed before OnOpen
 	seq    atomic.Uint64
+	addr   atomic.Pointer[string] // dialed by the handler itself
 }
 
 type chaosConn struct {
@@ -59,8 +61,19 @@ func (h *chaosHandler) OnOpen(c *Conn) {
 	if c.Context() != nil {
 		h.fail("OnOpen twice")
 	}
-	c.SetContext(&chaosConn{rng: rand.New(rand.NewPCG(h.seed, h.seq.Add(1)))})
+	s := &chaosConn{rng: rand.New(rand.NewPCG(h.seed, h.seq.Add(1)))}
+	c.SetContext(s)
 	h.check(c, "OnOpen")
+	if c.Listener() == nil {
+		// Dialed by act: say something, then end one way or another.
+		c.Write(pattern(s.rng.Uint64(), 1+s.rng.IntN(64<<10)))
+		later(s, c, func() {
+			if !c.Closed() {
+				h.act(c, s)
+				c.CloseWrite()
+			}
+		})
+	}
 }
 
 // later runs f on c's loop after a random short time, from a timer or a
@@ -96,6 +109,16 @@ func (h *chaosHandler) act(c *Conn, s *chaosConn) {
 	case r < 30:
 		c.PauseRead()
 		later(s, c, func() { c.ResumeRead() })
+	case r < 33:
+		// A dial to the engine's own listener, its timeout racing the
+		// connect at times.
+		timeouts := []time.Duration{0, time.Nanosecond, time.Microsecond, time.Millisecond}
+		if addr := h.addr.Load(); addr != nil && c.Listener() != nil {
+			d, err := c.Loop().Dial("tcp", *addr, timeouts[s.rng.IntN(len(timeouts))])
+			if err == nil && s.rng.IntN(4) == 0 {
+				d.Close() // before it connects
+			}
+		}
 	}
 }
 
@@ -150,10 +173,14 @@ func (h *chaosHandler) OnClose(c *Conn, err error) {
 	if tid := unix.Gettid(); tid != c.Loop().ThreadID() {
 		h.fail("OnClose on thread %d, loop thread %d", tid, c.Loop().ThreadID())
 	}
-	if s, _ := c.Context().(*chaosConn); s != nil {
-		if s.closed {
-			h.fail("OnClose twice")
-		}
+	s, _ := c.Context().(*chaosConn)
+	switch {
+	case s == nil:
+		h.failed.Add(1) // a dial that never opened
+	case s.closed:
+		h.fail("OnClose twice")
+	}
+	if s != nil {
 		s.closed = true
 	}
 }
@@ -273,6 +300,7 @@ func TestChaos(t *testing.T) {
 			cfg.WriteTimeout = 300 * time.Millisecond
 			cfg.CloseTimeout = 500 * time.Millisecond
 			e, addr := startEngine(t, cfg, h)
+			h.addr.Store(&addr)
 			const conns = 100
 			rng := rand.New(rand.NewPCG(h.seed, 0))
 			seeds := make([]uint64, conns)
@@ -292,8 +320,8 @@ func TestChaos(t *testing.T) {
 				t.Error(b)
 			}
 			h.mu.Unlock()
-			if o, c := h.opens.Load(), h.closes.Load(); o != c {
-				t.Errorf("%d OnOpen, %d OnClose", o, c)
+			if o, c, f := h.opens.Load(), h.closes.Load(), h.failed.Load(); o+f != c {
+				t.Errorf("%d OnOpen and %d failed dials, %d OnClose", o, f, c)
 			}
 			checkBuffersBack(t, e)
 		})
