@@ -407,10 +407,11 @@ type Handler interface {
 // Drainer is implemented by a Handler that ends its connections politely
 // when the engine shuts down gracefully: Shutdown, once its listeners are
 // closed, calls OnDrain once for each connection open at that moment (past
-// OnOpen, not yet closing), on the connection's loop goroutine, and then
-// waits for the connections to close. A handler might send an HTTP/2
-// GOAWAY, close an idle keep-alive connection at once and a busy one after
-// its response, or do nothing for a connection that will end by itself.
+// OnOpen, not yet closing: neither Close nor CloseLinger called), on the
+// connection's loop goroutine, and then waits for the connections to
+// close. A handler might send an HTTP/2 GOAWAY, close an idle keep-alive
+// connection at once and a busy one after its response, or do nothing for
+// a connection that will end by itself.
 // Without Drainer, Shutdown waits until the connections close of their own
 // accord or its context is done.
 type Drainer interface {
@@ -686,7 +687,7 @@ func (e *Engine) drainConns() {
 			// By index: OnDrain may close connections (their slots go nil)
 			// but opens none (accepts and dials refuse while draining).
 			for i := 0; i < len(l.conns); i++ {
-				if c := l.conns[i]; c != nil && c.state == stateOpen {
+				if c := l.conns[i]; c != nil && c.state == stateOpen && !c.lingering {
 					d.OnDrain(c)
 				}
 			}

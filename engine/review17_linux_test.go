@@ -244,3 +244,60 @@ func TestOnWritableBelowHalf(t *testing.T) {
 		})
 	}
 }
+
+// lingerDrains closes a connection with CloseLinger when it receives
+// "linger", and as a Drainer counts the OnDrain calls, those for a
+// lingering connection apart.
+type lingerDrains struct {
+	BaseHandler
+	drained, lingering atomic.Int64
+}
+
+func (h *lingerDrains) OnData(c *Conn, b Buffer) bool {
+	if string(b.Bytes()) == "linger" {
+		c.CloseLinger(time.Hour, 1<<20)
+	}
+	return false
+}
+
+func (h *lingerDrains) OnDrain(c *Conn) {
+	h.drained.Add(1)
+	if c.lingering {
+		h.lingering.Add(1)
+	}
+}
+
+// TestDrainSkipsLingering: OnDrain is for connections not yet closing. A
+// connection in CloseLinger is closing (it ends by itself at its peer's
+// FIN or its timeout), but was still open to the engine, and OnDrain came
+// for it: a Drainer closing idle connections then closed it at once, with
+// what its peer still sends unread, which the kernel answers with a reset
+// that can destroy the reply CloseLinger was there to deliver.
+func TestDrainSkipsLingering(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			h := &lingerDrains{}
+			e, addr, done := listenAndRun(t, testConfig(b), h)
+			lingering := mustDial(t, "tcp", addr)
+			mustDial(t, "tcp", addr) // open, to be drained
+			if _, err := lingering.Write([]byte("linger")); err != nil {
+				t.Fatal(err)
+			}
+			// The server's FIN says CloseLinger has run.
+			lingering.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if _, err := lingering.Read(make([]byte, 1)); err != io.EOF {
+				t.Fatalf("read %v, want the lingering server's EOF", err)
+			}
+			waitFor(t, "both connections", func() bool { return e.Stats().Open == 2 })
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			defer cancel()
+			e.Shutdown(ctx)
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if d, l := h.drained.Load(), h.lingering.Load(); d != 1 || l != 0 {
+				t.Errorf("OnDrain called %d times, %d of them for the lingering connection; want once, for the open one", d, l)
+			}
+		})
+	}
+}
