@@ -905,8 +905,13 @@
 // holds no client back for the old one's time); a changed key or
 // table_size starts new budgets and counters. /metrics has
 // spindle_proxy_rate_limit_decisions_total{listener,route,result=
-// "allowed"|"limited"} (route="" for the listener's own limit); the 429s
-// count as responses the proxy made too. -check and /debug/config show
+// "allowed"|"limited"} (route="" for the listener's own limit), saying
+// what happened to each request: one that passes is allowed by each limit
+// in play, one refused is limited by the limit that refused it alone (a
+// request the route's limit refuses is not counted by the listener's,
+// which it passed: it was not allowed, nor refused by it), so the limited
+// counts add up to the rate limits' 429s (closed connections in mode
+// tcp); the 429s count as responses the proxy made too. -check and /debug/config show
 // rate_limit with its defaults.
 //
 // The forwarding fields depend on the client's address (an IPv4-mapped

@@ -398,7 +398,9 @@ func retrySeconds(wait int64) int64 {
 }
 
 // RateLimitTotals are a rate limit's decisions: requests (connections)
-// allowed and refused.
+// allowed (a request under a listener's and a route's limit: passed
+// both) and refused by it (a request refused by the other limit is not
+// counted).
 type RateLimitTotals struct{ Allowed, Limited uint64 }
 
 // totals sums lm's counters over the loops. Any goroutine.
@@ -464,8 +466,11 @@ func (p *Proxy) makeLimiters(l *listener) {
 // limit_req charges none of its zones unless all pass: both limits are
 // first decided without spending, then spent in turn, the listener's
 // given back (giveBack, key all) where the route's was spent by another
-// loop meanwhile. Each limit counts its own decision (the listener's
-// allowed one the route's refused). Loop goroutine.
+// loop meanwhile. The counters say what happened to the request: one
+// that passes is allowed by both limits, one refused is limited by the
+// limit that refused it and not counted by the other (the listener's does
+// not count a request the route's refused: it did not pass). Loop
+// goroutine.
 func (l *listener) admit(id, i int, a netip.Addr) int64 {
 	lm, rm := l.limit, (*limiter)(nil)
 	if i < len(l.rlimits) {
@@ -491,14 +496,13 @@ func (l *listener) admit(id, i int, a netip.Addr) int64 {
 		return wait
 	}
 	if wait := gcraWait(rx, ry, rm.clock(), rm.t, rm.tau); wait > 0 {
-		lm.count(id, true)
 		rm.count(id, false)
 		return wait
 	}
 	m := lm.tab.low.mark()
 	ok, wait, tat := gcra(lx, ly, &lm.tab.low, lm.clock, lm.t, lm.tau)
-	lm.count(id, ok)
 	if !ok {
+		lm.count(id, false)
 		return wait
 	}
 	ok, wait, _ = gcra(rx, ry, &rm.tab.low, rm.clock, rm.t, rm.tau)
@@ -509,6 +513,7 @@ func (l *listener) admit(id, i int, a netip.Addr) int64 {
 		}
 		return wait
 	}
+	lm.count(id, true)
 	return 0
 }
 
@@ -661,7 +666,7 @@ func (l *listener) rateLimitTotals(lt *ListenerTotals) {
 
 // writeRateLimits writes the rate limits' metrics.
 func writeRateLimits(bw *bufio.Writer, t Totals, family func(name, typ, help string)) {
-	family("spindle_proxy_rate_limit_decisions_total", "counter", "Requests (mode http) or connections (mode tcp) a rate_limit allowed (result=\"allowed\") or refused (result=\"limited\": 429, or the connection closed), by listener and route (route=\"\": the listener's own).")
+	family("spindle_proxy_rate_limit_decisions_total", "counter", "Requests (mode http) or connections (mode tcp) a rate_limit let pass (result=\"allowed\": a request under a listener's and a route's limit passed both) or refused (result=\"limited\": 429, or the connection closed), by listener and route (route=\"\": the listener's own); a request is limited by the limit that refused it only, not counted by the other.")
 	line := func(l, r string, rt *RateLimitTotals) {
 		if rt == nil {
 			return

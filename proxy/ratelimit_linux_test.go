@@ -604,8 +604,9 @@ func getStatus(c net.Conn, path string) int {
 // pass): with the listener's burst of 10 (key all) and a route that
 // refuses all but its first, 40 requests to the route refused at once on
 // two loops leave the listener the 9 its first left, which pass to
-// another route, the 10th after them refused; the counters are the
-// decisions (the listener's allowed the 40 the route refused).
+// another route, the 10th after them refused; the counters say what
+// happened to the requests (the listener's counts none of the 40 the
+// route refused: they did not pass).
 func TestRateLimitRefusedNotSpent(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {})
@@ -635,8 +636,8 @@ func TestRateLimitRefusedNotSpent(t *testing.T) {
 			}
 		}
 		lt := p.Totals().Listeners[0]
-		if rl := lt.RateLimit; rl == nil || *rl != (RateLimitTotals{Allowed: 50, Limited: 1}) {
-			t.Errorf("the listener's totals %+v, want 50 allowed, 1 limited", rl)
+		if rl := lt.RateLimit; rl == nil || *rl != (RateLimitTotals{Allowed: 10, Limited: 1}) {
+			t.Errorf("the listener's totals %+v, want 10 allowed, 1 limited", rl)
 		}
 		if rl := lt.Routes[0].RateLimit; rl == nil || *rl != (RateLimitTotals{Allowed: 1, Limited: 40}) {
 			t.Errorf("the route's totals %+v, want 1 allowed, 40 limited", rl)

@@ -575,3 +575,59 @@ func TestGCRAGiveBackAfterAnother(t *testing.T) {
 		t.Errorf("a 4th allowed at 100, 3 at 50: over the burst of 3 in a window of 50")
 	}
 }
+
+// TestAdmitCounts: the counters say what happened to each request under
+// a listener's limit (key all, burst 3) and a route's (key all, burst 1):
+// one that passes both is allowed by both; one the route refuses, at its
+// check or at its spending (another loop's request spending the route's
+// budget between the two, the listener's given back), is limited by the
+// route and not counted by the listener, which allowed nothing that
+// passed; one the listener refuses is limited by the listener and not
+// counted by the route, which decided nothing.
+func TestAdmitCounts(t *testing.T) {
+	var clock testClock
+	clock.t.Store(5 * ms)
+	l := &listener{
+		limit:   testLimiter(t, RateLimitConfig{Rate: 1, Per: Duration(time.Hour), Burst: 3, Key: RateKeyAll}, 1, &clock),
+		rlimits: []*limiter{testLimiter(t, RateLimitConfig{Rate: 1, Per: Duration(time.Hour), Burst: 1, Key: RateKeyAll}, 1, &clock)},
+	}
+	lm, rm := l.limit, l.rlimits[0]
+	check := func(step string, wantL, wantR RateLimitTotals) {
+		t.Helper()
+		if got := lm.totals(); got != wantL {
+			t.Errorf("%s: the listener's totals %+v, want %+v", step, got, wantL)
+		}
+		if got := rm.totals(); got != wantR {
+			t.Errorf("%s: the route's totals %+v, want %+v", step, got, wantR)
+		}
+	}
+	if l.admit(0, 0, netip.Addr{}) != 0 {
+		t.Fatal("the first request refused")
+	}
+	check("passed", RateLimitTotals{Allowed: 1}, RateLimitTotals{Allowed: 1})
+	if l.admit(0, 0, netip.Addr{}) == 0 {
+		t.Fatal("the route's second request admitted")
+	}
+	check("refused by the route's check", RateLimitTotals{Allowed: 1}, RateLimitTotals{Allowed: 1, Limited: 1})
+	rm.tab.cells[0].Store(0) // (the route's budget unspent again)
+	reads := 0
+	rm.clock = func() int64 {
+		if reads++; reads == 2 {
+			rm.tab.cells[0].Store(clock.now() + rm.t) // (another loop's request)
+		}
+		return clock.now()
+	}
+	if l.admit(0, 0, netip.Addr{}) == 0 {
+		t.Fatal("admitted, the route's budget spent meanwhile")
+	}
+	check("refused at the route's spending", RateLimitTotals{Allowed: 1}, RateLimitTotals{Allowed: 1, Limited: 2})
+	for range 2 {
+		if l.admit(0, 1, netip.Addr{}) != 0 {
+			t.Fatal("a request to the listener's pool refused within its burst")
+		}
+	}
+	if l.admit(0, 0, netip.Addr{}) == 0 {
+		t.Fatal("admitted past the listener's burst")
+	}
+	check("refused by the listener", RateLimitTotals{Allowed: 3, Limited: 1}, RateLimitTotals{Allowed: 1, Limited: 2})
+}
