@@ -846,9 +846,11 @@
 // (ngx_http_discard_request_body), and the requests after it are read
 // as before; a chunked one that goes past 64 KiB, or is malformed,
 // closes the connection after the 429 has gone (counted:
-// spindle_proxy_listener_discard_closed_total), as keepalive_timeout
-// does one whose body comes slower (the body's wait is the idle
-// connection's); these closes, and a drain's or a reload's closing the
+// spindle_proxy_listener_discard_closed_total), as does one whose body
+// has not all come request_timeout after the 429 (counted there too: the
+// body's bound, as nginx's lingering_time bounds a discarded body;
+// keepalive_timeout counts from the body's end, when the connection is
+// idle for the next request); these closes, and a drain's or a reload's closing the
 // connection mid-body, linger (reading and dropping what still comes, as
 // after any refusal), so the kernel does not answer the body with a
 // reset that would lose the 429. Else the 429 says Connection: close. An HTTP/2

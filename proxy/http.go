@@ -259,6 +259,9 @@ func (s *hsession) setPhase(ph uint8) {
 func (s *hsession) timeout() time.Duration {
 	switch s.phase {
 	case phIdle:
+		if s.discard {
+			return time.Duration(s.ln.cfg.RequestTimeout) // (a refused request's body: rateLimited)
+		}
 		return time.Duration(s.ln.cfg.KeepaliveTimeout)
 	case phHead:
 		return time.Duration(s.ln.cfg.RequestTimeout)
@@ -297,7 +300,11 @@ func (s *hsession) onTimer() {
 	}
 	switch s.phase {
 	case phIdle:
-		s.ln.stats[s.ls.id].idleClosed.inc()
+		if s.discard {
+			s.ln.stats[s.ls.id].discardClosed.inc()
+		} else {
+			s.ln.stats[s.ls.id].idleClosed.inc()
+		}
 		s.closeIdle()
 	case phHead:
 		s.respond(408)

@@ -538,8 +538,9 @@ const discardBytes = 64 << 10
 // route's rate limits; over one it answers 429 with Retry-After and
 // returns true. The client's connection is kept where the request asked
 // to keep it, its body, if any, has a Content-Length up to discardBytes
-// or is chunked (then read and dropped as it comes: discardBody, as
-// nginx's ngx_http_discard_request_body) and is not awaited with
+// or is chunked (then read and dropped as it comes, within
+// request_timeout: discardBody, as nginx's
+// ngx_http_discard_request_body) and is not awaited with
 // Expect: 100-continue (whether the client sends it is not known), and
 // the client's queue is below the high-water mark (a client that sends
 // requests faster than it reads their refusals is closed); else the
@@ -582,7 +583,11 @@ func (s *hsession) rateLimited() bool {
 // request a rate limit refused (s.discard): it returns how many it took
 // (all of p where the body goes on after it), and false where the client
 // was closed instead (counted: discardClosed): the body malformed, or past
-// discardBytes (framing counted). Loop goroutine.
+// discardBytes (framing counted). The body's wait is bounded by
+// request_timeout from the 429 (phIdle's timeout while s.discard; past
+// it the client is closed, counted, as nginx bounds a discarded body by
+// lingering_time), and keepalive_timeout counts from the body's end, when
+// the client is idle. Loop goroutine.
 func (s *hsession) discardBody(p []byte) (int, bool) {
 	n, done, err := s.reqBody.Next(p)
 	if s.bodyN += int64(n); err != nil || s.bodyN > discardBytes {
@@ -591,7 +596,10 @@ func (s *hsession) discardBody(p []byte) (int, bool) {
 		s.closeClient()
 		return n, false
 	}
-	s.discard = !done
+	if done {
+		s.discard = false
+		s.setPhase(phIdle)
+	}
 	return n, true
 }
 

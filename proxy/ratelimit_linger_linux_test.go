@@ -18,22 +18,22 @@ import (
 // response fills the client's small receive buffer) and a POST (a
 // 60000-byte body, under discardBytes) a rate limit refuses, and goes on
 // sending the body slowly, reading nothing, while the proxy closes it
-// mid-body: by keepalive_timeout, or by a drain (Shutdown). It then reads
+// mid-body: by request_timeout (the discarded body's bound), or by a
+// drain (Shutdown). It then reads
 // both responses whole: the close lingers (engine.Conn.CloseLinger),
 // reading and dropping the body; a Close left the body's bytes unread in
 // the proxy's socket, and the kernel reset the connection, dropping the
 // rest of the response and the 429 still in its send buffer (RFC 9112
 // section 9.6).
 func TestRateLimitDiscardLinger(t *testing.T) {
-	for _, how := range []string{"keepalive_timeout", "shutdown"} {
+	for _, how := range []string{"request_timeout", "shutdown"} {
 		t.Run(how, func(t *testing.T) {
 			forBackends(t, func(t *testing.T, b engine.Backend) {
 				big := strings.Repeat("b", 256<<10)
 				u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, big) })
 				cfg := httpConfig(b, u.addr)
-				cfg.Listeners[0].KeepaliveTimeout = Duration(200 * time.Millisecond)
-				if how == "shutdown" {
-					cfg.Listeners[0].KeepaliveTimeout = Duration(time.Minute)
+				if how == "request_timeout" {
+					cfg.Listeners[0].RequestTimeout = Duration(200 * time.Millisecond)
 				}
 				cfg.Listeners[0].RateLimit = &RateLimitConfig{Rate: 1, Per: Duration(time.Hour), Burst: 1, Key: RateKeyAll}
 				p, stop := runProxy(t, cfg)

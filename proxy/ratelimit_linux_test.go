@@ -717,47 +717,78 @@ func TestRateLimitDiscardBody(t *testing.T) {
 	})
 }
 
-// TestRateLimitDiscardSlow: a refused request's body trickled a byte each
-// 20ms (slowloris) keeps its connection no longer than keepalive_timeout
-// (300ms) from its 429: the bytes read and dropped do not extend it.
+// TestRateLimitDiscardSlow: a refused request's body read and dropped
+// is bounded by request_timeout (1.5s) from its 429, not by
+// keepalive_timeout (300ms), and keepalive_timeout counts from the body's
+// end: a body trickled a byte each 20ms for 600ms is read whole, the
+// connection then closed about keepalive_timeout after its last byte; one
+// trickled for good (slowloris) is closed about request_timeout after its
+// 429 (counted as a discard's close, not an idle one's), the 429 read.
 func TestRateLimitDiscardSlow(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {})
 		cfg := httpConfig(b, u.addr)
-		cfg.Listeners[0].KeepaliveTimeout = Duration(300 * time.Millisecond)
+		const keepalive, reqTimeout = 300 * time.Millisecond, 1500 * time.Millisecond
+		cfg.Listeners[0].KeepaliveTimeout = Duration(keepalive)
+		cfg.Listeners[0].RequestTimeout = Duration(reqTimeout)
 		cfg.Listeners[0].RateLimit = &RateLimitConfig{Rate: 1, Per: Duration(time.Hour), Burst: 1, Key: RateKeyAll}
 		p := startProxy(t, cfg)
 		if code := getStatus(dial(t, p), "/first"); code != 200 {
 			t.Fatalf("the first: %d, want 200", code)
 		}
-		c := dial(t, p)
-		br := bufio.NewReader(c)
-		io.WriteString(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n")
-		resp, _ := readResponseFrom(t, c, br, "POST")
-		start := time.Now()
-		if resp.StatusCode != 429 || resp.Close {
-			t.Fatalf("%d (close %v), want 429 kept", resp.StatusCode, resp.Close)
-		}
-		stop := make(chan struct{})
-		defer close(stop)
-		go func() {
-			for {
-				select {
-				case <-stop:
-					return
-				case <-time.After(20 * time.Millisecond):
-				}
-				if _, err := c.Write([]byte("x")); err != nil {
-					return
-				}
+		// refused sends a POST with a body of n bytes and reads its 429,
+		// kept; then trickle sends the body a byte each 20ms, and returns
+		// when the last went (or the connection failed) and when the
+		// proxy closed the connection.
+		refused := func(n int) (c net.Conn, br *bufio.Reader, at time.Time) {
+			c = dial(t, p)
+			br = bufio.NewReader(c)
+			fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", n)
+			resp, _ := readResponseFrom(t, c, br, "POST")
+			if resp.StatusCode != 429 || resp.Close {
+				t.Fatalf("%d (close %v), want 429 kept", resp.StatusCode, resp.Close)
 			}
-		}()
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		if n, err := br.Read(make([]byte, 1)); n > 0 || err == nil {
-			t.Fatalf("read %d bytes (%v), want the connection closed", n, err)
+			return c, br, time.Now()
 		}
-		if d := time.Since(start); d < 250*time.Millisecond || d > 2*time.Second {
-			t.Errorf("closed %v after the 429, want about keepalive_timeout (300ms)", d)
+		trickle := func(c net.Conn, br *bufio.Reader, n int) (last, closed time.Time, sent int) {
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for ; sent < n; sent++ {
+					time.Sleep(20 * time.Millisecond)
+					if _, err := c.Write([]byte("x")); err != nil {
+						return
+					}
+					last = time.Now()
+				}
+			}()
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if n, err := br.Read(make([]byte, 1)); n > 0 || err == nil {
+				t.Fatalf("read %d bytes (%v), want the connection closed", n, err)
+			}
+			closed = time.Now()
+			c.Close()
+			<-done
+			return last, closed, sent
+		}
+
+		c, br, _ := refused(30)
+		last, closed, sent := trickle(c, br, 30)
+		if sent != 30 || closed.Before(last) {
+			t.Fatalf("closed with %d of the body's 30 bytes sent, want after them", sent)
+		}
+		if d := closed.Sub(last); d < keepalive-50*time.Millisecond || d > keepalive+time.Second {
+			t.Errorf("closed %v after the body's end, want about keepalive_timeout (%v)", d, keepalive)
+		}
+
+		c, br, start := refused(1000)
+		_, closed, _ = trickle(c, br, 1000)
+		if d := closed.Sub(start); d < reqTimeout-50*time.Millisecond || d > reqTimeout+2*time.Second {
+			t.Errorf("a slowloris body closed %v after its 429, want about request_timeout (%v)", d, reqTimeout)
+		}
+		waitFor(t, "the close counted", func() bool { return p.Totals().Listeners[0].DiscardClosed == 1 })
+		if lt := p.Totals().Listeners[0]; lt.IdleClosed != 2 {
+			t.Errorf("%d closed idle, want 2 (the first request's connection and the first body's)", lt.IdleClosed)
 		}
 	})
 }
