@@ -547,14 +547,14 @@ func (s *hsession) gotHead() {
 	if s.h2 != nil {
 		s.h2.on = false
 	}
+	if s.pool.h2 && s.upgrade {
+		s.respond(501) // (no Upgrade over HTTP/2: see doc.go; before the rate limit, which it spends nothing of)
+		return
+	}
 	if s.rateLimited() {
 		return
 	}
 	if s.pool.h2 {
-		if s.upgrade {
-			s.respond(501) // (no Upgrade over HTTP/2: see doc.go)
-			return
-		}
 		s.h2Head()
 		s.phase = phConnect
 		return

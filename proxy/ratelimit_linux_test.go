@@ -792,3 +792,28 @@ func TestRateLimitDiscardSlow(t *testing.T) {
 		}
 	})
 }
+
+// TestRateLimitUpgradeH2Pool: an HTTP/1.1 request asking for an upgrade
+// to a route whose pool is h2c is refused with 501, as the proxy's other
+// refusals are (CONNECT, 400, 413) before the rate limit: it spends
+// nothing of the listener's (burst 1) and is not counted, and the next
+// request passes.
+func TestRateLimitUpgradeH2Pool(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		up := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), nil)
+		cfg := h2cPoolConfig(b, up.addr)
+		cfg.Listeners[0].RateLimit = &RateLimitConfig{Rate: 1, Per: Duration(time.Hour), Burst: 1, Key: RateKeyAll}
+		p := startProxy(t, cfg)
+		c := dial(t, p)
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+		if resp, _ := readResponseFrom(t, c, bufio.NewReader(c), "GET"); resp.StatusCode != 501 {
+			t.Fatalf("the upgrade: %d, want 501", resp.StatusCode)
+		}
+		if code := getStatus(dial(t, p), "/"); code != 200 {
+			t.Fatalf("the request after it: %d, want 200", code)
+		}
+		if rl := p.Totals().Listeners[0].RateLimit; rl == nil || *rl != (RateLimitTotals{Allowed: 1}) {
+			t.Errorf("totals %+v, want 1 allowed", rl)
+		}
+	})
+}
