@@ -902,10 +902,16 @@
 // (by name and mode) or the route (by the listener's and its name) had
 // one with the same key and table_size, whatever else changed: a reload
 // does not reset a client's budget. A changed rate, per or burst applies
-// to the decisions after it, against the budgets as spent (a budget spent
-// further ahead than the new burst counts as spent to it: a shorter limit
-// holds no client back for the old one's time); a changed key or
-// table_size starts new budgets and counters. /metrics has
+// to the decisions after it, against the budgets as spent, in requests:
+// where the interval (per/rate) changes, each budget's lead is rescaled
+// to as many of the new intervals as it had spent of the old (10 spent of
+// a burst of 10 at one a second leave none at one a minute, not the
+// fraction of a minute 10 seconds are; the budgets are copied, and the
+// decisions on the loops between the copy and their taking the new limit
+// are not carried over); a budget spent further ahead than the new burst
+// counts as spent to it (a shorter limit holds no client back for the old
+// one's time); a changed key or table_size starts new budgets and
+// counters. /metrics has
 // spindle_proxy_rate_limit_decisions_total{listener,route,result=
 // "allowed"|"limited"} (route="" for the listener's own limit), saying
 // what happened to each request: one that passes is allowed by each limit

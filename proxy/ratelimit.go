@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
+	"math/bits"
 	"net/netip"
 	"strconv"
 	"sync/atomic"
@@ -208,12 +209,18 @@ type rateStats struct {
 // clock (Proxy.now: monotonic, ns; any goroutine), taking over old's
 // table (budgets and counters) where old (nil: none) has the same key
 // and table size: a reload changes the rate and burst of the decisions
-// after it, against the budgets as spent.
+// after it, against the budgets as spent. Where the emission interval
+// changes, the budgets are taken over rescaled (rateTable.rescaled): a
+// budget's lead over now is the intervals it spent, which keep their
+// number, not their time. Reload's goroutine (or New's).
 func newLimiter(rc *RateLimitConfig, old *limiter, loops int, clock func() int64) *limiter {
 	T := rc.interval()
 	lm := &limiter{cfg: *rc, t: T, tau: int64(rc.Burst) * T, clock: clock}
 	if old != nil && old.cfg.Key == rc.Key && old.cfg.TableSize == rc.TableSize && len(old.tab.stats) == loops {
 		lm.tab = old.tab
+		if old.t != T {
+			lm.tab = old.tab.rescaled(clock(), old.t, T, lm.tau)
+		}
 		return lm
 	}
 	n := rc.TableSize
@@ -223,6 +230,38 @@ func newLimiter(rc *RateLimitConfig, old *limiter, loops int, clock func() int64
 	lm.tab = &rateTable{all: rc.Key == RateKeyAll, seed: maphash.MakeSeed(), mask: uint64(n - 1),
 		cells: make([]atomic.Int64, n), stats: make([]rateStats, loops)}
 	return lm
+}
+
+// rescaled returns a copy of tab's budgets, of emission interval ot, for
+// emission interval t and tolerance tau, as of now: a budget ahead of now
+// by a lead (lead/ot intervals spent) is ahead by as many intervals of t
+// (rounded up), at most tau; one not ahead (unspent) is kept. Each cell
+// is scaled alone, and the scaling only grows with the lead, so a cell
+// stays no lower than the budget of any client hashed to it. The
+// counters are tab's, shared. Decisions on tab after its cell was read
+// (on the loops, until they take the reload's limiter) are not carried
+// over: looser by those. Reload's goroutine; allocates the table.
+func (tab *rateTable) rescaled(now, ot, t, tau int64) *rateTable {
+	nt := &rateTable{all: tab.all, seed: tab.seed, mask: tab.mask, cells: make([]atomic.Int64, len(tab.cells)), stats: tab.stats}
+	for k := range tab.cells {
+		v := tab.cells[k].Load()
+		if v > now {
+			lead := tau
+			// (lead×t/ot in 128 bits: up to 24h × 24h overflows an
+			// int64.)
+			if hi, lo := bits.Mul64(uint64(v-now), uint64(t)); hi < uint64(ot) {
+				if q, r := bits.Div64(hi, lo, uint64(ot)); q < uint64(tau) {
+					if r > 0 {
+						q++
+					}
+					lead = int64(q)
+				}
+			}
+			v = now + lead
+		}
+		nt.cells[k].Store(v)
+	}
+	return nt
 }
 
 // allow decides a request (connection) of client a now and counts it on

@@ -631,3 +631,56 @@ func TestAdmitCounts(t *testing.T) {
 	}
 	check("refused by the listener", RateLimitTotals{Allowed: 3, Limited: 1}, RateLimitTotals{Allowed: 1, Limited: 2})
 }
+
+// TestLimiterReloadRate: a reload that changes a limit's interval (rate
+// or per) keeps each budget's share spent, in requests, not its lead in
+// time: 10 spent of a burst of 10 at one a second, the limit made one a
+// minute, leave none (the lead of 10s was a sixth of an interval of the
+// new limit: 10 more passed at once), and 5 spent at one a minute, made
+// one a second, leave 5 (the lead of 5 minutes was past the new burst:
+// none passed); key client's cells each as their own budget, key all's
+// one.
+func TestLimiterReloadRate(t *testing.T) {
+	for _, key := range []string{RateKeyClient, RateKeyAll} {
+		for _, c := range []struct {
+			from, to time.Duration
+			spend    int
+		}{{time.Second, time.Minute, 10}, {time.Minute, time.Second, 5}} {
+			var clock testClock
+			clock.t.Store(5 * ms)
+			old := testLimiter(t, RateLimitConfig{Rate: 1, Per: Duration(c.from), Burst: 10, Key: key}, 1, &clock)
+			a, b := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
+			for range c.spend {
+				if ok, _ := old.allow(0, a); !ok {
+					t.Fatalf("key %s, per %v: refused within the burst", key, c.from)
+				}
+			}
+			rc := old.cfg
+			rc.Per = Duration(c.to)
+			lm := newLimiter(&rc, old, 1, clock.now)
+			n := 0
+			for range 20 {
+				if ok, _ := lm.allow(0, a); ok {
+					n++
+				}
+			}
+			if want := 10 - c.spend; n != want {
+				t.Errorf("key %s, %d spent at one per %v, made one per %v: %d passed, want %d", key, c.spend, c.from, c.to, n, want)
+			}
+			if key == RateKeyClient {
+				m := 0
+				for range 20 {
+					if ok, _ := lm.allow(0, b); ok {
+						m++
+					}
+				}
+				if m != 10 {
+					t.Errorf("another client after the reload: %d passed, want 10", m)
+				}
+			}
+			if got := lm.totals(); got.Allowed != old.totals().Allowed || got.Allowed < uint64(c.spend) {
+				t.Errorf("key %s: counters %+v not kept over the reload", key, got)
+			}
+		}
+	}
+}
