@@ -835,7 +835,8 @@
 // each request).
 //
 // Over the limit an HTTP/1.1 request gets 429 with Retry-After (the
-// seconds until a request would pass, rounded up) and a short body, RL
+// seconds until it would pass every limit in play, the listener's and
+// the route's, rounded up) and a short body, RL
 // in the access log, and reaches no server; its connection is kept
 // where the client did not ask to close, its queue is below
 // write_high_water (one pipelining requests faster than it reads their

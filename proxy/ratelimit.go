@@ -500,8 +500,10 @@ func (p *Proxy) makeLimiters(l *listener) {
 
 // admit decides a request of client a on loop id, routed to route i
 // (len(routes): the listener's pool), against the listener's limit and
-// then the route's: 0 where both allow it, else the wait the first that
-// refuses it gives (ns). A refusal spends neither budget, as nginx's
+// then the route's: 0 where both allow it, else the wait until both
+// would (ns; the longer of the waits of the limits that would refuse it,
+// the route's read without spending where the listener's refuses it:
+// Retry-After). A refusal spends neither budget, as nginx's
 // limit_req charges none of its zones unless all pass: both limits are
 // first decided without spending, then spent in turn, the listener's
 // given back (giveBack, key all) where the route's was spent by another
@@ -532,7 +534,7 @@ func (l *listener) admit(id, i int, a netip.Addr) int64 {
 	rx, ry := rm.cells(a)
 	if wait := gcraWait(lx, ly, lm.clock(), lm.t, lm.tau); wait > 0 {
 		lm.count(id, false)
-		return wait
+		return max(wait, gcraWait(rx, ry, rm.clock(), rm.t, rm.tau))
 	}
 	if wait := gcraWait(rx, ry, rm.clock(), rm.t, rm.tau); wait > 0 {
 		rm.count(id, false)
@@ -542,7 +544,7 @@ func (l *listener) admit(id, i int, a netip.Addr) int64 {
 	ok, wait, tat := gcra(lx, ly, &lm.tab.low, lm.clock, lm.t, lm.tau)
 	if !ok {
 		lm.count(id, false)
-		return wait
+		return max(wait, gcraWait(rx, ry, rm.clock(), rm.t, rm.tau))
 	}
 	ok, wait, _ = gcra(rx, ry, &rm.tab.low, rm.clock, rm.t, rm.tau)
 	rm.count(id, ok)

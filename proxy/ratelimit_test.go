@@ -684,3 +684,28 @@ func TestLimiterReloadRate(t *testing.T) {
 		}
 	}
 }
+
+// TestAdmitWaitBoth: a request refused by the listener's limit (one each
+// 10s) that the route's (one an hour) would refuse too gets the wait
+// until it would pass both, the hour's (Retry-After: the seconds until a
+// request would pass), not the listener's 10s, after which the route's
+// refuses it again; and one refused by the route's, the listener's
+// allowing it, the route's wait.
+func TestAdmitWaitBoth(t *testing.T) {
+	var clock testClock
+	clock.t.Store(5 * ms)
+	l := &listener{
+		limit:   testLimiter(t, RateLimitConfig{Rate: 1, Per: Duration(10 * time.Second), Burst: 1, Key: RateKeyAll}, 1, &clock),
+		rlimits: []*limiter{testLimiter(t, RateLimitConfig{Rate: 1, Per: Duration(time.Hour), Burst: 1, Key: RateKeyAll}, 1, &clock)},
+	}
+	if l.admit(0, 0, netip.Addr{}) != 0 {
+		t.Fatal("the first request refused")
+	}
+	if got, want := l.admit(0, 0, netip.Addr{}), int64(time.Hour); got != want {
+		t.Errorf("refused by both: wait %v, want %v", time.Duration(got), time.Duration(want))
+	}
+	clock.t.Add(int64(10 * time.Second))
+	if got, want := l.admit(0, 0, netip.Addr{}), int64(time.Hour-10*time.Second); got != want {
+		t.Errorf("refused by the route: wait %v, want %v", time.Duration(got), time.Duration(want))
+	}
+}
