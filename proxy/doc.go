@@ -857,7 +857,9 @@
 // reset that would lose the 429. Else the 429 says Connection: close. An HTTP/2
 // client's stream gets the 429 (with retry-after), and, where its body
 // is still coming, RST_STREAM NO_ERROR, its connection going on. A mode tcp connection over the limit is closed at once, counted
-// (not logged, as one max_conns turns away). Nothing is delayed (nginx's
+// (not logged, as one max_conns turns away); max_conns decides first, so
+// a connection it turns away spends nothing of the limit and is not
+// counted by it. Nothing is delayed (nginx's
 // delay): a request passes or is refused at once.
 //
 // The algorithm is GCRA (the generic cell rate algorithm: a token bucket

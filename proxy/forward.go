@@ -186,13 +186,16 @@ func (h *handler) OnOpen(c *engine.Conn) {
 	}
 	st := l.stats[ls.id]
 	st.accepted.inc()
-	if l.connLimited(ls.id, c.RemoteAddr().Addr()) {
-		c.Close()
-		return
-	}
 	if m := l.cfg.MaxConns; m > 0 && l.conns.Add(1) > int64(m) {
 		l.conns.Add(-1)
 		st.rejected.inc()
+		c.Close()
+		return
+	}
+	if l.connLimited(ls.id, c.RemoteAddr().Addr()) { // (after max_conns: one it turns away spends no budget)
+		if l.cfg.MaxConns > 0 {
+			l.conns.Add(-1)
+		}
 		c.Close()
 		return
 	}

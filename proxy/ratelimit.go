@@ -692,8 +692,9 @@ func appendTooMany(o []byte, retry int64, minor int, keep, head bool) []byte {
 }
 
 // connLimited decides a new connection of mode tcp listener l on loop
-// id against its rate limit: true where it is refused (counted). Loop
-// goroutine.
+// id against its rate limit: true where it is refused (counted). Called
+// after max_conns took the connection's place (one it turns away spends
+// nothing). Loop goroutine.
 func (l *listener) connLimited(id int, a netip.Addr) bool {
 	if l.limit == nil || l.http {
 		return false

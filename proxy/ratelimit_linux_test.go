@@ -817,3 +817,37 @@ func TestRateLimitUpgradeH2Pool(t *testing.T) {
 		}
 	})
 }
+
+// TestRateLimitTCPMaxConns: a mode tcp connection that max_conns (1)
+// turns away spends nothing of the listener's rate limit (burst 2 an
+// hour) and is not counted by it (it was not let through): with the
+// first connection held, a second is turned away by max_conns; once the
+// first has gone, a third passes on the budget's second.
+func TestRateLimitTCPMaxConns(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newUpstream(t, echo)
+		cfg := testConfig(b, u.addr)
+		cfg.Listeners[0].MaxConns = 1
+		cfg.Listeners[0].RateLimit = &RateLimitConfig{Rate: 1, Per: Duration(time.Hour), Burst: 2}
+		p := startProxy(t, cfg)
+		first := dial(t, p)
+		if err := roundTrip(first, "hi"); err != nil {
+			t.Fatalf("the first: %v", err)
+		}
+		if err := closedByProxy(dial(t, p)); err != nil {
+			t.Fatalf("the second, over max_conns: %v", err)
+		}
+		first.Close()
+		waitFor(t, "the first gone", func() bool { return p.Totals().Listeners[0].Active == 0 })
+		if err := roundTrip(dial(t, p), "hi"); err != nil {
+			t.Fatalf("the third: %v", err)
+		}
+		lt := p.Totals().Listeners[0]
+		if rl := lt.RateLimit; rl == nil || *rl != (RateLimitTotals{Allowed: 2}) {
+			t.Errorf("totals %+v, want 2 allowed", rl)
+		}
+		if lt.Rejected != 1 {
+			t.Errorf("%d turned away by max_conns, want 1", lt.Rejected)
+		}
+	})
+}
