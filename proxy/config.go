@@ -120,7 +120,9 @@ type ListenerConfig struct {
 	MaxConns int `yaml:"max_conns" json:"max_conns"`
 	// RequestTimeout (mode http) bounds the arrival of a request's
 	// whole head, from the connection's accept or the request's first
-	// byte; past it the client gets 408 and is closed. Default 30s.
+	// byte; past it the client gets 408 and is closed. It also bounds
+	// the body of a request a rate_limit refused, read and dropped, from
+	// the 429: past it the client is closed. Default 30s.
 	RequestTimeout Duration `yaml:"request_timeout,omitempty" json:"request_timeout,omitempty"`
 	// ResponseTimeout (mode http) bounds the wait for a server: from
 	// the request's head sent to the response's head, counted again

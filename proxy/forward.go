@@ -35,7 +35,7 @@ type lnStats struct {
 	noServer   counter // closed: no server of the pool was up (mode http: a 503)
 	failed     counter // closed: every server up failed to connect (mode http: a 502)
 	idleClosed counter // closed by idle_timeout (mode http: keepalive_timeout; a tunnel: idle_timeout)
-	// closed reading a refused request's body (discardBody): malformed, or past discardBytes
+	// closed reading a refused request's body (discardBody): malformed, past discardBytes, or past request_timeout
 	discardClosed counter
 	active        gauge // clients open
 

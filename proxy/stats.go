@@ -53,8 +53,9 @@ type ListenerTotals struct {
 	// the forwarding fields so spelled.
 	UnderscoreDropped uint64
 	// DiscardClosed counts the clients closed after a 429 because the
-	// body of the refused request, read and dropped, was malformed or
-	// past 64 KiB (mode http).
+	// body of the refused request, read and dropped, was malformed, past
+	// 64 KiB, or not all come within request_timeout of the 429 (mode
+	// http).
 	DiscardClosed uint64
 	// RateLimit is the listener's rate_limit's decisions, nil for none.
 	RateLimit *RateLimitTotals
