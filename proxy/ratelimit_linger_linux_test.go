@@ -36,7 +36,15 @@ func TestRateLimitDiscardLinger(t *testing.T) {
 					cfg.Listeners[0].RequestTimeout = Duration(200 * time.Millisecond)
 				}
 				cfg.Listeners[0].RateLimit = &RateLimitConfig{Rate: 1, Per: Duration(time.Hour), Burst: 1, Key: RateKeyAll}
-				p, stop := runProxy(t, cfg)
+				// A drain of 5s, not runProxy's 1s: the client, slowed by a
+				// loaded machine, reads the responses after its writes, and
+				// a drain ending before it resets the connection as a Close
+				// would.
+				p, err := New(cfg, &Options{Drain: 5 * time.Second, Logf: func(string, ...any) {}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				stop := run(p)
 				defer stop()
 				// A small receive buffer: the response to the GET (allowed)
 				// fills it, and the 429 after it waits in the proxy's socket.
