@@ -561,14 +561,15 @@ func (x *h1up) credit() {
 
 // onTrailers ends the response: its trailers as the chunked body's
 // trailer section (dropped where the body had Content-Length), but
-// those its respTrailerRules drop.
+// those its respTrailerRules drop and those HTTP/1.1 cannot carry
+// (keptH1).
 func (x *h1up) onTrailers(u *upH2, fields []hpack.Field) {
 	s := x.s
 	if x.chunked {
 		tr := s.ln.respTrailerRules(&s.x)
 		o := append(s.ls.scratch[:0], "0\r\n"...)
 		for _, f := range fields {
-			if tr.kept(f.Name) {
+			if tr.keptH1(f) {
 				o = h1.AppendHeader(o, f.Name, f.Value)
 			}
 		}

@@ -137,6 +137,17 @@ func (r respTrailerRules) kept(name []byte) bool {
 	return !listed(respTrailerRefused, name) && hdrRules(r).keep(name)
 }
 
+// keptH1 reports whether a response trailer field f from an h2c server
+// goes on to an HTTP/1.1 client: kept, and one HTTP/1.1 carries as it is
+// (h1.ValidField). internal/h2 lets control characters but NUL, CR and
+// LF through in values (RFC 9113 8.2.1), which a strict recipient
+// (internal/h1, Go's net/http) refuses with the whole message, and a lax
+// one may read otherwise; the field is left out, as those the rules drop
+// (the response's head and body went already).
+func (r respTrailerRules) keptH1(f hpack.Field) bool {
+	return h1.ValidField(f.Name, f.Value) && r.kept(f.Name)
+}
+
 // trailerKeeper is trailerRules or respTrailerRules (a type parameter's
 // constraint, so that their calls take no allocation).
 type trailerKeeper interface{ kept(name []byte) bool }

@@ -1,0 +1,96 @@
+package proxy
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spindlenet/spindle/engine"
+	"github.com/spindlenet/spindle/internal/h1"
+	"github.com/spindlenet/spindle/internal/h2"
+	"github.com/spindlenet/spindle/internal/hpack"
+)
+
+// trlH2App answers every request with "hello" (no content-length) and
+// the trailers fields, whatever they hold (internal/h2 sends what it is
+// given).
+type trlH2App struct{ fields []hpack.Field }
+
+func (a *trlH2App) OnRequest(s *h2.Server, id uint32, r *h2.Request, end bool) {
+	if s.WriteHeaders(id, 200, nil, false) != nil {
+		return
+	}
+	if _, err := s.WriteData(id, []byte("hello"), false); err == nil {
+		s.WriteTrailers(id, a.fields)
+	}
+}
+func (a *trlH2App) OnData(s *h2.Server, id uint32, p []byte, end bool) { s.Consumed(id, len(p)) }
+func (a *trlH2App) OnTrailers(*h2.Server, uint32, []hpack.Field)       {}
+func (a *trlH2App) OnReset(*h2.Server, uint32, h2.ErrCode)             {}
+func (a *trlH2App) OnWritable(*h2.Server, uint32)                      {}
+func (a *trlH2App) OnGoAway(*h2.Server, h2.ErrCode, []byte)            {}
+
+// readChunked reads a chunked body from br as a strict HTTP/1.1
+// recipient (internal/h1) does, returning its bytes as sent.
+func readChunked(t *testing.T, c net.Conn, br *bufio.Reader) (string, error) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var b h1.Body
+	b.Reset(h1.Chunked, 0)
+	var got []byte
+	for {
+		c, err := br.ReadByte()
+		if err != nil {
+			return string(got), err
+		}
+		got = append(got, c)
+		if _, done, err := b.Next([]byte{c}); err != nil || done {
+			return string(got), err
+		}
+	}
+}
+
+// TestH2TrailersCtlToH1: an h2c server's trailer field whose value has
+// a control character HTTP/1.1 does not carry (internal/h2 lets all but
+// NUL, CR and LF through, RFC 9113 8.2.1) is left out of the trailer
+// section an HTTP/1.1 client gets, which a strict recipient (internal/h1,
+// Go's net/http) refuses whole with it; the other fields pass and the
+// connection goes on to its next response.
+func TestH2TrailersCtlToH1(t *testing.T) {
+	app := &trlH2App{fields: []hpack.Field{
+		{Name: []byte("x-sum"), Value: []byte("abc")},
+		{Name: []byte("x-ctl"), Value: []byte("a\x01b")},
+		{Name: []byte("x-del"), Value: []byte("a\x7fb")},
+		{Name: []byte("x-vt"), Value: []byte("a\x0bb")},
+		{Name: []byte("grpc-status"), Value: []byte("0")},
+	}}
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		up := newUpstream(t, func(c net.Conn) { serveH2(c, app) })
+		p := startProxy(t, h2cPoolConfig(b, up.addr))
+		c := dial(t, p)
+		br := bufio.NewReader(c)
+		for i := range 2 {
+			io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+			if head := rawHead(t, c, br); !strings.HasPrefix(head, "HTTP/1.1 200 ") || !strings.Contains(head, "Transfer-Encoding: chunked\r\n") {
+				t.Fatalf("response %d: %q", i, head)
+			}
+			body, err := readChunked(t, c, br)
+			if want := "5\r\nhello\r\n0\r\nx-sum: abc\r\ngrpc-status: 0\r\n\r\n"; err != nil || body != want {
+				t.Fatalf("response %d: body %q (%v), want %q", i, body, err, want)
+			}
+		}
+		h1c, base := client(t, p)
+		resp, err := h1c.Get(base + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || string(body) != "hello" || trailerKeys(resp.Trailer) != "Grpc-Status,X-Sum" {
+			t.Errorf("net/http: %q (%v), trailers %v", body, err, resp.Trailer)
+		}
+	})
+}
