@@ -173,13 +173,17 @@ func validValue(b []byte) bool {
 	return true
 }
 
-// connSpecific reports a connection-specific field (RFC 9113 8.2.2).
+// connSpecific reports a connection-specific field (RFC 9113 8.2.2),
+// name in lower case (validName): HTTP/1.1's (h1.ConnectionFields) but
+// te: trailers, and Transfer-Encoding, which HTTP/2's framing replaces.
 func connSpecific(name, value []byte) bool {
-	switch string(name) {
-	case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
+	if string(name) == "transfer-encoding" {
 		return true
-	case "te":
-		return !h1.EqualFold(value, []byte("trailers"))
+	}
+	for _, f := range h1.ConnectionFields {
+		if string(name) == f {
+			return f != "te" || !h1.EqualFold(value, []byte("trailers"))
+		}
 	}
 	return false
 }
