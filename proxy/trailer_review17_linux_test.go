@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"io"
 	"net"
+	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,6 +93,55 @@ func TestH2TrailersCtlToH1(t *testing.T) {
 		resp.Body.Close()
 		if err != nil || string(body) != "hello" || trailerKeys(resp.Trailer) != "Grpc-Status,X-Sum" {
 			t.Errorf("net/http: %q (%v), trailers %v", body, err, resp.Trailer)
+		}
+	})
+}
+
+// trailerHeld returns the bytes p's HTTP/1.1 sessions keep in their
+// buffers for trailer sections (their requests' to h2c pools: the
+// section, its fields' bytes and the fields), read on their loops.
+func trailerHeld(p *Proxy) int {
+	fieldSize := int(reflect.TypeFor[hpack.Field]().Size())
+	n := 0
+	for k, el := range p.e.Loops() {
+		done := make(chan struct{})
+		el.Post(func() {
+			for _, s := range p.loops[k].sessions {
+				n += cap(s.trl.b) + cap(s.respTrl.b)
+				if x := s.h2; x != nil {
+					n += cap(x.trl) + cap(x.tb) + cap(x.rfs)*fieldSize
+				}
+			}
+			close(done)
+		})
+		<-done
+	}
+	return n
+}
+
+// TestTrailerFieldsBound: a chunked body's trailer section may have as
+// many field lines as a head (h1.MaxTrailerFields, h1.DefaultMaxHeaders):
+// an HTTP/1.1 client's request with that many to an h2c pool gets its
+// answer, and one with 16 KiB of one-letter fields (4096, which the
+// session kept as HTTP/2 fields, 229 KiB, for its life) is refused 400,
+// as a head with more is 431.
+func TestTrailerFieldsBound(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		var first atomic.Bool
+		up := newUpstream(t, rawH2Up("", &first))
+		p := startProxy(t, h2cPoolConfig(b, up.addr))
+		for _, tc := range []struct {
+			fields, status int
+		}{{h1.DefaultMaxHeaders, 200}, {h1.MaxTrailer/len("a:\r\n") - 1, 400}} {
+			c := dial(t, p)
+			io.WriteString(c, "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n"+
+				strings.Repeat("a:\r\n", tc.fields)+"\r\n")
+			resp, body := readResponse(t, c, "POST")
+			held := trailerHeld(p)
+			if resp.StatusCode != tc.status || held > 16<<10 {
+				t.Errorf("%d trailer fields: %d %q, %d bytes held; want %d, 16 KiB at most", tc.fields, resp.StatusCode, body, held, tc.status)
+			}
+			c.Close()
 		}
 	})
 }

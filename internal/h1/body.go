@@ -9,6 +9,11 @@ const (
 	MaxChunkLine = 4096
 	// MaxTrailer is the largest trailer section, CRLFs included.
 	MaxTrailer = 16 << 10
+	// MaxTrailerFields is the most field lines a trailer section may
+	// have, as many as a head by default (DefaultMaxHeaders): MaxTrailer
+	// alone lets 4096 one-letter fields through, which a next hop keeps
+	// as as many fields (an HTTP/2 trailer block's, 56 bytes each).
+	MaxTrailerFields = DefaultMaxHeaders
 	// maxSizeDigits bounds chunk-size digits, leading zeros included: a
 	// longer size is an error even when its value is small, since a next hop
 	// with a narrower parser could read it differently.
@@ -42,6 +47,7 @@ type Body struct {
 	data    int64 // data bytes so far (Data)
 	size    int64 // chunk-size being read
 	line    int   // bytes of the current chunk-size line, or of the trailer section
+	fields  int   // the trailer section's field lines so far
 	err     *Error
 	name    [len("transfer-encoding")]byte // start of the trailer field name, lower case
 	nameLen int                            // its length, up to len(name)+1
@@ -281,6 +287,9 @@ func (b *Body) chunked(p []byte) (Span, *Error) {
 			case c == '\r':
 				b.state = cEndLF
 			case tchar[c]:
+				if b.fields++; b.fields > MaxTrailerFields {
+					return upTo(i, tr), errTrailerLarge
+				}
 				b.state, b.nameLen = cTrName, 0
 				b.addName(c)
 			default:

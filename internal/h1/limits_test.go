@@ -100,4 +100,19 @@ func TestLimitsAtBoundary(t *testing.T) {
 	if got := feed(Chunked, 0, []byte(last+trailer)); got.err == nil || got.n != len(last)+MaxTrailer {
 		t.Errorf("trailer of MaxTrailer+1 bytes: %+v, want an error at byte %d", got, len(last)+MaxTrailer)
 	}
+
+	// It may have MaxTrailerFields field lines, as a head MaxHeaders: the
+	// one past them is refused at its first byte, however the body is
+	// split.
+	trailer = strings.Repeat("t:\r\n", MaxTrailerFields) + "\r\n"
+	if got := feed(Chunked, 0, []byte(last+trailer)); !got.done || got.err != nil {
+		t.Errorf("trailer of MaxTrailerFields fields: %+v", got)
+	}
+	in := []byte(last + strings.Repeat("t:\r\n", MaxTrailerFields+1) + "\r\n")
+	at := len(last) + MaxTrailerFields*len("t:\r\n")
+	for cut := range len(in) + 1 {
+		if got := feed(Chunked, 0, in, cut); status(got.err) != 502 || got.n != at {
+			t.Fatalf("trailer of MaxTrailerFields+1 fields, cut at %d: %+v, want a 502 at byte %d", cut, got, at)
+		}
+	}
 }
