@@ -2,9 +2,14 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"io"
 	"net"
+	"net/http"
+	"os/exec"
 	"reflect"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -143,5 +148,63 @@ func TestTrailerFieldsBound(t *testing.T) {
 			}
 			c.Close()
 		}
+	})
+}
+
+// droppedTrailers answers "hello" chunked (HTTP/1.1) or with a
+// trailing HEADERS (h2c) whose every field a client loses.
+func droppedTrailers(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Trailer", "Set-Cookie")
+	io.WriteString(w, "hello")
+	w.(http.Flusher).Flush()
+	w.Header().Set(http.TrailerPrefix+"Set-Cookie", "s=1")
+	w.Header().Set(http.TrailerPrefix+"Location", "/x")
+}
+
+// TestTrailersAllDropped: a response whose trailer fields are all
+// dropped ends, for each pool protocol, with an empty DATA with
+// END_STREAM to HTTP/2 clients (Go's, nghttp's and h2load's take it:
+// every request succeeds, no stream reset) and with an empty trailer
+// section to an HTTP/1.1 client, its connection reused after it.
+func TestTrailersAllDropped(t *testing.T) {
+	nghttp, err1 := exec.LookPath("nghttp")
+	h2load, err2 := exec.LookPath("h2load")
+	if err1 != nil || err2 != nil {
+		t.Skip("nghttp or h2load is not on PATH (.ci/run installs nghttp2-client)")
+	}
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		eachPool(t, droppedTrailers, func(protocol, server string) {
+			cfg := h2cConfig(b, server)
+			cfg.Pools[0].Protocol = protocol
+			p := startProxy(t, cfg)
+			url := "http://" + p.Addr("web").String() + "/"
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			out, err := exec.CommandContext(ctx, nghttp, "-v", url).CombinedOutput()
+			if err != nil || !bytes.Contains(out, []byte("recv DATA frame <length=0, flags=0x01, stream_id=13>")) ||
+				bytes.Contains(out, []byte("RST_STREAM")) || !bytes.Contains(out, []byte("hello")) {
+				t.Errorf("%s: nghttp: %v\n%s", protocol, err, out)
+			}
+			out, err = exec.CommandContext(ctx, h2load, "-n", "200", "-c", "2", "-m", "10", url).CombinedOutput()
+			if err != nil || !regexp.MustCompile(`(?m)^requests: 200 total, 200 started, 200 done, 200 succeeded, 0 failed`).Match(out) {
+				t.Errorf("%s: h2load: %v\n%s", protocol, err, out)
+			}
+			h2c, _ := h2Client(t, p)
+			resp, body := do(t, h2c, mustReq(t, "GET", url, nil))
+			if string(body) != "hello" || len(resp.Trailer) != 0 && trailerKeys(resp.Trailer) != "" {
+				t.Errorf("%s: HTTP/2: %q, trailers %v", protocol, body, resp.Trailer)
+			}
+			c := dial(t, p)
+			br := bufio.NewReader(c)
+			for i := range 2 {
+				io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+				if head := rawHead(t, c, br); !strings.HasPrefix(head, "HTTP/1.1 200 ") {
+					t.Fatalf("%s: response %d: %q", protocol, i, head)
+				}
+				if body, err := readChunked(t, c, br); err != nil || body != "5\r\nhello\r\n0\r\n\r\n" {
+					t.Errorf("%s: response %d: %q (%v), want an empty trailer section", protocol, i, body, err)
+				}
+			}
+		})
 	})
 }
