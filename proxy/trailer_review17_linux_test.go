@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -204,6 +205,44 @@ func TestTrailersAllDropped(t *testing.T) {
 				if body, err := readChunked(t, c, br); err != nil || body != "5\r\nhello\r\n0\r\n\r\n" {
 					t.Errorf("%s: response %d: %q (%v), want an empty trailer section", protocol, i, body, err)
 				}
+			}
+		})
+	})
+}
+
+// TestTrailerPipelined: a request whose trailer section ends in the
+// read that carries the next request (and a byte at a time) goes on
+// filtered, and the next request after it, each once, in order, for
+// each pool protocol (the head declares X-Sum: Go's HTTP/2 server keeps
+// the declared trailers alone).
+func TestTrailerPipelined(t *testing.T) {
+	echo := func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%s %s %s %s;", r.Method, r.URL.Path, b, trailerKeys(r.Trailer))
+	}
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		eachPool(t, echo, func(protocol, server string) {
+			cfg := h2cConfig(b, server)
+			cfg.Pools[0].Protocol = protocol
+			p := startProxy(t, cfg)
+			reqs := "POST /a HTTP/1.1\r\nHost: x\r\nTrailer: X-Sum\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\nX-Sum: 1\r\nCookie: c=1\r\nX_Forwarded_For: 1\r\n\r\n" +
+				"GET /b HTTP/1.1\r\nHost: x\r\n\r\n"
+			want := []string{"POST /a hi X-Sum;", "GET /b  ;"}
+			for _, step := range []int{len(reqs), 1} {
+				c := dial(t, p)
+				for i := 0; i < len(reqs); i += step {
+					io.WriteString(c, reqs[i:min(i+step, len(reqs))])
+					if step == 1 {
+						time.Sleep(100 * time.Microsecond)
+					}
+				}
+				br := bufio.NewReader(c)
+				for _, w := range want {
+					if resp, body := readResponseFrom(t, c, br, "GET"); resp.StatusCode != 200 || body != w {
+						t.Errorf("%s, %d a write: %d %q, want %q", protocol, step, resp.StatusCode, body, w)
+					}
+				}
+				c.Close()
 			}
 		})
 	})
