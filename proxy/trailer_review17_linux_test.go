@@ -247,3 +247,39 @@ func TestTrailerPipelined(t *testing.T) {
 		})
 	})
 }
+
+// TestRetryTrailerAfter: a chunked PUT whose 503 came after its last
+// chunk but before its trailer section is retried on the other server
+// with its body and, once it arrives, its trailer section filtered,
+// once; the GET pipelined behind it is answered after it.
+func TestRetryTrailerAfter(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		var badN, goodN atomic.Int64
+		bad := early503(t, &badN)
+		good := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			goodN.Add(1)
+			body, _ := io.ReadAll(r.Body)
+			fmt.Fprintf(w, "ok %s %s %s %s", r.Method, r.URL.Path, body, trailerKeys(r.Trailer))
+		}).addr
+		p := startProxy(t, retryConfig(b, &RetryConfig{On: []string{"503"}}, bad, good))
+		c := dial(t, p)
+		c.SetNoDelay(true)
+		br := bufio.NewReader(c)
+		for i := range 4 { // (round-robin: two to the 503 server first)
+			before := badN.Load()
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			io.WriteString(c, "PUT /a HTTP/1.1\r\nHost: x\r\nTrailer: X-Sum\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n")
+			time.Sleep(100 * time.Millisecond) // (the 503 comes meanwhile)
+			io.WriteString(c, "X-Sum: 1\r\nCookie: c=1\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n")
+			if resp, got := readResponseFrom(t, c, br, "PUT"); resp.StatusCode != 200 || got != "ok PUT /a hello X-Sum" {
+				t.Fatalf("PUT %d (to the 503 server first: %v): %d %q", i, badN.Load() > before, resp.StatusCode, got)
+			}
+			if resp, got := readResponseFrom(t, c, br, "GET"); resp.StatusCode != 200 || got != "ok GET /b  " {
+				t.Fatalf("pipelined GET %d: %d %q", i, resp.StatusCode, got)
+			}
+		}
+		if badN.Load() == 0 || goodN.Load() != 8 {
+			t.Errorf("the 503 server got %d, the other %d requests; want some and 8", badN.Load(), goodN.Load())
+		}
+	})
+}
