@@ -1006,8 +1006,8 @@
 // The other fields pass as they came (a gRPC
 // client's among them). An HTTP/1.1 client's chunked body goes without
 // a copy up to its trailer section, which is held to the body's end
-// (16 KiB at most, internal/h1's bound) and sent filtered; a body
-// without one is not touched.
+// (16 KiB and 100 fields at most, internal/h1's bounds: a request past
+// them gets 400) and sent filtered; a body without one is not touched.
 //
 // A response's trailer section (an HTTP/1.1 server's chunked body's, an
 // h2c server's trailing HEADERS), to either client protocol, goes on
@@ -1030,8 +1030,12 @@
 // and the other fields pass as the server sent them, and so do the
 // forwarding fields (as in a head). An HTTP/1.1 server's chunked body
 // goes to an HTTP/1.1 client without a copy up to its trailer section,
-// which is held to the body's end (16 KiB at most) and sent filtered; a
-// body without one is not touched.
+// which is held to the body's end (16 KiB and 100 fields at most; past
+// them the client is reset, as for a malformed body) and sent filtered; a
+// body without one is not touched. An h2c server's trailer field whose
+// value holds a control character HTTP/1.1 does not carry (HTTP/2 refuses
+// only NUL, CR and LF) is left out for an HTTP/1.1 client, the other
+// fields passing.
 //
 // The admin server serves /metrics (Prometheus text format, names
 // spindle_proxy_*), /healthz and /debug/config (the effective config as
