@@ -493,7 +493,8 @@ func (c *Conn) Close() error {
 // a reset (RST, ECONNRESET) instead of an orderly end: for a proxy passing
 // on a reset it received, or a server giving up on a peer. Where Close
 // (or CloseLinger) is under way it cuts that short. OnClose gets nil, as
-// after Close. A Unix connection's peer sees an end of stream. Before a
+// after Close, after the callback that called Reset has returned (never
+// inside it; see Handler.OnClose). A Unix connection's peer sees an end of stream. Before a
 // dialed connection's OnOpen it is Close. It returns net.ErrClosed once the
 // socket is being closed. Loop goroutine.
 func (c *Conn) Reset() error {

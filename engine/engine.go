@@ -400,7 +400,14 @@ type Handler interface {
 	// OnClose is called once when the connection is closed and its
 	// resources released: err is nil after Close, otherwise the error that
 	// ended it (a *net.OpError, or ErrClosed at engine shutdown). A dial
-	// that fails gets OnClose without OnOpen.
+	// that fails gets OnClose without OnOpen. It never runs inside another
+	// callback (or timer function, or posted function) of the loop: a
+	// connection closed from one, by Reset say, or by an error found
+	// there, is closed when the call returns (c.Closed() reports true
+	// already), but its OnClose comes after the callback has returned, in
+	// the same loop iteration on epoll, once the kernel has let go of the
+	// socket on uring. So a handler may go on using its state for c after
+	// Reset, even if its OnClose frees it.
 	OnClose(c *Conn, err error)
 }
 

@@ -271,17 +271,22 @@ func (l *Loop) serve() {
 			l.stopping = true
 			l.runPosts()
 			l.abortAll()
+			l.runCloses()
 		}
 		if l.timers.pending() {
 			l.timers.runExpired(nanotime())
+			l.runCloses()
 		}
 		if l.sweepAt != 0 && l.woke >= l.sweepAt {
 			l.sweep()
+			l.runCloses()
 		}
 		if l.wakePending.Load() {
 			l.runPosts()
+			l.runCloses()
 		}
 		l.flushDirty()
+		l.runCloses()
 		if l.drained() {
 			return
 		}
@@ -302,7 +307,9 @@ func (l *Loop) serve() {
 			timeout = 10 * time.Millisecond
 		}
 		l.yield()
-		if err := l.be.poll(timeout); err != nil {
+		err := l.be.poll(timeout)
+		l.runCloses()
+		if err != nil {
 			// The kernel queue is broken: close everything and leave.
 			if !l.stopping {
 				l.failed = fmt.Errorf("engine: loop %d (CPU %d): %w", l.id, l.cpu, err)
@@ -310,6 +317,7 @@ func (l *Loop) serve() {
 			}
 			l.stopping = true
 			l.abortAll()
+			l.runCloses()
 			if !l.be.idle() {
 				return
 			}
@@ -442,8 +450,9 @@ func (l *Loop) connected(c *Conn) {
 // host:port, a link-local IPv6 host with its zone as in [fe80::1%eth0], or
 // "unix" with a path). It returns the Conn at once; OnOpen
 // follows when connected, or OnClose with the error (also when timeout, if
-// > 0, passes first; and before Dial returns if the backend cannot watch
-// the socket at all, as when epoll_ctl fails). Loop goroutine.
+// > 0, passes first; and, once the callback that called Dial has
+// returned, if the backend cannot watch the socket at all, as when
+// epoll_ctl fails). Loop goroutine.
 func (l *Loop) Dial(network, address string, timeout time.Duration) (*Conn, error) {
 	if l.stopping || l.e.draining.Load() {
 		return nil, ErrClosed

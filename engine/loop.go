@@ -93,6 +93,7 @@ type Loop struct {
 	slotGen   []uint32 // generation per slot, part of every kernel handle
 	free      []int32
 	dirty     []*Conn
+	closed    []*Conn // closed, their OnClose not yet called (runCloses)
 	lns       []*lnSock
 	timers    timerHeap
 	chunks    slab   // write-queue chunks (and epoll receive buffers)
@@ -277,10 +278,10 @@ func (l *Loop) setTimeouts(wto, cto time.Duration) {
 // flush of a queue sets it). It visits only the connections in l.queues. A
 // connection's stall count is 1 at the first sweep after its queue last
 // moved (or filled), and wtoTicks sweeps, each at least sweepEvery after
-// the last, later it passes wtoTicks: WriteTimeout has passed. (A reset's
-// OnClose that takes another queued connection out of l.queues may move
-// one not yet visited before the sweep's position: that one is counted
-// one sweep later.) Loop goroutine.
+// the last, later it passes wtoTicks: WriteTimeout has passed. The
+// OnClose of the connections it resets comes after it (runCloses), so no
+// handler takes another connection out of l.queues during the sweep. Loop
+// goroutine.
 func (l *Loop) sweep() {
 	l.sweepAt = 0
 	now := nanotime()
@@ -394,7 +395,33 @@ func (l *Loop) finishClose(c *Conn) {
 	l.free = append(l.free, c.slot)
 	l.st.open.Add(-1)
 	l.st.closed.Add(1)
-	l.h.OnClose(c, c.err)
+	// OnClose waits for runCloses: never inside the callback whose
+	// Reset (or other abort) closed c, which on epoll closes the socket
+	// at once, so that a handler may touch its state after Reset on
+	// every backend.
+	l.closed = append(l.closed, c)
+}
+
+// runCloses calls OnClose for the connections closed since it last ran,
+// in the order they closed, those its OnClose calls close too. The loop
+// calls it after each of its steps (timers, posted functions, flushes, a
+// wait's completions), so OnClose comes in the iteration that closed the
+// connection, once the callback that closed it has returned. Loop
+// goroutine.
+func (l *Loop) runCloses() {
+	if len(l.closed) > 0 {
+		l.callOnClose()
+	}
+}
+
+// callOnClose is runCloses with connections to tell about.
+func (l *Loop) callOnClose() {
+	for i := 0; i < len(l.closed); i++ {
+		c := l.closed[i]
+		l.closed[i] = nil
+		l.h.OnClose(c, c.err)
+	}
+	l.closed = l.closed[:0]
 }
 
 // deliver hands a received buffer to the handler.

@@ -285,6 +285,7 @@ func (b *uringBackend) close() {
 			b.finish(c)
 		}
 	}
+	b.l.runCloses()
 }
 
 func (b *uringBackend) idle() bool { return b.inflight == 0 }
