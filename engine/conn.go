@@ -241,34 +241,29 @@ func (c *Conn) WriteBuffer(b Buffer) error { return c.WriteBufferFrom(b, 0) }
 // off bytes are not sent (an HTTP proxy sends the body that follows a head
 // it rewrote without copying it). The caller gives up b, also when
 // WriteBufferFrom fails; an off outside [0, b.Len()] is an error (b is
-// released), and off == b.Len() releases b and queues nothing. Loop
-// goroutine.
+// released), and off == b.Len() releases b and queues nothing. A buffer
+// released already (or given to WriteBuffer already) panics, as a second
+// Release does. Loop goroutine.
 func (c *Conn) WriteBufferFrom(b Buffer, off int) error {
-	if off < 0 || off > int(b.n) {
-		if b.l == c.l {
-			b.Release()
-		} else {
-			b.l.Post(b.Release)
-		}
-		return errors.New("engine: WriteBufferFrom offset outside the buffer")
-	}
-	if off == int(b.n) && b.l == c.l {
-		b.Release()
-		if !c.writable() {
-			return net.ErrClosed
-		}
-		return nil
-	}
 	if b.l != c.l {
 		b.l.Post(b.Release)
+		if off < 0 || off > int(b.n) {
+			return errOffset
+		}
 		return errors.New("engine: WriteBuffer with a buffer of another loop")
 	}
-	if !c.writable() {
-		b.Release()
+	// The queue (or the ring, below) has b from here on: a Release
+	// after this, or this after a Release, panics.
+	c.l.disown(b.id)
+	switch {
+	case off < 0 || off > int(b.n):
+		c.l.freeBuf(b.id)
+		return errOffset
+	case !c.writable():
+		c.l.freeBuf(b.id)
 		return net.ErrClosed
-	}
-	if c.joinLast(b.Bytes()[off:]) {
-		b.Release()
+	case off == int(b.n) || c.joinLast(b.Bytes()[off:]):
+		c.l.freeBuf(b.id)
 		return nil
 	}
 	id := b.id
@@ -292,6 +287,8 @@ func (c *Conn) WriteBufferFrom(b Buffer, off int) error {
 	c.checkHWM()
 	return nil
 }
+
+var errOffset = errors.New("engine: WriteBufferFrom offset outside the buffer")
 
 // joinMax is the most WriteBufferFrom copies into the last chunk of the
 // queue rather than queue a buffer of its own.

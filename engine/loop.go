@@ -100,6 +100,13 @@ type Loop struct {
 	pages     string // page kind of the buffers, set at start
 	pagesRecv string // page kind of the uring receive ring
 
+	// owned has a bit per receive buffer id the handler owns: delivered
+	// to OnData or held for it, not yet released or queued (own, disown);
+	// ownedCopies the same for data copied off the ring, by slab chunk.
+	// A release of a buffer not owned panics instead of giving its
+	// memory back twice.
+	owned, ownedCopies bitset
+
 	stopping bool
 	st       counters
 
@@ -452,6 +459,7 @@ func (l *Loop) deliver(c *Conn, id int32, n int) {
 		if id >= 0 {
 			l.ringHeld++
 		}
+		l.own(id)
 		c.held = append(c.held, heldBuf{id, int32(n)})
 		return
 	}
@@ -459,6 +467,7 @@ func (l *Loop) deliver(c *Conn, id int32, n int) {
 }
 
 func (l *Loop) deliverNow(c *Conn, id int32, n int) {
+	l.own(id)
 	b := Buffer{l: l, id: id, n: int32(n)}
 	if !l.h.OnData(c, b) {
 		l.releaseBuf(id)
@@ -526,7 +535,10 @@ func (b Buffer) Len() int { return int(b.n) }
 
 // Release gives a kept buffer back to the loop. Call it exactly once for each
 // buffer OnData returned true for (unless it went to Conn.WriteBuffer).
-// Loop goroutine.
+// Releasing a buffer twice, or one OnData returned false for, or one
+// given to Conn.WriteBuffer, panics ("engine: Buffer released twice or
+// not owned"): its memory would go back to the loop twice and carry two
+// later receives at once. Loop goroutine.
 func (b Buffer) Release() { b.l.releaseBuf(b.id) }
 
 // A buffer id names a receive buffer (id >= 0: the backend's) or, for data
@@ -540,11 +552,65 @@ func (l *Loop) bufBytes(id int32) []byte {
 }
 
 func (l *Loop) releaseBuf(id int32) {
+	l.disown(id)
+	l.freeBuf(id)
+}
+
+// freeBuf gives buffer id back to the ring or the slab, its ownership
+// already taken (disown). Loop goroutine.
+func (l *Loop) freeBuf(id int32) {
 	if id < 0 {
 		l.chunks.put(-id - 1)
 		return
 	}
 	l.be.releaseRecv(id)
+}
+
+// own marks buffer id as the handler's: delivered to OnData, or held to
+// be, until it is released (Loop.disown). Loop goroutine.
+func (l *Loop) own(id int32) {
+	if id >= 0 {
+		l.owned.set(id)
+	} else {
+		l.ownedCopies.set(-id - 1)
+	}
+}
+
+// disown takes buffer id from the handler as it is released or queued; it
+// panics if the handler does not own it (released already). Loop
+// goroutine.
+func (l *Loop) disown(id int32) {
+	ok := false
+	if id >= 0 {
+		ok = l.owned.take(id)
+	} else {
+		ok = l.ownedCopies.take(-id - 1)
+	}
+	if !ok {
+		panic("engine: Buffer released twice or not owned")
+	}
+}
+
+// bitset is a set of small non-negative integers, a bit each.
+type bitset []uint64
+
+// set adds i, growing s as needed.
+func (s *bitset) set(i int32) {
+	w := int(i >> 6)
+	if w >= len(*s) {
+		*s = append(*s, make(bitset, w+1-len(*s))...)
+	}
+	(*s)[w] |= 1 << (i & 63)
+}
+
+// take removes i and reports whether it was there.
+func (s bitset) take(i int32) bool {
+	w, bit := int(i>>6), uint64(1)<<(i&63)
+	if w >= len(s) || s[w]&bit == 0 {
+		return false
+	}
+	s[w] &^= bit
+	return true
 }
 
 // releaseHeld releases a buffer a paused connection held.

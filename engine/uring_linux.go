@@ -152,6 +152,7 @@ func (b *uringBackend) init(l *Loop) error {
 		return err
 	}
 	b.br.Mbind(cpuNode(l.cpu))
+	l.owned = make(bitset, (b.cfg.ReadBuffers+63)/64) // no growing on the hot path
 	l.pagesRecv = b.br.PageKind().String()
 	if b.cfg.MaxQueuedReadBuffers > 0 {
 		l.ringLimit, l.ringShare = b.cfg.MaxQueuedReadBuffers, b.cfg.ReadBuffers/2

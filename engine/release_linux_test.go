@@ -1,0 +1,93 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+)
+
+// misuseHandler misuses the first buffer of each connection (how) and
+// records what the misuse panicked with; then it echoes.
+type misuseHandler struct {
+	BaseHandler
+	how    string // "Release twice", "WriteBuffer after Release" or "Release after WriteBuffer"
+	panics atomic.Int64
+	wrong  atomic.Value // a panic that is not the one expected
+}
+
+func (h *misuseHandler) OnData(c *Conn, b Buffer) bool {
+	if c.Context() != nil {
+		c.Write(b.Bytes())
+		return false
+	}
+	c.SetContext(true)
+	first, second := b.Release, b.Release
+	switch h.how {
+	case "WriteBuffer after Release":
+		second = func() { c.WriteBuffer(b) }
+	case "Release after WriteBuffer":
+		first = func() { c.WriteBuffer(b) }
+	}
+	if h.how != "Release after WriteBuffer" {
+		c.Write(b.Bytes())
+	}
+	first()
+	func() {
+		defer func() {
+			switch r := recover(); {
+			case r == nil:
+			case fmt.Sprint(r) == "engine: Buffer released twice or not owned":
+				h.panics.Add(1)
+			default:
+				h.wrong.Store(fmt.Sprint(r))
+			}
+		}()
+		second()
+	}()
+	return true
+}
+
+// TestBufferReleasedTwice: a Buffer released twice (or written with
+// WriteBuffer after its Release, or released after WriteBuffer took it)
+// put its receive buffer id back twice: two later receives shared one
+// buffer's memory, each overwriting the other's data. The second must
+// panic, on every backend, and leave the buffers as they were after the
+// first: the echo that follows stays intact and every buffer comes back.
+func TestBufferReleasedTwice(t *testing.T) {
+	for _, b := range testBackends {
+		for _, how := range []string{"Release twice", "WriteBuffer after Release", "Release after WriteBuffer"} {
+			t.Run(string(b)+"/"+how, func(t *testing.T) {
+				cfg := testConfig(b)
+				cfg.CPUs = []int{0}
+				cfg.ReadBuffers = 8
+				cfg.ReadBufferSize = 512
+				h := &misuseHandler{how: how}
+				e, addr := startEngine(t, cfg, h)
+				const n = 3
+				for i := range n {
+					if err := echoOnce(addr, uint64(i), 64<<10, 700, nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if w := h.wrong.Load(); w != nil {
+					t.Fatalf("the misuse panicked with %q", w)
+				}
+				if got := h.panics.Load(); got != n {
+					t.Errorf("%d of %d misused buffers panicked", got, n)
+				}
+				waitFor(t, "the connections to close", func() bool { return e.Stats().Open == 0 })
+				checkChunksFree(t, e)
+				for _, l := range e.Loops() {
+					res := make(chan bool)
+					l.Post(func() {
+						res <- slices.ContainsFunc(slices.Concat(l.owned, l.ownedCopies), func(w uint64) bool { return w != 0 })
+					})
+					if <-res {
+						t.Errorf("loop %d: buffers still owned with no connection open", l.ID())
+					}
+				}
+			})
+		}
+	}
+}
