@@ -23,7 +23,7 @@ func TestPostToFromBrokenRing(t *testing.T) {
 	if runtime.NumCPU() < 2 {
 		t.Skip("needs 2 CPUs for two loops")
 	}
-	e := runBreakable(t)
+	e := runBreakable(t, &echoHandler{})
 	src, dst := e.Loops()[0], e.Loops()[1]
 	sync := make(chan struct{})
 	dst.Post(func() { close(sync) }) // dst running, then asleep

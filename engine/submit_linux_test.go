@@ -202,7 +202,7 @@ func TestFullSQSubmitRecovers(t *testing.T) {
 // CPU, waited in its queue for good. The listener must keep no socket for
 // that loop, and a client on its CPU must be served by the other loop.
 func TestListenAfterLoopLeft(t *testing.T) {
-	e := runBreakable(t)
+	e := runBreakable(t, &echoHandler{})
 	l := e.Loops()[1]
 	l.Post(func() { fillSQ(l.be.(*uringBackend)) })
 	for end := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
@@ -236,11 +236,11 @@ func TestListenAfterLoopLeft(t *testing.T) {
 // submissions from a full SQ fail for good (EOWNERDEAD), so that fillSQ
 // breaks a loop's ring. When the test ends it shuts the engine down and
 // checks that Run returned that error.
-func runBreakable(t *testing.T) *Engine {
+func runBreakable(t *testing.T, h Handler) *Engine {
 	failSubmits(t, -1, os.NewSyscallError("io_uring_enter", unix.EOWNERDEAD))
 	cfg := testConfig(BackendURing)
 	cfg.CPUs = []int{0, 1}
-	e := newEngine(t, cfg, &echoHandler{})
+	e := newEngine(t, cfg, h)
 	ran := make(chan error, 1)
 	go func() { ran <- e.Run(context.Background()) }()
 	t.Cleanup(func() {

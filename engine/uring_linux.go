@@ -263,6 +263,19 @@ func sqpollCPU(e *Engine) int {
 
 func (b *uringBackend) close() {
 	b.l.ringFd.Store(-1)
+	// A loop leaves with connections still open only when its ring broke
+	// (serve). They are closed, and their OnClose called, while the
+	// receive ring is still mapped (closing the ring closes it): a buffer
+	// a handler kept stays valid until its OnClose returns, as on a normal
+	// close. The kernel may still complete the ring's requests on their
+	// sockets until the ring closes, but only into buffers it was given,
+	// never into those the handler holds.
+	for _, c := range b.l.conns {
+		if c != nil && c.state != stateClosed {
+			b.finish(c)
+		}
+	}
+	b.l.runCloses()
 	if b.br != nil {
 		// Kept: recycling into it does nothing once closed.
 		b.br.Close()
@@ -271,9 +284,9 @@ func (b *uringBackend) close() {
 		b.r.Close()
 		b.r = nil
 	}
-	// A loop leaves with listener sockets or connections still open only
-	// when its ring broke (serve): the requests that referred to them went
-	// with the ring, so they can be closed now. A listener socket left
+	// The requests that referred to the listener sockets went with the
+	// ring, so they can be closed now (before, a multishot accept could
+	// still take a connection no loop would see). A listener socket left
 	// open would keep taking connections no loop accepts.
 	for i, armed := range b.lnArmed {
 		if armed {
@@ -281,12 +294,6 @@ func (b *uringBackend) close() {
 			b.l.lns[i].ln.closeSock(b.l.id)
 		}
 	}
-	for _, c := range b.l.conns {
-		if c != nil && c.state != stateClosed {
-			b.finish(c)
-		}
-	}
-	b.l.runCloses()
 }
 
 func (b *uringBackend) idle() bool { return b.inflight == 0 }
