@@ -770,9 +770,9 @@ type Stats struct {
 	Submits        uint64 // io_uring_enter calls made only to flush a full SQ
 	SQEs           uint64 // submission queue entries prepared
 	CQEs           uint64 // completions (or epoll events) handled
-	BytesRead      uint64
-	BytesWritten   uint64
-	Reads          uint64 // OnData deliveries
+	BytesRead      uint64 // bytes received from the kernel, those dropped too (a connection closing, or lingering: CloseLinger)
+	BytesWritten   uint64 // bytes the kernel took from write queues
+	Reads          uint64 // OnData calls: receives delivered to the handler (one a receive, after any hold while reading was paused), not those dropped while closing or lingering
 	Writes         uint64 // send/write system calls or SEND completions
 	Accepted       uint64
 	Dialed         uint64

@@ -433,7 +433,6 @@ func (l *Loop) callOnClose() {
 
 // deliver hands a received buffer to the handler.
 func (l *Loop) deliver(c *Conn, id int32, n int) {
-	l.st.reads.Add(1)
 	l.st.bytesRead.Add(uint64(n))
 	if c.state != stateOpen || c.paused&pauseClosing != 0 {
 		l.be.releaseRecv(id)
@@ -467,6 +466,7 @@ func (l *Loop) deliver(c *Conn, id int32, n int) {
 }
 
 func (l *Loop) deliverNow(c *Conn, id int32, n int) {
+	l.st.reads.Add(1)
 	l.own(id)
 	b := Buffer{l: l, id: id, n: int32(n)}
 	if !l.h.OnData(c, b) {
