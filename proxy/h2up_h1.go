@@ -338,7 +338,8 @@ func (x *h1up) send() bool {
 
 // resend sends what this try has not of the body kept for a retry (a
 // retry's: all of it), before any more; false where a window or an error
-// stopped it.
+// stopped it. Once all of it went, a body kept for a retry that was
+// decided meanwhile (a response head came) is let go of.
 func (x *h1up) resend() bool {
 	s, u := x.s, x.u
 	for x.ksent < len(s.rt.kept) {
@@ -353,8 +354,16 @@ func (x *h1up) resend() bool {
 			return false
 		}
 	}
+	if !s.rt.hold && len(s.rt.kept) > 0 {
+		s.rt.dropKept(s.ls.retryLoop(s.pool))
+		x.ksent = 0
+	}
 	return true
 }
+
+// resending reports whether the request's try is still sending the body
+// kept for a retry again. Loop goroutine.
+func (x *h1up) resending() bool { return x != nil && x.on && x.ksent < len(x.s.rt.kept) }
 
 // finish ends the request: the chunked body's trailers, or END_STREAM.
 func (x *h1up) finish() {

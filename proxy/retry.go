@@ -388,14 +388,18 @@ func (s *hsession) releaseHeld() {
 }
 
 // retryDecided: a final response head came (or the exchange ended): the
-// request is not sent again, and what was held for that goes. Loop
-// goroutine.
+// request is not sent again, and what was held for that goes, but for
+// the body kept that a retry to an h2c pool is still sending again (a
+// server may answer before it read the body: h1up.resend lets go of it
+// once sent). Loop goroutine.
 func (s *hsession) retryDecided() {
 	if s.rt.pol == nil {
 		return
 	}
 	s.releaseHeld()
-	s.rt.dropKept(s.ls.retryLoop(s.pool))
+	if !s.h2.resending() {
+		s.rt.dropKept(s.ls.retryLoop(s.pool))
+	}
 	s.rt.hold = false
 }
 
@@ -403,6 +407,7 @@ func (s *hsession) retryDecided() {
 // the budget go. Loop goroutine.
 func (s *hsession) retryEnd() {
 	s.retryDecided()
+	s.rt.dropKept(s.ls.retryLoop(s.pool))
 	s.rt.finish()
 }
 
