@@ -786,7 +786,8 @@
 // process (RST_STREAM REFUSED_STREAM, or above the last stream id of its
 // GOAWAY) may be sent again whatever its method (RFC 9113 8.7): while no
 // byte of its body went it is, with no policy, as above (counted in
-// _h2_retried_streams_total, not in attempts or the budget); once some
+// _h2_retried_streams_total, not in attempts or the budget; a retried
+// request's not to the servers its retries tried); once some
 // went, a policy retries it, with the body kept, where on lists
 // refused-stream, whatever the method (a POST too; the body of any
 // method to an h2c pool is kept for that, within buffer), or lists reset

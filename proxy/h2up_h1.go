@@ -166,9 +166,14 @@ func (s *hsession) h2Head() {
 
 // h2Pick starts the request's walk over its h2c pool's servers. Loop
 // goroutine.
-func (x *h1up) h2Pick() {
+func (x *h1up) h2Pick() { x.h2Walk(0) }
+
+// h2Walk starts a walk over the pool's servers from the one the balance
+// picks, those in failed left out (a refused stream's: the servers its
+// walks failed at and its retries tried). Loop goroutine.
+func (x *h1up) h2Walk(failed uint64) {
 	s := x.s
-	s.dialing = dialing{start: pickServer(s.ls, s.pool, s.hkey)}
+	s.dialing = dialing{start: pickServer(s.ls, s.pool, s.hkey), failed: failed}
 	x.next()
 }
 
@@ -636,8 +641,8 @@ func (x *h1up) onReset(u *upH2, code h2.ErrCode, cause h2.ResetCause) {
 	if cause == h2.ResetUnprocessed && !s.respHead && x.sent == 0 && x.retries < 3 {
 		x.retries++
 		u.sl.stats.h2Retried.inc()
-		s.reqDone = false // (a trailer section or END_STREAM went: again)
-		x.h2Pick()
+		s.reqDone = false  // (a trailer section or END_STREAM went: again)
+		x.h2Walk(s.failed) // (a retry's: not to the servers it tried)
 		s.syncRead()
 		return
 	}

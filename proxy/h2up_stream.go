@@ -163,8 +163,11 @@ func appendXFF(o []byte, fs []hpack.Field, trusted bool, client netip.Addr) []by
 
 // h2Pick starts the stream's walk over its pool's servers, from the one
 // the balance picks.
-func (st *h2stream) h2Pick() {
-	st.dialing = dialing{start: pickServer(st.c.ls, st.pool, st.hkey)}
+func (st *h2stream) h2Pick() { st.h2Walk(0) }
+
+// h2Walk is h1up.h2Walk for a stream.
+func (st *h2stream) h2Walk(failed uint64) {
+	st.dialing = dialing{start: pickServer(st.c.ls, st.pool, st.hkey), failed: failed}
 	st.h2Next()
 }
 
@@ -593,7 +596,7 @@ func (st *h2stream) onReset(u *upH2, code h2.ErrCode, cause h2.ResetCause) {
 		st.u2.retries++
 		u.sl.stats.h2Retried.inc()
 		st.reqDone = false
-		st.h2Pick()
+		st.h2Walk(st.failed) // (a retry's: not to the servers it tried)
 		c.flush()
 		return
 	}
