@@ -195,3 +195,77 @@ func TestRetryH2UpRefusedAfterRetry(t *testing.T) {
 		}
 	})
 }
+
+// goAwayAfterBody sends GOAWAY naming no stream (last 0: none processed)
+// once a request's body ended (early: once its first bytes came),
+// counting the requests.
+type goAwayAfterBody struct {
+	refuseAfterBody
+	early, due bool
+}
+
+func (a *goAwayAfterBody) OnRequest(s *h2.Server, id uint32, r *h2.Request, end bool) {
+	a.n.Add(1)
+	a.due = a.due || end
+}
+
+func (a *goAwayAfterBody) OnData(s *h2.Server, id uint32, p []byte, end bool) {
+	s.Consumed(id, len(p))
+	a.due = a.due || end || a.early
+}
+
+func (a *goAwayAfterBody) frames(*h2.Server) []byte {
+	if !a.due {
+		return nil
+	}
+	a.due = false
+	return h2.AppendGoAway(nil, 0, h2.NoError, nil)
+}
+
+// TestRetryH2UpGoAway: a POST whose stream a GOAWAY left unprocessed
+// once its body went, or once some of it went, (larger than the other
+// server's stream window) is sent again whole under refused-stream, from
+// an HTTP/1.1 and an HTTP/2 client; nothing is held after.
+func TestRetryH2UpGoAway(t *testing.T) {
+	for _, early := range []bool{false, true} {
+		t.Run(fmt.Sprint("early=", early), func(t *testing.T) { retryGoAway(t, early) })
+	}
+}
+
+func retryGoAway(t *testing.T, early bool) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		var goN, goodN atomic.Int64
+		goaway := newUpstream(t, func(c net.Conn) {
+			serveH2(c, &goAwayAfterBody{refuseAfterBody: refuseAfterBody{n: &goN}, early: early})
+		}).addr
+		good := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			goodN.Add(1)
+			body, err := io.ReadAll(r.Body)
+			fmt.Fprintf(w, "ok %s %s %v", r.Method, sum(body), err)
+		}), func(s *http.Server) {
+			s.HTTP2 = &http.HTTP2Config{MaxReceiveBufferPerStream: 16 << 10, MaxReceiveBufferPerConnection: 64 << 10}
+		}).addr
+		cfg := h2cPoolConfig(b, goaway, good)
+		cfg.Listeners[0].Retry = &RetryConfig{On: []string{"refused-stream"}, Buffer: new(int64(256 << 10))}
+		p := startProxy(t, cfg)
+		cs, base := h2RetryClients(t, p)
+		body := randomBytes(1703, 100<<10)
+		for _, kind := range []string{"HTTP/1.1", "HTTP/2"} {
+			hit := false
+			for range 4 {
+				before := goN.Load()
+				st, got, err := tryReq(cs[kind], mustReq(t, "POST", base+"/", bytes.NewReader(body)))
+				hit = hit || goN.Load() > before
+				if want := "ok POST " + sum(body) + " <nil>"; err != nil || st != 200 || got != want {
+					t.Errorf("%s POST (to the GOAWAY server first: %v): %d %q %v, want 200 %q", kind, goN.Load() > before, st, got, err, want)
+				}
+			}
+			if !hit {
+				t.Errorf("no %s POST reached the GOAWAY server", kind)
+			}
+		}
+		waitFor(t, "no body kept", func() bool {
+			return scrape(t, p)[`spindle_proxy_pool_retry_buffered_bytes{pool="app"}`] == 0
+		})
+	})
+}
