@@ -25,39 +25,60 @@ import (
 // does not cut that body, from an HTTP/1.1 client and an HTTP/2 client.
 func TestRetryH2UpHeadFirst(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
-		var badN atomic.Int64
+		var badN, goodN atomic.Int64
 		bad := newH2CUp(t, unavailable(&badN), nil).addr
-		good := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.WriteHeader(200)
-			w.(http.Flusher).Flush()
-			body, err := io.ReadAll(r.Body)
-			fmt.Fprintf(w, "ok %s %s %v", r.Method, sum(body), err)
-		}), func(s *http.Server) {
-			s.HTTP2 = &http.HTTP2Config{MaxReceiveBufferPerStream: 16 << 10, MaxReceiveBufferPerConnection: 64 << 10}
-		}).addr
-		cfg := h2cPoolConfig(b, bad, good)
+		cfg := h2cPoolConfig(b, bad, sumH2CUp(t, &goodN, true))
 		cfg.Listeners[0].Retry = &RetryConfig{On: []string{"503"}, Buffer: new(int64(256 << 10))}
 		p := startProxy(t, cfg)
 		cs, base := h2RetryClients(t, p)
-		body := randomBytes(1701, 100<<10)
-		for _, kind := range []string{"HTTP/1.1", "HTTP/2"} {
-			hit := false
-			for range 2 { // (one to the 503 server first)
-				before := badN.Load()
-				st, got, err := tryReq(cs[kind], mustReq(t, "PUT", base+"/", bytes.NewReader(body)))
-				hit = hit || badN.Load() > before
-				if want := "ok PUT " + sum(body) + " <nil>"; err != nil || st != 200 || got != want {
-					t.Errorf("%s PUT (to the 503 server first: %v): %d %q %v, want 200 %q", kind, badN.Load() > before, st, got, err, want)
-				}
-			}
-			if !hit {
-				t.Errorf("no %s PUT reached the 503 server", kind)
-			}
-		}
+		sendWhole(t, cs, base, "PUT", randomBytes(1701, 100<<10), 2, &badN)
 		if got := scrape(t, p)[`spindle_proxy_pool_retry_buffered_bytes{pool="app"}`]; got != 0 {
 			t.Errorf("retry_buffered_bytes %v after the requests, want 0", got)
 		}
 	})
+}
+
+// smallWindows gives an h2c server 16 KiB stream windows (64 KiB for its
+// connection), smaller than the bodies the tests send.
+func smallWindows(s *http.Server) {
+	s.HTTP2 = &http.HTTP2Config{MaxReceiveBufferPerStream: 16 << 10, MaxReceiveBufferPerConnection: 64 << 10}
+}
+
+// sumH2CUp starts an h2c server with small windows answering "ok
+// <method> <body's sum> <its read's error>", its head first where
+// headFirst (flushed before it reads the body), counting its requests
+// in n.
+func sumH2CUp(t *testing.T, n *atomic.Int64, headFirst bool) string {
+	return newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		if headFirst {
+			w.WriteHeader(200)
+			w.(http.Flusher).Flush()
+		}
+		body, err := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "ok %s %s %v", r.Method, sum(body), err)
+	}), smallWindows).addr
+}
+
+// sendWhole sends method with body tries times from each client of cs
+// (base their URL), wanting sumH2CUp's answer for it whole, and some to
+// the failing server first (its count first).
+func sendWhole(t *testing.T, cs map[string]*http.Client, base, method string, body []byte, tries int, first *atomic.Int64) {
+	t.Helper()
+	for _, kind := range []string{"HTTP/1.1", "HTTP/2"} {
+		hit := false
+		for range tries {
+			before := first.Load()
+			st, got, err := tryReq(cs[kind], mustReq(t, method, base+"/", bytes.NewReader(body)))
+			hit = hit || first.Load() > before
+			if want := "ok " + method + " " + sum(body) + " <nil>"; err != nil || st != 200 || got != want {
+				t.Errorf("%s %s (to the failing server first: %v): %d %q %v, want 200 %q", kind, method, first.Load() > before, st, got, err, want)
+			}
+		}
+		if !hit {
+			t.Errorf("no %s %s reached the failing server", kind, method)
+		}
+	}
 }
 
 // TestRetryH2UpTrailersHash: a chunked PUT with request trailers (an
@@ -67,16 +88,13 @@ func TestRetryH2UpHeadFirst(t *testing.T) {
 // each key's retry reaches the other server once.
 func TestRetryH2UpTrailersHash(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
-		small := func(s *http.Server) {
-			s.HTTP2 = &http.HTTP2Config{MaxReceiveBufferPerStream: 16 << 10, MaxReceiveBufferPerConnection: 64 << 10}
-		}
 		var badN, goodN atomic.Int64
-		bad := newH2CUp(t, unavailable(&badN), small).addr
+		bad := newH2CUp(t, unavailable(&badN), smallWindows).addr
 		good := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			goodN.Add(1)
 			body, err := io.ReadAll(r.Body)
 			fmt.Fprintf(w, "ok %s %s %v %q", r.Method, sum(body), err, r.Trailer.Get("X-Check"))
-		}), small).addr
+		}), smallWindows).addr
 		for _, servers := range [][]string{{bad, good}, {good, bad}} {
 			cfg := h2cPoolConfig(b, servers...)
 			cfg.Pools[0].Balance = Hash
@@ -238,32 +256,11 @@ func retryGoAway(t *testing.T, early bool) {
 		goaway := newUpstream(t, func(c net.Conn) {
 			serveH2(c, &goAwayAfterBody{refuseAfterBody: refuseAfterBody{n: &goN}, early: early})
 		}).addr
-		good := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			goodN.Add(1)
-			body, err := io.ReadAll(r.Body)
-			fmt.Fprintf(w, "ok %s %s %v", r.Method, sum(body), err)
-		}), func(s *http.Server) {
-			s.HTTP2 = &http.HTTP2Config{MaxReceiveBufferPerStream: 16 << 10, MaxReceiveBufferPerConnection: 64 << 10}
-		}).addr
-		cfg := h2cPoolConfig(b, goaway, good)
+		cfg := h2cPoolConfig(b, goaway, sumH2CUp(t, &goodN, false))
 		cfg.Listeners[0].Retry = &RetryConfig{On: []string{"refused-stream"}, Buffer: new(int64(256 << 10))}
 		p := startProxy(t, cfg)
 		cs, base := h2RetryClients(t, p)
-		body := randomBytes(1703, 100<<10)
-		for _, kind := range []string{"HTTP/1.1", "HTTP/2"} {
-			hit := false
-			for range 4 {
-				before := goN.Load()
-				st, got, err := tryReq(cs[kind], mustReq(t, "POST", base+"/", bytes.NewReader(body)))
-				hit = hit || goN.Load() > before
-				if want := "ok POST " + sum(body) + " <nil>"; err != nil || st != 200 || got != want {
-					t.Errorf("%s POST (to the GOAWAY server first: %v): %d %q %v, want 200 %q", kind, goN.Load() > before, st, got, err, want)
-				}
-			}
-			if !hit {
-				t.Errorf("no %s POST reached the GOAWAY server", kind)
-			}
-		}
+		sendWhole(t, cs, base, "POST", randomBytes(1703, 100<<10), 4, &goN)
 		waitFor(t, "no body kept", func() bool {
 			return scrape(t, p)[`spindle_proxy_pool_retry_buffered_bytes{pool="app"}`] == 0
 		})
