@@ -92,14 +92,20 @@ func TestH2UpPingTimeout(t *testing.T) {
 		}
 
 		// An idle connection that goes silent is not handed the next
-		// stream: closed first, the stream goes to a new one.
+		// stream: closed first, the stream goes to a new one. Its status
+		// says so, not its time: handed to the silent connection it would
+		// get 502 at the PING's timeout, queued behind a closed connection
+		// still counted (H2MaxConnections 1) 504 at response_timeout; on
+		// the way it takes (a dial at once, the stream started on the
+		// server's SETTINGS) nothing waits for a timer, and a bound on its
+		// time only measured the host (1.6s once in a full -race run on a
+		// loaded machine; 1-90ms in 50 runs beside go test -race ./engine/).
 		if _, body := do(t, c, mustReq(t, "GET", base+"/quiet", nil)); string(body) != "ok" {
 			t.Fatalf("/quiet: %q", body)
 		}
 		waitFor(t, "the idle silent connection closed", func() bool { return serverTotals(p, up.addr).H2PingTimeouts == 2 })
-		t0 = time.Now()
-		if resp, body := do(t, c, mustReq(t, "GET", base+"/ok", nil)); resp.StatusCode != 200 || string(body) != "ok" || time.Since(t0) > time.Second {
-			t.Fatalf("after the idle silent connection: %d %q after %v, want 200 \"ok\" at once", resp.StatusCode, body, time.Since(t0))
+		if resp, body := do(t, c, mustReq(t, "GET", base+"/ok", nil)); resp.StatusCode != 200 || string(body) != "ok" {
+			t.Fatalf("after the idle silent connection: %d %q, want 200 \"ok\" (on a new connection)", resp.StatusCode, body)
 		}
 		if n := up.accepted.Load(); n != 3 {
 			t.Errorf("%d upstream connections, want 3", n)
