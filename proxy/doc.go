@@ -1036,7 +1036,10 @@
 // body without one is not touched. An h2c server's trailer field whose
 // value holds a control character HTTP/1.1 does not carry (HTTP/2 refuses
 // only NUL, CR and LF) is left out for an HTTP/1.1 client, the other
-// fields passing.
+// fields passing; so is such a field of its response head (1xx or
+// final), the response going on without it rather than as a 502, as
+// nghttp2 leaves out an invalid regular field by default (nginx's HTTP/2
+// parser refuses only NUL, CR and LF and would pass it).
 //
 // The admin server serves /metrics (Prometheus text format, names
 // spindle_proxy_*), /healthz and /debug/config (the effective config as

@@ -447,7 +447,12 @@ func (x *h1up) unsent() bool {
 	return s.req.Expect100 && !s.interim && !x.done && x.sent == 0 && !x.hasBody && !s.hasP
 }
 
-// writeHead writes an HTTP/1.1 response head for r.
+// writeHead writes an HTTP/1.1 response head for r. A field HTTP/1.1
+// does not carry as it is (h1.ValidField: internal/h2 lets control
+// characters but NUL, CR and LF through in values, RFC 9113 8.2.1) is
+// left out, as from a trailer section (keptH1): a strict recipient
+// (internal/h1, Go's net/http) refuses the whole response with it, and a
+// lax one may read otherwise.
 func (x *h1up) writeHead(r *h2.Response, interim bool) {
 	s := x.s
 	o := append(s.ls.scratch[:0], "HTTP/1.1 "...)
@@ -460,7 +465,7 @@ func (x *h1up) writeHead(r *h2.Response, interim bool) {
 		rules = s.ln.respRules(&s.x)
 	}
 	for _, f := range r.Fields {
-		if rules.keep(f.Name) {
+		if rules.keep(f.Name) && h1.ValidField(f.Name, f.Value) {
 			o = h1.AppendHeader(o, f.Name, f.Value)
 		}
 	}
