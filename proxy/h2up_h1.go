@@ -195,12 +195,14 @@ func (x *h1up) next() {
 		x.counted = true
 		ls.stats(pl, i).active.inc()
 		s.setPhase(phWait)
+		// The queue it may wait in, recorded before: a stream that starts
+		// at once (onStart clears it) and fails may be retried meanwhile
+		// and wait in another server's queue, recorded by that call.
+		x.wsl = ls.share(pl, i)
 		if ls.h2Acquire(s.p, x, pl, i, s.client, time.Duration(s.ln.cfg.ConnectTimeout)) {
-			if x.on && x.u == nil && !s.done && s.phase != phClosing {
-				x.wsl = ls.share(pl, i)
-			}
 			return
 		}
+		x.wsl = nil
 		x.uncount()
 		s.failedAt(i)
 	}

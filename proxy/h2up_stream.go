@@ -190,13 +190,14 @@ func (st *h2stream) h2Next() {
 		ls.stats(pl, i).active.inc()
 		st.waiting, st.mark = true, c.p.now()
 		c.armAt(st.mark + int64(st.waitTimeout()))
-		id := st.id
+		// The queue it may wait in, recorded before: a stream that starts
+		// at once (onStart clears it) and fails may be retried meanwhile
+		// and wait in another server's queue, recorded by that call.
+		st.u2.wsl = ls.share(pl, i)
 		if ls.h2Acquire(c.p, st, pl, i, c.client, time.Duration(st.ln.cfg.ConnectTimeout)) {
-			if st.id == id && st.u2.u == nil {
-				st.u2.wsl = ls.share(pl, i)
-			}
 			return
 		}
+		st.u2.wsl = nil
 		st.uncount()
 		st.failedAt(i)
 	}
