@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"io"
 	"maps"
 	"slices"
 
@@ -223,10 +224,11 @@ func (h *heldTrailer) next(body *h1.Body, p []byte) (n, held int, done bool, err
 	}
 }
 
-// send writes pre, the body's bytes before its trailer section, to w,
-// and, once the body is done, the section without the fields tr does
-// not keep and the final CRLF; h is emptied for the next body.
-func sendTrailer[K trailerKeeper](h *heldTrailer, w interface{ Write([]byte) (int, error) }, pre []byte, done bool, tr K) error {
+// sendTrailer writes pre, the body's bytes before its trailer section,
+// to w, and, once the body is done, the section h holds without the
+// fields tr does not keep and the final CRLF; h is emptied for the next
+// body.
+func sendTrailer[K trailerKeeper](h *heldTrailer, w io.Writer, pre []byte, done bool, tr K) error {
 	if len(pre) > 0 {
 		if _, err := w.Write(pre); err != nil {
 			return err
