@@ -252,14 +252,17 @@ type Config struct {
 	// with a queue (joined at the end-of-iteration flush of a queue, left
 	// when the queue empties or the connection closes). Each loop sweeps
 	// the connections on that list, not all of its connections, every
-	// quarter of the shorter of WriteTimeout and CloseTimeout (but at
-	// least every 200th of WriteTimeout and no more often than every
-	// millisecond), only while the list is not empty: the sweep is armed
-	// by the end-of-iteration flush of a non-empty queue and armed again
-	// by a sweep that left one. It counts, per connection with a queue,
-	// the sweeps since the last progress. A reset comes between
-	// WriteTimeout and WriteTimeout plus two sweep periods (1.5 times
-	// WriteTimeout when it is the shorter) after the last progress.
+	// quarter of the shorter of WriteTimeout and CloseTimeout (no more
+	// often than every millisecond, at least every hour), only while the
+	// list is not empty: the sweep is armed by the end-of-iteration flush
+	// of a non-empty queue and armed again by a sweep that left one. It
+	// counts, per connection with a queue, the ticks since the last
+	// progress: a tick is a sweep, or every so many sweeps as span a
+	// 200th of WriteTimeout where that is longer (a WriteTimeout over 50
+	// times CloseTimeout). A reset comes between WriteTimeout and
+	// WriteTimeout plus two ticks (1.5 times WriteTimeout when it is the
+	// shorter, 1% more when it is over 50 times CloseTimeout) after the
+	// last progress. Any duration up to math.MaxInt64 works for either.
 	WriteTimeout time.Duration
 	// CloseTimeout bounds a Close: a connection whose write queue has not
 	// drained into the socket CloseTimeout after Close is reset as by

@@ -123,11 +123,13 @@ type Loop struct {
 
 	// WriteTimeout and CloseTimeout (see sweep): cto is
 	// Config.CloseTimeout; the sweep runs every sweepEvery (0: never)
-	// while sweepAt (nanotime) is not 0, and resets a connection whose
-	// stall count passes wtoTicks (0: no WriteTimeout).
+	// while sweepAt (nanotime) is not 0, counts stalls every tickSweeps-th
+	// time, and resets a connection whose stall count passes wtoTicks (0:
+	// no WriteTimeout).
 	cto        time.Duration
 	sweepEvery time.Duration
 	sweepAt    int64
+	tickSweeps int
 	wtoTicks   uint8
 	// queues lists the connections the sweep visits: those with a write
 	// queue, from the flush that finds it (flushDirty) until it empties
@@ -137,8 +139,8 @@ type Loop struct {
 	// if not there.
 	queues   []connRef
 	queuePos []int32
-	// sweeps and sweepVisits count the sweeps and the connections they
-	// looked at, for tests.
+	// sweeps counts the sweeps (for the ticks, and tests); sweepVisits
+	// the connections they looked at, for tests.
 	sweeps, sweepVisits int
 }
 
@@ -261,21 +263,34 @@ func (l *Loop) flushDirty() {
 }
 
 // setTimeouts sets the sweep up for Config.WriteTimeout (wto) and
-// CloseTimeout (cto): every quarter of the shorter, but at least every
-// 200th of wto (its count of sweeps, stall, fits a byte) and 1 ms.
+// CloseTimeout (cto): every quarter of the shorter, but no more often
+// than every millisecond and at least every maxWait (a wait's bound).
+// WriteTimeout's count of stalled ticks keeps to a byte: a tick is every
+// tickSweeps-th sweep, tickSweeps sweep periods making at least a 200th of
+// wto, so that a long WriteTimeout neither overflows the count nor
+// stretches the sweep period that checks a short CloseTimeout. Nothing
+// here overflows, up to math.MaxInt64 for either.
 func (l *Loop) setTimeouts(wto, cto time.Duration) {
 	l.cto = cto
-	for _, d := range []time.Duration{wto, cto} {
-		if d > 0 && (l.sweepEvery == 0 || d/4 < l.sweepEvery) {
-			l.sweepEvery = d / 4
-		}
-	}
-	if l.sweepEvery == 0 {
+	if wto <= 0 && cto <= 0 {
 		return
 	}
-	l.sweepEvery = max(l.sweepEvery, wto/200, time.Millisecond)
+	every := maxWait
+	for _, d := range []time.Duration{wto, cto} {
+		if d > 0 {
+			every = min(every, d/4)
+		}
+	}
+	l.sweepEvery = max(every, time.Millisecond)
 	if wto > 0 {
-		l.wtoTicks = uint8((wto + l.sweepEvery - 1) / l.sweepEvery)
+		tick := max(wto/200, l.sweepEvery)
+		l.tickSweeps = int((tick + l.sweepEvery - 1) / l.sweepEvery)
+		tick = time.Duration(l.tickSweeps) * l.sweepEvery
+		ticks := wto / tick
+		if wto%tick != 0 {
+			ticks++
+		}
+		l.wtoTicks = uint8(ticks) // at most 201: tick >= wto/200 >= 1ms, or wto < 200ms
 	}
 }
 
@@ -283,9 +298,10 @@ func (l *Loop) setTimeouts(wto, cto time.Duration) {
 // Config.WriteTimeout, or that a Close has not drained in CloseTimeout, and
 // sets the next sweep if some other connection has a queue (else the next
 // flush of a queue sets it). It visits only the connections in l.queues. A
-// connection's stall count is 1 at the first sweep after its queue last
-// moved (or filled), and wtoTicks sweeps, each at least sweepEvery after
-// the last, later it passes wtoTicks: WriteTimeout has passed. The
+// connection's stall count is 1 at the first tick (every tickSweeps-th
+// sweep) after its queue last moved (or filled), and wtoTicks ticks, each
+// at least tickSweeps sweep periods after the last, later it passes
+// wtoTicks: WriteTimeout has passed. The
 // OnClose of the connections it resets comes after it (runCloses), so no
 // handler takes another connection out of l.queues during the sweep. Loop
 // goroutine.
@@ -293,6 +309,7 @@ func (l *Loop) sweep() {
 	l.sweepAt = 0
 	now := nanotime()
 	l.sweeps++
+	tick := l.wtoTicks > 0 && l.sweeps%l.tickSweeps == 0
 	for i := 0; i < len(l.queues); {
 		l.sweepVisits++
 		c := l.conn(l.queues[i].slot, l.queues[i].gen)
@@ -301,7 +318,7 @@ func (l *Loop) sweep() {
 			continue
 		}
 		if c.queued > 0 && !c.k.closing && (c.state == stateOpen || c.state == stateClosing) {
-			if c.stall < math.MaxUint8 {
+			if tick && c.stall < math.MaxUint8 {
 				c.stall++
 			}
 			if !(l.wtoTicks > 0 && c.stall > l.wtoTicks || c.state == stateClosing && l.cto > 0 && now-c.tmo >= int64(l.cto)) {

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"sync/atomic"
@@ -248,8 +249,11 @@ func TestCloseLingerSlowReader(t *testing.T) {
 }
 
 // TestTimeoutDefaults: CloseTimeout defaults to 30 s, WriteTimeout to
-// none; a negative WriteTimeout is refused; the sweep keeps WriteTimeout's
-// count in a byte and comes every quarter of the shorter timeout.
+// none; a negative WriteTimeout is refused; the sweep comes every quarter
+// of the shorter timeout (1 ms to an hour) and keeps WriteTimeout's count
+// of ticks in a byte, a tick every so many sweeps: a WriteTimeout of an
+// hour made the sweep that checks a CloseTimeout of a second come every
+// 18 s, and math.MaxInt64 overflowed the count.
 func TestTimeoutDefaults(t *testing.T) {
 	c, err := (&Config{}).withDefaults()
 	if err != nil || c.CloseTimeout != 30*time.Second || c.WriteTimeout != 0 {
@@ -260,18 +264,27 @@ func TestTimeoutDefaults(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		wto, cto, every time.Duration
+		perTick         int
 		ticks           uint8
 	}{
-		{0, -1, 0, 0},
-		{0, 30 * time.Second, 7500 * time.Millisecond, 0},
-		{200 * time.Millisecond, 30 * time.Second, 50 * time.Millisecond, 4},
-		{time.Hour, time.Second, 18 * time.Second, 200},
-		{time.Microsecond, -1, time.Millisecond, 1},
+		{0, -1, 0, 0, 0},
+		{0, 30 * time.Second, 7500 * time.Millisecond, 0, 0},
+		{200 * time.Millisecond, 30 * time.Second, 50 * time.Millisecond, 1, 4},
+		{time.Hour, time.Second, 250 * time.Millisecond, 72, 200},
+		{time.Microsecond, -1, time.Millisecond, 1, 1},
+		{3, -1, time.Millisecond, 1, 1},
+		{0, math.MaxInt64, time.Hour, 0, 0},
+		{math.MaxInt64, -1, time.Hour, 12811, 200},
+		{math.MaxInt64, 300 * time.Millisecond, 75 * time.Millisecond, 614891470, 200},
 	} {
 		var l Loop
 		l.setTimeouts(tc.wto, tc.cto)
-		if l.sweepEvery != tc.every || l.wtoTicks != tc.ticks {
-			t.Errorf("WriteTimeout %v, CloseTimeout %v: sweep every %v, %d sweeps; want %v, %d", tc.wto, tc.cto, l.sweepEvery, l.wtoTicks, tc.every, tc.ticks)
+		if l.sweepEvery != tc.every || l.tickSweeps != tc.perTick || l.wtoTicks != tc.ticks {
+			t.Errorf("WriteTimeout %v, CloseTimeout %v: sweep every %v, a tick every %d sweeps, %d ticks; want %v, %d, %d",
+				tc.wto, tc.cto, l.sweepEvery, l.tickSweeps, l.wtoTicks, tc.every, tc.perTick, tc.ticks)
+		}
+		if tick := time.Duration(l.tickSweeps) * l.sweepEvery; tc.wto > 0 && float64(tick)*float64(l.wtoTicks) < float64(tc.wto) {
+			t.Errorf("WriteTimeout %v: %d ticks of %v fall short of it", tc.wto, l.wtoTicks, tick)
 		}
 	}
 }
