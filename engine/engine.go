@@ -421,7 +421,11 @@ type Handler interface {
 // connection's loop goroutine, and then waits for the connections to
 // close. A handler might send an HTTP/2 GOAWAY, close an idle keep-alive
 // connection at once and a busy one after its response, or do nothing for
-// a connection that will end by itself.
+// a connection that will end by itself. There is no drain, and no
+// OnDrain, when Shutdown's context is done already at the call, nor on a
+// loop that the engine's stop reaches first (Run's context done, the
+// drain's context done before the loop got to it): the connections are
+// closed at once, and what OnDrain would queue could not be sent.
 // Without Drainer, Shutdown waits until the connections close of their own
 // accord or its context is done.
 type Drainer interface {
@@ -623,8 +627,10 @@ func (e *Engine) closeListeners() {
 // Shutdown closes the listeners, tells a Drainer handler about each open
 // connection, and waits until the open connections have closed or ctx is
 // done. Then it closes the remaining connections (OnClose
-// gets ErrClosed) and waits for the loops to exit. It returns nil after a
-// complete drain, ctx.Err() when connections had to be closed. Any
+// gets ErrClosed) and waits for the loops to exit. A ctx done already at
+// the call skips the drain: no OnDrain, every connection closed at once.
+// It returns nil after a complete drain, ctx.Err() when connections had to
+// be closed. Any
 // goroutine; on a loop goroutine (in a Handler callback, a timer or a
 // posted function), which cannot wait for its own loop to exit, it does
 // all this in a new goroutine and returns nil at once: Run returns once it
@@ -663,7 +669,9 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	e.closeListeners()
 	var err error
 	if started {
-		e.drainOnce.Do(e.drainConns)
+		if ctx.Err() == nil {
+			e.drainOnce.Do(e.drainConns)
+		}
 		t := time.NewTicker(5 * time.Millisecond)
 	wait:
 		for e.Stats().Open > 0 {
@@ -686,7 +694,9 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 }
 
 // drainConns has each loop call a Drainer handler's OnDrain for its open
-// connections. Any goroutine but a loop's.
+// connections, unless the engine stops first (a loop that stops runs what
+// was posted before closing every connection: OnDrain would be told of a
+// drain that does not come). Any goroutine but a loop's.
 func (e *Engine) drainConns() {
 	for _, l := range e.loops {
 		d, ok := l.h.(Drainer)
@@ -694,6 +704,9 @@ func (e *Engine) drainConns() {
 			return
 		}
 		l.Post(func() {
+			if l.stopping {
+				return
+			}
 			// By index: OnDrain may close connections (their slots go nil)
 			// but opens none (accepts and dials refuse while draining).
 			for i := 0; i < len(l.conns); i++ {
