@@ -269,7 +269,12 @@ func (b *uringBackend) close() {
 	// a handler kept stays valid until its OnClose returns, as on a normal
 	// close. The kernel may still complete the ring's requests on their
 	// sockets until the ring closes, but only into buffers it was given,
-	// never into those the handler holds.
+	// never into those the handler holds. Their write queues' send-slab
+	// chunks go back to the slab here, sends in flight or not: no one can
+	// take a chunk before cleanup unmaps the slab, since serve's abortAll
+	// has made every connection closing (Write refuses) and the loop is
+	// stopping (Dial refuses, nothing is accepted)
+	// (TestOnCloseCannotWriteOnBrokenLoop).
 	for _, c := range b.l.conns {
 		if c != nil && c.state != stateClosed {
 			b.finish(c)
