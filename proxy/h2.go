@@ -901,7 +901,7 @@ func (st *h2stream) upFailed(err error) {
 		st.closeUp(false)
 		st.retry = true
 		st.redial()
-	case st.retryReset():
+	case st.retryReset(h2.ResetConnection, h2.NoError):
 	default:
 		st.passive(false)
 		st.x.term = termServer

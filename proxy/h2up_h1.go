@@ -653,7 +653,7 @@ func (x *h1up) onReset(u *upH2, code h2.ErrCode, cause h2.ResetCause) {
 		s.syncRead()
 		return
 	}
-	if !s.respHead && x.retryReset(code, cause) {
+	if !s.respHead && s.retryReset(cause, code) {
 		return
 	}
 	byServer := cause == h2.ResetByServer

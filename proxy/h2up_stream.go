@@ -601,7 +601,7 @@ func (st *h2stream) onReset(u *upH2, code h2.ErrCode, cause h2.ResetCause) {
 		c.flush()
 		return
 	}
-	if !st.respHead && st.h2RetryReset(code, cause) {
+	if !st.respHead && st.retryReset(cause, code) {
 		c.flush()
 		return
 	}

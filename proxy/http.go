@@ -9,6 +9,7 @@ import (
 
 	"github.com/spindlenet/spindle/engine"
 	"github.com/spindlenet/spindle/internal/h1"
+	"github.com/spindlenet/spindle/internal/h2"
 )
 
 // The HTTP/1.1 reverse proxy (mode http). A client connection is an
@@ -1398,7 +1399,7 @@ func (s *hsession) upFailed(err error) {
 		s.closeUp(false)
 		s.retry = true
 		s.redial()
-	case s.retryReset():
+	case s.retryReset(h2.ResetConnection, h2.NoError):
 	default:
 		s.passive(false)
 		s.closeUp(true)

@@ -432,6 +432,115 @@ func (rs *retryState) leftUnprocessed() bool {
 	return rs.pol != nil && rs.tries < rs.pol.attempts && rs.hold
 }
 
+// A retrier is a request's session as its retries see it: an HTTP/1.1
+// client's (hsession, to an HTTP/1.1 pool, or to an h2c pool through its
+// h1up) or an HTTP/2 client's stream (h2stream). What decides a retry is
+// one for all (the reasons below, decideStatus, retryFailed); what
+// differs is the session's own, in these methods: what a response byte
+// gone to the client is, how a try is let go of, how the request goes
+// again. Loop goroutine.
+type retrier interface {
+	// retryable reports whether nothing of a response went to the
+	// client (no 1xx either) and the client is still there.
+	retryable() bool
+	// passive records the try's outcome with its server (passive
+	// health).
+	passive(ok bool)
+	// retryDecided: a final response head came: the request is not
+	// sent again, and what was kept for that goes.
+	retryDecided()
+	// closeUp lets go of the try's upstream connection (reset where
+	// reset), or of its stream to an h2c pool.
+	closeUp(reset bool)
+	// retryAgain sends the request again, its try let go of.
+	retryAgain()
+}
+
+// statusReason returns retryReasonStatus where rs's policy retries the
+// final response status st (and attempts are left, the method may be
+// sent again, its body is held), else -1.
+func (rs *retryState) statusReason(st int) int {
+	if rs.pol.hasStatus(st) && rs.left() {
+		return retryReasonStatus
+	}
+	return -1
+}
+
+// timeoutReason returns retryReasonTimeout where rs's policy retries a
+// try whose response head did not come within its timeout (and attempts
+// are left, the method may be sent again, its body is held), else -1.
+func (rs *retryState) timeoutReason() int {
+	if rs.pol != nil && rs.pol.timeout && rs.left() {
+		return retryReasonTimeout
+	}
+	return -1
+}
+
+// resetReason returns the reason a try's end before its response head
+// (an h2c pool's stream reset, cause and code; an HTTP/1.1 pool's
+// connection closed or reset, h2.ResetConnection) is retried for under
+// rs's policy, -1 for none: a stream not processed (refused_stream); the
+// connection's end, or the server's RST_STREAM but one on purpose
+// (resetOnPurpose: a deadline passed), under reset. A response in error
+// (h2.ResetStreamError) is not retried, as a malformed HTTP/1.1 response
+// head is not. Loop goroutine.
+func (rs *retryState) resetReason(cause h2.ResetCause, code h2.ErrCode) int {
+	rp := rs.pol
+	switch {
+	case rp == nil:
+	case cause == h2.ResetUnprocessed:
+		if rp.refused && rs.leftUnprocessed() || rp.reset && rs.left() {
+			return retryReasonRefused
+		}
+	case cause == h2.ResetConnection || cause == h2.ResetByServer && !resetOnPurpose(code):
+		if rp.reset && rs.left() {
+			return retryReasonReset
+		}
+	}
+	return -1
+}
+
+// decide reports whether r's request (of pool pl, on loop ls), whose try
+// failed for reason (-1: its policy does not retry it), is sent again:
+// where nothing of a response went to the client, a server of pl is up
+// and the budget allows it (counted). Loop goroutine.
+func (rs *retryState) decide(r retrier, ls *loopState, pl *pool, reason int) bool {
+	return reason >= 0 && r.retryable() && rs.possible(ls, pl, reason)
+}
+
+// decideStatus reports whether r's request is sent again on the final
+// response status st of its try (a 1xx decides nothing): where it is,
+// st is the try's outcome for passive health, and the caller lets go of
+// the try and calls retryAgain; where it is not, the request is not
+// sent again any more (retryDecided). Loop goroutine.
+func (rs *retryState) decideStatus(r retrier, ls *loopState, pl *pool, st int) bool {
+	if st < 200 {
+		return false
+	}
+	if !rs.decide(r, ls, pl, rs.statusReason(st)) {
+		r.retryDecided()
+		return false
+	}
+	r.passive(!pl.errStatuses.has(st))
+	return true
+}
+
+// retryFailed sends r's request again where decide says so after its
+// try failed for reason with no response head (a reset, a timeout): the
+// try counted a failure for passive health where failed, and let go of
+// (reset). It reports whether it did. Loop goroutine.
+func (rs *retryState) retryFailed(r retrier, ls *loopState, pl *pool, reason int, failed bool) bool {
+	if !rs.decide(r, ls, pl, reason) {
+		return false
+	}
+	if failed {
+		r.passive(false)
+	}
+	r.closeUp(true)
+	r.retryAgain()
+	return true
+}
+
 // keepCopy keeps a copy of request body bytes p for a retry, counted in
 // rl (the request's pool's, on its loop), and reports whether it did:
 // not where the body kept would pass the policy's buffer, nor the copies
@@ -457,11 +566,6 @@ func (rs *retryState) dropKept(rl *retryLoop) {
 	rs.kept = emptied(rs.kept)
 }
 
-// mayRetry reports whether the request may be sent again: its policy
-// has attempts left, its body is all held, and it is retryable. Loop
-// goroutine.
-func (s *hsession) mayRetry() bool { return s.rt.left() && s.retryable() }
-
 // retryable reports whether nothing of a response went to the client
 // (no 1xx either) and the client is still there. Loop goroutine.
 func (s *hsession) retryable() bool {
@@ -469,21 +573,16 @@ func (s *hsession) retryable() bool {
 }
 
 // retryStatus sends the request again where its policy retries the
-// final response status just parsed, b[off:] what followed its head:
-// the response is thrown away, and its connection goes back to the idle
-// pool where the response ended in b and both sides keep it (a 503 with
-// a short body mostly), else is closed (its body unread). It reports
-// whether it did. Loop goroutine.
+// final response status just parsed (decideStatus), b[off:] what
+// followed its head: the response is thrown away, and its connection
+// goes back to the idle pool where the response ended in b and both
+// sides keep it (a 503 with a short body mostly), else is closed (its
+// body unread). It reports whether it did. Loop goroutine.
 func (s *hsession) retryStatus(b engine.Buffer, off int) bool {
 	r := &s.resp
-	if r.Status < 200 {
+	if !s.rt.decideStatus(s, s.ls, s.pool, r.Status) {
 		return false
 	}
-	if !s.rt.pol.hasStatus(r.Status) || !s.mayRetry() || !s.retryPossible(retryReasonStatus) {
-		s.retryDecided()
-		return false
-	}
-	s.passive(!s.pool.errStatuses.has(r.Status))
 	// (Nothing may follow: bytes nobody asked for close it.)
 	ended := r.Framing == h1.NoBody && off == b.Len() || r.Framing == h1.Length && r.ContentLength == int64(b.Len()-off)
 	if up := s.up; ended && r.KeepAlive && s.reqDone && !s.ls.draining {
@@ -508,17 +607,13 @@ func (s *hsession) retryStatus(b engine.Buffer, off int) bool {
 // hasStatus reports a status rp retries; nil retries none.
 func (rp *retryPolicy) hasStatus(st int) bool { return rp != nil && rp.status && rp.statuses.has(st) }
 
-// retryReset sends the request again where its policy retries a
-// connection closed or reset before a complete response head; it reports
-// whether it did. Loop goroutine.
-func (s *hsession) retryReset() bool {
-	if s.rt.pol == nil || !s.rt.pol.reset || !s.mayRetry() || !s.retryPossible(retryReasonReset) {
-		return false
-	}
-	s.passive(false)
-	s.closeUp(true)
-	s.retryAgain()
-	return true
+// retryReset sends the request again where its policy retries its try's
+// end before a complete response head (resetReason: an HTTP/1.1 pool's
+// connection closed or reset, h2.ResetConnection; an h2c pool's stream
+// reset); it reports whether it did. Loop goroutine.
+func (s *hsession) retryReset(cause h2.ResetCause, code h2.ErrCode) bool {
+	reason := s.rt.resetReason(cause, code)
+	return s.rt.retryFailed(s, s.ls, s.pool, reason, reason == retryReasonReset)
 }
 
 // waitTimeout is the timeout of phWait: per_try_timeout before the
@@ -542,20 +637,8 @@ func (rp *retryPolicy) tryTimeout(d time.Duration, head bool) time.Duration {
 // whose response head did not come in time; it reports whether it did.
 // Loop goroutine.
 func (s *hsession) retryTimeout() bool {
-	if s.rt.pol == nil || !s.rt.pol.timeout || !s.mayRetry() || !s.retryPossible(retryReasonTimeout) {
-		return false
-	}
-	if s.reqDone {
-		s.passive(false)
-	}
-	s.closeUp(true)
-	s.retryAgain()
-	return true
+	return s.rt.retryFailed(s, s.ls, s.pool, s.rt.timeoutReason(), s.reqDone)
 }
-
-// retryPossible reports whether a server is up to retry on and the
-// budget allows the retry, counting it. Loop goroutine.
-func (s *hsession) retryPossible(reason int) bool { return s.rt.possible(s.ls, s.pool, reason) }
 
 // possible reports whether a server of pl is up to retry on and the
 // budget of loop ls allows the retry, counting it. Loop goroutine.
@@ -707,9 +790,6 @@ func (st *h2stream) retryEnd() {
 	st.rt.finish()
 }
 
-// mayRetry is hsession.mayRetry for a stream. Loop goroutine.
-func (st *h2stream) mayRetry() bool { return st.rt.left() && st.retryable() }
-
 // retryable is hsession.retryable for a stream: nothing of a response
 // went to the client (no interim HEADERS either), and the stream is
 // open. Loop goroutine.
@@ -717,31 +797,22 @@ func (st *h2stream) retryable() bool {
 	return st.interims == 0 && !st.respHead && !st.local && st.c.find(st.id) == st
 }
 
-// retryStatus is hsession.retryStatus for a stream. Loop goroutine.
+// retryStatus is hsession.retryStatus for a stream: its response thrown
+// away, its upstream closed (an h2c pool's stream reset: its body is not
+// read). Loop goroutine.
 func (st *h2stream) retryStatus() bool {
-	status := st.resp.Status
-	if status < 200 {
+	if !st.rt.decideStatus(st, st.c.ls, st.pool, st.resp.Status) {
 		return false
 	}
-	if !st.rt.pol.hasStatus(status) || !st.mayRetry() || !st.rt.possible(st.c.ls, st.pool, retryReasonStatus) {
-		st.retryDecided()
-		return false
-	}
-	st.passive(!st.pool.errStatuses.has(status))
-	st.closeUp(st.u2.on) // (an h2c pool's stream reset: its body is not read)
+	st.closeUp(st.u2.on)
 	st.retryAgain()
 	return true
 }
 
 // retryReset is hsession.retryReset for a stream. Loop goroutine.
-func (st *h2stream) retryReset() bool {
-	if st.rt.pol == nil || !st.rt.pol.reset || !st.mayRetry() || !st.rt.possible(st.c.ls, st.pool, retryReasonReset) {
-		return false
-	}
-	st.passive(false)
-	st.closeUp(true)
-	st.retryAgain()
-	return true
+func (st *h2stream) retryReset(cause h2.ResetCause, code h2.ErrCode) bool {
+	reason := st.rt.resetReason(cause, code)
+	return st.rt.retryFailed(st, st.c.ls, st.pool, reason, reason == retryReasonReset)
 }
 
 // waitTimeout is hsession.waitTimeout for a stream.
@@ -751,15 +822,7 @@ func (st *h2stream) waitTimeout() time.Duration {
 
 // retryTimeout is hsession.retryTimeout for a stream. Loop goroutine.
 func (st *h2stream) retryTimeout() bool {
-	if st.rt.pol == nil || !st.rt.pol.timeout || !st.mayRetry() || !st.rt.possible(st.c.ls, st.pool, retryReasonTimeout) {
-		return false
-	}
-	if st.reqDone {
-		st.passive(false)
-	}
-	st.closeUp(true)
-	st.retryAgain()
-	return true
+	return st.rt.retryFailed(st, st.c.ls, st.pool, st.rt.timeoutReason(), st.reqDone)
 }
 
 // retryAgain sends the stream's request again (its upstream let go of),
@@ -802,54 +865,14 @@ func (st *h2stream) retryAgain() {
 // refused-stream whatever its method, under reset where the method may
 // be sent again.
 
-// resetReason returns the reason a try's stream reset (cause, code)
-// before the response head is retried for under rs's policy, -1 for
-// none: a stream not processed (refused_stream); the connection's end, or
-// the server's RST_STREAM but one on purpose (resetOnPurpose: a deadline
-// passed), under reset. A response in error (h2.ResetStreamError) is not
-// retried, as a malformed HTTP/1.1 response head is not. Loop goroutine.
-func (rs *retryState) resetReason(cause h2.ResetCause, code h2.ErrCode) int {
-	rp := rs.pol
-	switch {
-	case rp == nil:
-	case cause == h2.ResetUnprocessed:
-		if rp.refused && rs.leftUnprocessed() || rp.reset && rs.left() {
-			return retryReasonRefused
-		}
-	case cause == h2.ResetConnection || cause == h2.ResetByServer && !resetOnPurpose(code):
-		if rp.reset && rs.left() {
-			return retryReasonReset
-		}
-	}
-	return -1
-}
-
-// retryReset sends the request again after its stream's reset where its
-// policy retries it (resetReason); it reports whether it did. Loop
-// goroutine.
-func (x *h1up) retryReset(code h2.ErrCode, cause h2.ResetCause) bool {
-	s := x.s
-	reason := s.rt.resetReason(cause, code)
-	if reason < 0 || !s.retryable() || !s.retryPossible(reason) {
-		return false
-	}
-	if reason == retryReasonReset {
-		s.passive(false)
-	}
-	s.retryAgain()
-	return true
-}
-
 // retryStatus sends the request again where its policy retries the final
-// response status st (the response's stream reset); it reports whether
-// it did. Loop goroutine.
+// response status st (decideStatus): its stream is reset (again). It
+// reports whether it did. Loop goroutine.
 func (x *h1up) retryStatus(st int) bool {
 	s := x.s
-	if !s.rt.pol.hasStatus(st) || !s.mayRetry() || !s.retryPossible(retryReasonStatus) {
-		s.retryDecided()
+	if !s.rt.decideStatus(s, s.ls, s.pool, st) {
 		return false
 	}
-	s.passive(!s.pool.errStatuses.has(st))
 	s.retryAgain()
 	return true
 }
@@ -876,18 +899,4 @@ func (x *h1up) keep(p []byte) {
 		return
 	}
 	x.ksent += len(p)
-}
-
-// h2RetryReset is h1up.retryReset for an HTTP/2 client's stream. Loop
-// goroutine.
-func (st *h2stream) h2RetryReset(code h2.ErrCode, cause h2.ResetCause) bool {
-	reason := st.rt.resetReason(cause, code)
-	if reason < 0 || !st.retryable() || !st.rt.possible(st.c.ls, st.pool, reason) {
-		return false
-	}
-	if reason == retryReasonReset {
-		st.passive(false)
-	}
-	st.retryAgain()
-	return true
 }
