@@ -281,12 +281,17 @@ type retryLoop struct {
 func (ls *loopState) retryLoop(pl *pool) *retryLoop { return &pl.shared.retry[ls.id] }
 
 // retryAllowed reports whether a retry of pl from loop ls is within its
-// budget, and counts it (retry) or its refusal. Loop goroutine.
-func (ls *loopState) retryAllowed(pl *pool, rp *retryPolicy, reason int) bool {
+// budget, and counts it (retry) or its refusal; counted: the request's
+// try is still counted in its server's active. Loop goroutine.
+func (ls *loopState) retryAllowed(pl *pool, rp *retryPolicy, reason int, counted bool) bool {
 	rl := ls.retryLoop(pl)
-	// Requests in flight: the pool's upstream connections in use or
-	// connecting from this loop, and this one (its connection let go).
-	var active int64 = 1
+	// Requests in flight: the pool's upstream connections (streams, to
+	// an h2c pool) in use or connecting from this loop, this one's among
+	// them, or this one where its try was let go of (its stream reset).
+	var active int64
+	if !counted {
+		active = 1
+	}
 	for i := range pl.servers {
 		active += ls.stats(pl, i).active.load()
 	}
@@ -443,6 +448,10 @@ type retrier interface {
 	// retryable reports whether nothing of a response went to the
 	// client (no 1xx either) and the client is still there.
 	retryable() bool
+	// tryCounted reports whether the try is still counted in its
+	// server's active: its upstream connection, or its stream to an h2c
+	// pool, not let go of yet.
+	tryCounted() bool
 	// passive records the try's outcome with its server (passive
 	// health).
 	passive(ok bool)
@@ -505,7 +514,7 @@ func (rs *retryState) resetReason(cause h2.ResetCause, code h2.ErrCode) int {
 // where nothing of a response went to the client, a server of pl is up
 // and the budget allows it (counted). Loop goroutine.
 func (rs *retryState) decide(r retrier, ls *loopState, pl *pool, reason int) bool {
-	return reason >= 0 && r.retryable() && rs.possible(ls, pl, reason)
+	return reason >= 0 && r.retryable() && rs.possible(ls, pl, reason, r.tryCounted())
 }
 
 // decideStatus reports whether r's request is sent again on the final
@@ -571,6 +580,11 @@ func (rs *retryState) dropKept(rl *retryLoop) {
 func (s *hsession) retryable() bool {
 	return !s.interim && !s.respHead && !s.done && s.phase != phClosing && !s.upgrade
 }
+
+// tryCounted reports whether the request's try is counted in its
+// server's active: its upstream connection, or its h2c stream (h1up).
+// Loop goroutine.
+func (s *hsession) tryCounted() bool { return s.up != nil || s.h2 != nil && s.h2.counted }
 
 // retryStatus sends the request again where its policy retries the
 // final response status just parsed (decideStatus), b[off:] what
@@ -641,9 +655,10 @@ func (s *hsession) retryTimeout() bool {
 }
 
 // possible reports whether a server of pl is up to retry on and the
-// budget of loop ls allows the retry, counting it. Loop goroutine.
-func (rs *retryState) possible(ls *loopState, pl *pool, reason int) bool {
-	if !anyUp(pl) || !ls.retryAllowed(pl, rs.pol, reason) {
+// budget of loop ls allows the retry (counted: retryAllowed), counting
+// it. Loop goroutine.
+func (rs *retryState) possible(ls *loopState, pl *pool, reason int, counted bool) bool {
+	if !anyUp(pl) || !ls.retryAllowed(pl, rs.pol, reason, counted) {
 		return false
 	}
 	if rs.counted == nil {
@@ -796,6 +811,9 @@ func (st *h2stream) retryEnd() {
 func (st *h2stream) retryable() bool {
 	return st.interims == 0 && !st.respHead && !st.local && st.c.find(st.id) == st
 }
+
+// tryCounted is hsession.tryCounted for a stream. Loop goroutine.
+func (st *h2stream) tryCounted() bool { return st.up != nil || st.u2.counted }
 
 // retryStatus is hsession.retryStatus for a stream: its response thrown
 // away, its upstream closed (an h2c pool's stream reset: its body is not
