@@ -502,11 +502,21 @@ var headParsed func(resp bool)
 const keptHeadBuf = 4 << 10
 
 // emptied returns b emptied, or nil where it has grown past keptHeadBuf.
-func emptied(b []byte) []byte {
-	if cap(b) > keptHeadBuf {
+func emptied(b []byte) []byte { return trimmed(b, keptHeadBuf) }
+
+// trimmed returns s emptied for its next use, or nil where its capacity
+// passes limit elements, so that what is kept for the next request or
+// stream is bounded whatever the last one needed. Elements other than
+// bytes (fields: slices of other buffers) are zeroed up to the capacity
+// kept, so that they keep none of those buffers alive.
+func trimmed[T any](s []T, limit int) []T {
+	if cap(s) > limit {
 		return nil
 	}
-	return b[:0]
+	if _, isBytes := any((*T)(nil)).(*byte); !isBytes {
+		clear(s[:cap(s)])
+	}
+	return s[:0]
 }
 
 // gotHead takes a parsed request: it checks it, routes it and writes the
