@@ -324,7 +324,8 @@ func (c *h2conn) find(id uint32) *h2stream {
 	return nil
 }
 
-// newStream returns a stream for id, reusing a freed one and its buffers.
+// newStream returns a stream for id, reusing a freed one and its buffers
+// (trimmed at its release).
 func (c *h2conn) newStream(id uint32) *h2stream {
 	var st *h2stream
 	if n := len(c.free); n > 0 {
@@ -342,7 +343,41 @@ func (c *h2conn) newStream(id uint32) *h2stream {
 	return st
 }
 
-// release ends st: its upstream must be let go of already.
+// keptStreams is how many ended streams a connection keeps for its next
+// ones, with their buffers (trim: each up to keptHeadBuf bytes or
+// keptFields fields). A client's usual concurrency (a browser's handful,
+// a gRPC channel's few) finds its streams there and allocates none; one
+// that once had more in flight, up to h2_max_concurrent_streams (100 by
+// default, any number configured), does not leave them all kept for the
+// connection's life: the streams of a burst beyond keptStreams are
+// allocated, and go when they end. What an idle connection keeps of its
+// streams is so bounded by about keptStreams times 60 KiB (some ten
+// buffers of keptHeadBuf, six field lists of keptFields), 1 MiB at the
+// worst, and a few KiB for ordinary streams.
+const keptStreams = 16
+
+// keptFields is the capacity, in fields, up to which an ended stream
+// keeps a field list for the next (trimmed): about keptHeadBuf's worth
+// of hpack.Field, more fields than an ordinary head or trailer section
+// has.
+const keptFields = 64
+
+// trim bounds what st, ended, keeps for the next stream of its
+// connection: each buffer up to keptHeadBuf bytes (emptied), each field
+// list up to keptFields fields, zeroed (trimmed), and the response head's
+// other slices, into up's reads, dropped; so that a stream that once
+// carried a large head, trailers or body does not keep them, nor the
+// buffers its fields point into, for the connection's life. (x.meta is
+// bounded by the access log's limits, rt.kept by dropKept.)
+func (st *h2stream) trim() {
+	st.out, st.body, st.uin, st.trl, st.hb = emptied(st.out), emptied(st.body), emptied(st.uin), emptied(st.trl), emptied(st.hb)
+	st.fields = trimmed(st.fields, keptFields)
+	st.resp = h1.Response{Headers: trimmed(st.resp.Headers, keptFields)}
+	st.u2.trim()
+}
+
+// release ends st: its upstream must be let go of already. It is kept for
+// the connection's next streams, trimmed, up to keptStreams of them.
 func (c *h2conn) release(st *h2stream) {
 	st.w.leave(st.pool, &st.x.queued, false)
 	if st.hasP {
@@ -359,7 +394,10 @@ func (c *h2conn) release(st *h2stream) {
 		}
 	}
 	st.id = 0
-	c.free = append(c.free, st)
+	if len(c.free) < keptStreams {
+		st.trim()
+		c.free = append(c.free, st)
+	}
 	if len(c.streams) == 0 && !c.done {
 		c.idleAt = c.p.now()
 		c.armAt(c.idleAt + int64(c.ln.cfg.KeepaliveTimeout))

@@ -41,7 +41,18 @@ type upSide struct {
 	rfs     []hpack.Field
 }
 
-// reuse returns a fresh upSide keeping s's buffers.
+// trim bounds the buffers s keeps for the stream's next use, at its
+// release, as h2stream.trim does the stream's: each up to keptHeadBuf
+// bytes or keptFields fields, the fields zeroed, and the request head's
+// other slices (into the stream's hb) dropped.
+func (s *upSide) trim() {
+	s.req = h2.Request{Fields: trimmed(s.req.Fields, keptFields)}
+	s.trl, s.rtf, s.rfs = trimmed(s.trl, keptFields), trimmed(s.rtf, keptFields), trimmed(s.rfs, keptFields)
+	s.tb, s.rbuf, s.rtb = emptied(s.tb), emptied(s.rbuf), emptied(s.rtb)
+}
+
+// reuse returns a fresh upSide keeping s's buffers (trimmed at the
+// stream's release).
 func (s *upSide) reuse() upSide {
 	return upSide{req: h2.Request{Fields: s.req.Fields[:0]}, trl: s.trl[:0], tb: s.tb[:0], rbuf: s.rbuf[:0],
 		rtf: s.rtf[:0], rtb: s.rtb[:0], rfs: s.rfs[:0]}
