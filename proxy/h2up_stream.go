@@ -435,9 +435,15 @@ func (st *h2stream) onResponse(u *upH2, r *h2.Response, end bool) {
 func (st *h2stream) onData(u *upH2, p []byte, end bool) {
 	c := st.c
 	st.mark = c.p.now()
-	if st.u2.roff < len(st.u2.rbuf) {
-		st.u2.rbuf = append(st.u2.rbuf, p...)
-		st.u2.rend = end
+	if u2 := &st.u2; u2.roff < len(u2.rbuf) {
+		if u2.roff > 0 && len(u2.rbuf)+len(p) > cap(u2.rbuf) {
+			// The sent front goes before the backlog grows: a client
+			// slower than the upstream never lets it empty.
+			u2.rbuf = u2.rbuf[:copy(u2.rbuf, u2.rbuf[u2.roff:])]
+			u2.roff = 0
+		}
+		u2.rbuf = append(u2.rbuf, p...)
+		u2.rend = end
 		return
 	}
 	w, err := c.srv.WriteDataTo(st.id, p, end, c.write)

@@ -1,0 +1,82 @@
+package proxy
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/spindlenet/spindle/engine"
+)
+
+// maxBacklogCap returns the largest capacity of the response backlog
+// (u2.rbuf) among p's HTTP/2 client streams to h2c pools, read on their
+// loops.
+func maxBacklogCap(p *Proxy) int {
+	most := 0
+	for k, el := range p.e.Loops() {
+		done := make(chan struct{})
+		el.Post(func() {
+			for _, c := range p.loops[k].h2conns {
+				for _, st := range c.streams {
+					most = max(most, cap(st.u2.rbuf))
+				}
+			}
+			close(done)
+		})
+		<-done
+	}
+	return most
+}
+
+// TestH2UpBacklogBounded: an HTTP/2 client that reads a large response
+// from an h2c pool slowly (a small stream window, so the proxy holds
+// what the upstream sent and the client's window did not take) costs
+// the proxy a backlog bounded by the upstream stream window (64 KiB), a
+// frame and append's growth, not by the response: the backlog's sent
+// front is reclaimed as it grows. (Before: the front stayed until the
+// backlog emptied, which a client slower than the upstream never let it
+// do, so the backlog grew with the response: 2 MiB here.)
+func TestH2UpBacklogBounded(t *testing.T) {
+	const size = 2 << 20
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		body := bytes.Repeat([]byte("0123456789abcdef"), size/16)
+		up := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Write(body)
+		}), nil)
+		p := startProxy(t, h2cPoolConfig(b, up.addr))
+		c, base := h2Client(t, p)
+		c.Transport.(*http.Transport).HTTP2 = &http.HTTP2Config{MaxReceiveBufferPerStream: 4 << 10}
+		resp, err := c.Get(base + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var got bytes.Buffer
+		most := 0
+		buf := make([]byte, 4<<10)
+		for {
+			n, err := resp.Body.Read(buf)
+			got.Write(buf[:n])
+			if got.Len()%(64<<10) < n {
+				most = max(most, maxBacklogCap(p))
+				time.Sleep(time.Millisecond) // slower than the upstream
+			}
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !bytes.Equal(got.Bytes(), body) {
+			t.Fatalf("got %d bytes, not the %d sent", got.Len(), len(body))
+		}
+		const bound = 256 << 10
+		t.Logf("largest backlog capacity: %d bytes", most)
+		if most > bound {
+			t.Errorf("the stream's response backlog grew to %d bytes of capacity for a %d-byte response, want at most %d", most, size, bound)
+		}
+	})
+}
