@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"testing"
@@ -77,6 +78,75 @@ func TestH2UpBacklogBounded(t *testing.T) {
 		t.Logf("largest backlog capacity: %d bytes", most)
 		if most > bound {
 			t.Errorf("the stream's response backlog grew to %d bytes of capacity for a %d-byte response, want at most %d", most, size, bound)
+		}
+	})
+}
+
+// maxBodyBacklogCap returns the largest capacity of the request body held
+// (body) among p's HTTP/2 client streams, read on their loops.
+func maxBodyBacklogCap(p *Proxy) int {
+	most := 0
+	for k, el := range p.e.Loops() {
+		done := make(chan struct{})
+		el.Post(func() {
+			for _, c := range p.loops[k].h2conns {
+				for _, st := range c.streams {
+					most = max(most, cap(st.body))
+				}
+			}
+			close(done)
+		})
+		<-done
+	}
+	return most
+}
+
+// TestH2UpBodyBacklogBounded: the request side of
+// TestH2UpBacklogBounded: an HTTP/2 client's large upload to an h2c
+// server that reads it slower than the client sends costs the proxy a
+// held body bounded by the client's stream window (h2_initial_window), a
+// frame and append's growth, not by the body. (Before: the body's sent
+// front stayed until what was held emptied, which an upstream slower
+// than its client never let it do: 4 MiB here.)
+func TestH2UpBodyBacklogBounded(t *testing.T) {
+	const size = 4 << 20
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		p := new(Proxy)
+		var most int
+		up := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			buf := make([]byte, 4<<10)
+			n := 0
+			for {
+				k, err := r.Body.Read(buf)
+				n += k
+				if n%(64<<10) < k {
+					most = max(most, maxBodyBacklogCap(p))
+					time.Sleep(time.Millisecond) // slower than the client
+				}
+				if err != nil {
+					break
+				}
+			}
+			fmt.Fprint(w, n)
+		}), func(s *http.Server) {
+			// A small stream window: the server takes the body as it reads.
+			s.HTTP2 = &http.HTTP2Config{MaxReceiveBufferPerStream: 16 << 10}
+		})
+		p = startProxy(t, h2cPoolConfig(b, up.addr))
+		c, base := h2Client(t, p)
+		resp, err := c.Post(base+"/", "application/octet-stream", bytes.NewReader(make([]byte, size)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(got) != fmt.Sprint(size) {
+			t.Fatalf("the server read %q bytes, not the %d sent", got, size)
+		}
+		const bound = 512 << 10
+		t.Logf("largest held body capacity: %d bytes", most)
+		if most > bound {
+			t.Errorf("the stream's held request body grew to %d bytes of capacity for a %d-byte body, want at most %d", most, size, bound)
 		}
 	})
 }

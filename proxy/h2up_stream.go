@@ -328,7 +328,7 @@ func (st *h2stream) h2Body(p []byte, end bool) {
 	u, id := st.u2.u, st.id
 	if u == nil || st.u2.boff < len(st.body) || st.reqDone {
 		if !st.reqDone {
-			st.body = append(st.body, p...)
+			st.body, st.u2.boff = appendBacklog(st.body, st.u2.boff, p)
 		}
 		if u != nil && !st.reqDone {
 			st.h2SendBody()
@@ -435,15 +435,9 @@ func (st *h2stream) onResponse(u *upH2, r *h2.Response, end bool) {
 func (st *h2stream) onData(u *upH2, p []byte, end bool) {
 	c := st.c
 	st.mark = c.p.now()
-	if u2 := &st.u2; u2.roff < len(u2.rbuf) {
-		if u2.roff > 0 && len(u2.rbuf)+len(p) > cap(u2.rbuf) {
-			// The sent front goes before the backlog grows: a client
-			// slower than the upstream never lets it empty.
-			u2.rbuf = u2.rbuf[:copy(u2.rbuf, u2.rbuf[u2.roff:])]
-			u2.roff = 0
-		}
-		u2.rbuf = append(u2.rbuf, p...)
-		u2.rend = end
+	if st.u2.roff < len(st.u2.rbuf) {
+		st.u2.rbuf, st.u2.roff = appendBacklog(st.u2.rbuf, st.u2.roff, p)
+		st.u2.rend = end
 		return
 	}
 	w, err := c.srv.WriteDataTo(st.id, p, end, c.write)
@@ -479,6 +473,18 @@ func (st *h2stream) h2Stall() {
 		st.mark = c.p.now()
 		c.armAt(st.mark + int64(c.p.cfg.Engine.WriteTimeout))
 	}
+}
+
+// appendBacklog appends p to a backlog b whose front b[:off] is sent,
+// and returns it and its new offset. The sent front goes (the rest moved
+// down) before the backlog would grow: a peer slower than the other side
+// may never let it empty, and what is held is bounded by a window only
+// with the front reclaimed. Each byte moves once at most per growth.
+func appendBacklog(b []byte, off int, p []byte) ([]byte, int) {
+	if off > 0 && len(b)+len(p) > cap(b) {
+		b, off = b[:copy(b, b[off:])], 0
+	}
+	return append(b, p...), off
 }
 
 // h2Pump sends the response held as the client's windows open, then its
