@@ -546,7 +546,7 @@ func (s *hsession) gotHead() {
 	s.keep = r.KeepAlive
 	s.upg = s.ln.allowedUpgrades(s.upg[:0], r.Upgrade)
 	s.upgrade = len(s.upg) > 0
-	s.reqDone = r.Framing == h1.NoBody
+	s.reqDone = r.Framing == h1.NoBody || r.Framing == h1.Length && r.ContentLength == 0 // (an empty body: whole with its head)
 	s.reqBody.Reset(r.Framing, r.ContentLength)
 	s.trl.reset()
 	s.bodyN = 0
