@@ -264,7 +264,16 @@
 // as it is): whole received buffers, and a buffer's tail after a head, go
 // without a copy (engine.Conn.WriteBufferFrom); only a body that ends
 // inside a buffer is copied. One request per client is in flight: the
-// client is not read meanwhile, and pipelined requests are taken in turn.
+// client is not read meanwhile (but while the request waits for a
+// server, below), and pipelined requests are taken in turn. A client's
+// FIN while its request waits for a server to see it (in the pool's
+// queue for a slot, for its connect, or, to an h2c pool, for a stream)
+// ends the request there, its connect let go of (CD in the access log),
+// as HAProxy's option abortonclose has it: the client is read while its
+// request so waits, where it sent nothing past the head (a body's start
+// or a next request is held, and a FIN behind it is seen at the
+// request's turn). Once the request reached the server a FIN is a half
+// close: the response is awaited and sent, and then the client closed.
 // The response head is rewritten the same way (with Connection: close
 // when the client's connection ends after it: the request asked for it,
 // its body was not all read, the response runs until the server closes,

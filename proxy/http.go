@@ -381,9 +381,10 @@ func (s *hsession) clientData(b engine.Buffer) {
 	case s.phase == phWait && !s.reqDone && s.upOpen && !s.hasP:
 		s.forwardBody(b, 0)
 	case !s.hasP:
-		// Not expected: syncRead pauses the client in every other phase
-		// (and the engine holds what arrives after PauseRead). Kept for
-		// the next request all the same.
+		// While the request waits (waiting: a body's start, or the
+		// next request), else not expected: syncRead pauses the client
+		// in every other phase (and the engine holds what arrives after
+		// PauseRead). Kept for the request or the next all the same.
 		s.pend, s.poff, s.hasP = b, 0, true
 	default:
 		b.Release()
@@ -447,7 +448,13 @@ func (s *hsession) feedHead(b engine.Buffer, off int) {
 			off += n
 			continue
 		}
-		s.pend, s.poff, s.hasP = b, off+n, true
+		if off+n < b.Len() {
+			s.pend, s.poff, s.hasP = b, off+n, true
+		} else {
+			// Nothing followed the head: the client is read while the
+			// request waits (syncRead), so that its FIN is seen.
+			b.Release()
+		}
 		s.acquire()
 		return
 	}
@@ -859,17 +866,12 @@ func (s *hsession) connect() {
 
 // queue puts the request in its pool's queue for a slot, every server up
 // being at its max_conns (phQueue: queue_timeout, then 503), or answers
-// 503 where the queue is full. The client is read meanwhile (the rest of
-// its head's buffer let go of where nothing followed the head), so that
-// one that closes is seen. Loop goroutine.
+// 503 where the queue is full. The client is read meanwhile (waiting), so
+// that one that closes is seen. Loop goroutine.
 func (s *hsession) queue() {
 	if !s.ls.wait(s.pool, &s.w, s.failed, &s.x.term) {
 		s.respond(503)
 		return
-	}
-	if s.hasP && s.poff >= s.pend.Len() {
-		s.hasP = false
-		s.pend.Release()
 	}
 	// queue_timeout counts from its first wait: one whose turn came and
 	// whose connect failed waits again with the rest of it.
@@ -1439,10 +1441,11 @@ func (s *hsession) upEOF(c *engine.Conn) {
 	s.upFailed(nil)
 }
 
-// clientEOF: the client's FIN. An idle client is closed; a request in
-// flight is answered first (and then the client closed); a request body
-// cut short ends the exchange (with a reset where a response had begun).
-// Loop goroutine.
+// clientEOF: the client's FIN. An idle client is closed, and so is one
+// whose request waits for a server to see it (waiting), the request let
+// go of; a request in flight is answered first (and then the client
+// closed); a request body cut short ends the exchange (with a reset where
+// a response had begun). Loop goroutine.
 func (s *hsession) clientEOF() {
 	s.eof = true
 	switch {
@@ -1453,10 +1456,13 @@ func (s *hsession) clientEOF() {
 			s.pend.Release()
 		}
 		s.client.Close()
-	case s.phase == phQueue:
-		// Nothing went to a server yet: the request leaves the queue
-		// (as HAProxy's option abortonclose).
+	case s.waiting():
+		// Nothing went to a server yet: the request leaves what it
+		// waits in (as HAProxy's option abortonclose), the pool's queue,
+		// its connect (its slot going to the next waiter) or its h2c
+		// server's queue for a stream.
 		s.w.leave(s.pool, &s.x.queued, false)
+		s.closeUp(true)
 		s.x.term = termClient
 		s.closing()
 		s.client.Close()
@@ -1514,6 +1520,16 @@ func (s *hsession) unlist() {
 	ls.sessions = ls.sessions[:len(ls.sessions)-1]
 }
 
+// waiting reports whether the request waits for a server to see it: in
+// the pool's queue for a slot (phQueue), for its connect (phConnect), or
+// to an h2c pool for a stream (in its server's queue, for room on a
+// connection or for one dialed). The client is read meanwhile where
+// nothing is held (a body's start or a next request), so that its FIN is
+// seen (clientEOF). Loop goroutine.
+func (s *hsession) waiting() bool {
+	return s.phase == phQueue || s.phase == phConnect || s.phase == phWait && s.h2 != nil && s.h2.on && s.h2.wsl != nil
+}
+
 // syncRead turns the client's reading on where the session wants the
 // next bytes (a head, or a body the upstream has room for), off
 // elsewhere. Called last in each event: ResumeRead may deliver held data
@@ -1522,7 +1538,7 @@ func (s *hsession) syncRead() {
 	if s.done || s.phase == phClosing || s.client.Closed() {
 		return
 	}
-	want := s.phase == phIdle || s.phase == phHead || s.phase == phQueue && !s.hasP ||
+	want := s.phase == phIdle || s.phase == phHead || s.waiting() && !s.hasP ||
 		s.phase == phWait && !s.reqDone && s.upOpen && !s.hasP && s.up != nil && s.up.QueuedMemory() < s.p.cfg.Engine.WriteHighWater ||
 		s.phase == phWait && !s.reqDone && s.h2 != nil && s.h2.on && s.h2.wantBody()
 	if s.eof {

@@ -1,0 +1,232 @@
+package proxy
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spindlenet/spindle/engine"
+	"github.com/spindlenet/spindle/internal/h2"
+)
+
+// The client's FIN while its request waits for a server to see it: the
+// request leaves what it waits in and the client is closed (CD in the
+// access log), as in the pool's queue for a slot (phQueue) and as
+// HAProxy's option abortonclose has it; another request gets what it
+// held.
+
+// finGone sends the client's FIN and checks that the proxy closes it
+// (not at a timeout: the tests' timeouts are far longer than
+// closedByProxy's wait).
+func finGone(t *testing.T, c *net.TCPConn) {
+	t.Helper()
+	c.CloseWrite()
+	if err := closedByProxy(c); err != nil {
+		t.Fatalf("the client's FIN while its request waits: %v", err)
+	}
+}
+
+// goneLine waits for the access log's line of the request for target
+// and checks that it ended by its client (CD), with no response.
+func goneLine(t *testing.T, path, target string, retries string) {
+	t.Helper()
+	m := waitLine(t, path, target+"'s line", func(m map[string]any) bool { return field(m, "target") == target })
+	checkFields(t, m, map[string]string{"term": "CD", "status": "0", "retries": retries})
+}
+
+// TestHTTPFinWhileConnecting: an HTTP/1.1 client's FIN while its
+// request's connect is on its way (a server that does not answer
+// connects, connect_timeout 1m) lets the dial go at once: its server's
+// slot (max_conns 1) goes to the request waiting behind it, which dials
+// in its turn.
+func TestHTTPFinWhileConnecting(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		hole := blackholeAddr(t)
+		cfg := capConfig(b, ModeHTTP, 1, 1, hole)
+		cfg.Listeners[0].ConnectTimeout = Duration(time.Minute)
+		cfg.Pools[0].QueueTimeout = Duration(time.Minute)
+		path := t.TempDir() + "/log"
+		cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: path}
+		p := startProxy(t, cfg)
+		gone := rawGet(t, p, "/gone").(*net.TCPConn)
+		waitFor(t, "/gone's connect", func() bool { return serverTotals(p, hole).Active == 1 })
+		rawGet(t, p, "/next")
+		queued(t, p, 1)
+		finGone(t, gone)
+		waitFor(t, "/next to take the slot", func() bool {
+			pt := poolTotals(p, "app")
+			return pt.QueueLength == 0 && pt.QueueServed == 1
+		})
+		if st := serverTotals(p, hole); st.Active != 1 || st.Connections != 1 {
+			t.Errorf("server: %d active, %d connections; want /next's connect alone", st.Active, st.Connections)
+		}
+		goneLine(t, path, "/gone", "0")
+	})
+}
+
+// TestHTTPFinWhileRetryConnects: an HTTP/1.1 client's FIN while its
+// GET's retry connects (its first try's server closed without an
+// answer; the other server does not answer connects) lets that dial go
+// at once, its count in the retry budget too, and the slot (max_conns
+// 1) goes to the request waiting for it.
+func TestHTTPFinWhileRetryConnects(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		closer := newUpstream(t, func(c net.Conn) {
+			http.ReadRequest(bufio.NewReader(c))
+		})
+		hole := blackholeAddr(t)
+		cfg := capConfig(b, ModeHTTP, 1, 1, closer.addr, hole)
+		cfg.Listeners[0].ConnectTimeout = Duration(time.Minute)
+		cfg.Listeners[0].Retry = &RetryConfig{On: []string{RetryReset}, Attempts: 2}
+		cfg.Pools[0].QueueTimeout = Duration(time.Minute)
+		path := t.TempDir() + "/log"
+		cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: path}
+		p := startProxy(t, cfg)
+		// (Round-robin: the first request goes to the first server.)
+		gone := rawGet(t, p, "/gone").(*net.TCPConn)
+		waitFor(t, "/gone's retry's connect", func() bool {
+			inFlight, _, _ := retryHeld(p, "app")
+			return serverTotals(p, hole).Active == 1 && inFlight == 1
+		})
+		// The next one's own first try goes to the other server: its slot
+		// is the retry's, so it tries the first, and waits in the queue.
+		rawGet(t, p, "/next")
+		queued(t, p, 1)
+		finGone(t, gone)
+		waitFor(t, "/next to take the slot", func() bool {
+			pt := poolTotals(p, "app")
+			return pt.QueueLength == 0 && pt.QueueServed == 1
+		})
+		if st := serverTotals(p, hole); st.Active != 1 || st.Connections != 1 {
+			t.Errorf("server: %d active, %d connections; want /next's connect alone", st.Active, st.Connections)
+		}
+		goneLine(t, path, "/gone", "1")
+	})
+}
+
+// pathsApp answers each request with its method and path, as
+// echoTargetApp does, and keeps the paths it got.
+type pathsApp struct {
+	echoTargetApp
+	mu    sync.Mutex
+	paths []string
+}
+
+func (a *pathsApp) OnRequest(s *h2.Server, id uint32, r *h2.Request, end bool) {
+	a.mu.Lock()
+	a.paths = append(a.paths, string(r.Path))
+	a.mu.Unlock()
+	a.echoTargetApp.OnRequest(s, id, r, end)
+}
+
+func (a *pathsApp) got() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.paths)
+}
+
+// TestH2UpFinWhileConnectionComes: an HTTP/1.1 client's FIN while its
+// request to an h2c pool waits for the connection dialed for it (its
+// server's SETTINGS not come) takes the request out of the server's
+// queue at once; the server never sees it, and the next request goes on
+// that connection.
+func TestH2UpFinWhileConnectionComes(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		gate := make(chan struct{})
+		app := &pathsApp{}
+		up := newUpstream(t, func(c net.Conn) {
+			<-gate
+			serveH2(c, app)
+		})
+		var once sync.Once
+		open := func() { once.Do(func() { close(gate) }) }
+		t.Cleanup(open)
+		cfg := h2cPoolConfig(b, up.addr)
+		cfg.Listeners[0].ResponseTimeout = Duration(time.Minute)
+		cfg.Pools[0].H2MaxConnections = 1
+		path := t.TempDir() + "/log"
+		cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: path}
+		p := startProxy(t, cfg)
+		gone := rawGet(t, p, "/gone").(*net.TCPConn)
+		waitFor(t, "/gone to wait for the connection", func() bool {
+			w, n := h2Waits(p)
+			return w[0] == 1 && n[0] == 1
+		})
+		finGone(t, gone)
+		waitFor(t, "/gone to leave the queue", func() bool { w, _ := h2Waits(p); return w[0] == 0 })
+		open()
+		next := rawGet(t, p, "/next")
+		if st, body := status(t, next); st != 200 || body != "GET /next" {
+			t.Errorf("next: %d %q", st, body)
+		}
+		if got := strings.Join(app.got(), " "); got != "/next" {
+			t.Errorf("the server got %q, want /next alone", got)
+		}
+		if n := up.accepted.Load(); n != 1 {
+			t.Errorf("%d connections to the server, want 1", n)
+		}
+		goneLine(t, path, "/gone", "0")
+		waitFor(t, "the server's count of requests in flight to be 0", func() bool { return serverTotals(p, up.addr).Active == 0 })
+	})
+}
+
+// TestH2UpFinWhileQueued: an HTTP/1.1 client's FIN while its request to
+// an h2c pool waits for a stream (one connection of one stream, taken
+// by a request the server holds) takes it out of the server's queue at
+// once; the server never sees it, and the stream goes to the next
+// request once the held one ends.
+func TestH2UpFinWhileQueued(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		arrived, release := make(chan struct{}, 1), make(chan struct{})
+		var mu sync.Mutex
+		var paths []string
+		up := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			paths = append(paths, r.URL.Path)
+			mu.Unlock()
+			if r.URL.Path == "/hold" {
+				arrived <- struct{}{}
+				<-release
+			}
+			io.WriteString(w, r.URL.Path)
+		}), nil)
+		var once sync.Once
+		free := func() { once.Do(func() { close(release) }) }
+		t.Cleanup(free)
+		cfg := h2cPoolConfig(b, up.addr)
+		cfg.Listeners[0].ResponseTimeout = Duration(time.Minute)
+		cfg.Pools[0].H2MaxConnections = 1
+		cfg.Pools[0].H2MaxConcurrentStreams = 1
+		path := t.TempDir() + "/log"
+		cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: path}
+		p := startProxy(t, cfg)
+		hold := rawGet(t, p, "/hold")
+		<-arrived
+		gone := rawGet(t, p, "/gone").(*net.TCPConn)
+		waitFor(t, "/gone to wait for a stream", func() bool { w, _ := h2Waits(p); return w[0] == 1 })
+		finGone(t, gone)
+		waitFor(t, "/gone to leave the queue", func() bool { w, _ := h2Waits(p); return w[0] == 0 })
+		free()
+		if st, body := status(t, hold); st != 200 || body != "/hold" {
+			t.Errorf("hold: %d %q", st, body)
+		}
+		next := rawGet(t, p, "/next")
+		if st, body := status(t, next); st != 200 || body != "/next" {
+			t.Errorf("next: %d %q", st, body)
+		}
+		mu.Lock()
+		got := strings.Join(paths, " ")
+		mu.Unlock()
+		if got != "/hold /next" {
+			t.Errorf("the server got %q, want /hold /next", got)
+		}
+		goneLine(t, path, "/gone", "0")
+		waitFor(t, "the server's count of requests in flight to be 0", func() bool { return serverTotals(p, up.addr).Active == 0 })
+	})
+}
