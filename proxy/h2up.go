@@ -308,14 +308,22 @@ func (u *upH2) replace() {
 	}
 }
 
-// flush writes the Client's output to the server. Loop goroutine.
+// flush writes the Client's output to the server. A write not all
+// queued (the engine's Write failed) cuts the stream of frames, which
+// nothing sent after it can mend: the connection takes no new stream and
+// is reset, its streams ending at its close (closed), as internal/h2
+// ends the connection at a lost write of WriteDataTo. Loop goroutine.
 func (u *upH2) flush() {
 	if u.feeding || !u.open || !u.listed && u.conn.Closed() {
 		return
 	}
 	if out := u.cl.Pending(); len(out) > 0 {
-		u.write(out)
+		n, err := u.write(out)
 		u.cl.Written(len(out))
+		if err != nil || n < len(out) {
+			u.retired = true
+			u.conn.Reset()
+		}
 	}
 }
 
