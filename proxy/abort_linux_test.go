@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -28,7 +29,7 @@ func finGone(t *testing.T, c *net.TCPConn) {
 	t.Helper()
 	c.CloseWrite()
 	if err := closedByProxy(c); err != nil {
-		t.Fatalf("the client's FIN while its request waits: %v", err)
+		t.Fatalf("the client's FIN: %v", err)
 	}
 }
 
@@ -228,5 +229,68 @@ func TestH2UpFinWhileQueued(t *testing.T) {
 		}
 		goneLine(t, path, "/gone", "0")
 		waitFor(t, "the server's count of requests in flight to be 0", func() bool { return serverTotals(p, up.addr).Active == 0 })
+	})
+}
+
+// TestHTTPAbortOnClose: with abort_on_close, an HTTP/1.1 client's FIN
+// once its request went whole to the server, no response head come,
+// ends the request: the client is closed, the server's connection reset
+// (not pooled) or, to an h2c pool, its stream reset, the server's
+// handler seeing its request gone; CD in the access log. Without it the
+// FIN is a half close: the response comes, and then the close.
+func TestHTTPAbortOnClose(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		for _, h2c := range []bool{false, true} {
+			for _, abort := range []bool{false, true} {
+				t.Run(fmt.Sprintf("h2c=%v,abort_on_close=%v", h2c, abort), func(t *testing.T) {
+					arrived, gone, release := make(chan struct{}, 1), make(chan struct{}, 1), make(chan struct{})
+					h := func(w http.ResponseWriter, r *http.Request) {
+						arrived <- struct{}{}
+						select {
+						case <-r.Context().Done():
+							gone <- struct{}{}
+						case <-release:
+							io.WriteString(w, "ok")
+						}
+					}
+					var cfg *Config
+					var addr string
+					if h2c {
+						addr = newH2CUp(t, http.HandlerFunc(h), nil).addr
+						cfg = h2cPoolConfig(b, addr)
+					} else {
+						addr = newHTTPUpstream(t, h).addr
+						cfg = httpConfig(b, addr)
+					}
+					cfg.Listeners[0].AbortOnClose = abort
+					cfg.Listeners[0].ResponseTimeout = Duration(time.Minute)
+					path := t.TempDir() + "/log"
+					cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: path}
+					p := startProxy(t, cfg)
+					c := rawGet(t, p, "/x").(*net.TCPConn)
+					<-arrived
+					if !abort {
+						c.CloseWrite()
+						close(release)
+						if st, body := status(t, c); st != 200 || body != "ok" {
+							t.Errorf("after a half close: %d %q, want 200 ok", st, body)
+						}
+						return
+					}
+					defer close(release)
+					finGone(t, c)
+					select {
+					case <-gone:
+					case <-time.After(10 * time.Second):
+						t.Fatal("the server's handler did not see its request go")
+					}
+					goneLine(t, path, "/x", "0")
+					waitFor(t, "the server's count of requests in flight to be 0", func() bool { return serverTotals(p, addr).Active == 0 })
+					if st := serverTotals(p, addr); st.Idle != 0 {
+						t.Errorf("%d idle connections: the aborted request's was pooled", st.Idle)
+					}
+				})
+			}
+		}
 	})
 }

@@ -187,6 +187,19 @@ type ListenerConfig struct {
 	// beside the fields no request trailer keeps (see doc.go:
 	// forwarding, framing, authentication, ...).
 	HeadersWithUnderscores string `yaml:"headers_with_underscores,omitempty" json:"headers_with_underscores,omitempty"`
+	// AbortOnClose (mode http) ends an HTTP/1.1 client's request at the
+	// client's FIN also once the request went whole to its server, while
+	// no response head has come back (the server's connection reset, not
+	// pooled; an h2c server's stream reset with CANCEL; CD in the access
+	// log), as nginx's default (proxy_ignore_client_abort off) does: the
+	// server's work for a client that went is spared. Default false: such
+	// a FIN is a half close, the response sent and the client then
+	// closed. Whatever it says, a FIN before the request reached a server
+	// (waiting in the pool's queue, for its connect, or for an h2c
+	// server's stream) ends the request, as HAProxy's option abortonclose
+	// has it (which goes no further). An HTTP/2 client ends a stream with
+	// RST_STREAM instead.
+	AbortOnClose bool `yaml:"abort_on_close,omitempty" json:"abort_on_close,omitempty"`
 	// AccessLog, when set, logs each HTTP exchange (mode http) or each
 	// client connection (mode tcp) of the listener: see AccessLogConfig.
 	// Default: no access log.
@@ -1244,6 +1257,7 @@ func (l *ListenerConfig) validateMode(pools map[string]bool) error {
 			{"trusted_proxies", l.TrustedProxies != nil},
 			{"headers_with_underscores", l.HeadersWithUnderscores != ""},
 			{"h2c", l.H2C},
+			{"abort_on_close", l.AbortOnClose},
 			{"h2_max_concurrent_streams", l.H2MaxConcurrentStreams != 0},
 			{"h2_initial_window", l.H2InitialWindow != 0},
 		} {

@@ -235,6 +235,7 @@
 //	    upgrades: [websocket]  # protocols a request may upgrade to; []: none
 //	    trusted_proxies: ["10.0.0.0/8"]  # clients whose X-Forwarded-* are believed; default none
 //	    headers_with_underscores: allow  # request fields named with '_': allow, drop or reject (400)
+//	    abort_on_close: false  # a client's FIN before the response head ends the request too
 //	pools:
 //	  - name: api
 //	    servers: ["10.0.0.2:80", "10.0.0.3:80", "10.0.0.4:80"]
@@ -273,7 +274,11 @@
 // request so waits, where it sent nothing past the head (a body's start
 // or a next request is held, and a FIN behind it is seen at the
 // request's turn). Once the request reached the server a FIN is a half
-// close: the response is awaited and sent, and then the client closed.
+// close: the response is awaited and sent, and then the client closed;
+// with abort_on_close: true (nginx's default, past HAProxy's option
+// abortonclose) a FIN before the response head ends the request as
+// well, the server's connection reset (not pooled; to an h2c pool, its
+// stream), CD, the client being read for it while it waits for the head.
 // The response head is rewritten the same way (with Connection: close
 // when the client's connection ends after it: the request asked for it,
 // its body was not all read, the response runs until the server closes,

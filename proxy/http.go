@@ -1444,8 +1444,9 @@ func (s *hsession) upEOF(c *engine.Conn) {
 // clientEOF: the client's FIN. An idle client is closed, and so is one
 // whose request waits for a server to see it (waiting), the request let
 // go of; a request in flight is answered first (and then the client
-// closed); a request body cut short ends the exchange (with a reset where
-// a response had begun). Loop goroutine.
+// closed), but with abort_on_close before its response head (abortable);
+// a request body cut short ends the exchange (with a reset where a
+// response had begun). Loop goroutine.
 func (s *hsession) clientEOF() {
 	s.eof = true
 	switch {
@@ -1456,11 +1457,12 @@ func (s *hsession) clientEOF() {
 			s.pend.Release()
 		}
 		s.client.Close()
-	case s.waiting():
+	case s.waiting() || s.abortable():
 		// Nothing went to a server yet: the request leaves what it
 		// waits in (as HAProxy's option abortonclose), the pool's queue,
 		// its connect (its slot going to the next waiter) or its h2c
-		// server's queue for a stream.
+		// server's queue for a stream. Or abort_on_close: the server's
+		// connection is reset, an h2c server's stream too.
 		s.w.leave(s.pool, &s.x.queued, false)
 		s.closeUp(true)
 		s.x.term = termClient
@@ -1530,6 +1532,14 @@ func (s *hsession) waiting() bool {
 	return s.phase == phQueue || s.phase == phConnect || s.phase == phWait && s.h2 != nil && s.h2.on && s.h2.wsl != nil
 }
 
+// abortable reports whether the client's FIN ends the request once it
+// went whole to its server (abort_on_close), no response head having
+// come: the client is read meanwhile where nothing is held, for its FIN.
+// Loop goroutine.
+func (s *hsession) abortable() bool {
+	return s.ln.cfg.AbortOnClose && s.phase == phWait && s.reqDone && !s.respHead
+}
+
 // syncRead turns the client's reading on where the session wants the
 // next bytes (a head, or a body the upstream has room for), off
 // elsewhere. Called last in each event: ResumeRead may deliver held data
@@ -1538,7 +1548,7 @@ func (s *hsession) syncRead() {
 	if s.done || s.phase == phClosing || s.client.Closed() {
 		return
 	}
-	want := s.phase == phIdle || s.phase == phHead || s.waiting() && !s.hasP ||
+	want := s.phase == phIdle || s.phase == phHead || (s.waiting() || s.abortable()) && !s.hasP ||
 		s.phase == phWait && !s.reqDone && s.upOpen && !s.hasP && s.up != nil && s.up.QueuedMemory() < s.p.cfg.Engine.WriteHighWater ||
 		s.phase == phWait && !s.reqDone && s.h2 != nil && s.h2.on && s.h2.wantBody()
 	if s.eof {

@@ -1,0 +1,57 @@
+package proxy
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestConfigAbortOnClose: abort_on_close is false by default, true where
+// set, in mode http only; -check's YAML and /debug/config's JSON write
+// it where set, and the YAML parses back to it.
+func TestConfigAbortOnClose(t *testing.T) {
+	pool := `pools: [{name: app, servers: ["127.0.0.1:1"]}]` + "\n"
+	lst := func(extra string) string {
+		return `listeners: [{name: web, listen: "127.0.0.1:0", pool: app, ` + extra + `}]` + "\n" + pool
+	}
+	for _, tc := range []struct {
+		extra string
+		want  bool
+	}{
+		{"mode: http", false},
+		{"mode: http, abort_on_close: false", false},
+		{"mode: http, abort_on_close: true", true},
+	} {
+		cfg, err := ParseConfig([]byte(lst(tc.extra)))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.extra, err)
+		}
+		if got := cfg.Listeners[0].AbortOnClose; got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.extra, got, tc.want)
+		}
+		y, err := cfg.YAML()
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, err := json.Marshal(cfg.Listeners[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if written := strings.Contains(string(y), "abort_on_close: true") && strings.Contains(string(js), `"abort_on_close":true`); written != tc.want ||
+			!tc.want && (strings.Contains(string(y), "abort_on_close") || strings.Contains(string(js), "abort_on_close")) {
+			t.Errorf("%s: YAML or JSON:\n%s\n%s", tc.extra, y, js)
+		}
+		back, err := ParseConfig(y)
+		if err != nil || back.Listeners[0].AbortOnClose != tc.want {
+			t.Errorf("%s: YAML parsed back: %v, %v", tc.extra, back, err)
+		}
+	}
+	for _, tc := range []struct{ extra, want string }{
+		{"abort_on_close: true", `listeners[0] (web).abort_on_close: only in mode http`},
+		{"mode: http, abort_on_close: yes please", "cannot unmarshal"},
+	} {
+		if _, err := ParseConfig([]byte(lst(tc.extra))); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want %q", tc.extra, err, tc.want)
+		}
+	}
+}
