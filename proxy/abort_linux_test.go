@@ -41,6 +41,46 @@ func goneLine(t *testing.T, path, target string, retries string) {
 	checkFields(t, m, map[string]string{"term": "CD", "status": "0", "retries": retries})
 }
 
+// finGivesSlot sends gone's FIN, gone's request connecting to hole
+// (max_conns 1), and checks that the request queued behind it takes the
+// slot: it connects in its turn, gone's connect let go of.
+func finGivesSlot(t *testing.T, p *Proxy, gone *net.TCPConn, hole string) {
+	t.Helper()
+	finGone(t, gone)
+	waitFor(t, "the next request to take the slot", func() bool {
+		pt := poolTotals(p, "app")
+		return pt.QueueLength == 0 && pt.QueueServed == 1
+	})
+	if st := serverTotals(p, hole); st.Active != 1 || st.Connections != 1 {
+		t.Errorf("server: %d active, %d connections; want the next request's connect alone", st.Active, st.Connections)
+	}
+}
+
+// logTo gives cfg's first listener an access log, and returns its path.
+func logTo(t *testing.T, cfg *Config) string {
+	path := t.TempDir() + "/log"
+	cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: path}
+	return path
+}
+
+// closer returns a func closing ch the first time it is called, called
+// at the test's end too.
+func closer(t *testing.T, ch chan struct{}) func() {
+	var once sync.Once
+	f := func() { once.Do(func() { close(ch) }) }
+	t.Cleanup(f)
+	return f
+}
+
+// h2cWaitConfig is h2cPoolConfig with one connection per server and a
+// response_timeout far longer than the tests' waits.
+func h2cWaitConfig(b engine.Backend, server string) *Config {
+	cfg := h2cPoolConfig(b, server)
+	cfg.Listeners[0].ResponseTimeout = Duration(time.Minute)
+	cfg.Pools[0].H2MaxConnections = 1
+	return cfg
+}
+
 // TestHTTPFinWhileConnecting: an HTTP/1.1 client's FIN while its
 // request's connect is on its way (a server that does not answer
 // connects, connect_timeout 1m) lets the dial go at once: its server's
@@ -52,21 +92,13 @@ func TestHTTPFinWhileConnecting(t *testing.T) {
 		cfg := capConfig(b, ModeHTTP, 1, 1, hole)
 		cfg.Listeners[0].ConnectTimeout = Duration(time.Minute)
 		cfg.Pools[0].QueueTimeout = Duration(time.Minute)
-		path := t.TempDir() + "/log"
-		cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: path}
+		path := logTo(t, cfg)
 		p := startProxy(t, cfg)
 		gone := rawGet(t, p, "/gone").(*net.TCPConn)
 		waitFor(t, "/gone's connect", func() bool { return serverTotals(p, hole).Active == 1 })
 		rawGet(t, p, "/next")
 		queued(t, p, 1)
-		finGone(t, gone)
-		waitFor(t, "/next to take the slot", func() bool {
-			pt := poolTotals(p, "app")
-			return pt.QueueLength == 0 && pt.QueueServed == 1
-		})
-		if st := serverTotals(p, hole); st.Active != 1 || st.Connections != 1 {
-			t.Errorf("server: %d active, %d connections; want /next's connect alone", st.Active, st.Connections)
-		}
+		finGivesSlot(t, p, gone, hole)
 		goneLine(t, path, "/gone", "0")
 	})
 }
@@ -74,8 +106,8 @@ func TestHTTPFinWhileConnecting(t *testing.T) {
 // TestHTTPFinWhileRetryConnects: an HTTP/1.1 client's FIN while its
 // GET's retry connects (its first try's server closed without an
 // answer; the other server does not answer connects) lets that dial go
-// at once, its count in the retry budget too, and the slot (max_conns
-// 1) goes to the request waiting for it.
+// at once, its count in the retry budget too (retries in flight), and
+// the slot (max_conns 1) goes to the request waiting for it.
 func TestHTTPFinWhileRetryConnects(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		closer := newUpstream(t, func(c net.Conn) {
@@ -86,8 +118,7 @@ func TestHTTPFinWhileRetryConnects(t *testing.T) {
 		cfg.Listeners[0].ConnectTimeout = Duration(time.Minute)
 		cfg.Listeners[0].Retry = &RetryConfig{On: []string{RetryReset}, Attempts: 2}
 		cfg.Pools[0].QueueTimeout = Duration(time.Minute)
-		path := t.TempDir() + "/log"
-		cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: path}
+		path := logTo(t, cfg)
 		p := startProxy(t, cfg)
 		// (Round-robin: the first request goes to the first server.)
 		gone := rawGet(t, p, "/gone").(*net.TCPConn)
@@ -99,14 +130,12 @@ func TestHTTPFinWhileRetryConnects(t *testing.T) {
 		// is the retry's, so it tries the first, and waits in the queue.
 		rawGet(t, p, "/next")
 		queued(t, p, 1)
-		finGone(t, gone)
-		waitFor(t, "/next to take the slot", func() bool {
-			pt := poolTotals(p, "app")
-			return pt.QueueLength == 0 && pt.QueueServed == 1
-		})
-		if st := serverTotals(p, hole); st.Active != 1 || st.Connections != 1 {
-			t.Errorf("server: %d active, %d connections; want /next's connect alone", st.Active, st.Connections)
+		if inFlight, _, _ := retryHeld(p, "app"); inFlight != 2 {
+			t.Fatalf("%d retries in flight, want 2 (/gone's, /next's)", inFlight)
 		}
+		finGivesSlot(t, p, gone, hole)
+		// (/gone's count goes with its exchange's end, at its close.)
+		waitFor(t, "/next's retry alone in flight", func() bool { inFlight, _, _ := retryHeld(p, "app"); return inFlight == 1 })
 		goneLine(t, path, "/gone", "1")
 	})
 }
@@ -145,14 +174,9 @@ func TestH2UpFinWhileConnectionComes(t *testing.T) {
 			<-gate
 			serveH2(c, app)
 		})
-		var once sync.Once
-		open := func() { once.Do(func() { close(gate) }) }
-		t.Cleanup(open)
-		cfg := h2cPoolConfig(b, up.addr)
-		cfg.Listeners[0].ResponseTimeout = Duration(time.Minute)
-		cfg.Pools[0].H2MaxConnections = 1
-		path := t.TempDir() + "/log"
-		cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: path}
+		open := closer(t, gate)
+		cfg := h2cWaitConfig(b, up.addr)
+		path := logTo(t, cfg)
 		p := startProxy(t, cfg)
 		gone := rawGet(t, p, "/gone").(*net.TCPConn)
 		waitFor(t, "/gone to wait for the connection", func() bool {
@@ -197,15 +221,10 @@ func TestH2UpFinWhileQueued(t *testing.T) {
 			}
 			io.WriteString(w, r.URL.Path)
 		}), nil)
-		var once sync.Once
-		free := func() { once.Do(func() { close(release) }) }
-		t.Cleanup(free)
-		cfg := h2cPoolConfig(b, up.addr)
-		cfg.Listeners[0].ResponseTimeout = Duration(time.Minute)
-		cfg.Pools[0].H2MaxConnections = 1
+		free := closer(t, release)
+		cfg := h2cWaitConfig(b, up.addr)
 		cfg.Pools[0].H2MaxConcurrentStreams = 1
-		path := t.TempDir() + "/log"
-		cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: path}
+		path := logTo(t, cfg)
 		p := startProxy(t, cfg)
 		hold := rawGet(t, p, "/hold")
 		<-arrived
@@ -264,8 +283,7 @@ func TestHTTPAbortOnClose(t *testing.T) {
 					}
 					cfg.Listeners[0].AbortOnClose = abort
 					cfg.Listeners[0].ResponseTimeout = Duration(time.Minute)
-					path := t.TempDir() + "/log"
-					cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: path}
+					path := logTo(t, cfg)
 					p := startProxy(t, cfg)
 					c := rawGet(t, p, "/x").(*net.TCPConn)
 					<-arrived

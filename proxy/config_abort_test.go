@@ -26,24 +26,22 @@ func TestConfigAbortOnClose(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tc.extra, err)
 		}
-		if got := cfg.Listeners[0].AbortOnClose; got != tc.want {
-			t.Errorf("%s: %v, want %v", tc.extra, got, tc.want)
+		y, yerr := cfg.YAML()
+		js, jerr := json.Marshal(cfg.Listeners[0])
+		back, berr := ParseConfig(y)
+		if yerr != nil || jerr != nil || berr != nil {
+			t.Fatalf("%s: YAML %v, JSON %v, YAML parsed back %v", tc.extra, yerr, jerr, berr)
 		}
-		y, err := cfg.YAML()
-		if err != nil {
-			t.Fatal(err)
+		got := []bool{cfg.Listeners[0].AbortOnClose, back.Listeners[0].AbortOnClose,
+			strings.Contains(string(y), "abort_on_close: true"), strings.Contains(string(js), `"abort_on_close":true`)}
+		for _, v := range got {
+			if v != tc.want {
+				t.Errorf("%s: parsed, parsed back, in YAML, in JSON: %v, want %v each\n%s\n%s", tc.extra, got, tc.want, y, js)
+				break
+			}
 		}
-		js, err := json.Marshal(cfg.Listeners[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		if written := strings.Contains(string(y), "abort_on_close: true") && strings.Contains(string(js), `"abort_on_close":true`); written != tc.want ||
-			!tc.want && (strings.Contains(string(y), "abort_on_close") || strings.Contains(string(js), "abort_on_close")) {
-			t.Errorf("%s: YAML or JSON:\n%s\n%s", tc.extra, y, js)
-		}
-		back, err := ParseConfig(y)
-		if err != nil || back.Listeners[0].AbortOnClose != tc.want {
-			t.Errorf("%s: YAML parsed back: %v, %v", tc.extra, back, err)
+		if !tc.want && (strings.Contains(string(y), "abort_on_close") || strings.Contains(string(js), "abort_on_close")) {
+			t.Errorf("%s: abort_on_close written where not set:\n%s\n%s", tc.extra, y, js)
 		}
 	}
 	for _, tc := range []struct{ extra, want string }{
