@@ -16,11 +16,12 @@ import (
 	"github.com/spindlenet/spindle/internal/h2"
 )
 
-// The client's FIN while its request waits for a server to see it: the
-// request leaves what it waits in and the client is closed (CD in the
-// access log), as in the pool's queue for a slot (phQueue) and as
-// HAProxy's option abortonclose has it; another request gets what it
-// held.
+// The client's FIN while its request waits for a server to see it, with
+// abort_on_close: the request leaves what it waits in and the client is
+// closed (CD in the access log), as in the pool's queue for a slot
+// (phQueue, where it needs no abort_on_close) and as HAProxy's option
+// abortonclose has it; another request gets what it held. Without it the
+// FIN is a half close (TestHTTPFinWhileConnectingHalfClose).
 
 // finGone sends the client's FIN and checks that the proxy closes it
 // (not at a timeout: the tests' timeouts are far longer than
@@ -72,10 +73,11 @@ func closer(t *testing.T, ch chan struct{}) func() {
 	return f
 }
 
-// h2cWaitConfig is h2cPoolConfig with one connection per server and a
-// response_timeout far longer than the tests' waits.
+// h2cWaitConfig is h2cPoolConfig with one connection per server, a
+// response_timeout far longer than the tests' waits and abort_on_close.
 func h2cWaitConfig(b engine.Backend, server string) *Config {
 	cfg := h2cPoolConfig(b, server)
+	cfg.Listeners[0].AbortOnClose = true
 	cfg.Listeners[0].ResponseTimeout = Duration(time.Minute)
 	cfg.Pools[0].H2MaxConnections = 1
 	return cfg
@@ -90,6 +92,7 @@ func TestHTTPFinWhileConnecting(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		hole := blackholeAddr(t)
 		cfg := capConfig(b, ModeHTTP, 1, 1, hole)
+		cfg.Listeners[0].AbortOnClose = true
 		cfg.Listeners[0].ConnectTimeout = Duration(time.Minute)
 		cfg.Pools[0].QueueTimeout = Duration(time.Minute)
 		path := logTo(t, cfg)
@@ -115,6 +118,7 @@ func TestHTTPFinWhileRetryConnects(t *testing.T) {
 		})
 		hole := blackholeAddr(t)
 		cfg := capConfig(b, ModeHTTP, 1, 1, closer.addr, hole)
+		cfg.Listeners[0].AbortOnClose = true
 		cfg.Listeners[0].ConnectTimeout = Duration(time.Minute)
 		cfg.Listeners[0].Retry = &RetryConfig{On: []string{RetryReset}, Attempts: 2}
 		cfg.Pools[0].QueueTimeout = Duration(time.Minute)
@@ -310,5 +314,54 @@ func TestHTTPAbortOnClose(t *testing.T) {
 				})
 			}
 		}
+	})
+}
+
+// TestHTTPFinWhileConnectingHalfClose: without abort_on_close, an
+// HTTP/1.1 client that sends its request and then its FIN (printf ... |
+// nc -N) is answered though its request needed a connect: the first
+// server does not answer connects, so the FIN comes while the request
+// connects, and after connect_timeout the next server answers it, to an
+// HTTP/1.1 pool; to an h2c pool, the FIN comes while the request waits
+// for its server's SETTINGS.
+func TestHTTPFinWhileConnectingHalfClose(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		t.Run("http1", func(t *testing.T) {
+			hole := blackholeAddr(t)
+			u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, r.URL.Path) })
+			cfg := httpConfig(b, hole, u.addr)
+			cfg.Listeners[0].ConnectTimeout = Duration(300 * time.Millisecond)
+			p := startProxy(t, cfg)
+			c := rawGet(t, p, "/half").(*net.TCPConn)
+			waitFor(t, "the connect to the first server", func() bool { return serverTotals(p, hole).Active == 1 })
+			c.CloseWrite()
+			if st, body := status(t, c); st != 200 || body != "/half" {
+				t.Errorf("half-closed client: %d %q, want 200 /half", st, body)
+			}
+		})
+		t.Run("h2c", func(t *testing.T) {
+			gate := make(chan struct{})
+			app := &pathsApp{}
+			up := newUpstream(t, func(c net.Conn) {
+				<-gate
+				serveH2(c, app)
+			})
+			open := closer(t, gate)
+			cfg := h2cPoolConfig(b, up.addr)
+			p := startProxy(t, cfg)
+			c := rawGet(t, p, "/half").(*net.TCPConn)
+			waitFor(t, "the request to wait for the connection", func() bool {
+				w, n := h2Waits(p)
+				return w[0] == 1 && n[0] == 1
+			})
+			// (Without abort_on_close the client is not read while its
+			// request waits: the FIN is seen with the response, as a
+			// half close.)
+			c.CloseWrite()
+			open()
+			if st, body := status(t, c); st != 200 || body != "GET /half" {
+				t.Errorf("half-closed client: %d %q, want 200 GET /half", st, body)
+			}
+		})
 	})
 }

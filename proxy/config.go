@@ -188,16 +188,18 @@ type ListenerConfig struct {
 	// forwarding, framing, authentication, ...).
 	HeadersWithUnderscores string `yaml:"headers_with_underscores,omitempty" json:"headers_with_underscores,omitempty"`
 	// AbortOnClose (mode http) ends an HTTP/1.1 client's request at the
-	// client's FIN also once the request went whole to its server, while
-	// no response head has come back (the server's connection reset, not
-	// pooled; an h2c server's stream reset with CANCEL; CD in the access
-	// log), as nginx's default (proxy_ignore_client_abort off) does: the
-	// server's work for a client that went is spared. Default false: such
-	// a FIN is a half close, the response sent and the client then
-	// closed. Whatever it says, a FIN before the request reached a server
-	// (waiting in the pool's queue, for its connect, or for an h2c
-	// server's stream) ends the request, as HAProxy's option abortonclose
-	// has it (which goes no further). An HTTP/2 client ends a stream with
+	// client's FIN while no response head has come back: while it waits
+	// for its connect or for an h2c server's stream (as HAProxy's option
+	// abortonclose), and once it went whole to its server too (the
+	// server's connection reset, not pooled; an h2c server's stream reset
+	// with CANCEL), as nginx's default (proxy_ignore_client_abort off)
+	// does: the server's work for a client that went is spared; CD in the
+	// access log. Default false: such a FIN is a half close, the response
+	// sent and the client then closed, so that a client that sends its
+	// request and then its FIN (printf ... | nc -N) is answered whether an
+	// idle connection was at hand or one had to be made. Whatever it
+	// says, a FIN while the request waits in the pool's queue for a slot
+	// (max_conns: overload) ends it. An HTTP/2 client ends a stream with
 	// RST_STREAM instead.
 	AbortOnClose bool `yaml:"abort_on_close,omitempty" json:"abort_on_close,omitempty"`
 	// AccessLog, when set, logs each HTTP exchange (mode http) or each

@@ -267,18 +267,19 @@
 // inside a buffer is copied. One request per client is in flight: the
 // client is not read meanwhile (but while the request waits for a
 // server, below), and pipelined requests are taken in turn. A client's
-// FIN while its request waits for a server to see it (in the pool's
-// queue for a slot, for its connect, or, to an h2c pool, for a stream)
-// ends the request there, its connect let go of (CD in the access log),
-// as HAProxy's option abortonclose has it: the client is read while its
-// request so waits, where it sent nothing past the head (a body's start
-// or a next request is held, and a FIN behind it is seen at the
-// request's turn). Once the request reached the server a FIN is a half
-// close: the response is awaited and sent, and then the client closed;
-// with abort_on_close: true (nginx's default, past HAProxy's option
-// abortonclose) a FIN before the response head ends the request as
-// well, the server's connection reset (not pooled; to an h2c pool, its
-// stream), CD, the client being read for it while it waits for the head.
+// FIN while its request waits in the pool's queue for a slot ends the
+// request there (CD in the access log); anywhere else a FIN is a half
+// close: the response is awaited and sent, and then the client closed
+// (a client that sends its request and then its FIN, printf ... | nc -N,
+// is answered whether its request found an idle connection or needed a
+// connect). With abort_on_close: true a FIN before the response head
+// ends the request wherever it is: while it connects or, to an h2c pool,
+// waits for a stream (its connect let go of, as HAProxy's option
+// abortonclose), and once it reached its server (nginx's default), the
+// server's connection reset (not pooled; to an h2c pool, its stream).
+// The client is read for its FIN while its request so waits, where it
+// sent nothing past the head (a body's start or a next request is held,
+// and a FIN behind it is seen at the request's turn).
 // The response head is rewritten the same way (with Connection: close
 // when the client's connection ends after it: the request asked for it,
 // its body was not all read, the response runs until the server closes,

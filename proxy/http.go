@@ -1459,10 +1459,11 @@ func (s *hsession) clientEOF() {
 		s.client.Close()
 	case s.waiting() || s.abortable():
 		// Nothing went to a server yet: the request leaves what it
-		// waits in (as HAProxy's option abortonclose), the pool's queue,
-		// its connect (its slot going to the next waiter) or its h2c
-		// server's queue for a stream. Or abort_on_close: the server's
-		// connection is reset, an h2c server's stream too.
+		// waits in, the pool's queue, or with abort_on_close (as
+		// HAProxy's option abortonclose) its connect (its slot going to
+		// the next waiter) or its h2c server's queue for a stream. Or
+		// abort_on_close past that: the server's connection is reset, an
+		// h2c server's stream too.
 		s.w.leave(s.pool, &s.x.queued, false)
 		s.closeUp(true)
 		s.x.term = termClient
@@ -1522,14 +1523,20 @@ func (s *hsession) unlist() {
 	ls.sessions = ls.sessions[:len(ls.sessions)-1]
 }
 
-// waiting reports whether the request waits for a server to see it: in
-// the pool's queue for a slot (phQueue), for its connect (phConnect), or
-// to an h2c pool for a stream (in its server's queue, for room on a
-// connection or for one dialed). The client is read meanwhile where
-// nothing is held (a body's start or a next request), so that its FIN is
-// seen (clientEOF). Loop goroutine.
+// waiting reports whether the request waits for a server to see it where
+// the client's FIN ends it: in the pool's queue for a slot (phQueue), and
+// with abort_on_close also for its connect (phConnect) or, to an h2c
+// pool, for a stream (in its server's queue, for room on a connection or
+// for one dialed). Without abort_on_close a connect's FIN is a half close,
+// as a sent request's: a client that sends its request and then its FIN
+// (printf ... | nc -N) is answered whether or not an idle connection was
+// at hand (HAProxy's default; only the queue, which overload fills, lets
+// such a request go). The client is read meanwhile where nothing is held
+// (a body's start or a next request), so that its FIN is seen
+// (clientEOF). Loop goroutine.
 func (s *hsession) waiting() bool {
-	return s.phase == phQueue || s.phase == phConnect || s.phase == phWait && s.h2 != nil && s.h2.on && s.h2.wsl != nil
+	return s.phase == phQueue ||
+		s.ln.cfg.AbortOnClose && (s.phase == phConnect || s.phase == phWait && s.h2 != nil && s.h2.on && s.h2.wsl != nil)
 }
 
 // abortable reports whether the client's FIN ends the request once it
