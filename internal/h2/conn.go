@@ -1,6 +1,7 @@
 package h2
 
 import (
+	"encoding/binary"
 	"errors"
 
 	"github.com/spindlenet/spindle/internal/hpack"
@@ -19,6 +20,11 @@ type conn struct {
 	enc    *hpack.Encoder
 	out    []byte
 	err    *Error // the connection error, once one happened
+	// sent is the output dropped from out (Written) since the start:
+	// out[0] is the sent-th byte of output. connWU is where the last
+	// connection-level WINDOW_UPDATE we made begins in the output (from
+	// the start), +1 (0: none).
+	sent, connWU int64
 
 	settingsSeen bool // the peer's first SETTINGS seen
 	acked        bool // our SETTINGS acknowledged
@@ -109,6 +115,7 @@ type stream struct {
 	held      int64 // delivered by OnData, not yet Consumed
 	cl        int64 // content-length or -1
 	received  int64
+	wu        int64 // where its last WINDOW_UPDATE begins in the output, +1 (see conn.connWU)
 	// was is a removed entry's id (id is 0): streams stays in id order
 	// for find.
 	was uint32
@@ -152,16 +159,20 @@ func (c *conn) appendWindowUpdate() {
 }
 
 // Pending returns the bytes waiting to be sent, valid until the next call
-// of a method of the connection. Connection goroutine.
+// of a method of the connection (past MaxOutput a WINDOW_UPDATE in it
+// may be raised in place: the caller calls Written for what it sent
+// before it calls another method). Connection goroutine.
 func (c *conn) Pending() []byte { return c.out }
 
 // Written drops the first n bytes of Pending, which the caller has sent.
 // Connection goroutine.
 func (c *conn) Written(n int) {
 	if n >= len(c.out) {
+		c.sent += int64(len(c.out))
 		c.out = c.out[:0]
 		return
 	}
+	c.sent += int64(n)
 	c.out = c.out[:copy(c.out, c.out[n:])]
 }
 
@@ -713,7 +724,7 @@ func (c *conn) creditConn(k int64) {
 	}
 	c.connPending += k
 	if c.connPending >= int64(c.cfg.ConnWindowSize)/2 {
-		c.out = AppendWindowUpdate(c.out, 0, uint32(c.connPending))
+		c.sendCredit(0, c.connPending, &c.connWU)
 		c.connRecv += c.connPending
 		c.connPending = 0
 	}
@@ -725,10 +736,30 @@ func (c *conn) creditStream(st *stream, k int64) {
 	}
 	st.pending += k
 	if st.pending >= c.streamInitial/2 {
-		c.out = AppendWindowUpdate(c.out, st.id, uint32(st.pending))
+		c.sendCredit(st.id, st.pending, &st.wu)
 		st.recvWin += st.pending
 		st.pending = 0
 	}
+}
+
+// sendCredit credits stream id (0: the connection) with inc: a
+// WINDOW_UPDATE appended to the output, whose place goes to *at; or,
+// past MaxOutput, inc added to the increment of id's last one, where
+// that is still wholly unsent (not even in part: Written), so that a
+// peer that sends within the windows it is owed and does not read makes
+// us hold one WINDOW_UPDATE per level at most beyond MaxOutput, not one
+// per half window it sends. The sum stays a window's, at most
+// MaxWindow: the credit the peer has not seen.
+func (c *conn) sendCredit(id uint32, inc int64, at *int64) {
+	if len(c.out) > c.cfg.MaxOutput && *at > 0 {
+		if i := *at - 1 - c.sent; i >= 0 && i+FrameHeaderLen+4 <= int64(len(c.out)) {
+			p := c.out[i+FrameHeaderLen : i+FrameHeaderLen+4]
+			binary.BigEndian.PutUint32(p, binary.BigEndian.Uint32(p)&MaxWindow+uint32(inc))
+			return
+		}
+	}
+	*at = c.sent + int64(len(c.out)) + 1
+	c.out = AppendWindowUpdate(c.out, id, uint32(inc))
 }
 
 // headerBlock starts a header block with HEADERS f: handled at once with
@@ -891,7 +922,7 @@ func (c *conn) writeData(id uint32, p []byte, end bool, write func([]byte) (int,
 		if err := c.put(write, c.out); err != nil {
 			return 0, err
 		}
-		c.out = c.out[:0]
+		c.Written(len(c.out))
 	}
 	for sent := int64(0); ; {
 		k := min(w-sent, int64(c.peerMaxFrame))

@@ -64,7 +64,8 @@
 // WINDOW_UPDATE, RST_STREAM, GOAWAY, empty DATA and CONTINUATION share
 // MaxControlFrames, refilled by requests and by the DATA we send); a peer
 // that does not read (MaxOutput: PINGs go unanswered, a SETTINGS or a
-// stream error ends the connection); an HPACK bomb (the decoder's bound on
+// stream error ends the connection, the WINDOW_UPDATEs its DATA earns
+// are merged into those not yet sent); an HPACK bomb (the decoder's bound on
 // the decoded list: 431).
 //
 // # Client

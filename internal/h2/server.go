@@ -44,8 +44,16 @@ type Config struct {
 	NoHeaderTable bool
 	// MaxOutput bounds the unsent output (Pending) past which a PING is not
 	// answered and a SETTINGS or a stream error, which need an answer, end
-	// the connection with ENHANCE_YOUR_CALM: a peer that sends and does not
-	// read (default 1 MiB).
+	// the connection with ENHANCE_YOUR_CALM, and a WINDOW_UPDATE due
+	// (the DATA received consumed) raises the increment of the last one
+	// of its stream or of the connection still wholly in Pending rather
+	// than adding another: a peer that sends and does not read (default 1
+	// MiB). Beyond it are what the handler writes (HEADERS, DATA within
+	// the peer's windows, Reset, Shutdown, a Client's Request and Ping),
+	// the caller's to bound by draining Pending, one GOAWAY, and one
+	// WINDOW_UPDATE for the connection and one per stream (a stream
+	// that ends leaves its own: in proportion to the requests, as the
+	// handler's answers are).
 	MaxOutput int
 	// MaxControlFrames is the budget of frames that carry no request:
 	// SETTINGS, PING, PRIORITY, WINDOW_UPDATE, RST_STREAM, GOAWAY, empty
