@@ -679,7 +679,12 @@
 // pool's new generation at its turn: the servers the reload added
 // included, those it removed left out, those it failed to connect to
 // still out (but where the pool became an h2c one: it walks the pool it
-// waited for). An h2c pool (protocol h2c)
+// waited for); where the new generation hashes (balance hash), from its
+// key's entry: its key hash is kept where the pool hashed by the same key
+// and seed before, else it is hashed by its client's address (the key
+// client's, a request's without its field: the fields are not held while
+// it waits; behind trusted_proxies the address is the proxy's), not by a
+// hash of another seed or none. An h2c pool (protocol h2c)
 // takes no max_conns: h2_max_connections bounds its connections, per
 // server and loop, and its streams wait for room on them within
 // response_timeout. /metrics has per server spindle_proxy_server_max_conns

@@ -391,7 +391,7 @@ func (s *session) queue() {
 // woken: the queue's turn came (a slot may be free): the walk over the
 // pool begins again. Loop goroutine.
 func (s *session) woken() {
-	s.pool = repool(s.pool, &s.failed)
+	s.repool()
 	s.restart(pickServer(s.ls, s.pool, s.hkey))
 	s.x.queued = s.w.waited(s.p.now())
 	s.connect()

@@ -600,7 +600,7 @@ func (st *h2stream) queue() {
 // woken: the queue's turn came (a slot may be free): the stream looks for
 // a connection again, an idle one first.
 func (st *h2stream) woken() {
-	st.pool = repool(st.pool, &st.failed)
+	st.repool()
 	c := st.c
 	st.x.queued = st.w.waited(c.p.now())
 	st.acquire()

@@ -334,6 +334,58 @@ func (st *h2stream) hashKey(r *h2.Request, host []byte) {
 	}
 }
 
+// repool moves s's request, whose turn in its pool's queue came, to the
+// pool's latest generation (repool), with its key hash there (rekey).
+// Loop goroutine.
+func (s *hsession) repool() {
+	was := s.pool
+	s.pool = repool(was, &s.failed)
+	s.hkey = rekey(was, s.pool, s.hkey, s.client.RemoteAddr().Addr())
+}
+
+// repool is hsession.repool for a stream.
+func (st *h2stream) repool() {
+	was := st.pool
+	st.pool = repool(was, &st.failed)
+	st.hkey = rekey(was, st.pool, st.hkey, st.c.client.RemoteAddr().Addr())
+}
+
+// repool is hsession.repool for a mode tcp client.
+func (s *session) repool() {
+	was := s.pool
+	s.pool = repool(was, &s.failed)
+	s.hkey = rekey(was, s.pool, s.hkey, s.client.RemoteAddr().Addr())
+}
+
+// rekey returns the key hash, in pool np, of a waiter of pool was whose
+// key hash there is hkey, and whose turn came in np (repool: np is was's
+// latest generation): hkey where np hashes by was's key and seed (it
+// looks np's table up as a request of that key does now), else the hash
+// of its client's address peer: np's key when it is client, and the key
+// of a request without its field, which the waiter no longer holds (its
+// head went to its pool's queue rewritten). A pool that did not hash
+// gave it no key hash at all (0, or its connection's request before),
+// which took every such waiter to one entry. Loop goroutine.
+func rekey(was, np *pool, hkey uint64, peer netip.Addr) uint64 {
+	mg := np.maglev
+	if mg == nil || np == was || mg.sameKey(was.maglev) {
+		return hkey
+	}
+	return mg.keyAddr(peer)
+}
+
+// sameKey reports whether mg and o (nil for none) hash each request
+// alike: the same key (a header's name in any case) and seed.
+func (mg *maglev) sameKey(o *maglev) bool {
+	if o == nil || o.seed != mg.seed || o.kind != mg.kind {
+		return false
+	}
+	if mg.kind == hashHeader {
+		return h1.EqualFold(o.name, mg.name)
+	}
+	return bytes.Equal(o.name, mg.name)
+}
+
 // load returns server i of pl's connections in flight over every loop
 // (each loop's gauge, an atomic load: no lock). Any goroutine.
 func (pl *pool) load(i int) int64 {

@@ -884,7 +884,7 @@ func (s *hsession) queue() {
 // woken: the queue's turn came (a slot may be free): the request looks
 // for a connection again, an idle one first. Loop goroutine.
 func (s *hsession) woken() {
-	s.pool = repool(s.pool, &s.failed)
+	s.repool()
 	s.x.queued = s.w.waited(s.p.now())
 	s.phase = phConnect
 	s.acquire()
