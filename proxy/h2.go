@@ -1022,7 +1022,7 @@ func (st *h2stream) upData(up *engine.Conn, b engine.Buffer) {
 			c.srv.WriteHeaders(st.id, r.Status, st.respFields(), false)
 			continue
 		}
-		if st.rt.pol != nil && st.retryStatus() {
+		if st.rt.pol != nil && st.retryStatus(b.Len()-off) {
 			b.Release()
 			return
 		}

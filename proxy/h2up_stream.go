@@ -400,7 +400,7 @@ func (st *h2stream) onResponse(u *upH2, r *h2.Response, end bool) {
 		return
 	}
 	st.resp.Status = r.Status
-	if st.rt.pol != nil && st.retryStatus() {
+	if st.rt.pol != nil && st.retryStatus(0) {
 		c.flush()
 		return
 	}

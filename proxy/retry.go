@@ -597,24 +597,37 @@ func (s *hsession) retryStatus(b engine.Buffer, off int) bool {
 	if !s.rt.decideStatus(s, s.ls, s.pool, r.Status) {
 		return false
 	}
-	// (Nothing may follow: bytes nobody asked for close it.)
-	ended := r.Framing == h1.NoBody && off == b.Len() || r.Framing == h1.Length && r.ContentLength == int64(b.Len()-off)
-	if up := s.up; ended && r.KeepAlive && s.reqDone && !s.ls.draining {
-		s.up = nil
-		s.ls.stats(s.pool, s.srv).active.dec()
-		if s.upBP {
-			up.ResumeRead()
-			s.upBP = false
-		}
-		if !s.ls.putIdle(up, s.pool, s.srv, s.p.now()) {
-			up.SetContext(nil)
-			up.Close()
-			s.pool.servers[s.srv].release(s.ls.id)
-		}
+	if s.ls.idleRetried(s.up, s.pool, s.srv, r, b.Len()-off, s.reqDone, s.upBP, s.p.now()) {
+		s.up, s.upBP = nil, false
 	} else {
 		s.closeUp(false)
 	}
 	s.retryAgain()
+	return true
+}
+
+// idleRetried gives up, the connection to server srv of pl whose
+// response r (rest: the bytes that followed its head in its read) is
+// retried, back to the idle pool where that response ended in the read
+// (a 503 with a short body mostly; nothing may follow: bytes nobody
+// asked for close it), both sides keep the connection and the request
+// went whole (reqDone), its reading resumed where paused. It reports
+// whether it did (up is no longer the try's, nor counted in its
+// server's active), else the caller closes up. Loop goroutine.
+func (ls *loopState) idleRetried(up *engine.Conn, pl *pool, srv int, r *h1.Response, rest int, reqDone, paused bool, now int64) bool {
+	ended := r.Framing == h1.NoBody && rest == 0 || r.Framing == h1.Length && r.ContentLength == int64(rest)
+	if !ended || !r.KeepAlive || !reqDone || ls.draining {
+		return false
+	}
+	ls.stats(pl, srv).active.dec()
+	if paused {
+		up.ResumeRead()
+	}
+	if !ls.putIdle(up, pl, srv, now) {
+		up.SetContext(nil)
+		up.Close()
+		pl.servers[srv].release(ls.id)
+	}
 	return true
 }
 
@@ -815,14 +828,23 @@ func (st *h2stream) retryable() bool {
 // tryCounted is hsession.tryCounted for a stream. Loop goroutine.
 func (st *h2stream) tryCounted() bool { return st.up != nil || st.u2.counted }
 
-// retryStatus is hsession.retryStatus for a stream: its response thrown
-// away, its upstream closed (an h2c pool's stream reset: its body is not
-// read). Loop goroutine.
-func (st *h2stream) retryStatus() bool {
+// retryStatus is hsession.retryStatus for a stream, rest the bytes that
+// followed the response head in its read (an HTTP/1.1 pool's): its
+// response thrown away, its connection back to the idle pool where the
+// response ended there (idleRetried), else closed; an h2c pool's stream
+// reset (its body is not read). Loop goroutine.
+func (st *h2stream) retryStatus(rest int) bool {
 	if !st.rt.decideStatus(st, st.c.ls, st.pool, st.resp.Status) {
 		return false
 	}
-	st.closeUp(st.u2.on)
+	switch {
+	case st.u2.on:
+		st.closeUp(true)
+	case st.c.ls.idleRetried(st.up, st.pool, st.srv, &st.resp, rest, st.reqDone, st.paused, st.c.p.now()):
+		st.up, st.paused, st.cbp = nil, false, false
+	default:
+		st.closeUp(false)
+	}
 	st.retryAgain()
 	return true
 }
