@@ -1,12 +1,14 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"io"
 	"net/http"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/spindlenet/spindle/engine"
 )
@@ -56,4 +58,76 @@ func TestRetryStatusReuse(t *testing.T) {
 			})
 		}
 	})
+}
+
+// TestRetryInterimThenStatus: a 503 that follows a 103 is retried only
+// where nothing of the response reached the client: an HTTP/1.0
+// client's request (the 103 is not for it: dropped) goes to the other
+// server, whose 200 it gets; an HTTP/1.1 client (the 103 passed on) and
+// an HTTP/2 client (its interim HEADERS) get the 503, the other server
+// seeing nothing; to an HTTP/1.1 pool and to an h2c pool alike.
+func TestRetryInterimThenStatus(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		for _, h2c := range []bool{false, true} {
+			for _, kind := range []string{"HTTP/1.0", "HTTP/1.1", "HTTP/2"} {
+				name := kind + " to HTTP/1.1 pool"
+				if h2c {
+					name = kind + " to h2c pool"
+				}
+				t.Run(name, func(t *testing.T) { retryInterim(t, b, h2c, kind) })
+			}
+		}
+	})
+}
+
+func retryInterim(t *testing.T, b engine.Backend, h2c bool, kind string) {
+	var badN, goodN atomic.Int64
+	bad := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</a.css>; rel=preload")
+		w.WriteHeader(103)
+		w.Header().Del("Link")
+		unavailable(&badN)(w, r)
+	})
+	good := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		goodN.Add(1)
+		io.WriteString(w, "ok")
+	})
+	var cfg *Config
+	if h2c {
+		cfg = h2cPoolConfig(b, newH2CUp(t, bad, nil).addr, newH2CUp(t, good, nil).addr)
+	} else {
+		cfg = h2cConfig(b, newHTTPUpstream(t, bad).addr, newHTTPUpstream(t, good).addr)
+	}
+	cfg.Listeners[0].Retry = &RetryConfig{On: []string{"503"}}
+	p := startProxy(t, cfg)
+	// (The first request of the pool's round goes to the 503 server.)
+	var st int
+	var got string
+	if kind == "HTTP/1.0" {
+		c := dial(t, p)
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(c, "GET / HTTP/1.0\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		st, got = resp.StatusCode, string(body)
+	} else {
+		cs, base := h2RetryClients(t, p)
+		var err error
+		if st, got, err = tryReq(cs[kind], mustReq(t, "GET", base+"/", nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, wantGood := 503, int64(0)
+	if kind == "HTTP/1.0" {
+		want, wantGood = 200, 1
+	}
+	if st != want || badN.Load() != 1 || goodN.Load() != wantGood {
+		t.Errorf("GET: %d %q, the 503 server saw %d, the other %d; want %d, 1, %d", st, got, badN.Load(), goodN.Load(), want, wantGood)
+	}
+	if got := scrape(t, p)[`spindle_proxy_pool_retries_total{pool="app",reason="status"}`]; got != float64(wantGood) {
+		t.Errorf("retries_total{reason=status} %v, want %d", got, wantGood)
+	}
 }
