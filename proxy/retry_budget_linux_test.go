@@ -6,19 +6,25 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/spindlenet/spindle/engine"
 )
 
 // TestRetryBudgetCountsOnce: the budget's requests in flight count the
 // request deciding on a retry once, from either kind of client to either
-// kind of pool. At 50 %, of eight GETs sent one at a time, round-robin's
-// first server answering the even ones 503 and the other holding every
-// request it gets (the odd ones, and the retries), the seventh (the
-// fourth 503) is the first whose retry passes the budget: 7 requests in
-// flight, 3 of them retried, max(3, 7 × 50 / 100) = 3. Counted twice
-// (its try's connection or stream, and itself again) it made 8 in
-// flight, a budget of 4, and the retry went.
+// kind of pool, on a 503, a reset (an HTTP/1.1 server's connection
+// closed, an h2c server's RST_STREAM: its stream let go of before the
+// decision) and a per_try_timeout. At 50 %, of nine GETs sent one at a
+// time, round-robin's first server failing the even ones and the other
+// holding every request it gets (the odd ones, and the retries) after
+// its response head, the seventh (the fourth failure) is the first whose
+// retry passes the budget: 7 requests in flight, 3 of them retried,
+// max(3, 7 × 50 / 100) = 3. Counted twice (its try's connection or
+// stream, and itself again) it made 8 in flight, a budget of 4, and the
+// retry went. The ninth (the fifth failure) is retried: 8 in flight (the
+// seventh's failure went to the client), 3 retried, a budget of 4; not
+// counted at all it made 7, and its retry was refused.
 func TestRetryBudgetCountsOnce(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		for _, h2c := range []bool{false, true} {
@@ -27,20 +33,37 @@ func TestRetryBudgetCountsOnce(t *testing.T) {
 				if h2c {
 					name = kind + " to h2c pool"
 				}
-				t.Run(name, func(t *testing.T) { retryBudgetOnce(t, b, h2c, kind) })
+				for _, mode := range []string{"503", "reset", "timeout"} {
+					t.Run(name+" "+mode, func(t *testing.T) { retryBudgetOnce(t, b, h2c, kind, mode) })
+				}
 			}
 		}
 	})
 }
 
-func retryBudgetOnce(t *testing.T, b engine.Backend, h2c bool, kind string) {
+func retryBudgetOnce(t *testing.T, b engine.Backend, h2c bool, kind, mode string) {
 	release := make(chan struct{})
 	var once sync.Once
 	defer once.Do(func() { close(release) })
 	var badN, goodN atomic.Int64
-	bad := unavailable(&badN)
+	bad := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch mode {
+		case "503":
+			unavailable(&badN)(w, r)
+		case "reset":
+			badN.Add(1)
+			panic(http.ErrAbortHandler) // (the connection closed; RST_STREAM INTERNAL_ERROR)
+		case "timeout":
+			badN.Add(1)
+			<-r.Context().Done()
+		}
+	})
 	good := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		goodN.Add(1)
+		// (Its head first: the requests held are past their per-try
+		// timeout, in flight all the same.)
+		w.WriteHeader(200)
+		w.(http.Flusher).Flush()
 		<-release
 		io.WriteString(w, "ok")
 	})
@@ -50,13 +73,21 @@ func retryBudgetOnce(t *testing.T, b engine.Backend, h2c bool, kind string) {
 	} else {
 		cfg = h2cConfig(b, newHTTPUpstream(t, bad).addr, newHTTPUpstream(t, good).addr)
 	}
-	cfg.Listeners[0].Retry = &RetryConfig{On: []string{"503"}, Budget: new(50)}
+	rc := &RetryConfig{On: []string{"503"}, Budget: new(50)}
+	reason := "status"
+	switch mode {
+	case "reset":
+		rc.On, reason = []string{RetryReset}, "reset"
+	case "timeout":
+		rc.On, rc.PerTryTimeout, reason = []string{RetryResponseTimeout}, Duration(100*time.Millisecond), "response_timeout"
+	}
+	cfg.Listeners[0].Retry = rc
 	p := startProxy(t, cfg)
 	cs, base := h2RetryClients(t, p)
 	exceeded := func() int64 {
 		return int64(scrape(t, p)[`spindle_proxy_pool_retry_budget_exceeded_total{pool="app"}`])
 	}
-	const n, refused = 8, 6
+	const n, refused = 9, 6
 	type result struct {
 		status int
 		body   string
@@ -78,21 +109,25 @@ func retryBudgetOnce(t *testing.T, b engine.Backend, h2c bool, kind string) {
 	if got := ms[`spindle_proxy_pool_retry_budget_exceeded_total{pool="app"}`]; got != 1 {
 		t.Errorf("retry_budget_exceeded_total %v, want 1", got)
 	}
-	if got := ms[`spindle_proxy_pool_retries_total{pool="app",reason="status"}`]; got != 3 {
-		t.Errorf("retries_total %v, want 3", got)
+	if got := ms[`spindle_proxy_pool_retries_total{pool="app",reason="`+reason+`"}`]; got != 4 {
+		t.Errorf("retries_total{reason=%s} %v, want 4", reason, got)
 	}
-	if got := badN.Load(); got != 4 {
-		t.Errorf("the 503 server got %d requests, want 4", got)
+	if got := badN.Load(); got != 5 {
+		t.Errorf("the failing server got %d requests, want 5", got)
+	}
+	if got := goodN.Load(); got != n-1 {
+		t.Errorf("the holding server got %d requests, want %d", got, n-1)
 	}
 	once.Do(func() { close(release) })
 	wg.Wait()
 	for i, r := range res {
-		want := result{200, "ok", nil}
-		if i == refused {
-			want = result{503, "replica down", nil} // (its retry over the budget)
-		}
-		if r != want {
-			t.Errorf("request %d: %d %q %v, want %d %q", i, r.status, r.body, r.err, want.status, want.body)
+		switch {
+		case i != refused && r != result{200, "ok", nil}:
+			t.Errorf("request %d: %d %q %v, want 200 ok", i, r.status, r.body, r.err)
+		case i == refused && mode == "503" && r != result{503, "replica down", nil}:
+			t.Errorf("request %d: %d %q %v, want the 503 (its retry over the budget)", i, r.status, r.body, r.err)
+		case i == refused && r.status == 200:
+			t.Errorf("request %d: 200 %q, want its failure (its retry over the budget)", i, r.body)
 		}
 	}
 }
