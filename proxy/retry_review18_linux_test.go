@@ -131,3 +131,84 @@ func retryInterim(t *testing.T, b engine.Backend, h2c bool, kind string) {
 		t.Errorf("retries_total{reason=status} %v, want %d", got, wantGood)
 	}
 }
+
+// TestRetryPassive: a retried try counts with passive health as the
+// try's end says, for each kind of request: a reset (the HTTP/1.1
+// server's connection closed, the h2c server's RST_STREAM) and a
+// per_try_timeout with the request gone whole count a failed exchange of
+// the server that failed; a stream the h2c server did not process
+// (REFUSED_STREAM once the POST's body went, retried under
+// refused-stream) counts none. Of four requests one at a time, the
+// first and third go to the failing server first.
+func TestRetryPassive(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		for _, h2c := range []bool{false, true} {
+			for _, kind := range []string{"HTTP/1.1", "HTTP/2"} {
+				modes := []string{"reset", "hang"}
+				name := kind + " to HTTP/1.1 pool"
+				if h2c {
+					modes = append(modes, "refuse")
+					name = kind + " to h2c pool"
+				}
+				for _, mode := range modes {
+					t.Run(name+" "+mode, func(t *testing.T) { retryPassive(t, b, h2c, kind, mode) })
+				}
+			}
+		}
+	})
+}
+
+func retryPassive(t *testing.T, b engine.Backend, h2c bool, kind, mode string) {
+	var ru *retryUpstreams
+	var cfg *Config
+	if h2c {
+		ru = h2RetryPair(t, mode)
+		cfg = h2cPoolConfig(b, ru.bad, ru.good)
+	} else {
+		ru = &retryUpstreams{}
+		ru.bad = newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			ru.badN.Add(1)
+			if mode == "reset" {
+				panic(http.ErrAbortHandler) // (the connection closed)
+			}
+			<-r.Context().Done()
+		}).addr
+		ru.good = newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			fmt.Fprintf(w, "ok %s %s", r.Method, sum(body))
+		}).addr
+		cfg = h2cConfig(b, ru.bad, ru.good)
+	}
+	cfg.Pools[0].Passive = &PassiveConfig{Fails: 100, Cooldown: Duration(time.Second), HTTPErrors: 1000}
+	rc := &RetryConfig{On: []string{RetryReset}}
+	method, reason, fails := "GET", "reset", 2
+	switch mode {
+	case "hang":
+		rc.On, rc.PerTryTimeout, reason = []string{RetryResponseTimeout}, Duration(100*time.Millisecond), "response_timeout"
+	case "refuse":
+		rc.On, method, reason, fails = []string{RetryRefusedStream}, "POST", "refused_stream", 0
+	}
+	cfg.Listeners[0].Retry = rc
+	p := startProxy(t, cfg)
+	cs, base := h2RetryClients(t, p)
+	var body []byte
+	if method == "POST" {
+		body = randomBytes(4, 1000)
+	}
+	for i := range 4 {
+		st, got, err := tryReq(cs[kind], mustReq(t, method, base+"/", bytes.NewReader(body)))
+		if want := "ok " + method + " " + sum(body); st != 200 || got != want || err != nil {
+			t.Fatalf("%s %d: %d %q %v, want 200 %q", method, i, st, got, err, want)
+		}
+	}
+	ms := scrape(t, p)
+	if got := ru.badN.Load(); got != 2 {
+		t.Errorf("the failing server got %d requests, want 2", got)
+	}
+	if got := ms[`spindle_proxy_pool_retries_total{pool="app",reason="`+reason+`"}`]; got != 2 {
+		t.Errorf("retries_total{reason=%s} %v, want 2", reason, got)
+	}
+	if got := ms[`spindle_proxy_server_passive_consecutive_failures{pool="app",server="`+ru.bad+`",reason="http"}`]; got != float64(fails) {
+		t.Errorf("the failing server's failed exchanges in a row: %v, want %d", got, fails)
+	}
+}
