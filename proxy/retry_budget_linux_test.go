@@ -67,12 +67,7 @@ func retryBudgetOnce(t *testing.T, b engine.Backend, h2c bool, kind, mode string
 		<-release
 		io.WriteString(w, "ok")
 	})
-	var cfg *Config
-	if h2c {
-		cfg = h2cPoolConfig(b, newH2CUp(t, bad, nil).addr, newH2CUp(t, good, nil).addr)
-	} else {
-		cfg = h2cConfig(b, newHTTPUpstream(t, bad).addr, newHTTPUpstream(t, good).addr)
-	}
+	cfg := retryPoolConfig(t, b, h2c, bad, good)
 	rc := &RetryConfig{On: []string{"503"}, Budget: new(50)}
 	reason := "status"
 	switch mode {

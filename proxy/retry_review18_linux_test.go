@@ -92,12 +92,7 @@ func retryInterim(t *testing.T, b engine.Backend, h2c bool, kind string) {
 		goodN.Add(1)
 		io.WriteString(w, "ok")
 	})
-	var cfg *Config
-	if h2c {
-		cfg = h2cPoolConfig(b, newH2CUp(t, bad, nil).addr, newH2CUp(t, good, nil).addr)
-	} else {
-		cfg = h2cConfig(b, newHTTPUpstream(t, bad).addr, newHTTPUpstream(t, good).addr)
-	}
+	cfg := retryPoolConfig(t, b, h2c, bad, good)
 	cfg.Listeners[0].Retry = &RetryConfig{On: []string{"503"}}
 	p := startProxy(t, cfg)
 	// (The first request of the pool's round goes to the 503 server.)
@@ -211,4 +206,14 @@ func retryPassive(t *testing.T, b engine.Backend, h2c bool, kind, mode string) {
 	if got := ms[`spindle_proxy_server_passive_consecutive_failures{pool="app",server="`+ru.bad+`",reason="http"}`]; got != float64(fails) {
 		t.Errorf("the failing server's failed exchanges in a row: %v, want %d", got, fails)
 	}
+}
+
+// retryPoolConfig is h2cConfig over two servers running bad and good
+// (round-robin takes bad first), HTTP/1.1 servers or, where h2c, an h2c
+// pool's.
+func retryPoolConfig(t *testing.T, b engine.Backend, h2c bool, bad, good http.Handler) *Config {
+	if h2c {
+		return h2cPoolConfig(b, newH2CUp(t, bad, nil).addr, newH2CUp(t, good, nil).addr)
+	}
+	return h2cConfig(b, newHTTPUpstream(t, bad.ServeHTTP).addr, newHTTPUpstream(t, good.ServeHTTP).addr)
 }
