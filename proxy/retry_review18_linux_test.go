@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,7 +22,8 @@ import (
 // connection back to the idle pool, from an HTTP/2 client's stream as
 // from an HTTP/1.1 client: the 503 server accepts one connection for
 // all the GETs and PUTs it answers, and each request gets the other
-// server's 200 with its body whole.
+// server's 200 with its body whole. The metric counts the retries, and
+// the access log has one for each request the 503 server saw.
 func TestRetryStatusReuse(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		for _, kind := range []string{"HTTP/1.1", "HTTP/2"} {
@@ -34,6 +36,8 @@ func TestRetryStatusReuse(t *testing.T) {
 				})
 				cfg := h2cConfig(b, bad.addr, good.addr)
 				cfg.Listeners[0].Retry = &RetryConfig{On: []string{"503"}}
+				path := filepath.Join(t.TempDir(), "access.log")
+				cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: path}
 				p := startProxy(t, cfg)
 				cs, base := h2RetryClients(t, p)
 				body := randomBytes(18, 3000)
@@ -54,6 +58,25 @@ func TestRetryStatusReuse(t *testing.T) {
 				}
 				if n := bad.accepted.Load(); n != 1 {
 					t.Errorf("the 503 server accepted %d connections, want 1 (kept over the 503s)", n)
+				}
+				if got := scrape(t, p)[`spindle_proxy_pool_retries_total{pool="app",reason="status"}`]; got != float64(badN.Load()) {
+					t.Errorf("retries_total{reason=status} %v, want %d", got, badN.Load())
+				}
+				var lines []map[string]any
+				waitFor(t, "the access log's 8 lines", func() bool { lines = logLines(t, path); return len(lines) == 8 })
+				retried := 0
+				for _, m := range lines {
+					switch field(m, "retries") {
+					case "1":
+						retried++
+						checkFields(t, m, map[string]string{"status": "200", "server": good.addr})
+					case "0":
+					default:
+						t.Errorf("an access log line with retries %s: %v", field(m, "retries"), m)
+					}
+				}
+				if int64(retried) != badN.Load() {
+					t.Errorf("%d access log lines with a retry, want %d", retried, badN.Load())
 				}
 			})
 		}
