@@ -74,7 +74,7 @@ func retryBudgetOnce(t *testing.T, b engine.Backend, h2c bool, kind, mode string
 	case "reset":
 		rc.On, reason = []string{RetryReset}, "reset"
 	case "timeout":
-		rc.On, rc.PerTryTimeout, reason = []string{RetryResponseTimeout}, Duration(100*time.Millisecond), "response_timeout"
+		rc.On, rc.PerTryTimeout, reason = []string{RetryResponseTimeout}, Duration(250*time.Millisecond), "response_timeout"
 	}
 	cfg.Listeners[0].Retry = rc
 	p := startProxy(t, cfg)

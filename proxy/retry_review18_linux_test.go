@@ -202,7 +202,7 @@ func retryPassive(t *testing.T, b engine.Backend, h2c bool, kind, mode string) {
 	method, reason, fails := "GET", "reset", 2
 	switch mode {
 	case "hang":
-		rc.On, rc.PerTryTimeout, reason = []string{RetryResponseTimeout}, Duration(100*time.Millisecond), "response_timeout"
+		rc.On, rc.PerTryTimeout, reason = []string{RetryResponseTimeout}, Duration(250*time.Millisecond), "response_timeout"
 	case "refuse":
 		rc.On, method, reason, fails = []string{RetryRefusedStream}, "POST", "refused_stream", 0
 	}
