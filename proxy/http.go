@@ -1469,7 +1469,7 @@ func (s *hsession) clientEOF() {
 		s.x.term = termClient
 		s.closing()
 		s.client.Close()
-	case !s.reqDone:
+	case !s.reqIn():
 		s.closeUp(true)
 		if s.respHead {
 			// The response is cut: a FIN after an until-close body would
@@ -1544,8 +1544,14 @@ func (s *hsession) waiting() bool {
 // come: the client is read meanwhile where nothing is held, for its FIN.
 // Loop goroutine.
 func (s *hsession) abortable() bool {
-	return s.ln.cfg.AbortOnClose && s.phase == phWait && s.reqDone && !s.respHead
+	return s.ln.cfg.AbortOnClose && s.phase == phWait && s.reqIn() && !s.respHead
 }
+
+// reqIn reports whether the client sent its request whole: its body went
+// to up (reqDone), or, to an h2c pool, its end was read (a retry's body
+// kept may still be on its way again: the client is read meanwhile, and
+// its FIN is no body cut short). Loop goroutine.
+func (s *hsession) reqIn() bool { return s.reqDone || s.h2 != nil && s.h2.on && s.h2.done }
 
 // syncRead turns the client's reading on where the session wants the
 // next bytes (a head, or a body the upstream has room for), off
