@@ -555,6 +555,7 @@ func (h *handler) OnWritable(c *engine.Conn) {
 	case *h2conn:
 		x.clientWritable()
 		x.flush()
+		x.readClient()
 		return
 	case *h2stream:
 		x.credit()

@@ -40,6 +40,7 @@ type h2conn struct {
 	closing bool // the client is being closed
 	done    bool // the client has closed
 	cbp     bool // a stream's upstream is paused by the client's queue
+	rpaused bool // the client's reading is paused by its queue (flush)
 	scratch []byte
 
 	timer   engine.Timer
@@ -163,21 +164,43 @@ func (c *h2conn) clientData(b engine.Buffer) {
 }
 
 // flush writes the Server's output to the client, unless the client's
-// queue holds the high-water mark (then the client's OnWritable does:
-// what the Server holds meanwhile is bounded by its MaxOutput, past which
-// a client that sends and does not read is cut), and closes the client
-// once the Server is done. Loop goroutine.
+// queue holds the high-water mark (then the client's OnWritable does),
+// and closes the client once the Server is done. While the queue holds
+// the mark the client is not read (readClient resumes it): each request
+// read adds its response to the queue or to what the Server holds, so a
+// client that sends and does not read would otherwise grow them for as
+// long as it sends, streams that end at once (the proxy's own answers,
+// a server's short responses) never pausing an upstream. What the Server
+// holds meanwhile is the output of one read of the client's and of
+// responses the streams open had in hand. Loop goroutine.
 func (c *h2conn) flush() {
 	if c.done || c.closing {
 		return
 	}
-	if out := c.srv.Pending(); len(out) > 0 && (c.client.QueuedMemory() < c.p.cfg.Engine.WriteHighWater || c.srv.Done()) {
+	full := c.client.QueuedMemory() >= c.p.cfg.Engine.WriteHighWater
+	if out := c.srv.Pending(); len(out) > 0 && (!full || c.srv.Done()) {
 		c.client.Write(out)
 		c.srv.Written(len(out))
+		full = c.client.QueuedMemory() >= c.p.cfg.Engine.WriteHighWater
 	}
 	if c.srv.Done() {
 		c.closing = true
-		c.client.CloseLinger(lingerTime, lingerBytes)
+		c.client.CloseLinger(lingerTime, lingerBytes) // (reading resumes)
+		return
+	}
+	if full && !c.rpaused {
+		c.rpaused = true
+		c.client.PauseRead()
+	}
+}
+
+// readClient resumes reading the client flush paused, once its queue is
+// below the mark. Called last in the client's OnWritable: ResumeRead may
+// deliver held data at once. Loop goroutine.
+func (c *h2conn) readClient() {
+	if c.rpaused && !c.done && !c.closing && c.client.QueuedMemory() < c.p.cfg.Engine.WriteHighWater {
+		c.rpaused = false
+		c.client.ResumeRead()
 	}
 }
 
