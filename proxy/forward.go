@@ -574,6 +574,9 @@ func (h *handler) OnWritable(c *engine.Conn) {
 			x.mark = x.p.now() // the server's time counts from here
 			x.up.ResumeRead()
 		}
+		if c == x.client {
+			x.nextHead()
+		}
 		x.syncRead()
 		return
 	}

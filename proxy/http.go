@@ -1287,7 +1287,18 @@ func (s *hsession) respDone(clean bool) {
 		return
 	}
 	s.setPhase(phIdle)
-	if s.hasP {
+	s.nextHead()
+}
+
+// nextHead goes on with the requests the client pipelined behind the
+// one answered, held in pend, unless the client's queue holds the mark:
+// then its OnWritable does, as syncRead reads no new request from it
+// meanwhile. A client that sends requests and reads no response would
+// otherwise have each response appended to its queue for as long as it
+// sends: a response that ends within what the proxy reads of it (no
+// body, a short one) never pauses the server. Loop goroutine.
+func (s *hsession) nextHead() {
+	if s.phase == phIdle && s.hasP && s.client.QueuedMemory() < s.p.cfg.Engine.WriteHighWater {
 		s.hasP = false
 		s.feedHead(s.pend, s.poff)
 	}
@@ -1561,7 +1572,8 @@ func (s *hsession) syncRead() {
 	if s.done || s.phase == phClosing || s.client.Closed() {
 		return
 	}
-	want := s.phase == phIdle || s.phase == phHead || (s.waiting() || s.abortable()) && !s.hasP ||
+	want := s.phase == phIdle && !s.hasP && s.client.QueuedMemory() < s.p.cfg.Engine.WriteHighWater || // (pipelined: nextHead)
+		s.phase == phHead || (s.waiting() || s.abortable()) && !s.hasP ||
 		s.phase == phWait && !s.reqDone && s.upOpen && !s.hasP && s.up != nil && s.up.QueuedMemory() < s.p.cfg.Engine.WriteHighWater ||
 		s.phase == phWait && !s.reqDone && s.h2 != nil && s.h2.on && s.h2.wantBody()
 	if s.eof {
