@@ -53,6 +53,27 @@ func TestPairedRatios(t *testing.T) {
 	// gnet's median ratio 19/20 hides that it cost more in two of three.
 }
 
+// TestPairedRatiosWhole: a load point's repetition pairs on both figures
+// or on neither: a reference's figure of 0 leaves the repetition out, the
+// other figure too, while an arm's figure of 0 is a ratio of 0 (unlike the
+// side-by-side reports' ratios, which pair figure by figure).
+func TestPairedRatiosWhole(t *testing.T) {
+	rs := []Result{
+		ratioResult("go-net", 1, "closed", 10, 0), ratioResult("uring", 1, "closed", 5, 50),
+		ratioResult("go-net", 2, "closed", 10, 100), ratioResult("uring", 2, "closed", 0, 50),
+		ratioResult("go-net", 3, "closed", 10, 100), ratioResult("uring", 3, "closed", 20, 100),
+	}
+	got := pairedRatios(rs, []string{"go-net"})
+	if len(got) != 1 {
+		t.Fatalf("%+v", got)
+	}
+	p := got[0]
+	want := []RepRatio{{Rep: 2, ServerUSPerReq: 0, P99: 0.5}, {Rep: 3, ServerUSPerReq: 2, P99: 1}}
+	if p.Pairs != 2 || !slices.Equal(p.ByRep, want) || p.ServerUSPerReq != (Spread{1, 0, 2}) || p.ServerAtMost1 != 1 || p.P99 != (Spread{0.75, 0.5, 1}) || p.P99AtMost1 != 2 {
+		t.Errorf("%+v", p)
+	}
+}
+
 // TestPairedRatiosServerRPS: with server RPS settings a reference names the
 // arm, and each setting's arms pair among themselves.
 func TestPairedRatiosServerRPS(t *testing.T) {
