@@ -114,7 +114,7 @@ func atMost1(v []float64) int {
 // point, with ServerRPS settings within the same setting (a reference
 // names the arm without " rps="); eachPairing says why by repetition. A
 // repetition pairs when both measurements have replies and the
-// reference's figures are above zero.
+// reference's figures are above zero (figureRatios, whole).
 func pairedRatios(results []Result, refs []string) []PairedRatio {
 	var out []PairedRatio
 	at := func(res Result) (ratioPoint, string, int) {
@@ -122,24 +122,48 @@ func pairedRatios(results []Result, refs []string) []PairedRatio {
 		g.arm = ""
 		return ratioPoint{g, res.ServerRPS}, res.Arm, res.Rep
 	}
+	figures := func(res Result) (uint64, armsFigures) {
+		return res.Requests, armsFigures{figServer: res.Server.TotalUSPerReq, figP99: res.Latency.P99}
+	}
 	eachPairing(results, refs, at, func(ref, arm string, p ratioPoint, pairs []repPair[Result]) {
-		pr := PairedRatio{Ref: ref, Arm: arm, Mode: p.g.mode, Fraction: p.g.frac, ComputeUS: p.g.cu, Loops: p.g.loops}
-		var cpu, p99 []float64
-		for _, rp := range pairs {
-			a, d := rp.a, rp.d
-			if a.Requests == 0 || d.Requests == 0 || d.Server.TotalUSPerReq <= 0 || d.Latency.P99 <= 0 {
-				continue
-			}
-			rr := RepRatio{Rep: rp.rep, ServerUSPerReq: a.Server.TotalUSPerReq / d.Server.TotalUSPerReq, P99: a.Latency.P99 / d.Latency.P99}
-			pr.ByRep = append(pr.ByRep, rr)
-			cpu, p99 = append(cpu, rr.ServerUSPerReq), append(p99, rr.P99)
+		byRep, ratios := figureRatios(pairs, figures, []armsFigure{figServer, figP99})
+		pr := PairedRatio{Ref: ref, Arm: arm, Mode: p.g.mode, Fraction: p.g.frac, ComputeUS: p.g.cu, Loops: p.g.loops, Pairs: len(byRep)}
+		for _, rr := range byRep {
+			pr.ByRep = append(pr.ByRep, RepRatio{Rep: rr.Rep, ServerUSPerReq: rr.ServerUSPerReq, P99: rr.P99})
 		}
-		pr.Pairs = len(pr.ByRep)
+		cpu, p99 := ratios[figServer], ratios[figP99]
 		pr.ServerUSPerReq, pr.P99 = spreadOf(cpu), spreadOf(p99)
 		pr.ServerAtMost1, pr.P99AtMost1 = atMost1(cpu), atMost1(p99)
 		out = append(out, pr)
 	})
 	return out
+}
+
+// figureRatios divides the figures of each pair's measurements, the arm's
+// by the reference's (figures gives a measurement's replies and figures):
+// the ratios by repetition, each 0 where the repetition did not pair on
+// the figure, and each figure's over the repetitions. A repetition pairs
+// when both measurements have replies; then a figure pairs when both
+// have it above 0. With whole (a load point's figures), a repetition
+// pairs on those figures or on none: when the reference has each of them
+// above 0, the arm's figure dividing as it is (0 a ratio of 0).
+func figureRatios[R any](pairs []repPair[R], figures func(R) (uint64, armsFigures), whole []armsFigure) (byRep []ArmsRepRatio, ratios [numArmsFigures][]float64) {
+	for _, rp := range pairs {
+		an, af := figures(rp.a)
+		dn, df := figures(rp.d)
+		if an == 0 || dn == 0 || slices.ContainsFunc(whole, func(f armsFigure) bool { return df[f] <= 0 }) {
+			continue
+		}
+		rr := ArmsRepRatio{Rep: rp.rep}
+		for f := range numArmsFigures {
+			if df[f] > 0 && (af[f] > 0 || slices.Contains(whole, f)) {
+				*rr.figure(f) = af[f] / df[f]
+				ratios[f] = append(ratios[f], af[f]/df[f])
+			}
+		}
+		byRep = append(byRep, rr)
+	}
+	return byRep, ratios
 }
 
 // ratioRefs returns the reference arms of the paired ratios: want as
@@ -388,24 +412,10 @@ func http2PairedRatios(results []HTTP2Result, refs []string) []ArmsPairedRatio {
 func armsPairedRatios[R armsRatioResult](results []R, refs []string) []ArmsPairedRatio {
 	var out []ArmsPairedRatio
 	at := func(r R) (int, string, int) { s := r.sample(); return s.streams, s.arm, s.rep }
+	figures := func(r R) (uint64, armsFigures) { return r.sample().requests, r.ratioFigures() }
 	eachPairing(results, refs, at, func(ref, arm string, streams int, pairs []repPair[R]) {
-		pr := ArmsPairedRatio{Ref: ref, Arm: arm, Streams: streams}
-		var ratios [numArmsFigures][]float64
-		for _, rp := range pairs {
-			if rp.a.sample().requests == 0 || rp.d.sample().requests == 0 {
-				continue
-			}
-			rr := ArmsRepRatio{Rep: rp.rep}
-			af, df := rp.a.ratioFigures(), rp.d.ratioFigures()
-			for f := range numArmsFigures {
-				if af[f] > 0 && df[f] > 0 {
-					*rr.figure(f) = af[f] / df[f]
-					ratios[f] = append(ratios[f], af[f]/df[f])
-				}
-			}
-			pr.ByRep = append(pr.ByRep, rr)
-		}
-		pr.Pairs = len(pr.ByRep)
+		byRep, ratios := figureRatios(pairs, figures, nil)
+		pr := ArmsPairedRatio{Ref: ref, Arm: arm, Streams: streams, Pairs: len(byRep), ByRep: byRep}
 		for f, v := range ratios {
 			if len(v) > 0 {
 				*pr.figure(armsFigure(f)) = &RatioSpread{Spread: spreadOf(v), Pairs: len(v), AtMost1: atMost1(v)}
