@@ -343,7 +343,10 @@
 // Transfer-Encoding, Connection, Keep-Alive, Proxy-Connection, TE,
 // Trailer, Upgrade, HTTP2-Settings), pseudo-headers, or Host
 // (host_rewrite is the way); a value with a control character but HTAB
-// (CR, LF, NUL) or leading or trailing whitespace is refused. Response
+// (CR, LF, NUL) or leading or trailing whitespace is refused, and so are
+// a set's and add's fields ("Name: value\r\n" each) past 16 KiB together
+// (the largest head the proxy reads; a listener's and a route's each),
+// the error naming the rule that passes it. Response
 // rules apply to the final response from upstream: not to an interim 1xx
 // (a 101 included), nor to trailers but by their drops, nor to the
 // proxy's own responses (400, 502, 503, ...: a rule's field describes

@@ -25,7 +25,9 @@ import (
 // X.Debug too), each in one of the three
 // at most; values are static strings without a
 // control character but HTAB and without leading or trailing
-// whitespace. Remove drops every field of its names, Set replaces every
+// whitespace, the fields Set and Add write ("Name: value\r\n" each) 16
+// KiB at most together (h1.DefaultMaxHead, the largest head the proxy
+// reads). Remove drops every field of its names, Set replaces every
 // field of its names with one (or adds it), Add appends one field to
 // those of its name: in that order, the listener's rules before the
 // route's (so a route's remove drops a field the listener's set or add
@@ -73,6 +75,13 @@ var ruleRefused = func() map[string]string {
 	return m
 }()
 
+// maxRuleFields bounds the fields one HeaderRules writes (set's and
+// add's, as HTTP/1.1 lines "Name: value\r\n"), together: the largest head
+// the proxy reads (internal/h1's default), so that no value of megabytes
+// is copied into every message passed on. A listener's rules and a
+// route's are bounded each.
+const maxRuleFields = h1.DefaultMaxHead
+
 // validate checks h; the error begins with the list's name.
 func (h *HeaderRules) validate() error {
 	seen := map[string]string{} // lower-case name, '-' for '_': the list that has it
@@ -99,6 +108,7 @@ func (h *HeaderRules) validate() error {
 			return err
 		}
 	}
+	written := 0 // the bytes of set's and add's fields as HTTP/1.1 lines so far
 	for _, l := range []struct {
 		name string
 		m    map[string]string
@@ -106,6 +116,11 @@ func (h *HeaderRules) validate() error {
 		for _, name := range slices.Sorted(maps.Keys(l.m)) {
 			if err := check(l.name, name); err != nil {
 				return err
+			}
+			// (Before the value's check, which quotes it.)
+			n := len(name) + len(": ") + len(l.m[name]) + len("\r\n")
+			if written += n; written > maxRuleFields {
+				return fmt.Errorf("%s: %q: its field of %d bytes makes those set and add write %d bytes, past %d (the largest head the proxy reads)", l.name, name, n, written, maxRuleFields)
 			}
 			if err := validValue(l.m[name]); err != nil {
 				return fmt.Errorf("%s: %q: %w", l.name, name, err)

@@ -122,6 +122,12 @@ func TestParseRewritesErrors(t *testing.T) {
 		{"value DEL", lst(`response_headers: {set: {X-A: "a\x7f"}}`), `has a control character at 1`},
 		{"value leading space", lst(`request_headers: {set: {X-A: " a"}}`), `value " a" has leading or trailing whitespace`},
 		{"value trailing tab", lst(`request_headers: {set: {X-A: "a\t"}}`), `value "a\t" has leading or trailing whitespace`},
+		// (The fields a set's and add's write, "Name: value\r\n" each, fit
+		// in 16 KiB together, the largest head the proxy takes: the error
+		// names the rule that passes it, without its value.)
+		{"value too long", lst(`request_headers: {set: {X-Big: "` + strings.Repeat("a", 16378) + `"}}`), `request_headers.set: "X-Big": its field of 16387 bytes makes those set and add write 16387 bytes, past 16384 (the largest head the proxy reads)`},
+		{"values too long together", route(`response_headers: {set: {X-A: "` + strings.Repeat("a", 9000) + `"}, add: {X-B: "` + strings.Repeat("b", 7400) + `"}}`), `routes[0].response_headers.add: "X-B": its field of 7407 bytes makes those set and add write 16414 bytes, past 16384`},
+		{"value too long with a control character", lst(`response_headers: {add: {X-Big: "` + strings.Repeat(`a\r`, 1<<19) + `"}}`), `response_headers.add: "X-Big": its field of 1048585 bytes makes those set and add write 1048585 bytes, past 16384`},
 		{"host_rewrite", route(`path_prefix: /, host_rewrite: "a b"`), `routes[0].host_rewrite: "a b" is not a host name or address with an optional port`},
 		{"host_rewrite path", route(`host_rewrite: "a/b"`), `routes[0].host_rewrite: "a/b" is not a host name`},
 		{"rewrite relative", route(`path_prefix: /a/, rewrite_prefix: b/`), `routes[0].rewrite_prefix: "b/" does not begin with /`},
@@ -152,12 +158,13 @@ func TestParseRewritesErrors(t *testing.T) {
 		})
 	}
 	// And what passes: an empty value, "/" for "/api/", "/v2" for "/api",
-	// three dots.
+	// three dots, fields of 16 KiB in all (one, two) in a set and add.
 	for _, ok := range []string{
 		route(`path_prefix: /api/, rewrite_prefix: /, request_headers: {set: {X-A: ""}}`),
 		route(`path_prefix: /api, rewrite_prefix: /v2`),
 		route(`path_prefix: /api, rewrite_prefix: /v2/...`),
 		route(`path_prefix: /api/, rewrite_prefix: "/a%2Fb/"`),
+		lst(`request_headers: {set: {X-A: "` + strings.Repeat("a", 16377) + `"}}, response_headers: {add: {X-B: "` + strings.Repeat("b", 8000) + `", X-C: "` + strings.Repeat("c", 8370) + `"}}`),
 	} {
 		if _, err := ParseConfig([]byte(ok)); err != nil {
 			t.Errorf("%s: %v", ok, err)
