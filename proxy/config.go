@@ -99,8 +99,9 @@ type ListenerConfig struct {
 	// Default: none.
 	RequestHeaders HeaderRules `yaml:"request_headers,omitempty" json:"request_headers,omitzero"`
 	// ResponseHeaders (mode http) changes the fields of every response
-	// from upstream the listener's clients get (not an interim 1xx's,
-	// nor the proxy's own responses), before its route's. Default: none.
+	// from upstream the listener's clients get (a 101 included; not an
+	// interim 1xx's, nor the proxy's own responses), before its route's.
+	// Default: none.
 	ResponseHeaders HeaderRules `yaml:"response_headers,omitempty" json:"response_headers,omitzero"`
 	// ConnectTimeout bounds each connect to an upstream server. Default
 	// 5s.

@@ -347,8 +347,12 @@
 // a set's and add's fields ("Name: value\r\n" each) past 16 KiB together
 // (the largest head the proxy reads; a listener's and a route's each),
 // the error naming the rule that passes it. Response
-// rules apply to the final response from upstream: not to an interim 1xx
-// (a 101 included), nor to trailers but by their drops, nor to the
+// rules apply to the final response from upstream and to the 101 that
+// turns an upgrade's connections into a tunnel, the last HTTP response on
+// them (no final response follows to carry the rules' fields: HAProxy's
+// http-response rules apply to a 101 since 1.5, nginx's add_header with
+// always too); not to an interim 1xx (100, 103: the final response gets
+// them), nor to trailers but by their drops, nor to the
 // proxy's own responses (400, 502, 503, ...: a rule's field describes
 // the servers' answers, which those are not; Envoy applies its rules to
 // its local replies too).

@@ -1161,7 +1161,9 @@ func (s *hsession) respondHead() bool {
 }
 
 // writeRespHead writes the rewritten response head (or a 1xx) to the
-// client, response_headers applied to a final one. Loop goroutine.
+// client, response_headers applied to a final one and to the 101 of an
+// upgrade (upgrade), the last HTTP response of the connection: no final
+// response follows to carry the rules' fields. Loop goroutine.
 func (s *hsession) writeRespHead(upgrade bool) {
 	r := &s.resp
 	o := h1.AppendStatusLine(s.ls.scratch[:0], 1, r.Status, r.Reason)
@@ -1170,8 +1172,8 @@ func (s *hsession) writeRespHead(upgrade bool) {
 	// on a 1xx or 204 (RFC 9110 8.6, 9112 6.1); a 304's or a HEAD
 	// response's pass as they are (they describe a body not sent).
 	keepFraming := r.Framing == h1.NoBody && r.Status >= 200 && r.Status != 204
-	rules := noRules // (none on a 1xx)
-	if r.Status >= 200 {
+	rules := noRules // (none on an interim 1xx)
+	if r.Status >= 200 || upgrade {
 		rules = s.ln.respRules(&s.x)
 	}
 	for _, h := range r.Headers {

@@ -1,17 +1,21 @@
 package proxy
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/spindlenet/spindle/engine"
 	"github.com/spindlenet/spindle/internal/h2"
@@ -492,5 +496,66 @@ func TestRewriteTrailers(t *testing.T) {
 				}
 			}
 		})
+	})
+}
+
+// TestRewriteSwitchingProtocols: response_headers apply to a 101, the
+// last HTTP response on its connections (no final response follows to
+// carry the rules' fields: HAProxy's http-response rules apply to it, as
+// nginx's add_header ... always does), and not to an interim 103 before
+// it; the tunnel works after it.
+func TestRewriteSwitchingProtocols(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newUpstream(t, func(c net.Conn) {
+			defer c.Close()
+			if _, ok := readHeadBytes(c); !ok {
+				return
+			}
+			io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\nServer: up\r\n\r\n")
+			io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\nUpgrade: websocket\r\nServer: up\r\nX-Up: 1\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n")
+			// The tunnel: an echo (not io.Copy, whose splice keeps pipes in
+			// a pool the leak check would count).
+			b := make([]byte, 64)
+			for {
+				n, err := c.Read(b)
+				if err != nil {
+					return
+				}
+				c.Write(b[:n])
+			}
+		})
+		cfg := httpConfig(b, u.addr)
+		l := &cfg.Listeners[0]
+		l.ResponseHeaders = HeaderRules{Set: map[string]string{"X-L": "1"}}
+		l.Routes = []RouteConfig{{PathPrefix: "/", Pool: "app", ResponseHeaders: HeaderRules{Set: map[string]string{"X-Up": "rt"}, Add: map[string]string{"X-R": "1"}, Remove: []string{"Server"}}}}
+		p := startProxy(t, cfg)
+		c := dial(t, p)
+		io.WriteString(c, "GET /chat HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+		br := bufio.NewReader(c)
+		hint := rawHead(t, c, br)
+		if !strings.HasPrefix(hint, "HTTP/1.1 103 ") || len(fieldLines(hint, "Server")) != 1 || len(fieldLines(hint, "X-L")) != 0 || len(fieldLines(hint, "X-R")) != 0 {
+			t.Errorf("interim head %q, want the 103 as the server sent it", hint)
+		}
+		head := rawHead(t, c, br)
+		if !strings.HasPrefix(head, "HTTP/1.1 101 ") {
+			t.Fatalf("head %q, want a 101", head)
+		}
+		for _, f := range []struct {
+			name string
+			want []string
+		}{
+			{"X-L", []string{"1"}}, {"X-R", []string{"1"}}, {"X-Up", []string{"rt"}}, {"Server", nil},
+			{"Upgrade", []string{"websocket"}}, {"Sec-WebSocket-Accept", []string{"s3pPLMBiTxaQ9kYGzzhZRbK+xOo="}},
+		} {
+			if got := fieldLines(head, f.name); !slices.Equal(got, f.want) {
+				t.Errorf("101's %s %q, want %q (head %q)", f.name, got, f.want, head)
+			}
+		}
+		io.WriteString(c, "ping")
+		got := make([]byte, 4)
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.ReadFull(br, got); err != nil || string(got) != "ping" {
+			t.Errorf("through the tunnel: %q, %v", got, err)
+		}
 	})
 }
