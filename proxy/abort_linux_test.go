@@ -165,6 +165,18 @@ func (a *pathsApp) got() []string {
 	return slices.Clone(a.paths)
 }
 
+// gatedH2Up returns an h2c server that serves app on a connection only
+// once open is called (its SETTINGS held until then).
+func gatedH2Up(t *testing.T) (up *upstream, app *pathsApp, open func()) {
+	gate := make(chan struct{})
+	app = &pathsApp{}
+	up = newUpstream(t, func(c net.Conn) {
+		<-gate
+		serveH2(c, app)
+	})
+	return up, app, closer(t, gate)
+}
+
 // TestH2UpFinWhileConnectionComes: an HTTP/1.1 client's FIN while its
 // request to an h2c pool waits for the connection dialed for it (its
 // server's SETTINGS not come) takes the request out of the server's
@@ -172,13 +184,7 @@ func (a *pathsApp) got() []string {
 // that connection.
 func TestH2UpFinWhileConnectionComes(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
-		gate := make(chan struct{})
-		app := &pathsApp{}
-		up := newUpstream(t, func(c net.Conn) {
-			<-gate
-			serveH2(c, app)
-		})
-		open := closer(t, gate)
+		up, app, open := gatedH2Up(t)
 		cfg := h2cWaitConfig(b, up.addr)
 		path := logTo(t, cfg)
 		p := startProxy(t, cfg)
@@ -340,13 +346,7 @@ func TestHTTPFinWhileConnectingHalfClose(t *testing.T) {
 			}
 		})
 		t.Run("h2c", func(t *testing.T) {
-			gate := make(chan struct{})
-			app := &pathsApp{}
-			up := newUpstream(t, func(c net.Conn) {
-				<-gate
-				serveH2(c, app)
-			})
-			open := closer(t, gate)
+			up, _, open := gatedH2Up(t)
 			cfg := h2cPoolConfig(b, up.addr)
 			p := startProxy(t, cfg)
 			c := rawGet(t, p, "/half").(*net.TCPConn)

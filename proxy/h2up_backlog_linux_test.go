@@ -11,17 +11,16 @@ import (
 	"github.com/spindlenet/spindle/engine"
 )
 
-// maxBacklogCap returns the largest capacity of the response backlog
-// (u2.rbuf) among p's HTTP/2 client streams to h2c pools, read on their
-// loops.
-func maxBacklogCap(p *Proxy) int {
+// maxStreamCap returns the largest capacity of the buffer of(st) among
+// p's HTTP/2 client streams, read on their loops.
+func maxStreamCap(p *Proxy, of func(st *h2stream) []byte) int {
 	most := 0
 	for k, el := range p.e.Loops() {
 		done := make(chan struct{})
 		el.Post(func() {
 			for _, c := range p.loops[k].h2conns {
 				for _, st := range c.streams {
-					most = max(most, cap(st.u2.rbuf))
+					most = max(most, cap(of(st)))
 				}
 			}
 			close(done)
@@ -30,6 +29,11 @@ func maxBacklogCap(p *Proxy) int {
 	}
 	return most
 }
+
+// backlog and heldBody are the response backlog to an HTTP/2 client from
+// an h2c pool, and the request body held for its server.
+func backlog(st *h2stream) []byte  { return st.u2.rbuf }
+func heldBody(st *h2stream) []byte { return st.body }
 
 // TestH2UpBacklogBounded: an HTTP/2 client that reads a large response
 // from an h2c pool slowly (a small stream window, so the proxy holds
@@ -61,7 +65,7 @@ func TestH2UpBacklogBounded(t *testing.T) {
 			n, err := resp.Body.Read(buf)
 			got.Write(buf[:n])
 			if got.Len()%(64<<10) < n {
-				most = max(most, maxBacklogCap(p))
+				most = max(most, maxStreamCap(p, backlog))
 				time.Sleep(time.Millisecond) // slower than the upstream
 			}
 			if err == io.EOF {
@@ -80,25 +84,6 @@ func TestH2UpBacklogBounded(t *testing.T) {
 			t.Errorf("the stream's response backlog grew to %d bytes of capacity for a %d-byte response, want at most %d", most, size, bound)
 		}
 	})
-}
-
-// maxBodyBacklogCap returns the largest capacity of the request body held
-// (body) among p's HTTP/2 client streams, read on their loops.
-func maxBodyBacklogCap(p *Proxy) int {
-	most := 0
-	for k, el := range p.e.Loops() {
-		done := make(chan struct{})
-		el.Post(func() {
-			for _, c := range p.loops[k].h2conns {
-				for _, st := range c.streams {
-					most = max(most, cap(st.body))
-				}
-			}
-			close(done)
-		})
-		<-done
-	}
-	return most
 }
 
 // TestH2UpBodyBacklogBounded: the request side of
@@ -120,7 +105,7 @@ func TestH2UpBodyBacklogBounded(t *testing.T) {
 				k, err := r.Body.Read(buf)
 				n += k
 				if n%(64<<10) < k {
-					most = max(most, maxBodyBacklogCap(p))
+					most = max(most, maxStreamCap(p, heldBody))
 					time.Sleep(time.Millisecond) // slower than the client
 				}
 				if err != nil {
