@@ -84,14 +84,16 @@ type h2stream struct {
 	trl      []byte // the response's chunked trailer section
 	respN    int64  // response body data bytes sent
 	pend     engine.Buffer
-	poff     int  // pend's next byte
-	dataEnd  int  // pend's end of the data span being sent (from poff)
-	hasP     bool // pend held: the send window closed before its end
-	bodyDone bool // the response body ended (all of it is in pend, or sent)
-	extra    bool // bytes followed the response: up is not reused
-	paused   bool // up's reading paused (hasP or cbp)
-	cbp      bool // paused by the client's write queue
-	waiting  bool // response_timeout runs from mark
+	pbuf     bool   // pend is held (else the bytes held are in pc)
+	pc       []byte // what was left of pend when a window closed (unring)
+	poff     int    // the held bytes' next one
+	dataEnd  int    // the held bytes' end of the data span being sent (from poff)
+	hasP     bool   // response bytes held (pend or pc): the send window closed before their end
+	bodyDone bool   // the response body ended (all of it is held, or sent)
+	extra    bool   // bytes followed the response: up is not reused
+	paused   bool   // up's reading paused (hasP or cbp)
+	cbp      bool   // paused by the client's write queue
+	waiting  bool   // response_timeout runs from mark
 	mark     int64
 
 	hb         []byte
@@ -394,6 +396,7 @@ const keptFields = 64
 // bounded by the access log's limits, rt.kept by dropKept.)
 func (st *h2stream) trim() {
 	st.out, st.body, st.uin, st.trl, st.hb = emptied(st.out), emptied(st.body), emptied(st.uin), emptied(st.trl), emptied(st.hb)
+	st.pc = emptied(st.pc)
 	st.fields = trimmed(st.fields, keptFields)
 	st.resp = h1.Response{Headers: trimmed(st.resp.Headers, keptFields)}
 	st.u2.trim()
@@ -403,10 +406,7 @@ func (st *h2stream) trim() {
 // the connection's next streams, trimmed, up to keptStreams of them.
 func (c *h2conn) release(st *h2stream) {
 	st.w.leave(st.pool, &st.x.queued, false)
-	if st.hasP {
-		st.hasP = false
-		st.pend.Release()
-	}
+	st.dropHeld()
 	for i, x := range c.streams {
 		if x == st {
 			last := len(c.streams) - 1
@@ -1068,7 +1068,7 @@ func (st *h2stream) upData(up *engine.Conn, b engine.Buffer) {
 			return
 		}
 	}
-	st.pend, st.poff, st.dataEnd, st.hasP = b, off, off, true
+	st.pend, st.pbuf, st.poff, st.dataEnd, st.hasP = b, true, off, off, true
 	st.pump()
 }
 
@@ -1086,10 +1086,9 @@ func (st *h2stream) pump() {
 	c := st.c
 	for st.hasP {
 		if st.poff == st.dataEnd {
-			p := st.pend.Bytes()[st.poff:]
+			p := st.pendBytes()[st.poff:]
 			if len(p) == 0 || st.bodyDone {
-				st.hasP = false
-				st.pend.Release()
+				st.dropHeld()
 				break
 			}
 			s, err := st.respBody.NextSpan(p)
@@ -1106,14 +1105,14 @@ func (st *h2stream) pump() {
 			}
 			if s.Done {
 				st.bodyDone = true
-				st.extra = st.dataEnd < st.pend.Len()
+				st.extra = st.dataEnd < len(st.pendBytes())
 			}
 			continue
 		}
 		// A chunked body's last span is framing: only a Length body's
 		// ends in data.
 		last := st.bodyDone
-		w, err := c.srv.WriteDataTo(st.id, st.pend.Bytes()[st.poff:st.dataEnd], last, c.write)
+		w, err := c.srv.WriteDataTo(st.id, st.pendBytes()[st.poff:st.dataEnd], last, c.write)
 		st.poff += w
 		st.respN += int64(w)
 		if err != nil {
@@ -1126,12 +1125,12 @@ func (st *h2stream) pump() {
 				st.mark = c.p.now()
 				c.armAt(st.mark + int64(c.p.cfg.Engine.WriteTimeout))
 			}
+			st.unring()
 			st.pause()
 			return
 		}
 		if last {
-			st.hasP = false
-			st.pend.Release()
+			st.dropHeld()
 			st.respEnded()
 			return
 		}
@@ -1146,6 +1145,44 @@ func (st *h2stream) pump() {
 		return
 	}
 	st.resume()
+}
+
+// pendBytes returns the response bytes held: pend's, or their copy (pc).
+func (st *h2stream) pendBytes() []byte {
+	if st.pbuf {
+		return st.pend.Bytes()
+	}
+	return st.pc
+}
+
+// unring copies what is left of pend (from poff) to pc and releases it,
+// for a stream whose window closed: pend is a buffer of the loop's
+// receive ring, which every connection of the loop shares, and a client
+// may keep its windows closed for write_timeout, each of its streams
+// holding a buffer (MaxQueuedReadBuffers does not see buffers a handler
+// keeps), so that a few such clients took the ring from the loop's
+// other connections. The upstream stays paused while the bytes are
+// held: pc holds at most one receive buffer's bytes. The open window's
+// path sends from pend without a copy.
+func (st *h2stream) unring() {
+	if !st.pbuf {
+		return
+	}
+	st.pc = append(st.pc[:0], st.pend.Bytes()[st.poff:]...)
+	st.dataEnd -= st.poff
+	st.poff = 0
+	st.pbuf = false
+	st.pend.Release()
+}
+
+// dropHeld lets go of the response bytes held.
+func (st *h2stream) dropHeld() {
+	if st.pbuf {
+		st.pbuf = false
+		st.pend.Release()
+	}
+	st.hasP = false
+	st.pc = st.pc[:0]
 }
 
 // pause stops reading the upstream.
