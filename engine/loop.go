@@ -558,6 +558,29 @@ func (b Buffer) Len() int { return int(b.n) }
 // later receives at once. Loop goroutine.
 func (b Buffer) Release() { b.l.releaseBuf(b.id) }
 
+// Unring returns b's bytes off the loop's receive ring, for a handler
+// about to keep a buffer while its connection waits on something else (a
+// queue, a peer's window): the bytes are copied into a send-slab chunk and
+// the receive buffer goes back to the ring at once, as WriteBuffer does
+// past MaxQueuedReadBuffers. The ring is shared by every connection of the
+// loop and buffers a handler keeps are not bounded by the engine, so a
+// handler holding one per waiting connection could take it all. A buffer
+// already off the ring (every buffer of the epoll backends), one the slab
+// cannot grow for, and any with MaxQueuedReadBuffers -1 (nothing copied
+// off the ring) is returned as it is. b is not to be used after
+// the call; the buffer returned is released as b would have been. Loop
+// goroutine.
+func (b Buffer) Unring() Buffer {
+	l := b.l
+	if b.id < 0 || l.ringLimit == 0 {
+		return b
+	}
+	l.disown(b.id)
+	id := l.copyOffRing(b.id, int(b.n))
+	l.own(id)
+	return Buffer{l: l, id: id, n: b.n}
+}
+
 // A buffer id names a receive buffer (id >= 0: the backend's) or, for data
 // copied off the receive ring (MaxQueuedReadBuffers), a send-slab chunk c as
 // -c-1.

@@ -200,6 +200,9 @@ func (x *h1up) next() {
 		// and wait in another server's queue, recorded by that call.
 		x.wsl = ls.share(pl, i)
 		if ls.h2Acquire(s.p, x, pl, i, s.client, time.Duration(s.ln.cfg.ConnectTimeout)) {
+			if x.u == nil {
+				s.unring() // (waits for its stream or connection)
+			}
 			return
 		}
 		x.wsl = nil
@@ -264,10 +267,18 @@ func (x *h1up) forward(b engine.Buffer, off int) {
 	x.body()
 }
 
-// body checks the body bytes in pend a span at a time
+// body sends what it can of the body bytes in pend (sendBody); what is
+// left waits for a stream or a window off the loop's receive ring
+// (hsession.unring). Loop goroutine.
+func (x *h1up) body() {
+	x.sendBody()
+	x.s.unring()
+}
+
+// sendBody checks the body bytes in pend a span at a time
 // (h1.Body.NextSpan: a chunked body's framing skipped, its trailer
 // section kept) and sends their data. Loop goroutine.
-func (x *h1up) body() {
+func (x *h1up) sendBody() {
 	s := x.s
 	if x.u != nil && !x.resend() {
 		return // (onWritable goes on)

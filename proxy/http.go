@@ -386,6 +386,7 @@ func (s *hsession) clientData(b engine.Buffer) {
 		// in every other phase (and the engine holds what arrives after
 		// PauseRead). Kept for the request or the next all the same.
 		s.pend, s.poff, s.hasP = b, 0, true
+		s.unring()
 	default:
 		b.Release()
 		s.respond(400) // as above, with nowhere to keep it
@@ -862,6 +863,7 @@ func (s *hsession) connect() {
 	}
 	s.up, s.srv, s.upOpen, s.reused = up, i, false, false
 	up.SetContext(s)
+	s.unring() // (until it connects: connect_timeout)
 }
 
 // queue puts the request in its pool's queue for a slot, every server up
@@ -876,6 +878,7 @@ func (s *hsession) queue() {
 	// queue_timeout counts from its first wait: one whose turn came and
 	// whose connect failed waits again with the rest of it.
 	s.phase, s.mark = phQueue, s.w.since
+	s.unring()
 	if dl := s.mark + int64(s.timeout()); !s.armed || dl < s.armedAt {
 		s.arm(dl)
 	}
@@ -928,6 +931,28 @@ func (s *hsession) upOpened(c *engine.Conn) {
 	s.pool.servers[s.srv].connected(s.pool.passive)
 	s.sendHead()
 	s.syncRead()
+}
+
+// unring takes what pend holds off the loop's receive ring
+// (engine.Buffer.Unring: a copy) for a request that waits (in its
+// pool's queue, for its connection or stream, for a window): the ring is
+// shared by every connection of the loop, and without it each such
+// request kept the buffer its head and body came in, so that clients
+// queued behind a slow server took every buffer from the loop's other
+// connections (TestHTTPQueuedRingHold). The client is not read while
+// pend is held: one buffer's worth a request. A pend a body kept for a
+// retry shares stays (retry.go bounds those). The request that goes on
+// at once sends from the buffer without a copy. Loop goroutine.
+func (s *hsession) unring() {
+	if !s.hasP {
+		return
+	}
+	for _, h := range s.rt.held {
+		if h.shared {
+			return
+		}
+	}
+	s.pend = s.pend.Unring()
 }
 
 // sendHead sends the rewritten head and what the client has sent of the
