@@ -1,10 +1,8 @@
 package proxy
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"sync/atomic"
@@ -58,19 +56,7 @@ func TestH2WindowClosedRingHold(t *testing.T) {
 		}
 		waitFor(t, "the server to answer every blocked GET", func() bool { return served.Load() == clients*streams })
 
-		c := dial(t, p)
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		if _, err := io.WriteString(c, "GET /new HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
-			t.Fatal(err)
-		}
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			t.Fatalf("a new client's GET beside %d streams with closed windows: %v", clients*streams, err)
-		}
-		got, err := io.ReadAll(resp.Body)
-		if resp.StatusCode != 200 || err != nil || !bytes.Equal(got, body) {
-			t.Fatalf("a new client's GET: %s, %d bytes of body, %v", resp.Status, len(got), err)
-		}
+		newClientGet(t, p, "/new", string(body), fmt.Sprintf("beside %d streams with closed windows", clients*streams))
 
 		// The blocked clients are still there, every response head sent,
 		// no data; once their windows open each body comes whole.

@@ -150,19 +150,7 @@ func ringHold(t *testing.T, cfg *Config, release chan struct{}, held func(*Proxy
 // where hold is not nil) and checks that each POST's body reached it
 // whole.
 func ringFree(t *testing.T, p *Proxy, cs []net.Conn, free func(), hold net.Conn) {
-	c := dial(t, p)
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(c, "GET /new/x HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatalf("a new client's GET beside %d waiting requests: %v", len(cs), err)
-	}
-	got, err := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 || err != nil || string(got) != "other" {
-		t.Fatalf("a new client's GET: %s, %q, %v", resp.Status, got, err)
-	}
+	newClientGet(t, p, "/new/x", "other", fmt.Sprintf("beside %d waiting requests", len(cs)))
 
 	free()
 	if hold != nil {
@@ -174,5 +162,24 @@ func ringFree(t *testing.T, p *Proxy, cs []net.Conn, free func(), hold net.Conn)
 		if st, body := status(t, c); st != 200 || body != fmt.Sprintf("/c%d %s", i, ringBody(i)) {
 			t.Fatalf("client %d: %d %q", i, st, body)
 		}
+	}
+}
+
+// newClientGet checks that a new client's GET for path is answered 200
+// with want, beside what the test holds (beside says what).
+func newClientGet(t *testing.T, p *Proxy, path, want, beside string) {
+	t.Helper()
+	c := dial(t, p)
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("a new client's GET %s: %v", beside, err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || err != nil || string(got) != want {
+		t.Fatalf("a new client's GET %s: %s, %d bytes of body (want %d), %v", beside, resp.Status, len(got), len(want), err)
 	}
 }
