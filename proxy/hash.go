@@ -335,26 +335,28 @@ func (st *h2stream) hashKey(r *h2.Request, host []byte) {
 }
 
 // repool moves s's request, whose turn in its pool's queue came, to the
-// pool's latest generation (repool), with its key hash there (rekey).
-// Loop goroutine.
+// pool's latest generation with its key hash there (repoolKeyed). Loop
+// goroutine.
 func (s *hsession) repool() {
-	was := s.pool
-	s.pool = repool(was, &s.failed)
-	s.hkey = rekey(was, s.pool, s.hkey, s.client.RemoteAddr().Addr())
+	s.pool, s.hkey = repoolKeyed(s.pool, &s.failed, s.hkey, s.client.RemoteAddr().Addr())
 }
 
 // repool is hsession.repool for a stream.
 func (st *h2stream) repool() {
-	was := st.pool
-	st.pool = repool(was, &st.failed)
-	st.hkey = rekey(was, st.pool, st.hkey, st.c.client.RemoteAddr().Addr())
+	st.pool, st.hkey = repoolKeyed(st.pool, &st.failed, st.hkey, st.c.client.RemoteAddr().Addr())
 }
 
 // repool is hsession.repool for a mode tcp client.
 func (s *session) repool() {
-	was := s.pool
-	s.pool = repool(was, &s.failed)
-	s.hkey = rekey(was, s.pool, s.hkey, s.client.RemoteAddr().Addr())
+	s.pool, s.hkey = repoolKeyed(s.pool, &s.failed, s.hkey, s.client.RemoteAddr().Addr())
+}
+
+// repoolKeyed returns pl's latest generation (repool) for a waiter of pl
+// whose key hash there is hkey and whose client's address is peer, and
+// the waiter's key hash in it (rekey). Loop goroutine.
+func repoolKeyed(pl *pool, failed *uint64, hkey uint64, peer netip.Addr) (*pool, uint64) {
+	np := repool(pl, failed)
+	return np, rekey(pl, np, hkey, peer)
 }
 
 // rekey returns the key hash, in pool np, of a waiter of pool was whose
