@@ -25,13 +25,18 @@ import (
 )
 
 // h2cClient is Go's HTTP client speaking HTTP/2 without TLS, with prior
-// knowledge; dials counts the connections it opened.
+// knowledge; dials counts the connections it opened. It keeps to the
+// server's MAX_CONCURRENT_STREAMS on its one connection: without
+// StrictMaxConcurrentRequests it dials a second one whenever a stream of an
+// earlier request is still counted (a 413'd upload's body writer ending)
+// when 100 more start.
 func h2cClient(t *testing.T, dials *atomic.Int32) *http.Client {
 	var p http.Protocols
 	p.SetUnencryptedHTTP2(true)
 	d := &net.Dialer{}
 	tr := &http.Transport{
 		Protocols: &p,
+		HTTP2:     &http.HTTP2Config{StrictMaxConcurrentRequests: true},
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			dials.Add(1)
 			return d.DialContext(ctx, network, addr)
