@@ -143,7 +143,8 @@ type session struct {
 	idleFn func()
 
 	// In the pool's queue for a slot (max_conns): its place, its
-	// queue_timeout, and the client's first bytes read meanwhile.
+	// queue_timeout, and the client's first bytes read meanwhile (a copy
+	// off the loop's receive ring: OnData).
 	w    waiter
 	qt   engine.Timer
 	qtFn func()
@@ -516,13 +517,20 @@ func (h *handler) OnData(c *engine.Conn, b engine.Buffer) bool {
 	}
 	if c == s.client && !s.upOpen {
 		// Read while it waits in the queue: held until its upstream
-		// connects (one buffer: its reading stops here).
+		// connects (one buffer: its reading stops here), off the loop's
+		// receive ring (engine.Buffer.Unring: a copy). The ring is shared
+		// by every connection of the loop and a buffer kept for as long
+		// as the client waits (queue_timeout, then connect_timeout) is
+		// not bounded by MaxQueuedReadBuffers: clients queued behind a
+		// slow server would take every buffer from the loop's other
+		// connections (TestTCPQueuedRingHold). What it sends after is
+		// the engine's to hold (reading paused), bounded as such.
 		if s.hasP {
 			b.Release() // (cannot happen: paused after the first)
 			c.Reset()
 			return true
 		}
-		s.pend, s.hasP = b, true
+		s.pend, s.hasP = b.Unring(), true
 		c.PauseRead()
 		return true
 	}
