@@ -18,11 +18,11 @@ import (
 // (from the loop's idle pool or dialed), reads the response head, sends a
 // rewritten head and the body back, and then reads the next request. One
 // request is in flight per client: the client is not read while its
-// response is outstanding (pipelined requests wait, in the kernel or in the
-// one buffer the session holds). Body bytes are passed on as received
-// buffers (zero copy) where a whole buffer, or a buffer's tail, is body;
-// only a body that ends inside a buffer (another message follows) and the
-// heads are copied.
+// response is outstanding (pipelined requests wait, in the kernel or in
+// the one buffer the session holds, copied off the loop's receive ring:
+// unring). Body bytes are passed on as received buffers (zero copy) where
+// a whole buffer, or a buffer's tail, is body; only a body that ends
+// inside a buffer (another message follows) and the heads are copied.
 
 // Phases of an hsession.
 const (
@@ -457,6 +457,9 @@ func (s *hsession) feedHead(b engine.Buffer, off int) {
 			b.Release()
 		}
 		s.acquire()
+		if s.reqDone {
+			s.unring() // (a request without a body: what followed its head waits for its response)
+		}
 		return
 	}
 }
@@ -935,14 +938,17 @@ func (s *hsession) upOpened(c *engine.Conn) {
 
 // unring takes what pend holds off the loop's receive ring
 // (engine.Buffer.Unring: a copy) for a request that waits (in its
-// pool's queue, for its connection or stream, for a window): the ring is
-// shared by every connection of the loop, and without it each such
-// request kept the buffer its head and body came in, so that clients
-// queued behind a slow server took every buffer from the loop's other
-// connections (TestHTTPQueuedRingHold). The client is not read while
-// pend is held: one buffer's worth a request. A pend a body kept for a
-// retry shares stays (retry.go bounds those). The request that goes on
-// at once sends from the buffer without a copy. Loop goroutine.
+// pool's queue, for its connection or stream, for a window), and for
+// the requests a client pipelined behind one that went whole, which wait
+// for its response (nextHead): the ring is shared by every connection
+// of the loop, and without it each such request kept the buffer its
+// head and body came in, so that clients queued behind a slow server,
+// or pipelining to one, took every buffer from the loop's other
+// connections (TestHTTPQueuedRingHold, TestHTTPPipelinedRingHold). The
+// client is not read while pend is held: one buffer's worth a request.
+// A pend a body kept for a retry shares stays (retry.go bounds those).
+// The request that goes on at once sends from the buffer without a
+// copy. Loop goroutine.
 func (s *hsession) unring() {
 	if !s.hasP {
 		return
@@ -1039,6 +1045,7 @@ func (s *hsession) forwardBody(b engine.Buffer, off int) {
 	}
 	if done {
 		s.reqDone = true
+		s.unring() // (what followed the body waits for the response)
 	}
 	if err != nil {
 		s.upFailed(err)
