@@ -397,11 +397,11 @@ func (unavailableApp) OnData(s *h2.Server, id uint32, p []byte, end bool) {
 }
 
 // TestRetryH2UpCapPool: maxPoolKept bounds the copies of all the
-// requests of a pool on a loop, not each one's: while a PUT's body is
-// kept (its server holds it before any response), one whose own body is
-// within the bound but which would take the pool's past it is not sent
-// again (the 503 passes); the gauge shows the bytes kept meanwhile, for
-// an HTTP/1.1 and an HTTP/2 client's requests.
+// requests of a loop, over its pools, not each one's: while a PUT's body
+// is kept (its server holds it before any response), one to another
+// pool whose own body is within the bound but which would take the
+// loop's past it is not sent again (the 503 passes); the gauge shows the
+// bytes kept meanwhile, for an HTTP/1.1 and an HTTP/2 client's requests.
 func TestRetryH2UpCapPool(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		var badN, held atomic.Int64
@@ -416,6 +416,8 @@ func TestRetryH2UpCapPool(t *testing.T) {
 			fmt.Fprintf(w, "ok %s %s", r.Method, sum(body))
 		}), nil).addr
 		cfg := h2cPoolConfig(b, bad, good)
+		cfg.Pools = append(cfg.Pools, PoolConfig{Name: "other", Protocol: ProtocolH2C, Servers: Servers(bad, good)})
+		cfg.Listeners[0].Routes = []RouteConfig{{PathPrefix: "/other/", Pool: "other"}}
 		cfg.Listeners[0].Retry = &RetryConfig{On: []string{"503"}, Buffer: new(int64(MaxRetryBuffer))}
 		p := startProxy(t, cfg)
 		cs, base := h2RetryClients(t, p)
@@ -441,7 +443,7 @@ func TestRetryH2UpCapPool(t *testing.T) {
 			hit := false
 			for range 2 {
 				before := badN.Load()
-				st, got, err := tryReq(cs[kind], mustReq(t, "PUT", base+"/", bytes.NewReader(second)))
+				st, got, err := tryReq(cs[kind], mustReq(t, "PUT", base+"/other/", bytes.NewReader(second)))
 				switch {
 				case err != nil:
 					t.Fatalf("%s: the second PUT: %v", kind, err)
@@ -462,8 +464,11 @@ func TestRetryH2UpCapPool(t *testing.T) {
 				t.Errorf("%s: the held PUT: %d %q %v", kind, r.st, r.body, r.err)
 			}
 		}
-		if got := scrape(t, p)[`spindle_proxy_pool_retry_buffered_bytes{pool="app"}`]; got != 0 {
-			t.Errorf("retry_buffered_bytes %v after the requests, want 0", got)
+		m := scrape(t, p)
+		for _, pool := range []string{"app", "other"} {
+			if got := m[`spindle_proxy_pool_retry_buffered_bytes{pool="`+pool+`"}`]; got != 0 {
+				t.Errorf("pool %s: retry_buffered_bytes %v after the requests, want 0", pool, got)
+			}
 		}
 	})
 }
