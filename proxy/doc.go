@@ -764,15 +764,16 @@
 // the server by a copy while kept, and without one again once a response
 // head decided or the body passed buffer), and given back at the
 // response head, or at the exchange's end; 16 buffers a request and 128
-// a pool's loop at most (the loop's receive ring is every connection's,
-// and a body trickled in small reads would hold a buffer for each few
-// bytes: past either the request is not retried); an HTTP/2 client's DATA comes
+// a loop, over all its pools, at most (a quarter of the loop's 512-buffer
+// receive ring, which is every connection's, and a body trickled in
+// small reads would hold a buffer for each few bytes: past either the
+// request is not retried); an HTTP/2 client's DATA comes
 // as slices of its connection's buffer, so its stream keeps a copy
 // (within buffer, its capacity kept for the connection's next streams),
 // as does an HTTP/1.1 client's request to an h2c pool (below). The
-// copies of a pool's requests on a loop hold 2 MiB at most together
-// (what 128 of the engine's 16 KiB receive buffers hold, as the bound on
-// the buffers): a request whose copy would pass it lets go of it, and is
+// copies of a loop's requests, over all its pools, hold 2 MiB at most
+// together (what 128 of the engine's 16 KiB receive buffers hold, as the
+// bound on the buffers): a request whose copy would pass it lets go of it, and is
 // not retried once sent.
 // spindle_proxy_pool_retry_buffered_bytes is what is held now. Nothing is
 // retried once any byte of a response went to the client: an interim 1xx

@@ -78,7 +78,7 @@ func newPoolShared(p *Proxy) *poolShared {
 	sh := &poolShared{}
 	sh.q.p = p
 	sh.q.qs = make([]waitQueue, len(p.loops))
-	sh.retry = make([]retryLoop, len(p.loops))
+	sh.retry = newRetryLoops(p)
 	for k := range sh.q.qs {
 		q := &sh.q.qs[k]
 		q.id = k

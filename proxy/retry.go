@@ -68,23 +68,32 @@ const (
 	RetryBudgetFloor = 3
 )
 
-// maxHeldBufs and maxPoolHeldBufs bound the received buffers an
-// HTTP/1.1 request, and all those of a pool on a loop, keep for retries:
-// the loop's receive ring (512 buffers by default) is every
-// connection's, and a body trickled in small reads would otherwise hold
-// a buffer for each few bytes. Past either the request is not retried
-// once sent.
+// maxHeldBufs and maxLoopHeldBufs bound the received buffers an
+// HTTP/1.1 request, and all those of a loop over its pools, keep for
+// retries: the loop's receive ring is every connection's, and a body
+// trickled in small reads would otherwise hold a buffer for each few
+// bytes. Past either the request is not retried once sent. The loop's
+// bound is a quarter of its ring (the engine's default 512 buffers: the
+// proxy leaves engine.Config.ReadBuffers as it is): the engine itself
+// copies off the ring what paused connections and write queues hold
+// past half of it (MaxQueuedReadBuffers), so that with retries' quarter
+// a quarter is left for the loop to receive with, whatever the clients
+// and servers do. A bound per pool grew with the pools: five pools of
+// 128 each took the ring, and the loop read nothing more
+// (TestRetryHeldBuffersLoop).
 const (
 	maxHeldBufs     = 16
-	maxPoolHeldBufs = 128
+	maxLoopHeldBufs = 512 / 4
 )
 
-// maxPoolKept bounds the request body bytes the copies kept for retries
+// maxLoopKept bounds the request body bytes the copies kept for retries
 // (retryState.kept: an HTTP/2 client's, or a request's to an h2c pool)
-// hold, of all the requests of a pool on a loop: what maxPoolHeldBufs
-// of the engine's default receive buffers (16 KiB) hold. Past it a
+// hold, of all the requests of a loop over its pools: what
+// maxLoopHeldBufs of the engine's default receive buffers (16 KiB) hold,
+// so that the copies' memory, off the ring, is bounded per loop as the
+// received buffers are, not per pool (TestRetryH2UpCapLoop). Past it a
 // request is not retried once sent.
-const maxPoolKept = maxPoolHeldBufs * 16 << 10
+const maxLoopKept = maxLoopHeldBufs * 16 << 10
 
 // setDefaults fills in r's defaults; nil is none. Any goroutine.
 func (r *RetryConfig) setDefaults() {
@@ -268,12 +277,30 @@ var retryReasonNames = [retryReasons]string{"reset", "status", "response_timeout
 // that loop only.
 type retryLoop struct {
 	retries  [retryReasons]counter
-	exceeded counter // retries the budget refused
-	inFlight gauge   // requests retried whose exchange has not ended
-	buffered gauge   // request body bytes held for retries
-	bufs     gauge   // received buffers held for retries (HTTP/1.1 clients)
-	kept     gauge   // of buffered, the bytes of copies (maxPoolKept)
-	_        [56]byte
+	exceeded counter    // retries the budget refused
+	inFlight gauge      // requests retried whose exchange has not ended
+	buffered gauge      // request body bytes held for retries
+	held     *retryHold // the loop's, over all its pools
+	_        [64]byte
+}
+
+// retryHold is what one loop's requests keep for retries, over all the
+// pools (Proxy.retryHeld; each pool's retryLoop of the loop points to
+// it). Written by that loop only; a cache line of its own.
+type retryHold struct {
+	bufs gauge // received buffers held (HTTP/1.1 clients): maxLoopHeldBufs
+	kept gauge // request body bytes of the copies kept: maxLoopKept
+	_    [48]byte
+}
+
+// newRetryLoops returns a pool's per-loop retry state for p's loops
+// (newPoolShared).
+func newRetryLoops(p *Proxy) []retryLoop {
+	rls := make([]retryLoop, len(p.loops))
+	for k := range rls {
+		rls[k].held = &p.retryHeld[k]
+	}
+	return rls
 }
 
 // retryLoops returns pl's per-loop retry state, made with its shared
@@ -353,13 +380,13 @@ func (rs *retryState) startH1To(rp *retryPolicy, r *h1.Request, toH2C bool) {
 
 // keepBody holds b[off:off+n], body bytes just sent, for a retry: while
 // the body held stays within the buffer (and the buffers within
-// maxHeldBufs and maxPoolHeldBufs); past it everything held is let go of
+// maxHeldBufs and maxLoopHeldBufs); past it everything held is let go of
 // (b too unless shared) and the request is not retried any more once
 // sent. Loop goroutine.
 func (s *hsession) keepBody(b engine.Buffer, off, n int, shared bool) {
 	rs := &s.rt
 	rl := s.ls.retryLoop(s.pool)
-	if rs.heldN+int64(n) > rs.pol.buffer || len(rs.held) >= maxHeldBufs || rl.bufs.load() >= maxPoolHeldBufs || n == 0 {
+	if rs.heldN+int64(n) > rs.pol.buffer || len(rs.held) >= maxHeldBufs || rl.held.bufs.load() >= maxLoopHeldBufs || n == 0 {
 		if n > 0 {
 			s.releaseHeld()
 			rs.hold = false
@@ -372,7 +399,7 @@ func (s *hsession) keepBody(b engine.Buffer, off, n int, shared bool) {
 	rs.held = append(rs.held, heldBuf{b, off, n, shared})
 	rs.heldN += int64(n)
 	rl.buffered.add(int64(n))
-	rl.bufs.inc()
+	rl.held.bufs.inc()
 }
 
 // releaseHeld lets go of the body held for a retry. Loop goroutine.
@@ -387,7 +414,7 @@ func (s *hsession) releaseHeld() {
 	if len(rs.held) > 0 {
 		rl := s.ls.retryLoop(s.pool)
 		rl.buffered.add(-rs.heldN)
-		rl.bufs.add(-int64(len(rs.held)))
+		rl.held.bufs.add(-int64(len(rs.held)))
 		rs.held, rs.heldN = rs.held[:0], 0
 	}
 }
@@ -553,15 +580,15 @@ func (rs *retryState) retryFailed(r retrier, ls *loopState, pl *pool, reason int
 // keepCopy keeps a copy of request body bytes p for a retry, counted in
 // rl (the request's pool's, on its loop), and reports whether it did:
 // not where the body kept would pass the policy's buffer, nor the copies
-// of the pool's requests on the loop maxPoolKept. Loop goroutine.
+// of the loop's requests (over its pools) maxLoopKept. Loop goroutine.
 func (rs *retryState) keepCopy(rl *retryLoop, p []byte) bool {
 	n := int64(len(p))
-	if int64(len(rs.kept))+n > rs.pol.buffer || rl.kept.load()+n > maxPoolKept {
+	if int64(len(rs.kept))+n > rs.pol.buffer || rl.held.kept.load()+n > maxLoopKept {
 		return false
 	}
 	rs.kept = append(rs.kept, p...)
 	rl.buffered.add(n)
-	rl.kept.add(n)
+	rl.held.kept.add(n)
 	return true
 }
 
@@ -570,7 +597,7 @@ func (rs *retryState) keepCopy(rl *retryLoop, p []byte) bool {
 func (rs *retryState) dropKept(rl *retryLoop) {
 	if n := int64(len(rs.kept)); n > 0 {
 		rl.buffered.add(-n)
-		rl.kept.add(-n)
+		rl.held.kept.add(-n)
 	}
 	rs.kept = emptied(rs.kept)
 }
@@ -785,12 +812,12 @@ func writeRetries(bw *bufio.Writer, pools []*pool, family func(name, typ, help s
 // HTTP/2 clients' streams (h2.go). internal/h2 hands a stream's DATA as
 // slices of its connection's buffer, not as buffers of their own: the
 // body kept for a retry is a copy (retryState.kept), within retry.buffer
-// and maxPoolKept, kept by the stream (and its successors on the
+// and maxLoopKept, kept by the stream (and its successors on the
 // connection) for the next.
 
 // keepBody keeps a copy of request body bytes p (framed for an HTTP/1.1
 // pool), sent or to be sent, for a retry: while the body kept stays
-// within the buffer and the pool's copies within maxPoolKept; past
+// within the buffer and the loop's copies within maxLoopKept; past
 // either what was kept goes and the request is not retried once sent.
 // Loop goroutine.
 func (st *h2stream) keepBody(p []byte) {
@@ -897,7 +924,7 @@ func (st *h2stream) retryAgain() {
 
 // Retries to h2c pools (h2up_h1.go, h2up_stream.go). The request body is
 // kept as a copy (retryState.kept), bounded by retry.buffer and, for all
-// the requests of the pool on the loop, by maxPoolKept; an HTTP/2
+// the requests of the loop, by maxLoopKept; an HTTP/2
 // client's as it comes, an HTTP/1.1 client's as it is sent (its data, a
 // chunked body's framing left out). A stream the server did not process
 // (h2.ResetUnprocessed) with no body byte sent is sent again whatever
@@ -930,7 +957,7 @@ func (x *h1up) again() {
 }
 
 // keep keeps body data p, just sent, for a retry: past the buffer (or
-// maxPoolKept) what was kept goes and the request is not retried once
+// maxLoopKept) what was kept goes and the request is not retried once
 // sent. Loop goroutine.
 func (x *h1up) keep(p []byte) {
 	s := x.s

@@ -324,12 +324,12 @@ func TestRetryH2UpAfterResponse(t *testing.T) {
 
 // TestRetryH2UpCap: the copies of request bodies kept for retries (an
 // HTTP/2 client's, to an HTTP/1.1 or an h2c pool; an HTTP/1.1 client's to
-// an h2c pool) hold maxPoolKept bytes at most per pool and loop, whatever
+// an h2c pool) hold maxLoopKept bytes at most per pool and loop, whatever
 // retry.buffer allows: a PUT whose body passes it is not sent again (the
 // 503 passes), one of half of it is; nothing is held after.
 func TestRetryH2UpCap(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
-		small, big := randomBytes(9, maxPoolKept/2), randomBytes(10, maxPoolKept+4096)
+		small, big := randomBytes(9, maxLoopKept/2), randomBytes(10, maxLoopKept+4096)
 		for _, pool := range []string{"http1", ProtocolH2C} {
 			var ru *retryUpstreams
 			var cfg *Config
@@ -357,12 +357,12 @@ func TestRetryH2UpCap(t *testing.T) {
 						switch {
 						case err != nil:
 							t.Fatalf("%s pool, %s PUT of %d: %v", pool, kind, len(body), err)
-						case !toBad || len(body) < maxPoolKept:
+						case !toBad || len(body) < maxLoopKept:
 							if want := "ok PUT " + sum(body); st != 200 || got != want {
 								t.Errorf("%s pool, %s PUT of %d (to the 503 server first: %v): %d %q, want 200 %q", pool, kind, len(body), toBad, st, got, want)
 							}
 						case st != 503:
-							t.Errorf("%s pool, %s PUT of %d, past maxPoolKept %d, to the 503 server: %d, want its 503", pool, kind, len(body), maxPoolKept, st)
+							t.Errorf("%s pool, %s PUT of %d, past maxLoopKept %d, to the 503 server: %d, want its 503", pool, kind, len(body), maxLoopKept, st)
 						}
 					}
 					if !hit {
@@ -396,13 +396,13 @@ func (unavailableApp) OnData(s *h2.Server, id uint32, p []byte, end bool) {
 	}
 }
 
-// TestRetryH2UpCapPool: maxPoolKept bounds the copies of all the
+// TestRetryH2UpCapLoop: maxLoopKept bounds the copies of all the
 // requests of a loop, over its pools, not each one's: while a PUT's body
 // is kept (its server holds it before any response), one to another
 // pool whose own body is within the bound but which would take the
 // loop's past it is not sent again (the 503 passes); the gauge shows the
 // bytes kept meanwhile, for an HTTP/1.1 and an HTTP/2 client's requests.
-func TestRetryH2UpCapPool(t *testing.T) {
+func TestRetryH2UpCapLoop(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		var badN, held atomic.Int64
 		release := make(chan struct{})
@@ -421,7 +421,7 @@ func TestRetryH2UpCapPool(t *testing.T) {
 		cfg.Listeners[0].Retry = &RetryConfig{On: []string{"503"}, Buffer: new(int64(MaxRetryBuffer))}
 		p := startProxy(t, cfg)
 		cs, base := h2RetryClients(t, p)
-		first, second := randomBytes(11, maxPoolKept*3/4), randomBytes(12, maxPoolKept/2)
+		first, second := randomBytes(11, maxLoopKept*3/4), randomBytes(12, maxLoopKept/2)
 		for _, kind := range []string{"HTTP/1.1", "HTTP/2"} {
 			h0 := held.Load()
 			type result struct {
@@ -450,7 +450,7 @@ func TestRetryH2UpCapPool(t *testing.T) {
 				case badN.Load() > before:
 					hit = true
 					if st != 503 {
-						t.Errorf("%s: the second PUT to the 503 server, past maxPoolKept %d with the first's: %d %q, want its 503", kind, maxPoolKept, st, got)
+						t.Errorf("%s: the second PUT to the 503 server, past maxLoopKept %d with the first's: %d %q, want its 503", kind, maxLoopKept, st, got)
 					}
 				case st != 200 || got != "ok PUT "+sum(second):
 					t.Errorf("%s: the second PUT to the good server: %d %q", kind, st, got)

@@ -174,7 +174,8 @@ func retryQueued(t *testing.T, b engine.Backend, h2 bool) {
 }
 
 // retryHeld sums pool's retries in flight and body bytes held over the
-// loops (read racily, as /metrics does).
+// loops, and the received buffers held for retries on those loops, over
+// all the pools (read racily, as /metrics does).
 func retryHeld(p *Proxy, pool string) (inFlight, buffered, bufs int64) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
@@ -186,7 +187,7 @@ func retryHeld(p *Proxy, pool string) (inFlight, buffered, bufs int64) {
 			rl := &pl.shared.retry[k]
 			inFlight += rl.inFlight.load()
 			buffered += rl.buffered.load()
-			bufs += rl.bufs.load()
+			bufs += rl.held.bufs.load()
 		}
 	}
 	return

@@ -73,8 +73,8 @@ func TestRetryHeldBuffersLoop(t *testing.T) {
 				})
 				return n == len(cs)
 			})
-			if n := loopHeldBufs(p); n > maxPoolHeldBufs {
-				t.Fatalf("piece %d: %d buffers held for retries on the loop, want %d at most", k, n, maxPoolHeldBufs)
+			if n := loopHeldBufs(p); n > maxLoopHeldBufs {
+				t.Fatalf("piece %d: %d buffers held for retries on the loop, want %d at most", k, n, maxLoopHeldBufs)
 			}
 		}
 		newClientGet(t, p, "/new/x", "other", fmt.Sprintf("beside %d bodies kept for retries", len(cs)))
@@ -93,15 +93,11 @@ func TestRetryHeldBuffersLoop(t *testing.T) {
 }
 
 // loopHeldBufs sums the received buffers held for retries over p's
-// pools and loops (read racily, as /metrics does).
+// loops (read racily, as /metrics does).
 func loopHeldBufs(p *Proxy) int64 {
-	p.mu.RLock()
-	defer p.mu.RUnlock()
 	var n int64
-	for _, pl := range p.pools {
-		for k := range pl.shared.retry {
-			n += pl.shared.retry[k].bufs.load()
-		}
+	for k := range p.retryHeld {
+		n += p.retryHeld[k].bufs.load()
 	}
 	return n
 }
