@@ -45,6 +45,10 @@ type State struct {
 	Applied time.Time `json:"applied"`
 	// Root is the Target root the plan was applied under.
 	Root string `json:"root"`
+	// BootID is the kernel's boot id (/proc/sys/kernel/random/boot_id
+	// under Root) when Apply ran, "" where it could not be read: Revert
+	// refuses a state from another boot.
+	BootID string `json:"boot_id,omitempty"`
 	// Plan is the applied plan.
 	Plan *Plan `json:"plan"`
 	// Before holds, per write, the exact value found just before writing.
@@ -258,7 +262,7 @@ func Apply(p *Plan, t Target, statePath string) (*State, error) {
 	if err := checkCPUs(p, t); err != nil {
 		return nil, err
 	}
-	st := &State{Version: 1, Applied: time.Now().UTC(), Root: t.Root, Plan: p}
+	st := &State{Version: 1, Applied: time.Now().UTC(), Root: t.Root, BootID: t.bootID(), Plan: p}
 	for i, w := range p.Writes {
 		cur, err := t.read(w)
 		if gone(err) {
@@ -299,6 +303,19 @@ func Apply(p *Plan, t Target, statePath string) (*State, error) {
 		}
 	}
 	return st, nil
+}
+
+// bootIDPath is the kernel's random id of the running boot.
+const bootIDPath = "/proc/sys/kernel/random/boot_id"
+
+// bootID returns the boot id under the target, "" when it cannot be read
+// (a captured tree without it).
+func (t Target) bootID() string {
+	b, err := os.ReadFile(filepath.Join(t.Root, bootIDPath))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // gone reports whether err means the write's target no longer exists: a
@@ -499,10 +516,19 @@ func validateSaved(w Write, v string) error {
 // was gone. Otherwise the error lists each value that could not be
 // restored and why, and the state file is kept for another try. gone
 // counts the targets that no longer exist.
+//
+// A state saved in another boot than the target's (both boot ids known)
+// is refused as stale, with nothing written and the file kept: the reboot
+// reset every value the plan wrote, and IRQ numbers and NAPI ids may name
+// other devices now, so the saved values would only overwrite what the new
+// boot set.
 func Revert(statePath string, t Target) (notes []string, gone int, err error) {
 	st, err := LoadState(statePath)
 	if err != nil {
 		return nil, 0, err
+	}
+	if now := t.bootID(); st.BootID != "" && now != "" && now != st.BootID {
+		return nil, 0, fmt.Errorf("%w: %s was saved in another boot (boot id %s, now %s): the reboot reset what the plan wrote, and IRQ numbers and NAPI ids may name other devices now; nothing restored (remove the file to apply a plan again)", ErrStale, statePath, st.BootID, now)
 	}
 	for i, w := range st.Plan.Writes {
 		cur, err := t.read(w)

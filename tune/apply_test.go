@@ -948,3 +948,87 @@ func kernelMask(set topo.CPUSet, nrCPUs int) string {
 	}
 	return b.String()
 }
+
+// TestRevertAfterReboot: a state file kept across a reboot (a --state on
+// persistent storage) describes a host that is gone: the reboot reset
+// every value the plan wrote, and IRQ numbers and NAPI ids may name other
+// devices now. Revert wrote the saved values over whatever the new boot
+// set (the kernel's defaults, a sysctl.conf, another device's IRQ) and
+// moved the state aside as if it had restored the host. It must refuse,
+// as stale, writing nothing and keeping the state file; a state from the
+// same boot, or one saved without a boot id, reverts as before.
+func TestRevertAfterReboot(t *testing.T) {
+	const bootID = "/proc/sys/kernel/random/boot_id"
+	setBoot := func(t *testing.T, root, id string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Join(root, path.Dir(bootID)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, bootID), []byte(id+"\n"), 0o444); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply := func(t *testing.T) (root, state string, before map[string]string) {
+		t.Helper()
+		root = copyTree(t, fxVM)
+		setBoot(t, root, "6f1f4a8e-0b7e-4c51-9d0a-2f0c6f3c1a11")
+		p, err := MakePlan(loadHost(t, root), PlanConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before = treeBytes(t, root)
+		state = filepath.Join(t.TempDir(), "state.json")
+		if _, err := Apply(p, Target{Root: root}, state); err != nil {
+			t.Fatal(err)
+		}
+		return root, state, before
+	}
+	t.Run("rebooted", func(t *testing.T) {
+		root, state, _ := apply(t)
+		setBoot(t, root, "0c5e2d7b-3a94-4f0e-8e61-7d2b9a4c5f22")
+		after := treeBytes(t, root)
+		notes, _, err := Revert(state, Target{Root: root})
+		if !errors.Is(err, ErrStale) || !strings.Contains(err.Error(), "boot") {
+			t.Errorf("Revert after a reboot: %v (notes %q), want ErrStale naming the boot", err, notes)
+		}
+		if d := diffTrees(after, treeBytes(t, root)); len(d) > 0 {
+			t.Errorf("Revert after a reboot wrote:\n%s", strings.Join(d, "\n"))
+		}
+		if _, err := os.Stat(state); err != nil {
+			t.Errorf("state file not kept: %v", err)
+		}
+	})
+	t.Run("same boot", func(t *testing.T) {
+		root, state, before := apply(t)
+		if _, _, err := Revert(state, Target{Root: root}); err != nil {
+			t.Fatal(err)
+		}
+		if d := diffTrees(before, treeBytes(t, root)); len(d) > 0 {
+			t.Errorf("tree differs after revert:\n%s", strings.Join(d, "\n"))
+		}
+	})
+	t.Run("state without boot id", func(t *testing.T) {
+		root, state, before := apply(t)
+		st, err := LoadState(state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.BootID = "" // as saved before the boot id was recorded
+		if err := os.Remove(state); err != nil {
+			t.Fatal(err)
+		}
+		if err := saveState(state, st); err != nil {
+			t.Fatal(err)
+		}
+		setBoot(t, root, "0c5e2d7b-3a94-4f0e-8e61-7d2b9a4c5f22")
+		delete(before, filepath.Join(root, bootID))
+		if _, _, err := Revert(state, Target{Root: root}); err != nil {
+			t.Fatal(err)
+		}
+		after := treeBytes(t, root)
+		delete(after, filepath.Join(root, bootID))
+		if d := diffTrees(before, after); len(d) > 0 {
+			t.Errorf("tree differs after revert:\n%s", strings.Join(d, "\n"))
+		}
+	})
+}
