@@ -20,12 +20,18 @@ func ReadHost(root string) (*topo.Host, error) {
 	return topo.ReadFixture(root)
 }
 
-// OpenTarget returns the Target for root. For the live host ("/") it dials
-// netlink for coalescing writes; if that fails the Target has no netlink
-// and such writes fail with a clear error. Call close when done.
+// OpenTarget returns the Target for root. A captured tree's root is made
+// absolute, since Apply saves it for Revert, which may run from another
+// working directory. For the live host ("/") it dials netlink for
+// coalescing writes; if that fails the Target has no netlink and such
+// writes fail with a clear error. Call close when done.
 func OpenTarget(root string) (t Target, close func(), err error) {
 	if !IsLive(root) {
-		return Target{Root: filepath.Clean(root)}, func() {}, nil
+		abs, err := filepath.Abs(root)
+		if err != nil {
+			return Target{}, nil, err
+		}
+		return Target{Root: abs}, func() {}, nil
 	}
 	t = Target{Root: "/"}
 	nc, err := topo.DialNetlink()

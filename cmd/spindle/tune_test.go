@@ -342,3 +342,39 @@ func TestTuneApplyEmptyPlanJSON(t *testing.T) {
 		t.Errorf("tune apply --json of an empty plan printed %q (%v)", out, err)
 	}
 }
+
+// TestTuneRevertRelativeRoot applies a plan to a captured tree named by a
+// relative --root, then reverts from another working directory, as a
+// later shell would: the state saved the root as given, so revert looked
+// for the tree under the new directory, found every target gone, restored
+// nothing and moved the state aside as done. The saved root is absolute.
+func TestTuneRevertRelativeRoot(t *testing.T) {
+	fixture, err := filepath.Abs(tuneFixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	if out, err := exec.Command("cp", "-a", fixture, filepath.Join(work, "host")).CombinedOutput(); err != nil {
+		t.Skipf("cp -a: %v %s", err, out)
+	}
+	before := readTree(t, filepath.Join(work, "host"))
+	state := filepath.Join(t.TempDir(), "state.json")
+	t.Chdir(work)
+	if out, err := tuneRun(t, "plan", "--root", "host", "--apply", "--state", state); err != nil || !strings.Contains(out, "applied") {
+		t.Fatalf("plan --apply: %v\n%s", err, out)
+	}
+	t.Chdir(t.TempDir())
+	out, err := tuneRun(t, "revert", "--state", state)
+	if err != nil {
+		t.Fatalf("revert: %v\n%s", err, out)
+	}
+	if strings.Contains(out, "gone") {
+		t.Errorf("revert from another directory:\n%s", out)
+	}
+	after := readTree(t, filepath.Join(work, "host"))
+	for k, v := range before {
+		if after[k] != v {
+			t.Errorf("%s: %q after revert, was %q", k, after[k], v)
+		}
+	}
+}
