@@ -408,14 +408,16 @@ func offlineDropped(t Target, w Write, want, got string) (note string, ok bool) 
 // then hard-linked to statePath (link fails if statePath exists, as an
 // O_EXCL create would; renamed where the file system has no hard links),
 // so a reader such as the engine's tunestate.LoopCPUs never sees it empty
-// or cut short.
+// or cut short. Every user may read it (mode 0644, a directory it creates
+// 0755): the engine of a service running as its own user reads the loop
+// CPUs there, and the state shows nothing /proc and /sys do not.
 func saveState(statePath string, st *State) error {
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return err
 	}
 	dir := filepath.Dir(statePath)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	if _, err := os.Lstat(statePath); err == nil {
@@ -426,7 +428,7 @@ func saveState(statePath string, st *State) error {
 		return err
 	}
 	defer os.Remove(f.Name())
-	if err := f.Chmod(0o600); err != nil {
+	if err := f.Chmod(0o644); err != nil {
 		f.Close()
 		return err
 	}

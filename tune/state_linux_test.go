@@ -1,0 +1,66 @@
+//go:build linux
+
+package tune
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/spindlenet/spindle/topo"
+)
+
+// TestStateReadableByService: the engine reads the loop CPUs of an applied
+// plan from the state file (internal/tunestate, the default path
+// /run/spindle/tune-state.json), and a proxy or server usually runs as a
+// user of its own, not root. Apply made the directory 0700 and the file
+// 0600, so such an engine got EACCES and put its loops on every CPU, the
+// plan's loop CPUs ignored. The state holds nothing the host does not show
+// every user in /proc and /sys; it stays writable by its owner only.
+func TestStateReadableByService(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to read the state as another user")
+	}
+	cat, err := exec.LookPath("cat")
+	if err != nil {
+		t.Skip("cat not installed")
+	}
+	// A directory every user may traverse, standing for /.
+	root, err := os.MkdirTemp("", "spindle-state-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(root, "run/spindle/tune-state.json")
+	if err := saveState(state, &State{Version: 1, Root: "/", Plan: &Plan{Policy: Inline, LoopCPUs: topo.NewCPUSet(1, 3)}}); err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(cat, state)
+	cmd.Dir = root
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	got, err := cmd.Output()
+	if err != nil || !bytes.Equal(got, want) {
+		t.Errorf("the state read as uid 65534: %v %s", err, stderr.Bytes())
+	}
+	for _, p := range []string{state, filepath.Dir(state)} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm()&0o022 != 0 {
+			t.Errorf("%s is %v: writable by others", p, fi.Mode().Perm())
+		}
+	}
+}
