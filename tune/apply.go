@@ -90,6 +90,9 @@ func ValidateWrite(w Write) error {
 	default:
 		return refuse("unknown write kind %q", w.Kind)
 	}
+	if w.IRQName != "" && (w.Kind != KindFile || !strings.HasPrefix(w.Path, "/proc/irq/") || !validIRQName(w.IRQName)) {
+		return refuse("%s: IRQ handler name %q for no IRQ, or not one the kernel shows", w.Target(), w.IRQName)
+	}
 	if _, ok, err := parseCPUs(w.Format, w.New); err != nil {
 		return refuse("%s: %v", w.Target(), err)
 	} else if !ok && w.Format != FormatInt {
@@ -149,6 +152,9 @@ func Validate(p *Plan) error {
 func (t Target) read(w Write) (string, error) {
 	switch w.Kind {
 	case KindFile:
+		if err := t.sameIRQ(w); err != nil {
+			return "", err
+		}
 		b, err := os.ReadFile(filepath.Join(t.Root, w.Path))
 		return string(b), err
 	case KindCoalesce:
@@ -181,6 +187,37 @@ func (t Target) read(w Write) (string, error) {
 		return strconv.FormatUint(v, 10), err
 	}
 	return "", refuse("unknown write kind %q", w.Kind)
+}
+
+// sameIRQ checks that the IRQ whose affinity w writes still has w's
+// handler (w.IRQName). The kernel shows each handler of IRQ N as a
+// directory /proc/irq/N/<name>; other handlers and not w's mean the number
+// was freed and given to another device's interrupt since the plan was
+// made: an error wrapping fs.ErrNotExist, as for an IRQ freed. No handler
+// at all (drivers free their IRQs while the interface is down, and the
+// affinity written holds when they request them again) is the same IRQ.
+func (t Target) sameIRQ(w Write) error {
+	if w.IRQName == "" {
+		return nil
+	}
+	ents, err := os.ReadDir(filepath.Join(t.Root, path.Dir(w.Path)))
+	if err != nil {
+		return nil // reading the file itself says what is wrong
+	}
+	var others []string
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		if e.Name() == w.IRQName {
+			return nil
+		}
+		others = append(others, e.Name())
+	}
+	if len(others) == 0 {
+		return nil
+	}
+	return fmt.Errorf("IRQ %s now serves %s, not %s: %w", path.Base(path.Dir(w.Path)), strings.Join(others, ", "), w.IRQName, fs.ErrNotExist)
 }
 
 func (t Target) write(w Write, value string) error {

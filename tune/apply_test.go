@@ -1032,3 +1032,110 @@ func TestRevertAfterReboot(t *testing.T) {
 		}
 	})
 }
+
+// TestIRQNumberReused: an IRQ number freed (a driver unbound, channels
+// changed) can be given to another device's interrupt before the plan is
+// applied or reverted. The kernel shows each handler of IRQ N as a
+// directory /proc/irq/N/<name>. Apply checked only the affinity value, and
+// Revert wrote the saved affinity over the new device's, noting it as
+// "changed since". A plan records the handler's name; Apply refuses the
+// plan as stale and Revert leaves the IRQ alone as gone when N serves
+// another handler, and both go on as before when N has no handler now (an
+// interface that is down: drivers free their IRQs then, and the affinity
+// written still holds when they request them again).
+func TestIRQNumberReused(t *testing.T) {
+	// setup plans for a copy of the vm fixture, with the handler
+	// directories the kernel shows, and returns the first IRQ write.
+	setup := func(t *testing.T) (root string, p *Plan, w Write) {
+		t.Helper()
+		root = copyTree(t, fxVM)
+		h := loadHost(t, root)
+		for _, n := range h.NICs {
+			for _, q := range n.IRQs {
+				if err := os.Mkdir(filepath.Join(root, fmt.Sprintf("proc/irq/%d", q.IRQ), q.Name), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		p, err := MakePlan(h, PlanConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range p.Writes {
+			if strings.HasPrefix(w.Path, "/proc/irq/") {
+				if w.IRQName == "" {
+					t.Fatalf("%s planned without its handler's name", w.Path)
+				}
+				return root, p, w
+			}
+		}
+		t.Fatalf("plan writes no IRQ affinity: %v", targets(p))
+		return
+	}
+	// reuse gives w's IRQ number to another device's handler, with that
+	// device's affinity.
+	reuse := func(t *testing.T, root string, w Write) {
+		t.Helper()
+		dir := filepath.Join(root, path.Dir(w.Path))
+		if err := os.Remove(filepath.Join(dir, w.IRQName)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(filepath.Join(dir, "nvme0q1"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, w.Path), []byte("1\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("before apply", func(t *testing.T) {
+		root, p, w := setup(t)
+		reuse(t, root, w)
+		// The new device's affinity happens to be what the plan found.
+		if err := os.WriteFile(filepath.Join(root, w.Path), []byte(w.Old), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		wantStale(t, p, Target{Root: root})
+	})
+	t.Run("before revert", func(t *testing.T) {
+		root, p, w := setup(t)
+		before := treeBytes(t, root)
+		state := filepath.Join(t.TempDir(), "state.json")
+		if _, err := Apply(p, Target{Root: root}, state); err != nil {
+			t.Fatal(err)
+		}
+		reuse(t, root, w)
+		notes, gone, err := Revert(state, Target{Root: root})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := os.ReadFile(filepath.Join(root, w.Path)); string(got) != "1\n" {
+			t.Errorf("%s, now another device's IRQ, is %q after revert, was %q", w.Path, got, "1\n")
+		}
+		if gone != 1 || !slices.ContainsFunc(notes, func(n string) bool { return strings.Contains(n, w.Path+": gone") && strings.Contains(n, "nvme0q1") }) {
+			t.Errorf("%d gone, notes %q: want %s gone, naming nvme0q1", gone, notes, w.Path)
+		}
+		after := treeBytes(t, root)
+		delete(before, filepath.Join(root, w.Path))
+		delete(after, filepath.Join(root, w.Path))
+		if d := diffTrees(before, after); len(d) > 0 {
+			t.Errorf("the other targets differ after revert:\n%s", strings.Join(d, "\n"))
+		}
+	})
+	t.Run("no handler", func(t *testing.T) {
+		root, p, w := setup(t)
+		before := treeBytes(t, root)
+		state := filepath.Join(t.TempDir(), "state.json")
+		if _, err := Apply(p, Target{Root: root}, state); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(filepath.Join(root, path.Dir(w.Path), w.IRQName)); err != nil {
+			t.Fatal(err)
+		}
+		if _, gone, err := Revert(state, Target{Root: root}); err != nil || gone != 0 {
+			t.Fatalf("Revert: %d gone, %v", gone, err)
+		}
+		if d := diffTrees(before, treeBytes(t, root)); len(d) > 0 {
+			t.Errorf("tree differs after revert:\n%s", strings.Join(d, "\n"))
+		}
+	})
+}

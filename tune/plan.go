@@ -58,6 +58,11 @@ type Write struct {
 	Ifindex int    `json:"ifindex,omitempty"`
 	NAPIID  uint32 `json:"napi_id,omitempty"`
 	Param   string `json:"param,omitempty"`
+	// IRQName is, for the affinity of an IRQ (/proc/irq/N/...), the name
+	// of its handler when planned ("ice-ens1f0-TxRx-3"), so that Apply
+	// and Revert can tell when the number names another device's
+	// interrupt now; "" when not known.
+	IRQName string `json:"irq_name,omitempty"`
 	// Format says how values compare (FormatCPUList, FormatMask,
 	// FormatInt).
 	Format string `json:"format"`
@@ -407,7 +412,8 @@ func groups(cpus topo.CPUSet, n int) []topo.CPUSet {
 	return out
 }
 
-func (p *planner) irq(irq int, cpu int, reason string) error {
+// irq plans n's interrupt irq onto cpu.
+func (p *planner) irq(n *topo.NIC, irq int, cpu int, reason string) error {
 	if irq < 0 {
 		return nil
 	}
@@ -415,7 +421,24 @@ func (p *planner) irq(irq int, cpu int, reason string) error {
 		p.note("IRQ %d is excluded; not planned (%s)", irq, reason)
 		return nil
 	}
-	return p.file(fmt.Sprintf("/proc/irq/%d/smp_affinity_list", irq), FormatCPUList, strconv.Itoa(cpu), reason)
+	path := fmt.Sprintf("/proc/irq/%d/smp_affinity_list", irq)
+	if err := p.file(path, FormatCPUList, strconv.Itoa(cpu), reason); err != nil {
+		return err
+	}
+	q := slices.IndexFunc(n.IRQs, func(q topo.NICIRQ) bool { return q.IRQ == irq })
+	w := slices.IndexFunc(p.plan.Writes, func(w Write) bool { return w.Path == path })
+	if q >= 0 && w >= 0 && validIRQName(n.IRQs[q].Name) {
+		p.plan.Writes[w].IRQName = n.IRQs[q].Name
+	}
+	return nil
+}
+
+// validIRQName reports whether name is one handler's name that the kernel
+// shows as the directory /proc/irq/N/<name> (register_handler_proc): not
+// several handlers of a shared IRQ (joined by ", " in /proc/interrupts),
+// no '/', and shorter than MAX_NAMELEN (128), beyond which it is cut.
+func validIRQName(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.Contains(name, ", ") && !strings.Contains(name, "/") && len(name) < 128
 }
 
 func (p *planner) nic(n *topo.NIC) error {
@@ -466,7 +489,7 @@ func (p *planner) nic(n *topo.NIC) error {
 			} else {
 				why += ", a dedicated softirq CPU"
 			}
-			if err := p.irq(q.IRQ, cpu, why); err != nil {
+			if err := p.irq(n, q.IRQ, cpu, why); err != nil {
 				return err
 			}
 		}
@@ -485,7 +508,7 @@ func (p *planner) nic(n *topo.NIC) error {
 				why += ", a dedicated softirq CPU"
 			}
 		}
-		if err := p.irq(t.IRQ, cpu, why); err != nil {
+		if err := p.irq(n, t.IRQ, cpu, why); err != nil {
 			return err
 		}
 	}

@@ -285,6 +285,12 @@ func TestValidateWrite(t *testing.T) {
 		{Write{Kind: KindNAPI, Iface: "eth0", NAPIID: 257, Param: "irq-suspend-timeout", Format: FormatInt, New: "20000000"}, true},
 		{Write{Kind: KindNAPI, Iface: "eth0", NAPIID: 257, Param: "threaded", Format: FormatInt, New: "1"}, false},
 		{Write{Kind: KindNAPI, Iface: "eth0", NAPIID: 0, Param: "gro-flush-timeout", Format: FormatInt, New: "1"}, false},
+		// An IRQ handler's name belongs to an IRQ's file and is one
+		// /proc/irq/N/<name> directory.
+		{Write{Kind: KindFile, Path: "/proc/irq/38/smp_affinity_list", IRQName: "virtio2-input.0", Format: FormatCPUList, New: "0"}, true},
+		{Write{Kind: KindFile, Path: "/proc/sys/net/core/somaxconn", IRQName: "virtio2-input.0", Format: FormatInt, New: "4096"}, false},
+		{Write{Kind: KindFile, Path: "/proc/irq/38/smp_affinity_list", IRQName: "../../sys", Format: FormatCPUList, New: "0"}, false},
+		{Write{Kind: KindFile, Path: "/proc/irq/9/smp_affinity_list", IRQName: "acpi, i801_smbus", Format: FormatCPUList, New: "0"}, false},
 	}
 	for _, tt := range tests {
 		err := ValidateWrite(tt.w)
