@@ -81,7 +81,7 @@ func TestApplyCoalesceRefusedLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
+	t.Cleanup(func() { nc.Close() })
 	before, err := nc.Coalesce(nic.Ifindex)
 	if err != nil {
 		t.Fatal(err)
@@ -90,6 +90,16 @@ func TestApplyCoalesceRefusedLive(t *testing.T) {
 	if !ok || cur != 0 {
 		t.Skipf("%s rx-usecs is %d (present %v); the driver refuses only a change from 0", nic.Name, cur, ok)
 	}
+	// Should the driver take a write after all (features misread), the
+	// test fails and the host's rx-usecs is put back, whatever step
+	// failed.
+	t.Cleanup(func() {
+		if now, err := nc.Coalesce(nic.Ifindex); err == nil && now["rx-usecs"] != cur {
+			if err := nc.SetCoalesce(nic.Ifindex, map[string]uint32{"rx-usecs": cur}); err != nil {
+				t.Errorf("%s rx-usecs left at %d: %v", nic.Name, now["rx-usecs"], err)
+			}
+		}
+	})
 
 	// Directly: the kernel answers the encoded request with EOPNOTSUPP.
 	err = nc.SetCoalesce(nic.Ifindex, map[string]uint32{"rx-usecs": 8})
