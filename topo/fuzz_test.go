@@ -16,6 +16,19 @@ func seed(f *testing.F, paths ...string) {
 
 func FuzzParseInterrupts(f *testing.F) {
 	seed(f, "testdata/vm/proc/interrupts", "testdata/smt-isol/proc/interrupts")
+	// arm64 (GICv3, ITS MSIs, named IPI rows, Err), and x86 with CPU 1
+	// offline (no column) and a shared IRQ of two handlers.
+	f.Add([]byte("           CPU0       CPU1       CPU2       CPU3       \n" +
+		" 11:     123456     234567     345678     456789     GICv3  27 Level     arch_timer\n" +
+		" 45:       1234          0          0          0   ITS-MSI 524288 Edge      eth0-TxRx-0\n" +
+		"IPI0:      1000       2000       3000       4000       Rescheduling interrupts\n" +
+		"IPI3:         0          0          0          0       CPU stop (for crash dump) interrupts\n" +
+		"Err:          0\n"))
+	f.Add([]byte("           CPU0       CPU2       CPU3       \n" +
+		"  9:          0          4          0   IO-APIC   9-fasteoi   acpi, i801_smbus\n" +
+		" 61:    1000000          0          0  IR-PCI-MSIX-0000:01:00.0   1-edge      mlx5_comp0@pci:0000:01:00.0\n" +
+		"NMI:          0          0          0   Non-maskable interrupts\n" +
+		"ERR:          0\nMIS:          0\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		in, err := ParseInterrupts(b)
 		if err != nil {
@@ -69,6 +82,9 @@ func FuzzParseSoftnet(f *testing.F) {
 	seed(f, "testdata/vm/proc/net/softnet_stat", "testdata/smt-isol/proc/net/softnet_stat")
 	f.Add([]byte("00000100 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000\n" +
 		"00000200 00000010 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000\n"))
+	// Linux 5.10 to 6.6: 13 columns, CPU 1 offline.
+	f.Add([]byte("043bcfe9 00000000 0000000f 00000000 00000000 00000000 00000000 00000000 00000000 0000310a 00000000 00000000 00000000\n" +
+		"02e0475c 00000002 00000005 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000001 00000003 00000002\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		sn, err := ParseSoftnet(b)
 		if err != nil {

@@ -374,6 +374,7 @@ func FuzzLoadState(f *testing.F) {
 	f.Add([]byte(`{"version":1,"root":"/","plan":{"writes":[{"kind":"file","path":"/proc/sys/net/core/somaxconn","format":"int","old":"4096\n","new":"8192","reason":"r"}]},"before":["4096\n"]}`))
 	f.Add([]byte(`{"version":1,"plan":{"writes":[{"kind":"netdev-napi","iface":"eth0","napi_id":257,"param":"irq-suspend-timeout","format":"int","old":"0","new":"20000000","reason":"r"}]},"before":["0"]}`))
 	f.Add([]byte(`{"version":1,"plan":{"writes":[{"kind":"file","path":"/etc/x","format":"int","old":"1","new":"2","reason":"r"}]},"before":["1"]}`))
+	f.Add([]byte(`{"version":1,"root":"/","boot_id":"6f1f4a8e-0b7e-4c51-9d0a-2f0c6f3c1a11","plan":{"writes":[{"kind":"file","path":"/proc/irq/38/smp_affinity_list","irq_name":"virtio2-input.0","format":"cpulist","old":"0-1\n","new":"0","reason":"r"}]},"before":["0-1\n"]}`))
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p := filepath.Join(dir, "state.json")
