@@ -291,7 +291,9 @@ var ErrStale = errors.New("plan is stale")
 // value back. If a write fails, the writes already done are restored in
 // reverse order and the state file is removed; the error says what failed
 // and whether the rollback was complete. A plan without writes saves no
-// state file.
+// state file. While it works it holds the lock of statePath's directory,
+// as Revert does: a run that finds it held is refused at once (ErrRefused),
+// writing nothing.
 func Apply(p *Plan, t Target, statePath string) (*State, error) {
 	if err := Validate(p); err != nil {
 		return nil, err
@@ -300,6 +302,16 @@ func Apply(p *Plan, t Target, statePath string) (*State, error) {
 		return nil, err
 	}
 	st := &State{Version: 1, Applied: time.Now().UTC(), Root: t.Root, BootID: t.bootID(), Plan: p}
+	if len(p.Writes) > 0 {
+		if err := os.MkdirAll(filepath.Dir(statePath), 0o755); err != nil {
+			return nil, err
+		}
+		unlock, err := lockState(statePath)
+		if err != nil {
+			return nil, err
+		}
+		defer unlock()
+	}
 	for i, w := range p.Writes {
 		cur, err := t.read(w)
 		if gone(err) {
@@ -492,6 +504,29 @@ func saveState(statePath string, st *State) error {
 	return nil
 }
 
+// lockState takes the lock of statePath's directory (flock, exclusive),
+// which must exist, so that one Apply or Revert
+// at a time works with the state files there: a revert while an apply
+// writes would restore what was written so far and move the state aside,
+// and the apply would then write the rest with no state left to revert
+// it. Another run holding the lock is refused at once. unlock releases
+// it; the lock also goes with the process.
+func lockState(statePath string) (unlock func(), err error) {
+	dir := filepath.Dir(statePath)
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, refuse("another spindle tune apply or revert is running with a state in %s; try again once it is done", dir)
+		}
+		return nil, fmt.Errorf("lock %s: %w", dir, os.NewSyscallError("flock", err))
+	}
+	return func() { f.Close() }, nil
+}
+
 // linkFile is os.Link; tests replace it to stand for a file system
 // without hard links.
 var linkFile = os.Link
@@ -562,6 +597,11 @@ func validateSaved(w Write, v string) error {
 // other devices now, so the saved values would only overwrite what the new
 // boot set.
 func Revert(statePath string, t Target) (notes []string, gone int, err error) {
+	unlock, err := lockState(statePath)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer unlock()
 	st, err := LoadState(statePath)
 	if err != nil {
 		return nil, 0, err

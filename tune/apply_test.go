@@ -1140,3 +1140,49 @@ func TestIRQNumberReused(t *testing.T) {
 		}
 	})
 }
+
+// TestRevertDuringApply: a revert run while an apply is writing (another
+// shell, a boot unit applying as an operator reverts) found the state the
+// apply had just saved, restored what was written so far and moved the
+// state aside; the apply then wrote the rest, leaving the host tuned
+// halfway with no state to revert it. Apply and Revert take the state
+// directory's lock, and the one that finds it taken is refused at once,
+// writing nothing; the apply completes, and a revert after it restores
+// the host.
+func TestRevertDuringApply(t *testing.T) {
+	root := copyTree(t, fxVM)
+	p, err := MakePlan(loadHost(t, root), PlanConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := treeBytes(t, root)
+	state := filepath.Join(t.TempDir(), "state.json")
+	tgt := Target{Root: root}
+	saved := writeFile
+	defer func() { writeFile = saved }()
+	var during error
+	ran := false
+	writeFile = func(name, value string) error {
+		if !ran {
+			ran = true
+			_, _, during = Revert(state, tgt)
+		}
+		return saved(name, value)
+	}
+	if _, err := Apply(p, tgt, state); err != nil {
+		t.Fatal(err)
+	}
+	writeFile = saved
+	if !ran {
+		t.Fatal("apply wrote nothing")
+	}
+	if !errors.Is(during, ErrRefused) {
+		t.Errorf("revert during the apply: %v, want refused", during)
+	}
+	if _, _, err := Revert(state, tgt); err != nil {
+		t.Fatalf("revert after the apply: %v", err)
+	}
+	if d := diffTrees(before, treeBytes(t, root)); len(d) > 0 {
+		t.Errorf("tree differs after revert:\n%s", strings.Join(d, "\n"))
+	}
+}
