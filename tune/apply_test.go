@@ -256,17 +256,24 @@ func TestApplyRollsBackOnFailure(t *testing.T) {
 }
 
 func TestApplyStalePlan(t *testing.T) {
-	root := copyTree(t, fxVM)
-	p, err := MakePlan(loadHost(t, root), PlanConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, p := planVM(t)
 	// Someone changes a value between plan and apply.
 	changed := filepath.Join(root, "sys/class/net/eth0/queues/rx-0/rps_flow_cnt")
 	if err := os.WriteFile(changed, []byte("128\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	wantStale(t, p, Target{Root: root})
+}
+
+// planVM returns a copy of the vm fixture and the default plan for it.
+func planVM(t *testing.T) (root string, p *Plan) {
+	t.Helper()
+	root = copyTree(t, fxVM)
+	p, err := MakePlan(loadHost(t, root), PlanConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root, p
 }
 
 // wantStale applies p to tgt and checks that it is refused as stale, with
@@ -338,11 +345,7 @@ func TestLoadStateStrict(t *testing.T) {
 // revert still restores the value from before the apply, byte for byte,
 // and names the changed one.
 func TestRevertReportsDrift(t *testing.T) {
-	root := copyTree(t, fxVM)
-	p, err := MakePlan(loadHost(t, root), PlanConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, p := planVM(t)
 	before := treeBytes(t, root)
 	state := filepath.Join(t.TempDir(), "state.json")
 	if _, err := Apply(p, Target{Root: root}, state); err != nil {
@@ -643,11 +646,7 @@ func TestSaveStateWhole(t *testing.T) {
 // engine's tunestate.LoopCPUs refuses such a file; LoadState now does too,
 // and Revert writes nothing and keeps the file.
 func TestRevertRefusesTwoStates(t *testing.T) {
-	root := copyTree(t, fxVM)
-	p, err := MakePlan(loadHost(t, root), PlanConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, p := planVM(t)
 	if len(p.Writes) < 2 {
 		t.Fatalf("the test needs 2 writes, plan has %d", len(p.Writes))
 	}
@@ -678,7 +677,7 @@ func TestRevertRefusesTwoStates(t *testing.T) {
 	if _, err := LoadState(state); err == nil {
 		t.Error("LoadState read two joined states as one")
 	}
-	_, _, err = Revert(state, Target{Root: root})
+	_, _, err := Revert(state, Target{Root: root})
 	if err == nil {
 		if d := diffTrees(before, treeBytes(t, root)); len(d) > 0 {
 			t.Errorf("Revert succeeded, but the tree differs from before the applies:\n%s", strings.Join(d, "\n"))
@@ -736,11 +735,7 @@ func TestApplyStaleTargetGone(t *testing.T) {
 // changed since Apply (and which Revert overwrites), named every target the
 // crashed Apply never reached: there was nothing to overwrite there.
 func TestRevertAfterCrash(t *testing.T) {
-	root := copyTree(t, fxVM)
-	p, err := MakePlan(loadHost(t, root), PlanConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, p := planVM(t)
 	if len(p.Writes) < 3 {
 		t.Fatalf("the test needs 3 writes, plan has %d", len(p.Writes))
 	}
@@ -1097,13 +1092,20 @@ func TestIRQNumberReused(t *testing.T) {
 		}
 		wantStale(t, p, Target{Root: root})
 	})
-	t.Run("before revert", func(t *testing.T) {
+	// applied applies the plan of setup, returning the tree as it was
+	// before and the state.
+	applied := func(t *testing.T) (root string, w Write, before map[string]string, state string) {
+		t.Helper()
 		root, p, w := setup(t)
-		before := treeBytes(t, root)
-		state := filepath.Join(t.TempDir(), "state.json")
+		before = treeBytes(t, root)
+		state = filepath.Join(t.TempDir(), "state.json")
 		if _, err := Apply(p, Target{Root: root}, state); err != nil {
 			t.Fatal(err)
 		}
+		return root, w, before, state
+	}
+	t.Run("before revert", func(t *testing.T) {
+		root, w, before, state := applied(t)
 		reuse(t, root, w)
 		notes, gone, err := Revert(state, Target{Root: root})
 		if err != nil {
@@ -1123,12 +1125,7 @@ func TestIRQNumberReused(t *testing.T) {
 		}
 	})
 	t.Run("no handler", func(t *testing.T) {
-		root, p, w := setup(t)
-		before := treeBytes(t, root)
-		state := filepath.Join(t.TempDir(), "state.json")
-		if _, err := Apply(p, Target{Root: root}, state); err != nil {
-			t.Fatal(err)
-		}
+		root, w, before, state := applied(t)
 		if err := os.Remove(filepath.Join(root, path.Dir(w.Path), w.IRQName)); err != nil {
 			t.Fatal(err)
 		}
@@ -1150,11 +1147,7 @@ func TestIRQNumberReused(t *testing.T) {
 // writing nothing; the apply completes, and a revert after it restores
 // the host.
 func TestRevertDuringApply(t *testing.T) {
-	root := copyTree(t, fxVM)
-	p, err := MakePlan(loadHost(t, root), PlanConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, p := planVM(t)
 	before := treeBytes(t, root)
 	state := filepath.Join(t.TempDir(), "state.json")
 	tgt := Target{Root: root}
