@@ -311,6 +311,12 @@ func Apply(p *Plan, t Target, statePath string) (*State, error) {
 			return nil, err
 		}
 		defer unlock()
+		// Before the values: a plan applied again, or another applied
+		// and not reverted, finds values it did not expect, and "stale,
+		// make a new plan" would start one from the tuned values.
+		if _, err := os.Lstat(statePath); err == nil {
+			return nil, stateExists(statePath)
+		}
 	}
 	for i, w := range p.Writes {
 		cur, err := t.read(w)

@@ -1179,3 +1179,24 @@ func TestRevertDuringApply(t *testing.T) {
 		t.Errorf("tree differs after revert:\n%s", strings.Join(d, "\n"))
 	}
 }
+
+// TestApplyTwice: the same plan applied again, its state not reverted,
+// was refused as stale ("make a new plan"), naming a value the first
+// apply had written: a new plan made then starts from the tuned values,
+// and its revert would keep them. The second apply is refused because the
+// first one's state is there, to be reverted first, and writes nothing.
+func TestApplyTwice(t *testing.T) {
+	root, p := planVM(t)
+	state := filepath.Join(t.TempDir(), "state.json")
+	if _, err := Apply(p, Target{Root: root}, state); err != nil {
+		t.Fatal(err)
+	}
+	applied := treeBytes(t, root)
+	_, err := Apply(p, Target{Root: root}, state)
+	if !errors.Is(err, ErrRefused) || errors.Is(err, ErrStale) || !strings.Contains(err.Error(), "has not been reverted") {
+		t.Errorf("second apply: %v, want refused: the state exists", err)
+	}
+	if d := diffTrees(applied, treeBytes(t, root)); len(d) > 0 {
+		t.Errorf("second apply wrote:\n%s", strings.Join(d, "\n"))
+	}
+}
