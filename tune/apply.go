@@ -511,27 +511,33 @@ func saveState(statePath string, st *State) error {
 }
 
 // lockState takes the lock of statePath's directory (flock, exclusive),
-// which must exist, so that one Apply or Revert
-// at a time works with the state files there: a revert while an apply
-// writes would restore what was written so far and move the state aside,
-// and the apply would then write the rest with no state left to revert
-// it. Another run holding the lock is refused at once. unlock releases
-// it; the lock also goes with the process.
+// which must exist, so that one Apply or Revert at a time works with the
+// state files there: a revert while an apply writes would restore what was
+// written so far and move the state aside, and the apply would then write
+// the rest with no state left to revert it. Another run holding the lock
+// is refused at once; a file system that cannot lock the directory leaves
+// the work unlocked. unlock releases it; the lock also goes with the
+// process.
 func lockState(statePath string) (unlock func(), err error) {
 	dir := filepath.Dir(statePath)
 	f, err := os.Open(dir)
 	if err != nil {
 		return nil, err
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	err = flockDir(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
 		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, refuse("another spindle tune apply or revert is running with a state in %s; try again once it is done", dir)
-		}
-		return nil, fmt.Errorf("lock %s: %w", dir, os.NewSyscallError("flock", err))
+		return nil, refuse("another spindle tune apply or revert is running with a state in %s; try again once it is done", dir)
 	}
+	// Any other error is a file system that cannot lock the directory
+	// (NFS: EBADF, ENOLCK): the work goes on unlocked, as a --state there
+	// must not stop tuning.
 	return func() { f.Close() }, nil
 }
+
+// flockDir is syscall.Flock; tests replace it to stand for a file system
+// without flock on directories.
+var flockDir = syscall.Flock
 
 // linkFile is os.Link; tests replace it to stand for a file system
 // without hard links.

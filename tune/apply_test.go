@@ -1200,3 +1200,25 @@ func TestApplyTwice(t *testing.T) {
 		t.Errorf("second apply wrote:\n%s", strings.Join(d, "\n"))
 	}
 }
+
+// TestStateLockUnsupported: where the state's directory cannot be locked
+// (NFS emulates flock with POSIX locks, which refuse an exclusive lock on
+// a directory opened for reading: EBADF), Apply and Revert work without
+// the lock, as before it: a --state there must not stop tuning.
+func TestStateLockUnsupported(t *testing.T) {
+	saved := flockDir
+	defer func() { flockDir = saved }()
+	flockDir = func(int, int) error { return syscall.EBADF }
+	root, p := planVM(t)
+	before := treeBytes(t, root)
+	state := filepath.Join(t.TempDir(), "state.json")
+	if _, err := Apply(p, Target{Root: root}, state); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	if _, _, err := Revert(state, Target{Root: root}); err != nil {
+		t.Fatalf("Revert: %v", err)
+	}
+	if d := diffTrees(before, treeBytes(t, root)); len(d) > 0 {
+		t.Errorf("tree differs after revert:\n%s", strings.Join(d, "\n"))
+	}
+}
