@@ -303,7 +303,7 @@ func Apply(p *Plan, t Target, statePath string) (*State, error) {
 	}
 	st := &State{Version: 1, Applied: time.Now().UTC(), Root: t.Root, BootID: t.bootID(), Plan: p}
 	if len(p.Writes) > 0 {
-		if err := os.MkdirAll(filepath.Dir(statePath), 0o755); err != nil {
+		if err := makeStateDir(statePath); err != nil {
 			return nil, err
 		}
 		unlock, err := lockState(statePath)
@@ -463,16 +463,17 @@ func offlineDropped(t Target, w Write, want, got string) (note string, ok bool) 
 // then hard-linked to statePath (link fails if statePath exists, as an
 // O_EXCL create would; renamed where the file system has no hard links),
 // so a reader such as the engine's tunestate.LoopCPUs never sees it empty
-// or cut short. Every user may read it (mode 0644, a directory it creates
-// 0755): the engine of a service running as its own user reads the loop
-// CPUs there, and the state shows nothing /proc and /sys do not.
+// or cut short. Every user may read it (mode 0644, in a directory
+// makeStateDir creates): the engine of a service running as its own user
+// reads the loop CPUs there, and the state shows nothing /proc and /sys
+// do not.
 func saveState(statePath string, st *State) error {
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return err
 	}
 	dir := filepath.Dir(statePath)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := makeStateDir(statePath); err != nil {
 		return err
 	}
 	if _, err := os.Lstat(statePath); err == nil {
@@ -508,6 +509,20 @@ func saveState(statePath string, st *State) error {
 		return os.Rename(f.Name(), statePath)
 	}
 	return nil
+}
+
+// makeStateDir creates statePath's directory when it is missing, mode
+// 0755 whatever the umask (a hardened root's 077 would leave it 0700), so
+// that every user may read the state in it (saveState).
+func makeStateDir(statePath string) error {
+	dir := filepath.Dir(statePath)
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		return nil // there, or an error the use of it reports
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.Chmod(dir, 0o755)
 }
 
 // lockState takes the lock of statePath's directory (flock, exclusive),

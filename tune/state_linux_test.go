@@ -4,6 +4,7 @@ package tune
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,30 +38,40 @@ func TestStateReadableByService(t *testing.T) {
 	if err := os.Chmod(root, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	state := filepath.Join(root, "run/spindle/tune-state.json")
-	if err := saveState(state, &State{Version: 1, Root: "/", Plan: &Plan{Policy: Inline, LoopCPUs: topo.NewCPUSet(1, 3)}}); err != nil {
-		t.Fatal(err)
-	}
-	want, err := os.ReadFile(state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(cat, state)
-	cmd.Dir = root
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	got, err := cmd.Output()
-	if err != nil || !bytes.Equal(got, want) {
-		t.Errorf("the state read as uid 65534: %v %s", err, stderr.Bytes())
-	}
-	for _, p := range []string{state, filepath.Dir(state)} {
-		fi, err := os.Stat(p)
+	// Root's umask may be 077 on a hardened host: the directory saveState
+	// creates is for every user all the same.
+	for _, umask := range []int{0o022, 0o077} {
+		state := filepath.Join(root, fmt.Sprintf("run%o/spindle/tune-state.json", umask))
+		old := syscall.Umask(umask)
+		err := saveState(state, &State{Version: 1, Root: "/", Plan: &Plan{Policy: Inline, LoopCPUs: topo.NewCPUSet(1, 3)}})
+		syscall.Umask(old)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if fi.Mode().Perm()&0o022 != 0 {
-			t.Errorf("%s is %v: writable by others", p, fi.Mode().Perm())
+		if err := os.Chmod(filepath.Dir(filepath.Dir(state)), 0o755); err != nil { // /run
+			t.Fatal(err)
+		}
+		want, err := os.ReadFile(state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(cat, state)
+		cmd.Dir = root
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		got, err := cmd.Output()
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("umask %o: the state read as uid 65534: %v %s", umask, err, stderr.Bytes())
+		}
+		for _, p := range []string{state, filepath.Dir(state)} {
+			fi, err := os.Stat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Mode().Perm()&0o022 != 0 {
+				t.Errorf("umask %o: %s is %v: writable by others", umask, p, fi.Mode().Perm())
+			}
 		}
 	}
 }
