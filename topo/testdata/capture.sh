@@ -47,6 +47,13 @@ file /proc/sys/net/ipv4/tcp_max_syn_backlog
 for d in /proc/irq/[0-9]*; do
 	file "$d/smp_affinity_list"
 	file "$d/effective_affinity_list"
+	# One directory per handler, named as it: tune checks that a planned
+	# IRQ still has its handler. A name with ':' (mlx5_comp0@pci:...) would
+	# be captured as '_' and then name another handler: left out.
+	for a in "$d"/*/; do
+		case $a in *:*) continue ;; esac
+		[ -d "$a" ] && placeholder "${a%/}"
+	done
 done
 for p in /proc/[0-9]*; do
 	[ "$(cat "$p/comm" 2>/dev/null)" = irqbalance ] && file "$p/comm"
