@@ -568,14 +568,16 @@ func (b Buffer) Release() { b.l.releaseBuf(b.id) }
 // already off the ring (every buffer of the epoll backends), one the slab
 // cannot grow for, and any with MaxQueuedReadBuffers -1 (nothing copied
 // off the ring) is returned as it is. b is not to be used after
-// the call; the buffer returned is released as b would have been. Loop
-// goroutine.
+// the call; the buffer returned is released as b would have been. A
+// buffer released already, or given to Conn.WriteBuffer, panics as a
+// second Release does. Loop goroutine.
 func (b Buffer) Unring() Buffer {
 	l := b.l
+	l.disown(b.id)
 	if b.id < 0 || l.ringLimit == 0 {
+		l.own(b.id)
 		return b
 	}
-	l.disown(b.id)
 	id := l.copyOffRing(b.id, int(b.n))
 	l.own(id)
 	return Buffer{l: l, id: id, n: b.n}

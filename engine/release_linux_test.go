@@ -11,7 +11,7 @@ import (
 // records what the misuse panicked with; then it echoes.
 type misuseHandler struct {
 	BaseHandler
-	how    string // "Release twice", "WriteBuffer after Release" or "Release after WriteBuffer"
+	how    string // "Release twice", "WriteBuffer after Release", "Release after WriteBuffer", or an Unring after those (misuses)
 	panics atomic.Int64
 	wrong  atomic.Value // a panic that is not the one expected
 }
@@ -23,13 +23,22 @@ func (h *misuseHandler) OnData(c *Conn, b Buffer) bool {
 	}
 	c.SetContext(true)
 	first, second := b.Release, b.Release
+	writeBuffer := func() { c.WriteBuffer(b) }
 	switch h.how {
 	case "WriteBuffer after Release":
-		second = func() { c.WriteBuffer(b) }
+		second = writeBuffer
 	case "Release after WriteBuffer":
-		first = func() { c.WriteBuffer(b) }
+		first = writeBuffer
+	case "Unring after Release":
+		second = func() { b.Unring() }
+	case "Unring after Unring and Release":
+		first = func() { b = b.Unring(); b.Release() }
+		second = func() { b.Unring() }
+	case "Unring after Unring and WriteBuffer":
+		first = func() { b = b.Unring(); c.WriteBuffer(b) }
+		second = func() { b.Unring() }
 	}
-	if h.how != "Release after WriteBuffer" {
+	if h.how != "Release after WriteBuffer" && h.how != "Unring after Unring and WriteBuffer" {
 		c.Write(b.Bytes())
 	}
 	first()
@@ -54,9 +63,14 @@ func (h *misuseHandler) OnData(c *Conn, b Buffer) bool {
 // buffer's memory, each overwriting the other's data. The second must
 // panic, on every backend, and leave the buffers as they were after the
 // first: the echo that follows stays intact and every buffer comes back.
+// So must an Unring of a buffer released or given to WriteBuffer: it
+// panicked only for a receive buffer of a uring ring, and returned any
+// other (one Unring copied already, every epoll one) as it was, its memory
+// free for the next receive or write while the handler kept it.
 func TestBufferReleasedTwice(t *testing.T) {
 	for _, b := range testBackends {
-		for _, how := range []string{"Release twice", "WriteBuffer after Release", "Release after WriteBuffer"} {
+		for _, how := range []string{"Release twice", "WriteBuffer after Release", "Release after WriteBuffer",
+			"Unring after Release", "Unring after Unring and Release", "Unring after Unring and WriteBuffer"} {
 			t.Run(string(b)+"/"+how, func(t *testing.T) {
 				cfg := testConfig(b)
 				cfg.CPUs = []int{0}
