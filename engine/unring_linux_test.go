@@ -125,7 +125,7 @@ func panicOf(f func()) (p string) {
 // slab's; MaxQueuedReadBuffers -1; a send slab that cannot grow) it
 // returns the buffer as it is, and the handler keeps fewer buffers than
 // the ring has. Every receive buffer and send-slab chunk is back at the
-// end.
+// end, and none is owned.
 func TestUnring(t *testing.T) {
 	const size, ring = 4 << 10, 8
 	for _, be := range testBackends {
@@ -227,6 +227,7 @@ func TestUnring(t *testing.T) {
 				}
 				waitFor(t, "the connection to close", func() bool { return e.Stats().Open == 0 })
 				checkBuffersBack(t, e)
+				checkNoneOwned(t, e)
 			})
 		}
 	}
