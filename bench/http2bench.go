@@ -657,9 +657,10 @@ func h2loadVerifiedNote(who string) string {
 func summarizeHTTP2(results []HTTP2Result) []HTTP2SummaryRow {
 	rows := summarizeArms(results, func(a armRates, g []HTTP2Result) HTTP2SummaryRow {
 		spread := func(f func(HTTP2Result) float64) Spread { return spreadBy(g, f) }
+		answered := withReplies(g, func(r HTTP2Result) uint64 { return r.Requests })
 		return HTTP2SummaryRow{
 			Arm: a.arm, Streams: a.streams, Reps: a.reps, AchievedRPS: a.rps, P50: a.p50, P99: a.p99, P999: a.p999,
-			ServerUSPerReq:   spread(func(r HTTP2Result) float64 { return r.ServerUSPerReq }),
+			ServerUSPerReq:   spreadBy(answered, func(r HTTP2Result) float64 { return r.ServerUSPerReq }),
 			ServerCPUPercent: spread(func(r HTTP2Result) float64 { return r.ServerCPUPercent }).Median,
 			ClientCPUPercent: spread(func(r HTTP2Result) float64 { return r.ClientCPUPercent }).Median,
 		}

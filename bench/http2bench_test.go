@@ -48,7 +48,7 @@ func TestH2loadArgs(t *testing.T) {
 // ratios divide by its own first arm, the rows grouped by streams.
 func TestSummarizeHTTP2(t *testing.T) {
 	res := func(arm string, streams, rep int, rps, p99, cpu float64) HTTP2Result {
-		return HTTP2Result{Arm: arm, Streams: streams, Rep: rep, AchievedRPS: rps, Latency: Percentiles{P99: p99}, ServerUSPerReq: cpu, ServerCPUPercent: 100, ClientCPUPercent: 50}
+		return HTTP2Result{Arm: arm, Streams: streams, Rep: rep, AchievedRPS: rps, Requests: uint64(rps), Latency: Percentiles{P99: p99}, ServerUSPerReq: cpu, ServerCPUPercent: 100, ClientCPUPercent: 50}
 	}
 	var results []HTTP2Result
 	for rep := 1; rep <= 3; rep++ {
@@ -106,7 +106,7 @@ func TestHTTP2Markdown(t *testing.T) {
 	rep := &HTTP2Report{
 		Schema: HTTP2Schema, Config: HTTP2Settings{Conns: 50, Streams: []int{1}, Body: 64, Reps: 1},
 		Arms:    []ArmInfo{{Name: "go-net-http"}, {Name: "spindle-uring", Skipped: "not built"}},
-		Summary: summarizeHTTP2([]HTTP2Result{{Arm: "go-net-http", Streams: 1, Rep: 1, AchievedRPS: 1234, ServerUSPerReq: 9.5}}),
+		Summary: summarizeHTTP2([]HTTP2Result{{Arm: "go-net-http", Streams: 1, Rep: 1, AchievedRPS: 1234, Requests: 1234, ServerUSPerReq: 9.5}}),
 	}
 	md := HTTP2Markdown(rep)
 	for _, want := range []string{"| go-net-http | 1 | 1234 |", "| 9.50 |", "*skipped: not built*"} {

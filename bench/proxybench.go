@@ -1045,13 +1045,15 @@ func cpuOverlap(a, b []int) bool {
 func summarizeProxy(results []ProxyResult) []ProxySummaryRow {
 	rows := summarizeArms(results, func(a armRates, g []ProxyResult) ProxySummaryRow {
 		spread := func(f func(ProxyResult) float64) Spread { return spreadBy(g, f) }
+		answered := withReplies(g, func(r ProxyResult) uint64 { return r.Requests })
+		perReq := func(f func(ProxyResult) float64) Spread { return spreadBy(answered, f) }
 		row := ProxySummaryRow{
 			Arm: a.arm, Streams: a.streams, Reps: a.reps, AchievedRPS: a.rps, P50: a.p50, P99: a.p99, P999: a.p999,
-			ProxyUSPerReq:    spread(func(r ProxyResult) float64 { return r.ProxyUSPerReq }),
+			ProxyUSPerReq:    perReq(func(r ProxyResult) float64 { return r.ProxyUSPerReq }),
 			ProxyCPUPercent:  spread(func(r ProxyResult) float64 { return r.ProxyCPUPercent }).Median,
 			ClientCPUPercent: spread(func(r ProxyResult) float64 { return r.ClientCPUPercent }).Median,
 
-			UpstreamUSPerReq:   spread(func(r ProxyResult) float64 { return r.UpstreamUSPerReq }),
+			UpstreamUSPerReq:   perReq(func(r ProxyResult) float64 { return r.UpstreamUSPerReq }),
 			UpstreamCPUPercent: spread(func(r ProxyResult) float64 { return r.UpstreamCPUPercent }).Median,
 		}
 		for _, res := range g {

@@ -351,7 +351,7 @@ func TestProxyCPU(t *testing.T) {
 func TestSummarizeProxy(t *testing.T) {
 	res := func(arm string, rps, p99, cpu float64) ProxyResult {
 		// The upstream's CPU: twice the proxy's, plus one.
-		return ProxyResult{Arm: arm, AchievedRPS: rps, Latency: Percentiles{P99: p99}, ProxyUSPerReq: cpu, UpstreamUSPerReq: 2*cpu + 1, UpstreamCPUPercent: rps / 10}
+		return ProxyResult{Arm: arm, AchievedRPS: rps, Requests: uint64(rps), Latency: Percentiles{P99: p99}, ProxyUSPerReq: cpu, UpstreamUSPerReq: 2*cpu + 1, UpstreamCPUPercent: rps / 10}
 	}
 	rows := summarizeProxy([]ProxyResult{
 		res("a", 100, 10, 4), res("b", 50, 30, 8), res("direct", 200, 5, 0),

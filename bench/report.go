@@ -494,7 +494,8 @@ func cpuSVG(rep *Report, colours map[string]string) string {
 	for _, s := range rep.Summary {
 		var u, sy, ir, so, po, st []float64
 		for _, r := range rep.Results {
-			if r.Arm == s.Arm && r.Mode == s.Mode && r.Fraction == s.Fraction && r.Loops == s.Loops && r.ComputeUS == s.ComputeUS {
+			// Without replies a measurement has no CPU per request.
+			if r.Arm == s.Arm && r.Mode == s.Mode && r.Fraction == s.Fraction && r.Loops == s.Loops && r.ComputeUS == s.ComputeUS && r.Requests > 0 {
 				// The client's empty polls are user and system time that is
 				// not work: shown apart, taken from user and system pro rata.
 				m := r.Machine

@@ -725,9 +725,10 @@ func skippedNote(arm, why string, progress io.Writer) string {
 // The notes both runners write about one measurement (what names it: "uring
 // closed rep 2", "haproxy rep 1") or arm, whose server is who.
 
-// noRepliesNote says a measurement got no replies in its window.
+// noRepliesNote says a measurement got no replies in its window, and so
+// is left out of the summaries' CPU figures (withReplies).
 func noRepliesNote(what, who string, window time.Duration) string {
-	return fmt.Sprintf("%s got no replies in its %.2fs window: the %s was starved or stalled (a busy machine?)", what, window.Seconds(), who)
+	return fmt.Sprintf("%s got no replies in its %.2fs window: the %s was starved or stalled (a busy machine?); it has no CPU per request, and the CPU medians and spreads leave it out", what, window.Seconds(), who)
 }
 
 // unansweredNote says n requests of a measurement's window were not
@@ -1135,6 +1136,9 @@ func summarize(results []Result) []SummaryRow {
 	for _, k := range order {
 		g := groups[k]
 		spread := func(f func(Result) float64) Spread { return spreadBy(g, f) }
+		// A CPU per request is over the repetitions with replies.
+		answered := withReplies(g, func(r Result) uint64 { return r.Requests })
+		perReq := func(f func(Result) float64) Spread { return spreadBy(answered, f) }
 		row := SummaryRow{
 			Arm: k.arm, Mode: k.mode, Fraction: k.frac, ComputeUS: k.cu, Loops: k.loops, Reps: len(g),
 			OfferedRPS:          g[0].OfferedRPS,
@@ -1145,11 +1149,11 @@ func summarize(results []Result) []SummaryRow {
 			P999:                spread(func(r Result) float64 { return r.Latency.P999 }),
 			P9999:               spread(func(r Result) float64 { return r.Latency.P9999 }),
 			Max:                 spread(func(r Result) float64 { return r.Latency.Max }),
-			ServerUSPerReq:      spread(func(r Result) float64 { return r.Server.TotalUSPerReq }),
-			MachineUSPerReq:     spread(func(r Result) float64 { return r.Machine.TotalUSPerReq }),
-			MachineWorkUSPerReq: spread(func(r Result) float64 { return r.Machine.WorkUSPerReq }),
-			SoftirqUSPerReq:     spread(func(r Result) float64 { return r.Machine.SoftirqUSPerReq }).Median,
-			StealUSPerReq:       spread(func(r Result) float64 { return r.Machine.StealUSPerReq }).Median,
+			ServerUSPerReq:      perReq(func(r Result) float64 { return r.Server.TotalUSPerReq }),
+			MachineUSPerReq:     perReq(func(r Result) float64 { return r.Machine.TotalUSPerReq }),
+			MachineWorkUSPerReq: perReq(func(r Result) float64 { return r.Machine.WorkUSPerReq }),
+			SoftirqUSPerReq:     perReq(func(r Result) float64 { return r.Machine.SoftirqUSPerReq }).Median,
+			StealUSPerReq:       perReq(func(r Result) float64 { return r.Machine.StealUSPerReq }).Median,
 			ClientCPUPercent:    spread(func(r Result) float64 { return r.ClientCPUPercent }).Median,
 			ClientSendLagP99US:  spread(func(r Result) float64 { return r.ClientSendLagP99US }).Median,
 		}
@@ -1173,6 +1177,22 @@ func groupBy[T any, K comparable](items []T, key func(T) K) (order []K, groups m
 		groups[k] = append(groups[k], it)
 	}
 	return order, groups
+}
+
+// withReplies returns the items of g whose measurement got replies in its
+// window (replies says how many): those a CPU per request was measured
+// for. Without replies there is nothing to divide by and the figure is
+// left 0, which is no measurement: the summaries' CPU per request figures
+// are taken over these alone, while a rate and the latencies (of the
+// requests left unanswered) keep every repetition.
+func withReplies[T any](g []T, replies func(T) uint64) []T {
+	var out []T
+	for _, it := range g {
+		if replies(it) > 0 {
+			out = append(out, it)
+		}
+	}
+	return out
 }
 
 // spreadBy is the spread of f over g.

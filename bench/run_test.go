@@ -878,3 +878,63 @@ func TestLateReadsNote(t *testing.T) {
 		})
 	}
 }
+
+// TestSummaryLeavesOutNoReplies: a measurement that got no replies in its
+// window has no CPU per request (fill and proxyCPU leave it 0: nothing to
+// divide by), so the summaries' CPU medians and spreads are over the
+// repetitions that had replies. Counted as a 0, one stalled repetition of
+// three made the median the smaller of the other two and the minimum 0,
+// and with two repetitions halved the median; the CPU chart's server tick
+// too.
+func TestSummaryLeavesOutNoReplies(t *testing.T) {
+	runRes := func(rep int, requests uint64, cpu float64) Result {
+		return Result{Arm: "a", Rep: rep, Mode: "closed", Loops: 1, Requests: requests, AchievedRPS: float64(requests), Latency: Percentiles{P99: 100},
+			Server:  ServerCPU{TotalUSPerReq: cpu},
+			Machine: MachineCPU{TotalUSPerReq: 2 * cpu, WorkUSPerReq: 1.5 * cpu, SoftirqUSPerReq: cpu / 10, StealUSPerReq: cpu / 20, UserUSPerReq: cpu},
+		}
+	}
+	results := []Result{runRes(1, 100, 10), runRes(2, 100, 12), runRes(3, 0, 0)}
+	rows := summarize(results)
+	if len(rows) != 1 {
+		t.Fatalf("rows %+v", rows)
+	}
+	s := rows[0]
+	for _, c := range []struct {
+		name      string
+		got, want Spread
+	}{
+		{"server µs/req", s.ServerUSPerReq, Spread{11, 10, 12}},
+		{"machine µs/req", s.MachineUSPerReq, Spread{22, 20, 24}},
+		{"machine work µs/req", s.MachineWorkUSPerReq, Spread{16.5, 15, 18}},
+		{"softirq µs/req", Spread{Median: s.SoftirqUSPerReq}, Spread{Median: 1.1}},
+		{"steal µs/req", Spread{Median: s.StealUSPerReq}, Spread{Median: 0.55}},
+	} {
+		if math.Abs(c.got.Median-c.want.Median) > 1e-9 || math.Abs(c.got.Min-c.want.Min) > 1e-9 || math.Abs(c.got.Max-c.want.Max) > 1e-9 {
+			t.Errorf("%s %+v, want %+v (the repetition without replies left out)", c.name, c.got, c.want)
+		}
+	}
+	if s.Reps != 3 || s.AchievedRPS != (Spread{100, 0, 100}) {
+		t.Errorf("reps %d, achieved %+v: the rate's spread keeps every repetition", s.Reps, s.AchievedRPS)
+	}
+	rep := &Report{Kind: "bench", Topology: "loopback", Results: results, Summary: rows}
+	if h := HTML(rep); !strings.Contains(h, "server process 11.00 µs/req") {
+		t.Errorf("the CPU chart's server tick is not at 11.00 µs/req")
+	}
+
+	proxy := summarizeProxy([]ProxyResult{
+		{Arm: "p", Rep: 1, Requests: 100, ProxyUSPerReq: 4, UpstreamUSPerReq: 8},
+		{Arm: "p", Rep: 2, Requests: 100, ProxyUSPerReq: 6, UpstreamUSPerReq: 10},
+		{Arm: "p", Rep: 3},
+	})
+	if p := proxy[0]; p.ProxyUSPerReq != (Spread{5, 4, 6}) || p.UpstreamUSPerReq != (Spread{9, 8, 10}) {
+		t.Errorf("proxy: proxy µs/req %+v, upstream %+v; want 5 (4–6) and 9 (8–10)", p.ProxyUSPerReq, p.UpstreamUSPerReq)
+	}
+	h2 := summarizeHTTP2([]HTTP2Result{
+		{Arm: "h", Streams: 1, Rep: 1, Requests: 100, ServerUSPerReq: 4},
+		{Arm: "h", Streams: 1, Rep: 2, Requests: 100, ServerUSPerReq: 6},
+		{Arm: "h", Streams: 1, Rep: 3},
+	})
+	if h := h2[0]; h.ServerUSPerReq != (Spread{5, 4, 6}) {
+		t.Errorf("http2: server µs/req %+v, want 5 (4–6)", h.ServerUSPerReq)
+	}
+}
