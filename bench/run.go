@@ -387,12 +387,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	r.report.Summary = summarize(r.report.Results)
-	slowest := 0.0
-	for _, s := range r.report.Summary {
-		if slowest == 0 || s.AchievedRPS.Median < slowest {
-			slowest = s.AchievedRPS.Median
-		}
-	}
+	slowest := slowestPeak(r.report.Summary)
 	for _, f := range c.OpenFractions {
 		rate := f * slowest
 		if rate <= 0 {
@@ -410,6 +405,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	r.finish()
 	return r.report, nil
+}
+
+// slowestPeak is the smallest median achieved rate of rows (the
+// closed-loop peaks): 0 when an arm's is (it stalled; Run then skips the
+// open-loop points), or when there are no rows.
+func slowestPeak(rows []SummaryRow) float64 {
+	if len(rows) == 0 {
+		return 0
+	}
+	slowest := rows[0].AchievedRPS.Median
+	for _, s := range rows[1:] {
+		slowest = min(slowest, s.AchievedRPS.Median)
+	}
+	return slowest
 }
 
 // SweepConfig configures `spindle bench sweep`: a closed-loop grid of

@@ -938,3 +938,33 @@ func TestSummaryLeavesOutNoReplies(t *testing.T) {
 		t.Errorf("http2: server µs/req %+v, want 5 (4–6)", h.ServerUSPerReq)
 	}
 }
+
+// TestSlowestPeak: the open-loop rates are fractions of the smallest
+// median closed-loop peak, whatever the arms' order; an arm whose median
+// peak is 0 (stalled) makes it 0, and Run skips the open-loop points with
+// a note. A peak of 0 read as "none yet": the next row's replaced it, so
+// a stalled arm was passed over unless it came last, and the others were
+// offered a rate it had not served.
+func TestSlowestPeak(t *testing.T) {
+	row := func(arm string, rps float64) SummaryRow {
+		return SummaryRow{Arm: arm, Mode: "closed", AchievedRPS: Spread{Median: rps}}
+	}
+	for _, tc := range []struct {
+		rows []SummaryRow
+		want float64
+	}{
+		{[]SummaryRow{row("a", 100), row("b", 50), row("c", 70)}, 50},
+		{[]SummaryRow{row("a", 100), row("b", 0), row("c", 70)}, 0},
+		{[]SummaryRow{row("b", 0), row("a", 100)}, 0},
+		{[]SummaryRow{row("a", 100), row("b", 0)}, 0},
+		{nil, 0},
+	} {
+		if got := slowestPeak(tc.rows); got != tc.want {
+			var peaks []string
+			for _, r := range tc.rows {
+				peaks = append(peaks, fmt.Sprintf("%s %.0f", r.Arm, r.AchievedRPS.Median))
+			}
+			t.Errorf("slowest of the peaks %v = %v, want %v", peaks, got, tc.want)
+		}
+	}
+}
