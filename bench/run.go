@@ -647,13 +647,13 @@ func (r *runner) finish() {
 	}
 	for _, res := range r.report.Results {
 		if res.Requests == 0 {
-			r.report.Notes = append(r.report.Notes, noRepliesNote(fmt.Sprintf("%s %s rep %d", res.Arm, res.Mode, res.Rep), "server", r.window))
+			r.report.Notes = append(r.report.Notes, noRepliesNote(r.resultName(res), "server", r.window))
 		}
 		if res.LatencyClamped > 0 {
-			r.report.Notes = append(r.report.Notes, fmt.Sprintf("%s %s rep %d: %d latencies were longer than a minute, the histogram's limit, and count as a minute: its max and the percentiles they reach are lower bounds", res.Arm, resultPoint(res), res.Rep, res.LatencyClamped))
+			r.report.Notes = append(r.report.Notes, fmt.Sprintf("%s: %d latencies were longer than a minute, the histogram's limit, and count as a minute: its max and the percentiles they reach are lower bounds", r.resultName(res), res.LatencyClamped))
 		}
 		if res.Unanswered > 0 {
-			r.report.Notes = append(r.report.Notes, unansweredNote(fmt.Sprintf("%s %s rep %d", res.Arm, resultPoint(res), res.Rep), res.Unanswered, r.drain()))
+			r.report.Notes = append(r.report.Notes, unansweredNote(r.resultName(res), res.Unanswered, r.drain()))
 		}
 	}
 	saturated := map[string]bool{}
@@ -751,9 +751,12 @@ func saturatedNote(what, who string, clientPercent float64) string {
 	return fmt.Sprintf("the client was saturated (%.0f%% CPU) measuring %s: that figure is the client's limit, not the %s's", clientPercent, what, who)
 }
 
-// resultPoint names res's load point like loadPoint names a summary row's.
-func resultPoint(res Result) string {
-	return loadPoint(SummaryRow{Mode: res.Mode, Fraction: res.Fraction})
+// resultName names measurement res in the notes: its arm, its load point
+// as the report's tables name it (pointOf: the open-loop fraction, or in
+// a sweep the loops and compute µs) and its repetition.
+func (r *runner) resultName(res Result) string {
+	s := SummaryRow{Mode: res.Mode, Fraction: res.Fraction, Loops: res.Loops, ComputeUS: res.ComputeUS}
+	return fmt.Sprintf("%s %s rep %d", res.Arm, pointOf(r.report, s), res.Rep)
 }
 
 // keepUpTolerance is how far below the offered rate an open-loop
@@ -890,7 +893,8 @@ func (e edgeReader) window(start, end time.Time, sleepUntil func(time.Time) bool
 // source's figures to pass as the window's.
 const minProcCover = 0.5
 
-// lateReadsNote returns a note when the /proc/stat reads of edges, or the
+// lateReadsNote returns a note on measurement what (resultName) when the
+// /proc/stat reads of edges, or the
 // server child's usage answers, span less than minProcCover of the window
 // from start to end, or "" when both span enough. A starved harness reads
 // /proc/stat late: with both reads after the window's end no tick falls
@@ -899,7 +903,7 @@ const minProcCover = 0.5
 // (no waits) and its CPU per request is an idle process's, not the
 // window's. An answer's time is when the harness got it, the latest the
 // child can have read its usage.
-func lateReadsNote(res Result, edges [2]snapshot, start, end time.Time) string {
+func lateReadsNote(what string, edges [2]snapshot, start, end time.Time) string {
 	window := end.Sub(start)
 	if window <= 0 {
 		return ""
@@ -932,7 +936,7 @@ func lateReadsNote(res Result, edges [2]snapshot, start, end time.Time) string {
 	if late == nil {
 		return ""
 	}
-	return fmt.Sprintf("%s %s rep %d (%.2fs window, a starved machine): %s", res.Arm, resultPoint(res), res.Rep, window.Seconds(), strings.Join(late, "; "))
+	return fmt.Sprintf("%s (%.2fs window, a starved machine): %s", what, window.Seconds(), strings.Join(late, "; "))
 }
 
 // ms is d in milliseconds.
@@ -1011,7 +1015,7 @@ func (r *runner) measure(ctx context.Context, a Arm, rps string, rep int, mode s
 		return res, fmt.Errorf("bench: %s %s rep %d: %w", a.Name, mode, rep, err)
 	}
 	r.fill(&res, load, edges)
-	if n := lateReadsNote(res, edges, winStart, winEnd); n != "" {
+	if n := lateReadsNote(r.resultName(res), edges, winStart, winEnd); n != "" {
 		r.report.Notes = append(r.report.Notes, n)
 	}
 	r.done++

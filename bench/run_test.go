@@ -106,7 +106,7 @@ func TestRunEndToEnd(t *testing.T) {
 		// starved the harness or the child) has no CPU figures to check;
 		// the run must say so.
 		if slices.ContainsFunc(rep.Notes, func(n string) bool {
-			return strings.Contains(n, fmt.Sprintf("%s %s rep %d (", r.Arm, resultPoint(r), r.Rep)) && strings.Contains(n, "a starved machine")
+			return strings.Contains(n, (&runner{report: rep}).resultName(r)+" (") && strings.Contains(n, "a starved machine")
 		}) {
 			continue
 		}
@@ -859,8 +859,7 @@ func TestLateReadsNote(t *testing.T) {
 				}
 			}
 			e[0].usageAt, e[1].usageAt = start.Add(tc.useLate), end.Add(5*time.Millisecond)
-			res := Result{Arm: "a", Mode: "closed", Rep: 1}
-			n := lateReadsNote(res, e, start, end)
+			n := lateReadsNote("a closed rep 1", e, start, end)
 			if got := n != ""; got != (tc.want != nil) {
 				t.Fatalf("note %q, want one: %v", n, tc.want != nil)
 			}
@@ -966,5 +965,38 @@ func TestSlowestPeak(t *testing.T) {
 			}
 			t.Errorf("slowest of the peaks %v = %v, want %v", peaks, got, tc.want)
 		}
+	}
+}
+
+// TestNotesNameTheLoadPoint: a note on one measurement names its load
+// point as the report's tables do: the open-loop fraction in a run, the
+// loops and compute µs in a sweep. The no-replies note said "open" for
+// either fraction, and every note of a sweep said "closed" for each of
+// its cells, so the reader could not tell which measurement it meant.
+func TestNotesNameTheLoadPoint(t *testing.T) {
+	stalled := func(mode string, frac float64, loops, cu int) Result {
+		return Result{Arm: "a", Rep: 2, Mode: mode, Fraction: frac, Loops: loops, ComputeUS: cu, Unanswered: 3, LatencyClamped: 1}
+	}
+	for _, tc := range []struct {
+		kind    string
+		results []Result
+		want    []string
+	}{
+		{"bench", []Result{stalled("open", 0.5, 1, 0), stalled("open", 0.8, 1, 0)},
+			[]string{"a open 50% rep 2", "a open 80% rep 2"}},
+		{"sweep", []Result{stalled("closed", 0, 1, 0), stalled("closed", 0, 2, 10)},
+			[]string{"a loops 1 compute 0µs rep 2", "a loops 2 compute 10µs rep 2"}},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			r := &runner{cfg: Config{ClientThreads: 1, ClientCPUs: []int{1}}, report: &Report{Kind: tc.kind, Topology: "wire", Results: tc.results}, window: time.Second}
+			r.finish()
+			for _, what := range []string{"got no replies", "requests of the window were still unanswered", "latencies were longer than a minute"} {
+				for _, name := range tc.want {
+					if !slices.ContainsFunc(r.report.Notes, func(n string) bool { return strings.HasPrefix(n, name) && strings.Contains(n, what) }) {
+						t.Errorf("no note %q … %q; notes:\n%s", name, what, strings.Join(r.report.Notes, "\n"))
+					}
+				}
+			}
+		})
 	}
 }
