@@ -46,8 +46,8 @@ func (f *benchFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.payload, "payload", bench.DefaultPayload, "RPC payload bytes")
 	fs.IntVar(&f.compute, "compute-us", 0, "CPU µs the server burns per request")
 	fs.IntVar(&f.loops, "loops", 1, "server event loops")
-	fs.StringVar(&f.serverCPUs, "server-cpus", "0", "CPUs the server is pinned to")
-	fs.StringVar(&f.clientCPUs, "client-cpus", "", "CPUs the client threads are pinned to (default 1, or 0 on one CPU)")
+	fs.StringVar(&f.serverCPUs, "server-cpus", "", "CPUs the server is pinned to (default: the first CPU this process may run on; bench sweep: the first, one per loop)")
+	fs.StringVar(&f.clientCPUs, "client-cpus", "", "CPUs the client threads are pinned to (default: the second CPU this process may run on, the first on one CPU)")
 	fs.StringVar(&f.spareCPUs, "spare-cpus", "", "CPUs for arms' polling threads (uring-sqpoll), default: CPUs neither server nor client")
 	fs.IntVar(&f.threads, "client-threads", 0, "client threads (default: one per client CPU)")
 	fs.BoolVar(&f.block, "client-block", false, "client threads sleep in epoll_wait instead of polling (the server then pays for waking them)")
@@ -268,11 +268,6 @@ func runBenchSweep(ctx context.Context, args []string) error {
 		return err
 	}
 	sc := bench.SweepConfig{Config: cfg}
-	// The sweep gives each loop count its own server CPUs; --server-cpus
-	// is honoured only when given.
-	if !flagGiven(fs, "server-cpus") {
-		sc.ServerCPUs = nil
-	}
 	if sc.Loops, err = intList("--loops-list", *loops, 1); err != nil {
 		return err
 	}
