@@ -187,7 +187,7 @@ func (c HTTP2Config) withDefaults() (HTTP2Config, error) {
 		return c, err
 	}
 	var online []int
-	c.ServerCPUs, c.ClientCPUs, online, _ = defaultCPUs(c.ServerCPUs, c.ClientCPUs)
+	c.ServerCPUs, c.ClientCPUs, online, _ = defaultCPUs(c.ServerCPUs, c.ClientCPUs, 1)
 	if err := checkOnline(online, "CPU", slices.Concat(c.ServerCPUs, c.ClientCPUs)); err != nil {
 		return c, err
 	}

@@ -300,7 +300,7 @@ func (c ProxyConfig) withDefaults() (ProxyConfig, error) {
 		return c, err
 	}
 	var online []int
-	c.ProxyCPUs, c.ClientCPUs, online, _ = defaultCPUs(c.ProxyCPUs, c.ClientCPUs)
+	c.ProxyCPUs, c.ClientCPUs, online, _ = defaultCPUs(c.ProxyCPUs, c.ClientCPUs, 1)
 	if len(c.UpstreamCPUs) == 0 {
 		c.UpstreamCPUs = slices.Clone(c.ClientCPUs)
 	}

@@ -46,13 +46,15 @@ type Config struct {
 	ComputeUS int
 	// Loops is the number of server event loops. Default 1.
 	Loops int
-	// ServerCPUs pins the server process. Default: the first CPU this
-	// process may run on (its affinity mask: CPU 0 unless under taskset
-	// or a cpuset). Every CPU given must be online.
+	// ServerCPUs pins the server process. Default: the first Loops CPUs
+	// this process may run on (its affinity mask: CPU 0 unless under
+	// taskset or a cpuset), one per loop, as many as it may. Every CPU
+	// given must be online.
 	ServerCPUs []int
-	// ClientCPUs pins the client threads. Default: the second CPU this
-	// process may run on (the first, shared with the server, when it may
-	// run on one only).
+	// ClientCPUs pins the client threads. Default: the next CPU this
+	// process may run on after the default server CPUs (the second when
+	// ServerCPUs is given; the last, shared with the server, when there is
+	// none left).
 	ClientCPUs []int
 	// ClientThreads is the number of client threads. Default
 	// len(ClientCPUs).
@@ -131,7 +133,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Loops = 1
 	}
 	var online, allowed []int
-	c.ServerCPUs, c.ClientCPUs, online, allowed = defaultCPUs(c.ServerCPUs, c.ClientCPUs)
+	c.ServerCPUs, c.ClientCPUs, online, allowed = defaultCPUs(c.ServerCPUs, c.ClientCPUs, c.Loops)
 	if err := checkOnline(online, "CPU", slices.Concat(c.ServerCPUs, c.ClientCPUs, c.SpareCPUs)); err != nil {
 		return c, err
 	}
@@ -189,18 +191,21 @@ func (c Config) withDefaults() (Config, error) {
 }
 
 // defaultCPUs returns the CPU lists first and second, each defaulting when
-// empty to one CPU: the first this process may run on, and the second (the
-// first again when it may run on one only); and the online and the allowed
-// CPUs. runtime.NumCPU counts the CPUs of the affinity mask, not CPU
-// numbers: under taskset or a cpuset (a container's 2-3, say) CPU 0 may not
-// be ours and CPU 3 exists though NumCPU is 2.
-func defaultCPUs(first, second []int) (f, s, online, allowed []int) {
+// empty: first to the first n CPUs this process may run on (as many as it
+// may), second to one CPU, the next it may run on (the last when there is
+// none left, shared with first); and the online and the allowed CPUs.
+// runtime.NumCPU counts the CPUs of the affinity mask, not CPU numbers:
+// under taskset or a cpuset (a container's 2-3, say) CPU 0 may not be ours
+// and CPU 3 exists though NumCPU is 2.
+func defaultCPUs(first, second []int, n int) (f, s, online, allowed []int) {
 	online, allowed = onlineCPUs(), allowedOrAll()
+	next := 1
 	if len(first) == 0 {
-		first = []int{allowed[0]}
+		first = slices.Clone(allowed[:min(max(n, 1), len(allowed))])
+		next = len(first)
 	}
 	if len(second) == 0 {
-		second = []int{allowed[min(1, len(allowed)-1)]}
+		second = []int{allowed[min(next, len(allowed)-1)]}
 	}
 	return first, second, online, allowed
 }

@@ -1000,3 +1000,34 @@ func TestNotesNameTheLoadPoint(t *testing.T) {
 		})
 	}
 }
+
+// TestConfigServerCPUsPerLoop: by default a run's server gets one CPU per
+// loop, the first CPUs this process may run on, and the client the next
+// one (the last when none is left), as a sweep gives each loop count its
+// CPUs. With one server CPU whatever --loops said, every engine arm was
+// skipped at two loops ("2 loops need 2 distinct server CPUs") and go-net
+// and gnet were measured with two loops on one CPU.
+func TestConfigServerCPUsPerLoop(t *testing.T) {
+	allowed, err := allowedCPUs()
+	if err != nil {
+		t.Skipf("the CPUs this process may run on: %v", err)
+	}
+	if len(allowed) < 2 {
+		t.Skipf("needs two CPUs this process may run on, has %v", allowed)
+	}
+	cfg, err := Config{Loops: 2}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := allowed[min(2, len(allowed)-1)]
+	if !slices.Equal(cfg.ServerCPUs, allowed[:2]) || !slices.Equal(cfg.ClientCPUs, []int{client}) {
+		t.Errorf("2 loops: server CPUs %v, client CPUs %v; want %v and [%d]", cfg.ServerCPUs, cfg.ClientCPUs, allowed[:2], client)
+	}
+	cfg, err = Config{}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cfg.ServerCPUs, allowed[:1]) || !slices.Equal(cfg.ClientCPUs, allowed[1:2]) {
+		t.Errorf("1 loop: server CPUs %v, client CPUs %v; want %v and %v", cfg.ServerCPUs, cfg.ClientCPUs, allowed[:1], allowed[1:2])
+	}
+}

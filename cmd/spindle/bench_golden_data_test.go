@@ -17,7 +17,7 @@ usage: spindle bench [flags]            every arm: closed-loop peak, then open l
   -client-block
     	client threads sleep in epoll_wait instead of polling (the server then pays for waking them)
   -client-cpus string
-    	CPUs the client threads are pinned to (default: the second CPU this process may run on, the first on one CPU)
+    	CPUs the client threads are pinned to (default: the next CPU this process may run on after the server's, the last when none is left)
   -client-threads int
     	client threads (default: one per client CPU)
   -compute-us int
@@ -45,7 +45,7 @@ usage: spindle bench [flags]            every arm: closed-loop peak, then open l
   -reps int
     	repetitions of each measurement (arms alternate within each, in reverse order in even ones) (default 3)
   -server-cpus string
-    	CPUs the server is pinned to (default: the first CPU this process may run on; bench sweep: the first, one per loop)
+    	CPUs the server is pinned to (default: the first CPUs this process may run on, one per loop)
   -server-rps value
     	wire topology: RPS CPUs (a CPU list, or none) for the server veth's receive queues; repeat it to measure every arm under each, alternated
   -spare-cpus string
