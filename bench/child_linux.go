@@ -45,7 +45,36 @@ func pinProcess(cpus []int) error {
 			quiet = 0
 		}
 	}
+	if err := checkPinned(set, cpus); err != nil {
+		return fmt.Errorf("bench: pin server: %w", err)
+	}
 	return nil
+}
+
+// checkPinned returns an error unless the calling thread may run on the
+// CPUs of want (cpus) and no others: sched_setaffinity leaves out of a
+// mask, without an error, the CPUs outside the caller's cpuset (it fails
+// only when none is left), and the report would name CPUs that were never
+// used.
+func checkPinned(want unix.CPUSet, cpus []int) error {
+	var got unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &got); err != nil {
+		return os.NewSyscallError("sched_getaffinity", err)
+	}
+	if got == want {
+		return nil
+	}
+	var have []int
+	for c := range len(got) * 64 {
+		if got.IsSet(c) {
+			have = append(have, c)
+		}
+	}
+	what := "CPUs"
+	if len(have) == 1 {
+		what = "CPU"
+	}
+	return fmt.Errorf("asked for CPUs %s, the kernel let it run on %s %s only (a cpuset without the others?)", FormatCPUList(cpus), what, FormatCPUList(have))
 }
 
 // allowedCPUs returns the CPUs the calling thread may run on, in order.
