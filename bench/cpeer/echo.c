@@ -790,8 +790,25 @@ static void pin(const char *list)
 		else if (*s)
 			die("bad CPU list \"%s\"", list);
 	}
-	if (CPU_COUNT(&set) > 0 && sched_setaffinity(0, sizeof set, &set) < 0)
+	if (CPU_COUNT(&set) == 0)
+		return;
+	if (sched_setaffinity(0, sizeof set, &set) < 0)
 		die("pin server to CPUs %s: %s", list, strerror(errno));
+	/* sched_setaffinity leaves out of the mask, without an error, the CPUs
+	 * outside the caller's cpuset (it fails only when none is left): the
+	 * report would name CPUs the server never ran on. */
+	cpu_set_t got;
+	if (sched_getaffinity(0, sizeof got, &got) < 0)
+		die("sched_getaffinity: %s", strerror(errno));
+	if (!CPU_EQUAL(&got, &set)) {
+		char have[256] = "";
+		size_t n = 0;
+		for (int c = 0; c < CPU_SETSIZE && n + 8 < sizeof have; c++)
+			if (CPU_ISSET(c, &got))
+				n += (size_t)snprintf(have + n, sizeof have - n, "%s%d", n ? "," : "", c);
+		die("pin server: asked for CPUs %s, the kernel let it run on CPU%s %s only (a cpuset without the others?)", list,
+		    CPU_COUNT(&got) == 1 ? "" : "s", have);
+	}
 }
 
 static long parse_int(const char *name, const char *v)
