@@ -4,20 +4,41 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
+// pinChildEnv makes TestPinNarrowedByCpuset the child that starts a
+// program pinned to the CPUs it names.
+const pinChildEnv = "SPINDLE_BENCH_TEST_PIN"
+
 // TestPinNarrowedByCpuset: a server child asked to pin to CPUs of which
 // its cpuset allows only some fails to start, naming the CPUs it got,
 // instead of serving on those alone while the report names them all:
 // sched_setaffinity silently leaves out the CPUs outside the caller's
-// cpuset and fails only when none is left. The children (a Go arm, and
-// the C server where it can be built) run in a cgroup v1 cpuset of the
-// last CPU, made for the test and removed after it.
+// cpuset and fails only when none is left; so does the start of a proxy
+// or h2load pinned to them. The children (a Go arm, the C server where it
+// can be built, this test starting a program) run in a cgroup v1 cpuset
+// of the last CPU, made for the test and removed after it.
 func TestPinNarrowedByCpuset(t *testing.T) {
 	skipUnlessLinux(t)
+	if cpus := os.Getenv(pinChildEnv); cpus != "" {
+		// In the cpuset: the harness's start of a proxy or h2load.
+		list, err := ParseCPUList(cpus)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("/bin/true")
+		if err := startPinned(cmd, list); err == nil {
+			cmd.Wait()
+			t.Fatalf("a program pinned to CPUs %s in a cpuset of fewer started", cpus)
+		} else {
+			fmt.Println(err)
+		}
+		return
+	}
 	root := "/sys/fs/cgroup/cpuset"
 	mems, err := os.ReadFile(filepath.Join(root, "cpuset.mems"))
 	if err != nil {
@@ -43,6 +64,19 @@ func TestPinNarrowedByCpuset(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 	}
+	t.Run("startPinned", func(t *testing.T) {
+		// The test binary in the cpuset starts a program as the harness
+		// starts a proxy or h2load.
+		cmd := exec.Command("/bin/sh", "-c", `echo $$ > "$0/cgroup.procs" && exec "$@"`, dir, os.Args[0], "-test.run=^TestPinNarrowedByCpuset$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), pinChildEnv+"="+cpus, noRaceExitSleep())
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if want := fmt.Sprintf("the kernel let it run on CPU %d only", last); !strings.Contains(string(out), want) {
+			t.Errorf("the child does not say %q:\n%s", want, out)
+		}
+	})
 	for _, tc := range []struct {
 		arm   string
 		child func(t *testing.T) (argv, env []string)

@@ -32,12 +32,16 @@ func startPinned(cmd *exec.Cmd, cpus []int) error {
 			done <- os.NewSyscallError("sched_getaffinity", err)
 			return
 		}
-		if err := unix.SchedSetaffinity(0, &set); err != nil {
-			runtime.UnlockOSThread()
-			done <- os.NewSyscallError("sched_setaffinity", err)
-			return
+		err := unix.SchedSetaffinity(0, &set)
+		if err != nil {
+			err = os.NewSyscallError("sched_setaffinity", err)
+		} else {
+			// The child would get the mask the kernel narrowed.
+			err = checkPinned(set, cpus)
 		}
-		err := cmd.Start()
+		if err == nil {
+			err = cmd.Start()
+		}
 		if rerr := unix.SchedSetaffinity(0, &old); rerr != nil {
 			if err == nil {
 				// The child runs: stop it, for its caller
