@@ -664,17 +664,30 @@ func (r *runner) finish() {
 	saturated := map[string]bool{}
 	for _, s := range r.report.Summary {
 		if s.Mode == "open" {
-			short := 0
+			short, late := 0, 0
 			for _, res := range r.report.Results {
 				if groupOf(res) == s.group() && behind(res) {
 					short++
+					if res.ClientSendLagP99US > clientLateUS {
+						late++
+					}
 				}
 			}
-			if short > 0 {
-				r.report.Notes = append(r.report.Notes, fmt.Sprintf("%s %s could not keep up: it answered %.0f req/s of the %.0f offered (median; %d of %d reps more than %.0f%% short): past its capacity, its latencies grow with the backlog and are not those of a server at this rate", s.Arm, loadPoint(s), s.AchievedRPS.Median, s.OfferedRPS, short, s.Reps, keepUpTolerance*100))
+			answered := fmt.Sprintf("%.0f req/s of the %.0f offered (median; %d of %d reps more than %.0f%% short)", s.AchievedRPS.Median, s.OfferedRPS, short, s.Reps, keepUpTolerance*100)
+			switch {
+			case short > 0 && late == short:
+				// Requests that went out late were answered late: the
+				// shortfall may be the client's.
+				r.report.Notes = append(r.report.Notes, fmt.Sprintf("%s %s answered %s, and in each of the short reps the client fell behind its schedule (send lag p99 above %.0f ms): either the arm stopped reading its requests (its socket buffers full) or the client's CPU was busy or preempted, and then the shortfall is the client's, not the arm's", s.Arm, loadPoint(s), answered, clientLateUS/1000))
+			case short > 0:
+				lagged := ""
+				if late > 0 {
+					lagged = fmt.Sprintf(" (in %d of the short reps the client fell behind its schedule too)", late)
+				}
+				r.report.Notes = append(r.report.Notes, fmt.Sprintf("%s %s could not keep up: it answered %s%s: past its capacity, its latencies grow with the backlog and are not those of a server at this rate", s.Arm, loadPoint(s), answered, lagged))
 			}
 		}
-		if s.Mode == "open" && s.ClientSendLagP99US > 1000 {
+		if s.Mode == "open" && s.ClientSendLagP99US > clientLateUS {
 			r.report.Notes = append(r.report.Notes, fmt.Sprintf("the client fell behind its schedule measuring %s %s (send lag p99 %.0f µs): the client's CPU was busy or preempted, or the server did not read its requests (socket buffers full)", s.Arm, loadPoint(s), s.ClientSendLagP99US))
 		}
 		if s.ClientCPUPercent >= 90 && !saturated[s.Arm] {
@@ -769,6 +782,10 @@ func (r *runner) resultName(res Result) string {
 // not keep up: a server that keeps up answers, in the window, the window's
 // requests give or take those in flight at its edges.
 const keepUpTolerance = 0.02
+
+// clientLateUS is the open-loop send lag p99, in µs, above which the
+// report says the client fell behind its schedule.
+const clientLateUS = 1000.0
 
 // behind reports whether an open-loop measurement answered less than it
 // was offered, by more than keepUpTolerance.

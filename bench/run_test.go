@@ -1031,3 +1031,38 @@ func TestConfigServerCPUsPerLoop(t *testing.T) {
 		t.Errorf("1 loop: server CPUs %v, client CPUs %v; want %v and %v", cfg.ServerCPUs, cfg.ClientCPUs, allowed[:1], allowed[1:2])
 	}
 }
+
+// TestFinishKeepUpBlamesLaggingClient: an open-loop measurement short of
+// its offered rate whose client fell behind its schedule (send lag p99
+// above a millisecond: the requests went out late, the client starved)
+// is not noted as the arm past its capacity: the note says the client
+// lagged. Before, the arm "could not keep up" whoever was late; a busy
+// machine that starved the client blamed the server.
+func TestFinishKeepUpBlamesLaggingClient(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		lagUS          [2]float64
+		capacity, late bool
+	}{
+		{"server behind, client on time", [2]float64{20, 30}, true, false},
+		{"client late in both", [2]float64{50000, 70000}, false, true},
+		{"client late in one", [2]float64{50000, 30}, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &runner{cfg: Config{ClientThreads: 1, ClientCPUs: []int{1}}, report: &Report{Topology: "wire"}}
+			r.report.Results = []Result{{Arm: "a", Mode: "closed", Rep: 1, AchievedRPS: 15000, Requests: 15000}}
+			for i, lag := range tc.lagUS {
+				r.report.Results = append(r.report.Results, Result{Arm: "a", Mode: "open", Fraction: 0.8, Rep: i + 1, OfferedRPS: 12000,
+					AchievedRPS: 10000, Requests: 10000, ClientSendLagP99US: lag})
+			}
+			r.finish()
+			notes := strings.Join(r.report.Notes, "\n")
+			if got := strings.Contains(notes, "past its capacity"); got != tc.capacity {
+				t.Errorf("note that the arm was past its capacity: %v, want %v; notes:\n%s", got, tc.capacity, notes)
+			}
+			if got := strings.Contains(notes, "of the short reps the client fell behind its schedule"); got != tc.late {
+				t.Errorf("note that the short repetitions' client was late: %v, want %v; notes:\n%s", got, tc.late, notes)
+			}
+		})
+	}
+}
