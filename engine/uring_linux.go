@@ -24,6 +24,7 @@ const (
 	opMsg     // a MSG_RING wake-up arriving from another loop
 	opMsgSent // our MSG_RING to another loop completed
 	opSendZC  // SEND_ZC: the gen field carries the slab chunk id
+	opCancelFd
 )
 
 const bufGroup = 1
@@ -502,14 +503,32 @@ func (b *uringBackend) closeConn(c *Conn) {
 	}
 	c.k.closing = true
 	if c.k.inflight > 0 {
-		b.sqe().PrepCancelFd(c.fd, uring.CancelAll, udata(opCancel, 0, 0))
-		b.inflight++
+		b.cancelFd(c)
 		if c.k.recv == 1 {
 			c.k.recv = 2
 		}
 		return
 	}
 	b.finish(c)
+}
+
+// cancelFd cancels every request on c's fd. The cancel is one of c's
+// requests in flight, so that the fd is closed only after the kernel has
+// run it: closed before (the requests it was to end completing in the
+// meantime), the cancel found no file, or another connection's that had
+// been given the number.
+//
+// A cancel finds the requests armed or running when it runs, not a linked
+// SEND whose predecessor has just completed and which the kernel has yet
+// to issue (deferred task work): issued after, it waits for a peer that may
+// never read again, and c, and a stopping loop, with it. So while sends are
+// in flight when the cancel completes, handle cancels again (those it did
+// end may still have their completions to come: then the next finds
+// nothing).
+func (b *uringBackend) cancelFd(c *Conn) {
+	b.sqe().PrepCancelFd(c.fd, uring.CancelAll, udata(opCancelFd, c.slot, c.gen))
+	c.k.inflight++
+	b.inflight++
 }
 
 func (b *uringBackend) finish(c *Conn) {
@@ -740,6 +759,11 @@ func (b *uringBackend) handle(q uring.CQE) {
 	case opConnect:
 		if !c.k.closing {
 			l.connected(c)
+		}
+		b.done(c)
+	case opCancelFd:
+		if c.k.sends > 0 {
+			b.cancelFd(c)
 		}
 		b.done(c)
 	}
