@@ -333,19 +333,28 @@ func TestCPeerSweepCompute(t *testing.T) {
 	if !slices.ContainsFunc(rep.Notes, func(n string) bool { return strings.Contains(n, "not measured at 2 loops") }) {
 		t.Errorf("no note for the two-loop cells: %q", rep.Notes)
 	}
+	// The compute shows as a difference between the two cells, not
+	// against a fixed figure: on a loaded host (CI runs packages side by
+	// side) the plain echo's CPU per request alone was seen at 68-89 µs.
+	var cpu [2]float64
 	for _, r := range rep.Results {
 		if r.Loops != 1 {
 			t.Errorf("measured at %d loops", r.Loops)
 		}
 		if r.Requests == 0 {
-			continue
+			t.Fatalf("compute %d µs: no replies", r.ComputeUS)
 		}
-		if r.ComputeUS > 0 && (r.Latency.P50 < compute || r.Server.TotalUSPerReq < compute/4) {
-			t.Errorf("compute %d µs: p50 %.1f µs, server CPU %.1f µs per request", r.ComputeUS, r.Latency.P50, r.Server.TotalUSPerReq)
+		if r.ComputeUS > 0 {
+			cpu[1] = r.Server.TotalUSPerReq
+			if r.Latency.P50 < compute {
+				t.Errorf("compute %d µs: p50 %.1f µs", r.ComputeUS, r.Latency.P50)
+			}
+		} else {
+			cpu[0] = r.Server.TotalUSPerReq
 		}
-		if r.ComputeUS == 0 && r.Server.TotalUSPerReq >= compute/4 {
-			t.Errorf("no compute: server CPU %.1f µs per request", r.Server.TotalUSPerReq)
-		}
+	}
+	if cpu[1]-cpu[0] < compute/4 {
+		t.Errorf("server CPU per request %.1f µs with %d µs of compute, %.1f µs without", cpu[1], compute, cpu[0])
 	}
 }
 
