@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spindlenet/spindle/internal/cpulist"
 )
@@ -27,12 +28,22 @@ const version = 1
 // are the captured host's.
 var ErrNotLive = errors.New("plan was applied to a captured tree, not to this host")
 
+// ErrOtherBoot means the state file was saved in another boot (a --state
+// on persistent storage, read after a reboot): the reboot undid what the
+// plan wrote, and `spindle tune revert` refuses the file as stale.
+var ErrOtherBoot = errors.New("plan was applied in another boot")
+
+// bootIDPath is the kernel's id of this boot (tune.State.BootID).
+const bootIDPath = "/proc/sys/kernel/random/boot_id"
+
 // LoopCPUs returns the loop CPUs of the plan applied with state file path:
 // nil and no error when there is no such file (nothing applied, or
 // reverted: revert renames it). A plan applied under a root other than the
 // live "/" (the state's "root"; absent or "" counts as "/") gives nil and an
 // error wrapping ErrNotLive: its CPUs belong to the captured host, whose
-// state may still sit at the default path. Any goroutine.
+// state may still sit at the default path. A state saved in another boot
+// (its "boot_id" set and not this boot's) gives nil and an error wrapping
+// ErrOtherBoot. Any goroutine.
 func LoopCPUs(path string) ([]int, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -44,6 +55,7 @@ func LoopCPUs(path string) ([]int, error) {
 	var st struct {
 		Version int    `json:"version"`
 		Root    string `json:"root"`
+		BootID  string `json:"boot_id"`
 		Plan    *struct {
 			LoopCPUs string `json:"loop_cpus"`
 		} `json:"plan"`
@@ -56,6 +68,13 @@ func LoopCPUs(path string) ([]int, error) {
 	}
 	if st.Root != "" && filepath.Clean(st.Root) != "/" {
 		return nil, fmt.Errorf("%s: %w (root %s)", path, ErrNotLive, st.Root)
+	}
+	if st.BootID != "" {
+		if b, err := os.ReadFile(bootIDPath); err == nil {
+			if now := strings.TrimSpace(string(b)); now != "" && now != st.BootID {
+				return nil, fmt.Errorf("%s: %w (boot id %s, now %s)", path, ErrOtherBoot, st.BootID, now)
+			}
+		}
 	}
 	cpus, err := cpulist.Parse(st.Plan.LoopCPUs)
 	if err != nil {

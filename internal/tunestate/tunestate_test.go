@@ -73,3 +73,41 @@ func TestLoopCPUsIgnoresCapturedRoot(t *testing.T) {
 		}
 	}
 }
+
+// TestLoopCPUsIgnoresOtherBoot: a state saved in another boot (--state on
+// persistent storage, read after a reboot) names loop CPUs of a plan the
+// reboot undid; Revert refuses it as stale, and the engine is not to take
+// its CPUs either. A state without a boot id, or one of this boot, counts.
+func TestLoopCPUsIgnoresOtherBoot(t *testing.T) {
+	b, err := os.ReadFile(bootIDPath)
+	if err != nil {
+		t.Skipf("no boot id here: %v", err)
+	}
+	now := strings.TrimSpace(string(b))
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		boot string
+		want []int
+	}{
+		{``, []int{1, 2}},
+		{`,"boot_id":""`, []int{1, 2}},
+		{`,"boot_id":"` + now + `"`, []int{1, 2}},
+		{`,"boot_id":"00000000-0000-4000-8000-000000000000"`, nil},
+	} {
+		p := filepath.Join(dir, "state.json")
+		body := `{"version":1,"plan":{"loop_cpus":"1-2"}` + tc.boot + `}`
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got, err := LoopCPUs(p)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, %v; want %v", body, got, err, tc.want)
+		}
+		if tc.want == nil && (!errors.Is(err, ErrOtherBoot) || !strings.Contains(err.Error(), p)) {
+			t.Errorf("%s: error %v, want ErrOtherBoot naming the file", body, err)
+		}
+		if tc.want != nil && err != nil {
+			t.Errorf("%s: %v", body, err)
+		}
+	}
+}
