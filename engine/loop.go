@@ -568,9 +568,12 @@ func (b Buffer) Release() { b.l.releaseBuf(b.id) }
 // already off the ring (every buffer of the epoll backends), one the slab
 // cannot grow for, and any with MaxQueuedReadBuffers -1 (nothing copied
 // off the ring) is returned as it is. b is not to be used after
-// the call; the buffer returned is released as b would have been. A
-// buffer released already, or given to Conn.WriteBuffer, panics as a
-// second Release does. Loop goroutine.
+// the call; the buffer returned is released as b would have been. The
+// handler keeps the buffer returned: OnData that calls Unring returns
+// true, for if it returns false the engine releases b, which Unring has
+// given up, and that panics as a second Release does. A buffer released
+// already, or given to Conn.WriteBuffer, panics as a second Release does.
+// Loop goroutine.
 func (b Buffer) Unring() Buffer {
 	l := b.l
 	l.disown(b.id)

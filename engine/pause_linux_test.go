@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // pauseCycleHandler pauses and resumes each connection's reading n times
@@ -107,7 +109,22 @@ func TestEpollPausedHangUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Close()
-	time.Sleep(50 * time.Millisecond) // the FIN and data arrive
+	// The data and the FIN after it have reached the server's socket: it
+	// reports the peer's shutdown (poll does not consume anything, and
+	// the loop's epoll sees the same).
+	fd := make(chan int, 1)
+	sc.Loop().Post(func() { fd <- sc.Fd() })
+	fds := []unix.PollFd{{Fd: int32(<-fd), Events: unix.POLLRDHUP}}
+	_, err := unix.Poll(fds, 5000)
+	for err == unix.EINTR {
+		_, err = unix.Poll(fds, 5000)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fds[0].Revents&unix.POLLRDHUP == 0 {
+		t.Fatalf("the server's socket reports %#x, not the peer's FIN (POLLRDHUP), after 5 s", fds[0].Revents)
+	}
 	w0 := e.Stats().Waits
 	time.Sleep(300 * time.Millisecond)
 	if w := e.Stats().Waits - w0; w > 50 {
@@ -175,14 +192,18 @@ func TestLazyPauseCostsNothing(t *testing.T) {
 	}
 }
 
-// pausedForever pauses every connection's reading as it opens and records
-// how each one ends.
+// pausedForever pauses every connection's reading as it opens, saying so
+// on paused, and records how each one ends.
 type pausedForever struct {
 	BaseHandler
+	paused chan struct{}
 	closed chan error
 }
 
-func (h *pausedForever) OnOpen(c *Conn) { c.PauseRead() }
+func (h *pausedForever) OnOpen(c *Conn) {
+	c.PauseRead()
+	h.paused <- struct{}{}
+}
 
 func (h *pausedForever) OnClose(c *Conn, err error) { h.closed <- err }
 
@@ -193,10 +214,16 @@ func (h *pausedForever) OnClose(c *Conn, err error) { h.closed <- err }
 func TestPausedSeesReset(t *testing.T) {
 	for _, be := range testBackends {
 		t.Run(string(be), func(t *testing.T) {
-			h := &pausedForever{closed: make(chan error, 1)}
+			h := &pausedForever{paused: make(chan struct{}, 1), closed: make(chan error, 1)}
 			_, addr := startEngine(t, testConfig(be), h)
 			c := mustDial(t, "tcp", addr)
-			time.Sleep(20 * time.Millisecond) // accepted and paused
+			// Accepted and paused before the reset: a reset that came
+			// first would end a connection never paused.
+			select {
+			case <-h.paused:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the connection was not accepted in 5 s")
+			}
 			c.(*net.TCPConn).SetLinger(0)
 			c.Close()
 			select {
