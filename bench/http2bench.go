@@ -160,7 +160,8 @@ type HTTP2SummaryRow struct {
 	ServerCPUPercent float64 `json:"server_cpu_percent"`
 	ClientCPUPercent float64 `json:"client_cpu_percent"`
 	// The ratios of this arm's medians to the first arm's (1 for the
-	// first arm; 0 where the first arm's figure is 0).
+	// first arm; 0 where the first arm's figure is 0, which the tables
+	// print as "—").
 	RPSRatio       float64 `json:"rps_ratio"`
 	P99Ratio       float64 `json:"p99_ratio"`
 	ServerCPURatio float64 `json:"server_cpu_ratio"`
@@ -676,17 +677,25 @@ func summarizeHTTP2(results []HTTP2Result) []HTTP2SummaryRow {
 // streams value, then returns rows sorted by streams, stably (each load
 // point's arms together, in arm order).
 func ratiosByStreams[R any](rows []R, streams func(R) int, ratios func(row *R, first R)) []R {
-	first := map[int]R{}
+	first := firstByStreams(rows, streams)
 	for i, row := range rows {
-		f, ok := first[streams(row)]
-		if !ok {
-			f = row
-			first[streams(row)] = row
-		}
-		ratios(&rows[i], f)
+		ratios(&rows[i], first[streams(row)])
 	}
 	slices.SortStableFunc(rows, func(a, b R) int { return streams(a) - streams(b) })
 	return rows
+}
+
+// firstByStreams maps each streams value of rows to the first row with
+// it: the row whose medians the summary's ratios divide by
+// (ratiosByStreams; sorting by streams, stably, keeps it first).
+func firstByStreams[R any](rows []R, streams func(R) int) map[int]R {
+	first := map[int]R{}
+	for _, row := range rows {
+		if _, ok := first[streams(row)]; !ok {
+			first[streams(row)] = row
+		}
+	}
+	return first
 }
 
 // ratioOf is a / b, or 0 where b is 0.
@@ -695,6 +704,27 @@ func ratioOf(a, b float64) float64 {
 		return 0
 	}
 	return a / b
+}
+
+// medianRatioCell prints a summary's ratio of medians, or "—" where the
+// median it divides by (base) is 0: there is no ratio (ratioOf's 0).
+func medianRatioCell(ratio, base float64) string {
+	if base == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", ratio)
+}
+
+// http2RatioCells are the printed ratios of each of rows (a summary, in
+// order): req/s, p99 and server CPU (medianRatioCell).
+func http2RatioCells(rows []HTTP2SummaryRow) [][3]string {
+	first := firstByStreams(rows, func(s HTTP2SummaryRow) int { return s.Streams })
+	cells := make([][3]string, len(rows))
+	for i, s := range rows {
+		f := first[s.Streams]
+		cells[i] = [3]string{medianRatioCell(s.RPSRatio, f.AchievedRPS.Median), medianRatioCell(s.P99Ratio, f.P99.Median), medianRatioCell(s.ServerCPURatio, f.ServerUSPerReq.Median)}
+	}
+	return cells
 }
 
 // WriteHTTP2Report writes rep into dir (created if needed) as report.json
@@ -715,9 +745,11 @@ func HTTP2Markdown(rep *HTTP2Report) string {
 	b.WriteString("Medians over the repetitions with (min–max); latency in µs; server CPU in µs per request (run time of every thread of the server's processes) and in percent of a CPU; client CPU in percent of the client CPUs; ratios to the first arm's medians at the same streams.\n\n")
 	b.WriteString("| arm | streams | req/s | p50 | p99 | p99.9 | server CPU µs/req | server CPU % | client CPU % | req/s ratio | p99 ratio | server CPU ratio |\n")
 	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
-	for _, s := range rep.Summary {
-		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %.0f | %.0f | %.2f | %.2f | %.2f |\n", s.Arm, s.Streams, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
-			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), fmtSpread(s.ServerUSPerReq, 2), s.ServerCPUPercent, s.ClientCPUPercent, s.RPSRatio, s.P99Ratio, s.ServerCPURatio)
+	ratios := http2RatioCells(rep.Summary)
+	for i, s := range rep.Summary {
+		r := ratios[i]
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %.0f | %.0f | %s | %s | %s |\n", s.Arm, s.Streams, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
+			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), fmtSpread(s.ServerUSPerReq, 2), s.ServerCPUPercent, s.ClientCPUPercent, r[0], r[1], r[2])
 	}
 	b.WriteString(http2RatioLayout.markdown(rep.PairedRatios))
 	writeArmsAndNotes(&b, rep.Arms, rep.Notes)
@@ -737,9 +769,11 @@ func WriteHTTP2Table(w io.Writer, rep *HTTP2Report) {
 	first := firstArm(rep.Summary, func(s HTTP2SummaryRow) string { return s.Arm })
 	fmt.Fprintf(w, "\nbench http2, h2c under h2load, loopback, %d reps, medians (min–max); latency in µs, server CPU in µs per request; ratios to %s at the same streams\n", rep.Config.Reps, first)
 	fmt.Fprintf(w, "%-14s %7s %-22s %-20s %-20s %-20s %-18s %7s %7s %7s %7s\n", "arm", "streams", "req/s", "p50", "p99", "p99.9", "server µs/req", "client%", "rps×", "p99×", "cpu×")
-	for _, s := range rep.Summary {
-		fmt.Fprintf(w, "%-14s %7d %-22s %-20s %-20s %-20s %-18s %7.0f %7.2f %7.2f %7.2f\n", s.Arm, s.Streams, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
-			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), fmtSpread(s.ServerUSPerReq, 2), s.ClientCPUPercent, s.RPSRatio, s.P99Ratio, s.ServerCPURatio)
+	ratios := http2RatioCells(rep.Summary)
+	for i, s := range rep.Summary {
+		r := ratios[i]
+		fmt.Fprintf(w, "%-14s %7d %-22s %-20s %-20s %-20s %-18s %7.0f %7s %7s %7s\n", s.Arm, s.Streams, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
+			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), fmtSpread(s.ServerUSPerReq, 2), s.ClientCPUPercent, r[0], r[1], r[2])
 	}
 	http2RatioLayout.writeTable(w, rep.PairedRatios)
 	writeTableNotes(w, rep.Notes)

@@ -259,7 +259,8 @@ type ProxySummaryRow struct {
 	ClientCPUPercent float64 `json:"client_cpu_percent"`
 	Unanswered       uint64  `json:"unanswered"`
 	// The ratios of this arm's medians to the first arm's (1 for the
-	// first arm; 0 where the first arm's figure is 0).
+	// first arm; 0 where the first arm's figure is 0, which the tables
+	// print as "—").
 	RPSRatio         float64 `json:"rps_ratio"`
 	P99Ratio         float64 `json:"p99_ratio"`
 	ProxyCPURatio    float64 `json:"proxy_cpu_ratio"`
@@ -1112,7 +1113,9 @@ func ProxyMarkdown(rep *ProxyReport) string {
 	b.WriteString("Medians over the repetitions with (min–max); latency in µs; proxy and upstream CPU in µs per request (run time of every thread of the proxy's, or the upstream's, processes) and in percent of a CPU; client CPU in percent of the client CPUs; ratios to the first arm's medians" + same + ".\n\n")
 	b.WriteString("| arm |" + streamsHead + " req/s | p50 | p99 | p99.9 | proxy CPU µs/req | proxy CPU % | upstream CPU µs/req | upstream CPU % | client CPU % | req/s ratio | p99 ratio | proxy CPU ratio | upstream CPU ratio |\n")
 	b.WriteString("| --- |" + streamsAlign + " ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
-	for _, s := range rep.Summary {
+	ratios := proxyRatioCells(rep.Summary)
+	for i, s := range rep.Summary {
+		r := ratios[i]
 		pct := "—"
 		if s.Arm != ProxyArmDirect {
 			pct = fmt.Sprintf("%.0f", s.ProxyCPUPercent)
@@ -1121,8 +1124,8 @@ func ProxyMarkdown(rep *ProxyReport) string {
 		if h2 {
 			streams = fmt.Sprintf(" %d |", s.Streams)
 		}
-		fmt.Fprintf(&b, "| %s |%s %s | %s | %s | %s | %s | %s | %s | %.0f | %.0f | %.2f | %.2f | %s | %.2f |\n", s.Arm, streams, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
-			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), cpuCell(s), pct, fmtSpread(s.UpstreamUSPerReq, 2), s.UpstreamCPUPercent, s.ClientCPUPercent, s.RPSRatio, s.P99Ratio, ratioCell(s), s.UpstreamCPURatio)
+		fmt.Fprintf(&b, "| %s |%s %s | %s | %s | %s | %s | %s | %s | %.0f | %.0f | %s | %s | %s | %s |\n", s.Arm, streams, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
+			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), cpuCell(s), pct, fmtSpread(s.UpstreamUSPerReq, 2), s.UpstreamCPUPercent, s.ClientCPUPercent, r[0], r[1], r[2], r[3])
 	}
 	b.WriteString(proxyRatioLayout(h2).markdown(rep.PairedRatios))
 	writeArmsAndNotes(&b, rep.Arms, rep.Notes)
@@ -1147,11 +1150,22 @@ func cpuCell(s ProxySummaryRow) string {
 	return fmtSpread(s.ProxyUSPerReq, 2)
 }
 
-func ratioCell(s ProxySummaryRow) string {
-	if s.Arm == ProxyArmDirect || s.ProxyCPURatio == 0 {
-		return "—"
+// proxyRatioCells are the printed ratios of each of rows (a summary, in
+// order): req/s, p99, proxy CPU and upstream CPU (medianRatioCell; the
+// proxy CPU's "—" too for direct, which has none, and for an arm without
+// replies).
+func proxyRatioCells(rows []ProxySummaryRow) [][4]string {
+	first := firstByStreams(rows, func(s ProxySummaryRow) int { return s.Streams })
+	cells := make([][4]string, len(rows))
+	for i, s := range rows {
+		f := first[s.Streams]
+		cpu := medianRatioCell(s.ProxyCPURatio, f.ProxyUSPerReq.Median)
+		if s.Arm == ProxyArmDirect || s.ProxyCPURatio == 0 {
+			cpu = "—"
+		}
+		cells[i] = [4]string{medianRatioCell(s.RPSRatio, f.AchievedRPS.Median), medianRatioCell(s.P99Ratio, f.P99.Median), cpu, medianRatioCell(s.UpstreamCPURatio, f.UpstreamUSPerReq.Median)}
 	}
-	return fmt.Sprintf("%.2f", s.ProxyCPURatio)
+	return cells
 }
 
 // WriteProxyTable prints rep's summary as a plain-text table.
@@ -1163,13 +1177,15 @@ func WriteProxyTable(w io.Writer, rep *ProxyReport) {
 	}
 	fmt.Fprintf(w, "\nbench proxy, %s, loopback, %d reps, medians (min–max); latency in µs, proxy and upstream CPU in µs per request; ratios to %s%s\n", proxyProtocolTitle(rep.Config.Protocol), rep.Config.Reps, firstArm(rep.Summary, func(s ProxySummaryRow) string { return s.Arm }), same)
 	fmt.Fprintf(w, "%-17s%s %-22s %-20s %-20s %-20s %-18s %-18s %7s %7s %7s %7s %7s\n", "arm", streamsHead, "req/s", "p50", "p99", "p99.9", "proxy µs/req", "upstream µs/req", "client%", "rps×", "p99×", "cpu×", "up cpu×")
-	for _, s := range rep.Summary {
+	ratios := proxyRatioCells(rep.Summary)
+	for i, s := range rep.Summary {
+		r := ratios[i]
 		streams := ""
 		if h2 {
 			streams = fmt.Sprintf(" %7d", s.Streams)
 		}
-		fmt.Fprintf(w, "%-17s%s %-22s %-20s %-20s %-20s %-18s %-18s %7.0f %7.2f %7.2f %7s %7.2f\n", s.Arm, streams, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
-			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), cpuCell(s), fmtSpread(s.UpstreamUSPerReq, 2), s.ClientCPUPercent, s.RPSRatio, s.P99Ratio, ratioCell(s), s.UpstreamCPURatio)
+		fmt.Fprintf(w, "%-17s%s %-22s %-20s %-20s %-20s %-18s %-18s %7.0f %7s %7s %7s %7s\n", s.Arm, streams, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
+			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), cpuCell(s), fmtSpread(s.UpstreamUSPerReq, 2), s.ClientCPUPercent, r[0], r[1], r[2], r[3])
 	}
 	proxyRatioLayout(h2).writeTable(w, rep.PairedRatios)
 	writeTableNotes(w, rep.Notes)

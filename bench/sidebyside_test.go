@@ -1,0 +1,88 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestSummaryRatioWithoutBase: a summary's ratio to the first arm's median
+// prints "—" where that median is 0 (the first arm had no replies at that
+// streams value: no ratio, 0 in the JSON), in bench http2's and bench
+// proxy's Markdown and plain-text tables alike; where the median is above
+// 0 it prints the ratio. They printed "0.00", a ratio the arms never had,
+// but for the proxy CPU's.
+func TestSummaryRatioWithoutBase(t *testing.T) {
+	// At streams 1 the first arm had no replies; at streams 2 it had.
+	var h2 []HTTP2Result
+	var px []ProxyResult
+	for rep := 1; rep <= 2; rep++ {
+		h2 = append(h2,
+			HTTP2Result{Arm: "first", Streams: 1, Rep: rep},
+			HTTP2Result{Arm: "second", Streams: 1, Rep: rep, Requests: 200, AchievedRPS: 200, Latency: Percentiles{P99: 80}, ServerUSPerReq: 6},
+			HTTP2Result{Arm: "first", Streams: 2, Rep: rep, Requests: 100, AchievedRPS: 100, Latency: Percentiles{P99: 40}, ServerUSPerReq: 3},
+			HTTP2Result{Arm: "second", Streams: 2, Rep: rep, Requests: 200, AchievedRPS: 200, Latency: Percentiles{P99: 80}, ServerUSPerReq: 6})
+		px = append(px,
+			ProxyResult{Arm: "first", Streams: 1, Rep: rep},
+			ProxyResult{Arm: "second", Streams: 1, Rep: rep, Requests: 200, AchievedRPS: 200, Latency: Percentiles{P99: 80}, ProxyUSPerReq: 6, UpstreamUSPerReq: 4},
+			ProxyResult{Arm: "first", Streams: 2, Rep: rep, Requests: 100, AchievedRPS: 100, Latency: Percentiles{P99: 40}, ProxyUSPerReq: 3, UpstreamUSPerReq: 2},
+			ProxyResult{Arm: "second", Streams: 2, Rep: rep, Requests: 200, AchievedRPS: 200, Latency: Percentiles{P99: 80}, ProxyUSPerReq: 6, UpstreamUSPerReq: 4})
+	}
+	h2rep := &HTTP2Report{Config: HTTP2Settings{Reps: 2}, Results: h2, Summary: summarizeHTTP2(h2)}
+	pxrep := &ProxyReport{Config: ProxySettings{Protocol: ProxyProtocolH2, Reps: 2}, Results: px, Summary: summarizeProxy(px)}
+	for _, s := range h2rep.Summary {
+		if s.Arm == "second" && s.Streams == 1 && (s.RPSRatio != 0 || s.P99Ratio != 0 || s.ServerCPURatio != 0) {
+			t.Errorf("http2 JSON ratios %v %v %v at streams 1, want 0 (the first arm's medians are 0)", s.RPSRatio, s.P99Ratio, s.ServerCPURatio)
+		}
+	}
+	var h2md, h2txt, pxmd, pxtxt strings.Builder
+	h2md.WriteString(HTTP2Markdown(h2rep))
+	WriteHTTP2Table(&h2txt, h2rep)
+	pxmd.WriteString(ProxyMarkdown(pxrep))
+	WriteProxyTable(&pxtxt, pxrep)
+	for _, c := range []struct {
+		name     string
+		out      string
+		markdown bool
+		ratios   int
+	}{
+		{"http2 markdown", h2md.String(), true, 3},
+		{"http2 table", h2txt.String(), false, 3},
+		{"proxy markdown", pxmd.String(), true, 4},
+		{"proxy table", pxtxt.String(), false, 4},
+	} {
+		rows := secondArmRows(c.out, c.markdown)
+		if len(rows) != 2 {
+			t.Errorf("%s: %d rows of the second arm, want 2:\n%s", c.name, len(rows), c.out)
+			continue
+		}
+		for i, want := range []string{"—", "2.00"} {
+			cells := rows[i][len(rows[i])-c.ratios:]
+			for _, cell := range cells {
+				if cell != want {
+					t.Errorf("%s, streams %d: ratios %q, want each %q", c.name, i+1, cells, want)
+					break
+				}
+			}
+		}
+	}
+}
+
+// secondArmRows returns the cells of the rows of arm "second" in a
+// summary table, in order: a Markdown table's between its bars, a
+// plain-text table's fields.
+func secondArmRows(out string, markdown bool) [][]string {
+	var rows [][]string
+	for line := range strings.Lines(out) {
+		if markdown && strings.HasPrefix(line, "| second |") {
+			var cells []string
+			for _, c := range strings.Split(strings.Trim(strings.TrimSpace(line), "|"), "|") {
+				cells = append(cells, strings.TrimSpace(c))
+			}
+			rows = append(rows, cells)
+		}
+		if !markdown && strings.HasPrefix(line, "second ") {
+			rows = append(rows, strings.Fields(line))
+		}
+	}
+	return rows
+}
