@@ -44,7 +44,7 @@ type Ring struct {
 	sqTail   uint32 // next SQE to hand out; published to the kernel by flush
 	cqes     []sys.CQE
 	cqMask   uint32
-	tsNext   uint32
+	tsNext   uint32 // next Timespec slot
 	enters   atomic.Uint64
 	eintr    atomic.Uint64 // io_uring_enter calls interrupted by a signal and retried (read by tests from other goroutines)
 	closed   bool
@@ -947,8 +947,11 @@ func (r *Ring) Timespec(d time.Duration) *Timespec {
 	if r.closed {
 		return nil
 	}
-	ts := (*Timespec)(&r.mem.Scratch.TS[r.tsNext%sys.TimespecSlots])
-	r.tsNext++
+	// The slot index wraps at TimespecSlots, not at 2^32, which is no
+	// multiple of it: there slot 95 was followed by slot 0.
+	i := r.tsNext % sys.TimespecSlots
+	r.tsNext = (i + 1) % sys.TimespecSlots
+	ts := (*Timespec)(&r.mem.Scratch.TS[i])
 	ts.Set(d)
 	return ts
 }
