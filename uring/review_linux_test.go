@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindlenet/spindle/internal/kver"
 	"github.com/spindlenet/spindle/internal/sys"
 )
 
@@ -24,5 +25,38 @@ func TestTimespecSlotsAcrossWrap(t *testing.T) {
 			t.Fatalf("call %d got the slot of call %d: reused after %d calls, want %d", i, j, i-j, sys.TimespecSlots)
 		}
 		seen[ts] = i
+	}
+}
+
+// TestMinWaitClamped checks the min_wait_usec a minimum wait longer than the
+// kernel's 32-bit microsecond field can hold (about 71.6 minutes) hands the
+// kernel: the largest it takes, not the duration's low 32 bits (2 hours was
+// 2,905,032,704 µs, 48 minutes). The NOP completes during the submit, so the
+// wait ends at once; the field is read back from the EXT_ARG page before
+// anything else waits.
+func TestMinWaitClamped(t *testing.T) {
+	r := newRing(t, nil)
+	if !r.HasMinWait() {
+		if kver.AtLeast(kver.Release(), "6.12") {
+			t.Fatal("kernel 6.12 or later without IORING_FEAT_MIN_TIMEOUT")
+		}
+		t.Skip("kernel lacks IORING_FEAT_MIN_TIMEOUT (6.12)")
+	}
+	for _, c := range []struct {
+		minWait time.Duration
+		want    uint32
+	}{
+		{2 * time.Hour, math.MaxUint32},
+		{math.MaxUint32 * time.Microsecond, math.MaxUint32},
+		{1500 * time.Microsecond, 1500},
+	} {
+		sqe(t, r).PrepNop(1)
+		if _, err := r.SubmitAndWaitMin(1, c.minWait, 3*time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if got := r.mem.Scratch.Wait.MinWaitUsec; got != c.want {
+			t.Errorf("min wait %v: min_wait_usec %d, want %d", c.minWait, got, c.want)
+		}
+		reap(t, r, 1)
 	}
 }

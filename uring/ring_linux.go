@@ -690,8 +690,9 @@ func (r *Ring) HasMinWait() bool { return r.features&sys.IORING_FEAT_MIN_TIMEOUT
 // but once minWait (whole microseconds, at least one) has passed it returns
 // as soon as at least one completion is there (one already in the CQ
 // counts); with none there it waits on for the first, until timeout (0: no
-// timeout). A timeout shorter than minWait, or negative, makes it a plain
-// SubmitAndWait with that timeout. A busy event loop uses it to take more
+// timeout). The kernel takes a minimum wait of at most 2^32-1 µs (about
+// 71.6 minutes): a longer one is cut to that. A timeout shorter than
+// minWait, or negative, makes it a plain SubmitAndWait with that timeout. A busy event loop uses it to take more
 // completions per wake-up without ever sleeping longer than minWait while
 // one waits. It returns
 // ErrNotSupported where the kernel lacks the feature. Owner goroutine;
@@ -757,7 +758,8 @@ func (r *Ring) enter(waitNr uint32, timeout, minWait time.Duration, wait bool) (
 			arg = &r.mem.Scratch.Wait
 			// A minimum wait always comes with a timeout here:
 			// SubmitAndWaitMin gives one (minWaitForever for none).
-			arg.MinWaitUsec = uint32(minWait / time.Microsecond)
+			// The field is 32-bit: at most about 71.6 minutes.
+			arg.MinWaitUsec = uint32(min(minWait/time.Microsecond, math.MaxUint32))
 		}
 		if r.setup&sys.IORING_SETUP_SQPOLL != 0 {
 			// The SQ thread consumes the SQ; enter only to wake it or to wait.
