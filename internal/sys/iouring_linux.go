@@ -281,20 +281,21 @@ func MapRing(fd int, p *Params) (*RingMem, error) {
 // Owner goroutine of the ring.
 func (m *RingMem) Unmap() error {
 	var first error
-	unmap := func(b []byte) {
+	// The rings are mappings of the ring fd, the scratch page MapAnon's.
+	unmap := func(b []byte, release func([]byte) error) {
 		if b == nil {
 			return
 		}
-		if err := Unmap(b); err != nil && first == nil {
+		if err := release(b); err != nil && first == nil {
 			first = err
 		}
 	}
-	unmap(m.sqes)
+	unmap(m.sqes, munmap)
 	if m.cqRing != nil && (m.sqRing == nil || &m.cqRing[0] != &m.sqRing[0]) {
-		unmap(m.cqRing)
+		unmap(m.cqRing, munmap)
 	}
-	unmap(m.sqRing)
-	unmap(m.scratch)
+	unmap(m.sqRing, munmap)
+	unmap(m.scratch, Unmap)
 	*m = RingMem{}
 	return first
 }

@@ -76,17 +76,28 @@ func MapAnon(length int, huge bool) ([]byte, PageKind, error) {
 }
 
 // Unmap releases memory returned by MapAnon. The slice must start where
-// MapAnon's did and keep its cap. Unmapping memory the kernel still uses
-// (registered buffers, a registered buffer ring, in-flight I/O) is a bug in
-// the caller; unregister first. Safe for concurrent use.
+// MapAnon's did and keep its cap: anything else (a part of a mapping, one
+// unmapped already, memory MapAnon did not map) is refused with EINVAL and
+// nothing is unmapped, since OffHeap would go on vouching for a range whose
+// pages are gone, or forget pages still mapped. Unmapping memory the kernel
+// still uses (registered buffers, a registered buffer ring, in-flight I/O)
+// is a bug in the caller; unregister first. Safe for concurrent use.
 func Unmap(b []byte) error {
 	if cap(b) == 0 {
 		return nil
 	}
 	p := unsafe.Pointer(unsafe.SliceData(b[:1]))
 	// Forget the span first: from here on OffHeap refuses the range.
-	removeSpan(uintptr(p))
-	if err := unix.MunmapPtr(p, uintptr(cap(b))); err != nil {
+	if !removeSpan(uintptr(p), uintptr(cap(b))) {
+		return fmt.Errorf("sys: unmap %d bytes at %p: not a whole mapping from MapAnon: %w", cap(b), p, unix.EINVAL)
+	}
+	return munmap(b)
+}
+
+// munmap unmaps the cap(b) bytes at the start of b, which must be a whole
+// mapping (MapAnon's, once its span is removed, or a ring's).
+func munmap(b []byte) error {
+	if err := unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(b[:1])), uintptr(cap(b))); err != nil {
 		return os.NewSyscallError("munmap", err)
 	}
 	return nil

@@ -42,17 +42,23 @@ func addSpan(start, size uintptr) {
 	spans.Store(&next)
 }
 
-// removeSpan forgets the mapping that starts at start. Safe for concurrent
-// use.
-func removeSpan(start uintptr) {
+// removeSpan forgets the mapping [start, start+size) and reports whether it
+// was recorded, as a whole: a part of one, or a range recorded no more, is
+// left alone. Safe for concurrent use.
+func removeSpan(start, size uintptr) bool {
 	spansMu.Lock()
 	defer spansMu.Unlock()
 	p := spans.Load()
 	if p == nil {
-		return
+		return false
 	}
-	next := slices.DeleteFunc(slices.Clone(*p), func(s span) bool { return s.start == start })
+	i := slices.Index(*p, span{start, start + size})
+	if i < 0 {
+		return false
+	}
+	next := slices.Delete(slices.Clone(*p), i, i+1)
 	spans.Store(&next)
+	return true
 }
 
 // OffHeap reports whether the n bytes at address p lie inside one live

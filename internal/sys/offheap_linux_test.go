@@ -1,9 +1,12 @@
 package sys
 
 import (
+	"errors"
 	"os"
 	"sync"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 var sinkHeap []byte
@@ -90,5 +93,47 @@ func TestOffHeapConcurrent(t *testing.T) {
 	close(errs)
 	for e := range errs {
 		t.Fatal(e)
+	}
+}
+
+// TestUnmapPartRefused checks that Unmap takes only a whole mapping from
+// MapAnon (its start and its capacity): a slice of its second page, or of
+// its first page only, is refused with EINVAL, unmapping nothing, and the
+// mapping stays recorded for OffHeap until Unmap of the whole. Unmap took
+// either: of the second page it unmapped that page while OffHeap went on
+// vouching for it (a later mapping there, even the Go heap's, would pass);
+// of the first it unmapped that page and forgot the whole mapping, its
+// second page left mapped for good. A second Unmap of a mapping is refused
+// the same way, instead of unmapping whatever a later mmap put there.
+func TestUnmapPartRefused(t *testing.T) {
+	page := os.Getpagesize()
+	a, _, err := MapAnon(2*page, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := LiveMappings()
+	for _, c := range []struct {
+		name string
+		b    []byte
+	}{
+		{"second page", a[page:]},
+		{"first page", a[:page:page]},
+	} {
+		if err := Unmap(c.b); !errors.Is(err, unix.EINVAL) {
+			t.Errorf("Unmap of the %s: %v, want EINVAL", c.name, err)
+		}
+	}
+	if !OffHeapBytes(a[:2*page]) || LiveMappings() != live {
+		t.Fatalf("after refused Unmaps: OffHeap %v, %d mappings recorded, want the whole mapping and %d", OffHeapBytes(a[:2*page]), LiveMappings(), live)
+	}
+	a[0], a[2*page-1] = 1, 2 // both pages still mapped
+	if err := Unmap(a); err != nil {
+		t.Fatal(err)
+	}
+	if OffHeap(SliceAddr(a), 1) || LiveMappings() != live-1 {
+		t.Error("the mapping is still recorded after Unmap")
+	}
+	if err := Unmap(a); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("second Unmap: %v, want EINVAL", err)
 	}
 }
