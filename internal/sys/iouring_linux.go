@@ -210,8 +210,13 @@ type Scratch struct {
 }
 
 // MapRing maps the rings of the io_uring fd described by p (as returned by
-// Setup) and a Scratch page.
+// Setup) and a Scratch page. RingMem has 64-byte SQEs and 16-byte CQEs: a
+// ring set up with IORING_SETUP_SQE128, CQE32 or CQE_MIXED is refused
+// (EINVAL).
 func MapRing(fd int, p *Params) (*RingMem, error) {
+	if wide := p.Flags & (IORING_SETUP_SQE128 | IORING_SETUP_CQE32 | IORING_SETUP_CQE_MIXED); wide != 0 {
+		return nil, fmt.Errorf("sys: map ring with setup flags %#x (128-byte SQEs or 32-byte CQEs): %w", wide, unix.EINVAL)
+	}
 	m := &RingMem{}
 	var err error
 	mapped := false

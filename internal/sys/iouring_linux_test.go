@@ -1,9 +1,12 @@
 package sys
 
 import (
+	"errors"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/spindlenet/spindle/internal/kver"
 )
 
 func TestBufRingTailWord(t *testing.T) {
@@ -116,6 +119,43 @@ func TestMapRingErrors(t *testing.T) {
 				t.Fatal("MapRing succeeded")
 			} else {
 				t.Logf("MapRing: %v", err)
+			}
+		})
+	}
+}
+
+// TestMapRingRefusesWideEntries checks that MapRing refuses a ring set up
+// with 128-byte SQEs or 32-byte CQEs (IORING_SETUP_SQE128, CQE32, 5.19;
+// CQE_MIXED, 6.18), whose entries RingMem's 64-byte SQE and 16-byte CQE
+// slices would misread: it mapped them, CQEs[1] being the second half of
+// CQE 0, and the SQE array too short for the kernel's.
+func TestMapRingRefusesWideEntries(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		flag uint32
+		min  string
+	}{
+		{"SQE128", IORING_SETUP_SQE128, "5.19"},
+		{"CQE32", IORING_SETUP_CQE32, "5.19"},
+		{"CQE_MIXED", IORING_SETUP_CQE_MIXED, "6.18"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := Params{Flags: c.flag}
+			fd, err := Setup(4, &p)
+			if err == unix.EINVAL && !kver.AtLeast(kver.Release(), c.min) {
+				t.Skipf("IORING_SETUP_%s not supported (requires >= %s): %v", c.name, c.min, err)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(fd)
+			m, err := MapRing(fd, &p)
+			if err == nil {
+				m.Unmap()
+				t.Fatalf("MapRing of a ring with %s succeeded", c.name)
+			}
+			if !errors.Is(err, unix.EINVAL) {
+				t.Errorf("MapRing: %v, want EINVAL", err)
 			}
 		})
 	}
