@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/spindlenet/spindle/internal/kver"
 	"github.com/spindlenet/spindle/internal/sys"
 )
@@ -58,5 +60,55 @@ func TestMinWaitClamped(t *testing.T) {
 			t.Errorf("min wait %v: min_wait_usec %d, want %d", c.minWait, got, c.want)
 		}
 		reap(t, r, 1)
+	}
+}
+
+// TestMinWaitResumedForWhatIsLeft: a minimum wait interrupted by a signal
+// while no completion is there (the kernel's -EINTR) is resumed for what is
+// left of minWait, not for the whole of it again (the kernel counts it from
+// the start of each call): a 1 s minimum interrupted 300 ms in asked the
+// kernel for 1 s once more, so a completion that came at 500 ms was
+// returned at 1.3 s, not at 1 s, and every further signal before the first
+// completion put the end off again. The min_wait_usec of the resumed call
+// is read back from the EXT_ARG page.
+func TestMinWaitResumedForWhatIsLeft(t *testing.T) {
+	needFeatures(t, append(configFeatures(ownerConfig), "IORING_FEAT_MIN_TIMEOUT")...)
+	const minWait = time.Second
+	type outcome struct {
+		err   error
+		usec  uint32 // min_wait_usec of the last call
+		eintr uint64
+	}
+	rfd, wfd := pipe(t)
+	done := make(chan outcome, 1)
+	owner := startOwner(func(r *Ring) {
+		// Submitted first: the wait then has nothing to submit, and its
+		// interruption is an EINTR, counted.
+		r.GetSQE().PrepPollAdd(rfd, unix.POLLIN, false, 3)
+		if _, err := r.Submit(); err != nil {
+			done <- outcome{err: err}
+			return
+		}
+		_, err := r.SubmitAndWaitMin(2, minWait, 0)
+		done <- outcome{err: err, usec: r.mem.Scratch.Wait.MinWaitUsec, eintr: r.eintr.Load()}
+	})
+	if owner.err != nil {
+		t.Fatal(owner.err)
+	}
+	time.Sleep(300 * time.Millisecond) // the signal's time, not a synchronisation
+	unix.Tgkill(unix.Getpid(), owner.tid, unix.SIGURG)
+	wrote := writeAfter(wfd, 200*time.Millisecond)
+	o := <-done
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	if o.err != nil {
+		t.Fatalf("minimum wait: %v", o.err)
+	}
+	if o.eintr == 0 {
+		t.Skip("no signal interrupted the wait: the retry was not exercised")
+	}
+	if o.usec >= uint32(minWait/time.Microsecond) {
+		t.Errorf("the wait resumed after %d interruptions asked for a minimum of %d µs, the whole %v", o.eintr, o.usec, minWait)
 	}
 }

@@ -733,9 +733,10 @@ func (r *Ring) enter(waitNr uint32, timeout, minWait time.Duration, wait bool) (
 		// Passed already: the shortest timeout the kernel takes, not none.
 		timeout = time.Nanosecond
 	}
-	var deadline time.Time // of a timed wait
+	var deadline, minDeadline time.Time // of a timed wait, of its minimum wait
 	if wait && timeout > 0 {
-		deadline = time.Now().Add(timeout)
+		now := time.Now()
+		deadline, minDeadline = now.Add(timeout), now.Add(minWait)
 	}
 	for retry := false; ; retry = true {
 		flags := r.enterFlags
@@ -748,9 +749,15 @@ func (r *Ring) enter(waitNr uint32, timeout, minWait time.Duration, wait bool) (
 				if timeout = time.Until(deadline); timeout <= 0 {
 					return submitted, unix.ETIME
 				}
-				// The kernel waits out minWait before it looks at the
-				// timeout: no longer than what is left of it.
-				minWait = min(minWait, timeout)
+				// The kernel counts minWait from the start of each
+				// call: what is left of it, and at least 1 µs, so that
+				// once it has passed the first completion still ends
+				// the wait (0 would wait for waitNr). It waits out
+				// minWait before it looks at the timeout: no longer
+				// than what is left of that.
+				if minWait > 0 {
+					minWait = min(max(time.Until(minDeadline), time.Microsecond), timeout)
+				}
 			}
 			ts := &r.mem.Scratch.WaitTS
 			ts.Sec, ts.Nsec = int64(timeout/time.Second), int64(timeout%time.Second)
