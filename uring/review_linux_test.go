@@ -1,6 +1,7 @@
 package uring
 
 import (
+	"errors"
 	"math"
 	"testing"
 	"time"
@@ -111,4 +112,47 @@ func TestMinWaitResumedForWhatIsLeft(t *testing.T) {
 	if o.usec >= uint32(minWait/time.Microsecond) {
 		t.Errorf("the wait resumed after %d interruptions asked for a minimum of %d µs, the whole %v", o.eintr, o.usec, minWait)
 	}
+}
+
+// TestTimedWaitWithCompletionReady: a timed wait for more completions than
+// are ready ends with ETIME at its timeout, and a signal does not end it
+// early, also when a completion is ready. The kernel reports both as a
+// success when the CQ is not empty (io_cqring_wait: 0 then, whatever ended
+// the wait), and SubmitAndWait(2) with one completion ready returned nil at
+// the timeout, or at once on a signal.
+func TestTimedWaitWithCompletionReady(t *testing.T) {
+	t.Run("timeout", func(t *testing.T) {
+		r := newRing(t, nil)
+		sqe(t, r).PrepNop(1)
+		if _, err := r.Submit(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.SubmitAndWait(2, 20*time.Millisecond); !errors.Is(err, unix.ETIME) {
+			t.Errorf("SubmitAndWait(2) with one completion ready: %v, want ETIME", err)
+		}
+		if n := r.CQReady(); n != 1 {
+			t.Errorf("%d completions ready, want 1", n)
+		}
+	})
+	t.Run("signal", func(t *testing.T) {
+		needFeatures(t, configFeatures(ownerConfig)...)
+		done := make(chan error, 1)
+		owner := startOwner(func(r *Ring) {
+			r.GetSQE().PrepNop(1)
+			if _, err := r.Submit(); err != nil {
+				done <- err
+				return
+			}
+			_, err := r.SubmitAndWait(2, time.Second)
+			done <- err
+		})
+		if owner.err != nil {
+			t.Fatal(owner.err)
+		}
+		time.Sleep(300 * time.Millisecond) // the signal's time, not a synchronisation
+		unix.Tgkill(unix.Getpid(), owner.tid, unix.SIGURG)
+		if err := <-done; !errors.Is(err, unix.ETIME) {
+			t.Errorf("SubmitAndWait(2) with one completion ready, signalled: %v, want ETIME", err)
+		}
+	})
 }

@@ -794,16 +794,19 @@ func (r *Ring) enter(waitNr uint32, timeout, minWait time.Duration, wait bool) (
 				n = int(toSubmit)
 			}
 			submitted += n
-			// With SQEs to submit, io_uring_enter returns how many it
-			// took, not how its wait ended: a wait cut short by a signal
-			// or by the timeout returns the count all the same. Wait again
-			// for what is missing (with a minimum wait, one completion is
-			// enough), for what is left of the timeout.
-			need := waitNr
+			// Success does not say how the wait ended: with SQEs to
+			// submit, io_uring_enter returns how many it took, and
+			// without, 0 whenever the CQ is not empty, also for a wait
+			// a signal or the timeout cut short (io_cqring_wait, 6.18).
+			// Wait again for what is missing (with a minimum wait, one
+			// completion is enough; never more than the CQ holds, the
+			// most the kernel waits for), for what is left of the
+			// timeout: ETIME once it has passed.
+			need := min(waitNr, r.cqSize)
 			if minWait > 0 {
 				need = min(waitNr, 1)
 			}
-			if !wait || toSubmit == 0 || r.CQReady() >= need {
+			if !wait || r.CQReady() >= need {
 				return submitted, nil
 			}
 			if toSubmit = r.sqTail - r.sqHead(); sqpoll {
