@@ -118,12 +118,15 @@ func (c *Conn) deliverHeld() bool {
 
 // kstate is the per-connection state of the backends.
 type kstate struct {
-	events   uint32 // epoll: registered interest
-	sends    int32  // uring: SENDs in flight
-	inflight int32  // uring: SQEs in flight that refer to fd
-	recv     uint8  // uring: 0 idle, 1 armed, 2 cancel sent
-	closing  bool   // uring: close in progress
-	napiSeen bool   // busy-poll backends: NAPI id looked up
+	// epoll: registered interest. uring: the buffer ring's commits when
+	// the receive was armed (uringBackend.commits). One field for both:
+	// a loop runs one backend, and Conn stays in its 256-byte size class.
+	events   uint32
+	sends    int32 // uring: SENDs in flight
+	inflight int32 // uring: SQEs in flight that refer to fd
+	recv     uint8 // uring: 0 idle, 1 armed, 2 cancel sent
+	closing  bool  // uring: close in progress
+	napiSeen bool  // busy-poll backends: NAPI id looked up
 }
 
 // Loop returns the loop that owns c. Any goroutine.

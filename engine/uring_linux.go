@@ -60,12 +60,17 @@ type uringBackend struct {
 	dirty    bool
 	// starved are connections whose recv ended with ENOBUFS, re-armed
 	// once a receive buffer has gone back to the ring (dirty). retry are
-	// those whose ENOBUFS may predate the buffers given back at the top of
-	// the iteration that handled it (committed): the SQ thread of SQPOLL
-	// posts completions at any time; they are re-armed at the next
-	// iteration whatever it gives back.
+	// those whose ENOBUFS may predate buffers given back since the
+	// receive was armed (commits moved past c.k.events, the count at
+	// arming): the receive ran at some moment between its arming and its
+	// completion (with SQPOLL, on the SQ thread, which may be preempted
+	// between finding the ring empty and posting the CQE), so it may have
+	// found the ring empty before a refill; they are re-armed at the next
+	// iteration whatever it gives back. Only a commit moves commits, so a
+	// connection is retried at most once per refill: no spinning on an
+	// empty ring.
 	starved, retry []*Conn
-	committed      bool
+	commits        uint32
 	napi           bool // NAPI busy polling registered
 	napiStatic     bool // with static tracking: napiAdd adds the ids
 	sqpoll         bool // the ring has an SQPOLL thread (after any fallback)
@@ -421,6 +426,7 @@ func (b *uringBackend) armRecv(c *Conn) {
 		}
 	}
 	c.k.recv = 1
+	c.k.events = b.commits
 	c.k.inflight++
 	b.inflight++
 }
@@ -560,9 +566,9 @@ func (b *uringBackend) poll(timeout time.Duration) error {
 	if len(b.aside) > 0 {
 		timeout = 0
 	}
-	b.committed = b.dirty
 	if b.dirty {
 		b.br.Commit()
+		b.commits++
 		b.dirty = false
 		b.starved = b.rearm(b.starved)
 	}
@@ -719,7 +725,7 @@ func (b *uringBackend) handle(q uring.CQE) {
 			l.st.noBufs.Add(1)
 			switch {
 			case c.k.closing:
-			case b.committed:
+			case c.k.events != b.commits:
 				b.retry = append(b.retry, c)
 			default:
 				b.starved = append(b.starved, c)
