@@ -106,6 +106,10 @@ type loopState struct {
 	lns     []*listener
 	applied *generation // the last applied (reload.go)
 
+	// retryHeld is what the loop's requests keep for retries, over the
+	// pools (retry.go; each pool's retryLoop of the loop points to it).
+	retryHeld retryHold
+
 	// Mode http.
 	sweep    engine.Timer // closes idle connections past their pool's idle_timeout
 	sweepFn  func()

@@ -49,10 +49,6 @@ type Proxy struct {
 	loops []*loopState // by engine.Loop.ID
 	start time.Time    // the monotonic clock's origin for activity times
 
-	// retryHeld is what each loop's requests keep for retries, over the
-	// pools (retry.go), by engine.Loop.ID.
-	retryHeld []retryHold
-
 	// mu guards the configuration in force (Reload replaces it) for
 	// the readers off the loops, and Run's state. The loops take no lock:
 	// each has its own copy of what it reads (loopState.apply).
@@ -440,7 +436,6 @@ func New(cfg *Config, opt *Options) (*Proxy, error) {
 		ls.sweepFn = func() { ls.sweepIdle(el, ls.pools, p.now()) }
 		p.loops = append(p.loops, ls)
 	}
-	p.retryHeld = make([]retryHold, len(p.loops))
 	g, err := p.makeGen(cfg, addrs)
 	if err != nil {
 		return fail(err)

@@ -285,7 +285,7 @@ type retryLoop struct {
 }
 
 // retryHold is what one loop's requests keep for retries, over all the
-// pools (Proxy.retryHeld; each pool's retryLoop of the loop points to
+// pools (loopState.retryHeld; each pool's retryLoop of the loop points to
 // it). Written by that loop only; a cache line of its own.
 type retryHold struct {
 	bufs gauge // received buffers held (HTTP/1.1 clients): maxLoopHeldBufs
@@ -298,7 +298,7 @@ type retryHold struct {
 func newRetryLoops(p *Proxy) []retryLoop {
 	rls := make([]retryLoop, len(p.loops))
 	for k := range rls {
-		rls[k].held = &p.retryHeld[k]
+		rls[k].held = &p.loops[k].retryHeld
 	}
 	return rls
 }

@@ -96,8 +96,8 @@ func TestRetryHeldBuffersLoop(t *testing.T) {
 // loops (read racily, as /metrics does).
 func loopHeldBufs(p *Proxy) int64 {
 	var n int64
-	for k := range p.retryHeld {
-		n += p.retryHeld[k].bufs.load()
+	for _, ls := range p.loops {
+		n += ls.retryHeld.bufs.load()
 	}
 	return n
 }
