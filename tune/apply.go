@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spindlenet/spindle/internal/tunestate"
 	"github.com/spindlenet/spindle/topo"
 )
 
@@ -360,18 +361,9 @@ func Apply(p *Plan, t Target, statePath string) (*State, error) {
 	return st, nil
 }
 
-// bootIDPath is the kernel's random id of the running boot.
-const bootIDPath = "/proc/sys/kernel/random/boot_id"
-
 // bootID returns the boot id under the target, "" when it cannot be read
 // (a captured tree without it).
-func (t Target) bootID() string {
-	b, err := os.ReadFile(filepath.Join(t.Root, bootIDPath))
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
-}
+func (t Target) bootID() string { return tunestate.BootID(t.Root) }
 
 // gone reports whether err means the write's target no longer exists: a
 // file under /proc or /sys that is not there (an interface deleted, an IRQ

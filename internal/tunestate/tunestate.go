@@ -36,6 +36,16 @@ var ErrOtherBoot = errors.New("plan was applied in another boot")
 // bootIDPath is the kernel's id of this boot (tune.State.BootID).
 const bootIDPath = "/proc/sys/kernel/random/boot_id"
 
+// BootID returns the boot id under root ("/": this host's), "" when it
+// cannot be read (a captured tree without it). Any goroutine.
+func BootID(root string) string {
+	b, err := os.ReadFile(filepath.Join(root, bootIDPath))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
 // LoopCPUs returns the loop CPUs of the plan applied with state file path:
 // nil and no error when there is no such file (nothing applied, or
 // reverted: revert renames it). A plan applied under a root other than the
@@ -69,12 +79,8 @@ func LoopCPUs(path string) ([]int, error) {
 	if st.Root != "" && filepath.Clean(st.Root) != "/" {
 		return nil, fmt.Errorf("%s: %w (root %s)", path, ErrNotLive, st.Root)
 	}
-	if st.BootID != "" {
-		if b, err := os.ReadFile(bootIDPath); err == nil {
-			if now := strings.TrimSpace(string(b)); now != "" && now != st.BootID {
-				return nil, fmt.Errorf("%s: %w (boot id %s, now %s)", path, ErrOtherBoot, st.BootID, now)
-			}
-		}
+	if now := BootID("/"); st.BootID != "" && now != "" && now != st.BootID {
+		return nil, fmt.Errorf("%s: %w (boot id %s, now %s)", path, ErrOtherBoot, st.BootID, now)
 	}
 	cpus, err := cpulist.Parse(st.Plan.LoopCPUs)
 	if err != nil {
