@@ -1,0 +1,10 @@
+package proctask
+
+import (
+	"os"
+	"testing"
+
+	"github.com/spindlenet/spindle/internal/leakcheck"
+)
+
+func TestMain(m *testing.M) { os.Exit(leakcheck.Run(m)) }
