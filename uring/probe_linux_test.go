@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/spindlenet/spindle/internal/cpulist"
 	"github.com/spindlenet/spindle/internal/kver"
 	"github.com/spindlenet/spindle/internal/sys"
 )
@@ -70,7 +71,7 @@ func TestSetupErrorNeeds(t *testing.T) {
 	if k := kver.Release(); !kver.AtLeast(k, "5.19") {
 		t.Skipf("IORING_SETUP_COOP_TASKRUN not supported (requires >= 5.19, have %s)", k)
 	}
-	err := setupError(sys.IORING_SETUP_COOP_TASKRUN|sys.IORING_SETUP_TASKRUN_FLAG, unix.EINVAL)
+	err := setupError(sys.IORING_SETUP_COOP_TASKRUN|sys.IORING_SETUP_TASKRUN_FLAG, 0, unix.EINVAL)
 	if errors.Is(err, ErrNotSupported) {
 		t.Errorf("setupError = %v, want an invalid combination", err)
 	}
@@ -79,9 +80,49 @@ func TestSetupErrorNeeds(t *testing.T) {
 // TestProbeSQAffOffCPU0: in a cpuset without CPU 0 (a container pinned to
 // other CPUs) the probe still finds IORING_SETUP_SQ_AFF: it asked for an
 // SQ thread on CPU 0, which the kernel refuses outside the caller's cpuset,
-// and so reported the feature missing. The test moves its own thread into
-// a cgroup-v1 cpuset of the last CPU and back. Found in review.
+// and so reported the feature missing. Found in review.
 func TestProbeSQAffOffCPU0(t *testing.T) {
+	var f *Features
+	var err error
+	last := inCpuset(t, func() { f, err = Probe() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.Has("IORING_SETUP_SQPOLL") {
+		t.Skip("no SQPOLL here")
+	}
+	if ft, _ := f.Get("IORING_SETUP_SQ_AFF"); !ft.Supported {
+		t.Errorf("SQ_AFF reported missing in a cpuset of CPU %d: %s", last, ft.Reason)
+	}
+}
+
+// TestSetupErrorOffCPU0: setupError, explaining a refused setup with
+// SQ_AFF, retried SQ_AFF alone with an SQ thread on CPU 0, which a kernel
+// refuses outside the caller's cpuset: in a cpuset without CPU 0 a refused
+// SQ thread CPU (here CPU 0 itself) was reported as a kernel without
+// IORING_SETUP_SQ_AFF.
+func TestSetupErrorOffCPU0(t *testing.T) {
+	needFeatures(t, "IORING_SETUP_SQPOLL", "IORING_SETUP_SQ_AFF")
+	var newErr, err error
+	inCpuset(t, func() {
+		_, newErr = New(&Config{SQPoll: true, SQAffinity: true, SQThreadCPU: 0})
+		err = setupError(sys.IORING_SETUP_SQPOLL|sys.IORING_SETUP_SQ_AFF, 0, unix.EINVAL)
+	})
+	for _, err := range []error{newErr, err} {
+		if !errors.Is(err, unix.EINVAL) || errors.Is(err, ErrNotSupported) {
+			t.Errorf("SQ thread on CPU 0 outside the cpuset: %v, want EINVAL, not ErrNotSupported", err)
+		} else if !strings.Contains(err.Error(), "SQ thread CPU 0") {
+			t.Errorf("SQ thread on CPU 0 outside the cpuset: %q does not name the CPU", err)
+		}
+	}
+}
+
+// inCpuset runs fn on the test's thread, locked and moved into a new
+// cgroup-v1 cpuset of the root cpuset's last CPU (which it returns), then
+// moves the thread back and removes the cpuset. It skips where there is no
+// such hierarchy (root) or no CPU but CPU 0.
+func inCpuset(t *testing.T, fn func()) int {
+	t.Helper()
 	const root = "/sys/fs/cgroup/cpuset"
 	if _, err := os.Stat(filepath.Join(root, "tasks")); err != nil {
 		t.Skipf("needs the cgroup-v1 cpuset hierarchy at %s (root): %v", root, err)
@@ -94,18 +135,21 @@ func TestProbeSQAffOffCPU0(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	last := strings.TrimSpace(string(cpus))
-	last = last[strings.LastIndexAny(last, ",-")+1:]
-	if last == "0" {
-		t.Skip("needs a CPU other than CPU 0")
+	list, _ := cpulist.Parse(strings.TrimSpace(string(cpus)))
+	last := -1
+	if len(list) > 0 {
+		last = list[len(list)-1]
+	}
+	if last <= 0 {
+		t.Skipf("needs a CPU other than CPU 0: cpuset.cpus %q", cpus)
 	}
 	dir := filepath.Join(root, fmt.Sprintf("spindle-test-%d", os.Getpid()))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
-		// The SQPOLL threads the probe started leave the cpuset as they
-		// exit, a little after their rings are closed.
+		// The SQPOLL threads fn started leave the cpuset as they exit, a
+		// little after their rings are closed.
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 			err := os.Remove(dir)
 			if err == nil {
@@ -117,31 +161,34 @@ func TestProbeSQAffOffCPU0(t *testing.T) {
 			}
 		}
 	}()
-	for file, v := range map[string]string{"cpuset.cpus": last, "cpuset.mems": strings.TrimSpace(string(mems))} {
+	for file, v := range map[string]string{"cpuset.cpus": strconv.Itoa(last), "cpuset.mems": strings.TrimSpace(string(mems))} {
 		if err := os.WriteFile(filepath.Join(dir, file), []byte(v), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
 	runtime.LockOSThread()
+	var old unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &old); err != nil {
+		runtime.UnlockOSThread()
+		t.Fatal(err)
+	}
 	tid := []byte(strconv.Itoa(unix.Gettid()))
 	if err := os.WriteFile(filepath.Join(dir, "tasks"), tid, 0o644); err != nil {
 		runtime.UnlockOSThread()
 		t.Fatal(err)
 	}
-	f, err := Probe()
-	if rerr := os.WriteFile(filepath.Join(root, "tasks"), tid, 0o644); rerr != nil {
-		t.Fatal(rerr) // the thread stays locked and exits with the test
-	}
-	runtime.UnlockOSThread()
-	if err != nil {
+	fn()
+	// Back in the root cpuset the thread may run on all its CPUs: its own
+	// affinity is set back too, or the thread stays locked and exits with
+	// the test.
+	if err := os.WriteFile(filepath.Join(root, "tasks"), tid, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if !f.Has("IORING_SETUP_SQPOLL") {
-		t.Skip("no SQPOLL here")
+	if err := unix.SchedSetaffinity(0, &old); err != nil {
+		t.Fatal(err)
 	}
-	if ft, _ := f.Get("IORING_SETUP_SQ_AFF"); !ft.Supported {
-		t.Errorf("SQ_AFF reported missing in a cpuset of CPU %s: %s", last, ft.Reason)
-	}
+	runtime.UnlockOSThread()
+	return last
 }
 
 // TestProbeSendZC checks that the feature table's IORING_OP_SEND_ZC is what

@@ -132,7 +132,7 @@ func New(cfg *Config) (*Ring, error) {
 		}
 	}
 	if err != nil {
-		return nil, setupError(p.Flags, err)
+		return nil, setupError(p.Flags, p.SQThreadCPU, err)
 	}
 	r := &Ring{fd: fd, enterFd: fd, regIndex: -1, ownerTid: unix.Gettid(), setup: p.Flags, features: p.Features}
 	r.fdPub.Store(int32(fd))
@@ -168,11 +168,14 @@ func New(cfg *Config) (*Ring, error) {
 	return r, nil
 }
 
-// setupError explains a failed io_uring_setup. For EINVAL it retries each
-// requested flag alone (with the flags it needs): a flag that fails alone is
-// unsupported by this kernel (*UnsupportedFeatureError); if each works alone
-// the combination is invalid.
-func setupError(flags uint32, err error) error {
+// setupError explains a failed io_uring_setup of flags with the SQ thread on
+// sqCPU (SQ_AFF). For EINVAL it retries each requested flag alone (with the
+// flags it needs), SQ_AFF with the thread on a CPU the caller may run on
+// (the kernel refuses one outside its cpuset, as CPU 0 in a container
+// pinned to others): a flag that fails alone is unsupported by this kernel
+// (*UnsupportedFeatureError); if each works alone the combination, or the
+// SQ thread's CPU, is invalid.
+func setupError(flags, sqCPU uint32, err error) error {
 	serr := os.NewSyscallError("io_uring_setup", err)
 	if errors.Is(err, unix.ENOSYS) {
 		return unsupported("io_uring", "5.1", serr)
@@ -192,6 +195,11 @@ func setupError(flags uint32, err error) error {
 			continue // needs a valid wq_fd; judged by the other flags
 		}
 		p := sys.Params{Flags: f.flag | f.needs, CQEntries: 8}
+		if f.flag == sys.IORING_SETUP_SQ_AFF {
+			if cpus, err := sys.AllowedCPUs(); err == nil && len(cpus) > 0 {
+				p.SQThreadCPU = uint32(cpus[0])
+			}
+		}
 		fd, e := sys.Setup(4, &p)
 		if e == nil {
 			unix.Close(fd)
@@ -200,6 +208,9 @@ func setupError(flags uint32, err error) error {
 		if e == unix.EINVAL {
 			return unsupported(f.name, f.min, serr)
 		}
+	}
+	if flags&sys.IORING_SETUP_SQ_AFF != 0 {
+		return fmt.Errorf("invalid io_uring setup flag combination %#x, or SQ thread CPU %d (offline, or outside the cpuset): %w", flags, sqCPU, serr)
 	}
 	return fmt.Errorf("invalid io_uring setup flag combination %#x: %w", flags, serr)
 }
