@@ -72,6 +72,12 @@ const (
 	FeatRecvLimit       = "multishot recv byte limit"
 	FeatNAPI            = "IORING_REGISTER_NAPI"
 	FeatNAPIStatic      = "NAPI static tracking"
+	// FeatIOWQAff is IORING_REGISTER_IOWQ_AFF (5.14), with which
+	// Ring.RegisterIOWQAffinity confines io-wq workers to CPUs.
+	FeatIOWQAff = "IORING_REGISTER_IOWQ_AFF"
+	// FeatIOWQMaxWorkers is IORING_REGISTER_IOWQ_MAX_WORKERS (5.15), with
+	// which Ring.RegisterIOWQMaxWorkers bounds io-wq workers.
+	FeatIOWQMaxWorkers = "IORING_REGISTER_IOWQ_MAX_WORKERS"
 	// FeatSyncCancelOp is IORING_REGISTER_SYNC_CANCEL keyed on an opcode
 	// (IORING_ASYNC_CANCEL_OP, 6.6), with which Ring.Close waits for
 	// requests running in io-wq; without it Close cannot confirm its

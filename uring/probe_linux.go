@@ -144,6 +144,10 @@ func Probe() (*Features, error) {
 		add("register", FeatNAPIStatic, "6.13", nerr, "needs IORING_REGISTER_NAPI")
 	}
 
+	aerr, werr := probeIOWQ()
+	add("register", FeatIOWQAff, iowqAffMin, aerr, "register and unregister on a ring of a locked thread of its own, to the CPUs it may run on")
+	add("register", FeatIOWQMaxWorkers, iowqMaxWorkersMin, werr, "read the limits (0, 0) on a ring of a locked thread of its own")
+
 	// Behaviour: run multishot accept and multishot recv (plain and bundle).
 	add("behaviour", FeatMultishotAccept, "5.19", probeMultishotAccept(), "accepted a loopback connection with F_MORE")
 	add("behaviour", FeatMultishotRecv, "6.0", probeRecv(false, 0), "received on a socketpair through a buffer ring with F_MORE")
@@ -181,6 +185,35 @@ func probeRingFd(fd int) error {
 		done <- nil
 	}()
 	return <-done
+}
+
+// probeIOWQ tries the io-wq registrations on a ring of their own, made on a
+// locked thread (io-wq belongs to the thread that made the ring), which is
+// then never unlocked: it exits with the goroutine, and the affinity its
+// io-wq was given and taken back with it.
+func probeIOWQ() (aff, maxWorkers error) {
+	cpus, err := sys.AllowedCPUs()
+	if err != nil {
+		return err, err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sys.LockedThread(func() {
+			r, err := New(&Config{Entries: 4})
+			if err != nil {
+				aff, maxWorkers = err, err
+				return
+			}
+			defer r.Close()
+			if aff = r.RegisterIOWQAffinity(cpus); aff == nil {
+				aff = r.UnregisterIOWQAffinity()
+			}
+			_, _, maxWorkers = r.RegisterIOWQMaxWorkers(0, 0)
+		})
+	}()
+	<-done
+	return aff, maxWorkers
 }
 
 // probeReap waits for one completion.

@@ -77,6 +77,18 @@ func (r *Ring) RegisterNAPI(c NAPIConfig) (NAPIConfig, error) { return NAPIConfi
 // UnregisterNAPI returns ErrNotSupported outside Linux. Any goroutine.
 func (r *Ring) UnregisterNAPI() error { return ErrNotSupported }
 
+// RegisterIOWQAffinity returns ErrNotSupported outside Linux. Any goroutine.
+func (r *Ring) RegisterIOWQAffinity(cpus []int) error { return ErrNotSupported }
+
+// UnregisterIOWQAffinity returns ErrNotSupported outside Linux. Any goroutine.
+func (r *Ring) UnregisterIOWQAffinity() error { return ErrNotSupported }
+
+// RegisterIOWQMaxWorkers returns ErrNotSupported outside Linux. Any
+// goroutine.
+func (r *Ring) RegisterIOWQMaxWorkers(bounded, unbounded uint32) (uint32, uint32, error) {
+	return 0, 0, ErrNotSupported
+}
+
 // AddNAPIID returns ErrNotSupported outside Linux. Any goroutine.
 func (r *Ring) AddNAPIID(id uint32) error { return ErrNotSupported }
 

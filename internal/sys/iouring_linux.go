@@ -153,6 +153,25 @@ func UnregisterNAPI(fd int, n *NAPI) error {
 	return err
 }
 
+// RegisterIOWQAff sets the CPUs of the io-wq workers (IORING_REGISTER_IOWQ_AFF,
+// 5.14) that serve the ring's requests: those of the calling thread's
+// io_uring context, or of the SQ thread for an SQPOLL ring. The kernel
+// copies set during the call; it refuses (EINVAL) CPUs outside the cpuset
+// of the thread whose workers they are, and a calling thread that has no
+// io-wq yet (one that never created or submitted to a ring).
+func RegisterIOWQAff(fd int, set *unix.CPUSet) error {
+	_, err := register(fd, IORING_REGISTER_IOWQ_AFF, unsafe.Pointer(set), uint32(unsafe.Sizeof(*set)))
+	return err
+}
+
+// RegisterIOWQMaxWorkers performs IORING_REGISTER_IOWQ_MAX_WORKERS (5.15):
+// counts holds the most bounded and unbounded io-wq workers (0 leaves one
+// as it is), and the kernel writes the previous limits back into it.
+func RegisterIOWQMaxWorkers(fd int, counts *[2]uint32) error {
+	_, err := register(fd, IORING_REGISTER_IOWQ_MAX_WORKERS, unsafe.Pointer(counts), uint32(len(counts)))
+	return err
+}
+
 // SyncCancel performs IORING_REGISTER_SYNC_CANCEL (6.0): it cancels the
 // requests reg matches and, while one of them is running in an io-wq worker
 // (the kernel's -EALREADY), waits for it to end, up to reg.Timeout. It
