@@ -69,6 +69,15 @@ const (
 	// BackendURing is io_uring with SINGLE_ISSUER|DEFER_TASKRUN, multishot
 	// accept, multishot recv on a provided buffer ring and batched sends,
 	// one io_uring_enter per loop iteration. The default.
+	//
+	// Its requests are poll-driven; one the kernel punts to an io-wq worker
+	// thread (iou-wrk-<loop thread id>) anyway runs on the loop's CPU
+	// (IORING_REGISTER_IOWQ_AFF), with at most 2 workers of each kind
+	// (IORING_REGISTER_IOWQ_MAX_WORKERS) instead of the kernel's 4 per CPU
+	// and RLIMIT_NPROC (uring-napi likewise). The start-up report says so;
+	// a kernel that refuses is said once through Logf. The workers belong
+	// to the loop's thread and stay pinned after the loop: that thread
+	// exits with the loop rather than go back to the Go scheduler.
 	BackendURing Backend = "uring"
 	// BackendURingSQPoll adds an SQPOLL kernel thread pinned to a CPU
 	// outside the loop set (Config.SQPoll), shared by the engine's rings.
@@ -76,7 +85,11 @@ const (
 	// (6.17); on older kernels it receives with single-shot recvs,
 	// re-armed after each completion, so that pausing a slow reader takes
 	// effect at once (see armRecv). It sends one SEND at a time per
-	// connection.
+	// connection. The requests the SQPOLL thread punts to io-wq run on
+	// that thread's workers (iou-wrk-<its id>), which the engine keeps on
+	// the SQPOLL thread's CPU, off the loops' CPUs as the thread itself
+	// (left unpinned where the thread is), at most 2 of each kind for the
+	// engine.
 	BackendURingSQPoll Backend = "uring-sqpoll"
 	// BackendURingNAPI adds IORING_REGISTER_NAPI busy polling
 	// (Config.BusyPoll, Config.PreferBusyPoll, 6.9) with the NAPI ids of
@@ -497,6 +510,9 @@ type Engine struct {
 	// degradeOnce: the first loop to go without a feature says so, once
 	// per engine and feature.
 	degradeOnce [nDegrades]sync.Once
+	// iowq says where the uring loops' io-wq workers run, for Run's
+	// start-up report (the first loop's word; "" on epoll). Guarded by mu.
+	iowq string
 }
 
 // A degrade is a feature of the configuration that a loop went without
@@ -510,6 +526,8 @@ const (
 	degradeBatchWait
 	degradeNAPIID    // sockets without a NAPI id: busy polling does nothing for them
 	degradeSQPollAny // the SQPOLL thread unpinned, every CPU running a loop
+	degradeIOWQAff   // io-wq workers not pinned
+	degradeIOWQMax   // io-wq workers not bounded
 	nDegrades
 )
 
@@ -517,6 +535,16 @@ const (
 // d. Any goroutine.
 func (e *Engine) degraded(d degrade, format string, args ...any) {
 	e.degradeOnce[d].Do(func() { e.cfg.Logf(format, args...) })
+}
+
+// reportIOWQ records where the loops' io-wq workers run, for Run's start-up
+// report; the first loop to say counts. Loop goroutine.
+func (e *Engine) reportIOWQ(s string) {
+	e.mu.Lock()
+	if e.iowq == "" {
+		e.iowq = s
+	}
+	e.mu.Unlock()
 }
 
 // Backend reports the backend the engine's loops run, after any fallback.
@@ -586,7 +614,13 @@ func (e *Engine) Run(ctx context.Context) error {
 	if firstErr != nil {
 		e.stop()
 	} else {
-		e.cfg.Logf("engine: %d loops on CPUs %v, backend %s, buffers on %s pages", len(e.loops), e.cfg.CPUs, e.backend, e.loops[0].pages)
+		e.mu.Lock()
+		iowq := e.iowq
+		e.mu.Unlock()
+		if iowq != "" {
+			iowq = ", " + iowq
+		}
+		e.cfg.Logf("engine: %d loops on CPUs %v, backend %s, buffers on %s pages%s", len(e.loops), e.cfg.CPUs, e.backend, e.loops[0].pages, iowq)
 	}
 	go func() {
 		wg.Wait()

@@ -193,6 +193,20 @@ func (l *Loop) readWake() {
 // reports the result on errc and then serves until the engine stops.
 func (l *Loop) run(errc chan<- error) {
 	runtime.LockOSThread()
+	if unix.Gettid() == unix.Getpid() {
+		// The process's main thread: the runtime parks it for good
+		// instead of ending it, and /proc/self shows its affinity for
+		// the whole process. A loop whose thread must exit with it
+		// (keepThread) would leave it pinned: serve from another.
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			l.run(errc)
+		}()
+		<-done
+		runtime.UnlockOSThread() // unchanged
+		return
+	}
 	l.tid.Store(int32(unix.Gettid()))
 	var old unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &old); err != nil {
@@ -212,9 +226,10 @@ func (l *Loop) run(errc chan<- error) {
 	l.locked.Store(true)
 	defer func() {
 		l.locked.Store(false)
-		// A thread whose affinity cannot be restored must not go back
-		// to the scheduler: returning while locked makes it exit.
-		if unix.SchedSetaffinity(0, &old) == nil {
+		// A thread whose affinity (or io-wq: keepThread) cannot be
+		// restored must not go back to the scheduler: returning while
+		// locked makes it exit.
+		if !l.keepThread && unix.SchedSetaffinity(0, &old) == nil {
 			runtime.UnlockOSThread()
 		}
 	}()

@@ -88,6 +88,10 @@ type Loop struct {
 	ringFd      atomic.Int32 // io_uring fd for MSG_RING wake-ups, -1 if none
 	tid         atomic.Int32 // loop thread id
 	locked      atomic.Bool  // the loop goroutine holds thread tid (Engine.onLoop)
+	// keepThread: the backend changed kernel state of the loop's thread
+	// that cannot be put back (its io-wq workers pinned to the loop's
+	// CPU): the thread exits with the loop. Loop goroutine.
+	keepThread bool
 
 	conns     []*Conn  // slot table
 	slotGen   []uint32 // generation per slot, part of every kernel handle

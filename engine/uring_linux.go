@@ -147,6 +147,11 @@ func (b *uringBackend) init(l *Loop) error {
 	b.r = r
 	l.st.ring.Store(r)
 	b.sqpoll = rc.SQPoll
+	sqCPU := -1
+	if rc.SQAffinity {
+		sqCPU = rc.SQThreadCPU
+	}
+	b.placeIOWQ(sqCPU, rc.AttachWQ != nil)
 	b.recvLimit = l.hwm > 0 && recvLimitUsable()
 	b.maxChain = 16
 	if b.sqpoll {
@@ -218,6 +223,58 @@ func (b *uringBackend) registerNAPI() {
 		}
 	})
 }
+
+// iowqMaxWorkers bounds the io-wq workers of each kind (bounded: file I/O
+// and requests forced there; unbounded: sockets and pipes) that may run a
+// loop's punted requests, where the kernel's defaults are 4 per CPU and
+// RLIMIT_NPROC. The engine's own requests are poll-driven (multishot
+// accept and receive, sends the kernel retries on poll, MSG_RING, cancels)
+// and should not need io-wq at all: a worker is an exception, which this
+// bound keeps from becoming a crowd of threads on the loop's CPU. Two, not
+// one, so that a request blocked in a worker does not hold up the next.
+const iowqMaxWorkers = 2
+
+// placeIOWQ confines the io-wq workers that run the ring's punted requests
+// to the loop's CPU and bounds them (iowqMaxWorkers). io-wq belongs to the
+// submitting thread: without SQPOLL the loop's, which then keeps workers
+// pinned to its CPU that nothing can move back, so it exits with the loop
+// (Loop.keepThread) rather than go back to the Go scheduler. With SQPOLL
+// it is the SQ thread's, shared by the rings attached to it (attached:
+// placed by the loop that made it), and its workers go to the SQ thread's
+// CPU (sqCPU), off the loops' CPUs as the SQ thread is; an unpinned SQ
+// thread (sqCPU < 0) leaves them unpinned too, bounded. A kernel that
+// refuses is said once; the loop goes on. Loop goroutine, from init.
+func (b *uringBackend) placeIOWQ(sqCPU int, attached bool) {
+	l := b.l
+	if b.sqpoll && attached {
+		return
+	}
+	where, cpus, whose := "each loop's CPU", []int{l.cpu}, "per loop"
+	switch {
+	case !b.sqpoll:
+		l.keepThread = true // whatever the kernel takes of what follows
+	case sqCPU >= 0:
+		where, cpus, whose = fmt.Sprintf("the SQPOLL thread's CPU %d", sqCPU), []int{sqCPU}, "for the SQPOLL thread"
+	default:
+		where, cpus, whose = "any CPU (the SQPOLL thread is unpinned)", nil, "for the SQPOLL thread"
+	}
+	if cpus != nil {
+		if err := registerIOWQAffinity(b.r, cpus); err != nil {
+			l.e.degraded(degradeIOWQAff, "engine: pinning the rings' io-wq workers failed (%v); they may run on any CPU", err)
+			where = "any CPU (pinning them failed)"
+		}
+	}
+	bound := fmt.Sprintf("at most %d bounded and %d unbounded %s", iowqMaxWorkers, iowqMaxWorkers, whose)
+	if _, _, err := b.r.RegisterIOWQMaxWorkers(iowqMaxWorkers, iowqMaxWorkers); err != nil {
+		l.e.degraded(degradeIOWQMax, "engine: bounding the rings' io-wq workers failed (%v); the kernel may start as many as it likes", err)
+		bound = "as many as the kernel starts (bounding them failed)"
+	}
+	l.e.reportIOWQ("io-wq workers on " + where + ", " + bound)
+}
+
+// registerIOWQAffinity is the ring's; tests replace it to run the path of
+// kernels that refuse it.
+var registerIOWQAffinity = (*uring.Ring).RegisterIOWQAffinity
 
 // registerNAPI and addNAPIID are the ring's; tests replace them to run the
 // path of kernels without static NAPI tracking (6.9 to 6.12) and to count
