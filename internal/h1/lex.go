@@ -276,6 +276,7 @@ const (
 	clInvalid   // a Content-Length value is not a valid list of one value
 	clDiffer    // Content-Length fields differ
 	hostInvalid // Host is repeated, or neither empty nor uri-host [":" port]
+	connOptions // the Connection fields list more than MaxConnectionOptions
 )
 
 // scan reads hs; Host and Expect are looked at only if request.
@@ -302,7 +303,9 @@ func (f *fields) scan(hs []Header, request bool) int {
 			}
 		case 10:
 			if eqFold(h.Name, "connection") {
-				f.conn.add(h.Value)
+				if f.conn.add(h.Value); f.conn.options > MaxConnectionOptions {
+					return connOptions
+				}
 			}
 		case 14:
 			if eqFold(h.Name, "content-length") {
@@ -327,12 +330,14 @@ func (f *fields) scan(hs []Header, request bool) int {
 // connState is what Connection fields say.
 type connState struct {
 	close, keepAlive, upgrade bool
+	options                   int // list elements so far, empty ones included
 }
 
 func (c *connState) add(v []byte) {
 	for len(v) > 0 {
 		var e []byte
 		e, v = NextElem(v)
+		c.options++
 		switch {
 		case eqFold(e, "close"):
 			c.close = true

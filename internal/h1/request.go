@@ -321,6 +321,8 @@ func (r *Request) semantics() *Error {
 		return errCLMismatch
 	case hostInvalid:
 		return errHost
+	case connOptions:
+		return errConnOptions
 	}
 	r.Host, r.ContentLength, r.Expect100 = f.host, f.cl, f.expect100
 	if r.Minor == 1 && f.host == nil {

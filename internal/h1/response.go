@@ -120,6 +120,8 @@ func (r *Response) semantics(head bool) *Error {
 		return errRespCL
 	case clDiffer:
 		return errRespCLMismatch
+	case connOptions:
+		return errRespConnOpts
 	}
 	r.ContentLength, r.clAndTE = f.cl, f.clSeen && f.te.seen
 	r.KeepAlive = !f.conn.close && (r.Minor == 1 || f.conn.keepAlive)

@@ -57,6 +57,8 @@ func TestResponseParse(t *testing.T) {
 		{name: "obs-fold", in: "HTTP/1.1 200 OK\nA: b\n c\nContent-Length: 0\n\n", status: 502},
 		{name: "space before colon", in: "HTTP/1.1 200 OK\nContent-Length : 0\n\n", status: 502},
 		{name: "too many headers", in: "HTTP/1.1 200 OK\n" + strings.Repeat("A: b\n", 101) + "\n", status: 502},
+		{name: "connection options at limit", in: "HTTP/1.1 200 OK\nConnection: " + strings.Repeat("a, ", MaxConnectionOptions-1) + "close\nContent-Length: 0\n\n", framing: Length},
+		{name: "too many connection options", in: "HTTP/1.1 200 OK\nConnection: " + strings.Repeat("a, ", MaxConnectionOptions) + "close\nContent-Length: 0\n\n", status: 502},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
