@@ -307,10 +307,12 @@ func TestEviction(t *testing.T) {
 		block string
 		table []hf
 	}{
-		{"4001 6101 62", []hf{"a: b"}},                 // 34
-		{"4001 6301 64", []hf{"c: d", "a: b"}},         // 68
-		{"7e01 65", []hf{"c: e", "c: d"}},              // name index 62 (c: d); evicts a: b
-		{"7f00 01 66", []hf{"c: f", "c: e"}},           // index 63 (c: d), evicted by this insertion
+		{"4001 6101 62", []hf{"a: b"}},         // 34
+		{"4001 6301 64", []hf{"c: d", "a: b"}}, // 68
+		{"7e01 65", []hf{"c: e", "c: d"}},      // name index 62 (c: d); evicts a: b
+		{"7f00 01 66", []hf{"c: f", "c: e"}},   // index 63 (c: d), evicted by this insertion
+		// 1+37+32 = 70: fits, alone.
+		{"4001 7825 " + strings.Repeat("78", 37), []hf{hf("x: " + strings.Repeat("x", 37))}},
 		{"4001 7826 " + strings.Repeat("78", 38), nil}, // 1+38+32 = 71 > 70: empties the table
 		{"4001 6101 62", []hf{"a: b"}},
 	}
