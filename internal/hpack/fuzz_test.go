@@ -59,24 +59,79 @@ func FuzzDecode(f *testing.F) {
 // encoder's special cases.
 var fuzzNames = []string{":method", ":path", ":status", "cookie", "authorization", "set-cookie", "x-a", "accept-encoding"}
 
+// modelTable is a dynamic table as RFC 7541 describes it (2.3.2, 4.1, 4.3,
+// 4.4), written as plainly as can be: FuzzRoundTrip holds both ends'
+// tables, which share package hpack's table type, to it.
+type modelTable struct {
+	ents  []hf     // newest first
+	sizes []uint64 // their sizes (4.1)
+	size  uint64
+	limit uint64
+}
+
+// evictTo evicts the oldest entries until the size is at most n.
+func (m *modelTable) evictTo(n uint64) {
+	for m.size > n {
+		last := len(m.ents) - 1
+		m.size -= m.sizes[last]
+		m.ents, m.sizes = m.ents[:last], m.sizes[:last]
+	}
+}
+
+func (m *modelTable) setLimit(n uint64) { m.limit = n; m.evictTo(n) }
+
+// add inserts name: value, first evicting what RFC 7541 4.4 says.
+func (m *modelTable) add(name, value []byte) {
+	s := entrySize(len(name), len(value))
+	if s > m.limit {
+		m.evictTo(0)
+		return
+	}
+	m.evictTo(m.limit - s)
+	m.ents = append([]hf{hf(string(name) + ": " + string(value))}, m.ents...)
+	m.sizes = append([]uint64{s}, m.sizes...)
+	m.size += s
+}
+
 // FuzzRoundTrip encodes the fields and table size changes the fuzzer's
 // bytes describe, over several blocks of one connection, and decodes them:
 // the decoder must give back each field (never-indexed where the encoder
-// said so) and hold the same dynamic table as the encoder after each block.
+// said so), and the encoder and decoder must hold the dynamic table that
+// modelTable builds from the block (the size updates the encoder wrote
+// and the fields it sent with incremental indexing) after each block.
 func FuzzRoundTrip(f *testing.F) {
 	f.Add([]byte("\x02\x03\x04GET\x05\x01\x02b\x01\x03\x00\x02\x00\x01\x02\x02\x01x"))
 	f.Add([]byte("\x0a\x40\x01\x09abc\x00\x00\x10\x01\x06\x0b\x05\x14hello world hello abc\x01\x06\x0b\x05"))
 	f.Add([]byte("\x00\x00\x00\x00\x10\x00\x03\x02\x01xy\x01\x03\x02\x01xy"))
+	// A 100-byte table and 16 fields of 43 to 49 bytes in four blocks:
+	// each insertion evicts, and the table's bytes are moved to the front.
+	f.Add([]byte("\x00\x00d\x1ax-0\x08aaaaaaaa\x1ax-1\x09bbbbbbbbb\x1ax-2\x0acccccccccc\x1ax-3\x0bddddddddddd\x01" +
+		"\x1ax-0\x09eeeeeeeee\x1ax-1\x0affffffffff\x1ax-2\x0bggggggggggg\x1ax-3\x0chhhhhhhhhhhh\x01" +
+		"\x1ax-0\x0aiiiiiiiiii\x1ax-1\x0bjjjjjjjjjjj\x1ax-2\x0ckkkkkkkkkkkk\x1ax-3\x0dlllllllllllll\x01" +
+		"\x1ax-0\x0bmmmmmmmmmmm\x1ax-1\x0cnnnnnnnnnnnn\x1ax-2\x0dooooooooooooo\x1ax-3\x0epppppppppppppp\x01"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		e, d := NewEncoder(), NewDecoder(4096, 0)
+		m := modelTable{limit: encoderMaxTable}
 		var (
 			fields []Field
 			blk    []byte
 		)
 		flush := func() {
 			blk = e.StartBlock(blk[:0])
+			for p := blk; len(p) > 0; {
+				v, n, err := readInt(p, 5)
+				if err != nil || p[0]&0xe0 != 0x20 {
+					t.Fatalf("StartBlock wrote %x: %v", blk, err)
+				}
+				m.setLimit(v)
+				p = p[n:]
+			}
 			for _, f := range fields {
+				start := len(blk)
 				blk = e.AppendField(blk, f)
+				if blk[start]&0xc0 == 0x40 { // literal with incremental indexing
+					m.add(f.Name, f.Value)
+				}
 			}
 			i := 0
 			err := d.Decode(blk, func(g Field) error {
@@ -98,6 +153,9 @@ func FuzzRoundTrip(f *testing.F) {
 			dt, ds := tableState(&d.t)
 			if !eqList(et, dt) || es != ds {
 				t.Fatalf("encoder table %q (%d), decoder's %q (%d)", et, es, dt, ds)
+			}
+			if !eqList(dt, m.ents) || ds != m.size || uint64(d.t.limit) != m.limit {
+				t.Fatalf("block %x: tables %q (%d, limit %d), RFC 7541's %q (%d, limit %d)", blk, dt, ds, d.t.limit, m.ents, m.size, m.limit)
 			}
 			fields = fields[:0]
 		}
