@@ -39,9 +39,23 @@ func netHTTPDiffers(r *Request) bool {
 	return false
 }
 
+// prefixesIncomplete fails t unless parse reports every proper prefix of
+// in's head of n bytes incomplete (0, nil): a head that comes in parts is
+// parsed as it grows, and a part must not be refused where the whole is
+// accepted. Every prefix of a head up to 1 KiB, a stride beyond.
+func prefixesIncomplete(t *testing.T, in []byte, n int, parse func([]byte) (int, error)) {
+	t.Helper()
+	for i := 0; i < n; i += 1 + n/1024 {
+		if m, err := parse(in[:i]); m != 0 || err != nil {
+			t.Fatalf("%q: a head of %d bytes; its first %d: n=%d err=%v", in[:n], n, i, m, err)
+		}
+	}
+}
+
 // FuzzRequest checks that Parse never panics, returns only *Error values with
-// a status a proxy can send, and accepts nothing net/http rejects, agreeing
-// with it on method, target, Host, persistence and body framing.
+// a status a proxy can send, reports every prefix of a head it accepts
+// incomplete, and accepts nothing net/http rejects, agreeing with it on
+// method, target, Host, persistence and body framing.
 func FuzzRequest(f *testing.F) {
 	for _, s := range requestSeeds {
 		f.Add([]byte(s))
@@ -70,6 +84,8 @@ func FuzzRequest(f *testing.F) {
 		if n2, err := r.Parse(in[:n], Limits{}); n2 != n || err != nil {
 			t.Fatalf("head alone: n=%d err=%v, want %d", n2, err, n)
 		}
+		var p Request
+		prefixesIncomplete(t, in, n, func(b []byte) (int, error) { return p.Parse(b, Limits{}) })
 		if netHTTPDiffers(&r) {
 			return
 		}
@@ -110,8 +126,8 @@ func FuzzRequest(f *testing.F) {
 }
 
 // FuzzResponse checks that Response.Parse never panics, fails only with 502
-// *Error values, and agrees with net/http on accepted heads' status and
-// Content-Length.
+// *Error values, reports every prefix of a head it accepts incomplete, and
+// agrees with net/http on accepted heads' status and Content-Length.
 func FuzzResponse(f *testing.F) {
 	for _, s := range []string{
 		"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
@@ -139,6 +155,8 @@ func FuzzResponse(f *testing.F) {
 		if n2, err := r.Parse(in[:n], head, Limits{}); n2 != n || err != nil {
 			t.Fatalf("head alone: n=%d err=%v, want %d", n2, err, n)
 		}
+		var p Response
+		prefixesIncomplete(t, in, n, func(b []byte) (int, error) { return p.Parse(b, head, Limits{}) })
 		if (r.Framing == UntilClose || r.Status == 101) && r.KeepAlive {
 			t.Fatalf("%q: keep-alive with %v", in[:n], r.Framing)
 		}
