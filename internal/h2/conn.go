@@ -49,7 +49,7 @@ type conn struct {
 	peerInitial    int64
 	peerMaxFrame   uint32
 	peerMaxStreams uint32 // the peer's SETTINGS_MAX_CONCURRENT_STREAMS
-	streamInitial  int64  // our INITIAL_WINDOW_SIZE once acked (65535 before if smaller)
+	streamInitial  int64  // our INITIAL_WINDOW_SIZE once acked (65535 before, if smaller: the peer may use it until then)
 
 	goAwaySent bool // no new streams
 	goAwayRecv bool
@@ -139,12 +139,9 @@ func newConn(ev events, cfg Config, client bool) conn {
 		peerInitial:    initialWindow,
 		peerMaxFrame:   MinMaxFrameSize,
 		peerMaxStreams: DefaultMaxConcurrentStreams,
-		streamInitial:  int64(min(cfg.InitialWindowSize, initialWindow)),
+		streamInitial:  int64(max(cfg.InitialWindowSize, initialWindow)),
 		ctrlBudget:     cfg.MaxControlFrames,
 		blockLimit:     int(cfg.MaxHeaderListSize) + int(cfg.MaxFrameSize),
-	}
-	if cfg.InitialWindowSize >= initialWindow {
-		c.streamInitial = int64(cfg.InitialWindowSize)
 	}
 	return c
 }
