@@ -31,6 +31,7 @@ type conn struct {
 
 	streams []stream // in id order (id | was); live ones have id != 0
 	dead    int      // entries of streams with id 0
+	waking  bool     // wake walks streams by index: compact waits
 	lastID  uint32   // highest stream id opened (or tried): by the peer on a Server, by us on a Client
 	// Every stream up to lastID not in streams is closed (RFC 9113 5.1.1:
 	// opening one closes the idle ones below it). reset holds those the
@@ -400,9 +401,10 @@ func (c *conn) find(id uint32) *stream {
 	return nil
 }
 
-// compact drops dead entries; only where no loop over streams is running.
+// compact drops dead entries; only where no loop over streams is running
+// (wake's calls OnWritable, which may call a Client's Request).
 func (c *conn) compact() {
-	if c.dead == 0 {
+	if c.dead == 0 || c.waking {
 		return
 	}
 	k := 0
@@ -625,6 +627,7 @@ func (c *conn) windowUpdate(f *Frame) *Error {
 // wake calls OnWritable for the blocked streams (only id if id != 0)
 // that have send window again.
 func (c *conn) wake(id uint32) {
+	c.waking = true
 	for i := 0; i < len(c.streams) && c.connSend > 0 && c.err == nil; i++ {
 		st := &c.streams[i]
 		if st.id == 0 || !st.blocked || st.sendWin <= 0 || (id != 0 && st.id != id) {
@@ -633,6 +636,7 @@ func (c *conn) wake(id uint32) {
 		st.blocked = false
 		c.ev.writable(st.id)
 	}
+	c.waking = false
 }
 
 func (c *conn) data(f *Frame) *Error {

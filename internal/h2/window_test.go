@@ -87,3 +87,51 @@ func TestSmallInitialWindowBeforeAck(t *testing.T) {
 		}
 	})
 }
+
+// opener is a clientApp whose OnWritable opens a stream the first time,
+// as a pool serving a waiting request when a stream's body went out may.
+type opener struct {
+	*clientApp
+	opened uint32
+}
+
+func (o *opener) OnWritable(c *Client, id uint32) {
+	o.clientApp.OnWritable(c, id)
+	if o.opened == 0 {
+		o.opened, _ = o.start(c, req("/"), nil, nil)
+	}
+}
+
+// TestClientWakeWhileOpening: every blocked stream gets OnWritable when
+// the window opens, also when a handler's OnWritable opens a stream (a
+// ClientHandler may call Request): Request dropped the entries of streams
+// that ended from the slice wake was walking by index, and the stream
+// that moved into the place just visited was passed over, its body left
+// unsent with nothing to wake it again.
+func TestClientWakeWhileOpening(t *testing.T) {
+	o := &opener{clientApp: newClientApp()}
+	c := NewClient(o, nil)
+	c.Written(len(c.Pending()))
+	if code := feed(t, c, frame(FrameSettings, 0, 0, setting(SettingInitialWindowSize, 0)...)); code != noConnErr {
+		t.Fatalf("connection error %v", code)
+	}
+	for range 3 {
+		if _, err := o.start(c, req("/"), []byte("body"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Stream 1 is reset (its entry dead until compacted), then the window
+	// opens for 3 and 5, whose bodies wait.
+	in := cat(frame(FrameRSTStream, 0, 1, u32(uint32(Cancel))...), frame(FrameSettings, 0, 0, setting(SettingInitialWindowSize, 100)...))
+	if code := feed(t, c, in); code != noConnErr {
+		t.Fatalf("connection error %v", code)
+	}
+	if o.opened != 7 {
+		t.Fatalf("opened %d, want 7", o.opened)
+	}
+	for _, id := range []uint32{3, 5} {
+		if s := o.st[id]; s.send != nil {
+			t.Errorf("stream %d: %d bytes of its body unsent", id, len(s.send))
+		}
+	}
+}
