@@ -322,7 +322,7 @@ func (c *Client) rstStream(f *Frame) *Error {
 	if e := c.control(); e != nil {
 		return e
 	}
-	if f.StreamID > c.lastID {
+	if c.idle(f.StreamID) {
 		return errIdleFrame
 	}
 	st := c.find(f.StreamID)

@@ -33,7 +33,7 @@ type conn struct {
 	dead    int      // entries of streams with id 0
 	waking  bool     // wake walks streams by index: compact waits
 	lastID  uint32   // highest stream id opened (or tried): by the peer on a Server, by us on a Client
-	// Every stream up to lastID not in streams is closed (RFC 9113 5.1.1:
+	// Every odd stream up to lastID not in streams is closed (RFC 9113 5.1.1:
 	// opening one closes the idle ones below it). reset holds those the
 	// peer may still have frames in flight on, which are ignored; closed
 	// only picks the code of a HEADERS on a closed stream.
@@ -218,7 +218,7 @@ func (c *conn) frames(in []byte, n int) (int, error) {
 			case e.Stream && f.Type == FrameHeaders: // decode its block all the same
 				c.hreset = e
 				e = c.frame(f)
-			case e.Stream && f.StreamID > c.lastID && f.Type != FramePriority:
+			case e.Stream && c.idle(f.StreamID) && f.Type != FramePriority:
 				e = errIdleFrame
 			}
 		} else {
@@ -372,6 +372,11 @@ func (r *ring) has(id uint32) bool {
 	}
 	return false
 }
+
+// idle reports whether stream id is idle (RFC 9113 5.1): above lastID,
+// or even, a stream a server opens (with push, which neither side does),
+// which the client's streams do not close (5.1.1).
+func (c *conn) idle(id uint32) bool { return id > c.lastID || id%2 == 0 }
 
 // ignored reports whether frames on stream id, closed (not open, at most
 // lastID), are ignored: we reset it while the peer could still send on
@@ -611,7 +616,7 @@ func (c *conn) windowUpdate(f *Frame) *Error {
 			return e
 		}
 	}
-	if f.StreamID > c.lastID {
+	if c.idle(f.StreamID) {
 		return errIdleFrame
 	}
 	if st == nil {
@@ -645,7 +650,7 @@ func (c *conn) data(f *Frame) *Error {
 		return errConnFlow
 	}
 	c.connRecv -= size
-	if f.StreamID > c.lastID {
+	if c.idle(f.StreamID) {
 		return errIdleFrame
 	}
 	st := c.find(f.StreamID)

@@ -37,8 +37,9 @@
 // :protocol is malformed.
 //
 // Streams follow the state machine of 5.1 (idle, open, half-closed either
-// way, closed); client stream ids are odd and increasing, so every id up
-// to the highest opened that is not open is closed; frames the peer sent
+// way, closed); client stream ids are odd and increasing, so every odd id
+// up to the highest opened that is not open is closed (even ids, a
+// server's, stay idle: no push); frames the peer sent
 // before seeing our RST_STREAM are ignored (DATA charged to the connection
 // window) on every stream a peer keeping to MaxConcurrentStreams can still
 // send on, the last MaxConcurrentStreams + MaxEarlyResets we reset while

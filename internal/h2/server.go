@@ -326,7 +326,7 @@ func (s *Server) rstStream(f *Frame) *Error {
 	if e := s.control(); e != nil {
 		return e
 	}
-	if f.StreamID > s.lastID {
+	if s.idle(f.StreamID) {
 		return errIdleFrame
 	}
 	st := s.find(f.StreamID)
