@@ -379,8 +379,11 @@ func (c *Client) block(id uint32, block []byte) *Error {
 	r.Fields = c.fields(r.Fields)
 	if r.Status >= 200 {
 		st.final = true
-		if !st.noBody && r.Status != 204 && r.Status != 304 { // RFC 9113 8.1.1
-			st.cl = r.ContentLength
+		st.cl = r.ContentLength
+		if st.noBody || r.Status == 204 || r.Status == 304 {
+			// No content (RFC 9110 6.4.1), whatever content-length says
+			// (RFC 9113 8.1.1): a DATA byte is malformed.
+			st.cl = 0
 		}
 		if end && st.cl > 0 {
 			return errCLMismatch

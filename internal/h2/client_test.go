@@ -506,6 +506,12 @@ func TestClientMalformed(t *testing.T) {
 		{"content-length two values", func(p *peer) []byte {
 			return p.headers(1, true, ":status", "200", "content-length", "0", "content-length", "1")
 		}},
+		{"204 with DATA", func(p *peer) []byte {
+			return cat(p.headers(1, false, ":status", "204"), frame(FrameData, FlagEndStream, 1, 'x'))
+		}},
+		{"304 with DATA", func(p *peer) []byte {
+			return cat(p.headers(1, false, ":status", "304", "content-length", "1"), frame(FrameData, FlagEndStream, 1, 'x'))
+		}},
 		{"trailers without END_STREAM", func(p *peer) []byte {
 			return cat(p.headers(1, false, ":status", "200"), p.headers(1, false, "a", "b"))
 		}},
@@ -539,6 +545,18 @@ func TestClientMalformed(t *testing.T) {
 	feed(t, c, cat(p.headers(1, true, ":status", "200", "content-length", "9"), p.headers(3, true, ":status", "304", "content-length", "9")))
 	if a.st[1].reset != "" || a.st[3].reset != "" || !a.st[1].ended || !a.st[3].ended {
 		t.Fatalf("bodiless responses: %+v %+v", a.st[1], a.st[3])
+	}
+	// But they have no content (RFC 9110 6.4.1), empty DATA aside: a byte
+	// of it is malformed, as a length it does not match is, and not
+	// OnData's (a proxy would write it after an HTTP/1.1 head that
+	// frames none, where its client reads a next response).
+	a.start(c, &Request{Method: []byte("HEAD"), Scheme: []byte("http"), Path: []byte("/")}, nil, nil)
+	a.start(c, &Request{Method: []byte("HEAD"), Scheme: []byte("http"), Path: []byte("/")}, nil, nil)
+	outFrames(t, c, p.dec)
+	feed(t, c, cat(p.headers(5, false, ":status", "200", "content-length", "1"), frame(FrameData, FlagEndStream, 5, 'x'),
+		p.headers(7, false, ":status", "200"), frame(FrameData, FlagEndStream, 7)))
+	if got := outFrames(t, c, p.dec); fmt.Sprint(got) != "[RST_STREAM 5 PROTOCOL_ERROR]" || a.st[5].body != nil || !a.st[7].ended || a.st[7].reset != "" {
+		t.Fatalf("HEAD responses with DATA: out %q, %+v %+v", got, a.st[5], a.st[7])
 	}
 }
 

@@ -107,7 +107,7 @@ type stream struct {
 	responded bool // our final HEADERS was sent (a Client's request: always)
 	dataSent  bool // a DATA byte of ours was sent (a reset after it is not early)
 	final     bool // a Client's: the final response's HEADERS arrived
-	noBody    bool // a Client's: a response to HEAD, content-length is not checked
+	noBody    bool // a Client's: a response to HEAD, which has no content whatever its content-length
 	blocked   bool // WriteData was short of window: OnWritable is due
 	sendWin   int64
 	owed      int64 // DATA bytes sent the peer has not credited back (see credit)

@@ -83,8 +83,9 @@
 // valid :status and no other pseudo-header, 101 refused, 1xx interim
 // responses told apart from the final one and never with END_STREAM, no
 // DATA before the final one, lowercase names, no connection-specific
-// fields, content-length against DATA but for HEAD, 204 and 304, trailers
-// with END_STREAM and no pseudo-header): a malformed one is a stream error
+// fields, content-length against DATA, no DATA byte in a response to HEAD
+// or a 204 or 304 whatever its content-length, trailers with END_STREAM
+// and no pseudo-header): a malformed one is a stream error
 // PROTOCOL_ERROR, a header list above MaxHeaderListSize is reset CANCEL.
 // The server's GOAWAY and REFUSED_STREAM are told to the handler as
 // unprocessed streams, safe to send again on another connection (6.8,
