@@ -153,7 +153,7 @@ var (
 func NewClient(h ClientHandler, cfg *Config) *Client {
 	c := &Client{h: h, nextID: 1}
 	c.conn = newConn(c, cfg.withDefaults(), true)
-	c.emitFn = c.emit
+	c.emitFn, c.list = c.emit, &c.resp.Fields
 	c.resp.ContentLength = -1
 	c.out = append(c.out, ClientPreface...)
 	c.out = AppendSettings(c.out, []Setting{

@@ -74,9 +74,10 @@ type conn struct {
 	regular bool                    // a regular field was seen
 	tfields []hpack.Field           // a trailer section's fields
 
-	fbuf  []byte // decoded fields' bytes
-	spans []span // the regular fields' places in fbuf
-	blk   []byte // an encoded block we send
+	fbuf  []byte         // decoded fields' bytes
+	spans []span         // the regular fields' places in fbuf
+	list  *[]hpack.Field // the side's list of a header section's fields
+	blk   []byte         // an encoded block we send
 	hdr   [FrameHeaderLen]byte
 	f     Frame // the frame being processed (a local would escape to the heap through events)
 }
@@ -237,7 +238,39 @@ func (c *conn) frames(in []byte, n int) (int, error) {
 	if c.err != nil {
 		return n, c.err
 	}
+	c.trim()
 	return n, nil
+}
+
+// The header buffers a connection keeps between Feeds, in bytes and in
+// fields: a section beyond them (up to MaxHeaderListSize, which some 2 KB
+// of HPACK indexing the dynamic table decode to) is decoded into buffers
+// dropped when its Feed returns, so that a connection does not hold the
+// largest it was sent (some 300 KB) for as long as it is open.
+const (
+	keepBuf    = 4 << 10
+	keepFields = 64
+)
+
+// trim drops the header buffers grown past keepBuf or keepFields, whose
+// contents the handler's calls of a Feed alone see; hbuf not while it
+// gathers a block.
+func (c *conn) trim() {
+	if cap(c.hbuf) > keepBuf && c.hstream == 0 {
+		c.hbuf = nil
+	}
+	if cap(c.fbuf) > keepBuf {
+		c.fbuf = nil
+	}
+	if cap(c.spans) > keepFields {
+		c.spans = nil
+	}
+	if cap(c.tfields) > keepFields {
+		c.tfields = nil
+	}
+	if cap(*c.list) > keepFields {
+		*c.list = nil
+	}
 }
 
 // Close ends the connection from our side (the transport closed): every
@@ -880,6 +913,9 @@ func (c *conn) sendBlock(id uint32, b []byte, fields []hpack.Field, end bool) {
 	}
 	c.out = AppendHeaders(c.out, id, b, end, c.peerMaxFrame)
 	c.blk = b[:0]
+	if cap(b) > keepBuf { // as trim does
+		c.blk = nil
+	}
 }
 
 // sendable returns the open stream id we may send on, or an error.

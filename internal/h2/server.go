@@ -263,7 +263,7 @@ func NewServer(h Handler, c *Config) *Server {
 	cfg := c.withDefaults()
 	s := &Server{h: h, req: Request{ContentLength: -1}}
 	s.conn = newConn(s, cfg, false)
-	s.emitFn = s.emit
+	s.emitFn, s.list = s.emit, &s.req.Fields
 	s.out = AppendSettings(s.out, []Setting{
 		{SettingHeaderTableSize, cfg.HeaderTableSize},
 		{SettingMaxConcurrentStreams, cfg.MaxConcurrentStreams},
