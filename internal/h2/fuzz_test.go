@@ -1,6 +1,7 @@
 package h2
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/spindlenet/spindle/internal/hpack"
@@ -21,10 +22,15 @@ func FuzzServer(f *testing.F) {
 		cat(frame(FrameHeaders, 0, 1, p.block(get...)...), frame(FrameContinuation, FlagEndHeaders, 1)),
 		cat(frame(FrameSettings, 0, 0, setting(SettingInitialWindowSize, 1)...), frame(FrameWindowUpdate, 0, 0, u32(5)...)),
 		frame(FrameGoAway, 0, 0, make([]byte, 8)...),
+		// Floods of frames that ask for an answer, from where the
+		// bounds on the answers matter (the control budget lets more
+		// through than MaxOutput).
+		bytes.Repeat(frame(FramePing, 0, 0, make([]byte, 8)...), 60),
+		bytes.Repeat(frame(FrameSettings, 0, 0), 60),
 	} {
 		f.Add(append([]byte{7}, s...))
 	}
-	const maxOut = 512
+	const maxOut = 128 // below the control budget's worth of PING and SETTINGS ACKs
 	f.Fuzz(func(t *testing.T, in []byte) {
 		if len(in) == 0 {
 			return
