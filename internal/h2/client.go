@@ -243,7 +243,7 @@ func (c *Client) Request(r *Request, end bool) (id uint32, err error) {
 	c.compact()
 	c.streams = append(c.streams, stream{
 		id: id, recvOpen: true, sendOpen: !end, announced: true, responded: true,
-		noBody:  string(r.Method) == "HEAD",
+		noBody: string(r.Method) == "HEAD", connect: string(r.Method) == "CONNECT",
 		sendWin: c.peerInitial, recvWin: c.streamInitial, cl: -1,
 	})
 	return id, nil
@@ -380,7 +380,10 @@ func (c *Client) block(id uint32, block []byte) *Error {
 	if r.Status >= 200 {
 		st.final = true
 		st.cl = r.ContentLength
-		if st.noBody || r.Status == 204 || r.Status == 304 {
+		switch {
+		case st.connect && r.Status < 300:
+			st.cl = -1 // a tunnel's bytes (RFC 9110 9.3.6: ignored)
+		case st.noBody || r.Status == 204 || r.Status == 304:
 			// No content (RFC 9110 6.4.1), whatever content-length says
 			// (RFC 9113 8.1.1): a DATA byte is malformed.
 			st.cl = 0

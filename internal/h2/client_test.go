@@ -743,3 +743,26 @@ func TestClientServerShutdown(t *testing.T) {
 		t.Fatalf("after the last stream: %+v client done %v server done %v", st, c.Done(), s.Done())
 	}
 }
+
+// TestClientConnectContentLength: a client ignores Content-Length in a 2xx
+// response to CONNECT (RFC 9110 9.3.6: the server must not send one, the
+// client must ignore it): the stream's DATA is the tunnel's, of no
+// length the head could name; a 4xx's body keeps to its length.
+func TestClientConnectContentLength(t *testing.T) {
+	c, a, p := openClient(t, nil)
+	connect := &Request{Method: []byte("CONNECT"), Authority: []byte("example.com:443")}
+	for range 2 {
+		if _, err := a.start(c, connect, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	outFrames(t, c, p.dec)
+	in := cat(p.headers(1, false, ":status", "200", "content-length", "0"), frame(FrameData, 0, 1, []byte("tunnel")...),
+		p.headers(3, false, ":status", "407", "content-length", "1"), frame(FrameData, 0, 3, []byte("xy")...))
+	if code := feed(t, c, in); code != noConnErr {
+		t.Fatalf("connection error %v", code)
+	}
+	if got := outFrames(t, c, p.dec); fmt.Sprint(got) != "[RST_STREAM 3 PROTOCOL_ERROR]" || string(a.st[1].body) != "tunnel" || a.st[1].reset != "" {
+		t.Fatalf("out %q, tunnel %+v", got, a.st[1])
+	}
+}

@@ -109,6 +109,7 @@ type stream struct {
 	dataSent  bool // a DATA byte of ours was sent (a reset after it is not early)
 	final     bool // a Client's: the final response's HEADERS arrived
 	noBody    bool // a Client's: a response to HEAD, which has no content whatever its content-length
+	connect   bool // a Client's: a CONNECT, whose 2xx response's content-length is ignored
 	blocked   bool // WriteData was short of window: OnWritable is due
 	sendWin   int64
 	owed      int64 // DATA bytes sent the peer has not credited back (see credit)

@@ -83,10 +83,11 @@
 // valid :status and no other pseudo-header, 101 refused, 1xx interim
 // responses told apart from the final one and never with END_STREAM, no
 // DATA before the final one, lowercase names, no connection-specific
-// fields, content-length against DATA, no DATA byte in a response to HEAD
-// or a 204 or 304 whatever its content-length, trailers with END_STREAM
-// and no pseudo-header): a malformed one is a stream error
-// PROTOCOL_ERROR, a header list above MaxHeaderListSize is reset CANCEL.
+// fields, content-length against DATA (ignored in a 2xx to CONNECT), no
+// DATA byte in a response to HEAD or a 204 or 304 whatever its
+// content-length, trailers with END_STREAM and no pseudo-header): a
+// malformed one is a stream error PROTOCOL_ERROR, a header list above
+// MaxHeaderListSize is reset CANCEL.
 // The server's GOAWAY and REFUSED_STREAM are told to the handler as
 // unprocessed streams, safe to send again on another connection (6.8,
 // 8.7). A connection takes no new streams (Available, CanOpen; Request's
