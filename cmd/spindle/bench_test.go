@@ -659,27 +659,33 @@ func TestCLIUsageErrors(t *testing.T) {
 }
 
 // TestWakeupOneCPU runs wakeup where the process has one CPU (taskset -c
-// 0): the writer's default is then CPU 0, as its flag says (found in
-// review: the command put it on CPU 1, outside the CPUs it was given).
+// 0, and taskset -c N for the last CPU): the reader and the writer then
+// both go to that CPU by default, as their flags say. Found in review: the
+// command put the writer on CPU 1, outside the CPUs it was given; and the
+// reader went to CPU 0 whatever the process was given, so under taskset -c
+// 1 it ran on a CPU the run was not given, and in a cpuset without CPU 0
+// every mode failed to pin it (sched_setaffinity: invalid argument).
 func TestWakeupOneCPU(t *testing.T) {
 	taskset, err := exec.LookPath("taskset")
 	if err != nil || runtime.GOOS != "linux" {
 		t.Skipf("needs Linux and taskset(1): %v", err)
 	}
-	cmd := exec.Command(taskset, "-c", "0", spindleBin(t), "wakeup", "--modes", "block", "--samples", "1", "--interval", "1ms", "--json")
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%v: %v", cmd.Args, err)
-	}
-	var rep struct {
-		ReaderCPU int `json:"reader_cpu"`
-		WriterCPU int `json:"writer_cpu"`
-	}
-	if err := json.Unmarshal(out, &rep); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	if rep.ReaderCPU != 0 || rep.WriterCPU != 0 {
-		t.Errorf("reader on CPU %d, writer on CPU %d; want both on 0, the one CPU given", rep.ReaderCPU, rep.WriterCPU)
+	for _, cpu := range slices.Compact([]int{0, runtime.NumCPU() - 1}) {
+		cmd := exec.Command(taskset, "-c", strconv.Itoa(cpu), spindleBin(t), "wakeup", "--modes", "block", "--samples", "1", "--interval", "1ms", "--json")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%v: %v", cmd.Args, err)
+		}
+		var rep struct {
+			ReaderCPU int `json:"reader_cpu"`
+			WriterCPU int `json:"writer_cpu"`
+		}
+		if err := json.Unmarshal(out, &rep); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		if rep.ReaderCPU != cpu || rep.WriterCPU != cpu {
+			t.Errorf("taskset -c %d: reader on CPU %d, writer on CPU %d; want both on %d, the one CPU given", cpu, rep.ReaderCPU, rep.WriterCPU, cpu)
+		}
 	}
 }
 

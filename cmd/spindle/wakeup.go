@@ -20,7 +20,7 @@ func runWakeup(ctx context.Context, args []string) error {
 	modes := fs.String("modes", strings.Join(bench.WakeupModes, ","), "wait modes to measure")
 	interval := fs.Duration("interval", 50*time.Millisecond, "time between writes")
 	samples := fs.Int("samples", 60, "wake-ups measured per mode")
-	reader := fs.Int("reader-cpu", 0, "CPU of the reader thread")
+	reader := fs.Int("reader-cpu", -1, "CPU of the reader thread (default: the first CPU this process may run on)")
 	writer := fs.Int("writer-cpu", -1, "CPU of the writer thread (default: the first CPU allowed other than the reader's, e.g. 1 with the reader on 0, else the reader's)")
 	topology := fs.String("topology", "loopback", "loopback, or wire (two netns joined by a veth pair; root)")
 	jsonOut := fs.Bool("json", false, "print the report as JSON")
@@ -34,6 +34,15 @@ func runWakeup(ctx context.Context, args []string) error {
 	list := strings.Split(*modes, ",")
 	if m := givenTwice(list); m != "" {
 		return fmt.Errorf("--modes: %s given twice", m) // two rows of one mode
+	}
+	if *reader < 0 {
+		// The package's default is CPU 0, which a taskset or a cpuset
+		// may not give the process.
+		c, err := firstAllowedCPU()
+		if err != nil {
+			return err
+		}
+		*reader = c
 	}
 	cfg := bench.WakeupConfig{
 		Modes: list, Interval: *interval, Samples: *samples,
