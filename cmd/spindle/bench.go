@@ -322,8 +322,14 @@ func runBenchClient(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *conns < 1 || *inflight < 1 || *threads < 1 || *duration <= 0 || *warmup < 0 {
-		return fmt.Errorf("want -conns, -inflight and -threads of at least 1, a positive -duration and a -warmup not negative")
+	// The load generator takes 0 for a default (a 128-byte payload, a
+	// 200 ms warm-up): a value given here means what it says, or is
+	// refused.
+	if *conns < 1 || *inflight < 1 || *threads < 1 || *duration <= 0 || *warmup <= 0 {
+		return fmt.Errorf("want -conns, -inflight and -threads of at least 1, and a positive -duration and -warmup")
+	}
+	if *payload < bench.MinPayload || *payload > bench.MaxPayload {
+		return fmt.Errorf("want a -payload of %d to %d bytes", bench.MinPayload, bench.MaxPayload)
 	}
 	if *host != "" && *protocol != bench.ProtocolHTTP {
 		return fmt.Errorf("-host applies to -protocol %s only", bench.ProtocolHTTP)
