@@ -70,13 +70,13 @@ func (f *benchFlags) config(fs *flag.FlagSet) (bench.Config, error) {
 	// a value given here means what it says, or is refused.
 	switch {
 	case f.duration <= 0 || f.warmup < 0 || f.window < 0:
-		return bench.Config{}, fmt.Errorf("want a positive --duration, and --warmup and --window not negative")
+		return bench.Config{}, usageError{errors.New("want a positive --duration, and --warmup and --window not negative")}
 	case f.reps < 1 || f.conns < 1 || f.inflight < 1 || f.loops < 1:
-		return bench.Config{}, fmt.Errorf("want --reps, --conns, --inflight and --loops of at least 1")
+		return bench.Config{}, usageError{errors.New("want --reps, --conns, --inflight and --loops of at least 1")}
 	case f.compute < 0 || f.threads < 0:
-		return bench.Config{}, fmt.Errorf("want --compute-us and --client-threads not negative")
+		return bench.Config{}, usageError{errors.New("want --compute-us and --client-threads not negative")}
 	case f.payload < bench.MinPayload || f.payload > bench.MaxPayload:
-		return bench.Config{}, fmt.Errorf("want a --payload of %d to %d bytes", bench.MinPayload, bench.MaxPayload)
+		return bench.Config{}, usageError{fmt.Errorf("want a --payload of %d to %d bytes", bench.MinPayload, bench.MaxPayload)}
 	}
 	cfg := bench.Config{
 		Topology: f.topology, Duration: f.duration, Warmup: f.warmup, Window: f.window, Reps: f.reps, Conns: f.conns, InFlight: f.inflight,
@@ -88,18 +88,12 @@ func (f *benchFlags) config(fs *flag.FlagSet) (bench.Config, error) {
 		// An arm named twice would be measured twice in a row and
 		// summarised as one arm of twice --reps.
 		if a := givenTwice(cfg.Arms); a != "" {
-			return cfg, fmt.Errorf("--arms: %s given twice", a)
+			return cfg, usageError{fmt.Errorf("--arms: %s given twice", a)}
 		}
 	}
 	cfg.RatioTo = ratioToList(f.ratioTo)
-	var err error
-	if cfg.ServerCPUs, err = bench.ParseCPUList(f.serverCPUs); err != nil {
-		return cfg, err
-	}
-	if cfg.ClientCPUs, err = bench.ParseCPUList(f.clientCPUs); err != nil {
-		return cfg, err
-	}
-	if cfg.SpareCPUs, err = bench.ParseCPUList(f.spareCPUs); err != nil {
+	err := parseCPUFlags(cpuListFlag{"server-cpus", f.serverCPUs, &cfg.ServerCPUs}, cpuListFlag{"client-cpus", f.clientCPUs, &cfg.ClientCPUs}, cpuListFlag{"spare-cpus", f.spareCPUs, &cfg.SpareCPUs})
+	if err != nil {
 		return cfg, err
 	}
 	f.jsonOnly(fs)
@@ -238,7 +232,7 @@ func runBench(ctx context.Context, args []string) error {
 		}
 		v, err := strconv.ParseFloat(s, 64)
 		if err != nil || !(v > 0 && v <= 2) { // NaN too
-			return fmt.Errorf("bad --fractions value %q", s)
+			return usageError{fmt.Errorf("bad --fractions value %q", s)}
 		}
 		cfg.OpenFractions = append(cfg.OpenFractions, v) // bench refuses one given twice
 	}
@@ -260,7 +254,7 @@ func runBenchSweep(ctx context.Context, args []string) error {
 	// would be ignored by the sweep, so it is refused.
 	for name, list := range map[string]string{"loops": "loops-list", "compute-us": "compute-list"} {
 		if flagGiven(fs, name) {
-			return fmt.Errorf("--%s does not apply to a sweep: give --%s", name, list)
+			return usageError{fmt.Errorf("--%s does not apply to a sweep: give --%s", name, list)}
 		}
 	}
 	cfg, err := f.config(fs)
@@ -285,7 +279,7 @@ func runBenchSweep(ctx context.Context, args []string) error {
 }
 
 // intList parses flag name's comma-separated list of distinct integers of
-// at least least; empty is nil (the default).
+// at least least; empty is nil (the default). Its errors are usageErrors.
 func intList(name, s string, least int) ([]int, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
@@ -294,10 +288,10 @@ func intList(name, s string, least int) ([]int, error) {
 	for _, p := range strings.Split(s, ",") {
 		v, err := strconv.Atoi(strings.TrimSpace(p))
 		if err != nil || v < least {
-			return nil, fmt.Errorf("%s: bad value %q (want integers of at least %d)", name, p, least)
+			return nil, usageError{fmt.Errorf("%s: bad value %q (want integers of at least %d)", name, p, least)}
 		}
 		if slices.Contains(out, v) {
-			return nil, fmt.Errorf("%s: %d given twice", name, v)
+			return nil, usageError{fmt.Errorf("%s: %d given twice", name, v)}
 		}
 		out = append(out, v)
 	}
@@ -326,16 +320,16 @@ func runBenchClient(ctx context.Context, args []string) error {
 	// 200 ms warm-up): a value given here means what it says, or is
 	// refused.
 	if *conns < 1 || *inflight < 1 || *threads < 1 || *duration <= 0 || *warmup <= 0 {
-		return fmt.Errorf("want -conns, -inflight and -threads of at least 1, and a positive -duration and -warmup")
+		return usageError{errors.New("want -conns, -inflight and -threads of at least 1, and a positive -duration and -warmup")}
 	}
 	if *payload < bench.MinPayload || *payload > bench.MaxPayload {
-		return fmt.Errorf("want a -payload of %d to %d bytes", bench.MinPayload, bench.MaxPayload)
+		return usageError{fmt.Errorf("want a -payload of %d to %d bytes", bench.MinPayload, bench.MaxPayload)}
 	}
 	if *host != "" && *protocol != bench.ProtocolHTTP {
-		return fmt.Errorf("-host applies to -protocol %s only", bench.ProtocolHTTP)
+		return usageError{fmt.Errorf("-host applies to -protocol %s only", bench.ProtocolHTTP)}
 	}
-	cpuList, err := bench.ParseCPUList(*cpus)
-	if err != nil {
+	var cpuList []int
+	if err := parseCPUFlags(cpuListFlag{"cpus", *cpus, &cpuList}); err != nil {
 		return err
 	}
 	res, err := bench.RunLoad(ctx, bench.LoadConfig{

@@ -78,13 +78,7 @@ func (s *sideFlags) armList() []string {
 }
 
 // streamList is --streams as a list.
-func (s *sideFlags) streamList() ([]int, error) {
-	l, err := intList("--streams", s.streams, 1)
-	if err != nil {
-		return nil, usageError{err}
-	}
-	return l, nil
-}
+func (s *sideFlags) streamList() ([]int, error) { return intList("--streams", s.streams, 1) }
 
 // cpuListFlag is a CPU list flag's name (without --), its value, and where
 // the list goes.

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,6 +29,41 @@ func TestBenchClientRefusesDefaults(t *testing.T) {
 		stderr := wantRefusal(t, spindleCmd("bench", "client", "-addr", "127.0.0.1:1", "-duration", "100ms", tc.flag, tc.value))
 		if !strings.Contains(stderr, tc.flag) || strings.Contains(stderr, "connect") {
 			t.Errorf("bench client %s %s: stderr %q; want a refusal naming %s, before connecting", tc.flag, tc.value, stderr, tc.flag)
+		}
+	}
+}
+
+// TestCLIValueErrorsExit2: a flag value the command refuses before doing
+// anything (out of range, given twice, a required flag missing) is a
+// command line that cannot be run as given, and exits with status 2 as a
+// value that does not parse does, and as bench proxy, bench http2 and
+// proxy already exited for theirs; bench, bench sweep, bench client,
+// wakeup and tune exited 1, the status of a run that failed.
+func TestCLIValueErrorsExit2(t *testing.T) {
+	for _, args := range [][]string{
+		{"bench", "--reps", "0", "--arms", "go-net"},
+		{"bench", "--payload", "1", "--arms", "go-net"},
+		{"bench", "--fractions", "3", "--arms", "go-net"},
+		{"bench", "--arms", "go-net,go-net"},
+		{"bench", "--server-cpus", "x", "--arms", "go-net"},
+		{"bench", "sweep", "--loops", "2"},
+		{"bench", "sweep", "--compute-list", "-1"},
+		{"bench", "client", "-addr", "127.0.0.1:1", "-conns", "0"},
+		{"bench", "client", "-addr", "127.0.0.1:1", "-payload", "0"},
+		{"bench", "client", "-addr", "127.0.0.1:1", "-host", "example.test"},
+		{"wakeup", "--samples", "0"},
+		{"wakeup", "--modes", "block,block"},
+		{"tune", "diagnose", "--period", "0s"},
+		{"tune", "diagnose", "--locked-mib", "0"},
+		{"tune", "plan", "--exclude-irqs", "x"},
+		{"tune", "apply"},
+	} {
+		stderr := wantRefusal(t, spindleCmd(args...))
+		cmd := spindleCmd(args...)
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+			t.Errorf("spindle %v: %v (stderr %q), want exit status 2", args, err, stderr)
 		}
 	}
 }

@@ -111,12 +111,12 @@ func tuneDiagnose(ctx context.Context, args []string, w io.Writer) error {
 		return err
 	}
 	if *period <= 0 {
-		return fmt.Errorf("--period must be positive")
+		return usageError{errors.New("--period must be positive")}
 	}
 	// In bytes it must fit 64 bits, and above 0, which the package takes
 	// for its default (64 MiB).
 	if *locked < 1 || *locked > math.MaxUint64>>20 {
-		return fmt.Errorf("--locked-mib must be between 1 and %d", uint64(math.MaxUint64>>20))
+		return usageError{fmt.Errorf("--locked-mib must be between 1 and %d", uint64(math.MaxUint64>>20))}
 	}
 	h, err := tune.ReadHost(*root)
 	if err != nil {
@@ -182,7 +182,7 @@ func tunePlan(args []string, w io.Writer) error {
 	for _, s := range splitList(*exclude) {
 		n, err := strconv.Atoi(s)
 		if err != nil {
-			return fmt.Errorf("--exclude-irqs: %q is not a number", s)
+			return usageError{fmt.Errorf("--exclude-irqs: %q is not a number", s)}
 		}
 		cfg.ExcludeIRQs = append(cfg.ExcludeIRQs, n)
 	}
@@ -248,7 +248,7 @@ func tuneApply(args []string, w io.Writer) error {
 		return err
 	}
 	if *planPath == "" {
-		return fmt.Errorf("--plan is required (make one with 'spindle tune plan --json > plan.json')")
+		return usageError{errors.New("--plan is required (make one with 'spindle tune plan --json > plan.json')")}
 	}
 	var r io.Reader = os.Stdin
 	if *planPath != "-" {

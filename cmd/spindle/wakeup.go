@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -29,11 +30,11 @@ func runWakeup(ctx context.Context, args []string) error {
 	}
 	// The package takes zero for its default: zero and below are refused.
 	if *samples < 1 || *interval <= 0 {
-		return fmt.Errorf("want --samples of at least 1 and a positive --interval")
+		return usageError{errors.New("want --samples of at least 1 and a positive --interval")}
 	}
 	list := strings.Split(*modes, ",")
 	if m := givenTwice(list); m != "" {
-		return fmt.Errorf("--modes: %s given twice", m) // two rows of one mode
+		return usageError{fmt.Errorf("--modes: %s given twice", m)} // two rows of one mode
 	}
 	if *reader < 0 {
 		// The package's default is CPU 0, which a taskset or a cpuset
