@@ -166,7 +166,7 @@ func TestAccessLogExample(t *testing.T) {
 		t.Errorf("web's access log %+v", a)
 	}
 	l := cfg.Listeners[1]
-	if a := l.AccessLog; a == nil || a.Path != "/var/log/spindle/gateway.log" || a.Format != AccessLogJSON {
+	if a := l.AccessLog; a == nil || a.Path != "-" || a.Format != AccessLogJSON {
 		t.Errorf("gateway's access log %+v", a)
 	}
 	if l.Routes[0].Name != "api-v1" || l.Routes[1].Name != "*.static.example.com/" {

@@ -71,3 +71,24 @@ func TestProxyRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestExampleConfigLogs: the README's `spindle proxy -config
+// examples/proxy/proxy.yaml` can open the example's access logs on a
+// fresh machine: each is standard error or a file in a directory that
+// exists. The gateway's went to /var/log/spindle/gateway.log, and the
+// command printed in the README stopped at once ("open
+// /var/log/spindle/gateway.log: no such file or directory").
+func TestExampleConfigLogs(t *testing.T) {
+	cfg, err := proxy.LoadConfig("../../examples/proxy/proxy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range cfg.Listeners {
+		if l.AccessLog == nil || l.AccessLog.Path == "-" {
+			continue
+		}
+		if _, err := os.Stat(filepath.Dir(l.AccessLog.Path)); err != nil {
+			t.Errorf("listener %s: access log %s: %v", l.Name, l.AccessLog.Path, err)
+		}
+	}
+}
