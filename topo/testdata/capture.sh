@@ -4,7 +4,8 @@
 # /sys/class/net are recreated as the same relative links, and their
 # targets captured, so the fixture resolves like sysfs does. Only the
 # CapEff line of /proc/self/status is kept. Then record the netlink
-# answers beside it: go test ./topo -run CaptureNetlink -capture-netlink DEST
+# answers beside it: go test ./topo -run CaptureNetlink -capture-netlink "$(realpath DEST)"
+# (an absolute path: go test runs the test in topo/)
 #
 # Go module zips refuse ':' in file names, and sysfs PCI paths are full of
 # them (pci0000:00/0000:00:03.0), so every ':' in a captured path and link
