@@ -250,12 +250,18 @@ func (r reader) readInt(p string, def int64) int64 {
 	return n
 }
 
+// readCPUList reads and parses the CPU list file p; an error names the
+// file.
 func (r reader) readCPUList(p string) (CPUSet, error) {
 	s, err := r.read(p)
 	if err != nil {
 		return nil, err
 	}
-	return ParseCPUList(s)
+	set, err := ParseCPUList(s)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", r.path(p), err)
+	}
+	return set, nil
 }
 
 // Read discovers the host under root ("/" for the live host).
