@@ -182,8 +182,10 @@ type RxQueue struct {
 // TxQueue is one transmit queue.
 type TxQueue struct {
 	Index int `json:"index"`
-	// XPS is the xps_cpus mask; HasXPS is false when the file is absent
-	// (some drivers, e.g. virtio_net here, have no xps_cpus).
+	// XPS is the xps_cpus mask; HasXPS is false when it cannot be read:
+	// the kernel refuses (ENOENT) the xps_cpus of a device with one
+	// transmit queue (eth0 here, virtio_net with one queue pair), and a
+	// kernel without CONFIG_XPS has no such file.
 	XPS    CPUSet `json:"xps"`
 	HasXPS bool   `json:"has_xps"`
 	IRQ    int    `json:"irq"`

@@ -301,7 +301,7 @@ func TestReadFixtures(t *testing.T) {
 				t.Errorf("eth0 link: speed %d mtu %d %s", n.SpeedMbps, n.MTU, n.Operstate)
 			}
 			if rx.RPSRaw != "0" || rx.RPS.Len() != 0 || rx.RPSFlowCnt != 0 || tx.HasXPS {
-				t.Errorf("eth0 RPS/XPS (virtio has no xps_cpus): rx=%+v tx=%+v", rx, tx)
+				t.Errorf("eth0 RPS/XPS (eth0 has one transmit queue: no xps_cpus to read): rx=%+v tx=%+v", rx, tx)
 			}
 			if r := n.Rings; r == nil || r.Rx != 256 || r.RxMax != 256 {
 				t.Errorf("eth0 rings = %+v (%s)", r, n.RingsErr)

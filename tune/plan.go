@@ -576,7 +576,7 @@ func (p *planner) nic(n *topo.NIC) error {
 		}
 	}
 	if len(xpsTx) == 0 && len(n.TxQueues) > 0 {
-		p.note("%s has no xps_cpus (driver without XPS); transmit queue selection is left to the driver", n.Name)
+		p.note("%s has no xps_cpus it can read (one transmit queue, whose map the kernel refuses; or no CONFIG_XPS): no XPS is planned", n.Name)
 	}
 	if len(xpsTx) > 0 {
 		xg := groups(plan.LoopCPUs, min(len(xpsTx), plan.LoopCPUs.Len()))
