@@ -63,7 +63,9 @@ type CPU struct {
 	Core    int `json:"core"`
 	Die     int `json:"die"`
 	Package int `json:"package"`
-	Node    int `json:"node"`
+	// Node is the NUMA node whose cpulist has the CPU, -1 when none
+	// has (nodes changed while they were read).
+	Node int `json:"node"`
 	// Siblings are the SMT threads of the same core, itself included.
 	Siblings CPUSet `json:"siblings"`
 }
@@ -327,25 +329,34 @@ func (r reader) cpus(h *Host) error {
 		return fmt.Errorf("topo: no online cpus")
 	}
 	h.Online = online
-	nodeOf := map[int]int{}
 	if nodes, err := r.readCPUList("/sys/devices/system/node/online"); err == nil {
 		for _, n := range nodes {
 			cpus, err := r.readCPUList(fmt.Sprintf("/sys/devices/system/node/node%d/cpulist", n))
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // offlined since node/online was read
+			}
 			if err != nil {
 				return fmt.Errorf("topo: node %d: %w", n, err)
 			}
 			h.Nodes = append(h.Nodes, Node{ID: n, CPUs: cpus})
-			for _, c := range cpus {
-				nodeOf[c] = n
-			}
 		}
 	}
 	if len(h.Nodes) == 0 {
 		h.Nodes = []Node{{ID: 0, CPUs: online}}
 	}
+	nodeOf := map[int]int{}
+	for _, n := range h.Nodes {
+		for _, c := range n.CPUs {
+			nodeOf[c] = n.ID
+		}
+	}
 	for _, c := range online {
 		base := fmt.Sprintf("/sys/devices/system/cpu/cpu%d/topology/", c)
-		cpu := CPU{ID: c, Node: nodeOf[c],
+		node, ok := nodeOf[c]
+		if !ok {
+			node = -1
+		}
+		cpu := CPU{ID: c, Node: node,
 			Core:    int(r.readInt(base+"core_id", int64(c))),
 			Die:     int(r.readInt(base+"die_id", 0)),
 			Package: int(r.readInt(base+"physical_package_id", 0)),

@@ -96,3 +96,29 @@ func TestReadTornInterrupts(t *testing.T) {
 		t.Errorf("ParseInterrupts with a count too many: %v (irq 38: %+v), want ErrCPUsChanged", err, in.IRQs[38])
 	}
 }
+
+// TestReadNodeOfflineDuringRead: a NUMA node taken offline between the
+// reading of node/online and of its directory (a CPU-less memory node,
+// such as a CXL expander's, offlined at run time; its directory goes with
+// it) is left out, as a CPU gone offline is. Read failed outright ("topo:
+// node 1: open .../node1/cpulist: no such file or directory"), and every
+// tune command with it.
+func TestReadNodeOfflineDuringRead(t *testing.T) {
+	root := copyFixture(t, "testdata/2socket-16q")
+	if err := os.RemoveAll(filepath.Join(root, "sys/devices/system/node/node1")); err != nil {
+		t.Fatal(err)
+	}
+	h, err := Read(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Nodes) != 1 || h.Nodes[0].ID != 0 {
+		t.Errorf("nodes %+v, want node 0 alone", h.Nodes)
+	}
+	// The fixture's node 1 had CPUs 12-23: no node lists them now.
+	for _, c := range h.CPUs {
+		if want := map[bool]int{true: 0, false: -1}[h.Nodes[0].CPUs.Contains(c.ID)]; c.Node != want {
+			t.Errorf("CPU %d on node %d, want %d", c.ID, c.Node, want)
+		}
+	}
+}
