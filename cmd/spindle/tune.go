@@ -131,7 +131,7 @@ func tuneDiagnose(ctx context.Context, args []string, w io.Writer) error {
 		fmt.Fprintf(os.Stderr, "sampling counters for %v ...\n", *period)
 	}
 	var qs tune.QStatsSource
-	if *root == "/" {
+	if tune.IsLive(*root) {
 		if nc, err := topo.DialNetlink(); err == nil {
 			defer nc.Close()
 			qs = nc
