@@ -594,10 +594,11 @@ func (s *hsession) gotHead() {
 	client := s.client.RemoteAddr().Addr().Unmap()
 	trusted := s.ln.trusts(client)
 	xff, xfp, xfh := false, false, false
+	h2cUpgrade := h1.ListHas(s.upg, "h2c")
 	for _, h := range r.Headers {
 		switch {
 		case r.HopByHop(h.Name), framingField(h.Name),
-			bytes.EqualFold(h.Name, hdrH2Settings) && !h1.ListHas(s.upg, "h2c"),
+			bytes.EqualFold(h.Name, hdrH2Settings) && !h2cUpgrade,
 			rw.host != nil && bytes.EqualFold(h.Name, hdrHost), !rules.keep(h.Name), s.ln.dropUnderscored(s.ls.id, h.Name):
 			// (HTTP2-Settings only goes with an h2c upgrade.)
 			// (The framing is written once below, whatever equivalent
