@@ -2,15 +2,20 @@ package uring
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/spindlenet/spindle/internal/sys"
 )
 
 // Feature is one io_uring capability as probed on this host.
 type Feature struct {
-	Name      string `json:"name"`       // e.g. "IORING_OP_SEND_ZC", "multishot recv"
-	Kind      string `json:"kind"`       // "op", "setup", "register", "behaviour"
-	Supported bool   `json:"supported"`  // the probe succeeded
+	Name      string `json:"name"`      // e.g. "IORING_OP_SEND_ZC", "multishot recv"
+	Kind      string `json:"kind"`      // "op", "setup", "register", "behaviour"
+	Supported bool   `json:"supported"` // the probe succeeded
+	// Unknown: the probe could not ask the kernel (no loopback, a socket
+	// refused, no answer in time), so Supported false is no verdict;
+	// Reason says what failed.
+	Unknown   bool   `json:"unknown,omitempty"`
 	MinKernel string `json:"min_kernel"` // first mainline kernel with it
 	Reason    string `json:"reason"`     // how it was decided, or why it is missing
 }
@@ -45,14 +50,18 @@ func (f *Features) Has(name string) bool {
 	return ok && x.Supported
 }
 
-// Err returns nil when feature name is supported, otherwise an
-// *UnsupportedFeatureError.
+// Err returns nil when feature name is supported, an error saying so when
+// the probe could not ask the kernel (Feature.Unknown: not ErrNotSupported),
+// otherwise an *UnsupportedFeatureError.
 //
 // Any goroutine.
 func (f *Features) Err(name string) error {
 	x, ok := f.Get(name)
 	if ok && x.Supported {
 		return nil
+	}
+	if x.Unknown {
+		return fmt.Errorf("%s (support unknown)", x.Reason)
 	}
 	e := &UnsupportedFeatureError{Feature: name, MinKernel: x.MinKernel}
 	switch {

@@ -34,6 +34,8 @@ func Probe() (*Features, error) {
 		x := Feature{Name: name, Kind: kind, Supported: err == nil, MinKernel: min, Reason: how}
 		if err != nil {
 			x.Reason = err.Error()
+			var pf *probeFailure
+			x.Unknown = errors.As(err, &pf)
 		}
 		f.List = append(f.List, x)
 	}
@@ -236,24 +238,35 @@ func probeReap(r *Ring) (CQE, error) {
 // is in flight.
 
 func probeMultishotAccept() error {
+	err := askMultishotAccept()
+	var verdict *probeVerdict
+	if err != nil && !errors.As(err, &verdict) {
+		return &probeFailure{fmt.Errorf("uring: could not probe multishot accept on 127.0.0.1: %w", err)}
+	}
+	return err
+}
+
+// askMultishotAccept is probeMultishotAccept's accept; the kernel's answer
+// is a *probeVerdict.
+func askMultishotAccept() error {
 	lfd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return err
+		return os.NewSyscallError("socket", err)
 	}
 	defer unix.Close(lfd)
 	if err := unix.Bind(lfd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		return err
+		return os.NewSyscallError("bind", err)
 	}
 	if err := unix.Listen(lfd, 4); err != nil {
-		return err
+		return os.NewSyscallError("listen", err)
 	}
 	sa, err := unix.Getsockname(lfd)
 	if err != nil {
-		return err
+		return os.NewSyscallError("getsockname", err)
 	}
 	cfd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return err
+		return os.NewSyscallError("socket", err)
 	}
 	defer unix.Close(cfd)
 	r, err := New(&Config{Entries: 4})
@@ -266,18 +279,18 @@ func probeMultishotAccept() error {
 		return err
 	}
 	if err := unix.Connect(cfd, sa); err != nil {
-		return err
+		return os.NewSyscallError("connect", err)
 	}
 	c, err := probeReap(r)
 	if err != nil {
 		return err
 	}
 	if c.Res < 0 {
-		return c.Err()
+		return &probeVerdict{c.Err()}
 	}
 	unix.Close(int(c.Res))
 	if !c.More() {
-		return errors.New("accept completed without IORING_CQE_F_MORE")
+		return &probeVerdict{errors.New("accept completed without IORING_CQE_F_MORE")}
 	}
 	return nil
 }
@@ -345,7 +358,7 @@ func probeSendZC(extra uint16) error {
 		return unsupported("IORING_OP_SEND_ZC with IORING_SEND_ZC_REPORT_USAGE", "6.2", err)
 	}
 	if err != nil {
-		return fmt.Errorf("uring: could not probe SEND_ZC: %w", err)
+		return &probeFailure{fmt.Errorf("uring: could not probe SEND_ZC: %w", err)}
 	}
 	return nil
 }
@@ -461,6 +474,12 @@ func ProbeSendZC() error {
 type probeVerdict struct{ error }
 
 func (v *probeVerdict) Unwrap() error { return v.error }
+
+// probeFailure is a probe's failure to ask the kernel (its sockets, its
+// ring, no answer): the feature's support is unknown (Feature.Unknown).
+type probeFailure struct{ error }
+
+func (f *probeFailure) Unwrap() error { return f.error }
 
 func readInt(path string) int {
 	b, err := os.ReadFile(path)

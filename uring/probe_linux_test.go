@@ -291,3 +291,65 @@ func TestProbeSendZCCouldNotAsk(t *testing.T) {
 		t.Errorf("ProbeSendZC after the kernel refused: %v, want the kept *UnsupportedFeatureError (EINVAL)", err)
 	}
 }
+
+// TestProbeUnknownWithoutLoopback runs Probe in a network namespace whose
+// loopback is down, where the multishot accept and SEND_ZC probes cannot
+// connect or bind on 127.0.0.1 and so never ask the kernel: those features
+// must be Unknown (not a kernel's refusal: Err is not ErrNotSupported and
+// says the probe could not ask), and in the test's own namespace nothing is
+// Unknown. Before, a host with loopback down read as a kernel without
+// multishot accept ("requires >= 5.19").
+func TestProbeUnknownWithoutLoopback(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("unshare(CLONE_NEWNET) needs CAP_SYS_ADMIN: not root")
+	}
+	if !kver.AtLeast(kver.Release(), "6.2") {
+		t.Skip("multishot accept (5.19) and SEND_ZC with usage reports (6.2) needed to tell the two apart")
+	}
+	type result struct {
+		f   *Features
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		// Never unlocked: the thread leaves the test's network namespace
+		// for good and exits with this goroutine.
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			done <- result{err: os.NewSyscallError("unshare", err)}
+			return
+		}
+		f, err := Probe()
+		done <- result{f, err}
+	}()
+	res := <-done
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	for _, name := range []string{FeatMultishotAccept, "IORING_OP_SEND_ZC"} {
+		x, ok := res.f.Get(name)
+		if !ok || x.Supported || !x.Unknown {
+			t.Errorf("%s with loopback down: %+v, want unsupported and unknown", name, x)
+			continue
+		}
+		err := res.f.Err(name)
+		if err == nil || errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "could not probe") {
+			t.Errorf("%s with loopback down: Err = %v, want a failure to ask, not the kernel's refusal", name, err)
+		}
+	}
+	if x, _ := res.f.Get(FeatMultishotRecv); !x.Supported {
+		t.Errorf("multishot recv (a socketpair, no loopback needed) with loopback down: %+v", x)
+	}
+	f, err := Probe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range f.List {
+		if x.Unknown {
+			t.Errorf("%s unknown in the test's namespace: %s", x.Name, x.Reason)
+		}
+	}
+	if !f.Has(FeatMultishotAccept) {
+		t.Errorf("multishot accept: %v", f.Err(FeatMultishotAccept))
+	}
+}

@@ -156,7 +156,11 @@ func printDoctor(w io.Writer, rep *doctorReport) {
 	if rep.IOUring != nil && rep.IOUring.Available {
 		fmt.Fprintln(w, "\nio_uring features:")
 		for _, x := range rep.IOUring.List {
-			fmt.Fprintf(w, "  %s  %-36s >= %-5s %s\n", yesNo(x.Supported), x.Name, x.MinKernel, x.Reason)
+			yn := yesNo(x.Supported)
+			if x.Unknown {
+				yn = "?  " // the probe could not ask the kernel
+			}
+			fmt.Fprintf(w, "  %s  %-36s >= %-5s %s\n", yn, x.Name, x.MinKernel, x.Reason)
 		}
 	}
 	fmt.Fprintln(w, "\ninterfaces (do sockets get NAPI ids?):")
