@@ -11,6 +11,12 @@ type Decoder struct {
 	nbuf, vbuf []byte // scratch for Huffman-decoded or copied names and values
 }
 
+// keepScratch is the most scratch (each of nbuf and vbuf) a Decoder keeps
+// between blocks: a larger string's buffer is dropped when Decode returns,
+// so that one large header does not cost its size for the connection's
+// life (internal/h2 trims its own header buffers at the same size).
+const keepScratch = 4 << 10
+
 // NewDecoder returns a decoder whose dynamic table's maximum size is
 // tableSize, the SETTINGS_HEADER_TABLE_SIZE we advertise, and which bounds a
 // block's decoded header list to maxList counted as RFC 9113's
@@ -48,6 +54,17 @@ func (d *Decoder) SetMaxTableSize(n uint32) {
 // error that ends the connection: a legitimate list, which holds every
 // field added, is at most maxList).
 func (d *Decoder) Decode(block []byte, emit func(Field) error) error {
+	err := d.decode(block, emit)
+	if cap(d.nbuf) > keepScratch {
+		d.nbuf = nil
+	}
+	if cap(d.vbuf) > keepScratch {
+		d.vbuf = nil
+	}
+	return err
+}
+
+func (d *Decoder) decode(block []byte, emit func(Field) error) error {
 	p := block
 	updates, sawNeeded := 0, !d.needUpdate
 	for len(p) > 0 && p[0]&0xe0 == 0x20 {

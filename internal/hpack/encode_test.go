@@ -339,3 +339,34 @@ func TestDecodeListFlood(t *testing.T) {
 		t.Fatalf("Decode = %v, want ErrListTooLarge", err)
 	}
 }
+
+// TestDecodeScratchNotRetained decodes one block whose Huffman-coded name
+// and value are 10 KB each: the decoder's scratch grows to hold them for
+// the call, and is dropped when Decode returns, not kept as long as the
+// connection is open (internal/h2 drops its own header buffers past 4 KiB
+// the same way). A block of small strings keeps its scratch.
+func TestDecodeScratchNotRetained(t *testing.T) {
+	big := []byte(strings.Repeat("a", 10<<10))
+	e, d := NewEncoder(), NewDecoder(4096, 0)
+	block := e.AppendField(e.StartBlock(nil), Field{Name: big, Value: big, Sensitive: true})
+	n := 0
+	if err := d.Decode(block, func(f Field) error {
+		n++
+		if !bytes.Equal(f.Name, big) || !bytes.Equal(f.Value, big) {
+			t.Errorf("decoded a %d-byte name and a %d-byte value, want the 10 KB strings", len(f.Name), len(f.Value))
+		}
+		return nil
+	}); err != nil || n != 1 {
+		t.Fatalf("Decode: %v, %d fields", err, n)
+	}
+	if c := cap(d.nbuf) + cap(d.vbuf); c > 2*keepScratch {
+		t.Errorf("decoder keeps %d bytes of scratch after a block of two 10 KB strings, want at most %d", c, 2*keepScratch)
+	}
+	small := e.AppendField(e.StartBlock(nil), Field{Name: []byte("x-small"), Value: []byte("value"), Sensitive: true})
+	if err := d.Decode(small, func(Field) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if cap(d.vbuf) == 0 {
+		t.Error("a block of small strings left no scratch: small blocks would allocate")
+	}
+}
