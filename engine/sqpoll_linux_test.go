@@ -1,11 +1,10 @@
 package engine
 
 import (
-	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
+
+	"github.com/spindlenet/spindle/internal/proctask"
 )
 
 func TestSQPollPlacement(t *testing.T) {
@@ -54,52 +53,29 @@ func TestSQPollThreadCPU(t *testing.T) {
 			if cpus[0] != 0 && tc.want == 0 {
 				t.Skipf("CPU 0 is not allowed here (%v)", cpus)
 			}
-			// SQPOLL threads of engines stopped before (earlier tests,
-			// the previous subtest) may still be exiting, pinned as their
-			// engines wanted: only a thread that appears with this engine
-			// is its.
-			before := sqpThreads()
 			cfg := testConfig(BackendURingSQPoll)
 			cfg.CPUs, cfg.SQPoll = []int{cpus[1]}, tc.p
-			_, addr := startEngine(t, cfg, &echoHandler{})
+			e, addr := startEngine(t, cfg, &echoHandler{})
 			if err := echoOnce(addr, 1, 4096, 4096, nil); err != nil {
 				t.Fatal(err)
 			}
-			want := strconv.Itoa(tc.want)
-			found := 0
-			for task, comm := range sqpThreads() {
-				if _, old := before[task]; old {
-					continue
-				}
-				status, err := os.ReadFile(filepath.Join(task, "status"))
-				if err != nil {
-					continue
-				}
-				found++
-				for _, line := range strings.Split(string(status), "\n") {
-					if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok && strings.TrimSpace(v) != want {
-						t.Errorf("SQPOLL thread %s may run on CPUs %s, want %s", strings.TrimSpace(string(comm)), strings.TrimSpace(v), want)
-					}
-				}
+			// The engine's SQ thread, named by its ring's fdinfo: not a
+			// new iou-sqp thread in /proc/self/task, whose listing can
+			// skip threads that exit meanwhile (those of engines stopped
+			// before, pinned as their engines wanted).
+			fdc := make(chan int, 1)
+			l := e.Loops()[0]
+			l.Post(func() { fdc <- l.be.(*uringBackend).r.Fd() })
+			tid := sqThreadOf(t, <-fdc)
+			got, err := proctask.CPUsAllowed(tid)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if found == 0 {
-				t.Fatal("no iou-sqp thread in this process")
+			if want := strconv.Itoa(tc.want); got != want {
+				t.Errorf("SQPOLL thread %d may run on CPUs %s, want %s", tid, got, want)
 			}
 		})
 	}
-}
-
-// sqpThreads returns the /proc/self/task directories of the process's
-// SQPOLL threads (comm iou-sqp-*), with their comm.
-func sqpThreads() map[string]string {
-	tasks, _ := filepath.Glob("/proc/self/task/*")
-	out := map[string]string{}
-	for _, task := range tasks {
-		if comm, err := os.ReadFile(filepath.Join(task, "comm")); err == nil && strings.HasPrefix(string(comm), "iou-sqp-") {
-			out[task] = string(comm)
-		}
-	}
-	return out
 }
 
 // allowedCPUList is the CPUs this process may run on, ascending.
