@@ -310,7 +310,7 @@ func runBenchClient(ctx context.Context, args []string) error {
 	warmup := fs.Duration("warmup", time.Second, "warm-up, dropped")
 	duration := fs.Duration("duration", 10*time.Second, "measured window")
 	cpus := fs.String("cpus", "", "CPUs to pin the client threads to")
-	threads := fs.Int("threads", 1, "client threads")
+	threads := fs.Int("threads", 1, "client threads (at most -conns)")
 	block := fs.Bool("block", false, "client threads sleep in epoll_wait instead of polling")
 	jsonOut := fs.Bool("json", false, "print the result as JSON")
 	if err := parseFlags(fs, args); err != nil {
@@ -321,6 +321,11 @@ func runBenchClient(ctx context.Context, args []string) error {
 	// refused.
 	if *conns < 1 || *inflight < 1 || *threads < 1 || *duration <= 0 || *warmup <= 0 {
 		return usageError{errors.New("want -conns, -inflight and -threads of at least 1, and a positive -duration and -warmup")}
+	}
+	// A thread drives at least one connection: the load generator would
+	// run -conns threads, not the number asked for.
+	if *threads > *conns {
+		return usageError{fmt.Errorf("-threads %d is more than -conns %d (each thread needs one of them)", *threads, *conns)}
 	}
 	if *payload < bench.MinPayload || *payload > bench.MaxPayload {
 		return usageError{fmt.Errorf("want a -payload of %d to %d bytes", bench.MinPayload, bench.MaxPayload)}

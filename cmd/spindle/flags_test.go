@@ -14,7 +14,9 @@ import (
 // measured as given or refused before connecting. The load generator takes
 // 0 for its default, so -payload 0 measured 128-byte payloads and
 // -warmup 0 warmed up for 200 ms, the command saying nothing of either;
-// -payload 1 failed only in the generator, after the flags.
+// -payload 1 failed only in the generator, after the flags. -threads
+// above -conns (50 by default) ran with one thread per connection, the
+// command saying nothing of it.
 func TestBenchClientRefusesDefaults(t *testing.T) {
 	for _, tc := range []struct {
 		flag, value string
@@ -23,6 +25,7 @@ func TestBenchClientRefusesDefaults(t *testing.T) {
 		{"-payload", "1"},
 		{"-payload", strconv.Itoa(bench.MaxPayload + 1)},
 		{"-warmup", "0s"},
+		{"-threads", "51"},
 	} {
 		// Nothing listens on port 1: a run that gets past the flags
 		// fails to connect.
@@ -51,6 +54,7 @@ func TestCLIValueErrorsExit2(t *testing.T) {
 		{"bench", "client", "-addr", "127.0.0.1:1", "-conns", "0"},
 		{"bench", "client", "-addr", "127.0.0.1:1", "-payload", "0"},
 		{"bench", "client", "-addr", "127.0.0.1:1", "-host", "example.test"},
+		{"bench", "client", "-addr", "127.0.0.1:1", "-conns", "2", "-threads", "3"},
 		{"wakeup", "--samples", "0"},
 		{"wakeup", "--modes", "block,block"},
 		{"tune", "diagnose", "--period", "0s"},
