@@ -140,7 +140,8 @@ type PlanConfig struct {
 	// (and the SYN backlog, net.ipv4.tcp_max_syn_backlog)
 	// to when it is lower. Default 4096; negative leaves it alone.
 	Somaxconn int
-	// ExcludeIRQs are never touched.
+	// ExcludeIRQs are never touched. Each is an interrupt of one of the
+	// planned interfaces: MakePlan refuses one that is not.
 	ExcludeIRQs []int
 }
 
@@ -227,6 +228,9 @@ func MakePlan(h *topo.Host, cfg PlanConfig) (*Plan, error) {
 			return nil, refuse("%s CPUs %s are not online on this machine (online: %s)", set.name, bad, h.Online)
 		}
 	}
+	if err := checkExcluded(cfg.ExcludeIRQs, nics); err != nil {
+		return nil, err
+	}
 	p := &planner{h: h, cfg: cfg, plan: &Plan{Policy: cfg.Policy, Interfaces: ifaces, Created: time.Now().UTC()}}
 	if err := p.cpuSets(nics); err != nil {
 		return nil, err
@@ -249,6 +253,27 @@ func MakePlan(h *topo.Host, cfg PlanConfig) (*Plan, error) {
 		p.note("nothing to change: the host already matches the %s policy", cfg.Policy)
 	}
 	return p.plan, nil
+}
+
+// checkExcluded refuses an excluded IRQ that none of nics has: it would
+// exclude nothing, and the IRQ it was meant to name (a mistyped number,
+// or one of another interface) would be planned without a word.
+func checkExcluded(excluded []int, nics []*topo.NIC) error {
+	var names []string
+	for _, n := range nics {
+		names = append(names, n.Name)
+	}
+	for _, irq := range excluded {
+		has := func(n *topo.NIC) bool {
+			return slices.ContainsFunc(n.IRQs, func(q topo.NICIRQ) bool { return q.IRQ == irq }) ||
+				slices.ContainsFunc(n.RxQueues, func(q topo.RxQueue) bool { return q.IRQ == irq }) ||
+				slices.ContainsFunc(n.TxQueues, func(q topo.TxQueue) bool { return q.IRQ == irq })
+		}
+		if !slices.ContainsFunc(nics, has) {
+			return refuse("excluded IRQ %d is not an interrupt of %s (see /proc/interrupts)", irq, strings.Join(names, ", "))
+		}
+	}
+	return nil
 }
 
 func (p *planner) note(format string, args ...any) {

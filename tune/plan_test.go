@@ -248,6 +248,9 @@ func TestMakePlanRefuses(t *testing.T) {
 		{"irq suspend without busy polling", fxVM, PlanConfig{IRQSuspendTimeoutNs: 1000}, "busy-polls"},
 		{"interface twice", fxVM, PlanConfig{Interfaces: []string{"eth0", "eth0"}}, "listed twice"},
 		{"IRQ CPUs with inline", fxVM, PlanConfig{IRQCPUs: topo.NewCPUSet(0)}, "dedicated policy's"},
+		// An excluded IRQ no planned interface has excludes nothing: a
+		// mistyped number would leave the IRQ meant to be kept planned.
+		{"excluded IRQ on no interface", fxVM, PlanConfig{ExcludeIRQs: []int{39, 9999}}, "excluded IRQ 9999 is not an interrupt of eth0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
