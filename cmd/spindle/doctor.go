@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/spindlenet/spindle/topo"
 	"github.com/spindlenet/spindle/uring"
@@ -115,7 +114,7 @@ func buildDoctorReport() *doctorReport {
 		case len(d.NAPIIDs) > 0:
 			d.SocketsGetNAPIIDs = true
 			d.Reason = fmt.Sprintf("%d NAPI instance(s) from netdev netlink", len(d.NAPIIDs))
-			if strings.HasPrefix(n.Name, "veth") || n.Driver == "veth" {
+			if ethtoolDriver(n.Name) == "veth" {
 				d.Reason += "; TCP sockets get them only with TSO off on the sender"
 			}
 		case n.NAPIErr != "":

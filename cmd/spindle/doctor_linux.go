@@ -42,3 +42,20 @@ func loopbackNAPIID() (int, error) {
 	}
 	return unix.GetsockoptInt(sfd, unix.SOL_SOCKET, unix.SO_INCOMING_NAPI_ID)
 }
+
+// ethtoolDriver returns the driver the kernel names for interface name
+// (ETHTOOL_GDRVINFO, as `ethtool -i` prints it), "" when it cannot tell.
+// A veth says "veth" here, where topo's Driver is "" for want of a bound
+// device.
+func ethtoolDriver(name string) string {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return ""
+	}
+	defer unix.Close(fd)
+	info, err := unix.IoctlGetEthtoolDrvinfo(fd, name)
+	if err != nil {
+		return ""
+	}
+	return unix.ByteSliceToString(info.Driver[:])
+}

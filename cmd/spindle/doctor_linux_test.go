@@ -4,8 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"os/exec"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/spindlenet/spindle/internal/veth"
 )
 
 func TestDoctorJSON(t *testing.T) {
@@ -68,5 +73,49 @@ func TestDoctorText(t *testing.T) {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("text report lacks %q:\n%s", s, out.String())
 		}
+	}
+}
+
+// TestDoctorVethTSONote: a veth's NAPI ids reach TCP sockets only with TSO
+// off on the sender, and doctor says so of every veth, whatever its name.
+// It went by the name's "veth" prefix or topo's Driver, which is "" for a
+// virtual device, so the bench's veths (sp<tag><pid>a) had no note. Doctor
+// runs here under ip netns exec in a namespace holding one end of a veth
+// pair named that way, which mounts that namespace's sysfs.
+func TestDoctorVethTSONote(t *testing.T) {
+	if err := veth.Requirements(); err != nil {
+		var te *veth.ToolError
+		if errors.As(err, &te) {
+			t.Skipf("needs %s (apt-get install iproute2 ethtool)", te.Tool)
+		}
+		t.Skip("needs root for network namespaces")
+	}
+	p, err := veth.New(veth.Config{Tag: "doc", AddrA: "10.213.9.1/30", AddrB: "10.213.9.2/30"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	if strings.HasPrefix(p.DevA, "veth") {
+		t.Fatalf("veth end %q is named veth*: the test needs another name", p.DevA)
+	}
+	doc := spindleCmd("doctor", "--json")
+	cmd := exec.Command("ip", append([]string{"netns", "exec", p.NSA}, doc.Args...)...)
+	cmd.Env = doc.Env
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("doctor in %s: %v\n%s", p.NSA, err, out)
+	}
+	var rep struct {
+		Interfaces []doctorIface `json:"interfaces"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("doctor --json is not JSON: %v\n%s", err, out)
+	}
+	i := slices.IndexFunc(rep.Interfaces, func(i doctorIface) bool { return i.Name == p.DevA })
+	if i < 0 {
+		t.Fatalf("no %s in the report:\n%s", p.DevA, out)
+	}
+	if d := rep.Interfaces[i]; !d.SocketsGetNAPIIDs || !strings.Contains(d.Reason, "TSO off on the sender") {
+		t.Errorf("%s: %+v, want NAPI ids with the TSO note", p.DevA, d)
 	}
 }

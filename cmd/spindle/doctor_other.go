@@ -5,3 +5,5 @@ package main
 import "errors"
 
 func loopbackNAPIID() (int, error) { return 0, errors.New("not supported on this system") }
+
+func ethtoolDriver(string) string { return "" }
