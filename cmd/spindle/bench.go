@@ -49,7 +49,7 @@ func (f *benchFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.serverCPUs, "server-cpus", "", "CPUs the server is pinned to (default: the first CPUs this process may run on, one per loop)")
 	fs.StringVar(&f.clientCPUs, "client-cpus", "", "CPUs the client threads are pinned to (default: the next CPU this process may run on after the server's, the last when none is left)")
 	fs.StringVar(&f.spareCPUs, "spare-cpus", "", "CPUs for arms' polling threads (uring-sqpoll), default: CPUs neither server nor client")
-	fs.IntVar(&f.threads, "client-threads", 0, "client threads (default: one per client CPU)")
+	fs.IntVar(&f.threads, "client-threads", 0, "client threads, at most --conns (default: one per client CPU)")
 	fs.BoolVar(&f.block, "client-block", false, "client threads sleep in epoll_wait instead of polling (the server then pays for waking them)")
 	fs.Func("server-rps", "wire topology: RPS CPUs (a CPU list, or none) for the server veth's receive queues; repeat it to measure every arm under each, alternated", func(v string) error {
 		v = strings.TrimSpace(v)
@@ -75,6 +75,10 @@ func (f *benchFlags) config(fs *flag.FlagSet) (bench.Config, error) {
 		return bench.Config{}, usageError{errors.New("want --reps, --conns, --inflight and --loops of at least 1")}
 	case f.compute < 0 || f.threads < 0:
 		return bench.Config{}, usageError{errors.New("want --compute-us and --client-threads not negative")}
+	case f.threads > f.conns:
+		// A client thread drives at least one connection: the load
+		// generator would run --conns threads, the report saying more.
+		return bench.Config{}, usageError{fmt.Errorf("--client-threads %d is more than --conns %d (each thread needs one of them)", f.threads, f.conns)}
 	case f.payload < bench.MinPayload || f.payload > bench.MaxPayload:
 		return bench.Config{}, usageError{fmt.Errorf("want a --payload of %d to %d bytes", bench.MinPayload, bench.MaxPayload)}
 	}

@@ -55,6 +55,7 @@ func TestCLIValueErrorsExit2(t *testing.T) {
 		{"bench", "client", "-addr", "127.0.0.1:1", "-payload", "0"},
 		{"bench", "client", "-addr", "127.0.0.1:1", "-host", "example.test"},
 		{"bench", "client", "-addr", "127.0.0.1:1", "-conns", "2", "-threads", "3"},
+		{"bench", "--conns", "2", "--client-threads", "3"},
 		{"wakeup", "--samples", "0"},
 		{"wakeup", "--modes", "block,block"},
 		{"tune", "diagnose", "--period", "0s"},
