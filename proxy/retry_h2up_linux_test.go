@@ -145,7 +145,9 @@ func h2RetryClients(t *testing.T, p *Proxy) (map[string]*http.Client, string) {
 // retried. A stream the server refused once its body went (REFUSED_STREAM:
 // not processed) is sent again under refused-stream, a POST too. The
 // metric counts the retries by reason, the access log has them, and no
-// body is held after.
+// body is held after. per_try_timeout bounds the answering server's try
+// too: it is 1 s (at 300 ms a head held up under load ended one), and
+// the modes run in parallel.
 func TestRetryH2Up(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		body := randomBytes(7, 20000)
@@ -160,78 +162,81 @@ func TestRetryH2Up(t *testing.T) {
 			{"connect", "", []string{"GET", "PUT"}},
 			{"refuse", "refused_stream", []string{"PUT", "POST"}},
 		} {
-			ru := h2RetryPair(t, tc.mode)
-			cfg := h2cPoolConfig(b, ru.bad, ru.good)
-			cfg.Listeners[0].Retry = &RetryConfig{On: []string{"reset", "503", RetryResponseTimeout, "refused-stream"}, PerTryTimeout: Duration(300 * time.Millisecond)}
-			path := filepath.Join(t.TempDir(), "access.log")
-			cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: path}
-			p := startProxy(t, cfg)
-			cs, base := h2RetryClients(t, p)
-			retried := 0
-			for _, kind := range []string{"HTTP/1.1", "HTTP/2"} {
-				for _, m := range tc.methods {
-					for range 2 { // (one of two goes to bad first)
-						var sent []byte
-						if m != "GET" {
-							sent = body
+			t.Run(tc.mode, func(t *testing.T) {
+				t.Parallel()
+				ru := h2RetryPair(t, tc.mode)
+				cfg := h2cPoolConfig(b, ru.bad, ru.good)
+				cfg.Listeners[0].Retry = &RetryConfig{On: []string{"reset", "503", RetryResponseTimeout, "refused-stream"}, PerTryTimeout: Duration(time.Second)}
+				path := filepath.Join(t.TempDir(), "access.log")
+				cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: path}
+				p := startProxy(t, cfg)
+				cs, base := h2RetryClients(t, p)
+				retried := 0
+				for _, kind := range []string{"HTTP/1.1", "HTTP/2"} {
+					for _, m := range tc.methods {
+						for range 2 { // (one of two goes to bad first)
+							var sent []byte
+							if m != "GET" {
+								sent = body
+							}
+							before := ru.badN.Load()
+							st, got, err := tryReq(cs[kind], mustReq(t, m, base+"/", bytes.NewReader(sent)))
+							if want := "ok " + m + " " + sum(sent); err != nil || st != 200 || got != want {
+								t.Fatalf("%s: %s %s: %d %q %v, want 200 %q", tc.mode, kind, m, st, got, err, want)
+							}
+							retried += int(ru.badN.Load() - before)
 						}
-						before := ru.badN.Load()
-						st, got, err := tryReq(cs[kind], mustReq(t, m, base+"/", bytes.NewReader(sent)))
-						if want := "ok " + m + " " + sum(sent); err != nil || st != 200 || got != want {
-							t.Fatalf("%s: %s %s: %d %q %v, want 200 %q", tc.mode, kind, m, st, got, err, want)
-						}
-						retried += int(ru.badN.Load() - before)
 					}
 				}
-			}
-			ms := scrape(t, p)
-			if tc.mode == "connect" {
-				if st := serverTotals(p, ru.bad); st.Failures == 0 {
-					t.Errorf("connect: no connect failure to %s counted", ru.bad)
-				}
-			} else if retried == 0 {
-				t.Errorf("%s: no request reached the failing server", tc.mode)
-			}
-			for _, r := range retryReasonNames {
-				want := 0
-				if r == tc.reason {
-					want = retried
-				}
-				if got := ms[`spindle_proxy_pool_retries_total{pool="app",reason="`+r+`"}`]; got != float64(want) {
-					t.Errorf("%s: retries_total{reason=%s} %v, want %d", tc.mode, r, got, want)
-				}
-			}
-			if got := ms[`spindle_proxy_pool_retry_buffered_bytes{pool="app"}`]; got != 0 {
-				t.Errorf("%s: retry_buffered_bytes %v after the requests, want 0", tc.mode, got)
-			}
-			for _, proto := range []string{"HTTP/1.1", "HTTP/2.0"} {
+				ms := scrape(t, p)
 				if tc.mode == "connect" {
-					break // (a failover, not a retry)
+					if st := serverTotals(p, ru.bad); st.Failures == 0 {
+						t.Errorf("connect: no connect failure to %s counted", ru.bad)
+					}
+				} else if retried == 0 {
+					t.Errorf("%s: no request reached the failing server", tc.mode)
 				}
-				m := waitLine(t, path, tc.mode+": a retried "+proto+" PUT's line", func(m map[string]any) bool {
-					return m["method"] == "PUT" && m["proto"] == proto && field(m, "retries") == "1"
-				})
-				checkFields(t, m, map[string]string{"status": "200", "server": ru.good, "term": "-"})
-			}
-			if tc.mode != "503" {
-				continue
-			}
-			for _, kind := range []string{"HTTP/1.1", "HTTP/2"} {
-				saw503 := false
-				for range 2 {
-					before := ru.badN.Load()
-					st, got, err := tryReq(cs[kind], mustReq(t, "POST", base+"/", bytes.NewReader(body)))
-					if ru.badN.Load() > before {
-						saw503 = true
-						if st != 503 || got != "replica down" || err != nil {
-							t.Errorf("%s POST to the 503 server: %d %q %v, want its 503", kind, st, got, err)
-						}
+				for _, r := range retryReasonNames {
+					want := 0
+					if r == tc.reason {
+						want = retried
+					}
+					if got := ms[`spindle_proxy_pool_retries_total{pool="app",reason="`+r+`"}`]; got != float64(want) {
+						t.Errorf("%s: retries_total{reason=%s} %v, want %d", tc.mode, r, got, want)
 					}
 				}
-				if !saw503 {
-					t.Errorf("no %s POST reached the 503 server", kind)
+				if got := ms[`spindle_proxy_pool_retry_buffered_bytes{pool="app"}`]; got != 0 {
+					t.Errorf("%s: retry_buffered_bytes %v after the requests, want 0", tc.mode, got)
 				}
-			}
+				for _, proto := range []string{"HTTP/1.1", "HTTP/2.0"} {
+					if tc.mode == "connect" {
+						break // (a failover, not a retry)
+					}
+					m := waitLine(t, path, tc.mode+": a retried "+proto+" PUT's line", func(m map[string]any) bool {
+						return m["method"] == "PUT" && m["proto"] == proto && field(m, "retries") == "1"
+					})
+					checkFields(t, m, map[string]string{"status": "200", "server": ru.good, "term": "-"})
+				}
+				if tc.mode != "503" {
+					return
+				}
+				for _, kind := range []string{"HTTP/1.1", "HTTP/2"} {
+					saw503 := false
+					for range 2 {
+						before := ru.badN.Load()
+						st, got, err := tryReq(cs[kind], mustReq(t, "POST", base+"/", bytes.NewReader(body)))
+						if ru.badN.Load() > before {
+							saw503 = true
+							if st != 503 || got != "replica down" || err != nil {
+								t.Errorf("%s POST to the 503 server: %d %q %v, want its 503", kind, st, got, err)
+							}
+						}
+					}
+					if !saw503 {
+						t.Errorf("no %s POST reached the 503 server", kind)
+					}
+				}
+			})
 		}
 	})
 }
