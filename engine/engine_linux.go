@@ -193,18 +193,11 @@ func (l *Loop) readWake() {
 // reports the result on errc and then serves until the engine stops.
 func (l *Loop) run(errc chan<- error) {
 	runtime.LockOSThread()
-	if unix.Gettid() == unix.Getpid() {
-		// The process's main thread: the runtime parks it for good
-		// instead of ending it, and /proc/self shows its affinity for
-		// the whole process. A loop whose thread must exit with it
-		// (keepThread) would leave it pinned: serve from another.
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			l.run(errc)
-		}()
-		<-done
-		runtime.UnlockOSThread() // unchanged
+	// Not the process's main thread: the runtime parks it for good
+	// instead of ending it, and /proc/self shows its affinity for the
+	// whole process. A loop whose thread must exit with it (keepThread)
+	// would leave it pinned: serve from another.
+	if sys.OffMainThread(func() { l.run(errc) }) {
 		return
 	}
 	l.tid.Store(int32(unix.Gettid()))

@@ -17,15 +17,27 @@ import (
 // once fn has returned or ended its goroutine (runtime.Goexit).
 func LockedThread(fn func()) {
 	runtime.LockOSThread()
-	if unix.Gettid() == unix.Getpid() {
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			LockedThread(fn)
-		}()
-		<-done
-		runtime.UnlockOSThread() // unchanged
+	if OffMainThread(func() { LockedThread(fn) }) {
 		return
 	}
 	fn()
+}
+
+// OffMainThread, called locked to its thread (runtime.LockOSThread), keeps
+// the process's main thread from a goroutine that will change it for good:
+// on the main thread it runs again on a new goroutine (which locks its own
+// thread), waits for it, unlocks the main thread unchanged and reports
+// true; on any other thread it does nothing and reports false.
+func OffMainThread(again func()) bool {
+	if unix.Gettid() != unix.Getpid() {
+		return false
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		again()
+	}()
+	<-done
+	runtime.UnlockOSThread() // unchanged
+	return true
 }
