@@ -557,8 +557,16 @@ func stateExists(statePath string) error {
 // LoadState reads a state file written by Apply. Unknown fields are errors,
 // and so is anything after the state's JSON object but white space (a
 // second state appended would otherwise be ignored, and never reverted).
+// A missing file is an fs.ErrNotExist whose message says whether the state
+// was reverted already (Revert moved it to statePath+".reverted").
 func LoadState(statePath string) (*State, error) {
 	f, err := os.Open(statePath)
+	if errors.Is(err, fs.ErrNotExist) {
+		if _, rerr := os.Stat(statePath + ".reverted"); rerr == nil {
+			return nil, fmt.Errorf("no state file %s: it was reverted already (%s.reverted holds it): %w", statePath, statePath, fs.ErrNotExist)
+		}
+		return nil, fmt.Errorf("no state file %s: nothing was applied with this state path: %w", statePath, fs.ErrNotExist)
+	}
 	if err != nil {
 		return nil, err
 	}

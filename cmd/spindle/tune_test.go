@@ -152,7 +152,7 @@ func TestTuneApplyRefuses(t *testing.T) {
 		{name: "CPU not on the machine", args: []string{"apply", "--root", fixture, "--plan",
 			file("cpu.json", `{"writes":[{"kind":"file","path":"/proc/irq/121/smp_affinity_list","format":"cpulist","old":"0-23\n","new":"99","reason":"r"}]}`)}, refused: true, msg: "not online"},
 		{name: "stale plan", args: []string{"apply", "--root", fixture, "--plan", stalePlan, "--state", filepath.Join(dir, "state-1.json")}, msg: "stale"},
-		{name: "missing state", args: []string{"revert", "--state", filepath.Join(dir, "none.json")}, msg: "no such file"},
+		{name: "missing state", args: []string{"revert", "--state", filepath.Join(dir, "none.json")}, msg: "no state file " + filepath.Join(dir, "none.json") + ": nothing was applied"},
 		{name: "not a state file", args: []string{"revert", "--state", stalePlan}, msg: "unknown field"},
 		{name: "apply live without root", args: []string{"apply", "--plan", stalePlan, "--state", filepath.Join(dir, "state-2.json")}, nonRoot: true, msg: "needs root"},
 		{name: "apply live (root //) without root", args: []string{"apply", "--root", "//", "--plan", stalePlan, "--state", filepath.Join(dir, "state-3.json")}, nonRoot: true, msg: "needs root"},
