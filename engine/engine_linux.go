@@ -282,7 +282,20 @@ func (l *Loop) serve() {
 			l.runCloses()
 		}
 		if l.timers.pending() {
-			l.timers.runExpired(nanotime())
+			// Timers that became due while the loop was not waiting
+			// (in handlers, or descheduled) come after what arrived in
+			// the meantime, which only the next wait would reap
+			// (DEFER_TASKRUN posts completions inside io_uring_enter,
+			// epoll_wait reports readiness): reap it first, without
+			// waiting. A timer due by the time the last wait returned
+			// needs none: that wait reaped what came before it. So a
+			// loop pays the extra enter only when a timer fires that
+			// its handlers outlasted.
+			now := nanotime()
+			if l.timers.dueAfter(l.woke, now) && l.poll(0) {
+				return
+			}
+			l.timers.runExpired(now)
 			l.runCloses()
 		}
 		if l.sweepAt != 0 && l.woke >= l.sweepAt {
@@ -315,22 +328,30 @@ func (l *Loop) serve() {
 			timeout = 10 * time.Millisecond
 		}
 		l.yield()
-		err := l.be.poll(timeout)
-		l.runCloses()
-		if err != nil {
-			// The kernel queue is broken: close everything and leave.
-			if !l.stopping {
-				l.failed = fmt.Errorf("engine: loop %d (CPU %d): %w", l.id, l.cpu, err)
-				l.e.cfg.Logf("%v; closing its connections and stopping", l.failed)
-			}
-			l.stopping = true
-			l.abortAll()
-			l.runCloses()
-			if !l.be.idle() {
-				return
-			}
+		if l.poll(timeout) {
+			return
 		}
 	}
+}
+
+// poll waits up to timeout (0: not at all) for the backend's completions
+// and dispatches them. It reports whether the loop must leave at once: its
+// kernel queue broke with work still in flight. Loop goroutine.
+func (l *Loop) poll(timeout time.Duration) bool {
+	err := l.be.poll(timeout)
+	l.runCloses()
+	if err == nil {
+		return false
+	}
+	// The kernel queue is broken: close everything and leave.
+	if !l.stopping {
+		l.failed = fmt.Errorf("engine: loop %d (CPU %d): %w", l.id, l.cpu, err)
+		l.e.cfg.Logf("%v; closing its connections and stopping", l.failed)
+	}
+	l.stopping = true
+	l.abortAll()
+	l.runCloses()
+	return !l.be.idle()
 }
 
 // napiSocket looks up the NAPI id of c's socket on a busy-poll backend, once

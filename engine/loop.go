@@ -115,7 +115,9 @@ type Loop struct {
 	st       counters
 
 	// woke is when the loop's last wait returned, yielded when it last
-	// passed through the Go scheduler (nanotime); see yieldEvery.
+	// passed through the Go scheduler (nanotime); see yieldEvery. A
+	// timer due after woke became due while the loop was not waiting:
+	// serve reaps before it runs.
 	woke, yielded int64
 	// waitCPU is set once a busy-poll loop (uring-napi, epoll-busypoll) has
 	// a socket with a NAPI id, that is once its waits can busy poll: each
@@ -695,8 +697,10 @@ type Timer struct {
 // AfterFunc runs f on the loop goroutine after d (a d too large to add to
 // the clock, math.MaxInt64 say, means never; d <= 0 means the next loop
 // iteration, also when AfterFunc is called from a timer function, so a
-// function that keeps setting itself again never stops the loop). Loop
-// goroutine.
+// function that keeps setting itself again never stops the loop). A timer
+// whose deadline passes while the loop is busy (in handlers, or its thread
+// descheduled) runs after the data and completions that arrived by then,
+// not ahead of them. Loop goroutine.
 func (l *Loop) AfterFunc(d time.Duration, f func()) Timer {
 	when := nanotime()
 	if d > 0 && when > math.MaxInt64-int64(d) {
@@ -861,6 +865,27 @@ func (h *timerHeap) down(i int) bool {
 // pending reports whether any timer is armed, so that the loop reads the
 // clock for its timers only when it has some.
 func (h *timerHeap) pending() bool { return len(h.heap) > 0 }
+
+// dueAfter reports whether a timer due at now has its deadline after
+// since. It looks at the due timers only (the heap's nodes at or before
+// since, and their children), which runExpired is about to run anyway: a
+// heap none of whose timers is due answers at its root.
+func (h *timerHeap) dueAfter(since, now int64) bool {
+	return h.dueAfterAt(0, since, now)
+}
+
+func (h *timerHeap) dueAfterAt(i int, since, now int64) bool {
+	if i >= len(h.heap) {
+		return false
+	}
+	switch when := h.recs[h.heap[i]].when; {
+	case when > now:
+		return false // nor any below it
+	case when > since:
+		return true
+	}
+	return h.dueAfterAt(2*i+1, since, now) || h.dueAfterAt(2*i+2, since, now)
+}
 
 // next returns the time until the earliest timer, or -1 if none.
 func (h *timerHeap) next(now int64) time.Duration {
