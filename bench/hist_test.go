@@ -132,3 +132,52 @@ func BenchmarkHistogramRecord(b *testing.B) {
 		d += 13
 	}
 }
+
+// TestHistogramQuantileNearestRank: a percentile is the nearest rank, the
+// ceiling of p/100 × count, as exactQuantile takes it and Java's
+// HdrHistogram does, not the rank rounded to the nearest: where the slow
+// requests of a window are just over 1 %, p99 is slow. Two latencies, far
+// apart, make a rank off by one show as a thousandfold error.
+func TestHistogramQuantileNearestRank(t *testing.T) {
+	const fast, slow = 10 * time.Microsecond, 10 * time.Millisecond
+	tests := []struct {
+		name        string
+		nFast, nSlw int
+		p           float64
+	}{
+		// 11 of 1070 slow is 1.03 %: the 1060th value, the first whose
+		// rank reaches 99 % (1059.3), is slow.
+		{"p99, 1.03% slow", 1059, 11, 99},
+		// 10 of 1000 is exactly 1 %: 99 % of the values are fast.
+		{"p99, exactly 1% slow", 990, 10, 99},
+		{"p99.9, 1% slow", 990, 10, 99.9},
+		// 2 of 16000 is 0.0125 %: the 15999th value (rank 15998.4) is slow.
+		{"p99.99, 0.0125% slow", 15998, 2, 99.99},
+		{"p99.99, 0.01% slow", 19998, 2, 99.99},
+		{"p50, one of two slow", 1, 1, 50},
+		{"p50, two of three slow", 1, 2, 50},
+		{"p90, one of ten slow", 9, 1, 90},
+		{"p90, one of eleven slow", 10, 1, 90},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := NewHistogram()
+			var vals []time.Duration
+			for range tc.nFast {
+				h.Record(fast)
+				vals = append(vals, fast)
+			}
+			for range tc.nSlw {
+				h.Record(slow)
+				vals = append(vals, slow)
+			}
+			got, want := h.Quantile(tc.p), exactQuantile(vals, tc.p)
+			if !within(got, want, 0.002) {
+				t.Errorf("p%v of %d at %v and %d at %v = %v, nearest rank %v", tc.p, tc.nFast, fast, tc.nSlw, slow, got, want)
+			}
+			if pc := h.Percentiles(); tc.p == 99 && !within(time.Duration(pc.P99*1e3), want, 0.002) {
+				t.Errorf("Percentiles().P99 = %v µs, nearest rank %v", pc.P99, want)
+			}
+		})
+	}
+}
