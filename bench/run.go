@@ -57,7 +57,7 @@ type Config struct {
 	// none left).
 	ClientCPUs []int
 	// ClientThreads is the number of client threads. Default
-	// len(ClientCPUs).
+	// len(ClientCPUs); at most Conns.
 	ClientThreads int
 	// ClientBlock makes the client threads sleep in epoll_wait (and on a
 	// timerfd in open loop) instead of polling: the server then pays for
@@ -155,6 +155,10 @@ func (c Config) withDefaults() (Config, error) {
 	if c.ClientThreads <= 0 {
 		c.ClientThreads = len(c.ClientCPUs)
 	}
+	// Each client thread drives at least one connection: the load
+	// generator runs no more threads than connections, and the report
+	// (its client CPUs, the client ceiling) names the threads that ran.
+	c.ClientThreads = min(c.ClientThreads, c.Conns)
 	if c.OpenFractions == nil {
 		c.OpenFractions = []float64{0.5, 0.8}
 	}

@@ -1066,3 +1066,42 @@ func TestFinishKeepUpBlamesLaggingClient(t *testing.T) {
 		})
 	}
 }
+
+// TestConfigClientThreadsAtMostConns: a run's client threads are at most
+// its connections, as the load generator runs them (each thread drives at
+// least one): by default one per client CPU, so two client CPUs and one
+// connection ran one thread while the report said two, and the client
+// ceiling, which counts the CPUs of the threads the report names, was
+// halved.
+func TestConfigClientThreadsAtMostConns(t *testing.T) {
+	online := onlineCPUs()
+	if len(online) < 2 {
+		t.Skipf("needs two online CPUs, has %v", online)
+	}
+	for _, tc := range []struct {
+		name    string
+		cfg     Config
+		threads int
+	}{
+		{"default, two client CPUs, one connection", Config{Conns: 1, ClientCPUs: online[:2]}, 1},
+		{"five asked for, two connections", Config{Conns: 2, ClientThreads: 5, ClientCPUs: online[:1]}, 2},
+		{"default, two client CPUs, two connections", Config{Conns: 2, ClientCPUs: online[:2]}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := tc.cfg.withDefaults()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.ClientThreads != tc.threads {
+				t.Errorf("client threads %d, want %d", cfg.ClientThreads, tc.threads)
+			}
+			lc, err := LoadConfig{Addr: "127.0.0.1:1", Conns: cfg.Conns, Threads: cfg.ClientThreads, CPUs: cfg.ClientCPUs}.withDefaults()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if lc.Threads != cfg.ClientThreads {
+				t.Errorf("the report's client threads %d, the load generator's %d", cfg.ClientThreads, lc.Threads)
+			}
+		})
+	}
+}
