@@ -445,9 +445,10 @@ type SweepConfig struct {
 // each cell and repetition in armOrder's balanced order. Server CPUs grow
 // with the loop count: loop i runs on the i-th of cfg.ServerCPUs (default:
 // the first CPUs this process may run on, one per loop), and the client
-// keeps cfg.ClientCPUs.
+// keeps cfg.ClientCPUs. A loop count above the distinct server CPUs is
+// refused before anything is measured.
 func Sweep(ctx context.Context, cfg SweepConfig) (*Report, error) {
-	if cfg.Loops == nil {
+	if len(cfg.Loops) == 0 {
 		cfg.Loops = []int{1}
 		if runtime.NumCPU() >= 2 {
 			cfg.Loops = append(cfg.Loops, 2)
@@ -456,11 +457,16 @@ func Sweep(ctx context.Context, cfg SweepConfig) (*Report, error) {
 	if cfg.ComputeUS == nil {
 		cfg.ComputeUS = []int{0, 10, 50}
 	}
+	most := slices.Max(cfg.Loops)
 	if len(cfg.ServerCPUs) == 0 {
 		allowed := allowedOrAll()
-		for i := range slices.Max(cfg.Loops) {
-			cfg.ServerCPUs = append(cfg.ServerCPUs, allowed[i%len(allowed)])
-		}
+		cfg.ServerCPUs = slices.Clone(allowed[:min(most, len(allowed))])
+	}
+	// Refused before anything is measured: the engine arms fail to start
+	// at the first cell with more loops than CPUs, which ended the sweep
+	// and lost its results, and the others would run loops sharing a CPU.
+	if n := len(slices.Compact(slices.Sorted(slices.Values(cfg.ServerCPUs)))); most > n {
+		return nil, fmt.Errorf("bench: sweep: %d loops need %d distinct server CPUs, have %s", most, most, FormatCPUList(cfg.ServerCPUs))
 	}
 	cfg.OpenFractions = []float64{}
 	r, cleanup, arms, err := newRunner(ctx, cfg.Config, "sweep")

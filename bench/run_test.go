@@ -1105,3 +1105,42 @@ func TestConfigClientThreadsAtMostConns(t *testing.T) {
 		})
 	}
 }
+
+// TestSweepRefusesLoopsAboveServerCPUs: a sweep whose largest loop count
+// is above its distinct server CPUs (given, or by default the CPUs this
+// process may run on) is refused before it measures anything. Before, it
+// measured the cells it could and then failed at the first engine arm of
+// the larger loop count ("2 loops need 2 distinct server CPUs"), losing
+// them all, or, with go-net alone, measured two loops on one CPU (the
+// default list repeated the CPUs: 0,1,0,1 for four loops on two).
+func TestSweepRefusesLoopsAboveServerCPUs(t *testing.T) {
+	skipUnlessLinux(t)
+	allowed, err := allowedCPUs()
+	if err != nil {
+		t.Skipf("the CPUs this process may run on: %v", err)
+	}
+	argv, env := testChildCommand()
+	for _, tc := range []struct {
+		name       string
+		serverCPUs []int
+		loops      []int
+	}{
+		{"given one CPU, two loops", allowed[:1], []int{1, 2}},
+		{"default, one loop more than allowed CPUs", nil, []int{1, len(allowed) + 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var progress strings.Builder
+			_, err := Sweep(context.Background(), SweepConfig{
+				Config: Config{Arms: []string{"go-net"}, Duration: 300 * time.Millisecond, Reps: 1, Conns: 2,
+					ServerCPUs: tc.serverCPUs, ServerCommand: argv, ServerEnv: env, Progress: &progress},
+				Loops: tc.loops, ComputeUS: []int{0},
+			})
+			if err == nil || !strings.Contains(err.Error(), "distinct server CPUs") {
+				t.Errorf("err = %v, want a refusal naming the server CPUs", err)
+			}
+			if strings.Contains(progress.String(), "rep 1") {
+				t.Errorf("measured before refusing:\n%s", progress.String())
+			}
+		})
+	}
+}
