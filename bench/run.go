@@ -674,7 +674,7 @@ func (r *runner) finish() {
 	saturated := map[string]bool{}
 	for _, s := range r.report.Summary {
 		if s.Mode == "open" {
-			short, late := 0, 0
+			short, late, over := 0, 0, 0
 			for _, res := range r.report.Results {
 				if groupOf(res) == s.group() && behind(res) {
 					short++
@@ -682,6 +682,12 @@ func (r *runner) finish() {
 						late++
 					}
 				}
+				if groupOf(res) == s.group() && ahead(res) {
+					over++
+				}
+			}
+			if over > 0 {
+				r.report.Notes = append(r.report.Notes, fmt.Sprintf("%s %s answered more than it was offered: %.0f req/s of the %.0f offered (median; %d of %d reps more than %.0f%% over): requests due before the window, a backlog from the warm-up, were answered in it, so the arm (or the client, sending them late) had fallen behind and was catching up: its rate, latencies and CPU per request there are not those of a server keeping up with this rate", s.Arm, loadPoint(s), s.AchievedRPS.Median, s.OfferedRPS, over, s.Reps, keepUpTolerance*100))
 			}
 			answered := fmt.Sprintf("%.0f req/s of the %.0f offered (median; %d of %d reps more than %.0f%% short)", s.AchievedRPS.Median, s.OfferedRPS, short, s.Reps, keepUpTolerance*100)
 			switch {
@@ -801,6 +807,13 @@ const clientLateUS = 1000.0
 // was offered, by more than keepUpTolerance.
 func behind(res Result) bool {
 	return res.Mode == "open" && res.AchievedRPS < res.OfferedRPS*(1-keepUpTolerance)
+}
+
+// ahead reports whether an open-loop measurement answered more than it was
+// offered, by more than keepUpTolerance: in its window it answered
+// requests due before it too, a backlog it had fallen behind by.
+func ahead(res Result) bool {
+	return res.Mode == "open" && res.AchievedRPS > res.OfferedRPS*(1+keepUpTolerance)
 }
 
 // group is an arm and load point: what summarize groups measurements by.
