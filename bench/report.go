@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -143,8 +144,12 @@ func Markdown(rep *Report) string {
 	fmt.Fprintf(&b, "# spindle %s report\n\n", rep.Kind)
 	writeHostLine(&b, rep.Host)
 	fmt.Fprintf(&b, "- topology: **%s**; server CPUs %v, client CPUs %v (%d client threads)\n", rep.Topology, rep.Config.ServerCPUs, rep.Config.ClientCPUs, rep.Config.ClientThreads)
-	fmt.Fprintf(&b, "- %d connections, %d in flight each (closed loop), %d-byte payload, compute %d µs, %d reps, each %.2fs warm-up + %.2fs measured; started %s, %.0fs\n",
-		rep.Config.Conns, rep.Config.InFlight, rep.Config.Payload, rep.Config.ComputeUS, rep.Config.Reps,
+	server := fmt.Sprintf("compute %d µs", rep.Config.ComputeUS)
+	if rep.Kind == "sweep" && len(rep.Config.SweepLoops) > 0 {
+		server = fmt.Sprintf("a grid of loops %s × compute %s µs", intsText(rep.Config.SweepLoops), intsText(rep.Config.SweepComputeUS))
+	}
+	fmt.Fprintf(&b, "- %d connections, %d in flight each (closed loop), %d-byte payload, %s, %d reps, each %.2fs warm-up + %.2fs measured; started %s, %.0fs\n",
+		rep.Config.Conns, rep.Config.InFlight, rep.Config.Payload, server, rep.Config.Reps,
 		rep.Config.WarmupSeconds, rep.Config.WindowSeconds, rep.Started.Format("2006-01-02 15:04 UTC"), rep.Seconds)
 	if rep.ClientCeilingRPS > 0 {
 		fmt.Fprintf(&b, "- client ceiling ≈ %.0f req/s per client CPU\n", rep.ClientCeilingRPS)
@@ -165,6 +170,15 @@ func Markdown(rep *Report) string {
 	b.WriteString(ratioMarkdown(rep))
 	writeArmsAndNotes(&b, rep.Arms, rep.Notes)
 	return b.String()
+}
+
+// intsText is v as "1, 2, 3".
+func intsText(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ", ")
 }
 
 // writeHostLine appends a Markdown report's line on the host it was made

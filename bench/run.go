@@ -505,6 +505,7 @@ func Sweep(ctx context.Context, cfg SweepConfig) (*Report, error) {
 	}
 	r.cfg.ServerCPUs = allCPUs
 	r.report.Config.ServerCPUs = allCPUs
+	r.report.Config.SweepLoops, r.report.Config.SweepComputeUS = cfg.Loops, cfg.ComputeUS
 	r.finish()
 	return r.report, nil
 }

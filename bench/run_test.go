@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -1179,5 +1180,40 @@ func TestFinishNotesArmAhead(t *testing.T) {
 				t.Errorf("a keep-up note for an arm short in no repetition:\n%s", notes)
 			}
 		})
+	}
+}
+
+// TestSweepReportNamesItsGrid: a sweep's report gives its grid, the loop
+// counts and compute values it measured, in report.json's config and in
+// report.md's header. Before, both said only the run's single settings,
+// which a sweep does not use: "compute 0 µs" and loops 1 for a grid of
+// loops 2 × compute 10, 50 µs.
+func TestSweepReportNamesItsGrid(t *testing.T) {
+	skipUnlessLinux(t)
+	allowed, err := allowedCPUs()
+	if err != nil || len(allowed) < 2 {
+		t.Skipf("needs two CPUs this process may run on: %v %v", allowed, err)
+	}
+	argv, env := testChildCommand()
+	rep, err := Sweep(context.Background(), SweepConfig{
+		Config: Config{Arms: []string{"go-net"}, Duration: 400 * time.Millisecond, Reps: 1, Conns: 2, Loops: 2,
+			ServerCommand: argv, ServerEnv: env},
+		Loops: []int{2}, ComputeUS: []int{10, 50},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := json.Marshal(rep.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"sweep_loops":[2]`, `"sweep_compute_us":[10,50]`} {
+		if !strings.Contains(string(js), want) {
+			t.Errorf("config %s: no %s", js, want)
+		}
+	}
+	md := Markdown(rep)
+	if !strings.Contains(md, "loops 2 × compute 10, 50 µs") || strings.Contains(md, "compute 0 µs") {
+		t.Errorf("report.md's header does not name the grid:\n%s", md[:strings.Index(md, "\n\n|")])
 	}
 }

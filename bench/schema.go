@@ -79,10 +79,17 @@ type RunSettings struct {
 	InFlight int `json:"in_flight"`
 	// Payload is the RPC payload in bytes.
 	Payload int `json:"payload_bytes"`
-	// ComputeUS is the CPU µs each server burns per request.
+	// ComputeUS is the CPU µs each server burns per request (a sweep's
+	// measurements take theirs from SweepComputeUS).
 	ComputeUS int `json:"compute_us"`
-	// Loops is the number of server event loops.
+	// Loops is the number of server event loops (a sweep's measurements
+	// take theirs from SweepLoops).
 	Loops int `json:"loops"`
+	// SweepLoops and SweepComputeUS are a sweep's grid: the loop counts
+	// and compute µs it measured each arm at, every pair. Absent outside
+	// a sweep.
+	SweepLoops     []int `json:"sweep_loops,omitempty"`
+	SweepComputeUS []int `json:"sweep_compute_us,omitempty"`
 	// ServerCPUs and ClientCPUs are the CPUs the server process and the
 	// client threads were pinned to.
 	ServerCPUs []int `json:"server_cpus"`
