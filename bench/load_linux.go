@@ -394,6 +394,12 @@ func (t *loadThread) recordLag(c *loadConn, now int64) {
 		t.lag.Record(time.Duration(now - c.unwritten[k].ts))
 		k++
 	}
+	if k == len(c.unwritten) {
+		// All written, the common case: keep the array, so that the next
+		// request's entry does not allocate a new one.
+		c.unwritten = c.unwritten[:0]
+		return
+	}
 	c.unwritten = c.unwritten[k:]
 }
 
