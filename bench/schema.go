@@ -218,7 +218,9 @@ type ServerCPU struct {
 	// have no NAPI id (loopback), since those waits cannot poll.
 	WaitCPUUSPerReq float64 `json:"wait_cpu_us_per_req"`
 	// Threads is CPU per request of each server thread that ran in the
-	// window (schedstat run time).
+	// window and was alive at its end (schedstat run time): a thread that
+	// exited in between (an io-wq worker, say) is not listed, though its
+	// CPU is in the process's figures above, so the list can sum to less.
 	Threads []ThreadCPU `json:"threads"`
 }
 
