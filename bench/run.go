@@ -485,6 +485,19 @@ func Sweep(ctx context.Context, cfg SweepConfig) (*Report, error) {
 			}
 		}
 	}
+	var shared []string
+	for _, loops := range cfg.Loops {
+		if sharesClientCPU(r.cfg.ServerCPUs[:min(loops, len(r.cfg.ServerCPUs))], r.cfg.ClientCPUs) {
+			shared = append(shared, strconv.Itoa(loops))
+		}
+	}
+	if shared != nil {
+		unit := "loops"
+		if slices.Equal(shared, []string{"1"}) {
+			unit = "loop"
+		}
+		r.report.Notes = append(r.report.Notes, fmt.Sprintf("server and client share a CPU at %s %s: those cells' figures include their contention", strings.Join(shared, ", "), unit))
+	}
 	r.splitBudget()
 	allCPUs := r.cfg.ServerCPUs
 	for _, loops := range cfg.Loops {
@@ -555,10 +568,17 @@ func newRunner(ctx context.Context, cfg Config, kind string) (*runner, func(), [
 		cleanup()
 		return nil, nil, nil, err
 	}
-	if slices.ContainsFunc(cfg.ServerCPUs, func(c int) bool { return slices.Contains(cfg.ClientCPUs, c) }) {
+	// A sweep's server CPUs grow with its loop counts: it says at which
+	// they share one with the client (Sweep).
+	if kind != "sweep" && sharesClientCPU(cfg.ServerCPUs, cfg.ClientCPUs) {
 		r.report.Notes = append(r.report.Notes, "server and client share a CPU: figures include their contention")
 	}
 	return r, cleanup, arms, nil
+}
+
+// sharesClientCPU reports whether one of server is one of client.
+func sharesClientCPU(server, client []int) bool {
+	return slices.ContainsFunc(server, func(c int) bool { return slices.Contains(client, c) })
 }
 
 // ratioRefs sets the report's RatioTo from the configured reference arms

@@ -1217,3 +1217,35 @@ func TestSweepReportNamesItsGrid(t *testing.T) {
 		t.Errorf("report.md's header does not name the grid:\n%s", md[:strings.Index(md, "\n\n|")])
 	}
 }
+
+// TestSweepSharedCPUNoteNamesLoops: in a sweep whose client CPU is one of
+// the server CPUs of its larger loop counts only (the default on two
+// CPUs: loops 1 on CPU 0, loops 2 on CPUs 0 and 1, the client on CPU 1),
+// the note on the shared CPU names those loop counts. It said "server and
+// client share a CPU" of the whole sweep, the one-loop cells too, whose
+// server never ran on the client's CPU.
+func TestSweepSharedCPUNoteNamesLoops(t *testing.T) {
+	skipUnlessLinux(t)
+	allowed, err := allowedCPUs()
+	if err != nil || len(allowed) < 2 {
+		t.Skipf("needs two CPUs this process may run on: %v %v", allowed, err)
+	}
+	argv, env := testChildCommand()
+	rep, err := Sweep(context.Background(), SweepConfig{
+		Config: Config{Arms: []string{"go-net"}, Duration: 400 * time.Millisecond, Reps: 1, Conns: 2,
+			ServerCPUs: allowed[:2], ClientCPUs: allowed[1:2], ServerCommand: argv, ServerEnv: env},
+		Loops: []int{1, 2}, ComputeUS: []int{0},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shared []string
+	for _, n := range rep.Notes {
+		if strings.Contains(n, "share a CPU") {
+			shared = append(shared, n)
+		}
+	}
+	if len(shared) != 1 || !strings.Contains(shared[0], "at 2 loops") || strings.Contains(shared[0], "1 loop") {
+		t.Errorf("notes on the shared CPU %q, want one naming 2 loops alone", shared)
+	}
+}
