@@ -1189,20 +1189,7 @@ func TestFinishNotesArmAhead(t *testing.T) {
 // which a sweep does not use: "compute 0 µs" and loops 1 for a grid of
 // loops 2 × compute 10, 50 µs.
 func TestSweepReportNamesItsGrid(t *testing.T) {
-	skipUnlessLinux(t)
-	allowed, err := allowedCPUs()
-	if err != nil || len(allowed) < 2 {
-		t.Skipf("needs two CPUs this process may run on: %v %v", allowed, err)
-	}
-	argv, env := testChildCommand()
-	rep, err := Sweep(context.Background(), SweepConfig{
-		Config: Config{Arms: []string{"go-net"}, Duration: 400 * time.Millisecond, Reps: 1, Conns: 2, Loops: 2,
-			ServerCommand: argv, ServerEnv: env},
-		Loops: []int{2}, ComputeUS: []int{10, 50},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := goNetSweep(t, SweepConfig{Config: Config{Loops: 2}, Loops: []int{2}, ComputeUS: []int{10, 50}})
 	js, err := json.Marshal(rep.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -1225,20 +1212,11 @@ func TestSweepReportNamesItsGrid(t *testing.T) {
 // client share a CPU" of the whole sweep, the one-loop cells too, whose
 // server never ran on the client's CPU.
 func TestSweepSharedCPUNoteNamesLoops(t *testing.T) {
-	skipUnlessLinux(t)
 	allowed, err := allowedCPUs()
 	if err != nil || len(allowed) < 2 {
 		t.Skipf("needs two CPUs this process may run on: %v %v", allowed, err)
 	}
-	argv, env := testChildCommand()
-	rep, err := Sweep(context.Background(), SweepConfig{
-		Config: Config{Arms: []string{"go-net"}, Duration: 400 * time.Millisecond, Reps: 1, Conns: 2,
-			ServerCPUs: allowed[:2], ClientCPUs: allowed[1:2], ServerCommand: argv, ServerEnv: env},
-		Loops: []int{1, 2}, ComputeUS: []int{0},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := goNetSweep(t, SweepConfig{Config: Config{ServerCPUs: allowed[:2], ClientCPUs: allowed[1:2]}, Loops: []int{1, 2}, ComputeUS: []int{0}})
 	var shared []string
 	for _, n := range rep.Notes {
 		if strings.Contains(n, "share a CPU") {
@@ -1248,4 +1226,22 @@ func TestSweepSharedCPUNoteNamesLoops(t *testing.T) {
 	if len(shared) != 1 || !strings.Contains(shared[0], "at 2 loops") || strings.Contains(shared[0], "1 loop") {
 		t.Errorf("notes on the shared CPU %q, want one naming 2 loops alone", shared)
 	}
+}
+
+// goNetSweep runs sc, a sweep of the go-net arm of one short repetition
+// on two connections with this test binary as its server child, where this
+// process may run on two CPUs (else the test is skipped).
+func goNetSweep(t *testing.T, sc SweepConfig) *Report {
+	t.Helper()
+	skipUnlessLinux(t)
+	if allowed, err := allowedCPUs(); err != nil || len(allowed) < 2 {
+		t.Skipf("needs two CPUs this process may run on: %v %v", allowed, err)
+	}
+	sc.Arms, sc.Duration, sc.Reps, sc.Conns = []string{"go-net"}, 400*time.Millisecond, 1, 2
+	sc.ServerCommand, sc.ServerEnv = testChildCommand()
+	rep, err := Sweep(context.Background(), sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
 }
