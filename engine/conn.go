@@ -64,14 +64,17 @@ type Conn struct {
 	local, remote netip.AddrPort
 	ctx           any
 	timer         Timer
+	tls           *tlsConn // accepted on a listener with ListenConfig.TLS
 
 	held []heldBuf // received while paused, delivered on resume
 
-	wq       []seg
-	wqHead   int
-	ringSegs int // segments of wq that hold a receive buffer (MaxQueuedReadBuffers)
-	queued   int // bytes to send
-	qmem     int // buffer memory the queue holds, in whole buffers: what WriteHighWater caps
+	wq []seg
+	// wqHead and ringSegs (the segments of wq that hold a receive
+	// buffer, MaxQueuedReadBuffers) are int32 to share a word: a Conn
+	// keeps to 256 bytes (TestConnSize).
+	wqHead, ringSegs int32
+	queued           int // bytes to send
+	qmem             int // buffer memory the queue holds, in whole buffers: what WriteHighWater caps
 
 	k kstate // backend-specific
 
@@ -98,6 +101,9 @@ type heldBuf struct{ id, n int32 }
 // sees it: OnData may pause and resume c, which calls deliverHeld again for
 // the rest, or close c, which releases what is still held.
 func (c *Conn) deliverHeld() bool {
+	if c.tls != nil {
+		c.tls.pump(c) // what the transport kept while paused
+	}
 	for len(c.held) > 0 && c.paused == 0 && c.state == stateOpen {
 		h := c.held[0]
 		c.held = c.held[:copy(c.held, c.held[1:])]
@@ -185,14 +191,24 @@ func (c *Conn) writable() bool {
 // CloseWrite. Writes are never refused for size: the high-water
 // mark pauses reading instead (see Config.WriteHighWater), or with
 // Config.ReadPastHighWater leaves the handler to pause what feeds c until
-// OnWritable. Loop goroutine.
+// OnWritable. On a TLS connection p is encrypted, and the records queued
+// (what Buffered, QueuedMemory and the mark count); the plaintext may be
+// reused at once. Loop goroutine.
 func (c *Conn) Write(p []byte) (int, error) {
+	if c.tls != nil {
+		return c.tls.write(c, p)
+	}
+	return c.write(p)
+}
+
+// write is Write without TLS: p goes on the queue as it is. Loop goroutine.
+func (c *Conn) write(p []byte) (int, error) {
 	if !c.writable() {
 		return 0, net.ErrClosed
 	}
 	n := len(p)
 	for len(p) > 0 {
-		if k := len(c.wq); k > c.wqHead {
+		if k := len(c.wq); k > int(c.wqHead) {
 			last := &c.wq[k-1]
 			if last.ref >= 0 && int(last.end) < c.l.chunks.size {
 				m := copy(c.l.chunks.buf(last.ref)[last.end:], p)
@@ -265,12 +281,17 @@ func (c *Conn) WriteBufferFrom(b Buffer, off int) error {
 	case !c.writable():
 		c.l.freeBuf(b.id)
 		return net.ErrClosed
+	case c.tls != nil:
+		// Encrypted into the queue: b is not needed after.
+		_, err := c.tls.write(c, b.Bytes()[off:])
+		c.l.freeBuf(b.id)
+		return err
 	case off == int(b.n) || c.joinLast(b.Bytes()[off:]):
 		c.l.freeBuf(b.id)
 		return nil
 	}
 	id := b.id
-	if l := c.l; id >= 0 && l.ringLimit > 0 && (c.atMark() || c.ringSegs >= l.ringLimit || l.ringHeld >= l.ringShare) {
+	if l := c.l; id >= 0 && l.ringLimit > 0 && (c.atMark() || int(c.ringSegs) >= l.ringLimit || l.ringHeld >= l.ringShare) {
 		// Keep the shared receive ring for the connections that read:
 		// this queue is long or its peer is slow.
 		id = l.copyOffRing(id, int(b.n))
@@ -305,7 +326,7 @@ const joinMax = 2 << 10
 // made, and the next takes the rest. Loop goroutine.
 func (c *Conn) joinLast(p []byte) bool {
 	k := len(c.wq)
-	if len(p) > joinMax || k == c.wqHead {
+	if len(p) > joinMax || k == int(c.wqHead) {
 		return false
 	}
 	last := &c.wq[k-1]
@@ -365,13 +386,16 @@ func (c *Conn) PauseRead() { c.pause(pauseUser) }
 // paused may be delivered (OnData) before ResumeRead returns. Loop goroutine.
 func (c *Conn) ResumeRead() { c.resume(pauseUser) }
 
-// CloseWrite sends FIN after the queued data; c can still receive. Loop
-// goroutine.
+// CloseWrite sends FIN after the queued data; c can still receive. On a
+// TLS connection a close_notify alert goes before the FIN. Loop goroutine.
 func (c *Conn) CloseWrite() error {
 	if c.state != stateOpen && c.state != stateConnecting {
 		return net.ErrClosed
 	}
 	if !c.wantShutWr {
+		if c.tls != nil {
+			c.tls.closeNotify(c)
+		}
 		c.wantShutWr = true
 		c.l.markDirty(c)
 	}
@@ -471,7 +495,8 @@ func (c *Conn) lingerTimer() {
 // the dial and what was queued. A queue the peer has not taken by
 // Config.CloseTimeout (or that stops moving for WriteTimeout) is dropped
 // with a reset, and OnClose gets an error wrapping os.ErrDeadlineExceeded
-// instead. Loop goroutine.
+// instead. A TLS connection that has not sent close_notify (CloseWrite)
+// sends it after the queue. Loop goroutine.
 func (c *Conn) Close() error {
 	switch c.state {
 	case stateClosing, stateClosed:
@@ -479,6 +504,9 @@ func (c *Conn) Close() error {
 	case stateConnecting:
 		c.abort(nil)
 		return nil
+	}
+	if c.tls != nil {
+		c.tls.closeNotify(c)
 	}
 	c.state = stateClosing
 	if c.l.cto > 0 {
@@ -581,7 +609,9 @@ func (c *Conn) resume(bit uint8) {
 		return
 	}
 	c.paused &^= bit
-	if c.paused == 0 && c.state == stateOpen && c.deliverHeld() && c.state == stateOpen {
+	// pauseEOF alone: a TLS connection may hold what came before the
+	// socket's FIN (deliverHeld, which then reports false).
+	if c.paused&^pauseEOF == 0 && c.state == stateOpen && c.deliverHeld() && c.state == stateOpen {
 		c.l.be.setRead(c, true)
 	}
 }
@@ -616,7 +646,7 @@ func (c *Conn) sent(n int) {
 		c.releaseSeg(*s)
 		c.wqHead++
 	}
-	if c.wqHead == len(c.wq) {
+	if int(c.wqHead) == len(c.wq) {
 		c.wq = c.wq[:0]
 		c.wqHead = 0
 	}
@@ -652,7 +682,7 @@ func (c *Conn) dropQueue() {
 		c.l.releaseHeld(h.id)
 	}
 	c.held = c.held[:0]
-	for i := c.wqHead; i < len(c.wq); i++ {
+	for i := int(c.wqHead); i < len(c.wq); i++ {
 		c.releaseSeg(c.wq[i])
 	}
 	c.wq = c.wq[:0]

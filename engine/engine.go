@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log"
@@ -496,9 +497,12 @@ type Engine struct {
 
 	stopOnce sync.Once
 	stopping chan struct{} // closed when loops must stop
-	stopped  atomic.Bool   // set just before stopping closes; what the loops check
-	exited   chan struct{} // closed when every loop has returned
-	draining atomic.Bool
+	// handshakes counts the TLS handshake goroutines: the engine has
+	// exited once they have too.
+	handshakes sync.WaitGroup
+	stopped    atomic.Bool   // set just before stopping closes; what the loops check
+	exited     chan struct{} // closed when every loop has returned
+	draining   atomic.Bool
 	// drainOnce: the first Shutdown that finds the loops running tells a
 	// Drainer about the open connections; another, meanwhile, only waits.
 	drainOnce sync.Once
@@ -624,6 +628,9 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 	go func() {
 		wg.Wait()
+		// Every connection is closed: a handshake still running has
+		// been told, and returns.
+		e.handshakes.Wait()
 		e.mu.Lock()
 		e.state = 2
 		e.mu.Unlock()
@@ -744,7 +751,7 @@ func (e *Engine) drainConns() {
 			// By index: OnDrain may close connections (their slots go nil)
 			// but opens none (accepts and dials refuse while draining).
 			for i := 0; i < len(l.conns); i++ {
-				if c := l.conns[i]; c != nil && c.state == stateOpen && !c.lingering {
+				if c := l.conns[i]; c != nil && c.state == stateOpen && !c.lingering && !c.handshaking() {
 					d.OnDrain(c)
 				}
 			}
@@ -789,6 +796,10 @@ type Listener struct {
 	fds     []int // per loop, -1 where a loop does not accept
 	closed  atomic.Bool
 	unlink  string // Unix socket path to remove on Close
+	// tls (ListenConfig.TLS, cloned) makes its connections TLS, their
+	// handshakes bounded by handshakeTimeout.
+	tls              *tls.Config
+	handshakeTimeout time.Duration
 
 	mu    sync.Mutex
 	added []uint8 // per loop: 0 not yet taken, 1 taken by the loop, 2 closed unused
@@ -806,6 +817,25 @@ type ListenConfig struct {
 	// NoSteering disables the reuseport CPU-steering program; connections
 	// are then spread by the kernel's 4-tuple hash.
 	NoSteering bool
+	// TLS, when set, makes the listener's connections TLS servers with
+	// this configuration (cloned by Listen): crypto/tls runs the
+	// handshake on a goroutine of its own and then, on the loop, the
+	// record layer (TLS 1.2 and 1.3, KeyUpdate, alerts, session tickets),
+	// in user space. The handler sees only plaintext: OnOpen once the
+	// handshake has succeeded (Conn.TLS says what was agreed), OnClose
+	// alone, with the error, when it fails or times out, as for a failed
+	// dial. OnData's buffers hold decrypted bytes (send-slab chunks, one
+	// TLS record's worth at most); Write, Writev and WriteBuffer encrypt,
+	// and the write queue, Buffered, QueuedMemory and the high-water mark
+	// count the records queued. CloseWrite and Close send close_notify
+	// (Reset does not); the peer's close_notify, or its FIN at a record
+	// boundary, is OnEOF; a FIN inside a record or a record that does not
+	// decrypt closes the connection with the error. Ciphertext received
+	// while reading is paused is kept for the connection, on the Go heap.
+	TLS *tls.Config
+	// HandshakeTimeout bounds a TLS handshake, from the accept. Default
+	// 10 s; negative: no bound. Without TLS it does nothing.
+	HandshakeTimeout time.Duration
 }
 
 // Stats are counters of one loop (or their sum over an engine). They are

@@ -411,16 +411,21 @@ func (l *Loop) accepted(fd int, s *lnSock) {
 	}
 	l.addConn(c)
 	l.st.accepted.Add(1)
-	l.open(c)
+	l.open(c, s.ln)
 }
 
-// open starts receiving on c, now connected, and hands it to the handler.
-func (l *Loop) open(c *Conn) {
+// open starts receiving on c, now connected, and hands it to the handler;
+// for a TLS listener ln, once the handshake has succeeded.
+func (l *Loop) open(c *Conn, ln *Listener) {
 	c.state = stateOpen
 	if !c.unixPeer {
 		c.fillAddrs()
 	}
 	l.be.startConn(c)
+	if ln != nil && ln.tls != nil && c.state == stateOpen {
+		l.startTLS(c, ln.tls, ln.handshakeTimeout) // OnOpen once done
+		return
+	}
 	// A backend that cannot arm the connection aborts it: its handler
 	// then sees OnClose alone, as for a failed dial, never OnOpen after it.
 	if c.state == stateOpen {
@@ -472,7 +477,7 @@ func (l *Loop) connected(c *Conn) {
 	c.timer.Stop()
 	c.timer = Timer{}
 	l.st.dialed.Add(1)
-	l.open(c)
+	l.open(c, nil)
 }
 
 // Dial starts connecting to address ("tcp", "tcp4", "tcp6" with a numeric
@@ -617,7 +622,13 @@ func (e *Engine) Listen(network, address string, lc *ListenConfig) (*Listener, e
 	if e.state == 2 || e.draining.Load() || e.stopped.Load() {
 		return nil, ErrClosed
 	}
-	ln := &Listener{e: e, network: network}
+	ln := &Listener{e: e, network: network, handshakeTimeout: opt.HandshakeTimeout}
+	if opt.TLS != nil {
+		ln.tls = opt.TLS.Clone()
+		if ln.handshakeTimeout == 0 {
+			ln.handshakeTimeout = defaultHandshakeTimeout
+		}
+	}
 	ln.fds = make([]int, len(e.loops))
 	ln.added = make([]uint8, len(e.loops))
 	for i := range ln.fds {

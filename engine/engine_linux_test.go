@@ -201,6 +201,15 @@ func echoOnce(addr string, seed uint64, size, wsize int, tail []byte) error {
 		return err
 	}
 	defer c.Close()
+	return echoOver(c.(*net.TCPConn), seed, size, wsize, tail)
+}
+
+// echoOver is echoOnce over c, connected: a *net.TCPConn, or a *tls.Conn
+// whose CloseWrite sends close_notify.
+func echoOver(c interface {
+	net.Conn
+	CloseWrite() error
+}, seed uint64, size, wsize int, tail []byte) error {
 	data := pattern(seed, size)
 	werr := make(chan error, 1)
 	go func() {
@@ -212,7 +221,7 @@ func echoOnce(addr string, seed uint64, size, wsize int, tail []byte) error {
 			}
 			p = p[n:]
 		}
-		werr <- c.(*net.TCPConn).CloseWrite()
+		werr <- c.CloseWrite()
 	}()
 	got := make([]byte, 32<<10)
 	left := size
@@ -224,11 +233,16 @@ func echoOnce(addr string, seed uint64, size, wsize int, tail []byte) error {
 			}
 			left -= n
 		}
+		if err == io.EOF && left == 0 {
+			// With the last bytes: a *tls.Conn that has read the
+			// close_notify after them says so at once.
+			break
+		}
 		if err != nil {
 			return fmt.Errorf("after %d of %d bytes: %w", size-left, size, err)
 		}
 	}
-	rest, err := io.ReadAll(c)
+	rest, err := io.ReadAll(c) // nil, nil after an EOF
 	if err != nil {
 		return fmt.Errorf("reading to EOF: %w", err)
 	}
@@ -1422,7 +1436,7 @@ func testSlowReaders(t *testing.T, b Backend, zeroCopy bool) {
 			if c == nil {
 				continue
 			}
-			h.queued += c.ringSegs
+			h.queued += int(c.ringSegs)
 			for _, x := range c.held {
 				h.held++
 				if x.id >= 0 {

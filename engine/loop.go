@@ -418,6 +418,9 @@ func (l *Loop) finishClose(c *Conn) {
 	c.state = stateClosed
 	c.fd = -1     // closed: the number may name another file already
 	c.dropQueue() // and out of l.queues, before the slot is reused
+	if c.tls != nil {
+		c.tls.closed()
+	}
 	if c.timer.l != nil {
 		c.timer.Stop()
 	}
@@ -468,6 +471,10 @@ func (l *Loop) deliver(c *Conn, id int32, n int) {
 		}
 		return
 	}
+	if c.tls != nil {
+		c.tls.received(c, id, n)
+		return
+	}
 	if c.paused&(pauseHWM|pauseUser) != 0 || len(c.held) > 0 {
 		// Reading is paused but the kernel had already received this
 		// (multishot recv ends only after its cancel is processed): hold
@@ -499,6 +506,11 @@ func (l *Loop) deliverNow(c *Conn, id int32, n int) {
 
 // eof handles the peer's FIN.
 func (l *Loop) eof(c *Conn) {
+	if c.tls != nil && !c.tls.ended {
+		// The socket's: the stream's comes from crypto/tls.
+		c.tls.sockEOF(c)
+		return
+	}
 	if c.state != stateOpen || c.gotEOF {
 		return
 	}

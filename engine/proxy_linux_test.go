@@ -189,7 +189,7 @@ type joinEcho struct {
 func (h *joinEcho) OnData(c *Conn, b Buffer) bool {
 	c.Write(b.Bytes()[:1])
 	c.WriteBufferFrom(b, 1)
-	if n := int64(len(c.wq) - c.wqHead); n > h.maxSegs.Load() {
+	if n := int64(len(c.wq) - int(c.wqHead)); n > h.maxSegs.Load() {
 		h.maxSegs.Store(n)
 	}
 	return true

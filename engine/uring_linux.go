@@ -525,14 +525,14 @@ func (b *uringBackend) flush(c *Conn) {
 	if c.k.sends > 0 || c.k.closing || c.queued == 0 {
 		return
 	}
-	end := min(len(c.wq), c.wqHead+b.maxChain)
+	end := min(len(c.wq), int(c.wqHead)+b.maxChain)
 	// A chain must reach the kernel in one submission: a split chain is two
 	// chains, and their sends could run out of order.
-	if free := b.r.SQEntries() - b.r.SQReady(); free < uint32(end-c.wqHead) {
+	if free := b.r.SQEntries() - b.r.SQReady(); free < uint32(end-int(c.wqHead)) {
 		b.l.st.submits.Add(1)
 		b.r.Submit()
 	}
-	for i := c.wqHead; i < end; i++ {
+	for i := int(c.wqHead); i < end; i++ {
 		s := c.wq[i]
 		buf := c.segBytes(s)
 		q := b.sqe()

@@ -1,0 +1,389 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"time"
+)
+
+// defaultHandshakeTimeout is ListenConfig.HandshakeTimeout's default.
+const defaultHandshakeTimeout = 10 * time.Second
+
+// tlsConn is the TLS side of a connection accepted on a listener with
+// ListenConfig.TLS. crypto/tls does all of TLS over tr, a transport the
+// engine owns: the loop feeds it what the socket received and queues on the
+// socket what crypto/tls writes to it. The handshake runs on a goroutine of
+// its own, whose reads block until the loop has fed enough; once it is done
+// the loop alone reads and writes through conn, and a read that finds
+// nothing fed returns errWouldBlock, a temporary net.Error that crypto/tls
+// does not keep (readRecordOrCCS makes only other errors sticky).
+type tlsConn struct {
+	conn  *tls.Conn
+	tr    tlsTransport
+	state *tls.ConnectionState // once established
+	// established: the handshake succeeded and OnOpen was called; from
+	// then on everything runs on the loop. ended: crypto/tls read the end
+	// of the stream (the peer's close_notify, or its FIN at a record
+	// boundary), which the loop has passed on as the connection's EOF.
+	established, ended bool
+	cancel             context.CancelFunc // the handshake's context
+}
+
+// tlsTransport is the net.Conn crypto/tls reads and writes. Before the
+// handshake is done its Read runs on the handshake goroutine, under mu,
+// and its Write posts the bytes to the loop; after, both run on the loop
+// (onLoop), without the lock: the handshake goroutine has posted its
+// result and returned by then, and the loop's run of that post orders its
+// last use before the loop's.
+type tlsTransport struct {
+	c      *Conn
+	local  net.Addr
+	remote net.Addr
+	// cur is the receive buffer the loop is decrypting (onLoop), read
+	// after in; what is left of it when the loop stops reading (paused,
+	// closed) is appended to in.
+	cur []byte
+	// Read gives crypto/tls one record at most (see readRecord): hdr
+	// holds hdrGot bytes of the current record's header, and recLeft is
+	// what is left to give of its body once hdrGot is 5.
+	hdr     [5]byte
+	hdrGot  int
+	recLeft int
+
+	mu     sync.Mutex
+	in     []byte // ciphertext fed, not yet read, from off on
+	off    int
+	eof    bool          // the socket's FIN came
+	closed bool          // the connection closed
+	onLoop bool          // the handshake is done: see the type's doc
+	ready  chan struct{} // handshake: in, eof or closed changed
+}
+
+// errWouldBlock is what the transport's Read returns on the loop when it has
+// nothing: crypto/tls returns it from Read without keeping it.
+var errWouldBlock net.Error = wouldBlock{}
+
+type wouldBlock struct{}
+
+func (wouldBlock) Error() string   { return "engine: no TLS input received yet" }
+func (wouldBlock) Timeout() bool   { return false }
+func (wouldBlock) Temporary() bool { return true }
+
+// Read gives crypto/tls what the loop has fed: on the handshake goroutine it
+// waits for some, on the loop it returns errWouldBlock when there is none.
+func (t *tlsTransport) Read(p []byte) (int, error) {
+	if t.onLoop {
+		switch {
+		case t.buffered():
+			return t.readRecord(p), nil
+		case t.closed:
+			return 0, net.ErrClosed
+		case t.eof:
+			return 0, io.EOF
+		}
+		return 0, errWouldBlock
+	}
+	for {
+		t.mu.Lock()
+		switch {
+		case t.closed:
+			t.mu.Unlock()
+			return 0, net.ErrClosed
+		case t.off < len(t.in):
+			n := t.readRecord(p)
+			t.mu.Unlock()
+			return n, nil
+		case t.eof:
+			t.mu.Unlock()
+			return 0, io.EOF
+		}
+		t.mu.Unlock()
+		<-t.ready
+	}
+}
+
+// buffered reports whether the transport holds bytes not read yet; mu
+// held, or on the loop once onLoop.
+func (t *tlsTransport) buffered() bool { return t.off < len(t.in) || len(t.cur) > 0 }
+
+// readRecord copies into p what the transport holds, up to the end of the
+// record it is in: crypto/tls, which reads as much as its buffer takes,
+// then holds no record beyond the one it returns, so that the loop knows
+// whether another is there (buffered) without a Read to find out; such a
+// Read, finding nothing, would cost an allocation (readFromUntil's
+// atLeastReader). mu held, or on the loop once onLoop.
+func (t *tlsTransport) readRecord(p []byte) int {
+	n := 0
+	for n < len(p) {
+		src := t.cur
+		if t.off < len(t.in) {
+			src = t.in[t.off:]
+		}
+		if len(src) == 0 {
+			break
+		}
+		lim := t.recLeft
+		if t.hdrGot < len(t.hdr) {
+			lim = len(t.hdr) - t.hdrGot
+		}
+		m := copy(p[n:], src[:min(lim, len(src))])
+		if t.hdrGot < len(t.hdr) {
+			copy(t.hdr[t.hdrGot:], src[:m])
+			if t.hdrGot += m; t.hdrGot == len(t.hdr) {
+				t.recLeft = int(t.hdr[3])<<8 | int(t.hdr[4])
+			}
+		} else {
+			t.recLeft -= m
+		}
+		if t.off < len(t.in) {
+			if t.off += m; t.off == len(t.in) {
+				t.in, t.off = t.in[:0], 0
+				if cap(t.in) > 64<<10 {
+					t.in = nil // a burst while paused: not kept for the connection's life
+				}
+			}
+		} else {
+			t.cur = t.cur[m:]
+		}
+		n += m
+		if t.hdrGot == len(t.hdr) && t.recLeft == 0 {
+			t.hdrGot = 0 // the record is given
+			break
+		}
+	}
+	return n
+}
+
+// feed appends received ciphertext to in and wakes the handshake.
+func (t *tlsTransport) feed(b []byte) {
+	t.mu.Lock()
+	t.in = append(t.in, b...)
+	t.mu.Unlock()
+	t.signal()
+}
+
+func (t *tlsTransport) signal() {
+	select {
+	case t.ready <- struct{}{}:
+	default:
+	}
+}
+
+// Write queues what crypto/tls writes on the connection: on the loop at
+// once, from the handshake goroutine through Post (crypto/tls reuses p).
+func (t *tlsTransport) Write(p []byte) (int, error) {
+	if t.onLoop {
+		return t.c.write(p)
+	}
+	b := bytes.Clone(p)
+	c := t.c
+	if !c.l.post(func() { c.write(b) }) {
+		return 0, net.ErrClosed
+	}
+	return len(p), nil
+}
+
+// Close wakes a handshake waiting in Read; crypto/tls calls it when the
+// handshake's context ends. The connection itself is the loop's to close.
+func (t *tlsTransport) Close() error {
+	t.mu.Lock()
+	t.closed = true
+	t.mu.Unlock()
+	t.signal()
+	return nil
+}
+
+func (t *tlsTransport) LocalAddr() net.Addr              { return t.local }
+func (t *tlsTransport) RemoteAddr() net.Addr             { return t.remote }
+func (t *tlsTransport) SetDeadline(time.Time) error      { return nil }
+func (t *tlsTransport) SetReadDeadline(time.Time) error  { return nil }
+func (t *tlsTransport) SetWriteDeadline(time.Time) error { return nil }
+
+// TLS returns the state of the TLS session of a connection accepted on a
+// listener with ListenConfig.TLS (version, cipher suite, the server name
+// the client asked for, the protocol ALPN chose, whether the session was
+// resumed), nil for a plain connection. Loop goroutine.
+func (c *Conn) TLS() *tls.ConnectionState {
+	if c.tls == nil {
+		return nil
+	}
+	return c.tls.state
+}
+
+// handshaking reports whether c is a TLS connection whose handshake is not
+// done: its handler does not know it yet.
+func (c *Conn) handshaking() bool { return c.tls != nil && !c.tls.established }
+
+// startTLS begins the handshake of c, accepted on a TLS listener and
+// receiving: OnOpen comes once it succeeds, OnClose alone if it fails or
+// takes longer than timeout (< 0: no bound). Loop goroutine.
+func (l *Loop) startTLS(c *Conn, cfg *tls.Config, timeout time.Duration) {
+	t := &tlsConn{}
+	c.tls = t
+	t.tr.c = c
+	t.tr.ready = make(chan struct{}, 1)
+	if c.unixPeer {
+		t.tr.local, t.tr.remote = &net.UnixAddr{Net: "unix"}, &net.UnixAddr{Net: "unix"}
+	} else {
+		t.tr.local, t.tr.remote = net.TCPAddrFromAddrPort(c.local), net.TCPAddrFromAddrPort(c.remote)
+	}
+	t.conn = tls.Server(&t.tr, cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.cancel = cancel
+	if timeout > 0 {
+		c.timer = l.AfterFunc(timeout, func() {
+			if c.state == stateOpen && !t.established {
+				t.fail(c, c.netError("tls handshake", os.ErrDeadlineExceeded))
+			}
+		})
+	}
+	l.e.handshakes.Add(1)
+	go func() {
+		defer l.e.handshakes.Done()
+		err := t.conn.HandshakeContext(ctx)
+		// Dropped if the loop has exited: c was closed then.
+		l.post(func() { t.handshakeDone(c, err) })
+	}()
+}
+
+// handshakeDone opens c after a handshake that succeeded, or closes it with
+// the handshake's error. Loop goroutine.
+func (t *tlsConn) handshakeDone(c *Conn, err error) {
+	t.cancel()
+	if c.state != stateOpen {
+		return // closed meanwhile (timeout, shutdown, the peer's reset)
+	}
+	l := c.l
+	c.timer.Stop()
+	c.timer = Timer{}
+	switch {
+	case err != nil:
+		t.fail(c, c.netError("tls handshake", err))
+		return
+	case l.stopping || l.e.draining.Load():
+		t.fail(c, ErrClosed) // as an accept refused while draining
+		return
+	}
+	t.established = true
+	t.tr.onLoop = true
+	st := t.conn.ConnectionState()
+	t.state = &st
+	l.h.OnOpen(c)
+	// What the client sent with or after its Finished.
+	t.pump(c)
+}
+
+// fail closes c, sending what crypto/tls queued (an alert), with OnClose
+// getting err. Loop goroutine.
+func (t *tlsConn) fail(c *Conn, err error) {
+	if c.err == nil {
+		c.err = err
+	}
+	c.Close()
+}
+
+// received takes n bytes of ciphertext in buffer id, which it releases: fed
+// to the handshake, decrypted and delivered, or kept in the transport
+// while reading is paused. Loop goroutine, from deliver.
+func (t *tlsConn) received(c *Conn, id int32, n int) {
+	l := c.l
+	b := l.be.recvBuf(id)[:n]
+	switch {
+	case t.ended:
+	case !t.established:
+		t.tr.feed(b)
+	case c.paused&(pauseUser|pauseHWM) != 0 || t.tr.buffered():
+		t.tr.in = append(t.tr.in, b...)
+	default:
+		t.tr.cur = b
+		t.pump(c)
+		if len(t.tr.cur) > 0 {
+			t.tr.in = append(t.tr.in, t.tr.cur...)
+		}
+		t.tr.cur = nil
+	}
+	l.be.releaseRecv(id)
+}
+
+// pump decrypts what the transport holds into send-slab chunks and hands
+// each to OnData, until there is nothing more, the handler pauses or
+// closes c, or the stream ends (OnEOF) or fails (OnClose with the error).
+// What crypto/tls answers meanwhile (a KeyUpdate) is queued by the
+// transport. Loop goroutine.
+func (t *tlsConn) pump(c *Conn) {
+	l := c.l
+	for c.state == stateOpen && c.paused&(pauseUser|pauseHWM|pauseClosing) == 0 && !c.lingering && !t.ended {
+		id, err := l.chunks.get()
+		if err != nil {
+			c.abort(c.netError("read", err))
+			return
+		}
+		n, err := t.conn.Read(l.chunks.buf(id))
+		if n > 0 {
+			l.deliverNow(c, -id-1, n)
+		} else {
+			l.chunks.put(id)
+		}
+		switch {
+		case err == nil && (n == l.chunks.size || t.tr.buffered()):
+			// More of this record in crypto/tls, or another record.
+			continue
+		case err == nil, err == errWouldBlock:
+		case err == io.EOF:
+			t.ended = true
+			l.eof(c)
+		case c.state == stateOpen:
+			t.fail(c, c.netError("read", err))
+		}
+		return
+	}
+}
+
+// sockEOF handles the socket's FIN: the end of the ciphertext. Reading
+// stops (pauseEOF); crypto/tls then reads the end of the stream, or fails
+// on a record cut short. Loop goroutine.
+func (t *tlsConn) sockEOF(c *Conn) {
+	if t.tr.eof {
+		return
+	}
+	c.pause(pauseEOF)
+	if !t.established {
+		t.tr.mu.Lock()
+		t.tr.eof = true
+		t.tr.mu.Unlock()
+		t.tr.signal()
+		return
+	}
+	t.tr.eof = true
+	t.pump(c)
+}
+
+// write encrypts p onto c's write queue. Loop goroutine.
+func (t *tlsConn) write(c *Conn, p []byte) (int, error) {
+	if !c.writable() || !t.established {
+		return 0, net.ErrClosed
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	return t.conn.Write(p)
+}
+
+// closeNotify queues a close_notify alert, once, on an established c that
+// can still write. Loop goroutine.
+func (t *tlsConn) closeNotify(c *Conn) {
+	if t.established && c.writable() {
+		t.conn.CloseWrite()
+	}
+}
+
+// closed wakes a handshake waiting for input: c has closed. Loop goroutine.
+func (t *tlsConn) closed() {
+	t.tr.Close()
+	t.cancel()
+}
