@@ -14,12 +14,20 @@
 // bodies over 1 MiB (413) as on HTTP/1.1; SIGINT or SIGTERM sends GOAWAY
 // and closes each connection once its open requests are answered.
 //
+// With -tls-cert and -tls-key (PEM files) it serves HTTPS instead, the
+// engine terminating TLS (engine.ListenConfig.TLS): HTTP/2 or HTTP/1.1 as
+// the client's ALPN asks.
+//
 //	go run ./examples/http -addr 127.0.0.1:8080
 //	curl --http2-prior-knowledge http://127.0.0.1:8080/
+//	go run ./examples/http -addr 127.0.0.1:8443 -tls-cert cert.pem -tls-key key.pem
+//	curl --cacert cert.pem https://localhost:8443/
 package main
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -34,14 +42,21 @@ import (
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "listen address (tcp host:port)")
 	backend := flag.String("backend", "uring", "uring, uring-sqpoll, uring-napi, epoll or epoll-busypoll")
+	certFile := flag.String("tls-cert", "", "serve HTTPS with the certificate (chain) in this PEM file; with -tls-key")
+	keyFile := flag.String("tls-key", "", "the private key of -tls-cert, a PEM file")
 	flag.Parse()
+	lc, err := listenConfig(*certFile, *keyFile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "http:", err)
+		os.Exit(2)
+	}
 	h := &hello.Handler{}
 	e, err := engine.New(&engine.Config{Backend: engine.Backend(*backend)}, h)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "http:", err)
 		os.Exit(1)
 	}
-	ln, err := e.Listen("tcp", *addr, nil)
+	ln, err := e.Listen("tcp", *addr, lc)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "http:", err)
 		os.Exit(1)
@@ -59,4 +74,24 @@ func main() {
 		fmt.Fprintln(os.Stderr, "http:", err)
 		os.Exit(1)
 	}
+}
+
+// listenConfig is the listener's options: nil for plain HTTP, TLS with the
+// certificate and key in certFile and keyFile (PEM) when both are given,
+// offering h2 and http/1.1 through ALPN.
+func listenConfig(certFile, keyFile string) (*engine.ListenConfig, error) {
+	switch {
+	case certFile == "" && keyFile == "":
+		return nil, nil
+	case certFile == "" || keyFile == "":
+		return nil, errors.New("-tls-cert and -tls-key go together")
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, err
+	}
+	return &engine.ListenConfig{TLS: &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		NextProtos:   []string{"h2", "http/1.1"},
+	}}, nil
 }
