@@ -506,8 +506,9 @@ func (l *Loop) deliverNow(c *Conn, id int32, n int) {
 
 // eof handles the peer's FIN.
 func (l *Loop) eof(c *Conn) {
-	if c.tls != nil && !c.tls.ended {
-		// The socket's: the stream's comes from crypto/tls.
+	if c.tls != nil && !c.tls.ended && !c.lingering {
+		// The socket's: the stream's comes from crypto/tls (a lingering
+		// c, which reads nothing more, closes at the socket's).
 		c.tls.sockEOF(c)
 		return
 	}

@@ -330,8 +330,9 @@ func (t *tlsConn) pump(c *Conn) {
 			l.chunks.put(id)
 		}
 		switch {
-		case err == nil && (n == l.chunks.size || t.tr.buffered()):
-			// More of this record in crypto/tls, or another record.
+		case err == nil && (n == l.chunks.size || t.tr.buffered() || t.tr.eof):
+			// More of this record in crypto/tls, another record, or
+			// the end of the stream to find.
 			continue
 		case err == nil, err == errWouldBlock:
 		case err == io.EOF:

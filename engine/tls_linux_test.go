@@ -501,3 +501,83 @@ func TestTLSAllocsPerMessage(t *testing.T) {
 		}
 	}
 }
+
+// TestTLSCloseLingerPeerEnd: a TLS connection lingering (CloseLinger)
+// closes at the peer's end (its close_notify and FIN), as a plain one
+// does at the FIN, not at the linger timeout.
+func TestTLSCloseLingerPeerEnd(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			h := &BaseHandlerFunc{data: func(c *Conn, b Buffer) bool {
+				c.Write([]byte("bye"))
+				c.CloseLinger(time.Hour, 1<<20)
+				return false
+			}}
+			_, addr := startTLSEngine(t, testConfig(b), h, &ListenConfig{TLS: serverTLS()})
+			c, err := dialTLS(addr, clientTLS(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.Write([]byte("hi"))
+			if got, err := io.ReadAll(c); err != nil || string(got) != "bye" {
+				t.Fatalf("read %q, %v; want bye then EOF", got, err)
+			}
+			c.Close() // close_notify and FIN
+			waitFor(t, "OnClose", func() bool { return h.closes.Load() == 1 })
+		})
+	}
+}
+
+// TestTLSEOFWhilePaused: records and the peer's FIN (no close_notify: the
+// end at a record boundary) that arrive while the handler has paused
+// reading are delivered when it resumes, and then OnEOF.
+func TestTLSEOFWhilePaused(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			var got atomic.Int64
+			var eofs atomic.Int64
+			var paused atomic.Pointer[Conn]
+			h := &BaseHandlerFunc{data: func(c *Conn, b Buffer) bool {
+				if got.Add(int64(b.Len())) == int64(b.Len()) {
+					c.PauseRead()
+					paused.Store(c)
+				}
+				return false
+			}}
+			e, addr := startTLSEngine(t, testConfig(b), &eofCounter{BaseHandlerFunc: h, n: &eofs}, &ListenConfig{TLS: serverTLS()})
+			raw, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer raw.Close()
+			c := tls.Client(raw, clientTLS(0))
+			if err := c.Handshake(); err != nil {
+				t.Fatal(err)
+			}
+			const records, size = 8, 1000
+			for range records {
+				c.Write(make([]byte, size))
+			}
+			raw.(*net.TCPConn).CloseWrite()
+			waitFor(t, "the pause", func() bool { return paused.Load() != nil })
+			// Resume once the FIN is in, or has had a while to come (a
+			// loop that stopped receiving at the pause has not seen it).
+			pc := paused.Load()
+			for range 100 {
+				fin := make(chan bool)
+				pc.Loop().Post(func() { fin <- pc.tls.tr.eof })
+				if <-fin {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			pc.Loop().Post(pc.ResumeRead)
+			waitFor(t, "OnEOF", func() bool { return eofs.Load() == 1 })
+			if got.Load() != records*size {
+				t.Errorf("got %d bytes, want %d", got.Load(), records*size)
+			}
+			_ = e
+		})
+	}
+}
