@@ -3,6 +3,7 @@ package engine
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -62,6 +63,25 @@ func BenchmarkEcho(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkEchoTLS is BenchmarkEcho over TLS 1.3 (the arm's name ends in
+// tlsSuffix): Go's net with crypto/tls (tls.NewListener, a goroutine per
+// connection) against the engine terminating TLS (ListenConfig.TLS), with
+// 64-byte messages on connections whose handshakes are done.
+//
+//	go test -run '^$' -bench BenchmarkEchoTLS -benchtime 20000x ./engine/
+func BenchmarkEchoTLS(b *testing.B) {
+	for _, conns := range []int{1, 50} {
+		for _, arm := range []string{"gonet", string(BackendURing), string(BackendEpoll)} {
+			b.Run(fmt.Sprintf("conns=%d/%s", conns, arm), func(b *testing.B) {
+				benchEcho(b, arm+tlsSuffix, conns)
+			})
+		}
+	}
+}
+
+// tlsSuffix marks a bench arm serving TLS.
+const tlsSuffix = "+tls"
 
 type echoServer struct {
 	cmd   *exec.Cmd
@@ -196,6 +216,10 @@ func benchEchoIn(b *testing.B, arm string, nconns int, nsServer, nsClient, liste
 				b.Error(err)
 				return
 			}
+			if strings.HasSuffix(arm, tlsSuffix) {
+				// The server's certificate is of its own test CA.
+				c = tls.Client(c, &tls.Config{InsecureSkipVerify: true})
+			}
 			conns[i] = c
 		}
 	}
@@ -262,7 +286,7 @@ func benchEchoIn(b *testing.B, arm string, nconns int, nsServer, nsClient, liste
 	b.ReportMetric(float64(cpu)/1e3/n, "server-µs/req")
 	// allocs/op is the client's (this process); the server's are here.
 	b.ReportMetric(float64(st.Mallocs-st0.Mallocs)/n, "server-allocs/req")
-	if arm != "gonet" {
+	if !strings.HasPrefix(arm, "gonet") {
 		b.ReportMetric(float64(st.NAPIIDs), "napi-ids")
 		b.ReportMetric(float64(st.Waits-st0.Waits)/n, "waits/req")
 		b.ReportMetric(float64(st.Submits-st0.Submits)/n, "submits/req")
@@ -287,10 +311,18 @@ func TestHelperEchoServer(t *testing.T) {
 	var stats func() Stats
 	var addr, pages string
 	listenAddr := os.Getenv("SPINDLE_BENCH_ADDR")
+	arm, useTLS := strings.CutSuffix(arm, tlsSuffix)
+	var lc *ListenConfig
+	if useTLS {
+		lc = &ListenConfig{TLS: serverTLS()}
+	}
 	if arm == "gonet" {
 		ln, err := net.Listen("tcp", listenAddr)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if useTLS {
+			ln = tls.NewListener(ln, lc.TLS)
 		}
 		go func() {
 			for {
@@ -323,7 +355,7 @@ func TestHelperEchoServer(t *testing.T) {
 			cfg.Backend, cfg.BatchWait = Backend(b), benchBatchWait
 		}
 		e := newEngine(t, cfg, &echoHandler{zeroCopy: true})
-		ln, err := e.Listen("tcp", listenAddr, nil)
+		ln, err := e.Listen("tcp", listenAddr, lc)
 		if err != nil {
 			t.Fatal(err)
 		}

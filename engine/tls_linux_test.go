@@ -545,7 +545,7 @@ func TestTLSEOFWhilePaused(t *testing.T) {
 				}
 				return false
 			}}
-			e, addr := startTLSEngine(t, testConfig(b), &eofCounter{BaseHandlerFunc: h, n: &eofs}, &ListenConfig{TLS: serverTLS()})
+			_, addr := startTLSEngine(t, testConfig(b), &eofCounter{BaseHandlerFunc: h, n: &eofs}, &ListenConfig{TLS: serverTLS()})
 			raw, err := net.Dial("tcp", addr)
 			if err != nil {
 				t.Fatal(err)
@@ -577,7 +577,6 @@ func TestTLSEOFWhilePaused(t *testing.T) {
 			if got.Load() != records*size {
 				t.Errorf("got %d bytes, want %d", got.Load(), records*size)
 			}
-			_ = e
 		})
 	}
 }
