@@ -478,14 +478,7 @@ func TestTLSAllocsPerMessage(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				for range 3 {
-					round()
-				}
-				var m0, m1 runtime.MemStats
-				runtime.ReadMemStats(&m0)
-				round()
-				runtime.ReadMemStats(&m1)
-				allocs := m1.Mallocs - m0.Mallocs
+				allocs := mallocsOf(round)
 				t.Logf("%d allocations for %d echoed messages (%.2f each)", allocs, conns*per, float64(allocs)/(conns*per))
 				// Under -race sync.Pool drops a quarter of what is put
 				// back (crypto/tls's record buffers among it): measured
