@@ -400,8 +400,9 @@ func (c *Config) withDefaults() (Config, error) {
 // Handler receives a connection's events. Every callback runs on the loop
 // goroutine that owns the connection and must not block.
 type Handler interface {
-	// OnOpen is called once when an accepted connection is ready or a
-	// dialed one has connected.
+	// OnOpen is called once when an accepted connection is ready (on a
+	// TLS listener, once its handshake has succeeded) or a dialed one has
+	// connected.
 	OnOpen(c *Conn)
 	// OnData delivers received bytes in b. If OnData returns false the
 	// engine reuses b's memory after the call returns, so b.Bytes() must
@@ -417,7 +418,8 @@ type Handler interface {
 	// OnClose is called once when the connection is closed and its
 	// resources released: err is nil after Close, otherwise the error that
 	// ended it (a *net.OpError, or ErrClosed at engine shutdown). A dial
-	// that fails gets OnClose without OnOpen. It never runs inside another
+	// that fails, and a TLS handshake that does, gets OnClose without
+	// OnOpen. It never runs inside another
 	// callback (or timer function, or posted function) of the loop: a
 	// connection closed from one, by Reset say, or by an error found
 	// there, is closed when the call returns (c.Closed() reports true
@@ -831,7 +833,12 @@ type ListenConfig struct {
 	// (Reset does not); the peer's close_notify, or its FIN at a record
 	// boundary, is OnEOF; a FIN inside a record or a record that does not
 	// decrypt closes the connection with the error. Ciphertext received
-	// while reading is paused is kept for the connection, on the Go heap.
+	// while reading is paused is kept for the connection, on the Go heap
+	// (and not counted by the mark). Drainer's OnDrain skips connections
+	// still in their handshake; one that succeeds once Shutdown has begun
+	// is closed (OnClose gets ErrClosed). Run returns once every
+	// handshake has: a callback of the config (GetCertificate, say) that
+	// blocks holds it.
 	TLS *tls.Config
 	// HandshakeTimeout bounds a TLS handshake, from the accept. Default
 	// 10 s; negative: no bound. Without TLS it does nothing.
