@@ -573,3 +573,52 @@ func TestTLSEOFWhilePaused(t *testing.T) {
 		})
 	}
 }
+
+// drainRecorder is a Drainer closing each connection it is told of, and
+// recording which.
+type drainRecorder struct {
+	BaseHandler
+	opened, drained sync.Map // *Conn → true
+	opens, closes   atomic.Int64
+}
+
+func (h *drainRecorder) OnOpen(c *Conn)            { h.opened.Store(c, true); h.opens.Add(1) }
+func (h *drainRecorder) OnClose(*Conn, error)      { h.closes.Add(1) }
+func (h *drainRecorder) OnDrain(c *Conn)           { h.drained.Store(c, true); c.Close() }
+func (h *drainRecorder) OnData(*Conn, Buffer) bool { return false }
+
+// TestTLSDrainSkipsHandshakes: Shutdown's OnDrain goes to the open TLS
+// connection, not to one in its handshake, which the handler has not
+// been given; that one ends at its handshake timeout, and the drain
+// completes.
+func TestTLSDrainSkipsHandshakes(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			h := &drainRecorder{}
+			e, addr := startTLSEngine(t, testConfig(b), h, &ListenConfig{TLS: serverTLS(), HandshakeTimeout: 200 * time.Millisecond})
+			c, err := dialTLS(addr, clientTLS(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			mustDial(t, "tcp", addr) // no ClientHello
+			waitFor(t, "both accepted, one open", func() bool { return e.Stats().Accepted == 2 && h.opens.Load() == 1 })
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := e.Shutdown(ctx); err != nil {
+				t.Errorf("Shutdown: %v", err)
+			}
+			n := 0
+			h.drained.Range(func(k, _ any) bool {
+				n++
+				if _, ok := h.opened.Load(k); !ok {
+					t.Errorf("OnDrain for a connection without OnOpen")
+				}
+				return true
+			})
+			if n != 1 || h.closes.Load() != 2 {
+				t.Errorf("%d OnDrain, %d OnClose; want 1, 2", n, h.closes.Load())
+			}
+		})
+	}
+}
