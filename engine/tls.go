@@ -297,10 +297,17 @@ func (t *tlsConn) received(c *Conn, id int32, n int) {
 	case t.ended:
 	case !t.established:
 		t.tr.feed(b)
-	case c.paused&(pauseUser|pauseHWM) != 0 || t.tr.buffered():
+	case c.paused&(pauseUser|pauseHWM) != 0:
 		t.tr.in = append(t.tr.in, b...)
 	default:
-		t.tr.cur = b
+		// Read from b itself, unless the transport still holds bytes
+		// that came before it (no path is known to leave any with c
+		// not paused: resume pumps; this keeps their order if one does).
+		if t.tr.buffered() {
+			t.tr.in = append(t.tr.in, b...)
+		} else {
+			t.tr.cur = b
+		}
 		t.pump(c)
 		if len(t.tr.cur) > 0 {
 			t.tr.in = append(t.tr.in, t.tr.cur...)
