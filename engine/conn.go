@@ -25,6 +25,7 @@ const (
 	pauseHWM
 	pauseEOF
 	pauseClosing
+	pauseTLS // a TLS handshake holds WriteHighWater of input: until it ends
 )
 
 // Bits of Conn.bits: bools packed, so that a Conn keeps to 256 bytes

@@ -58,10 +58,14 @@ type tlsTransport struct {
 	mu     sync.Mutex
 	in     []byte // ciphertext fed, not yet read, from off on
 	off    int
-	eof    bool          // the socket's FIN came
-	closed bool          // the connection closed
-	onLoop bool          // the handshake is done: see the type's doc
-	ready  chan struct{} // handshake: in, eof or closed changed
+	eof    bool // the socket's FIN came
+	closed bool // the connection closed
+	onLoop bool // the handshake is done: see the type's doc
+	// stopped: in reached the mark and the loop stopped reading
+	// (pauseTLS); a handshake that has read it all and waits for more
+	// has the loop read again.
+	stopped bool
+	ready   chan struct{} // handshake: in, eof or closed changed
 }
 
 // errWouldBlock is what the transport's Read returns on the loop when it has
@@ -102,7 +106,17 @@ func (t *tlsTransport) Read(p []byte) (int, error) {
 			t.mu.Unlock()
 			return 0, io.EOF
 		}
+		resume := t.stopped
+		t.stopped = false
 		t.mu.Unlock()
+		if resume {
+			c := t.c
+			c.l.post(func() {
+				if !c.tls.established {
+					c.resume(pauseTLS)
+				}
+			})
+		}
 		<-t.ready
 	}
 }
@@ -159,12 +173,15 @@ func (t *tlsTransport) readRecord(p []byte) int {
 	return n
 }
 
-// feed appends received ciphertext to in and wakes the handshake.
-func (t *tlsTransport) feed(b []byte) {
+// feed appends received ciphertext to in, wakes the handshake and returns
+// how many bytes in holds.
+func (t *tlsTransport) feed(b []byte) int {
 	t.mu.Lock()
 	t.in = append(t.in, b...)
+	n := len(t.in) - t.off
 	t.mu.Unlock()
 	t.signal()
+	return n
 }
 
 func (t *tlsTransport) signal() {
@@ -274,8 +291,10 @@ func (t *tlsConn) handshakeDone(c *Conn, err error) {
 	st := t.conn.ConnectionState()
 	t.state = &st
 	l.h.OnOpen(c)
-	// What the client sent with or after its Finished.
+	// What the client sent with or after its Finished; reading resumes
+	// if the handshake's input had stopped it.
 	t.pump(c)
+	c.resume(pauseTLS)
 }
 
 // fail closes c, sending what crypto/tls queued (an alert), with OnClose
@@ -296,7 +315,15 @@ func (t *tlsConn) received(c *Conn, id int32, n int) {
 	switch {
 	case t.ended:
 	case !t.established:
-		t.tr.feed(b)
+		if t.tr.feed(b) >= l.hwm {
+			// The handshake is not taking it (a GetCertificate that
+			// waits, say): the client's bytes stay in the socket until
+			// it has read these.
+			t.tr.mu.Lock()
+			t.tr.stopped = true
+			t.tr.mu.Unlock()
+			c.pause(pauseTLS)
+		}
 	case c.paused&(pauseUser|pauseHWM) != 0:
 		t.tr.in = append(t.tr.in, b...)
 	default:
@@ -324,7 +351,7 @@ func (t *tlsConn) received(c *Conn, id int32, n int) {
 // transport. Loop goroutine.
 func (t *tlsConn) pump(c *Conn) {
 	l := c.l
-	for c.state == stateOpen && c.paused&(pauseUser|pauseHWM|pauseClosing) == 0 && !c.lingering && !t.ended {
+	for t.established && c.state == stateOpen && c.paused&(pauseUser|pauseHWM|pauseClosing) == 0 && !c.lingering && !t.ended {
 		id, err := l.chunks.get()
 		if err != nil {
 			c.abort(c.netError("read", err))

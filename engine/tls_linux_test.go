@@ -622,3 +622,90 @@ func TestTLSDrainSkipsHandshakes(t *testing.T) {
 		})
 	}
 }
+
+// TestTLSHandshakeInputCapped: what a client sends during a handshake that
+// waits (here in GetCertificate) is held up to about the high-water mark,
+// where reading stops until the handshake ends; it took everything the
+// client sent (megabytes) before.
+func TestTLSHandshakeInputCapped(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			cfg := testConfig(b)
+			cfg.WriteHighWater = 64 << 10
+			cfg.ReadBufferSize = 4 << 10
+			entered, release := make(chan struct{}, 1), make(chan struct{})
+			var once sync.Once
+			free := func() { once.Do(func() { close(release) }) }
+			defer free()
+			leaf := testCA().leaf
+			scfg := &tls.Config{GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+				entered <- struct{}{}
+				<-release
+				return &leaf, nil
+			}}
+			closed := make(chan error, 1)
+			h := &BaseHandlerFunc{closed: func(c *Conn, err error) { closed <- err }}
+			e, addr := startTLSEngine(t, cfg, h, &ListenConfig{TLS: scfg})
+			raw := mustDial(t, "tcp", addr)
+			go tls.Client(raw, clientTLS(0)).Handshake() // ends as raw closes
+			<-entered
+			sent, junk := 0, make([]byte, 1<<20)
+			for tries := 0; sent < 64<<20 && tries < 40; tries++ {
+				raw.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
+				n, err := raw.Write(junk)
+				if sent += n; err != nil && n == 0 {
+					break
+				}
+			}
+			held := 0
+			for _, l := range e.Loops() {
+				res := make(chan int)
+				l.Post(func() {
+					most := 0
+					for _, c := range l.conns {
+						if c != nil && c.tls != nil {
+							c.tls.tr.mu.Lock()
+							most = max(most, len(c.tls.tr.in)-c.tls.tr.off)
+							c.tls.tr.mu.Unlock()
+						}
+					}
+					res <- most
+				})
+				held = max(held, <-res)
+			}
+			t.Logf("the handshake holds %d bytes; the client sent %d", held, sent)
+			if limit := 2 * cfg.WriteHighWater; held > limit {
+				t.Errorf("the handshake holds %d bytes (the client sent %d); cap %d", held, sent, limit)
+			}
+			free()
+			if err := <-closed; err == nil {
+				t.Error("OnClose without an error after a handshake followed by junk")
+			}
+		})
+	}
+}
+
+// TestTLSHandshakeAboveMark: a high-water mark below the client's first
+// flight (a ClientHello with an X25519MLKEM768 key share is over 1 KiB)
+// stops reading in the middle of it; the handshake, having read what was
+// fed, has the loop read on, and completes.
+func TestTLSHandshakeAboveMark(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			cfg := testConfig(b)
+			cfg.WriteHighWater = 1 << 10
+			cfg.ReadBufferSize = 512
+			h := &echoHandler{}
+			_, addr := startTLSEngine(t, cfg, h, &ListenConfig{TLS: serverTLS(), HandshakeTimeout: time.Minute})
+			c, err := dialTLS(addr, clientTLS(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(20 * time.Second))
+			if err := roundTrip(c, []byte("ping")); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
