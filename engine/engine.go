@@ -834,7 +834,9 @@ type ListenConfig struct {
 	// boundary, is OnEOF; a FIN inside a record or a record that does not
 	// decrypt closes the connection with the error. Ciphertext received
 	// while reading is paused is kept for the connection, on the Go heap
-	// (and not counted by the mark). Drainer's OnDrain skips connections
+	// (and not counted by the mark); a handshake holds up to
+	// WriteHighWater of the client's input, beyond which reading waits
+	// for it to take what it holds. Drainer's OnDrain skips connections
 	// still in their handshake; one that succeeds once Shutdown has begun
 	// is closed (OnClose gets ErrClosed). Run returns once every
 	// handshake has: a callback of the config (GetCertificate, say) that
