@@ -25,6 +25,9 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(orphanChildEnv) == "1" {
+		os.Exit(orphanMain())
+	}
 	// Before childEnv: a proxy child has the upstream's environment too.
 	if os.Getenv(proxyChildEnv) == "1" {
 		if err := testProxyMain(os.Args[1:]); err != nil {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -14,11 +15,19 @@ import (
 // thread whose affinity is set to cpus for it (a child inherits its
 // forking thread's mask, and its threads and workers inherit the child's),
 // so a program the harness cannot pin from inside (haproxy, nginx) is
-// pinned all the same. The thread's mask is restored after the fork; a
-// thread whose mask cannot be restored is not handed back to the runtime
-// (it exits with its goroutine).
+// pinned all the same.
+//
+// The child gets SIGKILL when that thread ends (PR_SET_PDEATHSIG): a
+// harness killed, or dead of a fatal error, leaves no proxy running pinned
+// to skew the next run (its own process group keeps it from the signals
+// of the harness's terminal, and its stdin does not end it). So the
+// thread stays locked, and alive, until the child has exited (a pidfd
+// says when, without reaping it: the caller's Wait does): a thread handed
+// back to the runtime could end with a goroutine that locked it later,
+// and the child with it. Its mask is restored after the fork.
 func startPinned(cmd *exec.Cmd, cpus []int) error {
 	ownGroup(cmd)
+	cmd.SysProcAttr.Pdeathsig = unix.SIGKILL
 	var set unix.CPUSet
 	for _, c := range cpus {
 		set.Set(c)
@@ -42,18 +51,48 @@ func startPinned(cmd *exec.Cmd, cpus []int) error {
 		if err == nil {
 			err = cmd.Start()
 		}
-		if rerr := unix.SchedSetaffinity(0, &old); rerr != nil {
-			if err == nil {
-				// The child runs: stop it, for its caller
-				// knows of no process to stop.
-				signalGroup(cmd.Process.Pid, unix.SIGKILL)
-				cmd.Wait()
-			}
-			done <- errors.Join(err, os.NewSyscallError("sched_setaffinity (restore)", rerr))
-			return // still locked: the thread exits
+		rerr := unix.SchedSetaffinity(0, &old)
+		if rerr != nil {
+			rerr = os.NewSyscallError("sched_setaffinity (restore)", rerr)
 		}
-		runtime.UnlockOSThread()
-		done <- err
+		switch {
+		case err != nil && rerr == nil:
+			runtime.UnlockOSThread()
+			fallthrough
+		case err != nil:
+			done <- errors.Join(err, rerr)
+			return // still locked if its mask is wrong: the thread exits
+		case rerr != nil:
+			// The child runs: stop it, for its caller knows of no
+			// process to stop. The thread exits.
+			signalGroup(cmd.Process.Pid, unix.SIGKILL)
+			cmd.Wait()
+			done <- rerr
+			return
+		}
+		done <- nil
+		waitExit(cmd.Process.Pid)
 	}()
 	return <-done
+}
+
+// waitExit blocks until process pid has exited (it may not be reaped yet:
+// that is its Wait's).
+func waitExit(pid int) {
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		// No descriptor to spare (EMFILE): look every 100 ms. A zombie
+		// is there until its Wait, which ends the look.
+		for unix.Kill(pid, 0) == nil {
+			time.Sleep(100 * time.Millisecond)
+		}
+		return
+	}
+	defer unix.Close(pidfd)
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	for {
+		if _, err := unix.Poll(fds, -1); err != unix.EINTR {
+			return
+		}
+	}
 }
