@@ -52,7 +52,7 @@ func addByCPU(dst []uint64, cpus []int, counts []uint64) []uint64 {
 type Interrupts struct {
 	// Device counts the numbered (device) IRQ rows per CPU.
 	Device []uint64
-	// Total counts every row per CPU, including the local ones (timer,
+	// Total counts every per-CPU row, including the local ones (timer,
 	// rescheduling, function-call, TLB shootdown IPIs).
 	Total []uint64
 }
@@ -71,7 +71,9 @@ func ParseInterrupts(b []byte) (*Interrupts, error) {
 		addByCPU(in.Total, t.CPUs, irq.Counts)
 	}
 	for _, counts := range t.Other {
-		addByCPU(in.Total, t.CPUs, counts)
+		if len(counts) == len(t.CPUs) { // not ERR or MIS: one count for the machine
+			addByCPU(in.Total, t.CPUs, counts)
+		}
 	}
 	return in, nil
 }

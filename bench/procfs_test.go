@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/spindlenet/spindle/topo"
@@ -148,4 +149,22 @@ func FuzzParseInterrupts(f *testing.F) {
 func FuzzParseTaskStat(f *testing.F) {
 	addFixtures(f, "self/task/100/stat", "self/task/101/stat")
 	f.Fuzz(func(t *testing.T, b []byte) { _, _ = ParseTaskStat(b) })
+}
+
+// TestParseInterruptsGlobalRows: the ERR and MIS rows hold one count for
+// the whole machine, not one per CPU; they are in no CPU's total (they
+// went to the first CPU's, a server pinned there counting them).
+func TestParseInterruptsGlobalRows(t *testing.T) {
+	in, err := ParseInterrupts([]byte("" +
+		"           CPU0       CPU1\n" +
+		" 24:         10         20   PCI-MSIX-0000:00:03.0   1-edge      virtio2-input.0\n" +
+		"NMI:          1          2   Non-maskable interrupts\n" +
+		"ERR:       1000\n" +
+		"MIS:        500\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []uint64{11, 22}; !slices.Equal(in.Total, want) {
+		t.Errorf("totals %v, want %v (ERR and MIS in no CPU's)", in.Total, want)
+	}
 }
