@@ -307,8 +307,10 @@ func mdHTML(md string) string {
 				tag, header = "th", false
 			}
 			b.WriteString("<tr>")
-			for _, c := range strings.Split(strings.Trim(line, "| "), " | ") {
-				fmt.Fprintf(&b, "<%s>%s</%s>", tag, html.EscapeString(c), tag)
+			// Only the row's outer bars go: an empty first or last cell
+			// is a cell.
+			for _, c := range strings.Split(strings.TrimSuffix(strings.TrimPrefix(line, "| "), " |"), " | ") {
+				fmt.Fprintf(&b, "<%s>%s</%s>", tag, html.EscapeString(strings.TrimSpace(c)), tag)
 			}
 			b.WriteString("</tr>\n")
 		case strings.HasPrefix(line, "## "):
