@@ -2,47 +2,15 @@ package bench
 
 import (
 	"bufio"
-	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
-
-// orphanChildEnv makes the test binary start `sleep` with startPinned,
-// print its pid and wait to be killed (TestStartPinnedDiesWithHarness).
-const orphanChildEnv = "SPINDLE_BENCH_TEST_ORPHAN"
-
-// orphanMain is the harness TestStartPinnedDiesWithHarness kills: it
-// starts a program as the proxy arms start haproxy and nginx, has some
-// locked threads exit meanwhile (as the load generator's do), says the
-// program's pid and waits.
-func orphanMain() int {
-	cpus, err := allowedCPUs()
-	if err != nil {
-		fmt.Println("error:", err)
-		return 1
-	}
-	cmd := exec.Command("sleep", "300")
-	if err := startPinned(cmd, cpus[:1]); err != nil {
-		fmt.Println("error:", err)
-		return 1
-	}
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() { runtime.LockOSThread() }) // the thread exits with it
-	}
-	wg.Wait()
-	fmt.Println(cmd.Process.Pid)
-	time.Sleep(time.Minute)
-	return 0
-}
 
 // TestStartPinnedDiesWithHarness: a program started with startPinned
 // (haproxy, nginx, h2load: each the leader of a process group of its own,
