@@ -381,11 +381,23 @@ func (c *Conn) checkHWM() {
 
 // PauseRead stops delivering data from c (for backpressure across
 // connections, as a proxy needs); ResumeRead starts it again. Loop goroutine.
-func (c *Conn) PauseRead() { c.pause(pauseUser) }
+func (c *Conn) PauseRead() {
+	if c.handshaking() {
+		c.tls.pauseLater = true // DialTLS: from OnOpen on
+		return
+	}
+	c.pause(pauseUser)
+}
 
 // ResumeRead undoes PauseRead. Data the kernel had already received while
 // paused may be delivered (OnData) before ResumeRead returns. Loop goroutine.
-func (c *Conn) ResumeRead() { c.resume(pauseUser) }
+func (c *Conn) ResumeRead() {
+	if c.handshaking() {
+		c.tls.pauseLater = false
+		return
+	}
+	c.resume(pauseUser)
+}
 
 // CloseWrite sends FIN after the queued data; c can still receive. On a
 // TLS connection a close_notify alert goes before the FIN. Loop goroutine.
@@ -394,6 +406,10 @@ func (c *Conn) CloseWrite() error {
 		return net.ErrClosed
 	}
 	if !c.wantShutWr {
+		if c.handshaking() {
+			c.tls.shutLater = true // DialTLS: once the handshake is done
+			return nil
+		}
 		if c.tls != nil {
 			c.tls.closeNotify(c)
 		}
@@ -428,7 +444,7 @@ func (c *Conn) CloseWrite() error {
 // net.ErrClosed after Close. Loop goroutine.
 func (c *Conn) CloseLinger(timeout time.Duration, maxBytes int) error {
 	switch {
-	case c.state == stateConnecting:
+	case c.state == stateConnecting || c.handshaking():
 		return c.Close()
 	case c.state != stateOpen:
 		return net.ErrClosed

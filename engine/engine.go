@@ -402,7 +402,7 @@ func (c *Config) withDefaults() (Config, error) {
 type Handler interface {
 	// OnOpen is called once when an accepted connection is ready (on a
 	// TLS listener, once its handshake has succeeded) or a dialed one has
-	// connected.
+	// connected (with Loop.DialTLS, once its handshake has succeeded).
 	OnOpen(c *Conn)
 	// OnData delivers received bytes in b. If OnData returns false the
 	// engine reuses b's memory after the call returns, so b.Bytes() must
@@ -840,7 +840,8 @@ type ListenConfig struct {
 	// still in their handshake; one that succeeds once Shutdown has begun
 	// is closed (OnClose gets ErrClosed). Run returns once every
 	// handshake has: a callback of the config (GetCertificate, say) that
-	// blocks holds it.
+	// blocks holds it. Loop.DialTLS is the client side: the same, on
+	// dialed connections.
 	TLS *tls.Config
 	// HandshakeTimeout bounds a TLS handshake, from the accept. Default
 	// 10 s; negative: no bound. Without TLS it does nothing.

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
@@ -415,7 +416,7 @@ func (l *Loop) accepted(fd int, s *lnSock) {
 }
 
 // open starts receiving on c, now connected, and hands it to the handler;
-// for a TLS listener ln, once the handshake has succeeded.
+// for a TLS listener ln, or a TLS dial, once the handshake has succeeded.
 func (l *Loop) open(c *Conn, ln *Listener) {
 	c.state = stateOpen
 	if !c.unixPeer {
@@ -423,7 +424,12 @@ func (l *Loop) open(c *Conn, ln *Listener) {
 	}
 	l.be.startConn(c)
 	if ln != nil && ln.tls != nil && c.state == stateOpen {
-		l.startTLS(c, ln.tls, ln.handshakeTimeout) // OnOpen once done
+		newTLS(c, ln.tls, false)
+		l.startTLS(c, ln.handshakeTimeout) // OnOpen once done
+		return
+	}
+	if c.tls != nil && c.state == stateOpen {
+		l.startTLS(c, 0) // DialTLS: the dial's timer bounds it
 		return
 	}
 	// A backend that cannot arm the connection aborts it: its handler
@@ -474,8 +480,11 @@ func (l *Loop) connected(c *Conn) {
 		c.abort(c.opError("dial", "connect", err))
 		return
 	}
-	c.timer.Stop()
-	c.timer = Timer{}
+	if c.tls == nil {
+		// A TLS dial's goes on: it bounds the handshake too.
+		c.timer.Stop()
+		c.timer = Timer{}
+	}
 	l.st.dialed.Add(1)
 	l.open(c, nil)
 }
@@ -488,6 +497,50 @@ func (l *Loop) connected(c *Conn) {
 // returned, if the backend cannot watch the socket at all, as when
 // epoll_ctl fails). Loop goroutine.
 func (l *Loop) Dial(network, address string, timeout time.Duration) (*Conn, error) {
+	return l.dial(network, address, timeout, nil)
+}
+
+// DialTLS is Dial for a TLS client connection, the client side of
+// ListenConfig.TLS (a sidecar's or proxy's TLS or mTLS to its upstreams):
+// crypto/tls runs the handshake on a goroutine of its own and then the
+// record layer on the loop, as for an accepted TLS connection, with
+// tls.Client in place of tls.Server. OnOpen comes once the handshake has
+// succeeded (Conn.TLS then says what was agreed, the server's
+// certificates among it); a connect or handshake that fails, the server's
+// certificate refused by cfg's verification among them, gets OnClose
+// alone with the error (the handshake's as a *net.OpError with Op "tls
+// handshake" wrapping crypto/tls's error, a
+// *tls.CertificateVerificationError for a certificate refused), as a
+// failed Dial does. timeout, if > 0, bounds the connect and the handshake
+// together: past it OnClose gets an error wrapping
+// os.ErrDeadlineExceeded. cfg is cloned (nil: the defaults, the system's
+// roots); where its ServerName is empty it becomes the address's host, as
+// with tls.Dial: a name is sent as SNI and verified against the
+// certificate's DNS names, an IP address is verified against its IP
+// addresses and not sent. An address without a host (a Unix socket, or an
+// empty host) needs ServerName or InsecureSkipVerify, or DialTLS fails at
+// once. A ClientSessionCache is shared by the clones: dials with one
+// config resume its sessions.
+//
+// Before OnOpen the Conn may be used as a plain dial's: Write (and
+// Writev, WriteBuffer) keeps the plaintext (on the Go heap, outside
+// Buffered and the mark) and encrypts it once the handshake is done,
+// CloseWrite sends close_notify and FIN after it, PauseRead takes effect
+// then (the handshake reads regardless), and Close or CloseLinger
+// abandons the dial (OnClose with nil). A dial whose handshake ends
+// while Shutdown drains opens, as a plain dial connecting then does; the
+// drain's OnDrain is not told of it. Loop goroutine.
+func (l *Loop) DialTLS(network, address string, timeout time.Duration, cfg *tls.Config) (*Conn, error) {
+	cfg, err := clientConfig(network, address, cfg)
+	if err != nil {
+		return nil, &net.OpError{Op: "dial", Net: network, Err: err}
+	}
+	return l.dial(network, address, timeout, cfg)
+}
+
+// dial is Dial, and DialTLS with cfg (its client configuration) not nil.
+// Loop goroutine.
+func (l *Loop) dial(network, address string, timeout time.Duration, cfg *tls.Config) (*Conn, error) {
 	if l.stopping || l.e.draining.Load() {
 		return nil, ErrClosed
 	}
@@ -514,12 +567,18 @@ func (l *Loop) Dial(network, address string, timeout time.Duration) (*Conn, erro
 		unix.Close(fd)
 		return nil, &net.OpError{Op: "dial", Net: network, Addr: c.dialAddr(address), Err: os.NewSyscallError("connect", err)}
 	}
+	if cfg != nil {
+		newTLS(c, cfg, true) // the handshake starts once connected (open)
+	}
 	l.addConn(c)
 	l.be.dial(c)
 	if timeout > 0 && c.state == stateConnecting {
 		c.timer = l.AfterFunc(timeout, func() {
-			if c.state == stateConnecting {
+			switch {
+			case c.state == stateConnecting:
 				c.abort(&net.OpError{Op: "dial", Net: network, Addr: c.dialAddr(address), Err: os.ErrDeadlineExceeded})
+			case c.tls != nil:
+				c.tls.timedOut(c)
 			}
 		})
 	}

@@ -2,7 +2,10 @@
 
 package engine
 
-import "time"
+import (
+	"crypto/tls"
+	"time"
+)
 
 // New returns ErrNotSupported: the engine needs Linux. Any goroutine.
 func New(cfg *Config, h Handler) (*Engine, error) { return nil, ErrNotSupported }
@@ -21,6 +24,11 @@ func (ln *Listener) Close() error { return ErrNotSupported }
 
 // Dial returns ErrNotSupported. Loop goroutine.
 func (l *Loop) Dial(network, address string, timeout time.Duration) (*Conn, error) {
+	return nil, ErrNotSupported
+}
+
+// DialTLS returns ErrNotSupported. Loop goroutine.
+func (l *Loop) DialTLS(network, address string, timeout time.Duration, cfg *tls.Config) (*Conn, error) {
 	return nil, ErrNotSupported
 }
 

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"sync"
 	"time"
@@ -15,7 +17,9 @@ import (
 const defaultHandshakeTimeout = 10 * time.Second
 
 // tlsConn is the TLS side of a connection accepted on a listener with
-// ListenConfig.TLS. crypto/tls does all of TLS over tr, a transport the
+// ListenConfig.TLS (crypto/tls's server) or dialed with Loop.DialTLS (its
+// client): the two differ only in who speaks first and in what a dial
+// allows before OnOpen (early, later). crypto/tls does all of TLS over tr, a transport the
 // engine owns: the loop feeds it what the socket received and queues on the
 // socket what crypto/tls writes to it. The handshake runs on a goroutine of
 // its own, whose reads block until the loop has fed enough; once it is done
@@ -31,7 +35,15 @@ type tlsConn struct {
 	// of the stream (the peer's close_notify, or its FIN at a record
 	// boundary), which the loop has passed on as the connection's EOF.
 	established, ended bool
-	cancel             context.CancelFunc // the handshake's context
+	cancel             context.CancelFunc // the handshake's context; nil before it starts
+	// dialed: crypto/tls's client (Loop.DialTLS). Until OnOpen its
+	// handler may already use the Conn, as a plain dial's: early holds
+	// what it wrote (plaintext, encrypted once the handshake is done),
+	// shutLater its CloseWrite, pauseLater its PauseRead, each applied
+	// then, before OnOpen; the handshake itself writes and reads
+	// meanwhile.
+	dialed, shutLater, pauseLater bool
+	early                         []byte
 }
 
 // tlsTransport is the net.Conn crypto/tls reads and writes. Before the
@@ -222,9 +234,11 @@ func (t *tlsTransport) SetReadDeadline(time.Time) error  { return nil }
 func (t *tlsTransport) SetWriteDeadline(time.Time) error { return nil }
 
 // TLS returns the state of the TLS session of a connection accepted on a
-// listener with ListenConfig.TLS (version, cipher suite, the server name
-// the client asked for, the protocol ALPN chose, whether the session was
-// resumed), nil for a plain connection. Loop goroutine.
+// listener with ListenConfig.TLS or dialed with DialTLS (version, cipher
+// suite, the server name the client asked for, the protocol ALPN chose,
+// whether the session was resumed, the peer's certificates), once OnOpen
+// has been called; nil for a plain connection and before OnOpen. Loop
+// goroutine.
 func (c *Conn) TLS() *tls.ConnectionState {
 	if c.tls == nil {
 		return nil
@@ -236,28 +250,64 @@ func (c *Conn) TLS() *tls.ConnectionState {
 // done: its handler does not know it yet.
 func (c *Conn) handshaking() bool { return c.tls != nil && !c.tls.established }
 
-// startTLS begins the handshake of c, accepted on a TLS listener and
-// receiving: OnOpen comes once it succeeds, OnClose alone if it fails or
-// takes longer than timeout (< 0: no bound). Loop goroutine.
-func (l *Loop) startTLS(c *Conn, cfg *tls.Config, timeout time.Duration) {
-	t := &tlsConn{}
+// newTLS makes c a TLS connection with cfg, which crypto/tls then owns: the
+// client (dialed) or the server (accepted). Its handshake begins with
+// startTLS once c is connected. Loop goroutine.
+func newTLS(c *Conn, cfg *tls.Config, dialed bool) {
+	t := &tlsConn{dialed: dialed}
 	c.tls = t
 	t.tr.c = c
 	t.tr.ready = make(chan struct{}, 1)
+	if dialed {
+		t.conn = tls.Client(&t.tr, cfg)
+	} else {
+		t.conn = tls.Server(&t.tr, cfg)
+	}
+}
+
+// clientConfig returns the configuration DialTLS dials address with: cfg
+// cloned (nil: the defaults), its ServerName the address's host where it
+// has none, as tls.Dial does: a name is sent as SNI and checked against
+// the certificate's DNS names, an IP address (its zone dropped) is not
+// sent (crypto/tls leaves IP literals out of SNI) and is checked against
+// the certificate's IP addresses. Without a host (a Unix socket's path,
+// ":port") ServerName or InsecureSkipVerify must be set, as crypto/tls
+// requires. Any goroutine.
+func clientConfig(network, address string, cfg *tls.Config) (*tls.Config, error) {
+	if cfg == nil {
+		cfg = &tls.Config{}
+	} else {
+		cfg = cfg.Clone()
+	}
+	if cfg.ServerName == "" && network != "unix" {
+		if host, _, err := net.SplitHostPort(address); err == nil {
+			if a, err := netip.ParseAddr(host); err == nil {
+				host = a.WithZone("").String()
+			}
+			cfg.ServerName = host
+		}
+	}
+	if cfg.ServerName == "" && !cfg.InsecureSkipVerify {
+		return nil, errors.New("engine: DialTLS to an address without a host needs tls.Config.ServerName or InsecureSkipVerify")
+	}
+	return cfg, nil
+}
+
+// startTLS begins the handshake of c, now connected and receiving: OnOpen
+// comes once it succeeds, OnClose alone if it fails or takes longer than
+// timeout (<= 0: no bound here; a dial's timer, started by Dial, goes on
+// to bound it). Loop goroutine.
+func (l *Loop) startTLS(c *Conn, timeout time.Duration) {
+	t := c.tls
 	if c.unixPeer {
 		t.tr.local, t.tr.remote = &net.UnixAddr{Net: "unix"}, &net.UnixAddr{Net: "unix"}
 	} else {
 		t.tr.local, t.tr.remote = net.TCPAddrFromAddrPort(c.local), net.TCPAddrFromAddrPort(c.remote)
 	}
-	t.conn = tls.Server(&t.tr, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.cancel = cancel
 	if timeout > 0 {
-		c.timer = l.AfterFunc(timeout, func() {
-			if c.state == stateOpen && !t.established {
-				t.fail(c, c.netError("tls handshake", os.ErrDeadlineExceeded))
-			}
-		})
+		c.timer = l.AfterFunc(timeout, func() { t.timedOut(c) })
 	}
 	l.e.handshakes.Add(1)
 	go func() {
@@ -266,6 +316,15 @@ func (l *Loop) startTLS(c *Conn, cfg *tls.Config, timeout time.Duration) {
 		// Dropped if the loop has exited: c was closed then.
 		l.post(func() { t.handshakeDone(c, err) })
 	}()
+}
+
+// timedOut ends c's handshake with os.ErrDeadlineExceeded if it has not
+// ended: its timeout (a dial's: the connect's and the handshake's) has
+// passed. Loop goroutine.
+func (t *tlsConn) timedOut(c *Conn) {
+	if c.state == stateOpen && !t.established {
+		t.fail(c, c.netError("tls handshake", os.ErrDeadlineExceeded))
+	}
 }
 
 // handshakeDone opens c after a handshake that succeeded, or closes it with
@@ -282,14 +341,26 @@ func (t *tlsConn) handshakeDone(c *Conn, err error) {
 	case err != nil:
 		t.fail(c, c.netError("tls handshake", err))
 		return
-	case l.stopping || l.e.draining.Load():
-		t.fail(c, ErrClosed) // as an accept refused while draining
+	case l.stopping || l.e.draining.Load() && !t.dialed:
+		// As an accept refused while draining. A dial goes on, as a
+		// plain one connecting then does: a drain may need it.
+		t.fail(c, ErrClosed)
 		return
 	}
 	t.established = true
 	t.tr.onLoop = true
 	st := t.conn.ConnectionState()
 	t.state = &st
+	if len(t.early) > 0 {
+		t.conn.Write(t.early) // queued: errors only once closed
+		t.early = nil
+	}
+	if t.shutLater {
+		c.CloseWrite()
+	}
+	if t.pauseLater {
+		c.pause(pauseUser)
+	}
 	l.h.OnOpen(c)
 	// What the client sent with or after its Finished; reading resumes
 	// if the handshake's input had stopped it.
@@ -398,13 +469,18 @@ func (t *tlsConn) sockEOF(c *Conn) {
 	t.pump(c)
 }
 
-// write encrypts p onto c's write queue. Loop goroutine.
+// write encrypts p onto c's write queue; a dial's p before its handshake
+// is done is kept until then. Loop goroutine.
 func (t *tlsConn) write(c *Conn, p []byte) (int, error) {
-	if !c.writable() || !t.established {
+	if !c.writable() || t.shutLater || !t.established && !t.dialed {
 		return 0, net.ErrClosed
 	}
 	if len(p) == 0 {
 		return 0, nil
+	}
+	if !t.established {
+		t.early = append(t.early, p...)
+		return len(p), nil
 	}
 	return t.conn.Write(p)
 }
@@ -420,5 +496,7 @@ func (t *tlsConn) closeNotify(c *Conn) {
 // closed wakes a handshake waiting for input: c has closed. Loop goroutine.
 func (t *tlsConn) closed() {
 	t.tr.Close()
-	t.cancel()
+	if t.cancel != nil {
+		t.cancel()
+	}
 }
