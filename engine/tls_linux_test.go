@@ -25,16 +25,19 @@ import (
 	"time"
 )
 
-// testPKI is a CA and a leaf it signed for localhost, 127.0.0.1 and
-// example.test, made once per test binary.
+// testPKI is a CA, a leaf it signed for localhost, 127.0.0.1 and
+// example.test, and a client certificate it signed (mTLS), made once per
+// test binary.
 type testPKI struct {
-	roots *x509.CertPool
-	leaf  tls.Certificate
+	roots  *x509.CertPool
+	leaf   tls.Certificate
+	client tls.Certificate
 }
 
 var testCA = sync.OnceValue(func() testPKI { return newTestPKI() })
 
-// newTestPKI makes a CA and a server certificate it signed (ECDSA P-256).
+// newTestPKI makes a CA and a server and a client certificate it signed
+// (ECDSA P-256).
 func newTestPKI() testPKI {
 	must := func(err error) {
 		if err != nil {
@@ -71,9 +74,18 @@ func newTestPKI() testPKI {
 	}
 	leafDER, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &key.PublicKey, caKey)
 	must(err)
+	// The client's: the leaf's template, for client authentication.
+	client := *leaf
+	client.SerialNumber, client.Subject = big.NewInt(3), pkix.Name{CommonName: "spindle test client"}
+	client.DNSNames, client.IPAddresses = nil, nil
+	client.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	clientDER, err := x509.CreateCertificate(rand.Reader, &client, caCert, &key.PublicKey, caKey)
+	must(err)
 	roots := x509.NewCertPool()
 	roots.AddCert(caCert)
-	return testPKI{roots: roots, leaf: tls.Certificate{Certificate: [][]byte{leafDER}, PrivateKey: key}}
+	return testPKI{roots: roots,
+		leaf:   tls.Certificate{Certificate: [][]byte{leafDER}, PrivateKey: key},
+		client: tls.Certificate{Certificate: [][]byte{clientDER}, PrivateKey: key}}
 }
 
 func serverTLS() *tls.Config {
