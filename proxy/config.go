@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"bytes"
+	"crypto/tls"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -91,6 +93,9 @@ type ListenerConfig struct {
 	// Pool is the name of the pool connections go to; required. In mode
 	// http it takes the requests no route matches.
 	Pool string `yaml:"pool" json:"pool"`
+	// TLS, when set, makes the listener terminate TLS: see TLSConfig.
+	// Default none: plain TCP.
+	TLS *TLSConfig `yaml:"tls,omitempty" json:"tls,omitempty"`
 	// Routes send HTTP requests to pools by host and path (mode http
 	// only): the first route that matches a request takes it.
 	Routes []RouteConfig `yaml:"routes,omitempty" json:"routes,omitempty"`
@@ -212,21 +217,22 @@ type ListenerConfig struct {
 	// the HTTP/2 client preface speaks HTTP/2, each of its streams a
 	// request forwarded as HTTP/1.1; others are HTTP/1.1 clients as
 	// without it. Default false. The h2c upgrade from HTTP/1.1 is not
-	// taken (see Upgrades).
+	// taken (see Upgrades). Not with TLS, where ALPN offers HTTP/2
+	// (TLSConfig.ALPN).
 	H2C bool `yaml:"h2c,omitempty" json:"h2c,omitempty"`
-	// H2MaxConcurrentStreams (with h2c) is an HTTP/2 client's
-	// SETTINGS_MAX_CONCURRENT_STREAMS: the requests it may have in
-	// flight on one connection, each on an upstream connection of its
-	// own. Default 100.
+	// H2MaxConcurrentStreams (with h2c, or TLS offering h2) is an
+	// HTTP/2 client's SETTINGS_MAX_CONCURRENT_STREAMS: the requests it
+	// may have in flight on one connection, each on an upstream
+	// connection of its own. Default 100.
 	H2MaxConcurrentStreams uint32 `yaml:"h2_max_concurrent_streams,omitempty" json:"h2_max_concurrent_streams,omitempty"`
-	// H2InitialWindow (with h2c) is each HTTP/2 stream's receive window
-	// (SETTINGS_INITIAL_WINDOW_SIZE), in bytes: what a request body may
-	// have on its way that the upstream has not taken. Default 64 KiB:
-	// the proxy holds a stream's body while its upstream connects and
-	// returns the window only as the upstream takes the bytes, so the
-	// window is the memory a stream may hold (bounded per connection by
-	// the 1 MiB connection window as well); a larger one only helps a
-	// single upload over a long round trip.
+	// H2InitialWindow (with h2c, or TLS offering h2) is each HTTP/2
+	// stream's receive window (SETTINGS_INITIAL_WINDOW_SIZE), in bytes:
+	// what a request body may have on its way that the upstream has not
+	// taken. Default 64 KiB: the proxy holds a stream's body while its
+	// upstream connects and returns the window only as the upstream
+	// takes the bytes, so the window is the memory a stream may hold
+	// (bounded per connection by the 1 MiB connection window as well); a
+	// larger one only helps a single upload over a long round trip.
 	H2InitialWindow uint32 `yaml:"h2_initial_window,omitempty" json:"h2_initial_window,omitempty"`
 	// RateLimit limits the listener's requests (mode http: every
 	// request, whatever its route) or new connections (mode tcp): see
@@ -261,6 +267,213 @@ const (
 
 // DefaultUpgrades is an HTTP listener's default upgrades.
 var DefaultUpgrades = Tokens{"websocket"}
+
+// TLSConfig makes a listener terminate TLS (ListenerConfig.TLS). The
+// engine runs each handshake, on a goroutine of its own bounded by
+// HandshakeTimeout, and then the record layer on the loop
+// (engine.ListenConfig.TLS); the listener's mode works on the plaintext
+// as on a plain listener: mode tcp sends the client's decrypted bytes to
+// its server as they are (and the server's, encrypted, back), mode http
+// parses the requests (HTTP/1.1, and HTTP/2 where ALPN chose "h2") and
+// sends them on with X-Forwarded-Proto: https. A client is accepted
+// (counted, and held to max_conns and rate_limit) once its handshake has
+// succeeded; one whose handshake fails or times out is closed and counted
+// (spindle_proxy_listener_tls_handshake_failures_total).
+//
+// The certificate files are read by Validate (so that `spindle proxy
+// -check` reports a file that cannot be read or a key that does not match
+// its certificate) and again by New and by each Reload: a reload (SIGHUP)
+// puts in force, for the handshakes that follow, the certificates the
+// files hold then, on the socket it keeps (the connections open keep
+// their sessions). Turning TLS on or off, or changing handshake_timeout,
+// on a socket a reload keeps (the same listen address) is refused: those
+// are set when the socket is opened (give the listener another address, or
+// restart the proxy). Every other field applies to the next handshakes.
+type TLSConfig struct {
+	// CertFile is a PEM file holding a certificate chain, the leaf
+	// first, and KeyFile its private key (PEM: PKCS #1, PKCS #8 or SEC
+	// 1). Both or neither. The pair is the listener's default
+	// certificate, the one a client gets whose server name (SNI) matches
+	// none of Certificates, or that sends none. Relative paths are from
+	// the proxy's working directory.
+	CertFile string `yaml:"cert_file,omitempty" json:"cert_file,omitempty"`
+	KeyFile  string `yaml:"key_file,omitempty" json:"key_file,omitempty"`
+	// Certificates are more pairs, picked by the client's server name:
+	// crypto/tls takes the first pair (cert_file's, then these in
+	// order) whose leaf the name matches (its DNS names, wildcards
+	// included) and whose key the client can use, else the first pair.
+	// At least one pair in all, here or in cert_file and key_file.
+	Certificates []CertificateConfig `yaml:"certificates,omitempty" json:"certificates,omitempty"`
+	// MinVersion is the lowest TLS version accepted: "1.2" (the default)
+	// or "1.3". The highest is 1.3.
+	MinVersion string `yaml:"min_version" json:"min_version"`
+	// ALPN lists the application protocols offered (RFC 7301), the
+	// listener's preferred first. Default in mode http ["h2",
+	// "http/1.1"]: a client that offers h2 speaks HTTP/2 (RFC 9113 3.2),
+	// each of its streams a request as an h2c client's are
+	// (h2_max_concurrent_streams and h2_initial_window apply), and
+	// others HTTP/1.1; ["http/1.1"] serves HTTP/1.1 alone. Mode http
+	// takes only "h2" and "http/1.1". Default in mode tcp none: the
+	// handshake chooses no protocol and the bytes go to the server as
+	// they come. A client that offers protocols, none of them listed,
+	// fails its handshake (crypto/tls lets one that offers http/1.1
+	// through as if it had offered none); one that offers none is served
+	// (mode http: HTTP/1.1). [] offers none.
+	ALPN Tokens `yaml:"alpn,omitempty" json:"alpn,omitzero"`
+	// HandshakeTimeout bounds a handshake, from the accept: a client
+	// that has not completed its own by then is closed, and counted as
+	// failed. Default 10s. Positive.
+	HandshakeTimeout Duration `yaml:"handshake_timeout" json:"handshake_timeout"`
+}
+
+// CertificateConfig is a certificate chain and its private key, PEM files
+// (see TLSConfig.CertFile); both required.
+type CertificateConfig struct {
+	CertFile string `yaml:"cert_file" json:"cert_file"`
+	KeyFile  string `yaml:"key_file" json:"key_file"`
+}
+
+// TLS versions (TLSConfig.MinVersion).
+const (
+	TLS12 = "1.2"
+	TLS13 = "1.3"
+)
+
+// DefaultTLSHandshakeTimeout is TLSConfig.HandshakeTimeout's default, the
+// engine's (engine.ListenConfig.HandshakeTimeout).
+const DefaultTLSHandshakeTimeout = 10 * time.Second
+
+// DefaultHTTPALPN is a mode http listener's default TLSConfig.ALPN.
+var DefaultHTTPALPN = Tokens{"h2", "http/1.1"}
+
+// maxPEMFile bounds a certificate or key file: a chain is a few KiB.
+const maxPEMFile = 1 << 20
+
+// setDefaults fills in t's defaults for a listener in mode (nil: no TLS).
+func (t *TLSConfig) setDefaults(mode string) {
+	if t == nil {
+		return
+	}
+	if t.MinVersion == "" {
+		t.MinVersion = TLS12
+	}
+	setDuration(&t.HandshakeTimeout, DefaultTLSHandshakeTimeout)
+	if t.ALPN == nil && mode == ModeHTTP {
+		t.ALPN = slices.Clone(DefaultHTTPALPN)
+	}
+}
+
+// serverConfig checks t (defaults filled in) for a listener in mode, reads
+// its certificate files and returns the crypto/tls config of its
+// handshakes. The error begins with the field's name ("tls.cert_file:").
+// Any goroutine.
+func (t *TLSConfig) serverConfig(mode string) (*tls.Config, error) {
+	cfg := &tls.Config{MaxVersion: tls.VersionTLS13}
+	switch t.MinVersion {
+	case TLS12:
+		cfg.MinVersion = tls.VersionTLS12
+	case TLS13:
+		cfg.MinVersion = tls.VersionTLS13
+	default:
+		return nil, fmt.Errorf("tls.min_version: unknown %q (want %q or %q)", t.MinVersion, TLS12, TLS13)
+	}
+	if t.HandshakeTimeout <= 0 {
+		return nil, fmt.Errorf("tls.handshake_timeout: %v is not positive", time.Duration(t.HandshakeTimeout))
+	}
+	for i, p := range t.ALPN {
+		where := fmt.Sprintf("tls.alpn[%d]", i)
+		switch {
+		case p == "":
+			return nil, fmt.Errorf("%s: empty", where)
+		case len(p) > 255:
+			return nil, fmt.Errorf("%s: %q longer than 255 bytes", where, p)
+		case slices.Contains(t.ALPN[:i], p):
+			return nil, fmt.Errorf("%s: %q listed twice", where, p)
+		case mode == ModeHTTP && p != "h2" && p != "http/1.1":
+			return nil, fmt.Errorf("%s: %q is not served in mode %s (want \"h2\" or \"http/1.1\")", where, p, ModeHTTP)
+		}
+	}
+	cfg.NextProtos = slices.Clone(t.ALPN)
+	if t.CertFile != "" || t.KeyFile != "" {
+		c, err := loadPair("tls", CertificateConfig{t.CertFile, t.KeyFile})
+		if err != nil {
+			return nil, err
+		}
+		cfg.Certificates = append(cfg.Certificates, c)
+	}
+	for i, pc := range t.Certificates {
+		c, err := loadPair(fmt.Sprintf("tls.certificates[%d]", i), pc)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Certificates = append(cfg.Certificates, c)
+	}
+	if len(cfg.Certificates) == 0 {
+		return nil, errors.New("tls: no certificate (cert_file and key_file, or certificates)")
+	}
+	return cfg, nil
+}
+
+// loadPair reads a certificate pair; where names it in the error.
+func loadPair(where string, pc CertificateConfig) (tls.Certificate, error) {
+	switch {
+	case pc.CertFile == "":
+		return tls.Certificate{}, fmt.Errorf("%s.cert_file: missing", where)
+	case pc.KeyFile == "":
+		return tls.Certificate{}, fmt.Errorf("%s.key_file: missing", where)
+	}
+	certPEM, err := readPEM(pc.CertFile, func(typ string) bool { return typ == "CERTIFICATE" }, "no PEM CERTIFICATE block")
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("%s.cert_file: %w", where, err)
+	}
+	keyPEM, err := readPEM(pc.KeyFile, func(typ string) bool { return strings.HasSuffix(typ, "PRIVATE KEY") }, "no PEM private key block")
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("%s.key_file: %w", where, err)
+	}
+	c, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("%s: cert_file %s, key_file %s: %w", where, pc.CertFile, pc.KeyFile, err)
+	}
+	return c, nil
+}
+
+// readPEM reads a PEM file of at most maxPEMFile bytes (a regular file:
+// not a FIFO or device, which a read could wait on or never end) that
+// has a block whose type is wanted, else says none (an error naming the
+// file).
+func readPEM(path string, wanted func(typ string) bool, none string) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	case fi.Size() > maxPEMFile:
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxPEMFile)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxPEMFile+1))
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%s: %w", path, err)
+	case len(b) > maxPEMFile:
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxPEMFile)
+	}
+	for rest := b; ; {
+		var blk *pem.Block
+		if blk, rest = pem.Decode(rest); blk == nil {
+			return nil, fmt.Errorf("%s: %s", path, none)
+		}
+		if wanted(blk.Type) {
+			return b, nil
+		}
+	}
+}
 
 // RouteConfig sends the HTTP requests that match it to a pool.
 type RouteConfig struct {
@@ -829,6 +1042,7 @@ func (c *Config) SetDefaults() {
 		if a := l.AccessLog; a != nil && a.Format == "" {
 			a.Format = AccessLogJSON
 		}
+		l.TLS.setDefaults(l.Mode)
 		l.setRateDefaults()
 		l.setRetryDefaults()
 		if l.Mode != ModeHTTP {
@@ -837,7 +1051,7 @@ func (c *Config) SetDefaults() {
 		setDuration(&l.RequestTimeout, DefaultRequestTimeout)
 		setDuration(&l.ResponseTimeout, DefaultResponseTimeout)
 		setDuration(&l.KeepaliveTimeout, DefaultKeepaliveTimeout)
-		if l.H2C {
+		if l.servesH2() {
 			if l.H2MaxConcurrentStreams == 0 {
 				l.H2MaxConcurrentStreams = DefaultH2MaxConcurrentStreams
 			}
@@ -1114,6 +1328,11 @@ func (c *Config) Validate() error {
 		if err := l.validateMode(pools); err != nil {
 			return fmt.Errorf("%s.%w", where, err)
 		}
+		if t := l.TLS; t != nil {
+			if _, err := t.serverConfig(l.Mode); err != nil {
+				return fmt.Errorf("%s.%w", where, err)
+			}
+		}
 		if err := l.AccessLog.validate(); err != nil {
 			return fmt.Errorf("%s.access_log.%w", where, err)
 		}
@@ -1284,10 +1503,13 @@ func (l *ListenerConfig) validateMode(pools map[string]bool) error {
 	if l.MaxRequestBody < 0 {
 		return fmt.Errorf("max_request_body: negative %d", l.MaxRequestBody)
 	}
-	if !l.H2C && (l.H2MaxConcurrentStreams != 0 || l.H2InitialWindow != 0) {
-		return errors.New("h2_max_concurrent_streams, h2_initial_window: only with h2c: true")
+	if l.H2C && l.TLS != nil {
+		return errors.New("h2c: HTTP/2 over cleartext, not on a tls listener (HTTP/2 over TLS is tls.alpn's \"h2\", offered by default)")
 	}
-	if w := l.H2InitialWindow; l.H2C && (w < 65535 || w > 1<<31-1) {
+	if !l.servesH2() && (l.H2MaxConcurrentStreams != 0 || l.H2InitialWindow != 0) {
+		return errors.New("h2_max_concurrent_streams, h2_initial_window: only with h2c: true, or tls with \"h2\" in its alpn")
+	}
+	if w := l.H2InitialWindow; l.servesH2() && (w < 65535 || w > 1<<31-1) {
 		return fmt.Errorf("h2_initial_window: %d is not from 65535 to 2147483647", w)
 	}
 	for i, u := range l.Upgrades {
@@ -1336,6 +1558,13 @@ func (l *ListenerConfig) validateMode(pools map[string]bool) error {
 		}
 	}
 	return validRouteNames(l.Routes)
+}
+
+// servesH2 reports whether a mode http listener takes HTTP/2 clients:
+// with prior knowledge (h2c), or by ALPN ("h2" in tls.alpn, defaults
+// filled in).
+func (l *ListenerConfig) servesH2() bool {
+	return l.H2C || l.TLS != nil && slices.Contains(l.TLS.ALPN, "h2")
 }
 
 // unmapPrefix returns an IPv4-mapped prefix's IPv4 prefix (the bits of
