@@ -47,6 +47,10 @@ type lnStats struct {
 	// Request fields dropped for an underscore in their name.
 	underscoreDropped counter
 
+	// TLS handshakes that failed or timed out (the engine's OnClose
+	// without OnOpen).
+	tlsFailed counter
+
 	// h2c.
 	h2Conns        counter // HTTP/2 client connections (the preface received)
 	h2Streams      counter // streams opened (requests)
@@ -696,7 +700,10 @@ func (h *handler) OnClose(c *engine.Conn, err error) {
 		h.loop(c).dropIdle(c, x)
 		return
 	default:
-		return // rejected by max_conns, a dial Dial itself closed, or an upstream let go of
+		// Rejected by max_conns, a dial Dial itself closed, an upstream
+		// let go of, or a TLS client whose handshake failed.
+		h.handshakeFailed(c, err)
+		return
 	}
 	if c == s.client {
 		s.done = true
@@ -739,6 +746,21 @@ func (h *handler) OnClose(c *engine.Conn, err error) {
 	}
 	if !s.client.Closed() {
 		closePeer(s.client, err)
+	}
+}
+
+// handshakeFailed counts the failed handshake of c, closed with err and
+// never opened, if it is a client of a TLS listener in force: the
+// engine's OnClose alone, as a failed dial's. (One cut by the engine's
+// shutdown, net.ErrClosed, did not fail; one accepted on a socket a
+// reload has closed since is not counted.) Loop goroutine.
+func (h *handler) handshakeFailed(c *engine.Conn, err error) {
+	if err == nil || c.Listener() == nil || c.TLS() != nil || errors.Is(err, net.ErrClosed) {
+		return // closed by the proxy, a dial, a client opened, or the shutdown
+	}
+	ls := h.loop(c)
+	if l := ls.byLn[c.Listener()]; l != nil && l.tls != nil {
+		l.stats[ls.id].tlsFailed.inc()
 	}
 }
 

@@ -557,7 +557,7 @@ func (st *h2stream) writeHead(r *h2.Request, host []byte) {
 	o = appendXFF(o, r.Fields, trusted, client)
 	o = append(o, "\r\n"...)
 	if !xfp {
-		o = append(o, "X-Forwarded-Proto: http\r\n"...)
+		o = h1.AppendHeader(o, hdrXFP, st.ln.scheme)
 	}
 	if !xfh {
 		o = h1.AppendHeader(o, hdrXFH, host)

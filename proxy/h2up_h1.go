@@ -145,7 +145,7 @@ func (s *hsession) h2Head() {
 	hb = client.AppendTo(hb)
 	fs = append(fs, hpack.Field{Name: hdrXFFLower, Value: hb[x0:]})
 	if !xfp {
-		fs = append(fs, hpack.Field{Name: hdrXFPLower, Value: valHTTP})
+		fs = append(fs, hpack.Field{Name: hdrXFPLower, Value: s.ln.scheme})
 	}
 	if !xfh && e0 > a0 {
 		fs = append(fs, hpack.Field{Name: hdrXFHLower, Value: hb[a0:e0]})

@@ -147,7 +147,7 @@ func (st *h2stream) h2Head(r *h2.Request, host []byte) {
 	hb = appendXFF(hb, r.Fields, trusted, client)
 	fs = append(fs, hpack.Field{Name: hdrXFFLower, Value: hb[x0:]})
 	if !xfp {
-		fs = append(fs, hpack.Field{Name: hdrXFPLower, Value: valHTTP})
+		fs = append(fs, hpack.Field{Name: hdrXFPLower, Value: st.ln.scheme})
 	}
 	if !xfh {
 		fs = append(fs, hpack.Field{Name: hdrXFHLower, Value: hb[a0:e0]})

@@ -231,7 +231,7 @@ func stripPort(host []byte) []byte {
 // startHTTP starts an HTTP session for an accepted client. Loop
 // goroutine.
 func (p *Proxy) startHTTP(c *engine.Conn, ls *loopState, l *listener) {
-	s := &hsession{p: p, ls: ls, ln: l, client: c, reading: true, phase: phIdle, sniff: l.cfg.H2C}
+	s := &hsession{p: p, ls: ls, ln: l, client: c, reading: true, phase: phIdle, sniff: l.sniffsH2(c)}
 	s.timerFn = s.onTimer
 	s.w.of = s
 	c.SetContext(s)
@@ -641,7 +641,7 @@ func (s *hsession) gotHead() {
 	o = client.AppendTo(o)
 	o = append(o, "\r\n"...)
 	if !xfp {
-		o = append(o, "X-Forwarded-Proto: http\r\n"...)
+		o = h1.AppendHeader(o, hdrXFP, s.ln.scheme)
 	}
 	if host := requestHost(r); !xfh && len(host) > 0 {
 		o = h1.AppendHeader(o, hdrXFH, host)

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log"
@@ -82,6 +83,14 @@ type listener struct {
 
 	http   bool    // mode http
 	routes []route // mode http
+	// tls is its socket's TLS state, shared with the listeners before
+	// and after it on the socket (nil: plain); tlsCfg is what its
+	// config made of it, which its generation puts in force (reload.go).
+	tls    *tlsSocket
+	tlsCfg *tls.Config
+	// scheme is its clients' X-Forwarded-Proto: "https" over TLS, else
+	// "http".
+	scheme []byte
 	// limit and rlimits (by route index; nil where no route has one)
 	// are the rate limits (ratelimit.go), nil for none.
 	limit   *limiter
@@ -99,6 +108,36 @@ type listener struct {
 	// retries are the retry policies by route index, the listener's
 	// last (retry.go); nil where there are none.
 	retries []*retryPolicy
+}
+
+// tlsSocket is a TLS listener socket's state: the crypto/tls config its
+// handshakes take, which a reload replaces (with the certificate files
+// read again) for the handshakes that follow. The engine's config for the
+// socket only asks for it (GetConfigForClient); its own session ticket
+// keys, which crypto/tls uses whatever config a handshake takes, last as
+// long as the socket, so that a client resumes its session across reloads.
+type tlsSocket struct{ cur atomic.Pointer[tls.Config] }
+
+// listenConfig returns the engine's options for the socket: TLS with
+// handshakes bounded by timeout.
+func (ts *tlsSocket) listenConfig(timeout time.Duration) *engine.ListenConfig {
+	get := func(*tls.ClientHelloInfo) (*tls.Config, error) { return ts.cur.Load(), nil }
+	return &engine.ListenConfig{TLS: &tls.Config{GetConfigForClient: get}, HandshakeTimeout: timeout}
+}
+
+// schemeHTTPS is a TLS listener's scheme (listener.scheme; a plain one's
+// is schemeHTTPVal).
+var schemeHTTPS = []byte("https")
+
+// sniffsH2 reports whether a client c of l may speak HTTP/2, its first
+// bytes then looked at for the client preface (sniffH2): on an h2c
+// listener, or over TLS where ALPN chose h2 (RFC 9113 3.3: over TLS only
+// ALPN says HTTP/2, prior knowledge being for cleartext). Loop goroutine.
+func (l *listener) sniffsH2(c *engine.Conn) bool {
+	if st := c.TLS(); st != nil {
+		return st.NegotiatedProtocol == "h2"
+	}
+	return l.cfg.H2C
 }
 
 // pool is one config pool.

@@ -299,9 +299,14 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 	// taken over by an equal listen address (port 0 aside).
 	claimed := map[*engine.Listener]bool{}
 	prev := map[*listener]*listener{} // the listener each follows (same socket and mode)
+	from := map[*listener]*listener{} // the listener whose socket each keeps
 	for _, lc := range cfg.Listeners {
+		scheme := schemeHTTPVal
+		if lc.TLS != nil {
+			scheme = schemeHTTPS
+		}
 		g.lns = append(g.lns, &listener{name: lc.Name, cfg: lc, pool: byName[lc.Pool], http: lc.Mode == ModeHTTP, routes: compileRoutes(lc.Routes, byName),
-			reqOps: compileOps(lc.RequestHeaders), respOps: compileOps(lc.ResponseHeaders)})
+			reqOps: compileOps(lc.RequestHeaders), respOps: compileOps(lc.ResponseHeaders), scheme: scheme})
 	}
 	for _, l := range g.lns {
 		p.makeLimiters(l)
@@ -312,6 +317,7 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 			if o.name == l.name && o.cfg.Listen == l.cfg.Listen {
 				l.ln = o.ln
 				claimed[o.ln] = true
+				from[l] = o
 				if o.cfg.Mode == l.cfg.Mode {
 					l.conns, l.stats = o.conns, o.stats
 					prev[l] = o
@@ -328,8 +334,14 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 			if oap, _ := listenAddr(o.cfg.Listen); !claimed[o.ln] && ap.Port() != 0 && oap == ap {
 				l.ln = o.ln
 				claimed[o.ln] = true
+				from[l] = o
 				break
 			}
+		}
+	}
+	for i, l := range g.lns {
+		if err := l.setTLS(i, from[l]); err != nil {
+			return nil, err
 		}
 	}
 	for _, l := range g.lns {
@@ -376,13 +388,55 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 	return g, nil
 }
 
+// setTLS sets up l's TLS, if it has any, as listeners[i] of its config:
+// its crypto/tls config (the certificate files read), and its socket's
+// state, o's where l keeps the socket of o (nil for none: a socket to
+// open). TLS is set when a socket opens: a kept socket's cannot be turned
+// on or off, nor its handshake timeout changed. Reload's goroutine (or
+// New's).
+func (l *listener) setTLS(i int, o *listener) error {
+	where := fmt.Sprintf("listeners[%d] (%s).tls", i, l.name)
+	t := l.cfg.TLS
+	var kept string
+	if o != nil {
+		kept = fmt.Sprintf("the socket the reload keeps (%v, listener %s's): it is set when a socket opens; give the listener another listen address, or restart the proxy", o.ln.Addr(), o.name)
+		switch {
+		case o.tls == nil && t != nil:
+			return fmt.Errorf("%s: added on %s", where, kept)
+		case o.tls != nil && t == nil:
+			return fmt.Errorf("%s: removed from %s", where, kept)
+		case t != nil && o.cfg.TLS.HandshakeTimeout != t.HandshakeTimeout:
+			return fmt.Errorf("%s.handshake_timeout: changed from %v to %v on %s", where, time.Duration(o.cfg.TLS.HandshakeTimeout), time.Duration(t.HandshakeTimeout), kept)
+		}
+	}
+	if t == nil {
+		return nil
+	}
+	cfg, err := t.serverConfig(l.cfg.Mode)
+	if err != nil {
+		return fmt.Errorf("listeners[%d] (%s).%w", i, l.name, err)
+	}
+	l.tlsCfg = cfg
+	if o != nil {
+		l.tls = o.tls // (commit puts cfg in force)
+	} else {
+		l.tls = new(tlsSocket)
+		l.tls.cur.Store(cfg)
+	}
+	return nil
+}
+
 // open opens l's socket, if it has none, for g. lnMu held; Reload's
 // goroutine (or New's).
 func (p *Proxy) open(g *generation, l *listener) error {
 	if l.ln != nil {
 		return nil
 	}
-	eln, err := p.e.Listen("tcp", l.cfg.Listen, nil)
+	var lc *engine.ListenConfig
+	if l.tls != nil {
+		lc = l.tls.listenConfig(time.Duration(l.cfg.TLS.HandshakeTimeout))
+	}
+	eln, err := p.e.Listen("tcp", l.cfg.Listen, lc)
 	if err != nil {
 		return fmt.Errorf("listener %s: %w", l.name, err)
 	}
@@ -454,6 +508,11 @@ func (p *Proxy) commit(g *generation) error {
 	}
 	p.cur, p.lns, p.pools = g.cfg, g.lns, g.pools
 	g.setCaps()
+	for _, l := range g.lns {
+		if l.tls != nil {
+			l.tls.cur.Store(l.tlsCfg) // the next handshakes on its socket take it
+		}
+	}
 	p.alogs = append(p.alogs, g.alogs...)
 	running := p.running
 	if running {

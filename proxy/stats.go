@@ -59,6 +59,9 @@ type ListenerTotals struct {
 	DiscardClosed uint64
 	// RateLimit is the listener's rate_limit's decisions, nil for none.
 	RateLimit *RateLimitTotals
+	// TLSHandshakeFailures counts the clients (of a listener with tls)
+	// whose handshake failed or timed out: closed, never accepted.
+	TLSHandshakeFailures uint64
 }
 
 // ServerTotals are one server's counters, in one pool.
@@ -130,6 +133,7 @@ func (p *Proxy) Totals() Totals {
 			lt.H2ResetsProxy += s.h2ResetsProxy.load()
 			lt.UnderscoreDropped += s.underscoreDropped.load()
 			lt.DiscardClosed += s.discardClosed.load()
+			lt.TLSHandshakeFailures += s.tlsFailed.load()
 			for k := range 5 {
 				lt.ResponsesUpstream[k] += s.respUp[k].load()
 				lt.ResponsesProxy[k] += s.respLocal[k].load()
