@@ -1,7 +1,8 @@
 // Package proxy is spindle's sidecar and gateway proxy on the engine: an L4
 // TCP proxy and an HTTP/1.1 reverse proxy (which takes HTTP/2 clients
 // with h2c, and speaks HTTP/2 to an h2c pool's servers, gRPC's among
-// them). Listeners accept on every loop
+// them). Listeners accept on every loop (terminating TLS where they have
+// tls: the engine runs it)
 // and forward each client to a server of an upstream pool, dialed from the
 // loop that accepted the client, handing received buffers to the other
 // side without copying them.
@@ -454,9 +455,54 @@
 // _h2_streams_total, _h2_resets_total{by="client"|"proxy"}); streams
 // count in the listener's requests and responses too. The access log has
 // a line per stream, with proto HTTP/2.0. Not there: the h2c upgrade from
-// HTTP/1.1 (Upgrade: h2c; see upgrades: prior knowledge only), TLS and
-// ALPN (so no "h2" over TLS). HTTP/2 to the servers, and with it gRPC, is
-// a pool's protocol (below).
+// HTTP/1.1 (Upgrade: h2c; see upgrades: prior knowledge only). Over TLS
+// a client speaks HTTP/2 where ALPN chose h2 (below), as an h2c client
+// does here, and h2c itself is refused on a listener with tls. HTTP/2 to
+// the servers, and with it gRPC, is a pool's protocol (below).
+//
+// A listener with tls terminates TLS (TLSConfig), in either mode:
+//
+//	listeners:
+//	  - name: https
+//	    listen: ":8443"
+//	    mode: http
+//	    pool: app
+//	    tls:
+//	      cert_file: /etc/spindle/example.com.pem   # the chain, leaf first; the default certificate
+//	      key_file: /etc/spindle/example.com.key
+//	      certificates: [{cert_file: /etc/spindle/api.pem, key_file: /etc/spindle/api.key}]   # picked by SNI
+//	      min_version: "1.2"          # or "1.3"; default 1.2
+//	      alpn: [h2, http/1.1]        # mode http's default; mode tcp offers none by default
+//	      handshake_timeout: 10s      # default 10s
+//
+// The engine does the TLS (engine.ListenConfig.TLS: crypto/tls, the
+// handshake on a goroutine of its own, then the record layer on the
+// loop), and the listener sees plaintext: mode tcp forwards the client's
+// decrypted bytes to a plain server as they are (the server's encrypted
+// back; the client's close_notify is the server's FIN), mode http serves
+// HTTP/1.1, or HTTP/2 to a client ALPN gave h2 (RFC 9113 3.2), on the
+// h2c paths above (h2_max_concurrent_streams and h2_initial_window
+// apply; a client with h2 still has to send the preface), and its
+// servers get X-Forwarded-Proto: https (see the forwarding fields). A
+// client counts as accepted (and against max_conns and rate_limit) once
+// its handshake has succeeded; one whose handshake fails (not TLS, an
+// alert, no version or protocol in common, past handshake_timeout) is
+// closed and counted in spindle_proxy_listener_tls_handshake_failures_total,
+// and the listener goes on. crypto/tls picks the certificate by the
+// client's server name among cert_file's and certificates' (the first
+// whose leaf matches, wildcards included), else the first. New and every
+// Reload read the certificate files (Validate, and so -check, too,
+// naming a file that cannot be read, holds no PEM block of its kind or a
+// key that is not the certificate's): a reload (SIGHUP) after a renewal
+// gives the next handshakes the new certificates, on the socket it keeps,
+// the connections open keeping their sessions, and a client may resume
+// its session across it (the socket's session ticket keys stay). It may
+// change the certificates, min_version and alpn, not turn tls on or off
+// or change handshake_timeout on a socket it keeps (they are set when a
+// socket opens): that is refused, naming the field. Not there: client
+// certificates (mTLS), TLS to the servers, OCSP stapling, and the choice
+// of cipher suites (crypto/tls's defaults) or curves; the access log has
+// no field for TLS (mode http's proto is the HTTP version).
 //
 // A pool with protocol h2c (of mode http listeners only: a mode tcp
 // listener's pool is refused) speaks HTTP/2 with prior knowledge to its
@@ -961,7 +1007,7 @@
 // X-Forwarded-For, X-Forwarded-Proto, X-Forwarded-Host, X-Real-IP and
 // Forwarded fields it sent are dropped, whatever their number, and the
 // proxy writes X-Forwarded-For: the client's address, X-Forwarded-Proto:
-// http and X-Forwarded-Host: the request's host (its Host field, else an
+// http (https on a listener with tls) and X-Forwarded-Host: the request's host (its Host field, else an
 // absolute target's authority; none when it has neither): at the edge, a
 // client cannot forge its address, scheme or host to the servers. From a
 // client in it (a proxy in front), the client is appended to the
@@ -1143,7 +1189,8 @@
 // the old closes, and one whose mode changed keeps its socket as a new
 // listener (its counters start again); the kept-alive HTTP clients of the
 // listener replaced in these three cases are closed once idle (at once,
-// or after the response in progress, with Connection: close). The engine section and
+// or after the response in progress, with Connection: close). A listener
+// with tls reads its certificate files again (see tls above). The engine section and
 // admin.listen cannot change while the proxy runs: a config that changes
 // them, fails validation, does not resolve or cannot open a listener is
 // refused whole, naming the field, and nothing changes. The loops take
