@@ -604,41 +604,56 @@ func TestHTTPRetry(t *testing.T) {
 // pass both ways.
 func TestHTTPUpgrade(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
-		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-			if r.Header.Get("Upgrade") != "websocket" || r.Header.Get("Connection") != "upgrade" {
-				http.Error(w, "no upgrade", 400)
-				return
-			}
-			c, brw, err := http.NewResponseController(w).Hijack()
-			if err != nil {
-				return
-			}
-			defer c.Close()
-			io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
-			io.Copy(c, brw.Reader)
-		})
-		p := startProxy(t, httpConfig(b, u.addr))
-		c := dial(t, p)
-		io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\nearly")
-		br := bufio.NewReader(c)
-		c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		resp, err := http.ReadResponse(br, &http.Request{Method: "GET"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if resp.StatusCode != 101 || resp.Header.Get("Upgrade") != "websocket" {
-			t.Fatalf("%d %v, want 101 with Upgrade: websocket", resp.StatusCode, resp.Header)
-		}
-		data := randomBytes(3, 256<<10)
-		go c.Write(data)
-		got := make([]byte, 5+len(data))
-		if _, err := io.ReadFull(br, got); err != nil {
-			t.Fatal(err)
-		}
-		if string(got[:5]) != "early" || !bytes.Equal(got[5:], data) {
-			t.Error("tunneled bytes differ")
-		}
+		p := startProxy(t, httpConfig(b, newUpgradeUpstream(t).addr))
+		checkTunnel(t, dial(t, p))
 	})
+}
+
+// newUpgradeUpstream starts a server that answers an upgrade to websocket
+// with 101 (its X-Got-XFP the request's X-Forwarded-Proto) and then echoes,
+// and anything else with 400.
+func newUpgradeUpstream(t *testing.T) *httpUpstream {
+	return newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") != "websocket" || r.Header.Get("Connection") != "upgrade" {
+			http.Error(w, "no upgrade", 400)
+			return
+		}
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nX-Got-XFP: "+r.Header.Get("X-Forwarded-Proto")+"\r\n\r\n")
+		io.Copy(c, brw.Reader)
+	})
+}
+
+// checkTunnel asks for an upgrade to websocket on c, to a
+// newUpgradeUpstream through the proxy, with bytes after the request
+// head, and checks that it is answered 101 and that those bytes and 256
+// KiB more come back; it returns the 101.
+func checkTunnel(t *testing.T, c net.Conn) *http.Response {
+	t.Helper()
+	io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\nearly")
+	br := bufio.NewReader(c)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(br, &http.Request{Method: "GET"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 101 || resp.Header.Get("Upgrade") != "websocket" {
+		t.Fatalf("%d %v, want 101 with Upgrade: websocket", resp.StatusCode, resp.Header)
+	}
+	data := randomBytes(3, 256<<10)
+	go c.Write(data)
+	got := make([]byte, 5+len(data))
+	if _, err := io.ReadFull(br, got); err != nil {
+		t.Fatal(err)
+	}
+	if string(got[:5]) != "early" || !bytes.Equal(got[5:], data) {
+		t.Error("tunneled bytes differ")
+	}
+	return resp
 }
 
 // TestHTTPSlowReader: a 16 MB response to a client that does not read for

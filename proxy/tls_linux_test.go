@@ -372,3 +372,25 @@ func TestTLSReload(t *testing.T) {
 		}
 	})
 }
+
+// TestTLSHTTPUpgrade: over TLS, a request answered 101 makes a tunnel as
+// over TCP: the bytes sent with the request head and 256 KiB after it
+// come back from the server, decrypted for it and encrypted for the
+// client; the server got X-Forwarded-Proto: https.
+func TestTLSHTTPUpgrade(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		ca := newTestCA(t)
+		cert, key := ca.issue(t, "web", "web.test")
+		cfg := httpConfig(b, newUpgradeUpstream(t).addr)
+		cfg.Listeners[0].TLS = &TLSConfig{CertFile: cert, KeyFile: key}
+		p := startProxy(t, cfg)
+		c, err := tls.Dial("tcp", p.Addr("web").String(), &tls.Config{RootCAs: ca.roots, ServerName: "web.test", NextProtos: []string{"http/1.1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if xfp := checkTunnel(t, c).Header.Get("X-Got-XFP"); xfp != "https" {
+			t.Errorf("X-Forwarded-Proto at the server %q, want https", xfp)
+		}
+	})
+}
