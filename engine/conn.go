@@ -461,7 +461,9 @@ func (c *Conn) CloseLinger(timeout time.Duration, maxBytes int) error {
 	}
 	c.held = c.held[:0]
 	c.lingerLeft = int32(max(left, -1))
-	if c.gotEOF || c.bits&bitHeldEOF != 0 || c.lingerLeft < 0 {
+	// A TLS connection's socket FIN may have come while paused, with
+	// records before it that a lingering c no longer reads.
+	if c.gotEOF || c.bits&bitHeldEOF != 0 || c.lingerLeft < 0 || c.tls != nil && c.tls.tr.eof {
 		return c.Close()
 	}
 	if c.shutWr {

@@ -234,6 +234,57 @@ func commonPrefix(a, b []byte) int {
 	return n
 }
 
+// TestTLSReviewCloseLingerAfterPausedFIN: a TLS connection whose peer's FIN
+// came while the handler had paused reading, and which the handler then
+// ends with CloseLinger (an HTTP server giving up on a client), closes at
+// once as a plain one does (the FIN is there: nothing more will come), not
+// at the linger timeout, an hour here.
+func TestTLSReviewCloseLingerAfterPausedFIN(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			var paused atomic.Pointer[Conn]
+			h := &BaseHandlerFunc{data: func(c *Conn, b Buffer) bool {
+				if paused.Load() == nil {
+					c.PauseRead()
+					paused.Store(c)
+				}
+				return false
+			}}
+			_, addr := startTLSEngine(t, testConfig(b), h, &ListenConfig{TLS: serverTLS()})
+			raw := mustDial(t, "tcp", addr)
+			c := tls.Client(raw, clientTLS(0))
+			if err := c.Handshake(); err != nil {
+				t.Fatal(err)
+			}
+			for range 4 {
+				c.Write(make([]byte, 1000))
+			}
+			raw.(*net.TCPConn).CloseWrite()
+			waitFor(t, "the pause", func() bool { return paused.Load() != nil })
+			pc := paused.Load()
+			if !waitFIN(pc) {
+				t.Skipf("%s: the FIN did not come while paused (reading stopped at the pause)", b)
+			}
+			pc.Loop().Post(func() { pc.CloseLinger(time.Hour, 1<<20) })
+			waitFor(t, "OnClose", func() bool { return h.closes.Load() == 1 })
+		})
+	}
+}
+
+// waitFIN reports whether c's transport has the socket's FIN, waiting up to
+// a second for it (a loop that stopped receiving at a pause never sees it).
+func waitFIN(c *Conn) bool {
+	for range 200 {
+		fin := make(chan bool)
+		c.Loop().Post(func() { fin <- c.tls.tr.eof })
+		if <-fin {
+			return true
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return false
+}
+
 // TestTLSReviewStreamEnds: what ends a TLS stream from the client's side. A
 // close_notify followed by more records (which are not read: one OnEOF, no
 // data after it); a FIN in the middle of a record (OnClose with an error,
