@@ -7,6 +7,8 @@ import (
 	"io"
 	mrand "math/rand/v2"
 	"net"
+	"os/exec"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -354,4 +356,92 @@ func TestTLSReviewStreamEnds(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestTLSReviewOpenSSLKeyUpdate: OpenSSL's s_client sends a KeyUpdate
+// asking for one back ("K") and one that does not ("k"); the echo goes on
+// both ways, and for "K" the server's own KeyUpdate reaches the client
+// (crypto/tls writes it inside Read, through the transport on the loop).
+// TLS 1.2's renegotiation ("R"), which Go's server refuses, ends the
+// connection with an error.
+func TestTLSReviewOpenSSLKeyUpdate(t *testing.T) {
+	bin, err := exec.LookPath("openssl")
+	if err != nil {
+		t.Skip("openssl not installed: the test drives s_client's K, k and R commands")
+	}
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			h := &streamRecorder{echo: true, errs: make(chan error, 8)}
+			_, addr := startTLSEngine(t, testConfig(b), h, &ListenConfig{TLS: serverTLS()})
+			run := func(version string, lines ...string) (string, error) {
+				cmd := exec.Command(bin, "s_client", "-connect", addr, version, "-msg", "-no_ign_eof")
+				in, _ := cmd.StdinPipe()
+				var out lockedBuffer
+				cmd.Stdout, cmd.Stderr = &out, &out
+				if err := cmd.Start(); err != nil {
+					return "", err
+				}
+				for _, l := range lines {
+					in.Write([]byte(l + "\n"))
+					// s_client reads a command with what follows it
+					// in its input: the next line waits for its mark
+					// (words its session print-out does not hold).
+					w, ok := strings.CutPrefix(l, "echo ")
+					switch l {
+					case "K", "k":
+						w, ok = "KEYUPDATE", true
+					case "R":
+						w, ok = "RENEGOTIATING", true
+					}
+					if ok {
+						for i := 0; !strings.Contains(out.String(), w); i++ {
+							if i == 1000 {
+								cmd.Process.Kill()
+								cmd.Wait()
+								return out.String(), fmt.Errorf("no echo of %q", w)
+							}
+							time.Sleep(10 * time.Millisecond)
+						}
+					}
+				}
+				in.Close()
+				err := cmd.Wait()
+				return out.String(), err
+			}
+			for _, k := range []string{"K", "k"} {
+				out, err := run("-tls1_3", "echo xyzzy-1", k, "echo xyzzy-2", "Q")
+				if err != nil {
+					t.Fatalf("%s: s_client: %v\n%s", k, err, out)
+				}
+				if n := strings.Count(out, "<<< TLS 1.3, Handshake [length 0005], KeyUpdate"); (k == "K") != (n == 1) {
+					t.Errorf("%s: %d KeyUpdates from the server\n%s", k, n, out)
+				}
+				if err := <-h.errs; err != nil {
+					t.Errorf("%s: OnClose: %v", k, err)
+				}
+			}
+			out, _ := run("-tls1_2", "echo xyzzy-1", "R", "xyzzy-3")
+			if err := <-h.errs; err == nil {
+				t.Errorf("renegotiation: OnClose got nil, want an error\n%s", out)
+			}
+		})
+	}
+}
+
+// lockedBuffer is a bytes.Buffer for a child's output, read while it runs.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
