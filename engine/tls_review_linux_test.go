@@ -287,6 +287,19 @@ func waitFIN(c *Conn) bool {
 	return false
 }
 
+// handshaken dials addr and completes a TLS handshake (version, if not 0,
+// the only one offered) over a pieceConn that writes whole.
+func handshaken(t *testing.T, addr string, version uint16) (net.Conn, *pieceConn, *tls.Conn) {
+	t.Helper()
+	raw := mustDial(t, "tcp", addr)
+	pc := &pieceConn{Conn: raw, next: func() int { return 1 << 20 }}
+	c := tls.Client(pc, clientTLS(version))
+	if err := c.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	return raw, pc, c
+}
+
 // TestTLSReviewStreamEnds: what ends a TLS stream from the client's side. A
 // close_notify followed by more records (which are not read: one OnEOF, no
 // data after it); a FIN in the middle of a record (OnClose with an error,
@@ -298,12 +311,7 @@ func TestTLSReviewStreamEnds(t *testing.T) {
 			_, addr := startTLSEngine(t, testConfig(b), h, &ListenConfig{TLS: serverTLS()})
 
 			t.Run("data after close_notify", func(t *testing.T) {
-				raw := mustDial(t, "tcp", addr)
-				pc := &pieceConn{Conn: raw, next: func() int { return 1 << 20 }}
-				c := tls.Client(pc, clientTLS(tls.VersionTLS12))
-				if err := c.Handshake(); err != nil {
-					t.Fatal(err)
-				}
+				_, pc, c := handshaken(t, addr, tls.VersionTLS12)
 				// TLS 1.2: records written after close_notify are
 				// refused by crypto/tls; send a copy of an earlier one.
 				pc.hold = true
@@ -322,12 +330,7 @@ func TestTLSReviewStreamEnds(t *testing.T) {
 
 			t.Run("FIN inside a record", func(t *testing.T) {
 				eofs := h.eofs.Load()
-				raw := mustDial(t, "tcp", addr)
-				pc := &pieceConn{Conn: raw, next: func() int { return 1 << 20 }}
-				c := tls.Client(pc, clientTLS(0))
-				if err := c.Handshake(); err != nil {
-					t.Fatal(err)
-				}
+				raw, pc, c := handshaken(t, addr, 0)
 				pc.hold = true
 				c.Write(make([]byte, 5000))
 				raw.Write(pc.held[:2000])
@@ -341,12 +344,7 @@ func TestTLSReviewStreamEnds(t *testing.T) {
 			})
 
 			t.Run("alert", func(t *testing.T) {
-				raw := mustDial(t, "tcp", addr)
-				pc := &pieceConn{Conn: raw, next: func() int { return 1 << 20 }}
-				c := tls.Client(pc, clientTLS(tls.VersionTLS12))
-				if err := c.Handshake(); err != nil {
-					t.Fatal(err)
-				}
+				raw, _, _ := handshaken(t, addr, tls.VersionTLS12)
 				// A TLS 1.2 record of type alert, in clear text after
 				// the handshake: it does not decrypt.
 				raw.Write([]byte{21, 3, 3, 0, 2, 2, 40})
