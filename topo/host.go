@@ -46,7 +46,8 @@ type Host struct {
 	Sysctls map[string]string `json:"sysctls"`
 	// IrqbalancePID is the pid of a running irqbalance, or 0.
 	IrqbalancePID int `json:"irqbalance_pid"`
-	// Memlock is the RLIMIT_MEMLOCK of the reading process.
+	// Memlock is the RLIMIT_MEMLOCK of the reading process (ReadMemlock
+	// reads another's).
 	Memlock Memlock `json:"memlock"`
 	// HugePages describes huge page availability.
 	HugePages HugePages `json:"huge_pages"`
@@ -83,6 +84,46 @@ type Memlock struct {
 	Hard uint64 `json:"hard"`
 	// CapIPCLock is true when the process may exceed the limit.
 	CapIPCLock bool `json:"cap_ipc_lock"`
+	// PID is the process the limit is of; 0 for the process that read
+	// it (Read's, which for `spindle tune` is not the service's).
+	PID int `json:"pid,omitempty"`
+	// Comm is that process's name (/proc/PID/comm), when PID is set.
+	Comm string `json:"comm,omitempty"`
+}
+
+// ReadMemlock reads the locked-memory limit and CAP_IPC_LOCK of process
+// pid under root (0: the calling process), from /proc/PID/limits and
+// /proc/PID/status. The limit that counts for a service's io_uring
+// registered buffers is the service's own: the kernel charges them to
+// the registering process's user against its RLIMIT_MEMLOCK unless it
+// has CAP_IPC_LOCK.
+func ReadMemlock(root string, pid int) (Memlock, error) {
+	r := reader{root: root}
+	dir := "/proc/self"
+	if pid != 0 {
+		if pid < 0 {
+			return Memlock{}, fmt.Errorf("pid %d: not a process id", pid)
+		}
+		dir = "/proc/" + strconv.Itoa(pid)
+	}
+	m := Memlock{PID: pid}
+	b, err := os.ReadFile(r.path(dir + "/limits"))
+	if err != nil {
+		return Memlock{}, err
+	}
+	if m.Soft, m.Hard, err = ParseMemlock(b); err != nil {
+		return Memlock{}, err
+	}
+	if b, err = os.ReadFile(r.path(dir + "/status")); err != nil {
+		return Memlock{}, err
+	}
+	if m.CapIPCLock, err = ParseCapIPCLock(b); err != nil {
+		return Memlock{}, err
+	}
+	if pid != 0 {
+		m.Comm, _ = r.read(dir + "/comm")
+	}
+	return m, nil
 }
 
 // HugePages describes explicit and transparent huge pages.
@@ -286,12 +327,7 @@ func Read(root string, cfg *Config) (*Host, error) {
 		}
 	}
 	h.IrqbalancePID = r.findProcess("irqbalance")
-	if b, err := os.ReadFile(r.path("/proc/self/limits")); err == nil {
-		h.Memlock.Soft, h.Memlock.Hard, _ = ParseMemlock(b)
-	}
-	if b, err := os.ReadFile(r.path("/proc/self/status")); err == nil {
-		h.Memlock.CapIPCLock, _ = ParseCapIPCLock(b)
-	}
+	h.Memlock, _ = ReadMemlock(root, 0)
 	if b, err := os.ReadFile(r.path("/proc/meminfo")); err == nil {
 		m, _ := ParseMeminfo(b)
 		h.HugePages = HugePages{Total: m.HugePagesTotal, Free: m.HugePagesFree, PageSize: m.HugePageSize}

@@ -1134,3 +1134,34 @@ func TestDriverQueueIRQsMlx4(t *testing.T) {
 		}
 	}
 }
+
+// TestReadMemlockPID reads a captured process's limit by pid, and names
+// the file when the process is not there.
+func TestReadMemlockPID(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "proc/4242")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"limits": "Limit                     Soft Limit           Hard Limit           Units     \n" +
+			"Max locked memory         65536                unlimited            bytes     \n",
+		"status": "Name:\tgateway\nCapEff:\t0000000000000000\n",
+		"comm":   "gateway\n",
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := ReadMemlock(root, 4242)
+	if want := (Memlock{Soft: 64 << 10, Hard: Unlimited, PID: 4242, Comm: "gateway"}); err != nil || m != want {
+		t.Errorf("ReadMemlock(4242) = %+v, %v; want %+v", m, err, want)
+	}
+	if _, err := ReadMemlock(root, 4343); err == nil || !strings.Contains(err.Error(), "proc/4343/limits") {
+		t.Errorf("ReadMemlock of a missing process: %v", err)
+	}
+	if _, err := ReadMemlock(root, -1); err == nil {
+		t.Error("ReadMemlock(-1) succeeded")
+	}
+}

@@ -460,11 +460,19 @@ func Diagnose(h *topo.Host, a, b *Snapshot, opt Options) []Finding {
 				Fix:      "irqbalance rewrites affinities every 10 s: stop it (`systemctl disable --now irqbalance`) or ban the NIC IRQs/CPUs (IRQBALANCE_BANNED_CPULIST, --banirq) before applying a plan."})
 		}
 	}
-	// 8. memlock.
+	// 8. memlock. The limit that counts is the service's; h.Memlock is
+	// the reading process's unless the caller read the service's
+	// (topo.ReadMemlock, `--pid`).
 	if m := h.Memlock; !m.CapIPCLock && m.Soft != topo.Unlimited && m.Soft < opt.LockedBytes {
 		add(Finding{ID: "memlock-low", Severity: Warning, Title: "locked-memory limit too low for registered buffers",
-			Evidence: []string{fmt.Sprintf("RLIMIT_MEMLOCK soft %d KiB, hard %s, no CAP_IPC_LOCK; need about %d KiB", m.Soft>>10, limitString(m.Hard), opt.LockedBytes>>10)},
+			Evidence: []string{fmt.Sprintf("RLIMIT_MEMLOCK of %s: soft %d KiB, hard %s, no CAP_IPC_LOCK; need about %d KiB", memlockOf(m), m.Soft>>10, limitString(m.Hard), opt.LockedBytes>>10)},
 			Fix:      "raise it for the service: `LimitMEMLOCK=infinity` in the systemd unit, `ulimit -l unlimited`, or grant CAP_IPC_LOCK; otherwise io_uring buffer registration fails with ENOMEM."})
+	} else if m.PID == 0 {
+		// Run as root, the tuner has CAP_IPC_LOCK or no limit: its own
+		// limit says nothing of the service's, which is what fails.
+		add(Finding{ID: "memlock-unchecked", Severity: Info, Title: "the service's locked-memory limit was not checked",
+			Evidence: []string{fmt.Sprintf("the limit read is this process's own (soft %s, CAP_IPC_LOCK %v), which lets it lock %d KiB; a service run as another user or under systemd has its own", limitString(m.Soft), m.CapIPCLock, opt.LockedBytes>>10)},
+			Fix:      "pass the service's process id (`--pid`) to check its RLIMIT_MEMLOCK and CAP_IPC_LOCK."})
 	}
 	// 9. Huge pages.
 	if hp := h.HugePages; hp.Total == 0 {
@@ -486,6 +494,17 @@ func Diagnose(h *topo.Host, a, b *Snapshot, opt Options) []Finding {
 	rank := map[Severity]int{Critical: 0, Warning: 1, Info: 2}
 	slices.SortStableFunc(fs, func(x, y Finding) int { return rank[x.Severity] - rank[y.Severity] })
 	return fs
+}
+
+// memlockOf names the process m is of.
+func memlockOf(m topo.Memlock) string {
+	switch {
+	case m.PID == 0:
+		return "this process"
+	case m.Comm != "":
+		return fmt.Sprintf("pid %d (%s)", m.PID, m.Comm)
+	}
+	return fmt.Sprintf("pid %d", m.PID)
 }
 
 func limitString(v uint64) string {

@@ -78,10 +78,11 @@ func tuneInspect(args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("tune inspect", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print JSON")
 	root := fs.String("root", "/", "read /proc and /sys under this directory")
+	pid := pidFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	h, err := tune.ReadHost(*root)
+	h, err := readHostFor(*root, *pid)
 	if err != nil {
 		return err
 	}
@@ -89,6 +90,27 @@ func tuneInspect(args []string, w io.Writer) error {
 		return printJSON(w, h)
 	}
 	return tune.WriteHost(w, h)
+}
+
+// pidFlag adds --pid, the service whose locked-memory limit to read.
+func pidFlag(fs *flag.FlagSet) *int {
+	return fs.Int("pid", 0, "process id of the service whose locked-memory limit (RLIMIT_MEMLOCK, CAP_IPC_LOCK) to check (default: this process's own)")
+}
+
+// readHostFor reads the host under root, with the memlock limit of
+// process pid when it is not 0.
+func readHostFor(root string, pid int) (*topo.Host, error) {
+	if pid < 0 {
+		return nil, usageError{fmt.Errorf("--pid %d: not a process id", pid)}
+	}
+	h, err := tune.ReadHost(root)
+	if err != nil || pid == 0 {
+		return h, err
+	}
+	if h.Memlock, err = topo.ReadMemlock(root, pid); err != nil {
+		return nil, fmt.Errorf("--pid %d: %w", pid, err)
+	}
+	return h, nil
 }
 
 // diagnoseReport is what `tune diagnose --json` prints.
@@ -107,6 +129,7 @@ func tuneDiagnose(ctx context.Context, args []string, w io.Writer) error {
 	inline := fs.Bool("inline", false, "loops share CPUs with their queues' IRQs (inline policy): do not report IRQs on loop CPUs")
 	busy := fs.Bool("busy-poll", false, "the application busy-polls (io_uring NAPI or SO_BUSY_POLL)")
 	locked := fs.Uint64("locked-mib", 64, "MiB of memory the application locks (registered buffers)")
+	pid := pidFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -118,7 +141,7 @@ func tuneDiagnose(ctx context.Context, args []string, w io.Writer) error {
 	if *locked < 1 || *locked > math.MaxUint64>>20 {
 		return usageError{fmt.Errorf("--locked-mib must be between 1 and %d", uint64(math.MaxUint64>>20))}
 	}
-	h, err := tune.ReadHost(*root)
+	h, err := readHostFor(*root, *pid)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/spindlenet/spindle/topo"
+	"github.com/spindlenet/spindle/tune"
+)
+
+// TestTuneDiagnoseServicePID checks the memlock diagnosis against a
+// service's own limit. Before --pid it read only the tuner's (root, with
+// CAP_IPC_LOCK), so it could not fire for a service run as another user
+// with a low RLIMIT_MEMLOCK; now --pid reads the service's, and without
+// --pid the report says the service's limit was not checked.
+func TestTuneDiagnoseServicePID(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the stand-in service is started as nobody with its limit lowered")
+	}
+	// A service as nobody (no capabilities after the exec) whose
+	// locked-memory limit is 1 MiB.
+	cmd := exec.Command("/bin/sh", "-c", "ulimit -l 1024 && exec sleep 60")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	pid := cmd.Process.Pid
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+		if strings.TrimSpace(string(b)) == "sleep" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d never became sleep (comm %q)", pid, b)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	p := strconv.Itoa(pid)
+
+	out, err := tuneRun(t, "inspect", "--json", "--pid", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h topo.Host
+	strictJSON(t, out, &h)
+	if want := (topo.Memlock{Soft: 1 << 20, Hard: 1 << 20, PID: pid, Comm: "sleep"}); h.Memlock != want {
+		t.Errorf("inspect --pid %d: memlock %+v, want %+v", pid, h.Memlock, want)
+	}
+
+	out, err = tuneRun(t, "diagnose", "--json", "--period", "1ms", "--pid", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d diagnoseReport
+	strictJSON(t, out, &d)
+	if f := findingByID(d, "memlock-low"); f == nil || !strings.Contains(f.Evidence[0], "pid "+p+" (sleep): soft 1024 KiB") {
+		t.Errorf("diagnose --pid %d: memlock-low %+v\n%s", pid, f, out)
+	}
+	if f := findingByID(d, "memlock-unchecked"); f != nil {
+		t.Errorf("diagnose --pid %d says the service was not checked: %+v", pid, f)
+	}
+
+	// Without --pid the limit read is the tuner's own: root's, which
+	// has CAP_IPC_LOCK, so no warning, and a note instead.
+	out, err = tuneRun(t, "diagnose", "--json", "--period", "1ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d = diagnoseReport{}
+	strictJSON(t, out, &d)
+	if f := findingByID(d, "memlock-unchecked"); f == nil || !strings.Contains(f.Fix, "--pid") {
+		t.Errorf("diagnose without --pid: memlock-unchecked %+v\n%s", f, out)
+	}
+	if f := findingByID(d, "memlock-low"); f != nil {
+		t.Errorf("diagnose without --pid, as root: %+v", f)
+	}
+
+	if _, err := tuneRun(t, "inspect", "--pid", "-3"); err == nil {
+		t.Error("inspect --pid -3 succeeded")
+	}
+	// A process that is gone is an error naming it, not root's limit.
+	cmd.Process.Kill()
+	cmd.Wait()
+	if _, err := tuneRun(t, "diagnose", "--period", "1ms", "--pid", p); err == nil || !strings.Contains(err.Error(), "--pid "+p) {
+		t.Errorf("diagnose --pid of an exited process: %v", err)
+	}
+}
+
+func findingByID(d diagnoseReport, id string) *tune.Finding {
+	for i := range d.Findings {
+		if d.Findings[i].ID == id {
+			return &d.Findings[i]
+		}
+	}
+	return nil
+}
