@@ -802,6 +802,10 @@ type Listener struct {
 	// handshakes bounded by handshakeTimeout.
 	tls              *tls.Config
 	handshakeTimeout time.Duration
+	// maxHandshakes caps handshakes, the handshakes in progress
+	// (ListenConfig.MaxHandshakes; < 0: no cap).
+	maxHandshakes int64
+	handshakes    atomic.Int64
 
 	mu    sync.Mutex
 	added []uint8 // per loop: 0 not yet taken, 1 taken by the loop, 2 closed unused
@@ -846,6 +850,24 @@ type ListenConfig struct {
 	// HandshakeTimeout bounds a TLS handshake, from the accept. Default
 	// 10 s; negative: no bound. Without TLS it does nothing.
 	HandshakeTimeout time.Duration
+	// MaxHandshakes caps the TLS handshakes in progress on the listener,
+	// across the engine's loops: a connection accepted while it holds that
+	// many is reset at once (RST: the client reads ECONNRESET, and no
+	// TIME_WAIT is left behind), without a handshake, a Conn or a word to
+	// the handler, and counted in Stats.TLSHandshakesRefused. A handshake
+	// holds its place from its accept until its goroutine has returned
+	// (succeeded, failed, timed out, or its connection closed), so that
+	// clients that connect and say nothing, or a callback that blocks,
+	// hold a bounded number of goroutines and transports. Default (0):
+	// 1024 per loop of the engine: some 8 MiB a loop when every place is
+	// held by a client that sends nothing (about 8 KiB each, goroutine
+	// stack included: TestTLSMaxHandshakesDefault logs it; one that sends
+	// part of a flight adds what it sent, up to Config.WriteHighWater),
+	// and, with the default 10 s HandshakeTimeout, still room for 100 new
+	// handshakes a second a loop while they are held; far more than a
+	// loop's CPU completes in honest handshakes, which take a round trip
+	// or two. Negative: no cap. Without TLS it does nothing.
+	MaxHandshakes int
 }
 
 // Stats are counters of one loop (or their sum over an engine). They are
@@ -879,6 +901,9 @@ type Stats struct {
 	AcceptBackoffs uint64 // pauses in accepting after running out of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM)
 	TimedOut       uint64 // connections reset by Config.WriteTimeout or Config.CloseTimeout
 	Open           int64  // connections open now
+
+	TLSHandshakes        int64  // TLS handshakes in progress, accepted and dialed, until their goroutines have returned
+	TLSHandshakesRefused uint64 // connections TLS listeners reset at the accept, their ListenConfig.MaxHandshakes reached
 }
 
 func (s *Stats) add(o Stats) {
@@ -909,6 +934,8 @@ func (s *Stats) add(o Stats) {
 	s.MsgRingErrs += o.MsgRingErrs
 	s.AcceptBackoffs += o.AcceptBackoffs
 	s.TimedOut += o.TimedOut
+	s.TLSHandshakes += o.TLSHandshakes
+	s.TLSHandshakesRefused += o.TLSHandshakesRefused
 	s.Open += o.Open
 }
 
@@ -917,8 +944,8 @@ type counters struct {
 	waits, waitNanos, submits, sqes, cqes, bytesRead, bytesWritten, reads, writes atomic.Uint64
 	accepted, dialed, closed, noBufs, wakeups, pausedReads, napiIDs               atomic.Uint64
 	msgRings, msgRingErrors, zcSends, zcCopied, ringCopies, acceptBackoffs        atomic.Uint64
-	timedOut                                                                      atomic.Uint64
-	open                                                                          atomic.Int64
+	timedOut, tlsRefused                                                          atomic.Uint64
+	open, tlsHandshakes                                                           atomic.Int64
 	// ring is the loop's io_uring (uring backends): its own counters are
 	// the loop's waits and interrupted waits, read here rather than copied
 	// by the loop after every wait.
@@ -943,5 +970,6 @@ func (c *counters) load() Stats {
 		NAPIIDs: c.napiIDs.Load(), MsgRings: c.msgRings.Load(), MsgRingErrs: c.msgRingErrors.Load(), AcceptBackoffs: c.acceptBackoffs.Load(),
 		ZCSends: c.zcSends.Load(), ZCCopied: c.zcCopied.Load(), RingCopies: c.ringCopies.Load(),
 		TimedOut: c.timedOut.Load(), Open: c.open.Load(),
+		TLSHandshakes: c.tlsHandshakes.Load(), TLSHandshakesRefused: c.tlsRefused.Load(),
 	}
 }

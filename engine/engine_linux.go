@@ -402,6 +402,9 @@ func (l *Loop) accepted(fd int, s *lnSock) {
 		unix.Close(fd)
 		return
 	}
+	if s.ln.tls != nil && !l.admitHandshake(fd, s.ln) {
+		return
+	}
 	c := &Conn{l: l, fd: fd, unixPeer: s.ln.network == "unix"}
 	if s.index < math.MaxUint16 {
 		// lns only grows, each socket at its index (Conn.Listener).
@@ -423,8 +426,12 @@ func (l *Loop) open(c *Conn, ln *Listener) {
 		c.fillAddrs()
 	}
 	l.be.startConn(c)
-	if ln != nil && ln.tls != nil && c.state == stateOpen {
-		newTLS(c, ln.tls, false)
+	if ln != nil && ln.tls != nil {
+		if c.state != stateOpen {
+			ln.handshakes.Add(-1) // admitted by accepted, not begun
+			return
+		}
+		newTLS(c, ln.tls, ln)
 		l.startTLS(c, ln.handshakeTimeout) // OnOpen once done
 		return
 	}
@@ -568,7 +575,7 @@ func (l *Loop) dial(network, address string, timeout time.Duration, cfg *tls.Con
 		return nil, &net.OpError{Op: "dial", Net: network, Addr: c.dialAddr(address), Err: os.NewSyscallError("connect", err)}
 	}
 	if cfg != nil {
-		newTLS(c, cfg, true) // the handshake starts once connected (open)
+		newTLS(c, cfg, nil) // the handshake starts once connected (open)
 	}
 	l.addConn(c)
 	l.be.dial(c)
@@ -686,6 +693,12 @@ func (e *Engine) Listen(network, address string, lc *ListenConfig) (*Listener, e
 		ln.tls = opt.TLS.Clone()
 		if ln.handshakeTimeout == 0 {
 			ln.handshakeTimeout = defaultHandshakeTimeout
+		}
+		switch ln.maxHandshakes = int64(opt.MaxHandshakes); {
+		case ln.maxHandshakes == 0:
+			ln.maxHandshakes = defaultMaxHandshakes * int64(len(e.loops))
+		case ln.maxHandshakes < 0:
+			ln.maxHandshakes = -1
 		}
 	}
 	ln.fds = make([]int, len(e.loops))

@@ -11,10 +11,15 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // defaultHandshakeTimeout is ListenConfig.HandshakeTimeout's default.
 const defaultHandshakeTimeout = 10 * time.Second
+
+// defaultMaxHandshakes is ListenConfig.MaxHandshakes's default, per loop.
+const defaultMaxHandshakes = 1024
 
 // tlsConn is the TLS side of a connection accepted on a listener with
 // ListenConfig.TLS (crypto/tls's server) or dialed with Loop.DialTLS (its
@@ -36,6 +41,9 @@ type tlsConn struct {
 	// boundary), which the loop has passed on as the connection's EOF.
 	established, ended bool
 	cancel             context.CancelFunc // the handshake's context; nil before it starts
+	// ln: the listener that accepted the connection, whose place the
+	// handshake holds (ListenConfig.MaxHandshakes); nil dialed.
+	ln *Listener
 	// dialed: crypto/tls's client (Loop.DialTLS). Until OnOpen its
 	// handler may already use the Conn, as a plain dial's: early holds
 	// what it wrote (plaintext, encrypted once the handshake is done),
@@ -251,14 +259,15 @@ func (c *Conn) TLS() *tls.ConnectionState {
 func (c *Conn) handshaking() bool { return c.tls != nil && !c.tls.established }
 
 // newTLS makes c a TLS connection with cfg, which crypto/tls then owns: the
-// client (dialed) or the server (accepted). Its handshake begins with
-// startTLS once c is connected. Loop goroutine.
-func newTLS(c *Conn, cfg *tls.Config, dialed bool) {
-	t := &tlsConn{dialed: dialed}
+// server of listener ln, whose place for a handshake it holds
+// (admitHandshake), or the client (ln nil: dialed). Its handshake begins
+// with startTLS once c is connected. Loop goroutine.
+func newTLS(c *Conn, cfg *tls.Config, ln *Listener) {
+	t := &tlsConn{dialed: ln == nil, ln: ln}
 	c.tls = t
 	t.tr.c = c
 	t.tr.ready = make(chan struct{}, 1)
-	if dialed {
+	if t.dialed {
 		t.conn = tls.Client(&t.tr, cfg)
 	} else {
 		t.conn = tls.Server(&t.tr, cfg)
@@ -310,12 +319,34 @@ func (l *Loop) startTLS(c *Conn, timeout time.Duration) {
 		c.timer = l.AfterFunc(timeout, func() { t.timedOut(c) })
 	}
 	l.e.handshakes.Add(1)
+	l.st.tlsHandshakes.Add(1)
 	go func() {
-		defer l.e.handshakes.Done()
 		err := t.conn.HandshakeContext(ctx)
 		// Dropped if the loop has exited: c was closed then.
 		l.post(func() { t.handshakeDone(c, err) })
+		if t.ln != nil {
+			t.ln.handshakes.Add(-1)
+		}
+		l.st.tlsHandshakes.Add(-1)
+		l.e.handshakes.Done()
 	}()
+}
+
+// admitHandshake gives a connection fd that listener ln, a TLS one, has just
+// accepted a place for its handshake, which the handshake's goroutine
+// gives back when it returns; when ln holds ListenConfig.MaxHandshakes
+// already it resets fd instead, and reports false. Loop goroutine.
+func (l *Loop) admitHandshake(fd int, ln *Listener) bool {
+	if ln.handshakes.Add(1) <= ln.maxHandshakes || ln.maxHandshakes < 0 {
+		return true
+	}
+	ln.handshakes.Add(-1)
+	l.st.tlsRefused.Add(1)
+	// A zero linger time: close(2) sends RST (a Unix peer sees the end
+	// of the stream).
+	unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
+	unix.Close(fd)
+	return false
 }
 
 // timedOut ends c's handshake with os.ErrDeadlineExceeded if it has not
