@@ -904,6 +904,7 @@ type Stats struct {
 
 	TLSHandshakes        int64  // TLS handshakes in progress, accepted and dialed, until their goroutines have returned
 	TLSHandshakesRefused uint64 // connections TLS listeners reset at the accept, their ListenConfig.MaxHandshakes reached
+	TLSHandshakePanics   uint64 // TLS handshakes a callback of their tls.Config panicked in (HandshakePanicError)
 }
 
 func (s *Stats) add(o Stats) {
@@ -936,6 +937,7 @@ func (s *Stats) add(o Stats) {
 	s.TimedOut += o.TimedOut
 	s.TLSHandshakes += o.TLSHandshakes
 	s.TLSHandshakesRefused += o.TLSHandshakesRefused
+	s.TLSHandshakePanics += o.TLSHandshakePanics
 	s.Open += o.Open
 }
 
@@ -944,7 +946,7 @@ type counters struct {
 	waits, waitNanos, submits, sqes, cqes, bytesRead, bytesWritten, reads, writes atomic.Uint64
 	accepted, dialed, closed, noBufs, wakeups, pausedReads, napiIDs               atomic.Uint64
 	msgRings, msgRingErrors, zcSends, zcCopied, ringCopies, acceptBackoffs        atomic.Uint64
-	timedOut, tlsRefused                                                          atomic.Uint64
+	timedOut, tlsRefused, tlsPanics                                               atomic.Uint64
 	open, tlsHandshakes                                                           atomic.Int64
 	// ring is the loop's io_uring (uring backends): its own counters are
 	// the loop's waits and interrupted waits, read here rather than copied
@@ -970,6 +972,6 @@ func (c *counters) load() Stats {
 		NAPIIDs: c.napiIDs.Load(), MsgRings: c.msgRings.Load(), MsgRingErrs: c.msgRingErrors.Load(), AcceptBackoffs: c.acceptBackoffs.Load(),
 		ZCSends: c.zcSends.Load(), ZCCopied: c.zcCopied.Load(), RingCopies: c.ringCopies.Load(),
 		TimedOut: c.timedOut.Load(), Open: c.open.Load(),
-		TLSHandshakes: c.tlsHandshakes.Load(), TLSHandshakesRefused: c.tlsRefused.Load(),
+		TLSHandshakes: c.tlsHandshakes.Load(), TLSHandshakesRefused: c.tlsRefused.Load(), TLSHandshakePanics: c.tlsPanics.Load(),
 	}
 }

@@ -5,10 +5,15 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -241,6 +246,68 @@ func (t *tlsTransport) SetDeadline(time.Time) error      { return nil }
 func (t *tlsTransport) SetReadDeadline(time.Time) error  { return nil }
 func (t *tlsTransport) SetWriteDeadline(time.Time) error { return nil }
 
+// HandshakePanicError is the error OnClose gets, inside the "tls handshake"
+// *net.OpError, for a TLS handshake that a callback of its tls.Config
+// (GetCertificate, GetConfigForClient, VerifyPeerCertificate,
+// VerifyConnection, ...) panicked in: the handshake's goroutine recovers
+// the panic, which would otherwise end the process, and the connection
+// closes as for a failed handshake, counted in Stats.TLSHandshakePanics.
+// Panics in the Handler's callbacks, which run on the loop, are not
+// recovered.
+type HandshakePanicError struct {
+	Value any    // what was passed to panic
+	Stack []byte // the handshake goroutine's stack at the panic (runtime/debug.Stack)
+	// at is the stack's summary: the function that panicked, with its
+	// file and line, and its callers up to crypto/tls's.
+	at string
+}
+
+func (e *HandshakePanicError) Error() string {
+	return fmt.Sprintf("engine: panic in a TLS handshake: %v [%s]", e.Value, e.at)
+}
+
+// handshakePanic describes the panic v, recovered by the deferred function
+// that calls it. Handshake goroutine.
+func handshakePanic(v any) *HandshakePanicError {
+	e := &HandshakePanicError{Value: v, Stack: debug.Stack()}
+	pcs := make([]uintptr, 32)
+	// Skipped: Callers, handshakePanic and the deferred function; then
+	// runtime's frames (gopanic, sigpanic and the like).
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(3, pcs)])
+	var sum []string
+	for len(sum) < 4 {
+		f, more := frames.Next()
+		if len(sum) > 0 || !strings.HasPrefix(f.Function, "runtime.") {
+			sum = append(sum, fmt.Sprintf("%s %s:%d", f.Function, filepath.Base(f.File), f.Line))
+			if strings.HasPrefix(f.Function, "crypto/tls.") {
+				break
+			}
+		}
+		if !more {
+			break
+		}
+	}
+	e.at = strings.Join(sum, " < ")
+	return e
+}
+
+// handshake runs the handshake; a panic in it (in a callback of the
+// config) is its error. Handshake goroutine.
+func (t *tlsConn) handshake(ctx context.Context) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = handshakePanic(v)
+		}
+	}()
+	return t.conn.HandshakeContext(ctx)
+}
+
+// Unwrap returns the value passed to panic if it is an error.
+func (e *HandshakePanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}
+
 // TLS returns the state of the TLS session of a connection accepted on a
 // listener with ListenConfig.TLS or dialed with DialTLS (version, cipher
 // suite, the server name the client asked for, the protocol ALPN chose,
@@ -321,7 +388,10 @@ func (l *Loop) startTLS(c *Conn, timeout time.Duration) {
 	l.e.handshakes.Add(1)
 	l.st.tlsHandshakes.Add(1)
 	go func() {
-		err := t.conn.HandshakeContext(ctx)
+		err := t.handshake(ctx)
+		if _, ok := err.(*HandshakePanicError); ok {
+			l.st.tlsPanics.Add(1)
+		}
 		// Dropped if the loop has exited: c was closed then.
 		l.post(func() { t.handshakeDone(c, err) })
 		if t.ln != nil {

@@ -1,13 +1,17 @@
 package engine
 
 import (
+	"bytes"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"runtime"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -199,4 +203,134 @@ func heapInUse() int64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return int64(ms.HeapAlloc + ms.StackInuse)
+}
+
+// TestTLSCallbackPanic: a panic in a callback of a TLS listener's config,
+// which runs on the handshake's goroutine, fails that handshake (OnClose
+// alone, with a *HandshakePanicError saying the value and where it came
+// from, counted in Stats.TLSHandshakePanics) rather than the process; the
+// next client is served. Each callback panics on its first call.
+func TestTLSCallbackPanic(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			for _, cb := range []string{"GetCertificate", "GetConfigForClient", "VerifyPeerCertificate", "VerifyConnection"} {
+				t.Run(cb, func(t *testing.T) {
+					var calls atomic.Int64
+					boom := func() {
+						if calls.Add(1) == 1 {
+							panic("boom in " + cb)
+						}
+					}
+					scfg := serverTLS()
+					ccfg := clientTLS(0)
+					switch cb {
+					case "GetCertificate":
+						leaf := scfg.Certificates[0]
+						scfg.Certificates = nil
+						scfg.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+							boom()
+							return &leaf, nil
+						}
+					case "GetConfigForClient":
+						scfg.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+							boom()
+							return nil, nil
+						}
+					case "VerifyPeerCertificate":
+						scfg.ClientAuth = tls.RequireAnyClientCert
+						ccfg.Certificates = []tls.Certificate{testCA().client}
+						scfg.VerifyPeerCertificate = func([][]byte, [][]*x509.Certificate) error {
+							boom()
+							return nil
+						}
+					case "VerifyConnection":
+						scfg.VerifyConnection = func(tls.ConnectionState) error {
+							boom()
+							return nil
+						}
+					}
+					errs := make(chan error, 4)
+					h := &BaseHandlerFunc{
+						data: func(c *Conn, b Buffer) bool {
+							c.Write(b.Bytes())
+							return false
+						},
+						closed: func(c *Conn, err error) { errs <- err },
+					}
+					e, addr := startTLSEngine(t, testConfig(b), h, &ListenConfig{TLS: scfg})
+					if c, err := dialTLS(addr, ccfg); err == nil {
+						// TLS 1.3: the client is done before the server
+						// has read its Finished (VerifyPeerCertificate,
+						// VerifyConnection); the server then closes.
+						c.SetReadDeadline(time.Now().Add(20 * time.Second))
+						if _, err := c.Read(make([]byte, 1)); err == nil {
+							t.Error("the client read data from a handshake that panicked")
+						}
+						c.Close()
+					}
+					err := <-errs
+					var pe *HandshakePanicError
+					if !errors.As(err, &pe) || pe.Value != "boom in "+cb {
+						t.Fatalf("OnClose: %v, want a *HandshakePanicError with the value", err)
+					}
+					msg := err.Error()
+					t.Log(msg)
+					if !strings.Contains(msg, "panic") || !strings.Contains(msg, "boom in "+cb) || !strings.Contains(msg, "TestTLSCallbackPanic") {
+						t.Errorf("OnClose: %q, want the panic, its value and the function it came from", msg)
+					}
+					if !bytes.Contains(pe.Stack, []byte("crypto/tls")) {
+						t.Errorf("the panic's stack does not show crypto/tls:\n%s", pe.Stack)
+					}
+					if n := h.reads.Load(); n != 0 {
+						t.Errorf("%d OnData for the handshake that panicked", n)
+					}
+					c, err := dialTLS(addr, ccfg)
+					if err != nil {
+						t.Fatalf("the next client: %v", err)
+					}
+					defer c.Close()
+					if err := roundTrip(c, []byte("ping")); err != nil {
+						t.Fatal(err)
+					}
+					if s := e.Stats(); s.TLSHandshakePanics != 1 {
+						t.Errorf("Stats.TLSHandshakePanics %d, want 1", s.TLSHandshakePanics)
+					}
+				})
+			}
+		})
+	}
+}
+
+// TestDialTLSCallbackPanic: a panic in a DialTLS config's callback (the
+// client's VerifyConnection) fails that dial alone, as on a listener.
+func TestDialTLSCallbackPanic(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			e, h := startDialer(t, b)
+			peer := startGoTLSPeer(t, serverTLS(), goEcho)
+			var calls atomic.Int64
+			cfg := clientTLS(0)
+			cfg.VerifyConnection = func(tls.ConnectionState) error {
+				if calls.Add(1) == 1 {
+					panic(errors.New("boom"))
+				}
+				return nil
+			}
+			l := e.Loops()[0]
+			dialTLSJob(h, l, peer.addr, 10*time.Second, cfg, &dialJob{data: []byte("ping"), window: 4})
+			j := waitJob(t, h)
+			var pe *HandshakePanicError
+			if !errors.As(j.err, &pe) || j.opened || !strings.Contains(j.err.Error(), "boom") {
+				t.Fatalf("OnClose: %v (opened %v), want a *HandshakePanicError with the value, no OnOpen", j.err, j.opened)
+			}
+			if errors.Unwrap(pe) == nil || errors.Unwrap(pe).Error() != "boom" {
+				t.Errorf("the panic's error value is not unwrapped: %v", errors.Unwrap(pe))
+			}
+			j = &dialJob{data: []byte("ping"), window: 4}
+			dialTLSJob(h, l, peer.addr, 10*time.Second, cfg, j)
+			if j = waitJob(t, h); j.err != nil || !j.eof || j.got != 4 || j.bad != nil {
+				t.Errorf("the next dial: OnClose %v, EOF %v, %d bytes echoed, %v", j.err, j.eof, j.got, j.bad)
+			}
+		})
+	}
 }
