@@ -838,7 +838,11 @@ type ListenConfig struct {
 	// boundary, is OnEOF; a FIN inside a record or a record that does not
 	// decrypt closes the connection with the error. Ciphertext received
 	// while reading is paused is kept for the connection, on the Go heap
-	// (and not counted by the mark); a handshake holds up to
+	// (and not counted by the mark): what the receive in flight at the
+	// pause took, about WriteHighWater at most with the kernel's receive
+	// limit (6.17; before it, a multishot receive's burst), after which
+	// nothing more is received until reading resumes
+	// (TestTLSPausedInputCapped); a handshake holds up to
 	// WriteHighWater of the client's input, beyond which reading waits
 	// for it to take what it holds. Drainer's OnDrain skips connections
 	// still in their handshake; one that succeeds once Shutdown has begun

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // refused dials address and reports whether the server reset the
@@ -851,4 +853,126 @@ func TestTLSIdleConns(t *testing.T) {
 			}
 		})
 	}
+}
+
+// tlsHeld is the most ciphertext a TLS connection of e holds in its
+// transport (received, not yet decrypted).
+func tlsHeld(e *Engine) int {
+	held := 0
+	for _, l := range e.Loops() {
+		res := make(chan int)
+		l.Post(func() {
+			most := 0
+			for _, c := range l.conns {
+				if c != nil && c.tls != nil {
+					c.tls.tr.mu.Lock()
+					most = max(most, len(c.tls.tr.in)-c.tls.tr.off+len(c.tls.tr.cur))
+					c.tls.tr.mu.Unlock()
+				}
+			}
+			res <- most
+		})
+		held = max(held, <-res)
+	}
+	return held
+}
+
+// TestTLSPausedInputCapped: what a client sends to a TLS connection whose
+// reading is paused (PauseRead), as ciphertext the transport keeps on the
+// Go heap, stops at what the receive in flight took (about the high-water
+// mark): the engine stops receiving for it (the rest waits in the socket,
+// then in the client's writes), and once reading resumes everything
+// comes, in order. Paused for good until
+// the socket holds 32 KiB the engine left there, then paused at every
+// OnData with a Post resuming it; and paused at every OnData from the
+// start.
+func TestTLSPausedInputCapped(t *testing.T) {
+	for _, b := range testBackends {
+		for _, mode := range []string{"paused", "every"} {
+			t.Run(string(b)+"/"+mode, func(t *testing.T) {
+				cfg := testConfig(b)
+				cfg.WriteHighWater = 64 << 10
+				cfg.ReadBufferSize = 4 << 10
+				const total = 16 << 20
+				var got, most atomic.Int64
+				var paused atomic.Pointer[Conn]
+				var bad, resume atomic.Bool
+				resume.Store(mode == "every")
+				h := &BaseHandlerFunc{data: func(c *Conn, b Buffer) bool {
+					if !bytes.Equal(b.Bytes(), testStream(int(got.Load()), b.Len())) {
+						bad.Store(true)
+					}
+					got.Add(int64(b.Len()))
+					c.PauseRead()
+					paused.Store(c)
+					tr := &c.tls.tr
+					most.Store(max(most.Load(), int64(len(tr.in)-tr.off)))
+					if resume.Load() {
+						c.Loop().Post(c.ResumeRead)
+					}
+					return false
+				}}
+				e, addr := startTLSEngine(t, cfg, h, &ListenConfig{TLS: serverTLS()})
+				c, err := dialTLS(addr, clientTLS(0))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				werr := make(chan error, 1)
+				go func() {
+					_, err := c.Write(testStream(0, total))
+					werr <- err
+				}()
+				if mode == "paused" {
+					waitFor(t, "the pause", func() bool { return paused.Load() != nil })
+					pc := paused.Load()
+					// The socket's unread bytes: what the engine left there.
+					inq := func() int {
+						res := make(chan int)
+						pc.Loop().Post(func() {
+							n, _ := unix.IoctlGetInt(pc.Fd(), unix.SIOCINQ)
+							res <- n
+						})
+						return <-res
+					}
+					waitFor(t, "the socket to hold 32 KiB", func() bool { return inq() >= 32<<10 })
+					held := tlsHeld(e)
+					t.Logf("paused, the transport holds %d bytes, the socket %d, of %d received and sent", held, inq(), got.Load())
+					most.Store(max(most.Load(), int64(held)))
+					resume.Store(true)
+					pc.Loop().Post(pc.ResumeRead)
+				}
+				if err := recv(t, werr, "the client's write"); err != nil {
+					t.Fatal(err)
+				}
+				waitFor(t, "everything", func() bool { return got.Load() == total })
+				t.Logf("the transport held %d bytes at most while paused", most.Load())
+				if bad.Load() {
+					t.Error("the data differs")
+				}
+				// What the receive in flight at the pause takes: about the
+				// mark with the receive limit (6.17), else up to the
+				// ring's buffers on uring (a multishot's burst before its
+				// cancel), a receive's on epoll.
+				limit := 2 * int64(cfg.WriteHighWater)
+				if strings.HasPrefix(string(b), "uring") && !recvLimitUsable() {
+					limit = defaultReadBuffers * int64(cfg.ReadBufferSize)
+				}
+				if most.Load() > limit {
+					t.Errorf("the transport held %d bytes while paused, cap %d", most.Load(), limit)
+				}
+			})
+		}
+	}
+}
+
+// testStream is bytes [off, off+n) of a stream of 64 MiB that repeats
+// testData.
+func testStream(off, n int) []byte {
+	d := testData()
+	out := make([]byte, n)
+	for i := 0; i < n; {
+		i += copy(out[i:], d[(off+i)%len(d):])
+	}
+	return out
 }
