@@ -469,11 +469,7 @@ func TestTLSResetMidStream(t *testing.T) {
 				closed: func(c *Conn, err error) { closes <- err },
 			}
 			_, addr := startTLSEngine(t, cfg, h, &ListenConfig{TLS: serverTLS()})
-			c, err := dialTLS(addr, clientTLS(0))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			c := mustDialTLS(t, addr, clientTLS(0))
 			c.SetDeadline(time.Now().Add(20 * time.Second))
 			_, werr := c.Write(pattern(5, 8<<20))
 			all, rerr := io.ReadAll(c)
@@ -507,11 +503,7 @@ func TestTLSWritev(t *testing.T) {
 				c.Close()
 			}}
 			_, addr := startTLSEngine(t, testConfig(b), h, &ListenConfig{TLS: serverTLS()})
-			c, err := dialTLS(addr, clientTLS(0))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			c := mustDialTLS(t, addr, clientTLS(0))
 			c.SetDeadline(time.Now().Add(20 * time.Second))
 			if all, err := io.ReadAll(c); err != nil || !bytes.Equal(all, want) {
 				t.Errorf("read %d bytes, %v; want the %d bytes written", len(all), err, len(want))
@@ -554,11 +546,7 @@ func TestTLSWriteBufferFrom(t *testing.T) {
 			}}
 			ho := &eofCounter{BaseHandlerFunc: h, n: new(atomic.Int64)}
 			_, addr := startTLSEngine(t, cfg, ho, &ListenConfig{TLS: serverTLS()})
-			c, err := dialTLS(addr, clientTLS(0))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			c := mustDialTLS(t, addr, clientTLS(0))
 			c.SetDeadline(time.Now().Add(20 * time.Second))
 			for i, n := range []int{1, 2, 3, 4, 5, 1000, 16 << 10, 40 << 10, 7} {
 				if _, err := c.Write(pattern(uint64(i), n)); err != nil {
@@ -579,11 +567,7 @@ func TestTLSWriteBufferFrom(t *testing.T) {
 			}
 			mu.Unlock()
 			pastEnd.Store(true)
-			c2, err := dialTLS(addr, clientTLS(0))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c2.Close()
+			c2 := mustDialTLS(t, addr, clientTLS(0))
 			c2.Write([]byte("x"))
 			if err := <-errc; !errors.Is(err, errOffset) {
 				t.Errorf("WriteBufferFrom past the end: %v, want %v", err, errOffset)
@@ -620,11 +604,7 @@ func TestTLSOnWritable(t *testing.T) {
 				}
 			}}
 			e, addr := startTLSEngine(t, cfg, h, &ListenConfig{TLS: serverTLS()})
-			c, err := dialTLS(addr, clientTLS(0))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			c := mustDialTLS(t, addr, clientTLS(0))
 			c.SetDeadline(time.Now().Add(20 * time.Second))
 			waitFor(t, "the mark", func() bool { return e.Stats().PausedReads > 0 })
 			if _, err := c.Write([]byte("ping")); err != nil {
@@ -913,11 +893,7 @@ func TestTLSPausedInputCapped(t *testing.T) {
 					return false
 				}}
 				e, addr := startTLSEngine(t, cfg, h, &ListenConfig{TLS: serverTLS()})
-				c, err := dialTLS(addr, clientTLS(0))
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer c.Close()
+				c := mustDialTLS(t, addr, clientTLS(0))
 				werr := make(chan error, 1)
 				go func() {
 					_, err := c.Write(testStream(0, total))
@@ -975,4 +951,16 @@ func testStream(off, n int) []byte {
 		i += copy(out[i:], d[(off+i)%len(d):])
 	}
 	return out
+}
+
+// mustDialTLS dials addr with TLS (cfg), failing the test on an error; the
+// connection is closed when the test ends.
+func mustDialTLS(t *testing.T, addr string, cfg *tls.Config) *tls.Conn {
+	t.Helper()
+	c, err := dialTLS(addr, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
