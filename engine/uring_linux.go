@@ -25,7 +25,6 @@ const (
 	opMsgSent // our MSG_RING to another loop completed
 	opSendZC  // SEND_ZC: the gen field carries the slab chunk id
 	opCancelFd
-	opWakeAt // wakeAt's timeout: the gen field carries its sequence number
 )
 
 const bufGroup = 1
@@ -93,13 +92,6 @@ type uringBackend struct {
 	aside  []uring.CQE
 	broken error
 	spare  uring.SQE
-	// wakeArmed is the deadline (nanotime) of the newest timeout wakeAt
-	// armed, 0 once it has fired; wakeSeq numbers them, so that an older
-	// one firing later leaves it. timedWaits counts the waits given a
-	// timeout (tests).
-	wakeArmed  int64
-	wakeSeq    uint32
-	timedWaits int
 }
 
 // recvLimitUsable reports whether receives can be limited (the kernel's
@@ -309,29 +301,6 @@ func (b *uringBackend) msgRing(dst *Loop, ringFd int) bool {
 	q.PrepMsgRing(ringFd, 0, udata(opMsg, 0, 0), 0, udata(opMsgSent, int32(dst.id), 0))
 	b.l.st.msgRings.Add(1)
 	b.inflight++
-	return true
-}
-
-// wakeAt arms an IORING_OP_TIMEOUT that ends the loop's waits at at
-// (relative to l.woke, as serve's bound on a wait was), unless the newest
-// one armed fires by then: one kernel timer per deadline, where a wait with
-// a timeout costs a clock read, the timeout's argument and an hrtimer in
-// the kernel every time (the sweep of Config.CloseTimeout, on by default,
-// bound every wait while a write queue was in flight: under load, all of
-// them). A timeout superseded by an earlier one still fires, and ends a
-// wait for nothing. Not in inflight: the ring's close ends it. Loop
-// goroutine.
-func (b *uringBackend) wakeAt(at int64) bool {
-	if b.wakeArmed != 0 && b.wakeArmed <= at {
-		return true
-	}
-	q := b.sqe()
-	if b.broken != nil {
-		return false // q is the spare
-	}
-	b.wakeSeq++
-	q.PrepTimeout(b.r.Timespec(time.Duration(max(at-b.l.woke, 1))), 0, 0, udata(opWakeAt, 0, b.wakeSeq))
-	b.wakeArmed = at
 	return true
 }
 
@@ -662,9 +631,6 @@ func (b *uringBackend) poll(timeout time.Duration) error {
 	}
 	b.retry = b.rearm(b.retry)
 	var err error
-	if timeout > 0 {
-		b.timedWaits++
-	}
 	t0 := l.waitStart()
 	switch {
 	case timeout == 0:
@@ -737,11 +703,6 @@ func (b *uringBackend) handle(q uring.CQE) {
 		return
 	case opCancel:
 		b.inflight--
-		return
-	case opWakeAt:
-		if gen == b.wakeSeq&0xffffff {
-			b.wakeArmed = 0
-		}
 		return
 	case opMsg:
 		l.st.wakeups.Add(1) // the posted functions run at the top of the loop
