@@ -29,7 +29,7 @@ SPINDLE_TEST_BATCH_WAIT=100us go test -race -count=1 -timeout 20m ./engine/
 
 echo "== go test -race ./engine, receive paths without the 6.17 receive limit (older kernels)"
 SPINDLE_TEST_NO_RECV_LIMIT=1 go test -race -count=1 -timeout 20m \
-	-run 'TestEchoIntegrity|TestHalfClose|TestPeerReset|TestSlowReader|TestStarved|TestProxyForward|TestResumeInside|TestZeroAllocs|TestCloseLinger' ./engine/
+	-run 'TestEchoIntegrity|TestHalfClose|TestPeerReset|TestSlowReader|TestStarved|TestProxyForward|TestResumeInside|TestZeroAllocs|TestCloseLinger|TestTLSPausedInputCapped' ./engine/
 
 echo "== engine Go benchmarks, one short pass (every backend and Go net; under -race the figures mean nothing)"
 go test -race -count=1 -run '^$' -bench '^BenchmarkEcho$' -benchtime 500x -timeout 20m ./engine/
