@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -34,6 +35,21 @@ type H2loadSummary struct {
 	// The traffic line, in bytes: everything read, the header blocks
 	// (HPACK-compressed, as received), the DATA payloads.
 	TrafficTotal, TrafficHeaders, TrafficData uint64
+	// Protocol is the application protocol of h2load's first connection
+	// ("Application protocol: h2"; "h2c" without TLS).
+	Protocol string
+	// TLS is what h2load says of TLS, with an https URI; zero without.
+	TLS H2loadTLS
+}
+
+// H2loadTLS is what h2load's summary says its first connection's TLS
+// handshake agreed: its lines "TLS Protocol: TLSv1.3" and "Cipher:
+// TLS_AES_256_GCM_SHA384".
+type H2loadTLS struct {
+	// Version is the protocol as crypto/tls names it ("TLS 1.3" for
+	// OpenSSL's "TLSv1.3"), CipherSuite OpenSSL's name for the cipher
+	// suite (for TLS 1.3 the RFC's, as crypto/tls's).
+	Version, CipherSuite string
 }
 
 // errNoSummary is h2load output without its summary's requests or status
@@ -67,6 +83,15 @@ func ParseH2loadSummary(out []byte) (H2loadSummary, error) {
 			haveStatus = true
 		case cutPrefix(&line, "traffic: "):
 			err = s.parseTraffic(line)
+		case cutPrefix(&line, "TLS Protocol: "):
+			s.TLS.Version = string(line)
+			if v, ok := strings.CutPrefix(s.TLS.Version, "TLSv"); ok {
+				s.TLS.Version = "TLS " + v
+			}
+		case cutPrefix(&line, "Cipher: "):
+			s.TLS.CipherSuite = string(line)
+		case cutPrefix(&line, "Application protocol: "):
+			s.Protocol = string(line)
 		}
 		if err != nil {
 			return s, fmt.Errorf("h2load summary: %w", err)

@@ -14,7 +14,8 @@ import (
 // The outputs in testdata/h2load were captured from h2load 1.52 (nghttp2
 // 1.52.0, Debian 12) against a Go net/http h2c server: a clean run (one
 // thread, -m 1), two threads with -m 10, every reply 404, every stream
-// reset by the server, and nothing listening.
+// reset by the server, and nothing listening; summary-tls.txt against a
+// Go net/http HTTPS server (TLS 1.3, h2 by ALPN), -n 20 -c 2 -m 2.
 func readH2loadTestdata(t testing.TB, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", "h2load", name))
@@ -35,25 +36,36 @@ func TestParseH2loadSummary(t *testing.T) {
 			Total: 18577, Started: 18577, Done: 18577, Succeeded: 18577,
 			Status:       [4]uint64{18577, 0, 0, 0},
 			TrafficTotal: 1597714, TrafficHeaders: 95020, TrafficData: 1516608,
+			Protocol: "h2c",
 		}, true},
 		{"summary-m10-t2.txt", H2loadSummary{
 			Finished: 1280 * time.Millisecond, ReqPerSec: 6964,
 			Total: 6964, Started: 6984, Done: 6964, Succeeded: 6964,
 			Status:       [4]uint64{6964, 0, 0, 0},
 			TrafficTotal: 599376, TrafficHeaders: 28084, TrafficData: 445696,
+			Protocol: "h2c",
 		}, true},
 		{"summary-404.txt", H2loadSummary{
 			Finished: 1200 * time.Millisecond, ReqPerSec: 16357,
 			Total: 16357, Started: 16357, Done: 16357, Succeeded: 5, Failed: 16352,
 			Status:       [4]uint64{0, 0, 16352, 0},
 			TrafficTotal: 686970, TrafficHeaders: 97022, TrafficData: 367992,
+			Protocol: "h2c",
 		}, false},
 		{"summary-reset.txt", H2loadSummary{
 			Finished: 1200 * time.Millisecond,
 			Total:    15362, Started: 15362, Done: 15362, Failed: 15362, Errored: 15362,
 			TrafficTotal: 199706,
+			Protocol:     "h2c",
 		}, false},
 		{"summary-refused.txt", H2loadSummary{Finished: 1420 * time.Millisecond}, true}, // no request: noted by the runner
+		{"summary-tls.txt", H2loadSummary{
+			Finished: 10210 * time.Microsecond, ReqPerSec: 1959.63,
+			Total: 20, Started: 20, Done: 20, Succeeded: 20,
+			Status:       [4]uint64{20, 0, 0, 0},
+			TrafficTotal: 750, TrafficHeaders: 168, TrafficData: 100,
+			Protocol: "h2", TLS: H2loadTLS{Version: "TLS 1.3", CipherSuite: "TLS_AES_128_GCM_SHA256"},
+		}, true},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			got, err := ParseH2loadSummary(readH2loadTestdata(t, tc.file))
@@ -184,7 +196,13 @@ func TestParseH2loadRowAllocs(t *testing.T) {
 // formatH2loadSummary writes s as h2load would, less the lines the parser
 // skips.
 func formatH2loadSummary(s H2loadSummary) []byte {
-	return fmt.Appendf(nil, "finished in %s, %s req/s, 0B/s\n"+
+	var tls []byte
+	for _, l := range []struct{ name, v string }{{"TLS Protocol", s.TLS.Version}, {"Cipher", s.TLS.CipherSuite}, {"Application protocol", s.Protocol}} {
+		if l.v != "" {
+			tls = fmt.Appendf(tls, "%s: %s\n", l.name, l.v)
+		}
+	}
+	return fmt.Appendf(tls, "finished in %s, %s req/s, 0B/s\n"+
 		"requests: %d total, %d started, %d done, %d succeeded, %d failed, %d errored, %d timeout\n"+
 		"status codes: %d 2xx, %d 3xx, %d 4xx, %d 5xx\n"+
 		"traffic: 0B (%d) total, 0B (%d) headers (space savings 0.00%%), 0B (%d) data\n",
@@ -193,7 +211,7 @@ func formatH2loadSummary(s H2loadSummary) []byte {
 }
 
 func FuzzH2loadSummary(f *testing.F) {
-	for _, n := range []string{"summary-ok.txt", "summary-m10-t2.txt", "summary-404.txt", "summary-reset.txt", "summary-refused.txt"} {
+	for _, n := range []string{"summary-ok.txt", "summary-m10-t2.txt", "summary-404.txt", "summary-reset.txt", "summary-refused.txt", "summary-tls.txt"} {
 		f.Add(readH2loadTestdata(f, n))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {

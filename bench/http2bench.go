@@ -376,6 +376,8 @@ type h2loadDriver struct {
 	threads, conns int
 	cpus           []int
 	warmup, window time.Duration
+	// https: h2load speaks TLS (an https URI), HTTP/2 chosen by ALPN.
+	https bool
 }
 
 func (r *http2Runner) driver() h2loadDriver {
@@ -394,6 +396,10 @@ type h2loadMeasure struct {
 	clientPercent    float64
 	edges            h2loadEdges
 	log              H2loadLog
+	// protocol and tls are what h2load's summary says its first
+	// connection's application protocol and (https) TLS were.
+	protocol string
+	tls      H2loadTLS
 }
 
 // cpuFigures are a process's CPU over a measurement's window (windowCPU).
@@ -466,7 +472,8 @@ func (d h2loadDriver) measure(ctx context.Context, dir, listen string, streams i
 	if err != nil {
 		return m, err
 	}
-	m.requests, m.rps, m.latency, m.edges, m.log = sum.Done, float64(sum.Done)/d.window.Seconds(), h.Percentiles(), edges, lg
+	m.requests, m.rps, m.latency, m.edges, m.log, m.tls = sum.Done, float64(sum.Done)/d.window.Seconds(), h.Percentiles(), edges, lg, sum.TLS
+	m.protocol = sum.Protocol
 	m.server, m.upstream = windowCPU(edges.server, sum.Done, d.window), windowCPU(edges.upstream, sum.Done, d.window)
 	_, clientPct, _ := proxyCPU(edges.client[0], edges.client[1], sum.Done, d.window)
 	m.clientPercent = clientPct / float64(len(d.cpus))
@@ -520,12 +527,17 @@ const (
 
 // args is h2load's command line for one measurement against listen:
 // d.threads threads, closed loop with streams in flight on each of the
-// connections, h2c with prior knowledge (an http URI), the warm-up and the
+// connections, h2c with prior knowledge (an http URI; with https, TLS and
+// HTTP/2 by ALPN: an https one), the warm-up and the
 // main duration in whole milliseconds, each request logged to logPath.
 func (d h2loadDriver) args(listen string, streams int, logPath string) []string {
 	ms := func(t time.Duration) string { return strconv.FormatInt(t.Milliseconds(), 10) + "ms" }
+	scheme := "http://"
+	if d.https {
+		scheme = "https://"
+	}
 	return []string{d.h2load, "-t", strconv.Itoa(d.threads), "-c", strconv.Itoa(d.conns), "-m", strconv.Itoa(streams),
-		"--warm-up-time", ms(d.warmup), "-D", ms(d.window), "--log-file", logPath, "http://" + listen + "/"}
+		"--warm-up-time", ms(d.warmup), "-D", ms(d.window), "--log-file", logPath, scheme + listen + "/"}
 }
 
 // run runs h2load against listen, pinned to the client CPUs in a

@@ -112,8 +112,13 @@ func h2cCheck(addr string, bodySize int) error {
 	p.SetUnencryptedHTTP2(true)
 	tr := &http.Transport{Protocols: &p}
 	defer tr.CloseIdleConnections()
+	return h2GetCheck(tr, "http://"+addr+"/", bodySize)
+}
+
+// h2GetCheck is h2cCheck's GET of url through tr and its verification.
+func h2GetCheck(tr *http.Transport, url string, bodySize int) error {
 	c := &http.Client{Transport: tr, Timeout: 5 * time.Second}
-	resp, err := c.Get("http://" + addr + "/")
+	resp, err := c.Get(url)
 	if err != nil {
 		return err
 	}

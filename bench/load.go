@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
@@ -64,6 +65,12 @@ type LoadConfig struct {
 	// measured latency and the open-loop schedule precise. Time spent in
 	// polls that found nothing is reported as ClientIdle, not as busy CPU.
 	Block bool
+	// TLS, when set, makes every connection a TLS client with this
+	// config (crypto/tls): each handshakes in the run's set-up, before
+	// the load starts (within 10 s), and the requests and replies are
+	// the protocol's inside the TLS records. Closed loop only. Nil:
+	// plain TCP.
+	TLS *tls.Config
 	// MaxOutstanding caps the open-loop requests in flight per connection;
 	// requests due while every connection is at the cap, or holds 1 MiB of
 	// requests its socket has not taken yet (a server that stopped
@@ -137,6 +144,11 @@ func (c LoadConfig) withDefaults() (LoadConfig, error) {
 	if c.Rate < 0 || c.Rate > MaxRate || math.IsNaN(c.Rate) {
 		return c, fmt.Errorf("bench: load: rate %v outside 0..%v", c.Rate, MaxRate)
 	}
+	if c.TLS != nil && c.Rate > 0 {
+		// The open loop's send lag and its cap on bytes not yet written
+		// count the plaintext, which TLS encrypts before the socket takes it.
+		return c, errors.New("bench: load: TLS is closed loop only")
+	}
 	return c, nil
 }
 
@@ -187,6 +199,21 @@ type LoadResult struct {
 	Threads int
 	// CPUs is the number of CPUs they ran on (clientCPUCount).
 	CPUs int
+	// TLS is what the connections' TLS handshakes agreed, with
+	// LoadConfig.TLS; nil without.
+	TLS *LoadTLS
+}
+
+// LoadTLS is what a load run's TLS handshakes agreed (LoadConfig.TLS).
+type LoadTLS struct {
+	// Handshakes is the number of connections whose handshake completed:
+	// every connection of the run.
+	Handshakes int
+	// Version (tls.VersionName: "TLS 1.3"), CipherSuite
+	// (tls.CipherSuiteName) and ALPN (the protocol negotiated, "" for
+	// none) are the connections' values; where they differ, the distinct
+	// values in order, separated by ", ".
+	Version, CipherSuite, ALPN string
 }
 
 // clientCPUCount is the number of CPUs threads client threads run on when

@@ -48,6 +48,9 @@ type loadConn struct {
 	written   uint64 // bytes ever written; the stream offset of wbuf[woff]
 	moved     uint64 // bytes moved within wbuf to reclaim its written prefix
 	rmoved    uint64 // bytes moved within rbuf to reclaim its verified replies
+	// tls is the connection's TLS with LoadConfig.TLS: wbuf and rbuf hold
+	// plaintext, and the socket carries its records. Nil for plain TCP.
+	tls *loadTLS
 }
 
 // maxQueuedBytes caps, in open loop, a connection's requests not yet
@@ -197,6 +200,9 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 		res.ClientSys += time.Duration(unix.TimevalToNsec(t.cpuEnd.Stime) - unix.TimevalToNsec(t.cpuStart.Stime))
 		res.ClientIdle += time.Duration(t.idle)
 	}
+	if cfg.TLS != nil {
+		res.TLS = tlsAgreed(threads)
+	}
 	return res, nil
 }
 
@@ -282,6 +288,11 @@ func (t *loadThread) setup(idx, nconns int, ta *net.TCPAddr) error {
 		}
 		if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1); err != nil {
 			return os.NewSyscallError("setsockopt", err)
+		}
+		if t.cfg.TLS != nil {
+			if c.tls, err = handshakeTLS(fd, t.cfg.TLS, t.stop); err != nil {
+				return fmt.Errorf("bench: load: TLS handshake with %s: %w", ta, err)
+			}
 		}
 		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(i)}
 		if err := unix.EpollCtl(t.ep, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
@@ -403,10 +414,16 @@ func (t *loadThread) recordLag(c *loadConn, now int64) {
 	c.unwritten = c.unwritten[k:]
 }
 
-// flush writes c's pending bytes; a short write arms EPOLLOUT.
+// flush writes c's pending bytes (with TLS, encrypted first: loadTLS's
+// flush); a short write arms EPOLLOUT.
 func (t *loadThread) flush(c *loadConn) error {
 	c.dirty = false
-	for c.queued() > 0 {
+	if c.tls != nil {
+		if err := c.tls.flush(c); err != nil {
+			return fmt.Errorf("bench: load: conn %d: %w", c.id, err)
+		}
+	}
+	for c.tls == nil && c.queued() > 0 {
 		n, err := unix.Write(c.fd, c.wbuf[c.woff:])
 		if err == unix.EINTR {
 			continue
@@ -426,7 +443,7 @@ func (t *loadThread) flush(c *loadConn) error {
 	if len(c.unwritten) > 0 {
 		t.recordLag(c, t.now())
 	}
-	want := c.queued() > 0
+	want := c.queued() > 0 || c.tls != nil && len(c.tls.tr.out) > 0
 	if want != c.out {
 		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(t.index(c))}
 		if want {
@@ -445,39 +462,62 @@ func (t *loadThread) index(c *loadConn) int {
 }
 
 // receive reads from c and verifies every complete reply. Closed loop sends
-// the next request on the connection for each reply.
+// the next request on the connection for each reply. A plain connection is
+// read once (the level-triggered epoll reports what is left); a TLS one
+// until its socket has nothing more, for crypto/tls may hold decrypted
+// bytes that no event would report.
 func (t *loadThread) receive(c *loadConn, closed bool) error {
+	for {
+		more, err := t.receiveOnce(c, closed)
+		if !more || err != nil || c.tls == nil {
+			return err
+		}
+	}
+}
+
+// receiveOnce is one read of receive's, reporting whether it read
+// anything.
+func (t *loadThread) receiveOnce(c *loadConn, closed bool) (bool, error) {
 	if len(c.rbuf) == cap(c.rbuf) {
 		c.rbuf = append(c.rbuf, make([]byte, cap(c.rbuf))...)[:len(c.rbuf)]
 	}
-	n, err := unix.Read(c.fd, c.rbuf[len(c.rbuf):cap(c.rbuf)])
+	var n int
+	var err error
+	if c.tls != nil {
+		n, err = c.tls.read(c.rbuf[len(c.rbuf):cap(c.rbuf)])
+	} else {
+		n, err = unix.Read(c.fd, c.rbuf[len(c.rbuf):cap(c.rbuf)])
+	}
 	now := t.now()
 	if err == unix.EAGAIN || err == unix.EINTR {
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return fmt.Errorf("bench: load: conn %d: %w", c.id, os.NewSyscallError("read", err))
+		if c.tls != nil {
+			return false, fmt.Errorf("bench: load: conn %d: %w", c.id, err)
+		}
+		return false, fmt.Errorf("bench: load: conn %d: %w", c.id, os.NewSyscallError("read", err))
 	}
 	if n == 0 {
-		return fmt.Errorf("bench: load: conn %d: server closed the connection with %d requests in flight", c.id, c.inflight())
+		return false, fmt.Errorf("bench: load: conn %d: server closed the connection with %d requests in flight", c.id, c.inflight())
 	}
 	c.rbuf = c.rbuf[:len(c.rbuf)+n]
 	off := 0
 	for {
 		fl, err := t.framing.replyLen(c.rbuf[off:])
 		if err != nil {
-			return fmt.Errorf("bench: load: conn %d: %w", c.id, err)
+			return false, fmt.Errorf("bench: load: conn %d: %w", c.id, err)
 		}
 		if fl == 0 || len(c.rbuf)-off < fl {
 			break
 		}
 		if c.inflight() == 0 {
-			return fmt.Errorf("%w: conn %d: reply without a request", ErrMismatch, c.id)
+			return false, fmt.Errorf("%w: conn %d: reply without a request", ErrMismatch, c.id)
 		}
 		p := c.queue[c.head]
 		c.head++
 		if t.scratch, err = t.framing.verify(c.rbuf[off:off+fl], c.id, p.seq, t.scratch); err != nil {
-			return err
+			return false, err
 		}
 		off += fl
 		// Throughput counts what the server answered inside the window;
@@ -500,7 +540,7 @@ func (t *loadThread) receive(c *loadConn, closed bool) error {
 		c.rmoved += uint64(len(c.rbuf) - off)
 		c.rbuf = c.rbuf[:copy(c.rbuf, c.rbuf[off:])]
 	}
-	return nil
+	return true, nil
 }
 
 // run is the thread's event loop, from the shared start time t0.
@@ -618,7 +658,7 @@ func (t *loadThread) handle(ev unix.EpollEvent, closed bool) error {
 			return err
 		}
 	}
-	if c.dirty || ev.Events&unix.EPOLLOUT != 0 {
+	if c.dirty || ev.Events&unix.EPOLLOUT != 0 || c.tls != nil && len(c.tls.tr.out) > 0 {
 		return t.flush(c)
 	}
 	return nil

@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -69,6 +71,9 @@ func h2Clients(protocol string) bool {
 	return protocol == ProxyProtocolH2 || protocol == ProxyProtocolH2H2
 }
 
+// proxyTLSNoDirect is why a run with ProxyConfig.TLS has no direct arm.
+const proxyTLSNoDirect = "no direct arm with --tls: the upstream speaks no TLS, and the client would go to it in plain text"
+
 // proxyH2NoDirect is why ProxyProtocolH2 has no direct arm.
 const proxyH2NoDirect = "no direct arm with --protocol h2: the upstream (the bench server's echo) speaks HTTP/1.1 only, not h2c, so h2load cannot be pointed at it"
 
@@ -96,8 +101,9 @@ type ProxyConfig struct {
 	// Default ProxyProtocolTCP.
 	Protocol string
 	// Arms names the arms to run, in order; nil runs ProxyArms (without
-	// direct with ProxyProtocolH2: proxyH2NoDirect). The first arm that
-	// runs is the one the report's ratios divide by.
+	// direct with ProxyProtocolH2, proxyH2NoDirect, and with TLS,
+	// proxyTLSNoDirect). The first arm that runs is the one the report's
+	// ratios divide by.
 	Arms []string
 	// Duration is the measuring budget, shared among the measurements
 	// (each gets a fifth as warm-up, the rest as its window); start-up and
@@ -115,6 +121,16 @@ type ProxyConfig struct {
 	// streams in flight per connection (h2load -m), each a load point of
 	// its own. Default DefaultHTTP2Streams.
 	Streams []int
+	// TLS makes the proxies terminate TLS 1.3 on the client side: each
+	// serves a throwaway self-signed ECDSA P-256 certificate made at the
+	// run's start (newProxyTLS), offering the protocol's ALPN
+	// (proxyALPN), and the clients speak TLS to it (the load generator
+	// with LoadConfig.TLS; h2load over https, HTTP/2 by ALPN) on
+	// keep-alive connections, each handshaking once, before the
+	// measurement. The upstream side stays plain. There is no direct arm
+	// (proxyTLSNoDirect). A measurement whose clients did not agree on
+	// TLS 1.3 with the protocol's ALPN fails the run.
+	TLS bool
 	// H2load is the h2load program (ProxyProtocolH2, ProxyProtocolH2H2).
 	// Default: "h2load" on PATH.
 	H2load string
@@ -181,7 +197,10 @@ type ProxySettings struct {
 	// Protocol is the ProxyConfig.Protocol that ran ("tcp", "http", "h2"
 	// or "h2h2").
 	Protocol string `json:"protocol"`
-	Conns    int    `json:"conns"`
+	// TLS is ProxyConfig.TLS: the proxies terminated TLS 1.3 on the
+	// client side.
+	TLS   bool `json:"tls,omitempty"`
+	Conns int  `json:"conns"`
 	// InFlight is the requests in flight per connection, or with "h2" and
 	// "h2h2" per stream: 1 (closed loop).
 	InFlight int `json:"inflight"`
@@ -235,6 +254,9 @@ type ProxyResult struct {
 	UpstreamCPUPercent float64 `json:"upstream_cpu_percent"`
 	UpstreamCPUSource  string  `json:"upstream_cpu_source,omitempty"`
 	ClientCPUPercent   float64 `json:"client_cpu_percent"`
+	// TLS, in a run with ProxyConfig.TLS, is what the clients' TLS
+	// handshakes agreed; nil without.
+	TLS *ProxyTLSResult `json:"tls,omitempty"`
 }
 
 // ProxySummaryRow is one arm's medians (with min and max) over the
@@ -291,7 +313,7 @@ func (c ProxyConfig) withDefaults() (ProxyConfig, error) {
 	} else if c.Streams != nil {
 		return c, fmt.Errorf("bench: streams are for the h2 and h2h2 protocols, not %s", c.Protocol)
 	}
-	if c.Arms == nil && c.Protocol == ProxyProtocolH2 {
+	if c.Arms == nil && (c.Protocol == ProxyProtocolH2 || c.TLS) {
 		c.Arms = slices.DeleteFunc(slices.Clone(ProxyArms), func(a string) bool { return a == ProxyArmDirect })
 	}
 	if c.Arms, err = armsDefault("proxy", c.Arms, ProxyArms, slices.Concat(ProxyArms, ProxyExtraArms)); err != nil {
@@ -376,13 +398,19 @@ func (r *proxyRunner) arm(name string) proxyArm {
 	spindle := func(backend string, accessLog bool) proxyArm {
 		name := "spindle-" + backend
 		summary := fmt.Sprintf("spindle proxy (this binary), engine backend %s, one loop", backend)
+		switch {
+		case cfg.TLS && h2Clients(cfg.Protocol):
+			summary += ", TLS 1.3 on its listener (tls: the engine's crypto/tls; HTTP/2 by ALPN)"
+		case cfg.TLS:
+			summary += ", TLS 1.3 on its listener (tls: the engine's crypto/tls)"
+		}
 		switch cfg.Protocol {
 		case ProxyProtocolHTTP, ProxyProtocolH2:
 			summary += fmt.Sprintf(", mode http, up to %d idle upstream connections kept (max_idle)", idle)
 		case ProxyProtocolH2H2:
 			summary += fmt.Sprintf(", mode http, h2c: true, the pool's protocol h2c (HTTP/2 from the client, each stream an HTTP/2 stream over multiplexed upstream connections, up to %d: h2_max_connections)", idle)
 		}
-		if cfg.Protocol == ProxyProtocolH2 {
+		if cfg.Protocol == ProxyProtocolH2 && !cfg.TLS {
 			summary += ", h2c: true (HTTP/2 from the client, HTTP/1.1 to the upstream)"
 		}
 		if accessLog {
@@ -400,7 +428,7 @@ func (r *proxyRunner) arm(name string) proxyArm {
 				if accessLog {
 					log = filepath.Join(dir, name+".access.log")
 				}
-				path, err := writeConf(dir, name+".yaml", spindleProxyConfig(cfg.Protocol, backend, listen, upstream, cfg.ProxyCPUs[0], idle, log))
+				path, err := writeConf(dir, name+".yaml", spindleProxyConfig(cfg.Protocol, backend, listen, upstream, cfg.ProxyCPUs[0], idle, log, r.tls))
 				if err != nil {
 					return nil, err
 				}
@@ -429,13 +457,19 @@ func (r *proxyRunner) arm(name string) proxyArm {
 		case ProxyProtocolH2H2:
 			summary += ", the frontend's bind and the server line with proto h2 (HTTP/2 with prior knowledge both sides, upstream connections shared by http-reuse always)"
 		}
-		if lookErr != nil {
+		if cfg.TLS {
+			summary += ", TLS 1.3 on its bind (ssl crt, OpenSSL)"
+		}
+		switch {
+		case lookErr != nil:
 			lookErr = errors.New("haproxy is not installed (apt-get install haproxy)")
+		case cfg.TLS:
+			lookErr = haproxyTLS(bin)
 		}
 		return proxyArm{
 			armHead: armHead{name, summary, lookErr},
 			argv: func(dir, listen, upstream string) ([]string, error) {
-				path, err := writeConf(dir, "haproxy.cfg", HAProxyConfig(cfg.Protocol, listen, upstream, idle))
+				path, err := writeConf(dir, "haproxy.cfg", HAProxyConfig(cfg.Protocol, listen, upstream, idle, r.tls))
 				if err != nil {
 					return nil, err
 				}
@@ -470,10 +504,16 @@ func (r *proxyRunner) arm(name string) proxyArm {
 		default:
 			mod, lookErr = nginxStream(bin)
 		}
+		if cfg.TLS {
+			summary += ", TLS 1.3 on its listener (listen … ssl, OpenSSL)"
+			if lookErr == nil {
+				lookErr = nginxTLS(bin, httpMode)
+			}
+		}
 		return proxyArm{
 			armHead: armHead{name, summary, lookErr},
 			argv: func(dir, listen, upstream string) ([]string, error) {
-				path, err := writeConf(dir, "nginx.conf", NginxConfig(cfg.Protocol, dir, mod, listen, upstream, idle))
+				path, err := writeConf(dir, "nginx.conf", NginxConfig(cfg.Protocol, dir, mod, listen, upstream, idle, r.tls))
 				if err != nil {
 					return nil, err
 				}
@@ -482,7 +522,10 @@ func (r *proxyRunner) arm(name string) proxyArm {
 		}
 	}
 	a := proxyArm{armHead: armHead{name: ProxyArmDirect, summary: "no proxy: the client straight to the upstream (the floor; its CPU per request is the upstream's alone)"}}
-	if cfg.Protocol == ProxyProtocolH2 {
+	switch {
+	case cfg.TLS:
+		a.unavailable = errors.New(proxyTLSNoDirect)
+	case cfg.Protocol == ProxyProtocolH2:
 		a.unavailable = errors.New(proxyH2NoDirect)
 	}
 	return a
@@ -505,6 +548,10 @@ type proxyRunner struct {
 	upstream    string
 	upstreamPID int
 	report      *ProxyReport
+	// tls is the proxies' certificate with ProxyConfig.TLS, clientTLS
+	// the clients' config (proxyClientTLS); both nil without.
+	tls       *ProxyTLS
+	clientTLS *tls.Config
 }
 
 // RunProxy runs `spindle bench proxy`: one upstream server (this binary's
@@ -534,13 +581,20 @@ func RunProxy(ctx context.Context, cfg ProxyConfig) (*ProxyReport, error) {
 	r := &proxyRunner{cfg: cfg, armsRun: armsRun{dir: dir}, report: &ProxyReport{
 		Schema: ProxySchema, Started: time.Now().UTC(), Host: hostInfo(),
 		Config: ProxySettings{
-			Protocol: cfg.Protocol, Conns: cfg.Conns, InFlight: 1, Payload: cfg.Payload, Reps: cfg.Reps, ProxyCPUs: cfg.ProxyCPUs,
+			Protocol: cfg.Protocol, TLS: cfg.TLS, Conns: cfg.Conns, InFlight: 1, Payload: cfg.Payload, Reps: cfg.Reps, ProxyCPUs: cfg.ProxyCPUs,
 			ClientCPUs: cfg.ClientCPUs, UpstreamCPUs: cfg.UpstreamCPUs, UpstreamArm: cfg.UpstreamArm,
 			Streams: cfg.Streams, H2load: version,
 		},
 	}}
 	if h2Clients(cfg.Protocol) {
 		r.report.Config.ClientThreads = min(len(cfg.ClientCPUs), cfg.Conns)
+	}
+	if cfg.TLS {
+		var pool *x509.CertPool
+		if r.tls, pool, err = newProxyTLS(dir); err != nil {
+			return nil, fmt.Errorf("bench: the proxies' certificate: %w", err)
+		}
+		r.clientTLS = proxyClientTLS(pool, proxyALPN(cfg.Protocol))
 	}
 	stop, err := r.startUpstream(ctx)
 	if err != nil {
@@ -685,8 +739,11 @@ func (r *proxyRunner) framing(addr string) loadFraming {
 
 // echoCheck sends one request in framing f to addr and verifies its reply,
 // within five seconds.
-func echoCheck(addr string, f loadFraming) error {
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+func echoCheck(addr string, f loadFraming) error { return echoCheckTLS(addr, f, nil) }
+
+// echoCheckTLS is echoCheck over TLS with cfg, when it is not nil.
+func echoCheckTLS(addr string, f loadFraming, cfg *tls.Config) error {
+	c, err := tlsDial(addr, cfg, 5*time.Second)
 	if err != nil {
 		return err
 	}
@@ -728,8 +785,11 @@ func (r *proxyRunner) startProxy(ctx context.Context, a proxyArm) (*proxyProc, e
 	if err != nil {
 		return nil, err
 	}
-	ready := func() error { return echoCheck(listen, r.framing(listen)) }
-	if h2Clients(r.cfg.Protocol) {
+	ready := func() error { return echoCheckTLS(listen, r.framing(listen), r.clientTLS) }
+	switch {
+	case h2Clients(r.cfg.Protocol) && r.clientTLS != nil:
+		ready = func() error { return h2TLSCheck(listen, r.cfg.Payload, r.clientTLS) }
+	case h2Clients(r.cfg.Protocol):
 		ready = func() error { return h2cCheck(listen, r.cfg.Payload) }
 	}
 	return startServing(ctx, argv, r.cfg.Env, r.cfg.ProxyCPUs, listen, ready, a.check)
@@ -823,7 +883,7 @@ func (r *proxyRunner) measure(ctx context.Context, a proxyArm, rep int) (ProxyRe
 	edges := make(chan [2][2]cpuEdge, 1) // the proxy's, the upstream's
 	lc := LoadConfig{
 		Addr: addr, Protocol: r.loadProtocol(), Conns: r.cfg.Conns, InFlight: 1, Payload: r.cfg.Payload, Warmup: r.warmup, Duration: r.window,
-		Threads: len(r.cfg.ClientCPUs), CPUs: r.cfg.ClientCPUs, Drain: drainFor(r.window), Block: r.clientBlocks(),
+		Threads: len(r.cfg.ClientCPUs), CPUs: r.cfg.ClientCPUs, Drain: drainFor(r.window), Block: r.clientBlocks(), TLS: r.clientTLS,
 		Window: func(start, end time.Time) {
 			go func() {
 				var e [2][2]cpuEdge
@@ -857,6 +917,12 @@ func (r *proxyRunner) measure(ctx context.Context, a proxyArm, rep int) (ProxyRe
 	res.Unanswered = load.Unanswered
 	res.Latency = load.Hist.Percentiles()
 	res.ClientCPUPercent = load.ClientCPUPercent()
+	if r.clientTLS != nil {
+		res.TLS = tlsFromLoad(load.TLS)
+		if err := checkTLS(res.TLS, r.cfg.Conns, proxyALPN(r.cfg.Protocol)); err != nil {
+			return res, err
+		}
+	}
 	r.recordCPU(&res, fmt.Sprintf("%s rep %d", a.name, rep), p != nil, e[0], e[1], windowCPU(e[0], load.Replies, load.Window), windowCPU(e[1], load.Replies, load.Window))
 	return res, nil
 }
@@ -884,10 +950,16 @@ func (r *proxyRunner) measureH2(ctx context.Context, a proxyArm, streams, rep in
 	if err != nil {
 		return res, err
 	}
-	d := h2loadDriver{h2load: r.cfg.H2load, threads: r.report.Config.ClientThreads, conns: r.cfg.Conns, cpus: r.cfg.ClientCPUs, warmup: r.warmup, window: r.window}
+	d := h2loadDriver{h2load: r.cfg.H2load, threads: r.report.Config.ClientThreads, conns: r.cfg.Conns, cpus: r.cfg.ClientCPUs, warmup: r.warmup, window: r.window, https: r.clientTLS != nil}
 	m, err := d.measure(ctx, r.dir, addr, streams, p, r.upstreamPID)
 	if err != nil {
 		return res, err
+	}
+	if d.https {
+		res.TLS = &ProxyTLSResult{Version: m.tls.Version, CipherSuite: m.tls.CipherSuite, ALPN: m.protocol}
+		if err := checkTLS(res.TLS, r.cfg.Conns, proxyALPN(r.cfg.Protocol)); err != nil {
+			return res, fmt.Errorf("h2load: %w", err)
+		}
 	}
 	res.Requests, res.AchievedRPS, res.Latency, res.ClientCPUPercent = m.requests, m.rps, m.latency, m.clientPercent
 	what := fmt.Sprintf("%s streams %d rep %d", a.name, streams, rep)
@@ -984,11 +1056,26 @@ func (r *proxyRunner) finish() {
 		}
 		return driftRow{arm: s.Arm, point: point, reps: s.Reps, rps: s.AchievedRPS, paired: sidePaired(rep.PairedRatios, s.Arm, s.Streams)}
 	})...)
+	if r.cfg.TLS {
+		rep.Notes = append(rep.Notes, proxyTLSNote(h2))
+		var suites []string
+		for _, res := range rep.Results {
+			if res.TLS != nil {
+				suites = appendNew(suites, res.TLS.CipherSuite)
+			}
+		}
+		if len(suites) > 1 {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("the arms' TLS cipher suites differ (%s; each arm's in the TLS line above): their record costs differ by more than the proxies'", strings.Join(suites, "; ")))
+		}
+	}
+	switch noDirect := !slices.Contains(r.cfg.Arms, ProxyArmDirect); {
+	case r.cfg.TLS && noDirect:
+		rep.Notes = append(rep.Notes, proxyTLSNoDirect)
+	case r.cfg.Protocol == ProxyProtocolH2 && noDirect:
+		rep.Notes = append(rep.Notes, proxyH2NoDirect)
+	}
 	if h2 {
 		rep.Notes = append(rep.Notes, h2loadLogNote, h2loadVerifiedNote("proxy"))
-		if r.cfg.Protocol == ProxyProtocolH2 && !slices.Contains(r.cfg.Arms, ProxyArmDirect) {
-			rep.Notes = append(rep.Notes, proxyH2NoDirect)
-		}
 	} else if r.clientBlocks() {
 		rep.Notes = append(rep.Notes, "the client shares a CPU with the upstream or the proxy: it sleeps in epoll_wait between events instead of polling, and its wake-ups are in the latencies")
 	}
@@ -1011,6 +1098,15 @@ func (r *proxyRunner) finish() {
 	if upCoarse > 0 {
 		rep.Notes = append(rep.Notes, coarseCPUNote(upCoarse, "upstream"))
 	}
+}
+
+// proxyTLSNote says what a --tls run measured: with h2, h2load's TLS.
+func proxyTLSNote(h2 bool) string {
+	client := "the load generator's connections are crypto/tls clients offering X25519 alone as key exchange (Go's default would offer X25519MLKEM768, which the spindle arms' Go server takes and HAProxy's and nginx's OpenSSL 3.0 do not), their records read and written by its epoll loop"
+	if h2 {
+		client = "h2load's connections are OpenSSL's (https, HTTP/2 by ALPN, X25519 its first key exchange)"
+	}
+	return fmt.Sprintf("TLS 1.3 on the client side: each proxy serves %s; %s; every connection handshakes once, before the warm-up (keep-alive), so the figures are TLS's per-request cost (records encrypted and decrypted), not the handshakes'; the client's own TLS work is in its CPU; proxy to upstream is plain", proxyTLSCert, client)
 }
 
 // processCPUNote says how the CPU of who's process is counted (proxyCPU
@@ -1095,9 +1191,10 @@ func writeJSONAndMarkdown(dir string, rep any, md string) error {
 func ProxyMarkdown(rep *ProxyReport) string {
 	var b strings.Builder
 	c := rep.Config
-	fmt.Fprintf(&b, "# spindle bench proxy report: %s\n\n", proxyProtocolTitle(c.Protocol))
+	fmt.Fprintf(&b, "# spindle bench proxy report: %s\n\n", proxyTitle(c))
 	writeHostLine(&b, rep.Host)
 	fmt.Fprintf(&b, "- loopback; proxy CPUs %v, client CPUs %v, upstream (%s) CPUs %v\n", c.ProxyCPUs, c.ClientCPUs, c.UpstreamArm, c.UpstreamCPUs)
+	b.WriteString(proxyTLSLine(rep))
 	h2 := h2Clients(c.Protocol)
 	if h2 {
 		fmt.Fprintf(&b, "- %d connections × streams %v in flight each (%s, %d threads, closed loop), GET answered by the upstream with a %d-byte body, %d reps (arms alternated), each %.2fs warm-up + %.2fs measured; started %s, %.0fs\n\n",
@@ -1175,7 +1272,7 @@ func WriteProxyTable(w io.Writer, rep *ProxyReport) {
 	if h2 {
 		same, streamsHead = " at the same streams", fmt.Sprintf(" %7s", "streams")
 	}
-	fmt.Fprintf(w, "\nbench proxy, %s, loopback, %d reps, medians (min–max); latency in µs, proxy and upstream CPU in µs per request; ratios to %s%s\n", proxyProtocolTitle(rep.Config.Protocol), rep.Config.Reps, firstArm(rep.Summary, func(s ProxySummaryRow) string { return s.Arm }), same)
+	fmt.Fprintf(w, "\nbench proxy, %s, loopback, %d reps, medians (min–max); latency in µs, proxy and upstream CPU in µs per request; ratios to %s%s\n", proxyTitle(rep.Config), rep.Config.Reps, firstArm(rep.Summary, func(s ProxySummaryRow) string { return s.Arm }), same)
 	fmt.Fprintf(w, "%-17s%s %-22s %-20s %-20s %-20s %-18s %-18s %7s %7s %7s %7s %7s\n", "arm", streamsHead, "req/s", "p50", "p99", "p99.9", "proxy µs/req", "upstream µs/req", "client%", "rps×", "p99×", "cpu×", "up cpu×")
 	ratios := proxyRatioCells(rep.Summary)
 	for i, s := range rep.Summary {
@@ -1189,6 +1286,45 @@ func WriteProxyTable(w io.Writer, rep *ProxyReport) {
 	}
 	proxyRatioLayout(h2).writeTable(w, rep.PairedRatios)
 	writeTableNotes(w, rep.Notes)
+}
+
+// proxyTitle says what a report compares: its protocol's title
+// (proxyProtocolTitle), with TLS saying so.
+func proxyTitle(c ProxySettings) string {
+	t := proxyProtocolTitle(c.Protocol)
+	switch {
+	case !c.TLS:
+		return t
+	case h2Clients(c.Protocol):
+		return strings.Replace(t, "(h2c, prior knowledge)", "(TLS 1.3, h2 by ALPN)", 1)
+	}
+	return t + ", TLS 1.3 on the client side"
+}
+
+// proxyTLSLine is a --tls report's line on what each arm's clients'
+// handshakes agreed (its first measurement's; the run fails where one's
+// are not TLS 1.3 with the protocol's ALPN), or "".
+func proxyTLSLine(rep *ProxyReport) string {
+	if !rep.Config.TLS {
+		return ""
+	}
+	var arms []string
+	seen := map[string]bool{}
+	for _, res := range rep.Results {
+		if seen[res.Arm] || res.TLS == nil {
+			continue
+		}
+		seen[res.Arm] = true
+		a := fmt.Sprintf("%s %s %s", res.Arm, res.TLS.Version, res.TLS.CipherSuite)
+		if res.TLS.ALPN != "" {
+			a += " " + res.TLS.ALPN
+		}
+		if res.TLS.Handshakes > 0 {
+			a += fmt.Sprintf(" (%d handshakes)", res.TLS.Handshakes)
+		}
+		arms = append(arms, a)
+	}
+	return fmt.Sprintf("- TLS 1.3 on the client side, %s, upstream plain; the clients agreed: %s\n", proxyTLSCert, strings.Join(arms, "; "))
 }
 
 // proxyProtocolTitle says what a report's protocol compares; a report

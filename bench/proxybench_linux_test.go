@@ -381,7 +381,7 @@ func reuseRun(t *testing.T, name string, cfg ProxyConfig, conns int, window time
 // this process, forwarding to upstream, and returns its address; the
 // test's cleanup stops it.
 func startSpindleHTTPProxy(t *testing.T, backend, upstream string, cpu, conns int) string {
-	cfg, err := proxy.ParseConfig([]byte(SpindleProxyConfig(ProxyProtocolHTTP, backend, "127.0.0.1:0", upstream, cpu, conns)))
+	cfg, err := proxy.ParseConfig([]byte(SpindleProxyConfig(ProxyProtocolHTTP, backend, "127.0.0.1:0", upstream, cpu, conns, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 // upstream asked for.
 func TestSpindleProxyConfig(t *testing.T) {
 	for _, backend := range []string{"uring", "epoll"} {
-		text := SpindleProxyConfig(ProxyProtocolTCP, backend, "127.0.0.1:4000", "127.0.0.1:5000", 1, 50)
+		text := SpindleProxyConfig(ProxyProtocolTCP, backend, "127.0.0.1:4000", "127.0.0.1:5000", 1, 50, nil)
 		cfg, err := proxy.ParseConfig([]byte(text))
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", backend, err, text)
@@ -47,7 +47,7 @@ func TestSpindleProxyConfig(t *testing.T) {
 // connections as there are client connections, as the proxy's strict
 // parser reads it.
 func TestSpindleProxyHTTPConfig(t *testing.T) {
-	text := SpindleProxyConfig(ProxyProtocolHTTP, "epoll", "127.0.0.1:4000", "127.0.0.1:5000", 1, 50)
+	text := SpindleProxyConfig(ProxyProtocolHTTP, "epoll", "127.0.0.1:4000", "127.0.0.1:5000", 1, 50, nil)
 	for _, want := range []string{"mode: http", "max_idle: 50", "backend: epoll", `listen: "127.0.0.1:4000"`, `servers: ["127.0.0.1:5000"]`, "pool: upstream"} {
 		hasLine(t, text, want)
 	}
@@ -89,7 +89,7 @@ func hasLine(t *testing.T, text, want string) {
 func TestHAProxyConfig(t *testing.T) {
 	for _, protocol := range ProxyProtocols {
 		t.Run(protocol, func(t *testing.T) {
-			text := HAProxyConfig(protocol, "127.0.0.1:4000", "127.0.0.1:5000", 50)
+			text := HAProxyConfig(protocol, "127.0.0.1:4000", "127.0.0.1:5000", 50, nil)
 			want := []string{"nbthread 1", "maxconn 114", "mode tcp", "bind 127.0.0.1:4000", "server s1 127.0.0.1:5000", "default_backend upstream", "timeout client 5m", "timeout server 5m"}
 			if protocol == ProxyProtocolH2 || protocol == ProxyProtocolH2H2 {
 				want[3] = "bind 127.0.0.1:4000 proto h2"
@@ -107,18 +107,32 @@ func TestHAProxyConfig(t *testing.T) {
 			for _, w := range want {
 				hasLine(t, text, w)
 			}
-			bin, err := exec.LookPath("haproxy")
-			if err != nil {
-				t.Skip("haproxy is not installed (apt-get install haproxy): the config was not checked by haproxy -c")
-			}
-			path := filepath.Join(t.TempDir(), "haproxy.cfg")
-			if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if out, err := exec.Command(bin, "-c", "-f", path).CombinedOutput(); err != nil {
-				t.Fatalf("haproxy -c: %v\n%s\n%s", err, out, text)
-			}
+			haproxyCheck(t, text, nil)
 		})
+	}
+}
+
+// haproxyCheck runs haproxy -c on config text and fails the test where
+// haproxy refuses it. It skips the test with the reason where haproxy is
+// not installed, or where has (when set) says the haproxy found lacks
+// what the config needs.
+func haproxyCheck(t *testing.T, text string, has func(haproxy string) error) {
+	t.Helper()
+	bin, err := exec.LookPath("haproxy")
+	if err != nil {
+		t.Skip("haproxy is not installed (apt-get install haproxy): the config was not checked by haproxy -c")
+	}
+	if has != nil {
+		if err := has(bin); err != nil {
+			t.Skipf("haproxy -c not run: %v", err)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "haproxy.cfg")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "-c", "-f", path).CombinedOutput(); err != nil {
+		t.Fatalf("haproxy -c: %v\n%s\n%s", err, out, text)
 	}
 }
 
@@ -127,12 +141,12 @@ func TestHAProxyConfig(t *testing.T) {
 // it.
 func TestNginxConfig(t *testing.T) {
 	dir := t.TempDir()
-	text := NginxConfig(ProxyProtocolTCP, dir, "/x/ngx_stream_module.so", "127.0.0.1:4000", "127.0.0.1:5000", 50)
+	text := NginxConfig(ProxyProtocolTCP, dir, "/x/ngx_stream_module.so", "127.0.0.1:4000", "127.0.0.1:5000", 50, nil)
 	for _, want := range []string{"load_module /x/ngx_stream_module.so;", "daemon off;", "master_process off;", "worker_processes 1;",
 		"pid " + filepath.Join(dir, "nginx.pid") + ";", "worker_connections 164;", "listen 127.0.0.1:4000;", "proxy_pass 127.0.0.1:5000;"} {
 		hasLine(t, text, want)
 	}
-	if strings.Contains(NginxConfig(ProxyProtocolTCP, dir, "", "127.0.0.1:4000", "127.0.0.1:5000", 50), "load_module") {
+	if strings.Contains(NginxConfig(ProxyProtocolTCP, dir, "", "127.0.0.1:4000", "127.0.0.1:5000", 50, nil), "load_module") {
 		t.Error("load_module with the stream module built in")
 	}
 	bin, err := exec.LookPath("nginx")
@@ -144,7 +158,7 @@ func TestNginxConfig(t *testing.T) {
 		t.Skipf("nginx -t not run: %v", err)
 	}
 	path := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(path, []byte(NginxConfig(ProxyProtocolTCP, dir, mod, "127.0.0.1:4000", "127.0.0.1:5000", 50)), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(NginxConfig(ProxyProtocolTCP, dir, mod, "127.0.0.1:4000", "127.0.0.1:5000", 50, nil)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := exec.Command(bin, "-t", "-c", path, "-p", dir, "-e", "stderr").CombinedOutput(); err != nil {
@@ -158,7 +172,7 @@ func TestNginxConfig(t *testing.T) {
 // nginx is installed, that nginx -t accepts it.
 func TestNginxHTTPConfig(t *testing.T) {
 	dir := t.TempDir()
-	text := NginxConfig(ProxyProtocolHTTP, dir, "/x/ngx_stream_module.so", "127.0.0.1:4000", "127.0.0.1:5000", 50)
+	text := NginxConfig(ProxyProtocolHTTP, dir, "/x/ngx_stream_module.so", "127.0.0.1:4000", "127.0.0.1:5000", 50, nil)
 	for _, want := range []string{"daemon off;", "master_process off;", "worker_processes 1;", "pid " + filepath.Join(dir, "nginx.pid") + ";",
 		"worker_connections 164;", "access_log off;", "upstream u {", "server 127.0.0.1:5000;", "keepalive 50;", "keepalive_requests 1000000000;",
 		"listen 127.0.0.1:4000;", "keepalive_timeout 300s;", "proxy_pass http://u;", "proxy_http_version 1.1;", `proxy_set_header Connection "";`,
@@ -524,7 +538,7 @@ func TestEchoCheck(t *testing.T) {
 // accepted by name but not run by default.
 func TestSpindleProxyLogConfig(t *testing.T) {
 	for _, protocol := range ProxyProtocols {
-		text := spindleProxyConfig(protocol, "uring", "127.0.0.1:4000", "127.0.0.1:5000", 1, 50, "/tmp/x y/access.log")
+		text := spindleProxyConfig(protocol, "uring", "127.0.0.1:4000", "127.0.0.1:5000", 1, 50, "/tmp/x y/access.log", nil)
 		cfg, err := proxy.ParseConfig([]byte(text))
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", protocol, err, text)
@@ -536,7 +550,7 @@ func TestSpindleProxyLogConfig(t *testing.T) {
 		if (cfg.Listeners[0].Mode == proxy.ModeHTTP) != (protocol != ProxyProtocolTCP) {
 			t.Errorf("%s: mode %q", protocol, cfg.Listeners[0].Mode)
 		}
-		if plain := SpindleProxyConfig(protocol, "uring", "127.0.0.1:4000", "127.0.0.1:5000", 1, 50); strings.Contains(plain, "access_log") {
+		if plain := SpindleProxyConfig(protocol, "uring", "127.0.0.1:4000", "127.0.0.1:5000", 1, 50, nil); strings.Contains(plain, "access_log") {
 			t.Errorf("%s: access log in the plain arm's config:\n%s", protocol, plain)
 		}
 	}
@@ -554,7 +568,7 @@ func TestSpindleProxyLogConfig(t *testing.T) {
 // bind … proto h2, nginx's listen … http2) in an HTTP mode keeping idle
 // HTTP/1.1 connections to the upstream, as the http protocol's do.
 func TestProxyH2Configs(t *testing.T) {
-	text := SpindleProxyConfig(ProxyProtocolH2, "uring", "127.0.0.1:4000", "127.0.0.1:5000", 1, 500)
+	text := SpindleProxyConfig(ProxyProtocolH2, "uring", "127.0.0.1:4000", "127.0.0.1:5000", 1, 500, nil)
 	for _, want := range []string{"mode: http", "h2c: true", "max_idle: 500"} {
 		hasLine(t, text, want)
 	}
@@ -565,14 +579,14 @@ func TestProxyH2Configs(t *testing.T) {
 	if l := cfg.Listeners; len(l) != 1 || l[0].Mode != proxy.ModeHTTP || !l[0].H2C {
 		t.Errorf("listeners %+v", l)
 	}
-	if strings.Contains(SpindleProxyConfig(ProxyProtocolHTTP, "uring", "127.0.0.1:4000", "127.0.0.1:5000", 1, 50), "h2c") {
+	if strings.Contains(SpindleProxyConfig(ProxyProtocolHTTP, "uring", "127.0.0.1:4000", "127.0.0.1:5000", 1, 50, nil), "h2c") {
 		t.Error("the http protocol's spindle config has h2c")
 	}
-	ha := HAProxyConfig(ProxyProtocolH2, "127.0.0.1:4000", "127.0.0.1:5000", 500)
+	ha := HAProxyConfig(ProxyProtocolH2, "127.0.0.1:4000", "127.0.0.1:5000", 500, nil)
 	for _, want := range []string{"bind 127.0.0.1:4000 proto h2", "mode http", "option http-keep-alive", "http-reuse always", "maxconn 564"} {
 		hasLine(t, ha, want)
 	}
-	ng := NginxConfig(ProxyProtocolH2, "/tmp/x", "/mod.so", "127.0.0.1:4000", "127.0.0.1:5000", 500)
+	ng := NginxConfig(ProxyProtocolH2, "/tmp/x", "/mod.so", "127.0.0.1:4000", "127.0.0.1:5000", 500, nil)
 	for _, want := range []string{"listen 127.0.0.1:4000 http2;", "keepalive 500;", "proxy_http_version 1.1;", `proxy_set_header Connection "";`} {
 		hasLine(t, ng, want)
 	}
@@ -580,7 +594,7 @@ func TestProxyH2Configs(t *testing.T) {
 		t.Errorf("the h2 nginx config loads the stream module:\n%s", ng)
 	}
 	dir := t.TempDir()
-	nginxCheck(t, dir, NginxConfig(ProxyProtocolH2, dir, "", "127.0.0.1:4000", "127.0.0.1:5000", 500), nil)
+	nginxCheck(t, dir, NginxConfig(ProxyProtocolH2, dir, "", "127.0.0.1:4000", "127.0.0.1:5000", 500, nil), nil)
 }
 
 // TestProxyH2Defaults checks the h2 protocol's defaults: streams 1 and 10,
@@ -626,7 +640,7 @@ func TestProxyH2Defaults(t *testing.T) {
 // checks nginx's where installed (TestHAProxyConfig runs haproxy -c on
 // HAProxy's).
 func TestProxyH2H2Configs(t *testing.T) {
-	text := SpindleProxyConfig(ProxyProtocolH2H2, "uring", "127.0.0.1:4000", "127.0.0.1:5000", 1, 500)
+	text := SpindleProxyConfig(ProxyProtocolH2H2, "uring", "127.0.0.1:4000", "127.0.0.1:5000", 1, 500, nil)
 	for _, want := range []string{"mode: http", "h2c: true", "protocol: h2c", "h2_max_connections: 500", `servers: ["127.0.0.1:5000"]`} {
 		hasLine(t, text, want)
 	}
@@ -634,7 +648,7 @@ func TestProxyH2H2Configs(t *testing.T) {
 		t.Errorf("max_idle (HTTP/1.1 connections) in the h2h2 config:\n%s", text)
 	}
 	for _, other := range ProxyProtocols {
-		if other != ProxyProtocolH2H2 && strings.Contains(SpindleProxyConfig(other, "uring", "127.0.0.1:4000", "127.0.0.1:5000", 1, 50), "protocol:") {
+		if other != ProxyProtocolH2H2 && strings.Contains(SpindleProxyConfig(other, "uring", "127.0.0.1:4000", "127.0.0.1:5000", 1, 50, nil), "protocol:") {
 			t.Errorf("the %s protocol's spindle config names the pool's protocol", other)
 		}
 	}
@@ -648,12 +662,12 @@ func TestProxyH2H2Configs(t *testing.T) {
 	if p := cfg.Pools; len(p) != 1 || p[0].Protocol != proxy.ProtocolH2C || p[0].H2MaxConnections != 500 {
 		t.Errorf("pools %+v", p)
 	}
-	ha := HAProxyConfig(ProxyProtocolH2H2, "127.0.0.1:4000", "127.0.0.1:5000", 500)
+	ha := HAProxyConfig(ProxyProtocolH2H2, "127.0.0.1:4000", "127.0.0.1:5000", 500, nil)
 	for _, want := range []string{"bind 127.0.0.1:4000 proto h2", "server s1 127.0.0.1:5000 proto h2", "mode http", "option http-keep-alive", "http-reuse always", "maxconn 564"} {
 		hasLine(t, ha, want)
 	}
 	dir := t.TempDir()
-	ng := NginxConfig(ProxyProtocolH2H2, dir, "/mod.so", "127.0.0.1:4000", "127.0.0.1:5000", 500)
+	ng := NginxConfig(ProxyProtocolH2H2, dir, "/mod.so", "127.0.0.1:4000", "127.0.0.1:5000", 500, nil)
 	for _, want := range []string{"listen 127.0.0.1:4000 http2;", "upstream u {", "server 127.0.0.1:5000;", "keepalive 500;", "grpc_pass grpc://u;"} {
 		hasLine(t, ng, want)
 	}
@@ -662,7 +676,7 @@ func TestProxyH2H2Configs(t *testing.T) {
 			t.Errorf("the h2h2 nginx config has %s:\n%s", not, ng)
 		}
 	}
-	if strings.Contains(NginxConfig(ProxyProtocolH2, dir, "", "127.0.0.1:4000", "127.0.0.1:5000", 500), "grpc_pass") {
+	if strings.Contains(NginxConfig(ProxyProtocolH2, dir, "", "127.0.0.1:4000", "127.0.0.1:5000", 500, nil), "grpc_pass") {
 		t.Error("the h2 protocol's nginx config has grpc_pass")
 	}
 	nginxCheck(t, dir, ng, nginxH2Upstream)

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -26,20 +27,30 @@ import (
 // knowledge too (h2c: true), each stream forwarded as an HTTP/1.1 request
 // over the same pool; with ProxyProtocolH2H2 the pool's protocol is h2c
 // too, each stream forwarded as an HTTP/2 stream over multiplexed upstream
-// connections, up to conns of them (h2_max_connections).
-func SpindleProxyConfig(protocol, backend, listen, upstream string, cpu, conns int) string {
-	return spindleProxyConfig(protocol, backend, listen, upstream, cpu, conns, "")
+// connections, up to conns of them (h2_max_connections). With tls (nil:
+// plain) the listener terminates TLS 1.3 with its certificate (tls:
+// cert_file, key_file, min_version 1.3), offering the protocol's ALPN
+// (proxyALPN); its HTTP/2 clients choose h2 by ALPN, not h2c.
+func SpindleProxyConfig(protocol, backend, listen, upstream string, cpu, conns int, tls *ProxyTLS) string {
+	return spindleProxyConfig(protocol, backend, listen, upstream, cpu, conns, "", tls)
 }
 
 // spindleProxyConfig is SpindleProxyConfig with the listener's access log
 // written, as JSON lines, to accessLog where it is not empty.
-func spindleProxyConfig(protocol, backend, listen, upstream string, cpu, conns int, accessLog string) string {
+func spindleProxyConfig(protocol, backend, listen, upstream string, cpu, conns int, accessLog string, tls *ProxyTLS) string {
 	mode, pool := "", ""
 	if protocol != ProxyProtocolTCP {
 		mode = "\n    mode: http"
 		pool = fmt.Sprintf("\n    max_idle: %d", conns)
 	}
-	if h2Clients(protocol) {
+	switch {
+	case tls != nil:
+		alpn := ""
+		if a := proxyALPN(protocol); a != nil {
+			alpn = fmt.Sprintf(", alpn: [%s]", strings.Join(a, ", "))
+		}
+		mode += fmt.Sprintf("\n    tls: {cert_file: %q, key_file: %q, min_version: \"1.3\"%s}", tls.CertFile, tls.KeyFile, alpn)
+	case h2Clients(protocol):
 		mode += "\n    h2c: true"
 	}
 	if protocol == ProxyProtocolH2H2 {
@@ -87,10 +98,20 @@ pools:
 // with prior knowledge (bind … proto h2) and forwards HTTP/1.1 as with
 // ProxyProtocolHTTP; with ProxyProtocolH2H2 its server line has proto h2
 // too (HTTP/2 with prior knowledge to the upstream, whose connections
-// http-reuse always lets any client's streams share).
-func HAProxyConfig(protocol, listen, upstream string, conns int) string {
+// http-reuse always lets any client's streams share). With tls (nil:
+// plain) the bind terminates TLS 1.3 (ssl crt, the certificate and key in
+// one file, ssl-min-ver TLSv1.3), offering the protocol's ALPN
+// (proxyALPN): HTTP/2 clients choose h2 by it instead of proto h2; its
+// one cipher suite is proxyTLSCipher.
+func HAProxyConfig(protocol, listen, upstream string, conns int, tls *ProxyTLS) string {
 	global, mode, backend, bind, server := "", "tcp", "", listen, upstream
-	if h2Clients(protocol) {
+	switch {
+	case tls != nil:
+		bind += fmt.Sprintf(" ssl crt %s ssl-min-ver TLSv1.3 ciphersuites %s", tls.PEMFile, proxyTLSCipher)
+		if a := proxyALPN(protocol); a != nil {
+			bind += " alpn " + strings.Join(a, ",")
+		}
+	case h2Clients(protocol):
 		bind += " proto h2"
 	}
 	if protocol == ProxyProtocolH2H2 {
@@ -132,28 +153,55 @@ backend upstream%s
 // with ProxyProtocolH2H2 the same listener passing each request to the
 // upstream over HTTP/2 with grpc_pass (nginx proxies HTTP/2 to an
 // upstream with its gRPC module only; plain GETs pass through it too),
-// the upstream connections kept alive as the HTTP proxy's.
-func NginxConfig(protocol, dir, module, listen, upstream string, conns int) string {
+// the upstream connections kept alive as the HTTP proxy's. With tls
+// (nil: plain) the listener terminates TLS 1.3 (`listen … ssl`,
+// ssl_certificate, ssl_certificate_key, ssl_protocols TLSv1.3, the one
+// cipher suite proxyTLSCipher by ssl_conf_command; with h2
+// and h2h2 `listen … ssl http2`, HTTP/2 by ALPN), in the stream module
+// too.
+func NginxConfig(protocol, dir, module, listen, upstream string, conns int, tls *ProxyTLS) string {
 	load := ""
 	if module != "" && protocol == ProxyProtocolTCP {
 		load = fmt.Sprintf("load_module %s;\n", module)
 	}
+	ssl := nginxSSL(tls)
+	if tls != nil {
+		listen += " ssl"
+	}
 	proxy := fmt.Sprintf(`stream {
     server {
-        listen %s;
+        listen %s;%s
         proxy_pass %s;
     }
 }
-`, listen, upstream)
+`, listen, ssl, upstream)
 	switch protocol {
 	case ProxyProtocolHTTP:
-		proxy = nginxHTTPBlock(dir, listen, upstream, nginxHTTP1Pass, conns)
+		proxy = nginxHTTPBlock(dir, listen, ssl, upstream, nginxHTTP1Pass, conns)
 	case ProxyProtocolH2:
-		proxy = nginxHTTPBlock(dir, listen+" http2", upstream, nginxHTTP1Pass, conns)
+		proxy = nginxHTTPBlock(dir, listen+" http2", ssl, upstream, nginxHTTP1Pass, conns)
 	case ProxyProtocolH2H2:
-		proxy = nginxHTTPBlock(dir, listen+" http2", upstream, nginxH2Pass, conns)
+		proxy = nginxHTTPBlock(dir, listen+" http2", ssl, upstream, nginxH2Pass, conns)
 	}
 	return "# spindle bench proxy: generated, removed after the run\n" + load + nginxMain(dir, 2*conns+64) + proxy
+}
+
+// proxyTLSCipher is the one TLS 1.3 cipher suite HAProxy and nginx are
+// given with --tls: the one the spindle arms' Go server picks where the
+// CPU has AES instructions, whatever the client prefers. Left to
+// themselves, HAProxy (its own order, OpenSSL's: AES-256-GCM first) and
+// nginx (the client's order: h2load's OpenSSL offers AES-256-GCM first)
+// would encrypt with another cipher than the spindle arms.
+const proxyTLSCipher = "TLS_AES_128_GCM_SHA256"
+
+// nginxSSL is the directives, each on a line of its own after a newline,
+// of an nginx server whose listener terminates TLS 1.3 with tls's
+// certificate; "" for nil.
+func nginxSSL(tls *ProxyTLS) string {
+	if tls == nil {
+		return ""
+	}
+	return fmt.Sprintf("\n        ssl_certificate %s;\n        ssl_certificate_key %s;\n        ssl_protocols TLSv1.3;\n        ssl_conf_command Ciphersuites %s;", tls.CertFile, tls.KeyFile, proxyTLSCipher)
 }
 
 // nginxMain is the main and events sections of the nginx configs, up to
@@ -203,8 +251,9 @@ const (
 // directive: it would end a measurement longer than an hour. No access
 // log; the temporary files nginx's http module makes its directories for
 // at start are in dir, not where the distribution put them. listen may
-// carry parameters after the address ("127.0.0.1:80 http2").
-func nginxHTTPBlock(dir, listen, upstream, pass string, conns int) string {
+// carry parameters after the address ("127.0.0.1:80 ssl http2"), and ssl
+// is the server's TLS directives (nginxSSL).
+func nginxHTTPBlock(dir, listen, ssl, upstream, pass string, conns int) string {
 	return fmt.Sprintf(`http {
     access_log off;
 %s
@@ -216,7 +265,7 @@ func nginxHTTPBlock(dir, listen, upstream, pass string, conns int) string {
     }
 
     server {
-        listen %s;
+        listen %s;%s
         keepalive_requests %d;
         keepalive_timeout 300s;
         location / {
@@ -224,7 +273,7 @@ func nginxHTTPBlock(dir, listen, upstream, pass string, conns int) string {
         }
     }
 }
-`, nginxTempPaths(dir), upstream, conns, nginxKeepaliveRequests, listen, nginxKeepaliveRequests, pass)
+`, nginxTempPaths(dir), upstream, conns, nginxKeepaliveRequests, listen, ssl, nginxKeepaliveRequests, pass)
 }
 
 // nginxTempPaths are the directives that put the temporary directories
@@ -289,6 +338,39 @@ func nginxWithout(nginx, so string, flags ...string) error {
 		if slices.Contains(flags, f) {
 			return fmt.Errorf("nginx was built %s: %s", f, so)
 		}
+	}
+	return nil
+}
+
+// haproxyTLS checks that haproxy was built with an SSL library, which
+// `haproxy -vv` names ("Built with OpenSSL version", LibreSSL's and
+// others' saying so too): without one its bind cannot take ssl.
+func haproxyTLS(haproxy string) error {
+	out, err := exec.Command(haproxy, "-vv").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s -vv: %v", haproxy, err)
+	}
+	if !strings.Contains(string(out), "Built with OpenSSL") {
+		return errors.New("haproxy was built without OpenSSL (haproxy -vv has no \"Built with OpenSSL\"): it cannot terminate TLS")
+	}
+	return nil
+}
+
+// nginxTLS checks that nginx has the SSL module of the listener --tls
+// gives it (the http module's with httpMode, else the stream module's),
+// which `nginx -V` lists as --with-http_ssl_module or
+// --with-stream_ssl_module when built in.
+func nginxTLS(nginx string, httpMode bool) error {
+	flag := "--with-stream_ssl_module"
+	if httpMode {
+		flag = "--with-http_ssl_module"
+	}
+	out, err := exec.Command(nginx, "-V").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s -V: %v", nginx, err)
+	}
+	if !slices.Contains(strings.Fields(string(out)), flag) {
+		return fmt.Errorf("nginx was built without %s: it cannot terminate TLS there", flag)
 	}
 	return nil
 }
