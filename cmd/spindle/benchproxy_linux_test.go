@@ -243,3 +243,40 @@ func checkH2Arms(t *testing.T, rep *bench.ProxyReport, md string) {
 		})
 	}
 }
+
+// TestBenchProxyTLS runs `spindle bench proxy --tls --protocol http` with
+// the spindle epoll arm (this binary's `spindle proxy`) and HAProxy for
+// one short repetition: the JSON report says tls in its config, and each
+// arm that ran has, in every measurement, the TLS its clients agreed (TLS
+// 1.3, http/1.1 by ALPN, one handshake per connection); there is no direct
+// arm. -h names --tls and the measurement's command for docs/BENCHMARKS.md.
+// HAProxy not installed skips its check.
+func TestBenchProxyTLS(t *testing.T) {
+	bin := spindleBin(t)
+	help, _ := exec.Command(bin, "bench", "proxy", "-h").CombinedOutput()
+	for _, want := range []string{"-tls", "bench proxy --tls --protocol http"} {
+		if !strings.Contains(string(help), want) {
+			t.Errorf("-h does not say %q:\n%s", want, help)
+		}
+	}
+	rep := benchProxyReport(t, bin, "--tls", "--protocol", "http", "--arms", "spindle-epoll,haproxy", "--duration", "1s", "--reps", "1", "--conns", "4", "--json", "--out", "")
+	if !rep.Config.TLS || len(rep.Arms) != 2 {
+		t.Fatalf("tls %v, arms %+v", rep.Config.TLS, rep.Arms)
+	}
+	for _, a := range rep.Arms {
+		if a.Skipped != "" {
+			if _, err := exec.LookPath("haproxy"); a.Name == bench.ProxyArmHAProxy && err != nil {
+				continue
+			}
+			t.Errorf("%s skipped: %s", a.Name, a.Skipped)
+		}
+	}
+	if len(rep.Results) == 0 {
+		t.Fatal("no results")
+	}
+	for _, res := range rep.Results {
+		if res.TLS == nil || res.TLS.Version != "TLS 1.3" || res.TLS.ALPN != "http/1.1" || res.TLS.Handshakes != 4 {
+			t.Errorf("%s rep %d: TLS %+v", res.Arm, res.Rep, res.TLS)
+		}
+	}
+}
