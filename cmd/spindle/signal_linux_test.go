@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -88,6 +89,11 @@ func TestInterrupt(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			if c.sig == syscall.SIGHUP && signal.Ignored(syscall.SIGHUP) {
+				// Under nohup the child inherits SIGHUP ignored, and
+				// spindle leaves a signal ignored at its start so.
+				t.Skip("SIGHUP is ignored in this test process (nohup?): the spindle it starts keeps it ignored, by design")
+			}
 			mark := fmt.Sprintf("%d-%s", os.Getpid(), c.name)
 			cmd := exec.Command(bin, c.args...)
 			cmd.Env = append(os.Environ(), markEnv+"="+mark)
