@@ -113,6 +113,7 @@ func (p *Proxy) WriteMetrics(w io.Writer) error {
 	for _, m := range []srvMetric{
 		{"spindle_proxy_server_connects_total", "counter", "Upstream connects that succeeded.", func(s ServerTotals) string { return u(s.Connects) }},
 		{"spindle_proxy_server_connect_failures_total", "counter", "Upstream connects that failed (refused, timed out).", func(s ServerTotals) string { return u(s.Failures) }},
+		{"spindle_proxy_server_tls_handshake_failures_total", "counter", "Upstream connects of a pool with tls whose TLS handshake failed (an untrusted certificate, a wrong name, a timeout, no h2 by ALPN for protocol h2), counted in connect failures too.", func(s ServerTotals) string { return u(s.TLSHandshakeFailures) }},
 		{"spindle_proxy_server_active", "gauge", "Upstream connections open or connecting (mode http: those in use, not the idle pooled ones).", func(s ServerTotals) string { return fmt.Sprint(s.Active) }},
 		{"spindle_proxy_server_h2_connections", "gauge", "HTTP/2 connections open to the server (protocol h2c).", func(s ServerTotals) string { return fmt.Sprint(s.H2Connections) }},
 		{"spindle_proxy_server_h2_streams_total", "counter", "HTTP/2 streams opened to the server (protocol h2c; a retried request twice).", func(s ServerTotals) string { return u(s.H2Streams) }},

@@ -700,10 +700,11 @@ type PoolConfig struct {
 	IdleTimeout Duration `yaml:"idle_timeout" json:"idle_timeout"`
 	// Protocol (mode http) is what requests are sent to the servers
 	// over: ProtocolHTTP1 ("http1", the default: HTTP/1.1 keep-alive
-	// connections, a request at a time each) or ProtocolH2C ("h2c":
+	// connections, a request at a time each), ProtocolH2C ("h2c":
 	// HTTP/2 with prior knowledge, cleartext, many streams on each
-	// connection; gRPC needs it). A pool with h2c takes no mode tcp
-	// listener.
+	// connection; gRPC needs it) or ProtocolH2 ("h2": HTTP/2 over the
+	// pool's tls, chosen by ALPN; the h2c fields apply to it as to h2c).
+	// A pool with h2c or h2 takes no mode tcp listener.
 	Protocol string `yaml:"protocol" json:"protocol"`
 	// H2MaxConcurrentStreams (protocol h2c) bounds the streams in flight
 	// on each upstream connection: the lower of it and the server's
@@ -747,6 +748,10 @@ type PoolConfig struct {
 	// (HAProxy's timeout queue): past it the request gets 503 (logged
 	// SQ), a mode tcp client is closed. Default 5s.
 	QueueTimeout Duration `yaml:"queue_timeout,omitempty" json:"queue_timeout,omitempty"`
+	// TLS, when set, makes the connections to the pool's servers TLS
+	// (health checks included): see UpstreamTLSConfig. Required by
+	// protocol h2, refused with h2c. Default none: plain TCP.
+	TLS *UpstreamTLSConfig `yaml:"tls,omitempty" json:"tls,omitempty"`
 }
 
 // Defaults of a pool's queue (with max_conns).
@@ -778,7 +783,13 @@ func (p *PoolConfig) capped() bool {
 const (
 	ProtocolHTTP1 = "http1"
 	ProtocolH2C   = "h2c"
+	// ProtocolH2 is HTTP/2 over TLS (the pool's tls, ALPN "h2"): as h2c
+	// in all else.
+	ProtocolH2 = "h2"
 )
+
+// isH2 reports whether p sends requests over HTTP/2 (protocol h2c or h2).
+func (p *PoolConfig) isH2() bool { return p.Protocol == ProtocolH2C || p.Protocol == ProtocolH2 }
 
 // Defaults of an h2c pool.
 const (
@@ -1090,7 +1101,7 @@ func (c *Config) SetDefaults() {
 		if p.Protocol == "" {
 			p.Protocol = ProtocolHTTP1
 		}
-		if p.Protocol == ProtocolH2C {
+		if p.isH2() {
 			if p.H2MaxConcurrentStreams == 0 {
 				p.H2MaxConcurrentStreams = DefaultPoolH2MaxConcurrentStreams
 			}
@@ -1099,6 +1110,7 @@ func (c *Config) SetDefaults() {
 			}
 			setDuration(&p.H2PingTimeout, DefaultPoolH2PingTimeout)
 		}
+		p.TLS.setDefaults()
 		for j := range p.Servers {
 			if p.Servers[j].Weight == 0 {
 				p.Servers[j].Weight = 1
@@ -1259,6 +1271,9 @@ func (c *Config) Validate() error {
 		if err := p.validateProtocol(); err != nil {
 			return fmt.Errorf("%s.%w", where, err)
 		}
+		if _, err := p.clientConfigs(); err != nil {
+			return fmt.Errorf("%s.%w", where, err)
+		}
 		if ps := p.Passive; ps != nil {
 			if ps.Fails < 1 {
 				return fmt.Errorf("%s.passive.fails: %d below 1", where, ps.Fails)
@@ -1396,8 +1411,8 @@ func (p *PoolConfig) validateQueue() error {
 	switch {
 	case p.MaxConns < 0:
 		return fmt.Errorf("max_conns: negative %d", p.MaxConns)
-	case p.Protocol == ProtocolH2C && (p.MaxConns != 0 || slices.ContainsFunc(p.Servers, func(s ServerConfig) bool { return s.MaxConns != nil })):
-		return fmt.Errorf("max_conns: not with protocol %s (h2_max_connections bounds its connections, per server and loop)", ProtocolH2C)
+	case p.isH2() && (p.MaxConns != 0 || slices.ContainsFunc(p.Servers, func(s ServerConfig) bool { return s.MaxConns != nil })):
+		return fmt.Errorf("max_conns: not with protocol %s (h2_max_connections bounds its connections, per server and loop)", p.Protocol)
 	case !p.capped():
 		if p.MaxQueue != 0 || p.QueueTimeout != 0 {
 			return errors.New("max_queue, queue_timeout: only with a max_conns (of the pool or a server)")
@@ -1419,15 +1434,22 @@ func (p *PoolConfig) validateProtocol() error {
 	switch p.Protocol {
 	case ProtocolHTTP1:
 		if p.H2MaxConcurrentStreams != 0 || p.H2MaxConnections != 0 {
-			return fmt.Errorf("h2_max_concurrent_streams, h2_max_connections: only with protocol %s", ProtocolH2C)
+			return fmt.Errorf("h2_max_concurrent_streams, h2_max_connections: only with protocol %s or %s", ProtocolH2C, ProtocolH2)
 		}
 		if p.H2PingInterval != 0 || p.H2PingTimeout != 0 {
-			return fmt.Errorf("h2_ping_interval, h2_ping_timeout: only with protocol %s", ProtocolH2C)
+			return fmt.Errorf("h2_ping_interval, h2_ping_timeout: only with protocol %s or %s", ProtocolH2C, ProtocolH2)
 		}
 		return nil
 	case ProtocolH2C:
+		if p.TLS != nil {
+			return fmt.Errorf("tls: not with protocol %s, HTTP/2 over cleartext (protocol %s is HTTP/2 over TLS)", ProtocolH2C, ProtocolH2)
+		}
+	case ProtocolH2:
+		if p.TLS == nil {
+			return fmt.Errorf("protocol: %s is HTTP/2 over TLS and needs tls (protocol %s is HTTP/2 over cleartext)", ProtocolH2, ProtocolH2C)
+		}
 	default:
-		return fmt.Errorf("protocol: unknown %q (want %q or %q)", p.Protocol, ProtocolHTTP1, ProtocolH2C)
+		return fmt.Errorf("protocol: unknown %q (want %q, %q or %q)", p.Protocol, ProtocolHTTP1, ProtocolH2C, ProtocolH2)
 	}
 	if n := p.H2MaxConcurrentStreams; n < 1 || n > 1<<31-1 {
 		return fmt.Errorf("h2_max_concurrent_streams: %d is not from 1 to 2147483647", n)
@@ -1444,16 +1466,18 @@ func (p *PoolConfig) validateProtocol() error {
 	return nil
 }
 
-// validateH2CPools refuses an h2c pool as a mode tcp listener's: an L4
+// validateH2CPools refuses an h2c or h2 pool as a mode tcp listener's: an L4
 // tunnel carries the client's bytes, whatever protocol they are.
 func (c *Config) validateH2CPools() error {
-	h2c := map[string]bool{}
+	h2c := map[string]string{} // pool: its HTTP/2 protocol
 	for _, p := range c.Pools {
-		h2c[p.Name] = p.Protocol == ProtocolH2C
+		if p.isH2() {
+			h2c[p.Name] = p.Protocol
+		}
 	}
 	for i, l := range c.Listeners {
-		if l.Mode == ModeTCP && h2c[l.Pool] {
-			return fmt.Errorf("listeners[%d] (%s).pool: pool %q has protocol %s, which a mode %s listener cannot send to (it passes bytes, not requests)", i, l.Name, l.Pool, ProtocolH2C, ModeTCP)
+		if proto := h2c[l.Pool]; l.Mode == ModeTCP && proto != "" {
+			return fmt.Errorf("listeners[%d] (%s).pool: pool %q has protocol %s, which a mode %s listener cannot send to (it passes bytes, not requests)", i, l.Name, l.Pool, proto, ModeTCP)
 		}
 	}
 	return nil

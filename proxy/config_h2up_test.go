@@ -31,7 +31,7 @@ pools: [{name: app, servers: ["127.0.0.1:1"], protocol: h2c}]
 	}
 	const http = `listeners: [{name: a, listen: ":1", pool: app, mode: http}]` + "\n"
 	for _, tc := range []struct{ name, yaml, want string }{
-		{"unknown", http + `pools: [{name: app, servers: ["127.0.0.1:1"], protocol: h2}]`, `pools[0] (app).protocol: unknown "h2"`},
+		{"unknown", http + `pools: [{name: app, servers: ["127.0.0.1:1"], protocol: h3}]`, `pools[0] (app).protocol: unknown "h3"`},
 		{"knobs http1", http + `pools: [{name: app, servers: ["127.0.0.1:1"], h2_max_connections: 2}]`, "pools[0] (app).h2_max_concurrent_streams, h2_max_connections: only with protocol h2c"},
 		{"streams", http + `pools: [{name: app, servers: ["127.0.0.1:1"], protocol: h2c, h2_max_concurrent_streams: -1}]`, "pools[0] (app).h2_max_concurrent_streams: -1 is not from 1"},
 		{"conns", http + `pools: [{name: app, servers: ["127.0.0.1:1"], protocol: h2c, h2_max_connections: 70000}]`, "pools[0] (app).h2_max_connections: 70000 is not from 1 to 65536"},

@@ -72,11 +72,12 @@ func (ls *loopState) stats(pl *pool, i int) *srvStats { return &ls.share(pl, i).
 
 // srvStats are one loop's counters for one server of a pool.
 type srvStats struct {
-	connects counter // connects that succeeded
-	failures counter // connects that failed (refused, timed out)
-	active   gauge   // upstream connections open or connecting (mode http: in use)
-	bytesIn  counter // bytes received from the server
-	bytesOut counter // bytes received from clients for the server
+	connects  counter // connects that succeeded
+	failures  counter // connects that failed (refused, timed out)
+	tlsFailed counter // of those, TLS handshakes that failed (a pool with tls)
+	active    gauge   // upstream connections open or connecting (mode http: in use)
+	bytesIn   counter // bytes received from the server
+	bytesOut  counter // bytes received from clients for the server
 
 	// Mode http.
 	requests   counter // requests sent (a retried one twice)
@@ -322,7 +323,7 @@ func (d *dialing) next(ls *loopState, pl *pool, c *engine.Conn, timeout time.Dur
 			continue
 		}
 		st := ls.stats(pl, i)
-		up, err := c.Loop().Dial("tcp", srv.addr, timeout)
+		up, err := pl.dial(c.Loop(), i, timeout)
 		if errors.Is(err, engine.ErrClosed) {
 			srv.release(ls.id)
 			return nil, 0, err
@@ -694,7 +695,7 @@ func (h *handler) OnClose(c *engine.Conn, err error) {
 		}
 		return
 	case *upH2:
-		x.closed()
+		x.closed(err)
 		return
 	case *idleTag:
 		h.loop(c).dropIdle(c, x)
@@ -734,8 +735,7 @@ func (h *handler) OnClose(c *engine.Conn, err error) {
 		if s.done {
 			return // the client left while its upstream was connecting
 		}
-		st.failures.inc()
-		s.pool.servers[s.srv].connectFailed(s.pool)
+		s.p.dialFailed(s.pool, s.srv, st, err)
 		s.failedAt(s.srv)
 		s.up = nil
 		s.connect()

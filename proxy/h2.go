@@ -942,9 +942,8 @@ func (st *h2stream) upFailed(err error) {
 	case !st.upOpen:
 		sst := st.c.ls.stats(st.pool, st.srv)
 		sst.active.dec()
-		sst.failures.inc()
 		st.pool.servers[st.srv].release(st.c.ls.id)
-		st.pool.servers[st.srv].connectFailed(st.pool)
+		st.c.p.dialFailed(st.pool, st.srv, sst, err)
 		st.failedAt(st.srv)
 		st.up.SetContext(nil)
 		st.up = nil

@@ -72,6 +72,7 @@ type upH2 struct {
 	write   func([]byte) (int, error) // conn.Write, counted in the server's bytes out
 	in      []byte                    // the frame a read ended in (FeedTail)
 	open    bool                      // connected
+	noH2    bool                      // over TLS, the server chose no h2 by ALPN: a failed connect
 	listed  bool                      // in sl.h2.conns
 	retired bool                      // takes no new stream: closed once the last ends
 	feeding bool                      // inside cl.FeedTail: flush waits for its end
@@ -190,7 +191,7 @@ func (ls *loopState) h2Acquire(p *Proxy, x upUser, pl *pool, i int, client *engi
 func (ls *loopState) h2Dial(p *Proxy, pl *pool, i int, l *engine.Loop, timeout time.Duration) bool {
 	srv := pl.servers[i]
 	st := ls.stats(pl, i)
-	c, err := l.Dial("tcp", srv.addr, timeout)
+	c, err := pl.dial(l, i, timeout)
 	if err != nil || c.Closed() {
 		st.failures.inc()
 		srv.connectFailed(pl)
@@ -367,8 +368,17 @@ func (u *upH2) retire() {
 	}
 }
 
-// opened: the dial succeeded; the preface and SETTINGS go out.
+// opened: the dial succeeded; the preface and SETTINGS go out. Over TLS
+// the server must have chosen h2 by ALPN (RFC 9113 3.2): one that did not
+// (a server without HTTP/2, which would take the preface for a bad
+// request) is a failed connect, closed before a byte is sent. Loop
+// goroutine.
 func (u *upH2) opened() {
+	if st := u.conn.TLS(); st != nil && st.NegotiatedProtocol != "h2" {
+		u.noH2 = true
+		u.conn.Close() // (closed counts it)
+		return
+	}
 	u.open = true
 	st := &u.sl.stats
 	st.connects.inc()
@@ -427,17 +437,18 @@ func (u *upH2) failWaiters() {
 }
 
 // closed: the connection ended (a failed dial, the server's close or
-// reset, an error). A dial that failed fails over the server's waiters
+// reset, an error: err, the engine's OnClose's). A dial that failed fails over the server's waiters
 // when no other connection to it is left. Loop goroutine.
-func (u *upH2) closed() {
+func (u *upH2) closed(err error) {
 	wasOpen, wasListed := u.open, u.listed
 	u.unlist()
 	u.retired = true
 	u.conn.SetContext(nil)
 	if !wasOpen {
-		st := &u.sl.stats
-		st.failures.inc()
-		u.pl.servers[u.srv].connectFailed(u.pl)
+		if u.noH2 {
+			err = errNoH2
+		}
+		u.p.dialFailed(u.pl, u.srv, &u.sl.stats, err)
 	}
 	u.cl.Close()
 	u.streams = u.streams[:0]

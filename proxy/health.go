@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"sync"
 	"time"
@@ -26,6 +27,13 @@ func (p *Proxy) check(ctx context.Context, pl *pool) {
 	var wg sync.WaitGroup
 	for i, s := range pl.servers {
 		pr := newProber(pl.health, s.addr, pl.cfg.Servers[i].Address, pl.h2)
+		if pl.tls != nil {
+			pr.tls = func() *tls.Config { return pl.tlsFor(i) } // (a reload that keeps pl replaces it)
+			pr.alpnH2 = pl.h2
+			if pr.h2 != nil {
+				pr.h2.Scheme = schemeHTTPS
+			}
+		}
 		wg.Go(func() { checkServer(ctx, pl.health, s, &pr) })
 	}
 	wg.Wait()
@@ -75,7 +83,11 @@ type prober struct {
 	expect  []statusRange
 	buf     []byte
 	resp    h1.Response
-	h2      *h2.Request // type http of an h2c pool: the request, over HTTP/2 with prior knowledge
+	h2      *h2.Request // type http of an h2c or h2 pool: the request, over HTTP/2 with prior knowledge (h2c) or ALPN's (h2)
+	// tls returns the config of a TLS pool's checks, the one its
+	// connections take; nil for a plain pool.
+	tls    func() *tls.Config
+	alpnH2 bool // the server must choose h2 by ALPN (protocol h2)
 }
 
 // newProber returns the prober of the server at addr (resolved), given as
@@ -103,7 +115,9 @@ func newProber(h *HealthConfig, addr, configured string, h2c bool) prober {
 
 // probe runs one check: it passes on a connect (type tcp), or on a
 // response head with an expected status read before the timeout (type
-// http; interim 1xx heads are skipped, as a client does). The server's
+// http; interim 1xx heads are skipped, as a client does). A TLS pool's
+// connect is its TCP connect and TLS handshake (for protocol h2, one
+// where the server chose h2 by ALPN), within the timeout. The server's
 // checker goroutine.
 func (pr *prober) probe(ctx context.Context) bool {
 	deadline := time.Now().Add(pr.timeout)
@@ -113,13 +127,23 @@ func (pr *prober) probe(ctx context.Context) bool {
 		return false
 	}
 	defer c.Close()
-	if pr.req == nil && pr.h2 == nil {
+	if pr.req == nil && pr.h2 == nil && pr.tls == nil {
 		return true
 	}
 	// A stop closes the connection, ending a read in progress.
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
 	c.SetDeadline(deadline)
+	if pr.tls != nil {
+		tc := tls.Client(c, pr.tls())
+		if tc.Handshake() != nil || pr.alpnH2 && tc.ConnectionState().NegotiatedProtocol != "h2" {
+			return false
+		}
+		if pr.req == nil && pr.h2 == nil {
+			return true
+		}
+		c = tc
+	}
 	if pr.h2 != nil {
 		return pr.probeH2(c)
 	}

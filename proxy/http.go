@@ -1436,9 +1436,8 @@ func (s *hsession) upFailed(err error) {
 		// The dial failed: the next server.
 		st := s.ls.stats(s.pool, s.srv)
 		st.active.dec()
-		st.failures.inc()
 		s.pool.servers[s.srv].release(s.ls.id)
-		s.pool.servers[s.srv].connectFailed(s.pool)
+		s.p.dialFailed(s.pool, s.srv, st, err)
 		s.failedAt(s.srv)
 		s.up.SetContext(nil)
 		s.up = nil

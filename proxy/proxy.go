@@ -70,6 +70,8 @@ type Proxy struct {
 	ran      atomic.Bool
 	abort    chan struct{} // closed by Abort
 	aborted  sync.Once
+	// upTLSLog limits the log of the pools' failed TLS handshakes.
+	upTLSLog logLimit
 }
 
 // listener is one config listener.
@@ -167,6 +169,9 @@ type pool struct {
 	h2Conns   int
 	pingEvery time.Duration
 	pingWait  time.Duration
+
+	// tls is the pool's client side (tls); nil for a plain pool.
+	tls *upTLS
 }
 
 // poolShared is what a pool's generations (a reload that changes it makes

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -85,6 +86,15 @@ type generation struct {
 	// applied; closing are the earlier sockets it does not keep.
 	opened, closing []*engine.Listener
 	alogs           []*accessLog // access logs opened for it
+	// upTLS are the client configs (their files read again) of the TLS
+	// pools it keeps, put in force by commit.
+	upTLS []keptUpTLS
+}
+
+// keptUpTLS is a kept TLS pool's client side and its new configs.
+type keptUpTLS struct {
+	u    *upTLS
+	cfgs []*tls.Config
 }
 
 // Reload applies cfg while the proxy runs (or before Run), as New would
@@ -238,9 +248,17 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 	kept := map[*server]bool{}
 	for i, pc := range cfg.Pools {
 		old := oldPools[pc.Name]
+		tlsCfgs, err := pc.clientConfigs()
+		if err != nil {
+			return nil, fmt.Errorf("pools[%d] (%s).%w", i, pc.Name, err)
+		}
 		if old != nil && reflect.DeepEqual(old.cfg, pc) && slices.EqualFunc(old.servers, addrs[i], func(s *server, a string) bool { return s.addr == a }) {
 			for _, s := range old.servers {
 				kept[s] = true
+			}
+			if old.tls != nil {
+				old.tls.setCaches(old, tlsCfgs)
+				g.upTLS = append(g.upTLS, keptUpTLS{old.tls, tlsCfgs})
 			}
 			g.pools = append(g.pools, old)
 			byName[pc.Name] = old
@@ -248,7 +266,7 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 		}
 		pl := &pool{name: pc.Name, cfg: pc, leastConn: pc.Balance == LeastConn, health: pc.Health, passive: pc.Passive,
 			maxIdle: pc.MaxIdle, idleTimeout: time.Duration(pc.IdleTimeout),
-			h2: pc.Protocol == ProtocolH2C, h2Streams: pc.H2MaxConcurrentStreams, h2Conns: pc.H2MaxConnections,
+			h2: pc.isH2(), h2Streams: pc.H2MaxConcurrentStreams, h2Conns: pc.H2MaxConnections,
 			pingEvery: time.Duration(pc.H2PingInterval), pingWait: time.Duration(pc.H2PingTimeout)}
 		if old != nil {
 			pl.shared = old.shared
@@ -282,6 +300,9 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 				}
 			}
 			pl.servers = append(pl.servers, s)
+		}
+		if tlsCfgs != nil {
+			pl.tls = newUpTLS(pl, tlsCfgs, old)
 		}
 		g.pools = append(g.pools, pl)
 		g.made = append(g.made, pl)
@@ -512,6 +533,9 @@ func (p *Proxy) commit(g *generation) error {
 		if l.tls != nil {
 			l.tls.cur.Store(l.tlsCfg) // the next handshakes on its socket take it
 		}
+	}
+	for _, k := range g.upTLS {
+		k.u.cur.Store(&k.cfgs) // the next connections to its servers take them
 	}
 	p.alogs = append(p.alogs, g.alogs...)
 	running := p.running

@@ -69,6 +69,9 @@ type ServerTotals struct {
 	Pool, Server                          string
 	Connects, Failures, BytesIn, BytesOut uint64
 	Active                                int64
+	// TLSHandshakeFailures (a pool with tls) counts the connects whose
+	// TLS handshake failed, counted in Failures too.
+	TLSHandshakeFailures uint64
 	// Mode http: requests sent (a retried one twice), those on a
 	// connection from the idle pool and on a new one, and the idle
 	// connections pooled.
@@ -163,6 +166,7 @@ func (p *Proxy) Totals() Totals {
 				s := &sl.stats
 				st.Connects += s.connects.load()
 				st.Failures += s.failures.load()
+				st.TLSHandshakeFailures += s.tlsFailed.load()
 				st.BytesIn += s.bytesIn.load()
 				st.BytesOut += s.bytesOut.load()
 				st.Active += s.active.load()
