@@ -500,9 +500,56 @@
 // change the certificates, min_version and alpn, not turn tls on or off
 // or change handshake_timeout on a socket it keeps (they are set when a
 // socket opens): that is refused, naming the field. Not there: client
-// certificates (mTLS), TLS to the servers, OCSP stapling, and the choice
-// of cipher suites (crypto/tls's defaults) or curves; the access log has
-// no field for TLS (mode http's proto is the HTTP version).
+// certificates (mTLS) from clients, OCSP stapling, and the choice of
+// cipher suites (crypto/tls's defaults) or curves; the access log has no
+// field for TLS (mode http's proto is the HTTP version).
+//
+// A pool with tls connects to its servers over TLS, in either mode (the
+// engine's Loop.DialTLS: crypto/tls's client, its handshake bounded with
+// the connect by the listener's connect_timeout):
+//
+//	pools:
+//	  - name: app
+//	    servers: ["backend-1.internal:8443", "10.0.0.7:8443"]
+//	    protocol: h2                   # HTTP/2 over TLS (ALPN h2); http1 (default) offers no ALPN
+//	    tls:
+//	      server_name: app.internal    # SNI and the name checked; default each server's host as configured
+//	      ca_file: /etc/spindle/internal-ca.pem   # default the system's roots
+//	      cert_file: /etc/spindle/proxy.pem       # the proxy's certificate, for servers that ask (mTLS)
+//	      key_file: /etc/spindle/proxy.key
+//	      min_version: "1.2"           # or "1.3"; default 1.2
+//	      # insecure_skip_verify: true # any certificate: no protection from the path; tests only
+//
+// A server's name is, without server_name, its host as the config gives it
+// (a name before it is resolved; an IP address is checked against the
+// certificate's IP addresses, and sent as no SNI). A connect whose
+// handshake fails (an untrusted or expired certificate, a wrong name, a
+// server that is not TLS or refuses the proxy's certificate during the
+// handshake, a timeout) is a failed connect as a refused one is: the next
+// server is tried, retries and passive health (fails) count it, and it is
+// counted in spindle_proxy_server_tls_handshake_failures_total besides
+// spindle_proxy_server_connect_failures_total and logged, one line a
+// second at most with the number held back since (the pool, the server
+// and crypto/tls's error). Over TLS 1.3 a server that refuses the proxy's
+// certificate says so after the client's side of the handshake is done:
+// that connect succeeds, and the server's alert ends it as a server's
+// close before the response (502; passive http_errors counts it). Protocol
+// h2 is h2c over TLS (its knobs are h2c's): the proxy offers h2 alone by
+// ALPN, and a server that does not choose it (crypto/tls servers without
+// ALPN go on without one) fails the connect, counted and logged as a
+// handshake failure, before the preface is sent. h2c refuses tls and h2
+// needs it. Protocol http1 offers no ALPN (a mode tcp listener's pool
+// carries whatever its clients speak). The health checks of a TLS pool
+// connect and handshake with the same configuration (type tcp passes on a
+// completed handshake, with h2 chosen for protocol h2; type http sends its
+// request over it, :scheme https to h2). Each server has a session cache
+// (resumption across connections and loops, and across a reload that
+// keeps the server). The files are read by Validate (-check names one that
+// cannot be read, holds no certificate, or a key that is not the
+// certificate's), by New and by each Reload: a reload (SIGHUP) after a CA
+// or client certificate renewal gives the next connections the new ones;
+// those open keep theirs. Not there: CRLs or OCSP for the servers'
+// certificates, pinning, and ALPN other than h2 for protocol h2.
 //
 // A pool with protocol h2c (of mode http listeners only: a mode tcp
 // listener's pool is refused) speaks HTTP/2 with prior knowledge to its
