@@ -346,6 +346,21 @@ const DefaultTLSHandshakeTimeout = 10 * time.Second
 // DefaultHTTPALPN is a mode http listener's default TLSConfig.ALPN.
 var DefaultHTTPALPN = Tokens{"h2", "http/1.1"}
 
+// h2CipherSuites are a listener's TLS 1.2 cipher suites where it offers
+// h2: ECDHE with an AEAD, none of those RFC 9113 9.2.2 (Appendix A)
+// prohibits, which crypto/tls's defaults include (ECDHE with CBC). A
+// TLS 1.2 client with none of them fails its handshake, whatever protocol
+// it asks for. (TLS 1.3's suites are all AEAD; crypto/tls does not let
+// them be chosen.)
+var h2CipherSuites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+}
+
 // maxPEMFile bounds a certificate or key file: a chain is a few KiB.
 const maxPEMFile = 1 << 20
 
@@ -394,6 +409,9 @@ func (t *TLSConfig) serverConfig(mode string) (*tls.Config, error) {
 		}
 	}
 	cfg.NextProtos = slices.Clone(t.ALPN)
+	if slices.Contains(t.ALPN, "h2") {
+		cfg.CipherSuites = h2CipherSuites
+	}
 	if t.CertFile != "" || t.KeyFile != "" {
 		c, err := loadPair("tls", CertificateConfig{t.CertFile, t.KeyFile})
 		if err != nil {

@@ -486,9 +486,21 @@
 // servers get X-Forwarded-Proto: https (see the forwarding fields). A
 // client counts as accepted (and against max_conns and rate_limit) once
 // its handshake has succeeded; one whose handshake fails (not TLS, an
-// alert, no version or protocol in common, past handshake_timeout) is
-// closed and counted in spindle_proxy_listener_tls_handshake_failures_total,
-// and the listener goes on. crypto/tls picks the certificate by the
+// alert, no version, cipher suite or protocol in common, past
+// handshake_timeout) is closed, counted in
+// spindle_proxy_listener_tls_handshake_failures_total and logged (the
+// listener, the client's address, crypto/tls's reason; a line a second
+// at most, with the number held back since), and the listener goes on.
+// A listener offering h2 takes, in TLS 1.2, only the cipher suites
+// HTTP/2 allows (ECDHE with AES-GCM or ChaCha20-Poly1305: RFC 9113 9.2.2
+// prohibits the rest, CBC's among crypto/tls's defaults), whatever
+// protocol a client asks for: a TLS 1.2 client with none of them fails
+// its handshake (TLS 1.3's suites are all allowed). A client ALPN gave h2
+// has agreed to HTTP/2: one whose first bytes are not the HTTP/2 preface
+// (an HTTP/1.1 request) is closed without an answer (a connection error,
+// RFC 9113 3.4), and a client ALPN gave http/1.1, or none, is HTTP/1.1
+// whatever it sends (the preface gets an HTTP/1.1 error: over TLS only
+// ALPN chooses HTTP/2, RFC 9113 3.3). crypto/tls picks the certificate by the
 // client's server name among cert_file's and certificates' (the first
 // whose leaf matches, wildcards included), else the first. New and every
 // Reload read the certificate files (Validate, and so -check, too,
@@ -501,7 +513,7 @@
 // or change handshake_timeout on a socket it keeps (they are set when a
 // socket opens): that is refused, naming the field. Not there: client
 // certificates (mTLS) from clients, OCSP stapling, and the choice of
-// cipher suites (crypto/tls's defaults) or curves; the access log has no
+// cipher suites (crypto/tls's defaults, but for h2 above) or curves; the access log has no
 // field for TLS (mode http's proto is the HTTP version).
 //
 // A pool with tls connects to its servers over TLS, in either mode (the
@@ -601,7 +613,9 @@
 // connection or PING.
 //
 // An HTTP/2 client's stream goes as a stream, not re-framed (h2→h2): its
-// method, path and :authority (the host it was routed by), :scheme http,
+// method, path and :authority (the host it was routed by), :scheme http
+// (https where the client's connection is TLS: RFC 9113 8.3.1, the target
+// URI's scheme; an HTTP/1.1 client's request to an h2c pool likewise),
 // its fields but host and those an untrusted client may not forge, then
 // the forwarding fields as for an HTTP/1.1 server (X-Forwarded-For,
 // -Proto and -Host after trusted_proxies, Via: 2.0 spindle; te: trailers

@@ -108,15 +108,25 @@ type h2stream struct {
 	w waiter // its place in the pool's queue for a slot (max_conns)
 }
 
-// sniffH2 looks at a new client's first bytes on an h2c listener: while
-// they are the start of the client preface they are kept (in s.in) and it
-// reports true; once they are all of it the client becomes an h2conn. At
-// the first byte that differs it reports false and the client stays
-// HTTP/1.1 (s.in, its bytes so far, is the head's start). Loop goroutine.
+// sniffH2 looks at a new client's first bytes on an h2c listener, or over
+// TLS where ALPN chose h2: while they are the start of the client preface
+// they are kept (in s.in) and it reports true; once they are all of it
+// the client becomes an h2conn. At the first byte that differs it reports
+// false and the client stays HTTP/1.1 (s.in, its bytes so far, is the
+// head's start); but a client ALPN gave h2 has agreed to speak HTTP/2
+// only, and bytes that are not the preface are a connection error
+// (PROTOCOL_ERROR, RFC 9113 3.4): it is closed, without a GOAWAY (which
+// the RFC lets go unsent to a peer that does not speak HTTP/2) and
+// without an HTTP/1.1 answer, and it reports true. Loop goroutine.
 func (s *hsession) sniffH2(b engine.Buffer) bool {
 	switch h2.SniffPreface(len(s.in), b.Bytes()) {
 	case h2.SniffOther:
 		s.sniff = false
+		if st := s.client.TLS(); st != nil && st.NegotiatedProtocol == "h2" {
+			b.Release()
+			s.client.Close()
+			return true
+		}
 		return false
 	case h2.SniffPartial:
 		s.in = append(s.in, b.Bytes()...)

@@ -58,7 +58,8 @@ var (
 
 // h2Head writes the request's head for an h2c pool into s.h2.req (its
 // bytes in s.h2.hb), with the route's rewrites and the request_headers
-// rules. Loop goroutine.
+// rules; its :scheme is the client connection's, https over TLS (RFC 9113
+// 8.3.1: the target URI's, as the client asked for it). Loop goroutine.
 func (s *hsession) h2Head() {
 	if s.h2 == nil {
 		s.h2 = &h1up{s: s}
@@ -156,7 +157,7 @@ func (s *hsession) h2Head() {
 	}
 	fs = append(fs, hpack.Field{Name: hdrVia, Value: via})
 	x.hb, x.fields = hb, fs
-	x.req = h2.Request{Method: hb[:p0], Scheme: schemeHTTPVal, Authority: hb[ua0:ue0], Path: hb[p0:a0], Fields: fs, ContentLength: -1}
+	x.req = h2.Request{Method: hb[:p0], Scheme: s.ln.scheme, Authority: hb[ua0:ue0], Path: hb[p0:a0], Fields: fs, ContentLength: -1}
 	x.on, x.retries, x.sent, x.ksent, x.hasBody = true, 0, 0, 0, false
 	s.rt.startH1To(s.rt.pol, r, true)
 	x.done = r.Framing == h1.NoBody || r.Framing == h1.Length && r.ContentLength == 0

@@ -70,8 +70,9 @@ type Proxy struct {
 	ran      atomic.Bool
 	abort    chan struct{} // closed by Abort
 	aborted  sync.Once
-	// upTLSLog limits the log of the pools' failed TLS handshakes.
-	upTLSLog logLimit
+	// upTLSLog and lnTLSLog limit the log of failed TLS handshakes, the
+	// pools' and the listeners'.
+	upTLSLog, lnTLSLog logLimit
 }
 
 // listener is one config listener.
