@@ -287,51 +287,60 @@ func TestTLSUpstreamHTTP(t *testing.T) {
 // seen as a failed connect by the rest: a request fails over to the
 // pool's next server, passive health ejects the server (fails 1), and
 // its health checks (type tcp: connect and handshake) fail. A request
-// with no server left gets 502.
+// with no server left gets 502. Pools of protocol http1 and h2 (whose
+// streams waiting for the failed connection fail over).
 func TestTLSUpstreamVerifyFails(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		ca, other := newTestCA(t), newTestCA(t)
-		bad := newTLSUp(t, other, "bad", []string{"app.test"}, nil, forwardedEcho, nil)
-		good := newTLSUp(t, ca, "good", []string{"app.test"}, nil, forwardedEcho, nil)
-		cfg := httpConfig(b, bad.addr, good.addr)
-		cfg.Pools[0].TLS = &UpstreamTLSConfig{ServerName: "app.test", CAFile: caFile(t, ca, "ca.pem")}
-		cfg.Pools[0].Passive = &PassiveConfig{Fails: 1, Cooldown: Duration(time.Hour)}
-		cfg.Pools[0].Health = &HealthConfig{Interval: Duration(2 * time.Second), Timeout: Duration(2 * time.Second), Rise: 1, Fall: 100}
-		p, lg := startProxyLog(t, cfg)
-		c, base := client(t, p)
-		for range 4 {
-			resp, body := get(t, c, base+"/")
-			if resp.StatusCode != 200 {
-				t.Fatalf("status %d (%s), want 200 from the good server", resp.StatusCode, body)
+		for _, proto := range []string{ProtocolHTTP1, ProtocolH2} {
+			var edit func(*tls.Config)
+			if proto == ProtocolH2 {
+				edit = func(c *tls.Config) { c.NextProtos = []string{"h2", "http/1.1"} }
 			}
-		}
-		st := p.Totals().Servers
-		if st[0].Failures != 1 || st[0].TLSHandshakeFailures != 1 || st[0].Connects != 0 || st[0].EjectionsConnect != 1 || !st[0].PassiveDown {
-			t.Errorf("bad server: failures %d, TLS failures %d, connects %d, connect ejections %d, down %v; want 1, 1, 0, 1, true",
-				st[0].Failures, st[0].TLSHandshakeFailures, st[0].Connects, st[0].EjectionsConnect, st[0].PassiveDown)
-		}
-		if st[1].Failures != 0 || st[1].TLSHandshakeFailures != 0 || st[1].Connects == 0 {
-			t.Errorf("good server: failures %d, TLS failures %d, connects %d; want 0, 0, some", st[1].Failures, st[1].TLSHandshakeFailures, st[1].Connects)
-		}
-		lines := lg.with("TLS handshake failed")
-		if len(lines) != 1 || !strings.Contains(lines[0], bad.addr) || !strings.Contains(lines[0], "certificate signed by unknown authority") {
-			t.Errorf("log lines %q, want one naming %s and the unknown authority", lines, bad.addr)
-		}
-		waitFor(t, "the bad server's health checks to fail over TLS", func() bool { return p.Totals().Servers[0].CheckFailures >= 1 })
-		if tot := p.Totals().Servers[1]; tot.CheckFailures != 0 {
-			t.Errorf("the good server failed %d checks, want none", tot.CheckFailures)
-		}
+			bad := newTLSUp(t, other, "bad", []string{"app.test"}, edit, forwardedEcho, nil)
+			good := newTLSUp(t, ca, "good", []string{"app.test"}, edit, forwardedEcho, nil)
+			cfg := httpConfig(b, bad.addr, good.addr)
+			cfg.Pools[0].Protocol = proto
+			cfg.Pools[0].TLS = &UpstreamTLSConfig{ServerName: "app.test", CAFile: caFile(t, ca, "ca.pem")}
+			cfg.Pools[0].Passive = &PassiveConfig{Fails: 1, Cooldown: Duration(time.Hour)}
+			cfg.Pools[0].Health = &HealthConfig{Interval: Duration(2 * time.Second), Timeout: Duration(2 * time.Second), Rise: 1, Fall: 100}
+			p, lg := startProxyLog(t, cfg)
+			c, base := client(t, p)
+			for range 4 {
+				resp, body := get(t, c, base+"/")
+				if resp.StatusCode != 200 {
+					t.Fatalf("%s: status %d (%s), want 200 from the good server", proto, resp.StatusCode, body)
+				}
+			}
+			st := p.Totals().Servers
+			if st[0].Failures != 1 || st[0].TLSHandshakeFailures != 1 || st[0].Connects != 0 || st[0].EjectionsConnect != 1 || !st[0].PassiveDown {
+				t.Errorf("%s: bad server: failures %d, TLS failures %d, connects %d, connect ejections %d, down %v; want 1, 1, 0, 1, true", proto,
+					st[0].Failures, st[0].TLSHandshakeFailures, st[0].Connects, st[0].EjectionsConnect, st[0].PassiveDown)
+			}
+			if st[1].Failures != 0 || st[1].TLSHandshakeFailures != 0 || st[1].Connects == 0 {
+				t.Errorf("%s: good server: failures %d, TLS failures %d, connects %d; want 0, 0, some", proto, st[1].Failures, st[1].TLSHandshakeFailures, st[1].Connects)
+			}
+			lines := lg.with("TLS handshake failed")
+			if len(lines) != 1 || !strings.Contains(lines[0], bad.addr) || !strings.Contains(lines[0], "certificate signed by unknown authority") {
+				t.Errorf("log lines %q, want one naming %s and the unknown authority", lines, bad.addr)
+			}
+			waitFor(t, "the bad server's health checks to fail over TLS", func() bool { return p.Totals().Servers[0].CheckFailures >= 1 })
+			if tot := p.Totals().Servers[1]; tot.CheckFailures != 0 {
+				t.Errorf("the good server failed %d checks, want none", tot.CheckFailures)
+			}
 
-		// Alone in its pool: no server left, 502.
-		cfg2 := httpConfig(b, bad.addr)
-		cfg2.Pools[0].TLS = &UpstreamTLSConfig{ServerName: "app.test", CAFile: caFile(t, ca, "ca.pem")}
-		p2 := startProxy(t, cfg2)
-		c2, base2 := client(t, p2)
-		if resp, _ := get(t, c2, base2+"/"); resp.StatusCode != 502 {
-			t.Errorf("status %d, want 502", resp.StatusCode)
-		}
-		if tot := p2.Totals().Servers[0]; tot.Failures != 1 || tot.TLSHandshakeFailures != 1 {
-			t.Errorf("failures %d, TLS failures %d; want 1, 1", tot.Failures, tot.TLSHandshakeFailures)
+			// Alone in its pool: no server left, 502.
+			cfg2 := httpConfig(b, bad.addr)
+			cfg2.Pools[0].Protocol = proto
+			cfg2.Pools[0].TLS = &UpstreamTLSConfig{ServerName: "app.test", CAFile: caFile(t, ca, "ca.pem")}
+			p2 := startProxy(t, cfg2)
+			c2, base2 := client(t, p2)
+			if resp, _ := get(t, c2, base2+"/"); resp.StatusCode != 502 {
+				t.Errorf("%s: status %d, want 502", proto, resp.StatusCode)
+			}
+			if tot := p2.Totals().Servers[0]; tot.Failures != 1 || tot.TLSHandshakeFailures != 1 {
+				t.Errorf("failures %d, TLS failures %d; want 1, 1", tot.Failures, tot.TLSHandshakeFailures)
+			}
 		}
 	})
 }
