@@ -384,13 +384,9 @@ func (t *TLSConfig) setDefaults(mode string) {
 // Any goroutine.
 func (t *TLSConfig) serverConfig(mode string) (*tls.Config, error) {
 	cfg := &tls.Config{MaxVersion: tls.VersionTLS13}
-	switch t.MinVersion {
-	case TLS12:
-		cfg.MinVersion = tls.VersionTLS12
-	case TLS13:
-		cfg.MinVersion = tls.VersionTLS13
-	default:
-		return nil, fmt.Errorf("tls.min_version: unknown %q (want %q or %q)", t.MinVersion, TLS12, TLS13)
+	var err error
+	if cfg.MinVersion, err = minVersion(t.MinVersion); err != nil {
+		return nil, err
 	}
 	if t.HandshakeTimeout <= 0 {
 		return nil, fmt.Errorf("tls.handshake_timeout: %v is not positive", time.Duration(t.HandshakeTimeout))
@@ -430,6 +426,18 @@ func (t *TLSConfig) serverConfig(mode string) (*tls.Config, error) {
 		return nil, errors.New("tls: no certificate (cert_file and key_file, or certificates)")
 	}
 	return cfg, nil
+}
+
+// minVersion returns crypto/tls's version for a min_version (TLS12 or
+// TLS13); the error begins with the field's name.
+func minVersion(v string) (uint16, error) {
+	switch v {
+	case TLS12:
+		return tls.VersionTLS12, nil
+	case TLS13:
+		return tls.VersionTLS13, nil
+	}
+	return 0, fmt.Errorf("tls.min_version: unknown %q (want %q or %q)", v, TLS12, TLS13)
 }
 
 // loadPair reads a certificate pair; where names it in the error.

@@ -5,7 +5,6 @@ import (
 	"encoding/pem"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -57,17 +56,7 @@ pools:
 	if c := c2[0]; c.ServerName != "api.test" || c.RootCAs != nil || !slices.Equal(c.NextProtos, []string{"h2"}) || c.MinVersion != tls.VersionTLS13 || !c.InsecureSkipVerify {
 		t.Errorf("h2 pool's config: name %q, roots %v (want the system's), ALPN %q, min %#x, insecure %v", c.ServerName, c.RootCAs != nil, c.NextProtos, c.MinVersion, c.InsecureSkipVerify)
 	}
-	out, err := cfg.YAML()
-	if err != nil {
-		t.Fatal(err)
-	}
-	back, err := ParseConfig(out)
-	if err != nil {
-		t.Fatalf("%v in\n%s", err, out)
-	}
-	if !reflect.DeepEqual(back, cfg) {
-		t.Errorf("YAML round trip:\n%s\nparsed as %+v", out, back.Pools)
-	}
+	yamlRoundTrip(t, cfg)
 }
 
 // TestConfigUpstreamTLSErrors: each mistake in a pool's tls is refused

@@ -72,13 +72,9 @@ func (p *PoolConfig) clientConfigs() ([]*tls.Config, error) {
 		return nil, nil
 	}
 	base := &tls.Config{MaxVersion: tls.VersionTLS13, InsecureSkipVerify: t.InsecureSkipVerify}
-	switch t.MinVersion {
-	case TLS12:
-		base.MinVersion = tls.VersionTLS12
-	case TLS13:
-		base.MinVersion = tls.VersionTLS13
-	default:
-		return nil, fmt.Errorf("tls.min_version: unknown %q (want %q or %q)", t.MinVersion, TLS12, TLS13)
+	var err error
+	if base.MinVersion, err = minVersion(t.MinVersion); err != nil {
+		return nil, err
 	}
 	if t.CAFile != "" {
 		b, err := readPEM(t.CAFile, func(typ string) bool { return typ == "CERTIFICATE" }, "no PEM CERTIFICATE block")
