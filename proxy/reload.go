@@ -303,6 +303,9 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 		}
 		if tlsCfgs != nil {
 			pl.tls = newUpTLS(pl, tlsCfgs, old)
+			if pc.TLS.InsecureSkipVerify {
+				p.opt.Logf("proxy: pool %s: tls.insecure_skip_verify: the servers' certificates are not checked; anyone on the path can read and change the connections", pc.Name)
+			}
 		}
 		g.pools = append(g.pools, pl)
 		g.made = append(g.made, pl)

@@ -449,3 +449,25 @@ func TestTLSUpstreamReload(t *testing.T) {
 		}
 	})
 }
+
+// TestTLSUpstreamInsecure: insecure_skip_verify takes a certificate no
+// root signed, for a name it does not have, and the proxy says in its log
+// that the pool's certificates are not checked.
+func TestTLSUpstreamInsecure(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newTLSUp(t, newTestCA(t), "app", []string{"app.test"}, nil, forwardedEcho, nil)
+		cfg := httpConfig(b, u.addr)
+		cfg.Pools[0].TLS = &UpstreamTLSConfig{ServerName: "other.test", InsecureSkipVerify: true}
+		p, lg := startProxyLog(t, cfg)
+		c, base := client(t, p)
+		if resp, body := get(t, c, base+"/"); resp.StatusCode != 200 {
+			t.Errorf("status %d (%s), want 200", resp.StatusCode, body)
+		}
+		if lines := lg.with("pool app: tls.insecure_skip_verify"); len(lines) != 1 {
+			t.Errorf("log lines %q, want one warning for the pool", lg.with(""))
+		}
+		if sni, _, _ := u.seen(); len(sni) != 1 || sni[0] != "other.test" {
+			t.Errorf("SNI %q, want other.test", sni)
+		}
+	})
+}

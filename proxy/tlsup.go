@@ -43,7 +43,8 @@ type UpstreamTLSConfig struct {
 	// InsecureSkipVerify accepts any certificate from the servers,
 	// whoever signed it and whatever name it has: the connections are
 	// encrypted but anyone on the path can read and change them. For
-	// tests only. Default false.
+	// tests only: New and a reload that makes the pool say so in the log.
+	// Default false.
 	InsecureSkipVerify bool `yaml:"insecure_skip_verify,omitempty" json:"insecure_skip_verify,omitempty"`
 	// CertFile and KeyFile are the proxy's own certificate chain and key
 	// (PEM, as TLSConfig.CertFile), for servers that ask for one
