@@ -203,6 +203,10 @@ func (p *Proxy) WriteMetrics(w io.Writer) error {
 	fmt.Fprintf(bw, "spindle_proxy_engine_paused_reads_total %d\n", es.PausedReads)
 	family("spindle_proxy_engine_timed_out_total", "counter", "Connections reset because their write queue did not move for engine.write_timeout, or their close did not finish within engine.close_timeout.")
 	fmt.Fprintf(bw, "spindle_proxy_engine_timed_out_total %d\n", es.TimedOut)
+	family("spindle_proxy_engine_tls_handshakes", "gauge", "TLS handshakes in progress, clients' and the pools' connections'.")
+	fmt.Fprintf(bw, "spindle_proxy_engine_tls_handshakes %d\n", es.TLSHandshakes)
+	family("spindle_proxy_engine_tls_handshakes_refused_total", "counter", "Clients reset at the accept by a tls listener holding its max_handshakes.")
+	fmt.Fprintf(bw, "spindle_proxy_engine_tls_handshakes_refused_total %d\n", es.TLSHandshakesRefused)
 	p.writeReloadMetrics(bw, family)
 	return bw.Flush()
 }

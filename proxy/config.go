@@ -324,6 +324,18 @@ type TLSConfig struct {
 	// that has not completed its own by then is closed, and counted as
 	// failed. Default 10s. Positive.
 	HandshakeTimeout Duration `yaml:"handshake_timeout" json:"handshake_timeout"`
+	// MaxHandshakes caps the listener's handshakes in progress, over
+	// all loops (engine.ListenConfig.MaxHandshakes): a client that
+	// connects while the listener holds that many is reset at once,
+	// before a handshake, and counted
+	// (spindle_proxy_engine_tls_handshakes_refused_total), so that
+	// clients that connect and say nothing hold a bounded number of
+	// goroutines and buffers for handshake_timeout. A handshake holds its
+	// place from the accept until it succeeds, fails or times out.
+	// Default 0: the engine's, 1024 a loop; -1: no cap. Set when the
+	// socket opens, as handshake_timeout: a reload keeping the socket
+	// cannot change it.
+	MaxHandshakes int `yaml:"max_handshakes,omitempty" json:"max_handshakes,omitempty"`
 }
 
 // CertificateConfig is a certificate chain and its private key, PEM files
@@ -390,6 +402,9 @@ func (t *TLSConfig) serverConfig(mode string) (*tls.Config, error) {
 	}
 	if t.HandshakeTimeout <= 0 {
 		return nil, fmt.Errorf("tls.handshake_timeout: %v is not positive", time.Duration(t.HandshakeTimeout))
+	}
+	if t.MaxHandshakes < -1 {
+		return nil, fmt.Errorf("tls.max_handshakes: %d below -1", t.MaxHandshakes)
 	}
 	for i, p := range t.ALPN {
 		where := fmt.Sprintf("tls.alpn[%d]", i)

@@ -474,6 +474,7 @@
 //	      min_version: "1.2"          # or "1.3"; default 1.2
 //	      alpn: [h2, http/1.1]        # mode http's default; mode tcp offers none by default
 //	      handshake_timeout: 10s      # default 10s
+//	      max_handshakes: 4096        # in progress, over the loops; default the engine's 1024 a loop, -1 none
 //
 // The engine does the TLS (engine.ListenConfig.TLS: crypto/tls, the
 // handshake on a goroutine of its own, then the record layer on the
@@ -491,6 +492,14 @@
 // spindle_proxy_listener_tls_handshake_failures_total and logged (the
 // listener, the client's address, crypto/tls's reason; a line a second
 // at most, with the number held back since), and the listener goes on.
+// At most max_handshakes are in progress on the listener (the engine's
+// ListenConfig.MaxHandshakes: from the accept until the handshake
+// succeeds, fails or times out): a client that connects past it is reset
+// at once, before any handshake, and counted in
+// spindle_proxy_engine_tls_handshakes_refused_total
+// (spindle_proxy_engine_tls_handshakes is those in progress), so that
+// clients that connect and say nothing hold a bounded number of
+// goroutines and buffers for handshake_timeout.
 // A listener offering h2 takes, in TLS 1.2, only the cipher suites
 // HTTP/2 allows (ECDHE with AES-GCM or ChaCha20-Poly1305: RFC 9113 9.2.2
 // prohibits the rest, CBC's among crypto/tls's defaults), whatever
@@ -510,11 +519,12 @@
 // the connections open keeping their sessions, and a client may resume
 // its session across it (the socket's session ticket keys stay). It may
 // change the certificates, min_version and alpn, not turn tls on or off
-// or change handshake_timeout on a socket it keeps (they are set when a
-// socket opens): that is refused, naming the field. Not there: client
-// certificates (mTLS) from clients, OCSP stapling, and the choice of
-// cipher suites (crypto/tls's defaults, but for h2 above) or curves; the access log has no
-// field for TLS (mode http's proto is the HTTP version).
+// or change handshake_timeout or max_handshakes on a socket it keeps
+// (they are set when a socket opens): that is refused, naming the field.
+// Not there: client certificates (mTLS) from clients, OCSP stapling, and
+// the choice of cipher suites (crypto/tls's defaults, but for h2 above)
+// or curves; the access log has no field for TLS (mode http's proto is
+// the HTTP version).
 //
 // A pool with tls connects to its servers over TLS, in either mode (the
 // engine's Loop.DialTLS: crypto/tls's client, its handshake bounded with

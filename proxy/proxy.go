@@ -121,11 +121,12 @@ type listener struct {
 // long as the socket, so that a client resumes its session across reloads.
 type tlsSocket struct{ cur atomic.Pointer[tls.Config] }
 
-// listenConfig returns the engine's options for the socket: TLS with
-// handshakes bounded by timeout.
-func (ts *tlsSocket) listenConfig(timeout time.Duration) *engine.ListenConfig {
+// listenConfig returns the engine's options for the socket of t: TLS
+// with handshakes bounded by its handshake_timeout, at most its
+// max_handshakes in progress.
+func (ts *tlsSocket) listenConfig(t *TLSConfig) *engine.ListenConfig {
 	get := func(*tls.ClientHelloInfo) (*tls.Config, error) { return ts.cur.Load(), nil }
-	return &engine.ListenConfig{TLS: &tls.Config{GetConfigForClient: get}, HandshakeTimeout: timeout}
+	return &engine.ListenConfig{TLS: &tls.Config{GetConfigForClient: get}, HandshakeTimeout: time.Duration(t.HandshakeTimeout), MaxHandshakes: t.MaxHandshakes}
 }
 
 // schemeHTTPS is a TLS listener's scheme (listener.scheme; a plain one's

@@ -431,6 +431,8 @@ func (l *listener) setTLS(i int, o *listener) error {
 			return fmt.Errorf("%s: removed from %s", where, kept)
 		case t != nil && o.cfg.TLS.HandshakeTimeout != t.HandshakeTimeout:
 			return fmt.Errorf("%s.handshake_timeout: changed from %v to %v on %s", where, time.Duration(o.cfg.TLS.HandshakeTimeout), time.Duration(t.HandshakeTimeout), kept)
+		case t != nil && o.cfg.TLS.MaxHandshakes != t.MaxHandshakes:
+			return fmt.Errorf("%s.max_handshakes: changed from %d to %d on %s", where, o.cfg.TLS.MaxHandshakes, t.MaxHandshakes, kept)
 		}
 	}
 	if t == nil {
@@ -458,7 +460,7 @@ func (p *Proxy) open(g *generation, l *listener) error {
 	}
 	var lc *engine.ListenConfig
 	if l.tls != nil {
-		lc = l.tls.listenConfig(time.Duration(l.cfg.TLS.HandshakeTimeout))
+		lc = l.tls.listenConfig(l.cfg.TLS)
 	}
 	eln, err := p.e.Listen("tcp", l.cfg.Listen, lc)
 	if err != nil {
