@@ -1672,13 +1672,14 @@ func (ls *loopState) takeIdle(pl *pool, i int) *engine.Conn {
 
 // putIdle keeps c as an idle connection to server i of pl; it reports
 // false (c to be closed) where the pool keeps none or is full, or a reload
-// removed the server. Loop goroutine.
+// removed the server or replaced pl by a pool secured otherwise
+// (poolLoop.stale). Loop goroutine.
 func (ls *loopState) putIdle(c *engine.Conn, pl *pool, i int, now int64) bool {
 	sl := ls.share(pl, i)
 	il := &sl.idle
 	st := &il.conns
 	qs := pl.queue()
-	if pl.maxIdle <= 0 || len(*st) >= pl.maxIdle || c.Closed() || il.gone || qs.waiting.Load() > 0 && qs.qs[ls.id].n.Load() == 0 {
+	if pl.maxIdle <= 0 || len(*st) >= pl.maxIdle || c.Closed() || il.gone || pl.loops[ls.id].stale || qs.waiting.Load() > 0 && qs.qs[ls.id].n.Load() == 0 {
 		// (With clients waiting for a slot on other loops only, its
 		// slot goes to them.)
 		return false

@@ -189,9 +189,12 @@ type poolShared struct {
 // poolLoop is one loop's share of a pool, written by that loop only. A
 // cache line of its own: the loops' cursors are written per connection.
 type poolLoop struct {
-	rr  uint32 // least-conn's cursor
-	cur []int  // smooth weighted round-robin: each server's current weight (pickServer)
-	_   [32]byte
+	rr uint32 // least-conn's cursor
+	// stale: a reload replaced the pool by one whose connections are
+	// secured otherwise (tls); its connections are not pooled (putIdle).
+	stale bool
+	cur   []int // smooth weighted round-robin: each server's current weight (pickServer)
+	_     [32]byte
 }
 
 // newPoolLoop returns a loop's share of a pool of n servers. A pool made

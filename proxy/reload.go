@@ -89,6 +89,10 @@ type generation struct {
 	// upTLS are the client configs (their files read again) of the TLS
 	// pools it keeps, put in force by commit.
 	upTLS []keptUpTLS
+	// stale are the pools before whose replacements in it secure their
+	// connections otherwise (tls added, removed or changed): the kept
+	// servers' connections made for them are not reused (apply).
+	stale []*pool
 }
 
 // keptUpTLS is a kept TLS pool's client side and its new configs.
@@ -108,7 +112,10 @@ type keptUpTLS struct {
 //     connections open (from their next request head), follow cfg.
 //   - A server kept (same pool name, same resolved address) keeps its
 //     health state (active and passive), counters and idle keep-alive
-//     connections; one removed takes no new connection, its idle ones are
+//     connections (but where its pool's protocol or tls changed: a
+//     connection made plain, or checked for another name or against
+//     other roots, is not used again, the idle ones closed at once and
+//     those in use when done); one removed takes no new connection, its idle ones are
 //     closed and those in use finish (and are then closed, not pooled); one
 //     added starts up, as at New, until its pool's checks or passive health
 //     say otherwise. A pool whose settings or servers changed gets its
@@ -270,6 +277,9 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 			pingEvery: time.Duration(pc.H2PingInterval), pingWait: time.Duration(pc.H2PingTimeout)}
 		if old != nil {
 			pl.shared = old.shared
+			if !reflect.DeepEqual(old.cfg.TLS, pc.TLS) {
+				g.stale = append(g.stale, old)
+			}
 		} else {
 			pl.shared = newPoolShared(p)
 		}
@@ -729,6 +739,19 @@ func (ls *loopState) apply(k int, g *generation) {
 			} else {
 				sl.h2.retire()
 			}
+		}
+	}
+	// Nor one secured otherwise: a plain connection is not TLS, nor one
+	// checked for another name or against other roots. Those in use for
+	// the pool before close when done.
+	for _, pl := range g.stale {
+		pl.loops[k].stale = true
+		for _, s := range pl.servers {
+			sl := s.loops[k]
+			for len(sl.idle.conns) > 0 {
+				ls.dropIdle(sl.idle.conns[0].c, &sl.tag)
+			}
+			sl.h2.retire()
 		}
 	}
 }

@@ -1,0 +1,128 @@
+package proxy
+
+import (
+	"io"
+	"net/http"
+	"testing"
+
+	"github.com/spindlenet/spindle/engine"
+)
+
+// TestTLSReloadDropsConns: a reload that changes how a pool's connections
+// are secured (plain to TLS, TLS to plain, h2c to h2, another
+// server_name) makes the server's next request dial anew under the new
+// settings: no idle HTTP/1.1 connection nor HTTP/2 connection made under
+// the old ones carries it. Each server here cannot be served under the
+// new settings (a plain server for TLS, a TLS one for plain, a
+// certificate without the new name), so the request after the reload,
+// on the same client connection (the same loop), must dial once more and
+// fail: 502, or the TLS server's 400 to plain HTTP; reusing the old
+// connection answered 200.
+func TestTLSReloadDropsConns(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		ca := newTestCA(t)
+		caPath := caFile(t, ca, "ca.pem")
+		for _, tc := range []struct {
+			name        string
+			addr        func(t *testing.T) string
+			before, aft func(*PoolConfig)
+			want        int // the status after the reload
+		}{
+			{"plain to tls", func(t *testing.T) string { return newHTTPUpstream(t, forwardedEcho).addr },
+				func(*PoolConfig) {},
+				func(pc *PoolConfig) { pc.TLS = &UpstreamTLSConfig{ServerName: "app.test", CAFile: caPath} }, 502},
+			{"tls to plain", func(t *testing.T) string {
+				return newTLSUp(t, ca, "app", []string{"app.test"}, nil, forwardedEcho, nil).addr
+			},
+				func(pc *PoolConfig) { pc.TLS = &UpstreamTLSConfig{ServerName: "app.test", CAFile: caPath} },
+				func(*PoolConfig) {}, 400},
+			{"h2c to h2", func(t *testing.T) string { return newH2CUp(t, http.HandlerFunc(forwardedEcho), nil).addr },
+				func(pc *PoolConfig) { pc.Protocol = ProtocolH2C },
+				func(pc *PoolConfig) {
+					pc.Protocol = ProtocolH2
+					pc.TLS = &UpstreamTLSConfig{ServerName: "app.test", CAFile: caPath}
+				}, 502},
+			{"server_name", func(t *testing.T) string {
+				return newTLSUp(t, ca, "app", []string{"app.test"}, nil, forwardedEcho, nil).addr
+			},
+				func(pc *PoolConfig) { pc.TLS = &UpstreamTLSConfig{ServerName: "app.test", CAFile: caPath} },
+				func(pc *PoolConfig) { pc.TLS = &UpstreamTLSConfig{ServerName: "other.test", CAFile: caPath} }, 502},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				addr := tc.addr(t)
+				cfg := httpConfig(b, addr)
+				tc.before(&cfg.Pools[0])
+				p := startProxy(t, cfg)
+				c, base := client(t, p)
+				if resp, body := get(t, c, base+"/"); resp.StatusCode != 200 {
+					t.Fatalf("status %d (%s) before the reload, want 200", resp.StatusCode, body)
+				}
+				h2 := cfg.Pools[0].Protocol == ProtocolH2C
+				waitFor(t, "the server's connection idle", func() bool {
+					s := p.Totals().Servers[0]
+					return h2 && s.H2Connections == 1 || !h2 && s.Idle == 1
+				})
+				cfg2 := httpConfig(b, addr)
+				tc.aft(&cfg2.Pools[0])
+				if err := p.Reload(cfg2); err != nil {
+					t.Fatal(err)
+				}
+				if resp, body := get(t, c, base+"/"); resp.StatusCode != tc.want {
+					t.Errorf("status %d (%s) after the reload, want %d: a connection made under the old settings was used", resp.StatusCode, body, tc.want)
+				}
+				if n := p.Totals().Servers[0].Connects + p.Totals().Servers[0].Failures; n < 2 {
+					t.Errorf("connects and failed connects %d, want 2 at least (one dial after the reload)", n)
+				}
+			})
+		}
+	})
+}
+
+// TestTLSReloadInFlightConn: the connection in use by a request when a
+// reload makes its pool TLS finishes that request under the old settings
+// and is then closed, not pooled: the client's next request, on the same
+// client connection, dials the plain server over TLS and fails (502)
+// rather than going out in plain on the old connection.
+func TestTLSReloadInFlightConn(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		ca := newTestCA(t)
+		entered, release := make(chan struct{}), make(chan struct{})
+		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/slow" {
+				entered <- struct{}{}
+				<-release
+			}
+			forwardedEcho(w, r)
+		})
+		cfg := httpConfig(b, u.addr)
+		p := startProxy(t, cfg)
+		c, base := client(t, p)
+		done := make(chan int)
+		go func() {
+			resp, err := c.Get(base + "/slow")
+			if err != nil {
+				done <- 0
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			done <- resp.StatusCode
+		}()
+		<-entered
+		cfg2 := httpConfig(b, u.addr)
+		cfg2.Pools[0].TLS = &UpstreamTLSConfig{ServerName: "app.test", CAFile: caFile(t, ca, "ca.pem")}
+		if err := p.Reload(cfg2); err != nil {
+			t.Fatal(err)
+		}
+		close(release)
+		if st := <-done; st != 200 {
+			t.Fatalf("status %d for the request in progress at the reload, want 200", st)
+		}
+		if resp, body := get(t, c, base+"/"); resp.StatusCode != 502 {
+			t.Errorf("status %d (%s) after the reload, want 502: the plain connection was pooled and reused", resp.StatusCode, body)
+		}
+		if n := p.Totals().Servers[0].TLSHandshakeFailures; n != 1 {
+			t.Errorf("TLS handshake failures %d, want 1 (the dial after the reload)", n)
+		}
+	})
+}
