@@ -2,8 +2,12 @@ package proxy
 
 import (
 	"io"
+	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/spindlenet/spindle/engine"
 )
@@ -123,6 +127,90 @@ func TestTLSReloadInFlightConn(t *testing.T) {
 		}
 		if n := p.Totals().Servers[0].TLSHandshakeFailures; n != 1 {
 			t.Errorf("TLS handshake failures %d, want 1 (the dial after the reload)", n)
+		}
+	})
+}
+
+// TestTLSUpstreamSilentServer: a server that takes the TCP connection and
+// never answers the ClientHello holds a connect for connect_timeout, the
+// handshake included, and then fails it as a TLS handshake failure: the
+// request goes to the pool's next server (200), the silent one's failure
+// counted (failures and TLS handshake failures), logged, and ejecting it
+// for passive health; alone in its pool, 502.
+func TestTLSUpstreamSilentServer(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		ca := newTestCA(t)
+		silent := newUpstream(t, func(c net.Conn) { io.Copy(io.Discard, c) })
+		good := newTLSUp(t, ca, "good", []string{"app.test"}, nil, forwardedEcho, nil)
+		tlsCfg := &UpstreamTLSConfig{ServerName: "app.test", CAFile: caFile(t, ca, "ca.pem")}
+		cfg := httpConfig(b, silent.addr, good.addr)
+		cfg.Listeners[0].ConnectTimeout = Duration(200 * time.Millisecond)
+		cfg.Pools[0].TLS = tlsCfg
+		cfg.Pools[0].Passive = &PassiveConfig{Fails: 1, Cooldown: Duration(time.Hour)}
+		p, lg := startProxyLog(t, cfg)
+		c, base := client(t, p)
+		for range 2 {
+			if resp, body := get(t, c, base+"/"); resp.StatusCode != 200 {
+				t.Fatalf("status %d (%s), want 200 from the next server", resp.StatusCode, body)
+			}
+		}
+		st := p.Totals().Servers[0]
+		if st.Failures != 1 || st.TLSHandshakeFailures != 1 || st.Connects != 0 || !st.PassiveDown {
+			t.Errorf("silent server: failures %d, TLS failures %d, connects %d, down %v; want 1, 1, 0, true", st.Failures, st.TLSHandshakeFailures, st.Connects, st.PassiveDown)
+		}
+		if lines := lg.with("TLS handshake failed"); len(lines) != 1 || !strings.Contains(lines[0], silent.addr) {
+			t.Errorf("log lines %q, want one naming %s", lines, silent.addr)
+		}
+
+		cfg2 := httpConfig(b, silent.addr)
+		cfg2.Listeners[0].ConnectTimeout = Duration(200 * time.Millisecond)
+		cfg2.Pools[0].TLS = tlsCfg
+		p2 := startProxy(t, cfg2)
+		c2, base2 := client(t, p2)
+		if resp, _ := get(t, c2, base2+"/"); resp.StatusCode != 502 {
+			t.Errorf("alone: status %d, want 502", resp.StatusCode)
+		}
+		if st := p2.Totals().Servers[0]; st.Failures != 1 || st.TLSHandshakeFailures != 1 {
+			t.Errorf("alone: failures %d, TLS failures %d; want 1, 1", st.Failures, st.TLSHandshakeFailures)
+		}
+	})
+}
+
+// TestTLSUpstreamSNIPerServer: a pool without server_name checks each
+// server against its own host as configured: one named (resolved through
+// Options.Resolver) gets its name as SNI and is checked against it (its
+// certificate for that name); one by IP address gets no SNI and is
+// checked against the certificate's IP addresses.
+func TestTLSUpstreamSNIPerServer(t *testing.T) {
+	const name = "a.spindle.test"
+	res := dnsOnLoopback(t, name)
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		ca := newTestCA(t)
+		a := newTLSUp(t, ca, "a", []string{name}, nil, forwardedEcho, nil)
+		ip := newTLSUp(t, ca, "b", []string{"b.test"}, nil, forwardedEcho, nil)
+		_, port, _ := net.SplitHostPort(a.addr)
+		cfg := httpConfig(b, net.JoinHostPort(name, port), ip.addr)
+		cfg.Pools[0].TLS = &UpstreamTLSConfig{CAFile: caFile(t, ca, "ca.pem")}
+		p := startProxyOpts(t, cfg, &Options{Drain: time.Second, Logf: func(string, ...any) {}, Resolver: res})
+		c, base := client(t, p)
+		for range 4 {
+			if resp, body := get(t, c, base+"/"); resp.StatusCode != 200 {
+				t.Fatalf("status %d (%s), want 200", resp.StatusCode, body)
+			}
+		}
+		for _, x := range []struct {
+			u   *tlsUp
+			sni string
+		}{{a, name}, {ip, ""}} {
+			sni, _, _ := x.u.seen()
+			if len(sni) == 0 || slices.ContainsFunc(sni, func(s string) bool { return s != x.sni }) {
+				t.Errorf("server %s: SNI %q, want %q alone", x.u.addr, sni, x.sni)
+			}
+		}
+		for i, st := range p.Totals().Servers {
+			if st.TLSHandshakeFailures != 0 || st.Connects == 0 {
+				t.Errorf("server %d: TLS failures %d, connects %d; want 0, some", i, st.TLSHandshakeFailures, st.Connects)
+			}
 		}
 	})
 }

@@ -168,7 +168,13 @@ func (l *proxyLog) with(s string) []string {
 func startProxyLog(t *testing.T, cfg *Config) (*Proxy, *proxyLog) {
 	t.Helper()
 	lg := &proxyLog{}
-	p, err := New(cfg, &Options{Drain: time.Second, Logf: lg.logf})
+	return startProxyOpts(t, cfg, &Options{Drain: time.Second, Logf: lg.logf}), lg
+}
+
+// startProxyOpts runs a proxy for cfg with opt until the test ends.
+func startProxyOpts(t *testing.T, cfg *Config, opt *Options) *Proxy {
+	t.Helper()
+	p, err := New(cfg, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +184,7 @@ func startProxyLog(t *testing.T, cfg *Config) (*Proxy, *proxyLog) {
 			t.Errorf("Run: %v", err)
 		}
 	})
-	return p, lg
+	return p
 }
 
 // TestTLSUpstreamTCP: a mode tcp listener's pool with tls connects to its
