@@ -1,11 +1,13 @@
 package proxy
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -213,4 +215,42 @@ func TestTLSUpstreamSNIPerServer(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestLogLimitConcurrent: logf called from several goroutines at once
+// (the loops) while its interval keeps running out (next reset by the
+// callers every 100 calls, so that more than one line goes) loses no
+// line: each call is logged or held, and each held one is said in a line
+// let through later or still held, the total the calls made. Under -race,
+// that its state is atomics only.
+func TestLogLimitConcurrent(t *testing.T) {
+	const workers, calls = 4, 2000
+	lg := &proxyLog{}
+	p := &Proxy{start: time.Now(), opt: Options{Logf: lg.logf}}
+	var r logLimit
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for k := range calls {
+				if k%100 == 99 {
+					r.next.Store(0) // (the interval over)
+				}
+				r.logf(p, "handshake failed")
+			}
+		})
+	}
+	wg.Wait()
+	lines := lg.with("handshake failed")
+	total := uint64(len(lines)) + r.held.Load()
+	for _, l := range lines {
+		var n uint64
+		if _, err := fmt.Sscanf(l, "handshake failed (%d more such lines held back)", &n); err == nil {
+			total += n
+		} else if l != "handshake failed" {
+			t.Fatalf("line %q", l)
+		}
+	}
+	if total != workers*calls || len(lines) < 2 {
+		t.Errorf("%d lines, said and held %d; want %d calls accounted for, more than one line", len(lines), total, workers*calls)
+	}
 }
