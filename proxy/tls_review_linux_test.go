@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -253,4 +254,57 @@ func TestLogLimitConcurrent(t *testing.T) {
 	if total != workers*calls || len(lines) < 2 {
 		t.Errorf("%d lines, said and held %d; want %d calls accounted for, more than one line", len(lines), total, workers*calls)
 	}
+}
+
+// TestTLSReloadCAResumption: the session caches a reload carries over to
+// a pool made anew (by server address) do not let a session resume past
+// the new ca_file: a server whose certificate the old roots took resumes
+// its session (max_idle -1: a connection a request), and after a reload
+// to another CA's file the next connect does not resume (crypto/tls
+// checks the session's chains against the new roots) and fails, 502.
+func TestTLSReloadCAResumption(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		ca, other := newTestCA(t), newTestCA(t)
+		var mu sync.Mutex
+		var resumed []bool
+		u := newTLSUp(t, ca, "app", []string{"app.test"}, func(c *tls.Config) {
+			c.VerifyConnection = func(cs tls.ConnectionState) error {
+				mu.Lock()
+				resumed = append(resumed, cs.DidResume)
+				mu.Unlock()
+				return nil
+			}
+		}, forwardedEcho, nil)
+		seen := func() []bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return slices.Clone(resumed)
+		}
+		cfg := httpConfig(b, u.addr)
+		cfg.Pools[0].MaxIdle = -1
+		cfg.Pools[0].TLS = &UpstreamTLSConfig{ServerName: "app.test", CAFile: caFile(t, ca, "ca.pem")}
+		p := startProxy(t, cfg)
+		c, base := client(t, p)
+		for range 3 {
+			if resp, body := get(t, c, base+"/"); resp.StatusCode != 200 {
+				t.Fatalf("status %d (%s), want 200", resp.StatusCode, body)
+			}
+		}
+		if r := seen(); !slices.Contains(r, true) {
+			t.Fatalf("handshakes resumed %v: none resumed, the test shows nothing", r)
+		}
+		cfg2 := httpConfig(b, u.addr)
+		cfg2.Pools[0].MaxIdle = -1
+		cfg2.Pools[0].TLS = &UpstreamTLSConfig{ServerName: "app.test", CAFile: caFile(t, other, "other.pem")}
+		if err := p.Reload(cfg2); err != nil {
+			t.Fatal(err)
+		}
+		before := len(seen())
+		if resp, body := get(t, c, base+"/"); resp.StatusCode != 502 {
+			t.Errorf("status %d (%s) after the reload to another CA, want 502", resp.StatusCode, body)
+		}
+		if r := seen()[before:]; slices.Contains(r, true) {
+			t.Errorf("handshakes after the reload %v: a session resumed past the new roots", r)
+		}
+	})
 }
