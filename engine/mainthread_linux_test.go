@@ -18,6 +18,17 @@ import (
 // TestMain hands such a process to mainThreadChild.
 const mainThreadEnv = "SPINDLE_TEST_MAIN_THREAD_BACKEND"
 
+// A child of TestLoopOffMainThread keeps its main goroutine on the main
+// thread until mainThreadChild lets go just before Run: the runtime
+// unlocks the main goroutine after the package inits, and without this
+// lock it could move to another thread before TestMain (seen once in CI
+// under -race: "TestMain is not on the main thread").
+func init() {
+	if os.Getenv(mainThreadEnv) != "" {
+		runtime.LockOSThread()
+	}
+}
+
 // TestLoopOffMainThread: a loop whose goroutine the runtime starts on the
 // process's main thread serves from another thread, and the main thread
 // keeps its affinity. A child process does it: its TestMain runs on the
@@ -109,6 +120,13 @@ func mainThreadChild(b Backend) int {
 		unix.SchedGetaffinity(pid, &during)
 		result <- fmt.Sprintf("loop thread %d (pid %d), main thread on %d CPU(s) while serving", e.Loops()[0].tid.Load(), pid, during.Count())
 	}()
+	// Still on the main thread (locked since init): from here the main
+	// goroutine blocks in Run, and the loop's goroutine, next to run on
+	// the one P, starts on this thread.
+	if unix.Gettid() != pid {
+		return fail("the main goroutine left the main thread before Run (tid %d, pid %d)", unix.Gettid(), pid)
+	}
+	runtime.UnlockOSThread()
 	if err := e.Run(ctx); err != nil {
 		return fail("Run: %v", err)
 	}
