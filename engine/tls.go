@@ -253,9 +253,12 @@ func (t *tlsTransport) SetWriteDeadline(time.Time) error { return nil }
 // the panic, which would otherwise end the process, and the connection
 // closes as for a failed handshake, counted in Stats.TLSHandshakePanics.
 // Panics in the Handler's callbacks, which run on the loop, are not
-// recovered.
+// recovered. A callback that calls runtime.Goexit (t.FailNow) fails its
+// handshake too, with an error of its own, not counted.
 type HandshakePanicError struct {
-	Value any    // what was passed to panic
+	// Value is what was passed to panic: for panic(nil), a
+	// *runtime.PanicNilError, or nil under GODEBUG panicnil=1.
+	Value any
 	Stack []byte // the handshake goroutine's stack at the panic (runtime/debug.Stack)
 	// at is the stack's summary: the function that panicked, with its
 	// file and line, and its callers up to crypto/tls's.
@@ -265,6 +268,11 @@ type HandshakePanicError struct {
 func (e *HandshakePanicError) Error() string {
 	return fmt.Sprintf("engine: panic in a TLS handshake: %v [%s]", e.Value, e.at)
 }
+
+// errHandshakeGoexit is the error of a TLS handshake whose goroutine a
+// callback of its tls.Config ended with runtime.Goexit (a t.FailNow in a
+// test's callback, say).
+var errHandshakeGoexit = errors.New("engine: a callback of the TLS config called runtime.Goexit in the handshake")
 
 // handshakePanic describes the panic v, recovered by the deferred function
 // that calls it. Handshake goroutine.
@@ -292,14 +300,20 @@ func handshakePanic(v any) *HandshakePanicError {
 }
 
 // handshake runs the handshake; a panic in it (in a callback of the
-// config) is its error. Handshake goroutine.
+// config) is its error. Not returning is what tells a panic: recover gives
+// nil for panic(nil) under GODEBUG panicnil=1 (and for runtime.Goexit,
+// which it does not stop: the goroutine then ends, and startTLS's deferred
+// function sees that). Handshake goroutine.
 func (t *tlsConn) handshake(ctx context.Context) (err error) {
+	returned := false
 	defer func() {
-		if v := recover(); v != nil {
-			err = handshakePanic(v)
+		if !returned {
+			err = handshakePanic(recover())
 		}
 	}()
-	return t.conn.HandshakeContext(ctx)
+	err = t.conn.HandshakeContext(ctx)
+	returned = true
+	return err
 }
 
 // Unwrap returns the value passed to panic if it is an error.
@@ -388,17 +402,23 @@ func (l *Loop) startTLS(c *Conn, timeout time.Duration) {
 	l.e.handshakes.Add(1)
 	l.st.tlsHandshakes.Add(1)
 	go func() {
-		err := t.handshake(ctx)
-		if _, ok := err.(*HandshakePanicError); ok {
-			l.st.tlsPanics.Add(1)
-		}
-		// Dropped if the loop has exited: c was closed then.
-		l.post(func() { t.handshakeDone(c, err) })
-		if t.ln != nil {
-			t.ln.handshakes.Add(-1)
-		}
-		l.st.tlsHandshakes.Add(-1)
-		l.e.handshakes.Done()
+		// Deferred: a callback of the config that calls runtime.Goexit
+		// ends the goroutine without handshake returning, err left as
+		// it was set here.
+		err := errHandshakeGoexit
+		defer func() {
+			if _, ok := err.(*HandshakePanicError); ok {
+				l.st.tlsPanics.Add(1)
+			}
+			// Dropped if the loop has exited: c was closed then.
+			l.post(func() { t.handshakeDone(c, err) })
+			if t.ln != nil {
+				t.ln.handshakes.Add(-1)
+			}
+			l.st.tlsHandshakes.Add(-1)
+			l.e.handshakes.Done()
+		}()
+		err = t.handshake(ctx)
 	}()
 }
 
