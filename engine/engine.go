@@ -857,8 +857,9 @@ type ListenConfig struct {
 	// MaxHandshakes caps the TLS handshakes in progress on the listener,
 	// across the engine's loops: a connection accepted while it holds that
 	// many is reset at once (RST: the client reads ECONNRESET, and no
-	// TIME_WAIT is left behind), without a handshake, a Conn or a word to
-	// the handler, and counted in Stats.TLSHandshakesRefused. A handshake
+	// TIME_WAIT is left behind; a Unix socket's client that has sent
+	// nothing reads the end of the stream), without a handshake, a Conn or
+	// a word to the handler, and counted in Stats.TLSHandshakesRefused. A handshake
 	// holds its place from its accept until its goroutine has returned
 	// (succeeded, failed, timed out, or its connection closed), so that
 	// clients that connect and say nothing, or a callback that blocks,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -217,5 +218,34 @@ func TestTLSCallbackExitWhileStopping(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestTLSMaxHandshakesUnix: a TLS listener on a Unix socket caps its
+// handshakes too, but a Unix socket has no reset to send: a client past
+// the cap that has sent nothing reads the end of the stream (one that
+// has, ECONNRESET, or EPIPE on its next write), as ListenConfig's doc now
+// says; it said ECONNRESET for every client.
+func TestTLSMaxHandshakesUnix(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			h := &tlsFailHandler{errs: make(chan error, 64)}
+			e := newEngine(t, testConfig(b), h)
+			path := t.TempDir() + "/s"
+			if _, err := e.Listen("unix", path, &ListenConfig{TLS: serverTLS(), HandshakeTimeout: time.Minute, MaxHandshakes: 1}); err != nil {
+				t.Fatal(err)
+			}
+			runStoppable(t, e)
+			mustDial(t, "unix", path)
+			waitFor(t, "the accept", func() bool { return e.Stats().TLSHandshakes == 1 })
+			c := mustDial(t, "unix", path)
+			c.SetReadDeadline(time.Now().Add(20 * time.Second))
+			if n, err := c.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+				t.Errorf("a silent client past the cap read %d bytes, %v; want the end of the stream", n, err)
+			}
+			if s := e.Stats(); s.TLSHandshakesRefused != 1 || s.TLSHandshakes != 1 || s.Accepted != 1 {
+				t.Errorf("%d refused, %d handshakes, %d accepted; want 1, 1, 1", s.TLSHandshakesRefused, s.TLSHandshakes, s.Accepted)
+			}
+		})
 	}
 }
