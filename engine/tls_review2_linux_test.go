@@ -253,14 +253,7 @@ func TestTLSCallbackPanic(t *testing.T) {
 							return nil
 						}
 					}
-					errs := make(chan error, 4)
-					h := &BaseHandlerFunc{
-						data: func(c *Conn, b Buffer) bool {
-							c.Write(b.Bytes())
-							return false
-						},
-						closed: func(c *Conn, err error) { errs <- err },
-					}
+					h, errs := echoErrs()
 					e, addr := startTLSEngine(t, testConfig(b), h, &ListenConfig{TLS: scfg})
 					if c, err := dialTLS(addr, ccfg); err == nil {
 						// TLS 1.3: the client is done before the server

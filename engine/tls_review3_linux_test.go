@@ -43,6 +43,20 @@ func runStoppable(t *testing.T, e *Engine) (stop func()) {
 	return stop
 }
 
+// echoErrs is a handler that echoes what it reads and sends OnClose's
+// errors to errs.
+func echoErrs() (h *BaseHandlerFunc, errs chan error) {
+	errs = make(chan error, 4)
+	h = &BaseHandlerFunc{
+		data: func(c *Conn, b Buffer) bool {
+			c.Write(b.Bytes())
+			return false
+		},
+		closed: func(c *Conn, err error) { errs <- err },
+	}
+	return h, errs
+}
+
 // callbackExits are the ways a callback of a tls.Config can leave other
 // than by returning, as exits runs them, and what the handshake's error
 // must then be.
@@ -93,14 +107,7 @@ func TestTLSCallbackExits(t *testing.T) {
 					}
 					return &leaf, nil
 				}
-				errs := make(chan error, 4)
-				h := &BaseHandlerFunc{
-					data: func(c *Conn, b Buffer) bool {
-						c.Write(b.Bytes())
-						return false
-					},
-					closed: func(c *Conn, err error) { errs <- err },
-				}
+				h, errs := echoErrs()
 				var opens atomic.Int64
 				h.open = func(*Conn) { opens.Add(1) }
 				e := newEngine(t, testConfig(b), h)
