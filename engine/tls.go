@@ -198,15 +198,22 @@ func (t *tlsTransport) readRecord(p []byte) int {
 	return n
 }
 
-// feed appends received ciphertext to in, wakes the handshake and returns
-// how many bytes in holds.
-func (t *tlsTransport) feed(b []byte) int {
+// feed appends received ciphertext to in and wakes the handshake; it
+// reports whether in now holds mark bytes or more, and is then stopped:
+// set with the append, under the same lock, so that a handshake that
+// reads it all after sees stopped and has the loop read again (set after,
+// it could come once the handshake had found in empty and waited, and
+// neither would go on).
+func (t *tlsTransport) feed(b []byte, mark int) bool {
 	t.mu.Lock()
 	t.in = append(t.in, b...)
-	n := len(t.in) - t.off
+	full := len(t.in)-t.off >= mark
+	if full {
+		t.stopped = true
+	}
 	t.mu.Unlock()
 	t.signal()
-	return n
+	return full
 }
 
 func (t *tlsTransport) signal() {
@@ -507,13 +514,10 @@ func (t *tlsConn) received(c *Conn, id int32, n int) {
 	switch {
 	case t.ended:
 	case !t.established:
-		if t.tr.feed(b) >= l.hwm {
+		if t.tr.feed(b, l.hwm) {
 			// The handshake is not taking it (a GetCertificate that
 			// waits, say): the client's bytes stay in the socket until
 			// it has read these.
-			t.tr.mu.Lock()
-			t.tr.stopped = true
-			t.tr.mu.Unlock()
 			c.pause(pauseTLS)
 		}
 	case c.paused&(pauseUser|pauseHWM) != 0:
