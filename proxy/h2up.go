@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/binary"
+	"slices"
 	"time"
 
 	"github.com/spindlenet/spindle/engine"
@@ -187,8 +188,21 @@ func (ls *loopState) h2Acquire(p *Proxy, x upUser, pl *pool, i int, client *engi
 
 // h2Dial dials a new connection to server i of pl from loop l, with
 // connect timeout timeout; false where the dial failed at once (counted).
+// For a pool a reload replaced by one secured otherwise (poolLoop.stale:
+// a request begun before, its retry, a replace), it dials under the
+// pool's latest generation: the connection joins the server's, which
+// that pool's requests take (TestTLSReloadH2RetryDial); false, nothing
+// dialed, where that one is not HTTP/2 or no longer has the server.
 // Loop goroutine.
 func (ls *loopState) h2Dial(p *Proxy, pl *pool, i int, l *engine.Loop, timeout time.Duration) bool {
+	if pl.loops[ls.id].stale {
+		np := pl.queue().pool.Load()
+		j := slices.Index(np.servers, pl.servers[i])
+		if !np.h2 || j < 0 {
+			return false
+		}
+		pl, i = np, j
+	}
 	srv := pl.servers[i]
 	st := ls.stats(pl, i)
 	c, err := pl.dial(l, i, timeout)

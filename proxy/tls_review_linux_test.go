@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -130,6 +131,66 @@ func TestTLSReloadInFlightConn(t *testing.T) {
 		}
 		if n := p.Totals().Servers[0].TLSHandshakeFailures; n != 1 {
 			t.Errorf("TLS handshake failures %d, want 1 (the dial after the reload)", n)
+		}
+	})
+}
+
+// TestTLSReloadH2RetryDial: a request of an h2c pool that dials after a
+// reload made the pool TLS h2 (here its retry: the server answered 503
+// after the reload, the connection it came on retired at the reload)
+// dials under the pool's new settings, not the old ones: its HTTP/2
+// connection joins the server's connections, which the new pool's
+// requests take. Dialed plain, it carried the client's next request, of
+// the TLS pool, in plain to the server (200); under TLS the plain server
+// fails the handshake and that request gets 502, no request reaching the
+// server after the first.
+func TestTLSReloadH2RetryDial(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		ca := newTestCA(t)
+		entered, release := make(chan struct{}), make(chan struct{})
+		var served atomic.Int64
+		u := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if served.Add(1) == 1 {
+				entered <- struct{}{}
+				<-release
+				w.WriteHeader(503)
+				return
+			}
+			forwardedEcho(w, r)
+		}), nil)
+		retry := &RetryConfig{On: []string{"503"}}
+		cfg := httpConfig(b, u.addr)
+		cfg.Pools[0].Protocol = ProtocolH2C
+		cfg.Listeners[0].Retry = retry
+		p := startProxy(t, cfg)
+		c, base := client(t, p)
+		done := make(chan int)
+		go func() {
+			resp, err := c.Get(base + "/slow")
+			if err != nil {
+				done <- 0
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			done <- resp.StatusCode
+		}()
+		<-entered
+		cfg2 := httpConfig(b, u.addr)
+		cfg2.Pools[0].Protocol = ProtocolH2
+		cfg2.Pools[0].TLS = &UpstreamTLSConfig{ServerName: "app.test", CAFile: caFile(t, ca, "ca.pem")}
+		cfg2.Listeners[0].Retry = retry
+		if err := p.Reload(cfg2); err != nil {
+			t.Fatal(err)
+		}
+		close(release)
+		st := <-done
+		n := served.Load()
+		if resp, body := get(t, c, base+"/"); resp.StatusCode != 502 {
+			t.Errorf("status %d (%s) after the reload, want 502: the retry's connection, dialed plain, carried it", resp.StatusCode, body)
+		}
+		if got := served.Load(); got != 1 {
+			t.Errorf("the server served %d requests (%d before the last; the retried one's answer %d), want 1: requests went to it in plain after the reload", got, n, st)
 		}
 	})
 }
