@@ -188,7 +188,8 @@ func (c *Conn) writable() bool {
 
 // Write copies p into c's write queue; the queue is sent at the end of the
 // loop iteration, batched with other writes (on a dialed connection before
-// OnOpen: once connected). It returns net.ErrClosed after Close or
+// OnOpen: once connected; on one DialTLS made, once the handshake is done).
+// It returns net.ErrClosed after Close or
 // CloseWrite. Writes are never refused for size: the high-water
 // mark pauses reading instead (see Config.WriteHighWater), or with
 // Config.ReadPastHighWater leaves the handler to pause what feeds c until
