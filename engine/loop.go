@@ -713,7 +713,9 @@ type Timer struct {
 // function that keeps setting itself again never stops the loop). A timer
 // whose deadline passes while the loop is busy (in handlers, or its thread
 // descheduled) runs after the data and completions that arrived by then,
-// not ahead of them. Loop goroutine.
+// not ahead of them (on uring-sqpoll: that the SQ thread has posted by then;
+// data a socket holds that the thread has not yet posted can still come
+// after the timer). Loop goroutine.
 func (l *Loop) AfterFunc(d time.Duration, f func()) Timer {
 	when := nanotime()
 	if d > 0 && when > math.MaxInt64-int64(d) {
