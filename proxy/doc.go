@@ -564,7 +564,9 @@
 // carries whatever its clients speak). The health checks of a TLS pool
 // connect and handshake with the same configuration (type tcp passes on a
 // completed handshake, with h2 chosen for protocol h2; type http sends its
-// request over it, :scheme https to h2). Each server has a session cache
+// request over it, :scheme https to h2), and a check whose handshake
+// succeeded ends its connection with close_notify, so that the server
+// logs no truncated connection. Each server has a session cache
 // (resumption across connections and loops, and across a reload that
 // keeps the server). The files are read by Validate (-check names one that
 // cannot be read, holds no certificate, or a key that is not the

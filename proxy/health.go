@@ -117,32 +117,39 @@ func newProber(h *HealthConfig, addr, configured string, h2c bool) prober {
 // response head with an expected status read before the timeout (type
 // http; interim 1xx heads are skipped, as a client does). A TLS pool's
 // connect is its TCP connect and TLS handshake (for protocol h2, one
-// where the server chose h2 by ALPN), within the timeout. The server's
-// checker goroutine.
+// where the server chose h2 by ALPN), within the timeout, and a check
+// whose handshake succeeded ends with close_notify. The server's checker
+// goroutine.
 func (pr *prober) probe(ctx context.Context) bool {
 	deadline := time.Now().Add(pr.timeout)
 	d := net.Dialer{Deadline: deadline}
-	c, err := d.DialContext(ctx, "tcp", pr.addr)
+	raw, err := d.DialContext(ctx, "tcp", pr.addr)
 	if err != nil {
 		return false
 	}
-	defer c.Close()
+	// c is what the check reads, writes and closes at its end: over
+	// TLS the tls.Conn, whose Close sends close_notify (crypto/tls
+	// bounds that write by 5 s) before it closes raw, so that the
+	// server sees the check end cleanly rather than a truncation.
+	c := raw
+	defer func() { c.Close() }()
 	if pr.req == nil && pr.h2 == nil && pr.tls == nil {
 		return true
 	}
-	// A stop closes the connection, ending a read in progress.
-	stop := context.AfterFunc(ctx, func() { c.Close() })
+	// A stop closes the socket, ending a read or write in progress: a
+	// check it cut short sends no close_notify.
+	stop := context.AfterFunc(ctx, func() { raw.Close() })
 	defer stop()
-	c.SetDeadline(deadline)
+	raw.SetDeadline(deadline)
 	if pr.tls != nil {
-		tc := tls.Client(c, pr.tls())
+		tc := tls.Client(raw, pr.tls())
+		c = tc
 		if tc.Handshake() != nil || pr.alpnH2 && tc.ConnectionState().NegotiatedProtocol != "h2" {
 			return false
 		}
 		if pr.req == nil && pr.h2 == nil {
 			return true
 		}
-		c = tc
 	}
 	if pr.h2 != nil {
 		return pr.probeH2(c)
