@@ -491,7 +491,8 @@
 // handshake_timeout) is closed, counted in
 // spindle_proxy_listener_tls_handshake_failures_total and logged (the
 // listener, the client's address, crypto/tls's reason; a line a second
-// at most, with the number held back since), and the listener goes on.
+// at most for each listener, with the number held back since), and the
+// listener goes on.
 // At most max_handshakes are in progress on the listener (the engine's
 // ListenConfig.MaxHandshakes: from the accept until the handshake
 // succeeds, fails or times out): a client that connects past it is reset
@@ -551,8 +552,8 @@
 // server is tried, retries and passive health (fails) count it, and it is
 // counted in spindle_proxy_server_tls_handshake_failures_total besides
 // spindle_proxy_server_connect_failures_total and logged, one line a
-// second at most with the number held back since (the pool, the server
-// and crypto/tls's error). Over TLS 1.3 a server that refuses the proxy's
+// second at most for each pool with the number held back since (the
+// pool, the server and crypto/tls's error). Over TLS 1.3 a server that refuses the proxy's
 // certificate says so after the client's side of the handshake is done:
 // that connect succeeds, and the server's alert ends it as a server's
 // close before the response (502; passive http_errors counts it). Protocol

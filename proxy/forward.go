@@ -749,10 +749,10 @@ func (h *handler) OnClose(c *engine.Conn, err error) {
 	}
 }
 
-// handshakeFailed counts and logs (a line a second at most) the failed
-// handshake of c, closed with err and never opened, if it is a client of
-// a TLS listener in force: the
-// engine's OnClose alone, as a failed dial's. (One cut by the engine's
+// handshakeFailed counts and logs (a line a second at most for each
+// listener: lnLogs) the failed handshake of c, closed with err and never
+// opened, if it is a client of a TLS listener in force: the engine's
+// OnClose alone, as a failed dial's. (One cut by the engine's
 // shutdown, net.ErrClosed, did not fail; one accepted on a socket a
 // reload has closed since is not counted.) Loop goroutine.
 func (h *handler) handshakeFailed(c *engine.Conn, err error) {
@@ -762,7 +762,7 @@ func (h *handler) handshakeFailed(c *engine.Conn, err error) {
 	ls := h.loop(c)
 	if l := ls.byLn[c.Listener()]; l != nil && l.tls != nil {
 		l.stats[ls.id].tlsFailed.inc()
-		h.lnTLSLog.logf((*Proxy)(h), "proxy: listener %s: TLS handshake with %v failed: %v", l.name, c.RemoteAddr(), err)
+		l.logs.tls.logf((*Proxy)(h), "proxy: listener %s: TLS handshake with %v failed: %v", l.name, c.RemoteAddr(), err)
 	}
 }
 

@@ -70,9 +70,6 @@ type Proxy struct {
 	ran      atomic.Bool
 	abort    chan struct{} // closed by Abort
 	aborted  sync.Once
-	// upTLSLog and lnTLSLog limit the log of failed TLS handshakes, the
-	// pools' and the listeners'.
-	upTLSLog, lnTLSLog logLimit
 }
 
 // listener is one config listener.
@@ -111,6 +108,17 @@ type listener struct {
 	// retries are the retry policies by route index, the listener's
 	// last (retry.go); nil where there are none.
 	retries []*retryPolicy
+	// logs limits its log lines; shared by the listeners of its name
+	// (a reload's).
+	logs *lnLogs
+}
+
+// lnLogs are the limits of a listener's log lines, by the listener's
+// name: a reload's listener takes its name's (makeGen), so that the
+// limits hold over reloads, and the lines of one listener hold back
+// none of another's.
+type lnLogs struct {
+	tls logLimit // failed TLS handshakes (handshakeFailed)
 }
 
 // tlsSocket is a TLS listener socket's state: the crypto/tls config its
@@ -178,12 +186,14 @@ type pool struct {
 
 // poolShared is what a pool's generations (a reload that changes it makes
 // another) share: passive health's gate and its count of ejections
-// max_ejected_percent refused.
+// max_ejected_percent refused, and the limit of its log of failed TLS
+// handshakes (dialFailed: a pool's lines hold back none of another's).
 type poolShared struct {
 	gate    atomic.Bool // held while an ejection is decided under max_ejected_percent
 	refused atomic.Uint64
 	q       queueShared // the queue for a slot (max_conns: maxconn.go)
 	retry   []retryLoop // by engine.Loop.ID: retries' counters and budget (retry.go)
+	tlsLog  logLimit    // the log of failed TLS handshakes (dialFailed)
 }
 
 // poolLoop is one loop's share of a pool, written by that loop only. A

@@ -345,6 +345,11 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 	for _, l := range g.lns {
 		p.makeLimiters(l)
 		l.retries = l.compileRetries()
+		if k := slices.IndexFunc(p.lns, func(o *listener) bool { return o.name == l.name }); k >= 0 {
+			l.logs = p.lns[k].logs
+		} else {
+			l.logs = new(lnLogs)
+		}
 	}
 	for _, l := range g.lns {
 		for _, o := range p.lns {

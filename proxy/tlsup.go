@@ -23,7 +23,7 @@ import (
 // count it, and it is counted in
 // spindle_proxy_server_tls_handshake_failures_total besides
 // spindle_proxy_server_failures_total and logged (one line a second at
-// most, with the number held back since the last). The pool's health
+// most for each pool, with the number held back since the last). The pool's health
 // checks connect over TLS too, with the same configuration.
 //
 // The files are read by Validate (so that `spindle proxy -check` names
@@ -201,13 +201,16 @@ func (p *Proxy) dialFailed(pl *pool, i int, st *srvStats, err error) {
 	st.failures.inc()
 	if err != nil && pl.tls != nil && tlsFailure(err) {
 		st.tlsFailed.inc()
-		p.upTLSLog.logf(p, "proxy: pool %s: server %s: TLS handshake failed: %v", pl.name, pl.servers[i].addr, err)
+		pl.shared.tlsLog.logf(p, "proxy: pool %s: server %s: TLS handshake failed: %v", pl.name, pl.servers[i].addr, err)
 	}
 	pl.servers[i].connectFailed(pl)
 }
 
 // logLimit lets one log line through every logLimitEvery, the lines held
-// back in between counted and said in the next line let through.
+// back in between counted and said in the next line let through. Each
+// pool has its own (poolShared.tlsLog) and each listener its own
+// (lnLogs), both following the name over reloads, so that a noisy one
+// holds back no other's lines.
 type logLimit struct {
 	next atomic.Int64 // unix nanoseconds from which a line goes through
 	held atomic.Uint64
