@@ -508,7 +508,11 @@
 // its handshake (TLS 1.3's suites are all allowed). A client ALPN gave h2
 // has agreed to HTTP/2: one whose first bytes are not the HTTP/2 preface
 // (an HTTP/1.1 request) is closed without an answer (a connection error,
-// RFC 9113 3.4), and a client ALPN gave http/1.1, or none, is HTTP/1.1
+// RFC 9113 3.4), counted in
+// spindle_proxy_listener_h2_preface_failures_total and logged (the
+// listener, the client's address and its first 32 bytes, escaped; a line
+// a second at most for each listener, apart from its failed handshakes'),
+// and a client ALPN gave http/1.1, or none, is HTTP/1.1
 // whatever it sends (the preface gets an HTTP/1.1 error: over TLS only
 // ALPN chooses HTTP/2, RFC 9113 3.3). crypto/tls picks the certificate by the
 // client's server name among cert_file's and certificates' (the first
@@ -1203,7 +1207,10 @@
 //
 // (path "-" is standard error; format json, the default, or text). Mode
 // http logs a line per exchange, mode tcp a line per client connection
-// (a client max_conns turns away is only counted); text has the same
+// (a client max_conns turns away is only counted; one whose TLS
+// handshake failed, or that ALPN gave h2 and that sent no HTTP/2
+// preface, is counted and in the proxy's log, not here: neither made an
+// exchange nor reached a server); text has the same
 // fields in this order, separated by spaces, strings quoted and escaped
 // as in JSON and "-" for none (null in JSON):
 //

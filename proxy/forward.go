@@ -50,6 +50,9 @@ type lnStats struct {
 	// TLS handshakes that failed or timed out (the engine's OnClose
 	// without OnOpen).
 	tlsFailed counter
+	// Clients ALPN gave h2 whose first bytes were not the HTTP/2
+	// preface (prefaceFailed).
+	h2Preface counter
 
 	// h2c.
 	h2Conns        counter // HTTP/2 client connections (the preface received)

@@ -117,12 +117,14 @@ type h2stream struct {
 // only, and bytes that are not the preface are a connection error
 // (PROTOCOL_ERROR, RFC 9113 3.4): it is closed, without a GOAWAY (which
 // the RFC lets go unsent to a peer that does not speak HTTP/2) and
-// without an HTTP/1.1 answer, and it reports true. Loop goroutine.
+// without an HTTP/1.1 answer, counted and logged (prefaceFailed), and it
+// reports true. Loop goroutine.
 func (s *hsession) sniffH2(b engine.Buffer) bool {
 	switch h2.SniffPreface(len(s.in), b.Bytes()) {
 	case h2.SniffOther:
 		s.sniff = false
 		if st := s.client.TLS(); st != nil && st.NegotiatedProtocol == "h2" {
+			s.prefaceFailed(b.Bytes())
 			b.Release()
 			s.client.Close()
 			return true
@@ -136,6 +138,35 @@ func (s *hsession) sniffH2(b engine.Buffer) bool {
 	s.sniff = false
 	s.startH2(b)
 	return true
+}
+
+// prefaceFailed counts a client ALPN gave h2 whose first bytes, s.in
+// then b, are not the HTTP/2 preface, and logs it (a line a second at
+// most for each listener: lnLogs) with what it sent. It has no line in
+// the access log, as a client whose handshake failed has none: no
+// request was made. Loop goroutine.
+func (s *hsession) prefaceFailed(b []byte) {
+	l := s.ln
+	l.stats[s.ls.id].h2Preface.inc()
+	l.logs.preface.logf(s.p, "proxy: listener %s: client %v chose h2 by ALPN but did not send the HTTP/2 preface, closed; it sent %s",
+		l.name, s.client.RemoteAddr(), sentPrefix(s.in, b))
+}
+
+// prefaceLogBytes bounds what prefaceFailed logs of a client's bytes.
+const prefaceLogBytes = 32
+
+// sentPrefix returns the first prefaceLogBytes of in and then b, quoted
+// and escaped (strconv.Quote: control bytes and bytes that are not UTF-8
+// as \x.., \r, \n), followed by "..." where they were cut.
+func sentPrefix(in, b []byte) string {
+	p := make([]byte, 0, prefaceLogBytes)
+	p = append(p, in[:min(len(in), prefaceLogBytes)]...)
+	p = append(p, b[:min(len(b), prefaceLogBytes-len(p))]...)
+	q := strconv.Quote(string(p))
+	if len(in)+len(b) > len(p) {
+		q += "..."
+	}
+	return q
 }
 
 // startH2 turns the session into an h2conn, b being the bytes that

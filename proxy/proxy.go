@@ -118,7 +118,8 @@ type listener struct {
 // limits hold over reloads, and the lines of one listener hold back
 // none of another's.
 type lnLogs struct {
-	tls logLimit // failed TLS handshakes (handshakeFailed)
+	tls     logLimit // failed TLS handshakes (handshakeFailed)
+	preface logLimit // h2 clients without the preface (prefaceFailed)
 }
 
 // tlsSocket is a TLS listener socket's state: the crypto/tls config its

@@ -62,6 +62,10 @@ type ListenerTotals struct {
 	// TLSHandshakeFailures counts the clients (of a listener with tls)
 	// whose handshake failed or timed out: closed, never accepted.
 	TLSHandshakeFailures uint64
+	// H2PrefaceFailures counts the clients (of a listener with tls) ALPN
+	// gave h2 whose first bytes were not the HTTP/2 client preface:
+	// closed without an answer.
+	H2PrefaceFailures uint64
 }
 
 // ServerTotals are one server's counters, in one pool.
@@ -137,6 +141,7 @@ func (p *Proxy) Totals() Totals {
 			lt.UnderscoreDropped += s.underscoreDropped.load()
 			lt.DiscardClosed += s.discardClosed.load()
 			lt.TLSHandshakeFailures += s.tlsFailed.load()
+			lt.H2PrefaceFailures += s.h2Preface.load()
 			for k := range 5 {
 				lt.ResponsesUpstream[k] += s.respUp[k].load()
 				lt.ResponsesProxy[k] += s.respLocal[k].load()
