@@ -803,9 +803,11 @@ type Listener struct {
 	tls              *tls.Config
 	handshakeTimeout time.Duration
 	// maxHandshakes caps handshakes, the handshakes in progress
-	// (ListenConfig.MaxHandshakes; < 0: no cap).
+	// (ListenConfig.MaxHandshakes; < 0: no cap); refused counts the
+	// connections reset for it.
 	maxHandshakes int64
 	handshakes    atomic.Int64
+	refused       atomic.Uint64
 
 	mu    sync.Mutex
 	added []uint8 // per loop: 0 not yet taken, 1 taken by the loop, 2 closed unused
@@ -814,6 +816,12 @@ type Listener struct {
 // Addr is the bound address (with the port chosen when the requested port
 // was 0). Any goroutine.
 func (ln *Listener) Addr() net.Addr { return ln.addr }
+
+// TLSHandshakesRefused returns the number of connections the listener has
+// reset at the accept, its ListenConfig.MaxHandshakes reached: its share
+// of Stats.TLSHandshakesRefused, over every loop (0 for a listener
+// without TLS). Any goroutine.
+func (ln *Listener) TLSHandshakesRefused() uint64 { return ln.refused.Load() }
 
 // ListenConfig holds per-listener options. A nil *ListenConfig means the
 // defaults.
@@ -859,7 +867,8 @@ type ListenConfig struct {
 	// many is reset at once (RST: the client reads ECONNRESET, and no
 	// TIME_WAIT is left behind; a Unix socket's client that has sent
 	// nothing reads the end of the stream), without a handshake, a Conn or
-	// a word to the handler, and counted in Stats.TLSHandshakesRefused. A handshake
+	// a word to the handler, and counted in Stats.TLSHandshakesRefused
+	// and the listener's TLSHandshakesRefused. A handshake
 	// holds its place from its accept until its goroutine has returned
 	// (succeeded, failed, timed out, or its connection closed), so that
 	// clients that connect and say nothing, or a callback that blocks,

@@ -438,6 +438,7 @@ func (l *Loop) admitHandshake(fd int, ln *Listener) bool {
 		return true
 	}
 	ln.handshakes.Add(-1)
+	ln.refused.Add(1)
 	l.st.tlsRefused.Add(1)
 	// A zero linger time: close(2) sends RST (a Unix peer sees the end
 	// of the stream).
