@@ -76,6 +76,7 @@ func (p *Proxy) WriteMetrics(w io.Writer) error {
 		{"spindle_proxy_listener_underscore_dropped_total", "counter", "Request fields dropped for an underscore in their name (mode http): by headers_with_underscores drop, and the forwarding fields so spelled (X_Forwarded_For, ...) whatever it says.", func(l ListenerTotals) string { return u(l.UnderscoreDropped) }},
 		{"spindle_proxy_listener_discard_closed_total", "counter", "Clients closed after a rate_limit's 429 (mode http, HTTP/1.1) because the refused request's body, read and dropped, was malformed, past 64 KiB, or not all come within request_timeout of the 429.", func(l ListenerTotals) string { return u(l.DiscardClosed) }},
 		{"spindle_proxy_listener_tls_handshake_failures_total", "counter", "Clients of a listener with tls whose handshake failed or timed out (handshake_timeout), closed without being accepted.", func(l ListenerTotals) string { return u(l.TLSHandshakeFailures) }},
+		{"spindle_proxy_listener_tls_handshakes_refused_total", "counter", "Clients of a listener with tls reset at the accept, before any handshake, because max_handshakes were in progress (counted in spindle_proxy_engine_tls_handshakes_refused_total too).", func(l ListenerTotals) string { return u(l.TLSHandshakesRefused) }},
 		{"spindle_proxy_listener_h2_preface_failures_total", "counter", "Clients of a listener with tls that ALPN gave h2 whose first bytes were not the HTTP/2 client preface (an HTTP/1.1 request, say), closed without an answer (RFC 9113 3.4).", func(l ListenerTotals) string { return u(l.H2PrefaceFailures) }},
 	} {
 		family(m.name, m.typ, m.help)
@@ -206,7 +207,7 @@ func (p *Proxy) WriteMetrics(w io.Writer) error {
 	fmt.Fprintf(bw, "spindle_proxy_engine_timed_out_total %d\n", es.TimedOut)
 	family("spindle_proxy_engine_tls_handshakes", "gauge", "TLS handshakes in progress, clients' and the pools' connections'.")
 	fmt.Fprintf(bw, "spindle_proxy_engine_tls_handshakes %d\n", es.TLSHandshakes)
-	family("spindle_proxy_engine_tls_handshakes_refused_total", "counter", "Clients reset at the accept by a tls listener holding its max_handshakes.")
+	family("spindle_proxy_engine_tls_handshakes_refused_total", "counter", "Clients reset at the accept by a tls listener holding its max_handshakes: every listener's since the start, those a reload removed or replaced included (by listener: spindle_proxy_listener_tls_handshakes_refused_total).")
 	fmt.Fprintf(bw, "spindle_proxy_engine_tls_handshakes_refused_total %d\n", es.TLSHandshakesRefused)
 	p.writeReloadMetrics(bw, family)
 	return bw.Flush()

@@ -328,7 +328,8 @@ type TLSConfig struct {
 	// all loops (engine.ListenConfig.MaxHandshakes): a client that
 	// connects while the listener holds that many is reset at once,
 	// before a handshake, and counted
-	// (spindle_proxy_engine_tls_handshakes_refused_total), so that
+	// (spindle_proxy_listener_tls_handshakes_refused_total{listener},
+	// and in spindle_proxy_engine_tls_handshakes_refused_total), so that
 	// clients that connect and say nothing hold a bounded number of
 	// goroutines and buffers for handshake_timeout. A handshake holds its
 	// place from the accept until it succeeds, fails or times out.

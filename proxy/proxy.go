@@ -80,6 +80,10 @@ type listener struct {
 	ln    *engine.Listener
 	conns *atomic.Int64 // open clients, for MaxConns (only when set); shared by a listener's generations
 	stats []*lnStats    // per loop (by engine.Loop.ID); shared by a listener's generations
+	// refusedBase is ln's TLSHandshakesRefused when stats were made: the
+	// listener's own count is what ln counted since (a socket a reload
+	// keeps for a new listener counted the old one's before).
+	refusedBase uint64
 
 	http   bool    // mode http
 	routes []route // mode http

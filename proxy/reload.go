@@ -358,7 +358,7 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 				claimed[o.ln] = true
 				from[l] = o
 				if o.cfg.Mode == l.cfg.Mode {
-					l.conns, l.stats = o.conns, o.stats
+					l.conns, l.stats, l.refusedBase = o.conns, o.stats, o.refusedBase
 					prev[l] = o
 				}
 			}
@@ -385,6 +385,9 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 	}
 	for _, l := range g.lns {
 		if l.stats == nil {
+			if l.ln != nil { // a kept socket: its refusals so far were another listener's
+				l.refusedBase = l.ln.TLSHandshakesRefused()
+			}
 			l.conns = new(atomic.Int64)
 			for range p.loops {
 				l.stats = append(l.stats, new(lnStats))

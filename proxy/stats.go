@@ -62,6 +62,11 @@ type ListenerTotals struct {
 	// TLSHandshakeFailures counts the clients (of a listener with tls)
 	// whose handshake failed or timed out: closed, never accepted.
 	TLSHandshakeFailures uint64
+	// TLSHandshakesRefused counts the clients (of a listener with tls)
+	// reset at the accept, the listener holding its max_handshakes
+	// (engine.Listener.TLSHandshakesRefused); a reload that keeps the
+	// listener's socket and counters keeps it.
+	TLSHandshakesRefused uint64
 	// H2PrefaceFailures counts the clients (of a listener with tls) ALPN
 	// gave h2 whose first bytes were not the HTTP/2 client preface:
 	// closed without an answer.
@@ -147,6 +152,7 @@ func (p *Proxy) Totals() Totals {
 				lt.ResponsesProxy[k] += s.respLocal[k].load()
 			}
 		}
+		lt.TLSHandshakesRefused = l.ln.TLSHandshakesRefused() - l.refusedBase
 		p.observedTotals(l, &lt)
 		l.rateLimitTotals(&lt)
 		t.Listeners = append(t.Listeners, lt)
