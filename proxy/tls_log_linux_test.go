@@ -36,17 +36,7 @@ func TestTLSLogPerPool(t *testing.T) {
 			}
 		}
 		for _, ln := range []string{"ta", "tb"} {
-			raw, err := net.Dial("tcp", p.Addr(ln).String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer raw.Close()
-			if _, err := io.WriteString(raw, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
-				t.Fatal(err)
-			}
-			if err := endOf(raw); err != nil {
-				t.Fatal(err)
-			}
+			notTLS(t, p.Addr(ln).String())
 		}
 		who := []string{"pool pa: server", "pool pb: server", "listener ta: TLS handshake", "listener tb: TLS handshake"}
 		waitFor(t, "each logged", func() bool {
@@ -63,6 +53,23 @@ func TestTLSLogPerPool(t *testing.T) {
 			}
 		}
 	})
+}
+
+// notTLS sends addr, a TLS listener's, an HTTP/1.1 request, and reads to
+// the end the failed handshake closes.
+func notTLS(t *testing.T, addr string) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := endOf(c); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // anyClient returns an http.Client to any of the test's listeners, its
@@ -93,23 +100,11 @@ func TestTLSLogLimitReload(t *testing.T) {
 	p, lg := startProxyLog(t, mk("t", "pa", 4))
 	c := anyClient(t)
 	// failPool fails a request to the pool's server (logged or held
-	// before the 502), failListener a handshake on the TLS listener.
+	// before the 502).
 	failPool := func() {
 		t.Helper()
 		if resp, _ := get(t, c, "http://"+p.Addr("a").String()+"/"); resp.StatusCode != 502 {
 			t.Errorf("status %d, want 502", resp.StatusCode)
-		}
-	}
-	failListener := func(name string) {
-		t.Helper()
-		raw, err := net.Dial("tcp", p.Addr(name).String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer raw.Close()
-		io.WriteString(raw, "\x00 not TLS\r\n")
-		if err := endOf(raw); err != nil {
-			t.Fatal(err)
 		}
 	}
 	// logs returns the listener's and the pool's limits in force.
@@ -119,7 +114,7 @@ func TestTLSLogLimitReload(t *testing.T) {
 		return &p.lns[1].logs.tls, &p.pools[0].shared.tlsLog
 	}
 	failPool()
-	failListener("t")
+	notTLS(t, p.Addr("t").String())
 	waitFor(t, "the handshake failure logged", func() bool { return len(lg.with("listener t: TLS handshake with")) == 1 })
 	ln, pl := logs()
 	ln.next.Store(p.now() + int64(time.Hour))
@@ -129,7 +124,7 @@ func TestTLSLogLimitReload(t *testing.T) {
 	}
 	ln, pl = logs()
 	failPool()
-	failListener("t")
+	notTLS(t, p.Addr("t").String())
 	waitFor(t, "the second handshake failure held", func() bool { return ln.held.Load() == 1 })
 	if n, m, h := len(lg.with("pool pa: server")), len(lg.with("listener t: TLS handshake with")), pl.held.Load(); n != 1 || m != 1 || h != 1 {
 		t.Errorf("after a reload: %d pool lines, %d listener lines, the pool's %d held; want 1, 1, 1", n, m, h)
@@ -139,7 +134,7 @@ func TestTLSLogLimitReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	failPool()
-	failListener("u")
+	notTLS(t, p.Addr("u").String())
 	waitFor(t, "the renamed listener's failure logged", func() bool { return len(lg.with("listener u: TLS handshake with")) == 1 })
 	if got := lg.with("pool pb: server"); len(got) != 1 {
 		t.Errorf("the renamed pool: lines %q, want one", got)

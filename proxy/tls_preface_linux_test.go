@@ -48,11 +48,7 @@ func TestTLSH2PrefaceMismatch(t *testing.T) {
 		}
 		// A failed handshake's line, the listener's preface line
 		// notwithstanding: limited apart.
-		raw := dial(t, p)
-		io.WriteString(raw, "\x00 not TLS\r\n")
-		if err := endOf(raw); err != nil {
-			t.Fatal(err)
-		}
+		notTLS(t, p.Addr("web").String())
 		waitFor(t, "the failed handshake logged", func() bool { return len(lg.with("listener web: TLS handshake with")) == 1 })
 	})
 }
