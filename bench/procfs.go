@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -94,8 +95,41 @@ type TaskStat struct {
 	RunNS uint64 `json:"run_ns"`
 	// Timeslices counts the thread's runs on a CPU (schedstat).
 	Timeslices uint64 `json:"timeslices"`
+	// Start is when the thread started, in clock ticks after boot (stat
+	// field 22): with the TID it tells a thread from a later one given
+	// the same TID (TIDs are reused once the kernel's pid_max wraps).
+	Start uint64 `json:"start_ticks"`
 	// PGrp is the process group (stat field 5).
 	PGrp int `json:"-"`
+}
+
+// threadKey tells a thread from any other, a later one given the same
+// TID included.
+type threadKey struct {
+	tid   int
+	start uint64
+}
+
+func (t TaskStat) key() threadKey { return threadKey{t.TID, t.Start} }
+
+// threadRuns returns the threads of after that ran between the reads
+// before and after, each with RunNS its run time in between: after's
+// less before's for a thread in both (the same TID and start time), all
+// of it for a thread started in between, a new thread with an exited
+// one's TID included. Threads that exited in between are not in it.
+func threadRuns(before, after []TaskStat) []TaskStat {
+	ran := make(map[threadKey]uint64, len(before))
+	for _, t := range before {
+		ran[t.key()] = t.RunNS
+	}
+	var out []TaskStat
+	for _, t := range after {
+		t.RunNS -= min(ran[t.key()], t.RunNS)
+		if t.RunNS > 0 {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // ParseTaskStat parses the contents of a /proc/<pid>[/task/<tid>]/stat
@@ -114,7 +148,7 @@ func ParseTaskStat(b []byte) (TaskStat, error) {
 	}
 	t.TID, t.Comm = tid, string(b[open+1:closing])
 	// Fields after the comm start at field 3 (state); pgrp is field 5,
-	// utime 14, stime 15, processor 39 (proc(5), 1-based).
+	// utime 14, stime 15, starttime 22, processor 39 (proc(5), 1-based).
 	f := strings.Fields(string(b[closing+1:]))
 	if len(f) < 37 {
 		return t, fmt.Errorf("%w: task stat has %d fields after comm", errProcFormat, len(f))
@@ -132,6 +166,9 @@ func ParseTaskStat(b []byte) (TaskStat, error) {
 	}
 	if t.STime, err = get(15); err != nil {
 		return t, fmt.Errorf("%w: stime: %v", errProcFormat, err)
+	}
+	if t.Start, err = get(22); err != nil {
+		return t, fmt.Errorf("%w: starttime: %v", errProcFormat, err)
 	}
 	p, err := get(39)
 	if err != nil || p > 1<<16 {
@@ -248,6 +285,16 @@ type GroupCPU struct {
 	// nil where a thread's schedstat could not be read.
 	RunNS uint64
 	TIDs  []int
+	// Starts are the start times of TIDs' threads (TaskStat.Start), in
+	// the same order: a thread that exited and a new one given its TID
+	// have the same TID, not the same start.
+	Starts []uint64
+}
+
+// sameThreads reports whether g and h count the run time of the same
+// threads, so that h.RunNS-g.RunNS is their CPU in between.
+func (g GroupCPU) sameThreads(h GroupCPU) bool {
+	return g.TIDs != nil && slices.Equal(g.TIDs, h.TIDs) && slices.Equal(g.Starts, h.Starts)
 }
 
 // ProcessCPU sums the CPU time of process pid and of its descendants,
@@ -260,6 +307,7 @@ type GroupCPU struct {
 // an error. Any goroutine.
 func (p Proc) ProcessCPU(pid int) (GroupCPU, error) {
 	var g GroupCPU
+	var threads []threadKey
 	runOK := true
 	for queue := []int{pid}; len(queue) > 0; queue = queue[1:] {
 		rel := strconv.Itoa(queue[0])
@@ -286,7 +334,7 @@ func (p Proc) ProcessCPU(pid int) (GroupCPU, error) {
 				runOK = false // no schedstat (or a thread that never ran)
 			}
 			g.RunNS += t.RunNS
-			g.TIDs = append(g.TIDs, t.TID)
+			threads = append(threads, t.key())
 			b, err := p.read(filepath.Join(rel, "task", strconv.Itoa(t.TID), "children"))
 			if err != nil {
 				continue // exited
@@ -298,10 +346,14 @@ func (p Proc) ProcessCPU(pid int) (GroupCPU, error) {
 			}
 		}
 	}
-	if !runOK {
-		g.RunNS, g.TIDs = 0, nil
-	}
 	slices.Sort(g.PIDs)
-	slices.Sort(g.TIDs)
+	if !runOK {
+		g.RunNS = 0
+		return g, nil
+	}
+	slices.SortFunc(threads, func(a, b threadKey) int { return cmp.Or(cmp.Compare(a.tid, b.tid), cmp.Compare(a.start, b.start)) })
+	for _, k := range threads {
+		g.TIDs, g.Starts = append(g.TIDs, k.tid), append(g.Starts, k.start)
+	}
 	return g, nil
 }

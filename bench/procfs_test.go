@@ -5,7 +5,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/spindlenet/spindle/topo"
 )
@@ -48,8 +50,8 @@ func TestProcFixture(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[int]TaskStat{
-		100: {TID: 100, Comm: "spindle (srv) x", UTime: 250, STime: 37, Processor: 0, RunNS: 2873012345, Timeslices: 1200, PGrp: 100},
-		101: {TID: 101, Comm: "worker", UTime: 10, STime: 5, Processor: 1, RunNS: 150000000, Timeslices: 30, PGrp: 100},
+		100: {TID: 100, Comm: "spindle (srv) x", UTime: 250, STime: 37, Processor: 0, RunNS: 2873012345, Timeslices: 1200, Start: 32309, PGrp: 100},
+		101: {TID: 101, Comm: "worker", UTime: 10, STime: 5, Processor: 1, RunNS: 150000000, Timeslices: 30, Start: 32309, PGrp: 100},
 	}
 	if len(tasks) != len(want) {
 		t.Fatalf("tasks: %+v", tasks)
@@ -166,5 +168,59 @@ func TestParseInterruptsGlobalRows(t *testing.T) {
 	}
 	if want := []uint64{11, 22}; !slices.Equal(in.Total, want) {
 		t.Errorf("totals %v, want %v (ERR and MIS in no CPU's)", in.Total, want)
+	}
+}
+
+// TestProcessCPUTIDReused: two reads of a process whose thread exited
+// between them and a new thread got its TID list the same TIDs, but they
+// are not of the same threads: the new thread's run time counts from its
+// start, and the exited one's between the first read and its exit is in
+// no schedstat. proxyCPU takes the ticks (utime+stime of the process,
+// exited threads included) for them, as it does when a TID changes;
+// before, it subtracted the exited thread's run time from the new one's
+// (here 1 ms of CPU where 6 ms were used).
+func TestProcessCPUTIDReused(t *testing.T) {
+	root := t.TempDir()
+	thread := func(tid int, start, run string) {
+		dir := filepath.Join(root, "proc", "100", "task", itoa(tid))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		stat := strings.Replace(statLine(tid, "t", 100, 1, 1), " 12345 ", " "+start+" ", 1)
+		if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(stat), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "schedstat"), []byte(run+" 5 3\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := Proc{Root: root}
+	read := func(utime uint64) GroupCPU {
+		t.Helper()
+		writeFakeProc(t, root, map[string]string{"100": statLine(100, "proxy", 100, utime, 0)})
+		g, err := p.ProcessCPU(100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	thread(100, "500", "1000000")
+	thread(101, "500", "5000000")
+	a := read(10)
+	thread(100, "500", "3000000")
+	thread(101, "900", "4000000") // 101 exited, a new thread has its TID
+	b := read(11)
+	if !slices.Equal(a.TIDs, b.TIDs) {
+		t.Fatalf("TIDs %v then %v, want the same", a.TIDs, b.TIDs)
+	}
+	t0 := time.Now()
+	us, _, fine := proxyCPU(cpuEdge{g: a, at: t0}, cpuEdge{g: b, at: t0.Add(time.Second)}, 1000, time.Second)
+	if fine || us != ClockTick/1e3/1000 {
+		t.Errorf("a TID reused: %v µs/req from run times %v, want the tick's %v µs/req", us, fine, ClockTick/1e3/1000)
+	}
+	thread(101, "500", "9000000") // the same thread as at a
+	b = read(11)
+	if us, _, fine = proxyCPU(cpuEdge{g: a, at: t0}, cpuEdge{g: b, at: t0.Add(time.Second)}, 1000, time.Second); !fine || us != 6 {
+		t.Errorf("the same threads: %v µs/req from run times %v, want 6 from run times", us, fine)
 	}
 }

@@ -1006,7 +1006,7 @@ func proxyCPU(a, b cpuEdge, replies uint64, window time.Duration) (usPerReq, per
 		return 0, 0, false
 	}
 	cpuNS := float64(b.g.Ticks-a.g.Ticks) * ClockTick
-	if a.g.TIDs != nil && slices.Equal(a.g.TIDs, b.g.TIDs) && b.g.RunNS >= a.g.RunNS {
+	if a.g.sameThreads(b.g) && b.g.RunNS >= a.g.RunNS {
 		cpuNS, fine = float64(b.g.RunNS-a.g.RunNS), true
 	}
 	percent = 100 * cpuNS / float64(between)

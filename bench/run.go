@@ -1137,15 +1137,8 @@ func (r *runner) fill(res *Result, load *LoadResult, edges [2]snapshot) {
 		res.Server.KernelWaitsPerReq = perReq(float64(w), iv.usage)
 		res.Server.WaitCPUUSPerReq = perReqUS(float64(u1.Counters["wait_cpu_ns"]-u0.Counters["wait_cpu_ns"]), iv.usage)
 	}
-	before := map[int]TaskStat{}
-	for _, t := range u0.Threads {
-		before[t.TID] = t
-	}
-	for _, t := range u1.Threads {
-		d := t.RunNS - before[t.TID].RunNS
-		if d > 0 {
-			res.Server.Threads = append(res.Server.Threads, ThreadCPU{TID: t.TID, Comm: t.Comm, USPerReq: perReqUS(float64(d), iv.usage), CPU: t.Processor})
-		}
+	for _, t := range threadRuns(u0.Threads, u1.Threads) {
+		res.Server.Threads = append(res.Server.Threads, ThreadCPU{TID: t.TID, Comm: t.Comm, USPerReq: perReqUS(float64(t.RunNS), iv.usage), CPU: t.Processor})
 	}
 	s0, s1 := edges[0].stat, edges[1].stat
 	tick := func(ticks uint64) float64 { return perReqUS(float64(ticks)*ClockTick, iv.stat) }

@@ -514,6 +514,52 @@ func TestFillUsesMeasuredIntervals(t *testing.T) {
 	}
 }
 
+// TestFillThreadsByStart: a server thread's CPU in the window is its run
+// time at the end less its run time at the start only when both reads are
+// of the same thread, the same TID and start time. A thread that exited
+// in the window and a new one the kernel gave its TID (TIDs are reused
+// once pid_max wraps: 32768 on many hosts) is a new thread, counted from
+// 0: subtracting the old one's run time underflowed (the new one had run
+// less) to a figure of millions of µs per request. A thread started in
+// the window counts from 0; one that exited in it is not listed (its CPU
+// is in the process's figures).
+func TestFillThreadsByStart(t *testing.T) {
+	r := &runner{cfg: Config{ServerCPUs: []int{0}, ClientCPUs: []int{1}}}
+	load := &LoadResult{Hist: NewHistogram(), Window: time.Second, Replies: 1000, Threads: 1}
+	ms := func(n uint64) uint64 { return n * uint64(time.Millisecond) }
+	var e [2]snapshot
+	for i := range e {
+		e[i].stat, e[i].intr = &topo.Stat{}, &Interrupts{}
+	}
+	e[0].usage.Threads = []TaskStat{
+		{TID: 100, Start: 5, RunNS: ms(900)},
+		{TID: 101, Start: 5, RunNS: ms(100)},
+		{TID: 103, Start: 6, RunNS: ms(40)}, // exits in the window
+		{TID: 104, Start: 6, RunNS: ms(70)}, // runs no more
+	}
+	e[1].usage.Threads = []TaskStat{
+		{TID: 100, Start: 9, RunNS: ms(200)}, // 100's TID, a new thread
+		{TID: 101, Start: 5, RunNS: ms(300)},
+		{TID: 102, Start: 9, RunNS: ms(50)}, // started in the window
+		{TID: 104, Start: 6, RunNS: ms(70)},
+	}
+	var res Result
+	r.fill(&res, load, e)
+	got := map[int]float64{}
+	for _, th := range res.Server.Threads {
+		got[th.TID] = th.USPerReq
+	}
+	want := map[int]float64{100: 200, 101: 200, 102: 50}
+	if len(got) != len(want) {
+		t.Fatalf("threads %+v, want µs/req by TID %v", res.Server.Threads, want)
+	}
+	for tid, us := range want {
+		if math.Abs(got[tid]-us) > 1e-6 {
+			t.Errorf("thread %d: %v µs/req, want %v", tid, got[tid], us)
+		}
+	}
+}
+
 // TestClientCeilingPerClientCPU: the client ceiling is requests per second
 // per client CPU: the achieved rate over the client CPUs it kept busy
 // (its share of the client CPUs times their number).
