@@ -140,7 +140,8 @@ type HTTP2Result struct {
 	ServerCPUPercent float64 `json:"server_cpu_percent"`
 	// ServerCPUSource is "schedstat" or "stat", as ProxyResult's.
 	ServerCPUSource string `json:"server_cpu_source,omitempty"`
-	// ClientCPUPercent is h2load's CPU as a percent of the client CPUs.
+	// ClientCPUPercent is h2load's CPU as a percent of the client CPUs
+	// its threads can run on (ClientThreads of them at most).
 	ClientCPUPercent float64 `json:"client_cpu_percent"`
 }
 
@@ -391,7 +392,7 @@ type h2loadMeasure struct {
 	latency  Percentiles
 	// server and upstream are the CPU of the process serving h2load and
 	// of the upstream behind it; clientPercent h2load's, in percent of
-	// the client CPUs.
+	// the client CPUs its threads can run on (clientPercent).
 	server, upstream cpuFigures
 	clientPercent    float64
 	edges            h2loadEdges
@@ -476,8 +477,16 @@ func (d h2loadDriver) measure(ctx context.Context, dir, listen string, streams i
 	m.protocol = sum.Protocol
 	m.server, m.upstream = windowCPU(edges.server, sum.Done, d.window), windowCPU(edges.upstream, sum.Done, d.window)
 	_, clientPct, _ := proxyCPU(edges.client[0], edges.client[1], sum.Done, d.window)
-	m.clientPercent = clientPct / float64(len(d.cpus))
+	m.clientPercent = d.clientPercent(clientPct)
 	return m, nil
+}
+
+// clientPercent is h2load's CPU, pct percent of one CPU, as a percent of
+// the client CPUs its d.threads threads can run on (a thread is on one
+// CPU at a time), as LoadResult.ClientCPUPercent is of the CPUs the load
+// generator's threads ran on: 100 is saturated.
+func (d h2loadDriver) clientPercent(pct float64) float64 {
+	return pct / float64(max(min(d.threads, len(d.cpus)), 1))
 }
 
 // cpuNote returns a note on measurement what (its name in the notes) when

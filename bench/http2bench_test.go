@@ -149,3 +149,26 @@ func TestLateEdgesNote(t *testing.T) {
 		t.Errorf("no request: %q", n)
 	}
 }
+
+// TestH2loadClientPercent: h2load's CPU is a percent of the client CPUs
+// its threads can run on, as the load generator's is (ClientCPUPercent):
+// one thread on two client CPUs (--conns 1) that keeps one of them busy
+// is saturated, 100 %, where it read 50 % and no saturation note came.
+func TestH2loadClientPercent(t *testing.T) {
+	for _, tc := range []struct {
+		threads   int
+		cpus      []int
+		pct, want float64
+	}{
+		{1, []int{1}, 80, 80},
+		{1, []int{1, 2}, 100, 100},
+		{2, []int{1, 2}, 100, 50},
+		{2, []int{1, 2}, 200, 100},
+		{3, []int{1, 2}, 200, 100},
+	} {
+		d := h2loadDriver{threads: tc.threads, cpus: tc.cpus}
+		if got := d.clientPercent(tc.pct); got != tc.want {
+			t.Errorf("%d threads on CPUs %v using %v%% of a CPU: %v%%, want %v%%", tc.threads, tc.cpus, tc.pct, got, tc.want)
+		}
+	}
+}
