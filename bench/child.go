@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -184,8 +185,9 @@ func answerControl(srv Server, stdin io.Reader, stdout io.Writer) error {
 	return sc.Err()
 }
 
-// defaultUsageTimeout bounds the wait for a child's usage answer: a busy
-// child answers in milliseconds, a stuck one never.
+// defaultUsageTimeout bounds the wait for a child's usage answer, the
+// time it was runnable not counted (usage): a busy child answers in
+// milliseconds, a stuck one never.
 const defaultUsageTimeout = 5 * time.Second
 
 // serverProc is a running server child, seen from the harness. Its methods
@@ -263,8 +265,14 @@ func startServerProc(ctx context.Context, argv, env []string) (*serverProc, erro
 	return p, nil
 }
 
-// usage asks the child for its resource use, waiting at most
-// p.usageTimeout for the answer.
+// usage asks the child for its resource use and waits for the answer
+// until the child has been able to answer for p.usageTimeout: the time
+// counts only while none of its threads is runnable (each look at their
+// states, every tenth of the timeout, counts the time since the one
+// before). A child starved on a loaded machine, waiting for a CPU, is
+// slow, not stuck, and its late answer is noted (lateReadsNote); one
+// asleep without answering is stuck, an error, and so is one runnable
+// for usageHang without answering.
 func (p *serverProc) usage() (ServerUsage, error) {
 	var u ServerUsage
 	if p.stuck {
@@ -284,18 +292,45 @@ func (p *serverProc) usage() (ServerUsage, error) {
 		b, err := p.out.ReadBytes('\n')
 		got <- line{b, err}
 	}()
-	timer := time.NewTimer(p.usageTimeout)
-	defer timer.Stop()
-	select {
-	case l := <-got:
+	answer := func(l line) (ServerUsage, error) {
 		if l.err != nil {
 			return u, fmt.Errorf("bench: server usage: %w: %s", l.err, strings.TrimSpace(p.errb.String()))
 		}
 		return u, json.Unmarshal(l.b, &u)
-	case <-timer.C:
-		p.stuck = true
-		return u, fmt.Errorf("bench: server usage: no answer within %v: %s", p.usageTimeout, strings.TrimSpace(p.errb.String()))
 	}
+	start := time.Now()
+	look := time.NewTicker(max(p.usageTimeout/10, time.Millisecond))
+	defer look.Stop()
+	var able time.Duration
+	for last := start; able < p.usageTimeout && last.Sub(start) < usageHang; {
+		select {
+		case l := <-got:
+			return answer(l)
+		case now := <-look.C:
+			if !p.runnable() {
+				able += now.Sub(last)
+			}
+			last = now
+		}
+	}
+	select {
+	case l := <-got:
+		return answer(l)
+	default:
+	}
+	p.stuck = true
+	return u, fmt.Errorf("bench: server usage: no answer within %v: %s", time.Since(start).Round(time.Millisecond), strings.TrimSpace(p.errb.String()))
+}
+
+// usageHang bounds the wait for a usage answer of a child that stays
+// runnable: spinning, or starved for that long.
+const usageHang = time.Minute
+
+// runnable reports whether one of the child's threads is running or
+// waiting for a CPU (state R), or its threads cannot be read.
+func (p *serverProc) runnable() bool {
+	tasks, err := Proc{}.Tasks(p.cmd.Process.Pid)
+	return err != nil || slices.ContainsFunc(tasks, func(t TaskStat) bool { return t.State == 'R' })
 }
 
 // stop closes the child's stdin and waits for it to exit, killing it after

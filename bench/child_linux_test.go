@@ -5,7 +5,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"runtime"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -101,4 +104,48 @@ func TestSelfUsageOneMoment(t *testing.T) {
 		errs = append(errs, fmt.Sprintf("try %d: threads ran %v between the reads, the process %v", i, time.Duration(threads), time.Duration(t1-t0)))
 	}
 	t.Error(strings.Join(errs, "\n"))
+}
+
+// TestUsageStarvedChild: a child that waits for a CPU while it works on
+// its answer is slow, not stuck. The child here, pinned to one CPU at nice
+// 19 beside a thread of this test spinning there, gets about 1.5 % of it:
+// the CPU its answer takes stretches to seconds of waiting. usage failed
+// it as "no answer within" the timeout (200 ms here, 5 s in a run: a
+// loaded CI host, load average 13 on two CPUs, had a go-net child's
+// answer miss it); its time waiting for a CPU now extends the wait.
+// TestUsageTimeout is the child that never answers, still an error.
+func TestUsageStarvedChild(t *testing.T) {
+	skipUnlessLinux(t)
+	cpus, err := allowedCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu := cpus[len(cpus)-1]
+	var stop atomic.Bool
+	spinning := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // not unlocked: the thread ends pinned
+		err := pinThread([]int{cpu})
+		spinning <- err
+		for err == nil && !stop.Load() {
+		}
+	}()
+	defer stop.Store(true)
+	if err := <-spinning; err != nil {
+		t.Fatal(err)
+	}
+	const work = `i=0; while [ $i -lt 10000 ]; do i=$((i+1)); done`
+	script := `echo '{"addr":"none"}'; while read l; do ` + work + `; echo '{"user_ns":1}'; done`
+	p, err := startServerProc(context.Background(), []string{"taskset", "-c", strconv.Itoa(cpu), "nice", "-n", "19", "/bin/sh", "-c", script}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.stop()
+	p.usageTimeout = 200 * time.Millisecond
+	start := time.Now()
+	u, err := p.usage()
+	if err != nil || u.UserNS != 1 {
+		t.Fatalf("usage of a starved child: %+v, %v", u, err)
+	}
+	t.Logf("answered after %v", time.Since(start))
 }

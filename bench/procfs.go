@@ -86,6 +86,9 @@ type TaskStat struct {
 	TID int `json:"tid"`
 	// Comm is the thread's name.
 	Comm string `json:"comm"`
+	// State is the thread's state letter (stat field 3): 'R' running or
+	// waiting for a CPU, 'S' asleep, …
+	State byte `json:"-"`
 	// UTime and STime are user and system time in clock ticks.
 	UTime uint64 `json:"utime_ticks"`
 	STime uint64 `json:"stime_ticks"`
@@ -161,6 +164,7 @@ func ParseTaskStat(b []byte) (TaskStat, error) {
 		return t, fmt.Errorf("%w: pgrp: %v", errProcFormat, err)
 	}
 	t.PGrp = pgrp
+	t.State = f[0][0]
 	if t.UTime, err = get(14); err != nil {
 		return t, fmt.Errorf("%w: utime: %v", errProcFormat, err)
 	}

@@ -50,8 +50,8 @@ func TestProcFixture(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[int]TaskStat{
-		100: {TID: 100, Comm: "spindle (srv) x", UTime: 250, STime: 37, Processor: 0, RunNS: 2873012345, Timeslices: 1200, Start: 32309, PGrp: 100},
-		101: {TID: 101, Comm: "worker", UTime: 10, STime: 5, Processor: 1, RunNS: 150000000, Timeslices: 30, Start: 32309, PGrp: 100},
+		100: {TID: 100, Comm: "spindle (srv) x", State: 'R', UTime: 250, STime: 37, Processor: 0, RunNS: 2873012345, Timeslices: 1200, Start: 32309, PGrp: 100},
+		101: {TID: 101, Comm: "worker", State: 'S', UTime: 10, STime: 5, Processor: 1, RunNS: 150000000, Timeslices: 30, Start: 32309, PGrp: 100},
 	}
 	if len(tasks) != len(want) {
 		t.Fatalf("tasks: %+v", tasks)
