@@ -329,14 +329,17 @@ type h2loadEdges struct {
 	seen                     int // edges read: 0, 1 or 2
 }
 
-// start starts arm a's server on a free loopback port, pinned to the
+// start starts arm a's server on a free loopback port (held until it
+// serves: holdPort), pinned to the
 // server CPUs, and waits until its reply to a GET is verified (h2cCheck);
 // a server that cannot be started or does not serve is a startError.
 func (r *http2Runner) start(ctx context.Context, a http2Arm) (*proxyProc, error) {
-	listen, err := freePort()
+	port, err := holdPort()
 	if err != nil {
 		return nil, err
 	}
+	defer port.release()
+	listen := port.addr
 	argv, err := a.argv(r.dir, listen)
 	if err != nil {
 		return nil, &startError{err}

@@ -179,16 +179,18 @@ func TestHTTP2FailsUnverified(t *testing.T) {
 // several body sizes, and that h2cCheck refuses a body of another size.
 func TestGoNetHTTP2Server(t *testing.T) {
 	for _, size := range []int{0, DefaultHTTP2Body, 100 << 10} {
-		addr, err := freePort()
+		port, err := holdPort()
 		if err != nil {
 			t.Fatal(err)
 		}
+		addr := port.addr
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- serveGoNetHTTP2(ctx, addr, nil, appendBody(nil, size)) }()
 		if err := waitServing(addr, size); err != nil {
 			t.Errorf("body %d: %v", size, err)
 		}
+		port.release()
 		if err := h2cCheck(addr, size+1); err == nil {
 			t.Errorf("body %d: h2cCheck of %d bytes passed", size, size+1)
 		}

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -710,17 +709,6 @@ type proxyProc struct {
 	err    error         // cmd.Wait's, once exited is closed
 }
 
-// freePort returns a loopback address with a port free at the time of
-// the call, for programs that cannot report the port they picked.
-func freePort() (string, error) {
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
 // loadProtocol is the load generator's protocol for the run's (with
 // ProxyProtocolH2, what the upstream is checked with; unused with
 // ProxyProtocolH2H2).
@@ -777,10 +765,12 @@ func (r *proxyRunner) startProxy(ctx context.Context, a proxyArm) (*proxyProc, e
 	if a.unavailable != nil {
 		return nil, a.unavailable
 	}
-	listen, err := freePort()
+	port, err := holdPort()
 	if err != nil {
 		return nil, err
 	}
+	defer port.release()
+	listen := port.addr
 	argv, err := a.argv(r.dir, listen, r.upstream)
 	if err != nil {
 		return nil, err
