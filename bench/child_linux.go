@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,14 +14,56 @@ import (
 	"github.com/spindlenet/spindle/internal/sys"
 )
 
-// pinProcess pins every thread of the calling process to cpus. Threads
-// created later inherit the mask from their creator, so after two passes
-// that find no new thread the whole process is pinned.
+// pinProcess pins every thread of the calling process to cpus.
 func pinProcess(cpus []int) error {
 	var set unix.CPUSet
 	for _, c := range cpus {
 		set.Set(c)
 	}
+	if err := setThreads(&set); err != nil {
+		return fmt.Errorf("bench: pin server to CPUs %v: %w", cpus, err)
+	}
+	if err := checkPinned(set, cpus); err != nil {
+		return fmt.Errorf("bench: pin server: %w", err)
+	}
+	return nil
+}
+
+// pinHarness pins every thread of the harness to cpus, the client CPUs,
+// for a run: its own work (the reads at each window's edges, the server
+// children's control pipes, the Go runtime's threads) ran on any CPU, the
+// server's included, beside the server it measures. The load generator's
+// threads pin themselves to one client CPU each, and the programs
+// startPinned starts are pinned to theirs. restore gives every thread
+// the mask the calling thread had.
+func pinHarness(cpus []int) (restore func() error, err error) {
+	var old, set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &old); err != nil {
+		return nil, os.NewSyscallError("sched_getaffinity", err)
+	}
+	for _, c := range cpus {
+		set.Set(c)
+	}
+	restore = func() error {
+		if err := setThreads(&old); err != nil {
+			return fmt.Errorf("bench: unpin the harness: %w", err)
+		}
+		return nil
+	}
+	err = setThreads(&set)
+	if err == nil {
+		err = checkPinned(set, cpus)
+	}
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("bench: pin the harness to the client CPUs %v: %w", cpus, err), restore())
+	}
+	return restore, nil
+}
+
+// setThreads sets the affinity of every thread of the calling process to
+// set. Threads created later inherit the mask from their creator, so
+// after two passes that find no new thread every thread has it.
+func setThreads(set *unix.CPUSet) error {
 	done := map[int]bool{}
 	for quiet := 0; quiet < 2; {
 		ents, err := os.ReadDir("/proc/self/task")
@@ -33,8 +76,8 @@ func pinProcess(cpus []int) error {
 			if err != nil || done[tid] {
 				continue
 			}
-			if err := unix.SchedSetaffinity(tid, &set); err != nil && err != unix.ESRCH {
-				return fmt.Errorf("bench: pin server to CPUs %v: %w", cpus, os.NewSyscallError("sched_setaffinity", err))
+			if err := unix.SchedSetaffinity(tid, set); err != nil && err != unix.ESRCH {
+				return os.NewSyscallError("sched_setaffinity", err)
 			}
 			done[tid] = true
 			fresh++
@@ -44,9 +87,6 @@ func pinProcess(cpus []int) error {
 		} else {
 			quiet = 0
 		}
-	}
-	if err := checkPinned(set, cpus); err != nil {
-		return fmt.Errorf("bench: pin server: %w", err)
 	}
 	return nil
 }
@@ -64,11 +104,9 @@ func checkPinned(want unix.CPUSet, cpus []int) error {
 	if got == want {
 		return nil
 	}
-	var have []int
-	for c := range len(got) * 64 {
-		if got.IsSet(c) {
-			have = append(have, c)
-		}
+	have, err := allowedCPUs()
+	if err != nil {
+		return err
 	}
 	what := "CPUs"
 	if len(have) == 1 {

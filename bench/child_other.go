@@ -9,6 +9,8 @@ import (
 
 func pinProcess(cpus []int) error { return ErrNotSupported }
 
+func pinHarness(cpus []int) (func() error, error) { return nil, ErrNotSupported }
+
 func selfUsage() (ServerUsage, error) { return ServerUsage{}, ErrNotSupported }
 
 func allowedCPUs() ([]int, error) { return nil, ErrNotSupported }

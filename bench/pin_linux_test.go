@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -106,5 +108,69 @@ func TestPinNarrowedByCpuset(t *testing.T) {
 				t.Errorf("error %q does not say %q", err, want)
 			}
 		})
+	}
+}
+
+// TestPinHarness: pinHarness puts every thread of the process, those
+// started after it included, on the CPUs given, and restore gives each the
+// mask it had.
+func TestPinHarness(t *testing.T) {
+	skipUnlessLinux(t)
+	cpus, err := allowedCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cpus) < 2 {
+		t.Skip("one CPU allowed: a pin to it changes nothing")
+	}
+	masks := func() map[string][]int {
+		t.Helper()
+		out := map[string][]int{}
+		ents, err := os.ReadDir("/proc/self/task")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			b, err := os.ReadFile(filepath.Join("/proc/self/task", e.Name(), "status"))
+			if err != nil {
+				continue // exited
+			}
+			for l := range strings.Lines(string(b)) {
+				if v, ok := strings.CutPrefix(l, "Cpus_allowed_list:"); ok {
+					if out[e.Name()], err = ParseCPUList(strings.TrimSpace(v)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+		return out
+	}
+	want := cpus[len(cpus)-1:]
+	restore, err := pinHarness(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A thread started now, locked, inherits the mask.
+	started := make(chan struct{})
+	end := make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		close(started)
+		<-end
+	}()
+	<-started
+	for tid, m := range masks() {
+		if !slices.Equal(m, want) {
+			t.Errorf("thread %s may run on CPUs %v, want %v", tid, m, want)
+		}
+	}
+	if err := restore(); err != nil {
+		t.Fatal(err)
+	}
+	close(end)
+	for tid, m := range masks() {
+		if !slices.Equal(m, cpus) {
+			t.Errorf("restored: thread %s may run on CPUs %v, want %v", tid, m, cpus)
+		}
 	}
 }

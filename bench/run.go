@@ -564,9 +564,21 @@ func newRunner(ctx context.Context, cfg Config, kind string) (*runner, func(), [
 	if err == nil {
 		err = r.ratioRefs()
 	}
+	var unpin func() error
+	if err == nil {
+		// After the arms are built (cc, go build): on every CPU.
+		unpin, err = pinHarness(r.cfg.ClientCPUs)
+	}
 	if err != nil {
 		cleanup()
 		return nil, nil, nil, err
+	}
+	unpinned := cleanup
+	cleanup = func() {
+		if err := unpin(); err != nil {
+			fmt.Fprintf(cfg.Progress, "warning: %v\n", err)
+		}
+		unpinned()
 	}
 	// A sweep's server CPUs grow with its loop counts: it says at which
 	// they share one with the client (Sweep).
