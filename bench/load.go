@@ -184,6 +184,13 @@ type LoadResult struct {
 	// ClientUser and ClientSys are the client threads' CPU time during the
 	// window (getrusage RUSAGE_THREAD), summed over threads.
 	ClientUser, ClientSys time.Duration
+	// PeakInFlight is, in open loop, the most requests in flight on one
+	// connection, counted as each request of the window was sent: a
+	// client that keeps its schedule while the server does not answer
+	// piles up the requests due meanwhile (at most MaxOutstanding), however
+	// late it gets the CPU to send them; one that waits for replies to
+	// send has one. 0 in closed loop.
+	PeakInFlight int
 	// SendLag is, in open loop, how late each request of the window was
 	// written relative to its intended send time, up to the write that
 	// carried its last byte: a client that keeps its schedule has a lag of

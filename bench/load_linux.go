@@ -98,6 +98,7 @@ type loadThread struct {
 	answered   uint64 // requests of the window answered (by the drain's end)
 	sent       uint64
 	scheduled  uint64
+	peak       int // open loop: the most requests in flight on one connection, once one of the window's was sent
 	unanswered uint64
 	cpuStart   unix.Rusage
 	cpuEnd     unix.Rusage
@@ -195,6 +196,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 		res.Answered += t.answered
 		res.Sent += t.sent
 		res.Scheduled += t.scheduled
+		res.PeakInFlight = max(res.PeakInFlight, t.peak)
 		res.Unanswered += t.unanswered
 		res.ClientUser += time.Duration(unix.TimevalToNsec(t.cpuEnd.Utime) - unix.TimevalToNsec(t.cpuStart.Utime))
 		res.ClientSys += time.Duration(unix.TimevalToNsec(t.cpuEnd.Stime) - unix.TimevalToNsec(t.cpuStart.Stime))
@@ -711,6 +713,7 @@ func (t *loadThread) runOpen(t0 int64) error {
 			t.send(c, ts)
 			if ts >= t.winStart {
 				t.scheduled++
+				t.peak = max(t.peak, c.inflight())
 			}
 			issued++
 		}
