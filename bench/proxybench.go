@@ -130,6 +130,18 @@ type ProxyConfig struct {
 	// (proxyTLSNoDirect). A measurement whose clients did not agree on
 	// TLS 1.3 with the protocol's ALPN fails the run.
 	TLS bool
+	// TLSHandshakes, with the tcp and http protocols, makes every
+	// request one connection's, with a TLS 1.3 handshake of its own (TLS
+	// implied): Conns connection slots, each opening a connection,
+	// handshaking, sending one request, verifying the reply and closing
+	// (the client first) before opening the next, closed loop. The
+	// handshakes are full ones (the client offers no resumption) unless
+	// TLSResume. A measurement where a connection resumed fails the run.
+	TLSHandshakes bool
+	// TLSResume is TLSHandshakes (implied) with session resumption: the
+	// client offers the last ticket it was sent, and a measurement with
+	// more full handshakes than one a slot fails the run.
+	TLSResume bool
 	// H2load is the h2load program (ProxyProtocolH2, ProxyProtocolH2H2).
 	// Default: "h2load" on PATH.
 	H2load string
@@ -198,8 +210,12 @@ type ProxySettings struct {
 	Protocol string `json:"protocol"`
 	// TLS is ProxyConfig.TLS: the proxies terminated TLS 1.3 on the
 	// client side.
-	TLS   bool `json:"tls,omitempty"`
-	Conns int  `json:"conns"`
+	TLS bool `json:"tls,omitempty"`
+	// TLSHandshakes and TLSResume are ProxyConfig's: a connection, and a
+	// handshake, per request, Conns slots at a time.
+	TLSHandshakes bool `json:"tls_handshakes,omitempty"`
+	TLSResume     bool `json:"tls_resume,omitempty"`
+	Conns         int  `json:"conns"`
 	// InFlight is the requests in flight per connection, or with "h2" and
 	// "h2h2" per stream: 1 (closed loop).
 	InFlight int `json:"inflight"`
@@ -256,6 +272,9 @@ type ProxyResult struct {
 	// TLS, in a run with ProxyConfig.TLS, is what the clients' TLS
 	// handshakes agreed; nil without.
 	TLS *ProxyTLSResult `json:"tls,omitempty"`
+	// TimeWait, with ProxyConfig.TLSHandshakes, counts the sockets in
+	// TIME_WAIT at the measurement's end; nil without.
+	TimeWait *ProxyTimeWait `json:"time_wait,omitempty"`
 }
 
 // ProxySummaryRow is one arm's medians (with min and max) over the
@@ -294,6 +313,9 @@ func (c ProxyConfig) withDefaults() (ProxyConfig, error) {
 	}
 	if c.Protocol == "" {
 		c.Protocol = DefaultProxyProtocol
+	}
+	if err := c.handshakeDefaults(); err != nil {
+		return c, err
 	}
 	if !slices.Contains(ProxyProtocols, c.Protocol) {
 		return c, fmt.Errorf("bench: unknown proxy protocol %q (protocols: %s)", c.Protocol, strings.Join(ProxyProtocols, ", "))
@@ -580,7 +602,7 @@ func RunProxy(ctx context.Context, cfg ProxyConfig) (*ProxyReport, error) {
 	r := &proxyRunner{cfg: cfg, armsRun: armsRun{dir: dir}, report: &ProxyReport{
 		Schema: ProxySchema, Started: time.Now().UTC(), Host: hostInfo(),
 		Config: ProxySettings{
-			Protocol: cfg.Protocol, TLS: cfg.TLS, Conns: cfg.Conns, InFlight: 1, Payload: cfg.Payload, Reps: cfg.Reps, ProxyCPUs: cfg.ProxyCPUs,
+			Protocol: cfg.Protocol, TLS: cfg.TLS, TLSHandshakes: cfg.TLSHandshakes, TLSResume: cfg.TLSResume, Conns: cfg.Conns, InFlight: 1, Payload: cfg.Payload, Reps: cfg.Reps, ProxyCPUs: cfg.ProxyCPUs,
 			ClientCPUs: cfg.ClientCPUs, UpstreamCPUs: cfg.UpstreamCPUs, UpstreamArm: cfg.UpstreamArm,
 			Streams: cfg.Streams, H2load: version,
 		},
@@ -887,7 +909,24 @@ func (r *proxyRunner) measure(ctx context.Context, a proxyArm, rep int) (ProxyRe
 			}()
 		},
 	}
-	load, err := RunLoad(ctx, lc)
+	var load *LoadResult
+	var hsTLS *ProxyTLSResult
+	var twBefore map[twSocket]bool
+	if r.cfg.TLSHandshakes {
+		if twBefore, err = readTimeWait("/"); err != nil {
+			err = fmt.Errorf("TIME_WAIT sockets: %w", err)
+		}
+	}
+	switch {
+	case err != nil:
+	case r.cfg.TLSHandshakes:
+		load, hsTLS, err = runHandshakes(ctx, handshakeLoad{
+			addr: addr, tls: handshakeClientTLS(r.clientTLS, r.cfg.TLSResume), framing: LoadConfig{Addr: addr, Protocol: lc.Protocol, Payload: lc.Payload},
+			slots: lc.Conns, cpus: lc.CPUs, warmup: lc.Warmup, window: lc.Duration, Window: lc.Window,
+		})
+	default:
+		load, err = RunLoad(ctx, lc)
+	}
 	var e [2][2]cpuEdge
 	if err == nil {
 		e = <-edges
@@ -907,7 +946,19 @@ func (r *proxyRunner) measure(ctx context.Context, a proxyArm, rep int) (ProxyRe
 	res.Unanswered = load.Unanswered
 	res.Latency = load.Hist.Percentiles()
 	res.ClientCPUPercent = load.ClientCPUPercent()
-	if r.clientTLS != nil {
+	switch {
+	case r.cfg.TLSHandshakes:
+		res.TLS = hsTLS
+		if err := checkHandshakes(res.TLS, r.cfg.Conns, proxyALPN(r.cfg.Protocol), r.cfg.TLSResume); err != nil {
+			return res, err
+		}
+		after, err := readTimeWait("/")
+		if err != nil {
+			return res, fmt.Errorf("TIME_WAIT sockets: %w", err)
+		}
+		tw := countTimeWait(twBefore, after, portOf(addr), portOf(r.upstream))
+		res.TimeWait = &tw
+	case r.clientTLS != nil:
 		res.TLS = tlsFromLoad(load.TLS)
 		if err := checkTLS(res.TLS, r.cfg.Conns, proxyALPN(r.cfg.Protocol)); err != nil {
 			return res, err
@@ -1046,8 +1097,13 @@ func (r *proxyRunner) finish() {
 		}
 		return driftRow{arm: s.Arm, point: point, reps: s.Reps, rps: s.AchievedRPS, paired: sidePaired(rep.PairedRatios, s.Arm, s.Streams)}
 	})...)
-	if r.cfg.TLS {
+	switch {
+	case r.cfg.TLSHandshakes:
+		rep.Notes = append(rep.Notes, proxyHandshakeNote(r.cfg.TLSResume), proxyChurnNote(tcpSysctls("/")))
+	case r.cfg.TLS:
 		rep.Notes = append(rep.Notes, proxyTLSNote(h2))
+	}
+	if r.cfg.TLS {
 		var suites []string
 		for _, res := range rep.Results {
 			if res.TLS != nil {
@@ -1066,7 +1122,7 @@ func (r *proxyRunner) finish() {
 	}
 	if h2 {
 		rep.Notes = append(rep.Notes, h2loadLogNote, h2loadVerifiedNote("proxy"))
-	} else if r.clientBlocks() {
+	} else if r.clientBlocks() && !r.cfg.TLSHandshakes {
 		rep.Notes = append(rep.Notes, "the client shares a CPU with the upstream or the proxy: it sleeps in epoll_wait between events instead of polling, and its wake-ups are in the latencies")
 	}
 	if cpuOverlap(r.cfg.ProxyCPUs, slices.Concat(r.cfg.ClientCPUs, r.cfg.UpstreamCPUs)) {
@@ -1185,11 +1241,18 @@ func ProxyMarkdown(rep *ProxyReport) string {
 	writeHostLine(&b, rep.Host)
 	fmt.Fprintf(&b, "- loopback; proxy CPUs %v, client CPUs %v, upstream (%s) CPUs %v\n", c.ProxyCPUs, c.ClientCPUs, c.UpstreamArm, c.UpstreamCPUs)
 	b.WriteString(proxyTLSLine(rep))
+	b.WriteString(proxyTimeWaitLine(rep))
 	h2 := h2Clients(c.Protocol)
-	if h2 {
+	rate := "req/s"
+	switch {
+	case c.TLSHandshakes:
+		rate = "handshakes/s"
+		fmt.Fprintf(&b, "- %d connection slots, closed loop: each connection one request (a TLS handshake, a %d-byte payload, the reply, closed by the client), %d reps (arms alternated), each %.2fs warm-up + %.2fs measured; started %s, %.0fs\n\n",
+			c.Conns, c.Payload, c.Reps, c.WarmupSeconds, c.WindowSeconds, rep.Started.Format("2006-01-02 15:04 UTC"), rep.Seconds)
+	case h2:
 		fmt.Fprintf(&b, "- %d connections × streams %v in flight each (%s, %d threads, closed loop), GET answered by the upstream with a %d-byte body, %d reps (arms alternated), each %.2fs warm-up + %.2fs measured; started %s, %.0fs\n\n",
 			c.Conns, c.Streams, c.H2load, c.ClientThreads, c.Payload, c.Reps, c.WarmupSeconds, c.WindowSeconds, rep.Started.Format("2006-01-02 15:04 UTC"), rep.Seconds)
-	} else {
+	default:
 		fmt.Fprintf(&b, "- %d connections, %d in flight each (closed loop), %d-byte payload, %d reps (arms alternated), each %.2fs warm-up + %.2fs measured; started %s, %.0fs\n\n",
 			c.Conns, c.InFlight, c.Payload, c.Reps, c.WarmupSeconds, c.WindowSeconds, rep.Started.Format("2006-01-02 15:04 UTC"), rep.Seconds)
 	}
@@ -1198,7 +1261,7 @@ func ProxyMarkdown(rep *ProxyReport) string {
 		same, streamsHead, streamsAlign = " at the same streams", " streams |", " ---: |"
 	}
 	b.WriteString("Medians over the repetitions with (min–max); latency in µs; proxy and upstream CPU in µs per request (run time of every thread of the proxy's, or the upstream's, processes) and in percent of a CPU; client CPU in percent of the client CPUs; ratios to the first arm's medians" + same + ".\n\n")
-	b.WriteString("| arm |" + streamsHead + " req/s | p50 | p99 | p99.9 | proxy CPU µs/req | proxy CPU % | upstream CPU µs/req | upstream CPU % | client CPU % | req/s ratio | p99 ratio | proxy CPU ratio | upstream CPU ratio |\n")
+	b.WriteString("| arm |" + streamsHead + " " + rate + " | p50 | p99 | p99.9 | proxy CPU µs/req | proxy CPU % | upstream CPU µs/req | upstream CPU % | client CPU % | req/s ratio | p99 ratio | proxy CPU ratio | upstream CPU ratio |\n")
 	b.WriteString("| --- |" + streamsAlign + " ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	ratios := proxyRatioCells(rep.Summary)
 	for i, s := range rep.Summary {
@@ -1287,6 +1350,10 @@ func proxyTitle(c ProxySettings) string {
 		return t
 	case h2Clients(c.Protocol):
 		return strings.Replace(t, "(h2c, prior knowledge)", "(TLS 1.3, h2 by ALPN)", 1)
+	case c.TLSResume:
+		return strings.Replace(t, "keep-alive POSTs", "POSTs", 1) + ", TLS 1.3 on the client side, a connection and a resumed handshake per request"
+	case c.TLSHandshakes:
+		return strings.Replace(t, "keep-alive POSTs", "POSTs", 1) + ", TLS 1.3 on the client side, a connection and a full handshake per request"
 	}
 	return t + ", TLS 1.3 on the client side"
 }
@@ -1309,7 +1376,12 @@ func proxyTLSLine(rep *ProxyReport) string {
 		if res.TLS.ALPN != "" {
 			a += " " + res.TLS.ALPN
 		}
-		if res.TLS.Handshakes > 0 {
+		switch {
+		case rep.Config.TLSResume:
+			a += fmt.Sprintf(" (%d handshakes, %d resumed, %d tickets sent, %.0f bytes from the server a connection)", res.TLS.Handshakes, res.TLS.Resumed, res.TLS.Tickets, res.TLS.ServerBytes)
+		case rep.Config.TLSHandshakes:
+			a += fmt.Sprintf(" (%d handshakes, all full, %.0f bytes from the server a connection)", res.TLS.Handshakes, res.TLS.ServerBytes)
+		case res.TLS.Handshakes > 0:
 			a += fmt.Sprintf(" (%d handshakes)", res.TLS.Handshakes)
 		}
 		arms = append(arms, a)

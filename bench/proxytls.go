@@ -140,11 +140,21 @@ func h2TLSCheck(addr string, bodySize int, cfg *tls.Config) error {
 // and with the load generator (tcp, http) the handshakes completed, one
 // per connection. h2load (h2, h2h2) says what its first connection
 // agreed, and no count: its https URI allows no connection without TLS.
+// With ProxyConfig.TLSHandshakes Handshakes is every connection of the
+// measurement (warm-up, window), and Resumed those of them that resumed a
+// session.
 type ProxyTLSResult struct {
-	Handshakes  int    `json:"handshakes,omitempty"`
-	Version     string `json:"version"`
-	CipherSuite string `json:"cipher_suite"`
-	ALPN        string `json:"alpn,omitempty"`
+	Handshakes int `json:"handshakes,omitempty"`
+	Resumed    int `json:"resumed,omitempty"`
+	// Tickets, with ProxyConfig.TLSResume, is the session tickets the
+	// clients were sent (NewSessionTicket messages read); ServerBytes,
+	// with ProxyConfig.TLSHandshakes, the mean TLS bytes a connection read
+	// from the server up to its reply (handshake, tickets, reply).
+	Tickets     int     `json:"tickets,omitempty"`
+	ServerBytes float64 `json:"server_bytes,omitempty"`
+	Version     string  `json:"version"`
+	CipherSuite string  `json:"cipher_suite"`
+	ALPN        string  `json:"alpn,omitempty"`
 }
 
 // tlsFromLoad is the ProxyTLSResult of the load generator's TLS.

@@ -19,13 +19,16 @@ func runBenchProxy(ctx context.Context, args []string) error {
 	fs := newBenchFlagSet("bench proxy", "usage: spindle bench proxy [flags]    L4 (or, with --protocol http, HTTP/1.1) proxies (spindle uring and epoll, HAProxy, nginx) and no proxy, side by side in front of one echo server, closed loop;\n"+
 		"       with --protocol h2, HTTP/2 clients (h2load, apt-get install nghttp2-client, pinned to the client CPUs; every request verified) through those proxies to the HTTP/1.1 echo;\n"+
 		"       with --protocol h2h2, the same clients through those proxies speaking HTTP/2 to an h2c server of bench http2 (--upstream-arm), and straight to it (direct);\n"+
-		"       with --tls, in any protocol, the proxies terminating TLS 1.3 on the client side (a throwaway certificate made at the start; no direct arm)\n\n"+
+		"       with --tls, in any protocol, the proxies terminating TLS 1.3 on the client side (a throwaway certificate made at the start; no direct arm);\n"+
+		"       with --tls-handshakes (tcp, http), a connection and a full TLS handshake per request, --tls-resume a resumed one\n\n"+
 		"The h2 measurement for docs/BENCHMARKS.md, on a quiet machine (4 arms × 2 streams values × 5 reps: 3 s each, 0.6 s of it warm-up):\n"+
 		"  go build -o /tmp/spindle ./cmd/spindle && /tmp/spindle bench proxy --protocol h2 --duration 120s --reps 5 --proxy-cpu 0 --client-cpus 1 --out bench-proxy-h2-report\n"+
 		"The h2h2 measurement (5 arms × 2 streams values × 5 reps: 3 s each):\n"+
 		"  /tmp/spindle bench proxy --protocol h2h2 --duration 150s --reps 5 --proxy-cpu 0 --client-cpus 1 --out bench-proxy-h2h2-report\n"+
 		"The TLS measurement (4 arms × 5 reps: 7.5 s each, 1.5 s of it warm-up):\n"+
-		"  /tmp/spindle bench proxy --tls --protocol http --duration 150s --reps 5 --proxy-cpu 0 --client-cpus 1 --out bench-proxy-tls-report")
+		"  /tmp/spindle bench proxy --tls --protocol http --duration 150s --reps 5 --proxy-cpu 0 --client-cpus 1 --out bench-proxy-tls-report\n"+
+		"The TLS handshake measurement (4 arms × 3 reps: 7.5 s each):\n"+
+		"  /tmp/spindle bench proxy --tls-handshakes --protocol http --duration 90s --reps 3 --proxy-cpu 0 --client-cpus 1 --out bench-proxy-tls-handshakes-report")
 	protocol := fs.String("protocol", bench.DefaultProxyProtocol, "tcp: L4 proxies, the RPC echo; http: HTTP/1.1 reverse proxies, keep-alive POSTs of the payload, echoed; h2: HTTP/2 clients (h2load GETs, h2c with prior knowledge) through reverse proxies to the HTTP/1.1 echo (no direct arm: the echo does not speak h2c); h2h2: those clients through reverse proxies speaking HTTP/2 to an h2c upstream (spindle's pool protocol h2c, HAProxy's proto h2, nginx's grpc_pass), and direct")
 	var s sideFlags
 	s.register(fs, sideDefaults{
@@ -43,6 +46,8 @@ func runBenchProxy(ctx context.Context, args []string) error {
 	clientCPUs := fs.String("client-cpus", "", "CPUs the client threads are pinned to (default: the second CPU this process may run on, the first on one CPU)")
 	upstreamCPUs := fs.String("upstream-cpus", "", "CPUs the upstream server is pinned to (default: the client CPUs)")
 	useTLS := fs.Bool("tls", false, "the proxies terminate TLS 1.3 on the client side (spindle's tls:, HAProxy's bind … ssl crt, nginx's listen … ssl) with a throwaway self-signed ECDSA P-256 certificate made at the run's start; the clients speak TLS on keep-alive connections, each handshaking once before its measurement (h2 and h2h2: h2load over https, HTTP/2 by ALPN); the upstream side stays plain; no direct arm")
+	handshakes := fs.Bool("tls-handshakes", false, "with --protocol tcp or http (implies --tls): every request on a connection of its own, with a full TLS 1.3 handshake (the client offers no resumption), --conns connection slots in closed loop, each connecting, handshaking, sending one request, verifying the reply and closing (the client first); the run fails where a connection resumed")
+	resume := fs.Bool("tls-resume", false, "--tls-handshakes with session resumption: the client offers the last ticket it was sent on every connection; the run fails where more than one connection a slot made a full handshake")
 	upstreamArm := fs.String("upstream-arm", "", "the upstream echo server's `spindle bench server` arm (default "+bench.DefaultProxyUpstreamArm+"; with --protocol http or h2 one that answers HTTP/1.1: go-net, epoll, uring); with --protocol h2h2 the upstream h2c server's `spindle bench http2` arm, of "+bench.HTTP2ArmsFlag()+" (default "+bench.DefaultProxyH2UpstreamArm+")")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -56,7 +61,7 @@ func runBenchProxy(ctx context.Context, args []string) error {
 	if *payload < bench.MinPayload || *payload > bench.MaxPayload {
 		return usageError{fmt.Errorf("want a --payload of %d to %d bytes", bench.MinPayload, bench.MaxPayload)}
 	}
-	cfg := bench.ProxyConfig{Protocol: *protocol, Duration: s.duration, Reps: s.reps, Conns: s.conns, Payload: *payload, TLS: *useTLS, UpstreamArm: *upstreamArm, Arms: s.armList(), RatioTo: ratioToList(s.ratioTo), Progress: os.Stderr}
+	cfg := bench.ProxyConfig{Protocol: *protocol, Duration: s.duration, Reps: s.reps, Conns: s.conns, Payload: *payload, TLS: *useTLS, TLSHandshakes: *handshakes, TLSResume: *resume, UpstreamArm: *upstreamArm, Arms: s.armList(), RatioTo: ratioToList(s.ratioTo), Progress: os.Stderr}
 	var err error
 	switch {
 	case *protocol == bench.ProxyProtocolH2 || *protocol == bench.ProxyProtocolH2H2:

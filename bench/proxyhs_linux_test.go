@@ -1,0 +1,92 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRunProxyTLSHandshakes runs `spindle bench proxy --tls-handshakes`
+// and --tls-resume with every arm (the spindle ones are this test binary
+// as the proxy, as in TestRunProxyTLS) for a short run in the tcp and
+// http protocols: in every measurement of every arm that ran, the clients
+// made connections, each one TLS 1.3 with the protocol's ALPN and the one
+// cipher suite, every one a full handshake (none resumed) with
+// --tls-handshakes, and with --tls-resume all resumed but at most one a
+// slot (the run itself fails a measurement whose clients saw otherwise,
+// so this checks that the report carries it), with a ticket read for
+// each resumed one; the client closed first: TIME_WAIT sockets on the
+// client's side of the connections to the proxy, none on the proxy's.
+// The report says so in its title, TLS line and notes. haproxy or nginx
+// not installed skips its check with the package to install; one
+// skipped though installed fails.
+func TestRunProxyTLSHandshakes(t *testing.T) {
+	skipUnlessLinux(t)
+	for _, protocol := range []string{ProxyProtocolTCP, ProxyProtocolHTTP} {
+		for _, resume := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/resume=%v", protocol, resume), func(t *testing.T) {
+				argv, env := testChildCommand()
+				const conns = 4
+				rep, err := RunProxy(context.Background(), ProxyConfig{
+					Protocol: protocol, TLSHandshakes: !resume, TLSResume: resume, Duration: 2 * time.Second, Reps: 1, Conns: conns,
+					UpstreamCommand: argv, ProxyCommand: []string{"env", proxyChildEnv + "=1", os.Args[0]}, Env: env,
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c := rep.Config; !c.TLS || !c.TLSHandshakes || c.TLSResume != resume || len(rep.Arms) != len(ProxyArms)-1 {
+					t.Fatalf("report: settings %+v, arms %+v", c, rep.Arms)
+				}
+				md := ProxyMarkdown(rep)
+				kind := "full"
+				if resume {
+					kind = "resumed"
+				}
+				for _, want := range []string{"a connection and a " + kind + " handshake per request\n", "| arm | handshakes/s |", "- sockets gone into TIME_WAIT during a measurement"} {
+					if !strings.Contains(md, want) {
+						t.Errorf("markdown has no %q:\n%s", want, md)
+					}
+				}
+				if !slices.Contains(rep.Notes, proxyHandshakeNote(resume)) || !slices.Contains(rep.Notes, proxyChurnNote(tcpSysctls("/"))) {
+					t.Errorf("notes lack the handshake ones: %q", rep.Notes)
+				}
+				alpn := strings.Join(proxyALPN(protocol), ", ")
+				for _, a := range rep.Arms {
+					t.Run(a.Name, func(t *testing.T) {
+						skipMissingTool(t, a)
+						n := 0
+						for _, res := range rep.Results {
+							if res.Arm != a.Name {
+								continue
+							}
+							n++
+							hs := res.TLS
+							if hs == nil || res.TimeWait == nil {
+								t.Fatalf("rep %d: TLS %+v, TIME_WAIT %+v", res.Rep, hs, res.TimeWait)
+							}
+							if hs.Version != "TLS 1.3" || hs.CipherSuite != proxyTLSCipher || hs.ALPN != alpn || hs.Handshakes == 0 || res.Requests == 0 {
+								t.Errorf("rep %d: TLS %+v (%d replies in the window), want TLS 1.3 %s %q on every connection", res.Rep, hs, res.Requests, proxyTLSCipher, alpn)
+							}
+							switch full := hs.Handshakes - hs.Resumed; {
+							case !resume && (hs.Resumed != 0 || hs.Tickets != 0):
+								t.Errorf("rep %d: %d of %d connections resumed, %d tickets kept, with resumption off", res.Rep, hs.Resumed, hs.Handshakes, hs.Tickets)
+							case resume && (full > conns || hs.Tickets < hs.Resumed):
+								t.Errorf("rep %d: %d of %d connections full handshakes (at most %d), %d tickets", res.Rep, full, hs.Handshakes, conns, hs.Tickets)
+							}
+							if tw := res.TimeWait; tw.ClientSide == 0 || tw.ProxySide != 0 {
+								t.Errorf("rep %d: TIME_WAIT %+v: want some on the client's side, none on the proxy's", res.Rep, tw)
+							}
+						}
+						if n == 0 {
+							t.Fatal("no measurement")
+						}
+					})
+				}
+			})
+		}
+	}
+}

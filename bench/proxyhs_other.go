@@ -1,0 +1,9 @@
+//go:build !linux
+
+package bench
+
+import "context"
+
+func runHandshakes(context.Context, handshakeLoad) (*LoadResult, *ProxyTLSResult, error) {
+	return nil, nil, ErrNotSupported
+}
