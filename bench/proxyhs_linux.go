@@ -97,7 +97,9 @@ func runHandshakes(ctx context.Context, h handshakeLoad) (*LoadResult, *ProxyTLS
 			if err := pinThread(h.cpus); err != nil {
 				errs[i] = err
 			} else {
-				errs[i] = slots[i].run(uint32(i), sa, h.tls, newLoadFraming(cfg), start, end, &stop)
+				// Connect writes the address into its sockaddr: a copy each.
+				sa := *sa
+				errs[i] = slots[i].run(uint32(i), &sa, h.tls, newLoadFraming(cfg), start, end, &stop)
 			}
 			if errs[i] != nil {
 				stop.Store(true)
