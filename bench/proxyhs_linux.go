@@ -115,7 +115,8 @@ func runHandshakes(ctx context.Context, h handshakeLoad) (*LoadResult, *ProxyTLS
 		return nil, nil, err
 	}
 	res := &LoadResult{Hist: NewHistogram(), Window: h.window, Threads: h.slots, CPUs: clientCPUCount(h.slots, h.cpus),
-		ClientUser: tvDuration(cpu[1].Utime) - tvDuration(cpu[0].Utime), ClientSys: tvDuration(cpu[1].Stime) - tvDuration(cpu[0].Stime)}
+		ClientUser: time.Duration(unix.TimevalToNsec(cpu[1].Utime) - unix.TimevalToNsec(cpu[0].Utime)),
+		ClientSys:  time.Duration(unix.TimevalToNsec(cpu[1].Stime) - unix.TimevalToNsec(cpu[0].Stime))}
 	lt := &ProxyTLSResult{}
 	var versions, suites, alpns []string
 	for _, s := range slots {
@@ -162,10 +163,6 @@ func pinRun(cpus []int) (restore func(), err error) {
 		return nil, err
 	}
 	return func() { pinProcess(all) }, nil
-}
-
-func tvDuration(tv unix.Timeval) time.Duration {
-	return time.Duration(tv.Sec)*time.Second + time.Duration(tv.Usec)*time.Microsecond
 }
 
 // run is slot conn's loop, on its pinned thread: a connection after the

@@ -55,37 +55,26 @@ func TestRunProxyTLSHandshakes(t *testing.T) {
 					t.Errorf("notes lack the handshake ones: %q", rep.Notes)
 				}
 				alpn := strings.Join(proxyALPN(protocol), ", ")
-				for _, a := range rep.Arms {
-					t.Run(a.Name, func(t *testing.T) {
-						skipMissingTool(t, a)
-						n := 0
-						for _, res := range rep.Results {
-							if res.Arm != a.Name {
-								continue
-							}
-							n++
-							hs := res.TLS
-							if hs == nil || res.TimeWait == nil {
-								t.Fatalf("rep %d: TLS %+v, TIME_WAIT %+v", res.Rep, hs, res.TimeWait)
-							}
-							if hs.Version != "TLS 1.3" || hs.CipherSuite != proxyTLSCipher || hs.ALPN != alpn || hs.Handshakes == 0 || res.Requests == 0 {
-								t.Errorf("rep %d: TLS %+v (%d replies in the window), want TLS 1.3 %s %q on every connection", res.Rep, hs, res.Requests, proxyTLSCipher, alpn)
-							}
-							switch full := hs.Handshakes - hs.Resumed; {
-							case !resume && (hs.Resumed != 0 || hs.Tickets != 0):
-								t.Errorf("rep %d: %d of %d connections resumed, %d tickets kept, with resumption off", res.Rep, hs.Resumed, hs.Handshakes, hs.Tickets)
-							case resume && (full > conns || hs.Tickets < hs.Resumed):
-								t.Errorf("rep %d: %d of %d connections full handshakes (at most %d), %d tickets", res.Rep, full, hs.Handshakes, conns, hs.Tickets)
-							}
-							if tw := res.TimeWait; tw.ClientSide == 0 || tw.ProxySide != 0 {
-								t.Errorf("rep %d: TIME_WAIT %+v: want some on the client's side, none on the proxy's", res.Rep, tw)
-							}
+				eachArm(t, rep, func(t *testing.T, _ string, results []ProxyResult) {
+					for _, res := range results {
+						hs := res.TLS
+						if hs == nil || res.TimeWait == nil {
+							t.Fatalf("rep %d: TLS %+v, TIME_WAIT %+v", res.Rep, hs, res.TimeWait)
 						}
-						if n == 0 {
-							t.Fatal("no measurement")
+						if hs.Version != "TLS 1.3" || hs.CipherSuite != proxyTLSCipher || hs.ALPN != alpn || hs.Handshakes == 0 || res.Requests == 0 {
+							t.Errorf("rep %d: TLS %+v (%d replies in the window), want TLS 1.3 %s %q on every connection", res.Rep, hs, res.Requests, proxyTLSCipher, alpn)
 						}
-					})
-				}
+						switch full := hs.Handshakes - hs.Resumed; {
+						case !resume && (hs.Resumed != 0 || hs.Tickets != 0):
+							t.Errorf("rep %d: %d of %d connections resumed, %d tickets kept, with resumption off", res.Rep, hs.Resumed, hs.Handshakes, hs.Tickets)
+						case resume && (full > conns || hs.Tickets < hs.Resumed):
+							t.Errorf("rep %d: %d of %d connections full handshakes (at most %d), %d tickets", res.Rep, full, hs.Handshakes, conns, hs.Tickets)
+						}
+						if tw := res.TimeWait; tw.ClientSide == 0 || tw.ProxySide != 0 {
+							t.Errorf("rep %d: TIME_WAIT %+v: want some on the client's side, none on the proxy's", res.Rep, tw)
+						}
+					}
+				})
 			})
 		}
 	}

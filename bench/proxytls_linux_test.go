@@ -58,31 +58,41 @@ func TestRunProxyTLS(t *testing.T) {
 			if h2Clients(tc.protocol) {
 				handshakes = 0 // h2load does not count them
 			}
-			for _, a := range rep.Arms {
-				t.Run(a.Name, func(t *testing.T) {
-					skipMissingTool(t, a)
-					n := 0
-					for _, res := range rep.Results {
-						if res.Arm != a.Name {
-							continue
-						}
-						n++
-						if res.TLS == nil {
-							t.Fatalf("rep %d: no TLS", res.Rep)
-						}
-						want := ProxyTLSResult{Handshakes: handshakes, Version: "TLS 1.3", CipherSuite: res.TLS.CipherSuite, ALPN: alpn}
-						if *res.TLS != want || res.TLS.CipherSuite == "" {
-							t.Errorf("rep %d: TLS %+v, want %+v with a cipher suite", res.Rep, res.TLS, want)
-						}
+			eachArm(t, rep, func(t *testing.T, arm string, results []ProxyResult) {
+				for _, res := range results {
+					if res.TLS == nil {
+						t.Fatalf("rep %d: no TLS", res.Rep)
 					}
-					if n == 0 {
-						t.Fatal("no measurement")
+					want := ProxyTLSResult{Handshakes: handshakes, Version: "TLS 1.3", CipherSuite: res.TLS.CipherSuite, ALPN: alpn}
+					if *res.TLS != want || res.TLS.CipherSuite == "" {
+						t.Errorf("rep %d: TLS %+v, want %+v with a cipher suite", res.Rep, res.TLS, want)
 					}
-					if !strings.Contains(md, fmt.Sprintf("; %s TLS 1.3 ", a.Name)) && !strings.Contains(md, fmt.Sprintf("agreed: %s TLS 1.3 ", a.Name)) {
-						t.Errorf("the TLS line does not name %s:\n%s", a.Name, md)
-					}
-				})
+				}
+				if !strings.Contains(md, fmt.Sprintf("; %s TLS 1.3 ", arm)) && !strings.Contains(md, fmt.Sprintf("agreed: %s TLS 1.3 ", arm)) {
+					t.Errorf("the TLS line does not name %s:\n%s", arm, md)
+				}
+			})
+		})
+	}
+}
+
+// eachArm runs check, in a subtest per arm of rep, on that arm's results:
+// an arm skipped is skipMissingTool's, one with no result fails.
+func eachArm(t *testing.T, rep *ProxyReport, check func(t *testing.T, arm string, results []ProxyResult)) {
+	t.Helper()
+	for _, a := range rep.Arms {
+		t.Run(a.Name, func(t *testing.T) {
+			skipMissingTool(t, a)
+			var results []ProxyResult
+			for _, res := range rep.Results {
+				if res.Arm == a.Name {
+					results = append(results, res)
+				}
 			}
+			if len(results) == 0 {
+				t.Fatal("no measurement")
+			}
+			check(t, a.Name, results)
 		})
 	}
 }

@@ -156,14 +156,10 @@ func TestProxyTLSReport(t *testing.T) {
 		{Arm: ProxyArmHAProxy, Rep: 1, TLS: &ProxyTLSResult{Handshakes: 8, Version: "TLS 1.3", CipherSuite: "TLS_AES_128_GCM_SHA256", ALPN: "http/1.1"}},
 	}}
 	md := ProxyMarkdown(rep)
-	for _, want := range []string{
+	markdownHas(t, md,
 		"# spindle bench proxy report: HTTP/1.1 reverse proxies (keep-alive POSTs, echoed), TLS 1.3 on the client side\n",
 		"the clients agreed: spindle-uring TLS 1.3 TLS_AES_128_GCM_SHA256 http/1.1 (8 handshakes); haproxy TLS 1.3 TLS_AES_128_GCM_SHA256 http/1.1 (8 handshakes)\n",
-	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("markdown has no %q:\n%s", want, md)
-		}
-	}
+	)
 	rep.Config.Protocol = ProxyProtocolH2
 	if got := proxyTitle(rep.Config); got != "HTTP/2 clients (TLS 1.3, h2 by ALPN) under h2load through reverse proxies to an HTTP/1.1 upstream" {
 		t.Errorf("h2 title %q", got)
@@ -187,6 +183,16 @@ func TestProxyTLSReport(t *testing.T) {
 	} {
 		if err := checkTLS(bad.res, bad.conns, bad.alpn); err == nil {
 			t.Errorf("checkTLS(%+v) passed", bad.res)
+		}
+	}
+}
+
+// markdownHas fails t for each of wants that md does not contain.
+func markdownHas(t *testing.T, md string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown has no %q:\n%s", want, md)
 		}
 	}
 }
