@@ -911,14 +911,8 @@ func (r *proxyRunner) measure(ctx context.Context, a proxyArm, rep int) (ProxyRe
 	}
 	var load *LoadResult
 	var hsTLS *ProxyTLSResult
-	var twBefore map[twSocket]bool
-	if r.cfg.TLSHandshakes {
-		if twBefore, err = readTimeWait("/"); err != nil {
-			err = fmt.Errorf("TIME_WAIT sockets: %w", err)
-		}
-	}
+	began := time.Now()
 	switch {
-	case err != nil:
 	case r.cfg.TLSHandshakes:
 		load, hsTLS, err = runHandshakes(ctx, handshakeLoad{
 			addr: addr, tls: handshakeClientTLS(r.clientTLS, r.cfg.TLSResume), framing: LoadConfig{Addr: addr, Protocol: lc.Protocol, Payload: lc.Payload},
@@ -952,11 +946,12 @@ func (r *proxyRunner) measure(ctx context.Context, a proxyArm, rep int) (ProxyRe
 		if err := checkHandshakes(res.TLS, r.cfg.Conns, proxyALPN(r.cfg.Protocol), r.cfg.TLSResume); err != nil {
 			return res, err
 		}
-		after, err := readTimeWait("/")
+		socks, err := readTimeWait("/")
 		if err != nil {
 			return res, fmt.Errorf("TIME_WAIT sockets: %w", err)
 		}
-		tw := countTimeWait(twBefore, after, portOf(addr), portOf(r.upstream))
+		// Since after the read: no socket of the measurement is left out.
+		tw := countTimeWait(socks, time.Since(began), portOf(addr), portOf(r.upstream))
 		res.TimeWait = &tw
 	case r.clientTLS != nil:
 		res.TLS = tlsFromLoad(load.TLS)

@@ -135,8 +135,9 @@ func proxyHandshakeNote(resume bool) string {
 }
 
 // ProxyTimeWait counts the sockets in TIME_WAIT (/proc/net/tcp and tcp6)
-// at the end of a --tls-handshakes measurement that were not at its start
-// (the proxy up), by the side that closed first: ClientSide those of the
+// at the end of a --tls-handshakes measurement that went into it during
+// the measurement (the time left on their 60 s timer says when), by the
+// side that closed first: ClientSide those of the
 // clients' connections to the proxy (remote port the proxy's), ProxySide
 // those of the proxy's end of them (local port the proxy's), ToUpstream
 // those of connections to the upstream (remote port the upstream's: the
@@ -155,17 +156,21 @@ type ProxyTimeWait struct {
 // tcpTimeWait is the TCP state number of TIME_WAIT in /proc/net/tcp.
 const tcpTimeWait = "06"
 
-// twSocket is a socket in TIME_WAIT: its local and remote addresses as
-// /proc/net/tcp has them (hex ADDR:PORT) and their ports.
+// timeWaitLen is how long a socket stays in TIME_WAIT: Linux's
+// TCP_TIMEWAIT_LEN, which no setting changes.
+const timeWaitLen = 60 * time.Second
+
+// twSocket is a socket in TIME_WAIT: the ports of its local and remote
+// addresses, and the time left on its timer.
 type twSocket struct {
-	local, remote         string
 	localPort, remotePort int
+	left                  time.Duration
 }
 
 // readTimeWait returns the sockets in TIME_WAIT under root's
 // /proc/net/tcp and tcp6 (root "" is "/").
-func readTimeWait(root string) (map[twSocket]bool, error) {
-	socks := map[twSocket]bool{}
+func readTimeWait(root string) ([]twSocket, error) {
+	var socks []twSocket
 	for _, name := range []string{"tcp", "tcp6"} {
 		f, err := os.Open(filepath.Join(root, "/proc/net", name))
 		if errors.Is(err, os.ErrNotExist) && name == "tcp6" {
@@ -174,7 +179,7 @@ func readTimeWait(root string) (map[twSocket]bool, error) {
 		if err != nil {
 			return nil, err
 		}
-		err = readTimeWaitIn(f, socks)
+		socks, err = readTimeWaitIn(f, socks)
 		f.Close()
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", f.Name(), err)
@@ -183,9 +188,9 @@ func readTimeWait(root string) (map[twSocket]bool, error) {
 	return socks, nil
 }
 
-// readTimeWaitIn adds the TIME_WAIT sockets of r, a /proc/net/tcp table,
-// to socks.
-func readTimeWaitIn(r io.Reader, socks map[twSocket]bool) error {
+// readTimeWaitIn appends the TIME_WAIT sockets of r, a /proc/net/tcp
+// table, to socks.
+func readTimeWaitIn(r io.Reader, socks []twSocket) ([]twSocket, error) {
 	sc := bufio.NewScanner(r)
 	first := true
 	for sc.Scan() {
@@ -193,33 +198,42 @@ func readTimeWaitIn(r io.Reader, socks map[twSocket]bool) error {
 			first = false // the header
 			continue
 		}
-		// sl local_address rem_address st ...
+		// sl local_address rem_address st tx_queue:rx_queue tr:tm->when ...
 		f := strings.Fields(sc.Text())
-		if len(f) < 4 {
-			return fmt.Errorf("line %q: too few fields", sc.Text())
+		if len(f) < 6 {
+			return socks, fmt.Errorf("line %q: too few fields", sc.Text())
 		}
 		if f[3] != tcpTimeWait {
 			continue
 		}
-		s := twSocket{local: f[1], remote: f[2]}
+		var s twSocket
 		var err error
 		if s.localPort, err = hexPort(f[1]); err != nil {
-			return err
+			return socks, err
 		}
 		if s.remotePort, err = hexPort(f[2]); err != nil {
-			return err
+			return socks, err
 		}
-		socks[s] = true
+		// The timer's time left, in clock ticks (USER_HZ), in hex.
+		_, when, ok := strings.Cut(f[5], ":")
+		ticks, err := strconv.ParseUint(when, 16, 32)
+		if !ok || err != nil {
+			return socks, fmt.Errorf("line %q: timer %q", sc.Text(), f[5])
+		}
+		s.left = time.Duration(ticks) * time.Duration(ClockTick)
+		socks = append(socks, s)
 	}
-	return sc.Err()
+	return socks, sc.Err()
 }
 
-// countTimeWait counts the sockets of after not in before by the ports of
-// the proxy and the upstream (ProxyTimeWait), and every one of after.
-func countTimeWait(before, after map[twSocket]bool, proxyPort, upstreamPort int) ProxyTimeWait {
-	tw := ProxyTimeWait{Total: len(after)}
-	for s := range after {
-		if before[s] {
+// countTimeWait counts the sockets of socks, read since after a start,
+// that went into TIME_WAIT after it (more than timeWaitLen - since left
+// on their timers), by the ports of the proxy and the upstream
+// (ProxyTimeWait), and every one of socks.
+func countTimeWait(socks []twSocket, since time.Duration, proxyPort, upstreamPort int) ProxyTimeWait {
+	tw := ProxyTimeWait{Total: len(socks)}
+	for _, s := range socks {
+		if s.left < timeWaitLen-since {
 			continue
 		}
 		switch {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestProxyHandshakeDefaults checks what --tls-handshakes and --tls-resume
@@ -100,38 +101,46 @@ func TestCheckHandshakes(t *testing.T) {
 
 // TestReadTimeWait reads a captured /proc/net/tcp and tcp6 (proxy on port
 // 40000, 0x9C40, upstream on 35000, 0x88B8) and counts the sockets in
-// TIME_WAIT by side, those already there before left out.
+// TIME_WAIT by side, those with less than 60 s less the time since the
+// start left on their timers (in clock ticks: 0x1388 is 50 s, 0x0F3C
+// 39 s) left out as older.
 func TestReadTimeWait(t *testing.T) {
 	root := t.TempDir()
 	writeFile(t, root+"/proc/net/tcp", `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
    0: 0100007F:9C40 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1 0000000000000000 100 0 0 10 0
-   1: 0100007F:8001 0100007F:9C40 06 00000000:00000000 03:00000F3C 00000000     0        0 0 3 0000000000000000
+   1: 0100007F:8001 0100007F:9C40 06 00000000:00000000 03:00001388 00000000     0        0 0 3 0000000000000000
    2: 0100007F:8002 0100007F:9C40 06 00000000:00000000 03:00000F3C 00000000     0        0 0 3 0000000000000000
-   3: 0100007F:9C40 0100007F:8003 06 00000000:00000000 03:00000F3C 00000000     0        0 0 3 0000000000000000
-   4: 0100007F:8004 0100007F:88B8 06 00000000:00000000 03:00000F3C 00000000     0        0 0 3 0000000000000000
-   5: 0100007F:88B8 0100007F:8005 06 00000000:00000000 03:00000F3C 00000000     0        0 0 3 0000000000000000
-   6: 0100007F:8006 0100007F:01BB 06 00000000:00000000 03:00000F3C 00000000     0        0 0 3 0000000000000000
+   3: 0100007F:9C40 0100007F:8003 06 00000000:00000000 03:00001388 00000000     0        0 0 3 0000000000000000
+   4: 0100007F:8004 0100007F:88B8 06 00000000:00000000 03:00001388 00000000     0        0 0 3 0000000000000000
+   5: 0100007F:88B8 0100007F:8005 06 00000000:00000000 03:00001388 00000000     0        0 0 3 0000000000000000
+   6: 0100007F:8006 0100007F:01BB 06 00000000:00000000 03:00001388 00000000     0        0 0 3 0000000000000000
    7: 0100007F:8007 0100007F:9C40 01 00000000:00000000 00:00000000 00000000     0        0 1 1 0000000000000000 20 4 30 10 -1
 `)
 	writeFile(t, root+"/proc/net/tcp6", `  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
-   0: 00000000000000000000000001000000:8008 00000000000000000000000001000000:9C40 06 00000000:00000000 03:00000F3C 00000000     0        0 0 3 0000000000000000
+   0: 00000000000000000000000001000000:8008 00000000000000000000000001000000:9C40 06 00000000:00000000 03:00001388 00000000     0        0 0 3 0000000000000000
 `)
-	before := map[twSocket]bool{{local: "0100007F:8002", remote: "0100007F:9C40", localPort: 0x8002, remotePort: 40000}: true}
-	after, err := readTimeWait(root)
+	socks, err := readTimeWait(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(after) != 7 {
-		t.Fatalf("%d sockets in TIME_WAIT, want 7: %v", len(after), after)
+	if len(socks) != 7 {
+		t.Fatalf("%d sockets in TIME_WAIT, want 7: %v", len(socks), socks)
 	}
-	got := countTimeWait(before, after, 40000, 35000)
+	got := countTimeWait(socks, 20*time.Second, 40000, 35000)
 	want := ProxyTimeWait{ClientSide: 2, ProxySide: 1, ToUpstream: 1, UpstreamSide: 1, Total: 7}
 	if got != want {
 		t.Errorf("counted %+v, want %+v", got, want)
 	}
-	writeFile(t, root+"/proc/net/tcp", "header\n   0: 0100007F:ZZZZ 0100007F:9C40 06\n")
+	if got := countTimeWait(socks, 30*time.Second, 40000, 35000); got.ClientSide != 3 {
+		t.Errorf("30 s after the start, %d on the client's side, want 3 (the 39 s one too)", got.ClientSide)
+	}
+	writeFile(t, root+"/proc/net/tcp", "header\n   0: 0100007F:ZZZZ 0100007F:9C40 06 0:0 03:00001388\n")
 	if _, err := readTimeWait(root); err == nil {
 		t.Error("a bad port read")
+	}
+	writeFile(t, root+"/proc/net/tcp", "header\n   0: 0100007F:8001 0100007F:9C40 06 0:0 03\n")
+	if _, err := readTimeWait(root); err == nil {
+		t.Error("a bad timer read")
 	}
 }
 
