@@ -38,8 +38,8 @@ const handshakeIOTimeout = loadHandshakeTimeout
 
 // runHandshakes runs a handshake load: h.slots threads, each opening a
 // connection to h.addr, completing its TLS handshake, sending one request
-// and verifying its reply, closing it (close_notify, then close) and
-// opening the next, from the start until the end of the window (warm-up,
+// and verifying its reply, closing it first (closeFirst) and opening the
+// next, from the start until the end of the window (warm-up,
 // then window); a connection begun in the window and still open at its
 // end is waited for. The result is a LoadResult as RunLoad's (Hist: the
 // connect-to-reply times of the connections begun in the window; Replies:
@@ -107,11 +107,17 @@ func runHandshakes(ctx context.Context, h handshakeLoad) (*LoadResult, *ProxyTLS
 		})
 	}
 	wg.Wait()
-	close(done)
-	if err := errors.Join(errs...); err != nil {
-		return nil, nil, err
+	err = errors.Join(errs...)
+	if err == nil {
+		err = ctx.Err()
 	}
-	if err := <-edges; err != nil {
+	if err == nil {
+		// The slots ran past the window's end: the second read comes
+		// (done closed first could be taken for a stop).
+		err = <-edges
+	}
+	close(done)
+	if err != nil {
 		return nil, nil, err
 	}
 	res := &LoadResult{Hist: NewHistogram(), Window: h.window, Threads: h.slots, CPUs: clientCPUCount(h.slots, h.cpus),
