@@ -911,8 +911,15 @@ func (r *proxyRunner) measure(ctx context.Context, a proxyArm, rep int) (ProxyRe
 	}
 	var load *LoadResult
 	var hsTLS *ProxyTLSResult
+	var twBefore []twSocket
+	if r.cfg.TLSHandshakes {
+		if twBefore, err = readTimeWait("/"); err != nil {
+			err = fmt.Errorf("TIME_WAIT sockets: %w", err)
+		}
+	}
 	began := time.Now()
 	switch {
+	case err != nil:
 	case r.cfg.TLSHandshakes:
 		load, hsTLS, err = runHandshakes(ctx, handshakeLoad{
 			addr: addr, tls: handshakeClientTLS(r.clientTLS, r.cfg.TLSResume), framing: LoadConfig{Addr: addr, Protocol: lc.Protocol, Payload: lc.Payload},
@@ -951,7 +958,7 @@ func (r *proxyRunner) measure(ctx context.Context, a proxyArm, rep int) (ProxyRe
 			return res, fmt.Errorf("TIME_WAIT sockets: %w", err)
 		}
 		// Since after the read: no socket of the measurement is left out.
-		tw := countTimeWait(socks, time.Since(began), portOf(addr), portOf(r.upstream))
+		tw := countTimeWait(twBefore, socks, time.Since(began), portOf(addr), portOf(r.upstream))
 		res.TimeWait = &tw
 	case r.clientTLS != nil:
 		res.TLS = tlsFromLoad(load.TLS)

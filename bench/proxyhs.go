@@ -160,9 +160,11 @@ const tcpTimeWait = "06"
 // TCP_TIMEWAIT_LEN, which no setting changes.
 const timeWaitLen = 60 * time.Second
 
-// twSocket is a socket in TIME_WAIT: the ports of its local and remote
-// addresses, and the time left on its timer.
+// twSocket is a socket in TIME_WAIT: its local and remote addresses (as
+// /proc/net/tcp has them, hex ADDR:PORT) and their ports, and the time
+// left on its timer.
 type twSocket struct {
+	local, remote         string
 	localPort, remotePort int
 	left                  time.Duration
 }
@@ -206,7 +208,7 @@ func readTimeWaitIn(r io.Reader, socks []twSocket) ([]twSocket, error) {
 		if f[3] != tcpTimeWait {
 			continue
 		}
-		var s twSocket
+		s := twSocket{local: f[1], remote: f[2]}
 		var err error
 		if s.localPort, err = hexPort(f[1]); err != nil {
 			return socks, err
@@ -227,13 +229,24 @@ func readTimeWaitIn(r io.Reader, socks []twSocket) ([]twSocket, error) {
 }
 
 // countTimeWait counts the sockets of socks, read since after a start,
-// that went into TIME_WAIT after it (more than timeWaitLen - since left
-// on their timers), by the ports of the proxy and the upstream
-// (ProxyTimeWait), and every one of socks.
-func countTimeWait(socks []twSocket, since time.Duration, proxyPort, upstreamPort int) ProxyTimeWait {
+// that went into TIME_WAIT after it, by the ports of the proxy and the
+// upstream (ProxyTimeWait), and every one of socks. One went in after
+// the start when it has more than timeWaitLen - since left on its timer
+// and is not one of before (read at the start), the same addresses with
+// less time left than then: the timer counts in clock ticks, and those
+// that went in just before the start, while it was read, would pass the
+// first test.
+func countTimeWait(before, socks []twSocket, since time.Duration, proxyPort, upstreamPort int) ProxyTimeWait {
 	tw := ProxyTimeWait{Total: len(socks)}
+	old := map[[2]string]time.Duration{}
+	for _, s := range before {
+		old[[2]string{s.local, s.remote}] = s.left
+	}
 	for _, s := range socks {
 		if s.left < timeWaitLen-since {
+			continue
+		}
+		if left, ok := old[[2]string{s.local, s.remote}]; ok && s.left <= left {
 			continue
 		}
 		switch {

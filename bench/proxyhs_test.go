@@ -126,13 +126,20 @@ func TestReadTimeWait(t *testing.T) {
 	if len(socks) != 7 {
 		t.Fatalf("%d sockets in TIME_WAIT, want 7: %v", len(socks), socks)
 	}
-	got := countTimeWait(socks, 20*time.Second, 40000, 35000)
+	got := countTimeWait(nil, socks, 20*time.Second, 40000, 35000)
 	want := ProxyTimeWait{ClientSide: 2, ProxySide: 1, ToUpstream: 1, UpstreamSide: 1, Total: 7}
 	if got != want {
 		t.Errorf("counted %+v, want %+v", got, want)
 	}
-	if got := countTimeWait(socks, 30*time.Second, 40000, 35000); got.ClientSide != 3 {
+	if got := countTimeWait(nil, socks, 30*time.Second, 40000, 35000); got.ClientSide != 3 {
 		t.Errorf("30 s after the start, %d on the client's side, want 3 (the 39 s one too)", got.ClientSide)
+	}
+	// At the start the proxy's side one was there with 50.5 s left: the
+	// same socket (not a later one on the same addresses, with more left).
+	before := []twSocket{{local: "0100007F:9C40", remote: "0100007F:8003", left: 50*time.Second + 500*time.Millisecond}, {local: "0100007F:8001", remote: "0100007F:9C40", left: 49 * time.Second}}
+	want.ProxySide = 0
+	if got := countTimeWait(before, socks, 20*time.Second, 40000, 35000); got != want {
+		t.Errorf("with the sockets at the start, counted %+v, want %+v", got, want)
 	}
 	writeFile(t, root+"/proc/net/tcp", "header\n   0: 0100007F:ZZZZ 0100007F:9C40 06 0:0 03:00001388\n")
 	if _, err := readTimeWait(root); err == nil {
