@@ -161,6 +161,8 @@ func TestBenchProxyRefuses(t *testing.T) {
 		{"--protocol", "h2", "--streams", "1,1"},
 		{"--protocol", "h2h2", "--streams", "0"},
 		{"--protocol", "h2h2", "--upstream-arm", "epoll"},
+		{"--protocol", "h2", "--tls-handshakes"},
+		{"--protocol", "h2h2", "--tls-resume"},
 		{"extra"},
 	} {
 		cmd := exec.Command(bin, append([]string{"bench", "proxy", "--out", ""}, args...)...)
@@ -277,6 +279,36 @@ func TestBenchProxyTLS(t *testing.T) {
 	for _, res := range rep.Results {
 		if res.TLS == nil || res.TLS.Version != "TLS 1.3" || res.TLS.ALPN != "http/1.1" || res.TLS.Handshakes != 4 {
 			t.Errorf("%s rep %d: TLS %+v", res.Arm, res.Rep, res.TLS)
+		}
+	}
+}
+
+// TestBenchProxyTLSHandshakes runs `spindle bench proxy --tls-handshakes`
+// and --tls-resume (tcp, one spindle arm, a short run): the flags reach
+// the run (the report says TLS, handshakes, resumption), every connection
+// a full handshake, or with --tls-resume all but one a slot resumed (the
+// figures are TestRunProxyTLSHandshakes's, in bench). -h names the
+// measurement's command for docs/BENCHMARKS.md.
+func TestBenchProxyTLSHandshakes(t *testing.T) {
+	bin := spindleBin(t)
+	help, _ := exec.Command(bin, "bench", "proxy", "-h").CombinedOutput()
+	for _, want := range []string{"-tls-handshakes", "-tls-resume", "bench proxy --tls-handshakes --protocol http"} {
+		if !strings.Contains(string(help), want) {
+			t.Errorf("-h does not say %q:\n%s", want, help)
+		}
+	}
+	for _, resume := range []bool{false, true} {
+		flag := "--tls-handshakes"
+		if resume {
+			flag = "--tls-resume"
+		}
+		rep := benchProxyReport(t, bin, flag, "--protocol", "tcp", "--arms", "spindle-epoll", "--duration", "1s", "--reps", "1", "--conns", "2", "--json", "--out", "")
+		if c := rep.Config; !c.TLS || !c.TLSHandshakes || c.TLSResume != resume || len(rep.Results) != 1 {
+			t.Fatalf("%s: settings %+v, %d results", flag, c, len(rep.Results))
+		}
+		res := rep.Results[0]
+		if hs := res.TLS; hs == nil || hs.Handshakes == 0 || resume && hs.Handshakes-hs.Resumed > 2 || !resume && hs.Resumed != 0 || res.TimeWait == nil {
+			t.Errorf("%s: TLS %+v, TIME_WAIT %+v", flag, res.TLS, res.TimeWait)
 		}
 	}
 }
