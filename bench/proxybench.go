@@ -272,8 +272,8 @@ type ProxyResult struct {
 	// TLS, in a run with ProxyConfig.TLS, is what the clients' TLS
 	// handshakes agreed; nil without.
 	TLS *ProxyTLSResult `json:"tls,omitempty"`
-	// TimeWait, with ProxyConfig.TLSHandshakes, counts the sockets in
-	// TIME_WAIT at the measurement's end; nil without.
+	// TimeWait, with ProxyConfig.TLSHandshakes, counts the sockets gone
+	// into TIME_WAIT during the measurement, by side; nil without.
 	TimeWait *ProxyTimeWait `json:"time_wait,omitempty"`
 }
 
@@ -920,6 +920,7 @@ func (r *proxyRunner) measure(ctx context.Context, a proxyArm, rep int) (ProxyRe
 	began := time.Now()
 	switch {
 	case err != nil:
+		// No load: the measurement fails with it.
 	case r.cfg.TLSHandshakes:
 		load, hsTLS, err = runHandshakes(ctx, handshakeLoad{
 			addr: addr, tls: handshakeClientTLS(r.clientTLS, r.cfg.TLSResume), framing: LoadConfig{Addr: addr, Protocol: lc.Protocol, Payload: lc.Payload},
