@@ -171,7 +171,8 @@ exit 0
 usage: spindle bench proxy [flags]    L4 (or, with --protocol http, HTTP/1.1) proxies (spindle uring and epoll, HAProxy, nginx) and no proxy, side by side in front of one echo server, closed loop;
        with --protocol h2, HTTP/2 clients (h2load, apt-get install nghttp2-client, pinned to the client CPUs; every request verified) through those proxies to the HTTP/1.1 echo;
        with --protocol h2h2, the same clients through those proxies speaking HTTP/2 to an h2c server of bench http2 (--upstream-arm), and straight to it (direct);
-       with --tls, in any protocol, the proxies terminating TLS 1.3 on the client side (a throwaway certificate made at the start; no direct arm)
+       with --tls, in any protocol, the proxies terminating TLS 1.3 on the client side (a throwaway certificate made at the start; no direct arm);
+       with --tls-handshakes (tcp, http), a connection and a full TLS handshake per request, --tls-resume a resumed one
 
 The h2 measurement for docs/BENCHMARKS.md, on a quiet machine (4 arms × 2 streams values × 5 reps: 3 s each, 0.6 s of it warm-up):
   go build -o /tmp/spindle ./cmd/spindle && /tmp/spindle bench proxy --protocol h2 --duration 120s --reps 5 --proxy-cpu 0 --client-cpus 1 --out bench-proxy-h2-report
@@ -179,6 +180,8 @@ The h2h2 measurement (5 arms × 2 streams values × 5 reps: 3 s each):
   /tmp/spindle bench proxy --protocol h2h2 --duration 150s --reps 5 --proxy-cpu 0 --client-cpus 1 --out bench-proxy-h2h2-report
 The TLS measurement (4 arms × 5 reps: 7.5 s each, 1.5 s of it warm-up):
   /tmp/spindle bench proxy --tls --protocol http --duration 150s --reps 5 --proxy-cpu 0 --client-cpus 1 --out bench-proxy-tls-report
+The TLS handshake measurement (4 arms × 3 reps: 7.5 s each):
+  /tmp/spindle bench proxy --tls-handshakes --protocol http --duration 90s --reps 3 --proxy-cpu 0 --client-cpus 1 --out bench-proxy-tls-handshakes-report
   -arms string
     	comma-separated arms, of spindle-uring,spindle-epoll,haproxy,nginx,direct (the default), or also spindle-uring-log; ratios are to the first
   -client-cpus string
@@ -205,6 +208,10 @@ The TLS measurement (4 arms × 5 reps: 7.5 s each, 1.5 s of it warm-up):
     	with --protocol h2 or h2h2: streams in flight per connection (h2load -m), each value a load point of its own (default "1,10")
   -tls
     	the proxies terminate TLS 1.3 on the client side (spindle's tls:, HAProxy's bind … ssl crt, nginx's listen … ssl) with a throwaway self-signed ECDSA P-256 certificate made at the run's start; the clients speak TLS on keep-alive connections, each handshaking once before its measurement (h2 and h2h2: h2load over https, HTTP/2 by ALPN); the upstream side stays plain; no direct arm
+  -tls-handshakes
+    	with --protocol tcp or http (implies --tls): every request on a connection of its own, with a full TLS 1.3 handshake (the client offers no resumption), --conns connection slots in closed loop, each connecting, handshaking, sending one request, verifying the reply and closing (the client first); the run fails where a connection resumed
+  -tls-resume
+    	--tls-handshakes with session resumption: the client offers the last ticket it was sent on every connection; the run fails where more than one connection a slot made a full handshake
   -upstream-arm spindle bench server
     	the upstream echo server's spindle bench server arm (default epoll; with --protocol http or h2 one that answers HTTP/1.1: go-net, epoll, uring); with --protocol h2h2 the upstream h2c server's ` + "`" + `spindle bench http2` + "`" + ` arm, of spindle-uring,spindle-epoll,go-net-http,nginx (default spindle-uring)
   -upstream-cpus string
@@ -216,7 +223,8 @@ exit 2
 usage: spindle bench proxy [flags]    L4 (or, with --protocol http, HTTP/1.1) proxies (spindle uring and epoll, HAProxy, nginx) and no proxy, side by side in front of one echo server, closed loop;
        with --protocol h2, HTTP/2 clients (h2load, apt-get install nghttp2-client, pinned to the client CPUs; every request verified) through those proxies to the HTTP/1.1 echo;
        with --protocol h2h2, the same clients through those proxies speaking HTTP/2 to an h2c server of bench http2 (--upstream-arm), and straight to it (direct);
-       with --tls, in any protocol, the proxies terminating TLS 1.3 on the client side (a throwaway certificate made at the start; no direct arm)
+       with --tls, in any protocol, the proxies terminating TLS 1.3 on the client side (a throwaway certificate made at the start; no direct arm);
+       with --tls-handshakes (tcp, http), a connection and a full TLS handshake per request, --tls-resume a resumed one
 
 The h2 measurement for docs/BENCHMARKS.md, on a quiet machine (4 arms × 2 streams values × 5 reps: 3 s each, 0.6 s of it warm-up):
   go build -o /tmp/spindle ./cmd/spindle && /tmp/spindle bench proxy --protocol h2 --duration 120s --reps 5 --proxy-cpu 0 --client-cpus 1 --out bench-proxy-h2-report
@@ -224,6 +232,8 @@ The h2h2 measurement (5 arms × 2 streams values × 5 reps: 3 s each):
   /tmp/spindle bench proxy --protocol h2h2 --duration 150s --reps 5 --proxy-cpu 0 --client-cpus 1 --out bench-proxy-h2h2-report
 The TLS measurement (4 arms × 5 reps: 7.5 s each, 1.5 s of it warm-up):
   /tmp/spindle bench proxy --tls --protocol http --duration 150s --reps 5 --proxy-cpu 0 --client-cpus 1 --out bench-proxy-tls-report
+The TLS handshake measurement (4 arms × 3 reps: 7.5 s each):
+  /tmp/spindle bench proxy --tls-handshakes --protocol http --duration 90s --reps 3 --proxy-cpu 0 --client-cpus 1 --out bench-proxy-tls-handshakes-report
   -arms string
     	comma-separated arms, of spindle-uring,spindle-epoll,haproxy,nginx,direct (the default), or also spindle-uring-log; ratios are to the first
   -client-cpus string
@@ -250,6 +260,10 @@ The TLS measurement (4 arms × 5 reps: 7.5 s each, 1.5 s of it warm-up):
     	with --protocol h2 or h2h2: streams in flight per connection (h2load -m), each value a load point of its own (default "1,10")
   -tls
     	the proxies terminate TLS 1.3 on the client side (spindle's tls:, HAProxy's bind … ssl crt, nginx's listen … ssl) with a throwaway self-signed ECDSA P-256 certificate made at the run's start; the clients speak TLS on keep-alive connections, each handshaking once before its measurement (h2 and h2h2: h2load over https, HTTP/2 by ALPN); the upstream side stays plain; no direct arm
+  -tls-handshakes
+    	with --protocol tcp or http (implies --tls): every request on a connection of its own, with a full TLS 1.3 handshake (the client offers no resumption), --conns connection slots in closed loop, each connecting, handshaking, sending one request, verifying the reply and closing (the client first); the run fails where a connection resumed
+  -tls-resume
+    	--tls-handshakes with session resumption: the client offers the last ticket it was sent on every connection; the run fails where more than one connection a slot made a full handshake
   -upstream-arm spindle bench server
     	the upstream echo server's spindle bench server arm (default epoll; with --protocol http or h2 one that answers HTTP/1.1: go-net, epoll, uring); with --protocol h2h2 the upstream h2c server's ` + "`" + `spindle bench http2` + "`" + ` arm, of spindle-uring,spindle-epoll,go-net-http,nginx (default spindle-uring)
   -upstream-cpus string
