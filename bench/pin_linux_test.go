@@ -115,36 +115,7 @@ func TestPinNarrowedByCpuset(t *testing.T) {
 // started after it included, on the CPUs given, and restore gives each the
 // mask it had.
 func TestPinHarness(t *testing.T) {
-	skipUnlessLinux(t)
-	cpus, err := allowedCPUs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(cpus) < 2 {
-		t.Skip("one CPU allowed: a pin to it changes nothing")
-	}
-	masks := func() map[string][]int {
-		t.Helper()
-		out := map[string][]int{}
-		ents, err := os.ReadDir("/proc/self/task")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range ents {
-			b, err := os.ReadFile(filepath.Join("/proc/self/task", e.Name(), "status"))
-			if err != nil {
-				continue // exited
-			}
-			for l := range strings.Lines(string(b)) {
-				if v, ok := strings.CutPrefix(l, "Cpus_allowed_list:"); ok {
-					if out[e.Name()], err = ParseCPUList(strings.TrimSpace(v)); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
-		}
-		return out
-	}
+	cpus := needTwoAllowedCPUs(t)
 	want := cpus[len(cpus)-1:]
 	restore, err := pinHarness(want)
 	if err != nil {
@@ -159,7 +130,7 @@ func TestPinHarness(t *testing.T) {
 		<-end
 	}()
 	<-started
-	for tid, m := range masks() {
+	for tid, m := range threadMasks(t) {
 		if !slices.Equal(m, want) {
 			t.Errorf("thread %s may run on CPUs %v, want %v", tid, m, want)
 		}
@@ -168,9 +139,59 @@ func TestPinHarness(t *testing.T) {
 		t.Fatal(err)
 	}
 	close(end)
-	for tid, m := range masks() {
+	for tid, m := range threadMasks(t) {
 		if !slices.Equal(m, cpus) {
 			t.Errorf("restored: thread %s may run on CPUs %v, want %v", tid, m, cpus)
+		}
+	}
+}
+
+// threadMasks returns the CPUs each thread of the process may run on, by
+// TID.
+func threadMasks(t *testing.T) map[string][]int {
+	t.Helper()
+	out := map[string][]int{}
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc/self/task", e.Name(), "status"))
+		if err != nil {
+			continue // exited
+		}
+		for l := range strings.Lines(string(b)) {
+			if v, ok := strings.CutPrefix(l, "Cpus_allowed_list:"); ok {
+				if out[e.Name()], err = ParseCPUList(strings.TrimSpace(v)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestPinHarnessFailed: a pin the kernel narrows (a CPU the machine does
+// not have, beside one it has: sched_setaffinity keeps the one without an
+// error) fails, naming the CPU it got, and leaves every thread on the
+// CPUs it had, none on the one CPU left.
+func TestPinHarnessFailed(t *testing.T) {
+	cpus := needTwoAllowedCPUs(t)
+	const absent = 1023 // the last of a unix.CPUSet, past any CPU here
+	if slices.Contains(cpus, absent) {
+		t.Skipf("CPU %d is allowed", absent)
+	}
+	restore, err := pinHarness([]int{cpus[0], absent})
+	if err == nil {
+		restore()
+		t.Fatalf("a pin to CPUs %d and %d succeeded", cpus[0], absent)
+	}
+	if want := fmt.Sprintf("the kernel let it run on CPU %d only", cpus[0]); !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q does not say %q", err, want)
+	}
+	for tid, m := range threadMasks(t) {
+		if !slices.Equal(m, cpus) {
+			t.Errorf("after the failed pin: thread %s may run on CPUs %v, want %v", tid, m, cpus)
 		}
 	}
 }
