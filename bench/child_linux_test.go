@@ -149,3 +149,47 @@ func TestUsageStarvedChild(t *testing.T) {
 	}
 	t.Logf("answered after %v", time.Since(start))
 }
+
+// TestUsageExitedChild: a child that exited without answering, a zombie
+// until stop reaps it, while a process it started holds the control pipe
+// open (so that no end of file comes), fails its usage request after the
+// timeout: no thread of it is runnable, and the wait does not go on to
+// usageHang.
+func TestUsageExitedChild(t *testing.T) {
+	skipUnlessLinux(t)
+	// The subshell keeps stdout and reads stdin until stop closes it.
+	script := `echo '{"addr":"none"}'; read l; exec 3<&0; (while read l; do :; done) <&3 2>/dev/null & exit 0`
+	p, err := startServerProc(context.Background(), []string{"/bin/sh", "-c", script}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.stop()
+	p.usageTimeout = 200 * time.Millisecond
+	errc := make(chan error, 1)
+	go func() {
+		_, err := p.usage()
+		errc <- err
+	}()
+	select {
+	case err := <-errc:
+		if err == nil {
+			t.Fatal("usage of an exited child: no error")
+		}
+		t.Logf("usage: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("usage blocked for 10 s on an exited child (state %c)", procState(t, p.cmd.Process.Pid))
+	}
+	if s := procState(t, p.cmd.Process.Pid); s != 'Z' {
+		t.Errorf("the child's state %c, want Z (exited, not reaped)", s)
+	}
+}
+
+// procState returns the state letter of process pid.
+func procState(t *testing.T, pid int) byte {
+	t.Helper()
+	tasks, err := Proc{}.Tasks(pid)
+	if err != nil || len(tasks) == 0 {
+		t.Fatalf("process %d: %d threads, %v", pid, len(tasks), err)
+	}
+	return tasks[0].State
+}
