@@ -28,6 +28,18 @@ type Config struct {
 	// CoopTaskrun avoids interrupting the owner thread to run completion work
 	// (IORING_SETUP_COOP_TASKRUN, 5.19); not with SQPoll. Default false.
 	CoopTaskrun bool
+	// NoTaskrunFlag leaves out IORING_SETUP_TASKRUN_FLAG (5.19), which
+	// DeferTaskrun and CoopTaskrun otherwise set: the kernel then does not
+	// mark pending completion work in the SQ ring (IORING_SQ_TASKRUN), which
+	// spares it an atomic operation on the shared ring when it queues the
+	// first such work and another when the work runs. PeekCQEs, ForEachCQE
+	// and Submit cannot tell then that completions are held back, so they
+	// enter the kernel (GETEVENTS, no wait) whenever they would have looked
+	// at the flag: PeekCQEs and ForEachCQE each time the CQ runs out before
+	// dst does or fn stops, Submit every time, also with nothing to submit.
+	// For an owner that reaps what its waits bring, as an event loop does.
+	// Needs DeferTaskrun or CoopTaskrun. Default false.
+	NoTaskrunFlag bool
 	// SQPoll starts a kernel thread that polls the SQ (IORING_SETUP_SQPOLL;
 	// 5.1, without privileges since 5.11). Default false.
 	SQPoll bool
@@ -64,6 +76,8 @@ func (c *Config) Validate() error {
 		return errors.New("uring: DeferTaskrun needs SingleIssuer")
 	case c.DeferTaskrun && c.SQPoll:
 		return errors.New("uring: DeferTaskrun and SQPoll exclude each other")
+	case c.NoTaskrunFlag && !c.DeferTaskrun && !c.CoopTaskrun:
+		return errors.New("uring: NoTaskrunFlag needs DeferTaskrun or CoopTaskrun")
 	case c.SQPoll && c.CoopTaskrun:
 		return errors.New("uring: CoopTaskrun has no meaning with SQPoll (the kernel refuses it)")
 	case !c.SQPoll && c.SQThreadIdle != 0:

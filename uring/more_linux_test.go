@@ -291,6 +291,7 @@ func TestConfigErrors(t *testing.T) {
 		{"cq smaller than sq", Config{Entries: 64, CQEntries: 8}},
 		{"cq smaller than the default sq", Config{CQEntries: 64}},
 		{"affinity without sqpoll", Config{SQAffinity: true}},
+		{"no taskrun flag without taskrun", Config{NoTaskrunFlag: true}},
 		{"negative sq thread cpu", Config{SQPoll: true, SQAffinity: true, SQThreadCPU: -1}},
 	}
 	for _, tt := range tests {

@@ -106,10 +106,13 @@ func New(cfg *Config) (*Ring, error) {
 		p.Flags |= sys.IORING_SETUP_SINGLE_ISSUER
 	}
 	if c.DeferTaskrun {
-		p.Flags |= sys.IORING_SETUP_DEFER_TASKRUN | sys.IORING_SETUP_TASKRUN_FLAG
+		p.Flags |= sys.IORING_SETUP_DEFER_TASKRUN
 	}
 	if c.CoopTaskrun {
-		p.Flags |= sys.IORING_SETUP_COOP_TASKRUN | sys.IORING_SETUP_TASKRUN_FLAG
+		p.Flags |= sys.IORING_SETUP_COOP_TASKRUN
+	}
+	if (c.DeferTaskrun || c.CoopTaskrun) && !c.NoTaskrunFlag {
+		p.Flags |= sys.IORING_SETUP_TASKRUN_FLAG
 	}
 	if c.SQPoll {
 		p.Flags |= sys.IORING_SETUP_SQPOLL
@@ -662,9 +665,15 @@ func (r *Ring) flush() uint32 {
 	return r.sqTail - r.sqHead()
 }
 
-// cqNeedsEnter reports that completions are held in the kernel: overflowed
-// CQEs waiting for room, or (COOP/DEFER_TASKRUN) task work to run.
+// cqNeedsEnter reports that completions may be held in the kernel:
+// overflowed CQEs waiting for room, or (COOP/DEFER_TASKRUN) task work to
+// run, which without TASKRUN_FLAG (Config.NoTaskrunFlag) the kernel does not
+// flag.
 func (r *Ring) cqNeedsEnter() bool {
+	const taskrun = sys.IORING_SETUP_COOP_TASKRUN | sys.IORING_SETUP_DEFER_TASKRUN
+	if r.setup&taskrun != 0 && r.setup&sys.IORING_SETUP_TASKRUN_FLAG == 0 {
+		return true
+	}
 	return r.mem.SQFlags.Load()&(sys.IORING_SQ_CQ_OVERFLOW|sys.IORING_SQ_TASKRUN) != 0
 }
 
@@ -672,7 +681,8 @@ func (r *Ring) cqNeedsEnter() bool {
 // (with SQPoll: how many it handed to the SQ thread, which consumes them
 // later).
 // It makes no system call when there is nothing to submit and no completion
-// work is pending (with SQPoll: unless the SQ thread sleeps). EINTR is
+// work is pending (with SQPoll: unless the SQ thread sleeps; with
+// NoTaskrunFlag the ring cannot tell, and enters). EINTR is
 // retried. EBUSY/EAGAIN (the kernel cannot accept more before completions are
 // reaped) are returned as unix.Errno; reap with PeekCQEs and submit again.
 // Linux 6.18 returns neither for a CQ overflow, however long the overflow

@@ -201,8 +201,10 @@ func TestCloseCancelsInFlight(t *testing.T) {
 // TestPeekOnlyLoop reaps a receive by peeking alone, never waiting: with
 // CoopTaskrun or DeferTaskrun the completion is held as task work until the
 // owner enters the kernel, and PeekCQEs/ForEachCQE must do that when the
-// kernel flags it (IORING_SQ_TASKRUN), or a polling loop stalls forever. On
-// an idle ring, peeking makes no system call.
+// kernel flags it (IORING_SQ_TASKRUN), or a polling loop stalls forever;
+// with NoTaskrunFlag the kernel flags nothing and they must enter anyway. On
+// an idle ring, peeking and submitting nothing make no system call, except
+// with NoTaskrunFlag: one each.
 func TestPeekOnlyLoop(t *testing.T) {
 	configs := []struct {
 		name string
@@ -211,6 +213,8 @@ func TestPeekOnlyLoop(t *testing.T) {
 		{"default", nil},
 		{"coop taskrun", &Config{Entries: 8, CoopTaskrun: true}},
 		{"defer taskrun", &Config{Entries: 8, SingleIssuer: true, DeferTaskrun: true}},
+		{"coop taskrun, no flag", &Config{Entries: 8, CoopTaskrun: true, NoTaskrunFlag: true}},
+		{"defer taskrun, no flag", &Config{Entries: 8, SingleIssuer: true, DeferTaskrun: true, NoTaskrunFlag: true}},
 	}
 	for _, tc := range configs {
 		for _, foreach := range []bool{false, true} {
@@ -222,8 +226,21 @@ func TestPeekOnlyLoop(t *testing.T) {
 				r := newRing(t, tc.cfg)
 				var cq [1]CQE
 				before := r.EnterCount()
-				if r.PeekCQEs(cq[:]) != 0 || r.ForEachCQE(func(CQE) bool { return true }) != 0 || r.EnterCount() != before {
-					t.Fatal("peeking an idle ring returned completions or entered the kernel")
+				if r.PeekCQEs(cq[:]) != 0 || r.ForEachCQE(func(CQE) bool { return true }) != 0 {
+					t.Fatal("peeking an idle ring returned completions")
+				}
+				if _, err := r.Submit(); err != nil {
+					t.Fatal(err)
+				}
+				idle := uint64(0)
+				if tc.cfg != nil && tc.cfg.NoTaskrunFlag {
+					idle = 3
+				}
+				if n := r.EnterCount() - before; n != idle {
+					t.Errorf("peeking an idle ring twice and submitting nothing entered the kernel %d times, want %d", n, idle)
+				}
+				if flagged := r.SetupFlags()&sys.IORING_SETUP_TASKRUN_FLAG != 0; tc.cfg != nil && flagged == tc.cfg.NoTaskrunFlag {
+					t.Fatalf("IORING_SETUP_TASKRUN_FLAG set %v with NoTaskrunFlag %v", flagged, tc.cfg.NoTaskrunFlag)
 				}
 				c, s := tcpPair(t)
 				buf := offHeap(t, 64)
