@@ -110,14 +110,18 @@ func newURingBackend(b Backend, c *Config) backend {
 func (b *uringBackend) init(l *Loop) error {
 	b.l = l
 	rc := &uring.Config{
-		Entries:        1024,
-		CQEntries:      8192,
-		SingleIssuer:   true,
-		DeferTaskrun:   true,
+		Entries:      1024,
+		CQEntries:    8192,
+		SingleIssuer: true,
+		DeferTaskrun: true,
+		// The loop reaps only what its waits bring (poll): it never
+		// looks at IORING_SQ_TASKRUN, which the kernel would otherwise
+		// set and clear with an atomic operation each round.
+		NoTaskrunFlag:  true,
 		RegisterRingFD: true,
 	}
 	if b.kind == BackendURingSQPoll {
-		rc.DeferTaskrun = false
+		rc.DeferTaskrun, rc.NoTaskrunFlag = false, false
 		rc.SQPoll = true
 		rc.SQThreadIdle = 10 * time.Millisecond
 		if cpu := sqpollCPU(l.e); cpu >= 0 {
@@ -136,7 +140,7 @@ func (b *uringBackend) init(l *Loop) error {
 		}
 		l.e.degraded(degradeSQPoll, "engine: SQPOLL ring failed (%v); running uring without SQPOLL", err)
 		rc.SQPoll, rc.SQThreadIdle, rc.SQAffinity = false, 0, false
-		rc.DeferTaskrun, rc.AttachWQ = true, nil
+		rc.DeferTaskrun, rc.NoTaskrunFlag, rc.AttachWQ = true, true, nil
 		r, err = uring.New(rc)
 	} else if rc.SQPoll && l.id == 0 {
 		l.e.sqpoll.publish(r)
