@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"syscall"
 	"time"
@@ -35,7 +36,8 @@ func pinProcess(cpus []int) error {
 // server's included, beside the server it measures. The load generator's
 // threads pin themselves to one client CPU each, and the programs
 // startPinned starts are pinned to theirs. restore gives every thread
-// the mask the calling thread had.
+// the mask the calling thread had. GOMAXPROCS stays what it was
+// (setThreads).
 func pinHarness(cpus []int) (restore func() error, err error) {
 	var old, set unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &old); err != nil {
@@ -63,7 +65,13 @@ func pinHarness(cpus []int) (restore func() error, err error) {
 // setThreads sets the affinity of every thread of the calling process to
 // set. Threads created later inherit the mask from their creator, so
 // after two passes that find no new thread every thread has it.
+// GOMAXPROCS stays what it was, set from then on: left to its default,
+// the runtime follows the narrower mask (Go 1.25) and lowers it to the
+// number of CPUs about a second later, after which a pinned harness's load
+// threads lose their P to sysmon in each system call, and sysmon wakes
+// every 20 µs beside them (TestPinHarnessKeepsGOMAXPROCS).
 func setThreads(set *unix.CPUSet) error {
+	runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	done := map[int]bool{}
 	for quiet := 0; quiet < 2; {
 		ents, err := os.ReadDir("/proc/self/task")

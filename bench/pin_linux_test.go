@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // pinChildEnv makes TestPinNarrowedByCpuset the child that starts a
@@ -142,6 +143,30 @@ func TestPinHarness(t *testing.T) {
 	for tid, m := range threadMasks(t) {
 		if !slices.Equal(m, cpus) {
 			t.Errorf("restored: thread %s may run on CPUs %v, want %v", tid, m, cpus)
+		}
+	}
+}
+
+// TestPinHarnessKeepsGOMAXPROCS: the runtime follows the process's CPU
+// affinity when GOMAXPROCS was not set (Go 1.25), and pinning the harness to
+// one client CPU dropped it to 1 about a second later: the load generator's
+// system calls then lost their P to sysmon, which woke every 20 µs on the
+// client's CPU (12-17 % of it) and cut the closed-loop rate by a fifth or
+// more. The testing package sets GOMAXPROCS, so the test gives the runtime
+// its default back first.
+func TestPinHarnessKeepsGOMAXPROCS(t *testing.T) {
+	cpus := needTwoAllowedCPUs(t)
+	runtime.SetDefaultGOMAXPROCS()
+	procs := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(procs)
+	restore, err := pinHarness(cpus[len(cpus)-1:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer restore()
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if n := runtime.GOMAXPROCS(0); n != procs {
+			t.Fatalf("GOMAXPROCS %d after the pin, %d before", n, procs)
 		}
 	}
 }
