@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -104,6 +105,7 @@ type loadThread struct {
 	cpuEnd     unix.Rusage
 	cpuMarked  bool
 	idle       int64 // ns in polls that found nothing, inside the window
+	yielded    int64 // when wait last yielded (runtime.Gosched), t.now's clock
 	lag        *Histogram
 	cpuDone    bool
 	stop       *atomic.Bool
@@ -637,7 +639,14 @@ func (t *loadThread) recordUnanswered() {
 // wait is one epoll_wait with timeout ms. When it finds nothing without
 // sleeping and idle is set, the iteration that began at start counts as
 // idle polling. EINTR is 0 events.
+// loadYieldEvery is how often a load thread yields its P.
+const loadYieldEvery = 5 * time.Millisecond
+
 func (t *loadThread) wait(events []unix.EpollEvent, ms int, start int64, idle bool) (int, error) {
+	if start-t.yielded >= int64(loadYieldEvery) {
+		runtime.Gosched()
+		t.yielded = start
+	}
 	n, err := unix.EpollWait(t.ep, events, ms)
 	if err == unix.EINTR {
 		return 0, nil
