@@ -418,6 +418,27 @@ func (t *loadThread) recordLag(c *loadConn, now int64) {
 	c.unwritten = c.unwritten[k:]
 }
 
+// writeAvail writes b to the non-blocking socket fd until it is all
+// written or the socket takes no more (EAGAIN), and returns how many bytes
+// went.
+func writeAvail(fd int, b []byte) (int, error) {
+	done := 0
+	for done < len(b) {
+		n, err := unix.Write(fd, b[done:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err == unix.EAGAIN {
+			break
+		}
+		if err != nil {
+			return done, os.NewSyscallError("write", err)
+		}
+		done += n
+	}
+	return done, nil
+}
+
 // flush writes c's pending bytes (with TLS, encrypted first: loadTLS's
 // flush); a short write arms EPOLLOUT.
 func (t *loadThread) flush(c *loadConn) error {
@@ -426,20 +447,13 @@ func (t *loadThread) flush(c *loadConn) error {
 		if err := c.tls.flush(c); err != nil {
 			return fmt.Errorf("bench: load: conn %d: %w", c.id, err)
 		}
-	}
-	for c.tls == nil && c.queued() > 0 {
-		n, err := unix.Write(c.fd, c.wbuf[c.woff:])
-		if err == unix.EINTR {
-			continue
-		}
-		if err == unix.EAGAIN {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("bench: load: conn %d: %w", c.id, os.NewSyscallError("write", err))
-		}
+	} else {
+		n, err := writeAvail(c.fd, c.wbuf[c.woff:])
 		c.woff += n
 		c.written += uint64(n)
+		if err != nil {
+			return fmt.Errorf("bench: load: conn %d: %w", c.id, err)
+		}
 	}
 	if c.queued() == 0 {
 		c.wbuf, c.woff = c.wbuf[:0], 0

@@ -194,22 +194,9 @@ func (l *loadTLS) flush(c *loadConn) error {
 		c.woff += q
 		c.written += uint64(q)
 	}
-	done := 0
-	for done < len(l.tr.out) {
-		n, err := unix.Write(c.fd, l.tr.out[done:])
-		if err == unix.EINTR {
-			continue
-		}
-		if err == unix.EAGAIN {
-			break
-		}
-		if err != nil {
-			return os.NewSyscallError("write", err)
-		}
-		done += n
-	}
+	done, err := writeAvail(c.fd, l.tr.out)
 	l.tr.out = l.tr.out[:copy(l.tr.out, l.tr.out[done:])]
-	return nil
+	return err
 }
 
 // tlsAgreed sums up the TLS state of every connection of threads.
