@@ -57,11 +57,17 @@ func runHandshakes(ctx context.Context, h handshakeLoad) (*LoadResult, *ProxyTLS
 	if err != nil {
 		return nil, nil, err
 	}
-	restore, err := pinRun(h.cpus)
-	if err != nil {
-		return nil, nil, err
+	// Every thread of the process on the client CPUs for the run: the
+	// crypto/tls clients allocate, and the garbage collector's workers, the
+	// runtime's threads that run no slot, would otherwise take CPU time
+	// from the proxy's CPU, unaccounted.
+	if len(h.cpus) > 0 {
+		unpin, err := pinHarness(h.cpus)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer unpin()
 	}
-	defer restore()
 	var stop atomic.Bool
 	ctxStop := context.AfterFunc(ctx, func() { stop.Store(true) })
 	defer ctxStop()
@@ -149,26 +155,6 @@ func runHandshakes(ctx context.Context, h handshakeLoad) (*LoadResult, *ProxyTLS
 	lt.Tickets = tickets(h.tls)
 	lt.Version, lt.CipherSuite, lt.ALPN = strings.Join(versions, ", "), strings.Join(suites, ", "), strings.Join(alpns, ", ")
 	return res, lt, nil
-}
-
-// pinRun pins every thread of this process to cpus (pinProcess) and
-// returns how to give them back the CPUs the calling thread had: the
-// crypto/tls clients allocate, and the garbage collector's workers, the
-// runtime's threads that run no slot, would otherwise take CPU time from
-// the proxy's CPU, unaccounted. With no cpus, nothing is pinned.
-func pinRun(cpus []int) (restore func(), err error) {
-	if len(cpus) == 0 {
-		return func() {}, nil
-	}
-	all, err := allowedCPUs()
-	if err != nil {
-		return nil, err
-	}
-	if err := pinProcess(cpus); err != nil {
-		pinProcess(all)
-		return nil, err
-	}
-	return func() { pinProcess(all) }, nil
 }
 
 // run is slot conn's loop, on its pinned thread: a connection after the
