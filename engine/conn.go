@@ -37,6 +37,11 @@ const (
 	// went on (Config.ReadPastHighWater); OnWritable is owed once it
 	// drains below half. Without the option pauseHWM says it.
 	bitOverMark
+	// bitSendLate (uring): a SEND of the connection completed after the
+	// enter that submitted it, or a quiet one was cut (the socket's
+	// buffer was full): its sends are not quiet until one completes
+	// inside its enter (uringBackend.quietSends).
+	bitSendLate
 )
 
 // seg is a part of a write queue: bytes [off, end) of a slab chunk (ref >=
@@ -59,7 +64,7 @@ type Conn struct {
 
 	gotEOF, dirty, wantShutWr, shutWr bool
 	unixPeer                          bool
-	bits                              uint8 // bitHeldEOF, bitOverMark
+	bits                              uint8 // bitHeldEOF, bitOverMark, bitSendLate
 
 	err           error
 	local, remote netip.AddrPort
@@ -134,6 +139,9 @@ type kstate struct {
 	recv     uint8 // uring: 0 idle, 1 armed, 2 cancel sent
 	closing  bool  // uring: close in progress
 	napiSeen bool  // busy-poll backends: NAPI id looked up
+	// uring: the loop's epoch (uringBackend.epoch) when the last SENDs
+	// were prepared.
+	sendEpoch uint8
 }
 
 // Loop returns the loop that owns c. Any goroutine.

@@ -893,13 +893,15 @@ type Stats struct {
 	Interrupted    uint64 // waits a signal interrupted (EINTR), mostly the Go runtime asking the loop goroutine to yield
 	Yields         uint64 // times the loop passed through the Go scheduler on its own (every 8 ms when busy, see yieldEvery)
 	BatchedWaits   uint64 // waits with a minimum wait (Config.BatchWait)
+	QuietWaits     uint64 // uring: waits not ended by the completions of the SENDs they submitted (MSG_DONTWAIT, so those complete inside the wait's enter): an enter saved each
+	QuietCut       uint64 // uring: such SENDs that found the socket's buffer full (EAGAIN, or sent short): the rest went again without MSG_DONTWAIT
 	Submits        uint64 // io_uring_enter calls made only to flush a full SQ
 	SQEs           uint64 // submission queue entries prepared
 	CQEs           uint64 // completions (or epoll events) handled
 	BytesRead      uint64 // bytes received from the kernel, those dropped too (a connection closing, or lingering: CloseLinger)
 	BytesWritten   uint64 // bytes the kernel took from write queues
 	Reads          uint64 // OnData calls: receives delivered to the handler (one a receive, after any hold while reading was paused), not those dropped while closing or lingering
-	Writes         uint64 // send/write system calls or SEND completions
+	Writes         uint64 // send/write system calls or SEND completions (a quiet SEND's, see QuietWaits, at the loop's next wake-up, with its BytesWritten)
 	Accepted       uint64
 	Dialed         uint64
 	Closed         uint64
@@ -928,6 +930,8 @@ func (s *Stats) add(o Stats) {
 	s.Interrupted += o.Interrupted
 	s.Yields += o.Yields
 	s.BatchedWaits += o.BatchedWaits
+	s.QuietWaits += o.QuietWaits
+	s.QuietCut += o.QuietCut
 	s.Submits += o.Submits
 	s.SQEs += o.SQEs
 	s.CQEs += o.CQEs
@@ -956,7 +960,7 @@ func (s *Stats) add(o Stats) {
 }
 
 type counters struct {
-	interrupted, yields, batchedWaits, waitCPUNanos                               atomic.Uint64
+	interrupted, yields, batchedWaits, quietWaits, quietCut, waitCPUNanos         atomic.Uint64
 	waits, waitNanos, submits, sqes, cqes, bytesRead, bytesWritten, reads, writes atomic.Uint64
 	accepted, dialed, closed, noBufs, wakeups, pausedReads, napiIDs               atomic.Uint64
 	msgRings, msgRingErrors, zcSends, zcCopied, ringCopies, acceptBackoffs        atomic.Uint64
@@ -978,7 +982,7 @@ func (c *counters) snapshot() Stats {
 
 func (c *counters) load() Stats {
 	return Stats{
-		Waits: c.waits.Load(), WaitNanos: c.waitNanos.Load(), WaitCPUNanos: c.waitCPUNanos.Load(), Interrupted: c.interrupted.Load(), Yields: c.yields.Load(), BatchedWaits: c.batchedWaits.Load(), Submits: c.submits.Load(), SQEs: c.sqes.Load(), CQEs: c.cqes.Load(),
+		Waits: c.waits.Load(), WaitNanos: c.waitNanos.Load(), WaitCPUNanos: c.waitCPUNanos.Load(), Interrupted: c.interrupted.Load(), Yields: c.yields.Load(), BatchedWaits: c.batchedWaits.Load(), QuietWaits: c.quietWaits.Load(), QuietCut: c.quietCut.Load(), Submits: c.submits.Load(), SQEs: c.sqes.Load(), CQEs: c.cqes.Load(),
 		BytesRead: c.bytesRead.Load(), BytesWritten: c.bytesWritten.Load(),
 		Reads: c.reads.Load(), Writes: c.writes.Load(),
 		Accepted: c.accepted.Load(), Dialed: c.dialed.Load(), Closed: c.closed.Load(),

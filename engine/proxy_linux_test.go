@@ -226,11 +226,8 @@ func TestWriteBufferJoinsSmall(t *testing.T) {
 					continue
 				}
 				// The loop counts a send after the client may have read it.
-				w := e.Stats().Writes
-				for deadline := time.Now().Add(time.Second); w < msgs && time.Now().Before(deadline); w = e.Stats().Writes {
-					time.Sleep(time.Millisecond)
-				}
-				if w != msgs {
+				settle(t, e)
+				if w := e.Stats().Writes; w != msgs {
 					t.Errorf("%d-byte messages: %d sends for %d messages, want one each", tc.size, w, msgs)
 				}
 			}

@@ -92,6 +92,13 @@ type uringBackend struct {
 	aside  []uring.CQE
 	broken error
 	spare  uring.SQE
+	// quiet counts the SENDs prepared since the last enter whose
+	// completions the next wait need not wake for (quietSends); quietOK
+	// says the ring posts them inside that enter (DEFER_TASKRUN, no SQ
+	// thread). epoch counts the waits, for kstate.sendEpoch.
+	quiet   uint32
+	quietOK bool
+	epoch   uint8
 }
 
 // recvLimitUsable reports whether receives can be limited (the kernel's
@@ -188,6 +195,7 @@ func (b *uringBackend) init(l *Loop) error {
 			b.zcChunks = int32(l.chunks.perRegion)
 		}
 	}
+	b.quietOK = rc.DeferTaskrun && !rc.SQPoll
 	if b.cfg.BatchWait > 0 && !rc.SQPoll {
 		if r.HasMinWait() {
 			b.batchWait = b.cfg.BatchWait
@@ -536,6 +544,11 @@ func (b *uringBackend) flush(c *Conn) {
 		b.l.st.submits.Add(1)
 		b.r.Submit()
 	}
+	flags := unix.MSG_NOSIGNAL | unix.MSG_WAITALL
+	if b.quietSends(c, int(c.wqHead), end) {
+		flags |= unix.MSG_DONTWAIT
+		b.quiet += uint32(end - int(c.wqHead))
+	}
 	for i := int(c.wqHead); i < end; i++ {
 		s := c.wq[i]
 		buf := c.segBytes(s)
@@ -552,7 +565,7 @@ func (b *uringBackend) flush(c *Conn) {
 			// The kernel keeps the pages (the registered buffer)
 			// until then.
 		} else {
-			q.PrepSend(c.fd, buf, unix.MSG_NOSIGNAL|unix.MSG_WAITALL, udata(opSend, c.slot, c.gen))
+			q.PrepSend(c.fd, buf, flags, udata(opSend, c.slot, c.gen))
 		}
 		if i < end-1 {
 			q.SetFlags(uring.FlagIOLink)
@@ -561,6 +574,31 @@ func (b *uringBackend) flush(c *Conn) {
 		c.k.inflight++
 		b.inflight++
 	}
+	c.k.sendEpoch = b.epoch
+}
+
+// quietSends reports whether flush may send c's queue, segments from..end,
+// as quiet SENDs: MSG_DONTWAIT, so that each completes inside the enter
+// that submits it (the kernel does not arm a poll for one that would block:
+// it ends with what it sent, or EAGAIN, and the rest of its chain is
+// cancelled), and the wait in that enter need not wake for their
+// completions (uringBackend.quiet). Only for a queue sent whole, without
+// SEND_ZC, when no more than freeing its segments waits for the
+// completions: not while a close, a shutdown or the high-water mark waits
+// for the queue to drain, not on a connection whose last send was late
+// (it would most likely fail, and cost an enter).
+func (b *uringBackend) quietSends(c *Conn, from, end int) bool {
+	if !b.quietOK || c.bits&bitSendLate != 0 || end != len(c.wq) || c.state != stateOpen || c.wantShutWr || c.atMark() || b.l.stopping {
+		return false
+	}
+	if b.zcMin > 0 {
+		for _, s := range c.wq[from:end] {
+			if s.ref >= 0 && s.ref < b.zcChunks && int(s.end-s.off) >= b.zcMin {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // closeConn cancels what refers to c's fd and closes it once nothing does.
@@ -645,10 +683,20 @@ func (b *uringBackend) poll(timeout time.Duration) error {
 		_, err = b.r.SubmitAndWaitMin(uint32(min(2*b.lastCQEs, len(b.cqes))), b.batchWait, max(timeout, 0))
 		l.st.batchedWaits.Add(1)
 	default:
-		_, err = b.r.SubmitAndWait(1, max(timeout, 0))
+		// The quiet SENDs' completions, all posted inside this enter,
+		// do not end the wait: the next completion does. The C server
+		// (and this loop before) entered twice per request under light
+		// load: once to submit the reply and reap its completion at
+		// once, once to sleep.
+		if b.quiet > 0 {
+			l.st.quietWaits.Add(1)
+		}
+		_, err = b.r.SubmitAndWait(1+b.quiet, max(timeout, 0))
 	}
+	b.quiet = 0
 	b.lastCQEs = 0
 	l.waited(t0)
+	b.epoch++
 	switch {
 	case err == nil, errors.Is(err, unix.ETIME), errors.Is(err, unix.EINTR),
 		errors.Is(err, unix.EAGAIN), errors.Is(err, unix.EBUSY):
@@ -809,10 +857,24 @@ func (b *uringBackend) handle(q uring.CQE) {
 		}
 	case opSend:
 		c.k.sends--
+		// Late: not reaped right after the enter that submitted it, or a
+		// quiet SEND that could not send it all (EAGAIN, or short, its
+		// chain cancelled: flush sends the rest without MSG_DONTWAIT).
+		if q.Res != -int32(unix.ECANCELED) {
+			cut := q.Res == -int32(unix.EAGAIN) || q.Res > 0 && sendShort(c, int(q.Res))
+			if cut {
+				l.st.quietCut.Add(1)
+			}
+			if cut || b.epoch != c.k.sendEpoch+1 {
+				c.bits |= bitSendLate
+			} else {
+				c.bits &^= bitSendLate
+			}
+		}
 		l.st.writes.Add(1)
 		if q.Res > 0 && c.state != stateClosed {
 			c.sent(int(q.Res))
-		} else if q.Res < 0 && q.Res != -int32(unix.ECANCELED) && !c.k.closing {
+		} else if q.Res < 0 && q.Res != -int32(unix.ECANCELED) && q.Res != -int32(unix.EAGAIN) && !c.k.closing {
 			c.abort(c.opError("write", "send", unix.Errno(-q.Res)))
 		}
 		if c.k.sends == 0 && !c.k.closing {
@@ -834,6 +896,12 @@ func (b *uringBackend) handle(q uring.CQE) {
 		}
 		b.done(c)
 	}
+}
+
+// sendShort reports whether a SEND of c's first queued segment sent less
+// than the segment (a quiet one that found the socket's buffer full).
+func sendShort(c *Conn, n int) bool {
+	return int(c.wqHead) < len(c.wq) && n < int(c.wq[c.wqHead].end-c.wq[c.wqHead].off)
 }
 
 // napiAdd adds the NAPI id of a socket that has received data to the
