@@ -175,10 +175,20 @@ func TestPinHarnessKeepsGOMAXPROCS(t *testing.T) {
 // TID.
 func threadMasks(t *testing.T) map[string][]int {
 	t.Helper()
+	m, err := taskMasks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// taskMasks is threadMasks for any goroutine: the CPUs each thread of the
+// process may run on (Cpus_allowed_list), by TID.
+func taskMasks() (map[string][]int, error) {
 	out := map[string][]int{}
 	ents, err := os.ReadDir("/proc/self/task")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	for _, e := range ents {
 		b, err := os.ReadFile(filepath.Join("/proc/self/task", e.Name(), "status"))
@@ -188,12 +198,12 @@ func threadMasks(t *testing.T) map[string][]int {
 		for l := range strings.Lines(string(b)) {
 			if v, ok := strings.CutPrefix(l, "Cpus_allowed_list:"); ok {
 				if out[e.Name()], err = ParseCPUList(strings.TrimSpace(v)); err != nil {
-					t.Fatal(err)
+					return nil, err
 				}
 			}
 		}
 	}
-	return out
+	return out, nil
 }
 
 // TestPinHarnessFailed: a pin the kernel narrows (a CPU the machine does

@@ -152,8 +152,9 @@ type ProxyConfig struct {
 	// ProxyCPUs pins the proxy process (all its threads and workers).
 	// Default: the first CPU this process may run on.
 	ProxyCPUs []int
-	// ClientCPUs pins the client threads (one per CPU). Default: the
-	// second CPU this process may run on (the first on a single CPU).
+	// ClientCPUs pins the client threads (one per CPU), and for the run
+	// every other thread of this process (RunProxy). Default: the second
+	// CPU this process may run on (the first on a single CPU).
 	ClientCPUs []int
 	// UpstreamCPUs pins the upstream server. Default: ClientCPUs.
 	UpstreamCPUs []int
@@ -582,7 +583,9 @@ type proxyRunner struct {
 // within each repetition. Every reply is verified; a proxy that fails to
 // start in its arm's first measurement is a skipped arm (with the reason),
 // one that fails later, or during a measurement, fails the run. Everything started is stopped, and the temporary configs removed,
-// before it returns.
+// before it returns. Every thread of the calling process runs on
+// cfg.ClientCPUs from the upstream's start to its stop, then on the CPUs
+// it had; GOMAXPROCS stays what it was.
 func RunProxy(ctx context.Context, cfg ProxyConfig) (*ProxyReport, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -617,19 +620,38 @@ func RunProxy(ctx context.Context, cfg ProxyConfig) (*ProxyReport, error) {
 		}
 		r.clientTLS = proxyClientTLS(pool, proxyALPN(cfg.Protocol))
 	}
-	stop, err := r.startUpstream(ctx)
+	// Every thread of the harness on the client CPUs for the run, as
+	// bench's runs pin theirs (newRunner): its reads at each window's edges
+	// and the Go runtime's threads would otherwise run on any CPU, the
+	// proxy's included, beside the process measured. A proxy sharing a
+	// CPU with the client is in the report's notes (finish).
+	unpin, err := pinHarness(cfg.ClientCPUs)
 	if err != nil {
-		return nil, fmt.Errorf("bench: upstream (%s arm): %w", cfg.UpstreamArm, err)
+		return nil, err
 	}
-	err = r.run(ctx, r.armSet())
-	if serr := stop(); serr != nil {
-		err = errors.Join(err, fmt.Errorf("bench: upstream: %w", serr))
+	err = r.runUpstream(ctx)
+	if uerr := unpin(); uerr != nil {
+		fmt.Fprintf(cfg.Progress, "warning: %v\n", uerr)
 	}
 	if err != nil {
 		return nil, err
 	}
 	r.finish()
 	return r.report, nil
+}
+
+// runUpstream starts the upstream server, measures the arms in front of
+// it (run) and stops it.
+func (r *proxyRunner) runUpstream(ctx context.Context) error {
+	stop, err := r.startUpstream(ctx)
+	if err != nil {
+		return fmt.Errorf("bench: upstream (%s arm): %w", r.cfg.UpstreamArm, err)
+	}
+	err = r.run(ctx, r.armSet())
+	if serr := stop(); serr != nil {
+		err = errors.Join(err, fmt.Errorf("bench: upstream: %w", serr))
+	}
+	return err
 }
 
 // startUpstream starts the upstream server pinned to the upstream CPUs,
