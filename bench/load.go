@@ -46,6 +46,16 @@ type LoadConfig struct {
 	Threads int
 	// CPUs pins thread i to CPUs[i%len(CPUs)]. Nil leaves threads unpinned.
 	CPUs []int
+	// PinProcess pins every thread of the calling process, the Go
+	// runtime's included, to CPUs for the run (the load threads then
+	// narrow theirs to one CPU each), and gives every thread the calling
+	// thread's mask back at the end; GOMAXPROCS stays what it was. For a
+	// load generator that is a process of its own (`spindle bench
+	// client`): its runtime's threads would otherwise run on any CPU, the
+	// server's included. It needs CPUs, and nothing else in the process
+	// may change thread affinities during the run. The bench harness,
+	// pinned already, leaves it false.
+	PinProcess bool
 	// NetNS is the path of a network namespace file (such as
 	// /var/run/netns/NAME) to open the connections from; "" uses the
 	// caller's namespace.
@@ -96,6 +106,9 @@ func (c LoadConfig) withDefaults() (LoadConfig, error) {
 		if cpu < 0 {
 			return c, fmt.Errorf("bench: load: negative CPU %d", cpu)
 		}
+	}
+	if c.PinProcess && len(c.CPUs) == 0 {
+		return c, errors.New("bench: load: PinProcess without CPUs to pin to")
 	}
 	switch c.Protocol {
 	case "":

@@ -124,6 +124,24 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !cfg.PinProcess {
+		return runLoad(ctx, cfg)
+	}
+	// Before the load threads start: each narrows the mask it inherits to
+	// its one CPU.
+	unpin, err := pinHarness(cfg.CPUs)
+	if err != nil {
+		return nil, err
+	}
+	res, err := runLoad(ctx, cfg)
+	if uerr := unpin(); uerr != nil {
+		return nil, errors.Join(err, uerr)
+	}
+	return res, err
+}
+
+// runLoad is RunLoad after its defaults (and its pin).
+func runLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 	ta, err := net.ResolveTCPAddr("tcp", cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("bench: load: %w", err)

@@ -313,7 +313,7 @@ func runBenchClient(ctx context.Context, args []string) error {
 	payload := fs.Int("payload", bench.DefaultPayload, "payload bytes (HTTP: request and response body bytes)")
 	warmup := fs.Duration("warmup", time.Second, "warm-up, dropped")
 	duration := fs.Duration("duration", 10*time.Second, "measured window")
-	cpus := fs.String("cpus", "", "CPUs to pin the client threads to")
+	cpus := fs.String("cpus", "", "CPUs to pin the client to: each load thread to one of them in turn, the process's other threads (the Go runtime's) to all of them")
 	threads := fs.Int("threads", 1, "client threads (at most -conns)")
 	block := fs.Bool("block", false, "client threads sleep in epoll_wait instead of polling")
 	jsonOut := fs.Bool("json", false, "print the result as JSON")
@@ -343,7 +343,7 @@ func runBenchClient(ctx context.Context, args []string) error {
 	}
 	res, err := bench.RunLoad(ctx, bench.LoadConfig{
 		Addr: *addr, Protocol: *protocol, Host: *host, Conns: *conns, InFlight: *inflight, Rate: *rate, Payload: *payload,
-		Warmup: *warmup, Duration: *duration, CPUs: cpuList, Threads: *threads, Block: *block,
+		Warmup: *warmup, Duration: *duration, CPUs: cpuList, PinProcess: len(cpuList) > 0, Threads: *threads, Block: *block,
 	})
 	if err != nil {
 		return err
