@@ -249,7 +249,7 @@ func (t *loadThread) work(i, conns int, ta *net.TCPAddr, ready chan<- error, sta
 }
 
 // testClientThread, set by tests only, is called on each client thread
-// before it changes anything.
+// (RunLoad's, and runHandshakes' slots) before it changes anything.
 var testClientThread func()
 
 func (t *loadThread) close() {

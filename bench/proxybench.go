@@ -622,9 +622,10 @@ func RunProxy(ctx context.Context, cfg ProxyConfig) (*ProxyReport, error) {
 	}
 	// Every thread of the harness on the client CPUs for the run, as
 	// bench's runs pin theirs (newRunner): its reads at each window's edges
-	// and the Go runtime's threads would otherwise run on any CPU, the
-	// proxy's included, beside the process measured. A proxy sharing a
-	// CPU with the client is in the report's notes (finish).
+	// and the Go runtime's threads (the garbage collector's workers, busy
+	// with the --tls-handshakes clients' allocations) would otherwise take
+	// CPU time on any CPU, the proxy's included, unaccounted. A proxy
+	// sharing a CPU with the client is in the report's notes (finish).
 	unpin, err := pinHarness(cfg.ClientCPUs)
 	if err != nil {
 		return nil, err

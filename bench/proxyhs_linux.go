@@ -46,6 +46,7 @@ const handshakeIOTimeout = loadHandshakeTimeout
 // the replies verified in it; the client CPU the whole process's,
 // RUSAGE_SELF, over the window) and what the connections' TLS agreed,
 // with the resumed ones counted. Any connection that fails fails the run.
+// The caller has pinned the process to the client CPUs (RunProxy).
 func runHandshakes(ctx context.Context, h handshakeLoad) (*LoadResult, *ProxyTLSResult, error) {
 	ta, err := net.ResolveTCPAddr("tcp4", h.addr)
 	if err != nil {
@@ -56,17 +57,6 @@ func runHandshakes(ctx context.Context, h handshakeLoad) (*LoadResult, *ProxyTLS
 	cfg, err := h.framing.withDefaults()
 	if err != nil {
 		return nil, nil, err
-	}
-	// Every thread of the process on the client CPUs for the run: the
-	// crypto/tls clients allocate, and the garbage collector's workers, the
-	// runtime's threads that run no slot, would otherwise take CPU time
-	// from the proxy's CPU, unaccounted.
-	if len(h.cpus) > 0 {
-		unpin, err := pinHarness(h.cpus)
-		if err != nil {
-			return nil, nil, err
-		}
-		defer unpin()
 	}
 	var stop atomic.Bool
 	ctxStop := context.AfterFunc(ctx, func() { stop.Store(true) })
@@ -97,6 +87,9 @@ func runHandshakes(ctx context.Context, h handshakeLoad) (*LoadResult, *ProxyTLS
 	var wg sync.WaitGroup
 	for i := range slots {
 		wg.Go(func() {
+			if testClientThread != nil {
+				testClientThread()
+			}
 			// The thread is pinned and dies with the goroutine: it is
 			// not unlocked, so no other goroutine runs on its mask.
 			runtime.LockOSThread()
