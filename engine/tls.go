@@ -417,11 +417,13 @@ func (l *Loop) startTLS(c *Conn, timeout time.Duration) {
 			if _, ok := err.(*HandshakePanicError); ok {
 				l.st.tlsPanics.Add(1)
 			}
-			// Dropped if the loop has exited: c was closed then.
-			l.post(func() { t.handshakeDone(c, err) })
+			// The place first: the post orders it before handshakeDone,
+			// so that OnOpen, and an accept after it, finds it free.
 			if t.ln != nil {
 				t.ln.handshakes.Add(-1)
 			}
+			// Dropped if the loop has exited: c was closed then.
+			l.post(func() { t.handshakeDone(c, err) })
 			l.st.tlsHandshakes.Add(-1)
 			l.e.handshakes.Done()
 		}()
