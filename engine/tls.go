@@ -276,6 +276,12 @@ func (e *HandshakePanicError) Error() string {
 	return fmt.Sprintf("engine: panic in a TLS handshake: %v [%s]", e.Value, e.at)
 }
 
+// Unwrap returns the value passed to panic if it is an error.
+func (e *HandshakePanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}
+
 // errHandshakeGoexit is the error of a TLS handshake whose goroutine a
 // callback of its tls.Config ended with runtime.Goexit (a t.FailNow in a
 // test's callback, say).
@@ -320,12 +326,6 @@ func (t *tlsConn) handshake(ctx context.Context) (err error) {
 	}()
 	err = t.conn.HandshakeContext(ctx)
 	returned = true
-	return err
-}
-
-// Unwrap returns the value passed to panic if it is an error.
-func (e *HandshakePanicError) Unwrap() error {
-	err, _ := e.Value.(error)
 	return err
 }
 
