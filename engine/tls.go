@@ -288,16 +288,20 @@ func (e *HandshakePanicError) Unwrap() error {
 var errHandshakeGoexit = errors.New("engine: a callback of the TLS config called runtime.Goexit in the handshake")
 
 // handshakePanic describes the panic v, recovered by the deferred function
-// that calls it. Handshake goroutine.
+// that calls it; it returns nil, building nothing, when that function runs
+// for runtime.Goexit (v nil), whose goroutine ends with no error to return.
+// Handshake goroutine.
 func handshakePanic(v any) *HandshakePanicError {
-	e := &HandshakePanicError{Value: v, Stack: debug.Stack()}
 	pcs := make([]uintptr, 32)
 	// Skipped: Callers, handshakePanic and the deferred function; then
-	// runtime's frames (gopanic, sigpanic and the like).
+	// runtime's frames (gopanic, sigpanic and the like, or Goexit).
 	frames := runtime.CallersFrames(pcs[:runtime.Callers(3, pcs)])
 	var sum []string
 	for len(sum) < 4 {
 		f, more := frames.Next()
+		if len(sum) == 0 && v == nil && f.Function == "runtime.Goexit" {
+			return nil
+		}
 		if len(sum) > 0 || !strings.HasPrefix(f.Function, "runtime.") {
 			sum = append(sum, fmt.Sprintf("%s %s:%d", f.Function, filepath.Base(f.File), f.Line))
 			if strings.HasPrefix(f.Function, "crypto/tls.") {
@@ -308,20 +312,23 @@ func handshakePanic(v any) *HandshakePanicError {
 			break
 		}
 	}
-	e.at = strings.Join(sum, " < ")
-	return e
+	return &HandshakePanicError{Value: v, Stack: debug.Stack(), at: strings.Join(sum, " < ")}
 }
 
 // handshake runs the handshake; a panic in it (in a callback of the
 // config) is its error. Not returning is what tells a panic: recover gives
 // nil for panic(nil) under GODEBUG panicnil=1 (and for runtime.Goexit,
 // which it does not stop: the goroutine then ends, and startTLS's deferred
-// function sees that). Handshake goroutine.
+// function sees that; handshakePanic tells it by its caller). Handshake
+// goroutine.
 func (t *tlsConn) handshake(ctx context.Context) (err error) {
 	returned := false
 	defer func() {
-		if !returned {
-			err = handshakePanic(recover())
+		if returned {
+			return
+		}
+		if e := handshakePanic(recover()); e != nil {
+			err = e
 		}
 	}()
 	err = t.conn.HandshakeContext(ctx)

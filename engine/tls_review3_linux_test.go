@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -252,6 +253,35 @@ func TestTLSMaxHandshakesUnix(t *testing.T) {
 			}
 			if s := e.Stats(); s.TLSHandshakesRefused != 1 || s.TLSHandshakes != 1 || s.Accepted != 1 {
 				t.Errorf("%d refused, %d handshakes, %d accepted; want 1, 1, 1", s.TLSHandshakesRefused, s.TLSHandshakes, s.Accepted)
+			}
+		})
+	}
+}
+
+// TestHandshakePanicExits: handshakePanic, called as the handshake's
+// deferred function calls it, describes each panic of callbackExits (a
+// value, its stack) and builds nothing for runtime.Goexit, whose goroutine
+// ends with no error to return: before, it built a HandshakePanicError,
+// stack and all, that was then thrown away.
+func TestHandshakePanicExits(t *testing.T) {
+	for _, x := range callbackExits {
+		t.Run(x.name, func(t *testing.T) {
+			if x.godebug != "" {
+				t.Setenv("GODEBUG", x.godebug)
+			}
+			got := make(chan *HandshakePanicError, 1)
+			go func() {
+				defer func() { got <- handshakePanic(recover()) }()
+				x.exit()
+			}()
+			e := <-got
+			switch {
+			case x.panics == 0 && e != nil:
+				t.Errorf("built %v for a goroutine that did not panic", e)
+			case x.panics == 1 && e == nil:
+				t.Error("nil for a panic")
+			case x.panics == 1 && (len(e.Stack) == 0 || !strings.Contains(e.at, "TestHandshakePanicExits")):
+				t.Errorf("%v: stack %d bytes, summary %q; want the stack, and the summary naming the function that panicked", e, len(e.Stack), e.at)
 			}
 		})
 	}
