@@ -667,18 +667,18 @@ func (h *connSet) closeAll() {
 	h.open = map[*Loop][]*Conn{}
 }
 
-// idleClientEnv, set, makes TestTLSIdleConnsClient the client of
+// idleClientEnv, set, makes TestHelperTLSIdleClient the client of
 // TestTLSIdleConns: "address n tls|plain".
 const idleClientEnv = "SPINDLE_TEST_IDLE_CLIENT"
 
-// TestTLSIdleConnsClient, in a child process of TestTLSIdleConns (whose
+// TestHelperTLSIdleClient, in a child process of TestTLSIdleConns (whose
 // process has too few descriptors for both ends of its connections),
 // connects n clients, with a TLS 1.3 handshake each if asked, says
 // "ready" and keeps their sockets open until its input ends.
-func TestTLSIdleConnsClient(t *testing.T) {
+func TestHelperTLSIdleClient(t *testing.T) {
 	spec := os.Getenv(idleClientEnv)
 	if spec == "" {
-		t.Skip("the client of TestTLSIdleConns, which runs it")
+		t.Skip("helper process for TestTLSIdleConns")
 	}
 	var addr, mode string
 	var n int
@@ -727,7 +727,7 @@ func idleConns(t *testing.T, h *connSet, addr string, n int, tlsOn bool) (int64,
 	if tlsOn {
 		mode = "tls"
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestTLSIdleConnsClient$", "-test.count=1")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperTLSIdleClient$", "-test.count=1")
 	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d %s", idleClientEnv, addr, n, mode))
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
