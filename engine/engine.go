@@ -804,7 +804,8 @@ type Listener struct {
 	handshakeTimeout time.Duration
 	// maxHandshakes caps handshakes, the handshakes in progress
 	// (ListenConfig.MaxHandshakes; < 0: no cap); refused counts the
-	// connections reset for it.
+	// connections reset for it. A TLS listener's: a plain one's accepts
+	// do not touch them (accepted admits only for ln.tls).
 	maxHandshakes int64
 	handshakes    atomic.Int64
 	refused       atomic.Uint64
