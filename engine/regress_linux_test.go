@@ -466,6 +466,20 @@ func TestRelistenSteering(t *testing.T) {
 // dialFromCPU connects to addr from a thread pinned to cpu (so that the
 // SYN is processed there, on loopback) and echoes one byte.
 func dialFromCPU(cpu int, addr string) error {
+	return fromCPU(cpu, func() error {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(3 * time.Second))
+		return roundTrip(c, []byte("x"))
+	})
+}
+
+// fromCPU runs f on a goroutine whose thread is pinned to cpu, and returns
+// its error.
+func fromCPU(cpu int, f func() error) error {
 	res := make(chan error, 1)
 	go func() {
 		// The thread exits with the goroutine (no Unlock), taking its
@@ -477,14 +491,7 @@ func dialFromCPU(cpu int, addr string) error {
 			res <- err
 			return
 		}
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			res <- err
-			return
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(3 * time.Second))
-		res <- roundTrip(c, []byte("x"))
+		res <- f()
 	}()
 	return <-res
 }

@@ -440,8 +440,11 @@ func (l *Loop) startTLS(c *Conn, timeout time.Duration) {
 
 // admitHandshake gives a connection fd that listener ln, a TLS one, has just
 // accepted a place for its handshake, which the handshake's goroutine
-// gives back when it returns; when ln holds ListenConfig.MaxHandshakes
-// already it resets fd instead, and reports false. Loop goroutine.
+// gives back as it ends, before it posts its result; when ln holds
+// ListenConfig.MaxHandshakes already it resets fd instead, and reports
+// false. The Add is the place: past the cap it is undone, so that two
+// loops at the cap cannot both take the last place (the count alone reads
+// above the cap meanwhile). Loop goroutine.
 func (l *Loop) admitHandshake(fd int, ln *Listener) bool {
 	if ln.handshakes.Add(1) <= ln.maxHandshakes || ln.maxHandshakes < 0 {
 		return true

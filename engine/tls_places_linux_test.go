@@ -1,6 +1,11 @@
 package engine
 
 import (
+	"crypto/tls"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -41,4 +46,101 @@ func TestTLSPlaceFreeAtOpen(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTLSMaxHandshakesTwoLoops: clients that connect all at once, from
+// both CPUs, to a TLS listener accepting on two loops are admitted up to
+// MaxHandshakes and no further. Each admitted handshake is held in
+// GetConfigForClient until its round ends, so that none gives its place
+// back: exactly MaxHandshakes enter it, the most ever in it at once
+// (counted there) is MaxHandshakes, and the other clients are reset, by
+// both loops, every round. admitHandshake's Add is the place itself,
+// undone past the cap: two loops at the cap cannot both take the last
+// place, as a load and then an add could.
+func TestTLSMaxHandshakesTwoLoops(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs 2 CPUs for two loops")
+	}
+	const most, clients, rounds = 8, 64, 5
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			var in, peak atomic.Int64
+			var mu sync.Mutex
+			var release chan struct{} // the round's, closed at its end
+			scfg := serverTLS()
+			scfg.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+				mu.Lock()
+				rel := release
+				mu.Unlock()
+				n := in.Add(1)
+				for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+				}
+				select {
+				case <-rel:
+				case <-hello.Context().Done(): // closed: the test failed and stops the engine
+				}
+				in.Add(-1)
+				return nil, nil
+			}
+			cfg := testConfig(b)
+			cfg.CPUs = []int{0, 1}
+			e := newEngine(t, cfg, &BaseHandler{})
+			ln, err := e.Listen("tcp", "127.0.0.1:0", &ListenConfig{TLS: scfg, HandshakeTimeout: time.Minute, MaxHandshakes: most})
+			if err != nil {
+				t.Fatal(err)
+			}
+			runStoppable(t, e)
+			for round := range rounds {
+				rel := make(chan struct{})
+				mu.Lock()
+				release = rel
+				mu.Unlock()
+				before := ln.TLSHandshakesRefused()
+				errs := make(chan error, clients)
+				for i := range clients {
+					go func() { errs <- handshakeFromCPU(i%2, ln.Addr().String()) }()
+				}
+				waitFor(t, "every client admitted or refused", func() bool {
+					return in.Load()+int64(ln.TLSHandshakesRefused()-before) == clients
+				})
+				if n := in.Load(); n != most {
+					t.Errorf("round %d: %d handshakes admitted, want %d (MaxHandshakes)", round, n, most)
+				}
+				close(rel)
+				done := 0
+				for range clients {
+					if <-errs == nil {
+						done++
+					}
+				}
+				if done != most {
+					t.Errorf("round %d: %d handshakes done, want %d", round, done, most)
+				}
+				waitFor(t, "the handshakes' end", func() bool { return e.Stats().TLSHandshakes == 0 })
+			}
+			if p := peak.Load(); p != most {
+				t.Errorf("at most %d handshakes in GetConfigForClient at once, want %d (MaxHandshakes)", p, most)
+			}
+			for i, l := range e.Loops() {
+				if l.Stats().TLSHandshakesRefused == 0 {
+					t.Errorf("loop %d refused no client: the accepts were not on both loops", i)
+				}
+			}
+		})
+	}
+}
+
+// handshakeFromCPU connects to addr from a thread pinned to cpu, whose
+// loop the SYN then reaches (reuseport steering), and runs a TLS
+// handshake.
+func handshakeFromCPU(cpu int, addr string) error {
+	return fromCPU(cpu, func() error {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		// No deadline: an admitted handshake waits for its round's end.
+		return tls.Client(c, clientTLS(0)).Handshake()
+	})
 }
