@@ -17,7 +17,7 @@ usage: spindle bench [flags]            every arm: closed-loop peak, then open l
   -client-block
     	client threads sleep in epoll_wait instead of polling (the server then pays for waking them)
   -client-cpus string
-    	CPUs the client threads are pinned to (default: the next CPU this process may run on after the server's, the last when none is left)
+    	CPUs the client threads, and the harness's own (its Go runtime's included), are pinned to (default: the next CPU this process may run on after the server's, the last when none is left)
   -client-threads int
     	client threads (default: one per client CPU)
   -compute-us int
@@ -185,7 +185,7 @@ The TLS handshake measurement (4 arms × 3 reps: 7.5 s each):
   -arms string
     	comma-separated arms, of spindle-uring,spindle-epoll,haproxy,nginx,direct (the default), or also spindle-uring-log; ratios are to the first
   -client-cpus string
-    	CPUs the client threads are pinned to (default: the second CPU this process may run on, the first on one CPU)
+    	CPUs the client threads, and the harness's own (its Go runtime's included), are pinned to (default: the second CPU this process may run on, the first on one CPU)
   -conns int
     	client connections, one request in flight each (default 50)
   -duration duration
@@ -237,7 +237,7 @@ The TLS handshake measurement (4 arms × 3 reps: 7.5 s each):
   -arms string
     	comma-separated arms, of spindle-uring,spindle-epoll,haproxy,nginx,direct (the default), or also spindle-uring-log; ratios are to the first
   -client-cpus string
-    	CPUs the client threads are pinned to (default: the second CPU this process may run on, the first on one CPU)
+    	CPUs the client threads, and the harness's own (its Go runtime's included), are pinned to (default: the second CPU this process may run on, the first on one CPU)
   -conns int
     	client connections, one request in flight each (default 50)
   -duration duration
