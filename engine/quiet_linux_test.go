@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // quietBackends send with MSG_DONTWAIT and wait past their sends' own
@@ -168,6 +171,85 @@ func TestQuietSendsCut(t *testing.T) {
 				}
 			}
 			t.Logf("stats: %+v", e.Stats())
+		})
+	}
+}
+
+// TestQuietSendsSpareRing: while write queues hold more than a quarter of
+// the receive ring, replies are not sent quiet. A quiet SEND's segments go
+// back to the ring only at the loop's next wake-up, and the receives that
+// arrive meanwhile need buffers: without the bound BenchmarkEcho at 1,000
+// connections ran the ring dry, up to 1.75 ENOBUFS per request. Here a
+// connection whose peer does not read holds about 48 of 64 receive buffers
+// in its queue (zero-copy echo, no MaxQueuedReadBuffers): another
+// connection's replies are not quiet then, and are once it has drained.
+func TestQuietSendsSpareRing(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			if !quietBackend(b) {
+				t.Skipf("%s sends without MSG_DONTWAIT: no quiet SEND", b)
+			}
+			cfg := testConfig(b)
+			cfg.CPUs = []int{0}
+			cfg.ReadBufferSize, cfg.ReadBuffers = 4096, 64
+			cfg.MaxQueuedReadBuffers = -1
+			cfg.WriteHighWater = 8 << 20
+			h := &echoHandler{zeroCopy: true, onOpen: func(c *Conn) {
+				unix.SetsockoptInt(c.Fd(), unix.SOL_SOCKET, unix.SO_SNDBUF, 4096)
+			}}
+			e, addr := startEngine(t, cfg, h)
+			d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+				return rc.Control(func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 4096) })
+			}}
+			a, err := d.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			const total = 48 * 4096
+			stream := make([]byte, total)
+			for i := range stream {
+				stream[i] = patternByte(i)
+			}
+			if _, err := a.Write(stream); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the stream received", func() bool { return e.Stats().BytesRead >= total })
+
+			bc, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer bc.Close()
+			msg, got := bytes.Repeat([]byte("r"), 64), make([]byte, 64)
+			quietDuring := func(n int) uint64 {
+				t.Helper()
+				q0 := e.Stats().QuietWaits
+				for range n {
+					if _, err := bc.Write(msg); err != nil {
+						t.Fatal(err)
+					}
+					if _, err := io.ReadFull(bc, got); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return e.Stats().QuietWaits - q0
+			}
+			if q := quietDuring(50); q != 0 {
+				t.Errorf("%d of 50 replies quiet while a queue held most of the receive ring", q)
+			}
+
+			back := make([]byte, total)
+			if _, err := io.ReadFull(a, back); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(back, stream) {
+				t.Fatal("the stream came back changed")
+			}
+			settle(t, e)
+			if q := quietDuring(50); q < 45 {
+				t.Errorf("%d of 50 replies quiet once the queue drained, want about all", q)
+			}
 		})
 	}
 }

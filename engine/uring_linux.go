@@ -586,9 +586,14 @@ func (b *uringBackend) flush(c *Conn) {
 // SEND_ZC, when no more than freeing its segments waits for the
 // completions: not while a close, a shutdown or the high-water mark waits
 // for the queue to drain, not on a connection whose last send was late
-// (it would most likely fail, and cost an enter).
+// (it would most likely fail, and cost an enter), and not while write
+// queues hold more than a quarter of the receive ring: a quiet SEND's
+// segments go back only at the loop's next wake-up, and the receives that
+// come in the meantime need buffers (with the ring empty they end with
+// ENOBUFS, and are armed again).
 func (b *uringBackend) quietSends(c *Conn, from, end int) bool {
-	if !b.quietOK || c.bits&bitSendLate != 0 || end != len(c.wq) || c.state != stateOpen || c.wantShutWr || c.atMark() || b.l.stopping {
+	if !b.quietOK || c.bits&bitSendLate != 0 || end != len(c.wq) || c.state != stateOpen || c.wantShutWr || c.atMark() || b.l.stopping ||
+		b.l.ringHeld > b.cfg.ReadBuffers/4 {
 		return false
 	}
 	if b.zcMin > 0 {
