@@ -123,21 +123,11 @@ func TestTLSHandshakeFailureLogged(t *testing.T) {
 		cfg := testConfig(b, u.addr)
 		cfg.Listeners[0].TLS = &TLSConfig{CertFile: cert, KeyFile: key}
 		p, lg := startProxyLog(t, cfg)
-		c, err := net.Dial("tcp", p.Addr("web").String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
-			t.Fatal(err)
-		}
-		if err := endOf(c); err != nil {
-			t.Fatal(err)
-		}
+		from := notTLS(t, p.Addr("web").String())
 		waitFor(t, "the failure logged", func() bool { return len(lg.with("TLS handshake with")) > 0 })
 		line := lg.with("TLS handshake with")[0]
-		if !strings.Contains(line, "listener web:") || !strings.Contains(line, c.LocalAddr().String()) || !strings.Contains(line, "first record does not look like a TLS handshake") {
-			t.Errorf("log line %q, want the listener, the client %v and the reason", line, c.LocalAddr())
+		if !strings.Contains(line, "listener web:") || !strings.Contains(line, from.String()) || !strings.Contains(line, "first record does not look like a TLS handshake") {
+			t.Errorf("log line %q, want the listener, the client %v and the reason", line, from)
 		}
 	})
 }

@@ -56,8 +56,8 @@ func TestTLSLogPerPool(t *testing.T) {
 }
 
 // notTLS sends addr, a TLS listener's, an HTTP/1.1 request, and reads to
-// the end the failed handshake closes.
-func notTLS(t *testing.T, addr string) {
+// the end the failed handshake closes. It returns the client's address.
+func notTLS(t *testing.T, addr string) net.Addr {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -70,6 +70,7 @@ func notTLS(t *testing.T, addr string) {
 	if err := endOf(c); err != nil {
 		t.Fatal(err)
 	}
+	return c.LocalAddr()
 }
 
 // anyClient returns an http.Client to any of the test's listeners, its
