@@ -634,11 +634,9 @@
 // connection or PING.
 //
 // An HTTP/2 client's stream goes as a stream, not re-framed (h2→h2): its
-// method, path and :authority (the host it was routed by), :scheme http
-// (https where the client's connection is TLS: RFC 9113 8.3.1, the target
-// URI's scheme; an HTTP/1.1 client's request to an h2c pool likewise),
-// its fields but host and those an untrusted client may not forge, then
-// the forwarding fields as for an HTTP/1.1 server (X-Forwarded-For,
+// method, path and :authority (the host it was routed by), :scheme
+// (below), its fields but host and those an untrusted client may not
+// forge, then the forwarding fields as for an HTTP/1.1 server (X-Forwarded-For,
 // -Proto and -Host after trusted_proxies, Via: 2.0 spindle; te: trailers
 // passes, as gRPC needs); its DATA and trailers pass as DATA and
 // trailers, and so does the response, with via added to its head. The
@@ -679,6 +677,20 @@
 // RST_STREAM CANCEL or NO_ERROR: the server ended the stream on purpose,
 // and any client could eject a healthy gRPC server with short
 // grpc-timeout values), response_timeout.
+//
+// The :scheme of a request to an HTTP/2 pool, an HTTP/2 client's or an
+// HTTP/1.1 client's, is the proxy's connection's to the server: http to
+// an h2c pool, https to an h2 pool (over TLS), whatever the client's
+// connection. It is the scheme of the URI the proxy asks the server for
+// (RFC 9113 8.3.1), as Go's http2.Transport (from the URL it dials) and
+// nginx's grpc_pass (grpc://, grpcs://) set it, and the one an HTTP/1.1
+// server behind the proxy reconstructs from its own connection (RFC 9112
+// 3.3), so that a server sees one scheme over either protocol; the
+// client's scheme is X-Forwarded-Proto's (the forwarding fields). Envoy
+// passes the client's scheme on by default (its
+// scheme_header_transformation match_upstream does as here), and so did
+// the proxy before 2026-12-03: an h2 pool behind a plain listener got
+// :scheme http over TLS, an h2c pool behind a TLS listener https.
 //
 // An HTTP/1.1 client's request to an h2c pool (as Envoy does; nginx only
 // with grpc_pass) goes as a stream too: its head as HEADERS (Host as

@@ -111,6 +111,21 @@ func upH2Conf(pl *pool) *h2.Config {
 	return &cfg
 }
 
+// scheme returns the :scheme of the requests u carries: https over TLS
+// (protocol h2), http for h2c. It is the scheme of the URI the proxy asks
+// the server for (RFC 9113 8.3.1), as Go's http2.Transport derives it
+// from the URL it dials and nginx's grpc_pass from grpc:// or grpcs://,
+// and as an HTTP/1.1 server reconstructs it from its own connection (RFC
+// 9112 3.3), so that a server gets the same scheme over HTTP/1.1 and
+// HTTP/2 whatever the client's connection was: the client's scheme
+// travels in X-Forwarded-Proto.
+func (u *upH2) scheme() []byte {
+	if u.pl.tls != nil {
+		return schemeHTTPS
+	}
+	return schemeHTTPVal
+}
+
 // room returns how many more streams u takes now.
 func (u *upH2) room() int {
 	if u.retired || !u.open || !u.cl.SettingsSeen() {

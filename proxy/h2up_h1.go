@@ -56,10 +56,10 @@ var (
 	valVia11    = []byte("1.1 spindle")
 )
 
-// h2Head writes the request's head for an h2c pool into s.h2.req (its
+// h2Head writes the request's head for an HTTP/2 pool into s.h2.req (its
 // bytes in s.h2.hb), with the route's rewrites and the request_headers
-// rules; its :scheme is the client connection's, https over TLS (RFC 9113
-// 8.3.1: the target URI's, as the client asked for it). Loop goroutine.
+// rules; its :scheme is set by the connection it goes on (upH2.scheme),
+// the client's scheme going in X-Forwarded-Proto. Loop goroutine.
 func (s *hsession) h2Head() {
 	if s.h2 == nil {
 		s.h2 = &h1up{s: s}
@@ -157,7 +157,7 @@ func (s *hsession) h2Head() {
 	}
 	fs = append(fs, hpack.Field{Name: hdrVia, Value: via})
 	x.hb, x.fields = hb, fs
-	x.req = h2.Request{Method: hb[:p0], Scheme: s.ln.scheme, Authority: hb[ua0:ue0], Path: hb[p0:a0], Fields: fs, ContentLength: -1}
+	x.req = h2.Request{Method: hb[:p0], Authority: hb[ua0:ue0], Path: hb[p0:a0], Fields: fs, ContentLength: -1} // (:scheme the connection's: onStart)
 	x.on, x.retries, x.sent, x.ksent, x.hasBody = true, 0, 0, 0, false
 	s.rt.startH1To(s.rt.pol, r, true)
 	x.done = r.Framing == h1.NoBody || r.Framing == h1.Length && r.ContentLength == 0
@@ -229,6 +229,7 @@ func (x *h1up) onStart(u *upH2) {
 	// stream started or on a retry, ends with its trailers: finish; a
 	// retry's body kept goes first.)
 	end := x.done && !x.hasBody && len(x.trl) == 0 && len(s.rt.kept) == 0
+	x.req.Scheme = u.scheme()
 	uid, err := u.cl.Request(&x.req, end)
 	if err != nil {
 		x.uncount()

@@ -92,9 +92,9 @@ func copyFields(hb []byte, dst, fs []hpack.Field) ([]byte, []hpack.Field) {
 // h2Head keeps the request's head for the upstream (st.u2.req, its bytes
 // in st.hb: a stream may wait for a connection, and be sent again): the
 // method, :authority from host (or host_rewrite), the path (after
-// rewrite_prefix), :scheme http (https from a TLS client: RFC 9113 8.3.1,
-// the target URI's scheme; not the client's own :scheme, which it could
-// give wrong), the fields but host, the forwarding ones
+// rewrite_prefix), the fields but host (:scheme is the upstream
+// connection's, set by onStart: upH2.scheme; not the client's own, which
+// travels in x-forwarded-proto), the forwarding ones
 // a client not in trusted_proxies sent and those request_headers and
 // headers_with_underscores drop (dropUnderscored)
 // (a field the client sent never-indexed still so),
@@ -156,7 +156,7 @@ func (st *h2stream) h2Head(r *h2.Request, host []byte) {
 	}
 	fs = append(fs, hpack.Field{Name: hdrVia, Value: valVia20})
 	st.hb, st.fields = hb, fs
-	st.u2.req = h2.Request{Method: hb[:p0], Scheme: st.ln.scheme, Authority: hb[ua0:ue0], Path: hb[p0:a0], Fields: fs, ContentLength: -1}
+	st.u2.req = h2.Request{Method: hb[:p0], Authority: hb[ua0:ue0], Path: hb[p0:a0], Fields: fs, ContentLength: -1} // (:scheme the connection's: onStart)
 }
 
 // appendXFF appends the X-Forwarded-For value for an HTTP/2 client's
@@ -235,6 +235,7 @@ func (st *h2stream) onStart(u *upH2) {
 	st.u2.wsl = nil
 	end := st.reqEnd && len(st.body) == 0 && !st.u2.hasTrl
 	reused := u.used
+	st.u2.req.Scheme = u.scheme()
 	uid, err := u.cl.Request(&st.u2.req, end)
 	if err != nil { // (room said it could: the connection failed since)
 		st.uncount()

@@ -2,11 +2,12 @@ package proxy
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -153,49 +154,68 @@ func TestLogLimit(t *testing.T) {
 	}
 }
 
-// schemeApp answers each request with its :scheme as the body.
+// schemeApp answers each request with its :scheme and its
+// x-forwarded-proto as the body ("https http").
 type schemeApp struct{ earlyApp }
 
 func (schemeApp) OnRequest(s *h2.Server, id uint32, r *h2.Request, end bool) {
-	if s.WriteHeaders(id, 200, []hpack.Field{{Name: []byte("content-length"), Value: []byte{byte('0' + len(r.Scheme))}}}, false) == nil {
-		s.WriteData(id, bytes.Clone(r.Scheme), true)
+	body := slices.Clone(r.Scheme)
+	for _, f := range r.Fields {
+		if string(f.Name) == "x-forwarded-proto" {
+			body = append(append(body, ' '), f.Value...)
+		}
+	}
+	if s.WriteHeaders(id, 200, []hpack.Field{{Name: []byte("content-length"), Value: strconv.AppendInt(nil, int64(len(body)), 10)}}, false) == nil {
+		s.WriteData(id, body, true)
 	}
 }
 
-// TestTLSH2CScheme: an h2c pool's server gets :scheme https for the
-// requests of a TLS listener's clients, HTTP/1.1 and HTTP/2 (RFC 9113
-// 8.3.1: the target URI's scheme), and http for a plain listener's
-// (HTTP/1.1 and h2c).
-func TestTLSH2CScheme(t *testing.T) {
+// TestH2PoolScheme: an HTTP/2 pool's server gets the :scheme of the
+// proxy's connection to it, http for h2c and https for h2 (over TLS), as
+// an HTTP/1.1 server reconstructs the scheme from its own connection, and
+// the client's scheme in x-forwarded-proto: https behind a TLS listener,
+// http behind a plain one; for HTTP/1.1 and HTTP/2 clients alike. (The
+// client's scheme went as :scheme before: an h2 pool behind a plain
+// listener got http over TLS, an h2c pool behind a TLS listener https.)
+func TestH2PoolScheme(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		ca := newTestCA(t)
 		cert, key := ca.issue(t, "web", "web.test")
-		up := newUpstream(t, func(c net.Conn) { serveH2(c, schemeApp{}) })
-		for _, secure := range []bool{true, false} {
-			cfg := httpConfig(b, up.addr)
-			cfg.Pools[0].Protocol = ProtocolH2C
-			want := "http"
-			if secure {
-				cfg.Listeners[0].TLS = &TLSConfig{CertFile: cert, KeyFile: key}
-				want = "https"
-			} else {
-				cfg.Listeners[0].H2C = true
-			}
-			p := startProxy(t, cfg)
-			for _, h2 := range []bool{false, true} {
-				var c *http.Client
-				var base string
-				switch {
-				case secure:
-					c, base = tlsClient(t, p, ca, h2)
-				case h2:
-					c, base = h2Client(t, p)
-				default:
-					c, base = client(t, p)
+		h2c := newUpstream(t, func(c net.Conn) { serveH2(c, schemeApp{}) })
+		h2tls := newTLSUp(t, ca, "app", []string{"app.test"}, func(c *tls.Config) { c.NextProtos = []string{"h2"} }, nil,
+			func(c *tls.Conn) { serveH2(c, schemeApp{}) })
+		for _, proto := range []string{ProtocolH2C, ProtocolH2} {
+			for _, secure := range []bool{false, true} {
+				cfg := httpConfig(b, h2c.addr)
+				cfg.Pools[0].Protocol = proto
+				scheme, xfp := "http", "http"
+				if proto == ProtocolH2 {
+					cfg.Pools[0].Servers = Servers(h2tls.addr)
+					cfg.Pools[0].TLS = &UpstreamTLSConfig{ServerName: "app.test", CAFile: caFile(t, ca, "ca.pem")}
+					scheme = "https"
 				}
-				resp, body := get(t, c, base+"/")
-				if resp.StatusCode != 200 || body != want {
-					t.Errorf("TLS %v, HTTP/2 %v: status %d, :scheme %q; want %q", secure, h2, resp.StatusCode, body, want)
+				if secure {
+					cfg.Listeners[0].TLS = &TLSConfig{CertFile: cert, KeyFile: key}
+					xfp = "https"
+				} else {
+					cfg.Listeners[0].H2C = true
+				}
+				p := startProxy(t, cfg)
+				for _, h2 := range []bool{false, true} {
+					var c *http.Client
+					var base string
+					switch {
+					case secure:
+						c, base = tlsClient(t, p, ca, h2)
+					case h2:
+						c, base = h2Client(t, p)
+					default:
+						c, base = client(t, p)
+					}
+					resp, body := get(t, c, base+"/")
+					if want := scheme + " " + xfp; resp.StatusCode != 200 || body != want {
+						t.Errorf("pool %s, TLS listener %v, HTTP/2 client %v: status %d, :scheme and x-forwarded-proto %q; want %q", proto, secure, h2, resp.StatusCode, body, want)
+					}
 				}
 			}
 		}
