@@ -575,7 +575,10 @@
 // completed handshake, with h2 chosen for protocol h2; type http sends its
 // request over it, :scheme https to h2), and a check whose handshake
 // succeeded ends its connection with close_notify, so that the server
-// logs no truncated connection. Each server has a session cache
+// logs no truncated connection, but where its timeout has passed: the
+// check closes the socket at its timeout, close_notify's write included
+// (crypto/tls would give that 5 s of its own, which a server reading
+// nothing would hold the check for). Each server has a session cache
 // (resumption across connections and loops, and across a reload that
 // keeps the server). The files are read by Validate (-check names one that
 // cannot be read, holds no certificate, or a key that is not the

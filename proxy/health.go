@@ -118,8 +118,9 @@ func newProber(h *HealthConfig, addr, configured string, h2c bool) prober {
 // http; interim 1xx heads are skipped, as a client does). A TLS pool's
 // connect is its TCP connect and TLS handshake (for protocol h2, one
 // where the server chose h2 by ALPN), within the timeout, and a check
-// whose handshake succeeded ends with close_notify. The server's checker
-// goroutine.
+// whose handshake succeeded ends with close_notify, unless the timeout
+// has passed. The check ends within its timeout, whatever the server
+// reads. The server's checker goroutine.
 func (pr *prober) probe(ctx context.Context) bool {
 	deadline := time.Now().Add(pr.timeout)
 	d := net.Dialer{Deadline: deadline}
@@ -127,19 +128,27 @@ func (pr *prober) probe(ctx context.Context) bool {
 	if err != nil {
 		return false
 	}
-	// c is what the check reads, writes and closes at its end: over
-	// TLS the tls.Conn, whose Close sends close_notify (crypto/tls
-	// bounds that write by 5 s) before it closes raw, so that the
-	// server sees the check end cleanly rather than a truncation.
-	c := raw
-	defer func() { c.Close() }()
 	if pr.req == nil && pr.h2 == nil && pr.tls == nil {
+		raw.Close()
 		return true
 	}
-	// A stop closes the socket, ending a read or write in progress: a
-	// check it cut short sends no close_notify.
-	stop := context.AfterFunc(ctx, func() { raw.Close() })
-	defer stop()
+	// c is what the check reads, writes and closes at its end: over
+	// TLS the tls.Conn, whose Close sends close_notify before it closes
+	// raw, so that the server sees the check end cleanly rather than a
+	// truncation. A stop, or the timeout's passing, closes raw, ending a
+	// read or write in progress: close_notify's too, which crypto/tls
+	// gives a deadline of its own, 5 s from the Close, over raw's (a
+	// server that reads nothing would otherwise hold the check that
+	// long past its timeout: TestHealthTLSCloseBounded). A check so cut
+	// short sends no close_notify.
+	c := raw
+	bound, cancel := context.WithDeadline(ctx, deadline)
+	stop := context.AfterFunc(bound, func() { raw.Close() })
+	defer func() {
+		c.Close()
+		stop()
+		cancel()
+	}()
 	raw.SetDeadline(deadline)
 	if pr.tls != nil {
 		tc := tls.Client(raw, pr.tls())
