@@ -726,7 +726,9 @@
 // prior knowledge too (a gRPC server answers nothing else): the preface,
 // SETTINGS and the GET as a stream with :authority host and user-agent
 // spindle-health; the final response head's status decides as for
-// HTTP/1.1. type tcp is a connect as ever.
+// HTTP/1.1, and the check then ends its connection with GOAWAY(NO_ERROR),
+// as the pool's own connections end (before close_notify on an h2 pool).
+// type tcp is a connect as ever.
 //
 // A reload that changes a pool's protocol makes it a new pool (its
 // servers keep their state): the connections of the other protocol are

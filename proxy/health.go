@@ -197,7 +197,11 @@ func (pr *prober) probe(ctx context.Context) bool {
 // probeH2 runs an HTTP check over HTTP/2 with prior knowledge on c: the
 // preface, SETTINGS and the GET as one stream; it passes on a final
 // response head with an expected status (interim ones skipped), and fails
-// on the stream's reset, a connection error, or the deadline.
+// on the stream's reset, a connection error, or the deadline. A check
+// that got its answer (a final head or the stream's reset) ends the
+// connection with GOAWAY(NO_ERROR), as the pool's own connections end
+// (upH2.shutdown), before the close (over TLS, close_notify):
+// TestHealthH2GoAway.
 func (pr *prober) probeH2(c net.Conn) bool {
 	var r h2Probe
 	cl := h2.NewClient(&r, nil)
@@ -206,17 +210,18 @@ func (pr *prober) probeH2(c net.Conn) bool {
 	}
 	var tail []byte
 	for {
+		if r.status > 0 || r.failed {
+			// The answer is in: GOAWAY goes with what is pending, its
+			// write's failure deciding nothing.
+			cl.Shutdown()
+			c.Write(cl.Pending())
+			return r.status > 0 && expected(pr.expect, r.status)
+		}
 		if out := cl.Pending(); len(out) > 0 {
 			if _, err := c.Write(out); err != nil {
 				return false
 			}
 			cl.Written(len(out))
-		}
-		switch {
-		case r.status > 0:
-			return expected(pr.expect, r.status)
-		case r.failed:
-			return false
 		}
 		n, err := c.Read(pr.buf)
 		if n > 0 && cl.FeedTail(&tail, pr.buf[:n]) != nil {

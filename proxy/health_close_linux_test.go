@@ -2,10 +2,14 @@ package proxy
 
 import (
 	"crypto/tls"
+	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/spindlenet/spindle/engine"
+	"github.com/spindlenet/spindle/internal/h2"
 )
 
 // TestHealthTLSCloseBounded: a TLS check's close_notify is bounded by
@@ -47,5 +51,53 @@ func TestHealthTLSCloseBounded(t *testing.T) {
 	}
 	if n := handshakes.Load(); n < 5 {
 		t.Errorf("%d of the 10 checks completed their handshake, want 5 at least: the others wrote no request", n)
+	}
+}
+
+// serveGoAway serves c as HTTP/2 (200 to each request) and records in
+// seen the code of the GOAWAY it sent, -1 for none.
+func serveGoAway(c net.Conn, seen *closeSeen[int64]) {
+	code := int64(-1)
+	serveH2(c, goAwayApp{code: &code})
+	seen.add(code)
+}
+
+// goAwayApp answers each request 200 (earlyApp) and records the code of
+// the client's GOAWAY.
+type goAwayApp struct {
+	earlyApp
+	code *int64
+}
+
+func (a goAwayApp) OnGoAway(_ *h2.Server, code h2.ErrCode, _ []byte) { *a.code = int64(code) }
+
+// TestHealthH2GoAway: an HTTP check of an HTTP/2 pool ends its
+// connection with GOAWAY(NO_ERROR), over TLS before close_notify (after
+// it the server could read nothing), as the pool's own connections end:
+// the server sees a client's graceful end, not a connection dropped.
+// Protocols h2c and h2.
+func TestHealthH2GoAway(t *testing.T) {
+	for _, proto := range []string{ProtocolH2C, ProtocolH2} {
+		t.Run(proto, func(t *testing.T) {
+			var seen closeSeen[int64]
+			var addr string
+			var tc *UpstreamTLSConfig
+			if proto == ProtocolH2 {
+				ca := newTestCA(t)
+				addr = newTLSUp(t, ca, "app", []string{"app.test"}, func(c *tls.Config) { c.NextProtos = []string{"h2"} }, nil,
+					func(c *tls.Conn) { serveGoAway(c, &seen) }).addr
+				tc = &UpstreamTLSConfig{ServerName: "app.test", CAFile: caFile(t, ca, "ca.pem")}
+			} else {
+				addr = newUpstream(t, func(c net.Conn) { serveGoAway(c, &seen) }).addr
+			}
+			cfg := httpConfig(engine.BackendEpoll, addr)
+			cfg.Pools[0].Protocol, cfg.Pools[0].TLS = proto, tc
+			cfg.Pools[0].Health = &HealthConfig{Type: HealthHTTP, Path: "/", Interval: Duration(time.Second), Timeout: Duration(time.Second), Rise: 1, Fall: 1}
+			p := startProxy(t, cfg)
+			waitFor(t, "2 checks passed and ended", func() bool { return len(seen.get()) >= 2 && p.Totals().Servers[0].CheckPasses >= 2 })
+			if ends := seen.get()[:2]; ends[0] != int64(h2.NoError) || ends[1] != int64(h2.NoError) {
+				t.Errorf("the checks' GOAWAY codes %v (-1: none), want NO_ERROR (%d) from each", ends, h2.NoError)
+			}
+		})
 	}
 }

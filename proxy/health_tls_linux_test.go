@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -52,30 +53,31 @@ func closeNotified(raw []byte, version uint16) bool {
 	return typ == 23 && n == 19
 }
 
-// closeSeen is a TLS server's record of how its clients' connections
-// ended: whether each sent close_notify.
-type closeSeen struct {
+// closeSeen is a server's record of how its clients' connections ended:
+// whether each sent close_notify (TestHealthTLSCloseNotify), the code of
+// the GOAWAY each sent (TestHealthH2GoAway).
+type closeSeen[T any] struct {
 	mu   sync.Mutex
-	ends []bool
+	ends []T
 }
 
-func (s *closeSeen) add(notified bool) {
+func (s *closeSeen[T]) add(end T) {
 	s.mu.Lock()
-	s.ends = append(s.ends, notified)
+	s.ends = append(s.ends, end)
 	s.mu.Unlock()
 }
 
-func (s *closeSeen) get() []bool {
+func (s *closeSeen[T]) get() []T {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]bool(nil), s.ends...)
+	return slices.Clone(s.ends)
 }
 
 // closeServer starts a crypto/tls server (version only) with ca's
 // certificate for app.test that answers HTTP requests 200 (type http)
 // or nothing (type tcp), reads each connection to its end and records in
 // seen whether it ended with close_notify.
-func closeServer(t *testing.T, ca *testCA, version uint16, typ string, seen *closeSeen) string {
+func closeServer(t *testing.T, ca *testCA, version uint16, typ string, seen *closeSeen[bool]) string {
 	certFile, keyFile := ca.issue(t, "app", "app.test")
 	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
@@ -137,7 +139,7 @@ func TestHealthTLSCloseNotify(t *testing.T) {
 		for _, typ := range []string{HealthTCP, HealthHTTP} {
 			t.Run(tls.VersionName(version)+"/"+typ, func(t *testing.T) {
 				ca := newTestCA(t)
-				var seen closeSeen
+				var seen closeSeen[bool]
 				addr := closeServer(t, ca, version, typ, &seen)
 				cfg := testConfig(engine.BackendEpoll, addr)
 				cfg.Pools[0].TLS = &UpstreamTLSConfig{ServerName: "app.test", CAFile: caFile(t, ca, "ca.pem")}
