@@ -500,8 +500,9 @@
 // spindle_proxy_listener_tls_handshakes_refused_total{listener} (which a
 // reload keeping the listener's socket and counters keeps, and one
 // making a new listener on the socket, another mode or name, starts
-// again) and in spindle_proxy_engine_tls_handshakes_refused_total, every
-// listener's since the start, those a reload removed included, as before
+// again from the moment the reload puts it in force) and in
+// spindle_proxy_engine_tls_handshakes_refused_total, every listener's
+// since the start, those a reload removed included, as before
 // (spindle_proxy_engine_tls_handshakes is those in progress), so that
 // clients that connect and say nothing hold a bounded number of
 // goroutines and buffers for handshake_timeout.

@@ -81,9 +81,17 @@ type listener struct {
 	conns *atomic.Int64 // open clients, for MaxConns (only when set); shared by a listener's generations
 	stats []*lnStats    // per loop (by engine.Loop.ID); shared by a listener's generations
 	// refusedBase is ln's TLSHandshakesRefused when stats were made: the
-	// listener's own count is what ln counted since (a socket a reload
-	// keeps for a new listener counted the old one's before).
+	// listener's own count is what ln counted since. A socket a reload
+	// keeps for a new listener (rebase) counted the old one's before: it
+	// is read as the reload's commit puts the listener in force (under
+	// Proxy.mu, where Totals reads the listeners), so that a refusal
+	// made while the generation was being made, under the old listener,
+	// is not the new one's (TestTLSRefusedBaseAtCommit). (A Totals that
+	// took the listeners before the commit and reads the count after it
+	// credits the old listener with a refusal made just after: a
+	// reading concurrent with the reload, as of any counter.)
 	refusedBase uint64
+	rebase      bool
 
 	http   bool    // mode http
 	routes []route // mode http

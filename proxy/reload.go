@@ -385,9 +385,7 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 	}
 	for _, l := range g.lns {
 		if l.stats == nil {
-			if l.ln != nil { // a kept socket: its refusals so far were another listener's
-				l.refusedBase = l.ln.TLSHandshakesRefused()
-			}
+			l.rebase = l.ln != nil // a kept socket: its refusals until the commit are another listener's
 			l.conns = new(atomic.Int64)
 			for range p.loops {
 				l.stats = append(l.stats, new(lnStats))
@@ -549,6 +547,11 @@ func (p *Proxy) commit(g *generation) error {
 		p.mu.Unlock()
 		g.abandon(p)
 		return ErrStopped
+	}
+	for _, l := range g.lns {
+		if l.rebase {
+			l.refusedBase = l.ln.TLSHandshakesRefused()
+		}
 	}
 	p.cur, p.lns, p.pools = g.cfg, g.lns, g.pools
 	g.setCaps()

@@ -65,7 +65,8 @@ type ListenerTotals struct {
 	// TLSHandshakesRefused counts the clients (of a listener with tls)
 	// reset at the accept, the listener holding its max_handshakes
 	// (engine.Listener.TLSHandshakesRefused); a reload that keeps the
-	// listener's socket and counters keeps it.
+	// listener's socket and counters keeps it, and one that makes a new
+	// listener on the socket starts it again as it puts it in force.
 	TLSHandshakesRefused uint64
 	// H2PrefaceFailures counts the clients (of a listener with tls) ALPN
 	// gave h2 whose first bytes were not the HTTP/2 client preface:
