@@ -1,15 +1,9 @@
 package bench
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -17,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/spindlenet/spindle/internal/certgen"
 )
 
 // ProxyTLS is the certificate the proxies of `spindle bench proxy --tls`
@@ -35,55 +31,27 @@ const proxyTLSCert = "a throwaway self-signed ECDSA P-256 certificate for 127.0.
 // 127.0.0.1 and localhost, valid for a day, writes its files into dir and
 // returns them with a pool that trusts it.
 func newProxyTLS(dir string) (*ProxyTLS, *x509.CertPool, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	cert, err := certgen.New(certgen.Spec{
+		CommonName:  "spindle bench proxy",
+		DNSNames:    []string{"localhost"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	})
 	if err != nil {
 		return nil, nil, err
 	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 64))
+	keyPEM, err := cert.KeyPEM()
 	if err != nil {
 		return nil, nil, err
 	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: "spindle bench proxy"},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		DNSNames:     []string{"localhost"},
-		// Self-signed: the leaf is its own issuer, which the pool trusts.
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	tmpl.KeyUsage |= x509.KeyUsageCertSign
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, nil, err
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, nil, err
-	}
-	pkcs8, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return nil, nil, err
-	}
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pkcs8})
 	files := &ProxyTLS{CertFile: filepath.Join(dir, "bench-cert.pem"), KeyFile: filepath.Join(dir, "bench-key.pem"), PEMFile: filepath.Join(dir, "bench.pem")}
-	for _, f := range []struct {
-		path string
-		data []byte
-	}{{files.CertFile, certPEM}, {files.KeyFile, keyPEM}, {files.PEMFile, append(append([]byte{}, certPEM...), keyPEM...)}} {
-		if err := os.WriteFile(f.path, f.data, 0o600); err != nil {
-			return nil, nil, err
-		}
+	if err := cert.WriteFiles(files.CertFile, files.KeyFile); err != nil {
+		return nil, nil, err
 	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return files, pool, nil
+	if err := os.WriteFile(files.PEMFile, append(cert.CertPEM(), keyPEM...), 0o600); err != nil {
+		return nil, nil, err
+	}
+	return files, cert.Pool(), nil
 }
 
 // proxyClientTLS is the clients' TLS config in a --tls run: TLS 1.3 only,
