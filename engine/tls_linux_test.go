@@ -3,16 +3,11 @@ package engine
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	mrand "math/rand/v2"
 	"net"
 	"os"
@@ -23,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spindlenet/spindle/internal/certgen"
 )
 
 // testPKI is a CA, a leaf it signed for localhost, 127.0.0.1 and
@@ -39,53 +36,21 @@ var testCA = sync.OnceValue(func() testPKI { return newTestPKI() })
 // newTestPKI makes a CA and a server and a client certificate it signed
 // (ECDSA P-256).
 func newTestPKI() testPKI {
-	must := func(err error) {
+	must := func(c *certgen.Cert, err error) *certgen.Cert {
 		if err != nil {
 			panic(err)
 		}
+		return c
 	}
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	must(err)
-	now := time.Now()
-	ca := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "spindle test CA"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(24 * time.Hour),
-		IsCA:                  true,
-		KeyUsage:              x509.KeyUsageCertSign,
-		BasicConstraintsValid: true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
-	must(err)
-	caCert, err := x509.ParseCertificate(caDER)
-	must(err)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	must(err)
-	leaf := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "localhost"},
-		DNSNames:     []string{"localhost", "example.test"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	leafDER, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &key.PublicKey, caKey)
-	must(err)
-	// The client's: the leaf's template, for client authentication.
-	client := *leaf
-	client.SerialNumber, client.Subject = big.NewInt(3), pkix.Name{CommonName: "spindle test client"}
-	client.DNSNames, client.IPAddresses = nil, nil
-	client.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
-	clientDER, err := x509.CreateCertificate(rand.Reader, &client, caCert, &key.PublicKey, caKey)
-	must(err)
-	roots := x509.NewCertPool()
-	roots.AddCert(caCert)
-	return testPKI{roots: roots,
-		leaf:   tls.Certificate{Certificate: [][]byte{leafDER}, PrivateKey: key},
-		client: tls.Certificate{Certificate: [][]byte{clientDER}, PrivateKey: key}}
+	ca := must(certgen.New(certgen.Spec{CommonName: "spindle test CA"}))
+	leaf := must(ca.Issue(certgen.Spec{
+		CommonName:  "localhost",
+		DNSNames:    []string{"localhost", "example.test"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}))
+	client := must(ca.Issue(certgen.Spec{CommonName: "spindle test client", ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}))
+	return testPKI{roots: ca.Pool(), leaf: leaf.TLS(), client: client.TLS()}
 }
 
 func serverTLS() *tls.Config {
