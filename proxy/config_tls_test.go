@@ -1,13 +1,7 @@
 package proxy
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -17,44 +11,25 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spindlenet/spindle/internal/certgen"
 )
 
-// testCA issues the TLS tests' certificates; a client trusts them through
-// roots.
+// testCA issues the TLS tests' certificates, as files in dir; a client
+// trusts them through roots.
 type testCA struct {
-	cert  *x509.Certificate
-	key   *ecdsa.PrivateKey
+	*certgen.Cert
 	roots *x509.CertPool
 	dir   string
-	n     int64
 }
 
 func newTestCA(t testing.TB) *testCA {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	cert, err := certgen.New(certgen.Spec{CommonName: "spindle test CA"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "spindle test CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca := &testCA{cert: cert, key: key, roots: x509.NewCertPool(), dir: t.TempDir(), n: 1}
-	ca.roots.AddCert(cert)
-	return ca
+	return &testCA{Cert: cert, roots: cert.Pool(), dir: t.TempDir()}
 }
 
 // issue writes a certificate for names (DNS names, and 127.0.0.1), its
@@ -68,36 +43,20 @@ func (ca *testCA) issue(t testing.TB, cn string, names ...string) (certFile, key
 }
 
 // issueTo is issue writing certFile and keyFile (replacing them: a
-// certificate renewed).
+// certificate renewed). The certificate serves both ends: a server's, and
+// a client's (mTLS).
 func (ca *testCA) issueTo(t testing.TB, certFile, keyFile, cn string, names ...string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	cert, err := ca.Issue(certgen.Spec{
+		CommonName:  cn,
+		DNSNames:    names,
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca.n++
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(ca.n),
-		Subject:      pkix.Name{CommonName: cn},
-		DNSNames:     names,
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+	if err := cert.WriteFiles(certFile, keyFile); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -2,18 +2,12 @@ package proxy
 
 import (
 	"crypto/tls"
-	"encoding/pem"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 )
-
-// pemCert is a certificate's DER as a PEM block.
-func pemCert(der []byte) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-}
 
 // TestConfigUpstreamTLS: a pool's tls takes min_version 1.2 by default;
 // its crypto/tls configs, one per server, have the ca_file's roots, the
@@ -24,7 +18,7 @@ func TestConfigUpstreamTLS(t *testing.T) {
 	ca := newTestCA(t)
 	cert, key := ca.issue(t, "proxy", "proxy.test")
 	caPEM := filepath.Join(ca.dir, "ca.pem")
-	if err := os.WriteFile(caPEM, append(pemCert(ca.cert.Raw), "# a comment\n"...), 0o600); err != nil {
+	if err := os.WriteFile(caPEM, append(ca.CertPEM(), "# a comment\n"...), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := ParseConfig([]byte(`listeners: [{name: web, listen: "127.0.0.1:0", pool: h1, mode: http}]

@@ -133,7 +133,7 @@ func tlsEcho(c *tls.Conn) {
 func caFile(t *testing.T, ca *testCA, name string) string {
 	t.Helper()
 	path := ca.dir + "/" + name
-	if err := os.WriteFile(path, pemCert(ca.cert.Raw), 0o600); err != nil {
+	if err := os.WriteFile(path, ca.CertPEM(), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -439,7 +439,7 @@ func TestTLSUpstreamReload(t *testing.T) {
 		if resp, _ := get(t, c, base+"/"); resp.StatusCode != 502 {
 			t.Fatalf("status %d before the CA file changed, want 502", resp.StatusCode)
 		}
-		if err := os.WriteFile(path, pemCert(ca.cert.Raw), 0o600); err != nil {
+		if err := os.WriteFile(path, ca.CertPEM(), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		cfg2 := httpConfig(b, u.addr)
