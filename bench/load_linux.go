@@ -668,12 +668,14 @@ func (t *loadThread) recordUnanswered() {
 	}
 }
 
-// wait is one epoll_wait with timeout ms. When it finds nothing without
-// sleeping and idle is set, the iteration that began at start counts as
-// idle polling. EINTR is 0 events.
 // loadYieldEvery is how often a load thread yields its P.
 const loadYieldEvery = 5 * time.Millisecond
 
+// wait is one epoll_wait with timeout ms, after a runtime.Gosched when
+// loadYieldEvery has passed since the last (the thread is locked and never
+// blocks: without it sysmon preempts it every 10 ms and stays on its
+// 20 µs tick). When it finds nothing without sleeping and idle is set, the
+// iteration that began at start counts as idle polling. EINTR is 0 events.
 func (t *loadThread) wait(events []unix.EpollEvent, ms int, start int64, idle bool) (int, error) {
 	if start-t.yielded >= int64(loadYieldEvery) {
 		runtime.Gosched()
