@@ -553,7 +553,7 @@ func (b *uringBackend) flush(c *Conn) {
 		s := c.wq[i]
 		buf := c.segBytes(s)
 		q := b.sqe()
-		if b.zcMin > 0 && s.ref >= 0 && s.ref < b.zcChunks && len(buf) >= b.zcMin {
+		if b.zeroCopy(s) {
 			// Two CQEs: the result (More), then the notification after
 			// which the chunk may be reused.
 			q.PrepSendZC(c.fd, buf, unix.MSG_NOSIGNAL|unix.MSG_WAITALL, 0, udata(opSendZC, c.slot, uint32(s.ref)))
@@ -596,14 +596,13 @@ func (b *uringBackend) quietSends(c *Conn, from, end int) bool {
 		b.l.ringHeld > b.cfg.ReadBuffers/4 {
 		return false
 	}
-	if b.zcMin > 0 {
-		for _, s := range c.wq[from:end] {
-			if s.ref >= 0 && s.ref < b.zcChunks && int(s.end-s.off) >= b.zcMin {
-				return false
-			}
-		}
-	}
-	return true
+	return b.zcMin == 0 || !slices.ContainsFunc(c.wq[from:end], b.zeroCopy)
+}
+
+// zeroCopy reports whether flush sends segment s with SEND_ZC: SendZCThreshold
+// bytes or more of a slab chunk in the registered region.
+func (b *uringBackend) zeroCopy(s seg) bool {
+	return b.zcMin > 0 && s.ref >= 0 && s.ref < b.zcChunks && int(s.end-s.off) >= b.zcMin
 }
 
 // closeConn cancels what refers to c's fd and closes it once nothing does.
