@@ -351,3 +351,19 @@ func (p *serverProc) stop() error {
 		return errors.New("bench: server did not exit within 5s; killed")
 	}
 }
+
+// pinnedRun runs f with every thread of the harness on cpus (pinHarness)
+// and gives them their CPUs back after it: the runs of `spindle bench
+// http2` and `bench proxy`. Failing to pin fails the run before f; failing
+// to give the CPUs back is a warning on progress, the run being done.
+func pinnedRun(cpus []int, progress io.Writer, f func() error) error {
+	unpin, err := pinHarness(cpus)
+	if err != nil {
+		return err
+	}
+	err = f()
+	if uerr := unpin(); uerr != nil {
+		fmt.Fprintf(progress, "warning: %v\n", uerr)
+	}
+	return err
+}

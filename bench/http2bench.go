@@ -292,15 +292,7 @@ func RunHTTP2(ctx context.Context, cfg HTTP2Config) (*HTTP2Report, error) {
 	}}
 	r.report.Config.ClientThreads = r.threads
 	arms := listArms(cfg.Arms, r.arm, &r.report.Arms, &r.report.Notes, cfg.Progress)
-	unpin, err := pinHarness(cfg.ClientCPUs)
-	if err != nil {
-		return nil, err
-	}
-	err = r.run(ctx, arms)
-	if uerr := unpin(); uerr != nil {
-		fmt.Fprintf(cfg.Progress, "warning: %v\n", uerr)
-	}
-	if err != nil {
+	if err := pinnedRun(cfg.ClientCPUs, cfg.Progress, func() error { return r.run(ctx, arms) }); err != nil {
 		return nil, err
 	}
 	r.finish()

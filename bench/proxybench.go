@@ -626,15 +626,7 @@ func RunProxy(ctx context.Context, cfg ProxyConfig) (*ProxyReport, error) {
 	// with the --tls-handshakes clients' allocations) would otherwise take
 	// CPU time on any CPU, the proxy's included, unaccounted. A proxy
 	// sharing a CPU with the client is in the report's notes (finish).
-	unpin, err := pinHarness(cfg.ClientCPUs)
-	if err != nil {
-		return nil, err
-	}
-	err = r.runUpstream(ctx)
-	if uerr := unpin(); uerr != nil {
-		fmt.Fprintf(cfg.Progress, "warning: %v\n", uerr)
-	}
-	if err != nil {
+	if err := pinnedRun(cfg.ClientCPUs, cfg.Progress, func() error { return r.runUpstream(ctx) }); err != nil {
 		return nil, err
 	}
 	r.finish()
