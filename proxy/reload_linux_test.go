@@ -573,17 +573,7 @@ func TestReloadEarlyAccept(t *testing.T) {
 		p := startProxy(t, testConfig(b, u1.addr))
 		cfg := testConfig(b, u2.addr)
 		cfg.Listeners = append(cfg.Listeners, ListenerConfig{Name: "two", Listen: "127.0.0.1:0", Pool: "app"})
-		cfg.SetDefaults()
-		p.reload.mu.Lock()
-		defer p.reload.mu.Unlock()
-		addrs, err := p.resolveAll(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, err := p.makeGen(cfg, addrs) // opened, not committed
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := openGen(t, p, cfg) // opened, not committed
 		c, err := net.DialTimeout("tcp", g.lns[1].ln.Addr().String(), 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
@@ -599,6 +589,25 @@ func TestReloadEarlyAccept(t *testing.T) {
 			t.Errorf("the old pool's server accepted %d, the new one took %d clients; want 0 and 1", n, st.Connects)
 		}
 	})
+}
+
+// openGen makes p's next generation from cfg as Reload does, without
+// committing it, and holds the reload lock until the test ends: what the
+// test does before its commit happens inside a reload.
+func openGen(t *testing.T, p *Proxy, cfg *Config) *generation {
+	t.Helper()
+	cfg.SetDefaults()
+	p.reload.mu.Lock()
+	t.Cleanup(p.reload.mu.Unlock)
+	addrs, err := p.resolveAll(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := p.makeGen(cfg, addrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
 }
 
 // TestReloadConcurrent: Reloads from several goroutines at once, under

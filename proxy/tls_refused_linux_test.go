@@ -101,18 +101,7 @@ func TestTLSRefusedBaseAtCommit(t *testing.T) {
 		p := startProxy(t, mk(ModeTCP))
 		addr := p.Addr("a").String()
 		holdHandshake(t, p, addr)
-		cfg := mk(ModeHTTP)
-		cfg.SetDefaults()
-		p.reload.mu.Lock()
-		defer p.reload.mu.Unlock()
-		addrs, err := p.resolveAll(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, err := p.makeGen(cfg, addrs)
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := openGen(t, p, mk(ModeHTTP))
 		refuse(t, p, addr, 1) // (under the mode tcp listener, still in force)
 		if got := p.Totals().Listeners[0]; got.Name != "a" || got.TLSHandshakesRefused != 1 {
 			t.Fatalf("before the commit: listener %s refused %d, want a and 1", got.Name, got.TLSHandshakesRefused)
