@@ -247,36 +247,55 @@ func TestH2StreamWindow(t *testing.T) {
 // while fills the connection's queue to the engine's high-water mark,
 // which pauses reading; once it reads, reading goes on and every request
 // is answered.
+//
+// The queue holds what the kernel does not take, so both ends' socket
+// buffers are small: the client's receive buffer, and the server's send
+// buffer (smallSendBuffer), which Linux otherwise sizes at the
+// connection's start from the MSS the client announced (65,483 bytes on
+// loopback), to 3,939,840 bytes here (tcp_wmem's maximum is 4 MiB): it
+// took all 740 KB of the 20,000 answers, and reading paused only when the
+// queue took a second 16 KiB buffer before the kernel had the first: the
+// answers to one read of some 450 requests, or those queued while a send
+// was in flight (found in CI, on 2 loaded CPUs: "reading never paused").
+// The requests go a hundred at a time, each write once the server has
+// read the one before (writeInStep), so that the mark is reached because
+// the kernel's buffers are full, whatever the client's and the loop's
+// speeds.
 func TestH2HighWater(t *testing.T) {
 	for _, backend := range engine.Backends {
 		t.Run(string(backend), func(t *testing.T) {
-			addr, e := startConfig(t, &engine.Config{Backend: backend, WriteHighWater: 32 << 10}, &Handler{})
+			addr, e := startConfig(t, &engine.Config{Backend: backend, WriteHighWater: 32 << 10}, &smallSendBuffer{t: t})
 			d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-				return rc.Control(func(fd uintptr) {
-					syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
-				})
+				var err error
+				if cerr := rc.Control(func(fd uintptr) {
+					err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+				}); cerr != nil {
+					return cerr
+				}
+				return err
 			}}
 			c, err := d.Dial("tcp", addr)
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer c.Close()
 			c.SetDeadline(time.Now().Add(30 * time.Second))
 			k := &h2client{t: t, c: c, r: bufio.NewReader(c)}
-			k.send(append(append([]byte(h2.ClientPreface), h2.AppendSettings(nil, nil)...), h2.AppendWindowUpdate(nil, 0, 1<<30)...))
+			start := append(append([]byte(h2.ClientPreface), h2.AppendSettings(nil, nil)...), h2.AppendWindowUpdate(nil, 0, 1<<30)...)
+			k.send(start)
 			const n = 20000
-			go func() {
-				var b []byte
-				for i := 0; i < n; i++ {
-					b = h2.AppendHeaders(b[:0], uint32(2*i+1), getBlock, true, h2.MinMaxFrameSize)
-					if _, err := c.Write(b); err != nil {
-						return
-					}
+			stop, werr := make(chan struct{}), make(chan error, 1)
+			defer func() {
+				close(stop)
+				c.Close()
+				if err := <-werr; err != nil && !errors.Is(err, net.ErrClosed) {
+					t.Error("writing the requests:", err)
 				}
 			}()
+			go func() { werr <- writeInStep(c, e, stop, uint64(len(start)), n) }()
 			for deadline := time.Now().Add(10 * time.Second); e.Stats().PausedReads == 0; time.Sleep(5 * time.Millisecond) {
 				if time.Now().After(deadline) {
-					t.Fatal("reading never paused at the high-water mark")
+					s := e.Stats()
+					t.Fatalf("reading never paused at the high-water mark: %d bytes of requests read, %d of answers taken by the kernel", s.BytesRead, s.BytesWritten)
 				}
 			}
 			for got := 0; got < n; {
@@ -288,6 +307,51 @@ func TestH2HighWater(t *testing.T) {
 			}
 		})
 	}
+}
+
+// smallSendBuffer is the Handler with each connection's SO_SNDBUF set to
+// 4096: 8 KiB of memory, and no autotuning.
+type smallSendBuffer struct {
+	Handler
+	t *testing.T
+}
+
+// OnOpen sets c's SO_SNDBUF, and opens c as Handler does. Loop goroutine.
+func (h *smallSendBuffer) OnOpen(c *engine.Conn) {
+	if err := syscall.SetsockoptInt(c.Fd(), syscall.SOL_SOCKET, syscall.SO_SNDBUF, 4096); err != nil {
+		h.t.Error("SO_SNDBUF:", err)
+	}
+	h.Handler.OnOpen(c)
+}
+
+// writeInStep sends n GET requests on streams 1, 3, 5..., a hundred a
+// write (their answers, 37 bytes each, fill less than one 16 KiB buffer
+// of the queue), each write once e has read the one before (e's BytesRead
+// reaches read plus the requests sent), until reading pauses; then the
+// rest as fast as c takes them. It returns the first write error, or nil
+// when it is done or stopped. e serves c alone.
+func writeInStep(c net.Conn, e *engine.Engine, stop <-chan struct{}, read uint64, n int) error {
+	var b []byte
+	for i := 0; i < n; {
+		b = b[:0]
+		first := i
+		for end := min(i+100, n); i < end; i++ {
+			b = h2.AppendHeaders(b, uint32(2*i+1), getBlock, true, h2.MinMaxFrameSize)
+		}
+		if _, err := c.Write(b); err != nil {
+			return fmt.Errorf("requests %d to %d: %w", first, i-1, err)
+		}
+		read += uint64(len(b))
+		for s := e.Stats(); s.PausedReads == 0 && s.BytesRead < read; s = e.Stats() {
+			select {
+			case <-stop:
+				return nil
+			default:
+				time.Sleep(100 * time.Microsecond)
+			}
+		}
+	}
+	return nil
 }
 
 // TestH2Allocs: a request on an open HTTP/2 connection allocates nothing
