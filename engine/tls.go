@@ -15,6 +15,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -439,17 +440,14 @@ func (l *Loop) startTLS(c *Conn, timeout time.Duration) {
 }
 
 // admitHandshake gives a connection fd that listener ln, a TLS one, has just
-// accepted a place for its handshake, which the handshake's goroutine
-// gives back as it ends, before it posts its result; when ln holds
-// ListenConfig.MaxHandshakes already it resets fd instead, and reports
-// false. The Add is the place: past the cap it is undone, so that two
-// loops at the cap cannot both take the last place (the count alone reads
-// above the cap meanwhile). Loop goroutine.
+// accepted a place for its handshake (takePlace), which the handshake's
+// goroutine gives back as it ends, before it posts its result; when ln
+// holds ListenConfig.MaxHandshakes already it resets fd instead, and
+// reports false. Loop goroutine.
 func (l *Loop) admitHandshake(fd int, ln *Listener) bool {
-	if ln.handshakes.Add(1) <= ln.maxHandshakes || ln.maxHandshakes < 0 {
+	if takePlace(&ln.handshakes, ln.maxHandshakes, nil) {
 		return true
 	}
-	ln.handshakes.Add(-1)
 	ln.refused.Add(1)
 	l.st.tlsRefused.Add(1)
 	// A zero linger time: close(2) sends RST (a Unix peer sees the end
@@ -457,6 +455,30 @@ func (l *Loop) admitHandshake(fd int, ln *Listener) bool {
 	unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
 	unix.Close(fd)
 	return false
+}
+
+// takePlace takes a place for a handshake in held, the places a listener's
+// handshakes hold, if it holds fewer than most (ListenConfig.MaxHandshakes;
+// < 0: no cap), and reports whether it did. A load, then a compare and swap
+// that takes the place only if held is still what was loaded, tried again
+// if another loop changed it: a refusal leaves held as it found it, so that
+// a loop refuses only when every place is held. An add undone past the cap
+// would make held read above the cap meanwhile, and another loop then
+// refuse a client with a place free. loaded, nil but in TestTakePlace, is
+// called after each load. Any goroutine.
+func takePlace(held *atomic.Int64, most int64, loaded func()) bool {
+	for {
+		n := held.Load()
+		if loaded != nil {
+			loaded()
+		}
+		if most >= 0 && n >= most {
+			return false
+		}
+		if held.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
 }
 
 // timedOut ends c's handshake with os.ErrDeadlineExceeded if it has not

@@ -54,9 +54,9 @@ func TestTLSPlaceFreeAtOpen(t *testing.T) {
 // GetConfigForClient until its round ends, so that none gives its place
 // back: exactly MaxHandshakes enter it, the most ever in it at once
 // (counted there) is MaxHandshakes, and the other clients are reset, by
-// both loops, every round. admitHandshake's Add is the place itself,
-// undone past the cap: two loops at the cap cannot both take the last
-// place, as a load and then an add could.
+// both loops, every round. takePlace's compare and swap takes a place only
+// if the count is still what it loaded: two loops at the cap cannot both
+// take the last place, as a load and then an add could.
 func TestTLSMaxHandshakesTwoLoops(t *testing.T) {
 	if runtime.NumCPU() < 2 {
 		t.Skip("needs 2 CPUs for two loops")
