@@ -919,7 +919,7 @@ type Stats struct {
 	TimedOut       uint64 // connections reset by Config.WriteTimeout or Config.CloseTimeout
 	Open           int64  // connections open now
 
-	TLSHandshakes        int64  // TLS handshakes in progress, accepted and dialed, until their goroutines have returned
+	TLSHandshakes        int64  // TLS handshakes in progress, accepted and dialed: each until it ends, when an accepted one gives its ListenConfig.MaxHandshakes place back, before OnOpen or the OnClose of its failure (a connection closed meanwhile, by the handshake timeout say, has its OnClose first); its goroutine returns just after, and Run and Shutdown wait for it
 	TLSHandshakesRefused uint64 // connections TLS listeners reset at the accept, their ListenConfig.MaxHandshakes reached
 	TLSHandshakePanics   uint64 // TLS handshakes a callback of their tls.Config panicked in (HandshakePanicError)
 }

@@ -425,14 +425,18 @@ func (l *Loop) startTLS(c *Conn, timeout time.Duration) {
 			if _, ok := err.(*HandshakePanicError); ok {
 				l.st.tlsPanics.Add(1)
 			}
-			// The place first: the post orders it before handshakeDone,
-			// so that OnOpen, and an accept after it, finds it free.
+			// The place, and then the count in Stats, first: the post
+			// orders them before handshakeDone, so that OnOpen, and an
+			// accept after it, finds the place free and the handshake
+			// no longer counted. The count, taken after the place, is
+			// given back after it: one who waits for the count to fall
+			// finds the place free.
 			if t.ln != nil {
 				t.ln.handshakes.Add(-1)
 			}
+			l.st.tlsHandshakes.Add(-1)
 			// Dropped if the loop has exited: c was closed then.
 			l.post(func() { t.handshakeDone(c, err) })
-			l.st.tlsHandshakes.Add(-1)
 			l.e.handshakes.Done()
 		}()
 		err = t.handshake(ctx)
