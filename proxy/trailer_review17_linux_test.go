@@ -272,8 +272,16 @@ func TestRetryTrailerAfter(t *testing.T) {
 		br := bufio.NewReader(c)
 		// Round-robin: two of the four PUTs go to the 503 server first.
 		for range 4 {
+			n := goodN.Load()
 			io.WriteString(c, "PUT /a HTTP/1.1\r\nHost: x\r\nTrailer: X-Sum\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n")
-			time.Sleep(100 * time.Millisecond) // (the 503 comes meanwhile)
+			// The trailer section goes once the PUT's head is at the
+			// server that answers 200: where it went to the 503 server
+			// first, once the proxy has had the 503 and sent the request
+			// again. (A sleep of 100 ms stood for that, and on a loaded
+			// machine the 503 came after the trailer section had gone,
+			// which ends a request's retries (see the package doc): the
+			// client got the 503.)
+			waitFor(t, "the PUT's head at the server answering 200", func() bool { return goodN.Load() > n })
 			io.WriteString(c, "X-Sum: 1\r\nCookie: c=1\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n")
 			for _, want := range [...]struct{ method, body string }{{"PUT", "PUT /a hello X-Sum;"}, {"GET", "GET /b  ;"}} {
 				if resp, got := readResponseFrom(t, c, br, want.method); resp.StatusCode != 200 || got != want.body {
