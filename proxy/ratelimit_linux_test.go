@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -391,20 +390,14 @@ func TestRateLimitDiscardAllocs(t *testing.T) {
 		[]byte("5;e=1\r\nhello\r\n0\r\nX-T: 1\r\n\r\n"),
 	}
 	end := localBody(429)
-	var heads atomic.Int64 // (allocsOfRound may run a round again)
-	exchangeAllocs(t, p, "refused requests with bodies", func(c net.Conn, k int, buf []byte) error {
-		head, body := parts[k%2*2], parts[k%2*2+1]
-		if _, err := c.Write(head); err != nil {
-			return err
-		}
-		heads.Add(1)
+	heads := exchangeAllocs(t, p, "refused requests with bodies", func(k int) []byte { return parts[k%2*2] }, func(c net.Conn, k int, buf []byte) error {
 		if err := readUntil(c, buf, end); err != nil {
 			return err
 		}
-		_, err := c.Write(body)
+		_, err := c.Write(parts[k%2*2+1])
 		return err
 	})
-	n := uint64(heads.Load()) + 1 // (and the first)
+	n := uint64(heads) + 1 // (and the first)
 	if rl := p.Totals().Listeners[0].Routes[0].RateLimit; rl == nil || rl.Allowed+rl.Limited != n || rl.Allowed != 1 {
 		t.Errorf("the route's totals %+v, want 1 allowed of %d", rl, n)
 	}

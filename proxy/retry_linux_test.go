@@ -348,10 +348,7 @@ func TestRetryAllocs(t *testing.T) {
 		cfg := h2cPoolConfig(b, bad2.addr, good2.addr)
 		cfg.Listeners[0].Retry = &RetryConfig{On: []string{"503"}, Budget: new(100)} // (allocConns clients at once)
 		p = startProxy(t, cfg)
-		exchangeAllocs(t, p, "requests to an h2c pool, half retried", func(c net.Conn, k int, buf []byte) error {
-			if _, err := c.Write(reqs[k/2%2]); err != nil {
-				return err
-			}
+		exchangeAllocs(t, p, "requests to an h2c pool, half retried", func(k int) []byte { return reqs[k/2%2] }, func(c net.Conn, _ int, buf []byte) error {
 			return readUntil(c, buf, []byte("\r\n\r\nok"))
 		})
 		h1Retried := scrape(t, p)[`spindle_proxy_pool_retries_total{pool="app",reason="status"}`]
