@@ -606,14 +606,16 @@ func h2AllocsZero(t *testing.T, p *Proxy, conns int) int {
 		c.req = h2.AppendHeaders(nil, 1, block, true, h2.MinMaxFrameSize)
 		cs[i] = c
 	}
-	// send sends c's next request; answer reads frames up to its
-	// response's END_STREAM.
-	send := func(c *h2c) error {
+	// send sends connection i's next request; answer reads frames up to
+	// its response's END_STREAM.
+	send := func(i, _ int) error {
+		c := cs[i]
 		binary.BigEndian.PutUint32(c.req[5:], c.id)
 		_, err := c.c.Write(c.req)
 		return err
 	}
-	answer := func(c *h2c) error {
+	answer := func(i, _ int) error {
+		c := cs[i]
 		for {
 			for {
 				f, k, err := h2.ParseFrame(c.buf[:c.n], h2.MaxMaxFrameSize)
@@ -639,31 +641,15 @@ func h2AllocsZero(t *testing.T, p *Proxy, conns int) int {
 			c.n += m
 		}
 	}
-	// A round is this goroutine's alone: a request on every
-	// connection, then their responses, per times. With a goroutine a
-	// connection started in each round (wg.Go), the round with requests
-	// allocated what the one without did not: a g for each goroutine
-	// (runtime.malg) where the P starting it had none free, the last
-	// round's having ended on the other P; under load up to 10 in a
-	// round, against none unloaded (profiled at MemProfileRate 1), half
-	// the allowance, which a thread started in the round (7 objects
-	// under -race) and the WaitGroup's sudog could take past. Now no
-	// round allocates.
+	// A round is a request on every connection, then their responses,
+	// per times (inStep).
 	var err error
 	sent := 0
 	round := func() {
-		for range per {
-			for _, c := range cs {
-				if err = send(c); err != nil {
-					return
-				}
-				sent++
-			}
-			for _, c := range cs {
-				if err = answer(c); err != nil {
-					return
-				}
-			}
+		n, e := inStep(conns, per, send, answer)
+		sent += n
+		if err == nil {
+			err = e
 		}
 	}
 	allocs := allocsOfRound(round)

@@ -796,30 +796,19 @@ func exchangeAllocs(t *testing.T, p *Proxy, what string, request func(k int) []b
 	for i := range bufs {
 		bufs[i] = make([]byte, 4096)
 	}
-	// A round is this goroutine's alone: the k-th request on every
-	// connection, then their answers, per times. With a goroutine a
-	// connection started in each round (wg.Go), the round with requests
-	// allocated what the one without did not under load: a g where the
-	// P starting it had none free (runtime.malg), and the WaitGroup's
-	// sudog (h2AllocsZero says more). Writing all before reading cannot
-	// stall: a connection has one exchange in flight, its request and
-	// answer a few hundred bytes (under buf's 4 KiB), which the socket
-	// buffers (16 KiB and more) take whole.
+	// A round is the k-th request on every connection, then their
+	// answers, per times (inStep): a connection has one exchange in
+	// flight, its request and answer a few hundred bytes (under buf's
+	// 4 KiB), which the socket buffers take whole.
+	send := func(i, k int) error { _, err := cs[i].Write(request(k)); return err }
+	recv := func(i, k int) error { return answer(cs[i], k, bufs[i]) }
 	var err error
 	sent := 0
 	round := func() {
-		for k := range per {
-			for _, c := range cs {
-				if _, err = c.Write(request(k)); err != nil {
-					return
-				}
-				sent++
-			}
-			for i, c := range cs {
-				if err = answer(c, k, bufs[i]); err != nil {
-					return
-				}
-			}
+		n, e := inStep(allocConns, per, send, recv)
+		sent += n
+		if err == nil {
+			err = e
 		}
 	}
 	allocs := allocsOfRound(round)

@@ -794,24 +794,15 @@ func TestForwardAllocs(t *testing.T) {
 		for i := range bufs {
 			bufs[i] = make([]byte, len(msg))
 		}
-		// A round is this goroutine's alone: a message on every
-		// connection, then their echoes, per times; no goroutine a
-		// connection (a round's could allocate its g and a sudog,
-		// h2AllocsZero says when). 64 bytes a connection in flight
-		// cannot fill a socket buffer, so no write waits on the reads.
+		// A round is a message on every connection, then their echoes,
+		// per times (inStep); 64 bytes a connection in flight cannot fill
+		// a socket buffer, so no write waits on the reads.
+		send := func(i, _ int) error { _, err := cs[i].Write(msg); return err }
+		echo := func(i, _ int) error { _, err := io.ReadFull(cs[i], bufs[i]); return err }
 		var err error
 		round := func() {
-			for range per {
-				for _, c := range cs {
-					if _, err = c.Write(msg); err != nil {
-						return
-					}
-				}
-				for i, c := range cs {
-					if _, err = io.ReadFull(c, bufs[i]); err != nil {
-						return
-					}
-				}
+			if _, e := inStep(conns, per, send, echo); err == nil {
+				err = e
 			}
 		}
 		allocs := allocsOfRound(round)
@@ -825,6 +816,36 @@ func TestForwardAllocs(t *testing.T) {
 			t.Errorf("%d allocations for %d messages (%.3f each), want about 0", allocs, conns*per, float64(allocs)/(conns*per))
 		}
 	})
+}
+
+// inStep runs per exchanges on each of n connections from the calling
+// goroutine alone: send(i, k), the k-th request on every connection i,
+// then answer(i, k), its response on each, for k from 0 to per. It
+// returns the requests sent and the first error. The allocation tests'
+// rounds (allocsOfRound) use it: with a goroutine a connection started in
+// each round (wg.Go), the round with requests allocated what the one
+// without did not, under load: a g where the P starting it had none free
+// (runtime.malg, the last round's having ended on the other P; up to 10
+// in a round, profiled at MemProfileRate 1) and the WaitGroup's sudog.
+// Sending on every connection before reading cannot stall as long as each
+// connection's exchange fits its socket buffers (16 KiB and more on
+// loopback), which each caller says.
+func inStep(n, per int, send, answer func(i, k int) error) (int, error) {
+	sent := 0
+	for k := range per {
+		for i := range n {
+			if err := send(i, k); err != nil {
+				return sent, err
+			}
+			sent++
+		}
+		for i := range n {
+			if err := answer(i, k); err != nil {
+				return sent, err
+			}
+		}
+	}
+	return sent, nil
 }
 
 // allocsOfRound runs round three times to warm up (slices reach their
