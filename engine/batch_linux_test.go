@@ -34,3 +34,24 @@ func TestBatchWait(t *testing.T) {
 		})
 	}
 }
+
+// TestBatchWant checks how many completions a batched wait asks for: never
+// more receives than the ring has free buffers, so the receives that
+// complete while the loop waits do not run it dry (ENOBUFS).
+func TestBatchWant(t *testing.T) {
+	for _, tc := range []struct {
+		last, room, free, quiet, want int
+	}{
+		{last: 3, room: 4096, free: 512, want: 0},                 // not busy
+		{last: 4, room: 4096, free: 512, want: 8},                 // busy: twice last
+		{last: 1000, room: 4096, free: 512, want: 512},            // the ring's free buffers
+		{last: 1000, room: 4096, free: 100, quiet: 50, want: 150}, // quiet SENDs take none
+		{last: 5000, room: 4096, free: 8192, want: 4096},          // the CQE array
+		{last: 1000, room: 4096, free: 3, quiet: 50, want: 0},     // ring nearly dry
+		{last: 1000, room: 4096, free: 0, want: 0},
+	} {
+		if got := batchWant(tc.last, tc.room, tc.free, tc.quiet); got != tc.want {
+			t.Errorf("batchWant(last %d, room %d, free %d, quiet %d) = %d, want %d", tc.last, tc.room, tc.free, tc.quiet, got, tc.want)
+		}
+	}
+}

@@ -241,6 +241,8 @@ func ringFree(e *Engine) string {
 			switch {
 			case err != nil:
 				res <- err.Error()
+			case b.out != 0:
+				res <- fmt.Sprintf("loop %d: %d receive buffers counted out with no connection open", l.ID(), b.out)
 			case n != b.br.Entries():
 				res <- fmt.Sprintf("loop %d: %d of %d receive buffers in the ring with no connection open", l.ID(), n, b.br.Entries())
 			default:

@@ -84,8 +84,11 @@ type uringBackend struct {
 	zcChunks  int32 // chunk ids below this lie in the registered region
 	// batchWait is Config.BatchWait where the kernel has min_wait (0:
 	// off); lastCQEs counts the completions the previous poll handled.
+	// out counts the receive buffers the loop has from the ring and has
+	// not given back (Recycle), committed or not.
 	batchWait time.Duration
 	lastCQEs  int
+	out       int
 	// aside holds completions sqe took off a CQ to let the kernel accept
 	// submissions; poll handles them before the CQ's. broken is set when a
 	// full SQ cannot be submitted; sqe then hands out spare.
@@ -109,6 +112,22 @@ var recvLimitUsable = uring.HasRecvLimit
 // batchFrom is how many completions one iteration must have handled for the
 // next wait to batch (Config.BatchWait): two requests' receive and send.
 const batchFrom = 4
+
+// batchWant is how many completions a batched wait asks for, after an
+// iteration that handled last of them (0: do not batch): twice last, at most
+// room (the CQE array), and no more receives than the ring has buffers
+// (free): a receive finding the ring empty ends with ENOBUFS and must be
+// armed again. The buffers the loop holds go back only after the wait, and
+// a wait asking for more completions than there are buffers (plus the
+// quiet SENDs', which come within the enter without one) ran the ring dry
+// at 1,000 connections (docs/BENCHMARKS.md, "BatchWait's length").
+func batchWant(last, room, free, quiet int) int {
+	n := min(2*last, room, free+quiet)
+	if last < batchFrom || n-quiet < batchFrom {
+		return 0
+	}
+	return n
+}
 
 func newURingBackend(b Backend, c *Config) backend {
 	return &uringBackend{kind: b, cfg: c}
@@ -658,6 +677,7 @@ func (b *uringBackend) recvBuf(id int32) []byte { return b.br.Buf(uint16(id)) }
 
 func (b *uringBackend) releaseRecv(id int32) {
 	b.br.Recycle(uint16(id))
+	b.out--
 	b.dirty = true
 }
 
@@ -677,14 +697,18 @@ func (b *uringBackend) poll(timeout time.Duration) error {
 	}
 	b.retry = b.rearm(b.retry)
 	var err error
+	want := 0
+	if b.batchWait > 0 {
+		want = batchWant(b.lastCQEs, len(b.cqes), b.br.Entries()-b.out, int(b.quiet))
+	}
 	t0 := l.waitStart()
 	switch {
 	case timeout == 0:
 		_, err = b.r.SubmitAndWait(0, 0)
-	case b.batchWait > 0 && b.lastCQEs >= batchFrom:
+	case want > 0:
 		// Busy: ask for twice as many as last time, but return once
 		// batchWait has passed and one is there.
-		_, err = b.r.SubmitAndWaitMin(uint32(min(2*b.lastCQEs, len(b.cqes))), b.batchWait, max(timeout, 0))
+		_, err = b.r.SubmitAndWaitMin(uint32(want), b.batchWait, max(timeout, 0))
 		l.st.batchedWaits.Add(1)
 	default:
 		// The quiet SENDs' completions, all posted inside this enter,
@@ -831,6 +855,7 @@ func (b *uringBackend) handle(q uring.CQE) {
 				b.napiAdd(c)
 			}
 			id, _ := q.BufferID()
+			b.out++
 			l.deliver(c, int32(id), int(q.Res))
 		case q.Res == 0:
 			l.eof(c)
