@@ -91,6 +91,9 @@ type Arm struct {
 	NeedsSpareCPU bool
 	// Order sorts arms in reports and runs: baselines first.
 	Order int
+	// OptIn marks a variant of another arm (a setting under study) that
+	// runs only when named in Config.Arms, not by default.
+	OptIn bool
 }
 
 // servesLoops reports whether the arm can run loops event loops (MaxLoops).

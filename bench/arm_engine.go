@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/spindlenet/spindle/engine"
 )
@@ -31,12 +32,24 @@ func init() {
 		RegisterArm(Arm{
 			Name:          string(b),
 			Summary:       summaries[b],
-			Start:         func(ctx context.Context, cfg ServerConfig) (Server, error) { return startEngine(ctx, b, cfg) },
+			Start:         func(ctx context.Context, cfg ServerConfig) (Server, error) { return startEngine(ctx, b, 0, cfg) },
 			Order:         order[b],
 			NeedsSpareCPU: b == engine.BackendURingSQPoll,
 		})
 	}
+	RegisterArm(Arm{
+		Name:    "uring-batch",
+		Summary: fmt.Sprintf("spindle engine, io_uring with Config.BatchWait %v: a busy loop's wait asks for twice its last iteration's completions and returns once %[1]v has passed with one there", batchArmWait),
+		Start: func(ctx context.Context, cfg ServerConfig) (Server, error) {
+			return startEngine(ctx, engine.BackendURing, batchArmWait, cfg)
+		},
+		Order: 25,
+		OptIn: true,
+	})
 }
+
+// batchArmWait is the uring-batch arm's Config.BatchWait.
+const batchArmWait = 50 * time.Microsecond
 
 // engineServer is a spindle engine serving the echo protocols.
 type engineServer struct {
@@ -125,15 +138,15 @@ func keepTail(in, data []byte, n int) []byte {
 	return in
 }
 
-func startEngine(ctx context.Context, b engine.Backend, cfg ServerConfig) (Server, error) {
+func startEngine(ctx context.Context, b engine.Backend, batchWait time.Duration, cfg ServerConfig) (Server, error) {
 	cfg = cfg.WithDefaults()
-	return startEngineHandler(ctx, b, cfg, &engineEcho{cfg: cfg})
+	return startEngineHandler(ctx, b, batchWait, cfg, &engineEcho{cfg: cfg})
 }
 
 // startEngineHandler starts an engine on backend b, its loops on cfg's
-// CPUs, serving h on cfg.Addr; a backend that would fall back to another
-// is an error.
-func startEngineHandler(ctx context.Context, b engine.Backend, cfg ServerConfig, h engine.Handler) (Server, error) {
+// CPUs, with Config.BatchWait batchWait, serving h on cfg.Addr; a backend
+// that would fall back to another is an error.
+func startEngineHandler(ctx context.Context, b engine.Backend, batchWait time.Duration, cfg ServerConfig, h engine.Handler) (Server, error) {
 	cfg = cfg.WithDefaults()
 	cpus := cfg.CPUs
 	if len(cpus) == 0 {
@@ -151,7 +164,7 @@ func startEngineHandler(ctx context.Context, b engine.Backend, cfg ServerConfig,
 	var logMu sync.Mutex
 	var logs []string
 	ecfg := &engine.Config{
-		Backend: b, CPUs: cpus, SQPoll: engine.SQPollUnpinned,
+		Backend: b, CPUs: cpus, SQPoll: engine.SQPollUnpinned, BatchWait: batchWait,
 		Logf: func(format string, args ...any) {
 			logMu.Lock()
 			logs = append(logs, fmt.Sprintf(format, args...))

@@ -24,7 +24,7 @@ func TestEngineArmUnpinnedUsesAllowedCPUs(t *testing.T) {
 	last := allowed[len(allowed)-1]
 	var srv Server
 	var err error
-	onCPU(t, last, func() { srv, err = startEngine(context.Background(), engine.BackendEpoll, ServerConfig{}) })
+	onCPU(t, last, func() { srv, err = startEngine(context.Background(), engine.BackendEpoll, 0, ServerConfig{}) })
 	if err != nil {
 		t.Fatalf("an unpinned engine arm on a process allowed CPU %d only: %v", last, err)
 	}
@@ -41,7 +41,7 @@ func TestEngineArmUnpinnedUsesAllowedCPUs(t *testing.T) {
 func TestSQPollArmUnpinnedOffLoopCPU(t *testing.T) {
 	allowed := needTwoAllowedCPUs(t)
 	before := sqpollThreads(t)
-	srv, err := startEngine(context.Background(), engine.BackendURingSQPoll, ServerConfig{})
+	srv, err := startEngine(context.Background(), engine.BackendURingSQPoll, 0, ServerConfig{})
 	if err != nil {
 		t.Skipf("uring-sqpoll arm unavailable here: %v", err)
 	}
@@ -129,4 +129,19 @@ func onCPU(t *testing.T, cpu int, fn func()) {
 		t.Fatal(err) // the thread stays locked, and exits with the test
 	}
 	runtime.UnlockOSThread()
+}
+
+// TestBatchArmOptIn: the uring-batch arm (Config.BatchWait) runs when named,
+// and a run that names no arms leaves it out, as it does test-only arms.
+func TestBatchArmOptIn(t *testing.T) {
+	if _, err := LookupArm("uring-batch"); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, a := range defaultArms() {
+		names = append(names, a.Name)
+	}
+	if !slices.Contains(names, "uring") || slices.Contains(names, "uring-batch") {
+		t.Errorf("default arms %v: want uring and not uring-batch", names)
+	}
 }

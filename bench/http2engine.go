@@ -17,7 +17,7 @@ import (
 func init() {
 	for name, b := range map[string]engine.Backend{HTTP2ArmSpindleUring: engine.BackendURing, HTTP2ArmSpindleEpoll: engine.BackendEpoll} {
 		http2Servers[name] = func(ctx context.Context, addr string, cpus []int, body []byte) error {
-			srv, err := startEngineHandler(ctx, b, ServerConfig{Addr: addr, Loops: 1, CPUs: cpus}, newEngineH2(body))
+			srv, err := startEngineHandler(ctx, b, 0, ServerConfig{Addr: addr, Loops: 1, CPUs: cpus}, newEngineH2(body))
 			if err != nil {
 				return err
 			}

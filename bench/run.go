@@ -276,13 +276,18 @@ type runner struct {
 	window   time.Duration
 }
 
+// defaultArms are the arms a run measures when Config.Arms is nil: all but
+// the test-only ones (Order 99 and above) and the opt-in variants.
+func defaultArms() []Arm {
+	return slices.DeleteFunc(Arms(), func(a Arm) bool { return a.Order >= 99 || a.OptIn })
+}
+
 // armSet resolves the configured arm names, building the peers binary if a
 // peer arm is asked for. Arms that cannot run are listed with the reason.
 func (r *runner) armSet(ctx context.Context, tmp string) ([]Arm, error) {
 	var list []Arm
 	if r.cfg.Arms == nil {
-		list = Arms()
-		list = slices.DeleteFunc(list, func(a Arm) bool { return a.Order >= 99 }) // test-only arms
+		list = defaultArms()
 	} else {
 		for _, n := range r.cfg.Arms {
 			a, err := LookupArm(n)

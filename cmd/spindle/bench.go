@@ -31,11 +31,18 @@ type benchFlags struct {
 }
 
 func (f *benchFlags) register(fs *flag.FlagSet) {
-	var names []string
+	var names, optIn []string
 	for _, a := range bench.Arms() {
 		names = append(names, a.Name)
+		if a.OptIn {
+			optIn = append(optIn, a.Name)
+		}
 	}
-	fs.StringVar(&f.arms, "arms", "", "comma-separated arms to run, of "+strings.Join(names, ", ")+" (default: every arm that can run here)")
+	def := "every arm that can run here"
+	if len(optIn) > 0 {
+		def += " but " + strings.Join(optIn, ", ") + ", run only when named"
+	}
+	fs.StringVar(&f.arms, "arms", "", "comma-separated arms to run, of "+strings.Join(names, ", ")+" (default: "+def+")")
 	fs.StringVar(&f.topology, "topology", "loopback", "loopback, or wire (two netns joined by a veth pair; root)")
 	fs.DurationVar(&f.duration, "duration", 100*time.Second, "total measuring budget, shared among the measurements (start-up and drains add about a fifth)")
 	fs.DurationVar(&f.warmup, "warmup", 0, "each measurement's dropped warm-up (default: a fifth of its share of --duration)")

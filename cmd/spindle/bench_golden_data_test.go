@@ -13,7 +13,7 @@ usage: spindle bench [flags]            every arm: closed-loop peak, then open l
        spindle bench server [flags]     the server half (-arm, -listen, -loops, -cpus, -compute-us)
        spindle bench client [flags]     the client half against -addr
   -arms string
-    	comma-separated arms to run, of go-net, gnet, c-liburing, epoll, epoll-busypoll, uring, uring-sqpoll, uring-napi (default: every arm that can run here)
+    	comma-separated arms to run, of go-net, gnet, c-liburing, epoll, epoll-busypoll, uring, uring-sqpoll, uring-napi, uring-batch (default: every arm that can run here but uring-batch, run only when named)
   -client-block
     	client threads sleep in epoll_wait instead of polling (the server then pays for waking them)
   -client-cpus string
