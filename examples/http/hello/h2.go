@@ -90,16 +90,21 @@ func (hc *h2conn) onData(data []byte) {
 
 // flush queues the Server's output on c, and closes c once the Server is
 // done: after a connection error (its GOAWAY is the output's end), or a
-// GOAWAY either way with no stream left. Reading pauses while c's queue is
-// at the engine's high-water mark, so that nothing is fed to the Server and
-// its output stays bounded until the peer reads. Loop goroutine.
+// GOAWAY either way with no stream left. A write c refuses (its queue could
+// not grow) cuts the frames short: the Server ends, as after a lost write
+// of WriteDataTo. Reading pauses while c's queue is at the engine's
+// high-water mark, so that nothing is fed to the Server and its output
+// stays bounded until the peer reads. Loop goroutine.
 func (hc *h2conn) flush() {
 	if hc.closing {
 		return
 	}
 	if p := hc.s.Pending(); len(p) > 0 {
-		hc.c.Write(p)
-		hc.s.Written(len(p))
+		n, err := hc.c.Write(p)
+		hc.s.Written(n)
+		if err != nil {
+			hc.s.Close()
+		}
 	}
 	if hc.s.Done() {
 		hc.closing = true
