@@ -226,12 +226,15 @@ type Config struct {
 	NoHugePages bool
 	// BatchWait lets a busy uring loop (one whose last iteration handled
 	// two requests or more) gather more completions per wake-up: its next
-	// wait asks the kernel for twice as many as that iteration handled,
-	// but returns as soon as BatchWait has passed and one is there
+	// wait asks the kernel for twice as many as that iteration handled
+	// (no more receives than the receive ring has buffers free), but
+	// returns as soon as BatchWait has passed and one is there
 	// (min_wait_usec, Linux 6.12; older kernels ignore it and say so once
 	// through Logf). It trades up to BatchWait of latency, under load
-	// only, for fewer io_uring_enter calls and wake-ups per request
-	// (docs/BENCHMARKS.md, "Minimum waits"). On kernels older than 6.17,
+	// only, for fewer io_uring_enter calls and wake-ups per request; fewer
+	// enters need not mean less CPU (docs/BENCHMARKS.md, "Minimum waits"
+	// and "BatchWait with the ring cap": 1.00-1.19x the default's at 50 µs
+	// in spindle bench on a 2-vCPU VM). On kernels older than 6.17,
 	// without the multishot receive byte limit, it loosens WriteHighWater's
 	// bound on memory: a connection whose peer does not read can receive
 	// what arrives during one batched wait before its reading pauses, all
