@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spindlenet/spindle/engine"
+	"golang.org/x/sys/unix"
 )
 
 // early503 is a raw server that answers 503 (Content-Length: 0, kept
@@ -86,7 +88,8 @@ func TestRetryBodySplit(t *testing.T) {
 // rest of its body, retried where the only other server is at its
 // max_conns, waits in the pool's queue with the rest of its body kept
 // (the proxy does not write it to the upstream it let go of), and is
-// sent whole once the slot is free.
+// sent whole once the slot is free. The body comes in three parts:
+// before the 503, while the retry waits, after it is sent.
 func TestRetryH2Queued(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		for _, h2 := range []bool{true, false} {
@@ -98,14 +101,17 @@ func TestRetryH2Queued(t *testing.T) {
 // retryQueued is TestRetryH2Queued's for an HTTP/2 client (h2) or an
 // HTTP/1.1 one.
 func retryQueued(t *testing.T, b engine.Backend, h2 bool) {
-	var badN atomic.Int64
+	var badN, putN atomic.Int64
 	bad := early503(t, &badN)
 	slow := make(chan struct{})
 	var slowIn atomic.Int64
 	good := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/slow" {
+		switch r.URL.Path {
+		case "/slow":
 			slowIn.Add(1)
 			<-slow
+		case "/a":
+			putN.Add(1)
 		}
 		body, _ := io.ReadAll(r.Body)
 		fmt.Fprintf(w, "ok %s %s %s", r.Method, r.URL.Path, sum(body))
@@ -114,6 +120,7 @@ func retryQueued(t *testing.T, b engine.Backend, h2 bool) {
 	cfg.Listeners[0].H2C = true
 	cfg.Pools[0].Balance = LeastConn
 	cfg.Pools[0].MaxConns = 1
+	cfg.Pools[0].QueueTimeout = Duration(time.Minute) // (the wait ends at close(slow))
 	p := startProxy(t, cfg)
 	h1c, base := client(t, p)
 	slowDone := make(chan string, 1)
@@ -127,55 +134,101 @@ func retryQueued(t *testing.T, b engine.Backend, h2 bool) {
 		resp.Body.Close()
 		slowDone <- fmt.Sprint(resp.StatusCode, " ", string(body))
 	}()
-	for deadline := time.Now().Add(5 * time.Second); slowIn.Load() == 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("/slow did not reach the good server")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(t, "/slow at the good server", func() bool { return slowIn.Load() > 0 })
+	queued := func() bool { return scrape(t, p)[`spindle_proxy_pool_queue_length{pool="app"}`] == 1 }
 	body := randomBytes(7, 60<<10)
 	before := badN.Load()
-	var status int
-	var got []byte
+	// write sends body bytes; arrived reports the proxy has those sent
+	// (while the retry waits); answer ends the body and reads the
+	// response.
+	var write func(p []byte)
+	var arrived func() bool
+	var answer func() (int, string)
 	if h2 {
 		h2c, _ := h2Client(t, p)
 		pr, pw := io.Pipe()
-		go func() {
-			pw.Write(body[:20<<10])
-			time.Sleep(300 * time.Millisecond) // (the 503 comes, the retry waits)
-			close(slow)                        // (the slot frees after a while)
-			time.Sleep(50 * time.Millisecond)
-			pw.Write(body[20<<10:])
-			pw.Close()
-		}()
+		defer pw.CloseWithError(errors.New("test over"))
 		req, _ := http.NewRequest("PUT", base+"/a", pr)
 		req.ContentLength = int64(len(body))
-		resp, err := h2c.Do(req)
-		if err != nil {
-			t.Fatal(err)
+		type reply struct {
+			status int
+			body   string
+			err    error
 		}
-		got, _ = io.ReadAll(resp.Body)
-		resp.Body.Close()
-		status = resp.StatusCode
+		replies := make(chan reply, 1)
+		go func() {
+			resp, err := h2c.Do(req)
+			if err != nil {
+				replies <- reply{err: err}
+				return
+			}
+			got, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			replies <- reply{resp.StatusCode, string(got), err}
+		}()
+		write = func(p []byte) { pw.Write(p) }
+		// (Kept for a retry again, as they arrive: in the stream's body
+		// while it waits, not written to the upstream let go of.)
+		arrived = func() bool {
+			return scrape(t, p)[`spindle_proxy_pool_retry_buffered_bytes{pool="app"}`] == 40<<10
+		}
+		answer = func() (int, string) {
+			pw.Close()
+			r := <-replies
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			return r.status, r.body
+		}
 	} else {
 		c := dial(t, p)
 		br := bufio.NewReader(c)
 		c.SetDeadline(time.Now().Add(10 * time.Second))
 		fmt.Fprintf(c, "PUT /a HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", len(body))
-		c.Write(body[:20<<10])
-		time.Sleep(300 * time.Millisecond)
-		close(slow)
-		time.Sleep(50 * time.Millisecond)
-		c.Write(body[20<<10:])
-		resp, s := readResponseFrom(t, c, br, "PUT")
-		status, got = resp.StatusCode, []byte(s)
+		write = func(p []byte) { c.Write(p) }
+		// (Acknowledged by the proxy's socket: received, whether the
+		// waiting session has read them yet or not.)
+		arrived = func() bool { return unacked(t, c) == 0 }
+		answer = func() (int, string) {
+			resp, got := readResponseFrom(t, c, br, "PUT")
+			return resp.StatusCode, got
+		}
 	}
-	if want := "ok PUT /a " + sum(body); status != 200 || !bytes.Equal(got, []byte(want)) {
-		t.Errorf("PUT (to the 503 server first: %v): %d %q, want 200 %q", badN.Load() > before, status, got, want)
+	write(body[:20<<10])
+	waitFor(t, "the PUT's retry (after its 503) in the queue", func() bool { return badN.Load() > before && queued() })
+	write(body[20<<10 : 40<<10])
+	waitFor(t, "the body's second part at the proxy while the retry waits", arrived)
+	if !queued() {
+		t.Fatal("the PUT's retry left the queue before the slot was free")
+	}
+	close(slow)
+	waitFor(t, "the PUT's retry at the good server (the slot free) before the body's last part", func() bool { return putN.Load() > 0 })
+	write(body[40<<10:])
+	status, got := answer()
+	if want := "ok PUT /a " + sum(body); status != 200 || got != want {
+		t.Errorf("PUT: %d %q, want 200 %q", status, got, want)
 	}
 	if s := <-slowDone; s != "200 ok GET /slow "+sum(nil) {
 		t.Errorf("/slow: %s", s)
 	}
+}
+
+// unacked is what c's socket holds that its peer has not acknowledged
+// (SIOCOUTQ).
+func unacked(t *testing.T, c net.Conn) int {
+	t.Helper()
+	rc, err := c.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if cerr := rc.Control(func(fd uintptr) { n, err = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ) }); cerr != nil {
+		t.Fatal(cerr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // retryHeld sums pool's retries in flight and body bytes held over the
