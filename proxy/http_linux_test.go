@@ -10,7 +10,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -782,10 +781,6 @@ const allocConns = 10
 // again.
 func exchangeAllocs(t *testing.T, p *Proxy, what string, request func(k int) []byte, answer func(c net.Conn, k int, buf []byte) error) int {
 	t.Helper()
-	// No GC cycle while it counts: one under way has the runtime allocate
-	// a few objects of its own, which the count (the process's) would take
-	// for the request path's (TestRetryAllocs says what was seen).
-	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	per := 200
 	cs := make([]net.Conn, allocConns)
 	for i := range cs {
