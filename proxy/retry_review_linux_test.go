@@ -157,14 +157,8 @@ func retryQueued(t *testing.T, b engine.Backend, h2 bool) {
 		}
 		replies := make(chan reply, 1)
 		go func() {
-			resp, err := h2c.Do(req)
-			if err != nil {
-				replies <- reply{err: err}
-				return
-			}
-			got, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			replies <- reply{resp.StatusCode, string(got), err}
+			status, got, err := tryReq(h2c, req)
+			replies <- reply{status, got, err}
 		}()
 		write = func(p []byte) { pw.Write(p) }
 		// (Kept for a retry again, as they arrive: in the stream's body
