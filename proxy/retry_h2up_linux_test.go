@@ -129,6 +129,24 @@ func tryReq(c *http.Client, req *http.Request) (int, string, error) {
 	return resp.StatusCode, string(body), err
 }
 
+// reqResult is tryReq's answer, from the goroutine goReq starts.
+type reqResult struct {
+	status int
+	body   string
+	err    error
+}
+
+// goReq runs tryReq(c, req) on a goroutine of its own and returns the
+// channel that gets its answer.
+func goReq(c *http.Client, req *http.Request) <-chan reqResult {
+	ch := make(chan reqResult, 1)
+	go func() {
+		status, body, err := tryReq(c, req)
+		ch <- reqResult{status, body, err}
+	}()
+	return ch
+}
+
 // h2RetryClients returns an HTTP/1.1 and an HTTP/2 client of p's
 // listener web, by name, and its base URL.
 func h2RetryClients(t *testing.T, p *Proxy) (map[string]*http.Client, string) {
@@ -429,18 +447,9 @@ func TestRetryH2UpCapLoop(t *testing.T) {
 		first, second := randomBytes(11, maxLoopKept*3/4), randomBytes(12, maxLoopKept/2)
 		for _, kind := range []string{"HTTP/1.1", "HTTP/2"} {
 			h0 := held.Load()
-			type result struct {
-				st   int
-				body string
-				err  error
-			}
-			ch := make(chan result, 1)
-			go func() {
-				req, _ := http.NewRequest("PUT", base+"/", bytes.NewReader(first))
-				req.Header.Set("X-Hold", "1")
-				st, got, err := tryReq(cs[kind], req)
-				ch <- result{st, got, err}
-			}()
+			req, _ := http.NewRequest("PUT", base+"/", bytes.NewReader(first))
+			req.Header.Set("X-Hold", "1")
+			ch := goReq(cs[kind], req)
 			waitFor(t, "the first PUT held by its server", func() bool { return held.Load() > h0 })
 			if got := scrape(t, p)[`spindle_proxy_pool_retry_buffered_bytes{pool="app"}`]; got != float64(len(first)) {
 				t.Errorf("%s: retry_buffered_bytes %v while the first PUT is held, want %d", kind, got, len(first))
@@ -465,8 +474,8 @@ func TestRetryH2UpCapLoop(t *testing.T) {
 				t.Errorf("%s: no second PUT reached the 503 server", kind)
 			}
 			release <- struct{}{}
-			if r := <-ch; r.err != nil || r.st != 200 || r.body != "ok PUT "+sum(first) {
-				t.Errorf("%s: the held PUT: %d %q %v", kind, r.st, r.body, r.err)
+			if r := <-ch; r.err != nil || r.status != 200 || r.body != "ok PUT "+sum(first) {
+				t.Errorf("%s: the held PUT: %d %q %v", kind, r.status, r.body, r.err)
 			}
 		}
 		m := scrape(t, p)

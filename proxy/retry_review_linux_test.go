@@ -150,16 +150,7 @@ func retryQueued(t *testing.T, b engine.Backend, h2 bool) {
 		defer pw.CloseWithError(errors.New("test over"))
 		req, _ := http.NewRequest("PUT", base+"/a", pr)
 		req.ContentLength = int64(len(body))
-		type reply struct {
-			status int
-			body   string
-			err    error
-		}
-		replies := make(chan reply, 1)
-		go func() {
-			status, got, err := tryReq(h2c, req)
-			replies <- reply{status, got, err}
-		}()
+		replies := goReq(h2c, req)
 		write = func(p []byte) { pw.Write(p) }
 		// (Kept for a retry again, as they arrive: in the stream's body
 		// while it waits, not written to the upstream let go of.)
