@@ -39,7 +39,7 @@ func init() {
 	}
 	RegisterArm(Arm{
 		Name:    "uring-batch",
-		Summary: fmt.Sprintf("spindle engine, io_uring with Config.BatchWait %v: a busy loop's wait asks for twice its last iteration's completions and returns once %[1]v has passed with one there", batchArmWait),
+		Summary: fmt.Sprintf("spindle engine, io_uring with Config.BatchWait %v: a busy loop's wait asks for twice its last iteration's completions, no more receives than its ring has buffers free, and returns once %[1]v has passed with one there", batchArmWait),
 		Start: func(ctx context.Context, cfg ServerConfig) (Server, error) {
 			return startEngine(ctx, engine.BackendURing, batchArmWait, cfg)
 		},
