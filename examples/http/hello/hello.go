@@ -33,15 +33,23 @@ const (
 	LingerBytes   = 256 << 10
 )
 
+const (
+	hello  = "hello, world"
+	okHead = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 12\r\n"
+)
+
 var (
 	limits = h1.Limits{MaxHead: MaxHeader, MaxTarget: MaxHeader}
 
-	head          = []byte("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 12\r\n")
-	keepAliveLine = []byte("Connection: keep-alive\r\n")
-	closeLine     = []byte("Connection: close\r\n")
-	crlf          = []byte("\r\n")
-	body          = []byte("hello, world")
-	continue100   = []byte("HTTP/1.1 100 Continue\r\n\r\n")
+	body = []byte(hello)
+	// The responses, each whole for one Write: to a request that keeps
+	// the connection, to one that does not (it is told it closes), and to
+	// an HTTP/1.0 one that asked to keep it (it is told it is kept). A
+	// HEAD's is the same without the body.
+	okKeep      = []byte(okHead + "\r\n" + hello)
+	okClose     = []byte(okHead + "Connection: close\r\n\r\n" + hello)
+	okKeepAlive = []byte(okHead + "Connection: keep-alive\r\n\r\n" + hello)
+	continue100 = []byte("HTTP/1.1 100 Continue\r\n\r\n")
 
 	errTooLarge = &h1.Error{Status: 413, Reason: "request body larger than MaxBody"}
 	// A 2xx to CONNECT would tell the client a tunnel is open: an origin
@@ -128,8 +136,12 @@ func (h *Handler) OnData(c *engine.Conn, b engine.Buffer) bool {
 				break // the head is not complete yet
 			}
 			data = data[n:]
-			if err := st.start(c, len(data) > 0); err != nil {
+			cont, err := st.start(len(data) > 0)
+			if err != nil {
 				fail(c, err)
+				return false
+			}
+			if cont && !send(c, continue100) {
 				return false
 			}
 		}
@@ -146,9 +158,7 @@ func (h *Handler) OnData(c *engine.Conn, b engine.Buffer) bool {
 			break // Next took all of data: more of the body is to come
 		}
 		st.inBody = false
-		respond(c, st)
-		if !st.keep {
-			c.CloseLinger(LingerTimeout, LingerBytes)
+		if !respond(c, st) {
 			return false
 		}
 	}
@@ -198,31 +208,30 @@ func (h *Handler) OnClose(c *engine.Conn, err error) {
 }
 
 // start begins reading the body of the request st.req just parsed from a
-// buffer that holds more after its head, or not. It must not keep the
-// request's slices: they point into that buffer. Loop goroutine.
-func (st *conn) start(c *engine.Conn, more bool) error {
+// buffer that holds more after its head, or not, and reports whether the
+// client waits for 100 Continue before it sends the body. It must not keep
+// the request's slices: they point into that buffer. Loop goroutine.
+func (st *conn) start(more bool) (cont bool, err error) {
 	r := &st.req
 	if string(r.Method) == "CONNECT" {
-		return errConnect
+		return false, errConnect
 	}
 	if r.Framing == h1.Length && r.ContentLength > MaxBody {
-		return errTooLarge
+		return false, errTooLarge
 	}
 	st.inBody, st.keep = true, r.KeepAlive && !st.drain
 	st.http10, st.isHead = r.Minor == 0, string(r.Method) == "HEAD"
 	st.body.Reset(r.Framing, r.ContentLength)
 	// A client that expects 100 Continue sends the body only after it
 	// (RFC 9110 section 10.1.1: the server must send it).
-	if r.Expect100 && !more && (r.Framing == h1.Chunked || r.ContentLength > 0) {
-		c.Write(continue100)
-	}
-	return nil
+	return r.Expect100 && !more && (r.Framing == h1.Chunked || r.ContentLength > 0), nil
 }
 
 // fail answers a request the server refuses and closes c with a lingering
 // close: with the status h1 gives its head (400, 414, 431, 501 or 505), 413
 // for a body over MaxBody, 501 for CONNECT, and 400 for a malformed body (which h1 reports
-// as a proxy reports an upstream's, 502). Loop goroutine.
+// as a proxy reports an upstream's, 502). A write c refuses (see send) needs
+// nothing more: c closes either way. Loop goroutine.
 func fail(c *engine.Conn, err error) {
 	status := 400
 	var e *h1.Error
@@ -233,19 +242,46 @@ func fail(c *engine.Conn, err error) {
 	c.CloseLinger(LingerTimeout, LingerBytes)
 }
 
-// respond writes the answer to the request: no body for HEAD; a request
-// that does not keep the connection is told it closes, an HTTP/1.0 client
-// that asked to keep it that it is kept. Loop goroutine.
-func respond(c *engine.Conn, st *conn) {
-	c.Write(head)
+// respond writes the answer to the request, in one Write: no body for
+// HEAD; a request that does not keep the connection is told it closes, an
+// HTTP/1.0 client that asked to keep it that it is kept. It reports whether
+// c stays open for the next request: after a request that does not keep it
+// c closes, with a lingering close, as after a write c refuses (send).
+// Loop goroutine.
+func respond(c *engine.Conn, st *conn) bool {
+	resp := okKeep
 	switch {
 	case !st.keep:
-		c.Write(closeLine)
+		resp = okClose
 	case st.http10:
-		c.Write(keepAliveLine)
+		resp = okKeepAlive
 	}
-	c.Write(crlf)
-	if !st.isHead {
-		c.Write(body)
+	if st.isHead {
+		resp = resp[:len(resp)-len(body)]
 	}
+	if !send(c, resp) {
+		return false
+	}
+	if !st.keep {
+		c.CloseLinger(LingerTimeout, LingerBytes)
+		return false
+	}
+	return true
+}
+
+// send queues p on c and reports whether c took it. engine.Conn.Write
+// fails only when c is closing or its writing is shut (net.ErrClosed), or
+// when the loop's send slab cannot grow (mmap failed), having queued the
+// start of p: the response is lost, or cut short. Then c closes, with a
+// lingering close, and nothing more is answered on it: what is queued goes
+// out (the earlier pipelined responses, whole, and the start of this one,
+// which the client sees cut short) and then FIN, and what the
+// client still sends is dropped, so that no reset destroys the responses
+// before it (on a closing c, CloseLinger does nothing). Loop goroutine.
+func send(c *engine.Conn, p []byte) bool {
+	if _, err := c.Write(p); err != nil {
+		c.CloseLinger(LingerTimeout, LingerBytes)
+		return false
+	}
+	return true
 }

@@ -189,6 +189,41 @@ func TestServer(t *testing.T) {
 	}
 }
 
+// TestH1Allocs: an HTTP/1.1 request on an open connection allocates
+// nothing, whichever response it gets (client and engine included: the
+// client's reads and writes are allocation-free).
+func TestH1Allocs(t *testing.T) {
+	addr, _ := startServer(t, engine.Backends[0])
+	c := dialServer(t, addr, 20*time.Second)
+	for _, tc := range []struct {
+		name, req string
+		resp      []byte
+	}{
+		{"GET", "GET / HTTP/1.1\r\nHost: x\r\n\r\n", okKeep},
+		{"HEAD", "HEAD / HTTP/1.1\r\nHost: x\r\n\r\n", okKeep[:len(okKeep)-len(body)]},
+		{"HTTP/1.0 keep-alive", "GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", okKeepAlive},
+	} {
+		req, got := []byte(tc.req), make([]byte, len(tc.resp))
+		one := func() {
+			if _, err := c.Write(req); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.ReadFull(c, got); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range 200 { // warm up: buffers reach their size
+			one()
+		}
+		if a := testing.AllocsPerRun(1000, one); a != 0 {
+			t.Errorf("%s: %v allocations per request, want 0", tc.name, a)
+		}
+		if !bytes.Equal(got, tc.resp) {
+			t.Fatalf("%s: response %q, want %q", tc.name, got, tc.resp)
+		}
+	}
+}
+
 // startServer runs the Handler on an engine with backend until the test
 // ends and returns its address and the engine.
 func startServer(t *testing.T, backend engine.Backend) (string, *engine.Engine) {
@@ -326,6 +361,50 @@ func TestLingerEnds(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the server still holds %d connections 10 s after a 400 to a silent client", e.Stats().Open)
 		}
+	}
+}
+
+// shutWrites is the Handler on connections whose writing is shut
+// (CloseWrite) before each OnData, so that every Write of the handler fails
+// (net.ErrClosed), as after engine.Conn.Write's other failure, the loop's
+// send slab failing to grow (mmap), which no test can cause: Write never
+// refuses for size (Config.WriteHighWater pauses reading instead).
+type shutWrites struct{ Handler }
+
+func (h *shutWrites) OnData(c *engine.Conn, b engine.Buffer) bool {
+	c.CloseWrite()
+	return h.Handler.OnData(c, b)
+}
+
+// TestWriteRefused: a request whose response (or 100 Continue) the
+// connection refuses to take ends the connection on the server, while the
+// client stays silent and open, as after an error response (found in
+// review: the Write's error was dropped, and the connection stayed open
+// with its response lost, as long as the client's). The client reads no
+// response, only the end of the stream.
+func TestWriteRefused(t *testing.T) {
+	addr, e := startHandler(t, engine.Backends[0], &shutWrites{})
+	for _, tc := range []struct{ name, req string }{
+		{"GET", "GET / HTTP/1.1\r\nHost: x\r\n\r\n"},
+		{"pipelined", strings.Repeat("GET / HTTP/1.1\r\nHost: x\r\n\r\n", 3)},
+		{"HEAD", "HEAD / HTTP/1.1\r\nHost: x\r\n\r\n"},
+		{"100-continue", "POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n"},
+		{"malformed", "NONSENSE\r\n\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := dialServer(t, addr, 10*time.Second)
+			if _, err := io.WriteString(c, tc.req); err != nil {
+				t.Fatal(err)
+			}
+			if b, err := io.ReadAll(c); err != nil || len(b) > 0 {
+				t.Fatalf("read %q, %v; want the end of the stream", b, err)
+			}
+			for deadline := time.Now().Add(5 * time.Second); e.Stats().Open != 0; time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the server still holds %d connections 5 s after a write it refused", e.Stats().Open)
+				}
+			}
+		})
 	}
 }
 
