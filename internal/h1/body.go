@@ -21,20 +21,41 @@ const (
 )
 
 // Chunked-body states (RFC 9112 7.1).
+//
+// The chunk-size line's states, up to cSizeLF, take chunk-ext exactly as
+// RFC 9112 7.1.1 has it:
+//
+//	chunk-ext = *( BWS ";" BWS chunk-ext-name [ BWS "=" BWS chunk-ext-val ] )
+//	chunk-ext-name = token
+//	chunk-ext-val  = token / quoted-string
+//
+// (quoted-string as RFC 9110 5.6.4 has it, quoted-pair and obs-text
+// included). The proxy forwards the line as it came: a next hop that
+// ends the line or an extension elsewhere than this parser, at a CR, an
+// LF or a ";" in a quoted-string or a bare byte after a value, would
+// read another body ("chunk extension smuggling").
 const (
-	cSize0   uint8 = iota // first hex digit of chunk-size
-	cSize                 // more hex digits
-	cSizeWS               // BWS after the digits
-	cExt                  // chunk-ext up to CR
-	cSizeLF               // LF ending the chunk-size line
-	cData                 // chunk-data
-	cDataCR               // CR after chunk-data
-	cDataLF               // LF after chunk-data
-	cTrStart              // start of a trailer line (or the final CRLF)
-	cTrName               // trailer field name
-	cTrValue              // trailer field value
-	cTrLF                 // LF ending a trailer line
-	cEndLF                // LF of the final CRLF
+	cSize0     uint8 = iota // first hex digit of chunk-size
+	cSize                   // more hex digits
+	cSizeWS                 // BWS after the digits: ";" follows
+	cExt                    // BWS after ";", then chunk-ext-name
+	cExtName                // more chunk-ext-name
+	cExtNameWS              // BWS after chunk-ext-name: "=" or ";" follows
+	cExtEq                  // BWS after "=", then chunk-ext-val
+	cExtToken               // more of a token chunk-ext-val
+	cExtQuoted              // in a quoted-string chunk-ext-val
+	cExtPair                // the byte after "\" in a quoted-string
+	cExtEnd                 // after a quoted-string's closing '"'
+	cExtWS                  // BWS after chunk-ext-val: ";" follows
+	cSizeLF                 // LF ending the chunk-size line
+	cData                   // chunk-data
+	cDataCR                 // CR after chunk-data
+	cDataLF                 // LF after chunk-data
+	cTrStart                // start of a trailer line (or the final CRLF)
+	cTrName                 // trailer field name
+	cTrValue                // trailer field value
+	cTrLF                   // LF ending a trailer line
+	cEndLF                  // LF of the final CRLF
 	cDone
 )
 
@@ -215,13 +236,13 @@ func (b *Body) chunked(p []byte) (Span, *Error) {
 				return upTo(i, tr), nil // the final CRLF is the next span's framing
 			}
 		}
-		switch b.state {
-		case cSize0, cSize, cSizeWS, cExt:
+		switch {
+		case b.state < cSizeLF: // the chunk-size line
 			b.line++
 			if b.line > MaxChunkLine && c != '\r' {
 				return upTo(i, tr), errChunkLine
 			}
-		case cTrStart, cTrName, cTrValue, cTrLF, cEndLF:
+		case b.state >= cTrStart: // the trailer section
 			b.line++
 			if b.line > MaxTrailer {
 				return upTo(i, tr), errTrailerLarge
@@ -240,24 +261,65 @@ func (b *Body) chunked(p []byte) (Span, *Error) {
 			if b.state == cSize0 {
 				return upTo(i, tr), errChunkSize
 			}
-			if e := b.afterSize(c); e != nil {
+			if e := b.endRun(c, cSizeWS, errChunkSize); e != nil {
 				return upTo(i, tr), e
 			}
-		case cSizeWS:
-			if c == '\r' {
-				// BWS is allowed only before ";" (RFC 9112 7.1): a next
-				// hop may read "5 " as no size.
-				return upTo(i, tr), errChunkBWS
-			}
-			if e := b.afterSize(c); e != nil {
-				return upTo(i, tr), e
-			}
-		case cExt:
+		case cSizeWS, cExtNameWS, cExtWS:
 			switch {
+			case c == ' ' || c == '\t':
+			case c == ';':
+				b.state = cExt
+			case c == '=' && b.state == cExtNameWS:
+				b.state = cExtEq
 			case c == '\r':
-				b.state = cSizeLF
+				// BWS is allowed only before ";" and "=" (RFC 9112
+				// 7.1.1): a next hop may read "5 " as no size.
+				return upTo(i, tr), errChunkBWS
+			case b.state == cSizeWS:
+				return upTo(i, tr), errChunkSize
+			default:
+				return upTo(i, tr), errChunkExt
+			}
+		case cExt, cExtEq:
+			switch {
+			case c == ' ' || c == '\t':
+			case tchar[c] && b.state == cExt:
+				b.state = cExtName
+			case tchar[c]:
+				b.state = cExtToken
+			case c == '"' && b.state == cExtEq:
+				b.state = cExtQuoted
+			default:
+				return upTo(i, tr), errChunkExt
+			}
+		case cExtName:
+			if tchar[c] {
+				break
+			}
+			if c == '=' {
+				b.state = cExtEq
+			} else if e := b.endRun(c, cExtNameWS, errChunkExt); e != nil {
+				return upTo(i, tr), e
+			}
+		case cExtToken, cExtEnd:
+			if tchar[c] && b.state == cExtToken {
+				break
+			}
+			if e := b.endRun(c, cExtWS, errChunkExt); e != nil {
+				return upTo(i, tr), e
+			}
+		case cExtQuoted, cExtPair:
+			// qdtext and a quoted-pair's second byte are HTAB, SP,
+			// VCHAR and obs-text: no CTL, so no CR or LF.
+			switch {
 			case ctl(c):
 				return upTo(i, tr), errChunkExt
+			case b.state == cExtPair:
+				b.state = cExtQuoted
+			case c == '\\':
+				b.state = cExtPair
+			case c == '"':
+				b.state = cExtEnd
 			}
 		case cSizeLF:
 			if c != '\n' {
@@ -339,18 +401,19 @@ func upTo(i, tr int) Span {
 	return Span{Skip: i}
 }
 
-// afterSize handles a byte after the chunk-size digits: BWS, ";" starting an
-// extension, or the CR ending the line.
-func (b *Body) afterSize(c byte) *Error {
+// endRun handles the byte after chunk-size, a chunk-ext-name or a
+// chunk-ext-val: BWS (state ws), ";" starting an extension or the CR
+// ending the line; any other is the error bad.
+func (b *Body) endRun(c byte, ws uint8, bad *Error) *Error {
 	switch c {
 	case ' ', '\t':
-		b.state = cSizeWS
+		b.state = ws
 	case ';':
 		b.state = cExt
 	case '\r':
 		b.state = cSizeLF
 	default:
-		return errChunkSize
+		return bad
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package h1
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -88,6 +89,8 @@ func TestBody(t *testing.T) {
 		{name: "trailer ctl", framing: Chunked, in: "0\r\nA: \x01\r\n\r\n", n: 6, status: 502},
 		{name: "long size line", framing: Chunked, in: "5;" + strings.Repeat("a", MaxChunkLine) + "\r\n", n: MaxChunkLine, status: 502},
 		{name: "size line at limit", framing: Chunked, in: "5;" + strings.Repeat("a", MaxChunkLine-2) + "\r\nhello\r\n0\r\n\r\n", n: MaxChunkLine + 14, done: true},
+		{name: "long quoted ext", framing: Chunked, in: "5;a=\"" + strings.Repeat("x", MaxChunkLine) + "\"\r\n", n: MaxChunkLine, status: 502},
+		{name: "quoted ext at limit", framing: Chunked, in: "5;a=\"" + strings.Repeat("x", MaxChunkLine-6) + "\"\r\nhello\r\n0\r\n\r\n", n: MaxChunkLine + 14, done: true},
 		{name: "long trailer", framing: Chunked, in: "0\r\nA: " + strings.Repeat("a", MaxTrailer), n: 3 + MaxTrailer, status: 502},
 	}
 	for _, tt := range tests {
@@ -346,5 +349,96 @@ func TestBodySpanAllocs(t *testing.T) {
 	}
 	if a := testing.AllocsPerRun(100, func() { b.Reset(Chunked, 0); b.Next(in) }); a != 0 {
 		t.Errorf("Next: %v allocs", a)
+	}
+}
+
+// TestChunkExt: a chunk-size line's extensions are exactly RFC 9112
+// 7.1.1's chunk-ext, BWS ";" BWS token [ BWS "=" BWS ( token /
+// quoted-string ) ] repeated, or the body is an error at the first byte
+// outside it, however the body is split. The proxy forwards the lines as
+// they came, so a next hop that ends the line or the extension elsewhere
+// (a CR, an LF or a ";" in a quoted-string, a bare byte after a value)
+// would read another body.
+func TestChunkExt(t *testing.T) {
+	tests := []struct {
+		line string // the chunk-size line of a 5-byte chunk, CRLF included
+		at   int    // the offending byte, -1 if the line is valid
+		err  error
+	}{
+		{"5;a\r\n", -1, nil},
+		{"5 ;a=b\r\n", -1, nil},
+		{"5;a=\"x;y\"\r\n", -1, nil},
+		{"5;a=\"\\\"\"\r\n", -1, nil},
+		{"5;a;b=c\r\n", -1, nil},
+		{"5\t; \ta \t= \tb \t;c\r\n", -1, nil},
+		{"5;a=\"\"\r\n", -1, nil},
+		{"5;a=\"\t x\\\t\\ \\\x80\x80\xff\"\r\n", -1, nil},
+		{"5;!#$%&'*+-.^_`|~09AZaz=!#$%&'*+-.^_`|~09AZaz\r\n", -1, nil},
+		{"5;a=\"b\" ;c\r\n", -1, nil},
+		{"5 ; a = \"x;y\\\"\\\\\" ;b\r\n", -1, nil},
+
+		{"5;\r\n", 2, errChunkExt},
+		{"5;a=\r\n", 4, errChunkExt},
+		{"5;a b\r\n", 4, errChunkExt},
+		{"5;a=\"x\r\n", 6, errChunkExt},
+		{"5;=b\r\n", 2, errChunkExt},
+		{"5;a=\"x\"y\r\n", 7, errChunkExt},
+		{"5;a=b c\r\n", 6, errChunkExt},
+		{"5;;a\r\n", 2, errChunkExt},
+		{"5;a;\r\n", 4, errChunkExt},
+		{"5; \r\n", 3, errChunkExt},
+		{"5;a=b=c\r\n", 5, errChunkExt},
+		{"5;a,b\r\n", 3, errChunkExt},
+		{"5;a=b,c\r\n", 5, errChunkExt},
+		{"5;a=\"x\"\"\r\n", 7, errChunkExt},
+		{"5;a=\"x\\\r\n", 7, errChunkExt},
+		{"5;a=\"x\\\"\r\n", 8, errChunkExt},
+		{"5;a=\"x\ny\"\r\n", 6, errChunkExt},
+		{"5;a=\"x\ry\"\r\n", 6, errChunkExt},
+		{"5;a=\"\x00\"\r\n", 5, errChunkExt},
+		{"5;a=\"\x7f\"\r\n", 5, errChunkExt},
+		{"5;a=\"\\\x00\"\r\n", 6, errChunkExt},
+		{"5;a=\"\\\n\"\r\n", 6, errChunkExt},
+		{"5;\x80\r\n", 2, errChunkExt},
+		{"5;a\x80\r\n", 3, errChunkExt},
+		{"5;a=\x80\r\n", 4, errChunkExt},
+		{"5;a=b\x80\r\n", 5, errChunkExt},
+		{"5;a=\"b\"\x80\r\n", 7, errChunkExt},
+		{"5;a(b)\r\n", 3, errChunkExt},
+		{"5;a=b\"c\"\r\n", 5, errChunkExt},
+		{"5;\"a\"\r\n", 2, errChunkExt},
+		{"5;a\n\r\n", 3, errChunkExt},
+		{"5;a=b\n\r\n", 5, errChunkExt},
+		{"5;a=\"b\"\n\r\n", 7, errChunkExt},
+		// BWS only before ";" or "=", not before the CR.
+		{"5;a \r\n", 4, errChunkBWS},
+		{"5;a=b\t\r\n", 6, errChunkBWS},
+		{"5;a=\"b\" \r\n", 8, errChunkBWS},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%q", tt.line), func(t *testing.T) {
+			in := []byte(tt.line + "hello\r\n0" + tt.line[1:] + "\r\n") // the last chunk with the same extensions
+			n, done, err, data := len(in), true, error(nil), "hello"
+			if tt.at >= 0 {
+				n, done, err, data = tt.at, false, tt.err, ""
+			}
+			whole := feedSpans(t, Chunked, 0, in)
+			if whole.n != n || whole.done != done || whole.err != err || whole.data != data {
+				t.Fatalf("%q: n=%d done=%v err=%v data %q, want %d %v %v %q", in, whole.n, whole.done, whole.err, whole.data, n, done, err, data)
+			}
+			if next := feed(Chunked, 0, in); next.n != n || next.done != done || next.err != err {
+				t.Fatalf("Next: %+v", next)
+			}
+			cuts := make([]int, len(in))
+			for i := range cuts {
+				cuts[i] = i
+				if got := feedSpans(t, Chunked, 0, in, i); got != whole {
+					t.Fatalf("split at %d: %+v, whole %+v", i, got, whole)
+				}
+			}
+			if got := feedSpans(t, Chunked, 0, in, cuts...); got != whole {
+				t.Fatalf("byte by byte: %+v, whole %+v", got, whole)
+			}
+		})
 	}
 }

@@ -243,9 +243,9 @@ func goChunked(in []byte) (data []byte, end int, err error) {
 // body's data the reader's, and its trailer section the bytes between the
 // last-chunk line and the final CRLF. Deliberate
 // differences: Next accepts whitespace between chunk-size and ";" (RFC 9112
-// BWS; the Go reader does not), rejects whitespace after chunk-size that
-// is not before ";" (the Go reader trims it) and rejects CTLs in chunk
-// extensions (the Go reader ignores extensions).
+// BWS; the Go reader does not), rejects whitespace ending a chunk-size
+// line (the Go reader trims it) and rejects chunk extensions outside RFC
+// 9112's chunk-ext (the Go reader ignores what follows the first ";").
 func FuzzBody(f *testing.F) {
 	for _, s := range []string{
 		"5\r\nhello\r\n0\r\n\r\n",
@@ -253,6 +253,14 @@ func FuzzBody(f *testing.F) {
 		"5 ;a\r\nhello\r\n0\r\n\r\n",
 		"A\r\n0123456789\r\n0\r\n\r\nnext",
 		"5\nhello\r\n0\r\n\r\n",
+		"5 ; a = \"x;y\\\"\\\\\" ;b\r\nhello\r\n0;c=d\r\n\r\n",
+		"5;a=\"x\\\r\n\"\r\nhello\r\n0\r\n\r\n",
+		"5;a=\"x\r\n\"\r\nhello\r\n0\r\n\r\n",
+		"5;a=\"b\nc\"\r\nhello\r\n0\r\n\r\n",
+		"2;a=\"\r\n0\r\n\r\n\"\r\nhi\r\n0\r\n\r\n",
+		"5;a=b c\r\nhello\r\n0\r\n\r\n",
+		"5;a \r\nhello\r\n0\r\n\r\n",
+		"5;\r\nhello\r\n0;=\r\n\r\n",
 	} {
 		f.Add(uint8(Chunked), int64(0), []byte(s), 3, 9)
 	}

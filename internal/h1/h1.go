@@ -139,7 +139,7 @@ var (
 	errChunkTooBig  = badResp("chunk size overflows")
 	errChunkLine    = badResp("chunk-size line too long")
 	errChunkExt     = badResp("invalid chunk extension")
-	errChunkBWS     = badResp("whitespace after chunk size, not before an extension")
+	errChunkBWS     = badResp("whitespace ending a chunk-size line")
 	errChunkCRLF    = badResp("chunk data not followed by CRLF")
 	errTrailer      = badResp("invalid trailer field")
 	errTrailerLarge = badResp("trailer section too large")
