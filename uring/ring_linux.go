@@ -400,7 +400,11 @@ func (r *Ring) waitRunning(deadline time.Time, wait time.Duration) string {
 					err = r.syncCancelHook(err)
 				}
 				if err == unix.ENOENT {
-					break // none left with op
+					// None left with op. It may have been running: the
+					// kernel asks it to stop, then looks again (6.18), and
+					// if it ended in between says ENOENT. It has ended
+					// either way.
+					break
 				}
 				switch err {
 				case nil, unix.ETIME, unix.EINTR:
