@@ -241,6 +241,14 @@ func unsupported(feature, min string, err error) error {
 // request running in io-wq and takes the cancel's count as confirmation:
 // reap such requests before Close there.
 //
+// A request linked behind one running in io-wq starts in the same worker
+// as that one ends, and between the two the kernel shows neither running
+// (6.18, io_worker_handle_work): a sync cancel landing there finds none,
+// and so may Close's last look. A head that Close's cancel ends fails and
+// cancels a FlagIOLink successor, but one that ends on its own just then,
+// or a FlagIOHardlink, starts the next. Do not link a buffer-selecting
+// request behind one forced into io-wq, or reap such chains before Close.
+//
 // With SQPoll the requests run in the io-wq of the SQ thread, which neither
 // sync cancel nor a cancel SQE sees (6.18: -ENOENT while one runs). So
 // Close of an SQPoll ring with buffer rings waits, after closing the ring
