@@ -16,7 +16,7 @@ var (
 	// h2Fields are the response's fields besides :status, as h1's head.
 	h2Fields = []hpack.Field{
 		{Name: []byte("content-type"), Value: []byte("text/plain")},
-		{Name: []byte("content-length"), Value: []byte("12")},
+		{Name: []byte("content-length"), Value: []byte(helloLen)},
 	}
 	// h2Empty are an error response's: no body, as h1's.
 	h2Empty = []hpack.Field{{Name: []byte("content-length"), Value: []byte("0")}}

@@ -3,6 +3,7 @@ package hello
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/spindlenet/spindle/engine"
@@ -33,12 +34,13 @@ const (
 	LingerBytes   = 256 << 10
 )
 
-const (
-	hello  = "hello, world"
-	okHead = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 12\r\n"
-)
+const hello = "hello, world"
 
 var (
+	// helloLen is hello's length as its Content-Length says it.
+	helloLen = strconv.Itoa(len(hello))
+	okHead   = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: " + helloLen + "\r\n"
+
 	limits = h1.Limits{MaxHead: MaxHeader, MaxTarget: MaxHeader}
 
 	body = []byte(hello)

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/spindlenet/spindle/engine"
+	"github.com/spindlenet/spindle/internal/h2"
 )
 
 // pendingProbe is the Handler, recording the most memory a connection's
@@ -390,6 +391,8 @@ func TestWriteRefused(t *testing.T) {
 		{"HEAD", "HEAD / HTTP/1.1\r\nHost: x\r\n\r\n"},
 		{"100-continue", "POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n"},
 		{"malformed", "NONSENSE\r\n\r\n"},
+		// h2c: the server's SETTINGS is refused (h2conn.flush).
+		{"h2", h2.ClientPreface + string(h2.AppendSettings(nil, nil))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := dialServer(t, addr, 10*time.Second)
