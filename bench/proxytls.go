@@ -44,12 +44,16 @@ func newProxyTLS(dir string) (*ProxyTLS, *x509.CertPool, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	certPEM := cert.CertPEM()
 	files := &ProxyTLS{CertFile: filepath.Join(dir, "bench-cert.pem"), KeyFile: filepath.Join(dir, "bench-key.pem"), PEMFile: filepath.Join(dir, "bench.pem")}
-	if err := cert.WriteFiles(files.CertFile, files.KeyFile); err != nil {
-		return nil, nil, err
-	}
-	if err := os.WriteFile(files.PEMFile, append(cert.CertPEM(), keyPEM...), 0o600); err != nil {
-		return nil, nil, err
+	// The certificate, its key, and both in one file (HAProxy's).
+	for _, f := range []struct {
+		name string
+		pem  []byte
+	}{{files.CertFile, certPEM}, {files.KeyFile, keyPEM}, {files.PEMFile, append(certPEM[:len(certPEM):len(certPEM)], keyPEM...)}} {
+		if err := os.WriteFile(f.name, f.pem, 0o600); err != nil {
+			return nil, nil, err
+		}
 	}
 	return files, cert.Pool(), nil
 }
