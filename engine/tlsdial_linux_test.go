@@ -623,9 +623,7 @@ func TestDialTLSShutdownDuringHandshakes(t *testing.T) {
 					t.Errorf("opened %v, OnClose %v; want no OnOpen, ErrClosed", j.opened, j.err)
 				}
 			}
-			if n := handshakeGoroutines(); n != 0 {
-				t.Errorf("%d handshake goroutines after Shutdown", n)
-			}
+			checkHandshakesEnded(t)
 		})
 	}
 }
