@@ -673,7 +673,10 @@ func (e *Engine) closeListeners() {
 // Shutdown closes the listeners, tells a Drainer handler about each open
 // connection, and waits until the open connections have closed or ctx is
 // done. Then it closes the remaining connections (OnClose
-// gets ErrClosed) and waits for the loops to exit. A ctx done already at
+// gets ErrClosed) and waits for the loops to exit: a loop exits once the
+// kernel has ended every request that refers to its memory, however long
+// that takes, and one stopping for longer than 5 s says through
+// Config.Logf what it still waits for. A ctx done already at
 // the call skips the drain: no OnDrain, every connection closed at once.
 // It returns nil after a complete drain, ctx.Err() when connections had to
 // be closed. Any

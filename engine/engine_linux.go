@@ -312,6 +312,9 @@ func (l *Loop) serve() {
 		if l.drained() {
 			return
 		}
+		if l.stopping {
+			l.sayStall()
+		}
 		timeout := time.Duration(-1)
 		if l.timers.pending() {
 			timeout = l.timers.next(nanotime())

@@ -81,6 +81,8 @@ func (b *epollBackend) close() {
 
 func (b *epollBackend) idle() bool { return true }
 
+func (b *epollBackend) inFlight() string { return "no kernel operations in flight (epoll)" }
+
 func (b *epollBackend) msgRing(*Loop, int) bool { return false }
 
 func (b *epollBackend) addListener(s *lnSock) error {

@@ -35,8 +35,9 @@ type backend interface {
 	recvBuf(id int32) []byte
 	releaseRecv(id int32)
 	// idle reports whether no kernel operation is in flight, so the loop
-	// may exit.
+	// may exit; inFlight says which are, for a loop slow to stop.
 	idle() bool
+	inFlight() string
 	// msgRing wakes loop dst, whose ring has fd ringFd, by MSG_RING from
 	// this loop's ring; false if this backend cannot.
 	msgRing(dst *Loop, ringFd int) bool
@@ -112,7 +113,11 @@ type Loop struct {
 	owned, ownedCopies bitset
 
 	stopping bool
-	st       counters
+	// stopAt is when serve first saw the loop stopping (nanotime), 0
+	// before; stallSaid that it has said what a slow stop waits for.
+	stopAt    int64
+	stallSaid bool
+	st        counters
 
 	// woke is when the loop's last wait returned, yielded when it last
 	// passed through the Go scheduler (nanotime); see yieldEvery. A
@@ -529,6 +534,31 @@ func (l *Loop) eof(c *Conn) {
 	c.pause(pauseEOF)
 	if c.paused&pauseClosing == 0 {
 		l.h.OnEOF(c)
+	}
+}
+
+// stopStall is how long a stopping loop may wait for its connections to
+// close and its kernel operations to end before it says what it waits
+// for; tests shorten it.
+var stopStall = 5 * time.Second
+
+// sayStall, on a loop stopping for longer than stopStall, says once what it
+// waits for: a loop can exit only once the kernel has ended every
+// operation that refers to its memory, however long Shutdown's ctx.
+// Loop goroutine, stopping.
+func (l *Loop) sayStall() {
+	if l.stallSaid {
+		return
+	}
+	now := nanotime()
+	if l.stopAt == 0 {
+		l.stopAt = now
+		return
+	}
+	if d := time.Duration(now - l.stopAt); d >= stopStall {
+		l.stallSaid = true
+		l.e.cfg.Logf("engine: loop %d (CPU %d) has been stopping for %v: %d connections open, %s",
+			l.id, l.cpu, d.Round(time.Millisecond), l.st.open.Load(), l.be.inFlight())
 	}
 }
 

@@ -397,6 +397,35 @@ func (b *uringBackend) close() {
 
 func (b *uringBackend) idle() bool { return b.inflight == 0 }
 
+// inFlight says which of the ring's requests have not ended: those of
+// connections (receives, sends, and the rest: cancels, connects), the
+// accepts, and the loop's own (cancels, ring messages). Loop goroutine.
+func (b *uringBackend) inFlight() string {
+	var conns, onConns, recvs, sends int
+	first := ""
+	for _, c := range b.l.conns {
+		if c == nil || c.k.inflight == 0 {
+			continue
+		}
+		if conns++; first == "" {
+			first = fmt.Sprintf(" (the first: fd %d, peer %v, %d sends, closing %v)", c.fd, c.remote, c.k.sends, c.k.closing)
+		}
+		onConns += int(c.k.inflight)
+		sends += int(c.k.sends)
+		if c.k.recv != 0 {
+			recvs++
+		}
+	}
+	accepts := 0
+	for _, armed := range b.lnArmed {
+		if armed {
+			accepts++
+		}
+	}
+	return fmt.Sprintf("%d io_uring requests in flight: %d of %d connections%s (%d receives, %d sends, %d others), %d accepts, %d cancels or ring messages",
+		b.inflight, onConns, conns, first, recvs, sends, onConns-recvs-sends, accepts, b.inflight-onConns-accepts)
+}
+
 // sqe returns a free SQE, submitting when the SQ is full.
 //
 // A submission that fails leaves the SQ full. EAGAIN and EBUSY say that the

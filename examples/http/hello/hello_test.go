@@ -238,10 +238,12 @@ func startHandler(t *testing.T, backend engine.Backend, h engine.Handler) (strin
 	return startConfig(t, &engine.Config{Backend: backend}, h)
 }
 
-// startConfig is startHandler with the engine's config (its Logf quiet).
+// startConfig is startHandler with the engine's config, its Logf the
+// test's log (shown on a failure, or with -v): a loop slow to stop says
+// there what it waits for.
 func startConfig(t *testing.T, cfg *engine.Config, h engine.Handler) (string, *engine.Engine) {
 	t.Helper()
-	cfg.Logf = func(string, ...any) {}
+	cfg.Logf = t.Logf
 	e, err := engine.New(cfg, h)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,106 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestStopStallSaid: a loop that cannot exit because the kernel has not
+// ended one of its requests says so, once, after stopStall, naming what is
+// in flight; and it exits, and Shutdown returns, as soon as the request
+// ends. The request is a poll on a pipe no one writes to, counted as the
+// loop's own (as a cancel is).
+func TestStopStallSaid(t *testing.T) {
+	defer func(d time.Duration) { stopStall = d }(stopStall)
+	stopStall = 50 * time.Millisecond
+	for _, b := range testBackends {
+		if b == BackendEpoll || b == BackendEpollBusyPoll {
+			continue // nothing of epoll's is in flight in the kernel
+		}
+		t.Run(string(b), func(t *testing.T) {
+			lines := make(chan string, 16)
+			cfg := testConfig(b)
+			cfg.Logf = func(f string, a ...any) {
+				select {
+				case lines <- fmt.Sprintf(f, a...):
+				default:
+				}
+			}
+			e, _, done := listenAndRun(t, cfg, &echoHandler{})
+			var p [2]int
+			if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(p[0])
+			defer unix.Close(p[1])
+			l := e.Loops()[0]
+			armed := make(chan bool, 1)
+			l.Post(func() {
+				ub, ok := l.be.(*uringBackend)
+				if ok {
+					ub.sqe().PrepPollAdd(p[0], unix.POLLIN, false, udata(opCancel, 0, 0))
+					ub.inflight++
+				}
+				armed <- ok
+			})
+			if !<-armed {
+				t.Skipf("backend %s fell back to epoll: io_uring unavailable", b)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel() // no drain: the loops stop at once
+			shut := make(chan error, 1)
+			go func() { shut <- e.Shutdown(ctx) }()
+
+			want := "engine: loop 0 (CPU "
+			var said string
+			for said == "" {
+				select {
+				case line := <-lines:
+					if strings.HasPrefix(line, want) {
+						said = line
+					}
+				case <-shut:
+					t.Fatal("Shutdown returned with a request of loop 0 in flight")
+				case <-time.After(20 * time.Second):
+					t.Fatalf("no %q line 20s after Shutdown", want)
+				}
+			}
+			t.Logf("said: %s", said)
+			for _, part := range []string{"has been stopping for", "0 connections open", "1 io_uring requests in flight", "0 accepts", "1 cancels or ring messages"} {
+				if !strings.Contains(said, part) {
+					t.Errorf("said %q; want it to contain %q", said, part)
+				}
+			}
+			select {
+			case <-shut:
+				t.Fatal("Shutdown returned with a request of loop 0 in flight")
+			case <-time.After(100 * time.Millisecond):
+			}
+			unix.Write(p[1], []byte{1}) // the poll ends
+			select {
+			case <-shut:
+			case <-time.After(20 * time.Second):
+				t.Fatal("Shutdown did not return 20s after the last request ended")
+			}
+			if err := <-done; err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			for {
+				select {
+				case line := <-lines:
+					if strings.HasPrefix(line, want) {
+						t.Errorf("said twice: %q", line)
+					}
+					continue
+				default:
+				}
+				break
+			}
+		})
+	}
+}
