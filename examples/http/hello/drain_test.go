@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"runtime/debug"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -83,10 +84,27 @@ func TestDrainH1(t *testing.T) {
 			if b, err := io.ReadAll(br); err != nil || len(b) != 0 {
 				t.Fatalf("busy connection after its response: %q, %v; want EOF", b, err)
 			}
-			if err := <-done; err != nil {
+			if err := shutdownResult(t, done, 15*time.Second); err != nil {
 				t.Fatalf("Shutdown: %v, want a complete drain", err)
 			}
 		})
+	}
+}
+
+// shutdownResult returns what Shutdown, whose ctx ends after deadline,
+// sent on done. A Shutdown still waiting 25 s after that (a loop waiting
+// for the kernel to end a request: its log line comes 5 s after the
+// deadline) panics, so that the test's log, the engine's lines in it, and
+// every goroutine's stack are printed: the cleanup would wait for the
+// engine too, until the binary's timeout.
+func shutdownResult(t *testing.T, done <-chan error, deadline time.Duration) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(deadline + 25*time.Second):
+		debug.SetTraceback("all")
+		panic("Shutdown did not return 25s after its deadline; the engine's log above says what its loops wait for")
 	}
 }
 

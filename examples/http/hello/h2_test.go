@@ -207,7 +207,7 @@ func TestH2Shutdown(t *testing.T) {
 				t.Fatalf("after GOAWAY: %d %q", status, body)
 			}
 			k.eof()
-			if err := <-done; err != nil {
+			if err := shutdownResult(t, done, 10*time.Second); err != nil {
 				t.Fatalf("Shutdown: %v, want a complete drain", err)
 			}
 		})
