@@ -502,6 +502,9 @@ type Engine struct {
 
 	stopOnce sync.Once
 	stopping chan struct{} // closed when loops must stop
+	// slowExit: awaitExit has said which loops have not exited (Run and
+	// Shutdown both wait).
+	slowExit sync.Once
 	// handshakes counts the TLS handshake goroutines: the engine has
 	// exited once they have too.
 	handshakes sync.WaitGroup
@@ -649,7 +652,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		// Every loop left, their kernel queues failed: nothing serves.
 		e.stop()
 	}
-	<-e.exited
+	e.awaitExit()
 	// Stopped through ctx, or by a loop that could not start: close the
 	// listeners as Shutdown does, so that Unix socket files go with them.
 	e.closeListeners()
@@ -675,8 +678,9 @@ func (e *Engine) closeListeners() {
 // done. Then it closes the remaining connections (OnClose
 // gets ErrClosed) and waits for the loops to exit: a loop exits once the
 // kernel has ended every request that refers to its memory, however long
-// that takes, and one stopping for longer than 5 s says through
-// Config.Logf what it still waits for. A ctx done already at
+// that takes; one stopping for longer than 5 s says through Config.Logf
+// what it still waits for, and a second later the engine says which loops
+// have not exited. A ctx done already at
 // the call skips the drain: no OnDrain, every connection closed at once.
 // It returns nil after a complete drain, ctx.Err() when connections had to
 // be closed. Any
@@ -737,9 +741,37 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	}
 	e.stop()
 	if started {
-		<-e.exited
+		e.awaitExit()
 	}
 	return err
+}
+
+// awaitExit waits for the loops to exit after stop. When that takes
+// longer than a loop's own report of what it waits for (stopStall), it
+// says, once per engine, which loops have not exited: one of them that
+// said nothing is not going round its loop (asleep, or stuck in a
+// callback). Any goroutine but a loop's.
+func (e *Engine) awaitExit() {
+	wait := stopStall + time.Second
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-e.exited:
+		return
+	case <-t.C:
+	}
+	e.slowExit.Do(func() {
+		var left []int
+		for _, l := range e.loops {
+			l.mu.Lock()
+			if l.wakeFd >= 0 {
+				left = append(left, l.id)
+			}
+			l.mu.Unlock()
+		}
+		e.cfg.Logf("engine: loops %v have not exited %v after the engine stopped", left, wait)
+	})
+	<-e.exited
 }
 
 // drainConns has each loop call a Drainer handler's OnDrain for its open
