@@ -56,20 +56,25 @@ func TestStopStallSaid(t *testing.T) {
 			shut := make(chan error, 1)
 			go func() { shut <- e.Shutdown(ctx) }()
 
-			want := "engine: loop 0 (CPU "
-			var said string
-			for said == "" {
-				select {
-				case line := <-lines:
-					if strings.HasPrefix(line, want) {
-						said = line
+			// The next line logged that starts with prefix; Shutdown must
+			// not return meanwhile.
+			next := func(prefix string) string {
+				t.Helper()
+				for {
+					select {
+					case line := <-lines:
+						if strings.HasPrefix(line, prefix) {
+							return line
+						}
+					case <-shut:
+						t.Fatal("Shutdown returned with a request of loop 0 in flight")
+					case <-time.After(20 * time.Second):
+						t.Fatalf("no %q line 20s after Shutdown", prefix)
 					}
-				case <-shut:
-					t.Fatal("Shutdown returned with a request of loop 0 in flight")
-				case <-time.After(20 * time.Second):
-					t.Fatalf("no %q line 20s after Shutdown", want)
 				}
 			}
+			want := "engine: loop 0 (CPU "
+			said := next(want)
 			t.Logf("said: %s", said)
 			for _, part := range []string{"has been stopping for", "0 connections open", "1 io_uring requests in flight", "0 accepts", "1 cancels or ring messages"} {
 				if !strings.Contains(said, part) {
@@ -78,18 +83,7 @@ func TestStopStallSaid(t *testing.T) {
 			}
 			// Then the engine says which loops have not exited.
 			want2 := "engine: loops [0] have not exited "
-			for said = ""; said == ""; {
-				select {
-				case line := <-lines:
-					if strings.HasPrefix(line, want2) {
-						said = line
-					}
-				case <-shut:
-					t.Fatal("Shutdown returned with a request of loop 0 in flight")
-				case <-time.After(20 * time.Second):
-					t.Fatalf("no %q line 20s after Shutdown", want2)
-				}
-			}
+			next(want2)
 			unix.Write(p[1], []byte{1}) // the poll ends
 			select {
 			case <-shut:
