@@ -13,8 +13,9 @@ import (
 // TestStopStallSaid: a loop that cannot exit because the kernel has not
 // ended one of its requests says so, once, after stopStall, naming what is
 // in flight, and the engine a second later names the loops not exited; the
-// loop exits, and Shutdown returns, as soon as the request ends. The request is a poll on a pipe no one writes to, counted as the
-// loop's own (as a cancel is).
+// loop exits, and Shutdown returns, as soon as the request ends. The
+// request is a poll on a pipe no one writes to, counted as the loop's own
+// (as a cancel is).
 func TestStopStallSaid(t *testing.T) {
 	defer func(d time.Duration) { stopStall = d }(stopStall)
 	stopStall = 50 * time.Millisecond
@@ -93,16 +94,11 @@ func TestStopStallSaid(t *testing.T) {
 			if err := <-done; err != nil {
 				t.Fatalf("Run: %v", err)
 			}
-			for {
-				select {
-				case line := <-lines:
-					if strings.HasPrefix(line, want) || strings.HasPrefix(line, want2) {
-						t.Errorf("said twice: %q", line)
-					}
-					continue
-				default:
+			// Run has returned: every line has been logged.
+			for len(lines) > 0 {
+				if line := <-lines; strings.HasPrefix(line, want) || strings.HasPrefix(line, want2) {
+					t.Errorf("said twice: %q", line)
 				}
-				break
 			}
 		})
 	}
