@@ -229,6 +229,70 @@ func TestTLSCallbackExitWhileStopping(t *testing.T) {
 	}
 }
 
+// TestShutdownWaitsForHandshakes: Shutdown, its ctx done at the call, and
+// Run return only once every handshake goroutine has ended: one held in
+// GetCertificate after its connection has closed keeps both waiting until
+// the callback returns. The check that they have not returned meanwhile
+// cannot fail wrongly; without the engine's wait for handshakes it fails
+// unless the machine is too slow to reach it within half a second.
+func TestShutdownWaitsForHandshakes(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			entered, ended, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
+			scfg := serverTLS()
+			leaf := scfg.Certificates[0]
+			scfg.Certificates = nil
+			scfg.GetCertificate = func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+				close(entered)
+				<-hello.Context().Done() // the connection closed
+				close(ended)
+				<-release
+				return &leaf, nil
+			}
+			errs := make(chan error, 4)
+			h := &BaseHandlerFunc{closed: func(c *Conn, err error) { errs <- err }}
+			e := newEngine(t, testConfig(b), h)
+			ln, err := e.Listen("tcp", "127.0.0.1:0", &ListenConfig{TLS: scfg, HandshakeTimeout: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			run := make(chan error, 1)
+			go func() { run <- e.Run(context.Background()) }()
+			c := mustDial(t, "tcp", ln.Addr().String())
+			go tls.Client(c, clientTLS(0)).Handshake() // ends when c closes
+			recv(t, entered, "GetCertificate")
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			shut := make(chan error, 1)
+			go func() { shut <- e.Shutdown(ctx) }()
+			recv(t, ended, "the handshake's context to end")
+			if err := recv(t, errs, "OnClose"); !errors.Is(err, ErrClosed) {
+				t.Errorf("OnClose: %v, want ErrClosed", err)
+			}
+			select {
+			case err := <-shut:
+				shut <- err // for the checks below
+				t.Errorf("Shutdown returned (%v) while a handshake's callback ran", err)
+			case err := <-run:
+				run <- err
+				t.Errorf("Run returned (%v) while a handshake's callback ran", err)
+			case <-time.After(500 * time.Millisecond):
+			}
+			close(release)
+			if err := recv(t, shut, "Shutdown"); !errors.Is(err, context.Canceled) {
+				t.Errorf("Shutdown: %v, want context.Canceled (a connection closed)", err)
+			}
+			if err := recv(t, run, "Run"); err != nil {
+				t.Errorf("Run: %v", err)
+			}
+			checkHandshakesEnded(t)
+			if s := e.Stats(); s.Open != 0 || s.TLSHandshakes != 0 {
+				t.Errorf("after Run: %d connections open, %d handshakes in progress", s.Open, s.TLSHandshakes)
+			}
+		})
+	}
+}
+
 // TestTLSMaxHandshakesUnix: a TLS listener on a Unix socket caps its
 // handshakes too, but a Unix socket has no reset to send: a client past
 // the cap that has sent nothing reads the end of the stream (one that
