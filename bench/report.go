@@ -120,6 +120,15 @@ func fmtSpread(s Spread, prec int) string {
 	return fmt.Sprintf("%.*f (%.*f–%.*f)", prec, s.Median, prec, s.Min, prec, s.Max)
 }
 
+// offeredText is a summary's offered rate for the tables: "—" in closed
+// loop, which offers no rate.
+func offeredText(s SummaryRow) string {
+	if s.OfferedRPS > 0 {
+		return fmt.Sprintf("%.0f", s.OfferedRPS)
+	}
+	return "—"
+}
+
 // WriteTable prints the summary as a plain-text table.
 func WriteTable(w io.Writer, rep *Report) {
 	fmt.Fprintf(w, "\n%s, %s topology, %d reps, medians (min–max); latency in µs, CPU in µs per request\n",
@@ -127,8 +136,8 @@ func WriteTable(w io.Writer, rep *Report) {
 	fmt.Fprintf(w, "%-15s %-9s %5s %5s %9s %-24s %10s %-22s %-22s %-22s %9s %-18s %-18s %8s %8s %7s\n",
 		"arm", "load", "loops", "cmpµs", "offered", "achieved req/s", "unanswered", "p50", "p99", "p99.9", "p99.99", "server µs/req", "machine work µs/req", "softirq", "steal", "client%")
 	for _, s := range rep.Summary {
-		fmt.Fprintf(w, "%-15s %-9s %5d %5d %9.0f %-24s %10d %-22s %-22s %-22s %9.1f %-18s %-18s %8.2f %8.2f %7.0f\n",
-			s.Arm, loadPoint(s), s.Loops, s.ComputeUS, s.OfferedRPS, fmtSpread(s.AchievedRPS, 0), s.Unanswered, fmtSpread(s.P50, 1), fmtSpread(s.P99, 1),
+		fmt.Fprintf(w, "%-15s %-9s %5d %5d %9s %-24s %10d %-22s %-22s %-22s %9.1f %-18s %-18s %8.2f %8.2f %7.0f\n",
+			s.Arm, loadPoint(s), s.Loops, s.ComputeUS, offeredText(s), fmtSpread(s.AchievedRPS, 0), s.Unanswered, fmtSpread(s.P50, 1), fmtSpread(s.P99, 1),
 			fmtSpread(s.P999, 1), s.P9999.Median, fmtSpread(s.ServerUSPerReq, 2), fmtSpread(s.MachineWorkUSPerReq, 2), s.SoftirqUSPerReq, s.StealUSPerReq, s.ClientCPUPercent)
 	}
 	if rep.ClientCeilingRPS > 0 {
@@ -158,12 +167,8 @@ func Markdown(rep *Report) string {
 	b.WriteString("| arm | load | loops | compute µs | offered req/s | achieved req/s | unanswered | p50 | p90 | p99 | p99.9 | p99.99 | max | server CPU µs/req | machine work CPU µs/req | softirq µs/req | steal µs/req | client CPU % |\n")
 	b.WriteString("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, s := range rep.Summary {
-		offered := "—"
-		if s.OfferedRPS > 0 {
-			offered = fmt.Sprintf("%.0f", s.OfferedRPS)
-		}
 		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %s | %d | %s | %.1f | %s | %s | %.1f | %.1f | %s | %s | %.2f | %.2f | %.0f |\n",
-			s.Arm, loadPoint(s), s.Loops, s.ComputeUS, offered, fmtSpread(s.AchievedRPS, 0), s.Unanswered, fmtSpread(s.P50, 1), s.P90.Median,
+			s.Arm, loadPoint(s), s.Loops, s.ComputeUS, offeredText(s), fmtSpread(s.AchievedRPS, 0), s.Unanswered, fmtSpread(s.P50, 1), s.P90.Median,
 			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), s.P9999.Median, s.Max.Median, fmtSpread(s.ServerUSPerReq, 2),
 			fmtSpread(s.MachineWorkUSPerReq, 2), s.SoftirqUSPerReq, s.StealUSPerReq, s.ClientCPUPercent)
 	}
