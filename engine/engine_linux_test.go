@@ -156,7 +156,18 @@ func runEngine(t testing.TB, e *Engine) {
 }
 
 func testConfig(b Backend) *Config {
-	return &Config{Backend: b, BatchWait: testBatchWait, Logf: func(string, ...any) {}}
+	return &Config{Backend: b, BatchWait: testBatchWait, Logf: testLogf}
+}
+
+// testLogf drops the engine's lines but those of a stop that stalls
+// (Loop.sayStall, Engine.awaitExit), which it writes to stderr: a test
+// hung in Shutdown or Run says what the loops wait for before go test's
+// timeout prints the stacks.
+func testLogf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if strings.Contains(msg, "has been stopping for") || strings.Contains(msg, "have not exited") {
+		fmt.Fprintln(os.Stderr, msg)
+	}
 }
 
 // testBatchWait runs the suite's engines with Config.BatchWait when
