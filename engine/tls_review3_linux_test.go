@@ -194,15 +194,7 @@ func TestTLSCallbackExitWhileStopping(t *testing.T) {
 		for _, x := range callbackExits[:2] {
 			t.Run(string(b)+"/"+x.name, func(t *testing.T) {
 				entered := make(chan struct{})
-				scfg := serverTLS()
-				leaf := scfg.Certificates[0]
-				scfg.Certificates = nil
-				scfg.GetCertificate = func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
-					close(entered)
-					<-hello.Context().Done() // the connection closed
-					x.exit()
-					return &leaf, nil
-				}
+				scfg := closeHeldTLS(entered, x.exit)
 				errs := make(chan error, 4)
 				h := &BaseHandlerFunc{closed: func(c *Conn, err error) { errs <- err }}
 				e := newEngine(t, testConfig(b), h)
@@ -229,6 +221,23 @@ func TestTLSCallbackExitWhileStopping(t *testing.T) {
 	}
 }
 
+// closeHeldTLS is a server config for one handshake (a second would close
+// entered again): its GetCertificate closes entered, waits until the
+// connection has closed (the handshake's context ends), then calls then
+// and returns the leaf.
+func closeHeldTLS(entered chan struct{}, then func()) *tls.Config {
+	scfg := serverTLS()
+	leaf := scfg.Certificates[0]
+	scfg.Certificates = nil
+	scfg.GetCertificate = func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+		close(entered)
+		<-hello.Context().Done()
+		then()
+		return &leaf, nil
+	}
+	return scfg
+}
+
 // TestShutdownWaitsForHandshakes: Shutdown, its ctx done at the call, and
 // Run return only once every handshake goroutine has ended: one held in
 // GetCertificate after its connection has closed keeps both waiting until
@@ -239,16 +248,10 @@ func TestShutdownWaitsForHandshakes(t *testing.T) {
 	for _, b := range testBackends {
 		t.Run(string(b), func(t *testing.T) {
 			entered, ended, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
-			scfg := serverTLS()
-			leaf := scfg.Certificates[0]
-			scfg.Certificates = nil
-			scfg.GetCertificate = func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
-				close(entered)
-				<-hello.Context().Done() // the connection closed
+			scfg := closeHeldTLS(entered, func() {
 				close(ended)
 				<-release
-				return &leaf, nil
-			}
+			})
 			errs := make(chan error, 4)
 			h := &BaseHandlerFunc{closed: func(c *Conn, err error) { errs <- err }}
 			e := newEngine(t, testConfig(b), h)
