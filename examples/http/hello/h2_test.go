@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -29,17 +30,33 @@ import (
 // server's MAX_CONCURRENT_STREAMS on its one connection: without
 // StrictMaxConcurrentRequests it dials a second one whenever a stream of an
 // earlier request is still counted (a 413'd upload's body writer ending)
-// when 100 more start.
+// when 100 more start. So a second dial means the first connection became
+// unusable (a GOAWAY, a close): it logs the frames the server had sent on
+// the first one and how its reads ended (a second dial was seen once in
+// TestH2, epoll, beside two other suites' -race runs, and not reproduced).
 func h2cClient(t *testing.T, dials *atomic.Int32) *http.Client {
 	var p http.Protocols
 	p.SetUnencryptedHTTP2(true)
 	d := &net.Dialer{}
+	var first atomic.Pointer[frameLog]
 	tr := &http.Transport{
 		Protocols: &p,
 		HTTP2:     &http.HTTP2Config{StrictMaxConcurrentRequests: true},
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			dials.Add(1)
-			return d.DialContext(ctx, network, addr)
+			n := dials.Add(1)
+			c, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			if n == 1 {
+				fl := &frameLog{Conn: c}
+				first.Store(fl)
+				return fl, nil
+			}
+			if fl := first.Load(); fl != nil {
+				t.Logf("dial %d; the first connection's %s", n, fl.summary())
+			}
+			return c, nil
 		},
 		DialTLSContext: func(context.Context, string, string) (net.Conn, error) {
 			return nil, errors.New("no TLS here")
@@ -48,6 +65,56 @@ func h2cClient(t *testing.T, dials *atomic.Int32) *http.Client {
 	}
 	t.Cleanup(tr.CloseIdleConnections)
 	return &http.Client{Transport: tr, Timeout: 20 * time.Second}
+}
+
+// frameLog keeps the first MiB a connection reads, and how its reads
+// ended, to list the HTTP/2 frames a server sent.
+type frameLog struct {
+	net.Conn
+	mu      sync.Mutex
+	in      []byte
+	readErr error
+}
+
+func (c *frameLog) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.mu.Lock()
+	if len(c.in) < 1<<20 {
+		c.in = append(c.in, p[:n]...)
+	}
+	if err != nil && c.readErr == nil {
+		c.readErr = err
+	}
+	c.mu.Unlock()
+	return n, err
+}
+
+// summary lists the last 40 frames read (type, flags, stream, length, and
+// a GOAWAY's or RST_STREAM's code) and the reads' error.
+func (c *frameLog) summary() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var fs []string
+	for b := c.in; len(b) >= 9; {
+		n := int(b[0])<<16 | int(b[1])<<8 | int(b[2])
+		if len(b) < 9+n {
+			fs = append(fs, "(a partial frame)")
+			break
+		}
+		f := fmt.Sprintf("type %d flags %#x stream %d length %d", b[3], b[4], binary.BigEndian.Uint32(b[5:9])&0x7fffffff, n)
+		switch pl := b[9 : 9+n]; {
+		case b[3] == 7 && n >= 8:
+			f += fmt.Sprintf(" (GOAWAY last stream %d, code %d, debug %q)", binary.BigEndian.Uint32(pl)&0x7fffffff, binary.BigEndian.Uint32(pl[4:]), pl[8:])
+		case b[3] == 3 && n == 4:
+			f += fmt.Sprintf(" (RST_STREAM code %d)", binary.BigEndian.Uint32(pl))
+		}
+		fs = append(fs, f)
+		b = b[9+n:]
+	}
+	if len(fs) > 40 {
+		fs = fs[len(fs)-40:]
+	}
+	return fmt.Sprintf("reads ended with %v; last frames from the server:\n%s", c.readErr, strings.Join(fs, "\n"))
 }
 
 // do sends a request and checks the answer: status, body, protocol.
