@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -89,27 +88,30 @@ func (c *frameLog) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// summary lists the last 40 frames read (type, flags, stream, length, and
-// a GOAWAY's or RST_STREAM's code) and the reads' error.
+// summary lists the last 40 frames read (h2.ParseFrame: type, flags,
+// stream, length, and a GOAWAY's or RST_STREAM's code) and the reads'
+// error.
 func (c *frameLog) summary() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var fs []string
-	for b := c.in; len(b) >= 9; {
-		n := int(b[0])<<16 | int(b[1])<<8 | int(b[2])
-		if len(b) < 9+n {
-			fs = append(fs, "(a partial frame)")
+	for b := c.in; len(b) > 0; {
+		f, n, err := h2.ParseFrame(b, h2.MaxMaxFrameSize)
+		if n == 0 {
+			fs = append(fs, fmt.Sprintf("(%d bytes left: %v)", len(b), err))
 			break
 		}
-		f := fmt.Sprintf("type %d flags %#x stream %d length %d", b[3], b[4], binary.BigEndian.Uint32(b[5:9])&0x7fffffff, n)
-		switch pl := b[9 : 9+n]; {
-		case b[3] == 7 && n >= 8:
-			f += fmt.Sprintf(" (GOAWAY last stream %d, code %d, debug %q)", binary.BigEndian.Uint32(pl)&0x7fffffff, binary.BigEndian.Uint32(pl[4:]), pl[8:])
-		case b[3] == 3 && n == 4:
-			f += fmt.Sprintf(" (RST_STREAM code %d)", binary.BigEndian.Uint32(pl))
+		line := fmt.Sprintf("%v flags %#x stream %d length %d", f.Type, f.Flags, f.StreamID, f.Length)
+		switch {
+		case err != nil:
+			line += fmt.Sprintf(" (%v)", err)
+		case f.Type == h2.FrameGoAway:
+			line += fmt.Sprintf(" (last stream %d, %v, debug %q)", f.LastStream, f.Code, f.Data)
+		case f.Type == h2.FrameRSTStream:
+			line += fmt.Sprintf(" (%v)", f.Code)
 		}
-		fs = append(fs, f)
-		b = b[9+n:]
+		fs = append(fs, line)
+		b = b[n:]
 	}
 	if len(fs) > 40 {
 		fs = fs[len(fs)-40:]
