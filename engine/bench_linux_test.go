@@ -145,6 +145,15 @@ func (s *echoServer) stop() {
 	s.cmd.Wait()
 }
 
+// selfCPUNanos is this process's user and system time, in nanoseconds.
+func selfCPUNanos() int64 {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
 // cpuNanos is the CPU time of every thread of process pid.
 func cpuNanos(pid int) int64 {
 	dir := fmt.Sprintf("/proc/%d/task", pid)
@@ -245,6 +254,7 @@ func benchEchoIn(b *testing.B, arm string, nconns int, nsServer, nsClient, liste
 	b.ReportAllocs()
 	st0 := srv.stats()
 	cpu0 := cpuNanos(srv.pid)
+	self0 := selfCPUNanos()
 	b.ResetTimer()
 	start := time.Now()
 	if nconns == 1 {
@@ -280,10 +290,16 @@ func benchEchoIn(b *testing.B, arm string, nconns int, nsServer, nsClient, liste
 	elapsed := time.Since(start)
 	b.StopTimer()
 	cpu := cpuNanos(srv.pid) - cpu0
+	self := selfCPUNanos() - self0
 	st := srv.stats()
 	n := float64(b.N)
 	b.ReportMetric(n/elapsed.Seconds(), "req/s")
 	b.ReportMetric(float64(cpu)/1e3/n, "server-µs/req")
+	// How much of its CPU each side used: a server below 1 waited for the
+	// clients, and its waits per request say how many requests the
+	// clients queued per wake-up, not how many it could take.
+	b.ReportMetric(float64(cpu)/float64(elapsed), "server-busy")
+	b.ReportMetric(float64(self)/float64(elapsed), "client-busy")
 	// allocs/op is the client's (this process); the server's are here.
 	b.ReportMetric(float64(st.Mallocs-st0.Mallocs)/n, "server-allocs/req")
 	if !strings.HasPrefix(arm, "gonet") {
