@@ -751,6 +751,22 @@ func (r *Ring) SubmitAndWaitMin(waitNr uint32, minWait, timeout time.Duration) (
 	return r.enter(waitNr, timeout, minWait, true)
 }
 
+// monoBase is monotonic's origin.
+var monoBase = time.Now()
+
+// monotonic is the time since monoBase, the clock of a timed wait's
+// deadline: one clock read, where time.Now reads two (the wall clock and the
+// monotonic one), and Duration arithmetic rather than Time.Add's.
+func monotonic() time.Duration { return time.Since(monoBase) }
+
+// addSat is t+d for d >= 0, at most the largest Duration.
+func addSat(t, d time.Duration) time.Duration {
+	if d > math.MaxInt64-t {
+		return math.MaxInt64
+	}
+	return t + d
+}
+
 // minWaitForever is the overall timeout of a minimum wait without one:
 // about 146 years, far below the kernel's KTIME_MAX (292 years) even when
 // added to the time since boot.
@@ -766,10 +782,10 @@ func (r *Ring) enter(waitNr uint32, timeout, minWait time.Duration, wait bool) (
 		// Passed already: the shortest timeout the kernel takes, not none.
 		timeout = time.Nanosecond
 	}
-	var deadline, minDeadline time.Time // of a timed wait, of its minimum wait
+	var deadline, minDeadline time.Duration // of a timed wait, of its minimum wait (monotonic)
 	if wait && timeout > 0 {
-		now := time.Now()
-		deadline, minDeadline = now.Add(timeout), now.Add(minWait)
+		now := monotonic()
+		deadline, minDeadline = addSat(now, timeout), addSat(now, minWait)
 	}
 	for retry := false; ; retry = true {
 		flags := r.enterFlags
@@ -779,7 +795,8 @@ func (r *Ring) enter(waitNr uint32, timeout, minWait time.Duration, wait bool) (
 		}
 		if wait && timeout > 0 {
 			if retry {
-				if timeout = time.Until(deadline); timeout <= 0 {
+				now := monotonic()
+				if timeout = deadline - now; timeout <= 0 {
 					return submitted, unix.ETIME
 				}
 				// The kernel counts minWait from the start of each
@@ -789,7 +806,7 @@ func (r *Ring) enter(waitNr uint32, timeout, minWait time.Duration, wait bool) (
 				// minWait before it looks at the timeout: no longer
 				// than what is left of that.
 				if minWait > 0 {
-					minWait = min(max(time.Until(minDeadline), time.Microsecond), timeout)
+					minWait = min(max(minDeadline-now, time.Microsecond), timeout)
 				}
 			}
 			ts := &r.mem.Scratch.WaitTS
