@@ -3,6 +3,7 @@ package uring
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"runtime"
@@ -288,5 +289,33 @@ func TestCancelAllSQPollFull(t *testing.T) {
 	}
 	if res != 1 {
 		t.Fatalf("cancelAll after its SQ wait was cut short: %d, want 1 (the parked poll cancelled)", res)
+	}
+}
+
+// TestWaitDeadlineSaturates: a timed wait's deadline (monotonic plus the
+// timeout) stops at the largest Duration rather than wrapping negative,
+// which would end a wait of a very long timeout with ETIME at its first
+// retry; and a timeout that long still waits.
+func TestWaitDeadlineSaturates(t *testing.T) {
+	now := monotonic()
+	for _, tc := range []struct{ t, d, want time.Duration }{
+		{now, time.Second, now + time.Second},
+		{now, 0, now},
+		{now, math.MaxInt64, math.MaxInt64},
+		{math.MaxInt64 - 1, 2, math.MaxInt64},
+	} {
+		if got := addSat(tc.t, tc.d); got != tc.want {
+			t.Errorf("addSat(%v, %v) = %v, want %v", tc.t, tc.d, got, tc.want)
+		}
+	}
+	// The longest timeout goes to the kernel as a valid timespec: a wait
+	// for no completion returns at once, without error.
+	r := newRing(t, nil)
+	start := time.Now()
+	if _, err := r.SubmitAndWait(0, math.MaxInt64); err != nil {
+		t.Fatalf("a wait for nothing with the longest timeout: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("a wait for nothing took %v", d)
 	}
 }
