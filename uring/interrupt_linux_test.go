@@ -295,7 +295,7 @@ func TestCancelAllSQPollFull(t *testing.T) {
 // TestWaitDeadlineSaturates: a timed wait's deadline (monotonic plus the
 // timeout) stops at the largest Duration rather than wrapping negative,
 // which would end a wait of a very long timeout with ETIME at its first
-// retry; and a timeout that long still waits.
+// retry; and the kernel takes a timeout that long.
 func TestWaitDeadlineSaturates(t *testing.T) {
 	now := monotonic()
 	for _, tc := range []struct{ t, d, want time.Duration }{
