@@ -319,7 +319,7 @@ func (l *Loop) serve() {
 		if l.timers.pending() {
 			timeout = l.timers.next(nanotime())
 		}
-		if l.sweepAt != 0 {
+		if l.sweepAt != 0 && !l.be.wakeAt(l.sweepAt) {
 			// From the last wake-up: the sweep may come a little late.
 			if d := time.Duration(max(l.sweepAt-l.woke, 0)); timeout < 0 || d < timeout {
 				timeout = d

@@ -85,6 +85,9 @@ func (b *epollBackend) inFlight() string { return "no kernel operations in fligh
 
 func (b *epollBackend) msgRing(*Loop, int) bool { return false }
 
+// wakeAt: epoll has no timer of its own here; the loop bounds its waits.
+func (b *epollBackend) wakeAt(int64) bool { return false }
+
 func (b *epollBackend) addListener(s *lnSock) error {
 	// EPOLLEXCLUSIVE: of the loops watching one Unix listening socket,
 	// only one wakes per connection.

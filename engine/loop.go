@@ -41,6 +41,11 @@ type backend interface {
 	// msgRing wakes loop dst, whose ring has fd ringFd, by MSG_RING from
 	// this loop's ring; false if this backend cannot.
 	msgRing(dst *Loop, ringFd int) bool
+	// wakeAt has a kernel timer end the loop's waits from at (nanotime)
+	// on, measured from the last wake-up (l.woke) as a wait's timeout
+	// would be, and reports whether it did: false, and the loop bounds
+	// its wait instead.
+	wakeAt(at int64) bool
 	// close frees the backend's kernel objects.
 	close()
 }

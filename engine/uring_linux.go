@@ -25,6 +25,7 @@ const (
 	opMsgSent // our MSG_RING to another loop completed
 	opSendZC  // SEND_ZC: the gen field carries the slab chunk id
 	opCancelFd
+	opWakeAt // wakeAt's timeout: the gen field carries its sequence number
 )
 
 const bufGroup = 1
@@ -102,6 +103,13 @@ type uringBackend struct {
 	quiet   uint32
 	quietOK bool
 	epoch   uint8
+	// wakeArmed is the deadline (nanotime) of the newest timeout wakeAt
+	// armed, 0 once it has fired; wakeSeq numbers them, so that an older
+	// one firing later leaves it. timedWaits counts the waits given a
+	// timeout (tests).
+	wakeArmed  int64
+	wakeSeq    uint32
+	timedWaits int
 }
 
 // recvLimitUsable reports whether receives can be limited (the kernel's
@@ -332,6 +340,30 @@ func (b *uringBackend) msgRing(dst *Loop, ringFd int) bool {
 	q.PrepMsgRing(ringFd, 0, udata(opMsg, 0, 0), 0, udata(opMsgSent, int32(dst.id), 0))
 	b.l.st.msgRings.Add(1)
 	b.inflight++
+	return true
+}
+
+// wakeAt arms an IORING_OP_TIMEOUT that ends the loop's waits at at
+// (relative to l.woke, as serve's bound on a wait is), unless the newest
+// one armed fires by then: one kernel timer per sweep deadline. A wait
+// with a timeout would cost, every time, a clock read, the timeout's
+// argument and an hrtimer armed and cancelled in the kernel; the sweep of
+// Config.CloseTimeout (on by default) has a deadline whenever a write queue
+// is listed, which under load is at every wait, and the C server pays none
+// of it. A timeout superseded by an earlier one still fires, and ends a
+// wait for nothing. Not in inflight: the ring's close ends it. Loop
+// goroutine.
+func (b *uringBackend) wakeAt(at int64) bool {
+	if b.wakeArmed != 0 && b.wakeArmed <= at {
+		return true
+	}
+	q := b.sqe()
+	if b.broken != nil {
+		return false // q is the spare
+	}
+	b.wakeSeq++
+	q.PrepTimeout(b.r.Timespec(time.Duration(max(at-b.l.woke, 1))), 0, 0, udata(opWakeAt, 0, b.wakeSeq))
+	b.wakeArmed = at
 	return true
 }
 
@@ -730,6 +762,9 @@ func (b *uringBackend) poll(timeout time.Duration) error {
 	if b.batchWait > 0 {
 		want = batchWant(b.lastCQEs, len(b.cqes), b.br.Entries()-b.out, int(b.quiet))
 	}
+	if timeout > 0 {
+		b.timedWaits++
+	}
 	t0 := l.waitStart()
 	switch {
 	case timeout == 0:
@@ -812,6 +847,11 @@ func (b *uringBackend) handle(q uring.CQE) {
 		return
 	case opCancel:
 		b.inflight--
+		return
+	case opWakeAt:
+		if gen == b.wakeSeq&0xffffff {
+			b.wakeArmed = 0
+		}
 		return
 	case opMsg:
 		l.st.wakeups.Add(1) // the posted functions run at the top of the loop
