@@ -316,13 +316,15 @@ func (l *Loop) serve() {
 			l.sayStall()
 		}
 		timeout := time.Duration(-1)
-		if l.timers.pending() {
-			timeout = l.timers.next(nanotime())
-		}
-		if l.sweepAt != 0 && !l.be.wakeAt(l.sweepAt) {
-			// From the last wake-up: the sweep may come a little late.
-			if d := time.Duration(max(l.sweepAt-l.woke, 0)); timeout < 0 || d < timeout {
-				timeout = d
+		if at, ok := l.deadline(); ok && !l.be.wakeAt(at) {
+			if l.timers.pending() {
+				timeout = l.timers.next(nanotime())
+			}
+			if l.sweepAt != 0 {
+				// From the last wake-up: the sweep may come a little late.
+				if d := time.Duration(max(l.sweepAt-l.woke, 0)); timeout < 0 || d < timeout {
+					timeout = d
+				}
 			}
 		}
 		if l.wakePending.Load() || len(l.dirty) > 0 {

@@ -41,10 +41,9 @@ type backend interface {
 	// msgRing wakes loop dst, whose ring has fd ringFd, by MSG_RING from
 	// this loop's ring; false if this backend cannot.
 	msgRing(dst *Loop, ringFd int) bool
-	// wakeAt has a kernel timer end the loop's waits from at (nanotime)
-	// on, measured from the last wake-up (l.woke) as a wait's timeout
-	// would be, and reports whether it did: false, and the loop bounds
-	// its wait instead.
+	// wakeAt has a kernel timer end the loop's waits from at (nanotime,
+	// the loop's deadline) on, and reports whether it did: false, and
+	// the loop bounds its wait instead.
 	wakeAt(at int64) bool
 	// close frees the backend's kernel objects.
 	close()
@@ -912,6 +911,14 @@ func (h *timerHeap) down(i int) bool {
 	return i > start
 }
 
+// first returns the earliest timer's deadline (nanotime), false if none.
+func (h *timerHeap) first() (int64, bool) {
+	if len(h.heap) == 0 {
+		return 0, false
+	}
+	return h.recs[h.heap[0]].when, true
+}
+
 // pending reports whether any timer is armed, so that the loop reads the
 // clock for its timers only when it has some.
 func (h *timerHeap) pending() bool { return len(h.heap) > 0 }
@@ -1002,6 +1009,17 @@ func (h *timerHeap) runExpired(now int64) {
 // 10 ms: 8 ms, where 2 ms cost about 2 µs per request more at 2,000
 // requests/s (docs/BENCHMARKS.md, "How often the loop yields").
 const yieldEvery = 8 * time.Millisecond
+
+// deadline returns the loop's next deadline (nanotime): its first timer's
+// or the sweep's, whichever comes first; false if it has neither. Loop
+// goroutine.
+func (l *Loop) deadline() (int64, bool) {
+	at, ok := l.timers.first()
+	if l.sweepAt != 0 && (!ok || l.sweepAt < at) {
+		at, ok = l.sweepAt, true
+	}
+	return at, ok
+}
 
 // waitStart notes the start of a wait and returns its time (nanotime), for
 // waited. Loop goroutine.

@@ -103,10 +103,10 @@ type uringBackend struct {
 	quiet   uint32
 	quietOK bool
 	epoch   uint8
-	// wakeArmed is the deadline (nanotime) of the newest timeout wakeAt
-	// armed, 0 once it has fired; wakeSeq numbers them, so that an older
-	// one firing later leaves it. timedWaits counts the waits given a
-	// timeout (tests).
+	// wakeArmed is when (nanotime) the kernel timeout wakeAt armed
+	// expires, 0 once it has fired; wakeSeq numbers the timeouts, so that
+	// a late completion of an older one leaves it. timedWaits counts the
+	// waits given a timeout (tests).
 	wakeArmed  int64
 	wakeSeq    uint32
 	timedWaits int
@@ -343,27 +343,44 @@ func (b *uringBackend) msgRing(dst *Loop, ringFd int) bool {
 	return true
 }
 
-// wakeAt arms an IORING_OP_TIMEOUT that ends the loop's waits at at
-// (relative to l.woke, as serve's bound on a wait is), unless the newest
-// one armed fires by then: one kernel timer per sweep deadline. A wait
-// with a timeout would cost, every time, a clock read, the timeout's
-// argument and an hrtimer armed and cancelled in the kernel; the sweep of
-// Config.CloseTimeout (on by default) has a deadline whenever a write queue
-// is listed, which under load is at every wait, and the C server pays none
-// of it. A timeout superseded by an earlier one still fires, and ends a
-// wait for nothing. Not in inflight: the ring's close ends it. Loop
+// wakeAt has one IORING_OP_TIMEOUT end the loop's waits at at (nanotime),
+// the loop's next deadline (its first timer's, or the sweep's), and
+// reports whether it did: false when at has passed (the loop's wait then
+// takes no time at all) or the ring is broken. A wait with a timeout costs,
+// every time, a clock read, the timeout's argument and an hrtimer armed and
+// cancelled in the kernel, which the C server does not pay; under load a
+// loop nearly always has a deadline (Config.CloseTimeout's sweep, on by
+// default, whenever a write queue is listed; a service's idle timers).
+// Here the kernel timer moves only when the deadline comes earlier than it
+// (IORING_TIMEOUT_UPDATE, no completion when it succeeds) or after it has
+// fired: one that fires before the loop's deadline, which moved later,
+// ends a wait for nothing, and the loop arms it again. At most maxWait
+// ahead, as a timed wait. Not in inflight: the ring's close ends it. Loop
 // goroutine.
 func (b *uringBackend) wakeAt(at int64) bool {
 	if b.wakeArmed != 0 && b.wakeArmed <= at {
 		return true
 	}
+	now := nanotime()
+	if at <= now || b.broken != nil {
+		return false
+	}
+	d := time.Duration(min(at-now, int64(maxWait)))
 	q := b.sqe()
 	if b.broken != nil {
 		return false // q is the spare
 	}
-	b.wakeSeq++
-	q.PrepTimeout(b.r.Timespec(time.Duration(max(at-b.l.woke, 1))), 0, 0, udata(opWakeAt, 0, b.wakeSeq))
-	b.wakeArmed = at
+	if b.wakeArmed != 0 {
+		// A failed update (the timeout fired meanwhile) completes
+		// under the timeout's own user_data but for the slot: either
+		// completion clears wakeArmed, and the loop arms anew.
+		q.PrepTimeoutUpdate(udata(opWakeAt, 0, b.wakeSeq), b.r.Timespec(d), 0, udata(opWakeAt, 1, b.wakeSeq))
+		q.SetFlags(uring.FlagCQESkipSuccess)
+	} else {
+		b.wakeSeq++
+		q.PrepTimeout(b.r.Timespec(d), 0, 0, udata(opWakeAt, 0, b.wakeSeq))
+	}
+	b.wakeArmed = now + int64(d)
 	return true
 }
 

@@ -7,25 +7,38 @@ import (
 	"time"
 )
 
-// TestSweepUntimedWaits: on the uring backends the sweep's deadline
-// (Config.CloseTimeout's, on by default) is a kernel timeout armed once per
-// sweep (wakeAt), not a timeout on every wait: 200 echoes, each reply's
-// queue listed for the sweep while the loop waits, make no wait with a
-// timeout. (Before, every one of those waits had one: a clock read, the
-// timeout's argument and an hrtimer per io_uring_enter.) That the kernel
-// timeout wakes an idle loop for its sweep, TestWriteTimeout and
-// TestCloseTimeout show: nothing else wakes theirs.
-func TestSweepUntimedWaits(t *testing.T) {
+// uringBackends returns the io_uring backends of testBackends: those whose
+// deadlines are kernel timeouts (wakeAt).
+func uringBackends() []Backend {
+	var out []Backend
 	for _, b := range testBackends {
-		if !strings.HasPrefix(string(b), "uring") {
-			continue
+		if strings.HasPrefix(string(b), "uring") {
+			out = append(out, b)
 		}
+	}
+	return out
+}
+
+// TestDeadlineUntimedWaits: on the uring backends the loop's deadlines, the
+// sweep's (Config.CloseTimeout's, on by default) and its timers', are one
+// kernel timeout (wakeAt), not a timeout on every wait: 200 echoes, each
+// reply's queue listed for the sweep while the loop waits, with a timer
+// pending an hour ahead (a service's idle timer), make no wait with a
+// timeout. (A timed wait costs a clock read, the timeout's argument and an
+// hrtimer per io_uring_enter.) That the kernel timeout wakes an idle loop
+// for its sweep, TestWriteTimeout and TestCloseTimeout show: nothing else
+// wakes theirs; for its timers, TestTimerEarlierThanArmed.
+func TestDeadlineUntimedWaits(t *testing.T) {
+	for _, b := range uringBackends() {
 		t.Run(string(b), func(t *testing.T) {
 			cfg := testConfig(b)
 			cfg.CPUs = []int{0}
 			cfg.CloseTimeout = 40 * time.Millisecond // a sweep every 10 ms
 			e, addr := startEngine(t, cfg, &echoHandler{})
 			l := e.Loops()[0]
+			set := make(chan Timer)
+			l.Post(func() { set <- l.AfterFunc(time.Hour, func() {}) })
+			tm := <-set
 			c := mustDial(t, "tcp", addr)
 			msg, got := []byte("ping"), make([]byte, 4)
 			for range 200 {
@@ -37,11 +50,74 @@ func TestSweepUntimedWaits(t *testing.T) {
 				}
 			}
 			res := make(chan [2]int)
-			l.Post(func() { res <- [2]int{l.be.(*uringBackend).timedWaits, int(l.Stats().Waits)} })
+			l.Post(func() {
+				tm.Stop()
+				res <- [2]int{l.be.(*uringBackend).timedWaits, int(l.Stats().Waits)}
+			})
 			r := <-res
 			if r[0] != 0 {
 				t.Errorf("%d of the loop's %d waits had a timeout, want none", r[0], r[1])
 			}
+		})
+	}
+}
+
+// TestTimerEarlierThanArmed: an idle loop whose kernel timeout is armed for
+// a timer an hour ahead runs a timer set later for 30 ms at 30 ms (the
+// kernel timeout moved earlier), and one set for 100 ms after a 30 ms one
+// was stopped at 100 ms (the kernel timeout fires at 30 ms for nothing, and
+// is armed again). Nothing else wakes the loop: no connection, no post
+// until the timers have run.
+func TestTimerEarlierThanArmed(t *testing.T) {
+	for _, b := range uringBackends() {
+		t.Run(string(b), func(t *testing.T) {
+			e, _ := startEngine(t, testConfig(b), &echoHandler{})
+			l := e.Loops()[0]
+			// after sets f's timer for d once the loop has gone back to
+			// sleep with whatever it armed before, and returns when f
+			// ran and when it was set.
+			after := func(d time.Duration, f func()) (set time.Time, ran chan time.Time) {
+				time.Sleep(20 * time.Millisecond) // the loop waits again
+				ran = make(chan time.Time, 1)
+				done := make(chan time.Time)
+				l.Post(func() {
+					done <- time.Now()
+					l.AfterFunc(d, func() {
+						if f != nil {
+							f()
+						}
+						ran <- time.Now()
+					})
+				})
+				return <-done, ran
+			}
+			wait := func(what string, d time.Duration, set time.Time, ran chan time.Time) {
+				t.Helper()
+				select {
+				case at := <-ran:
+					if el := at.Sub(set); el < d || el > d+2*time.Second {
+						t.Errorf("%s: ran %v after it was set for %v", what, el, d)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatalf("%s: a timer set for %v has not run after 10 s", what, d)
+				}
+			}
+			var long Timer
+			armed := make(chan struct{})
+			l.Post(func() { long = l.AfterFunc(time.Hour, func() {}); close(armed) })
+			<-armed
+			set, ran := after(30*time.Millisecond, nil)
+			wait("earlier than the armed", 30*time.Millisecond, set, ran)
+
+			stopped := make(chan struct{})
+			l.Post(func() {
+				long.Stop()
+				short := l.AfterFunc(30*time.Millisecond, func() { t.Error("a stopped timer ran") })
+				l.Post(func() { short.Stop(); close(stopped) })
+			})
+			<-stopped
+			set, ran = after(100*time.Millisecond, nil)
+			wait("after a stopped earlier one", 100*time.Millisecond, set, ran)
 		})
 	}
 }

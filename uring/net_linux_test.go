@@ -427,6 +427,34 @@ func TestTimeout(t *testing.T) {
 	expectRemoved(t, r, 4, 5)
 }
 
+// TestTimeoutUpdate: a pending 10 s timeout moved to 20 ms expires then,
+// under its own user_data, after the update's completion (Res 0); a second
+// update of it, no longer pending, completes with ENOENT.
+func TestTimeoutUpdate(t *testing.T) {
+	r := newRing(t, nil)
+	sqe(t, r).PrepTimeout(r.Timespec(10*time.Second), 0, 0, 1)
+	if _, err := r.Submit(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	sqe(t, r).PrepTimeoutUpdate(1, r.Timespec(20*time.Millisecond), 0, 2)
+	got := reap(t, r, 2)
+	el := time.Since(start)
+	if got[0].UserData != 2 || got[0].Res != 0 {
+		t.Errorf("update: %+v (%v), want user_data 2, Res 0, first", got[0], got[0].Err())
+	}
+	if got[1].UserData != 1 || !errors.Is(got[1].Err(), unix.ETIME) {
+		t.Errorf("timeout: %+v (%v), want user_data 1, ETIME", got[1], got[1].Err())
+	}
+	if el < 20*time.Millisecond || el > 5*time.Second {
+		t.Errorf("the updated timeout fired after %v, want 20 ms (not 10 s)", el)
+	}
+	sqe(t, r).PrepTimeoutUpdate(1, r.Timespec(time.Second), 0, 3)
+	if c := reap(t, r, 1)[0]; c.UserData != 3 || !errors.Is(c.Err(), unix.ENOENT) {
+		t.Errorf("update of an expired timeout: %+v (%v), want ENOENT", c, c.Err())
+	}
+}
+
 func TestLinkTimeout(t *testing.T) {
 	r := newRing(t, nil)
 	_, s := tcpPair(t)

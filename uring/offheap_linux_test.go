@@ -42,6 +42,7 @@ func TestGoMemoryRefused(t *testing.T) {
 		{"sendmsg", func(s *SQE, _ []byte, _ *Timespec, m *Msghdr) { s.PrepSendmsg(-1, m, 0, 0) }},
 		{"timeout", func(s *SQE, _ []byte, ts *Timespec, _ *Msghdr) { s.PrepTimeout(ts, 0, 0, 0) }},
 		{"link_timeout", func(s *SQE, _ []byte, ts *Timespec, _ *Msghdr) { s.PrepLinkTimeout(ts, 0, 0) }},
+		{"timeout_update", func(s *SQE, _ []byte, ts *Timespec, _ *Msghdr) { s.PrepTimeoutUpdate(1, ts, 0, 0) }},
 	}
 	mems := []struct {
 		name string

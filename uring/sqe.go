@@ -304,6 +304,18 @@ func (s *SQE) PrepTimeoutRemove(target uint64, userData uint64) {
 	s.prep(sys.IORING_OP_TIMEOUT_REMOVE, -1, target, 0, 0, userData)
 }
 
+// PrepTimeoutUpdate moves the pending timeout whose user_data is target to
+// expire after ts (flags: TimeoutAbs, a clock flag), as from now: the
+// timeout keeps its user_data and posts its one completion when it
+// expires. This completes with Res 0, or -ENOENT when target is no longer
+// pending (it expired, or was removed). ts as for PrepTimeout.
+//
+// Owner goroutine of the ring the SQE came from.
+func (s *SQE) PrepTimeoutUpdate(target uint64, ts *Timespec, flags uint32, userData uint64) {
+	s.prep(sys.IORING_OP_TIMEOUT_REMOVE, -1, target, 0, kptr((*sys.Timespec)(ts)), userData)
+	s.OpFlags = flags | sys.IORING_TIMEOUT_UPDATE
+}
+
 // PrepLinkTimeout prepares a timeout for the previous SQE, which must carry
 // FlagIOLink: if it has not completed after ts it is cancelled (-ECANCELED)
 // and this completes with -ETIME; otherwise this completes with -ECANCELED.
