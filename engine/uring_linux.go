@@ -345,8 +345,10 @@ func (b *uringBackend) msgRing(dst *Loop, ringFd int) bool {
 
 // wakeAt has one IORING_OP_TIMEOUT end the loop's waits at at (nanotime),
 // the loop's next deadline (its first timer's, or the sweep's), and
-// reports whether it did: false when at has passed (the loop's wait then
-// takes no time at all) or the ring is broken. A wait with a timeout costs,
+// reports whether it did: false when at has passed, or the ring is broken,
+// and the loop bounds its wait itself (not at all for a due timer; for a
+// sweep that came due since the last wake-up, what was left of its period
+// then). A wait with a timeout costs,
 // every time, a clock read, the timeout's argument and an hrtimer armed and
 // cancelled in the kernel, which the C server does not pay; under load a
 // loop nearly always has a deadline (Config.CloseTimeout's sweep, on by

@@ -24,7 +24,8 @@ func uringBackends() []Backend {
 // kernel timeout (wakeAt), not a timeout on every wait: 200 echoes, each
 // reply's queue listed for the sweep while the loop waits, with a timer
 // pending an hour ahead (a service's idle timer), make no wait with a
-// timeout. (A timed wait costs a clock read, the timeout's argument and an
+// timeout but one for a sweep that came due while the loop was not
+// waiting. (A timed wait costs a clock read, the timeout's argument and an
 // hrtimer per io_uring_enter.) That the kernel timeout wakes an idle loop
 // for its sweep, TestWriteTimeout and TestCloseTimeout show: nothing else
 // wakes theirs; for its timers, TestTimerEarlierThanArmed.
@@ -49,14 +50,18 @@ func TestDeadlineUntimedWaits(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			res := make(chan [2]int)
+			res := make(chan [3]int)
 			l.Post(func() {
 				tm.Stop()
-				res <- [2]int{l.be.(*uringBackend).timedWaits, int(l.Stats().Waits)}
+				res <- [3]int{l.be.(*uringBackend).timedWaits, int(l.Stats().Waits), l.sweeps}
 			})
+			// A sweep that comes due while the loop runs its handlers
+			// (after a wake-up, before the next wait) has passed for
+			// wakeAt, and bounds that wait as before: at most one timed
+			// wait a sweep.
 			r := <-res
-			if r[0] != 0 {
-				t.Errorf("%d of the loop's %d waits had a timeout, want none", r[0], r[1])
+			if r[0] > r[2] {
+				t.Errorf("%d of the loop's %d waits had a timeout, over the %d sweeps' one each", r[0], r[1], r[2])
 			}
 		})
 	}
