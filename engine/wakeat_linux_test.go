@@ -2,7 +2,6 @@ package engine
 
 import (
 	"io"
-	"strings"
 	"testing"
 	"time"
 )
@@ -12,7 +11,7 @@ import (
 func uringBackends() []Backend {
 	var out []Backend
 	for _, b := range testBackends {
-		if strings.HasPrefix(string(b), "uring") {
+		if b.isURing() {
 			out = append(out, b)
 		}
 	}
@@ -78,21 +77,16 @@ func TestTimerEarlierThanArmed(t *testing.T) {
 		t.Run(string(b), func(t *testing.T) {
 			e, _ := startEngine(t, testConfig(b), &echoHandler{})
 			l := e.Loops()[0]
-			// after sets f's timer for d once the loop has gone back to
-			// sleep with whatever it armed before, and returns when f
-			// ran and when it was set.
-			after := func(d time.Duration, f func()) (set time.Time, ran chan time.Time) {
+			// after sets a timer for d once the loop has gone back to
+			// sleep with whatever it armed before, and returns when it
+			// was set and a channel that gets when it ran.
+			after := func(d time.Duration) (set time.Time, ran chan time.Time) {
 				time.Sleep(20 * time.Millisecond) // the loop waits again
 				ran = make(chan time.Time, 1)
 				done := make(chan time.Time)
 				l.Post(func() {
 					done <- time.Now()
-					l.AfterFunc(d, func() {
-						if f != nil {
-							f()
-						}
-						ran <- time.Now()
-					})
+					l.AfterFunc(d, func() { ran <- time.Now() })
 				})
 				return <-done, ran
 			}
@@ -111,7 +105,7 @@ func TestTimerEarlierThanArmed(t *testing.T) {
 			armed := make(chan struct{})
 			l.Post(func() { long = l.AfterFunc(time.Hour, func() {}); close(armed) })
 			<-armed
-			set, ran := after(30*time.Millisecond, nil)
+			set, ran := after(30 * time.Millisecond)
 			wait("earlier than the armed", 30*time.Millisecond, set, ran)
 
 			stopped := make(chan struct{})
@@ -121,7 +115,7 @@ func TestTimerEarlierThanArmed(t *testing.T) {
 				l.Post(func() { short.Stop(); close(stopped) })
 			})
 			<-stopped
-			set, ran = after(100*time.Millisecond, nil)
+			set, ran = after(100 * time.Millisecond)
 			wait("after a stopped earlier one", 100*time.Millisecond, set, ran)
 		})
 	}
