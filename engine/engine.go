@@ -932,6 +932,7 @@ type Stats struct {
 	Interrupted    uint64 // waits a signal interrupted (EINTR), mostly the Go runtime asking the loop goroutine to yield
 	Yields         uint64 // times the loop passed through the Go scheduler on its own (every 8 ms when busy, see yieldEvery)
 	BatchedWaits   uint64 // waits with a minimum wait (Config.BatchWait)
+	TimedWaits     uint64 // waits given a timeout, for a deadline (a timer; the sweep of Config.WriteTimeout and CloseTimeout): epoll, every wait while one is pending; uring, whose deadlines are one kernel timeout, only a wait whose deadline came due while the loop ran its handlers, and a stopping loop's (at most 10 ms each)
 	QuietWaits     uint64 // uring: waits not ended by the completions of the SENDs they submitted (MSG_DONTWAIT, so those complete inside the wait's enter): an enter saved each
 	QuietCut       uint64 // uring: such SENDs that found the socket's buffer full (EAGAIN, or sent short): the rest went again without MSG_DONTWAIT
 	Submits        uint64 // io_uring_enter calls made only to flush a full SQ
@@ -969,6 +970,7 @@ func (s *Stats) add(o Stats) {
 	s.Interrupted += o.Interrupted
 	s.Yields += o.Yields
 	s.BatchedWaits += o.BatchedWaits
+	s.TimedWaits += o.TimedWaits
 	s.QuietWaits += o.QuietWaits
 	s.QuietCut += o.QuietCut
 	s.Submits += o.Submits
@@ -1003,7 +1005,7 @@ type counters struct {
 	waits, waitNanos, submits, sqes, cqes, bytesRead, bytesWritten, reads, writes atomic.Uint64
 	accepted, dialed, closed, noBufs, wakeups, pausedReads, napiIDs               atomic.Uint64
 	msgRings, msgRingErrors, zcSends, zcCopied, ringCopies, acceptBackoffs        atomic.Uint64
-	timedOut, tlsRefused, tlsPanics                                               atomic.Uint64
+	timedOut, tlsRefused, tlsPanics, timedWaits                                   atomic.Uint64
 	open, tlsHandshakes                                                           atomic.Int64
 	// ring is the loop's io_uring (uring backends): its own counters are
 	// the loop's waits and interrupted waits, read here rather than copied
@@ -1021,7 +1023,7 @@ func (c *counters) snapshot() Stats {
 
 func (c *counters) load() Stats {
 	return Stats{
-		Waits: c.waits.Load(), WaitNanos: c.waitNanos.Load(), WaitCPUNanos: c.waitCPUNanos.Load(), Interrupted: c.interrupted.Load(), Yields: c.yields.Load(), BatchedWaits: c.batchedWaits.Load(), QuietWaits: c.quietWaits.Load(), QuietCut: c.quietCut.Load(), Submits: c.submits.Load(), SQEs: c.sqes.Load(), CQEs: c.cqes.Load(),
+		Waits: c.waits.Load(), WaitNanos: c.waitNanos.Load(), WaitCPUNanos: c.waitCPUNanos.Load(), Interrupted: c.interrupted.Load(), Yields: c.yields.Load(), BatchedWaits: c.batchedWaits.Load(), TimedWaits: c.timedWaits.Load(), QuietWaits: c.quietWaits.Load(), QuietCut: c.quietCut.Load(), Submits: c.submits.Load(), SQEs: c.sqes.Load(), CQEs: c.cqes.Load(),
 		BytesRead: c.bytesRead.Load(), BytesWritten: c.bytesWritten.Load(),
 		Reads: c.reads.Load(), Writes: c.writes.Load(),
 		Accepted: c.accepted.Load(), Dialed: c.dialed.Load(), Closed: c.closed.Load(),

@@ -222,6 +222,9 @@ func (b *epollBackend) poll(timeout time.Duration) error {
 	if timeout >= 0 {
 		msec = int((timeout + time.Millisecond - 1) / time.Millisecond)
 	}
+	if timeout > 0 {
+		b.l.st.timedWaits.Add(1)
+	}
 	t0 := b.l.waitStart()
 	n, err := unix.EpollWait(b.epfd, b.events, msec)
 	b.l.waited(t0)

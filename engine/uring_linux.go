@@ -105,11 +105,9 @@ type uringBackend struct {
 	epoch   uint8
 	// wakeArmed is when (nanotime) the kernel timeout wakeAt armed
 	// expires, 0 once it has fired; wakeSeq numbers the timeouts, so that
-	// a late completion of an older one leaves it. timedWaits counts the
-	// waits given a timeout (tests).
-	wakeArmed  int64
-	wakeSeq    uint32
-	timedWaits int
+	// a late completion of an older one leaves it.
+	wakeArmed int64
+	wakeSeq   uint32
 }
 
 // recvLimitUsable reports whether receives can be limited (the kernel's
@@ -781,8 +779,9 @@ func (b *uringBackend) poll(timeout time.Duration) error {
 	if b.batchWait > 0 {
 		want = batchWant(b.lastCQEs, len(b.cqes), b.br.Entries()-b.out, int(b.quiet))
 	}
+	var entered uint64 // for Stats.TimedWaits: a wait the CQ satisfied makes no enter
 	if timeout > 0 {
-		b.timedWaits++
+		entered = b.r.EnterCount()
 	}
 	t0 := l.waitStart()
 	switch {
@@ -807,6 +806,9 @@ func (b *uringBackend) poll(timeout time.Duration) error {
 	b.quiet = 0
 	b.lastCQEs = 0
 	l.waited(t0)
+	if timeout > 0 && b.r.EnterCount() != entered {
+		l.st.timedWaits.Add(1)
+	}
 	b.epoch++
 	switch {
 	case err == nil, errors.Is(err, unix.ETIME), errors.Is(err, unix.EINTR),
