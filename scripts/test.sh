@@ -5,59 +5,63 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-echo "== gofmt"
+# stage prints a stage's heading with the time it starts (UTC), so that a
+# log says where the run's time went.
+stage() { echo "== $* ($(date -u +%T))"; }
+
+stage "gofmt"
 unformatted=$(gofmt -l .)
 if [ -n "$unformatted" ]; then
 	echo "gofmt needed on:"; echo "$unformatted"; exit 1
 fi
 
-echo "== go vet"
+stage "go vet"
 go vet ./...
 
-echo "== h2spec (the HTTP/2 conformance suite internal/h2's TestH2Spec runs; pinned in bench/peers' go.mod)"
+stage "h2spec (the HTTP/2 conformance suite internal/h2's TestH2Spec runs; pinned in bench/peers' go.mod)"
 if [ -z "${H2SPEC:-}" ] && [ -f bench/peers/go.mod ]; then
 	H2SPEC="$(mktemp -d)/h2spec"
 	(cd bench/peers && go build -o "$H2SPEC" github.com/summerwind/h2spec/cmd/h2spec)
 	export H2SPEC
 fi
 
-echo "== go test -race (library module)"
+stage "go test -race (library module)"
 go test -race -count=1 -timeout 40m ./...
 
-echo "== go test -race ./engine with Config.BatchWait (minimum waits on every path)"
+stage "go test -race ./engine with Config.BatchWait (minimum waits on every path)"
 SPINDLE_TEST_BATCH_WAIT=100us go test -race -count=1 -timeout 20m ./engine/
 
-echo "== go test -race ./engine, receive paths without the 6.17 receive limit (older kernels)"
+stage "go test -race ./engine, receive paths without the 6.17 receive limit (older kernels)"
 SPINDLE_TEST_NO_RECV_LIMIT=1 go test -race -count=1 -timeout 20m \
 	-run 'TestEchoIntegrity|TestHalfClose|TestPeerReset|TestSlowReader|TestStarved|TestProxyForward|TestResumeInside|TestZeroAllocs|TestCloseLinger|TestTLSPausedInputCapped' ./engine/
 
-echo "== engine Go benchmarks, one short pass (every backend and Go net; under -race the figures mean nothing)"
+stage "engine Go benchmarks, one short pass (every backend and Go net; under -race the figures mean nothing)"
 go test -race -count=1 -run '^$' -bench '^BenchmarkEcho$' -benchtime 500x -timeout 20m ./engine/
 
 if [ -f bench/peers/go.mod ]; then
-	echo "== benchmark peers module"
+	stage "benchmark peers module"
 	(cd bench/peers && go vet ./... && go test -race -count=1 -timeout 20m ./...)
 fi
 
-echo "== spindle bench smoke run (every arm, every reply verified)"
+stage "spindle bench smoke run (every arm, every reply verified)"
 go run ./cmd/spindle bench --duration 5s --json >/dev/null
 
-echo "== spindle bench proxy smoke run (every proxy arm, every reply verified)"
+stage "spindle bench proxy smoke run (every proxy arm, every reply verified)"
 go run ./cmd/spindle bench proxy --duration 2s --json >/dev/null
 
-echo "== spindle bench proxy HTTP/1.1 smoke run (every proxy arm, every reply verified)"
+stage "spindle bench proxy HTTP/1.1 smoke run (every proxy arm, every reply verified)"
 go run ./cmd/spindle bench proxy --protocol http --duration 2s --json >/dev/null
 
-echo "== spindle bench proxy HTTP/2 smoke run (h2c clients through every proxy arm that can run, every request verified)"
+stage "spindle bench proxy HTTP/2 smoke run (h2c clients through every proxy arm that can run, every request verified)"
 go run ./cmd/spindle bench proxy --protocol h2 --duration 2s --json >/dev/null
 
-echo "== spindle bench proxy HTTP/2-to-HTTP/2 smoke run (h2c clients through every proxy arm that can run to an h2c upstream, and direct, every request verified)"
+stage "spindle bench proxy HTTP/2-to-HTTP/2 smoke run (h2c clients through every proxy arm that can run to an h2c upstream, and direct, every request verified)"
 go run ./cmd/spindle bench proxy --protocol h2h2 --duration 2s --json >/dev/null
 
-echo "== spindle bench http2 smoke run (every HTTP/2 arm that can run, every request verified)"
+stage "spindle bench http2 smoke run (every HTTP/2 arm that can run, every request verified)"
 go run ./cmd/spindle bench http2 --duration 2s --json >/dev/null
 
-echo "== non-Linux stubs build (darwin)"
+stage "non-Linux stubs build (darwin)"
 GOOS=darwin GOARCH=arm64 go build ./...
 GOOS=darwin GOARCH=arm64 go vet ./...
-echo "== all checks passed"
+stage "all checks passed"
