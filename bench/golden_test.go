@@ -73,7 +73,7 @@ func firstDiff(got, want string) string {
 
 var (
 	goldenStarted = time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC)
-	goldenHost    = Host{Hostname: "bench1", Kernel: "6.18.0", CPUs: 2, CPUModel: "Test CPU @ 3.00GHz", GoVersion: "go1.26.0"}
+	goldenHost    = Host{Hostname: "bench1", Kernel: "6.18.0", CPUs: 2, CPUModel: "Test CPU @ 3.00GHz", GoVersion: "go1.26.0", TCPCongestion: "cubic"}
 )
 
 // TestHTTP2ReportGolden renders an HTTP/2 report made from fixed results

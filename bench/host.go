@@ -12,6 +12,7 @@ import (
 func hostInfo() Host {
 	h := Host{CPUs: len(onlineCPUs()), GoVersion: runtime.Version(), Kernel: kver.Release()}
 	h.Hostname, _ = os.Hostname()
+	h.TCPCongestion = sysctlText("/proc/sys/net/ipv4/tcp_congestion_control")
 	if f, err := os.Open("/proc/cpuinfo"); err == nil {
 		defer f.Close()
 		sc := bufio.NewScanner(f)
@@ -23,4 +24,14 @@ func hostInfo() Host {
 		}
 	}
 	return h
+}
+
+// sysctlText is the trimmed contents of the /proc/sys file path, "" if it
+// cannot be read.
+func sysctlText(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }

@@ -189,7 +189,11 @@ func intsText(v []int) string {
 // writeHostLine appends a Markdown report's line on the host it was made
 // on.
 func writeHostLine(b *strings.Builder, h Host) {
-	fmt.Fprintf(b, "- host: %s, %s, %d CPUs (%s), %s\n", h.Hostname, h.Kernel, h.CPUs, h.CPUModel, h.GoVersion)
+	fmt.Fprintf(b, "- host: %s, %s, %d CPUs (%s), %s", h.Hostname, h.Kernel, h.CPUs, h.CPUModel, h.GoVersion)
+	if h.TCPCongestion != "" {
+		fmt.Fprintf(b, ", TCP congestion control %s", h.TCPCongestion)
+	}
+	b.WriteString("\n")
 }
 
 // writeArmsAndNotes appends a Markdown report's "Arms" section (each arm's

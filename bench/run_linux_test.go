@@ -72,3 +72,16 @@ func TestConfigCPUsUnderAffinity(t *testing.T) {
 		t.Errorf("child allowed CPU %d only: %v\n%s", last, childErr, out)
 	}
 }
+
+// TestHostTCPCongestion: the report's host names the congestion control the
+// arms' sockets get, as the kernel lists it among those available.
+func TestHostTCPCongestion(t *testing.T) {
+	avail, err := os.ReadFile("/proc/sys/net/ipv4/tcp_available_congestion_control")
+	if err != nil {
+		t.Skipf("no IPv4 TCP sysctls here: %v", err)
+	}
+	cc := hostInfo().TCPCongestion
+	if cc == "" || !slices.Contains(strings.Fields(string(avail)), cc) {
+		t.Errorf("host's TCP congestion control %q, want one of the available %q", cc, strings.TrimSpace(string(avail)))
+	}
+}

@@ -69,6 +69,11 @@ type Host struct {
 	CPUModel string `json:"cpu_model"`
 	// GoVersion is the Go toolchain that built the harness.
 	GoVersion string `json:"go_version"`
+	// TCPCongestion is the TCP congestion control the arms' sockets get:
+	// the harness's network namespace's net.ipv4.tcp_congestion_control
+	// (a namespace the wire topology makes starts with the same). Its
+	// per-ACK work is in every arm's system time. "" if unread.
+	TCPCongestion string `json:"tcp_congestion_control,omitempty"`
 }
 
 // RunSettings is the configuration a report was made with.
