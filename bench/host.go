@@ -7,12 +7,13 @@ import (
 	"strings"
 
 	"github.com/spindlenet/spindle/internal/kver"
+	"github.com/spindlenet/spindle/topo"
 )
 
 func hostInfo() Host {
 	h := Host{CPUs: len(onlineCPUs()), GoVersion: runtime.Version(), Kernel: kver.Release()}
 	h.Hostname, _ = os.Hostname()
-	h.TCPCongestion = sysctlText("/proc/sys/net/ipv4/tcp_congestion_control")
+	h.TCPCongestion = sysctlText("net.ipv4.tcp_congestion_control")
 	if f, err := os.Open("/proc/cpuinfo"); err == nil {
 		defer f.Close()
 		sc := bufio.NewScanner(f)
@@ -26,10 +27,10 @@ func hostInfo() Host {
 	return h
 }
 
-// sysctlText is the trimmed contents of the /proc/sys file path, "" if it
+// sysctlText is the trimmed value of the dotted sysctl name, "" if it
 // cannot be read.
-func sysctlText(path string) string {
-	b, err := os.ReadFile(path)
+func sysctlText(name string) string {
+	b, err := os.ReadFile(topo.SysctlPath(name))
 	if err != nil {
 		return ""
 	}
