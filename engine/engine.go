@@ -932,7 +932,7 @@ type Stats struct {
 	Interrupted    uint64 // waits a signal interrupted (EINTR), mostly the Go runtime asking the loop goroutine to yield
 	Yields         uint64 // times the loop passed through the Go scheduler on its own (every 8 ms when busy, see yieldEvery)
 	BatchedWaits   uint64 // waits with a minimum wait (Config.BatchWait)
-	TimedWaits     uint64 // waits given a timeout, for a deadline (a timer; the sweep of Config.WriteTimeout and CloseTimeout): epoll, every wait while one is pending; uring, whose deadlines are one kernel timeout, only a wait whose deadline came due while the loop ran its handlers, and a stopping loop's (at most 10 ms each)
+	TimedWaits     uint64 // waits given a timeout, for a deadline (a timer; the sweep of Config.WriteTimeout and CloseTimeout): epoll, every wait while one is pending; uring, whose deadlines are one kernel timeout, only a wait whose deadline came due while the loop ran its handlers; and on both, a stopping loop's waits (at most 10 ms each)
 	QuietWaits     uint64 // uring: waits not ended by the completions of the SENDs they submitted (MSG_DONTWAIT, so those complete inside the wait's enter): an enter saved each
 	QuietCut       uint64 // uring: such SENDs that found the socket's buffer full (EAGAIN, or sent short): the rest went again without MSG_DONTWAIT
 	Submits        uint64 // io_uring_enter calls made only to flush a full SQ
