@@ -581,7 +581,9 @@
 // (crypto/tls would give that 5 s of its own, which a server reading
 // nothing would hold the check for). Each server has a session cache
 // (resumption across connections and loops, and across a reload that
-// keeps the server). The files are read by Validate (-check names one that
+// keeps the server and the proxy's certificate: a session resumed would
+// show the server the certificate it was made with, so a renewed one
+// starts the cache again). The files are read by Validate (-check names one that
 // cannot be read, holds no certificate, or a key that is not the
 // certificate's), by New and by each Reload: a reload (SIGHUP) after a CA
 // or client certificate renewal gives the next connections the new ones;

@@ -194,7 +194,11 @@ func (h *handler) OnOpen(c *engine.Conn) {
 		l = ls.early(p, c) // opened by a Reload this loop has yet to apply
 	}
 	if l == nil {
-		c.Close() // cannot happen: every listener is in byLn
+		// Cannot happen: every listener is in byLn, and a tls listener
+		// whose socket a reload closed stays there for twice its
+		// handshake_timeout (reloadState.retiring), past any handshake
+		// it accepted.
+		c.Close()
 		return
 	}
 	st := l.stats[ls.id]

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"reflect"
 	"slices"
@@ -39,6 +40,20 @@ type reloadState struct {
 
 	lnMu   sync.Mutex
 	opened map[*engine.Listener]*generation // sockets opened for a generation not every loop has applied
+
+	// retiring are the tls listeners whose sockets a reload closed while
+	// handshakes accepted on them may still be in progress; Reload's
+	// goroutine (or New's).
+	retiring []retiringLn
+}
+
+// retiringLn is a tls listener whose socket a reload closed: the clients
+// it accepted finish their handshakes within its handshake_timeout, and
+// until then the generations keep it in byLn, so that such a client is
+// served under it (as when no reload follows) rather than closed.
+type retiringLn struct {
+	l     *listener
+	until int64 // Proxy.now after which none of its handshakes is left
 }
 
 // srvLoop is one loop's share of a server: its counters and its idle
@@ -86,6 +101,7 @@ type generation struct {
 	// applied; closing are the earlier sockets it does not keep.
 	opened, closing []*engine.Listener
 	alogs           []*accessLog // access logs opened for it
+	retiring        []retiringLn // the closed tls listeners it keeps in byLn
 	// upTLS are the client configs (their files read again) of the TLS
 	// pools it keeps, put in force by commit.
 	upTLS []keptUpTLS
@@ -97,8 +113,9 @@ type generation struct {
 
 // keptUpTLS is a kept TLS pool's client side and its new configs.
 type keptUpTLS struct {
-	u    *upTLS
-	cfgs []*tls.Config
+	u      *upTLS
+	cfgs   []*tls.Config
+	caches map[string]tls.ClientSessionCache // the session caches cfgs take
 }
 
 // Reload applies cfg while the proxy runs (or before Run), as New would
@@ -112,10 +129,11 @@ type keptUpTLS struct {
 //     connections open (from their next request head), follow cfg.
 //   - A server kept (same pool name, same resolved address) keeps its
 //     health state (active and passive), counters and idle keep-alive
-//     connections (but where its pool's protocol or tls changed: a
-//     connection made plain, or checked for another name or against
-//     other roots, is not used again, the idle ones closed at once and
-//     those in use when done); one removed takes no new connection, its idle ones are
+//     connections (but where its pool's protocol or tls changed, or the
+//     name its certificate is checked for: its host as written in servers
+//     when the pool's tls has no server_name: a connection made plain, or
+//     checked for another name or against other roots, is not used again,
+//     the idle ones closed at once and those in use when done); one removed takes no new connection, its idle ones are
 //     closed and those in use finish (and are then closed, not pooled); one
 //     added starts up, as at New, until its pool's checks or passive health
 //     say otherwise. A pool whose settings or servers changed gets its
@@ -126,7 +144,9 @@ type keptUpTLS struct {
 //     Passive health's counts, ejection and its streak stand otherwise,
 //     and the pool's new thresholds apply from the next event.
 //   - A listener added is opened; one removed is closed (its connections
-//     finish); one whose listen address changed is opened on the new one
+//     finish, and a client in its TLS handshake there is served under it
+//     once done, for up to twice its handshake_timeout, however many
+//     reloads follow); one whose listen address changed is opened on the new one
 //     and the old closed. A listener whose mode changed keeps its socket
 //     (no moment without one) but is a new listener: its counters start
 //     again and its open connections stay in the old mode. Other listener
@@ -264,8 +284,8 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 				kept[s] = true
 			}
 			if old.tls != nil {
-				old.tls.setCaches(old, tlsCfgs)
-				g.upTLS = append(g.upTLS, keptUpTLS{old.tls, tlsCfgs})
+				caches := old.tls.setCaches(old, tlsCfgs)
+				g.upTLS = append(g.upTLS, keptUpTLS{old.tls, tlsCfgs, caches})
 			}
 			g.pools = append(g.pools, old)
 			byName[pc.Name] = old
@@ -277,7 +297,7 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 			pingEvery: time.Duration(pc.H2PingInterval), pingWait: time.Duration(pc.H2PingTimeout)}
 		if old != nil {
 			pl.shared = old.shared
-			if !reflect.DeepEqual(old.cfg.TLS, pc.TLS) {
+			if !reflect.DeepEqual(old.cfg.TLS, pc.TLS) || renamed(old, tlsCfgs, addrs[i]) {
 				g.stale = append(g.stale, old)
 			}
 		} else {
@@ -400,6 +420,16 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 			g.closing = append(g.closing, o.ln)
 		}
 	}
+	// Sockets closed by the reloads before whose handshakes may not have
+	// ended: their clients are served under the listener that accepted
+	// them.
+	now := p.now()
+	for _, r := range p.reload.retiring {
+		if now < r.until {
+			g.byLn[r.l.ln] = r.l
+			g.retiring = append(g.retiring, r)
+		}
+	}
 	// lnMu from the first socket opened to pend: a loop that accepts on
 	// one meanwhile waits for its generation (pending).
 	var err error
@@ -426,6 +456,24 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 		return nil, err
 	}
 	return g, nil
+}
+
+// renamed reports whether a server that old, a TLS pool, shares with its
+// replacement (by address: addrs, cfgs the replacement's client configs)
+// is checked for another name there: without server_name each server's
+// name is its host as configured, which a reload may change while the
+// address stays (the connections checked for the old name are not
+// reused). Reload's goroutine.
+func renamed(old *pool, cfgs []*tls.Config, addrs []string) bool {
+	if old.tls == nil || cfgs == nil {
+		return false
+	}
+	for j, a := range addrs {
+		if k := slices.IndexFunc(old.servers, func(s *server) bool { return s.addr == a }); k >= 0 && old.tlsFor(k).ServerName != cfgs[j].ServerName {
+			return true
+		}
+	}
+	return false
 }
 
 // setTLS sets up l's TLS, if it has any, as listeners[i] of its config:
@@ -562,6 +610,7 @@ func (p *Proxy) commit(g *generation) error {
 	}
 	for _, k := range g.upTLS {
 		k.u.cur.Store(&k.cfgs) // the next connections to its servers take them
+		k.u.caches = k.caches
 	}
 	p.alogs = append(p.alogs, g.alogs...)
 	running := p.running
@@ -597,7 +646,17 @@ func (p *Proxy) commit(g *generation) error {
 	p.forgetOpened(g)
 	for _, eln := range g.closing {
 		eln.Close()
+		if l := g.byLn[eln]; l.tls != nil {
+			// Its handshakes end within handshake_timeout of their
+			// accepts, the last just before the close; twice that
+			// leaves room for their results to reach the loops.
+			until, d := p.now(), int64(l.cfg.TLS.HandshakeTimeout)
+			until += min(d, math.MaxInt64-until)
+			until += min(d, math.MaxInt64-until)
+			g.retiring = append(g.retiring, retiringLn{l, until})
+		}
 	}
+	p.reload.retiring = g.retiring
 	p.swapCheckers(g)
 	return nil
 }

@@ -1,11 +1,13 @@
 package proxy
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -134,6 +136,9 @@ const upSessionCache = 64
 // for the servers pl keeps. Reload's goroutine (or New's).
 func newUpTLS(pl *pool, cfgs []*tls.Config, old *pool) *upTLS {
 	u := &upTLS{caches: map[string]tls.ClientSessionCache{}}
+	if old != nil && old.tls != nil && !sameClientCert(*old.tls.cur.Load(), cfgs) {
+		old = nil // a session resumed would show the servers the old certificate
+	}
 	for j, s := range pl.servers {
 		c := old.sessionCache(s.addr)
 		if c == nil {
@@ -156,11 +161,34 @@ func (pl *pool) sessionCache(addr string) tls.ClientSessionCache {
 }
 
 // setCaches gives cfgs (clientConfigs, for u's pool as it stands) u's
-// session caches. Reload's goroutine.
-func (u *upTLS) setCaches(pl *pool, cfgs []*tls.Config) {
-	for j, s := range pl.servers {
-		cfgs[j].ClientSessionCache = u.caches[s.addr]
+// session caches, or new ones where cfgs present another client
+// certificate (mTLS: a certificate renewed) than those in force, whose
+// sessions would show the servers the old one when resumed; it returns
+// the caches given, which commit puts in u. Reload's goroutine.
+func (u *upTLS) setCaches(pl *pool, cfgs []*tls.Config) map[string]tls.ClientSessionCache {
+	caches := u.caches
+	if !sameClientCert(*u.cur.Load(), cfgs) {
+		caches = map[string]tls.ClientSessionCache{}
+		for _, s := range pl.servers {
+			caches[s.addr] = tls.NewLRUClientSessionCache(upSessionCache)
+		}
 	}
+	for j, s := range pl.servers {
+		cfgs[j].ClientSessionCache = caches[s.addr]
+	}
+	return caches
+}
+
+// sameClientCert reports whether the client configs a and b (a pool's,
+// clientConfigs: every server's has the pool's certificate) present the
+// same certificate chain, or none both.
+func sameClientCert(a, b []*tls.Config) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
+	}
+	return slices.EqualFunc(a[0].Certificates, b[0].Certificates, func(x, y tls.Certificate) bool {
+		return slices.EqualFunc(x.Certificate, y.Certificate, bytes.Equal)
+	})
 }
 
 // tlsFor returns the crypto/tls config of connections to server i of pl;
