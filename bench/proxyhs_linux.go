@@ -161,8 +161,10 @@ func (s *handshakeSlot) run(conn uint32, sa unix.Sockaddr, cfg *tls.Config, f lo
 			return nil
 		}
 		req = f.appendRequest(req[:0], conn, seq)
-		state, err := s.once(sa, cfg, f, req, conn, seq, &scratch, stop)
-		t1 := time.Now()
+		// t1 is when the reply was verified: the close that follows
+		// (closeFirst, a round trip more through the proxy) is not in
+		// the connect-to-reply latency.
+		state, t1, err := s.once(sa, cfg, f, req, conn, seq, &scratch, stop)
 		if err != nil {
 			return fmt.Errorf("slot %d connection %d: %w", conn, seq, err)
 		}
@@ -186,66 +188,68 @@ func (s *handshakeSlot) run(conn uint32, sa unix.Sockaddr, cfg *tls.Config, f lo
 
 // once makes one connection to sa: connect, the TLS handshake with cfg,
 // request req (seq of conn) and its reply verified, then close_notify and
-// close. It returns the connection's TLS state.
-func (s *handshakeSlot) once(sa unix.Sockaddr, cfg *tls.Config, f loadFraming, req []byte, conn uint32, seq uint64, scratch *[]byte, stop *atomic.Bool) (tls.ConnectionState, error) {
+// close. It returns the connection's TLS state and when its reply was
+// verified.
+func (s *handshakeSlot) once(sa unix.Sockaddr, cfg *tls.Config, f loadFraming, req []byte, conn uint32, seq uint64, scratch *[]byte, stop *atomic.Bool) (tls.ConnectionState, time.Time, error) {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return tls.ConnectionState{}, os.NewSyscallError("socket", err)
+		return tls.ConnectionState{}, time.Time{}, os.NewSyscallError("socket", err)
 	}
 	defer unix.Close(fd)
 	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1); err != nil {
-		return tls.ConnectionState{}, os.NewSyscallError("setsockopt TCP_NODELAY", err)
+		return tls.ConnectionState{}, time.Time{}, os.NewSyscallError("setsockopt TCP_NODELAY", err)
 	}
 	// The transport blocks in polls until the deadline (loadTransport's
 	// handshake mode), for the whole connection.
 	tr := &loadTransport{fd: fd, stop: stop, deadline: time.Now().Add(handshakeIOTimeout)}
 	if err := unix.Connect(fd, sa); err != unix.EINPROGRESS && err != nil {
-		return tls.ConnectionState{}, os.NewSyscallError("connect", err)
+		return tls.ConnectionState{}, time.Time{}, os.NewSyscallError("connect", err)
 	} else if err == unix.EINPROGRESS {
 		if err := tr.wait(unix.POLLOUT); err != nil {
-			return tls.ConnectionState{}, fmt.Errorf("connect: %w", err)
+			return tls.ConnectionState{}, time.Time{}, fmt.Errorf("connect: %w", err)
 		}
 		soerr, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR)
 		if err != nil {
-			return tls.ConnectionState{}, os.NewSyscallError("getsockopt", err)
+			return tls.ConnectionState{}, time.Time{}, os.NewSyscallError("getsockopt", err)
 		}
 		if soerr != 0 {
-			return tls.ConnectionState{}, os.NewSyscallError("connect", unix.Errno(soerr))
+			return tls.ConnectionState{}, time.Time{}, os.NewSyscallError("connect", unix.Errno(soerr))
 		}
 	}
 	cc := &countingTransport{loadTransport: tr}
 	c := tls.Client(cc, cfg)
 	if err := c.Handshake(); err != nil {
-		return tls.ConnectionState{}, fmt.Errorf("handshake: %w", err)
+		return tls.ConnectionState{}, time.Time{}, fmt.Errorf("handshake: %w", err)
 	}
 	if _, err := c.Write(req); err != nil {
-		return tls.ConnectionState{}, fmt.Errorf("request: %w", err)
+		return tls.ConnectionState{}, time.Time{}, fmt.Errorf("request: %w", err)
 	}
 	var buf [4096]byte
 	var reply []byte
 	for {
 		n, err := f.replyLen(reply)
 		if err != nil {
-			return tls.ConnectionState{}, err
+			return tls.ConnectionState{}, time.Time{}, err
 		}
 		if n > 0 && len(reply) >= n {
 			if len(reply) > n {
-				return tls.ConnectionState{}, fmt.Errorf("%w: %d bytes after the reply", ErrMismatch, len(reply)-n)
+				return tls.ConnectionState{}, time.Time{}, fmt.Errorf("%w: %d bytes after the reply", ErrMismatch, len(reply)-n)
 			}
 			if *scratch, err = f.verify(reply, conn, seq, *scratch); err != nil {
-				return tls.ConnectionState{}, err
+				return tls.ConnectionState{}, time.Time{}, err
 			}
 			break
 		}
 		k, err := c.Read(buf[:])
 		if k == 0 && err != nil {
-			return tls.ConnectionState{}, fmt.Errorf("after %d bytes of the reply: %w", len(reply), err)
+			return tls.ConnectionState{}, time.Time{}, fmt.Errorf("after %d bytes of the reply: %w", len(reply), err)
 		}
 		reply = append(reply, buf[:k]...)
 	}
+	replied := time.Now()
 	s.serverBytes += cc.in
 	state := c.ConnectionState()
-	return state, closeFirst(c, tr)
+	return state, replied, closeFirst(c, tr)
 }
 
 // countingTransport is a loadTransport that counts the bytes it read.

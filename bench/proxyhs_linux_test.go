@@ -2,10 +2,13 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -77,5 +80,65 @@ func TestRunProxyTLSHandshakes(t *testing.T) {
 				})
 			})
 		}
+	}
+}
+
+// TestHandshakeLatencyEndsAtReply: --tls-handshakes documents its
+// latency as "from the connect to the verified reply" (runHandshakes' doc,
+// proxyHandshakeNote). The server here answers each request at once and
+// closes its side closeDelay after the client's close_notify and FIN: the
+// time the client then spends in closeFirst, waiting for the server's
+// end, is after the verified reply and must not be in the latency (nor
+// decide in which window a reply counts).
+func TestHandshakeLatencyEndsAtReply(t *testing.T) {
+	skipUnlessLinux(t)
+	const closeDelay = 100 * time.Millisecond
+	files, pool, err := newProxyTLS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.LoadX509KeyPair(files.CertFile, files.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp4", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer ln.Close()
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer c.Close()
+				buf := make([]byte, FrameHeader+DefaultPayload)
+				if _, err := io.ReadFull(c, buf); err != nil {
+					return
+				}
+				c.Write(buf)           // the reply, at once
+				io.Copy(io.Discard, c) // until the client's close_notify / FIN
+				time.Sleep(closeDelay) // then a slow close
+				c.(*tls.Conn).CloseWrite()
+			})
+		}
+	})
+	base := proxyClientTLS(pool, nil)
+	res, _, err := runHandshakes(context.Background(), handshakeLoad{
+		addr: ln.Addr().String(), tls: handshakeClientTLS(base, false),
+		framing: LoadConfig{Addr: ln.Addr().String(), Payload: DefaultPayload},
+		slots:   1, cpus: []int{1}, warmup: 200 * time.Millisecond, window: time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := res.Hist.Percentiles()
+	t.Logf("%d connections in the window, %.0f/s; latency p50 %.1f ms, p99 %.1f ms", res.Replies, res.Throughput(), p.P50/1e3, p.P99/1e3)
+	if p.P50 >= float64(closeDelay/time.Microsecond) {
+		t.Errorf("latency p50 %.1f ms: connect-to-reply includes the %v the server took to close after the reply (closeFirst)", p.P50/1e3, closeDelay)
 	}
 }

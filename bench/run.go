@@ -203,6 +203,13 @@ func (c Config) withDefaults() (Config, error) {
 // and CPU 3 exists though NumCPU is 2.
 func defaultCPUs(first, second []int, n int) (f, s, online, allowed []int) {
 	online, allowed = onlineCPUs(), allowedOrAll()
+	f, s = pickCPUs(allowed, first, second, n)
+	return f, s, online, allowed
+}
+
+// pickCPUs is defaultCPUs' choice from allowed, the CPUs this process may
+// run on.
+func pickCPUs(allowed, first, second []int, n int) (f, s []int) {
 	next := 1
 	if len(first) == 0 {
 		first = slices.Clone(allowed[:min(max(n, 1), len(allowed))])
@@ -211,7 +218,7 @@ func defaultCPUs(first, second []int, n int) (f, s, online, allowed []int) {
 	if len(second) == 0 {
 		second = []int{allowed[min(next, len(allowed)-1)]}
 	}
-	return first, second, online, allowed
+	return first, second
 }
 
 // checkOnline returns an error naming the first of cpus that is not online
@@ -464,8 +471,11 @@ func Sweep(ctx context.Context, cfg SweepConfig) (*Report, error) {
 	}
 	most := slices.Max(cfg.Loops)
 	if len(cfg.ServerCPUs) == 0 {
-		allowed := allowedOrAll()
-		cfg.ServerCPUs = slices.Clone(allowed[:min(most, len(allowed))])
+		// The server CPUs of the most loops, and the client on the next,
+		// as Run's default: set here, ServerCPUs would be taken as given
+		// by withDefaults, which then put the client on the second
+		// allowed CPU, the second loop's.
+		cfg.ServerCPUs, cfg.ClientCPUs, _, _ = defaultCPUs(nil, cfg.ClientCPUs, most)
 	}
 	// Refused before anything is measured: the engine arms fail to start
 	// at the first cell with more loops than CPUs, which ended the sweep

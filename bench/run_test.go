@@ -1090,6 +1090,45 @@ func TestConfigServerCPUsPerLoop(t *testing.T) {
 	}
 }
 
+// TestPickCPUs: with no CPUs given, the server gets the first n CPUs this
+// process may run on and the client the next (the last, shared, when none
+// is left); given server CPUs keep the client on the second allowed one.
+func TestPickCPUs(t *testing.T) {
+	for _, c := range []struct {
+		allowed, first, second []int
+		n                      int
+		f, s                   []int
+	}{
+		{[]int{0, 1, 2, 3}, nil, nil, 2, []int{0, 1}, []int{2}},
+		{[]int{0, 1, 2, 3}, nil, nil, 1, []int{0}, []int{1}},
+		{[]int{0, 1}, nil, nil, 2, []int{0, 1}, []int{1}},
+		{[]int{4, 6, 9}, nil, nil, 2, []int{4, 6}, []int{9}},
+		{[]int{0, 1, 2, 3}, nil, []int{3}, 2, []int{0, 1}, []int{3}},
+		{[]int{0, 1, 2, 3}, []int{2}, nil, 1, []int{2}, []int{1}},
+	} {
+		f, s := pickCPUs(c.allowed, c.first, c.second, c.n)
+		if !slices.Equal(f, c.f) || !slices.Equal(s, c.s) {
+			t.Errorf("pickCPUs(%v, %v, %v, %d) = %v, %v; want %v, %v", c.allowed, c.first, c.second, c.n, f, s, c.f, c.s)
+		}
+	}
+}
+
+// TestSweepDefaultClientCPU: a sweep given no CPUs puts its server on the
+// first CPUs this process may run on, one a loop of its most loops, and
+// the client on the next, as Run does (TestConfigServerCPUsPerLoop). It
+// put the client on the second allowed CPU, the second loop's, though a
+// third was free.
+func TestSweepDefaultClientCPU(t *testing.T) {
+	allowed, err := allowedCPUs()
+	if err != nil || len(allowed) < 3 {
+		t.Skipf("needs three CPUs this process may run on (a client CPU free of a 2-loop server), has %v %v", allowed, err)
+	}
+	rep := goNetSweep(t, SweepConfig{Loops: []int{1, 2}, ComputeUS: []int{0}})
+	if c := rep.Config; !slices.Equal(c.ServerCPUs, allowed[:2]) || !slices.Equal(c.ClientCPUs, allowed[2:3]) {
+		t.Errorf("sweep defaults: server CPUs %v, client CPUs %v; want %v and %v", c.ServerCPUs, c.ClientCPUs, allowed[:2], allowed[2:3])
+	}
+}
+
 // TestFinishKeepUpBlamesLaggingClient: an open-loop measurement short of
 // its offered rate whose client fell behind its schedule (send lag p99
 // above a millisecond: the requests went out late, the client starved)

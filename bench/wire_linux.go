@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -72,6 +73,15 @@ func NewWire(tag string) (*Wire, error) {
 
 // Name implements Topology. Any goroutine.
 func (w *Wire) Name() string { return "wire" }
+
+// ServerSysctl returns the dotted sysctl name as the server's namespace
+// has it: a namespace made with ip netns add starts with the initial
+// namespace's per-namespace sysctls, not those of the namespace the
+// harness runs in. Any goroutine.
+func (w *Wire) ServerSysctl(name string) (string, error) {
+	out, err := exec.Command("ip", "netns", "exec", w.ServerNS, "cat", topo.SysctlPath(name)).Output()
+	return strings.TrimSpace(string(out)), err
+}
 
 // ServerPrefix implements Topology. Any goroutine.
 func (w *Wire) ServerPrefix() []string { return []string{"ip", "netns", "exec", w.ServerNS} }

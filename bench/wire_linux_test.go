@@ -286,3 +286,41 @@ func loadAnswered(cfg LoadConfig) (*LoadResult, error) {
 		cfg.Duration *= 2
 	}
 }
+
+// TestWireServerSysctl: the wire topology reads a sysctl as its server's
+// namespace has it, which the report's TCP congestion control comes from
+// (a namespace made with ip netns add starts with the initial namespace's,
+// not the harness's). The server namespace is set to another congestion
+// control than the harness's; ServerSysctl must say that one.
+func TestWireServerSysctl(t *testing.T) {
+	if err := WireRequirements(); err != nil {
+		t.Skip(err)
+	}
+	avail, err := os.ReadFile(topo.SysctlPath("net.ipv4.tcp_available_congestion_control"))
+	if err != nil {
+		t.Skipf("no IPv4 TCP sysctls here: %v", err)
+	}
+	own := hostInfo().TCPCongestion
+	other := ""
+	for _, cc := range strings.Fields(string(avail)) {
+		if cc != own {
+			other = cc
+			break
+		}
+	}
+	if other == "" {
+		t.Skipf("one TCP congestion control available (%s): none other to set", own)
+	}
+	w, err := NewWire("s" + strconv.Itoa(os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if out, err := exec.Command("ip", "netns", "exec", w.ServerNS, "sh", "-c", "echo "+other+" > "+topo.SysctlPath("net.ipv4.tcp_congestion_control")).CombinedOutput(); err != nil {
+		t.Fatalf("setting %s in the server namespace: %v: %s", other, err, out)
+	}
+	got, err := w.ServerSysctl("net.ipv4.tcp_congestion_control")
+	if err != nil || got != other {
+		t.Errorf("ServerSysctl: %q, %v; want %q (the harness's namespace has %q)", got, err, other, own)
+	}
+}
