@@ -42,6 +42,9 @@ const (
 	// buffer was full): its sends are not quiet until one completes
 	// inside its enter (uringBackend.quietSends).
 	bitSendLate
+	// bitSendQuiet (uring): the SENDs in flight went quiet (MSG_DONTWAIT,
+	// uringBackend.quietSends): only those can be cut.
+	bitSendQuiet
 )
 
 // seg is a part of a write queue: bytes [off, end) of a slab chunk (ref >=

@@ -287,13 +287,13 @@ func (l *Loop) serve() {
 			// (in handlers, or descheduled) come after what arrived in
 			// the meantime, which only the next wait would reap
 			// (DEFER_TASKRUN posts completions inside io_uring_enter,
-			// epoll_wait reports readiness): reap it first, without
-			// waiting. A timer due by the time the last wait returned
-			// needs none: that wait reaped what came before it. So a
-			// loop pays the extra enter only when a timer fires that
-			// its handlers outlasted.
+			// epoll_wait reports readiness): reap all of it first,
+			// without waiting (reapAll). A timer due by the time the
+			// last wait returned needs none: that wait reaped what
+			// came before it. So a loop pays the extra enter only when
+			// a timer fires that its handlers outlasted.
 			now := nanotime()
-			if l.timers.dueAfter(l.woke, now) && l.poll(0) {
+			if l.timers.dueAfter(l.woke, now) && l.reapAll() {
 				return
 			}
 			l.timers.runExpired(now)

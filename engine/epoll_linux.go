@@ -218,6 +218,26 @@ func (b *epollBackend) recvBuf(id int32) []byte { return b.l.chunks.buf(id) }
 func (b *epollBackend) releaseRecv(id int32) { b.l.chunks.put(id) }
 
 func (b *epollBackend) poll(timeout time.Duration) error {
+	// A reap for the timers (Loop.reapAll) takes every descriptor ready,
+	// not one wait's worth (b.events): epoll_wait returns the first ones
+	// of its ready list and puts those still ready (level-triggered) at
+	// its end, so a round more for each len(b.events) slots covers them.
+	rounds := 1
+	if timeout == 0 && b.l.reaping {
+		rounds += len(b.l.conns) / len(b.events)
+	}
+	for ; rounds > 0; rounds-- {
+		n, err := b.wait(timeout)
+		if err != nil || n < len(b.events) {
+			return err
+		}
+	}
+	return nil
+}
+
+// wait is one epoll_wait and the handling of what it returned: how many
+// events. Loop goroutine.
+func (b *epollBackend) wait(timeout time.Duration) (int, error) {
 	msec := -1
 	if timeout >= 0 {
 		msec = int((timeout + time.Millisecond - 1) / time.Millisecond)
@@ -232,9 +252,9 @@ func (b *epollBackend) poll(timeout time.Duration) error {
 	if err != nil {
 		if err == unix.EINTR {
 			b.l.st.interrupted.Add(1)
-			return nil
+			return 0, nil
 		}
-		return os.NewSyscallError("epoll_wait", err)
+		return 0, os.NewSyscallError("epoll_wait", err)
 	}
 	l := b.l
 	l.st.cqes.Add(uint64(n))
@@ -277,7 +297,7 @@ func (b *epollBackend) poll(timeout time.Duration) error {
 			b.update(c, c.k.events&unix.EPOLLOUT != 0, false)
 		}
 	}
-	return nil
+	return n, nil
 }
 
 func (b *epollBackend) accept(s *lnSock) {

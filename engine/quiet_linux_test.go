@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -269,5 +270,160 @@ func settle(t testing.TB, e *Engine) {
 		case <-time.After(20 * time.Second):
 			t.Fatalf("loop %d did not run a posted function", l.ID())
 		}
+	}
+}
+
+// TestQuietReapedBeforeWait: quiet SENDs prepared while the loop handles
+// completions (handle flushes a queue written while its SEND was in
+// flight) and submitted within that same handling, because the SQ filled
+// (here with NOPs, standing for a handler that prepares many requests:
+// dials, closes), complete inside that submission and are reaped by the
+// same poll. The next wait must not count them again: it would wait for
+// completions that never come, and a Post (or Shutdown, or a timer: one
+// completion each) would not wake the loop.
+func TestQuietReapedBeforeWait(t *testing.T) {
+	for _, b := range testBackends {
+		if !quietBackend(b) {
+			continue
+		}
+		t.Run(string(b), func(t *testing.T) {
+			cfg := testConfig(b)
+			cfg.CPUs = []int{0}
+			var (
+				ys    []*Conn // loop goroutine
+				opens atomic.Int64
+				did   = make(chan uint32, 1)
+			)
+			h := &BaseHandlerFunc{
+				open: func(c *Conn) { opens.Add(1) },
+				data: func(c *Conn, buf Buffer) bool {
+					switch buf.Bytes()[0] {
+					case 'y':
+						ys = append(ys, c)
+					case 'x':
+						ub := c.Loop().be.(*uringBackend)
+						for _, y := range ys {
+							y.Write([]byte("reply"))
+							ub.flush(y) // as handle does for a queue written meanwhile
+						}
+						q := ub.quiet
+						for ub.r.SQReady() < ub.r.SQEntries() {
+							ub.sqe().PrepNop(0)
+						}
+						ub.sqe().PrepNop(0) // the SQ is full: submits
+						did <- q
+					}
+					return false
+				},
+			}
+			e, addr := startEngine(t, cfg, h)
+			l := e.Loops()[0]
+			var yc []net.Conn
+			for range 3 {
+				c := mustDial(t, "tcp", addr)
+				yc = append(yc, c)
+				if _, err := c.Write([]byte("y")); err != nil {
+					t.Fatal(err)
+				}
+				settle(t, e)
+			}
+			x := mustDial(t, "tcp", addr)
+			if _, err := x.Write([]byte("x")); err != nil {
+				t.Fatal(err)
+			}
+			if q := <-did; q != 3 {
+				t.Fatalf("%d quiet SENDs prepared, want 3", q)
+			}
+			time.Sleep(50 * time.Millisecond) // the loop waits again
+			ran := make(chan struct{})
+			l.Post(func() { close(ran) })
+			select {
+			case <-ran:
+			case <-time.After(3 * time.Second):
+				t.Fatal("a posted function has not run after 3 s: the loop's wait counts quiet SENDs it has reaped already")
+			}
+			for _, c := range yc {
+				got := make([]byte, 5)
+				c.SetReadDeadline(time.Now().Add(5 * time.Second))
+				if _, err := c.Read(got); err != nil || string(got) != "reply" {
+					t.Fatalf("reply %q, %v", got, err)
+				}
+			}
+		})
+	}
+}
+
+// growHandler, on a connection whose first byte is 'A', writes 1000 bytes
+// whenever the queue is empty until a SEND stays in flight (the peer does
+// not read: the socket's buffers are full), then writes 10 bytes more
+// once, which join the segment that SEND is sending (Write fills the last
+// chunk), and stops.
+type growHandler struct {
+	BaseHandler
+	written chan int // the bytes written in all, once the tail is queued
+}
+
+func (h *growHandler) OnData(c *Conn, b Buffer) bool {
+	if c.Context() == nil && b.Len() > 0 && b.Bytes()[0] == 'A' {
+		c.SetContext(0)
+		h.feed(c, 0, 0)
+	}
+	return false
+}
+
+func (h *growHandler) feed(c *Conn, off, busy int) {
+	if c.Closed() {
+		return
+	}
+	switch {
+	case c.Buffered() == 0:
+		c.Write(make([]byte, 1000))
+		off, busy = off+1000, 0
+	case busy < 200:
+		busy++ // ~10 ms with a SEND in flight
+	default:
+		if c.k.sends == 0 || len(c.wq)-int(c.wqHead) != 1 {
+			busy = 0
+			break
+		}
+		c.Write(make([]byte, 10)) // joins the segment in flight
+		h.written <- off + 10
+		return
+	}
+	c.Loop().AfterFunc(50*time.Microsecond, func() { h.feed(c, off, busy) })
+}
+
+// TestQuietCutOnlyQuiet: Stats.QuietCut counts quiet SENDs (MSG_DONTWAIT)
+// that found the socket's buffer full. uring-sqpoll sends nothing quiet,
+// so its count stays 0 whatever happens to its sends; here a SEND that
+// sent all it was given, to a peer that read slowly, while a Write added
+// to its segment.
+func TestQuietCutOnlyQuiet(t *testing.T) {
+	b := BackendURingSQPoll
+	cfg := testConfig(b)
+	cfg.CPUs = []int{0}
+	h := &growHandler{written: make(chan int, 1)}
+	e, addr := startEngine(t, cfg, h)
+	a, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if _, err := a.Write([]byte("A")); err != nil {
+		t.Fatal(err)
+	}
+	var total int
+	select {
+	case total = <-h.written:
+	case <-time.After(60 * time.Second):
+		t.Fatal("no SEND stayed in flight")
+	}
+	a.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.CopyN(io.Discard, a, int64(total)); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, e)
+	if st := e.Stats(); st.QuietWaits != 0 || st.QuietCut != 0 {
+		t.Errorf("%s (no quiet SENDs): QuietWaits %d, QuietCut %d, want 0 and 0", b, st.QuietWaits, st.QuietCut)
 	}
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"net"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -207,5 +208,93 @@ func TestTimerHeapDueAfter(t *testing.T) {
 		if got := h.dueAfter(tt.since, tt.now); got != tt.want {
 			t.Errorf("timers at %v: dueAfter(%d, %d) = %v, want %v", tt.whens, tt.since, tt.now, got, tt.want)
 		}
+	}
+}
+
+// TestTimerAfterManyArrivedIO is TestTimerAfterArrivedIO with the data of
+// many connections arriving while A's handler holds the loop past the
+// timer's deadline: every one of them arrived before the timer came due
+// for the loop, so every OnData comes before the timer (AfterFunc's
+// contract). The reap before the timer took one enter's worth on uring:
+// an io_uring_enter waiting for no completion runs at most 20 items of
+// DEFER_TASKRUN's task work (IO_LOCAL_TW_DEFAULT_MAX; 20 of 40 arrived
+// before the timer on uring and uring-napi), and one epoll_wait's on epoll
+// (256 events): hence 300 connections.
+func TestTimerAfterManyArrivedIO(t *testing.T) {
+	const d = 50 * time.Millisecond
+	const nb = 300
+	for _, b := range testBackends {
+		if b == BackendURingSQPoll {
+			continue // the SQ thread posts as they come: covered by TestTimerAfterArrivedIO
+		}
+		t.Run(string(b), func(t *testing.T) {
+			var (
+				bs       int // B's delivered before the timer; loop goroutine
+				fired    bool
+				deadline int64
+				opens    atomic.Int64
+				stalled  = make(chan struct{})
+				written  = make(chan struct{})
+				done     = make(chan int, 1)
+			)
+			h := &BaseHandlerFunc{
+				open: func(c *Conn) { opens.Add(1) },
+				data: func(c *Conn, buf Buffer) bool {
+					switch s := string(buf.Bytes()); s {
+					case "ping":
+						c.Write(buf.Bytes())
+					case "A":
+						l := c.Loop()
+						l.AfterFunc(d, func() {
+							fired = true
+							done <- bs
+						})
+						deadline = nanotime() + int64(d)
+						close(stalled)
+						<-written
+						for now := nanotime(); now < deadline; now = nanotime() {
+							time.Sleep(time.Duration(deadline - now))
+						}
+					case "B":
+						if !fired {
+							bs++
+						}
+					}
+					return false
+				},
+			}
+			_, path := startUnixLoop(t, b, h)
+			release := sync.OnceFunc(func() { close(written) })
+			t.Cleanup(release)
+			ca := mustDial(t, "unix", path)
+			cbs := make([]net.Conn, nb)
+			for i := range cbs {
+				cbs[i] = mustDial(t, "unix", path)
+			}
+			waitFor(t, "connections open", func() bool { return opens.Load() == nb+1 })
+			for _, cb := range cbs {
+				if err := roundTrip(cb, []byte("ping")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := ca.Write([]byte("A")); err != nil {
+				t.Fatal(err)
+			}
+			<-stalled
+			for _, cb := range cbs {
+				if _, err := cb.Write([]byte("B")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			release()
+			select {
+			case got := <-done:
+				if got != nb {
+					t.Errorf("the timer ran after %d of the %d connections' data that had arrived before it came due, want all", got, nb)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("the timer did not run in 20 s")
+			}
+		})
 	}
 }

@@ -642,9 +642,11 @@ func (b *uringBackend) flush(c *Conn) {
 		b.r.Submit()
 	}
 	flags := unix.MSG_NOSIGNAL | unix.MSG_WAITALL
+	c.bits &^= bitSendQuiet
 	if b.quietSends(c, int(c.wqHead), end) {
 		flags |= unix.MSG_DONTWAIT
 		b.quiet += uint32(end - int(c.wqHead))
+		c.bits |= bitSendQuiet
 	}
 	for i := int(c.wqHead); i < end; i++ {
 		s := c.wq[i]
@@ -785,6 +787,14 @@ func (b *uringBackend) poll(timeout time.Duration) error {
 	}
 	t0 := l.waitStart()
 	switch {
+	case timeout == 0 && l.reaping && !b.sqpoll:
+		// Every completion that has arrived: an enter that waits for
+		// none runs at most 20 items of DEFER_TASKRUN's task work
+		// (IO_LOCAL_TW_DEFAULT_MAX, io_cqring_wait, 6.18), one that
+		// waits for n runs up to n of them. A timeout passed already:
+		// it does not wait for them. (The SQ thread runs the task
+		// work of an SQPOLL ring as it comes.)
+		_, err = b.r.SubmitAndWait(b.r.CQEntries(), -1)
 	case timeout == 0:
 		_, err = b.r.SubmitAndWait(0, 0)
 	case want > 0:
@@ -806,6 +816,7 @@ func (b *uringBackend) poll(timeout time.Duration) error {
 	b.quiet = 0
 	b.lastCQEs = 0
 	l.waited(t0)
+	reaping := b.r.EnterCount()
 	if timeout > 0 && b.r.EnterCount() != entered {
 		l.st.timedWaits.Add(1)
 	}
@@ -833,6 +844,16 @@ func (b *uringBackend) poll(timeout time.Duration) error {
 		ready := int(min(b.r.CQReady(), uint32(len(b.cqes))))
 		if ready == 0 || len(b.aside) > 0 {
 			// Those set aside meanwhile go first, in the next poll.
+			if b.r.EnterCount() != reaping {
+				// The kernel was entered while the completions were
+				// handled (a full SQ submitted, set aside): the quiet
+				// SENDs handle prepared before may have completed
+				// then and been reaped here already. The next wait
+				// must not wait for them: it would not end on one
+				// completion (a Post, a timer, Shutdown's wake-up).
+				// Those prepared after, not counted, end it early.
+				b.quiet = 0
+			}
 			return nil
 		}
 		n := b.r.PeekCQEs(b.cqes[:ready])
@@ -980,7 +1001,10 @@ func (b *uringBackend) handle(q uring.CQE) {
 		// quiet SEND that could not send it all (EAGAIN, or short, its
 		// chain cancelled: flush sends the rest without MSG_DONTWAIT).
 		if q.Res != -int32(unix.ECANCELED) {
-			cut := q.Res == -int32(unix.EAGAIN) || q.Res > 0 && sendShort(c, int(q.Res))
+			// A SEND without MSG_DONTWAIT waits for all of its
+			// segment (MSG_WAITALL); the segment may have grown since
+			// (Write fills its chunk), which makes no cut.
+			cut := c.bits&bitSendQuiet != 0 && (q.Res == -int32(unix.EAGAIN) || q.Res > 0 && sendShort(c, int(q.Res)))
 			if cut {
 				l.st.quietCut.Add(1)
 			}
