@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strings"
@@ -252,4 +254,53 @@ func runBreakable(t *testing.T, h Handler) *Engine {
 		}
 	})
 	return e
+}
+
+// TestChainCutWhenSubmitFails: a write queue of five segments to flush with
+// room for two SENDs in the SQ, and the submission that was to make room
+// failing (EAGAIN). The chain must not go to the kernel in two
+// submissions (sqe's own, from the full SQ, mid-chain, and the next): two
+// chains, whose SENDs could run out of order. flush cuts it to the room
+// there is, and the rest goes after; the peer gets every byte in order.
+// (flush submitted by itself, not through submitSQ, and ignored the
+// error.)
+func TestChainCutWhenSubmitFails(t *testing.T) {
+	calls := failSubmits(t, 1, unix.EAGAIN)
+	cfg := testConfig(BackendURing)
+	cfg.CPUs = []int{0}
+	conns := make(chan *Conn, 1)
+	e, addr := startEngine(t, cfg, &BaseHandlerFunc{open: func(c *Conn) { conns <- c }})
+	peer := mustDial(t, "tcp", addr)
+	c := recv(t, conns, "OnOpen")
+	l := e.Loops()[0]
+	want := make([]byte, 5*l.chunks.size)
+	for i := range want {
+		want[i] = byte(i * 7 / 3)
+	}
+	type flushed struct{ tried, sends, segs int }
+	res := make(chan flushed, 1)
+	l.Post(func() {
+		b := l.be.(*uringBackend)
+		for b.r.SQEntries()-b.r.SQReady() > 2 {
+			b.sqe().PrepNop(udata(opCancel, 0, 0))
+			b.inflight++
+		}
+		if _, err := c.Write(want); err != nil {
+			t.Error(err)
+		}
+		b.flush(c)
+		res <- flushed{int(calls.Load()), int(c.k.sends), len(c.wq) - int(c.wqHead)}
+	})
+	got := recv(t, res, "the flush")
+	if got.tried != 1 || got.sends != 2 {
+		t.Errorf("%d submissions tried, %d SENDs of %d segments prepared with room for 2; want 1 and 2", got.tried, got.sends, got.segs)
+	}
+	peer.SetReadDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, len(want))
+	if _, err := io.ReadFull(peer, buf); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf, want) {
+		t.Error("the peer got the queue's bytes out of order")
+	}
 }

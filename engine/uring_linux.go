@@ -636,10 +636,17 @@ func (b *uringBackend) flush(c *Conn) {
 	}
 	end := min(len(c.wq), int(c.wqHead)+b.maxChain)
 	// A chain must reach the kernel in one submission: a split chain is two
-	// chains, and their sends could run out of order.
+	// chains, and their sends could run out of order. Without room for it
+	// the SQ is submitted first; where that leaves too little (it failed:
+	// EAGAIN or EBUSY, which sqe's next submission retries; or the SQ
+	// thread has not taken it all yet) the chain is cut to the room there
+	// is, one SEND at least (it cannot be split), and the rest goes once it
+	// has completed.
 	if free := b.r.SQEntries() - b.r.SQReady(); free < uint32(end-int(c.wqHead)) {
 		b.l.st.submits.Add(1)
-		b.r.Submit()
+		submitSQ(b.r)
+		free = b.r.SQEntries() - b.r.SQReady()
+		end = min(end, int(c.wqHead)+max(int(free), 1))
 	}
 	flags := unix.MSG_NOSIGNAL | unix.MSG_WAITALL
 	c.bits &^= bitSendQuiet
