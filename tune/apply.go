@@ -50,6 +50,12 @@ type State struct {
 	// under Root) when Apply ran, "" where it could not be read: Revert
 	// refuses a state from another boot.
 	BootID string `json:"boot_id,omitempty"`
+	// NetNS is the network namespace Apply ran in, as the kernel names
+	// it (the link /proc/thread-self/ns/net under Root, "net:[4026531840]"),
+	// "" where it could not be read (a captured tree): /proc/sys/net and
+	// /sys/class/net are that namespace's, and Revert refuses to restore
+	// them from another.
+	NetNS string `json:"netns,omitempty"`
 	// Plan is the applied plan.
 	Plan *Plan `json:"plan"`
 	// Before holds, per write, the exact value found just before writing.
@@ -302,7 +308,7 @@ func Apply(p *Plan, t Target, statePath string) (*State, error) {
 	if err := checkCPUs(p, t); err != nil {
 		return nil, err
 	}
-	st := &State{Version: 1, Applied: time.Now().UTC(), Root: t.Root, BootID: t.bootID(), Plan: p}
+	st := &State{Version: 1, Applied: time.Now().UTC(), Root: t.Root, BootID: t.bootID(), NetNS: t.netNS(), Plan: p}
 	if len(p.Writes) > 0 {
 		if err := makeStateDir(statePath); err != nil {
 			return nil, err
@@ -364,6 +370,17 @@ func Apply(p *Plan, t Target, statePath string) (*State, error) {
 // bootID returns the boot id under the target, "" when it cannot be read
 // (a captured tree without it).
 func (t Target) bootID() string { return tunestate.BootID(t.Root) }
+
+// netNS returns the network namespace of the calling thread as seen under
+// the target ("net:[4026531840]"), "" when it cannot be read (a captured
+// tree without it).
+func (t Target) netNS() string {
+	s, err := os.Readlink(filepath.Join(t.Root, "/proc/thread-self/ns/net"))
+	if err != nil {
+		return ""
+	}
+	return s
+}
 
 // gone reports whether err means the write's target no longer exists: a
 // file under /proc or /sys that is not there (an interface deleted, an IRQ
@@ -622,7 +639,11 @@ func validateSaved(w Write, v string) error {
 // is refused as stale, with nothing written and the file kept: the reboot
 // reset every value the plan wrote, and IRQ numbers and NAPI ids may name
 // other devices now, so the saved values would only overwrite what the new
-// boot set.
+// boot set. A state saved in another network namespace than the calling
+// thread's (both known) is refused (ErrRefused), with nothing written and
+// the file kept: /proc/sys/net and /sys/class/net are per namespace, so
+// the saved values would go to this namespace's sysctls and same-named
+// interfaces, and the namespace the plan was applied in would keep its.
 func Revert(statePath string, t Target) (notes []string, gone int, err error) {
 	unlock, err := lockState(statePath)
 	if err != nil {
@@ -635,6 +656,13 @@ func Revert(statePath string, t Target) (notes []string, gone int, err error) {
 	}
 	if now := t.bootID(); st.BootID != "" && now != "" && now != st.BootID {
 		return nil, 0, fmt.Errorf("%w: %s was saved in another boot (boot id %s, now %s): the reboot reset what the plan wrote, and IRQ numbers and NAPI ids may name other devices now; nothing restored (remove the file to apply a plan again)", ErrStale, statePath, st.BootID, now)
+	}
+	if now := t.netNS(); st.NetNS != "" && now != "" && now != st.NetNS {
+		// /proc/sys/net and /sys/class/net are per namespace: the saved
+		// values would go to this namespace's sysctls and to its
+		// interfaces of the same names, and the namespace the plan was
+		// applied in would keep them.
+		return nil, 0, fmt.Errorf("%w: %s was applied in network namespace %s, and this is %s: its sysctls and interfaces are not the ones the plan wrote; nothing restored (revert from that namespace: ip netns exec NAME spindle tune revert)", ErrRefused, statePath, st.NetNS, now)
 	}
 	for i, w := range st.Plan.Writes {
 		cur, err := t.read(w)

@@ -336,6 +336,17 @@ func tuneRevert(args []string, w io.Writer) error {
 	defer done()
 	drifted, gone, err := tune.Revert(*state, t)
 	if err != nil {
+		// An incomplete revert still restored what it could, and its
+		// error points to the notes: the targets gone and the values
+		// changed since the apply. (With --json they go to stderr, as no
+		// result object is printed.)
+		nw := w
+		if *asJSON {
+			nw = os.Stderr
+		}
+		for _, d := range drifted {
+			fmt.Fprintln(nw, "note:", d)
+		}
 		return err
 	}
 	restored := len(st.Plan.Writes) - gone

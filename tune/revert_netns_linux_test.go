@@ -1,0 +1,93 @@
+//go:build linux
+
+package tune
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spindlenet/spindle/internal/veth"
+)
+
+// TestRevertOtherNetNS: a plan applied to the live root ("/") from one
+// network namespace (`ip netns exec A spindle tune plan --apply`) and
+// reverted from another (a revert run without `ip netns exec A`, the
+// state in the shared /run) must not write A's saved values into the
+// other namespace's per-namespace files (/proc/sys/net, /sys/class/net),
+// nor move the state aside as if A were restored.
+func TestRevertOtherNetNS(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create network namespaces")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("ip (iproute2) not installed")
+	}
+	const somax = "/proc/sys/net/core/somaxconn"
+	pid := os.Getpid()
+	var ns [2]string
+	for i := range ns {
+		ns[i] = fmt.Sprintf("spd-rev-%d-%d", pid, i)
+		run(t, "ip", "netns", "add", ns[i])
+		name := ns[i]
+		t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
+	}
+	set := func(nsName, v string) {
+		t.Helper()
+		if err := InNetNS(veth.Path(nsName), func() error { return os.WriteFile(somax, []byte(v), 0) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get := func(nsName string) string {
+		t.Helper()
+		var s string
+		if err := InNetNS(veth.Path(nsName), func() error {
+			b, err := os.ReadFile(somax)
+			s = string(b)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	set(ns[0], "1000")
+	set(ns[1], "2000")
+	state := filepath.Join(t.TempDir(), "state.json")
+	p := &Plan{Policy: Inline, Writes: []Write{{Kind: KindFile, Path: somax, Format: FormatInt, Old: "1000\n", New: "4096", Reason: "test"}}}
+	if err := InNetNS(veth.Path(ns[0]), func() error {
+		_, err := Apply(p, Target{Root: "/"}, state)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var notes []string
+	err := InNetNS(veth.Path(ns[1]), func() error {
+		var err error
+		notes, _, err = Revert(state, Target{Root: "/"})
+		return err
+	})
+	t.Logf("revert from the other namespace: notes %q, err %v", notes, err)
+	if got := get(ns[1]); got != "2000\n" {
+		t.Errorf("the other namespace's somaxconn = %q after the revert, was 2000: it got the saved value of the namespace the plan was applied in", strings.TrimSpace(got))
+	}
+	if err == nil {
+		t.Errorf("revert from another network namespace succeeded")
+	}
+	if _, serr := os.Stat(state); errors.Is(serr, os.ErrNotExist) {
+		t.Errorf("state moved aside, but the namespace it was applied in still has somaxconn %q", strings.TrimSpace(get(ns[0])))
+	}
+	// From the namespace it was applied in, the revert restores it.
+	if err := InNetNS(veth.Path(ns[0]), func() error {
+		_, _, err := Revert(state, Target{Root: "/"})
+		return err
+	}); err != nil {
+		t.Fatalf("revert in the namespace applied in: %v", err)
+	}
+	if got := get(ns[0]); got != "1000\n" {
+		t.Errorf("somaxconn = %q after the revert in its namespace, want 1000", got)
+	}
+}
