@@ -340,6 +340,15 @@ func (l *Loop) serve() {
 	}
 }
 
+// reapAll is poll(0) reaping every completion that has arrived, for the
+// timers that came due while the loop was not waiting: they run after it
+// (AfterFunc). Loop goroutine.
+func (l *Loop) reapAll() bool {
+	l.reaping = true
+	defer func() { l.reaping = false }()
+	return l.poll(0)
+}
+
 // poll waits up to timeout (0: not at all) for the backend's completions
 // and dispatches them. It reports whether the loop must leave at once: its
 // kernel queue broke with work still in flight. Loop goroutine.

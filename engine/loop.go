@@ -1013,15 +1013,6 @@ func (h *timerHeap) runExpired(now int64) {
 // requests/s (docs/BENCHMARKS.md, "How often the loop yields").
 const yieldEvery = 8 * time.Millisecond
 
-// reapAll is poll(0) reaping every completion that has arrived, for the
-// timers that came due while the loop was not waiting: they run after it
-// (AfterFunc). Loop goroutine.
-func (l *Loop) reapAll() bool {
-	l.reaping = true
-	defer func() { l.reaping = false }()
-	return l.poll(0)
-}
-
 // deadline returns the loop's next deadline (nanotime): its first timer's
 // or the sweep's, whichever comes first; false if it has neither. Loop
 // goroutine.
