@@ -767,3 +767,28 @@ func TestSockNonEmptyAtEOF(t *testing.T) {
 		}
 	}
 }
+
+// TestTimeoutUpdateClockFlag: PrepTimeoutUpdate's flags may name the
+// timeout's clock (its documentation listed "TimeoutAbs, a clock flag"; the timeout's own clock is the one an update runs on): an
+// update of a CLOCK_BOOTTIME timeout given TimeoutBoottime moves it like
+// any other (Res 0, then the timeout at 20 ms), where the kernel refuses a
+// clock flag in an update (-EINVAL) and the timeout stayed at 10 s.
+func TestTimeoutUpdateClockFlag(t *testing.T) {
+	r := newRing(t, nil)
+	sqe(t, r).PrepTimeout(r.Timespec(10*time.Second), 0, TimeoutBoottime, 1)
+	if _, err := r.Submit(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	sqe(t, r).PrepTimeoutUpdate(1, r.Timespec(20*time.Millisecond), TimeoutBoottime, 2)
+	got := reap(t, r, 1)
+	if got[0].UserData != 2 || got[0].Res != 0 {
+		sqe(t, r).PrepTimeoutRemove(1, 3)
+		reap(t, r, 2)
+		t.Fatalf("update with TimeoutBoottime: %+v (%v), want user_data 2, Res 0", got[0], got[0].Err())
+	}
+	c := reap(t, r, 1)[0]
+	if el := time.Since(start); c.UserData != 1 || !errors.Is(c.Err(), unix.ETIME) || el > 5*time.Second {
+		t.Errorf("timeout after the update: %+v (%v) after %v, want user_data 1, ETIME, at 20 ms", c, c.Err(), el)
+	}
+}

@@ -18,9 +18,10 @@ import (
 
 // Ring is one io_uring instance: its submission and completion queues live in
 // memory shared with the kernel. A Ring has one owner goroutine (see the
-// package documentation); only Fd, Features and EnterCount may be called from
-// other goroutines, and another goroutine's New may attach to it
-// (Config.AttachWQ).
+// package documentation); only the methods documented "Any goroutine" (Fd,
+// EnterCount, InterruptCount, the setup and feature queries, the queue sizes)
+// may be called from other goroutines, and another goroutine's New may
+// attach to it (Config.AttachWQ).
 type Ring struct {
 	fd         int
 	fdPub      atomic.Int32 // fd for Fd, -1 after Close

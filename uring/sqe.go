@@ -305,15 +305,19 @@ func (s *SQE) PrepTimeoutRemove(target uint64, userData uint64) {
 }
 
 // PrepTimeoutUpdate moves the pending timeout whose user_data is target to
-// expire after ts (flags: TimeoutAbs, a clock flag), as from now: the
-// timeout keeps its user_data and posts its one completion when it
-// expires. This completes with Res 0, or -ENOENT when target is no longer
-// pending (it expired, or was removed). ts as for PrepTimeout.
+// expire after ts, as from now (flags: TimeoutAbs for at ts), on the clock
+// it was armed with: the kernel keeps that clock and refuses a clock flag in
+// an update with -EINVAL (6.18, io_timeout_remove_prep), so TimeoutBoottime
+// and TimeoutRealtime in flags are dropped. The timeout keeps its user_data
+// and posts its one completion when it expires. This completes with Res 0,
+// -ENOENT when target is no longer pending (it expired, or was removed), or
+// -EALREADY when it is expiring at that moment (its completion follows). ts
+// as for PrepTimeout.
 //
 // Owner goroutine of the ring the SQE came from.
 func (s *SQE) PrepTimeoutUpdate(target uint64, ts *Timespec, flags uint32, userData uint64) {
 	s.prep(sys.IORING_OP_TIMEOUT_REMOVE, -1, target, 0, kptr((*sys.Timespec)(ts)), userData)
-	s.OpFlags = flags | sys.IORING_TIMEOUT_UPDATE
+	s.OpFlags = flags&^(sys.IORING_TIMEOUT_BOOTTIME|sys.IORING_TIMEOUT_REALTIME) | sys.IORING_TIMEOUT_UPDATE
 }
 
 // PrepLinkTimeout prepares a timeout for the previous SQE, which must carry
