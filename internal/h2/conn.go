@@ -943,7 +943,10 @@ func (c *conn) WriteData(id uint32, p []byte, end bool) (n int, err error) {
 // WriteDataTo is WriteData for a transport that copies what it is given
 // (engine.Conn.Write, the method value, fits): it hands write what was
 // pending, then each DATA frame's header and its part of p, so the payload
-// is copied once, by write, and not into Pending first. write must take
+// is copied once, by write, and not into Pending first. On a TLS
+// engine.Conn each Write is a record of its own, so a response costs
+// three (the pending HEADERS, the DATA header, the payload): WriteData,
+// and Pending sent in one Write, fits better there. write must take
 // all it is given: an error, or a short count, ends the connection (Err)
 // and is returned, as the peer would see a frame cut short.
 // Connection goroutine.

@@ -23,6 +23,10 @@ var (
 
 	expectName  = []byte("expect")
 	continueTok = []byte("100-continue")
+
+	// h2Config bounds a request's header list as h1's path bounds its
+	// head: a larger one gets 431 (MaxHeader).
+	h2Config = &h2.Config{MaxHeaderListSize: MaxHeader}
 )
 
 // maxTail bounds the bytes an h2 connection keeps between reads: one
@@ -33,9 +37,13 @@ const maxTail = h2.FrameHeaderLen + h2.MinMaxFrameSize
 // h2conn is the state of a connection that sent the HTTP/2 preface, and
 // the h2.Server's Handler. Loop goroutine.
 type h2conn struct {
-	c     *engine.Conn
-	s     *h2.Server
-	write func([]byte) (int, error) // c.Write, made once: no allocation per WriteDataTo
+	c *engine.Conn
+	s *h2.Server
+	// write is c.Write, made once (no allocation per WriteDataTo), on a
+	// plain connection; nil on a TLS one, where each c.Write is a record
+	// of its own: there the body goes into Pending (WriteData) and flush
+	// sends a Feed's frames in one Write, not three records a response.
+	write func([]byte) (int, error)
 
 	// tail is the start of a frame (or of the preface) a read ended in,
 	// copied: the next read completes it (Server.FeedTail).
@@ -59,8 +67,11 @@ type h2stream struct {
 // that came in earlier reads, drain whether the engine is shutting down (the
 // connection is sent GOAWAY at once). Loop goroutine.
 func startH2(c *engine.Conn, pre []byte, drain bool) *h2conn {
-	hc := &h2conn{c: c, write: c.Write}
-	hc.s = h2.NewServer(hc, nil)
+	hc := &h2conn{c: c}
+	if c.TLS() == nil {
+		hc.write = c.Write
+	}
+	hc.s = h2.NewServer(hc, h2Config)
 	hc.tail = append(make([]byte, 0, maxTail), pre...)
 	if drain {
 		hc.s.Shutdown()
@@ -201,12 +212,28 @@ func (hc *h2conn) respond(id uint32, head bool) {
 }
 
 // sendBody sends what the windows allow of the rest of stream i's body,
-// straight into c's queue (WriteDataTo), and forgets the stream once all
-// is sent; otherwise OnWritable goes on. Loop goroutine.
+// straight into c's queue (WriteDataTo; on TLS into Pending, which flush
+// sends), and forgets the stream once all is sent; otherwise OnWritable
+// goes on. A write c refuses ends the Server, whose OnReset for each
+// stream, this one among them, has forgotten it already (and moved
+// another into its place): it is looked up again by id. Loop goroutine.
 func (hc *h2conn) sendBody(i int) {
 	st := &hc.streams[i]
-	n, err := hc.s.WriteDataTo(st.id, body[st.sent:], true, hc.write)
-	if st.sent += n; err != nil || st.sent == len(body) {
+	id := st.id
+	var n int
+	var err error
+	if hc.write != nil {
+		n, err = hc.s.WriteDataTo(id, body[st.sent:], true, hc.write)
+	} else {
+		n, err = hc.s.WriteData(id, body[st.sent:], true) // flush sends it
+	}
+	if err != nil {
+		if i = hc.find(id); i >= 0 {
+			hc.remove(i)
+		}
+		return
+	}
+	if st.sent += n; st.sent == len(body) {
 		hc.remove(i)
 	}
 }
