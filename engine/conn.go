@@ -558,7 +558,9 @@ func (c *Conn) Close() error {
 // socket is being closed. Loop goroutine.
 func (c *Conn) Reset() error {
 	switch {
-	case c.state == stateConnecting:
+	case c.state == stateConnecting || c.handshaking():
+		// A DialTLS connection in its handshake is a dial still: as
+		// CloseLinger, Close abandons it.
 		return c.Close()
 	case c.state == stateClosed || c.k.closing:
 		return net.ErrClosed
@@ -689,8 +691,10 @@ func (c *Conn) sent(n int) {
 		c.resume(pauseHWM)
 		// Data held while paused, delivered by the resume, may have
 		// filled the queue to the mark again (a reply larger than its
-		// request): OnWritable then waits for the next drain.
-		if c.state == stateOpen && !c.atMark() {
+		// request): OnWritable then waits for the next drain. A TLS
+		// handshake's own writes (its flight above a small mark) owe the
+		// handler nothing: it has not been given c yet (OnOpen).
+		if c.state == stateOpen && !c.atMark() && !c.handshaking() {
 			c.l.h.OnWritable(c)
 		}
 	}

@@ -541,7 +541,9 @@ func (l *Loop) Dial(network, address string, timeout time.Duration) (*Conn, erro
 // addresses and not sent. An address without a host (a Unix socket, or an
 // empty host) needs ServerName or InsecureSkipVerify, or DialTLS fails at
 // once. A ClientSessionCache is shared by the clones: dials with one
-// config resume its sessions.
+// config resume its sessions. TLS 1.2 renegotiation is not supported:
+// cfg.Renegotiation is taken as tls.RenegotiateNever, and a server's
+// request to renegotiate ends the connection (OnClose with the error).
 //
 // Before OnOpen the Conn may be used as a plain dial's: Write (and
 // Writev, WriteBuffer) keeps the plaintext (on the Go heap, outside

@@ -395,6 +395,13 @@ func clientConfig(network, address string, cfg *tls.Config) (*tls.Config, error)
 	if cfg.ServerName == "" && !cfg.InsecureSkipVerify {
 		return nil, errors.New("engine: DialTLS to an address without a host needs tls.Config.ServerName or InsecureSkipVerify")
 	}
+	// A renegotiation is a handshake crypto/tls runs inside Read, on the
+	// loop, where the transport cannot wait for the server's reply: it
+	// would fail with errWouldBlock, which crypto/tls keeps as the
+	// handshake's error, wedging the connection (reads deliver nothing,
+	// writes fail, no OnClose). Refused instead, as by default: the
+	// server's HelloRequest ends the connection with an error.
+	cfg.Renegotiation = tls.RenegotiateNever
 	return cfg, nil
 }
 
