@@ -44,6 +44,7 @@ type h1up struct {
 	trl     []byte // the chunked request body's trailer section
 	tb      []byte // its fields' bytes
 	chunked bool   // the response goes chunked to the client
+	empty   bool   // the response has no content, which its head must say (Content-Length: 0)
 	respN   int64  // response body bytes passed on
 	owe     int    // response bytes written to the client, not yet Consumed upstream
 	bp      bool   // owe waits for the client's queue to drain
@@ -442,6 +443,12 @@ func (x *h1up) onResponse(u *upH2, r *h2.Response, end bool) {
 	s.countResp(r.Status, false)
 	noBody := end || s.head || r.Status == 204 || r.Status == 304
 	x.chunked = !noBody && r.ContentLength < 0 && s.minor == 1
+	// (HEADERS that end the stream, without content-length, are a
+	// response with no content whatever its status; an HTTP/1.1 head
+	// without framing is one read until the close, RFC 9112 6.3: it says
+	// Content-Length: 0 where the client cannot know from the status or
+	// the method.)
+	x.empty = end && !s.head && r.Status != 204 && r.Status != 304 && r.ContentLength < 0
 	// (A request body still coming does not close the client here, as it
 	// does with an HTTP/1.1 server: HTTP/2 takes it after the response
 	// head; only one unfinished at the response's end does: respEnd.)
@@ -479,15 +486,21 @@ func (x *h1up) writeHead(r *h2.Response, interim bool) {
 	if !interim {
 		rules = s.ln.respRules(&s.x)
 	}
+	// (No Content-Length on a 1xx or a 204, RFC 9110 8.6, as from an
+	// HTTP/1.1 server: writeRespHead.)
+	noCL := interim || r.Status == 204
 	for _, f := range r.Fields {
-		if rules.keep(f.Name) && h1.ValidField(f.Name, f.Value) {
+		if rules.keep(f.Name) && h1.ValidField(f.Name, f.Value) && !(noCL && string(f.Name) == "content-length") {
 			o = h1.AppendHeader(o, f.Name, f.Value)
 		}
 	}
 	o = rules.appendH1(o)
 	if !interim {
-		if x.chunked {
+		switch {
+		case x.chunked:
 			o = append(o, "Transfer-Encoding: chunked\r\n"...)
+		case x.empty:
+			o = append(o, "Content-Length: 0\r\n"...)
 		}
 		o = append(o, "Via: 2.0 spindle\r\n"...)
 		o = s.appendConnection(o)

@@ -308,6 +308,7 @@ func (s *hsession) onTimer() {
 		}
 		s.closeIdle()
 	case phHead:
+		s.head = false // (no request: not the last one's method)
 		s.respond(408)
 	case phWait:
 		if s.respHead {
@@ -421,6 +422,7 @@ func (s *hsession) feedHead(b engine.Buffer, off int) {
 		if err != nil {
 			b.Release()
 			s.in = emptied(s.in)
+			s.head = false // (a head refused unparsed: not the last request's method)
 			s.ln.stats[s.ls.id].requests.inc()
 			var he *h1.Error
 			if errors.As(err, &he) {
@@ -539,6 +541,7 @@ func (s *hsession) gotHead() {
 	s.refreshListener() // a reload's listener settings, from this request on
 	s.ln.stats[s.ls.id].requests.inc()
 	s.begin(r)
+	s.head = string(r.Method) == "HEAD" // (before the refusals: theirs have no content either)
 	if string(r.Method) == "CONNECT" {
 		s.respond(501)
 		return
@@ -552,7 +555,6 @@ func (s *hsession) gotHead() {
 		return
 	}
 	s.minor = r.Minor
-	s.head = string(r.Method) == "HEAD"
 	s.idem = r.Framing == h1.NoBody && (s.head || string(r.Method) == "GET" || string(r.Method) == "OPTIONS")
 	s.keep = r.KeepAlive
 	s.upg = s.ln.allowedUpgrades(s.upg[:0], r.Upgrade)
@@ -1171,6 +1173,7 @@ func (s *hsession) respondHead() bool {
 	if r.Status < 200 {
 		if r.Status == 101 && s.upgrade {
 			s.respHead = true
+			s.respBody.Reset(h1.NoBody, 0) // (the log's resp_bytes: none, not the last response's)
 			s.passive(true)
 			s.countResp(101, false)
 			s.writeRespHead(true)
@@ -1366,7 +1369,11 @@ func (s *hsession) respond(status int) {
 		s.begin(nil) // a head refused unparsed, or none in time
 	}
 	s.end(status, true)
-	s.client.Write(localResponse(status))
+	r := localResponse(status)
+	if s.head {
+		r = r[:bytes.Index(r, []byte("\r\n\r\n"))+4] // (a HEAD's response has no content: RFC 9112 6.3)
+	}
+	s.client.Write(r)
 	s.closeClient()
 }
 
