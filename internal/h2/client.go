@@ -353,7 +353,7 @@ func (c *Client) block(id uint32, block []byte) *Error {
 			return e
 		case st != nil:
 			return errHalfClosed
-		case c.reset.has(id):
+		case c.ignored(id):
 			return nil
 		}
 		return errClosedHeaders

@@ -345,6 +345,10 @@ func (c *conn) streamError(f *Frame, e *Error) *Error {
 type quiet struct {
 	ids  []uint32
 	next int // where the next id goes once the ring is full
+	// floor is the highest id overwritten: on a Client, whose own resets
+	// are not bounded per round trip, a closed stream at or below it may
+	// be one we reset (frames on it are ignored, see ignored).
+	floor uint32
 }
 
 func (q *quiet) put(id uint32, limit int) {
@@ -355,6 +359,7 @@ func (q *quiet) put(id uint32, limit int) {
 		q.ids = append(q.ids, id)
 		return
 	}
+	q.floor = max(q.floor, q.ids[q.next])
 	q.ids[q.next] = id
 	q.next = (q.next + 1) % len(q.ids)
 }
@@ -416,10 +421,13 @@ func (c *conn) idle(id uint32) bool { return id > c.lastID || id%2 == 0 }
 // lastID), are ignored: we reset it while the peer could still send on
 // it, or (on a Server) the peer opened it after our GOAWAY's last stream
 // id (RFC 9113 6.8). Their DATA still counts toward the connection
-// window (6.9). Frames on other closed streams are the peer's error,
+// window (6.9). On a Client, whose own resets are not bounded per round
+// trip (Reset frees the stream's slot at once), a closed stream at or
+// below the highest id the ring let go may be one we reset and is ignored
+// too. Frames on other closed streams are the peer's error,
 // except WINDOW_UPDATE, RST_STREAM and PRIORITY, ignored on any (5.1).
 func (c *conn) ignored(id uint32) bool {
-	return c.reset.has(id) || !c.client && c.goAwaySent && id > c.goAwayLast
+	return c.reset.has(id) || c.client && id <= c.reset.floor || !c.client && c.goAwaySent && id > c.goAwayLast
 }
 
 // find returns live stream id or nil, by a binary search: with many
@@ -724,6 +732,12 @@ func (c *conn) data(f *Frame) *Error {
 		return errCLMismatch
 	}
 	st.held += int64(len(p))
+	if c.client && len(p) > 0 {
+		// A response's bytes are what a Client's connection is for, as
+		// a Server's DATA is: a long download or stream that sends
+		// nothing of ours must not end at the server's keepalive PINGs.
+		c.refill()
+	}
 	if end {
 		st.recvOpen = false
 	}

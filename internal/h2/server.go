@@ -58,8 +58,9 @@ type Config struct {
 	// MaxControlFrames is the budget of frames that carry no request:
 	// SETTINGS, PING, PRIORITY, WINDOW_UPDATE, RST_STREAM, GOAWAY, empty
 	// DATA without END_STREAM and empty CONTINUATION. Each costs 1; each
-	// request opened and each non-empty DATA frame we send gives 1 back,
-	// up to the budget. Spent: GOAWAY ENHANCE_YOUR_CALM (default 1000).
+	// request opened and each non-empty DATA frame we send (a Client's:
+	// or receive on an open stream) gives 1 back, up to the budget.
+	// Spent: GOAWAY ENHANCE_YOUR_CALM (default 1000).
 	// A WINDOW_UPDATE that returns window our DATA used, at least 1 KiB
 	// of it or all that is owed, costs nothing (traffic in proportion to
 	// ours); one crediting less, or more than we sent, costs 1.
