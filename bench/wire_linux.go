@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -75,12 +74,17 @@ func NewWire(tag string) (*Wire, error) {
 func (w *Wire) Name() string { return "wire" }
 
 // ServerSysctl returns the dotted sysctl name as the server's namespace
-// has it: a namespace made with ip netns add starts with the initial
-// namespace's per-namespace sysctls, not those of the namespace the
-// harness runs in. Any goroutine.
-func (w *Wire) ServerSysctl(name string) (string, error) {
-	out, err := exec.Command("ip", "netns", "exec", w.ServerNS, "cat", topo.SysctlPath(name)).Output()
-	return strings.TrimSpace(string(out)), err
+// has it (read from a thread inside it: /proc/sys/net is the reading
+// thread's namespace's): a namespace made with ip netns add starts with
+// the initial namespace's per-namespace sysctls, not those of the
+// namespace the harness runs in. Any goroutine.
+func (w *Wire) ServerSysctl(name string) (v string, err error) {
+	err = veth.InNetNS(veth.Path(w.ServerNS), func() error {
+		b, err := os.ReadFile(topo.SysctlPath(name))
+		v = strings.TrimSpace(string(b))
+		return err
+	})
+	return v, err
 }
 
 // ServerPrefix implements Topology. Any goroutine.

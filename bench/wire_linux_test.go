@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindlenet/spindle/internal/veth"
 	"github.com/spindlenet/spindle/topo"
 )
 
@@ -316,8 +317,10 @@ func TestWireServerSysctl(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	if out, err := exec.Command("ip", "netns", "exec", w.ServerNS, "sh", "-c", "echo "+other+" > "+topo.SysctlPath("net.ipv4.tcp_congestion_control")).CombinedOutput(); err != nil {
-		t.Fatalf("setting %s in the server namespace: %v: %s", other, err, out)
+	if err := veth.InNetNS(veth.Path(w.ServerNS), func() error {
+		return os.WriteFile(topo.SysctlPath("net.ipv4.tcp_congestion_control"), []byte(other), 0)
+	}); err != nil {
+		t.Fatalf("setting %s in the server namespace: %v", other, err)
 	}
 	got, err := w.ServerSysctl("net.ipv4.tcp_congestion_control")
 	if err != nil || got != other {
