@@ -295,11 +295,10 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 			maxIdle: pc.MaxIdle, idleTimeout: time.Duration(pc.IdleTimeout),
 			h2: pc.isH2(), h2Streams: pc.H2MaxConcurrentStreams, h2Conns: pc.H2MaxConnections,
 			pingEvery: time.Duration(pc.H2PingInterval), pingWait: time.Duration(pc.H2PingTimeout)}
+		stale := false // old's connections are not to be used again
 		if old != nil {
 			pl.shared = old.shared
-			if !reflect.DeepEqual(old.cfg.TLS, pc.TLS) || renamed(old, tlsCfgs, addrs[i]) {
-				g.stale = append(g.stale, old)
-			}
+			stale = !reflect.DeepEqual(old.cfg.TLS, pc.TLS)
 		} else {
 			pl.shared = newPoolShared(p)
 		}
@@ -312,13 +311,18 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 		for range p.loops {
 			pl.loops = append(pl.loops, newPoolLoop(len(addrs[i])))
 		}
-		for _, a := range addrs[i] {
+		for j, a := range addrs[i] {
 			var s *server
 			if old != nil {
 				if k := slices.IndexFunc(old.servers, func(s *server) bool { return s.addr == a }); k >= 0 {
 					s = old.servers[k]
 					kept[s] = true
 					g.kept = append(g.kept, s)
+					// Without server_name a server's certificate is checked
+					// for its host as configured, which a reload may change
+					// while the address stays: the connections checked for
+					// the old name are not to be reused.
+					stale = stale || old.tls != nil && tlsCfgs != nil && old.tlsFor(k).ServerName != tlsCfgs[j].ServerName
 				}
 			}
 			if s == nil {
@@ -330,6 +334,9 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 				}
 			}
 			pl.servers = append(pl.servers, s)
+		}
+		if stale {
+			g.stale = append(g.stale, old)
 		}
 		if tlsCfgs != nil {
 			pl.tls = newUpTLS(pl, tlsCfgs, old)
@@ -456,24 +463,6 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 		return nil, err
 	}
 	return g, nil
-}
-
-// renamed reports whether a server that old, a TLS pool, shares with its
-// replacement (by address: addrs, cfgs the replacement's client configs)
-// is checked for another name there: without server_name each server's
-// name is its host as configured, which a reload may change while the
-// address stays (the connections checked for the old name are not
-// reused). Reload's goroutine.
-func renamed(old *pool, cfgs []*tls.Config, addrs []string) bool {
-	if old.tls == nil || cfgs == nil {
-		return false
-	}
-	for j, a := range addrs {
-		if k := slices.IndexFunc(old.servers, func(s *server) bool { return s.addr == a }); k >= 0 && old.tlsFor(k).ServerName != cfgs[j].ServerName {
-			return true
-		}
-	}
-	return false
 }
 
 // setTLS sets up l's TLS, if it has any, as listeners[i] of its config:
