@@ -284,7 +284,7 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 				kept[s] = true
 			}
 			if old.tls != nil {
-				caches := old.tls.setCaches(old, tlsCfgs)
+				caches := keepCaches(old, tlsCfgs, old.tls)
 				g.upTLS = append(g.upTLS, keptUpTLS{old.tls, tlsCfgs, caches})
 			}
 			g.pools = append(g.pools, old)

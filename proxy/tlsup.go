@@ -133,48 +133,38 @@ const upSessionCache = 64
 
 // newUpTLS returns pl's client side with cfgs (clientConfigs) in force,
 // the session caches of old (the pool pl replaces; nil for none) kept
-// for the servers pl keeps. Reload's goroutine (or New's).
+// for the servers pl keeps (keepCaches). Reload's goroutine (or New's).
 func newUpTLS(pl *pool, cfgs []*tls.Config, old *pool) *upTLS {
-	u := &upTLS{caches: map[string]tls.ClientSessionCache{}}
-	if old != nil && old.tls != nil && !sameClientCert(*old.tls.cur.Load(), cfgs) {
-		old = nil // a session resumed would show the servers the old certificate
+	var from *upTLS
+	if old != nil {
+		from = old.tls
 	}
-	for j, s := range pl.servers {
-		c := old.sessionCache(s.addr)
-		if c == nil {
-			c = tls.NewLRUClientSessionCache(upSessionCache)
-		}
-		u.caches[s.addr] = c
-		cfgs[j].ClientSessionCache = c
-	}
+	u := &upTLS{caches: keepCaches(pl, cfgs, from)}
 	u.cur.Store(&cfgs)
 	return u
 }
 
-// sessionCache returns the session cache of pl's server at addr; nil for
-// none (pl nil or not TLS).
-func (pl *pool) sessionCache(addr string) tls.ClientSessionCache {
-	if pl == nil || pl.tls == nil {
-		return nil
+// keepCaches gives cfgs (clientConfigs, for pl's servers) the session
+// caches from has for them (from: the client side in force, nil for none)
+// and new ones for the others, and returns them by server address; all
+// new where cfgs present another client certificate than from's (mTLS: a
+// certificate renewed), whose sessions would show the servers the old one
+// when resumed. Reload's goroutine (or New's).
+func keepCaches(pl *pool, cfgs []*tls.Config, from *upTLS) map[string]tls.ClientSessionCache {
+	if from != nil && !sameClientCert(*from.cur.Load(), cfgs) {
+		from = nil
 	}
-	return pl.tls.caches[addr]
-}
-
-// setCaches gives cfgs (clientConfigs, for u's pool as it stands) u's
-// session caches, or new ones where cfgs present another client
-// certificate (mTLS: a certificate renewed) than those in force, whose
-// sessions would show the servers the old one when resumed; it returns
-// the caches given, which commit puts in u. Reload's goroutine.
-func (u *upTLS) setCaches(pl *pool, cfgs []*tls.Config) map[string]tls.ClientSessionCache {
-	caches := u.caches
-	if !sameClientCert(*u.cur.Load(), cfgs) {
-		caches = map[string]tls.ClientSessionCache{}
-		for _, s := range pl.servers {
-			caches[s.addr] = tls.NewLRUClientSessionCache(upSessionCache)
-		}
-	}
+	caches := make(map[string]tls.ClientSessionCache, len(pl.servers))
 	for j, s := range pl.servers {
-		cfgs[j].ClientSessionCache = caches[s.addr]
+		var c tls.ClientSessionCache
+		if from != nil {
+			c = from.caches[s.addr]
+		}
+		if c == nil {
+			c = tls.NewLRUClientSessionCache(upSessionCache)
+		}
+		caches[s.addr] = c
+		cfgs[j].ClientSessionCache = c
 	}
 	return caches
 }
