@@ -37,35 +37,6 @@ func (endHeadersApp) OnReset(*h2.Server, uint32, h2.ErrCode)             {}
 func (endHeadersApp) OnWritable(*h2.Server, uint32)                      {}
 func (endHeadersApp) OnGoAway(*h2.Server, h2.ErrCode, []byte)            {}
 
-func serveH2App(app h2.Handler) func(net.Conn) {
-	return func(c net.Conn) {
-		s := h2.NewServer(app, nil)
-		var tail []byte
-		buf := make([]byte, 64<<10)
-		for {
-			if out := s.Pending(); len(out) > 0 {
-				n, err := c.Write(out)
-				s.Written(n)
-				if err != nil {
-					return
-				}
-			}
-			if s.Done() {
-				return
-			}
-			n, err := c.Read(buf)
-			if err != nil {
-				s.Close()
-				return
-			}
-			if s.FeedTail(&tail, buf[:n]) != nil {
-				c.Write(s.Pending())
-				return
-			}
-		}
-	}
-}
-
 // TestH1FromH2CEmptyResponse: an h2c server's response whose HEADERS
 // end the stream (no content, no content-length: legal in HTTP/2) goes
 // to an HTTP/1.1 client with framing that ends it: a head with neither
@@ -74,7 +45,7 @@ func serveH2App(app h2.Handler) func(net.Conn) {
 // request's response would be read as this one's body.
 func TestH1FromH2CEmptyResponse(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
-		u := newUpstream(t, serveH2App(endHeadersApp{}))
+		u := newUpstream(t, func(c net.Conn) { serveH2(c, endHeadersApp{}) })
 		cfg := httpConfig(b, u.addr)
 		cfg.Pools[0].Protocol = ProtocolH2C
 		p := startProxy(t, cfg)
@@ -98,7 +69,7 @@ func TestH1FromH2CEmptyResponse(t *testing.T) {
 // as one from an HTTP/1.1 server does.
 func TestH1FromH2C204ContentLength(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
-		u := newUpstream(t, serveH2App(endHeadersApp{}))
+		u := newUpstream(t, func(c net.Conn) { serveH2(c, endHeadersApp{}) })
 		cfg := httpConfig(b, u.addr)
 		cfg.Pools[0].Protocol = ProtocolH2C
 		p := startProxy(t, cfg)
