@@ -248,8 +248,13 @@ func (c *Conn) write(p []byte) (int, error) {
 	return n, nil
 }
 
-// Writev queues every slice of bufs, as Write. Loop goroutine.
+// Writev queues every slice of bufs, as Write. On a TLS connection the
+// slices are gathered: those that fit in a record together are encrypted
+// as one (Write makes a record of each). Loop goroutine.
 func (c *Conn) Writev(bufs [][]byte) (int, error) {
+	if c.tls != nil {
+		return c.tls.writev(c, bufs)
+	}
 	total := 0
 	for _, b := range bufs {
 		n, err := c.Write(b)

@@ -108,6 +108,9 @@ type Loop struct {
 	chunks    slab   // write-queue chunks (and epoll receive buffers)
 	pages     string // page kind of the buffers, set at start
 	pagesRecv string // page kind of the uring receive ring
+	// tlsScratch is where a TLS Conn's Writev gathers plaintext (up to
+	// tlsGather), on the Go heap; crypto/tls copies it as it encrypts.
+	tlsScratch []byte
 
 	// owned has a bit per receive buffer id the handler owns: delivered
 	// to OnData or held for it, not yet released or queued (own, disown);

@@ -643,8 +643,8 @@ func (t *tlsConn) sockEOF(c *Conn) {
 // write encrypts p onto c's write queue; a dial's p before its handshake
 // is done is kept until then. Loop goroutine.
 func (t *tlsConn) write(c *Conn, p []byte) (int, error) {
-	if !c.writable() || t.shutLater || !t.established && !t.dialed {
-		return 0, net.ErrClosed
+	if err := t.writing(c); err != nil {
+		return 0, err
 	}
 	if len(p) == 0 {
 		return 0, nil
@@ -654,6 +654,72 @@ func (t *tlsConn) write(c *Conn, p []byte) (int, error) {
 		return len(p), nil
 	}
 	return t.conn.Write(p)
+}
+
+// tlsGather is what Writev gathers at most into one crypto/tls Write: a
+// record's plaintext at most (TLS's limit, 2^14 bytes).
+const tlsGather = 16 << 10
+
+// writev encrypts bufs onto c's write queue as write would each, but as
+// few records as it can: slices that fit together in tlsGather are copied
+// into the loop's scratch and encrypted with one Write (an HTTP/2
+// response's HEADERS frame, DATA frame header and body: one record, not
+// three), and a slice that does not fit after what was gathered and is
+// tlsGather or more is encrypted on its own, not copied. Loop goroutine.
+func (t *tlsConn) writev(c *Conn, bufs [][]byte) (int, error) {
+	if err := t.writing(c); err != nil {
+		return 0, err
+	}
+	n := 0
+	if !t.established {
+		for _, b := range bufs {
+			t.early = append(t.early, b...)
+			n += len(b)
+		}
+		return n, nil
+	}
+	s := c.l.tlsScratch[:0]
+	var err error
+	for _, b := range bufs {
+		if len(s)+len(b) > tlsGather {
+			if n, err = t.put(n, s); err != nil {
+				break
+			}
+			s = s[:0]
+			if len(b) >= tlsGather {
+				if n, err = t.put(n, b); err != nil {
+					break
+				}
+				continue
+			}
+		}
+		s = append(s, b...)
+	}
+	if err == nil {
+		n, err = t.put(n, s)
+	}
+	c.l.tlsScratch = s[:0]
+	return n, err
+}
+
+// put encrypts p for writev, which has encrypted n bytes: it returns n
+// with what p added.
+func (t *tlsConn) put(n int, p []byte) (int, error) {
+	if len(p) == 0 {
+		return n, nil
+	}
+	k, err := t.conn.Write(p)
+	return n + k, err
+}
+
+// writing says whether c may be written to: ErrClosed after Close or
+// CloseWrite (a dial's included, before its handshake is done), and on a
+// server's connection before its handshake is. Loop goroutine.
+func (t *tlsConn) writing(c *Conn) error {
+	if !c.writable() || t.shutLater || !t.established && !t.dialed {
+		return net.ErrClosed
+	}
+	return nil
 }
 
 // closeNotify queues a close_notify alert, once, on an established c that

@@ -6,41 +6,14 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"net"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/spindlenet/spindle/engine"
 	"github.com/spindlenet/spindle/internal/certgen"
 	"github.com/spindlenet/spindle/internal/h2"
+	"github.com/spindlenet/spindle/internal/testnet"
 )
-
-// recordCounter counts the TLS records read through it.
-type recordCounter struct {
-	net.Conn
-	hdr     [5]byte
-	got     int // bytes of hdr so far
-	left    int // bytes of the record's body still to come
-	records atomic.Int64
-}
-
-func (r *recordCounter) Read(p []byte) (int, error) {
-	n, err := r.Conn.Read(p)
-	for b := p[:n]; len(b) > 0; {
-		if r.left > 0 {
-			k := min(r.left, len(b))
-			r.left, b = r.left-k, b[k:]
-			continue
-		}
-		k := copy(r.hdr[r.got:], b)
-		r.got, b = r.got+k, b[k:]
-		if r.got == 5 {
-			r.records.Add(1)
-			r.got, r.left = 0, int(r.hdr[3])<<8|int(r.hdr[4])
-		}
-	}
-	return n, err
-}
 
 // TestH2TLSRecordsPerResponse: over TLS each engine.Conn.Write is a
 // record of its own, and an HTTP/2 response, a few dozen bytes, went as
@@ -72,7 +45,7 @@ func TestH2TLSRecordsPerResponse(t *testing.T) {
 	defer func() { cancel(); <-done }()
 
 	raw := dialServer(t, ln.Addr().String(), 20*time.Second)
-	rc := &recordCounter{Conn: raw}
+	rc := &testnet.RecordCounter{Conn: raw}
 	tc := tls.Client(rc, &tls.Config{RootCAs: cert.Pool(), NextProtos: []string{"h2"}, ServerName: "127.0.0.1"})
 	if err := tc.Handshake(); err != nil {
 		t.Fatal(err)
@@ -92,12 +65,12 @@ func TestH2TLSRecordsPerResponse(t *testing.T) {
 		one()
 	}
 	time.Sleep(50 * time.Millisecond)
-	before := rc.records.Load()
+	before := rc.Records()
 	const n = 100
 	for range n {
 		one()
 	}
-	if per := float64(rc.records.Load()-before) / n; per > 1 {
+	if per := float64(rc.Records()-before) / n; per > 1 {
 		t.Errorf("%.2f TLS records per HTTP/2 response, want 1", per)
 	}
 }
