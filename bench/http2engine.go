@@ -48,7 +48,7 @@ func newEngineH2(body []byte) *engineH2 {
 type h2Conn struct {
 	h       *engineH2
 	srv     *h2.Server
-	write   func([]byte) (int, error) // the connection's Conn.Write
+	writev  func([][]byte) (int, error) // the connection's Conn.Writev
 	in      []byte
 	blocked []h2Blocked
 }
@@ -61,7 +61,7 @@ type h2Blocked struct {
 
 // OnOpen attaches the connection's h2 Server. Loop goroutine.
 func (h *engineH2) OnOpen(c *engine.Conn) {
-	st := &h2Conn{h: h, write: c.Write}
+	st := &h2Conn{h: h, writev: c.Writev}
 	st.srv = h2.NewServer(st, nil)
 	c.SetContext(st)
 }
@@ -140,7 +140,7 @@ func (st *h2Conn) respond(s *h2.Server, id uint32) {
 // send writes the body from off on; what the windows do not take waits
 // for OnWritable.
 func (st *h2Conn) send(s *h2.Server, id uint32, off int) {
-	n, err := s.WriteDataTo(id, st.h.body[off:], true, st.write)
+	n, err := s.WriteDataTo(id, st.h.body[off:], true, st.writev)
 	if err == nil && off+n < len(st.h.body) {
 		st.blocked = append(st.blocked, h2Blocked{id, off + n})
 	}

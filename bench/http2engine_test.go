@@ -24,9 +24,12 @@ type h2Client struct {
 func newH2Client(t testing.TB, body int, streamWindow uint32) *h2Client {
 	c := &h2Client{t: t, enc: hpack.NewEncoder(), nextID: 1}
 	c.st = &h2Conn{h: newEngineH2(appendBody(nil, body))}
-	c.st.write = func(p []byte) (int, error) {
-		c.wire = append(c.wire, p...)
-		return len(p), nil
+	c.st.writev = func(vec [][]byte) (int, error) {
+		n := len(c.wire)
+		for _, p := range vec {
+			c.wire = append(c.wire, p...)
+		}
+		return len(c.wire) - n, nil
 	}
 	c.st.srv = h2.NewServer(c.st, nil)
 	in := append([]byte(h2.ClientPreface), h2.AppendSettings(nil, []h2.Setting{{ID: h2.SettingInitialWindowSize, Val: streamWindow}})...)

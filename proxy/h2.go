@@ -30,9 +30,9 @@ type h2conn struct {
 	ln     *listener // for new streams (a reload's listener, refreshed per stream)
 	client *engine.Conn
 	srv    *h2.Server
-	idx    int    // in ls.h2conns
-	in     []byte // the start of a frame (or of the preface) a read ended in (Server.FeedTail)
-	write  func([]byte) (int, error)
+	idx    int                         // in ls.h2conns
+	in     []byte                      // the start of a frame (or of the preface) a read ended in (Server.FeedTail)
+	writev func([][]byte) (int, error) // client.Writev, made once
 
 	streams []*h2stream // open
 	free    []*h2stream // kept for the next streams, their buffers with them
@@ -180,7 +180,7 @@ func (s *hsession) startH2(b engine.Buffer) {
 	c := &h2conn{p: s.p, ls: ls, ln: l, client: s.client, in: s.in, idleAt: s.p.now()}
 	s.in = nil
 	c.srv = h2.NewServer(c, &h2.Config{MaxConcurrentStreams: l.cfg.H2MaxConcurrentStreams, InitialWindowSize: l.cfg.H2InitialWindow})
-	c.write = c.client.Write
+	c.writev = c.client.Writev
 	c.timerFn = c.onTimer
 	c.client.SetContext(c)
 	c.idx = len(ls.h2conns)
@@ -1152,7 +1152,7 @@ func (st *h2stream) pump() {
 		// A chunked body's last span is framing: only a Length body's
 		// ends in data.
 		last := st.bodyDone
-		w, err := c.srv.WriteDataTo(st.id, st.pendBytes()[st.poff:st.dataEnd], last, c.write)
+		w, err := c.srv.WriteDataTo(st.id, st.pendBytes()[st.poff:st.dataEnd], last, c.writev)
 		st.poff += w
 		st.respN += int64(w)
 		if err != nil {
@@ -1264,7 +1264,7 @@ func (st *h2stream) endResp(fs []hpack.Field) bool {
 	if len(fs) > 0 {
 		err = c.srv.WriteTrailers(st.id, fs)
 	} else {
-		_, err = c.srv.WriteDataTo(st.id, nil, true, c.write)
+		_, err = c.srv.WriteDataTo(st.id, nil, true, c.writev)
 	}
 	if err != nil {
 		st.x.term = termClient

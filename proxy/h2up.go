@@ -70,14 +70,15 @@ type upH2 struct {
 	srv     int   // its server in pl
 	conn    *engine.Conn
 	cl      *h2.Client
-	write   func([]byte) (int, error) // conn.Write, counted in the server's bytes out
-	in      []byte                    // the frame a read ended in (FeedTail)
-	open    bool                      // connected
-	noH2    bool                      // over TLS, the server chose no h2 by ALPN: a failed connect
-	listed  bool                      // in sl.h2.conns
-	retired bool                      // takes no new stream: closed once the last ends
-	feeding bool                      // inside cl.FeedTail: flush waits for its end
-	used    bool                      // a stream was opened on it: the next ones are on a reused connection
+	writev  func([][]byte) (int, error) // conn.Writev, counted in the server's bytes out
+	out     [1][]byte                   // flush's Pending, for writev
+	in      []byte                      // the frame a read ended in (FeedTail)
+	open    bool                        // connected
+	noH2    bool                        // over TLS, the server chose no h2 by ALPN: a failed connect
+	listed  bool                        // in sl.h2.conns
+	retired bool                        // takes no new stream: closed once the last ends
+	feeding bool                        // inside cl.FeedTail: flush waits for its end
+	used    bool                        // a stream was opened on it: the next ones are on a reused connection
 	streams []upStream
 	idleAt  int64         // Proxy.now since when no stream is open
 	recvAt  int64         // Proxy.now of its last bytes from the server (h2_ping_interval)
@@ -229,9 +230,10 @@ func (ls *loopState) h2Dial(p *Proxy, pl *pool, i int, l *engine.Loop, timeout t
 	sl := ls.share(pl, i)
 	u := &upH2{p: p, ls: ls, sl: sl, pl: pl, srv: i, conn: c, listed: true, idleAt: -1, pingAt: -1, timeout: timeout}
 	u.cl = h2.NewClient(u, upH2Conf(pl))
-	u.write = func(b []byte) (int, error) {
-		u.sl.stats.bytesOut.addInt(len(b))
-		return c.Write(b)
+	u.writev = func(vec [][]byte) (int, error) {
+		n, err := c.Writev(vec)
+		u.sl.stats.bytesOut.addInt(n)
+		return n, err
 	}
 	c.SetContext(u)
 	sl.h2.conns = append(sl.h2.conns, u)
@@ -348,7 +350,9 @@ func (u *upH2) flush() {
 		return
 	}
 	if out := u.cl.Pending(); len(out) > 0 {
-		n, err := u.write(out)
+		u.out[0] = out
+		n, err := u.writev(u.out[:])
+		u.out[0] = nil
 		u.cl.Written(len(out))
 		if err != nil || n < len(out) {
 			u.retired = true

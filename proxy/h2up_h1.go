@@ -341,7 +341,7 @@ func (x *h1up) sendBody() {
 func (x *h1up) send() bool {
 	s, u := x.s, x.u
 	d := s.pend.Bytes()[s.poff:x.bodyEnd]
-	w, err := u.cl.WriteDataTo(x.uid, d, false, u.write)
+	w, err := u.cl.WriteDataTo(x.uid, d, false, u.writev)
 	if x.u != u || s.done {
 		return false
 	}
@@ -365,7 +365,7 @@ func (x *h1up) resend() bool {
 	s, u := x.s, x.u
 	for x.ksent < len(s.rt.kept) {
 		d := s.rt.kept[x.ksent:]
-		w, err := u.cl.WriteDataTo(x.uid, d, false, u.write)
+		w, err := u.cl.WriteDataTo(x.uid, d, false, u.writev)
 		if x.u != u || s.done {
 			return false
 		}
@@ -394,7 +394,7 @@ func (x *h1up) finish() {
 		u.cl.WriteTrailers(x.uid, fs)
 		u.flush() // (WriteDataTo writes its own; the trailers may end a read of their own)
 	} else {
-		u.cl.WriteDataTo(x.uid, nil, true, u.write)
+		u.cl.WriteDataTo(x.uid, nil, true, u.writev)
 	}
 }
 

@@ -272,7 +272,7 @@ func (st *h2stream) h2SendBody() {
 	for st.u2.boff < len(st.body) {
 		p := st.body[st.u2.boff:]
 		end := st.reqEnd && !st.u2.hasTrl
-		w, err := u.cl.WriteDataTo(st.u2.uid, p, end, u.write)
+		w, err := u.cl.WriteDataTo(st.u2.uid, p, end, u.writev)
 		if st.id != id || st.u2.u != u {
 			return // (the connection failed: the stream was told)
 		}
@@ -292,7 +292,7 @@ func (st *h2stream) h2SendBody() {
 		if st.u2.hasTrl {
 			u.cl.WriteTrailers(st.u2.uid, st.u2.trl)
 		} else {
-			u.cl.WriteDataTo(st.u2.uid, nil, true, u.write)
+			u.cl.WriteDataTo(st.u2.uid, nil, true, u.writev)
 		}
 		if st.id != id || st.u2.u != u {
 			return
@@ -339,7 +339,7 @@ func (st *h2stream) h2Body(p []byte, end bool) {
 		}
 		return
 	}
-	w, err := u.cl.WriteDataTo(st.u2.uid, p, end, u.write)
+	w, err := u.cl.WriteDataTo(st.u2.uid, p, end, u.writev)
 	if st.id != id || st.u2.u != u {
 		return
 	}
@@ -443,7 +443,7 @@ func (st *h2stream) onData(u *upH2, p []byte, end bool) {
 		st.u2.rend = end
 		return
 	}
-	w, err := c.srv.WriteDataTo(st.id, p, end, c.write)
+	w, err := c.srv.WriteDataTo(st.id, p, end, c.writev)
 	if err != nil {
 		st.x.term = termClient
 		st.abandon()
@@ -496,7 +496,7 @@ func (st *h2stream) h2Pump() {
 	c := st.c
 	for st.u2.roff < len(st.u2.rbuf) {
 		p := st.u2.rbuf[st.u2.roff:]
-		w, err := c.srv.WriteDataTo(st.id, p, false, c.write)
+		w, err := c.srv.WriteDataTo(st.id, p, false, c.writev)
 		if err != nil {
 			st.x.term = termClient
 			st.abandon()

@@ -42,7 +42,7 @@ func loseH2Writes(p *Proxy) {
 		el.Post(func() {
 			for _, srv := range p.pools[0].servers {
 				for _, u := range srv.loops[k].h2.conns {
-					u.write = func([]byte) (int, error) { return 0, lost }
+					u.writev = func([][]byte) (int, error) { return 0, lost }
 				}
 			}
 			close(done)

@@ -396,7 +396,7 @@ func TestClientResetCauses(t *testing.T) {
 		{"feed error", func(c *Client, p *peer) { c.Feed(frame(FramePushPromise, FlagEndHeaders, 1, u32(2)...)) }, "PROTOCOL_ERROR connection"},
 		{"abort", func(c *Client, p *peer) { c.Abort(SettingsTimeout) }, "SETTINGS_TIMEOUT connection"},
 		{"write lost", func(c *Client, p *peer) {
-			c.WriteDataTo(1, []byte("x"), true, func([]byte) (int, error) { return 0, errors.New("gone") })
+			c.WriteDataTo(1, []byte("x"), true, func([][]byte) (int, error) { return 0, errors.New("gone") })
 		}, "INTERNAL_ERROR connection"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -683,16 +683,14 @@ func TestClientServerSettings(t *testing.T) {
 		t.Fatalf("available %d, server allows 10", c.Available())
 	}
 	body := pattern(300 << 10)
-	var sent []byte
-	w := func(p []byte) (int, error) { sent = append(sent, p...); return len(p), nil }
+	var w collector
 	id, _ := c.Request(req("/echo"), false)
-	n, err := c.WriteDataTo(id, body, true, w)
+	n, err := c.WriteDataTo(id, body, true, w.Writev)
 	if err != nil || n != DefaultInitialWindowSize { // the server's stream window
 		t.Fatalf("WriteDataTo: %d %v", n, err)
 	}
 	ca.get(id).send = body[n:]
-	feed(t, s, sent)
-	sent = nil
+	feed(t, s, w.b)
 	// The server's SETTINGS, as if sent now: its frames are fed ahead of
 	// its other output.
 	s.out = append(frame(FrameSettings, 0, 0, cat(setting(SettingMaxConcurrentStreams, 1), setting(SettingInitialWindowSize, 1000))...), s.out...)

@@ -3,6 +3,7 @@ package h2
 import (
 	"encoding/binary"
 	"errors"
+	"slices"
 
 	"github.com/spindlenet/spindle/internal/hpack"
 )
@@ -78,8 +79,9 @@ type conn struct {
 	spans []span         // the regular fields' places in fbuf
 	list  *[]hpack.Field // the side's list of a header section's fields
 	blk   []byte         // an encoded block we send
-	hdr   [FrameHeaderLen]byte
-	f     Frame // the frame being processed (a local would escape to the heap through events)
+	hdrs  []byte         // WriteDataTo's frame headers
+	vec   [][]byte       // WriteDataTo's slices
+	f     Frame          // the frame being processed (a local would escape to the heap through events)
 }
 
 // events are what a side does that the other does not.
@@ -955,20 +957,19 @@ func (c *conn) WriteData(id uint32, p []byte, end bool) (n int, err error) {
 }
 
 // WriteDataTo is WriteData for a transport that copies what it is given
-// (engine.Conn.Write, the method value, fits): it hands write what was
-// pending, then each DATA frame's header and its part of p, so the payload
-// is copied once, by write, and not into Pending first. On a TLS
-// engine.Conn each Write is a record of its own, so a response costs
-// three (the pending HEADERS, the DATA header, the payload): WriteData,
-// and Pending sent in one Write, fits better there. write must take
-// all it is given: an error, or a short count, ends the connection (Err)
-// and is returned, as the peer would see a frame cut short.
-// Connection goroutine.
-func (c *conn) WriteDataTo(id uint32, p []byte, end bool, write func([]byte) (int, error)) (n int, err error) {
-	return c.writeData(id, p, end, write)
+// (engine.Conn.Writev, the method value, fits): it hands writev, in one
+// call, what was pending, then each DATA frame's header and its part of p,
+// so the payload is copied once, by writev, and not into Pending first, and
+// a transport that gathers (a TLS engine.Conn encrypts slices that fit in a
+// record as one) sends a response's HEADERS and DATA together. writev must
+// take all it is given: an error, or a short count, ends the connection
+// (Err) and is returned (with n 0), as the peer would see a frame cut
+// short. The slices are writev's only for the call. Connection goroutine.
+func (c *conn) WriteDataTo(id uint32, p []byte, end bool, writev func([][]byte) (int, error)) (n int, err error) {
+	return c.writeData(id, p, end, writev)
 }
 
-func (c *conn) writeData(id uint32, p []byte, end bool, write func([]byte) (int, error)) (int, error) {
+func (c *conn) writeData(id uint32, p []byte, end bool, writev func([][]byte) (int, error)) (int, error) {
 	st, err := c.sendable(id)
 	if err != nil {
 		return 0, err
@@ -978,32 +979,37 @@ func (c *conn) writeData(id uint32, p []byte, end bool, write func([]byte) (int,
 	}
 	w := max(0, min(int64(len(p)), c.connSend, st.sendWin))
 	all := w == int64(len(p))
-	if write != nil && len(c.out) > 0 && (w > 0 || all && end) {
-		if err := c.put(write, c.out); err != nil {
-			return 0, err
+	if w == 0 && !(all && end) {
+		st.blocked = !all
+		return 0, nil
+	}
+	var vec [][]byte
+	if writev != nil {
+		// Every frame's header is in hdrs, grown first: the slices of it
+		// in vec stay valid.
+		frames := max(1, (w+int64(c.peerMaxFrame)-1)/int64(c.peerMaxFrame))
+		c.hdrs = slices.Grow(c.hdrs[:0], int(frames)*FrameHeaderLen)
+		vec = c.vec[:0]
+		if len(c.out) > 0 {
+			vec = append(vec, c.out)
 		}
-		c.Written(len(c.out))
 	}
 	for sent := int64(0); ; {
 		k := min(w-sent, int64(c.peerMaxFrame))
 		last := sent+k == w
-		if k == 0 && !(all && end) {
-			break
-		}
 		chunk, fin := p[sent:sent+k], all && end && last
-		if write == nil {
+		if writev == nil {
 			c.out = AppendData(c.out, id, chunk, fin)
 		} else {
 			var fl Flags
 			if fin {
 				fl = FlagEndStream
 			}
-			hdr := AppendFrameHeader(c.hdr[:0], FrameHeader{Length: uint32(k), Type: FrameData, Flags: fl, StreamID: id})
-			if err := c.put(write, hdr); err != nil {
-				return int(sent), err
-			}
-			if err := c.put(write, chunk); err != nil {
-				return int(sent), err
+			h := len(c.hdrs)
+			c.hdrs = AppendFrameHeader(c.hdrs, FrameHeader{Length: uint32(k), Type: FrameData, Flags: fl, StreamID: id})
+			vec = append(vec, c.hdrs[h:])
+			if k > 0 {
+				vec = append(vec, chunk)
 			}
 		}
 		if k > 0 {
@@ -1012,6 +1018,15 @@ func (c *conn) writeData(id uint32, p []byte, end bool, write func([]byte) (int,
 		if sent += k; last {
 			break
 		}
+	}
+	if writev != nil {
+		err := c.put(writev, vec)
+		clear(vec) // not to keep p, nor the output, alive
+		c.vec = vec[:0]
+		if err != nil {
+			return 0, err
+		}
+		c.Written(len(c.out))
 	}
 	c.connSend -= w
 	st.sendWin -= w
@@ -1029,14 +1044,15 @@ func (c *conn) writeData(id uint32, p []byte, end bool, write func([]byte) (int,
 	return len(p), nil
 }
 
-// put hands b to write for WriteDataTo; a lost write fails the connection
-// (no GOAWAY: the stream of frames is broken).
-func (c *conn) put(write func([]byte) (int, error), b []byte) error {
-	if len(b) == 0 {
-		return nil
+// put hands vec to writev for WriteDataTo; a lost write fails the
+// connection (every stream gone), as the peer sees a frame cut short.
+func (c *conn) put(writev func([][]byte) (int, error), vec [][]byte) error {
+	total := 0
+	for _, b := range vec {
+		total += len(b)
 	}
-	n, err := write(b)
-	if err == nil && n < len(b) {
+	n, err := writev(vec)
+	if err == nil && n < total {
 		err = errShortWrite
 	}
 	if err != nil {

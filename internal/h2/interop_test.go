@@ -34,8 +34,8 @@ type testApp struct {
 	big      []byte
 	left     map[uint32][]byte // what a /big response has still to send
 	sums     map[uint32]*sumState
-	trailers *atomic.Int32             // trailer sections "x-check: 1" received
-	write    func([]byte) (int, error) // if set, /big is sent with WriteDataTo
+	trailers *atomic.Int32               // trailer sections "x-check: 1" received
+	writev   func([][]byte) (int, error) // if set, /big is sent with WriteDataTo
 }
 
 type sumState struct {
@@ -108,8 +108,8 @@ func (a *testApp) OnWritable(s *Server, id uint32) {
 	}
 	var n int
 	var err error
-	if a.write != nil {
-		n, err = s.WriteDataTo(id, p, true, a.write)
+	if a.writev != nil {
+		n, err = s.WriteDataTo(id, p, true, a.writev)
 	} else {
 		n, err = s.WriteData(id, p, true)
 	}
@@ -214,7 +214,7 @@ func TestGoClient(t *testing.T) {
 	var conns, trailers atomic.Int32
 	addr, stop := listen(t, func(c net.Conn) (Handler, func(error)) {
 		conns.Add(1)
-		app := &testApp{big: big, left: map[uint32][]byte{}, sums: map[uint32]*sumState{}, trailers: &trailers, write: c.Write}
+		app := &testApp{big: big, left: map[uint32][]byte{}, sums: map[uint32]*sumState{}, trailers: &trailers, writev: writev(c)}
 		return app, func(err error) { t.Errorf("server: %v", err) }
 	})
 	defer stop()
@@ -327,7 +327,7 @@ var smallWindows = &http.HTTP2Config{MaxReceiveBufferPerConnection: 64 << 10, Ma
 func TestGoClientSmallWindows(t *testing.T) {
 	big := pattern(32 << 20)
 	addr, stop := listen(t, func(c net.Conn) (Handler, func(error)) {
-		app := &testApp{big: big, left: map[uint32][]byte{}, sums: map[uint32]*sumState{}, trailers: new(atomic.Int32), write: c.Write}
+		app := &testApp{big: big, left: map[uint32][]byte{}, sums: map[uint32]*sumState{}, trailers: new(atomic.Int32), writev: writev(c)}
 		return app, func(err error) { t.Errorf("server: %v", err) }
 	})
 	defer stop()
@@ -370,7 +370,7 @@ func TestGoClientLongConn(t *testing.T) {
 		mu.Lock()
 		requests = append(requests, n)
 		mu.Unlock()
-		app := &testApp{big: big, left: map[uint32][]byte{}, sums: map[uint32]*sumState{}, trailers: new(atomic.Int32), write: c.Write}
+		app := &testApp{big: big, left: map[uint32][]byte{}, sums: map[uint32]*sumState{}, trailers: new(atomic.Int32), writev: writev(c)}
 		return countingApp{app, n}, func(err error) {
 			// Once the client is done it closes its connections, and a
 			// write of DATA the server still had for a cancelled stream
@@ -451,4 +451,19 @@ type countingApp struct {
 func (a countingApp) OnRequest(s *Server, id uint32, r *Request, end bool) {
 	a.n.Add(1)
 	a.testApp.OnRequest(s, id, r, end)
+}
+
+// writev is a net.Conn's Write of each slice, for WriteDataTo.
+func writev(c net.Conn) func([][]byte) (int, error) {
+	return func(vec [][]byte) (int, error) {
+		n := 0
+		for _, b := range vec {
+			k, err := c.Write(b)
+			n += k
+			if err != nil {
+				return n, err
+			}
+		}
+		return n, nil
+	}
 }

@@ -1002,23 +1002,29 @@ func TestServerHeaderTableSize(t *testing.T) {
 	}
 }
 
-// collector is a transport's Write that copies what it is given.
+// collector is a transport's Writev that copies what it is given.
 type collector struct {
 	b     []byte
 	limit int // a short write past it
+	calls int
 }
 
-func (c *collector) Write(p []byte) (int, error) {
-	if c.limit > 0 && len(c.b)+len(p) > c.limit {
-		return 0, errors.New("full")
+func (c *collector) Writev(vec [][]byte) (int, error) {
+	c.calls++
+	n := 0
+	for _, p := range vec {
+		if c.limit > 0 && len(c.b)+len(p) > c.limit {
+			return n, errors.New("full")
+		}
+		c.b = append(c.b, p...)
+		n += len(p)
 	}
-	c.b = append(c.b, p...)
-	return len(p), nil
+	return n, nil
 }
 
 // TestWriteDataTo: WriteDataTo hands the transport the bytes WriteData
-// would have put in Pending, in order (what was pending first), copying
-// nothing; a failed write fails the connection.
+// would have put in Pending, in order (what was pending first), in one
+// call, copying nothing; a failed write fails the connection.
 func TestWriteDataTo(t *testing.T) {
 	body := pattern(100000)
 	var outs [2][]byte
@@ -1029,18 +1035,18 @@ func TestWriteDataTo(t *testing.T) {
 			var n int
 			var err error
 			if direct {
-				n, err = s.WriteDataTo(id, body, true, c.Write)
+				n, err = s.WriteDataTo(id, body, true, c.Writev)
 			} else {
 				n, err = s.WriteData(id, body, true)
 			}
 			if n != initialWindow || err != nil {
 				t.Fatalf("n %d err %v", n, err)
 			}
-			if direct && len(s.Pending()) != 0 {
-				t.Fatalf("%d bytes left pending", len(s.Pending()))
+			if direct && (len(s.Pending()) != 0 || c.calls != 1) {
+				t.Fatalf("%d bytes left pending, %d writes (the HEADERS and every DATA frame in one)", len(s.Pending()), c.calls)
 			}
 			if direct {
-				n, err = s.WriteDataTo(id, body[n:], true, c.Write)
+				n, err = s.WriteDataTo(id, body[n:], true, c.Writev)
 			} else {
 				n, err = s.WriteData(id, body[n:], true)
 			}
@@ -1059,7 +1065,7 @@ func TestWriteDataTo(t *testing.T) {
 	c := collector{limit: 100}
 	h := &recorder{onRequest: func(s *Server, id uint32, r *Request, end bool) {
 		s.WriteHeaders(id, 200, nil, false)
-		if _, err := s.WriteDataTo(id, body, true, c.Write); err == nil {
+		if _, err := s.WriteDataTo(id, body, true, c.Writev); err == nil {
 			t.Fatal("write error not returned")
 		}
 		if s.Err() == nil {
@@ -1075,7 +1081,7 @@ func TestWriteDataTo(t *testing.T) {
 	s.Feed(start())
 	s.Written(len(s.Pending()))
 	var cw collector
-	w := cw.Write
+	w := cw.Writev
 	id := uint32(1)
 	blk := newPeer().block(hold...)
 	var in []byte

@@ -39,11 +39,12 @@ const maxTail = h2.FrameHeaderLen + h2.MinMaxFrameSize
 type h2conn struct {
 	c *engine.Conn
 	s *h2.Server
-	// write is c.Write, made once (no allocation per WriteDataTo), on a
-	// plain connection; nil on a TLS one, where each c.Write is a record
-	// of its own: there the body goes into Pending (WriteData) and flush
-	// sends a Feed's frames in one Write, not three records a response.
-	write func([]byte) (int, error)
+	// writev is c.Writev, made once (no allocation per WriteDataTo), on
+	// a plain connection; nil on a TLS one, where each write is a record
+	// of its own (Writev's a record per response at best): there the
+	// body goes into Pending (WriteData) and flush sends a Feed's frames,
+	// every response of it, in one Write.
+	writev func([][]byte) (int, error)
 
 	// tail is the start of a frame (or of the preface) a read ended in,
 	// copied: the next read completes it (Server.FeedTail).
@@ -69,7 +70,7 @@ type h2stream struct {
 func startH2(c *engine.Conn, pre []byte, drain bool) *h2conn {
 	hc := &h2conn{c: c}
 	if c.TLS() == nil {
-		hc.write = c.Write
+		hc.writev = c.Writev
 	}
 	hc.s = h2.NewServer(hc, h2Config)
 	hc.tail = append(make([]byte, 0, maxTail), pre...)
@@ -222,8 +223,8 @@ func (hc *h2conn) sendBody(i int) {
 	id := st.id
 	var n int
 	var err error
-	if hc.write != nil {
-		n, err = hc.s.WriteDataTo(id, body[st.sent:], true, hc.write)
+	if hc.writev != nil {
+		n, err = hc.s.WriteDataTo(id, body[st.sent:], true, hc.writev)
 	} else {
 		n, err = hc.s.WriteData(id, body[st.sent:], true) // flush sends it
 	}
