@@ -1303,11 +1303,20 @@ func (st *h2stream) respEnded() {
 // respFields returns the response head's fields for HEADERS: lower case,
 // without the connection-specific ones (Connection and those it names,
 // Keep-Alive, Proxy-Connection, TE, Upgrade, Transfer-Encoding), with
-// content-length as the body is framed (a HEAD's or 304's as received),
-// response_headers applied (to a final response) and via.
+// content-length as the body is framed (a HEAD's or 304's as received,
+// but once and a single value: see keepCL), response_headers applied (to
+// a final response) and via.
 func (st *h2stream) respFields() []hpack.Field {
 	r := &st.resp
+	// keepCL: the length a HEAD's or 304's Content-Length announces is
+	// passed on. HTTP/1.1 lets it come as a list of one value repeated
+	// or on several lines (RFC 9110 8.6; internal/h1 checked that the
+	// values are one number); HTTP/2 has no list form for it, and a
+	// strict client (nghttp2, so curl) resets a stream whose
+	// content-length is not a number or comes twice as malformed (RFC
+	// 9113 8.1.1): it goes once, as its first field's first element.
 	keepCL := r.Framing == h1.NoBody && r.Status >= 200 && r.Status != 204
+	clSent := false
 	size := 64
 	for _, h := range r.Headers {
 		size += len(h.Name) + len(h.Value)
@@ -1322,14 +1331,20 @@ func (st *h2stream) respFields() []hpack.Field {
 		rules = st.ln.respRules(&st.x)
 	}
 	for _, h := range r.Headers {
-		if r.HopByHop(h.Name) || h1.EqualFold(h.Name, hdrTE) || h1.EqualFold(h.Name, hdrCL) && (!keepCL || r.Status < 200) ||
+		cl := h1.EqualFold(h.Name, hdrCL)
+		if r.HopByHop(h.Name) || h1.EqualFold(h.Name, hdrTE) || cl && (!keepCL || clSent) ||
 			!rules.keep(h.Name) {
 			continue
+		}
+		v := h.Value
+		if cl {
+			v, _ = h1.NextElem(v)
+			clSent = true
 		}
 		n0 := len(hb)
 		hb = appendLower(hb, h.Name)
 		v0 := len(hb)
-		hb = append(hb, h.Value...)
+		hb = append(hb, v...)
 		fs = append(fs, hpack.Field{Name: hb[n0:v0], Value: hb[v0:]})
 	}
 	fs = rules.appendH2(fs)

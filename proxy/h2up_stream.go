@@ -386,7 +386,12 @@ func (st *h2stream) onFailover() {
 }
 
 // onResponse passes the response head: an interim one as interim
-// HEADERS, the final one with via added.
+// HEADERS, the final one with via added. content-length goes once at
+// most and on neither a 1xx nor a 204 (RFC 9110 8.6), as from an
+// HTTP/1.1 server (respFields): internal/h2 takes a server's head with
+// it repeated (the values agree) or on those, and a strict client
+// (nghttp2, so curl) resets the stream as malformed where it comes
+// twice, in a 1xx, or other than 0 in a 204.
 func (st *h2stream) onResponse(u *upH2, r *h2.Response, end bool) {
 	c := st.c
 	st.mark = c.p.now()
@@ -398,7 +403,14 @@ func (st *h2stream) onResponse(u *upH2, r *h2.Response, end bool) {
 			c.flush()
 			return
 		}
-		c.srv.WriteHeaders(st.id, r.Status, r.Fields, false)
+		fs := st.u2.rfs[:0]
+		for _, f := range r.Fields {
+			if string(f.Name) != "content-length" {
+				fs = append(fs, f)
+			}
+		}
+		st.u2.rfs = fs
+		c.srv.WriteHeaders(st.id, r.Status, fs, false)
 		c.flush()
 		return
 	}
@@ -412,7 +424,14 @@ func (st *h2stream) onResponse(u *upH2, r *h2.Response, end bool) {
 	st.ln.countResp(c.ls.id, r.Status, false)
 	rules := st.ln.respRules(&st.x)
 	fs := st.u2.rfs[:0]
+	clDone := r.Status == 204 // no (more) content-length
 	for _, f := range r.Fields {
+		if string(f.Name) == "content-length" {
+			if clDone {
+				continue
+			}
+			clDone = true
+		}
 		if rules.keep(f.Name) {
 			fs = append(fs, f)
 		}
