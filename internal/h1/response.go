@@ -124,7 +124,10 @@ func (r *Response) semantics(head bool) *Error {
 		return errRespConnOpts
 	}
 	r.ContentLength, r.clAndTE = f.cl, f.clSeen && f.te.seen
-	r.KeepAlive = !f.conn.close && (r.Minor == 1 || f.conn.keepAlive)
+	// Both framing fields are an error (RFC 9112 6.3 #3) even where
+	// neither frames the body (HEAD, 1xx, 204, 304): a server that sends
+	// them may frame its next response otherwise than it says.
+	r.KeepAlive = !f.conn.close && (r.Minor == 1 || f.conn.keepAlive) && !r.clAndTE
 	if f.conn.upgrade && len(f.upgrade) > 0 {
 		r.Upgrade = f.upgrade
 	}
@@ -151,9 +154,6 @@ func (r *Response) semantics(head bool) *Error {
 		}
 	case f.te.seen:
 		r.Framing, r.ContentLength = Chunked, 0
-		if f.clSeen {
-			r.KeepAlive = false
-		}
 	case f.clSeen:
 		r.Framing = Length
 	default:

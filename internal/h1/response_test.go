@@ -20,6 +20,10 @@ func TestResponseParse(t *testing.T) {
 		{name: "chunked", in: "HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\n", framing: Chunked, keepAlive: true},
 		{name: "gzip, chunked", in: "HTTP/1.1 200 OK\nTransfer-Encoding: gzip, chunked\n\n", framing: Chunked, keepAlive: true},
 		{name: "te and cl", in: "HTTP/1.1 200 OK\nContent-Length: 7\nTransfer-Encoding: chunked\n\n", framing: Chunked},
+		// RFC 9112 6.3 #3: both are an error whatever frames the body;
+		// the connection is not reused.
+		{name: "head with te and cl", in: "HTTP/1.1 200 OK\nContent-Length: 7\nTransfer-Encoding: chunked\n\n", head: true, framing: NoBody},
+		{name: "304 with te and cl", in: "HTTP/1.1 304 Not Modified\nContent-Length: 7\nTransfer-Encoding: chunked\n\n", framing: NoBody},
 		{name: "te not chunked", in: "HTTP/1.1 200 OK\nTransfer-Encoding: gzip\n\n", status: 502},
 		{name: "chunked not final", in: "HTTP/1.1 200 OK\nTransfer-Encoding: chunked, gzip\n\n", status: 502},
 		{name: "chunked twice", in: "HTTP/1.1 200 OK\nTransfer-Encoding: chunked\nTransfer-Encoding: chunked\n\n", status: 502},
