@@ -436,7 +436,7 @@ func Diagnose(h *topo.Host, a, b *Snapshot, opt Options) []Finding {
 		if bp == 0 && br == 0 {
 			add(Finding{ID: "busy-poll-unset", Severity: Info, Title: "busy-poll sysctls are 0",
 				Evidence: []string{"net.core.busy_poll=0 net.core.busy_read=0"},
-				Fix: "epoll/blocking-socket servers get no busy polling. Measured here over a NAPI veth (KERNEL.md): epoll p50 35.9 → 22.7 µs with busy_poll=50, at 18.0 → 25.7 µs CPU per message. " +
+				Fix: "epoll/blocking-socket servers get no busy polling. On the project's 2-vCPU test VM, over a NAPI veth (docs/TUNING.md, \"The policies\"): epoll p50 35.9 → 22.7 µs with busy_poll=50, at 18.0 → 25.7 µs CPU per message. " +
 					"Opt in with `sysctl -w net.core.busy_read=50 net.core.busy_poll=50` (or `spindle tune plan --policy inline --busy-poll 50`); io_uring NAPI registration does not need them."})
 		}
 	}

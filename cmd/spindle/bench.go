@@ -327,6 +327,9 @@ func runBenchClient(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if *addr == "" {
+		return usageError{errors.New("-addr is required (the server's host:port)")}
+	}
 	// The load generator takes 0 for a default (a 128-byte payload, a
 	// 200 ms warm-up): a value given here means what it says, or is
 	// refused.

@@ -41,7 +41,9 @@ func TestBenchClientRefusesDefaults(t *testing.T) {
 // command line that cannot be run as given, and exits with status 2 as a
 // value that does not parse does, and as bench proxy, bench http2 and
 // proxy already exited for theirs; bench, bench sweep, bench client,
-// wakeup and tune exited 1, the status of a run that failed.
+// wakeup and tune exited 1, the status of a run that failed (bench client
+// without -addr, which its help calls required, until later; wakeup's
+// CPUs below -1, the "default", ran with the default CPU).
 func TestCLIValueErrorsExit2(t *testing.T) {
 	for _, args := range [][]string{
 		{"bench", "--reps", "0", "--arms", "go-net"},
@@ -55,9 +57,12 @@ func TestCLIValueErrorsExit2(t *testing.T) {
 		{"bench", "client", "-addr", "127.0.0.1:1", "-payload", "0"},
 		{"bench", "client", "-addr", "127.0.0.1:1", "-host", "example.test"},
 		{"bench", "client", "-addr", "127.0.0.1:1", "-conns", "2", "-threads", "3"},
+		{"bench", "client", "-duration", "100ms"},
 		{"bench", "--conns", "2", "--client-threads", "3"},
 		{"wakeup", "--samples", "0"},
 		{"wakeup", "--modes", "block,block"},
+		{"wakeup", "--modes", "block", "--samples", "1", "--reader-cpu", "-2"},
+		{"wakeup", "--modes", "block", "--samples", "1", "--writer-cpu", "-2"},
 		{"tune", "diagnose", "--period", "0s"},
 		{"tune", "diagnose", "--locked-mib", "0"},
 		{"tune", "plan", "--exclude-irqs", "x"},

@@ -33,6 +33,16 @@ func runWakeup(ctx context.Context, args []string) error {
 		return usageError{errors.New("want --samples of at least 1 and a positive --interval")}
 	}
 	list := strings.Split(*modes, ",")
+	// -1 is the flags' default; a value below it is no CPU, not "the
+	// default".
+	for _, f := range []struct {
+		name string
+		cpu  int
+	}{{"reader-cpu", *reader}, {"writer-cpu", *writer}} {
+		if f.cpu < -1 {
+			return usageError{fmt.Errorf("--%s %d: not a CPU number", f.name, f.cpu)}
+		}
+	}
 	if m := givenTwice(list); m != "" {
 		return usageError{fmt.Errorf("--modes: %s given twice", m)} // two rows of one mode
 	}
