@@ -309,8 +309,10 @@ func (ls *loopState) retryLoop(pl *pool) *retryLoop { return &pl.shared.retry[ls
 
 // retryAllowed reports whether a retry of pl from loop ls is within its
 // budget, and counts it (retry) or its refusal; counted: the request's
-// try is still counted in its server's active. Loop goroutine.
-func (ls *loopState) retryAllowed(pl *pool, rp *retryPolicy, reason int, counted bool) bool {
+// try is still counted in its server's active; again: the request is
+// among the requests retried (inFlight) already, its retry adding none.
+// Loop goroutine.
+func (ls *loopState) retryAllowed(pl *pool, rp *retryPolicy, reason int, counted, again bool) bool {
 	rl := ls.retryLoop(pl)
 	// Requests in flight: the pool's upstream connections (streams, to
 	// an h2c pool) in use or connecting from this loop, this one's among
@@ -322,7 +324,11 @@ func (ls *loopState) retryAllowed(pl *pool, rp *retryPolicy, reason int, counted
 	for i := range pl.servers {
 		active += ls.stats(pl, i).active.load()
 	}
-	if n := rl.inFlight.load(); n >= max(RetryBudgetFloor, active*int64(rp.budget)/100) {
+	n := rl.inFlight.load()
+	if again {
+		n-- // (itself: the bound is on the others)
+	}
+	if n >= max(RetryBudgetFloor, active*int64(rp.budget)/100) {
 		rl.exceeded.inc()
 		return false
 	}
@@ -698,7 +704,7 @@ func (s *hsession) retryTimeout() bool {
 // budget of loop ls allows the retry (counted: retryAllowed), counting
 // it. Loop goroutine.
 func (rs *retryState) possible(ls *loopState, pl *pool, reason int, counted bool) bool {
-	if !anyUp(pl) || !ls.retryAllowed(pl, rs.pol, reason, counted) {
+	if !anyUp(pl) || !ls.retryAllowed(pl, rs.pol, reason, counted, rs.counted == ls.retryLoop(pl)) {
 		return false
 	}
 	if rs.counted == nil {
