@@ -669,13 +669,15 @@ func (g *generation) setCaps() {
 // resetKept brings the servers g took over into a pool without health
 // checks up again, and out of an ejection (and its streak) into one
 // without passive health, or out of an ejection for failed exchanges into
-// one without http_errors. Any goroutine.
+// one without http_errors; a server so brought up has its pool's waiters
+// take its slots (cameUp), as one its checks bring up. Any goroutine.
 func (g *generation) resetKept() {
 	for _, pl := range g.made {
 		for _, s := range pl.servers {
 			if !slices.Contains(g.kept, s) {
 				continue
 			}
+			out := !s.up()
 			if pl.health == nil {
 				s.down.Store(false)
 			}
@@ -690,6 +692,9 @@ func (g *generation) resetKept() {
 				if u := s.until.Load(); u&untilHTTP != 0 && s.until.CompareAndSwap(u, 0) {
 					s.streak.Store(0)
 				}
+			}
+			if out && s.up() {
+				s.cameUp()
 			}
 		}
 	}
