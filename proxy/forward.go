@@ -436,7 +436,7 @@ func (s *session) upOpened(up *engine.Conn) {
 	s.upOpen = true
 	st := s.ls.stats(s.pool, s.srv)
 	st.connects.inc()
-	s.pool.servers[s.srv].connected(s.pool.passive)
+	s.pool.servers[s.srv].connected(s.pool)
 	if s.hasP {
 		s.hasP = false
 		st.bytesOut.addInt(s.pend.Len())

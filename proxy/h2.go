@@ -682,7 +682,7 @@ func (st *h2stream) upOpened(up *engine.Conn) {
 	sst := st.c.ls.stats(st.pool, st.srv)
 	sst.connects.inc()
 	sst.newReqs.inc()
-	st.pool.servers[st.srv].connected(st.pool.passive)
+	st.pool.servers[st.srv].connected(st.pool)
 	st.sendHead()
 	st.c.flush()
 }

@@ -416,7 +416,7 @@ func (u *upH2) opened() {
 	st := &u.sl.stats
 	st.connects.inc()
 	st.h2Conns.inc()
-	u.pl.servers[u.srv].connected(u.pl.passive)
+	u.pl.servers[u.srv].connected(u.pl)
 	u.flush()
 	if d := u.pl.pingEvery; d > 0 {
 		now := u.p.now()

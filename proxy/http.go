@@ -934,7 +934,7 @@ func (s *hsession) upOpened(c *engine.Conn) {
 	st := s.ls.stats(s.pool, s.srv)
 	st.connects.inc()
 	st.newReqs.inc()
-	s.pool.servers[s.srv].connected(s.pool.passive)
+	s.pool.servers[s.srv].connected(s.pool)
 	s.sendHead()
 	s.syncRead()
 }

@@ -28,7 +28,7 @@ func TestEjectReasonAtomic(t *testing.T) {
 	s := pl.servers[0]
 	ejectStep = func(srv *server, stage int) {
 		if stage == ejectMade {
-			srv.connected(pl.passive)
+			srv.connected(pl)
 		}
 	}
 	s.exchanged(pl, false)
@@ -104,5 +104,28 @@ func TestMaxEjectedCountsDown(t *testing.T) {
 		if c.pct < 100 && !up {
 			t.Errorf("%d servers, %d%%, %d down: none up", c.n, c.pct, c.down)
 		}
+	}
+}
+
+// TestMaxEjectedAfterReload: a failure of a request made with a pool a
+// reload replaced is bounded by max_ejected_percent over the pool in
+// force: of its servers B and C (the reload took A out) under 50%, with
+// C ejected, B's failure reported with the pool before ({A, B}, where
+// only B would be out) is refused, and a server of the pool stays up.
+func TestMaxEjectedAfterReload(t *testing.T) {
+	old := passivePool(t, 2, 50)
+	cur := passivePool(t, 1, 50)
+	cur.shared = old.shared
+	b := old.servers[1]
+	cur.servers = []*server{b, cur.servers[0]}
+	old.shared.q.pool.Store(cur) // (setCaps)
+	c := cur.servers[1]
+	c.exchanged(cur, false)
+	if !c.ejected() {
+		t.Fatal("C not ejected: the first of the pool's two may be")
+	}
+	b.exchanged(old, false)
+	if !b.up() {
+		t.Errorf("B ejected through the pool before the reload: none of B and C up under max_ejected_percent 50")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -307,11 +308,26 @@ func (s *server) ejected() bool {
 	return u != 0 && ejectedAt(u, s.now())
 }
 
+// inForce returns the generation of pl whose passive health an event of
+// its server s follows: pl's latest (a reload made it since: its
+// thresholds apply from the next event, and without passive health it
+// ejects nothing, whatever the pool the connection or request was made
+// with), where s is one of its servers, else pl (the reload removed s,
+// whose state decides nothing). Any loop.
+func (pl *pool) inForce(s *server) *pool {
+	if np := pl.shared.q.pool.Load(); np != nil && np != pl && slices.Contains(np.servers, s) {
+		return np
+	}
+	return pl
+}
+
 // connectFailed records a failed connect for passive health: the fails-th
 // in a row ejects s (eject), once (a loop whose failure lands while s is
 // ejected changes nothing but the count). After a cooldown the count still
-// stands, so the next failure ejects it again. Any loop.
+// stands, so the next failure ejects it again. pl is the pool the connect
+// was made for (its generation in force decides: inForce). Any loop.
 func (s *server) connectFailed(pl *pool) {
+	pl = pl.inForce(s)
 	pc := pl.passive
 	if pc == nil {
 		return
@@ -326,9 +342,10 @@ func (s *server) connectFailed(pl *pool) {
 // count of failed connects and an ejection for them (and its streak); an
 // ejection for failed exchanges stands (the server accepts, its answers
 // decide). Stores only where something changes, so that a healthy server's
-// connects write nothing shared. Any loop.
-func (s *server) connected(pc *PassiveConfig) {
-	if pc == nil {
+// connects write nothing shared. pl is the pool the connect was made for
+// (inForce). Any loop.
+func (s *server) connected(pl *pool) {
+	if pc := pl.inForce(s).passive; pc == nil {
 		return
 	}
 	if s.fails.Load() != 0 {
@@ -343,9 +360,10 @@ func (s *server) connected(pc *PassiveConfig) {
 // http_errors): a failure counts, and the http_errors-th in a row ejects s
 // (eject); a success clears the count and, once an ejection has run out,
 // ends it and its streak (one that succeeds while s is ejected was sent
-// before: the ejection stands). Stores only where something changes. Any
-// loop.
+// before: the ejection stands). Stores only where something changes. pl
+// is the pool the request was sent for (inForce). Any loop.
 func (s *server) exchanged(pl *pool, ok bool) {
+	pl = pl.inForce(s)
 	pc := pl.passive
 	if pc == nil || pc.HTTPErrors == 0 {
 		return
