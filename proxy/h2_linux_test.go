@@ -693,10 +693,10 @@ func TestH2Load(t *testing.T) {
 	})
 }
 
-// rawH2Status sends a request with the given header fields (pseudo ones
-// first) as stream 1 on a new raw HTTP/2 connection to p and returns the
-// :status of its response.
-func rawH2Status(t *testing.T, p *Proxy, fields [][2]string) string {
+// rawH2Request opens a raw HTTP/2 connection to p and sends a request
+// with the given header fields (pseudo ones first) as stream 1, ending
+// it; it returns the connection's frame reader.
+func rawH2Request(t *testing.T, p *Proxy, fields [][2]string) *rawH2 {
 	t.Helper()
 	c := dial(t, p)
 	c.SetDeadline(time.Now().Add(10 * time.Second))
@@ -710,23 +710,21 @@ func rawH2Status(t *testing.T, p *Proxy, fields [][2]string) string {
 	if _, err := c.Write(out); err != nil {
 		t.Fatal(err)
 	}
+	return &rawH2{t: t, c: c, tmp: make([]byte, 16<<10)}
+}
+
+// rawH2Status sends a request with the given header fields (pseudo ones
+// first) as stream 1 on a new raw HTTP/2 connection to p (rawH2Request)
+// and returns the :status of its response.
+func rawH2Status(t *testing.T, p *Proxy, fields [][2]string) string {
+	t.Helper()
+	r := rawH2Request(t, p, fields)
 	dec := hpack.NewDecoder(4096, 64<<10)
-	var buf []byte
-	tmp := make([]byte, 16<<10)
 	for {
-		f, k, err := h2.ParseFrame(buf, h2.MaxMaxFrameSize)
+		f, err := r.next()
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("no response: %v", err)
 		}
-		if k == 0 {
-			n, err := c.Read(tmp)
-			if err != nil {
-				t.Fatalf("no response: %v", err)
-			}
-			buf = append(buf, tmp[:n]...)
-			continue
-		}
-		buf = buf[k:]
 		if f.Type == h2.FrameRSTStream && f.StreamID == 1 {
 			return "RST_STREAM " + f.Code.String() // no response: the stream reset
 		}

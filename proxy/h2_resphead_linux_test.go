@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/spindlenet/spindle/engine"
 	"github.com/spindlenet/spindle/internal/h2"
@@ -16,25 +15,13 @@ import (
 )
 
 // rawH2Response sends method path as stream 1 on a new raw HTTP/2
-// connection to p and returns what came back on it: each header block
+// connection to p (rawH2Request) and returns what came back on it: each header block
 // (its fields as "name: value"), the DATA, and "RST_STREAM code" if the
 // stream was reset.
 func rawH2Response(t *testing.T, p *Proxy, method, path string) (blocks [][]string, data, reset string) {
 	t.Helper()
-	c := dial(t, p)
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	enc := hpack.NewEncoder()
-	block := enc.StartBlock(nil)
-	for _, f := range [][2]string{{":method", method}, {":scheme", "http"}, {":authority", "x"}, {":path", path}} {
-		block = enc.AppendField(block, hpack.Field{Name: []byte(f[0]), Value: []byte(f[1])})
-	}
-	out := append([]byte(h2.ClientPreface), h2.AppendSettings(nil, nil)...)
-	out = h2.AppendHeaders(out, 1, block, true, h2.MinMaxFrameSize)
-	if _, err := c.Write(out); err != nil {
-		t.Fatal(err)
-	}
+	r := rawH2Request(t, p, [][2]string{{":method", method}, {":scheme", "http"}, {":authority", "x"}, {":path", path}})
 	dec := hpack.NewDecoder(4096, 64<<10)
-	r := &rawH2{t: t, c: c, tmp: make([]byte, 16<<10)}
 	for {
 		f, err := r.next()
 		if err != nil {
