@@ -74,6 +74,9 @@ func ValidateWrite(w Write) error {
 		if !strings.HasPrefix(w.Path, "/proc/") && !strings.HasPrefix(w.Path, "/sys/") {
 			return refuse("path %q is outside /proc and /sys", w.Path)
 		}
+		if (w.Ifindex != 0 || w.Iface != "") && (w.Ifindex <= 0 || w.Iface == "" || strings.Contains(w.Iface, "/") || !strings.HasPrefix(w.Path, "/sys/class/net/"+w.Iface+"/")) {
+			return refuse("%s: interface %q (ifindex %d) is not the file's", w.Path, w.Iface, w.Ifindex)
+		}
 	case KindCoalesce:
 		if w.Ifindex <= 0 || w.Iface == "" {
 			return refuse("coalesce write without interface")
@@ -162,6 +165,9 @@ func (t Target) read(w Write) (string, error) {
 		if err := t.sameIRQ(w); err != nil {
 			return "", err
 		}
+		if err := t.sameIface(w); err != nil {
+			return "", err
+		}
 		b, err := os.ReadFile(filepath.Join(t.Root, w.Path))
 		return string(b), err
 	case KindCoalesce:
@@ -225,6 +231,26 @@ func (t Target) sameIRQ(w Write) error {
 		return nil
 	}
 	return fmt.Errorf("IRQ %s now serves %s, not %s: %w", path.Base(path.Dir(w.Path)), strings.Join(others, ", "), w.IRQName, fs.ErrNotExist)
+}
+
+// sameIface checks that the interface whose file w writes still has the
+// ifindex it had when planned (w.Ifindex): an interface deleted and
+// another made under its name (a veth pair re-created, a driver rebound)
+// is not the one the plan was made for, nor the one whose value Apply
+// saved: an error wrapping fs.ErrNotExist, as for an interface gone. An
+// ifindex that cannot be read leaves it to reading the file itself.
+func (t Target) sameIface(w Write) error {
+	if w.Ifindex <= 0 {
+		return nil
+	}
+	b, err := os.ReadFile(filepath.Join(t.Root, "/sys/class/net", w.Iface, "ifindex"))
+	if err != nil {
+		return nil
+	}
+	if now, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && now != w.Ifindex {
+		return fmt.Errorf("%s is ifindex %d now, not %d: another interface under its name: %w", w.Iface, now, w.Ifindex, fs.ErrNotExist)
+	}
+	return nil
 }
 
 func (t Target) write(w Write, value string) error {

@@ -1245,3 +1245,70 @@ func TestRevertTwice(t *testing.T) {
 		t.Errorf("a state never saved: %v, want an fs.ErrNotExist that says there is no state file", err)
 	}
 }
+
+// TestInterfaceRecreated: a file of an interface (/sys/class/net/<if>/...)
+// is the interface's by ifindex, as an IRQ's affinity is its handler's:
+// an interface deleted and another made under its name since the plan
+// (a veth pair re-created, a driver rebound) is not written, by Apply
+// (the plan is stale) nor by Revert (its files are gone, noted), where
+// Revert wrote the old interface's saved values into the new one's.
+func TestInterfaceRecreated(t *testing.T) {
+	// setup plans for a copy of the vm fixture and returns the
+	// interface of the plan's first interface file, and its files.
+	setup := func(t *testing.T) (root string, p *Plan, iface string, files []string) {
+		t.Helper()
+		root, p = planVM(t)
+		for _, w := range p.Writes {
+			if rest, ok := strings.CutPrefix(w.Path, "/sys/class/net/"); ok {
+				name, _, _ := strings.Cut(rest, "/")
+				if w.Iface != name || w.Ifindex <= 0 {
+					t.Fatalf("%s planned with interface %q ifindex %d", w.Path, w.Iface, w.Ifindex)
+				}
+				if iface == "" {
+					iface = name
+				}
+				if name == iface {
+					files = append(files, w.Path)
+				}
+			}
+		}
+		if iface == "" {
+			t.Fatalf("plan writes no interface file: %v", targets(p))
+		}
+		return root, p, iface, files
+	}
+	// recreate gives iface's name to another interface, with ifindex 99.
+	recreate := func(t *testing.T, root, iface string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(root, "sys/class/net", iface, "ifindex"), []byte("99\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("before apply", func(t *testing.T) {
+		root, p, iface, _ := setup(t)
+		recreate(t, root, iface)
+		wantStale(t, p, Target{Root: root})
+	})
+	t.Run("before revert", func(t *testing.T) {
+		root, p, iface, files := setup(t)
+		state := filepath.Join(t.TempDir(), "state.json")
+		if _, err := Apply(p, Target{Root: root}, state); err != nil {
+			t.Fatal(err)
+		}
+		recreate(t, root, iface)
+		applied := treeBytes(t, root)
+		notes, gone, err := Revert(state, Target{Root: root})
+		if err != nil {
+			t.Fatal(err)
+		}
+		after := treeBytes(t, root)
+		for _, f := range files {
+			if k := filepath.Join(root, f); after[k] != applied[k] {
+				t.Errorf("%s, now another interface's, is %q after revert, was %q", f, after[k], applied[k])
+			}
+		}
+		if gone != len(files) || !slices.ContainsFunc(notes, func(n string) bool { return strings.Contains(n, files[0]+": gone") && strings.Contains(n, "ifindex 99") }) {
+			t.Errorf("%d gone, notes %q: want %d gone (%v), naming ifindex 99", gone, notes, len(files), files)
+		}
+	})
+}

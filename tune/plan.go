@@ -53,7 +53,10 @@ type Write struct {
 	// Path is the absolute /proc or /sys path (KindFile).
 	Path string `json:"path,omitempty"`
 	// Iface, Ifindex and Param name a netlink parameter (KindCoalesce,
-	// KindNAPI); NAPIID names the NAPI instance (KindNAPI).
+	// KindNAPI); NAPIID names the NAPI instance (KindNAPI). On a file of
+	// an interface (/sys/class/net/<Iface>/...), Iface and Ifindex are the
+	// interface's when planned, so that Apply and Revert can tell when the
+	// name is another interface's now (re-created since); 0 when not known.
 	Iface   string `json:"iface,omitempty"`
 	Ifindex int    `json:"ifindex,omitempty"`
 	NAPIID  uint32 `json:"napi_id,omitempty"`
@@ -467,6 +470,20 @@ func validIRQName(name string) bool {
 }
 
 func (p *planner) nic(n *topo.NIC) error {
+	if err := p.nicWrites(n); err != nil {
+		return err
+	}
+	// The files of the interface are its by ifindex (sameIface).
+	for i, w := range p.plan.Writes {
+		if w.Kind == KindFile && n.Ifindex > 0 && strings.HasPrefix(w.Path, "/sys/class/net/"+n.Name+"/") {
+			p.plan.Writes[i].Iface, p.plan.Writes[i].Ifindex = n.Name, n.Ifindex
+		}
+	}
+	return nil
+}
+
+// nicWrites plans n's IRQs, RPS, RFS, XPS and busy-polling settings.
+func (p *planner) nicWrites(n *topo.NIC) error {
 	cfg, plan := p.cfg, p.plan
 	nq := len(n.RxQueues)
 	qbase := "/sys/class/net/" + n.Name + "/queues/"
