@@ -690,6 +690,12 @@ func Revert(statePath string, t Target) (notes []string, gone int, err error) {
 		// applied in would keep them.
 		return nil, 0, fmt.Errorf("%w: %s was applied in network namespace %s, and this is %s: its sysctls and interfaces are not the ones the plan wrote; nothing restored (revert from that namespace: ip netns exec NAME spindle tune revert)", ErrRefused, statePath, st.NetNS, now)
 	}
+	if IsLive(st.Root) != IsLive(t.Root) {
+		// A captured tree's saved values are not the live host's, nor
+		// the other way round (a root moved from tree to tree is let
+		// be: the tree is the same).
+		return nil, 0, fmt.Errorf("%w: %s was applied under %s, and this revert is under %s: one is the live host, the other a captured tree; nothing restored", ErrRefused, statePath, rootName(st.Root), rootName(t.Root))
+	}
 	for i, w := range st.Plan.Writes {
 		cur, err := t.read(w)
 		if err != nil {
@@ -721,6 +727,14 @@ func Revert(statePath string, t Target) (notes []string, gone int, err error) {
 		notes = append(notes, fmt.Sprintf("%d of %d target(s) no longer exist and were not restored; everything else was, and the state file is moved aside", len(vanished), len(st.Plan.Writes)))
 	}
 	return notes, len(vanished), nil
+}
+
+// rootName is root as a message names it.
+func rootName(root string) string {
+	if IsLive(root) {
+		return "/ (the live host)"
+	}
+	return root
 }
 
 // joined returns the errors an errors.Join holds, or err alone.

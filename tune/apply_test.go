@@ -1,6 +1,7 @@
 package tune
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -1307,8 +1308,49 @@ func TestInterfaceRecreated(t *testing.T) {
 				t.Errorf("%s, now another interface's, is %q after revert, was %q", f, after[k], applied[k])
 			}
 		}
-		if gone != len(files) || !slices.ContainsFunc(notes, func(n string) bool { return strings.Contains(n, files[0]+": gone") && strings.Contains(n, "ifindex 99") }) {
+		if gone != len(files) || !slices.ContainsFunc(notes, func(n string) bool {
+			return strings.Contains(n, files[0]+": gone") && strings.Contains(n, "ifindex 99")
+		}) {
 			t.Errorf("%d gone, notes %q: want %d gone (%v), naming ifindex 99", gone, notes, len(files), files)
 		}
 	})
+}
+
+// TestRevertLiveAndTree: a state saved for the live host is not reverted
+// under a captured tree, nor one of a tree on the live host (spindle tune
+// revert --root /): the values one saved are not the other's. Revert is
+// refused, writing nothing and keeping the file. (The test takes the
+// direction that cannot write to the host: a state claiming the live
+// host, reverted under a fixture copy.)
+func TestRevertLiveAndTree(t *testing.T) {
+	root, p := planVM(t)
+	state := filepath.Join(t.TempDir(), "state.json")
+	if _, err := Apply(p, Target{Root: root}, state); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["root"] = "/"
+	if b, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(state, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	applied := treeBytes(t, root)
+	if _, _, err := Revert(state, Target{Root: root}); !errors.Is(err, ErrRefused) {
+		t.Errorf("Revert of a live host's state under %s: %v, want ErrRefused", root, err)
+	}
+	if d := diffTrees(applied, treeBytes(t, root)); len(d) > 0 {
+		t.Errorf("the refused revert wrote:\n%s", strings.Join(d, "\n"))
+	}
+	if _, err := os.Stat(state); err != nil {
+		t.Errorf("state file: %v, want it kept", err)
+	}
 }
