@@ -359,12 +359,13 @@ func (c *Config) withDefaults() (Config, error) {
 	if out.ReadBuffers < 0 {
 		return out, fmt.Errorf("engine: negative ReadBuffers %d", out.ReadBuffers)
 	}
+	if out.ReadBuffers > 1<<15 {
+		// Before rounding up: past 1<<62 the doubling below overflows.
+		return out, fmt.Errorf("engine: ReadBuffers %d above 32768", out.ReadBuffers)
+	}
 	n := 1
 	for n < out.ReadBuffers {
 		n <<= 1
-	}
-	if n > 1<<15 {
-		return out, fmt.Errorf("engine: ReadBuffers %d above 32768", out.ReadBuffers)
 	}
 	out.ReadBuffers = n
 	if out.WriteHighWater == 0 {
@@ -514,6 +515,10 @@ type Engine struct {
 	// drainOnce: the first Shutdown that finds the loops running tells a
 	// Drainer about the open connections; another, meanwhile, only waits.
 	drainOnce sync.Once
+	// cut counts the connections loops closed with ErrClosed as they
+	// stopped (abortAll), for Shutdown: a drain cut short by another stop
+	// (Run's context, the loops' rings failing) is not a complete one.
+	cut atomic.Int64
 
 	zones zoneCache // IPv6 zone names and interface indexes
 	// napiLogOnce: the first uring-napi loop says which NAPI tracking is
@@ -683,7 +688,8 @@ func (e *Engine) closeListeners() {
 // have not exited. A ctx done already at
 // the call skips the drain: no OnDrain, every connection closed at once.
 // It returns nil after a complete drain, ctx.Err() when connections had to
-// be closed. Any
+// be closed, and ErrClosed when the engine stopped otherwise meanwhile (Run's
+// context done, or its loops failing) and closed those still open. Any
 // goroutine; on a loop goroutine (in a Handler callback, a timer or a
 // posted function), which cannot wait for its own loop to exit, it does
 // all this in a new goroutine and returns nil at once: Run returns once it
@@ -692,7 +698,8 @@ func (e *Engine) closeListeners() {
 // the callback would close every connection at once); a ctx already done
 // closes them at once.
 func (e *Engine) Shutdown(ctx context.Context) error {
-	e.draining.Store(true) // accept and Dial refuse from now on
+	cut := e.cut.Load()    // before the drain: any cut from now on shortens it
+	e.draining.Store(true) // accepts refuse from now on (dials go on)
 	if e.onLoop() {
 		cancel := context.CancelFunc(func() {})
 		if ctx.Err() == nil {
@@ -738,6 +745,11 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 			}
 		}
 		t.Stop()
+		if err == nil && e.cut.Load() != cut {
+			// Run's context, or the loops' failing, stopped the engine
+			// during the drain and closed what was still open.
+			err = ErrClosed
+		}
 	}
 	e.stop()
 	if started {
@@ -789,7 +801,8 @@ func (e *Engine) drainConns() {
 				return
 			}
 			// By index: OnDrain may close connections (their slots go nil)
-			// but opens none (accepts and dials refuse while draining).
+			// but opens none (accepts refuse while draining; a dial it
+			// makes is not open yet).
 			for i := 0; i < len(l.conns); i++ {
 				if c := l.conns[i]; c != nil && c.state == stateOpen && !c.lingering && !c.handshaking() {
 					d.OnDrain(c)

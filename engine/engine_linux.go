@@ -412,7 +412,10 @@ func (e noNAPIID) Error() string {
 
 // accepted turns a new socket into a Conn. Loop goroutine.
 func (l *Loop) accepted(fd int, s *lnSock) {
-	if l.stopping || l.e.draining.Load() {
+	// A closed listener's too: its removal is posted, and a Unix
+	// socket, which Close does not shut down, still hands out what
+	// waits in its backlog meanwhile (a TCP one's was reset).
+	if l.stopping || l.e.draining.Load() || s.ln.closed.Load() {
 		unix.Close(fd)
 		return
 	}
@@ -516,7 +519,10 @@ func (l *Loop) connected(c *Conn) {
 // follows when connected, or OnClose with the error (also when timeout, if
 // > 0, passes first; and, once the callback that called Dial has
 // returned, if the backend cannot watch the socket at all, as when
-// epoll_ctl fails). Loop goroutine.
+// epoll_ctl fails). While Shutdown drains it dials as before (what is
+// being drained may need a connection to finish; the drain's OnDrain is
+// not told of it); once the loop stops it returns ErrClosed. Loop
+// goroutine.
 func (l *Loop) Dial(network, address string, timeout time.Duration) (*Conn, error) {
 	return l.dial(network, address, timeout, nil)
 }
@@ -564,7 +570,10 @@ func (l *Loop) DialTLS(network, address string, timeout time.Duration, cfg *tls.
 // dial is Dial, and DialTLS with cfg (its client configuration) not nil.
 // Loop goroutine.
 func (l *Loop) dial(network, address string, timeout time.Duration, cfg *tls.Config) (*Conn, error) {
-	if l.stopping || l.e.draining.Load() {
+	// Not refused while Shutdown drains: a connection being drained may
+	// need one to finish (a proxy's request in flight, its pooled
+	// upstream connections closed by the drain).
+	if l.stopping {
 		return nil, ErrClosed
 	}
 	sa, family, err := sockaddr(&l.e.zones, network, address)

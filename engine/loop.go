@@ -588,6 +588,9 @@ func (l *Loop) abortAll() {
 	}
 	for _, c := range l.conns {
 		if c != nil && c.state != stateClosed {
+			if !c.k.closing {
+				l.e.cut.Add(1) // closed here, not drained (Shutdown)
+			}
 			c.abort(ErrClosed)
 		}
 	}
