@@ -48,6 +48,13 @@ type h2conn struct {
 	armed   bool
 	armedAt int64
 	idleAt  int64 // Proxy.now since when no stream is open
+
+	// feeding: inside srv.FeedTail. ups are the upstream connections a
+	// request head was written to meanwhile, flushed at its end
+	// (flushUps): the body that follows in the same read goes with the
+	// head, one TLS record.
+	feeding bool
+	ups     []*upH2
 }
 
 // h2stream is one stream of an h2conn and its upstream connection, whose
@@ -201,9 +208,35 @@ func (s *hsession) startH2(b engine.Buffer) {
 // Server done with its GOAWAY pending, which flush sends before closing.
 // Loop goroutine.
 func (c *h2conn) clientData(b engine.Buffer) {
+	c.feeding = true
 	c.srv.FeedTail(&c.in, b.Bytes())
+	c.feeding = false
 	b.Release()
+	c.flushUps()
 	c.flush()
+}
+
+// flushUp flushes u, to which a request head of c's was written: inside
+// srv.FeedTail at its end, with the body that follows the head in the
+// same read (WriteDataTo sends what is pending with its frames).
+func (c *h2conn) flushUp(u *upH2) {
+	if !c.feeding {
+		u.flush()
+		return
+	}
+	if n := len(c.ups); n == 0 || c.ups[n-1] != u {
+		c.ups = append(c.ups, u)
+	}
+}
+
+// flushUps flushes the upstream connections flushUp left for the end of
+// the Feed.
+func (c *h2conn) flushUps() {
+	for k, u := range c.ups {
+		u.flush()
+		c.ups[k] = nil
+	}
+	c.ups = c.ups[:0]
 }
 
 // flush writes the Server's output to the client, unless the client's

@@ -980,7 +980,9 @@ func (c *conn) writeData(id uint32, p []byte, end bool, writev func([][]byte) (i
 	w := max(0, min(int64(len(p)), c.connSend, st.sendWin))
 	all := w == int64(len(p))
 	if w == 0 && !(all && end) {
-		st.blocked = !all
+		// Nothing to send: no window, or nothing and not the end. A
+		// stream a short write left blocked stays so (OnWritable due).
+		st.blocked = st.blocked || !all
 		return 0, nil
 	}
 	var vec [][]byte
