@@ -121,8 +121,9 @@ type ListenerConfig struct {
 	// request_timeout and response_timeout bound an exchange.
 	IdleTimeout Duration `yaml:"idle_timeout" json:"idle_timeout"`
 	// MaxConns bounds the listener's open client connections; a client
-	// over it is accepted and closed at once, and counted. Default 0:
-	// no bound.
+	// over it is accepted and closed at once, and counted. A reload that
+	// sets or changes it counts the clients open under the configs
+	// before (in the same mode). Default 0: no bound.
 	MaxConns int `yaml:"max_conns" json:"max_conns"`
 	// RequestTimeout (mode http) bounds the arrival of a request's
 	// whole head, from the connection's accept or the request's first

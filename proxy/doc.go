@@ -827,9 +827,12 @@
 // A reload's max_conns applies at once to the servers it keeps, whichever
 // config their connections were made under: a raised cap wakes the
 // waiters, a lowered one makes new connections wait until enough close
-// (none is closed for it); max_queue and queue_timeout apply to the
-// requests and clients that begin after it (one waiting when a reload
-// replaced its pool may take the new queue_timeout at its next wait). A
+// (none is closed for it); a server a reload adds to a pool of the name
+// that had it before, removed with connections to it still open, counts
+// them against its cap (their closes wake the pool's waiters); max_queue
+// and queue_timeout apply to the requests and clients that begin after
+// it (one waiting when a reload replaced its pool may take the new
+// queue_timeout at its next wait). A
 // request or client waiting when a reload replaces its pool walks the
 // pool's new generation at its turn: the servers the reload added
 // included, those it removed left out, those it failed to connect to

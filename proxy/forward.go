@@ -203,16 +203,16 @@ func (h *handler) OnOpen(c *engine.Conn) {
 	}
 	st := l.stats[ls.id]
 	st.accepted.inc()
-	if m := l.cfg.MaxConns; m > 0 && l.conns.Add(1) > int64(m) {
+	// (Counted also without a bound: a reload that sets one counts the
+	// clients open.)
+	if n := l.conns.Add(1); l.cfg.MaxConns > 0 && n > int64(l.cfg.MaxConns) {
 		l.conns.Add(-1)
 		st.rejected.inc()
 		c.Close()
 		return
 	}
 	if l.connLimited(ls.id, c.RemoteAddr().Addr()) { // (after max_conns: one it turns away spends no budget)
-		if l.cfg.MaxConns > 0 {
-			l.conns.Add(-1)
-		}
+		l.conns.Add(-1)
 		c.Close()
 		return
 	}
@@ -724,9 +724,7 @@ func (h *handler) OnClose(c *engine.Conn, err error) {
 		}
 		s.logConn(err)
 		s.ln.stats[s.ls.id].active.dec()
-		if s.ln.cfg.MaxConns > 0 {
-			s.ln.conns.Add(-1)
-		}
+		s.ln.conns.Add(-1)
 		if s.up != nil && !s.up.Closed() {
 			closePeer(s.up, err)
 		}

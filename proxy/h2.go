@@ -409,9 +409,7 @@ func (c *h2conn) clientClosed() {
 	ls.h2conns[len(ls.h2conns)-1] = nil
 	ls.h2conns = ls.h2conns[:len(ls.h2conns)-1]
 	c.ln.stats[ls.id].active.dec()
-	if c.ln.cfg.MaxConns > 0 {
-		c.ln.conns.Add(-1)
-	}
+	c.ln.conns.Add(-1)
 }
 
 func (c *h2conn) find(id uint32) *h2stream {

@@ -1561,9 +1561,7 @@ func (s *hsession) clientClosed() {
 	s.unlist()
 	st := s.ln.stats[s.ls.id]
 	st.active.dec()
-	if s.ln.cfg.MaxConns > 0 {
-		s.ln.conns.Add(-1)
-	}
+	s.ln.conns.Add(-1)
 }
 
 // unlist removes the session from its loop's sessions. Loop goroutine.

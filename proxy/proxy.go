@@ -79,7 +79,7 @@ type listener struct {
 	cfg   ListenerConfig
 	pool  *pool
 	ln    *engine.Listener
-	conns *atomic.Int64 // open clients, for MaxConns (only when set); shared by a listener's generations
+	conns *atomic.Int64 // open clients, for MaxConns (bound or not: a reload may set one); shared by a listener's generations
 	stats []*lnStats    // per loop (by engine.Loop.ID); shared by a listener's generations
 	// refusedBase is ln's TLSHandshakesRefused when stats were made: the
 	// listener's own count is what ln counted since. A socket a reload
@@ -266,9 +266,12 @@ type server struct {
 	// conns counts the upstream connections to s over every loop (the
 	// HTTP/1.1 and tcp paths: connecting, in use, idle), maxConns is its
 	// cap (0: none; a reload stores it), and shared is its pool's (the
-	// queue its releases wake). maxconn.go.
-	conns, maxConns atomic.Int64
-	shared          *poolShared
+	// queue its releases wake). maxconn.go. A server a reload adds to a
+	// pool that had it before, connections to it still open, shares
+	// their count (reloadState.conns): they are held against its cap.
+	conns    *atomic.Int64
+	maxConns atomic.Int64
+	shared   *poolShared
 }
 
 // Reasons for an ejection, ejections' indexes.

@@ -45,6 +45,54 @@ type reloadState struct {
 	// handshakes accepted on them may still be in progress; Reload's
 	// goroutine (or New's).
 	retiring []retiringLn
+
+	// conns are the servers' connection counts (server.conns) by pool
+	// name and address: of the servers in force, and of those reloads
+	// removed while connections to them are open, so that a server
+	// added again takes the count its connections still go by (they
+	// count against its max_conns); shared are the pools' shared states
+	// by name likewise (a pool removed, while connections to its
+	// servers are open, and added again takes the queue their releases
+	// wake). Reload's goroutine (or New's).
+	conns  map[srvKey]*atomic.Int64
+	shared map[string]*poolShared
+}
+
+// srvKey names a server of a pool: its pool's name and its address.
+type srvKey struct{ pool, addr string }
+
+// connsOf returns the connection count for a server of pool at addr
+// that a generation makes: the one of a server of pool at addr in force
+// or removed with connections open, else a new one. Reload's goroutine
+// (or New's).
+func (rs *reloadState) connsOf(pool, addr string) *atomic.Int64 {
+	if c := rs.conns[srvKey{pool, addr}]; c != nil {
+		return c
+	}
+	return new(atomic.Int64)
+}
+
+// keepConns keeps the connection counts of the servers of pools (the
+// generation put in force) and their shared states and, of the others,
+// those with connections open. Reload's goroutine (or New's).
+func (rs *reloadState) keepConns(pools []*pool) {
+	m := make(map[srvKey]*atomic.Int64)
+	sh := make(map[string]*poolShared)
+	for _, pl := range pools {
+		sh[pl.name] = pl.shared
+		for _, s := range pl.servers {
+			m[srvKey{pl.name, s.addr}] = s.conns
+		}
+	}
+	for k, c := range rs.conns {
+		if _, ok := m[k]; !ok && c.Load() > 0 {
+			m[k] = c
+			if sh[k.pool] == nil {
+				sh[k.pool] = rs.shared[k.pool]
+			}
+		}
+	}
+	rs.conns, rs.shared = m, sh
 }
 
 // retiringLn is a tls listener whose socket a reload closed: the clients
@@ -296,10 +344,15 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 			h2: pc.isH2(), h2Streams: pc.H2MaxConcurrentStreams, h2Conns: pc.H2MaxConnections,
 			pingEvery: time.Duration(pc.H2PingInterval), pingWait: time.Duration(pc.H2PingTimeout)}
 		stale := false // old's connections are not to be used again
-		if old != nil {
+		switch {
+		case old != nil:
 			pl.shared = old.shared
 			stale = !reflect.DeepEqual(old.cfg.TLS, pc.TLS)
-		} else {
+		case p.reload.shared[pc.Name] != nil:
+			// Removed with connections open, whose releases wake its
+			// queue.
+			pl.shared = p.reload.shared[pc.Name]
+		default:
 			pl.shared = newPoolShared(p)
 		}
 		if ps := pc.Passive; ps != nil && ps.HTTPErrors > 0 {
@@ -326,7 +379,7 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 				}
 			}
 			if s == nil {
-				s = &server{addr: a, now: p.now, shared: pl.shared}
+				s = &server{addr: a, now: p.now, shared: pl.shared, conns: p.reload.connsOf(pc.Name, a)}
 				for range p.loops {
 					sl := newSrvLoop()
 					sl.srv = s
@@ -591,6 +644,7 @@ func (p *Proxy) commit(g *generation) error {
 		}
 	}
 	p.cur, p.lns, p.pools = g.cfg, g.lns, g.pools
+	p.reload.keepConns(g.pools)
 	g.setCaps()
 	for _, l := range g.lns {
 		if l.tls != nil {
@@ -836,23 +890,13 @@ func (s *hsession) retired() bool {
 func (s *hsession) refreshListener() { s.ln = s.ln.current(s.ls.id) }
 
 // current returns the listener in force for l's socket and mode on loop
-// id (l where none is), moving a client of l's there, with its place in
-// max_conns' count. Loop goroutine.
+// id (l where none is), moving a client of l's there: its place in
+// max_conns' count, which the two share, goes with it. Loop goroutine.
 func (l *listener) current(id int) *listener {
-	cur := l.stats[id].cur
-	if cur == l || cur == nil {
-		return l
+	if cur := l.stats[id].cur; cur != nil {
+		return cur
 	}
-	if was, is := l.cfg.MaxConns > 0, cur.cfg.MaxConns > 0; was != is {
-		// The count is kept only under a bound: the client joins or
-		// leaves it.
-		if is {
-			cur.conns.Add(1)
-		} else {
-			cur.conns.Add(-1)
-		}
-	}
-	return cur
+	return l
 }
 
 // writeReloadMetrics writes the reload counters. Any goroutine.
