@@ -91,6 +91,25 @@ func strictH2Response(blocks [][]string) string {
 	return ""
 }
 
+// checkH2Head checks the response of what, its header blocks (final the
+// final response's fields): content-length cl in final ("" none, a|b two)
+// and nothing a strict client finds malformed (strictH2Response).
+func checkH2Head(t *testing.T, what string, blocks [][]string, final []string, cl string) {
+	t.Helper()
+	var got []string
+	for _, f := range final {
+		if v, ok := strings.CutPrefix(f, "content-length: "); ok {
+			got = append(got, v)
+		}
+	}
+	if strings.Join(got, "|") != cl {
+		t.Errorf("%s: content-length %q, want %q", what, got, cl)
+	}
+	if why := strictH2Response(blocks); why != "" {
+		t.Errorf("%s: %q is malformed to a strict client: %s", what, blocks, why)
+	}
+}
+
 // TestH2ResponseHeadFromH1: the head of an HTTP/1.1 server's response
 // reaches an HTTP/2 client as fields a strict client (nghttp2) accepts,
 // whatever the server sent that HTTP/1.1 allows: the Content-Length of
@@ -169,18 +188,7 @@ func TestH2ResponseHeadFromH1(t *testing.T) {
 			if final[0] != ":status: "+tc.status {
 				t.Errorf("%s: %q, want status %s", what, final, tc.status)
 			}
-			var cl []string
-			for _, f := range final {
-				if v, ok := strings.CutPrefix(f, "content-length: "); ok {
-					cl = append(cl, v)
-				}
-			}
-			if strings.Join(cl, "|") != tc.cl {
-				t.Errorf("%s: content-length %q, want %q", what, cl, tc.cl)
-			}
-			if why := strictH2Response(blocks); why != "" {
-				t.Errorf("%s: %q is malformed to a strict client: %s", what, blocks, why)
-			}
+			checkH2Head(t, what, blocks, final, tc.cl)
 		}
 	})
 }
@@ -229,18 +237,7 @@ func TestH2ResponseHeadFromH2C(t *testing.T) {
 				t.Errorf("%s: %q, data %q, %s", what, blocks, data, reset)
 				continue
 			}
-			var cl []string
-			for _, f := range blocks[len(blocks)-1] {
-				if v, ok := strings.CutPrefix(f, "content-length: "); ok {
-					cl = append(cl, v)
-				}
-			}
-			if strings.Join(cl, "|") != tc.cl {
-				t.Errorf("%s: content-length %q, want %q", what, cl, tc.cl)
-			}
-			if why := strictH2Response(blocks); why != "" {
-				t.Errorf("%s: %q is malformed to a strict client: %s", what, blocks, why)
-			}
+			checkH2Head(t, what, blocks, blocks[len(blocks)-1], tc.cl)
 		}
 	})
 }

@@ -1,10 +1,8 @@
 package proxy
 
 import (
-	"context"
 	"crypto/tls"
 	"net"
-	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -56,38 +54,7 @@ func TestTLSH2UpRecordsPerResponse(t *testing.T) {
 		cfg.Pools[0].TLS = &UpstreamTLSConfig{ServerName: "app.test", CAFile: caFile(t, ca, "ca.pem")}
 		cfg.Listeners[0].TLS = &TLSConfig{CertFile: cert, KeyFile: key}
 		p := startProxy(t, cfg)
-		var mu sync.Mutex
-		var rc *testnet.RecordCounter
-		cc := &tls.Config{RootCAs: ca.roots, ServerName: "web.test", NextProtos: []string{"h2"}}
-		tr := &http.Transport{ForceAttemptHTTP2: true, TLSClientConfig: cc, DialTLSContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			raw, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			mu.Lock()
-			if rc != nil {
-				t.Error("a second connection")
-			}
-			rc = &testnet.RecordCounter{Conn: raw}
-			c := tls.Client(rc, cc)
-			mu.Unlock()
-			return c, c.HandshakeContext(ctx)
-		}}
-		defer tr.CloseIdleConnections()
-		c := &http.Client{Transport: tr, Timeout: 20 * time.Second}
-		url := "https://" + p.Addr("web").String() + "/"
-		for range 5 { // the SETTINGS exchanges, session tickets and window updates behind
-			if resp, body := get(t, c, url); resp.ProtoMajor != 2 || body != "a small body" {
-				t.Fatalf("%s %d %q", resp.Proto, resp.StatusCode, body)
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-		const n = 50
-		before := rc.Records()
-		for range n {
-			get(t, c, url)
-		}
-		if per := float64(rc.Records()-before) / n; per > 1.1 {
+		if per := h2RecordsPerResponse(t, p, ca); per > 1.1 {
 			t.Errorf("%.2f TLS records per HTTP/2 response from an h2 server, want 1", per)
 		}
 	})

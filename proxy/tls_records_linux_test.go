@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"net"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,36 +25,48 @@ func TestTLSH2RecordsPerResponse(t *testing.T) {
 		cfg := httpConfig(b, u.addr)
 		cfg.Listeners[0].TLS = &TLSConfig{CertFile: cert, KeyFile: key}
 		p := startProxy(t, cfg)
-		var rc *testnet.RecordCounter
-		cc := &tls.Config{RootCAs: ca.roots, ServerName: "web.test", NextProtos: []string{"h2"}}
-		tr := &http.Transport{ForceAttemptHTTP2: true, TLSClientConfig: cc, DialTLSContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			if rc != nil {
-				t.Error("a second connection")
-			}
-			raw, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			rc = &testnet.RecordCounter{Conn: raw}
-			c := tls.Client(rc, cc)
-			return c, c.HandshakeContext(ctx)
-		}}
-		defer tr.CloseIdleConnections()
-		c := &http.Client{Transport: tr, Timeout: 20 * time.Second}
-		url := "https://" + p.Addr("web").String() + "/"
-		for range 5 { // the SETTINGS exchange, session tickets and window updates behind
-			if resp, body := get(t, c, url); resp.ProtoMajor != 2 || body != "a small body" {
-				t.Fatalf("%s %q", resp.Proto, body)
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-		const n = 50
-		before := rc.Records()
-		for range n {
-			get(t, c, url)
-		}
-		if per := float64(rc.Records()-before) / n; per > 1.1 {
+		if per := h2RecordsPerResponse(t, p, ca); per > 1.1 {
 			t.Errorf("%.2f TLS records per HTTP/2 response, want 1", per)
 		}
 	})
+}
+
+// h2RecordsPerResponse makes GETs of "/" answered "a small body" from
+// one HTTP/2 client over TLS to p's listener "web" (its certificate
+// ca's, for web.test) and returns the TLS records it read per response,
+// once the connection's first exchanges are behind.
+func h2RecordsPerResponse(t *testing.T, p *Proxy, ca *testCA) float64 {
+	t.Helper()
+	var mu sync.Mutex
+	var rc *testnet.RecordCounter
+	cc := &tls.Config{RootCAs: ca.roots, ServerName: "web.test", NextProtos: []string{"h2"}}
+	tr := &http.Transport{ForceAttemptHTTP2: true, TLSClientConfig: cc, DialTLSContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		raw, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if rc != nil {
+			t.Error("a second connection")
+		}
+		rc = &testnet.RecordCounter{Conn: raw}
+		c := tls.Client(rc, cc)
+		return c, c.HandshakeContext(ctx)
+	}}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr, Timeout: 20 * time.Second}
+	url := "https://" + p.Addr("web").String() + "/"
+	for range 5 { // the SETTINGS exchanges, session tickets and window updates behind
+		if resp, body := get(t, c, url); resp.ProtoMajor != 2 || body != "a small body" {
+			t.Fatalf("%s %d %q", resp.Proto, resp.StatusCode, body)
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	const n = 50
+	before := rc.Records()
+	for range n {
+		get(t, c, url)
+	}
+	return float64(rc.Records()-before) / n
 }
