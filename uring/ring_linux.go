@@ -444,11 +444,13 @@ func (r *Ring) waitRunning(deadline time.Time, wait time.Duration) string {
 // sqThreadOf returns the id of the SQ thread of the SQPoll ring fd, from
 // its fdinfo ("SqThread:"). Until the thread has started, that field holds
 // the id of the thread that created the ring (6.18, io_sq_thread), so
-// sqThreadOf waits, for up to 100ms, until it names a thread called
-// "iou-sqp-...".
+// sqThreadOf waits until it names a thread called "iou-sqp-...": for
+// microseconds as a rule, but on a host whose CPUs are all busy the new
+// thread may wait its turn to run for longer than 100ms (seen under a
+// loaded CI run), so for up to a second.
 func sqThreadOf(fd int) (int, error) {
 	info := fmt.Sprintf("/proc/self/fdinfo/%d", fd)
-	for deadline := time.Now().Add(100 * time.Millisecond); ; time.Sleep(50 * time.Microsecond) {
+	for deadline := time.Now().Add(time.Second); ; time.Sleep(50 * time.Microsecond) {
 		b, err := os.ReadFile(info)
 		if err != nil {
 			return 0, fmt.Errorf("the SQ thread to wait for: %v", err)
