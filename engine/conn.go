@@ -291,7 +291,7 @@ func (c *Conn) WriteBufferFrom(b Buffer, off int) error {
 	}
 	// The queue (or the ring, below) has b from here on: a Release
 	// after this, or this after a Release, panics.
-	c.l.disown(b.id)
+	c.l.disown(b.id, b.gen)
 	switch {
 	case off < 0 || off > int(b.n):
 		c.l.freeBuf(b.id)

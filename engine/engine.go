@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -569,14 +570,40 @@ func (e *Engine) reportIOWQ(s string) {
 func (e *Engine) Backend() Backend { return e.backend }
 
 // BufferPages reports the kind of pages behind the loops' buffers ("hugetlb",
-// "thp" or "4k"), known once Run has started the loops. Any goroutine.
+// "thp" or "4k"), known once Run has started the loops: each loop's
+// ("loop 0: hugetlb; loop 1: thp") where they differ, as when a hugetlb
+// pool had pages for some loops only. Any goroutine.
 func (e *Engine) BufferPages() string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.state == 0 || len(e.loops) == 0 {
 		return ""
 	}
-	return e.loops[0].pages
+	return e.pagesLocked()
+}
+
+// pagesLocked is BufferPages once Run has started: "" until every loop has
+// said its pages. e.mu held.
+func (e *Engine) pagesLocked() string {
+	first := e.loops[0].pages
+	same := true
+	for _, l := range e.loops {
+		if l.pages == "" {
+			return ""
+		}
+		same = same && l.pages == first
+	}
+	if same {
+		return first
+	}
+	var b strings.Builder
+	for i, l := range e.loops {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "loop %d: %s", l.id, l.pages)
+	}
+	return b.String()
 }
 
 // Loops returns the engine's loops, one per CPU in Config.CPUs order. Any
@@ -632,12 +659,12 @@ func (e *Engine) Run(ctx context.Context) error {
 		e.stop()
 	} else {
 		e.mu.Lock()
-		iowq := e.iowq
+		iowq, pages := e.iowq, e.pagesLocked()
 		e.mu.Unlock()
 		if iowq != "" {
 			iowq = ", " + iowq
 		}
-		e.cfg.Logf("engine: %d loops on CPUs %v, backend %s, buffers on %s pages%s", len(e.loops), e.cfg.CPUs, e.backend, e.loops[0].pages, iowq)
+		e.cfg.Logf("engine: %d loops on CPUs %v, backend %s, buffers on %s pages%s", len(e.loops), e.cfg.CPUs, e.backend, pages, iowq)
 	}
 	go func() {
 		wg.Wait()

@@ -112,12 +112,14 @@ type Loop struct {
 	// tlsGather), on the Go heap; crypto/tls copies it as it encrypts.
 	tlsScratch []byte
 
-	// owned has a bit per receive buffer id the handler owns: delivered
-	// to OnData or held for it, not yet released or queued (own, disown);
-	// ownedCopies the same for data copied off the ring, by slab chunk.
-	// A release of a buffer not owned panics instead of giving its
-	// memory back twice.
-	owned, ownedCopies bitset
+	// owned counts the times each receive buffer id was given to the
+	// handler, odd while it owns the buffer: delivered to OnData or held
+	// for it, not yet released or queued (own, disown); ownedCopies the
+	// same for data copied off the ring, by slab chunk. A Buffer carries
+	// the count it was given with, so a release of a buffer not owned,
+	// or owned again since for a later receive, panics instead of giving
+	// its memory back twice.
+	owned, ownedCopies ownSet
 
 	stopping bool
 	// reaping is set while reapAll's poll runs: the backend is to reap
@@ -503,7 +505,7 @@ func (l *Loop) deliver(c *Conn, id int32, n int) {
 		if id >= 0 {
 			l.ringHeld++
 		}
-		l.own(id)
+		l.own(id, 0)
 		c.held = append(c.held, heldBuf{id, int32(n)})
 		return
 	}
@@ -512,10 +514,9 @@ func (l *Loop) deliver(c *Conn, id int32, n int) {
 
 func (l *Loop) deliverNow(c *Conn, id int32, n int) {
 	l.st.reads.Add(1)
-	l.own(id)
-	b := Buffer{l: l, id: id, n: int32(n)}
+	b := Buffer{l: l, id: id, n: int32(n), gen: l.own(id, 0)}
 	if !l.h.OnData(c, b) {
-		l.releaseBuf(id)
+		l.releaseBuf(id, b.gen)
 	}
 }
 
@@ -600,9 +601,10 @@ func (l *Loop) abortAll() {
 // is a small value; copying it does not copy the data. Its methods may be
 // called only on the loop goroutine that delivered it.
 type Buffer struct {
-	l  *Loop
-	id int32 // a receive buffer (>= 0), or a send-slab chunk c as -c-1 (see bufBytes)
-	n  int32
+	l   *Loop
+	id  int32 // a receive buffer (>= 0), or a send-slab chunk c as -c-1 (see bufBytes)
+	n   int32
+	gen uint32 // the id's count in Loop.owned (or ownedCopies) when given
 }
 
 // Bytes returns the received bytes. The slice is valid until the buffer is
@@ -618,7 +620,7 @@ func (b Buffer) Len() int { return int(b.n) }
 // given to Conn.WriteBuffer, panics ("engine: Buffer released twice or
 // not owned"): its memory would go back to the loop twice and carry two
 // later receives at once. Loop goroutine.
-func (b Buffer) Release() { b.l.releaseBuf(b.id) }
+func (b Buffer) Release() { b.l.releaseBuf(b.id, b.gen) }
 
 // Unring returns b's bytes off the loop's receive ring, for a handler
 // about to keep a buffer while its connection waits on something else (a
@@ -638,14 +640,17 @@ func (b Buffer) Release() { b.l.releaseBuf(b.id) }
 // Loop goroutine.
 func (b Buffer) Unring() Buffer {
 	l := b.l
-	l.disown(b.id)
+	l.disown(b.id, b.gen)
 	if b.id < 0 || l.ringLimit == 0 {
-		l.own(b.id)
+		l.own(b.id, b.gen)
 		return b
 	}
 	id := l.copyOffRing(b.id, int(b.n))
-	l.own(id)
-	return Buffer{l: l, id: id, n: b.n}
+	if id == b.id {
+		l.own(id, b.gen) // not copied: the slab cannot grow
+		return b
+	}
+	return Buffer{l: l, id: id, n: b.n, gen: l.own(id, 0)}
 }
 
 // A buffer id names a receive buffer (id >= 0: the backend's) or, for data
@@ -658,8 +663,10 @@ func (l *Loop) bufBytes(id int32) []byte {
 	return l.be.recvBuf(id)
 }
 
-func (l *Loop) releaseBuf(id int32) {
-	l.disown(id)
+// releaseBuf takes buffer id from the handler (disown: gen as there) and
+// gives it back. Loop goroutine.
+func (l *Loop) releaseBuf(id int32, gen uint32) {
+	l.disown(id, gen)
 	l.freeBuf(id)
 }
 
@@ -674,49 +681,63 @@ func (l *Loop) freeBuf(id int32) {
 }
 
 // own marks buffer id as the handler's: delivered to OnData, or held to
-// be, until it is released (Loop.disown). Loop goroutine.
-func (l *Loop) own(id int32) {
+// be, until it is released (Loop.disown). It returns the id's count, the
+// Buffer's gen: a new one unless the handler owns id already (held, then
+// delivered) or gen is given (Unring's b, given back as it was). Loop
+// goroutine.
+func (l *Loop) own(id int32, gen uint32) uint32 {
 	if id >= 0 {
-		l.owned.set(id)
-	} else {
-		l.ownedCopies.set(-id - 1)
+		return l.owned.own(id, gen)
 	}
+	return l.ownedCopies.own(-id-1, gen)
 }
 
 // disown takes buffer id from the handler as it is released or queued; it
-// panics if the handler does not own it (released already). Loop
-// goroutine.
-func (l *Loop) disown(id int32) {
+// panics if the handler does not own it (released already), or owns it
+// under another count than gen (a Buffer released already whose id came
+// back for a later receive; 0: the engine's own release of what it held).
+// Loop goroutine.
+func (l *Loop) disown(id int32, gen uint32) {
 	ok := false
 	if id >= 0 {
-		ok = l.owned.take(id)
+		ok = l.owned.take(id, gen)
 	} else {
-		ok = l.ownedCopies.take(-id - 1)
+		ok = l.ownedCopies.take(-id-1, gen)
 	}
 	if !ok {
 		panic("engine: Buffer released twice or not owned")
 	}
 }
 
-// bitset is a set of small non-negative integers, a bit each.
-type bitset []uint64
+// ownSet counts, per small non-negative integer, the times it was taken
+// and given back: odd while taken. A count given with a Buffer tells that
+// Buffer from a later one of the same id.
+type ownSet []uint32
 
-// set adds i, growing s as needed.
-func (s *bitset) set(i int32) {
-	w := int(i >> 6)
-	if w >= len(*s) {
-		*s = append(*s, make(bitset, w+1-len(*s))...)
+// own takes i, growing s as needed, and returns its count (odd): the next
+// one, or gen if not 0 (i given back just before under gen, taken again as
+// it was). If i is taken already its count stays.
+func (s *ownSet) own(i int32, gen uint32) uint32 {
+	if int(i) >= len(*s) {
+		*s = append(*s, make(ownSet, int(i)+1-len(*s))...)
 	}
-	(*s)[w] |= 1 << (i & 63)
+	switch {
+	case (*s)[i]&1 != 0:
+	case gen != 0:
+		(*s)[i] = gen
+	default:
+		(*s)[i]++
+	}
+	return (*s)[i]
 }
 
-// take removes i and reports whether it was there.
-func (s bitset) take(i int32) bool {
-	w, bit := int(i>>6), uint64(1)<<(i&63)
-	if w >= len(s) || s[w]&bit == 0 {
+// take gives i back and reports whether it was taken, under count gen
+// unless gen is 0.
+func (s ownSet) take(i int32, gen uint32) bool {
+	if int(i) >= len(s) || s[i]&1 == 0 || gen != 0 && s[i] != gen {
 		return false
 	}
-	s[w] &^= bit
+	s[i]++
 	return true
 }
 
@@ -725,7 +746,7 @@ func (l *Loop) releaseHeld(id int32) {
 	if id >= 0 {
 		l.ringHeld--
 	}
-	l.releaseBuf(id)
+	l.releaseBuf(id, 0)
 }
 
 // copyOffRing copies n bytes of receive buffer id into a send-slab chunk,

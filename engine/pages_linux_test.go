@@ -1,8 +1,11 @@
 package engine
 
 import (
+	"runtime"
+	"strings"
 	"testing"
 
+	"github.com/spindlenet/spindle/internal/hugetlb"
 	"github.com/spindlenet/spindle/internal/sys"
 )
 
@@ -42,4 +45,72 @@ func TestSlabRegionOnBigHugePages(t *testing.T) {
 	if cap(b) != regionSize || kind != sys.PageSmall.String() {
 		t.Errorf("a %d-byte region with 512 MiB huge pages: %d bytes mapped on %s pages, want %d on %s", regionSize, cap(b), kind, regionSize, sys.PageSmall)
 	}
+}
+
+// TestNoHugePages: with Config.NoHugePages every buffer stays on base
+// pages, the uring backends' receive ring as well as the send slab. The
+// ring was mapped for huge pages whenever it is at least a huge page
+// (512 buffers of 16 KiB by default): MAP_HUGETLB where the host's pool
+// has pages, else MADV_HUGEPAGE, so BufferPages said "thp (receive
+// ring), 4k (send slab)" on a host with transparent huge pages.
+func TestNoHugePages(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			cfg := testConfig(b)
+			cfg.CPUs = []int{0}
+			cfg.NoHugePages = true
+			e, _ := startEngine(t, cfg, &echoHandler{})
+			waitFor(t, "the loops to start", func() bool { return e.BufferPages() != "" })
+			if p := e.BufferPages(); strings.Contains(p, sys.PageTHP.String()) || strings.Contains(p, sys.PageHuge.String()) {
+				t.Errorf("NoHugePages: buffers on %q", p)
+			}
+		})
+	}
+}
+
+// TestBufferPagesEveryLoop: with one hugetlb page for two loops' send
+// slabs (epoll: their only buffers), one loop's slab gets it and the
+// other's falls back to transparent huge pages or base pages. BufferPages
+// (and Run's start-up line) said the first loop's kind alone, as if every
+// loop's buffers were on it: "hugetlb" with half of them not, or the
+// fallback with the hugetlb page in use. It must name each kind in use.
+func TestBufferPagesEveryLoop(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs 2 CPUs for 2 loops")
+	}
+	if sys.HugePageSize() != regionSize {
+		t.Skipf("huge pages of %d bytes, not a slab region's %d", sys.HugePageSize(), regionSize)
+	}
+	hugetlb.Grow(t, sys.HugePageSize(), 1)
+	cfg := testConfig(BackendEpoll)
+	cfg.CPUs = []int{0, 1}
+	e, _ := startEngine(t, cfg, &echoHandler{})
+	waitFor(t, "the loops to start", func() bool {
+		for _, l := range e.Loops() {
+			if loopPages(l) == "" {
+				return false
+			}
+		}
+		return true
+	})
+	kinds := map[string]bool{}
+	for _, l := range e.Loops() {
+		kinds[loopPages(l)] = true
+	}
+	if !kinds[sys.PageHuge.String()] || len(kinds) != 2 {
+		t.Fatalf("the loops' slabs on %v: want the one hugetlb page used, and another kind", kinds)
+	}
+	got := e.BufferPages()
+	for k := range kinds {
+		if !strings.Contains(got, k) {
+			t.Errorf("BufferPages %q leaves out the loop on %s pages", got, k)
+		}
+	}
+}
+
+// loopPages is l's page kinds, as set at its start. Any goroutine.
+func loopPages(l *Loop) string {
+	l.e.mu.Lock()
+	defer l.e.mu.Unlock()
+	return l.pages
 }

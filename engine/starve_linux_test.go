@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net"
 	"runtime"
 	"testing"
@@ -76,4 +77,83 @@ func burstEcho(addr string, seed uint64, msgs, size int) error {
 		}
 	}
 	return nil
+}
+
+// keepOrForward keeps every buffer a message starting with 'K' comes in
+// (acknowledging each with a byte written, from the send slab) until its
+// connection's FIN, and sends any other message back with WriteBuffer.
+type keepOrForward struct {
+	BaseHandler
+}
+
+func (keepOrForward) OnOpen(c *Conn) { c.SetContext(&[]Buffer{}) }
+
+func (keepOrForward) OnData(c *Conn, b Buffer) bool {
+	if b.Bytes()[0] == 'K' {
+		kept := c.Context().(*[]Buffer)
+		*kept = append(*kept, b)
+		c.Write([]byte{'k'})
+		return true
+	}
+	c.WriteBuffer(b)
+	return true
+}
+
+func (keepOrForward) OnEOF(c *Conn) {
+	for _, b := range *c.Context().(*[]Buffer) {
+		b.Release()
+	}
+	c.Close()
+}
+
+// TestStarvedReceiveRearmsAfterQuietSend: a receive that found the ring
+// empty (ENOBUFS) waits for a buffer to come back; here the only one to
+// come back is another connection's, which went out with WriteBuffer as a
+// quiet SEND (MSG_DONTWAIT, its completion not waited for: Stats.QuietWaits)
+// submitted after the ENOBUFS was handled. The handler keeps the ring's
+// other buffers. The SEND completed inside the loop's enter, which then
+// slept on, waiting for a completion that nothing would bring, the buffer
+// given back only once something woke it: the starved connection never
+// read again (with CloseTimeout on, the sweep woke the loop a quarter of
+// it later, 7.5 s by default). The uring backends; epoll has no ring.
+func TestStarvedReceiveRearmsAfterQuietSend(t *testing.T) {
+	for _, b := range testBackends {
+		if !b.isURing() {
+			continue
+		}
+		t.Run(string(b), func(t *testing.T) {
+			cfg := testConfig(b)
+			cfg.CPUs = []int{0}
+			cfg.ReadBuffers, cfg.ReadBufferSize = 4, 512
+			cfg.CloseTimeout = -1 // no sweep to wake the loop
+			e, addr := startEngine(t, cfg, keepOrForward{})
+			k, a, s := mustDial(t, "tcp", addr), mustDial(t, "tcp", addr), mustDial(t, "tcp", addr)
+			// Three of the ring's four buffers kept.
+			for range 3 {
+				k.SetDeadline(time.Now().Add(5 * time.Second))
+				if err := roundTrip(k, []byte{'K'}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// a's message takes the last buffer and s's receive finds the
+			// ring empty, both handled in one iteration: the loop is held
+			// while they arrive.
+			hold := make(chan struct{})
+			e.Loops()[0].Post(func() { <-hold })
+			a.Write([]byte("a's message"))
+			time.Sleep(50 * time.Millisecond)
+			s.Write([]byte("s's message"))
+			time.Sleep(50 * time.Millisecond)
+			close(hold)
+			for i, c := range []net.Conn{a, s} {
+				c.SetReadDeadline(time.Now().Add(3 * time.Second))
+				buf := make([]byte, 11)
+				if _, err := io.ReadFull(c, buf); err != nil {
+					st := e.Stats()
+					t.Fatalf("%s's echo %q: %v (%d receives found the ring empty, %d quiet waits)", []string{"a", "s"}[i], buf, err, st.NoBufs, st.QuietWaits)
+				}
+			}
+			k.(*net.TCPConn).CloseWrite()
+		})
+	}
 }

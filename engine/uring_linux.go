@@ -194,12 +194,12 @@ func (b *uringBackend) init(l *Loop) error {
 		b.maxChain = 1
 	}
 	b.cqes = make([]uring.CQE, 512)
-	b.br, err = r.SetupBufRing(bufGroup, b.cfg.ReadBuffers, b.cfg.ReadBufferSize)
+	b.br, err = r.SetupBufRingPages(bufGroup, b.cfg.ReadBuffers, b.cfg.ReadBufferSize, !b.cfg.NoHugePages)
 	if err != nil {
 		return err
 	}
 	b.br.Mbind(cpuNode(l.cpu))
-	l.owned = make(bitset, (b.cfg.ReadBuffers+63)/64) // no growing on the hot path
+	l.owned = make(ownSet, b.cfg.ReadBuffers) // no growing on the hot path
 	l.pagesRecv = b.br.PageKind().String()
 	if b.cfg.MaxQueuedReadBuffers > 0 {
 		l.ringLimit, l.ringShare = b.cfg.MaxQueuedReadBuffers, b.cfg.ReadBuffers/2
@@ -696,10 +696,13 @@ func (b *uringBackend) flush(c *Conn) {
 // queues hold more than a quarter of the receive ring: a quiet SEND's
 // segments go back only at the loop's next wake-up, and the receives that
 // come in the meantime need buffers (with the ring empty they end with
-// ENOBUFS, and are armed again).
+// ENOBUFS, and are armed again). Nor while receives wait for a buffer
+// (starved): the buffers these SENDs give back may be the only ones to
+// come, and a wait that does not end at their completions would leave
+// those receives unarmed until something else woke the loop, if ever.
 func (b *uringBackend) quietSends(c *Conn, from, end int) bool {
 	if !b.quietOK || c.bits&bitSendLate != 0 || end != len(c.wq) || c.state != stateOpen || c.wantShutWr || c.atMark() || b.l.stopping ||
-		b.l.ringHeld > b.cfg.ReadBuffers/4 {
+		b.l.ringHeld > b.cfg.ReadBuffers/4 || len(b.starved) > 0 {
 		return false
 	}
 	return b.zcMin == 0 || !slices.ContainsFunc(c.wq[from:end], b.zeroCopy)

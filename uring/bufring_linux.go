@@ -32,6 +32,12 @@ type BufRing struct {
 // least a huge page (sys.HugePageSize, 2 MiB on amd64) and the host has
 // them. Owner goroutine.
 func (r *Ring) SetupBufRing(group uint16, entries int, bufSize int) (*BufRing, error) {
+	return r.SetupBufRingPages(group, entries, bufSize, true)
+}
+
+// SetupBufRingPages is SetupBufRing with huge false keeping the buffers on
+// base pages (for a caller told not to use huge pages). Owner goroutine.
+func (r *Ring) SetupBufRingPages(group uint16, entries int, bufSize int, huge bool) (*BufRing, error) {
 	if err := r.open(); err != nil {
 		return nil, err
 	}
@@ -45,7 +51,7 @@ func (r *Ring) SetupBufRing(group uint16, entries int, bufSize int) (*BufRing, e
 	if err != nil {
 		return nil, err
 	}
-	slab, kind, err := sys.MapAnon(entries*bufSize, entries*bufSize >= sys.HugePageSize())
+	slab, kind, err := sys.MapAnon(entries*bufSize, huge && entries*bufSize >= sys.HugePageSize())
 	if err != nil {
 		mem.Unmap()
 		return nil, err

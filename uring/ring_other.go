@@ -100,6 +100,11 @@ func (r *Ring) SetupBufRing(group uint16, entries int, bufSize int) (*BufRing, e
 	return nil, ErrNotSupported
 }
 
+// SetupBufRingPages returns ErrNotSupported outside Linux. Any goroutine.
+func (r *Ring) SetupBufRingPages(group uint16, entries int, bufSize int, huge bool) (*BufRing, error) {
+	return nil, ErrNotSupported
+}
+
 // Buf returns nil outside Linux. Any goroutine.
 func (b *BufRing) Buf(id uint16) []byte { return nil }
 
