@@ -579,7 +579,11 @@ func (l *Loop) drained() bool {
 	return l.stopping && l.st.open.Load() == 0 && l.be.idle()
 }
 
-// abortAll closes every connection with ErrClosed and every listener.
+// abortAll closes every connection with ErrClosed and every listener. A
+// connection whose queue is dropped so is reset, as one CloseTimeout
+// gives up on: a FIN after it would tell the peer it had all that was
+// sent (a proxy's client cut at the end of a drain, the server's bytes
+// still queued for it, read a stream cut short as a whole one).
 func (l *Loop) abortAll() {
 	for _, s := range l.lns {
 		if s != nil && !s.done {
@@ -591,6 +595,10 @@ func (l *Loop) abortAll() {
 		if c != nil && c.state != stateClosed {
 			if !c.k.closing {
 				l.e.cut.Add(1) // closed here, not drained (Shutdown)
+			}
+			if c.queued > 0 && c.state != stateConnecting {
+				c.reset(ErrClosed)
+				continue
 			}
 			c.abort(ErrClosed)
 		}

@@ -136,6 +136,7 @@ func TestUpgradeLogRespBytes(t *testing.T) {
 		if head := rawHead(t, c, br); !strings.HasPrefix(head, "HTTP/1.1 101") {
 			t.Fatalf("upgrade: %q", head)
 		}
+		c.Close() // (the line is written at the tunnel's end)
 		m := waitLine(t, path, "the 101's line", func(m map[string]any) bool { return m["target"] == "/ws" })
 		checkFields(t, m, map[string]string{"status": "101", "resp_bytes": "0"})
 	})
