@@ -62,8 +62,9 @@ func (a *AccessLogConfig) validate() error {
 const DefaultRouteName = "default"
 
 // nameRoutes gives each route without a name its default: host and path
-// prefix, else (taken by another route) "route<index>", else that with a
-// "~n" suffix.
+// prefix, else (taken by another route, or longer than maxRouteName,
+// which validRouteNames refuses) "route<index>", else that with a "~n"
+// suffix.
 func nameRoutes(rs []RouteConfig) {
 	taken := map[string]bool{DefaultRouteName: true}
 	for _, r := range rs {
@@ -76,7 +77,7 @@ func nameRoutes(rs []RouteConfig) {
 			continue
 		}
 		name := rs[i].Host + rs[i].PathPrefix
-		for n := 1; taken[name]; n++ {
+		for n := 1; taken[name] || len(name) > maxRouteName; n++ {
 			name = "route" + strconv.Itoa(i)
 			if n > 1 {
 				name += "~" + strconv.Itoa(n)
@@ -473,13 +474,17 @@ func (s *hsession) sent() {
 // and logs the exchange. status is the response's (0: none was sent),
 // local whether the proxy made it. Loop goroutine.
 func (s *hsession) end(status int, local bool) {
-	// The bodies' data so far (chunked framing aside): their readers are
-	// this exchange's once it is routed, the response's once its head
-	// went out.
 	if s.rt.pol != nil {
 		s.retryEnd()
 	}
-	var reqBody, respBody int64
+	reqBody, respBody := s.bodies(local)
+	s.ln.endExchange(s.ls, &s.x, s.client.RemoteAddr(), status, local, reqBody, respBody, s.p.now())
+}
+
+// bodies returns the bodies' data so far (chunked framing aside): their
+// readers are this exchange's once it is routed, the response's once its
+// head went out. Loop goroutine.
+func (s *hsession) bodies(local bool) (reqBody, respBody int64) {
 	if s.x.route > 0 {
 		reqBody = s.reqBody.Data()
 		if s.respHead && !local {
@@ -489,15 +494,47 @@ func (s *hsession) end(status int, local bool) {
 			}
 		}
 	}
-	s.ln.endExchange(s.ls, &s.x, s.client.RemoteAddr(), status, local, reqBody, respBody, s.p.now())
+	return reqBody, respBody
+}
+
+// upgraded ends the exchange whose 101 made s's connections the tunnel t:
+// the response is counted by route now, and the line is left to the
+// tunnel's end (session.logConn), with the bytes each way through the
+// tunnel and its whole life, as HAProxy, nginx and Envoy log an upgraded
+// connection: written at the 101, it told nothing of the tunnel. Loop
+// goroutine.
+func (s *hsession) upgraded(t *session) {
+	if s.rt.pol != nil {
+		s.retryEnd()
+	}
+	if !s.ln.countExchange(s.ls, &s.x, 101, false) || s.ln.alog == nil {
+		return
+	}
+	req, _ := s.bodies(false)
+	t.hx = &tunnelLog{x: s.x, reqBody: req}
+}
+
+// tunnelLog is what the tunnel an HTTP upgrade made keeps of the
+// exchange whose 101 made it, for the exchange's line at the tunnel's end.
+type tunnelLog struct {
+	x       exchange
+	reqBody int64 // the request's body data before the 101
 }
 
 // endExchange ends exchange x of a client at addr on loop ls, if it is
 // open: it counts the response by route and logs the exchange with the
 // bodies' data so far, now being Proxy.now. Loop goroutine.
 func (l *listener) endExchange(ls *loopState, x *exchange, addr netip.AddrPort, status int, local bool, reqBody, respBody, now int64) {
+	if l.countExchange(ls, x, status, local) {
+		l.logExchange(ls, x, addr, status, local, reqBody, respBody, now)
+	}
+}
+
+// countExchange ends exchange x on loop ls, if it is open, counting its
+// response by route; it reports whether x was open. Loop goroutine.
+func (l *listener) countExchange(ls *loopState, x *exchange, status int, local bool) bool {
 	if !x.open {
-		return
+		return false
 	}
 	x.open = false
 	if x.route > 0 && status > 0 {
@@ -509,6 +546,12 @@ func (l *listener) endExchange(ls *loopState, x *exchange, addr netip.AddrPort, 
 			rs.respUp[k].inc()
 		}
 	}
+	return true
+}
+
+// logExchange logs exchange x, ended, of a client at addr on loop ls
+// (endExchange). Loop goroutine.
+func (l *listener) logExchange(ls *loopState, x *exchange, addr netip.AddrPort, status int, local bool, reqBody, respBody, now int64) {
 	a := l.alog
 	if a == nil {
 		return
@@ -605,15 +648,21 @@ type connLog struct {
 	queued     int64 // ns waited in the pool's queue for a slot (max_conns)
 }
 
-// logConn logs a tcp session as its client closes with err. Loop
-// goroutine.
+// logConn logs a tcp session as its client closes with err: a
+// connection of a mode tcp listener, or (hx) the exchange whose 101 made
+// the session a tunnel. Loop goroutine.
 func (s *session) logConn(err error) {
 	a := s.ln.alog
-	if a == nil || s.ln.http {
+	if a == nil || s.ln.http && s.hx == nil {
 		return
 	}
 	if s.x.term == termNone && err != nil && !errors.Is(err, net.ErrClosed) {
 		s.x.term = termClient
+	}
+	if h := s.hx; h != nil {
+		h.x.term = s.x.term
+		s.ln.logExchange(s.ls, &h.x, s.client.RemoteAddr(), 101, false, h.reqBody+s.x.fromClient, s.x.fromServer, s.p.now())
+		return
 	}
 	b := a.loops[s.client.Loop().ID()]
 	o := b.line()

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -524,20 +525,27 @@ type RouteConfig struct {
 	// the listener's routes, and not "default" (the name of the
 	// listener's pool, for requests no route matches). Default: the
 	// host and path prefix ("api.example.com/v1/", "/static/"), or
-	// "route<index>" where that is taken.
+	// "route<index>" where that is taken or longer than 128 bytes (a
+	// name's bound).
 	Name string `yaml:"name" json:"name"`
 	// Host matches the request's host (the Host header, or the
 	// authority of an absolute-form target) without its port and a
 	// fully qualified name's final dot, case-insensitively: exactly, or with "*.example.com" any name
-	// ending in ".example.com" (not example.com itself). Empty: any
-	// host.
+	// ending in ".example.com" (not example.com itself); an IPv6
+	// address ("[::1]") as an address, however the request writes it
+	// ("[0::1]"). Empty: any host.
 	Host string `yaml:"host,omitempty" json:"host,omitempty"`
 	// PathPrefix matches targets that begin with it, byte for byte (so
 	// "/api" matches "/api/x" and "/apis"; write "/api/" for the
-	// directory only), as received: not decoded or normalized (a target
-	// whose path has dot-segments gets 400, so "/api/../admin" does not
-	// match "/api/"). Default "/": every origin-form target (and the
-	// asterisk of OPTIONS *).
+	// directory only) but for percent-encoding as RFC 3986 6.2.2 has it:
+	// a percent-encoded unreserved character is the character ("/%61pi/"
+	// matches "/api/", as a server reads it), other percent-encodings'
+	// hex digits are of either case ("%2f" is "%2F", not "/"), and a run
+	// of '/' is one ("//api/" matches "/api/", as nginx and Apache read
+	// it); not otherwise decoded or normalized (a target whose path has
+	// dot-segments gets 400, so "/api/../admin" does not match "/api/").
+	// Default "/": every origin-form target (and the asterisk of
+	// OPTIONS *).
 	PathPrefix string `yaml:"path_prefix" json:"path_prefix"`
 	// RateLimit limits the requests the route takes (after the
 	// listener's own, if any): see RateLimitConfig. Default none.
@@ -1053,7 +1061,8 @@ func LoadConfig(path string) (*Config, error) {
 }
 
 // ParseConfig decodes a YAML config strictly (an unknown field is an
-// error), fills in the defaults and validates it. Any goroutine.
+// error, and so is a number with a fraction where a whole one is
+// wanted), fills in the defaults and validates it. Any goroutine.
 func ParseConfig(data []byte) (*Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
@@ -1068,11 +1077,98 @@ func ParseConfig(data []byte) (*Config, error) {
 	if err := dec.Decode(&more); !errors.Is(err, io.EOF) {
 		return nil, errors.New("config: more than one YAML document")
 	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if err := wholeNumbers(&doc, reflect.TypeFor[Config](), ""); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
 	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	return &cfg, nil
+}
+
+// wholeNumbers refuses a number with a fraction ("0.5") in node n where
+// the type decoded from it, t, has an integer (key is the field's name,
+// for the error): yaml.v3 decodes a float into an int truncated, so that
+// max_conns: 0.5 or max_request_body: 0.9 would be 0, no bound at all. A
+// whole number written as a float ("1e3") is that number. Types that
+// decode themselves (UnmarshalYAML) check their own.
+func wholeNumbers(n *yaml.Node, t reflect.Type, key string) error {
+	n = unalias(n)
+	if n.Kind == yaml.DocumentNode {
+		for _, c := range n.Content {
+			if err := wholeNumbers(c, t, key); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if reflect.PointerTo(t).Implements(reflect.TypeFor[yaml.Unmarshaler]()) {
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!float" {
+			if f, err := strconv.ParseFloat(n.Value, 64); err != nil || f != math.Trunc(f) {
+				return fmt.Errorf("line %d: %s: %s is not a whole number", n.Line, key, n.Value)
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		if n.Kind == yaml.SequenceNode {
+			for _, c := range n.Content {
+				if err := wholeNumbers(c, t.Elem(), key); err != nil {
+					return err
+				}
+			}
+		}
+	case reflect.Map:
+		if n.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if err := wholeNumbers(n.Content[i+1], t.Elem(), unalias(n.Content[i]).Value); err != nil {
+					return err
+				}
+			}
+		}
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return nil
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := unalias(n.Content[i]).Value, n.Content[i+1]
+			if k == "<<" {
+				// A merge key: its map (or each of a list of maps) is
+				// this struct's too.
+				vs := []*yaml.Node{v}
+				if u := unalias(v); u.Kind == yaml.SequenceNode {
+					vs = u.Content
+				}
+				for _, m := range vs {
+					if err := wholeNumbers(m, t, key); err != nil {
+						return err
+					}
+				}
+				continue
+			}
+			for j := range t.NumField() {
+				f := t.Field(j)
+				if name, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); f.IsExported() && name == k {
+					if err := wholeNumbers(v, f.Type, k); err != nil {
+						return err
+					}
+					break
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // SetDefaults fills in every zero field that has a default. Any goroutine.

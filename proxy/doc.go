@@ -251,7 +251,8 @@
 // the head is copied only while it arrives in parts), answers a bad one
 // with the parser's status and a close, CONNECT with 501, and a target
 // whose path has dot-segments ("/api/../admin", also as %2E, or across
-// "%2F", "%5C" or a backslash) with 400, since routes match the target as
+// "%2F", "%5C" or a backslash, or before a path parameter: "/api/..;/x",
+// Tomcat's "/api/../x") with 400, since routes match the target as
 // received and the server would resolve it elsewhere; routes it
 // (first route whose host, exact and case-insensitive without the port or
 // a "*." suffix, and path prefix match; else the listener's pool); writes
@@ -367,7 +368,9 @@
 // upstream, the rest and the query kept: "/api/" and "/" send
 // "/api/x?q" as "/x?q" and "/api/" as "/"; "/api" and "/v2" send "/api"
 // as "/v2", "/api?x" as "/v2?x" and "/apis" as "/v2s" (path_prefix
-// matches bytes). An absolute-form target keeps its form (with
+// matches bytes, a percent-encoded unreserved character as the
+// character and a run of '/' as one: "/%61pi/x" and "//api//x" are sent
+// as "/x" too). An absolute-form target keeps its form (with
 // host_rewrite as its authority; an empty path, which path_prefix "/"
 // matched, is rewrite_prefix, but an OPTIONS's, which asks about the
 // server as "*" does), and OPTIONS * goes as it is. The target
@@ -1110,15 +1113,18 @@
 // default none), as nginx's set_real_ip_from and Envoy's
 // xff_num_trusted_hops make possible. From a client not in it, the
 // X-Forwarded-For, X-Forwarded-Proto, X-Forwarded-Host, X-Real-IP and
-// Forwarded fields it sent are dropped, whatever their number, and the
+// Forwarded fields it sent are dropped, whatever their number, with the
+// rest of the X-Forwarded-* family and Front-End-Https (servers take a
+// client's scheme from X-Forwarded-Ssl: on, Spring's
+// ForwardedHeaderFilter and Rack among them, its port and path prefix
+// from X-Forwarded-Port and -Prefix), and the
 // proxy writes X-Forwarded-For: the client's address, X-Forwarded-Proto:
 // http (https on a listener with tls) and X-Forwarded-Host: the request's host (its Host field, else an
 // absolute target's authority; none when it has neither): at the edge, a
 // client cannot forge its address, scheme or host to the servers. From a
 // client in it (a proxy in front), the client is appended to the
 // X-Forwarded-For values it sent (all of its lines, in order, as one
-// field), and its X-Forwarded-Proto, X-Forwarded-Host, X-Real-IP and
-// Forwarded pass as they came (X-Forwarded-Proto and X-Forwarded-Host
+// field), and its other forwarding fields pass as they came (X-Forwarded-Proto and X-Forwarded-Host
 // written as above where it sent none). The proxy does not write an RFC
 // 7239 Forwarded field. This changed a default: before trusted_proxies,
 // every client's X-Forwarded-For was appended to and its Forwarded,
@@ -1250,12 +1256,14 @@
 // host the Host field or an absolute target's authority, and target the
 // path and query (bounded: 256 and 1024 bytes); status 0 where no
 // response was sent; the byte counts are of the bodies' data passed on
-// (without chunked framing); server is the last server the request went
-// to; source is upstream or proxy (a response the proxy made); duration_us
-// runs from the request head's arrival to the response's end (mode tcp:
-// the connection's life); reused (true, false; text reused, new) tells a
-// pooled upstream connection; queue_us is the time waited in the pool's
-// queue for a slot (max_conns; 0 for none); retries the times the request
+// (without chunked framing; a 101's count the bytes through its tunnel
+// too); server is the last server the request went to; source is
+// upstream or proxy (a response the proxy made); duration_us runs from
+// the request head's arrival to the response's end (mode tcp: the
+// connection's life; a 101's line is written at its tunnel's end, as
+// HAProxy and nginx log an upgraded connection); reused (true, false;
+// text reused, new) tells a pooled upstream connection; queue_us is the
+// time waited in the pool's queue for a slot (max_conns; 0 for none); retries the times the request
 // was sent again by its retry policy (0 for none: the field is the
 // line's last, so that a text parser of the fields before reads on). term says how it ended, after HAProxy's
 // termination states and Envoy's response flags: "-" normally, else
@@ -1268,7 +1276,7 @@
 //	NS  no server of the pool was up: 503 (Envoy UH)
 //	PR  the proxy refused the request: 400, 413, 501, ... (HAProxy PR, Envoy DPE)
 //	PH  the proxy refused the server's response: 502 or a reset (HAProxy PH, Envoy UPE)
-//	IT  mode tcp: idle_timeout closed the connection (Envoy SI)
+//	IT  mode tcp, or a 101's tunnel: idle_timeout closed the connection (Envoy SI)
 //	SR  an h2c server reset the stream (RST_STREAM), its connection going on: a reset, or 502 to HTTP/1.1 (Envoy UR)
 //	SQ  queue_timeout ran out in the pool's queue for a slot (max_conns): 503, or the tcp client closed (HAProxy sQ)
 //	UO  the pool's queue held max_queue waiters: 503 at once, or the tcp client closed (Envoy UO)

@@ -163,7 +163,8 @@ type session struct {
 	pend engine.Buffer
 	hasP bool
 
-	x connLog // for the access log
+	x  connLog    // for the access log
+	hx *tunnelLog // a tunnel an HTTP upgrade made: its exchange, logged at its end
 }
 
 // handler is the engine's Handler: Proxy's callbacks, kept off its

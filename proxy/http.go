@@ -130,8 +130,9 @@ type idleConn struct {
 
 // route is a compiled RouteConfig.
 type route struct {
-	host     []byte // lower case; nil: any host
-	wildcard bool   // host is a suffix (".example.com")
+	host     []byte     // lower case; nil: any host
+	wildcard bool       // host is a suffix (".example.com")
+	addr     netip.Addr // host's IPv6 address, where it is one ("[::1]")
 	prefix   []byte
 	pool     *pool
 	reqOps   *headerOps // request_headers
@@ -150,6 +151,9 @@ func compileRoutes(rcs []RouteConfig, pools map[string]*pool) []route {
 			if bytes.HasPrefix(h, []byte("*.")) {
 				h, r.wildcard = h[1:], true
 			}
+			if a, ok := bracketedIPv6(h); ok {
+				r.addr = a
+			}
 			r.host = h
 		}
 		rs = append(rs, r)
@@ -160,7 +164,12 @@ func compileRoutes(rcs []RouteConfig, pools map[string]*pool) []route {
 // match reports whether a request for host (lower or upper case, its port
 // removed) and path matches r.
 func (r *route) match(host, path []byte) bool {
-	if r.host != nil {
+	if r.addr.IsValid() {
+		// (An address however it is written: "[0::1]" is "[::1]".)
+		if a, ok := bracketedIPv6(host); !ok || a != r.addr {
+			return false
+		}
+	} else if r.host != nil {
 		if r.wildcard {
 			if len(host) <= len(r.host) || !bytes.EqualFold(host[len(host)-len(r.host):], r.host) {
 				return false
@@ -169,7 +178,71 @@ func (r *route) match(host, path []byte) bool {
 			return false
 		}
 	}
-	return bytes.HasPrefix(path, r.prefix)
+	_, ok := hasPathPrefix(path, r.prefix)
+	return ok
+}
+
+// hasPathPrefix reports whether path begins with prefix, the two compared
+// as RFC 3986 6.2.2 has paths compared (pathUnit) and with a run of '/'
+// read as one, and how many bytes of path the prefix took (a prefix
+// ending in '/' takes the run). A server decodes "/%6Cogin" to "/login",
+// and nginx's and Apache's (merge_slashes, MergeSlashes: on by default)
+// read "//login" as "/login": a route for "/login" that matched bytes
+// alone would be passed by with them, its rate_limit and rules with it,
+// to the listener's pool serving /login.
+func hasPathPrefix(path, prefix []byte) (int, bool) {
+	i := 0
+	for j := 0; j < len(prefix); {
+		if i >= len(path) {
+			return 0, false
+		}
+		c, enc, n := pathUnit(path, i)
+		pc, penc, pn := pathUnit(prefix, j)
+		if c != pc || enc != penc {
+			return 0, false
+		}
+		i, j = i+n, j+pn
+		if c == '/' && !enc {
+			i, j = pastSlashes(path, i), pastSlashes(prefix, j)
+		}
+	}
+	return i, true
+}
+
+// pastSlashes returns the index in p of the first byte from i on that is
+// not a '/'.
+func pastSlashes(p []byte, i int) int {
+	for i < len(p) && p[i] == '/' {
+		i++
+	}
+	return i
+}
+
+// pathUnit returns the character of path p at i as RFC 3986 6.2.2
+// compares paths, and how many bytes of p it took: a percent-encoded
+// unreserved character (ALPHA, DIGIT, "-", ".", "_", "~") is that
+// character (6.2.2.2), another percent-encoding its octet with enc set,
+// whatever the case of its hex digits (6.2.2.1: "%2f" is "%2F", not
+// "/"), any other byte itself.
+func pathUnit(p []byte, i int) (c byte, enc bool, n int) {
+	c, n = pathByte(p, i)
+	if n == 1 {
+		return c, false, 1
+	}
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '.', c == '_', c == '~':
+		return c, false, n
+	}
+	return c, true, n
+}
+
+// bracketedIPv6 returns the address of a host that is an IPv6 address in
+// brackets ("[::1]"). No allocation.
+func bracketedIPv6(host []byte) (netip.Addr, bool) {
+	if len(host) < 2 || host[0] != '[' || host[len(host)-1] != ']' {
+		return netip.Addr{}, false
+	}
+	return parseIPv6(host[1 : len(host)-1])
 }
 
 // routeIndex returns the index of the route for a request (its target
@@ -677,8 +750,13 @@ func (l *listener) trusts(a netip.Addr) bool {
 
 // forwardingField reports the fields a client tells its forwarding
 // proxies' view with (any case): X-Forwarded-For, X-Forwarded-Proto,
-// X-Forwarded-Host, X-Real-IP, Forwarded. Only a trusted client's pass.
+// X-Forwarded-Host, X-Real-IP, Forwarded, Front-End-Https, and the rest
+// of the X-Forwarded-* family (forwardingPrefix). Only a trusted client's
+// pass.
 func forwardingField(name []byte) bool {
+	if len(name) >= len(forwardingPrefix) && bytes.EqualFold(name[:len(forwardingPrefix)], forwardingPrefix) {
+		return true
+	}
 	for _, f := range forwardingFields {
 		if bytes.EqualFold(name, f) {
 			return true
@@ -736,8 +814,17 @@ var (
 	hdrCL         = []byte("Content-Length")
 	hdrTE         = []byte("Transfer-Encoding")
 
-	// forwardingFields are what forwardingField reports.
-	forwardingFields = [][]byte{hdrXFF, hdrXFP, hdrXFH, []byte("X-Real-IP"), []byte("Forwarded")}
+	// forwardingFields are what forwardingField reports, but the
+	// X-Forwarded-* family.
+	forwardingFields = [][]byte{hdrXFF, hdrXFP, hdrXFH, []byte("X-Real-IP"), []byte("Forwarded"), []byte("Front-End-Https")}
+	// forwardingPrefix begins the names of the X-Forwarded-* family:
+	// beside the three the proxy writes, the fields servers take a
+	// client's scheme, host, port, path prefix or certificate from
+	// (X-Forwarded-Ssl, -Port, -Prefix and -Proto for Spring's
+	// ForwardedHeaderFilter, -Ssl and -Scheme for Rack, -Server and
+	// -Protocol for Ktor, -Client-Cert for Envoy's servers), which a
+	// client at the edge may forge as well as X-Forwarded-Proto.
+	forwardingPrefix = []byte("X-Forwarded-")
 )
 
 // framingField reports Content-Length and Transfer-Encoding (any case):
@@ -1636,7 +1723,7 @@ func (s *hsession) syncRead() {
 func (s *hsession) tunnel(b engine.Buffer, off int) {
 	t := &session{p: s.p, ls: s.ls, ln: s.ln, pool: s.pool, client: s.client, up: s.up, srv: s.srv, upOpen: true, clientEOF: s.eof}
 	t.w.of = t
-	s.end(101, false)
+	s.upgraded(t)
 	s.timer.Stop()
 	s.armed = false
 	s.done = true // the session is t's now
@@ -1644,9 +1731,15 @@ func (s *hsession) tunnel(b engine.Buffer, off int) {
 	s.client.SetContext(t)
 	s.up.SetContext(t)
 	t.startIdle()
+	// The first bytes through the tunnel, each way: counted as its
+	// OnData counts the rest (b's were in the server's bytesIn already).
+	t.x.fromServer += int64(b.Len() - off)
 	s.client.WriteBufferFrom(b, off)
 	if s.hasP {
 		s.hasP = false
+		n := s.pend.Len() - s.poff
+		t.x.fromClient += int64(n)
+		s.ls.stats(s.pool, s.srv).bytesOut.addInt(n)
 		s.up.WriteBufferFrom(s.pend, s.poff)
 	}
 	if s.eof {
@@ -1819,7 +1912,10 @@ var statusText = map[int]string{
 // serves /admin. Normalizing instead would have the proxy decide, for
 // every server behind it, how it resolves paths; a client has no reason
 // to send dot-segments (RFC 3986 5.2.4 has them removed before a request
-// is made). A %2F elsewhere ("group%2Fproject") passes.
+// is made). A %2F elsewhere ("group%2Fproject") passes. A "." or ".."
+// followed by a path parameter (";", or %3B) is one too: Tomcat, Jetty
+// and Spring drop a segment's parameters before they resolve it, so
+// "/api/..;/admin" is "/admin" to them.
 func dotSegments(target []byte) bool {
 	_, path := splitTarget(target)
 	if i := bytes.IndexByte(path, '?'); i >= 0 {
@@ -1835,6 +1931,8 @@ func dotSegments(target []byte) bool {
 				return true
 			}
 			dots = 0
+		case c == ';' && (dots == 1 || dots == 2):
+			return true // (the segment's name ends at its parameters)
 		case c == '.' && dots >= 0:
 			dots++
 		default:

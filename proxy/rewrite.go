@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"cmp"
 	"fmt"
 	"maps"
@@ -416,14 +415,16 @@ func (rw *rewrites) appendTarget(dst, t []byte, options bool) []byte {
 }
 
 // appendPath appends an origin-form path (and query) p sent upstream:
-// with the route's path_prefix, which it begins with, replaced by
-// rewrite_prefix; "*", which does not, as it is.
+// with what of it the route's path_prefix matched (hasPathPrefix: "/api/"
+// takes "/%61pi/" too) replaced by rewrite_prefix; "*", which it does not
+// match, as it is.
 func (rw *rewrites) appendPath(dst, p []byte) []byte {
-	if rw.path == nil || !bytes.HasPrefix(p, rw.prefix) {
+	n, ok := hasPathPrefix(p, rw.prefix)
+	if rw.path == nil || !ok {
 		return append(dst, p...)
 	}
 	dst = append(dst, rw.path...)
-	return append(dst, p[len(rw.prefix):]...)
+	return append(dst, p[n:]...)
 }
 
 // compileRewrites compiles a route's rewrite_prefix and host_rewrite.

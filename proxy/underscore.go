@@ -42,8 +42,11 @@ func respelled(name []byte) bool {
 
 // forwardingAlias reports a name that, any separator read as '-'
 // (foldDash) and in any case, is one of the forwarding fields
-// (forwardingFields).
+// (forwardingFields, or begins with forwardingPrefix).
 func forwardingAlias(name []byte) bool {
+	if len(name) >= len(forwardingPrefix) && equalDash(name[:len(forwardingPrefix)], forwardingPrefix) {
+		return true
+	}
 	for _, f := range forwardingFields {
 		if equalDash(name, f) {
 			return true
