@@ -36,6 +36,7 @@ type h2conn struct {
 
 	streams []*h2stream // open
 	free    []*h2stream // kept for the next streams, their buffers with them
+	rests   []localRest // the proxy's answers whose body waits for window
 
 	closing bool // the client is being closed
 	done    bool // the client has closed
@@ -55,6 +56,17 @@ type h2conn struct {
 	// head, one TLS record.
 	feeding bool
 	ups     []*upH2
+}
+
+// localRest is the rest of the body of the proxy's own answer on stream
+// id (respond), which the send windows did not take: sent as they open
+// (OnWritable), the stream reset past write_timeout as a stalled one is.
+// The stream itself is released: nothing else of it is kept.
+type localRest struct {
+	id     uint32
+	rest   []byte // a slice of localResponse's, not the stream's
+	reqEnd bool   // the request ended: no RST_STREAM(NO_ERROR) after the body
+	since  int64  // Proxy.now when the window closed
 }
 
 // h2stream is one stream of an h2conn and its upstream connection, whose
@@ -347,7 +359,16 @@ func (c *h2conn) onTimer() {
 			st.timedOut()
 		}
 	}
-	if len(c.streams) == 0 {
+	for i := 0; i < len(c.rests); i++ {
+		if dl := c.rests[i].since + int64(c.p.cfg.Engine.WriteTimeout); now >= dl {
+			c.srv.Reset(c.rests[i].id, h2.Cancel) // (stalled, as a proxied response's)
+			c.dropRest(i)
+			i--
+		} else if next < 0 || dl < next {
+			next = dl
+		}
+	}
+	if len(c.streams) == 0 && len(c.rests) == 0 {
 		if dl := c.idleAt + int64(c.ln.cfg.KeepaliveTimeout); now >= dl {
 			c.ln.stats[c.ls.id].idleClosed.inc()
 			c.goAway()
@@ -398,6 +419,7 @@ func (c *h2conn) clientClosed() {
 	c.srv.Close() // OnReset for each stream
 	c.done = true
 	c.timer.Stop()
+	c.rests = nil
 	for len(c.streams) > 0 { // (streams the Server had ended already)
 		st := c.streams[len(c.streams)-1]
 		st.x.term = termClient
@@ -826,6 +848,7 @@ func (c *h2conn) OnTrailers(s *h2.Server, id uint32, fields []hpack.Field) {
 		st.h2ReqTrailers(fields)
 	case !h1Fields(fields):
 		st.x.term = termRequest
+		s.Local(id) // (the reset counts as the client's early one)
 		st.resetStream(h2.ProtocolError)
 	default:
 		st.finishReq(fields)
@@ -884,6 +907,9 @@ func (st *h2stream) abortBody() {
 func (c *h2conn) OnReset(s *h2.Server, id uint32, code h2.ErrCode) {
 	st := c.find(id)
 	if st == nil {
+		if i := c.findRest(id); i >= 0 {
+			c.dropRest(i)
+		}
 		return
 	}
 	if c.srv.Err() == nil { // (not the connection's end)
@@ -897,7 +923,36 @@ func (c *h2conn) OnReset(s *h2.Server, id uint32, code h2.ErrCode) {
 func (c *h2conn) OnWritable(s *h2.Server, id uint32) {
 	if st := c.find(id); st != nil {
 		st.pump()
+	} else if i := c.findRest(id); i >= 0 {
+		c.sendRest(i)
 	}
+}
+
+// sendRest sends what the window allows of rest i, and ends its stream
+// once all of it went.
+func (c *h2conn) sendRest(i int) {
+	r := &c.rests[i]
+	n, err := c.srv.WriteData(r.id, r.rest, true)
+	if r.rest = r.rest[n:]; err == nil && len(r.rest) > 0 {
+		return
+	}
+	if err == nil && !r.reqEnd {
+		c.srv.Reset(r.id, h2.NoError)
+	}
+	c.dropRest(i)
+}
+
+func (c *h2conn) findRest(id uint32) int {
+	for i := range c.rests {
+		if c.rests[i].id == id {
+			return i
+		}
+	}
+	return -1
+}
+
+func (c *h2conn) dropRest(i int) {
+	c.rests = append(c.rests[:i], c.rests[i+1:]...)
 }
 
 // OnGoAway: the client opens no more streams; those open go on.
@@ -924,10 +979,14 @@ func (st *h2stream) abandon() {
 }
 
 // respond answers the stream from the proxy (an error), stops the
-// request if it is still coming, and ends the stream.
+// request if it is still coming, and ends the stream. Such a stream
+// gives the connection no early reset back (h2.Server.Local): no server
+// answered it, and a 400 that costs the client one small request could
+// pay for each rapid reset.
 func (st *h2stream) respond(status int) {
 	c := st.c
 	st.local = true
+	c.srv.Local(st.id)
 	st.closeUp(true)
 	st.ln.countResp(c.ls.id, status, true)
 	body := localBody(status)
@@ -941,11 +1000,18 @@ func (st *h2stream) respond(status int) {
 	if status == 429 {
 		st.fields = append(st.fields, hpack.Field{Name: hdrRetryAfter, Value: hb[n:]})
 	}
+	rest := false
 	if c.srv.WriteHeaders(st.id, status, st.fields, st.head) == nil && !st.head {
-		c.srv.WriteData(st.id, body, true) // (a HEAD's has no content)
+		// (A HEAD's has no content.) What the windows do not take goes
+		// as they open, the request stopped after it (sendRest).
+		if n, err := c.srv.WriteData(st.id, body, true); err == nil && n < len(body) {
+			rest = true
+			c.rests = append(c.rests, localRest{id: st.id, rest: body[n:], reqEnd: st.reqEnd, since: c.p.now()})
+			c.armAt(c.p.now() + int64(c.p.cfg.Engine.WriteTimeout))
+		}
 	}
 	st.end(status, true)
-	if !st.reqEnd {
+	if !st.reqEnd && !rest {
 		c.srv.Reset(st.id, h2.NoError)
 	}
 	c.release(st)

@@ -108,6 +108,7 @@ type stream struct {
 	sendOpen  bool // we may still send (not half-closed local)
 	announced bool // the handler knows the stream (OnRequest was called; a Client's always)
 	responded bool // our final HEADERS was sent (a Client's request: always)
+	local     bool // a Server's: the handler ends it for the request's fault (Server.Local)
 	dataSent  bool // a DATA byte of ours was sent (a reset after it is not early)
 	final     bool // a Client's: the final response's HEADERS arrived
 	noBody    bool // a Client's: a response to HEAD, which has no content whatever its content-length
@@ -227,6 +228,9 @@ func (c *conn) frames(in []byte, n int) (int, error) {
 			}
 		} else {
 			e = c.frame(f)
+		}
+		if e == nil && c.earlyResets > c.cfg.MaxEarlyResets {
+			e = errRapidReset // the handler's Reset of a Local stream (Reset)
 		}
 		if e == nil {
 			continue
@@ -480,11 +484,12 @@ func (c *conn) remove(st *stream) {
 
 // maybeClose ends st once both sides are closed. A stream the handler
 // answered in full gives an early reset back; one the Server answered
-// itself (a 431) does not, or a client could pay for each rapid reset
-// with a cheap oversized request.
+// itself (a 431), or the handler did (Server.Local), does not, or a
+// client could pay for each rapid reset with a cheap oversized or
+// malformed request.
 func (c *conn) maybeClose(st *stream) {
 	if !st.recvOpen && !st.sendOpen {
-		if st.responded && st.announced && c.earlyResets > 0 {
+		if st.responded && st.announced && !st.local && c.earlyResets > 0 {
 			c.earlyResets--
 		}
 		c.remove(st)
@@ -1066,11 +1071,17 @@ func (c *conn) put(writev func([][]byte) (int, error), vec [][]byte) error {
 }
 
 // Reset ends stream id with RST_STREAM(code); the handler gets no OnReset
-// for it. Connection goroutine.
+// for it. A Server's stream the handler marked Local, reset before its
+// response ended or sent DATA, counts as an early reset, as the peer's
+// reset would: past MaxEarlyResets the connection ends once the frame
+// being fed is done (or at the next one). Connection goroutine.
 func (c *conn) Reset(id uint32, code ErrCode) {
 	st := c.find(id)
 	if st == nil || c.err != nil {
 		return
+	}
+	if st.local && st.sendOpen && !st.dataSent {
+		c.earlyResets++
 	}
 	c.out = AppendRSTStream(c.out, id, code)
 	if st.recvOpen {

@@ -58,7 +58,9 @@
 //
 // Abuse bounds (Config): rapid reset (CVE-2023-44487: streams reset before
 // their response ended or sent DATA, refused, or reset for a stream error,
-// MaxEarlyResets, each stream completed giving one back);
+// by the Server or, on a stream it marked Local, by the handler,
+// MaxEarlyResets, each stream completed giving one back, but those the
+// handler answered as Local);
 // CONTINUATION flood (CVE-2024-27316: a header block's encoded size is
 // bounded by MaxHeaderListSize + MaxFrameSize and its CONTINUATION count,
 // before it is decoded); control frame floods (SETTINGS, PING, PRIORITY,

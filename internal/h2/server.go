@@ -69,8 +69,9 @@ type Config struct {
 	// response to them ended or sent DATA (rapid reset, CVE-2023-44487,
 	// also when the client waits for each response's header before it
 	// resets), together with the streams we refuse or reset for a stream
-	// error; each stream that ended both ways without a reset, answered by
-	// the handler, gives one back. Past it: GOAWAY ENHANCE_YOUR_CALM
+	// error (the handler's Reset too, of a stream it marked Local); each
+	// stream that ended both ways without a reset, answered by the
+	// handler (not as Local), gives one back. Past it: GOAWAY ENHANCE_YOUR_CALM
 	// (default 200). A reset after our DATA is not counted: the response
 	// did its work as a completed one does (a client cancelling
 	// server-streaming calls at their deadlines); a client that only ever
@@ -448,6 +449,21 @@ func (s *Server) writeStatusOnly(st *stream, status int) {
 		st.recvOpen = false
 	}
 	s.maybeClose(st)
+}
+
+// Local tells that the handler ends stream id itself, for an error it
+// found in the request, at no cost to it (a proxy's 400 that no server
+// saw, or its reset of a request whose trailers it cannot pass on): the
+// stream's end gives no early reset back (MaxEarlyResets), as the
+// Server's own 431 gives none, and a Reset of it before its response
+// ended or sent DATA counts as one, as the Server's own stream errors do.
+// Else a client putting such a request between each two rapid resets
+// kept the count level, and one repeating a request the handler resets
+// was not counted at all. Connection goroutine.
+func (s *Server) Local(id uint32) {
+	if st := s.find(id); st != nil {
+		st.local = true
+	}
 }
 
 // WriteHeaders sends the response header section of stream id: status
