@@ -11,10 +11,14 @@
 //	ln, err := e.Listen("tcp", "127.0.0.1:8080", nil)
 //	err = e.Run(ctx)                    // returns after Shutdown, ctx end, or every loop failing
 //
-// Listen opens one SO_REUSEPORT socket per loop and attaches a classic-BPF
-// reuseport program that picks the socket of the loop running on the CPU that
-// processed the connection's SYN (SKF_AD_CPU), so a connection is served on
-// the core that runs its receive path.
+// Listen opens one SO_REUSEPORT socket per loop and steers each connection
+// to the socket of the loop running on the CPU that processed its SYN, so a
+// connection is served on the core that runs its receive path: on 6.2 and
+// later by setting each socket's SO_INCOMING_CPU, which the kernel's
+// reuseport selection prefers and which holds when the group has other
+// sockets (another process's, during an upgrade); before 6.2 by a
+// classic-BPF reuseport program (SKF_AD_CPU) that picks the socket by its
+// place in the group.
 //
 // Backends (Config.Backend): "uring" (default), "uring-sqpoll", "uring-napi",
 // "epoll" and "epoll-busypoll". They share this API and the test suite. When

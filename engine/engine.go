@@ -26,8 +26,8 @@ type SQPollPlacement struct {
 
 var (
 	// SQPollAuto puts the SQPOLL thread on the first allowed CPU outside
-	// the loops' CPUs, or leaves it unpinned (and says so) when there is
-	// none.
+	// the loops' CPUs, one on the first loop's NUMA node if there is one,
+	// or leaves it unpinned (and says so) when there is none.
 	SQPollAuto = SQPollPlacement{}
 	// SQPollUnpinned leaves the SQPOLL thread wherever the scheduler puts
 	// it.
@@ -184,7 +184,8 @@ type Config struct {
 	PreferBusyPoll bool
 	// SQPoll places the SQPOLL thread of uring-sqpoll (one thread, shared
 	// by the engine's rings through IORING_SETUP_ATTACH_WQ): SQPollAuto
-	// (the zero value, default) picks the first allowed CPU outside CPUs,
+	// (the zero value, default) picks the first allowed CPU outside CPUs
+	// (on the first loop's NUMA node if one is),
 	// and when every CPU runs a loop leaves the thread unpinned and says so
 	// through Logf; SQPollUnpinned leaves it unpinned; SQPollOnCPU(c) pins
 	// it to CPU c.
@@ -907,8 +908,9 @@ func (ln *Listener) TLSHandshakesRefused() uint64 { return ln.refused.Load() }
 type ListenConfig struct {
 	// Backlog is the listen(2) backlog of each socket. Default 4096.
 	Backlog int
-	// NoSteering disables the reuseport CPU-steering program; connections
-	// are then spread by the kernel's 4-tuple hash.
+	// NoSteering disables the reuseport CPU steering (SO_INCOMING_CPU, or
+	// the program before 6.2); connections are then spread by the
+	// kernel's 4-tuple hash.
 	NoSteering bool
 	// TLS, when set, makes the listener's connections TLS servers with
 	// this configuration (cloned by Listen): crypto/tls runs the

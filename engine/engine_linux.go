@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/spindlenet/spindle/internal/kver"
 	"github.com/spindlenet/spindle/internal/sys"
 	"github.com/spindlenet/spindle/internal/tunestate"
 )
@@ -786,6 +787,7 @@ func (e *Engine) Listen(network, address string, lc *ListenConfig) (*Listener, e
 		if err != nil {
 			return nil, &net.OpError{Op: "listen", Net: network, Err: err}
 		}
+		steer := !opt.NoSteering && len(e.loops) > 1
 		for i := range e.loops {
 			fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 			if err != nil {
@@ -825,13 +827,31 @@ func (e *Engine) Listen(network, address string, lc *ListenConfig) (*Listener, e
 				}
 				ln.addr = net.TCPAddrFromAddrPort(ap)
 			}
+			if steer && incomingCPUSteering {
+				// The kernel prefers, among the group's sockets, the one
+				// whose SO_INCOMING_CPU is the CPU processing the SYN.
+				if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_INCOMING_CPU, e.loops[i].cpu); err != nil {
+					return fail("setsockopt SO_INCOMING_CPU", err)
+				}
+			}
 			// Sockets join the reuseport group in listen() order, so the
-			// group index of loop i's socket is i.
+			// group index of loop i's socket is i, unless the group had
+			// sockets already (another process's on this address).
 			if err := unix.Listen(fd, opt.Backlog); err != nil {
 				return fail("listen", err)
 			}
 		}
-		if !opt.NoSteering && len(e.loops) > 1 {
+		if steer && incomingCPUSteering {
+			// A program attached to the group before (an older build's
+			// steering, in the process this one replaces) would go on
+			// choosing sockets by their places in the group, which its
+			// sockets' leaving reorders: the group's steering is this
+			// Listen's from now on. None attached: ENOENT.
+			if err := unix.SetsockoptInt(ln.fds[0], unix.SOL_SOCKET, unix.SO_DETACH_REUSEPORT_BPF, 0); err != nil && err != unix.ENOENT {
+				return fail("setsockopt SO_DETACH_REUSEPORT_BPF", err)
+			}
+		}
+		if steer && !incomingCPUSteering {
 			prog := steeringProgram(e.cfg.CPUs)
 			fp := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
 			if err := unix.SetsockoptSockFprog(ln.fds[0], unix.SOL_SOCKET, unix.SO_ATTACH_REUSEPORT_CBPF, &fp); err != nil {
@@ -864,6 +884,16 @@ const (
 	skfAdOff = 0xfffff000 // SKF_AD_OFF (-0x1000)
 	skfAdCPU = 36         // SKF_AD_CPU
 )
+
+// incomingCPUSteering says the kernel's reuseport selection prefers the
+// socket whose SO_INCOMING_CPU is the CPU processing the SYN (6.2). Listen
+// then steers with SO_INCOMING_CPU rather than the classic-BPF program,
+// whose socket indices are positions in the reuseport group: a group that
+// had sockets before Listen (another process's on the address, as in an
+// upgrade that starts the new process before stopping the old) shifts
+// them, and when those leave, the kernel moves the last socket into each
+// place freed, inverting the steering for good.
+var incomingCPUSteering = kver.AtLeast(kver.Release(), "6.2")
 
 // steeringProgram returns a reuseport program that selects socket i when the
 // packet is processed on cpus[i], and cpu % len(cpus) otherwise.
@@ -1004,6 +1034,9 @@ func mapMem(n int, huge bool) ([]byte, string, error) {
 }
 
 func unmapMem(b []byte) error { return sys.Unmap(b) }
+
+// nodeOfCPU is cpuNode; tests replace it to place CPUs on NUMA nodes.
+var nodeOfCPU = cpuNode
 
 // cpuNode returns the NUMA node of cpu (0 when sysfs does not say).
 func cpuNode(cpu int) int {

@@ -386,8 +386,10 @@ func (b *uringBackend) wakeAt(at int64) bool {
 
 // sqpollCPU picks the SQPOLL thread's CPU: the one Config.SQPoll names,
 // none for SQPollUnpinned, else the first CPU the process was allowed
-// outside the loop set, else none (-1, said once). It runs on a loop thread,
-// whose own affinity is its one CPU by then: hence Engine.allowed.
+// outside the loop set on the first loop's NUMA node (the thread touches
+// the rings and buffers, which are on the loops' nodes), else the first
+// outside it on any node, else none (-1, said once). It runs on a loop
+// thread, whose own affinity is its one CPU by then: hence Engine.allowed.
 func sqpollCPU(e *Engine) int {
 	if c, ok := e.cfg.SQPoll.CPU(); ok {
 		return c
@@ -395,10 +397,20 @@ func sqpollCPU(e *Engine) int {
 	if e.cfg.SQPoll == SQPollUnpinned {
 		return -1
 	}
+	first := -1
 	for _, c := range e.allowed {
-		if !slices.Contains(e.cfg.CPUs, c) {
+		if slices.Contains(e.cfg.CPUs, c) {
+			continue
+		}
+		if len(e.cfg.CPUs) == 0 || nodeOfCPU(c) == nodeOfCPU(e.cfg.CPUs[0]) {
 			return c
 		}
+		if first < 0 {
+			first = c
+		}
+	}
+	if first >= 0 {
+		return first
 	}
 	e.degraded(degradeSQPollAny, "engine: every CPU runs a loop; the SQPOLL thread is not pinned and competes with the loops")
 	return -1
