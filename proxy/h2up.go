@@ -188,7 +188,20 @@ func (ls *loopState) h2Acquire(p *Proxy, x upUser, pl *pool, i int, client *engi
 			return true
 		}
 	}
-	// Connections on their way take the waiters up to their bound.
+	if sh.short(pl, 1) {
+		if !ls.h2Dial(p, pl, i, client.Loop(), timeout) {
+			return false
+		}
+	}
+	sh.wait = append(sh.wait, x)
+	return true
+}
+
+// short reports whether sh's waiters and n more are more than its
+// connections on their way take (each up to pl's h2_max_concurrent_streams;
+// the open ones have none left), with fewer than pl's h2_max_connections
+// in service: another connection is to be dialed. Loop goroutine.
+func (sh *h2Share) short(pl *pool, n int) bool {
 	live, coming := 0, 0
 	for _, u := range sh.conns {
 		if !u.retired {
@@ -198,13 +211,7 @@ func (ls *loopState) h2Acquire(p *Proxy, x upUser, pl *pool, i int, client *engi
 			}
 		}
 	}
-	if live < pl.h2Conns && len(sh.wait) >= coming*pl.h2Streams {
-		if !ls.h2Dial(p, pl, i, client.Loop(), timeout) {
-			return false
-		}
-	}
-	sh.wait = append(sh.wait, x)
-	return true
+	return live < pl.h2Conns && len(sh.wait)+n > coming*pl.h2Streams
 }
 
 // h2Dial dials a new connection to server i of pl from loop l, with
@@ -258,7 +265,13 @@ func (ls *loopState) unwait(x upUser, sl *srvLoop) {
 	}
 }
 
-// serve starts the waiters of u's server while u has room. Loop goroutine.
+// serve starts the waiters of u's server while u has room. Those left
+// over get another connection where h2Acquire would dial one for them:
+// they queued counting on h2_max_concurrent_streams per connection on its
+// way, which the server's SETTINGS may lower (MAX_CONCURRENT_STREAMS 1),
+// at the first or later; else they waited for u's streams one at a time,
+// a connection dialed only for a request coming after them
+// (TestH2UpGrowPastServerBound). Loop goroutine.
 func (u *upH2) serve() {
 	sh := &u.sl.h2
 	for len(sh.wait) > 0 && u.room() > 0 {
@@ -267,6 +280,9 @@ func (u *upH2) serve() {
 		sh.wait[len(sh.wait)-1] = nil
 		sh.wait = sh.wait[:len(sh.wait)-1]
 		x.onStart(u)
+	}
+	if len(sh.wait) > 0 && !u.ls.draining && sh.short(u.pl, 0) {
+		u.ls.h2Dial(u.p, u.pl, u.srv, u.conn.Loop(), u.timeout) // (one failing at once: they wait on)
 	}
 	u.flush()
 }
