@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spindlenet/spindle/topo"
 	"github.com/spindlenet/spindle/uring"
@@ -55,11 +56,23 @@ func doctor(ctx context.Context, args []string, w io.Writer) error {
 	if *jsonOut {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		printDoctor(w, rep)
 	}
-	printDoctor(w, rep)
+	if len(rep.Errors) > 0 {
+		// The report is printed, and incomplete: what could not be read
+		// is a failure (exit 1), io_uring being unavailable a finding
+		// (a warning).
+		return fmt.Errorf("the report is incomplete: %s", strings.Join(rep.Errors, "; "))
+	}
 	return nil
 }
+
+// readLiveHost is topo.ReadLive; tests replace it.
+var readLiveHost = topo.ReadLive
 
 func buildDoctorReport() *doctorReport {
 	rep := &doctorReport{Disabled: -1, Warnings: []string{}, Interfaces: []doctorIface{}}
@@ -69,8 +82,7 @@ func buildDoctorReport() *doctorReport {
 		rep.Kernel, rep.Disabled = f.Kernel, f.Disabled
 	}
 	if err != nil {
-		rep.Errors = append(rep.Errors, "io_uring: "+err.Error())
-		rep.Warnings = append(rep.Warnings, "io_uring unavailable: the engine falls back to epoll")
+		rep.Warnings = append(rep.Warnings, "io_uring unavailable ("+err.Error()+"): the engine falls back to epoll")
 	} else {
 		for _, name := range []string{uring.FeatMultishotRecv, uring.FeatMultishotAccept, uring.FeatNAPI} {
 			if !f.Has(name) {
@@ -78,7 +90,7 @@ func buildDoctorReport() *doctorReport {
 			}
 		}
 	}
-	h, err := topo.ReadLive()
+	h, err := readLiveHost()
 	if err != nil {
 		rep.Errors = append(rep.Errors, "host topology: "+err.Error())
 		return rep

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/spindlenet/spindle/internal/veth"
+	"github.com/spindlenet/spindle/topo"
 )
 
 func TestDoctorJSON(t *testing.T) {
@@ -117,5 +118,26 @@ func TestDoctorVethTSONote(t *testing.T) {
 	}
 	if d := rep.Interfaces[i]; !d.SocketsGetNAPIIDs || !strings.Contains(d.Reason, "TSO off on the sender") {
 		t.Errorf("%s: %+v, want NAPI ids with the TSO note", p.DevA, d)
+	}
+}
+
+// TestDoctorIncompleteFails: a report doctor could not complete (the
+// host's topology unreadable, as with /sys hidden) is printed, with the
+// error, and doctor fails (exit 1), where it printed "error:" and exited
+// 0, which a script checking the host took for a pass.
+func TestDoctorIncompleteFails(t *testing.T) {
+	defer func(f func() (*topo.Host, error)) { readLiveHost = f }(readLiveHost)
+	readLiveHost = func() (*topo.Host, error) {
+		return nil, errors.New("topo: online cpus: open /sys/devices/system/cpu/online: no such file or directory")
+	}
+	for _, args := range [][]string{nil, {"--json"}} {
+		var out bytes.Buffer
+		err := doctor(context.Background(), args, &out)
+		if err == nil || !strings.Contains(err.Error(), "online cpus") {
+			t.Errorf("doctor %v: %v, want an error naming what could not be read", args, err)
+		}
+		if !strings.Contains(out.String(), "online cpus") {
+			t.Errorf("doctor %v printed no report with the error:\n%s", args, out.String())
+		}
 	}
 }
