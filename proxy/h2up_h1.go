@@ -665,8 +665,9 @@ func (x *h1up) detach() {
 // response head (nothing else can carry a reset to an HTTP/1.1 client), a
 // reset of the client after it. The server's own reset is logged SR, and
 // before the head counts as a failed exchange unless on purpose
-// (resetOnPurpose); a response in error is logged PH, the connection's
-// end SD.
+// (resetOnPurpose), as does any other end before the head but that of a
+// stream the server left unprocessed (its body went: no retry); a response
+// in error is logged PH, the connection's end SD.
 func (x *h1up) onReset(u *upH2, code h2.ErrCode, cause h2.ResetCause) {
 	s := x.s
 	x.u, x.uid = nil, 0
@@ -692,7 +693,9 @@ func (x *h1up) onReset(u *upH2, code h2.ErrCode, cause h2.ResetCause) {
 		s.x.term = termServer
 	}
 	if !s.respHead {
-		if !byServer || !resetOnPurpose(code) {
+		if !byServer && cause != h2.ResetUnprocessed || byServer && !resetOnPurpose(code) {
+			// (Not one the server left unprocessed, RFC 9113 8.7: no
+			// retry only as the body went.)
 			s.passive(false)
 		}
 		s.respond(502)

@@ -631,7 +631,8 @@ func (st *h2stream) h2Detach(reset bool) {
 // it (a gRPC server's at a deadline is CANCEL, which its client takes for
 // DEADLINE_EXCEEDED). Else (the connection's end, a response in error:
 // logged SD, PH): before the response head 502 (a failed exchange for
-// passive health), after it the client's stream reset.
+// passive health, but for a stream the server left unprocessed, whose body
+// went), after it the client's stream reset.
 func (st *h2stream) onReset(u *upH2, code h2.ErrCode, cause h2.ResetCause) {
 	c := st.c
 	st.u2.u, st.u2.uid = nil, 0
@@ -669,7 +670,11 @@ func (st *h2stream) onReset(u *upH2, code h2.ErrCode, cause h2.ResetCause) {
 		st.x.term = termResponse
 	}
 	if !st.respHead {
-		st.passive(false)
+		if cause != h2.ResetUnprocessed {
+			// (Not processed, RFC 9113 8.7: the server refused it, or
+			// its GOAWAY left it out; no retry only as the body went.)
+			st.passive(false)
+		}
 		st.respond(502)
 		c.flush()
 		return
