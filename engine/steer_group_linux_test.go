@@ -5,37 +5,22 @@ import (
 	"testing"
 )
 
-// TestSteeringAfterOtherGroupLeaves: a second engine (as a new process of
-// a zero-downtime upgrade) listens on the address of a running one, whose
-// SO_REUSEPORT sockets it joins; the first then stops. The second's
-// connections must still be served on the CPU that processed their SYN.
-func TestSteeringAfterOtherGroupLeaves(t *testing.T) {
-	if runtime.NumCPU() < 2 {
-		t.Skip("steering needs 2 CPUs")
-	}
+// steeredHandler echoes and sends on served the CPU of the loop that
+// serves each read.
+func steeredHandler() (*BaseHandlerFunc, chan int) {
 	served := make(chan int, 16)
-	h := &BaseHandlerFunc{data: func(c *Conn, buf Buffer) bool {
+	return &BaseHandlerFunc{data: func(c *Conn, buf Buffer) bool {
 		served <- c.Loop().CPU()
 		c.Write(buf.Bytes())
 		return false
-	}}
-	cfg := testConfig(BackendEpoll)
-	cfg.CPUs = []int{0, 1}
-	old := newEngine(t, cfg, &echoHandler{})
-	oldLn, err := old.Listen("tcp", "127.0.0.1:0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := oldLn.Addr().String()
-	e := newEngine(t, cfg, h)
-	ln, err := e.Listen("tcp", addr, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	runEngine(t, old)
-	runEngine(t, e)
-	oldLn.Close() // its sockets leave the group now, in loop order
+	}}, served
+}
+
+// checkSteered dials addr from CPUs 0, 1, 1 and 0 in turn and checks that
+// each connection is served (served, of steeredHandler) by the loop on
+// the CPU its SYN was processed on.
+func checkSteered(t *testing.T, addr string, served chan int) {
+	t.Helper()
 	for _, cpu := range []int{0, 1, 1, 0} {
 		if err := dialFromCPU(cpu, addr); err != nil {
 			t.Fatal(err)
@@ -46,30 +31,24 @@ func TestSteeringAfterOtherGroupLeaves(t *testing.T) {
 	}
 }
 
-// TestSteeringAfterProgramGroupLeaves: as TestSteeringAfterOtherGroupLeaves,
-// the running engine (an older build's, or a kernel before 6.2's) having
-// attached the classic-BPF program to the group: the new one's Listen
-// detaches it, or it went on picking sockets by their places in the group,
-// which the old sockets' leaving reverses.
-func TestSteeringAfterProgramGroupLeaves(t *testing.T) {
+// steerAfterUpgrade starts an engine on loops 0 and 1 listening (with the
+// classic-BPF program when program) and a second one, as the new process
+// of a zero-downtime upgrade, on its address, whose SO_REUSEPORT group it
+// joins; the first's listener then closes, its sockets leaving the group
+// in loop order. The second's connections must still be served on the CPU
+// that processed their SYN.
+func steerAfterUpgrade(t *testing.T, program bool) {
 	if runtime.NumCPU() < 2 {
 		t.Skip("steering needs 2 CPUs")
 	}
-	if !incomingCPUSteering {
-		t.Skip("before 6.2 the program is the steering")
-	}
-	served := make(chan int, 16)
-	h := &BaseHandlerFunc{data: func(c *Conn, buf Buffer) bool {
-		served <- c.Loop().CPU()
-		c.Write(buf.Bytes())
-		return false
-	}}
+	h, served := steeredHandler()
 	cfg := testConfig(BackendEpoll)
 	cfg.CPUs = []int{0, 1}
 	old := newEngine(t, cfg, &echoHandler{})
-	incomingCPUSteering = false
+	was := incomingCPUSteering
+	incomingCPUSteering = was && !program
 	oldLn, err := old.Listen("tcp", "127.0.0.1:0", nil)
-	incomingCPUSteering = true
+	incomingCPUSteering = was
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,14 +62,25 @@ func TestSteeringAfterProgramGroupLeaves(t *testing.T) {
 	runEngine(t, old)
 	runEngine(t, e)
 	oldLn.Close()
-	for _, cpu := range []int{0, 1, 1, 0} {
-		if err := dialFromCPU(cpu, addr); err != nil {
-			t.Fatal(err)
-		}
-		if got := <-served; got != cpu {
-			t.Errorf("a connection from CPU %d was served by the loop on CPU %d", cpu, got)
-		}
+	checkSteered(t, addr, served)
+}
+
+// TestSteeringAfterOtherGroupLeaves: steerAfterUpgrade, both engines
+// steering as this kernel has them do. With the classic-BPF program the
+// new sockets joined the group after the old ones, and when those left the
+// kernel moved the last socket into each place freed: the program's places
+// were reversed for good.
+func TestSteeringAfterOtherGroupLeaves(t *testing.T) { steerAfterUpgrade(t, false) }
+
+// TestSteeringAfterProgramGroupLeaves: steerAfterUpgrade, the running
+// engine (an older build's) having attached the classic-BPF program to the
+// group: the new one's Listen detaches it, or it went on picking sockets by
+// their places in the group.
+func TestSteeringAfterProgramGroupLeaves(t *testing.T) {
+	if !incomingCPUSteering {
+		t.Skip("before 6.2 the program is the steering")
 	}
+	steerAfterUpgrade(t, true)
 }
 
 // TestSteeringBefore62 runs TestSteering's check with the classic-BPF
@@ -101,23 +91,11 @@ func TestSteeringBefore62(t *testing.T) {
 	}
 	defer func(v bool) { incomingCPUSteering = v }(incomingCPUSteering)
 	incomingCPUSteering = false
-	served := make(chan int, 16)
-	h := &BaseHandlerFunc{data: func(c *Conn, buf Buffer) bool {
-		served <- c.Loop().CPU()
-		c.Write(buf.Bytes())
-		return false
-	}}
+	h, served := steeredHandler()
 	cfg := testConfig(BackendURing)
 	cfg.CPUs = []int{0, 1}
 	_, addr := startEngine(t, cfg, h)
-	for _, cpu := range []int{0, 1, 1, 0} {
-		if err := dialFromCPU(cpu, addr); err != nil {
-			t.Fatal(err)
-		}
-		if got := <-served; got != cpu {
-			t.Errorf("a connection from CPU %d was served by the loop on CPU %d", cpu, got)
-		}
-	}
+	checkSteered(t, addr, served)
 }
 
 // TestSQPollCPUSameNode: SQPollAuto puts the SQPOLL thread on an allowed
