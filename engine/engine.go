@@ -188,8 +188,7 @@ type Config struct {
 	// (on the first loop's NUMA node if one is),
 	// and when every CPU runs a loop leaves the thread unpinned and says so
 	// through Logf; SQPollUnpinned leaves it unpinned; SQPollOnCPU(c) pins
-	// it to CPU c, which must be in the process's affinity mask (New fails
-	// otherwise: the kernel would refuse the ring at Run).
+	// it to CPU c.
 	SQPoll SQPollPlacement
 	// SendZCThreshold, when > 0, makes the uring backends send queued
 	// segments of at least this many bytes with IORING_OP_SEND_ZC from the

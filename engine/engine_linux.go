@@ -51,11 +51,6 @@ func New(cfg *Config, h Handler) (*Engine, error) {
 		}
 		seen[cpu] = true
 	}
-	if cpu, ok := c.SQPoll.CPU(); ok && !slices.Contains(allowed, cpu) {
-		// The kernel refuses an SQPOLL CPU outside the task's cpuset
-		// (6.11) or offline: said here, not as a fallback at Run.
-		return nil, fmt.Errorf("engine: SQPoll CPU %d is not in the process's affinity mask", cpu)
-	}
 	e := &Engine{
 		cfg:      c,
 		backend:  c.Backend,
