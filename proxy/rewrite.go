@@ -419,8 +419,11 @@ func (rw *rewrites) appendTarget(dst, t []byte, options bool) []byte {
 // takes "/%61pi/" too) replaced by rewrite_prefix; "*", which it does not
 // match, as it is.
 func (rw *rewrites) appendPath(dst, p []byte) []byte {
+	if rw.path == nil {
+		return append(dst, p...)
+	}
 	n, ok := hasPathPrefix(p, rw.prefix)
-	if rw.path == nil || !ok {
+	if !ok {
 		return append(dst, p...)
 	}
 	dst = append(dst, rw.path...)
