@@ -51,11 +51,38 @@ type h2conn struct {
 	idleAt  int64 // Proxy.now since when no stream is open
 
 	// feeding: inside srv.FeedTail. ups are the upstream connections a
-	// request head was written to meanwhile, flushed at its end
-	// (flushUps): the body that follows in the same read goes with the
-	// head, one TLS record.
+	// request head was written to meanwhile, flushed at its end.
 	feeding bool
-	ups     []*upH2
+	ups     laterFlush[*upH2]
+}
+
+// laterFlush holds the connections a head was written to while a Feed of
+// the other side ran, flushed at its end (flushAll): the body that follows
+// the head in the same read then goes with it (WriteDataTo sends what is
+// pending with its frames), one TLS record. Loop goroutine.
+type laterFlush[T interface {
+	comparable
+	flush()
+}] struct{ list []T }
+
+// add flushes x now, or, while feeding, at the Feed's end.
+func (l *laterFlush[T]) add(x T, feeding bool) {
+	if !feeding {
+		x.flush()
+		return
+	}
+	if n := len(l.list); n == 0 || l.list[n-1] != x {
+		l.list = append(l.list, x)
+	}
+}
+
+// flushAll flushes what add left for the end of the Feed.
+func (l *laterFlush[T]) flushAll() {
+	for _, x := range l.list {
+		x.flush()
+	}
+	clear(l.list)
+	l.list = l.list[:0]
 }
 
 // localRest is the rest of the body of the proxy's own answer on stream
@@ -224,31 +251,8 @@ func (c *h2conn) clientData(b engine.Buffer) {
 	c.srv.FeedTail(&c.in, b.Bytes())
 	c.feeding = false
 	b.Release()
-	c.flushUps()
+	c.ups.flushAll()
 	c.flush()
-}
-
-// flushUp flushes u, to which a request head of c's was written: inside
-// srv.FeedTail at its end, with the body that follows the head in the
-// same read (WriteDataTo sends what is pending with its frames).
-func (c *h2conn) flushUp(u *upH2) {
-	if !c.feeding {
-		u.flush()
-		return
-	}
-	if n := len(c.ups); n == 0 || c.ups[n-1] != u {
-		c.ups = append(c.ups, u)
-	}
-}
-
-// flushUps flushes the upstream connections flushUp left for the end of
-// the Feed.
-func (c *h2conn) flushUps() {
-	for k, u := range c.ups {
-		u.flush()
-		c.ups[k] = nil
-	}
-	c.ups = c.ups[:0]
 }
 
 // flush writes the Server's output to the client, unless the client's

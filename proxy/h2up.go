@@ -87,9 +87,8 @@ type upH2 struct {
 	timeout time.Duration // its connect timeout (its first stream's listener's), for another dialed in its place
 
 	// heads are the clients a response head was written to inside
-	// cl.FeedTail, flushed at its end (flushHeads): the body that
-	// follows in the same read goes with the head, one TLS record.
-	heads []*h2conn
+	// cl.FeedTail, flushed at its end.
+	heads laterFlush[*h2conn]
 }
 
 // upH2Config is the Client's config for an upstream connection: each
@@ -456,35 +455,13 @@ func (u *upH2) data(b engine.Buffer) {
 	err := u.cl.FeedTail(&u.in, b.Bytes())
 	b.Release()
 	u.feeding = false
-	u.flushHeads()
+	u.heads.flushAll()
 	u.flush()
 	if err != nil || u.cl.Done() {
 		u.closeNow()
 		return
 	}
 	u.settle()
-}
-
-// flushHead flushes c, to which a response head of u's was written:
-// inside cl.FeedTail at its end, with the body that follows the head in
-// the same read (WriteDataTo sends what is pending with its frames).
-func (u *upH2) flushHead(c *h2conn) {
-	if !u.feeding {
-		c.flush()
-		return
-	}
-	if n := len(u.heads); n == 0 || u.heads[n-1] != c {
-		u.heads = append(u.heads, c)
-	}
-}
-
-// flushHeads flushes the clients flushHead left for the end of the Feed.
-func (u *upH2) flushHeads() {
-	for k, c := range u.heads {
-		c.flush()
-		u.heads[k] = nil
-	}
-	u.heads = u.heads[:0]
 }
 
 // closeNow ends u at once (an error, the server's FIN): its streams are

@@ -260,8 +260,8 @@ func (st *h2stream) onStart(u *upH2) {
 	} else {
 		st.h2SendBody()
 	}
-	c.flushUp(u) // (with the body, if it comes in the same read)
-	c.flush()    // (the window h2Credit returned: the client may wait for it)
+	c.ups.add(u, c.feeding) // (with the body, if it comes in the same read)
+	c.flush()               // (the window h2Credit returned: the client may wait for it)
 }
 
 // h2SendBody sends the request body held (as far as the send windows
@@ -450,7 +450,7 @@ func (st *h2stream) onResponse(u *upH2, r *h2.Response, end bool) {
 		c.flush()
 		return
 	}
-	u.flushHead(c) // (with the body, if it came in the same read)
+	u.heads.add(c, u.feeding) // (with the body, if it came in the same read)
 }
 
 // onData passes response body bytes: written to the client as far as its
