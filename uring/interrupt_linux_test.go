@@ -31,7 +31,7 @@ func TestTimedWaitInterrupted(t *testing.T) {
 		eintr   uint64
 	}
 	done := make(chan outcome, 1)
-	owner := startOwner(func(r *Ring) {
+	owner := startOwner(t, func(r *Ring) {
 		start := time.Now()
 		_, err := r.SubmitAndWait(1, timeout)
 		done <- outcome{err: err, elapsed: time.Since(start), eintr: r.eintr.Load()}
@@ -82,10 +82,14 @@ type ringOwner struct {
 
 // startOwner starts a goroutine locked to its thread that creates a
 // SINGLE_ISSUER|DEFER_TASKRUN ring, runs body with it and closes it. It
-// returns once the ring exists.
-func startOwner(body func(r *Ring)) ringOwner {
+// returns once the ring exists. The test's cleanup waits for the ring's
+// Close: unmapping its rings while a later test runs would upset that
+// test's count of live mappings.
+func startOwner(t *testing.T, body func(r *Ring)) ringOwner {
 	ready := make(chan ringOwner, 1)
+	closed := make(chan struct{})
 	go func() {
+		defer close(closed)
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		r, err := New(ownerConfig)
@@ -97,6 +101,13 @@ func startOwner(body func(r *Ring)) ringOwner {
 		ready <- ringOwner{fd: r.Fd(), tid: unix.Gettid()}
 		body(r)
 	}()
+	t.Cleanup(func() {
+		select {
+		case <-closed:
+		case <-time.After(30 * time.Second):
+			t.Error("ring owner still running 30s after the test ended")
+		}
+	})
 	return <-ready
 }
 
@@ -115,7 +126,7 @@ func TestMinWaitInterruptedNearTimeout(t *testing.T) {
 	}
 	rfd, _ := pipe(t) // the write end stays open until cleanup: the poll stays parked
 	done := make(chan outcome, 1)
-	owner := startOwner(func(r *Ring) {
+	owner := startOwner(t, func(r *Ring) {
 		if !r.HasMinWait() {
 			done <- outcome{err: ErrNotSupported}
 			return

@@ -337,7 +337,7 @@ func TestSubmitAndWaitNegativeTimeout(t *testing.T) {
 		err error
 	}
 	done := make(chan result, 1)
-	owner := startOwner(func(r *Ring) {
+	owner := startOwner(t, func(r *Ring) {
 		r.GetSQE().PrepNop(1)
 		n, err := r.SubmitAndWait(2, -time.Millisecond)
 		done <- result{n, err}

@@ -82,7 +82,7 @@ func TestMinWaitResumedForWhatIsLeft(t *testing.T) {
 	}
 	rfd, wfd := pipe(t)
 	done := make(chan outcome, 1)
-	owner := startOwner(func(r *Ring) {
+	owner := startOwner(t, func(r *Ring) {
 		// Submitted first: the wait then has nothing to submit, and its
 		// interruption is an EINTR, counted.
 		r.GetSQE().PrepPollAdd(rfd, unix.POLLIN, false, 3)
@@ -137,7 +137,7 @@ func TestTimedWaitWithCompletionReady(t *testing.T) {
 	t.Run("signal", func(t *testing.T) {
 		needFeatures(t, configFeatures(ownerConfig)...)
 		done := make(chan error, 1)
-		owner := startOwner(func(r *Ring) {
+		owner := startOwner(t, func(r *Ring) {
 			r.GetSQE().PrepNop(1)
 			if _, err := r.Submit(); err != nil {
 				done <- err
