@@ -118,7 +118,8 @@ func (b Backend) isURing() bool {
 type Config struct {
 	// Backend selects the kernel interface. Default BackendURing (needs
 	// Linux 6.1 for DEFER_TASKRUN); when io_uring cannot be used the engine
-	// falls back to BackendEpoll and says so once, at New, through Logf.
+	// falls back to BackendEpoll (BackendURingNAPI to BackendEpollBusyPoll
+	// where that works) and says so once, at New, through Logf.
 	Backend Backend
 	// CPUs are the CPUs that get one loop each. Default: the CPUs the plan
 	// `spindle tune plan --apply` applied set aside for loops (read from

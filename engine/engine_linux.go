@@ -132,16 +132,29 @@ func defaultCPUs(c *Config, allowed []int) []int {
 func allowedCPUs() ([]int, error) { return sys.AllowedCPUs() }
 
 // chooseBackend returns the backend to run, falling back to epoll when the
-// requested one cannot work here. New calls it once, so each engine says
-// so once, to its own Logf.
+// requested one cannot work here: uring-napi, which busy polls, to
+// epoll-busypoll (the same BusyPoll and PreferBusyPoll) where that works,
+// the other uring backends and epoll-busypoll to plain epoll. New calls it
+// once, so each engine says so once, to its own Logf.
 func chooseBackend(c *Config) Backend {
 	b := c.Backend
 	switch {
 	case b.isURing():
-		if err := uringUsable(); err != nil {
-			c.Logf("engine: io_uring unavailable (%v); running on epoll", err)
+		err := uringUsable()
+		if err == nil {
+			break
+		}
+		if b == BackendURingNAPI {
+			busyErr := epollBusyPollUsable()
+			if busyErr == nil {
+				c.Logf("engine: io_uring unavailable (%v); running on epoll-busypoll", err)
+				return BackendEpollBusyPoll
+			}
+			c.Logf("engine: io_uring unavailable (%v), epoll busy polling too (%v); running on epoll", err, busyErr)
 			return BackendEpoll
 		}
+		c.Logf("engine: io_uring unavailable (%v); running on epoll", err)
+		return BackendEpoll
 	case b == BackendEpollBusyPoll:
 		if err := epollBusyPollUsable(); err != nil {
 			c.Logf("engine: epoll busy polling unavailable (%v); running on plain epoll", err)

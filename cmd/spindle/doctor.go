@@ -82,7 +82,7 @@ func buildDoctorReport() *doctorReport {
 		rep.Kernel, rep.Disabled = f.Kernel, f.Disabled
 	}
 	if err != nil {
-		rep.Warnings = append(rep.Warnings, "io_uring unavailable ("+err.Error()+"): the engine falls back to epoll")
+		rep.Warnings = append(rep.Warnings, "io_uring unavailable ("+err.Error()+"): the engine falls back to epoll (uring-napi to epoll-busypoll where that works)")
 	} else {
 		for _, name := range []string{uring.FeatMultishotRecv, uring.FeatMultishotAccept, uring.FeatNAPI} {
 			if !f.Has(name) {
