@@ -218,7 +218,12 @@
 // ejections by reason (spindle_proxy_server_passive_ejections_total
 // {pool,server,reason="connect"|"http"}: the reason label is new, its sum
 // is the series before it) and its counts of failures in a row
-// (spindle_proxy_server_passive_consecutive_failures, by reason).
+// (spindle_proxy_server_passive_consecutive_failures, by reason). A
+// connect's or an exchange's outcome that comes after a reload changed
+// its pool (the connect or the request begun before) is judged by the
+// passive section in force for the server: its thresholds, its
+// max_ejected_percent over the pool's servers in force, and its
+// http_error_statuses.
 //
 // A listener with mode http is an HTTP/1.1 reverse proxy:
 //

@@ -1073,6 +1073,10 @@ func (st *h2stream) closeUp(reset bool) {
 // passive records the exchange's outcome for passive health.
 func (st *h2stream) passive(ok bool) { st.pool.servers[st.srv].exchanged(st.pool, ok) }
 
+// passiveStatus records the exchange's final response status for passive
+// health (server.answered).
+func (st *h2stream) passiveStatus(status int) { st.pool.servers[st.srv].answered(st.pool, status) }
+
 // upFailed: the upstream broke (closed, reset, a write refused), as
 // hsession.upFailed: failover, a retry, 502, or a reset of the stream
 // once the response has begun.
@@ -1191,7 +1195,7 @@ func (st *h2stream) upData(up *engine.Conn, b engine.Buffer) {
 			return
 		}
 		st.respHead = true
-		st.passive(!st.pool.errStatuses.has(r.Status))
+		st.passiveStatus(r.Status)
 		st.ln.countResp(c.ls.id, r.Status, false)
 		noBody := r.Framing == h1.NoBody || r.Framing == h1.Length && r.ContentLength == 0
 		st.respBody.Reset(r.Framing, r.ContentLength)

@@ -439,7 +439,7 @@ func (x *h1up) onResponse(u *upH2, r *h2.Response, end bool) {
 	}
 	s.respHead = true
 	s.resp.Status = r.Status
-	s.passive(!s.pool.errStatuses.has(r.Status))
+	s.passiveStatus(r.Status)
 	s.countResp(r.Status, false)
 	noBody := end || s.head || r.Status == 204 || r.Status == 304
 	x.chunked = !noBody && r.ContentLength < 0 && s.minor == 1

@@ -420,7 +420,7 @@ func (st *h2stream) onResponse(u *upH2, r *h2.Response, end bool) {
 		return
 	}
 	st.respHead = true
-	st.passive(!st.pool.errStatuses.has(r.Status))
+	st.passiveStatus(r.Status)
 	st.ln.countResp(c.ls.id, r.Status, false)
 	rules := st.ln.respRules(&st.x)
 	fs := st.u2.rfs[:0]

@@ -1274,7 +1274,7 @@ func (s *hsession) respondHead() bool {
 		return false
 	}
 	s.respHead = true
-	s.passive(!s.pool.errStatuses.has(r.Status))
+	s.passiveStatus(r.Status)
 	s.countResp(r.Status, false)
 	s.closeAft = !s.keep || !s.reqDone || r.Framing == h1.UntilClose || s.eof || s.ls.draining || s.retired()
 	s.writeRespHead(false)
@@ -1562,6 +1562,10 @@ func (s *hsession) upFailed(err error) {
 // or a failure before one, for passive health (http_errors). Loop
 // goroutine.
 func (s *hsession) passive(ok bool) { s.pool.servers[s.srv].exchanged(s.pool, ok) }
+
+// passiveStatus records the exchange's final response status for passive
+// health (server.answered). Loop goroutine.
+func (s *hsession) passiveStatus(st int) { s.pool.servers[s.srv].answered(s.pool, st) }
 
 // redial sends the request again on a new connection. Loop goroutine.
 func (s *hsession) redial() {

@@ -178,7 +178,8 @@ type pool struct {
 	passive   *PassiveConfig // nil: failed connects are only counted
 	shared    *poolShared    // a pool's, over reloads (by name)
 	// errStatuses are the statuses passive health counts as failed
-	// exchanges (passive.http_error_statuses).
+	// exchanges (passive.http_error_statuses): those of the generation in
+	// force when the response comes (server.answered).
 	errStatuses statusSet
 
 	maxIdle     int           // mode http: idle connections kept per server and loop, <= 0 none
@@ -383,6 +384,16 @@ func (s *server) exchanged(pl *pool, ok bool) {
 	if u := s.until.Load(); u != 0 && !ejectedAt(u, s.now()) && s.until.CompareAndSwap(u, 0) {
 		s.streak.Store(0)
 	}
+}
+
+// answered records an HTTP exchange's final response status st for
+// passive health (exchanged): a failure where st is one of the
+// http_error_statuses of pl's generation in force (inForce), whose
+// http_errors it counts against, not those of the pool the request was
+// sent for. Any loop.
+func (s *server) answered(pl *pool, st int) {
+	pl = pl.inForce(s)
+	s.exchanged(pl, !pl.errStatuses.has(st))
 }
 
 // eject ejects s, a server of pl, for reason unless it is ejected already

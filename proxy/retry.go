@@ -488,6 +488,9 @@ type retrier interface {
 	// passive records the try's outcome with its server (passive
 	// health).
 	passive(ok bool)
+	// passiveStatus records the try's final response status with its
+	// server (passive health: server.answered).
+	passiveStatus(st int)
 	// retryDecided: a final response head came: the request is not
 	// sent again, and what was kept for that goes.
 	retryDecided()
@@ -563,7 +566,7 @@ func (rs *retryState) decideStatus(r retrier, ls *loopState, pl *pool, st int) b
 		r.retryDecided()
 		return false
 	}
-	r.passive(!pl.errStatuses.has(st))
+	r.passiveStatus(st)
 	return true
 }
 
