@@ -121,8 +121,12 @@ type loopState struct {
 	// Mode http.
 	sweep    engine.Timer // closes idle connections past their pool's idle_timeout
 	sweepFn  func()
-	sweeping bool        // sweep is armed
-	sweepAt  int64       // Proxy.now it fires at
+	sweeping bool  // sweep is armed
+	sweepAt  int64 // Proxy.now it fires at
+	// goneH2 are the HTTP/2 connections of servers a reload removed
+	// (apply), retired with streams still open: no pool in force holds
+	// them, and the sweep sends their PINGs until their last stream ends.
+	goneH2   []*h2Share
 	sessions []*hsession // open HTTP clients, for a drain
 	h2conns  []*h2conn   // open HTTP/2 clients, for a drain
 	draining bool        // a drain has begun: no client or connection is kept

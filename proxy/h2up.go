@@ -641,7 +641,9 @@ func (ls *loopState) armSweep(l *engine.Loop, now, at int64) {
 // sweep closes sh's connections idle since before now less pl's
 // idle_timeout, sends PINGs and closes the connections whose PING went
 // unanswered (pingCheck, by their own pool's bounds), and returns when the next one would be due, -1
-// for none. Loop goroutine.
+// for none. pl is the pool in force sh's server is of, nil for a server
+// a reload removed: its connections are retired, closed at their last
+// stream's end (settle), never idle. Loop goroutine.
 func (sh *h2Share) sweep(now int64, pl *pool) int64 {
 	next := int64(-1)
 	for k := len(sh.conns) - 1; k >= 0; k-- {
@@ -650,7 +652,7 @@ func (sh *h2Share) sweep(now int64, pl *pool) int64 {
 		}
 		u := sh.conns[k]
 		at := int64(-1)
-		if len(u.streams) == 0 && u.idleAt >= 0 {
+		if len(u.streams) == 0 && u.idleAt >= 0 && pl != nil {
 			if at = u.idleAt + int64(pl.idleTimeout); now >= at {
 				u.shutdown()
 				continue
@@ -665,6 +667,9 @@ func (sh *h2Share) sweep(now int64, pl *pool) int64 {
 	}
 	return next
 }
+
+// empty reports whether sh has no connection left.
+func (sh *h2Share) empty() bool { return len(sh.conns) == 0 }
 
 // retire retires every HTTP/2 connection of sh (a drain, the server
 // removed, its pool no longer h2c): their streams finish, no new one

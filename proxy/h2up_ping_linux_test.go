@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -182,6 +183,44 @@ func TestH2UpPingSilentServer(t *testing.T) {
 		}
 		if n, st := up.accepted.Load(), serverTotals(p, up.addr); n != 2 || st.H2PingTimeouts != 2 {
 			t.Errorf("%d connections, %d PING timeouts; want 2, 2", n, st.H2PingTimeouts)
+		}
+	})
+}
+
+// TestH2UpPingAfterServerRemoved: an upstream connection to a server a
+// reload removed, kept for the stream in flight on it, is still sent
+// its PINGs (h2_ping_interval of the pool it was dialed for): when it
+// goes silent, it is closed at its PING's timeout and the stream gets
+// 502, not 504 at response_timeout. The loop's sweep, which sends the
+// PINGs, walked only the servers of the pools in force.
+func TestH2UpPingAfterServerRemoved(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		var closed atomic.Int64
+		up := newUpstream(t, func(c net.Conn) {
+			mc := &muteConn{Conn: c}
+			serveH2(mc, &muteApp{c: mc})
+			closed.Add(1)
+		})
+		other := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "other") }), nil)
+		cfgOf := func(addr string) *Config {
+			cfg := h2cPoolConfig(b, addr)
+			cfg.Pools[0].H2PingInterval = Duration(300 * time.Millisecond)
+			cfg.Pools[0].H2PingTimeout = Duration(300 * time.Millisecond)
+			cfg.Listeners[0].ResponseTimeout = Duration(10 * time.Second)
+			return cfg
+		}
+		p := startProxy(t, cfgOf(up.addr))
+		c, base := h2Client(t, p)
+		t0 := time.Now()
+		res := getAsync(c, base+"/mute")
+		waitFor(t, "the stream opened", func() bool { return serverTotals(p, up.addr).H2Streams == 1 })
+		mustReload(t, p, cfgOf(other.addr))
+		if got, d := <-res, time.Since(t0); !strings.HasPrefix(got, "502 ") || d > 5*time.Second {
+			t.Fatalf("the stream on the removed server's silent connection: %q after %v, want 502 after about 600ms", got, d)
+		}
+		waitFor(t, "the silent connection closed", func() bool { return closed.Load() == 1 })
+		if _, body := do(t, c, mustReq(t, "GET", base+"/x", nil)); string(body) != "other" {
+			t.Errorf("a stream after the reload: %q, want the other server's", body)
 		}
 	})
 }

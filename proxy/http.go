@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"net/netip"
+	"slices"
 	"strconv"
 	"time"
 
@@ -1819,7 +1820,9 @@ func (ls *loopState) dropIdle(c *engine.Conn, t *idleTag) {
 }
 
 // sweepIdle closes the idle connections kept longer than their pool's
-// idle_timeout and re-arms itself for the next to expire. Loop goroutine.
+// idle_timeout, sends the HTTP/2 connections' PINGs (those of pools, and
+// of removed servers still carrying streams: goneH2) and re-arms itself
+// for the next due. Loop goroutine.
 func (ls *loopState) sweepIdle(l *engine.Loop, pools []*pool, now int64) {
 	ls.sweeping = false
 	next := int64(-1)
@@ -1840,6 +1843,12 @@ func (ls *loopState) sweepIdle(l *engine.Loop, pools []*pool, now int64) {
 			}
 		}
 	}
+	for _, sh := range ls.goneH2 {
+		if at := sh.sweep(now, nil); at >= 0 && (next < 0 || at < next) {
+			next = at
+		}
+	}
+	ls.goneH2 = slices.DeleteFunc(ls.goneH2, (*h2Share).empty)
 	if next >= 0 {
 		ls.sweeping, ls.sweepAt = true, next
 		ls.sweep = l.AfterFunc(time.Duration(next-now), ls.sweepFn)

@@ -818,7 +818,7 @@ func (p *Proxy) stop() {
 // apply puts g in force on loop k: the listeners in force (byLn, and each
 // one's stats[k].cur), the pools (sweepIdle; a made one's round-robin
 // starts afresh in its own poolLoop), and the idle connections of
-// the servers g removed closed. It keeps nothing of the generations
+// the servers g removed closed, their HTTP/2 ones retired (goneH2). It keeps nothing of the generations
 // before: what connections made under them hold stays with them. Once per generation, in
 // their order (a Reload makes the next only once every loop applied
 // this one). Loop goroutine (before Run: Reload's, the loops not
@@ -836,13 +836,19 @@ func (ls *loopState) apply(k int, g *generation) {
 	}
 	ls.byLn, ls.pools, ls.lns = g.byLn, g.pools, g.lns
 	ls.closeIdleClients(true)
+	ls.goneH2 = slices.DeleteFunc(ls.goneH2, (*h2Share).empty)
 	for _, s := range g.gone {
 		sl := s.loops[k]
 		sl.idle.gone = true
 		for len(sl.idle.conns) > 0 {
 			ls.dropIdle(sl.idle.conns[0].c, &sl.tag)
 		}
+		// Its HTTP/2 connections finish their streams, swept (their
+		// PINGs) from the loop's goneH2, no pool in force holding them.
 		sl.h2.retire()
+		if !sl.h2.empty() {
+			ls.goneH2 = append(ls.goneH2, &sl.h2)
+		}
 	}
 	// A pool whose protocol changed reuses no connection of the other:
 	// an h2c pool's servers' idle HTTP/1.1 ones close, an http1 pool's
