@@ -818,7 +818,8 @@ func (p *Proxy) stop() {
 // apply puts g in force on loop k: the listeners in force (byLn, and each
 // one's stats[k].cur), the pools (sweepIdle; a made one's round-robin
 // starts afresh in its own poolLoop), and the idle connections of
-// the servers g removed closed, their HTTP/2 ones retired (goneH2). It keeps nothing of the generations
+// the servers g removed closed, their HTTP/2 ones retired (goneH2), and
+// the idle connections swept by the idle_timeout in force. It keeps nothing of the generations
 // before: what connections made under them hold stays with them. Once per generation, in
 // their order (a Reload makes the next only once every loop applied
 // this one). Loop goroutine (before Run: Reload's, the loops not
@@ -877,6 +878,13 @@ func (ls *loopState) apply(k int, g *generation) {
 			}
 			sl.h2.retire()
 		}
+	}
+	// The sweep of idle connections, armed by the idle_timeout of the
+	// pools before, runs now by those in force: a shorter one closes
+	// the connections idle past it and arms the sweep by it.
+	if ls.sweeping && len(g.made) > 0 {
+		ls.sweep.Stop()
+		ls.sweepFn()
 	}
 }
 

@@ -682,3 +682,33 @@ func TestReloadRoutesObserved(t *testing.T) {
 		})
 	})
 }
+
+// TestReloadShorterIdleTimeout: a reload that shortens a pool's
+// idle_timeout closes the upstream connections idle at that moment by
+// the new one, HTTP/1.1 and HTTP/2 alike: the loop's sweep, armed for
+// the old idle_timeout, took them only then (a minute here).
+func TestReloadShorterIdleTimeout(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		for _, h2Up := range []bool{false, true} {
+			t.Run(map[bool]string{false: "http1", true: "h2c"}[h2Up], func(t *testing.T) {
+				up := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }),
+					func(s *http.Server) { s.Protocols.SetHTTP1(true) })
+				cfgOf := func(idle time.Duration) *Config {
+					cfg := httpConfig(b, up.addr)
+					if h2Up {
+						cfg.Pools[0].Protocol = ProtocolH2C
+					}
+					cfg.Pools[0].IdleTimeout = Duration(idle)
+					return cfg
+				}
+				p := startProxy(t, cfgOf(time.Minute))
+				c, base := client(t, p)
+				if _, body := get(t, c, base+"/x"); body != "ok" {
+					t.Fatalf("body %q", body)
+				}
+				mustReload(t, p, cfgOf(100*time.Millisecond))
+				waitFor(t, "the idle upstream connection closed", func() bool { return up.closed.Load() == 1 })
+			})
+		}
+	})
+}
