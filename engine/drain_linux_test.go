@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"sync/atomic"
@@ -72,6 +73,37 @@ func TestDrainer(t *testing.T) {
 				if b, err := io.ReadAll(c); err != nil || string(b) != "bye" {
 					t.Fatalf("client read %q, %v; want \"bye\" then EOF", b, err)
 				}
+			}
+		})
+	}
+}
+
+// TestShutdownCutResets: a connection its handler has not ended when
+// Shutdown's context is done is reset, its queue empty: its peer reads
+// what was sent and then ECONNRESET. A FIN told the peer the stream was
+// whole where it was cut (a proxy's tunnel, its server mid-stream).
+func TestShutdownCutResets(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			h := &BaseHandlerFunc{}
+			h.data = func(c *Conn, buf Buffer) bool { c.Write(buf.Bytes()); return false }
+			e, addr, done := listenAndRun(t, testConfig(b), h)
+			c := mustDial(t, "tcp", addr)
+			c.Write([]byte("x"))
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			if err := e.Shutdown(ctx); err == nil {
+				t.Error("Shutdown: nil, want the context's error (a connection was cut)")
+			}
+			if err := <-done; err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if n, err := io.Copy(io.Discard, c); !errors.Is(err, unix.ECONNRESET) {
+				t.Errorf("the client read %d more bytes, then %v; want a reset", n, err)
 			}
 		})
 	}

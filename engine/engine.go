@@ -622,8 +622,9 @@ func (e *Engine) Stats() Stats {
 }
 
 // Run starts the loops and blocks until ctx is done, Shutdown has finished
-// or every loop has left; it then closes every connection and listener and
-// returns once all loop threads have exited. It returns an error if a loop
+// or every loop has left; it then closes every connection (reset as at
+// the end of Shutdown's drain) and listener and returns once all loop
+// threads have exited. It returns an error if a loop
 // cannot start, and the errors of loops that left early because their
 // kernel queue failed (the other loops serve on until ctx is done or
 // Shutdown; each failure is also logged when it happens). Call it once,
@@ -709,8 +710,11 @@ func (e *Engine) closeListeners() {
 
 // Shutdown closes the listeners, tells a Drainer handler about each open
 // connection, and waits until the open connections have closed or ctx is
-// done. Then it closes the remaining connections (OnClose
-// gets ErrClosed) and waits for the loops to exit: a loop exits once the
+// done. Then it closes the remaining connections (OnClose gets
+// ErrClosed), with a reset (RST) where the handler had not ended one
+// (open, not in CloseLinger) or its queue is dropped: a FIN would tell
+// the peer that the stream was whole where it was cut. Then it waits for
+// the loops to exit: a loop exits once the
 // kernel has ended every request that refers to its memory, however long
 // that takes; one stopping for longer than 5 s says through Config.Logf
 // what it still waits for, and a second later the engine says which loops

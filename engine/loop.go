@@ -580,10 +580,15 @@ func (l *Loop) drained() bool {
 }
 
 // abortAll closes every connection with ErrClosed and every listener. A
-// connection whose queue is dropped so is reset, as one CloseTimeout
-// gives up on: a FIN after it would tell the peer it had all that was
-// sent (a proxy's client cut at the end of a drain, the server's bytes
-// still queued for it, read a stream cut short as a whole one).
+// connection is reset where its handler had not ended it (open, not
+// lingering: CloseLinger) or where its queue is dropped, as one
+// CloseTimeout gives up on: a FIN would tell the peer it had all that
+// was sent, where the connection was cut (a proxy's tunnel at the end of
+// a drain, its server mid-stream: the client read a stream cut short as
+// a whole one, whether the server's bytes were still queued for it or
+// not, and the server the client's). One the handler closed (Close,
+// CloseLinger) with nothing left queued ends with its FIN, as it would
+// have.
 func (l *Loop) abortAll() {
 	for _, s := range l.lns {
 		if s != nil && !s.done {
@@ -596,7 +601,7 @@ func (l *Loop) abortAll() {
 			if !c.k.closing {
 				l.e.cut.Add(1) // closed here, not drained (Shutdown)
 			}
-			if c.queued > 0 && c.state != stateConnecting {
+			if c.state != stateConnecting && (c.queued > 0 || c.state == stateOpen && !c.lingering) {
 				c.reset(ErrClosed)
 				continue
 			}

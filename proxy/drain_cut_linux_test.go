@@ -1,9 +1,11 @@
 package proxy
 
 import (
+	"bufio"
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -45,4 +47,73 @@ func TestDrainCutResetsQueue(t *testing.T) {
 			t.Errorf("the client read %d bytes of the %d the proxy read from the server, then %v; want a reset", n, s.BytesRead-1, err)
 		}
 	})
+}
+
+// TestDrainCutResetsTunnel: a tunnel (mode tcp, or the one an HTTP
+// upgrade made) still open at the end of Run's drain, its server
+// mid-stream and nothing queued either way, is reset both ways: the
+// client reads what the server sent and then ECONNRESET, and the server
+// ECONNRESET. The proxy closed both sides with a FIN, which told the
+// client the server's stream was whole and the server the client's.
+func TestDrainCutResetsTunnel(t *testing.T) {
+	const resp101 = "HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n"
+	for _, upgrade := range []bool{false, true} {
+		name := "tcp"
+		if upgrade {
+			name = "upgrade"
+		}
+		t.Run(name, func(t *testing.T) {
+			forBackends(t, func(t *testing.T, b engine.Backend) {
+				srvErr := make(chan error, 1)
+				u := newUpstream(t, func(c net.Conn) {
+					if upgrade {
+						if _, ok := readHeadBytes(c); !ok {
+							return
+						}
+						c.SetReadDeadline(time.Time{})
+						io.WriteString(c, resp101)
+					}
+					io.WriteString(c, "part")
+					_, err := io.Copy(io.Discard, c)
+					srvErr <- err
+				})
+				cfg := testConfig(b, u.addr)
+				if upgrade {
+					cfg = httpConfig(b, u.addr)
+				}
+				p, err := New(cfg, &Options{Drain: 200 * time.Millisecond, Logf: func(string, ...any) {}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				stop := run(p)
+				c := dial(t, p)
+				c.SetReadDeadline(time.Now().Add(10 * time.Second))
+				br := bufio.NewReader(c)
+				if upgrade {
+					io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n")
+					if head := rawHead(t, c, br); !strings.HasPrefix(head, "HTTP/1.1 101") {
+						t.Fatalf("upgrade: %q", head)
+					}
+				}
+				part := make([]byte, 4)
+				if _, err := io.ReadFull(br, part); err != nil || string(part) != "part" {
+					t.Fatalf("read %q, %v; want the server's first bytes", part, err)
+				}
+				if err := stop(); err != nil {
+					t.Error(err)
+				}
+				if n, err := io.Copy(io.Discard, br); !errors.Is(err, syscall.ECONNRESET) {
+					t.Errorf("the client read %d more bytes, then %v; want a reset", n, err)
+				}
+				select {
+				case err := <-srvErr:
+					if !errors.Is(err, syscall.ECONNRESET) {
+						t.Errorf("the server read the client's end as %v; want a reset", err)
+					}
+				case <-time.After(10 * time.Second):
+					t.Error("the server's side of the tunnel still open after the drain")
+				}
+			})
+		})
+	}
 }

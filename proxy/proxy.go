@@ -24,7 +24,7 @@ var ErrNotSupported = engine.ErrNotSupported
 // *Options means the defaults.
 type Options struct {
 	// Drain is how long Run waits, once its context is done, for open
-	// connections to finish before closing them. Default 10s.
+	// connections to finish before resetting them. Default 10s.
 	Drain time.Duration
 	// Logf receives start-up messages (the engine's among them). Default
 	// log.Printf.
@@ -615,8 +615,9 @@ func (p *Proxy) Config() *Config {
 func (p *Proxy) Engine() *engine.Engine { return p.e }
 
 // Run serves until ctx is done, then stops accepting, waits up to
-// Options.Drain for open connections to finish, closes the rest and
-// returns. It returns nil after a stop by ctx (drained or not) and the
+// Options.Drain for open connections to finish, resets the rest (a
+// tunnel's client and server each read a reset, not an end of stream)
+// and returns. It returns nil after a stop by ctx (drained or not) and the
 // engine's error if its loops failed. Call it once. Any goroutine.
 func (p *Proxy) Run(ctx context.Context) error {
 	if p.ran.Swap(true) {
