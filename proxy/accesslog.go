@@ -374,9 +374,9 @@ func (b *logBuf) onTimer() {
 const (
 	termNone        uint8 = iota // "-": ended normally
 	termClient                   // "CD": the client closed or reset the connection before the end
-	termClientTO                 // "CT": the client's request head did not arrive in request_timeout (408)
+	termClientTO                 // "CT": the client timed out: its request head did not arrive in request_timeout (408), or it took nothing of its queue for write_timeout
 	termServer                   // "SD": the server closed or reset its connection before the end
-	termServerTO                 // "ST": the server did not answer in response_timeout (504, or a reset)
+	termServerTO                 // "ST": the server timed out: it did not answer in response_timeout (504, or a reset), or took nothing of its queue for write_timeout
 	termConnect                  // "SC": every server tried failed to connect (502)
 	termNoServer                 // "NS": no server of the pool was up (503)
 	termRequest                  // "PR": the proxy refused the request (400, 413, 501, ...)
@@ -389,6 +389,18 @@ const (
 )
 
 var termCodes = [...]string{"-", "CD", "CT", "SD", "ST", "SC", "NS", "PR", "PH", "IT", "SR", "SQ", "UO", "RL"}
+
+// sideTerm returns the term of a side (the client or the server) whose
+// connection ended in err, an error: timedOut where the engine reset it
+// for write_timeout or close_timeout (the side took nothing of what was
+// queued for it: HAProxy's cD and sD), else closed (the side closed or
+// reset its connection).
+func sideTerm(err error, closed, timedOut uint8) uint8 {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return timedOut
+	}
+	return closed
+}
 
 // exchange is what an hsession keeps of its current exchange for the
 // access log and the per-route counters.
@@ -657,7 +669,7 @@ func (s *session) logConn(err error) {
 		return
 	}
 	if s.x.term == termNone && err != nil && !errors.Is(err, net.ErrClosed) {
-		s.x.term = termClient
+		s.x.term = sideTerm(err, termClient, termClientTO)
 	}
 	if h := s.hx; h != nil {
 		h.x.term = s.x.term

@@ -1274,9 +1274,9 @@
 // termination states and Envoy's response flags: "-" normally, else
 //
 //	CD  the client closed or reset its connection first (HAProxy CD, Envoy DC)
-//	CT  the request head did not arrive in request_timeout: 408 (HAProxy cR)
+//	CT  the client timed out: its request head did not arrive in request_timeout (408), or it took nothing of what was sent it for engine.write_timeout (close_timeout after the proxy closed it; an HTTP/2 stream: its window stayed shut) and was reset (HAProxy cR, cD)
 //	SD  the server closed or reset its connection first: 502 or a reset (HAProxy SD/SH, Envoy UC)
-//	ST  the server did not answer in response_timeout: 504 or a reset (HAProxy sH/sD, Envoy UT)
+//	ST  the server timed out: it did not answer in response_timeout (504 or a reset), or took nothing of what was sent it for engine.write_timeout (502 or a reset) (HAProxy sH/sD, Envoy UT)
 //	SC  every server tried failed to connect: 502 (HAProxy SC, Envoy UF)
 //	NS  no server of the pool was up: 503 (Envoy UH)
 //	PR  the proxy refused the request: 400, 413, 501, ... (HAProxy PR, Envoy DPE)

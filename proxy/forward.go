@@ -691,14 +691,14 @@ func (h *handler) OnClose(c *engine.Conn, err error) {
 		s = x
 	case *hsession:
 		if c == x.client {
-			x.clientClosed()
+			x.clientClosed(err)
 		} else if c == x.up {
 			x.upFailed(err)
 			x.syncRead()
 		}
 		return
 	case *h2conn:
-		x.clientClosed()
+		x.clientClosed(err)
 		return
 	case *h2stream:
 		if c == x.up {
@@ -752,7 +752,7 @@ func (h *handler) OnClose(c *engine.Conn, err error) {
 		return
 	}
 	if err != nil && !errors.Is(err, net.ErrClosed) && s.x.term == termNone {
-		s.x.term = termServer
+		s.x.term = sideTerm(err, termServer, termServerTO)
 	}
 	if !s.client.Closed() {
 		closePeer(s.client, err)

@@ -40,9 +40,12 @@ type h2conn struct {
 
 	closing bool // the client is being closed
 	done    bool // the client has closed
-	cbp     bool // a stream's upstream is paused by the client's queue
-	rpaused bool // the client's reading is paused by its queue (flush)
-	scratch []byte
+	// The client was reset for write_timeout or close_timeout: the
+	// streams its end cuts timed out (CT), not closed by it (CD).
+	timedOut bool
+	cbp      bool // a stream's upstream is paused by the client's queue
+	rpaused  bool // the client's reading is paused by its queue (flush)
+	scratch  []byte
 
 	timer   engine.Timer
 	timerFn func()
@@ -416,9 +419,10 @@ func (c *h2conn) clientEOF() {
 	c.client.Close()
 }
 
-// clientClosed ends the connection: every stream's upstream is closed.
-// Loop goroutine.
-func (c *h2conn) clientClosed() {
+// clientClosed ends the connection, its client closed with err: every
+// stream's upstream is closed. Loop goroutine.
+func (c *h2conn) clientClosed(err error) {
+	c.timedOut = sideTerm(err, termClient, termClientTO) == termClientTO
 	c.closing = true
 	c.srv.Close() // OnReset for each stream
 	c.done = true
@@ -426,7 +430,7 @@ func (c *h2conn) clientClosed() {
 	c.rests = nil
 	for len(c.streams) > 0 { // (streams the Server had ended already)
 		st := c.streams[len(c.streams)-1]
-		st.x.term = termClient
+		st.x.term = c.clientTerm()
 		st.abandon()
 	}
 	ls := c.ls
@@ -919,8 +923,17 @@ func (c *h2conn) OnReset(s *h2.Server, id uint32, code h2.ErrCode) {
 	if c.srv.Err() == nil { // (not the connection's end)
 		st.ln.stats[c.ls.id].h2ResetsClient.inc()
 	}
-	st.x.term = termClient
+	st.x.term = c.clientTerm()
 	st.abandon()
+}
+
+// clientTerm is the term of a stream the client ended: its reset, or its
+// connection's end (timedOut: the proxy's reset for write_timeout).
+func (c *h2conn) clientTerm() uint8 {
+	if c.timedOut {
+		return termClientTO
+	}
+	return termClient
 }
 
 // OnWritable goes on with a response the stream's window held.
@@ -1101,7 +1114,7 @@ func (st *h2stream) upFailed(err error) {
 			st.pump()
 			return
 		}
-		st.x.term = termServer
+		st.x.term = sideTerm(err, termServer, termServerTO)
 		st.resetStream(h2.InternalError)
 	case st.reused && st.idem && !st.retry && st.interims == 0 && len(st.uin) == 0:
 		st.closeUp(false)
@@ -1110,7 +1123,7 @@ func (st *h2stream) upFailed(err error) {
 	case st.retryReset(h2.ResetConnection, h2.NoError):
 	default:
 		st.passive(false)
-		st.x.term = termServer
+		st.x.term = sideTerm(err, termServer, termServerTO)
 		st.respond(502)
 	}
 }
@@ -1136,9 +1149,10 @@ func (st *h2stream) timedOut() {
 // stalled: the stream's send window (or the connection's) has not opened
 // for write_timeout, the upstream paused all along: a client that reads
 // but never opens its windows would otherwise hold the upstream for good.
-// The stream is reset, its upstream closed.
+// The stream is reset, its upstream closed; the client timed out, as one
+// that takes nothing of its connection's queue (HAProxy's cD).
 func (st *h2stream) stalled() {
-	st.x.term = termClient
+	st.x.term = termClientTO
 	st.resetStream(h2.Cancel)
 }
 

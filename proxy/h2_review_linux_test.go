@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -66,7 +67,8 @@ func (r *rawH2) next() (h2.Frame, error) {
 // never opens its windows (no WINDOW_UPDATE) holds a response's upstream
 // as a client that stops reading would hold an HTTP/1.1 one: for
 // write_timeout, not for good. The stream is reset (the proxy's doing),
-// its server connection closed, not pooled.
+// its server connection closed, not pooled, and its line says the client
+// timed out (CT; it said CD, the client's reset or close).
 func TestH2WindowStall(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		const size = 8 << 20
@@ -79,6 +81,8 @@ func TestH2WindowStall(t *testing.T) {
 		cfg := h2cConfig(b, u.addr)
 		cfg.Engine.WriteTimeout = Duration(300 * time.Millisecond)
 		cfg.Listeners[0].ResponseTimeout = Duration(time.Minute)
+		path := filepath.Join(t.TempDir(), "access.log")
+		cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: path}
 		p := startProxy(t, cfg)
 		r := rawH2Get(t, p, 65535, "/")
 		r.c.(interface{ SetReadDeadline(time.Time) error }).SetReadDeadline(time.Now().Add(15 * time.Second))
@@ -113,6 +117,7 @@ func TestH2WindowStall(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Error("the server's connection was not closed")
 		}
+		checkFields(t, waitLine(t, path, "the stream's line", func(map[string]any) bool { return true }), map[string]string{"term": "CT"})
 	})
 }
 

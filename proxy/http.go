@@ -1542,7 +1542,7 @@ func (s *hsession) upFailed(err error) {
 			s.respDone(false)
 			return
 		}
-		s.x.term = termServer
+		s.x.term = sideTerm(err, termServer, termServerTO)
 		s.closeUp(true)
 		s.client.Reset()
 	case s.reused && s.idem && !s.retry && !s.interim && len(s.uin) == 0:
@@ -1555,6 +1555,10 @@ func (s *hsession) upFailed(err error) {
 	default:
 		s.passive(false)
 		s.closeUp(true)
+		if err != nil {
+			// (The 502 alone is logged SD.)
+			s.x.term = sideTerm(err, termServer, termServerTO)
+		}
 		s.respond(502)
 	}
 }
@@ -1627,15 +1631,16 @@ func (s *hsession) clientEOF() {
 	// Else the response is awaited: closeAft or respDone's closeClient.
 }
 
-// clientClosed ends the session. Loop goroutine.
-func (s *hsession) clientClosed() {
+// clientClosed ends the session, its client closed with err. Loop
+// goroutine.
+func (s *hsession) clientClosed(err error) {
 	s.done = true
 	s.w.leave(s.pool, &s.x.queued, false)
 	s.phase = phClosing
 	s.timer.Stop()
 	if s.x.open {
 		if s.x.term == termNone {
-			s.x.term = termClient
+			s.x.term = sideTerm(err, termClient, termClientTO)
 		}
 		st := 0
 		if s.respHead {
