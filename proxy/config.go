@@ -113,8 +113,9 @@ type ListenerConfig struct {
 	// 5s.
 	ConnectTimeout Duration `yaml:"connect_timeout" json:"connect_timeout"`
 	// IdleTimeout closes both sides of a connection after this long
-	// without a byte either way (received, or taken from a write queue by
-	// a peer); a side whose queue a peer has stopped taking is reset.
+	// without a byte either way (received, or taken by a peer from a
+	// write queue or from what its socket's send buffer holds); a side
+	// whose queue a peer has stopped taking is reset.
 	// Default 0: never, and then a client that stops reading holds its
 	// connection until it reads again or goes away. In mode http it
 	// bounds upgraded connections (a 101 makes them a tunnel) only:

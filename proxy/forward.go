@@ -154,7 +154,7 @@ type session struct {
 	done                     bool // the client has closed
 
 	last   int64 // p.now() of the last byte either way (with an idle timeout)
-	queued int   // both sides' Buffered at the last idle check
+	queued int   // both sides' Buffered and Unacked at the last idle check
 	idle   engine.Timer
 	idleFn func()
 
@@ -470,14 +470,17 @@ func (s *session) startIdle() {
 // else waits for the rest of it: the timer is re-armed lazily, once per
 // timeout at most, never per read. A write queue that moved since the last
 // check counts as activity (a side still sending what it holds after the
-// other closed). A side whose queue did not move is reset, not closed: a
-// Close would wait for a peer that reads nothing to take its queue, and
-// hold the connection for good. Loop goroutine.
+// other closed), and so do the bytes a socket holds that its peer has not
+// acknowledged (Unacked: a slow reader drains megabytes of socket buffer
+// after the queue is empty; two system calls a check). A side whose queue
+// did not move is reset, not closed: a Close would wait for a peer that
+// reads nothing to take its queue, and hold the connection for good. Loop
+// goroutine.
 func (s *session) idleCheck() {
 	if s.done {
 		return
 	}
-	if q := s.client.Buffered() + s.up.Buffered(); q != s.queued {
+	if q := s.client.Buffered() + s.up.Buffered() + s.client.Unacked() + s.up.Unacked(); q != s.queued {
 		s.queued = q
 		s.last = s.p.now()
 	}
