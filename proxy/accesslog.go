@@ -386,17 +386,23 @@ const (
 	termQueue                    // "SQ": queue_timeout ran out in the pool's queue for a slot (503)
 	termQueueFull                // "UO": the pool's queue was full (max_queue): refused at once (503)
 	termRateLimit                // "RL": a rate_limit refused the request (429)
+	termKilled                   // "KD": the proxy's drain ran out (or Proxy.Abort) with it under way: both sides reset
 )
 
-var termCodes = [...]string{"-", "CD", "CT", "SD", "ST", "SC", "NS", "PR", "PH", "IT", "SR", "SQ", "UO", "RL"}
+var termCodes = [...]string{"-", "CD", "CT", "SD", "ST", "SC", "NS", "PR", "PH", "IT", "SR", "SQ", "UO", "RL", "KD"}
 
 // sideTerm returns the term of a side (the client or the server) whose
-// connection ended in err, an error: timedOut where the engine reset it
-// for write_timeout or close_timeout (the side took nothing of what was
-// queued for it: HAProxy's cD and sD), else closed (the side closed or
-// reset its connection).
+// connection ended in err, an error: termKilled where the engine cut it
+// as it stopped (net.ErrClosed: the drain ran out, whichever side it
+// closed first), timedOut where it reset it for write_timeout or
+// close_timeout (the side took nothing of what was queued for it:
+// HAProxy's cD and sD), else closed (the side closed or reset its
+// connection).
 func sideTerm(err error, closed, timedOut uint8) uint8 {
-	if errors.Is(err, os.ErrDeadlineExceeded) {
+	switch {
+	case errors.Is(err, net.ErrClosed):
+		return termKilled
+	case errors.Is(err, os.ErrDeadlineExceeded):
 		return timedOut
 	}
 	return closed
@@ -668,7 +674,7 @@ func (s *session) logConn(err error) {
 	if a == nil || s.ln.http && s.hx == nil {
 		return
 	}
-	if s.x.term == termNone && err != nil && !errors.Is(err, net.ErrClosed) {
+	if s.x.term == termNone && err != nil {
 		s.x.term = sideTerm(err, termClient, termClientTO)
 	}
 	if h := s.hx; h != nil {

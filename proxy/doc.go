@@ -1286,6 +1286,7 @@
 //	SQ  queue_timeout ran out in the pool's queue for a slot (max_conns): 503, or the tcp client closed (HAProxy sQ)
 //	UO  the pool's queue held max_queue waiters: 503 at once, or the tcp client closed (Envoy UO)
 //	RL  a rate_limit refused the request: 429 (Envoy RL)
+//	KD  the drain ran out (or Proxy.Abort cut it) with the connection or exchange under way: both sides reset (HAProxy K)
 //
 // The loops never wait for the log: each formats its lines into its own
 // buffers, which a writer goroutine writes out (every 100ms, or 64 KiB at

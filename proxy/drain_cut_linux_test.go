@@ -5,12 +5,14 @@ import (
 	"errors"
 	"io"
 	"net"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/spindlenet/spindle/engine"
+	"github.com/spindlenet/spindle/internal/h2"
 )
 
 // TestDrainCutResetsQueue: a tunnel still open at the end of Run's drain
@@ -54,7 +56,8 @@ func TestDrainCutResetsQueue(t *testing.T) {
 // mid-stream and nothing queued either way, is reset both ways: the
 // client reads what the server sent and then ECONNRESET, and the server
 // ECONNRESET. The proxy closed both sides with a FIN, which told the
-// client the server's stream was whole and the server the client's.
+// client the server's stream was whole and the server the client's. Its
+// line says the proxy cut it (KD); it said "-", a normal end.
 func TestDrainCutResetsTunnel(t *testing.T) {
 	const resp101 = "HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n"
 	for _, upgrade := range []bool{false, true} {
@@ -81,6 +84,8 @@ func TestDrainCutResetsTunnel(t *testing.T) {
 				if upgrade {
 					cfg = httpConfig(b, u.addr)
 				}
+				path := filepath.Join(t.TempDir(), "access.log")
+				cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: path}
 				p, err := New(cfg, &Options{Drain: 200 * time.Millisecond, Logf: func(string, ...any) {}})
 				if err != nil {
 					t.Fatal(err)
@@ -113,6 +118,71 @@ func TestDrainCutResetsTunnel(t *testing.T) {
 				case <-time.After(10 * time.Second):
 					t.Error("the server's side of the tunnel still open after the drain")
 				}
+				checkFields(t, waitLine(t, path, "the tunnel's line", func(map[string]any) bool { return true }), map[string]string{"term": "KD"})
+			})
+		})
+	}
+}
+
+// TestDrainCutTerm: an HTTP exchange cut at the end of Run's drain, its
+// response under way (a head sent, the body still coming, over HTTP/1.1
+// and HTTP/2), is logged KD: the proxy cut it. It was logged CD or SD,
+// as if the client or the server had closed first, whichever of the two
+// connections the engine closed first.
+func TestDrainCutTerm(t *testing.T) {
+	for _, h2c := range []bool{false, true} {
+		name := "http1"
+		if h2c {
+			name = "h2"
+		}
+		t.Run(name, func(t *testing.T) {
+			forBackends(t, func(t *testing.T, b engine.Backend) {
+				release := make(chan struct{})
+				u := newUpstream(t, func(c net.Conn) {
+					if _, ok := readHeadBytes(c); !ok {
+						return
+					}
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npart")
+					<-release
+				})
+				t.Cleanup(func() { close(release) })
+				cfg := httpConfig(b, u.addr)
+				if h2c {
+					cfg = h2cConfig(b, u.addr)
+				}
+				path := filepath.Join(t.TempDir(), "access.log")
+				cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: path}
+				p, err := New(cfg, &Options{Drain: 200 * time.Millisecond, Logf: func(string, ...any) {}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				stop := run(p)
+				if h2c {
+					r := rawH2Get(t, p, 65535, "/")
+					r.c.(net.Conn).SetReadDeadline(time.Now().Add(10 * time.Second))
+					for {
+						f, err := r.next()
+						if err != nil {
+							t.Fatal(err)
+						}
+						if f.Type == h2.FrameData && f.StreamID == 1 {
+							break
+						}
+					}
+				} else {
+					c := dial(t, p)
+					io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+					c.SetReadDeadline(time.Now().Add(10 * time.Second))
+					br := bufio.NewReader(c)
+					rawHead(t, c, br)
+					if _, err := io.ReadFull(br, make([]byte, 4)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := stop(); err != nil {
+					t.Error(err)
+				}
+				checkFields(t, waitLine(t, path, "the exchange's line", func(map[string]any) bool { return true }), map[string]string{"term": "KD", "status": "200"})
 			})
 		})
 	}

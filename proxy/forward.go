@@ -754,7 +754,7 @@ func (h *handler) OnClose(c *engine.Conn, err error) {
 		s.connect()
 		return
 	}
-	if err != nil && !errors.Is(err, net.ErrClosed) && s.x.term == termNone {
+	if err != nil && s.x.term == termNone {
 		s.x.term = sideTerm(err, termServer, termServerTO)
 	}
 	if !s.client.Closed() {

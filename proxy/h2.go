@@ -40,12 +40,13 @@ type h2conn struct {
 
 	closing bool // the client is being closed
 	done    bool // the client has closed
-	// The client was reset for write_timeout or close_timeout: the
-	// streams its end cuts timed out (CT), not closed by it (CD).
-	timedOut bool
-	cbp      bool // a stream's upstream is paused by the client's queue
-	rpaused  bool // the client's reading is paused by its queue (flush)
-	scratch  []byte
+	// endTerm is the term of the streams the client's end cuts
+	// (clientClosed): CD, or CT where the client was reset for
+	// write_timeout, KD where the engine's stop cut it; termNone before.
+	endTerm uint8
+	cbp     bool // a stream's upstream is paused by the client's queue
+	rpaused bool // the client's reading is paused by its queue (flush)
+	scratch []byte
 
 	timer   engine.Timer
 	timerFn func()
@@ -422,7 +423,7 @@ func (c *h2conn) clientEOF() {
 // clientClosed ends the connection, its client closed with err: every
 // stream's upstream is closed. Loop goroutine.
 func (c *h2conn) clientClosed(err error) {
-	c.timedOut = sideTerm(err, termClient, termClientTO) == termClientTO
+	c.endTerm = sideTerm(err, termClient, termClientTO)
 	c.closing = true
 	c.srv.Close() // OnReset for each stream
 	c.done = true
@@ -927,11 +928,11 @@ func (c *h2conn) OnReset(s *h2.Server, id uint32, code h2.ErrCode) {
 	st.abandon()
 }
 
-// clientTerm is the term of a stream the client ended: its reset, or its
-// connection's end (timedOut: the proxy's reset for write_timeout).
+// clientTerm is the term of a stream the client ended: its reset (CD),
+// or its connection's end (endTerm).
 func (c *h2conn) clientTerm() uint8 {
-	if c.timedOut {
-		return termClientTO
+	if c.endTerm != termNone {
+		return c.endTerm
 	}
 	return termClient
 }
