@@ -150,9 +150,10 @@ type kstate struct {
 // Loop returns the loop that owns c. Any goroutine.
 func (c *Conn) Loop() *Loop { return c.l }
 
-// Listener returns the listener that accepted c, or nil for a dialed
-// connection (and past a loop's 65,535th listener): a server with several
-// listeners tells its connections apart by it. Loop goroutine.
+// Listener returns the listener that accepted c, closed since or not, until
+// c's OnClose has returned (nil after), or nil for a dialed connection (and
+// past a loop's 65,535th open listener): a server with several listeners
+// tells its connections apart by it. Loop goroutine.
 func (c *Conn) Listener() *Listener {
 	if c.lnSlot == 0 {
 		return nil

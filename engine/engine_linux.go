@@ -438,8 +438,9 @@ func (l *Loop) accepted(fd int, s *lnSock) {
 	}
 	c := &Conn{l: l, fd: fd, unixPeer: s.ln.network == "unix"}
 	if s.index < math.MaxUint16 {
-		// lns only grows, each socket at its index (Conn.Listener).
+		// s keeps its place in lns while c names it (Conn.Listener).
 		c.lnSlot = uint16(s.index + 1)
+		s.conns++
 	}
 	if !c.unixPeer {
 		unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
@@ -873,6 +874,10 @@ func (e *Engine) Listen(network, address string, lc *ListenConfig) (*Listener, e
 		}
 	}
 	e.listeners = append(e.listeners, ln)
+	// Those whose sockets are all closed have nothing left for a loop's
+	// cleanup: a process that listens and closes again and again does
+	// not grow the list.
+	e.made = slices.DeleteFunc(e.made, (*Listener).socketsClosed)
 	e.made = append(e.made, ln)
 	for i, l := range e.loops {
 		if ln.fds[i] < 0 {
@@ -932,17 +937,33 @@ func (ln *Listener) add(l *Loop, i int) {
 	ln.added[i] = 1
 	fd := ln.fds[i]
 	ln.mu.Unlock()
-	s := &lnSock{ln: ln, fd: fd, index: int32(len(l.lns))}
+	s := &lnSock{ln: ln, fd: fd}
 	if l.stopping {
 		s.done = true
 		ln.closeSock(i)
 		return
 	}
-	l.lns = append(l.lns, s)
+	if n := len(l.lnFree); n > 0 {
+		s.index = l.lnFree[n-1]
+		l.lnFree = l.lnFree[:n-1]
+		l.lns[s.index] = s
+	} else {
+		s.index = int32(len(l.lns))
+		l.lns = append(l.lns, s)
+	}
 	if err := l.be.addListener(s); err != nil {
 		s.done = true
-		ln.closeSock(i)
+		l.closeListener(s)
 	}
+}
+
+// closeListener closes s's socket, which the loop no longer accepts on
+// (s.done, nothing in flight refers to it), and frees its place in lns
+// unless a connection still names it. Loop goroutine.
+func (l *Loop) closeListener(s *lnSock) {
+	s.ln.closeSock(l.id)
+	s.fd = -1
+	l.freeListener(s)
 }
 
 // closeSock closes loop i's socket, once nothing of the loop's refers to
@@ -962,6 +983,19 @@ func (ln *Listener) closeLocked(i int) {
 		unix.Close(ln.fds[i])
 		ln.fds[i] = -1
 	}
+}
+
+// socketsClosed reports whether every loop's socket of ln is closed. Any
+// goroutine.
+func (ln *Listener) socketsClosed() bool {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	for _, fd := range ln.fds {
+		if fd >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // closePending closes loop i's socket if the loop never took it.

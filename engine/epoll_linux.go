@@ -100,7 +100,7 @@ func (b *epollBackend) addListener(s *lnSock) error {
 
 func (b *epollBackend) removeListener(s *lnSock) {
 	unix.EpollCtl(b.epfd, unix.EPOLL_CTL_DEL, s.fd, nil) // ENOENT while backing off
-	s.ln.closeSock(b.l.id)
+	b.l.closeListener(s)
 }
 
 // update sets the epoll interest of c from its state. A pause is applied
@@ -266,7 +266,7 @@ func (b *epollBackend) wait(timeout time.Duration) (int, error) {
 			continue
 		case epKindListener:
 			if int(ev.Fd) < len(l.lns) {
-				if s := l.lns[ev.Fd]; !s.done {
+				if s := l.lns[ev.Fd]; s != nil && !s.done {
 					b.accept(s)
 				}
 			}

@@ -52,9 +52,13 @@ type backend interface {
 // lnSock is one loop's socket of a Listener.
 type lnSock struct {
 	ln    *Listener
-	fd    int
+	fd    int   // -1 once the loop has closed it (closeListener)
 	index int32 // in Loop.lns
 	done  bool
+	// conns counts the connections accepted on the socket that name it
+	// (Conn.lnSlot) until their OnClose has returned: its place in
+	// Loop.lns is not taken by another socket before.
+	conns int32
 	// backoff is the pause before accepting again after running out of
 	// descriptors or memory (acceptBackoff); 0 after an accept.
 	backoff time.Duration
@@ -102,8 +106,9 @@ type Loop struct {
 	slotGen   []uint32 // generation per slot, part of every kernel handle
 	free      []int32
 	dirty     []*Conn
-	closed    []*Conn // closed, their OnClose not yet called (runCloses)
-	lns       []*lnSock
+	closed    []*Conn   // closed, their OnClose not yet called (runCloses)
+	lns       []*lnSock // at their index (lnSock.index)
+	lnFree    []int32   // places in lns to take: their sockets closed, no connection names them (freeListener)
 	timers    timerHeap
 	chunks    slab   // write-queue chunks (and epoll receive buffers)
 	pages     string // page kind of the buffers, set at start
@@ -470,6 +475,12 @@ func (l *Loop) callOnClose() {
 		c := l.closed[i]
 		l.closed[i] = nil
 		l.h.OnClose(c, c.err)
+		if c.lnSlot != 0 {
+			s := l.lns[c.lnSlot-1]
+			c.lnSlot = 0 // Listener: nil from here on
+			s.conns--
+			l.freeListener(s)
+		}
 	}
 	l.closed = l.closed[:0]
 }
@@ -570,6 +581,15 @@ func (l *Loop) sayStall() {
 		l.stallSaid = true
 		l.e.cfg.Logf("engine: loop %d (CPU %d) has been stopping for %v: %d connections open, %s",
 			l.id, l.cpu, d.Round(time.Millisecond), l.st.open.Load(), l.be.inFlight())
+	}
+}
+
+// freeListener gives s's place in lns to the sockets to come once its
+// socket is closed and no connection names it. Loop goroutine.
+func (l *Loop) freeListener(s *lnSock) {
+	if s.fd < 0 && s.conns == 0 && l.lns[s.index] == s {
+		l.lns[s.index] = nil
+		l.lnFree = append(l.lnFree, s.index)
 	}
 }
 

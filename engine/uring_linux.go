@@ -567,7 +567,7 @@ func (b *uringBackend) armAccept(s *lnSock) {
 
 func (b *uringBackend) removeListener(s *lnSock) {
 	if !b.lnArmed[s.index] {
-		s.ln.closeSock(b.l.id)
+		b.l.closeListener(s)
 		return
 	}
 	b.cancel(udata(opAccept, s.index, 0))
@@ -942,7 +942,7 @@ func (b *uringBackend) handle(q uring.CQE) {
 			b.lnArmed[slot] = false
 			switch {
 			case s.done:
-				s.ln.closeSock(l.id)
+				l.closeListener(s)
 			case s.ln.closed.Load():
 				// Listener.Close shut the socket down; its removal is
 				// posted.

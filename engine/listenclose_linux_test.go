@@ -1,0 +1,112 @@
+package engine
+
+import (
+	"fmt"
+	"os"
+	"testing"
+	"time"
+)
+
+// loopListeners is how many places the loop's table of listener sockets
+// has (Loop.lns), read on the loop.
+func loopListeners(l *Loop) int {
+	n := make(chan int)
+	l.Post(func() { n <- len(l.lns) })
+	return <-n
+}
+
+// madeListeners is how many listeners the engine keeps for its loops'
+// cleanup (Engine.made).
+func madeListeners(e *Engine) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.made)
+}
+
+// TestClosedListenersAreDropped listens and closes a listener many times,
+// TCP and Unix, as a long-running process that opens and closes listeners
+// (a reload) does: the loops and the engine keep no place for the closed
+// ones, but for a listener whose accepted connection is still open, which
+// names it (Conn.Listener) until its OnClose has returned. Before, every
+// Listen added a place to every loop's table and to the engine's list for
+// good: 102 of each after 101 Listens and Closes and one more Listen.
+func TestClosedListenersAreDropped(t *testing.T) {
+	const rounds = 100
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			opened := make(chan *Conn, 1)
+			closedBy := make(chan *Listener, 1)
+			h := &BaseHandlerFunc{
+				open:   func(c *Conn) { opened <- c },
+				closed: func(c *Conn, err error) { closedBy <- c.Listener() },
+			}
+			e, first := startListening(t, testConfig(b), h, "tcp", "127.0.0.1:0")
+			client := mustDial(t, "tcp", first.Addr().String())
+			c := <-opened
+			if err := first.Close(); err != nil {
+				t.Fatal(err)
+			}
+			for i := range rounds {
+				network, address := "tcp", "127.0.0.1:0"
+				if i%2 == 1 {
+					network, address = "unix", fmt.Sprintf("@spindle-relisten-%d-%d", os.Getpid(), i)
+				}
+				ln, err := e.Listen(network, address, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := ln.Close(); err != nil {
+					t.Fatal(err)
+				}
+				// Closed on every loop (uring: once the accept's cancel
+				// completed) before the next, as a process that listens
+				// again some time after a Close.
+				waitFor(t, "the loops to close the listener's sockets", ln.socketsClosed)
+			}
+			last, err := e.Listen("tcp", "127.0.0.1:0", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer last.Close()
+			// The first listener's place (its connection is open) and the
+			// last's.
+			for _, l := range e.Loops() {
+				if n := loopListeners(l); n > 2 {
+					t.Errorf("loop %d has %d places for listeners after %d closed, one with a connection open, and one open: want 2", l.ID(), n, rounds+1)
+				}
+			}
+			if n := madeListeners(e); n != 1 {
+				t.Errorf("the engine keeps %d listeners, %d of them closed: want 1", n, n-1)
+			}
+			client.Close()
+			select {
+			case ln := <-closedBy:
+				if ln != first {
+					t.Errorf("in OnClose the connection names listener %v, want the one that accepted it (%v), closed since", ln, first.Addr())
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("no OnClose 10 s after the client closed")
+			}
+			l := c.Loop()
+			after := make(chan *Listener)
+			l.Post(func() { after <- c.Listener() })
+			if got := <-after; got != nil {
+				t.Errorf("after OnClose Listener is %v, want nil", got.Addr())
+			}
+			// The first's place is free: Listens and Closes take it.
+			for range 10 {
+				ln, err := e.Listen("tcp", "127.0.0.1:0", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ln.Close()
+				waitFor(t, "the loops to close the listener's sockets", ln.socketsClosed)
+			}
+			for _, l := range e.Loops() {
+				if n := loopListeners(l); n > 2 {
+					t.Errorf("loop %d has %d places for listeners once the first's connection closed, one listener open: want 2", l.ID(), n)
+				}
+			}
+		})
+	}
+}
