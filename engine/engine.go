@@ -698,13 +698,14 @@ func (e *Engine) Run(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// closeListeners closes the listeners still open. Any goroutine.
+// closeListeners closes the listeners still open, without waiting for the
+// loops to close their sockets. Any goroutine.
 func (e *Engine) closeListeners() {
 	e.mu.Lock()
 	lns := append([]*Listener(nil), e.listeners...)
 	e.mu.Unlock()
 	for _, ln := range lns {
-		ln.Close()
+		ln.close(false)
 	}
 }
 
@@ -896,6 +897,10 @@ type Listener struct {
 
 	mu    sync.Mutex
 	added []uint8 // per loop: 0 not yet taken, 1 taken by the loop, 2 closed unused
+	// open counts the sockets of fds not yet closed; gone is closed when
+	// it reaches 0 (Close waits for it).
+	open int
+	gone chan struct{}
 }
 
 // Addr is the bound address (with the port chosen when the requested port

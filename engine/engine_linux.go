@@ -873,6 +873,12 @@ func (e *Engine) Listen(network, address string, lc *ListenConfig) (*Listener, e
 			}
 		}
 	}
+	for _, fd := range ln.fds {
+		if fd >= 0 {
+			ln.open++
+		}
+	}
+	ln.gone = make(chan struct{})
 	e.listeners = append(e.listeners, ln)
 	// Those whose sockets are all closed have nothing left for a loop's
 	// cleanup: a process that listens and closes again and again does
@@ -982,20 +988,21 @@ func (ln *Listener) closeLocked(i int) {
 	if ln.fds[i] >= 0 {
 		unix.Close(ln.fds[i])
 		ln.fds[i] = -1
+		if ln.open--; ln.open == 0 {
+			close(ln.gone)
+		}
 	}
 }
 
 // socketsClosed reports whether every loop's socket of ln is closed. Any
 // goroutine.
 func (ln *Listener) socketsClosed() bool {
-	ln.mu.Lock()
-	defer ln.mu.Unlock()
-	for _, fd := range ln.fds {
-		if fd >= 0 {
-			return false
-		}
+	select {
+	case <-ln.gone:
+		return true
+	default:
+		return false
 	}
-	return true
 }
 
 // closePending closes loop i's socket if the loop never took it.
@@ -1008,9 +1015,19 @@ func (ln *Listener) closePending(i int) {
 	}
 }
 
-// Close stops accepting; connections already accepted stay open. Any
+// Close stops accepting; connections already accepted stay open. It
+// returns once every loop has closed its socket, so that the address is
+// free for a Listen again (an abstract Unix name stays bound while a
+// socket is open), or once the engine has stopped. On a loop goroutine, which cannot wait
+// for the loops, it returns at once, and the sockets close as the loops
+// get to it (on uring, once each loop's accept is cancelled). Any
 // goroutine.
-func (ln *Listener) Close() error {
+func (ln *Listener) Close() error { return ln.close(true) }
+
+// close is Close, waiting for the loops only if wait is set: Shutdown,
+// whose ctx bounds its drain, waits for the loops to exit instead. Any
+// goroutine.
+func (ln *Listener) close(wait bool) error {
 	if ln.closed.Swap(true) {
 		return net.ErrClosed
 	}
@@ -1057,6 +1074,12 @@ func (ln *Listener) Close() error {
 	}
 	if ln.unlink != "" {
 		os.Remove(ln.unlink)
+	}
+	if wait && running && !e.onLoop() {
+		select {
+		case <-ln.gone:
+		case <-e.exited:
+		}
 	}
 	return nil
 }

@@ -22,6 +22,8 @@ func (e *Engine) Listen(network, address string, lc *ListenConfig) (*Listener, e
 // Close returns ErrNotSupported. Any goroutine.
 func (ln *Listener) Close() error { return ErrNotSupported }
 
+func (ln *Listener) close(bool) error { return ErrNotSupported }
+
 // Dial returns ErrNotSupported. Loop goroutine.
 func (l *Loop) Dial(network, address string, timeout time.Duration) (*Conn, error) {
 	return nil, ErrNotSupported

@@ -110,3 +110,41 @@ func TestClosedListenersAreDropped(t *testing.T) {
 		})
 	}
 }
+
+// TestListenAgainAfterClose listens again on the address of a listener
+// just closed, an abstract Unix name (bound until its socket is closed)
+// and a TCP port: Listener.Close returns once the loops have closed their
+// sockets, so the Listen succeeds. Before, Close only posted the
+// removals, and the abstract name was still bound when it returned: the
+// second Listen failed with EADDRINUSE.
+func TestListenAgainAfterClose(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			e, tcp := startListening(t, testConfig(b), &echoHandler{}, "tcp", "127.0.0.1:0")
+			for _, l := range e.Loops() {
+				syncLoop(l) // running: Close posts to the loops
+			}
+			addrs := map[string]string{
+				"unix": fmt.Sprintf("@spindle-listen-again-%d-%s", os.Getpid(), b),
+				"tcp":  tcp.Addr().String(),
+			}
+			if err := tcp.Close(); err != nil {
+				t.Fatal(err)
+			}
+			for _, network := range []string{"unix", "tcp"} {
+				for i := range 20 {
+					ln, err := e.Listen(network, addrs[network], nil)
+					if err != nil {
+						t.Fatalf("%s Listen %d on %s, the listener before closed: %v", network, i+1, addrs[network], err)
+					}
+					if err := ln.Close(); err != nil {
+						t.Fatal(err)
+					}
+					if !ln.socketsClosed() {
+						t.Errorf("%s: a loop's socket is open after Close returned", network)
+					}
+				}
+			}
+		})
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -405,9 +406,10 @@ func exhaustFds(t *testing.T, then func(), count func() uint64) (before, after u
 
 // TestRelistenSteering closes a listener and listens again on its address
 // while both loops are busy, so that neither has closed its old socket yet
-// (as on any reload): the new sockets must form a reuseport group of their
-// own, in which steering holds. Before, they joined the old group after
-// the old sockets, the steering program indexed the wrong ones, and every
+// (as on any reload from a loop goroutine, where Close does not wait for
+// the loops): the new sockets must form a reuseport group of their own,
+// in which steering holds. Before, they joined the old group after the
+// old sockets, the steering program indexed the wrong ones, and every
 // connection went to the other CPU's loop.
 func TestRelistenSteering(t *testing.T) {
 	if runtime.NumCPU() < 2 {
@@ -430,13 +432,22 @@ func TestRelistenSteering(t *testing.T) {
 			}
 			addr := old.Addr().String()
 			var release []chan struct{}
-			for _, l := range e.Loops() {
-				syncLoop(l) // the old listener is added
+			closed := make(chan struct{})
+			for i := range e.Loops() {
+				l := e.Loops()[len(e.Loops())-1-i] // loop 0 last: it closes
+				syncLoop(l)                        // the old listener is added
 				hold := make(chan struct{})
 				release = append(release, hold)
-				l.Post(func() { <-hold })
+				l.Post(func() {
+					if l.ID() == 0 {
+						old.Close() // the removals wait behind the holds
+						close(closed)
+					}
+					<-hold
+				})
 			}
-			old.Close()
+			slices.Reverse(release)
+			<-closed
 			ln, err := e.Listen("tcp", addr, nil)
 			// Loop 0 first: had the new sockets joined the old group,
 			// closing its old socket would move loop 1's new one into its

@@ -21,7 +21,9 @@ import (
 // stops accepting"), as on TCP, where Close shuts the sockets down and the
 // kernel resets what waits in the accept queue. The loops accepted it and
 // handed it to the handler after Close: OnOpen for a connection of a
-// listener the program had closed.
+// listener the program had closed. Close, which waits for the loops to
+// close their sockets, runs beside the held loops: the connections come
+// once it has begun.
 func TestUnixListenerCloseAcceptsNoMore(t *testing.T) {
 	for _, b := range testBackends {
 		for _, kind := range []string{"path", "abstract"} {
@@ -52,13 +54,13 @@ func TestUnixListenerCloseAcceptsNoMore(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer c.Close()
-				if err := ln.Close(); err != nil {
-					t.Fatal(err)
-				}
+				closed := make(chan error, 1)
+				go func() { closed <- ln.Close() }()
+				waitFor(t, "Close to begin", ln.closed.Load)
 				if kind == "abstract" {
 					// The name stays bound until the loops close their
-					// sockets: a connection made after Close returned
-					// is no more to be opened.
+					// sockets: a connection made after Close began is no
+					// more to be opened.
 					if c2, err := net.Dial("unix", name); err == nil {
 						defer c2.Close()
 					}
@@ -66,10 +68,11 @@ func TestUnixListenerCloseAcceptsNoMore(t *testing.T) {
 				for _, hold := range holds {
 					close(hold)
 				}
+				if err := <-closed; err != nil {
+					t.Fatal(err)
+				}
 				for _, l := range e.Loops() {
-					for range 2 { // the removal, then the close after a cancel
-						syncLoop(l)
-					}
+					syncLoop(l) // what the loops accepted before is handled
 				}
 				if n := opened.Load(); n != 0 {
 					t.Errorf("%d connections opened on the listener after its Close returned", n)
