@@ -682,8 +682,11 @@ func resolve(zones *zoneCache, network, address string, listen bool) (unix.Socka
 	}
 	a := ap.Addr()
 	// An IPv4-mapped address is IPv4 for tcp4 and tcp6 (refused there, as
-	// in package net); tcp passes it on to a dual-stack socket.
-	if a.Is4() || a.Is4In6() && network != "tcp" {
+	// in package net), and for a tcp dial, as in package net: an IPv6
+	// socket reaches it only if dual-stack, which new ones are not where
+	// net.ipv6.bindv6only is set. A tcp listen binds it on a dual-stack
+	// socket.
+	if a.Is4() || a.Is4In6() && (network != "tcp" || !listen) {
 		if network == "tcp6" {
 			return nil, 0, errors.New("IPv4 address for tcp6")
 		}
