@@ -205,7 +205,9 @@ func (c *Conn) writable() bool {
 // CloseWrite. Writes are never refused for size: the high-water
 // mark pauses reading instead (see Config.WriteHighWater), or with
 // Config.ReadPastHighWater leaves the handler to pause what feeds c until
-// OnWritable. On a TLS connection p is encrypted, and the records queued
+// OnWritable. Where the loop's send slab is full and cannot grow (the
+// mapping of a new region fails: out of memory), it queues what fits and
+// returns that count with the error. On a TLS connection p is encrypted, and the records queued
 // (what Buffered, QueuedMemory and the mark count); the plaintext may be
 // reused at once. Loop goroutine.
 func (c *Conn) Write(p []byte) (int, error) {
@@ -221,6 +223,7 @@ func (c *Conn) write(p []byte) (int, error) {
 		return 0, net.ErrClosed
 	}
 	n := len(p)
+	var err error
 	for len(p) > 0 {
 		if k := len(c.wq); k > int(c.wqHead) {
 			last := &c.wq[k-1]
@@ -231,12 +234,12 @@ func (c *Conn) write(p []byte) (int, error) {
 				continue
 			}
 		}
-		id, err := c.l.chunks.get()
-		if err != nil {
+		var id int32
+		if id, err = c.l.chunks.get(); err != nil {
+			// What was queued stays, counted, and the mark holds for
+			// it as for any write.
 			n -= len(p)
-			c.queued += n
-			c.l.markDirty(c)
-			return n, err
+			break
 		}
 		m := copy(c.l.chunks.buf(id), p)
 		c.wq = append(c.wq, seg{ref: id, end: int32(m)})
@@ -246,7 +249,7 @@ func (c *Conn) write(p []byte) (int, error) {
 	c.queued += n
 	c.l.markDirty(c)
 	c.checkHWM()
-	return n, nil
+	return n, err
 }
 
 // Writev queues every slice of bufs, as Write. On a TLS connection the
