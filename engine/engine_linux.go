@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -642,7 +643,8 @@ func (c *Conn) dialAddr(address string) net.Addr {
 
 // sockaddr resolves a numeric address. An empty host means loopback for a
 // dial and the wildcard for a listen ("::" dual-stack for tcp and tcp6,
-// 0.0.0.0 for tcp4), as in package net. A link-local IPv6 address's zone is
+// 0.0.0.0 for tcp4, and for tcp where the kernel has no IPv6), as in
+// package net. A link-local IPv6 address's zone is
 // looked up in zones.
 func sockaddr(zones *zoneCache, network, address string) (unix.Sockaddr, int, error) {
 	return resolve(zones, network, address, false)
@@ -663,7 +665,7 @@ func resolve(zones *zoneCache, network, address string, listen bool) (unix.Socka
 			return nil, 0, err
 		}
 		switch {
-		case host == "" && listen && network == "tcp4":
+		case host == "" && listen && (network == "tcp4" || network == "tcp" && !ipv6Sockets()):
 			host = "0.0.0.0"
 		case host == "" && listen:
 			host = "::"
@@ -707,6 +709,17 @@ func resolve(zones *zoneCache, network, address string, listen bool) (unix.Socka
 	}
 	return sa, unix.AF_INET6, nil
 }
+
+// ipv6Sockets reports whether the kernel makes IPv6 sockets: not one booted
+// with ipv6.disable=1, where socket(AF_INET6) fails with EAFNOSUPPORT.
+// Probed once, as package net does.
+var ipv6Sockets = sync.OnceValue(func() bool {
+	fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err == nil {
+		unix.Close(fd)
+	}
+	return err != unix.EAFNOSUPPORT
+})
 
 // Listen opens address on every loop: "tcp", "tcp4", "tcp6" (numeric host,
 // "localhost", or empty for every address, dual-stack for tcp; tcp6 serves

@@ -29,7 +29,7 @@ func DenySyscall(nr uintptr, errno unix.Errno) error {
 	}
 	// struct seccomp_data (include/uapi/linux/seccomp.h): int nr at offset 0,
 	// __u32 arch at offset 4.
-	prog := []unix.SockFilter{
+	return installFilter([]unix.SockFilter{
 		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 4},
 		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 1, Jf: 0, K: auditArch},
 		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW},
@@ -37,7 +37,35 @@ func DenySyscall(nr uintptr, errno unix.Errno) error {
 		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 0, Jf: 1, K: uint32(nr)},
 		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ERRNO | (uint32(errno) & unix.SECCOMP_RET_DATA)},
 		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW},
+	})
+}
+
+// DenySocketFamily is DenySyscall for socket(2) of one address family:
+// socket(family, ...) fails with errno, as socket(AF_INET6, ...) does with
+// EAFNOSUPPORT on a kernel booted with ipv6.disable=1. It cannot be undone:
+// it is for test child processes.
+func DenySocketFamily(family int, errno unix.Errno) error {
+	if auditArch == 0 {
+		return ErrNotSupported
 	}
+	// The first argument, a 64-bit slot at offset 16 of struct
+	// seccomp_data: its low 32 bits first on the little-endian amd64 and
+	// arm64.
+	return installFilter([]unix.SockFilter{
+		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 4},
+		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 1, Jf: 0, K: auditArch},
+		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW},
+		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 0},
+		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 0, Jf: 3, K: unix.SYS_SOCKET},
+		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 16},
+		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 0, Jf: 1, K: uint32(family)},
+		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ERRNO | (uint32(errno) & unix.SECCOMP_RET_DATA)},
+		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW},
+	})
+}
+
+// installFilter installs prog as DenySyscall says.
+func installFilter(prog []unix.SockFilter) error {
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
 	// no_new_privs is per thread, and seccomp checks the calling thread's:
 	// both calls on one thread (without CAP_SYS_ADMIN, seccomp refuses a
