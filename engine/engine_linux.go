@@ -1171,16 +1171,20 @@ func (l *Loop) acceptBackoff(s *lnSock, err unix.Errno, rearm func()) bool {
 		return false
 	}
 	if s.backoff == 0 {
-		s.backoff = 5 * time.Millisecond
-		l.e.cfg.Logf("engine: loop %d: accept on %v: %v; accepting again in %v, backing off while it lasts", l.id, s.ln.Addr(), err, s.backoff)
-	} else {
-		s.backoff = min(2*s.backoff, time.Second)
+		l.e.cfg.Logf("engine: loop %d: accept on %v: %v; accepting again in %v, backing off while it lasts", l.id, s.ln.Addr(), err, 5*time.Millisecond)
 	}
+	l.pauseAccept(s, rearm)
+	return true
+}
+
+// pauseAccept calls rearm after the next pause of s's back-off: 5 ms,
+// doubling to 1 s. Loop goroutine.
+func (l *Loop) pauseAccept(s *lnSock, rearm func()) {
+	s.backoff = min(max(2*s.backoff, 5*time.Millisecond), time.Second)
 	l.st.acceptBackoffs.Add(1)
 	l.AfterFunc(s.backoff, func() {
 		if !s.done && !l.stopping {
 			rearm()
 		}
 	})
-	return true
 }
