@@ -109,13 +109,13 @@ func (h *streamRecorder) total() int {
 	return n
 }
 
-// TestTLSReviewSplitRecords: a client whose every write (ClientHello,
+// TestTLSSplitRecords: a client whose every write (ClientHello,
 // Finished, records) reaches the server in pieces of 1 byte, or of random
 // sizes, has its handshake done and its stream echoed exactly; and with the
 // Finished and the first records in one segment (TLS 1.3: the client sends
 // without waiting), what follows the Finished is delivered once the
 // handshake is done.
-func TestTLSReviewSplitRecords(t *testing.T) {
+func TestTLSSplitRecords(t *testing.T) {
 	for _, b := range testBackends {
 		t.Run(string(b), func(t *testing.T) {
 			h := &streamRecorder{echo: true}
@@ -172,12 +172,12 @@ func TestTLSReviewSplitRecords(t *testing.T) {
 	}
 }
 
-// TestTLSReviewPauseInsideRecord: 16 KiB records decrypted into 4 KiB
+// TestTLSPauseInsideRecord: 16 KiB records decrypted into 4 KiB
 // chunks, the handler pausing at every OnData (in the middle of a record,
 // the rest inside crypto/tls) and resuming later from a posted function,
 // or at once from inside OnData: every byte comes once, in order, and then
 // OnEOF.
-func TestTLSReviewPauseInsideRecord(t *testing.T) {
+func TestTLSPauseInsideRecord(t *testing.T) {
 	for _, b := range testBackends {
 		for _, nested := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/nested=%v", b, nested), func(t *testing.T) {
@@ -236,12 +236,12 @@ func commonPrefix(a, b []byte) int {
 	return n
 }
 
-// TestTLSReviewCloseLingerAfterPausedFIN: a TLS connection whose peer's FIN
+// TestTLSCloseLingerAfterPausedFIN: a TLS connection whose peer's FIN
 // came while the handler had paused reading, and which the handler then
 // ends with CloseLinger (an HTTP server giving up on a client), closes at
 // once as a plain one does (the FIN is there: nothing more will come), not
 // at the linger timeout, an hour here.
-func TestTLSReviewCloseLingerAfterPausedFIN(t *testing.T) {
+func TestTLSCloseLingerAfterPausedFIN(t *testing.T) {
 	for _, b := range testBackends {
 		t.Run(string(b), func(t *testing.T) {
 			var paused atomic.Pointer[Conn]
@@ -304,11 +304,11 @@ func handshaken(t *testing.T, addr string, version uint16) (net.Conn, *pieceConn
 	return raw, pc, c
 }
 
-// TestTLSReviewStreamEnds: what ends a TLS stream from the client's side. A
+// TestTLSStreamEnds: what ends a TLS stream from the client's side. A
 // close_notify followed by more records (which are not read: one OnEOF, no
 // data after it); a FIN in the middle of a record (OnClose with an error,
 // no OnEOF); a fatal alert (OnClose with an error).
-func TestTLSReviewStreamEnds(t *testing.T) {
+func TestTLSStreamEnds(t *testing.T) {
 	for _, b := range testBackends {
 		t.Run(string(b), func(t *testing.T) {
 			h := &streamRecorder{errs: make(chan error, 8)}
@@ -360,13 +360,13 @@ func TestTLSReviewStreamEnds(t *testing.T) {
 	}
 }
 
-// TestTLSReviewOpenSSLKeyUpdate: OpenSSL's s_client sends a KeyUpdate
+// TestTLSOpenSSLKeyUpdate: OpenSSL's s_client sends a KeyUpdate
 // asking for one back ("K") and one that does not ("k"); the echo goes on
 // both ways, and for "K" the server's own KeyUpdate reaches the client
 // (crypto/tls writes it inside Read, through the transport on the loop).
 // TLS 1.2's renegotiation ("R"), which Go's server refuses, ends the
 // connection with an error.
-func TestTLSReviewOpenSSLKeyUpdate(t *testing.T) {
+func TestTLSOpenSSLKeyUpdate(t *testing.T) {
 	bin, err := exec.LookPath("openssl")
 	if err != nil {
 		t.Skip("openssl not installed: the test drives s_client's K, k and R commands")
