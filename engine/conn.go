@@ -207,7 +207,9 @@ func (c *Conn) writable() bool {
 // Config.ReadPastHighWater leaves the handler to pause what feeds c until
 // OnWritable. Where the loop's send slab is full and cannot grow (the
 // mapping of a new region fails: out of memory), it queues what fits and
-// returns that count with the error. On a TLS connection p is encrypted, and the records queued
+// returns that count with the error (on a TLS connection, whose stream a
+// part of a record breaks, it resets the connection with the error). On
+// a TLS connection p is encrypted, and the records queued
 // (what Buffered, QueuedMemory and the mark count); the plaintext may be
 // reused at once. Loop goroutine.
 func (c *Conn) Write(p []byte) (int, error) {

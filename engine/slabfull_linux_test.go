@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"io"
 	"os"
@@ -67,6 +68,64 @@ func TestWriteWhenSlabCannotGrow(t *testing.T) {
 			}
 			if !bytes.Equal(got, data[:r.n]) {
 				t.Errorf("the peer got %d bytes, want the %d Write queued", len(got), r.n)
+			}
+		})
+	}
+}
+
+// TestTLSWriteWhenSlabCannotGrow: on a TLS connection, a record that the
+// send slab could take only part of (a new region's mapping failing: out
+// of memory) breaks the stream mid-record, and crypto/tls refuses every
+// write after it. The connection is reset with the error (OnClose gets
+// it); it stayed open, its peer waiting for the rest of a record that
+// could never come.
+func TestTLSWriteWhenSlabCannotGrow(t *testing.T) {
+	const size = 4 << 10
+	data := pattern(9, 4*size)
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			wrote := make(chan error, 1)
+			closed := make(chan error, 1)
+			h := &BaseHandlerFunc{open: func(c *Conn) {
+				l := c.Loop()
+				var taken []int32
+				for len(l.chunks.free) > 3 {
+					id, _ := l.chunks.get()
+					taken = append(taken, id)
+				}
+				mapf := l.chunks.mapf
+				l.chunks.mapf = func(int, bool) ([]byte, string, error) {
+					return nil, "", os.NewSyscallError("mmap", unix.ENOMEM)
+				}
+				_, err := c.Write(data) // one record of 16 KiB: 5 buffers
+				l.chunks.mapf = mapf
+				for _, id := range taken {
+					l.chunks.put(id)
+				}
+				wrote <- err
+			}, closed: func(c *Conn, err error) { closed <- err }}
+			cfg := testConfig(b)
+			cfg.ReadBufferSize = size
+			_, addr := startTLSEngine(t, cfg, h, &ListenConfig{TLS: serverTLS()})
+			client, err := dialTLS(addr, clientTLS(tls.VersionTLS13))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer client.Close()
+			if err := <-wrote; !errors.Is(err, unix.ENOMEM) {
+				t.Errorf("Write of a record the slab cannot take: %v, want ENOMEM", err)
+			}
+			select {
+			case err := <-closed:
+				if !errors.Is(err, unix.ENOMEM) {
+					t.Errorf("OnClose: %v, want ENOMEM", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the connection still open 10s after its stream broke mid-record")
+			}
+			client.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if n, err := io.Copy(io.Discard, client); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Errorf("the client read %d bytes, then %v; want the connection's reset", n, err)
 			}
 		})
 	}

@@ -228,14 +228,27 @@ func (t *tlsTransport) signal() {
 // once, from the handshake goroutine through Post (crypto/tls reuses p).
 func (t *tlsTransport) Write(p []byte) (int, error) {
 	if t.onLoop {
-		return t.c.write(p)
+		return t.c.writeRecord(p)
 	}
 	b := bytes.Clone(p)
 	c := t.c
-	if !c.l.post(func() { c.write(b) }) {
+	if !c.l.post(func() { c.writeRecord(b) }) {
 		return 0, net.ErrClosed
 	}
 	return len(p), nil
+}
+
+// writeRecord queues ciphertext crypto/tls wrote. Where the send slab
+// could not take it all (a new region's mapping failed: out of memory),
+// the stream is broken mid-record and crypto/tls refuses every write
+// after: c is reset with the error, its peer not left waiting for the
+// rest of a record. Loop goroutine.
+func (c *Conn) writeRecord(p []byte) (int, error) {
+	n, err := c.write(p)
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		c.reset(err)
+	}
+	return n, err
 }
 
 // Close wakes a handshake waiting in Read; crypto/tls calls it when the
