@@ -27,17 +27,32 @@ func DenySyscall(nr uintptr, errno unix.Errno) error {
 	if auditArch == 0 {
 		return ErrNotSupported
 	}
-	// struct seccomp_data (include/uapi/linux/seccomp.h): int nr at offset 0,
-	// __u32 arch at offset 4.
-	return installFilter([]unix.SockFilter{
+	return installFilter(append(loadNr(),
+		unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 0, Jf: 1, K: uint32(nr)},
+		fail(errno),
+		allow,
+	))
+}
+
+// allow lets a system call through.
+var allow = unix.SockFilter{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW}
+
+// fail makes a system call fail with errno.
+func fail(errno unix.Errno) unix.SockFilter {
+	return unix.SockFilter{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ERRNO | (uint32(errno) & unix.SECCOMP_RET_DATA)}
+}
+
+// loadNr starts a filter: a system call of another architecture is let
+// through, and the call's number is loaded. struct seccomp_data
+// (include/uapi/linux/seccomp.h): int nr at offset 0, __u32 arch at
+// offset 4.
+func loadNr() []unix.SockFilter {
+	return []unix.SockFilter{
 		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 4},
 		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 1, Jf: 0, K: auditArch},
-		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW},
+		allow,
 		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 0},
-		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 0, Jf: 1, K: uint32(nr)},
-		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ERRNO | (uint32(errno) & unix.SECCOMP_RET_DATA)},
-		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW},
-	})
+	}
 }
 
 // DenySocketFamily is DenySyscall for socket(2) of one address family:
@@ -51,17 +66,13 @@ func DenySocketFamily(family int, errno unix.Errno) error {
 	// The first argument, a 64-bit slot at offset 16 of struct
 	// seccomp_data: its low 32 bits first on the little-endian amd64 and
 	// arm64.
-	return installFilter([]unix.SockFilter{
-		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 4},
-		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 1, Jf: 0, K: auditArch},
-		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW},
-		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 0},
-		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 0, Jf: 3, K: unix.SYS_SOCKET},
-		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 16},
-		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 0, Jf: 1, K: uint32(family)},
-		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ERRNO | (uint32(errno) & unix.SECCOMP_RET_DATA)},
-		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW},
-	})
+	return installFilter(append(loadNr(),
+		unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 0, Jf: 3, K: unix.SYS_SOCKET},
+		unix.SockFilter{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 16},
+		unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 0, Jf: 1, K: uint32(family)},
+		fail(errno),
+		allow,
+	))
 }
 
 // installFilter installs prog as DenySyscall says.
