@@ -198,6 +198,19 @@ func (e *Engine) onLoop() bool {
 	return false
 }
 
+// loopThreads holds the thread ids of the loop goroutines serving now, of
+// every engine in the process: Listener.Close must not wait on any of
+// them, another engine's loop included (two whose handlers closed each
+// other's listeners would wait for each other).
+var loopThreads sync.Map // int32 -> struct{}
+
+// onAnyLoop reports whether the caller runs on a loop goroutine of any
+// engine. Any goroutine.
+func onAnyLoop() bool {
+	_, ok := loopThreads.Load(int32(unix.Gettid()))
+	return ok
+}
+
 // readWake consumes the eventfd counter. Loop goroutine.
 func (l *Loop) readWake() {
 	var b [8]byte
@@ -233,7 +246,9 @@ func (l *Loop) run(errc chan<- error) {
 		return
 	}
 	l.locked.Store(true)
+	loopThreads.Store(l.tid.Load(), struct{}{})
 	defer func() {
+		loopThreads.Delete(l.tid.Load())
 		l.locked.Store(false)
 		// A thread whose affinity (or io-wq: keepThread) cannot be
 		// restored must not go back to the scheduler: returning while
@@ -1034,10 +1049,10 @@ func (ln *Listener) closePending(i int) {
 // Close stops accepting; connections already accepted stay open. It
 // returns once every loop has closed its socket, so that the address is
 // free for a Listen again (an abstract Unix name stays bound while a
-// socket is open), or once the engine has stopped. On a loop goroutine, which cannot wait
-// for the loops, it returns at once, and the sockets close as the loops
-// get to it (on uring, once each loop's accept is cancelled). Any
-// goroutine.
+// socket is open), or once the engine has stopped. On a loop goroutine
+// (of any engine), which cannot wait for the loops, it returns at once,
+// and the sockets close as the loops get to it (on uring, once each
+// loop's accept is cancelled). Any goroutine.
 func (ln *Listener) Close() error { return ln.close(true) }
 
 // close is Close, waiting for the loops only if wait is set: Shutdown,
@@ -1091,7 +1106,7 @@ func (ln *Listener) close(wait bool) error {
 	if ln.unlink != "" {
 		os.Remove(ln.unlink)
 	}
-	if wait && running && !e.onLoop() {
+	if wait && running && !onAnyLoop() {
 		select {
 		case <-ln.gone:
 		case <-e.exited:

@@ -148,3 +148,41 @@ func TestListenAgainAfterClose(t *testing.T) {
 		})
 	}
 }
+
+// TestCloseOnAnotherEnginesLoop closes a listener of one engine from a
+// loop goroutine of another, whose loop is held meanwhile: Close, which
+// cannot wait for loops on a loop goroutine, returns at once there too,
+// and the socket closes once the other engine's loop gets to it. Before,
+// it waited on the loop goroutine for the other engine's loops, holding
+// its own loop as long: two engines whose handlers closed each other's
+// listeners at once deadlocked.
+func TestCloseOnAnotherEnginesLoop(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			cfg := testConfig(b)
+			cfg.CPUs = []int{0}
+			a, _ := startEngine(t, cfg, &echoHandler{})
+			other, ln := startListening(t, cfg, &echoHandler{}, "tcp", "127.0.0.1:0")
+			ol := other.Loops()[0]
+			syncLoop(ol) // the listener is added
+			held, hold := make(chan struct{}), make(chan struct{})
+			ol.Post(func() {
+				close(held)
+				<-hold
+			})
+			<-held
+			closed := make(chan error, 1)
+			a.Loops()[0].Post(func() { closed <- ln.Close() })
+			select {
+			case err := <-closed:
+				if err != nil {
+					t.Error(err)
+				}
+			case <-time.After(2 * time.Second):
+				t.Error("Close on another engine's loop goroutine waited for the held loop")
+			}
+			close(hold)
+			waitFor(t, "the other engine's loop to close the socket", ln.socketsClosed)
+		})
+	}
+}
