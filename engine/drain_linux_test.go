@@ -1,11 +1,13 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"net"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -104,6 +106,61 @@ func TestShutdownCutResets(t *testing.T) {
 			}
 			if n, err := io.Copy(io.Discard, c); !errors.Is(err, unix.ECONNRESET) {
 				t.Errorf("the client read %d more bytes, then %v; want a reset", n, err)
+			}
+		})
+	}
+}
+
+// TestShutdownCutKeepsHalfClosedStream: a connection whose handler has
+// sent all it had to send and CloseWrite (a proxy's tunnel whose server
+// has ended its stream, the client still sending) is still open when
+// Shutdown's context is done, its queue empty but the socket's not (the
+// peer reads slowly): the peer must read the whole stream and then EOF,
+// as the handler ended it. Resetting it (as one cut mid-stream) dropped
+// what the socket still held: the peer read part of a stream its sender
+// had ended, then ECONNRESET.
+func TestShutdownCutKeepsHalfClosedStream(t *testing.T) {
+	want := make([]byte, 64<<10)
+	for i := range want {
+		want[i] = byte(i * 7)
+	}
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			conns := make(chan *Conn, 1)
+			h := &BaseHandlerFunc{open: func(c *Conn) {
+				c.Write(want)
+				c.CloseWrite()
+				conns <- c
+			}}
+			e, addr, done := listenAndRun(t, testConfig(b), h)
+			// A small receive buffer: most of the stream waits in the
+			// sender's socket until the client reads.
+			d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+				return rc.Control(func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 4096) })
+			}}
+			c, err := d.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			sc := recv(t, conns, "OnOpen")
+			waitFor(t, "the write queue to empty into the socket", func() bool {
+				q := make(chan int)
+				sc.Loop().Post(func() { q <- sc.Buffered() })
+				return <-q == 0
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			if err := e.Shutdown(ctx); err == nil {
+				t.Error("Shutdown: nil, want the context's error (a connection was cut)")
+			}
+			if err := <-done; err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			got, err := io.ReadAll(c)
+			if err != nil || !bytes.Equal(got, want) {
+				t.Errorf("the client read %d of the %d bytes its peer sent before CloseWrite, then %v; want all, then EOF", len(got), len(want), err)
 			}
 		})
 	}

@@ -712,9 +712,10 @@ func (e *Engine) closeListeners() {
 // Shutdown closes the listeners, tells a Drainer handler about each open
 // connection, and waits until the open connections have closed or ctx is
 // done. Then it closes the remaining connections (OnClose gets
-// ErrClosed), with a reset (RST) where the handler had not ended one
-// (open, not in CloseLinger) or its queue is dropped: a FIN would tell
-// the peer that the stream was whole where it was cut. Then it waits for
+// ErrClosed), with a reset (RST) where the handler had not ended what it
+// sends (open, neither CloseWrite nor CloseLinger called) or its queue is
+// dropped: a FIN would tell the peer that the stream was whole where it
+// was cut. Then it waits for
 // the loops to exit: a loop exits once the
 // kernel has ended every request that refers to its memory, however long
 // that takes; one stopping for longer than 5 s says through Config.Logf

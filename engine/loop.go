@@ -600,15 +600,17 @@ func (l *Loop) drained() bool {
 }
 
 // abortAll closes every connection with ErrClosed and every listener. A
-// connection is reset where its handler had not ended it (open, not
-// lingering: CloseLinger) or where its queue is dropped, as one
-// CloseTimeout gives up on: a FIN would tell the peer it had all that
-// was sent, where the connection was cut (a proxy's tunnel at the end of
-// a drain, its server mid-stream: the client read a stream cut short as
-// a whole one, whether the server's bytes were still queued for it or
-// not, and the server the client's). One the handler closed (Close,
-// CloseLinger) with nothing left queued ends with its FIN, as it would
-// have.
+// connection is reset where its handler had not ended what it sends
+// (open, neither CloseWrite nor CloseLinger called) or where its queue is
+// dropped, as one CloseTimeout gives up on: a FIN would tell the peer it
+// had all that was sent, where the connection was cut (a proxy's tunnel
+// at the end of a drain, its server mid-stream: the client read a stream
+// cut short as a whole one, whether the server's bytes were still queued
+// for it or not, and the server the client's). One whose handler ended
+// its stream (Close, CloseWrite, CloseLinger) with nothing left queued
+// ends with its FIN, as it would have: a reset would drop what its socket
+// still holds of a whole stream, and the peer, were it still sending,
+// gets a reset from the kernel for what comes after the close.
 func (l *Loop) abortAll() {
 	for _, s := range l.lns {
 		if s != nil && !s.done {
@@ -621,7 +623,7 @@ func (l *Loop) abortAll() {
 			if !c.k.closing {
 				l.e.cut.Add(1) // closed here, not drained (Shutdown)
 			}
-			if c.state != stateConnecting && (c.queued > 0 || c.state == stateOpen && !c.lingering) {
+			if c.state != stateConnecting && (c.queued > 0 || c.state == stateOpen && !c.lingering && !c.wantShutWr) {
 				c.reset(ErrClosed)
 				continue
 			}

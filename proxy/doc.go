@@ -1326,7 +1326,9 @@
 // `spindle proxy -config FILE` runs a proxy until SIGINT or SIGTERM and then
 // drains (a second signal, Proxy.Abort, cuts what is left at once; a
 // connection still open at the drain's end is reset, a tunnel's both
-// ways, so that neither peer reads a stream cut short as a whole one;
+// ways, so that neither peer reads a stream cut short as a whole one
+// (a side whose peer had ended its stream, the FIN passed on, reads it
+// whole and then EOF);
 // SIGUSR1 reopens the access logs); SIGHUP reads FILE again and reloads
 // it (one line on stderr: the listeners in force, or the error, the
 // config in force staying);

@@ -616,8 +616,9 @@ func (p *Proxy) Engine() *engine.Engine { return p.e }
 
 // Run serves until ctx is done, then stops accepting, waits up to
 // Options.Drain for open connections to finish, resets the rest (a
-// tunnel's client and server each read a reset, not an end of stream)
-// and returns. It returns nil after a stop by ctx (drained or not) and the
+// tunnel's client and server each read a reset, not an end of stream,
+// but for a side whose peer had ended its stream: it reads it whole) and
+// returns. It returns nil after a stop by ctx (drained or not) and the
 // engine's error if its loops failed. Call it once. Any goroutine.
 func (p *Proxy) Run(ctx context.Context) error {
 	if p.ran.Swap(true) {
