@@ -509,6 +509,10 @@ type Engine struct {
 	// slowExit: awaitExit has said which loops have not exited (Run and
 	// Shutdown both wait).
 	slowExit sync.Once
+	// stall is stopStall at New: a stopping engine's loops and Shutdown
+	// read it, not the package's, which tests set while the goroutines of
+	// an earlier test's engine may still be stopping.
+	stall time.Duration
 	// handshakes counts the TLS handshake goroutines: the engine has
 	// exited once they have too.
 	handshakes sync.WaitGroup
@@ -794,12 +798,12 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 }
 
 // awaitExit waits for the loops to exit after stop. When that takes
-// longer than a loop's own report of what it waits for (stopStall), it
+// longer than a loop's own report of what it waits for (stall), it
 // says, once per engine, which loops have not exited: one of them that
 // said nothing is not going round its loop (asleep, or stuck in a
 // callback). Any goroutine but a loop's.
 func (e *Engine) awaitExit() {
-	wait := stopStall + time.Second
+	wait := e.stall + time.Second
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {

@@ -53,6 +53,7 @@ func New(cfg *Config, h Handler) (*Engine, error) {
 		seen[cpu] = true
 	}
 	e := &Engine{
+		stall:    stopStall,
 		cfg:      c,
 		backend:  c.Backend,
 		h:        h,

@@ -561,7 +561,7 @@ func (l *Loop) eof(c *Conn) {
 
 // stopStall is how long a stopping loop may wait for its connections to
 // close and its kernel operations to end before it says what it waits
-// for; tests shorten it.
+// for (Engine.stall: its value at New); tests shorten it.
 var stopStall = 5 * time.Second
 
 // sayStall, on a loop stopping for longer than stopStall, says once what it
@@ -577,7 +577,7 @@ func (l *Loop) sayStall() {
 		l.stopAt = now
 		return
 	}
-	if d := time.Duration(now - l.stopAt); d >= stopStall {
+	if d := time.Duration(now - l.stopAt); d >= l.e.stall {
 		l.stallSaid = true
 		l.e.cfg.Logf("engine: loop %d (CPU %d) has been stopping for %v: %d connections open, %s",
 			l.id, l.cpu, d.Round(time.Millisecond), l.st.open.Load(), l.be.inFlight())
