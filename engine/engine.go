@@ -719,8 +719,8 @@ func (e *Engine) closeListeners() {
 // ErrClosed), with a reset (RST) where the handler had not ended what it
 // sends (open, neither CloseWrite nor CloseLinger called) or its queue is
 // dropped: a FIN would tell the peer that the stream was whole where it
-// was cut. Then it waits for
-// the loops to exit: a loop exits once the
+// was cut (TCP; a Unix socket has no reset, its peer reads the end). Then
+// it waits for the loops to exit: a loop exits once the
 // kernel has ended every request that refers to its memory, however long
 // that takes; one stopping for longer than 5 s says through Config.Logf
 // what it still waits for, and a second later the engine says which loops
