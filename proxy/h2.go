@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"bytes"
+	"errors"
+	"net"
 	"strconv"
 	"time"
 
@@ -765,7 +767,7 @@ func (st *h2stream) sendHead() {
 			st.redial()
 			return
 		}
-		st.upFailed(err)
+		st.writeFailed(err)
 		return
 	}
 	st.body = st.body[:0]
@@ -793,7 +795,7 @@ func (st *h2stream) toUp(p []byte) {
 	}
 	st.c.ls.stats(st.pool, st.srv).bytesOut.addInt(len(p))
 	if _, err := st.up.Write(p); err != nil {
-		st.upFailed(err)
+		st.writeFailed(err)
 	}
 }
 
@@ -1090,6 +1092,17 @@ func (st *h2stream) passive(ok bool) { st.pool.servers[st.srv].exchanged(st.pool
 // passiveStatus records the exchange's final response status for passive
 // health (server.answered).
 func (st *h2stream) passiveStatus(status int) { st.pool.servers[st.srv].answered(st.pool, status) }
+
+// writeFailed handles a write to the upstream that failed with err, as
+// hsession.writeFailed: a refused one (net.ErrClosed) waits for the
+// connection's OnClose, whose error says how the stream's exchange
+// ended (upFailed). Loop goroutine.
+func (st *h2stream) writeFailed(err error) {
+	if errors.Is(err, net.ErrClosed) {
+		return
+	}
+	st.upFailed(err)
+}
 
 // upFailed: the upstream broke (closed, reset, a write refused), as
 // hsession.upFailed: failover, a retry, 502, or a reset of the stream

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"errors"
+	"net"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -1067,12 +1068,12 @@ func (s *hsession) sendHead() {
 			s.redial()
 			return
 		}
-		s.upFailed(err)
+		s.writeFailed(err)
 		return
 	}
 	if s.rt.heldN > 0 {
 		if err := s.resendHeld(); err != nil {
-			s.upFailed(err)
+			s.writeFailed(err)
 			return
 		}
 	}
@@ -1139,7 +1140,7 @@ func (s *hsession) forwardBody(b engine.Buffer, off int) {
 		s.unring() // (what followed the body waits for the response)
 	}
 	if err != nil {
-		s.upFailed(err)
+		s.writeFailed(err)
 	}
 }
 
@@ -1561,6 +1562,19 @@ func (s *hsession) upFailed(err error) {
 		}
 		s.respond(502)
 	}
+}
+
+// writeFailed handles a write to the upstream that failed with err. One
+// refused because the connection is closing (net.ErrClosed: its server's
+// reset, a write_timeout, both seen in this loop iteration) waits for
+// its OnClose, on its way, whose error says how the exchange ended
+// (upFailed): taken for the engine's stop, the net.ErrClosed was logged
+// KD. Any other failure ends the try at once. Loop goroutine.
+func (s *hsession) writeFailed(err error) {
+	if errors.Is(err, net.ErrClosed) {
+		return
+	}
+	s.upFailed(err)
 }
 
 // passive records the exchange's outcome with its server, a response head
