@@ -187,3 +187,63 @@ func TestDrainCutTerm(t *testing.T) {
 		})
 	}
 }
+
+// TestDrainCutUpstreamFirstTerm: an exchange waiting for its response on
+// a kept upstream connection when Run's drain runs out, the engine
+// cutting that connection before the client's (its slot comes first), is
+// logged KD with no status, over HTTP/1.1 and HTTP/2: the proxy cut it.
+// The upstream's end (net.ErrClosed) was taken for a server's close: the
+// request was sent again (a reused connection, a GET), the dial refused
+// by the stopping loop, and the exchange logged 503 NS.
+func TestDrainCutUpstreamFirstTerm(t *testing.T) {
+	for _, h2c := range []bool{false, true} {
+		name := "http1"
+		if h2c {
+			name = "h2"
+		}
+		t.Run(name, func(t *testing.T) {
+			forBackends(t, func(t *testing.T, b engine.Backend) {
+				u := newUpstream(t, func(c net.Conn) {
+					if _, ok := readHeadBytes(c); !ok {
+						return
+					}
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+					readHeadBytes(c)
+					c.SetReadDeadline(time.Time{})
+					io.Copy(io.Discard, c) // answers nothing more
+				})
+				cfg := httpConfig(b, u.addr)
+				cfg.Listeners[0].H2C = h2c
+				path := filepath.Join(t.TempDir(), "access.log")
+				cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: path}
+				p, err := New(cfg, &Options{Drain: 200 * time.Millisecond, Logf: func(string, ...any) {}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				stop := run(p)
+				// A first client's exchange leaves a kept upstream
+				// connection in the slot after the client's; the second
+				// client takes a slot after both.
+				c1 := dial(t, p)
+				c1.SetReadDeadline(time.Now().Add(10 * time.Second))
+				br := bufio.NewReader(c1)
+				io.WriteString(c1, "GET /1 HTTP/1.1\r\nHost: x\r\n\r\n")
+				rawHead(t, c1, br)
+				if _, err := io.ReadFull(br, make([]byte, 2)); err != nil {
+					t.Fatal(err)
+				}
+				if h2c {
+					rawH2Get(t, p, 65535, "/2")
+				} else {
+					c2 := dial(t, p)
+					io.WriteString(c2, "GET /2 HTTP/1.1\r\nHost: x\r\n\r\n")
+				}
+				waitFor(t, "the request on the kept connection", func() bool { return serverTotals(p, u.addr).Requests == 2 })
+				if err := stop(); err != nil {
+					t.Error(err)
+				}
+				checkFields(t, waitLine(t, path, "the cut exchange's line", func(m map[string]any) bool { return field(m, "target") == "/2" }), map[string]string{"term": "KD", "status": "0", "reused": "true"})
+			})
+		})
+	}
+}

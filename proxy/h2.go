@@ -1112,6 +1112,11 @@ func (st *h2stream) upFailed(err error) {
 		return
 	}
 	switch {
+	case errors.Is(err, net.ErrClosed):
+		// The engine's stop cut it, and the client with it: the
+		// stream ends here (KD), as hsession.upFailed's exchange.
+		st.x.term = termKilled
+		st.abandon()
 	case !st.upOpen:
 		sst := st.c.ls.stats(st.pool, st.srv)
 		sst.active.dec()

@@ -1528,6 +1528,15 @@ func (s *hsession) upFailed(err error) {
 		return
 	}
 	switch {
+	case errors.Is(err, net.ErrClosed):
+		// The engine's stop cut it (the drain ran out), and the client
+		// with it, whose OnClose may come after this one: the exchange
+		// ends here (KD), neither sent again nor answered, and counts
+		// against no server. A dial would be refused, the exchange
+		// logged 503 NS.
+		s.x.term = termKilled
+		s.closeUp(true)
+		s.client.Reset()
 	case !s.upOpen:
 		// The dial failed: the next server.
 		st := s.ls.stats(s.pool, s.srv)
