@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -243,6 +244,62 @@ func TestDrainCutUpstreamFirstTerm(t *testing.T) {
 					t.Error(err)
 				}
 				checkFields(t, waitLine(t, path, "the cut exchange's line", func(m map[string]any) bool { return field(m, "target") == "/2" }), map[string]string{"term": "KD", "status": "0", "reused": "true"})
+			})
+		})
+	}
+}
+
+// TestDrainCutH2UpstreamFirstTerm: as TestDrainCutUpstreamFirstTerm with
+// an h2c pool: a stream waiting for its response on an HTTP/2 upstream
+// connection the engine's stop cut before the client's is logged KD. It
+// was logged 502 SD, the connection's end taken for the server's (and
+// counted a failure for passive health).
+func TestDrainCutH2UpstreamFirstTerm(t *testing.T) {
+	for _, h2c := range []bool{false, true} {
+		name := "http1"
+		if h2c {
+			name = "h2"
+		}
+		t.Run(name, func(t *testing.T) {
+			forBackends(t, func(t *testing.T, b engine.Backend) {
+				u := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if r.URL.Path == "/1" {
+						io.WriteString(w, "ok")
+						return
+					}
+					<-r.Context().Done() // answers nothing more
+				}), nil)
+				cfg := h2cPoolConfig(b, u.addr)
+				cfg.Listeners[0].H2C = h2c
+				path := filepath.Join(t.TempDir(), "access.log")
+				cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: path}
+				p, err := New(cfg, &Options{Drain: 200 * time.Millisecond, Logf: func(string, ...any) {}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				stop := run(p)
+				// A first client's exchange leaves the upstream connection
+				// in the slot after the client's; the second client takes
+				// a slot after both.
+				c1 := dial(t, p)
+				c1.SetReadDeadline(time.Now().Add(10 * time.Second))
+				br := bufio.NewReader(c1)
+				io.WriteString(c1, "GET /1 HTTP/1.1\r\nHost: x\r\n\r\n")
+				rawHead(t, c1, br)
+				if _, err := io.ReadFull(br, make([]byte, 2)); err != nil {
+					t.Fatal(err)
+				}
+				if h2c {
+					rawH2Get(t, p, 65535, "/2")
+				} else {
+					c2 := dial(t, p)
+					io.WriteString(c2, "GET /2 HTTP/1.1\r\nHost: x\r\n\r\n")
+				}
+				waitFor(t, "the request on the upstream connection", func() bool { return serverTotals(p, u.addr).Requests == 2 })
+				if err := stop(); err != nil {
+					t.Error(err)
+				}
+				checkFields(t, waitLine(t, path, "the cut exchange's line", func(m map[string]any) bool { return field(m, "target") == "/2" }), map[string]string{"term": "KD", "status": "0"})
 			})
 		})
 	}

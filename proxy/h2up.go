@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"encoding/binary"
+	"errors"
+	"net"
 	"slices"
 	"time"
 
@@ -79,6 +81,7 @@ type upH2 struct {
 	retired bool                        // takes no new stream: closed once the last ends
 	feeding bool                        // inside cl.FeedTail: flush waits for its end
 	used    bool                        // a stream was opened on it: the next ones are on a reused connection
+	cut     bool                        // the engine's stop cut it (closed: net.ErrClosed): its streams end KD
 	streams []upStream
 	idleAt  int64         // Proxy.now since when no stream is open
 	recvAt  int64         // Proxy.now of its last bytes from the server (h2_ping_interval)
@@ -492,13 +495,16 @@ func (u *upH2) failWaiters() {
 
 // closed: the connection ended (a failed dial, the server's close or
 // reset, an error: err, the engine's OnClose's). A dial that failed fails over the server's waiters
-// when no other connection to it is left. Loop goroutine.
+// when no other connection to it is left. One the engine's stop cut
+// (net.ErrClosed) failed no connect, and its streams end there (cut).
+// Loop goroutine.
 func (u *upH2) closed(err error) {
 	wasOpen, wasListed := u.open, u.listed
 	u.unlist()
 	u.retired = true
 	u.conn.SetContext(nil)
-	if !wasOpen {
+	u.cut = errors.Is(err, net.ErrClosed)
+	if !wasOpen && !u.cut {
 		if u.noH2 {
 			err = errNoH2
 		}

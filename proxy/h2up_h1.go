@@ -672,6 +672,14 @@ func (x *h1up) onReset(u *upH2, code h2.ErrCode, cause h2.ResetCause) {
 	s := x.s
 	x.u, x.uid = nil, 0
 	x.uncount()
+	if u.cut {
+		// The engine's stop cut the connection, and the client with
+		// it: neither sent again nor answered (KD).
+		s.x.term = termKilled
+		s.client.Reset()
+		s.syncRead()
+		return
+	}
 	if cause == h2.ResetUnprocessed && !s.respHead && x.sent == 0 && x.retries < 3 {
 		x.retries++
 		u.sl.stats.h2Retried.inc()

@@ -637,6 +637,14 @@ func (st *h2stream) onReset(u *upH2, code h2.ErrCode, cause h2.ResetCause) {
 	c := st.c
 	st.u2.u, st.u2.uid = nil, 0
 	st.uncount()
+	if u.cut {
+		// The engine's stop cut the connection, and the client with
+		// it: neither sent again nor answered (KD).
+		st.x.term = termKilled
+		st.abandon()
+		c.flush()
+		return
+	}
 	if st.respHead && st.u2.rend {
 		st.reqDone = true // (the response is all here: the request stops)
 		return
