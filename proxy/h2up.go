@@ -2,8 +2,6 @@ package proxy
 
 import (
 	"encoding/binary"
-	"errors"
-	"net"
 	"slices"
 	"time"
 
@@ -81,7 +79,10 @@ type upH2 struct {
 	retired bool                        // takes no new stream: closed once the last ends
 	feeding bool                        // inside cl.FeedTail: flush waits for its end
 	used    bool                        // a stream was opened on it: the next ones are on a reused connection
-	cut     bool                        // the engine's stop cut it (closed: net.ErrClosed): its streams end KD
+	// endTerm is the term of the streams its end cuts (closed, by the
+	// OnClose's error: sideTerm): SD, ST where write_timeout reset it,
+	// KD where the engine's stop cut it; termNone before.
+	endTerm uint8
 	streams []upStream
 	idleAt  int64         // Proxy.now since when no stream is open
 	recvAt  int64         // Proxy.now of its last bytes from the server (h2_ping_interval)
@@ -496,15 +497,15 @@ func (u *upH2) failWaiters() {
 // closed: the connection ended (a failed dial, the server's close or
 // reset, an error: err, the engine's OnClose's). A dial that failed fails over the server's waiters
 // when no other connection to it is left. One the engine's stop cut
-// (net.ErrClosed) failed no connect, and its streams end there (cut).
-// Loop goroutine.
+// (net.ErrClosed) failed no connect, and its streams end there
+// (endTerm). Loop goroutine.
 func (u *upH2) closed(err error) {
 	wasOpen, wasListed := u.open, u.listed
 	u.unlist()
 	u.retired = true
 	u.conn.SetContext(nil)
-	u.cut = errors.Is(err, net.ErrClosed)
-	if !wasOpen && !u.cut {
+	u.endTerm = sideTerm(err, termServer, termServerTO)
+	if !wasOpen && u.endTerm != termKilled {
 		if u.noH2 {
 			err = errNoH2
 		}
@@ -515,6 +516,15 @@ func (u *upH2) closed(err error) {
 	if wasListed {
 		u.failWaiters()
 	}
+}
+
+// connTerm is the term of a stream the connection's end cut: endTerm,
+// SD where it ended otherwise (closeNow, its client closed).
+func (u *upH2) connTerm() uint8 {
+	if u.endTerm != termNone {
+		return u.endTerm
+	}
+	return termServer
 }
 
 // h2Alive reports whether a connection of sh may still take its waiters.

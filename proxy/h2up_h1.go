@@ -667,12 +667,13 @@ func (x *h1up) detach() {
 // before the head counts as a failed exchange unless on purpose
 // (resetOnPurpose), as does any other end before the head but that of a
 // stream the server left unprocessed (its body went: no retry); a response
-// in error is logged PH, the connection's end SD.
+// in error is logged PH, the connection's end SD (ST where write_timeout
+// reset it; one the engine's stop cut ends the exchange there, KD).
 func (x *h1up) onReset(u *upH2, code h2.ErrCode, cause h2.ResetCause) {
 	s := x.s
 	x.u, x.uid = nil, 0
 	x.uncount()
-	if u.cut {
+	if u.endTerm == termKilled {
 		// The engine's stop cut the connection, and the client with
 		// it: neither sent again nor answered (KD).
 		s.x.term = termKilled
@@ -698,7 +699,7 @@ func (x *h1up) onReset(u *upH2, code h2.ErrCode, cause h2.ResetCause) {
 	case h2.ResetStreamError:
 		s.x.term = termResponse
 	default:
-		s.x.term = termServer
+		s.x.term = u.connTerm()
 	}
 	if !s.respHead {
 		if !byServer && cause != h2.ResetUnprocessed || byServer && !resetOnPurpose(code) {

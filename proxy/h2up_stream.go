@@ -630,14 +630,16 @@ func (st *h2stream) h2Detach(reset bool) {
 // a cut response must not look whole), before the response head as after
 // it (a gRPC server's at a deadline is CANCEL, which its client takes for
 // DEADLINE_EXCEEDED). Else (the connection's end, a response in error:
-// logged SD, PH): before the response head 502 (a failed exchange for
-// passive health, but for a stream the server left unprocessed, whose body
-// went), after it the client's stream reset.
+// logged SD, ST where write_timeout reset the connection, PH): before the
+// response head 502 (a failed exchange for passive health, but for a
+// stream the server left unprocessed, whose body went), after it the
+// client's stream reset. A connection the engine's stop cut ends the
+// stream there (KD).
 func (st *h2stream) onReset(u *upH2, code h2.ErrCode, cause h2.ResetCause) {
 	c := st.c
 	st.u2.u, st.u2.uid = nil, 0
 	st.uncount()
-	if u.cut {
+	if u.endTerm == termKilled {
 		// The engine's stop cut the connection, and the client with
 		// it: neither sent again nor answered (KD).
 		st.x.term = termKilled
@@ -673,7 +675,7 @@ func (st *h2stream) onReset(u *upH2, code h2.ErrCode, cause h2.ResetCause) {
 		c.flush()
 		return
 	}
-	st.x.term = termServer
+	st.x.term = u.connTerm()
 	if cause == h2.ResetStreamError {
 		st.x.term = termResponse
 	}

@@ -130,3 +130,55 @@ func h2TimeoutProxy(t *testing.T, b engine.Backend, server string) (*Proxy, stri
 	cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: path}
 	return startProxy(t, cfg), path
 }
+
+// TestAccessLogH2UpWriteTimeoutTerm: a request to an h2c pool whose
+// server takes nothing of the connection for write_timeout (it read the
+// preface and opened its windows, then stopped reading: the request's
+// body fills the socket and the queue) is answered 502 and logged ST,
+// the server's timeout, as over HTTP/1.1 (TestAccessLogWriteTimeoutTerm),
+// from an HTTP/1.1 client and an HTTP/2 one. The connection's end was
+// logged SD, as if the server had closed it.
+func TestAccessLogH2UpWriteTimeoutTerm(t *testing.T) {
+	const size = 64 << 20 // more than the sockets' buffers and the queue hold
+	for _, h2c := range []bool{false, true} {
+		name := "http1"
+		if h2c {
+			name = "h2"
+		}
+		t.Run(name, func(t *testing.T) {
+			forBackends(t, func(t *testing.T, b engine.Backend) {
+				release := make(chan struct{})
+				u := newUpstream(t, func(c net.Conn) {
+					if _, err := io.ReadFull(c, make([]byte, len(h2.ClientPreface))); err != nil {
+						return
+					}
+					out := h2.AppendSettings(nil, []h2.Setting{{ID: h2.SettingInitialWindowSize, Val: 1<<31 - 1}})
+					out = h2.AppendWindowUpdate(out, 0, 1<<31-1-65535)
+					c.Write(h2.AppendSettingsAck(out))
+					<-release // reads nothing more
+				})
+				t.Cleanup(func() { close(release) })
+				cfg := h2cPoolConfig(b, u.addr)
+				cfg.Listeners[0].H2C = h2c
+				cfg.Engine.WriteTimeout = Duration(300 * time.Millisecond)
+				cfg.Listeners[0].ResponseTimeout = Duration(time.Minute)
+				path := filepath.Join(t.TempDir(), "access.log")
+				cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: path}
+				p := startProxy(t, cfg)
+				if h2c {
+					hc, base := h2Client(t, p)
+					go func() {
+						if resp, err := hc.Post(base+"/", "application/octet-stream", bytes.NewReader(make([]byte, size))); err == nil {
+							resp.Body.Close()
+						}
+					}()
+				} else {
+					c := dial(t, p)
+					fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", size)
+					go c.Write(make([]byte, size))
+				}
+				checkFields(t, waitLine(t, path, "the line", func(map[string]any) bool { return true }), map[string]string{"term": "ST", "status": "502"})
+			})
+		})
+	}
+}
