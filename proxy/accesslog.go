@@ -392,7 +392,9 @@ const (
 var termCodes = [...]string{"-", "CD", "CT", "SD", "ST", "SC", "NS", "PR", "PH", "IT", "SR", "SQ", "UO", "RL", "KD"}
 
 // sideTerm returns the term of a side (the client or the server) whose
-// connection ended in err, an error: termKilled where the engine cut it
+// connection ended in err, the error its OnClose got (a write refused
+// with net.ErrClosed only says the connection is closing: its OnClose
+// says why, writeFailed): termKilled where the engine cut it
 // as it stopped (net.ErrClosed: the drain ran out, whichever side it
 // closed first), timedOut where it reset it for write_timeout or
 // close_timeout (the side took nothing of what was queued for it:
