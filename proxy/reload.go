@@ -847,7 +847,7 @@ func (ls *loopState) apply(k int, g *generation) {
 		// Its HTTP/2 connections finish their streams, swept (their
 		// PINGs) from the loop's goneH2, no pool in force holding them.
 		sl.h2.retire()
-		if !sl.h2.empty() && !slices.Contains(ls.goneH2, &sl.h2) {
+		if !sl.h2.empty() {
 			ls.goneH2 = append(ls.goneH2, &sl.h2)
 		}
 	}
