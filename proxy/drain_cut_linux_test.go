@@ -85,13 +85,7 @@ func TestDrainCutResetsTunnel(t *testing.T) {
 				if upgrade {
 					cfg = httpConfig(b, u.addr)
 				}
-				path := filepath.Join(t.TempDir(), "access.log")
-				cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: path}
-				p, err := New(cfg, &Options{Drain: 200 * time.Millisecond, Logf: func(string, ...any) {}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				stop := run(p)
+				p, stop, path := runCutLogged(t, cfg)
 				c := dial(t, p)
 				c.SetReadDeadline(time.Now().Add(10 * time.Second))
 				br := bufio.NewReader(c)
@@ -151,13 +145,7 @@ func TestDrainCutTerm(t *testing.T) {
 				if h2c {
 					cfg = h2cConfig(b, u.addr)
 				}
-				path := filepath.Join(t.TempDir(), "access.log")
-				cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: path}
-				p, err := New(cfg, &Options{Drain: 200 * time.Millisecond, Logf: func(string, ...any) {}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				stop := run(p)
+				p, stop, path := runCutLogged(t, cfg)
 				if h2c {
 					r := rawH2Get(t, p, 65535, "/")
 					r.c.(net.Conn).SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -215,35 +203,7 @@ func TestDrainCutUpstreamFirstTerm(t *testing.T) {
 				})
 				cfg := httpConfig(b, u.addr)
 				cfg.Listeners[0].H2C = h2c
-				path := filepath.Join(t.TempDir(), "access.log")
-				cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: path}
-				p, err := New(cfg, &Options{Drain: 200 * time.Millisecond, Logf: func(string, ...any) {}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				stop := run(p)
-				// A first client's exchange leaves a kept upstream
-				// connection in the slot after the client's; the second
-				// client takes a slot after both.
-				c1 := dial(t, p)
-				c1.SetReadDeadline(time.Now().Add(10 * time.Second))
-				br := bufio.NewReader(c1)
-				io.WriteString(c1, "GET /1 HTTP/1.1\r\nHost: x\r\n\r\n")
-				rawHead(t, c1, br)
-				if _, err := io.ReadFull(br, make([]byte, 2)); err != nil {
-					t.Fatal(err)
-				}
-				if h2c {
-					rawH2Get(t, p, 65535, "/2")
-				} else {
-					c2 := dial(t, p)
-					io.WriteString(c2, "GET /2 HTTP/1.1\r\nHost: x\r\n\r\n")
-				}
-				waitFor(t, "the request on the kept connection", func() bool { return serverTotals(p, u.addr).Requests == 2 })
-				if err := stop(); err != nil {
-					t.Error(err)
-				}
-				checkFields(t, waitLine(t, path, "the cut exchange's line", func(m map[string]any) bool { return field(m, "target") == "/2" }), map[string]string{"term": "KD", "status": "0", "reused": "true"})
+				cutAfterKept(t, cfg, u.addr, h2c, map[string]string{"term": "KD", "status": "0", "reused": "true"})
 			})
 		})
 	}
@@ -271,36 +231,52 @@ func TestDrainCutH2UpstreamFirstTerm(t *testing.T) {
 				}), nil)
 				cfg := h2cPoolConfig(b, u.addr)
 				cfg.Listeners[0].H2C = h2c
-				path := filepath.Join(t.TempDir(), "access.log")
-				cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: path}
-				p, err := New(cfg, &Options{Drain: 200 * time.Millisecond, Logf: func(string, ...any) {}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				stop := run(p)
-				// A first client's exchange leaves the upstream connection
-				// in the slot after the client's; the second client takes
-				// a slot after both.
-				c1 := dial(t, p)
-				c1.SetReadDeadline(time.Now().Add(10 * time.Second))
-				br := bufio.NewReader(c1)
-				io.WriteString(c1, "GET /1 HTTP/1.1\r\nHost: x\r\n\r\n")
-				rawHead(t, c1, br)
-				if _, err := io.ReadFull(br, make([]byte, 2)); err != nil {
-					t.Fatal(err)
-				}
-				if h2c {
-					rawH2Get(t, p, 65535, "/2")
-				} else {
-					c2 := dial(t, p)
-					io.WriteString(c2, "GET /2 HTTP/1.1\r\nHost: x\r\n\r\n")
-				}
-				waitFor(t, "the request on the upstream connection", func() bool { return serverTotals(p, u.addr).Requests == 2 })
-				if err := stop(); err != nil {
-					t.Error(err)
-				}
-				checkFields(t, waitLine(t, path, "the cut exchange's line", func(m map[string]any) bool { return field(m, "target") == "/2" }), map[string]string{"term": "KD", "status": "0"})
+				cutAfterKept(t, cfg, u.addr, h2c, map[string]string{"term": "KD", "status": "0"})
 			})
 		})
 	}
+}
+
+// runCutLogged runs a proxy on cfg with an access log (its path returned)
+// and a drain of 200 ms, which the tests let run out.
+func runCutLogged(t *testing.T, cfg *Config) (p *Proxy, stop func() error, path string) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "access.log")
+	cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: path}
+	p, err := New(cfg, &Options{Drain: 200 * time.Millisecond, Logf: func(string, ...any) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, run(p), path
+}
+
+// cutAfterKept runs a proxy on cfg, whose upstream at upAddr answers the
+// first request ("/1", with "ok") and nothing after: a first client's
+// exchange leaves the upstream connection in the slot after the client's,
+// and a second client (over HTTP/2 with h2c) takes a slot after both, its
+// request ("/2") waiting on that connection when the drain runs out, so
+// that the engine's stop cuts the upstream connection first. The second
+// exchange's line must have the fields of want.
+func cutAfterKept(t *testing.T, cfg *Config, upAddr string, h2c bool, want map[string]string) {
+	t.Helper()
+	p, stop, path := runCutLogged(t, cfg)
+	c1 := dial(t, p)
+	c1.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c1)
+	io.WriteString(c1, "GET /1 HTTP/1.1\r\nHost: x\r\n\r\n")
+	rawHead(t, c1, br)
+	if _, err := io.ReadFull(br, make([]byte, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if h2c {
+		rawH2Get(t, p, 65535, "/2")
+	} else {
+		c2 := dial(t, p)
+		io.WriteString(c2, "GET /2 HTTP/1.1\r\nHost: x\r\n\r\n")
+	}
+	waitFor(t, "the request on the upstream connection", func() bool { return serverTotals(p, upAddr).Requests == 2 })
+	if err := stop(); err != nil {
+		t.Error(err)
+	}
+	checkFields(t, waitLine(t, path, "the cut exchange's line", func(m map[string]any) bool { return field(m, "target") == "/2" }), want)
 }
