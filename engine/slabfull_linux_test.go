@@ -31,21 +31,9 @@ func TestWriteWhenSlabCannotGrow(t *testing.T) {
 			}
 			res := make(chan result, 1)
 			h := &BaseHandlerFunc{open: func(c *Conn) {
-				l := c.Loop()
-				var taken []int32
-				for len(l.chunks.free) > 3 {
-					id, _ := l.chunks.get()
-					taken = append(taken, id)
-				}
-				mapf := l.chunks.mapf
-				l.chunks.mapf = func(int, bool) ([]byte, string, error) {
-					return nil, "", os.NewSyscallError("mmap", unix.ENOMEM)
-				}
-				n, err := c.Write(data)
-				l.chunks.mapf = mapf
-				for _, id := range taken {
-					l.chunks.put(id)
-				}
+				var n int
+				var err error
+				withSlabFull(c.Loop(), 3, func() { n, err = c.Write(data) })
 				res <- result{n, c.Buffered(), err, c.atMark()}
 				c.CloseWrite()
 			}}
@@ -87,21 +75,8 @@ func TestTLSWriteWhenSlabCannotGrow(t *testing.T) {
 			wrote := make(chan error, 1)
 			closed := make(chan error, 1)
 			h := &BaseHandlerFunc{open: func(c *Conn) {
-				l := c.Loop()
-				var taken []int32
-				for len(l.chunks.free) > 3 {
-					id, _ := l.chunks.get()
-					taken = append(taken, id)
-				}
-				mapf := l.chunks.mapf
-				l.chunks.mapf = func(int, bool) ([]byte, string, error) {
-					return nil, "", os.NewSyscallError("mmap", unix.ENOMEM)
-				}
-				_, err := c.Write(data) // one record of 16 KiB: 5 buffers
-				l.chunks.mapf = mapf
-				for _, id := range taken {
-					l.chunks.put(id)
-				}
+				var err error
+				withSlabFull(c.Loop(), 3, func() { _, err = c.Write(data) }) // one record of 16 KiB: 5 buffers
 				wrote <- err
 			}, closed: func(c *Conn, err error) { closed <- err }}
 			cfg := testConfig(b)
@@ -128,5 +103,25 @@ func TestTLSWriteWhenSlabCannotGrow(t *testing.T) {
 				t.Errorf("the client read %d bytes, then %v; want the connection's reset", n, err)
 			}
 		})
+	}
+}
+
+// withSlabFull runs f with l's send slab holding free chunks at most and
+// unable to grow (the mapping of a new region fails with ENOMEM), then
+// gives back what it took and the mapping function. Loop goroutine.
+func withSlabFull(l *Loop, free int, f func()) {
+	var taken []int32
+	for len(l.chunks.free) > free {
+		id, _ := l.chunks.get()
+		taken = append(taken, id)
+	}
+	mapf := l.chunks.mapf
+	l.chunks.mapf = func(int, bool) ([]byte, string, error) {
+		return nil, "", os.NewSyscallError("mmap", unix.ENOMEM)
+	}
+	f()
+	l.chunks.mapf = mapf
+	for _, id := range taken {
+		l.chunks.put(id)
 	}
 }
