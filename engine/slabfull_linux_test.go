@@ -105,23 +105,3 @@ func TestTLSWriteWhenSlabCannotGrow(t *testing.T) {
 		})
 	}
 }
-
-// withSlabFull runs f with l's send slab holding free chunks at most and
-// unable to grow (the mapping of a new region fails with ENOMEM), then
-// gives back what it took and the mapping function. Loop goroutine.
-func withSlabFull(l *Loop, free int, f func()) {
-	var taken []int32
-	for len(l.chunks.free) > free {
-		id, _ := l.chunks.get()
-		taken = append(taken, id)
-	}
-	mapf := l.chunks.mapf
-	l.chunks.mapf = func(int, bool) ([]byte, string, error) {
-		return nil, "", os.NewSyscallError("mmap", unix.ENOMEM)
-	}
-	f()
-	l.chunks.mapf = mapf
-	for _, id := range taken {
-		l.chunks.put(id)
-	}
-}

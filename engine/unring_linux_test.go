@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,7 +43,7 @@ func (h *unringHandler) OnData(c *Conn, b Buffer) bool {
 	var u, v Buffer // v: a second Unring, of u
 	unring := func() { u = b.Unring(); v = u.Unring() }
 	if h.slabFull {
-		withSlabFull(l, unring)
+		withSlabFull(l, 0, unring)
 	} else {
 		unring()
 	}
@@ -90,15 +91,16 @@ func (h *unringHandler) OnEOF(c *Conn) {
 	c.Close()
 }
 
-// withSlabFull runs f with l's send slab out of chunks and unable to grow,
-// as when mapping another region fails, then gives the chunks back. Loop
-// goroutine.
-func withSlabFull(l *Loop, f func()) {
+// withSlabFull runs f with l's send slab down to keep free chunks (at
+// most) and unable to grow, as when mapping another region fails, then
+// gives the chunks back. Loop goroutine.
+func withSlabFull(l *Loop, keep int, f func()) {
 	s := &l.chunks
-	free, mapf := s.free, s.mapf
-	s.free = nil
+	keep = min(keep, len(s.free))
+	held, mapf := slices.Clone(s.free[:len(s.free)-keep]), s.mapf
+	s.free = slices.Clone(s.free[len(s.free)-keep:])
 	s.mapf = func(int, bool) ([]byte, string, error) { return nil, "", unix.ENOMEM }
-	defer func() { s.free, s.mapf = append(free, s.free...), mapf }()
+	defer func() { s.free, s.mapf = append(held, s.free...), mapf }()
 	f()
 }
 
