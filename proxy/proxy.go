@@ -366,8 +366,11 @@ func (s *server) connected(pl *pool) {
 // ends it and its streak (one that succeeds while s is ejected was sent
 // before: the ejection stands). Stores only where something changes. pl
 // is the pool the request was sent for (inForce). Any loop.
-func (s *server) exchanged(pl *pool, ok bool) {
-	pl = pl.inForce(s)
+func (s *server) exchanged(pl *pool, ok bool) { s.judged(pl.inForce(s), ok) }
+
+// judged is exchanged with pl, the generation in force for s, found
+// already. Any loop.
+func (s *server) judged(pl *pool, ok bool) {
 	pc := pl.passive
 	if pc == nil || pc.HTTPErrors == 0 {
 		return
@@ -393,7 +396,7 @@ func (s *server) exchanged(pl *pool, ok bool) {
 // sent for. Any loop.
 func (s *server) answered(pl *pool, st int) {
 	pl = pl.inForce(s)
-	s.exchanged(pl, !pl.errStatuses.has(st))
+	s.judged(pl, !pl.errStatuses.has(st))
 }
 
 // eject ejects s, a server of pl, for reason unless it is ejected already
