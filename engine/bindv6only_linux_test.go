@@ -3,9 +3,7 @@ package engine
 import (
 	"net"
 	"os"
-	"os/exec"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -36,17 +34,7 @@ func TestDialMappedIPv4WithBindV6Only(t *testing.T) {
 	if _, err := os.Stat("/proc/sys/net/ipv6/bindv6only"); err != nil {
 		t.Skipf("no IPv6 (booted with ipv6.disable=1?): %v", err)
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(exe, "-test.run=^TestDialMappedIPv4WithBindV6Only$", "-test.v")
-	cmd.Env = append(os.Environ(), bindV6OnlyEnv+"=1")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWNET}
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "--- PASS") {
-		t.Fatalf("child in a network namespace with bindv6only=1: %v\n%s", err, out)
-	}
+	runChild(t, "TestDialMappedIPv4WithBindV6Only", bindV6OnlyEnv, &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWNET})
 }
 
 // dialMappedIPv4 is the child of TestDialMappedIPv4WithBindV6Only.

@@ -2,12 +2,9 @@ package engine
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net"
 	"os"
-	"os/exec"
-	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -19,32 +16,25 @@ import (
 // architecture (include/uapi/asm-generic/unistd.h, 425).
 const sysIOURingSetup = 425
 
+// fallbackEnv marks the child of TestFallbackToEpoll.
+const fallbackEnv = "SPINDLE_TEST_FALLBACK_CHILD"
+
 // TestFallbackToEpoll runs a child process in which io_uring_setup fails with
 // EPERM (a seccomp filter, as under a container runtime's default profile):
 // every uring backend must run on epoll, say so once, and serve; uring-napi
 // keeps busy polling on epoll-busypoll where the kernel has EPIOCSPARAMS.
 func TestFallbackToEpoll(t *testing.T) {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperFallback$", "-test.v")
-	cmd.Env = append(os.Environ(), "SPINDLE_FALLBACK_CHILD=1")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("child: %v\n%s", err, out)
+	if os.Getenv(fallbackEnv) != "" {
+		fallBackToEpoll(t)
+		return
 	}
-	if i := strings.Index(string(out), "cannot install a seccomp filter"); i >= 0 {
-		t.Skip(strings.SplitN(string(out[i:]), "\n", 2)[0])
-	}
-	if !strings.Contains(string(out), "fallback ok") {
-		t.Fatalf("child did not report:\n%s", out)
-	}
+	runChild(t, "TestFallbackToEpoll", fallbackEnv, nil)
 }
 
-// TestHelperFallback is the child process of TestFallbackToEpoll.
-func TestHelperFallback(t *testing.T) {
-	if os.Getenv("SPINDLE_FALLBACK_CHILD") == "" {
-		t.Skip("helper process for TestFallbackToEpoll")
-	}
+// fallBackToEpoll is the child of TestFallbackToEpoll.
+func fallBackToEpoll(t *testing.T) {
 	if err := sys.DenySyscall(sysIOURingSetup, unix.EPERM); err != nil {
-		t.Skipf("cannot install a seccomp filter: %v", err)
+		t.Skipf("%s: %v", seccompRefused, err)
 	}
 	busyPoll := epollBusyPollUsable()
 	for _, b := range []Backend{BackendURing, BackendURingSQPoll, BackendURingNAPI} {
@@ -84,5 +74,4 @@ func TestHelperFallback(t *testing.T) {
 			t.Fatalf("%s: %d fallback messages, want 1: %q", b, n, logs.all())
 		}
 	}
-	fmt.Println("fallback ok")
 }

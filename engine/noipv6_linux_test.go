@@ -3,8 +3,6 @@ package engine
 import (
 	"net"
 	"os"
-	"os/exec"
-	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -25,19 +23,7 @@ func TestListenWildcardWithoutIPv6(t *testing.T) {
 		listenWithoutIPv6(t)
 		return
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(exe, "-test.run=^TestListenWildcardWithoutIPv6$", "-test.v")
-	cmd.Env = append(os.Environ(), noIPv6Env+"=1")
-	out, err := cmd.CombinedOutput()
-	if i := strings.Index(string(out), "cannot install a seccomp filter"); i >= 0 {
-		t.Skip(strings.SplitN(string(out[i:]), "\n", 2)[0])
-	}
-	if err != nil || !strings.Contains(string(out), "--- PASS") {
-		t.Fatalf("child without IPv6 sockets: %v\n%s", err, out)
-	}
+	runChild(t, "TestListenWildcardWithoutIPv6", noIPv6Env, nil)
 }
 
 // listenWithoutIPv6 is the child of TestListenWildcardWithoutIPv6, denied
