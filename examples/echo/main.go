@@ -2,6 +2,8 @@
 // each echoing what it receives by handing the received buffer straight to
 // the send queue (no copy, unless the connections' queues hold too much of
 // the shared receive ring: see engine.Config.MaxQueuedReadBuffers).
+// SIGINT or SIGTERM stops it, giving open connections up to 5 seconds to
+// close; a second signal ends the process at once.
 //
 //	go run ./examples/echo -addr 127.0.0.1:7000 -backend uring
 package main
@@ -34,6 +36,10 @@ func main() {
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	context.AfterFunc(ctx, func() {
+		stop() // the signals' default action again: a second one ends the process at once
+		fmt.Fprintln(os.Stderr, "echo: stopping; a second signal ends it at once")
+	})
 	listening := func(a net.Addr) { fmt.Println("echo: listening on", a) }
 	if err := run(ctx, *addr, &engine.Config{Backend: engine.Backend(*backend)}, listening); err != nil {
 		fmt.Fprintln(os.Stderr, "echo:", err)

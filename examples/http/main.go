@@ -12,7 +12,9 @@
 // with the HTTP/2 preface; no Upgrade from HTTP/1.1): many requests at once
 // on a connection, bodies dropped as they arrive, CONNECT refused (501) and
 // bodies over 1 MiB (413) as on HTTP/1.1; SIGINT or SIGTERM sends GOAWAY
-// and closes each connection once its open requests are answered.
+// and closes each connection once its open requests are answered (an
+// HTTP/1.1 one: its request under way), for up to 5 seconds; a second
+// signal ends the process at once.
 //
 // With -tls-cert and -tls-key (PEM files) it serves HTTPS instead, the
 // engine terminating TLS (engine.ListenConfig.TLS): HTTP/2 or HTTP/1.1 as
@@ -64,6 +66,10 @@ func main() {
 	fmt.Println("http: listening on", ln.Addr())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	context.AfterFunc(ctx, func() {
+		stop() // the signals' default action again: a second one ends the process at once
+		fmt.Fprintln(os.Stderr, "http: stopping; a second signal ends it at once")
+	})
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

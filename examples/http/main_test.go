@@ -7,14 +7,23 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/spindlenet/spindle/engine"
 	"github.com/spindlenet/spindle/examples/http/hello"
 	"github.com/spindlenet/spindle/internal/certgen"
+	"github.com/spindlenet/spindle/internal/mainproc"
 )
+
+func TestMain(m *testing.M) {
+	mainproc.Run(main, "-addr", "127.0.0.1:0")
+	os.Exit(m.Run())
+}
 
 // writeCert writes a self-signed certificate for 127.0.0.1 and its key as
 // PEM files in dir, and returns their paths and a pool trusting it.
@@ -85,4 +94,33 @@ func TestTLSOption(t *testing.T) {
 		}
 		tr.CloseIdleConnections()
 	}
+}
+
+// TestSecondSignalEndsAtOnce: SIGTERM starts the stop, which lets a request
+// whose body the server waits for finish for up to 5 seconds; a second SIGTERM
+// ends the process at once, by the signal's default action. The second
+// signal was caught and dropped, and the process waited out the 5 seconds.
+func TestSecondSignalEndsAtOnce(t *testing.T) {
+	if signal.Ignored(syscall.SIGTERM) {
+		t.Skip("SIGTERM is ignored in this process, and would be in the child")
+	}
+	p := mainproc.Start(t)
+	c, err := net.Dial("tcp", p.Stdout("http: listening on "))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	// The 100 Continue says the server has the head and waits for the body.
+	if _, err := io.WriteString(c, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\nExpect: 100-continue\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	cont := make([]byte, len("HTTP/1.1 100 Continue\r\n\r\n"))
+	if _, err := io.ReadFull(c, cont); err != nil || string(cont) != "HTTP/1.1 100 Continue\r\n\r\n" {
+		t.Fatalf("read %q, %v; want the 100 Continue", cont, err)
+	}
+	p.Signal(syscall.SIGTERM)
+	p.Stderr("http: stopping")
+	p.Signal(syscall.SIGTERM)
+	p.KilledBy(syscall.SIGTERM, 30*time.Second)
 }
