@@ -73,7 +73,8 @@ type HTTP2Config struct {
 	// first CPU this process may run on.
 	ServerCPUs []int
 	// ClientCPUs pins h2load, which runs one thread per CPU. Default: the
-	// second CPU this process may run on (the first on a single CPU).
+	// second CPU this process may run on, or where that is a server CPU
+	// the first that is not (the first on a single CPU).
 	ClientCPUs []int
 	// ServerCommand starts the arms served by this binary; the harness
 	// appends -arm, -listen, -cpus and -body. Default: this executable

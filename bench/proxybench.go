@@ -154,7 +154,8 @@ type ProxyConfig struct {
 	ProxyCPUs []int
 	// ClientCPUs pins the client threads (one per CPU), and for the run
 	// every other thread of this process (RunProxy). Default: the second
-	// CPU this process may run on (the first on a single CPU).
+	// CPU this process may run on, or where that is a proxy CPU the first
+	// that is not (the first on a single CPU).
 	ClientCPUs []int
 	// UpstreamCPUs pins the upstream server. Default: ClientCPUs.
 	UpstreamCPUs []int

@@ -53,8 +53,8 @@ type Config struct {
 	ServerCPUs []int
 	// ClientCPUs pins the client threads. Default: the next CPU this
 	// process may run on after the default server CPUs (the second when
-	// ServerCPUs is given; the last, shared with the server, when there is
-	// none left).
+	// ServerCPUs is given), or where that is a server CPU the first that
+	// is not; the last, shared with the server, when there is none.
 	ClientCPUs []int
 	// ClientThreads is the number of client threads. Default
 	// len(ClientCPUs); at most Conns.
@@ -196,8 +196,9 @@ func (c Config) withDefaults() (Config, error) {
 
 // defaultCPUs returns the CPU lists first and second, each defaulting when
 // empty: first to the first n CPUs this process may run on (as many as it
-// may), second to one CPU, the next it may run on (the last when there is
-// none left, shared with first); and the online and the allowed CPUs.
+// may), second to one CPU, the next it may run on that is not one of
+// first's (the last when there is none, shared with first); and the
+// online and the allowed CPUs.
 // runtime.NumCPU counts the CPUs of the affinity mask, not CPU numbers:
 // under taskset or a cpuset (a container's 2-3, say) CPU 0 may not be ours
 // and CPU 3 exists though NumCPU is 2.
@@ -208,7 +209,11 @@ func defaultCPUs(first, second []int, n int) (f, s, online, allowed []int) {
 }
 
 // pickCPUs is defaultCPUs' choice from allowed, the CPUs this process may
-// run on.
+// run on. The default second is looked for from the one after the default
+// first's (the second allowed CPU when first is given), then from the
+// start: given first CPUs may include that one (--server-cpus 1 on two
+// CPUs), and a client beside the server while a CPU stays idle measures
+// their contention.
 func pickCPUs(allowed, first, second []int, n int) (f, s []int) {
 	next := 1
 	if len(first) == 0 {
@@ -216,7 +221,12 @@ func pickCPUs(allowed, first, second []int, n int) (f, s []int) {
 		next = len(first)
 	}
 	if len(second) == 0 {
-		second = []int{allowed[min(next, len(allowed)-1)]}
+		next = min(next, len(allowed)-1)
+		order := slices.Concat(allowed[next:], allowed[:next])
+		second = []int{allowed[len(allowed)-1]}
+		if i := slices.IndexFunc(order, func(c int) bool { return !slices.Contains(first, c) }); i >= 0 {
+			second = []int{order[i]}
+		}
 	}
 	return first, second
 }

@@ -1092,7 +1092,11 @@ func TestConfigServerCPUsPerLoop(t *testing.T) {
 
 // TestPickCPUs: with no CPUs given, the server gets the first n CPUs this
 // process may run on and the client the next (the last, shared, when none
-// is left); given server CPUs keep the client on the second allowed one.
+// is left); given server CPUs keep the client on the second allowed one
+// unless it is one of them, and then on the first allowed CPU that is not
+// (shared only when there is none). It put the client on the second
+// allowed CPU whatever the server's were: --server-cpus 1 on two CPUs, or
+// 0,1 on four, shared a CPU with the server while another stayed idle.
 func TestPickCPUs(t *testing.T) {
 	for _, c := range []struct {
 		allowed, first, second []int
@@ -1105,6 +1109,10 @@ func TestPickCPUs(t *testing.T) {
 		{[]int{4, 6, 9}, nil, nil, 2, []int{4, 6}, []int{9}},
 		{[]int{0, 1, 2, 3}, nil, []int{3}, 2, []int{0, 1}, []int{3}},
 		{[]int{0, 1, 2, 3}, []int{2}, nil, 1, []int{2}, []int{1}},
+		{[]int{0, 1}, []int{1}, nil, 1, []int{1}, []int{0}},
+		{[]int{0, 1, 2, 3}, []int{0, 1}, nil, 2, []int{0, 1}, []int{2}},
+		{[]int{0, 1, 2, 3}, []int{1, 2, 3}, nil, 3, []int{1, 2, 3}, []int{0}},
+		{[]int{0, 1}, []int{0, 1}, nil, 2, []int{0, 1}, []int{1}},
 	} {
 		f, s := pickCPUs(c.allowed, c.first, c.second, c.n)
 		if !slices.Equal(f, c.f) || !slices.Equal(s, c.s) {

@@ -17,7 +17,7 @@ usage: spindle bench [flags]            every arm: closed-loop peak, then open l
   -client-block
     	client threads sleep in epoll_wait instead of polling (the server then pays for waking them)
   -client-cpus string
-    	CPUs the client threads, and the harness's own (its Go runtime's included), are pinned to (default: the next CPU this process may run on after the server's, the last when none is left)
+    	CPUs the client threads, and the harness's own (its Go runtime's included), are pinned to (default: the next CPU this process may run on after the server's, the first that is not the server's when that one is, the last when there is none)
   -client-threads int
     	client threads (default: one per client CPU)
   -compute-us int
@@ -70,7 +70,7 @@ The measurement for docs/BENCHMARKS.md, on a quiet machine (4 arms × 2 streams 
   -body int
     	response body bytes (default 64)
   -client-cpus string
-    	CPUs h2load is pinned to, one thread each (default: the second CPU this process may run on, the first on one CPU)
+    	CPUs h2load is pinned to, one thread each (default: the second CPU this process may run on, the first that is not --server-cpus' when that one is, the first on one CPU)
   -conns int
     	h2load connections (-c) (default 50)
   -duration duration
@@ -101,7 +101,7 @@ The measurement for docs/BENCHMARKS.md, on a quiet machine (4 arms × 2 streams 
   -body int
     	response body bytes (default 64)
   -client-cpus string
-    	CPUs h2load is pinned to, one thread each (default: the second CPU this process may run on, the first on one CPU)
+    	CPUs h2load is pinned to, one thread each (default: the second CPU this process may run on, the first that is not --server-cpus' when that one is, the first on one CPU)
   -conns int
     	h2load connections (-c) (default 50)
   -duration duration
@@ -185,7 +185,7 @@ The TLS handshake measurement (4 arms × 3 reps: 7.5 s each):
   -arms string
     	comma-separated arms, of spindle-uring,spindle-epoll,haproxy,nginx,direct (the default), or also spindle-uring-log; ratios are to the first
   -client-cpus string
-    	CPUs the client threads, and the harness's own (its Go runtime's included), are pinned to (default: the second CPU this process may run on, the first on one CPU)
+    	CPUs the client threads, and the harness's own (its Go runtime's included), are pinned to (default: the second CPU this process may run on, the first that is not --proxy-cpu's when that one is, the first on one CPU)
   -conns int
     	client connections, one request in flight each (default 50)
   -duration duration
@@ -237,7 +237,7 @@ The TLS handshake measurement (4 arms × 3 reps: 7.5 s each):
   -arms string
     	comma-separated arms, of spindle-uring,spindle-epoll,haproxy,nginx,direct (the default), or also spindle-uring-log; ratios are to the first
   -client-cpus string
-    	CPUs the client threads, and the harness's own (its Go runtime's included), are pinned to (default: the second CPU this process may run on, the first on one CPU)
+    	CPUs the client threads, and the harness's own (its Go runtime's included), are pinned to (default: the second CPU this process may run on, the first that is not --proxy-cpu's when that one is, the first on one CPU)
   -conns int
     	client connections, one request in flight each (default 50)
   -duration duration

@@ -28,7 +28,7 @@ func runBenchHTTP2(ctx context.Context, args []string) error {
 	})
 	body := fs.Int("body", bench.DefaultHTTP2Body, "response body bytes")
 	serverCPUs := fs.String("server-cpus", "", "CPUs the server is pinned to (default: the first CPU this process may run on)")
-	clientCPUs := fs.String("client-cpus", "", "CPUs h2load is pinned to, one thread each (default: the second CPU this process may run on, the first on one CPU)")
+	clientCPUs := fs.String("client-cpus", "", "CPUs h2load is pinned to, one thread each (default: the second CPU this process may run on, the first that is not --server-cpus' when that one is, the first on one CPU)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

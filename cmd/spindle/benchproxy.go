@@ -43,7 +43,7 @@ func runBenchProxy(ctx context.Context, args []string) error {
 	})
 	payload := fs.Int("payload", bench.DefaultProxyPayload, "payload bytes (the RPC payload, or the HTTP request and response body; with h2 the response body)")
 	proxyCPU := fs.String("proxy-cpu", "", "CPUs the proxy is pinned to (default: the first CPU this process may run on)")
-	clientCPUs := fs.String("client-cpus", "", "CPUs the client threads, and the harness's own (its Go runtime's included), are pinned to (default: the second CPU this process may run on, the first on one CPU)")
+	clientCPUs := fs.String("client-cpus", "", "CPUs the client threads, and the harness's own (its Go runtime's included), are pinned to (default: the second CPU this process may run on, the first that is not --proxy-cpu's when that one is, the first on one CPU)")
 	upstreamCPUs := fs.String("upstream-cpus", "", "CPUs the upstream server is pinned to (default: the client CPUs)")
 	useTLS := fs.Bool("tls", false, "the proxies terminate TLS 1.3 on the client side (spindle's tls:, HAProxy's bind … ssl crt, nginx's listen … ssl) with a throwaway self-signed ECDSA P-256 certificate made at the run's start; the clients speak TLS on keep-alive connections, each handshaking once before its measurement (h2 and h2h2: h2load over https, HTTP/2 by ALPN); the upstream side stays plain; no direct arm")
 	handshakes := fs.Bool("tls-handshakes", false, "with --protocol tcp or http (implies --tls): every request on a connection of its own, with a full TLS 1.3 handshake (the client offers no resumption), --conns connection slots in closed loop, each connecting, handshaking, sending one request, verifying the reply and closing (the client first); the run fails where a connection resumed")
