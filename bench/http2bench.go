@@ -134,6 +134,10 @@ type HTTP2Result struct {
 	// Latency is from h2load's log: each request's time from its start to
 	// the end of its response.
 	Latency Percentiles `json:"latency"`
+	// LatencyClamped counts the latencies of Latency longer than a minute,
+	// which count as a minute (as Result.LatencyClamped; a note says so).
+	// Absent when there were none.
+	LatencyClamped int64 `json:"latency_clamped,omitempty"`
 	// ServerUSPerReq is the server's CPU (every thread of its process and
 	// of any children) per request, in µs.
 	ServerUSPerReq float64 `json:"server_us_per_req"`
@@ -362,7 +366,7 @@ func (r *http2Runner) measure(ctx context.Context, a http2Arm, streams, rep int)
 	if err != nil {
 		return res, err
 	}
-	res.Requests, res.AchievedRPS, res.Latency = m.requests, m.rps, m.latency
+	res.Requests, res.AchievedRPS, res.Latency, res.LatencyClamped = m.requests, m.rps, m.latency, m.clamped
 	res.ServerUSPerReq, res.ServerCPUPercent, res.ServerCPUSource, res.ClientCPUPercent = m.server.usPerReq, m.server.percent, m.server.source, m.clientPercent
 	if n := m.cpuNote(fmt.Sprintf("%s streams %d rep %d", a.name, streams, rep), "server", m.server); n != "" {
 		r.report.Notes = append(r.report.Notes, n)
@@ -394,6 +398,9 @@ type h2loadMeasure struct {
 	requests uint64
 	rps      float64
 	latency  Percentiles
+	// clamped is how many latencies were longer than the histogram's
+	// minute (Histogram.Overflow).
+	clamped int64
 	// server and upstream are the CPU of the process serving h2load and
 	// of the upstream behind it; clientPercent h2load's, in percent of
 	// the client CPUs its threads can run on (clientPercent).
@@ -478,7 +485,7 @@ func (d h2loadDriver) measure(ctx context.Context, dir, listen string, streams i
 		return m, err
 	}
 	m.requests, m.rps, m.latency, m.edges, m.log, m.tls = sum.Done, float64(sum.Done)/d.window.Seconds(), h.Percentiles(), edges, lg, sum.TLS
-	m.protocol = sum.Protocol
+	m.protocol, m.clamped = sum.Protocol, h.Overflow()
 	m.server, m.upstream = windowCPU(edges.server, sum.Done, d.window), windowCPU(edges.upstream, sum.Done, d.window)
 	_, clientPct, _ := proxyCPU(edges.client[0], edges.client[1], sum.Done, d.window)
 	m.clientPercent = d.clientPercent(clientPct)
@@ -638,11 +645,15 @@ func (r *http2Runner) finish() {
 	rep.PairedRatios = http2PairedRatios(rep.Results, rep.Config.RatioTo)
 	rep.Seconds = time.Since(rep.Started).Seconds()
 	for _, res := range rep.Results {
+		what := fmt.Sprintf("%s streams %d rep %d", res.Arm, res.Streams, res.Rep)
 		if res.Requests == 0 {
-			rep.Notes = append(rep.Notes, noRepliesNote(fmt.Sprintf("%s streams %d rep %d", res.Arm, res.Streams, res.Rep), "server or h2load", r.window))
+			rep.Notes = append(rep.Notes, noRepliesNote(what, "server or h2load", r.window))
+		}
+		if res.LatencyClamped > 0 {
+			rep.Notes = append(rep.Notes, clampedNote(what, res.LatencyClamped))
 		}
 		if res.ClientCPUPercent >= 90 {
-			rep.Notes = append(rep.Notes, saturatedNote(fmt.Sprintf("%s streams %d rep %d", res.Arm, res.Streams, res.Rep), "server", res.ClientCPUPercent))
+			rep.Notes = append(rep.Notes, saturatedNote(what, "server", res.ClientCPUPercent))
 		}
 	}
 	for _, s := range rep.Summary {

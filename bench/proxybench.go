@@ -252,6 +252,10 @@ type ProxyResult struct {
 	Requests   uint64      `json:"requests"`
 	Unanswered uint64      `json:"unanswered"`
 	Latency    Percentiles `json:"latency"`
+	// LatencyClamped counts the latencies of Latency longer than a minute,
+	// which count as a minute (as Result.LatencyClamped; a note says so).
+	// Absent when there were none.
+	LatencyClamped int64 `json:"latency_clamped,omitempty"`
 	// ProxyUSPerReq is the proxy's CPU (utime+stime of every process of
 	// its process and any children, all threads) per request, in µs; 0 for direct.
 	ProxyUSPerReq float64 `json:"proxy_us_per_req"`
@@ -963,6 +967,7 @@ func (r *proxyRunner) measure(ctx context.Context, a proxyArm, rep int) (ProxyRe
 	res.Requests = load.Replies
 	res.Unanswered = load.Unanswered
 	res.Latency = load.Hist.Percentiles()
+	res.LatencyClamped = load.Hist.Overflow()
 	res.ClientCPUPercent = load.ClientCPUPercent()
 	switch {
 	case r.cfg.TLSHandshakes:
@@ -1021,7 +1026,7 @@ func (r *proxyRunner) measureH2(ctx context.Context, a proxyArm, streams, rep in
 			return res, fmt.Errorf("h2load: %w", err)
 		}
 	}
-	res.Requests, res.AchievedRPS, res.Latency, res.ClientCPUPercent = m.requests, m.rps, m.latency, m.clientPercent
+	res.Requests, res.AchievedRPS, res.Latency, res.LatencyClamped, res.ClientCPUPercent = m.requests, m.rps, m.latency, m.clamped, m.clientPercent
 	what := fmt.Sprintf("%s streams %d rep %d", a.name, streams, rep)
 	served, f := "proxy", m.server
 	if p == nil {
@@ -1095,6 +1100,9 @@ func (r *proxyRunner) finish() {
 		}
 		if res.Unanswered > 0 {
 			rep.Notes = append(rep.Notes, unansweredNote(what, res.Unanswered, drainFor(r.window)))
+		}
+		if res.LatencyClamped > 0 {
+			rep.Notes = append(rep.Notes, clampedNote(what, res.LatencyClamped))
 		}
 		if res.ClientCPUPercent >= 90 {
 			rep.Notes = append(rep.Notes, saturatedNote(what, "proxy", res.ClientCPUPercent))

@@ -718,3 +718,33 @@ func TestProxyH2H2Defaults(t *testing.T) {
 		t.Errorf("tcp: upstream arm %q", tcp.UpstreamArm)
 	}
 }
+
+// TestSideReportsNoteClampedLatencies: a bench proxy or bench http2
+// measurement with latencies past the histogram's minute says how many
+// in its result and in a note, as bench's do
+// (TestReportShowsClampedLatencies). Their histograms counted the clamped
+// values (h2load's log rows included) and the reports dropped the count:
+// a max and tail percentiles of a minute read as measured.
+func TestSideReportsNoteClampedLatencies(t *testing.T) {
+	h := NewHistogram()
+	if _, err := ParseH2loadLog(strings.NewReader("1000\t200\t500\n2000\t200\t61000000\n"), h); err != nil {
+		t.Fatal(err)
+	}
+	if h.Overflow() != 1 {
+		t.Fatalf("h2load log row of 61 s: %d clamped, want 1", h.Overflow())
+	}
+	pr := &proxyRunner{cfg: ProxyConfig{ProxyCPUs: []int{0}, ClientCPUs: []int{1}, UpstreamCPUs: []int{1}}, armsRun: armsRun{window: 90 * time.Second}, report: &ProxyReport{
+		Results: []ProxyResult{{Arm: "haproxy", Rep: 2, Requests: 10, AchievedRPS: 10, ProxyCPUPercent: 99, LatencyClamped: 3}},
+	}}
+	pr.finish()
+	if want := clampedNote("haproxy rep 2", 3); !slices.Contains(pr.report.Notes, want) {
+		t.Errorf("proxy: no note %q:\n%s", want, strings.Join(pr.report.Notes, "\n"))
+	}
+	hr := &http2Runner{cfg: HTTP2Config{ServerCPUs: []int{0}, ClientCPUs: []int{1}}, armsRun: armsRun{window: 90 * time.Second}, report: &HTTP2Report{
+		Results: []HTTP2Result{{Arm: "nginx", Streams: 10, Rep: 1, Requests: 10, AchievedRPS: 10, ServerCPUPercent: 99, LatencyClamped: 1}},
+	}}
+	hr.finish()
+	if want := clampedNote("nginx streams 10 rep 1", 1); !slices.Contains(hr.report.Notes, want) {
+		t.Errorf("http2: no note %q:\n%s", want, strings.Join(hr.report.Notes, "\n"))
+	}
+}

@@ -723,7 +723,7 @@ func (r *runner) finish() {
 			r.report.Notes = append(r.report.Notes, noRepliesNote(r.resultName(res), "server", r.window))
 		}
 		if res.LatencyClamped > 0 {
-			r.report.Notes = append(r.report.Notes, fmt.Sprintf("%s: %d latencies were longer than a minute, the histogram's limit, and count as a minute: its max and the percentiles they reach are lower bounds", r.resultName(res), res.LatencyClamped))
+			r.report.Notes = append(r.report.Notes, clampedNote(r.resultName(res), res.LatencyClamped))
 		}
 		if res.Unanswered > 0 {
 			r.report.Notes = append(r.report.Notes, unansweredNote(r.resultName(res), res.Unanswered, r.drain()))
@@ -836,6 +836,12 @@ func noRepliesNote(what, who string, window time.Duration) string {
 // answered within the drain.
 func unansweredNote(what string, n uint64, drain time.Duration) string {
 	return fmt.Sprintf("%s: %d requests of the window were still unanswered when the %.2fs drain ended; they count in its latencies at the time they had waited, so its tail percentiles are lower bounds", what, n, drain.Seconds())
+}
+
+// clampedNote says n latencies of measurement what were longer than the
+// histogram's minute and count as a minute.
+func clampedNote(what string, n int64) string {
+	return fmt.Sprintf("%s: %d latencies were longer than a minute, the histogram's limit, and count as a minute: its max and the percentiles they reach are lower bounds", what, n)
 }
 
 // saturatedNote says the client used (nearly) all its CPU measuring what.
