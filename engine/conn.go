@@ -72,7 +72,7 @@ type Conn struct {
 	err           error
 	local, remote netip.AddrPort
 	ctx           any
-	timer         Timer
+	timer         timerRef // the engine's timer for c (dial, handshake, CloseTimeout, linger)
 	tls           *tlsConn // accepted on a listener with ListenConfig.TLS
 
 	held []heldBuf // received while paused, delivered on resume
@@ -494,7 +494,7 @@ func (c *Conn) CloseLinger(timeout time.Duration, maxBytes int) error {
 	} else if c.queued > 0 && c.l.cto > 0 {
 		// CloseTimeout bounds the drain before the FIN as it bounds a
 		// Close's; lingerTimer stops this at the FIN.
-		c.timer = c.l.AfterFunc(c.l.cto, c.expire)
+		c.timer = c.l.afterFunc(c.l.cto, c.expire)
 	}
 	// Nothing is held any more: resume only clears the bits and starts
 	// reading once neither is left.
@@ -512,7 +512,7 @@ func (c *Conn) CloseLinger(timeout time.Duration, maxBytes int) error {
 // after the same timeout, up to CloseTimeout after the FIN. One ioctl at
 // the FIN and one per expiry.
 func (c *Conn) lingerTimer() {
-	c.timer.Stop() // CloseTimeout's, set by CloseLinger before the FIN
+	c.stopTimer() // CloseTimeout's, set by CloseLinger before the FIN
 	d, fin, left := time.Duration(c.tmo), nanotime(), c.Unacked()
 	var f func()
 	f = func() {
@@ -523,13 +523,19 @@ func (c *Conn) lingerTimer() {
 			}
 			if wait > 0 {
 				left = n
-				c.timer = c.l.AfterFunc(wait, f)
+				c.timer = c.l.afterFunc(wait, f)
 				return
 			}
 		}
 		c.Close()
 	}
-	c.timer = c.l.AfterFunc(d, f)
+	c.timer = c.l.afterFunc(d, f)
+}
+
+// stopTimer cancels c's timer, if it is pending. Loop goroutine.
+func (c *Conn) stopTimer() {
+	c.l.timers.remove(c.timer)
+	c.timer = timerRef{}
 }
 
 // Close stops reading, sends what is queued, closes the socket and then

@@ -538,8 +538,7 @@ func (l *Loop) connected(c *Conn) {
 	}
 	if c.tls == nil {
 		// A TLS dial's goes on: it bounds the handshake too.
-		c.timer.Stop()
-		c.timer = Timer{}
+		c.stopTimer()
 	}
 	l.st.dialed.Add(1)
 	l.open(c, nil)
@@ -637,7 +636,7 @@ func (l *Loop) dial(network, address string, timeout time.Duration, cfg *tls.Con
 	l.addConn(c)
 	l.be.dial(c)
 	if timeout > 0 && c.state == stateConnecting {
-		c.timer = l.AfterFunc(timeout, func() {
+		c.timer = l.afterFunc(timeout, func() {
 			switch {
 			case c.state == stateConnecting:
 				c.abort(&net.OpError{Op: "dial", Net: network, Addr: c.dialAddr(address), Err: os.ErrDeadlineExceeded})

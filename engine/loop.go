@@ -443,9 +443,7 @@ func (l *Loop) finishClose(c *Conn) {
 	if c.tls != nil {
 		c.tls.closed()
 	}
-	if c.timer.l != nil {
-		c.timer.Stop()
-	}
+	c.stopTimer()
 	l.conns[c.slot] = nil
 	l.free = append(l.free, c.slot)
 	l.st.open.Add(-1)
@@ -801,9 +799,8 @@ func (l *Loop) copyOffRing(id int32, n int) int32 {
 // Timer is a handle to a function scheduled with Loop.AfterFunc. The zero
 // Timer is inert.
 type Timer struct {
-	l    *Loop
-	slot int32
-	gen  uint32
+	l   *Loop
+	ref timerRef
 }
 
 // AfterFunc runs f on the loop goroutine after d (a d too large to add to
@@ -816,13 +813,20 @@ type Timer struct {
 // data a socket holds that the thread has not yet posted can still come
 // after the timer). Loop goroutine.
 func (l *Loop) AfterFunc(d time.Duration, f func()) Timer {
+	return Timer{l: l, ref: l.afterFunc(d, f)}
+}
+
+// afterFunc is AfterFunc for the engine's own timers, whose holders know
+// their loop: a Conn keeps a timerRef, not a Timer, to stay in its 256-byte
+// size class (TestConnSize). Loop goroutine.
+func (l *Loop) afterFunc(d time.Duration, f func()) timerRef {
 	when := nanotime()
 	if d > 0 && when > math.MaxInt64-int64(d) {
 		when = math.MaxInt64
 	} else {
 		when += int64(d)
 	}
-	return l.timers.add(l, when, f)
+	return l.timers.add(when, f)
 }
 
 // Stop cancels the timer; it reports whether it was still pending. Loop
@@ -831,14 +835,20 @@ func (t Timer) Stop() bool {
 	if t.l == nil {
 		return false
 	}
-	return t.l.timers.remove(t.slot, t.gen)
+	return t.l.timers.remove(t.ref)
 }
 
 type timerRec struct {
 	when int64
-	seq  uint64 // order set: among equal whens, the earlier set runs first
+	// seq is the order set: among equal whens, the earlier set runs
+	// first. No two timers of a loop share one, so it also tells a
+	// timer from the later ones its slot holds: a handle (timerRef) to a
+	// timer that ran or was stopped never matches again, where a 32-bit
+	// count per slot would come round after 2^31 reuses (under an hour at
+	// a million timers a second: the free list gives every add the same
+	// slot).
+	seq  uint64
 	f    func()
-	gen  uint32
 	hidx int32 // index in heap, -1 when not scheduled, setAside while runExpired holds it
 }
 
@@ -847,7 +857,7 @@ type timerHeap struct {
 	recs []timerRec
 	free []int32
 	heap []int32
-	seq  uint64 // the next timer's timerRec.seq
+	seq  uint64 // the last timer's timerRec.seq; the first one's is 1, so the zero timerRef names none
 	// While runExpired runs (running), the timers its functions set wait
 	// in set, off the heap (hidx setAside), until the pass ends: they run
 	// at the next iteration, and none of them, however early its
@@ -856,15 +866,16 @@ type timerHeap struct {
 	set     []timerRef
 }
 
+// timerRef names a timer: its slot in recs and its seq.
 type timerRef struct {
 	s   int32
-	gen uint32
+	seq uint64
 }
 
 // setAside is the hidx of a timer set during runExpired, not yet on the heap.
 const setAside = -2
 
-func (h *timerHeap) add(l *Loop, when int64, f func()) Timer {
+func (h *timerHeap) add(when int64, f func()) timerRef {
 	var s int32
 	if n := len(h.free); n > 0 {
 		s = h.free[n-1]
@@ -874,18 +885,17 @@ func (h *timerHeap) add(l *Loop, when int64, f func()) Timer {
 		h.recs = append(h.recs, timerRec{})
 	}
 	r := &h.recs[s]
-	r.gen++
+	h.seq++
 	r.when = when
 	r.seq = h.seq
-	h.seq++
 	r.f = f
 	if h.running {
 		r.hidx = setAside
-		h.set = append(h.set, timerRef{s, r.gen})
+		h.set = append(h.set, timerRef{s, r.seq})
 	} else {
 		h.push(s)
 	}
-	return Timer{l: l, slot: s, gen: r.gen}
+	return timerRef{s, r.seq}
 }
 
 func (h *timerHeap) push(s int32) {
@@ -894,16 +904,17 @@ func (h *timerHeap) push(s int32) {
 	h.up(len(h.heap) - 1)
 }
 
-func (h *timerHeap) remove(s int32, gen uint32) bool {
-	if int(s) >= len(h.recs) {
+// remove cancels timer t; it reports whether t was still pending.
+func (h *timerHeap) remove(t timerRef) bool {
+	if int(t.s) >= len(h.recs) {
 		return false
 	}
-	r := &h.recs[s]
-	if r.gen != gen || r.hidx == -1 {
+	r := &h.recs[t.s]
+	if r.seq != t.seq || r.hidx == -1 {
 		return false
 	}
 	if r.hidx == setAside {
-		h.release(s) // runExpired's end skips it: its gen has changed
+		h.release(t.s) // runExpired's end skips it: no longer set aside
 		return true
 	}
 	h.removeAt(int(r.hidx))
@@ -930,7 +941,6 @@ func (h *timerHeap) release(s int32) {
 	r := &h.recs[s]
 	r.hidx = -1
 	r.f = nil
-	r.gen++
 	h.free = append(h.free, s)
 }
 
@@ -1048,7 +1058,7 @@ func (h *timerHeap) runExpired(now int64) {
 	}
 	h.running = false
 	for i, t := range h.set {
-		if r := &h.recs[t.s]; r.gen == t.gen && r.hidx == setAside {
+		if r := &h.recs[t.s]; r.seq == t.seq && r.hidx == setAside {
 			h.push(t.s)
 		}
 		h.set[i] = timerRef{}

@@ -203,7 +203,7 @@ func TestTimerHeapDueAfter(t *testing.T) {
 	for _, tt := range tests {
 		var h timerHeap
 		for _, w := range tt.whens {
-			h.add(nil, w, func() {})
+			h.add(w, func() {})
 		}
 		if got := h.dueAfter(tt.since, tt.now); got != tt.want {
 			t.Errorf("timers at %v: dueAfter(%d, %d) = %v, want %v", tt.whens, tt.since, tt.now, got, tt.want)

@@ -432,7 +432,7 @@ func (l *Loop) startTLS(c *Conn, timeout time.Duration) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.cancel = cancel
 	if timeout > 0 {
-		c.timer = l.AfterFunc(timeout, func() { t.timedOut(c) })
+		c.timer = l.afterFunc(timeout, func() { t.timedOut(c) })
 	}
 	l.e.handshakes.Add(1)
 	l.st.tlsHandshakes.Add(1)
@@ -522,8 +522,7 @@ func (t *tlsConn) handshakeDone(c *Conn, err error) {
 		return // closed meanwhile (timeout, shutdown, the peer's reset)
 	}
 	l := c.l
-	c.timer.Stop()
-	c.timer = Timer{}
+	c.stopTimer()
 	switch {
 	case err != nil:
 		t.fail(c, c.netError("tls handshake", err))
