@@ -637,7 +637,7 @@ type Buffer struct {
 	l   *Loop
 	id  int32 // a receive buffer (>= 0), or a send-slab chunk c as -c-1 (see bufBytes)
 	n   int32
-	gen uint32 // the id's count in Loop.owned (or ownedCopies) when given
+	gen uint64 // the id's count in Loop.owned (or ownedCopies) when given; 64 bits fill Buffer's padding
 }
 
 // Bytes returns the received bytes. The slice is valid until the buffer is
@@ -698,7 +698,7 @@ func (l *Loop) bufBytes(id int32) []byte {
 
 // releaseBuf takes buffer id from the handler (disown: gen as there) and
 // gives it back. Loop goroutine.
-func (l *Loop) releaseBuf(id int32, gen uint32) {
+func (l *Loop) releaseBuf(id int32, gen uint64) {
 	l.disown(id, gen)
 	l.freeBuf(id)
 }
@@ -718,7 +718,7 @@ func (l *Loop) freeBuf(id int32) {
 // Buffer's gen: a new one unless the handler owns id already (held, then
 // delivered) or gen is given (Unring's b, given back as it was). Loop
 // goroutine.
-func (l *Loop) own(id int32, gen uint32) uint32 {
+func (l *Loop) own(id int32, gen uint64) uint64 {
 	if id >= 0 {
 		return l.owned.own(id, gen)
 	}
@@ -730,7 +730,7 @@ func (l *Loop) own(id int32, gen uint32) uint32 {
 // under another count than gen (a Buffer released already whose id came
 // back for a later receive; 0: the engine's own release of what it held).
 // Loop goroutine.
-func (l *Loop) disown(id int32, gen uint32) {
+func (l *Loop) disown(id int32, gen uint64) {
 	ok := false
 	if id >= 0 {
 		ok = l.owned.take(id, gen)
@@ -744,13 +744,14 @@ func (l *Loop) disown(id int32, gen uint32) {
 
 // ownSet counts, per small non-negative integer, the times it was taken
 // and given back: odd while taken. A count given with a Buffer tells that
-// Buffer from a later one of the same id.
-type ownSet []uint32
+// Buffer from a later one of the same id: 64 bits, as a 32-bit count came
+// back to a Buffer's after 2^31 receives in its id.
+type ownSet []uint64
 
 // own takes i, growing s as needed, and returns its count (odd): the next
 // one, or gen if not 0 (i given back just before under gen, taken again as
 // it was). If i is taken already its count stays.
-func (s *ownSet) own(i int32, gen uint32) uint32 {
+func (s *ownSet) own(i int32, gen uint64) uint64 {
 	if int(i) >= len(*s) {
 		*s = append(*s, make(ownSet, int(i)+1-len(*s))...)
 	}
@@ -766,7 +767,7 @@ func (s *ownSet) own(i int32, gen uint32) uint32 {
 
 // take gives i back and reports whether it was taken, under count gen
 // unless gen is 0.
-func (s ownSet) take(i int32, gen uint32) bool {
+func (s ownSet) take(i int32, gen uint64) bool {
 	if int(i) >= len(s) || s[i]&1 == 0 || gen != 0 && s[i] != gen {
 		return false
 	}

@@ -107,7 +107,7 @@ func checkNoneOwned(t *testing.T, e *Engine) {
 	for _, l := range e.Loops() {
 		res := make(chan bool)
 		l.Post(func() {
-			res <- slices.ContainsFunc(slices.Concat(l.owned, l.ownedCopies), func(n uint32) bool { return n&1 != 0 })
+			res <- slices.ContainsFunc(slices.Concat(l.owned, l.ownedCopies), func(n uint64) bool { return n&1 != 0 })
 		})
 		if <-res {
 			t.Errorf("loop %d: buffers still owned with no connection open", l.ID())
