@@ -827,9 +827,10 @@ func skippedNote(arm, why string, progress io.Writer) string {
 // closed rep 2", "haproxy rep 1") or arm, whose server is who.
 
 // noRepliesNote says a measurement got no replies in its window, and so
-// is left out of the summaries' CPU figures (withReplies).
+// is left out of the summaries' CPU figures (withReplies), and of their
+// latencies where it has none (withLatencies).
 func noRepliesNote(what, who string, window time.Duration) string {
-	return fmt.Sprintf("%s got no replies in its %.2fs window: the %s was starved or stalled (a busy machine?); it has no CPU per request, and the CPU medians and spreads leave it out", what, window.Seconds(), who)
+	return fmt.Sprintf("%s got no replies in its %.2fs window: the %s was starved or stalled (a busy machine?); it has no CPU per request, and the CPU medians and spreads leave it out (the latency ones too where it recorded no latency)", what, window.Seconds(), who)
 }
 
 // unansweredNote says n requests of a measurement's window were not
@@ -1254,16 +1255,20 @@ func summarize(results []Result) []SummaryRow {
 		// A CPU per request is over the repetitions with replies.
 		answered := withReplies(g, func(r Result) uint64 { return r.Requests })
 		perReq := func(f func(Result) float64) Spread { return spreadBy(answered, f) }
+		timed := withLatencies(g, func(r Result) Percentiles { return r.Latency })
+		latency := func(f func(Percentiles) float64) Spread {
+			return spreadBy(timed, func(r Result) float64 { return f(r.Latency) })
+		}
 		row := SummaryRow{
 			Arm: k.arm, Mode: k.mode, Fraction: k.frac, ComputeUS: k.cu, Loops: k.loops, Reps: len(g),
 			OfferedRPS:          g[0].OfferedRPS,
 			AchievedRPS:         spread(func(r Result) float64 { return r.AchievedRPS }),
-			P50:                 spread(func(r Result) float64 { return r.Latency.P50 }),
-			P90:                 spread(func(r Result) float64 { return r.Latency.P90 }),
-			P99:                 spread(func(r Result) float64 { return r.Latency.P99 }),
-			P999:                spread(func(r Result) float64 { return r.Latency.P999 }),
-			P9999:               spread(func(r Result) float64 { return r.Latency.P9999 }),
-			Max:                 spread(func(r Result) float64 { return r.Latency.Max }),
+			P50:                 latency(func(p Percentiles) float64 { return p.P50 }),
+			P90:                 latency(func(p Percentiles) float64 { return p.P90 }),
+			P99:                 latency(func(p Percentiles) float64 { return p.P99 }),
+			P999:                latency(func(p Percentiles) float64 { return p.P999 }),
+			P9999:               latency(func(p Percentiles) float64 { return p.P9999 }),
+			Max:                 latency(func(p Percentiles) float64 { return p.Max }),
 			ServerUSPerReq:      perReq(func(r Result) float64 { return r.Server.TotalUSPerReq }),
 			MachineUSPerReq:     perReq(func(r Result) float64 { return r.Machine.TotalUSPerReq }),
 			MachineWorkUSPerReq: perReq(func(r Result) float64 { return r.Machine.WorkUSPerReq }),
@@ -1298,12 +1303,30 @@ func groupBy[T any, K comparable](items []T, key func(T) K) (order []K, groups m
 // window (replies says how many): those a CPU per request was measured
 // for. Without replies there is nothing to divide by and the figure is
 // left 0, which is no measurement: the summaries' CPU per request figures
-// are taken over these alone, while a rate and the latencies (of the
-// requests left unanswered) keep every repetition.
+// are taken over these alone, while a rate keeps every repetition (and the
+// latencies every one that has some: withLatencies).
 func withReplies[T any](g []T, replies func(T) uint64) []T {
 	var out []T
 	for _, it := range g {
 		if replies(it) > 0 {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// withLatencies returns the items of g that have latencies (lat gives
+// their percentiles). A closed-loop measurement that got no replies sent no
+// request in its window (each connection's one in flight went out before
+// it), so it recorded none, and its percentiles are 0: no measurement, left
+// out of the latency spreads as of the CPU ones, where a 0 made the
+// minimum 0 and pulled the median down. An open-loop one keeps the latencies
+// of the requests it could not send or get answered (recorded at the time
+// they had waited), its stall among them.
+func withLatencies[T any](g []T, lat func(T) Percentiles) []T {
+	var out []T
+	for _, it := range g {
+		if lat(it) != (Percentiles{}) {
 			out = append(out, it)
 		}
 	}

@@ -942,10 +942,17 @@ func TestLateReadsNote(t *testing.T) {
 // repetitions that had replies. Counted as a 0, one stalled repetition of
 // three made the median the smaller of the other two and the minimum 0,
 // and with two repetitions halved the median; the CPU chart's server tick
-// too.
+// too. Such a closed-loop measurement recorded no latency either (its
+// percentiles are 0), and the latency spreads leave it out as well.
 func TestSummaryLeavesOutNoReplies(t *testing.T) {
+	lat := func(requests uint64, p99 float64) Percentiles {
+		if requests == 0 {
+			return Percentiles{}
+		}
+		return Percentiles{P50: p99 / 2, P90: p99 / 2, P99: p99, P999: 2 * p99, P9999: 2 * p99, Max: 3 * p99, Mean: p99 / 2}
+	}
 	runRes := func(rep int, requests uint64, cpu float64) Result {
-		return Result{Arm: "a", Rep: rep, Mode: "closed", Loops: 1, Requests: requests, AchievedRPS: float64(requests), Latency: Percentiles{P99: 100},
+		return Result{Arm: "a", Rep: rep, Mode: "closed", Loops: 1, Requests: requests, AchievedRPS: float64(requests), Latency: lat(requests, 90+10*float64(rep)),
 			Server:  ServerCPU{TotalUSPerReq: cpu},
 			Machine: MachineCPU{TotalUSPerReq: 2 * cpu, WorkUSPerReq: 1.5 * cpu, SoftirqUSPerReq: cpu / 10, StealUSPerReq: cpu / 20, UserUSPerReq: cpu},
 		}
@@ -965,6 +972,12 @@ func TestSummaryLeavesOutNoReplies(t *testing.T) {
 		{"machine work µs/req", s.MachineWorkUSPerReq, Spread{16.5, 15, 18}},
 		{"softirq µs/req", Spread{Median: s.SoftirqUSPerReq}, Spread{Median: 1.1}},
 		{"steal µs/req", Spread{Median: s.StealUSPerReq}, Spread{Median: 0.55}},
+		{"p50", s.P50, Spread{52.5, 50, 55}},
+		{"p90", s.P90, Spread{52.5, 50, 55}},
+		{"p99", s.P99, Spread{105, 100, 110}},
+		{"p99.9", s.P999, Spread{210, 200, 220}},
+		{"p99.99", s.P9999, Spread{210, 200, 220}},
+		{"max", s.Max, Spread{315, 300, 330}},
 	} {
 		if math.Abs(c.got.Median-c.want.Median) > 1e-9 || math.Abs(c.got.Min-c.want.Min) > 1e-9 || math.Abs(c.got.Max-c.want.Max) > 1e-9 {
 			t.Errorf("%s %+v, want %+v (the repetition without replies left out)", c.name, c.got, c.want)
@@ -979,20 +992,20 @@ func TestSummaryLeavesOutNoReplies(t *testing.T) {
 	}
 
 	proxy := summarizeProxy([]ProxyResult{
-		{Arm: "p", Rep: 1, Requests: 100, ProxyUSPerReq: 4, UpstreamUSPerReq: 8},
-		{Arm: "p", Rep: 2, Requests: 100, ProxyUSPerReq: 6, UpstreamUSPerReq: 10},
+		{Arm: "p", Rep: 1, Requests: 100, ProxyUSPerReq: 4, UpstreamUSPerReq: 8, Latency: lat(100, 100)},
+		{Arm: "p", Rep: 2, Requests: 100, ProxyUSPerReq: 6, UpstreamUSPerReq: 10, Latency: lat(100, 110)},
 		{Arm: "p", Rep: 3},
 	})
-	if p := proxy[0]; p.ProxyUSPerReq != (Spread{5, 4, 6}) || p.UpstreamUSPerReq != (Spread{9, 8, 10}) {
-		t.Errorf("proxy: proxy µs/req %+v, upstream %+v; want 5 (4–6) and 9 (8–10)", p.ProxyUSPerReq, p.UpstreamUSPerReq)
+	if p := proxy[0]; p.ProxyUSPerReq != (Spread{5, 4, 6}) || p.UpstreamUSPerReq != (Spread{9, 8, 10}) || p.P99 != (Spread{105, 100, 110}) {
+		t.Errorf("proxy: proxy µs/req %+v, upstream %+v, p99 %+v; want 5 (4–6), 9 (8–10) and 105 (100–110)", p.ProxyUSPerReq, p.UpstreamUSPerReq, p.P99)
 	}
 	h2 := summarizeHTTP2([]HTTP2Result{
-		{Arm: "h", Streams: 1, Rep: 1, Requests: 100, ServerUSPerReq: 4},
-		{Arm: "h", Streams: 1, Rep: 2, Requests: 100, ServerUSPerReq: 6},
+		{Arm: "h", Streams: 1, Rep: 1, Requests: 100, ServerUSPerReq: 4, Latency: lat(100, 100)},
+		{Arm: "h", Streams: 1, Rep: 2, Requests: 100, ServerUSPerReq: 6, Latency: lat(100, 110)},
 		{Arm: "h", Streams: 1, Rep: 3},
 	})
-	if h := h2[0]; h.ServerUSPerReq != (Spread{5, 4, 6}) {
-		t.Errorf("http2: server µs/req %+v, want 5 (4–6)", h.ServerUSPerReq)
+	if h := h2[0]; h.ServerUSPerReq != (Spread{5, 4, 6}) || h.P99 != (Spread{105, 100, 110}) || h.P50 != (Spread{52.5, 50, 55}) || h.P999 != (Spread{210, 200, 220}) {
+		t.Errorf("http2: server µs/req %+v, p50 %+v, p99 %+v, p99.9 %+v; want 5 (4–6), 52.5 (50–55), 105 (100–110), 210 (200–220)", h.ServerUSPerReq, h.P50, h.P99, h.P999)
 	}
 }
 

@@ -247,13 +247,16 @@ func summarizeArms[R interface{ sample() armSample }, S any](results []R, row fu
 	var rows []S
 	for _, k := range order {
 		g := groups[k]
-		spread := func(f func(armSample) float64) Spread { return spreadBy(g, func(r R) float64 { return f(r.sample()) }) }
+		timed := withLatencies(g, func(r R) Percentiles { return r.sample().latency })
+		latency := func(f func(Percentiles) float64) Spread {
+			return spreadBy(timed, func(r R) float64 { return f(r.sample().latency) })
+		}
 		rows = append(rows, row(armRates{
 			arm: k.arm, streams: k.streams, reps: len(g),
-			rps:  spread(func(s armSample) float64 { return s.rps }),
-			p50:  spread(func(s armSample) float64 { return s.latency.P50 }),
-			p99:  spread(func(s armSample) float64 { return s.latency.P99 }),
-			p999: spread(func(s armSample) float64 { return s.latency.P999 }),
+			rps:  spreadBy(g, func(r R) float64 { return r.sample().rps }),
+			p50:  latency(func(p Percentiles) float64 { return p.P50 }),
+			p99:  latency(func(p Percentiles) float64 { return p.P99 }),
+			p999: latency(func(p Percentiles) float64 { return p.P999 }),
 		}, g))
 	}
 	return rows
