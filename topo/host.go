@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/spindlenet/spindle/internal/sys"
 )
 
 // Host is everything topo discovers about one machine. Its methods only
@@ -128,9 +130,18 @@ func ReadMemlock(root string, pid int) (Memlock, error) {
 
 // HugePages describes explicit and transparent huge pages.
 type HugePages struct {
-	Total    uint64 `json:"total"`
-	Free     uint64 `json:"free"`
+	// Total and Free count the hugetlb pages of PageSize reserved
+	// (/sys/kernel/mm/hugepages/hugepages-<PageSize in kB>kB).
+	Total uint64 `json:"total"`
+	Free  uint64 `json:"free"`
+	// PageSize is the huge page size spindle maps its buffers with
+	// (MAP_HUGETLB of that size, else transparent huge pages): the
+	// PMD-level size (sys.HugePageSize, 2 MiB on amd64).
 	PageSize uint64 `json:"page_size"`
+	// DefaultPageSize is the default hugetlb size (Hugepagesize in
+	// /proc/meminfo), the pool vm.nr_hugepages sets; 0 if unknown. It
+	// differs from PageSize on a host booted with default_hugepagesz=1G.
+	DefaultPageSize uint64 `json:"default_page_size"`
 	// THP is the selected mode of transparent_hugepage/enabled
 	// ("always", "madvise", "never"), or "" if unknown.
 	THP string `json:"thp"`
@@ -328,10 +339,7 @@ func Read(root string, cfg *Config) (*Host, error) {
 	}
 	h.IrqbalancePID = r.findProcess("irqbalance")
 	h.Memlock, _ = ReadMemlock(root, 0)
-	if b, err := os.ReadFile(r.path("/proc/meminfo")); err == nil {
-		m, _ := ParseMeminfo(b)
-		h.HugePages = HugePages{Total: m.HugePagesTotal, Free: m.HugePagesFree, PageSize: m.HugePageSize}
-	}
+	h.HugePages = r.hugePages()
 	if s, err := r.read("/sys/kernel/mm/transparent_hugepage/enabled"); err == nil {
 		if i := strings.Index(s, "["); i >= 0 {
 			if j := strings.Index(s[i:], "]"); j > 0 {
@@ -354,6 +362,29 @@ func Read(root string, cfg *Config) (*Host, error) {
 		return nil, err
 	}
 	return h, nil
+}
+
+// hugePages reads the hugetlb pool of the size spindle maps buffers with
+// (sys.HugePageSizeAt: the PMD size, else the default hugetlb size): its
+// directory under /sys/kernel/mm/hugepages, else, without one (a captured
+// tree that has none), /proc/meminfo's counts when they are of that size.
+// meminfo counts only the default size's pages, which on a host booted
+// with default_hugepagesz=1G are not the 2 MiB ones MapAnon asks for.
+func (r reader) hugePages() HugePages {
+	var m Meminfo
+	if b, err := os.ReadFile(r.path("/proc/meminfo")); err == nil {
+		m, _ = ParseMeminfo(b)
+	}
+	size := uint64(sys.HugePageSizeAt(r.root))
+	hp := HugePages{PageSize: size, DefaultPageSize: m.HugePageSize}
+	dir := fmt.Sprintf("/sys/kernel/mm/hugepages/hugepages-%dkB/", size>>10)
+	if n := r.readInt(dir+"nr_hugepages", -1); n >= 0 {
+		hp.Total = uint64(n)
+		hp.Free = uint64(max(r.readInt(dir+"free_hugepages", 0), 0))
+	} else if m.HugePageSize == size {
+		hp.Total, hp.Free = m.HugePagesTotal, m.HugePagesFree
+	}
+	return hp
 }
 
 func (r reader) cpus(h *Host) error {

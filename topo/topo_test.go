@@ -1165,3 +1165,50 @@ func TestReadMemlockPID(t *testing.T) {
 		t.Error("ReadMemlock(-1) succeeded")
 	}
 }
+
+// TestReadHugePagesOfMappedSize: the huge pages Read reports are the
+// hugetlb pool of the size spindle maps (the PMD size, sys.HugePageSize),
+// not the default size's of /proc/meminfo: on a host booted with
+// default_hugepagesz=1G, meminfo counts 1 GiB pages, which MAP_HUGETLB
+// with MAP_HUGE_2MB never takes, and says nothing of the 2 MiB pool.
+func TestReadHugePagesOfMappedSize(t *testing.T) {
+	const meminfo1G = "HugePages_Total:       %d\nHugePages_Free:        %d\nHugepagesize:    1048576 kB\n"
+	for _, tt := range []struct {
+		name           string
+		pool1G, pool2M int
+		want           HugePages
+	}{
+		// 1 GiB pages reserved, none of 2 MiB: buffers get no hugetlb.
+		{"1g-only", 4, 0, HugePages{Total: 0, Free: 0, PageSize: 2 << 20, DefaultPageSize: 1 << 30}},
+		// 2 MiB pages reserved beside a 1 GiB default with none.
+		{"2m-beside-1g-default", 0, 512, HugePages{Total: 512, Free: 500, PageSize: 2 << 20, DefaultPageSize: 1 << 30}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			root := copyFixture(t, "testdata/vm")
+			put := func(p, s string) {
+				t.Helper()
+				p = filepath.Join(root, p)
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			put("proc/meminfo", fmt.Sprintf(meminfo1G, tt.pool1G, tt.pool1G))
+			put("sys/kernel/mm/transparent_hugepage/hpage_pmd_size", "2097152\n")
+			put("sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages", fmt.Sprintf("%d\n", tt.pool1G))
+			put("sys/kernel/mm/hugepages/hugepages-1048576kB/free_hugepages", fmt.Sprintf("%d\n", tt.pool1G))
+			put("sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages", fmt.Sprintf("%d\n", tt.pool2M))
+			put("sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages", fmt.Sprintf("%d\n", min(tt.pool2M, 500)))
+			h, err := Read(root, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.want.THP = h.HugePages.THP
+			if h.HugePages != tt.want {
+				t.Errorf("huge pages %+v, want %+v", h.HugePages, tt.want)
+			}
+		})
+	}
+}

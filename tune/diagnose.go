@@ -475,15 +475,25 @@ func Diagnose(h *topo.Host, a, b *Snapshot, opt Options) []Finding {
 			Fix:      "pass the service's process id (`--pid`) to check its RLIMIT_MEMLOCK and CAP_IPC_LOCK."})
 	}
 	// 9. Huge pages.
+	// The pool is the one of the size spindle maps (topo.HugePages):
+	// vm.nr_hugepages reserves pages of the default size, which a host
+	// booted with default_hugepagesz=1G does not map buffers with.
 	if hp := h.HugePages; hp.Total == 0 {
-		sev, fix := Info, "reserve some: `sysctl -w vm.nr_hugepages=N` (N × 2 MiB); spindle falls back to MADV_HUGEPAGE, then 4 KiB pages."
+		pool := fmt.Sprintf("/sys/kernel/mm/hugepages/hugepages-%dkB/nr_hugepages", hp.PageSize>>10)
+		ev := []string{fmt.Sprintf("%s is 0 (%d KiB pages, the size spindle maps buffers with), transparent_hugepage %q", pool, hp.PageSize>>10, hp.THP)}
+		fix := fmt.Sprintf("reserve some: `echo N > %s` (N × %d KiB)", pool, hp.PageSize>>10)
+		if hp.DefaultPageSize == hp.PageSize {
+			fix += ", or `sysctl -w vm.nr_hugepages=N`"
+		} else if hp.DefaultPageSize > 0 {
+			ev = append(ev, fmt.Sprintf("the default hugetlb size is %d KiB: vm.nr_hugepages and HugePages_Total in /proc/meminfo are that size's pool, which spindle does not use", hp.DefaultPageSize>>10))
+		}
+		fix += "; spindle falls back to MADV_HUGEPAGE, then 4 KiB pages."
+		sev := Info
 		if hp.THP == "never" {
 			sev = Warning
 			fix = "transparent huge pages are off too, so buffers use 4 KiB pages: " + fix
 		}
-		add(Finding{ID: "no-hugepages", Severity: sev, Title: "no huge pages reserved",
-			Evidence: []string{fmt.Sprintf("HugePages_Total 0 (size %d KiB), transparent_hugepage %q", hp.PageSize>>10, hp.THP)},
-			Fix:      fix})
+		add(Finding{ID: "no-hugepages", Severity: sev, Title: "no huge pages reserved", Evidence: ev, Fix: fix})
 	}
 	// Netlink absence is reported, not fatal.
 	if h.Netlink.Netdev != "ok" || h.Netlink.Ethtool != "ok" {

@@ -519,3 +519,46 @@ func TestIRQDeltaReset(t *testing.T) {
 		}
 	}
 }
+
+// TestDiagnoseHugePagesPool: the no-hugepages finding names the pool of
+// the size spindle maps, as topo reads it. On a host booted with
+// default_hugepagesz=1G, `sysctl -w vm.nr_hugepages=N` (N × 2 MiB), which
+// the fix said, reserves 1 GiB pages that buffers never use; on arm64
+// with 64 KiB pages the size is 512 MiB, not 2.
+func TestDiagnoseHugePagesPool(t *testing.T) {
+	for _, tt := range []struct {
+		name          string
+		hp            topo.HugePages
+		want, without []string
+	}{
+		{"1g-default", topo.HugePages{PageSize: 2 << 20, DefaultPageSize: 1 << 30, THP: "madvise"},
+			[]string{"echo N > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages", "N × 2048 KiB", "default hugetlb size is 1048576 KiB"}, []string{"vm.nr_hugepages=N"}},
+		{"2m-default", topo.HugePages{PageSize: 2 << 20, DefaultPageSize: 2 << 20, THP: "madvise"},
+			[]string{"hugepages-2048kB/nr_hugepages", "sysctl -w vm.nr_hugepages=N"}, []string{"default hugetlb size"}},
+		{"arm64-64k", topo.HugePages{PageSize: 512 << 20, DefaultPageSize: 512 << 20, THP: "always"},
+			[]string{"hugepages-524288kB/nr_hugepages", "N × 524288 KiB"}, []string{"2 MiB"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := loadHost(t, fxVM)
+			a, b := snapshots(t, fxVM, h)
+			h.HugePages = tt.hp
+			fs := Diagnose(h, a, b, Options{})
+			i := slices.IndexFunc(fs, func(f Finding) bool { return f.ID == "no-hugepages" })
+			if i < 0 {
+				t.Fatal("no no-hugepages finding")
+			}
+			f := fs[i]
+			text := strings.Join(f.Evidence, "\n") + "\n" + f.Fix
+			for _, w := range tt.want {
+				if !strings.Contains(text, w) {
+					t.Errorf("finding does not say %q:\n%s", w, text)
+				}
+			}
+			for _, w := range tt.without {
+				if strings.Contains(text, w) {
+					t.Errorf("finding says %q:\n%s", w, text)
+				}
+			}
+		})
+	}
+}

@@ -103,7 +103,7 @@ func buildDoctorReport() *doctorReport {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("RLIMIT_MEMLOCK is %d KiB without CAP_IPC_LOCK: large fixed buffers will fail with ENOMEM", h.Memlock.Soft>>10))
 	}
 	if h.HugePages.Total == 0 {
-		rep.Warnings = append(rep.Warnings, fmt.Sprintf("no hugetlb pages (vm.nr_hugepages=0): buffers use THP (%s) or 4 KiB pages", h.HugePages.THP))
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("no hugetlb pages of %d KiB, the size buffers are mapped with (/sys/kernel/mm/hugepages/hugepages-%dkB/nr_hugepages is 0): buffers use THP (%s) or 4 KiB pages", h.HugePages.PageSize>>10, h.HugePages.PageSize>>10, h.HugePages.THP))
 	}
 	anyNAPI := false
 	for _, n := range h.NICs {

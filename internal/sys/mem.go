@@ -33,10 +33,13 @@ const (
 // Any goroutine.
 func HugePageSize() int { return hugePageSize() }
 
-var hugePageSize = sync.OnceValue(func() int { return hugePageSizeAt("/") })
+var hugePageSize = sync.OnceValue(func() int { return HugePageSizeAt("/") })
 
-// hugePageSizeAt is HugePageSize read from the host files under root.
-func hugePageSizeAt(root string) int {
+// HugePageSizeAt is HugePageSize read from the host files under root ("/"
+// for the running host, or a captured tree), each time it is called: topo
+// reports the hugetlb pool of this size, the one MapAnon draws from. Any
+// goroutine.
+func HugePageSizeAt(root string) int {
 	valid := func(n uint64) bool {
 		return n >= uint64(os.Getpagesize()) && n <= 1<<40 && n&(n-1) == 0
 	}

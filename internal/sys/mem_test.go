@@ -24,7 +24,7 @@ func TestHugePageSizeAt(t *testing.T) {
 		{"bad-pmd", 32 << 20},
 		{"none", 2 << 20},
 	} {
-		if got := hugePageSizeAt(filepath.Join("testdata/hugepagesize", tt.host)); got != tt.want {
+		if got := HugePageSizeAt(filepath.Join("testdata/hugepagesize", tt.host)); got != tt.want {
 			t.Errorf("%s: %d, want %d", tt.host, got, tt.want)
 		}
 	}
@@ -60,9 +60,9 @@ func FuzzHugePageSizeAt(f *testing.F) {
 		}
 		os.WriteFile(filepath.Join(thp, "hpage_pmd_size"), []byte(pmd), 0o644)
 		os.WriteFile(filepath.Join(root, "proc/meminfo"), []byte(meminfo), 0o644)
-		n := hugePageSizeAt(root)
+		n := HugePageSizeAt(root)
 		if n < os.Getpagesize() || n&(n-1) != 0 {
-			t.Fatalf("hugePageSizeAt(%q, %q) = %d: not a power of two of at least a page", pmd, meminfo, n)
+			t.Fatalf("HugePageSizeAt(%q, %q) = %d: not a power of two of at least a page", pmd, meminfo, n)
 		}
 	})
 }
