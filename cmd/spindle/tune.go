@@ -274,7 +274,9 @@ func tuneApply(args []string, w io.Writer) error {
 		return usageError{errors.New("--plan is required (make one with 'spindle tune plan --json > plan.json')")}
 	}
 	var r io.Reader = os.Stdin
+	name := "from standard input" // for the errors, which name the file
 	if *planPath != "-" {
+		name = *planPath
 		f, err := os.Open(*planPath)
 		if err != nil {
 			return err
@@ -286,12 +288,12 @@ func tuneApply(args []string, w io.Writer) error {
 	dec.DisallowUnknownFields()
 	var p tune.Plan
 	if err := dec.Decode(&p); err != nil {
-		return fmt.Errorf("plan: %w", err)
+		return fmt.Errorf("plan %s: %w", name, err)
 	}
 	// One plan, nothing after it: a file holding two (plan --json >>
 	// plan.json twice) is not applied as its first.
 	if _, err := dec.Token(); err != io.EOF {
-		return fmt.Errorf("plan: more data after the plan in %s (one plan per file)", *planPath)
+		return fmt.Errorf("plan %s: more data after the plan (one plan per file)", name)
 	}
 	if err := applyPlan(&p, *root, *state, *asJSON, w); err != nil {
 		return err

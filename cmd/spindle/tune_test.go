@@ -142,9 +142,10 @@ func TestTuneApplyRefuses(t *testing.T) {
 	}{
 		{name: "no plan", args: []string{"apply", "--root", fixture}, msg: "--plan is required"},
 		{name: "missing plan file", args: []string{"apply", "--root", fixture, "--plan", filepath.Join(dir, "nope.json")}, msg: "no such file"},
-		{name: "not JSON", args: []string{"apply", "--root", fixture, "--plan", file("garbage.json", "policy: inline\n")}, msg: "plan:"},
+		{name: "not JSON", args: []string{"apply", "--root", fixture, "--plan", file("garbage.json", "policy: inline\n")}, msg: "plan " + filepath.Join(dir, "garbage.json") + ": invalid character"},
 		{name: "two plans in one file", args: []string{"apply", "--root", fixture, "--plan", twoPlans, "--state", filepath.Join(dir, "state-0.json")}, msg: "after the plan"},
-		{name: "unknown field", args: []string{"apply", "--root", fixture, "--plan", file("extra.json", `{"policy":"inline","writes":[],"turbo":true}`)}, msg: `unknown field "turbo"`},
+		{name: "unknown field", args: []string{"apply", "--root", fixture, "--plan", file("extra.json", `{"policy":"inline","writes":[],"turbo":true}`)}, msg: "plan " + filepath.Join(dir, "extra.json") + `: json: unknown field "turbo"`},
+		{name: "bad CPU list", args: []string{"apply", "--root", fixture, "--plan", file("cpus.json", `{"policy":"inline","loop_cpus":"3-1","writes":[]}`)}, msg: "plan " + filepath.Join(dir, "cpus.json") + ": "},
 		{name: "path outside /proc and /sys", args: []string{"apply", "--root", fixture, "--plan",
 			file("etc.json", `{"writes":[{"kind":"file","path":"/etc/hostname","format":"int","old":"","new":"1","reason":"r"}]}`)}, refused: true, msg: "outside /proc and /sys"},
 		{name: "dot-dot path", args: []string{"apply", "--root", fixture, "--plan",
