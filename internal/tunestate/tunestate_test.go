@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/spindlenet/spindle/internal/cpulist"
 )
 
 func TestLoopCPUs(t *testing.T) {
@@ -110,4 +112,33 @@ func TestLoopCPUsIgnoresOtherBoot(t *testing.T) {
 			t.Errorf("%s: %v", body, err)
 		}
 	}
+}
+
+// FuzzLoopCPUs: whatever the state file holds, LoopCPUs returns an error
+// naming the file or CPUs the engine can pin loops to: ascending, distinct
+// and below cpulist.Max.
+func FuzzLoopCPUs(f *testing.F) {
+	f.Add([]byte(`{"version":1,"root":"/","plan":{"policy":"inline","loop_cpus":"1-2,5"},"before":[]}`))
+	f.Add([]byte(`{"version":1,"root":"/tmp/capture","plan":{"loop_cpus":"0"}}`))
+	f.Add([]byte(`{"version":1,"boot_id":"00000000-0000-4000-8000-000000000000","plan":{"loop_cpus":"0-8191"}}`))
+	f.Add([]byte(`{"version":1,"plan":{"loop_cpus":"3-1"}}`))
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p := filepath.Join(dir, "state.json")
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cpus, err := LoopCPUs(p)
+		if err != nil {
+			if !strings.Contains(err.Error(), p) {
+				t.Fatalf("error %q does not name the file", err)
+			}
+			return
+		}
+		for i, c := range cpus {
+			if c < 0 || c >= cpulist.Max || i > 0 && c <= cpus[i-1] {
+				t.Fatalf("LoopCPUs = %v: not ascending distinct CPUs below %d", cpus, cpulist.Max)
+			}
+		}
+	})
 }
