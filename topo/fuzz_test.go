@@ -2,6 +2,7 @@ package topo
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -220,6 +221,44 @@ func FuzzClassifyIRQName(f *testing.F) {
 			driverQueueIRQs(driver, "eth0", []int{3, 0, 1, 2}, 1, irqs)
 			if !valid(irqs[0].Role, irqs[0].Queue) {
 				t.Fatalf("driverQueueIRQs(%s, %q) = %s %d", driver, name, irqs[0].Role, irqs[0].Queue)
+			}
+		}
+	})
+}
+
+// FuzzReadFixtureNetlink: a captured tree's netlink.json (the answers
+// `tune inspect|plan --root` replays, from wherever the tree came) either
+// is refused with an error naming it or gives a host whose queues name
+// an IRQ or none (-1), never panicking.
+func FuzzReadFixtureNetlink(f *testing.F) {
+	seed(f, "testdata/vm/netlink.json", "testdata/2socket-16q/netlink.json")
+	f.Add([]byte(`{"status":{"netdev":"ok","ethtool":"ok"},"ifaces":{"2":{"queues":[{"id":0,"ifindex":2,"type":"rx","napi_id":9},{"id":7,"ifindex":2,"type":"tx","napi_id":9}],"napis":[{"id":9,"ifindex":2,"irq":-7}]}}}`))
+	root := f.TempDir()
+	if err := os.CopyFS(root, os.DirFS("testdata/vm")); err != nil {
+		f.Fatal(err)
+	}
+	p := filepath.Join(root, "netlink.json")
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		h, err := ReadFixture(root)
+		if err != nil {
+			if !strings.Contains(err.Error(), "netlink.json") {
+				t.Fatalf("error %q does not name netlink.json", err)
+			}
+			return
+		}
+		for _, n := range h.NICs {
+			for _, q := range n.RxQueues {
+				if q.IRQ < -1 {
+					t.Fatalf("%s rx-%d: IRQ %d", n.Name, q.Index, q.IRQ)
+				}
+			}
+			for _, q := range n.TxQueues {
+				if q.IRQ < -1 {
+					t.Fatalf("%s tx-%d: IRQ %d", n.Name, q.Index, q.IRQ)
+				}
 			}
 		}
 	})
