@@ -337,7 +337,7 @@ func Read(root string, cfg *Config) (*Host, error) {
 			h.Sysctls[name] = v
 		}
 	}
-	h.IrqbalancePID = r.findProcess("irqbalance")
+	h.IrqbalancePID = IrqbalancePID(root)
 	h.Memlock, _ = ReadMemlock(root, 0)
 	h.HugePages = r.hugePages()
 	if s, err := r.read("/sys/kernel/mm/transparent_hugepage/enabled"); err == nil {
@@ -481,6 +481,11 @@ func (r reader) nrCPUs() int {
 	}
 	return s[s.Len()-1] + 1
 }
+
+// IrqbalancePID returns the pid of a running irqbalance under root's /proc
+// ("/" for the live host), or 0: irqbalance rewrites IRQ affinities every
+// 10 s, so it undoes a plan's. Any goroutine.
+func IrqbalancePID(root string) int { return reader{root: root}.findProcess("irqbalance") }
 
 // findProcess returns the pid of a process whose comm is name, or 0.
 func (r reader) findProcess(name string) int {

@@ -251,6 +251,7 @@ func applyPlan(p *tune.Plan, root, state string, asJSON bool, w io.Writer) error
 		return err
 	}
 	if asJSON {
+		warnIrqbalance(os.Stderr, st.Plan, t.Root) // stdout holds the JSON result
 		return nil
 	}
 	if len(st.Plan.Writes) == 0 {
@@ -258,7 +259,23 @@ func applyPlan(p *tune.Plan, root, state string, asJSON bool, w io.Writer) error
 		return nil
 	}
 	fmt.Fprintf(w, "applied %d write(s); previous values saved in %s\nrevert with: spindle tune revert --state %s\n", len(st.Plan.Writes), state, state)
+	warnIrqbalance(w, st.Plan, t.Root)
 	return nil
+}
+
+// warnIrqbalance says, when irqbalance runs under root and p wrote IRQ
+// affinities, that it will undo them: it rewrites affinities every 10 s,
+// and the plan's note on it, if any, was made when it was planned.
+func warnIrqbalance(w io.Writer, p *tune.Plan, root string) {
+	irqs := 0
+	for _, wr := range p.Writes {
+		if wr.Kind == tune.KindFile && strings.HasPrefix(wr.Path, "/proc/irq/") {
+			irqs++
+		}
+	}
+	if pid := topo.IrqbalancePID(root); pid != 0 && irqs > 0 {
+		fmt.Fprintf(w, "warning: irqbalance is running (pid %d): it rewrites IRQ affinities every 10 s and will undo the %d just applied; stop it (systemctl disable --now irqbalance) or ban these IRQs\n", pid, irqs)
+	}
 }
 
 func tuneApply(args []string, w io.Writer) error {

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -377,5 +378,53 @@ func TestTuneRevertRelativeRoot(t *testing.T) {
 		if after[k] != v {
 			t.Errorf("%s: %q after revert, was %q", k, after[k], v)
 		}
+	}
+}
+
+// TestTuneApplyWarnsIrqbalance: `tune apply --plan` of a plan with IRQ
+// affinity writes, on a host where irqbalance runs (the smt-isol fixture,
+// pid 812), says that irqbalance will rewrite them: the plan's note was
+// made when it was planned, and apply printed only 'applied N write(s)',
+// while irqbalance undoes the affinities within seconds. A plan without
+// IRQ writes says nothing of it.
+func TestTuneApplyWarnsIrqbalance(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "host")
+	if out, err := exec.Command("cp", "-a", "../../topo/testdata/smt-isol", root).CombinedOutput(); err != nil {
+		t.Skipf("cp -a: %v %s", err, out)
+	}
+	planJSON, err := tuneRun(t, "plan", "--root", root, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	planFile := filepath.Join(t.TempDir(), "plan.json")
+	if err := os.WriteFile(planFile, []byte(planJSON), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(t.TempDir(), "state.json")
+	out, err := tuneRun(t, "apply", "--root", root, "--plan", planFile, "--state", state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "irqbalance is running (pid 812)") || !strings.Contains(out, "IRQ affinities") {
+		t.Errorf("apply with irqbalance running does not warn:\n%s", out)
+	}
+	if _, err := tuneRun(t, "revert", "--state", state); err != nil {
+		t.Fatal(err)
+	}
+	var p tune.Plan
+	strictJSON(t, planJSON, &p)
+	p.Writes = slices.DeleteFunc(p.Writes, func(w tune.Write) bool { return strings.HasPrefix(w.Path, "/proc/irq/") })
+	b, err := json.Marshal(&p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(planFile, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err = tuneRun(t, "apply", "--root", root, "--plan", planFile, "--state", filepath.Join(t.TempDir(), "state.json")); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "irqbalance") {
+		t.Errorf("apply without IRQ writes warns of irqbalance:\n%s", out)
 	}
 }
