@@ -431,11 +431,16 @@ func flowCount(entries, nq int) int {
 
 func (p *planner) excluded(irq int) bool { return slices.Contains(p.cfg.ExcludeIRQs, irq) }
 
-// groups splits cpus over n queues: queue i gets cpus[j] for j%n == i.
-func groups(cpus topo.CPUSet, n int) []topo.CPUSet {
+// groups splits cpus, in the order given, over n queues: queue i gets
+// cpus[j] for j%n == i, as a set.
+func groups(cpus []int, n int) []topo.CPUSet {
 	out := make([]topo.CPUSet, n)
-	for j, c := range cpus {
-		out[j%n] = append(out[j%n], c)
+	for i := range out {
+		var g []int
+		for j := i; j < len(cpus); j += n {
+			g = append(g, cpus[j])
+		}
+		out[i] = topo.NewCPUSet(g...)
 	}
 	return out
 }
@@ -621,7 +626,13 @@ func (p *planner) nicWrites(n *topo.NIC) error {
 		p.note("%s has no xps_cpus it can read (one transmit queue, whose map the kernel refuses; or no CONFIG_XPS): no XPS is planned", n.Name)
 	}
 	if len(xpsTx) > 0 {
-		xg := groups(plan.LoopCPUs, min(len(xpsTx), plan.LoopCPUs.Len()))
+		// The loops that take this NIC's queue interrupts first, in
+		// their order, so that the loop on the CPU of queue i's
+		// interrupt transmits on tx-i and its completions come back to
+		// it (irqCPUs is the NIC's own node's share of the loops when
+		// they span nodes; the dedicated policy's loops take none).
+		order := append(plan.LoopCPUs.Intersect(irqCPUs), plan.LoopCPUs.Minus(irqCPUs)...)
+		xg := groups(order, min(len(xpsTx), plan.LoopCPUs.Len()))
 		for i, t := range xpsTx {
 			if i >= len(xg) {
 				// More transmit queues than loops: the rest keep their

@@ -757,3 +757,63 @@ func TestIsolationKindsApart(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanXPSPairsLoopWithItsQueue: under the inline policy a loop
+// transmits on the queue whose interrupt its CPU takes, so that transmit
+// completions come back to it. With NICs on two NUMA nodes a NIC's queue
+// interrupts go to its own node's loop CPUs only, but XPS spread all the
+// loop CPUs over its queues in CPU order: nicB (node 1, CPUs 4-7, three
+// combined queues) had rx-0's interrupt on CPU 4 and CPU 4 transmitting
+// on tx-1, whose completions land on CPU 5.
+func TestPlanXPSPairsLoopWithItsQueue(t *testing.T) {
+	root := t.TempDir()
+	put := func(p, s string) {
+		t.Helper()
+		p = filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var cpus []topo.CPU
+	for id := range 8 {
+		cpus = append(cpus, topo.CPU{ID: id, Core: id, Node: id / 4, Siblings: topo.NewCPUSet(id)})
+	}
+	nic := func(name string, ifindex, node, irq0 int) topo.NIC {
+		n := topo.NIC{Name: name, Ifindex: ifindex, NUMANode: node, LocalCPUs: topo.NewCPUSet(4*node, 4*node+1, 4*node+2, 4*node+3)}
+		for i := range 3 {
+			irq := irq0 + i
+			n.RxQueues = append(n.RxQueues, topo.RxQueue{Index: i, IRQ: irq})
+			n.TxQueues = append(n.TxQueues, topo.TxQueue{Index: i, IRQ: irq, HasXPS: true})
+			put(fmt.Sprintf("proc/irq/%d/smp_affinity_list", irq), "0-7\n")
+			for _, f := range []string{fmt.Sprintf("rx-%d/rps_cpus", i), fmt.Sprintf("rx-%d/rps_flow_cnt", i), fmt.Sprintf("tx-%d/xps_cpus", i)} {
+				put(fmt.Sprintf("sys/class/net/%s/queues/%s", name, f), "0\n")
+			}
+		}
+		return n
+	}
+	h := &topo.Host{Root: root, Online: topo.NewCPUSet(0, 1, 2, 3, 4, 5, 6, 7), CPUs: cpus,
+		Nodes:   []topo.Node{{ID: 0, CPUs: topo.NewCPUSet(0, 1, 2, 3)}, {ID: 1, CPUs: topo.NewCPUSet(4, 5, 6, 7)}},
+		NICs:    []topo.NIC{nic("nicA", 2, 0, 100), nic("nicB", 3, 1, 110)},
+		Sysctls: map[string]string{}}
+	p, err := MakePlan(h, PlanConfig{Policy: Inline, Interfaces: []string{"nicA", "nicB"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range h.NICs {
+		for _, q := range n.TxQueues {
+			irq := writeTo(p, fmt.Sprintf("/proc/irq/%d/smp_affinity_list", q.IRQ))
+			xps := writeTo(p, fmt.Sprintf("/sys/class/net/%s/queues/tx-%d/xps_cpus", n.Name, q.Index))
+			if irq == nil || xps == nil {
+				t.Fatalf("%s queue %d: IRQ or XPS not planned: %v", n.Name, q.Index, targets(p))
+			}
+			cpu, _ := topo.ParseCPUList(irq.New)
+			set, _ := topo.ParseCPUMask(xps.New)
+			if set.Intersect(cpu).Len() != cpu.Len() {
+				t.Errorf("%s queue %d: interrupt on loop CPU %s, but tx-%d's XPS map is CPUs %s: that loop transmits on another queue", n.Name, q.Index, cpu, q.Index, set)
+			}
+		}
+	}
+}
