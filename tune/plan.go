@@ -239,7 +239,7 @@ func MakePlan(h *topo.Host, cfg PlanConfig) (*Plan, error) {
 		return nil, err
 	}
 	if p.plan.IRQCPUs.Intersect(h.IsolatedManagedIRQ).Len() > 0 {
-		p.note("isolcpus has managed_irq: the kernel keeps managed IRQs off CPUs %s, so it may reject affinity writes there (apply then rolls back); consider --policy dedicated", h.IsolatedManagedIRQ)
+		p.note("isolcpus has managed_irq on CPUs %s: it keeps only managed interrupts (the ones the kernel spreads itself, as NVMe's) off them, and the kernel refuses an affinity write to a managed interrupt on any CPU (EIO; apply then rolls back); other interrupts are written as planned", h.IsolatedManagedIRQ)
 	}
 	if h.IrqbalancePID != 0 {
 		p.note("irqbalance is running (pid %d): it will rewrite the IRQ affinities below within seconds; stop it or ban these IRQs before applying", h.IrqbalancePID)

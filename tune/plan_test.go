@@ -750,6 +750,14 @@ func TestIsolationKindsApart(t *testing.T) {
 			if got := hasNote(p, "isolcpus has managed_irq"); got != tc.managedNote {
 				t.Errorf("managed_irq note: %v, want %v: %q", got, tc.managedNote, p.Notes)
 			}
+			// The kernel refuses a user's affinity write to a managed
+			// interrupt on any CPU (irq_can_set_affinity_usr), and
+			// managed_irq isolation moves nothing else: the note said
+			// writes to those CPUs may be rejected and advised the
+			// dedicated policy, which writes the same interrupts.
+			if tc.managedNote && (hasNote(p, "consider --policy dedicated") || !hasNote(p, "on any CPU")) {
+				t.Errorf("managed_irq note misstates what the kernel refuses: %q", p.Notes)
+			}
 			a, b := snapshots(t, root, h)
 			if got := slices.Contains(ids(Diagnose(h, a, b, Options{})), "irq-on-loop-cpu"); got != tc.loopIRQs {
 				t.Errorf("irq-on-loop-cpu found: %v, want %v", got, tc.loopIRQs)
