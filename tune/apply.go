@@ -56,6 +56,11 @@ type State struct {
 	// /sys/class/net are that namespace's, and Revert refuses to restore
 	// them from another.
 	NetNS string `json:"netns,omitempty"`
+	// NetNSCookie is the cookie of that namespace (SO_NETNS_COOKIE, Linux
+	// 5.14+), 0 where NetNS is "" or the kernel has none: the kernel
+	// gives a deleted namespace's inode number to a later one, never its
+	// cookie, and Revert refuses a state of another cookie.
+	NetNSCookie uint64 `json:"netns_cookie,omitempty"`
 	// Plan is the applied plan.
 	Plan *Plan `json:"plan"`
 	// Before holds, per write, the exact value found just before writing.
@@ -335,6 +340,9 @@ func Apply(p *Plan, t Target, statePath string) (*State, error) {
 		return nil, err
 	}
 	st := &State{Version: 1, Applied: time.Now().UTC(), Root: t.Root, BootID: t.bootID(), NetNS: t.netNS(), Plan: p}
+	if st.NetNS != "" {
+		st.NetNSCookie = netnsCookie()
+	}
 	if len(p.Writes) > 0 {
 		if err := makeStateDir(statePath); err != nil {
 			return nil, err
@@ -670,6 +678,8 @@ func validateSaved(w Write, v string) error {
 // the file kept: /proc/sys/net and /sys/class/net are per namespace, so
 // the saved values would go to this namespace's sysctls and same-named
 // interfaces, and the namespace the plan was applied in would keep its.
+// A namespace is known by its inode number and, where the kernel has it,
+// its cookie: a deleted namespace's number goes to later ones.
 func Revert(statePath string, t Target) (notes []string, gone int, err error) {
 	unlock, err := lockState(statePath)
 	if err != nil {
@@ -689,6 +699,12 @@ func Revert(statePath string, t Target) (notes []string, gone int, err error) {
 		// interfaces of the same names, and the namespace the plan was
 		// applied in would keep them.
 		return nil, 0, fmt.Errorf("%w: %s was applied in network namespace %s, and this is %s: its sysctls and interfaces are not the ones the plan wrote; nothing restored (revert from that namespace: ip netns exec NAME spindle tune revert)", ErrRefused, statePath, st.NetNS, now)
+	}
+	if now := netnsCookie(); st.NetNSCookie != 0 && now != 0 && now != st.NetNSCookie && t.netNS() != "" {
+		// The same inode number, another namespace: the one applied in
+		// is gone, with its per-namespace values, and the kernel gave
+		// its number to this one.
+		return nil, 0, fmt.Errorf("%w: %s was applied in network namespace %s (cookie %d), and this one has its number but cookie %d: that namespace was deleted, and its sysctls and interfaces with it; nothing restored, and the file is kept: it holds the saved values of any IRQ affinities the plan wrote, which are not per namespace", ErrRefused, statePath, st.NetNS, st.NetNSCookie, now)
 	}
 	if IsLive(st.Root) != IsLive(t.Root) {
 		// A captured tree's saved values are not the live host's, nor

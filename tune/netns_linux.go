@@ -59,3 +59,20 @@ func MountNetNSView(dir string) (cleanup func() error, err error) {
 		return nil
 	}, nil
 }
+
+// netnsCookie returns the cookie of the calling thread's network
+// namespace (SO_NETNS_COOKIE, Linux 5.14+), 0 where it cannot be read. A
+// cookie is never given to another namespace, where the namespace's inode
+// number is, once the namespace is gone.
+func netnsCookie() uint64 {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0
+	}
+	defer unix.Close(fd)
+	c, err := unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
+	if err != nil {
+		return 0
+	}
+	return c
+}

@@ -3,6 +3,7 @@
 package tune
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -89,5 +90,84 @@ func TestRevertOtherNetNS(t *testing.T) {
 	}
 	if got := get(ns[0]); got != "1000\n" {
 		t.Errorf("somaxconn = %q after the revert in its namespace, want 1000", got)
+	}
+}
+
+// TestRevertNetNSNumberReused: the kernel frees a network namespace's
+// inode number when the namespace goes and gives it to a later one (ip
+// netns del gw, then ip netns add gw): a state applied in the first
+// named the namespace by that number alone, so a revert in the second
+// took it for the one applied in and wrote the first's saved values into
+// its sysctls. The state here is the first namespace's with the second's
+// number put in, as the kernel would hand it on; the netns cookie
+// (SO_NETNS_COOKIE, never reused) tells them apart.
+func TestRevertNetNSNumberReused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create network namespaces")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("ip (iproute2) not installed")
+	}
+	const somax = "/proc/sys/net/core/somaxconn"
+	pid := os.Getpid()
+	var ns [2]string
+	var inum [2]string
+	for i := range ns {
+		ns[i] = fmt.Sprintf("spd-reuse-%d-%d", pid, i)
+		run(t, "ip", "netns", "add", ns[i])
+		name := ns[i]
+		t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
+		v := fmt.Sprint(1000 * (i + 1))
+		if err := InNetNS(veth.Path(ns[i]), func() error {
+			var err error
+			if inum[i], err = os.Readlink("/proc/thread-self/ns/net"); err != nil {
+				return err
+			}
+			return os.WriteFile(somax, []byte(v), 0)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := filepath.Join(t.TempDir(), "state.json")
+	p := &Plan{Policy: Inline, Writes: []Write{{Kind: KindFile, Path: somax, Format: FormatInt, Old: "1000\n", New: "4096", Reason: "test"}}}
+	if err := InNetNS(veth.Path(ns[0]), func() error {
+		_, err := Apply(p, Target{Root: "/"}, state)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["netns"] != inum[0] {
+		t.Fatalf("state records netns %v, applied in %s", m["netns"], inum[0])
+	}
+	m["netns"] = inum[1]
+	if b, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(state, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var somax1 string
+	err = InNetNS(veth.Path(ns[1]), func() error {
+		_, _, err := Revert(state, Target{Root: "/"})
+		b, rerr := os.ReadFile(somax)
+		somax1 = strings.TrimSpace(string(b))
+		return errors.Join(err, rerr)
+	})
+	if somax1 != "2000" {
+		t.Errorf("the second namespace's somaxconn = %s after the revert, was 2000: it got the first's saved value", somax1)
+	}
+	if !errors.Is(err, ErrRefused) {
+		t.Errorf("revert in a namespace that has the number of the one applied in: %v, want ErrRefused", err)
+	}
+	if _, serr := os.Stat(state); serr != nil {
+		t.Errorf("state moved aside: %v", serr)
 	}
 }
