@@ -114,13 +114,13 @@ func ReadMemlock(root string, pid int) (Memlock, error) {
 		return Memlock{}, err
 	}
 	if m.Soft, m.Hard, err = ParseMemlock(b); err != nil {
-		return Memlock{}, err
+		return Memlock{}, fmt.Errorf("%s: %w", r.path(dir+"/limits"), err)
 	}
 	if b, err = os.ReadFile(r.path(dir + "/status")); err != nil {
 		return Memlock{}, err
 	}
 	if m.CapIPCLock, err = ParseCapIPCLock(b); err != nil {
-		return Memlock{}, err
+		return Memlock{}, fmt.Errorf("%s: %w", r.path(dir+"/status"), err)
 	}
 	if pid != 0 {
 		m.Comm, _ = r.read(dir + "/comm")

@@ -26,3 +26,22 @@ func TestReadErrorNamesFile(t *testing.T) {
 		})
 	}
 }
+
+// TestReadMemlockErrorNamesFile: a limits or status file ReadMemlock
+// cannot parse fails naming it (`spindle tune diagnose --pid N` printed
+// "--pid N: limits: no memlock line", not which file).
+func TestReadMemlockErrorNamesFile(t *testing.T) {
+	for _, file := range []string{"proc/self/limits", "proc/self/status"} {
+		t.Run(file, func(t *testing.T) {
+			root := copyFixture(t, "testdata/vm")
+			path := filepath.Join(root, file)
+			if err := os.WriteFile(path, []byte("nothing here\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := ReadMemlock(root, 0)
+			if err == nil || !strings.Contains(err.Error(), path) {
+				t.Errorf("ReadMemlock = %v, want an error naming %s", err, path)
+			}
+		})
+	}
+}
