@@ -172,10 +172,13 @@ type NIC struct {
 	// DeviceGROFlushTimeout and DeviceDeferHardIRQs are the device-wide
 	// sysfs values (gro_flush_timeout in ns, napi_defer_hard_irqs); -1 if
 	// absent.
-	DeviceGROFlushTimeout int64     `json:"gro_flush_timeout_ns"`
-	DeviceDeferHardIRQs   int64     `json:"napi_defer_hard_irqs"`
-	RxQueues              []RxQueue `json:"rx_queues"`
-	TxQueues              []TxQueue `json:"tx_queues"`
+	DeviceGROFlushTimeout int64 `json:"gro_flush_timeout_ns"`
+	DeviceDeferHardIRQs   int64 `json:"napi_defer_hard_irqs"`
+	// DeviceThreaded is the device's sysfs threaded (Linux 5.12+): not 0
+	// when its NAPI instances are polled by kernel threads; -1 if absent.
+	DeviceThreaded int64     `json:"threaded"`
+	RxQueues       []RxQueue `json:"rx_queues"`
+	TxQueues       []TxQueue `json:"tx_queues"`
 	// IRQs are all interrupts of the device, queue ones and others.
 	IRQs []NICIRQ `json:"irqs"`
 	// NAPIs are the NAPI instances from netlink; NAPIErr says why they are
@@ -562,6 +565,7 @@ func (r reader) nic(name string, h *Host, irqs *Interrupts, nl NetlinkSource) (N
 	n.MTU = int(r.readInt(base+"mtu", 0))
 	n.DeviceGROFlushTimeout = r.readInt(base+"gro_flush_timeout", -1)
 	n.DeviceDeferHardIRQs = r.readInt(base+"napi_defer_hard_irqs", -1)
+	n.DeviceThreaded = r.readInt(base+"threaded", -1)
 	if real, err := r.resolve(base); err == nil {
 		n.Virtual = strings.HasPrefix(real, "/sys/devices/virtual/")
 	}

@@ -562,6 +562,7 @@ func (p *planner) nicWrites(n *topo.NIC) error {
 	if known == 0 {
 		p.note("%s: no queue IRQs found (virtual device or unknown IRQ names); only RPS/XPS are planned", n.Name)
 	}
+	p.threadedNote(n)
 
 	// RPS / RFS. The kernel (store_rps_map, Linux 5.10+) takes isolated
 	// (isolcpus domain) and nohz_full CPUs out of an RPS map and refuses
@@ -731,6 +732,32 @@ func (p *planner) nicWrites(n *topo.NIC) error {
 		}
 	}
 	return nil
+}
+
+// threadedNote says when n's NAPI instances are polled by kernel threads
+// (threaded NAPI: sysfs threaded, or netlink per instance): the interrupt
+// only wakes the thread, which polls wherever the scheduler runs it, so
+// the receive processing a policy places on the interrupt's CPU does not
+// go there.
+func (p *planner) threadedNote(n *topo.NIC) {
+	var pids []string
+	threaded := n.DeviceThreaded > 0
+	for _, napi := range n.NAPIs {
+		if napi.Threaded != 0 || napi.PID > 0 {
+			threaded = true
+			if napi.PID > 0 {
+				pids = append(pids, fmt.Sprintf("NAPI %d: pid %d", napi.ID, napi.PID))
+			}
+		}
+	}
+	if !threaded {
+		return
+	}
+	threads := "its napi/" + n.Name + "-* kernel threads"
+	if len(pids) > 0 {
+		threads += " (" + strings.Join(pids, ", ") + ")"
+	}
+	p.note("%s has threaded NAPI: %s poll its queues wherever the scheduler runs them, not on each queue interrupt's CPU, so the receive processing placed below does not go there; pin each thread to its queue's CPU (taskset -pc CPU PID) or turn threaded mode off (echo 0 > /sys/class/net/%s/threaded) first", n.Name, threads, n.Name)
 }
 
 func (p *planner) sysctls() error {

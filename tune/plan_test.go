@@ -825,3 +825,48 @@ func TestPlanXPSPairsLoopWithItsQueue(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanNotesThreadedNAPI: a NIC whose NAPI instances are polled by
+// kernel threads (threaded NAPI) does its receive processing where the
+// scheduler runs each thread, not on its interrupt's CPU, so neither
+// policy's placement holds for it; the plan said nothing of it. Threaded
+// mode shows per instance over netlink (with the thread's pid) and per
+// device in sysfs.
+func TestPlanNotesThreadedNAPI(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		set    func(n *topo.NIC)
+		want   []string
+		noNote bool
+	}{
+		{"netlink", func(n *topo.NIC) {
+			n.NAPIs = []topo.NAPI{{ID: 257, Ifindex: n.Ifindex, IRQ: 38, PID: 4321, Threaded: 1}}
+		}, []string{"eth0", "threaded", "pid 4321", "echo 0 > /sys/class/net/eth0/threaded"}, false},
+		{"sysfs", func(n *topo.NIC) { n.NAPIs, n.DeviceThreaded = nil, 1 }, []string{"eth0", "threaded"}, false},
+		{"off", func(n *topo.NIC) { n.DeviceThreaded = 0 }, nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := loadHost(t, copyTree(t, fxVM))
+			tc.set(h.NIC("eth0"))
+			p, err := MakePlan(h, PlanConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := slices.IndexFunc(p.Notes, func(n string) bool { return strings.Contains(n, "threaded") })
+			if tc.noNote {
+				if i >= 0 {
+					t.Errorf("note on threaded NAPI for a NIC without it: %q", p.Notes[i])
+				}
+				return
+			}
+			if i < 0 {
+				t.Fatalf("no note on threaded NAPI: %q", p.Notes)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(p.Notes[i], w) {
+					t.Errorf("note %q does not say %q", p.Notes[i], w)
+				}
+			}
+		})
+	}
+}
