@@ -70,6 +70,11 @@ done
 file $s/node/online
 for n in $s/node/node[0-9]*; do file "$n/cpulist"; done
 file /sys/kernel/mm/transparent_hugepage/enabled
+file /sys/kernel/mm/transparent_hugepage/hpage_pmd_size
+for h in /sys/kernel/mm/hugepages/hugepages-*; do
+	file "$h/nr_hugepages"
+	file "$h/free_hugepages"
+done
 
 for l in /sys/class/net/*; do
 	# only links are interfaces: the bonding driver adds a file,
@@ -77,7 +82,7 @@ for l in /sys/class/net/*; do
 	[ -L "$l" ] || continue
 	link "$l"
 	d=$(readlink -f "$l")
-	for f in ifindex operstate speed mtu gro_flush_timeout napi_defer_hard_irqs \
+	for f in ifindex operstate speed mtu gro_flush_timeout napi_defer_hard_irqs threaded \
 		statistics/rx_dropped statistics/rx_missed_errors statistics/rx_fifo_errors \
 		statistics/rx_packets; do
 		file "$d/$f"
