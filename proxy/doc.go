@@ -746,8 +746,10 @@
 // not reused, an h2c pool's servers' idle HTTP/1.1 connections closing
 // and an http1 pool's HTTP/2 ones finishing their streams and closing. A
 // server a reload removes gets no new stream; its connections finish
-// their streams and close. A drain lets the streams in flight finish and
-// closes each connection once its last stream ended. /metrics has per
+// their streams and close. A drain lets the streams in flight finish,
+// and the requests waiting for room on a connection start there as it
+// frees; a connection closes once it carries no stream (one dialed for
+// a request during the drain too). /metrics has per
 // server: spindle_proxy_server_h2_connections (open),
 // _h2_streams_total, _h2_goaways_total (GOAWAYs received),
 // _h2_refused_streams_total and _h2_retried_streams_total,

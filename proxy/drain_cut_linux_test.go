@@ -241,9 +241,16 @@ func TestDrainCutH2UpstreamFirstTerm(t *testing.T) {
 // and a drain of 200 ms, which the tests let run out.
 func runCutLogged(t *testing.T, cfg *Config) (p *Proxy, stop func() error, path string) {
 	t.Helper()
+	return runLogged(t, cfg, 200*time.Millisecond)
+}
+
+// runLogged runs a proxy on cfg with an access log (its path returned)
+// and a drain of drain.
+func runLogged(t *testing.T, cfg *Config, drain time.Duration) (p *Proxy, stop func() error, path string) {
+	t.Helper()
 	path = filepath.Join(t.TempDir(), "access.log")
 	cfg.Listeners[0].AccessLog = &AccessLogConfig{Path: path}
-	p, err := New(cfg, &Options{Drain: 200 * time.Millisecond, Logf: func(string, ...any) {}})
+	p, err := New(cfg, &Options{Drain: drain, Logf: func(string, ...any) {}})
 	if err != nil {
 		t.Fatal(err)
 	}

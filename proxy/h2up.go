@@ -342,6 +342,15 @@ func (u *upH2) settle() {
 		return
 	}
 	u.serve()
+	if len(u.streams) == 0 && u.ls.draining && u.room() > 0 {
+		// A drain keeps no idle connection: this one has carried its
+		// streams and the requests that waited for it (serve took them
+		// all while it had room), or was dialed in the drain for a
+		// request since ended. Left open it would hold the drain up to
+		// idle_timeout.
+		u.shutdown()
+		return
+	}
 	if len(u.streams) == 0 && u.idleAt < 0 {
 		now := u.p.now()
 		u.idleAt = now
@@ -687,9 +696,24 @@ func (sh *h2Share) sweep(now int64, pl *pool) int64 {
 // empty reports whether sh has no connection left.
 func (sh *h2Share) empty() bool { return len(sh.conns) == 0 }
 
-// retire retires every HTTP/2 connection of sh (a drain, the server
-// removed, its pool no longer h2c): their streams finish, no new one
-// opens on them; the waiters fail over (a drain's to a new connection).
+// drain starts a drain of sh's connections: those with no stream close
+// now, unless requests wait (for one on its way); the others stay in
+// service for the requests waiting and those the drain lets in, and
+// close once they carry none (settle). They are not retired: a retired
+// connection takes no new stream, so the requests waiting would fail
+// over to the next server, and with a pool of one server get 502 at
+// once (TestH2UpDrainServesWaitingRequest).
+func (sh *h2Share) drain() {
+	for k := len(sh.conns) - 1; k >= 0; k-- {
+		if k < len(sh.conns) && len(sh.conns[k].streams) == 0 && len(sh.wait) == 0 {
+			sh.conns[k].shutdown()
+		}
+	}
+}
+
+// retire retires every HTTP/2 connection of sh (the server removed, its
+// pool no longer h2c): their streams finish, no new one opens on them;
+// the waiters fail over.
 func (sh *h2Share) retire() {
 	for k := len(sh.conns) - 1; k >= 0; k-- {
 		if k < len(sh.conns) {

@@ -1895,7 +1895,7 @@ func (ls *loopState) drainHTTP() {
 			for len(sl.idle.conns) > 0 {
 				ls.dropIdle(sl.idle.conns[0].c, &sl.tag)
 			}
-			sl.h2.retire()
+			sl.h2.drain()
 		}
 	}
 	ls.closeIdleClients(false)
