@@ -287,3 +287,74 @@ func cutAfterKept(t *testing.T, cfg *Config, upAddr string, h2c bool, want map[s
 	}
 	checkFields(t, waitLine(t, path, "the cut exchange's line", func(m map[string]any) bool { return field(m, "target") == "/2" }), want)
 }
+
+// TestDrainCutCountsNoConnectFailure: a connect the engine's stop cuts
+// or refuses when Run's drain runs out is no failed connect: no server's
+// failures, passive health's count or ejection (fails 1), no client
+// counted failed, as with an HTTP/1.1 pool; the request or connection is
+// logged KD.
+//   - h2c (HTTP/2 and HTTP/1.1 clients): a request waits for a stream on
+//     the connection to the first server (one stream at a time,
+//     h2_max_connections 1), which the stop cuts before its client. The
+//     request was failed over to the second server, whose dial the
+//     stopping loop refused: that counted against the second server, and
+//     the request was answered 502 SC.
+func TestDrainCutCountsNoConnectFailure(t *testing.T) {
+	for _, h2c := range []bool{true, false} {
+		t.Run(map[bool]string{true: "h2c/h2", false: "h2c/http1"}[h2c], func(t *testing.T) {
+			forBackends(t, func(t *testing.T, b engine.Backend) {
+				u1 := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if r.URL.Path == "/1" {
+						io.WriteString(w, "ok")
+						return
+					}
+					<-r.Context().Done() // answers nothing more
+				}), func(s *http.Server) {
+					s.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: 1}
+				})
+				u2 := newH2CUp(t, slowProto("u2", nil), nil)
+				cfg := h2cPoolConfig(b, u1.addr, u2.addr)
+				cfg.Pools[0].Servers[0].Weight = 100 // (the first ~50 picks)
+				cfg.Pools[0].H2MaxConnections = 1
+				cfg.Pools[0].Passive = &PassiveConfig{Fails: 1, Cooldown: Duration(time.Minute)}
+				p, stop, path := runCutLogged(t, cfg)
+				// A first client's request dials the connection to u1, in
+				// the slot after its own; the next clients' come after both.
+				c1 := dial(t, p)
+				c1.SetReadDeadline(time.Now().Add(10 * time.Second))
+				io.WriteString(c1, "GET /1 HTTP/1.1\r\nHost: x\r\n\r\n")
+				rawHead(t, c1, bufio.NewReader(c1))
+				c, base := client(t, p)
+				if h2c {
+					c, base = h2Client(t, p)
+				}
+				getAsync(c, base+"/slow")
+				waitFor(t, "the slow stream at the server", func() bool { return serverTotals(p, u1.addr).H2Streams == 2 })
+				getAsync(c, base+"/x")
+				waitFor(t, "the second request waiting", func() bool { return serverTotals(p, u1.addr).Active == 2 })
+				if err := stop(); err != nil {
+					t.Error(err)
+				}
+				checkFields(t, waitLine(t, path, "the waiting request's line", func(m map[string]any) bool { return field(m, "target") == "/x" }),
+					map[string]string{"term": "KD"})
+				noConnectFailed(t, p)
+			})
+		})
+	}
+}
+
+// noConnectFailed fails the test where p counted a failed connect: a
+// server's failures, passive health's count or ejection, or a client
+// whose connects all failed.
+func noConnectFailed(t *testing.T, p *Proxy) {
+	t.Helper()
+	for _, st := range p.Totals().Servers {
+		if st.Failures != 0 || st.ConsecutiveFails != 0 || st.EjectionsConnect != 0 || !st.Up {
+			t.Errorf("server %s after the stop: %d failures, %d in a row, %d ejections, up %v; want none and up",
+				st.Server, st.Failures, st.ConsecutiveFails, st.EjectionsConnect, st.Up)
+		}
+	}
+	if n := p.Totals().Listeners[0].Failed; n != 0 {
+		t.Errorf("%d clients counted failed to connect, want 0", n)
+	}
+}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/binary"
+	"errors"
 	"slices"
 	"time"
 
@@ -39,7 +40,8 @@ type upUser interface {
 	// onReset: the stream ended before its end, cause says why (the
 	// server's reset; unprocessed: REFUSED_STREAM or a GOAWAY above it,
 	// so it may be sent again; a response in error; the connection's
-	// end).
+	// end). A user still waiting gets it where the engine's stop cut the
+	// connection it waited for (failWaiters).
 	onReset(u *upH2, code h2.ErrCode, cause h2.ResetCause)
 	// onWritable: the stream's send window has room for the request body.
 	onWritable(u *upH2)
@@ -237,6 +239,9 @@ func (ls *loopState) h2Dial(p *Proxy, pl *pool, i int, l *engine.Loop, timeout t
 	srv := pl.servers[i]
 	st := ls.stats(pl, i)
 	c, err := pl.dial(l, i, timeout)
+	if errors.Is(err, engine.ErrClosed) {
+		return false // the engine is stopping: no connect failed (as dialing.next)
+	}
 	if err != nil || c.Closed() {
 		st.failures.inc()
 		srv.connectFailed(pl)
@@ -490,7 +495,11 @@ func (u *upH2) closeNow() {
 }
 
 // failWaiters fails the waiters of u's server over to the next server
-// when no connection to it is left.
+// when no connection to it is left. Where the engine's stop cut u
+// (endTerm KD) they end there, as its streams do (onReset): the stop
+// cuts their clients too, and the walk would only find connections it
+// cuts and dials the stopping loop refuses, answered 502 SC and counted
+// as the clients' failed connects. Loop goroutine.
 func (u *upH2) failWaiters() {
 	sh := &u.sl.h2
 	if len(sh.wait) == 0 || u.ls.h2Alive(sh) {
@@ -499,7 +508,11 @@ func (u *upH2) failWaiters() {
 	w := sh.wait
 	sh.wait = nil
 	for _, x := range w {
-		x.onFailover()
+		if u.endTerm == termKilled {
+			x.onReset(u, h2.Cancel, h2.ResetConnection)
+		} else {
+			x.onFailover()
+		}
 	}
 }
 
