@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -299,6 +300,9 @@ func cutAfterKept(t *testing.T, cfg *Config, upAddr string, h2c bool, want map[s
 //     request was failed over to the second server, whose dial the
 //     stopping loop refused: that counted against the second server, and
 //     the request was answered 502 SC.
+//   - tcp: a client's connect (its turn in the max_conns queue, to a
+//     server that answers no SYN) is under way in the slot before the
+//     client's. The cut counted a failed connect, and the client SC.
 func TestDrainCutCountsNoConnectFailure(t *testing.T) {
 	for _, h2c := range []bool{true, false} {
 		t.Run(map[bool]string{true: "h2c/h2", false: "h2c/http1"}[h2c], func(t *testing.T) {
@@ -341,6 +345,32 @@ func TestDrainCutCountsNoConnectFailure(t *testing.T) {
 			})
 		})
 	}
+	t.Run("tcp", func(t *testing.T) {
+		forBackends(t, func(t *testing.T, b engine.Backend) {
+			addr := listenNoAccept(t)
+			cfg := testConfig(b, addr)
+			cfg.Pools[0].MaxConns = 1
+			cfg.Pools[0].Passive = &PassiveConfig{Fails: 1, Cooldown: Duration(time.Minute)}
+			p, stop, path := runCutLogged(t, cfg)
+			c1 := dial(t, p)
+			waitFor(t, "the first client's connection", func() bool { return serverTotals(p, addr).Connects == 1 })
+			dial(t, p)
+			waitFor(t, "the second client in the queue", func() bool { return p.Totals().Pools[0].QueueLength == 1 })
+			// Its connect takes a slot the first client's leave free,
+			// before its own: the first client resets (a close would
+			// leave its connection half open, the server never ending
+			// its side).
+			c1.SetLinger(0)
+			c1.Close()
+			waitFor(t, "the second client's connect", func() bool { return p.Totals().Pools[0].QueueServed == 1 })
+			if err := stop(); err != nil {
+				t.Error(err)
+			}
+			checkFields(t, waitLine(t, path, "the second client's line", func(m map[string]any) bool { return field(m, "server") == "-" }),
+				map[string]string{"term": "KD"})
+			noConnectFailed(t, p)
+		})
+	})
 }
 
 // noConnectFailed fails the test where p counted a failed connect: a
@@ -357,4 +387,28 @@ func noConnectFailed(t *testing.T, p *Proxy) {
 	if n := p.Totals().Listeners[0].Failed; n != 0 {
 		t.Errorf("%d clients counted failed to connect, want 0", n)
 	}
+}
+
+// listenNoAccept returns the address of a TCP socket on loopback that
+// listens with a backlog of 0 and accepts nothing: once one connection
+// fills its accept queue, the kernel drops the SYNs of the next, whose
+// connects hang until their timeout.
+func listenNoAccept(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
 }

@@ -748,6 +748,14 @@ func (h *handler) OnClose(c *engine.Conn, err error) {
 		if s.done {
 			return // the client left while its upstream was connecting
 		}
+		if errors.Is(err, net.ErrClosed) {
+			// The engine's stop cut the connect, and the client with
+			// it: no connect failed, and none is tried again (KD), as
+			// hsession.upFailed.
+			s.x.term = termKilled
+			s.client.Reset()
+			return
+		}
 		s.p.dialFailed(s.pool, s.srv, st, err)
 		s.failedAt(s.srv)
 		s.up = nil
