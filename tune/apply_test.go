@@ -1328,21 +1328,7 @@ func TestRevertLiveAndTree(t *testing.T) {
 	if _, err := Apply(p, Target{Root: root}, state); err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
-	m["root"] = "/"
-	if b, err = json.Marshal(m); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(state, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	editState(t, state, func(m map[string]any) { m["root"] = "/" })
 	applied := treeBytes(t, root)
 	if _, _, err := Revert(state, Target{Root: root}); !errors.Is(err, ErrRefused) {
 		t.Errorf("Revert of a live host's state under %s: %v, want ErrRefused", root, err)
@@ -1352,5 +1338,25 @@ func TestRevertLiveAndTree(t *testing.T) {
 	}
 	if _, err := os.Stat(state); err != nil {
 		t.Errorf("state file: %v, want it kept", err)
+	}
+}
+
+// editState rewrites the state file with edit applied to its JSON object.
+func editState(t *testing.T, state string, edit func(map[string]any)) {
+	t.Helper()
+	b, err := os.ReadFile(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	edit(m)
+	if b, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(state, b, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }

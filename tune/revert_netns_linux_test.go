@@ -3,7 +3,6 @@
 package tune
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -22,27 +21,7 @@ import (
 // other namespace's per-namespace files (/proc/sys/net, /sys/class/net),
 // nor move the state aside as if A were restored.
 func TestRevertOtherNetNS(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create network namespaces")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("ip (iproute2) not installed")
-	}
-	const somax = "/proc/sys/net/core/somaxconn"
-	pid := os.Getpid()
-	var ns [2]string
-	for i := range ns {
-		ns[i] = fmt.Sprintf("spd-rev-%d-%d", pid, i)
-		run(t, "ip", "netns", "add", ns[i])
-		name := ns[i]
-		t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
-	}
-	set := func(nsName, v string) {
-		t.Helper()
-		if err := InNetNS(veth.Path(nsName), func() error { return os.WriteFile(somax, []byte(v), 0) }); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ns, _ := somaxNetNS(t, "spd-rev")
 	get := func(nsName string) string {
 		t.Helper()
 		var s string
@@ -55,16 +34,7 @@ func TestRevertOtherNetNS(t *testing.T) {
 		}
 		return s
 	}
-	set(ns[0], "1000")
-	set(ns[1], "2000")
-	state := filepath.Join(t.TempDir(), "state.json")
-	p := &Plan{Policy: Inline, Writes: []Write{{Kind: KindFile, Path: somax, Format: FormatInt, Old: "1000\n", New: "4096", Reason: "test"}}}
-	if err := InNetNS(veth.Path(ns[0]), func() error {
-		_, err := Apply(p, Target{Root: "/"}, state)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	state := applySomax(t, ns[0])
 	var notes []string
 	err := InNetNS(veth.Path(ns[1]), func() error {
 		var err error
@@ -102,60 +72,16 @@ func TestRevertOtherNetNS(t *testing.T) {
 // number put in, as the kernel would hand it on; the netns cookie
 // (SO_NETNS_COOKIE, never reused) tells them apart.
 func TestRevertNetNSNumberReused(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create network namespaces")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("ip (iproute2) not installed")
-	}
-	const somax = "/proc/sys/net/core/somaxconn"
-	pid := os.Getpid()
-	var ns [2]string
-	var inum [2]string
-	for i := range ns {
-		ns[i] = fmt.Sprintf("spd-reuse-%d-%d", pid, i)
-		run(t, "ip", "netns", "add", ns[i])
-		name := ns[i]
-		t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
-		v := fmt.Sprint(1000 * (i + 1))
-		if err := InNetNS(veth.Path(ns[i]), func() error {
-			var err error
-			if inum[i], err = os.Readlink("/proc/thread-self/ns/net"); err != nil {
-				return err
-			}
-			return os.WriteFile(somax, []byte(v), 0)
-		}); err != nil {
-			t.Fatal(err)
+	ns, inum := somaxNetNS(t, "spd-reuse")
+	state := applySomax(t, ns[0])
+	editState(t, state, func(m map[string]any) {
+		if m["netns"] != inum[0] {
+			t.Fatalf("state records netns %v, applied in %s", m["netns"], inum[0])
 		}
-	}
-	state := filepath.Join(t.TempDir(), "state.json")
-	p := &Plan{Policy: Inline, Writes: []Write{{Kind: KindFile, Path: somax, Format: FormatInt, Old: "1000\n", New: "4096", Reason: "test"}}}
-	if err := InNetNS(veth.Path(ns[0]), func() error {
-		_, err := Apply(p, Target{Root: "/"}, state)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
-	if m["netns"] != inum[0] {
-		t.Fatalf("state records netns %v, applied in %s", m["netns"], inum[0])
-	}
-	m["netns"] = inum[1]
-	if b, err = json.Marshal(m); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(state, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+		m["netns"] = inum[1]
+	})
 	var somax1 string
-	err = InNetNS(veth.Path(ns[1]), func() error {
+	err := InNetNS(veth.Path(ns[1]), func() error {
 		_, _, err := Revert(state, Target{Root: "/"})
 		b, rerr := os.ReadFile(somax)
 		somax1 = strings.TrimSpace(string(b))
@@ -170,4 +96,53 @@ func TestRevertNetNSNumberReused(t *testing.T) {
 	if _, serr := os.Stat(state); serr != nil {
 		t.Errorf("state moved aside: %v", serr)
 	}
+}
+
+// somax is the per-namespace sysctl the tests below apply and revert.
+const somax = "/proc/sys/net/core/somaxconn"
+
+// somaxNetNS makes two network namespaces named after prefix, removed
+// when t ends, whose somaxconn are 1000 and 2000, and returns their names
+// and numbers (the /proc/thread-self/ns/net link). It skips without root
+// or ip.
+func somaxNetNS(t *testing.T, prefix string) (ns, inum [2]string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create network namespaces")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("ip (iproute2) not installed")
+	}
+	for i := range ns {
+		ns[i] = fmt.Sprintf("%s-%d-%d", prefix, os.Getpid(), i)
+		run(t, "ip", "netns", "add", ns[i])
+		name := ns[i]
+		t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
+		v := fmt.Sprint(1000 * (i + 1))
+		if err := InNetNS(veth.Path(ns[i]), func() error {
+			var err error
+			if inum[i], err = os.Readlink("/proc/thread-self/ns/net"); err != nil {
+				return err
+			}
+			return os.WriteFile(somax, []byte(v), 0)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ns, inum
+}
+
+// applySomax applies, in namespace ns, a plan raising somaxconn from 1000
+// to 4096, and returns the state file's path.
+func applySomax(t *testing.T, ns string) string {
+	t.Helper()
+	state := filepath.Join(t.TempDir(), "state.json")
+	p := &Plan{Policy: Inline, Writes: []Write{{Kind: KindFile, Path: somax, Format: FormatInt, Old: "1000\n", New: "4096", Reason: "test"}}}
+	if err := InNetNS(veth.Path(ns), func() error {
+		_, err := Apply(p, Target{Root: "/"}, state)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return state
 }
