@@ -63,14 +63,7 @@ func TestHTTPDrainRequestCompletes(t *testing.T) {
 					t.Errorf("request completed during the drain: %d %q, want 200 %q", resp.StatusCode, body, want)
 				}
 				c.Close()
-				select {
-				case err := <-done:
-					if err != nil {
-						t.Error(err)
-					}
-				case <-time.After(10 * time.Second):
-					t.Fatal("Run still draining 10 s after the last client left")
-				}
+				runEnds(t, done, "the last client left")
 			})
 		}
 	})

@@ -502,14 +502,7 @@ func drainsInFlight(t *testing.T, stop func() error, release chan struct{}, slow
 	if got := <-slow; got != want {
 		t.Errorf("the request in flight at the drain: %q, want %q", got, want)
 	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Error(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run still draining 10 s after the request ended")
-	}
+	runEnds(t, done, "the request ended")
 }
 
 // TestH2AccessLog: each stream gets an access log line with proto

@@ -901,14 +901,7 @@ func TestHTTPDrain(t *testing.T) {
 			t.Errorf("busy client after its response: %v", err)
 		}
 		busy.Close() // ends the proxy's linger
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Error(err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("Run still draining 10 s after the last client left")
-		}
+		runEnds(t, done, "the last client left")
 	})
 }
 

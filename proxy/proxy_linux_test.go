@@ -181,6 +181,20 @@ func dial(t *testing.T, p *Proxy) *net.TCPConn {
 	return c.(*net.TCPConn)
 }
 
+// runEnds waits for Run's error on done: nil, within 10 s of what (the
+// last client leaving, an Abort) that should end its drain.
+func runEnds(t testing.TB, done <-chan error, what string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("Run still draining 10 s after %s", what)
+	}
+}
+
 func waitFor(t testing.TB, what string, ok func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
@@ -987,14 +1001,7 @@ func TestAbort(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 	p.Abort()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run still draining 10s after Abort")
-	}
+	runEnds(t, done, "Abort")
 	if err := closedByProxy(c); err != nil {
 		t.Error(err)
 	}
