@@ -7,8 +7,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -115,8 +117,14 @@ func readHostFor(root string, pid int) (*topo.Host, error) {
 
 // diagnoseReport is what `tune diagnose --json` prints.
 type diagnoseReport struct {
-	PeriodSeconds float64        `json:"period_seconds"`
-	Findings      []tune.Finding `json:"findings"`
+	PeriodSeconds float64 `json:"period_seconds"`
+	// LoopCPUs are the CPUs queue IRQs were judged against
+	// (irq-on-loop-cpu), and LoopCPUsFrom says where they came from:
+	// "--loop-cpus", "state FILE (POLICY plan)", "isolcpus", or "" when
+	// there were none.
+	LoopCPUs     topo.CPUSet    `json:"loop_cpus"`
+	LoopCPUsFrom string         `json:"loop_cpus_from"`
+	Findings     []tune.Finding `json:"findings"`
 }
 
 func tuneDiagnose(ctx context.Context, args []string, w io.Writer) error {
@@ -125,8 +133,9 @@ func tuneDiagnose(ctx context.Context, args []string, w io.Writer) error {
 	root := fs.String("root", "/", "read /proc and /sys under this directory")
 	period := fs.Duration("period", 5*time.Second, "sampling period")
 	var loops cpuFlag
-	fs.Var(&loops, "loop-cpus", "CPUs that run event loops (default: the isolcpus domain-isolated CPUs)")
-	inline := fs.Bool("inline", false, "loops share CPUs with their queues' IRQs (inline policy): do not report IRQs on loop CPUs")
+	fs.Var(&loops, "loop-cpus", "CPUs that run event loops (default: those of the plan applied with --state, else the isolcpus domain-isolated CPUs)")
+	inline := fs.Bool("inline", false, "loops share CPUs with their queues' IRQs (inline policy): do not report IRQs on loop CPUs (default: true when the plan applied with --state is inline)")
+	state := fs.String("state", tunestate.DefaultPath, "state file of the applied plan, whose loop CPUs and policy are the defaults of --loop-cpus and --inline")
 	busy := fs.Bool("busy-poll", false, "the application busy-polls (io_uring NAPI or SO_BUSY_POLL)")
 	locked := fs.Uint64("locked-mib", 64, "MiB of memory the application locks (registered buffers)")
 	pid := pidFlag(fs)
@@ -150,8 +159,36 @@ func tuneDiagnose(ctx context.Context, args []string, w io.Writer) error {
 	if off := loops.set.Minus(h.Online); off.Len() > 0 {
 		return fmt.Errorf("--loop-cpus: CPUs %v are not online (online: %v)", off, h.Online)
 	}
+	opt := tune.Options{LoopCPUs: loops.set, Inline: *inline, BusyPoll: *busy, LockedBytes: *locked << 20}
+	from := "--loop-cpus"
+	if loops.set.Len() == 0 {
+		// The engine runs its loops on the applied plan's loop CPUs:
+		// queue IRQs on them (irqbalance or a driver moved one back)
+		// undo a dedicated plan, whatever isolcpus says.
+		p, err := appliedPlan(*state, *root)
+		switch {
+		case err != nil:
+			fmt.Fprintf(os.Stderr, "note: %v: loop CPUs not taken from it\n", err)
+		case p != nil:
+			opt.LoopCPUs = p.LoopCPUs.Intersect(h.Online)
+			opt.Inline = opt.Inline || p.Policy == tune.Inline
+			from = fmt.Sprintf("state %s (%s plan)", *state, p.Policy)
+		}
+		if opt.LoopCPUs.Len() == 0 {
+			opt.LoopCPUs, from = h.IsolatedDomain, "isolcpus"
+		}
+	}
+	if opt.LoopCPUs.Len() == 0 {
+		from = ""
+	}
 	if !*asJSON {
 		fmt.Fprintf(os.Stderr, "sampling counters for %v ...\n", *period)
+		switch {
+		case from != "" && opt.Inline:
+			fmt.Fprintf(os.Stderr, "loop CPUs %s, from %s: inline, IRQs on them are not reported\n", opt.LoopCPUs, from)
+		case from != "":
+			fmt.Fprintf(os.Stderr, "loop CPUs %s, from %s\n", opt.LoopCPUs, from)
+		}
 	}
 	var qs tune.QStatsSource
 	if tune.IsLive(*root) {
@@ -164,14 +201,42 @@ func tuneDiagnose(ctx context.Context, args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	findings := tune.Diagnose(h, a, b, tune.Options{LoopCPUs: loops.set, Inline: *inline, BusyPoll: *busy, LockedBytes: *locked << 20})
+	findings := tune.Diagnose(h, a, b, opt)
 	if *asJSON {
 		if findings == nil {
 			findings = []tune.Finding{}
 		}
-		return printJSON(w, diagnoseReport{b.Time.Sub(a.Time).Seconds(), findings})
+		return printJSON(w, diagnoseReport{PeriodSeconds: b.Time.Sub(a.Time).Seconds(), LoopCPUs: opt.LoopCPUs, LoopCPUsFrom: from, Findings: findings})
 	}
 	return tune.WriteFindings(w, findings)
+}
+
+// appliedPlan returns the plan applied with state file path to root (the
+// live host, or the captured tree diagnosed), nil when there is none: no
+// file (nothing applied, or reverted), or a state of another root (the
+// default path holds the live host's, not a tree's). A state saved in
+// another boot is an error: the reboot undid the plan.
+func appliedPlan(path, root string) (*tune.Plan, error) {
+	st, err := tune.LoadState(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if tune.IsLive(st.Root) != tune.IsLive(root) {
+		return nil, nil
+	}
+	if !tune.IsLive(root) {
+		abs, err := filepath.Abs(root)
+		if err != nil || abs != filepath.Clean(st.Root) {
+			return nil, nil
+		}
+	}
+	if now := tunestate.BootID(root); st.BootID != "" && now != "" && now != st.BootID {
+		return nil, fmt.Errorf("%s: %w (boot id %s, now %s)", path, tunestate.ErrOtherBoot, st.BootID, now)
+	}
+	return st.Plan, nil
 }
 
 func splitList(s string) []string {

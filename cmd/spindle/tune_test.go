@@ -428,3 +428,58 @@ func TestTuneApplyWarnsIrqbalance(t *testing.T) {
 		t.Errorf("apply without IRQ writes warns of irqbalance:\n%s", out)
 	}
 }
+
+// TestTuneDiagnoseAppliedLoopCPUs: after `tune apply` of a dedicated plan,
+// diagnose judges queue IRQs against the loop CPUs that plan set aside
+// (the state file's, which the engine runs its loops on), as an IRQ that
+// irqbalance or a driver moved back onto them undoes the plan. It judged
+// them against the isolcpus CPUs only, and on a host without isolcpus
+// (this fixture) did not check at all. An inline plan's loop CPUs take
+// their IRQs by design; --loop-cpus still overrides the state.
+func TestTuneDiagnoseAppliedLoopCPUs(t *testing.T) {
+	for _, policy := range []string{"dedicated", "inline"} {
+		t.Run(policy, func(t *testing.T) {
+			root := filepath.Join(t.TempDir(), "host")
+			if out, err := exec.Command("cp", "-a", tuneFixture, root).CombinedOutput(); err != nil {
+				t.Skipf("cp -a: %v %s", err, out)
+			}
+			state := filepath.Join(t.TempDir(), "state.json")
+			if out, err := tuneRun(t, "plan", "--root", root, "--policy", policy, "--apply", "--state", state); err != nil {
+				t.Fatalf("plan --apply: %v\n%s", err, out)
+			}
+			// IRQ 121 (rx-0) moved onto CPU 15, a loop CPU of both plans.
+			for _, f := range []string{"smp_affinity_list", "effective_affinity_list"} {
+				if err := os.WriteFile(filepath.Join(root, "proc/irq/121", f), []byte("15\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			onLoop := func(args ...string) bool {
+				t.Helper()
+				out, err := tuneRun(t, append([]string{"diagnose", "--root", root, "--period", "1ms", "--json"}, args...)...)
+				if err != nil {
+					t.Fatalf("diagnose %v: %v\n%s", args, err, out)
+				}
+				var d diagnoseReport
+				strictJSON(t, out, &d)
+				return slices.ContainsFunc(d.Findings, func(f tune.Finding) bool { return f.ID == "irq-on-loop-cpu" })
+			}
+			if got, want := onLoop("--state", state), policy == "dedicated"; got != want {
+				t.Errorf("diagnose after apply of a %s plan: irq-on-loop-cpu %v, want %v", policy, got, want)
+			}
+			if onLoop("--state", state, "--loop-cpus", "20-23") {
+				t.Error("diagnose --loop-cpus 20-23 reported IRQ 121 on CPU 15 as on a loop CPU")
+			}
+			// A state of another tree, or none, is no plan of this one.
+			other := filepath.Join(t.TempDir(), "none.json")
+			if onLoop("--state", other) {
+				t.Error("diagnose without an applied plan reported irq-on-loop-cpu")
+			}
+			if _, err := tuneRun(t, "revert", "--state", state); err != nil {
+				t.Fatal(err)
+			}
+			if onLoop("--state", state) {
+				t.Error("diagnose after revert reported irq-on-loop-cpu")
+			}
+		})
+	}
+}
