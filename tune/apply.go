@@ -151,6 +151,30 @@ func checkCPUs(p *Plan, t Target) error {
 	return nil
 }
 
+// checkOnce refuses a plan that writes one target twice (MakePlan plans
+// each once; a plan edited by hand may not): only the last write would
+// hold, and Revert, finding it where it saved the first write's value,
+// would name the target as changed since the apply. Apply checks it, not
+// Validate, so that a state saved with such a plan still loads and
+// reverts.
+func checkOnce(p *Plan) error {
+	seen := map[string]int{}
+	for i, w := range p.Writes {
+		key := w.Target()
+		switch w.Kind {
+		case KindCoalesce:
+			key = fmt.Sprintf("%s %d %s", w.Kind, w.Ifindex, w.Param)
+		case KindNAPI:
+			key = fmt.Sprintf("%s %d %s", w.Kind, w.NAPIID, w.Param)
+		}
+		if j, ok := seen[key]; ok {
+			return refuse("%s is written twice (writes %d and %d): only the last would hold; a plan writes each target once", w.Target(), j+1, i+1)
+		}
+		seen[key] = i
+	}
+	return nil
+}
+
 // Validate checks every write of p.
 func Validate(p *Plan) error {
 	if p == nil {
@@ -321,7 +345,8 @@ func (t Target) setAndCheck(w Write, value string) error {
 // ErrStale means the host changed since the plan was made.
 var ErrStale = errors.New("plan is stale")
 
-// Apply applies p to t. It first checks that every current value is still
+// Apply applies p to t. It refuses a plan that writes a target twice
+// (ErrRefused). It first checks that every current value is still
 // the plan's Old value and every target still exists (else ErrStale and
 // nothing is written) and that each is a value of its write's format,
 // which Revert can write back (else ErrRefused), saves them
@@ -334,6 +359,9 @@ var ErrStale = errors.New("plan is stale")
 // writing nothing.
 func Apply(p *Plan, t Target, statePath string) (*State, error) {
 	if err := Validate(p); err != nil {
+		return nil, err
+	}
+	if err := checkOnce(p); err != nil {
 		return nil, err
 	}
 	if err := checkCPUs(p, t); err != nil {

@@ -1360,3 +1360,42 @@ func editState(t *testing.T, state string, edit func(map[string]any)) {
 		t.Fatal(err)
 	}
 }
+
+// TestApplyRefusesTargetTwice: a plan (edited by hand) that writes one
+// target twice is refused, with nothing written and no state saved. Only
+// its last write would hold, and revert, finding that value where it
+// saved the first write's, named the target as changed since the apply.
+// Netlink targets count by interface or NAPI id and parameter.
+func TestApplyRefusesTargetTwice(t *testing.T) {
+	_, p := planVM(t)
+	file := writeTo(p, "/sys/class/net/eth0/queues/rx-0/rps_flow_cnt")
+	if file == nil {
+		t.Fatalf("plan does not write rps_flow_cnt: %v", targets(p))
+	}
+	again := *file
+	again.New = "64"
+	napi := Write{Kind: KindNAPI, Iface: "eth0", Ifindex: 2, NAPIID: 257, Param: "irq-suspend-timeout", Format: FormatInt, Old: "0", New: "1000"}
+	napiAgain := napi
+	napiAgain.New = "2000"
+	for name, writes := range map[string][]Write{
+		"file":  append(slices.Clone(p.Writes), again),
+		"napi":  {napi, napiAgain},
+		"apart": {*file, napi, again},
+	} {
+		t.Run(name, func(t *testing.T) {
+			root := copyTree(t, fxVM)
+			before := treeBytes(t, root)
+			state := filepath.Join(t.TempDir(), "state.json")
+			_, err := Apply(&Plan{Writes: writes}, Target{Root: root}, state)
+			if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "twice") {
+				t.Errorf("Apply = %v, want a refusal of the target written twice", err)
+			}
+			if d := diffTrees(before, treeBytes(t, root)); len(d) > 0 {
+				t.Errorf("refused apply wrote: %v", d)
+			}
+			if _, err := os.Stat(state); !errors.Is(err, os.ErrNotExist) {
+				t.Error("refused apply saved a state")
+			}
+		})
+	}
+}

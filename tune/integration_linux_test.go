@@ -192,7 +192,9 @@ func TestNetnsApplyRevert(t *testing.T) {
 		if bad.Old == "" {
 			return errors.New("no rps_flow_cnt value recorded for " + vb)
 		}
-		p2.Writes = append(p2.Writes, bad)
+		// In place of the plan's own write of that file, moved to the
+		// end: a plan writes each target once.
+		p2.Writes = append(slices.DeleteFunc(p2.Writes, func(w Write) bool { return w.Path == bad.Path }), bad)
 		state2 := filepath.Join(stateDir, "state2.json")
 		_, err = Apply(p2, tgt, state2)
 		if err == nil || !strings.Contains(err.Error(), "rolled back") {
@@ -215,7 +217,7 @@ func TestNetnsApplyRevert(t *testing.T) {
 		}
 		rounded := bad
 		rounded.New, rounded.Reason = "1000", "test: the kernel stores 1024"
-		p4.Writes = append(p4.Writes, rounded)
+		p4.Writes = append(slices.DeleteFunc(p4.Writes, func(w Write) bool { return w.Path == rounded.Path }), rounded)
 		state4 := filepath.Join(stateDir, "state4.json")
 		_, err = Apply(p4, tgt, state4)
 		if err == nil || !strings.Contains(err.Error(), `reads back "1024"`) || !strings.Contains(err.Error(), "rolled back") {
