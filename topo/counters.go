@@ -116,7 +116,8 @@ var ErrCPUsChanged = errors.New("count columns differ from the CPU header (a CPU
 
 // ReadInterrupts reads and parses the /proc/interrupts file at path,
 // reading it again, up to 3 times in all, while ParseInterrupts finds
-// ErrCPUsChanged. It may be called from any goroutine.
+// ErrCPUsChanged. Its errors name path. It may be called from any
+// goroutine.
 func ReadInterrupts(path string) (*Interrupts, error) {
 	var err error
 	for range 3 {
@@ -125,11 +126,14 @@ func ReadInterrupts(path string) (*Interrupts, error) {
 			return nil, err
 		}
 		var in *Interrupts
-		if in, err = ParseInterrupts(b); !errors.Is(err, ErrCPUsChanged) {
-			return in, err
+		if in, err = ParseInterrupts(b); err == nil {
+			return in, nil
+		}
+		if !errors.Is(err, ErrCPUsChanged) {
+			break
 		}
 	}
-	return nil, err
+	return nil, fmt.Errorf("%s: %w", path, err)
 }
 
 // readFile is os.ReadFile; tests replace it to stand for a file that
@@ -138,16 +142,17 @@ var readFile = os.ReadFile
 
 // ParseInterrupts parses the contents of /proc/interrupts. A numbered line
 // without one count per CPU of the header is an error wrapping
-// ErrCPUsChanged.
+// ErrCPUsChanged. Its errors do not name the file, which the caller read
+// (under a root, perhaps).
 func ParseInterrupts(b []byte) (*Interrupts, error) {
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(nil, 1<<20)
 	if !sc.Scan() {
-		return nil, fmt.Errorf("/proc/interrupts: empty")
+		return nil, errors.New("empty")
 	}
 	cpus, err := parseCPUHeader(sc.Text())
 	if err != nil {
-		return nil, fmt.Errorf("/proc/interrupts: %w", err)
+		return nil, err
 	}
 	in := &Interrupts{CPUs: cpus, IRQs: map[int]IRQCounts{}, Other: map[string][]uint64{}}
 	for sc.Scan() {
@@ -157,7 +162,7 @@ func ParseInterrupts(b []byte) (*Interrupts, error) {
 			if strings.TrimSpace(line) == "" {
 				continue
 			}
-			return nil, fmt.Errorf("/proc/interrupts: line without colon: %q", line)
+			return nil, fmt.Errorf("line without colon: %q", line)
 		}
 		label = strings.TrimSpace(label)
 		f := strings.Fields(rest)
@@ -183,7 +188,7 @@ func ParseInterrupts(b []byte) (*Interrupts, error) {
 			more = err == nil
 		}
 		if len(counts) != len(cpus) || more {
-			return nil, fmt.Errorf("/proc/interrupts: irq %d: not one count for each of the %d cpus: %w", irq, len(cpus), ErrCPUsChanged)
+			return nil, fmt.Errorf("irq %d: not one count for each of the %d cpus: %w", irq, len(cpus), ErrCPUsChanged)
 		}
 		c := IRQCounts{Counts: counts, Desc: strings.Join(f[i:], " ")}
 		if len(f) > i {
@@ -192,7 +197,7 @@ func ParseInterrupts(b []byte) (*Interrupts, error) {
 		in.IRQs[irq] = c
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("/proc/interrupts: %w", err)
+		return nil, err
 	}
 	return in, nil
 }
@@ -210,16 +215,17 @@ type Softirqs struct {
 // PerCPU returns the count of the named softirq keyed by CPU number.
 func (s *Softirqs) PerCPU(name string) map[int]uint64 { return byCPU(s.CPUs, s.Counts[name]) }
 
-// ParseSoftirqs parses the contents of /proc/softirqs.
+// ParseSoftirqs parses the contents of /proc/softirqs. Its errors do not
+// name the file, which the caller read (under a root, perhaps).
 func ParseSoftirqs(b []byte) (*Softirqs, error) {
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(nil, 1<<20)
 	if !sc.Scan() {
-		return nil, fmt.Errorf("/proc/softirqs: empty")
+		return nil, errors.New("empty")
 	}
 	cpus, err := parseCPUHeader(sc.Text())
 	if err != nil {
-		return nil, fmt.Errorf("/proc/softirqs: %w", err)
+		return nil, err
 	}
 	s := &Softirqs{CPUs: cpus, Counts: map[string][]uint64{}}
 	for sc.Scan() {
@@ -229,12 +235,12 @@ func ParseSoftirqs(b []byte) (*Softirqs, error) {
 		}
 		f := strings.Fields(rest)
 		if len(f) != len(cpus) {
-			return nil, fmt.Errorf("/proc/softirqs: %s has %d counts for %d cpus", strings.TrimSpace(label), len(f), len(cpus))
+			return nil, fmt.Errorf("%s has %d counts for %d cpus", strings.TrimSpace(label), len(f), len(cpus))
 		}
 		counts := make([]uint64, len(f))
 		for i, w := range f {
 			if counts[i], err = strconv.ParseUint(w, 10, 64); err != nil {
-				return nil, fmt.Errorf("/proc/softirqs: %s: %w", strings.TrimSpace(label), err)
+				return nil, fmt.Errorf("%s: %w", strings.TrimSpace(label), err)
 			}
 		}
 		s.Counts[strings.TrimSpace(label)] = counts
@@ -289,7 +295,8 @@ type Stat struct {
 
 // ParseStat parses the contents of /proc/stat. It needs the aggregate
 // "cpu" line and at least one cpuN line; lines it does not use are
-// ignored. It may be called from any goroutine.
+// ignored. Its errors do not name the file, which the caller read. It may
+// be called from any goroutine.
 func ParseStat(b []byte) (*Stat, error) {
 	s := &Stat{CPU: map[int]CPUTime{}}
 	total := false
@@ -303,7 +310,7 @@ func ParseStat(b []byte) (*Stat, error) {
 			v, _ := cutField(rest)
 			n, err := strconv.ParseUint(v, 10, 64)
 			if err != nil {
-				return nil, fmt.Errorf("/proc/stat: %s: %w", name, err)
+				return nil, fmt.Errorf("%s: %w", name, err)
 			}
 			if name == "ctxt" {
 				s.Ctxt = n
@@ -313,7 +320,7 @@ func ParseStat(b []byte) (*Stat, error) {
 		case strings.HasPrefix(name, "cpu"):
 			t, err := parseCPUTime(strings.Fields(rest))
 			if err != nil {
-				return nil, fmt.Errorf("/proc/stat: %s: %w", name, err)
+				return nil, fmt.Errorf("%s: %w", name, err)
 			}
 			if name == "cpu" {
 				s.Total, total = t, true
@@ -321,16 +328,16 @@ func ParseStat(b []byte) (*Stat, error) {
 			}
 			cpu, err := cpulist.CPU(name[3:])
 			if err != nil {
-				return nil, fmt.Errorf("/proc/stat: %w", err)
+				return nil, fmt.Errorf("%s: %w", name, err)
 			}
 			s.CPU[cpu] = t
 		}
 	}
 	if !total {
-		return nil, fmt.Errorf("/proc/stat: no cpu line")
+		return nil, errors.New("no cpu line")
 	}
 	if len(s.CPU) == 0 {
-		return nil, fmt.Errorf("/proc/stat: no cpuN lines")
+		return nil, errors.New("no cpuN lines")
 	}
 	return s, nil
 }
@@ -388,7 +395,7 @@ type Softnet struct {
 // (11 columns) a line has no CPU column and the kernel skips offline CPUs:
 // ParseSoftnet then numbers lines 0, 1, ..., right only when every CPU up
 // to the last is online. Use ParseSoftnetOnline when the online CPUs are
-// known.
+// known. Its errors do not name the file, which the caller read.
 func ParseSoftnet(b []byte) ([]Softnet, error) { return ParseSoftnetOnline(b, nil) }
 
 // ParseSoftnetOnline is ParseSoftnet for a host whose online CPUs are
@@ -407,13 +414,13 @@ func ParseSoftnetOnline(b []byte, online CPUSet) ([]Softnet, error) {
 			continue
 		}
 		if len(f) < 11 {
-			return nil, fmt.Errorf("softnet_stat line %d: %d columns, want at least 11", line, len(f))
+			return nil, fmt.Errorf("line %d: %d columns, want at least 11", line, len(f))
 		}
 		v := make([]uint64, len(f))
 		for i, w := range f {
 			n, err := strconv.ParseUint(w, 16, 64)
 			if err != nil {
-				return nil, fmt.Errorf("softnet_stat line %d column %d: %w", line, i, err)
+				return nil, fmt.Errorf("line %d column %d: %w", line, i, err)
 			}
 			v[i] = n
 		}
@@ -421,12 +428,12 @@ func ParseSoftnetOnline(b []byte, online CPUSet) ([]Softnet, error) {
 		switch {
 		case len(f) >= 13:
 			if v[12] >= MaxCPU {
-				return nil, fmt.Errorf("softnet_stat line %d: cpu %d out of range", line, v[12])
+				return nil, fmt.Errorf("line %d: cpu %d out of range", line, v[12])
 			}
 			s.CPU = int(v[12])
 		case online != nil:
 			if row >= online.Len() {
-				return nil, fmt.Errorf("softnet_stat line %d: more lines than the %d online CPUs (%s)", line, online.Len(), online)
+				return nil, fmt.Errorf("line %d: more lines than the %d online CPUs (%s)", line, online.Len(), online)
 			}
 			s.CPU = online[row]
 		}

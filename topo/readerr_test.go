@@ -45,3 +45,25 @@ func TestReadMemlockErrorNamesFile(t *testing.T) {
 		})
 	}
 }
+
+// TestReadInterruptsNoteNamesFile: a /proc/interrupts that Read cannot
+// parse is a note naming the file under the root ("/proc/interrupts: ..."
+// named the live host's).
+func TestReadInterruptsNoteNamesFile(t *testing.T) {
+	root := copyFixture(t, "testdata/vm")
+	path := filepath.Join(root, "proc/interrupts")
+	if err := os.WriteFile(path, []byte("nothing here\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h, err := Read(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, n := range h.Notes {
+		found = found || strings.HasPrefix(n, path+": ")
+	}
+	if !found {
+		t.Errorf("notes %q: none names %s", h.Notes, path)
+	}
+}

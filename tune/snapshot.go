@@ -47,6 +47,9 @@ var nicStatNames = []string{"rx_packets", "rx_dropped", "rx_missed_errors", "rx_
 // per-queue counters from qs when it is not nil.
 func TakeSnapshot(root string, h *topo.Host, qs QStatsSource) (*Snapshot, error) {
 	read := func(p string) ([]byte, error) { return os.ReadFile(filepath.Join(root, p)) }
+	// A file that does not parse is named as read, under root: with
+	// --root DIR, a damaged capture's file, not the live host's.
+	named := func(p string, err error) error { return fmt.Errorf("%s: %w", filepath.Join(root, p), err) }
 	s := &Snapshot{Time: time.Now(), IRQAffinity: map[int]string{}, NICStats: map[string]map[string]uint64{}}
 	// A CPU hotplugged during the read leaves /proc/interrupts with lines
 	// that do not match its header: ReadInterrupts reads it again.
@@ -59,14 +62,14 @@ func TakeSnapshot(root string, h *topo.Host, qs QStatsSource) (*Snapshot, error)
 		return nil, err
 	}
 	if s.Softirqs, err = topo.ParseSoftirqs(b); err != nil {
-		return nil, err
+		return nil, named("/proc/softirqs", err)
 	}
 	if b, err = read("/proc/stat"); err != nil {
 		return nil, err
 	}
 	st, err := topo.ParseStat(b)
 	if err != nil {
-		return nil, err
+		return nil, named("/proc/stat", err)
 	}
 	s.Stat = st.CPU
 	if b, err = read("/proc/net/softnet_stat"); err != nil {
@@ -81,7 +84,7 @@ func TakeSnapshot(root string, h *topo.Host, qs QStatsSource) (*Snapshot, error)
 		}
 	}
 	if s.Softnet, err = topo.ParseSoftnetOnline(b, online); err != nil {
-		return nil, err
+		return nil, named("/proc/net/softnet_stat", err)
 	}
 	for _, n := range h.NICs {
 		for _, q := range n.IRQs {
