@@ -948,15 +948,19 @@ func liveEdges(p *serverProc) edgeReader {
 // at its middle (it takes microseconds), and returns the errors.
 func (e edgeReader) readProc(s *snapshot) error {
 	var errs [3]error
-	stamp := func(read func()) time.Time {
-		t0 := e.now()
-		read()
-		return t0.Add(e.now().Sub(t0) / 2)
-	}
-	s.statAt = stamp(func() { s.stat, errs[0] = e.stat() })
-	s.softAt = stamp(func() { s.soft, errs[1] = e.soft() })
-	s.intrAt = stamp(func() { s.intr, errs[2] = e.intr() })
+	s.statAt = midStamp(e.now, func() { s.stat, errs[0] = e.stat() })
+	s.softAt = midStamp(e.now, func() { s.soft, errs[1] = e.soft() })
+	s.intrAt = midStamp(e.now, func() { s.intr, errs[2] = e.intr() })
 	return errors.Join(errs[:]...)
+}
+
+// midStamp runs read, a read of a /proc file, and returns the time of its
+// middle by the clock now: the read takes microseconds, and the counters
+// it returns are of some moment within them.
+func midStamp(now func() time.Time, read func()) time.Time {
+	t0 := now()
+	read()
+	return t0.Add(now().Sub(t0) / 2)
 }
 
 // window takes the snapshots at start and end, sleeping with sleepUntil,
@@ -1185,15 +1189,8 @@ func (r *runner) fill(res *Result, load *LoadResult, edges [2]snapshot) {
 		res.Server.Threads = append(res.Server.Threads, ThreadCPU{TID: t.TID, Comm: t.Comm, USPerReq: perReqUS(float64(t.RunNS), iv.usage), CPU: t.Processor})
 	}
 	s0, s1 := edges[0].stat, edges[1].stat
-	tick := func(ticks uint64) float64 { return perReqUS(float64(ticks)*ClockTick, iv.stat) }
-	tot := s1.Total.Sub(s0.Total)
-	res.Machine = MachineCPU{
-		TotalUSPerReq: tick(workTicks(tot)), UserUSPerReq: tick(tot.User + tot.Nice), SysUSPerReq: tick(tot.System),
-		IRQUSPerReq: tick(tot.IRQ), SoftirqUSPerReq: tick(tot.SoftIRQ), StealUSPerReq: tick(tot.Steal),
-		CtxSwitchesPerReq: perReq(float64(s1.Ctxt-s0.Ctxt), iv.stat),
-	}
-	res.Machine.ClientPollUSPerReq = perReqUS(float64(load.ClientIdle), load.Window)
-	res.Machine.WorkUSPerReq = max(res.Machine.TotalUSPerReq-res.Machine.ClientPollUSPerReq, 0)
+	res.Machine = machineCPU(s0, s1, iv.stat, rps, perReqUS(float64(load.ClientIdle), load.Window))
+	tick := ticksPerReqUS(iv.stat, rps)
 	statTicks := iv.stat.Seconds() * 1e9 / ClockTick
 	for _, cpu := range slices.Sorted(maps.Keys(s1.CPU)) {
 		c0, ok := s0.CPU[cpu]
@@ -1232,6 +1229,32 @@ func (r *runner) fill(res *Result, load *LoadResult, edges [2]snapshot) {
 	res.Machine.ServerCPUInterruptsPerReq = perReq(float64(irq), iv.intr)
 	res.Machine.ServerCPUDeviceIRQsPerReq = perReq(float64(dev), iv.intr)
 	res.Machine.ServerCPUNetRxPerReq = perReq(float64(netrx), iv.soft)
+}
+
+// machineCPU is the machine-wide part of MachineCPU from /proc/stat read
+// at a window's two edges, s0 and s1, d apart, at rps requests per second
+// (the window's), the client having spent clientPollUS CPU-µs per request
+// in polls that found nothing: busy time (workTicks) over all CPUs and its
+// split, steal, work (busy less the client's empty polls) and context
+// switches. bench's fill adds the per-CPU split and the counts on the
+// server's CPUs.
+func machineCPU(s0, s1 *topo.Stat, d time.Duration, rps, clientPollUS float64) MachineCPU {
+	tick := ticksPerReqUS(d, rps)
+	tot := s1.Total.Sub(s0.Total)
+	m := MachineCPU{
+		TotalUSPerReq: tick(workTicks(tot)), UserUSPerReq: tick(tot.User + tot.Nice), SysUSPerReq: tick(tot.System),
+		IRQUSPerReq: tick(tot.IRQ), SoftirqUSPerReq: tick(tot.SoftIRQ), StealUSPerReq: tick(tot.Steal),
+		CtxSwitchesPerReq:  float64(s1.Ctxt-s0.Ctxt) / d.Seconds() / rps,
+		ClientPollUSPerReq: clientPollUS,
+	}
+	m.WorkUSPerReq = max(m.TotalUSPerReq-clientPollUS, 0)
+	return m
+}
+
+// ticksPerReqUS returns what a count of /proc/stat ticks over d, at rps
+// requests per second, is in CPU-µs per request.
+func ticksPerReqUS(d time.Duration, rps float64) func(ticks uint64) float64 {
+	return func(ticks uint64) float64 { return float64(ticks) * ClockTick / d.Seconds() / rps / 1e3 }
 }
 
 // workTicks is the time a /proc/stat CPU line spent running this machine's
