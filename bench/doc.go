@@ -64,8 +64,12 @@
 // in front of one upstream echo server, closed loop. Each proxy is started
 // fresh per measurement, pinned to the proxy CPUs from its first
 // instruction, as the leader of its own process group; its CPU per request
-// is the run time of every thread of every process of that group. A proxy
-// that is not installed is skipped with the package to install.
+// is the run time of every thread of every process of that group, the
+// upstream's is counted the same way, and beside them the machine's (every
+// CPU's busy time from /proc/stat, softirq and steal split out, as bench's
+// machine figures: MachineWork) holds the softirq work the kernel did for
+// them elsewhere. A proxy that is not installed is skipped with the
+// package to install.
 //
 // RunHTTP2 (`spindle bench http2`) compares HTTP/2 servers (h2c with prior
 // knowledge) the same way, each started fresh per measurement and pinned
@@ -76,8 +80,8 @@
 // per-request log are parsed (ParseH2loadSummary, ParseH2loadLog: the
 // latency percentiles come from the log through the harness's histogram),
 // and a request that failed, errored or was answered other than 2xx fails
-// the run. The CPU is read at the main duration's edges, which h2load
-// writes on its stdout.
+// the run. The CPU, the server's and the machine's, is read at the main
+// duration's edges, which h2load writes on its stdout.
 //
 // The wire protocol is a length-prefixed echo: a 4-byte big-endian payload
 // length followed by the payload, echoed back unchanged. Every server except

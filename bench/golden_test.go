@@ -89,9 +89,15 @@ func TestHTTP2ReportGolden(t *testing.T) {
 		Notes: []string{"a note from the run"},
 	}}
 	res := func(arm string, streams, rep int, rps, p99, cpu, pct float64, src string) HTTP2Result {
-		return HTTP2Result{Arm: arm, Streams: streams, Rep: rep, AchievedRPS: rps, Requests: uint64(rps * 0.4),
+		r := HTTP2Result{Arm: arm, Streams: streams, Rep: rep, AchievedRPS: rps, Requests: uint64(rps * 0.4),
 			Latency:        Percentiles{P50: p99 / 3, P90: p99 / 2, P99: p99, P999: p99 * 1.5, P9999: p99 * 2, Max: p99 * 3},
 			ServerUSPerReq: cpu, ServerCPUPercent: pct, ServerCPUSource: src, ClientCPUPercent: 60 + pct/10}
+		if rps > 0 {
+			// h2load sleeps in its waits: no client polls.
+			work := cpu*1.5 + 2
+			r.Machine = MachineWork{TotalUSPerReq: work, WorkUSPerReq: work, SoftirqUSPerReq: cpu / 5, StealUSPerReq: float64(rep-1) / 4}
+		}
+		return r
 	}
 	r.report.Results = []HTTP2Result{
 		res(HTTP2ArmSpindleUring, 1, 1, 41000, 95, 12.5, 99, "schedstat"), res(HTTP2ArmGoNetHTTP, 1, 1, 30000, 130, 21.25, 97, "schedstat"),
@@ -117,6 +123,12 @@ func TestProxyReportGolden(t *testing.T) {
 			Latency:       Percentiles{P50: p99 / 3, P90: p99 / 2, P99: p99, P999: p99 * 1.5, P9999: p99 * 2, Max: p99 * 3},
 			ProxyUSPerReq: cpu, ProxyCPUPercent: pct, ProxyCPUSource: src, ProxyProcs: 1,
 			UpstreamUSPerReq: cpu/2 + 3, UpstreamCPUPercent: pct / 2, UpstreamCPUSource: "schedstat", ClientCPUPercent: 50 + pct/5}
+		if rps > 0 {
+			// The client shares CPU 1 with the upstream (tcp: it sleeps
+			// in its waits), or is h2load (h2h2): no client polls.
+			work := cpu*1.5 + 7
+			r.Machine = MachineWork{TotalUSPerReq: work, WorkUSPerReq: work, SoftirqUSPerReq: 1.5 + cpu/10, StealUSPerReq: float64(rep-1) / 4}
+		}
 		if arm == ProxyArmDirect {
 			r.ProxyUSPerReq, r.ProxyCPUPercent, r.ProxyCPUSource, r.ProxyProcs = 0, 0, "", 0
 		}

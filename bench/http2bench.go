@@ -148,6 +148,11 @@ type HTTP2Result struct {
 	// ClientCPUPercent is h2load's CPU as a percent of the client CPUs
 	// its threads can run on (ClientThreads of them at most).
 	ClientCPUPercent float64 `json:"client_cpu_percent"`
+	// Machine is machine-wide CPU per request over the same main
+	// duration, all CPUs' (the server's, h2load's and any other), from
+	// /proc/stat: it holds the softirq work the kernel did for the server
+	// wherever it ran, which its CPU figures leave out.
+	Machine MachineWork `json:"machine"`
 }
 
 // HTTP2SummaryRow is one arm's medians (with min and max) at one streams
@@ -162,6 +167,9 @@ type HTTP2SummaryRow struct {
 	P99            Spread `json:"p99_us"`
 	P999           Spread `json:"p99_9_us"`
 	ServerUSPerReq Spread `json:"server_us_per_req"`
+	// MachineSummary is the machine-wide CPU (HTTP2Result.Machine): the
+	// spread of the work, the medians of softirq and steal.
+	MachineSummary
 	// ServerCPUPercent and ClientCPUPercent are medians.
 	ServerCPUPercent float64 `json:"server_cpu_percent"`
 	ClientCPUPercent float64 `json:"client_cpu_percent"`
@@ -327,10 +335,11 @@ func (r *http2Runner) run(ctx context.Context, arms []http2Arm) error {
 
 // h2loadEdges are the CPU reads of the server (the process h2load's
 // connections go to), of the upstream behind it (a proxy's, where there
-// is one) and of h2load at the start and the end of h2load's main
-// duration.
+// is one), of h2load and of the machine (/proc/stat) at the start and the
+// end of h2load's main duration.
 type h2loadEdges struct {
 	server, upstream, client [2]cpuEdge
+	stat                     [2]statEdge
 	seen                     int // edges read: 0, 1 or 2
 }
 
@@ -368,12 +377,13 @@ func (r *http2Runner) measure(ctx context.Context, a http2Arm, streams, rep int)
 	}
 	res.Requests, res.AchievedRPS, res.Latency, res.LatencyClamped = m.requests, m.rps, m.latency, m.clamped
 	res.ServerUSPerReq, res.ServerCPUPercent, res.ServerCPUSource, res.ClientCPUPercent = m.server.usPerReq, m.server.percent, m.server.source, m.clientPercent
+	res.Machine = m.machine
 	if n := m.cpuNote(fmt.Sprintf("%s streams %d rep %d", a.name, streams, rep), "server", m.server); n != "" {
 		r.report.Notes = append(r.report.Notes, n)
 	}
 	r.done++
-	fmt.Fprintf(r.cfg.Progress, "[%2d/%d] rep %d streams %-3d %-14s %8.0f req/s  p50 %7.1fµs  p99 %8.1fµs  p99.9 %8.1fµs  server %6.2fµs/req (%3.0f%% CPU)  client %3.0f%%\n",
-		r.done, r.total, rep, streams, a.name, res.AchievedRPS, res.Latency.P50, res.Latency.P99, res.Latency.P999, res.ServerUSPerReq, res.ServerCPUPercent, res.ClientCPUPercent)
+	fmt.Fprintf(r.cfg.Progress, "[%2d/%d] rep %d streams %-3d %-14s %8.0f req/s  p50 %7.1fµs  p99 %8.1fµs  p99.9 %8.1fµs  server %6.2fµs/req (%3.0f%% CPU)  machine work %6.2fµs/req  client %3.0f%%\n",
+		r.done, r.total, rep, streams, a.name, res.AchievedRPS, res.Latency.P50, res.Latency.P99, res.Latency.P999, res.ServerUSPerReq, res.ServerCPUPercent, res.Machine.WorkUSPerReq, res.ClientCPUPercent)
 	return res, nil
 }
 
@@ -406,8 +416,11 @@ type h2loadMeasure struct {
 	// the client CPUs its threads can run on (clientPercent).
 	server, upstream cpuFigures
 	clientPercent    float64
-	edges            h2loadEdges
-	log              H2loadLog
+	// machine is the machine-wide CPU (windowMachine; h2load sleeps in
+	// its waits: no polls to take out).
+	machine MachineWork
+	edges   h2loadEdges
+	log     H2loadLog
 	// protocol and tls are what h2load's summary says its first
 	// connection's application protocol and (https) TLS were.
 	protocol string
@@ -489,6 +502,7 @@ func (d h2loadDriver) measure(ctx context.Context, dir, listen string, streams i
 	m.server, m.upstream = windowCPU(edges.server, sum.Done, d.window), windowCPU(edges.upstream, sum.Done, d.window)
 	_, clientPct, _ := proxyCPU(edges.client[0], edges.client[1], sum.Done, d.window)
 	m.clientPercent = d.clientPercent(clientPct)
+	m.machine = windowMachine(edges.stat, sum.Done, d.window, 0)
 	return m, nil
 }
 
@@ -521,8 +535,8 @@ func (m h2loadMeasure) cpuNote(what, served string, f cpuFigures) string {
 // notes) when the CPU reads at the edges of its main duration, at from and
 // to, cover less than minProcCover of the time its responses ended in (l's first to last, on the wall clock, as the
 // reads' times): the harness, starved, read h2load's lines late, so that
-// its CPU figures (of served, the process measured, and of the client) are
-// not the window's. "" when they cover enough, or no
+// its CPU figures (of served, the process measured, of the client and of
+// the machine) are not the window's. "" when they cover enough, or no
 // request was done.
 func lateEdgesNote(what, served string, from, to time.Time, l H2loadLog) string {
 	if l.Requests == 0 || l.LastEndUS <= l.FirstEndUS {
@@ -534,7 +548,7 @@ func lateEdgesNote(what, served string, from, to time.Time, l H2loadLog) string 
 	if covered >= time.Duration(minProcCover*float64(span)) {
 		return ""
 	}
-	return fmt.Sprintf("%s: the harness read the CPU %.0f ms and %.0f ms after h2load's first and last responses of the window (it was starved and read h2load's output late), covering %.0f%% of the window: its %s and client CPU figures are not that window's",
+	return fmt.Sprintf("%s: the harness read the CPU %.0f ms and %.0f ms after h2load's first and last responses of the window (it was starved and read h2load's output late), covering %.0f%% of the window: its %s, client and machine CPU figures are not that window's",
 		what, ms(from.Sub(first)), ms(to.Sub(last)), 100*max(covered.Seconds(), 0)/span.Seconds(), served)
 }
 
@@ -562,8 +576,8 @@ func (d h2loadDriver) args(listen string, streams int, logPath string) []string 
 
 // run runs h2load against listen, pinned to the client CPUs in a
 // process group of its own, and returns its stdout and the CPU of the
-// server (process serverPID), of the upstream (upstreamPID) and of h2load
-// read when the last of its threads began its main duration and when the
+// server (process serverPID), of the upstream (upstreamPID), of h2load and
+// of the machine (/proc/stat) read when the last of its threads began its main duration and when the
 // first ended it, as it says so on stdout (a pid 0 is not read: readEdge).
 // It is killed when ctx is done or when it runs a minute past its warm-up
 // and duration.
@@ -594,7 +608,7 @@ func (d h2loadDriver) run(ctx context.Context, listen string, streams int, logPa
 		signalGroup(pid, syscall.SIGKILL)
 	}()
 	read := func(i int) {
-		e.server[i], e.upstream[i], e.client[i] = readEdge(serverPID), readEdge(upstreamPID), readEdge(pid)
+		e.server[i], e.upstream[i], e.client[i], e.stat[i] = readEdge(serverPID), readEdge(upstreamPID), readEdge(pid), readStatEdge()
 		e.seen++
 	}
 	var out []byte
@@ -625,7 +639,7 @@ func (d h2loadDriver) run(ctx context.Context, listen string, streams int, logPa
 	case e.seen < 2:
 		return e, out, fmt.Errorf("h2load did not say when its main duration started and ended (%q, %q)%s", h2loadMainStarted, h2loadMainOver, lastLines(out, 3))
 	}
-	return e, out, errors.Join(e.server[0].err, e.server[1].err, e.upstream[0].err, e.upstream[1].err, e.client[0].err, e.client[1].err)
+	return e, out, errors.Join(e.server[0].err, e.server[1].err, e.upstream[0].err, e.upstream[1].err, e.client[0].err, e.client[1].err, e.stat[0].err, e.stat[1].err)
 }
 
 // lastLines returns the last n lines of out, after ": ", or "".
@@ -667,7 +681,7 @@ func (r *http2Runner) finish() {
 	if cpuOverlap(r.cfg.ServerCPUs, r.cfg.ClientCPUs) {
 		rep.Notes = append(rep.Notes, "the server shares a CPU with the client: figures include their contention")
 	}
-	rep.Notes = append(rep.Notes, processCPUNote("server"), h2loadLogNote, h2loadVerifiedNote("server"))
+	rep.Notes = append(rep.Notes, processCPUNote("server"), machineWorkNote, h2loadLogNote, h2loadVerifiedNote("server"))
 	coarse := 0
 	for _, res := range rep.Results {
 		if res.ServerCPUSource == "stat" {
@@ -698,6 +712,7 @@ func summarizeHTTP2(results []HTTP2Result) []HTTP2SummaryRow {
 		return HTTP2SummaryRow{
 			Arm: a.arm, Streams: a.streams, Reps: a.reps, AchievedRPS: a.rps, P50: a.p50, P99: a.p99, P999: a.p999,
 			ServerUSPerReq:   spreadBy(answered, func(r HTTP2Result) float64 { return r.ServerUSPerReq }),
+			MachineSummary:   a.machine,
 			ServerCPUPercent: spread(func(r HTTP2Result) float64 { return r.ServerCPUPercent }).Median,
 			ClientCPUPercent: spread(func(r HTTP2Result) float64 { return r.ClientCPUPercent }).Median,
 		}
@@ -778,14 +793,15 @@ func HTTP2Markdown(rep *HTTP2Report) string {
 	fmt.Fprintf(&b, "- loopback; server CPUs %v, client CPUs %v (%s, %d threads)\n", c.ServerCPUs, c.ClientCPUs, c.H2load, c.ClientThreads)
 	fmt.Fprintf(&b, "- %d connections × streams %v in flight each (closed loop), GET answered with a %d-byte body, %d reps (arms alternated), each %.2fs warm-up + %.2fs measured; started %s, %.0fs\n\n",
 		c.Conns, c.Streams, c.Body, c.Reps, c.WarmupSeconds, c.WindowSeconds, rep.Started.Format("2006-01-02 15:04 UTC"), rep.Seconds)
-	b.WriteString("Medians over the repetitions with (min–max); latency in µs; server CPU in µs per request (run time of every thread of the server's processes) and in percent of a CPU; client CPU in percent of the client CPUs; ratios to the first arm's medians at the same streams.\n\n")
-	b.WriteString("| arm | streams | req/s | p50 | p99 | p99.9 | server CPU µs/req | server CPU % | client CPU % | req/s ratio | p99 ratio | server CPU ratio |\n")
-	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("Medians over the repetitions with (min–max); latency in µs; server CPU in µs per request (run time of every thread of the server's processes) and in percent of a CPU; " + machineWorkText + "; client CPU in percent of the client CPUs; ratios to the first arm's medians at the same streams.\n\n")
+	b.WriteString("| arm | streams | req/s | p50 | p99 | p99.9 | server CPU µs/req | server CPU % | machine work CPU µs/req | softirq µs/req | steal µs/req | client CPU % | req/s ratio | p99 ratio | server CPU ratio |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	ratios := http2RatioCells(rep.Summary)
 	for i, s := range rep.Summary {
 		r := ratios[i]
-		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %.0f | %.0f | %s | %s | %s |\n", s.Arm, s.Streams, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
-			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), fmtSpread(s.ServerUSPerReq, 2), s.ServerCPUPercent, s.ClientCPUPercent, r[0], r[1], r[2])
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %.0f | %s | %.2f | %.2f | %.0f | %s | %s | %s |\n", s.Arm, s.Streams, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
+			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), fmtSpread(s.ServerUSPerReq, 2), s.ServerCPUPercent,
+			fmtSpread(s.MachineWorkUSPerReq, 2), s.SoftirqUSPerReq, s.StealUSPerReq, s.ClientCPUPercent, r[0], r[1], r[2])
 	}
 	b.WriteString(http2RatioLayout.markdown(rep.PairedRatios))
 	writeArmsAndNotes(&b, rep.Arms, rep.Notes)
@@ -803,13 +819,14 @@ var http2RatioLayout = armsRatioLayout{
 // WriteHTTP2Table prints rep's summary as a plain-text table.
 func WriteHTTP2Table(w io.Writer, rep *HTTP2Report) {
 	first := firstArm(rep.Summary, func(s HTTP2SummaryRow) string { return s.Arm })
-	fmt.Fprintf(w, "\nbench http2, h2c under h2load, loopback, %d reps, medians (min–max); latency in µs, server CPU in µs per request; ratios to %s at the same streams\n", rep.Config.Reps, first)
-	fmt.Fprintf(w, "%-14s %7s %-22s %-20s %-20s %-20s %-18s %7s %7s %7s %7s\n", "arm", "streams", "req/s", "p50", "p99", "p99.9", "server µs/req", "client%", "rps×", "p99×", "cpu×")
+	fmt.Fprintf(w, "\nbench http2, h2c under h2load, loopback, %d reps, medians (min–max); latency in µs, server and machine-wide CPU in µs per request; ratios to %s at the same streams\n", rep.Config.Reps, first)
+	fmt.Fprintf(w, "%-14s %7s %-22s %-20s %-20s %-20s %-18s %-19s %8s %8s %7s %7s %7s %7s\n", "arm", "streams", "req/s", "p50", "p99", "p99.9", "server µs/req", "machine work µs/req", "softirq", "steal", "client%", "rps×", "p99×", "cpu×")
 	ratios := http2RatioCells(rep.Summary)
 	for i, s := range rep.Summary {
 		r := ratios[i]
-		fmt.Fprintf(w, "%-14s %7d %-22s %-20s %-20s %-20s %-18s %7.0f %7s %7s %7s\n", s.Arm, s.Streams, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
-			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), fmtSpread(s.ServerUSPerReq, 2), s.ClientCPUPercent, r[0], r[1], r[2])
+		fmt.Fprintf(w, "%-14s %7d %-22s %-20s %-20s %-20s %-18s %-19s %8.2f %8.2f %7.0f %7s %7s %7s\n", s.Arm, s.Streams, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
+			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), fmtSpread(s.ServerUSPerReq, 2), fmtSpread(s.MachineWorkUSPerReq, 2), s.SoftirqUSPerReq, s.StealUSPerReq,
+			s.ClientCPUPercent, r[0], r[1], r[2])
 	}
 	http2RatioLayout.writeTable(w, rep.PairedRatios)
 	writeTableNotes(w, rep.Notes)

@@ -275,6 +275,12 @@ type ProxyResult struct {
 	UpstreamCPUPercent float64 `json:"upstream_cpu_percent"`
 	UpstreamCPUSource  string  `json:"upstream_cpu_source,omitempty"`
 	ClientCPUPercent   float64 `json:"client_cpu_percent"`
+	// Machine is machine-wide CPU per request over the same window, all
+	// CPUs' (the proxy's, the upstream's, the client's and any other),
+	// from /proc/stat: it holds the softirq work the kernel did for the
+	// proxy and the upstream wherever it ran, which their CPU figures
+	// leave out.
+	Machine MachineWork `json:"machine"`
 	// TLS, in a run with ProxyConfig.TLS, is what the clients' TLS
 	// handshakes agreed; nil without.
 	TLS *ProxyTLSResult `json:"tls,omitempty"`
@@ -301,6 +307,9 @@ type ProxySummaryRow struct {
 	// proxy's.
 	UpstreamUSPerReq   Spread  `json:"upstream_us_per_req"`
 	UpstreamCPUPercent float64 `json:"upstream_cpu_percent"`
+	// MachineSummary is the machine-wide CPU (ProxyResult.Machine): the
+	// spread of the work, the medians of softirq and steal.
+	MachineSummary
 	// ClientCPUPercent is the median client CPU.
 	ClientCPUPercent float64 `json:"client_cpu_percent"`
 	Unanswered       uint64  `json:"unanswered"`
@@ -901,6 +910,13 @@ type cpuEdge struct {
 	err error
 }
 
+// proxyEdges are the reads at the edges of a proxy measurement's window:
+// the proxy's and the upstream's CPU, and the machine's (/proc/stat).
+type proxyEdges struct {
+	proxy, upstream [2]cpuEdge
+	stat            [2]statEdge
+}
+
 func (r *proxyRunner) measure(ctx context.Context, a proxyArm, rep int) (ProxyResult, error) {
 	res := ProxyResult{Arm: a.name, Rep: rep}
 	addr, p, err := r.startArm(ctx, a)
@@ -912,18 +928,18 @@ func (r *proxyRunner) measure(ctx context.Context, a proxyArm, rep int) (ProxyRe
 		proxyPID = p.cmd.Process.Pid
 	}
 	done := make(chan struct{})
-	edges := make(chan [2][2]cpuEdge, 1) // the proxy's, the upstream's
+	edges := make(chan proxyEdges, 1)
 	lc := LoadConfig{
 		Addr: addr, Protocol: r.loadProtocol(), Conns: r.cfg.Conns, InFlight: 1, Payload: r.cfg.Payload, Warmup: r.warmup, Duration: r.window,
 		Threads: len(r.cfg.ClientCPUs), CPUs: r.cfg.ClientCPUs, Drain: drainFor(r.window), Block: r.clientBlocks(), TLS: r.clientTLS,
 		Window: func(start, end time.Time) {
 			go func() {
-				var e [2][2]cpuEdge
+				var e proxyEdges
 				for i, t := range []time.Time{start, end} {
 					if !waitUntil(done, t) {
 						return
 					}
-					e[0][i], e[1][i] = readEdge(proxyPID), readEdge(r.upstreamPID)
+					e.proxy[i], e.upstream[i], e.stat[i] = readEdge(proxyPID), readEdge(r.upstreamPID), readStatEdge()
 				}
 				edges <- e
 			}()
@@ -949,10 +965,10 @@ func (r *proxyRunner) measure(ctx context.Context, a proxyArm, rep int) (ProxyRe
 	default:
 		load, err = RunLoad(ctx, lc)
 	}
-	var e [2][2]cpuEdge
+	var e proxyEdges
 	if err == nil {
 		e = <-edges
-		err = errors.Join(e[0][0].err, e[0][1].err, e[1][0].err, e[1][1].err)
+		err = errors.Join(e.proxy[0].err, e.proxy[1].err, e.upstream[0].err, e.upstream[1].err, e.stat[0].err, e.stat[1].err)
 	}
 	close(done)
 	if p != nil {
@@ -988,7 +1004,8 @@ func (r *proxyRunner) measure(ctx context.Context, a proxyArm, rep int) (ProxyRe
 			return res, err
 		}
 	}
-	r.recordCPU(&res, fmt.Sprintf("%s rep %d", a.name, rep), p != nil, e[0], e[1], windowCPU(e[0], load.Replies, load.Window), windowCPU(e[1], load.Replies, load.Window))
+	res.Machine = windowMachine(e.stat, load.Replies, load.Window, load.ClientIdle)
+	r.recordCPU(&res, fmt.Sprintf("%s rep %d", a.name, rep), p != nil, e.proxy, e.upstream, windowCPU(e.proxy, load.Replies, load.Window), windowCPU(e.upstream, load.Replies, load.Window))
 	return res, nil
 }
 
@@ -1027,6 +1044,7 @@ func (r *proxyRunner) measureH2(ctx context.Context, a proxyArm, streams, rep in
 		}
 	}
 	res.Requests, res.AchievedRPS, res.Latency, res.LatencyClamped, res.ClientCPUPercent = m.requests, m.rps, m.latency, m.clamped, m.clientPercent
+	res.Machine = m.machine
 	what := fmt.Sprintf("%s streams %d rep %d", a.name, streams, rep)
 	served, f := "proxy", m.server
 	if p == nil {
@@ -1055,8 +1073,8 @@ func (r *proxyRunner) recordCPU(res *ProxyResult, what string, proxied bool, pro
 		res.UpstreamUSPerReq, res.UpstreamCPUPercent, res.UpstreamCPUSource = upF.usPerReq, upF.percent, upF.source
 	}
 	r.done++
-	fmt.Fprintf(r.cfg.Progress, "[%2d/%d] %-34s %8.0f req/s  p50 %7.1fµs  p99 %8.1fµs  p99.9 %8.1fµs  proxy %6.2fµs/req (%3.0f%% CPU)  upstream %6.2fµs/req (%3.0f%% CPU)  client %3.0f%%\n",
-		r.done, r.total, what, res.AchievedRPS, res.Latency.P50, res.Latency.P99, res.Latency.P999, res.ProxyUSPerReq, res.ProxyCPUPercent, res.UpstreamUSPerReq, res.UpstreamCPUPercent, res.ClientCPUPercent)
+	fmt.Fprintf(r.cfg.Progress, "[%2d/%d] %-34s %8.0f req/s  p50 %7.1fµs  p99 %8.1fµs  p99.9 %8.1fµs  proxy %6.2fµs/req (%3.0f%% CPU)  upstream %6.2fµs/req (%3.0f%% CPU)  machine work %6.2fµs/req  client %3.0f%%\n",
+		r.done, r.total, what, res.AchievedRPS, res.Latency.P50, res.Latency.P99, res.Latency.P999, res.ProxyUSPerReq, res.ProxyCPUPercent, res.UpstreamUSPerReq, res.UpstreamCPUPercent, res.Machine.WorkUSPerReq, res.ClientCPUPercent)
 }
 
 // proxyCPU turns the group CPU read at two edges into µs per request and a
@@ -1164,7 +1182,7 @@ func (r *proxyRunner) finish() {
 			upCoarse++
 		}
 	}
-	rep.Notes = append(rep.Notes, processCPUNote("proxy")+"; the upstream's CPU is counted the same way, over the same windows")
+	rep.Notes = append(rep.Notes, processCPUNote("proxy")+"; the upstream's CPU is counted the same way, over the same windows", machineWorkNote)
 	if coarse > 0 {
 		rep.Notes = append(rep.Notes, coarseCPUNote(coarse, "proxy"))
 	}
@@ -1183,10 +1201,15 @@ func proxyTLSNote(h2 bool) string {
 }
 
 // processCPUNote says how the CPU of who's process is counted (proxyCPU
-// over ProcessCPU reads at a window's edges).
+// over ProcessCPU reads at a window's edges), and where the softirq work
+// it leaves out is (machineWorkNote).
 func processCPUNote(who string) string {
-	return fmt.Sprintf("loopback; %[1]s CPU is the CPU time of every thread of the %[1]s's process (and of any children it forked) over each window: the threads' schedstat run time (ns; the clock utime+stime are scaled from), softirq work the kernel did for it on other CPUs not included", who)
+	return fmt.Sprintf("loopback; %[1]s CPU is the CPU time of every thread of the %[1]s's process (and of any children it forked) over each window: the threads' schedstat run time (ns; the clock utime+stime are scaled from), softirq work the kernel did for it on other CPUs not included (machine work has it)", who)
 }
+
+// machineWorkNote says how the side-by-side reports' machine work is
+// counted (windowMachine) and how to read it.
+var machineWorkNote = fmt.Sprintf("machine work is the busy time of every CPU over each window (/proc/stat, in %d ms ticks: coarse in a short window), the client's empty polls taken out: read it with the process CPU figures, as softirq work moved off a process's books onto another CPU is relocation, not reduction", ClockTick/1_000_000)
 
 // coarseCPUNote says n measurements' CPU of who came from utime+stime.
 func coarseCPUNote(n int, who string) string {
@@ -1225,6 +1248,7 @@ func summarizeProxy(results []ProxyResult) []ProxySummaryRow {
 
 			UpstreamUSPerReq:   perReq(func(r ProxyResult) float64 { return r.UpstreamUSPerReq }),
 			UpstreamCPUPercent: spread(func(r ProxyResult) float64 { return r.UpstreamCPUPercent }).Median,
+			MachineSummary:     a.machine,
 		}
 		for _, res := range g {
 			row.Unanswered += res.Unanswered
@@ -1287,9 +1311,9 @@ func ProxyMarkdown(rep *ProxyReport) string {
 	if h2 {
 		same, streamsHead, streamsAlign = " at the same streams", " streams |", " ---: |"
 	}
-	b.WriteString("Medians over the repetitions with (min–max); latency in µs; proxy and upstream CPU in µs per request (run time of every thread of the proxy's, or the upstream's, processes) and in percent of a CPU; client CPU in percent of the client CPUs; ratios to the first arm's medians" + same + ".\n\n")
-	b.WriteString("| arm |" + streamsHead + " " + rate + " | p50 | p99 | p99.9 | proxy CPU µs/req | proxy CPU % | upstream CPU µs/req | upstream CPU % | client CPU % | req/s ratio | p99 ratio | proxy CPU ratio | upstream CPU ratio |\n")
-	b.WriteString("| --- |" + streamsAlign + " ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("Medians over the repetitions with (min–max); latency in µs; proxy and upstream CPU in µs per request (run time of every thread of the proxy's, or the upstream's, processes) and in percent of a CPU; " + machineWorkText + "; client CPU in percent of the client CPUs; ratios to the first arm's medians" + same + ".\n\n")
+	b.WriteString("| arm |" + streamsHead + " " + rate + " | p50 | p99 | p99.9 | proxy CPU µs/req | proxy CPU % | upstream CPU µs/req | upstream CPU % | machine work CPU µs/req | softirq µs/req | steal µs/req | client CPU % | req/s ratio | p99 ratio | proxy CPU ratio | upstream CPU ratio |\n")
+	b.WriteString("| --- |" + streamsAlign + " ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	ratios := proxyRatioCells(rep.Summary)
 	for i, s := range rep.Summary {
 		r := ratios[i]
@@ -1301,8 +1325,9 @@ func ProxyMarkdown(rep *ProxyReport) string {
 		if h2 {
 			streams = fmt.Sprintf(" %d |", s.Streams)
 		}
-		fmt.Fprintf(&b, "| %s |%s %s | %s | %s | %s | %s | %s | %s | %.0f | %.0f | %s | %s | %s | %s |\n", s.Arm, streams, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
-			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), cpuCell(s), pct, fmtSpread(s.UpstreamUSPerReq, 2), s.UpstreamCPUPercent, s.ClientCPUPercent, r[0], r[1], r[2], r[3])
+		fmt.Fprintf(&b, "| %s |%s %s | %s | %s | %s | %s | %s | %s | %.0f | %s | %.2f | %.2f | %.0f | %s | %s | %s | %s |\n", s.Arm, streams, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
+			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), cpuCell(s), pct, fmtSpread(s.UpstreamUSPerReq, 2), s.UpstreamCPUPercent,
+			fmtSpread(s.MachineWorkUSPerReq, 2), s.SoftirqUSPerReq, s.StealUSPerReq, s.ClientCPUPercent, r[0], r[1], r[2], r[3])
 	}
 	b.WriteString(proxyRatioLayout(h2).markdown(rep.PairedRatios))
 	writeArmsAndNotes(&b, rep.Arms, rep.Notes)
@@ -1352,8 +1377,8 @@ func WriteProxyTable(w io.Writer, rep *ProxyReport) {
 	if h2 {
 		same, streamsHead = " at the same streams", fmt.Sprintf(" %7s", "streams")
 	}
-	fmt.Fprintf(w, "\nbench proxy, %s, loopback, %d reps, medians (min–max); latency in µs, proxy and upstream CPU in µs per request; ratios to %s%s\n", proxyTitle(rep.Config), rep.Config.Reps, firstArm(rep.Summary, func(s ProxySummaryRow) string { return s.Arm }), same)
-	fmt.Fprintf(w, "%-17s%s %-22s %-20s %-20s %-20s %-18s %-18s %7s %7s %7s %7s %7s\n", "arm", streamsHead, "req/s", "p50", "p99", "p99.9", "proxy µs/req", "upstream µs/req", "client%", "rps×", "p99×", "cpu×", "up cpu×")
+	fmt.Fprintf(w, "\nbench proxy, %s, loopback, %d reps, medians (min–max); latency in µs, proxy, upstream and machine-wide CPU in µs per request; ratios to %s%s\n", proxyTitle(rep.Config), rep.Config.Reps, firstArm(rep.Summary, func(s ProxySummaryRow) string { return s.Arm }), same)
+	fmt.Fprintf(w, "%-17s%s %-22s %-20s %-20s %-20s %-18s %-18s %-19s %8s %8s %7s %7s %7s %7s %7s\n", "arm", streamsHead, "req/s", "p50", "p99", "p99.9", "proxy µs/req", "upstream µs/req", "machine work µs/req", "softirq", "steal", "client%", "rps×", "p99×", "cpu×", "up cpu×")
 	ratios := proxyRatioCells(rep.Summary)
 	for i, s := range rep.Summary {
 		r := ratios[i]
@@ -1361,8 +1386,9 @@ func WriteProxyTable(w io.Writer, rep *ProxyReport) {
 		if h2 {
 			streams = fmt.Sprintf(" %7d", s.Streams)
 		}
-		fmt.Fprintf(w, "%-17s%s %-22s %-20s %-20s %-20s %-18s %-18s %7.0f %7s %7s %7s %7s\n", s.Arm, streams, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
-			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), cpuCell(s), fmtSpread(s.UpstreamUSPerReq, 2), s.ClientCPUPercent, r[0], r[1], r[2], r[3])
+		fmt.Fprintf(w, "%-17s%s %-22s %-20s %-20s %-20s %-18s %-18s %-19s %8.2f %8.2f %7.0f %7s %7s %7s %7s\n", s.Arm, streams, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
+			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), cpuCell(s), fmtSpread(s.UpstreamUSPerReq, 2), fmtSpread(s.MachineWorkUSPerReq, 2), s.SoftirqUSPerReq, s.StealUSPerReq,
+			s.ClientCPUPercent, r[0], r[1], r[2], r[3])
 	}
 	proxyRatioLayout(h2).writeTable(w, rep.PairedRatios)
 	writeTableNotes(w, rep.Notes)

@@ -179,6 +179,9 @@ func peerLate(arm string, s ProxySummaryRow) string {
 	if s.UpstreamUSPerReq.Median <= 0 {
 		return fmt.Sprintf("upstream CPU %v µs/req", s.UpstreamUSPerReq.Median)
 	}
+	if s.MachineWorkUSPerReq.Median <= 0 {
+		return fmt.Sprintf("machine work %v µs/req", s.MachineWorkUSPerReq.Median)
+	}
 	return ""
 }
 
@@ -489,10 +492,11 @@ func runProxyH2(t *testing.T, protocol, title string, arms int) {
 
 // h2RowLate says what of an h2 or h2h2 summary row s shows that its proxy
 // or upstream did not serve in time, or that a figure is missing (the
-// direct arm's proxy CPU is 0, the others' not), or returns "".
+// direct arm's proxy CPU is 0, the others' not; every arm's machine work
+// is above 0), or returns "".
 func h2RowLate(s ProxySummaryRow) string {
-	if s.AchievedRPS.Median <= 0 || s.UpstreamUSPerReq.Median <= 0 || (s.Arm != ProxyArmDirect) != (s.ProxyUSPerReq.Median > 0) {
-		return fmt.Sprintf("%.0f req/s, %.2f µs/req of proxy CPU, %.2f µs/req of upstream CPU", s.AchievedRPS.Median, s.ProxyUSPerReq.Median, s.UpstreamUSPerReq.Median)
+	if s.AchievedRPS.Median <= 0 || s.UpstreamUSPerReq.Median <= 0 || (s.Arm != ProxyArmDirect) != (s.ProxyUSPerReq.Median > 0) || s.MachineWorkUSPerReq.Median <= 0 {
+		return fmt.Sprintf("%.0f req/s, %.2f µs/req of proxy CPU, %.2f µs/req of upstream CPU, %.2f µs/req of machine work", s.AchievedRPS.Median, s.ProxyUSPerReq.Median, s.UpstreamUSPerReq.Median, s.MachineWorkUSPerReq.Median)
 	}
 	return ""
 }

@@ -1237,7 +1237,8 @@ func (r *runner) fill(res *Result, load *LoadResult, edges [2]snapshot) {
 // in polls that found nothing: busy time (workTicks) over all CPUs and its
 // split, steal, work (busy less the client's empty polls) and context
 // switches. bench's fill adds the per-CPU split and the counts on the
-// server's CPUs.
+// server's CPUs; bench proxy and bench http2 keep the work, softirq and
+// steal (MachineCPU.work).
 func machineCPU(s0, s1 *topo.Stat, d time.Duration, rps, clientPollUS float64) MachineCPU {
 	tick := ticksPerReqUS(d, rps)
 	tot := s1.Total.Sub(s0.Total)
@@ -1249,6 +1250,14 @@ func machineCPU(s0, s1 *topo.Stat, d time.Duration, rps, clientPollUS float64) M
 	}
 	m.WorkUSPerReq = max(m.TotalUSPerReq-clientPollUS, 0)
 	return m
+}
+
+// work is m's figures that the side-by-side reports keep.
+func (m MachineCPU) work() MachineWork {
+	return MachineWork{
+		TotalUSPerReq: m.TotalUSPerReq, ClientPollUSPerReq: m.ClientPollUSPerReq, WorkUSPerReq: m.WorkUSPerReq,
+		SoftirqUSPerReq: m.SoftirqUSPerReq, StealUSPerReq: m.StealUSPerReq,
+	}
 }
 
 // ticksPerReqUS returns what a count of /proc/stat ticks over d, at rps

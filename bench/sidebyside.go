@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/spindlenet/spindle/topo"
 )
 
 // The code `spindle bench http2` and `spindle bench proxy` share: both
@@ -208,8 +210,84 @@ func (s *armsRun) budget(what string, arms []ArmInfo, perArm int, duration time.
 	return nil
 }
 
+// MachineWork is machine-wide CPU per request over a side-by-side
+// measurement's window (ProxyResult.Machine, HTTP2Result.Machine), from
+// /proc/stat read at the window's edges and counted as the bench report's
+// MachineCPU is (machineCPU): over all CPUs, those of the proxy, the
+// upstream, the server and the client and any other, so that it holds the
+// softirq work the kernel did for a process on another CPU than the
+// process's own, which the process's CPU figures leave out. Read the two
+// together: softirq moved off a process's books is relocation, not
+// reduction. /proc/stat counts in 10 ms ticks: short windows are coarse.
+type MachineWork struct {
+	// TotalUSPerReq is busy CPU-µs per request over all CPUs: user, nice,
+	// system, irq and softirq time (MachineCPU.TotalUSPerReq).
+	TotalUSPerReq float64 `json:"total_us_per_req"`
+	// ClientPollUSPerReq is the part of it that the load generator's
+	// threads spent in polls that found nothing (they poll unless they
+	// share a CPU with the proxy or the upstream); 0 with h2load and the
+	// TLS handshake clients, which sleep in their waits.
+	ClientPollUSPerReq float64 `json:"client_poll_us_per_req"`
+	// WorkUSPerReq is TotalUSPerReq minus ClientPollUSPerReq: "machine
+	// work" (MachineCPU.WorkUSPerReq).
+	WorkUSPerReq float64 `json:"work_us_per_req"`
+	// SoftirqUSPerReq is the softirq time in it, over all CPUs.
+	SoftirqUSPerReq float64 `json:"softirq_us_per_req"`
+	// StealUSPerReq is steal time over all CPUs, in neither TotalUSPerReq
+	// nor WorkUSPerReq (MachineCPU.StealUSPerReq).
+	StealUSPerReq float64 `json:"steal_us_per_req"`
+}
+
+// machineWorkText says what the side-by-side reports' tables print of
+// MachineSummary.
+const machineWorkText = "machine-wide CPU in µs per request (/proc/stat: the busy time of every CPU, pinned or not, without the client's empty polls: \"machine work\", which holds the softirq work the process figures leave out), softirq machine-wide, and steal: time the hypervisor ran something else while this machine's CPUs had work, not in machine work"
+
+// MachineSummary is the machine CPU of a side-by-side summary row, over
+// the repetitions with replies (withReplies), as the bench report's
+// SummaryRow has it: the spread of the work, the medians of softirq and
+// steal.
+type MachineSummary struct {
+	MachineWorkUSPerReq Spread  `json:"machine_work_us_per_req"`
+	SoftirqUSPerReq     float64 `json:"softirq_us_per_req"`
+	StealUSPerReq       float64 `json:"steal_us_per_req"`
+}
+
+// statEdge is /proc/stat read at one edge of a side-by-side measurement's
+// window, at (the read's middle: midStamp), or the read's error.
+type statEdge struct {
+	stat *topo.Stat
+	at   time.Time
+	err  error
+}
+
+// readStatEdge reads the live host's /proc/stat now.
+func readStatEdge() statEdge {
+	var e statEdge
+	e.at = midStamp(time.Now, func() { e.stat, e.err = Proc{}.Stat() })
+	return e
+}
+
+// windowMachine is the machine CPU of a side-by-side measurement from
+// /proc/stat read at its window's edges (e), with replies answered in the
+// window, the client's threads idle in their polls for clientIdle of it:
+// machineCPU over the time between the two reads (the window where their
+// times are missing), at the window's request rate. Without replies it is
+// zero: nothing to divide by.
+func windowMachine(e [2]statEdge, replies uint64, window, clientIdle time.Duration) MachineWork {
+	if replies == 0 || window <= 0 || e[0].stat == nil || e[1].stat == nil {
+		return MachineWork{}
+	}
+	d := window
+	if !e[0].at.IsZero() && e[1].at.After(e[0].at) {
+		d = e[1].at.Sub(e[0].at)
+	}
+	rps := float64(replies) / window.Seconds()
+	return machineCPU(e[0].stat, e[1].stat, d, rps, float64(clientIdle)/window.Seconds()/rps/1e3).work()
+}
+
 // armSample is what every measurement of a side-by-side run has: its arm,
-// streams value (0 for none), rate, latencies, replies and repetition.
+// streams value (0 for none), rate, latencies, replies, repetition and
+// machine CPU.
 type armSample struct {
 	arm      string
 	streams  int
@@ -217,22 +295,24 @@ type armSample struct {
 	latency  Percentiles
 	requests uint64
 	rep      int
+	machine  MachineWork
 }
 
 func (r HTTP2Result) sample() armSample {
-	return armSample{r.Arm, r.Streams, r.AchievedRPS, r.Latency, r.Requests, r.Rep}
+	return armSample{r.Arm, r.Streams, r.AchievedRPS, r.Latency, r.Requests, r.Rep, r.Machine}
 }
 func (r ProxyResult) sample() armSample {
-	return armSample{r.Arm, r.Streams, r.AchievedRPS, r.Latency, r.Requests, r.Rep}
+	return armSample{r.Arm, r.Streams, r.AchievedRPS, r.Latency, r.Requests, r.Rep, r.Machine}
 }
 
 // armRates are what every summary row of a side-by-side report has: an
 // arm at a streams value over its repetitions, the spreads of its rate
-// and latencies.
+// and latencies, and its machine CPU.
 type armRates struct {
 	arm                 string
 	streams, reps       int
 	rps, p50, p99, p999 Spread
+	machine             MachineSummary
 }
 
 // summarizeArms groups results by arm and streams, in first-seen order,
@@ -251,12 +331,22 @@ func summarizeArms[R interface{ sample() armSample }, S any](results []R, row fu
 		latency := func(f func(Percentiles) float64) Spread {
 			return spreadBy(timed, func(r R) float64 { return f(r.sample().latency) })
 		}
+		// A CPU per request is over the repetitions with replies.
+		answered := withReplies(g, func(r R) uint64 { return r.sample().requests })
+		machine := func(f func(MachineWork) float64) Spread {
+			return spreadBy(answered, func(r R) float64 { return f(r.sample().machine) })
+		}
 		rows = append(rows, row(armRates{
 			arm: k.arm, streams: k.streams, reps: len(g),
 			rps:  spreadBy(g, func(r R) float64 { return r.sample().rps }),
 			p50:  latency(func(p Percentiles) float64 { return p.P50 }),
 			p99:  latency(func(p Percentiles) float64 { return p.P99 }),
 			p999: latency(func(p Percentiles) float64 { return p.P999 }),
+			machine: MachineSummary{
+				MachineWorkUSPerReq: machine(func(m MachineWork) float64 { return m.WorkUSPerReq }),
+				SoftirqUSPerReq:     machine(func(m MachineWork) float64 { return m.SoftirqUSPerReq }).Median,
+				StealUSPerReq:       machine(func(m MachineWork) float64 { return m.StealUSPerReq }).Median,
+			},
 		}, g))
 	}
 	return rows

@@ -1,8 +1,11 @@
 package bench
 
 import (
+	"math"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestSummaryRatioWithoutBase: a summary's ratio to the first arm's median
@@ -85,4 +88,66 @@ func secondArmRows(out string, markdown bool) [][]string {
 		}
 	}
 	return rows
+}
+
+// TestWindowMachineCountsEveryCPU: a bench proxy or bench http2
+// measurement's machine figure comes from /proc/stat read at its window's
+// edges (testdata/steal: CPU 0 the proxy's or server's, CPU 1 the
+// client's and upstream's) as bench's MachineCPU does: busy time over
+// every CPU, not the process's CPU alone (CPU 0 holds 900 of the 1440
+// µs per request), divided by the time between the two reads and by the
+// window's request rate, the client's empty polls taken out of the work,
+// softirq and steal split out (steal in neither total nor work). A
+// measurement without replies has none; the summaries take the work's
+// spread and the medians of softirq and steal over the repetitions with
+// replies, in both reports.
+func TestWindowMachineCountsEveryCPU(t *testing.T) {
+	var e [2]statEdge
+	t0 := time.Now()
+	for i, dir := range []string{"before", "after"} {
+		st, err := Proc{Root: filepath.Join("testdata", "steal", dir)}.Stat()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The reads are 1.25 s apart around a 1 s window.
+		e[i] = statEdge{stat: st, at: t0.Add(time.Duration(i) * 1250 * time.Millisecond)}
+	}
+	near := func(got, want float64) bool { return math.Abs(got-want) < 1e-6*max(1, want) }
+	// One tick (10 ms) per second at 1000 req/s is 10 µs per request;
+	// over 1.25 s, 8 µs.
+	m := windowMachine(e, 1000, time.Second, 40*time.Millisecond)
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{
+		{"total µs/req (144 ticks: CPU 0's 90 and CPU 1's 54)", m.TotalUSPerReq, 1152},
+		{"client poll µs/req", m.ClientPollUSPerReq, 40},
+		{"work µs/req", m.WorkUSPerReq, 1152 - 40},
+		{"softirq µs/req", m.SoftirqUSPerReq, 64},
+		{"steal µs/req", m.StealUSPerReq, 320},
+	} {
+		if !near(c.got, c.want) {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	if none := windowMachine(e, 0, time.Second, 0); none != (MachineWork{}) {
+		t.Errorf("no replies: %+v, want none", none)
+	}
+
+	h2 := []HTTP2Result{
+		{Arm: "a", Streams: 1, Rep: 1, Requests: 1000, AchievedRPS: 1000, Machine: m},
+		{Arm: "a", Streams: 1, Rep: 2},
+		{Arm: "a", Streams: 1, Rep: 3, Requests: 1000, AchievedRPS: 1000, Machine: MachineWork{WorkUSPerReq: 1000, SoftirqUSPerReq: 40, StealUSPerReq: 0}},
+	}
+	px := make([]ProxyResult, len(h2))
+	for i, r := range h2 {
+		px[i] = ProxyResult{Arm: r.Arm, Rep: r.Rep, Requests: r.Requests, AchievedRPS: r.AchievedRPS, Machine: r.Machine}
+	}
+	want := MachineSummary{MachineWorkUSPerReq: Spread{Median: 1056, Min: 1000, Max: 1112}, SoftirqUSPerReq: 52, StealUSPerReq: 160}
+	for name, got := range map[string]MachineSummary{"http2": summarizeHTTP2(h2)[0].MachineSummary, "proxy": summarizeProxy(px)[0].MachineSummary} {
+		if !near(got.MachineWorkUSPerReq.Median, want.MachineWorkUSPerReq.Median) || !near(got.MachineWorkUSPerReq.Min, want.MachineWorkUSPerReq.Min) ||
+			!near(got.MachineWorkUSPerReq.Max, want.MachineWorkUSPerReq.Max) || !near(got.SoftirqUSPerReq, want.SoftirqUSPerReq) || !near(got.StealUSPerReq, want.StealUSPerReq) {
+			t.Errorf("%s summary: %+v, want %+v", name, got, want)
+		}
+	}
 }
