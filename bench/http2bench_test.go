@@ -22,6 +22,7 @@ func TestHTTP2ConfigDefaults(t *testing.T) {
 		"negative conns":    {Conns: -1},
 		"streams 0":         {Streams: []int{0}},
 		"streams twice":     {Streams: []int{1, 1}},
+		"streams above max": {Streams: []int{1, MaxHTTP2Streams + 1}},
 		"body too big":      {Body: MaxHTTP2Body + 1},
 		"body negative":     {Body: -1},
 		"unknown arm":       {Arms: []string{"h2o"}},

@@ -402,6 +402,7 @@ func TestProxyConfigRefuses(t *testing.T) {
 		{Protocol: ProxyProtocolHTTP, Streams: []int{1}},
 		{Protocol: ProxyProtocolH2, Streams: []int{1, 1}},
 		{Protocol: ProxyProtocolH2, Streams: []int{0}},
+		{Protocol: ProxyProtocolH2H2, Streams: []int{MaxHTTP2Streams + 1}},
 		{Protocol: ProxyProtocolH2H2, Streams: []int{1, 1}},
 		{Protocol: ProxyProtocolH2H2, UpstreamArm: "epoll"},
 		{Protocol: ProxyProtocolH2H2, UpstreamArm: "test-503-after-first"},

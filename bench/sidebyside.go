@@ -112,15 +112,27 @@ func budgetDefaults(duration *time.Duration, reps, conns *int, defDuration time.
 	return nil
 }
 
+// MaxHTTP2Streams is the most streams in flight per connection that the
+// HTTP/2 runs take: the least SETTINGS_MAX_CONCURRENT_STREAMS of their
+// servers and proxies left at their defaults (internal/h2's and spindle
+// proxy's 100, HAProxy's tune.h2.max-concurrent-streams 100; nginx's
+// http2_max_concurrent_streams is 128, Go's net/http 250). h2load keeps
+// more than a server's limit in flight only where the server allows it:
+// past the first round trip it holds the rest back without an error, so
+// above the least limit the arms would carry different loads under one
+// streams value.
+const MaxHTTP2Streams = 100
+
 // streamsDefault returns streams (h2load's -m values), or for nil a copy
-// of DefaultHTTP2Streams; a value below 1, or one given twice, is refused.
+// of DefaultHTTP2Streams; a value below 1 or above MaxHTTP2Streams, or
+// one given twice, is refused.
 func streamsDefault(streams []int) ([]int, error) {
 	if streams == nil {
 		streams = slices.Clone(DefaultHTTP2Streams)
 	}
 	for i, s := range streams {
-		if s < 1 || slices.Contains(streams[:i], s) {
-			return streams, fmt.Errorf("bench: streams %v: each at least 1, none twice", streams)
+		if s < 1 || s > MaxHTTP2Streams || slices.Contains(streams[:i], s) {
+			return streams, fmt.Errorf("bench: streams %v: each 1 to %d (the least of the servers' concurrent streams limits), none twice", streams, MaxHTTP2Streams)
 		}
 	}
 	return streams, nil
