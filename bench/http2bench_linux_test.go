@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os/exec"
@@ -220,4 +221,58 @@ func waitServing(addr string, body int) error {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestHTTP2ArmsAnswerTheSameFields: the arms served by this binary answer
+// with the same header fields (content-type, content-length, and the date
+// net/http sends on its own and nginx too), so that none encodes less.
+func TestHTTP2ArmsAnswerTheSameFields(t *testing.T) {
+	skipUnlessLinux(t)
+	want := []string{"Content-Length", "Content-Type", "Date"}
+	for _, arm := range []string{HTTP2ArmGoNetHTTP, HTTP2ArmSpindleEpoll} {
+		port, err := holdPort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := port.addr
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- http2Servers[arm](ctx, addr, nil, appendBody(nil, DefaultHTTP2Body)) }()
+		err = waitServing(addr, DefaultHTTP2Body)
+		port.release()
+		var fields []string
+		if err == nil {
+			fields, err = h2cFields(addr)
+		}
+		cancel()
+		if serr := <-done; serr != nil {
+			t.Fatal(serr)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", arm, err)
+		}
+		if !slices.Equal(fields, want) {
+			t.Errorf("%s answered the fields %q, want %q", arm, fields, want)
+		}
+	}
+}
+
+// h2cFields is the sorted names of the header fields of addr's reply to
+// a GET over h2c; a date field must parse as one.
+func h2cFields(addr string) ([]string, error) {
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: &p}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr, Timeout: 5 * time.Second}).Get("http://" + addr + "/")
+	if err != nil {
+		return nil, err
+	}
+	resp.Body.Close()
+	if d := resp.Header.Get("Date"); d != "" {
+		if at, err := http.ParseTime(d); err != nil || time.Since(at) > time.Minute || time.Until(at) > time.Minute {
+			return nil, fmt.Errorf("date %q is not now", d)
+		}
+	}
+	return slices.Sorted(maps.Keys(resp.Header)), nil
 }

@@ -2,7 +2,9 @@ package bench
 
 import (
 	"context"
+	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/spindlenet/spindle/engine"
 	"github.com/spindlenet/spindle/internal/h2"
@@ -28,18 +30,41 @@ func init() {
 }
 
 // engineH2 is the engine.Handler of the spindle arms; its callbacks run on
-// the loop goroutine.
+// the one loop's goroutine, which alone touches fields.
 type engineH2 struct {
 	engine.BaseHandler
-	body   []byte
-	fields []hpack.Field // the response's, besides :status
+	body []byte
+	// fields are the response's, besides :status: content-type,
+	// content-length and date, as net/http and nginx send them. The date
+	// (fields[dateField]) is brought to the clock once a read, as nginx
+	// reads its clock once a loop iteration, and formatted again when the
+	// second changed.
+	fields  []hpack.Field
+	dateSec int64
 }
 
+// dateField is the index of the date in engineH2.fields.
+const dateField = 2
+
 func newEngineH2(body []byte) *engineH2 {
-	return &engineH2{body: body, fields: []hpack.Field{
+	h := &engineH2{body: body, fields: []hpack.Field{
 		{Name: []byte("content-type"), Value: []byte(http2ContentType)},
 		{Name: []byte("content-length"), Value: strconv.AppendInt(nil, int64(len(body)), 10)},
+		{Name: []byte("date")},
 	}}
+	h.stamp()
+	return h
+}
+
+// stamp brings the date field to now. The HPACK encoder copies what it
+// indexes, so the value's bytes may be overwritten.
+func (h *engineH2) stamp() {
+	now := time.Now()
+	if sec := now.Unix(); sec != h.dateSec {
+		h.dateSec = sec
+		f := &h.fields[dateField]
+		f.Value = now.UTC().AppendFormat(f.Value[:0], http.TimeFormat)
+	}
 }
 
 // h2Conn is one connection's state, owned by its loop: the h2 Server, the
@@ -66,12 +91,13 @@ func (h *engineH2) OnOpen(c *engine.Conn) {
 	c.SetContext(st)
 }
 
-// OnData feeds the received bytes, with the tail of the last read, to the
-// h2 Server and writes what it answered; a connection error (the GOAWAY
-// written) or a finished connection is closed once its writes are out.
-// Loop goroutine.
+// OnData brings the date to the clock, feeds the received bytes, with the
+// tail of the last read, to the h2 Server and writes what it answered; a
+// connection error (the GOAWAY written) or a finished connection is closed
+// once its writes are out. Loop goroutine.
 func (h *engineH2) OnData(c *engine.Conn, b engine.Buffer) bool {
 	st := c.Context().(*h2Conn)
+	h.stamp()
 	err := st.srv.FeedTail(&st.in, b.Bytes())
 	if out := st.srv.Pending(); len(out) > 0 {
 		if _, werr := c.Write(out); werr != nil {

@@ -16,8 +16,9 @@ import (
 
 // The servers of `spindle bench http2` that live in this binary, started
 // as `spindle bench http2-server` children: each answers every GET with
-// status 200, a content-type and a content-length field, and the body
-// (appendBody), over h2c with prior knowledge.
+// status 200, a content-type, a content-length and a date field (net/http
+// adds the date itself), and the body (appendBody), over h2c with prior
+// knowledge. nginx, the other arm, sends these fields and a server field.
 
 // http2ContentType is the content-type every arm answers with.
 const http2ContentType = "application/octet-stream"
