@@ -86,7 +86,7 @@ The measurement for docs/BENCHMARKS.md, on a quiet machine (4 arms × 2 streams 
   -server-cpus string
     	CPUs the server is pinned to (default: the first CPU this process may run on)
   -streams string
-    	streams in flight per connection (h2load -m), each value a load point of its own (default "1,10")
+    	streams in flight per connection (h2load -m, at most 100), each value a load point of its own (default "1,10")
 $ spindle bench http2 --bogus
 exit 2
 --- stdout
@@ -117,7 +117,7 @@ The measurement for docs/BENCHMARKS.md, on a quiet machine (4 arms × 2 streams 
   -server-cpus string
     	CPUs the server is pinned to (default: the first CPU this process may run on)
   -streams string
-    	streams in flight per connection (h2load -m), each value a load point of its own (default "1,10")
+    	streams in flight per connection (h2load -m, at most 100), each value a load point of its own (default "1,10")
 spindle bench: flag provided but not defined: -bogus
 $ spindle bench http2 --duration 0s
 exit 2
@@ -205,7 +205,7 @@ The TLS handshake measurement (4 arms × 3 reps: 7.5 s each):
   -reps int
     	repetitions (arms alternate within each, in reverse order in even ones) (default 3)
   -streams string
-    	with --protocol h2 or h2h2: streams in flight per connection (h2load -m), each value a load point of its own (default "1,10")
+    	with --protocol h2 or h2h2: streams in flight per connection (h2load -m, at most 100), each value a load point of its own (default "1,10")
   -tls
     	the proxies terminate TLS 1.3 on the client side (spindle's tls:, HAProxy's bind … ssl crt, nginx's listen … ssl) with a throwaway self-signed ECDSA P-256 certificate made at the run's start; the clients speak TLS on keep-alive connections, each handshaking once before its measurement (h2 and h2h2: h2load over https, HTTP/2 by ALPN); the upstream side stays plain; no direct arm
   -tls-handshakes
@@ -257,7 +257,7 @@ The TLS handshake measurement (4 arms × 3 reps: 7.5 s each):
   -reps int
     	repetitions (arms alternate within each, in reverse order in even ones) (default 3)
   -streams string
-    	with --protocol h2 or h2h2: streams in flight per connection (h2load -m), each value a load point of its own (default "1,10")
+    	with --protocol h2 or h2h2: streams in flight per connection (h2load -m, at most 100), each value a load point of its own (default "1,10")
   -tls
     	the proxies terminate TLS 1.3 on the client side (spindle's tls:, HAProxy's bind … ssl crt, nginx's listen … ssl) with a throwaway self-signed ECDSA P-256 certificate made at the run's start; the clients speak TLS on keep-alive connections, each handshaking once before its measurement (h2 and h2h2: h2load over https, HTTP/2 by ALPN); the upstream side stays plain; no direct arm
   -tls-handshakes

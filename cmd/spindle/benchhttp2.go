@@ -20,7 +20,7 @@ func runBenchHTTP2(ctx context.Context, args []string) error {
 		duration: bench.DefaultHTTP2Duration, reps: bench.DefaultHTTP2Reps, conns: bench.DefaultHTTP2Conns, out: "bench-http2-report",
 		armsHelp:    "comma-separated arms, of " + bench.HTTP2ArmsFlag() + " (default: all); ratios are to the first that runs",
 		connsHelp:   "h2load connections (-c)",
-		streamsHelp: "streams in flight per connection (h2load -m), each value a load point of its own",
+		streamsHelp: "streams in flight per connection (h2load -m, at most 100), each value a load point of its own",
 		jsonHelp:    "print the report as one JSON document on stdout (schema: docs/BENCH-SCHEMA.md)",
 
 		ratioFigures: "server CPU per request and p99",

@@ -35,7 +35,7 @@ func runBenchProxy(ctx context.Context, args []string) error {
 		duration: bench.DefaultProxyDuration, reps: bench.DefaultProxyReps, conns: bench.DefaultProxyConns, out: "bench-proxy-report",
 		armsHelp:    "comma-separated arms, of " + bench.ProxyArmsFlag() + "; ratios are to the first",
 		connsHelp:   "client connections, one request in flight each",
-		streamsHelp: "with --protocol h2 or h2h2: streams in flight per connection (h2load -m), each value a load point of its own",
+		streamsHelp: "with --protocol h2 or h2h2: streams in flight per connection (h2load -m, at most 100), each value a load point of its own",
 		jsonHelp:    "print the report as one JSON document on stdout",
 
 		ratioFigures: "proxy CPU, upstream CPU and their sum per request and p99 (direct has no proxy CPU)",
