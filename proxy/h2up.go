@@ -476,6 +476,14 @@ func (u *upH2) data(b engine.Buffer) {
 	u.heads.flushAll()
 	u.flush()
 	if err != nil || u.cl.Done() {
+		if err == nil && u.cl.Err() == nil {
+			// The server's GOAWAY and its last stream's end, read at once:
+			// the requests waiting get a connection in u's place, as where
+			// the end came later (settle), rather than failing over, with
+			// a pool of one server to 502 SC
+			// (TestH2UpGoAwayServesWaitingRequest).
+			u.replace()
+		}
 		u.closeNow()
 		return
 	}
