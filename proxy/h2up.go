@@ -367,10 +367,14 @@ func (u *upH2) settle() {
 
 // replace dials a connection in u's place for the waiters of its server
 // where none of its connections takes streams any more (a GOAWAY retired
-// u): nobody else would; a dial that fails at once fails them over.
+// u): nobody else would; a dial that fails at once fails them over. In a
+// drain too: the requests waiting are the drain's to finish, and without
+// a connection they failed over at u's last stream's end, with a pool of
+// one server to 502 SC; the new one closes once they are served (settle)
+// (TestH2UpGoAwayServesWaitingRequest/drain).
 func (u *upH2) replace() {
 	sh := &u.sl.h2
-	if !u.retired || len(sh.wait) == 0 || u.ls.h2Alive(sh) || u.ls.draining {
+	if !u.retired || len(sh.wait) == 0 || u.ls.h2Alive(sh) {
 		return
 	}
 	if !u.ls.h2Dial(u.p, u.pl, u.srv, u.conn.Loop(), u.timeout) {

@@ -127,22 +127,29 @@ func heldH2Up(t *testing.T) (up *upstream, tell func(f func(*heldApp, *h2.Server
 // server takes one at a time, h2_max_connections 1, its one stream held)
 // is served on a new connection where the server retires the connection
 // with a graceful GOAWAY naming the stream it holds, and ends that stream
-// later or in the same write, over HTTP/2 and HTTP/1.1 clients alike; the
-// stream held finishes. The GOAWAY and the end read at once closed the
-// connection as finished (h2.Client.Done) with no connection dialed in
-// its place: the waiting request failed over, and with no other server
-// got 502 SC.
+// later or in the same write, over HTTP/2 and HTTP/1.1 clients alike, in
+// a drain too (begun before the GOAWAY, which then ends once the
+// requests did); the stream held finishes. The GOAWAY and the end read
+// at once closed the connection as finished (h2.Client.Done) with no
+// connection dialed in its place, and a drain dialed none at all
+// (upH2.replace): the waiting request failed over, and with no other
+// server got 502 SC.
 func TestH2UpGoAwayServesWaitingRequest(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		for _, tc := range []struct {
 			name     string
 			h2c      bool
 			together bool // the GOAWAY and the held stream's end in one write
+			drain    bool // the drain begins before the GOAWAY
 		}{
-			{"h2/goaway-then-end", true, false},
-			{"h2/goaway-with-end", true, true},
-			{"http1/goaway-then-end", false, false},
-			{"http1/goaway-with-end", false, true},
+			{"h2/goaway-then-end", true, false, false},
+			{"h2/goaway-with-end", true, true, false},
+			{"http1/goaway-then-end", false, false, false},
+			{"http1/goaway-with-end", false, true, false},
+			{"h2/drain/goaway-then-end", true, false, true},
+			{"h2/drain/goaway-with-end", true, true, true},
+			{"http1/drain/goaway-then-end", false, false, true},
+			{"http1/drain/goaway-with-end", false, true, true},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				up, tell := heldH2Up(t)
@@ -163,6 +170,11 @@ func TestH2UpGoAwayServesWaitingRequest(t *testing.T) {
 				waitFor(t, "the held stream at the server", func() bool { return serverTotals(p, up.addr).H2Streams == 1 })
 				waiting := getAsync(c, base+"/x")
 				waitFor(t, "the second request waiting", func() bool { return serverTotals(p, up.addr).Active == 2 })
+				done := make(chan error, 1)
+				if tc.drain {
+					go func() { done <- stop() }()
+					time.Sleep(100 * time.Millisecond) // (the drain under way)
+				}
 				if tc.together {
 					tell((*heldApp).goAwayWithEnd)
 				} else {
@@ -180,6 +192,18 @@ func TestH2UpGoAwayServesWaitingRequest(t *testing.T) {
 					map[string]string{"status": "200", "term": "-"})
 				if n := up.accepted.Load(); n != 2 {
 					t.Errorf("%d connections to the server, want 2", n)
+				}
+				if !tc.drain {
+					return
+				}
+				c.CloseIdleConnections()
+				select {
+				case err := <-done:
+					if err != nil {
+						t.Error(err)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatal("Run still draining 10 s after the requests ended")
 				}
 			})
 		}
