@@ -279,7 +279,11 @@ func (ls *loopState) unwait(x upUser, sl *srvLoop) {
 // way, which the server's SETTINGS may lower (MAX_CONCURRENT_STREAMS 1),
 // at the first or later; else they waited for u's streams one at a time,
 // a connection dialed only for a request coming after them
-// (TestH2UpGrowPastServerBound). Loop goroutine.
+// (TestH2UpGrowPastServerBound). In a drain too, which is to finish them
+// within its time, as h2Acquire dials for the requests it lets in: they
+// ran one at a time, each response's time added to the drain's; the
+// connections close once idle (settle) (TestH2UpDrainGrowPastServerBound).
+// Loop goroutine.
 func (u *upH2) serve() {
 	sh := &u.sl.h2
 	for len(sh.wait) > 0 && u.room() > 0 {
@@ -289,7 +293,7 @@ func (u *upH2) serve() {
 		sh.wait = sh.wait[:len(sh.wait)-1]
 		x.onStart(u)
 	}
-	if len(sh.wait) > 0 && !u.ls.draining && sh.short(u.pl, 0) {
+	if len(sh.wait) > 0 && sh.short(u.pl, 0) {
 		u.ls.h2Dial(u.p, u.pl, u.srv, u.conn.Loop(), u.timeout) // (one failing at once: they wait on)
 	}
 	u.flush()
