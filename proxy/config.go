@@ -109,8 +109,9 @@ type ListenerConfig struct {
 	// interim 1xx's, nor the proxy's own responses), before its route's.
 	// Default: none.
 	ResponseHeaders HeaderRules `yaml:"response_headers,omitempty" json:"response_headers,omitzero"`
-	// ConnectTimeout bounds each connect to an upstream server. Default
-	// 5s.
+	// ConnectTimeout bounds each connect to an upstream server: with a
+	// pool's tls its handshake too, and with protocol h2c or h2 the
+	// arrival of the server's SETTINGS. Default 5s.
 	ConnectTimeout Duration `yaml:"connect_timeout" json:"connect_timeout"`
 	// IdleTimeout closes both sides of a connection after this long
 	// without a byte either way (received, or taken by a peer from a

@@ -546,7 +546,8 @@
 //
 // A pool with tls connects to its servers over TLS, in either mode (the
 // engine's Loop.DialTLS: crypto/tls's client, its handshake bounded with
-// the connect by the listener's connect_timeout):
+// the connect by the listener's connect_timeout, and for protocol h2 the
+// server's SETTINGS with them: see h2c below):
 //
 //	pools:
 //	  - name: app
@@ -625,7 +626,18 @@
 // (and those still connecting would not take it), else waits for a
 // stream to end; the wait counts in response_timeout (504). A server
 // that cannot be connected is skipped for the next (502 when none is
-// left, 503 when none is up), as for HTTP/1.1. A connection left with no
+// left, 503 when none is up), as for HTTP/1.1. Connecting takes the
+// server's SETTINGS, the first frame of its side of the connection:
+// they are due within the listener's connect_timeout of the dial, which
+// bounds the connect, the TLS handshake (protocol h2) and them together.
+// A connection without them by then (a hung server, or an HTTP/1.1
+// server reading the preface as the start of a request and waiting for
+// the rest), or that ends before them (a server closing it, or answering
+// something other than HTTP/2), is a failed connect as a refused one is:
+// closed, counted in spindle_proxy_server_connect_failures_total and by
+// passive health (fails; only the SETTINGS count as the connect's
+// success), and the requests waiting for it go to the next server, else
+// get 502 (SC). A connection left with no
 // stream for idle_timeout is closed (GOAWAY first).
 //
 // With h2_ping_interval, a connection that has received nothing from its

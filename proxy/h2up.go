@@ -75,7 +75,8 @@ type upH2 struct {
 	writev  func([][]byte) (int, error) // conn.Writev, counted in the server's bytes out
 	out     [1][]byte                   // flush's Pending, for writev
 	in      []byte                      // the frame a read ended in (FeedTail)
-	open    bool                        // connected
+	open    bool                        // connected (TCP, and TLS over TLS)
+	ready   bool                        // the server's SETTINGS arrived: the connect succeeded
 	noH2    bool                        // over TLS, the server chose no h2 by ALPN: a failed connect
 	listed  bool                        // in sl.h2.conns
 	retired bool                        // takes no new stream: closed once the last ends
@@ -89,6 +90,7 @@ type upH2 struct {
 	idleAt  int64         // Proxy.now since when no stream is open
 	recvAt  int64         // Proxy.now of its last bytes from the server (h2_ping_interval)
 	pingAt  int64         // Proxy.now our PING went out, -1 for none awaiting its ACK
+	setupBy int64         // Proxy.now by which the server's SETTINGS are due: its dial's plus the connect timeout
 	ping    [8]byte       // that PING's data: pingAt, big-endian
 	timeout time.Duration // its connect timeout (its first stream's listener's), for another dialed in its place
 
@@ -248,7 +250,8 @@ func (ls *loopState) h2Dial(p *Proxy, pl *pool, i int, l *engine.Loop, timeout t
 		return false
 	}
 	sl := ls.share(pl, i)
-	u := &upH2{p: p, ls: ls, sl: sl, pl: pl, srv: i, conn: c, listed: true, idleAt: -1, pingAt: -1, timeout: timeout}
+	u := &upH2{p: p, ls: ls, sl: sl, pl: pl, srv: i, conn: c, listed: true, idleAt: -1, pingAt: -1, timeout: timeout,
+		setupBy: p.now() + int64(timeout)}
 	u.cl = h2.NewClient(u, upH2Conf(pl))
 	u.writev = func(vec [][]byte) (int, error) {
 		n, err := c.Writev(vec)
@@ -450,8 +453,11 @@ func (u *upH2) retire() {
 // opened: the dial succeeded; the preface and SETTINGS go out. Over TLS
 // the server must have chosen h2 by ALPN (RFC 9113 3.2): one that did not
 // (a server without HTTP/2, which would take the preface for a bad
-// request) is a failed connect, closed before a byte is sent. Loop
-// goroutine.
+// request) is a failed connect, closed before a byte is sent. The
+// connect succeeds only once the server's SETTINGS arrive (setUp), which
+// are due within the connect timeout of the dial, as the TLS handshake
+// is: the loop's sweep closes the connection at setupBy (h2Share.sweep).
+// Loop goroutine.
 func (u *upH2) opened() {
 	if st := u.conn.TLS(); st != nil && st.NegotiatedProtocol != "h2" {
 		u.noH2 = true
@@ -459,11 +465,9 @@ func (u *upH2) opened() {
 		return
 	}
 	u.open = true
-	st := &u.sl.stats
-	st.connects.inc()
-	st.h2Conns.inc()
-	u.pl.servers[u.srv].connected(u.pl)
+	u.sl.stats.h2Conns.inc()
 	u.flush()
+	u.ls.armSweep(u.conn.Loop(), u.p.now(), u.setupBy)
 	if d := u.pl.pingEvery; d > 0 {
 		now := u.p.now()
 		u.recvAt = now
@@ -481,6 +485,9 @@ func (u *upH2) data(b engine.Buffer) {
 	err := u.cl.FeedTail(&u.in, b.Bytes())
 	b.Release()
 	u.feeding = false
+	if !u.ready && u.cl.SettingsSeen() {
+		u.setUp()
+	}
 	u.heads.flushAll()
 	u.flush()
 	if err != nil || u.cl.Done() {
@@ -498,9 +505,22 @@ func (u *upH2) data(b engine.Buffer) {
 	u.settle()
 }
 
+// setUp: the server's SETTINGS arrived: the connect succeeded (counted,
+// and for passive health). Loop goroutine.
+func (u *upH2) setUp() {
+	u.ready = true
+	u.sl.stats.connects.inc()
+	u.pl.servers[u.srv].connected(u.pl)
+}
+
 // closeNow ends u at once (an error, the server's FIN): its streams are
-// reset (Close: OnReset to each), it is closed.
+// reset (Close: OnReset to each), it is closed. Before the server's
+// SETTINGS that is a failed connect, counted before its waiters fail
+// over. Loop goroutine.
 func (u *upH2) closeNow() {
+	if !u.ready {
+		u.p.dialFailed(u.pl, u.srv, &u.sl.stats, nil)
+	}
 	u.unlist()
 	u.retired = true
 	u.conn.SetContext(nil)
@@ -533,17 +553,18 @@ func (u *upH2) failWaiters() {
 }
 
 // closed: the connection ended (a failed dial, the server's close or
-// reset, an error: err, the engine's OnClose's). A dial that failed fails over the server's waiters
-// when no other connection to it is left. One the engine's stop cut
-// (net.ErrClosed) failed no connect, and its streams end there
+// reset, an error: err, the engine's OnClose's). One that ended before
+// the server's SETTINGS failed to connect, and fails over the server's
+// waiters when no other connection to it is left. One the engine's stop
+// cut (net.ErrClosed) failed no connect, and its streams end there
 // (endTerm). Loop goroutine.
 func (u *upH2) closed(err error) {
-	wasOpen, wasListed := u.open, u.listed
+	wasListed := u.listed
 	u.unlist()
 	u.retired = true
 	u.conn.SetContext(nil)
 	u.endTerm = sideTerm(err, termServer, termServerTO)
-	if !wasOpen && u.endTerm != termKilled {
+	if !u.ready && u.endTerm != termKilled {
 		if u.noH2 {
 			err = errNoH2
 		}
@@ -693,7 +714,8 @@ func (ls *loopState) armSweep(l *engine.Loop, now, at int64) {
 }
 
 // sweep closes sh's connections idle since before now less pl's
-// idle_timeout, sends PINGs and closes the connections whose PING went
+// idle_timeout and those whose server's SETTINGS are past due (failed
+// connects), sends PINGs and closes the connections whose PING went
 // unanswered (pingCheck, by their own pool's bounds), and returns when the next one would be due, -1
 // for none. pl is the pool in force sh's server is of, nil for a server
 // a reload removed: its connections are retired, closed at their last
@@ -705,6 +727,25 @@ func (sh *h2Share) sweep(now int64, pl *pool) int64 {
 			continue
 		}
 		u := sh.conns[k]
+		if u.open && !u.ready {
+			// Its server's SETTINGS are past due: a server that accepts
+			// the connection but never speaks HTTP/2 (hung, or an
+			// HTTP/1.1 server waiting for the rest of a request in the
+			// preface) has failed to connect, as one whose TLS handshake
+			// timed out: it is counted (passive health), and the
+			// requests waiting for it go to the next server (closeNow).
+			// Left open, they waited for their response_timeout (504),
+			// the connection stayed (it has no idle time before the
+			// SETTINGS), the server was never ejected, and a drain
+			// waited for it to its end (TestH2UpNoSettingsFailsConnect).
+			// No stream or PING is due before the SETTINGS.
+			if now >= u.setupBy {
+				u.closeNow()
+			} else if next < 0 || u.setupBy < next {
+				next = u.setupBy
+			}
+			continue
+		}
 		at := int64(-1)
 		if len(u.streams) == 0 && u.idleAt >= 0 && pl != nil {
 			if at = u.idleAt + int64(pl.idleTimeout); now >= at {

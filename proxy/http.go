@@ -1848,8 +1848,9 @@ func (ls *loopState) dropIdle(c *engine.Conn, t *idleTag) {
 }
 
 // sweepIdle closes the idle connections kept longer than their pool's
-// idle_timeout, sends the HTTP/2 connections' PINGs (those of pools, and
-// of removed servers still carrying streams: goneH2) and re-arms itself
+// idle_timeout, closes the HTTP/2 connections whose server's SETTINGS
+// are past due and sends their PINGs (those of pools, and of removed
+// servers still carrying streams: goneH2) and re-arms itself
 // for the next due. Loop goroutine.
 func (ls *loopState) sweepIdle(l *engine.Loop, pools []*pool, now int64) {
 	ls.sweeping = false
