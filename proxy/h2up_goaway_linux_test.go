@@ -197,14 +197,7 @@ func TestH2UpGoAwayServesWaitingRequest(t *testing.T) {
 					return
 				}
 				c.CloseIdleConnections()
-				select {
-				case err := <-done:
-					if err != nil {
-						t.Error(err)
-					}
-				case <-time.After(10 * time.Second):
-					t.Fatal("Run still draining 10 s after the requests ended")
-				}
+				runEnds(t, done, "the requests ended")
 			})
 		}
 	})

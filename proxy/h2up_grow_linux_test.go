@@ -102,13 +102,6 @@ func TestH2UpDrainGrowPastServerBound(t *testing.T) {
 			}
 		}
 		c.CloseIdleConnections()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Error(err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("Run still draining 10 s after the requests ended")
-		}
+		runEnds(t, done, "the requests ended")
 	})
 }

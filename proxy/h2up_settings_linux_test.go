@@ -39,52 +39,45 @@ func TestH2UpNoSettingsFailsConnect(t *testing.T) {
 		cfg.Listeners[0].ResponseTimeout = Duration(5 * time.Second)
 		return cfg
 	}
-	t.Run("failover", func(t *testing.T) {
-		forBackends(t, func(t *testing.T, b engine.Backend) {
-			var closed atomic.Int64
-			mute := newUpstream(t, mutePeer(&closed))
-			var first atomic.Bool
-			good := newUpstream(t, rawH2Up("", &first))
-			cfg := cfgOf(b, mute.addr, good.addr)
-			cfg.Pools[0].Passive = &PassiveConfig{Fails: 1, Cooldown: Duration(time.Minute)}
-			p := startProxy(t, cfg)
-			c, base := h2Client(t, p)
-			for k := range 4 {
-				if resp, body := do(t, c, mustReq(t, "GET", base+"/x", nil)); resp.StatusCode != 200 || string(body) != "ok" {
-					t.Fatalf("request %d: %d %q, want 200 ok from the other server", k, resp.StatusCode, body)
+	// A server that never speaks HTTP/2, silent or answering the preface
+	// as HTTP/1.1, beside a good one: ejected at its first failed connect,
+	// every request served by the other.
+	for _, bad := range []struct {
+		name   string
+		handle func(c net.Conn, closed *atomic.Int64)
+	}{
+		{"mute server", func(c net.Conn, closed *atomic.Int64) { mutePeer(closed)(c) }},
+		{"http1 server", func(c net.Conn, _ *atomic.Int64) {
+			c.Read(make([]byte, 64)) // the preface's first bytes
+			io.WriteString(c, "HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+		}},
+	} {
+		t.Run(bad.name, func(t *testing.T) {
+			forBackends(t, func(t *testing.T, b engine.Backend) {
+				var closed atomic.Int64
+				up := newUpstream(t, func(c net.Conn) { bad.handle(c, &closed) })
+				var first atomic.Bool
+				good := newUpstream(t, rawH2Up("", &first))
+				cfg := cfgOf(b, up.addr, good.addr)
+				cfg.Pools[0].Passive = &PassiveConfig{Fails: 1, Cooldown: Duration(time.Minute)}
+				p := startProxy(t, cfg)
+				c, base := h2Client(t, p)
+				for k := range 4 {
+					if resp, body := do(t, c, mustReq(t, "GET", base+"/x", nil)); resp.StatusCode != 200 || string(body) != "ok" {
+						t.Fatalf("request %d: %d %q, want 200 ok from the other server", k, resp.StatusCode, body)
+					}
 				}
-			}
-			st := serverTotals(p, mute.addr)
-			if st.Failures != 1 || st.EjectionsConnect != 1 || st.Connects != 0 || mute.accepted.Load() != 1 {
-				t.Errorf("the mute server: %d failures, %d connect ejections, %d connects, %d accepted; want 1, 1, 0, 1",
-					st.Failures, st.EjectionsConnect, st.Connects, mute.accepted.Load())
-			}
-			waitFor(t, "the mute server's connection closed", func() bool { return closed.Load() == 1 })
-		})
-	})
-	t.Run("http1 server", func(t *testing.T) {
-		forBackends(t, func(t *testing.T, b engine.Backend) {
-			h1 := newUpstream(t, func(c net.Conn) {
-				c.Read(make([]byte, 64)) // the preface's first bytes
-				io.WriteString(c, "HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+				st := serverTotals(p, up.addr)
+				if st.Failures != 1 || st.EjectionsConnect != 1 || st.Connects != 0 || up.accepted.Load() != 1 {
+					t.Errorf("the %s: %d failures, %d connect ejections, %d connects, %d accepted; want 1, 1, 0, 1",
+						bad.name, st.Failures, st.EjectionsConnect, st.Connects, up.accepted.Load())
+				}
+				if bad.name == "mute server" {
+					waitFor(t, "the mute server's connection closed", func() bool { return closed.Load() == 1 })
+				}
 			})
-			var first atomic.Bool
-			good := newUpstream(t, rawH2Up("", &first))
-			cfg := cfgOf(b, h1.addr, good.addr)
-			cfg.Pools[0].Passive = &PassiveConfig{Fails: 1, Cooldown: Duration(time.Minute)}
-			p := startProxy(t, cfg)
-			c, base := h2Client(t, p)
-			for k := range 4 {
-				if resp, body := do(t, c, mustReq(t, "GET", base+"/x", nil)); resp.StatusCode != 200 || string(body) != "ok" {
-					t.Fatalf("request %d: %d %q, want 200 ok from the other server", k, resp.StatusCode, body)
-				}
-			}
-			if st := serverTotals(p, h1.addr); st.Failures != 1 || st.EjectionsConnect != 1 || st.Connects != 0 {
-				t.Errorf("the HTTP/1.1 server: %d failures, %d connect ejections, %d connects; want 1, 1, 0",
-					st.Failures, st.EjectionsConnect, st.Connects)
-			}
 		})
-	})
+	}
 	t.Run("only server", func(t *testing.T) {
 		forBackends(t, func(t *testing.T, b engine.Backend) {
 			var closed atomic.Int64
