@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,10 +15,7 @@ import (
 // notes)". The notes (the targets gone, the values changed since the
 // apply) must then be printed: the operator has nothing else to go on.
 func TestTuneRevertIncompleteShowsNotes(t *testing.T) {
-	root := filepath.Join(t.TempDir(), "host")
-	if out, err := exec.Command("cp", "-a", tuneFixture, root).CombinedOutput(); err != nil {
-		t.Skipf("cp -a: %v %s", err, out)
-	}
+	root := hostCopy(t, tuneFixture)
 	planJSON, err := tuneRun(t, "plan", "--root", root, "--json")
 	if err != nil {
 		t.Fatal(err)

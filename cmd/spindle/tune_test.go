@@ -123,10 +123,7 @@ func TestTuneApplyRefuses(t *testing.T) {
 	cur, _ := json.Marshal(string(somaxconn))
 	stalePlan := file("stale.json", `{"policy":"inline","writes":[{"kind":"file","path":"/proc/sys/net/core/somaxconn","format":"int","old":"not the current value","new":"4096","reason":"test"}]}`)
 	liveState := file("live-state.json", `{"version":1,"root":"/","plan":{"policy":"inline","writes":[{"kind":"file","path":"/proc/sys/net/core/somaxconn","format":"int","old":`+string(cur)+`,"new":"4096","reason":"test"}]},"before":[`+string(cur)+`]}`)
-	fixture := filepath.Join(t.TempDir(), "host")
-	if out, err := exec.Command("cp", "-a", tuneFixture, fixture).CombinedOutput(); err != nil {
-		t.Skipf("cp -a: %v %s", err, out)
-	}
+	fixture := hostCopy(t, tuneFixture)
 	// A plan for the fixture, saved twice into one file (plan --json >>
 	// plan.json run twice): apply took the first and ignored the rest.
 	planJSON, err := tuneRun(t, "plan", "--root", fixture, "--json")
@@ -194,19 +191,9 @@ func TestTuneApplyRefuses(t *testing.T) {
 // TestTuneApplyRevertCLI applies a saved plan to a copy of a fixture tree
 // through the CLI and reverts it; every file must be back byte for byte.
 func TestTuneApplyRevertCLI(t *testing.T) {
-	root := filepath.Join(t.TempDir(), "host")
-	if out, err := exec.Command("cp", "-a", tuneFixture, root).CombinedOutput(); err != nil {
-		t.Skipf("cp -a: %v %s", err, out)
-	}
+	root := hostCopy(t, tuneFixture)
 	before := readTree(t, root)
-	planJSON, err := tuneRun(t, "plan", "--root", root, "--json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	planFile := filepath.Join(t.TempDir(), "plan.json")
-	if err := os.WriteFile(planFile, []byte(planJSON), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	planFile, _ := savePlan(t, root)
 	state := filepath.Join(t.TempDir(), "state.json")
 	if out, err := tuneRun(t, "apply", "--root", root, "--plan", planFile, "--state", state); err != nil || !strings.Contains(out, "applied") {
 		t.Fatalf("apply: %v\n%s", err, out)
@@ -388,18 +375,8 @@ func TestTuneRevertRelativeRoot(t *testing.T) {
 // while irqbalance undoes the affinities within seconds. A plan without
 // IRQ writes says nothing of it.
 func TestTuneApplyWarnsIrqbalance(t *testing.T) {
-	root := filepath.Join(t.TempDir(), "host")
-	if out, err := exec.Command("cp", "-a", "../../topo/testdata/smt-isol", root).CombinedOutput(); err != nil {
-		t.Skipf("cp -a: %v %s", err, out)
-	}
-	planJSON, err := tuneRun(t, "plan", "--root", root, "--json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	planFile := filepath.Join(t.TempDir(), "plan.json")
-	if err := os.WriteFile(planFile, []byte(planJSON), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	root := hostCopy(t, "../../topo/testdata/smt-isol")
+	planFile, planJSON := savePlan(t, root)
 	state := filepath.Join(t.TempDir(), "state.json")
 	out, err := tuneRun(t, "apply", "--root", root, "--plan", planFile, "--state", state)
 	if err != nil {
@@ -439,10 +416,7 @@ func TestTuneApplyWarnsIrqbalance(t *testing.T) {
 func TestTuneDiagnoseAppliedLoopCPUs(t *testing.T) {
 	for _, policy := range []string{"dedicated", "inline"} {
 		t.Run(policy, func(t *testing.T) {
-			root := filepath.Join(t.TempDir(), "host")
-			if out, err := exec.Command("cp", "-a", tuneFixture, root).CombinedOutput(); err != nil {
-				t.Skipf("cp -a: %v %s", err, out)
-			}
+			root := hostCopy(t, tuneFixture)
 			state := filepath.Join(t.TempDir(), "state.json")
 			if out, err := tuneRun(t, "plan", "--root", root, "--policy", policy, "--apply", "--state", state); err != nil {
 				t.Fatalf("plan --apply: %v\n%s", err, out)
@@ -482,4 +456,30 @@ func TestTuneDiagnoseAppliedLoopCPUs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// hostCopy copies the fixture tree into a temporary directory and returns
+// the copy's root; t skips where cp -a cannot copy it.
+func hostCopy(t *testing.T, fixture string) string {
+	t.Helper()
+	root := filepath.Join(t.TempDir(), "host")
+	if out, err := exec.Command("cp", "-a", fixture, root).CombinedOutput(); err != nil {
+		t.Skipf("cp -a: %v %s", err, out)
+	}
+	return root
+}
+
+// savePlan writes the plan for the tree at root (plan --json) to a file
+// and returns its path and the plan.
+func savePlan(t *testing.T, root string) (planFile, planJSON string) {
+	t.Helper()
+	planJSON, err := tuneRun(t, "plan", "--root", root, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	planFile = filepath.Join(t.TempDir(), "plan.json")
+	if err := os.WriteFile(planFile, []byte(planJSON), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return planFile, planJSON
 }
