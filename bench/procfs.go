@@ -216,31 +216,31 @@ func (p Proc) path(rel string) string {
 
 func (p Proc) read(rel string) ([]byte, error) { return os.ReadFile(p.path(rel)) }
 
-// Stat reads proc/stat and parses it with topo.ParseStat. Any goroutine.
-func (p Proc) Stat() (*topo.Stat, error) {
-	b, err := p.read("stat")
+// readParsed reads p's file rel and parses it with parse; a parse error
+// names the file (topo's parsers do not: their callers read it, under a
+// root perhaps).
+func readParsed[T any](p Proc, rel string, parse func([]byte) (T, error)) (T, error) {
+	b, err := p.read(rel)
 	if err != nil {
-		return nil, err
+		var none T
+		return none, err
 	}
-	return topo.ParseStat(b)
+	v, err := parse(b)
+	if err != nil {
+		return v, fmt.Errorf("%s: %w", p.path(rel), err)
+	}
+	return v, nil
 }
 
+// Stat reads proc/stat and parses it with topo.ParseStat. Any goroutine.
+func (p Proc) Stat() (*topo.Stat, error) { return readParsed(p, "stat", topo.ParseStat) }
+
 // Softirqs reads and parses proc/softirqs. Any goroutine.
-func (p Proc) Softirqs() (Softirqs, error) {
-	b, err := p.read("softirqs")
-	if err != nil {
-		return nil, err
-	}
-	return ParseSoftirqs(b)
-}
+func (p Proc) Softirqs() (Softirqs, error) { return readParsed(p, "softirqs", ParseSoftirqs) }
 
 // Interrupts reads and parses proc/interrupts. Any goroutine.
 func (p Proc) Interrupts() (*Interrupts, error) {
-	b, err := p.read("interrupts")
-	if err != nil {
-		return nil, err
-	}
-	return ParseInterrupts(b)
+	return readParsed(p, "interrupts", ParseInterrupts)
 }
 
 // Tasks reads every thread of process pid ("self" for the caller when pid

@@ -119,6 +119,34 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
+// TestProcErrorsNameTheFile: Proc's readers name the file whose contents
+// do not parse, under its root. topo's parsers leave the name to their
+// callers since b654006c, and a damaged file read by the bench said "no
+// cpu line" and named none.
+func TestProcErrorsNameTheFile(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "proc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := Proc{Root: root}
+	for _, tc := range []struct {
+		file string
+		read func() error
+	}{
+		{"stat", func() error { _, err := p.Stat(); return err }},
+		{"softirqs", func() error { _, err := p.Softirqs(); return err }},
+		{"interrupts", func() error { _, err := p.Interrupts(); return err }},
+	} {
+		path := filepath.Join(root, "proc", tc.file)
+		if err := os.WriteFile(path, []byte("damaged\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := tc.read(); err == nil || !strings.Contains(err.Error(), path) {
+			t.Errorf("%s: error %v, want it to name %s", tc.file, err, path)
+		}
+	}
+}
+
 func addFixtures(f *testing.F, names ...string) {
 	for _, n := range names {
 		b, err := os.ReadFile(filepath.Join("testdata", "proc", n))
