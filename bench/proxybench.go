@@ -1097,7 +1097,7 @@ func proxyCPU(a, b cpuEdge, replies uint64, window time.Duration) (usPerReq, per
 		return 0, percent, fine
 	}
 	rps := float64(replies) / window.Seconds()
-	return cpuNS / between.Seconds() / rps / 1e3, percent, fine
+	return cpuUSPerReq(cpuNS, between, rps), percent, fine
 }
 
 func (r *proxyRunner) finish() {

@@ -1166,10 +1166,8 @@ func (r *runner) fill(res *Result, load *LoadResult, edges [2]snapshot) {
 	}
 	rps := n / load.Window.Seconds()
 	iv := measuredIntervals(edges, load.Window)
-	// perReq turns a counter's change over interval d into a count per
-	// request; perReqUS does so for ns of CPU, in µs.
-	perReq := func(delta float64, d time.Duration) float64 { return delta / d.Seconds() / rps }
-	perReqUS := func(ns float64, d time.Duration) float64 { return perReq(ns, d) / 1e3 }
+	perReq := func(delta float64, d time.Duration) float64 { return countPerReq(delta, d, rps) }
+	perReqUS := func(ns float64, d time.Duration) float64 { return cpuUSPerReq(ns, d, rps) }
 	// The client's CPU and idle polling are read by its own threads at the
 	// window's edges.
 	res.ClientUSPerReq = perReqUS(float64(load.ClientBusy()), load.Window)
@@ -1245,7 +1243,7 @@ func machineCPU(s0, s1 *topo.Stat, d time.Duration, rps, clientPollUS float64) M
 	m := MachineCPU{
 		TotalUSPerReq: tick(workTicks(tot)), UserUSPerReq: tick(tot.User + tot.Nice), SysUSPerReq: tick(tot.System),
 		IRQUSPerReq: tick(tot.IRQ), SoftirqUSPerReq: tick(tot.SoftIRQ), StealUSPerReq: tick(tot.Steal),
-		CtxSwitchesPerReq:  float64(s1.Ctxt-s0.Ctxt) / d.Seconds() / rps,
+		CtxSwitchesPerReq:  countPerReq(float64(s1.Ctxt-s0.Ctxt), d, rps),
 		ClientPollUSPerReq: clientPollUS,
 	}
 	m.WorkUSPerReq = max(m.TotalUSPerReq-clientPollUS, 0)
@@ -1263,7 +1261,18 @@ func (m MachineCPU) work() MachineWork {
 // ticksPerReqUS returns what a count of /proc/stat ticks over d, at rps
 // requests per second, is in CPU-µs per request.
 func ticksPerReqUS(d time.Duration, rps float64) func(ticks uint64) float64 {
-	return func(ticks uint64) float64 { return float64(ticks) * ClockTick / d.Seconds() / rps / 1e3 }
+	return func(ticks uint64) float64 { return cpuUSPerReq(float64(ticks)*ClockTick, d, rps) }
+}
+
+// countPerReq turns a counter's change over interval d, at rps requests
+// per second, into a count per request.
+func countPerReq(delta float64, d time.Duration, rps float64) float64 {
+	return delta / d.Seconds() / rps
+}
+
+// cpuUSPerReq is countPerReq for ns of CPU, in µs per request.
+func cpuUSPerReq(ns float64, d time.Duration, rps float64) float64 {
+	return countPerReq(ns, d, rps) / 1e3
 }
 
 // workTicks is the time a /proc/stat CPU line spent running this machine's

@@ -294,7 +294,7 @@ func windowMachine(e [2]statEdge, replies uint64, window, clientIdle time.Durati
 		d = e[1].at.Sub(e[0].at)
 	}
 	rps := float64(replies) / window.Seconds()
-	return machineCPU(e[0].stat, e[1].stat, d, rps, float64(clientIdle)/window.Seconds()/rps/1e3).work()
+	return machineCPU(e[0].stat, e[1].stat, d, rps, cpuUSPerReq(float64(clientIdle), window, rps)).work()
 }
 
 // armSample is what every measurement of a side-by-side run has: its arm,
