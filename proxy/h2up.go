@@ -774,8 +774,11 @@ func (sh *h2Share) empty() bool { return len(sh.conns) == 0 }
 // over to the next server, and with a pool of one server get 502 at
 // once (TestH2UpDrainServesWaitingRequest).
 func (sh *h2Share) drain() {
+	if len(sh.wait) > 0 {
+		return // (its connections without a stream are those on their way to the waiters)
+	}
 	for k := len(sh.conns) - 1; k >= 0; k-- {
-		if k < len(sh.conns) && len(sh.conns[k].streams) == 0 && len(sh.wait) == 0 {
+		if k < len(sh.conns) && len(sh.conns[k].streams) == 0 {
 			sh.conns[k].shutdown()
 		}
 	}
