@@ -180,23 +180,14 @@ func TestHTTP2FailsUnverified(t *testing.T) {
 // several body sizes, and that h2cCheck refuses a body of another size.
 func TestGoNetHTTP2Server(t *testing.T) {
 	for _, size := range []int{0, DefaultHTTP2Body, 100 << 10} {
-		port, err := holdPort()
-		if err != nil {
-			t.Fatal(err)
+		addr, stop, ready := startHTTP2Server(t, serveGoNetHTTP2, size)
+		if ready != nil {
+			t.Errorf("body %d: %v", size, ready)
 		}
-		addr := port.addr
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- serveGoNetHTTP2(ctx, addr, nil, appendBody(nil, size)) }()
-		if err := waitServing(addr, size); err != nil {
-			t.Errorf("body %d: %v", size, err)
-		}
-		port.release()
 		if err := h2cCheck(addr, size+1); err == nil {
 			t.Errorf("body %d: h2cCheck of %d bytes passed", size, size+1)
 		}
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -209,6 +200,24 @@ func TestServeHTTP2MainRefuses(t *testing.T) {
 			t.Errorf("%v: no error", args)
 		}
 	}
+}
+
+// startHTTP2Server starts serve, an arm's server, on a loopback port
+// held for it, answering with a body of size bytes, and waits for it to
+// answer (waitServing). It returns the address, stop, which ends the
+// server and returns serve's error, and the wait's error.
+func startHTTP2Server(t *testing.T, serve func(ctx context.Context, addr string, cpus []int, body []byte) error, size int) (addr string, stop func() error, ready error) {
+	t.Helper()
+	port, err := holdPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, port.addr, nil, appendBody(nil, size)) }()
+	ready = waitServing(port.addr, size)
+	port.release()
+	return port.addr, func() error { cancel(); return <-done }, ready
 }
 
 // waitServing waits up to five seconds for h2cCheck(addr, body) to pass.
@@ -230,22 +239,12 @@ func TestHTTP2ArmsAnswerTheSameFields(t *testing.T) {
 	skipUnlessLinux(t)
 	want := []string{"Content-Length", "Content-Type", "Date"}
 	for _, arm := range []string{HTTP2ArmGoNetHTTP, HTTP2ArmSpindleEpoll} {
-		port, err := holdPort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := port.addr
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- http2Servers[arm](ctx, addr, nil, appendBody(nil, DefaultHTTP2Body)) }()
-		err = waitServing(addr, DefaultHTTP2Body)
-		port.release()
+		addr, stop, err := startHTTP2Server(t, http2Servers[arm], DefaultHTTP2Body)
 		var fields []string
 		if err == nil {
 			fields, err = h2cFields(addr)
 		}
-		cancel()
-		if serr := <-done; serr != nil {
+		if serr := stop(); serr != nil {
 			t.Fatal(serr)
 		}
 		if err != nil {

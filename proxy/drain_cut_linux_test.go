@@ -210,6 +210,16 @@ func TestDrainCutUpstreamFirstTerm(t *testing.T) {
 	}
 }
 
+// firstOnly answers "/1" with "ok" and holds every other request
+// unanswered until its client goes.
+var firstOnly = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/1" {
+		io.WriteString(w, "ok")
+		return
+	}
+	<-r.Context().Done() // answers nothing more
+})
+
 // TestDrainCutH2UpstreamFirstTerm: as TestDrainCutUpstreamFirstTerm with
 // an h2c pool: a stream waiting for its response on an HTTP/2 upstream
 // connection the engine's stop cut before the client's is logged KD. It
@@ -223,13 +233,7 @@ func TestDrainCutH2UpstreamFirstTerm(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			forBackends(t, func(t *testing.T, b engine.Backend) {
-				u := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					if r.URL.Path == "/1" {
-						io.WriteString(w, "ok")
-						return
-					}
-					<-r.Context().Done() // answers nothing more
-				}), nil)
+				u := newH2CUp(t, firstOnly, nil)
 				cfg := h2cPoolConfig(b, u.addr)
 				cfg.Listeners[0].H2C = h2c
 				cutAfterKept(t, cfg, u.addr, h2c, map[string]string{"term": "KD", "status": "0"})
@@ -307,13 +311,7 @@ func TestDrainCutCountsNoConnectFailure(t *testing.T) {
 	for _, h2c := range []bool{true, false} {
 		t.Run(map[bool]string{true: "h2c/h2", false: "h2c/http1"}[h2c], func(t *testing.T) {
 			forBackends(t, func(t *testing.T, b engine.Backend) {
-				u1 := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					if r.URL.Path == "/1" {
-						io.WriteString(w, "ok")
-						return
-					}
-					<-r.Context().Done() // answers nothing more
-				}), func(s *http.Server) {
+				u1 := newH2CUp(t, firstOnly, func(s *http.Server) {
 					s.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: 1}
 				})
 				u2 := newH2CUp(t, slowProto("u2", nil), nil)
