@@ -6,6 +6,8 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -150,6 +152,53 @@ func TestStubParity(t *testing.T) {
 	for k := range linux {
 		if !other[k] {
 			t.Errorf("uring.%s has no stub outside Linux", k)
+		}
+	}
+}
+
+// TestStubGoroutineMatchesLinux keeps the goroutine the non-Linux stubs of
+// package uring name for each method the same as the Linux method's: a
+// caller reading the documentation built for another system (pkg.go.dev
+// with GOOS=darwin, say) learns the same contract. A method says "any
+// goroutine" or it is the owner's (the package documentation's rule).
+func TestStubGoroutineMatchesLinux(t *testing.T) {
+	const dir = "../../uring"
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool {
+		return !strings.HasSuffix(fi.Name(), "_test.go")
+	}, parser.ParseComments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// anyGoroutine maps "Type.Method" to whether its doc says any
+	// goroutine may call it.
+	linux, other := map[string]bool{}, map[string]bool{}
+	for _, p := range pkgs {
+		for name, f := range p.Files {
+			set := other
+			if strings.HasSuffix(name, "_linux.go") {
+				set = linux
+			} else if !strings.HasSuffix(name, "_other.go") {
+				continue
+			}
+			for _, d := range f.Decls {
+				fd, ok := d.(*ast.FuncDecl)
+				if !ok || fd.Recv == nil || !fd.Name.IsExported() {
+					continue
+				}
+				typ := fd.Recv.List[0].Type
+				if st, ok := typ.(*ast.StarExpr); ok {
+					typ = st.X
+				}
+				doc := strings.Join(strings.Fields(strings.ToLower(fd.Doc.Text())), " ")
+				set[typ.(*ast.Ident).Name+"."+fd.Name.Name] = strings.Contains(doc, "any goroutine")
+			}
+		}
+	}
+	who := map[bool]string{true: "any goroutine", false: "the owner goroutine"}
+	for _, k := range slices.Sorted(maps.Keys(linux)) {
+		if stub, ok := other[k]; ok && stub != linux[k] {
+			t.Errorf("uring.%s is for %s on Linux, but its stub says %s", k, who[linux[k]], who[stub])
 		}
 	}
 }
