@@ -100,7 +100,7 @@ func (b *BufRing) PageKind() PageKind { return b.kind }
 // Mbind binds the buffer memory to NUMA node (MPOL_PREFERRED); os.ErrClosed
 // after Close.
 //
-// Any goroutine.
+// Any goroutine until Close of the BufRing or its Ring (see Buf).
 func (b *BufRing) Mbind(node int) error {
 	if b.slab == nil {
 		return os.ErrClosed
@@ -111,7 +111,10 @@ func (b *BufRing) Mbind(node int) error {
 // Buf returns buffer id (full size; slice it to the CQE's Res), nil after
 // Close. It does not allocate.
 //
-// Any goroutine.
+// Any goroutine until Close of the BufRing or its Ring: Close unmaps the
+// buffers and clears the BufRing without synchronisation, so another
+// goroutine must be done calling Buf, and with the slices it returned,
+// before the owner closes.
 func (b *BufRing) Buf(id uint16) []byte {
 	if b.slab == nil {
 		return nil

@@ -990,8 +990,11 @@ func (r *Ring) SQDropped() uint32 {
 	return r.mem.SQDropped.Load()
 }
 
-// CQOverflow returns the number of completions the kernel had to drop (only
-// on kernels without IORING_FEAT_NODROP; 0 otherwise, and after Close).
+// CQOverflow returns the number of completions the kernel dropped (0 after
+// Close): on kernels without IORING_FEAT_NODROP those that found the CQ
+// full; with it (5.5 on) only those it could not allocate memory to hold
+// until the CQ had room (io_cqring_add_overflow, 6.18), after which the
+// next wait that sleeps fails once with EBADR.
 //
 // Owner goroutine: the counter lives in memory Close unmaps.
 func (r *Ring) CQOverflow() uint32 {

@@ -362,7 +362,7 @@ func NewBufRingMem(n int) (*BufRingMem, error) {
 
 // Addr is the ring address for BufReg.RingAddr.
 //
-// Any goroutine.
+// Any goroutine until Unmap, which clears b without synchronisation.
 func (b *BufRingMem) Addr() uint64 { return SliceAddr(b.mem) }
 
 // PublishTail makes entries up to tail visible to the kernel. The atomic
