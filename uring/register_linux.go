@@ -73,7 +73,9 @@ func (r *Ring) RegisterFiles(n int) error {
 	if err := r.open(); err != nil {
 		return err
 	}
-	if n <= 0 {
+	// The kernel's count is 32-bit: a larger n must not reach it cut to
+	// its low bits (1<<32 + 4 registered 4 slots).
+	if n <= 0 || n > math.MaxUint32 {
 		return fmt.Errorf("uring: %d fixed files: %w", n, unix.EINVAL)
 	}
 	if err := sys.RegisterFilesSparse(r.fd, uint32(n)); err != nil {
@@ -85,14 +87,24 @@ func (r *Ring) RegisterFiles(n int) error {
 // UpdateFiles installs fds into fixed-file slots off, off+1, ... (-1 clears a
 // slot). It returns the number of slots updated: all of them, or those
 // before the first fd the kernel refused, with the kernel's error for that
-// one (EBADF for an fd that is not open). The slots hold their own
-// reference: the caller may close its fds afterwards. Owner goroutine.
+// one (EBADF for an fd that is not open). A negative off, slots past
+// 2^32-1 (EINVAL) or an fd outside int32 (EBADF) update none. The slots
+// hold their own reference: the caller may close its fds afterwards. Owner
+// goroutine.
 func (r *Ring) UpdateFiles(off int, fds []int) (int, error) {
 	if err := r.open(); err != nil {
 		return 0, err
 	}
+	// The kernel's offset is 32-bit and its fds int32: values beyond must
+	// not reach it cut to their low bits, which name another slot or fd.
+	if off < 0 || uint64(off)+uint64(len(fds)) > math.MaxUint32 {
+		return 0, fmt.Errorf("uring: fixed-file slots %d..%d: %w", off, off+len(fds)-1, unix.EINVAL)
+	}
 	f32 := make([]int32, len(fds))
 	for i, fd := range fds {
+		if fd < math.MinInt32 || fd > math.MaxInt32 {
+			return 0, fmt.Errorf("uring: fd %d: %w", fd, unix.EBADF)
+		}
 		f32[i] = int32(fd)
 	}
 	// The kernel stops at the first fd it cannot install and, when it
