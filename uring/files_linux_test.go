@@ -46,3 +46,55 @@ func TestFixedFileArgumentsBeyondUint32(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseDirectSlotOutOfRange prepares PrepCloseDirect with slots no
+// fixed-file table has. The kernel takes slot+1 in a 32-bit field, where 0
+// means "close the fd in sqe->fd", which PrepCloseDirect sets to 0: slot -1
+// and 2^32-1 closed fd 0 (here a pipe put there for the test), and 2^32+4
+// closed slot 4. Each must complete with -EINVAL and close nothing.
+func TestCloseDirectSlotOutOfRange(t *testing.T) {
+	needFeatures(t, "IORING_RSRC_REGISTER_SPARSE")
+	r := newRing(t, nil)
+	if err := r.RegisterFiles(8); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := tcpPair(t)
+	if n, err := r.UpdateFiles(4, []int{c}); n != 1 || err != nil {
+		t.Fatalf("UpdateFiles(4, [%d]) = %d, %v", c, n, err)
+	}
+	// fd 0 becomes a pipe's read end for the test, then is given back.
+	rfd, _ := pipe(t)
+	saved, err := unix.FcntlInt(0, unix.F_DUPFD_CLOEXEC, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Dup3(rfd, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		unix.Dup3(saved, 0, 0)
+		unix.Close(saved)
+	})
+	var want unix.Stat_t
+	if err := unix.Fstat(rfd, &want); err != nil {
+		t.Fatal(err)
+	}
+	for i, slot := range []int{-1, 1<<32 - 1, 1<<32 + 4} {
+		sqe(t, r).PrepCloseDirect(slot, uint64(i))
+		if cq := reap(t, r, 1)[0]; !errors.Is(cq.Err(), unix.EINVAL) {
+			t.Errorf("PrepCloseDirect(%d): %v, want EINVAL", slot, cq.Err())
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(0, &st); err != nil || st.Ino != want.Ino {
+			t.Fatalf("after PrepCloseDirect(%d), fd 0 is no longer the pipe: %v", slot, err)
+		}
+	}
+	// Slot 4 still holds the socket: a send through it works.
+	buf := offHeap(t, 8)
+	w := sqe(t, r)
+	w.PrepSend(4, buf[:5], 0, 9)
+	w.SetFlags(FlagFixedFile)
+	if cq := reap(t, r, 1)[0]; cq.Res != 5 {
+		t.Errorf("send through slot 4: res %d (%v), want 5", cq.Res, cq.Err())
+	}
+}

@@ -2,6 +2,7 @@ package uring
 
 import (
 	"errors"
+	"math"
 	"time"
 
 	"github.com/spindlenet/spindle/internal/sys"
@@ -358,11 +359,20 @@ func (s *SQE) PrepClose(fd int, userData uint64) {
 	s.prep(sys.IORING_OP_CLOSE, fd, 0, 0, 0, userData)
 }
 
-// PrepCloseDirect closes fixed-file slot.
+// PrepCloseDirect closes fixed-file slot. A slot no file table has
+// (negative, or 2^32-1 and above) completes with -EINVAL (-ENXIO without
+// a table).
 //
 // Owner goroutine of the ring the SQE came from.
 func (s *SQE) PrepCloseDirect(slot int, userData uint64) {
 	s.prep(sys.IORING_OP_CLOSE, 0, 0, 0, 0, userData)
+	// The kernel reads slot+1 from a 32-bit field, 0 meaning no slot:
+	// close the fd in sqe->fd, 0 here. Slot 2^32-2 is beyond the largest
+	// table (2^20 slots), so the kernel refuses it; cut to 32 bits, -1
+	// and 2^32-1 closed fd 0, and 2^32+n slot n.
+	if slot < 0 || slot >= math.MaxUint32 {
+		slot = math.MaxUint32 - 1
+	}
 	s.FileIndex = uint32(slot) + 1
 }
 
