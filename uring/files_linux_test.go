@@ -3,6 +3,7 @@ package uring
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -97,4 +98,44 @@ func TestCloseDirectSlotOutOfRange(t *testing.T) {
 	if cq := reap(t, r, 1)[0]; cq.Res != 5 {
 		t.Errorf("send through slot 4: res %d (%v), want 5", cq.Res, cq.Err())
 	}
+}
+
+// TestMsgRingFdSlotOutOfRange passes PrepMsgRingFd slots that no file table
+// has. The kernel reads the source slot from the low 32 bits of addr3 and
+// the destination as slot+1 in a 32-bit field, where 2^32-1 asks for a
+// free slot: cut to those bits, source 2^32 sent slot 0, destination
+// 2^32+3 replaced the target's slot 3 and 2^32-2 took a free one. Each must
+// fail on the sending ring and install nothing on the target (which would
+// post a completion there).
+func TestMsgRingFdSlotOutOfRange(t *testing.T) {
+	needFeatures(t, "IORING_OP_MSG_RING", "IORING_RSRC_REGISTER_SPARSE")
+	needKernel(t, "IORING_MSG_SEND_FD", "6.0")
+	a := newRing(t, nil)
+	b := newRing(t, nil)
+	for _, r := range []*Ring{a, b} {
+		if err := r.RegisterFiles(4); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, _ := tcpPair(t)
+	if _, err := a.UpdateFiles(0, []int{c}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		src, dst int
+		want     unix.Errno
+	}{
+		{1 << 32, 2, unix.EBADF},
+		{-2, 2, unix.EBADF},
+		{0, 1<<32 + 3, unix.EINVAL},
+		{0, 1<<32 - 2, unix.EINVAL},
+		{0, 1<<32 - 1, unix.EINVAL},
+	}
+	for i, tt := range tests {
+		sqe(t, a).PrepMsgRingFd(b.Fd(), tt.src, tt.dst, 0xabc, 0, uint64(i))
+		if cq := reap(t, a, 1)[0]; !errors.Is(cq.Err(), tt.want) {
+			t.Errorf("PrepMsgRingFd(src %d, dst %d): res %d (%v), want %v", tt.src, tt.dst, cq.Res, cq.Err(), tt.want)
+		}
+	}
+	expectNone(t, b, 50*time.Millisecond)
 }

@@ -396,15 +396,26 @@ func (s *SQE) PrepMsgRing(targetRingFd int, res int32, targetData uint64, flags 
 // PrepMsgRingFd installs this ring's fixed-file slot srcSlot into fixed-file
 // slot dstSlot of the ring targetRingFd (IORING_MSG_SEND_FD; dstSlot -1 lets
 // the target pick a free slot). The target gets a CQE with targetData unless
-// MsgRingCQESkip is in flags.
+// MsgRingCQESkip is in flags. A srcSlot no table has fails with -EBADF, a
+// dstSlot of 2^32-2 or above with -EINVAL.
 //
 // Owner goroutine of the ring the SQE came from.
 func (s *SQE) PrepMsgRingFd(targetRingFd int, srcSlot, dstSlot int, targetData uint64, flags uint32, userData uint64) {
 	s.prep(sys.IORING_OP_MSG_RING, targetRingFd, sys.IORING_MSG_SEND_FD, 0, targetData, userData)
+	// The kernel reads the source slot from addr3's low 32 bits and the
+	// destination as slot+1 in a 32-bit field, 2^32-1 asking for a free
+	// slot. Slots beyond, cut to those bits, named another slot (or asked
+	// for a free one): they become slots no table has (at most 2^20).
+	if srcSlot < 0 || srcSlot > math.MaxUint32 {
+		srcSlot = math.MaxUint32
+	}
 	s.Addr3 = uint64(srcSlot)
-	if dstSlot < 0 {
+	switch {
+	case dstSlot < 0:
 		s.FileIndex = sys.IORING_FILE_INDEX_ALLOC
-	} else {
+	case dstSlot >= math.MaxUint32-1:
+		s.FileIndex = math.MaxUint32 - 1
+	default:
 		s.FileIndex = uint32(dstSlot) + 1
 	}
 	s.OpFlags = flags
