@@ -708,9 +708,10 @@ func (r *Ring) Submit() (int, error) {
 }
 
 // SubmitAndWait submits and waits until at least waitNr completions are
-// ready or timeout passes (0: no timeout; negative: passed already, so it
-// only submits and collects; EXT_ARG timeouts, 5.11). When the timeout
-// passes first it returns unix.ETIME. A wait interrupted by a signal
+// ready (a waitNr above CQEntries: until the CQ is full) or timeout passes
+// (0: no timeout; negative: passed already, so it only submits and
+// collects; EXT_ARG timeouts, 5.11). When the timeout passes first it
+// returns unix.ETIME. A wait interrupted by a signal
 // is resumed for what is left of the timeout. It returns the number of SQEs
 // consumed, as Submit does. Owner goroutine; does not allocate.
 func (r *Ring) SubmitAndWait(waitNr uint32, timeout time.Duration) (int, error) {
@@ -781,6 +782,11 @@ func (r *Ring) enter(waitNr uint32, timeout, minWait time.Duration, wait bool) (
 	}
 	toSubmit := r.flush()
 	submitted := 0
+	// The kernel waits for at most a CQ full of completions and cuts a
+	// larger count to that, but only after reading it as an int: one near
+	// 2^32 is negative and it returns at once (io_cqring_wait, 6.18), so
+	// the wait spun through io_uring_enter.
+	waitNr = min(waitNr, r.cqSize)
 	if wait && timeout < 0 {
 		// Passed already: the shortest timeout the kernel takes, not none.
 		timeout = time.Nanosecond
@@ -852,10 +858,9 @@ func (r *Ring) enter(waitNr uint32, timeout, minWait time.Duration, wait bool) (
 			// without, 0 whenever the CQ is not empty, also for a wait
 			// a signal or the timeout cut short (io_cqring_wait, 6.18).
 			// Wait again for what is missing (with a minimum wait, one
-			// completion is enough; never more than the CQ holds, the
-			// most the kernel waits for), for what is left of the
-			// timeout: ETIME once it has passed.
-			need := min(waitNr, r.cqSize)
+			// completion is enough), for what is left of the timeout:
+			// ETIME once it has passed.
+			need := waitNr
 			if minWait > 0 {
 				need = min(waitNr, 1)
 			}

@@ -156,3 +156,26 @@ func TestTimedWaitWithCompletionReady(t *testing.T) {
 		}
 	})
 }
+
+// TestWaitForMoreThanTheCQ waits for more completions than the CQ holds,
+// which the kernel cuts to the CQ's size. Near 2^32 the kernel, whose
+// io_cqring_wait takes the count as an int, read -1 and returned at once:
+// the wait spun through io_uring_enter (some 50,000 calls in 50ms here)
+// until its timeout, and without one until the CQ filled. It must sleep in
+// one call (and the retries of signals), and end once the CQ is full.
+func TestWaitForMoreThanTheCQ(t *testing.T) {
+	r := newRing(t, &Config{Entries: 8, CQEntries: 16})
+	for _, n := range []uint32{r.CQEntries() + 1, 1 << 31, 1<<32 - 2, 1<<32 - 1} {
+		enters, signals := r.EnterCount(), r.InterruptCount()
+		if _, err := r.SubmitAndWait(n, 50*time.Millisecond); !errors.Is(err, unix.ETIME) {
+			t.Errorf("SubmitAndWait(%d) on an empty ring: %v, want ETIME", n, err)
+		}
+		if calls := r.EnterCount() - enters - (r.InterruptCount() - signals); calls > 2 {
+			t.Errorf("SubmitAndWait(%d) on an empty ring: %d calls to io_uring_enter besides signals', want 1 or 2", n, calls)
+		}
+	}
+	fillNops(t, r, int(r.CQEntries()))
+	if _, err := r.SubmitAndWait(1<<32-1, 0); err != nil {
+		t.Errorf("SubmitAndWait(2^32-1) on a full CQ: %v", err)
+	}
+}
