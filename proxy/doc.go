@@ -762,7 +762,9 @@
 // and the requests waiting for room on a connection start there as it
 // frees; a connection closes once it carries no stream (one dialed for
 // a request during the drain too). /metrics has per
-// server: spindle_proxy_server_h2_connections (open),
+// server: spindle_proxy_server_h2_connections (open: from the server's
+// SETTINGS, which count the connect, to the close; a connection still
+// connecting or waiting for them is not in it, nor one that failed),
 // _h2_streams_total, _h2_goaways_total (GOAWAYs received),
 // _h2_refused_streams_total and _h2_retried_streams_total,
 // _h2_pings_total, _h2_ping_timeouts_total (connections closed for a

@@ -89,7 +89,7 @@ type srvStats struct {
 	idle       gauge   // idle connections in the loop's pool
 
 	// Protocol h2c.
-	h2Conns   gauge   // HTTP/2 connections open
+	h2Conns   gauge   // HTTP/2 connections set up (the server's SETTINGS arrived: connects counted) and not closed
 	h2Streams counter // streams opened
 	h2GoAways counter // GOAWAYs received
 	h2Refused counter // streams the server did not process (REFUSED_STREAM, above a GOAWAY's last)

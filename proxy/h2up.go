@@ -425,7 +425,7 @@ func (u *upH2) unlist() {
 			break
 		}
 	}
-	if u.open {
+	if u.ready {
 		u.sl.stats.h2Conns.dec()
 	}
 }
@@ -465,7 +465,6 @@ func (u *upH2) opened() {
 		return
 	}
 	u.open = true
-	u.sl.stats.h2Conns.inc()
 	u.flush()
 	u.ls.armSweep(u.conn.Loop(), u.p.now(), u.setupBy)
 	if d := u.pl.pingEvery; d > 0 {
@@ -506,10 +505,14 @@ func (u *upH2) data(b engine.Buffer) {
 }
 
 // setUp: the server's SETTINGS arrived: the connect succeeded (counted,
-// and for passive health). Loop goroutine.
+// and for passive health), and the connection counts as open in the
+// server's h2Conns until it is unlisted, so that the gauge holds only
+// connections whose connect was counted, never one that failed before
+// its SETTINGS. Loop goroutine.
 func (u *upH2) setUp() {
 	u.ready = true
 	u.sl.stats.connects.inc()
+	u.sl.stats.h2Conns.inc()
 	u.pl.servers[u.srv].connected(u.pl)
 }
 

@@ -87,9 +87,12 @@ type ServerTotals struct {
 	// connections pooled.
 	Requests, ReusedRequests, NewRequests uint64
 	Idle                                  int64
-	// Protocol h2c: HTTP/2 connections open, streams opened, GOAWAYs
-	// received, streams the server did not process (REFUSED_STREAM, or
-	// above a GOAWAY's last stream) and those of them sent again.
+	// Protocol h2c: HTTP/2 connections open (set up: from the server's
+	// SETTINGS, which make the connect one of Connects, to the close;
+	// not those still connecting or waiting for them, nor a failed
+	// connect), streams opened, GOAWAYs received, streams the server did
+	// not process (REFUSED_STREAM, or above a GOAWAY's last stream) and
+	// those of them sent again.
 	H2Connections                              int64
 	H2Streams, H2GoAways, H2Refused, H2Retried uint64
 	// H2Pings counts the PINGs sent (h2_ping_interval), H2PingTimeouts
