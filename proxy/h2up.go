@@ -185,23 +185,25 @@ func (d *dialing) exhausted(ls *loopState, l *listener, x *exchange) int {
 // h2Acquire finds stream user x a connection to server i of pl: one
 // with room (started at once), else it waits in the server's queue, a
 // connection dialed for it unless enough are on their way or the bound
-// is reached. It reports false where the dial failed before it started
-// (the caller tries the next server). Loop goroutine.
-func (ls *loopState) h2Acquire(p *Proxy, x upUser, pl *pool, i int, client *engine.Conn, timeout time.Duration) bool {
+// is reached. It returns nil where x started or waits; h2Dial's error
+// where the dial failed before it started (the caller tries the next
+// server), or where the loop is stopping (engine.ErrClosed: no server
+// failed, and the stop cuts x's client next). Loop goroutine.
+func (ls *loopState) h2Acquire(p *Proxy, x upUser, pl *pool, i int, client *engine.Conn, timeout time.Duration) error {
 	sh := &ls.share(pl, i).h2
 	for _, u := range sh.conns {
 		if u.room() > 0 {
 			x.onStart(u)
-			return true
+			return nil
 		}
 	}
 	if sh.short(pl, 1) {
-		if !ls.h2Dial(p, pl, i, client.Loop(), timeout) {
-			return false
+		if err := ls.h2Dial(p, pl, i, client.Loop(), timeout); err != nil {
+			return err
 		}
 	}
 	sh.wait = append(sh.wait, x)
-	return true
+	return nil
 }
 
 // short reports whether sh's waiters and n more are more than its
@@ -221,20 +223,27 @@ func (sh *h2Share) short(pl *pool, n int) bool {
 	return live < pl.h2Conns && len(sh.wait)+n > coming*pl.h2Streams
 }
 
+// errNotDialed is h2Dial's error where it dialed nothing for a reason
+// other than the loop's stop: the dial failed at once (counted), or the
+// pool's latest generation cannot take the server.
+var errNotDialed = errors.New("no HTTP/2 connection dialed")
+
 // h2Dial dials a new connection to server i of pl from loop l, with
-// connect timeout timeout; false where the dial failed at once (counted).
-// For a pool a reload replaced by one secured otherwise (poolLoop.stale:
-// a request begun before, its retry, a replace), it dials under the
-// pool's latest generation: the connection joins the server's, which
-// that pool's requests take (TestTLSReloadH2RetryDial); false, nothing
+// connect timeout timeout. It returns errNotDialed where the dial failed
+// at once (counted), and engine.ErrClosed where the loop is stopping: it
+// refuses dials, and no connect failed (as dialing.next). For a pool a
+// reload replaced by one secured otherwise (poolLoop.stale: a request
+// begun before, its retry, a replace), it dials under the pool's latest
+// generation: the connection joins the server's, which that pool's
+// requests take (TestTLSReloadH2RetryDial); errNotDialed, nothing
 // dialed, where that one is not HTTP/2 or no longer has the server.
 // Loop goroutine.
-func (ls *loopState) h2Dial(p *Proxy, pl *pool, i int, l *engine.Loop, timeout time.Duration) bool {
+func (ls *loopState) h2Dial(p *Proxy, pl *pool, i int, l *engine.Loop, timeout time.Duration) error {
 	if pl.loops[ls.id].stale {
 		np := pl.queue().pool.Load()
 		j := slices.Index(np.servers, pl.servers[i])
 		if !np.h2 || j < 0 {
-			return false
+			return errNotDialed
 		}
 		pl, i = np, j
 	}
@@ -242,12 +251,12 @@ func (ls *loopState) h2Dial(p *Proxy, pl *pool, i int, l *engine.Loop, timeout t
 	st := ls.stats(pl, i)
 	c, err := pl.dial(l, i, timeout)
 	if errors.Is(err, engine.ErrClosed) {
-		return false // the engine is stopping: no connect failed (as dialing.next)
+		return err
 	}
 	if err != nil || c.Closed() {
 		st.failures.inc()
 		srv.connectFailed(pl)
-		return false
+		return errNotDialed
 	}
 	sl := ls.share(pl, i)
 	u := &upH2{p: p, ls: ls, sl: sl, pl: pl, srv: i, conn: c, listed: true, idleAt: -1, pingAt: -1, timeout: timeout,
@@ -260,7 +269,7 @@ func (ls *loopState) h2Dial(p *Proxy, pl *pool, i int, l *engine.Loop, timeout t
 	}
 	c.SetContext(u)
 	sl.h2.conns = append(sl.h2.conns, u)
-	return true
+	return nil
 }
 
 // unwait takes x out of server i's queue of pl, if it is there.
@@ -384,8 +393,8 @@ func (u *upH2) replace() {
 	if !u.retired || len(sh.wait) == 0 || u.ls.h2Alive(sh) {
 		return
 	}
-	if !u.ls.h2Dial(u.p, u.pl, u.srv, u.conn.Loop(), u.timeout) {
-		u.failWaiters()
+	if u.ls.h2Dial(u.p, u.pl, u.srv, u.conn.Loop(), u.timeout) != nil {
+		u.failWaiters() // (where the loop is stopping their walks end KD: h2Acquire)
 	}
 }
 
@@ -537,8 +546,8 @@ func (u *upH2) closeNow() {
 // when no connection to it is left. Where the engine's stop cut u
 // (endTerm KD) they end there, as its streams do (onReset): the stop
 // cuts their clients too, and the walk would only find connections it
-// cuts and dials the stopping loop refuses, answered 502 SC and counted
-// as the clients' failed connects. Loop goroutine.
+// cuts and dials the stopping loop refuses (ended KD there too:
+// h2Acquire). Loop goroutine.
 func (u *upH2) failWaiters() {
 	sh := &u.sl.h2
 	if len(sh.wait) == 0 || u.ls.h2Alive(sh) {

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"strconv"
 	"time"
 
@@ -180,7 +181,8 @@ func (x *h1up) h2Walk(failed uint64) {
 }
 
 // next finds the request a connection to the next server up that its
-// walk did not fail at (a retry's: tried): with none left, 502 or 503.
+// walk did not fail at (a retry's: tried): with none left, 502 or 503;
+// a dial the stopping loop refuses ends it (KD), as h2stream.h2Next.
 // Loop goroutine.
 func (x *h1up) next() {
 	s := x.s
@@ -201,7 +203,8 @@ func (x *h1up) next() {
 		// at once (onStart clears it) and fails may be retried meanwhile
 		// and wait in another server's queue, recorded by that call.
 		x.wsl = ls.share(pl, i)
-		if ls.h2Acquire(s.p, x, pl, i, s.client, time.Duration(s.ln.cfg.ConnectTimeout)) {
+		err := ls.h2Acquire(s.p, x, pl, i, s.client, time.Duration(s.ln.cfg.ConnectTimeout))
+		if err == nil {
 			if x.u == nil {
 				s.unring() // (waits for its stream or connection)
 			}
@@ -209,6 +212,12 @@ func (x *h1up) next() {
 		}
 		x.wsl = nil
 		x.uncount()
+		if errors.Is(err, engine.ErrClosed) {
+			// The engine's stop refused the dial: KD, as h2stream.h2Next.
+			s.x.term = termKilled
+			s.client.Reset()
+			return
+		}
 		s.failedAt(i)
 	}
 	s.respond(s.exhausted(ls, s.ln, &s.x))

@@ -1,9 +1,11 @@
 package proxy
 
 import (
+	"errors"
 	"net/netip"
 	"time"
 
+	"github.com/spindlenet/spindle/engine"
 	"github.com/spindlenet/spindle/internal/h2"
 	"github.com/spindlenet/spindle/internal/hpack"
 )
@@ -187,7 +189,8 @@ func (st *h2stream) h2Walk(failed uint64) {
 // h2Next finds the stream a connection to the next server up of its
 // walk that it did not fail at (a retry's: tried): one with room, a
 // queue (and a dial); with none left it answers 502 (servers failed to
-// connect) or 503 (none up). Loop goroutine.
+// connect) or 503 (none up). A dial the stopping loop refuses ends the
+// stream (KD). Loop goroutine.
 func (st *h2stream) h2Next() {
 	c, ls, pl := st.c, st.c.ls, st.pool
 	for {
@@ -207,11 +210,21 @@ func (st *h2stream) h2Next() {
 		// at once (onStart clears it) and fails may be retried meanwhile
 		// and wait in another server's queue, recorded by that call.
 		st.u2.wsl = ls.share(pl, i)
-		if ls.h2Acquire(c.p, st, pl, i, c.client, time.Duration(st.ln.cfg.ConnectTimeout)) {
+		err := ls.h2Acquire(c.p, st, pl, i, c.client, time.Duration(st.ln.cfg.ConnectTimeout))
+		if err == nil {
 			return
 		}
 		st.u2.wsl = nil
 		st.uncount()
+		if errors.Is(err, engine.ErrClosed) {
+			// The engine's stop (the drain ran out) refused the dial, and
+			// cuts the client next: the stream ends here (KD), neither
+			// answered nor counted as a failed connect, as where the stop
+			// cut the connection it waited for (onReset).
+			st.x.term = termKilled
+			st.abandon()
+			return
+		}
 		st.failedAt(i)
 	}
 	st.respond(st.exhausted(ls, st.ln, &st.x))
