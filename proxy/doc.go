@@ -704,6 +704,24 @@
 // and any client could eject a healthy gRPC server with short
 // grpc-timeout values), response_timeout.
 //
+// A client's reset of a stream whose response has sent no DATA is an
+// early reset to the server as well, and a server bounding those (rapid
+// reset, CVE-2023-44487; internal/h2's Server ends a connection past
+// 200, nginx, Envoy and others have bounds of their own) would end the
+// connection with every other client's stream on it, though each client
+// is within the proxy's own bound (200 per client connection): the
+// clients share the upstream connections. So the proxy counts, per
+// upstream connection, the streams it reset before their response sent
+// DATA or ended, less one for each stream that ended both ways without
+// a reset, as internal/h2's Server counts them; at 100, half
+// internal/h2's default, the connection is retired as after a GOAWAY:
+// it takes no new stream, its streams finish there and it closes after
+// them, and new streams go to another connection (past
+// h2_max_connections while it finishes). Counted in
+// spindle_proxy_server_h2_reset_retires_total. A server whose bound is
+// lower, or that counts otherwise (every reset, a share of the streams,
+// a time window), may still end a connection before.
+//
 // The :scheme of a request to an HTTP/2 pool, an HTTP/2 client's or an
 // HTTP/1.1 client's, is the proxy's connection's to the server: http to
 // an h2c pool, https to an h2 pool (over TLS), whatever the client's
@@ -768,8 +786,9 @@
 // _h2_streams_total, _h2_goaways_total (GOAWAYs received),
 // _h2_refused_streams_total and _h2_retried_streams_total,
 // _h2_pings_total, _h2_ping_timeouts_total (connections closed for a
-// PING's ACK not in time) and _h2_ping_rtt_seconds (the last PING's
-// round trip, the longest of the loops');
+// PING's ACK not in time), _h2_ping_rtt_seconds (the last PING's round
+// trip, the longest of the loops') and _h2_reset_retires_total
+// (connections retired for the early resets sent on them, above);
 // spindle_proxy_server_active counts an h2c pool's streams in flight,
 // and _http_requests_total{conn} streams on a connection that had carried
 // one before (reused) or not (new). The access log has a line per stream

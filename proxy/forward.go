@@ -92,6 +92,7 @@ type srvStats struct {
 	h2Conns   gauge   // HTTP/2 connections set up (the server's SETTINGS arrived: connects counted) and not closed
 	h2Streams counter // streams opened
 	h2GoAways counter // GOAWAYs received
+	h2Retires counter // connections retired for the early resets sent on them (upH2MaxEarlyResets)
 	h2Refused counter // streams the server did not process (REFUSED_STREAM, above a GOAWAY's last)
 	h2Retried counter // of those, sent again
 	h2Pings   counter // PINGs sent (h2_ping_interval)

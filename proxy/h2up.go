@@ -60,7 +60,25 @@ type h2Share struct {
 type upStream struct {
 	id uint32
 	u  upUser
+	// answered: its response sent a DATA byte or ended, so that a reset
+	// of it is no longer early (upH2MaxEarlyResets); ended: its response
+	// ended.
+	answered, ended bool
 }
+
+// upH2MaxEarlyResets bounds the early resets the proxy sends on one
+// upstream connection: resets of streams whose response had sent no DATA
+// and not ended, less one for each stream that ended both ways without
+// one, as internal/h2's Server counts a client's against its
+// MaxEarlyResets (rapid reset, CVE-2023-44487). Each client's resets are
+// bounded by the proxy's own Server, but the streams of many clients
+// share a connection, and a server with such a bound would end it
+// (GOAWAY ENHANCE_YOUR_CALM) with every other client's stream on it
+// (TestH2UpClientsResetsShareNoConnection). A connection that reaches
+// this bound, half internal/h2's default (200) for a server counting a
+// little otherwise, is retired: its streams finish there, new ones go to
+// another connection.
+const upH2MaxEarlyResets = h2.DefaultMaxEarlyResets / 2
 
 // upH2 is one HTTP/2 connection to a server of an h2c pool: the Context of
 // its engine.Conn and the h2.ClientHandler of its Client. Loop goroutine.
@@ -97,6 +115,10 @@ type upH2 struct {
 	// heads are the clients a response head was written to inside
 	// cl.FeedTail, flushed at its end.
 	heads laterFlush[*h2conn]
+
+	// earlyResets counts the early resets sent, less the streams that
+	// ended both ways without one (upH2MaxEarlyResets).
+	earlyResets int
 }
 
 // upH2Config is the Client's config for an upstream connection: each
@@ -313,7 +335,7 @@ func (u *upH2) serve() {
 
 // add records stream id of x.
 func (u *upH2) add(id uint32, x upUser) {
-	u.streams = append(u.streams, upStream{id, x})
+	u.streams = append(u.streams, upStream{id: id, u: x})
 	u.used = true
 	u.idleAt = -1 // (idle again from its last stream's end: settle)
 	u.sl.stats.h2Streams.inc()
@@ -321,12 +343,44 @@ func (u *upH2) add(id uint32, x upUser) {
 
 // user returns stream id's user, nil for none.
 func (u *upH2) user(id uint32) upUser {
-	for _, s := range u.streams {
-		if s.id == id {
-			return s.u
+	if s := u.stream(id); s != nil {
+		return s.u
+	}
+	return nil
+}
+
+// stream returns stream id, nil for none.
+func (u *upH2) stream(id uint32) *upStream {
+	for k := range u.streams {
+		if u.streams[k].id == id {
+			return &u.streams[k]
 		}
 	}
 	return nil
+}
+
+// letGo: stream id's user lets go of it, resetting it (CANCEL) where
+// reset. An early reset is counted, and one whose count reaches
+// upH2MaxEarlyResets retires u (before the stream is removed, so that
+// its end dials another connection for the waiters: settle); a stream
+// that ended both ways gives one back. Loop goroutine.
+func (u *upH2) letGo(id uint32, reset bool) {
+	if s := u.stream(id); s != nil {
+		switch {
+		case reset && !s.answered:
+			if u.earlyResets++; u.earlyResets >= upH2MaxEarlyResets && !u.retired {
+				u.retired = true
+				u.sl.stats.h2Retires.inc()
+			}
+		case !reset && s.ended && u.earlyResets > 0:
+			u.earlyResets--
+		}
+	}
+	if reset {
+		u.cl.Reset(id, h2.Cancel)
+	}
+	u.remove(id)
+	u.flush()
 }
 
 // remove forgets stream id (its user let go of it, or it was reset); the
@@ -619,15 +673,17 @@ func (u *upH2) writable() {
 
 // OnResponse passes a response head to its user.
 func (u *upH2) OnResponse(c *h2.Client, id uint32, r *h2.Response, end bool) {
-	if x := u.user(id); x != nil {
-		x.onResponse(u, r, end)
+	if s := u.stream(id); s != nil {
+		s.answered, s.ended = s.answered || end, end
+		s.u.onResponse(u, r, end)
 	}
 }
 
 // OnData passes response body bytes to their user.
 func (u *upH2) OnData(c *h2.Client, id uint32, p []byte, end bool) {
-	if x := u.user(id); x != nil {
-		x.onData(u, p, end)
+	if s := u.stream(id); s != nil {
+		s.answered, s.ended = s.answered || len(p) > 0 || end, end
+		s.u.onData(u, p, end)
 		return
 	}
 	c.Consumed(id, len(p))
@@ -635,8 +691,9 @@ func (u *upH2) OnData(c *h2.Client, id uint32, p []byte, end bool) {
 
 // OnTrailers passes a response's trailers to their user.
 func (u *upH2) OnTrailers(c *h2.Client, id uint32, fields []hpack.Field) {
-	if x := u.user(id); x != nil {
-		x.onTrailers(u, fields)
+	if s := u.stream(id); s != nil {
+		s.answered, s.ended = true, true
+		s.u.onTrailers(u, fields)
 	}
 }
 

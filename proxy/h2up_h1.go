@@ -659,11 +659,7 @@ func (x *h1up) detach() {
 	if u := x.u; u != nil {
 		uid := x.uid
 		x.u, x.uid = nil, 0
-		if !s.reqDone || !s.respHead {
-			u.cl.Reset(uid, h2.Cancel)
-		}
-		u.remove(uid)
-		u.flush()
+		u.letGo(uid, !s.reqDone || !s.respHead)
 	}
 	x.uncount()
 	x.bp = false

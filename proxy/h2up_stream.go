@@ -627,11 +627,7 @@ func (st *h2stream) h2Detach(reset bool) {
 	if u := st.u2.u; u != nil {
 		uid := st.u2.uid
 		st.u2.u, st.u2.uid = nil, 0
-		if reset {
-			u.cl.Reset(uid, h2.Cancel)
-		}
-		u.remove(uid)
-		u.flush()
+		u.letGo(uid, reset)
 	}
 	st.uncount()
 }

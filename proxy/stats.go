@@ -101,6 +101,11 @@ type ServerTotals struct {
 	// longest of the loops'.
 	H2Pings, H2PingTimeouts uint64
 	H2PingRTT               time.Duration
+	// H2ResetRetires counts the connections retired for the early resets
+	// the proxy sent on them (a stream reset before its response sent
+	// DATA: the clients' resets passed on), lest the server end one for
+	// rapid reset with the other streams on it.
+	H2ResetRetires uint64
 	// Connections: the upstream connections open to the server over
 	// every loop (protocol http1 and mode tcp: connecting, in use and
 	// idle), which MaxConns caps (0: no cap).
@@ -196,6 +201,7 @@ func (p *Proxy) Totals() Totals {
 				st.H2Retried += s.h2Retried.load()
 				st.H2Pings += s.h2Pings.load()
 				st.H2PingTimeouts += s.h2PingTOs.load()
+				st.H2ResetRetires += s.h2Retires.load()
 				st.H2PingRTT = max(st.H2PingRTT, time.Duration(s.h2PingRTT.load()))
 			}
 			t.Servers = append(t.Servers, st)

@@ -1,0 +1,206 @@
+package proxy
+
+import (
+	"errors"
+	"net"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/spindlenet/spindle/engine"
+	"github.com/spindlenet/spindle/internal/h2"
+	"github.com/spindlenet/spindle/internal/hpack"
+)
+
+// resetBoundUp is an h2c server on internal/h2's Server with its default
+// rapid-reset bound (MaxEarlyResets 200): it answers nothing on /hang
+// (each such request signals got), holds /held until release is closed
+// (each signals held), and answers "ok" at once otherwise. calm counts
+// the connections it ended for a connection error (past the bound:
+// GOAWAY ENHANCE_YOUR_CALM).
+type resetBoundUp struct {
+	*upstream
+	got, held chan struct{}
+	release   chan struct{}
+	calm      atomic.Int64
+}
+
+func newResetBoundUp(t *testing.T) *resetBoundUp {
+	u := &resetBoundUp{got: make(chan struct{}, 1000), held: make(chan struct{}, 10), release: make(chan struct{})}
+	u.upstream = newUpstream(t, u.serve)
+	return u
+}
+
+func (u *resetBoundUp) serve(c net.Conn) {
+	a := &resetBoundApp{u: u}
+	s := h2.NewServer(a, nil)
+	var tail []byte
+	buf := make([]byte, 64<<10)
+	for {
+		if out := s.Pending(); len(out) > 0 {
+			n, err := c.Write(out)
+			s.Written(n)
+			if err != nil {
+				return
+			}
+		}
+		if s.Done() {
+			return
+		}
+		c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+		n, err := c.Read(buf)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			select {
+			case <-u.release:
+				for _, id := range a.held {
+					a.answer(s, id)
+				}
+				a.held = a.held[:0]
+			default:
+			}
+			continue
+		}
+		if err != nil {
+			s.Close()
+			return
+		}
+		if s.FeedTail(&tail, buf[:n]) != nil {
+			u.calm.Add(1)
+			c.Write(s.Pending())
+			return
+		}
+	}
+}
+
+type resetBoundApp struct {
+	u    *resetBoundUp
+	held []uint32
+}
+
+func (a *resetBoundApp) OnRequest(s *h2.Server, id uint32, r *h2.Request, end bool) {
+	switch string(r.Path) {
+	case "/hang":
+		a.u.got <- struct{}{}
+	case "/held":
+		a.held = append(a.held, id)
+		a.u.held <- struct{}{}
+	default:
+		a.answer(s, id)
+	}
+}
+
+func (a *resetBoundApp) answer(s *h2.Server, id uint32) {
+	if s.WriteHeaders(id, 200, rawFields, false) == nil {
+		s.WriteData(id, rawOK, true)
+	}
+}
+
+func (a *resetBoundApp) OnData(s *h2.Server, id uint32, p []byte, end bool) { s.Consumed(id, len(p)) }
+func (a *resetBoundApp) OnTrailers(*h2.Server, uint32, []hpack.Field)       {}
+func (a *resetBoundApp) OnReset(*h2.Server, uint32, h2.ErrCode)             {}
+func (a *resetBoundApp) OnWritable(*h2.Server, uint32)                      {}
+func (a *resetBoundApp) OnGoAway(*h2.Server, h2.ErrCode, []byte)            {}
+
+// resetRounds has a raw client of p send n requests for path /hang, one
+// at a time, each reset (CANCEL) once it reached the server: each an
+// early reset, for the proxy's bound of the client and for the server's.
+func resetRounds(t *testing.T, p *Proxy, u *resetBoundUp, n int) {
+	t.Helper()
+	r := openRawH2(t, p)
+	for i := range n {
+		id := uint32(2*i + 1)
+		r.w(r.headers(id, true, [2]string{":method", "GET"}, [2]string{":scheme", "http"}, [2]string{":authority", "x"}, [2]string{":path", "/hang"}))
+		select {
+		case <-u.got:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: the request did not reach the server", i)
+		}
+		r.w(h2.AppendRSTStream(nil, id, h2.Cancel))
+	}
+}
+
+// TestH2UpClientsResetsShareNoConnection: clients that each reset
+// streams within the proxy's early-reset bound of a client (200), but
+// together more than a server's (internal/h2's, the same 200), do not get
+// the upstream connection they share ended by the server (GOAWAY
+// ENHANCE_YOUR_CALM): the proxy retires a connection it reset half that
+// many streams on, and the stream another client has in flight on it
+// completes there, while new streams go to a fresh connection. Before, the
+// proxy passed every reset on to the one connection, the server ended it
+// past its bound, and the other client's request got 502.
+func TestH2UpClientsResetsShareNoConnection(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newResetBoundUp(t)
+		p := startProxy(t, h2cPoolConfig(b, u.addr))
+		c, base := h2Client(t, p)
+		innocent := getAsync(c, base+"/held")
+		select {
+		case <-u.held:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the held request did not reach the server")
+		}
+		const clients, each = 3, 90 // 270 resets, each client's 90 within its bound
+		for range clients {
+			resetRounds(t, p, u, each)
+		}
+		close(u.release)
+		select {
+		case got := <-innocent:
+			if got != "200 ok" {
+				t.Errorf("the request in flight beside the resets: %q, want 200 ok", got)
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatal("the request in flight beside the resets got no answer")
+		}
+		if n := u.calm.Load(); n != 0 {
+			t.Errorf("the server ended %d connections past its rapid-reset bound, want none", n)
+		}
+		// 100 early resets retire a connection: the first after the
+		// 100th reset, the stream held on it finishing there; the second
+		// at once, its last stream reset; the third carries 70.
+		if st := serverTotals(p, u.addr); st.H2ResetRetires != 2 || u.accepted.Load() != 3 {
+			t.Errorf("%d connections retired of %d, want 2 of 3", st.H2ResetRetires, u.accepted.Load())
+		}
+		waitFor(t, "the retired connections' close", func() bool { return serverTotals(p, u.addr).H2Connections == 1 })
+	})
+}
+
+// TestH2UpResetsGivenBackByCompletedStreams: a stream that completes
+// gives an early reset back, as internal/h2's Server counts them, so a
+// connection whose clients cancel some of their requests among completed
+// ones is not retired: 150 resets, each followed by a completed request,
+// leave the one connection in service.
+func TestH2UpResetsGivenBackByCompletedStreams(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newResetBoundUp(t)
+		p := startProxy(t, h2cPoolConfig(b, u.addr))
+		r := openRawH2(t, p)
+		get := func(id uint32, path string) {
+			r.w(r.headers(id, true, [2]string{":method", "GET"}, [2]string{":scheme", "http"}, [2]string{":authority", "x"}, [2]string{":path", path}))
+		}
+		for i := range 150 {
+			id := uint32(4*i + 1)
+			get(id, "/hang")
+			select {
+			case <-u.got:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("round %d: the request did not reach the server", i)
+			}
+			r.w(h2.AppendRSTStream(nil, id, h2.Cancel))
+			get(id+2, "/")
+			for {
+				f, err := r.untilStream(id + 2)
+				if err != nil || f.Type == h2.FrameGoAway || f.Type == h2.FrameRSTStream {
+					t.Fatalf("round %d: %v %v %v, want the response", i, f.Type, f.Code, err)
+				}
+				if f.Flags.Has(h2.FlagEndStream) {
+					break
+				}
+			}
+		}
+		if st := serverTotals(p, u.addr); st.H2ResetRetires != 0 || u.accepted.Load() != 1 || u.calm.Load() != 0 {
+			t.Errorf("%d connections retired of %d, %d ended by the server; want 0 of 1, none", st.H2ResetRetires, u.accepted.Load(), u.calm.Load())
+		}
+	})
+}
