@@ -713,7 +713,9 @@
 // clients share the upstream connections. So the proxy counts, per
 // upstream connection, the streams it reset before their response sent
 // DATA or ended, less one for each stream that ended both ways without
-// a reset, as internal/h2's Server counts them; at 100, half
+// a reset, as internal/h2's Server counts them, but with a status below
+// 400 only (an error the server may have answered itself at no cost, as
+// a spindle proxy's own answers give nothing back there); at 100, half
 // internal/h2's default, the connection is retired as after a GOAWAY:
 // it takes no new stream, its streams finish there and it closes after
 // them, and new streams go to another connection (past

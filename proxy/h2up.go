@@ -61,9 +61,9 @@ type upStream struct {
 	id uint32
 	u  upUser
 	// answered: its response sent a DATA byte or ended, so that a reset
-	// of it is no longer early (upH2MaxEarlyResets); ended: its response
-	// ended.
-	answered, ended bool
+	// of it is no longer early (upH2MaxEarlyResets); fine: its final
+	// status is below 400; ended: its response ended.
+	answered, fine, ended bool
 }
 
 // upH2MaxEarlyResets bounds the early resets the proxy sends on one
@@ -77,7 +77,11 @@ type upStream struct {
 // (TestH2UpClientsResetsShareNoConnection). A connection that reaches
 // this bound, half internal/h2's default (200) for a server counting a
 // little otherwise, is retired: its streams finish there, new ones go to
-// another connection.
+// another connection. A response of status 400 or above gives nothing
+// back: the server may have answered it itself at no cost, as a spindle
+// proxy's own answers (h2.Server.Local) give it nothing back, and a
+// client putting such requests between its resets would keep the count
+// level here while the server's rose (TestH2UpErrorAnswersGiveNoResetBack).
 const upH2MaxEarlyResets = h2.DefaultMaxEarlyResets / 2
 
 // upH2 is one HTTP/2 connection to a server of an h2c pool: the Context of
@@ -363,7 +367,8 @@ func (u *upH2) stream(id uint32) *upStream {
 // reset. An early reset is counted, and one whose count reaches
 // upH2MaxEarlyResets retires u (before the stream is removed, so that
 // its end dials another connection for the waiters: settle); a stream
-// that ended both ways gives one back. Loop goroutine.
+// that ended both ways, its status below 400, gives one back. Loop
+// goroutine.
 func (u *upH2) letGo(id uint32, reset bool) {
 	if s := u.stream(id); s != nil {
 		switch {
@@ -372,7 +377,7 @@ func (u *upH2) letGo(id uint32, reset bool) {
 				u.retired = true
 				u.sl.stats.h2Retires.inc()
 			}
-		case !reset && s.ended && u.earlyResets > 0:
+		case !reset && s.ended && s.fine && u.earlyResets > 0:
 			u.earlyResets--
 		}
 	}
@@ -674,6 +679,9 @@ func (u *upH2) writable() {
 // OnResponse passes a response head to its user.
 func (u *upH2) OnResponse(c *h2.Client, id uint32, r *h2.Response, end bool) {
 	if s := u.stream(id); s != nil {
+		if r.Status >= 200 {
+			s.fine = r.Status < 400
+		}
 		s.answered, s.ended = s.answered || end, end
 		s.u.onResponse(u, r, end)
 	}

@@ -16,7 +16,9 @@ import (
 // resetBoundUp is an h2c server on internal/h2's Server with its default
 // rapid-reset bound (MaxEarlyResets 200): it answers nothing on /hang
 // (each such request signals got), holds /held until release is closed
-// (each signals held), and answers "ok" at once otherwise. calm counts
+// (each signals held), answers /local 429 as its own (Server.Local, as a
+// spindle proxy's answers are: they give no early reset back), and
+// answers "ok" at once otherwise. calm counts
 // the connections it ended for a connection error (past the bound:
 // GOAWAY ENHANCE_YOUR_CALM).
 type resetBoundUp struct {
@@ -85,6 +87,11 @@ func (a *resetBoundApp) OnRequest(s *h2.Server, id uint32, r *h2.Request, end bo
 	case "/held":
 		a.held = append(a.held, id)
 		a.u.held <- struct{}{}
+	case "/local":
+		s.Local(id)
+		if s.WriteHeaders(id, 429, rawFields, false) == nil {
+			s.WriteData(id, rawOK, true)
+		}
 	default:
 		a.answer(s, id)
 	}
@@ -201,6 +208,67 @@ func TestH2UpResetsGivenBackByCompletedStreams(t *testing.T) {
 		}
 		if st := serverTotals(p, u.addr); st.H2ResetRetires != 0 || u.accepted.Load() != 1 || u.calm.Load() != 0 {
 			t.Errorf("%d connections retired of %d, %d ended by the server; want 0 of 1, none", st.H2ResetRetires, u.accepted.Load(), u.calm.Load())
+		}
+	})
+}
+
+// TestH2UpErrorAnswersGiveNoResetBack: a client that puts a request the
+// server answers as its own error at no cost (429 here, Server.Local, as
+// a spindle proxy's answers are) between its resets stays within the
+// proxy's bound of a client (each answered stream gives it an early reset
+// back there) but not within the server's, which gives none back: the
+// proxy gives none back for a response of status 400 or above either,
+// and retires the connection before the server's bound, the request
+// another client has in flight on it completing. Before, each such answer
+// gave one back, the connection's count stayed level, and the server
+// ended it past 200 resets with the other request on it (502).
+func TestH2UpErrorAnswersGiveNoResetBack(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		u := newResetBoundUp(t)
+		p := startProxy(t, h2cPoolConfig(b, u.addr))
+		c, base := h2Client(t, p)
+		innocent := getAsync(c, base+"/held")
+		select {
+		case <-u.held:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the held request did not reach the server")
+		}
+		r := openRawH2(t, p)
+		const rounds = 250
+		for i := range rounds {
+			id := uint32(4*i + 1)
+			r.w(r.headers(id, true, [2]string{":method", "GET"}, [2]string{":scheme", "http"}, [2]string{":authority", "x"}, [2]string{":path", "/hang"}))
+			select {
+			case <-u.got:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("round %d: the request did not reach the server", i)
+			}
+			r.w(h2.AppendRSTStream(nil, id, h2.Cancel))
+			r.w(r.headers(id+2, true, [2]string{":method", "GET"}, [2]string{":scheme", "http"}, [2]string{":authority", "x"}, [2]string{":path", "/local"}))
+			for {
+				f, err := r.untilStream(id + 2)
+				if err != nil || f.Type == h2.FrameGoAway || f.Type == h2.FrameRSTStream {
+					t.Fatalf("round %d: %v %v %v, want the 429", i, f.Type, f.Code, err)
+				}
+				if f.Flags.Has(h2.FlagEndStream) {
+					break
+				}
+			}
+		}
+		close(u.release)
+		select {
+		case got := <-innocent:
+			if got != "200 ok" {
+				t.Errorf("the request in flight beside the resets: %q, want 200 ok", got)
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatal("the request in flight beside the resets got no answer")
+		}
+		if n := u.calm.Load(); n != 0 {
+			t.Errorf("the server ended %d connections past its rapid-reset bound, want none", n)
+		}
+		if st := serverTotals(p, u.addr); st.H2ResetRetires != 2 || u.accepted.Load() != 3 {
+			t.Errorf("%d connections retired of %d, want 2 of 3", st.H2ResetRetires, u.accepted.Load())
 		}
 	})
 }
