@@ -753,7 +753,9 @@
 // with Content-Length); the client's connection is kept alive as with an
 // HTTP/1.1 server (the request body may go on after the response head,
 // as HTTP/2 allows; a response that ends before the request's body
-// does closes the client after it). Expect: 100-continue goes to the
+// does closes the client after it). A client gone before the response's
+// end (its connection closed, a timeout) has the stream reset (CANCEL),
+// as an HTTP/2 client's RST_STREAM does. Expect: 100-continue goes to the
 // server as expect (as HAProxy does, and as to an HTTP/1.1 server; Envoy
 // answers 100 itself unless told to pass it), which decides: its 100
 // reaches the client, which then sends the body; a final response before

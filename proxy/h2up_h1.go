@@ -433,7 +433,7 @@ func (x *h1up) onResponse(u *upH2, r *h2.Response, end bool) {
 		if s.interims++; s.interims > maxInterim {
 			s.passive(false)
 			s.x.term = termResponse
-			x.detach()
+			x.detach(true)
 			s.respond(502)
 			return
 		}
@@ -644,13 +644,18 @@ func (x *h1up) respEnd() {
 	if !s.reqDone {
 		s.closeAft = true // (the rest of its body is not read)
 	}
-	x.detach()
+	x.detach(!s.reqDone)
 	s.respDone(true)
 	s.syncRead()
 }
 
-// detach lets go of the upstream stream, or of the queue it waits in.
-func (x *h1up) detach() {
+// detach lets go of the upstream stream, or of the queue it waits in:
+// the stream reset (CANCEL) where reset. Only respEnd lets go of it
+// without, the response all here and the request whole: elsewhere the
+// response is still coming, and a stream not reset there went on at the
+// server, for nobody, once the response head had gone to the client
+// (TestH2UpH1ClientGoneCancelsStream).
+func (x *h1up) detach(reset bool) {
 	s := x.s
 	if sl := x.wsl; sl != nil {
 		x.wsl = nil
@@ -659,7 +664,7 @@ func (x *h1up) detach() {
 	if u := x.u; u != nil {
 		uid := x.uid
 		x.u, x.uid = nil, 0
-		u.letGo(uid, !s.reqDone || !s.respHead)
+		u.letGo(uid, reset)
 	}
 	x.uncount()
 	x.bp = false

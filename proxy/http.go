@@ -1500,7 +1500,7 @@ func (s *hsession) closeIdle() {
 // where it is broken (its response is not to be read). Loop goroutine.
 func (s *hsession) closeUp(reset bool) {
 	if s.h2 != nil && s.h2.on {
-		s.h2.detach()
+		s.h2.detach(true)
 	}
 	up := s.up
 	if up == nil {

@@ -958,7 +958,7 @@ func (x *h1up) retryStatus(st int) bool {
 // next server's connection. Loop goroutine.
 func (x *h1up) again() {
 	s := x.s
-	x.detach()
+	x.detach(true)
 	s.reqDone, s.upOpen = false, false
 	x.sent, x.ksent = 0, 0
 	x.next()
