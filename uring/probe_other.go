@@ -16,3 +16,6 @@ func HasSendZC() bool { return false }
 
 // ProbeSendZC returns ErrNotSupported outside Linux. Any goroutine.
 func ProbeSendZC() error { return ErrNotSupported }
+
+// SQThreadCPUError returns ErrNotSupported outside Linux. Any goroutine.
+func SQThreadCPUError(cpu int) error { return ErrNotSupported }

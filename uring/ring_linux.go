@@ -178,7 +178,8 @@ func New(cfg *Config) (*Ring, error) {
 // (the kernel refuses one outside its cpuset, as CPU 0 in a container
 // pinned to others): a flag that fails alone is unsupported by this kernel
 // (*UnsupportedFeatureError); if each works alone the combination, or the
-// SQ thread's CPU, is invalid.
+// SQ thread's CPU, is invalid, and SQThreadCPUError says what is wrong
+// with the CPU where it can.
 func setupError(flags, sqCPU uint32, err error) error {
 	serr := os.NewSyscallError("io_uring_setup", err)
 	if errors.Is(err, unix.ENOSYS) {
@@ -214,6 +215,9 @@ func setupError(flags, sqCPU uint32, err error) error {
 		}
 	}
 	if flags&sys.IORING_SETUP_SQ_AFF != 0 {
+		if err := SQThreadCPUError(int(sqCPU)); err != nil {
+			return fmt.Errorf("%v: %w", err, serr)
+		}
 		return fmt.Errorf("invalid io_uring setup flag combination %#x, or SQ thread CPU %d (offline, or outside the cpuset): %w", flags, sqCPU, serr)
 	}
 	return fmt.Errorf("invalid io_uring setup flag combination %#x: %w", flags, serr)
