@@ -34,8 +34,9 @@ var (
 	SQPollUnpinned = SQPollPlacement{cpu: -1}
 )
 
-// SQPollOnCPU pins the SQPOLL thread to cpu (CPU 0 included); a negative
-// cpu makes New fail. Any goroutine.
+// SQPollOnCPU pins the SQPOLL thread to cpu (CPU 0 included); New fails
+// for a negative cpu, and on uring-sqpoll for one that runs a loop, does
+// not exist, is offline or is outside the process's cpuset. Any goroutine.
 func SQPollOnCPU(cpu int) SQPollPlacement {
 	if cpu < 0 {
 		return SQPollPlacement{cpu: -2}
@@ -189,7 +190,9 @@ type Config struct {
 	// (on the first loop's NUMA node if one is),
 	// and when every CPU runs a loop leaves the thread unpinned and says so
 	// through Logf; SQPollUnpinned leaves it unpinned; SQPollOnCPU(c) pins
-	// it to CPU c.
+	// it to CPU c, which must be online, outside CPUs and in the process's
+	// cpuset, though it may be outside the process's affinity (New fails
+	// otherwise, naming the reason).
 	SQPoll SQPollPlacement
 	// SendZCThreshold, when > 0, makes the uring backends send queued
 	// segments of at least this many bytes with IORING_OP_SEND_ZC from the

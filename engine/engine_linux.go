@@ -20,6 +20,7 @@ import (
 	"github.com/spindlenet/spindle/internal/kver"
 	"github.com/spindlenet/spindle/internal/sys"
 	"github.com/spindlenet/spindle/internal/tunestate"
+	"github.com/spindlenet/spindle/uring"
 )
 
 // New makes an engine with one loop per CPU of cfg.CPUs (nil cfg: defaults).
@@ -51,6 +52,9 @@ func New(cfg *Config, h Handler) (*Engine, error) {
 			return nil, fmt.Errorf("engine: CPU %d listed twice", cpu)
 		}
 		seen[cpu] = true
+	}
+	if err := checkSQPollCPU(&c); err != nil {
+		return nil, err
 	}
 	e := &Engine{
 		stall:    stopStall,
@@ -128,6 +132,29 @@ func defaultCPUs(c *Config, allowed []int) []int {
 	}
 	c.Logf("engine: loops on CPUs %v, set aside by spindle tune (%s)", cpus, path)
 	return cpus
+}
+
+// checkSQPollCPU refuses, for uring-sqpoll, a CPU Config.SQPoll names
+// that the kernel would refuse for the SQPOLL thread (uring.SQThreadCPUError:
+// it does not exist, is offline, or is outside the process's cpuset), or
+// that runs a loop, where the thread would spin beside that loop. Without
+// the check the first loop's ring setup failed with EINVAL and the engine
+// ran without SQPOLL, saying only "offline, or outside the cpuset", and a
+// loop CPU was taken. A CPU outside the process's affinity but in its
+// cpuset is taken: a process confined to its loops' CPUs may still pin the
+// thread beside them. Any goroutine.
+func checkSQPollCPU(c *Config) error {
+	cpu, ok := c.SQPoll.CPU()
+	if !ok || c.Backend != BackendURingSQPoll {
+		return nil
+	}
+	if slices.Contains(c.CPUs, cpu) {
+		return fmt.Errorf("engine: Config.SQPoll: SQ thread CPU %d runs a loop (loop CPUs %v); the SQPOLL thread must run outside the loops' CPUs", cpu, c.CPUs)
+	}
+	if err := uring.SQThreadCPUError(cpu); err != nil {
+		return fmt.Errorf("engine: Config.SQPoll: %w", err)
+	}
+	return nil
 }
 
 // allowedCPUs lists the CPUs the calling thread may run on, ascending.
