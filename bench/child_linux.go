@@ -133,6 +133,16 @@ func allowedCPUs() ([]int, error) { return sys.AllowedCPUs() }
 // read it moved least across is kept): a reader descheduled in the middle
 // on a loaded machine would otherwise put a thread sum and a process total
 // of different moments side by side.
+// monoNow is CLOCK_MONOTONIC in ns, the clock of ServerUsage.MonoNS; 0
+// where it cannot be read.
+func monoNow() int64 {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) != nil {
+		return 0
+	}
+	return unix.TimespecToNsec(ts)
+}
+
 func selfUsage() (ServerUsage, error) {
 	var best ServerUsage
 	bestSkew := int64(-1)

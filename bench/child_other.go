@@ -13,6 +13,8 @@ func pinHarness(cpus []int) (func() error, error) { return nil, ErrNotSupported 
 
 func selfUsage() (ServerUsage, error) { return ServerUsage{}, ErrNotSupported }
 
+func monoNow() int64 { return 0 }
+
 func allowedCPUs() ([]int, error) { return nil, ErrNotSupported }
 
 // killGroupOnCancel leaves cmd as it is outside Linux.

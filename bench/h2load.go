@@ -229,7 +229,16 @@ type H2loadLog struct {
 // µs", tab-separated; more columns, which later versions may add, are
 // ignored. Any goroutine; h is the caller's.
 func ParseH2loadLog(r io.Reader, h *Histogram) (H2loadLog, error) {
+	return parseH2loadLog(r, h, nil)
+}
+
+// parseH2loadLog is ParseH2loadLog that also counts the rows by the
+// millisecond their response ended in into ends (when not nil), so that
+// CPU read at other times than the main duration's edges is divided by
+// the requests between its reads (windowRate).
+func parseH2loadLog(r io.Reader, h *Histogram, ends *replyTimes) (H2loadLog, error) {
 	var l H2loadLog
+	endMS := map[int64]uint64{}
 	sc := bufio.NewScanner(r)
 	row := 0
 	for sc.Scan() {
@@ -247,6 +256,9 @@ func ParseH2loadLog(r io.Reader, h *Histogram) (H2loadLog, error) {
 			l.FirstEndUS = end
 		}
 		l.LastEndUS = max(l.LastEndUS, end)
+		if ends != nil {
+			endMS[end/1000]++
+		}
 		l.Requests++
 		switch {
 		case status >= 200 && status < 300:
@@ -266,6 +278,13 @@ func ParseH2loadLog(r io.Reader, h *Histogram) (H2loadLog, error) {
 	}
 	if err := sc.Err(); err != nil {
 		return l, fmt.Errorf("h2load log: %w", err)
+	}
+	if ends != nil && l.Requests > 0 {
+		first := l.FirstEndUS / 1000
+		*ends = replyTimes{origin: time.UnixMilli(first), perMS: make([]uint64, l.LastEndUS/1000-first+1)}
+		for ms, n := range endMS {
+			ends.perMS[ms-first] = n
+		}
 	}
 	return l, nil
 }

@@ -434,12 +434,12 @@ type cpuFigures struct {
 	source string
 }
 
-// windowCPU is proxyCPU of the reads e at a window's edges, replies in
-// it, with where the CPU came from.
-func windowCPU(e [2]cpuEdge, replies uint64, window time.Duration) cpuFigures {
+// windowCPU is proxyCPU of the reads e at a window's edges, at the
+// measurement's request rate w, with where the CPU came from.
+func windowCPU(e [2]cpuEdge, w windowRate) cpuFigures {
 	var f cpuFigures
 	var fine bool
-	f.usPerReq, f.percent, fine = proxyCPU(e[0], e[1], replies, window)
+	f.usPerReq, f.percent, fine = proxyCPU(e[0], e[1], w)
 	f.source = "stat"
 	if fine {
 		f.source = "schedstat"
@@ -489,7 +489,8 @@ func (d h2loadDriver) measure(ctx context.Context, dir, listen string, streams i
 	if err != nil {
 		return m, err
 	}
-	lg, err := ParseH2loadLog(f, h)
+	var ends replyTimes
+	lg, err := parseH2loadLog(f, h, &ends)
 	f.Close()
 	if err == nil {
 		err = verifyH2load(sum, lg)
@@ -499,10 +500,11 @@ func (d h2loadDriver) measure(ctx context.Context, dir, listen string, streams i
 	}
 	m.requests, m.rps, m.latency, m.edges, m.log, m.tls = sum.Done, float64(sum.Done)/d.window.Seconds(), h.Percentiles(), edges, lg, sum.TLS
 	m.protocol, m.clamped = sum.Protocol, h.Overflow()
-	m.server, m.upstream = windowCPU(edges.server, sum.Done, d.window), windowCPU(edges.upstream, sum.Done, d.window)
-	_, clientPct, _ := proxyCPU(edges.client[0], edges.client[1], sum.Done, d.window)
+	rate := windowRate{replies: sum.Done, window: d.window, times: ends}
+	m.server, m.upstream = windowCPU(edges.server, rate), windowCPU(edges.upstream, rate)
+	_, clientPct, _ := proxyCPU(edges.client[0], edges.client[1], rate)
 	m.clientPercent = d.clientPercent(clientPct)
-	m.machine = windowMachine(edges.stat, sum.Done, d.window, 0)
+	m.machine = windowMachine(edges.stat, rate, 0)
 	return m, nil
 }
 

@@ -222,6 +222,15 @@ type LoadResult struct {
 	// TLS is what the connections' TLS handshakes agreed, with
 	// LoadConfig.TLS; nil without.
 	TLS *LoadTLS
+	// times are when the replies came, the whole run's (warm-up and
+	// drain included), so that a counter read at other times than the
+	// window's edges is divided by the replies between its reads.
+	times replyTimes
+}
+
+// rate is the run's request rate for per-request figures (windowRate).
+func (r *LoadResult) rate() windowRate {
+	return windowRate{replies: r.Replies, window: r.Window, times: r.times}
 }
 
 // LoadTLS is what a load run's TLS handshakes agreed (LoadConfig.TLS).

@@ -95,7 +95,9 @@ type loadThread struct {
 	scratch    []byte
 	winStart   int64
 	winEnd     int64
-	replies    uint64 // replies received inside the window, to any request
+	replies    uint64   // replies received inside the window, to any request
+	perMS      []uint64 // replies received in each millisecond from t0 on (replyTimes)
+	t0         int64
 	answered   uint64 // requests of the window answered (by the drain's end)
 	sent       uint64
 	scheduled  uint64
@@ -204,6 +206,7 @@ func runLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 		return nil, ctx.Err()
 	}
 	res := &LoadResult{Hist: NewHistogram(), Window: cfg.Duration, Threads: cfg.Threads, CPUs: clientCPUCount(cfg.Threads, cfg.CPUs)}
+	res.times.origin = base.Add(time.Duration(t0))
 	if cfg.Rate > 0 {
 		res.SendLag = NewHistogram()
 	}
@@ -213,6 +216,12 @@ func runLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 			res.SendLag.Merge(t.lag)
 		}
 		res.Replies += t.replies
+		if res.times.perMS == nil {
+			res.times.perMS = make([]uint64, len(t.perMS))
+		}
+		for i, n := range t.perMS {
+			res.times.perMS[i] += n
+		}
 		res.Answered += t.answered
 		res.Sent += t.sent
 		res.Scheduled += t.scheduled
@@ -561,6 +570,7 @@ func (t *loadThread) receiveOnce(c *loadConn, closed bool) (bool, error) {
 		if now >= t.winStart && now < t.winEnd {
 			t.replies++
 		}
+		t.countReply(now)
 		if p.t >= t.winStart && p.t < t.winEnd {
 			t.hist.Record(time.Duration(now - p.t))
 			t.answered++
@@ -579,10 +589,22 @@ func (t *loadThread) receiveOnce(c *loadConn, closed bool) (bool, error) {
 	return true, nil
 }
 
+// countReply counts a reply received at now in its millisecond of
+// t.perMS; a reply after the last is counted in it.
+func (t *loadThread) countReply(now int64) {
+	if n := int64(len(t.perMS)); n > 0 {
+		t.perMS[min(max(now-t.t0, 0)/int64(time.Millisecond), n-1)]++
+	}
+}
+
 // run is the thread's event loop, from the shared start time t0.
 func (t *loadThread) run(t0 int64) error {
+	t.t0 = t0
 	t.winStart = t0 + int64(t.cfg.Warmup)
 	t.winEnd = t.winStart + int64(t.cfg.Duration)
+	// A millisecond for each of the run's, and one for a reply of its
+	// last iteration, which can come just after the drain's end.
+	t.perMS = make([]uint64, (t.cfg.Warmup+t.cfg.Duration+t.cfg.Drain)/time.Millisecond+2)
 	for t.now() < t0 {
 	}
 	if t.cfg.Rate > 0 {

@@ -502,3 +502,27 @@ func TestLoadHotPathAllocs(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadRecordsReplyTimes: a run counts every reply by the millisecond
+// it came in, from the load's start on, so that CPU read at other times
+// than the window's edges is divided by the replies between its reads:
+// the window's milliseconds hold exactly the window's replies, and the
+// whole record at least as many (the warm-up's and the drain's too).
+func TestLoadRecordsReplyTimes(t *testing.T) {
+	addr := startTestServer(t, "go-net")
+	for _, rate := range []float64{0, 2000} {
+		const warmup, window = 20 * time.Millisecond, 100 * time.Millisecond
+		res := servedLoad(t, LoadConfig{Addr: addr, Conns: 2, Rate: rate, Warmup: warmup, Duration: window}, unserved)
+		from := res.times.origin.Add(warmup)
+		if got := res.times.between(from, from.Add(res.Window)); got != float64(res.Replies) {
+			t.Errorf("rate %v: %v replies recorded in the window, %d counted", rate, got, res.Replies)
+		}
+		var all uint64
+		for _, n := range res.times.perMS {
+			all += n
+		}
+		if all < res.Replies {
+			t.Errorf("rate %v: %d replies recorded in the run, %d in its window", rate, all, res.Replies)
+		}
+	}
+}

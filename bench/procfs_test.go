@@ -242,13 +242,13 @@ func TestProcessCPUTIDReused(t *testing.T) {
 		t.Fatalf("TIDs %v then %v, want the same", a.TIDs, b.TIDs)
 	}
 	t0 := time.Now()
-	us, _, fine := proxyCPU(cpuEdge{g: a, at: t0}, cpuEdge{g: b, at: t0.Add(time.Second)}, 1000, time.Second)
+	us, _, fine := proxyCPU(cpuEdge{g: a, at: t0}, cpuEdge{g: b, at: t0.Add(time.Second)}, windowRate{replies: 1000, window: time.Second})
 	if fine || us != ClockTick/1e3/1000 {
 		t.Errorf("a TID reused: %v µs/req from run times %v, want the tick's %v µs/req", us, fine, ClockTick/1e3/1000)
 	}
 	thread(101, "500", "9000000") // the same thread as at a
 	b = read(11)
-	if us, _, fine = proxyCPU(cpuEdge{g: a, at: t0}, cpuEdge{g: b, at: t0.Add(time.Second)}, 1000, time.Second); !fine || us != 6 {
+	if us, _, fine = proxyCPU(cpuEdge{g: a, at: t0}, cpuEdge{g: b, at: t0.Add(time.Second)}, windowRate{replies: 1000, window: time.Second}); !fine || us != 6 {
 		t.Errorf("the same threads: %v µs/req from run times %v, want 6 from run times", us, fine)
 	}
 }

@@ -1004,8 +1004,8 @@ func (r *proxyRunner) measure(ctx context.Context, a proxyArm, rep int) (ProxyRe
 			return res, err
 		}
 	}
-	res.Machine = windowMachine(e.stat, load.Replies, load.Window, load.ClientIdle)
-	r.recordCPU(&res, fmt.Sprintf("%s rep %d", a.name, rep), p != nil, e.proxy, e.upstream, windowCPU(e.proxy, load.Replies, load.Window), windowCPU(e.upstream, load.Replies, load.Window))
+	res.Machine = windowMachine(e.stat, load.rate(), load.ClientIdle)
+	r.recordCPU(&res, fmt.Sprintf("%s rep %d", a.name, rep), p != nil, e.proxy, e.upstream, windowCPU(e.proxy, load.rate()), windowCPU(e.upstream, load.rate()))
 	return res, nil
 }
 
@@ -1079,13 +1079,15 @@ func (r *proxyRunner) recordCPU(res *ProxyResult, what string, proxied bool, pro
 
 // proxyCPU turns the group CPU read at two edges into µs per request and a
 // percent of one CPU: the CPU's rate over the time between the reads,
-// divided by the request rate of the window (replies over window). The
+// divided by the request rate over the same time (w.over: the replies
+// between the reads, or the window's rate where their times are not
+// known). The
 // CPU is the threads' schedstat run time where both reads have it for the
 // same threads (ns resolution), else utime+stime (10 ms ticks, which
 // also count threads that exited); fine says which.
-func proxyCPU(a, b cpuEdge, replies uint64, window time.Duration) (usPerReq, percent float64, fine bool) {
+func proxyCPU(a, b cpuEdge, w windowRate) (usPerReq, percent float64, fine bool) {
 	between := b.at.Sub(a.at)
-	if between <= 0 || window <= 0 || b.g.Ticks < a.g.Ticks {
+	if between <= 0 || w.window <= 0 || b.g.Ticks < a.g.Ticks {
 		return 0, 0, false
 	}
 	cpuNS := float64(b.g.Ticks-a.g.Ticks) * ClockTick
@@ -1093,11 +1095,10 @@ func proxyCPU(a, b cpuEdge, replies uint64, window time.Duration) (usPerReq, per
 		cpuNS, fine = float64(b.g.RunNS-a.g.RunNS), true
 	}
 	percent = 100 * cpuNS / float64(between)
-	if replies == 0 {
+	if w.replies == 0 {
 		return 0, percent, fine
 	}
-	rps := float64(replies) / window.Seconds()
-	return cpuUSPerReq(cpuNS, between, rps), percent, fine
+	return cpuUSPerReq(cpuNS, between, w.over(a.at, b.at, between)), percent, fine
 }
 
 func (r *proxyRunner) finish() {

@@ -339,24 +339,24 @@ func TestProxyCPU(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	a := cpuEdge{g: GroupCPU{Ticks: 100}, at: t0}
 	b := cpuEdge{g: GroupCPU{Ticks: 150}, at: t0.Add(time.Second)}
-	us, pct, fine := proxyCPU(a, b, 20000, 2*time.Second)
+	us, pct, fine := proxyCPU(a, b, windowRate{replies: 20000, window: 2 * time.Second})
 	if us != 50 || pct != 50 || fine {
 		t.Errorf("ticks: got %v µs/req, %v%%, fine %v; want 50, 50, false", us, pct, fine)
 	}
-	if us, pct, _ := proxyCPU(b, a, 20000, 2*time.Second); us != 0 || pct != 0 {
+	if us, pct, _ := proxyCPU(b, a, windowRate{replies: 20000, window: 2 * time.Second}); us != 0 || pct != 0 {
 		t.Errorf("reads out of order: %v, %v; want 0, 0", us, pct)
 	}
-	if us, _, _ := proxyCPU(a, b, 0, 2*time.Second); us != 0 {
+	if us, _, _ := proxyCPU(a, b, windowRate{replies: 0, window: 2 * time.Second}); us != 0 {
 		t.Errorf("no replies: %v µs/req", us)
 	}
 	a.g.RunNS, a.g.TIDs = 1_000_000_000, []int{7, 8}
 	b.g.RunNS, b.g.TIDs = 1_250_000_000, []int{7, 8}
-	us, pct, fine = proxyCPU(a, b, 20000, 2*time.Second)
+	us, pct, fine = proxyCPU(a, b, windowRate{replies: 20000, window: 2 * time.Second})
 	if us != 25 || pct != 25 || !fine {
 		t.Errorf("run time: got %v µs/req, %v%%, fine %v; want 25, 25, true", us, pct, fine)
 	}
 	b.g.TIDs = []int{7, 9}
-	if us, _, fine := proxyCPU(a, b, 20000, 2*time.Second); us != 50 || fine {
+	if us, _, fine := proxyCPU(a, b, windowRate{replies: 20000, window: 2 * time.Second}); us != 50 || fine {
 		t.Errorf("threads changed: got %v µs/req, fine %v; want the ticks' 50, false", us, fine)
 	}
 }

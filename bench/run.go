@@ -919,19 +919,26 @@ type snapshot struct {
 	// usageAt is when the harness got the usage answer (the child's own
 	// usage.MonoNS is preferred when both edges have it).
 	usageAt time.Time
-	stat    *topo.Stat
-	statAt  time.Time
-	soft    Softirqs
-	softAt  time.Time
-	intr    *Interrupts
-	intrAt  time.Time
-	err     error
+	// usageRead is when the child read its usage, on the harness's
+	// clock: usage.MonoNS placed by the harness's CLOCK_MONOTONIC at
+	// usageAt, or usageAt where either is missing.
+	usageRead time.Time
+	stat      *topo.Stat
+	statAt    time.Time
+	soft      Softirqs
+	softAt    time.Time
+	intr      *Interrupts
+	intrAt    time.Time
+	err       error
 }
 
 // edgeReader reads a window's snapshots: the clock, the server child's
 // usage, and the host's /proc files. Tests give it fakes.
 type edgeReader struct {
-	now   func() time.Time
+	now func() time.Time
+	// mono is CLOCK_MONOTONIC in ns (monoNow), read after now to place
+	// the child's usage.MonoNS; nil or 0 places it at the answer's arrival.
+	mono  func() int64
 	usage func() (ServerUsage, error)
 	stat  func() (*topo.Stat, error)
 	soft  func() (Softirqs, error)
@@ -941,7 +948,7 @@ type edgeReader struct {
 // liveEdges reads the live host's /proc and child p's usage.
 func liveEdges(p *serverProc) edgeReader {
 	var proc Proc
-	return edgeReader{now: time.Now, usage: p.usage, stat: proc.Stat, soft: proc.Softirqs, intr: proc.Interrupts}
+	return edgeReader{now: time.Now, mono: monoNow, usage: p.usage, stat: proc.Stat, soft: proc.Softirqs, intr: proc.Interrupts}
 }
 
 // readProc reads the /proc files of one edge into s, each read stamped
@@ -992,6 +999,12 @@ func (e edgeReader) window(start, end time.Time, sleepUntil func(time.Time) bool
 			}
 			s[i].usage, usageErr[i] = e.usage()
 			s[i].usageAt = e.now()
+			s[i].usageRead = s[i].usageAt
+			if e.mono != nil {
+				if m, u := e.mono(), s[i].usage.MonoNS; m > 0 && u > 0 && u <= m {
+					s[i].usageRead = s[i].usageAt.Add(-time.Duration(m - u))
+				}
+			}
 		}
 		usageOK = true
 	})
@@ -1144,11 +1157,11 @@ func (r *runner) measure(ctx context.Context, a Arm, rps string, rep int, mode s
 }
 
 // fill computes a Result's figures from the load result and the window's
-// snapshots. The request rate is the window's (replies received in it per
-// second of it); each counter's change is divided by the measured interval
-// between its two reads (getrusage for the server, /proc/stat for the
-// machine, …), not by the nominal window: a per-request figure is the
-// counter's rate over the request rate.
+// snapshots. The achieved rate is the window's (replies received in it per
+// second of it); a per-request figure is a counter's change between its two
+// reads (getrusage for the server, /proc/stat for the machine, …) over the
+// replies received between those same reads (windowRate.over), not over
+// the window's: the reads are not at the window's edges.
 func (r *runner) fill(res *Result, load *LoadResult, edges [2]snapshot) {
 	res.AchievedRPS = load.Throughput()
 	res.Requests = load.Replies
@@ -1166,29 +1179,36 @@ func (r *runner) fill(res *Result, load *LoadResult, edges [2]snapshot) {
 	}
 	rps := n / load.Window.Seconds()
 	iv := measuredIntervals(edges, load.Window)
-	perReq := func(delta float64, d time.Duration) float64 { return countPerReq(delta, d, rps) }
-	perReqUS := func(ns float64, d time.Duration) float64 { return cpuUSPerReq(ns, d, rps) }
+	// Each source's counters are divided by the replies received between
+	// its own two reads (windowRate.over), so that a read answered late,
+	// after the load stopped, does not spread the window's requests over a
+	// longer interval than they came in.
+	rate := load.rate()
+	usageRPS := rate.over(edges[0].usageRead, edges[1].usageRead, iv.usage)
+	statRPS := rate.over(edges[0].statAt, edges[1].statAt, iv.stat)
 	// The client's CPU and idle polling are read by its own threads at the
 	// window's edges.
-	res.ClientUSPerReq = perReqUS(float64(load.ClientBusy()), load.Window)
+	res.ClientUSPerReq = cpuUSPerReq(float64(load.ClientBusy()), load.Window, rps)
 	u0, u1 := edges[0].usage, edges[1].usage
+	perReq := func(delta float64) float64 { return countPerReq(delta, iv.usage, usageRPS) }
+	perReqUS := func(ns float64) float64 { return cpuUSPerReq(ns, iv.usage, usageRPS) }
 	res.Server = ServerCPU{
-		UserUSPerReq:      perReqUS(float64(u1.UserNS-u0.UserNS), iv.usage),
-		SysUSPerReq:       perReqUS(float64(u1.SysNS-u0.SysNS), iv.usage),
-		TotalUSPerReq:     perReqUS(float64(u1.UserNS-u0.UserNS+u1.SysNS-u0.SysNS), iv.usage),
-		CtxSwitchesPerReq: perReq(float64(u1.Nvcsw-u0.Nvcsw+u1.Nivcsw-u0.Nivcsw), iv.usage),
+		UserUSPerReq:      perReqUS(float64(u1.UserNS - u0.UserNS)),
+		SysUSPerReq:       perReqUS(float64(u1.SysNS - u0.SysNS)),
+		TotalUSPerReq:     perReqUS(float64(u1.UserNS - u0.UserNS + u1.SysNS - u0.SysNS)),
+		CtxSwitchesPerReq: perReq(float64(u1.Nvcsw - u0.Nvcsw + u1.Nivcsw - u0.Nivcsw)),
 	}
 	if u1.Counters != nil {
 		w := (u1.Counters["waits"] + u1.Counters["submits"]) - (u0.Counters["waits"] + u0.Counters["submits"])
-		res.Server.KernelWaitsPerReq = perReq(float64(w), iv.usage)
-		res.Server.WaitCPUUSPerReq = perReqUS(float64(u1.Counters["wait_cpu_ns"]-u0.Counters["wait_cpu_ns"]), iv.usage)
+		res.Server.KernelWaitsPerReq = perReq(float64(w))
+		res.Server.WaitCPUUSPerReq = perReqUS(float64(u1.Counters["wait_cpu_ns"] - u0.Counters["wait_cpu_ns"]))
 	}
 	for _, t := range threadRuns(u0.Threads, u1.Threads) {
-		res.Server.Threads = append(res.Server.Threads, ThreadCPU{TID: t.TID, Comm: t.Comm, USPerReq: perReqUS(float64(t.RunNS), iv.usage), CPU: t.Processor})
+		res.Server.Threads = append(res.Server.Threads, ThreadCPU{TID: t.TID, Comm: t.Comm, USPerReq: perReqUS(float64(t.RunNS)), CPU: t.Processor})
 	}
 	s0, s1 := edges[0].stat, edges[1].stat
-	res.Machine = machineCPU(s0, s1, iv.stat, rps, perReqUS(float64(load.ClientIdle), load.Window))
-	tick := ticksPerReqUS(iv.stat, rps)
+	res.Machine = machineCPU(s0, s1, iv.stat, statRPS, cpuUSPerReq(float64(load.ClientIdle), load.Window, rps))
+	tick := ticksPerReqUS(iv.stat, statRPS)
 	statTicks := iv.stat.Seconds() * 1e9 / ClockTick
 	for _, cpu := range slices.Sorted(maps.Keys(s1.CPU)) {
 		c0, ok := s0.CPU[cpu]
@@ -1224,9 +1244,10 @@ func (r *runner) fill(res *Result, load *LoadResult, edges [2]snapshot) {
 			netrx += rx1[cpu] - rx0[cpu]
 		}
 	}
-	res.Machine.ServerCPUInterruptsPerReq = perReq(float64(irq), iv.intr)
-	res.Machine.ServerCPUDeviceIRQsPerReq = perReq(float64(dev), iv.intr)
-	res.Machine.ServerCPUNetRxPerReq = perReq(float64(netrx), iv.soft)
+	intrRPS := rate.over(edges[0].intrAt, edges[1].intrAt, iv.intr)
+	res.Machine.ServerCPUInterruptsPerReq = countPerReq(float64(irq), iv.intr, intrRPS)
+	res.Machine.ServerCPUDeviceIRQsPerReq = countPerReq(float64(dev), iv.intr, intrRPS)
+	res.Machine.ServerCPUNetRxPerReq = countPerReq(float64(netrx), iv.soft, rate.over(edges[0].softAt, edges[1].softAt, iv.soft))
 }
 
 // machineCPU is the machine-wide part of MachineCPU from /proc/stat read
@@ -1267,6 +1288,10 @@ func ticksPerReqUS(d time.Duration, rps float64) func(ticks uint64) float64 {
 // countPerReq turns a counter's change over interval d, at rps requests
 // per second, into a count per request.
 func countPerReq(delta float64, d time.Duration, rps float64) float64 {
+	if rps <= 0 || d <= 0 {
+		// No request in the interval: nothing to divide by.
+		return 0
+	}
 	return delta / d.Seconds() / rps
 }
 

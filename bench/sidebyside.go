@@ -280,21 +280,21 @@ func readStatEdge() statEdge {
 }
 
 // windowMachine is the machine CPU of a side-by-side measurement from
-// /proc/stat read at its window's edges (e), with replies answered in the
-// window, the client's threads idle in their polls for clientIdle of it:
-// machineCPU over the time between the two reads (the window where their
-// times are missing), at the window's request rate. Without replies it is
-// zero: nothing to divide by.
-func windowMachine(e [2]statEdge, replies uint64, window, clientIdle time.Duration) MachineWork {
-	if replies == 0 || window <= 0 || e[0].stat == nil || e[1].stat == nil {
+// /proc/stat read at its window's edges (e), at the measurement's request
+// rate w, the client's threads idle in their polls for clientIdle of the
+// window: machineCPU over the time between the two reads (the window
+// where their times are missing), at the request rate between them
+// (w.over). Without replies it is zero: nothing to divide by.
+func windowMachine(e [2]statEdge, w windowRate, clientIdle time.Duration) MachineWork {
+	if w.replies == 0 || w.window <= 0 || e[0].stat == nil || e[1].stat == nil {
 		return MachineWork{}
 	}
-	d := window
+	d := w.window
 	if !e[0].at.IsZero() && e[1].at.After(e[0].at) {
 		d = e[1].at.Sub(e[0].at)
 	}
-	rps := float64(replies) / window.Seconds()
-	return machineCPU(e[0].stat, e[1].stat, d, rps, cpuUSPerReq(float64(clientIdle), window, rps)).work()
+	rps := float64(w.replies) / w.window.Seconds()
+	return machineCPU(e[0].stat, e[1].stat, d, w.over(e[0].at, e[1].at, d), cpuUSPerReq(float64(clientIdle), w.window, rps)).work()
 }
 
 // armSample is what every measurement of a side-by-side run has: its arm,

@@ -115,7 +115,7 @@ func TestWindowMachineCountsEveryCPU(t *testing.T) {
 	near := func(got, want float64) bool { return math.Abs(got-want) < 1e-6*max(1, want) }
 	// One tick (10 ms) per second at 1000 req/s is 10 µs per request;
 	// over 1.25 s, 8 µs.
-	m := windowMachine(e, 1000, time.Second, 40*time.Millisecond)
+	m := windowMachine(e, windowRate{replies: 1000, window: time.Second}, 40*time.Millisecond)
 	for _, c := range []struct {
 		name      string
 		got, want float64
@@ -130,7 +130,7 @@ func TestWindowMachineCountsEveryCPU(t *testing.T) {
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
 		}
 	}
-	if none := windowMachine(e, 0, time.Second, 0); none != (MachineWork{}) {
+	if none := windowMachine(e, windowRate{replies: 0, window: time.Second}, 0); none != (MachineWork{}) {
 		t.Errorf("no replies: %+v, want none", none)
 	}
 
