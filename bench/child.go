@@ -104,7 +104,7 @@ func ServeMain(ctx context.Context, args []string, stdin io.Reader, stdout io.Wr
 	loops := fs.Int("loops", 1, "event loops (GOMAXPROCS for go-net)")
 	cpus := fs.String("cpus", "", "pin the server process to these CPUs (e.g. 0 or 0-1)")
 	spare := fs.String("spare-cpus", "", "CPUs for the arm's helper threads (SQPOLL), outside -cpus")
-	compute := fs.Int("compute-us", 0, "CPU µs burned per request before replying")
+	compute := fs.Int("compute-us", 0, "µs spun per request before replying, on the wall clock (CLOCK_MONOTONIC, not the thread's CPU time: an interrupt, softirq or preemption meanwhile is inside them, not added)")
 	body := fs.Int("body", DefaultPayload, "HTTP response body size for requests without a body")
 	control := fs.Bool("control", false, "harness mode: answer 'usage' on stdin, exit at EOF (or when stopped)")
 	if err := fs.Parse(args); err != nil {

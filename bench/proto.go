@@ -112,8 +112,15 @@ func frameLen(b []byte) (int, error) {
 	return FrameHeader + int(n), nil
 }
 
-// Spin burns the calling thread's CPU for d (the servers' --compute-us
-// knob). It does not sleep or yield.
+// Spin burns the calling thread's CPU for d of wall-clock time (the
+// servers' --compute-us knob), read from CLOCK_MONOTONIC (time.Now, vDSO:
+// tens of ns a read). It does not sleep or yield. An interrupt or softirq
+// that lands on the CPU during the spin, or a preemption, is inside d, not
+// added to it, the same for every arm. Spinning on the thread's CPU time
+// instead would not change that for interrupts on a kernel without
+// CONFIG_IRQ_TIME_ACCOUNTING (their time is in the interrupted thread's
+// CPU time there), and CLOCK_THREAD_CPUTIME_ID is a system call, not
+// vDSO: each read would be system time of its own.
 func Spin(d time.Duration) {
 	if d <= 0 {
 		return

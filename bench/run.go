@@ -42,7 +42,8 @@ type Config struct {
 	InFlight int
 	// Payload is the RPC payload size. Default DefaultPayload.
 	Payload int
-	// ComputeUS is CPU µs the server burns per request. Default 0.
+	// ComputeUS is the µs the server spins per request (Spin: wall
+	// clock, not thread CPU time). Default 0.
 	ComputeUS int
 	// Loops is the number of server event loops. Default 1.
 	Loops int

@@ -84,7 +84,7 @@ type RunSettings struct {
 	InFlight int `json:"in_flight"`
 	// Payload is the RPC payload in bytes.
 	Payload int `json:"payload_bytes"`
-	// ComputeUS is the CPU µs each server burns per request (a sweep's
+	// ComputeUS is the µs each server spins per request (Spin; a sweep's
 	// measurements take theirs from SweepComputeUS).
 	ComputeUS int `json:"compute_us"`
 	// Loops is the number of server event loops (a sweep's measurements

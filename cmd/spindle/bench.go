@@ -51,7 +51,7 @@ func (f *benchFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.conns, "conns", 50, "client connections")
 	fs.IntVar(&f.inflight, "inflight", 1, "closed-loop requests in flight per connection")
 	fs.IntVar(&f.payload, "payload", bench.DefaultPayload, "RPC payload bytes")
-	fs.IntVar(&f.compute, "compute-us", 0, "CPU µs the server burns per request")
+	fs.IntVar(&f.compute, "compute-us", 0, "µs the server spins per request before replying, on the wall clock (CLOCK_MONOTONIC, not the thread's CPU time: an interrupt, softirq or preemption meanwhile is inside them, not added)")
 	fs.IntVar(&f.loops, "loops", 1, "server event loops")
 	fs.StringVar(&f.serverCPUs, "server-cpus", "", "CPUs the server is pinned to (default: the first CPUs this process may run on, one per loop)")
 	fs.StringVar(&f.clientCPUs, "client-cpus", "", "CPUs the client threads, and the harness's own (its Go runtime's included), are pinned to (default: the next CPU this process may run on after the server's, the first that is not the server's when that one is, the last when there is none)")
@@ -255,7 +255,7 @@ func runBenchSweep(ctx context.Context, args []string) error {
 	var f benchFlags
 	f.register(fs)
 	loops := fs.String("loops-list", "", "server loop counts (default 1,2 on two or more CPUs)")
-	compute := fs.String("compute-list", "0,10,50", "per-request compute µs values")
+	compute := fs.String("compute-list", "0,10,50", "per-request compute µs values (as --compute-us: spun on the wall clock)")
 	fs.Lookup("loops").Usage = "not for a sweep: give --loops-list"
 	fs.Lookup("compute-us").Usage = "not for a sweep: give --compute-list"
 	if err := parseFlags(fs, args); err != nil {

@@ -21,7 +21,7 @@ usage: spindle bench [flags]            every arm: closed-loop peak, then open l
   -client-threads int
     	client threads (default: one per client CPU)
   -compute-us int
-    	CPU µs the server burns per request
+    	µs the server spins per request before replying, on the wall clock (CLOCK_MONOTONIC, not the thread's CPU time: an interrupt, softirq or preemption meanwhile is inside them, not added)
   -conns int
     	client connections (default 50)
   -duration duration
