@@ -40,6 +40,13 @@ type H2loadSummary struct {
 	Protocol string
 	// TLS is what h2load says of TLS, with an https URI; zero without.
 	TLS H2loadTLS
+	// ConnectMax is the max column of the "time for connect" line. In a
+	// timing-based run h2load clears every connection's connect time when
+	// its main duration starts, so it is 0 unless a connection was made
+	// (TCP connect and, with TLS, the handshake) in the main duration: one
+	// not yet made when the warm-up ended, timed from the main duration's
+	// start, or a reconnect.
+	ConnectMax time.Duration
 }
 
 // H2loadTLS is what h2load's summary says its first connection's TLS
@@ -92,6 +99,8 @@ func ParseH2loadSummary(out []byte) (H2loadSummary, error) {
 			s.TLS.CipherSuite = string(line)
 		case cutPrefix(&line, "Application protocol: "):
 			s.Protocol = string(line)
+		case cutPrefix(&line, "time for connect:"):
+			err = s.parseConnect(line)
 		}
 		if err != nil {
 			return s, fmt.Errorf("h2load summary: %w", err)
@@ -150,6 +159,22 @@ func (s *H2loadSummary) parseFinished(line []byte) error {
 		return fmt.Errorf("finished line %q: bad rate", line)
 	}
 	s.Finished, s.ReqPerSec = d, rate
+	return nil
+}
+
+// parseConnect reads the columns of the "time for connect" line after its
+// name ("15.87ms    860.46ms    442.04ms    265.61ms    58.82%": min, max,
+// mean, sd, share within a sd) into ConnectMax.
+func (s *H2loadSummary) parseConnect(line []byte) error {
+	f := bytes.Fields(line)
+	if len(f) != 5 {
+		return fmt.Errorf("time for connect line %q: want 5 columns", line)
+	}
+	d, err := time.ParseDuration(string(f[1]))
+	if err != nil || d < 0 {
+		return fmt.Errorf("time for connect line %q: bad max", line)
+	}
+	s.ConnectMax = d
 	return nil
 }
 

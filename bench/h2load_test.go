@@ -44,6 +44,9 @@ func TestParseH2loadSummary(t *testing.T) {
 			Status:       [4]uint64{6964, 0, 0, 0},
 			TrafficTotal: 599376, TrafficHeaders: 28084, TrafficData: 445696,
 			Protocol: "h2c",
+			// Thread #1's warm-up ended as it began: its two connections
+			// were made in the main duration.
+			ConnectMax: 256 * time.Microsecond,
 		}, true},
 		{"summary-404.txt", H2loadSummary{
 			Finished: 1200 * time.Millisecond, ReqPerSec: 16357,
@@ -65,6 +68,18 @@ func TestParseH2loadSummary(t *testing.T) {
 			Status:       [4]uint64{20, 0, 0, 0},
 			TrafficTotal: 750, TrafficHeaders: 168, TrafficData: 100,
 			Protocol: "h2", TLS: H2loadTLS{Version: "TLS 1.3", CipherSuite: "TLS_AES_128_GCM_SHA256"},
+			ConnectMax: 5240 * time.Microsecond, // a run of -n requests: no warm-up
+		}, true},
+		// 20 connections to a server whose TLS handshakes take 50 ms one
+		// at a time, with a 200 ms warm-up: most handshook in the main
+		// duration, the last 860 ms into it.
+		{"summary-tls-connect-late.txt", H2loadSummary{
+			Finished: 1230 * time.Millisecond, ReqPerSec: 3558,
+			Total: 3558, Started: 3575, Done: 3558, Succeeded: 3558,
+			Status:       [4]uint64{3558, 0, 0, 0},
+			TrafficTotal: 98311, TrafficHeaders: 16646, TrafficData: 19075,
+			Protocol: "h2", TLS: H2loadTLS{Version: "TLS 1.3", CipherSuite: "TLS_AES_128_GCM_SHA256"},
+			ConnectMax: 860460 * time.Microsecond,
 		}, true},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
@@ -205,13 +220,14 @@ func formatH2loadSummary(s H2loadSummary) []byte {
 	return fmt.Appendf(tls, "finished in %s, %s req/s, 0B/s\n"+
 		"requests: %d total, %d started, %d done, %d succeeded, %d failed, %d errored, %d timeout\n"+
 		"status codes: %d 2xx, %d 3xx, %d 4xx, %d 5xx\n"+
-		"traffic: 0B (%d) total, 0B (%d) headers (space savings 0.00%%), 0B (%d) data\n",
+		"traffic: 0B (%d) total, 0B (%d) headers (space savings 0.00%%), 0B (%d) data\n"+
+		"time for connect:    0us    %s    0us    0us    0.00%%\n",
 		s.Finished, strconv.FormatFloat(s.ReqPerSec, 'f', -1, 64), s.Total, s.Started, s.Done, s.Succeeded, s.Failed, s.Errored, s.Timeout,
-		s.Status[0], s.Status[1], s.Status[2], s.Status[3], s.TrafficTotal, s.TrafficHeaders, s.TrafficData)
+		s.Status[0], s.Status[1], s.Status[2], s.Status[3], s.TrafficTotal, s.TrafficHeaders, s.TrafficData, s.ConnectMax)
 }
 
 func FuzzH2loadSummary(f *testing.F) {
-	for _, n := range []string{"summary-ok.txt", "summary-m10-t2.txt", "summary-404.txt", "summary-reset.txt", "summary-refused.txt", "summary-tls.txt"} {
+	for _, n := range []string{"summary-ok.txt", "summary-m10-t2.txt", "summary-404.txt", "summary-reset.txt", "summary-refused.txt", "summary-tls.txt", "summary-tls-connect-late.txt"} {
 		f.Add(readH2loadTestdata(f, n))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
@@ -259,4 +275,26 @@ func FuzzH2loadLog(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestH2loadConnectNote: a measurement whose h2load made connections in
+// its main duration (a handshake still running when the warm-up ended,
+// H2loadSummary.ConnectMax) is noted; one whose connections were all
+// made in the warm-up is not.
+func TestH2loadConnectNote(t *testing.T) {
+	sum, err := ParseH2loadSummary(readH2loadTestdata(t, "summary-tls-connect-late.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := h2loadMeasure{connectMax: sum.ConnectMax}.connectNote("spindle streams 1 rep 1")
+	if !strings.Contains(late, "spindle streams 1 rep 1: h2load made connections in the window") || !strings.Contains(late, "860.5 ms") {
+		t.Errorf("late connections: note %q", late)
+	}
+	sum, err = ParseH2loadSummary(readH2loadTestdata(t, "summary-ok.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := (h2loadMeasure{connectMax: sum.ConnectMax}).connectNote("direct streams 1 rep 1"); n != "" {
+		t.Errorf("connections made in the warm-up: note %q", n)
+	}
 }

@@ -378,8 +378,11 @@ func (r *http2Runner) measure(ctx context.Context, a http2Arm, streams, rep int)
 	res.Requests, res.AchievedRPS, res.Latency, res.LatencyClamped = m.requests, m.rps, m.latency, m.clamped
 	res.ServerUSPerReq, res.ServerCPUPercent, res.ServerCPUSource, res.ClientCPUPercent = m.server.usPerReq, m.server.percent, m.server.source, m.clientPercent
 	res.Machine = m.machine
-	if n := m.cpuNote(fmt.Sprintf("%s streams %d rep %d", a.name, streams, rep), "server", m.server); n != "" {
-		r.report.Notes = append(r.report.Notes, n)
+	what := fmt.Sprintf("%s streams %d rep %d", a.name, streams, rep)
+	for _, n := range []string{m.cpuNote(what, "server", m.server), m.connectNote(what)} {
+		if n != "" {
+			r.report.Notes = append(r.report.Notes, n)
+		}
 	}
 	r.done++
 	fmt.Fprintf(r.cfg.Progress, "[%2d/%d] rep %d streams %-3d %-14s %8.0f req/s  p50 %7.1fµs  p99 %8.1fµs  p99.9 %8.1fµs  server %6.2fµs/req (%3.0f%% CPU)  machine work %6.2fµs/req  client %3.0f%%\n",
@@ -425,6 +428,9 @@ type h2loadMeasure struct {
 	// connection's application protocol and (https) TLS were.
 	protocol string
 	tls      H2loadTLS
+	// connectMax is H2loadSummary.ConnectMax: not 0 when h2load made a
+	// connection in its main duration.
+	connectMax time.Duration
 }
 
 // cpuFigures are a process's CPU over a measurement's window (windowCPU).
@@ -499,7 +505,7 @@ func (d h2loadDriver) measure(ctx context.Context, dir, listen string, streams i
 		return m, err
 	}
 	m.requests, m.rps, m.latency, m.edges, m.log, m.tls = sum.Done, float64(sum.Done)/d.window.Seconds(), h.Percentiles(), edges, lg, sum.TLS
-	m.protocol, m.clamped = sum.Protocol, h.Overflow()
+	m.protocol, m.clamped, m.connectMax = sum.Protocol, h.Overflow(), sum.ConnectMax
 	rate := windowRate{replies: sum.Done, window: d.window, times: ends}
 	m.server, m.upstream = windowCPU(edges.server, rate), windowCPU(edges.upstream, rate)
 	_, clientPct, _ := proxyCPU(edges.client[0], edges.client[1], rate)
@@ -531,6 +537,21 @@ func (m h2loadMeasure) cpuNote(what, served string, f cpuFigures) string {
 			what, m.requests, served, f.usPerReq, m.clientPercent)
 	}
 	return ""
+}
+
+// connectNote returns a note on measurement what (its name in the notes)
+// when h2load made connections in its main duration, or "". h2load starts
+// its main duration when its warm-up timer fires, whether or not its
+// connections are made. Those still connecting then (a slow TLS
+// handshake, many connections, an h2load thread that started late), and
+// any it makes again after a close, connect (and with TLS handshake) in
+// the window, whose CPU per request and latencies then include it.
+func (m h2loadMeasure) connectNote(what string) string {
+	if m.connectMax <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s: h2load made connections in the window (its time for connect up to %.1f ms; with TLS, each a handshake): they were not made by the warm-up's end, or were made again, so its CPU per request and latencies include connecting; a longer --duration gives each measurement a longer warm-up",
+		what, ms(m.connectMax))
 }
 
 // lateEdgesNote returns a note on measurement what (its name in the

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -81,5 +82,50 @@ func TestLoadTLS(t *testing.T) {
 	_, err = RunLoad(context.Background(), LoadConfig{Addr: plain.Addr().String(), Conns: 1, Duration: 50 * time.Millisecond, TLS: proxyClientTLS(pool, nil)})
 	if err == nil || !strings.Contains(err.Error(), "TLS handshake") {
 		t.Errorf("TLS to a plain server: %v, want a failed handshake", err)
+	}
+}
+
+// TestLoadTLSHandshakesBeforeTheWindow: every connection's TLS handshake
+// is done in the client threads' set-up, before the load starts, however
+// slowly the server handshakes: against a server taking 20 ms a
+// handshake, one at a time, 8 connections take 160 ms to handshake, eight
+// times the warm-up, and the last handshake still ends before the warm-up
+// begins.
+func TestLoadTLSHandshakesBeforeTheWindow(t *testing.T) {
+	skipUnlessLinux(t)
+	files, pool, err := newProxyTLS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.LoadX509KeyPair(files.CertFile, files.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var lastHandshake time.Time
+	slow := func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		time.Sleep(20 * time.Millisecond)
+		lastHandshake = time.Now()
+		return &pair, nil
+	}
+	srv, handshakes := startTLSGoNet(t, &tls.Config{GetCertificate: slow})
+	const conns, warmup = 8, 20 * time.Millisecond
+	var windowStart time.Time
+	res, err := RunLoad(context.Background(), LoadConfig{
+		Addr: srv.Addr().String(), Conns: conns, Threads: 2, Warmup: warmup, Duration: 50 * time.Millisecond,
+		TLS: proxyClientTLS(pool, nil), Window: func(start, end time.Time) { windowStart = start },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := handshakes.Load(); got != conns || res.TLS == nil || res.TLS.Handshakes != conns {
+		t.Fatalf("%d handshakes by the server, TLS %+v; want %d", got, res.TLS, conns)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if loadStart := windowStart.Add(-warmup); !lastHandshake.Before(loadStart) {
+		t.Errorf("the last handshake ended %v after the load started (the window %v after it)", lastHandshake.Sub(loadStart), warmup)
 	}
 }
