@@ -275,10 +275,12 @@ type http2Runner struct {
 // RunHTTP2 runs `spindle bench http2`: each arm's server started fresh,
 // pinned to cfg.ServerCPUs, for each measurement, and h2load pinned to
 // cfg.ClientCPUs against it, closed loop; arms alternate within each
-// repetition and streams value. Every request of a measurement is
-// verified (h2load's summary and log: status 2xx, streams closed cleanly,
-// nghttp2 checking each body against its content-length; each server's
-// first reply checked whole); an arm whose server fails to start in its
+// repetition and streams value. Every request of a measurement has its
+// status and body length checked (h2load's summary and log: status 2xx,
+// streams closed cleanly, nghttp2 checking each body's length against its
+// content-length), and each server's reply to a GET is checked whole
+// (status, content-type, content-length, body bytes) before and after its
+// load; an arm whose server fails to start in its
 // first measurement is skipped with the reason, a failure after that fails
 // the run. Everything started is stopped, and the temporary files removed,
 // before it returns.
@@ -468,7 +470,12 @@ func readEdge(pid int) cpuEdge {
 // connection, its log in dir, while reading the CPU of p (the process
 // serving listen, which it stops once h2load is done; nil for none: the
 // upstream serves h2load itself) and of process upstreamPID (0 for none),
-// and verifies every request (verifyH2load).
+// and verifies every request's status and that its stream closed cleanly
+// (verifyH2load; nghttp2 checks each body's length against its
+// content-length, not its bytes). Before p is stopped its start check
+// (proxyProc.ready: a GET whose reply is verified whole) runs again, so
+// that a server whose replies went wrong under the load, with a
+// content-length that matches a wrong body, fails the measurement.
 func (d h2loadDriver) measure(ctx context.Context, dir, listen string, streams int, p *proxyProc, upstreamPID int) (h2loadMeasure, error) {
 	var m h2loadMeasure
 	logPath := filepath.Join(dir, "h2load.log")
@@ -478,6 +485,14 @@ func (d h2loadDriver) measure(ctx context.Context, dir, listen string, streams i
 		serverPID = p.cmd.Process.Pid
 	}
 	edges, out, err := d.run(ctx, listen, streams, logPath, serverPID, upstreamPID)
+	// The check after the load runs while the server is up; its failure
+	// counts once h2load's own verification passed, which names more.
+	var after error
+	if err == nil && p != nil && p.ready != nil {
+		if cerr := p.ready(); cerr != nil {
+			after = fmt.Errorf("after its load, a GET's reply checked whole: %w", cerr)
+		}
+	}
 	if p != nil {
 		if serr := p.stop(); serr != nil {
 			err = errors.Join(err, serr)
@@ -500,6 +515,9 @@ func (d h2loadDriver) measure(ctx context.Context, dir, listen string, streams i
 	f.Close()
 	if err == nil {
 		err = verifyH2load(sum, lg)
+	}
+	if err == nil {
+		err = after
 	}
 	if err != nil {
 		return m, err
@@ -722,7 +740,7 @@ const h2loadLogNote = "h2load writes each request's row to its log file (buffere
 // h2loadVerifiedNote says how the requests h2load made to each server (or
 // proxy: who) were verified.
 func h2loadVerifiedNote(who string) string {
-	return fmt.Sprintf("verified: every request of every window closed cleanly with status 2xx (h2load's summary and log), nghttp2 checked each body against its content-length, and each %s's first reply was checked whole (status, content-type, content-length, body) before its load", who)
+	return fmt.Sprintf("verified: every request of every window closed cleanly with status 2xx (h2load's summary and log) and nghttp2 checked each body's length against its content-length, not its bytes; a reply of each %s was checked whole (status, content-type, content-length, body bytes) before its load and another after it", who)
 }
 
 // summarizeHTTP2 groups results by arm and streams, in first-seen order,

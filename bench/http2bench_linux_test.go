@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -20,23 +21,41 @@ import (
 // harness's start check) and every later one with 503.
 const testHTTP2Arm503 = "test-503-after-first"
 
+// testHTTP2ArmShort is a test-only server of the http2-server child: it
+// answers its first request as go-net-http does and every later one with
+// status 200 and a body one byte short, its content-length saying so,
+// which h2load (nghttp2 checks a body's length against its
+// content-length) takes as a good reply.
+const testHTTP2ArmShort = "test-short-after-first"
+
 func init() {
-	http2Servers[testHTTP2Arm503] = func(ctx context.Context, addr string, cpus []int, body []byte) error {
+	http2Servers[testHTTP2Arm503] = serveAfterFirst(func(w http.ResponseWriter, _ []byte) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	http2Servers[testHTTP2ArmShort] = serveAfterFirst(func(w http.ResponseWriter, body []byte) {
+		w.Header().Set("Content-Type", http2ContentType)
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)-1))
+		w.Write(body[:len(body)-1])
+	})
+}
+
+// serveAfterFirst is an h2c server that answers its first request as
+// go-net-http does, so that it passes the harness's start check, and every
+// later one with later.
+func serveAfterFirst(later func(w http.ResponseWriter, body []byte)) func(ctx context.Context, addr string, cpus []int, body []byte) error {
+	return func(ctx context.Context, addr string, cpus []int, body []byte) error {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			return err
 		}
 		var n atomic.Int64
-		ok := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", http2ContentType)
-			w.Write(body)
-		}))
 		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if n.Add(1) == 1 {
-				ok.ServeHTTP(w, r)
+				w.Header().Set("Content-Type", http2ContentType)
+				w.Write(body)
 				return
 			}
-			w.WriteHeader(http.StatusServiceUnavailable)
+			later(w, body)
 		}), Protocols: new(http.Protocols)}
 		srv.Protocols.SetUnencryptedHTTP2(true)
 		go func() { <-ctx.Done(); srv.Close() }()
@@ -173,6 +192,37 @@ func TestHTTP2FailsUnverified(t *testing.T) {
 	var se *startError
 	if errors.As(err, &se) {
 		t.Fatalf("a start error: %v", err)
+	}
+}
+
+// TestHTTP2FailsAShortBodyAfterTheLoad: a server whose replies under the
+// load are a byte short, with a content-length that matches, passes
+// h2load's checks; the reply checked whole after the load fails its
+// measurement.
+func TestHTTP2FailsAShortBodyAfterTheLoad(t *testing.T) {
+	needH2load(t)
+	cfg := testHTTP2Config()
+	cfg.Conns = 4
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &http2Runner{cfg: cfg, armsRun: armsRun{dir: t.TempDir(), warmup: 100 * time.Millisecond, window: 300 * time.Millisecond}, threads: 1, report: &HTTP2Report{}}
+	a := r.arm(HTTP2ArmGoNetHTTP)
+	a.name = testHTTP2ArmShort
+	argv := a.argv
+	a.argv = func(dir, listen string) ([]string, error) {
+		v, err := argv(dir, listen)
+		for i := range v {
+			if v[i] == "-arm" {
+				v[i+1] = testHTTP2ArmShort
+			}
+		}
+		return v, err
+	}
+	res, err := r.measure(context.Background(), a, 1, 1)
+	if err == nil || !strings.Contains(err.Error(), "after its load") || !strings.Contains(err.Error(), "content-length") {
+		t.Fatalf("measure = %v (%d requests), want the short reply after the load reported", err, res.Requests)
 	}
 }
 

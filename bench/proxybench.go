@@ -758,6 +758,9 @@ type proxyProc struct {
 	errb   *lockedBuffer
 	exited chan struct{} // closed when cmd.Wait has returned
 	err    error         // cmd.Wait's, once exited is closed
+	// ready is startServing's check that it serves, a reply verified
+	// whole; h2loadDriver.measure runs it again after its load.
+	ready func() error
 }
 
 // loadProtocol is the load generator's protocol for the run's (with
@@ -845,7 +848,7 @@ func (r *proxyRunner) startProxy(ctx context.Context, a proxyArm) (*proxyProc, e
 func startServing(ctx context.Context, argv, env []string, cpus []int, listen string, ready func() error, check func(string) error) (*proxyProc, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), env...)
-	p := &proxyProc{cmd: cmd, addr: listen, errb: &lockedBuffer{}, exited: make(chan struct{})}
+	p := &proxyProc{cmd: cmd, addr: listen, errb: &lockedBuffer{}, exited: make(chan struct{}), ready: ready}
 	cmd.Stdout, cmd.Stderr = p.errb, p.errb
 	if err := startPinned(cmd, cpus); err != nil {
 		return nil, fmt.Errorf("start %s: %w", argv[0], err)
@@ -1023,8 +1026,8 @@ func (r *proxyRunner) startArm(ctx context.Context, a proxyArm) (addr string, p 
 }
 
 // measureH2 measures arm a with h2load (ProxyProtocolH2 and
-// ProxyProtocolH2H2), streams in flight on each connection, every request
-// verified (h2loadDriver.measure); the direct arm's h2load goes straight
+// ProxyProtocolH2H2), streams in flight on each connection, verified as
+// h2loadDriver.measure verifies; the direct arm's h2load goes straight
 // to the upstream (ProxyProtocolH2H2's, which speaks h2c).
 func (r *proxyRunner) measureH2(ctx context.Context, a proxyArm, streams, rep int) (ProxyResult, error) {
 	res := ProxyResult{Arm: a.name, Streams: streams, Rep: rep}

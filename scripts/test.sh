@@ -52,13 +52,13 @@ go run ./cmd/spindle bench proxy --duration 2s --json >/dev/null
 stage "spindle bench proxy HTTP/1.1 smoke run (every proxy arm, every reply verified)"
 go run ./cmd/spindle bench proxy --protocol http --duration 2s --json >/dev/null
 
-stage "spindle bench proxy HTTP/2 smoke run (h2c clients through every proxy arm that can run, every request verified)"
+stage "spindle bench proxy HTTP/2 smoke run (h2c clients through every proxy arm that can run, every request's status and body length checked, a reply checked whole before and after each load)"
 go run ./cmd/spindle bench proxy --protocol h2 --duration 2s --json >/dev/null
 
-stage "spindle bench proxy HTTP/2-to-HTTP/2 smoke run (h2c clients through every proxy arm that can run to an h2c upstream, and direct, every request verified)"
+stage "spindle bench proxy HTTP/2-to-HTTP/2 smoke run (h2c clients through every proxy arm that can run to an h2c upstream, and direct, every request's status and body length checked, a reply through each proxy checked whole before and after each load)"
 go run ./cmd/spindle bench proxy --protocol h2h2 --duration 2s --json >/dev/null
 
-stage "spindle bench http2 smoke run (every HTTP/2 arm that can run, every request verified)"
+stage "spindle bench http2 smoke run (every HTTP/2 arm that can run, every request's status and body length checked, a reply checked whole before and after each load)"
 go run ./cmd/spindle bench http2 --duration 2s --json >/dev/null
 
 stage "non-Linux stubs build (darwin)"

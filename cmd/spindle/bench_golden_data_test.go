@@ -61,7 +61,7 @@ exit 0
 --- stdout
 --- stderr
 usage: spindle bench http2 [flags]    HTTP/2 servers (spindle uring and epoll, Go's net/http, nginx) side by side, h2c with prior knowledge,
-       under h2load (apt-get install nghttp2-client) pinned to the client CPUs, closed loop; every request verified
+       under h2load (apt-get install nghttp2-client) pinned to the client CPUs, closed loop; every request's status and body length checked, a reply checked whole before and after each load
 
 The measurement for docs/BENCHMARKS.md, on a quiet machine (4 arms × 2 streams values × 5 reps: 3 s each, 0.6 s of it warm-up):
   go build -o /tmp/spindle ./cmd/spindle && /tmp/spindle bench http2 --duration 120s --reps 5 --server-cpus 0 --client-cpus 1 --out bench-http2-report
@@ -92,7 +92,7 @@ exit 2
 --- stdout
 --- stderr
 usage: spindle bench http2 [flags]    HTTP/2 servers (spindle uring and epoll, Go's net/http, nginx) side by side, h2c with prior knowledge,
-       under h2load (apt-get install nghttp2-client) pinned to the client CPUs, closed loop; every request verified
+       under h2load (apt-get install nghttp2-client) pinned to the client CPUs, closed loop; every request's status and body length checked, a reply checked whole before and after each load
 
 The measurement for docs/BENCHMARKS.md, on a quiet machine (4 arms × 2 streams values × 5 reps: 3 s each, 0.6 s of it warm-up):
   go build -o /tmp/spindle ./cmd/spindle && /tmp/spindle bench http2 --duration 120s --reps 5 --server-cpus 0 --client-cpus 1 --out bench-http2-report
@@ -169,7 +169,7 @@ exit 0
 --- stdout
 --- stderr
 usage: spindle bench proxy [flags]    L4 (or, with --protocol http, HTTP/1.1) proxies (spindle uring and epoll, HAProxy, nginx) and no proxy, side by side in front of one echo server, closed loop;
-       with --protocol h2, HTTP/2 clients (h2load, apt-get install nghttp2-client, pinned to the client CPUs; every request verified) through those proxies to the HTTP/1.1 echo;
+       with --protocol h2, HTTP/2 clients (h2load, apt-get install nghttp2-client, pinned to the client CPUs; every request's status and body length checked, a reply checked whole before and after each load) through those proxies to the HTTP/1.1 echo;
        with --protocol h2h2, the same clients through those proxies speaking HTTP/2 to an h2c server of bench http2 (--upstream-arm), and straight to it (direct);
        with --tls, in any protocol, the proxies terminating TLS 1.3 on the client side (a throwaway certificate made at the start; no direct arm);
        with --tls-handshakes (tcp, http), a connection and a full TLS handshake per request, --tls-resume a resumed one
@@ -221,7 +221,7 @@ exit 2
 --- stdout
 --- stderr
 usage: spindle bench proxy [flags]    L4 (or, with --protocol http, HTTP/1.1) proxies (spindle uring and epoll, HAProxy, nginx) and no proxy, side by side in front of one echo server, closed loop;
-       with --protocol h2, HTTP/2 clients (h2load, apt-get install nghttp2-client, pinned to the client CPUs; every request verified) through those proxies to the HTTP/1.1 echo;
+       with --protocol h2, HTTP/2 clients (h2load, apt-get install nghttp2-client, pinned to the client CPUs; every request's status and body length checked, a reply checked whole before and after each load) through those proxies to the HTTP/1.1 echo;
        with --protocol h2h2, the same clients through those proxies speaking HTTP/2 to an h2c server of bench http2 (--upstream-arm), and straight to it (direct);
        with --tls, in any protocol, the proxies terminating TLS 1.3 on the client side (a throwaway certificate made at the start; no direct arm);
        with --tls-handshakes (tcp, http), a connection and a full TLS handshake per request, --tls-resume a resumed one

@@ -12,7 +12,7 @@ import (
 // knowledge) side by side under h2load.
 func runBenchHTTP2(ctx context.Context, args []string) error {
 	fs := newBenchFlagSet("bench http2", "usage: spindle bench http2 [flags]    HTTP/2 servers (spindle uring and epoll, Go's net/http, nginx) side by side, h2c with prior knowledge,\n"+
-		"       under h2load (apt-get install nghttp2-client) pinned to the client CPUs, closed loop; every request verified\n\n"+
+		"       under h2load (apt-get install nghttp2-client) pinned to the client CPUs, closed loop; every request's status and body length checked, a reply checked whole before and after each load\n\n"+
 		"The measurement for docs/BENCHMARKS.md, on a quiet machine (4 arms × 2 streams values × 5 reps: 3 s each, 0.6 s of it warm-up):\n"+
 		"  go build -o /tmp/spindle ./cmd/spindle && /tmp/spindle bench http2 --duration 120s --reps 5 --server-cpus 0 --client-cpus 1 --out bench-http2-report")
 	var s sideFlags

@@ -17,7 +17,7 @@ import (
 // http2).
 func runBenchProxy(ctx context.Context, args []string) error {
 	fs := newBenchFlagSet("bench proxy", "usage: spindle bench proxy [flags]    L4 (or, with --protocol http, HTTP/1.1) proxies (spindle uring and epoll, HAProxy, nginx) and no proxy, side by side in front of one echo server, closed loop;\n"+
-		"       with --protocol h2, HTTP/2 clients (h2load, apt-get install nghttp2-client, pinned to the client CPUs; every request verified) through those proxies to the HTTP/1.1 echo;\n"+
+		"       with --protocol h2, HTTP/2 clients (h2load, apt-get install nghttp2-client, pinned to the client CPUs; every request's status and body length checked, a reply checked whole before and after each load) through those proxies to the HTTP/1.1 echo;\n"+
 		"       with --protocol h2h2, the same clients through those proxies speaking HTTP/2 to an h2c server of bench http2 (--upstream-arm), and straight to it (direct);\n"+
 		"       with --tls, in any protocol, the proxies terminating TLS 1.3 on the client side (a throwaway certificate made at the start; no direct arm);\n"+
 		"       with --tls-handshakes (tcp, http), a connection and a full TLS handshake per request, --tls-resume a resumed one\n\n"+
