@@ -1200,10 +1200,14 @@ func (r *proxyRunner) finish() {
 // proxyTLSNote says what a --tls run measured: with h2, h2load's TLS.
 func proxyTLSNote(h2 bool) string {
 	client := "the load generator's connections are crypto/tls clients offering X25519 alone as key exchange (Go's default would offer X25519MLKEM768, which the spindle arms' Go server takes and HAProxy's and nginx's OpenSSL 3.0 do not), their records read and written by its epoll loop"
+	when := "in the load generator's set-up, before the warm-up"
 	if h2 {
 		client = "h2load's connections are OpenSSL's (https, HTTP/2 by ALPN, X25519 its first key exchange)"
+		// h2load does not wait for its connections: connectNote says
+		// where it connected in the window.
+		when = "in h2load's warm-up where no note says it made connections in the window"
 	}
-	return fmt.Sprintf("TLS 1.3 on the client side: each proxy serves %s; %s; every connection handshakes once, before the warm-up (keep-alive), so the figures are TLS's per-request cost (records encrypted and decrypted), not the handshakes'; the client's own TLS work is in its CPU; proxy to upstream is plain", proxyTLSCert, client)
+	return fmt.Sprintf("TLS 1.3 on the client side: each proxy serves %s; %s; every connection handshakes once (keep-alive), %s, so the figures are TLS's per-request cost (records encrypted and decrypted), not the handshakes'; the client's own TLS work is in its CPU; proxy to upstream is plain", proxyTLSCert, client, when)
 }
 
 // processCPUNote says how the CPU of who's process is counted (proxyCPU

@@ -196,3 +196,16 @@ func markdownHas(t *testing.T, md string, wants ...string) {
 		}
 	}
 }
+
+// TestProxyTLSNoteSaysWhereHandshakesRun: the --tls note says the load
+// generator handshakes before the warm-up, which it does, and does not
+// say so of h2load, which starts its window connected or not
+// (h2loadMeasure.connectNote).
+func TestProxyTLSNoteSaysWhereHandshakesRun(t *testing.T) {
+	if n := proxyTLSNote(false); !strings.Contains(n, "in the load generator's set-up, before the warm-up") {
+		t.Errorf("load generator: %q", n)
+	}
+	if n := proxyTLSNote(true); strings.Contains(n, "before the warm-up") || !strings.Contains(n, "no note says it made connections in the window") {
+		t.Errorf("h2load: %q", n)
+	}
+}
