@@ -701,8 +701,15 @@ func (st *h2stream) reuse(up *engine.Conn, i int) {
 // connect dials the next server up, as hsession.connect.
 func (st *h2stream) connect() {
 	up, i, status := st.dialNext(st.c.ls, st.ln, st.pool, st.c.client, &st.x)
-	if status == statusQueued {
+	switch status {
+	case statusQueued:
 		st.queue()
+		return
+	case statusStopping:
+		// The engine's stop refused the dial, and cuts the client next:
+		// the stream ends here (KD), as hsession.connect's exchange.
+		st.x.term = termKilled
+		st.abandon()
 		return
 	}
 	if up == nil {

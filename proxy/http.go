@@ -945,11 +945,21 @@ func (ls *loopState) takeFirstIdle(pl *pool, d dialing) (*engine.Conn, int) {
 }
 
 // connect dials the next server of the pool that is up; with none left it
-// answers 502 (servers failed) or 503 (none up). Loop goroutine.
+// answers 502 (servers failed) or 503 (none up). A dial the stopping loop
+// refuses ends the exchange (KD). Loop goroutine.
 func (s *hsession) connect() {
 	up, i, status := s.dialNext(s.ls, s.ln, s.pool, s.client, &s.x)
-	if status == statusQueued {
+	switch status {
+	case statusQueued:
 		s.queue()
+		return
+	case statusStopping:
+		// The engine's stop (the drain ran out) refused the dial, and
+		// cuts the client next: the exchange ends here (KD), neither
+		// answered nor counted, as where the stop cut the connection it
+		// had (upFailed).
+		s.x.term = termKilled
+		s.client.Reset()
 		return
 	}
 	if up == nil {
@@ -989,21 +999,29 @@ func (s *hsession) woken() {
 	s.syncRead()
 }
 
-// statusQueued is dialNext's status for a walk that found every server up
-// at its max_conns: the request waits in the pool's queue.
-const statusQueued = -1
+// dialNext's statuses that are not answers.
+const (
+	// statusQueued: the walk found every server up at its max_conns,
+	// and the request waits in the pool's queue.
+	statusQueued = -1
+	// statusStopping: the loop is stopping and refused the dial
+	// (engine.ErrClosed, as dialing.next): no server failed or was
+	// down, and the stop cuts the client next, so the exchange ends
+	// there (KD).
+	statusStopping = -2
+)
 
 // dialNext dials the next server of pl that is up for exchange x of a
 // client of l: it returns the connection (its Context not yet set) and
 // its server, or nil and the status to answer with, counted: 502 where
-// every server failed to connect, 503 where none was up (or the proxy is
-// shutting down); statusQueued where servers were at their max_conns.
-// Loop goroutine.
+// every server failed to connect, 503 where none was up; statusQueued
+// where servers were at their max_conns, statusStopping (nothing
+// counted) where the loop is stopping. Loop goroutine.
 func (d *dialing) dialNext(ls *loopState, l *listener, pl *pool, client *engine.Conn, x *exchange) (*engine.Conn, int, int) {
 	up, i, err := d.next(ls, pl, client, time.Duration(l.cfg.ConnectTimeout))
 	switch {
 	case err != nil:
-		return nil, 0, 503 // the proxy is shutting down
+		return nil, 0, statusStopping
 	case up != nil:
 		return up, i, 0
 	case d.full:
@@ -1532,8 +1550,8 @@ func (s *hsession) upFailed(err error) {
 		// The engine's stop cut it (the drain ran out), and the client
 		// with it, whose OnClose may come after this one: the exchange
 		// ends here (KD), neither sent again nor answered, and counts
-		// against no server. A dial would be refused, the exchange
-		// logged 503 NS.
+		// against no server. A dial would be refused (ended KD too:
+		// connect).
 		s.x.term = termKilled
 		s.closeUp(true)
 		s.client.Reset()
