@@ -860,9 +860,10 @@
 // with nothing to pass on; one that sent bytes first, read and held
 // while it waits, keeps its place, its FIN passed on after them once
 // connected, as HAProxy's without option abortonclose); or at the
-// proxy's stop (its clients are closed). A waiter whose turn came but
-// whose connect then fails, every other server being full, waits again
-// from the queue's end with the rest of its queue_timeout, and the
+// proxy's stop (its clients are reset, KD, one whose turn came as its
+// loop stopped too: the stopping loop dials nothing). A waiter whose
+// turn came but whose connect then fails, every other server being full,
+// waits again from the queue's end with the rest of its queue_timeout, and the
 // server that failed is not tried again for it (each server is tried
 // once per client or request, however many waits apart: a dead server's
 // failures, each freeing its slot, would wake it to dial again at the

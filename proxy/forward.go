@@ -360,7 +360,12 @@ func (d *dialing) next(ls *loopState, pl *pool, c *engine.Conn, timeout time.Dur
 func (s *session) connect() {
 	up, i, err := s.next(s.ls, s.pool, s.client, time.Duration(s.ln.cfg.ConnectTimeout))
 	if err != nil {
-		s.client.Close() // the engine is shutting down
+		// The engine's stop refused the dial (its turn in the queue came
+		// as the loop stopped), and cuts the client next: KD, a reset,
+		// as where the stop cut its connect (OnClose): a close would tell
+		// the client the server's stream ended whole.
+		s.x.term = termKilled
+		s.client.Reset()
 		return
 	}
 	if up != nil {
