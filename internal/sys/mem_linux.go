@@ -33,9 +33,13 @@ func hugetlbFlags(size int) int {
 // With huge=false the mapping uses base pages. With huge=true the length is
 // rounded up to HugePageSize() and MapAnon tries, in order, MAP_HUGETLB with
 // pages of that size (needs pages in its hugetlb pool,
-// /sys/kernel/mm/hugepages/hugepages-<size in kB>kB), a mapping aligned to
-// it with MADV_HUGEPAGE (transparent huge pages not disabled), then base
-// pages; the PageKind result says which it got.
+// /sys/kernel/mm/hugepages/hugepages-<size in kB>kB, room under the
+// process's hugetlb cgroup limit, and MADV_POPULATE_WRITE, 5.14), a
+// mapping aligned to it with MADV_HUGEPAGE (transparent huge pages not
+// disabled), then base pages; the PageKind result says which it got.
+// Hugetlb pages are faulted in by MapAnon, on the NUMA node the calling
+// thread's policy gives (its own by default; Mbind moves them); the others
+// at their first touch.
 //
 // The returned slice has len == length and cap == the mapped size. Release it
 // with Unmap, passing this slice or a reslice that keeps its start and cap.
@@ -59,8 +63,20 @@ func MapAnon(length int, huge bool) ([]byte, PageKind, error) {
 	// huge page size, which may be 1 GiB (default_hugepagesz=1G), and then
 	// the mapping is not the size recorded here and Unmap cannot release it.
 	if p, err := mmapAnon(size, hugetlbFlags(hps)); err == nil {
-		addSpan(uintptr(p), uintptr(size))
-		return unsafe.Slice((*byte)(p), size)[:length], PageHuge, nil
+		b := unsafe.Slice((*byte)(p), size)
+		// The mmap reserved the pages from the pool, but a hugetlb
+		// cgroup (hugetlb.<size>.max; Kubernetes sets it for every
+		// pod, 0 unless the pod asks for huge pages) is charged at the
+		// fault, and a fault past its limit is a SIGBUS, which kills a
+		// Go process. Faulting the pages in now turns that into an
+		// error (EFAULT) and MapAnon goes on to the next kind of pages.
+		if err := unix.Madvise(b, unix.MADV_POPULATE_WRITE); err == nil {
+			addSpan(uintptr(p), uintptr(size))
+			return b[:length], PageHuge, nil
+		}
+		if err := unix.MunmapPtr(p, uintptr(size)); err != nil {
+			return nil, PageSmall, os.NewSyscallError("munmap", err)
+		}
 	}
 	p, err := mmapAligned(size, hps)
 	if err != nil {

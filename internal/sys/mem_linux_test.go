@@ -4,11 +4,16 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"unsafe"
 
@@ -408,4 +413,126 @@ func TestHugetlbFlags(t *testing.T) {
 			t.Errorf("hugetlbFlags(%d) = %#x, want %#x", size, got, want)
 		}
 	}
+}
+
+// hugetlbCgroupEnv marks the child of TestMapAnonHugeTLBPastCgroupLimit.
+const hugetlbCgroupEnv = "SPINDLE_TEST_HUGETLB_CGROUP"
+
+// TestMapAnonHugeTLBPastCgroupLimit maps huge memory in a child process in
+// a cgroup whose hugetlb limit (hugetlb.<size>.max, which Kubernetes sets
+// for every pod: 0 unless it asks for huge pages) is 0, while the host's
+// pool has a free page. The mmap succeeds there, the pages being reserved
+// from the pool, but the cgroup is charged at the fault, and past its
+// limit the fault is a SIGBUS: MapAnon returned PageHuge and the child
+// died at its first write. MapAnon must see the shortage at the mapping
+// and fall back to other pages that can be written.
+func TestMapAnonHugeTLBPastCgroupLimit(t *testing.T) {
+	if os.Getenv(hugetlbCgroupEnv) != "" {
+		b, kind, err := MapAnon(HugePageSize(), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer Unmap(b)
+		if kind == PageHuge {
+			t.Errorf("MapAnon in a cgroup with no hugetlb allowance: %v", kind)
+		}
+		b[0], b[len(b)-1] = 1, 2
+		return
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make a cgroup")
+	}
+	root := cgroup2Root(t)
+	ctl, err := os.ReadFile(filepath.Join(root, "cgroup.controllers"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(strings.Fields(string(ctl)), "hugetlb") {
+		t.Skipf("no hugetlb controller in the cgroup2 hierarchy at %s (kernel without CONFIG_CGROUP_HUGETLB, or bound to cgroup v1): %q", root, ctl)
+	}
+	hugetlb.Grow(t, HugePageSize(), 1)
+	subtree := filepath.Join(root, "cgroup.subtree_control")
+	on, err := os.ReadFile(subtree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(strings.Fields(string(on)), "hugetlb") {
+		if err := os.WriteFile(subtree, []byte("+hugetlb"), 0); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := os.WriteFile(subtree, []byte("-hugetlb"), 0); err != nil {
+				t.Errorf("restoring %s: %v", subtree, err)
+			}
+		})
+	}
+	dir := filepath.Join(root, fmt.Sprintf("spindle-sys-test-%d", os.Getpid()))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// The child has exited: the cgroup is empty.
+		if err := os.Remove(dir); err != nil {
+			t.Errorf("cgroup %s left behind: %v", dir, err)
+		}
+	})
+	limit := filepath.Join(dir, "hugetlb."+hugetlbCgroupSize(HugePageSize())+".max")
+	if err := os.WriteFile(limit, []byte("0"), 0); err != nil {
+		t.Fatal(err)
+	}
+	cg, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cg.Close()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMapAnonHugeTLBPastCgroupLimit$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), hugetlbCgroupEnv+"=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(cg.Fd())}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !bytes.Contains(out, []byte("--- PASS: TestMapAnonHugeTLBPastCgroupLimit")) {
+		t.Fatalf("child in a cgroup with %s 0: %v\n%s", filepath.Base(limit), err, firstLines(out, 12))
+	}
+}
+
+// cgroup2Root returns where the cgroup2 hierarchy is mounted (/sys/fs/cgroup,
+// or /sys/fs/cgroup/unified on a hybrid host), skipping the test without one.
+func cgroup2Root(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if f := strings.Fields(line); len(f) > 2 && f[2] == "cgroup2" {
+			return f[1]
+		}
+	}
+	t.Skip("no cgroup2 hierarchy mounted")
+	return ""
+}
+
+// hugetlbCgroupSize names pages of size bytes as the hugetlb controller's
+// files do: "2MB", "1GB", "64KB".
+func hugetlbCgroupSize(size int) string {
+	switch {
+	case size >= 1<<30:
+		return strconv.Itoa(size>>30) + "GB"
+	case size >= 1<<20:
+		return strconv.Itoa(size>>20) + "MB"
+	}
+	return strconv.Itoa(size>>10) + "KB"
+}
+
+// firstLines is b's first n lines: a child's crash report goes on for
+// every goroutine.
+func firstLines(b []byte, n int) []byte {
+	i := 0
+	for ; n > 0 && i < len(b); n-- {
+		j := bytes.IndexByte(b[i:], '\n')
+		if j < 0 {
+			return b
+		}
+		i += j + 1
+	}
+	return b[:i]
 }
