@@ -280,8 +280,16 @@ func trimFailed(err error, p unsafe.Pointer, n uintptr) error {
 }
 
 // thpAvailable reports whether transparent huge pages honour MADV_HUGEPAGE
-// (the sysfs mode is "always" or "madvise", not "never").
+// (the sysfs mode is "always" or "madvise", not "never", and the process
+// is not denied them).
 func thpAvailable() bool {
+	// prctl(PR_SET_THP_DISABLE), inherited across fork and execve, denies
+	// the process THP whatever the switches say, while madvise still
+	// succeeds. PR_GET_THP_DISABLE says 1 then; 6.18's
+	// PR_THP_DISABLE_EXCEPT_ADVISED (1|2) leaves MADV_HUGEPAGE honoured.
+	if v, err := unix.PrctlRetInt(unix.PR_GET_THP_DISABLE, 0, 0, 0, 0); err == nil && v == 1 {
+		return false
+	}
 	// Since 6.8 each size has its own switch, which wins unless it says
 	// inherit (found in review: top level madvise with 2 MiB never was
 	// reported as THP and got none).

@@ -299,6 +299,36 @@ func TestTHPPerSizeSwitch(t *testing.T) {
 	}
 }
 
+// TestTHPDisabledByPrctl maps huge memory in a process that
+// prctl(PR_SET_THP_DISABLE) has denied transparent huge pages (inherited
+// across fork and execve): madvise(MADV_HUGEPAGE) still succeeds, but the
+// kernel backs nothing with huge pages, and MapAnon reported PageTHP, what
+// BufferPages said. The process's setting is put back.
+func TestTHPDisabledByPrctl(t *testing.T) {
+	if !thpAvailable() {
+		t.Skip("transparent huge pages are off on this host: no THP to deny")
+	}
+	if was, err := unix.PrctlRetInt(unix.PR_GET_THP_DISABLE, 0, 0, 0, 0); err != nil || was != 0 {
+		t.Skipf("PR_GET_THP_DISABLE: %d, %v; want 0 to set it and put it back", was, err)
+	}
+	if err := unix.Prctl(unix.PR_SET_THP_DISABLE, 1, 0, 0, 0); err != nil {
+		t.Fatal(os.NewSyscallError("prctl", err))
+	}
+	defer func() {
+		if err := unix.Prctl(unix.PR_SET_THP_DISABLE, 0, 0, 0, 0); err != nil {
+			t.Errorf("putting back PR_SET_THP_DISABLE: %v", err)
+		}
+	}()
+	b, kind, err := MapAnon(HugePageSize(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Unmap(b)
+	if kind == PageTHP {
+		t.Errorf("MapAnon reports %v in a process denied THP", kind)
+	}
+}
+
 // TestMmapAlignedTrimFails makes mmapAligned's trim fail for real and
 // checks that the failed call leaves nothing mapped (found in review: it
 // returned the error and kept its mapping). A new mapping lands just below
