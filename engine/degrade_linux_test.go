@@ -2,8 +2,12 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"os"
+	"runtime"
+	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -43,6 +47,58 @@ func TestDegradedSaidPerEngine(t *testing.T) {
 				t.Errorf("engine %d said %q %d times, want once; logs: %q", i, want, n, logs.all())
 			}
 		}
+	}
+}
+
+// TestBackendSaysEachLoopsNAPIRefusal runs two uring-napi loops where the
+// kernel takes the first ring's NAPI registration and refuses the
+// other's: that loop runs plain uring, without busy polling. Backend
+// said uring-napi for the engine all the same; once Run has started the
+// loops it must say each loop's.
+func TestBackendSaysEachLoopsNAPIRefusal(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs 2 CPUs for 2 loops")
+	}
+	register := registerNAPI
+	var mu sync.Mutex
+	var first *uring.Ring
+	var firstErr error
+	registerNAPI = func(r *uring.Ring, c uring.NAPIConfig) (uring.NAPIConfig, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if first == nil {
+			first = r
+		}
+		if r != first {
+			return uring.NAPIConfig{}, os.NewSyscallError("io_uring_register", unix.EINVAL)
+		}
+		c, firstErr = register(r, c)
+		return c, firstErr
+	}
+	t.Cleanup(func() { registerNAPI = register })
+	cfg := testConfig(BackendURingNAPI)
+	cfg.CPUs = []int{0, 1}
+	e, _ := startEngine(t, cfg, &echoHandler{})
+	waitFor(t, "the loops to start", func() bool { return e.BufferPages() != "" })
+	mu.Lock()
+	err := firstErr
+	mu.Unlock()
+	if err != nil {
+		// Dynamic tracking (6.9) is the ring's last try.
+		t.Skipf("IORING_REGISTER_NAPI not supported (requires >= 6.9): %v", err)
+	}
+	var got []string
+	for _, l := range e.Loops() {
+		napi := make(chan bool, 1)
+		l.Post(func() { napi <- l.be.(*uringBackend).napi })
+		if <-napi {
+			got = append(got, fmt.Sprintf("loop %d: %s", l.id, BackendURingNAPI))
+		} else {
+			got = append(got, fmt.Sprintf("loop %d: %s", l.id, BackendURing))
+		}
+	}
+	if want := Backend(strings.Join(got, "; ")); e.Backend() != want {
+		t.Errorf("Backend() = %s, want %s", e.Backend(), want)
 	}
 }
 

@@ -574,9 +574,28 @@ func (e *Engine) reportIOWQ(s string) {
 	e.mu.Unlock()
 }
 
-// Backend reports the backend the engine's loops run, after any fallback.
-// Any goroutine.
-func (e *Engine) Backend() Backend { return e.backend }
+// Backend reports the backend the engine's loops run, after any fallback:
+// New's, where io_uring cannot be used (Config.Backend), known at New; and
+// the loops' own, known once Run has started the loops (BufferPages is ""
+// until then): a uring-sqpoll loop whose SQPOLL ring the kernel refused,
+// or a uring-napi loop whose NAPI registration it refused, runs uring
+// (said once through Logf). Where the loops differ it says each loop's
+// ("loop 0: uring-sqpoll; loop 1: uring"), which is none of Backends. Any
+// goroutine.
+func (e *Engine) Backend() Backend {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.backendLocked()
+}
+
+// backendLocked is Backend: the loops' once every one has said its own,
+// else New's choice. e.mu held.
+func (e *Engine) backendLocked() Backend {
+	if b := e.perLoopLocked(func(l *Loop) string { return string(l.backend) }); b != "" {
+		return Backend(b)
+	}
+	return e.backend
+}
 
 // BufferPages reports the kind of pages behind the loops' buffers ("hugetlb",
 // "thp" or "4k"), known once Run has started the loops: each loop's
@@ -594,13 +613,23 @@ func (e *Engine) BufferPages() string {
 // pagesLocked is BufferPages once Run has started: "" until every loop has
 // said its pages. e.mu held.
 func (e *Engine) pagesLocked() string {
-	first := e.loops[0].pages
+	return e.perLoopLocked(func(l *Loop) string { return l.pages })
+}
+
+// perLoopLocked is what the loops said at start (f: a loop's word, "" while
+// it has not started): "" until every loop has, the word where they all
+// agree, else each loop's ("loop 0: x; loop 1: y"). e.mu held.
+func (e *Engine) perLoopLocked(f func(*Loop) string) string {
+	if len(e.loops) == 0 {
+		return ""
+	}
+	first := f(e.loops[0])
 	same := true
 	for _, l := range e.loops {
-		if l.pages == "" {
+		if f(l) == "" {
 			return ""
 		}
-		same = same && l.pages == first
+		same = same && f(l) == first
 	}
 	if same {
 		return first
@@ -610,7 +639,7 @@ func (e *Engine) pagesLocked() string {
 		if i > 0 {
 			b.WriteString("; ")
 		}
-		fmt.Fprintf(&b, "loop %d: %s", l.id, l.pages)
+		fmt.Fprintf(&b, "loop %d: %s", l.id, f(l))
 	}
 	return b.String()
 }
@@ -669,12 +698,12 @@ func (e *Engine) Run(ctx context.Context) error {
 		e.stop()
 	} else {
 		e.mu.Lock()
-		iowq, pages := e.iowq, e.pagesLocked()
+		iowq, pages, backend := e.iowq, e.pagesLocked(), e.backendLocked()
 		e.mu.Unlock()
 		if iowq != "" {
 			iowq = ", " + iowq
 		}
-		e.cfg.Logf("engine: %d loops on CPUs %v, backend %s, buffers on %s pages%s", len(e.loops), e.cfg.CPUs, e.backend, pages, iowq)
+		e.cfg.Logf("engine: %d loops on CPUs %v, backend %s, buffers on %s pages%s", len(e.loops), e.cfg.CPUs, backend, pages, iowq)
 	}
 	go func() {
 		wg.Wait()

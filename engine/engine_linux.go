@@ -304,6 +304,7 @@ func (l *Loop) run(errc chan<- error) {
 		return
 	}
 	l.e.mu.Lock()
+	l.backend = l.be.runs()
 	l.pages = l.chunks.kind
 	if l.pagesRecv != "" {
 		l.pages = l.pagesRecv + " (receive ring), " + l.chunks.kind + " (send slab)"

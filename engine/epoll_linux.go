@@ -81,6 +81,14 @@ func (b *epollBackend) close() {
 
 func (b *epollBackend) idle() bool { return true }
 
+// runs: a loop whose EPIOCSPARAMS the kernel refuses does not start.
+func (b *epollBackend) runs() Backend {
+	if b.busy {
+		return BackendEpollBusyPoll
+	}
+	return BackendEpoll
+}
+
 func (b *epollBackend) inFlight() string { return "no kernel operations in flight (epoll)" }
 
 func (b *epollBackend) msgRing(*Loop, int) bool { return false }

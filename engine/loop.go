@@ -45,6 +45,10 @@ type backend interface {
 	// the loop's deadline) on, and reports whether it did: false, and
 	// the loop bounds its wait instead.
 	wakeAt(at int64) bool
+	// runs reports the backend the loop runs, once init has succeeded:
+	// the engine's, or uring where the kernel refused uring-sqpoll's
+	// SQPOLL ring or uring-napi's NAPI registration.
+	runs() Backend
 	// close frees the backend's kernel objects.
 	close()
 }
@@ -110,9 +114,10 @@ type Loop struct {
 	lns       []*lnSock // at their index (lnSock.index)
 	lnFree    []int32   // places in lns to take: their sockets closed, no connection names them (freeListener)
 	timers    timerHeap
-	chunks    slab   // write-queue chunks (and epoll receive buffers)
-	pages     string // page kind of the buffers, set at start
-	pagesRecv string // page kind of the uring receive ring
+	chunks    slab    // write-queue chunks (and epoll receive buffers)
+	pages     string  // page kind of the buffers, set at start
+	pagesRecv string  // page kind of the uring receive ring
+	backend   Backend // what the loop runs (backend.runs), set at start as pages is
 	// tlsScratch is where a TLS Conn's Writev gathers plaintext (up to
 	// tlsGather), on the Go heap; crypto/tls copies it as it encrypts.
 	tlsScratch []byte

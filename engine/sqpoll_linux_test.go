@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -196,40 +198,139 @@ func TestSQPollCPUOutsideCpuset(t *testing.T) {
 		}
 		return
 	}
-	const root = "/sys/fs/cgroup/cpuset"
-	if _, err := os.Stat(filepath.Join(root, "cgroup.procs")); err != nil {
-		t.Skipf("needs the cgroup-v1 cpuset hierarchy at %s (root): %v", root, err)
+	list := rootCpuset(t)
+	if list[len(list)-1] == 0 {
+		t.Skipf("needs a CPU other than CPU 0: root cpuset %v", list)
 	}
-	cpus, err := os.ReadFile(filepath.Join(root, "cpuset.cpus"))
+	dir := makeCpuset(t, strconv.Itoa(list[len(list)-1]))
+	t.Setenv(sqpollCpusetDirEnv, dir)
+	runChild(t, "TestSQPollCPUOutsideCpuset", sqpollCpusetEnv, nil)
+}
+
+// cpusetRoot is the cgroup-v1 cpuset hierarchy the cpuset tests make their
+// cpusets in.
+const cpusetRoot = "/sys/fs/cgroup/cpuset"
+
+// rootCpuset returns the root cpuset's CPUs; the test skips without the
+// cgroup-v1 cpuset hierarchy.
+func rootCpuset(t *testing.T) []int {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(cpusetRoot, "cgroup.procs")); err != nil {
+		t.Skipf("needs the cgroup-v1 cpuset hierarchy at %s (root): %v", cpusetRoot, err)
+	}
+	cpus, err := os.ReadFile(filepath.Join(cpusetRoot, "cpuset.cpus"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	mems, err := os.ReadFile(filepath.Join(root, "cpuset.mems"))
+	list, err := cpulist.Parse(string(cpus))
+	if err != nil || len(list) == 0 {
+		t.Fatalf("root cpuset.cpus %q: %v", cpus, err)
+	}
+	return list
+}
+
+// makeCpuset makes a cpuset of cpus (a CPU list) and the root's memory
+// nodes, removed when the test ends, and returns its directory.
+func makeCpuset(t *testing.T, cpus string) string {
+	t.Helper()
+	mems, err := os.ReadFile(filepath.Join(cpusetRoot, "cpuset.mems"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	list, _ := cpulist.Parse(string(cpus))
-	if len(list) == 0 || list[len(list)-1] == 0 {
-		t.Skipf("needs a CPU other than CPU 0: cpuset.cpus %q", cpus)
-	}
-	dir := filepath.Join(root, fmt.Sprintf("spindle-engine-test-%d", os.Getpid()))
+	dir := filepath.Join(cpusetRoot, fmt.Sprintf("spindle-engine-test-%d", os.Getpid()))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
+	t.Cleanup(func() {
 		// The child has exited: its threads have left the cpuset.
 		if err := os.Remove(dir); err != nil {
 			t.Errorf("cpuset %s left behind: %v", dir, err)
 		}
-	}()
+	})
 	for _, f := range []struct{ file, v string }{
-		{"cpuset.cpus", strconv.Itoa(list[len(list)-1])},
+		{"cpuset.cpus", cpus},
 		{"cpuset.mems", strings.TrimSpace(string(mems))},
 	} {
 		if err := os.WriteFile(filepath.Join(dir, f.file), []byte(f.v), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	t.Setenv(sqpollCpusetDirEnv, dir)
-	runChild(t, "TestSQPollCPUOutsideCpuset", sqpollCpusetEnv, nil)
+	return dir
+}
+
+// sqpollShrunkEnv cues the child of TestBackendSaysSQPollRefusedAtRun; its
+// cpuset's directory is in sqpollCpusetDirEnv.
+const sqpollShrunkEnv = "SPINDLE_TEST_SQPOLL_SHRUNK"
+
+// TestBackendSaysSQPollRefusedAtRun runs a child in a cpuset of two CPUs:
+// New takes uring-sqpoll with the loop on the first and the SQPOLL thread
+// on the second, then the cpuset shrinks to the first (an orchestrator
+// moving the process) before Run. The kernel refuses the SQPOLL ring's
+// CPU, and the loop runs plain uring. Backend said uring-sqpoll all the
+// same, and so did Run's start-up line, with no SQ thread anywhere: once
+// Run has started the loops it must say uring.
+func TestBackendSaysSQPollRefusedAtRun(t *testing.T) {
+	if os.Getenv(sqpollShrunkEnv) != "" {
+		dir := os.Getenv(sqpollCpusetDirEnv)
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cpus := allowedCPUList(t)
+		var mu sync.Mutex
+		var logs []string
+		cfg := testConfig(BackendURingSQPoll)
+		cfg.CPUs, cfg.SQPoll = cpus[:1], SQPollOnCPU(cpus[len(cpus)-1])
+		cfg.Logf = func(f string, a ...any) {
+			mu.Lock()
+			logs = append(logs, fmt.Sprintf(f, a...))
+			mu.Unlock()
+		}
+		e := newEngine(t, cfg, &echoHandler{})
+		if e.Backend() != BackendURingSQPoll {
+			t.Fatalf("New: backend %s, want %s", e.Backend(), BackendURingSQPoll)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cpuset.cpus"), []byte(strconv.Itoa(cpus[0])), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ln, err := e.Listen("tcp", "127.0.0.1:0", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runEngine(t, e)
+		if err := echoOnce(ln.Addr().String(), 1, 4096, 4096, nil); err != nil {
+			t.Fatal(err)
+		}
+		// Run's start-up line comes once every loop has started.
+		started := func(l string) bool { return strings.Contains(l, " loops on CPUs ") }
+		waitFor(t, "Run's start-up line", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return slices.ContainsFunc(logs, started)
+		})
+		fdc := make(chan int, 1)
+		l := e.Loops()[0]
+		l.Post(func() { fdc <- l.be.(*uringBackend).r.Fd() })
+		info, err := os.ReadFile(fmt.Sprintf("/proc/self/fdinfo/%d", <-fdc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(info), "SqThread:\t-1\n") {
+			t.Fatalf("the loop's ring has an SQ thread on CPU %d, the cpuset shrunk from %v to CPU %d under it (the kernel refuses an SQ thread CPU outside the cpuset since 6.11):\n%s", cpus[len(cpus)-1], cpus, cpus[0], info)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if got := e.Backend(); got != BackendURing {
+			t.Errorf("loop without SQ thread: Backend() = %s, want %s; logs: %q", got, BackendURing, logs)
+		}
+		if i := slices.IndexFunc(logs, started); !strings.Contains(logs[i], "backend uring, ") {
+			t.Errorf("Run's start-up line does not say backend uring: %q", logs[i])
+		}
+		return
+	}
+	list := rootCpuset(t)
+	if len(list) < 2 {
+		t.Skipf("needs two CPUs: root cpuset %v", list)
+	}
+	t.Setenv(sqpollCpusetDirEnv, makeCpuset(t, fmt.Sprintf("%d,%d", list[0], list[1])))
+	runChild(t, "TestBackendSaysSQPollRefusedAtRun", sqpollShrunkEnv, nil)
 }

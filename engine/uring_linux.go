@@ -233,6 +233,13 @@ func (b *uringBackend) init(l *Loop) error {
 	return nil
 }
 
+func (b *uringBackend) runs() Backend {
+	if (b.kind == BackendURingSQPoll && !b.sqpoll) || (b.kind == BackendURingNAPI && !b.napi) {
+		return BackendURing
+	}
+	return b.kind
+}
+
 // registerNAPI turns on NAPI busy polling for the ring: with static
 // tracking (6.13), where the ring polls the ids napiAdd gives it, else with
 // dynamic tracking (6.9), where the kernel adds the id of each socket a
