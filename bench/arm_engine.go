@@ -145,7 +145,7 @@ func startEngine(ctx context.Context, b engine.Backend, batchWait time.Duration,
 
 // startEngineHandler starts an engine on backend b, its loops on cfg's
 // CPUs, with Config.BatchWait batchWait, serving h on cfg.Addr; a backend
-// that would fall back to another is an error.
+// that falls back to another, at New or as its loops start, is an error.
 func startEngineHandler(ctx context.Context, b engine.Backend, batchWait time.Duration, cfg ServerConfig, h engine.Handler) (Server, error) {
 	cfg = cfg.WithDefaults()
 	cpus := cfg.CPUs
@@ -187,17 +187,19 @@ func startEngineHandler(ctx context.Context, b engine.Backend, batchWait time.Du
 			}
 		}
 	}
+	said := func() string {
+		logMu.Lock()
+		defer logMu.Unlock()
+		return strings.Join(logs, "; ")
+	}
 	e, err := engine.New(ecfg, h)
 	if err != nil {
 		return nil, err
 	}
-	logMu.Lock()
-	said := strings.Join(logs, "; ")
-	logMu.Unlock()
 	if e.Backend() != b {
 		// Never measure a fallback under the requested backend's name.
 		e.Shutdown(context.Background())
-		return nil, fmt.Errorf("engine backend %s unavailable, it would fall back to %s: %s", b, e.Backend(), said)
+		return nil, fmt.Errorf("engine backend %s unavailable, it would fall back to %s: %s", b, e.Backend(), said())
 	}
 	ln, err := e.Listen("tcp", cfg.Addr, nil)
 	if err != nil {
@@ -207,6 +209,21 @@ func startEngineHandler(ctx context.Context, b engine.Backend, batchWait time.Du
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s := &engineServer{e: e, ln: ln, cancel: cancel, done: make(chan error, 1)}
 	go func() { s.done <- e.Run(rctx) }()
+	// A loop may run another backend than New chose, the kernel refusing
+	// its SQPOLL ring or NAPI registration at Run: Backend says so once
+	// every loop has started, which BufferPages ("" until then) tells.
+	for e.BufferPages() == "" {
+		select {
+		case err := <-s.done:
+			cancel()
+			return nil, fmt.Errorf("engine backend %s stopped while its loops started (%v): %s", b, err, said())
+		case <-time.After(time.Millisecond):
+		}
+	}
+	if e.Backend() != b {
+		s.Close()
+		return nil, fmt.Errorf("engine backend %s degraded at start-up, its loops run %s: %s", b, e.Backend(), said())
+	}
 	return s, nil
 }
 

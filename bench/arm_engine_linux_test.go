@@ -2,10 +2,15 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -143,5 +148,96 @@ func TestBatchArmOptIn(t *testing.T) {
 	}
 	if !slices.Contains(names, "uring") || slices.Contains(names, "uring-batch") {
 		t.Errorf("default arms %v: want uring and not uring-batch", names)
+	}
+}
+
+// sqpollPidsEnv names the pids cgroup the child of
+// TestSQPollArmRefusedAtStartUp runs in, and is its cue.
+const sqpollPidsEnv = "SPINDLE_TEST_SQPOLL_PIDS"
+
+// TestSQPollArmRefusedAtStartUp starts the uring-sqpoll arm in a child
+// whose pids cgroup lets it start no task: the kernel refuses the SQPOLL
+// thread when Run sets the loop's ring up, and the loop runs plain uring
+// (the Go runtime runs on threads it made before). The arm checked the
+// engine's backend at New only, and served, to be measured and reported
+// as uring-sqpoll without an SQPOLL thread; it must refuse, saying what
+// the loop runs.
+func TestSQPollArmRefusedAtStartUp(t *testing.T) {
+	if dir := os.Getenv(sqpollPidsEnv); dir != "" {
+		allowed := needTwoAllowedCPUs(t)
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// Threads for the runtime to run the engine's goroutines on,
+		// each held by a goroutine of its own at once, then idle: the
+		// runtime keeps them and needs to start no other.
+		const threads = 16
+		var held, done sync.WaitGroup
+		held.Add(threads)
+		done.Add(threads)
+		release := make(chan struct{})
+		for range threads {
+			go func() {
+				defer done.Done()
+				runtime.LockOSThread()
+				held.Done()
+				<-release
+				runtime.UnlockOSThread()
+			}()
+		}
+		held.Wait()
+		close(release)
+		done.Wait()
+		pidsMax := filepath.Join(dir, "pids.max")
+		if err := os.WriteFile(pidsMax, []byte("1"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		srv, err := startEngine(context.Background(), engine.BackendURingSQPoll, 0, ServerConfig{CPUs: allowed[:1], SpareCPUs: allowed[1:2]})
+		sq := len(sqpollThreads(t))
+		if err := os.WriteFile(pidsMax, []byte("max"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err == nil {
+			srv.Close()
+			t.Fatalf("the uring-sqpoll arm served with %d SQPOLL threads, the kernel refusing them", sq)
+		}
+		if strings.Contains(err.Error(), "unavailable, it would fall back") {
+			t.Skipf("uring-sqpoll arm unavailable here: %v", err)
+		}
+		if want := "degraded at start-up, its loops run uring"; !strings.Contains(err.Error(), want) {
+			t.Fatalf("start: %v, want %q", err, want)
+		}
+		return
+	}
+	needTwoAllowedCPUs(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a pids cgroup")
+	}
+	const root = "/sys/fs/cgroup/pids"
+	if _, err := os.Stat(filepath.Join(root, "cgroup.procs")); err != nil {
+		t.Skipf("needs the cgroup-v1 pids hierarchy at %s (root): %v", root, err)
+	}
+	dir := filepath.Join(root, fmt.Sprintf("spindle-bench-test-%d", os.Getpid()))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		// The child has exited: its threads have left the cgroup.
+		if err := os.Remove(dir); err != nil {
+			t.Errorf("pids cgroup %s left behind: %v", dir, err)
+		}
+	}()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^TestSQPollArmRefusedAtStartUp$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), sqpollPidsEnv+"="+dir)
+	out, err := cmd.CombinedOutput()
+	if err == nil && strings.Contains(string(out), "--- SKIP: TestSQPollArmRefusedAtStartUp ") {
+		t.Skipf("child skipped:\n%s", out)
+	}
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestSQPollArmRefusedAtStartUp ") {
+		t.Fatalf("child in pids cgroup %s: %v\n%s", dir, err, out)
 	}
 }
