@@ -95,7 +95,12 @@ func TestHTTP2ReportGolden(t *testing.T) {
 		if rps > 0 {
 			// h2load sleeps in its waits: no client polls.
 			work := cpu*1.5 + 2
-			r.Machine = MachineWork{TotalUSPerReq: work, WorkUSPerReq: work, SoftirqUSPerReq: cpu / 5, StealUSPerReq: float64(rep-1) / 4}
+			r.Machine = MachineWork{TotalUSPerReq: work, WorkUSPerReq: work, SoftirqUSPerReq: cpu / 5, StealUSPerReq: float64(rep-1) / 4,
+				PerCPU: []CPUSplit{
+					{CPU: 0, Role: "server", BusyPercent: pct, UserUSPerReq: cpu * 0.6, SysUSPerReq: cpu * 0.4, SoftirqUSPerReq: cpu / 10},
+					{CPU: 1, Role: "client", BusyPercent: 60, UserUSPerReq: cpu * 0.5, SysUSPerReq: 2 + cpu*0.3, SoftirqUSPerReq: cpu / 10},
+				},
+				InterruptsPerReq: 0.25 + float64(rep)/8, DeviceIRQsPerReq: 0, NetRxPerReq: 0.5 + cpu/100}
 		}
 		return r
 	}
@@ -127,7 +132,12 @@ func TestProxyReportGolden(t *testing.T) {
 			// The client shares CPU 1 with the upstream (tcp: it sleeps
 			// in its waits), or is h2load (h2h2): no client polls.
 			work := cpu*1.5 + 7
-			r.Machine = MachineWork{TotalUSPerReq: work, WorkUSPerReq: work, SoftirqUSPerReq: 1.5 + cpu/10, StealUSPerReq: float64(rep-1) / 4}
+			r.Machine = MachineWork{TotalUSPerReq: work, WorkUSPerReq: work, SoftirqUSPerReq: 1.5 + cpu/10, StealUSPerReq: float64(rep-1) / 4,
+				PerCPU: []CPUSplit{
+					{CPU: 0, Role: "proxy", BusyPercent: pct, UserUSPerReq: cpu * 0.5, SysUSPerReq: cpu * 0.4, SoftirqUSPerReq: 0.5},
+					{CPU: 1, Role: "upstream+client", BusyPercent: 70, UserUSPerReq: 3 + cpu*0.25, SysUSPerReq: 2.5 + cpu/4, SoftirqUSPerReq: 1 + cpu/10},
+				},
+				InterruptsPerReq: 0.5 + float64(rep)/4, DeviceIRQsPerReq: 0, NetRxPerReq: 1 + cpu/50}
 		}
 		if arm == ProxyArmDirect {
 			r.ProxyUSPerReq, r.ProxyCPUPercent, r.ProxyCPUSource, r.ProxyProcs = 0, 0, "", 0

@@ -341,7 +341,7 @@ func (r *http2Runner) run(ctx context.Context, arms []http2Arm) error {
 // end of h2load's main duration.
 type h2loadEdges struct {
 	server, upstream, client [2]cpuEdge
-	stat                     [2]statEdge
+	host                     [2]hostEdge
 	seen                     int // edges read: 0, 1 or 2
 }
 
@@ -402,10 +402,14 @@ type h2loadDriver struct {
 	warmup, window time.Duration
 	// https: h2load speaks TLS (an https URI), HTTP/2 chosen by ALPN.
 	https bool
+	// roles are the measurement's processes and their CPUs, the one
+	// h2load sends to first, for the machine CPU (windowMachine).
+	roles []cpuRole
 }
 
 func (r *http2Runner) driver() h2loadDriver {
-	return h2loadDriver{h2load: r.cfg.H2load, threads: r.threads, conns: r.cfg.Conns, cpus: r.cfg.ClientCPUs, warmup: r.warmup, window: r.window}
+	return h2loadDriver{h2load: r.cfg.H2load, threads: r.threads, conns: r.cfg.Conns, cpus: r.cfg.ClientCPUs, warmup: r.warmup, window: r.window,
+		roles: []cpuRole{{"server", r.cfg.ServerCPUs}, {"client", r.cfg.ClientCPUs}}}
 }
 
 // h2loadMeasure is one verified h2load run's figures.
@@ -528,7 +532,7 @@ func (d h2loadDriver) measure(ctx context.Context, dir, listen string, streams i
 	m.server, m.upstream = windowCPU(edges.server, rate), windowCPU(edges.upstream, rate)
 	_, clientPct, _ := proxyCPU(edges.client[0], edges.client[1], rate)
 	m.clientPercent = d.clientPercent(clientPct)
-	m.machine = windowMachine(edges.stat, rate, 0)
+	m.machine = windowMachine(edges.host, rate, 0, d.roles)
 	return m, nil
 }
 
@@ -649,7 +653,7 @@ func (d h2loadDriver) run(ctx context.Context, listen string, streams int, logPa
 		signalGroup(pid, syscall.SIGKILL)
 	}()
 	read := func(i int) {
-		e.server[i], e.upstream[i], e.client[i], e.stat[i] = readEdge(serverPID), readEdge(upstreamPID), readEdge(pid), readStatEdge()
+		e.server[i], e.upstream[i], e.client[i], e.host[i] = readEdge(serverPID), readEdge(upstreamPID), readEdge(pid), readHostEdge()
 		e.seen++
 	}
 	var out []byte
@@ -680,7 +684,7 @@ func (d h2loadDriver) run(ctx context.Context, listen string, streams int, logPa
 	case e.seen < 2:
 		return e, out, fmt.Errorf("h2load did not say when its main duration started and ended (%q, %q)%s", h2loadMainStarted, h2loadMainOver, lastLines(out, 3))
 	}
-	return e, out, errors.Join(e.server[0].err, e.server[1].err, e.upstream[0].err, e.upstream[1].err, e.client[0].err, e.client[1].err, e.stat[0].err, e.stat[1].err)
+	return e, out, errors.Join(e.server[0].err, e.server[1].err, e.upstream[0].err, e.upstream[1].err, e.client[0].err, e.client[1].err, e.host[0].err, e.host[1].err)
 }
 
 // lastLines returns the last n lines of out, after ": ", or "".
@@ -834,15 +838,15 @@ func HTTP2Markdown(rep *HTTP2Report) string {
 	fmt.Fprintf(&b, "- loopback; server CPUs %v, client CPUs %v (%s, %d threads)\n", c.ServerCPUs, c.ClientCPUs, c.H2load, c.ClientThreads)
 	fmt.Fprintf(&b, "- %d connections × streams %v in flight each (closed loop), GET answered with a %d-byte body, %d reps (arms alternated), each %.2fs warm-up + %.2fs measured; started %s, %.0fs\n\n",
 		c.Conns, c.Streams, c.Body, c.Reps, c.WarmupSeconds, c.WindowSeconds, rep.Started.Format("2006-01-02 15:04 UTC"), rep.Seconds)
-	b.WriteString("Medians over the repetitions with (min–max); latency in µs; server CPU in µs per request (run time of every thread of the server's processes) and in percent of a CPU; " + machineWorkText + "; client CPU in percent of the client CPUs; ratios to the first arm's medians at the same streams.\n\n")
-	b.WriteString("| arm | streams | req/s | p50 | p99 | p99.9 | server CPU µs/req | server CPU % | machine work CPU µs/req | softirq µs/req | steal µs/req | client CPU % | req/s ratio | p99 ratio | server CPU ratio |\n")
-	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("Medians over the repetitions with (min–max); latency in µs; server CPU in µs per request (run time of every thread of the server's processes) and in percent of a CPU; " + machineWorkText("server") + "; client CPU in percent of the client CPUs; ratios to the first arm's medians at the same streams.\n\n")
+	b.WriteString("| arm | streams | req/s | p50 | p99 | p99.9 | server CPU µs/req | server CPU % | machine work CPU µs/req | softirq µs/req | steal µs/req | interrupts/req on server CPUs | NET_RX/req on server CPUs | client CPU % | req/s ratio | p99 ratio | server CPU ratio |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	ratios := http2RatioCells(rep.Summary)
 	for i, s := range rep.Summary {
 		r := ratios[i]
-		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %.0f | %s | %.2f | %.2f | %.0f | %s | %s | %s |\n", s.Arm, s.Streams, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %.0f | %s | %.2f | %.2f | %.2f | %.2f | %.0f | %s | %s | %s |\n", s.Arm, s.Streams, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
 			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), fmtSpread(s.ServerUSPerReq, 2), s.ServerCPUPercent,
-			fmtSpread(s.MachineWorkUSPerReq, 2), s.SoftirqUSPerReq, s.StealUSPerReq, s.ClientCPUPercent, r[0], r[1], r[2])
+			fmtSpread(s.MachineWorkUSPerReq, 2), s.SoftirqUSPerReq, s.StealUSPerReq, s.InterruptsPerReq, s.NetRxPerReq, s.ClientCPUPercent, r[0], r[1], r[2])
 	}
 	b.WriteString(http2RatioLayout.markdown(rep.PairedRatios))
 	writeArmsAndNotes(&b, rep.Arms, rep.Notes)
@@ -860,14 +864,14 @@ var http2RatioLayout = armsRatioLayout{
 // WriteHTTP2Table prints rep's summary as a plain-text table.
 func WriteHTTP2Table(w io.Writer, rep *HTTP2Report) {
 	first := firstArm(rep.Summary, func(s HTTP2SummaryRow) string { return s.Arm })
-	fmt.Fprintf(w, "\nbench http2, h2c under h2load, loopback, %d reps, medians (min–max); latency in µs, server and machine-wide CPU in µs per request; ratios to %s at the same streams\n", rep.Config.Reps, first)
-	fmt.Fprintf(w, "%-14s %7s %-22s %-20s %-20s %-20s %-18s %-19s %8s %8s %7s %7s %7s %7s\n", "arm", "streams", "req/s", "p50", "p99", "p99.9", "server µs/req", "machine work µs/req", "softirq", "steal", "client%", "rps×", "p99×", "cpu×")
+	fmt.Fprintf(w, "\nbench http2, h2c under h2load, loopback, %d reps, medians (min–max); latency in µs, server and machine-wide CPU in µs per request, interrupts and NET_RX softirqs per request on the server CPUs; ratios to %s at the same streams\n", rep.Config.Reps, first)
+	fmt.Fprintf(w, "%-14s %7s %-22s %-20s %-20s %-20s %-18s %-19s %8s %8s %7s %7s %7s %7s %7s %7s\n", "arm", "streams", "req/s", "p50", "p99", "p99.9", "server µs/req", "machine work µs/req", "softirq", "steal", "intr", "NET_RX", "client%", "rps×", "p99×", "cpu×")
 	ratios := http2RatioCells(rep.Summary)
 	for i, s := range rep.Summary {
 		r := ratios[i]
-		fmt.Fprintf(w, "%-14s %7d %-22s %-20s %-20s %-20s %-18s %-19s %8.2f %8.2f %7.0f %7s %7s %7s\n", s.Arm, s.Streams, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
+		fmt.Fprintf(w, "%-14s %7d %-22s %-20s %-20s %-20s %-18s %-19s %8.2f %8.2f %7.2f %7.2f %7.0f %7s %7s %7s\n", s.Arm, s.Streams, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
 			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), fmtSpread(s.ServerUSPerReq, 2), fmtSpread(s.MachineWorkUSPerReq, 2), s.SoftirqUSPerReq, s.StealUSPerReq,
-			s.ClientCPUPercent, r[0], r[1], r[2])
+			s.InterruptsPerReq, s.NetRxPerReq, s.ClientCPUPercent, r[0], r[1], r[2])
 	}
 	http2RatioLayout.writeTable(w, rep.PairedRatios)
 	writeTableNotes(w, rep.Notes)

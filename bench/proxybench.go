@@ -917,7 +917,7 @@ type cpuEdge struct {
 // the proxy's and the upstream's CPU, and the machine's (/proc/stat).
 type proxyEdges struct {
 	proxy, upstream [2]cpuEdge
-	stat            [2]statEdge
+	host            [2]hostEdge
 }
 
 func (r *proxyRunner) measure(ctx context.Context, a proxyArm, rep int) (ProxyResult, error) {
@@ -942,7 +942,7 @@ func (r *proxyRunner) measure(ctx context.Context, a proxyArm, rep int) (ProxyRe
 					if !waitUntil(done, t) {
 						return
 					}
-					e.proxy[i], e.upstream[i], e.stat[i] = readEdge(proxyPID), readEdge(r.upstreamPID), readStatEdge()
+					e.proxy[i], e.upstream[i], e.host[i] = readEdge(proxyPID), readEdge(r.upstreamPID), readHostEdge()
 				}
 				edges <- e
 			}()
@@ -971,7 +971,7 @@ func (r *proxyRunner) measure(ctx context.Context, a proxyArm, rep int) (ProxyRe
 	var e proxyEdges
 	if err == nil {
 		e = <-edges
-		err = errors.Join(e.proxy[0].err, e.proxy[1].err, e.upstream[0].err, e.upstream[1].err, e.stat[0].err, e.stat[1].err)
+		err = errors.Join(e.proxy[0].err, e.proxy[1].err, e.upstream[0].err, e.upstream[1].err, e.host[0].err, e.host[1].err)
 	}
 	close(done)
 	if p != nil {
@@ -1007,9 +1007,15 @@ func (r *proxyRunner) measure(ctx context.Context, a proxyArm, rep int) (ProxyRe
 			return res, err
 		}
 	}
-	res.Machine = windowMachine(e.stat, load.rate(), load.ClientIdle)
+	res.Machine = windowMachine(e.host, load.rate(), load.ClientIdle, r.roles())
 	r.recordCPU(&res, fmt.Sprintf("%s rep %d", a.name, rep), p != nil, e.proxy, e.upstream, windowCPU(e.proxy, load.rate()), windowCPU(e.upstream, load.rate()))
 	return res, nil
+}
+
+// roles are the processes of a proxy measurement and their CPUs, the
+// proxy's first (windowMachine counts interrupts and NET_RX there).
+func (r *proxyRunner) roles() []cpuRole {
+	return []cpuRole{{"proxy", r.cfg.ProxyCPUs}, {"upstream", r.cfg.UpstreamCPUs}, {"client", r.cfg.ClientCPUs}}
 }
 
 // startArm starts arm a's proxy (startProxy) and returns the address
@@ -1035,7 +1041,7 @@ func (r *proxyRunner) measureH2(ctx context.Context, a proxyArm, streams, rep in
 	if err != nil {
 		return res, err
 	}
-	d := h2loadDriver{h2load: r.cfg.H2load, threads: r.report.Config.ClientThreads, conns: r.cfg.Conns, cpus: r.cfg.ClientCPUs, warmup: r.warmup, window: r.window, https: r.clientTLS != nil}
+	d := h2loadDriver{h2load: r.cfg.H2load, threads: r.report.Config.ClientThreads, conns: r.cfg.Conns, cpus: r.cfg.ClientCPUs, warmup: r.warmup, window: r.window, https: r.clientTLS != nil, roles: r.roles()}
 	m, err := d.measure(ctx, r.dir, addr, streams, p, r.upstreamPID)
 	if err != nil {
 		return res, err
@@ -1219,7 +1225,7 @@ func processCPUNote(who string) string {
 
 // machineWorkNote says how the side-by-side reports' machine work is
 // counted (windowMachine) and how to read it.
-var machineWorkNote = fmt.Sprintf("machine work is the busy time of every CPU over each window (/proc/stat, in %d ms ticks: coarse in a short window), the client's empty polls taken out: read it with the process CPU figures, as softirq work moved off a process's books onto another CPU is relocation, not reduction", ClockTick/1_000_000)
+var machineWorkNote = fmt.Sprintf("machine work is the busy time of every CPU over each window (/proc/stat, in %d ms ticks: coarse in a short window), the client's empty polls taken out: read it with the process CPU figures, as softirq work moved off a process's books onto another CPU is relocation, not reduction; the JSON report splits it per CPU (machine.per_cpu, each CPU named by the processes pinned to it)", ClockTick/1_000_000)
 
 // coarseCPUNote says n measurements' CPU of who came from utime+stime.
 func coarseCPUNote(n int, who string) string {
@@ -1321,9 +1327,9 @@ func ProxyMarkdown(rep *ProxyReport) string {
 	if h2 {
 		same, streamsHead, streamsAlign = " at the same streams", " streams |", " ---: |"
 	}
-	b.WriteString("Medians over the repetitions with (min–max); latency in µs; proxy and upstream CPU in µs per request (run time of every thread of the proxy's, or the upstream's, processes) and in percent of a CPU; " + machineWorkText + "; client CPU in percent of the client CPUs; ratios to the first arm's medians" + same + ".\n\n")
-	b.WriteString("| arm |" + streamsHead + " " + rate + " | p50 | p99 | p99.9 | proxy CPU µs/req | proxy CPU % | upstream CPU µs/req | upstream CPU % | machine work CPU µs/req | softirq µs/req | steal µs/req | client CPU % | req/s ratio | p99 ratio | proxy CPU ratio | upstream CPU ratio |\n")
-	b.WriteString("| --- |" + streamsAlign + " ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("Medians over the repetitions with (min–max); latency in µs; proxy and upstream CPU in µs per request (run time of every thread of the proxy's, or the upstream's, processes) and in percent of a CPU; " + machineWorkText("proxy") + "; client CPU in percent of the client CPUs; ratios to the first arm's medians" + same + ".\n\n")
+	b.WriteString("| arm |" + streamsHead + " " + rate + " | p50 | p99 | p99.9 | proxy CPU µs/req | proxy CPU % | upstream CPU µs/req | upstream CPU % | machine work CPU µs/req | softirq µs/req | steal µs/req | interrupts/req on proxy CPUs | NET_RX/req on proxy CPUs | client CPU % | req/s ratio | p99 ratio | proxy CPU ratio | upstream CPU ratio |\n")
+	b.WriteString("| --- |" + streamsAlign + " ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	ratios := proxyRatioCells(rep.Summary)
 	for i, s := range rep.Summary {
 		r := ratios[i]
@@ -1335,9 +1341,9 @@ func ProxyMarkdown(rep *ProxyReport) string {
 		if h2 {
 			streams = fmt.Sprintf(" %d |", s.Streams)
 		}
-		fmt.Fprintf(&b, "| %s |%s %s | %s | %s | %s | %s | %s | %s | %.0f | %s | %.2f | %.2f | %.0f | %s | %s | %s | %s |\n", s.Arm, streams, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
+		fmt.Fprintf(&b, "| %s |%s %s | %s | %s | %s | %s | %s | %s | %.0f | %s | %.2f | %.2f | %.2f | %.2f | %.0f | %s | %s | %s | %s |\n", s.Arm, streams, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
 			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), cpuCell(s), pct, fmtSpread(s.UpstreamUSPerReq, 2), s.UpstreamCPUPercent,
-			fmtSpread(s.MachineWorkUSPerReq, 2), s.SoftirqUSPerReq, s.StealUSPerReq, s.ClientCPUPercent, r[0], r[1], r[2], r[3])
+			fmtSpread(s.MachineWorkUSPerReq, 2), s.SoftirqUSPerReq, s.StealUSPerReq, s.InterruptsPerReq, s.NetRxPerReq, s.ClientCPUPercent, r[0], r[1], r[2], r[3])
 	}
 	b.WriteString(proxyRatioLayout(h2).markdown(rep.PairedRatios))
 	writeArmsAndNotes(&b, rep.Arms, rep.Notes)
@@ -1387,8 +1393,8 @@ func WriteProxyTable(w io.Writer, rep *ProxyReport) {
 	if h2 {
 		same, streamsHead = " at the same streams", fmt.Sprintf(" %7s", "streams")
 	}
-	fmt.Fprintf(w, "\nbench proxy, %s, loopback, %d reps, medians (min–max); latency in µs, proxy, upstream and machine-wide CPU in µs per request; ratios to %s%s\n", proxyTitle(rep.Config), rep.Config.Reps, firstArm(rep.Summary, func(s ProxySummaryRow) string { return s.Arm }), same)
-	fmt.Fprintf(w, "%-17s%s %-22s %-20s %-20s %-20s %-18s %-18s %-19s %8s %8s %7s %7s %7s %7s %7s\n", "arm", streamsHead, "req/s", "p50", "p99", "p99.9", "proxy µs/req", "upstream µs/req", "machine work µs/req", "softirq", "steal", "client%", "rps×", "p99×", "cpu×", "up cpu×")
+	fmt.Fprintf(w, "\nbench proxy, %s, loopback, %d reps, medians (min–max); latency in µs, proxy, upstream and machine-wide CPU in µs per request, interrupts and NET_RX softirqs per request on the proxy CPUs; ratios to %s%s\n", proxyTitle(rep.Config), rep.Config.Reps, firstArm(rep.Summary, func(s ProxySummaryRow) string { return s.Arm }), same)
+	fmt.Fprintf(w, "%-17s%s %-22s %-20s %-20s %-20s %-18s %-18s %-19s %8s %8s %7s %7s %7s %7s %7s %7s %7s\n", "arm", streamsHead, "req/s", "p50", "p99", "p99.9", "proxy µs/req", "upstream µs/req", "machine work µs/req", "softirq", "steal", "intr", "NET_RX", "client%", "rps×", "p99×", "cpu×", "up cpu×")
 	ratios := proxyRatioCells(rep.Summary)
 	for i, s := range rep.Summary {
 		r := ratios[i]
@@ -1396,9 +1402,9 @@ func WriteProxyTable(w io.Writer, rep *ProxyReport) {
 		if h2 {
 			streams = fmt.Sprintf(" %7d", s.Streams)
 		}
-		fmt.Fprintf(w, "%-17s%s %-22s %-20s %-20s %-20s %-18s %-18s %-19s %8.2f %8.2f %7.0f %7s %7s %7s %7s\n", s.Arm, streams, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
+		fmt.Fprintf(w, "%-17s%s %-22s %-20s %-20s %-20s %-18s %-18s %-19s %8.2f %8.2f %7.2f %7.2f %7.0f %7s %7s %7s %7s\n", s.Arm, streams, fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P50, 1),
 			fmtSpread(s.P99, 1), fmtSpread(s.P999, 1), cpuCell(s), fmtSpread(s.UpstreamUSPerReq, 2), fmtSpread(s.MachineWorkUSPerReq, 2), s.SoftirqUSPerReq, s.StealUSPerReq,
-			s.ClientCPUPercent, r[0], r[1], r[2], r[3])
+			s.InterruptsPerReq, s.NetRxPerReq, s.ClientCPUPercent, r[0], r[1], r[2], r[3])
 	}
 	proxyRatioLayout(h2).writeTable(w, rep.PairedRatios)
 	writeTableNotes(w, rep.Notes)

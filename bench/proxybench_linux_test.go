@@ -161,6 +161,10 @@ func checkPeerArms(t *testing.T, rep *ProxyReport, alone func(arm string, d time
 		if res.Arm != ProxyArmDirect && schedErr == nil && res.ProxyCPUSource != "schedstat" {
 			t.Errorf("%s rep %d: proxy CPU from %q, want schedstat (this kernel has it)", res.Arm, res.Rep, res.ProxyCPUSource)
 		}
+		if res.Requests > 0 {
+			checkCPURoles(t, fmt.Sprintf("%s rep %d", res.Arm, res.Rep), res.Machine.PerCPU, map[string][]int{
+				"proxy": rep.Config.ProxyCPUs, "upstream": rep.Config.UpstreamCPUs, "client": rep.Config.ClientCPUs})
+		}
 	}
 	if rows[ProxyArmDirect].RPSRatio != 1 {
 		t.Errorf("first arm's rate ratio %v, want 1", rows[ProxyArmDirect].RPSRatio)
@@ -181,6 +185,36 @@ func peerLate(arm string, s ProxySummaryRow) string {
 	}
 	if s.MachineWorkUSPerReq.Median <= 0 {
 		return fmt.Sprintf("machine work %v µs/req", s.MachineWorkUSPerReq.Median)
+	}
+	return proxyCPUCountsLate(s)
+}
+
+// checkCPURoles checks that measurement what's per-CPU split has every
+// CPU of roles (each role's name and CPUs), its role naming each role
+// pinned to it (names joined by "+").
+func checkCPURoles(t *testing.T, what string, split []CPUSplit, roles map[string][]int) {
+	t.Helper()
+	byCPU := map[int]string{}
+	for _, c := range split {
+		byCPU[c.CPU] = c.Role
+	}
+	for name, cpus := range roles {
+		for _, cpu := range cpus {
+			role, ok := byCPU[cpu]
+			if !ok || !slices.Contains(strings.Split(role, "+"), name) {
+				t.Errorf("%s: CPU %d (the %s's) in the per-CPU split as %q (present: %v), want a role naming %s", what, cpu, name, role, ok, name)
+			}
+		}
+	}
+}
+
+// proxyCPUCountsLate says what of s shows no interrupts or NET_RX
+// softirqs on the proxy's CPU, or returns "": a proxy's sends run
+// loopback's receive softirq on its CPU, and the timer ticks there (the
+// direct arm has no proxy: what lands there is not asked for).
+func proxyCPUCountsLate(s ProxySummaryRow) string {
+	if s.Arm != ProxyArmDirect && (s.InterruptsPerReq <= 0 || s.NetRxPerReq <= 0) {
+		return fmt.Sprintf("interrupts %v, NET_RX %v per request on the proxy's CPU", s.InterruptsPerReq, s.NetRxPerReq)
 	}
 	return ""
 }
@@ -493,10 +527,11 @@ func runProxyH2(t *testing.T, protocol, title string, arms int) {
 // h2RowLate says what of an h2 or h2h2 summary row s shows that its proxy
 // or upstream did not serve in time, or that a figure is missing (the
 // direct arm's proxy CPU is 0, the others' not; every arm's machine work
-// is above 0), or returns "".
+// is above 0, and the others' interrupts and NET_RX on the proxy's CPU),
+// or returns "".
 func h2RowLate(s ProxySummaryRow) string {
 	if s.AchievedRPS.Median <= 0 || s.UpstreamUSPerReq.Median <= 0 || (s.Arm != ProxyArmDirect) != (s.ProxyUSPerReq.Median > 0) || s.MachineWorkUSPerReq.Median <= 0 {
 		return fmt.Sprintf("%.0f req/s, %.2f µs/req of proxy CPU, %.2f µs/req of upstream CPU, %.2f µs/req of machine work", s.AchievedRPS.Median, s.ProxyUSPerReq.Median, s.UpstreamUSPerReq.Median, s.MachineWorkUSPerReq.Median)
 	}
-	return ""
+	return proxyCPUCountsLate(s)
 }

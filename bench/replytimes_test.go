@@ -66,16 +66,20 @@ func TestFillDividesByTheRepliesBetweenItsReads(t *testing.T) {
 			var e [2]snapshot
 			e[0] = snapshot{
 				usageAt: at(0), usageRead: at(0),
-				stat: &topo.Stat{CPU: map[int]topo.CPUTime{0: {}}}, statAt: at(0),
-				soft: Softirqs{"NET_RX": {0}}, softAt: at(0),
-				intr: &Interrupts{Total: []uint64{0}, Device: []uint64{0}}, intrAt: at(0),
+				procEdge: procEdge{
+					stat: &topo.Stat{CPU: map[int]topo.CPUTime{0: {}}}, statAt: at(0),
+					soft: Softirqs{"NET_RX": {0}}, softAt: at(0),
+					intr: &Interrupts{Total: []uint64{0}, Device: []uint64{0}}, intrAt: at(0),
+				},
 			}
 			e[1] = snapshot{
 				usage:   ServerUsage{UserNS: int64(time.Second), Nvcsw: 1000},
 				usageAt: at(1500 * time.Millisecond), usageRead: at(1500 * time.Millisecond),
-				stat: &topo.Stat{Total: topo.CPUTime{User: 100}, CPU: map[int]topo.CPUTime{0: {User: 100}}, Ctxt: 2000}, statAt: at(1200 * time.Millisecond),
-				soft: Softirqs{"NET_RX": {1000}}, softAt: at(1200 * time.Millisecond),
-				intr: &Interrupts{Total: []uint64{1000}, Device: []uint64{500}}, intrAt: at(1200 * time.Millisecond),
+				procEdge: procEdge{
+					stat: &topo.Stat{Total: topo.CPUTime{User: 100}, CPU: map[int]topo.CPUTime{0: {User: 100}}, Ctxt: 2000}, statAt: at(1200 * time.Millisecond),
+					soft: Softirqs{"NET_RX": {1000}}, softAt: at(1200 * time.Millisecond),
+					intr: &Interrupts{Total: []uint64{1000}, Device: []uint64{500}}, intrAt: at(1200 * time.Millisecond),
+				},
 			}
 			if childClock {
 				// The child read its rusage at the edges; its answers

@@ -924,13 +924,20 @@ type snapshot struct {
 	// clock: usage.MonoNS placed by the harness's CLOCK_MONOTONIC at
 	// usageAt, or usageAt where either is missing.
 	usageRead time.Time
-	stat      *topo.Stat
-	statAt    time.Time
-	soft      Softirqs
-	softAt    time.Time
-	intr      *Interrupts
-	intrAt    time.Time
-	err       error
+	procEdge
+	err error
+}
+
+// procEdge is the host's /proc files read at one edge of a window, each
+// with the time of its read's middle (midStamp): /proc/stat, softirqs
+// and interrupts.
+type procEdge struct {
+	stat   *topo.Stat
+	statAt time.Time
+	soft   Softirqs
+	softAt time.Time
+	intr   *Interrupts
+	intrAt time.Time
 }
 
 // edgeReader reads a window's snapshots: the clock, the server child's
@@ -948,13 +955,20 @@ type edgeReader struct {
 
 // liveEdges reads the live host's /proc and child p's usage.
 func liveEdges(p *serverProc) edgeReader {
+	e := liveProc()
+	e.mono, e.usage = monoNow, p.usage
+	return e
+}
+
+// liveProc reads the live host's /proc files (readProc), no usage.
+func liveProc() edgeReader {
 	var proc Proc
-	return edgeReader{now: time.Now, mono: monoNow, usage: p.usage, stat: proc.Stat, soft: proc.Softirqs, intr: proc.Interrupts}
+	return edgeReader{now: time.Now, stat: proc.Stat, soft: proc.Softirqs, intr: proc.Interrupts}
 }
 
 // readProc reads the /proc files of one edge into s, each read stamped
 // at its middle (it takes microseconds), and returns the errors.
-func (e edgeReader) readProc(s *snapshot) error {
+func (e edgeReader) readProc(s *procEdge) error {
 	var errs [3]error
 	s.statAt = midStamp(e.now, func() { s.stat, errs[0] = e.stat() })
 	s.softAt = midStamp(e.now, func() { s.soft, errs[1] = e.soft() })
@@ -989,7 +1003,7 @@ func (e edgeReader) window(start, end time.Time, sleepUntil func(time.Time) bool
 			if !sleepUntil(t) {
 				return
 			}
-			procErr[i] = e.readProc(&s[i])
+			procErr[i] = e.readProc(&s[i].procEdge)
 		}
 		procOK = true
 	})
@@ -1070,30 +1084,31 @@ func lateReadsNote(what string, edges [2]snapshot, start, end time.Time) string 
 // ms is d in milliseconds.
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// intervals are the measured lengths between a window's two snapshots,
-// one per counter source; each falls back to the window when its stamps
-// are missing.
+// intervals are the measured lengths between a window's two snapshots of
+// the child's usage and of /proc/stat; each falls back to the window when
+// its stamps are missing (the softirq and interrupt counts' are countsOn's).
 type intervals struct {
-	usage, stat, soft, intr time.Duration
+	usage, stat time.Duration
 }
 
 func measuredIntervals(e [2]snapshot, window time.Duration) intervals {
-	between := func(a, b time.Time) time.Duration {
-		if a.IsZero() || !b.After(a) {
-			return window
-		}
-		return b.Sub(a)
-	}
 	iv := intervals{
-		usage: between(e[0].usageAt, e[1].usageAt),
-		stat:  between(e[0].statAt, e[1].statAt),
-		soft:  between(e[0].softAt, e[1].softAt),
-		intr:  between(e[0].intrAt, e[1].intrAt),
+		usage: apart(e[0].usageAt, e[1].usageAt, window),
+		stat:  apart(e[0].statAt, e[1].statAt, window),
 	}
 	if a, b := e[0].usage.MonoNS, e[1].usage.MonoNS; a > 0 && b > a {
 		iv.usage = time.Duration(b - a)
 	}
 	return iv
+}
+
+// apart is the time from read a to read b, or window where a's time is
+// missing or b is not after it.
+func apart(a, b time.Time, window time.Duration) time.Duration {
+	if a.IsZero() || !b.After(a) {
+		return window
+	}
+	return b.Sub(a)
 }
 
 // measure runs one measurement with a fresh server child; rps is the
@@ -1207,37 +1222,67 @@ func (r *runner) fill(res *Result, load *LoadResult, edges [2]snapshot) {
 	for _, t := range threadRuns(u0.Threads, u1.Threads) {
 		res.Server.Threads = append(res.Server.Threads, ThreadCPU{TID: t.TID, Comm: t.Comm, USPerReq: perReqUS(float64(t.RunNS)), CPU: t.Processor})
 	}
-	s0, s1 := edges[0].stat, edges[1].stat
-	res.Machine = machineCPU(s0, s1, iv.stat, statRPS, cpuUSPerReq(float64(load.ClientIdle), load.Window, rps))
-	tick := ticksPerReqUS(iv.stat, statRPS)
-	statTicks := iv.stat.Seconds() * 1e9 / ClockTick
+	res.Machine = machineCPU(edges[0].stat, edges[1].stat, iv.stat, statRPS, cpuUSPerReq(float64(load.ClientIdle), load.Window, rps))
+	e := [2]procEdge{edges[0].procEdge, edges[1].procEdge}
+	res.Machine.PerCPU = cpuSplit(e, rate, func(cpu int) string {
+		switch srv, cli := slices.Contains(r.cfg.ServerCPUs, cpu), slices.Contains(r.cfg.ClientCPUs, cpu); {
+		case srv && cli:
+			return "both"
+		case srv:
+			return "server"
+		case cli:
+			return "client"
+		}
+		return ""
+	})
+	k := countsOn(e, r.cfg.ServerCPUs, rate)
+	res.Machine.ServerCPUInterruptsPerReq, res.Machine.ServerCPUDeviceIRQsPerReq, res.Machine.ServerCPUNetRxPerReq = k.interrupts, k.deviceIRQs, k.netRx
+}
+
+// cpuSplit is the busy time of each CPU per request between the
+// /proc/stat reads e[0] and e[1], split as MachineCPU's, at the request
+// rate between the two reads (w.over), each CPU's role named by role:
+// the bench report's MachineCPU.PerCPU and the side-by-side reports'
+// MachineWork.PerCPU. A CPU offline at the first read is left out.
+func cpuSplit(e [2]procEdge, w windowRate, role func(cpu int) string) []CPUSplit {
+	d := apart(e[0].statAt, e[1].statAt, w.window)
+	tick := ticksPerReqUS(d, w.over(e[0].statAt, e[1].statAt, d))
+	statTicks := d.Seconds() * 1e9 / ClockTick
+	s0, s1 := e[0].stat, e[1].stat
+	var out []CPUSplit
 	for _, cpu := range slices.Sorted(maps.Keys(s1.CPU)) {
 		c0, ok := s0.CPU[cpu]
 		if !ok {
 			continue // offline at the start of the window
 		}
-		d := s1.CPU[cpu].Sub(c0)
-		role := ""
-		srv, cli := slices.Contains(r.cfg.ServerCPUs, cpu), slices.Contains(r.cfg.ClientCPUs, cpu)
-		switch {
-		case srv && cli:
-			role = "both"
-		case srv:
-			role = "server"
-		case cli:
-			role = "client"
-		}
-		res.Machine.PerCPU = append(res.Machine.PerCPU, CPUSplit{
-			CPU: cpu, Role: role, BusyPercent: 100 * float64(workTicks(d)) / statTicks,
-			UserUSPerReq: tick(d.User + d.Nice), SysUSPerReq: tick(d.System), IRQUSPerReq: tick(d.IRQ), SoftirqUSPerReq: tick(d.SoftIRQ),
-			StealUSPerReq: tick(d.Steal),
+		t := s1.CPU[cpu].Sub(c0)
+		out = append(out, CPUSplit{
+			CPU: cpu, Role: role(cpu), BusyPercent: 100 * float64(workTicks(t)) / statTicks,
+			UserUSPerReq: tick(t.User + t.Nice), SysUSPerReq: tick(t.System), IRQUSPerReq: tick(t.IRQ), SoftirqUSPerReq: tick(t.SoftIRQ),
+			StealUSPerReq: tick(t.Steal),
 		})
 	}
+	return out
+}
+
+// kernelCounts are the interrupts and NET_RX softirqs on a set of CPUs
+// per request.
+type kernelCounts struct {
+	// interrupts counts every interrupt (device and local: timer, IPIs),
+	// deviceIRQs the device ones alone.
+	interrupts, deviceIRQs float64
+	netRx                  float64
+}
+
+// countsOn is the interrupts (/proc/interrupts) and NET_RX softirqs
+// (/proc/softirqs) on cpus between the reads e[0] and e[1], per request:
+// each file's counts over the replies received between its own two reads
+// (w.over), as every per-request figure is.
+func countsOn(e [2]procEdge, cpus []int, w windowRate) kernelCounts {
 	var irq, dev, netrx uint64
-	i0, i1 := edges[0].intr, edges[1].intr
-	rx0, rx1 := edges[0].soft["NET_RX"], edges[1].soft["NET_RX"]
-	for _, cpu := range r.cfg.ServerCPUs {
-		if cpu < len(i0.Total) && cpu < len(i1.Total) {
+	rx0, rx1 := e[0].soft["NET_RX"], e[1].soft["NET_RX"]
+	for _, cpu := range cpus {
+		if i0, i1 := e[0].intr, e[1].intr; i0 != nil && i1 != nil && cpu < len(i0.Total) && cpu < len(i1.Total) {
 			irq += i1.Total[cpu] - i0.Total[cpu]
 			dev += i1.Device[cpu] - i0.Device[cpu]
 		}
@@ -1245,10 +1290,14 @@ func (r *runner) fill(res *Result, load *LoadResult, edges [2]snapshot) {
 			netrx += rx1[cpu] - rx0[cpu]
 		}
 	}
-	intrRPS := rate.over(edges[0].intrAt, edges[1].intrAt, iv.intr)
-	res.Machine.ServerCPUInterruptsPerReq = countPerReq(float64(irq), iv.intr, intrRPS)
-	res.Machine.ServerCPUDeviceIRQsPerReq = countPerReq(float64(dev), iv.intr, intrRPS)
-	res.Machine.ServerCPUNetRxPerReq = countPerReq(float64(netrx), iv.soft, rate.over(edges[0].softAt, edges[1].softAt, iv.soft))
+	intrD := apart(e[0].intrAt, e[1].intrAt, w.window)
+	softD := apart(e[0].softAt, e[1].softAt, w.window)
+	intrRPS, softRPS := w.over(e[0].intrAt, e[1].intrAt, intrD), w.over(e[0].softAt, e[1].softAt, softD)
+	return kernelCounts{
+		interrupts: countPerReq(float64(irq), intrD, intrRPS),
+		deviceIRQs: countPerReq(float64(dev), intrD, intrRPS),
+		netRx:      countPerReq(float64(netrx), softD, softRPS),
+	}
 }
 
 // machineCPU is the machine-wide part of MachineCPU from /proc/stat read
@@ -1256,9 +1305,9 @@ func (r *runner) fill(res *Result, load *LoadResult, edges [2]snapshot) {
 // (the window's), the client having spent clientPollUS CPU-µs per request
 // in polls that found nothing: busy time (workTicks) over all CPUs and its
 // split, steal, work (busy less the client's empty polls) and context
-// switches. bench's fill adds the per-CPU split and the counts on the
-// server's CPUs; bench proxy and bench http2 keep the work, softirq and
-// steal (MachineCPU.work).
+// switches. The per-CPU split (cpuSplit) and the counts on a process's
+// CPUs (countsOn) are added by bench's fill and by windowMachine, which
+// keeps the work, softirq and steal of it (MachineCPU.work).
 func machineCPU(s0, s1 *topo.Stat, d time.Duration, rps, clientPollUS float64) MachineCPU {
 	tick := ticksPerReqUS(d, rps)
 	tot := s1.Total.Sub(s0.Total)

@@ -484,16 +484,20 @@ func TestFillUsesMeasuredIntervals(t *testing.T) {
 			var e [2]snapshot
 			e[0] = snapshot{
 				usageAt: at(100 * time.Millisecond),
-				stat:    &topo.Stat{CPU: map[int]topo.CPUTime{0: {}}}, statAt: at(0),
-				soft: Softirqs{"NET_RX": {0}}, softAt: at(0),
-				intr: &Interrupts{Total: []uint64{0}, Device: []uint64{0}}, intrAt: at(0),
+				procEdge: procEdge{
+					stat: &topo.Stat{CPU: map[int]topo.CPUTime{0: {}}}, statAt: at(0),
+					soft: Softirqs{"NET_RX": {0}}, softAt: at(0),
+					intr: &Interrupts{Total: []uint64{0}, Device: []uint64{0}}, intrAt: at(0),
+				},
 			}
 			e[1] = snapshot{
 				usage:   ServerUsage{UserNS: int64(1500 * time.Millisecond), Nvcsw: 1500},
 				usageAt: at(1600 * time.Millisecond),
-				stat:    &topo.Stat{Total: topo.CPUTime{User: 120}, CPU: map[int]topo.CPUTime{0: {User: 120}}, Ctxt: 2400}, statAt: at(1200 * time.Millisecond),
-				soft: Softirqs{"NET_RX": {1200}}, softAt: at(1200 * time.Millisecond),
-				intr: &Interrupts{Total: []uint64{1200}, Device: []uint64{600}}, intrAt: at(1200 * time.Millisecond),
+				procEdge: procEdge{
+					stat: &topo.Stat{Total: topo.CPUTime{User: 120}, CPU: map[int]topo.CPUTime{0: {User: 120}}, Ctxt: 2400}, statAt: at(1200 * time.Millisecond),
+					soft: Softirqs{"NET_RX": {1200}}, softAt: at(1200 * time.Millisecond),
+					intr: &Interrupts{Total: []uint64{1200}, Device: []uint64{600}}, intrAt: at(1200 * time.Millisecond),
+				},
 			}
 			if childClock {
 				// The child read its rusage 1.5 s apart; the answers reached
@@ -704,9 +708,12 @@ func TestFillMachineSteal(t *testing.T) {
 		}
 		at := t0.Add(time.Duration(i) * time.Second)
 		e[i] = snapshot{
-			usageAt: at, stat: st, statAt: at,
-			soft: Softirqs{"NET_RX": {0, 0}}, softAt: at,
-			intr: &Interrupts{Total: []uint64{0, 0}, Device: []uint64{0, 0}}, intrAt: at,
+			usageAt: at,
+			procEdge: procEdge{
+				stat: st, statAt: at,
+				soft: Softirqs{"NET_RX": {0, 0}}, softAt: at,
+				intr: &Interrupts{Total: []uint64{0, 0}, Device: []uint64{0, 0}}, intrAt: at,
+			},
 		}
 	}
 	r := &runner{cfg: Config{ServerCPUs: []int{0}, ClientCPUs: []int{1}}}
@@ -912,7 +919,7 @@ func TestLateReadsNote(t *testing.T) {
 			var e [2]snapshot
 			for i, at := range []time.Time{start.Add(tc.procLate), end} {
 				clk.advance(at)
-				if err := er.readProc(&e[i]); err != nil {
+				if err := er.readProc(&e[i].procEdge); err != nil {
 					t.Fatal(err)
 				}
 			}

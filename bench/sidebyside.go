@@ -10,8 +10,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/spindlenet/spindle/topo"
 )
 
 // The code `spindle bench http2` and `spindle bench proxy` share: both
@@ -248,53 +246,103 @@ type MachineWork struct {
 	// StealUSPerReq is steal time over all CPUs, in neither TotalUSPerReq
 	// nor WorkUSPerReq (MachineCPU.StealUSPerReq).
 	StealUSPerReq float64 `json:"steal_us_per_req"`
+	// PerCPU splits the busy time per CPU as MachineCPU.PerCPU does:
+	// which CPU took the softirq work, the process's or another. Each
+	// CPU's Role names the processes pinned to it, joined by "+" where
+	// there are several ("upstream+client"): "server" and "client" in
+	// bench http2; "proxy", "upstream" and "client" in bench proxy; ""
+	// for none.
+	PerCPU []CPUSplit `json:"per_cpu"`
+	// InterruptsPerReq is every interrupt (device and local: timer,
+	// IPIs) per request on the CPUs of the process the clients send to,
+	// as MachineCPU.ServerCPUInterruptsPerReq is on the server's: bench
+	// http2's server (HTTP2Config.ServerCPUs), bench proxy's proxy
+	// (ProxyConfig.ProxyCPUs, whatever the arm: with direct, which has no
+	// proxy, what else landed there). DeviceIRQsPerReq is the device
+	// interrupts among them, NetRxPerReq the NET_RX softirqs on the same
+	// CPUs (/proc/softirqs).
+	InterruptsPerReq float64 `json:"interrupts_per_req"`
+	DeviceIRQsPerReq float64 `json:"device_irqs_per_req"`
+	NetRxPerReq      float64 `json:"net_rx_per_req"`
 }
 
 // machineWorkText says what the side-by-side reports' tables print of
-// MachineSummary.
-const machineWorkText = "machine-wide CPU in µs per request (/proc/stat: the busy time of every CPU, pinned or not, without the client's empty polls: \"machine work\", which holds the softirq work the process figures leave out), softirq machine-wide, and steal: time the hypervisor ran something else while this machine's CPUs had work, not in machine work"
+// MachineSummary, who being the process the clients send to ("server",
+// "proxy"), whose CPUs the interrupts and NET_RX softirqs are counted on.
+func machineWorkText(who string) string {
+	return "machine-wide CPU in µs per request (/proc/stat: the busy time of every CPU, pinned or not, without the client's empty polls: \"machine work\", which holds the softirq work the process figures leave out), softirq machine-wide, and steal: time the hypervisor ran something else while this machine's CPUs had work, not in machine work; interrupts (device and local: timer, IPIs; /proc/interrupts) and NET_RX softirqs (/proc/softirqs) per request on the " + who + " CPUs"
+}
 
 // MachineSummary is the machine CPU of a side-by-side summary row, over
 // the repetitions with replies (withReplies), as the bench report's
 // SummaryRow has it: the spread of the work, the medians of softirq and
-// steal.
+// steal; and the medians of the interrupts and NET_RX softirqs on the
+// CPUs of the process the clients send to (MachineWork.InterruptsPerReq,
+// NetRxPerReq).
 type MachineSummary struct {
 	MachineWorkUSPerReq Spread  `json:"machine_work_us_per_req"`
 	SoftirqUSPerReq     float64 `json:"softirq_us_per_req"`
 	StealUSPerReq       float64 `json:"steal_us_per_req"`
+	InterruptsPerReq    float64 `json:"interrupts_per_req"`
+	NetRxPerReq         float64 `json:"net_rx_per_req"`
 }
 
-// statEdge is /proc/stat read at one edge of a side-by-side measurement's
-// window, at (the read's middle: midStamp), or the read's error.
-type statEdge struct {
-	stat *topo.Stat
-	at   time.Time
-	err  error
+// hostEdge is the host's /proc files read at one edge of a side-by-side
+// measurement's window (procEdge), or the reads' error.
+type hostEdge struct {
+	procEdge
+	err error
 }
 
-// readStatEdge reads the live host's /proc/stat now.
-func readStatEdge() statEdge {
-	var e statEdge
-	e.at = midStamp(time.Now, func() { e.stat, e.err = Proc{}.Stat() })
+// readHostEdge reads the live host's /proc files now.
+func readHostEdge() hostEdge {
+	var e hostEdge
+	e.err = liveProc().readProc(&e.procEdge)
 	return e
 }
 
-// windowMachine is the machine CPU of a side-by-side measurement from
-// /proc/stat read at its window's edges (e), at the measurement's request
-// rate w, the client's threads idle in their polls for clientIdle of the
-// window: machineCPU over the time between the two reads (the window
-// where their times are missing), at the request rate between them
-// (w.over). Without replies it is zero: nothing to divide by.
-func windowMachine(e [2]statEdge, w windowRate, clientIdle time.Duration) MachineWork {
+// cpuRole is a process of a side-by-side measurement ("proxy",
+// "upstream", "server", "client") and the CPUs it is pinned to.
+type cpuRole struct {
+	name string
+	cpus []int
+}
+
+// roleOf returns what names a CPU in MachineWork.PerCPU: the names of
+// the roles pinned to it, joined by "+", or "" for none.
+func roleOf(roles []cpuRole) func(cpu int) string {
+	return func(cpu int) string {
+		var names []string
+		for _, r := range roles {
+			if slices.Contains(r.cpus, cpu) {
+				names = append(names, r.name)
+			}
+		}
+		return strings.Join(names, "+")
+	}
+}
+
+// windowMachine is the machine CPU of a side-by-side measurement from the
+// host's /proc files read at its window's edges (e), at the measurement's
+// request rate w, the client's threads idle in their polls for clientIdle
+// of the window, its processes pinned as roles say, the first the one the
+// clients send to: machineCPU over the time between the two /proc/stat
+// reads (the window where their times are missing), at the request rate
+// between them (w.over), its per-CPU split (cpuSplit), and the interrupts
+// and NET_RX softirqs on the first role's CPUs (countsOn), as bench's fill
+// has them. Without replies it is zero: nothing to divide by.
+func windowMachine(e [2]hostEdge, w windowRate, clientIdle time.Duration, roles []cpuRole) MachineWork {
 	if w.replies == 0 || w.window <= 0 || e[0].stat == nil || e[1].stat == nil {
 		return MachineWork{}
 	}
-	d := w.window
-	if !e[0].at.IsZero() && e[1].at.After(e[0].at) {
-		d = e[1].at.Sub(e[0].at)
-	}
+	p := [2]procEdge{e[0].procEdge, e[1].procEdge}
+	d := apart(p[0].statAt, p[1].statAt, w.window)
 	rps := float64(w.replies) / w.window.Seconds()
-	return machineCPU(e[0].stat, e[1].stat, d, w.over(e[0].at, e[1].at, d), cpuUSPerReq(float64(clientIdle), w.window, rps)).work()
+	m := machineCPU(p[0].stat, p[1].stat, d, w.over(p[0].statAt, p[1].statAt, d), cpuUSPerReq(float64(clientIdle), w.window, rps)).work()
+	m.PerCPU = cpuSplit(p, w, roleOf(roles))
+	k := countsOn(p, roles[0].cpus, w)
+	m.InterruptsPerReq, m.DeviceIRQsPerReq, m.NetRxPerReq = k.interrupts, k.deviceIRQs, k.netRx
+	return m
 }
 
 // armSample is what every measurement of a side-by-side run has: its arm,
@@ -358,6 +406,8 @@ func summarizeArms[R interface{ sample() armSample }, S any](results []R, row fu
 				MachineWorkUSPerReq: machine(func(m MachineWork) float64 { return m.WorkUSPerReq }),
 				SoftirqUSPerReq:     machine(func(m MachineWork) float64 { return m.SoftirqUSPerReq }).Median,
 				StealUSPerReq:       machine(func(m MachineWork) float64 { return m.StealUSPerReq }).Median,
+				InterruptsPerReq:    machine(func(m MachineWork) float64 { return m.InterruptsPerReq }).Median,
+				NetRxPerReq:         machine(func(m MachineWork) float64 { return m.NetRxPerReq }).Median,
 			},
 		}, g))
 	}

@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"errors"
 	"math"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -102,7 +104,7 @@ func secondArmRows(out string, markdown bool) [][]string {
 // spread and the medians of softirq and steal over the repetitions with
 // replies, in both reports.
 func TestWindowMachineCountsEveryCPU(t *testing.T) {
-	var e [2]statEdge
+	var e [2]hostEdge
 	t0 := time.Now()
 	for i, dir := range []string{"before", "after"} {
 		st, err := Proc{Root: filepath.Join("testdata", "steal", dir)}.Stat()
@@ -110,12 +112,12 @@ func TestWindowMachineCountsEveryCPU(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The reads are 1.25 s apart around a 1 s window.
-		e[i] = statEdge{stat: st, at: t0.Add(time.Duration(i) * 1250 * time.Millisecond)}
+		e[i] = hostEdge{procEdge: procEdge{stat: st, statAt: t0.Add(time.Duration(i) * 1250 * time.Millisecond)}}
 	}
 	near := func(got, want float64) bool { return math.Abs(got-want) < 1e-6*max(1, want) }
 	// One tick (10 ms) per second at 1000 req/s is 10 µs per request;
 	// over 1.25 s, 8 µs.
-	m := windowMachine(e, windowRate{replies: 1000, window: time.Second}, 40*time.Millisecond)
+	m := windowMachine(e, windowRate{replies: 1000, window: time.Second}, 40*time.Millisecond, []cpuRole{{"proxy", []int{0}}})
 	for _, c := range []struct {
 		name      string
 		got, want float64
@@ -130,7 +132,7 @@ func TestWindowMachineCountsEveryCPU(t *testing.T) {
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
 		}
 	}
-	if none := windowMachine(e, windowRate{replies: 0, window: time.Second}, 0); none != (MachineWork{}) {
+	if none := windowMachine(e, windowRate{replies: 0, window: time.Second}, 0, []cpuRole{{"proxy", []int{0}}}); !reflect.DeepEqual(none, MachineWork{}) {
 		t.Errorf("no replies: %+v, want none", none)
 	}
 
@@ -148,6 +150,90 @@ func TestWindowMachineCountsEveryCPU(t *testing.T) {
 		if !near(got.MachineWorkUSPerReq.Median, want.MachineWorkUSPerReq.Median) || !near(got.MachineWorkUSPerReq.Min, want.MachineWorkUSPerReq.Min) ||
 			!near(got.MachineWorkUSPerReq.Max, want.MachineWorkUSPerReq.Max) || !near(got.SoftirqUSPerReq, want.SoftirqUSPerReq) || !near(got.StealUSPerReq, want.StealUSPerReq) {
 			t.Errorf("%s summary: %+v, want %+v", name, got, want)
+		}
+	}
+}
+
+// TestWindowMachineSplitsPerCPU: a bench proxy or bench http2
+// measurement's machine figure has bench's per-CPU split, each CPU named
+// by the processes pinned to it, and the interrupts and NET_RX softirqs on
+// the CPUs of the process the clients send to (the proxy's, the
+// server's), from /proc/stat, /proc/interrupts and /proc/softirqs read at
+// its edges (testdata/steal): each file's counts are divided by the
+// replies received between its own two reads, as bench's are. Each
+// file's reads are 1.25 s apart around a 1 s window, replies coming at
+// 1000 a second from 200 ms before it to its end: /proc/stat's at the
+// window's start and 250 ms after its end, 1000 replies between them;
+// the others' 250 ms later each, 750 replies between them, not the
+// window's 1000 a second over 1.25 s.
+func TestWindowMachineSplitsPerCPU(t *testing.T) {
+	t0 := time.Now()
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	var e [2]hostEdge
+	for i, dir := range []string{"before", "after"} {
+		p := Proc{Root: filepath.Join("testdata", "steal", dir)}
+		var err [3]error
+		e[i].stat, err[0] = p.Stat()
+		e[i].soft, err[1] = p.Softirqs()
+		e[i].intr, err[2] = p.Interrupts()
+		if err := errors.Join(err[:]...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e[0].statAt, e[1].statAt = at(0), at(1250*time.Millisecond)
+	e[0].softAt, e[1].softAt = at(250*time.Millisecond), at(1500*time.Millisecond)
+	e[0].intrAt, e[1].intrAt = at(250*time.Millisecond), at(1500*time.Millisecond)
+	w := windowRate{replies: 1000, window: time.Second, times: steadyReplies(at(-200*time.Millisecond), 1, 1200)}
+	roles := []cpuRole{{"proxy", []int{0}}, {"upstream", []int{1}}, {"client", []int{1}}}
+	m := windowMachine(e, w, 0, roles)
+
+	// 1000 replies between the /proc/stat reads, 1.25 s apart: one tick
+	// (10 ms) is 10 µs per request; CPU 0 was busy 90 of 125 ticks, CPU 1
+	// 54 (nice counted as user).
+	want := []CPUSplit{
+		{CPU: 0, Role: "proxy", BusyPercent: 72, UserUSPerReq: 600, SysUSPerReq: 200, IRQUSPerReq: 20, SoftirqUSPerReq: 80, StealUSPerReq: 100},
+		{CPU: 1, Role: "upstream+client", BusyPercent: 43.2, UserUSPerReq: 440, SysUSPerReq: 100, StealUSPerReq: 300},
+	}
+	near := func(got, want float64) bool { return math.Abs(got-want) < 1e-6*max(1, want) }
+	if len(m.PerCPU) != len(want) {
+		t.Fatalf("per-CPU split %+v, want %+v", m.PerCPU, want)
+	}
+	for i, g := range m.PerCPU {
+		w := want[i]
+		if g.CPU != w.CPU || g.Role != w.Role || !near(g.BusyPercent, w.BusyPercent) || !near(g.UserUSPerReq, w.UserUSPerReq) || !near(g.SysUSPerReq, w.SysUSPerReq) ||
+			!near(g.IRQUSPerReq, w.IRQUSPerReq) || !near(g.SoftirqUSPerReq, w.SoftirqUSPerReq) || !near(g.StealUSPerReq, w.StealUSPerReq) {
+			t.Errorf("CPU %d: %+v, want %+v", w.CPU, g, w)
+		}
+	}
+	// On CPU 0, between reads with 750 replies between them: 1250
+	// interrupts (625 of the device's, 500 timer, 125 rescheduling) and
+	// 2500 NET_RX; CPU 1's are not counted.
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{
+		{"interrupts/req", m.InterruptsPerReq, 1250.0 / 750},
+		{"device IRQs/req", m.DeviceIRQsPerReq, 625.0 / 750},
+		{"NET_RX/req", m.NetRxPerReq, 2500.0 / 750},
+	} {
+		if !near(c.got, c.want) {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+
+	h2 := []HTTP2Result{
+		{Arm: "a", Rep: 1, Requests: 1000, AchievedRPS: 1000, Machine: m},
+		{Arm: "a", Rep: 2},
+		{Arm: "a", Rep: 3, Requests: 1000, AchievedRPS: 1000, Machine: MachineWork{InterruptsPerReq: 0.5, NetRxPerReq: 1.125}},
+	}
+	px := make([]ProxyResult, len(h2))
+	for i, r := range h2 {
+		px[i] = ProxyResult{Arm: r.Arm, Rep: r.Rep, Requests: r.Requests, AchievedRPS: r.AchievedRPS, Machine: r.Machine}
+	}
+	// The medians over the repetitions with replies.
+	for name, got := range map[string]MachineSummary{"http2": summarizeHTTP2(h2)[0].MachineSummary, "proxy": summarizeProxy(px)[0].MachineSummary} {
+		if !near(got.InterruptsPerReq, (1250.0/750+0.5)/2) || !near(got.NetRxPerReq, (2500.0/750+1.125)/2) {
+			t.Errorf("%s summary: interrupts %v, NET_RX %v per request", name, got.InterruptsPerReq, got.NetRxPerReq)
 		}
 	}
 }
