@@ -26,8 +26,23 @@ import (
 	"github.com/spindlenet/spindle/uring"
 )
 
-// testBackends is every backend; each test runs over all of them.
-var testBackends = Backends
+// testBackends is every backend; each test runs over all of them. In the
+// passes scripts/test.sh makes with a setting only some backends read, it
+// is those backends, the others' runs repeating the default pass's: with
+// Config.BatchWait (testBatchWait) uring and uring-napi, as uring-sqpoll
+// and the epoll backends never read it (uringBackend.setup; TestBatchWait
+// checks in the default pass that they ignore it), and without the
+// receive limit (testNoRecvLimit) the uring backends, as the epoll ones
+// have no multishot receives.
+var testBackends = func() []Backend {
+	switch {
+	case testBatchWait > 0:
+		return []Backend{BackendURing, BackendURingNAPI}
+	case testNoRecvLimit:
+		return []Backend{BackendURing, BackendURingSQPoll, BackendURingNAPI}
+	}
+	return Backends
+}()
 
 // echoHandler echoes what it receives, copying (Write) or forwarding the
 // received buffer itself (WriteBuffer).
@@ -183,8 +198,10 @@ var testBatchWait = func() time.Duration {
 // kernels older than 6.17, without the multishot receive byte limit:
 // unlimited multishot receives, and single-shot ones under SQPOLL.
 // scripts/test.sh runs the tests those paths change that way too.
+var testNoRecvLimit = os.Getenv("SPINDLE_TEST_NO_RECV_LIMIT") != ""
+
 func init() {
-	if os.Getenv("SPINDLE_TEST_NO_RECV_LIMIT") != "" {
+	if testNoRecvLimit {
 		recvLimitUsable = func() bool { return false }
 	}
 }

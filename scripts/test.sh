@@ -28,10 +28,10 @@ fi
 stage "go test -race (library module)"
 go test -race -count=1 -timeout 40m ./...
 
-stage "go test -race ./engine with Config.BatchWait (minimum waits on every path)"
+stage "go test -race ./engine with Config.BatchWait (minimum waits on every path of the backends that batch: uring, uring-napi)"
 SPINDLE_TEST_BATCH_WAIT=100us go test -race -count=1 -timeout 20m ./engine/
 
-stage "go test -race ./engine, receive paths without the 6.17 receive limit (older kernels)"
+stage "go test -race ./engine, receive paths without the 6.17 receive limit (older kernels; the uring backends)"
 SPINDLE_TEST_NO_RECV_LIMIT=1 go test -race -count=1 -timeout 20m \
 	-run 'TestEchoIntegrity|TestHalfClose|TestPeerReset|TestSlowReader|TestStarved|TestProxyForward|TestResumeInside|TestZeroAllocs|TestCloseLinger|TestTLSPausedInputCapped' ./engine/
 
