@@ -508,7 +508,10 @@ func TestIdleConns(t *testing.T) {
 			if err := cmd.Wait(); err != nil {
 				t.Fatalf("dialer: %v", err)
 			}
-			waitFor(t, "all closed", func() bool { return e.Stats().Open == 0 })
+			// Open drops as each connection closes; its OnClose comes
+			// later in the loop's iteration (Loop.runCloses), so the
+			// count of OnClose calls is waited for too.
+			waitFor(t, "all closed", func() bool { return e.Stats().Open == 0 && h.closes.Load() == int64(n) })
 			if h.closes.Load() != int64(n) || h.errs.Load() != 0 {
 				t.Errorf("closes %d (errors %d), want %d clean", h.closes.Load(), h.errs.Load(), n)
 			}
