@@ -209,7 +209,8 @@ func (c *Client) CanOpen() bool { return c.Available() > 0 }
 
 // Request opens a stream with request r's header section and returns its
 // id (odd, increasing). r's pseudo-header fields are sent as given, those
-// empty left out (a CONNECT has Method and Authority only); its Fields
+// empty left out (a CONNECT has Method and Authority only), never-indexed
+// those in r.NeverIndexed; its Fields
 // follow, names lowercase and no connection-specific ones (the caller's:
 // they are not checked); r.ContentLength is not used (put content-length
 // in Fields). end: no body (END_STREAM). The body follows with WriteData
@@ -233,8 +234,9 @@ func (c *Client) Request(r *Request, end bool) (id uint32, err error) {
 		{Name: authorityName, Value: r.Authority}, {Name: pathName, Value: r.Path},
 	}
 	b := c.startBlock()
-	for _, f := range pseudo {
+	for i, f := range pseudo { // in the order of Pseudo's members
 		if len(f.Value) > 0 {
+			f.Sensitive = r.NeverIndexed&(1<<i) != 0
 			b = c.enc.AppendField(b, f)
 		}
 	}

@@ -75,10 +75,14 @@ func (s *Server) request() {
 	s.req.Fields = s.fields(s.req.Fields)
 	r := &s.req
 	r.Method, r.Scheme, r.Authority, r.Path = nil, nil, nil, nil
-	ps := [4]*[]byte{&r.Method, &r.Scheme, &r.Authority, &r.Path}
+	r.NeverIndexed = 0
+	ps := [4]*[]byte{&r.Method, &r.Scheme, &r.Authority, &r.Path} // in the order of Pseudo's members
 	for i := range ps {
 		if s.havePs&(1<<i) != 0 {
 			*ps[i] = s.bytes(s.pseudo[i], true)
+			if s.pseudo[i].sensitive {
+				r.NeverIndexed |= 1 << i
+			}
 		}
 	}
 	const method, scheme, authority, path = 1, 2, 4, 8

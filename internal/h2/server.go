@@ -151,7 +151,22 @@ type Request struct {
 	Fields []hpack.Field
 	// ContentLength is the content-length field's value, or -1.
 	ContentLength int64
+	// NeverIndexed are the pseudo-header fields sent as never-indexed
+	// literals (RFC 7541 6.2.3): the Server sets it, and Client.Request
+	// sends these never-indexed, as an intermediary must pass them on.
+	NeverIndexed Pseudo
 }
+
+// Pseudo is a set of a request's pseudo-header fields.
+type Pseudo uint8
+
+// The members of a Pseudo.
+const (
+	PseudoMethod Pseudo = 1 << iota
+	PseudoScheme
+	PseudoAuthority
+	PseudoPath
+)
 
 // Handler receives a connection's events. Its methods are called from Feed
 // (OnReset also from Close), on the connection's goroutine; they may call
