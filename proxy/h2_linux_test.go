@@ -691,12 +691,23 @@ func TestH2Load(t *testing.T) {
 // it; it returns the connection's frame reader.
 func rawH2Request(t *testing.T, p *Proxy, fields [][2]string) *rawH2 {
 	t.Helper()
+	fs := make([]hpack.Field, len(fields))
+	for i, f := range fields {
+		fs[i] = hpack.Field{Name: []byte(f[0]), Value: []byte(f[1])}
+	}
+	return rawH2Fields(t, p, fs)
+}
+
+// rawH2Fields is rawH2Request with the fields as hpack gets them (some
+// never-indexed, say).
+func rawH2Fields(t *testing.T, p *Proxy, fields []hpack.Field) *rawH2 {
+	t.Helper()
 	c := dial(t, p)
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	enc := hpack.NewEncoder()
 	block := enc.StartBlock(nil)
 	for _, f := range fields {
-		block = enc.AppendField(block, hpack.Field{Name: []byte(f[0]), Value: []byte(f[1])})
+		block = enc.AppendField(block, f)
 	}
 	out := append([]byte(h2.ClientPreface), h2.AppendSettings(nil, nil)...)
 	out = h2.AppendHeaders(out, 1, block, true, h2.MinMaxFrameSize)

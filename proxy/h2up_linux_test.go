@@ -399,6 +399,11 @@ func (a *rawH2App) OnRequest(s *h2.Server, id uint32, r *h2.Request, end bool) {
 		return
 	case a.mode == "sensitive": // the names of the never-indexed fields, the body
 		var names []byte
+		for i, n := range []string{":method", ":scheme", ":authority", ":path"} { // Pseudo's order
+			if r.NeverIndexed&(1<<i) != 0 {
+				names = append(append(names, n...), ' ')
+			}
+		}
 		for _, f := range r.Fields {
 			if f.Sensitive {
 				names = append(append(names, f.Name...), ' ')

@@ -99,7 +99,8 @@ func copyFields(hb []byte, dst, fs []hpack.Field) ([]byte, []hpack.Field) {
 // travels in x-forwarded-proto), the forwarding ones
 // a client not in trusted_proxies sent and those request_headers and
 // headers_with_underscores drop (dropUnderscored)
-// (a field the client sent never-indexed still so),
+// (a field the client sent never-indexed still so, pseudo-header fields
+// and Host as :authority too),
 // the fields request_headers write, then x-forwarded-for (a trusted client's values and the client),
 // x-forwarded-proto and x-forwarded-host where none passed, and via.
 func (st *h2stream) h2Head(r *h2.Request, host []byte) {
@@ -128,8 +129,12 @@ func (st *h2stream) h2Head(r *h2.Request, host []byte) {
 		ua0, ue0 = e0, len(hb)
 	}
 	xfp, xfh := false, false
+	ni := r.NeverIndexed // (RFC 7541 6.2.3)
 	for _, f := range r.Fields {
 		n := f.Name
+		if string(n) == "host" && f.Sensitive && len(r.Authority) == 0 { // the :authority sent
+			ni |= h2.PseudoAuthority
+		}
 		switch {
 		case string(n) == "host", string(n) == "x-forwarded-for", !rules.keep(n), st.ln.dropUnderscored(c.ls.id, n):
 			continue
@@ -158,7 +163,7 @@ func (st *h2stream) h2Head(r *h2.Request, host []byte) {
 	}
 	fs = append(fs, hpack.Field{Name: hdrVia, Value: valVia20})
 	st.hb, st.fields = hb, fs
-	st.u2.req = h2.Request{Method: hb[:p0], Authority: hb[ua0:ue0], Path: hb[p0:a0], Fields: fs, ContentLength: -1} // (:scheme the connection's: onStart)
+	st.u2.req = h2.Request{Method: hb[:p0], Authority: hb[ua0:ue0], Path: hb[p0:a0], Fields: fs, ContentLength: -1, NeverIndexed: ni} // (:scheme the connection's: onStart)
 }
 
 // appendXFF appends the X-Forwarded-For value for an HTTP/2 client's

@@ -396,6 +396,55 @@ func TestRewriteSensitiveKept(t *testing.T) {
 	})
 }
 
+// TestPseudoNeverIndexedKept: pseudo-header fields an HTTP/2 client sent
+// never-indexed go so to an h2c pool (RFC 7541 6.2.3), :path after
+// rewrite_prefix too, and a Host field sent never-indexed, which the
+// proxy sends as :authority where the client sent none, does as well.
+func TestPseudoNeverIndexedKept(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		var first atomic.Bool
+		up := newUpstream(t, rawH2Up("sensitive", &first))
+		cfg := h2cPoolConfig(b, up.addr)
+		cfg.Listeners[0].Routes = []RouteConfig{{PathPrefix: "/r/", Pool: "app", RewritePrefix: "/"}, {PathPrefix: "/", Pool: "app"}}
+		p := startProxy(t, cfg)
+		field := func(name, value string, sensitive bool) hpack.Field {
+			return hpack.Field{Name: []byte(name), Value: []byte(value), Sensitive: sensitive}
+		}
+		for _, tc := range []struct {
+			name   string
+			fields []hpack.Field
+			want   string
+		}{
+			{"path and authority", []hpack.Field{field(":method", "GET", false), field(":scheme", "http", false),
+				field(":authority", "x", true), field(":path", "/x?token=t0k3n", true)}, ":authority :path "},
+			{"rewritten path", []hpack.Field{field(":method", "GET", false), field(":scheme", "http", false),
+				field(":authority", "x", false), field(":path", "/r/x?token=t0k3n", true)}, ":path "},
+			{"host", []hpack.Field{field(":method", "GET", false), field(":scheme", "http", false),
+				field(":path", "/x", false), field("host", "x", true)}, ":authority "},
+			{"none", []hpack.Field{field(":method", "GET", false), field(":scheme", "http", false),
+				field(":authority", "x", false), field(":path", "/x", false)}, ""},
+		} {
+			r := rawH2Fields(t, p, tc.fields)
+			var body []byte
+			for {
+				f, err := r.next()
+				if err != nil {
+					t.Fatalf("%s: %v", tc.name, err)
+				}
+				if f.Type == h2.FrameData {
+					body = append(body, f.Data...)
+					if f.Flags&h2.FlagEndStream != 0 {
+						break
+					}
+				}
+			}
+			if string(body) != tc.want {
+				t.Errorf("%s: the server got never-indexed %q, want %q", tc.name, body, tc.want)
+			}
+		}
+	})
+}
+
 // TestRewriteReloadInFlight: a request routed before a reload that
 // changes the rules keeps the rules it was routed with for its response
 // too (the route's index is the listener's of its own generation), for
