@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"net"
+	"net/http"
 	"os"
 	"sync/atomic"
 	"testing"
@@ -116,14 +117,78 @@ func resetRounds(t *testing.T, p *Proxy, u *resetBoundUp, n int) {
 	t.Helper()
 	r := openRawH2(t, p)
 	for i := range n {
-		id := uint32(2*i + 1)
-		r.w(r.headers(id, true, [2]string{":method", "GET"}, [2]string{":scheme", "http"}, [2]string{":authority", "x"}, [2]string{":path", "/hang"}))
-		select {
-		case <-u.got:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("round %d: the request did not reach the server", i)
+		resetHang(t, r, u, uint32(2*i+1), i)
+	}
+}
+
+// resetHang has r send a GET for /hang on stream id and reset it (CANCEL)
+// once it reached u's server: an early reset. i is the round it is in.
+func resetHang(t *testing.T, r *rawH2Conn, u *resetBoundUp, id uint32, i int) {
+	t.Helper()
+	r.get(id, "/hang")
+	select {
+	case <-u.got:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("round %d: the request did not reach the server", i)
+	}
+	r.w(h2.AppendRSTStream(nil, id, h2.Cancel))
+}
+
+// get sends a GET for path on stream id, its request complete.
+func (r *rawH2Conn) get(id uint32, path string) {
+	r.w(r.headers(id, true, [2]string{":method", "GET"}, [2]string{":scheme", "http"}, [2]string{":authority", "x"}, [2]string{":path", path}))
+}
+
+// awaitStreamEnd reads r's frames until stream id ends, and fails t if a
+// GOAWAY, a reset or a read error comes first; want says what the stream
+// should have been answered, i the round it is in.
+func awaitStreamEnd(t *testing.T, r *rawH2Conn, id uint32, i int, want string) {
+	t.Helper()
+	for {
+		f, err := r.untilStream(id)
+		if err != nil || f.Type == h2.FrameGoAway || f.Type == h2.FrameRSTStream {
+			t.Fatalf("round %d: %v %v %v, want %s", i, f.Type, f.Code, err, want)
 		}
-		r.w(h2.AppendRSTStream(nil, id, h2.Cancel))
+		if f.Flags.Has(h2.FlagEndStream) {
+			return
+		}
+	}
+}
+
+// holdRequest starts a GET for /held through c, waits until it reached
+// u's server, which holds it until u.release is closed, and returns the
+// channel its answer comes on.
+func holdRequest(t *testing.T, c *http.Client, base string, u *resetBoundUp) <-chan string {
+	t.Helper()
+	held := getAsync(c, base+"/held")
+	select {
+	case <-u.held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held request did not reach the server")
+	}
+	return held
+}
+
+// checkHeldCompletes releases u's held request (holdRequest's) and checks
+// that it was answered 200 ok, that the server ended no connection past
+// its rapid-reset bound, and that the proxy retired 2 of the 3
+// connections it made to u.
+func checkHeldCompletes(t *testing.T, p *Proxy, u *resetBoundUp, held <-chan string) {
+	t.Helper()
+	close(u.release)
+	select {
+	case got := <-held:
+		if got != "200 ok" {
+			t.Errorf("the request in flight beside the resets: %q, want 200 ok", got)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the request in flight beside the resets got no answer")
+	}
+	if n := u.calm.Load(); n != 0 {
+		t.Errorf("the server ended %d connections past its rapid-reset bound, want none", n)
+	}
+	if st := serverTotals(p, u.addr); st.H2ResetRetires != 2 || u.accepted.Load() != 3 {
+		t.Errorf("%d connections retired of %d, want 2 of 3", st.H2ResetRetires, u.accepted.Load())
 	}
 }
 
@@ -141,34 +206,15 @@ func TestH2UpClientsResetsShareNoConnection(t *testing.T) {
 		u := newResetBoundUp(t)
 		p := startProxy(t, h2cPoolConfig(b, u.addr))
 		c, base := h2Client(t, p)
-		innocent := getAsync(c, base+"/held")
-		select {
-		case <-u.held:
-		case <-time.After(10 * time.Second):
-			t.Fatal("the held request did not reach the server")
-		}
+		innocent := holdRequest(t, c, base, u)
 		const clients, each = 3, 90 // 270 resets, each client's 90 within its bound
 		for range clients {
 			resetRounds(t, p, u, each)
 		}
-		close(u.release)
-		select {
-		case got := <-innocent:
-			if got != "200 ok" {
-				t.Errorf("the request in flight beside the resets: %q, want 200 ok", got)
-			}
-		case <-time.After(15 * time.Second):
-			t.Fatal("the request in flight beside the resets got no answer")
-		}
-		if n := u.calm.Load(); n != 0 {
-			t.Errorf("the server ended %d connections past its rapid-reset bound, want none", n)
-		}
 		// 100 early resets retire a connection: the first after the
 		// 100th reset, the stream held on it finishing there; the second
 		// at once, its last stream reset; the third carries 70.
-		if st := serverTotals(p, u.addr); st.H2ResetRetires != 2 || u.accepted.Load() != 3 {
-			t.Errorf("%d connections retired of %d, want 2 of 3", st.H2ResetRetires, u.accepted.Load())
-		}
+		checkHeldCompletes(t, p, u, innocent)
 		waitFor(t, "the retired connections' close", func() bool { return serverTotals(p, u.addr).H2Connections == 1 })
 	})
 }
@@ -183,28 +229,11 @@ func TestH2UpResetsGivenBackByCompletedStreams(t *testing.T) {
 		u := newResetBoundUp(t)
 		p := startProxy(t, h2cPoolConfig(b, u.addr))
 		r := openRawH2(t, p)
-		get := func(id uint32, path string) {
-			r.w(r.headers(id, true, [2]string{":method", "GET"}, [2]string{":scheme", "http"}, [2]string{":authority", "x"}, [2]string{":path", path}))
-		}
 		for i := range 150 {
 			id := uint32(4*i + 1)
-			get(id, "/hang")
-			select {
-			case <-u.got:
-			case <-time.After(10 * time.Second):
-				t.Fatalf("round %d: the request did not reach the server", i)
-			}
-			r.w(h2.AppendRSTStream(nil, id, h2.Cancel))
-			get(id+2, "/")
-			for {
-				f, err := r.untilStream(id + 2)
-				if err != nil || f.Type == h2.FrameGoAway || f.Type == h2.FrameRSTStream {
-					t.Fatalf("round %d: %v %v %v, want the response", i, f.Type, f.Code, err)
-				}
-				if f.Flags.Has(h2.FlagEndStream) {
-					break
-				}
-			}
+			resetHang(t, r, u, id, i)
+			r.get(id+2, "/")
+			awaitStreamEnd(t, r, id+2, i, "the response")
 		}
 		if st := serverTotals(p, u.addr); st.H2ResetRetires != 0 || u.accepted.Load() != 1 || u.calm.Load() != 0 {
 			t.Errorf("%d connections retired of %d, %d ended by the server; want 0 of 1, none", st.H2ResetRetires, u.accepted.Load(), u.calm.Load())
@@ -227,48 +256,15 @@ func TestH2UpErrorAnswersGiveNoResetBack(t *testing.T) {
 		u := newResetBoundUp(t)
 		p := startProxy(t, h2cPoolConfig(b, u.addr))
 		c, base := h2Client(t, p)
-		innocent := getAsync(c, base+"/held")
-		select {
-		case <-u.held:
-		case <-time.After(10 * time.Second):
-			t.Fatal("the held request did not reach the server")
-		}
+		innocent := holdRequest(t, c, base, u)
 		r := openRawH2(t, p)
 		const rounds = 250
 		for i := range rounds {
 			id := uint32(4*i + 1)
-			r.w(r.headers(id, true, [2]string{":method", "GET"}, [2]string{":scheme", "http"}, [2]string{":authority", "x"}, [2]string{":path", "/hang"}))
-			select {
-			case <-u.got:
-			case <-time.After(10 * time.Second):
-				t.Fatalf("round %d: the request did not reach the server", i)
-			}
-			r.w(h2.AppendRSTStream(nil, id, h2.Cancel))
-			r.w(r.headers(id+2, true, [2]string{":method", "GET"}, [2]string{":scheme", "http"}, [2]string{":authority", "x"}, [2]string{":path", "/local"}))
-			for {
-				f, err := r.untilStream(id + 2)
-				if err != nil || f.Type == h2.FrameGoAway || f.Type == h2.FrameRSTStream {
-					t.Fatalf("round %d: %v %v %v, want the 429", i, f.Type, f.Code, err)
-				}
-				if f.Flags.Has(h2.FlagEndStream) {
-					break
-				}
-			}
+			resetHang(t, r, u, id, i)
+			r.get(id+2, "/local")
+			awaitStreamEnd(t, r, id+2, i, "the 429")
 		}
-		close(u.release)
-		select {
-		case got := <-innocent:
-			if got != "200 ok" {
-				t.Errorf("the request in flight beside the resets: %q, want 200 ok", got)
-			}
-		case <-time.After(15 * time.Second):
-			t.Fatal("the request in flight beside the resets got no answer")
-		}
-		if n := u.calm.Load(); n != 0 {
-			t.Errorf("the server ended %d connections past its rapid-reset bound, want none", n)
-		}
-		if st := serverTotals(p, u.addr); st.H2ResetRetires != 2 || u.accepted.Load() != 3 {
-			t.Errorf("%d connections retired of %d, want 2 of 3", st.H2ResetRetires, u.accepted.Load())
-		}
+		checkHeldCompletes(t, p, u, innocent)
 	})
 }
