@@ -161,10 +161,11 @@ func TestRunHTTP2(t *testing.T) {
 	}
 }
 
-// TestHTTP2FailsUnverified: a server that answers its start check and then
-// 503 fails its measurement, naming the status codes. A window in which
-// h2load, starved, did no request is measured again, longer.
-func TestHTTP2FailsUnverified(t *testing.T) {
+// afterFirstArm returns a runner of 4 connections, a 100 ms warm-up and a
+// 300 ms window, and the go-net-http arm run as the http2-server child's
+// test server name (one of serveAfterFirst's). It skips t without h2load.
+func afterFirstArm(t *testing.T, name string) (*http2Runner, http2Arm) {
+	t.Helper()
 	needH2load(t)
 	cfg := testHTTP2Config()
 	cfg.Conns = 4
@@ -174,17 +175,25 @@ func TestHTTP2FailsUnverified(t *testing.T) {
 	}
 	r := &http2Runner{cfg: cfg, armsRun: armsRun{dir: t.TempDir(), warmup: 100 * time.Millisecond, window: 300 * time.Millisecond}, threads: 1, report: &HTTP2Report{}}
 	a := r.arm(HTTP2ArmGoNetHTTP)
-	a.name = testHTTP2Arm503
+	a.name = name
 	argv := a.argv
 	a.argv = func(dir, listen string) ([]string, error) {
 		v, err := argv(dir, listen)
 		for i := range v {
 			if v[i] == "-arm" {
-				v[i+1] = testHTTP2Arm503
+				v[i+1] = name
 			}
 		}
 		return v, err
 	}
+	return r, a
+}
+
+// TestHTTP2FailsUnverified: a server that answers its start check and then
+// 503 fails its measurement, naming the status codes. A window in which
+// h2load, starved, did no request is measured again, longer.
+func TestHTTP2FailsUnverified(t *testing.T) {
+	r, a := afterFirstArm(t, testHTTP2Arm503)
 	res, err := r.measure(context.Background(), a, 1, 1)
 	for err == nil && res.Requests == 0 && r.window < 2*time.Second {
 		// No request done in the window passes verification: h2load was
@@ -207,26 +216,7 @@ func TestHTTP2FailsUnverified(t *testing.T) {
 // h2load's checks; the reply checked whole after the load fails its
 // measurement.
 func TestHTTP2FailsAShortBodyAfterTheLoad(t *testing.T) {
-	needH2load(t)
-	cfg := testHTTP2Config()
-	cfg.Conns = 4
-	cfg, err := cfg.withDefaults()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &http2Runner{cfg: cfg, armsRun: armsRun{dir: t.TempDir(), warmup: 100 * time.Millisecond, window: 300 * time.Millisecond}, threads: 1, report: &HTTP2Report{}}
-	a := r.arm(HTTP2ArmGoNetHTTP)
-	a.name = testHTTP2ArmShort
-	argv := a.argv
-	a.argv = func(dir, listen string) ([]string, error) {
-		v, err := argv(dir, listen)
-		for i := range v {
-			if v[i] == "-arm" {
-				v[i+1] = testHTTP2ArmShort
-			}
-		}
-		return v, err
-	}
+	r, a := afterFirstArm(t, testHTTP2ArmShort)
 	res, err := r.measure(context.Background(), a, 1, 1)
 	if err == nil || !strings.Contains(err.Error(), "after its load") || !strings.Contains(err.Error(), "content-length") {
 		t.Fatalf("measure = %v (%d requests), want the short reply after the load reported", err, res.Requests)
