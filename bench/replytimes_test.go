@@ -89,11 +89,7 @@ func TestFillDividesByTheRepliesBetweenItsReads(t *testing.T) {
 			}
 			var res Result
 			r.fill(&res, load, e)
-			near := func(got, want float64) bool { return math.Abs(got-want) < 1e-6*max(1, want) }
-			for _, c := range []struct {
-				name      string
-				got, want float64
-			}{
+			checkFigures(t, []figure{
 				{"server µs/req", res.Server.TotalUSPerReq, 1000},
 				{"server context switches/req", res.Server.CtxSwitchesPerReq, 1},
 				{"machine µs/req", res.Machine.TotalUSPerReq, 1000},
@@ -102,11 +98,7 @@ func TestFillDividesByTheRepliesBetweenItsReads(t *testing.T) {
 				{"server CPU device IRQs/req", res.Machine.ServerCPUDeviceIRQsPerReq, 0.5},
 				{"server CPU NET_RX/req", res.Machine.ServerCPUNetRxPerReq, 1},
 				{"achieved req/s", res.AchievedRPS, 1000},
-			} {
-				if !near(c.got, c.want) {
-					t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
-				}
-			}
+			})
 		})
 	}
 }

@@ -467,6 +467,23 @@ func TestReportShowsUnanswered(t *testing.T) {
 	}
 }
 
+// figure is a figure a test computed and the value it wants.
+type figure struct {
+	name      string
+	got, want float64
+}
+
+// checkFigures fails t for each figure not within a millionth of its
+// wanted value (of the value, or absolute below 1); NaN is never within.
+func checkFigures(t *testing.T, figs []figure) {
+	t.Helper()
+	for _, c := range figs {
+		if !(math.Abs(c.got-c.want) < 1e-6*max(1, c.want)) {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+}
+
 // TestFillUsesMeasuredIntervals: each edge's counters are read at their
 // own times (a busy child answers its usage request late), so each
 // counter's change is divided by the measured interval between its reads,
@@ -507,11 +524,7 @@ func TestFillUsesMeasuredIntervals(t *testing.T) {
 			}
 			var res Result
 			r.fill(&res, load, e)
-			near := func(got, want float64) bool { return math.Abs(got-want) < 1e-6*max(1, want) }
-			for _, c := range []struct {
-				name      string
-				got, want float64
-			}{
+			checkFigures(t, []figure{
 				{"server µs/req", res.Server.TotalUSPerReq, 1000},
 				{"server context switches/req", res.Server.CtxSwitchesPerReq, 1},
 				{"machine µs/req", res.Machine.TotalUSPerReq, 1000},
@@ -520,11 +533,7 @@ func TestFillUsesMeasuredIntervals(t *testing.T) {
 				{"server CPU interrupts/req", res.Machine.ServerCPUInterruptsPerReq, 1},
 				{"server CPU device IRQs/req", res.Machine.ServerCPUDeviceIRQsPerReq, 0.5},
 				{"server CPU NET_RX/req", res.Machine.ServerCPUNetRxPerReq, 1},
-			} {
-				if !near(c.got, c.want) {
-					t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
-				}
-			}
+			})
 		})
 	}
 }
