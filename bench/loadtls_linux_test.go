@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"net"
 	"strings"
 	"sync"
@@ -34,6 +35,22 @@ func startTLSGoNet(t *testing.T, cfg *tls.Config) (*goNetServer, *atomic.Int64) 
 	return s, &handshakes
 }
 
+// testCertPair makes a --tls certificate (newProxyTLS's) in a temporary
+// directory and returns it as crypto/tls's pair, with the pool that
+// verifies it.
+func testCertPair(t *testing.T) (tls.Certificate, *x509.CertPool) {
+	t.Helper()
+	files, pool, err := newProxyTLS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.LoadX509KeyPair(files.CertFile, files.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pair, pool
+}
+
 // TestLoadTLS runs the load generator with LoadConfig.TLS against the
 // go-net arm's server behind crypto/tls, in both protocols: every
 // connection handshakes (TLS 1.3, counted by the server and in
@@ -44,14 +61,7 @@ func startTLSGoNet(t *testing.T, cfg *tls.Config) (*goNetServer, *atomic.Int64) 
 // handshake fails the run's set-up.
 func TestLoadTLS(t *testing.T) {
 	skipUnlessLinux(t)
-	files, pool, err := newProxyTLS(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := tls.LoadX509KeyPair(files.CertFile, files.KeyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pair, pool := testCertPair(t)
 	const conns = 4
 	for _, protocol := range []string{ProtocolRPC, ProtocolHTTP} {
 		t.Run(protocol, func(t *testing.T) {
@@ -93,14 +103,7 @@ func TestLoadTLS(t *testing.T) {
 // begins.
 func TestLoadTLSHandshakesBeforeTheWindow(t *testing.T) {
 	skipUnlessLinux(t)
-	files, pool, err := newProxyTLS(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := tls.LoadX509KeyPair(files.CertFile, files.KeyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pair, pool := testCertPair(t)
 	var mu sync.Mutex
 	var lastHandshake time.Time
 	slow := func(*tls.ClientHelloInfo) (*tls.Certificate, error) {

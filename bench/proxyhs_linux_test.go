@@ -93,14 +93,7 @@ func TestRunProxyTLSHandshakes(t *testing.T) {
 func TestHandshakeLatencyEndsAtReply(t *testing.T) {
 	skipUnlessLinux(t)
 	const closeDelay = 100 * time.Millisecond
-	files, pool, err := newProxyTLS(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := tls.LoadX509KeyPair(files.CertFile, files.KeyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cert, pool := testCertPair(t)
 	ln, err := tls.Listen("tcp4", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13})
 	if err != nil {
 		t.Fatal(err)
