@@ -108,44 +108,25 @@ func lineComment(decl *ast.GenDecl, name string) string {
 // portable callers compile everywhere. A method of an unexported type
 // (probeVerdict.Unwrap, for errors.As) is no caller's API.
 func TestStubParity(t *testing.T) {
-	const dir = "../../uring"
-	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool {
-		return !strings.HasSuffix(fi.Name(), "_test.go")
-	}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	linux, other := map[string]bool{}, map[string]bool{}
-	for _, p := range pkgs {
-		for name, f := range p.Files {
-			set := other
-			if strings.HasSuffix(name, "_linux.go") {
-				set = linux
-			} else if !strings.HasSuffix(name, "_other.go") {
-				continue // built everywhere
-			}
-			for _, d := range f.Decls {
-				fd, ok := d.(*ast.FuncDecl)
-				if !ok || !fd.Name.IsExported() {
-					continue
-				}
-				key := fd.Name.Name
-				if fd.Recv != nil {
-					typ := fd.Recv.List[0].Type
-					if st, ok := typ.(*ast.StarExpr); ok {
-						typ = st.X
-					}
-					recv := typ.(*ast.Ident).Name
-					if !ast.IsExported(recv) {
-						continue
-					}
-					key = recv + "." + key
-				}
-				set[key] = true
-			}
+	eachUringFunc(t, func(isLinux bool, fd *ast.FuncDecl) {
+		if !fd.Name.IsExported() {
+			return
 		}
-	}
+		key := fd.Name.Name
+		if fd.Recv != nil {
+			recv := recvName(fd)
+			if !ast.IsExported(recv) {
+				return
+			}
+			key = recv + "." + key
+		}
+		set := other
+		if isLinux {
+			set = linux
+		}
+		set[key] = true
+	})
 	if len(linux) == 0 {
 		t.Fatal("no exported functions in uring/*_linux.go")
 	}
@@ -162,43 +143,62 @@ func TestStubParity(t *testing.T) {
 // with GOOS=darwin, say) learns the same contract. A method says "any
 // goroutine" or it is the owner's (the package documentation's rule).
 func TestStubGoroutineMatchesLinux(t *testing.T) {
-	const dir = "../../uring"
-	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool {
-		return !strings.HasSuffix(fi.Name(), "_test.go")
-	}, parser.ParseComments)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// anyGoroutine maps "Type.Method" to whether its doc says any
+	// linux and other map "Type.Method" to whether its doc says any
 	// goroutine may call it.
 	linux, other := map[string]bool{}, map[string]bool{}
-	for _, p := range pkgs {
-		for name, f := range p.Files {
-			set := other
-			if strings.HasSuffix(name, "_linux.go") {
-				set = linux
-			} else if !strings.HasSuffix(name, "_other.go") {
-				continue
-			}
-			for _, d := range f.Decls {
-				fd, ok := d.(*ast.FuncDecl)
-				if !ok || fd.Recv == nil || !fd.Name.IsExported() {
-					continue
-				}
-				typ := fd.Recv.List[0].Type
-				if st, ok := typ.(*ast.StarExpr); ok {
-					typ = st.X
-				}
-				doc := strings.Join(strings.Fields(strings.ToLower(fd.Doc.Text())), " ")
-				set[typ.(*ast.Ident).Name+"."+fd.Name.Name] = strings.Contains(doc, "any goroutine")
-			}
+	eachUringFunc(t, func(isLinux bool, fd *ast.FuncDecl) {
+		if fd.Recv == nil || !fd.Name.IsExported() {
+			return
 		}
-	}
+		set := other
+		if isLinux {
+			set = linux
+		}
+		doc := strings.Join(strings.Fields(strings.ToLower(fd.Doc.Text())), " ")
+		set[recvName(fd)+"."+fd.Name.Name] = strings.Contains(doc, "any goroutine")
+	})
 	who := map[bool]string{true: "any goroutine", false: "the owner goroutine"}
 	for _, k := range slices.Sorted(maps.Keys(linux)) {
 		if stub, ok := other[k]; ok && stub != linux[k] {
 			t.Errorf("uring.%s is for %s on Linux, but its stub says %s", k, who[linux[k]], who[stub])
 		}
 	}
+}
+
+// eachUringFunc parses package uring (comments too) and calls fn with each
+// function declaration of its files built for Linux (*_linux.go, isLinux
+// true) and of its stubs built elsewhere (*_other.go); files built
+// everywhere are skipped.
+func eachUringFunc(t *testing.T, fn func(isLinux bool, fd *ast.FuncDecl)) {
+	t.Helper()
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, "../../uring", func(fi fs.FileInfo) bool {
+		return !strings.HasSuffix(fi.Name(), "_test.go")
+	}, parser.ParseComments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pkgs {
+		for name, f := range p.Files {
+			isLinux := strings.HasSuffix(name, "_linux.go")
+			if !isLinux && !strings.HasSuffix(name, "_other.go") {
+				continue
+			}
+			for _, d := range f.Decls {
+				if fd, ok := d.(*ast.FuncDecl); ok {
+					fn(isLinux, fd)
+				}
+			}
+		}
+	}
+}
+
+// recvName returns the name of method fd's receiver type, its pointer
+// taken off.
+func recvName(fd *ast.FuncDecl) string {
+	typ := fd.Recv.List[0].Type
+	if st, ok := typ.(*ast.StarExpr); ok {
+		typ = st.X
+	}
+	return typ.(*ast.Ident).Name
 }
