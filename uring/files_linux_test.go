@@ -110,17 +110,7 @@ func TestCloseDirectSlotOutOfRange(t *testing.T) {
 func TestMsgRingFdSlotOutOfRange(t *testing.T) {
 	needFeatures(t, "IORING_OP_MSG_RING", "IORING_RSRC_REGISTER_SPARSE")
 	needKernel(t, "IORING_MSG_SEND_FD", "6.0")
-	a := newRing(t, nil)
-	b := newRing(t, nil)
-	for _, r := range []*Ring{a, b} {
-		if err := r.RegisterFiles(4); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c, _ := tcpPair(t)
-	if _, err := a.UpdateFiles(0, []int{c}); err != nil {
-		t.Fatal(err)
-	}
+	a, b, _ := msgRingFdRings(t)
 	tests := []struct {
 		src, dst int
 		want     unix.Errno

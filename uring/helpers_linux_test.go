@@ -216,6 +216,25 @@ func tcpPair(t testing.TB) (int, int) {
 	return c, s
 }
 
+// msgRingFdRings returns two rings, each with a sparse table of 4 fixed
+// files, a's slot 0 holding the client end of a tcpPair, and the pair's
+// server end: a fixed file for PrepMsgRingFd to pass from a to b.
+func msgRingFdRings(t testing.TB) (*Ring, *Ring, int) {
+	t.Helper()
+	a := newRing(t, nil)
+	b := newRing(t, nil)
+	for _, r := range []*Ring{a, b} {
+		if err := r.RegisterFiles(4); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, peer := tcpPair(t)
+	if _, err := a.UpdateFiles(0, []int{c}); err != nil {
+		t.Fatal(err)
+	}
+	return a, b, peer
+}
+
 // offHeap maps n bytes off the Go heap, unmapped at cleanup.
 func offHeap(t testing.TB, n int) []byte {
 	t.Helper()

@@ -172,17 +172,7 @@ func TestWaitRetriesEINTR(t *testing.T) {
 func TestMsgRingFd(t *testing.T) {
 	needFeatures(t, "IORING_OP_MSG_RING", "IORING_RSRC_REGISTER_SPARSE")
 	needKernel(t, "IORING_MSG_SEND_FD", "6.0")
-	a := newRing(t, nil)
-	b := newRing(t, nil)
-	for _, r := range []*Ring{a, b} {
-		if err := r.RegisterFiles(4); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c, s := tcpPair(t)
-	if _, err := a.UpdateFiles(0, []int{c}); err != nil {
-		t.Fatal(err)
-	}
+	a, b, s := msgRingFdRings(t)
 	sqe(t, a).PrepMsgRingFd(b.Fd(), 0, 2, 0xabc, 0, 1)
 	if cq := reap(t, a, 1)[0]; cq.Res != 0 {
 		t.Fatalf("msg_ring send fd: %v", cq.Err())
