@@ -65,12 +65,16 @@ func (d *Decoder) Decode(block []byte, emit func(Field) error) error {
 }
 
 func (d *Decoder) decode(block []byte, emit func(Field) error) error {
+	// Size updates (6.3) may only start a block; RFC 7541 4.2 and 6.3 do
+	// not limit their number (an encoder needs two at most, the least
+	// size since the last block and the final one), so any number is
+	// taken, each at most the maximum and, where SetMaxTableSize lowered
+	// it, one of them at most the least maximum set. Each costs a few
+	// bytes of the block and its evictions (an entry is evicted once), so
+	// a block of them costs what its length does, which h2 bounds.
 	p := block
-	updates, sawNeeded := 0, !d.needUpdate
+	sawNeeded := !d.needUpdate
 	for len(p) > 0 && p[0]&0xe0 == 0x20 {
-		if updates++; updates > 2 {
-			return errTooManyUpdates
-		}
 		v, n, err := readInt(p, 5)
 		if err != nil {
 			return err

@@ -10,9 +10,10 @@
 // five continuation bytes, index 0 or an index past the tables, a string
 // longer than the rest of the block, a Huffman string containing EOS or
 // padded with more than 7 bits or with anything but ones, a size update
-// above the maximum, after a field or a third in a block, and a block
-// without the size update a lowered maximum requires (4.2) are errors, all of
-// them HTTP/2 COMPRESSION_ERRORs.
+// above the maximum or after a field, and a block without the size update
+// a lowered maximum requires (4.2) are errors, all of them HTTP/2
+// COMPRESSION_ERRORs. A block may start with any number of size updates,
+// as the RFC allows: each costs its bytes, as any representation does.
 //
 // Bounds: a decoder's memory is its dynamic table (at most twice its maximum
 // size in bytes, plus about maximum/8 entries of 40 bytes) and scratch

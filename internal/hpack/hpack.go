@@ -21,15 +21,14 @@ var ErrListTooLarge = errors.New("hpack: header list larger than the limit")
 
 // The decoding errors; each is a COMPRESSION_ERROR in HTTP/2.
 var (
-	errTruncated      = errors.New("hpack: truncated header block")
-	errIntOverflow    = errors.New("hpack: integer too large")
-	errIndexZero      = errors.New("hpack: index 0")
-	errIndexRange     = errors.New("hpack: index out of range")
-	errSizeUpdate     = errors.New("hpack: dynamic table size update above the maximum")
-	errLateUpdate     = errors.New("hpack: dynamic table size update after a field")
-	errTooManyUpdates = errors.New("hpack: more than two dynamic table size updates")
-	errMissingUpdate  = errors.New("hpack: required dynamic table size update missing")
-	errListFlood      = errors.New("hpack: a block adds more than 4 times the header list limit to the table")
+	errTruncated     = errors.New("hpack: truncated header block")
+	errIntOverflow   = errors.New("hpack: integer too large")
+	errIndexZero     = errors.New("hpack: index 0")
+	errIndexRange    = errors.New("hpack: index out of range")
+	errSizeUpdate    = errors.New("hpack: dynamic table size update above the maximum")
+	errLateUpdate    = errors.New("hpack: dynamic table size update after a field")
+	errMissingUpdate = errors.New("hpack: required dynamic table size update missing")
+	errListFlood     = errors.New("hpack: a block adds more than 4 times the header list limit to the table")
 )
 
 // floodFactor bounds the bytes a block's literals with incremental indexing

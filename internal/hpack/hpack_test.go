@@ -232,11 +232,12 @@ func TestDecodeErrors(t *testing.T) {
 		{"huffman empty but padded", nil, "00 01 61 81 ff", errHuffPadding},
 		{"size update above max", nil, "3fe2 1f", errSizeUpdate}, // 4097
 		{"size update after field", nil, "82 20", errLateUpdate},
-		{"three size updates", nil, "20 20 20 82", errTooManyUpdates},
+		{"third of three updates above max", nil, "20 20 3fe2 1f 82", errSizeUpdate},
 		{"size update truncated", nil, "3f", errTruncated},
 		{"required update missing", func(d *Decoder) { d.SetMaxTableSize(100) }, "82", errMissingUpdate},
 		{"update above lowered max", func(d *Decoder) { d.SetMaxTableSize(100) }, "3f46 82", errSizeUpdate},                              // 101
 		{"lowest of two not signalled", func(d *Decoder) { d.SetMaxTableSize(10); d.SetMaxTableSize(200) }, "3f50 82", errMissingUpdate}, // 111 > 10
+		{"lowest not among three", func(d *Decoder) { d.SetMaxTableSize(10); d.SetMaxTableSize(200) }, "3f50 3f50 3f50 82", errMissingUpdate},
 		{"dynamic index after eviction", func(d *Decoder) {
 			if _, err := decodeAll(d, dehex("4001 6101 62")); err != nil { // a: b into the table
 				panic(err)
@@ -275,6 +276,12 @@ func TestDecodeSizeUpdates(t *testing.T) {
 		{"raised max needs none", func(d *Decoder) { d.SetMaxTableSize(8192) }, "82", []hf{"a: b"}, 4096},
 		{"raised max may be used", func(d *Decoder) { d.SetMaxTableSize(8192) }, "3f e1 3f", []hf{"a: b"}, 8192},
 		{"empty block with update", func(d *Decoder) { d.SetMaxTableSize(0) }, "20", nil, 0},
+		// RFC 7541 4.2 and 6.3 do not limit their number: a block may
+		// start with any updates, each at most the maximum, the lowest
+		// required among them wherever it is.
+		{"three updates", nil, "3f e1 1f 20 3f e1 1f", nil, 4096},
+		{"lowest in the middle of three", func(d *Decoder) { d.SetMaxTableSize(10); d.SetMaxTableSize(200) }, "3f a9 01 2a 3f a9 01", nil, 200},
+		{"a hundred updates", nil, strings.Repeat("20 3f e1 01 ", 100), nil, 256},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
