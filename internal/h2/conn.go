@@ -138,7 +138,7 @@ func newConn(ev events, cfg Config, client bool) conn {
 		ev:             ev,
 		client:         client,
 		cfg:            cfg,
-		dec:            hpack.NewDecoder(max(cfg.HeaderTableSize, DefaultHeaderTableSize), cfg.MaxHeaderListSize),
+		dec:            hpack.NewDecoder(DefaultHeaderTableSize, cfg.MaxHeaderListSize),
 		enc:            hpack.NewEncoder(),
 		connRecv:       initialWindow,
 		connSend:       initialWindow,
@@ -556,8 +556,12 @@ func (c *conn) settings(f *Frame) *Error {
 			for j := range c.streams {
 				c.streams[j].recvWin += delta
 			}
-			// The peer's encoder may use the RFC's 4096 until now.
-			if c.cfg.HeaderTableSize < DefaultHeaderTableSize {
+			// Our HEADER_TABLE_SIZE binds the peer's encoder from now
+			// on (RFC 9113 6.5.3); until now it could only use the
+			// RFC's 4096 bytes (RFC 7541 4.2), which the decoder started
+			// with. A lower value needs a size update in the next block;
+			// a higher one the peer may reach with one, or never.
+			if c.cfg.HeaderTableSize != DefaultHeaderTableSize {
 				c.dec.SetMaxTableSize(c.cfg.HeaderTableSize)
 			}
 		}

@@ -33,9 +33,11 @@ type Config struct {
 	// header block whose encoded size passes it by MaxFrameSize ends the
 	// connection (ENHANCE_YOUR_CALM) before it is decoded.
 	MaxHeaderListSize uint32
-	// HeaderTableSize is SETTINGS_HEADER_TABLE_SIZE, the HPACK dynamic
-	// table our decoder keeps (default 4096; zero means the default, see
-	// NoHeaderTable).
+	// HeaderTableSize is SETTINGS_HEADER_TABLE_SIZE, the most HPACK
+	// dynamic table our decoder keeps (default 4096; zero means the
+	// default, see NoHeaderTable). It holds once our SETTINGS is
+	// acknowledged: until then the peer's encoder may use 4096 bytes and
+	// no more, and past 4096 only after a size update asks for it.
 	HeaderTableSize uint32
 	// NoHeaderTable advertises a SETTINGS_HEADER_TABLE_SIZE of 0, no
 	// dynamic table (HeaderTableSize is not used): once our SETTINGS is

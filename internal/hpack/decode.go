@@ -17,11 +17,12 @@ type Decoder struct {
 // life (internal/h2 trims its own header buffers at the same size).
 const keepScratch = 4 << 10
 
-// NewDecoder returns a decoder whose dynamic table's maximum size is
-// tableSize, the SETTINGS_HEADER_TABLE_SIZE we advertise, and which bounds a
-// block's decoded header list to maxList counted as RFC 9113's
-// SETTINGS_MAX_HEADER_LIST_SIZE is (name + value + 32 per field); 0 is no
-// bound.
+// NewDecoder returns a decoder whose dynamic table's maximum size, and the
+// most a size update may set, is tableSize: in HTTP/2 the RFC's 4096, which
+// the peer's encoder starts with whatever our SETTINGS say (SetMaxTableSize
+// applies them once acknowledged). It bounds a block's decoded header list
+// to maxList counted as RFC 9113's SETTINGS_MAX_HEADER_LIST_SIZE is (name +
+// value + 32 per field); 0 is no bound.
 func NewDecoder(tableSize, maxList uint32) *Decoder {
 	d := &Decoder{max: tableSize, maxList: uint64(maxList)}
 	d.t.limit = tableSize
