@@ -69,7 +69,8 @@
 // that does not read (MaxOutput: PINGs go unanswered, a SETTINGS or a
 // stream error ends the connection, the WINDOW_UPDATEs its DATA earns
 // are merged into those not yet sent); an HPACK bomb (the decoder's bound on
-// the decoded list: 431).
+// the decoded list: 431); the HPACK table (HeaderTableSize, at most
+// MaxHeaderTableSize, and 4096 until our SETTINGS is acknowledged).
 //
 // # Client
 //

@@ -61,3 +61,31 @@ func TestServerHeaderTableAboveDefault(t *testing.T) {
 		})
 	}
 }
+
+// TestServerHeaderTableSizeBounded: a HeaderTableSize above
+// MaxHeaderTableSize is taken as MaxHeaderTableSize, advertised and
+// enforced, so that no configuration lets a peer make the decoder hold
+// more (2^31 would have let it ask for 2 GiB of table).
+func TestServerHeaderTableSizeBounded(t *testing.T) {
+	cfg := &Config{HeaderTableSize: 1 << 31}
+	f, _, err := ParseFrame(NewServer(&recorder{}, cfg).Pending(), MinMaxFrameSize)
+	if err != nil || f.Type != FrameSettings || f.Setting(0) != (Setting{SettingHeaderTableSize, MaxHeaderTableSize}) {
+		t.Fatalf("first frame %v %v, first setting %v, want HEADER_TABLE_SIZE %d", f.Type, err, f.Setting(0), MaxHeaderTableSize)
+	}
+	for _, tc := range []struct {
+		name   string
+		update []byte
+		code   ErrCode
+	}{
+		{"update to the bound", []byte{0x3f, 0xe1, 0xff, 0x03}, noConnErr},
+		{"update past the bound", []byte{0x3f, 0xe2, 0xff, 0x03}, CompressionError},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := open(t, &recorder{}, cfg)
+			in := cat(frame(FrameSettings, FlagAck, 0), frame(FrameHeaders, FlagEndHeaders|FlagEndStream, 1, cat(tc.update, plainRequest)...))
+			if code := feed(t, s, in); code != tc.code {
+				t.Fatalf("size update %x after the ack: %v, want %v", tc.update, code, tc.code)
+			}
+		})
+	}
+}

@@ -35,7 +35,8 @@ type Config struct {
 	MaxHeaderListSize uint32
 	// HeaderTableSize is SETTINGS_HEADER_TABLE_SIZE, the most HPACK
 	// dynamic table our decoder keeps (default 4096; zero means the
-	// default, see NoHeaderTable). It holds once our SETTINGS is
+	// default, see NoHeaderTable; at most MaxHeaderTableSize, 64 KiB, a
+	// larger value is taken as that). It holds once our SETTINGS is
 	// acknowledged: until then the peer's encoder may use 4096 bytes and
 	// no more, and past 4096 only after a size update asks for it.
 	HeaderTableSize uint32
@@ -94,6 +95,14 @@ const (
 	DefaultMaxEarlyResets       = 200
 )
 
+// MaxHeaderTableSize bounds Config.HeaderTableSize, so that no
+// configuration lets a peer make a connection's decoder hold more: it
+// holds up to about 7 times its table's size (the entries' bytes twice
+// over between compactions, and an index entry per 8 bytes at most),
+// about 450 KiB at 64 KiB, the order of a connection's other buffers
+// (MaxOutput's default 1 MiB).
+const MaxHeaderTableSize = 64 << 10
+
 // initialWindow is the RFC's flow-control window before SETTINGS change it.
 const initialWindow = 65535
 
@@ -128,6 +137,7 @@ func (c *Config) withDefaults() Config {
 	case d.HeaderTableSize == 0:
 		d.HeaderTableSize = DefaultHeaderTableSize
 	}
+	d.HeaderTableSize = min(d.HeaderTableSize, MaxHeaderTableSize)
 	if d.MaxOutput <= 0 {
 		d.MaxOutput = DefaultMaxOutput
 	}
