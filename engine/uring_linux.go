@@ -443,10 +443,13 @@ func (b *uringBackend) close() {
 		}
 	}
 	b.l.runCloses()
-	if b.br != nil {
-		// Kept: recycling into it does nothing once closed.
-		b.br.Close()
-	}
+	// Closing the ring closes its receive ring too, after it: only once
+	// the kernel has confirmed the cancel of the ring's requests, and
+	// otherwise leaving the buffers mapped, as a request that already took
+	// one may still write into it (uring.Ring.Close). Closed first, the
+	// receive ring was unmapped under such a request
+	// (TestReceiveBuffersMappedUntilRingRequestsEnd). b.br is kept:
+	// recycling into it does nothing once closed.
 	if b.r != nil {
 		b.r.Close()
 		b.r = nil
