@@ -9,9 +9,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/spindlenet/spindle/internal/kver"
 	"github.com/spindlenet/spindle/uring"
 )
 
@@ -202,5 +204,42 @@ func TestNAPIWarningCostsNothing(t *testing.T) {
 	l.napiSocket(conn) // says it
 	if n := testing.AllocsPerRun(100, func() { l.napiSocket(conn) }); n > 0 {
 		t.Errorf("napiSocket allocates %v times per call once it has warned", n)
+	}
+}
+
+// TestBatchWaitSaysKernelWithoutMinTimeout runs a uring engine with
+// Config.BatchWait where the kernel has IORING_FEAT_MIN_TIMEOUT and where
+// it has not (6.11 and older, hasMinWait replaced): there the loops wait
+// without a minimum wait, which the engine said only through Logf, while
+// its start-up line and accessors could not tell it from a loop that
+// batches. BatchWait and the start-up line must say what the loops use.
+func TestBatchWaitSaysKernelWithoutMinTimeout(t *testing.T) {
+	const wait = 50 * time.Microsecond
+	for _, has := range []bool{true, false} {
+		t.Run(fmt.Sprintf("minTimeout=%v", has), func(t *testing.T) {
+			if !has {
+				real := hasMinWait
+				hasMinWait = func(*uring.Ring) bool { return false }
+				t.Cleanup(func() { hasMinWait = real })
+			}
+			var logs logLines
+			cfg := testConfig(BackendURing)
+			cfg.BatchWait = wait
+			cfg.Logf = logs.logf
+			e, _ := startEngine(t, cfg, &echoHandler{})
+			report := startupReport(t, &logs)
+			want, say := wait, ", batch wait 50µs,"
+			if !has {
+				want, say = 0, ", batch wait none,"
+			} else if !kver.AtLeast(kver.Release(), "6.12") {
+				t.Skip("IORING_FEAT_MIN_TIMEOUT not supported (requires >= 6.12)")
+			}
+			if got := e.BatchWait(); got != want {
+				t.Errorf("BatchWait() = %v, want %v", got, want)
+			}
+			if !strings.Contains(report, say) {
+				t.Errorf("start-up report %q does not say %q", report, say)
+			}
+		})
 	}
 }

@@ -597,6 +597,39 @@ func (e *Engine) backendLocked() Backend {
 	return e.backend
 }
 
+// BatchWait reports the minimum wait the loops' waits use after any
+// fallback, known once Run has started the loops (BufferPages is "" until
+// then): Config.BatchWait, or 0 where a loop waits without one, its kernel
+// lacking IORING_FEAT_MIN_TIMEOUT (6.12, said once through Logf) or the
+// loop running uring-sqpoll or epoll. Any goroutine.
+func (e *Engine) BatchWait() time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.pagesLocked() == "" {
+		return 0
+	}
+	w := e.loops[0].batchWait
+	for _, l := range e.loops {
+		w = min(w, l.batchWait)
+	}
+	return w
+}
+
+// batchWaitLocked is the start-up report's word for the loops' minimum
+// waits: ", batch wait" and each loop's where they differ, "none" for a
+// loop that waits without one; "" without Config.BatchWait. e.mu held.
+func (e *Engine) batchWaitLocked() string {
+	if e.cfg.BatchWait <= 0 {
+		return ""
+	}
+	return ", batch wait " + e.perLoopLocked(func(l *Loop) string {
+		if l.batchWait == 0 {
+			return "none"
+		}
+		return l.batchWait.String()
+	})
+}
+
 // BufferPages reports the kind of pages behind the loops' buffers ("hugetlb",
 // "thp" or "4k"), known once Run has started the loops: each loop's
 // ("loop 0: hugetlb; loop 1: thp") where they differ, as when a hugetlb
@@ -698,12 +731,12 @@ func (e *Engine) Run(ctx context.Context) error {
 		e.stop()
 	} else {
 		e.mu.Lock()
-		iowq, pages, backend := e.iowq, e.pagesLocked(), e.backendLocked()
+		iowq, pages, backend, batch := e.iowq, e.pagesLocked(), e.backendLocked(), e.batchWaitLocked()
 		e.mu.Unlock()
 		if iowq != "" {
 			iowq = ", " + iowq
 		}
-		e.cfg.Logf("engine: %d loops on CPUs %v, backend %s, buffers on %s pages%s", len(e.loops), e.cfg.CPUs, backend, pages, iowq)
+		e.cfg.Logf("engine: %d loops on CPUs %v, backend %s%s, buffers on %s pages%s", len(e.loops), e.cfg.CPUs, backend, batch, pages, iowq)
 	}
 	go func() {
 		wg.Wait()

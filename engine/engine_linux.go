@@ -305,6 +305,7 @@ func (l *Loop) run(errc chan<- error) {
 	}
 	l.e.mu.Lock()
 	l.backend = l.be.runs()
+	l.batchWait = l.be.minWait()
 	l.pages = l.chunks.kind
 	if l.pagesRecv != "" {
 		l.pages = l.pagesRecv + " (receive ring), " + l.chunks.kind + " (send slab)"

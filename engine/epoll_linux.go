@@ -81,6 +81,9 @@ func (b *epollBackend) close() {
 
 func (b *epollBackend) idle() bool { return true }
 
+// minWait: epoll_wait has no minimum wait.
+func (b *epollBackend) minWait() time.Duration { return 0 }
+
 // runs: a loop whose EPIOCSPARAMS the kernel refuses does not start.
 func (b *epollBackend) runs() Backend {
 	if b.busy {

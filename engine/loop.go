@@ -49,6 +49,10 @@ type backend interface {
 	// the engine's, or uring where the kernel refused uring-sqpoll's
 	// SQPOLL ring or uring-napi's NAPI registration.
 	runs() Backend
+	// minWait reports the minimum wait the loop's waits use once init
+	// has succeeded: Config.BatchWait on a uring loop whose kernel has
+	// IORING_FEAT_MIN_TIMEOUT (6.12) and no SQPOLL thread, else 0.
+	minWait() time.Duration
 	// close frees the backend's kernel objects.
 	close()
 }
@@ -114,10 +118,11 @@ type Loop struct {
 	lns       []*lnSock // at their index (lnSock.index)
 	lnFree    []int32   // places in lns to take: their sockets closed, no connection names them (freeListener)
 	timers    timerHeap
-	chunks    slab    // write-queue chunks (and epoll receive buffers)
-	pages     string  // page kind of the buffers, set at start
-	pagesRecv string  // page kind of the uring receive ring
-	backend   Backend // what the loop runs (backend.runs), set at start as pages is
+	chunks    slab          // write-queue chunks (and epoll receive buffers)
+	pages     string        // page kind of the buffers, set at start
+	pagesRecv string        // page kind of the uring receive ring
+	backend   Backend       // what the loop runs (backend.runs), set at start as pages is
+	batchWait time.Duration // its waits' minimum wait (backend.minWait), set at start as pages is
 	// tlsScratch is where a TLS Conn's Writev gathers plaintext (up to
 	// tlsGather), on the Go heap; crypto/tls copies it as it encrypts.
 	tlsScratch []byte

@@ -222,7 +222,7 @@ func (b *uringBackend) init(l *Loop) error {
 	}
 	b.quietOK = rc.DeferTaskrun && !rc.SQPoll
 	if b.cfg.BatchWait > 0 && !rc.SQPoll {
-		if r.HasMinWait() {
+		if hasMinWait(r) {
 			b.batchWait = b.cfg.BatchWait
 		} else {
 			l.e.degraded(degradeBatchWait, "engine: the kernel has no IORING_FEAT_MIN_TIMEOUT (6.12); waiting without Config.BatchWait")
@@ -232,6 +232,8 @@ func (b *uringBackend) init(l *Loop) error {
 	l.ringFd.Store(int32(r.Fd()))
 	return nil
 }
+
+func (b *uringBackend) minWait() time.Duration { return b.batchWait }
 
 func (b *uringBackend) runs() Backend {
 	if (b.kind == BackendURingSQPoll && !b.sqpoll) || (b.kind == BackendURingNAPI && !b.napi) {
@@ -319,6 +321,10 @@ func (b *uringBackend) placeIOWQ(sqCPU int, attached bool) {
 // registerIOWQAffinity is the ring's; tests replace it to run the path of
 // kernels that refuse it.
 var registerIOWQAffinity = (*uring.Ring).RegisterIOWQAffinity
+
+// hasMinWait is the ring's; tests replace it to run the path of kernels
+// without IORING_FEAT_MIN_TIMEOUT (before 6.12).
+var hasMinWait = (*uring.Ring).HasMinWait
 
 // registerNAPI and addNAPIID are the ring's; tests replace them to run the
 // path of kernels without static NAPI tracking (6.9 to 6.12) and to count
