@@ -48,6 +48,10 @@ func init() {
 	})
 }
 
+// engineBatchWait is the engine's; tests replace it to run the path of
+// kernels without IORING_FEAT_MIN_TIMEOUT (before 6.12).
+var engineBatchWait = (*engine.Engine).BatchWait
+
 // batchArmWait is the uring-batch arm's Config.BatchWait.
 const batchArmWait = 50 * time.Microsecond
 
@@ -223,6 +227,13 @@ func startEngineHandler(ctx context.Context, b engine.Backend, batchWait time.Du
 	if e.Backend() != b {
 		s.Close()
 		return nil, fmt.Errorf("engine backend %s degraded at start-up, its loops run %s: %s", b, e.Backend(), said())
+	}
+	if got := engineBatchWait(e); got != batchWait {
+		// The uring-batch arm without a minimum wait (a kernel without
+		// IORING_FEAT_MIN_TIMEOUT) is plain uring: never report it as
+		// uring-batch.
+		s.Close()
+		return nil, fmt.Errorf("engine backend %s with Config.BatchWait %v degraded at start-up, its loops wait with %v: %s", b, batchWait, got, said())
 	}
 	return s, nil
 }

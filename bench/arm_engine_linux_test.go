@@ -12,10 +12,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/spindlenet/spindle/engine"
+	"github.com/spindlenet/spindle/internal/kver"
 )
 
 // TestEngineArmUnpinnedUsesAllowedCPUs: an engine arm given no CPUs (`bench
@@ -240,4 +242,36 @@ func TestSQPollArmRefusedAtStartUp(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "--- PASS: TestSQPollArmRefusedAtStartUp ") {
 		t.Fatalf("child in pids cgroup %s: %v\n%s", dir, err, out)
 	}
+}
+
+// TestBatchArmRefusedWithoutMinTimeout starts the uring-batch arm where
+// the engine's loops wait with Config.BatchWait and where they wait
+// without it, as on a kernel without IORING_FEAT_MIN_TIMEOUT (before
+// 6.12: engineBatchWait replaced by the 0 the engine reports there). That
+// arm served plain uring, to be measured and reported as uring-batch; it
+// must refuse, saying what the loops wait with.
+func TestBatchArmRefusedWithoutMinTimeout(t *testing.T) {
+	t.Run("minTimeout", func(t *testing.T) {
+		srv, err := startEngine(context.Background(), engine.BackendURing, batchArmWait, ServerConfig{})
+		if err != nil && strings.Contains(err.Error(), "its loops wait with 0s") && !kver.AtLeast(kver.Release(), "6.12") {
+			t.Skipf("IORING_FEAT_MIN_TIMEOUT not supported (requires >= 6.12): %v", err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Close()
+	})
+	t.Run("none", func(t *testing.T) {
+		real := engineBatchWait
+		engineBatchWait = func(*engine.Engine) time.Duration { return 0 }
+		t.Cleanup(func() { engineBatchWait = real })
+		srv, err := startEngine(context.Background(), engine.BackendURing, batchArmWait, ServerConfig{})
+		if err == nil {
+			srv.Close()
+			t.Fatal("the uring-batch arm served with loops that wait without Config.BatchWait")
+		}
+		if want := "degraded at start-up, its loops wait with 0s"; !strings.Contains(err.Error(), want) {
+			t.Fatalf("start: %v, want %q", err, want)
+		}
+	})
 }
