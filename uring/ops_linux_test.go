@@ -121,17 +121,28 @@ func TestReadWriteFixed(t *testing.T) {
 			if huge {
 				size = 2 << 20
 			}
-			if mode == "hugetlb" {
-				hugetlb.Grow(t, sys.HugePageSize(), 1)
+			var buf []byte
+			var kind PageKind
+			mapBuf := func() bool {
+				var err error
+				buf, kind, err = MapAnon(size, huge)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if mode == "hugetlb" && kind != PageHuge {
+					// Another process took the page (Take runs this again).
+					t.Logf("buffer on %v pages with a hugetlb page free", kind)
+					Unmap(buf)
+					return false
+				}
+				return true
 			}
-			buf, kind, err := MapAnon(size, huge)
-			if err != nil {
-				t.Fatal(err)
+			if mode == "hugetlb" {
+				hugetlb.Grow(t, sys.HugePageSize(), 1).Take(mapBuf)
+			} else {
+				mapBuf()
 			}
 			defer Unmap(buf)
-			if mode == "hugetlb" && kind != PageHuge {
-				t.Fatalf("buffer on %v pages with a hugetlb page free", kind)
-			}
 			t.Logf("fixed buffer on %v pages", kind)
 			if err := r.RegisterBuffers([][]byte{buf}); err != nil {
 				t.Fatal(err)

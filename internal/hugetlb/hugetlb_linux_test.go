@@ -109,3 +109,46 @@ func TestGrowSkipsReadOnlySysfs(t *testing.T) {
 		t.Errorf("skipped %v, failed %v (%s); want a skip", r.skipped, r.failed, r.msg)
 	}
 }
+
+// TestTakeRunsAgainAfterThePageWasTaken: a page Grow added can go to any
+// process that maps hugetlb memory before the test does (here this test,
+// standing in for another test binary's engine). Take must make a page
+// free again and run the attempt again, which then gets it.
+func TestTakeRunsAgainAfterThePageWasTaken(t *testing.T) {
+	size := sys.HugePageSize()
+	pool := Grow(t, size, 1)
+	var held [][]byte
+	defer func() {
+		for _, b := range held {
+			if err := sys.Unmap(b); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	runs := 0
+	pool.Take(func() bool {
+		runs++
+		if runs == 1 {
+			b, _, err := sys.MapAnon(size, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			held = append(held, b)
+		}
+		b, kind, err := sys.MapAnon(size, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kind != sys.PageHuge {
+			if err := sys.Unmap(b); err != nil {
+				t.Fatal(err)
+			}
+			return false
+		}
+		held = append(held, b)
+		return true
+	})
+	if runs < 2 {
+		t.Errorf("Take ran the attempt %d times, want a second run after the page was taken", runs)
+	}
+}
