@@ -38,8 +38,8 @@ func (r *recorder) Fatalf(f string, args ...any) {
 }
 
 // grow runs Grow(r, sys.HugePageSize(), 1) on a goroutine of its own after setup (nil: none),
-// then r's cleanups, and returns r.
-func grow(t *testing.T, setup func() error) *recorder {
+// then use with the pool (nil: nothing), then r's cleanups, and returns r.
+func grow(t *testing.T, setup func() error, use func(*Pool)) *recorder {
 	t.Helper()
 	r := &recorder{}
 	done := make(chan error, 1)
@@ -52,7 +52,10 @@ func grow(t *testing.T, setup func() error) *recorder {
 			}
 		}
 		defer func() { done <- nil }()
-		Grow(r, sys.HugePageSize(), 1)
+		p := Grow(r, sys.HugePageSize(), 1)
+		if use != nil {
+			use(p)
+		}
 	})
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -74,7 +77,7 @@ func TestGrowSkipsWithoutPool(t *testing.T) {
 	t.Cleanup(func() { pools = saved })
 	pools = t.TempDir()
 	path := poolPath(sys.HugePageSize())
-	r := grow(t, nil)
+	r := grow(t, nil, nil)
 	if !r.skipped || r.failed || !strings.Contains(r.msg, path) {
 		t.Errorf("skipped %v, failed %v (%s); want a skip naming %s", r.skipped, r.failed, r.msg, path)
 	}
@@ -104,7 +107,7 @@ func TestGrowSkipsReadOnlySysfs(t *testing.T) {
 			return os.NewSyscallError("mount bind", err)
 		}
 		return os.NewSyscallError("mount ro", unix.Mount("", dir, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, ""))
-	})
+	}, nil)
 	if !r.skipped || r.failed {
 		t.Errorf("skipped %v, failed %v (%s); want a skip", r.skipped, r.failed, r.msg)
 	}
@@ -151,4 +154,66 @@ func TestTakeRunsAgainAfterThePageWasTaken(t *testing.T) {
 	if runs < 2 {
 		t.Errorf("Take ran the attempt %d times, want a second run after the page was taken", runs)
 	}
+}
+
+// TestGrowRestoresPoolWhilePagesAreHeld: a page Grow added that a process
+// still holds at the restore stays in the pool as a surplus page, which
+// nr_hugepages counts. Grow read nr_hugepages for the size to put back, so
+// a second Grow while the page was held restored the pool one page bigger
+// than it had been: once let go, the page stayed in the pool, free, for
+// later tests (and engines) to find. Grow must put back the pool's own
+// size, without its surplus pages.
+func TestGrowRestoresPoolWhilePagesAreHeld(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to change the hugetlb pool")
+	}
+	size := sys.HugePageSize()
+	if _, err := os.Stat(poolPath(size)); err != nil {
+		t.Skipf("no hugetlb pool of sys.HugePageSize(): %v", err)
+	}
+	before := persistentPages(t, size)
+	var held []byte
+	r := grow(t, nil, func(p *Pool) {
+		p.Take(func() bool {
+			b, kind, err := sys.MapAnon(size, true)
+			if err != nil {
+				p.t.Fatal(err)
+			}
+			if kind != sys.PageHuge {
+				sys.Unmap(b)
+				return false
+			}
+			held = b
+			return true
+		})
+	})
+	if r.skipped || r.failed {
+		t.Skipf("no hugetlb page to hold: skipped %v, failed %v (%s)", r.skipped, r.failed, r.msg)
+	}
+	r = grow(t, nil, nil)
+	if err := sys.Unmap(held); err != nil {
+		t.Fatal(err)
+	}
+	if r.skipped || r.failed {
+		t.Fatalf("second Grow: skipped %v, failed %v (%s)", r.skipped, r.failed, r.msg)
+	}
+	if got := persistentPages(t, size); got != before {
+		t.Errorf("pool of %d pages after two Grows and a page held across them, want %d as before", got, before)
+	}
+}
+
+// persistentPages is the size of the pool of size-byte pages without its
+// surplus pages, read while no test process grows it.
+func persistentPages(t *testing.T, size int) int {
+	t.Helper()
+	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "spindle-hugetlb.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	p := &Pool{t: t, dir: poolDir(size)}
+	return p.read("nr_hugepages") - p.read("surplus_hugepages")
 }
