@@ -23,7 +23,11 @@
 // Backends (Config.Backend): "uring" (default), "uring-sqpoll", "uring-napi",
 // "epoll" and "epoll-busypoll". They share this API and the test suite. When
 // io_uring is unavailable the engine runs on epoll and says so once (each
-// engine, at New) through Config.Logf.
+// engine, at New) through Config.Logf. A loop whose SQPOLL ring or NAPI
+// registration the kernel refuses when Run sets it up runs plain uring,
+// said once through Config.Logf; Engine.Backend and Engine.BatchWait
+// report what the loops run and wait with once Run has started them (each
+// loop's backend where they differ), and so does Run's start-up line.
 //
 // The Go scheduler: a loop sleeps in io_uring_enter or epoll_wait through
 // Syscall6, so the scheduler sees it, and keeps out of the runtime's way in

@@ -120,7 +120,11 @@ type Config struct {
 	// Backend selects the kernel interface. Default BackendURing (needs
 	// Linux 6.1 for DEFER_TASKRUN); when io_uring cannot be used the engine
 	// falls back to BackendEpoll (BackendURingNAPI to BackendEpollBusyPoll
-	// where that works) and says so once, at New, through Logf.
+	// where that works) and says so once, at New, through Logf. A
+	// uring-sqpoll loop whose SQPOLL ring, or a uring-napi loop whose NAPI
+	// registration, the kernel refuses at Run runs uring, said once
+	// through Logf; Engine.Backend says what the loops run once they have
+	// started.
 	Backend Backend
 	// CPUs are the CPUs that get one loop each. Default: the CPUs the plan
 	// `spindle tune plan --apply` applied set aside for loops (read from
@@ -235,8 +239,8 @@ type Config struct {
 	// wait asks the kernel for twice as many as that iteration handled
 	// (no more receives than the receive ring has buffers free), but
 	// returns as soon as BatchWait has passed and one is there
-	// (min_wait_usec, Linux 6.12; older kernels ignore it and say so once
-	// through Logf). It trades up to BatchWait of latency, under load
+	// (min_wait_usec, Linux 6.12; on older kernels the loops wait without
+	// it, said once through Logf, and Engine.BatchWait reports 0). It trades up to BatchWait of latency, under load
 	// only, for fewer io_uring_enter calls and wake-ups per request; fewer
 	// enters need not mean less CPU (docs/BENCHMARKS.md, "Minimum waits"
 	// and "BatchWait with the ring cap": 1.00-1.19x the default's at 50 µs
