@@ -48,7 +48,10 @@ type Config struct {
 	// thread runs wherever the scheduler puts it.
 	SQAffinity bool
 	// SQThreadCPU is the CPU the SQPOLL thread is pinned to when SQAffinity
-	// is set; ignored otherwise. Default 0.
+	// is set; ignored otherwise. Default 0. The kernel refuses a CPU that
+	// does not exist, is offline or is outside the calling thread's cpuset
+	// (not its affinity): New fails, naming the reason where
+	// SQThreadCPUError can tell it.
 	SQThreadCPU int
 	// SQThreadIdle is how long the SQPOLL thread spins before sleeping
 	// (millisecond resolution, rounded up, 5.1). Default (0) is the

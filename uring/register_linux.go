@@ -68,7 +68,9 @@ func (r *Ring) UnregisterBuffers() error {
 
 // RegisterFiles registers an empty (sparse) fixed-file table of n slots
 // (5.19), for direct accept/socket (PrepAcceptMultishot with direct) and
-// FlagFixedFile. Owner goroutine.
+// FlagFixedFile. An n of 0 or less, or above 2^32-1 (the kernel's count is
+// 32-bit), is refused with EINVAL before the kernel sees it. Owner
+// goroutine.
 func (r *Ring) RegisterFiles(n int) error {
 	if err := r.open(); err != nil {
 		return err

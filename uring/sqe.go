@@ -394,10 +394,11 @@ func (s *SQE) PrepMsgRing(targetRingFd int, res int32, targetData uint64, flags 
 }
 
 // PrepMsgRingFd installs this ring's fixed-file slot srcSlot into fixed-file
-// slot dstSlot of the ring targetRingFd (IORING_MSG_SEND_FD; dstSlot -1 lets
-// the target pick a free slot). The target gets a CQE with targetData unless
-// MsgRingCQESkip is in flags. A srcSlot no table has fails with -EBADF, a
-// dstSlot of 2^32-2 or above with -EINVAL.
+// slot dstSlot of the ring targetRingFd (IORING_MSG_SEND_FD; a negative
+// dstSlot, -1 say, lets the target pick a free slot). The target gets a CQE
+// with targetData unless MsgRingCQESkip is in flags. A srcSlot no table has
+// fails with -EBADF, negative ones and those past the kernel's 32 bits
+// included, a dstSlot of 2^32-2 or above with -EINVAL.
 //
 // Owner goroutine of the ring the SQE came from.
 func (s *SQE) PrepMsgRingFd(targetRingFd int, srcSlot, dstSlot int, targetData uint64, flags uint32, userData uint64) {
