@@ -229,7 +229,12 @@ type Config struct {
 	MaxQueuedReadBuffers int
 	// NoHugePages disables the attempt to put buffers on huge pages
 	// (MAP_HUGETLB, else MADV_HUGEPAGE). Default false: huge pages where
-	// the host has them, the kind used reported by Engine.BufferPages.
+	// they can be had, the kind used reported by Engine.BufferPages:
+	// hugetlb pages where the pool has them free and they can be faulted
+	// in when mapped (MADV_POPULATE_WRITE, 5.14; a hugetlb cgroup limit,
+	// 0 in a Kubernetes pod that asks for none, refuses them there), else
+	// transparent huge pages where the process may have them, else base
+	// pages.
 	// The send slab grows by 2 MiB regions (or one ReadBufferSize buffer
 	// if larger), which stay on base pages where a huge page is bigger
 	// (arm64 with 16 or 64 KiB base pages).
@@ -637,7 +642,7 @@ func (e *Engine) batchWaitLocked() string {
 // BufferPages reports the kind of pages behind the loops' buffers ("hugetlb",
 // "thp" or "4k"), known once Run has started the loops: each loop's
 // ("loop 0: hugetlb; loop 1: thp") where they differ, as when a hugetlb
-// pool had pages for some loops only. Any goroutine.
+// pool or cgroup limit had pages for some loops only. Any goroutine.
 func (e *Engine) BufferPages() string {
 	e.mu.Lock()
 	defer e.mu.Unlock()

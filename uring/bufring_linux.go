@@ -29,8 +29,8 @@ type BufRing struct {
 // SetupBufRing creates and registers buffer group group with entries buffers
 // (a power of two, at most 32768) of bufSize bytes each, all initially given
 // to the kernel. The buffers are off-heap, on huge pages when the slab is at
-// least a huge page (sys.HugePageSize, 2 MiB on amd64) and the host has
-// them. Owner goroutine.
+// least a huge page (sys.HugePageSize, 2 MiB on amd64) and they can be had
+// (as MapAnon). Owner goroutine.
 func (r *Ring) SetupBufRing(group uint16, entries int, bufSize int) (*BufRing, error) {
 	return r.SetupBufRingPages(group, entries, bufSize, true)
 }

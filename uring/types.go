@@ -31,8 +31,10 @@ const (
 )
 
 // MapAnon returns off-heap memory (see internal/sys.MapAnon): length bytes,
-// page-aligned, on huge pages when huge is set and the host has them. Free it
-// with Unmap. Any goroutine.
+// page-aligned, on huge pages when huge is set and they can be had (hugetlb
+// pages faulted in before it returns, where the pool and the process's
+// hugetlb cgroup limit allow, else transparent huge pages, else base pages;
+// the PageKind says which). Free it with Unmap. Any goroutine.
 func MapAnon(length int, huge bool) ([]byte, PageKind, error) { return sys.MapAnon(length, huge) }
 
 // Unmap frees memory from MapAnon. Any goroutine.
