@@ -767,7 +767,10 @@ type PoolConfig struct {
 	// H2MaxConnections (protocol h2c) bounds the connections each loop
 	// opens to each server (Envoy's max_connections, per loop here): a
 	// stream finding them all full waits for a stream to end, up to
-	// the listener's response_timeout (then 504). Default 4.
+	// the listener's response_timeout (then 504). A connection that takes
+	// no new stream, after the server's GOAWAY or retired for the early
+	// resets sent on it, counts no more while its streams finish. Default
+	// 4.
 	H2MaxConnections int `yaml:"h2_max_connections,omitempty" json:"h2_max_connections,omitempty"`
 	// H2PingInterval (protocol h2c) sends a PING on an upstream
 	// connection that has received nothing for this long, idle or
