@@ -42,7 +42,11 @@
 //     machine-wide (/proc/stat with irq and softirq split out per CPU), plus
 //     context switches, interrupts and NET_RX softirqs per request on the
 //     server's CPUs, and the client's own CPU so a saturated client is
-//     visible.
+//     visible. Each counter's change is divided by the replies the client
+//     received between that counter's own two reads (the client counts
+//     its replies by the millisecond they came in), not by the window's
+//     rate: a read answered late, after the load stopped, lengthens its
+//     interval without adding requests to it.
 //   - Each server runs alone in a child process pinned to the server CPUs;
 //     the client runs on its own pinned, locked OS thread driving raw epoll.
 //
@@ -66,10 +70,12 @@
 // instruction, as the leader of its own process group; its CPU per request
 // is the run time of every thread of every process of that group, the
 // upstream's is counted the same way, and beside them the machine's (every
-// CPU's busy time from /proc/stat, softirq and steal split out, as bench's
+// CPU's busy time from /proc/stat, softirq and steal split out and split
+// per CPU, each CPU named by the processes pinned to it, as bench's
 // machine figures: MachineWork) holds the softirq work the kernel did for
-// them elsewhere. A proxy that is not installed is skipped with the
-// package to install.
+// them elsewhere, with interrupts and NET_RX softirqs per request on the
+// proxy's CPUs. A proxy that is not installed is skipped with the package
+// to install.
 //
 // RunHTTP2 (`spindle bench http2`) compares HTTP/2 servers (h2c with prior
 // knowledge) the same way, each started fresh per measurement and pinned
@@ -80,8 +86,13 @@
 // per-request log are parsed (ParseH2loadSummary, ParseH2loadLog: the
 // latency percentiles come from the log through the harness's histogram),
 // and a request that failed, errored or was answered other than 2xx fails
-// the run. The CPU, the server's and the machine's, is read at the main
-// duration's edges, which h2load writes on its stdout.
+// the run; nghttp2 checks each body's length against its content-length,
+// not its bytes, so a GET's reply is checked whole (status, content-type,
+// content-length, body bytes) before and after each load. The CPU, the
+// server's and the machine's (split per CPU as RunProxy's, with interrupts
+// and NET_RX softirqs on the server's CPUs), is read at the main
+// duration's edges, which h2load writes on its stdout, and divided by the
+// responses that ended between its reads (from h2load's log).
 //
 // The wire protocol is a length-prefixed echo: a 4-byte big-endian payload
 // length followed by the payload, echoed back unchanged. Every server except

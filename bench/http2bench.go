@@ -126,8 +126,8 @@ type HTTP2Result struct {
 	Arm     string `json:"arm"`
 	Streams int    `json:"streams"`
 	Rep     int    `json:"rep"`
-	// AchievedRPS is the requests of h2load's main duration (every one
-	// verified) per second of it.
+	// AchievedRPS is the requests of h2load's main duration (each one's
+	// status and body length checked) per second of it.
 	AchievedRPS float64 `json:"achieved_rps"`
 	// Requests is the requests done in the main duration.
 	Requests uint64 `json:"requests"`

@@ -160,8 +160,10 @@ type Result struct {
 	// are not counted here, though their latencies are.
 	AchievedRPS float64 `json:"achieved_rps"`
 	// Requests is the number of verified replies received during the
-	// window (to requests of the window or of the warm-up): the divisor of
-	// every per-request figure.
+	// window (to requests of the window or of the warm-up): with the
+	// window, AchievedRPS. A per-request figure of the server or the
+	// machine is divided by the replies received between its counter's
+	// own two reads instead, which are not at the window's edges.
 	Requests uint64 `json:"requests"`
 	// Unanswered counts requests of the window still without a reply at
 	// the end of the drain, in open loop with those never sent because
