@@ -359,7 +359,8 @@ func (r *runner) armSet(ctx context.Context, tmp string) ([]Arm, error) {
 		}
 		if info.Skipped == "" {
 			// Start the arm once: an arm that cannot serve here (a kernel
-			// feature missing, a backend that would fall back) is skipped
+			// feature missing, a backend that would fall back at New or
+			// whose loops degrade as they start) is skipped
 			// with its reason instead of failing the run. Unlike bench
 			// proxy, which finds an installed proxy that cannot start at
 			// its first measurement, this runner keeps the start: the
