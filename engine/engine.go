@@ -552,7 +552,8 @@ type Engine struct {
 }
 
 // A degrade is a feature of the configuration that a loop went without
-// because the kernel refused it, or that does nothing on this host.
+// because the kernel refused it, or that does nothing on this host, or
+// something a stopping loop could not clean up.
 type degrade int
 
 const (
@@ -564,6 +565,7 @@ const (
 	degradeSQPollAny // the SQPOLL thread unpinned, every CPU running a loop
 	degradeIOWQAff   // io-wq workers not pinned
 	degradeIOWQMax   // io-wq workers not bounded
+	degradeRingClose // a ring's Close failed: its receive buffers may stay mapped
 	nDegrades
 )
 
@@ -702,11 +704,11 @@ func (e *Engine) Stats() Stats {
 // Run starts the loops and blocks until ctx is done, Shutdown has finished
 // or every loop has left; it then closes every connection (reset as at
 // the end of Shutdown's drain) and listener and returns once all loop
-// threads have exited. It returns an error if a loop
-// cannot start, and the errors of loops that left early because their
-// kernel queue failed (the other loops serve on until ctx is done or
-// Shutdown; each failure is also logged when it happens). Call it once,
-// from any goroutine.
+// threads have exited (what they may leave mapped: see Shutdown). It
+// returns an error if a loop cannot start, and the errors of loops that
+// left early because their kernel queue failed (the other loops serve on
+// until ctx is done or Shutdown; each failure is also logged when it
+// happens). Call it once, from any goroutine.
 func (e *Engine) Run(ctx context.Context) error {
 	e.mu.Lock()
 	if e.state != 0 {
@@ -798,9 +800,14 @@ func (e *Engine) closeListeners() {
 // kernel has ended every request that refers to its memory, however long
 // that takes; one stopping for longer than 5 s says through Config.Logf
 // what it still waits for, and a second later the engine says which loops
-// have not exited. A ctx done already at
-// the call skips the drain: no OnDrain, every connection closed at once.
-// It returns nil after a complete drain, ctx.Err() when connections had to
+// have not exited. Before it exits, a uring loop closes its ring, whose
+// Close waits up to a second for requests the kernel could only ask to
+// stop (uring.Ring.Close); if the kernel does not confirm that they ended,
+// the loop's receive buffers stay mapped for the life of the process, as
+// such a request may still write into them (uring.LeftMappedBytes counts
+// them), and the engine says so, once, through Config.Logf. A ctx done
+// already at the call skips the drain: no OnDrain, every connection closed
+// at once. It returns nil after a complete drain, ctx.Err() when connections had to
 // be closed, and ErrClosed when the engine stopped otherwise meanwhile (Run's
 // context done, or its loops failing) and closed those still open. Any
 // goroutine; on a loop goroutine (in a Handler callback, a timer or a

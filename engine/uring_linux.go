@@ -455,9 +455,13 @@ func (b *uringBackend) close() {
 	// one may still write into it (uring.Ring.Close). Closed first, the
 	// receive ring was unmapped under such a request
 	// (TestReceiveBuffersMappedUntilRingRequestsEnd). b.br is kept:
-	// recycling into it does nothing once closed.
+	// recycling into it does nothing once closed. Buffers left mapped stay
+	// so for the life of the process: the engine says so, once, with the
+	// ring's error, which says how many bytes it left.
 	if b.r != nil {
-		b.r.Close()
+		if err := b.r.Close(); err != nil {
+			b.l.e.degraded(degradeRingClose, "engine: loop %d: closing its io_uring ring: %v", b.l.id, err)
+		}
 		b.r = nil
 	}
 	// The requests that referred to the listener sockets went with the
