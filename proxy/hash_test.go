@@ -571,20 +571,47 @@ func TestMaglevWeightChange(t *testing.T) {
 	}
 }
 
-// TestMaglevBuildAtCap logs how long the table takes to build at
-// MaxHashTable with MaxHashServers servers of mixed weights (the reload
-// goroutine's work): a measure, not an assertion.
+// TestMaglevBuildAtCap: a table of MaxHashTable entries for
+// MaxHashServers servers of mixed weights (1 to 4), the largest the config
+// takes, is full, each entry naming one of the servers, and gives each
+// server its weight's share of the entries within 2 of table_size*w/W, as
+// TestMaglevShares asks of the default size. One build: it is the reload
+// goroutine's longest, whose time the test logs.
 func TestMaglevBuildAtCap(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a table of MaxHashTable entries")
 	}
 	ws := make([]int, MaxHashServers)
+	total := 0
 	for i := range ws {
 		ws[i] = 1 + i%4
+		total += ws[i]
 	}
 	t0 := time.Now()
 	_, pl := hashPool(t, MaxHashTable, ws...)
 	t.Logf("%d entries, %d servers: built in %v", len(pl.maglev.table), len(ws), time.Since(t0))
+	mg := pl.maglev
+	if len(mg.table) != MaxHashTable {
+		t.Fatalf("%d entries, want %d", len(mg.table), MaxHashTable)
+	}
+	// Counted from the table itself, not from mg.entries, which the build
+	// counts alongside.
+	sh := make([]int, len(ws))
+	for e, i := range mg.table {
+		if int(i) >= len(ws) {
+			t.Fatalf("entry %d: server %d, want one of the %d (an entry left empty is 255)", e, i, len(ws))
+		}
+		sh[i]++
+	}
+	for i, w := range ws {
+		want := float64(MaxHashTable) * float64(w) / float64(total)
+		if d := float64(sh[i]) - want; d > 2 || d < -2 {
+			t.Errorf("server %d of weight %d has %d entries, want %.1f ± 2", i, w, sh[i], want)
+		}
+		if mg.entries[i] != sh[i] {
+			t.Errorf("server %d: entries says %d, the table holds %d", i, mg.entries[i], sh[i])
+		}
+	}
 }
 
 // TestHashBoundedLoadsOnce: a walk under balance_factor reads each
