@@ -325,9 +325,12 @@ type Config struct {
 	// "The scheduler and the loops"). The extra P costs nothing while the
 	// loops sleep; Go code then has one more thread to run on.
 	KeepGOMAXPROCS bool
-	// Logf receives the few start-up messages (fallbacks, huge pages, NAPI
-	// warnings), at most once each, possibly from several loop goroutines
-	// at once. Default log.Printf. Hot paths never log.
+	// Logf receives the engine's few messages: at start-up (the loops'
+	// backend and pages, fallbacks, huge pages, NAPI warnings), and at a
+	// stop that takes long (a loop still stopping, loops that have not
+	// exited, a ring whose Close could not confirm its requests' end),
+	// at most once each, possibly from several loop goroutines at once.
+	// Default log.Printf. Hot paths never log.
 	Logf func(format string, args ...any)
 }
 
