@@ -19,15 +19,20 @@ func init() {
 
 // doctorReport is what `spindle doctor` prints.
 type doctorReport struct {
-	Kernel     string          `json:"kernel"`
-	Disabled   int             `json:"io_uring_disabled"`
-	IOUring    *uring.Features `json:"io_uring"`
-	Memlock    *topo.Memlock   `json:"memlock,omitempty"`
-	HugePages  *topo.HugePages `json:"huge_pages,omitempty"`
-	NUMA       []topo.Node     `json:"numa_nodes,omitempty"`
-	Interfaces []doctorIface   `json:"interfaces"`
-	Warnings   []string        `json:"warnings"`
-	Errors     []string        `json:"errors,omitempty"`
+	Kernel    string          `json:"kernel"`
+	Disabled  int             `json:"io_uring_disabled"`
+	IOUring   *uring.Features `json:"io_uring"`
+	Memlock   *topo.Memlock   `json:"memlock,omitempty"`
+	HugePages *topo.HugePages `json:"huge_pages,omitempty"`
+	// BufferPages is the kind of pages a huge page of buffers got when
+	// doctor mapped one as the engine maps its buffers (uring.MapAnon):
+	// "hugetlb", "thp" or "4k" (Engine.BufferPages' names), "" where the
+	// mapping failed.
+	BufferPages string        `json:"buffer_pages,omitempty"`
+	NUMA        []topo.Node   `json:"numa_nodes,omitempty"`
+	Interfaces  []doctorIface `json:"interfaces"`
+	Warnings    []string      `json:"warnings"`
+	Errors      []string      `json:"errors,omitempty"`
 }
 
 // doctorIface says whether sockets on an interface get NAPI ids, which
@@ -102,8 +107,8 @@ func buildDoctorReport() *doctorReport {
 	if !h.Memlock.CapIPCLock && h.Memlock.Soft < 64<<20 {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("RLIMIT_MEMLOCK is %d KiB without CAP_IPC_LOCK: large fixed buffers will fail with ENOMEM", h.Memlock.Soft>>10))
 	}
-	if h.HugePages.Total == 0 {
-		rep.Warnings = append(rep.Warnings, fmt.Sprintf("no hugetlb pages of %d KiB, the size buffers are mapped with (/sys/kernel/mm/hugepages/hugepages-%dkB/nr_hugepages is 0): buffers use THP (%s) or 4 KiB pages", h.HugePages.PageSize>>10, h.HugePages.PageSize>>10, h.HugePages.THP))
+	if w := bufferPagesWarning(rep, h.HugePages); w != "" {
+		rep.Warnings = append(rep.Warnings, w)
 	}
 	anyNAPI := false
 	for _, n := range h.NICs {
@@ -145,6 +150,39 @@ func buildDoctorReport() *doctorReport {
 	return rep
 }
 
+// bufferPagesWarning maps one huge page of memory as the engine maps its
+// buffers, sets rep.BufferPages to the kind it got and returns a warning
+// where that is not hugetlb ("" where it is). The pool's counts alone do
+// not say: the engine falls back from hugetlb where the pool has no free
+// page and where the process's hugetlb cgroup limit refuses the fault, and
+// from THP where the process is denied it (prctl PR_SET_THP_DISABLE, which
+// children inherit), whatever sysfs says.
+func bufferPagesWarning(rep *doctorReport, hp topo.HugePages) string {
+	b, kind, err := uring.MapAnon(1, true)
+	if err != nil {
+		return "could not map a huge page of buffers: " + err.Error()
+	}
+	uring.Unmap(b)
+	rep.BufferPages = kind.String()
+	if kind == uring.PageHuge {
+		return ""
+	}
+	pool := fmt.Sprintf("/sys/kernel/mm/hugepages/hugepages-%dkB", hp.PageSize>>10)
+	var why string
+	switch {
+	case hp.Total == 0:
+		why = fmt.Sprintf("no hugetlb pages of %d KiB, the size buffers are mapped with (%s/nr_hugepages is 0)", hp.PageSize>>10, pool)
+	case hp.Free == 0:
+		why = fmt.Sprintf("none of the %d hugetlb pages of %d KiB is free (%s)", hp.Total, hp.PageSize>>10, pool)
+	default:
+		why = fmt.Sprintf("a free hugetlb page of %d KiB could not be reserved or faulted in (the pool's free pages reserved, or the hugetlb cgroup limit, hugetlb.<size>.max, reached)", hp.PageSize>>10)
+	}
+	if kind == uring.PageTHP {
+		return fmt.Sprintf("%s: buffers use transparent huge pages (THP %s)", why, hp.THP)
+	}
+	return fmt.Sprintf("%s: buffers use 4 KiB pages (THP %s, or denied to this process by prctl PR_SET_THP_DISABLE)", why, hp.THP)
+}
+
 func yesNo(b bool) string {
 	if b {
 		return "yes"
@@ -160,6 +198,9 @@ func printDoctor(w io.Writer, rep *doctorReport) {
 	}
 	if rep.HugePages != nil {
 		fmt.Fprintf(w, "huge pages         %d total, %d free, %d KiB each, THP %s\n", rep.HugePages.Total, rep.HugePages.Free, rep.HugePages.PageSize>>10, rep.HugePages.THP)
+	}
+	if rep.BufferPages != "" {
+		fmt.Fprintf(w, "buffer pages       %s (a huge page mapped as the engine maps its buffers)\n", rep.BufferPages)
 	}
 	for _, n := range rep.NUMA {
 		fmt.Fprintf(w, "NUMA node %-8d CPUs %s\n", n.ID, n.CPUs)

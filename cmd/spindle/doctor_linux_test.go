@@ -5,13 +5,19 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/spindlenet/spindle/internal/hugetlb"
+	"github.com/spindlenet/spindle/internal/sys"
 	"github.com/spindlenet/spindle/internal/veth"
 	"github.com/spindlenet/spindle/topo"
+	"github.com/spindlenet/spindle/uring"
 )
 
 func TestDoctorJSON(t *testing.T) {
@@ -140,4 +146,82 @@ func TestDoctorIncompleteFails(t *testing.T) {
 			t.Errorf("doctor %v printed no report with the error:\n%s", args, out.String())
 		}
 	}
+}
+
+// TestDoctorBufferPagesAsTheEngineGetsThem: doctor says which pages the
+// engine's buffers get, by mapping one huge page as the engine does, and
+// warns where they are not hugetlb. It went by the pool's size alone:
+// with a pool whose pages were all taken it said nothing (the engine got
+// THP), and with no pool it said THP where the process was denied THP
+// (prctl PR_SET_THP_DISABLE: the engine got 4 KiB pages).
+func TestDoctorBufferPagesAsTheEngineGetsThem(t *testing.T) {
+	report := func(t *testing.T) (pages string, warnings []string) {
+		t.Helper()
+		var out bytes.Buffer
+		if err := doctor(context.Background(), []string{"--json"}, &out); err != nil {
+			t.Fatal(err)
+		}
+		var rep struct {
+			BufferPages string   `json:"buffer_pages"`
+			Warnings    []string `json:"warnings"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+			t.Fatalf("doctor --json is not JSON: %v\n%s", err, out.String())
+		}
+		return rep.BufferPages, rep.Warnings
+	}
+	// engineGets is what the engine's buffers get now.
+	engineGets := func(t *testing.T) uring.PageKind {
+		t.Helper()
+		b, kind, err := uring.MapAnon(1, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		uring.Unmap(b)
+		return kind
+	}
+	warned := func(warnings []string, s string) bool {
+		return slices.ContainsFunc(warnings, func(w string) bool { return strings.Contains(w, s) })
+	}
+
+	t.Run("pool pages all taken", func(t *testing.T) {
+		pool := hugetlb.Grow(t, sys.HugePageSize(), 1)
+		pool.Take(func() bool {
+			held, kind, err := uring.MapAnon(1, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer uring.Unmap(held)
+			if kind != uring.PageHuge {
+				return false // another process took the page
+			}
+			want := engineGets(t)
+			pages, warnings := report(t)
+			if pages != want.String() || !warned(warnings, "none of the 1 hugetlb pages") {
+				t.Errorf("buffer pages %q, warnings %q; want %q and a warning that no pool page is free", pages, warnings, want)
+			}
+			return true
+		})
+	})
+
+	t.Run("THP denied by prctl", func(t *testing.T) {
+		if engineGets(t) == uring.PageHuge {
+			t.Skip("the hugetlb pool has a free page: the engine gets it, THP or not")
+		}
+		if was, err := unix.PrctlRetInt(unix.PR_GET_THP_DISABLE, 0, 0, 0, 0); err != nil || was != 0 {
+			t.Skipf("PR_GET_THP_DISABLE: %d, %v; want 0 to set it and put it back", was, err)
+		}
+		if err := unix.Prctl(unix.PR_SET_THP_DISABLE, 1, 0, 0, 0); err != nil {
+			t.Fatal(os.NewSyscallError("prctl", err))
+		}
+		defer func() {
+			if err := unix.Prctl(unix.PR_SET_THP_DISABLE, 0, 0, 0, 0); err != nil {
+				t.Errorf("putting back PR_SET_THP_DISABLE: %v", err)
+			}
+		}()
+		pages, warnings := report(t)
+		if want := engineGets(t); pages != want.String() || !warned(warnings, "buffers use 4 KiB pages") {
+			t.Errorf("buffer pages %q, warnings %q; want %q and a warning that buffers use 4 KiB pages", pages, warnings, want)
+		}
+	})
 }
