@@ -114,7 +114,9 @@ type WakeupReport struct {
 
 // WriteWakeupTable prints rep as a plain-text table.
 func WriteWakeupTable(w io.Writer, rep *WakeupReport) {
-	fmt.Fprintf(w, "\nwake-up latency, %s topology, a write every %.0f ms, reader CPU %d, writer CPU %d\n",
+	// %g: an interval below a millisecond, or not a whole number of them,
+	// is printed as it is (0.25 ms), not rounded to whole milliseconds.
+	fmt.Fprintf(w, "\nwake-up latency, %s topology, a write every %g ms, reader CPU %d, writer CPU %d\n",
 		rep.Topology, rep.IntervalMS, rep.ReaderCPU, rep.WriterCPU)
 	fmt.Fprintf(w, "%-11s %7s %9s %9s %9s %9s %11s %13s %12s %7s\n", "mode", "samples", "p50 µs", "p90 µs", "p99 µs", "max µs", "reader CPU%", "reader µs/wake", "CPU busy%", "steal%")
 	for _, r := range rep.Results {

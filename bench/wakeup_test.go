@@ -99,3 +99,24 @@ func TestWakeupTickNote(t *testing.T) {
 		}
 	}
 }
+
+// TestWakeupTableInterval: the table's title gives the interval between
+// writes as measured, to the microsecond; it rounded to whole milliseconds,
+// so --interval 250us was "a write every 0 ms" and 1500us "every 2 ms".
+func TestWakeupTableInterval(t *testing.T) {
+	for _, tc := range []struct {
+		interval time.Duration
+		want     string
+	}{
+		{50 * time.Millisecond, "a write every 50 ms,"},
+		{250 * time.Microsecond, "a write every 0.25 ms,"},
+		{1500 * time.Microsecond, "a write every 1.5 ms,"},
+		{time.Microsecond, "a write every 0.001 ms,"},
+	} {
+		var tbl strings.Builder
+		WriteWakeupTable(&tbl, &WakeupReport{Topology: "loopback", IntervalMS: float64(tc.interval) / 1e6})
+		if !strings.Contains(tbl.String(), tc.want) {
+			t.Errorf("interval %v: title does not say %q:\n%s", tc.interval, tc.want, tbl.String())
+		}
+	}
+}
