@@ -19,11 +19,15 @@ func init() {
 
 // doctorReport is what `spindle doctor` prints.
 type doctorReport struct {
-	Kernel    string          `json:"kernel"`
-	Disabled  int             `json:"io_uring_disabled"`
-	IOUring   *uring.Features `json:"io_uring"`
-	Memlock   *topo.Memlock   `json:"memlock,omitempty"`
-	HugePages *topo.HugePages `json:"huge_pages,omitempty"`
+	Kernel   string          `json:"kernel"`
+	Disabled int             `json:"io_uring_disabled"`
+	IOUring  *uring.Features `json:"io_uring"`
+	// EpollBusyPoll says whether the epoll-busypoll backend can run here
+	// (epoll busy-poll parameters, EPIOCGPARAMS, 6.9), probed as engine.New
+	// probes it before it falls back to plain epoll.
+	EpollBusyPoll bool            `json:"epoll_busy_poll"`
+	Memlock       *topo.Memlock   `json:"memlock,omitempty"`
+	HugePages     *topo.HugePages `json:"huge_pages,omitempty"`
 	// BufferPages is the kind of pages a huge page of buffers got when
 	// doctor mapped one as the engine maps its buffers (uring.MapAnon):
 	// "hugetlb", "thp" or "4k" (Engine.BufferPages' names), "" where the
@@ -94,6 +98,11 @@ func buildDoctorReport() *doctorReport {
 				rep.Warnings = append(rep.Warnings, f.Err(name).Error())
 			}
 		}
+	}
+	if err := epollBusyPollErr(); err != nil {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("epoll busy polling unavailable (EPIOCGPARAMS, requires >= 6.9: %v): the engine runs epoll-busypoll as plain epoll, and uring-napi without io_uring on plain epoll", err))
+	} else {
+		rep.EpollBusyPoll = true
 	}
 	h, err := readLiveHost()
 	if err != nil {
@@ -205,6 +214,7 @@ func printDoctor(w io.Writer, rep *doctorReport) {
 	for _, n := range rep.NUMA {
 		fmt.Fprintf(w, "NUMA node %-8d CPUs %s\n", n.ID, n.CPUs)
 	}
+	fmt.Fprintf(w, "epoll busy poll    %s\n", strings.TrimSpace(yesNo(rep.EpollBusyPoll)))
 	if rep.IOUring != nil && rep.IOUring.Available {
 		fmt.Fprintln(w, "\nio_uring features:")
 		for _, x := range rep.IOUring.List {

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/spindlenet/spindle/internal/hugetlb"
+	"github.com/spindlenet/spindle/internal/kver"
 	"github.com/spindlenet/spindle/internal/sys"
 	"github.com/spindlenet/spindle/internal/veth"
 	"github.com/spindlenet/spindle/topo"
@@ -224,4 +225,32 @@ func TestDoctorBufferPagesAsTheEngineGetsThem(t *testing.T) {
 			t.Errorf("buffer pages %q, warnings %q; want %q and a warning that buffers use 4 KiB pages", pages, warnings, want)
 		}
 	})
+}
+
+// TestDoctorEpollBusyPoll: doctor says whether the epoll-busypoll backend
+// can run (EPIOCGPARAMS, 6.9), which engine.New probes before it falls
+// back to plain epoll. It said nothing of it, though its warning for a
+// host without io_uring sends uring-napi there "where that works".
+func TestDoctorEpollBusyPoll(t *testing.T) {
+	var out bytes.Buffer
+	if err := doctor(context.Background(), []string{"--json"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		EpollBusyPoll bool     `json:"epoll_busy_poll"`
+		Warnings      []string `json:"warnings"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("doctor --json is not JSON: %v\n%s", err, out.String())
+	}
+	warned := slices.ContainsFunc(rep.Warnings, func(w string) bool { return strings.Contains(w, "EPIOCGPARAMS") })
+	if !kver.AtLeast(kver.Release(), "6.9") {
+		if rep.EpollBusyPoll || !warned {
+			t.Errorf("kernel %s (epoll busy-poll parameters need >= 6.9): epoll_busy_poll %v, warnings %q; want false and a warning", kver.Release(), rep.EpollBusyPoll, rep.Warnings)
+		}
+		t.Skipf("epoll busy-poll parameters not supported (requires >= 6.9, kernel %s): the warning checked", kver.Release())
+	}
+	if !rep.EpollBusyPoll || warned {
+		t.Errorf("kernel %s: epoll_busy_poll %v, warnings %q; want true and no warning", kver.Release(), rep.EpollBusyPoll, rep.Warnings)
+	}
 }
