@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,8 +34,18 @@ func runWakeup(ctx context.Context, args []string) error {
 		return usageError{errors.New("want --samples of at least 1 and a positive --interval")}
 	}
 	list := strings.Split(*modes, ",")
+	if m := givenTwice(list); m != "" {
+		return usageError{fmt.Errorf("--modes: %s given twice", m)} // two rows of one mode
+	}
+	allowed, err := allowedCPUs()
+	if err != nil {
+		return err
+	}
 	// -1 is the flags' default; a value below it is no CPU, not "the
-	// default".
+	// default". A CPU the process may not run on is refused here, naming
+	// the flag: the thread would otherwise fail to pin (a CPU missing or
+	// outside the cpuset) without saying whose CPU it was, or widen its
+	// affinity past a taskset the process was started under.
 	for _, f := range []struct {
 		name string
 		cpu  int
@@ -42,18 +53,14 @@ func runWakeup(ctx context.Context, args []string) error {
 		if f.cpu < -1 {
 			return usageError{fmt.Errorf("--%s %d: not a CPU number", f.name, f.cpu)}
 		}
+		if f.cpu >= 0 && !slices.Contains(allowed, f.cpu) {
+			return usageError{fmt.Errorf("--%s %d: not a CPU this process may run on (%s)", f.name, f.cpu, bench.FormatCPUList(allowed))}
+		}
 	}
-	if m := givenTwice(list); m != "" {
-		return usageError{fmt.Errorf("--modes: %s given twice", m)} // two rows of one mode
-	}
-	if *reader < 0 {
+	if *reader < 0 && len(allowed) > 0 {
 		// The package's default is CPU 0, which a taskset or a cpuset
 		// may not give the process.
-		c, err := firstAllowedCPU()
-		if err != nil {
-			return err
-		}
-		*reader = c
+		*reader = allowed[0]
 	}
 	cfg := bench.WakeupConfig{
 		Modes: list, Interval: *interval, Samples: *samples,

@@ -2,5 +2,5 @@
 
 package main
 
-// firstAllowedCPU returns 0: the wake-up experiment runs on Linux only.
-func firstAllowedCPU() (int, error) { return 0, nil }
+// allowedCPUs returns CPU 0: the wake-up experiment runs on Linux only.
+func allowedCPUs() ([]int, error) { return []int{0}, nil }

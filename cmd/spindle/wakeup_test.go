@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"os/exec"
 	"runtime"
 	"strings"
 	"testing"
@@ -43,6 +45,53 @@ func TestWakeupWriterCPUFlag(t *testing.T) {
 			}
 			if rep.ReaderCPU != tc.reader || rep.WriterCPU != tc.writer {
 				t.Errorf("reader on CPU %d, writer on CPU %d; want %d and %d", rep.ReaderCPU, rep.WriterCPU, tc.reader, tc.writer)
+			}
+		})
+	}
+}
+
+// TestWakeupCPUFlagsOutsideAllowed: a --reader-cpu or --writer-cpu the
+// process may not run on is a usage error (exit 2) naming the flag. A CPU
+// that does not exist failed at the thread's pinning, exit 1, with
+// "pin to CPUs [4096]" and no word of whose CPU it was; one outside a
+// taskset the command ran under was taken, the thread widening its
+// affinity past it.
+func TestWakeupCPUFlagsOutsideAllowed(t *testing.T) {
+	if runtime.GOOS != "linux" || runtime.NumCPU() < 2 {
+		t.Skipf("needs Linux and two CPUs (one left out by taskset); %s, %d CPUs", runtime.GOOS, runtime.NumCPU())
+	}
+	if _, err := exec.LookPath("taskset"); err != nil {
+		t.Skip("needs taskset (apt-get install util-linux)")
+	}
+	tests := []struct {
+		taskset string // CPUs the command runs under, "" for all
+		args    []string
+		want    string
+	}{
+		{"", []string{"--reader-cpu", "4096"}, "--reader-cpu 4096: not a CPU this process may run on"},
+		{"", []string{"--writer-cpu", "4096"}, "--writer-cpu 4096: not a CPU this process may run on"},
+		{"0", []string{"--writer-cpu", "1"}, "--writer-cpu 1: not a CPU this process may run on (0)"},
+		{"1", []string{"--reader-cpu", "0"}, "--reader-cpu 0: not a CPU this process may run on (1)"},
+	}
+	for _, tc := range tests {
+		name := "every CPU " + strings.Join(tc.args, " ")
+		if tc.taskset != "" {
+			name = "taskset " + tc.taskset + " " + strings.Join(tc.args, " ")
+		}
+		t.Run(name, func(t *testing.T) {
+			args := append([]string{"wakeup", "--modes", "block", "--samples", "1", "--interval", "1ms", "--json"}, tc.args...)
+			cmd := spindleCmd(args...)
+			if tc.taskset != "" {
+				env := cmd.Env
+				cmd = exec.Command("taskset", append([]string{"-c", tc.taskset}, cmd.Args...)...)
+				cmd.Env = env
+			}
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("taskset %q, spindle %v: %v, want exit status 2 and %q:\n%s", tc.taskset, args, err, tc.want, stderr.String())
 			}
 		})
 	}
