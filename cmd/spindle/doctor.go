@@ -90,15 +90,7 @@ func buildDoctorReport() *doctorReport {
 	if f != nil {
 		rep.Kernel, rep.Disabled = f.Kernel, f.Disabled
 	}
-	if err != nil {
-		rep.Warnings = append(rep.Warnings, "io_uring unavailable ("+err.Error()+"): the engine falls back to epoll (uring-napi to epoll-busypoll where that works)")
-	} else {
-		for _, name := range []string{uring.FeatMultishotRecv, uring.FeatMultishotAccept, uring.FeatNAPI} {
-			if !f.Has(name) {
-				rep.Warnings = append(rep.Warnings, f.Err(name).Error())
-			}
-		}
-	}
+	rep.Warnings = append(rep.Warnings, ioUringWarnings(f, err)...)
 	if err := epollBusyPollErr(); err != nil {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("epoll busy polling unavailable (EPIOCGPARAMS, requires >= 6.9: %v): the engine runs epoll-busypoll as plain epoll, and uring-napi without io_uring on plain epoll", err))
 	} else {
@@ -157,6 +149,28 @@ func buildDoctorReport() *doctorReport {
 		rep.Warnings = append(rep.Warnings, "no interface has NAPI ids: io_uring NAPI busy polling would register but change nothing")
 	}
 	return rep
+}
+
+// ioUringWarnings returns the warnings of uring.Probe's result f (err its
+// error).
+func ioUringWarnings(f *uring.Features, err error) []string {
+	if err != nil {
+		return []string{"io_uring unavailable (" + err.Error() + "): the engine falls back to epoll (uring-napi to epoll-busypoll where that works)"}
+	}
+	var w []string
+	if f.Disabled == 1 {
+		// The kernel lets a process create rings then only with
+		// CAP_SYS_ADMIN or in the group kernel.io_uring_group names
+		// (io_uring_allowed): doctor, run as root, has them, where the
+		// service it checks for may not.
+		w = append(w, "kernel.io_uring_disabled is 1: this process may create rings, but one without CAP_SYS_ADMIN and outside kernel.io_uring_group may not, and its engine falls back to epoll")
+	}
+	for _, name := range []string{uring.FeatMultishotRecv, uring.FeatMultishotAccept, uring.FeatNAPI} {
+		if !f.Has(name) {
+			w = append(w, f.Err(name).Error())
+		}
+	}
+	return w
 }
 
 // bufferPagesWarning maps one huge page of memory as the engine maps its

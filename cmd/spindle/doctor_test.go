@@ -1,0 +1,48 @@
+package main
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/spindlenet/spindle/uring"
+)
+
+// TestDoctorIOUringDisabledForSome: with kernel.io_uring_disabled 1 the
+// kernel lets only processes with CAP_SYS_ADMIN or in
+// kernel.io_uring_group create rings. Doctor, run as root, made its rings
+// and warned of nothing, where the service it checks for, running as
+// another user, falls back to epoll; it now says so. With 0 there is no
+// such warning, and where rings could not be made the warning is that
+// io_uring is unavailable.
+func TestDoctorIOUringDisabledForSome(t *testing.T) {
+	all := []uring.Feature{
+		{Name: uring.FeatMultishotRecv, Supported: true},
+		{Name: uring.FeatMultishotAccept, Supported: true},
+		{Name: uring.FeatNAPI, Supported: true},
+	}
+	for _, tc := range []struct {
+		name     string
+		f        *uring.Features
+		err      error
+		contains string // "" for no warning
+	}{
+		{"disabled 0", &uring.Features{Disabled: 0, Available: true, List: all}, nil, ""},
+		{"disabled 1, rings made", &uring.Features{Disabled: 1, Available: true, List: all}, nil, "io_uring_disabled is 1"},
+		{"disabled 2", &uring.Features{Disabled: 2}, errors.New("operation not permitted"), "io_uring unavailable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := ioUringWarnings(tc.f, tc.err)
+			if tc.contains == "" {
+				if len(w) > 0 {
+					t.Errorf("warnings %q, want none", w)
+				}
+				return
+			}
+			if !slices.ContainsFunc(w, func(s string) bool { return strings.Contains(s, tc.contains) }) {
+				t.Errorf("warnings %q, want one saying %q", w, tc.contains)
+			}
+		})
+	}
+}
