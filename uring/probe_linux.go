@@ -299,11 +299,23 @@ func askMultishotAccept() error {
 // socketpair with "probe" waiting. Unlimited, plain or bundle, it must
 // deliver the bytes and stay armed (More). Limited to 2 bytes
 // (SetRecvLimit) with 2-byte buffers, it must deliver "pr" and end; a kernel
-// without the limit refuses the SQE (-EINVAL).
+// without the limit refuses the SQE (-EINVAL). The kernel's answer is a
+// *probeVerdict; any other error (no socketpair or ring, as when out of
+// descriptors, or no answer) is a *probeFailure: support unknown.
 func probeRecv(bundle bool, limit uint32) error {
+	err := askRecv(bundle, limit)
+	var verdict *probeVerdict
+	if err != nil && !errors.As(err, &verdict) {
+		return &probeFailure{fmt.Errorf("uring: could not probe multishot recv on a socketpair: %w", err)}
+	}
+	return err
+}
+
+// askRecv is probeRecv's receive; the kernel's answer is a *probeVerdict.
+func askRecv(bundle bool, limit uint32) error {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return err
+		return os.NewSyscallError("socketpair", err)
 	}
 	defer unix.Close(fds[0])
 	defer unix.Close(fds[1])
@@ -317,11 +329,16 @@ func probeRecv(bundle bool, limit uint32) error {
 		want, bufSize = want[:limit], int(limit)
 	}
 	b, err := r.SetupBufRing(1, 4, bufSize)
+	if errors.Is(err, ErrNotSupported) {
+		// A kernel without buffer rings (before 5.19) has no receive
+		// through one: its answer.
+		return &probeVerdict{err}
+	}
 	if err != nil {
 		return err
 	}
 	if _, err := unix.Write(fds[1], []byte("probe")); err != nil {
-		return err
+		return os.NewSyscallError("write", err)
 	}
 	q := r.GetSQE()
 	q.PrepRecvMultishot(fds[0], 1, bundle, 0, 1)

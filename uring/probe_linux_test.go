@@ -353,3 +353,88 @@ func TestProbeUnknownWithoutLoopback(t *testing.T) {
 		t.Errorf("multishot accept: %v", f.Err(FeatMultishotAccept))
 	}
 }
+
+// TestProbeRecvUnknownWithoutDescriptors runs the multishot recv probe with
+// one descriptor free below RLIMIT_NOFILE, so that its socketpair fails
+// with EMFILE before the kernel is asked: that is a failure to ask (a
+// *probeFailure, which Probe marks Unknown), not the kernel's refusal, and
+// HasRecvLimit does not keep it. Before, Probe reported multishot recv,
+// recv bundle and the recv byte limit unsupported on such a failure.
+func TestProbeRecvUnknownWithoutDescriptors(t *testing.T) {
+	if !kver.AtLeast(kver.Release(), "6.0") {
+		t.Skipf("multishot recv not supported (requires >= 6.0, have %s)", kver.Release())
+	}
+	forgetRecvLimit := func() {
+		recvLimit.mu.Lock()
+		recvLimit.known, recvLimit.err = false, nil
+		recvLimit.mu.Unlock()
+	}
+	forgetRecvLimit()
+	t.Cleanup(forgetRecvLimit)
+	var err, limitErr error
+	withOneFreeFd(t, func() {
+		err = probeRecv(false, 0)
+		limitErr = recvLimit.check(func() error { return probeRecv(false, 2) })
+	})
+	var pf *probeFailure
+	if !errors.As(err, &pf) || !errors.Is(err, unix.EMFILE) || errors.Is(err, ErrNotSupported) {
+		t.Errorf("probe without descriptors: %v, want a *probeFailure wrapping EMFILE", err)
+	}
+	if !errors.As(limitErr, &pf) {
+		t.Errorf("recv limit probe without descriptors: %v, want a *probeFailure", limitErr)
+	}
+	recvLimit.mu.Lock()
+	kept := recvLimit.known
+	recvLimit.mu.Unlock()
+	if kept {
+		t.Errorf("HasRecvLimit kept the failure to ask: %v", limitErr)
+	}
+	if err := probeRecv(false, 0); err != nil {
+		t.Errorf("probe with descriptors again: %v", err)
+	}
+}
+
+// withOneFreeFd runs f with RLIMIT_NOFILE lowered to leave exactly one
+// descriptor free (the gaps below it filled), then closes the fillers and
+// restores the limit.
+func withOneFreeFd(t *testing.T, f func()) {
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	top := 0
+	for _, ent := range ents {
+		if n, err := strconv.Atoi(ent.Name()); err == nil {
+			top = max(top, n)
+		}
+	}
+	lim := old
+	lim.Cur = uint64(top + 2)
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	var fill []int
+	for {
+		fd, err := unix.Dup(0)
+		if err != nil {
+			break
+		}
+		fill = append(fill, fd)
+	}
+	if len(fill) > 0 {
+		// Leave the highest one free.
+		unix.Close(fill[len(fill)-1])
+		fill = fill[:len(fill)-1]
+	}
+	f()
+	for _, fd := range fill {
+		unix.Close(fd)
+	}
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+}
