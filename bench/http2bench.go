@@ -30,6 +30,13 @@ const (
 // HTTP2Arms are the arms of `spindle bench http2`, in their default order.
 var HTTP2Arms = []string{HTTP2ArmSpindleUring, HTTP2ArmSpindleEpoll, HTTP2ArmGoNetHTTP, HTTP2ArmNginx}
 
+// CheckHTTP2Arms returns nil when arms (HTTP2Config.Arms) name each an
+// arm of HTTP2Arms, once, else an error naming the arm and those there are.
+func CheckHTTP2Arms(arms []string) error {
+	_, err := armsDefault("http2", arms, HTTP2Arms, HTTP2Arms)
+	return err
+}
+
 // HTTP2Config's defaults and bounds.
 const (
 	DefaultHTTP2Duration = 60 * time.Second

@@ -200,6 +200,13 @@ var ProxyArms = []string{ProxyArmSpindleUring, ProxyArmSpindleEpoll, ProxyArmHAP
 // for.
 var ProxyExtraArms = []string{ProxyArmSpindleUringLog}
 
+// CheckProxyArms returns nil when arms (ProxyConfig.Arms) name each a
+// proxy arm, once, else an error naming the arm and those there are.
+func CheckProxyArms(arms []string) error {
+	_, err := armsDefault("proxy", arms, ProxyArms, slices.Concat(ProxyArms, ProxyExtraArms))
+	return err
+}
+
 // ProxyReport is the result of `spindle bench proxy`: its Schema is
 // ProxySchema, its Summary one row per arm that ran (with "h2" and "h2h2",
 // per arm and streams value).

@@ -43,11 +43,21 @@ func (Loopback) Close() error { return nil }
 // tag makes the namespace and interface names unique (the harness passes
 // its pid); the caller must Close it.
 func NewTopology(name, tag string) (Topology, error) {
-	switch name {
-	case "", "loopback":
-		return Loopback{}, nil
-	case "wire":
+	if err := CheckTopology(name); err != nil {
+		return nil, err
+	}
+	if name == "wire" {
 		return NewWire(tag)
 	}
-	return nil, fmt.Errorf("bench: unknown topology %q (loopback or wire)", name)
+	return Loopback{}, nil
+}
+
+// CheckTopology returns nil for a name NewTopology takes ("loopback",
+// "wire", or "" for loopback), an error naming those for any other.
+func CheckTopology(name string) error {
+	switch name {
+	case "", "loopback", "wire":
+		return nil
+	}
+	return fmt.Errorf("bench: unknown topology %q (loopback or wire)", name)
 }

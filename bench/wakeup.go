@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,6 +36,17 @@ const (
 
 // WakeupModes lists the modes in report order.
 var WakeupModes = []string{WakeBlock, WakeSpin, WakeBusyPoll, WakeURing, WakeURingNAPI}
+
+// CheckWakeupModes returns nil when every one of modes is one of
+// WakeupModes, else an error naming the first that is not and those.
+func CheckWakeupModes(modes []string) error {
+	for _, m := range modes {
+		if !slices.Contains(WakeupModes, m) {
+			return fmt.Errorf("bench: unknown wake-up mode %q (have %v)", m, WakeupModes)
+		}
+	}
+	return nil
+}
 
 // WakeupConfig configures the wake-up experiment (`spindle wakeup`). The
 // zero value of a field selects its default.

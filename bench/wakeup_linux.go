@@ -24,10 +24,8 @@ func (c WakeupConfig) withDefaults() (WakeupConfig, error) {
 	if c.Modes == nil {
 		c.Modes = WakeupModes
 	}
-	for _, m := range c.Modes {
-		if !slices.Contains(WakeupModes, m) {
-			return c, fmt.Errorf("bench: unknown wake-up mode %q (have %v)", m, WakeupModes)
-		}
+	if err := CheckWakeupModes(c.Modes); err != nil {
+		return c, err
 	}
 	if c.Interval <= 0 {
 		c.Interval = 50 * time.Millisecond

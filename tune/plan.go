@@ -28,6 +28,15 @@ const (
 	Dedicated Policy = "dedicated"
 )
 
+// Check returns nil for Inline and Dedicated, an error naming them for
+// any other policy. Any goroutine.
+func (p Policy) Check() error {
+	if p != Inline && p != Dedicated {
+		return fmt.Errorf("unknown policy %q (%s or %s)", p, Inline, Dedicated)
+	}
+	return nil
+}
+
 // Write kinds.
 const (
 	// KindFile writes a /proc or /sys file.
@@ -169,8 +178,8 @@ func MakePlan(h *topo.Host, cfg PlanConfig) (*Plan, error) {
 	if cfg.Policy == "" {
 		cfg.Policy = Inline
 	}
-	if cfg.Policy != Inline && cfg.Policy != Dedicated {
-		return nil, refuse("unknown policy %q (inline or dedicated)", cfg.Policy)
+	if err := cfg.Policy.Check(); err != nil {
+		return nil, refuse("%v", err)
 	}
 	if cfg.DeferHardIRQs == 0 {
 		cfg.DeferHardIRQs = 2

@@ -101,6 +101,14 @@ func (f *benchFlags) config(fs *flag.FlagSet) (bench.Config, error) {
 		if a := givenTwice(cfg.Arms); a != "" {
 			return cfg, usageError{fmt.Errorf("--arms: %s given twice", a)}
 		}
+		for _, a := range cfg.Arms {
+			if _, err := bench.LookupArm(a); err != nil {
+				return cfg, usageError{fmt.Errorf("--arms: %w", err)}
+			}
+		}
+	}
+	if err := bench.CheckTopology(f.topology); err != nil {
+		return cfg, usageError{fmt.Errorf("--topology: %w", err)}
 	}
 	cfg.RatioTo = ratioToList(f.ratioTo)
 	err := parseCPUFlags(cpuListFlag{"server-cpus", f.serverCPUs, &cfg.ServerCPUs}, cpuListFlag{"client-cpus", f.clientCPUs, &cfg.ClientCPUs}, cpuListFlag{"spare-cpus", f.spareCPUs, &cfg.SpareCPUs})

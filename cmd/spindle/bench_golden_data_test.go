@@ -150,10 +150,10 @@ exit 2
 --- stderr
 spindle bench: --client-cpus: bench: cpu list "y": bad cpu number "y"
 $ spindle bench http2 --out  --arms h2o,nginx
-exit 1
+exit 2
 --- stdout
 --- stderr
-spindle bench: bench: unknown http2 arm "h2o" (arms: spindle-uring, spindle-epoll, go-net-http, nginx)
+spindle bench: --arms: bench: unknown http2 arm "h2o" (arms: spindle-uring, spindle-epoll, go-net-http, nginx)
 $ spindle bench http2 --out  --ratio-to go-net
 exit 1
 --- stdout
@@ -310,10 +310,10 @@ exit 2
 --- stderr
 spindle bench: --upstream-cpus: bench: cpu list "z": bad cpu number "z"
 $ spindle bench proxy --out  --arms squid
-exit 1
+exit 2
 --- stdout
 --- stderr
-spindle bench: bench: unknown proxy arm "squid" (arms: spindle-uring, spindle-epoll, haproxy, nginx, direct, spindle-uring-log)
+spindle bench: --arms: bench: unknown proxy arm "squid" (arms: spindle-uring, spindle-epoll, haproxy, nginx, direct, spindle-uring-log)
 $ spindle bench proxy --out  --protocol h2h2 --upstream-arm epoll
 exit 1
 --- stdout

@@ -58,6 +58,9 @@ func runBenchProxy(ctx context.Context, args []string) error {
 	if err := s.check(); err != nil {
 		return err
 	}
+	if err := bench.CheckProxyArms(s.armList()); err != nil {
+		return usageError{fmt.Errorf("--arms: %w", err)}
+	}
 	if *payload < bench.MinPayload || *payload > bench.MaxPayload {
 		return usageError{fmt.Errorf("want a --payload of %d to %d bytes", bench.MinPayload, bench.MaxPayload)}
 	}

@@ -77,3 +77,41 @@ func TestCLIValueErrorsExit2(t *testing.T) {
 		}
 	}
 }
+
+// TestEnumeratedFlagValuesAreUsageErrors: a value outside a flag's list
+// (wakeup's --modes and --topology, bench's and bench sweep's --arms and
+// --topology, bench proxy's and bench http2's --arms, tune plan's
+// --policy) is a usage error, exit 2, naming the flag and the values it
+// takes. They were found only in package bench or tune, after the flags,
+// and exited 1 as a run that failed, without naming the flag.
+func TestEnumeratedFlagValuesAreUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"wakeup", "--modes", "block,bogus", "--samples", "1"}, []string{`--modes: bench: unknown wake-up mode "bogus"`, strings.Join(bench.WakeupModes, " ")}},
+		{[]string{"wakeup", "--modes", "block", "--topology", "bogus"}, []string{`--topology: bench: unknown topology "bogus" (loopback or wire)`}},
+		{[]string{"bench", "--arms", "go-net,bogus"}, []string{`--arms: bench: unknown arm "bogus"`, "go-net uring"}},
+		{[]string{"bench", "sweep", "--arms", "bogus"}, []string{`--arms: bench: unknown arm "bogus"`, "go-net uring"}},
+		{[]string{"bench", "--arms", "go-net", "--topology", "bogus"}, []string{`--topology: bench: unknown topology "bogus" (loopback or wire)`}},
+		{[]string{"bench", "proxy", "--arms", "bogus"}, []string{`--arms: bench: unknown proxy arm "bogus"`, strings.Join(bench.ProxyArms, ", ")}},
+		{[]string{"bench", "http2", "--arms", "bogus"}, []string{`--arms: bench: unknown http2 arm "bogus"`, strings.Join(bench.HTTP2Arms, ", ")}},
+		{[]string{"tune", "plan", "--policy", "bogus"}, []string{`--policy: unknown policy "bogus" (inline or dedicated)`}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			cmd := spindleCmd(tc.args...)
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+				t.Errorf("spindle %v: %v, want exit status 2:\n%s", tc.args, err, stderr.String())
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stderr.String(), w) {
+					t.Errorf("spindle %v: stderr does not say %q:\n%s", tc.args, w, stderr.String())
+				}
+			}
+		})
+	}
+}

@@ -266,6 +266,9 @@ func tunePlan(args []string, w io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := tune.Policy(*policy).Check(); err != nil {
+		return usageError{fmt.Errorf("--policy: %w", err)}
+	}
 	cfg := tune.PlanConfig{Policy: tune.Policy(*policy), Interfaces: splitList(*ifaces), LoopCPUs: loops.set, IRQCPUs: irqs.set, BusyPollUsecs: *busy, IRQSuspendTimeoutNs: *suspend}
 	for _, s := range splitList(*exclude) {
 		n, err := strconv.Atoi(s)

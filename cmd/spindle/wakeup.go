@@ -37,6 +37,12 @@ func runWakeup(ctx context.Context, args []string) error {
 	if m := givenTwice(list); m != "" {
 		return usageError{fmt.Errorf("--modes: %s given twice", m)} // two rows of one mode
 	}
+	if err := bench.CheckWakeupModes(list); err != nil {
+		return usageError{fmt.Errorf("--modes: %w", err)}
+	}
+	if err := bench.CheckTopology(*topology); err != nil {
+		return usageError{fmt.Errorf("--topology: %w", err)}
+	}
 	allowed, err := allowedCPUs()
 	if err != nil {
 		return err
