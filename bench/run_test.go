@@ -733,11 +733,7 @@ func TestFillMachineSteal(t *testing.T) {
 	if len(m.PerCPU) != 2 {
 		t.Fatalf("per-CPU split: %+v", m.PerCPU)
 	}
-	near := func(got, want float64) bool { return math.Abs(got-want) < 1e-6*max(1, want) }
-	for _, c := range []struct {
-		name      string
-		got, want float64
-	}{
+	checkFigures(t, []figure{
 		// One tick (10 ms) per request per second at 1000 req/s is 10 µs.
 		{"machine total µs/req", m.TotalUSPerReq, 1440},
 		{"machine steal µs/req", m.StealUSPerReq, 400},
@@ -752,19 +748,15 @@ func TestFillMachineSteal(t *testing.T) {
 		{"CPU 1 busy %", m.PerCPU[1].BusyPercent, 54},
 		{"CPU 1 steal µs/req", m.PerCPU[1].StealUSPerReq, 300},
 		{"CPU 1 user µs/req", m.PerCPU[1].UserUSPerReq, 440},
-	} {
-		if !near(c.got, c.want) {
-			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
-		}
-	}
-	// The split adds up to the total: nothing is counted twice or left out.
-	if sum := m.UserUSPerReq + m.SysUSPerReq + m.IRQUSPerReq + m.SoftirqUSPerReq; !near(sum, m.TotalUSPerReq) {
-		t.Errorf("user+sys+irq+softirq = %v, total %v", sum, m.TotalUSPerReq)
-	}
+		// The split adds up to the total: nothing is counted twice or left out.
+		{"machine user+sys+irq+softirq µs/req (want the total)", m.UserUSPerReq + m.SysUSPerReq + m.IRQUSPerReq + m.SoftirqUSPerReq, m.TotalUSPerReq},
+	})
 	row := summarize([]Result{res})[0]
-	if !near(row.StealUSPerReq, 400) || !near(row.MachineUSPerReq.Median, 1440) || !near(row.MachineWorkUSPerReq.Median, 1400) {
-		t.Errorf("summary: steal %v, machine %+v, work %+v; want 400, 1440, 1400", row.StealUSPerReq, row.MachineUSPerReq, row.MachineWorkUSPerReq)
-	}
+	checkFigures(t, []figure{
+		{"summary steal µs/req", row.StealUSPerReq, 400},
+		{"summary machine µs/req median", row.MachineUSPerReq.Median, 1440},
+		{"summary machine work µs/req median", row.MachineWorkUSPerReq.Median, 1400},
+	})
 }
 
 // TestReportShowsSteal: steal time, left out of the machine figures, is

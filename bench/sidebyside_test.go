@@ -2,7 +2,7 @@ package bench
 
 import (
 	"errors"
-	"math"
+	"fmt"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -114,24 +114,16 @@ func TestWindowMachineCountsEveryCPU(t *testing.T) {
 		// The reads are 1.25 s apart around a 1 s window.
 		e[i] = hostEdge{procEdge: procEdge{stat: st, statAt: t0.Add(time.Duration(i) * 1250 * time.Millisecond)}}
 	}
-	near := func(got, want float64) bool { return math.Abs(got-want) < 1e-6*max(1, want) }
 	// One tick (10 ms) per second at 1000 req/s is 10 µs per request;
 	// over 1.25 s, 8 µs.
 	m := windowMachine(e, windowRate{replies: 1000, window: time.Second}, 40*time.Millisecond, []cpuRole{{"proxy", []int{0}}})
-	for _, c := range []struct {
-		name      string
-		got, want float64
-	}{
+	checkFigures(t, []figure{
 		{"total µs/req (144 ticks: CPU 0's 90 and CPU 1's 54)", m.TotalUSPerReq, 1152},
 		{"client poll µs/req", m.ClientPollUSPerReq, 40},
 		{"work µs/req", m.WorkUSPerReq, 1152 - 40},
 		{"softirq µs/req", m.SoftirqUSPerReq, 64},
 		{"steal µs/req", m.StealUSPerReq, 320},
-	} {
-		if !near(c.got, c.want) {
-			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
-		}
-	}
+	})
 	if none := windowMachine(e, windowRate{replies: 0, window: time.Second}, 0, []cpuRole{{"proxy", []int{0}}}); !reflect.DeepEqual(none, MachineWork{}) {
 		t.Errorf("no replies: %+v, want none", none)
 	}
@@ -145,12 +137,14 @@ func TestWindowMachineCountsEveryCPU(t *testing.T) {
 	for i, r := range h2 {
 		px[i] = ProxyResult{Arm: r.Arm, Rep: r.Rep, Requests: r.Requests, AchievedRPS: r.AchievedRPS, Machine: r.Machine}
 	}
-	want := MachineSummary{MachineWorkUSPerReq: Spread{Median: 1056, Min: 1000, Max: 1112}, SoftirqUSPerReq: 52, StealUSPerReq: 160}
 	for name, got := range map[string]MachineSummary{"http2": summarizeHTTP2(h2)[0].MachineSummary, "proxy": summarizeProxy(px)[0].MachineSummary} {
-		if !near(got.MachineWorkUSPerReq.Median, want.MachineWorkUSPerReq.Median) || !near(got.MachineWorkUSPerReq.Min, want.MachineWorkUSPerReq.Min) ||
-			!near(got.MachineWorkUSPerReq.Max, want.MachineWorkUSPerReq.Max) || !near(got.SoftirqUSPerReq, want.SoftirqUSPerReq) || !near(got.StealUSPerReq, want.StealUSPerReq) {
-			t.Errorf("%s summary: %+v, want %+v", name, got, want)
-		}
+		checkFigures(t, []figure{
+			{name + " summary work µs/req median", got.MachineWorkUSPerReq.Median, 1056},
+			{name + " summary work µs/req min", got.MachineWorkUSPerReq.Min, 1000},
+			{name + " summary work µs/req max", got.MachineWorkUSPerReq.Max, 1112},
+			{name + " summary softirq µs/req", got.SoftirqUSPerReq, 52},
+			{name + " summary steal µs/req", got.StealUSPerReq, 160},
+		})
 	}
 }
 
@@ -194,32 +188,32 @@ func TestWindowMachineSplitsPerCPU(t *testing.T) {
 		{CPU: 0, Role: "proxy", BusyPercent: 72, UserUSPerReq: 600, SysUSPerReq: 200, IRQUSPerReq: 20, SoftirqUSPerReq: 80, StealUSPerReq: 100},
 		{CPU: 1, Role: "upstream+client", BusyPercent: 43.2, UserUSPerReq: 440, SysUSPerReq: 100, StealUSPerReq: 300},
 	}
-	near := func(got, want float64) bool { return math.Abs(got-want) < 1e-6*max(1, want) }
 	if len(m.PerCPU) != len(want) {
 		t.Fatalf("per-CPU split %+v, want %+v", m.PerCPU, want)
 	}
 	for i, g := range m.PerCPU {
 		w := want[i]
-		if g.CPU != w.CPU || g.Role != w.Role || !near(g.BusyPercent, w.BusyPercent) || !near(g.UserUSPerReq, w.UserUSPerReq) || !near(g.SysUSPerReq, w.SysUSPerReq) ||
-			!near(g.IRQUSPerReq, w.IRQUSPerReq) || !near(g.SoftirqUSPerReq, w.SoftirqUSPerReq) || !near(g.StealUSPerReq, w.StealUSPerReq) {
+		if g.CPU != w.CPU || g.Role != w.Role {
 			t.Errorf("CPU %d: %+v, want %+v", w.CPU, g, w)
 		}
+		cpu := fmt.Sprintf("CPU %d", w.CPU)
+		checkFigures(t, []figure{
+			{cpu + " busy %", g.BusyPercent, w.BusyPercent},
+			{cpu + " user µs/req", g.UserUSPerReq, w.UserUSPerReq},
+			{cpu + " sys µs/req", g.SysUSPerReq, w.SysUSPerReq},
+			{cpu + " irq µs/req", g.IRQUSPerReq, w.IRQUSPerReq},
+			{cpu + " softirq µs/req", g.SoftirqUSPerReq, w.SoftirqUSPerReq},
+			{cpu + " steal µs/req", g.StealUSPerReq, w.StealUSPerReq},
+		})
 	}
 	// On CPU 0, between reads with 750 replies between them: 1250
 	// interrupts (625 of the device's, 500 timer, 125 rescheduling) and
 	// 2500 NET_RX; CPU 1's are not counted.
-	for _, c := range []struct {
-		name      string
-		got, want float64
-	}{
+	checkFigures(t, []figure{
 		{"interrupts/req", m.InterruptsPerReq, 1250.0 / 750},
 		{"device IRQs/req", m.DeviceIRQsPerReq, 625.0 / 750},
 		{"NET_RX/req", m.NetRxPerReq, 2500.0 / 750},
-	} {
-		if !near(c.got, c.want) {
-			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
-		}
-	}
+	})
 
 	h2 := []HTTP2Result{
 		{Arm: "a", Rep: 1, Requests: 1000, AchievedRPS: 1000, Machine: m},
@@ -232,8 +226,9 @@ func TestWindowMachineSplitsPerCPU(t *testing.T) {
 	}
 	// The medians over the repetitions with replies.
 	for name, got := range map[string]MachineSummary{"http2": summarizeHTTP2(h2)[0].MachineSummary, "proxy": summarizeProxy(px)[0].MachineSummary} {
-		if !near(got.InterruptsPerReq, (1250.0/750+0.5)/2) || !near(got.NetRxPerReq, (2500.0/750+1.125)/2) {
-			t.Errorf("%s summary: interrupts %v, NET_RX %v per request", name, got.InterruptsPerReq, got.NetRxPerReq)
-		}
+		checkFigures(t, []figure{
+			{name + " summary interrupts/req", got.InterruptsPerReq, (1250.0/750 + 0.5) / 2},
+			{name + " summary NET_RX/req", got.NetRxPerReq, (2500.0/750 + 1.125) / 2},
+		})
 	}
 }
