@@ -153,18 +153,26 @@ type rawFramer interface {
 	frames(s *h2.Server) []byte
 }
 
+// writePending writes to c what s has pending and tells s how much of it
+// went, and returns the write's error.
+func writePending(c net.Conn, s *h2.Server) error {
+	out := s.Pending()
+	if len(out) == 0 {
+		return nil
+	}
+	n, err := c.Write(out)
+	s.Written(n)
+	return err
+}
+
 // serveH2 serves HTTP/2 on c with h until c or the Server ends.
 func serveH2(c net.Conn, h h2.Handler) {
 	s := h2.NewServer(h, nil)
 	var tail []byte
 	buf := make([]byte, 64<<10)
 	for !s.Done() {
-		if out := s.Pending(); len(out) > 0 {
-			n, err := c.Write(out)
-			s.Written(n)
-			if err != nil {
-				return
-			}
+		if writePending(c, s) != nil {
+			return
 		}
 		if f, ok := h.(rawFramer); ok {
 			if out := f.frames(s); len(out) > 0 {

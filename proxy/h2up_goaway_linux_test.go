@@ -75,12 +75,8 @@ func serveH2Told(c net.Conn, h h2.Handler, cfg *h2.Config, told <-chan func(*h2.
 	}()
 	var tail, extra []byte
 	for !s.Done() {
-		if out := s.Pending(); len(out) > 0 {
-			n, err := c.Write(out)
-			s.Written(n)
-			if err != nil {
-				return
-			}
+		if writePending(c, s) != nil {
+			return
 		}
 		if len(extra) > 0 {
 			if _, err := c.Write(extra); err != nil {

@@ -330,12 +330,8 @@ func rawH2Up(mode string, first *atomic.Bool) func(net.Conn) {
 		var tail []byte
 		buf := make([]byte, 64<<10)
 		for {
-			if out := s.Pending(); len(out) > 0 {
-				n, err := c.Write(out)
-				s.Written(n)
-				if err != nil {
-					return
-				}
+			if writePending(c, s) != nil {
+				return
 			}
 			if a.goaway {
 				a.goaway = false

@@ -41,12 +41,8 @@ func (u *resetBoundUp) serve(c net.Conn) {
 	var tail []byte
 	buf := make([]byte, 64<<10)
 	for {
-		if out := s.Pending(); len(out) > 0 {
-			n, err := c.Write(out)
-			s.Written(n)
-			if err != nil {
-				return
-			}
+		if writePending(c, s) != nil {
+			return
 		}
 		if s.Done() {
 			return
