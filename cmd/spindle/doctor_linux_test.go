@@ -21,11 +21,21 @@ import (
 	"github.com/spindlenet/spindle/uring"
 )
 
-func TestDoctorJSON(t *testing.T) {
+// doctorJSON runs doctor --json, decodes its report into rep and returns
+// the report as printed.
+func doctorJSON(t *testing.T, rep any) string {
+	t.Helper()
 	var out bytes.Buffer
 	if err := doctor(context.Background(), []string{"--json"}, &out); err != nil {
 		t.Fatal(err)
 	}
+	if err := json.Unmarshal(out.Bytes(), rep); err != nil {
+		t.Fatalf("doctor --json is not JSON: %v\n%s", err, out.String())
+	}
+	return out.String()
+}
+
+func TestDoctorJSON(t *testing.T) {
 	var rep struct {
 		Kernel  string `json:"kernel"`
 		IOUring struct {
@@ -41,11 +51,9 @@ func TestDoctorJSON(t *testing.T) {
 			Reason            string `json:"reason"`
 		} `json:"interfaces"`
 	}
-	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-		t.Fatalf("doctor --json is not JSON: %v\n%s", err, out.String())
-	}
+	out := doctorJSON(t, &rep)
 	if rep.Kernel == "" || !rep.IOUring.Available {
-		t.Fatalf("report: %s", out.String())
+		t.Fatalf("report: %s", out)
 	}
 	want := map[string]bool{"IORING_REGISTER_NAPI": false, "multishot recv with buffer ring": false}
 	for _, f := range rep.IOUring.Features {
@@ -158,17 +166,11 @@ func TestDoctorIncompleteFails(t *testing.T) {
 func TestDoctorBufferPagesAsTheEngineGetsThem(t *testing.T) {
 	report := func(t *testing.T) (pages string, warnings []string) {
 		t.Helper()
-		var out bytes.Buffer
-		if err := doctor(context.Background(), []string{"--json"}, &out); err != nil {
-			t.Fatal(err)
-		}
 		var rep struct {
 			BufferPages string   `json:"buffer_pages"`
 			Warnings    []string `json:"warnings"`
 		}
-		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-			t.Fatalf("doctor --json is not JSON: %v\n%s", err, out.String())
-		}
+		doctorJSON(t, &rep)
 		return rep.BufferPages, rep.Warnings
 	}
 	// engineGets is what the engine's buffers get now.
@@ -232,17 +234,11 @@ func TestDoctorBufferPagesAsTheEngineGetsThem(t *testing.T) {
 // back to plain epoll. It said nothing of it, though its warning for a
 // host without io_uring sends uring-napi there "where that works".
 func TestDoctorEpollBusyPoll(t *testing.T) {
-	var out bytes.Buffer
-	if err := doctor(context.Background(), []string{"--json"}, &out); err != nil {
-		t.Fatal(err)
-	}
 	var rep struct {
 		EpollBusyPoll bool     `json:"epoll_busy_poll"`
 		Warnings      []string `json:"warnings"`
 	}
-	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-		t.Fatalf("doctor --json is not JSON: %v\n%s", err, out.String())
-	}
+	doctorJSON(t, &rep)
 	warned := slices.ContainsFunc(rep.Warnings, func(w string) bool { return strings.Contains(w, "EPIOCGPARAMS") })
 	if !kver.AtLeast(kver.Release(), "6.9") {
 		if rep.EpollBusyPoll || !warned {
