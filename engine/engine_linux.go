@@ -174,7 +174,7 @@ func chooseBackend(c *Config) Backend {
 			break
 		}
 		if b == BackendURingNAPI {
-			busyErr := epollBusyPollUsable()
+			busyErr := sys.EpollBusyPollUsable()
 			if busyErr == nil {
 				c.Logf("engine: io_uring unavailable (%v); running on epoll-busypoll", err)
 				return BackendEpollBusyPoll
@@ -185,7 +185,7 @@ func chooseBackend(c *Config) Backend {
 		c.Logf("engine: io_uring unavailable (%v); running on epoll", err)
 		return BackendEpoll
 	case b == BackendEpollBusyPoll:
-		if err := epollBusyPollUsable(); err != nil {
+		if err := sys.EpollBusyPollUsable(); err != nil {
 			c.Logf("engine: epoll busy polling unavailable (%v); running on plain epoll", err)
 			return BackendEpoll
 		}

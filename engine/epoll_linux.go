@@ -35,16 +35,6 @@ type epollBackend struct {
 // unix.Writev's on-stack iovec array, so that it does not allocate.
 const maxWritev = 8
 
-func epollBusyPollUsable() error {
-	fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
-	if err != nil {
-		return os.NewSyscallError("epoll_create1", err)
-	}
-	defer unix.Close(fd)
-	_, err = sys.EpollGetParams(fd)
-	return err
-}
-
 func (b *epollBackend) init(l *Loop) error {
 	b.l = l
 	fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)

@@ -36,7 +36,7 @@ func fallBackToEpoll(t *testing.T) {
 	if err := sys.DenySyscall(sysIOURingSetup, unix.EPERM); err != nil {
 		t.Skipf("%s: %v", seccompRefused, err)
 	}
-	busyPoll := epollBusyPollUsable()
+	busyPoll := sys.EpollBusyPollUsable()
 	for _, b := range []Backend{BackendURing, BackendURingSQPoll, BackendURingNAPI} {
 		var logs logLines
 		cfg := &Config{Backend: b, Logf: logs.logf}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/spindlenet/spindle/internal/sys"
 )
 
 // pauseCycleHandler pauses and resumes each connection's reading n times
@@ -44,7 +46,7 @@ func TestEpollLazyPause(t *testing.T) {
 	for _, be := range []Backend{BackendEpoll, BackendEpollBusyPoll} {
 		t.Run(string(be), func(t *testing.T) {
 			if be == BackendEpollBusyPoll {
-				if err := epollBusyPollUsable(); err != nil {
+				if err := sys.EpollBusyPollUsable(); err != nil {
 					t.Skipf("epoll busy-poll parameters (EPIOCSPARAMS, Linux 6.9): %v", err)
 				}
 			}

@@ -1,25 +1,14 @@
 package main
 
 import (
-	"os"
-
 	"golang.org/x/sys/unix"
 
 	"github.com/spindlenet/spindle/internal/sys"
 )
 
-// epollBusyPollErr reads the busy-poll parameters of a new epoll instance,
-// as engine.New does before it runs epoll-busypoll: nil where the kernel
-// has them (6.9), ENOTTY where it predates them.
-func epollBusyPollErr() error {
-	fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
-	if err != nil {
-		return os.NewSyscallError("epoll_create1", err)
-	}
-	defer unix.Close(fd)
-	_, err = sys.EpollGetParams(fd)
-	return err
-}
+// epollBusyPollErr is sys.EpollBusyPollUsable, which engine.New checks
+// before it runs epoll-busypoll.
+func epollBusyPollErr() error { return sys.EpollBusyPollUsable() }
 
 // loopbackNAPIID connects a TCP pair over 127.0.0.1, moves one byte and
 // returns SO_INCOMING_NAPI_ID of the receiving socket.

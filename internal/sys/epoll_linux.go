@@ -29,6 +29,19 @@ func EpollSetParams(epfd int, p *EpollParams) error {
 	return nil
 }
 
+// EpollBusyPollUsable reads the busy-poll settings of a new epoll instance:
+// nil where the kernel has them (6.9), ENOTTY where it predates them. The
+// engine checks it before it runs epoll-busypoll; spindle doctor reports it.
+func EpollBusyPollUsable() error {
+	fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return os.NewSyscallError("epoll_create1", err)
+	}
+	defer unix.Close(fd)
+	_, err = EpollGetParams(fd)
+	return err
+}
+
 // EpollGetParams reads the busy-poll settings of epfd (ioctl EPIOCGPARAMS).
 // ENOTTY means the kernel predates 6.9. Safe for concurrent use.
 func EpollGetParams(epfd int) (EpollParams, error) {
