@@ -29,10 +29,11 @@ const (
 )
 
 // Check returns nil for Inline and Dedicated, an error naming them for
-// any other policy. Any goroutine.
+// any other policy, wrapping ErrRefused as MakePlan's refusals do. Any
+// goroutine.
 func (p Policy) Check() error {
 	if p != Inline && p != Dedicated {
-		return fmt.Errorf("unknown policy %q (%s or %s)", p, Inline, Dedicated)
+		return refuse("unknown policy %q (%s or %s)", p, Inline, Dedicated)
 	}
 	return nil
 }
@@ -179,7 +180,7 @@ func MakePlan(h *topo.Host, cfg PlanConfig) (*Plan, error) {
 		cfg.Policy = Inline
 	}
 	if err := cfg.Policy.Check(); err != nil {
-		return nil, refuse("%v", err)
+		return nil, err
 	}
 	if cfg.DeferHardIRQs == 0 {
 		cfg.DeferHardIRQs = 2

@@ -96,7 +96,7 @@ func TestEnumeratedFlagValuesAreUsageErrors(t *testing.T) {
 		{[]string{"bench", "--arms", "go-net", "--topology", "bogus"}, []string{`--topology: bench: unknown topology "bogus" (loopback or wire)`}},
 		{[]string{"bench", "proxy", "--arms", "bogus"}, []string{`--arms: bench: unknown proxy arm "bogus"`, strings.Join(bench.ProxyArms, ", ")}},
 		{[]string{"bench", "http2", "--arms", "bogus"}, []string{`--arms: bench: unknown http2 arm "bogus"`, strings.Join(bench.HTTP2Arms, ", ")}},
-		{[]string{"tune", "plan", "--policy", "bogus"}, []string{`--policy: unknown policy "bogus" (inline or dedicated)`}},
+		{[]string{"tune", "plan", "--policy", "bogus"}, []string{`--policy: refused: unknown policy "bogus" (inline or dedicated)`}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			cmd := spindleCmd(tc.args...)
