@@ -388,11 +388,7 @@ func (r *http2Runner) measure(ctx context.Context, a http2Arm, streams, rep int)
 	res.ServerUSPerReq, res.ServerCPUPercent, res.ServerCPUSource, res.ClientCPUPercent = m.server.usPerReq, m.server.percent, m.server.source, m.clientPercent
 	res.Machine = m.machine
 	what := fmt.Sprintf("%s streams %d rep %d", a.name, streams, rep)
-	for _, n := range []string{m.cpuNote(what, "server", m.server), m.connectNote(what)} {
-		if n != "" {
-			r.report.Notes = append(r.report.Notes, n)
-		}
-	}
+	r.report.Notes = append(r.report.Notes, m.notes(what, "server", m.server)...)
 	r.done++
 	fmt.Fprintf(r.cfg.Progress, "[%2d/%d] rep %d streams %-3d %-14s %8.0f req/s  p50 %7.1fµs  p99 %8.1fµs  p99.9 %8.1fµs  server %6.2fµs/req (%3.0f%% CPU)  machine work %6.2fµs/req  client %3.0f%%\n",
 		r.done, r.total, rep, streams, a.name, res.AchievedRPS, res.Latency.P50, res.Latency.P99, res.Latency.P999, res.ServerUSPerReq, res.ServerCPUPercent, res.Machine.WorkUSPerReq, res.ClientCPUPercent)
@@ -566,6 +562,19 @@ func (m h2loadMeasure) cpuNote(what, served string, f cpuFigures) string {
 			what, m.requests, served, f.usPerReq, m.clientPercent)
 	}
 	return ""
+}
+
+// notes are measurement what's notes for the report (served the process
+// measured, f its CPU figures): cpuNote's and connectNote's, those that
+// say something.
+func (m h2loadMeasure) notes(what, served string, f cpuFigures) []string {
+	var ns []string
+	for _, n := range []string{m.cpuNote(what, served, f), m.connectNote(what)} {
+		if n != "" {
+			ns = append(ns, n)
+		}
+	}
+	return ns
 }
 
 // connectNote returns a note on measurement what (its name in the notes)

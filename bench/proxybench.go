@@ -1066,11 +1066,7 @@ func (r *proxyRunner) measureH2(ctx context.Context, a proxyArm, streams, rep in
 	if p == nil {
 		served, f = "upstream", m.upstream
 	}
-	for _, n := range []string{m.cpuNote(what, served, f), m.connectNote(what)} {
-		if n != "" {
-			r.report.Notes = append(r.report.Notes, n)
-		}
-	}
+	r.report.Notes = append(r.report.Notes, m.notes(what, served, f)...)
 	r.recordCPU(&res, what, p != nil, m.edges.server, m.edges.upstream, m.server, m.upstream)
 	return res, nil
 }
