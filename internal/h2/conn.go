@@ -1123,10 +1123,16 @@ func (c *conn) Shutdown() {
 }
 
 // goAwayID is the last stream id our GOAWAY names: the peer's last on a
-// Server, 0 on a Client (the server opens no streams: no push).
+// Server, 0 on a Client (the server opens no streams: no push). After
+// Shutdown it is the one that GOAWAY named: the streams opened since were
+// ignored, and the id may not rise (RFC 9113 6.8), as the peer may have
+// sent their requests again elsewhere.
 func (c *conn) goAwayID() uint32 {
-	if c.client {
+	switch {
+	case c.client:
 		return 0
+	case c.goAwaySent:
+		return c.goAwayLast
 	}
 	return c.lastID
 }
