@@ -115,7 +115,6 @@ type Client struct {
 	conn
 	h      ClientHandler
 	nextID uint32 // the next stream id we open; past MaxWindow, none is left
-	pings  int    // our PINGs not yet acknowledged
 
 	// Decoding.
 	haveStatus bool
@@ -287,11 +286,7 @@ func (c *Client) frame(f *Frame) *Error {
 		return c.rstStream(f)
 	case FramePushPromise:
 		return errPushRecv
-	case FramePing: // an ACK
-		if c.pings > 0 { // an answer to ours gives its cost back
-			c.pings--
-			c.refill()
-		}
+	case FramePing: // an ACK (conn.frame charged it unless it answers ours)
 		c.h.OnPingAck(c, [8]byte(f.Data))
 	case FrameGoAway:
 		// A GOAWAY costs a control frame, as on the Server: else a server

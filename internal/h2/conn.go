@@ -59,6 +59,7 @@ type conn struct {
 
 	ctrlBudget  int
 	earlyResets int
+	pings       int // a Client's PINGs not yet acknowledged
 
 	// Header block assembly.
 	hstream    uint32 // the stream whose CONTINUATIONs are due, 0 if none
@@ -531,7 +532,12 @@ func (c *conn) frame(f *Frame) *Error {
 	case FrameWindowUpdate:
 		return c.windowUpdate(f)
 	case FramePing:
-		if e := c.control(); e != nil {
+		if f.Flags.Has(FlagAck) && c.pings > 0 {
+			// The answer to a PING of ours (a Client's) costs nothing,
+			// also once the peer's frames spent the budget: our liveness
+			// check must not be what ends the connection.
+			c.pings--
+		} else if e := c.control(); e != nil {
 			return e
 		}
 		if !f.Flags.Has(FlagAck) {

@@ -101,8 +101,9 @@
 // SETTINGS_TIMEOUT when too long), Ping and OnPingAck measure round trips
 // and find a dead upstream. The Server's abuse bounds guard the Client too
 // (header block size and CONTINUATION count, the control-frame budget,
-// which our PINGs' ACKs, requests and the response DATA frames we
-// receive refill, MaxOutput, and stream errors through MaxEarlyResets).
+// which the ACKs of our PINGs do not spend and requests and the response
+// DATA frames we receive refill, MaxOutput, and stream errors through
+// MaxEarlyResets).
 // Not in the Client: a connection pool (the
 // caller's: one Client is one connection), server push (SETTINGS_ENABLE_PUSH
 // 0 is sent; PUSH_PROMISE, or the server's ENABLE_PUSH 1, is a connection

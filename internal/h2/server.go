@@ -66,7 +66,8 @@ type Config struct {
 	// Spent: GOAWAY ENHANCE_YOUR_CALM (default 1000).
 	// A WINDOW_UPDATE that returns window our DATA used, at least 1 KiB
 	// of it or all that is owed, costs nothing (traffic in proportion to
-	// ours); one crediting less, or more than we sent, costs 1.
+	// ours); one crediting less, or more than we sent, costs 1. A
+	// Client's PING answered costs nothing either.
 	MaxControlFrames int
 	// MaxEarlyResets bounds the streams the peer resets before our
 	// response to them ended or sent DATA (rapid reset, CVE-2023-44487,
