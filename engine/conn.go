@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -857,3 +858,30 @@ func (s *slab) close() {
 	s.regions = nil
 	s.free = nil
 }
+
+// bytes returns how many bytes the slab has mapped.
+func (s *slab) bytes() int64 {
+	n := int64(0)
+	for _, r := range s.regions {
+		n += int64(len(r))
+	}
+	return n
+}
+
+// abandon leaves the slab's regions mapped for the life of the process
+// (listed in leftSlabs, still counted by liveMappings) instead of closing
+// them: a request the kernel may still run reads them, and an unmapped
+// address may be taken by any new mapping whose bytes it would send.
+func (s *slab) abandon() {
+	leftSlabsMu.Lock()
+	leftSlabs = append(leftSlabs, s.regions...)
+	leftSlabsMu.Unlock()
+	s.regions = nil
+	s.free = nil
+}
+
+// leftSlabs holds the regions of the send slabs abandon left mapped.
+var (
+	leftSlabsMu sync.Mutex
+	leftSlabs   [][]byte
+)

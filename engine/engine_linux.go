@@ -323,7 +323,11 @@ func (l *Loop) cleanup() {
 		// made the SQPOLL ring the others of uring-sqpoll wait for.
 		l.e.sqpoll.publish(nil)
 	}
-	l.chunks.close()
+	if l.keepSlab {
+		l.chunks.abandon()
+	} else {
+		l.chunks.close()
+	}
 	l.closeWakeFd()
 	// Listeners whose add never ran on this loop, closed or not.
 	l.e.mu.Lock()

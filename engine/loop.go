@@ -109,6 +109,10 @@ type Loop struct {
 	// that cannot be put back (its io-wq workers pinned to the loop's
 	// CPU): the thread exits with the loop. Loop goroutine.
 	keepThread bool
+	// keepSlab: the ring's Close could not confirm that its requests
+	// have ended, so a send may still read the send slab: cleanup leaves
+	// it mapped. Loop goroutine.
+	keepSlab bool
 
 	conns     []*Conn  // slot table
 	slotGen   []uint32 // generation per slot, part of every kernel handle

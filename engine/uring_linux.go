@@ -455,11 +455,19 @@ func (b *uringBackend) close() {
 	// one may still write into it (uring.Ring.Close). Closed first, the
 	// receive ring was unmapped under such a request
 	// (TestReceiveBuffersMappedUntilRingRequestsEnd). b.br is kept:
-	// recycling into it does nothing once closed. Buffers left mapped stay
-	// so for the life of the process: the engine says so, once, with the
-	// ring's error, which says how many bytes it left.
+	// recycling into it does nothing once closed. The send slab likewise:
+	// a SEND still in flight copies from a chunk's address, which once
+	// unmapped any new mapping may take, its bytes then sent to the peer
+	// (TestSendSlabMappedAfterUnconfirmedRingClose); cleanup leaves it
+	// mapped (keepSlab). Buffers left mapped stay so for the life of the
+	// process: the engine says so, once, with the ring's error, which says
+	// how many bytes of receive buffers it left, and the slab's size.
 	if b.r != nil {
-		if err := b.r.Close(); err != nil {
+		if err := b.r.Close(); errors.Is(err, uring.ErrCancelUnconfirmed) {
+			b.l.keepSlab = true
+			b.l.e.degraded(degradeRingClose, "engine: loop %d: closing its io_uring ring: %v; its send slab (%d bytes) left mapped too, as a send may still read it",
+				b.l.id, err, b.l.chunks.bytes())
+		} else if err != nil {
 			b.l.e.degraded(degradeRingClose, "engine: loop %d: closing its io_uring ring: %v", b.l.id, err)
 		}
 		b.r = nil
