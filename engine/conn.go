@@ -255,12 +255,16 @@ func (c *Conn) write(p []byte) (int, error) {
 	return n, err
 }
 
-// Writev queues every slice of bufs, as Write. On a TLS connection the
+// Writev queues every slice of bufs, as Write; it returns net.ErrClosed
+// after Close or CloseWrite, with no slices too. On a TLS connection the
 // slices are gathered: those that fit in a record together are encrypted
 // as one (Write makes a record of each). Loop goroutine.
 func (c *Conn) Writev(bufs [][]byte) (int, error) {
 	if c.tls != nil {
 		return c.tls.writev(c, bufs)
+	}
+	if !c.writable() {
+		return 0, net.ErrClosed
 	}
 	total := 0
 	for _, b := range bufs {
