@@ -919,17 +919,18 @@ func (e *Engine) Listen(network, address string, lc *ListenConfig) (*Listener, e
 				return fail("listen", err)
 			}
 		}
-		if steer && incomingCPUSteering {
+		if !steer || incomingCPUSteering {
 			// A program attached to the group before (an older build's
 			// steering, in the process this one replaces) would go on
 			// choosing sockets by their places in the group, which its
 			// sockets' leaving reorders: the group's steering is this
-			// Listen's from now on. None attached: ENOENT.
-			if err := unix.SetsockoptInt(ln.fds[0], unix.SOL_SOCKET, unix.SO_DETACH_REUSEPORT_BPF, 0); err != nil && err != unix.ENOENT {
+			// Listen's from now on, SO_INCOMING_CPU or, without
+			// steering, the kernel's hash. None attached: ENOENT; a
+			// kernel before 5.3, which cannot detach one: ENOPROTOOPT.
+			if err := unix.SetsockoptInt(ln.fds[0], unix.SOL_SOCKET, unix.SO_DETACH_REUSEPORT_BPF, 0); err != nil && err != unix.ENOENT && err != unix.ENOPROTOOPT {
 				return fail("setsockopt SO_DETACH_REUSEPORT_BPF", err)
 			}
-		}
-		if steer && !incomingCPUSteering {
+		} else {
 			prog := steeringProgram(e.cfg.CPUs)
 			fp := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
 			if err := unix.SetsockoptSockFprog(ln.fds[0], unix.SOL_SOCKET, unix.SO_ATTACH_REUSEPORT_CBPF, &fp); err != nil {

@@ -120,3 +120,49 @@ func TestSQPollCPUSameNode(t *testing.T) {
 		}
 	}
 }
+
+// TestNoSteeringSpreadsAfterProgramGroupLeaves: a NoSteering listener
+// joins the group of a running engine (an older build's, on a kernel
+// before 6.2) that attached the classic-BPF program; once that engine's
+// sockets leave, connections are spread by the 4-tuple hash, as
+// NoSteering promises. The program stayed attached to the group: it went
+// on choosing a socket by the receiving CPU, and every connection whose
+// SYN was processed on one CPU went to one loop.
+func TestNoSteeringSpreadsAfterProgramGroupLeaves(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("two loops need 2 CPUs")
+	}
+	h, served := steeredHandler()
+	cfg := testConfig(BackendEpoll)
+	cfg.CPUs = []int{0, 1}
+	old := newEngine(t, cfg, &echoHandler{})
+	was := incomingCPUSteering
+	incomingCPUSteering = false
+	oldLn, err := old.Listen("tcp", "127.0.0.1:0", nil)
+	incomingCPUSteering = was
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := oldLn.Addr().String()
+	e := newEngine(t, cfg, h)
+	ln, err := e.Listen("tcp", addr, &ListenConfig{NoSteering: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	runEngine(t, old)
+	runEngine(t, e)
+	oldLn.Close()
+	// All from CPU 0: by the hash, 24 connections all go to one of two
+	// loops once in 2^23 runs.
+	loops := map[int]int{}
+	for range 24 {
+		if err := dialFromCPU(0, addr); err != nil {
+			t.Fatal(err)
+		}
+		loops[<-served]++
+	}
+	if len(loops) < 2 {
+		t.Errorf("24 connections from CPU 0 were served by loops on CPUs %v: not spread by the hash", loops)
+	}
+}
