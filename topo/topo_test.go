@@ -107,10 +107,13 @@ func TestParseCmdline(t *testing.T) {
 		{"isolcpus=dom4in,2-3 nohz_full=5", "", "", "5", false},
 		{"isolcpus=2-16", "", "", "", true},
 		{"nohz_full=N-2", "", "", "", true},
-		{"nohz_full=0-7:0/4", "", "", "", true},
 		{"nohz_full=0-7:3/2", "", "", "", true},
 		{"nohz_full=0-7:1", "", "", "", true},
-		{"nohz_full=1,,2", "", "", "", true},
+		// Lists the kernel's parser takes (bitmap_parselist): an empty
+		// region is skipped, and a group with none used is an empty set,
+		// which the kernel ignores (no CPUs) as Ignored says.
+		{"nohz_full=1,,2", "", "", "1-2", false},
+		{"nohz_full=0-7:0/4 isolcpus=managed_irq,3", "", "3", "", false},
 		// The kernel matches parameter names with '-' and '_' alike
 		// (parameqn).
 		{"nohz-full=2-7", "", "", "2-7", false},

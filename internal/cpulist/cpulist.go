@@ -22,9 +22,10 @@ func Parse(s string) ([]int, error) { return parse(s, 0, false) }
 // ParseBoot parses a CPU list of the kernel command line (isolcpus=,
 // nohz_full=), which takes every form of the kernel's cpu lists
 // (Documentation/admin-guide/kernel-parameters.rst, "cpu lists"): Parse's,
-// plus "N" for the last CPU, "all", and the group form "a-b:used/group"
-// (the first used CPUs of every group of group CPUs from a to b: "0-7:1/4"
-// is 0,4). nrCPUs is the kernel's nr_cpu_ids, one more than the last
+// plus "N" for the last CPU, "all" (in any case), and the group form
+// "a-b:used/group" (the first used CPUs of every group of group CPUs from a
+// to b: "0-7:1/4" is 0,4; used may be 0). As the kernel's parser
+// (bitmap_parselist), it skips empty regions ("1,,2" is 1,2). nrCPUs is the kernel's nr_cpu_ids, one more than the last
 // possible CPU; CPUs must lie below it, and 0 (unknown) makes "N" and
 // "all" errors. Any goroutine.
 func ParseBoot(s string, nrCPUs int) ([]int, error) { return parse(s, nrCPUs, true) }
@@ -54,12 +55,15 @@ func parse(s string, nrCPUs int, boot bool) ([]int, error) {
 	}
 	var seen [Max]bool
 	for part := range strings.SplitSeq(s, ",") {
+		if boot && part == "" {
+			continue
+		}
 		rng, group, hasGroup := part, "", false
 		if boot {
 			rng, group, hasGroup = strings.Cut(part, ":")
 		}
 		var a, b int
-		if boot && rng == "all" {
+		if boot && strings.EqualFold(rng, "all") {
 			if nrCPUs <= 0 {
 				return nil, fmt.Errorf("cpu list %q: all without a CPU count", s)
 			}
@@ -88,8 +92,8 @@ func parse(s string, nrCPUs int, boot bool) ([]int, error) {
 			if err == nil {
 				size, err = strconv.Atoi(g)
 			}
-			if !ok || err != nil || used < 1 || size < 1 || used > size || size > Max {
-				return nil, fmt.Errorf("cpu list %q: bad group %q (want used/size, 1 <= used <= size)", s, group)
+			if !ok || err != nil || used < 0 || size < 1 || used > size || size > Max {
+				return nil, fmt.Errorf("cpu list %q: bad group %q (want used/size, 0 <= used <= size, size >= 1)", s, group)
 			}
 		}
 		for start := a; start <= b; start += size {

@@ -65,12 +65,20 @@ func TestParseBoot(t *testing.T) {
 		{"all", []int{0, 1, 2, 3}},
 		{"0-3:1/2", []int{0, 2}},
 		{"1,N", []int{1, 3}},
+		// The kernel's parser (bitmap_parselist, lib/bitmap-str.c) skips
+		// empty regions, takes a group with none used (an empty set) and
+		// "all" in any case.
+		{"1,,2", []int{1, 2}},
+		{",1,", []int{1}},
+		{"0-3:0/2", nil},
+		{"0-3:0/2,1", []int{1}},
+		{"ALL", []int{0, 1, 2, 3}},
 	} {
 		if got, err := ParseBoot(tt.in, 4); err != nil || !slices.Equal(got, tt.want) {
 			t.Errorf("ParseBoot(%q, 4) = %v, %v; want %v", tt.in, got, err, tt.want)
 		}
 	}
-	for _, bad := range []string{"4", "N-1", "0-3:0/2", "0-3:3/2", "0-3:1", "+1", "1,,2"} {
+	for _, bad := range []string{"4", "N-1", "0-3:3/2", "0-3:1", "0-3:1/0", "+1", "n", "alll"} {
 		if got, err := ParseBoot(bad, 4); err == nil {
 			t.Errorf("ParseBoot(%q, 4) = %v, want an error", bad, got)
 		}
