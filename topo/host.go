@@ -443,8 +443,9 @@ func (r reader) cpus(h *Host) error {
 
 // isolation reads isolcpus= and nohz_full=: the sets from sysfs when it
 // has them, else from the command line. A command line this package
-// cannot parse is a note, not an error: sysfs has the domain and
-// nohz_full sets on every kernel that has isolated CPUs.
+// cannot resolve (N or all without cpu/possible) is a note, not an error:
+// sysfs has the domain and nohz_full sets on every kernel that has
+// isolated CPUs.
 //
 // The domain set is sysfs "isolated" whenever the file exists, empty
 // included, and nohz_full is sysfs's whenever its file exists: they are

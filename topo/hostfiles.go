@@ -3,6 +3,7 @@ package topo
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -45,7 +46,11 @@ type Isolation struct {
 // isolation keeps the first list it gets; a later parameter naming a kind
 // already set must give the same list, else the kernel ignores it whole
 // ("nohz_full= must match isolcpus="), its other kinds too; one that names
-// only kinds not yet set sets them. An empty list sets nothing.
+// only kinds not yet set sets them. An empty list sets nothing, and one the
+// kernel's parser refuses (a CPU at or above nrCPUs, a bad group) makes the
+// kernel ignore that parameter ("incorrect CPU range"): both are in
+// Ignored. The error is for "N" or "all" when nrCPUs is 0, which cannot be
+// resolved.
 func ParseCmdline(s string, nrCPUs int) (Isolation, error) {
 	return parseCmdline(s, nrCPUs, true)
 }
@@ -60,15 +65,23 @@ func parseCmdline(s string, nrCPUs int, nohzFull bool) (Isolation, error) {
 	taken := map[string]bool{} // kinds set by an earlier parameter (housekeeping.flags)
 	// setup is housekeeping_setup: list for the kinds of isolation a
 	// parameter names.
-	setup := func(param string, kinds []string, list CPUSet) {
+	setup := func(param string, kinds []string, v string) error {
+		list, err := parseKernelCPUList(v, nrCPUs)
+		if errors.Is(err, cpulist.ErrNoCPUCount) {
+			return fmt.Errorf("%s: %w", param, err)
+		}
+		if err != nil {
+			iso.Ignored = append(iso.Ignored, fmt.Sprintf("%s: its cpu list does not parse (%v)", param, err))
+			return nil
+		}
 		if list.Len() == 0 {
 			iso.Ignored = append(iso.Ignored, param+": no CPUs")
-			return
+			return nil
 		}
 		for _, k := range kinds {
 			if taken[k] && !sets[k].Equal(list) {
 				iso.Ignored = append(iso.Ignored, fmt.Sprintf("%s: %s isolation is already %s (the kernel takes the first list and ignores a different one whole)", param, k, *sets[k]))
-				return
+				return nil
 			}
 		}
 		for _, k := range kinds {
@@ -76,6 +89,7 @@ func parseCmdline(s string, nrCPUs int, nohzFull bool) (Isolation, error) {
 				*sets[k], taken[k] = list, true
 			}
 		}
+		return nil
 	}
 	for _, w := range strings.Fields(s) {
 		if w == "--" {
@@ -117,21 +131,17 @@ func parseCmdline(s string, nrCPUs int, nohzFull bool) (Isolation, error) {
 			if len(flags) == 0 {
 				flags = []string{"domain"}
 			}
-			set, err := parseKernelCPUList(v, nrCPUs)
-			if err != nil {
-				return Isolation{}, fmt.Errorf("isolcpus: %w", err)
+			if err := setup(w, flags, v); err != nil {
+				return Isolation{}, err
 			}
-			setup(w, flags, set)
 		case "nohz_full":
 			if !nohzFull {
 				iso.Ignored = append(iso.Ignored, w+noNohzFull)
 				continue
 			}
-			set, err := parseKernelCPUList(v, nrCPUs)
-			if err != nil {
-				return Isolation{}, fmt.Errorf("nohz_full: %w", err)
+			if err := setup(w, []string{"nohz"}, v); err != nil {
+				return Isolation{}, err
 			}
-			setup(w, []string{"nohz"}, set)
 		}
 	}
 	return iso, nil

@@ -83,8 +83,11 @@ func TestParseCmdline(t *testing.T) {
 		{"isolcpus=2-7 nohz_full=2-7", "2-7", "", "2-7", false},
 		{"isolcpus=managed_irq,domain,2-7,10-15 nohz_full=2-7,10-15", "2-7,10-15", "2-7,10-15", "2-7,10-15", false},
 		{"quiet -- isolcpus=1", "", "", "", false},
-		{"nohz_full=x-y", "", "", "", true},
-		{"isolcpus=2-x", "", "", "", true},
+		// A list the kernel's parser refuses makes the kernel ignore
+		// that parameter ("incorrect CPU range"), the others kept.
+		{"nohz_full=x-y", "", "", "", false},
+		{"isolcpus=2-x", "", "", "", false},
+		{"isolcpus=managed_irq,domain,2-3 nohz_full=2-3,16", "2-3", "2-3", "", false},
 		// The kernel's other cpu list forms (16 CPUs here): N is the last
 		// CPU, a-b:used/group takes the first used of every group.
 		{"isolcpus=2-N nohz_full=1-N", "2-15", "", "1-15", false},
@@ -105,10 +108,12 @@ func TestParseCmdline(t *testing.T) {
 		// A flag with a character other than a letter or '_' makes the
 		// kernel refuse the whole isolcpus= ("Invalid flag").
 		{"isolcpus=dom4in,2-3 nohz_full=5", "", "", "5", false},
-		{"isolcpus=2-16", "", "", "", true},
-		{"nohz_full=N-2", "", "", "", true},
-		{"nohz_full=0-7:3/2", "", "", "", true},
-		{"nohz_full=0-7:1", "", "", "", true},
+		{"isolcpus=2-16", "", "", "", false},
+		{"nohz_full=N-2", "", "", "", false},
+		{"nohz_full=0-7:3/2", "", "", "", false},
+		{"nohz_full=0-7:1 isolcpus=managed_irq,3", "", "3", "", false},
+		// Without the CPU count N and all cannot be resolved.
+		{"nohz_full=1-N", "", "", "", true},
 		// Lists the kernel's parser takes (bitmap_parselist): an empty
 		// region is skipped, and a group with none used is an empty set,
 		// which the kernel ignores (no CPUs) as Ignored says.
@@ -120,7 +125,11 @@ func TestParseCmdline(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			iso, err := ParseCmdline(tt.in, 16)
+			n := 16
+			if tt.wantErr {
+				n = 0
+			}
+			iso, err := ParseCmdline(tt.in, n)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v", err)
 			}
@@ -198,7 +207,7 @@ func TestReadIsolationForms(t *testing.T) {
 		{"ro isolcpus=managed_irq,domain,2-7,10-N nohz_full=2-7,10-N\n", "2-7,10-15", "2-7,10-15", "", true},
 		{"ro isolcpus=managed_irq,domain,2-7,10-N nohz_full=2-7,10-N\n", "2-7,10-15", "2-7,10-15", "", false},
 		{"ro isolcpus=managed_irq,domain,2-7:1/1,10-N:2/4 nohz_full=2-N:1/1\n", "2-7,10-11,14-15", "2-15", "", false},
-		{"ro nohz_full=2-7,10-99\n", "2-7,10-15", "2-7,10-15", "sysfs only", true},
+		{"ro nohz_full=2-7,10-99\n", "2-7,10-15", "2-7,10-15", "the kernel ignores nohz_full=2-7,10-99", true},
 	} {
 		root := copyFixture(t, "testdata/smt-isol")
 		if !tc.sysfs {
@@ -1062,6 +1071,8 @@ func TestReadIsolationKinds(t *testing.T) {
 		{"no CONFIG_NO_HZ_FULL", "ro isolcpus=nohz,managed_irq,2-7\n", "\n", true, "", "", ""},
 		// The kernel keeps the first list (TestParseCmdlineRepeated).
 		{"managed_irq twice", "ro isolcpus=managed_irq,2-3 isolcpus=managed_irq,4-5\n", "\n", false, "", "2-3", ""},
+		// The kernel ignores only the parameter whose list it refuses.
+		{"managed_irq beside a refused list", "ro isolcpus=managed_irq,2-7 nohz_full=2-7,99\n", "\n", false, "", "2-7", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := copyFixture(t, "testdata/smt-isol")

@@ -4,6 +4,7 @@
 package cpulist
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -30,6 +31,10 @@ func Parse(s string) ([]int, error) { return parse(s, 0, false) }
 // "all" errors. Any goroutine.
 func ParseBoot(s string, nrCPUs int) ([]int, error) { return parse(s, nrCPUs, true) }
 
+// ErrNoCPUCount is wrapped by ParseBoot's error for "N" or "all" when the
+// CPU count is unknown (nrCPUs 0): the list may be one the kernel took.
+var ErrNoCPUCount = errors.New("N and all need the CPU count")
+
 // parse is Parse, or with boot ParseBoot.
 func parse(s string, nrCPUs int, boot bool) ([]int, error) {
 	s = strings.TrimSpace(s)
@@ -42,8 +47,11 @@ func parse(s string, nrCPUs int, boot bool) ([]int, error) {
 	}
 	num := func(t string) (int, error) {
 		if boot && (t == "N" || strings.HasPrefix(t, "+")) {
-			if t != "N" || nrCPUs <= 0 {
-				return 0, fmt.Errorf("bad cpu number %q (N needs the CPU count)", t)
+			if t != "N" {
+				return 0, fmt.Errorf("bad cpu number %q", t)
+			}
+			if nrCPUs <= 0 {
+				return 0, fmt.Errorf("cpu number %q: %w", t, ErrNoCPUCount)
 			}
 			return limit - 1, nil
 		}
@@ -65,7 +73,7 @@ func parse(s string, nrCPUs int, boot bool) ([]int, error) {
 		var a, b int
 		if boot && strings.EqualFold(rng, "all") {
 			if nrCPUs <= 0 {
-				return nil, fmt.Errorf("cpu list %q: all without a CPU count", s)
+				return nil, fmt.Errorf("cpu list %q: %w", s, ErrNoCPUCount)
 			}
 			a, b = 0, limit-1
 		} else {
