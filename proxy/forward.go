@@ -355,17 +355,24 @@ func (d *dialing) next(ls *loopState, pl *pool, c *engine.Conn, timeout time.Dur
 	}
 }
 
+// kill ends the session as the engine's stop ends those it cuts (KD),
+// the stop having refused its dial or cut its connect: the client reset
+// (a close would tell it the server's stream ended whole), its OnClose
+// logging the session. Loop goroutine.
+func (s *session) kill() {
+	s.x.term = termKilled
+	s.client.Reset()
+}
+
 // connect dials the next server of the pool that is up, each server once
 // per session; when none is left it closes the client. Loop goroutine.
 func (s *session) connect() {
 	up, i, err := s.next(s.ls, s.pool, s.client, time.Duration(s.ln.cfg.ConnectTimeout))
 	if err != nil {
 		// The engine's stop refused the dial (its turn in the queue came
-		// as the loop stopped), and cuts the client next: KD, a reset,
-		// as where the stop cut its connect (OnClose): a close would tell
-		// the client the server's stream ended whole.
-		s.x.term = termKilled
-		s.client.Reset()
+		// as the loop stopped), and cuts the client next: KD, as where
+		// the stop cut its connect (OnClose).
+		s.kill()
 		return
 	}
 	if up != nil {
@@ -758,8 +765,7 @@ func (h *handler) OnClose(c *engine.Conn, err error) {
 			// The engine's stop cut the connect, and the client with
 			// it: no connect failed, and none is tried again (KD), as
 			// hsession.upFailed.
-			s.x.term = termKilled
-			s.client.Reset()
+			s.kill()
 			return
 		}
 		s.p.dialFailed(s.pool, s.srv, st, err)

@@ -708,8 +708,7 @@ func (st *h2stream) connect() {
 	case statusStopping:
 		// The engine's stop refused the dial, and cuts the client next:
 		// the stream ends here (KD), as hsession.connect's exchange.
-		st.x.term = termKilled
-		st.abandon()
+		st.kill()
 		return
 	}
 	if up == nil {
@@ -1005,6 +1004,16 @@ func (st *h2stream) abandon() {
 	st.c.release(st)
 }
 
+// kill ends the stream as the engine's stop ends the exchanges it cuts
+// (KD), the stop having refused its dial or cut the upstream (or h2c
+// connection) it had: neither sent again nor answered, counted against
+// no server, abandoned (its upstream reset, its exchange logged); the
+// stop cuts the client next. Loop goroutine.
+func (st *h2stream) kill() {
+	st.x.term = termKilled
+	st.abandon()
+}
+
 // respond answers the stream from the proxy (an error), stops the
 // request if it is still coming, and ends the stream. Such a stream
 // gives the connection no early reset back (h2.Server.Local): no server
@@ -1122,8 +1131,7 @@ func (st *h2stream) upFailed(err error) {
 	case errors.Is(err, net.ErrClosed):
 		// The engine's stop cut it, and the client with it: the
 		// stream ends here (KD), as hsession.upFailed's exchange.
-		st.x.term = termKilled
-		st.abandon()
+		st.kill()
 	case !st.upOpen:
 		sst := st.c.ls.stats(st.pool, st.srv)
 		sst.active.dec()

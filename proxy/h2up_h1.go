@@ -214,8 +214,7 @@ func (x *h1up) next() {
 		x.uncount()
 		if errors.Is(err, engine.ErrClosed) {
 			// The engine's stop refused the dial: KD, as h2stream.h2Next.
-			s.x.term = termKilled
-			s.client.Reset()
+			s.kill()
 			return
 		}
 		s.failedAt(i)
@@ -686,8 +685,7 @@ func (x *h1up) onReset(u *upH2, code h2.ErrCode, cause h2.ResetCause) {
 	if u.endTerm == termKilled {
 		// The engine's stop cut the connection, and the client with
 		// it: neither sent again nor answered (KD).
-		s.x.term = termKilled
-		s.client.Reset()
+		s.kill()
 		s.syncRead()
 		return
 	}

@@ -226,8 +226,7 @@ func (st *h2stream) h2Next() {
 			// cuts the client next: the stream ends here (KD), neither
 			// answered nor counted as a failed connect, as where the stop
 			// cut the connection it waited for (onReset).
-			st.x.term = termKilled
-			st.abandon()
+			st.kill()
 			return
 		}
 		st.failedAt(i)
@@ -656,8 +655,7 @@ func (st *h2stream) onReset(u *upH2, code h2.ErrCode, cause h2.ResetCause) {
 	if u.endTerm == termKilled {
 		// The engine's stop cut the connection, and the client with
 		// it: neither sent again nor answered (KD).
-		st.x.term = termKilled
-		st.abandon()
+		st.kill()
 		c.flush()
 		return
 	}

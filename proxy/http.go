@@ -958,8 +958,7 @@ func (s *hsession) connect() {
 		// cuts the client next: the exchange ends here (KD), neither
 		// answered nor counted, as where the stop cut the connection it
 		// had (upFailed).
-		s.x.term = termKilled
-		s.client.Reset()
+		s.kill()
 		return
 	}
 	if up == nil {
@@ -1537,6 +1536,17 @@ func (s *hsession) closeUp(reset bool) {
 	}
 }
 
+// kill ends the exchange as the engine's stop ends those it cuts (KD),
+// the stop having refused its dial or cut the upstream (or h2c
+// connection) it had: neither sent again nor answered, counted against
+// no server, its upstream (or stream) reset and the client reset, whose
+// OnClose logs the exchange. Loop goroutine.
+func (s *hsession) kill() {
+	s.x.term = termKilled
+	s.closeUp(true)
+	s.client.Reset()
+}
+
 // upFailed handles an upstream that broke (closed, reset, or a write
 // refused) while it was the session's: before any response byte it fails
 // over, retries or answers 502; after one it resets the client. Loop
@@ -1552,9 +1562,7 @@ func (s *hsession) upFailed(err error) {
 		// ends here (KD), neither sent again nor answered, and counts
 		// against no server. A dial would be refused (ended KD too:
 		// connect).
-		s.x.term = termKilled
-		s.closeUp(true)
-		s.client.Reset()
+		s.kill()
 	case !s.upOpen:
 		// The dial failed: the next server.
 		st := s.ls.stats(s.pool, s.srv)
