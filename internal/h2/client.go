@@ -18,6 +18,11 @@ type Response struct {
 	Fields []hpack.Field
 	// ContentLength is the content-length field's value, or -1.
 	ContentLength int64
+	// NeverIndexed has PseudoStatus where :status was sent as a
+	// never-indexed literal (RFC 7541 6.2.3): the Client sets it, and
+	// Server.WriteResponse sends it so, as an intermediary must pass it
+	// on.
+	NeverIndexed Pseudo
 }
 
 // ClientHandler receives a client connection's events. Its methods are
@@ -401,7 +406,7 @@ func (c *Client) block(id uint32, block []byte) *Error {
 
 func (c *Client) clear() {
 	c.haveStatus = false
-	c.resp.Status, c.resp.ContentLength = 0, -1
+	c.resp.Status, c.resp.ContentLength, c.resp.NeverIndexed = 0, -1, 0
 }
 
 // emit checks a response's field (RFC 9113 8.2, 8.3.2) and keeps it.
@@ -421,6 +426,9 @@ func (c *Client) emit(f hpack.Field) error {
 			return errBadField
 		}
 		c.resp.Status = int(v[0]-'0')*100 + int(v[1]-'0')*10 + int(v[2]-'0')
+		if f.Sensitive {
+			c.resp.NeverIndexed = PseudoStatus
+		}
 		c.haveStatus = true
 		return nil
 	}

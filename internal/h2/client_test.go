@@ -30,6 +30,8 @@ type clientApp struct {
 	pings  [][8]byte
 	goaway []string
 	hold   bool // do not Consume: the windows stay spent
+	// onResponse, if set, sees each response header section as well.
+	onResponse func(*Response)
 }
 
 func newClientApp() *clientApp { return &clientApp{st: map[uint32]*cstream{}} }
@@ -64,6 +66,9 @@ func (a *clientApp) OnResponse(c *Client, id uint32, r *Response, end bool) {
 		s.fields = append(s.fields, string(f.Name)+"="+string(f.Value))
 	}
 	s.ended = s.ended || end
+	if a.onResponse != nil {
+		a.onResponse(r)
+	}
 }
 
 func (a *clientApp) OnData(c *Client, id uint32, p []byte, end bool) {

@@ -170,7 +170,8 @@ type Request struct {
 	NeverIndexed Pseudo
 }
 
-// Pseudo is a set of a request's pseudo-header fields.
+// Pseudo is a set of pseudo-header fields: a request's (the first four
+// members) or a response's (PseudoStatus).
 type Pseudo uint8
 
 // The members of a Pseudo.
@@ -179,6 +180,7 @@ const (
 	PseudoScheme
 	PseudoAuthority
 	PseudoPath
+	PseudoStatus
 )
 
 // Handler receives a connection's events. Its methods are called from Feed
@@ -469,7 +471,7 @@ func (s *Server) block(id uint32, block []byte) *Error {
 // the peer to stop its request (RFC 9113 8.1) if it was still sending.
 func (s *Server) writeStatusOnly(st *stream, status int) {
 	st.responded = true
-	s.writeBlock(st.id, status, nil, true)
+	s.writeBlock(st.id, status, false, nil, true)
 	st.sendOpen = false
 	if st.recvOpen {
 		s.out = AppendRSTStream(s.out, st.id, NoError)
@@ -503,6 +505,11 @@ func (s *Server) Local(id uint32) {
 // (RFC 9113 8.1) or read on (a CONNECT tunnel's half-close). Connection
 // goroutine.
 func (s *Server) WriteHeaders(id uint32, status int, fields []hpack.Field, end bool) error {
+	return s.writeHeaders(id, status, false, fields, end)
+}
+
+// writeHeaders is WriteHeaders, :status never-indexed where never.
+func (s *Server) writeHeaders(id uint32, status int, never bool, fields []hpack.Field, end bool) error {
 	st, err := s.sendable(id)
 	if err != nil {
 		return err
@@ -518,7 +525,7 @@ func (s *Server) WriteHeaders(id uint32, status int, fields []hpack.Field, end b
 	case end:
 		return errInterimEnd
 	}
-	s.writeBlock(id, status, fields, end)
+	s.writeBlock(id, status, never, fields, end)
 	if end {
 		st.sendOpen = false
 		s.maybeClose(st)
@@ -526,11 +533,22 @@ func (s *Server) WriteHeaders(id uint32, status int, fields []hpack.Field, end b
 	return nil
 }
 
-func (s *Server) writeBlock(id uint32, status int, fields []hpack.Field, end bool) {
+// WriteResponse is WriteHeaders with r's Status and Fields, :status sent
+// as a never-indexed literal where r.NeverIndexed has PseudoStatus (RFC
+// 7541 6.2.3: an intermediary passes a Client's Response on so);
+// r.ContentLength is not used (put content-length in Fields). Connection
+// goroutine.
+func (s *Server) WriteResponse(id uint32, r *Response, end bool) error {
+	return s.writeHeaders(id, r.Status, r.NeverIndexed&PseudoStatus != 0, r.Fields, end)
+}
+
+// writeBlock sends a header section: status first unless 0, a
+// never-indexed literal where never.
+func (s *Server) writeBlock(id uint32, status int, never bool, fields []hpack.Field, end bool) {
 	b := s.startBlock()
 	if status != 0 {
 		s.status = strconv.AppendInt(s.status[:0], int64(status), 10)
-		b = s.enc.AppendField(b, hpack.Field{Name: statusName, Value: s.status})
+		b = s.enc.AppendField(b, hpack.Field{Name: statusName, Value: s.status, Sensitive: never})
 	}
 	s.sendBlock(id, b, fields, end)
 }
