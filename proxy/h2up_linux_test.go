@@ -409,6 +409,17 @@ func (a *rawH2App) OnRequest(s *h2.Server, id uint32, r *h2.Request, end bool) {
 			s.WriteData(id, names, true)
 		}
 		return
+	case a.mode == "sensitive-resp": // a 103 and a 200, :status and x-secret never-indexed for /ni
+		ni, never := strings.HasPrefix(string(r.Path), "/ni"), h2.Pseudo(0)
+		if ni {
+			never = h2.PseudoStatus
+		}
+		fs := []hpack.Field{{Name: []byte("x-secret"), Value: []byte("s3cr3t"), Sensitive: ni}, rawFields[0]}
+		s.WriteResponse(id, &h2.Response{Status: 103, Fields: fs[:1], NeverIndexed: never}, false)
+		if s.WriteResponse(id, &h2.Response{Status: 200, Fields: fs, NeverIndexed: never}, false) == nil {
+			s.WriteData(id, rawOK, true)
+		}
+		return
 	case a.mode == "reset":
 		path, head := string(r.Path), false
 		if rest, ok := strings.CutPrefix(path, "/rst-head/"); ok {
@@ -449,6 +460,61 @@ func (a *rawH2App) OnTrailers(s *h2.Server, id uint32, fields []hpack.Field) { a
 func (a *rawH2App) OnReset(*h2.Server, uint32, h2.ErrCode)                   {}
 func (a *rawH2App) OnWritable(*h2.Server, uint32)                            {}
 func (a *rawH2App) OnGoAway(*h2.Server, h2.ErrCode, []byte)                  {}
+
+// TestStatusNeverIndexedKept: a :status an h2c server sent as a
+// never-indexed literal goes so to an HTTP/2 client (RFC 7541 6.2.3: an
+// intermediary keeps the representation), an interim response's and the
+// final one's, as do the regular fields it sent never-indexed; those it
+// sent otherwise go otherwise. The :status went indexed (200) or without
+// indexing (103).
+func TestStatusNeverIndexedKept(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		up := newUpstream(t, rawH2Up("sensitive-resp", new(atomic.Bool)))
+		p := startProxy(t, h2cPoolConfig(b, up.addr))
+		for _, tc := range []struct{ path, want string }{
+			{"/ni", ":status 103 never, x-secret never; :status 200 never, x-secret never; "},
+			{"/plain", ":status 103, x-secret; :status 200, x-secret; "},
+		} {
+			r := rawH2Fields(t, p, []hpack.Field{{Name: []byte(":method"), Value: []byte("GET")}, {Name: []byte(":scheme"), Value: []byte("http")},
+				{Name: []byte(":authority"), Value: []byte("x")}, {Name: []byte(":path"), Value: []byte(tc.path)}})
+			dec := hpack.NewDecoder(4096, 64<<10)
+			var got []byte
+			for {
+				f, err := r.next()
+				if err != nil {
+					t.Fatalf("%s: %v", tc.path, err)
+				}
+				if f.StreamID != 1 {
+					continue
+				}
+				if f.Type == h2.FrameData && f.Flags&h2.FlagEndStream != 0 {
+					break
+				}
+				if f.Type != h2.FrameHeaders {
+					continue
+				}
+				if err := dec.Decode(f.Data, func(hf hpack.Field) error {
+					if n := string(hf.Name); n == ":status" || n == "x-secret" {
+						if n == ":status" {
+							n += " " + string(hf.Value)
+						}
+						if hf.Sensitive {
+							n += " never"
+						}
+						got = append(append(got, n...), ", "...)
+					}
+					return nil
+				}); err != nil {
+					t.Fatalf("%s: %v", tc.path, err)
+				}
+				got = append(got[:len(got)-2], "; "...)
+			}
+			if string(got) != tc.want {
+				t.Errorf("%s: the client got %q, want %q", tc.path, got, tc.want)
+			}
+		}
+	})
+}
 
 // TestH2UpRetry: a stream the server refused (REFUSED_STREAM) or left
 // out of a graceful GOAWAY (above its last stream id: not processed) is

@@ -403,7 +403,9 @@ func (st *h2stream) onFailover() {
 }
 
 // onResponse passes the response head: an interim one as interim
-// HEADERS, the final one with via added. content-length goes once at
+// HEADERS, the final one with via added, :status never-indexed where the
+// server sent it so (RFC 7541 6.2.3; the fields passed on keep theirs).
+// content-length goes once at
 // most and on neither a 1xx nor a 204 (RFC 9110 8.6), as from an
 // HTTP/1.1 server (respFields): internal/h2 takes a server's head with
 // it repeated (the values agree) or on those, and a strict client
@@ -427,7 +429,7 @@ func (st *h2stream) onResponse(u *upH2, r *h2.Response, end bool) {
 			}
 		}
 		st.u2.rfs = fs
-		c.srv.WriteHeaders(st.id, r.Status, fs, false)
+		c.srv.WriteResponse(st.id, &h2.Response{Status: r.Status, Fields: fs, NeverIndexed: r.NeverIndexed}, false)
 		c.flush()
 		return
 	}
@@ -456,7 +458,7 @@ func (st *h2stream) onResponse(u *upH2, r *h2.Response, end bool) {
 	fs = rules.appendH2(fs)
 	fs = append(fs, hpack.Field{Name: hdrVia, Value: valVia20})
 	st.u2.rfs = fs
-	if c.srv.WriteHeaders(st.id, r.Status, fs, end) != nil {
+	if c.srv.WriteResponse(st.id, &h2.Response{Status: r.Status, Fields: fs, NeverIndexed: r.NeverIndexed}, end) != nil {
 		st.x.term = termClient
 		st.abandon()
 		c.flush()
