@@ -205,7 +205,7 @@ func (c HTTP2Config) withDefaults() (HTTP2Config, error) {
 	if c.Arms, err = armsDefault("http2", c.Arms, HTTP2Arms, HTTP2Arms); err != nil {
 		return c, err
 	}
-	if err := checkRatioTo(c.RatioTo, c.Arms); err != nil {
+	if err := CheckRatioTo(c.RatioTo, c.Arms); err != nil {
 		return c, err
 	}
 	var online []int

@@ -207,6 +207,31 @@ func CheckProxyArms(arms []string) error {
 	return err
 }
 
+// CheckProxyUpstreamArm returns nil when arm (ProxyConfig.UpstreamArm) can
+// serve as the upstream of protocol (a ProxyProtocols value): with
+// ProxyProtocolH2H2 one of HTTP2Arms, else a `spindle bench server` arm
+// that this binary serves itself (not a peers binary's arm, nor a program
+// of its own such as c-liburing, which the upstream's command cannot
+// start).
+func CheckProxyUpstreamArm(protocol, arm string) error {
+	if protocol == ProxyProtocolH2H2 {
+		if !slices.Contains(HTTP2Arms, arm) {
+			return fmt.Errorf("bench: upstream arm %q: with the h2h2 protocol one of bench http2's (%s)", arm, HTTP2ArmsFlag())
+		}
+		return nil
+	}
+	var served []string
+	for _, a := range Arms() {
+		if a.Start != nil {
+			served = append(served, a.Name)
+		}
+	}
+	if !slices.Contains(served, arm) {
+		return fmt.Errorf("bench: upstream arm %q: with the %s protocol one of the bench server arms this binary serves (%s)", arm, protocol, strings.Join(served, ", "))
+	}
+	return nil
+}
+
 // ProxyReport is the result of `spindle bench proxy`: its Schema is
 // ProxySchema, its Summary one row per arm that ran (with "h2" and "h2h2",
 // per arm and streams value).
@@ -362,7 +387,7 @@ func (c ProxyConfig) withDefaults() (ProxyConfig, error) {
 	if c.Arms, err = armsDefault("proxy", c.Arms, ProxyArms, slices.Concat(ProxyArms, ProxyExtraArms)); err != nil {
 		return c, err
 	}
-	if err := checkRatioTo(c.RatioTo, c.Arms); err != nil {
+	if err := CheckRatioTo(c.RatioTo, c.Arms); err != nil {
 		return c, err
 	}
 	var online []int
@@ -376,10 +401,11 @@ func (c ProxyConfig) withDefaults() (ProxyConfig, error) {
 	switch {
 	case c.Protocol == ProxyProtocolH2H2 && c.UpstreamArm == "":
 		c.UpstreamArm = DefaultProxyH2UpstreamArm
-	case c.Protocol == ProxyProtocolH2H2 && !slices.Contains(HTTP2Arms, c.UpstreamArm):
-		return c, fmt.Errorf("bench: upstream arm %q: with the h2h2 protocol one of bench http2's (%s)", c.UpstreamArm, HTTP2ArmsFlag())
 	case c.UpstreamArm == "":
 		c.UpstreamArm = DefaultProxyUpstreamArm
+	}
+	if err := CheckProxyUpstreamArm(c.Protocol, c.UpstreamArm); err != nil {
+		return c, err
 	}
 	if c.Progress == nil {
 		c.Progress = io.Discard

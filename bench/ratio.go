@@ -209,9 +209,10 @@ func runRatioRefs(want, def []string, arms []ArmInfo, notes *[]string) ([]string
 	return refs, nil
 }
 
-// checkRatioTo refuses a reference given twice or, when arms (those asked
-// for) is not nil, one not among them.
-func checkRatioTo(refs, arms []string) error {
+// CheckRatioTo refuses a reference (a RatioTo of Config, ProxyConfig or
+// HTTP2Config) given twice or, when arms (those asked for) is not nil,
+// one not among them.
+func CheckRatioTo(refs, arms []string) error {
 	for i, ref := range refs {
 		if slices.Contains(refs[:i], ref) {
 			return fmt.Errorf("bench: ratio reference %q given twice", ref)

@@ -175,7 +175,7 @@ func (c Config) withDefaults() (Config, error) {
 			return c, err
 		}
 	}
-	if err := checkRatioTo(c.RatioTo, c.Arms); err != nil {
+	if err := CheckRatioTo(c.RatioTo, c.Arms); err != nil {
 		return c, err
 	}
 	for _, ref := range c.RatioTo {

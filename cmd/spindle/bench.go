@@ -111,6 +111,17 @@ func (f *benchFlags) config(fs *flag.FlagSet) (bench.Config, error) {
 		return cfg, usageError{fmt.Errorf("--topology: %w", err)}
 	}
 	cfg.RatioTo = ratioToList(f.ratioTo)
+	// A reference is one of --arms, or of every arm when none is given
+	// (the package checks it against the arms that run).
+	refArms := cfg.Arms
+	if refArms == nil {
+		for _, a := range bench.Arms() {
+			refArms = append(refArms, a.Name)
+		}
+	}
+	if err := bench.CheckRatioTo(cfg.RatioTo, refArms); err != nil {
+		return cfg, usageError{fmt.Errorf("--ratio-to: %w", err)}
+	}
 	err := parseCPUFlags(cpuListFlag{"server-cpus", f.serverCPUs, &cfg.ServerCPUs}, cpuListFlag{"client-cpus", f.clientCPUs, &cfg.ClientCPUs}, cpuListFlag{"spare-cpus", f.spareCPUs, &cfg.SpareCPUs})
 	if err != nil {
 		return cfg, err
@@ -351,6 +362,12 @@ func runBenchClient(ctx context.Context, args []string) error {
 	}
 	if *payload < bench.MinPayload || *payload > bench.MaxPayload {
 		return usageError{fmt.Errorf("want a -payload of %d to %d bytes", bench.MinPayload, bench.MaxPayload)}
+	}
+	if *protocol != bench.ProtocolRPC && *protocol != bench.ProtocolHTTP {
+		return usageError{fmt.Errorf("-protocol %q: want %s or %s", *protocol, bench.ProtocolRPC, bench.ProtocolHTTP)}
+	}
+	if !(*rate >= 0 && *rate <= bench.MaxRate) { // NaN too
+		return usageError{fmt.Errorf("-rate %v: want 0 (closed loop) to %v requests per second", *rate, bench.MaxRate)}
 	}
 	if *host != "" && *protocol != bench.ProtocolHTTP {
 		return usageError{fmt.Errorf("-host applies to -protocol %s only", bench.ProtocolHTTP)}

@@ -155,10 +155,10 @@ exit 2
 --- stderr
 spindle bench: --arms: bench: unknown http2 arm "h2o" (arms: spindle-uring, spindle-epoll, go-net-http, nginx)
 $ spindle bench http2 --out  --ratio-to go-net
-exit 1
+exit 2
 --- stdout
 --- stderr
-spindle bench: bench: ratio reference "go-net" is not one of the arms asked for (spindle-uring, spindle-epoll, go-net-http, nginx)
+spindle bench: --ratio-to: bench: ratio reference "go-net" is not one of the arms asked for (spindle-uring, spindle-epoll, go-net-http, nginx)
 $ spindle bench http2 --out  --conns 3 --duration 2s --reps 2 --streams 2,5 --body 10 --server-cpus 4000 --client-cpus 4001
 exit 1
 --- stdout
@@ -315,10 +315,10 @@ exit 2
 --- stderr
 spindle bench: --arms: bench: unknown proxy arm "squid" (arms: spindle-uring, spindle-epoll, haproxy, nginx, direct, spindle-uring-log)
 $ spindle bench proxy --out  --protocol h2h2 --upstream-arm epoll
-exit 1
+exit 2
 --- stdout
 --- stderr
-spindle bench: bench: upstream arm "epoll": with the h2h2 protocol one of bench http2's (spindle-uring,spindle-epoll,go-net-http,nginx)
+spindle bench: --upstream-arm: bench: upstream arm "epoll": with the h2h2 protocol one of bench http2's (spindle-uring,spindle-epoll,go-net-http,nginx)
 $ spindle bench proxy --out  --json --protocol http --reps 2 --conns 3 --payload 100 --upstream-cpus 4002
 exit 1
 --- stdout
@@ -330,13 +330,13 @@ exit 1
 --- stderr
 spindle bench: bench: CPU 4000 does not exist or is offline (online CPUs: N)
 $ spindle bench proxy --out  --arms spindle-uring,nginx --ratio-to haproxy
-exit 1
+exit 2
 --- stdout
 --- stderr
-spindle bench: bench: ratio reference "haproxy" is not one of the arms asked for (spindle-uring, nginx)
+spindle bench: --ratio-to: bench: ratio reference "haproxy" is not one of the arms asked for (spindle-uring, nginx)
 $ spindle bench proxy --out  --ratio-to nginx,nginx
-exit 1
+exit 2
 --- stdout
 --- stderr
-spindle bench: bench: ratio reference "nginx" given twice
+spindle bench: --ratio-to: bench: ratio reference "nginx" given twice
 `

@@ -41,6 +41,9 @@ func runBenchHTTP2(ctx context.Context, args []string) error {
 	if *body < bench.MinHTTP2Body || *body > bench.MaxHTTP2Body {
 		return usageError{fmt.Errorf("want a --body of %d to %d bytes", bench.MinHTTP2Body, bench.MaxHTTP2Body)}
 	}
+	if err := s.checkRatioTo(bench.HTTP2Arms); err != nil {
+		return err
+	}
 	cfg := bench.HTTP2Config{Duration: s.duration, Reps: s.reps, Conns: s.conns, Body: *body, Arms: s.armList(), RatioTo: ratioToList(s.ratioTo), Progress: os.Stderr}
 	var err error
 	if cfg.Streams, err = s.streamList(); err != nil {

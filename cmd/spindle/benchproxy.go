@@ -64,6 +64,19 @@ func runBenchProxy(ctx context.Context, args []string) error {
 	if *payload < bench.MinPayload || *payload > bench.MaxPayload {
 		return usageError{fmt.Errorf("want a --payload of %d to %d bytes", bench.MinPayload, bench.MaxPayload)}
 	}
+	// --tls-resume is --tls-handshakes with resumption: both make a
+	// connection per request, which h2load, for h2 and h2h2, does not.
+	if (*handshakes || *resume) && *protocol != bench.ProxyProtocolTCP && *protocol != bench.ProxyProtocolHTTP {
+		return usageError{fmt.Errorf("--tls-handshakes and --tls-resume take --protocol %s or %s, not %s (h2load makes its connections once)", bench.ProxyProtocolTCP, bench.ProxyProtocolHTTP, *protocol)}
+	}
+	if *upstreamArm != "" {
+		if err := bench.CheckProxyUpstreamArm(*protocol, *upstreamArm); err != nil {
+			return usageError{fmt.Errorf("--upstream-arm: %w", err)}
+		}
+	}
+	if err := s.checkRatioTo(slices.Concat(bench.ProxyArms, bench.ProxyExtraArms)); err != nil {
+		return err
+	}
 	cfg := bench.ProxyConfig{Protocol: *protocol, Duration: s.duration, Reps: s.reps, Conns: s.conns, Payload: *payload, TLS: *useTLS, TLSHandshakes: *handshakes, TLSResume: *resume, UpstreamArm: *upstreamArm, Arms: s.armList(), RatioTo: ratioToList(s.ratioTo), Progress: os.Stderr}
 	var err error
 	switch {

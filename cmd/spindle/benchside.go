@@ -77,8 +77,30 @@ func (s *sideFlags) armList() []string {
 	return strings.Split(s.arms, ",")
 }
 
-// streamList is --streams as a list.
-func (s *sideFlags) streamList() ([]int, error) { return intList("--streams", s.streams, 1) }
+// checkRatioTo refuses a --ratio-to reference given twice, or not among
+// --arms (all, the command's arms, when --arms is not given).
+func (s *sideFlags) checkRatioTo(all []string) error {
+	arms := s.armList()
+	if arms == nil {
+		arms = all
+	}
+	if err := bench.CheckRatioTo(ratioToList(s.ratioTo), arms); err != nil {
+		return usageError{fmt.Errorf("--ratio-to: %w", err)}
+	}
+	return nil
+}
+
+// streamList is --streams as a list, each value one that h2load may be
+// given against every server (bench.MaxHTTP2Streams at most).
+func (s *sideFlags) streamList() ([]int, error) {
+	list, err := intList("--streams", s.streams, 1)
+	for _, v := range list {
+		if v > bench.MaxHTTP2Streams {
+			return nil, usageError{fmt.Errorf("--streams: %d is more than %d (the least of the servers' concurrent streams limits)", v, bench.MaxHTTP2Streams)}
+		}
+	}
+	return list, err
+}
 
 // cpuListFlag is a CPU list flag's name (without --), its value, and where
 // the list goes.

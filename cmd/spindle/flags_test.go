@@ -43,7 +43,10 @@ func TestBenchClientRefusesDefaults(t *testing.T) {
 // proxy already exited for theirs; bench, bench sweep, bench client,
 // wakeup and tune exited 1, the status of a run that failed (bench client
 // without -addr, which its help calls required, until later; wakeup's
-// CPUs below -1, the "default", ran with the default CPU).
+// CPUs below -1, the "default", ran with the default CPU). Later still:
+// bench client's -rate below 0 or NaN, --streams above the servers' limit,
+// and --tls-handshakes or --tls-resume with an h2load protocol (flags that
+// do not go together) exited 1 from inside package bench.
 func TestCLIValueErrorsExit2(t *testing.T) {
 	for _, args := range [][]string{
 		{"bench", "--reps", "0", "--arms", "go-net"},
@@ -67,6 +70,12 @@ func TestCLIValueErrorsExit2(t *testing.T) {
 		{"tune", "diagnose", "--locked-mib", "0"},
 		{"tune", "plan", "--exclude-irqs", "x"},
 		{"tune", "apply"},
+		{"bench", "client", "-addr", "127.0.0.1:1", "-rate", "-1"},
+		{"bench", "client", "-addr", "127.0.0.1:1", "-rate", "NaN"},
+		{"bench", "http2", "--streams", "101"},
+		{"bench", "proxy", "--protocol", "h2", "--streams", "101"},
+		{"bench", "proxy", "--protocol", "h2", "--tls-handshakes"},
+		{"bench", "proxy", "--protocol", "h2h2", "--tls-resume"},
 	} {
 		stderr := wantRefusal(t, spindleCmd(args...))
 		cmd := spindleCmd(args...)
@@ -81,9 +90,12 @@ func TestCLIValueErrorsExit2(t *testing.T) {
 // TestEnumeratedFlagValuesAreUsageErrors: a value outside a flag's list
 // (wakeup's --modes and --topology, bench's and bench sweep's --arms and
 // --topology, bench proxy's and bench http2's --arms, tune plan's
-// --policy) is a usage error, exit 2, naming the flag and the values it
-// takes. They were found only in package bench or tune, after the flags,
-// and exited 1 as a run that failed, without naming the flag.
+// --policy; bench client's -protocol, bench proxy's --upstream-arm, and
+// every bench command's --ratio-to, unknown or given twice) is a usage
+// error, exit 2, naming the flag and the values it takes. They were found
+// only in package bench or tune, after the flags, and exited 1 as a run
+// that failed, without naming the flag (--upstream-arm gnet or bogus only
+// once the upstream server child had failed to start).
 func TestEnumeratedFlagValuesAreUsageErrors(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -97,6 +109,17 @@ func TestEnumeratedFlagValuesAreUsageErrors(t *testing.T) {
 		{[]string{"bench", "proxy", "--arms", "bogus"}, []string{`--arms: bench: unknown proxy arm "bogus"`, strings.Join(bench.ProxyArms, ", ")}},
 		{[]string{"bench", "http2", "--arms", "bogus"}, []string{`--arms: bench: unknown http2 arm "bogus"`, strings.Join(bench.HTTP2Arms, ", ")}},
 		{[]string{"tune", "plan", "--policy", "bogus"}, []string{`--policy: refused: unknown policy "bogus" (inline or dedicated)`}},
+		{[]string{"bench", "client", "-addr", "127.0.0.1:1", "-protocol", "bogus"}, []string{`-protocol "bogus": want rpc or http`}},
+		{[]string{"bench", "proxy", "--upstream-arm", "bogus"}, []string{`--upstream-arm: bench: upstream arm "bogus"`, "go-net, epoll"}},
+		{[]string{"bench", "proxy", "--upstream-arm", "gnet"}, []string{`--upstream-arm: bench: upstream arm "gnet"`, "go-net, epoll"}},
+		{[]string{"bench", "proxy", "--protocol", "h2h2", "--upstream-arm", "epoll"}, []string{`--upstream-arm: bench: upstream arm "epoll"`, bench.HTTP2ArmsFlag()}},
+		{[]string{"bench", "proxy", "--ratio-to", "bogus"}, []string{`--ratio-to: bench: ratio reference "bogus"`, "spindle-uring, spindle-epoll"}},
+		{[]string{"bench", "proxy", "--arms", "spindle-uring", "--ratio-to", "haproxy"}, []string{`--ratio-to: bench: ratio reference "haproxy" is not one of the arms asked for (spindle-uring)`}},
+		{[]string{"bench", "proxy", "--ratio-to", "nginx,nginx"}, []string{`--ratio-to: bench: ratio reference "nginx" given twice`}},
+		{[]string{"bench", "http2", "--ratio-to", "bogus"}, []string{`--ratio-to: bench: ratio reference "bogus"`, "go-net-http"}},
+		{[]string{"bench", "--ratio-to", "bogus"}, []string{`--ratio-to: bench: ratio reference "bogus"`, "go-net"}},
+		{[]string{"bench", "--arms", "go-net", "--ratio-to", "uring"}, []string{`--ratio-to: bench: ratio reference "uring" is not one of the arms asked for (go-net)`}},
+		{[]string{"bench", "sweep", "--ratio-to", "go-net,go-net"}, []string{`--ratio-to: bench: ratio reference "go-net" given twice`}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			cmd := spindleCmd(tc.args...)
