@@ -166,6 +166,36 @@ func refuse(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrRefused, fmt.Sprintf(format, args...))
 }
 
+// Check refuses, wrapping ErrRefused as MakePlan's other refusals do, a
+// config that no host could be planned for: an unknown policy
+// (Policy.Check), settings that do not go together, an interface named
+// twice. MakePlan calls it; a command calls it to tell such a config from
+// one this host refuses. Policy "" is Inline. Any goroutine.
+func (c PlanConfig) Check() error {
+	if c.Policy == "" {
+		c.Policy = Inline
+	}
+	if err := c.Policy.Check(); err != nil {
+		return err
+	}
+	switch {
+	case c.BusyPollUsecs < 0:
+		return refuse("busy-poll %d µs is negative", c.BusyPollUsecs)
+	case c.IRQSuspendTimeoutNs > 0 && c.BusyPollUsecs == 0:
+		return refuse("irq-suspend-timeout only helps while the application busy-polls: give --busy-poll too")
+	case c.BusyPollUsecs > 0 && c.Policy == Dedicated:
+		return refuse("busy polling belongs to the inline policy (dedicated keeps softirq off the loop CPUs)")
+	case c.Policy == Inline && c.IRQCPUs.Len() > 0:
+		return refuse("IRQ CPUs are the dedicated policy's; inline puts IRQs on the loop CPUs (--loop-cpus)")
+	}
+	for i, name := range c.Interfaces {
+		if slices.Contains(c.Interfaces[:i], name) {
+			return refuse("interface %q listed twice", name)
+		}
+	}
+	return nil
+}
+
 type planner struct {
 	h       *topo.Host
 	cfg     PlanConfig
@@ -179,7 +209,7 @@ func MakePlan(h *topo.Host, cfg PlanConfig) (*Plan, error) {
 	if cfg.Policy == "" {
 		cfg.Policy = Inline
 	}
-	if err := cfg.Policy.Check(); err != nil {
+	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
 	if cfg.DeferHardIRQs == 0 {
@@ -196,15 +226,6 @@ func MakePlan(h *topo.Host, cfg PlanConfig) (*Plan, error) {
 	if cfg.Somaxconn == 0 {
 		cfg.Somaxconn = 4096
 	}
-	if cfg.BusyPollUsecs < 0 {
-		return nil, refuse("busy-poll %d µs is negative", cfg.BusyPollUsecs)
-	}
-	if cfg.IRQSuspendTimeoutNs > 0 && cfg.BusyPollUsecs == 0 {
-		return nil, refuse("irq-suspend-timeout only helps while the application busy-polls: give --busy-poll too")
-	}
-	if cfg.BusyPollUsecs > 0 && cfg.Policy == Dedicated {
-		return nil, refuse("busy polling belongs to the inline policy (dedicated keeps softirq off the loop CPUs)")
-	}
 	ifaces := cfg.Interfaces
 	if len(ifaces) == 0 {
 		ifaces = h.TuningCandidates()
@@ -212,14 +233,8 @@ func MakePlan(h *topo.Host, cfg PlanConfig) (*Plan, error) {
 			return nil, refuse("no physical interface with receive queues; name one with --iface")
 		}
 	}
-	if cfg.Policy == Inline && cfg.IRQCPUs.Len() > 0 {
-		return nil, refuse("IRQ CPUs are the dedicated policy's; inline puts IRQs on the loop CPUs (--loop-cpus)")
-	}
 	var nics []*topo.NIC
-	for i, name := range ifaces {
-		if slices.Contains(ifaces[:i], name) {
-			return nil, refuse("interface %q listed twice", name)
-		}
+	for _, name := range ifaces {
 		n := h.NIC(name)
 		if n == nil {
 			var have []string

@@ -46,7 +46,11 @@ func TestBenchClientRefusesDefaults(t *testing.T) {
 // CPUs below -1, the "default", ran with the default CPU). Later still:
 // bench client's -rate below 0 or NaN, --streams above the servers' limit,
 // and --tls-handshakes or --tls-resume with an h2load protocol (flags that
-// do not go together) exited 1 from inside package bench.
+// do not go together) exited 1 from inside package bench; tune plan's
+// flags that do not go together (--irq-suspend-ns without --busy-poll,
+// --busy-poll or --irq-cpus with the other policy, an interface named
+// twice), a negative --busy-poll or --exclude-irqs exited 1 from inside
+// tune.MakePlan, the last as an IRQ this host does not have.
 func TestCLIValueErrorsExit2(t *testing.T) {
 	for _, args := range [][]string{
 		{"bench", "--reps", "0", "--arms", "go-net"},
@@ -76,6 +80,12 @@ func TestCLIValueErrorsExit2(t *testing.T) {
 		{"bench", "proxy", "--protocol", "h2", "--streams", "101"},
 		{"bench", "proxy", "--protocol", "h2", "--tls-handshakes"},
 		{"bench", "proxy", "--protocol", "h2h2", "--tls-resume"},
+		{"tune", "plan", "--busy-poll", "-1"},
+		{"tune", "plan", "--irq-suspend-ns", "5"},
+		{"tune", "plan", "--policy", "dedicated", "--busy-poll", "50"},
+		{"tune", "plan", "--irq-cpus", "0"},
+		{"tune", "plan", "--iface", "lo,lo"},
+		{"tune", "plan", "--exclude-irqs", "-3"},
 	} {
 		stderr := wantRefusal(t, spindleCmd(args...))
 		cmd := spindleCmd(args...)

@@ -272,10 +272,16 @@ func tunePlan(args []string, w io.Writer) error {
 	cfg := tune.PlanConfig{Policy: tune.Policy(*policy), Interfaces: splitList(*ifaces), LoopCPUs: loops.set, IRQCPUs: irqs.set, BusyPollUsecs: *busy, IRQSuspendTimeoutNs: *suspend}
 	for _, s := range splitList(*exclude) {
 		n, err := strconv.Atoi(s)
-		if err != nil {
-			return usageError{fmt.Errorf("--exclude-irqs: %q is not a number", s)}
+		if err != nil || n < 0 {
+			return usageError{fmt.Errorf("--exclude-irqs: %q is not an IRQ number", s)}
 		}
 		cfg.ExcludeIRQs = append(cfg.ExcludeIRQs, n)
+	}
+	// Flags that do not go together are refused before the host is read;
+	// what this host refuses (an interface or CPU it does not have) is
+	// MakePlan's, a failure of the run.
+	if err := cfg.Check(); err != nil {
+		return usageError{err}
 	}
 	h, err := tune.ReadHost(*root)
 	if err != nil {
