@@ -63,6 +63,11 @@ func (f *benchFlags) register(fs *flag.FlagSet) {
 		if slices.Contains(f.serverRPS, v) {
 			return fmt.Errorf("%s given twice", v) // measured twice, summarised as one
 		}
+		if v != "none" {
+			if cpus, err := bench.ParseCPUList(v); err != nil || len(cpus) == 0 {
+				return fmt.Errorf("%q is neither a CPU list nor none", v)
+			}
+		}
 		f.serverRPS = append(f.serverRPS, v)
 		return nil
 	})
@@ -109,6 +114,9 @@ func (f *benchFlags) config(fs *flag.FlagSet) (bench.Config, error) {
 	}
 	if err := bench.CheckTopology(f.topology); err != nil {
 		return cfg, usageError{fmt.Errorf("--topology: %w", err)}
+	}
+	if len(f.serverRPS) > 0 && f.topology != "wire" {
+		return cfg, usageError{errors.New("--server-rps needs --topology wire (loopback has no veth to steer)")}
 	}
 	cfg.RatioTo = ratioToList(f.ratioTo)
 	// A reference is one of --arms, or of every arm when none is given
@@ -264,7 +272,10 @@ func runBench(ctx context.Context, args []string) error {
 		if err != nil || !(v > 0 && v <= 2) { // NaN too
 			return usageError{fmt.Errorf("bad --fractions value %q", s)}
 		}
-		cfg.OpenFractions = append(cfg.OpenFractions, v) // bench refuses one given twice
+		if slices.Contains(cfg.OpenFractions, v) {
+			return usageError{fmt.Errorf("--fractions: %v given twice", v)} // two rows of one load point
+		}
+		cfg.OpenFractions = append(cfg.OpenFractions, v)
 	}
 	return runAndEmit(&f, func() (*bench.Report, error) { return bench.Run(ctx, cfg) }, f.emit)
 }

@@ -50,7 +50,9 @@ func TestBenchClientRefusesDefaults(t *testing.T) {
 // flags that do not go together (--irq-suspend-ns without --busy-poll,
 // --busy-poll or --irq-cpus with the other policy, an interface named
 // twice), a negative --busy-poll or --exclude-irqs exited 1 from inside
-// tune.MakePlan, the last as an IRQ this host does not have.
+// tune.MakePlan, the last as an IRQ this host does not have; bench's
+// --server-rps without --topology wire, or not a CPU list nor none, and an
+// open-loop fraction given twice exited 1 from inside bench.Run.
 func TestCLIValueErrorsExit2(t *testing.T) {
 	for _, args := range [][]string{
 		{"bench", "--reps", "0", "--arms", "go-net"},
@@ -80,6 +82,9 @@ func TestCLIValueErrorsExit2(t *testing.T) {
 		{"bench", "proxy", "--protocol", "h2", "--streams", "101"},
 		{"bench", "proxy", "--protocol", "h2", "--tls-handshakes"},
 		{"bench", "proxy", "--protocol", "h2h2", "--tls-resume"},
+		{"bench", "--arms", "go-net", "--server-rps", "0"},
+		{"bench", "--arms", "go-net", "--topology", "wire", "--server-rps", "x"},
+		{"bench", "--arms", "go-net", "--fractions", "0.5,.50"},
 		{"tune", "plan", "--busy-poll", "-1"},
 		{"tune", "plan", "--irq-suspend-ns", "5"},
 		{"tune", "plan", "--policy", "dedicated", "--busy-poll", "50"},
