@@ -142,8 +142,8 @@ func newURingBackend(b Backend, c *Config) backend {
 func (b *uringBackend) init(l *Loop) error {
 	b.l = l
 	rc := &uring.Config{
-		Entries:      1024,
-		CQEntries:    8192,
+		Entries:      uringSQEntries,
+		CQEntries:    uringCQEntries,
 		SingleIssuer: true,
 		DeferTaskrun: true,
 		// The loop reaps only what its waits bring (poll): it never
