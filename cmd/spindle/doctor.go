@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 
+	"github.com/spindlenet/spindle/engine"
 	"github.com/spindlenet/spindle/topo"
 	"github.com/spindlenet/spindle/uring"
 )
@@ -58,10 +60,36 @@ func runDoctor(ctx context.Context, args []string) error {
 func doctor(ctx context.Context, args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
 	jsonOut := fs.Bool("json", false, "print the report as JSON")
+	loops := fs.Int("loops", 0, "event loops the engine will run, for the locked-memory check (default: one per CPU this process may run on, the engine's default)")
+	readBuffers := fs.Int("read-buffers", 0, "the engine's receive buffers per loop (engine.Config.ReadBuffers; default the engine's)")
+	sendZC := fs.Bool("send-zc", false, "the engine registers its send slab for SEND_ZC (engine.Config.SendZCThreshold above 0)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	rep := buildDoctorReport()
+	if *loops < 0 || *readBuffers < 0 {
+		return usageError{errors.New("want --loops and --read-buffers not negative")}
+	}
+	if *loops == 0 {
+		cpus, err := allowedCPUs()
+		if err != nil {
+			return err
+		}
+		*loops = len(cpus)
+	}
+	need := lockedNeed{loops: *loops}
+	cfg := &engine.Config{ReadBuffers: *readBuffers}
+	var err error
+	if need.rings, err = engine.LockedMemory(cfg, *loops); err != nil {
+		return usageError{fmt.Errorf("--read-buffers: %w", err)}
+	}
+	need.all = need.rings
+	if *sendZC {
+		cfg.SendZCThreshold = 1
+		if need.all, err = engine.LockedMemory(cfg, *loops); err != nil {
+			return err
+		}
+	}
+	rep := buildDoctorReport(need)
 	if *jsonOut {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
@@ -83,7 +111,9 @@ func doctor(ctx context.Context, args []string, w io.Writer) error {
 // readLiveHost is topo.ReadLive; tests replace it.
 var readLiveHost = topo.ReadLive
 
-func buildDoctorReport() *doctorReport {
+// buildDoctorReport reads the host, and judges its locked-memory limit
+// against need.
+func buildDoctorReport(need lockedNeed) *doctorReport {
 	rep := &doctorReport{Disabled: -1, Warnings: []string{}, Interfaces: []doctorIface{}}
 	f, err := uring.Probe()
 	rep.IOUring = f
@@ -105,8 +135,8 @@ func buildDoctorReport() *doctorReport {
 		rep.Kernel = h.Kernel
 	}
 	rep.Memlock, rep.HugePages, rep.NUMA = &h.Memlock, &h.HugePages, h.Nodes
-	if !h.Memlock.CapIPCLock && h.Memlock.Soft < 64<<20 {
-		rep.Warnings = append(rep.Warnings, fmt.Sprintf("RLIMIT_MEMLOCK is %d KiB without CAP_IPC_LOCK: large fixed buffers will fail with ENOMEM", h.Memlock.Soft>>10))
+	if w := memlockWarning(h.Memlock, need); w != "" {
+		rep.Warnings = append(rep.Warnings, w)
 	}
 	if w := bufferPagesWarning(rep, h.HugePages); w != "" {
 		rep.Warnings = append(rep.Warnings, w)
@@ -149,6 +179,32 @@ func buildDoctorReport() *doctorReport {
 		rep.Warnings = append(rep.Warnings, "no interface has NAPI ids: io_uring NAPI busy polling would register but change nothing")
 	}
 	return rep
+}
+
+// lockedNeed is the locked memory (engine.LockedMemory) the engine's
+// loops take: rings for their rings and buffer rings, all with the send
+// slab registered too (--send-zc; rings without).
+type lockedNeed struct {
+	loops      int
+	rings, all uint64
+}
+
+// memlockWarning returns a warning when m, the locked-memory limit, is
+// below what need says the engine's loops take from it, "" when it is not
+// or does not apply (CAP_IPC_LOCK, no limit). The kernel charges io_uring's
+// rings and buffer rings to it, not only registered buffers: a 64 KiB limit
+// fails the first loop's ring setup, where an 8 MiB one (the kernel's
+// default since 5.16) leaves room for some 39 default loops.
+func memlockWarning(m topo.Memlock, need lockedNeed) string {
+	if m.CapIPCLock || m.Soft == topo.Unlimited || m.Soft >= need.all {
+		return ""
+	}
+	const shared = "the count is the user's: other processes of this user running io_uring without CAP_IPC_LOCK take from it too"
+	const fix = "raise it (LimitMEMLOCK= in the systemd unit, ulimit -l) or grant CAP_IPC_LOCK"
+	if m.Soft < need.rings {
+		return fmt.Sprintf("RLIMIT_MEMLOCK is %d KiB without CAP_IPC_LOCK, below the %d KiB the io_uring rings and buffer rings of %d loop(s) take from it (%s): their ring setup fails with ENOMEM and the engine does not start on io_uring; %s", m.Soft>>10, need.rings>>10, need.loops, shared, fix)
+	}
+	return fmt.Sprintf("RLIMIT_MEMLOCK is %d KiB without CAP_IPC_LOCK, below the %d KiB that %d loop(s) take from it with their send slabs registered for SEND_ZC (%s): the registration fails with ENOMEM and the loops send without SEND_ZC; %s", m.Soft>>10, need.all>>10, need.loops, shared, fix)
 }
 
 // ioUringWarnings returns the warnings of uring.Probe's result f (err its

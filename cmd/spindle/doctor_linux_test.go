@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"slices"
@@ -13,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/spindlenet/spindle/engine"
 	"github.com/spindlenet/spindle/internal/hugetlb"
 	"github.com/spindlenet/spindle/internal/kver"
 	"github.com/spindlenet/spindle/internal/sys"
@@ -248,5 +250,71 @@ func TestDoctorEpollBusyPoll(t *testing.T) {
 	}
 	if !rep.EpollBusyPoll || warned {
 		t.Errorf("kernel %s: epoll_busy_poll %v, warnings %q; want true and no warning", kver.Release(), rep.EpollBusyPoll, rep.Warnings)
+	}
+}
+
+// TestDoctorMemlockAsTheEngineNeedsIt runs doctor without CAP_IPC_LOCK
+// (setpriv) under a locked-memory limit (prlimit) and checks its memlock
+// warning against what the engine takes (engine.LockedMemory): the
+// kernel charges io_uring's rings and buffer rings to RLIMIT_MEMLOCK, a
+// default loop some 208 KiB. Doctor warned below a fixed 64 MiB, of
+// "large fixed buffers" the engine registers only for SEND_ZC (off by
+// default): so under the kernel's default of 8 MiB, where two loops have
+// room to spare, and not by how much a smaller limit fell short.
+func TestDoctorMemlockAsTheEngineNeedsIt(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to drop CAP_IPC_LOCK from a child's bounding set")
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skipf("needs setpriv(1): %v", err)
+	}
+	prlimit, err := exec.LookPath("prlimit")
+	if err != nil {
+		t.Skipf("needs prlimit(1): %v", err)
+	}
+	rings, err := engine.LockedMemory(nil, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withZC, err := engine.LockedMemory(&engine.Config{SendZCThreshold: 1}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := spindleBin(t)
+	for _, tc := range []struct {
+		limit uint64
+		args  []string
+		want  string // in the memlock warning; "" for none
+	}{
+		{8 << 20, nil, ""},
+		{rings, nil, ""},
+		{rings - 4096, nil, fmt.Sprintf("below the %d KiB the io_uring rings and buffer rings of 2 loop(s)", rings>>10)},
+		{64 << 10, nil, "ring setup fails with ENOMEM"},
+		{rings, []string{"--send-zc"}, fmt.Sprintf("below the %d KiB that 2 loop(s) take from it with their send slabs registered", withZC>>10)},
+		{withZC, []string{"--send-zc"}, ""},
+	} {
+		args := slices.Concat([]string{"--inh-caps=-ipc_lock", "--bounding-set=-ipc_lock", prlimit, fmt.Sprintf("--memlock=%d", tc.limit), bin, "doctor", "--json", "--loops", "2"}, tc.args)
+		out, err := exec.Command(setpriv, args...).Output()
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		var rep struct {
+			Memlock  topo.Memlock `json:"memlock"`
+			Warnings []string     `json:"warnings"`
+		}
+		if err := json.Unmarshal(out, &rep); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+		if rep.Memlock.CapIPCLock || rep.Memlock.Soft != tc.limit {
+			t.Fatalf("%v: doctor saw %+v, want soft %d without CAP_IPC_LOCK", args, rep.Memlock, tc.limit)
+		}
+		i := slices.IndexFunc(rep.Warnings, func(w string) bool { return strings.Contains(w, "RLIMIT_MEMLOCK") })
+		switch {
+		case tc.want == "" && i >= 0:
+			t.Errorf("limit %d KiB %v: warning %q, want none", tc.limit>>10, tc.args, rep.Warnings[i])
+		case tc.want != "" && (i < 0 || !strings.Contains(rep.Warnings[i], tc.want)):
+			t.Errorf("limit %d KiB %v: warnings %q, want one saying %q", tc.limit>>10, tc.args, rep.Warnings, tc.want)
+		}
 	}
 }
