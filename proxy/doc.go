@@ -1220,7 +1220,8 @@
 // the framing and routing (Content-Length, Transfer-Encoding, Host; an
 // HTTP/1.1 chunked body with them is refused 400 by internal/h1), the
 // connection's (Connection, Keep-Alive, Proxy-Connection, TE, Trailer,
-// Upgrade, HTTP2-Settings), Via, authentication (Authorization,
+// Upgrade, HTTP2-Settings, and those an HTTP/1.1 head's Connection
+// names, RFC 9110 7.6.1), Via, authentication (Authorization,
 // Proxy-Authorization, Cookie), the request's modifiers (Cache-Control,
 // Pragma, Expect, Max-Forwards, Range, If-Match, If-None-Match,
 // If-Modified-Since, If-Unmodified-Since, If-Range) and its content's
@@ -1248,7 +1249,8 @@
 // compares them: the framing and hop-by-hop fields no rule may name
 // (Content-Length, Transfer-Encoding, Host, Connection, Keep-Alive,
 // Proxy-Connection, TE, Trailer, Upgrade, HTTP2-Settings, Via: one list
-// for rules and both trailer sections), the authentication challenges
+// for rules and both trailer sections; and those an HTTP/1.1 server's
+// Connection names), the authentication challenges
 // (WWW-Authenticate, Proxy-Authenticate; Authentication-Info and
 // Proxy-Authentication-Info pass, RFC 9110 11.6.3 allowing them in
 // trailers), Set-Cookie (state taken before the content, as a request's

@@ -134,6 +134,7 @@ type h2stream struct {
 	uin      []byte
 	interims int
 	trl      []byte // the response's chunked trailer section
+	respConn []byte // the response head's connection options (appendConnOptions)
 	respN    int64  // response body data bytes sent
 	pend     engine.Buffer
 	pbuf     bool   // pend is held (else the bytes held are in pc)
@@ -466,7 +467,7 @@ func (c *h2conn) newStream(id uint32) *h2stream {
 		st = &h2stream{c: c}
 	}
 	resp := st.resp
-	*st = h2stream{c: c, id: id, ln: c.ln, out: st.out[:0], body: st.body[:0], uin: st.uin[:0], trl: st.trl[:0],
+	*st = h2stream{c: c, id: id, ln: c.ln, out: st.out[:0], body: st.body[:0], uin: st.uin[:0], trl: st.trl[:0], respConn: st.respConn[:0],
 		hb: st.hb[:0], fields: st.fields[:0], x: exchange{meta: st.x.meta[:0]}, resp: h1.Response{Headers: resp.Headers[:0]}, u2: st.u2.reuse(),
 		w: waiter{of: st}, rt: retryState{kept: st.rt.kept[:0]}}
 	c.streams = append(c.streams, st)
@@ -501,7 +502,7 @@ const keptFields = 64
 // bounded by the access log's limits, rt.kept by dropKept.)
 func (st *h2stream) trim() {
 	st.out, st.body, st.uin, st.trl, st.hb = emptied(st.out), emptied(st.body), emptied(st.uin), emptied(st.trl), emptied(st.hb)
-	st.pc = emptied(st.pc)
+	st.pc, st.respConn = emptied(st.pc), emptied(st.respConn)
 	st.fields = trimmed(st.fields, keptFields)
 	st.resp = h1.Response{Headers: trimmed(st.resp.Headers, keptFields)}
 	st.u2.trim()
@@ -1243,6 +1244,7 @@ func (st *h2stream) upData(up *engine.Conn, b engine.Buffer) {
 			return
 		}
 		st.respHead = true
+		st.respConn = appendConnOptions(st.respConn[:0], r.Headers)
 		st.passiveStatus(r.Status)
 		st.ln.countResp(c.ls.id, r.Status, false)
 		noBody := r.Framing == h1.NoBody || r.Framing == h1.Length && r.ContentLength == 0
@@ -1518,10 +1520,11 @@ func (st *h2stream) respFields() []hpack.Field {
 
 // trailerFields returns the chunked response's trailer fields (st.trl,
 // which internal/h1 checked), as respFields, but those its
-// respTrailerRules drop (the connection-specific ones among them).
+// respTrailerRules drop (the connection-specific ones among them) and
+// those the head's Connection names.
 func (st *h2stream) trailerFields() []hpack.Field {
 	st.hb, st.fields = trailerFields(st.hb, st.fields, st.trl)
-	st.fields = keepTrailerFields(st.fields, st.ln.respTrailerRules(&st.x))
+	st.fields = keepTrailerFields(st.fields, connDropped[respTrailerRules]{st.ln.respTrailerRules(&st.x), st.respConn})
 	return st.fields
 }
 

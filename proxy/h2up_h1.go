@@ -407,11 +407,12 @@ func (x *h1up) finish() {
 }
 
 // trailers returns the chunked request body's trailer fields, names in
-// lower case, the connection-specific ones and those its trailerRules
-// drop left out.
+// lower case, the connection-specific ones (those the head's Connection
+// names among them) and those its trailerRules drop left out.
 func (x *h1up) trailers() []hpack.Field {
 	x.tb, x.rfs = trailerFields(x.tb, x.rfs, x.trl)
-	x.rfs = keepTrailerFields(x.rfs, trailerRules{x.s.ln, x.s.ls.id, x.s.x.route - 1})
+	tr := trailerRules{x.s.ln, x.s.ls.id, x.s.x.route - 1}
+	x.rfs = keepTrailerFields(x.rfs, connDropped[trailerRules]{tr, x.s.trl.conn})
 	return x.rfs
 }
 

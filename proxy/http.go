@@ -636,7 +636,7 @@ func (s *hsession) gotHead() {
 	s.upgrade = len(s.upg) > 0
 	s.reqDone = r.Framing == h1.NoBody || r.Framing == h1.Length && r.ContentLength == 0 // (an empty body: whole with its head)
 	s.reqBody.Reset(r.Framing, r.ContentLength)
-	s.trl.reset()
+	s.trl.reset(r.Headers)
 	s.bodyN = 0
 	s.w.began = false // (a new request: its own wait, if any)
 	s.interim, s.respHead, s.closeAft, s.respLocal, s.retry, s.interims = false, false, false, false, false, 0
@@ -1298,7 +1298,7 @@ func (s *hsession) respondHead() bool {
 	s.closeAft = !s.keep || !s.reqDone || r.Framing == h1.UntilClose || s.eof || s.ls.draining || s.retired()
 	s.writeRespHead(false)
 	s.respBody.Reset(r.Framing, r.ContentLength)
-	s.respTrl.reset()
+	s.respTrl.reset(r.Headers)
 	return false
 }
 

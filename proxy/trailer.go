@@ -191,12 +191,45 @@ func keepTrailerLines[K trailerKeeper](t []byte, tr K) []byte {
 // heldTrailer is a chunked body's trailer section held to the body's
 // end, to go on filtered (keepTrailerLines), as it arrived in parts.
 type heldTrailer struct {
-	b  []byte
-	in bool // the trailer section has begun
+	b    []byte
+	in   bool   // the trailer section has begun
+	conn []byte // the head's connection options (appendConnOptions)
 }
 
-// reset starts a body.
-func (h *heldTrailer) reset() { h.b, h.in = h.b[:0], false }
+// reset starts the body of a message whose head has the fields hs.
+func (h *heldTrailer) reset(hs []h1.Header) {
+	h.b, h.in = h.b[:0], false
+	h.conn = appendConnOptions(emptied(h.conn), hs)
+}
+
+// appendConnOptions appends to dst the values of the Connection fields
+// of hs, each followed by a comma: the names of the fields that are
+// connection-specific in the message, which its trailer section loses
+// as its head does (RFC 9110 7.6.1: "any header or trailer field(s)"
+// named by a connection option). A copy, since the head's buffer is
+// let go before the trailer section comes.
+func appendConnOptions(dst []byte, hs []h1.Header) []byte {
+	for _, h := range hs {
+		if bytes.EqualFold(h.Name, hdrConnection) {
+			dst = append(append(dst, h.Value...), ',')
+		}
+	}
+	return dst
+}
+
+var hdrConnection = []byte("Connection")
+
+// connDropped is a trailer keeper, tr, that also drops the fields a
+// message's connection options (appendConnOptions) name.
+type connDropped[K trailerKeeper] struct {
+	tr   K
+	conn []byte
+}
+
+// kept reports whether a trailer field named name is passed on.
+func (c connDropped[K]) kept(name []byte) bool {
+	return !h1.ListHasName(c.conn, name) && c.tr.kept(name)
+}
 
 // next takes body's bytes from p as h1.Body.Next does, a chunked body's
 // trailer section appended to h: held is where in p the bytes held for
@@ -226,8 +259,8 @@ func (h *heldTrailer) next(body *h1.Body, p []byte) (n, held int, done bool, err
 
 // sendTrailer writes pre, the body's bytes before its trailer section,
 // to w, and, once the body is done, the section h holds without the
-// fields tr does not keep and the final CRLF; h is emptied for the next
-// body.
+// fields tr does not keep or the head's Connection names, and the final
+// CRLF; h is emptied for the next body.
 func sendTrailer[K trailerKeeper](h *heldTrailer, w io.Writer, pre []byte, done bool, tr K) error {
 	if len(pre) > 0 {
 		if _, err := w.Write(pre); err != nil {
@@ -237,7 +270,7 @@ func sendTrailer[K trailerKeeper](h *heldTrailer, w io.Writer, pre []byte, done 
 	if !done {
 		return nil
 	}
-	h.b = append(keepTrailerLines(h.b, tr), crlf...)
+	h.b = append(keepTrailerLines(h.b, connDropped[K]{tr, h.conn}), crlf...)
 	_, err := w.Write(h.b)
 	h.b, h.in = emptied(h.b), false
 	return err

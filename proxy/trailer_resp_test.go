@@ -134,7 +134,7 @@ func TestHeldTrailerSplit(t *testing.T) {
 	}
 	for i := range len(body) + 1 {
 		b.Reset(h1.Chunked, 0)
-		h.reset()
+		h.reset(nil)
 		w.b = w.b[:0]
 		n, done := pass([]byte(body[:i]))
 		if !done {

@@ -387,15 +387,16 @@ func hopByHop(hs []Header, name []byte) bool {
 		return false
 	}
 	for _, h := range hs {
-		if eqFold(h.Name, "connection") && listHasFold(h.Value, name) {
+		if eqFold(h.Name, "connection") && ListHasName(h.Value, name) {
 			return true
 		}
 	}
 	return false
 }
 
-// listHasFold is ListHas for a name of any case.
-func listHasFold(v, name []byte) bool {
+// ListHasName is ListHas for a name of any case: whether the
+// comma-separated list v has the element name, ignoring ASCII case.
+func ListHasName(v, name []byte) bool {
 	for len(v) > 0 {
 		var e []byte
 		e, v = NextElem(v)
