@@ -1312,14 +1312,20 @@ func (s *hsession) writeRespHead(upgrade bool) {
 	// The framing fields go as the client is to read the body: one
 	// Content-Length or Transfer-Encoding, never both (RFC 9112 6.3), none
 	// on a 1xx or 204 (RFC 9110 8.6, 9112 6.1); a 304's or a HEAD
-	// response's pass as they are (they describe a body not sent).
+	// response's pass as they are (they describe a body not sent), but
+	// Transfer-Encoding to an HTTP/1.0 client (RFC 9112 6.1: a server
+	// sends it only in a response to an HTTP/1.1 request).
 	keepFraming := r.Framing == h1.NoBody && r.Status >= 200 && r.Status != 204
+	keepTE := keepFraming && s.minor == 1
 	rules := noRules // (none on an interim 1xx)
 	if r.Status >= 200 || upgrade {
 		rules = s.ln.respRules(&s.x)
 	}
 	for _, h := range r.Headers {
-		if !r.HopByHop(h.Name) && (keepFraming || !framingField(h.Name)) && rules.keep(h.Name) {
+		switch {
+		case r.HopByHop(h.Name), !rules.keep(h.Name):
+		case bytes.EqualFold(h.Name, hdrTE) && !keepTE, bytes.EqualFold(h.Name, hdrCL) && !keepFraming:
+		default:
 			o = h1.AppendHeader(o, h.Name, h.Value)
 		}
 	}

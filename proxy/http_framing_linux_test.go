@@ -842,3 +842,37 @@ func TestHTTPSwitchUpgradeField(t *testing.T) {
 		}
 	})
 }
+
+// TestHTTP10NoTransferEncoding: a HEAD response's or a 304's
+// Transfer-Encoding, which the proxy otherwise passes on as it came (it
+// describes a body not sent), does not reach an HTTP/1.0 client (RFC
+// 9112 6.1: a server sends Transfer-Encoding only in a response to an
+// HTTP/1.1 request); an HTTP/1.1 client gets it.
+func TestHTTP10NoTransferEncoding(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		p, _, _, _ := rawProxy(t, b, func(c net.Conn, req *http.Request, _ int) bool {
+			if req.URL.Path == "/304" {
+				io.WriteString(c, "HTTP/1.1 304 Not Modified\r\nTransfer-Encoding: chunked\r\nETag: \"e\"\r\n\r\n")
+			} else {
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nETag: \"e\"\r\n\r\n")
+			}
+			return true
+		})
+		for _, tc := range []struct {
+			req string
+			te  []string
+		}{
+			{"HEAD / HTTP/1.0\r\nHost: x\r\n\r\n", nil},
+			{"GET /304 HTTP/1.0\r\nHost: x\r\nIf-None-Match: \"e\"\r\n\r\n", nil},
+			{"HEAD / HTTP/1.1\r\nHost: x\r\n\r\n", []string{"chunked"}},
+			{"GET /304 HTTP/1.1\r\nHost: x\r\nIf-None-Match: \"e\"\r\n\r\n", []string{"chunked"}},
+		} {
+			c := dial(t, p)
+			io.WriteString(c, tc.req)
+			head := rawHead(t, c, bufio.NewReader(c))
+			if te := fieldLines(head, "Transfer-Encoding"); fmt.Sprint(te) != fmt.Sprint(tc.te) || len(fieldLines(head, "ETag")) != 1 {
+				t.Errorf("%q: Transfer-Encoding %q, want %q:\n%s", tc.req, te, tc.te, head)
+			}
+		}
+	})
+}
