@@ -52,10 +52,52 @@ func prefixesIncomplete(t *testing.T, in []byte, n int, parse func([]byte) (int,
 	}
 }
 
+// forwardedLimits bound a forwarded head when it is parsed again:
+// AppendHead writes "name: value" for a received "name:value", so what it
+// writes may be longer than the head received.
+var forwardedLimits = Limits{MaxHead: 2 * DefaultMaxHead}
+
+// forwardedRequestSame fails t unless the head a proxy forwards for r,
+// AppendHead without the fields HopByHop reports, parses as the same
+// request: method, target, Host and body framing. A next hop that read
+// another framing or routing from it than the proxy did would be
+// smuggled to.
+func forwardedRequestSame(t *testing.T, r *Request) {
+	t.Helper()
+	out := r.AppendHead(nil, r.HopByHop)
+	var f Request
+	n, err := f.Parse(out, forwardedLimits)
+	if n != len(out) || err != nil || string(f.Method) != string(r.Method) || string(f.Target) != string(r.Target) ||
+		string(f.Host) != string(r.Host) || (f.Host == nil) != (r.Host == nil) ||
+		f.Framing != r.Framing || f.ContentLength != r.ContentLength {
+		t.Fatalf("forwarded as %q: n=%d err=%v, %s %s Host %q %v %d; received %s %s Host %q %v %d", out, n, err,
+			f.Method, f.Target, f.Host, f.Framing, f.ContentLength, r.Method, r.Target, r.Host, r.Framing, r.ContentLength)
+	}
+}
+
+// forwardedResponseSame is forwardedRequestSame for a response to a HEAD
+// request (head) or another: the same status and body framing. A 101 is
+// left out: its Upgrade and Connection, which it cannot go without, are
+// hop-by-hop, and the proxy writes its own.
+func forwardedResponseSame(t *testing.T, r *Response, head bool) {
+	t.Helper()
+	if r.Status == 101 {
+		return
+	}
+	out := r.AppendHead(nil, r.HopByHop)
+	var f Response
+	n, err := f.Parse(out, head, forwardedLimits)
+	if n != len(out) || err != nil || f.Status != r.Status || f.Framing != r.Framing || f.ContentLength != r.ContentLength {
+		t.Fatalf("forwarded as %q: n=%d err=%v, %d %v %d; received %d %v %d", out, n, err,
+			f.Status, f.Framing, f.ContentLength, r.Status, r.Framing, r.ContentLength)
+	}
+}
+
 // FuzzRequest checks that Parse never panics, returns only *Error values with
 // a status a proxy can send, reports every prefix of a head it accepts
-// incomplete, and accepts nothing net/http rejects, agreeing with it on
-// method, target, Host, persistence and body framing.
+// incomplete, parses the head it forwards as the same request
+// (forwardedRequestSame), and accepts nothing net/http rejects, agreeing
+// with it on method, target, Host, persistence and body framing.
 func FuzzRequest(f *testing.F) {
 	for _, s := range requestSeeds {
 		f.Add([]byte(s))
@@ -86,6 +128,7 @@ func FuzzRequest(f *testing.F) {
 		}
 		var p Request
 		prefixesIncomplete(t, in, n, func(b []byte) (int, error) { return p.Parse(b, Limits{}) })
+		forwardedRequestSame(t, &r)
 		if netHTTPDiffers(&r) {
 			return
 		}
@@ -129,8 +172,10 @@ func FuzzRequest(f *testing.F) {
 }
 
 // FuzzResponse checks that Response.Parse never panics, fails only with 502
-// *Error values, reports every prefix of a head it accepts incomplete, and
-// agrees with net/http on accepted heads' status and Content-Length.
+// *Error values, reports every prefix of a head it accepts incomplete,
+// parses the head it forwards as the same response
+// (forwardedResponseSame), and agrees with net/http on accepted heads'
+// status and Content-Length.
 func FuzzResponse(f *testing.F) {
 	for _, s := range []string{
 		"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
@@ -160,6 +205,7 @@ func FuzzResponse(f *testing.F) {
 		}
 		var p Response
 		prefixesIncomplete(t, in, n, func(b []byte) (int, error) { return p.Parse(b, head, Limits{}) })
+		forwardedResponseSame(t, &r, head)
 		if (r.Framing == UntilClose || r.Status == 101) && r.KeepAlive {
 			t.Fatalf("%q: keep-alive with %v", in[:n], r.Framing)
 		}
