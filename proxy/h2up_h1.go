@@ -495,11 +495,12 @@ func (x *h1up) writeHead(r *h2.Response, interim bool) {
 	if !interim {
 		rules = s.ln.respRules(&s.x)
 	}
-	// (No Content-Length on a 1xx or a 204, RFC 9110 8.6, as from an
-	// HTTP/1.1 server: writeRespHead.)
-	noCL := interim || r.Status == 204
+	// (Content-Length goes once, written from the length internal/h2
+	// read, however many content-length fields of that value came, as
+	// from an HTTP/1.1 server; none on a 1xx or a 204, RFC 9110 8.6:
+	// writeRespHead.)
 	for _, f := range r.Fields {
-		if rules.keep(f.Name) && h1.ValidField(f.Name, f.Value) && !(noCL && string(f.Name) == "content-length") {
+		if rules.keep(f.Name) && h1.ValidField(f.Name, f.Value) && string(f.Name) != "content-length" {
 			o = h1.AppendHeader(o, f.Name, f.Value)
 		}
 	}
@@ -510,6 +511,8 @@ func (x *h1up) writeHead(r *h2.Response, interim bool) {
 			o = append(o, "Transfer-Encoding: chunked\r\n"...)
 		case x.empty:
 			o = append(o, "Content-Length: 0\r\n"...)
+		case r.ContentLength >= 0 && r.Status != 204:
+			o = appendLength(o, r.ContentLength)
 		}
 		o = append(o, "Via: 2.0 spindle\r\n"...)
 		o = s.appendConnection(o)
