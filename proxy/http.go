@@ -1312,11 +1312,16 @@ func (s *hsession) writeRespHead(upgrade bool) {
 	// The framing fields go as the client is to read the body: one
 	// Content-Length or Transfer-Encoding, never both (RFC 9112 6.3), none
 	// on a 1xx or 204 (RFC 9110 8.6, 9112 6.1); a 304's or a HEAD
-	// response's pass as they are (they describe a body not sent), but
+	// response's pass (they describe a body not sent), but
 	// Transfer-Encoding to an HTTP/1.0 client (RFC 9112 6.1: a server
-	// sends it only in a response to an HTTP/1.1 request).
+	// sends it only in a response to an HTTP/1.1 request), and
+	// Content-Length once, its first field's first element: internal/h1
+	// checked that the fields and their lists say one number, and a
+	// client may refuse several (RFC 9110 8.6; Go's net/http does where
+	// they are not written alike).
 	keepFraming := r.Framing == h1.NoBody && r.Status >= 200 && r.Status != 204
 	keepTE := keepFraming && s.minor == 1
+	clSent := !keepFraming
 	rules := noRules // (none on an interim 1xx)
 	if r.Status >= 200 || upgrade {
 		rules = s.ln.respRules(&s.x)
@@ -1324,7 +1329,15 @@ func (s *hsession) writeRespHead(upgrade bool) {
 	for _, h := range r.Headers {
 		switch {
 		case r.HopByHop(h.Name), !rules.keep(h.Name):
-		case bytes.EqualFold(h.Name, hdrTE) && !keepTE, bytes.EqualFold(h.Name, hdrCL) && !keepFraming:
+		case bytes.EqualFold(h.Name, hdrTE):
+			if keepTE {
+				o = h1.AppendHeader(o, h.Name, h.Value)
+			}
+		case bytes.EqualFold(h.Name, hdrCL):
+			if !clSent {
+				v, _ := h1.NextElem(h.Value)
+				o, clSent = h1.AppendHeader(o, h.Name, v), true
+			}
 		default:
 			o = h1.AppendHeader(o, h.Name, h.Value)
 		}

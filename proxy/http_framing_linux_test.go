@@ -876,3 +876,30 @@ func TestHTTP10NoTransferEncoding(t *testing.T) {
 		}
 	})
 }
+
+// TestHTTPNoBodyContentLengthOnce: a HEAD response's or a 304's
+// Content-Length, which the proxy passes on (it describes a body not
+// sent), goes once and as one value, whatever equivalent spelling the
+// server used (two fields, "5" and "05, 5"): a client may refuse
+// several (RFC 9110 8.6), and Go's net/http does where they are not
+// written alike.
+func TestHTTPNoBodyContentLengthOnce(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		p, _, _, _ := rawProxy(t, b, func(c net.Conn, req *http.Request, _ int) bool {
+			status := "200 OK"
+			if req.URL.Path == "/304" {
+				status = "304 Not Modified"
+			}
+			io.WriteString(c, "HTTP/1.1 "+status+"\r\nContent-Length: 5\r\nContent-Length: 05, 5\r\n\r\n")
+			return true
+		})
+		for _, req := range []string{"HEAD / HTTP/1.1\r\nHost: x\r\n\r\n", "GET /304 HTTP/1.1\r\nHost: x\r\n\r\n"} {
+			c := dial(t, p)
+			io.WriteString(c, req)
+			head := rawHead(t, c, bufio.NewReader(c))
+			if cl := fieldLines(head, "Content-Length"); fmt.Sprint(cl) != "[5]" {
+				t.Errorf("%q: Content-Length %q, want one, 5:\n%s", req, cl, head)
+			}
+		}
+	})
+}
