@@ -225,20 +225,28 @@ func newMaglev(hc *HashConfig, servers []ServerConfig) *maglev {
 	kind, name, _ := parseHashKey(hc.Key) // (validated)
 	m := hc.TableSize
 	n := len(servers)
-	off, skip, next, tgt := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	// pos[i] is server i's next entry along its permutation, offset +
+	// k*skip modulo m for its k-th: each step adds skip and takes m off
+	// past the end, which finds the same entries as the product and its
+	// remainder, without a division a step.
+	pos, skip, tgt := make([]int, n), make([]int, n), make([]int64, n)
 	ws := make([]int64, n)
 	maxW := int64(0)
 	for i, s := range servers {
 		h := sipHash(hc.Seed, 0, []byte(s.Address))
-		off[i] = int64((h & 0xffffffff) % uint64(m))
-		skip[i] = int64((h>>32)%uint64(m-1)) + 1
+		pos[i] = int((h & 0xffffffff) % uint64(m))
+		skip[i] = int((h>>32)%uint64(m-1)) + 1
 		ws[i] = int64(s.Weight)
 		maxW = max(maxW, ws[i])
 	}
-	t := make([]int16, m)
+	// An entry not yet taken holds empty: there are at most
+	// MaxHashServers servers, fewer than empty.
+	const empty = 0xff
+	t := make([]uint8, m)
 	for e := range t {
-		t[e] = -1
+		t[e] = empty
 	}
+	entries := make([]int, n)
 	// The turns go in the order of the addresses, not of the config's
 	// list: proxies that list the servers in other orders agree.
 	order := make([]int, n)
@@ -256,24 +264,23 @@ func newMaglev(hc *HashConfig, servers []ServerConfig) *maglev {
 				continue
 			}
 			tgt[i] += maxW
-			for {
-				e := (off[i] + next[i]*skip[i]) % int64(m)
-				next[i]++
-				if t[e] < 0 {
-					t[e] = int16(i)
-					filled++
-					break
+			e, sk := pos[i], skip[i]
+			for t[e] != empty {
+				if e += sk; e >= m {
+					e -= m
 				}
 			}
+			t[e] = uint8(i)
+			entries[i]++
+			filled++
+			if e += sk; e >= m {
+				e -= m
+			}
+			pos[i] = e
 		}
 	}
-	mg := &maglev{table: make([]uint8, m), entries: make([]int, n), seed: hc.Seed, kind: kind, name: []byte(name), factor: int64(hc.BalanceFactor),
+	return &maglev{table: t, entries: entries, seed: hc.Seed, kind: kind, name: []byte(name), factor: int64(hc.BalanceFactor),
 		host: kind == hashHeader && strings.EqualFold(name, "Host")}
-	for e, i := range t {
-		mg.table[e] = uint8(i)
-		mg.entries[i]++
-	}
-	return mg
 }
 
 // entry returns a key hash's entry.
