@@ -805,7 +805,8 @@ func (e *Engine) closeListeners() {
 // what it still waits for, and a second later the engine says which loops
 // have not exited. Before it exits, a uring loop closes its ring, whose
 // Close waits up to a second for requests the kernel could only ask to
-// stop (uring.Ring.Close); if the kernel does not confirm that they ended,
+// stop, and with uring-sqpoll up to ten seconds more for the ring's SQ
+// thread to exit (uring.Ring.Close); if the kernel does not confirm that they ended,
 // the loop's receive buffers stay mapped for the life of the process, as
 // such a request may still write into them (uring.LeftMappedBytes counts
 // them), and so does its send slab, which a send may still read; the

@@ -59,7 +59,8 @@ type Ring struct {
 	// syncCancelHook, when set (by tests), replaces the result of each
 	// IORING_REGISTER_SYNC_CANCEL Close makes.
 	syncCancelHook func(err error) error
-	// testCloseWait, when set (by tests), replaces the closeWait constant.
+	// testCloseWait, when set (by tests), replaces the closeWait and
+	// sqExitWait constants.
 	testCloseWait time.Duration
 	// ops has bit op set for every opcode flush has handed to the kernel:
 	// the opcodes a request in flight may have, which Close's waitRunning
@@ -75,6 +76,20 @@ type Ring struct {
 // request is left in flight: for the cancel to complete, then for the
 // requests it reached while they ran in io-wq to end.
 const closeWait = time.Second
+
+// sqExitWait bounds how long Close of an SQPoll ring waits, once it has
+// closed the ring fd, for the SQ thread to exit. The kernel (6.18) tears
+// the ring down only then, on a workqueue (io_ring_exit_work): it waits for
+// every request of the ring to end, then for each thread that used the ring
+// (its creator among them) to run a task work, frees the ring, and only
+// then stops the SQ thread (io_put_sq_data), which cancels what is left in
+// its io-wq and waits for its workers to exit. Each step waits for a thread
+// to be scheduled; on a host with a load of 7 to 26 on 2 CPUs the whole took
+// longer than a second. A request stuck in the SQ thread's io-wq and a
+// teardown still waiting its turn look alike from here (the SQ thread
+// idles and the teardown's worker runs in both), so this bound is all that
+// ends the wait of a Close the kernel will not confirm.
+const sqExitWait = 10 * time.Second
 
 // Provided buffers Close left mapped because the kernel did not confirm
 // its cancel: kept for the life of the process (left is read by tests).
@@ -259,15 +274,19 @@ func unsupported(feature, min string, err error) error {
 // Close of an SQPoll ring with buffer rings waits, after closing the ring
 // fd, until the SQ thread has exited (/proc/self/task), which it does once
 // every request of the ring has ended and its io-wq workers with them.
-// That wait shares the second. The SQ thread of rings attached to one
-// another (AttachWQ) exits only with the last of them: Close of the others
-// cannot wait for their io-wq requests and, as before 6.6, takes the
-// cancel's count as confirmation; reap such requests before Close there.
+// That wait has a bound of its own, ten seconds from the close of the fd:
+// the kernel tears the ring down only after the close, and on a loaded host
+// takes longer than a second to get to the SQ thread (see sqExitWait). The
+// SQ thread of rings attached to one another (AttachWQ) exits only with
+// the last of them: Close of the others cannot wait for their io-wq
+// requests and, as before 6.6, takes the cancel's count as confirmation;
+// reap such requests before Close there.
 //
 // If the kernel does not confirm (the cancel could not be submitted or did
 // not complete, or failed: -EALREADY, or -EINVAL from a kernel without
 // IORING_ASYNC_CANCEL_ANY; a request was still running after the second;
-// the sync cancel failed), a request may still
+// the sync cancel failed; the SQ thread was still there after its ten
+// seconds), a request may still
 // pick or hold a provided buffer after Close and write into its address;
 // unmapped, that address could be taken by a new mapping and the write land
 // in unrelated memory. Close then leaves the buffers of its buffer rings
@@ -345,7 +364,11 @@ func (r *Ring) Close() error {
 		first = os.NewSyscallError("close", err)
 	}
 	if waitSQ {
-		why = waitExit(r.sqThread, deadline, wait)
+		exitWait := sqExitWait
+		if r.testCloseWait > 0 {
+			exitWait = r.testCloseWait
+		}
+		why = waitExit(r.sqThread, exitWait)
 	}
 	confirmed := why == ""
 	// Last: no request of this ring can select from them any more, unless
@@ -510,15 +533,18 @@ func (u *sqThreadUsers) release(tid int) bool {
 	return false
 }
 
-// waitExit waits, up to deadline, until the SQ thread tid of this process
-// has exited (its id gone, or taken by another thread), and returns ""
-// then, or why not.
-func waitExit(tid int, deadline time.Time, wait time.Duration) string {
-	for isSQThread(tid) {
+// waitExit waits, up to wait, until the SQ thread tid of this process has
+// exited (its id gone, or taken by another thread), and returns "" then, or
+// why not. It looks every millisecond at first, then less often, up to every
+// 10ms: a long wait is one on a loaded host, where reading /proc takes CPU
+// time the exit needs.
+func waitExit(tid int, wait time.Duration) string {
+	deadline := time.Now().Add(wait)
+	for pause := time.Millisecond; isSQThread(tid); pause = min(2*pause, 10*time.Millisecond) {
 		if !time.Now().Before(deadline) {
-			return fmt.Sprintf("the SQ thread %d (whose io-wq may run a request) still there after %v", tid, wait)
+			return fmt.Sprintf("the SQ thread %d (whose io-wq may run a request) still there %v after the ring fd was closed", tid, wait)
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(pause)
 	}
 	return ""
 }
