@@ -727,7 +727,8 @@ func TestClientHeaderListSize(t *testing.T) {
 	}
 }
 
-// TestClientServerShutdown: the Server's graceful GOAWAY names the
+// TestClientServerShutdown: the Server's graceful GOAWAYs, the first
+// naming 2^31-1, the final one (after the Client's ACK of its PING) the
 // streams it took: none is unprocessed, they end as usual, then Done.
 func TestClientServerShutdown(t *testing.T) {
 	ca, sa := newClientApp(), newEchoApp()
@@ -737,7 +738,7 @@ func TestClientServerShutdown(t *testing.T) {
 	pump(t, c, s)
 	s.Shutdown()
 	pump(t, c, s)
-	if fmt.Sprint(ca.goaway) != `[NO_ERROR 1 ""]` || ca.st[id].reset != "" || c.CanOpen() || c.Done() {
+	if fmt.Sprint(ca.goaway) != `[NO_ERROR 2147483647 "" NO_ERROR 1 ""]` || ca.st[id].reset != "" || c.CanOpen() || c.Done() {
 		t.Fatalf("goaway %v reset %q", ca.goaway, ca.st[id].reset)
 	}
 	c.WriteTrailers(id, nil)

@@ -53,13 +53,14 @@ type conn struct {
 	peerMaxStreams uint32 // the peer's SETTINGS_MAX_CONCURRENT_STREAMS
 	streamInitial  int64  // our INITIAL_WINDOW_SIZE once acked (65535 before, if smaller: the peer may use it until then)
 
-	goAwaySent bool // no new streams
-	goAwayRecv bool
-	goAwayLast uint32 // the last stream id our GOAWAY named
+	goAwaySent  bool // our final GOAWAY: no new streams
+	goAwayRecv  bool
+	goAwayLast  uint32 // the last stream id our final GOAWAY named
+	goAwayFirst bool   // a Server's Shutdown sent GOAWAY(2^31-1) and its PING: the final GOAWAY waits for the ACK
 
 	ctrlBudget  int
 	earlyResets int
-	pings       int // a Client's PINGs not yet acknowledged
+	pings       int // PINGs of ours not yet acknowledged (a Client's Ping, a Server's Shutdown)
 
 	// Header block assembly.
 	hstream    uint32 // the stream whose CONTINUATIONs are due, 0 if none
@@ -1116,11 +1117,42 @@ func (c *conn) WriteTrailers(id uint32, fields []hpack.Field) error {
 	return nil
 }
 
-// Shutdown starts a graceful shutdown: GOAWAY(NO_ERROR) naming the last
-// stream the peer opened (a Client's: 0); no stream is opened after it,
-// open ones go on, and Done reports when they have ended. Connection
-// goroutine.
+// Shutdown starts a graceful shutdown. A Client sends GOAWAY(NO_ERROR)
+// naming stream 0 (the server opens none). A Server sends it in two
+// phases (RFC 9113 6.8): first GOAWAY(NO_ERROR) naming 2^31-1 and a PING,
+// then, once the PING's ACK shows the client has seen the GOAWAY (a
+// round trip), the final GOAWAY naming the last stream the client
+// opened. The requests that crossed the first GOAWAY are served, as any
+// before it, where a single GOAWAY naming the last stream seen left them
+// unprocessed, for the client to send again elsewhere or fail. The
+// caller bounds the wait for a client that does not answer the PING with
+// ShutdownNow. No stream is opened after the final GOAWAY; those open go
+// on, and Done reports when they have ended. Connection goroutine.
 func (c *conn) Shutdown() {
+	if c.goAwaySent || c.goAwayFirst || c.err != nil {
+		return
+	}
+	if c.client {
+		c.ShutdownNow()
+		return
+	}
+	c.goAwayFirst = true
+	c.out = AppendGoAway(c.out, MaxWindow, NoError, nil)
+	c.pings++ // the ACK costs the control budget nothing, as a Client's Ping's
+	c.out = AppendPing(c.out, shutdownPing, false)
+}
+
+// shutdownPing is the data of a Server's Shutdown PING, which its ACK
+// carries back.
+var shutdownPing = [8]byte{'s', 'h', 'u', 't', 'd', 'o', 'w', 'n'}
+
+// ShutdownNow sends the final GOAWAY(NO_ERROR) at once, naming the last
+// stream the peer opened (a Client's: 0): a shutdown in one phase, or the
+// end of the first phase of Shutdown when the peer did not answer its
+// PING within the caller's bound. No stream is opened after it; those
+// open go on, and Done reports when they have ended. Connection
+// goroutine.
+func (c *conn) ShutdownNow() {
 	if c.goAwaySent || c.err != nil {
 		return
 	}
@@ -1130,9 +1162,9 @@ func (c *conn) Shutdown() {
 
 // goAwayID is the last stream id our GOAWAY names: the peer's last on a
 // Server, 0 on a Client (the server opens no streams: no push). After
-// Shutdown it is the one that GOAWAY named: the streams opened since were
-// ignored, and the id may not rise (RFC 9113 6.8), as the peer may have
-// sent their requests again elsewhere.
+// the final GOAWAY (ShutdownNow) it is the one that GOAWAY named: the
+// streams opened since were ignored, and the id may not rise (RFC 9113
+// 6.8), as the peer may have sent their requests again elsewhere.
 func (c *conn) goAwayID() uint32 {
 	switch {
 	case c.client:

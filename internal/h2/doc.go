@@ -53,8 +53,10 @@
 // on, to the blocked streams in the order they opened; the handler returns
 // received bytes with Consumed, which sends WINDOW_UPDATEs (a proxy calls
 // it when its upstream took the bytes, for backpressure). Shutdown sends
-// GOAWAY with the last stream id and lets open streams finish; Done says
-// when to close.
+// GOAWAY in two phases (6.8): 2^31-1 and a PING, then, at the PING's ACK,
+// the last stream id, so that requests crossing the first are served
+// (ShutdownNow sends the final one at once, for a peer that does not
+// answer); open streams finish; Done says when to close.
 //
 // Abuse bounds (Config): rapid reset (CVE-2023-44487: streams reset before
 // their response ended or sent DATA, refused, or reset for a stream error,

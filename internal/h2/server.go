@@ -185,7 +185,8 @@ const (
 
 // Handler receives a connection's events. Its methods are called from Feed
 // (OnReset also from Close), on the connection's goroutine; they may call
-// the Server's Write*, Reset, Consumed and Shutdown methods, not Feed.
+// the Server's Write*, Reset, Consumed, Shutdown and ShutdownNow methods,
+// not Feed.
 type Handler interface {
 	// OnRequest: stream id opened with request r; end means the request
 	// has no body (END_STREAM).
@@ -344,6 +345,10 @@ func (s *Server) frame(f *Frame) *Error {
 		return s.rstStream(f)
 	case FramePushPromise:
 		return errPushPromise
+	case FramePing: // an ACK (conn.frame charged it unless it answers ours)
+		if s.goAwayFirst && [8]byte(f.Data) == shutdownPing {
+			s.ShutdownNow() // a round trip after the first GOAWAY
+		}
 	case FrameGoAway:
 		if e := s.control(); e != nil {
 			return e

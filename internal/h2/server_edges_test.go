@@ -8,7 +8,7 @@ import (
 )
 
 // TestServerShutdownRace: streams the client opened before it saw our
-// GOAWAY (above its last stream id) are ignored whole: their DATA returns
+// final GOAWAY (above its last stream id) are ignored whole: their DATA returns
 // to the connection window without a RST_STREAM or an early-reset charge,
 // and their trailers end nothing, so a graceful shutdown does not turn
 // into ENHANCE_YOUR_CALM or PROTOCOL_ERROR for a busy client.
@@ -16,7 +16,7 @@ func TestServerShutdownRace(t *testing.T) {
 	h := &recorder{}
 	s, p := open(t, h, &Config{MaxEarlyResets: 10})
 	feed(t, s, p.headers(1, false, get...))
-	s.Shutdown()
+	s.ShutdownNow()
 	in := p.headers(3, false, get...)
 	for range 20 {
 		in = cat(in, frame(FrameData, 0, 3, 'x'))

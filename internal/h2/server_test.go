@@ -620,13 +620,13 @@ func TestServerReceiveFlowControl(t *testing.T) {
 	}
 }
 
-// TestServerShutdown: GOAWAY names the last stream; a later stream is
-// ignored; Done once the open one ends.
-func TestServerShutdown(t *testing.T) {
+// TestServerShutdownNow: a shutdown in one phase: its GOAWAY names the
+// last stream; a later stream is ignored; Done once the open one ends.
+func TestServerShutdownNow(t *testing.T) {
 	h := &recorder{}
 	s, p := open(t, h, nil)
 	feed(t, s, p.headers(1, false, get...))
-	s.Shutdown()
+	s.ShutdownNow()
 	feed(t, s, p.headers(3, true, get...))
 	if s.Done() {
 		t.Fatal("done with stream 1 open")

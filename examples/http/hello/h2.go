@@ -75,17 +75,20 @@ func startH2(c *engine.Conn, pre []byte, drain bool) *h2conn {
 	hc.s = h2.NewServer(hc, h2Config)
 	hc.tail = append(make([]byte, 0, maxTail), pre...)
 	if drain {
-		hc.s.Shutdown()
+		hc.s.ShutdownNow()
 	}
 	return hc
 }
 
-// shutdown sends GOAWAY, and closes c if no stream is open. Loop goroutine.
+// shutdown sends GOAWAY, and closes c if no stream is open. It is the
+// one-phase ShutdownNow: the example keeps no timer to bound the wait for
+// the PING of Shutdown's two phases, which a client need not answer
+// soon. Loop goroutine.
 func (hc *h2conn) shutdown() {
 	if hc.closing {
 		return
 	}
-	hc.s.Shutdown()
+	hc.s.ShutdownNow()
 	hc.flush()
 }
 
