@@ -458,7 +458,10 @@
 // internal/h2, and the time a connection may spend with no stream open
 // by keepalive_timeout). A drain, or a reload that removes or replaces
 // the listener, sends GOAWAY: the streams open finish, then the
-// connection closes. /metrics counts HTTP/2 connections, streams and
+// connection closes. That GOAWAY, and keepalive_timeout's, goes in two
+// phases (RFC 9113 6.8): one naming 2^31-1 and a PING, so that the
+// requests the client sent before it saw it are served, then, at the
+// PING's ACK or a second later, the final one naming the last stream. /metrics counts HTTP/2 connections, streams and
 // resets by who reset (spindle_proxy_listener_h2_connections_total,
 // _h2_streams_total, _h2_resets_total{by="client"|"proxy"}); streams
 // count in the listener's requests and responses too. The access log has

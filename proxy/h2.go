@@ -55,6 +55,7 @@ type h2conn struct {
 	armed   bool
 	armedAt int64
 	idleAt  int64 // Proxy.now since when no stream is open
+	finalAt int64 // Proxy.now when the final GOAWAY goes without the PING's ACK (goAway), 0 before
 
 	// feeding: inside srv.FeedTail. ups are the upstream connections a
 	// request head was written to meanwhile, flushed at its end.
@@ -244,7 +245,7 @@ func (s *hsession) startH2(b engine.Buffer) {
 	}
 	c.armAt(c.idleAt + int64(l.cfg.KeepaliveTimeout))
 	if ls.draining || s.retired() {
-		c.srv.Shutdown()
+		c.shutdown()
 	}
 	c.clientData(b)
 }
@@ -306,8 +307,25 @@ func (c *h2conn) readClient() {
 // goAway starts a graceful close: GOAWAY, the streams open finish, then
 // the client is closed. Loop goroutine.
 func (c *h2conn) goAway() {
-	c.srv.Shutdown()
+	c.shutdown()
 	c.flush()
+}
+
+// goAwayWait bounds the round trip between the two GOAWAYs of a graceful
+// close (h2.Server.Shutdown): a client that has not answered the PING of
+// the first by then gets the final one (ShutdownNow), and the close goes
+// on, instead of waiting for the client's PING ACK without end.
+const goAwayWait = time.Second
+
+// shutdown starts the Server's graceful shutdown, its final GOAWAY due
+// at the PING's ACK or goAwayWait later (onTimer). Loop goroutine.
+func (c *h2conn) shutdown() {
+	if c.finalAt != 0 {
+		return
+	}
+	c.srv.Shutdown()
+	c.finalAt = c.p.now() + int64(goAwayWait)
+	c.armAt(c.finalAt)
 }
 
 // retired reports whether a reload removed or replaced c's listener.
@@ -324,9 +342,9 @@ func (c *h2conn) armAt(at int64) {
 }
 
 // onTimer acts on the streams whose response_timeout ran out, those a
-// closed send window held for write_timeout, and on
-// keepalive_timeout (no stream open for that long: GOAWAY and close),
-// and re-arms for the next deadline. Loop goroutine.
+// closed send window held for write_timeout, on keepalive_timeout (no
+// stream open for that long: GOAWAY and close), and on goAwayWait (the
+// final GOAWAY), and re-arms for the next deadline. Loop goroutine.
 func (c *h2conn) onTimer() {
 	c.armed = false
 	if c.done || c.closing {
@@ -334,6 +352,13 @@ func (c *h2conn) onTimer() {
 	}
 	now := c.p.now()
 	next := int64(-1)
+	if c.finalAt != 0 {
+		if now >= c.finalAt {
+			c.srv.ShutdownNow() // (nothing if the ACK came first)
+		} else {
+			next = c.finalAt
+		}
+	}
 	for i := len(c.streams) - 1; i >= 0; i-- {
 		if i >= len(c.streams) {
 			continue
@@ -379,11 +404,10 @@ func (c *h2conn) onTimer() {
 			next = dl
 		}
 	}
-	if len(c.streams) == 0 && len(c.rests) == 0 {
+	if len(c.streams) == 0 && len(c.rests) == 0 && c.finalAt == 0 {
 		if dl := c.idleAt + int64(c.ln.cfg.KeepaliveTimeout); now >= dl {
 			c.ln.stats[c.ls.id].idleClosed.inc()
-			c.goAway()
-			return
+			c.shutdown() // (flushed below)
 		} else if next < 0 || dl < next {
 			next = dl
 		}
