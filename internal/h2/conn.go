@@ -614,7 +614,7 @@ func (c *conn) settings(f *Frame) *Error {
 	}
 	c.out = AppendSettingsAck(c.out)
 	if c.peerInitial > initial {
-		c.wake(0)
+		c.wake()
 	}
 	return nil
 }
@@ -663,7 +663,7 @@ func (c *conn) windowUpdate(f *Frame) *Error {
 		if c.connSend += inc; c.connSend > MaxWindow {
 			return errConnWindow
 		}
-		c.wake(0)
+		c.wake()
 		return nil
 	}
 	st := c.find(f.StreamID)
@@ -685,17 +685,28 @@ func (c *conn) windowUpdate(f *Frame) *Error {
 	if st.sendWin += inc; st.sendWin > MaxWindow {
 		return errStreamWindow
 	}
-	c.wake(f.StreamID)
+	c.wakeStream(st)
 	return nil
 }
 
-// wake calls OnWritable for the blocked streams (only id if id != 0)
-// that have send window again.
-func (c *conn) wake(id uint32) {
+// wakeStream calls OnWritable for st, after its WINDOW_UPDATE, if it is
+// blocked and has send window again. The frame's stream is at hand
+// (find): walking every stream open for it, as wake does, made each
+// such frame cost in proportion to the streams open.
+func (c *conn) wakeStream(st *stream) {
+	if st.blocked && st.sendWin > 0 && c.connSend > 0 && c.err == nil {
+		st.blocked = false
+		c.ev.writable(st.id)
+	}
+}
+
+// wake calls OnWritable for the blocked streams that have send window
+// again.
+func (c *conn) wake() {
 	c.waking = true
 	for i := 0; i < len(c.streams) && c.connSend > 0 && c.err == nil; i++ {
 		st := &c.streams[i]
-		if st.id == 0 || !st.blocked || st.sendWin <= 0 || (id != 0 && st.id != id) {
+		if st.id == 0 || !st.blocked || st.sendWin <= 0 {
 			continue
 		}
 		st.blocked = false

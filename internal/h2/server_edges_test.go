@@ -133,6 +133,26 @@ func BenchmarkServerDataManyStreams(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/frame")
 }
 
+// BenchmarkServerWindowUpdateManyStreams: stream WINDOW_UPDATE frames
+// spread round-robin over 1000 open streams, each of which looks up its
+// stream to wake it.
+func BenchmarkServerWindowUpdateManyStreams(b *testing.B) {
+	const n = 1000
+	s := withStreams(b, &Config{MaxConcurrentStreams: n, MaxControlFrames: 1 << 30}, n)
+	var in []byte
+	for i := range uint32(n) {
+		in = AppendWindowUpdate(in, 2*i+1, 1)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.Feed(in); err != nil {
+			b.Fatal(err)
+		}
+		s.Written(len(s.Pending()))
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/frame")
+}
+
 // TestServerSettingsInOrder: a SETTINGS frame's INITIAL_WINDOW_SIZE values
 // apply in order (RFC 9113 6.5.3): one that puts a window above 2^31-1
 // is an error even when a later one brings it back; the last one holds.
