@@ -379,6 +379,11 @@ func (l *Loop) serve() {
 		if l.stopping {
 			l.sayStall()
 		}
+		// Before the wait's timeout is worked out: the Go scheduler may
+		// take its time to give the thread back, and a timeout read off
+		// the clock before the yield would count from its end, a timer
+		// due meanwhile running that much late (TestTimerAfterSlowYield).
+		l.yield()
 		timeout := time.Duration(-1)
 		if at, ok := l.deadline(); ok && !l.be.wakeAt(at) {
 			if l.timers.pending() {
@@ -397,7 +402,6 @@ func (l *Loop) serve() {
 		if l.stopping && (timeout < 0 || timeout > 10*time.Millisecond) {
 			timeout = 10 * time.Millisecond
 		}
-		l.yield()
 		if l.poll(timeout) {
 			return
 		}

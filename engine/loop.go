@@ -1140,8 +1140,12 @@ func (l *Loop) yield() {
 	}
 	l.yielded = l.woke
 	l.st.yields.Add(1)
-	runtime.Gosched()
+	gosched()
 }
+
+// gosched is runtime.Gosched; a test replaces it to see a yield that the Go
+// scheduler is slow to return from.
+var gosched = runtime.Gosched
 
 var startTime = time.Now()
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -145,6 +146,59 @@ func TestWaitCPU(t *testing.T) {
 			}
 			if s.WaitCPUNanos != 0 || s.NAPIIDs != 0 {
 				t.Errorf("%s measured %d ns of CPU in waits (%d NAPI ids) on loopback, which has no NAPI ids to poll", b, s.WaitCPUNanos, s.NAPIIDs)
+			}
+		})
+	}
+}
+
+// TestTimerAfterSlowYield: a loop's yield (a Gosched every 8 ms) is a pass
+// through the Go scheduler, which may take its time to give the loop
+// goroutine its thread back when every P is busy. A timer due meanwhile
+// runs once the yield has returned, not a whole timer's wait later: the
+// wait that follows the yield is bounded from a clock read after it. Here
+// a posted function sets a timer for 200 ms on an idle loop, whose next
+// yield then takes 400 ms (gosched replaced: a scheduler that slow cannot
+// be brought about on purpose). The wait before the timer was computed
+// before the yield, 200 ms from the post, and then counted from the
+// yield's end (epoll_wait's timeout, the uring backends' relative kernel
+// timeout submitted after it): the timer ran 200 ms after the yield
+// returned, 600 ms after it was set.
+func TestTimerAfterSlowYield(t *testing.T) {
+	const d, slowFor = 200 * time.Millisecond, 400 * time.Millisecond
+	var slow atomic.Bool
+	var yieldEnd atomic.Int64 // time.Time.UnixNano of the slow yield's end
+	t.Cleanup(func() { gosched = runtime.Gosched })
+	gosched = func() {
+		if slow.Swap(false) {
+			time.Sleep(slowFor)
+			yieldEnd.Store(time.Now().UnixNano())
+		}
+		runtime.Gosched()
+	}
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			cfg := testConfig(b)
+			cfg.CPUs = []int{0}
+			e, _ := startEngine(t, cfg, &echoHandler{})
+			l := e.Loops()[0]
+			ran := make(chan time.Time, 1)
+			// Idle for longer than yieldEvery: the loop yields before
+			// its next wait, after the posted function.
+			time.Sleep(5 * yieldEvery)
+			l.Post(func() {
+				l.AfterFunc(d, func() { ran <- time.Now() })
+				slow.Store(true)
+			})
+			select {
+			case at := <-ran:
+				if slow.Load() {
+					t.Fatal("the loop did not yield after the posted function")
+				}
+				if late := at.Sub(time.Unix(0, yieldEnd.Load())); late > d/2 {
+					t.Errorf("the timer, due during a yield of %v, ran %v after the yield returned", slowFor, late.Round(time.Millisecond))
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the timer has not run after 10 s")
 			}
 		})
 	}
