@@ -105,6 +105,10 @@ type Loop struct {
 	ringFd      atomic.Int32 // io_uring fd for MSG_RING wake-ups, -1 if none
 	tid         atomic.Int32 // loop thread id
 	locked      atomic.Bool  // the loop goroutine holds thread tid (Engine.onLoop)
+	// msgIn counts the MSG_RING wake-ups loops' rings have prepared with
+	// ringFd and not yet seen complete: the loop's ring keeps its fd open
+	// until they have (uringBackend.close), for a while at most.
+	msgIn atomic.Int32
 	// keepThread: the backend changed kernel state of the loop's thread
 	// that cannot be put back (its io-wq workers pinned to the loop's
 	// CPU): the thread exits with the loop. Loop goroutine.

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/spindlenet/spindle/uring"
 )
 
 // TestPostToFromBrokenRing: a PostTo from a loop whose ring has just broken
@@ -307,5 +309,69 @@ func TestDrainSkipsLingering(t *testing.T) {
 				t.Errorf("OnDrain called %d times, %d of them for the lingering connection; want once, for the open one", d, l)
 			}
 		})
+	}
+}
+
+// TestMsgRingNotIntoReusedFd: a PostTo's MSG_RING wake-up names the
+// destination's ring by fd number, and goes to the kernel only at the
+// sender's next wait. Here the sender is held in a posted function after
+// preparing one while the engine stops; the destination loop closed its
+// ring meanwhile, the test opened a ring of its own, which took the freed
+// number, and the sender's wake-up, submitted once let go, posted its
+// completion into that ring: a completion it never asked for, in a ring
+// the engine has nothing to do with. The destination's ring must keep its
+// fd until the wake-ups prepared for it have gone to the kernel.
+func TestMsgRingNotIntoReusedFd(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs 2 CPUs for two loops")
+	}
+	cfg := testConfig(BackendURing)
+	cfg.CPUs = []int{0, 1}
+	e := newEngine(t, cfg, &echoHandler{})
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- e.Run(ctx) }()
+	src, dst := e.Loops()[0], e.Loops()[1]
+	syncLoop(src)
+	syncLoop(dst)
+	fd := int(dst.ringFd.Load())
+	hold, held := make(chan struct{}), make(chan struct{})
+	src.Post(func() {
+		src.PostTo(dst, func() {})
+		close(held)
+		<-hold
+	})
+	<-held
+	cancel()
+	// Until dst's ring has closed its fd, for half a second at most (the
+	// ring is to keep it while the wake-up waits).
+	for end := time.Now().Add(500 * time.Millisecond); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); errors.Is(err, unix.EBADF) {
+			break
+		}
+	}
+	var mine *uring.Ring
+	for range 16 {
+		r, err := uring.New(&uring.Config{Entries: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Fd() == fd {
+			mine = r
+			break
+		}
+		defer r.Close()
+	}
+	close(hold)
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+	if mine == nil {
+		return // the number was not free for a ring: dst kept it
+	}
+	defer mine.Close()
+	mine.SubmitAndWait(1, 200*time.Millisecond)
+	if n := mine.CQReady(); n > 0 {
+		t.Errorf("a ring opened on the fd number of a loop's closed ring got %d completions from the engine's MSG_RING", n)
 	}
 }

@@ -108,6 +108,10 @@ type uringBackend struct {
 	// a late completion of an older one leaves it.
 	wakeArmed int64
 	wakeSeq   uint32
+	// msgOut counts, per destination loop (by id), the MSG_RING wake-ups
+	// this ring has prepared whose completions it has not handled: each
+	// is also in the destination's Loop.msgIn until then.
+	msgOut []int32
 }
 
 // recvLimitUsable reports whether receives can be limited (the kernel's
@@ -351,8 +355,25 @@ func (b *uringBackend) msgRing(dst *Loop, ringFd int) bool {
 	q.PrepMsgRing(ringFd, 0, udata(opMsg, 0, 0), 0, udata(opMsgSent, int32(dst.id), 0))
 	b.l.st.msgRings.Add(1)
 	b.inflight++
+	if b.msgOut == nil {
+		b.msgOut = make([]int32, len(b.l.e.loops))
+	}
+	b.msgOut[dst.id]++
+	dst.msgIn.Add(1) // under dst.mu, as its close takes ringFd away
 	return true
 }
+
+// msgDone gives back n of the wake-ups msgOut counts for loop id: the
+// kernel has looked their ring fd up, or never will. Loop goroutine.
+func (b *uringBackend) msgDone(id int32, n int32) {
+	b.msgOut[id] -= n
+	b.l.e.loops[id].msgIn.Add(-n)
+}
+
+// msgInWait bounds how long a closing ring waits for the wake-ups other
+// loops have prepared for it (Loop.msgIn): their loops hand them to the
+// kernel at their next wait, unless a handler holds them up.
+const msgInWait = time.Second
 
 // wakeAt has one IORING_OP_TIMEOUT end the loop's waits at at (nanotime),
 // the loop's next deadline (its first timer's, or the sweep's), and
@@ -430,7 +451,11 @@ func sqpollCPU(e *Engine) int {
 }
 
 func (b *uringBackend) close() {
+	// Under mu, which PostTo holds as it prepares a wake-up with the fd:
+	// from here on none is prepared, and those that were are in msgIn.
+	b.l.mu.Lock()
 	b.l.ringFd.Store(-1)
+	b.l.mu.Unlock()
 	// A loop leaves with connections still open only when its ring broke
 	// (serve). They are closed, and their OnClose called, while the
 	// receive ring is still mapped (closing the ring closes it): a buffer
@@ -463,6 +488,19 @@ func (b *uringBackend) close() {
 	// process: the engine says so, once, with the ring's error, which says
 	// how many bytes of receive buffers it left, and the slab's size.
 	if b.r != nil {
+		// The ring's fd number is free for any file once closed: a
+		// MSG_RING another loop had prepared with it and submitted
+		// after would post its completion into whatever ring took the
+		// number (another engine's, or one of the process's own
+		// uring.Rings). Wait until the kernel has looked each one up:
+		// their loops' next waits hand them over. Those this ring sent
+		// itself and could not submit (it broke) go with it.
+		if b.l.id < len(b.msgOut) && b.msgOut[b.l.id] > 0 {
+			b.msgDone(int32(b.l.id), b.msgOut[b.l.id])
+		}
+		for end := time.Now().Add(msgInWait); b.l.msgIn.Load() > 0 && time.Now().Before(end); {
+			time.Sleep(100 * time.Microsecond)
+		}
 		if err := b.r.Close(); errors.Is(err, uring.ErrCancelUnconfirmed) {
 			b.l.keepSlab = true
 			b.l.e.degraded(degradeRingClose, "engine: loop %d: closing its io_uring ring: %v; its send slab (%d bytes) left mapped too, as a send may still read it",
@@ -471,6 +509,13 @@ func (b *uringBackend) close() {
 			b.l.e.degraded(degradeRingClose, "engine: loop %d: closing its io_uring ring: %v", b.l.id, err)
 		}
 		b.r = nil
+	}
+	// Wake-ups whose completions did not come (the ring broke) can no
+	// longer be submitted.
+	for id, n := range b.msgOut {
+		if n > 0 {
+			b.msgDone(int32(id), n)
+		}
 	}
 	// The requests that referred to the listener sockets went with the
 	// ring, so they can be closed now (before, a multishot accept could
@@ -950,6 +995,7 @@ func (b *uringBackend) handle(q uring.CQE) {
 		return
 	case opMsgSent:
 		b.inflight--
+		b.msgDone(slot, 1)
 		if q.Res < 0 {
 			// The wake-up did not arrive (the target ring closed, or its
 			// fd now names another file): its posted functions must not
