@@ -25,7 +25,9 @@
 // io_uring is unavailable the engine runs on epoll and says so once (each
 // engine, at New) through Config.Logf. A loop whose SQPOLL ring or NAPI
 // registration the kernel refuses when Run sets it up runs plain uring,
-// said once through Config.Logf; Engine.Backend and Engine.BatchWait
+// and one whose ring the kernel refuses then (ENOMEM past RLIMIT_MEMLOCK,
+// which counts the rings without CAP_IPC_LOCK: LockedMemory) runs epoll,
+// each said once through Config.Logf; Engine.Backend and Engine.BatchWait
 // report what the loops run and wait with once Run has started them (each
 // loop's backend where they differ), and so does Run's start-up line.
 //

@@ -122,9 +122,12 @@ type Config struct {
 	// falls back to BackendEpoll (BackendURingNAPI to BackendEpollBusyPoll
 	// where that works) and says so once, at New, through Logf. A
 	// uring-sqpoll loop whose SQPOLL ring, or a uring-napi loop whose NAPI
-	// registration, the kernel refuses at Run runs uring, said once
-	// through Logf; Engine.Backend says what the loops run once they have
-	// started.
+	// registration, the kernel refuses at Run runs uring; a loop whose
+	// ring the kernel refuses at Run (ENOMEM: without CAP_IPC_LOCK, its
+	// rings are charged to RLIMIT_MEMLOCK, see LockedMemory) runs epoll
+	// (uring-napi epoll-busypoll where that works), the other loops
+	// keeping theirs. Each is said once through Logf; Engine.Backend says
+	// what the loops run once they have started.
 	Backend Backend
 	// CPUs are the CPUs that get one loop each. Default: the CPUs the plan
 	// `spindle tune plan --apply` applied set aside for loops (read from
@@ -569,6 +572,7 @@ const (
 	degradeIOWQAff   // io-wq workers not pinned
 	degradeIOWQMax   // io-wq workers not bounded
 	degradeRingClose // a ring's Close failed: its receive buffers and send slab may stay mapped
+	degradeRing      // a loop's ring refused at Run (ENOMEM, EPERM): the loop runs epoll
 	nDegrades
 )
 
@@ -593,9 +597,10 @@ func (e *Engine) reportIOWQ(s string) {
 // the loops' own, known once Run has started the loops (BufferPages is ""
 // until then): a uring-sqpoll loop whose SQPOLL ring the kernel refused,
 // or a uring-napi loop whose NAPI registration it refused, runs uring
-// (said once through Logf). Where the loops differ it says each loop's
-// ("loop 0: uring-sqpoll; loop 1: uring"), which is none of Backends. Any
-// goroutine.
+// (said once through Logf), and a loop whose ring the kernel refuses at
+// Run (RLIMIT_MEMLOCK) runs epoll. Where the loops differ it says each
+// loop's ("loop 0: uring-sqpoll; loop 1: uring"), which is none of
+// Backends. Any goroutine.
 func (e *Engine) Backend() Backend {
 	e.mu.Lock()
 	defer e.mu.Unlock()

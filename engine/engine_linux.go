@@ -173,17 +173,13 @@ func chooseBackend(c *Config) Backend {
 		if err == nil {
 			break
 		}
-		if b == BackendURingNAPI {
-			busyErr := sys.EpollBusyPollUsable()
-			if busyErr == nil {
-				c.Logf("engine: io_uring unavailable (%v); running on epoll-busypoll", err)
-				return BackendEpollBusyPoll
-			}
+		eb, busyErr := epollFor(b)
+		if busyErr != nil {
 			c.Logf("engine: io_uring unavailable (%v), epoll busy polling too (%v); running on epoll", err, busyErr)
-			return BackendEpoll
+		} else {
+			c.Logf("engine: io_uring unavailable (%v); running on %s", err, eb)
 		}
-		c.Logf("engine: io_uring unavailable (%v); running on epoll", err)
-		return BackendEpoll
+		return eb
 	case b == BackendEpollBusyPoll:
 		if err := sys.EpollBusyPollUsable(); err != nil {
 			c.Logf("engine: epoll busy polling unavailable (%v); running on plain epoll", err)
@@ -191,6 +187,79 @@ func chooseBackend(c *Config) Backend {
 		}
 	}
 	return b
+}
+
+// epollFor returns the epoll backend that stands in for uring backend b:
+// for uring-napi, which busy polls, epoll-busypoll (the same BusyPoll and
+// PreferBusyPoll) where that works, else plain epoll with the reason
+// (busyErr); plain epoll for the others.
+func epollFor(b Backend) (eb Backend, busyErr error) {
+	if b != BackendURingNAPI {
+		return BackendEpoll, nil
+	}
+	if err := sys.EpollBusyPollUsable(); err != nil {
+		return BackendEpoll, err
+	}
+	return BackendEpollBusyPoll, nil
+}
+
+// ringRefused reports whether err, a uring loop's failed start, is the
+// kernel refusing the loop io_uring rather than its configuration: ENOMEM,
+// where the ring and its buffer ring are charged to RLIMIT_MEMLOCK (a
+// thread without CAP_IPC_LOCK; the count is the user's, so New's probe
+// ring may fit and a loop's ring not) or memory is short; EPERM, io_uring
+// refused since New probed it (kernel.io_uring_disabled raised).
+func ringRefused(err error) bool {
+	return errors.Is(err, unix.ENOMEM) || errors.Is(err, unix.EPERM)
+}
+
+// runEpollInstead moves loop l, whose uring backend could not start (err,
+// ringRefused), to the epoll backend New picks without io_uring
+// (epollFor), and says so once per engine, with the locked-memory limit
+// and what the engine's uring loops take from it where that explains err.
+// The other loops keep their rings: the count is the user's, shared with
+// the user's other processes, so some loops' rings may fit where others'
+// do not, and a loop on epoll serves as well as the engine on epoll would.
+// Backend says each loop's. Loop goroutine, from run.
+func (l *Loop) runEpollInstead(err error) error {
+	l.be.close()
+	l.st.ring.Store(nil)
+	eb, busyErr := epollFor(l.e.cfg.Backend)
+	busy := ""
+	if busyErr != nil {
+		busy = fmt.Sprintf(", epoll busy polling unavailable (%v)", busyErr)
+	}
+	l.e.degraded(degradeRing, "engine: loop %d (CPU %d): io_uring refused (%v)%s%s; running %s on it, and on any other loop whose ring is refused (Backend says each loop's)",
+		l.id, l.cpu, err, memlockNote(&l.e.cfg, len(l.e.loops), err), busy, eb)
+	l.be = newBackend(eb, &l.e.cfg)
+	return l.be.init(l)
+}
+
+// memlockNote explains a ring refused with ENOMEM (err) to a thread
+// without CAP_IPC_LOCK under a finite RLIMIT_MEMLOCK: the limit, and what
+// the engine's loops take from it (LockedMemory). "" where the limit does
+// not apply. Loop goroutine (capabilities are the thread's).
+func memlockNote(c *Config, loops int, err error) string {
+	var lim unix.Rlimit
+	if !errors.Is(err, unix.ENOMEM) || unix.Getrlimit(unix.RLIMIT_MEMLOCK, &lim) != nil || lim.Cur == unix.RLIM_INFINITY || capIPCLock() {
+		return ""
+	}
+	need, nerr := LockedMemory(c, loops)
+	if nerr != nil {
+		return ""
+	}
+	return fmt.Sprintf(": RLIMIT_MEMLOCK is %d KiB without CAP_IPC_LOCK, and %d uring loop(s) take about %d KiB of it (engine.LockedMemory), counted with the user's other processes running io_uring", lim.Cur>>10, loops, need>>10)
+}
+
+// capIPCLock reports whether the calling thread has CAP_IPC_LOCK in its
+// effective set, which exempts its rings from RLIMIT_MEMLOCK.
+func capIPCLock() bool {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData // version 3: 64 bits in two halves
+	if unix.Capget(&hdr, &data[0]) != nil {
+		return false
+	}
+	return data[unix.CAP_IPC_LOCK/32].Effective&(1<<(unix.CAP_IPC_LOCK%32)) != 0
 }
 
 func newBackend(b Backend, c *Config) backend {
@@ -296,6 +365,9 @@ func (l *Loop) run(errc chan<- error) {
 	err := l.chunks.grow()
 	if err == nil {
 		err = l.be.init(l)
+		if _, ok := l.be.(*uringBackend); ok && err != nil && ringRefused(err) {
+			err = l.runEpollInstead(err)
+		}
 	}
 	if err != nil {
 		errc <- fmt.Errorf("engine: loop %d (CPU %d): %w", l.id, l.cpu, err)

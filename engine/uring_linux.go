@@ -112,6 +112,10 @@ type uringBackend struct {
 	// this ring has prepared whose completions it has not handled: each
 	// is also in the destination's Loop.msgIn until then.
 	msgOut []int32
+	// iowq says where placeIOWQ put the ring's io-wq workers, for Run's
+	// start-up report once init has succeeded ("" for a ring attached
+	// to another's SQPOLL thread: that loop's says).
+	iowq string
 }
 
 // recvLimitUsable reports whether receives can be limited (the kernel's
@@ -234,6 +238,11 @@ func (b *uringBackend) init(l *Loop) error {
 	}
 	b.armWake()
 	l.ringFd.Store(int32(r.Fd()))
+	if b.iowq != "" {
+		// Only now: a loop whose buffer ring the kernel refuses closes
+		// its ring and may run epoll (runEpollInstead).
+		l.e.reportIOWQ(b.iowq)
+	}
 	return nil
 }
 
@@ -319,7 +328,7 @@ func (b *uringBackend) placeIOWQ(sqCPU int, attached bool) {
 		l.e.degraded(degradeIOWQMax, "engine: bounding the rings' io-wq workers failed (%v); the kernel may start as many as it likes", err)
 		bound = "as many as the kernel starts (bounding them failed)"
 	}
-	l.e.reportIOWQ("io-wq workers on " + where + ", " + bound)
+	b.iowq = "io-wq workers on " + where + ", " + bound
 }
 
 // registerIOWQAffinity is the ring's; tests replace it to run the path of
