@@ -202,7 +202,7 @@ func memlockWarning(m topo.Memlock, need lockedNeed) string {
 	const shared = "the count is the user's: other processes of this user running io_uring without CAP_IPC_LOCK take from it too"
 	const fix = "raise it (LimitMEMLOCK= in the systemd unit, ulimit -l) or grant CAP_IPC_LOCK"
 	if m.Soft < need.rings {
-		return fmt.Sprintf("RLIMIT_MEMLOCK is %d KiB without CAP_IPC_LOCK, below the %d KiB the io_uring rings and buffer rings of %d loop(s) take from it (%s): their ring setup fails with ENOMEM and the engine does not start on io_uring; %s", m.Soft>>10, need.rings>>10, need.loops, shared, fix)
+		return fmt.Sprintf("RLIMIT_MEMLOCK is %d KiB without CAP_IPC_LOCK, below the %d KiB the io_uring rings and buffer rings of %d loop(s) take from it (%s): their ring setup fails with ENOMEM and the loops whose rings do not fit run epoll; %s", m.Soft>>10, need.rings>>10, need.loops, shared, fix)
 	}
 	return fmt.Sprintf("RLIMIT_MEMLOCK is %d KiB without CAP_IPC_LOCK, below the %d KiB that %d loop(s) take from it with their send slabs registered for SEND_ZC (%s): the registration fails with ENOMEM and the loops send without SEND_ZC; %s", m.Soft>>10, need.all>>10, need.loops, shared, fix)
 }
