@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/spindlenet/spindle/engine"
 	"github.com/spindlenet/spindle/topo"
 )
 
@@ -44,8 +45,12 @@ type Options struct {
 	// BusyPoll says the application busy-polls (io_uring NAPI or
 	// SO_BUSY_POLL) even if the busy-poll sysctls are 0.
 	BusyPoll bool
-	// LockedBytes is the memory the application will lock (registered
-	// buffers, rings). Default 64 MiB.
+	// LockedBytes is the memory the application takes from
+	// RLIMIT_MEMLOCK without CAP_IPC_LOCK (io_uring rings and buffer
+	// rings, registered buffers). Default: what an engine with the default
+	// Config takes (engine.LockedMemory), one loop per CPU of LoopCPUs, or
+	// per online CPU without them (the engine's loops then run on every
+	// CPU the process may run on).
 	LockedBytes uint64
 	// SoftirqSaturation is the share of a CPU's time in softirq above
 	// which it counts as saturated. Default 0.5.
@@ -53,6 +58,10 @@ type Options struct {
 	// IdleShare is the idle share above which the other CPUs count as
 	// idle. Default 0.5.
 	IdleShare float64
+
+	// lockedLoops is the number of loops the default LockedBytes is for,
+	// 0 when the caller set LockedBytes.
+	lockedLoops int
 }
 
 func (o Options) withDefaults(h *topo.Host) Options {
@@ -60,7 +69,13 @@ func (o Options) withDefaults(h *topo.Host) Options {
 		o.LoopCPUs = h.IsolatedDomain
 	}
 	if o.LockedBytes == 0 {
-		o.LockedBytes = 64 << 20
+		loops := o.LoopCPUs.Len()
+		if loops == 0 {
+			loops = h.Online.Len()
+		}
+		// A nil Config is valid: no error.
+		o.LockedBytes, _ = engine.LockedMemory(nil, max(loops, 1))
+		o.lockedLoops = max(loops, 1)
 	}
 	if o.SoftirqSaturation == 0 {
 		o.SoftirqSaturation = 0.5
@@ -464,9 +479,13 @@ func Diagnose(h *topo.Host, a, b *Snapshot, opt Options) []Finding {
 	// the reading process's unless the caller read the service's
 	// (topo.ReadMemlock, `--pid`).
 	if m := h.Memlock; !m.CapIPCLock && m.Soft != topo.Unlimited && m.Soft < opt.LockedBytes {
-		add(Finding{ID: "memlock-low", Severity: Warning, Title: "locked-memory limit too low for registered buffers",
-			Evidence: []string{fmt.Sprintf("RLIMIT_MEMLOCK of %s: soft %d KiB, hard %s, no CAP_IPC_LOCK; need about %d KiB", memlockOf(m), m.Soft>>10, limitString(m.Hard), opt.LockedBytes>>10)},
-			Fix:      "raise it for the service: `LimitMEMLOCK=infinity` in the systemd unit, `ulimit -l unlimited`, or grant CAP_IPC_LOCK; otherwise io_uring buffer registration fails with ENOMEM."})
+		need := fmt.Sprintf("need about %d KiB", opt.LockedBytes>>10)
+		if opt.lockedLoops > 0 {
+			need += fmt.Sprintf(" for the io_uring rings and buffer rings of %d engine loop(s)", opt.lockedLoops)
+		}
+		add(Finding{ID: "memlock-low", Severity: Warning, Title: "locked-memory limit too low for io_uring",
+			Evidence: []string{fmt.Sprintf("RLIMIT_MEMLOCK of %s: soft %d KiB, hard %s, no CAP_IPC_LOCK; %s", memlockOf(m), m.Soft>>10, limitString(m.Hard), need)},
+			Fix:      "raise it for the service: `LimitMEMLOCK=infinity` in the systemd unit, `ulimit -l unlimited`, or grant CAP_IPC_LOCK; otherwise the kernel refuses the rings or registered buffers that do not fit (ENOMEM): the engine's loops whose rings do not fit run epoll, and its send slabs go unregistered (no SEND_ZC). The count is the user's, shared with the user's other processes running io_uring."})
 	} else if m.PID == 0 {
 		// Run as root, the tuner has CAP_IPC_LOCK or no limit: its own
 		// limit says nothing of the service's, which is what fails.

@@ -1,12 +1,14 @@
 package tune
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/spindlenet/spindle/engine"
 	"github.com/spindlenet/spindle/topo"
 )
 
@@ -324,7 +326,7 @@ func TestDiagnose(t *testing.T) {
 		},
 		{
 			name: "adaptive coalescing without busy polling", root: fx2Socket,
-			want: []string{"busy-poll-unset", "memlock-low", "no-hugepages"}, without: []string{"adaptive-coalescing-busy-poll", "irqbalance-pinned"},
+			want: []string{"busy-poll-unset", "no-hugepages"}, without: []string{"adaptive-coalescing-busy-poll", "irqbalance-pinned"},
 		},
 		{
 			name: "irqbalance running, no IRQ pinned", root: fx2Socket,
@@ -384,6 +386,62 @@ func TestDiagnose(t *testing.T) {
 				if rank[fs[i].Severity] < rank[fs[i-1].Severity] {
 					t.Errorf("findings not sorted by severity: %v", got)
 				}
+			}
+		})
+	}
+}
+
+// TestMemlockJudgedAgainstEngineNeed: without Options.LockedBytes,
+// memlock-low compares RLIMIT_MEMLOCK with what the engine's loops take
+// from it (engine.LockedMemory), a loop per loop CPU, else per online CPU.
+// The default was a fixed 64 MiB: the kernel's own default of 8 MiB,
+// which holds some 39 default loops, was found too low, and the finding
+// spoke of registered buffers, which the engine registers only for
+// SEND_ZC, not of the rings, which a limit below the need refuses.
+func TestMemlockJudgedAgainstEngineNeed(t *testing.T) {
+	h := loadHost(t, fx2Socket) // 24 online CPUs, 8 MiB, no CAP_IPC_LOCK
+	if h.Online.Len() != 24 || h.Memlock.CapIPCLock || h.Memlock.Soft != 8<<20 {
+		t.Fatalf("fixture: online %v, memlock %+v", h.Online, h.Memlock)
+	}
+	all, err := engine.LockedMemory(nil, 24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	four, err := engine.LockedMemory(nil, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		soft  uint64
+		loops topo.CPUSet
+		opt   Options
+		want  string // the finding's evidence says it; "" for no finding
+	}{
+		{"the kernel's default holds a loop per online CPU", 8 << 20, topo.CPUSet{}, Options{}, ""},
+		{"at the need", all, topo.CPUSet{}, Options{}, ""},
+		{"a page below", all - 4096, topo.CPUSet{}, Options{}, fmt.Sprintf("need about %d KiB for the io_uring rings and buffer rings of 24 engine loop(s)", all>>10)},
+		{"loop CPUs given", four, topo.NewCPUSet(0, 1, 2, 3), Options{}, ""},
+		{"loop CPUs given, a page below", four - 4096, topo.NewCPUSet(0, 1, 2, 3), Options{}, fmt.Sprintf("need about %d KiB for the io_uring rings and buffer rings of 4 engine loop(s)", four>>10)},
+		{"LockedBytes given", 8 << 20, topo.CPUSet{}, Options{LockedBytes: 16 << 20}, "need about 16384 KiB"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := loadHost(t, fx2Socket)
+			h.Memlock.Soft = tc.soft
+			a, b := snapshots(t, fx2Socket, h)
+			opt := tc.opt
+			opt.LoopCPUs = tc.loops
+			var got *Finding
+			for _, f := range Diagnose(h, a, b, opt) {
+				if f.ID == "memlock-low" {
+					got = &f
+				}
+			}
+			switch {
+			case tc.want == "" && got != nil:
+				t.Errorf("soft %d KiB: %+v, want no memlock-low", tc.soft>>10, *got)
+			case tc.want != "" && (got == nil || !strings.Contains(got.Evidence[0], tc.want)):
+				t.Errorf("soft %d KiB: memlock-low %+v, want one saying %q", tc.soft>>10, got, tc.want)
 			}
 		})
 	}

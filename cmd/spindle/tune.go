@@ -137,7 +137,7 @@ func tuneDiagnose(ctx context.Context, args []string, w io.Writer) error {
 	inline := fs.Bool("inline", false, "loops share CPUs with their queues' IRQs (inline policy): do not report IRQs on loop CPUs (default: true when the plan applied with --state is inline)")
 	state := fs.String("state", tunestate.DefaultPath, "state file of the applied plan, whose loop CPUs and policy are the defaults of --loop-cpus and --inline")
 	busy := fs.Bool("busy-poll", false, "the application busy-polls (io_uring NAPI or SO_BUSY_POLL)")
-	locked := fs.Uint64("locked-mib", 64, "MiB of memory the application locks (registered buffers)")
+	locked := fs.Uint64("locked-mib", 0, "MiB the application takes from RLIMIT_MEMLOCK without CAP_IPC_LOCK (default: what the engine's io_uring rings and buffer rings take for a loop on each loop CPU, or on each online CPU without them)")
 	pid := pidFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -145,9 +145,11 @@ func tuneDiagnose(ctx context.Context, args []string, w io.Writer) error {
 	if *period <= 0 {
 		return usageError{errors.New("--period must be positive")}
 	}
-	// In bytes it must fit 64 bits, and above 0, which the package takes
-	// for its default (64 MiB).
-	if *locked < 1 || *locked > math.MaxUint64>>20 {
+	// Given, in bytes it must fit 64 bits, and be above 0, which the
+	// package takes for its default (what the engine's loops take).
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "locked-mib" })
+	if given && (*locked < 1 || *locked > math.MaxUint64>>20) {
 		return usageError{fmt.Errorf("--locked-mib must be between 1 and %d", uint64(math.MaxUint64>>20))}
 	}
 	h, err := readHostFor(*root, *pid)

@@ -23,8 +23,9 @@ func TestTuneDiagnoseServicePID(t *testing.T) {
 		t.Skip("needs root: the stand-in service is started as nobody with its limit lowered")
 	}
 	// A service as nobody (no capabilities after the exec) whose
-	// locked-memory limit is 1 MiB.
-	cmd := exec.Command("/bin/sh", "-c", "ulimit -l 1024 && exec sleep 60")
+	// locked-memory limit is 128 KiB, below what one engine loop takes
+	// (engine.LockedMemory), the default need diagnose judges it by.
+	cmd := exec.Command("/bin/sh", "-c", "ulimit -l 128 && exec sleep 60")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -50,7 +51,7 @@ func TestTuneDiagnoseServicePID(t *testing.T) {
 	}
 	var h topo.Host
 	strictJSON(t, out, &h)
-	if want := (topo.Memlock{Soft: 1 << 20, Hard: 1 << 20, PID: pid, Comm: "sleep"}); h.Memlock != want {
+	if want := (topo.Memlock{Soft: 128 << 10, Hard: 128 << 10, PID: pid, Comm: "sleep"}); h.Memlock != want {
 		t.Errorf("inspect --pid %d: memlock %+v, want %+v", pid, h.Memlock, want)
 	}
 
@@ -60,7 +61,7 @@ func TestTuneDiagnoseServicePID(t *testing.T) {
 	}
 	var d diagnoseReport
 	strictJSON(t, out, &d)
-	if f := findingByID(d, "memlock-low"); f == nil || !strings.Contains(f.Evidence[0], "pid "+p+" (sleep): soft 1024 KiB") {
+	if f := findingByID(d, "memlock-low"); f == nil || !strings.Contains(f.Evidence[0], "pid "+p+" (sleep): soft 128 KiB") {
 		t.Errorf("diagnose --pid %d: memlock-low %+v\n%s", pid, f, out)
 	}
 	if f := findingByID(d, "memlock-unchecked"); f != nil {

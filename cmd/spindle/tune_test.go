@@ -83,9 +83,9 @@ func TestTuneRefuses(t *testing.T) {
 		{"plan", "--root", tuneFixture, "--loop-cpus", "30-31"},
 		{"plan", "--root", tuneFixture, "--policy", "fastest"},
 		{"diagnose", "--root", tuneFixture, "--period", "0s"},
-		// Taken for the 64 MiB default (0), or wrapped to it in bytes
-		// (2^44 MiB): both diagnosed memlock against 64 MiB (found in
-		// review).
+		// Given, 0 was taken for the default (then 64 MiB), and 2^44
+		// MiB wrapped to it in bytes: both diagnosed memlock against the
+		// default (found in review). Only an absent flag means it.
 		{"diagnose", "--root", tuneFixture, "--period", "1ms", "--locked-mib", "0"},
 		{"diagnose", "--root", tuneFixture, "--period", "1ms", "--locked-mib", "17592186044416"},
 		// A loop CPU not online was diagnosed as if it were (found in
