@@ -244,6 +244,60 @@ func TestSQPollArmRefusedAtStartUp(t *testing.T) {
 	}
 }
 
+// memlockEnv marks the child of TestURingArmRefusedShortOfLockedMemory.
+const memlockEnv = "SPINDLE_TEST_MEMLOCK_CHILD"
+
+// TestURingArmRefusedShortOfLockedMemory starts the uring arm in a child
+// without CAP_IPC_LOCK (setpriv) under a 64 KiB RLIMIT_MEMLOCK (prlimit):
+// the kernel charges the loop's ring to the limit and refuses it, and the
+// engine runs the loop on epoll. The arm must refuse to serve what would
+// be measured as uring, saying that its loop runs epoll and why (the
+// limit).
+func TestURingArmRefusedShortOfLockedMemory(t *testing.T) {
+	if os.Getenv(memlockEnv) != "" {
+		srv, err := startEngine(context.Background(), engine.BackendURing, 0, ServerConfig{})
+		if err == nil {
+			srv.Close()
+			t.Fatal("the uring arm served, its ring refused")
+		}
+		if strings.Contains(err.Error(), "unavailable, it would fall back") {
+			t.Skipf("uring arm unavailable here: %v", err)
+		}
+		for _, want := range []string{"degraded at start-up, its loops run epoll", "RLIMIT_MEMLOCK is 64 KiB without CAP_IPC_LOCK"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("start: %v, want %q", err, want)
+			}
+		}
+		return
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to drop CAP_IPC_LOCK from a child's bounding set")
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skipf("needs setpriv(1): %v", err)
+	}
+	prlimit, err := exec.LookPath("prlimit")
+	if err != nil {
+		t.Skipf("needs prlimit(1): %v", err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "TestURingArmRefusedShortOfLockedMemory"
+	cmd := exec.Command(setpriv, "--inh-caps=-ipc_lock", "--bounding-set=-ipc_lock", prlimit, "--memlock=65536",
+		exe, "-test.run=^"+name+"$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), memlockEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil && strings.Contains(string(out), "--- SKIP: "+name+" ") {
+		t.Skipf("child skipped:\n%s", out)
+	}
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+name+" ") {
+		t.Fatalf("child without CAP_IPC_LOCK under 64 KiB: %v\n%s", err, out)
+	}
+}
+
 // TestBatchArmRefusedWithoutMinTimeout starts the uring-batch arm where
 // the engine's loops wait with Config.BatchWait and where they wait
 // without it, as on a kernel without IORING_FEAT_MIN_TIMEOUT (before
