@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -73,5 +74,52 @@ func fallBackToEpoll(t *testing.T) {
 		if n := logs.count("io_uring unavailable"); n != 1 {
 			t.Fatalf("%s: %d fallback messages, want 1: %q", b, n, logs.all())
 		}
+	}
+}
+
+// refusedAfterNewEnv marks the child of TestRingRefusedAfterNewRunsEpoll.
+const refusedAfterNewEnv = "SPINDLE_TEST_REFUSED_AFTER_NEW_CHILD"
+
+// TestRingRefusedAfterNewRunsEpoll runs a child in which io_uring_setup
+// starts failing with EPERM after New has probed io_uring and chosen it
+// (a seccomp filter installed in between, as kernel.io_uring_disabled
+// raised meanwhile would): the loop must run epoll, say so once, and
+// serve, not fail Run.
+func TestRingRefusedAfterNewRunsEpoll(t *testing.T) {
+	if os.Getenv(refusedAfterNewEnv) != "" {
+		ringRefusedAfterNew(t)
+		return
+	}
+	runChild(t, "TestRingRefusedAfterNewRunsEpoll", refusedAfterNewEnv, nil)
+}
+
+// ringRefusedAfterNew is the child of TestRingRefusedAfterNewRunsEpoll.
+func ringRefusedAfterNew(t *testing.T) {
+	var logs logLines
+	e := newEngine(t, &Config{Backend: BackendURing, Logf: logs.logf}, &echoHandler{})
+	if e.Backend() != BackendURing {
+		t.Skipf("New ran %s: %q", e.Backend(), logs.all())
+	}
+	if err := sys.DenySyscall(sysIOURingSetup, unix.EPERM); err != nil {
+		t.Skipf("%s: %v", seccompRefused, err)
+	}
+	ln, err := e.Listen("tcp", "127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runEngine(t, e)
+	for deadline := time.Now().Add(10 * time.Second); e.BufferPages() == ""; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the loops have not started in 10 s: %q", logs.all())
+		}
+	}
+	if err := echoOnce(ln.Addr().String(), 1, 64<<10, 16<<10, nil); err != nil {
+		t.Fatal(err)
+	}
+	if b := e.Backend(); b != BackendEpoll {
+		t.Errorf("Backend %s, want epoll", b)
+	}
+	if n := logs.count("operation not permitted); running epoll on it"); n != 1 || logs.count("io_uring refused") != 1 {
+		t.Errorf("said the refusal %d times, want once: %q", n, logs.all())
 	}
 }
