@@ -56,7 +56,8 @@ func memlockCases(t *testing.T) []memlockCase {
 // and what its loops take (LockedMemory), and Backend says each loop's:
 // under 64 KiB every loop runs epoll; under what one loop takes, with two
 // loops, one runs uring and the other epoll. The start-up line says
-// nothing of io-wq workers for a loop that ends on epoll.
+// nothing of io-wq workers for a loop that ends on epoll, nor the engine
+// that a uring-sqpoll loop so runs uring without SQPOLL.
 func TestRingShortOfLockedMemoryRunsEpoll(t *testing.T) {
 	if v := os.Getenv(memlockEnv); v != "" {
 		i, err := strconv.Atoi(v)
@@ -164,5 +165,8 @@ func ringShortOfLockedMemory(t *testing.T, tc memlockCase) {
 	}
 	if n := logs.count("io-wq workers on"); (n != 0) != strings.Contains(string(got), "uring") {
 		t.Errorf("backend %s, start-up line: %q", got, logs.all())
+	}
+	if n := logs.count("running uring without SQPOLL"); n != 0 {
+		t.Errorf("backend %s, said it runs uring without SQPOLL: %q", got, logs.all())
 	}
 }

@@ -178,10 +178,16 @@ func (b *uringBackend) init(l *Loop) error {
 		if l.id == 0 {
 			l.e.sqpoll.publish(nil)
 		}
-		l.e.degraded(degradeSQPoll, "engine: SQPOLL ring failed (%v); running uring without SQPOLL", err)
+		sqErr := err
 		rc.SQPoll, rc.SQThreadIdle, rc.SQAffinity = false, 0, false
 		rc.DeferTaskrun, rc.NoTaskrunFlag, rc.AttachWQ = true, true, nil
-		r, err = uring.New(rc)
+		// Said only when the loop does run uring: a ring refused
+		// without SQPOLL too fails the loop, or runs it on epoll.
+		if r, err = uring.New(rc); err == nil {
+			l.e.degraded(degradeSQPoll, "engine: SQPOLL ring failed (%v); running uring without SQPOLL", sqErr)
+		} else {
+			err = fmt.Errorf("%w (with SQPOLL: %v)", err, sqErr)
+		}
 	} else if rc.SQPoll && l.id == 0 {
 		l.e.sqpoll.publish(r)
 	}
