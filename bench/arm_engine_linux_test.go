@@ -18,6 +18,7 @@ import (
 
 	"github.com/spindlenet/spindle/engine"
 	"github.com/spindlenet/spindle/internal/kver"
+	"github.com/spindlenet/spindle/internal/memlocktest"
 )
 
 // TestEngineArmUnpinnedUsesAllowedCPUs: an engine arm given no CPUs (`bench
@@ -270,24 +271,12 @@ func TestURingArmRefusedShortOfLockedMemory(t *testing.T) {
 		}
 		return
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to drop CAP_IPC_LOCK from a child's bounding set")
-	}
-	setpriv, err := exec.LookPath("setpriv")
-	if err != nil {
-		t.Skipf("needs setpriv(1): %v", err)
-	}
-	prlimit, err := exec.LookPath("prlimit")
-	if err != nil {
-		t.Skipf("needs prlimit(1): %v", err)
-	}
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	const name = "TestURingArmRefusedShortOfLockedMemory"
-	cmd := exec.Command(setpriv, "--inh-caps=-ipc_lock", "--bounding-set=-ipc_lock", prlimit, "--memlock=65536",
-		exe, "-test.run=^"+name+"$", "-test.v", "-test.count=1")
+	cmd := memlocktest.Command(t, 64<<10, exe, "-test.run=^"+name+"$", "-test.v", "-test.count=1")
 	cmd.Env = append(os.Environ(), memlockEnv+"=1")
 	out, err := cmd.CombinedOutput()
 	if err == nil && strings.Contains(string(out), "--- SKIP: "+name+" ") {

@@ -4,12 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spindlenet/spindle/internal/memlocktest"
 )
 
 // memlockEnv marks the child of TestRingShortOfLockedMemoryRunsEpoll; its
@@ -67,17 +68,6 @@ func TestRingShortOfLockedMemoryRunsEpoll(t *testing.T) {
 		ringShortOfLockedMemory(t, memlockCases(t)[i])
 		return
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to drop CAP_IPC_LOCK from a child's bounding set")
-	}
-	setpriv, err := exec.LookPath("setpriv")
-	if err != nil {
-		t.Skipf("needs setpriv(1): %v", err)
-	}
-	prlimit, err := exec.LookPath("prlimit")
-	if err != nil {
-		t.Skipf("needs prlimit(1): %v", err)
-	}
 	if err := uringUsable(); err != nil {
 		t.Skipf("io_uring unavailable: %v", err)
 	}
@@ -88,8 +78,7 @@ func TestRingShortOfLockedMemoryRunsEpoll(t *testing.T) {
 	for i, tc := range memlockCases(t) {
 		t.Run(tc.name, func(t *testing.T) {
 			const name = "TestRingShortOfLockedMemoryRunsEpoll"
-			cmd := exec.Command(setpriv, "--inh-caps=-ipc_lock", "--bounding-set=-ipc_lock", prlimit, fmt.Sprintf("--memlock=%d", tc.limit),
-				exe, "-test.run=^"+name+"$", "-test.v", "-test.count=1")
+			cmd := memlocktest.Command(t, tc.limit, exe, "-test.run=^"+name+"$", "-test.v", "-test.count=1")
 			cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", memlockEnv, i))
 			out, err := cmd.CombinedOutput()
 			if err == nil && strings.Contains(string(out), "--- SKIP: "+name+" ") {

@@ -17,6 +17,7 @@ import (
 	"github.com/spindlenet/spindle/engine"
 	"github.com/spindlenet/spindle/internal/hugetlb"
 	"github.com/spindlenet/spindle/internal/kver"
+	"github.com/spindlenet/spindle/internal/memlocktest"
 	"github.com/spindlenet/spindle/internal/sys"
 	"github.com/spindlenet/spindle/internal/veth"
 	"github.com/spindlenet/spindle/topo"
@@ -262,17 +263,6 @@ func TestDoctorEpollBusyPoll(t *testing.T) {
 // default): so under the kernel's default of 8 MiB, where two loops have
 // room to spare, and not by how much a smaller limit fell short.
 func TestDoctorMemlockAsTheEngineNeedsIt(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to drop CAP_IPC_LOCK from a child's bounding set")
-	}
-	setpriv, err := exec.LookPath("setpriv")
-	if err != nil {
-		t.Skipf("needs setpriv(1): %v", err)
-	}
-	prlimit, err := exec.LookPath("prlimit")
-	if err != nil {
-		t.Skipf("needs prlimit(1): %v", err)
-	}
 	rings, err := engine.LockedMemory(nil, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -294,8 +284,8 @@ func TestDoctorMemlockAsTheEngineNeedsIt(t *testing.T) {
 		{rings, []string{"--send-zc"}, fmt.Sprintf("below the %d KiB that 2 loop(s) take from it with their send slabs registered", withZC>>10)},
 		{withZC, []string{"--send-zc"}, ""},
 	} {
-		args := slices.Concat([]string{"--inh-caps=-ipc_lock", "--bounding-set=-ipc_lock", prlimit, fmt.Sprintf("--memlock=%d", tc.limit), bin, "doctor", "--json", "--loops", "2"}, tc.args)
-		out, err := exec.Command(setpriv, args...).Output()
+		args := slices.Concat([]string{"doctor", "--json", "--loops", "2"}, tc.args)
+		out, err := memlocktest.Command(t, tc.limit, bin, args...).Output()
 		if err != nil {
 			t.Fatalf("%v: %v", args, err)
 		}
