@@ -129,3 +129,37 @@ func TestMaxEjectedAfterReload(t *testing.T) {
 		t.Errorf("B ejected through the pool before the reload: none of B and C up under max_ejected_percent 50")
 	}
 }
+
+// TestConnectEjectionOutlastsStragglers: a connect that succeeds while
+// its server is ejected for failed connects was dialed before the
+// ejection (an ejected server gets no new dials): the ejection stands,
+// with its streak and its count of failures, so the cooldown runs whole
+// and the next ejection is longer. A success once the cooldown has run
+// out ends the ejection and its streak.
+func TestConnectEjectionOutlastsStragglers(t *testing.T) {
+	pl := passivePool(t, 1, 100)
+	s := pl.servers[0]
+	now := int64(time.Second)
+	s.now = func() int64 { return now }
+	s.connectFailed(pl)
+	if !s.ejected() {
+		t.Fatal("a failed connect (fails 1) did not eject the server")
+	}
+	s.connected(pl) // a connect dialed before the ejection
+	if !s.ejected() || s.streak.Load() != 1 || s.fails.Load() != 1 {
+		t.Fatalf("a straggling connect's success: ejected %v, streak %d, fails %d; want ejected, 1, 1", s.ejected(), s.streak.Load(), s.fails.Load())
+	}
+	now += int64(time.Minute) // the cooldown has run out
+	if s.ejected() {
+		t.Fatal("still ejected after the cooldown")
+	}
+	s.connectFailed(pl)
+	if want := now + 2*int64(time.Minute); !s.ejected() || s.until.Load()&^untilHTTP < want {
+		t.Fatalf("the next failure: ejected %v until %v; want ejected for two cooldowns (until %v)", s.ejected(), time.Duration(s.until.Load()), time.Duration(want))
+	}
+	now += 2 * int64(time.Minute)
+	s.connected(pl)
+	if s.until.Load() != 0 || s.streak.Load() != 0 || s.fails.Load() != 0 {
+		t.Fatalf("a success after the cooldown: until %d, streak %d, fails %d; want 0, 0, 0", s.until.Load(), s.streak.Load(), s.fails.Load())
+	}
+}

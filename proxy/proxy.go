@@ -343,19 +343,27 @@ func (s *server) connectFailed(pl *pool) {
 }
 
 // connected records a successful connect for passive health: it clears the
-// count of failed connects and an ejection for them (and its streak); an
-// ejection for failed exchanges stands (the server accepts, its answers
-// decide). Stores only where something changes, so that a healthy server's
-// connects write nothing shared. pl is the pool the connect was made for
-// (inForce). Any loop.
+// count of failed connects and an ejection for them that has run out (and
+// its streak); an ejection for failed exchanges stands (the server
+// accepts, its answers decide). A connect that succeeds while s is
+// ejected for failed connects was dialed before the ejection (an ejected
+// server gets no new ones): it changes nothing, so that the cooldown runs
+// whole, the count stands for the first connect after it, and the next
+// ejection is longer (as exchanged). Stores only where something changes,
+// so that a healthy server's connects write nothing shared. pl is the
+// pool the connect was made for (inForce). Any loop.
 func (s *server) connected(pl *pool) {
 	if pc := pl.inForce(s).passive; pc == nil {
+		return
+	}
+	u := s.until.Load()
+	if u&untilHTTP == 0 && ejectedAt(u, s.now()) {
 		return
 	}
 	if s.fails.Load() != 0 {
 		s.fails.Store(0)
 	}
-	if u := s.until.Load(); u != 0 && u&untilHTTP == 0 && s.until.CompareAndSwap(u, 0) {
+	if u != 0 && u&untilHTTP == 0 && s.until.CompareAndSwap(u, 0) {
 		s.streak.Store(0)
 	}
 }
