@@ -307,24 +307,29 @@ func (qs *queueShared) enqueue(k int, w *waiter, maxQueue int) bool {
 // room: a slot freed between the walk that found none and the enqueue
 // that followed (whose release saw no waiter) is not lost. Where passive
 // health has a server of pl ejected, it sets the loop's timer for the
-// earliest such ejection's end (endAt), which serves the queue: an
-// ejection runs out with no event of its own (ejected is read lazily),
-// and its server's slots, freed while it was out, go to the waiters, as
-// a server's coming up by its checks (cameUp). Loop goroutine.
+// earliest such ejection's end still to come (endAt), which serves the
+// queue: an ejection runs out with no event of its own (ejected is read
+// lazily), and its server's slots, freed while it was out, go to the
+// waiters, as a server's coming up by its checks (cameUp). An ejection
+// that has run out stays on record until its server's next success, and
+// is not the earliest end: it would leave the timer unset for the one
+// still running (TestMaxConnsEjectionEndServesQueueBesideRunOut). Loop
+// goroutine.
 func (qs *queueShared) recheck(k int, pl *pool, failed uint64) {
 	var end int64
+	now := qs.p.now()
 	for i, s := range pl.servers {
 		if s.up() && !s.loops[k].idle.gone && !failedTo(failed, i) && s.hasRoom() {
 			qs.kick(k, k)
 			return
 		}
 		if u := s.until.Load(); u != 0 {
-			if e := u &^ untilHTTP; end == 0 || e < end {
+			if e := u &^ untilHTTP; e > now && (end == 0 || e < end) {
 				end = e
 			}
 		}
 	}
-	if now := qs.p.now(); end > now {
+	if end > now {
 		q := &qs.qs[k]
 		if q.endAt == 0 || end < q.endAt {
 			q.endTimer.Stop()

@@ -1251,6 +1251,78 @@ func TestMaxConnsEjectionEndServesQueue(t *testing.T) {
 	})
 }
 
+// TestMaxConnsEjectionEndServesQueueBesideRunOut: as
+// TestMaxConnsEjectionEndServesQueue, where the server up at its cap, y,
+// still has an ejection of its own on record that has run out (for
+// failed exchanges: its connects do not end it, and no exchange with it
+// has succeeded since); x's ejection, the one still to end, serves the
+// waiter at its end all the same, not queue_timeout.
+func TestMaxConnsEjectionEndServesQueueBesideRunOut(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		x := newCapServer(t, false, 0, false)
+		x.refuse()
+		hold, stop := make(chan struct{}), make(chan struct{})
+		y := newUpstream(t, func(c net.Conn) {
+			req, err := http.ReadRequest(bufio.NewReader(c))
+			if err != nil {
+				return
+			}
+			if req.URL.Path == "/bad" {
+				fmt.Fprint(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+				return
+			}
+			select {
+			case <-hold:
+			case <-stop:
+			}
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(req.URL.Path), req.URL.Path)
+		})
+		t.Cleanup(func() { close(stop) }) // (before y stops: LIFO)
+		cfg := capConfig(b, ModeHTTP, 1, 1, x.addr, y.addr)
+		cfg.Pools[0].QueueTimeout = Duration(6 * time.Second)
+		cfg.Pools[0].Passive = &PassiveConfig{Fails: 1, HTTPErrors: 1, Cooldown: Duration(time.Second)}
+		p := startProxy(t, cfg)
+
+		// y answers 503: ejected for failed exchanges, which runs out.
+		if st, _ := status(t, rawGet(t, p, "/bad")); st != 503 {
+			t.Fatalf("/bad: %d, want y's 503", st)
+		}
+		if serverTotals(p, y.addr).EjectionsHTTP != 1 {
+			t.Fatal("y not ejected by its 503")
+		}
+		waitFor(t, "the ejections run out", func() bool {
+			return !serverTotals(p, x.addr).PassiveDown && !serverTotals(p, y.addr).PassiveDown
+		})
+
+		// y holds /first (at its cap), x is ejected again.
+		first := rawGet(t, p, "/first")
+		waitFor(t, "/first at y", func() bool { return serverTotals(p, y.addr).Active == 1 })
+		if !serverTotals(p, x.addr).PassiveDown {
+			rawGet(t, p, "/ejects").Close() // fails to connect to x, waits for y
+			waitFor(t, "x ejected", func() bool { return serverTotals(p, x.addr).PassiveDown })
+			queued(t, p, 0)
+		}
+		w := rawGet(t, p, "/waits")
+		queued(t, p, 1)
+		if !serverTotals(p, x.addr).PassiveDown {
+			t.Fatal("x's ejection ran out before the request waited")
+		}
+		if err := x.u.listen(x.addr); err != nil {
+			t.Fatal(err)
+		}
+		if !within(3*time.Second, func() bool { return len(x.got()) == 1 }) {
+			t.Errorf("/waits not at x, back with room, 3s after it listened (its ejection lasts 2s at most)")
+		}
+		if st, body := status(t, w); st != 200 || body != "/waits" {
+			t.Errorf("waiting request: %d %q", st, body)
+		}
+		hold <- struct{}{}
+		if st, _ := status(t, first); st != 200 {
+			t.Errorf("/first: %d, want 200", st)
+		}
+	})
+}
+
 // TestRepool: a waiter of a pool a reload replaced walks the new
 // generation, the servers it failed to connect to (kept by the reload)
 // still left out, at their new indexes.
