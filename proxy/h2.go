@@ -243,7 +243,7 @@ func (s *hsession) startH2(b engine.Buffer) {
 	if !s.reading {
 		c.client.ResumeRead()
 	}
-	c.armAt(c.idleAt + int64(l.cfg.KeepaliveTimeout))
+	c.armAt(deadline(c.idleAt, time.Duration(l.cfg.KeepaliveTimeout)))
 	if ls.draining || s.retired() {
 		c.shutdown()
 	}
@@ -365,7 +365,7 @@ func (c *h2conn) onTimer() {
 		}
 		st := c.streams[i]
 		if st.w.q != nil {
-			if dl := st.w.since + int64(st.pool.cfg.QueueTimeout); now < dl {
+			if dl := deadline(st.w.since, time.Duration(st.pool.cfg.QueueTimeout)); now < dl {
 				if next < 0 || dl < next {
 					next = dl
 				}
@@ -383,7 +383,7 @@ func (c *h2conn) onTimer() {
 		if st.paused {
 			to = int64(c.p.cfg.Engine.WriteTimeout)
 		}
-		if dl := st.mark + to; now < dl {
+		if dl := deadline(st.mark, time.Duration(to)); now < dl {
 			if next < 0 || dl < next {
 				next = dl
 			}
@@ -396,7 +396,7 @@ func (c *h2conn) onTimer() {
 		}
 	}
 	for i := 0; i < len(c.rests); i++ {
-		if dl := c.rests[i].since + int64(c.p.cfg.Engine.WriteTimeout); now >= dl {
+		if dl := deadline(c.rests[i].since, time.Duration(c.p.cfg.Engine.WriteTimeout)); now >= dl {
 			c.srv.Reset(c.rests[i].id, h2.Cancel) // (stalled, as a proxied response's)
 			c.dropRest(i)
 			i--
@@ -405,7 +405,7 @@ func (c *h2conn) onTimer() {
 		}
 	}
 	if len(c.streams) == 0 && len(c.rests) == 0 && c.finalAt == 0 {
-		if dl := c.idleAt + int64(c.ln.cfg.KeepaliveTimeout); now >= dl {
+		if dl := deadline(c.idleAt, time.Duration(c.ln.cfg.KeepaliveTimeout)); now >= dl {
 			c.ln.stats[c.ls.id].idleClosed.inc()
 			c.shutdown() // (flushed below)
 		} else if next < 0 || dl < next {
@@ -553,7 +553,7 @@ func (c *h2conn) release(st *h2stream) {
 	}
 	if len(c.streams) == 0 && !c.done {
 		c.idleAt = c.p.now()
-		c.armAt(c.idleAt + int64(c.ln.cfg.KeepaliveTimeout))
+		c.armAt(deadline(c.idleAt, time.Duration(c.ln.cfg.KeepaliveTimeout)))
 	}
 }
 
@@ -753,7 +753,7 @@ func (st *h2stream) queue() {
 		st.respond(503)
 		return
 	}
-	st.c.armAt(st.w.since + int64(st.pool.cfg.QueueTimeout)) // (from its first wait)
+	st.c.armAt(deadline(st.w.since, time.Duration(st.pool.cfg.QueueTimeout))) // (from its first wait)
 }
 
 // woken: the queue's turn came (a slot may be free): the stream looks for
@@ -804,7 +804,7 @@ func (st *h2stream) sendHead() {
 	st.body = st.body[:0]
 	st.reqDone = st.reqEnd
 	st.waiting, st.mark = true, st.c.p.now()
-	st.c.armAt(st.mark + int64(st.waitTimeout()))
+	st.c.armAt(deadline(st.mark, st.waitTimeout()))
 	st.credit()
 }
 
@@ -1068,7 +1068,7 @@ func (st *h2stream) respond(status int) {
 		if n, err := c.srv.WriteData(st.id, body, true); err == nil && n < len(body) {
 			rest = true
 			c.rests = append(c.rests, localRest{id: st.id, rest: body[n:], reqEnd: st.reqEnd, since: c.p.now()})
-			c.armAt(c.p.now() + int64(c.p.cfg.Engine.WriteTimeout))
+			c.armAt(deadline(c.p.now(), time.Duration(c.p.cfg.Engine.WriteTimeout)))
 		}
 	}
 	st.end(status, true)
@@ -1342,7 +1342,7 @@ func (st *h2stream) pump() {
 		if st.poff < st.dataEnd {
 			if w > 0 || !st.paused { // the window's stall runs from here
 				st.mark = c.p.now()
-				c.armAt(st.mark + int64(c.p.cfg.Engine.WriteTimeout))
+				c.armAt(deadline(st.mark, time.Duration(c.p.cfg.Engine.WriteTimeout)))
 			}
 			st.unring()
 			st.pause()
@@ -1421,7 +1421,7 @@ func (st *h2stream) resume() {
 	if st.paused && !st.hasP && !st.cbp && st.up != nil {
 		st.paused = false
 		st.mark = st.c.p.now()
-		st.c.armAt(st.mark + int64(st.ln.cfg.ResponseTimeout))
+		st.c.armAt(deadline(st.mark, time.Duration(st.ln.cfg.ResponseTimeout)))
 		st.up.ResumeRead()
 	}
 }

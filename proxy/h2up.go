@@ -286,7 +286,7 @@ func (ls *loopState) h2Dial(p *Proxy, pl *pool, i int, l *engine.Loop, timeout t
 	}
 	sl := ls.share(pl, i)
 	u := &upH2{p: p, ls: ls, sl: sl, pl: pl, srv: i, conn: c, listed: true, idleAt: -1, pingAt: -1, timeout: timeout,
-		setupBy: p.now() + int64(timeout)}
+		setupBy: deadline(p.now(), timeout)}
 	u.cl = h2.NewClient(u, upH2Conf(pl))
 	u.writev = func(vec [][]byte) (int, error) {
 		n, err := c.Writev(vec)
@@ -434,7 +434,7 @@ func (u *upH2) settle() {
 	if len(u.streams) == 0 && u.idleAt < 0 {
 		now := u.p.now()
 		u.idleAt = now
-		u.ls.armSweep(u.conn.Loop(), now, now+int64(u.pl.idleTimeout))
+		u.ls.armSweep(u.conn.Loop(), now, deadline(now, u.pl.idleTimeout))
 	} else if len(u.streams) > 0 {
 		u.idleAt = -1
 	}
@@ -538,7 +538,7 @@ func (u *upH2) opened() {
 	if d := u.pl.pingEvery; d > 0 {
 		now := u.p.now()
 		u.recvAt = now
-		u.ls.armSweep(u.conn.Loop(), now, now+int64(d))
+		u.ls.armSweep(u.conn.Loop(), now, deadline(now, d))
 	}
 }
 
@@ -743,7 +743,7 @@ func (u *upH2) OnPingAck(c *h2.Client, data [8]byte) {
 	rtt := &u.sl.stats.h2PingRTT
 	rtt.add(now - u.pingAt - rtt.load())
 	u.pingAt = -1
-	u.ls.armSweep(u.conn.Loop(), now, now+int64(u.pl.pingEvery))
+	u.ls.armSweep(u.conn.Loop(), now, deadline(now, u.pl.pingEvery))
 }
 
 // pingCheck sends u a PING where it received nothing for pl's
@@ -825,7 +825,7 @@ func (sh *h2Share) sweep(now int64, pl *pool) int64 {
 		}
 		at := int64(-1)
 		if len(u.streams) == 0 && u.idleAt >= 0 && pl != nil {
-			if at = u.idleAt + int64(pl.idleTimeout); now >= at {
+			if at = deadline(u.idleAt, pl.idleTimeout); now >= at {
 				u.shutdown()
 				continue
 			}

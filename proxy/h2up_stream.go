@@ -210,7 +210,7 @@ func (st *h2stream) h2Next() {
 		st.u2.counted = true
 		ls.stats(pl, i).active.inc()
 		st.waiting, st.mark = true, c.p.now()
-		c.armAt(st.mark + int64(st.waitTimeout()))
+		c.armAt(deadline(st.mark, st.waitTimeout()))
 		// The queue it may wait in, recorded before: a stream that starts
 		// at once (onStart clears it) and fails may be retried meanwhile
 		// and wait in another server's queue, recorded by that call.
@@ -271,7 +271,7 @@ func (st *h2stream) onStart(u *upH2) {
 	}
 	st.x.srv, st.x.reused = st.pool.servers[st.srv], reused
 	st.waiting, st.mark = true, st.c.p.now()
-	st.c.armAt(st.mark + int64(st.waitTimeout())) // (per_try_timeout: retry.go)
+	st.c.armAt(deadline(st.mark, st.waitTimeout())) // (per_try_timeout: retry.go)
 	if end {
 		st.reqDone = true
 	} else {
@@ -514,7 +514,7 @@ func (st *h2stream) h2Stall() {
 	if !st.paused {
 		st.paused = true
 		st.mark = c.p.now()
-		c.armAt(st.mark + int64(c.p.cfg.Engine.WriteTimeout))
+		c.armAt(deadline(st.mark, time.Duration(c.p.cfg.Engine.WriteTimeout)))
 	}
 }
 

@@ -326,7 +326,7 @@ func (s *hsession) setPhase(ph uint8) {
 		return
 	}
 	s.mark = s.p.now()
-	if dl := s.mark + int64(d); !s.armed || dl < s.armedAt {
+	if dl := deadline(s.mark, d); !s.armed || dl < s.armedAt {
 		s.arm(dl)
 	}
 }
@@ -370,7 +370,7 @@ func (s *hsession) onTimer() {
 		return
 	}
 	now := s.p.now()
-	if dl := s.mark + int64(d); now < dl {
+	if dl := deadline(s.mark, d); now < dl {
 		s.arm(dl)
 		return
 	}
@@ -427,7 +427,7 @@ func (s *hsession) clientMoved(q int, now int64, d time.Duration) bool {
 		return false
 	}
 	s.closeQ, s.mark = q, now
-	s.arm(now + int64(d))
+	s.arm(deadline(now, d))
 	return true
 }
 
@@ -983,7 +983,7 @@ func (s *hsession) queue() {
 	// whose connect failed waits again with the rest of it.
 	s.phase, s.mark = phQueue, s.w.since
 	s.unring()
-	if dl := s.mark + int64(s.timeout()); !s.armed || dl < s.armedAt {
+	if dl := deadline(s.mark, s.timeout()); !s.armed || dl < s.armedAt {
 		s.arm(dl)
 	}
 }
@@ -1866,7 +1866,7 @@ func (ls *loopState) putIdle(c *engine.Conn, pl *pool, i int, now int64) bool {
 	*st = append(*st, idleConn{c, now})
 	c.SetContext(&sl.tag)
 	ls.stats(pl, i).idle.inc()
-	ls.armSweep(c.Loop(), now, now+int64(pl.idleTimeout))
+	ls.armSweep(c.Loop(), now, deadline(now, pl.idleTimeout))
 	return true
 }
 
@@ -1908,7 +1908,7 @@ func (ls *loopState) sweepIdle(l *engine.Loop, pools []*pool, now int64) {
 				ls.dropIdle((*st)[0].c, &sl.tag)
 			}
 			if len(*st) > 0 {
-				if at := (*st)[0].at + int64(pl.idleTimeout); next < 0 || at < next {
+				if at := deadline((*st)[0].at, pl.idleTimeout); next < 0 || at < next {
 					next = at
 				}
 			}

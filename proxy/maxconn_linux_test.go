@@ -1346,3 +1346,76 @@ func TestRepool(t *testing.T) {
 		t.Fatal("moved to a pool of another protocol (h2c)")
 	}
 }
+
+// TestMaxConnsQueueTimeoutLongest: a queue_timeout of Duration's largest
+// (2562047h, as good as none) holds a waiter until its turn, and leaves
+// its connection's other timeouts as they are: an HTTP/1.1 client served
+// after its wait is closed at keepalive_timeout once idle, and an HTTP/2
+// client's stream that holds the server's one slot gets its 504 at
+// response_timeout while another stream of the connection waits. The
+// wait's deadline (its start plus the timeout) wrapped past an int64 into
+// the past, and the timer, armed for it, kept no earlier deadline after.
+func TestMaxConnsQueueTimeoutLongest(t *testing.T) {
+	const longest = Duration(1<<63 - 1)
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		t.Run("h1", func(t *testing.T) {
+			cs := newCapServer(t, false, 0, true)
+			cfg := capConfig(b, ModeHTTP, 1, 1, cs.addr)
+			cfg.Pools[0].QueueTimeout = longest
+			cfg.Listeners[0].KeepaliveTimeout = Duration(300 * time.Millisecond)
+			p := startProxy(t, cfg)
+			first := cs.held(t, p, "/first")
+			second := rawGet(t, p, "/second")
+			queued(t, p, 1)
+			time.Sleep(200 * time.Millisecond)
+			if pt := poolTotals(p, "app"); pt.QueueLength != 1 || pt.QueueTimeouts != 0 {
+				t.Fatalf("queue %d, timeouts %d, 200ms on: want 1 waiting, none timed out", pt.QueueLength, pt.QueueTimeouts)
+			}
+			cs.answer(t, first)
+			cs.answer(t, second)
+			start := time.Now()
+			if err := closedByProxy(second); err != nil || time.Since(start) > 2*time.Second {
+				t.Errorf("the client served after its wait, idle: %v after %v; want closed at keepalive_timeout (300ms)", err, time.Since(start))
+			}
+		})
+		t.Run("h2", func(t *testing.T) {
+			cs := newCapServer(t, false, 0, true)
+			cfg := capConfig(b, ModeHTTP, 1, 1, cs.addr)
+			cfg.Pools[0].QueueTimeout = longest
+			cfg.Listeners[0].H2C = true
+			cfg.Listeners[0].ResponseTimeout = Duration(500 * time.Millisecond)
+			p := startProxy(t, cfg)
+			hc, url := h2Client(t, p)
+			get := func(path string) chan int {
+				ch := make(chan int, 1)
+				go func() {
+					resp, err := hc.Get(url + path)
+					if err != nil {
+						ch <- 0
+						return
+					}
+					resp.Body.Close()
+					ch <- resp.StatusCode
+				}()
+				return ch
+			}
+			slow := get("/slow")
+			waitFor(t, "/slow at the server", func() bool { return len(cs.got()) == 1 })
+			waits := get("/waits")
+			queued(t, p, 1)
+			select {
+			case st := <-slow:
+				if st != 504 {
+					t.Errorf("/slow: %d, want 504 at response_timeout", st)
+				}
+			case <-time.After(3 * time.Second):
+				t.Fatal("/slow: no 504 3s on (response_timeout 500ms)")
+			}
+			cs.hold <- struct{}{} // (/slow's, its connection reset)
+			cs.hold <- struct{}{}
+			if st := <-waits; st != 200 {
+				t.Errorf("/waits: %d, want 200", st)
+			}
+		})
+	})
+}

@@ -719,3 +719,12 @@ func Run(ctx context.Context, cfg *Config, opt *Options) error {
 
 // now is the time since the proxy was made, on the monotonic clock.
 func (p *Proxy) now() int64 { return int64(time.Since(p.start)) }
+
+// deadline returns the Proxy.now at plus the timeout d (neither
+// negative), saturated at math.MaxInt64, as the engine's timers are: a
+// timeout up to Duration's largest (2562047h) is a deadline that never
+// comes, later than every other, not one wrapped past an int64 into the
+// past, which timed out at once where compared with now, and, where a
+// timer was armed for it, kept every earlier deadline from re-arming it
+// (TestMaxConnsQueueTimeoutLongest, TestTimeoutsLongest).
+func deadline(at int64, d time.Duration) int64 { return at + min(int64(d), math.MaxInt64-at) }
