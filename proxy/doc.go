@@ -871,7 +871,10 @@
 // once per client or request, however many waits apart: a dead server's
 // failures, each freeing its slot, would wake it to dial again at the
 // rate the server refuses); while it waits again in its place, a slot of
-// that server goes to a waiter behind it. max_queue
+// that server goes to a waiter behind it. A retry (retry below) that
+// waits does so with what the request's waits before left of its
+// queue_timeout, the time its tries took at the servers not counted.
+// max_queue
 // (default 1024, Envoy's max_pending_requests; -1: no bound) bounds the
 // waiters over all loops: past it a request gets 503 at once (UO), a tcp
 // client is closed, counted. max_queue and queue_timeout are only given with a max_conns.

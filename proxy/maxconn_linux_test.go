@@ -1419,3 +1419,97 @@ func TestMaxConnsQueueTimeoutLongest(t *testing.T) {
 		})
 	})
 }
+
+// TestMaxConnsRetryWaitsItsOwn: a request that waited in the queue
+// before its first try, which then took the server longer than
+// queue_timeout (a 503 after 2.4s, queue_timeout 2s), waits again for
+// its retry (every slot taken, a request waiting before it) with what
+// its first wait left of queue_timeout: the time at the server is no
+// wait. Its retry is served (200), not refused at once (503, SQ), as a
+// request that had not waited before was. An HTTP/1.1 client's request
+// and an HTTP/2 client's stream.
+func TestMaxConnsRetryWaitsItsOwn(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		for _, h2c := range []bool{false, true} {
+			t.Run(map[bool]string{false: "h1", true: "h2"}[h2c], func(t *testing.T) {
+				var tries, holds atomic.Int64
+				hold, stop := make(chan struct{}), make(chan struct{})
+				u := newUpstream(t, func(c net.Conn) {
+					req, err := http.ReadRequest(bufio.NewReader(c))
+					if err != nil {
+						return
+					}
+					if req.URL.Path == "/a" && tries.Add(1) == 1 {
+						time.Sleep(2400 * time.Millisecond)
+						fmt.Fprint(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+						return
+					}
+					if req.URL.Path == "/hold" {
+						holds.Add(1)
+						select {
+						case <-hold:
+						case <-stop:
+						}
+					}
+					fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(req.URL.Path), req.URL.Path)
+				})
+				t.Cleanup(func() { close(stop) }) // (before u stops: LIFO)
+				cfg := capConfig(b, ModeHTTP, 1, 1, u.addr)
+				cfg.Pools[0].QueueTimeout = Duration(2 * time.Second)
+				cfg.Listeners[0].Retry = &RetryConfig{On: []string{"503"}}
+				cfg.Listeners[0].H2C = h2c
+				p := startProxy(t, cfg)
+				first := rawGet(t, p, "/hold")
+				waitFor(t, "/hold at the server", func() bool { return holds.Load() == 1 })
+				type answer struct {
+					st   int
+					body string
+				}
+				r := make(chan answer, 1)
+				if h2c {
+					hc, url := h2Client(t, p)
+					go func() {
+						resp, err := hc.Get(url + "/a")
+						if err != nil {
+							r <- answer{}
+							return
+						}
+						body, _ := io.ReadAll(resp.Body)
+						resp.Body.Close()
+						r <- answer{resp.StatusCode, string(body)}
+					}()
+				} else {
+					c := rawGet(t, p, "/a")
+					go func() {
+						c.SetReadDeadline(time.Now().Add(15 * time.Second))
+						resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+						if err != nil {
+							r <- answer{}
+							return
+						}
+						body, _ := io.ReadAll(resp.Body)
+						resp.Body.Close()
+						r <- answer{resp.StatusCode, string(body)}
+					}()
+				}
+				queued(t, p, 1)
+				hold <- struct{}{}
+				if st, _ := status(t, first); st != 200 {
+					t.Fatalf("/hold: %d", st)
+				}
+				waitFor(t, "/a at the server", func() bool { return tries.Load() == 1 })
+				time.Sleep(1400 * time.Millisecond) // (the second /hold's wait, about 1s, within queue_timeout)
+				second := rawGet(t, p, "/hold")
+				queued(t, p, 1)
+				waitFor(t, "the second /hold at the server", func() bool { return holds.Load() == 2 })
+				hold <- struct{}{}
+				if a := <-r; a.st != 200 || a.body != "/a" {
+					t.Errorf("/a, retried after its 503: %d %q, want 200 \"/a\"", a.st, a.body)
+				}
+				if st, _ := status(t, second); st != 200 {
+					t.Errorf("the second /hold: %d", st)
+				}
+			})
+		}
+	})
+}

@@ -734,6 +734,7 @@ func (s *hsession) retryAgain() {
 	s.rt.tries++
 	s.x.retries++
 	s.interims = 0
+	s.w.since = rewait(&s.w, s.x.queued, s.p.now())
 	retryWalk(s.pool, &s.dialing, s.srv)
 	if s.h2 != nil && s.h2.on {
 		s.h2.again()
@@ -745,6 +746,21 @@ func (s *hsession) retryAgain() {
 		return
 	}
 	s.connect()
+}
+
+// rewait returns the start of a retry's wait in its pool's queue, if it
+// waits, for a request whose waiter is w, that waited queued in all
+// before (ns), at now: queue_timeout bounds the request's waits
+// together, as it does a wait again after a failed connect, and the
+// time its tries took at the servers is no wait. From its first wait,
+// a request whose try took longer than queue_timeout was refused at once
+// (SQ) where its retry waited, while one that had not waited before
+// waited the whole of it. Loop goroutine.
+func rewait(w *waiter, queued, now int64) int64 {
+	if !w.began {
+		return w.since
+	}
+	return now - queued
 }
 
 // retryWalk begins d's walk over the pool for a retry after a try on
@@ -907,6 +923,7 @@ func (st *h2stream) retryAgain() {
 	st.rt.tries++
 	st.x.retries++
 	st.interims = 0
+	st.w.since = rewait(&st.w, st.x.queued, st.c.p.now())
 	st.waiting = false
 	st.reqDone = false
 	if st.u2.on {
