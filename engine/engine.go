@@ -1030,7 +1030,8 @@ type ListenConfig struct {
 	// and the write queue, Buffered, QueuedMemory and the high-water mark
 	// count the records queued. CloseWrite and Close send close_notify
 	// (Reset does not); the peer's close_notify, or its FIN at a record
-	// boundary, is OnEOF; a FIN inside a record or a record that does not
+	// boundary, is OnEOF (Conn.TLSTruncated tells the second, which anyone
+	// on the path can forge); a FIN inside a record or a record that does not
 	// decrypt closes the connection with the error. Ciphertext received
 	// while reading is paused is kept for the connection, on the Go heap
 	// (and not counted by the mark): what the receive in flight at the

@@ -81,12 +81,16 @@ type tlsTransport struct {
 	hdrGot  int
 	recLeft int
 
-	mu     sync.Mutex
-	in     []byte // ciphertext fed, not yet read, from off on
-	off    int
-	eof    bool // the socket's FIN came
-	closed bool // the connection closed
-	onLoop bool // the handshake is done: see the type's doc
+	mu  sync.Mutex
+	in  []byte // ciphertext fed, not yet read, from off on
+	off int
+	eof bool // the socket's FIN came
+	// gaveEOF: Read returned the socket's FIN to crypto/tls, which ends
+	// the stream so (at a record boundary) without the peer's
+	// close_notify; after close_notify it reads no more.
+	gaveEOF bool
+	closed  bool // the connection closed
+	onLoop  bool // the handshake is done: see the type's doc
 	// stopped: in reached the mark and the loop stopped reading
 	// (pauseTLS); a handshake that has read it all and waits for more
 	// has the loop read again.
@@ -114,6 +118,7 @@ func (t *tlsTransport) Read(p []byte) (int, error) {
 		case t.closed:
 			return 0, net.ErrClosed
 		case t.eof:
+			t.gaveEOF = true
 			return 0, io.EOF
 		}
 		return 0, errWouldBlock
@@ -129,6 +134,7 @@ func (t *tlsTransport) Read(p []byte) (int, error) {
 			t.mu.Unlock()
 			return n, nil
 		case t.eof:
+			t.gaveEOF = true
 			t.mu.Unlock()
 			return 0, io.EOF
 		}
@@ -361,6 +367,18 @@ func (c *Conn) TLS() *tls.ConnectionState {
 		return nil
 	}
 	return c.tls.state
+}
+
+// TLSTruncated reports whether the peer of a TLS connection ended its
+// stream, once OnEOF has come, with its FIN alone, at a record boundary,
+// without close_notify. crypto/tls takes that end as close_notify's (many
+// servers end so), but anyone on the path can cut a stream so: where the
+// end of the stream is what frames the data (an HTTP/1.1 response without
+// a length) the data may be cut short (a truncation attack, RFC 8446
+// 6.1). False for a plain connection, before OnEOF, and after
+// close_notify. Loop goroutine.
+func (c *Conn) TLSTruncated() bool {
+	return c.tls != nil && c.tls.ended && c.tls.tr.gaveEOF
 }
 
 // handshaking reports whether c is a TLS connection whose handshake is not
