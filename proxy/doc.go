@@ -582,7 +582,12 @@
 // ALPN, and a server that does not choose it (crypto/tls servers without
 // ALPN go on without one) fails the connect, counted and logged as a
 // handshake failure, before the preface is sent. h2c refuses tls and h2
-// needs it. Protocol http1 offers no ALPN (a mode tcp listener's pool
+// needs it. A response framed by the end of the stream (HTTP/1.1
+// without a length) ends with the server's close_notify: one a TLS
+// server's FIN ends without it, which crypto/tls takes for the end but
+// anyone on the path can send (a truncation), is passed on as cut short,
+// as one cut inside its length is (the client reset, or its HTTP/2
+// stream). Protocol http1 offers no ALPN (a mode tcp listener's pool
 // carries whatever its clients speak). The health checks of a TLS pool
 // connect and handshake with the same configuration (type tcp passes on a
 // completed handshake, with h2 chosen for protocol h2; type http sends its

@@ -660,7 +660,7 @@ func (h *handler) OnEOF(c *engine.Conn) {
 			c.Close()
 			return
 		}
-		x.upFailed(nil)
+		x.upFailed(endErr(c))
 		x.c.flush()
 		return
 	case *upH2:

@@ -1654,7 +1654,23 @@ func (s *hsession) upEOF(c *engine.Conn) {
 		c.Close()
 		return
 	}
-	s.upFailed(nil)
+	s.upFailed(endErr(c))
+}
+
+// errTLSTruncated is the end of a TLS server's stream without close_notify
+// (engine.Conn.TLSTruncated).
+var errTLSTruncated = errors.New("the server's TLS stream ended without close_notify")
+
+// endErr returns the error of up's end of the stream (OnEOF), for
+// upFailed: nil (an until-close response's end) but over TLS without
+// close_notify, a FIN that anyone on the path can send at a record
+// boundary: such a response may be cut short, and is passed on as one cut
+// inside its length is. Loop goroutine.
+func endErr(up *engine.Conn) error {
+	if up.TLSTruncated() {
+		return errTLSTruncated
+	}
+	return nil
 }
 
 // clientEOF: the client's FIN. An idle client is closed, and so is one
