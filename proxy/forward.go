@@ -637,7 +637,8 @@ func (h *handler) OnWritable(c *engine.Conn) {
 }
 
 // OnEOF passes a FIN on to the other side; when both sides have sent
-// theirs, both close. Loop goroutine.
+// theirs, both close. A TLS server's FIN without close_notify resets the
+// client instead. Loop goroutine.
 func (h *handler) OnEOF(c *engine.Conn) {
 	var s *session
 	switch x := c.Context().(type) {
@@ -688,6 +689,18 @@ func (h *handler) OnEOF(c *engine.Conn) {
 			s.up.CloseWrite()
 		}
 	} else {
+		if c.TLSTruncated() {
+			// The server's FIN without close_notify, which anyone on
+			// the path can send: the client is reset, as for the
+			// server's reset, not given an end that would read as the
+			// server's own (over TLS, close_notify).
+			if s.x.term == termNone {
+				s.x.term = termServer
+			}
+			s.client.Reset()
+			s.up.Close()
+			return
+		}
 		s.upEOF = true
 		s.client.CloseWrite()
 	}

@@ -3,10 +3,13 @@ package proxy
 import (
 	"bufio"
 	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/spindlenet/spindle/engine"
 )
@@ -69,6 +72,44 @@ func TestTLSUpstreamUntilCloseNeedsCloseNotify(t *testing.T) {
 				case !bare && (err != nil || string(body) != "the first part"):
 					t.Errorf("close_notify, h2c %v: %q, %v; want the body whole", h2c, body, err)
 				}
+			}
+		}
+	})
+}
+
+// TestTLSUpstreamTCPEndNeedsCloseNotify: in mode tcp, a TLS server's end
+// of its stream reaches the client as an end (its FIN) when the server
+// sends close_notify; its FIN alone, which anyone on the path can send,
+// reaches the client as a reset, not as an end that would read as the
+// server's own.
+func TestTLSUpstreamTCPEndNeedsCloseNotify(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		ca := newTestCA(t)
+		for _, bare := range []bool{false, true} {
+			u := newTLSUp(t, ca, "app", []string{"app.test"}, nil, nil, func(c *tls.Conn) {
+				c.Write([]byte("hello"))
+				if bare {
+					c.NetConn().(*net.TCPConn).CloseWrite()
+				} else {
+					c.CloseWrite()
+				}
+				c.NetConn().Read(make([]byte, 1)) // until the proxy closes
+			})
+			cfg := testConfig(b, u.addr)
+			cfg.Pools[0].TLS = &UpstreamTLSConfig{ServerName: "app.test", CAFile: caFile(t, ca, "ca.pem")}
+			p := startProxy(t, cfg)
+			c, err := net.Dial("tcp", p.Addr("web").String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			got, err := io.ReadAll(c)
+			switch {
+			case bare && !errors.Is(err, syscall.ECONNRESET):
+				t.Errorf("FIN alone: read %q, %v; want a reset", got, err)
+			case !bare && (err != nil || string(got) != "hello"):
+				t.Errorf("close_notify: read %q, %v; want hello, then the end", got, err)
 			}
 		}
 	})
