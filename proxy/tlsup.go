@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -35,9 +36,9 @@ import (
 type UpstreamTLSConfig struct {
 	// ServerName is the name sent to the servers (SNI) and checked
 	// against their certificates. Default: each server's host as
-	// configured in servers (a name, before it is resolved; an IP address
-	// is checked against the certificate's IP addresses and sent as no
-	// SNI).
+	// configured in servers (a name, before it is resolved; an IP address,
+	// its zone dropped, is checked against the certificate's IP addresses
+	// and sent as no SNI).
 	ServerName string `yaml:"server_name,omitempty" json:"server_name,omitempty"`
 	// CAFile is a PEM file of the certificates the servers' chains are
 	// checked against. Default: the system's roots.
@@ -107,6 +108,13 @@ func (p *PoolConfig) clientConfigs() ([]*tls.Config, error) {
 			host, _, err := net.SplitHostPort(sc.Address)
 			if err != nil {
 				return nil, fmt.Errorf("servers[%d]: %q is not host:port", j, sc.Address)
+			}
+			if a, err := netip.ParseAddr(host); err == nil {
+				// An IP address is checked against the certificate's
+				// IP addresses, which have no zone (a link-local
+				// server's, "fe80::1%eth0"): with it, crypto/tls took
+				// the name for a DNS name, which no certificate has.
+				host = a.WithZone("").String()
 			}
 			c.ServerName = host
 		}
