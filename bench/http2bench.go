@@ -380,7 +380,7 @@ func (r *http2Runner) measure(ctx context.Context, a http2Arm, streams, rep int)
 	if err != nil {
 		return res, err
 	}
-	m, err := r.driver().measure(ctx, r.dir, p.addr, streams, p, 0)
+	m, err := r.driver().measure(ctx, r.dir, p.addr, streams, p, 0, p.ready)
 	if err != nil {
 		return res, err
 	}
@@ -479,11 +479,13 @@ func readEdge(pid int) cpuEdge {
 // upstream serves h2load itself) and of process upstreamPID (0 for none),
 // and verifies every request's status and that its stream closed cleanly
 // (verifyH2load; nghttp2 checks each body's length against its
-// content-length, not its bytes). Before p is stopped its start check
-// (proxyProc.ready: a GET whose reply is verified whole) runs again, so
-// that a server whose replies went wrong under the load, with a
-// content-length that matches a wrong body, fails the measurement.
-func (d h2loadDriver) measure(ctx context.Context, dir, listen string, streams int, p *proxyProc, upstreamPID int) (h2loadMeasure, error) {
+// content-length, not its bytes). After the load, while the server is
+// still up, check runs: a GET whose reply is verified whole (p's start
+// check, proxyProc.ready; for the direct arm's upstream, which serves the
+// whole run, its own), so that a server whose replies went wrong under
+// the load, with a content-length that matches a wrong body, fails the
+// measurement.
+func (d h2loadDriver) measure(ctx context.Context, dir, listen string, streams int, p *proxyProc, upstreamPID int, check func() error) (h2loadMeasure, error) {
 	var m h2loadMeasure
 	logPath := filepath.Join(dir, "h2load.log")
 	defer os.Remove(logPath)
@@ -495,8 +497,8 @@ func (d h2loadDriver) measure(ctx context.Context, dir, listen string, streams i
 	// The check after the load runs while the server is up; its failure
 	// counts once h2load's own verification passed, which names more.
 	var after error
-	if err == nil && p != nil && p.ready != nil {
-		if cerr := p.ready(); cerr != nil {
+	if err == nil {
+		if cerr := check(); cerr != nil {
 			after = fmt.Errorf("after its load, a GET's reply checked whole: %w", cerr)
 		}
 	}

@@ -1075,7 +1075,13 @@ func (r *proxyRunner) measureH2(ctx context.Context, a proxyArm, streams, rep in
 		return res, err
 	}
 	d := h2loadDriver{h2load: r.cfg.H2load, threads: r.report.Config.ClientThreads, conns: r.cfg.Conns, cpus: r.cfg.ClientCPUs, warmup: r.warmup, window: r.window, https: r.clientTLS != nil, roles: r.roles()}
-	m, err := d.measure(ctx, r.dir, addr, streams, p, r.upstreamPID)
+	// The direct arm's load goes to the upstream, which serves the whole
+	// run: a reply of it is checked whole after the load, as a proxy's is.
+	check := func() error { return h2cCheck(addr, r.cfg.Payload) }
+	if p != nil {
+		check = p.ready
+	}
+	m, err := d.measure(ctx, r.dir, addr, streams, p, r.upstreamPID, check)
 	if err != nil {
 		return res, err
 	}

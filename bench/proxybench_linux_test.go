@@ -535,3 +535,31 @@ func h2RowLate(s ProxySummaryRow) string {
 	}
 	return proxyCPUCountsLate(s)
 }
+
+// TestProxyDirectFailsAShortBodyAfterTheLoad: with --protocol h2h2 the
+// direct arm's h2load goes straight to the upstream h2c server. One whose
+// replies under the load are a byte short, with a content-length that
+// matches, passes h2load's checks; the reply checked whole after the load
+// fails the direct arm's measurement, as it does a proxy arm's.
+func TestProxyDirectFailsAShortBodyAfterTheLoad(t *testing.T) {
+	hr, a := afterFirstArm(t, testHTTP2ArmShort)
+	up, err := hr.start(context.Background(), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.stop()
+	argv, env := testChildCommand()
+	cfg, err := ProxyConfig{
+		Protocol: ProxyProtocolH2H2, Arms: []string{ProxyArmDirect}, Streams: []int{1}, Conns: 4, Payload: hr.cfg.Body,
+		UpstreamCommand: argv, ProxyCommand: argv, Env: env,
+	}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &proxyRunner{cfg: cfg, armsRun: armsRun{dir: t.TempDir(), warmup: 100 * time.Millisecond, window: 300 * time.Millisecond},
+		upstream: up.addr, upstreamPID: up.cmd.Process.Pid, report: &ProxyReport{Config: ProxySettings{ClientThreads: 1}}}
+	res, err := r.measureH2(context.Background(), r.arm(ProxyArmDirect), 1, 1)
+	if err == nil || !strings.Contains(err.Error(), "after its load") || !strings.Contains(err.Error(), "content-length") {
+		t.Fatalf("measureH2 = %v (%d requests), want the short reply after the load reported", err, res.Requests)
+	}
+}
