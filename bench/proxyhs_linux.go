@@ -30,6 +30,10 @@ type handshakeSlot struct {
 	// answered is the connections begun in the window (each completed:
 	// one that fails fails the run).
 	answered uint64
+	// perMS counts the replies verified in each millisecond from the
+	// run's origin on, warm-up and window and after (replyTimes); one
+	// after the last millisecond is counted in it.
+	perMS []uint64
 }
 
 // handshakeIOTimeout bounds a connection's connect, handshake and
@@ -44,8 +48,10 @@ const handshakeIOTimeout = loadHandshakeTimeout
 // end is waited for. The result is a LoadResult as RunLoad's (Hist: the
 // connect-to-reply times of the connections begun in the window; Replies:
 // the replies verified in it; the client CPU the whole process's,
-// RUSAGE_SELF, over the window) and what the connections' TLS agreed,
-// with the resumed ones counted. Any connection that fails fails the run.
+// RUSAGE_SELF, over the window; times: when every reply came, so that a
+// counter read off the window's edges is divided by the replies between
+// its reads) and what the connections' TLS agreed, with the resumed ones
+// counted. Any connection that fails fails the run.
 // The caller has pinned the process to the client CPUs (RunProxy).
 func runHandshakes(ctx context.Context, h handshakeLoad) (*LoadResult, *ProxyTLSResult, error) {
 	ta, err := net.ResolveTCPAddr("tcp4", h.addr)
@@ -61,7 +67,8 @@ func runHandshakes(ctx context.Context, h handshakeLoad) (*LoadResult, *ProxyTLS
 	var stop atomic.Bool
 	ctxStop := context.AfterFunc(ctx, func() { stop.Store(true) })
 	defer ctxStop()
-	start := time.Now().Add(h.warmup)
+	origin := time.Now()
+	start := origin.Add(h.warmup)
 	end := start.Add(h.window)
 	var cpu [2]unix.Rusage
 	edges := make(chan error, 1)
@@ -83,6 +90,10 @@ func runHandshakes(ctx context.Context, h handshakeLoad) (*LoadResult, *ProxyTLS
 		h.Window(start, end)
 	}
 	slots := make([]handshakeSlot, h.slots)
+	// The milliseconds whose replies the slots count: replies come until
+	// the connections begun before the window's end are done, a second
+	// more is room for them.
+	perMS := (h.warmup+h.window+time.Second)/time.Millisecond + 1
 	errs := make([]error, h.slots)
 	var wg sync.WaitGroup
 	for i := range slots {
@@ -98,7 +109,8 @@ func runHandshakes(ctx context.Context, h handshakeLoad) (*LoadResult, *ProxyTLS
 			} else {
 				// Connect writes the address into its sockaddr: a copy each.
 				sa := *sa
-				errs[i] = slots[i].run(uint32(i), &sa, h.tls, newLoadFraming(cfg), start, end, &stop)
+				slots[i].perMS = make([]uint64, perMS)
+				errs[i] = slots[i].run(uint32(i), &sa, h.tls, newLoadFraming(cfg), origin, start, end, &stop)
 			}
 			if errs[i] != nil {
 				stop.Store(true)
@@ -121,12 +133,16 @@ func runHandshakes(ctx context.Context, h handshakeLoad) (*LoadResult, *ProxyTLS
 	}
 	res := &LoadResult{Hist: NewHistogram(), Window: h.window, Threads: h.slots, CPUs: clientCPUCount(h.slots, h.cpus),
 		ClientUser: time.Duration(unix.TimevalToNsec(cpu[1].Utime) - unix.TimevalToNsec(cpu[0].Utime)),
-		ClientSys:  time.Duration(unix.TimevalToNsec(cpu[1].Stime) - unix.TimevalToNsec(cpu[0].Stime))}
+		ClientSys:  time.Duration(unix.TimevalToNsec(cpu[1].Stime) - unix.TimevalToNsec(cpu[0].Stime)),
+		times:      replyTimes{origin: origin, perMS: make([]uint64, perMS)}}
 	lt := &ProxyTLSResult{}
 	var versions, suites, alpns []string
 	for _, s := range slots {
 		res.Hist.Merge(s.hist)
 		res.Replies += s.replies
+		for i, n := range s.perMS {
+			res.times.perMS[i] += n
+		}
 		res.Answered += s.answered
 		res.Sent += s.answered
 		lt.Handshakes += s.conns
@@ -151,8 +167,9 @@ func runHandshakes(ctx context.Context, h handshakeLoad) (*LoadResult, *ProxyTLS
 }
 
 // run is slot conn's loop, on its pinned thread: a connection after the
-// other until end, or until stop.
-func (s *handshakeSlot) run(conn uint32, sa unix.Sockaddr, cfg *tls.Config, f loadFraming, start, end time.Time, stop *atomic.Bool) error {
+// other until end, or until stop; each reply is counted in s.perMS by its
+// millisecond from origin.
+func (s *handshakeSlot) run(conn uint32, sa unix.Sockaddr, cfg *tls.Config, f loadFraming, origin, start, end time.Time, stop *atomic.Bool) error {
 	s.hist = NewHistogram()
 	var req, scratch []byte
 	for seq := uint64(1); !stop.Load(); seq++ {
@@ -175,6 +192,7 @@ func (s *handshakeSlot) run(conn uint32, sa unix.Sockaddr, cfg *tls.Config, f lo
 		s.versions = appendNew(s.versions, tls.VersionName(state.Version))
 		s.suites = appendNew(s.suites, tls.CipherSuiteName(state.CipherSuite))
 		s.alpns = appendNew(s.alpns, state.NegotiatedProtocol)
+		s.perMS[min(max(t1.Sub(origin), 0)/time.Millisecond, time.Duration(len(s.perMS)-1))]++
 		if !t1.Before(start) && t1.Before(end) {
 			s.replies++
 		}

@@ -3,8 +3,10 @@ package bench
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -93,14 +95,70 @@ func TestRunProxyTLSHandshakes(t *testing.T) {
 func TestHandshakeLatencyEndsAtReply(t *testing.T) {
 	skipUnlessLinux(t)
 	const closeDelay = 100 * time.Millisecond
+	addr, pool := startTLSEcho(t, closeDelay)
+	base := proxyClientTLS(pool, nil)
+	res, _, err := runHandshakes(context.Background(), handshakeLoad{
+		addr: addr, tls: handshakeClientTLS(base, false),
+		framing: LoadConfig{Addr: addr, Payload: DefaultPayload},
+		slots:   1, cpus: []int{1}, warmup: 200 * time.Millisecond, window: time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := res.Hist.Percentiles()
+	t.Logf("%d connections in the window, %.0f/s; latency p50 %.1f ms, p99 %.1f ms", res.Replies, res.Throughput(), p.P50/1e3, p.P99/1e3)
+	if p.P50 >= float64(closeDelay/time.Microsecond) {
+		t.Errorf("latency p50 %.1f ms: connect-to-reply includes the %v the server took to close after the reply (closeFirst)", p.P50/1e3, closeDelay)
+	}
+}
+
+// TestHandshakeCPUDividesByTheRepliesBetweenItsReads: as a load's, a
+// handshake load's counters are divided by the replies received between
+// their own reads. The proxy's CPU read 0.5 s after a 0.5 s window, when
+// the load has stopped, is 0.5 s of CPU for the replies of the window:
+// divided by the window's rate over 1 s it read half the CPU per
+// request the proxy spent.
+func TestHandshakeCPUDividesByTheRepliesBetweenItsReads(t *testing.T) {
+	skipUnlessLinux(t)
+	addr, pool := startTLSEcho(t, 0)
+	var start, end time.Time
+	res, _, err := runHandshakes(context.Background(), handshakeLoad{
+		addr: addr, tls: handshakeClientTLS(proxyClientTLS(pool, nil), false),
+		framing: LoadConfig{Addr: addr, Payload: DefaultPayload},
+		slots:   1, cpus: []int{1}, warmup: 100 * time.Millisecond, window: 500 * time.Millisecond,
+		Window: func(s, e time.Time) { start, end = s, e },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Replies < 10 {
+		t.Skipf("%d connections in the window: too few to tell the rates apart", res.Replies)
+	}
+	a := cpuEdge{g: GroupCPU{}, at: start}
+	b := cpuEdge{g: GroupCPU{Ticks: uint64(500 * time.Millisecond / time.Duration(ClockTick))}, at: end.Add(500 * time.Millisecond)}
+	// The connection begun before the window's end and answered after
+	// it is between the reads too: a reply more, within the margin.
+	want := 500e3 / float64(res.Replies)
+	if us, _, _ := proxyCPU(a, b, res.rate()); math.Abs(us-want) > want*0.15 {
+		t.Errorf("%.1f µs/req for 0.5 s of CPU over %d replies, want %.1f", us, res.Replies, want)
+	}
+}
+
+// startTLSEcho starts a TLS 1.3 server on a loopback port for the
+// handshake load: it answers each connection's request at once with the
+// request's bytes (the RPC echo) and closes its side closeDelay after the
+// client's close_notify and FIN. It returns the address and the pool
+// that trusts its certificate; the server stops when t ends.
+func startTLSEcho(t *testing.T, closeDelay time.Duration) (string, *x509.CertPool) {
+	t.Helper()
 	cert, pool := testCertPair(t)
 	ln, err := tls.Listen("tcp4", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer ln.Close()
+	t.Cleanup(wg.Wait)
+	t.Cleanup(func() { ln.Close() })
 	wg.Go(func() {
 		for {
 			c, err := ln.Accept()
@@ -115,23 +173,10 @@ func TestHandshakeLatencyEndsAtReply(t *testing.T) {
 				}
 				c.Write(buf)           // the reply, at once
 				io.Copy(io.Discard, c) // until the client's close_notify / FIN
-				time.Sleep(closeDelay) // then a slow close
+				time.Sleep(closeDelay) // then the close, as slow as asked
 				c.(*tls.Conn).CloseWrite()
 			})
 		}
 	})
-	base := proxyClientTLS(pool, nil)
-	res, _, err := runHandshakes(context.Background(), handshakeLoad{
-		addr: ln.Addr().String(), tls: handshakeClientTLS(base, false),
-		framing: LoadConfig{Addr: ln.Addr().String(), Payload: DefaultPayload},
-		slots:   1, cpus: []int{1}, warmup: 200 * time.Millisecond, window: time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := res.Hist.Percentiles()
-	t.Logf("%d connections in the window, %.0f/s; latency p50 %.1f ms, p99 %.1f ms", res.Replies, res.Throughput(), p.P50/1e3, p.P99/1e3)
-	if p.P50 >= float64(closeDelay/time.Microsecond) {
-		t.Errorf("latency p50 %.1f ms: connect-to-reply includes the %v the server took to close after the reply (closeFirst)", p.P50/1e3, closeDelay)
-	}
+	return ln.Addr().String(), pool
 }
