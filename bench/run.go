@@ -31,7 +31,11 @@ type Config struct {
 	// minutes in all.
 	Duration time.Duration
 	// Warmup and Window, when set, fix each measurement's warm-up and
-	// measured window instead of deriving them from Duration.
+	// measured window instead of deriving them from Duration: Warmup
+	// alone leaves the window the rest of each measurement's share of
+	// Duration, Window alone the warm-up a fifth of the share. Warm-up and
+	// window must fit in the share, or the run goes over its budget: Run
+	// and Sweep refuse them (ErrOverBudget) before they measure.
 	Warmup, Window time.Duration
 	// Reps is the number of repetitions of each measurement. Default 3.
 	Reps int
@@ -411,7 +415,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer cleanup()
 	c := r.cfg
 	r.total = len(arms) * r.variants() * c.Reps * (1 + len(c.OpenFractions))
-	r.splitBudget()
+	if err := r.splitBudget(); err != nil {
+		return nil, err
+	}
 	for rep := 1; rep <= c.Reps; rep++ {
 		for _, i := range armOrder(len(arms), rep) {
 			if err := r.measureArm(ctx, arms[i], rep, "closed", 0, 0, c.Loops, c.ComputeUS); err != nil {
@@ -525,7 +531,9 @@ func Sweep(ctx context.Context, cfg SweepConfig) (*Report, error) {
 		}
 		r.report.Notes = append(r.report.Notes, fmt.Sprintf("server and client share a CPU at %s %s: those cells' figures include their contention", strings.Join(shared, ", "), unit))
 	}
-	r.splitBudget()
+	if err := r.splitBudget(); err != nil {
+		return nil, err
+	}
 	allCPUs := r.cfg.ServerCPUs
 	for _, loops := range cfg.Loops {
 		r.cfg.ServerCPUs = allCPUs[:min(loops, len(allCPUs))]
@@ -685,7 +693,6 @@ func (r *runner) measureArm(ctx context.Context, a Arm, rep int, mode string, fr
 	return nil
 }
 
-// splitBudget divides the measuring budget among r.total measurements.
 // splitDuration splits a run's duration over n measurements: each a
 // warm-up of a fifth (50 ms to 1 s) and the rest, at least 100 ms, measured.
 func splitDuration(d time.Duration, n int) (warmup, window time.Duration) {
@@ -694,18 +701,54 @@ func splitDuration(d time.Duration, n int) (warmup, window time.Duration) {
 	return warmup, max(per-warmup, 100*time.Millisecond)
 }
 
-func (r *runner) splitBudget() {
-	r.warmup, r.window = splitDuration(r.cfg.Duration, r.total)
-	if r.cfg.Warmup > 0 {
-		r.warmup = r.cfg.Warmup
+// ErrOverBudget is the error of a run whose Config.Warmup and
+// Config.Window do not fit in each measurement's share of Config.Duration.
+var ErrOverBudget = errors.New("bench: warm-up and window over the budget")
+
+// givenSplit is splitDuration's split of d over n measurements, with the
+// warm-up and window given (0: not given) in place of its own: with the
+// warm-up alone, the window is the rest of the share. A warm-up and window
+// that do not fit in the share are an ErrOverBudget saying the arithmetic.
+func givenSplit(d time.Duration, n int, warmup, window time.Duration) (time.Duration, time.Duration, error) {
+	defWarmup, defWindow := splitDuration(d, n)
+	per := d / time.Duration(max(n, 1))
+	measurements := "measurements"
+	if n == 1 {
+		measurements = "measurement"
 	}
-	if r.cfg.Window > 0 {
-		r.window = r.cfg.Window
+	share := fmt.Sprintf("each measurement's share of the duration, %v / %d %s = %v", d, n, measurements, per.Round(time.Millisecond))
+	switch {
+	case warmup == 0 && window == 0:
+		return defWarmup, defWindow, nil
+	case window == 0:
+		if warmup >= per {
+			return 0, 0, fmt.Errorf("%w: a warm-up of %v leaves no window in %s", ErrOverBudget, warmup, share)
+		}
+		return warmup, per - warmup, nil
+	case warmup == 0:
+		if defWarmup+window > per {
+			return 0, 0, fmt.Errorf("%w: the default warm-up of %v (a fifth of the share) + a window of %v = %v, more than %s", ErrOverBudget, defWarmup, window, defWarmup+window, share)
+		}
+		return defWarmup, window, nil
+	}
+	if warmup+window > per {
+		return 0, 0, fmt.Errorf("%w: a warm-up of %v + a window of %v = %v, more than %s", ErrOverBudget, warmup, window, warmup+window, share)
+	}
+	return warmup, window, nil
+}
+
+// splitBudget divides the measuring budget among r.total measurements,
+// or refuses the warm-up and window given (givenSplit).
+func (r *runner) splitBudget() error {
+	var err error
+	if r.warmup, r.window, err = givenSplit(r.cfg.Duration, r.total, r.cfg.Warmup, r.cfg.Window); err != nil {
+		return err
 	}
 	r.report.Config.WarmupSeconds = r.warmup.Seconds()
 	r.report.Config.WindowSeconds = r.window.Seconds()
 	fmt.Fprintf(r.cfg.Progress, "spindle bench: %d measurements on %s, each %v warm-up + %v measured; server CPUs %v, client CPUs %v\n",
 		r.total, r.topo.Name(), r.warmup, r.window, r.cfg.ServerCPUs, r.cfg.ClientCPUs)
+	return nil
 }
 
 func (r *runner) finish() {

@@ -1370,3 +1370,38 @@ func goNetSweep(t *testing.T, sc SweepConfig) *Report {
 	}
 	return rep
 }
+
+// TestGivenSplitFitsTheShare: a warm-up and window given must fit in each
+// measurement's share of the duration; they ran as given, over the
+// budget, before. The warm-up alone leaves the window the rest of the
+// share (it was the share less the default warm-up, over the budget for
+// a warm-up longer than that), the window alone takes the default
+// warm-up. Refused, the error says the arithmetic.
+func TestGivenSplitFitsTheShare(t *testing.T) {
+	const s, ms = time.Second, time.Millisecond
+	for _, c := range []struct {
+		d                      time.Duration
+		n                      int
+		warmup, window         time.Duration
+		wantWarmup, wantWindow time.Duration
+		refused                string
+	}{
+		{d: 10 * s, n: 2, wantWarmup: s, wantWindow: 4 * s},
+		{d: 10 * s, n: 2, warmup: 2 * s, window: 3 * s, wantWarmup: 2 * s, wantWindow: 3 * s},
+		{d: 10 * s, n: 2, warmup: 2 * s, wantWarmup: 2 * s, wantWindow: 3 * s},
+		{d: 10 * s, n: 2, window: 4 * s, wantWarmup: s, wantWindow: 4 * s},
+		{d: 10 * s, n: 2, warmup: 2 * s, window: 4 * s, refused: "a warm-up of 2s + a window of 4s = 6s, more than each measurement's share of the duration, 10s / 2 measurements = 5s"},
+		{d: 10 * s, n: 2, warmup: 5 * s, refused: "a warm-up of 5s leaves no window in each measurement's share of the duration, 10s / 2 measurements = 5s"},
+		{d: 10 * s, n: 2, window: 4500 * ms, refused: "the default warm-up of 1s (a fifth of the share) + a window of 4.5s = 5.5s, more than each measurement's share of the duration, 10s / 2 measurements = 5s"},
+		{d: 10 * s, n: 3, window: 20 * s, refused: "10s / 3 measurements = 3.333s"},
+		{d: s, n: 1, warmup: 2 * s, refused: "a warm-up of 2s leaves no window in each measurement's share of the duration, 1s / 1 measurement = 1s"},
+	} {
+		warmup, window, err := givenSplit(c.d, c.n, c.warmup, c.window)
+		switch {
+		case c.refused != "" && (!errors.Is(err, ErrOverBudget) || !strings.Contains(err.Error(), c.refused)):
+			t.Errorf("%v over %d, warm-up %v, window %v: %v, want %q", c.d, c.n, c.warmup, c.window, err, c.refused)
+		case c.refused == "" && (err != nil || warmup != c.wantWarmup || window != c.wantWindow):
+			t.Errorf("%v over %d, warm-up %v, window %v: %v + %v (%v), want %v + %v", c.d, c.n, c.warmup, c.window, warmup, window, err, c.wantWarmup, c.wantWindow)
+		}
+	}
+}

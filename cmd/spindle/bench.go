@@ -45,8 +45,8 @@ func (f *benchFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.arms, "arms", "", "comma-separated arms to run, of "+strings.Join(names, ", ")+" (default: "+def+")")
 	fs.StringVar(&f.topology, "topology", "loopback", "loopback, or wire (two netns joined by a veth pair; root)")
 	fs.DurationVar(&f.duration, "duration", 100*time.Second, "total measuring budget, shared among the measurements (start-up and drains add about a fifth)")
-	fs.DurationVar(&f.warmup, "warmup", 0, "each measurement's dropped warm-up (default: a fifth of its share of --duration)")
-	fs.DurationVar(&f.window, "window", 0, "each measurement's measured window (default: the rest of its share of --duration)")
+	fs.DurationVar(&f.warmup, "warmup", 0, "each measurement's dropped warm-up (default: a fifth of its share of --duration; with --window, the two within the share)")
+	fs.DurationVar(&f.window, "window", 0, "each measurement's measured window (default: the rest of its share of --duration; with --warmup, the two within the share)")
 	fs.IntVar(&f.reps, "reps", 3, "repetitions of each measurement (arms alternate within each, in reverse order in even ones)")
 	fs.IntVar(&f.conns, "conns", 50, "client connections")
 	fs.IntVar(&f.inflight, "inflight", 1, "closed-loop requests in flight per connection")
@@ -277,7 +277,18 @@ func runBench(ctx context.Context, args []string) error {
 		}
 		cfg.OpenFractions = append(cfg.OpenFractions, v)
 	}
-	return runAndEmit(&f, func() (*bench.Report, error) { return bench.Run(ctx, cfg) }, f.emit)
+	return runAndEmit(&f, func() (*bench.Report, error) { return overBudget(bench.Run(ctx, cfg)) }, f.emit)
+}
+
+// overBudget returns a run's report and error, the error a usageError when
+// it is the package's refusal of a --warmup and --window that do not fit
+// in each measurement's share of --duration: the number of measurements
+// is known once the arms that can run are (bench.ErrOverBudget).
+func overBudget(rep *bench.Report, err error) (*bench.Report, error) {
+	if errors.Is(err, bench.ErrOverBudget) {
+		return nil, usageError{err}
+	}
+	return rep, err
 }
 
 func runBenchSweep(ctx context.Context, args []string) error {
@@ -316,7 +327,7 @@ func runBenchSweep(ctx context.Context, args []string) error {
 	if len(sc.Loops) > 0 {
 		sc.Config.Loops = slices.Min(sc.Loops)
 	}
-	return runAndEmit(&f, func() (*bench.Report, error) { return bench.Sweep(ctx, sc) }, f.emit)
+	return runAndEmit(&f, func() (*bench.Report, error) { return overBudget(bench.Sweep(ctx, sc)) }, f.emit)
 }
 
 // intList parses flag name's comma-separated list of distinct integers of

@@ -719,3 +719,34 @@ func TestBenchCPUsDefault(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchRefusesWarmupAndWindowOverTheBudget: a --warmup or --window
+// that does not fit in each measurement's share of --duration was taken
+// as given, and the run went over its budget (with --warmup alone, the
+// window was the share less the default warm-up, not the rest). bench and
+// bench sweep refuse it as a usage error, exit status 2, before they
+// measure, saying the arithmetic.
+func TestBenchRefusesWarmupAndWindowOverTheBudget(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("bench is Linux only")
+	}
+	bin := spindleBin(t)
+	short := []string{"--arms", "go-net", "--duration", "1s", "--reps", "1", "--out", ""}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "--fractions", "", "--warmup", "2s"}, "a warm-up of 2s leaves no window in each measurement's share of the duration, 1s / 1 measurement = 1s"},
+		{[]string{"bench", "--fractions", "0.5", "--warmup", "200ms", "--window", "400ms"}, "a warm-up of 200ms + a window of 400ms = 600ms, more than each measurement's share of the duration, 1s / 2 measurements = 500ms"},
+		{[]string{"bench", "sweep", "--loops-list", "1", "--compute-list", "0,10", "--window", "1s"}, "the default warm-up of 100ms (a fifth of the share) + a window of 1s = 1.1s, more than each measurement's share of the duration, 1s / 2 measurements = 500ms"},
+	} {
+		cmd := exec.Command(bin, slices.Concat(c.args, short)...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(stderr.String(), c.want) || strings.Contains(stderr.String(), "measurements on") {
+			t.Errorf("spindle %v: %v, stderr:\n%s\nwant exit status 2 before measuring, saying %q", cmd.Args[1:], err, stderr.String(), c.want)
+		}
+	}
+}
