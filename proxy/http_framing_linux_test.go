@@ -296,6 +296,9 @@ func dialSmall(t *testing.T, p *Proxy) net.Conn {
 // timeout, so the queue's moves are what keep it.
 func TestHTTPStalledClient(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
+		// Its time is waits (the timeouts, the reader's pauses), and each
+		// backend has its proxy and server: they run together.
+		t.Parallel()
 		// Past what the kernel's socket buffers take (tcp_wmem's 4 MiB at
 		// most), and within the client's queue.
 		const size = 12 << 20

@@ -18,6 +18,9 @@ import (
 // it read. It gets the whole response.
 func TestHTTPSlowReaderTimeout(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
+		// Its time is the reader's pauses, and each backend has its proxy
+		// and server: they run together.
+		t.Parallel()
 		const size = 4 << 20
 		u := newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Length", strconv.Itoa(size))
