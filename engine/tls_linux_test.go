@@ -62,6 +62,18 @@ func clientTLS(version uint16) *tls.Config {
 	return &tls.Config{RootCAs: testCA().roots, ServerName: "localhost", MinVersion: version, MaxVersion: version}
 }
 
+// clientTLSX25519 is clientTLS(version) offering X25519 alone as key
+// exchange, for tests that make many handshakes to test what comes around
+// them (admission, places given back), not the key exchange. Go's
+// default, X25519MLKEM768, adds an ML-KEM key the client makes and
+// decapsulates and the server encapsulates to, in Go code that -race
+// instruments.
+func clientTLSX25519(version uint16) *tls.Config {
+	cfg := clientTLS(version)
+	cfg.CurvePreferences = []tls.CurveID{tls.X25519}
+	return cfg
+}
+
 // startTLSEngine runs an engine with h on a loopback listener with lc.
 func startTLSEngine(t testing.TB, cfg *Config, h Handler, lc *ListenConfig) (*Engine, string) {
 	t.Helper()
