@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -56,20 +55,12 @@ func TestIOWQPlacement(t *testing.T) {
 			cfg.CPUs = []int{loopCPU}
 			cfg.Logf = logs.logf
 			e := newEngine(t, cfg, &echoHandler{})
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- e.Run(ctx) }()
-			stopped := false
+			stopRun := runUntilStopped(t, e)
 			stop := func() {
-				if !stopped {
-					stopped = true
-					cancel()
-					if err := <-done; err != nil {
-						t.Errorf("Run: %v", err)
-					}
+				if err := stopRun(); err != nil {
+					t.Errorf("Run: %v", err)
 				}
 			}
-			defer stop()
 
 			report := startupReport(t, &logs)
 			if !strings.Contains(report, tc.report) {

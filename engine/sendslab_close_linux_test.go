@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -50,20 +49,12 @@ func TestSendSlabMappedAfterUnconfirmedRingClose(t *testing.T) {
 		logMu.Unlock()
 	}
 	e := newEngine(t, cfg, &echoHandler{})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- e.Run(ctx) }()
-	stopped := false
+	stopRun := runUntilStopped(t, e)
 	stop := func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("Run: %v", err)
-			}
+		if err := stopRun(); err != nil {
+			t.Errorf("Run: %v", err)
 		}
 	}
-	defer stop()
 	waitFor(t, "the loop to start", func() bool { return len(e.Loops()) == 1 && e.Loops()[0].ringFd.Load() >= 0 })
 
 	// A chunk of a region mapped now has never been touched (the first
