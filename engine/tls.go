@@ -46,7 +46,9 @@ type tlsConn struct {
 	// of the stream (the peer's close_notify, or its FIN at a record
 	// boundary), which the loop has passed on as the connection's EOF.
 	established, ended bool
-	cancel             context.CancelFunc // the handshake's context; nil before it starts
+	// cancel: the handshake's context's; nil before the handshake starts
+	// and once it has ended, the context then released.
+	cancel context.CancelFunc
 	// ln: the listener that accepted the connection, whose place the
 	// handshake holds (ListenConfig.MaxHandshakes); nil dialed.
 	ln *Listener
@@ -188,10 +190,12 @@ func (t *tlsTransport) readRecord(p []byte) int {
 		}
 		if t.off < len(t.in) {
 			if t.off += m; t.off == len(t.in) {
-				t.in, t.off = t.in[:0], 0
-				if cap(t.in) > 64<<10 {
-					t.in = nil // a burst while paused: not kept for the connection's life
-				}
+				// Drained: the array goes, not kept for the connection's
+				// life at the size of what filled it (a ClientHello, a
+				// burst while paused). Streaming does not come here: a
+				// receive is read from cur, all of it (crypto/tls keeps
+				// a record's start) unless the handler pauses.
+				t.in, t.off = nil, 0
 			}
 		} else {
 			t.cur = t.cur[m:]
@@ -536,6 +540,7 @@ func (t *tlsConn) timedOut(c *Conn) {
 // the handshake's error. Loop goroutine.
 func (t *tlsConn) handshakeDone(c *Conn, err error) {
 	t.cancel()
+	t.cancel = nil
 	if c.state != stateOpen {
 		return // closed meanwhile (timeout, shutdown, the peer's reset)
 	}
