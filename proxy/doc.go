@@ -491,7 +491,11 @@
 // handshake on a goroutine of its own, then the record layer on the
 // loop), and the listener sees plaintext: mode tcp forwards the client's
 // decrypted bytes to a plain server as they are (the server's encrypted
-// back; the client's close_notify is the server's FIN), mode http serves
+// back; the client's close_notify is the server's FIN, while its FIN
+// without close_notify, which anyone on the path can send, resets the
+// server and the client, logged CD, also in a tunnel after an Upgrade;
+// a server being connected to gets it once connected, as it gets what
+// the client sent meanwhile), mode http serves
 // HTTP/1.1, or HTTP/2 to a client ALPN gave h2 (RFC 9113 3.2), on the
 // h2c paths above (h2_max_concurrent_streams and h2_initial_window
 // apply; a client with h2 still has to send the preface), and its

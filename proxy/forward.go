@@ -152,7 +152,7 @@ type session struct {
 	dialing
 
 	upOpen, clientEOF, upEOF bool
-	done                     bool // the client has closed
+	done                     bool // the client has closed (or clientCut is closing it)
 
 	last   int64 // p.now() of the last byte either way (with an idle timeout)
 	queued int   // both sides' Buffered and Unacked at the last idle check
@@ -638,7 +638,8 @@ func (h *handler) OnWritable(c *engine.Conn) {
 
 // OnEOF passes a FIN on to the other side; when both sides have sent
 // theirs, both close. A TLS server's FIN without close_notify resets the
-// client instead. Loop goroutine.
+// client instead, and a TLS client's the server (clientCut). Loop
+// goroutine.
 func (h *handler) OnEOF(c *engine.Conn) {
 	var s *session
 	switch x := c.Context().(type) {
@@ -675,6 +676,10 @@ func (h *handler) OnEOF(c *engine.Conn) {
 		return
 	}
 	if c == s.client {
+		if c.TLSTruncated() {
+			s.clientCut()
+			return
+		}
 		if !s.hasP && s.w.leave(s.pool, &s.x.queued, false) {
 			// Its FIN while it waits in the queue, nothing sent: it
 			// leaves (as HAProxy's queue, which drops a client closed
@@ -708,6 +713,30 @@ func (h *handler) OnEOF(c *engine.Conn) {
 		s.client.Close()
 		s.up.Close()
 	}
+}
+
+// clientCut ends the session at a TLS client's FIN without close_notify,
+// which anyone on the path can send: the server is reset, as for the
+// client's reset, not given an end that would read as the client's own
+// (its FIN, or over TLS close_notify), and so is the client, whose close
+// would send it close_notify for a server's stream that did not end. It
+// is the client's abort (CD). A client in the pool's queue gives up its
+// place here, before a turn could come to it ahead of its OnClose. The
+// proxy reads nothing of a client while it connects (the FIN comes once
+// a server took what the client sent), but up may still be a dial where
+// that changes: Reset abandons it, and done, set before either OnClose,
+// keeps the upstream's, which may come first, from taking the abandoned
+// dial for a failed connect and dialing the next server. Loop goroutine.
+func (s *session) clientCut() {
+	if s.x.term == termNone {
+		s.x.term = termClient
+	}
+	s.done = true
+	s.w.leave(s.pool, &s.x.queued, false)
+	if s.up != nil {
+		s.up.Reset()
+	}
+	s.client.Reset()
 }
 
 // OnClose ends the session with either side: a failed dial tries the next
