@@ -592,7 +592,9 @@
 // anyone on the path can send (a truncation), is passed on as cut short,
 // as one cut inside its length is (the client reset, or its HTTP/2
 // stream); in mode tcp (and a tunnel after an Upgrade) such an end resets
-// the client instead of ending its stream. Protocol http1 offers no ALPN (a mode tcp listener's pool
+// the client instead of ending its stream, and the server too where the
+// client's stream is still open (not close_notify, which would end it
+// whole). Protocol http1 offers no ALPN (a mode tcp listener's pool
 // carries whatever its clients speak). The health checks of a TLS pool
 // connect and handshake with the same configuration (type tcp passes on a
 // completed handshake, with h2 chosen for protocol h2; type http sends its

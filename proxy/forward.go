@@ -698,12 +698,18 @@ func (h *handler) OnEOF(c *engine.Conn) {
 			// The server's FIN without close_notify, which anyone on
 			// the path can send: the client is reset, as for the
 			// server's reset, not given an end that would read as the
-			// server's own (over TLS, close_notify).
+			// server's own (over TLS, close_notify). So is the server
+			// while the client's stream is open: a close would send it
+			// close_notify, the client's end, for a stream cut.
 			if s.x.term == termNone {
 				s.x.term = termServer
 			}
 			s.client.Reset()
-			s.up.Close()
+			if s.clientEOF {
+				s.up.Close()
+			} else {
+				s.up.Reset()
+			}
 			return
 		}
 		s.upEOF = true

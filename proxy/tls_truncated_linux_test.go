@@ -341,3 +341,37 @@ func TestTLSClientTunnelEndNeedsCloseNotify(t *testing.T) {
 		}
 	})
 }
+
+// TestTLSUpstreamTCPCutResetsServer: in mode tcp, a TLS server's FIN
+// without close_notify, the client's stream still open, ends the server's
+// connection with a reset, not with close_notify, which would tell the
+// server that the client's stream ended whole when the client was reset.
+func TestTLSUpstreamTCPCutResetsServer(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		ca := newTestCA(t)
+		ends := make(chan readEnd, 1)
+		u := newTLSUp(t, ca, "app", []string{"app.test"}, nil, nil, func(c *tls.Conn) {
+			c.Write([]byte("hello"))
+			c.NetConn().(*net.TCPConn).CloseWrite()
+			got, err := io.ReadAll(c)
+			ends <- readEnd{got, err}
+		})
+		cfg := testConfig(b, u.addr)
+		cfg.Pools[0].TLS = &UpstreamTLSConfig{ServerName: "app.test", CAFile: caFile(t, ca, "ca.pem")}
+		p := startProxy(t, cfg)
+		c := dial(t, p)
+		defer c.Close()
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.ReadAll(c); !errors.Is(err, syscall.ECONNRESET) {
+			t.Errorf("the client: %v, want a reset", err)
+		}
+		select {
+		case end := <-ends:
+			if len(end.got) != 0 || end.err == nil {
+				t.Errorf("the server read %q, %v; want an error (the client's stream did not end)", end.got, end.err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the server's read did not end")
+		}
+	})
+}
