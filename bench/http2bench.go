@@ -61,9 +61,7 @@ type HTTP2Config struct {
 	Arms []string
 	// Duration is the measuring budget, shared among the measurements
 	// (each gets a fifth as warm-up, the rest as its window); start-up
-	// comes on top. A share shorter than the least a measurement takes,
-	// a 50 ms warm-up and a 100 ms window, is refused (ErrOverBudget).
-	// Default 60 s.
+	// comes on top. Default 60 s.
 	Duration time.Duration
 	// Reps is the number of repetitions; arms alternate within each, in
 	// the given order in odd ones and reversed in even ones (ABC CBA …).

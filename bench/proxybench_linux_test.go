@@ -263,10 +263,7 @@ func TestRunProxySplitsOverArmsThatRun(t *testing.T) {
 			t.Errorf("arm %s skipped for %q, want %q", rep.Arms[i].Name, rep.Arms[i].Skipped, want)
 		}
 	}
-	warmup, window, err := splitDuration(d, 2) // direct, twice
-	if err != nil {
-		t.Fatal(err)
-	}
+	warmup, window := splitDuration(d, 2) // direct, twice
 	if rep.Config.WarmupSeconds != warmup.Seconds() || rep.Config.WindowSeconds != window.Seconds() {
 		t.Errorf("each measurement %vs + %vs, want %v + %v: %v over the 2 that run", rep.Config.WarmupSeconds, rep.Config.WindowSeconds, warmup, window, d)
 	}

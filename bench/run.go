@@ -27,9 +27,8 @@ type Config struct {
 	Topology string
 	// Duration is the run's total measuring budget, shared among its
 	// measurements (each gets a fifth as warm-up, the rest as its window);
-	// server start-up and drains come on top. A share shorter than the
-	// least a measurement takes, a 50 ms warm-up and a 100 ms window, is
-	// refused (ErrOverBudget). Default 100 s, about two minutes in all.
+	// server start-up and drains come on top. Default 100 s, about two
+	// minutes in all.
 	Duration time.Duration
 	// Warmup and Window, when set, fix each measurement's warm-up and
 	// measured window instead of deriving them from Duration: Warmup
@@ -694,72 +693,48 @@ func (r *runner) measureArm(ctx context.Context, a Arm, rep int, mode string, fr
 	return nil
 }
 
-// The least warm-up and window a measurement gets from splitDuration.
-const (
-	minSplitWarmup = 50 * time.Millisecond
-	minSplitWindow = 100 * time.Millisecond
-)
-
-// ErrOverBudget is the error of a run whose measurements do not fit in
-// its budget: each measurement's share of the duration is shorter than the
-// least a measurement takes (splitDuration), or than Config.Warmup and
-// Config.Window given (givenSplit).
-var ErrOverBudget = errors.New("bench: over the budget")
-
 // splitDuration splits a run's duration over n measurements: each a
-// warm-up of a fifth (50 ms to 1 s) and the rest, at least 100 ms,
-// measured. A share shorter than that least warm-up and window is an
-// ErrOverBudget saying the arithmetic: the run would take longer than
-// the duration.
-func splitDuration(d time.Duration, n int) (warmup, window time.Duration, err error) {
+// warm-up of a fifth (50 ms to 1 s) and the rest, at least 100 ms, measured.
+func splitDuration(d time.Duration, n int) (warmup, window time.Duration) {
 	per := d / time.Duration(max(n, 1))
-	if least := minSplitWarmup + minSplitWindow; per < least {
-		return 0, 0, fmt.Errorf("%w: %s, less than the least a measurement takes, a %v warm-up + a %v window = %v", ErrOverBudget, shareOf(d, n), minSplitWarmup, minSplitWindow, least)
-	}
-	// A share of at least the least warm-up and window leaves the window
-	// at least minSplitWindow.
-	warmup = min(max(per/5, minSplitWarmup), time.Second)
-	return warmup, per - warmup, nil
+	warmup = min(max(per/5, 50*time.Millisecond), time.Second)
+	return warmup, max(per-warmup, 100*time.Millisecond)
 }
 
-// shareOf says each of n measurements' share of duration d, the
-// arithmetic of an ErrOverBudget.
-func shareOf(d time.Duration, n int) string {
-	measurements := "measurements"
-	if n == 1 {
-		measurements = "measurement"
-	}
-	return fmt.Sprintf("each measurement's share of the duration, %v / %d %s = %v", d, n, measurements, (d / time.Duration(max(n, 1))).Round(time.Millisecond))
-}
+// ErrOverBudget is the error of a run whose Config.Warmup and
+// Config.Window do not fit in each measurement's share of Config.Duration.
+var ErrOverBudget = errors.New("bench: warm-up and window over the budget")
 
 // givenSplit is splitDuration's split of d over n measurements, with the
 // warm-up and window given (0: not given) in place of its own: with the
 // warm-up alone, the window is the rest of the share. A warm-up and window
 // that do not fit in the share are an ErrOverBudget saying the arithmetic.
 func givenSplit(d time.Duration, n int, warmup, window time.Duration) (time.Duration, time.Duration, error) {
+	defWarmup, defWindow := splitDuration(d, n)
 	per := d / time.Duration(max(n, 1))
+	measurements := "measurements"
+	if n == 1 {
+		measurements = "measurement"
+	}
+	share := fmt.Sprintf("each measurement's share of the duration, %v / %d %s = %v", d, n, measurements, per.Round(time.Millisecond))
 	switch {
-	case warmup > 0 && window > 0:
-		if warmup+window > per {
-			return 0, 0, fmt.Errorf("%w: a warm-up of %v + a window of %v = %v, more than %s", ErrOverBudget, warmup, window, warmup+window, shareOf(d, n))
-		}
-		return warmup, window, nil
-	case warmup > 0:
+	case warmup == 0 && window == 0:
+		return defWarmup, defWindow, nil
+	case window == 0:
 		if warmup >= per {
-			return 0, 0, fmt.Errorf("%w: a warm-up of %v leaves no window in %s", ErrOverBudget, warmup, shareOf(d, n))
+			return 0, 0, fmt.Errorf("%w: a warm-up of %v leaves no window in %s", ErrOverBudget, warmup, share)
 		}
 		return warmup, per - warmup, nil
+	case warmup == 0:
+		if defWarmup+window > per {
+			return 0, 0, fmt.Errorf("%w: the default warm-up of %v (a fifth of the share) + a window of %v = %v, more than %s", ErrOverBudget, defWarmup, window, defWarmup+window, share)
+		}
+		return defWarmup, window, nil
 	}
-	defWarmup, defWindow, err := splitDuration(d, n)
-	switch {
-	case err != nil:
-		return 0, 0, err
-	case window == 0:
-		return defWarmup, defWindow, nil
-	case defWarmup+window > per:
-		return 0, 0, fmt.Errorf("%w: the default warm-up of %v (a fifth of the share, 50ms to 1s) + a window of %v = %v, more than %s", ErrOverBudget, defWarmup, window, defWarmup+window, shareOf(d, n))
+	if warmup+window > per {
+		return 0, 0, fmt.Errorf("%w: a warm-up of %v + a window of %v = %v, more than %s", ErrOverBudget, warmup, window, warmup+window, share)
 	}
-	return defWarmup, window, nil
+	return warmup, window, nil
 }
 
 // splitBudget divides the measuring budget among r.total measurements,

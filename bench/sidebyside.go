@@ -203,8 +203,7 @@ type armsRun struct {
 // budget counts the measurements of the run, perArm for each of arms not
 // skipped, and splits duration among them (splitDuration), in whole
 // milliseconds when they are h2load's (wholeMS); a run with no arm left
-// is an error (what names the harness), and so is a duration whose share
-// is less than a measurement takes (ErrOverBudget).
+// is an error (what names the harness).
 func (s *armsRun) budget(what string, arms []ArmInfo, perArm int, duration time.Duration, wholeMS bool) error {
 	for _, a := range arms {
 		if a.Skipped == "" {
@@ -214,10 +213,7 @@ func (s *armsRun) budget(what string, arms []ArmInfo, perArm int, duration time.
 	if s.total == 0 {
 		return errors.New("bench: no " + what + " arm can run")
 	}
-	var err error
-	if s.warmup, s.window, err = splitDuration(duration, s.total); err != nil {
-		return err
-	}
+	s.warmup, s.window = splitDuration(duration, s.total)
 	if wholeMS {
 		s.warmup, s.window = s.warmup.Round(time.Millisecond), s.window.Round(time.Millisecond)
 	}

@@ -281,13 +281,12 @@ func runBench(ctx context.Context, args []string) error {
 }
 
 // overBudget returns a run's report and error, the error a usageError when
-// it is the package's refusal of a --duration too short for the
-// measurements, or of a --warmup and --window that do not fit in each
-// one's share of it (bench.ErrOverBudget): their number is known once the
-// arms that can run are, so the package checks it.
-func overBudget[R any](rep R, err error) (R, error) {
+// it is the package's refusal of a --warmup and --window that do not fit
+// in each measurement's share of --duration: the number of measurements
+// is known once the arms that can run are (bench.ErrOverBudget).
+func overBudget(rep *bench.Report, err error) (*bench.Report, error) {
 	if errors.Is(err, bench.ErrOverBudget) {
-		return rep, usageError{err}
+		return nil, usageError{err}
 	}
 	return rep, err
 }

@@ -738,7 +738,7 @@ func TestBenchRefusesWarmupAndWindowOverTheBudget(t *testing.T) {
 	}{
 		{[]string{"bench", "--fractions", "", "--warmup", "2s"}, "a warm-up of 2s leaves no window in each measurement's share of the duration, 1s / 1 measurement = 1s"},
 		{[]string{"bench", "--fractions", "0.5", "--warmup", "200ms", "--window", "400ms"}, "a warm-up of 200ms + a window of 400ms = 600ms, more than each measurement's share of the duration, 1s / 2 measurements = 500ms"},
-		{[]string{"bench", "sweep", "--loops-list", "1", "--compute-list", "0,10", "--window", "1s"}, "the default warm-up of 100ms (a fifth of the share, 50ms to 1s) + a window of 1s = 1.1s, more than each measurement's share of the duration, 1s / 2 measurements = 500ms"},
+		{[]string{"bench", "sweep", "--loops-list", "1", "--compute-list", "0,10", "--window", "1s"}, "the default warm-up of 100ms (a fifth of the share) + a window of 1s = 1.1s, more than each measurement's share of the duration, 1s / 2 measurements = 500ms"},
 	} {
 		cmd := exec.Command(bin, slices.Concat(c.args, short)...)
 		var stderr bytes.Buffer
@@ -747,40 +747,6 @@ func TestBenchRefusesWarmupAndWindowOverTheBudget(t *testing.T) {
 		var exit *exec.ExitError
 		if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(stderr.String(), c.want) || strings.Contains(stderr.String(), "measurements on") {
 			t.Errorf("spindle %v: %v, stderr:\n%s\nwant exit status 2 before measuring, saying %q", cmd.Args[1:], err, stderr.String(), c.want)
-		}
-	}
-}
-
-// TestBenchRefusesADurationTooShortForItsMeasurements: a --duration whose
-// share per measurement is less than the least a measurement takes (a
-// 50 ms warm-up and a 100 ms window) ran every measurement that long
-// anyway, the run going over its budget. bench, bench sweep, bench proxy
-// and bench http2 refuse it as a usage error, exit status 2, before they
-// measure, saying the arithmetic.
-func TestBenchRefusesADurationTooShortForItsMeasurements(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("bench is Linux only")
-	}
-	bin := spindleBin(t)
-	cases := [][]string{
-		{"bench", "--arms", "go-net", "--fractions", "", "--reps", "4"},
-		{"bench", "sweep", "--arms", "go-net", "--loops-list", "1", "--compute-list", "0,10", "--reps", "2"},
-		{"bench", "proxy", "--arms", "spindle-epoll,direct", "--reps", "2"},
-	}
-	if _, err := exec.LookPath("h2load"); err != nil {
-		t.Logf("not checking bench http2: h2load is not installed (apt-get install nghttp2-client)")
-	} else {
-		cases = append(cases, []string{"bench", "http2", "--arms", bench.HTTP2ArmGoNetHTTP, "--streams", "1", "--reps", "4"})
-	}
-	const want = "each measurement's share of the duration, 500ms / 4 measurements = 125ms, less than the least a measurement takes, a 50ms warm-up + a 100ms window = 150ms"
-	for _, args := range cases {
-		cmd := exec.Command(bin, slices.Concat(args, []string{"--duration", "500ms", "--out", ""})...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		err := cmd.Run()
-		var exit *exec.ExitError
-		if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(stderr.String(), want) || strings.Contains(stderr.String(), "measurements, each") || strings.Contains(stderr.String(), "measurements on") {
-			t.Errorf("spindle %v: %v, stderr:\n%s\nwant exit status 2 before measuring, saying %q", cmd.Args[1:], err, stderr.String(), want)
 		}
 	}
 }
