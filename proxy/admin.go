@@ -13,6 +13,16 @@ import (
 	"time"
 )
 
+// adminTimeout bounds what the admin server waits for a client: a
+// request's head and body (a body announced and not sent would otherwise
+// hold its connection and goroutine for good: the handlers read none,
+// and net/http reads it before it answers), and a kept-alive
+// connection's next request (net/http waits for it without a bound where
+// neither IdleTimeout nor ReadTimeout is set). The answer's writing has
+// twice that, from the request's head: a client that does not read it
+// is closed too.
+const adminTimeout = 5 * time.Second
+
 // adminServer serves /metrics, /healthz and /debug/config, on Go's
 // net/http, off the loops.
 type adminServer struct {
@@ -39,7 +49,8 @@ func newAdmin(p *Proxy, addr string) (*adminServer, error) {
 		enc.SetIndent("", "  ")
 		enc.Encode(p.Config())
 	})
-	return &adminServer{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}}, nil
+	return &adminServer{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: adminTimeout, ReadTimeout: adminTimeout,
+		WriteTimeout: 2 * adminTimeout, IdleTimeout: adminTimeout}}, nil
 }
 
 func (a *adminServer) serve() { a.srv.Serve(a.ln) }
