@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spindlenet/spindle/internal/h1"
 )
 
 // adminTimeout bounds what the admin server waits for a client: a
@@ -22,6 +24,10 @@ import (
 // twice that, from the request's head: a client that does not read it
 // is closed too.
 const adminTimeout = 5 * time.Second
+
+// adminMaxHead bounds an admin request's head: the largest the loops read
+// (internal/h1's default), where net/http would read a megabyte.
+const adminMaxHead = h1.DefaultMaxHead
 
 // adminServer serves /metrics, /healthz and /debug/config, on Go's
 // net/http, off the loops.
@@ -50,7 +56,7 @@ func newAdmin(p *Proxy, addr string) (*adminServer, error) {
 		enc.Encode(p.Config())
 	})
 	return &adminServer{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: adminTimeout, ReadTimeout: adminTimeout,
-		WriteTimeout: 2 * adminTimeout, IdleTimeout: adminTimeout}}, nil
+		WriteTimeout: 2 * adminTimeout, IdleTimeout: adminTimeout, MaxHeaderBytes: adminMaxHead}}, nil
 }
 
 func (a *adminServer) serve() { a.srv.Serve(a.ln) }

@@ -1296,7 +1296,8 @@
 // JSON). It closes a client that takes more than 5s to send a request
 // (head and body), is idle 5s after an answer, or takes more than 10s
 // to read one: a client, slow or gone, holds none of its connections for
-// good. In mode http each route is counted too, by its name (default:
+// good; a request head of more than 16 KiB (as the listeners bound
+// theirs) gets 431. In mode http each route is counted too, by its name (default:
 // host and path prefix, "api.example.com/v1/"; "default" is the
 // listener's pool): spindle_proxy_http_route_requests_total and
 // spindle_proxy_http_route_responses_total{class,source}.

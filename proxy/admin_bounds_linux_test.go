@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -57,6 +58,39 @@ func TestAdminBoundsIdleAndStalledClients(t *testing.T) {
 			}
 			if d := time.Since(start); d > adminTimeout+time.Second {
 				t.Errorf("closed after %v, past adminTimeout %v", d.Round(time.Millisecond), adminTimeout)
+			}
+		})
+	}
+}
+
+// TestAdminBoundsRequestHead: a request head past adminMaxHead gets 431
+// and its connection closed, as the loops bound theirs, rather than the
+// megabyte net/http reads by default.
+func TestAdminBoundsRequestHead(t *testing.T) {
+	u := newUpstream(t, nil)
+	p := startProxy(t, testConfig(testBackends[0], u.addr))
+	for _, tc := range []struct {
+		name string
+		size int // of the X-Pad field's value
+		want int
+	}{
+		{"within", adminMaxHead / 2, 200},
+		{"past", 4 * adminMaxHead, 431},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest("GET", "http://"+p.AdminAddr().String()+"/healthz", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("X-Pad", strings.Repeat("x", tc.size))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.want {
+				t.Errorf("a head of %d bytes: %d, want %d", tc.size, resp.StatusCode, tc.want)
 			}
 		})
 	}
