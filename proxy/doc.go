@@ -832,11 +832,13 @@
 // does the client (mode tcp), the request (mode http) or the HTTP/2
 // client's stream (an h2c listener's, to an http1 pool) wait, in the
 // pool's queue. Each loop has its own FIFO of waiters: a slot let go of
-// (a connection closed) goes to a waiter of the loop that let it go if
-// it has one, else to another loop with waiters (posted to it), so that
-// no slot stays free while some loop has waiters (a loop whose waiters
-// are all served, or went, with a slot still free passes it on to the
-// next loop with waiters). A client or request
+// (a connection closed) goes to the loop whose first waiter has waited
+// longest (posted to it; the loop that let it go where they tie), so
+// that no slot stays free while some loop has waiters, and a loop whose
+// clients hold the slots does not keep them for its own waiters while an
+// older one waits on another loop (a loop whose waiters are all served,
+// or went, with a slot still free passes it on to another loop with
+// waiters). A client or request
 // that arrives while the pool has waiters goes behind them (for a server
 // with a cap; as HAProxy, which serves its queue first), even where a
 // slot is free: it is not taken from under a waiter being woken. Within
@@ -854,8 +856,9 @@
 // kept-alive connection idle in a loop's pool holds its slot: while the
 // pool has waiters, a connection whose exchange ends goes to its loop's
 // waiters if it has any (pooled, the first of them taking it: under a
-// steady queue the connections go from request to request), else it
-// closes, its slot going to the other loops'; and a wait that begins has
+// steady queue the connections go from request to request, kept on
+// their loop ahead of older waiters of another), else it closes, its
+// slot going to the other loops'; and a wait that begins has
 // the idle connections to servers at their caps closed on the other
 // loops (its own loop's are its waiters'). A waiter whose turn came
 // looks for a connection again (an idle one to any server up first) and

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"math"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -16,9 +17,11 @@ import (
 // the pool's queue: one FIFO list per loop (waitQueue, written by its loop
 // only), with the pool's count of waiters over all loops (waiting) and
 // each loop's own (n) as atomics. A slot let go of (server.release) with
-// waiters anywhere wakes the releasing loop's queue if it has any, else
-// another loop's (Loop.Post of its serve, one posted at a time per loop):
-// a freed slot is not lost while a loop has waiters. A waiter announces
+// waiters anywhere wakes the queue of the loop whose first waiter has
+// waited longest (first; the releasing loop's where it ties), by
+// Loop.Post of its serve (one posted at a time per loop) where that is
+// another loop: a freed slot is not lost while a loop has waiters, nor
+// kept by the loop that let it go while an older waiter waits elsewhere. A waiter announces
 // itself (n, then waiting) before it looks for a slot once more, and a
 // release frees its slot before it looks at waiting, so that one of the
 // two sees the other (no wake-up is lost between them).
@@ -47,6 +50,7 @@ type waitQueue struct {
 	head, tail *waiter
 	after      *waiter      // in serve: the last waiter put back (nil: none yet)
 	n          atomic.Int64 // waiters in the list
+	first      atomic.Int64 // the seg of the waiter at the head, 0 for none: read by the other loops (wakeOne)
 	kick       atomic.Bool  // a serve is posted to the loop
 	shed       atomic.Bool  // a shedFn is posted to the loop
 	serveFn    func()
@@ -141,11 +145,12 @@ func (s *server) hasRoom() bool {
 }
 
 // release lets go of a slot of s (a connection closed, or its dial
-// refused), on loop k, and wakes a waiter of its pool if any. Any loop.
+// refused), on loop k, and wakes a waiter of its pool if any: the one
+// that has waited longest, on whichever loop (wakeOne). Any loop.
 func (s *server) release(k int) {
 	s.conns.Add(-1)
 	if q := &s.shared.q; q.waiting.Load() > 0 {
-		q.wakeOne(k, k)
+		q.wakeOne(k, -1)
 	}
 }
 
@@ -159,16 +164,29 @@ func (s *server) cameUp() {
 	}
 }
 
-// wakeOne posts a serve to loop k's queue if it has waiters, else to the
-// next loop that has; from is the caller's loop (kick). Any goroutine.
-func (qs *queueShared) wakeOne(k, from int) {
+// wakeOne posts a serve to the queue, of a loop other than skip (-1:
+// none), whose first waiter went in longest ago (first; FIFO over the
+// loops, as within one), where any loop has waiters; of those that tie,
+// the first from from, the caller's loop (kick). Any goroutine.
+func (qs *queueShared) wakeOne(from, skip int) {
 	n := len(qs.qs)
+	best, bestAt := -1, int64(0)
 	for d := range n {
-		j := (k + d) % n
-		if qs.qs[j].n.Load() > 0 {
-			qs.kick(j, from)
-			return
+		j := (from + d) % n
+		q := &qs.qs[j]
+		if j == skip || q.n.Load() == 0 {
+			continue
 		}
+		at := q.first.Load()
+		if at == 0 {
+			at = math.MaxInt64 // (its head being linked or unlinked: none older)
+		}
+		if best < 0 || at < bestAt {
+			best, bestAt = j, at
+		}
+	}
+	if best >= 0 {
+		qs.kick(best, from)
 	}
 }
 
@@ -236,13 +254,14 @@ func (qs *queueShared) serve(q *waitQueue) {
 	}
 }
 
-// passOn wakes the next loop with waiters after loop k, whose queue is
-// empty, where a server up has room: the slot its serve was for was not
-// taken (its waiters went before their turn, or the one woken took an
-// idle connection instead), and no release is to come for it. The idle
-// connections loop k pooled for its waiters (putIdle) are closed first
-// (shedFor): no waiter of its is left to take them. Loop goroutine
-// (k's).
+// passOn wakes another loop with waiters than loop k, whose queue is
+// empty (but of waiters that cannot use every server), the one whose
+// first waiter has waited longest (wakeOne), where a server up has room:
+// the slot its serve was for was not taken (its waiters went before
+// their turn, or the one woken took an idle connection instead), and no
+// release is to come for it. The idle connections loop k pooled for its
+// waiters (putIdle) are closed first (shedFor): no waiter of its is left
+// to take them. Loop goroutine (k's).
 func (qs *queueShared) passOn(k int) {
 	pl := qs.pool.Load()
 	if qs.waiting.Load() == 0 || pl == nil {
@@ -251,7 +270,7 @@ func (qs *queueShared) passOn(k int) {
 	qs.p.loops[k].shedFor(pl)
 	for _, s := range pl.servers {
 		if s.up() && s.hasRoom() {
-			qs.wakeOne((k+1)%len(qs.qs), k)
+			qs.wakeOne(k, k)
 			return
 		}
 	}
@@ -297,6 +316,7 @@ func (qs *queueShared) enqueue(k int, w *waiter, maxQueue int) bool {
 		q.tail = w
 	}
 	w.q = q
+	q.first.Store(q.head.seg)
 	q.n.Add(1)
 	qs.waiting.Add(1)
 	return true
@@ -359,6 +379,11 @@ func (qs *queueShared) unlink(w *waiter) {
 		q.tail = w.prev
 	}
 	w.prev, w.next, w.q = nil, nil, nil
+	if q.head != nil {
+		q.first.Store(q.head.seg)
+	} else {
+		q.first.Store(0)
+	}
 	q.n.Add(-1)
 	qs.waiting.Add(-1)
 }
