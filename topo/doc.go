@@ -1,6 +1,7 @@
 // Package topo discovers the host topology that matters for low-latency
 // networking: CPUs with their cores, SMT siblings, dies, packages and NUMA
-// nodes; isolated and nohz_full CPUs; network interfaces with their queues,
+// nodes; isolated and nohz_full CPUs, from the boot command line and from
+// cgroup v2 cpuset partitions; network interfaces with their queues,
 // each queue's IRQ and affinity, RPS/XPS masks and flow counts; NAPI
 // instances and their settings (from the kernel's netdev generic netlink
 // family); coalescing, ring sizes and channels (from ethtool netlink); the

@@ -263,3 +263,38 @@ func FuzzReadFixtureNetlink(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseCgroupFiles feeds arbitrary bytes to the parsers of the cgroup
+// files topo reads for cpuset partitions: a valid partition state parses
+// back to itself.
+func FuzzParseCgroupFiles(f *testing.F) {
+	for _, s := range []string{
+		"isolated", "root invalid", "isolated invalid (Parent is an invalid partition root)", "member\n",
+		"41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n",
+		"41 31 0:38 / /mnt/a\\040b rw - cgroup2 none rw\n",
+		"#subsys_name\thierarchy\tnum_cgroups\tenabled\ncpuset\t3\t1\t1\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ParseCgroup2Mounts(b)
+		if n := ParseCgroupsHierarchy(b, "cpuset"); n < -1 {
+			t.Errorf("%q: hierarchy %d", b, n)
+		}
+		typ, invalid, err := ParseCpusetPartition(string(b))
+		if err != nil {
+			return
+		}
+		s := typ
+		switch invalid {
+		case "":
+		case "invalid":
+			s += " invalid"
+		default:
+			s += " invalid (" + invalid + ")"
+		}
+		if t2, i2, err := ParseCpusetPartition(s); err != nil || t2 != typ || i2 != invalid {
+			t.Errorf("%q -> %q %q -> %q: %q %q %v", b, typ, invalid, s, t2, i2, err)
+		}
+	})
+}

@@ -31,8 +31,8 @@ type Host struct {
 	Nodes []Node `json:"nodes"`
 	// IsolatedDomain is the set isolcpus= (no flags, or the domain flag)
 	// takes out of the scheduler's load-balancing domains: sysfs
-	// "isolated", else the command line. Loops default to it, and the
-	// kernel keeps RPS off it.
+	// "isolated", else the command line. Loops default to it and to
+	// IsolatedPartition, and the kernel keeps RPS off it.
 	IsolatedDomain CPUSet `json:"isolated_domain"`
 	// IsolatedManagedIRQ is the set isolcpus=managed_irq keeps managed
 	// interrupts off (where their masks have another CPU); from the
@@ -41,6 +41,17 @@ type Host struct {
 	// NohzFull is the nohz_full= set (or isolcpus=nohz): sysfs
 	// "nohz_full", else the command line.
 	NohzFull CPUSet `json:"nohz_full"`
+	// IsolatedPartition is the set of CPUs in valid cgroup v2 cpuset
+	// partitions of type "isolated", made at run time: the scheduler does
+	// not balance load onto them, only the partition's tasks run there,
+	// and since Linux 6.8 unbound workqueues stay off them. The tick
+	// still runs unless they are nohz_full too, and interrupts are not
+	// moved. Cpuset says where it was read. Kernels whose housekeeping
+	// follows cpuset partitions list these CPUs in sysfs "isolated" too,
+	// so in IsolatedDomain.
+	IsolatedPartition CPUSet `json:"isolated_partition"`
+	// Cpuset is where IsolatedPartition was read, and the partitions.
+	Cpuset Cpuset `json:"cpuset"`
 	// NICs lists the network interfaces, physical ones first.
 	NICs []NIC `json:"nics"`
 	// Sysctls holds the networking and memory sysctls spindle cares about,
@@ -335,6 +346,7 @@ func Read(root string, cfg *Config) (*Host, error) {
 		return nil, err
 	}
 	r.isolation(h)
+	r.cpusetPartitions(h)
 	for _, name := range SysctlNames {
 		if v, err := r.read(SysctlPath(name)); err == nil {
 			h.Sysctls[name] = v

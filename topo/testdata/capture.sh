@@ -3,7 +3,8 @@
 # files topo.Read reads into DEST (a fixture tree). Symbolic links under
 # /sys/class/net are recreated as the same relative links, and their
 # targets captured, so the fixture resolves like sysfs does. Only the
-# CapEff line of /proc/self/status is kept. Then record the netlink
+# CapEff line of /proc/self/status is kept, and only the cgroup lines of
+# /proc/self/mountinfo. Then record the netlink
 # answers beside it: go test ./topo -run CaptureNetlink -capture-netlink "$(realpath DEST)"
 # (an absolute path: go test runs the test in topo/)
 #
@@ -40,6 +41,20 @@ for f in cmdline interrupts softirqs stat net/softnet_stat meminfo sys/kernel/os
 done
 mkdir -p "$dest/proc/self"
 grep '^CapEff:' /proc/self/status >"$dest/proc/self/status"
+# cgroup v2 cpuset partitions: the mounts, which hierarchy each controller
+# is on, the root's controllers and isolated CPUs, and each cgroup's
+# partition state with its CPUs (topo walks only cgroups with cpuset files)
+grep -E ' - cgroup2? ' /proc/self/mountinfo >"$dest/proc/self/mountinfo" || true
+file /proc/cgroups
+cg=$(awk '$0 ~ / - cgroup2 / { print $5; exit }' /proc/self/mountinfo)
+if [ -n "$cg" ]; then
+	file "$cg/cgroup.controllers"
+	file "$cg/cpuset.cpus.isolated"
+	find "$cg" -name cpuset.cpus.partition 2>/dev/null | while read -r p; do
+		file "$p"
+		file "$(dirname "$p")/cpuset.cpus.effective"
+	done
+fi
 for n in busy_poll busy_read netdev_budget netdev_budget_usecs netdev_max_backlog \
 	rps_sock_flow_entries dev_weight somaxconn rmem_max wmem_max optmem_max; do
 	file /proc/sys/net/core/$n

@@ -1,0 +1,254 @@
+package topo
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Cpuset is what the cgroup v2 cpuset controller says about CPU
+// partitions: where it was read and the partitions found.
+type Cpuset struct {
+	// Mount is the cgroup v2 mount point read (under Host.Root), empty
+	// when there is none.
+	Mount string `json:"mount,omitempty"`
+	// Source says where Host.IsolatedPartition came from (the root
+	// cgroup's cpuset.cpus.isolated, or the partitions' CPUs where the
+	// kernel has no such file), or why no partition could be read: no
+	// cgroup v2 hierarchy, or the cpuset controller not on it (bound to a
+	// cgroup v1 hierarchy, or not built). None of these is an error.
+	Source string `json:"source"`
+	// Partitions lists the cgroups whose cpuset.cpus.partition is not
+	// "member", parents before children.
+	Partitions []CpusetPartition `json:"partitions,omitempty"`
+}
+
+// CpusetPartition is one cgroup v2 cpuset partition root
+// (Documentation/admin-guide/cgroup-v2.rst, cpuset.cpus.partition).
+type CpusetPartition struct {
+	// Cgroup is the cgroup's path below the mount ("/rt").
+	Cgroup string `json:"cgroup"`
+	// Type is "root" (a scheduling domain of its own, load-balanced
+	// within) or "isolated" (no load balancing).
+	Type string `json:"type"`
+	// Invalid is empty for a valid partition; for one the kernel holds
+	// invalid it is the reason the file gives ("invalid" alone on kernels
+	// that give none). An invalid partition isolates nothing: its tasks
+	// run on the CPUs of the nearest valid ancestor partition.
+	Invalid string `json:"invalid,omitempty"`
+	// CPUs is cpuset.cpus.effective of a valid partition: the CPUs it
+	// holds, less those of its child partitions. Only the tasks of the
+	// cgroup and its descendants may run on them.
+	CPUs CPUSet `json:"cpus,omitempty"`
+}
+
+// ParseCpusetPartition parses a cpuset.cpus.partition file: "member",
+// "root" or "isolated", each but member possibly followed by "invalid"
+// and, since Linux 6.1, the reason in parentheses ("isolated invalid
+// (Parent is an invalid partition root)"). invalid is "" for a valid
+// partition, else the reason, or "invalid" when the file gives none.
+func ParseCpusetPartition(s string) (typ, invalid string, err error) {
+	s = strings.TrimSpace(s)
+	typ, rest, _ := strings.Cut(s, " ")
+	switch typ {
+	case "member", "root", "isolated":
+	default:
+		return "", "", fmt.Errorf("cpuset.cpus.partition %q: not member, root or isolated", s)
+	}
+	if rest == "" {
+		return typ, "", nil
+	}
+	reason, ok := strings.CutPrefix(rest, "invalid")
+	if !ok || typ == "member" {
+		return "", "", fmt.Errorf("cpuset.cpus.partition %q: unknown state", s)
+	}
+	reason = strings.TrimSpace(reason)
+	if reason == "" {
+		return typ, "invalid", nil
+	}
+	if !strings.HasPrefix(reason, "(") || !strings.HasSuffix(reason, ")") || len(reason) < 3 {
+		return "", "", fmt.Errorf("cpuset.cpus.partition %q: unknown state", s)
+	}
+	return typ, reason[1 : len(reason)-1], nil
+}
+
+// ParseCgroup2Mounts returns the mount points of the cgroup v2 (fstype
+// "cgroup2") mounts in a /proc/PID/mountinfo file, in its order, with
+// the kernel's octal escapes (\040 for a space) undone.
+func ParseCgroup2Mounts(b []byte) []string {
+	var mounts []string
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		if !ok {
+			continue
+		}
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if len(f) < 5 || len(g) < 1 || g[0] != "cgroup2" {
+			continue
+		}
+		mounts = append(mounts, unescapeMount(f[4]))
+	}
+	return mounts
+}
+
+// unescapeMount undoes mountinfo's escapes of space, tab, newline and
+// backslash (\040, \011, \012, \134: seq_file's mangle_path).
+func unescapeMount(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// ParseCgroupsHierarchy returns the hierarchy ID /proc/cgroups gives the
+// controller name: 0 when it is on cgroup v2 or on no hierarchy, -1 when
+// the file does not list it (the kernel was built without it).
+func ParseCgroupsHierarchy(b []byte, name string) int {
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 2 || f[0] != name {
+			continue
+		}
+		if n, err := strconv.Atoi(f[1]); err == nil && n >= 0 {
+			return n
+		}
+	}
+	return -1
+}
+
+// cgroup2Mount finds the cgroup v2 mount under the root: from
+// /proc/self/mountinfo when it can be read, else (a captured tree without
+// it) /sys/fs/cgroup or, on a hybrid host, /sys/fs/cgroup/unified where
+// either has cgroup.controllers. It returns "" and why when there is none.
+func (r reader) cgroup2Mount() (string, string) {
+	if b, err := os.ReadFile(r.path("/proc/self/mountinfo")); err == nil {
+		mounts := ParseCgroup2Mounts(b)
+		if len(mounts) == 0 {
+			return "", "no cgroup v2 hierarchy is mounted (/proc/self/mountinfo)"
+		}
+		return mounts[0], ""
+	}
+	for _, m := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
+		if _, err := os.Stat(r.path(m + "/cgroup.controllers")); err == nil {
+			return m, ""
+		}
+	}
+	return "", "no cgroup v2 hierarchy found (no /proc/self/mountinfo, no cgroup.controllers in /sys/fs/cgroup or /sys/fs/cgroup/unified)"
+}
+
+// cpusetPartitions reads the cgroup v2 cpuset partitions: the isolated
+// CPUs from the root cgroup's cpuset.cpus.isolated where the kernel has
+// that file (Linux 6.8+; "isolated CPUs used in existing isolated
+// partitions"), else from cpuset.cpus.effective of each valid isolated
+// partition, and the partitions from a walk of the hierarchy. A cgroup
+// without cpuset files has no cpuset-enabled descendants either (its
+// parent did not enable the controller for it), so the walk does not go
+// below it. Nothing here is an error: what could not be read is said in
+// Cpuset.Source or a note.
+func (r reader) cpusetPartitions(h *Host) {
+	h.IsolatedPartition = CPUSet{}
+	mount, why := r.cgroup2Mount()
+	if mount == "" {
+		h.Cpuset.Source = why
+		return
+	}
+	h.Cpuset.Mount = mount
+	ctrl, err := r.read(mount + "/cgroup.controllers")
+	if err != nil {
+		h.Cpuset.Source = fmt.Sprintf("%s: %v", path.Join(mount, "cgroup.controllers"), errors.Unwrap(err))
+		return
+	}
+	if !slices.Contains(strings.Fields(ctrl), "cpuset") {
+		h.Cpuset.Source = "the cpuset controller is not on cgroup v2 (not in " + path.Join(mount, "cgroup.controllers") + ")"
+		if b, err := os.ReadFile(r.path("/proc/cgroups")); err == nil {
+			switch n := ParseCgroupsHierarchy(b, "cpuset"); {
+			case n > 0:
+				h.Cpuset.Source = fmt.Sprintf("the cpuset controller is on cgroup v1 (hierarchy %d in /proc/cgroups), so no cgroup v2 cpuset partition can exist", n)
+			case n < 0:
+				h.Cpuset.Source = "the kernel has no cpuset controller (not in /proc/cgroups)"
+			}
+		}
+		return
+	}
+	base := r.path(mount)
+	walkErr := filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		if p == base {
+			return nil
+		}
+		s, err := os.ReadFile(filepath.Join(p, "cpuset.cpus.partition"))
+		if err != nil {
+			return filepath.SkipDir
+		}
+		rel, _ := filepath.Rel(base, p)
+		cg := "/" + filepath.ToSlash(rel)
+		typ, invalid, err := ParseCpusetPartition(string(s))
+		if err != nil {
+			h.Notes = append(h.Notes, fmt.Sprintf("%s: %v", path.Join(mount, cg), err))
+			return nil
+		}
+		if typ == "member" {
+			return nil
+		}
+		part := CpusetPartition{Cgroup: cg, Type: typ, Invalid: invalid}
+		if invalid == "" {
+			cpus, err := r.readCPUList(path.Join(mount, cg, "cpuset.cpus.effective"))
+			if err != nil {
+				h.Notes = append(h.Notes, fmt.Sprintf("cpuset partition %s: %v", cg, err))
+			}
+			part.CPUs = cpus
+		}
+		h.Cpuset.Partitions = append(h.Cpuset.Partitions, part)
+		return nil
+	})
+	if walkErr != nil {
+		h.Notes = append(h.Notes, fmt.Sprintf("cgroup v2 hierarchy %s: %v", mount, walkErr))
+	}
+	file := path.Join(mount, "cpuset.cpus.isolated")
+	iso, err := r.readCPUList(file)
+	switch {
+	case err == nil:
+		h.IsolatedPartition, h.Cpuset.Source = iso, file
+		return
+	case !errors.Is(err, fs.ErrNotExist):
+		h.Notes = append(h.Notes, fmt.Sprintf("%v: isolated CPUs taken from the partitions instead", err))
+	}
+	for _, p := range h.Cpuset.Partitions {
+		if p.Type == "isolated" && p.Invalid == "" {
+			h.IsolatedPartition = h.IsolatedPartition.Union(p.CPUs)
+		}
+	}
+	h.Cpuset.Source = "cpuset.cpus.effective of the valid isolated partitions under " + mount + " (no " + file + ": a kernel before 6.8, or a mount of a cgroup below the hierarchy's root)"
+}
+
+// PartitionOf returns the valid isolated cpuset partitions holding any of
+// cpus, by cgroup path ("/rt"). Any goroutine.
+func (h *Host) PartitionOf(cpus CPUSet) []string {
+	var cgs []string
+	for _, p := range h.Cpuset.Partitions {
+		if p.Type == "isolated" && p.Invalid == "" && p.CPUs.Intersect(cpus).Len() > 0 {
+			cgs = append(cgs, p.Cgroup)
+		}
+	}
+	return cgs
+}
