@@ -36,8 +36,9 @@ type Finding struct {
 // Options tune the diagnosis. The zero value uses the defaults.
 type Options struct {
 	// LoopCPUs are the CPUs that run (or will run) event loops. Default:
-	// the host's isolcpus domain-isolated CPUs (Host.IsolatedDomain); when
-	// both are empty, the IRQs-on-loop-CPUs check is skipped.
+	// the host's isolated CPUs (IsolatedCPUs: isolcpus domain-isolated
+	// and cpuset-partition isolated); when both are empty, the
+	// IRQs-on-loop-CPUs check is skipped.
 	LoopCPUs topo.CPUSet
 	// Inline says IRQs are meant to share the loop CPUs (the inline
 	// policy), so queue IRQs on loop CPUs are not reported.
@@ -66,7 +67,7 @@ type Options struct {
 
 func (o Options) withDefaults(h *topo.Host) Options {
 	if o.LoopCPUs.Len() == 0 {
-		o.LoopCPUs = h.IsolatedDomain
+		o.LoopCPUs = IsolatedCPUs(h)
 	}
 	if o.LockedBytes == 0 {
 		loops := o.LoopCPUs.Len()

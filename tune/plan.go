@@ -122,13 +122,13 @@ type PlanConfig struct {
 	// Interfaces to tune. Default: every physical interface with receive
 	// queues.
 	Interfaces []string
-	// LoopCPUs are the CPUs for loops. Default (inline): the isolcpus
-	// domain-isolated CPUs (Host.IsolatedDomain) among one SMT thread per
+	// LoopCPUs are the CPUs for loops. Default (inline): the isolated
+	// CPUs (IsolatedCPUs: isolcpus domain and cpuset partition) among one SMT thread per
 	// core local to the NICs if any, else one SMT thread per local core;
 	// (dedicated): those minus IRQCPUs and their SMT siblings.
 	LoopCPUs topo.CPUSet
 	// IRQCPUs are the softirq CPUs of the dedicated policy. Default: one
-	// housekeeping (not domain-isolated) CPU per 8 local cores, at least one, on
+	// housekeeping (not isolated) CPU per 8 local cores, at least one, on
 	// each NIC's NUMA node.
 	IRQCPUs topo.CPUSet
 	// BusyPollUsecs, when > 0 (inline only), sets net.core.busy_poll and
@@ -327,7 +327,7 @@ func (p *planner) cpuSets(nics []*topo.NIC) error {
 		loops := cfg.LoopCPUs
 		if loops.Len() == 0 {
 			loops = primaries
-			if iso := h.IsolatedDomain.Intersect(primaries); iso.Len() > 0 {
+			if iso := IsolatedCPUs(h).Intersect(primaries); iso.Len() > 0 {
 				loops = iso
 			}
 		}
@@ -346,7 +346,7 @@ func (p *planner) cpuSets(nics []*topo.NIC) error {
 			taken := withSiblings(h, cfg.LoopCPUs)
 			pick := func(from topo.CPUSet) topo.CPUSet {
 				free := from.Minus(taken)
-				house := free.Minus(h.IsolatedDomain)
+				house := free.Minus(IsolatedCPUs(h))
 				if house.Len() == 0 {
 					house = free
 				}
@@ -374,6 +374,9 @@ func (p *planner) cpuSets(nics []*topo.NIC) error {
 			return refuse("no CPUs left for loops after IRQ CPUs %s", irq)
 		}
 		p.plan.LoopCPUs, p.plan.IRQCPUs = loops, irq
+	}
+	if s := partitionNote(h, p.plan.LoopCPUs); s != "" {
+		p.note("%s", s)
 	}
 	return nil
 }
@@ -593,7 +596,10 @@ func (p *planner) nicWrites(n *topo.NIC) error {
 	// (isolcpus domain) and nohz_full CPUs out of an RPS map and refuses
 	// a map left empty: a plan that spread RPS over them would read back
 	// different or fail, and apply would roll back. RPS goes only to
-	// housekeeping CPUs among irqCPUs.
+	// housekeeping CPUs among irqCPUs. The kernel strips what its
+	// housekeeping domain mask leaves out, which sysfs "isolated"
+	// (IsolatedDomain) shows: on kernels whose mask does not follow cpuset
+	// partitions, partition CPUs take RPS and are not taken out here.
 	rpsCPUs := irqCPUs.Minus(p.h.IsolatedDomain).Minus(p.h.NohzFull)
 	useRPS := nq < irqCPUs.Len()
 	if useRPS && nq >= rpsCPUs.Len() {

@@ -31,6 +31,14 @@ func WriteHost(w io.Writer, h *topo.Host) error {
 		ew.f("  node %d: CPUs %s\n", n.ID, n.CPUs)
 	}
 	ew.f("  isolated (domain): %s   managed_irq: %s   nohz_full: %s\n", orNone(h.IsolatedDomain.String()), orNone(h.IsolatedManagedIRQ.String()), orNone(h.NohzFull.String()))
+	ew.f("  isolated (cpuset partition): %s, from %s\n", orNone(h.IsolatedPartition.String()), h.Cpuset.Source)
+	for _, p := range h.Cpuset.Partitions {
+		if p.Invalid != "" {
+			ew.f("    partition %s: %s, invalid (%s): isolates nothing\n", p.Cgroup, p.Type, p.Invalid)
+		} else {
+			ew.f("    partition %s: %s, CPUs %s\n", p.Cgroup, p.Type, orNone(p.CPUs.String()))
+		}
+	}
 	for _, note := range h.Notes {
 		ew.f("  note: %s\n", note)
 	}

@@ -133,7 +133,7 @@ func tuneDiagnose(ctx context.Context, args []string, w io.Writer) error {
 	root := fs.String("root", "/", "read /proc and /sys under this directory")
 	period := fs.Duration("period", 5*time.Second, "sampling period")
 	var loops cpuFlag
-	fs.Var(&loops, "loop-cpus", "CPUs that run event loops (default: those of the plan applied with --state, else the isolcpus domain-isolated CPUs)")
+	fs.Var(&loops, "loop-cpus", "CPUs that run event loops (default: those of the plan applied with --state, else the isolated CPUs: isolcpus domain-isolated and in isolated cgroup v2 cpuset partitions)")
 	inline := fs.Bool("inline", false, "loops share CPUs with their queues' IRQs (inline policy): do not report IRQs on loop CPUs (default: true when the plan applied with --state is inline)")
 	state := fs.String("state", tunestate.DefaultPath, "state file of the applied plan, whose loop CPUs and policy are the defaults of --loop-cpus and --inline")
 	busy := fs.Bool("busy-poll", false, "the application busy-polls (io_uring NAPI or SO_BUSY_POLL)")
@@ -177,7 +177,8 @@ func tuneDiagnose(ctx context.Context, args []string, w io.Writer) error {
 			from = fmt.Sprintf("state %s (%s plan)", *state, p.Policy)
 		}
 		if opt.LoopCPUs.Len() == 0 {
-			opt.LoopCPUs, from = h.IsolatedDomain, "isolcpus"
+			opt.LoopCPUs = tune.IsolatedCPUs(h)
+			from = tune.IsolationKind(h, opt.LoopCPUs)
 		}
 	}
 	if opt.LoopCPUs.Len() == 0 {

@@ -1,0 +1,99 @@
+package tune
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/spindlenet/spindle/topo"
+)
+
+// partitionHost writes into a copy of the smt-isol fixture a host booted
+// without isolcpus= and nohz_full=, whose CPUs 2-7,10-15 are an isolated
+// cgroup v2 cpuset partition /rt, and reads it.
+func partitionHost(t *testing.T, partition string) (string, *topo.Host) {
+	t.Helper()
+	root := copyTree(t, fxSMT)
+	for f, v := range map[string]string{
+		"proc/cmdline":                           "ro\n",
+		"sys/devices/system/cpu/isolated":        "\n",
+		"sys/devices/system/cpu/nohz_full":       "\n",
+		"proc/self/mountinfo":                    "35 24 0:30 / /sys/fs/cgroup rw,relatime - cgroup2 cgroup2 rw\n",
+		"sys/fs/cgroup/cgroup.controllers":       "cpuset cpu io memory pids\n",
+		"sys/fs/cgroup/rt/cpuset.cpus.partition": partition + "\n",
+		"sys/fs/cgroup/rt/cpuset.cpus.effective": "2-7,10-15\n",
+	} {
+		p := filepath.Join(root, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root, loadHost(t, root)
+}
+
+// TestPartitionIsolatedCPUsAsLoops: CPUs isolated by a cgroup v2 cpuset
+// partition are taken for loops and judged as loop CPUs the way isolcpus
+// domain-isolated ones are: the inline plan puts its loops there, the
+// dedicated plan keeps its IRQ CPUs off them, and diagnose reports queue
+// IRQs landing on them. The plan says what such a partition gives and
+// what it does not (only its cgroup's tasks run there; the tick still
+// runs without nohz_full). An invalid partition isolates nothing. Before,
+// topo read isolation from the boot command line only, and all three
+// ignored the partition.
+func TestPartitionIsolatedCPUsAsLoops(t *testing.T) {
+	for _, tc := range []struct {
+		partition string
+		loops     string // default inline loop CPUs
+		isolated  bool
+	}{
+		{"isolated", "2-7", true},
+		{"isolated invalid (Cpu list in cpuset.cpus not exclusive)", "0-7", false},
+	} {
+		t.Run(tc.partition, func(t *testing.T) {
+			root, h := partitionHost(t, tc.partition)
+			if h.IsolatedDomain.Len() != 0 {
+				t.Fatalf("fixture: isolcpus domain %s", h.IsolatedDomain)
+			}
+			p, err := MakePlan(h, PlanConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.LoopCPUs.String() != tc.loops {
+				t.Errorf("inline loop CPUs %s, want %s", p.LoopCPUs, tc.loops)
+			}
+			note := hasNote(p, "isolated cpuset partition /rt (under /sys/fs/cgroup)")
+			if note != tc.isolated {
+				t.Errorf("partition note %v, want %v: %q", note, tc.isolated, p.Notes)
+			}
+			if tc.isolated && (!hasNote(p, "only tasks of that cgroup may run there") || !hasNote(p, "timer tick still runs on 2-7")) {
+				t.Errorf("partition note does not say what the partition leaves out: %q", p.Notes)
+			}
+			d, err := MakePlan(h, PlanConfig{Policy: Dedicated})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bad := d.IRQCPUs.Intersect(h.IsolatedPartition); bad.Len() > 0 {
+				t.Errorf("dedicated IRQ CPUs %s on partition-isolated CPUs %s", d.IRQCPUs, bad)
+			}
+			a, b := snapshots(t, root, h)
+			if got := slices.Contains(ids(Diagnose(h, a, b, Options{})), "irq-on-loop-cpu"); got != tc.isolated {
+				t.Errorf("irq-on-loop-cpu found: %v, want %v", got, tc.isolated)
+			}
+			if got, want := IsolationKind(h, topo.NewCPUSet(2)), map[bool]string{true: "cpuset partition /rt", false: ""}[tc.isolated]; got != want {
+				t.Errorf("IsolationKind(2) = %q, want %q", got, want)
+			}
+			var out strings.Builder
+			if err := WriteHost(&out, h); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out.String(), "partition /rt: isolated") {
+				t.Errorf("WriteHost does not list the partition:\n%s", out.String())
+			}
+		})
+	}
+}
