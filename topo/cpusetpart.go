@@ -20,6 +20,9 @@ type Cpuset struct {
 	// Mount is the cgroup v2 mount point read (under Host.Root), empty
 	// when there is none.
 	Mount string `json:"mount,omitempty"`
+	// Available is true when the cpuset controller is on that mount, so
+	// that partitions could be read.
+	Available bool `json:"available"`
 	// Source says where Host.IsolatedPartition came from (the root
 	// cgroup's cpuset.cpus.isolated, or the partitions' CPUs where the
 	// kernel has no such file), or why no partition could be read: no
@@ -188,6 +191,7 @@ func (r reader) cpusetPartitions(h *Host) {
 		}
 		return
 	}
+	h.Cpuset.Available = true
 	base := r.path(mount)
 	walkErr := filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || !d.IsDir() {

@@ -147,6 +147,9 @@ func TestCpusetPartitionIsolation(t *testing.T) {
 			if !slices.Equal(parts, tc.parts) {
 				t.Errorf("partitions %q, want %q", parts, tc.parts)
 			}
+			if want := tc.parts != nil || strings.Contains(tc.source, "cpuset.cpus.isolated"); h.Cpuset.Available != want {
+				t.Errorf("Cpuset.Available %v, want %v", h.Cpuset.Available, want)
+			}
 			if h.IsolatedDomain.Len() != 0 {
 				t.Errorf("IsolatedDomain %s: partition CPUs counted as isolcpus", h.IsolatedDomain)
 			}

@@ -31,7 +31,11 @@ func WriteHost(w io.Writer, h *topo.Host) error {
 		ew.f("  node %d: CPUs %s\n", n.ID, n.CPUs)
 	}
 	ew.f("  isolated (domain): %s   managed_irq: %s   nohz_full: %s\n", orNone(h.IsolatedDomain.String()), orNone(h.IsolatedManagedIRQ.String()), orNone(h.NohzFull.String()))
-	ew.f("  isolated (cpuset partition): %s, from %s\n", orNone(h.IsolatedPartition.String()), h.Cpuset.Source)
+	if h.Cpuset.Available {
+		ew.f("  isolated (cpuset partition): %s, from %s\n", orNone(h.IsolatedPartition.String()), h.Cpuset.Source)
+	} else {
+		ew.f("  isolated (cpuset partition): none: %s\n", h.Cpuset.Source)
+	}
 	for _, p := range h.Cpuset.Partitions {
 		if p.Invalid != "" {
 			ew.f("    partition %s: %s, invalid (%s): isolates nothing\n", p.Cgroup, p.Type, p.Invalid)
