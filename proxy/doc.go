@@ -1374,7 +1374,8 @@
 // ones close and those in use finish; one added starts up, as at New,
 // until its pool's checks or passive health say otherwise. Listeners are
 // matched by name: one added opens, one removed closes (its connections
-// finish), one whose address changed is opened on the new address before
+// finish), one whose address changed (not merely its spelling:
+// "localhost:80" is "127.0.0.1:80") is opened on the new address before
 // the old closes, and one whose mode changed keeps its socket as a new
 // listener (its counters start again); the kept-alive HTTP clients of the
 // listener replaced in these three cases are closed once idle (at once,

@@ -195,7 +195,8 @@ type keptUpTLS struct {
 //     finish, and a client in its TLS handshake there is served under it
 //     once done, for up to twice its handshake_timeout, however many
 //     reloads follow); one whose listen address changed is opened on the new one
-//     and the old closed. A listener whose mode changed keeps its socket
+//     and the old closed (an address written another way, "localhost:80"
+//     for "127.0.0.1:80", is no change). A listener whose mode changed keeps its socket
 //     (no moment without one) but is a new listener: its counters start
 //     again and its open connections stay in the old mode. Other listener
 //     settings (pool, routes, timeouts, max_conns, upgrades) apply to new
@@ -409,8 +410,10 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 		}
 	}
 
-	// Listeners: a socket is kept by name and listen address first, then
-	// taken over by an equal listen address (port 0 aside).
+	// Listeners: a socket is kept by name and listen address first (the
+	// address as listenAddr reads it: "localhost:80" is "127.0.0.1:80",
+	// the same listener with its counters and clients, not one moved),
+	// then taken over by an equal listen address (port 0 aside).
 	claimed := map[*engine.Listener]bool{}
 	prev := map[*listener]*listener{} // the listener each follows (same socket and mode)
 	from := map[*listener]*listener{} // the listener whose socket each keeps
@@ -432,8 +435,9 @@ func (p *Proxy) makeGen(cfg *Config, addrs [][]string) (*generation, error) {
 		}
 	}
 	for _, l := range g.lns {
+		ap, _ := listenAddr(l.cfg.Listen) // (validated)
 		for _, o := range p.lns {
-			if o.name == l.name && o.cfg.Listen == l.cfg.Listen {
+			if oap, _ := listenAddr(o.cfg.Listen); o.name == l.name && oap == ap {
 				l.ln = o.ln
 				claimed[o.ln] = true
 				from[l] = o
