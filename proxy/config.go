@@ -746,7 +746,8 @@ type PoolConfig struct {
 	Passive *PassiveConfig `yaml:"passive,omitempty" json:"passive,omitempty"`
 	// MaxIdle (mode http) is how many idle keep-alive connections each
 	// loop keeps to each server for the next requests. Default 16; -1
-	// keeps none (a connection per request).
+	// keeps none (a connection per request). A reload that lowers it
+	// closes the idle ones past it.
 	MaxIdle int `yaml:"max_idle" json:"max_idle"`
 	// IdleTimeout (mode http) closes an idle kept connection after this
 	// long unused. Default 60s.

@@ -181,7 +181,9 @@ type keptUpTLS struct {
 //     name its certificate is checked for: its host as written in servers
 //     when the pool's tls has no server_name: a connection made plain, or
 //     checked for another name or against other roots, is not used again,
-//     the idle ones closed at once and those in use when done); one removed takes no new connection, its idle ones are
+//     the idle ones closed at once and those in use when done), as many
+//     of those as its pool's max_idle keeps (a lower one closes the
+//     oldest past it at once); one removed takes no new connection, its idle ones are
 //     closed and those in use finish (and are then closed, not pooled); one
 //     added starts up, as at New, until its pool's checks or passive health
 //     say otherwise. A pool whose settings or servers changed gets its
@@ -823,7 +825,8 @@ func (p *Proxy) stop() {
 // one's stats[k].cur), the pools (sweepIdle; a made one's round-robin
 // starts afresh in its own poolLoop), and the idle connections of
 // the servers g removed closed, their HTTP/2 ones retired (goneH2), and
-// the idle connections swept by the idle_timeout in force. It keeps nothing of the generations
+// the idle connections swept by the idle_timeout in force and cut to the
+// max_idle in force. It keeps nothing of the generations
 // before: what connections made under them hold stays with them. Once per generation, in
 // their order (a Reload makes the next only once every loop applied
 // this one). Loop goroutine (before Run: Reload's, the loops not
@@ -857,7 +860,9 @@ func (ls *loopState) apply(k int, g *generation) {
 	}
 	// A pool whose protocol changed reuses no connection of the other:
 	// an h2c pool's servers' idle HTTP/1.1 ones close, an http1 pool's
-	// HTTP/2 ones finish their streams and close.
+	// HTTP/2 ones finish their streams and close. An http1 pool keeps
+	// no more idle ones than its max_idle: those past it close, the
+	// oldest first, as putIdle would have kept none of them.
 	for _, pl := range g.made {
 		for _, s := range pl.servers {
 			sl := s.loops[k]
@@ -866,6 +871,9 @@ func (ls *loopState) apply(k int, g *generation) {
 					ls.dropIdle(sl.idle.conns[0].c, &sl.tag)
 				}
 			} else {
+				for len(sl.idle.conns) > max(pl.maxIdle, 0) {
+					ls.dropIdle(sl.idle.conns[0].c, &sl.tag)
+				}
 				sl.h2.retire()
 			}
 		}
