@@ -1068,8 +1068,18 @@ func LoadConfig(path string) (*Config, error) {
 
 // ParseConfig decodes a YAML config strictly (an unknown field is an
 // error, and so is a number with a fraction where a whole one is
-// wanted), fills in the defaults and validates it. Any goroutine.
+// wanted; a value of the wrong kind is named by its field and line),
+// fills in the defaults and validates it. Any goroutine.
 func ParseConfig(data []byte) (*Config, error) {
+	// The values are checked first, so that the field of a wrong one is
+	// named (the decoder's errors name its line only).
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if err := scalars(&doc, reflect.TypeFor[Config](), ""); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	var cfg Config
@@ -1083,13 +1093,6 @@ func ParseConfig(data []byte) (*Config, error) {
 	if err := dec.Decode(&more); !errors.Is(err, io.EOF) {
 		return nil, errors.New("config: more than one YAML document")
 	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	if err := wholeNumbers(&doc, reflect.TypeFor[Config](), ""); err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
 	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -1097,17 +1100,21 @@ func ParseConfig(data []byte) (*Config, error) {
 	return &cfg, nil
 }
 
-// wholeNumbers refuses a number with a fraction ("0.5") in node n where
-// the type decoded from it, t, has an integer (key is the field's name,
-// for the error): yaml.v3 decodes a float into an int truncated, so that
-// max_conns: 0.5 or max_request_body: 0.9 would be 0, no bound at all. A
-// whole number written as a float ("1e3") is that number. Types that
-// decode themselves (UnmarshalYAML) check their own.
-func wholeNumbers(n *yaml.Node, t reflect.Type, key string) error {
+// scalars checks the values in node n that the type decoded from it, t,
+// takes as scalars, naming the field (key) and line of a wrong one, which
+// the decoder's errors do not name: a duration (Duration), a whole number
+// within its type's range, true or false, a string. It refuses a number
+// with a fraction ("0.5") where t has an integer: yaml.v3 decodes a float
+// into an int truncated, so that max_conns: 0.5 or max_request_body: 0.9
+// would be 0, no bound at all; a whole number written as a float ("1e3")
+// is that number. Types that decode themselves (UnmarshalYAML) check
+// their own; an empty value (null) is the field's zero, as the decoder
+// has it.
+func scalars(n *yaml.Node, t reflect.Type, key string) error {
 	n = unalias(n)
 	if n.Kind == yaml.DocumentNode {
 		for _, c := range n.Content {
-			if err := wholeNumbers(c, t, key); err != nil {
+			if err := scalars(c, t, key); err != nil {
 				return err
 			}
 		}
@@ -1116,21 +1123,54 @@ func wholeNumbers(n *yaml.Node, t reflect.Type, key string) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+		return nil
+	}
+	if t == reflect.TypeFor[Duration]() {
+		if n.Kind != yaml.ScalarNode {
+			return fmt.Errorf("line %d: %s: want a duration such as \"5s\"", n.Line, key)
+		}
+		if _, err := time.ParseDuration(n.Value); err != nil {
+			return fmt.Errorf("line %d: %s: %q is not a duration such as \"5s\" or \"250ms\"", n.Line, key, n.Value)
+		}
+		return nil
+	}
 	if reflect.PointerTo(t).Implements(reflect.TypeFor[yaml.Unmarshaler]()) {
 		return nil
 	}
 	switch t.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!float" {
+		if n.Kind != yaml.ScalarNode {
+			return fmt.Errorf("line %d: %s: want a whole number", n.Line, key)
+		}
+		if n.ShortTag() == "!!float" {
 			if f, err := strconv.ParseFloat(n.Value, 64); err != nil || f != math.Trunc(f) {
 				return fmt.Errorf("line %d: %s: %s is not a whole number", n.Line, key, n.Value)
 			}
 		}
+		if err := n.Decode(reflect.New(t).Interface()); err != nil {
+			lo, hi := "0", strconv.FormatUint(math.MaxUint64>>(64-t.Bits()), 10)
+			if t.Kind() <= reflect.Int64 {
+				lo, hi = strconv.FormatInt(math.MinInt64>>(64-t.Bits()), 10), strconv.FormatInt(math.MaxInt64>>(64-t.Bits()), 10)
+			}
+			return fmt.Errorf("line %d: %s: %q is not a whole number from %s to %s", n.Line, key, n.Value, lo, hi)
+		}
+	case reflect.Bool:
+		if n.Kind != yaml.ScalarNode {
+			return fmt.Errorf("line %d: %s: want true or false", n.Line, key)
+		}
+		if n.Decode(new(bool)) != nil {
+			return fmt.Errorf("line %d: %s: %q is not true or false", n.Line, key, n.Value)
+		}
+	case reflect.String:
+		if n.Kind != yaml.ScalarNode {
+			return fmt.Errorf("line %d: %s: want a string", n.Line, key)
+		}
 	case reflect.Slice, reflect.Array:
 		if n.Kind == yaml.SequenceNode {
 			for _, c := range n.Content {
-				if err := wholeNumbers(c, t.Elem(), key); err != nil {
+				if err := scalars(c, t.Elem(), key); err != nil {
 					return err
 				}
 			}
@@ -1138,7 +1178,7 @@ func wholeNumbers(n *yaml.Node, t reflect.Type, key string) error {
 	case reflect.Map:
 		if n.Kind == yaml.MappingNode {
 			for i := 0; i+1 < len(n.Content); i += 2 {
-				if err := wholeNumbers(n.Content[i+1], t.Elem(), unalias(n.Content[i]).Value); err != nil {
+				if err := scalars(n.Content[i+1], t.Elem(), unalias(n.Content[i]).Value); err != nil {
 					return err
 				}
 			}
@@ -1157,7 +1197,7 @@ func wholeNumbers(n *yaml.Node, t reflect.Type, key string) error {
 					vs = u.Content
 				}
 				for _, m := range vs {
-					if err := wholeNumbers(m, t, key); err != nil {
+					if err := scalars(m, t, key); err != nil {
 						return err
 					}
 				}
@@ -1166,7 +1206,7 @@ func wholeNumbers(n *yaml.Node, t reflect.Type, key string) error {
 			for j := range t.NumField() {
 				f := t.Field(j)
 				if name, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); f.IsExported() && name == k {
-					if err := wholeNumbers(v, f.Type, k); err != nil {
+					if err := scalars(v, f.Type, k); err != nil {
 						return err
 					}
 					break

@@ -46,7 +46,7 @@ func TestConfigAbortOnClose(t *testing.T) {
 	}
 	for _, tc := range []struct{ extra, want string }{
 		{"abort_on_close: true", `listeners[0] (web).abort_on_close: only in mode http`},
-		{"mode: http, abort_on_close: yes please", "cannot unmarshal"},
+		{"mode: http, abort_on_close: yes please", `line 1: abort_on_close: "yes please" is not true or false`},
 	} {
 		if _, err := ParseConfig([]byte(lst(tc.extra))); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want %q", tc.extra, err, tc.want)

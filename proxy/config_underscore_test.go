@@ -54,7 +54,7 @@ func TestConfigHeadersWithUnderscores(t *testing.T) {
 	for _, tc := range []struct{ extra, want string }{
 		{"mode: http, headers_with_underscores: Drop", `listeners[0] (web).headers_with_underscores: unknown "Drop" (want allow, drop or reject)`},
 		{"mode: http, headers_with_underscores: ignore", `headers_with_underscores: unknown "ignore"`},
-		{"mode: http, headers_with_underscores: [drop]", "line 1: cannot unmarshal"},
+		{"mode: http, headers_with_underscores: [drop]", "line 1: headers_with_underscores: want a string"},
 		{"headers_with_underscores: drop", `listeners[0] (web).headers_with_underscores: only in mode http`},
 	} {
 		if _, err := ParseConfig([]byte(lst(tc.extra))); err == nil || !strings.Contains(err.Error(), tc.want) {
