@@ -1864,16 +1864,17 @@ func (ls *loopState) takeIdle(pl *pool, i int) *engine.Conn {
 
 // putIdle keeps c as an idle connection to server i of pl; it reports
 // false (c to be closed) where the pool keeps none or is full (by the
-// max_idle in force: a reload's lower one bounds the connections in use
-// at it too), or a reload removed the server or replaced pl by a pool
+// pool in force for the server: a reload's lower max_idle bounds the
+// connections in use at it too, and a pool it made h2c or h2 keeps no
+// HTTP/1.1 one), or a reload removed the server or replaced pl by a pool
 // secured otherwise (poolLoop.stale). Loop goroutine.
 func (ls *loopState) putIdle(c *engine.Conn, pl *pool, i int, now int64) bool {
 	sl := ls.share(pl, i)
 	il := &sl.idle
 	st := &il.conns
 	qs := pl.queue()
-	maxIdle := pl.inForce(sl.srv).maxIdle
-	if maxIdle <= 0 || len(*st) >= maxIdle || c.Closed() || il.gone || pl.loops[ls.id].stale || qs.waiting.Load() > 0 && qs.qs[ls.id].n.Load() == 0 {
+	np := pl.inForce(sl.srv)
+	if np.h2 || np.maxIdle <= 0 || len(*st) >= np.maxIdle || c.Closed() || il.gone || pl.loops[ls.id].stale || qs.waiting.Load() > 0 && qs.qs[ls.id].n.Load() == 0 {
 		// (With clients waiting for a slot on other loops only, its
 		// slot goes to them.)
 		return false
