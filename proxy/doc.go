@@ -901,7 +901,9 @@
 // them against its cap (their closes wake the pool's waiters); max_queue
 // and queue_timeout apply to the requests and clients that begin after
 // it (one waiting when a reload replaced its pool may take the new
-// queue_timeout at its next wait). A
+// queue_timeout at its next wait; one begun under a pool without
+// max_conns that finds a server at the cap a reload gave it waits by
+// the new ones). A
 // request or client waiting when a reload replaces its pool walks the
 // pool's new generation at its turn: the servers the reload added
 // included, those it removed left out, those it failed to connect to

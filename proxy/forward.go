@@ -417,7 +417,7 @@ func (s *session) queue() {
 	// From its first wait: one whose connect failed waits again with the
 	// rest of it.
 	s.qt.Stop()
-	s.qt = s.client.Loop().AfterFunc(time.Duration(deadline(s.w.since, time.Duration(s.pool.cfg.QueueTimeout))-s.p.now()), s.qtFn)
+	s.qt = s.client.Loop().AfterFunc(time.Duration(deadline(s.w.since, time.Duration(s.pool.queueCfg().QueueTimeout))-s.p.now()), s.qtFn)
 	if !s.hasP && !s.clientEOF {
 		s.client.ResumeRead()
 	}

@@ -365,7 +365,7 @@ func (c *h2conn) onTimer() {
 		}
 		st := c.streams[i]
 		if st.w.q != nil {
-			if dl := deadline(st.w.since, time.Duration(st.pool.cfg.QueueTimeout)); now < dl {
+			if dl := deadline(st.w.since, time.Duration(st.pool.queueCfg().QueueTimeout)); now < dl {
 				if next < 0 || dl < next {
 					next = dl
 				}
@@ -753,7 +753,7 @@ func (st *h2stream) queue() {
 		st.respond(503)
 		return
 	}
-	st.c.armAt(deadline(st.w.since, time.Duration(st.pool.cfg.QueueTimeout))) // (from its first wait)
+	st.c.armAt(deadline(st.w.since, time.Duration(st.pool.queueCfg().QueueTimeout))) // (from its first wait)
 }
 
 // woken: the queue's turn came (a slot may be free): the stream looks for

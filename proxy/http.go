@@ -346,7 +346,7 @@ func (s *hsession) timeout() time.Duration {
 	case phClosing:
 		return time.Duration(s.ln.cfg.ResponseTimeout)
 	case phQueue:
-		return time.Duration(s.pool.cfg.QueueTimeout)
+		return time.Duration(s.pool.queueCfg().QueueTimeout)
 	}
 	return 0
 }

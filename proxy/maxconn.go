@@ -461,7 +461,7 @@ func (ls *loopState) wait(pl *pool, w *waiter, failed uint64, term *uint8) bool 
 	qs := pl.queue()
 	front := w.front
 	w.partial = failed != 0 || pl != qs.pool.Load() // (a pool a reload replaced lacks servers the new one may have)
-	if !qs.enqueue(ls.id, w, pl.cfg.MaxQueue) {
+	if !qs.enqueue(ls.id, w, pl.queueCfg().MaxQueue) {
 		*term = termQueueFull
 		return false
 	}
