@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -873,19 +872,22 @@ func (s *slab) bytes() int64 {
 }
 
 // abandon leaves the slab's regions mapped for the life of the process
-// (listed in leftSlabs, still counted by liveMappings) instead of closing
-// them: a request the kernel may still run reads them, and an unmapped
-// address may be taken by any new mapping whose bytes it would send.
+// (counted by LeftMappedBytes, and still by liveMappings) instead of
+// closing them: a request the kernel may still run reads them, and an
+// unmapped address may be taken by any new mapping whose bytes it would
+// send.
 func (s *slab) abandon() {
-	leftSlabsMu.Lock()
-	leftSlabs = append(leftSlabs, s.regions...)
-	leftSlabsMu.Unlock()
+	leftBytes.Add(s.bytes())
 	s.regions = nil
 	s.free = nil
 }
 
-// leftSlabs holds the regions of the send slabs abandon left mapped.
-var (
-	leftSlabsMu sync.Mutex
-	leftSlabs   [][]byte
-)
+// leftBytes counts the bytes of the send slabs abandon left mapped.
+var leftBytes atomic.Int64
+
+// LeftMappedBytes returns how many bytes of send slabs stopped loops have
+// left mapped in this process because their ring's Close could not confirm
+// that the ring's requests had ended (uring.ErrCancelUnconfirmed), as a
+// send may still read them; uring.LeftMappedBytes counts the receive
+// buffers left so. Any goroutine.
+func LeftMappedBytes() int64 { return leftBytes.Load() }

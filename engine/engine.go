@@ -814,8 +814,9 @@ func (e *Engine) closeListeners() {
 // thread to exit (uring.Ring.Close); if the kernel does not confirm that they ended,
 // the loop's receive buffers stay mapped for the life of the process, as
 // such a request may still write into them (uring.LeftMappedBytes counts
-// them), and so does its send slab, which a send may still read; the
-// engine says so, once, through Config.Logf. A ctx done
+// them), and so does its send slab, which a send may still read
+// (LeftMappedBytes counts it); the engine says so, once, through
+// Config.Logf. A ctx done
 // already at the call skips the drain: no OnDrain, every connection closed
 // at once. It returns nil after a complete drain, ctx.Err() when connections had to
 // be closed, and ErrClosed when the engine stopped otherwise meanwhile (Run's

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,8 +22,9 @@ import (
 // unmapped its send slab after that Close all the same, and the send, once
 // released, read an address free for any new mapping: bytes of unrelated
 // memory could go to the peer. Now the slab stays mapped, and the engine
-// says so with the ring's error; the test unmaps it once the send is done
-// (TestMain: no mapping left but the receive ring the ring's Close keeps).
+// says so with the ring's error, and LeftMappedBytes counts it; the test
+// unmaps it once the send is done (TestMain: no mapping left but the
+// receive ring the ring's Close keeps).
 func TestSendSlabMappedAfterUnconfirmedRingClose(t *testing.T) {
 	f, err := uring.Probe()
 	if err != nil {
@@ -59,8 +61,11 @@ func TestSendSlabMappedAfterUnconfirmedRingClose(t *testing.T) {
 
 	// A chunk of a region mapped now has never been touched (the first
 	// region may be registered for SEND_ZC, which faults its pages in).
+	// The slab's regions, for the test to unmap once the send is done:
+	// nothing else keeps them once the loop has left them mapped.
 	l := e.Loops()[0]
 	chunk := make(chan []byte, 1)
+	var regions [][]byte
 	l.Post(func() {
 		if err := l.chunks.grow(); err != nil {
 			t.Error(err)
@@ -68,11 +73,16 @@ func TestSendSlabMappedAfterUnconfirmedRingClose(t *testing.T) {
 			return
 		}
 		id, _ := l.chunks.get()
+		regions = slices.Clone(l.chunks.regions)
 		chunk <- l.chunks.buf(id)
 	})
 	c := <-chunk
 	if c == nil {
 		return
+	}
+	slabBytes := int64(0)
+	for _, r := range regions {
+		slabBytes += int64(len(r))
 	}
 	page := c[:min(len(c), os.Getpagesize())]
 	release := holdWrites(t, page) // a read of a missing page waits as well
@@ -85,7 +95,7 @@ func TestSendSlabMappedAfterUnconfirmedRingClose(t *testing.T) {
 	})
 	waitWorkerIn(t, "handle_userfault")
 
-	leftBefore := uring.LeftMappedBytes()
+	leftBefore, slabBefore := uring.LeftMappedBytes(), LeftMappedBytes()
 	stop() // the ring's Close gives up on the send after a second
 	if uring.LeftMappedBytes() > leftBefore {
 		// The ring's Close left the loop's receive ring mapped, as it
@@ -95,6 +105,7 @@ func TestSendSlabMappedAfterUnconfirmedRingClose(t *testing.T) {
 		t.Error("the ring's Close confirmed that its requests had ended although a send was still held")
 	}
 	mappedAfterStop := unix.Msync(page, unix.MS_ASYNC) == nil
+	slabLeft := LeftMappedBytes() - slabBefore
 	release()
 	// The send ends: its bytes reach the peer once it has copied them,
 	// and then nothing reads the slab any more.
@@ -104,9 +115,12 @@ func TestSendSlabMappedAfterUnconfirmedRingClose(t *testing.T) {
 	if err != nil || n == 0 {
 		t.Errorf("the held send sent nothing after its release: %d bytes, %v", n, err)
 	}
-	releaseLeftSlabs()
 	if !mappedAfterStop {
 		t.Fatal("the loop unmapped its send slab while a send of its ring, which the ring's Close could not confirm as ended, still read it")
+	}
+	releaseLeftSlab(regions, slabLeft)
+	if slabLeft != slabBytes {
+		t.Errorf("LeftMappedBytes grew by %d, want %d (the slab's %d regions)", slabLeft, slabBytes, len(regions))
 	}
 	logMu.Lock()
 	defer logMu.Unlock()
@@ -124,15 +138,14 @@ func TestSendSlabMappedAfterUnconfirmedRingClose(t *testing.T) {
 // purpose, for the life of the process.
 var ringLeftMappings atomic.Int64
 
-// releaseLeftSlabs unmaps the send-slab regions loops left mapped, for a
-// test whose requests have ended since (TestMain counts live mappings).
-func releaseLeftSlabs() {
-	leftSlabsMu.Lock()
-	defer leftSlabsMu.Unlock()
-	for _, r := range leftSlabs {
+// releaseLeftSlab unmaps the regions of a send slab a loop left mapped
+// (n bytes of LeftMappedBytes), for a test whose requests have ended since
+// (TestMain counts live mappings).
+func releaseLeftSlab(regions [][]byte, n int64) {
+	for _, r := range regions {
 		if unmapMem(r) == nil {
 			liveMappings.Add(-1)
 		}
 	}
-	leftSlabs = nil
+	leftBytes.Add(-n)
 }
