@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -199,7 +200,7 @@ func TestNAPIWarningCostsNothing(t *testing.T) {
 	if _, err := napiID(fd); err == nil {
 		t.Skip("loopback sockets have a NAPI id here")
 	}
-	l := &Loop{e: &Engine{cfg: Config{Logf: func(string, ...any) {}}, backend: BackendURingNAPI}}
+	l := &Loop{e: &Engine{cfg: Config{Logf: func(string, ...any) {}}, backend: BackendURingNAPI}, backend: BackendURingNAPI}
 	conn := &Conn{fd: fd}
 	l.napiSocket(conn) // says it
 	if n := testing.AllocsPerRun(100, func() { l.napiSocket(conn) }); n > 0 {
@@ -241,5 +242,90 @@ func TestBatchWaitSaysKernelWithoutMinTimeout(t *testing.T) {
 				t.Errorf("start-up report %q does not say %q", report, say)
 			}
 		})
+	}
+}
+
+// TestRingCloseFailuresSaidEach stops a uring engine of two loops whose
+// rings' Close fails in both ways: one cannot confirm that its requests
+// ended (its receive buffers and send slab stay mapped), the other fails
+// otherwise. Each kind must be said once; both shared one Once, so that
+// the second kind to come was never said.
+func TestRingCloseFailuresSaidEach(t *testing.T) {
+	allowed, err := allowedCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(allowed) < 2 {
+		t.Skipf("needs 2 CPUs this process may run on, has %v", allowed)
+	}
+	var logs logLines
+	cfg := testConfig(BackendURing)
+	cfg.CPUs, cfg.Logf = allowed[:2], logs.logf
+	e := newEngine(t, cfg, &echoHandler{})
+	stop := runUntilStopped(t, e)
+	waitFor(t, "the loops to start", func() bool { return e.BufferPages() != "" })
+
+	// Loop 0's ring and send slab, to tell its Close and to unmap the slab
+	// it leaves mapped.
+	l := e.Loops()[0]
+	type ring struct {
+		r       *uring.Ring
+		regions [][]byte
+	}
+	got := make(chan ring, 1)
+	l.Post(func() { got <- ring{l.be.(*uringBackend).r, slices.Clone(l.chunks.regions)} })
+	first := <-got
+	real := closeRing
+	closeRing = func(r *uring.Ring) error {
+		if err := real(r); err != nil {
+			return err
+		}
+		if r == first.r {
+			return fmt.Errorf("uring: Close: %w (a test's)", uring.ErrCancelUnconfirmed)
+		}
+		return os.NewSyscallError("close", unix.EBADF)
+	}
+	defer func() { closeRing = real }()
+	before := LeftMappedBytes()
+	if err := stop(); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	releaseLeftSlab(first.regions, LeftMappedBytes()-before)
+	for _, want := range []string{"loop 0: closing its io_uring ring: uring: Close: " + uring.ErrCancelUnconfirmed.Error(), "loop 1: closing its io_uring ring: close: bad file descriptor"} {
+		if n := logs.count(want); n != 1 {
+			t.Errorf("said %q %d times, want once: %q", want, n, logs.all())
+		}
+	}
+}
+
+// TestNAPIWarningNamesLoopBackend: a uring-napi loop whose ring the kernel
+// refused runs epoll-busypoll (runEpollInstead), and its warning about
+// sockets without a NAPI id named the engine's backend, uring-napi, as the
+// one whose busy polling does nothing; it must name the loop's.
+func TestNAPIWarningNamesLoopBackend(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	f, err := c.(*net.TCPConn).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fd := int(f.Fd())
+	if _, err := napiID(fd); err == nil {
+		t.Skip("loopback sockets have a NAPI id here")
+	}
+	var logs logLines
+	l := &Loop{e: &Engine{cfg: Config{Logf: logs.logf}, backend: BackendURingNAPI}, backend: BackendEpollBusyPoll}
+	l.napiSocket(&Conn{fd: fd})
+	if n := logs.count("; epoll-busypoll busy polling does nothing for them"); n != 1 {
+		t.Errorf("the warning does not name the loop's backend, epoll-busypoll: %q", logs.all())
 	}
 }

@@ -571,7 +571,8 @@ const (
 	degradeSQPollAny // the SQPOLL thread unpinned, every CPU running a loop
 	degradeIOWQAff   // io-wq workers not pinned
 	degradeIOWQMax   // io-wq workers not bounded
-	degradeRingClose // a ring's Close failed: its receive buffers and send slab may stay mapped
+	degradeRingLeft  // a ring's Close could not confirm its requests ended: its receive buffers and send slab stay mapped
+	degradeRingClose // a ring's Close failed otherwise
 	degradeRing      // a loop's ring refused at Run (ENOMEM, EPERM): the loop runs epoll
 	nDegrades
 )

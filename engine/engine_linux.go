@@ -512,7 +512,8 @@ func (l *Loop) poll(timeout time.Duration) bool {
 // napiSocket looks up the NAPI id of c's socket on a busy-poll backend, once
 // per connection, when it has received data (the id is known from then
 // on). It says once per engine when there is none: busy polling does
-// nothing for such a socket. Loop goroutine.
+// nothing for such a socket, under the loop's backend (a uring-napi loop
+// whose ring was refused runs epoll-busypoll). Loop goroutine.
 func (l *Loop) napiSocket(c *Conn) (uint32, bool) {
 	c.k.napiSeen = true
 	id, err := napiID(c.fd)
@@ -520,7 +521,7 @@ func (l *Loop) napiSocket(c *Conn) (uint32, bool) {
 		// Not through degraded: its arguments would be boxed for every
 		// connection, said or not.
 		l.e.degradeOnce[degradeNAPIID].Do(func() {
-			l.e.cfg.Logf("engine: accepted sockets have no NAPI id (%v); %s busy polling does nothing for them", err, l.e.backend)
+			l.e.cfg.Logf("engine: accepted sockets have no NAPI id (%v); %s busy polling does nothing for them", err, l.backend)
 		})
 		return 0, false
 	}

@@ -341,6 +341,10 @@ func (b *uringBackend) placeIOWQ(sqCPU int, attached bool) {
 // kernels that refuse it.
 var registerIOWQAffinity = (*uring.Ring).RegisterIOWQAffinity
 
+// closeRing is the ring's Close; tests replace it to run the paths of a
+// Close that fails.
+var closeRing = (*uring.Ring).Close
+
 // hasMinWait is the ring's; tests replace it to run the path of kernels
 // without IORING_FEAT_MIN_TIMEOUT (before 6.12).
 var hasMinWait = (*uring.Ring).HasMinWait
@@ -516,9 +520,9 @@ func (b *uringBackend) close() {
 		for end := time.Now().Add(msgInWait); b.l.msgIn.Load() > 0 && time.Now().Before(end); {
 			time.Sleep(100 * time.Microsecond)
 		}
-		if err := b.r.Close(); errors.Is(err, uring.ErrCancelUnconfirmed) {
+		if err := closeRing(b.r); errors.Is(err, uring.ErrCancelUnconfirmed) {
 			b.l.keepSlab = true
-			b.l.e.degraded(degradeRingClose, "engine: loop %d: closing its io_uring ring: %v; its send slab (%d bytes) left mapped too, as a send may still read it",
+			b.l.e.degraded(degradeRingLeft, "engine: loop %d: closing its io_uring ring: %v; its send slab (%d bytes) left mapped too, as a send may still read it",
 				b.l.id, err, b.l.chunks.bytes())
 		} else if err != nil {
 			b.l.e.degraded(degradeRingClose, "engine: loop %d: closing its io_uring ring: %v", b.l.id, err)
