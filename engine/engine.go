@@ -954,22 +954,16 @@ func (e *Engine) stop() {
 	})
 }
 
-// sqpollShare lets the rings of an engine share one SQPOLL thread: loop 0
-// creates its ring and publishes it; the others wait for it and attach to
-// it.
+// sqpollShare lets the rings of an engine share one SQPOLL thread. The
+// first loop to get there makes its ring with an SQ thread of its own,
+// holding mu until its init ends; the others wait for it and attach to the
+// ring it has kept. A loop that does not keep its ring (the kernel refused
+// the SQPOLL ring, or its buffer ring: the loop runs uring without SQPOLL,
+// or epoll) leaves ring nil, and the next loop makes one: attached to a
+// ring that has closed again, the others would lose SQPOLL.
 type sqpollShare struct {
-	ready chan struct{}
-	ring  *uring.Ring
-	once  sync.Once
-}
-
-// publish hands the others ring r (nil: none to attach to) and wakes them;
-// only the first call counts. Loop 0's goroutine.
-func (s *sqpollShare) publish(r *uring.Ring) {
-	s.once.Do(func() {
-		s.ring = r
-		close(s.ready)
-	})
+	mu   sync.Mutex
+	ring *uring.Ring // guarded by mu
 }
 
 // Listener is a listening address served by every loop of an engine. Its

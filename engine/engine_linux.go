@@ -62,7 +62,6 @@ func New(cfg *Config, h Handler) (*Engine, error) {
 		backend:  c.Backend,
 		h:        h,
 		stopping: make(chan struct{}),
-		sqpoll:   sqpollShare{ready: make(chan struct{})},
 		exited:   make(chan struct{}),
 		allowed:  allowed,
 	}
@@ -390,11 +389,6 @@ func (l *Loop) run(errc chan<- error) {
 }
 
 func (l *Loop) cleanup() {
-	if l.id == 0 {
-		// A first loop that could not start (its CPU, its memory) never
-		// made the SQPOLL ring the others of uring-sqpoll wait for.
-		l.e.sqpoll.publish(nil)
-	}
 	if l.keepSlab {
 		l.chunks.abandon()
 	} else {

@@ -9,13 +9,16 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/spindlenet/spindle/internal/cpulist"
 	"github.com/spindlenet/spindle/internal/proctask"
 	"github.com/spindlenet/spindle/internal/sys"
+	"github.com/spindlenet/spindle/uring"
 )
 
 func TestSQPollPlacement(t *testing.T) {
@@ -333,4 +336,52 @@ func TestBackendSaysSQPollRefusedAtRun(t *testing.T) {
 	}
 	t.Setenv(sqpollCpusetDirEnv, makeCpuset(t, fmt.Sprintf("%d,%d", list[0], list[1])))
 	runChild(t, "TestBackendSaysSQPollRefusedAtRun", sqpollShrunkEnv, nil)
+}
+
+// TestSQPollKeptWhenBufferRingRefused runs uring-sqpoll on two loops where
+// the kernel refuses the first buffer ring set up (ENOMEM, as under a low
+// RLIMIT_MEMLOCK), so that its loop closes its ring and runs epoll. The
+// other loop attached to that ring, the first made, as soon as it was
+// made: once it had closed again, the attach failed and the loop ran
+// uring without SQPOLL (a ring attaching here waits up to a second for the
+// one it attaches to to close, as a loop woken late would find it). It
+// must keep SQPOLL.
+func TestSQPollKeptWhenBufferRingRefused(t *testing.T) {
+	allowed, err := allowedCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(allowed) < 2 {
+		t.Skipf("needs 2 CPUs this process may run on, has %v", allowed)
+	}
+	realNew, realSetup := newRing, setupBufRing
+	t.Cleanup(func() { newRing, setupBufRing = realNew, realSetup })
+	var refused atomic.Bool
+	setupBufRing = func(r *uring.Ring, group uint16, entries, size int, huge bool) (*uring.BufRing, error) {
+		if refused.CompareAndSwap(false, true) {
+			return nil, os.NewSyscallError("io_uring_register", unix.ENOMEM)
+		}
+		return realSetup(r, group, entries, size, huge)
+	}
+	newRing = func(c *uring.Config) (*uring.Ring, error) {
+		for end := time.Now().Add(time.Second); c.AttachWQ != nil && c.AttachWQ.Fd() >= 0 && time.Now().Before(end); {
+			time.Sleep(time.Millisecond)
+		}
+		return realNew(c)
+	}
+	var logs logLines
+	cfg := testConfig(BackendURingSQPoll)
+	cfg.CPUs, cfg.SQPoll, cfg.Logf = allowed[:2], SQPollUnpinned, logs.logf
+	e, addr := startEngine(t, cfg, &echoHandler{})
+	waitFor(t, "the loops to start", func() bool { return e.BufferPages() != "" })
+	if err := echoOnce(addr, 1, 4096, 4096, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := []Backend{"loop 0: epoll; loop 1: uring-sqpoll", "loop 0: uring-sqpoll; loop 1: epoll"}
+	if got := e.Backend(); !slices.Contains(want, got) {
+		t.Errorf("Backend %q, want one of %q; logs: %q", got, want, logs.all())
+	}
+	if logs.count("running uring without SQPOLL") != 0 {
+		t.Errorf("a loop lost SQPOLL: %q", logs.all())
+	}
 }

@@ -147,7 +147,7 @@ func newURingBackend(b Backend, c *Config) backend {
 	return &uringBackend{kind: b, cfg: c}
 }
 
-func (b *uringBackend) init(l *Loop) error {
+func (b *uringBackend) init(l *Loop) (err error) {
 	b.l = l
 	rc := &uring.Config{
 		Entries:      uringSQEntries,
@@ -168,28 +168,33 @@ func (b *uringBackend) init(l *Loop) error {
 			rc.SQAffinity, rc.SQThreadCPU = true, cpu
 		}
 		sh := &l.e.sqpoll
-		if l.id > 0 {
-			<-sh.ready
+		sh.mu.Lock()
+		if sh.ring != nil {
 			rc.AttachWQ = sh.ring
+			sh.mu.Unlock()
+		} else {
+			// This loop makes the ring the others attach to, once it
+			// has kept it.
+			defer func() {
+				if err == nil && b.sqpoll {
+					sh.ring = b.r
+				}
+				sh.mu.Unlock()
+			}()
 		}
 	}
-	r, err := uring.New(rc)
+	r, err := newRing(rc)
 	if err != nil && rc.SQPoll {
-		if l.id == 0 {
-			l.e.sqpoll.publish(nil)
-		}
 		sqErr := err
 		rc.SQPoll, rc.SQThreadIdle, rc.SQAffinity = false, 0, false
 		rc.DeferTaskrun, rc.NoTaskrunFlag, rc.AttachWQ = true, true, nil
 		// Said only when the loop does run uring: a ring refused
 		// without SQPOLL too fails the loop, or runs it on epoll.
-		if r, err = uring.New(rc); err == nil {
+		if r, err = newRing(rc); err == nil {
 			l.e.degraded(degradeSQPoll, "engine: SQPOLL ring failed (%v); running uring without SQPOLL", sqErr)
 		} else {
 			err = fmt.Errorf("%w (with SQPOLL: %v)", err, sqErr)
 		}
-	} else if rc.SQPoll && l.id == 0 {
-		l.e.sqpoll.publish(r)
 	}
 	if err != nil {
 		return err
@@ -208,7 +213,7 @@ func (b *uringBackend) init(l *Loop) error {
 		b.maxChain = 1
 	}
 	b.cqes = make([]uring.CQE, 512)
-	b.br, err = r.SetupBufRingPages(bufGroup, b.cfg.ReadBuffers, b.cfg.ReadBufferSize, !b.cfg.NoHugePages)
+	b.br, err = setupBufRing(r, bufGroup, b.cfg.ReadBuffers, b.cfg.ReadBufferSize, !b.cfg.NoHugePages)
 	if err != nil {
 		return err
 	}
@@ -340,6 +345,13 @@ func (b *uringBackend) placeIOWQ(sqCPU int, attached bool) {
 // registerIOWQAffinity is the ring's; tests replace it to run the path of
 // kernels that refuse it.
 var registerIOWQAffinity = (*uring.Ring).RegisterIOWQAffinity
+
+// newRing and setupBufRing are uring's; tests replace them to order the
+// loops' starts and to run the path of a buffer ring the kernel refuses.
+var (
+	newRing      = uring.New
+	setupBufRing = (*uring.Ring).SetupBufRingPages
+)
 
 // closeRing is the ring's Close; tests replace it to run the paths of a
 // Close that fails.
