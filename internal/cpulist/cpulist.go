@@ -46,10 +46,7 @@ func parse(s string, nrCPUs int, boot bool) ([]int, error) {
 		limit = nrCPUs
 	}
 	num := func(t string) (int, error) {
-		if boot && (t == "N" || strings.HasPrefix(t, "+")) {
-			if t != "N" {
-				return 0, fmt.Errorf("bad cpu number %q", t)
-			}
+		if boot && t == "N" {
 			if nrCPUs <= 0 {
 				return 0, fmt.Errorf("cpu number %q: %w", t, ErrNoCPUCount)
 			}
@@ -96,9 +93,9 @@ func parse(s string, nrCPUs int, boot bool) ([]int, error) {
 		if hasGroup {
 			u, g, ok := strings.Cut(group, "/")
 			var err error
-			used, err = strconv.Atoi(u)
+			used, err = decimal(u)
 			if err == nil {
-				size, err = strconv.Atoi(g)
+				size, err = decimal(g)
 			}
 			if !ok || err != nil || used < 0 || size < 1 || used > size || size > Max {
 				return nil, fmt.Errorf("cpu list %q: bad group %q (want used/size, 0 <= used <= size, size >= 1)", s, group)
@@ -119,12 +116,21 @@ func parse(s string, nrCPUs int, boot bool) ([]int, error) {
 	return out, nil
 }
 
-// CPU parses one CPU number below Max, surrounding white space ignored.
-// Any goroutine.
+// CPU parses one CPU number below Max, surrounding white space ignored:
+// decimal digits only, as the kernel's parsers take them (no sign, which
+// strconv.Atoi takes). Any goroutine.
 func CPU(s string) (int, error) {
-	n, err := strconv.Atoi(strings.TrimSpace(s))
-	if err != nil || n < 0 || n >= Max {
+	n, err := decimal(strings.TrimSpace(s))
+	if err != nil || n >= Max {
 		return 0, fmt.Errorf("bad cpu number %q", s)
 	}
 	return n, nil
+}
+
+// decimal parses a number written in decimal digits and nothing else.
+func decimal(s string) (int, error) {
+	if s == "" || strings.TrimLeft(s, "0123456789") != "" {
+		return 0, fmt.Errorf("not a decimal number: %q", s)
+	}
+	return strconv.Atoi(s)
 }

@@ -22,9 +22,28 @@ func TestParse(t *testing.T) {
 			t.Errorf("Parse(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
 		}
 	}
-	for _, bad := range []string{"x", "-1", "3-1", "8192", "0-15:2/4", "1,,2", "1-"} {
+	// The kernel's parsers (bitmap_parselist, kstrtouint) take no sign.
+	for _, bad := range []string{"x", "-1", "3-1", "8192", "0-15:2/4", "1,,2", "1-", "+1", "0-+3", "0, +1"} {
 		if got, err := Parse(bad); err == nil {
 			t.Errorf("Parse(%q) = %v, want an error", bad, got)
+		}
+	}
+}
+
+// TestCPU: one number in decimal digits, white space around it; no sign,
+// which strconv.Atoi takes and the kernel's parsers do not.
+func TestCPU(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want int
+	}{{"0", 0}, {" 7\n", 7}, {"007", 7}, {"8191", 8191}} {
+		if got, err := CPU(tt.in); err != nil || got != tt.want {
+			t.Errorf("CPU(%q) = %d, %v; want %d", tt.in, got, err, tt.want)
+		}
+	}
+	for _, bad := range []string{"", "+1", "-0", "-1", " +3", "1 2", "0x1", "8192", "99999999999999999999"} {
+		if got, err := CPU(bad); err == nil {
+			t.Errorf("CPU(%q) = %d, want an error", bad, got)
 		}
 	}
 }
@@ -78,7 +97,7 @@ func TestParseBoot(t *testing.T) {
 			t.Errorf("ParseBoot(%q, 4) = %v, %v; want %v", tt.in, got, err, tt.want)
 		}
 	}
-	for _, bad := range []string{"4", "N-1", "0-3:3/2", "0-3:1", "0-3:1/0", "+1", "n", "alll"} {
+	for _, bad := range []string{"4", "N-1", "0-3:3/2", "0-3:1", "0-3:1/0", "+1", "0, +1", "0-3:+1/2", "0-3:1/+2", "n", "alll"} {
 		if got, err := ParseBoot(bad, 4); err == nil {
 			t.Errorf("ParseBoot(%q, 4) = %v, want an error", bad, got)
 		}
