@@ -694,25 +694,32 @@ func (c *conn) windowUpdate(f *Frame) *Error {
 // (find): walking every stream open for it, as wake does, made each
 // such frame cost in proportion to the streams open.
 func (c *conn) wakeStream(st *stream) {
-	if st.blocked && st.sendWin > 0 && c.connSend > 0 && c.err == nil {
+	if st.due(c) {
 		st.blocked = false
 		c.ev.writable(st.id)
 	}
 }
 
 // wake calls OnWritable for the blocked streams that have send window
-// again.
+// again. An OnWritable may use up the connection's window or fail it:
+// the streams after it are then not due.
 func (c *conn) wake() {
 	c.waking = true
-	for i := 0; i < len(c.streams) && c.connSend > 0 && c.err == nil; i++ {
+	for i := 0; i < len(c.streams); i++ {
 		st := &c.streams[i]
-		if st.id == 0 || !st.blocked || st.sendWin <= 0 {
-			continue
+		if st.id != 0 && st.due(c) {
+			st.blocked = false
+			c.ev.writable(st.id)
 		}
-		st.blocked = false
-		c.ev.writable(st.id)
 	}
 	c.waking = false
+}
+
+// due reports whether OnWritable is due for st, a stream of c: WriteData
+// was short of window for it, and it and the connection have send window
+// again, the connection not failed.
+func (st *stream) due(c *conn) bool {
+	return st.blocked && st.sendWin > 0 && c.connSend > 0 && c.err == nil
 }
 
 func (c *conn) data(f *Frame) *Error {
