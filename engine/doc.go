@@ -18,7 +18,15 @@
 // reuseport selection prefers and which holds when the group has other
 // sockets (another process's, during an upgrade); before 6.2 by a
 // classic-BPF reuseport program (SKF_AD_CPU) that picks the socket by its
-// place in the group.
+// place in the group. A SYN processed on a CPU that runs none of the
+// engine's loops goes, on 6.2 and later, to the socket the kernel's hash of
+// the connection's addresses and ports picks, as without steering (any
+// socket of the group, another process's too); before 6.2 the program
+// sends it to the socket at place cpu mod n in the group, n the number of
+// loops: loop cpu mod n's while the group holds this Listen's sockets
+// alone (with loops on CPUs 2 and 3, a SYN on CPU 4 goes to the loop on
+// CPU 2, one on CPU 5 to the loop on CPU 3), and a place past the group's
+// last socket (some closed) to the kernel's hash as well.
 //
 // Backends (Config.Backend): "uring" (default), "uring-sqpoll", "uring-napi",
 // "epoll" and "epoll-busypoll". They share this API and the test suite. When
