@@ -31,15 +31,15 @@ func checkSteered(t *testing.T, addr string, served chan int) {
 	}
 }
 
-// steerAfterUpgrade starts an engine on loops 0 and 1 listening (with the
+// upgradeGroup starts an engine on loops 0 and 1 listening (with the
 // classic-BPF program when program) and a second one, as the new process
-// of a zero-downtime upgrade, on its address, whose SO_REUSEPORT group it
-// joins; the first's listener then closes, its sockets leaving the group
-// in loop order. The second's connections must still be served on the CPU
-// that processed their SYN.
-func steerAfterUpgrade(t *testing.T, program bool) {
+// of a zero-downtime upgrade, listening on its address with lc, whose
+// SO_REUSEPORT group it joins; the first's listener then closes, its
+// sockets leaving the group in loop order. It returns the address and the
+// second engine's served (steeredHandler).
+func upgradeGroup(t *testing.T, program bool, lc *ListenConfig) (string, chan int) {
 	if runtime.NumCPU() < 2 {
-		t.Skip("steering needs 2 CPUs")
+		t.Skip("two loops need 2 CPUs")
 	}
 	h, served := steeredHandler()
 	cfg := testConfig(BackendEpoll)
@@ -54,14 +54,21 @@ func steerAfterUpgrade(t *testing.T, program bool) {
 	}
 	addr := oldLn.Addr().String()
 	e := newEngine(t, cfg, h)
-	ln, err := e.Listen("tcp", addr, nil)
+	ln, err := e.Listen("tcp", addr, lc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
 	runEngine(t, old)
 	runEngine(t, e)
+	t.Cleanup(func() { ln.Close() }) // first: the listener closes before the engines stop
 	oldLn.Close()
+	return addr, served
+}
+
+// steerAfterUpgrade runs upgradeGroup: the second engine's connections
+// must still be served on the CPU that processed their SYN.
+func steerAfterUpgrade(t *testing.T, program bool) {
+	addr, served := upgradeGroup(t, program, nil)
 	checkSteered(t, addr, served)
 }
 
@@ -129,30 +136,7 @@ func TestSQPollCPUSameNode(t *testing.T) {
 // on choosing a socket by the receiving CPU, and every connection whose
 // SYN was processed on one CPU went to one loop.
 func TestNoSteeringSpreadsAfterProgramGroupLeaves(t *testing.T) {
-	if runtime.NumCPU() < 2 {
-		t.Skip("two loops need 2 CPUs")
-	}
-	h, served := steeredHandler()
-	cfg := testConfig(BackendEpoll)
-	cfg.CPUs = []int{0, 1}
-	old := newEngine(t, cfg, &echoHandler{})
-	was := incomingCPUSteering
-	incomingCPUSteering = false
-	oldLn, err := old.Listen("tcp", "127.0.0.1:0", nil)
-	incomingCPUSteering = was
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := oldLn.Addr().String()
-	e := newEngine(t, cfg, h)
-	ln, err := e.Listen("tcp", addr, &ListenConfig{NoSteering: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	runEngine(t, old)
-	runEngine(t, e)
-	oldLn.Close()
+	addr, served := upgradeGroup(t, true, &ListenConfig{NoSteering: true})
 	// All from CPU 0: by the hash, 24 connections all go to one of two
 	// loops once in 2^23 runs.
 	loops := map[int]int{}
