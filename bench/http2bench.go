@@ -61,7 +61,9 @@ type HTTP2Config struct {
 	Arms []string
 	// Duration is the measuring budget, shared among the measurements
 	// (each gets a fifth as warm-up, the rest as its window); start-up
-	// comes on top. Default 60 s.
+	// comes on top. A share under the least a measurement takes, a 50 ms warm-up and a
+	// 100 ms window, still gets that least, over the budget: a smoke run,
+	// said on Progress before measuring and in the report (Smoke). Default 60 s.
 	Duration time.Duration
 	// Reps is the number of repetitions; arms alternate within each, in
 	// the given order in odd ones and reversed in even ones (ABC CBA …).
@@ -124,6 +126,9 @@ type HTTP2Settings struct {
 	H2load        string  `json:"h2load"`
 	WarmupSeconds float64 `json:"warmup_seconds"`
 	WindowSeconds float64 `json:"window_seconds"`
+	// Smoke, when present, says that Duration was too short for the
+	// measurements (RunSettings.Smoke).
+	Smoke *Smoke `json:"smoke,omitempty"`
 	// RatioTo are the reference arms of the paired ratios; nil for none.
 	RatioTo []string `json:"ratio_to,omitempty"`
 }
@@ -330,6 +335,11 @@ func (r *http2Runner) run(ctx context.Context, arms []http2Arm) error {
 	}
 	r.report.Config.WarmupSeconds = r.warmup.Seconds()
 	r.report.Config.WindowSeconds = r.window.Seconds()
+	r.report.Config.Smoke = r.smoke
+	if r.smoke != nil {
+		r.report.Notes = append(r.report.Notes, r.smoke.String())
+		fmt.Fprintf(c.Progress, "spindle bench http2: %v\n", r.smoke)
+	}
 	fmt.Fprintf(c.Progress, "spindle bench http2: %d measurements, each %v warm-up + %v measured; server CPUs %v, client CPUs %v (%s, %d threads)\n",
 		r.total, r.warmup, r.window, c.ServerCPUs, c.ClientCPUs, r.report.Config.H2load, r.threads)
 	return measureAlternating(ctx, "http2", r.report.Arms, &r.report.Notes, c.Progress, c.Reps, len(c.Streams), func(i, point, rep int) error {

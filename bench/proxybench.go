@@ -106,7 +106,9 @@ type ProxyConfig struct {
 	Arms []string
 	// Duration is the measuring budget, shared among the measurements
 	// (each gets a fifth as warm-up, the rest as its window); start-up and
-	// drains come on top. Default 60 s.
+	// drains come on top. A share under the least a measurement takes, a 50 ms warm-up and a
+	// 100 ms window, still gets that least, over the budget: a smoke run,
+	// said on Progress before measuring and in the report (Smoke). Default 60 s.
 	Duration time.Duration
 	// Reps is the number of repetitions; arms alternate within each, in
 	// the given order in odd ones and reversed in even ones (ABC CBA …).
@@ -267,6 +269,9 @@ type ProxySettings struct {
 	UpstreamArm   string  `json:"upstream_arm"`
 	WarmupSeconds float64 `json:"warmup_seconds"`
 	WindowSeconds float64 `json:"window_seconds"`
+	// Smoke, when present, says that Duration was too short for the
+	// measurements (RunSettings.Smoke).
+	Smoke *Smoke `json:"smoke,omitempty"`
 	// RatioTo are the reference arms of the paired ratios; nil for none.
 	RatioTo []string `json:"ratio_to,omitempty"`
 }
@@ -766,6 +771,11 @@ func (r *proxyRunner) run(ctx context.Context, arms []proxyArm) error {
 	}
 	r.report.Config.WarmupSeconds = r.warmup.Seconds()
 	r.report.Config.WindowSeconds = r.window.Seconds()
+	r.report.Config.Smoke = r.smoke
+	if r.smoke != nil {
+		r.report.Notes = append(r.report.Notes, r.smoke.String())
+		fmt.Fprintf(r.cfg.Progress, "spindle bench proxy: %v\n", r.smoke)
+	}
 	fmt.Fprintf(r.cfg.Progress, "spindle bench proxy (%s): %d measurements, each %v warm-up + %v measured; proxy CPUs %v, client CPUs %v, upstream CPUs %v\n",
 		c.Protocol, r.total, r.warmup, r.window, c.ProxyCPUs, c.ClientCPUs, c.UpstreamCPUs)
 	return measureAlternating(ctx, "proxy", r.report.Arms, &r.report.Notes, c.Progress, c.Reps, points, func(i, point, rep int) error {

@@ -27,8 +27,10 @@ type Config struct {
 	Topology string
 	// Duration is the run's total measuring budget, shared among its
 	// measurements (each gets a fifth as warm-up, the rest as its window);
-	// server start-up and drains come on top. Default 100 s, about two
-	// minutes in all.
+	// server start-up and drains come on top. A share under the least a measurement takes, a 50 ms warm-up and a
+	// 100 ms window, still gets that least, over the budget: a smoke run,
+	// said on Progress before measuring and in the report (Smoke).
+	// Default 100 s, about two minutes in all.
 	Duration time.Duration
 	// Warmup and Window, when set, fix each measurement's warm-up and
 	// measured window instead of deriving them from Duration: Warmup
@@ -693,12 +695,61 @@ func (r *runner) measureArm(ctx context.Context, a Arm, rep int, mode string, fr
 	return nil
 }
 
+// The least warm-up and window splitDuration gives a measurement.
+const (
+	minSplitWarmup = 50 * time.Millisecond
+	minSplitWindow = 100 * time.Millisecond
+)
+
 // splitDuration splits a run's duration over n measurements: each a
-// warm-up of a fifth (50 ms to 1 s) and the rest, at least 100 ms, measured.
+// warm-up of a fifth (50 ms to 1 s) and the rest, at least 100 ms,
+// measured. A share shorter than that least warm-up and window still gets
+// them, over the budget: smokeBudget says so.
 func splitDuration(d time.Duration, n int) (warmup, window time.Duration) {
 	per := d / time.Duration(max(n, 1))
-	warmup = min(max(per/5, 50*time.Millisecond), time.Second)
-	return warmup, max(per-warmup, 100*time.Millisecond)
+	warmup = min(max(per/5, minSplitWarmup), time.Second)
+	return warmup, max(per-warmup, minSplitWindow)
+}
+
+// Smoke says that a run's duration was too short for its measurements:
+// each still took the least a measurement takes, a 50 ms warm-up and a
+// 100 ms window, so the run measured for longer than its budget, and its
+// figures, from windows that short, show that the arms work (every reply
+// verified), not how they perform. A smoke run over every arm in a short
+// budget is what CI's runs of the harness are for; it is said, before the
+// run measures and in the report, rather than refused.
+type Smoke struct {
+	// Measurements is the number of measurements the budget was split
+	// over.
+	Measurements int `json:"measurements"`
+	// DurationSeconds is the budget (--duration).
+	DurationSeconds float64 `json:"duration_seconds"`
+	// LeastSeconds is what each measurement took: its warm-up and window.
+	LeastSeconds float64 `json:"least_seconds"`
+	// MeasuringSeconds is Measurements times LeastSeconds, the time the
+	// measurements take (start-up and drains come on top, as always).
+	MeasuringSeconds float64 `json:"measuring_seconds"`
+}
+
+// smokeBudget is the Smoke of n measurements of warmup and window each in
+// duration d, nil when they fit in it.
+func smokeBudget(d time.Duration, n int, warmup, window time.Duration) *Smoke {
+	least := warmup + window
+	measuring := time.Duration(n) * least
+	if measuring <= d {
+		return nil
+	}
+	return &Smoke{Measurements: n, DurationSeconds: d.Seconds(), LeastSeconds: least.Seconds(), MeasuringSeconds: measuring.Seconds()}
+}
+
+// String says it in one line, for the progress output and the report's
+// notes.
+func (s *Smoke) String() string {
+	dur := func(sec float64) time.Duration {
+		return time.Duration(sec * float64(time.Second)).Round(time.Millisecond)
+	}
+	return fmt.Sprintf("smoke run: a duration of %v is too short for %d measurements, each of which takes at least %v (warm-up and window), so they take about %v, not %v (start-up and drains on top); figures from windows this short show that the arms work, they are not measurements",
+		dur(s.DurationSeconds), s.Measurements, dur(s.LeastSeconds), dur(s.MeasuringSeconds), dur(s.DurationSeconds))
 }
 
 // ErrOverBudget is the error of a run whose Config.Warmup and
@@ -746,6 +797,11 @@ func (r *runner) splitBudget() error {
 	}
 	r.report.Config.WarmupSeconds = r.warmup.Seconds()
 	r.report.Config.WindowSeconds = r.window.Seconds()
+	r.report.Config.Smoke = smokeBudget(r.cfg.Duration, r.total, r.warmup, r.window)
+	if s := r.report.Config.Smoke; s != nil {
+		r.report.Notes = append(r.report.Notes, s.String())
+		fmt.Fprintf(r.cfg.Progress, "spindle bench: %v\n", s)
+	}
 	fmt.Fprintf(r.cfg.Progress, "spindle bench: %d measurements on %s, each %v warm-up + %v measured; server CPUs %v, client CPUs %v\n",
 		r.total, r.topo.Name(), r.warmup, r.window, r.cfg.ServerCPUs, r.cfg.ClientCPUs)
 	return nil

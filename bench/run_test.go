@@ -1405,3 +1405,43 @@ func TestGivenSplitFitsTheShare(t *testing.T) {
 		}
 	}
 }
+
+// TestSmokeBudgetSaysTheRealTime: a duration whose share per measurement
+// is under the least a measurement takes (a 50 ms warm-up and a 100 ms
+// window) ran each measurement that long, over the budget, without a
+// word. smokeBudget says how many measurements, the least each takes and
+// what they take in all; a share of at least that least says nothing,
+// whatever the remainder of the division.
+func TestSmokeBudgetSaysTheRealTime(t *testing.T) {
+	const s, ms = time.Second, time.Millisecond
+	for _, c := range []struct {
+		d    time.Duration
+		n    int
+		want *Smoke
+	}{
+		{d: 5 * s, n: 63, want: &Smoke{Measurements: 63, DurationSeconds: 5, LeastSeconds: 0.15, MeasuringSeconds: 9.45}},
+		{d: s, n: 24, want: &Smoke{Measurements: 24, DurationSeconds: 1, LeastSeconds: 0.15, MeasuringSeconds: 3.6}},
+		{d: 149 * ms, n: 1, want: &Smoke{Measurements: 1, DurationSeconds: 0.149, LeastSeconds: 0.15, MeasuringSeconds: 0.15}},
+		{d: 150 * ms, n: 1},
+		{d: 600 * ms, n: 4},
+		{d: 1001 * ms, n: 3},
+		{d: 100 * s, n: 63},
+	} {
+		warmup, window := splitDuration(c.d, c.n)
+		got := smokeBudget(c.d, c.n, warmup, window)
+		if c.want == nil {
+			if got != nil {
+				t.Errorf("%v over %d (%v + %v each): %+v, want nothing said", c.d, c.n, warmup, window, *got)
+			}
+			continue
+		}
+		if got == nil || got.Measurements != c.want.Measurements || got.DurationSeconds != c.want.DurationSeconds ||
+			math.Abs(got.LeastSeconds-c.want.LeastSeconds) > 1e-9 || math.Abs(got.MeasuringSeconds-c.want.MeasuringSeconds) > 1e-9 {
+			t.Errorf("%v over %d: %+v, want %+v", c.d, c.n, got, *c.want)
+		}
+	}
+	want := "smoke run: a duration of 5s is too short for 63 measurements, each of which takes at least 150ms (warm-up and window), so they take about 9.45s, not 5s (start-up and drains on top); figures from windows this short show that the arms work, they are not measurements"
+	if got := smokeBudget(5*s, 63, 50*ms, 100*ms).String(); got != want {
+		t.Errorf("said %q, want %q", got, want)
+	}
+}

@@ -110,6 +110,10 @@ type RunSettings struct {
 	// warm-up and measured window.
 	WarmupSeconds float64 `json:"warmup_seconds"`
 	WindowSeconds float64 `json:"window_seconds"`
+	// Smoke, when present, says that the duration was too short for the
+	// measurements, which took longer than it: the figures are a smoke
+	// run's, not measurements.
+	Smoke *Smoke `json:"smoke,omitempty"`
 	// OpenFractions are the open-loop rates as fractions of the slowest
 	// arm's median closed-loop peak.
 	OpenFractions []float64 `json:"open_fractions"`

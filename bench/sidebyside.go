@@ -198,12 +198,16 @@ type armsRun struct {
 	dir            string
 	warmup, window time.Duration
 	total, done    int
+	// smoke is set when duration is too short for the measurements
+	// (smokeBudget).
+	smoke *Smoke
 }
 
 // budget counts the measurements of the run, perArm for each of arms not
 // skipped, and splits duration among them (splitDuration), in whole
-// milliseconds when they are h2load's (wholeMS); a run with no arm left
-// is an error (what names the harness).
+// milliseconds when they are h2load's (wholeMS), and sets smoke when they
+// do not fit in it; a run with no arm left is an error (what names the
+// harness).
 func (s *armsRun) budget(what string, arms []ArmInfo, perArm int, duration time.Duration, wholeMS bool) error {
 	for _, a := range arms {
 		if a.Skipped == "" {
@@ -214,6 +218,8 @@ func (s *armsRun) budget(what string, arms []ArmInfo, perArm int, duration time.
 		return errors.New("bench: no " + what + " arm can run")
 	}
 	s.warmup, s.window = splitDuration(duration, s.total)
+	// Before the rounding, which may add a fraction of a millisecond.
+	s.smoke = smokeBudget(duration, s.total, s.warmup, s.window)
 	if wholeMS {
 		s.warmup, s.window = s.warmup.Round(time.Millisecond), s.window.Round(time.Millisecond)
 	}

@@ -25,7 +25,7 @@ usage: spindle bench [flags]            every arm: closed-loop peak, then open l
   -conns int
     	client connections (default 50)
   -duration duration
-    	total measuring budget, shared among the measurements (start-up and drains add about a fifth) (default 1m40s)
+    	total measuring budget, shared among the measurements (start-up and drains add about a fifth); each takes at least 150ms, and a shorter share is a smoke run, said so before measuring and in the report (default 1m40s)
   -fractions string
     	open-loop rates as fractions of the slowest arm's peak (default "0.5,0.8")
   -inflight int
@@ -74,7 +74,7 @@ The measurement for docs/BENCHMARKS.md, on a quiet machine (4 arms × 2 streams 
   -conns int
     	h2load connections (-c) (default 50)
   -duration duration
-    	total measuring budget, shared among the measurements (default 1m0s)
+    	total measuring budget, shared among the measurements; each takes at least 150ms, and a shorter share is a smoke run, said so before measuring and in the report (default 1m0s)
   -json
     	print the report as one JSON document on stdout (schema: docs/BENCH-SCHEMA.md)
   -out string
@@ -105,7 +105,7 @@ The measurement for docs/BENCHMARKS.md, on a quiet machine (4 arms × 2 streams 
   -conns int
     	h2load connections (-c) (default 50)
   -duration duration
-    	total measuring budget, shared among the measurements (default 1m0s)
+    	total measuring budget, shared among the measurements; each takes at least 150ms, and a shorter share is a smoke run, said so before measuring and in the report (default 1m0s)
   -json
     	print the report as one JSON document on stdout (schema: docs/BENCH-SCHEMA.md)
   -out string
@@ -189,7 +189,7 @@ The TLS handshake measurement (4 arms × 3 reps: 7.5 s each):
   -conns int
     	client connections, one request in flight each (default 50)
   -duration duration
-    	total measuring budget, shared among the measurements (default 1m0s)
+    	total measuring budget, shared among the measurements; each takes at least 150ms, and a shorter share is a smoke run, said so before measuring and in the report (default 1m0s)
   -json
     	print the report as one JSON document on stdout
   -out string
@@ -241,7 +241,7 @@ The TLS handshake measurement (4 arms × 3 reps: 7.5 s each):
   -conns int
     	client connections, one request in flight each (default 50)
   -duration duration
-    	total measuring budget, shared among the measurements (default 1m0s)
+    	total measuring budget, shared among the measurements; each takes at least 150ms, and a shorter share is a smoke run, said so before measuring and in the report (default 1m0s)
   -json
     	print the report as one JSON document on stdout
   -out string

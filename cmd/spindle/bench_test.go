@@ -750,3 +750,75 @@ func TestBenchRefusesWarmupAndWindowOverTheBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchSaysWhenTheDurationIsTooShort: a --duration whose share per
+// measurement is under the least a measurement takes (a 50 ms warm-up and
+// a 100 ms window) ran each measurement that long anyway, and the run
+// went over its budget without a word (bench http2 --duration 1s measured
+// for 3.6 s). bench, bench sweep, bench proxy and bench http2 now say so
+// on stderr before they measure, with the number of measurements and the
+// time they take, and in the report (config.smoke and a note); the run
+// finishes with exit status 0, as CI's smoke runs need. A duration long
+// enough for the measurements says nothing of it.
+func TestBenchSaysWhenTheDurationIsTooShort(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("bench is Linux only")
+	}
+	bin := spindleBin(t)
+	type report struct {
+		Config struct {
+			Smoke *bench.Smoke `json:"smoke"`
+		} `json:"config"`
+		Notes []string `json:"notes"`
+	}
+	cases := []struct {
+		args  []string
+		smoke int // measurements said, 0 for nothing said
+	}{
+		{[]string{"bench", "--arms", "go-net", "--fractions", "", "--reps", "4", "--duration", "500ms"}, 4},
+		{[]string{"bench", "sweep", "--arms", "go-net", "--loops-list", "1", "--compute-list", "0,10", "--reps", "2", "--duration", "500ms"}, 4},
+		{[]string{"bench", "proxy", "--arms", "spindle-epoll,direct", "--reps", "2", "--duration", "500ms"}, 4},
+		{[]string{"bench", "--arms", "go-net", "--fractions", "", "--reps", "2", "--duration", "300ms"}, 0},
+		{[]string{"bench", "proxy", "--arms", "direct", "--reps", "1", "--duration", "300ms"}, 0},
+	}
+	if _, err := exec.LookPath("h2load"); err != nil {
+		t.Logf("not checking bench http2: h2load is not installed (apt-get install nghttp2-client)")
+	} else {
+		cases = append(cases, struct {
+			args  []string
+			smoke int
+		}{[]string{"bench", "http2", "--arms", bench.HTTP2ArmGoNetHTTP, "--streams", "1", "--reps", "4", "--duration", "500ms"}, 4})
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			cmd := exec.Command(bin, slices.Concat(c.args, []string{"--json", "--out", ""})...)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("%v, want exit status 0; stderr:\n%s", err, stderr.String())
+			}
+			var rep report
+			if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+				t.Fatalf("report: %v\n%s", err, stdout.String())
+			}
+			said := strings.Index(stderr.String(), "smoke run:")
+			if c.smoke == 0 {
+				if said >= 0 || rep.Config.Smoke != nil {
+					t.Errorf("said a smoke run (config.smoke %+v) for a duration long enough:\n%s", rep.Config.Smoke, stderr.String())
+				}
+				return
+			}
+			want := fmt.Sprintf("smoke run: a duration of 500ms is too short for %d measurements, each of which takes at least 150ms (warm-up and window), so they take about %v, not 500ms", c.smoke, time.Duration(c.smoke)*150*time.Millisecond)
+			first := strings.Index(stderr.String(), "\n[")
+			if !strings.Contains(stderr.String(), want) || first < said {
+				t.Errorf("stderr does not say %q before the first measurement:\n%s", want, stderr.String())
+			}
+			if s := rep.Config.Smoke; s == nil || s.Measurements != c.smoke || s.DurationSeconds != 0.5 || s.MeasuringSeconds < 0.15*float64(c.smoke)-1e-9 {
+				t.Errorf("config.smoke %+v, want %d measurements over a 0.5 s duration", s, c.smoke)
+			}
+			if !slices.ContainsFunc(rep.Notes, func(n string) bool { return strings.Contains(n, want) }) {
+				t.Errorf("notes %q do not say %q", rep.Notes, want)
+			}
+		})
+	}
+}

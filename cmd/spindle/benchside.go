@@ -49,7 +49,7 @@ type sideDefaults struct {
 // register adds the shared flags to fs, with d's defaults and help.
 func (s *sideFlags) register(fs *flag.FlagSet, d sideDefaults) {
 	fs.StringVar(&s.arms, "arms", "", d.armsHelp)
-	fs.DurationVar(&s.duration, "duration", d.duration, "total measuring budget, shared among the measurements")
+	fs.DurationVar(&s.duration, "duration", d.duration, "total measuring budget, shared among the measurements; each takes at least 150ms, and a shorter share is a smoke run, said so before measuring and in the report")
 	fs.IntVar(&s.reps, "reps", d.reps, "repetitions (arms alternate within each, in reverse order in even ones)")
 	fs.IntVar(&s.conns, "conns", d.conns, d.connsHelp)
 	fs.StringVar(&s.streams, "streams", "1,10", d.streamsHelp)
