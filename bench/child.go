@@ -83,20 +83,65 @@ func FormatCPUList(cpus []int) string {
 }
 
 // pinCPUList parses a server child's -cpus list and pins the process to
-// it; an empty list leaves the process unpinned.
+// it; an empty list leaves the process unpinned. A list that does not
+// parse is a UsageError; one this host refuses (a CPU not online, outside
+// the cpuset) is not.
 func pinCPUList(s string) ([]int, error) {
 	cpus, err := ParseCPUList(s)
-	if err == nil && len(cpus) > 0 {
+	if err != nil {
+		return nil, &UsageError{Err: fmt.Errorf("-cpus: %w", err)}
+	}
+	if len(cpus) > 0 {
 		err = pinProcess(cpus)
 	}
 	return cpus, err
+}
+
+// UsageError is a command line that ServeMain or ServeHTTP2Main cannot run
+// as given, on any host: a flag that does not parse, an argument after the
+// flags, a value outside a flag's range or list. The caller says it once
+// (it has not been printed) and exits with status 2, 1 being for a server
+// that failed or a host that refused it (a CPU not online).
+type UsageError struct {
+	Err error
+	// UsagePrinted is true when the flags' usage was printed on stderr
+	// before the error was returned, as for a command line that does not
+	// parse.
+	UsagePrinted bool
+}
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
+// parseServeFlags parses a server child's flags from args: a command line
+// that does not parse, or that leaves an argument after the flags, prints
+// the usage on stderr and is a UsageError, the error itself left to the
+// caller to say once (the flag package would print it too). -h prints the
+// usage and returns flag.ErrHelp.
+func parseServeFlags(fs *flag.FlagSet, args []string) error {
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.SetOutput(os.Stderr)
+	if err == nil && fs.NArg() > 0 {
+		err = fmt.Errorf("unexpected argument %q: this command takes only flags", fs.Arg(0))
+	}
+	if err == nil {
+		return nil
+	}
+	fs.Usage()
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return &UsageError{Err: err, UsagePrinted: true}
 }
 
 // ServeMain is the server half: `spindle bench server` and the peers
 // binary call it with their command-line arguments. It pins the process,
 // starts the arm, prints one JSON line {"addr","pid","arm"} on stdout and
 // serves until ctx is done. With -control it also answers "usage" lines on
-// stdin with a ServerUsage JSON line, and returns at EOF on stdin.
+// stdin with a ServerUsage JSON line, and returns at EOF on stdin. A
+// command line it cannot run is a UsageError; -h prints the usage and
+// returns flag.ErrHelp.
 func ServeMain(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) error {
 	fs := flag.NewFlagSet("bench server", flag.ContinueOnError)
 	armName := fs.String("arm", "go-net", "server arm (go-net, gnet, or a spindle engine backend)")
@@ -107,24 +152,27 @@ func ServeMain(ctx context.Context, args []string, stdin io.Reader, stdout io.Wr
 	compute := fs.Int("compute-us", 0, "µs spun per request before replying, on the wall clock (CLOCK_MONOTONIC, not the thread's CPU time: an interrupt, softirq or preemption meanwhile is inside them, not added)")
 	body := fs.Int("body", DefaultPayload, "HTTP response body size for requests without a body")
 	control := fs.Bool("control", false, "harness mode: answer 'usage' on stdin, exit at EOF (or when stopped)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseServeFlags(fs, args); err != nil {
 		return err
 	}
 	arm, err := LookupArm(*armName)
 	if err != nil {
-		return err
+		return &UsageError{Err: fmt.Errorf("-arm: %w", err)}
 	}
 	if arm.Start == nil && arm.Program != nil {
-		return fmt.Errorf("bench: arm %q is a program of its own, built and started by the harness (`spindle bench --arms %s`), not served by this binary", arm.Name, arm.Name)
+		return &UsageError{Err: fmt.Errorf("bench: arm %q is a program of its own, built and started by the harness (`spindle bench --arms %s`), not served by this binary", arm.Name, arm.Name)}
 	}
 	if arm.Start == nil {
-		return fmt.Errorf("bench: arm %q is served by the peers binary (bench/peers), not this one", arm.Name)
+		return &UsageError{Err: fmt.Errorf("bench: arm %q is served by the peers binary (bench/peers), not this one", arm.Name)}
+	}
+	// Both lists are parsed before the process is pinned, so that a
+	// -spare-cpus that does not parse is said before a -cpus this host
+	// refuses.
+	spareList, err := ParseCPUList(*spare)
+	if err != nil {
+		return &UsageError{Err: fmt.Errorf("-spare-cpus: %w", err)}
 	}
 	cpuList, err := pinCPUList(*cpus)
-	if err != nil {
-		return err
-	}
-	spareList, err := ParseCPUList(*spare)
 	if err != nil {
 		return err
 	}

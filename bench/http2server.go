@@ -42,22 +42,23 @@ var http2Servers = map[string]func(ctx context.Context, addr string, cpus []int,
 // ServeHTTP2Main is `spindle bench http2-server`: it serves one arm of
 // `spindle bench http2` on -listen until ctx is done. The harness starts
 // it pinned to the server CPUs and checks it with a request of its own; it
-// writes nothing on stdout. Main goroutine.
+// writes nothing on stdout. A command line it cannot run is a UsageError;
+// -h prints the usage and returns flag.ErrHelp. Main goroutine.
 func ServeHTTP2Main(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench http2-server", flag.ContinueOnError)
 	arm := fs.String("arm", HTTP2ArmGoNetHTTP, "server arm: "+HTTP2ArmGoNetHTTP+", "+HTTP2ArmSpindleUring+" or "+HTTP2ArmSpindleEpoll)
 	listen := fs.String("listen", "127.0.0.1:0", "listen address")
 	cpus := fs.String("cpus", "", "pin the server process to these CPUs; GOMAXPROCS is their number (go-net-http), the engine runs one loop on the first")
 	body := fs.Int("body", DefaultHTTP2Body, "response body bytes")
-	if err := fs.Parse(args); err != nil {
+	if err := parseServeFlags(fs, args); err != nil {
 		return err
 	}
 	serve, ok := http2Servers[*arm]
 	if !ok {
-		return fmt.Errorf("bench http2-server: no arm %q in this binary", *arm)
+		return &UsageError{Err: fmt.Errorf("bench http2-server: no arm %q in this binary", *arm)}
 	}
 	if *body < MinHTTP2Body || *body > MaxHTTP2Body {
-		return fmt.Errorf("bench http2-server: -body %d outside %d..%d", *body, MinHTTP2Body, MaxHTTP2Body)
+		return &UsageError{Err: fmt.Errorf("bench http2-server: -body %d outside %d..%d", *body, MinHTTP2Body, MaxHTTP2Body)}
 	}
 	cpuList, err := pinCPUList(*cpus)
 	if err != nil {

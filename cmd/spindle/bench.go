@@ -234,7 +234,7 @@ func runBench(ctx context.Context, args []string) error {
 	if len(args) > 0 {
 		switch args[0] {
 		case "server":
-			return bench.ServeMain(ctx, args[1:], os.Stdin, os.Stdout)
+			return serveUsage(bench.ServeMain(ctx, args[1:], os.Stdin, os.Stdout))
 		case "client":
 			return runBenchClient(ctx, args[1:])
 		case "sweep":
@@ -244,7 +244,7 @@ func runBench(ctx context.Context, args []string) error {
 		case "http2":
 			return runBenchHTTP2(ctx, args[1:])
 		case "http2-server":
-			return bench.ServeHTTP2Main(ctx, args[1:])
+			return serveUsage(bench.ServeHTTP2Main(ctx, args[1:]))
 		}
 	}
 	fs := newBenchFlagSet("bench", "usage: spindle bench [flags]            every arm: closed-loop peak, then open loop at 50% and 80% of the slowest peak\n"+
@@ -278,6 +278,17 @@ func runBench(ctx context.Context, args []string) error {
 		cfg.OpenFractions = append(cfg.OpenFractions, v)
 	}
 	return runAndEmit(&f, func() (*bench.Report, error) { return overBudget(bench.Run(ctx, cfg)) }, f.emit)
+}
+
+// serveUsage is the error of bench server or bench http2-server, which
+// parse their own flags (the peers binary runs the first too): their
+// bench.UsageError is a usageError.
+func serveUsage(err error) error {
+	var ue *bench.UsageError
+	if errors.As(err, &ue) {
+		return usageError{ue.Err}
+	}
+	return err
 }
 
 // overBudget returns a run's report and error, the error a usageError when
