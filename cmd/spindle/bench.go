@@ -82,17 +82,17 @@ func (f *benchFlags) config(fs *flag.FlagSet) (bench.Config, error) {
 	// a value given here means what it says, or is refused.
 	switch {
 	case f.duration <= 0 || f.warmup < 0 || f.window < 0:
-		return bench.Config{}, usageError{errors.New("want a positive --duration, and --warmup and --window not negative")}
+		return bench.Config{}, usageError{err: errors.New("want a positive --duration, and --warmup and --window not negative")}
 	case f.reps < 1 || f.conns < 1 || f.inflight < 1 || f.loops < 1:
-		return bench.Config{}, usageError{errors.New("want --reps, --conns, --inflight and --loops of at least 1")}
+		return bench.Config{}, usageError{err: errors.New("want --reps, --conns, --inflight and --loops of at least 1")}
 	case f.compute < 0 || f.threads < 0:
-		return bench.Config{}, usageError{errors.New("want --compute-us and --client-threads not negative")}
+		return bench.Config{}, usageError{err: errors.New("want --compute-us and --client-threads not negative")}
 	case f.threads > f.conns:
 		// A client thread drives at least one connection: the load
 		// generator would run --conns threads, the report saying more.
-		return bench.Config{}, usageError{fmt.Errorf("--client-threads %d is more than --conns %d (each thread needs one of them)", f.threads, f.conns)}
+		return bench.Config{}, usageError{err: fmt.Errorf("--client-threads %d is more than --conns %d (each thread needs one of them)", f.threads, f.conns)}
 	case f.payload < bench.MinPayload || f.payload > bench.MaxPayload:
-		return bench.Config{}, usageError{fmt.Errorf("want a --payload of %d to %d bytes", bench.MinPayload, bench.MaxPayload)}
+		return bench.Config{}, usageError{err: fmt.Errorf("want a --payload of %d to %d bytes", bench.MinPayload, bench.MaxPayload)}
 	}
 	cfg := bench.Config{
 		Topology: f.topology, Duration: f.duration, Warmup: f.warmup, Window: f.window, Reps: f.reps, Conns: f.conns, InFlight: f.inflight,
@@ -104,19 +104,19 @@ func (f *benchFlags) config(fs *flag.FlagSet) (bench.Config, error) {
 		// An arm named twice would be measured twice in a row and
 		// summarised as one arm of twice --reps.
 		if a := givenTwice(cfg.Arms); a != "" {
-			return cfg, usageError{fmt.Errorf("--arms: %s given twice", a)}
+			return cfg, usageError{err: fmt.Errorf("--arms: %s given twice", a)}
 		}
 		for _, a := range cfg.Arms {
 			if _, err := bench.LookupArm(a); err != nil {
-				return cfg, usageError{fmt.Errorf("--arms: %w", err)}
+				return cfg, usageError{err: fmt.Errorf("--arms: %w", err)}
 			}
 		}
 	}
 	if err := bench.CheckTopology(f.topology); err != nil {
-		return cfg, usageError{fmt.Errorf("--topology: %w", err)}
+		return cfg, usageError{err: fmt.Errorf("--topology: %w", err)}
 	}
 	if len(f.serverRPS) > 0 && f.topology != "wire" {
-		return cfg, usageError{errors.New("--server-rps needs --topology wire (loopback has no veth to steer)")}
+		return cfg, usageError{err: errors.New("--server-rps needs --topology wire (loopback has no veth to steer)")}
 	}
 	cfg.RatioTo = ratioToList(f.ratioTo)
 	// A reference is one of --arms, or of every arm when none is given
@@ -128,7 +128,7 @@ func (f *benchFlags) config(fs *flag.FlagSet) (bench.Config, error) {
 		}
 	}
 	if err := bench.CheckRatioTo(cfg.RatioTo, refArms); err != nil {
-		return cfg, usageError{fmt.Errorf("--ratio-to: %w", err)}
+		return cfg, usageError{err: fmt.Errorf("--ratio-to: %w", err)}
 	}
 	err := parseCPUFlags(cpuListFlag{"server-cpus", f.serverCPUs, &cfg.ServerCPUs}, cpuListFlag{"client-cpus", f.clientCPUs, &cfg.ClientCPUs}, cpuListFlag{"spare-cpus", f.spareCPUs, &cfg.SpareCPUs})
 	if err != nil {
@@ -270,10 +270,10 @@ func runBench(ctx context.Context, args []string) error {
 		}
 		v, err := strconv.ParseFloat(s, 64)
 		if err != nil || !(v > 0 && v <= 2) { // NaN too
-			return usageError{fmt.Errorf("bad --fractions value %q", s)}
+			return usageError{err: fmt.Errorf("bad --fractions value %q", s)}
 		}
 		if slices.Contains(cfg.OpenFractions, v) {
-			return usageError{fmt.Errorf("--fractions: %v given twice", v)} // two rows of one load point
+			return usageError{err: fmt.Errorf("--fractions: %v given twice", v)} // two rows of one load point
 		}
 		cfg.OpenFractions = append(cfg.OpenFractions, v)
 	}
@@ -286,7 +286,7 @@ func runBench(ctx context.Context, args []string) error {
 func serveUsage(err error) error {
 	var ue *bench.UsageError
 	if errors.As(err, &ue) {
-		return usageError{ue.Err}
+		return usageError{err: ue.Err, shown: ue.UsagePrinted}
 	}
 	return err
 }
@@ -297,7 +297,7 @@ func serveUsage(err error) error {
 // is known once the arms that can run are (bench.ErrOverBudget).
 func overBudget(rep *bench.Report, err error) (*bench.Report, error) {
 	if errors.Is(err, bench.ErrOverBudget) {
-		return nil, usageError{err}
+		return nil, usageError{err: err}
 	}
 	return rep, err
 }
@@ -317,7 +317,7 @@ func runBenchSweep(ctx context.Context, args []string) error {
 	// would be ignored by the sweep, so it is refused.
 	for name, list := range map[string]string{"loops": "loops-list", "compute-us": "compute-list"} {
 		if flagGiven(fs, name) {
-			return usageError{fmt.Errorf("--%s does not apply to a sweep: give --%s", name, list)}
+			return usageError{err: fmt.Errorf("--%s does not apply to a sweep: give --%s", name, list)}
 		}
 	}
 	cfg, err := f.config(fs)
@@ -351,10 +351,10 @@ func intList(name, s string, least int) ([]int, error) {
 	for _, p := range strings.Split(s, ",") {
 		v, err := strconv.Atoi(strings.TrimSpace(p))
 		if err != nil || v < least {
-			return nil, usageError{fmt.Errorf("%s: bad value %q (want integers of at least %d)", name, p, least)}
+			return nil, usageError{err: fmt.Errorf("%s: bad value %q (want integers of at least %d)", name, p, least)}
 		}
 		if slices.Contains(out, v) {
-			return nil, usageError{fmt.Errorf("%s: %d given twice", name, v)}
+			return nil, usageError{err: fmt.Errorf("%s: %d given twice", name, v)}
 		}
 		out = append(out, v)
 	}
@@ -380,30 +380,30 @@ func runBenchClient(ctx context.Context, args []string) error {
 		return err
 	}
 	if *addr == "" {
-		return usageError{errors.New("-addr is required (the server's host:port)")}
+		return usageError{err: errors.New("-addr is required (the server's host:port)")}
 	}
 	// The load generator takes 0 for a default (a 128-byte payload, a
 	// 200 ms warm-up): a value given here means what it says, or is
 	// refused.
 	if *conns < 1 || *inflight < 1 || *threads < 1 || *duration <= 0 || *warmup <= 0 {
-		return usageError{errors.New("want -conns, -inflight and -threads of at least 1, and a positive -duration and -warmup")}
+		return usageError{err: errors.New("want -conns, -inflight and -threads of at least 1, and a positive -duration and -warmup")}
 	}
 	// A thread drives at least one connection: the load generator would
 	// run -conns threads, not the number asked for.
 	if *threads > *conns {
-		return usageError{fmt.Errorf("-threads %d is more than -conns %d (each thread needs one of them)", *threads, *conns)}
+		return usageError{err: fmt.Errorf("-threads %d is more than -conns %d (each thread needs one of them)", *threads, *conns)}
 	}
 	if *payload < bench.MinPayload || *payload > bench.MaxPayload {
-		return usageError{fmt.Errorf("want a -payload of %d to %d bytes", bench.MinPayload, bench.MaxPayload)}
+		return usageError{err: fmt.Errorf("want a -payload of %d to %d bytes", bench.MinPayload, bench.MaxPayload)}
 	}
 	if *protocol != bench.ProtocolRPC && *protocol != bench.ProtocolHTTP {
-		return usageError{fmt.Errorf("-protocol %q: want %s or %s", *protocol, bench.ProtocolRPC, bench.ProtocolHTTP)}
+		return usageError{err: fmt.Errorf("-protocol %q: want %s or %s", *protocol, bench.ProtocolRPC, bench.ProtocolHTTP)}
 	}
 	if !(*rate >= 0 && *rate <= bench.MaxRate) { // NaN too
-		return usageError{fmt.Errorf("-rate %v: want 0 (closed loop) to %v requests per second", *rate, bench.MaxRate)}
+		return usageError{err: fmt.Errorf("-rate %v: want 0 (closed loop) to %v requests per second", *rate, bench.MaxRate)}
 	}
 	if *host != "" && *protocol != bench.ProtocolHTTP {
-		return usageError{fmt.Errorf("-host applies to -protocol %s only", bench.ProtocolHTTP)}
+		return usageError{err: fmt.Errorf("-host applies to -protocol %s only", bench.ProtocolHTTP)}
 	}
 	var cpuList []int
 	if err := parseCPUFlags(cpuListFlag{"cpus", *cpus, &cpuList}); err != nil {

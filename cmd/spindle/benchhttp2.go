@@ -36,10 +36,10 @@ func runBenchHTTP2(ctx context.Context, args []string) error {
 		return err
 	}
 	if err := bench.CheckHTTP2Arms(s.armList()); err != nil {
-		return usageError{fmt.Errorf("--arms: %w", err)}
+		return usageError{err: fmt.Errorf("--arms: %w", err)}
 	}
 	if *body < bench.MinHTTP2Body || *body > bench.MaxHTTP2Body {
-		return usageError{fmt.Errorf("want a --body of %d to %d bytes", bench.MinHTTP2Body, bench.MaxHTTP2Body)}
+		return usageError{err: fmt.Errorf("want a --body of %d to %d bytes", bench.MinHTTP2Body, bench.MaxHTTP2Body)}
 	}
 	if err := s.checkRatioTo(bench.HTTP2Arms); err != nil {
 		return err

@@ -53,25 +53,25 @@ func runBenchProxy(ctx context.Context, args []string) error {
 		return err
 	}
 	if !slices.Contains(bench.ProxyProtocols, *protocol) {
-		return usageError{fmt.Errorf("want a --protocol of %s", strings.Join(bench.ProxyProtocols, " or "))}
+		return usageError{err: fmt.Errorf("want a --protocol of %s", strings.Join(bench.ProxyProtocols, " or "))}
 	}
 	if err := s.check(); err != nil {
 		return err
 	}
 	if err := bench.CheckProxyArms(s.armList()); err != nil {
-		return usageError{fmt.Errorf("--arms: %w", err)}
+		return usageError{err: fmt.Errorf("--arms: %w", err)}
 	}
 	if *payload < bench.MinPayload || *payload > bench.MaxPayload {
-		return usageError{fmt.Errorf("want a --payload of %d to %d bytes", bench.MinPayload, bench.MaxPayload)}
+		return usageError{err: fmt.Errorf("want a --payload of %d to %d bytes", bench.MinPayload, bench.MaxPayload)}
 	}
 	// --tls-resume is --tls-handshakes with resumption: both make a
 	// connection per request, which h2load, for h2 and h2h2, does not.
 	if (*handshakes || *resume) && *protocol != bench.ProxyProtocolTCP && *protocol != bench.ProxyProtocolHTTP {
-		return usageError{fmt.Errorf("--tls-handshakes and --tls-resume take --protocol %s or %s, not %s (h2load makes its connections once)", bench.ProxyProtocolTCP, bench.ProxyProtocolHTTP, *protocol)}
+		return usageError{err: fmt.Errorf("--tls-handshakes and --tls-resume take --protocol %s or %s, not %s (h2load makes its connections once)", bench.ProxyProtocolTCP, bench.ProxyProtocolHTTP, *protocol)}
 	}
 	if *upstreamArm != "" {
 		if err := bench.CheckProxyUpstreamArm(*protocol, *upstreamArm); err != nil {
-			return usageError{fmt.Errorf("--upstream-arm: %w", err)}
+			return usageError{err: fmt.Errorf("--upstream-arm: %w", err)}
 		}
 	}
 	if err := s.checkRatioTo(slices.Concat(bench.ProxyArms, bench.ProxyExtraArms)); err != nil {
@@ -85,7 +85,7 @@ func runBenchProxy(ctx context.Context, args []string) error {
 			return err
 		}
 	case flagGiven(fs, "streams"):
-		return usageError{errors.New("--streams is for --protocol h2 and h2h2")}
+		return usageError{err: errors.New("--streams is for --protocol h2 and h2h2")}
 	}
 	err = parseCPUFlags(cpuListFlag{"proxy-cpu", *proxyCPU, &cfg.ProxyCPUs}, cpuListFlag{"client-cpus", *clientCPUs, &cfg.ClientCPUs}, cpuListFlag{"upstream-cpus", *upstreamCPUs, &cfg.UpstreamCPUs})
 	if err != nil {

@@ -62,9 +62,9 @@ func (s *sideFlags) register(fs *flag.FlagSet, d sideDefaults) {
 func (s *sideFlags) check() error {
 	switch {
 	case s.duration <= 0:
-		return usageError{errors.New("want a positive --duration")}
+		return usageError{err: errors.New("want a positive --duration")}
 	case s.reps < 1 || s.conns < 1:
-		return usageError{errors.New("want --reps and --conns of at least 1")}
+		return usageError{err: errors.New("want --reps and --conns of at least 1")}
 	}
 	return nil
 }
@@ -85,7 +85,7 @@ func (s *sideFlags) checkRatioTo(all []string) error {
 		arms = all
 	}
 	if err := bench.CheckRatioTo(ratioToList(s.ratioTo), arms); err != nil {
-		return usageError{fmt.Errorf("--ratio-to: %w", err)}
+		return usageError{err: fmt.Errorf("--ratio-to: %w", err)}
 	}
 	return nil
 }
@@ -96,7 +96,7 @@ func (s *sideFlags) streamList() ([]int, error) {
 	list, err := intList("--streams", s.streams, 1)
 	for _, v := range list {
 		if v > bench.MaxHTTP2Streams {
-			return nil, usageError{fmt.Errorf("--streams: %d is more than %d (the least of the servers' concurrent streams limits)", v, bench.MaxHTTP2Streams)}
+			return nil, usageError{err: fmt.Errorf("--streams: %d is more than %d (the least of the servers' concurrent streams limits)", v, bench.MaxHTTP2Streams)}
 		}
 	}
 	return list, err
@@ -114,7 +114,7 @@ func parseCPUFlags(flags ...cpuListFlag) error {
 	for _, f := range flags {
 		var err error
 		if *f.dst, err = bench.ParseCPUList(f.value); err != nil {
-			return usageError{fmt.Errorf("--%s: %w", f.name, err)}
+			return usageError{err: fmt.Errorf("--%s: %w", f.name, err)}
 		}
 	}
 	return nil

@@ -67,7 +67,7 @@ func doctor(ctx context.Context, args []string, w io.Writer) error {
 		return err
 	}
 	if *loops < 0 || *readBuffers < 0 {
-		return usageError{errors.New("want --loops and --read-buffers not negative")}
+		return usageError{err: errors.New("want --loops and --read-buffers not negative")}
 	}
 	if *loops == 0 {
 		cpus, err := allowedCPUs()
@@ -80,7 +80,7 @@ func doctor(ctx context.Context, args []string, w io.Writer) error {
 	cfg := &engine.Config{ReadBuffers: *readBuffers}
 	var err error
 	if need.rings, err = engine.LockedMemory(cfg, *loops); err != nil {
-		return usageError{fmt.Errorf("--read-buffers: %w", err)}
+		return usageError{err: fmt.Errorf("--read-buffers: %w", err)}
 	}
 	need.all = need.rings
 	if *sendZC {

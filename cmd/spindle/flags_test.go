@@ -153,3 +153,50 @@ func TestEnumeratedFlagValuesAreUsageErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestCLIUsageErrorsAfterTheFlagsPointToTheUsage: a command line refused
+// once its flags have parsed (a value out of range or not in its list,
+// flags that do not go together, a required flag missing) exited 2 with
+// its error alone, where one that did not parse printed the usage too.
+// Each now says its error once and then, on the last line, where the
+// usage is: the (sub)command's own -h, which prints it and exits 0.
+func TestCLIUsageErrorsAfterTheFlagsPointToTheUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		cmd  string // the command the pointer names
+		want string // the error
+	}{
+		{[]string{"bench", "--arms", "bogus"}, "bench", `--arms: bench: unknown arm "bogus"`},
+		{[]string{"bench", "--arms", "go-net", "--fractions", "3"}, "bench", `bad --fractions value "3"`},
+		{[]string{"bench", "sweep", "--loops", "2"}, "bench sweep", "--loops does not apply to a sweep"},
+		{[]string{"bench", "proxy", "--protocol", "udp"}, "bench proxy", "want a --protocol of"},
+		{[]string{"bench", "http2", "--body", "-1"}, "bench http2", "want a --body of"},
+		{[]string{"bench", "client", "-duration", "100ms"}, "bench client", "-addr is required"},
+		{[]string{"bench", "server", "-arm", "bogus"}, "bench server", `-arm: bench: unknown arm "bogus"`},
+		{[]string{"bench", "server", "-arm", "go-net", "-cpus", "x"}, "bench server", "-cpus: bench:"},
+		{[]string{"bench", "http2-server", "-body", "-1"}, "bench http2-server", "-body -1 outside"},
+		{[]string{"bench", "http2-server", "-arm", "bogus"}, "bench http2-server", `no arm "bogus"`},
+		{[]string{"wakeup", "--samples", "0"}, "wakeup", "want --samples of at least 1"},
+		{[]string{"tune", "plan", "--policy", "bogus"}, "tune plan", `--policy: refused: unknown policy "bogus"`},
+		{[]string{"tune", "diagnose", "--period", "0s"}, "tune diagnose", "--period must be positive"},
+		{[]string{"doctor", "--loops", "-1"}, "doctor", "want --loops and --read-buffers not negative"},
+		{[]string{"proxy"}, "proxy", "-config FILE is required"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			cmd := spindleCmd(tc.args...)
+			stderr := wantRefusal(t, cmd)
+			if cmd.ProcessState != nil && cmd.ProcessState.ExitCode() != 2 {
+				t.Errorf("%v, want exit status 2:\n%s", cmd.ProcessState, stderr)
+			}
+			lines := strings.Split(strings.TrimSpace(stderr), "\n")
+			pointer := "run 'spindle " + tc.cmd + " -h' for usage"
+			if len(lines) != 2 || !strings.HasPrefix(lines[0], "spindle ") || !strings.Contains(lines[0], tc.want) || lines[1] != pointer {
+				t.Errorf("stderr:\n%s\nwant the error (%q) on one line, then %q", stderr, tc.want, pointer)
+			}
+			help := spindleCmd(append(strings.Fields(tc.cmd), "-h")...)
+			if out, err := help.CombinedOutput(); err != nil || !strings.Contains(string(out), "Usage of") && !strings.Contains(string(out), "usage:") {
+				t.Errorf("spindle %s -h: %v, want its usage and exit status 0:\n%s", tc.cmd, err, out)
+			}
+		})
+	}
+}

@@ -91,11 +91,31 @@ func main() {
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "spindle %s: %v\n", name, err)
-		if errors.As(err, new(usageError)) {
+		var ue usageError
+		if errors.As(err, &ue) {
+			if !ue.shown {
+				fmt.Fprintf(os.Stderr, "run 'spindle %s -h' for usage\n", usageCommand(name, os.Args[2:]))
+			}
 			os.Exit(2)
 		}
 		os.Exit(1)
 	}
+}
+
+// usageCommand is the command whose usage a usage error points to: name
+// and the subcommand after it (bench proxy, tune plan), the words of args
+// before the first flag. A usage error found once the flags were parsed
+// has no other word there: parseFlags refuses any argument left after the
+// flags.
+func usageCommand(name string, args []string) string {
+	words := []string{name}
+	for _, a := range args {
+		if strings.HasPrefix(a, "-") {
+			break
+		}
+		words = append(words, a)
+	}
+	return strings.Join(words, " ")
 }
 
 // parseFlags parses args into fs and refuses arguments left after the
@@ -117,14 +137,20 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		fs.Usage()
 	}
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		return usageError{err}
+		return usageError{err: err, shown: true}
 	}
 	return err
 }
 
-// usageError is a command line that cannot be run as given: main exits
-// with status 2 for it, as for an unknown command, and 1 for failures.
-type usageError struct{ err error }
+// usageError is a command line that cannot be run as given, on any host:
+// main exits with status 2 for it, as for an unknown command, and 1 for a
+// run that failed or that this host refused.
+type usageError struct {
+	err error
+	// shown is true when the usage was printed before the error
+	// (parseFlags); main otherwise says where to find it.
+	shown bool
+}
 
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }

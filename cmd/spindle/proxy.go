@@ -47,10 +47,10 @@ func runProxy(ctx context.Context, args []string) error {
 		return err
 	}
 	if *config == "" {
-		return usageError{errors.New("-config FILE is required")}
+		return usageError{err: errors.New("-config FILE is required")}
 	}
 	if *drain <= 0 {
-		return usageError{fmt.Errorf("-drain %v: want a positive duration", *drain)}
+		return usageError{err: fmt.Errorf("-drain %v: want a positive duration", *drain)}
 	}
 	// SIGHUP reloads the config (as for nginx and HAProxy), a hangup
 	// included; main leaves it to the command. Caught from here on, so

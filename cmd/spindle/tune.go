@@ -41,7 +41,7 @@ func tuneMain(ctx context.Context, args []string, w io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprintln(os.Stderr, tuneUsage)
 		if len(args) == 0 {
-			return usageError{errors.New("missing subcommand")}
+			return usageError{err: errors.New("missing subcommand"), shown: true}
 		}
 		return nil
 	}
@@ -58,7 +58,7 @@ func tuneMain(ctx context.Context, args []string, w io.Writer) error {
 		return tuneRevert(args[1:], w)
 	}
 	fmt.Fprintln(os.Stderr, tuneUsage)
-	return usageError{fmt.Errorf("unknown tune subcommand %q", args[0])}
+	return usageError{err: fmt.Errorf("unknown tune subcommand %q", args[0]), shown: true}
 }
 
 func printJSON(w io.Writer, v any) error {
@@ -103,7 +103,7 @@ func pidFlag(fs *flag.FlagSet) *int {
 // process pid when it is not 0.
 func readHostFor(root string, pid int) (*topo.Host, error) {
 	if pid < 0 {
-		return nil, usageError{fmt.Errorf("--pid %d: not a process id", pid)}
+		return nil, usageError{err: fmt.Errorf("--pid %d: not a process id", pid)}
 	}
 	h, err := tune.ReadHost(root)
 	if err != nil || pid == 0 {
@@ -143,14 +143,14 @@ func tuneDiagnose(ctx context.Context, args []string, w io.Writer) error {
 		return err
 	}
 	if *period <= 0 {
-		return usageError{errors.New("--period must be positive")}
+		return usageError{err: errors.New("--period must be positive")}
 	}
 	// Given, in bytes it must fit 64 bits, and be above 0, which the
 	// package takes for its default (what the engine's loops take).
 	given := false
 	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "locked-mib" })
 	if given && (*locked < 1 || *locked > math.MaxUint64>>20) {
-		return usageError{fmt.Errorf("--locked-mib must be between 1 and %d", uint64(math.MaxUint64>>20))}
+		return usageError{err: fmt.Errorf("--locked-mib must be between 1 and %d", uint64(math.MaxUint64>>20))}
 	}
 	h, err := readHostFor(*root, *pid)
 	if err != nil {
@@ -270,13 +270,13 @@ func tunePlan(args []string, w io.Writer) error {
 		return err
 	}
 	if err := tune.Policy(*policy).Check(); err != nil {
-		return usageError{fmt.Errorf("--policy: %w", err)}
+		return usageError{err: fmt.Errorf("--policy: %w", err)}
 	}
 	cfg := tune.PlanConfig{Policy: tune.Policy(*policy), Interfaces: splitList(*ifaces), LoopCPUs: loops.set, IRQCPUs: irqs.set, BusyPollUsecs: *busy, IRQSuspendTimeoutNs: *suspend}
 	for _, s := range splitList(*exclude) {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 0 {
-			return usageError{fmt.Errorf("--exclude-irqs: %q is not an IRQ number", s)}
+			return usageError{err: fmt.Errorf("--exclude-irqs: %q is not an IRQ number", s)}
 		}
 		cfg.ExcludeIRQs = append(cfg.ExcludeIRQs, n)
 	}
@@ -284,7 +284,7 @@ func tunePlan(args []string, w io.Writer) error {
 	// what this host refuses (an interface or CPU it does not have) is
 	// MakePlan's, a failure of the run.
 	if err := cfg.Check(); err != nil {
-		return usageError{err}
+		return usageError{err: err}
 	}
 	h, err := tune.ReadHost(*root)
 	if err != nil {
@@ -365,7 +365,7 @@ func tuneApply(args []string, w io.Writer) error {
 		return err
 	}
 	if *planPath == "" {
-		return usageError{errors.New("--plan is required (make one with 'spindle tune plan --json > plan.json')")}
+		return usageError{err: errors.New("--plan is required (make one with 'spindle tune plan --json > plan.json')")}
 	}
 	var r io.Reader = os.Stdin
 	name := "from standard input" // for the errors, which name the file

@@ -31,17 +31,17 @@ func runWakeup(ctx context.Context, args []string) error {
 	}
 	// The package takes zero for its default: zero and below are refused.
 	if *samples < 1 || *interval <= 0 {
-		return usageError{errors.New("want --samples of at least 1 and a positive --interval")}
+		return usageError{err: errors.New("want --samples of at least 1 and a positive --interval")}
 	}
 	list := strings.Split(*modes, ",")
 	if m := givenTwice(list); m != "" {
-		return usageError{fmt.Errorf("--modes: %s given twice", m)} // two rows of one mode
+		return usageError{err: fmt.Errorf("--modes: %s given twice", m)} // two rows of one mode
 	}
 	if err := bench.CheckWakeupModes(list); err != nil {
-		return usageError{fmt.Errorf("--modes: %w", err)}
+		return usageError{err: fmt.Errorf("--modes: %w", err)}
 	}
 	if err := bench.CheckTopology(*topology); err != nil {
-		return usageError{fmt.Errorf("--topology: %w", err)}
+		return usageError{err: fmt.Errorf("--topology: %w", err)}
 	}
 	allowed, err := allowedCPUs()
 	if err != nil {
@@ -57,10 +57,10 @@ func runWakeup(ctx context.Context, args []string) error {
 		cpu  int
 	}{{"reader-cpu", *reader}, {"writer-cpu", *writer}} {
 		if f.cpu < -1 {
-			return usageError{fmt.Errorf("--%s %d: not a CPU number", f.name, f.cpu)}
+			return usageError{err: fmt.Errorf("--%s %d: not a CPU number", f.name, f.cpu)}
 		}
 		if f.cpu >= 0 && !slices.Contains(allowed, f.cpu) {
-			return usageError{fmt.Errorf("--%s %d: not a CPU this process may run on (%s)", f.name, f.cpu, bench.FormatCPUList(allowed))}
+			return usageError{err: fmt.Errorf("--%s %d: not a CPU this process may run on (%s)", f.name, f.cpu, bench.FormatCPUList(allowed))}
 		}
 	}
 	if *reader < 0 && len(allowed) > 0 {
