@@ -756,6 +756,17 @@ func (s *Smoke) String() string {
 // Config.Window do not fit in each measurement's share of Config.Duration.
 var ErrOverBudget = errors.New("bench: warm-up and window over the budget")
 
+// CheckSplit refuses, as Run and Sweep do (ErrOverBudget, saying the
+// arithmetic), a warm-up and window (0: not given) that do not fit in each
+// of n measurements' share of duration d. The number of measurements a
+// run makes is known only once the arms that can run here are: a command
+// checks the fewest its settings can make, to refuse before the run a
+// warm-up and window that fit on no host.
+func CheckSplit(d time.Duration, n int, warmup, window time.Duration) error {
+	_, _, err := givenSplit(d, n, warmup, window)
+	return err
+}
+
 // givenSplit is splitDuration's split of d over n measurements, with the
 // warm-up and window given (0: not given) in place of its own: with the
 // warm-up alone, the window is the rest of the share. A warm-up and window

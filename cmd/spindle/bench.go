@@ -277,7 +277,24 @@ func runBench(ctx context.Context, args []string) error {
 		}
 		cfg.OpenFractions = append(cfg.OpenFractions, v)
 	}
-	return runAndEmit(&f, func() (*bench.Report, error) { return overBudget(bench.Run(ctx, cfg)) }, f.emit)
+	// One arm at least runs: each of its repetitions measures the
+	// closed-loop peak and every fraction, under each RPS setting.
+	if err := f.checkSplit(cfg.Reps * max(len(cfg.ServerRPS), 1) * (1 + len(cfg.OpenFractions))); err != nil {
+		return err
+	}
+	return runAndEmit(&f, func() (*bench.Report, error) { return bench.Run(ctx, cfg) }, f.emit)
+}
+
+// checkSplit refuses a --warmup and --window that do not fit in the share
+// of --duration of each of least measurements, the fewest the run can
+// make whichever arms run here (bench.CheckSplit): a usage error. With
+// more arms that can run here, the package may still refuse them once it
+// knows the measurements' number, as this host's refusal (exit status 1).
+func (f *benchFlags) checkSplit(least int) error {
+	if err := bench.CheckSplit(f.duration, least, f.warmup, f.window); err != nil {
+		return usageError{err: err}
+	}
+	return nil
 }
 
 // serveUsage is the error of bench server or bench http2-server, which
@@ -289,17 +306,6 @@ func serveUsage(err error) error {
 		return usageError{err: ue.Err, shown: ue.UsagePrinted}
 	}
 	return err
-}
-
-// overBudget returns a run's report and error, the error a usageError when
-// it is the package's refusal of a --warmup and --window that do not fit
-// in each measurement's share of --duration: the number of measurements
-// is known once the arms that can run are (bench.ErrOverBudget).
-func overBudget(rep *bench.Report, err error) (*bench.Report, error) {
-	if errors.Is(err, bench.ErrOverBudget) {
-		return nil, usageError{err: err}
-	}
-	return rep, err
 }
 
 func runBenchSweep(ctx context.Context, args []string) error {
@@ -338,7 +344,13 @@ func runBenchSweep(ctx context.Context, args []string) error {
 	if len(sc.Loops) > 0 {
 		sc.Config.Loops = slices.Min(sc.Loops)
 	}
-	return runAndEmit(&f, func() (*bench.Report, error) { return overBudget(bench.Sweep(ctx, sc)) }, f.emit)
+	// One arm at least runs, at one loop count at least (c-liburing serves
+	// one loop only), at each compute value (at least one: the package's
+	// own when none is given).
+	if err := f.checkSplit(sc.Reps * max(len(sc.ServerRPS), 1) * max(len(sc.ComputeUS), 1)); err != nil {
+		return err
+	}
+	return runAndEmit(&f, func() (*bench.Report, error) { return bench.Sweep(ctx, sc) }, f.emit)
 }
 
 // intList parses flag name's comma-separated list of distinct integers of

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -196,6 +197,52 @@ func TestCLIUsageErrorsAfterTheFlagsPointToTheUsage(t *testing.T) {
 			help := spindleCmd(append(strings.Fields(tc.cmd), "-h")...)
 			if out, err := help.CombinedOutput(); err != nil || !strings.Contains(string(out), "Usage of") && !strings.Contains(string(out), "usage:") {
 				t.Errorf("spindle %s -h: %v, want its usage and exit status 0:\n%s", tc.cmd, err, out)
+			}
+		})
+	}
+}
+
+// TestHostRefusalsExit1: exit status 2 is for a command line that is
+// wrong on any host, 1 for a run that failed or that this host refused
+// (the package doc). A CPU the process may not run on, or one that is not
+// online, is this host's refusal: bench, bench proxy and bench http2
+// exited 1 for it, wakeup 2. bench server exited 1 for it too, but also
+// for a -cpus list that did not parse. A --warmup and --window that fit
+// in the share of the fewest measurements the flags can make but not in
+// that of the arms that run here are this host's refusal too; ones that
+// fit on no host are refused before any arm is built, exit 2.
+func TestHostRefusalsExit1(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("bench and wakeup are Linux only")
+	}
+	bin := spindleBin(t)
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"wakeup", "--modes", "block", "--samples", "1", "--reader-cpu", "4096"}, 1, "--reader-cpu 4096: not a CPU this process may run on"},
+		{[]string{"bench", "server", "-arm", "go-net", "-cpus", "4096"}, 1, "4096"},
+		{[]string{"bench", "--arms", "go-net", "--server-cpus", "4096", "--out", ""}, 1, "CPU 4096 does not exist or is offline"},
+		// go-net and epoll run on every Linux host: two measurements of
+		// 250ms, where the flags ask for 400ms.
+		{[]string{"bench", "--arms", "go-net,epoll", "--fractions", "", "--reps", "1", "--duration", "500ms", "--warmup", "200ms", "--window", "200ms", "--out", ""}, 1,
+			"a warm-up of 200ms + a window of 200ms = 400ms, more than each measurement's share of the duration, 500ms / 2 measurements = 250ms"},
+		// One measurement at the least: no host can fit it.
+		{[]string{"bench", "--arms", "go-net,epoll", "--fractions", "", "--reps", "1", "--duration", "300ms", "--warmup", "200ms", "--window", "200ms", "--out", ""}, 2,
+			"a warm-up of 200ms + a window of 200ms = 400ms, more than each measurement's share of the duration, 300ms / 1 measurement = 300ms"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			cmd := exec.Command(bin, tc.args...)
+			stderr := wantRefusal(t, cmd)
+			if cmd.ProcessState != nil && cmd.ProcessState.ExitCode() != tc.code || !strings.Contains(stderr, tc.want) {
+				t.Errorf("%v, want exit status %d saying %q:\n%s", cmd.ProcessState, tc.code, tc.want, stderr)
+			}
+			if strings.Contains(stderr, "measurements on") {
+				t.Errorf("measured before refusing:\n%s", stderr)
+			}
+			if pointed := strings.Contains(stderr, "for usage"); pointed != (tc.code == 2) {
+				t.Errorf("points to the usage: %v, want %v:\n%s", pointed, tc.code == 2, stderr)
 			}
 		})
 	}

@@ -4,6 +4,18 @@
 // The command is thin: each subcommand parses its flags and calls one
 // package's Run function. Subcommands register themselves from their own
 // file with register, so each lives beside the flags it owns.
+//
+// Exit status: 0 for a run that did what was asked (a smoke run too, one
+// whose --duration was too short for its measurements: it says so); 2 for
+// a command line that cannot be run as given on any host (an unknown
+// command or flag, a value that does not parse or is outside its range or
+// list, flags that do not go together, an argument after the flags),
+// said before anything runs: a flag that does not parse, or an argument
+// left after the flags, after the usage, and any other with a pointer to
+// it ("run 'spindle bench proxy -h' for usage"); 1 for a run that failed,
+// or that this host refused (a CPU that is not online or that the
+// process may not run on, an arm or tool it does not have, a plan it
+// cannot make).
 package main
 
 import (

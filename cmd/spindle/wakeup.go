@@ -48,10 +48,12 @@ func runWakeup(ctx context.Context, args []string) error {
 		return err
 	}
 	// -1 is the flags' default; a value below it is no CPU, not "the
-	// default". A CPU the process may not run on is refused here, naming
-	// the flag: the thread would otherwise fail to pin (a CPU missing or
-	// outside the cpuset) without saying whose CPU it was, or widen its
-	// affinity past a taskset the process was started under.
+	// default", a usage error. A CPU the process may not run on is refused
+	// here, naming the flag: the thread would otherwise fail to pin (a CPU
+	// missing or outside the cpuset) without saying whose CPU it was, or
+	// widen its affinity past a taskset the process was started under.
+	// That refusal is this host's (or this taskset's), not the command
+	// line's, so it exits 1 (the package doc).
 	for _, f := range []struct {
 		name string
 		cpu  int
@@ -60,7 +62,7 @@ func runWakeup(ctx context.Context, args []string) error {
 			return usageError{err: fmt.Errorf("--%s %d: not a CPU number", f.name, f.cpu)}
 		}
 		if f.cpu >= 0 && !slices.Contains(allowed, f.cpu) {
-			return usageError{err: fmt.Errorf("--%s %d: not a CPU this process may run on (%s)", f.name, f.cpu, bench.FormatCPUList(allowed))}
+			return fmt.Errorf("--%s %d: not a CPU this process may run on (%s)", f.name, f.cpu, bench.FormatCPUList(allowed))
 		}
 	}
 	if *reader < 0 && len(allowed) > 0 {
