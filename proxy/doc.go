@@ -530,7 +530,9 @@
 // (an HTTP/1.1 request) is closed without an answer (a connection error,
 // RFC 9113 3.4), counted in
 // spindle_proxy_listener_h2_preface_failures_total and logged (the
-// listener, the client's address and its first 32 bytes, escaped; a line
+// listener, the client's address, the count of its first bytes and, where
+// they begin with an HTTP/1.x request line, its version and method, not
+// the target nor anything after it, which may hold a credential; a line
 // a second at most for each listener, apart from its failed handshakes'),
 // and a client ALPN gave http/1.1, or none, is HTTP/1.1
 // whatever it sends (the preface gets an HTTP/1.1 error: over TLS only

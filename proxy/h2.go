@@ -196,31 +196,47 @@ func (s *hsession) sniffH2(b engine.Buffer) bool {
 
 // prefaceFailed counts a client ALPN gave h2 whose first bytes, s.in
 // then b, are not the HTTP/2 preface, and logs it (a line a second at
-// most for each listener: lnLogs) with what it sent. It has no line in
-// the access log, as a client whose handshake failed has none: no
-// request was made. Loop goroutine.
+// most for each listener: lnLogs) with what they were (sentSummary), not
+// what they said. It has no line in the access log, as a client whose
+// handshake failed has none: no request was made. Loop goroutine.
 func (s *hsession) prefaceFailed(b []byte) {
 	l := s.ln
 	l.stats[s.ls.id].h2Preface.inc()
-	l.logs.preface.logf(s.p, "proxy: listener %s: client %v chose h2 by ALPN but did not send the HTTP/2 preface, closed; it sent %s",
-		l.name, s.client.RemoteAddr(), sentPrefix(s.in, b))
+	l.logs.preface.logf(s.p, "proxy: listener %s: client %v chose h2 by ALPN but did not send the HTTP/2 preface, closed; its first bytes: %s",
+		l.name, s.client.RemoteAddr(), sentSummary(s.in, b))
 }
 
-// prefaceLogBytes bounds what prefaceFailed logs of a client's bytes.
-const prefaceLogBytes = 32
+// maxLoggedMethod bounds the method sentSummary shows: a longer one is a
+// client's text as much as a target is.
+const maxLoggedMethod = 16
 
-// sentPrefix returns the first prefaceLogBytes of in and then b, quoted
-// and escaped (strconv.Quote: control bytes and bytes that are not UTF-8
-// as \x.., \r, \n), followed by "..." where they were cut.
-func sentPrefix(in, b []byte) string {
-	p := make([]byte, 0, prefaceLogBytes)
-	p = append(p, in[:min(len(in), prefaceLogBytes)]...)
-	p = append(p, b[:min(len(b), prefaceLogBytes-len(p))]...)
-	q := strconv.Quote(string(p))
-	if len(in)+len(b) > len(p) {
-		q += "..."
+// sentSummary describes a client's first bytes, in then b, without their
+// content, decrypted TLS data that may carry a credential (a bearer
+// token, a cookie): their count, and where they begin with an HTTP/1.x
+// request line (the mistake a client makes that chose h2 and speaks
+// HTTP/1.1), its version and method, which is a token of at most
+// maxLoggedMethod bytes, not its target.
+func sentSummary(in, b []byte) string {
+	n := strconv.Itoa(len(in)+len(b)) + " bytes"
+	p := append(in[:len(in):len(in)], b...)
+	end := bytes.IndexByte(p, '\n')
+	if end < 0 {
+		return n
 	}
-	return q
+	line := bytes.TrimSuffix(p[:end], []byte("\r"))
+	method, rest, ok := bytes.Cut(line, []byte(" "))
+	sp := bytes.LastIndexByte(rest, ' ')
+	if !ok || sp < 0 || !validToken(string(method)) {
+		return n
+	}
+	v := rest[sp+1:]
+	if len(v) != len("HTTP/1.1") || !bytes.HasPrefix(v, []byte("HTTP/1.")) || v[7] < '0' || v[7] > '9' {
+		return n
+	}
+	if len(method) > maxLoggedMethod {
+		return n + ", an " + string(v) + " request line (its method longer than " + strconv.Itoa(maxLoggedMethod) + " bytes)"
+	}
+	return n + ", an " + string(v) + " request line, method " + string(method)
 }
 
 // startH2 turns the session into an h2conn, b being the bytes that
