@@ -597,7 +597,12 @@
 // the client instead of ending its stream, and the server too where the
 // client's stream is still open (not close_notify, which would end it
 // whole). Protocol http1 offers no ALPN (a mode tcp listener's pool
-// carries whatever its clients speak). The health checks of a TLS pool
+// carries whatever its clients speak), but behind a mode tcp listener
+// whose client chose a protocol by its tls.alpn, that protocol alone is
+// offered, so that the server speaks what the client was told: a server
+// that takes ALPN but not that protocol fails the handshake (a failed
+// connect, the next server tried), one without ALPN goes on without it.
+// The health checks of a TLS pool
 // connect and handshake with the same configuration (type tcp passes on a
 // completed handshake, with h2 chosen for protocol h2; type http sends its
 // request over it, :scheme https to h2), and a check whose handshake

@@ -149,6 +149,7 @@ type session struct {
 	up     *engine.Conn // nil while no dial is in progress
 	srv    int          // index of up's server in the pool
 	hkey   uint64       // the client's key hash (balance hash)
+	proto  string       // the protocol the client chose by ALPN, offered to a TLS pool's servers ("" none)
 	dialing
 
 	upOpen, clientEOF, upEOF bool
@@ -231,6 +232,9 @@ func (h *handler) OnOpen(c *engine.Conn) {
 	s.w.of = s
 	if l.alog != nil {
 		s.x.start = p.now()
+	}
+	if st := c.TLS(); st != nil {
+		s.proto = st.NegotiatedProtocol
 	}
 	c.SetContext(s)
 	// Nothing is read from the client until its upstream is connected.
@@ -316,12 +320,13 @@ type dialing struct {
 
 // next dials the next server of pl that is up and that no reload has
 // removed (a walk begun under an earlier config), for the client c, a
-// server at its max_conns skipped (d.full). It returns the connection
+// server at its max_conns skipped (d.full), offering a TLS server proto
+// by ALPN where not "" (pool.dial). It returns the connection
 // (counted active, holding a slot of its server until it is let go of:
 // server.release; its Context not yet set) and its server; nil when none
 // is left; engine.ErrClosed when the engine is shutting down. Loop
 // goroutine.
-func (d *dialing) next(ls *loopState, pl *pool, c *engine.Conn, timeout time.Duration) (*engine.Conn, int, error) {
+func (d *dialing) next(ls *loopState, pl *pool, c *engine.Conn, timeout time.Duration, proto string) (*engine.Conn, int, error) {
 	for {
 		i, ok := d.nextUp(ls, pl)
 		if !ok {
@@ -336,7 +341,7 @@ func (d *dialing) next(ls *loopState, pl *pool, c *engine.Conn, timeout time.Dur
 			continue
 		}
 		st := ls.stats(pl, i)
-		up, err := pl.dial(c.Loop(), i, timeout)
+		up, err := pl.dial(c.Loop(), i, timeout, proto)
 		if errors.Is(err, engine.ErrClosed) {
 			srv.release(ls.id)
 			return nil, 0, err
@@ -367,7 +372,7 @@ func (s *session) kill() {
 // connect dials the next server of the pool that is up, each server once
 // per session; when none is left it closes the client. Loop goroutine.
 func (s *session) connect() {
-	up, i, err := s.next(s.ls, s.pool, s.client, time.Duration(s.ln.cfg.ConnectTimeout))
+	up, i, err := s.next(s.ls, s.pool, s.client, time.Duration(s.ln.cfg.ConnectTimeout), s.proto)
 	if err != nil {
 		// The engine's stop refused the dial (its turn in the queue came
 		// as the loop stopped), and cuts the client next: KD, as where

@@ -275,7 +275,7 @@ func (ls *loopState) h2Dial(p *Proxy, pl *pool, i int, l *engine.Loop, timeout t
 	}
 	srv := pl.servers[i]
 	st := ls.stats(pl, i)
-	c, err := pl.dial(l, i, timeout)
+	c, err := pl.dial(l, i, timeout, "")
 	if errors.Is(err, engine.ErrClosed) {
 		return err
 	}

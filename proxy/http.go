@@ -1017,7 +1017,7 @@ const (
 // where servers were at their max_conns, statusStopping (nothing
 // counted) where the loop is stopping. Loop goroutine.
 func (d *dialing) dialNext(ls *loopState, l *listener, pl *pool, client *engine.Conn, x *exchange) (*engine.Conn, int, int) {
-	up, i, err := d.next(ls, pl, client, time.Duration(l.cfg.ConnectTimeout))
+	up, i, err := d.next(ls, pl, client, time.Duration(l.cfg.ConnectTimeout), "")
 	switch {
 	case err != nil:
 		return nil, 0, statusStopping

@@ -27,7 +27,12 @@ import (
 // spindle_proxy_server_tls_handshake_failures_total besides
 // spindle_proxy_server_failures_total and logged (one line a second at
 // most for each pool, with the number held back since the last). The pool's health
-// checks connect over TLS too, with the same configuration.
+// checks connect over TLS too, with the same configuration. Behind a
+// mode tcp listener whose client chose a protocol by ALPN (its tls.alpn),
+// that protocol is the one offered to the server, so that both ends speak
+// the protocol the client was told: a server that takes ALPN but not that
+// protocol fails the handshake (a failed connect: the next server is
+// tried), and one that takes no ALPN is used as it is.
 //
 // The files are read by Validate (so that `spindle proxy -check` names
 // one that cannot be read or holds nothing usable) and again by New and
@@ -199,9 +204,15 @@ func (pl *pool) tlsFor(i int) *tls.Config {
 }
 
 // dial dials server i of pl from loop l, over TLS where pl has tls, with
-// timeout bounding the connect and the handshake. Loop goroutine.
-func (pl *pool) dial(l *engine.Loop, i int, timeout time.Duration) (*engine.Conn, error) {
+// timeout bounding the connect and the handshake; proto, where not "",
+// is then the one protocol offered to the server by ALPN (mode tcp: the
+// one its TLS client chose, dialing.proto). Loop goroutine.
+func (pl *pool) dial(l *engine.Loop, i int, timeout time.Duration, proto string) (*engine.Conn, error) {
 	if cfg := pl.tlsFor(i); cfg != nil {
+		if proto != "" {
+			cfg = cfg.Clone()
+			cfg.NextProtos = []string{proto}
+		}
 		return l.DialTLS("tcp", pl.servers[i].addr, timeout, cfg)
 	}
 	return l.Dial("tcp", pl.servers[i].addr, timeout)
