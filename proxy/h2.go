@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"net"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -113,6 +114,9 @@ type h2stream struct {
 	up   *engine.Conn
 	srv  int
 	hkey uint64 // the request's key hash (balance hash)
+	// hpeer is the request's client as key client takes it
+	// (forwardedClient), which a reload's rekey hashes.
+	hpeer netip.Addr
 	dialing
 	upOpen bool
 	reused bool

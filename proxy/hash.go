@@ -321,23 +321,28 @@ func (mg *maglev) step(d *dialing, n int) (int, bool) {
 	return 0, false
 }
 
-// hashKey sets the request's key hash (r's) where its pool hashes.
-// Loop goroutine.
+// hashKey sets the request's key hash (r's) where its pool hashes, and
+// the client its key client stands for (hpeer), whatever the pool: a
+// reload may make it hash while the request waits (rekey). Loop
+// goroutine.
 func (s *hsession) hashKey(r *h1.Request) {
+	field := func(k int) ([]byte, []byte) { return r.Headers[k].Name, r.Headers[k].Value }
+	peer := s.client.RemoteAddr().Addr()
+	s.hpeer = s.ln.forwardedClient(peer.Unmap(), len(r.Headers), field)
 	if mg := s.pool.maglev; mg != nil {
-		s.hkey = mg.keyRequest(s.ln, s.client.RemoteAddr().Addr(), r.Target, r.Host, len(r.Headers), func(k int) ([]byte, []byte) {
-			return r.Headers[k].Name, r.Headers[k].Value
-		})
+		s.hkey = mg.keyRequest(s.ln, peer, r.Target, r.Host, len(r.Headers), field)
 	}
 }
 
 // hashKey sets the stream's key hash (r's, whose host is its :authority,
-// else its host field) where its pool hashes. Loop goroutine.
+// else its host field) where its pool hashes, and its client as
+// hsession.hashKey does. Loop goroutine.
 func (st *h2stream) hashKey(r *h2.Request, host []byte) {
+	field := func(k int) ([]byte, []byte) { return r.Fields[k].Name, r.Fields[k].Value }
+	peer := st.c.client.RemoteAddr().Addr()
+	st.hpeer = st.ln.forwardedClient(peer.Unmap(), len(r.Fields), field)
 	if mg := st.pool.maglev; mg != nil {
-		st.hkey = mg.keyRequest(st.ln, st.c.client.RemoteAddr().Addr(), r.Path, host, len(r.Fields), func(k int) ([]byte, []byte) {
-			return r.Fields[k].Name, r.Fields[k].Value
-		})
+		st.hkey = mg.keyRequest(st.ln, peer, r.Path, host, len(r.Fields), field)
 	}
 }
 
@@ -345,12 +350,12 @@ func (st *h2stream) hashKey(r *h2.Request, host []byte) {
 // pool's latest generation with its key hash there (repoolKeyed). Loop
 // goroutine.
 func (s *hsession) repool() {
-	s.pool, s.hkey = repoolKeyed(s.pool, &s.failed, s.hkey, s.client.RemoteAddr().Addr())
+	s.pool, s.hkey = repoolKeyed(s.pool, &s.failed, s.hkey, s.hpeer)
 }
 
 // repool is hsession.repool for a stream.
 func (st *h2stream) repool() {
-	st.pool, st.hkey = repoolKeyed(st.pool, &st.failed, st.hkey, st.c.client.RemoteAddr().Addr())
+	st.pool, st.hkey = repoolKeyed(st.pool, &st.failed, st.hkey, st.hpeer)
 }
 
 // repool is hsession.repool for a mode tcp client.
@@ -359,7 +364,8 @@ func (s *session) repool() {
 }
 
 // repoolKeyed returns pl's latest generation (repool) for a waiter of pl
-// whose key hash there is hkey and whose client's address is peer, and
+// whose key hash there is hkey and whose client is peer (its address, or
+// a request's as key client takes it: hpeer), and
 // the waiter's key hash in it (rekey). Loop goroutine.
 func repoolKeyed(pl *pool, failed *uint64, hkey uint64, peer netip.Addr) (*pool, uint64) {
 	np := repool(pl, failed)
@@ -370,7 +376,8 @@ func repoolKeyed(pl *pool, failed *uint64, hkey uint64, peer netip.Addr) (*pool,
 // key hash there is hkey, and whose turn came in np (repool: np is was's
 // latest generation): hkey where np hashes by was's key and seed (it
 // looks np's table up as a request of that key does now), else the hash
-// of its client's address peer: np's key when it is client, and the key
+// of its client peer (a request's as key client takes it, after
+// trusted_proxies: hpeer): np's key when it is client, and the key
 // of a request without its field, which the waiter no longer holds (its
 // head went to its pool's queue rewritten). A pool that did not hash
 // gave it no key hash at all (0, or its connection's request before),

@@ -61,6 +61,9 @@ type hsession struct {
 	pool *pool        // the current request's pool (its route's)
 	srv  int          // up's server
 	hkey uint64       // the current request's key hash (balance hash)
+	// hpeer is the current request's client as key client takes it
+	// (forwardedClient), which a reload's rekey hashes.
+	hpeer netip.Addr
 	dialing
 	upOpen bool  // up is connected
 	reused bool  // up came from the idle pool
