@@ -548,6 +548,9 @@
 // change the certificates, min_version and alpn, not turn tls on or off
 // or change handshake_timeout or max_handshakes on a socket it keeps
 // (they are set when a socket opens): that is refused, naming the field.
+// A client whose handshake chose h2 before a reload that took h2 off
+// alpn, and ended after it, is served HTTP/2 with the h2 settings of the
+// last config that offered h2 on the socket.
 // Not there: client certificates (mTLS) from clients, OCSP stapling, and
 // the choice of cipher suites (crypto/tls's defaults, but for h2 above)
 // or curves; the access log has no field for TLS (mode http's proto is

@@ -253,7 +253,7 @@ func (s *hsession) startH2(b engine.Buffer) {
 	ls, l := s.ls, s.ln
 	c := &h2conn{p: s.p, ls: ls, ln: l, client: s.client, in: s.in, idleAt: s.p.now()}
 	s.in = nil
-	c.srv = h2.NewServer(c, &h2.Config{MaxConcurrentStreams: l.cfg.H2MaxConcurrentStreams, InitialWindowSize: l.cfg.H2InitialWindow})
+	c.srv = h2.NewServer(c, l.h2Settings())
 	c.writev = c.client.Writev
 	c.timerFn = c.onTimer
 	c.client.SetContext(c)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spindlenet/spindle/engine"
+	"github.com/spindlenet/spindle/internal/h2"
 )
 
 // ErrNotSupported is returned where the engine cannot run (outside Linux).
@@ -141,7 +142,39 @@ type lnLogs struct {
 // socket only asks for it (GetConfigForClient); its own session ticket
 // keys, which crypto/tls uses whatever config a handshake takes, last as
 // long as the socket, so that a client resumes its session across reloads.
-type tlsSocket struct{ cur atomic.Pointer[tls.Config] }
+// h2 is the HTTP/2 settings of the last listener on the socket that
+// offered h2 by ALPN (put), nil before one did.
+type tlsSocket struct {
+	cur atomic.Pointer[tls.Config]
+	h2  atomic.Pointer[h2.Config]
+}
+
+// put makes l's crypto/tls config the one the next handshakes on the
+// socket take, and where l offers h2 its HTTP/2 settings the socket's
+// (first: a handshake that takes l's config finds them). A listener that
+// offers no h2 keeps the last ones, for a handshake that chose h2 under
+// a config before it and ends once it is in force (h2Settings). Reload's
+// goroutine (or New's).
+func (ts *tlsSocket) put(l *listener) {
+	if l.cfg.servesH2() {
+		ts.h2.Store(&h2.Config{MaxConcurrentStreams: l.cfg.H2MaxConcurrentStreams, InitialWindowSize: l.cfg.H2InitialWindow})
+	}
+	ts.cur.Store(l.tlsCfg)
+}
+
+// h2Settings returns the HTTP/2 settings of l's clients: its own where it
+// serves HTTP/2, else, for a client ALPN gave h2 under the config of a
+// listener before it on the socket (a reload that took h2 off alpn came
+// during its handshake), those of the last listener that offered h2
+// (tlsSocket.put). Loop goroutine.
+func (l *listener) h2Settings() *h2.Config {
+	if !l.cfg.servesH2() && l.tls != nil {
+		if c := l.tls.h2.Load(); c != nil {
+			return c
+		}
+	}
+	return &h2.Config{MaxConcurrentStreams: l.cfg.H2MaxConcurrentStreams, InitialWindowSize: l.cfg.H2InitialWindow}
+}
 
 // listenConfig returns the engine's options for the socket of t: TLS
 // with handshakes bounded by its handshake_timeout, at most its

@@ -559,7 +559,7 @@ func (l *listener) setTLS(i int, o *listener) error {
 		l.tls = o.tls // (commit puts cfg in force)
 	} else {
 		l.tls = new(tlsSocket)
-		l.tls.cur.Store(cfg)
+		l.tls.put(l)
 	}
 	return nil
 }
@@ -654,7 +654,7 @@ func (p *Proxy) commit(g *generation) error {
 	g.setCaps()
 	for _, l := range g.lns {
 		if l.tls != nil {
-			l.tls.cur.Store(l.tlsCfg) // the next handshakes on its socket take it
+			l.tls.put(l) // the next handshakes on its socket take its config
 		}
 	}
 	for _, k := range g.upTLS {
