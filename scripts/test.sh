@@ -25,21 +25,42 @@ if [ -z "${H2SPEC:-}" ] && [ -f bench/peers/go.mod ]; then
 	export H2SPEC
 fi
 
-stage "go test -race (library module)"
-# go test starts the packages' runs in the order they are named, as many
-# at once as there are CPUs (-p). The two longest, proxy and engine (about
-# 10 minutes each under -race on 2 vCPUs), come first, so that the short
-# ones fill in beside them. In ./...'s order proxy started after bench and
-# internal/* (6 minutes in, going by its 623 s in a 984 s stage) and ran
-# its last 7 minutes beside nothing but the short packages.
-go test -race -count=1 -timeout 40m ./proxy ./engine ./...
+# The library's tests run in two lanes side by side, each one test binary
+# at a time (-p 1), where go test -p 2 ran them two at a time: in the
+# background ./proxy (623 s in the last CI log, the longest) and then the
+# short packages; here ./engine (571 s) and then its passes with a setting
+# only some backends read. Those passes ran after the whole library stage
+# before, adding their minutes to the run while engine's lane had been
+# done for minutes. The background lane's log goes to a file, printed
+# whole once this lane is done, so that the two do not interleave; a
+# failure in either lane fails the script once both have ended.
+module=$(go list -m)
+short=$(go list ./... | grep -v -x -e "$module/proxy" -e "$module/engine")
+lane_log=$(mktemp)
+stage "go test -race ./proxy, then the short packages, in the background (their log follows the engine's passes)"
+# shellcheck disable=SC2086 # short is a list of packages
+go test -race -count=1 -p 1 -timeout 40m ./proxy $short >"$lane_log" 2>&1 &
+lane_pid=$!
+failed=0
+
+stage "go test -race ./engine"
+go test -race -count=1 -timeout 40m ./engine/ || failed=1
 
 stage "go test -race ./engine with Config.BatchWait (minimum waits on every path of the backends that batch: uring, uring-napi)"
-SPINDLE_TEST_BATCH_WAIT=100us go test -race -count=1 -timeout 20m ./engine/
+SPINDLE_TEST_BATCH_WAIT=100us go test -race -count=1 -timeout 20m ./engine/ || failed=1
 
 stage "go test -race ./engine, receive paths without the 6.17 receive limit (older kernels; the uring backends)"
 SPINDLE_TEST_NO_RECV_LIMIT=1 go test -race -count=1 -timeout 20m \
-	-run 'TestEchoIntegrity|TestHalfClose|TestPeerReset|TestSlowReader|TestStarved|TestProxyForward|TestResumeInside|TestZeroAllocs|TestCloseLinger|TestTLSPausedInputCapped' ./engine/
+	-run 'TestEchoIntegrity|TestHalfClose|TestPeerReset|TestSlowReader|TestStarved|TestProxyForward|TestResumeInside|TestZeroAllocs|TestCloseLinger|TestTLSPausedInputCapped' ./engine/ || failed=1
+
+stage "waiting for go test -race ./proxy and the short packages"
+wait "$lane_pid" || failed=1
+stage "go test -race ./proxy and the short packages: their log"
+cat "$lane_log"
+rm -f "$lane_log"
+if [ "$failed" -ne 0 ]; then
+	echo "go test -race failed (above)"; exit 1
+fi
 
 stage "engine Go benchmarks, one short pass (every backend and Go net; under -race the figures mean nothing)"
 go test -race -count=1 -run '^$' -bench '^BenchmarkEcho$' -benchtime 500x -timeout 20m ./engine/
