@@ -194,6 +194,17 @@ var testBatchWait = func() time.Duration {
 	return d
 }()
 
+// skipWithBatchWait skips t in the pass scripts/test.sh makes with
+// SPINDLE_TEST_BATCH_WAIT, for a test none of whose engines reads
+// Config.BatchWait (engines says which they are): its run there would
+// repeat the default pass's.
+func skipWithBatchWait(t *testing.T, engines string) {
+	t.Helper()
+	if testBatchWait > 0 {
+		t.Skipf("no engine here reads Config.BatchWait (%s): the default pass runs it", engines)
+	}
+}
+
 // With SPINDLE_TEST_NO_RECV_LIMIT set, the uring backends run as on
 // kernels older than 6.17, without the multishot receive byte limit:
 // unlimited multishot receives, and single-shot ones under SQPOLL.

@@ -68,6 +68,7 @@ func TestRingShortOfLockedMemoryRunsEpoll(t *testing.T) {
 		ringShortOfLockedMemory(t, memlockCases(t)[i])
 		return
 	}
+	skipWithBatchWait(t, "memlockCases' configs, which set none")
 	if err := uringUsable(); err != nil {
 		t.Skipf("io_uring unavailable: %v", err)
 	}

@@ -399,6 +399,7 @@ func (h *growHandler) feed(c *Conn, off, busy int) {
 // sent all it was given, to a peer that read slowly, while a Write added
 // to its segment.
 func TestQuietCutOnlyQuiet(t *testing.T) {
+	skipWithBatchWait(t, "uring-sqpoll")
 	b := BackendURingSQPoll
 	cfg := testConfig(b)
 	cfg.CPUs = []int{0}
