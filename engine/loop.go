@@ -1144,12 +1144,13 @@ func (l *Loop) yield() {
 	}
 	l.yielded = l.woke
 	l.st.yields.Add(1)
-	gosched()
+	gosched(l)
 }
 
-// gosched is runtime.Gosched; a test replaces it to see a yield that the Go
-// scheduler is slow to return from.
-var gosched = runtime.Gosched
+// gosched is runtime.Gosched for loop l; a test replaces it to see a yield
+// that the Go scheduler is slow to return from, on one loop only: other
+// engines' loops may still be yielding while it runs.
+var gosched = func(*Loop) { runtime.Gosched() }
 
 var startTime = time.Now()
 

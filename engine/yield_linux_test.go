@@ -165,11 +165,12 @@ func TestWaitCPU(t *testing.T) {
 // returned, 600 ms after it was set.
 func TestTimerAfterSlowYield(t *testing.T) {
 	const d, slowFor = 200 * time.Millisecond, 400 * time.Millisecond
-	var slow atomic.Bool
-	var yieldEnd atomic.Int64 // time.Time.UnixNano of the slow yield's end
-	t.Cleanup(func() { gosched = runtime.Gosched })
-	gosched = func() {
-		if slow.Swap(false) {
+	var slow atomic.Pointer[Loop] // the loop whose next yield is slow
+	var yieldEnd atomic.Int64     // time.Time.UnixNano of the slow yield's end
+	was := gosched
+	t.Cleanup(func() { gosched = was })
+	gosched = func(l *Loop) {
+		if slow.CompareAndSwap(l, nil) {
 			time.Sleep(slowFor)
 			yieldEnd.Store(time.Now().UnixNano())
 		}
@@ -187,11 +188,11 @@ func TestTimerAfterSlowYield(t *testing.T) {
 			time.Sleep(5 * yieldEvery)
 			l.Post(func() {
 				l.AfterFunc(d, func() { ran <- time.Now() })
-				slow.Store(true)
+				slow.Store(l)
 			})
 			select {
 			case at := <-ran:
-				if slow.Load() {
+				if slow.Load() != nil {
 					t.Fatal("the loop did not yield after the posted function")
 				}
 				if late := at.Sub(time.Unix(0, yieldEnd.Load())); late > d/2 {
