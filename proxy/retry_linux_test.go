@@ -564,24 +564,61 @@ func TestRetryReload(t *testing.T) {
 // TestRetryHeldBuffers: a body that comes in many small reads is kept
 // for a retry in maxHeldBufs received buffers at most: one trickled in
 // more is not retried (the 503 passes), and a buffered body's bytes are
-// counted while held.
+// counted while held. Each part is sent once a server has read the one
+// before, so that the proxy reads each on its own: parts sent 5 ms apart
+// came together under load (CI, load 11), fewer buffers than parts, and a
+// body of 32 parts was retried.
 func TestRetryHeldBuffers(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
-		ru := retryPair(t)
-		p := startProxy(t, retryConfig(b, &RetryConfig{On: []string{"503"}}, ru.bad, ru.good))
+		var badN atomic.Int64
+		got := make(chan struct{}, 1)
+		server := func(status int) string {
+			return newHTTPUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+				if status == 503 {
+					badN.Add(1)
+				}
+				buf := make([]byte, 64)
+				for {
+					n, err := r.Body.Read(buf)
+					if n > 0 {
+						select {
+						case got <- struct{}{}:
+						default:
+						}
+					}
+					if err != nil {
+						break
+					}
+				}
+				w.WriteHeader(status)
+			}).addr
+		}
+		bad, good := server(503), server(200)
+		p := startProxy(t, retryConfig(b, &RetryConfig{On: []string{"503"}}, bad, good))
 		c := dial(t, p)
 		c.SetNoDelay(true)
 		br := bufio.NewReader(c)
 		for _, parts := range []int{4, 4, 2 * maxHeldBufs, 2 * maxHeldBufs} {
-			before := ru.badN.Load()
-			c.SetDeadline(time.Now().Add(10 * time.Second))
+			before := badN.Load()
+			c.SetDeadline(time.Now().Add(20 * time.Second))
 			fmt.Fprintf(c, "PUT / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", parts*10)
-			for range parts {
-				time.Sleep(5 * time.Millisecond) // (a read each)
+			for i := range parts {
 				io.WriteString(c, "0123456789")
+				if i == parts-1 {
+					break
+				}
+				select {
+				case <-got:
+				case <-time.After(10 * time.Second):
+					t.Fatalf("PUT in %d reads: part %d did not reach a server in 10 s", parts, i+1)
+				}
 			}
 			resp, _ := readResponseFrom(t, c, br, "PUT")
-			if ru.badN.Load() == before {
+			select {
+			case <-got: // the last part's
+			default:
+			}
+			if badN.Load() == before {
 				continue
 			}
 			if want := map[bool]int{true: 200, false: 503}[parts < maxHeldBufs]; resp.StatusCode != want {
