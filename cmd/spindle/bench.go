@@ -232,19 +232,25 @@ func (f *benchFlags) emitReport(rep any, write func(dir string) error, table fun
 
 func runBench(ctx context.Context, args []string) error {
 	if len(args) > 0 {
+		var run func(ctx context.Context, args []string) error
 		switch args[0] {
 		case "server":
-			return serveUsage(bench.ServeMain(ctx, args[1:], os.Stdin, os.Stdout))
+			run = func(ctx context.Context, args []string) error {
+				return serveUsage(bench.ServeMain(ctx, args, os.Stdin, os.Stdout))
+			}
 		case "client":
-			return runBenchClient(ctx, args[1:])
+			run = runBenchClient
 		case "sweep":
-			return runBenchSweep(ctx, args[1:])
+			run = runBenchSweep
 		case "proxy":
-			return runBenchProxy(ctx, args[1:])
+			run = runBenchProxy
 		case "http2":
-			return runBenchHTTP2(ctx, args[1:])
+			run = runBenchHTTP2
 		case "http2-server":
-			return serveUsage(bench.ServeHTTP2Main(ctx, args[1:]))
+			run = func(ctx context.Context, args []string) error { return serveUsage(bench.ServeHTTP2Main(ctx, args)) }
+		}
+		if run != nil {
+			return inSubcommand(args[0], run(ctx, args[1:]))
 		}
 	}
 	fs := newBenchFlagSet("bench", "usage: spindle bench [flags]            every arm: closed-loop peak, then open loop at 50% and 80% of the slowest peak\n"+

@@ -118,60 +118,60 @@ The measurement for docs/BENCHMARKS.md, on a quiet machine (4 arms × 2 streams 
     	CPUs the server is pinned to (default: the first CPU this process may run on)
   -streams string
     	streams in flight per connection (h2load -m, at most 100), each value a load point of its own (default "1,10")
-spindle bench: flag provided but not defined: -bogus
+spindle bench http2: flag provided but not defined: -bogus
 $ spindle bench http2 --duration 0s
 exit 2
 --- stdout
 --- stderr
-spindle bench: want a positive --duration
+spindle bench http2: want a positive --duration
 run 'spindle bench http2 -h' for usage
 $ spindle bench http2 --reps 0 --body -1
 exit 2
 --- stdout
 --- stderr
-spindle bench: want --reps and --conns of at least 1
+spindle bench http2: want --reps and --conns of at least 1
 run 'spindle bench http2 -h' for usage
 $ spindle bench http2 --body -1
 exit 2
 --- stdout
 --- stderr
-spindle bench: want a --body of 0 to 1048576 bytes
+spindle bench http2: want a --body of 0 to 1048576 bytes
 run 'spindle bench http2 -h' for usage
 $ spindle bench http2 --streams 1,x
 exit 2
 --- stdout
 --- stderr
-spindle bench: --streams: bad value "x" (want integers of at least 1)
+spindle bench http2: --streams: bad value "x" (want integers of at least 1)
 run 'spindle bench http2 -h' for usage
 $ spindle bench http2 --server-cpus x --client-cpus y
 exit 2
 --- stdout
 --- stderr
-spindle bench: --server-cpus: bench: cpu list "x": bad cpu number "x"
+spindle bench http2: --server-cpus: bench: cpu list "x": bad cpu number "x"
 run 'spindle bench http2 -h' for usage
 $ spindle bench http2 --client-cpus y
 exit 2
 --- stdout
 --- stderr
-spindle bench: --client-cpus: bench: cpu list "y": bad cpu number "y"
+spindle bench http2: --client-cpus: bench: cpu list "y": bad cpu number "y"
 run 'spindle bench http2 -h' for usage
 $ spindle bench http2 --out  --arms h2o,nginx
 exit 2
 --- stdout
 --- stderr
-spindle bench: --arms: bench: unknown http2 arm "h2o" (arms: spindle-uring, spindle-epoll, go-net-http, nginx)
+spindle bench http2: --arms: bench: unknown http2 arm "h2o" (arms: spindle-uring, spindle-epoll, go-net-http, nginx)
 run 'spindle bench http2 -h' for usage
 $ spindle bench http2 --out  --ratio-to go-net
 exit 2
 --- stdout
 --- stderr
-spindle bench: --ratio-to: bench: ratio reference "go-net" is not one of the arms asked for (spindle-uring, spindle-epoll, go-net-http, nginx)
+spindle bench http2: --ratio-to: bench: ratio reference "go-net" is not one of the arms asked for (spindle-uring, spindle-epoll, go-net-http, nginx)
 run 'spindle bench http2 -h' for usage
 $ spindle bench http2 --out  --conns 3 --duration 2s --reps 2 --streams 2,5 --body 10 --server-cpus 4000 --client-cpus 4001
 exit 1
 --- stdout
 --- stderr
-spindle bench: bench: CPU 4000 does not exist or is offline (online CPUs: N)
+spindle bench http2: bench: CPU 4000 does not exist or is offline (online CPUs: N)
 $ spindle bench proxy -h
 exit 0
 --- stdout
@@ -276,87 +276,87 @@ The TLS handshake measurement (4 arms × 3 reps: 7.5 s each):
     	the upstream echo server's spindle bench server arm (default epoll; with --protocol http or h2 one that answers HTTP/1.1: go-net, epoll, uring); with --protocol h2h2 the upstream h2c server's ` + "`" + `spindle bench http2` + "`" + ` arm, of spindle-uring,spindle-epoll,go-net-http,nginx (default spindle-uring)
   -upstream-cpus string
     	CPUs the upstream server is pinned to (default: the client CPUs)
-spindle bench: unexpected argument "extra": this command takes only flags
+spindle bench proxy: unexpected argument "extra": this command takes only flags
 $ spindle bench proxy --protocol udp --duration 0s
 exit 2
 --- stdout
 --- stderr
-spindle bench: want a --protocol of tcp or http or h2 or h2h2
+spindle bench proxy: want a --protocol of tcp or http or h2 or h2h2
 run 'spindle bench proxy -h' for usage
 $ spindle bench proxy --duration -1s --payload 1
 exit 2
 --- stdout
 --- stderr
-spindle bench: want a positive --duration
+spindle bench proxy: want a positive --duration
 run 'spindle bench proxy -h' for usage
 $ spindle bench proxy --conns 0
 exit 2
 --- stdout
 --- stderr
-spindle bench: want --reps and --conns of at least 1
+spindle bench proxy: want --reps and --conns of at least 1
 run 'spindle bench proxy -h' for usage
 $ spindle bench proxy --payload 1
 exit 2
 --- stdout
 --- stderr
-spindle bench: want a --payload of 16 to 1048576 bytes
+spindle bench proxy: want a --payload of 16 to 1048576 bytes
 run 'spindle bench proxy -h' for usage
 $ spindle bench proxy --streams 1
 exit 2
 --- stdout
 --- stderr
-spindle bench: --streams is for --protocol h2 and h2h2
+spindle bench proxy: --streams is for --protocol h2 and h2h2
 run 'spindle bench proxy -h' for usage
 $ spindle bench proxy --protocol h2 --streams 0
 exit 2
 --- stdout
 --- stderr
-spindle bench: --streams: bad value "0" (want integers of at least 1)
+spindle bench proxy: --streams: bad value "0" (want integers of at least 1)
 run 'spindle bench proxy -h' for usage
 $ spindle bench proxy --proxy-cpu x --client-cpus y --upstream-cpus z
 exit 2
 --- stdout
 --- stderr
-spindle bench: --proxy-cpu: bench: cpu list "x": bad cpu number "x"
+spindle bench proxy: --proxy-cpu: bench: cpu list "x": bad cpu number "x"
 run 'spindle bench proxy -h' for usage
 $ spindle bench proxy --upstream-cpus z
 exit 2
 --- stdout
 --- stderr
-spindle bench: --upstream-cpus: bench: cpu list "z": bad cpu number "z"
+spindle bench proxy: --upstream-cpus: bench: cpu list "z": bad cpu number "z"
 run 'spindle bench proxy -h' for usage
 $ spindle bench proxy --out  --arms squid
 exit 2
 --- stdout
 --- stderr
-spindle bench: --arms: bench: unknown proxy arm "squid" (arms: spindle-uring, spindle-epoll, haproxy, nginx, direct, spindle-uring-log)
+spindle bench proxy: --arms: bench: unknown proxy arm "squid" (arms: spindle-uring, spindle-epoll, haproxy, nginx, direct, spindle-uring-log)
 run 'spindle bench proxy -h' for usage
 $ spindle bench proxy --out  --protocol h2h2 --upstream-arm epoll
 exit 2
 --- stdout
 --- stderr
-spindle bench: --upstream-arm: bench: upstream arm "epoll": with the h2h2 protocol one of bench http2's (spindle-uring,spindle-epoll,go-net-http,nginx)
+spindle bench proxy: --upstream-arm: bench: upstream arm "epoll": with the h2h2 protocol one of bench http2's (spindle-uring,spindle-epoll,go-net-http,nginx)
 run 'spindle bench proxy -h' for usage
 $ spindle bench proxy --out  --json --protocol http --reps 2 --conns 3 --payload 100 --upstream-cpus 4002
 exit 1
 --- stdout
 --- stderr
-spindle bench: bench: CPU 4002 does not exist or is offline (online CPUs: N)
+spindle bench proxy: bench: CPU 4002 does not exist or is offline (online CPUs: N)
 $ spindle bench proxy --out  --proxy-cpu 4000 --client-cpus 0
 exit 1
 --- stdout
 --- stderr
-spindle bench: bench: CPU 4000 does not exist or is offline (online CPUs: N)
+spindle bench proxy: bench: CPU 4000 does not exist or is offline (online CPUs: N)
 $ spindle bench proxy --out  --arms spindle-uring,nginx --ratio-to haproxy
 exit 2
 --- stdout
 --- stderr
-spindle bench: --ratio-to: bench: ratio reference "haproxy" is not one of the arms asked for (spindle-uring, nginx)
+spindle bench proxy: --ratio-to: bench: ratio reference "haproxy" is not one of the arms asked for (spindle-uring, nginx)
 run 'spindle bench proxy -h' for usage
 $ spindle bench proxy --out  --ratio-to nginx,nginx
 exit 2
 --- stdout
 --- stderr
-spindle bench: --ratio-to: bench: ratio reference "nginx" given twice
+spindle bench proxy: --ratio-to: bench: ratio reference "nginx" given twice
 run 'spindle bench proxy -h' for usage
 `

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -243,6 +244,57 @@ func TestHostRefusalsExit1(t *testing.T) {
 			}
 			if pointed := strings.Contains(stderr, "for usage"); pointed != (tc.code == 2) {
 				t.Errorf("points to the usage: %v, want %v:\n%s", pointed, tc.code == 2, stderr)
+			}
+		})
+	}
+}
+
+// TestCLIErrorsNameTheSubcommand: an error, a usage error or a failed
+// run, starts with the command and the subcommand that ran ("spindle
+// bench proxy: "), as the pointer to the usage names them. Every
+// subcommand's began "spindle bench: " or "spindle tune: " whatever it
+// was. A word after the command that names no subcommand (bench extra)
+// is not taken for one.
+func TestCLIErrorsNameTheSubcommand(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string // the start of the error's line
+	}{
+		{[]string{"bench", "--reps", "0", "--arms", "go-net"}, 2, "spindle bench: want --reps"},
+		{[]string{"bench", "extra"}, 2, `spindle bench: unexpected argument "extra"`},
+		{[]string{"bench", "sweep", "--loops", "2"}, 2, "spindle bench sweep: --loops does not apply to a sweep"},
+		{[]string{"bench", "proxy", "--protocol", "udp"}, 2, "spindle bench proxy: want a --protocol"},
+		{[]string{"bench", "proxy", "--out", "", "--proxy-cpu", "4000"}, 1, "spindle bench proxy: bench: CPU 4000 does not exist"},
+		{[]string{"bench", "http2", "--body", "-1"}, 2, "spindle bench http2: want a --body"},
+		{[]string{"bench", "http2", "--out", "", "--server-cpus", "4000"}, 1, "spindle bench http2: bench: CPU 4000 does not exist"},
+		{[]string{"bench", "client", "-duration", "100ms"}, 2, "spindle bench client: -addr is required"},
+		{[]string{"bench", "client", "-addr", "127.0.0.1:1", "-duration", "100ms"}, 1, "spindle bench client: bench: load: connect 127.0.0.1:1"},
+		{[]string{"bench", "server", "-arm", "bogus"}, 2, `spindle bench server: -arm: bench: unknown arm "bogus"`},
+		{[]string{"bench", "http2-server", "-arm", "bogus"}, 2, "spindle bench http2-server: "},
+		{[]string{"tune", "bogus"}, 2, `spindle tune: unknown tune subcommand "bogus"`},
+		{[]string{"tune", "inspect", "--pid", "-1"}, 2, "spindle tune inspect: --pid -1: not a process id"},
+		{[]string{"tune", "inspect", "--root", "/nonexistent"}, 1, "spindle tune inspect: topo: "},
+		{[]string{"tune", "diagnose", "--period", "0s"}, 2, "spindle tune diagnose: --period must be positive"},
+		{[]string{"tune", "plan", "--policy", "bogus"}, 2, "spindle tune plan: --policy: "},
+		{[]string{"tune", "apply"}, 2, "spindle tune apply: --plan is required"},
+		{[]string{"tune", "apply", "--plan", "/nonexistent"}, 1, "spindle tune apply: open /nonexistent"},
+		{[]string{"tune", "revert", "--state", "/nonexistent"}, 1, "spindle tune revert: no state file /nonexistent"},
+		{[]string{"doctor", "--loops", "-1"}, 2, "spindle doctor: want --loops"},
+		{[]string{"wakeup", "--samples", "0"}, 2, "spindle wakeup: want --samples"},
+		{[]string{"proxy"}, 2, "spindle proxy: -config FILE is required"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			if tc.code == 1 && runtime.GOOS != "linux" {
+				t.Skip("the runs that fail here fail on Linux hosts only")
+			}
+			cmd := spindleCmd(tc.args...)
+			stderr := wantRefusal(t, cmd)
+			if cmd.ProcessState != nil && cmd.ProcessState.ExitCode() != tc.code {
+				t.Errorf("%v, want exit status %d:\n%s", cmd.ProcessState, tc.code, stderr)
+			}
+			if !slices.ContainsFunc(strings.Split(stderr, "\n"), func(l string) bool { return strings.HasPrefix(l, tc.want) }) {
+				t.Errorf("no line of stderr starts with %q:\n%s", tc.want, stderr)
 			}
 		})
 	}

@@ -86,6 +86,11 @@ func main() {
 	// that.
 	ctx, stop := signal.NotifyContext(context.Background(), stopSignals(cmd.reloads)...)
 	err := cmd.run(ctx, os.Args[2:])
+	// The error names the subcommand that ran (bench proxy, tune plan).
+	var sub subcommandError
+	if errors.As(err, &sub) {
+		name += " " + sub.name
+	}
 	// Before stop, ctx has a cause only if a signal cancelled it.
 	interrupted := context.Cause(ctx)
 	stop()
@@ -106,7 +111,7 @@ func main() {
 		var ue usageError
 		if errors.As(err, &ue) {
 			if !ue.shown {
-				fmt.Fprintf(os.Stderr, "run 'spindle %s -h' for usage\n", usageCommand(name, os.Args[2:]))
+				fmt.Fprintf(os.Stderr, "run 'spindle %s -h' for usage\n", name)
 			}
 			os.Exit(2)
 		}
@@ -114,20 +119,27 @@ func main() {
 	}
 }
 
-// usageCommand is the command whose usage a usage error points to: name
-// and the subcommand after it (bench proxy, tune plan), the words of args
-// before the first flag. A usage error found once the flags were parsed
-// has no other word there: parseFlags refuses any argument left after the
-// flags.
-func usageCommand(name string, args []string) string {
-	words := []string{name}
-	for _, a := range args {
-		if strings.HasPrefix(a, "-") {
-			break
-		}
-		words = append(words, a)
+// subcommandError is the error of a command's subcommand (bench proxy,
+// tune plan): main names the subcommand after the command, at the start
+// of the error and in a usage error's pointer to the usage. The command
+// that dispatches to the subcommand wraps its error (inSubcommand), so
+// that a word after the command that names none (bench extra) is not
+// taken for one.
+type subcommandError struct {
+	name string // the subcommand's word after the command's
+	err  error
+}
+
+func (e subcommandError) Error() string { return e.err.Error() }
+func (e subcommandError) Unwrap() error { return e.err }
+
+// inSubcommand returns err, the error of subcommand name, as a
+// subcommandError; nil for nil.
+func inSubcommand(name string, err error) error {
+	if err == nil {
+		return nil
 	}
-	return strings.Join(words, " ")
+	return subcommandError{name: name, err: err}
 }
 
 // parseFlags parses args into fs and refuses arguments left after the

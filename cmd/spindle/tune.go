@@ -45,20 +45,23 @@ func tuneMain(ctx context.Context, args []string, w io.Writer) error {
 		}
 		return nil
 	}
+	var err error
 	switch args[0] {
 	case "inspect":
-		return tuneInspect(args[1:], w)
+		err = tuneInspect(args[1:], w)
 	case "diagnose":
-		return tuneDiagnose(ctx, args[1:], w)
+		err = tuneDiagnose(ctx, args[1:], w)
 	case "plan":
-		return tunePlan(args[1:], w)
+		err = tunePlan(args[1:], w)
 	case "apply":
-		return tuneApply(args[1:], w)
+		err = tuneApply(args[1:], w)
 	case "revert":
-		return tuneRevert(args[1:], w)
+		err = tuneRevert(args[1:], w)
+	default:
+		fmt.Fprintln(os.Stderr, tuneUsage)
+		return usageError{err: fmt.Errorf("unknown tune subcommand %q", args[0]), shown: true}
 	}
-	fmt.Fprintln(os.Stderr, tuneUsage)
-	return usageError{err: fmt.Errorf("unknown tune subcommand %q", args[0]), shown: true}
+	return inSubcommand(args[0], err)
 }
 
 func printJSON(w io.Writer, v any) error {
