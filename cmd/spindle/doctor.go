@@ -79,6 +79,9 @@ func doctor(ctx context.Context, args []string, w io.Writer) error {
 	need := lockedNeed{loops: *loops}
 	cfg := &engine.Config{ReadBuffers: *readBuffers}
 	var err error
+	// LockedMemory's only errors are a Config that New refuses on any host
+	// (of this one, --read-buffers above the engine's largest): a usage
+	// error. It reads nothing of the host but its page size.
 	if need.rings, err = engine.LockedMemory(cfg, *loops); err != nil {
 		return usageError{err: fmt.Errorf("--read-buffers: %w", err)}
 	}

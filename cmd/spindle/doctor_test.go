@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -44,5 +46,17 @@ func TestDoctorIOUringDisabledForSome(t *testing.T) {
 				t.Errorf("warnings %q, want one saying %q", w, tc.contains)
 			}
 		})
+	}
+}
+
+// TestDoctorReadBuffersAboveTheEngineMaxIsAUsageError: engine.LockedMemory's
+// errors are a Config that engine.New refuses on any host, never one this
+// host refuses, so doctor's --read-buffers past the engine's largest (32768)
+// is a usage error (exit 2), found before the host is read.
+func TestDoctorReadBuffersAboveTheEngineMaxIsAUsageError(t *testing.T) {
+	err := doctor(context.Background(), []string{"--loops", "1", "--read-buffers", "32769"}, io.Discard)
+	var ue usageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--read-buffers") {
+		t.Errorf("doctor --read-buffers 32769: %v, want a usage error naming --read-buffers", err)
 	}
 }
