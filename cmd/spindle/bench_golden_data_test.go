@@ -220,8 +220,8 @@ The TLS handshake measurement (4 arms × 3 reps: 7.5 s each):
     	with --protocol tcp or http (implies --tls): every request on a connection of its own, with a full TLS 1.3 handshake (the client offers no resumption), --conns connection slots in closed loop, each connecting, handshaking, sending one request, verifying the reply and closing (the client first); the run fails where a connection resumed
   -tls-resume
     	--tls-handshakes with session resumption: the client offers the last ticket it was sent on every connection; the run fails where more than one connection a slot made a full handshake
-  -upstream-arm spindle bench server
-    	the upstream echo server's spindle bench server arm (default epoll; with --protocol http or h2 one that answers HTTP/1.1: go-net, epoll, uring); with --protocol h2h2 the upstream h2c server's ` + "`" + `spindle bench http2` + "`" + ` arm, of spindle-uring,spindle-epoll,go-net-http,nginx (default spindle-uring)
+  -upstream-arm string
+    	the upstream echo server's arm, of bench server's (default epoll; with --protocol http or h2 one that answers HTTP/1.1: go-net, epoll, uring); with --protocol h2h2 the upstream h2c server's arm, of bench http2's: spindle-uring,spindle-epoll,go-net-http,nginx (default spindle-uring)
   -upstream-cpus string
     	CPUs the upstream server is pinned to (default: the client CPUs)
 $ spindle bench proxy extra
@@ -272,8 +272,8 @@ The TLS handshake measurement (4 arms × 3 reps: 7.5 s each):
     	with --protocol tcp or http (implies --tls): every request on a connection of its own, with a full TLS 1.3 handshake (the client offers no resumption), --conns connection slots in closed loop, each connecting, handshaking, sending one request, verifying the reply and closing (the client first); the run fails where a connection resumed
   -tls-resume
     	--tls-handshakes with session resumption: the client offers the last ticket it was sent on every connection; the run fails where more than one connection a slot made a full handshake
-  -upstream-arm spindle bench server
-    	the upstream echo server's spindle bench server arm (default epoll; with --protocol http or h2 one that answers HTTP/1.1: go-net, epoll, uring); with --protocol h2h2 the upstream h2c server's ` + "`" + `spindle bench http2` + "`" + ` arm, of spindle-uring,spindle-epoll,go-net-http,nginx (default spindle-uring)
+  -upstream-arm string
+    	the upstream echo server's arm, of bench server's (default epoll; with --protocol http or h2 one that answers HTTP/1.1: go-net, epoll, uring); with --protocol h2h2 the upstream h2c server's arm, of bench http2's: spindle-uring,spindle-epoll,go-net-http,nginx (default spindle-uring)
   -upstream-cpus string
     	CPUs the upstream server is pinned to (default: the client CPUs)
 spindle bench proxy: unexpected argument "extra": this command takes only flags
