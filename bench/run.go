@@ -695,9 +695,11 @@ func (r *runner) measureArm(ctx context.Context, a Arm, rep int, mode string, fr
 	return nil
 }
 
-// The least warm-up and window splitDuration gives a measurement.
+// The least warm-up and window splitDuration gives a measurement, and the
+// most warm-up.
 const (
 	minSplitWarmup = 50 * time.Millisecond
+	maxSplitWarmup = time.Second
 	minSplitWindow = 100 * time.Millisecond
 )
 
@@ -707,7 +709,7 @@ const (
 // them, over the budget: smokeBudget says so.
 func splitDuration(d time.Duration, n int) (warmup, window time.Duration) {
 	per := d / time.Duration(max(n, 1))
-	warmup = min(max(per/5, minSplitWarmup), time.Second)
+	warmup = min(max(per/5, minSplitWarmup), maxSplitWarmup)
 	return warmup, max(per-warmup, minSplitWindow)
 }
 
@@ -789,7 +791,7 @@ func givenSplit(d time.Duration, n int, warmup, window time.Duration) (time.Dura
 		return warmup, per - warmup, nil
 	case warmup == 0:
 		if defWarmup+window > per {
-			return 0, 0, fmt.Errorf("%w: the default warm-up of %v (a fifth of the share) + a window of %v = %v, more than %s", ErrOverBudget, defWarmup, window, defWarmup+window, share)
+			return 0, 0, fmt.Errorf("%w: the default warm-up of %v (a fifth of the share, at least %v and at most %v) + a window of %v = %v, more than %s", ErrOverBudget, defWarmup, minSplitWarmup, maxSplitWarmup, window, defWarmup+window, share)
 		}
 		return defWarmup, window, nil
 	}

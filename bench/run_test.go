@@ -1392,7 +1392,9 @@ func TestGivenSplitFitsTheShare(t *testing.T) {
 		{d: 10 * s, n: 2, window: 4 * s, wantWarmup: s, wantWindow: 4 * s},
 		{d: 10 * s, n: 2, warmup: 2 * s, window: 4 * s, refused: "a warm-up of 2s + a window of 4s = 6s, more than each measurement's share of the duration, 10s / 2 measurements = 5s"},
 		{d: 10 * s, n: 2, warmup: 5 * s, refused: "a warm-up of 5s leaves no window in each measurement's share of the duration, 10s / 2 measurements = 5s"},
-		{d: 10 * s, n: 2, window: 4500 * ms, refused: "the default warm-up of 1s (a fifth of the share) + a window of 4.5s = 5.5s, more than each measurement's share of the duration, 10s / 2 measurements = 5s"},
+		{d: 10 * s, n: 2, window: 4500 * ms, refused: "the default warm-up of 1s (a fifth of the share, at least 50ms and at most 1s) + a window of 4.5s = 5.5s, more than each measurement's share of the duration, 10s / 2 measurements = 5s"},
+		// A fifth of the share is 4s; the warm-up is at most 1s.
+		{d: 20 * s, n: 1, window: 19500 * ms, refused: "the default warm-up of 1s (a fifth of the share, at least 50ms and at most 1s) + a window of 19.5s = 20.5s, more than each measurement's share of the duration, 20s / 1 measurement = 20s"},
 		{d: 10 * s, n: 3, window: 20 * s, refused: "10s / 3 measurements = 3.333s"},
 		{d: s, n: 1, warmup: 2 * s, refused: "a warm-up of 2s leaves no window in each measurement's share of the duration, 1s / 1 measurement = 1s"},
 	} {

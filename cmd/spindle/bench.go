@@ -45,7 +45,7 @@ func (f *benchFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.arms, "arms", "", "comma-separated arms to run, of "+strings.Join(names, ", ")+" (default: "+def+")")
 	fs.StringVar(&f.topology, "topology", "loopback", "loopback, or wire (two netns joined by a veth pair; root)")
 	fs.DurationVar(&f.duration, "duration", 100*time.Second, "total measuring budget, shared among the measurements (start-up and drains add about a fifth); each takes at least 150ms, and a shorter share is a smoke run, said so before measuring and in the report")
-	fs.DurationVar(&f.warmup, "warmup", 0, "each measurement's dropped warm-up (default: a fifth of its share of --duration; with --window, the two within the share)")
+	fs.DurationVar(&f.warmup, "warmup", 0, "each measurement's dropped warm-up (default: a fifth of its share of --duration, at least 50ms and at most 1s; with --window, the two within the share)")
 	fs.DurationVar(&f.window, "window", 0, "each measurement's measured window (default: the rest of its share of --duration; with --warmup, the two within the share)")
 	fs.IntVar(&f.reps, "reps", 3, "repetitions of each measurement (arms alternate within each, in reverse order in even ones)")
 	fs.IntVar(&f.conns, "conns", 50, "client connections")

@@ -53,7 +53,7 @@ usage: spindle bench [flags]            every arm: closed-loop peak, then open l
   -topology string
     	loopback, or wire (two netns joined by a veth pair; root) (default "loopback")
   -warmup duration
-    	each measurement's dropped warm-up (default: a fifth of its share of --duration; with --window, the two within the share)
+    	each measurement's dropped warm-up (default: a fifth of its share of --duration, at least 50ms and at most 1s; with --window, the two within the share)
   -window duration
     	each measurement's measured window (default: the rest of its share of --duration; with --warmup, the two within the share)
 $ spindle bench http2 -h

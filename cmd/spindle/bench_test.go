@@ -746,7 +746,9 @@ func TestBenchRefusesWarmupAndWindowOverTheBudget(t *testing.T) {
 	}{
 		{[]string{"bench", "--fractions", "", "--warmup", "2s"}, "a warm-up of 2s leaves no window in each measurement's share of the duration, 1s / 1 measurement = 1s"},
 		{[]string{"bench", "--fractions", "0.5", "--warmup", "200ms", "--window", "400ms"}, "a warm-up of 200ms + a window of 400ms = 600ms, more than each measurement's share of the duration, 1s / 2 measurements = 500ms"},
-		{[]string{"bench", "sweep", "--loops-list", "1", "--compute-list", "0,10", "--window", "1s"}, "the default warm-up of 100ms (a fifth of the share) + a window of 1s = 1.1s, more than each measurement's share of the duration, 1s / 2 measurements = 500ms"},
+		// Five measurements: a fifth of a share is 40ms, the warm-up 50ms.
+		{[]string{"bench", "sweep", "--loops-list", "1", "--compute-list", "0,10,20,30,40", "--window", "160ms"}, "the default warm-up of 50ms (a fifth of the share, at least 50ms and at most 1s) + a window of 160ms = 210ms, more than each measurement's share of the duration, 1s / 5 measurements = 200ms"},
+		{[]string{"bench", "sweep", "--loops-list", "1", "--compute-list", "0,10", "--window", "1s"}, "the default warm-up of 100ms (a fifth of the share, at least 50ms and at most 1s) + a window of 1s = 1.1s, more than each measurement's share of the duration, 1s / 2 measurements = 500ms"},
 	} {
 		cmd := exec.Command(bin, slices.Concat(c.args, short)...)
 		var stderr bytes.Buffer
