@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"os/exec"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -297,5 +298,33 @@ func TestCLIErrorsNameTheSubcommand(t *testing.T) {
 				t.Errorf("no line of stderr starts with %q:\n%s", tc.want, stderr)
 			}
 		})
+	}
+}
+
+// TestHelpSaysEachDefaultOnce: a flag whose help says its default in words
+// ("(default: the first CPU this process may run on)") has no other
+// default printed after it by the flag package, which prints a value that
+// is not the zero value (wakeup's --reader-cpu and --writer-cpu printed
+// "(default -1)" after their words, -1 being what stands for them).
+func TestHelpSaysEachDefaultOnce(t *testing.T) {
+	printed := regexp.MustCompile(`\(default [^)]*\)$`)
+	for _, args := range [][]string{
+		{"bench"}, {"bench", "sweep"}, {"bench", "proxy"}, {"bench", "http2"}, {"bench", "client"},
+		{"bench", "server"}, {"bench", "http2-server"}, {"wakeup"}, {"doctor"}, {"proxy"},
+		{"tune", "inspect"}, {"tune", "diagnose"}, {"tune", "plan"}, {"tune", "apply"}, {"tune", "revert"},
+	} {
+		out, err := spindleCmd(append(args, "-h")...).CombinedOutput()
+		if err != nil {
+			t.Errorf("spindle %v -h: %v\n%s", args, err, out)
+			continue
+		}
+		// The flag package prints each flag's help on the line after its
+		// name, indented with a tab.
+		lines := strings.Split(string(out), "\n")
+		for i, l := range lines {
+			if i > 0 && strings.HasPrefix(l, "    \t") && strings.Contains(l, "(default: ") && printed.MatchString(l) {
+				t.Errorf("spindle %v -h: %s says its default twice: %s", args, strings.TrimSpace(lines[i-1]), strings.TrimPrefix(l, "    \t"))
+			}
+		}
 	}
 }

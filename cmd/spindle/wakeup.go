@@ -22,8 +22,8 @@ func runWakeup(ctx context.Context, args []string) error {
 	modes := fs.String("modes", strings.Join(bench.WakeupModes, ","), "wait modes to measure")
 	interval := fs.Duration("interval", 50*time.Millisecond, "time between writes")
 	samples := fs.Int("samples", 60, "wake-ups measured per mode")
-	reader := fs.Int("reader-cpu", -1, "CPU of the reader thread (default: the first CPU this process may run on)")
-	writer := fs.Int("writer-cpu", -1, "CPU of the writer thread (default: the first CPU allowed other than the reader's, e.g. 1 with the reader on 0, else the reader's)")
+	reader := fs.Int("reader-cpu", -1, "CPU of the reader thread, -1 for the first CPU this process may run on")
+	writer := fs.Int("writer-cpu", -1, "CPU of the writer thread, -1 for the first CPU this process may run on other than the reader's (1 with the reader on 0), else the reader's")
 	topology := fs.String("topology", "loopback", "loopback, or wire (two netns joined by a veth pair; root)")
 	jsonOut := fs.Bool("json", false, "print the report as JSON")
 	if err := parseFlags(fs, args); err != nil {
