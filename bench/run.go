@@ -501,7 +501,7 @@ func Sweep(ctx context.Context, cfg SweepConfig) (*Report, error) {
 	// at the first cell with more loops than CPUs, which ended the sweep
 	// and lost its results, and the others would run loops sharing a CPU.
 	if n := len(slices.Compact(slices.Sorted(slices.Values(cfg.ServerCPUs)))); most > n {
-		return nil, fmt.Errorf("bench: sweep: %d loops need %d distinct server CPUs, have %s", most, most, FormatCPUList(cfg.ServerCPUs))
+		return nil, fmt.Errorf("bench: sweep: %d loops need %d distinct server CPUs, have %d (%s)", most, most, n, FormatCPUList(cfg.ServerCPUs))
 	}
 	cfg.OpenFractions = []float64{}
 	r, cleanup, arms, err := newRunner(ctx, cfg.Config, "sweep")

@@ -318,7 +318,7 @@ func runBenchSweep(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench sweep", flag.ContinueOnError)
 	var f benchFlags
 	f.register(fs)
-	loops := fs.String("loops-list", "", "server loop counts (default 1,2 on two or more CPUs)")
+	loops := fs.String("loops-list", "", "server loop counts (default 1,2 on two or more CPUs, 1 with one CPU in --server-cpus)")
 	compute := fs.String("compute-list", "0,10,50", "per-request compute µs values (as --compute-us: spun on the wall clock)")
 	fs.Lookup("loops").Usage = "not for a sweep: give --loops-list"
 	fs.Lookup("compute-us").Usage = "not for a sweep: give --compute-list"
@@ -342,6 +342,12 @@ func runBenchSweep(ctx context.Context, args []string) error {
 	}
 	if sc.ComputeUS, err = intList("--compute-list", *compute, 0); err != nil {
 		return err
+	}
+	// The default grid's 2 loops need two server CPUs: with one given in
+	// --server-cpus, the sweep was refused, so it is 1 loop alone there,
+	// as on a host of one CPU.
+	if sc.Loops == nil && len(slices.Compact(slices.Sorted(slices.Values(cfg.ServerCPUs)))) == 1 {
+		sc.Loops = []int{1}
 	}
 	// The harness checks each arm once, at Config.Loops: check it at the
 	// smallest loop count of the grid, so that an arm serving none of

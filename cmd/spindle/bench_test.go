@@ -832,3 +832,29 @@ func TestBenchSaysWhenTheDurationIsTooShort(t *testing.T) {
 		})
 	}
 }
+
+// TestBenchSweepDefaultLoopsFitTheServerCPUs: bench sweep's default grid,
+// 1 and 2 loops on two or more CPUs, was refused with one CPU given in
+// --server-cpus ("2 loops need 2 distinct server CPUs"); it is 1 loop
+// there. A --client-cpus that does not exist ends the run at the next
+// check, before anything is measured: what it is refused for says which
+// check it got to. Two loops asked for on one server CPU are still
+// refused, the refusal saying how many there are.
+func TestBenchSweepDefaultLoopsFitTheServerCPUs(t *testing.T) {
+	if runtime.GOOS != "linux" || runtime.NumCPU() < 2 {
+		t.Skipf("needs Linux and two CPUs (the default grid has 2 loops only there); %s, %d CPUs", runtime.GOOS, runtime.NumCPU())
+	}
+	short := []string{"bench", "sweep", "--arms", "go-net", "--server-cpus", "0", "--client-cpus", "4000", "--compute-list", "0", "--duration", "1s", "--reps", "1", "--out", ""}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "CPU 4000 does not exist or is offline"},
+		{[]string{"--loops-list", "1,2"}, "2 loops need 2 distinct server CPUs, have 1 (0)"},
+	} {
+		cmd := spindleCmd(slices.Concat(short, tc.args)...)
+		if stderr := wantRefusal(t, cmd); !strings.Contains(stderr, tc.want) {
+			t.Errorf("spindle %v: stderr %q, want it to say %q", tc.args, stderr, tc.want)
+		}
+	}
+}
