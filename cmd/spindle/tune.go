@@ -32,7 +32,8 @@ const tuneUsage = `usage: spindle tune <inspect|diagnose|plan|apply|revert> [fla
   apply     apply a plan saved with 'plan --json' (root)
   revert    restore what 'apply' saved, byte for byte (root)
 
-Every subcommand takes --json and --root (a captured /proc+/sys tree; default /).`
+Every subcommand takes --json and --root (a captured /proc+/sys tree; default /,
+for revert the root saved in its state file).`
 
 func runTune(ctx context.Context, args []string) error { return tuneMain(ctx, args, os.Stdout) }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -482,4 +483,28 @@ func savePlan(t *testing.T, root string) (planFile, planJSON string) {
 		t.Fatal(err)
 	}
 	return planFile, planJSON
+}
+
+// TestTuneUsageSaysRevertsRootDefault: tune's usage said every
+// subcommand's --root defaults to /, where revert's is the root saved in
+// its state file (reverting a captured tree's plan without --root reverts
+// that tree, not the live host); it says so, as revert's -h does.
+func TestTuneUsageSaysRevertsRootDefault(t *testing.T) {
+	root := regexp.MustCompile(`-root string\n\s+[^\n]*\n`)
+	for _, tc := range []struct {
+		sub, want string
+	}{
+		{"inspect", `(default "/")`},
+		{"plan", `(default "/")`},
+		{"revert", "(default: the one saved in the state file)"},
+	} {
+		out, err := spindleCmd("tune", tc.sub, "-h").CombinedOutput()
+		if got := root.Find(out); err != nil || !strings.Contains(string(got), tc.want) {
+			t.Fatalf("tune %s -h: %v, --root's help %q, want it to say %q", tc.sub, err, got, tc.want)
+		}
+	}
+	out, err := spindleCmd("tune", "-h").CombinedOutput()
+	if err != nil || !strings.Contains(strings.Join(strings.Fields(string(out)), " "), "default /, for revert the root saved in its state file") {
+		t.Errorf("tune -h: %v, want it to give revert's --root default:\n%s", err, out)
+	}
 }
