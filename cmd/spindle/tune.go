@@ -138,8 +138,8 @@ func tuneDiagnose(ctx context.Context, args []string, w io.Writer) error {
 	period := fs.Duration("period", 5*time.Second, "sampling period")
 	var loops cpuFlag
 	fs.Var(&loops, "loop-cpus", "CPUs that run event loops (default: those of the plan applied with --state, else the isolated CPUs: isolcpus domain-isolated and in isolated cgroup v2 cpuset partitions)")
-	inline := fs.Bool("inline", false, "loops share CPUs with their queues' IRQs (inline policy): do not report IRQs on loop CPUs (default: true when the plan applied with --state is inline)")
-	state := fs.String("state", tunestate.DefaultPath, "state file of the applied plan, whose loop CPUs and policy are the defaults of --loop-cpus and --inline")
+	inline := fs.Bool("inline", false, "loops share CPUs with their queues' IRQs (inline policy): do not report IRQs on loop CPUs (default: true when the plan applied with --state is inline, and --loop-cpus is not given)")
+	state := fs.String("state", tunestate.DefaultPath, "state file of the applied plan: its loop CPUs are --loop-cpus' default, and its policy --inline's when --loop-cpus is not given")
 	busy := fs.Bool("busy-poll", false, "the application busy-polls (io_uring NAPI or SO_BUSY_POLL)")
 	locked := fs.Uint64("locked-mib", 0, "MiB the application takes from RLIMIT_MEMLOCK without CAP_IPC_LOCK (default: what the engine's io_uring rings and buffer rings take for a loop on each loop CPU, or on each online CPU without them)")
 	pid := pidFlag(fs)

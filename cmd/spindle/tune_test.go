@@ -413,8 +413,12 @@ func TestTuneApplyWarnsIrqbalance(t *testing.T) {
 // irqbalance or a driver moved back onto them undoes the plan. It judged
 // them against the isolcpus CPUs only, and on a host without isolcpus
 // (this fixture) did not check at all. An inline plan's loop CPUs take
-// their IRQs by design; --loop-cpus still overrides the state.
+// their IRQs by design; --loop-cpus still overrides the state, its
+// policy included, which diagnose's -h did not say.
 func TestTuneDiagnoseAppliedLoopCPUs(t *testing.T) {
+	if help, _ := spindleCmd("tune", "diagnose", "-h").CombinedOutput(); !strings.Contains(string(help), "inline, and --loop-cpus is not given)") {
+		t.Errorf("tune diagnose -h does not say --inline's default needs --loop-cpus not given:\n%s", help)
+	}
 	for _, policy := range []string{"dedicated", "inline"} {
 		t.Run(policy, func(t *testing.T) {
 			root := hostCopy(t, tuneFixture)
@@ -443,6 +447,11 @@ func TestTuneDiagnoseAppliedLoopCPUs(t *testing.T) {
 			}
 			if onLoop("--state", state, "--loop-cpus", "20-23") {
 				t.Error("diagnose --loop-cpus 20-23 reported IRQ 121 on CPU 15 as on a loop CPU")
+			}
+			// Given, --loop-cpus leaves the plan's policy too, as -h says:
+			// CPU 15 is judged as a loop CPU of no inline plan.
+			if !onLoop("--state", state, "--loop-cpus", "15") {
+				t.Error("diagnose --loop-cpus 15 did not report IRQ 121 on CPU 15")
 			}
 			// A state of another tree, or none, is no plan of this one.
 			other := filepath.Join(t.TempDir(), "none.json")
