@@ -56,7 +56,7 @@ func (f *benchFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.serverCPUs, "server-cpus", "", "CPUs the server is pinned to (default: the first CPUs this process may run on, one per loop)")
 	fs.StringVar(&f.clientCPUs, "client-cpus", "", "CPUs the client threads, and the harness's own (its Go runtime's included), are pinned to (default: the next CPU this process may run on after the server's, the first that is not the server's when that one is, the last when there is none)")
 	fs.StringVar(&f.spareCPUs, "spare-cpus", "", "CPUs for arms' polling threads (uring-sqpoll), default: CPUs neither server nor client")
-	fs.IntVar(&f.threads, "client-threads", 0, "client threads (default: one per client CPU)")
+	fs.IntVar(&f.threads, "client-threads", 0, "client threads, at most --conns (default: one per client CPU, at most --conns)")
 	fs.BoolVar(&f.block, "client-block", false, "client threads sleep in epoll_wait instead of polling (the server then pays for waking them)")
 	fs.Func("server-rps", "wire topology: RPS CPUs (a CPU list, or none) for the server veth's receive queues; repeat it to measure every arm under each, alternated", func(v string) error {
 		v = strings.TrimSpace(v)

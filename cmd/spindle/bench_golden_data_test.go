@@ -19,7 +19,7 @@ usage: spindle bench [flags]            every arm: closed-loop peak, then open l
   -client-cpus string
     	CPUs the client threads, and the harness's own (its Go runtime's included), are pinned to (default: the next CPU this process may run on after the server's, the first that is not the server's when that one is, the last when there is none)
   -client-threads int
-    	client threads (default: one per client CPU)
+    	client threads, at most --conns (default: one per client CPU, at most --conns)
   -compute-us int
     	µs the server spins per request before replying, on the wall clock (CLOCK_MONOTONIC, not the thread's CPU time: an interrupt, softirq or preemption meanwhile is inside them, not added)
   -conns int
