@@ -54,7 +54,7 @@ func (f *benchFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.compute, "compute-us", 0, "µs the server spins per request before replying, on the wall clock (CLOCK_MONOTONIC, not the thread's CPU time: an interrupt, softirq or preemption meanwhile is inside them, not added)")
 	fs.IntVar(&f.loops, "loops", 1, "server event loops")
 	fs.StringVar(&f.serverCPUs, "server-cpus", "", "CPUs the server is pinned to (default: the first CPUs this process may run on, one per loop)")
-	fs.StringVar(&f.clientCPUs, "client-cpus", "", "CPUs the client threads, and the harness's own (its Go runtime's included), are pinned to (default: the next CPU this process may run on after the server's, the first that is not the server's when that one is, the last when there is none)")
+	fs.StringVar(&f.clientCPUs, "client-cpus", "", "CPUs the client threads, and the harness's own (its Go runtime's included), are pinned to (default: the first CPU this process may run on that is not the server's, looked for from the one after the default server CPUs, or from the second when --server-cpus is given, and then from the start; the last when every one is the server's)")
 	fs.StringVar(&f.spareCPUs, "spare-cpus", "", "CPUs for arms' polling threads (uring-sqpoll), default: CPUs neither server nor client")
 	fs.IntVar(&f.threads, "client-threads", 0, "client threads, at most --conns (default: one per client CPU, at most --conns)")
 	fs.BoolVar(&f.block, "client-block", false, "client threads sleep in epoll_wait instead of polling (the server then pays for waking them)")

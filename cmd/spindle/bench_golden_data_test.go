@@ -17,7 +17,7 @@ usage: spindle bench [flags]            every arm: closed-loop peak, then open l
   -client-block
     	client threads sleep in epoll_wait instead of polling (the server then pays for waking them)
   -client-cpus string
-    	CPUs the client threads, and the harness's own (its Go runtime's included), are pinned to (default: the next CPU this process may run on after the server's, the first that is not the server's when that one is, the last when there is none)
+    	CPUs the client threads, and the harness's own (its Go runtime's included), are pinned to (default: the first CPU this process may run on that is not the server's, looked for from the one after the default server CPUs, or from the second when --server-cpus is given, and then from the start; the last when every one is the server's)
   -client-threads int
     	client threads, at most --conns (default: one per client CPU, at most --conns)
   -compute-us int
