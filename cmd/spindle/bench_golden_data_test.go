@@ -195,7 +195,7 @@ The TLS handshake measurement (4 arms × 3 reps: 7.5 s each):
   -client-cpus string
     	CPUs the client threads, and the harness's own (its Go runtime's included), are pinned to (default: the second CPU this process may run on, the first that is not --proxy-cpu's when that one is, the first on one CPU)
   -conns int
-    	client connections, one request in flight each (default 50)
+    	client connections, one request in flight each (with --protocol h2 and h2h2, --streams each) (default 50)
   -duration duration
     	total measuring budget, shared among the measurements; each takes at least 150ms, and a shorter share is a smoke run, said so before measuring and in the report (default 1m0s)
   -json
@@ -203,7 +203,7 @@ The TLS handshake measurement (4 arms × 3 reps: 7.5 s each):
   -out string
     	directory for report.json and report.md ("" for none; with --json, none unless set) (default "bench-proxy-report")
   -payload int
-    	payload bytes (the RPC payload, or the HTTP request and response body; with h2 the response body) (default 64)
+    	payload bytes (the RPC payload, or the HTTP request and response body; with h2 and h2h2 the response body) (default 64)
   -protocol string
     	tcp: L4 proxies, the RPC echo; http: HTTP/1.1 reverse proxies, keep-alive POSTs of the payload, echoed; h2: HTTP/2 clients (h2load GETs, h2c with prior knowledge) through reverse proxies to the HTTP/1.1 echo (no direct arm: the echo does not speak h2c); h2h2: those clients through reverse proxies speaking HTTP/2 to an h2c upstream (spindle's pool protocol h2c, HAProxy's proto h2, nginx's grpc_pass), and direct (default "tcp")
   -proxy-cpu string
@@ -247,7 +247,7 @@ The TLS handshake measurement (4 arms × 3 reps: 7.5 s each):
   -client-cpus string
     	CPUs the client threads, and the harness's own (its Go runtime's included), are pinned to (default: the second CPU this process may run on, the first that is not --proxy-cpu's when that one is, the first on one CPU)
   -conns int
-    	client connections, one request in flight each (default 50)
+    	client connections, one request in flight each (with --protocol h2 and h2h2, --streams each) (default 50)
   -duration duration
     	total measuring budget, shared among the measurements; each takes at least 150ms, and a shorter share is a smoke run, said so before measuring and in the report (default 1m0s)
   -json
@@ -255,7 +255,7 @@ The TLS handshake measurement (4 arms × 3 reps: 7.5 s each):
   -out string
     	directory for report.json and report.md ("" for none; with --json, none unless set) (default "bench-proxy-report")
   -payload int
-    	payload bytes (the RPC payload, or the HTTP request and response body; with h2 the response body) (default 64)
+    	payload bytes (the RPC payload, or the HTTP request and response body; with h2 and h2h2 the response body) (default 64)
   -protocol string
     	tcp: L4 proxies, the RPC echo; http: HTTP/1.1 reverse proxies, keep-alive POSTs of the payload, echoed; h2: HTTP/2 clients (h2load GETs, h2c with prior knowledge) through reverse proxies to the HTTP/1.1 echo (no direct arm: the echo does not speak h2c); h2h2: those clients through reverse proxies speaking HTTP/2 to an h2c upstream (spindle's pool protocol h2c, HAProxy's proto h2, nginx's grpc_pass), and direct (default "tcp")
   -proxy-cpu string

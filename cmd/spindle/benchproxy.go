@@ -34,14 +34,14 @@ func runBenchProxy(ctx context.Context, args []string) error {
 	s.register(fs, sideDefaults{
 		duration: bench.DefaultProxyDuration, reps: bench.DefaultProxyReps, conns: bench.DefaultProxyConns, out: "bench-proxy-report",
 		armsHelp:    "comma-separated arms, of " + bench.ProxyArmsFlag() + "; ratios are to the first",
-		connsHelp:   "client connections, one request in flight each",
+		connsHelp:   "client connections, one request in flight each (with --protocol h2 and h2h2, --streams each)",
 		streamsHelp: "with --protocol h2 or h2h2: streams in flight per connection (h2load -m, at most 100), each value a load point of its own",
 		jsonHelp:    "print the report as one JSON document on stdout",
 
 		ratioFigures: "proxy CPU, upstream CPU and their sum per request and p99 (direct has no proxy CPU)",
 		ratioDefault: bench.DefaultProxyRatioTo,
 	})
-	payload := fs.Int("payload", bench.DefaultProxyPayload, "payload bytes (the RPC payload, or the HTTP request and response body; with h2 the response body)")
+	payload := fs.Int("payload", bench.DefaultProxyPayload, "payload bytes (the RPC payload, or the HTTP request and response body; with h2 and h2h2 the response body)")
 	proxyCPU := fs.String("proxy-cpu", "", "CPUs the proxy is pinned to (default: the first CPU this process may run on)")
 	clientCPUs := fs.String("client-cpus", "", "CPUs the client threads, and the harness's own (its Go runtime's included), are pinned to (default: the second CPU this process may run on, the first that is not --proxy-cpu's when that one is, the first on one CPU)")
 	upstreamCPUs := fs.String("upstream-cpus", "", "CPUs the upstream server is pinned to (default: the client CPUs)")
