@@ -8,7 +8,7 @@ exit 0
 --- stderr
 usage: spindle bench [flags]            every arm: closed-loop peak, then open loop at 50% and 80% of the slowest peak
        spindle bench sweep [flags]      closed-loop grid of loops × compute-us × arm
-       spindle bench proxy [flags]      L4 proxies side by side (spindle, HAProxy, nginx, none) in front of one echo server
+       spindle bench proxy [flags]      proxies side by side (spindle, HAProxy, nginx, none), L4, HTTP/1.1 or HTTP/2 (--protocol), in front of one upstream server
        spindle bench http2 [flags]      HTTP/2 servers side by side (spindle, Go's net/http, nginx), h2c under h2load
        spindle bench server [flags]     the server half (-arm, -listen, -loops, -cpus, -compute-us)
        spindle bench client [flags]     the client half against -addr
