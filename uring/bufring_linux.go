@@ -215,7 +215,7 @@ func (b *BufRing) BundleIDs(c CQE, dst []uint16) ([]uint16, error) {
 // abandon ends b after its ring has closed without the kernel confirming
 // the cancel of the requests in flight (Ring.Close): the buffers, which such
 // a request may still pick and write into by address, stay mapped for the
-// life of the process (listed in left, counted by LeftMappedBytes). The ring
+// life of the process (counted by LeftMappedBytes). The ring
 // of entries is unmapped: the kernel pinned its pages when it was registered
 // and reads it through its own mapping of them (io_uring/kbuf.c,
 // io_register_pbuf_ring), never through this address, and writes it only
@@ -227,9 +227,6 @@ func (b *BufRing) abandon() int64 {
 	delete(b.r.bufRings, b.group)
 	b.mem.Unmap()
 	n := int64(cap(b.slab))
-	leftMu.Lock()
-	left = append(left, b.slab)
-	leftMu.Unlock()
 	leftBytes.Add(n)
 	b.mem, b.slab = nil, nil
 	return n

@@ -91,13 +91,9 @@ const closeWait = time.Second
 // ends the wait of a Close the kernel will not confirm.
 const sqExitWait = 10 * time.Second
 
-// Provided buffers Close left mapped because the kernel did not confirm
-// its cancel: kept for the life of the process (left is read by tests).
-var (
-	leftMu    sync.Mutex
-	left      [][]byte
-	leftBytes atomic.Int64
-)
+// leftBytes counts the bytes of provided buffers Close left mapped because
+// the kernel did not confirm its cancel (BufRing.abandon).
+var leftBytes atomic.Int64
 
 // LeftMappedBytes returns how many bytes of provided buffer memory Ring.Close
 // has left mapped in this process because the kernel did not confirm the

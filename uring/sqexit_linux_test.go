@@ -103,7 +103,7 @@ func TestCloseWaitsForSlowSQThreadExit(t *testing.T) {
 		for deadline := time.Now().Add(10 * time.Second); isSQThread(r.sqThread) && time.Now().Before(deadline); {
 			time.Sleep(time.Millisecond)
 		}
-		releaseLeftMapped()
+		releaseLeftMapped(c.slab)
 		t.Fatalf("Close while the ring's teardown waited 1.5s for its frozen creator: %v, want nil (no request was in flight: the SQ thread's exit was only slow)", err)
 	}
 	if stateAtReturn != "THAWED" {
