@@ -16,19 +16,100 @@ import (
 // span is one live mapping: [start, end).
 type span struct{ start, end uintptr }
 
-var (
-	spansMu sync.Mutex             // serialises writers
-	spans   atomic.Pointer[[]span] // sorted by start; never modified once published
+// The hint table of a spanSet sorts addresses into granules of
+// 1<<granuleShift bytes, 2 MiB, the size and alignment of a huge page on
+// amd64 and of the engine's slabs (2 MiB regions on huge pages by default),
+// and granules into hintSlots slots, the slot of a granule its number modulo
+// hintSlots: a window of 2 GiB before two granules share a slot.
+const (
+	granuleShift = 21
+	hintSlots    = 1024
 )
+
+// spanSet is the published list of live mappings. It is never modified once
+// published: OffHeap reads it without a lock, and a writer publishes a new
+// one.
+type spanSet struct {
+	s []span // sorted by start; mappings never overlap
+	// hint[k] is 1 + the index in s of the lowest span covering a granule
+	// of slot k, or 0 for none: a slab that fills its granule alone is
+	// named there, and small mappings sharing a granule by the lowest of
+	// them. A span wider than hintSlots granules takes no slot, so that a
+	// big mapping does not push every other span out. A hint is only a
+	// place to look first (contains checks the span it names like any
+	// other) and a bound for the search: when the span it names starts at
+	// or below an address, only it and the spans after it in s can hold
+	// the address.
+	hint [hintSlots]uint32
+}
+
+// newSpanSet returns the set of the sorted spans s, its hints filled in.
+func newSpanSet(s []span) *spanSet {
+	set := &spanSet{s: s}
+	for i, sp := range s {
+		first, last := sp.start>>granuleShift, (sp.end-1)>>granuleShift
+		if last-first >= hintSlots {
+			continue
+		}
+		for g := first; g <= last; g++ {
+			if k := g % hintSlots; set.hint[k] == 0 {
+				set.hint[k] = uint32(i) + 1
+			}
+		}
+	}
+	return set
+}
+
+// contains is OffHeap for the spans of set (nil for none). It looks first
+// at the span the hint of p's granule names, which covers p in the common
+// case, then searches the spans from there (all of them if the hint lies
+// above p).
+func (set *spanSet) contains(p, n uint64) bool {
+	if n == 0 {
+		return true
+	}
+	if set == nil || p+n < p {
+		return false
+	}
+	s := set.s
+	lo, hi := 0, len(s)
+	if h := int(set.hint[(p>>granuleShift)%hintSlots]); h != 0 && h <= len(s) && uint64(s[h-1].start) <= p {
+		if p+n <= uint64(s[h-1].end) {
+			return true
+		}
+		lo = h
+	}
+	// The last span starting at or below p is the only candidate; s[lo-1]
+	// starts at or below it.
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if uint64(s[m].start) <= p {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo > 0 && p+n <= uint64(s[lo-1].end)
+}
+
+var (
+	spansMu sync.Mutex              // serialises writers
+	spans   atomic.Pointer[spanSet] // nil until the first mapping
+)
+
+// liveSpans returns the published spans (nil for none). Callers hold spansMu.
+func liveSpans() []span {
+	if set := spans.Load(); set != nil {
+		return set.s
+	}
+	return nil
+}
 
 // addSpan records a mapping. Safe for concurrent use.
 func addSpan(start, size uintptr) {
 	spansMu.Lock()
 	defer spansMu.Unlock()
-	var cur []span
-	if p := spans.Load(); p != nil {
-		cur = *p
-	}
+	cur := liveSpans()
 	i, _ := slices.BinarySearchFunc(cur, start, func(s span, start uintptr) int {
 		switch {
 		case s.start < start:
@@ -38,8 +119,7 @@ func addSpan(start, size uintptr) {
 		}
 		return 0
 	})
-	next := slices.Insert(slices.Clone(cur), i, span{start, start + size})
-	spans.Store(&next)
+	spans.Store(newSpanSet(slices.Insert(slices.Clone(cur), i, span{start, start + size})))
 }
 
 // removeSpan forgets the mapping [start, start+size) and reports whether it
@@ -48,16 +128,12 @@ func addSpan(start, size uintptr) {
 func removeSpan(start, size uintptr) bool {
 	spansMu.Lock()
 	defer spansMu.Unlock()
-	p := spans.Load()
-	if p == nil {
-		return false
-	}
-	i := slices.Index(*p, span{start, start + size})
+	cur := liveSpans()
+	i := slices.Index(cur, span{start, start + size})
 	if i < 0 {
 		return false
 	}
-	next := slices.Delete(slices.Clone(*p), i, i+1)
-	spans.Store(&next)
+	spans.Store(newSpanSet(slices.Delete(slices.Clone(cur), i, i+1)))
 	return true
 }
 
@@ -66,29 +142,7 @@ func removeSpan(start, size uintptr) bool {
 // stack). n == 0 is always true: the kernel touches nothing. It does not
 // allocate. Safe for concurrent use.
 func OffHeap(p, n uint64) bool {
-	if n == 0 {
-		return true
-	}
-	sp := spans.Load()
-	if sp == nil {
-		return false
-	}
-	s := *sp
-	// The last span starting at or below p is the only candidate.
-	lo, hi := 0, len(s)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if uint64(s[m].start) <= p {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	if lo == 0 {
-		return false
-	}
-	c := s[lo-1]
-	return p+n >= p && p+n <= uint64(c.end)
+	return spans.Load().contains(p, n)
 }
 
 // OffHeapBytes is OffHeap for the bytes of b.
@@ -99,8 +153,8 @@ func OffHeapBytes(b []byte) bool {
 // LiveMappings returns how many MapAnon mappings are not unmapped yet, for
 // leak checks in tests. Safe for concurrent use.
 func LiveMappings() int {
-	if p := spans.Load(); p != nil {
-		return len(*p)
+	if set := spans.Load(); set != nil {
+		return len(set.s)
 	}
 	return 0
 }
