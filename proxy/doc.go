@@ -864,11 +864,17 @@
 // set again only for an earlier end; nothing where no server is
 // ejected). A
 // kept-alive connection idle in a loop's pool holds its slot: while the
-// pool has waiters, a connection whose exchange ends goes to its loop's
-// waiters if it has any (pooled, the first of them taking it: under a
-// steady queue the connections go from request to request, kept on
-// their loop ahead of older waiters of another), else it closes, its
-// slot going to the other loops'; and a wait that begins has
+// pool has waiters, a connection whose exchange ends (a request's, or
+// an HTTP/2 client's stream's) goes to its loop's waiters where the
+// pool's oldest waiter is among them (pooled, the first of them taking
+// it: under a steady queue the connections go from request to request
+// on their loop), else it closes, its slot going to the loop whose
+// first waiter has waited longest: an upstream connection belongs to
+// its loop, so that a slot moves to another loop only by a close and a
+// new connect, and under a steady keep-alive load a loop's connections
+// would otherwise stay with its own waiters while an older one on
+// another loop waits out queue_timeout (HAProxy serves a server's queue
+// oldest first); and a wait that begins has
 // the idle connections to servers at their caps closed on the other
 // loops (its own loop's are its waiters'). A waiter whose turn came
 // looks for a connection again (an idle one to any server up first) and
@@ -926,7 +932,8 @@
 // hash of another seed or none. An h2c pool (protocol h2c)
 // takes no max_conns: h2_max_connections bounds its connections, per
 // server and loop, and its streams wait for room on them within
-// response_timeout. /metrics has per server spindle_proxy_server_max_conns
+// response_timeout (a loop's own, with nothing shared between loops to
+// hand over: a stream that ends makes room for that loop's waiters only). /metrics has per server spindle_proxy_server_max_conns
 // (0: none) and spindle_proxy_server_connections (what it bounds), and per
 // pool spindle_proxy_pool_queue_length (waiting now), _queued_total,
 // _queue_timeouts_total, _queue_refused_total (max_queue),

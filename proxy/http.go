@@ -1869,17 +1869,21 @@ func (ls *loopState) takeIdle(pl *pool, i int) *engine.Conn {
 // false (c to be closed) where the pool keeps none or is full (by the
 // pool in force for the server: a reload's lower max_idle bounds the
 // connections in use at it too, and a pool it made h2c or h2 keeps no
-// HTTP/1.1 one), or a reload removed the server or replaced pl by a pool
-// secured otherwise (poolLoop.stale). Loop goroutine.
+// HTTP/1.1 one), a reload removed the server or replaced pl by a pool
+// secured otherwise (poolLoop.stale), or the pool's oldest waiter is on
+// another loop (elsewhereFirst). Loop goroutine.
 func (ls *loopState) putIdle(c *engine.Conn, pl *pool, i int, now int64) bool {
 	sl := ls.share(pl, i)
 	il := &sl.idle
 	st := &il.conns
 	qs := pl.queue()
 	np := pl.inForce(sl.srv)
-	if np.h2 || np.maxIdle <= 0 || len(*st) >= np.maxIdle || c.Closed() || il.gone || pl.loops[ls.id].stale || qs.waiting.Load() > 0 && qs.qs[ls.id].n.Load() == 0 {
-		// (With clients waiting for a slot on other loops only, its
-		// slot goes to them.)
+	if np.h2 || np.maxIdle <= 0 || len(*st) >= np.maxIdle || c.Closed() || il.gone || pl.loops[ls.id].stale || qs.elsewhereFirst(ls.id) {
+		// (With a client waiting for a slot on another loop since before
+		// this loop's first, or on other loops only, its slot goes to
+		// them: closed, c's release wakes the oldest waiter's loop. An
+		// upstream connection is its loop's, so that the slot moves
+		// only by its close.)
 		return false
 	}
 	if qs.waiting.Load() > 0 {

@@ -190,6 +190,33 @@ func (qs *queueShared) wakeOne(from, skip int) {
 	}
 }
 
+// elsewhereFirst reports whether a loop other than k has a waiter that
+// went in before loop k's first (or loop k has none while the pool has
+// waiters): a slot loop k would keep for its own waiters by pooling a
+// kept-alive connection (putIdle) is theirs, and goes to them by the
+// connection's close. Where they tie, loop k's keeps it. Loop goroutine
+// (k's: its own queue's head is read as it stands).
+func (qs *queueShared) elsewhereFirst(k int) bool {
+	if qs.waiting.Load() == 0 {
+		return false
+	}
+	own := &qs.qs[k]
+	if own.n.Load() == 0 {
+		return true
+	}
+	mine := own.head.seg
+	for j := range qs.qs {
+		q := &qs.qs[j]
+		if j == k || q.n.Load() == 0 {
+			continue
+		}
+		if at := q.first.Load(); at != 0 && at < mine {
+			return true
+		}
+	}
+	return false
+}
+
 // kickAll posts a serve to every loop with waiters: slots may have come
 // free without a release (a reload raised a cap). Any goroutine.
 func (qs *queueShared) kickAll() {
