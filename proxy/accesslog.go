@@ -139,7 +139,12 @@ var (
 // accessLog is one listener's access log: its file, the loops' buffers
 // and the writer goroutine. A listener keeps it across reloads while its
 // path stays (observe): the format and the route names are the
-// listener's (each generation's own).
+// listener's (each generation's own). One that no listener in force has
+// any more (a reload changed its path or removed its listener) is
+// retired: once no client or stream is left on a loop that could write
+// to it (logBuf.users), the loop hands its last lines over, and once
+// every loop has, the writer writes them out, closes the file and
+// returns (retire), rather than wait for Run's end.
 type accessLog struct {
 	name  string // the listener's
 	path  string
@@ -152,6 +157,10 @@ type accessLog struct {
 	loops []*logBuf     // by loop ID
 	lost  counter       // lines in buffers the writer failed to write (writer goroutine)
 	logf  func(string, ...any)
+
+	retired  atomic.Bool  // no listener in force has it (retire)
+	ended    atomic.Int32 // loops whose buffers are handed over for good (logBuf.endIfUnused)
+	fullOnce sync.Once    // full closed once: by the last loop to end, or by stop
 }
 
 // logChunkMsg is a filled buffer on its way to the writer.
@@ -174,6 +183,10 @@ type logBuf struct {
 	timerFn  func()
 	armed    bool
 	dropped  counter // lines dropped: the writer was logMaxChunks behind
+	// users are the clients and HTTP/2 streams on the loop whose
+	// listener has the log (moveLog): those that may write a line to it.
+	users int
+	ended bool // the log is retired and the loop has no user left: nothing more comes
 }
 
 // openAccessLog opens a listener's access log, if it has one, with a
@@ -233,11 +246,83 @@ func (a *accessLog) write() {
 		}
 		m.from.inflight.Add(-1)
 	}
+	a.closeFile() // (a retired log's last lines are written: it is done with)
 }
 
-// stop hands the writer what the loops left (they have exited), waits up
-// to logCloseWait for it to be written, and closes the file. Any
-// goroutine, once the loops are done.
+// closeFull tells the writer that no buffer comes after those sent. Any
+// goroutine.
+func (a *accessLog) closeFull() { a.fullOnce.Do(func() { close(a.full) }) }
+
+// retire marks the log as no listener in force's, and has each loop end
+// its part where no client or stream of the loop may write to it
+// (endIfUnused; else at the last one's end: moveLog). Reload's
+// goroutine, once every loop applied the generation without it (no
+// client accepted from then on takes it).
+func (a *accessLog) retire(loops []*engine.Loop) {
+	a.retired.Store(true)
+	for k, el := range loops {
+		el.Post(a.loops[k].endIfUnused)
+	}
+}
+
+// written reports whether the writer has returned (the file closed).
+// Any goroutine.
+func (a *accessLog) written() bool {
+	select {
+	case <-a.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// moveLog moves a client's or stream's place among the users of the
+// access log of from's (nil: none, a new one) to that of to's (nil: it
+// ended), where the two differ: a retired log whose last user on the
+// loop goes ends there (endIfUnused). Loop goroutine.
+func (ls *loopState) moveLog(from, to *listener) {
+	var a, b *accessLog
+	if from != nil {
+		a = from.alog
+	}
+	if to != nil {
+		b = to.alog
+	}
+	if a == b {
+		return
+	}
+	if b != nil {
+		b.loops[ls.id].users++
+	}
+	if a != nil {
+		lb := a.loops[ls.id]
+		lb.users--
+		lb.endIfUnused()
+	}
+}
+
+// endIfUnused, where b's log is retired and nothing on the loop may
+// write to it any more, hands the lines left over to the writer, the
+// last loop to do so closing its channel. Loop goroutine.
+func (b *logBuf) endIfUnused() {
+	if b.ended || b.users > 0 || !b.a.retired.Load() {
+		return
+	}
+	b.ended = true
+	if b.armed {
+		b.armed = false
+		b.timer.Stop()
+	}
+	b.handoff()
+	if int(b.a.ended.Add(1)) == len(b.a.loops) {
+		b.a.closeFull()
+	}
+}
+
+// stop hands the writer what the loops left (they have exited; a loop
+// that ended its part left nothing), waits up to logCloseWait for it to
+// be written, and closes the file. Any goroutine, once the loops are
+// done.
 func (a *accessLog) stop(started bool) {
 	if !started {
 		a.closeFile()
@@ -246,7 +331,7 @@ func (a *accessLog) stop(started bool) {
 	for _, b := range a.loops {
 		b.handoff()
 	}
-	close(a.full)
+	a.closeFull()
 	select {
 	case <-a.done:
 		a.closeFile()
@@ -306,6 +391,13 @@ func (a *accessLog) dropped() uint64 {
 // logMaxChunks buffers behind. The caller appends the line and passes the
 // result to commit. Loop goroutine.
 func (b *logBuf) line() []byte {
+	if b.ended {
+		// Cannot happen: a retired log's part on a loop ends with the
+		// loop's last user of it (moveLog). A line after is dropped and
+		// counted: its writer may have returned.
+		b.dropped.inc()
+		return nil
+	}
 	if b.cur != nil && cap(b.cur)-len(b.cur) < maxLogLine {
 		if b.handoff(); b.cur != nil {
 			b.dropped.inc() // (cannot happen: handoff always has room)

@@ -1379,7 +1379,12 @@
 // a time); a loop the writer is 4 MiB behind drops its lines and counts
 // them (spindle_proxy_access_log_dropped_total). Run writes out what is
 // left before it returns, waiting 5s at most for a writer that cannot.
-// Proxy.ReopenLogs opens the files again, after logrotate moved them.
+// Proxy.ReopenLogs opens the files again, after logrotate moved them. A
+// reload keeps a listener's log where its path stays; a log a reload
+// leaves to no listener (its path changed, its listener removed) is
+// written out and its file closed once no connection that could write
+// to it is left: the clients and HTTP/2 streams begun under it (a
+// kept-alive client's next request goes to the new log).
 //
 // Proxy.Reload applies a new config while the proxy runs, cutting no
 // transfer (as HAProxy, Envoy and nginx reload): connections open keep

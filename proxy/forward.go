@@ -224,6 +224,7 @@ func (h *handler) OnOpen(c *engine.Conn) {
 		return
 	}
 	st.active.inc()
+	ls.moveLog(nil, l)
 	if l.http {
 		p.startHTTP(c, ls, l)
 		return
@@ -799,6 +800,7 @@ func (h *handler) OnClose(c *engine.Conn, err error) {
 		s.logConn(err)
 		s.ln.stats[s.ls.id].active.dec()
 		s.ln.conns.Add(-1)
+		s.ls.moveLog(s.ln, nil)
 		if s.up != nil && !s.up.Closed() {
 			closePeer(s.up, err)
 		}

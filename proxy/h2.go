@@ -488,6 +488,7 @@ func (c *h2conn) clientClosed(err error) {
 	ls.h2conns = ls.h2conns[:len(ls.h2conns)-1]
 	c.ln.stats[ls.id].active.dec()
 	c.ln.conns.Add(-1)
+	ls.moveLog(c.ln, nil)
 }
 
 func (c *h2conn) find(id uint32) *h2stream {
@@ -515,6 +516,7 @@ func (c *h2conn) newStream(id uint32) *h2stream {
 		hb: st.hb[:0], fields: st.fields[:0], x: exchange{meta: st.x.meta[:0]}, resp: h1.Response{Headers: resp.Headers[:0]}, u2: st.u2.reuse(),
 		w: waiter{of: st}, rt: retryState{kept: st.rt.kept[:0]}}
 	c.streams = append(c.streams, st)
+	c.ls.moveLog(nil, c.ln) // (its lines go to its listener's log: a stream is a user of it of its own)
 	return st
 }
 
@@ -563,6 +565,7 @@ func (c *h2conn) release(st *h2stream) {
 			c.streams[i] = c.streams[last]
 			c.streams[last] = nil
 			c.streams = c.streams[:last]
+			c.ls.moveLog(st.ln, nil)
 			break
 		}
 	}
@@ -581,7 +584,9 @@ func (c *h2conn) release(st *h2stream) {
 // (CONNECT 501, dot-segments 400, max_request_body 413), routed by its
 // :authority (else Host) and :path, and sent on an upstream connection.
 func (c *h2conn) OnRequest(s *h2.Server, id uint32, r *h2.Request, end bool) {
-	c.ln = c.ln.current(c.ls.id)
+	l := c.ln.current(c.ls.id)
+	c.ls.moveLog(c.ln, l)
+	c.ln = l
 	st := c.newStream(id)
 	lst := c.ln.stats[c.ls.id]
 	lst.requests.inc()

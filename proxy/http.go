@@ -1746,6 +1746,7 @@ func (s *hsession) clientClosed(err error) {
 	st := s.ln.stats[s.ls.id]
 	st.active.dec()
 	s.ln.conns.Add(-1)
+	s.ls.moveLog(s.ln, nil)
 }
 
 // unlist removes the session from its loop's sessions. Loop goroutine.

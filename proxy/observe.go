@@ -34,8 +34,9 @@ type RouteTotals struct {
 // access log: the one a listener of its name had on its path, if any (a
 // reload keeps it: its lines follow on in the file, its writer and its
 // drops count go on), else a new one, which it returns (nil for none). A
-// log is made once for each listener name and path: reloads do not add
-// writers. Reload's goroutine, rs.mu held (p.alogs changes only then), or
+// log is made once for each listener name and path while a listener has
+// it: reloads do not add writers (a log no listener has is retired:
+// retireLogs). Reload's goroutine, rs.mu held (p.alogs changes only then), or
 // New's.
 func (p *Proxy) observe(l, o *listener) (*accessLog, error) {
 	if l.http {
@@ -105,6 +106,54 @@ func (p *Proxy) startLogs() {
 func (p *Proxy) stopLogs(started bool) {
 	for _, a := range p.alogs {
 		a.stop(started)
+	}
+	for _, a := range p.retiredLogs {
+		a.stop(started)
+	}
+}
+
+// retireLogs retires the access logs no listener of g has (a reload
+// changed their paths or removed their listeners): before Run they close
+// at once; while it runs each is written out and closed once no client
+// or stream that could write to it is left (accessLog.retire), and kept
+// in retiredLogs until then, for Run's end. A TLS listener g keeps for
+// the handshakes of its closed socket (generation.retiring) keeps its
+// log: a client it accepts comes later. Reload's goroutine, rs.mu held,
+// once every loop applied g and the sockets it does not keep are closed
+// (no client of theirs is accepted after: Listener.Close waits for the
+// loops).
+func (p *Proxy) retireLogs(g *generation) {
+	held := map[*accessLog]bool{}
+	for _, l := range g.lns {
+		held[l.alog] = true
+	}
+	for _, r := range g.retiring {
+		held[r.l.alog] = true
+	}
+	var gone []*accessLog
+	p.mu.Lock()
+	if p.stopping {
+		p.mu.Unlock()
+		return // (Run's end stops them all)
+	}
+	p.alogs = slices.DeleteFunc(p.alogs, func(a *accessLog) bool {
+		if !held[a] {
+			gone = append(gone, a)
+		}
+		return !held[a]
+	})
+	running := p.running
+	if running {
+		p.retiredLogs = slices.DeleteFunc(p.retiredLogs, (*accessLog).written)
+		p.retiredLogs = append(p.retiredLogs, gone...)
+	}
+	p.mu.Unlock()
+	for _, a := range gone {
+		if running {
+			a.retire(p.e.Loops())
+		} else {
+			a.stop(false)
+		}
 	}
 }
 

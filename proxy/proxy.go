@@ -64,8 +64,11 @@ type Proxy struct {
 	stopc    chan struct{}
 	cctx     context.Context // parent of the health checkers' contexts (Run's)
 	checks   map[*pool]*checker
-	alogs    []*accessLog // every access log made (a reload that changes one makes another)
-	reload   reloadState
+	alogs    []*accessLog // the access logs of the listeners in force and of the TLS ones kept for their handshakes (a reload that changes one makes another)
+	// retiredLogs are the access logs a reload retired whose writers
+	// may still run (retireLogs): Run's end stops them with the others.
+	retiredLogs []*accessLog
+	reload      reloadState
 
 	admin    *adminServer
 	checkers sync.WaitGroup

@@ -214,8 +214,10 @@ type keptUpTLS struct {
 //     access_log path stays, whatever its routes or format (lines in the
 //     new format and route names follow on in the file); on a path new
 //     for it a new one is opened, and the old one, which the connections
-//     made before may still write to, is written out and closed when Run
-//     returns. A log is opened once per listener name and path.
+//     made before may still write to, is written out and closed once none
+//     is left that could (a kept-alive client's next request goes to the
+//     new one), or when Run returns. A log is opened once per listener
+//     name and path while a listener has it.
 //
 // Reload returns once every loop has applied cfg and the health checkers
 // it stopped have ended, which they do at once: a check in progress is
@@ -706,6 +708,7 @@ func (p *Proxy) commit(g *generation) error {
 		}
 	}
 	p.reload.retiring = g.retiring
+	p.retireLogs(g)
 	p.swapCheckers(g)
 	return nil
 }
@@ -928,7 +931,11 @@ func (s *hsession) retired() bool {
 // refreshListener moves s to the listener in force for its own (a reload
 // made a new one with the same socket and mode), carrying its place in
 // max_conns' count. At a request's start. Loop goroutine.
-func (s *hsession) refreshListener() { s.ln = s.ln.current(s.ls.id) }
+func (s *hsession) refreshListener() {
+	l := s.ln.current(s.ls.id)
+	s.ls.moveLog(s.ln, l)
+	s.ln = l
+}
 
 // current returns the listener in force for l's socket and mode on loop
 // id (l where none is), moving a client of l's there: its place in
