@@ -1817,9 +1817,17 @@ func (s *hsession) syncRead() {
 // tunnel turns the session into an L4 one after a 101 response: what
 // followed the head in b goes to the client, what the client sent after
 // its request to the upstream, and from then on bytes pass as they are.
-// Loop goroutine.
+// The client's FIN has not come (s.eof): while its request awaits the
+// response the session reads the client only for the body's rest (a FIN
+// there cuts the request short: clientEOF closes the upstream) or, with
+// abort_on_close, for its FIN (which ends the exchange); a request in the
+// pool's queue or connecting has no response to await. Once the body went
+// whole syncRead pauses the client, and the engine holds what arrives
+// after, the FIN too, until the tunnel reads on: its OnEOF gets the FIN,
+// and tells a TLS client's end without close_notify apart (clientCut)
+// (TestTLSClientFINBeforeUpgradeAfterBody). Loop goroutine.
 func (s *hsession) tunnel(b engine.Buffer, off int) {
-	t := &session{p: s.p, ls: s.ls, ln: s.ln, pool: s.pool, client: s.client, up: s.up, srv: s.srv, upOpen: true, clientEOF: s.eof}
+	t := &session{p: s.p, ls: s.ls, ln: s.ln, pool: s.pool, client: s.client, up: s.up, srv: s.srv, upOpen: true}
 	t.w.of = t
 	s.upgraded(t)
 	s.timer.Stop()
@@ -1840,13 +1848,10 @@ func (s *hsession) tunnel(b engine.Buffer, off int) {
 		s.ls.stats(s.pool, s.srv).bytesOut.addInt(n)
 		s.up.WriteBufferFrom(s.pend, s.poff)
 	}
-	if s.eof {
-		s.up.CloseWrite()
-	}
 	if s.upBP {
 		s.up.ResumeRead()
 	}
-	if !s.reading && !s.eof {
+	if !s.reading {
 		s.client.ResumeRead()
 	}
 }
