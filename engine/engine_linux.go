@@ -72,7 +72,7 @@ func New(cfg *Config, h Handler) (*Engine, error) {
 			e.closeWakeFds()
 			return nil, os.NewSyscallError("eventfd", err)
 		}
-		l := &Loop{e: e, id: i, cpu: cpu, h: h, hwm: c.WriteHighWater, readPast: c.ReadPastHighWater, wakeFd: fd}
+		l := &Loop{e: e, id: i, cpu: cpu, h: h, hwm: c.WriteHighWater, readPast: c.ReadPastHighWater, wakeFd: fd, left: make(chan struct{})}
 		l.setTimeouts(c.WriteTimeout, c.CloseTimeout)
 		l.ringFd.Store(-1)
 		l.be = newBackend(e.backend, &e.cfg)
@@ -95,6 +95,7 @@ func (l *Loop) closeWakeFd() {
 	if l.wakeFd >= 0 {
 		unix.Close(l.wakeFd)
 		l.wakeFd = -1
+		close(l.left)
 	}
 	l.posted, l.spare = nil, nil
 	l.mu.Unlock()

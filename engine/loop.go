@@ -97,6 +97,9 @@ type Loop struct {
 	ringLimit, ringHeld, ringShare int
 	wakeFd                         int // eventfd, -1 once closed; guarded by mu outside the loop
 
+	// left is closed with wakeFd (closeWakeFd): see Left.
+	left chan struct{}
+
 	// Post queue: producers append under mu; the loop swaps it out.
 	mu          sync.Mutex
 	posted      []func()
@@ -213,6 +216,13 @@ func (l *Loop) Stats() Stats { return l.st.snapshot() }
 // was shut down without running) f can never run and is dropped. Any
 // goroutine; f must not block.
 func (l *Loop) Post(f func()) { l.post(f) }
+
+// Left returns a channel closed once the loop has exited (the engine
+// stopped, or the loop left early, its kernel queue failed, the others
+// serving on) or will never run: from then on no posted function runs,
+// those queued before included. A caller that waits for a posted
+// function waits for this too. Any goroutine.
+func (l *Loop) Left() <-chan struct{} { return l.left }
 
 // post is Post, reporting whether f was queued: false once the loop has
 // exited. Any goroutine.
