@@ -255,13 +255,20 @@ func (a *accessLog) closeFull() { a.fullOnce.Do(func() { close(a.full) }) }
 
 // retire marks the log as no listener in force's, and has each loop end
 // its part where no client or stream of the loop may write to it
-// (endIfUnused; else at the last one's end: moveLog). Reload's
-// goroutine, once every loop applied the generation without it (no
+// (endIfUnused; else at the last one's end: moveLog). A loop that left
+// early (its kernel queue failed) has its part ended here: its clients
+// were closed as it left, and it runs nothing more. Reload's goroutine,
+// p.mu held, once every loop applied the generation without it (no
 // client accepted from then on takes it).
 func (a *accessLog) retire(loops []*engine.Loop) {
 	a.retired.Store(true)
 	for k, el := range loops {
-		el.Post(a.loops[k].endIfUnused)
+		select {
+		case <-el.Left():
+			a.loops[k].end()
+		default:
+			el.Post(a.loops[k].endIfUnused)
+		}
 	}
 }
 
@@ -308,11 +315,17 @@ func (b *logBuf) endIfUnused() {
 	if b.ended || b.users > 0 || !b.a.retired.Load() {
 		return
 	}
-	b.ended = true
 	if b.armed {
 		b.armed = false
 		b.timer.Stop()
 	}
+	b.end()
+}
+
+// end hands b's lines left over to the writer for good, the last loop to
+// do so closing its channel. Loop goroutine, or any once the loop left.
+func (b *logBuf) end() {
+	b.ended = true
 	b.handoff()
 	if int(b.a.ended.Add(1)) == len(b.a.loops) {
 		b.a.closeFull()

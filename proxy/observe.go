@@ -142,19 +142,18 @@ func (p *Proxy) retireLogs(g *generation) {
 		}
 		return !held[a]
 	})
-	running := p.running
-	if running {
+	if p.running {
 		p.retiredLogs = slices.DeleteFunc(p.retiredLogs, (*accessLog).written)
 		p.retiredLogs = append(p.retiredLogs, gone...)
 	}
-	p.mu.Unlock()
 	for _, a := range gone {
-		if running {
-			a.retire(p.e.Loops())
+		if p.running {
+			a.retire(p.e.Loops()) // (under p.mu: Run's stop, which takes it, comes after)
 		} else {
 			a.stop(false)
 		}
 	}
+	p.mu.Unlock()
 }
 
 // ReopenLogs opens the access log files again, by their paths, and

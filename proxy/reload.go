@@ -219,8 +219,10 @@ type keptUpTLS struct {
 //     new one), or when Run returns. A log is opened once per listener
 //     name and path while a listener has it.
 //
-// Reload returns once every loop has applied cfg and the health checkers
-// it stopped have ended, which they do at once: a check in progress is
+// Reload returns once every loop has applied cfg (but a loop that left
+// early, its kernel queue failed, the others serving on: it serves no
+// client any more, and the listeners' sockets cfg opens have none for it)
+// and the health checkers it stopped have ended, which they do at once: a check in progress is
 // cut short (the checker's context is canceled; a check must end on it)
 // and counts for nothing, so Reload does not wait out health.timeout.
 //
@@ -637,7 +639,7 @@ func (g *generation) abandon(p *Proxy) {
 
 // commit puts g in force: the fields the readers off the loops see, every
 // loop's state (directly before Run, else posted to each loop, waiting for
-// all), the sockets g does not keep closed, the servers' health states and
+// all but those that left), the sockets g does not keep closed, the servers' health states and
 // the health checkers. Reload's goroutine, rs.mu held (or New's).
 func (p *Proxy) commit(g *generation) error {
 	p.mu.Lock()
@@ -677,17 +679,26 @@ func (p *Proxy) commit(g *generation) error {
 	}
 	p.mu.Unlock()
 	if running {
-		done := make(chan struct{}, len(p.loops))
+		// A loop that left early (its kernel queue failed, the engine
+		// serving on with the others) runs nothing posted to it, and
+		// is not waited for: it serves no client any more (its
+		// connections were reset and its listener sockets closed as it
+		// left, and the engine gives the sockets g opened none for
+		// it), so that the clients its CPU receives go to the other
+		// loops, under g.
+		done := make([]chan struct{}, len(p.loops))
 		for k, el := range p.e.Loops() {
-			ls := p.loops[k]
+			ls, d := p.loops[k], make(chan struct{})
+			done[k] = d
 			el.Post(func() {
 				ls.apply(k, g)
-				done <- struct{}{}
+				close(d)
 			})
 		}
-		for range p.loops {
+		for k, el := range p.e.Loops() {
 			select {
-			case <-done:
+			case <-done[k]:
+			case <-el.Left():
 			case <-p.stopc:
 				p.forgetOpened(g)
 				return ErrStopped
