@@ -132,13 +132,23 @@ func mustDial(t testing.TB, network, address string) net.Conn {
 	return c
 }
 
-// newEngine is New, failing the test on its error.
+// newEngine is New, failing the test on its error. At the end of the test
+// (its engines stopped by then) it fails the test if a ring's Close left
+// receive buffers mapped that the test did not account for in
+// ringLeftMappings: TestMain would count them as a leak, without saying
+// which test left them.
 func newEngine(t testing.TB, cfg *Config, h Handler) *Engine {
 	t.Helper()
 	e, err := New(cfg, h)
 	if err != nil {
 		t.Fatal(err)
 	}
+	recvLeft, accounted := uring.LeftMappedBytes(), ringLeftMappings.Load()
+	t.Cleanup(func() {
+		if n := uring.LeftMappedBytes() - recvLeft; n > 0 && ringLeftMappings.Load() == accounted {
+			t.Errorf("a ring's Close left %d bytes of receive buffers mapped (it could not confirm that the ring's requests had ended), which the test did not account for", n)
+		}
+	})
 	return e
 }
 

@@ -144,6 +144,23 @@ func TestUnchanged(t *testing.T) {
 	}
 }
 
+// TestExplainedSaysWhatTheSuiteKnows: a failed check carries the
+// explanation, and explain is not asked while the check passes.
+func TestExplainedSaysWhatTheSuiteKnows(t *testing.T) {
+	n, asked := 3, 0
+	c := Explained(Unchanged("things", func() int { return n }), func() string {
+		asked++
+		return "one of them a widget"
+	})
+	if err := c(); err != nil || asked != 0 {
+		t.Fatalf("unchanged: err %v, explain asked %d times; want nil and none", err, asked)
+	}
+	n = 4
+	if err := c(); err == nil || err.Error() != "things: 3 before the tests, 4 after (one of them a widget)" {
+		t.Fatalf("a changed counter was reported as %v", err)
+	}
+}
+
 // TestLeaksSeesAProcFd: an fd left open on a /proc file (a /proc/stat or
 // /proc/self/task reader that forgot to close) was not reported, since
 // every target under /proc/ was skipped.
