@@ -112,6 +112,9 @@ func TestTLSMaxHandshakes(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitFor(t, "the handshake's end", func() bool { hs, _ := in(); return hs == n-1 })
+			// The count falls before the loop opens the connection (a
+			// post, run late when the loop's CPU is busy).
+			waitFor(t, "OnOpen", func() bool { return h.opens.Load() == 1 })
 			next := mustDial(t, "tcp", addr)
 			waitFor(t, "the next client admitted", func() bool { hs, _ := in(); return hs == n })
 			if !waiting(next) {
