@@ -277,7 +277,15 @@ func TestRingCloseFailuresSaidEach(t *testing.T) {
 	first := <-got
 	real := closeRing
 	closeRing = func(r *uring.Ring) error {
-		if err := real(r); err != nil {
+		if err := real(r); errors.Is(err, uring.ErrCancelUnconfirmed) {
+			// The kernel did not confirm in time that the ring's
+			// requests had ended, as on a loaded host it may not: the
+			// Close left the ring's receive buffers mapped for good,
+			// which TestMain is not to count. The failure the test
+			// gives the loop stands: no request reads a send slab here
+			// (no connection), so the slab may go.
+			ringLeftMappings.Add(1)
+		} else if err != nil {
 			return err
 		}
 		if r == first.r {
