@@ -237,8 +237,16 @@ func TestTLSHandshakeFailures(t *testing.T) {
 	for _, b := range testBackends {
 		t.Run(string(b), func(t *testing.T) {
 			h := &tlsFailHandler{errs: make(chan error, 16)}
-			lc := &ListenConfig{TLS: serverTLS(), HandshakeTimeout: time.Second}
+			// A minute for handshakes but the stalled one, which waits
+			// out its second on a listener of its own: on a loaded host a
+			// handshake under -race took over a second, and a timeout
+			// ended it before the client's alert came.
+			lc := &ListenConfig{TLS: serverTLS(), HandshakeTimeout: time.Minute}
 			e, addr := startTLSEngine(t, testConfig(b), h, lc)
+			stalledLn, err := e.Listen("tcp", "127.0.0.1:0", &ListenConfig{TLS: serverTLS(), HandshakeTimeout: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
 
 			t.Run("plaintext", func(t *testing.T) {
 				c := mustDial(t, "tcp", addr)
@@ -267,7 +275,7 @@ func TestTLSHandshakeFailures(t *testing.T) {
 				}
 			})
 			t.Run("stalled", func(t *testing.T) {
-				c := mustDial(t, "tcp", addr)
+				c := mustDial(t, "tcp", stalledLn.Addr().String())
 				c.Write([]byte{0x16, 0x03, 0x01, 0x00, 0x80}) // a record header, no body
 				err := <-h.errs
 				if !errors.Is(err, os.ErrDeadlineExceeded) {
