@@ -16,7 +16,8 @@ import (
 // that the engines the tests ran left no fds, goroutines or mappings (the
 // engine's and every internal/sys.MapAnon one: slabs and buffer rings)
 // behind, but for the receive rings a ring's unconfirmed Close left mapped
-// on purpose (ringLeftMappings). A child of TestLoopOffMainThread runs
+// on purpose (ringLeftMappings), saying what it knows of those left
+// (leftMapped). A child of TestLoopOffMainThread runs
 // mainThreadChild instead; a child of TestListenWildcardWithoutIPv6 is
 // denied IPv6 sockets first, before package net probes what the kernel has
 // (leakcheck.Run listens).
@@ -42,17 +43,18 @@ func TestMain(m *testing.M) {
 			unix.Setrlimit(unix.RLIMIT_NOFILE, &want)
 		}
 	}
+	engine := leakcheck.Unchanged("engine mappings", func() int { return int(liveMappings.Load()) })
 	offHeap := leakcheck.Unchanged("off-heap mappings", func() int { return sys.LiveMappings() - int(ringLeftMappings.Load()) })
-	os.Exit(leakcheck.Run(m,
-		leakcheck.Unchanged("engine mappings", func() int { return int(liveMappings.Load()) }),
-		leakcheck.Explained(offHeap, leftMapped())))
+	left := leftMapped()
+	os.Exit(leakcheck.Run(m, leakcheck.Explained(engine, left), leakcheck.Explained(offHeap, left)))
 }
 
-// leftMapped returns, for the leak check of off-heap mappings, what the
-// counts of memory left mapped on purpose say of the mappings left: a
-// receive ring that a ring's Close left (uring.LeftMappedBytes grew) which
-// no test accounted for in ringLeftMappings, or a mapping that no Close
-// left, which code or a test forgot to unmap.
+// leftMapped returns, for the leak checks of mappings, what the counts of
+// memory left mapped on purpose say of the mappings left: a send slab or a
+// receive ring that a loop whose ring's Close could not confirm its
+// requests ended left (LeftMappedBytes, uring.LeftMappedBytes grew) and
+// that no test accounted for, or, where neither grew, a mapping that code
+// or a test forgot to unmap.
 func leftMapped() func() string {
 	recvBefore, slabBefore := uring.LeftMappedBytes(), LeftMappedBytes()
 	return func() string {
