@@ -181,25 +181,7 @@ func TestWarningsSaidPerEngine(t *testing.T) {
 // -race, where sync.Pool drops a quarter of what is put in it, and fmt's
 // printers with it).
 func TestNAPIWarningCostsNothing(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	f, err := c.(*net.TCPConn).File()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	fd := int(f.Fd())
-	if _, err := napiID(fd); err == nil {
-		t.Skip("loopback sockets have a NAPI id here")
-	}
+	fd := loopbackFdWithoutNAPI(t)
 	l := &Loop{e: &Engine{cfg: Config{Logf: func(string, ...any) {}}, backend: BackendURingNAPI}, backend: BackendURingNAPI}
 	conn := &Conn{fd: fd}
 	l.napiSocket(conn) // says it
@@ -311,29 +293,37 @@ func TestRingCloseFailuresSaidEach(t *testing.T) {
 // sockets without a NAPI id named the engine's backend, uring-napi, as the
 // one whose busy polling does nothing; it must name the loop's.
 func TestNAPIWarningNamesLoopBackend(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	f, err := c.(*net.TCPConn).File()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	fd := int(f.Fd())
-	if _, err := napiID(fd); err == nil {
-		t.Skip("loopback sockets have a NAPI id here")
-	}
+	fd := loopbackFdWithoutNAPI(t)
 	var logs logLines
 	l := &Loop{e: &Engine{cfg: Config{Logf: logs.logf}, backend: BackendURingNAPI}, backend: BackendEpollBusyPoll}
 	l.napiSocket(&Conn{fd: fd})
 	if n := logs.count("; epoll-busypoll busy polling does nothing for them"); n != 1 {
 		t.Errorf("the warning does not name the loop's backend, epoll-busypoll: %q", logs.all())
 	}
+}
+
+// loopbackFdWithoutNAPI returns the fd of a loopback TCP connection, open
+// until t ends, and skips t where loopback sockets have a NAPI id.
+func loopbackFdWithoutNAPI(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	f, err := c.(*net.TCPConn).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	fd := int(f.Fd())
+	if _, err := napiID(fd); err == nil {
+		t.Skip("loopback sockets have a NAPI id here")
+	}
+	return fd
 }
