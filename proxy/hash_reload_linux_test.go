@@ -97,7 +97,15 @@ func rekeysWaiter(t *testing.T, b engine.Backend, client, change string) {
 	if g := want.got(); len(g) != 2 || g[1] != "/waits" {
 		t.Errorf("the waiter went to the server its key does not have (%s got %q, %s got %q)", want.addr, g, other.addr, other.got())
 	}
-	for _, cs := range []*capServer{y, z} {
+	releaseWaiters(t, []*capServer{y, z}, held, h2done)
+}
+
+// releaseWaiters lets the requests the servers hold answer, and checks
+// that each held client (HTTP/1.1 connections, and the HTTP/2 stream that
+// waited where h2done is not nil) got 200.
+func releaseWaiters(t *testing.T, servers []*capServer, held []net.Conn, h2done <-chan string) {
+	t.Helper()
+	for _, cs := range servers {
 		for range cs.got() {
 			cs.hold <- struct{}{}
 		}

@@ -81,19 +81,5 @@ func rekeysForwarded(t *testing.T, b engine.Backend, client, change string) {
 	if g := want.got(); len(g) != 2 || g[1] != "/waits" {
 		t.Errorf("the waiter went to the server its forwarded client's key does not have (%s got %q, %s got %q)", want.addr, g, other.addr, other.got())
 	}
-	for _, cs := range []*capServer{y, z} {
-		for range cs.got() {
-			cs.hold <- struct{}{}
-		}
-	}
-	for _, c := range held {
-		if st, _ := status(t, c); st != 200 {
-			t.Errorf("status %d", st)
-		}
-	}
-	if h2done != nil {
-		if got := <-h2done; got != "200 /waits" {
-			t.Errorf("the waiting stream: %s", got)
-		}
-	}
+	releaseWaiters(t, []*capServer{y, z}, held, h2done)
 }
