@@ -1017,15 +1017,26 @@ func (ps *Prefixes) UnmarshalYAML(n *yaml.Node) error {
 
 // UnmarshalYAML takes a Go duration string. Any goroutine.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: want a duration such as \"5s\"", n.Line)
-	}
-	v, err := time.ParseDuration(n.Value)
-	if err != nil {
-		return fmt.Errorf("line %d: %q is not a duration such as \"5s\" or \"250ms\"", n.Line, n.Value)
+	v, why := durationOf(n)
+	if why != "" {
+		return fmt.Errorf("line %d: %s", n.Line, why)
 	}
 	*d = Duration(v)
 	return nil
+}
+
+// durationOf returns the duration node n holds, or why it holds none
+// (for an error that names n's line, and where scalars checks it, its
+// field).
+func durationOf(n *yaml.Node) (time.Duration, string) {
+	if n.Kind != yaml.ScalarNode {
+		return 0, "want a duration such as \"5s\""
+	}
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return 0, fmt.Sprintf("%q is not a duration such as \"5s\" or \"250ms\"", n.Value)
+	}
+	return v, ""
 }
 
 // MarshalYAML writes d as a Go duration string. Any goroutine.
@@ -1127,11 +1138,8 @@ func scalars(n *yaml.Node, t reflect.Type, key string) error {
 		return nil
 	}
 	if t == reflect.TypeFor[Duration]() {
-		if n.Kind != yaml.ScalarNode {
-			return fmt.Errorf("line %d: %s: want a duration such as \"5s\"", n.Line, key)
-		}
-		if _, err := time.ParseDuration(n.Value); err != nil {
-			return fmt.Errorf("line %d: %s: %q is not a duration such as \"5s\" or \"250ms\"", n.Line, key, n.Value)
+		if _, why := durationOf(n); why != "" {
+			return fmt.Errorf("line %d: %s: %s", n.Line, key, why)
 		}
 		return nil
 	}
