@@ -689,10 +689,11 @@ func (c *conn) windowUpdate(f *Frame) *Error {
 	return nil
 }
 
-// wakeStream calls OnWritable for st, after its WINDOW_UPDATE, if it is
-// blocked and has send window again. The frame's stream is at hand
-// (find): walking every stream open for it, as wake does, made each
-// such frame cost in proportion to the streams open.
+// wakeStream calls OnWritable for st if it is blocked and has send window
+// again (due): after its WINDOW_UPDATE, whose stream is at hand (find:
+// walking every stream open for it, as wake does, made each such frame
+// cost in proportion to the streams open), and for each stream wake
+// walks.
 func (c *conn) wakeStream(st *stream) {
 	if st.due(c) {
 		st.blocked = false
@@ -706,10 +707,8 @@ func (c *conn) wakeStream(st *stream) {
 func (c *conn) wake() {
 	c.waking = true
 	for i := 0; i < len(c.streams); i++ {
-		st := &c.streams[i]
-		if st.id != 0 && st.due(c) {
-			st.blocked = false
-			c.ev.writable(st.id)
+		if st := &c.streams[i]; st.id != 0 {
+			c.wakeStream(st)
 		}
 	}
 	c.waking = false
