@@ -1,6 +1,10 @@
 package engine
 
-import "os"
+import (
+	"fmt"
+	"math"
+	"os"
+)
 
 // The uring backends' ring sizes (uringBackend.init), which LockedMemory
 // counts.
@@ -32,7 +36,9 @@ const probeRingsLocked = 3 * 2 * 4096
 //
 // The limit is the process's, and the count the user's: every process of
 // the user that runs io_uring without CAP_IPC_LOCK takes from the same
-// count. An error is a Config New would refuse. Any goroutine.
+// count. An error is a Config New would refuse, or more loops than a
+// uint64 counts the bytes of (some 8.7×10^13 default loops, where an
+// engine runs one loop a CPU). Any goroutine.
 func LockedMemory(cfg *Config, loops int) (uint64, error) {
 	c, err := cfg.withDefaults()
 	if err != nil || !c.Backend.isURing() || loops <= 0 {
@@ -43,6 +49,10 @@ func LockedMemory(cfg *Config, loops int) (uint64, error) {
 	perLoop := align(uringCQEntries*16+uringSQEntries*4+page) + align(uringSQEntries*64) + align(uint64(c.ReadBuffers)*16)
 	if c.SendZCThreshold > 0 {
 		perLoop += align(uint64(max(regionSize/c.ReadBufferSize, 1) * c.ReadBufferSize))
+	}
+	// Past 2^64 the product would wrap around to a figure far too small.
+	if uint64(loops) > (math.MaxUint64-probeRingsLocked)/perLoop {
+		return 0, fmt.Errorf("engine: %d loops of %d bytes each take more locked memory than 64 bits count", loops, perLoop)
 	}
 	return uint64(loops)*perLoop + probeRingsLocked, nil
 }

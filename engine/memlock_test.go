@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"os"
 	"testing"
 )
@@ -43,5 +44,25 @@ func TestLockedMemory(t *testing.T) {
 	}
 	if _, err := LockedMemory(&Config{ReadBuffers: -1}, 1); err == nil {
 		t.Error("LockedMemory of ReadBuffers -1: no error")
+	}
+}
+
+// TestLockedMemoryPastUint64Refused: loops whose bytes a uint64 cannot
+// hold (232 KiB a default loop wraps past 2^64 at 86,607,685,141,741
+// loops) came back as the remainder of the wrapped product, with no
+// error, and doctor printed it as the need; they are an error. The most
+// that fit still count exactly.
+func TestLockedMemoryPastUint64Refused(t *testing.T) {
+	if os.Getpagesize() != 4096 {
+		t.Skipf("the figures are for 4 KiB pages, not %d", os.Getpagesize())
+	}
+	const most = 86607685141740 // (2^64 - 1 - 24 KiB) / 208 KiB
+	if got, err := LockedMemory(nil, most); err != nil || got != most*208<<10+24<<10 {
+		t.Errorf("LockedMemory(nil, %d) = %d, %v; want %d", most, got, err, uint64(most*208<<10+24<<10))
+	}
+	for _, loops := range []int{most + 1, 1e14, math.MaxInt} {
+		if got, err := LockedMemory(nil, loops); err == nil {
+			t.Errorf("LockedMemory(nil, %d) = %d, no error", loops, got)
+		}
 	}
 }

@@ -74,7 +74,8 @@ func (o Options) withDefaults(h *topo.Host) Options {
 		if loops == 0 {
 			loops = h.Online.Len()
 		}
-		// A nil Config is valid: no error.
+		// A nil Config is valid, and a CPU count of loops far below the
+		// most LockedMemory counts: no error.
 		o.LockedBytes, _ = engine.LockedMemory(nil, max(loops, 1))
 		o.lockedLoops = max(loops, 1)
 	}

@@ -78,17 +78,28 @@ func doctor(ctx context.Context, args []string, w io.Writer) error {
 	}
 	need := lockedNeed{loops: *loops}
 	cfg := &engine.Config{ReadBuffers: *readBuffers}
-	var err error
 	// LockedMemory's only errors are a Config that New refuses on any host
-	// (of this one, --read-buffers above the engine's largest): a usage
-	// error. It reads nothing of the host but its page size.
-	if need.rings, err = engine.LockedMemory(cfg, *loops); err != nil {
-		return usageError{err: fmt.Errorf("--read-buffers: %w", err)}
+	// (of this one, --read-buffers above the engine's largest), and more
+	// loops than its uint64 counts the bytes of (no host has that many
+	// CPUs): usage errors. It reads nothing of the host but its page size.
+	locked := func() (uint64, error) {
+		if _, err := engine.LockedMemory(cfg, 1); err != nil {
+			return 0, usageError{err: fmt.Errorf("--read-buffers: %w", err)}
+		}
+		n, err := engine.LockedMemory(cfg, *loops)
+		if err != nil {
+			return 0, usageError{err: fmt.Errorf("--loops: %w", err)}
+		}
+		return n, nil
+	}
+	var err error
+	if need.rings, err = locked(); err != nil {
+		return err
 	}
 	need.all = need.rings
 	if *sendZC {
 		cfg.SendZCThreshold = 1
-		if need.all, err = engine.LockedMemory(cfg, *loops); err != nil {
+		if need.all, err = locked(); err != nil {
 			return err
 		}
 	}

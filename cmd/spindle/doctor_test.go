@@ -60,3 +60,23 @@ func TestDoctorReadBuffersAboveTheEngineMaxIsAUsageError(t *testing.T) {
 		t.Errorf("doctor --read-buffers 32769: %v, want a usage error naming --read-buffers", err)
 	}
 }
+
+// TestDoctorLoopsPastTheLockedMemoryCountIsAUsageError: a --loops whose
+// locked memory a uint64 cannot count (about 10^14 loops) wrapped around
+// in engine.LockedMemory, and doctor judged the limit against the small
+// remainder, printing it as the need. No host has that many CPUs: it is
+// a usage error (exit 2) naming --loops, with --send-zc too, whose loops
+// are larger and wrap sooner.
+func TestDoctorLoopsPastTheLockedMemoryCountIsAUsageError(t *testing.T) {
+	for _, args := range [][]string{
+		{"--loops", "100000000000000"},
+		{"--loops", "9223372036854775807"},
+		{"--loops", "10000000000000", "--send-zc"},
+	} {
+		err := doctor(context.Background(), args, io.Discard)
+		var ue usageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--loops") {
+			t.Errorf("doctor %v: %v, want a usage error naming --loops", args, err)
+		}
+	}
+}
