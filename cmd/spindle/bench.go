@@ -320,8 +320,11 @@ func runBenchSweep(ctx context.Context, args []string) error {
 	f.register(fs)
 	loops := fs.String("loops-list", "", "server loop counts (default 1,2 on two or more CPUs, 1 with one CPU in --server-cpus)")
 	compute := fs.String("compute-list", "0,10,50", "per-request compute µs values (as --compute-us: spun on the wall clock)")
-	fs.Lookup("loops").Usage = "not for a sweep: give --loops-list"
-	fs.Lookup("compute-us").Usage = "not for a sweep: give --compute-list"
+	fs.Lookup("loops").Usage = "not for a sweep: give --loops-list (the sweep measures each of its loop counts)"
+	fs.Lookup("compute-us").Usage = "not for a sweep: give --compute-list (the sweep measures each of its values)"
+	// A sweep refuses them: bench's default (--loops 1) is not the
+	// sweep's, and its usage prints none.
+	fs.Lookup("loops").DefValue = "0"
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

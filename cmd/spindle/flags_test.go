@@ -328,3 +328,27 @@ func TestHelpSaysEachDefaultOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchSweepHelpPrintsNoDefaultForRefusedFlags: bench sweep refuses
+// --loops and --compute-us (its grid's axes are --loops-list and
+// --compute-list), but its usage printed bench's "(default 1)" after
+// --loops, a value the sweep never runs with. Each of the two now says
+// what the sweep does instead, and prints no default.
+func TestBenchSweepHelpPrintsNoDefaultForRefusedFlags(t *testing.T) {
+	out, err := spindleCmd("bench", "sweep", "-h").CombinedOutput()
+	if err != nil {
+		t.Fatalf("spindle bench sweep -h: %v\n%s", err, out)
+	}
+	lines := strings.Split(string(out), "\n")
+	for name, list := range map[string]string{"loops": "--loops-list", "compute-us": "--compute-list"} {
+		i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "  -"+name+" ") })
+		if i < 0 || i+1 >= len(lines) {
+			t.Errorf("bench sweep -h has no --%s:\n%s", name, out)
+			continue
+		}
+		help := strings.TrimSpace(lines[i+1])
+		if strings.Contains(help, "(default") || !strings.Contains(help, "not for a sweep: give "+list+" (the sweep measures each") {
+			t.Errorf("bench sweep -h: --%s: %q, want what the sweep does instead (%s), and no default", name, help, list)
+		}
+	}
+}
