@@ -813,11 +813,21 @@ func (r *runner) splitBudget() error {
 	r.report.Config.Smoke = smokeBudget(r.cfg.Duration, r.total, r.warmup, r.window)
 	if s := r.report.Config.Smoke; s != nil {
 		r.report.Notes = append(r.report.Notes, s.String())
-		fmt.Fprintf(r.cfg.Progress, "spindle bench: %v\n", s)
+		fmt.Fprintf(r.cfg.Progress, "%s: %v\n", r.command(), s)
 	}
-	fmt.Fprintf(r.cfg.Progress, "spindle bench: %d measurements on %s, each %v warm-up + %v measured; server CPUs %v, client CPUs %v\n",
-		r.total, r.topo.Name(), r.warmup, r.window, r.cfg.ServerCPUs, r.cfg.ClientCPUs)
+	fmt.Fprintf(r.cfg.Progress, "%s: %d measurements on %s, each %v warm-up + %v measured; server CPUs %v, client CPUs %v\n",
+		r.command(), r.total, r.topo.Name(), r.warmup, r.window, r.cfg.ServerCPUs, r.cfg.ClientCPUs)
 	return nil
+}
+
+// command is the spindle command that makes the run, which its progress
+// lines name as bench proxy's and bench http2's name theirs: "spindle
+// bench sweep" for Sweep's, "spindle bench" for Run's.
+func (r *runner) command() string {
+	if r.report.Kind == "sweep" {
+		return "spindle bench sweep"
+	}
+	return "spindle bench"
 }
 
 func (r *runner) finish() {

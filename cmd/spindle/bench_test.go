@@ -769,7 +769,8 @@ func TestBenchRefusesWarmupAndWindowOverTheBudget(t *testing.T) {
 // on stderr before they measure, with the number of measurements and the
 // time they take, and in the report (config.smoke and a note); the run
 // finishes with exit status 0, as CI's smoke runs need. A duration long
-// enough for the measurements says nothing of it.
+// enough for the measurements says nothing of it. The line names the
+// command that says it (bench sweep's said "spindle bench:").
 func TestBenchSaysWhenTheDurationIsTooShort(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("bench is Linux only")
@@ -817,6 +818,11 @@ func TestBenchSaysWhenTheDurationIsTooShort(t *testing.T) {
 					t.Errorf("said a smoke run (config.smoke %+v) for a duration long enough:\n%s", rep.Config.Smoke, stderr.String())
 				}
 				return
+			}
+			// The command is the words before the first flag.
+			prefix := "spindle " + strings.Join(c.args[:slices.IndexFunc(c.args, func(a string) bool { return strings.HasPrefix(a, "-") })], " ") + ": "
+			if begins := stderr.String()[strings.LastIndex(stderr.String()[:max(said, 0)], "\n")+1 : max(said, 0)]; begins != prefix {
+				t.Errorf("the smoke line begins %q, want %q:\n%s", begins, prefix, stderr.String())
 			}
 			want := fmt.Sprintf("smoke run: a duration of 500ms is too short for %d measurements, each of which takes at least 150ms (warm-up and window), so they take about %v, not 500ms", c.smoke, time.Duration(c.smoke)*150*time.Millisecond)
 			first := strings.Index(stderr.String(), "\n[")
