@@ -162,10 +162,11 @@ type ProxyConfig struct {
 	// UpstreamCPUs pins the upstream server. Default: ClientCPUs.
 	UpstreamCPUs []int
 	// UpstreamArm is the `spindle bench server` arm serving as the
-	// upstream; with ProxyProtocolHTTP and ProxyProtocolH2 one that
-	// answers HTTP/1.1 (go-net, epoll, uring). Default "epoll". With
-	// ProxyProtocolH2H2 it is one of HTTP2Arms, the h2c servers of
-	// `spindle bench http2`; default DefaultProxyH2UpstreamArm.
+	// upstream, one of ProxyUpstreamArms: any this binary serves itself
+	// (every engine backend's, uring-batch and go-net), each answering
+	// the RPC echo and HTTP/1.1. Default "epoll". With ProxyProtocolH2H2
+	// it is one of HTTP2Arms, the h2c servers of `spindle bench http2`;
+	// default DefaultProxyH2UpstreamArm.
 	UpstreamArm string
 	// UpstreamCommand starts the upstream server; the harness appends the
 	// server flags (-arm, -listen, -cpus, -control). Default: this
@@ -209,18 +210,15 @@ func CheckProxyArms(arms []string) error {
 	return err
 }
 
-// CheckProxyUpstreamArm returns nil when arm (ProxyConfig.UpstreamArm) can
-// serve as the upstream of protocol (a ProxyProtocols value): with
-// ProxyProtocolH2H2 one of HTTP2Arms, else a `spindle bench server` arm
-// that this binary serves itself (not a peers binary's arm, nor a program
-// of its own such as c-liburing, which the upstream's command cannot
-// start).
-func CheckProxyUpstreamArm(protocol, arm string) error {
+// ProxyUpstreamArms returns the arms that can serve as the upstream of
+// protocol (a ProxyProtocols value), in their order: with
+// ProxyProtocolH2H2 HTTP2Arms, else the `spindle bench server` arms that
+// this binary serves itself (not a peers binary's arm, nor a program of
+// its own such as c-liburing, which the upstream's command cannot start),
+// each of which answers both the RPC echo and HTTP/1.1. Any goroutine.
+func ProxyUpstreamArms(protocol string) []string {
 	if protocol == ProxyProtocolH2H2 {
-		if !slices.Contains(HTTP2Arms, arm) {
-			return fmt.Errorf("bench: upstream arm %q: with the h2h2 protocol one of bench http2's (%s)", arm, HTTP2ArmsFlag())
-		}
-		return nil
+		return slices.Clone(HTTP2Arms)
 	}
 	var served []string
 	for _, a := range Arms() {
@@ -228,10 +226,20 @@ func CheckProxyUpstreamArm(protocol, arm string) error {
 			served = append(served, a.Name)
 		}
 	}
-	if !slices.Contains(served, arm) {
-		return fmt.Errorf("bench: upstream arm %q: with the %s protocol one of the bench server arms this binary serves (%s)", arm, protocol, strings.Join(served, ", "))
+	return served
+}
+
+// CheckProxyUpstreamArm returns nil when arm (ProxyConfig.UpstreamArm) is
+// one of ProxyUpstreamArms(protocol).
+func CheckProxyUpstreamArm(protocol, arm string) error {
+	arms := ProxyUpstreamArms(protocol)
+	if slices.Contains(arms, arm) {
+		return nil
 	}
-	return nil
+	if protocol == ProxyProtocolH2H2 {
+		return fmt.Errorf("bench: upstream arm %q: with the h2h2 protocol one of bench http2's (%s)", arm, HTTP2ArmsFlag())
+	}
+	return fmt.Errorf("bench: upstream arm %q: with the %s protocol one of the bench server arms this binary serves (%s)", arm, protocol, strings.Join(arms, ", "))
 }
 
 // ProxyReport is the result of `spindle bench proxy`: its Schema is

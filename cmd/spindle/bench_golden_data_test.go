@@ -221,7 +221,7 @@ The TLS handshake measurement (4 arms × 3 reps: 7.5 s each):
   -tls-resume
     	--tls-handshakes with session resumption: the client offers the last ticket it was sent on every connection; the run fails where more than one connection a slot made a full handshake
   -upstream-arm string
-    	the upstream echo server's arm, of bench server's (default epoll; with --protocol http or h2 one that answers HTTP/1.1: go-net, epoll, uring); with --protocol h2h2 the upstream h2c server's arm, of bench http2's: spindle-uring,spindle-epoll,go-net-http,nginx (default spindle-uring)
+    	the upstream server's arm: with --protocol tcp, http or h2 one of bench server's, each answering the RPC echo and HTTP/1.1: go-net, epoll, epoll-busypoll, uring, uring-sqpoll, uring-napi, uring-batch (default epoll); with --protocol h2h2 one of bench http2's h2c servers: spindle-uring, spindle-epoll, go-net-http, nginx (default spindle-uring)
   -upstream-cpus string
     	CPUs the upstream server is pinned to (default: the client CPUs)
 $ spindle bench proxy extra
@@ -273,7 +273,7 @@ The TLS handshake measurement (4 arms × 3 reps: 7.5 s each):
   -tls-resume
     	--tls-handshakes with session resumption: the client offers the last ticket it was sent on every connection; the run fails where more than one connection a slot made a full handshake
   -upstream-arm string
-    	the upstream echo server's arm, of bench server's (default epoll; with --protocol http or h2 one that answers HTTP/1.1: go-net, epoll, uring); with --protocol h2h2 the upstream h2c server's arm, of bench http2's: spindle-uring,spindle-epoll,go-net-http,nginx (default spindle-uring)
+    	the upstream server's arm: with --protocol tcp, http or h2 one of bench server's, each answering the RPC echo and HTTP/1.1: go-net, epoll, epoll-busypoll, uring, uring-sqpoll, uring-napi, uring-batch (default epoll); with --protocol h2h2 one of bench http2's h2c servers: spindle-uring, spindle-epoll, go-net-http, nginx (default spindle-uring)
   -upstream-cpus string
     	CPUs the upstream server is pinned to (default: the client CPUs)
 spindle bench proxy: unexpected argument "extra": this command takes only flags

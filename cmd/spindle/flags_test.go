@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"os/exec"
 	"regexp"
@@ -350,5 +351,74 @@ func TestBenchSweepHelpPrintsNoDefaultForRefusedFlags(t *testing.T) {
 		if strings.Contains(help, "(default") || !strings.Contains(help, "not for a sweep: give "+list+" (the sweep measures each") {
 			t.Errorf("bench sweep -h: --%s: %q, want what the sweep does instead (%s), and no default", name, help, list)
 		}
+	}
+}
+
+// TestBenchProxyUpstreamArmHelpNamesTheArmsTaken: bench proxy's
+// --upstream-arm help said that with --protocol http or h2 the arm is
+// one that answers HTTP/1.1, "go-net, epoll, uring", where the command
+// takes every bench server arm this binary serves (each answers HTTP/1.1
+// and the RPC echo), and named none for tcp. For each protocol, an arm is
+// taken exactly when the help names it for that protocol, and one it
+// does not name is a usage error (exit status 2) naming --upstream-arm.
+func TestBenchProxyUpstreamArmHelpNamesTheArmsTaken(t *testing.T) {
+	out, err := spindleCmd("bench", "proxy", "-h").CombinedOutput()
+	if err != nil {
+		t.Fatalf("spindle bench proxy -h: %v\n%s", err, out)
+	}
+	lines := strings.Split(string(out), "\n")
+	i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "  -upstream-arm ") })
+	if i < 0 || i+1 >= len(lines) {
+		t.Fatalf("bench proxy -h has no --upstream-arm:\n%s", out)
+	}
+	help := strings.TrimSpace(lines[i+1])
+	// The arms named for a protocol: the list after the last colon of its
+	// part of the help, up to its default.
+	named := func(part string) []string {
+		part = part[strings.LastIndex(part, ": ")+2:]
+		list, _, ok := strings.Cut(part, " (default ")
+		if !ok {
+			t.Fatalf("--upstream-arm help %q: no list of arms before a default in %q", help, part)
+		}
+		return strings.Split(list, ", ")
+	}
+	plain, h2h2, ok := strings.Cut(help, "; with --protocol h2h2")
+	if !ok {
+		t.Fatalf("--upstream-arm help %q says nothing of --protocol h2h2", help)
+	}
+	if !strings.Contains(plain, "--protocol tcp, http or h2") {
+		t.Errorf("--upstream-arm help %q does not say which protocols its first list is for", help)
+	}
+	candidates := []string{"no-such-arm"}
+	for _, a := range bench.Arms() {
+		candidates = append(candidates, a.Name)
+	}
+	candidates = append(candidates, bench.HTTP2Arms...)
+	for _, tc := range []struct {
+		protocol string
+		named    []string
+	}{
+		{bench.ProxyProtocolTCP, named(plain)},
+		{bench.ProxyProtocolHTTP, named(plain)},
+		{bench.ProxyProtocolH2, named(plain)},
+		{bench.ProxyProtocolH2H2, named(h2h2)},
+	} {
+		for _, arm := range candidates {
+			// --ratio-to is checked after --upstream-arm: a run whose arm
+			// is taken is refused for its --ratio-to, before it starts.
+			err := runBenchProxy(context.Background(), []string{"--protocol", tc.protocol, "--upstream-arm", arm, "--ratio-to", "no-such-arm", "--out", ""})
+			var ue usageError
+			if !errors.As(err, &ue) {
+				t.Fatalf("bench proxy --protocol %s --upstream-arm %s --ratio-to no-such-arm: %v, want a usage error", tc.protocol, arm, err)
+			}
+			taken, inHelp := !strings.Contains(err.Error(), "--upstream-arm"), slices.Contains(tc.named, arm)
+			if taken != inHelp {
+				t.Errorf("bench proxy --protocol %s --upstream-arm %s: taken %v (%v), named in the help %v (%q)", tc.protocol, arm, taken, err, inHelp, tc.named)
+			}
+		}
+	}
+	var exit *exec.ExitError
+	if err := spindleCmd("bench", "proxy", "--upstream-arm", "no-such-arm").Run(); !errors.As(err, &exit) || exit.ExitCode() != 2 {
+		t.Errorf("bench proxy --upstream-arm no-such-arm: %v, want exit status 2", err)
 	}
 }
