@@ -263,8 +263,8 @@ func tunePlan(args []string, w io.Writer) error {
 	policy := fs.String("policy", "inline", "inline (queue i -> IRQ on CPU i -> loop i) or dedicated (softirq CPUs apart from loop CPUs)")
 	ifaces := fs.String("iface", "", "comma-separated interfaces (default: physical interfaces with queues)")
 	var loops, irqs cpuFlag
-	fs.Var(&loops, "loop-cpus", "CPU list for loops")
-	fs.Var(&irqs, "irq-cpus", "CPU list for IRQs and softirq (dedicated)")
+	fs.Var(&loops, "loop-cpus", "CPU list for loops (default: one SMT thread per core of the CPUs local to the interfaces, or of every online CPU for an interface with none online; with the inline policy only the isolated ones of those, isolcpus domain-isolated or in isolated cgroup v2 cpuset partitions, where any is; with the dedicated policy those that are neither --irq-cpus nor their SMT siblings)")
+	fs.Var(&irqs, "irq-cpus", "dedicated policy: CPU list for IRQs and softirq; the inline policy refuses it, its IRQs going to the loop CPUs (default: for each interface, one CPU per 8 cores local to it, at least one: the first of those cores' first SMT threads that are not isolated, isolated ones only where none is left, and never --loop-cpus or their SMT siblings; an interface local to fewer than 2 cores takes from the cores local to any of the interfaces)")
 	busy := fs.Int("busy-poll", 0, "inline: busy-poll microseconds (sysctls, napi_defer_hard_irqs, gro_flush_timeout, adaptive-rx off); 0 = off")
 	suspend := fs.Uint64("irq-suspend-ns", 0, "inline with --busy-poll: per-NAPI irq-suspend-timeout in ns via netdev napi-set (Linux 6.13+); 0 = leave")
 	exclude := fs.String("exclude-irqs", "", "comma-separated IRQ numbers never to touch")

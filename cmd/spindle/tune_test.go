@@ -517,3 +517,47 @@ func TestTuneUsageSaysRevertsRootDefault(t *testing.T) {
 		t.Errorf("tune -h: %v, want it to give revert's --root default:\n%s", err, out)
 	}
 }
+
+// TestTunePlanHelpSaysTheCPUDefaults: tune plan's --loop-cpus and
+// --irq-cpus said nothing of what the plan takes when they are not given.
+// Their help now says it, and the plans of the smt-isol fixture (16 CPUs,
+// SMT siblings 0/8 … 7/15 local to the NIC, 2-7 and 10-15 isolcpus) are
+// what it says: inline, the isolated first SMT threads; dedicated, one
+// IRQ CPU for its 8 cores, the first not isolated, and the loops every
+// other core's first thread, isolated or not.
+func TestTunePlanHelpSaysTheCPUDefaults(t *testing.T) {
+	out, err := spindleCmd("tune", "plan", "-h").CombinedOutput()
+	if err != nil {
+		t.Fatalf("spindle tune plan -h: %v\n%s", err, out)
+	}
+	lines := strings.Split(string(out), "\n")
+	for name, says := range map[string][]string{
+		"loop-cpus": {"(default: ", "one SMT thread per core", "local to the interfaces", "inline policy only the isolated ones", "dedicated policy those that are neither --irq-cpus nor their SMT siblings"},
+		"irq-cpus":  {"(default: ", "one CPU per 8 cores local to it, at least one", "not isolated", "never --loop-cpus or their SMT siblings", "inline policy refuses it"},
+	} {
+		i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "  -"+name+" ") })
+		if i < 0 || i+1 >= len(lines) {
+			t.Errorf("tune plan -h has no --%s:\n%s", name, out)
+			continue
+		}
+		for _, s := range says {
+			if !strings.Contains(lines[i+1], s) {
+				t.Errorf("tune plan -h: --%s %q does not say %q", name, strings.TrimSpace(lines[i+1]), s)
+			}
+		}
+	}
+	for _, tc := range []struct{ policy, loops, irqs string }{
+		{"inline", "2-7", "2-7"},
+		{"dedicated", "1-7", "0"},
+	} {
+		out, err := tuneRun(t, "plan", "--root", "../../topo/testdata/smt-isol", "--policy", tc.policy, "--json")
+		if err != nil {
+			t.Fatalf("plan --policy %s: %v", tc.policy, err)
+		}
+		var p tune.Plan
+		strictJSON(t, out, &p)
+		if p.LoopCPUs.String() != tc.loops || p.IRQCPUs.String() != tc.irqs {
+			t.Errorf("plan --policy %s: loop CPUs %s, IRQ CPUs %s; want %s and %s", tc.policy, p.LoopCPUs, p.IRQCPUs, tc.loops, tc.irqs)
+		}
+	}
+}
