@@ -720,6 +720,14 @@ func splitDuration(d time.Duration, n int) (warmup, window time.Duration) {
 // verified), not how they perform. A smoke run over every arm in a short
 // budget is what CI's runs of the harness are for; it is said, before the
 // run measures and in the report, rather than refused.
+//
+// It counts the measurements the run plans when it splits the budget,
+// before it measures. Those it drops later are found only as it goes, and
+// are not taken off: an arm of bench proxy or bench http2 that fails to
+// start at its first measurement (its programs are not started
+// beforehand), and bench's open-loop points when an arm's closed-loop
+// peak was 0. Each of those has a note of its own; the run then makes
+// fewer measurements than Measurements, in less than MeasuringSeconds.
 type Smoke struct {
 	// Measurements is the number of measurements the budget was split
 	// over.
@@ -728,7 +736,7 @@ type Smoke struct {
 	DurationSeconds float64 `json:"duration_seconds"`
 	// LeastSeconds is what each measurement took: its warm-up and window.
 	LeastSeconds float64 `json:"least_seconds"`
-	// MeasuringSeconds is Measurements times LeastSeconds, the time the
+	// MeasuringSeconds is Measurements times LeastSeconds, the time those
 	// measurements take (start-up and drains come on top, as always).
 	MeasuringSeconds float64 `json:"measuring_seconds"`
 }
