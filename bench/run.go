@@ -863,6 +863,17 @@ func (r *runner) finish() {
 	}
 	saturated := map[string]bool{}
 	for _, s := range r.report.Summary {
+		// The table's percentiles are medians over the repetitions: the
+		// one with the fewest latencies says how far they can be trusted.
+		fewest := int64(0)
+		for _, res := range r.report.Results {
+			if groupOf(res) == s.group() && res.LatencyCount > 0 && (fewest == 0 || res.LatencyCount < fewest) {
+				fewest = res.LatencyCount
+			}
+		}
+		if n := fewLatenciesNote(s.Arm+" "+pointOf(r.report, s), fewest); n != "" {
+			r.report.Notes = append(r.report.Notes, n)
+		}
 		if s.Mode == "open" {
 			short, late, over := 0, 0, 0
 			for _, res := range r.report.Results {
@@ -975,6 +986,39 @@ func unansweredNote(what string, n uint64, drain time.Duration) string {
 // histogram's minute and count as a minute.
 func clampedNote(what string, n int64) string {
 	return fmt.Sprintf("%s: %d latencies were longer than a minute, the histogram's limit, and count as a minute: its max and the percentiles they reach are lower bounds", what, n)
+}
+
+// fewSlowest is how far into a measurement's slowest latencies a tail
+// percentile may fall before the report says it rests on too few: one
+// among the ten slowest is those requests' own latency, which one slow
+// request more or less moves, not the shape of a tail.
+const fewSlowest = 10
+
+// fewLatenciesNote says which of the tail percentiles the reports show
+// (p99, p99.9, p99.99) fall among the fewSlowest slowest of n latencies,
+// the fewest of a repetition of arm and load point what, or "" when none
+// does (or n is 0: not known).
+func fewLatenciesNote(what string, n int64) string {
+	if n <= 0 {
+		return ""
+	}
+	var few []string
+	for _, p := range []struct {
+		name string
+		p    float64
+	}{{"p99", 99}, {"p99.9", 99.9}, {"p99.99", 99.99}} {
+		// k latencies are at the percentile's rank or above it.
+		switch k := n - nearestRank(p.p, n) + 1; {
+		case k == 1:
+			few = append(few, fmt.Sprintf("its %s is its slowest", p.name))
+		case k <= fewSlowest:
+			few = append(few, fmt.Sprintf("its %s is among its %d slowest", p.name, k))
+		}
+	}
+	if few == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s measured as few as %d latencies in a repetition: %s; a percentile among a measurement's %d slowest latencies is those few requests' latency, which one slow request more or less moves, not a measured tail (a longer window, or a higher rate, gives it more)", what, n, strings.Join(few, ", "), fewSlowest)
 }
 
 // saturatedNote says the client used (nearly) all its CPU measuring what.
@@ -1315,6 +1359,7 @@ func (r *runner) fill(res *Result, load *LoadResult, edges [2]snapshot) {
 	res.Unanswered = load.Unanswered
 	res.Latency = load.Hist.Percentiles()
 	res.LatencyClamped = load.Hist.Overflow()
+	res.LatencyCount = load.Hist.Count()
 	res.Spectrum = load.Hist.Spectrum()
 	res.ClientCPUPercent = load.ClientCPUPercent()
 	if load.SendLag != nil {

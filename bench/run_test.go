@@ -668,6 +668,63 @@ func TestReportShowsClampedLatencies(t *testing.T) {
 	}
 }
 
+// TestReportNotesTailPercentilesOfFewLatencies: a measurement's result
+// says how many latencies its percentiles are of, and a note names the
+// tail percentiles that fall among the ten slowest latencies of a load
+// point's repetition with the fewest: of 2000, p99.9 is among the 3
+// slowest and p99.99 is the slowest, single requests rather than a tail.
+// Before, nothing said how many latencies there were, and a p99.99 of
+// 2000 latencies (the max) read like one of a million.
+func TestReportNotesTailPercentilesOfFewLatencies(t *testing.T) {
+	tests := []struct {
+		name string
+		n    int
+		want string // the note's text, "" for none
+	}{
+		{"few", 2000, "a open 50% measured as few as 2000 latencies in a repetition: its p99.9 is among its 3 slowest, its p99.99 is its slowest"},
+		{"p99 among the ten slowest", 900, "a open 50% measured as few as 900 latencies in a repetition: its p99 is among its 10 slowest, its p99.9 is its slowest, its p99.99 is its slowest"},
+		{"enough", 200000, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &runner{cfg: Config{ServerCPUs: []int{0}, ClientCPUs: []int{1}, ClientThreads: 1}, report: &Report{Kind: "bench", Topology: "wire"}, window: time.Second}
+			measured := func(rep, n int) Result {
+				load := &LoadResult{Hist: NewHistogram(), Window: time.Second, Threads: 1}
+				for i := range n {
+					load.Hist.Record(time.Duration(i+1) * time.Microsecond)
+				}
+				res := Result{Arm: "a", Mode: "open", Fraction: 0.5, Rep: rep}
+				r.fill(&res, load, [2]snapshot{})
+				return res
+			}
+			res := measured(1, tc.n)
+			b, err := json.Marshal(res)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := fmt.Sprintf(`"latency_count":%d`, tc.n); !strings.Contains(string(b), want) {
+				t.Errorf("result's JSON has no %s", want)
+			}
+			// A second repetition with more latencies: the note is the
+			// load point's, of its repetition with the fewest.
+			r.report.Results = []Result{measured(2, 10*tc.n), res}
+			r.finish()
+			var got []string
+			for _, n := range r.report.Notes {
+				if strings.Contains(n, "latencies in a repetition") {
+					got = append(got, n)
+				}
+			}
+			switch {
+			case tc.want == "" && len(got) > 0:
+				t.Errorf("%d latencies: unexpected note %q", tc.n, got)
+			case tc.want != "" && (len(got) != 1 || !strings.HasPrefix(got[0], tc.want)):
+				t.Errorf("%d latencies: notes %q, want one starting %q", tc.n, got, tc.want)
+			}
+		})
+	}
+}
+
 // TestConfigRefusesBadCPUsAndFractions: a negative CPU and an open-loop
 // fraction that is not a positive number, or given twice, are refused
 // before the run. A negative CPU passed the check for CPUs that do not

@@ -179,6 +179,12 @@ type Result struct {
 	// Latency.Max and the percentiles they reach are then lower bounds (a
 	// note says so). Absent when there were none.
 	LatencyClamped int64 `json:"latency_clamped,omitempty"`
+	// LatencyCount is the number of latencies Latency is of: the
+	// window's requests, answered or not. Where a tail percentile falls
+	// among a measurement's ten slowest latencies, a note says so: it is
+	// those few requests' latency, not a measured tail. Absent in reports
+	// written before 2026-12-06.
+	LatencyCount int64 `json:"latency_count,omitempty"`
 	// Errors counts failed requests. Reply mismatches and connection
 	// errors fail the whole run instead, so a report holds only 0 here.
 	Errors uint64 `json:"errors"`
