@@ -907,6 +907,11 @@ func (r *runner) finish() {
 		if s.Mode == "open" && s.ClientSendLagP99US > clientLateUS {
 			r.report.Notes = append(r.report.Notes, fmt.Sprintf("the client fell behind its schedule measuring %s %s (send lag p99 %.0f µs): the client's CPU was busy or preempted, or the server did not read its requests (socket buffers full)", s.Arm, loadPoint(s), s.ClientSendLagP99US))
 		}
+		if s.Mode == "open" {
+			if n := tailLagNote(s, r.report.Results); n != "" {
+				r.report.Notes = append(r.report.Notes, n)
+			}
+		}
 		if s.ClientCPUPercent >= 90 && !saturated[s.Arm] {
 			saturated[s.Arm] = true
 			r.report.Notes = append(r.report.Notes, saturatedNote(s.Arm+" "+s.Mode, "server", s.ClientCPUPercent))
@@ -1043,6 +1048,39 @@ const keepUpTolerance = 0.02
 // clientLateUS is the open-loop send lag p99, in µs, above which the
 // report says the client fell behind its schedule.
 const clientLateUS = 1000.0
+
+// tailLagNote says where, at an open-loop load point s of results, the
+// client's send lag at a tail percentile the table shows (p99.9, p99.99)
+// was above clientLateUS and at least half the latency there (medians over
+// the repetitions): a request's latency, counted from its intended send
+// time, includes its send lag, so that tail is the client falling behind
+// as much as the arm's. The send lag p99 note misses a client that fell
+// behind for a few ms, too few requests to reach its p99. "" when none.
+func tailLagNote(s SummaryRow, results []Result) string {
+	var g []Result
+	for _, res := range results {
+		if groupOf(res) == s.group() {
+			g = append(g, res)
+		}
+	}
+	var tail []string
+	for _, p := range []struct {
+		name    string
+		lag     func(Result) float64
+		latency float64
+	}{
+		{"p99.9", func(r Result) float64 { return r.ClientSendLagP999US }, s.P999.Median},
+		{"p99.99", func(r Result) float64 { return r.ClientSendLagP9999US }, s.P9999.Median},
+	} {
+		if lag := spreadBy(g, p.lag).Median; lag > clientLateUS && 2*lag >= p.latency {
+			tail = append(tail, fmt.Sprintf("send lag %s %.0f µs of a %s latency of %.0f µs", p.name, lag, p.name, p.latency))
+		}
+	}
+	if tail == nil {
+		return ""
+	}
+	return fmt.Sprintf("the client fell behind its schedule for the slowest requests measuring %s %s (%s; medians over the repetitions): at those percentiles the latency is the client's lateness as much as the arm's (the client's CPU was busy or preempted, or the arm did not read its requests)", s.Arm, loadPoint(s), strings.Join(tail, ", "))
+}
 
 // behind reports whether an open-loop measurement answered less than it
 // was offered, by more than keepUpTolerance.
@@ -1364,6 +1402,8 @@ func (r *runner) fill(res *Result, load *LoadResult, edges [2]snapshot) {
 	res.ClientCPUPercent = load.ClientCPUPercent()
 	if load.SendLag != nil {
 		res.ClientSendLagP99US = us(load.SendLag.Quantile(99))
+		res.ClientSendLagP999US = us(load.SendLag.Quantile(99.9))
+		res.ClientSendLagP9999US = us(load.SendLag.Quantile(99.99))
 	}
 	n := float64(load.Replies)
 	if n == 0 || load.Window <= 0 {

@@ -1250,6 +1250,60 @@ func TestFinishKeepUpBlamesLaggingClient(t *testing.T) {
 	}
 }
 
+// TestReportNotesClientLagInTheTail: the report shows p99.9 and p99.99
+// latencies, and an open-loop client that falls behind its schedule for a
+// few milliseconds makes them (latency counts from the intended send
+// time) while its send lag p99, the only lag the notes looked at, stays at
+// a few µs. A note says when the send lag at a tail percentile is above a
+// millisecond and at least half the latency there; a tail of the arm's
+// own, or a client late by less than half of it, gets none.
+func TestReportNotesClientLagInTheTail(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		slowLat    time.Duration // the 20 slowest of 10000 requests' latency
+		slowLag    time.Duration // and their send lag
+		wantP999   bool
+		wantNoNote bool
+	}{
+		{"client hiccup", 5 * time.Millisecond, 4900 * time.Microsecond, true, false},
+		{"arm's tail", 5 * time.Millisecond, 5 * time.Microsecond, false, true},
+		{"client late, arm later", 50 * time.Millisecond, 1500 * time.Microsecond, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &runner{cfg: Config{ClientThreads: 1, ClientCPUs: []int{1}}, report: &Report{Topology: "wire"}, window: time.Second}
+			for rep := 1; rep <= 2; rep++ {
+				load := &LoadResult{Hist: NewHistogram(), SendLag: NewHistogram(), Window: time.Second, Threads: 1}
+				for i := range 10000 {
+					lat, lag := 30*time.Microsecond, 5*time.Microsecond
+					if i < 20 {
+						lat, lag = tc.slowLat, tc.slowLag
+					}
+					load.Hist.Record(lat)
+					load.SendLag.Record(lag)
+				}
+				res := Result{Arm: "a", Mode: "open", Fraction: 0.5, Rep: rep, OfferedRPS: 10000}
+				r.fill(&res, load, [2]snapshot{})
+				res.AchievedRPS = 10000
+				r.report.Results = append(r.report.Results, res)
+			}
+			r.finish()
+			var got []string
+			for _, n := range r.report.Notes {
+				if strings.Contains(n, "client") && strings.Contains(n, "send lag") {
+					got = append(got, n)
+				}
+			}
+			switch {
+			case tc.wantNoNote && len(got) > 0:
+				t.Errorf("unexpected client notes %q", got)
+			case tc.wantP999 && (len(got) != 1 || !strings.Contains(got[0], "send lag p99.9 4903 µs of a p99.9 latency of 5001 µs")):
+				// 4.9 and 5 ms to the histogram's resolution.
+				t.Errorf("notes %q, want one on the client's send lag p99.9 of 4903 µs against a p99.9 latency of 5001 µs", got)
+			}
+		})
+	}
+}
+
 // TestConfigClientThreadsAtMostConns: a run's client threads are at most
 // its connections, as the load generator runs them (each thread drives at
 // least one): by default one per client CPU, so two client CPUs and one

@@ -209,6 +209,13 @@ type Result struct {
 	// large value means the client (or its CPU) fell behind. 0 in closed
 	// loop.
 	ClientSendLagP99US float64 `json:"client_send_lag_p99_us"`
+	// ClientSendLagP999US and ClientSendLagP9999US are, in open loop, the
+	// send lag's 99.9th and 99.99th percentiles: a client that fell behind
+	// for a few ms makes the tail latencies of those percentiles while its
+	// p99 stays small, and a note says so. Absent in closed loop, and in
+	// reports written before 2026-12-06.
+	ClientSendLagP999US  float64 `json:"client_send_lag_p99_9_us,omitempty"`
+	ClientSendLagP9999US float64 `json:"client_send_lag_p99_99_us,omitempty"`
 	// ClientUSPerReq is the client's busy CPU-µs per request.
 	ClientUSPerReq float64 `json:"client_us_per_req"`
 }
