@@ -321,29 +321,40 @@ func (mg *maglev) step(d *dialing, n int) (int, bool) {
 	return 0, false
 }
 
-// hashKey sets the request's key hash (r's) where its pool hashes, and
-// the client its key client stands for (hpeer), whatever the pool: a
-// reload may make it hash while the request waits (rekey). Loop
-// goroutine.
+// hashKey sets the request's client as key client takes it (hpeer),
+// whatever the pool: a reload may make it hash while the request waits
+// (rekey), and its key hash where its pool hashes (hkey: requestKey).
+// Loop goroutine.
 func (s *hsession) hashKey(r *h1.Request) {
-	field := func(k int) ([]byte, []byte) { return r.Headers[k].Name, r.Headers[k].Value }
-	peer := s.client.RemoteAddr().Addr()
-	s.hpeer = s.ln.forwardedClient(peer.Unmap(), len(r.Headers), field)
-	if mg := s.pool.maglev; mg != nil {
-		s.hkey = mg.keyRequest(s.ln, peer, r.Target, r.Host, len(r.Headers), field)
-	}
+	s.hpeer, s.hkey = s.ln.requestKey(s.pool, s.client.RemoteAddr().Addr(), r.Target, r.Host, len(r.Headers), func(k int) ([]byte, []byte) {
+		return r.Headers[k].Name, r.Headers[k].Value
+	})
 }
 
-// hashKey sets the stream's key hash (r's, whose host is its :authority,
-// else its host field) where its pool hashes, and its client as
-// hsession.hashKey does. Loop goroutine.
+// hashKey sets the stream's client and key hash (r's, whose host is its
+// :authority, else its host field) as hsession.hashKey does. Loop
+// goroutine.
 func (st *h2stream) hashKey(r *h2.Request, host []byte) {
-	field := func(k int) ([]byte, []byte) { return r.Fields[k].Name, r.Fields[k].Value }
-	peer := st.c.client.RemoteAddr().Addr()
-	st.hpeer = st.ln.forwardedClient(peer.Unmap(), len(r.Fields), field)
-	if mg := st.pool.maglev; mg != nil {
-		st.hkey = mg.keyRequest(st.ln, peer, r.Path, host, len(r.Fields), field)
+	st.hpeer, st.hkey = st.ln.requestKey(st.pool, st.c.client.RemoteAddr().Addr(), r.Path, host, len(r.Fields), func(k int) ([]byte, []byte) {
+		return r.Fields[k].Name, r.Fields[k].Value
+	})
+}
+
+// requestKey returns the client a request to l from peer stands for
+// under key client (peer unmapped, then its X-Forwarded-For client where
+// trusted_proxies lists it: forwardedClient, as rate_limit takes it),
+// and the request's key hash in pl (keyRequest, which falls back to that
+// client; 0 where pl does not hash, which pickServer and rekey then do
+// not read), with one walk of the fields. Peer is unmapped first, as
+// rate_limit's: a dual-stack listener's IPv4 peers come IPv4-mapped,
+// which trusted_proxies' IPv4 networks do not contain. No allocation.
+// Loop goroutine.
+func (l *listener) requestKey(pl *pool, peer netip.Addr, target, host []byte, n int, field func(k int) (name, value []byte)) (netip.Addr, uint64) {
+	client := l.forwardedClient(peer.Unmap(), n, field)
+	if mg := pl.maglev; mg != nil {
+		return client, mg.keyRequest(client, target, host, n, field)
 	}
+	return client, 0
 }
 
 // repool moves s's request, whose turn in its pool's queue came, to the
@@ -380,8 +391,8 @@ func repoolKeyed(pl *pool, failed *uint64, hkey uint64, peer netip.Addr) (*pool,
 // trusted_proxies: hpeer): np's key when it is client, and the key
 // of a request without its field, which the waiter no longer holds (its
 // head went to its pool's queue rewritten). A pool that did not hash
-// gave it no key hash at all (0, or its connection's request before),
-// which took every such waiter to one entry. Loop goroutine.
+// gave it no key hash at all (0: requestKey), which took every such
+// waiter to one entry. Loop goroutine.
 func rekey(was, np *pool, hkey uint64, peer netip.Addr) uint64 {
 	mg := np.maglev
 	if mg == nil || np == was || mg.sameKey(was.maglev) {
@@ -503,19 +514,20 @@ func (mg *maglev) keyAddr(a netip.Addr) uint64 {
 	return sipHash(mg.seed, 0, b[:])
 }
 
-// keyRequest hashes a request of the client at peer to l with target
-// (origin- or absolute-form; an HTTP/2 request's :path), host (the Host
-// field's value; an HTTP/2 request's :authority, else its host field)
-// and the n fields field returns, by the pool's key: the client where
-// the key is client or the request has no such field or parameter, or
-// its first one is empty (as HAProxy's hdr and url_param: every client
-// that sends an empty one would go to one server). Key
-// header:Host takes the host routing takes (routeHost: the target's
-// authority, else host; an HTTP/2 client sends :authority rather than
-// Host, and its requests go where HTTP/1.1 ones to the same host do),
-// lower-cased as it is hashed: a host goes to one server however it is
-// written, as it goes to one route. No allocation. Loop goroutine.
-func (mg *maglev) keyRequest(l *listener, peer netip.Addr, target, host []byte, n int, field func(k int) (name, value []byte)) uint64 {
+// keyRequest hashes a request of client (as key client takes it:
+// requestKey) with target (origin- or absolute-form; an HTTP/2
+// request's :path), host (the Host field's value; an HTTP/2 request's
+// :authority, else its host field) and the n fields field returns, by
+// the pool's key: the client where the key is client or the request has
+// no such field or parameter, or its first one is empty (as HAProxy's
+// hdr and url_param: every client that sends an empty one would go to
+// one server). Key header:Host takes the host routing takes (routeHost:
+// the target's authority, else host; an HTTP/2 client sends :authority
+// rather than Host, and its requests go where HTTP/1.1 ones to the same
+// host do), lower-cased as it is hashed: a host goes to one server
+// however it is written, as it goes to one route. No allocation. Loop
+// goroutine.
+func (mg *maglev) keyRequest(client netip.Addr, target, host []byte, n int, field func(k int) (name, value []byte)) uint64 {
 	switch mg.kind {
 	case hashHeader:
 		if mg.host {
@@ -551,10 +563,7 @@ func (mg *maglev) keyRequest(l *listener, peer netip.Addr, target, host []byte, 
 			return sipHash(mg.seed, 0, v)
 		}
 	}
-	// (Unmapped first, as rate_limit's: a dual-stack listener's IPv4
-	// peers come IPv4-mapped, which trusted_proxies' IPv4 networks do
-	// not contain.)
-	return mg.keyAddr(l.forwardedClient(peer.Unmap(), n, field))
+	return mg.keyAddr(client)
 }
 
 // targetPath returns a request target's path: origin-form up to its

@@ -248,7 +248,7 @@ func TestHashPickAllocs(t *testing.T) {
 			name, value = hdrCookie, cookieUser
 		}
 		n := testing.AllocsPerRun(100, func() {
-			h := pl.maglev.keyRequest(l, a, target, host, 1, func(int) ([]byte, []byte) { return name, value })
+			_, h := l.requestKey(pl, a, target, host, 1, func(int) ([]byte, []byte) { return name, value })
 			firstUp(ls, pl, h)
 		})
 		if n != 0 {
@@ -276,12 +276,11 @@ func mustKind(k string) (hashKind, []byte) {
 func TestHashKeys(t *testing.T) {
 	_, pl := hashPool(t, DefaultHashTable, 1, 1)
 	mg := pl.maglev
-	l := &listener{}
 	peer := netip.MustParseAddr("192.0.2.7")
 	fields := [][2]string{{"Host", "h"}, {"x-user", "alice"}, {"X-User", "bob"}, {"X-Empty", ""}, {"x-empty", "late"}}
 	key := func(k, target string) uint64 {
 		mg.kind, mg.name = mustKind(k)
-		return mg.keyRequest(l, peer, []byte(target), []byte("h"), len(fields), func(i int) ([]byte, []byte) {
+		return mg.keyRequest(peer, []byte(target), []byte("h"), len(fields), func(i int) ([]byte, []byte) {
 			return []byte(fields[i][0]), []byte(fields[i][1])
 		})
 	}
@@ -473,19 +472,21 @@ func TestHashBoundedLoads(t *testing.T) {
 }
 
 // TestHashKeyTrustedMapped: key client behind trusted_proxies on a
-// dual-stack listener, whose IPv4 peers come IPv4-mapped: the key is the
-// X-Forwarded-For client, as rate_limit's (the proxy's own address was
-// hashed before: every client behind it on one server).
+// dual-stack listener, whose IPv4 peers come IPv4-mapped: the request's
+// client and its key are the X-Forwarded-For client's, as rate_limit's
+// (the proxy's own address was hashed before: every client behind it on
+// one server).
 func TestHashKeyTrustedMapped(t *testing.T) {
 	_, pl := hashPool(t, DefaultHashTable, 1, 1)
-	mg := pl.maglev
 	l := &listener{cfg: ListenerConfig{TrustedProxies: Prefixes{netip.MustParsePrefix("10.0.0.0/8")}}}
 	xff := [][2]string{{"X-Forwarded-For", "198.51.100.9"}}
 	field := func(i int) ([]byte, []byte) { return []byte(xff[i][0]), []byte(xff[i][1]) }
-	want := mg.keyAddr(netip.MustParseAddr("198.51.100.9"))
+	fwd := netip.MustParseAddr("198.51.100.9")
+	want := pl.maglev.keyAddr(fwd)
 	for _, peer := range []string{"10.1.2.3", "::ffff:10.1.2.3"} {
-		if got := mg.keyRequest(l, netip.MustParseAddr(peer), []byte("/"), nil, len(xff), field); got != want {
-			t.Errorf("peer %s (trusted) with X-Forwarded-For 198.51.100.9: key %#x, want the forwarded client's %#x", peer, got, want)
+		client, got := l.requestKey(pl, netip.MustParseAddr(peer), []byte("/"), nil, len(xff), field)
+		if client != fwd || got != want {
+			t.Errorf("peer %s (trusted) with X-Forwarded-For 198.51.100.9: client %s, key %#x, want the forwarded client %s, %#x", peer, client, got, fwd, want)
 		}
 	}
 }
@@ -662,7 +663,6 @@ func TestHashHostAsRouted(t *testing.T) {
 	mg := pl.maglev
 	mg.kind, mg.name = mustKind("header:Host")
 	mg.host = true
-	l := &listener{}
 	peer := netip.MustParseAddr("192.0.2.7")
 	want := sipHash(mg.seed, 0, []byte("www.example.com"))
 	for _, c := range []struct{ target, host string }{
@@ -674,11 +674,11 @@ func TestHashHostAsRouted(t *testing.T) {
 		{"http://WWW.example.com/x", "other.example"},
 		{"http://www.example.com:80", ""},
 	} {
-		if got := mg.keyRequest(l, peer, []byte(c.target), []byte(c.host), 0, nil); got != want {
+		if got := mg.keyRequest(peer, []byte(c.target), []byte(c.host), 0, nil); got != want {
 			t.Errorf("target %q, host %q: %#x, want %#x (www.example.com's)", c.target, c.host, got, want)
 		}
 	}
-	if got := mg.keyRequest(l, peer, []byte("/x"), []byte("[2001:DB8::1]:80"), 0, nil); got != sipHash(mg.seed, 0, []byte("[2001:db8::1]")) {
+	if got := mg.keyRequest(peer, []byte("/x"), []byte("[2001:DB8::1]:80"), 0, nil); got != sipHash(mg.seed, 0, []byte("[2001:db8::1]")) {
 		t.Errorf("an IPv6 literal: %#x", got)
 	}
 }
@@ -718,7 +718,6 @@ func TestHashCookie(t *testing.T) {
 	_, pl := hashPool(t, DefaultHashTable, 1, 1)
 	mg := pl.maglev
 	mg.kind, mg.name = mustKind("cookie:sid")
-	l := &listener{}
 	peer := netip.MustParseAddr("192.0.2.7")
 	client := mg.keyAddr(peer)
 	xyz := sipHash(mg.seed, 0, []byte("xyz"))
@@ -735,7 +734,7 @@ func TestHashCookie(t *testing.T) {
 		{[][2]string{{"Set-Cookie", "sid=xyz"}}, client},
 		{nil, client},
 	} {
-		got := mg.keyRequest(l, peer, []byte("/x"), []byte("h"), len(c.fields), func(i int) ([]byte, []byte) {
+		got := mg.keyRequest(peer, []byte("/x"), []byte("h"), len(c.fields), func(i int) ([]byte, []byte) {
 			return []byte(c.fields[i][0]), []byte(c.fields[i][1])
 		})
 		if got != c.want {
