@@ -741,14 +741,15 @@ func (g *generation) setCaps() {
 }
 
 // queueCfg returns the config whose max_queue and queue_timeout bound
-// the waits of pl's clients and requests: pl's, but where pl has no
-// max_conns, the pool in force's. A reload that gives a pool's servers a
-// cap applies it at once, whatever generation a client or request was
-// routed to (setCaps), and a generation without a cap has no queue bounds
-// (0: every waiter refused, and timed out at once). Any goroutine.
+// the waits of pl's clients and requests: pl's, but where no server of
+// pl has a max_conns (capped), the pool in force's where one of its has.
+// A reload that gives a pool's servers a cap applies it at once,
+// whatever generation a client or request was routed to (setCaps), and a
+// generation without a cap has no queue bounds (0: every waiter refused,
+// and timed out at once). Any goroutine.
 func (pl *pool) queueCfg() *PoolConfig {
-	if pl.cfg.MaxQueue == 0 {
-		if np := pl.queue().pool.Load(); np != nil && np.cfg.MaxQueue != 0 {
+	if !pl.cfg.capped() {
+		if np := pl.queue().pool.Load(); np != nil && np.cfg.capped() {
 			return &np.cfg
 		}
 	}
