@@ -962,8 +962,10 @@ type HealthConfig struct {
 	// separated by commas ("200", "200-399", "200,204,300-302"), each
 	// from 100 to 599. Default "200-399".
 	Expect string `yaml:"expect,omitempty" json:"expect,omitempty"`
-	// Interval is the time between checks of a server. Default 2s,
-	// minimum 10ms.
+	// Interval is the time between checks of a server, on average:
+	// each wait is varied at random by up to 5 % either way, and the
+	// pool's servers have their first checks spread over an interval
+	// (doc.go). Default 2s, minimum 10ms.
 	Interval Duration `yaml:"interval" json:"interval"`
 	// Timeout bounds one check: its connect (and with type http, the
 	// response's head). Default 1s, at most Interval.

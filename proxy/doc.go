@@ -161,6 +161,18 @@
 // server gets no new connections; a client for whom no server is up is
 // closed and counted.
 //
+// A pool's checks are spread over the interval rather than sent in one
+// burst (HAProxy spreads a backend's first checks and has spread-checks
+// for the rest): when its checks start (New's Run, or a reload that
+// changed the pool), the i-th of its n servers (from 0, as listed) is
+// first checked i/n of the interval later, and each wait between two
+// checks of a server is the interval give or take up to 5 % at random,
+// the interval on average, so that proxies started or reloaded together
+// drift apart rather than check each server in the same instant. A
+// pool's last servers are so first checked up to an interval after the
+// start, and count as up until then, as every server does until its
+// checks say otherwise.
+//
 // Passive health, when a pool has it, watches the data path's own
 // connects: fails consecutive failed connects to a server (refused or timed
 // out, counted over every loop with per-server atomics, no lock) eject it

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"crypto/tls"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"time"
@@ -19,12 +20,16 @@ const healthMaxHead = 16 << 10
 // stops it): each server is checked on its own schedule, in a goroutine
 // of its own, every interval a check (a TCP connect, or an HTTP request)
 // bounded by the timeout, so a server that answers nothing holds back no
-// other's checks or state. Rise consecutive passes mark a down server up,
-// fall consecutive failures mark an up server down. Servers start up. Its
-// own goroutine; it returns once every server's has ended.
+// other's checks or state. The schedules are spread: server i of n has
+// its first check i/n of the interval after the start (firstCheck), and
+// each interval after is varied a little at random (nextCheck). Rise
+// consecutive passes mark a down server up, fall consecutive failures
+// mark an up server down. Servers start up. Its own goroutine; it
+// returns once every server's has ended.
 func (p *Proxy) check(ctx context.Context, pl *pool) {
 	defer p.checkers.Done()
 	var wg sync.WaitGroup
+	iv := time.Duration(pl.health.Interval)
 	for i, s := range pl.servers {
 		pr := newProber(pl.health, s.addr, pl.cfg.Servers[i].Address, pl.h2)
 		if pl.tls != nil {
@@ -34,18 +39,53 @@ func (p *Proxy) check(ctx context.Context, pl *pool) {
 				pr.h2.Scheme = schemeHTTPS
 			}
 		}
-		wg.Go(func() { checkServer(ctx, pl.health, s, &pr) })
+		first := firstCheck(iv, i, len(pl.servers))
+		wg.Go(func() { checkServer(ctx, pl.health, s, &pr, first) })
 	}
 	wg.Wait()
 }
 
-// checkServer runs s's health checks with pr until ctx is done. Its own
-// goroutine, the only writer of s's active health state.
-func checkServer(ctx context.Context, h *HealthConfig, s *server, pr *prober) {
-	t := time.NewTicker(time.Duration(h.Interval))
+// checkSpread is the share of the interval by which each wait between
+// two checks of a server is varied at random, either way: 1/20, 5 %
+// (HAProxy's spread-checks, whose manual finds 2 to 5 % good).
+const checkSpread = 20
+
+// firstCheck returns when server i of a pool of n has its first check
+// after its pool's checker starts: i/n of the interval iv in (as HAProxy
+// starts a backend's checks), so that a pool's checks go out evenly over
+// the interval rather than in one burst at every tick. The first
+// server's is at once.
+func firstCheck(iv time.Duration, i, n int) time.Duration {
+	return iv / time.Duration(n) * time.Duration(i)
+}
+
+// nextCheck returns the wait from a check's start to the next's: the
+// interval iv varied at random by up to iv/checkSpread either way, the
+// same on average, so that schedules that began together (proxies
+// started or reloaded at once, each checking the same servers) drift
+// apart rather than stay in step. Any goroutine.
+func nextCheck(iv time.Duration) time.Duration {
+	d := iv / checkSpread
+	return iv - d + rand.N(2*d+1)
+}
+
+// checkServer runs s's health checks with pr until ctx is done, the
+// first after first (firstCheck), each next one nextCheck after the last
+// began, or at once where that is past (a check that ran out an interval
+// long timeout, a pause of the process: missed checks are not made up).
+// Its own goroutine, the only writer of s's active health state.
+func checkServer(ctx context.Context, h *HealthConfig, s *server, pr *prober, first time.Duration) {
+	iv := time.Duration(h.Interval)
+	next := time.Now().Add(first)
+	t := time.NewTimer(first)
 	defer t.Stop()
 	passes, fails := 0, 0
 	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 		ok := pr.probe(ctx)
 		if ctx.Err() != nil {
 			return // a check cut short by the stop says nothing
@@ -66,11 +106,11 @@ func checkServer(ctx context.Context, h *HealthConfig, s *server, pr *prober) {
 				s.down.Store(true)
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+		next = next.Add(nextCheck(iv))
+		if now := time.Now(); next.Before(now) {
+			next = now
 		}
+		t.Reset(time.Until(next))
 	}
 }
 

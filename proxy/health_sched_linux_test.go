@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"net"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -47,5 +48,38 @@ func TestHealthCheckSilentServer(t *testing.T) {
 		if d := time.Since(time.Unix(0, first[i].Load())); d > 200*time.Millisecond {
 			t.Errorf("b marked up=%v %v after its check answered: the silent server's check held it back", up, d)
 		}
+	}
+}
+
+// TestHealthChecksSpread: the checks of a pool's servers go out spread
+// over the interval, not all at once: four servers checked every 2 s
+// have their first checks 0.5 s apart (1.5 s from the first to the
+// last); every checker started together and connected within a few
+// milliseconds of the others before. The bound, a quarter of the
+// interval, leaves a second of slack for a loaded machine.
+func TestHealthChecksSpread(t *testing.T) {
+	const n, iv = 4, 2 * time.Second
+	var first [n]atomic.Int64 // each server's first check, UnixNano
+	addrs := make([]string, n)
+	for i := range n {
+		addrs[i] = newUpstream(t, func(net.Conn) { first[i].CompareAndSwap(0, time.Now().UnixNano()) }).addr
+	}
+	cfg := testConfig(engine.BackendEpoll, addrs...)
+	cfg.Pools[0].Health = &HealthConfig{Type: HealthTCP, Interval: Duration(iv), Timeout: Duration(time.Second), Rise: 1, Fall: 1}
+	startProxy(t, cfg)
+	waitFor(t, "every server checked", func() bool {
+		for i := range first {
+			if first[i].Load() == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	lo, hi := first[0].Load(), first[0].Load()
+	for i := range first {
+		lo, hi = min(lo, first[i].Load()), max(hi, first[i].Load())
+	}
+	if span := time.Duration(hi - lo); span < iv/4 {
+		t.Errorf("the %d servers' first checks within %v of each other, want spread over the interval (%v)", n, span, iv)
 	}
 }
