@@ -115,7 +115,8 @@ type h2stream struct {
 	srv  int
 	hkey uint64 // the request's key hash (balance hash)
 	// hpeer is the request's client as key client takes it
-	// (forwardedClient), which a reload's rekey hashes.
+	// (forwardedClient, once a request: hashKey), which a reload's
+	// rekey hashes and rate_limit's key client spends the budget of.
 	hpeer netip.Addr
 	dialing
 	upOpen bool
@@ -619,7 +620,7 @@ func (c *h2conn) OnRequest(s *h2.Server, id uint32, r *h2.Request, end bool) {
 	st.pool = st.ln.routeExchange(c.ls, &st.x, r.Path, host)
 	st.hashKey(r, host)
 	st.rt.start(st.ln.retryFor(st.x.route-1), r.Method, end, r.ContentLength, st.pool.h2)
-	if st.rateLimited(r) {
+	if st.rateLimited() {
 		return
 	}
 	if st.pool.h2 {

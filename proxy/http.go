@@ -62,7 +62,8 @@ type hsession struct {
 	srv  int          // up's server
 	hkey uint64       // the current request's key hash (balance hash)
 	// hpeer is the current request's client as key client takes it
-	// (forwardedClient), which a reload's rekey hashes.
+	// (forwardedClient, once a request: hashKey), which a reload's
+	// rekey hashes and rate_limit's key client spends the budget of.
 	hpeer netip.Addr
 	dialing
 	upOpen bool  // up is connected

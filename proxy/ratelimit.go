@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/spindlenet/spindle/internal/h1"
-	"github.com/spindlenet/spindle/internal/h2"
 )
 
 // Rate limiting (rate_limit on a listener or a route): GCRA, the generic
@@ -594,9 +593,7 @@ func (s *hsession) rateLimited() bool {
 	r := &s.req
 	var a netip.Addr
 	if s.ln.byClient(s.x.route - 1) {
-		a = s.ln.forwardedClient(s.client.RemoteAddr().Addr().Unmap(), len(r.Headers), func(k int) ([]byte, []byte) {
-			return r.Headers[k].Name, r.Headers[k].Value
-		})
+		a = s.hpeer // (hashKey's forwardedClient)
 	}
 	wait := s.ln.admit(s.ls.id, s.x.route-1, a)
 	if wait == 0 {
@@ -647,16 +644,14 @@ func (s *hsession) discardBody(p []byte) (int, bool) {
 // rateLimited decides the stream's request against its listener's and
 // route's rate limits; over one it answers 429 with retry-after on the
 // stream (the connection goes on) and returns true. Loop goroutine.
-func (st *h2stream) rateLimited(r *h2.Request) bool {
+func (st *h2stream) rateLimited() bool {
 	c := st.c
 	if st.ln.limit == nil && st.ln.rlimits == nil {
 		return false
 	}
 	var a netip.Addr
 	if st.ln.byClient(st.x.route - 1) {
-		a = st.ln.forwardedClient(c.client.RemoteAddr().Addr().Unmap(), len(r.Fields), func(k int) ([]byte, []byte) {
-			return r.Fields[k].Name, r.Fields[k].Value
-		})
+		a = st.hpeer // (hashKey's forwardedClient)
 	}
 	wait := st.ln.admit(c.ls.id, st.x.route-1, a)
 	if wait == 0 {
