@@ -16,19 +16,39 @@ func IsolatedCPUs(h *topo.Host) topo.CPUSet {
 }
 
 // IsolationKind says which kinds of isolation hold any of cpus:
-// "isolcpus", "cpuset partition /rt" (the cgroups, comma-separated), both
-// joined by " and ", or "" for none. Any goroutine.
+// "isolcpus", "cpuset partition /rt" (or "cpuset partitions /rt, /rt2";
+// "cpuset partition" alone where no partition read holds them, as
+// partitionsNamed says), both joined by " and ", or "" for none. Any
+// goroutine.
 func IsolationKind(h *topo.Host, cpus topo.CPUSet) string {
 	var kinds []string
 	if h.IsolatedDomain.Intersect(cpus).Len() > 0 {
 		kinds = append(kinds, "isolcpus")
 	}
-	if cgs := h.PartitionOf(cpus); len(cgs) > 0 {
-		kinds = append(kinds, "cpuset partition "+strings.Join(cgs, ","))
+	if s := partitionsNamed(h, cpus); s != "" {
+		kinds = append(kinds, s)
 	} else if h.IsolatedPartition.Intersect(cpus).Len() > 0 {
 		kinds = append(kinds, "cpuset partition")
 	}
 	return strings.Join(kinds, " and ")
+}
+
+// partitionsNamed names the valid isolated cpuset partitions holding any
+// of cpus by their cgroups: "cpuset partition /rt", "cpuset partitions
+// /rt, /rt2", or "" where none read does. Some of cpus may be
+// partition-isolated (h.IsolatedPartition, from the root's
+// cpuset.cpus.isolated) without any partition read holding them: the
+// mount read shows a cgroup below the hierarchy's root, or a partition's
+// CPUs could not be read; each caller says that in its own words.
+func partitionsNamed(h *topo.Host, cpus topo.CPUSet) string {
+	cgs := h.PartitionOf(cpus)
+	switch len(cgs) {
+	case 0:
+		return ""
+	case 1:
+		return "cpuset partition " + cgs[0]
+	}
+	return "cpuset partitions " + strings.Join(cgs, ", ")
 }
 
 // partitionNote says what loop CPUs in isolated cpuset partitions get and
@@ -44,11 +64,8 @@ func partitionNote(h *topo.Host, loops topo.CPUSet) string {
 		return ""
 	}
 	where := "an isolated cpuset partition"
-	if cgs := h.PartitionOf(in); len(cgs) > 0 {
-		where = "isolated cpuset partition " + strings.Join(cgs, ", ")
-		if h.Cpuset.Mount != "" {
-			where += " (under " + h.Cpuset.Mount + ")"
-		}
+	if s := partitionsNamed(h, in); s != "" {
+		where = "isolated " + s + " (under " + h.Cpuset.Mount + ")"
 	}
 	s := fmt.Sprintf("loop CPUs %s are in %s: the scheduler does not balance load onto them and unbound workqueues stay off them (Linux 6.8+), as with isolcpus=domain, but only tasks of that cgroup may run there: start the service in it, or pinning its loops there fails (EINVAL)", in, where)
 	if tick := in.Minus(h.NohzFull); tick.Len() > 0 {

@@ -1,6 +1,7 @@
 package tune
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,16 +16,27 @@ import (
 // cgroup v2 cpuset partition /rt, and reads it.
 func partitionHost(t *testing.T, partition string) (string, *topo.Host) {
 	t.Helper()
-	root := copyTree(t, fxSMT)
-	for f, v := range map[string]string{
-		"proc/cmdline":                           "ro\n",
-		"sys/devices/system/cpu/isolated":        "\n",
-		"sys/devices/system/cpu/nohz_full":       "\n",
-		"proc/self/mountinfo":                    "35 24 0:30 / /sys/fs/cgroup rw,relatime - cgroup2 cgroup2 rw\n",
-		"sys/fs/cgroup/cgroup.controllers":       "cpuset cpu io memory pids\n",
+	return cgroupHost(t, map[string]string{
 		"sys/fs/cgroup/rt/cpuset.cpus.partition": partition + "\n",
 		"sys/fs/cgroup/rt/cpuset.cpus.effective": "2-7,10-15\n",
-	} {
+	})
+}
+
+// cgroupHost writes into a copy of the smt-isol fixture a host booted
+// without isolcpus= and nohz_full=, with the cpuset controller on cgroup
+// v2 at /sys/fs/cgroup, and files (paths under the root), and reads it.
+func cgroupHost(t *testing.T, files map[string]string) (string, *topo.Host) {
+	t.Helper()
+	root := copyTree(t, fxSMT)
+	all := map[string]string{
+		"proc/cmdline":                     "ro\n",
+		"sys/devices/system/cpu/isolated":  "\n",
+		"sys/devices/system/cpu/nohz_full": "\n",
+		"proc/self/mountinfo":              "35 24 0:30 / /sys/fs/cgroup rw,relatime - cgroup2 cgroup2 rw\n",
+		"sys/fs/cgroup/cgroup.controllers": "cpuset cpu io memory pids\n",
+	}
+	maps.Copy(all, files)
+	for f, v := range all {
 		p := filepath.Join(root, f)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
@@ -95,5 +107,43 @@ func TestPartitionIsolatedCPUsAsLoops(t *testing.T) {
 				t.Errorf("WriteHost does not list the partition:\n%s", out.String())
 			}
 		})
+	}
+}
+
+// TestPartitionsNamedAlike: diagnose's source of its loop CPUs
+// (IsolationKind) and the plan's note name the isolated partitions
+// holding them alike. With two partitions, IsolationKind said "cpuset
+// partition /a,/b" and the note "isolated cpuset partition /a, /b", each
+// joining PartitionOf in its own way, one noun for two partitions.
+func TestPartitionsNamedAlike(t *testing.T) {
+	_, h := cgroupHost(t, map[string]string{
+		"sys/fs/cgroup/a/cpuset.cpus.partition": "isolated\n",
+		"sys/fs/cgroup/a/cpuset.cpus.effective": "2-4\n",
+		"sys/fs/cgroup/b/cpuset.cpus.partition": "isolated\n",
+		"sys/fs/cgroup/b/cpuset.cpus.effective": "5-7\n",
+	})
+	for _, tc := range []struct {
+		cpus       topo.CPUSet
+		kind, note string
+	}{
+		{topo.NewCPUSet(2, 3), "cpuset partition /a", "isolated cpuset partition /a (under /sys/fs/cgroup)"},
+		{topo.NewCPUSet(2, 7), "cpuset partitions /a, /b", "isolated cpuset partitions /a, /b (under /sys/fs/cgroup)"},
+		{topo.NewCPUSet(0, 1), "", ""},
+	} {
+		if got := IsolationKind(h, tc.cpus); got != tc.kind {
+			t.Errorf("IsolationKind(%s) = %q, want %q", tc.cpus, got, tc.kind)
+		}
+		if got := partitionNote(h, tc.cpus); !strings.Contains(got, tc.note) || (tc.note == "") != (got == "") {
+			t.Errorf("partitionNote(%s) = %q, want it to name %q", tc.cpus, got, tc.note)
+		}
+	}
+	// Partition-isolated CPUs that no partition read holds (the root's
+	// cpuset.cpus.isolated lists them) are named by kind alone.
+	h.Cpuset.Partitions = nil
+	if got, want := IsolationKind(h, topo.NewCPUSet(2)), "cpuset partition"; got != want {
+		t.Errorf("IsolationKind with no partition read = %q, want %q", got, want)
+	}
+	if got, want := partitionNote(h, topo.NewCPUSet(2)), "loop CPUs 2 are in an isolated cpuset partition:"; !strings.HasPrefix(got, want) {
+		t.Errorf("partitionNote with no partition read = %q, want it to start %q", got, want)
 	}
 }
