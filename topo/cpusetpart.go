@@ -20,6 +20,13 @@ type Cpuset struct {
 	// Mount is the cgroup v2 mount point read (under Host.Root), empty
 	// when there is none.
 	Mount string `json:"mount,omitempty"`
+	// MountRoot is the cgroup that mount shows ("/": the whole
+	// hierarchy, which is the one read where mountinfo lists it; a
+	// container may see only its own cgroup). Partition paths are below
+	// it; /proc/PID/cgroup gives a process's from the hierarchy's root.
+	// A tree captured without mountinfo is taken to show the whole
+	// hierarchy.
+	MountRoot string `json:"mount_root,omitempty"`
 	// Available is true when the cpuset controller is on that mount, so
 	// that partitions could be read.
 	Available bool `json:"available"`
@@ -83,11 +90,21 @@ func ParseCpusetPartition(s string) (typ, invalid string, err error) {
 	return typ, reason[1 : len(reason)-1], nil
 }
 
-// ParseCgroup2Mounts returns the mount points of the cgroup v2 (fstype
-// "cgroup2") mounts in a /proc/PID/mountinfo file, in its order, with
-// the kernel's octal escapes (\040 for a space) undone.
-func ParseCgroup2Mounts(b []byte) []string {
-	var mounts []string
+// Cgroup2Mount is one cgroup v2 mount in a mountinfo file.
+type Cgroup2Mount struct {
+	// Point is where it is mounted ("/sys/fs/cgroup").
+	Point string
+	// Root is the cgroup it shows, as a path in the hierarchy (mountinfo's
+	// root field, relative to the reader's cgroup namespace): "/" for the
+	// whole hierarchy, "/system.slice" for a bind mount of that cgroup.
+	Root string
+}
+
+// ParseCgroup2Mounts returns the cgroup v2 (fstype "cgroup2") mounts in a
+// /proc/PID/mountinfo file, in its order, with the kernel's octal escapes
+// (\040 for a space) undone.
+func ParseCgroup2Mounts(b []byte) []Cgroup2Mount {
+	var mounts []Cgroup2Mount
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
 		pre, post, ok := strings.Cut(sc.Text(), " - ")
@@ -98,7 +115,7 @@ func ParseCgroup2Mounts(b []byte) []string {
 		if len(f) < 5 || len(g) < 1 || g[0] != "cgroup2" {
 			continue
 		}
-		mounts = append(mounts, unescapeMount(f[4]))
+		mounts = append(mounts, Cgroup2Mount{Point: unescapeMount(f[4]), Root: unescapeMount(f[3])})
 	}
 	return mounts
 }
@@ -140,21 +157,28 @@ func ParseCgroupsHierarchy(b []byte, name string) int {
 // cgroup2Mount finds the cgroup v2 mount under the root: from
 // /proc/self/mountinfo when it can be read, else (a captured tree without
 // it) /sys/fs/cgroup or, on a hybrid host, /sys/fs/cgroup/unified where
-// either has cgroup.controllers. It returns "" and why when there is none.
-func (r reader) cgroup2Mount() (string, string) {
+// either has cgroup.controllers. Of several mounts in mountinfo (bind
+// mounts of a cgroup, a container's view) it takes the first that shows
+// the whole hierarchy, whose cgroup.controllers and cpuset.cpus.isolated
+// are the root cgroup's and under which every partition is, else the
+// first. It returns the mount ("" and why when there is none).
+func (r reader) cgroup2Mount() (Cgroup2Mount, string) {
 	if b, err := os.ReadFile(r.path("/proc/self/mountinfo")); err == nil {
 		mounts := ParseCgroup2Mounts(b)
 		if len(mounts) == 0 {
-			return "", "no cgroup v2 hierarchy is mounted (/proc/self/mountinfo)"
+			return Cgroup2Mount{}, "no cgroup v2 hierarchy is mounted (/proc/self/mountinfo)"
+		}
+		if i := slices.IndexFunc(mounts, func(m Cgroup2Mount) bool { return m.Root == "/" }); i >= 0 {
+			return mounts[i], ""
 		}
 		return mounts[0], ""
 	}
 	for _, m := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
 		if _, err := os.Stat(r.path(m + "/cgroup.controllers")); err == nil {
-			return m, ""
+			return Cgroup2Mount{Point: m, Root: "/"}, ""
 		}
 	}
-	return "", "no cgroup v2 hierarchy found (no /proc/self/mountinfo, no cgroup.controllers in /sys/fs/cgroup or /sys/fs/cgroup/unified)"
+	return Cgroup2Mount{}, "no cgroup v2 hierarchy found (no /proc/self/mountinfo, no cgroup.controllers in /sys/fs/cgroup or /sys/fs/cgroup/unified)"
 }
 
 // cpusetPartitions reads the cgroup v2 cpuset partitions: the isolated
@@ -168,12 +192,13 @@ func (r reader) cgroup2Mount() (string, string) {
 // Cpuset.Source or a note.
 func (r reader) cpusetPartitions(h *Host) {
 	h.IsolatedPartition = CPUSet{}
-	mount, why := r.cgroup2Mount()
-	if mount == "" {
+	m, why := r.cgroup2Mount()
+	if m.Point == "" {
 		h.Cpuset.Source = why
 		return
 	}
-	h.Cpuset.Mount = mount
+	mount := m.Point
+	h.Cpuset.Mount, h.Cpuset.MountRoot = mount, m.Root
 	ctrl, err := r.read(mount + "/cgroup.controllers")
 	if err != nil {
 		h.Cpuset.Source = fmt.Sprintf("%s: %v", path.Join(mount, "cgroup.controllers"), errors.Unwrap(err))

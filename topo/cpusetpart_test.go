@@ -26,6 +26,7 @@ func TestCpusetPartitionIsolation(t *testing.T) {
 		want   string // IsolatedPartition
 		source string // in Cpuset.Source
 		parts  []string
+		mount  string // Cpuset.Mount and MountRoot, where given
 	}{{
 		name: "isolated partition, cpuset.cpus.isolated",
 		files: map[string]string{
@@ -74,6 +75,36 @@ func TestCpusetPartitionIsolation(t *testing.T) {
 			"sys/fs/cgroup/rt/cpuset.cpus.effective": "0-23\n",
 		},
 		want: "", source: "valid isolated partitions", parts: []string{"/rt isolated invalid: Cpu list in cpuset.cpus not exclusive"},
+	}, {
+		// A bind mount of a cgroup listed before the hierarchy's own
+		// mount: its cgroup.controllers and cpuset.cpus.isolated are not
+		// the root's, and the partitions are not below it. Only the first
+		// mount was read, and nothing found.
+		name: "bind mount of a cgroup first",
+		files: map[string]string{
+			"proc/self/mountinfo": "30 24 0:30 /system.slice /run/sys rw,relatime - cgroup2 cgroup2 rw\n" + cgroup2Mountinfo +
+				"36 24 0:30 /rt /srv/rt\040cg rw,relatime - cgroup2 cgroup2 rw\n",
+			"sys/fs/cgroup/cgroup.controllers":       "cpuset cpu\n",
+			"sys/fs/cgroup/cpuset.cpus.isolated":     "4-7\n",
+			"sys/fs/cgroup/rt/cpuset.cpus.partition": "isolated\n",
+			"sys/fs/cgroup/rt/cpuset.cpus.effective": "4-7\n",
+			"run/sys/cgroup.controllers":             "cpu\n",
+		},
+		want: "4-7", source: "/sys/fs/cgroup/cpuset.cpus.isolated", parts: []string{"/rt isolated 4-7"},
+		mount: "/sys/fs/cgroup /",
+	}, {
+		// A container sees its own cgroup only: that mount is read,
+		// and which cgroup it shows is kept.
+		name: "only a cgroup below the root",
+		files: map[string]string{
+			"proc/self/mountinfo":                       "35 24 0:30 /rt /sys/fs/cgroup rw,relatime - cgroup2 cgroup2 rw\n",
+			"sys/fs/cgroup/cgroup.controllers":          "cpuset\n",
+			"sys/fs/cgroup/svc/cpuset.cpus.partition":   "isolated\n",
+			"sys/fs/cgroup/svc/cpuset.cpus.effective":   "6-7\n",
+			"sys/fs/cgroup/other/cpuset.cpus.partition": "member\n",
+		},
+		want: "6-7", source: "valid isolated partitions under /sys/fs/cgroup", parts: []string{"/svc isolated 6-7"},
+		mount: "/sys/fs/cgroup /rt",
 	}, {
 		// A cgroup without cpuset files has no cpuset-enabled
 		// children: the walk does not read below it.
@@ -132,6 +163,9 @@ func TestCpusetPartitionIsolation(t *testing.T) {
 			}
 			if h.IsolatedPartition.String() != tc.want {
 				t.Errorf("IsolatedPartition %q, want %q", h.IsolatedPartition, tc.want)
+			}
+			if got := h.Cpuset.Mount + " " + h.Cpuset.MountRoot; tc.mount != "" && got != tc.mount {
+				t.Errorf("Cpuset mount and root %q, want %q", got, tc.mount)
 			}
 			if !strings.Contains(h.Cpuset.Source, tc.source) {
 				t.Errorf("Cpuset.Source %q, want it to say %q", h.Cpuset.Source, tc.source)
@@ -196,7 +230,7 @@ func TestParseCgroup2Mounts(t *testing.T) {
 		"short - cgroup2\n" +
 		"42 31 0:38 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n"
 	got := ParseCgroup2Mounts([]byte(in))
-	if want := []string{"/mnt/my cg", "/sys/fs/cgroup"}; !slices.Equal(got, want) {
+	if want := []Cgroup2Mount{{"/mnt/my cg", "/"}, {"/sys/fs/cgroup", "/"}}; !slices.Equal(got, want) {
 		t.Errorf("ParseCgroup2Mounts = %q, want %q", got, want)
 	}
 	cg := "#subsys_name\thierarchy\tnum_cgroups\tenabled\ncpuset\t0\t1\t1\ncpu\t3\t1\t1\n"

@@ -46,7 +46,10 @@ grep '^CapEff:' /proc/self/status >"$dest/proc/self/status"
 # partition state with its CPUs (topo walks only cgroups with cpuset files)
 grep -E ' - cgroup2? ' /proc/self/mountinfo >"$dest/proc/self/mountinfo" || true
 file /proc/cgroups
-cg=$(awk '$0 ~ / - cgroup2 / { print $5; exit }' /proc/self/mountinfo)
+# The mount of the whole hierarchy (root field "/"), as topo takes it,
+# else the first cgroup2 mount.
+cg=$(awk '/ - cgroup2 / { if ($4 == "/") { print $5; found = 1; exit } if (first == "") first = $5 }
+	END { if (!found && first != "") print first }' /proc/self/mountinfo)
 if [ -n "$cg" ]; then
 	file "$cg/cgroup.controllers"
 	file "$cg/cpuset.cpus.isolated"
