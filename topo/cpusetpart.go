@@ -58,6 +58,11 @@ type CpusetPartition struct {
 	// holds, less those of its child partitions. Only the tasks of the
 	// cgroup and its descendants may run on them.
 	CPUs CPUSet `json:"cpus,omitempty"`
+	// Wants is, for an invalid partition, the CPUs it asks for and would
+	// hold once valid: cpuset.cpus.exclusive where the kernel has that
+	// file (Linux 6.7+) and it is set, else cpuset.cpus; empty where
+	// neither was read (a tree captured without them).
+	Wants CPUSet `json:"wants,omitempty"`
 }
 
 // ParseCpusetPartition parses a cpuset.cpus.partition file: "member",
@@ -246,6 +251,8 @@ func (r reader) cpusetPartitions(h *Host) {
 				h.Notes = append(h.Notes, fmt.Sprintf("cpuset partition %s: %v", cg, err))
 			}
 			part.CPUs = cpus
+		} else {
+			part.Wants = r.partitionWants(mount, cg, h)
 		}
 		h.Cpuset.Partitions = append(h.Cpuset.Partitions, part)
 		return nil
@@ -268,6 +275,24 @@ func (r reader) cpusetPartitions(h *Host) {
 		}
 	}
 	h.Cpuset.Source = "cpuset.cpus.effective of the valid isolated partitions under " + mount + " (no " + file + ": a kernel before 6.8, or a mount of a cgroup below the hierarchy's root)"
+}
+
+// partitionWants returns the CPUs the invalid partition cg (below mount)
+// asks for: cpuset.cpus.exclusive where it is set, which the
+// kernel takes for a partition's CPUs, else cpuset.cpus. A file that is
+// not there (a kernel before 6.7 has no cpuset.cpus.exclusive; an older
+// capture neither) is passed over; one that does not read is a note.
+func (r reader) partitionWants(mount, cg string, h *Host) CPUSet {
+	for _, f := range []string{"cpuset.cpus.exclusive", "cpuset.cpus"} {
+		cpus, err := r.readCPUList(path.Join(mount, cg, f))
+		switch {
+		case err == nil && cpus.Len() > 0:
+			return cpus
+		case err != nil && !errors.Is(err, fs.ErrNotExist):
+			h.Notes = append(h.Notes, fmt.Sprintf("cpuset partition %s: %v", cg, err))
+		}
+	}
+	return CPUSet{}
 }
 
 // PartitionOf returns the valid isolated cpuset partitions holding any of

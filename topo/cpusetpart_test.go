@@ -67,14 +67,27 @@ func TestCpusetPartitionIsolation(t *testing.T) {
 		want: "4-6", source: "valid isolated partitions under /sys/fs/cgroup",
 		parts: []string{"/rt isolated 4-5", "/rt/inner isolated 6", "/rt/lb root 7"},
 	}, {
+		// An invalid partition's CPUs are those it asks for: its
+		// cpuset.cpus.exclusive where set, else cpuset.cpus (its
+		// effective set is its parent's).
 		name: "invalid partition",
 		files: map[string]string{
-			"proc/self/mountinfo":                    cgroup2Mountinfo,
-			"sys/fs/cgroup/cgroup.controllers":       "cpuset\n",
-			"sys/fs/cgroup/rt/cpuset.cpus.partition": "isolated invalid (Cpu list in cpuset.cpus not exclusive)\n",
-			"sys/fs/cgroup/rt/cpuset.cpus.effective": "0-23\n",
+			"proc/self/mountinfo":                     cgroup2Mountinfo,
+			"sys/fs/cgroup/cgroup.controllers":        "cpuset\n",
+			"sys/fs/cgroup/rt/cpuset.cpus.partition":  "isolated invalid (Cpu list in cpuset.cpus not exclusive)\n",
+			"sys/fs/cgroup/rt/cpuset.cpus.effective":  "0-23\n",
+			"sys/fs/cgroup/rt/cpuset.cpus":            "4-7\n",
+			"sys/fs/cgroup/rt/cpuset.cpus.exclusive":  "\n",
+			"sys/fs/cgroup/ex/cpuset.cpus.partition":  "root invalid (Parent is not a partition root)\n",
+			"sys/fs/cgroup/ex/cpuset.cpus":            "2-7\n",
+			"sys/fs/cgroup/ex/cpuset.cpus.exclusive":  "2-3\n",
+			"sys/fs/cgroup/old/cpuset.cpus.partition": "isolated invalid\n",
 		},
-		want: "", source: "valid isolated partitions", parts: []string{"/rt isolated invalid: Cpu list in cpuset.cpus not exclusive"},
+		want: "", source: "valid isolated partitions", parts: []string{
+			"/ex root invalid: Parent is not a partition root, wants 2-3",
+			"/old isolated invalid: invalid, wants ",
+			"/rt isolated invalid: Cpu list in cpuset.cpus not exclusive, wants 4-7",
+		},
 	}, {
 		// A bind mount of a cgroup listed before the hierarchy's own
 		// mount: its cgroup.controllers and cpuset.cpus.isolated are not
@@ -174,7 +187,7 @@ func TestCpusetPartitionIsolation(t *testing.T) {
 			for _, p := range h.Cpuset.Partitions {
 				s := p.Cgroup + " " + p.Type + " " + p.CPUs.String()
 				if p.Invalid != "" {
-					s = p.Cgroup + " " + p.Type + " invalid: " + p.Invalid
+					s = p.Cgroup + " " + p.Type + " invalid: " + p.Invalid + ", wants " + p.Wants.String()
 				}
 				parts = append(parts, s)
 			}

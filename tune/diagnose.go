@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"path"
 	"slices"
 	"sort"
 	"strconv"
@@ -515,6 +516,39 @@ func Diagnose(h *topo.Host, a, b *Snapshot, opt Options) []Finding {
 			fix = "transparent huge pages are off too, so buffers use 4 KiB pages: " + fix
 		}
 		add(Finding{ID: "no-hugepages", Severity: sev, Title: "no huge pages reserved", Evidence: ev, Fix: fix})
+	}
+	// 10. Invalid cpuset partitions. The kernel holds a partition whose
+	// rules are broken "invalid" and isolates none of its CPUs: they are
+	// load-balanced, any task runs there, and IsolatedCPUs (loops'
+	// default) leaves them out. An invalid isolated partition was meant
+	// to isolate; any other counts where it asks for loop CPUs.
+	var invalid, cgs []string
+	for _, p := range h.Cpuset.Partitions {
+		loops := p.Wants.Intersect(opt.LoopCPUs)
+		if p.Invalid == "" || (p.Type != "isolated" && loops.Len() == 0) {
+			continue
+		}
+		state := p.Type + " invalid"
+		if p.Invalid != "invalid" {
+			state += " (" + p.Invalid + ")"
+		}
+		ev := fmt.Sprintf("%s reads %q", path.Join(h.Cpuset.Mount, p.Cgroup, "cpuset.cpus.partition"), state)
+		if p.Wants.Len() > 0 {
+			ev += fmt.Sprintf("; it asks for CPUs %s", p.Wants)
+		}
+		if loops.Len() > 0 {
+			ev += fmt.Sprintf(", loop CPUs %s among them", loops)
+		}
+		invalid, cgs = append(invalid, ev), append(cgs, p.Cgroup)
+	}
+	if len(invalid) > 0 {
+		title := fmt.Sprintf("cpuset partition %s is invalid: the kernel isolates none of its CPUs", cgs[0])
+		if len(cgs) > 1 {
+			title = fmt.Sprintf("cpuset partitions %s are invalid: the kernel isolates none of their CPUs", strings.Join(cgs, ", "))
+		}
+		add(Finding{ID: "cpuset-partition-invalid", Severity: Warning, Title: title, Evidence: invalid,
+			Fix: "fix what the kernel's reason names: a partition's parent must be a valid partition (the root cgroup is one; Linux 6.7+ also takes a remote partition, whose CPUs each ancestor below the root lists in cpuset.cpus.exclusive), and its CPUs (cpuset.cpus, or cpuset.cpus.exclusive on Linux 6.7+) online and exclusive: no sibling partition, nor a sibling's cpuset.cpus.exclusive, holds them. " +
+				"The kernel makes it valid again once no rule is broken (Documentation/admin-guide/cgroup-v2.rst, cpuset.cpus.partition); until then its CPUs are load-balanced, run any task, and loops do not default to them. `spindle tune inspect` lists the partitions."})
 	}
 	// Netlink absence is reported, not fatal.
 	if h.Netlink.Netdev != "ok" || h.Netlink.Ethtool != "ok" {

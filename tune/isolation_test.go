@@ -147,3 +147,58 @@ func TestPartitionsNamedAlike(t *testing.T) {
 		t.Errorf("partitionNote with no partition read = %q, want it to start %q", got, want)
 	}
 }
+
+// TestDiagnoseInvalidPartition: a cpuset partition the kernel holds
+// invalid isolates nothing, which tune inspect showed and diagnose did
+// not. An invalid isolated partition, meant to isolate, is a finding
+// with the kernel's reason and the CPUs it asks for, and the loop CPUs
+// among them; an invalid root partition (load-balanced within) only where
+// it asks for loop CPUs; a valid one is none.
+func TestDiagnoseInvalidPartition(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		partition string
+		loops     topo.CPUSet
+		evidence  string // "" for no finding
+	}{
+		{"isolated, invalid", "isolated invalid (Cpu list in cpuset.cpus not exclusive)", nil,
+			`/sys/fs/cgroup/rt/cpuset.cpus.partition reads "isolated invalid (Cpu list in cpuset.cpus not exclusive)"; it asks for CPUs 2-7`},
+		{"isolated, invalid, loop CPUs in it", "isolated invalid (Parent is not a partition root)", topo.NewCPUSet(0, 3),
+			`"isolated invalid (Parent is not a partition root)"; it asks for CPUs 2-7, loop CPUs 3 among them`},
+		{"isolated, invalid without a reason", "isolated invalid", nil, `reads "isolated invalid"; it asks for CPUs 2-7`},
+		{"root, invalid, loop CPUs in it", "root invalid (Parent is not a partition root)", topo.NewCPUSet(7), `"root invalid (Parent is not a partition root)"; it asks for CPUs 2-7, loop CPUs 7 among them`},
+		{"root, invalid, loop CPUs apart", "root invalid (Parent is not a partition root)", topo.NewCPUSet(0, 1), ""},
+		{"isolated, valid", "isolated", nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root, h := cgroupHost(t, map[string]string{
+				"sys/fs/cgroup/rt/cpuset.cpus.partition": tc.partition + "\n",
+				"sys/fs/cgroup/rt/cpuset.cpus.effective": "2-7\n",
+				"sys/fs/cgroup/rt/cpuset.cpus":           "2-7\n",
+			})
+			a, b := snapshots(t, root, h)
+			var found []Finding
+			for _, f := range Diagnose(h, a, b, Options{LoopCPUs: tc.loops}) {
+				if f.ID == "cpuset-partition-invalid" {
+					found = append(found, f)
+				}
+			}
+			if tc.evidence == "" {
+				if len(found) > 0 {
+					t.Fatalf("finding for partition %q: %+v", tc.partition, found)
+				}
+				return
+			}
+			if len(found) != 1 {
+				t.Fatalf("%d cpuset-partition-invalid findings, want 1", len(found))
+			}
+			f := found[0]
+			if f.Severity != Warning || !strings.Contains(f.Title, "cpuset partition /rt is invalid") || len(f.Evidence) != 1 || !strings.Contains(f.Evidence[0], tc.evidence) {
+				t.Errorf("finding %+v, want a warning on /rt with evidence %q", f, tc.evidence)
+			}
+			if !strings.Contains(f.Fix, "valid again once no rule is broken") {
+				t.Errorf("fix %q does not say what to do", f.Fix)
+			}
+		})
+	}
+}

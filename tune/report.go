@@ -38,7 +38,11 @@ func WriteHost(w io.Writer, h *topo.Host) error {
 	}
 	for _, p := range h.Cpuset.Partitions {
 		if p.Invalid != "" {
-			ew.f("    partition %s: %s, invalid (%s): isolates nothing\n", p.Cgroup, p.Type, p.Invalid)
+			wants := ""
+			if p.Wants.Len() > 0 {
+				wants = " (asks for CPUs " + p.Wants.String() + ")"
+			}
+			ew.f("    partition %s: %s, invalid (%s): isolates nothing%s\n", p.Cgroup, p.Type, p.Invalid, wants)
 		} else {
 			ew.f("    partition %s: %s, CPUs %s\n", p.Cgroup, p.Type, orNone(p.CPUs.String()))
 		}

@@ -43,7 +43,8 @@ mkdir -p "$dest/proc/self"
 grep '^CapEff:' /proc/self/status >"$dest/proc/self/status"
 # cgroup v2 cpuset partitions: the mounts, which hierarchy each controller
 # is on, the root's controllers and isolated CPUs, and each cgroup's
-# partition state with its CPUs (topo walks only cgroups with cpuset files)
+# partition state with its CPUs and those it asks for (topo walks only
+# cgroups with cpuset files)
 grep -E ' - cgroup2? ' /proc/self/mountinfo >"$dest/proc/self/mountinfo" || true
 file /proc/cgroups
 # The mount of the whole hierarchy (root field "/"), as topo takes it,
@@ -56,6 +57,8 @@ if [ -n "$cg" ]; then
 	find "$cg" -name cpuset.cpus.partition 2>/dev/null | while read -r p; do
 		file "$p"
 		file "$(dirname "$p")/cpuset.cpus.effective"
+		file "$(dirname "$p")/cpuset.cpus"
+		file "$(dirname "$p")/cpuset.cpus.exclusive"
 	done
 fi
 for n in busy_poll busy_read netdev_budget netdev_budget_usecs netdev_max_backlog \
