@@ -125,6 +125,44 @@ func ParseCgroup2Mounts(b []byte) []Cgroup2Mount {
 	return mounts
 }
 
+// ParseCgroupV2Path returns the cgroup v2 path in a /proc/PID/cgroup file:
+// that of its "0::" line ("0::/system.slice/svc.service"), and false
+// where it has none (no cgroup v2 hierarchy is mounted).
+func ParseCgroupV2Path(b []byte) (string, bool) {
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		if p, ok := strings.CutPrefix(sc.Text(), "0::"); ok && strings.HasPrefix(p, "/") {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+// ReadCgroup reads the cgroup v2 path of process pid under root
+// (/proc/PID/cgroup): "" where it is in no cgroup v2 hierarchy.
+func ReadCgroup(root string, pid int) (string, error) {
+	if pid <= 0 {
+		return "", fmt.Errorf("pid %d: not a process id", pid)
+	}
+	r := reader{root: root}
+	file := "/proc/" + strconv.Itoa(pid) + "/cgroup"
+	b, err := os.ReadFile(r.path(file))
+	if err != nil {
+		return "", err
+	}
+	p, _ := ParseCgroupV2Path(b)
+	return p, nil
+}
+
+// InPartition says whether cgroup, a path from the hierarchy's root as
+// /proc/PID/cgroup gives it, is partition p's cgroup or below it: only
+// the tasks of those may run on a valid partition's CPUs. p's path is
+// below the mount read, which shows the cgroup MountRoot.
+func (c *Cpuset) InPartition(cgroup string, p CpusetPartition) bool {
+	full := path.Join(c.MountRoot, p.Cgroup)
+	return cgroup == full || strings.HasPrefix(cgroup, full+"/")
+}
+
 // unescapeMount undoes mountinfo's escapes of space, tab, newline and
 // backslash (\040, \011, \012, \134: seq_file's mangle_path).
 func unescapeMount(s string) string {

@@ -266,18 +266,22 @@ func FuzzReadFixtureNetlink(f *testing.F) {
 
 // FuzzParseCgroupFiles feeds arbitrary bytes to the parsers of the cgroup
 // files topo reads for cpuset partitions: a valid partition state parses
-// back to itself.
+// back to itself, and a process's cgroup v2 path is one from the root.
 func FuzzParseCgroupFiles(f *testing.F) {
 	for _, s := range []string{
 		"isolated", "root invalid", "isolated invalid (Parent is an invalid partition root)", "member\n",
 		"41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n",
 		"41 31 0:38 / /mnt/a\\040b rw - cgroup2 none rw\n",
 		"#subsys_name\thierarchy\tnum_cgroups\tenabled\ncpuset\t3\t1\t1\n",
+		"3:cpuset:/\n0::/system.slice/svc.service\n",
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ParseCgroup2Mounts(b)
+		if p, ok := ParseCgroupV2Path(b); ok != strings.HasPrefix(p, "/") {
+			t.Errorf("%q: cgroup v2 path %q, %v", b, p, ok)
+		}
 		if n := ParseCgroupsHierarchy(b, "cpuset"); n < -1 {
 			t.Errorf("%q: hierarchy %d", b, n)
 		}

@@ -62,6 +62,12 @@ type Host struct {
 	// Memlock is the RLIMIT_MEMLOCK of the reading process (ReadMemlock
 	// reads another's).
 	Memlock Memlock `json:"memlock"`
+	// ServiceCgroup is the cgroup v2 of the process whose limit Memlock
+	// is, when the caller read another's (ReadCgroup), as
+	// /proc/PID/cgroup gives it: a path from the hierarchy's root
+	// ("/system.slice/svc.service"). Empty otherwise, or where that
+	// process is in no cgroup v2 hierarchy (none is mounted).
+	ServiceCgroup string `json:"service_cgroup,omitempty"`
 	// HugePages describes huge page availability.
 	HugePages HugePages `json:"huge_pages"`
 	// Netlink says whether the netlink families could be consulted.

@@ -550,6 +550,19 @@ func Diagnose(h *topo.Host, a, b *Snapshot, opt Options) []Finding {
 			Fix: "fix what the kernel's reason names: a partition's parent must be a valid partition (the root cgroup is one; Linux 6.7+ also takes a remote partition, whose CPUs each ancestor below the root lists in cpuset.cpus.exclusive), and its CPUs (cpuset.cpus, or cpuset.cpus.exclusive on Linux 6.7+) online and exclusive: no sibling partition, nor a sibling's cpuset.cpus.exclusive, holds them. " +
 				"The kernel makes it valid again once no rule is broken (Documentation/admin-guide/cgroup-v2.rst, cpuset.cpus.partition); until then its CPUs are load-balanced, run any task, and loops do not default to them. `spindle tune inspect` lists the partitions."})
 	}
+	// 11. The service and the partitions of its loop CPUs. Only the
+	// tasks of a valid partition's cgroup and its descendants may run on
+	// its CPUs, and those tasks only there (less the CPUs of partitions
+	// below): the kernel refuses any other pin (sched_setaffinity,
+	// EINVAL), so an engine given such loop CPUs fails to start, and one
+	// left to its default puts its loops on the CPUs it may use instead.
+	// Checked where the service's cgroup was read (`--pid`).
+	if off, ev, fix := partitionReach(h, opt.LoopCPUs); off.Len() > 0 {
+		add(Finding{ID: "service-outside-partition", Severity: Critical,
+			Title:    fmt.Sprintf("%s may not run on loop CPUs %s: they are another cpuset partition's than its cgroup's", memlockOf(h.Memlock), off),
+			Evidence: ev,
+			Fix:      fix + "; or choose loop CPUs it may run on. Given these (Config.CPUs), the engine refuses them as outside the process's affinity; left to its default, it runs its loops on the CPUs it may use instead."})
+	}
 	// Netlink absence is reported, not fatal.
 	if h.Netlink.Netdev != "ok" || h.Netlink.Ethtool != "ok" {
 		add(Finding{ID: "netlink-unavailable", Severity: Info, Title: "netlink discovery incomplete",
@@ -559,6 +572,71 @@ func Diagnose(h *topo.Host, a, b *Snapshot, opt Options) []Finding {
 	rank := map[Severity]int{Critical: 0, Warning: 1, Info: 2}
 	slices.SortStableFunc(fs, func(x, y Finding) int { return rank[x.Severity] - rank[y.Severity] })
 	return fs
+}
+
+// partitionReach returns, for the service whose cgroup h holds
+// (ServiceCgroup), the loops it may not run on, why, and how to let it:
+// nothing where it may run on all, or its cgroup was not read. The
+// CPUs of valid partitions are apart (a partition's effective CPUs leave
+// out its child partitions'), and the rest are the root cgroup's. A task
+// may run on those of its home only: the deepest valid partition holding
+// its cgroup, else the root cgroup.
+func partitionReach(h *topo.Host, loops topo.CPUSet) (off topo.CPUSet, ev []string, fix string) {
+	cg := h.ServiceCgroup
+	if cg == "" {
+		return nil, nil, ""
+	}
+	name := func(p *topo.CpusetPartition) string {
+		if p == nil {
+			return "the root cgroup (no partition)"
+		}
+		return fmt.Sprintf("%s partition %s", p.Type, path.Join(h.Cpuset.MountRoot, p.Cgroup))
+	}
+	var home *topo.CpusetPartition
+	rest := loops
+	type part struct {
+		p    *topo.CpusetPartition
+		cpus topo.CPUSet
+	}
+	var owners []part
+	for i := range h.Cpuset.Partitions {
+		p := &h.Cpuset.Partitions[i]
+		if p.Invalid != "" {
+			continue
+		}
+		if h.Cpuset.InPartition(cg, *p) && (home == nil || len(p.Cgroup) > len(home.Cgroup)) {
+			home = p
+		}
+		if in := p.CPUs.Intersect(loops); in.Len() > 0 {
+			owners = append(owners, part{p, in})
+			rest = rest.Minus(in)
+		}
+	}
+	if rest.Len() > 0 {
+		owners = append(owners, part{nil, rest})
+	}
+	var fixes []string
+	for _, o := range owners {
+		if o.p == home {
+			continue
+		}
+		off = off.Union(o.cpus)
+		ev = append(ev, fmt.Sprintf("loop CPUs %s are those of %s", o.cpus, name(o.p)))
+		if o.p != nil {
+			fixes = append(fixes, fmt.Sprintf("for those, move it into %s (`echo PID > %s`, or start it there)", path.Join(h.Cpuset.MountRoot, o.p.Cgroup), path.Join(h.Cpuset.Mount, o.p.Cgroup, "cgroup.procs")))
+		} else {
+			fixes = append(fixes, "for those, run it in a cgroup outside "+path.Join(h.Cpuset.MountRoot, home.Cgroup))
+		}
+	}
+	if off.Len() == 0 {
+		return nil, nil, ""
+	}
+	where := "the CPUs of " + name(home)
+	if home != nil {
+		where += fmt.Sprintf(", %s", home.CPUs)
+	}
+	ev = append([]string{fmt.Sprintf("%s is in cgroup %s: it may run on %s only", memlockOf(h.Memlock), cg, where)}, ev...)
+	return off, ev, strings.Join(fixes, "; ")
 }
 
 // memlockOf names the process m is of.

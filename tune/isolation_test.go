@@ -202,3 +202,75 @@ func TestDiagnoseInvalidPartition(t *testing.T) {
 		})
 	}
 }
+
+// TestDiagnoseServiceOutsidePartition: only the tasks of a valid cpuset
+// partition's cgroup (and below) may run on its CPUs, and they only
+// there, so a service (--pid) in another cgroup is refused its loop CPUs
+// (sched_setaffinity: EINVAL). Nothing checked it; service-outside-
+// partition now names the loop CPUs it may not run on, whose they are,
+// and the cgroup it is in, read from /proc/PID/cgroup under the root.
+// The fixture: /rt isolated with 2-5 and, below it, /rt/inner with 6-7.
+func TestDiagnoseServiceOutsidePartition(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		cgroup   string // /proc/4242/cgroup
+		loops    topo.CPUSet
+		off      string   // loop CPUs it may not run on
+		evidence []string // nil for no finding
+	}{
+		{"outside", "0::/system.slice/svc.service\n", topo.NewCPUSet(2, 3), "2-3", []string{
+			"pid 4242 (svc) is in cgroup /system.slice/svc.service: it may run on the CPUs of the root cgroup (no partition) only",
+			"loop CPUs 2-3 are those of isolated partition /rt"}},
+		{"in it", "0::/rt/svc\n", topo.NewCPUSet(2, 3), "", nil},
+		{"in it, loops outside it too", "0::/rt\n", topo.NewCPUSet(0, 1, 2), "0-1", []string{
+			"pid 4242 (svc) is in cgroup /rt: it may run on the CPUs of isolated partition /rt, 2-5 only",
+			"loop CPUs 0-1 are those of the root cgroup (no partition)"}},
+		{"in a partition below", "0::/rt/inner\n", topo.NewCPUSet(5, 6), "5", []string{
+			"it may run on the CPUs of isolated partition /rt/inner, 6-7 only",
+			"loop CPUs 5 are those of isolated partition /rt"}},
+		{"hybrid host, v1 lines first", "3:cpuset:/\n0::/rt/inner/x\n", topo.NewCPUSet(6, 7), "", nil},
+		{"no cgroup v2", "3:cpuset:/\n", topo.NewCPUSet(2, 3), "", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root, h := cgroupHost(t, map[string]string{
+				"sys/fs/cgroup/rt/cpuset.cpus.partition":       "isolated\n",
+				"sys/fs/cgroup/rt/cpuset.cpus.effective":       "2-5\n",
+				"sys/fs/cgroup/rt/inner/cpuset.cpus.partition": "isolated\n",
+				"sys/fs/cgroup/rt/inner/cpuset.cpus.effective": "6-7\n",
+				"proc/4242/cgroup":                             tc.cgroup,
+			})
+			cg, err := topo.ReadCgroup(root, 4242)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.ServiceCgroup, h.Memlock.PID, h.Memlock.Comm = cg, 4242, "svc"
+			a, b := snapshots(t, root, h)
+			var f *Finding
+			for _, x := range Diagnose(h, a, b, Options{LoopCPUs: tc.loops}) {
+				if x.ID == "service-outside-partition" {
+					f = &x
+				}
+			}
+			if tc.evidence == nil {
+				if f != nil {
+					t.Fatalf("cgroup %q, loop CPUs %s: %+v", cg, tc.loops, f)
+				}
+				return
+			}
+			if f == nil {
+				t.Fatalf("cgroup %q, loop CPUs %s: no service-outside-partition finding", cg, tc.loops)
+			}
+			if f.Severity != Critical || !strings.Contains(f.Title, "may not run on loop CPUs "+tc.off) || len(f.Evidence) != len(tc.evidence) {
+				t.Fatalf("finding %+v, want critical with %d evidence lines", f, len(tc.evidence))
+			}
+			for i, want := range tc.evidence {
+				if !strings.Contains(f.Evidence[i], want) {
+					t.Errorf("evidence %q, want it to say %q", f.Evidence[i], want)
+				}
+			}
+			if !strings.Contains(f.Fix, "cgroup.procs") && !strings.Contains(f.Fix, "outside /rt") {
+				t.Errorf("fix %q says not where to run it", f.Fix)
+			}
+		})
+	}
+}

@@ -61,6 +61,9 @@ func WriteHost(w io.Writer, h *topo.Host) error {
 		ew.f("  irqbalance: not running\n")
 	}
 	ew.f("  memlock (%s): soft %s, hard %s, CAP_IPC_LOCK %v\n", memlockOf(h.Memlock), limitString(h.Memlock.Soft), limitString(h.Memlock.Hard), h.Memlock.CapIPCLock)
+	if h.ServiceCgroup != "" {
+		ew.f("  cgroup (%s): %s\n", memlockOf(h.Memlock), h.ServiceCgroup)
+	}
 	ew.f("  huge pages: %d of %d KiB (%d free), THP %s\n", h.HugePages.Total, h.HugePages.PageSize>>10, h.HugePages.Free, orNone(h.HugePages.THP))
 	ew.f("  netlink: netdev %s; ethtool %s\n", h.Netlink.Netdev, h.Netlink.Ethtool)
 	var virtual []string

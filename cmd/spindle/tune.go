@@ -98,13 +98,14 @@ func tuneInspect(args []string, w io.Writer) error {
 	return tune.WriteHost(w, h)
 }
 
-// pidFlag adds --pid, the service whose locked-memory limit to read.
+// pidFlag adds --pid, the service whose locked-memory limit and cgroup
+// to read.
 func pidFlag(fs *flag.FlagSet) *int {
-	return fs.Int("pid", 0, "process id of the service whose locked-memory limit (RLIMIT_MEMLOCK, CAP_IPC_LOCK) to check (default: this process's own)")
+	return fs.Int("pid", 0, "process id of the service whose locked-memory limit (RLIMIT_MEMLOCK, CAP_IPC_LOCK) to check (default: this process's own), and whose cgroup must be in the cpuset partition of its loop CPUs")
 }
 
-// readHostFor reads the host under root, with the memlock limit of
-// process pid when it is not 0.
+// readHostFor reads the host under root, with the memlock limit and
+// cgroup of process pid when it is not 0.
 func readHostFor(root string, pid int) (*topo.Host, error) {
 	if pid < 0 {
 		return nil, usageError{err: fmt.Errorf("--pid %d: not a process id", pid)}
@@ -114,6 +115,9 @@ func readHostFor(root string, pid int) (*topo.Host, error) {
 		return h, err
 	}
 	if h.Memlock, err = topo.ReadMemlock(root, pid); err != nil {
+		return nil, fmt.Errorf("--pid %d: %w", pid, err)
+	}
+	if h.ServiceCgroup, err = topo.ReadCgroup(root, pid); err != nil {
 		return nil, fmt.Errorf("--pid %d: %w", pid, err)
 	}
 	return h, nil

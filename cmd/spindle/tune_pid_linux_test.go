@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -101,4 +102,68 @@ func findingByID(d diagnoseReport, id string) *tune.Finding {
 		}
 	}
 	return nil
+}
+
+// TestTuneServiceCgroupOutsidePartition: `tune inspect --pid` and `tune
+// diagnose --pid` read the service's cgroup from /proc/PID/cgroup under
+// --root, and diagnose reports a service outside the cpuset partition
+// that holds its loop CPUs, which the kernel will not let it run on. A
+// captured tree (smt-isol) whose CPUs 2-7 are isolated partition /rt,
+// with a service in /system.slice.
+func TestTuneServiceCgroupOutsidePartition(t *testing.T) {
+	root := hostCopy(t, "../../topo/testdata/smt-isol")
+	limits, err := os.ReadFile(filepath.Join(root, "proc/self/limits"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for f, v := range map[string]string{
+		"proc/self/mountinfo":                    "35 24 0:30 / /sys/fs/cgroup rw,relatime - cgroup2 cgroup2 rw\n",
+		"sys/fs/cgroup/cgroup.controllers":       "cpuset cpu\n",
+		"sys/fs/cgroup/rt/cpuset.cpus.partition": "isolated\n",
+		"sys/fs/cgroup/rt/cpuset.cpus.effective": "2-7\n",
+		"proc/4242/limits":                       string(limits),
+		"proc/4242/status":                       "CapEff:\t0000000000000000\n",
+		"proc/4242/comm":                         "svc\n",
+		"proc/4242/cgroup":                       "0::/system.slice/svc.service\n",
+	} {
+		p := filepath.Join(root, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := tuneRun(t, "inspect", "--root", root, "--pid", "4242")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "cgroup (pid 4242 (svc)): /system.slice/svc.service") {
+		t.Errorf("inspect --pid does not show the service's cgroup:\n%s", out)
+	}
+	out, err = tuneRun(t, "diagnose", "--root", root, "--pid", "4242", "--loop-cpus", "2-3", "--period", "1ms", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d diagnoseReport
+	strictJSON(t, out, &d)
+	f := findingByID(d, "service-outside-partition")
+	if f == nil || !strings.Contains(strings.Join(f.Evidence, "\n"), "loop CPUs 2-3 are those of isolated partition /rt") || !strings.Contains(f.Fix, "/sys/fs/cgroup/rt/cgroup.procs") {
+		t.Errorf("diagnose --pid of a service outside /rt, loop CPUs 2-3: %+v\n%s", f, out)
+	}
+	out, err = tuneRun(t, "diagnose", "--root", root, "--pid", "4242", "--loop-cpus", "0-1", "--period", "1ms", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d = diagnoseReport{}
+	strictJSON(t, out, &d)
+	if f := findingByID(d, "service-outside-partition"); f != nil {
+		t.Errorf("diagnose --pid, loop CPUs 0-1 outside /rt: %+v", f)
+	}
+	if err := os.Remove(filepath.Join(root, "proc/4242/cgroup")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tuneRun(t, "diagnose", "--root", root, "--pid", "4242", "--period", "1ms"); err == nil || !strings.Contains(err.Error(), "--pid 4242") || !strings.Contains(err.Error(), "cgroup") {
+		t.Errorf("diagnose --pid without /proc/PID/cgroup: %v", err)
+	}
 }
