@@ -128,8 +128,9 @@ type diagnoseReport struct {
 	PeriodSeconds float64 `json:"period_seconds"`
 	// LoopCPUs are the CPUs queue IRQs were judged against
 	// (irq-on-loop-cpu), and LoopCPUsFrom says where they came from:
-	// "--loop-cpus", "state FILE (POLICY plan)", "isolcpus", or "" when
-	// there were none.
+	// "--loop-cpus", "state FILE (POLICY plan)", the kinds of isolation
+	// holding them (tune.IsolationKind: "isolcpus", "cpuset partition
+	// /rt", both joined by " and "), or "" when there were none.
 	LoopCPUs     topo.CPUSet    `json:"loop_cpus"`
 	LoopCPUsFrom string         `json:"loop_cpus_from"`
 	Findings     []tune.Finding `json:"findings"`
