@@ -576,52 +576,27 @@ func Diagnose(h *topo.Host, a, b *Snapshot, opt Options) []Finding {
 
 // partitionReach returns, for the service whose cgroup h holds
 // (ServiceCgroup), the loops it may not run on, why, and how to let it:
-// nothing where it may run on all, or its cgroup was not read. The
-// CPUs of valid partitions are apart (a partition's effective CPUs leave
-// out its child partitions'), and the rest are the root cgroup's. A task
-// may run on those of its home only: the deepest valid partition holding
+// nothing where it may run on all, or its cgroup was not read. A task may
+// run on the CPUs of its home only: the deepest valid partition holding
 // its cgroup, else the root cgroup.
 func partitionReach(h *topo.Host, loops topo.CPUSet) (off topo.CPUSet, ev []string, fix string) {
 	cg := h.ServiceCgroup
 	if cg == "" {
 		return nil, nil, ""
 	}
-	name := func(p *topo.CpusetPartition) string {
-		if p == nil {
-			return "the root cgroup (no partition)"
-		}
-		return fmt.Sprintf("%s partition %s", p.Type, path.Join(h.Cpuset.MountRoot, p.Cgroup))
-	}
 	var home *topo.CpusetPartition
-	rest := loops
-	type part struct {
-		p    *topo.CpusetPartition
-		cpus topo.CPUSet
-	}
-	var owners []part
-	for i := range h.Cpuset.Partitions {
-		p := &h.Cpuset.Partitions[i]
-		if p.Invalid != "" {
-			continue
+	for i, p := range h.Cpuset.Partitions {
+		if p.Invalid == "" && h.Cpuset.InPartition(cg, p) && (home == nil || len(p.Cgroup) > len(home.Cgroup)) {
+			home = &h.Cpuset.Partitions[i]
 		}
-		if h.Cpuset.InPartition(cg, *p) && (home == nil || len(p.Cgroup) > len(home.Cgroup)) {
-			home = p
-		}
-		if in := p.CPUs.Intersect(loops); in.Len() > 0 {
-			owners = append(owners, part{p, in})
-			rest = rest.Minus(in)
-		}
-	}
-	if rest.Len() > 0 {
-		owners = append(owners, part{nil, rest})
 	}
 	var fixes []string
-	for _, o := range owners {
+	for _, o := range partitionShares(h, loops) {
 		if o.p == home {
 			continue
 		}
 		off = off.Union(o.cpus)
-		ev = append(ev, fmt.Sprintf("loop CPUs %s are those of %s", o.cpus, name(o.p)))
+		ev = append(ev, fmt.Sprintf("loop CPUs %s are those of %s", o.cpus, partitionName(h, o.p)))
 		if o.p != nil {
 			fixes = append(fixes, fmt.Sprintf("for those, move it into %s (`echo PID > %s`, or start it there)", path.Join(h.Cpuset.MountRoot, o.p.Cgroup), path.Join(h.Cpuset.Mount, o.p.Cgroup, "cgroup.procs")))
 		} else {
@@ -631,7 +606,7 @@ func partitionReach(h *topo.Host, loops topo.CPUSet) (off topo.CPUSet, ev []stri
 	if off.Len() == 0 {
 		return nil, nil, ""
 	}
-	where := "the CPUs of " + name(home)
+	where := "the CPUs of " + partitionName(h, home)
 	if home != nil {
 		where += fmt.Sprintf(", %s", home.CPUs)
 	}

@@ -2,6 +2,7 @@ package tune
 
 import (
 	"fmt"
+	"path"
 	"strings"
 
 	"github.com/spindlenet/spindle/topo"
@@ -56,8 +57,10 @@ func partitionsNamed(h *topo.Host, cpus topo.CPUSet) string {
 // Such a partition, like isolcpus=domain, takes its CPUs out of load
 // balancing and (Linux 6.8+) off unbound workqueues; unlike it, only the
 // tasks of the partition's cgroup may run there, so a service outside it
-// cannot pin its loops there (sched_setaffinity fails with EINVAL). Neither
-// stops the timer tick, which only nohz_full= does, nor moves interrupts.
+// cannot pin its loops there (sched_setaffinity fails with EINVAL), and
+// loop CPUs of several partitions (or partly of none) cannot all be one
+// service's. Neither stops the timer tick, which only nohz_full= does,
+// nor moves interrupts.
 func partitionNote(h *topo.Host, loops topo.CPUSet) string {
 	in := loops.Intersect(h.IsolatedPartition)
 	if in.Len() == 0 {
@@ -71,5 +74,50 @@ func partitionNote(h *topo.Host, loops topo.CPUSet) string {
 	if tick := in.Minus(h.NohzFull); tick.Len() > 0 {
 		s += fmt.Sprintf("; the timer tick still runs on %s (a partition does not stop it; only nohz_full= at boot does)", tick)
 	}
+	if shares := partitionShares(h, loops); len(shares) > 1 {
+		var parts []string
+		for _, o := range shares {
+			parts = append(parts, fmt.Sprintf("%s are those of %s", o.cpus, partitionName(h, o.p)))
+		}
+		s += fmt.Sprintf("; a service runs in one cgroup, so on the CPUs of one partition only, and these loop CPUs are several's (%s): give each service the loop CPUs of one (--loop-cpus)", strings.Join(parts, ", "))
+	}
 	return s
+}
+
+// partitionShare is the part of a set of CPUs that a valid cpuset
+// partition holds: p's (p nil: the root cgroup's, in no valid partition).
+type partitionShare struct {
+	p    *topo.CpusetPartition
+	cpus topo.CPUSet
+}
+
+// partitionShares splits cpus among the valid cpuset partitions holding
+// them, in h's order, those of none (the root cgroup's) last. The CPUs
+// of valid partitions are apart (a partition's effective CPUs leave out
+// its child partitions'), and a task may run on those of one only: the
+// deepest valid partition holding its cgroup, else the root cgroup.
+func partitionShares(h *topo.Host, cpus topo.CPUSet) []partitionShare {
+	var shares []partitionShare
+	rest := cpus
+	for i := range h.Cpuset.Partitions {
+		p := &h.Cpuset.Partitions[i]
+		if in := p.CPUs.Intersect(cpus); p.Invalid == "" && in.Len() > 0 {
+			shares = append(shares, partitionShare{p, in})
+			rest = rest.Minus(in)
+		}
+	}
+	if rest.Len() > 0 {
+		shares = append(shares, partitionShare{nil, rest})
+	}
+	return shares
+}
+
+// partitionName names p for messages: "isolated partition /rt" (its
+// cgroup from the hierarchy's root), or for nil "the root cgroup (no
+// partition)".
+func partitionName(h *topo.Host, p *topo.CpusetPartition) string {
+	if p == nil {
+		return "the root cgroup (no partition)"
+	}
+	return fmt.Sprintf("%s partition %s", p.Type, path.Join(h.Cpuset.MountRoot, p.Cgroup))
 }

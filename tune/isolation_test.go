@@ -274,3 +274,34 @@ func TestDiagnoseServiceOutsidePartition(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanNotesLoopsOfSeveralPartitions: a task may run on the CPUs of
+// one cpuset partition only (the deepest valid one holding its cgroup,
+// else the root cgroup's, the CPUs of none), so a plan whose loop CPUs
+// are several partitions' cannot be one service's: the plan says so and
+// whose each are. It said "start the service in it" as if one cgroup
+// could hold them all.
+func TestPlanNotesLoopsOfSeveralPartitions(t *testing.T) {
+	_, h := cgroupHost(t, map[string]string{
+		"sys/fs/cgroup/a/cpuset.cpus.partition": "isolated\n",
+		"sys/fs/cgroup/a/cpuset.cpus.effective": "2-4\n",
+		"sys/fs/cgroup/b/cpuset.cpus.partition": "isolated\n",
+		"sys/fs/cgroup/b/cpuset.cpus.effective": "5-6\n",
+	})
+	for _, tc := range []struct {
+		loops topo.CPUSet
+		want  string // "" for no such note
+	}{
+		{topo.NewCPUSet(2, 3, 5, 6), "these loop CPUs are several's (2-3 are those of isolated partition /a, 5-6 are those of isolated partition /b)"},
+		{topo.NewCPUSet(0, 1, 2, 3), "these loop CPUs are several's (2-3 are those of isolated partition /a, 0-1 are those of the root cgroup (no partition))"},
+		{topo.NewCPUSet(2, 3, 4), ""},
+	} {
+		p, err := MakePlan(h, PlanConfig{LoopCPUs: tc.loops})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := hasNote(p, "a service runs in one cgroup"); got != (tc.want != "") || (got && !hasNote(p, tc.want)) {
+			t.Errorf("loop CPUs %s: notes %q, want one saying %q", tc.loops, p.Notes, tc.want)
+		}
+	}
+}
