@@ -74,7 +74,10 @@ type Ring struct {
 
 // closeWait bounds how long Close waits for the kernel to confirm that no
 // request is left in flight: for the cancel to complete, then for the
-// requests it reached while they ran in io-wq to end.
+// requests it reached while they ran in io-wq to end. It is wall time, in
+// which Close's thread may not run at all on a loaded host (2.7s in one
+// cancel, at a load of about 14 on 2 CPUs), so Close asks once more after
+// it before it gives up.
 const closeWait = time.Second
 
 // sqExitWait bounds how long Close of an SQPoll ring waits, once it has
@@ -251,7 +254,11 @@ func unsupported(feature, min string, err error) error {
 // kernel (6.18) counts it as cancelled all the same. So Close then asks,
 // for every opcode the ring has submitted, IORING_REGISTER_SYNC_CANCEL keyed
 // on the opcode (6.6), which waits in the kernel while a request with it is still
-// running, until none is left. Both steps together take at most a second.
+// running, until none is left. Both steps together wait at most a second;
+// past it Close still looks for the cancel's completion and asks about each
+// opcode once more without waiting, as the second may have passed while
+// its thread did not run (on a loaded host), and only the kernel's answers
+// say that a request is still in flight.
 //
 // Before 6.6 (no sync cancel keyed on an opcode) Close cannot wait for a
 // request running in io-wq and takes the cancel's count as confirmation:
@@ -421,10 +428,10 @@ func (r *Ring) waitRunning(deadline time.Time, wait time.Duration) string {
 				continue
 			}
 			for {
-				left := time.Until(deadline)
-				if left <= 0 {
-					return fmt.Sprintf("a request with opcode %d still running in io-wq after %v", op, wait)
-				}
+				// Past the deadline the kernel is asked once more, without
+				// waiting: the deadline may have passed while this thread
+				// did not run, and only its answer says a request runs.
+				left := max(time.Until(deadline), 0)
 				reg := sys.SyncCancelReg{Flags: sys.IORING_ASYNC_CANCEL_OP, Opcode: uint8(op)}
 				(*Timespec)(&reg.Timeout).Set(min(left, syncCancelSlice))
 				err := sys.SyncCancel(r.fd, &reg)
@@ -442,8 +449,11 @@ func (r *Ring) waitRunning(deadline time.Time, wait time.Duration) string {
 				case nil, unix.ETIME, unix.EINTR:
 					// nil: cancelled one not yet running, or the running
 					// one ended; ETIME: still running; EINTR: a signal.
-					// Look again.
+					// Look again, unless the deadline has passed.
 					found = true
+					if left == 0 {
+						return fmt.Sprintf("a request with opcode %d still running in io-wq after %v", op, wait)
+					}
 				case unix.EINVAL:
 					// No sync cancel keyed on an opcode (before 6.6):
 					// nothing to wait with. The cancel's count stands, as
@@ -588,10 +598,14 @@ func (r *Ring) cancelAll(deadline time.Time) int32 {
 		}
 	}
 	s.PrepCancel(0, CancelAny|CancelAll, CloseUserData)
+	// The cancel is submitted and its completion looked for at least once
+	// after the deadline too: the deadline may have passed while this
+	// thread did not run (for seconds on a loaded host), and the kernel
+	// completes the cancel as it is submitted.
 	res := int32(-1)
-	done := false
-	for !done && time.Now().Before(deadline) {
-		if _, err := r.SubmitAndWait(1, 50*time.Millisecond); err != nil && err != unix.ETIME {
+	for done := false; !done; {
+		left := time.Until(deadline)
+		if _, err := r.SubmitAndWait(1, min(max(left, time.Nanosecond), 50*time.Millisecond)); err != nil && err != unix.ETIME {
 			return -1
 		}
 		r.ForEachCQE(func(c CQE) bool {
@@ -600,6 +614,9 @@ func (r *Ring) cancelAll(deadline time.Time) int32 {
 			}
 			return true
 		})
+		if left <= 0 {
+			break
+		}
 	}
 	return res
 }

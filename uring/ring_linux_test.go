@@ -600,6 +600,74 @@ func TestCloseUnconfirmedCancelLeavesBuffersMapped(t *testing.T) {
 	}
 }
 
+// TestCloseAsksKernelAfterStall: Close's thread may not run for longer than
+// Close's wait (2.7s was seen at a load of about 14 on 2 CPUs), and Close must
+// still ask the kernel before it says the kernel did not confirm. It gave up
+// on its own clock instead: a stall before the cancel left the cancel
+// unsubmitted ("cancel not submitted"), one after it made Close say that a
+// request was still running in io-wq without asking, and either left the
+// provided buffers mapped for good. The ring has one poll request armed and
+// nothing in io-wq; the stall is a sleep past the deadline, before cancelAll
+// (a deadline already passed) or in cancelHook (after the cancel).
+func TestCloseAsksKernelAfterStall(t *testing.T) {
+	needKernel(t, "IORING_ASYNC_CANCEL_ANY", "5.19")
+	const wait = 20 * time.Millisecond
+	tests := []struct {
+		name  string
+		stall func(r *Ring) error
+	}{
+		{"before the cancel", func(r *Ring) error {
+			if n := r.cancelAll(time.Now().Add(-wait)); n != 1 {
+				return fmt.Errorf("cancel with its deadline passed: %d requests cancelled, want 1", n)
+			}
+			return nil
+		}},
+		{"after the cancel", func(r *Ring) error {
+			r.cancelHook = func(res int32) int32 {
+				time.Sleep(2 * wait)
+				return res
+			}
+			return nil
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+			if err != nil {
+				t.Fatal(os.NewSyscallError("eventfd", err))
+			}
+			t.Cleanup(func() { unix.Close(efd) })
+			r, err := New(&Config{Entries: 8})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.testCloseWait = wait
+			b, err := r.SetupBufRing(1, 4, 64)
+			if err != nil {
+				r.Close()
+				t.Fatal(err)
+			}
+			slab := b.slab[:cap(b.slab)]
+			sqe(t, r).PrepPollAdd(efd, unix.POLLIN, true, 1)
+			if _, err := r.Submit(); err != nil {
+				r.Close()
+				t.Fatal(err)
+			}
+			if err := tt.stall(r); err != nil {
+				t.Error(err)
+			}
+			before := LeftMappedBytes()
+			if err := r.Close(); err != nil {
+				t.Cleanup(func() { releaseLeftMapped(slab) })
+				t.Fatalf("Close after a stall past its wait, nothing in io-wq: %v", err)
+			}
+			if n := LeftMappedBytes() - before; n != 0 || mapped(slab) {
+				t.Errorf("Close left %d bytes mapped (slab mapped: %v)", n, mapped(slab))
+			}
+		})
+	}
+}
+
 // releaseLeftMapped unmaps slabs of buffer rings Close left mapped (whole,
 // as BufRing.slab[:cap]) and takes their bytes off LeftMappedBytes, for a
 // test whose requests have ended since, or that made Close leave them
