@@ -716,16 +716,19 @@ func (l *Loop) dial(network, address string, timeout time.Duration, cfg *tls.Con
 	if err != nil {
 		return nil, &net.OpError{Op: "dial", Net: network, Err: err}
 	}
-	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, &net.OpError{Op: "dial", Net: network, Err: os.NewSyscallError("socket", err)}
-	}
-	c := &Conn{l: l, fd: fd, state: stateConnecting, unixPeer: family == unix.AF_UNIX}
-	if family != unix.AF_UNIX {
-		unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	c := &Conn{l: l, fd: -1, state: stateConnecting, unixPeer: family == unix.AF_UNIX}
+	if !c.unixPeer {
 		// The address dialed, for the dial's errors (opError) until
 		// open has the one connected to.
 		c.remote = addrPort(sa, &l.e.zones)
+	}
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, &net.OpError{Op: "dial", Net: network, Addr: c.dialAddr(address), Err: os.NewSyscallError("socket", err)}
+	}
+	c.fd = fd
+	if !c.unixPeer {
+		unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 	}
 	// EINPROGRESS only: a Unix socket's EAGAIN (the listener's backlog is
 	// full) abandons the connect, leaving a socket that polls writable
@@ -882,6 +885,9 @@ func (e *Engine) Listen(network, address string, lc *ListenConfig) (*Listener, e
 	for i := range ln.fds {
 		ln.fds[i] = -1
 	}
+	// addr is the address a failure names, as package net's do: the
+	// one asked for, with the port the kernel chose once known.
+	var addr net.Addr
 	fail := func(op string, err error) (*Listener, error) {
 		for i, fd := range ln.fds {
 			if fd >= 0 {
@@ -894,9 +900,12 @@ func (e *Engine) Listen(network, address string, lc *ListenConfig) (*Listener, e
 			// the path taken.
 			os.Remove(ln.unlink)
 		}
-		return nil, &net.OpError{Op: "listen", Net: network, Err: os.NewSyscallError(op, err)}
+		return nil, &net.OpError{Op: "listen", Net: network, Addr: addr, Err: os.NewSyscallError(op, err)}
 	}
 	if network == "unix" {
+		if address != "" {
+			addr = &net.UnixAddr{Name: address, Net: "unix"}
+		}
 		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
 			return fail("socket", err)
@@ -937,6 +946,7 @@ func (e *Engine) Listen(network, address string, lc *ListenConfig) (*Listener, e
 		if err != nil {
 			return nil, &net.OpError{Op: "listen", Net: network, Err: err}
 		}
+		addr = net.TCPAddrFromAddrPort(addrPort(sa, &e.zones))
 		steer := !opt.NoSteering && len(e.loops) > 1
 		for i := range e.loops {
 			fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
@@ -976,6 +986,7 @@ func (e *Engine) Listen(network, address string, lc *ListenConfig) (*Listener, e
 					s.Port = int(ap.Port())
 				}
 				ln.addr = net.TCPAddrFromAddrPort(ap)
+				addr = ln.addr
 			}
 			if steer && incomingCPUSteering {
 				// The kernel prefers, among the group's sockets, the one
