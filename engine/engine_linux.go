@@ -1105,10 +1105,7 @@ func (ln *Listener) add(l *Loop, i int) {
 		s.index = int32(len(l.lns))
 		l.lns = append(l.lns, s)
 	}
-	if err := l.be.addListener(s); err != nil {
-		s.done = true
-		l.closeListener(s)
-	}
+	l.be.addListener(s)
 }
 
 // closeListener closes s's socket, which the loop no longer accepts on

@@ -89,20 +89,40 @@ func (b *epollBackend) msgRing(*Loop, int) bool { return false }
 // wakeAt: epoll has no timer of its own here; the loop bounds its waits.
 func (b *epollBackend) wakeAt(int64) bool { return false }
 
-// listenerCtl is epoll_ctl(2) for addListener; tests replace it to see
-// epoll refuse to watch a listening socket again (ENOSPC past
+// listenerCtl is epoll_ctl(2) for watch; tests replace it to see epoll
+// refuse to watch a listening socket (ENOSPC past
 // fs.epoll.max_user_watches, ENOMEM), which they cannot bring about
 // without starving the host.
 var listenerCtl = unix.EpollCtl
 
-func (b *epollBackend) addListener(s *lnSock) error {
+// addListener watches s's socket; where epoll refuses, watch says so and
+// tries again.
+func (b *epollBackend) addListener(s *lnSock) { b.watch(s, true) }
+
+// watch watches s's socket, at its add (added set) and after an accept's
+// back-off. Where epoll refuses (ENOSPC past fs.epoll.max_user_watches,
+// ENOMEM: the shortage may last), it says so and tries again after the
+// next, longer pause: a TCP socket left unwatched would keep its share of
+// the connections (SO_REUSEPORT) in its backlog, never accepted, and one
+// closed instead would leave a listener of one loop refusing every
+// connection, its Listen having succeeded. The add's pauses end once the
+// socket is watched, so that an accept's back-off to come starts from
+// 5 ms and is said; an accept's go on until an accept succeeds. Loop
+// goroutine.
+func (b *epollBackend) watch(s *lnSock, added bool) {
 	// EPOLLEXCLUSIVE: of the loops watching one Unix listening socket,
 	// only one wakes per connection.
 	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLEXCLUSIVE, Fd: s.index, Pad: epKindListener}
-	if err := listenerCtl(b.epfd, unix.EPOLL_CTL_ADD, s.fd, &ev); err != nil {
-		return os.NewSyscallError("epoll_ctl", err)
+	err := listenerCtl(b.epfd, unix.EPOLL_CTL_ADD, s.fd, &ev)
+	if err == nil {
+		if added {
+			s.backoff = 0
+		}
+		return
 	}
-	return nil
+	l := b.l
+	l.pauseAccept(s, func() { b.watch(s, added) })
+	l.e.cfg.Logf("engine: loop %d: watching %v: %v; trying again in %v", l.id, s.ln.Addr(), os.NewSyscallError("epoll_ctl", err), s.backoff)
 }
 
 func (b *epollBackend) removeListener(s *lnSock) {
@@ -317,7 +337,7 @@ func (b *epollBackend) accept(s *lnSock) {
 			// Level-triggered, the socket stays readable while out of
 			// descriptors, and once Listener.Close has shut it down:
 			// stop watching it, for a while or until its removal.
-			if errno, ok := err.(unix.Errno); s.ln.closed.Load() || ok && b.l.acceptBackoff(s, errno, func() { b.rearm(s) }) {
+			if errno, ok := err.(unix.Errno); s.ln.closed.Load() || ok && b.l.acceptBackoff(s, errno, func() { b.watch(s, false) }) {
 				unix.EpollCtl(b.epfd, unix.EPOLL_CTL_DEL, s.fd, nil)
 			}
 			return
@@ -328,21 +348,6 @@ func (b *epollBackend) accept(s *lnSock) {
 			return
 		}
 	}
-}
-
-// rearm watches s again after an accept's back-off. Where epoll refuses
-// (ENOSPC past fs.epoll.max_user_watches, ENOMEM: the shortage may last),
-// it says so and tries again after the next, longer pause: a TCP socket
-// left unwatched would keep its share of the connections (SO_REUSEPORT)
-// in its backlog, never accepted. Loop goroutine.
-func (b *epollBackend) rearm(s *lnSock) {
-	err := b.addListener(s)
-	if err == nil {
-		return
-	}
-	l := b.l
-	l.pauseAccept(s, func() { b.rearm(s) })
-	l.e.cfg.Logf("engine: loop %d: watching %v again: %v; trying again in %v", l.id, s.ln.Addr(), err, s.backoff)
 }
 
 func (b *epollBackend) read(c *Conn) {

@@ -13,9 +13,10 @@ import (
 type backend interface {
 	// init sets the backend up on the (already pinned) loop thread.
 	init(l *Loop) error
-	// addListener starts accepting on fd; removeListener stops and closes
-	// it (possibly later, once no operation refers to it).
-	addListener(s *lnSock) error
+	// addListener starts accepting on fd (where the kernel refuses for
+	// now, after a pause, saying so); removeListener stops and closes it
+	// (possibly later, once no operation refers to it).
+	addListener(s *lnSock)
 	removeListener(s *lnSock)
 	// startConn begins receiving on an open connection; dial waits for
 	// the non-blocking connect of c to finish. On failure they abort c.

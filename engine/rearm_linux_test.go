@@ -71,3 +71,74 @@ func TestAcceptRearmRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestListenWatchRefused has epoll refuse to watch a new listener's socket
+// (ENOSPC, as past fs.epoll.max_user_watches, through listenerCtl) on an
+// epoll engine of one loop: the loop says so and tries again after a
+// pause, and serves the listener once epoll takes the socket. The refusal
+// was dropped and the socket closed: Listen had succeeded, and every
+// connection was refused, nothing saying why. An accept that then runs
+// out of descriptors is said too: the add's pauses are not an accept's
+// back-off, which is said at its start.
+func TestListenWatchRefused(t *testing.T) {
+	skipWithBatchWait(t, "epoll, epoll-busypoll")
+	var refusing atomic.Bool
+	var refused, watched atomic.Int64
+	t.Cleanup(func() { listenerCtl = unix.EpollCtl }) // after the engines' cleanups
+	listenerCtl = func(epfd, op, fd int, ev *unix.EpollEvent) error {
+		if op != unix.EPOLL_CTL_ADD {
+			return unix.EpollCtl(epfd, op, fd, ev)
+		}
+		if refusing.Load() {
+			refused.Add(1)
+			return unix.ENOSPC
+		}
+		err := unix.EpollCtl(epfd, op, fd, ev)
+		if err == nil {
+			watched.Add(1)
+		}
+		return err
+	}
+	for _, b := range []Backend{BackendEpoll, BackendEpollBusyPoll} {
+		t.Run(string(b), func(t *testing.T) {
+			var logs logLines
+			cfg := testConfig(b)
+			cfg.CPUs = []int{0}
+			cfg.Logf = logs.logf
+			refused.Store(0)
+			watched.Store(0)
+			refusing.Store(true)
+			_, ln := startListening(t, cfg, &echoHandler{}, "tcp", "127.0.0.1:0")
+			waitFor(t, "the listener's watch refused", func() bool { return refused.Load() > 0 })
+			refusing.Store(false)
+			waitFor(t, "the listener watched", func() bool { return watched.Load() > 0 })
+			if logs.count("watching") == 0 {
+				t.Errorf("nothing said of the refused watch: %q", logs.all())
+			}
+			ap := ln.Addr().(*net.TCPAddr).AddrPort()
+			cfd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			client := os.NewFile(uintptr(cfd), "client")
+			defer client.Close()
+			exhaustFds(t, func() {
+				if err := unix.Connect(cfd, &unix.SockaddrInet4{Addr: ap.Addr().As4(), Port: int(ap.Port())}); err != nil {
+					t.Errorf("connect once epoll could watch the socket (%d watches refused): %v", refused.Load(), err)
+				}
+			}, func() uint64 { return 0 })
+			if logs.count("accept on") == 0 {
+				t.Errorf("nothing said of the accept out of descriptors: %q", logs.all())
+			}
+			c, err := net.FileConn(client)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(3 * time.Second))
+			if err := roundTrip(c, []byte("served")); err != nil {
+				t.Errorf("echo once epoll could watch the socket and descriptors were free: %v", err)
+			}
+		})
+	}
+}

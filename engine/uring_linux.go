@@ -655,12 +655,11 @@ func (b *uringBackend) armWake() {
 	b.sqe().PrepPollAdd(b.l.wakeFd, unix.POLLIN, true, udata(opWake, 0, 0))
 }
 
-func (b *uringBackend) addListener(s *lnSock) error {
+func (b *uringBackend) addListener(s *lnSock) {
 	for len(b.lnArmed) <= int(s.index) {
 		b.lnArmed = append(b.lnArmed, false)
 	}
 	b.armAccept(s)
-	return nil
 }
 
 func (b *uringBackend) armAccept(s *lnSock) {
