@@ -258,6 +258,47 @@ func TestRecvMultishot10MB(t *testing.T) {
 	}
 }
 
+// TestBufRingTailWraps streams more buffers through a buffer ring than its
+// 16-bit tail counts (80,000 buffers of 64 bytes through 64 entries), plain
+// and as bundles: the tail wraps past 65535 (the kernel's head with it), and
+// every byte still arrives once, in order, every buffer back in the ring at
+// the end.
+func TestBufRingTailWraps(t *testing.T) {
+	needFeatures(t, FeatMultishotRecv, "IORING_REGISTER_PBUF_STATUS")
+	for _, bundle := range []bool{false, true} {
+		name := "plain"
+		if bundle {
+			name = "bundle"
+		}
+		t.Run(name, func(t *testing.T) {
+			if bundle {
+				needFeatures(t, FeatRecvBundle)
+			}
+			r := newRing(t, &Config{Entries: 64, SingleIssuer: true, DeferTaskrun: true})
+			const entries, bufSize, bufs = 64, 64, 80000
+			b, err := r.SetupBufRing(3, entries, bufSize)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			c, s := tcpPair(t)
+			wait := streamWriter(t, c, bufs*bufSize)
+			got, _ := recvAll(t, r, b, s, bundle, 0)
+			if err := wait(); err != nil {
+				t.Fatal(err)
+			}
+			// A buffer holds bufSize bytes at most: bufs of them went
+			// through, and the tail round past 65535.
+			if got != bufs*bufSize {
+				t.Fatalf("received %d bytes, want %d", got, bufs*bufSize)
+			}
+			if avail, err := b.Available(); err != nil || avail != entries {
+				t.Errorf("after the stream %d of %d buffers available (%v)", avail, entries, err)
+			}
+		})
+	}
+}
+
 // TestRecvENOBUFSRecovery exhausts a small buffer ring on purpose: the
 // multishot recv ends with -ENOBUFS, and recycling plus re-arming resumes the
 // stream without losing or reordering bytes.
