@@ -34,7 +34,10 @@ func (c CQE) BufferID() (uint16, bool) {
 func (c CQE) Notif() bool { return c.Flags&sys.IORING_CQE_F_NOTIF != 0 }
 
 // ZCCopied reports, for a SEND_ZC notification, that the kernel copied the
-// data instead of sending it zero-copy (IORING_NOTIF_USAGE_ZC_COPIED).
+// data instead of sending it zero-copy (IORING_NOTIF_USAGE_ZC_COPIED). The
+// kernel reports a copy whenever no part of the send went out zero-copy
+// (6.18, io_notif_tw_complete), so also for a send that failed and sent
+// nothing: read it with the send's result.
 //
 // Any goroutine: a CQE is a copied value.
 func (c CQE) ZCCopied() bool { return c.Notif() && uint32(c.Res)&sys.IORING_NOTIF_USAGE_ZC_COPIED != 0 }

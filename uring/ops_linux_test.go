@@ -307,6 +307,41 @@ func TestSendZCNotification(t *testing.T) {
 	}
 }
 
+// TestSendZCFailureNotifies checks what the engine's send-slab accounting
+// and PrepSendZC's documentation rely on: a SEND_ZC that fails once the
+// kernel has taken it (a broken pipe, no such fd) still posts its
+// notification after the result, the result carrying the error and F_MORE,
+// and that notification reports a copy (IORING_NOTIF_USAGE_ZC_COPIED) though
+// nothing was sent.
+func TestSendZCFailureNotifies(t *testing.T) {
+	needFeatures(t, "IORING_OP_SEND_ZC") // 6.2: with the usage report PrepSendZC sets
+	r := newRing(t, &Config{Entries: 8}) // used from the subtests' goroutines
+	c, _ := tcpPair(t)
+	if err := unix.Shutdown(c, unix.SHUT_WR); err != nil {
+		t.Fatal(err)
+	}
+	buf := offHeap(t, 100)
+	for _, tc := range []struct {
+		name string
+		fd   int
+		want unix.Errno
+	}{
+		{"broken pipe", c, unix.EPIPE},
+		{"no such fd", -1, unix.EBADF},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sqe(t, r).PrepSendZC(tc.fd, buf, unix.MSG_NOSIGNAL, -1, 1)
+			got := reap(t, r, 2)
+			if res := got[0]; res.Notif() || res.Err() != tc.want || !res.More() {
+				t.Errorf("result %+v (%v): want %v with F_MORE", res, res.Err(), tc.want)
+			}
+			if n := got[1]; !n.Notif() || n.UserData != 1 || n.More() || !n.ZCCopied() {
+				t.Errorf("second completion %+v: want the notification, reporting a copy", n)
+			}
+		})
+	}
+}
+
 // fillNops prepares and submits total NOPs with user_data 0..total-1 without
 // reaping any completion; Submit must never fail, however far the CQ
 // overflows.

@@ -209,9 +209,13 @@ func (s *SQE) PrepSend(fd int, buf []byte, flags int, userData uint64) {
 // SQE working). It posts two CQEs with the same
 // user_data: the send result (CQE.More set), then a notification (CQE.Notif)
 // when the kernel no longer references buf; buf may be reused only after the
-// notification. fixedBuf >= 0 is the index of a registered buffer containing
-// buf (the only way to send from a fixed buffer in 6.18); -1 means none.
-// The notification's CQE.ZCCopied reports whether the kernel had to copy.
+// notification. A send that fails once the kernel has taken the SQE (an fd
+// not open, a broken pipe) posts both as well, its error in the result,
+// which still has CQE.More: the result's More says whether a notification
+// follows (6.18: io_send_zc, io_sendrecv_fail). fixedBuf >= 0 is the index
+// of a registered buffer containing buf (the only way to send from a fixed
+// buffer in 6.18); -1 means none. The notification's CQE.ZCCopied reports
+// whether the kernel had to copy; see there for a send that failed.
 //
 // Owner goroutine of the ring the SQE came from.
 func (s *SQE) PrepSendZC(fd int, buf []byte, flags int, fixedBuf int, userData uint64) {
