@@ -210,7 +210,9 @@ type LoadResult struct {
 	// a few µs, one that stops sending while the server stalls (or whose
 	// requests wait in its buffer while the server does not read) has a
 	// lag as long as the stall. A request still unwritten when the run
-	// ends counts the time it waited. Nil in closed loop.
+	// ends, in the client's buffer or never sent (see Unanswered), counts
+	// the time it had waited by then, a lower bound: SendLag holds a lag
+	// for each latency of Hist. Nil in closed loop.
 	SendLag *Histogram
 	// ClientIdle is the time the client threads spent in polls that found
 	// nothing to do (0 with Block), summed over threads.

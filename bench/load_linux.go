@@ -854,7 +854,9 @@ func (t *loadThread) runOpen(t0 int64) error {
 	// Requests due in the window that never went out (every connection
 	// was at MaxOutstanding or maxQueuedBytes to the end) were offered and
 	// not answered: recorded like the unanswered ones, at the time waited
-	// so far.
+	// so far, and in the send lag as late by then, as those still in the
+	// client's buffer are: left out, the requests furthest behind their
+	// schedule would be missing from the lag the latencies are read with.
 	end := t.now()
 	for k := issued; ; k++ {
 		ts := t0 + t.phase + int64(float64(k)*interval)
@@ -865,6 +867,7 @@ func (t *loadThread) runOpen(t0 int64) error {
 			t.scheduled++
 			t.unanswered++
 			t.hist.Record(time.Duration(end - ts))
+			t.lag.Record(time.Duration(end - ts))
 		}
 	}
 	return nil

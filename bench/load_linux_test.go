@@ -97,8 +97,10 @@ func TestOpenLoopSendLagCountsPartialWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-served
-	if res.SendLag.Count() != int64(res.Sent) {
-		t.Fatalf("send lag has %d samples for %d requests sent", res.SendLag.Count(), res.Sent)
+	// One for each request of the window: those still unsent when the run
+	// ended too (TestOpenLoopSendLagCountsNeverSent).
+	if res.SendLag.Count() != res.Hist.Count() {
+		t.Fatalf("send lag has %d samples for %d latencies (%d requests sent)", res.SendLag.Count(), res.Hist.Count(), res.Sent)
 	}
 	// The socket buffers hold a few MB, a few dozen requests: most of the
 	// stall's 300 requests waited in the client until the server read
@@ -106,7 +108,36 @@ func TestOpenLoopSendLagCountsPartialWrites(t *testing.T) {
 	if m := res.SendLag.Max(); m < stall/2 {
 		t.Errorf("send lag max = %v through a %v stall with the socket full: requests not yet written counted as sent", m, stall)
 	}
-	t.Logf("send lag %s", res.SendLag)
+	t.Logf("send lag %s; %d of %d requests sent", res.SendLag, res.Sent, res.Scheduled)
+}
+
+// TestOpenLoopSendLagCountsNeverSent: a request of the window that never
+// went out (every connection at MaxOutstanding to the end) counts in the
+// send lag at the time it had waited, as it does in the latencies: the
+// send lag has one sample for every latency. Against a server that never
+// answers, one request in flight per connection, the warm-up's request
+// holds the only connection and none of the window's is sent; the send
+// lag had no sample at all while the latencies had all of them, so its
+// percentiles left out the requests furthest behind their schedule.
+func TestOpenLoopSendLagCountsNeverSent(t *testing.T) {
+	const drain = 50 * time.Millisecond
+	res, err := RunLoad(context.Background(), LoadConfig{
+		Addr: silentServer(t).String(), Conns: 1, Rate: 1000, MaxOutstanding: 1,
+		Warmup: 20 * time.Millisecond, Duration: 100 * time.Millisecond, Drain: drain,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Sent != 0 || res.Scheduled == 0 || res.Unanswered != res.Scheduled || res.Hist.Count() != int64(res.Scheduled) {
+		t.Fatalf("scheduled %d, sent %d, unanswered %d, latencies %d: want none of the window's requests sent, all of them unanswered latencies", res.Scheduled, res.Sent, res.Unanswered, res.Hist.Count())
+	}
+	if res.SendLag.Count() != res.Hist.Count() {
+		t.Errorf("send lag has %d samples for %d latencies (requests of the window, %d of them never sent)", res.SendLag.Count(), res.Hist.Count(), res.Scheduled-res.Sent)
+	}
+	// Each waited past the window's end to the drain's at least.
+	if p := res.SendLag.Quantile(0); p < drain {
+		t.Errorf("send lag minimum %v, want at least the %v drain", p, drain)
+	}
 }
 
 // TestLoadConnectHonoursContext: a run whose connections cannot complete
@@ -266,21 +297,8 @@ func TestLoadSendBufferCompaction(t *testing.T) {
 // count as not sent. It queued every request due, MaxOutstanding of them per
 // connection: up to a GiB per connection at 1 MiB each.
 func TestOpenLoopQueueBounded(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			close(accepted)
-			return
-		}
-		accepted <- c
-	}()
-	cfg, err := LoadConfig{Addr: ln.Addr().String(), Conns: 1, Rate: 500, Payload: MaxPayload,
+	addr := silentServer(t)
+	cfg, err := LoadConfig{Addr: addr.String(), Conns: 1, Rate: 500, Payload: MaxPayload,
 		Warmup: time.Microsecond, Duration: 200 * time.Millisecond, Drain: 50 * time.Millisecond}.withDefaults()
 	if err != nil {
 		t.Fatal(err)
@@ -288,11 +306,8 @@ func TestOpenLoopQueueBounded(t *testing.T) {
 	var stop atomic.Bool
 	lt := &loadThread{cfg: cfg, framing: newLoadFraming(cfg), base: time.Now(), hist: NewHistogram(), lag: NewHistogram(), stop: &stop, ep: -1, timer: -1}
 	defer lt.close()
-	if err := lt.setup(0, 1, ln.Addr().(*net.TCPAddr)); err != nil {
+	if err := lt.setup(0, 1, addr); err != nil {
 		t.Fatal(err)
-	}
-	if c, ok := <-accepted; ok {
-		defer c.Close()
 	}
 	if err := lt.run(lt.now() + int64(time.Millisecond)); err != nil {
 		t.Fatal(err)
@@ -309,6 +324,37 @@ func TestOpenLoopQueueBounded(t *testing.T) {
 		t.Errorf("scheduled %d, sent %d, unanswered %d: want fewer sent than scheduled, all unanswered", lt.scheduled, lt.sent, lt.unanswered)
 	}
 	t.Logf("scheduled %d, sent %d; send buffer %d KiB", lt.scheduled, lt.sent, cap(c.wbuf)>>10)
+}
+
+// silentServer listens on a loopback port and accepts connections, which
+// it holds open, never reading or answering, until t ends; it returns its
+// address.
+func silentServer(t *testing.T) *net.TCPAddr {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done // conns is complete
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return ln.Addr().(*net.TCPAddr)
 }
 
 // TestLoadReceiveBufferCompaction: a large reply that arrives in many
