@@ -89,7 +89,7 @@ func TestHTTP2ReportGolden(t *testing.T) {
 		Notes: []string{"a note from the run"},
 	}}
 	res := func(arm string, streams, rep int, rps, p99, cpu, pct float64, src string) HTTP2Result {
-		r := HTTP2Result{Arm: arm, Streams: streams, Rep: rep, AchievedRPS: rps, Requests: uint64(rps * 0.4),
+		r := HTTP2Result{Arm: arm, Streams: streams, Rep: rep, AchievedRPS: rps, Requests: uint64(rps * 0.4), LatencyCount: int64(rps * 0.4),
 			Latency:        Percentiles{P50: p99 / 3, P90: p99 / 2, P99: p99, P999: p99 * 1.5, P9999: p99 * 2, Max: p99 * 3},
 			ServerUSPerReq: cpu, ServerCPUPercent: pct, ServerCPUSource: src, ClientCPUPercent: 60 + pct/10}
 		if rps > 0 {
@@ -124,7 +124,7 @@ func TestHTTP2ReportGolden(t *testing.T) {
 // ratios to direct).
 func TestProxyReportGolden(t *testing.T) {
 	res := func(arm string, streams, rep int, rps, p99, cpu, pct float64, src string) ProxyResult {
-		r := ProxyResult{Arm: arm, Streams: streams, Rep: rep, AchievedRPS: rps, Requests: uint64(rps * 0.4),
+		r := ProxyResult{Arm: arm, Streams: streams, Rep: rep, AchievedRPS: rps, Requests: uint64(rps * 0.4), LatencyCount: int64(rps * 0.4),
 			Latency:       Percentiles{P50: p99 / 3, P90: p99 / 2, P99: p99, P999: p99 * 1.5, P9999: p99 * 2, Max: p99 * 3},
 			ProxyUSPerReq: cpu, ProxyCPUPercent: pct, ProxyCPUSource: src, ProxyProcs: 1,
 			UpstreamUSPerReq: cpu/2 + 3, UpstreamCPUPercent: pct / 2, UpstreamCPUSource: "schedstat", ClientCPUPercent: 50 + pct/5}

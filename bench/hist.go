@@ -120,6 +120,14 @@ func (h *Histogram) Percentiles() Percentiles {
 	}
 }
 
+// latencyFigures are what a result keeps of its latencies h (Result's
+// Latency, LatencyClamped and LatencyCount, and the side-by-side
+// results'): their percentiles, how many were past the histogram's minute
+// and how many there were. One goroutine at a time.
+func (h *Histogram) latencyFigures() (p Percentiles, clamped, count int64) {
+	return h.Percentiles(), h.Overflow(), h.Count()
+}
+
 // SpectrumPoint is one point of a latency percentile spectrum.
 type SpectrumPoint struct {
 	// Percentile is in 0..100.

@@ -150,6 +150,11 @@ type HTTP2Result struct {
 	// which count as a minute (as Result.LatencyClamped; a note says so).
 	// Absent when there were none.
 	LatencyClamped int64 `json:"latency_clamped,omitempty"`
+	// LatencyCount is the number of latencies Latency is of, h2load's log
+	// rows of the main duration (as Result.LatencyCount; a note says where
+	// p99 or p99.9 falls among a repetition's ten slowest). Absent in
+	// reports written before 2026-12-06.
+	LatencyCount int64 `json:"latency_count,omitempty"`
 	// ServerUSPerReq is the server's CPU (every thread of its process and
 	// of any children) per request, in µs.
 	ServerUSPerReq float64 `json:"server_us_per_req"`
@@ -394,7 +399,7 @@ func (r *http2Runner) measure(ctx context.Context, a http2Arm, streams, rep int)
 	if err != nil {
 		return res, err
 	}
-	res.Requests, res.AchievedRPS, res.Latency, res.LatencyClamped = m.requests, m.rps, m.latency, m.clamped
+	res.Requests, res.AchievedRPS, res.Latency, res.LatencyClamped, res.LatencyCount = m.requests, m.rps, m.latency, m.clamped, m.count
 	res.ServerUSPerReq, res.ServerCPUPercent, res.ServerCPUSource, res.ClientCPUPercent = m.server.usPerReq, m.server.percent, m.server.source, m.clientPercent
 	res.Machine = m.machine
 	what := fmt.Sprintf("%s streams %d rep %d", a.name, streams, rep)
@@ -431,8 +436,8 @@ type h2loadMeasure struct {
 	rps      float64
 	latency  Percentiles
 	// clamped is how many latencies were longer than the histogram's
-	// minute (Histogram.Overflow).
-	clamped int64
+	// minute (Histogram.Overflow); count how many there were.
+	clamped, count int64
 	// server and upstream are the CPU of the process serving h2load and
 	// of the upstream behind it; clientPercent h2load's, in percent of
 	// the client CPUs its threads can run on (clientPercent).
@@ -541,8 +546,9 @@ func (d h2loadDriver) measure(ctx context.Context, dir, listen string, streams i
 	if err != nil {
 		return m, err
 	}
-	m.requests, m.rps, m.latency, m.edges, m.log, m.tls = sum.Done, float64(sum.Done)/d.window.Seconds(), h.Percentiles(), edges, lg, sum.TLS
-	m.protocol, m.clamped, m.connectMax = sum.Protocol, h.Overflow(), sum.ConnectMax
+	m.requests, m.rps, m.edges, m.log, m.tls = sum.Done, float64(sum.Done)/d.window.Seconds(), edges, lg, sum.TLS
+	m.latency, m.clamped, m.count = h.latencyFigures()
+	m.protocol, m.connectMax = sum.Protocol, sum.ConnectMax
 	rate := windowRate{replies: sum.Done, window: d.window, times: ends}
 	m.server, m.upstream = windowCPU(edges.server, rate), windowCPU(edges.upstream, rate)
 	_, clientPct, _ := proxyCPU(edges.client[0], edges.client[1], rate)
@@ -739,10 +745,13 @@ func (r *http2Runner) finish() {
 		if res.LatencyClamped > 0 {
 			rep.Notes = append(rep.Notes, clampedNote(what, res.LatencyClamped))
 		}
-		if res.ClientCPUPercent >= 90 {
+		if res.ClientCPUPercent >= clientSaturatedPercent {
 			rep.Notes = append(rep.Notes, saturatedNote(what, "server", res.ClientCPUPercent))
 		}
 	}
+	rep.Notes = append(rep.Notes, armsFewLatenciesNotes(rep.Results, func(arm string, streams int) string {
+		return fmt.Sprintf("%s at %d streams", arm, streams)
+	})...)
 	for _, s := range rep.Summary {
 		if s.ServerCPUPercent < proxyBusyPercent {
 			rep.Notes = append(rep.Notes, fmt.Sprintf("%s at %d streams used %.0f%% of a CPU (median): it was not the bottleneck, so its rate and latency are bounded elsewhere (the client, or a busy machine); compare its CPU per request", s.Arm, s.Streams, s.ServerCPUPercent))

@@ -301,6 +301,11 @@ type ProxyResult struct {
 	// which count as a minute (as Result.LatencyClamped; a note says so).
 	// Absent when there were none.
 	LatencyClamped int64 `json:"latency_clamped,omitempty"`
+	// LatencyCount is the number of latencies Latency is of (as
+	// Result.LatencyCount; a note says where p99 or p99.9 falls among a
+	// repetition's ten slowest). Absent in reports written before
+	// 2026-12-06.
+	LatencyCount int64 `json:"latency_count,omitempty"`
 	// ProxyUSPerReq is the proxy's CPU (utime+stime of every process of
 	// its process and any children, all threads) per request, in µs; 0 for direct.
 	ProxyUSPerReq float64 `json:"proxy_us_per_req"`
@@ -1036,8 +1041,7 @@ func (r *proxyRunner) measure(ctx context.Context, a proxyArm, rep int) (ProxyRe
 	res.AchievedRPS = load.Throughput()
 	res.Requests = load.Replies
 	res.Unanswered = load.Unanswered
-	res.Latency = load.Hist.Percentiles()
-	res.LatencyClamped = load.Hist.Overflow()
+	res.Latency, res.LatencyClamped, res.LatencyCount = load.Hist.latencyFigures()
 	res.ClientCPUPercent = load.ClientCPUPercent()
 	switch {
 	case r.cfg.TLSHandshakes:
@@ -1109,7 +1113,7 @@ func (r *proxyRunner) measureH2(ctx context.Context, a proxyArm, streams, rep in
 			return res, fmt.Errorf("h2load: %w", err)
 		}
 	}
-	res.Requests, res.AchievedRPS, res.Latency, res.LatencyClamped, res.ClientCPUPercent = m.requests, m.rps, m.latency, m.clamped, m.clientPercent
+	res.Requests, res.AchievedRPS, res.Latency, res.LatencyClamped, res.LatencyCount, res.ClientCPUPercent = m.requests, m.rps, m.latency, m.clamped, m.count, m.clientPercent
 	res.Machine = m.machine
 	what := fmt.Sprintf("%s streams %d rep %d", a.name, streams, rep)
 	served, f := "proxy", m.server
@@ -1187,15 +1191,20 @@ func (r *proxyRunner) finish() {
 		if res.LatencyClamped > 0 {
 			rep.Notes = append(rep.Notes, clampedNote(what, res.LatencyClamped))
 		}
-		if res.ClientCPUPercent >= 90 {
+		if res.ClientCPUPercent >= clientSaturatedPercent {
 			rep.Notes = append(rep.Notes, saturatedNote(what, "proxy", res.ClientCPUPercent))
 		}
 	}
-	for _, s := range rep.Summary {
-		arm := s.Arm
+	// An arm as the notes on its summary row name it.
+	point := func(arm string, streams int) string {
 		if h2 {
-			arm = fmt.Sprintf("%s at %d streams", s.Arm, s.Streams)
+			return fmt.Sprintf("%s at %d streams", arm, streams)
 		}
+		return arm
+	}
+	rep.Notes = append(rep.Notes, armsFewLatenciesNotes(rep.Results, point)...)
+	for _, s := range rep.Summary {
+		arm := point(s.Arm, s.Streams)
 		if s.Arm != ProxyArmDirect && s.ProxyCPUPercent < proxyBusyPercent {
 			rep.Notes = append(rep.Notes, fmt.Sprintf("%s used %.0f%% of a CPU (median): it was not the bottleneck, so its rate and latency are bounded elsewhere (the client and upstream CPUs); compare its CPU per request", arm, s.ProxyCPUPercent))
 		}

@@ -563,3 +563,39 @@ func TestProxyDirectFailsAShortBodyAfterTheLoad(t *testing.T) {
 		t.Fatalf("measureH2 = %v (%d requests), want the short reply after the load reported", err, res.Requests)
 	}
 }
+
+// TestSideMeasurementsCountTheirLatencies: a bench proxy measurement's
+// latency count is its load generator's latencies, and a bench http2 one's
+// h2load's log rows of the main duration, one for each request done; both
+// were absent, so no note could say when their tail percentiles rest on a
+// handful of latencies (TestSideReportsNoteTailPercentilesOfFewLatencies).
+func TestSideMeasurementsCountTheirLatencies(t *testing.T) {
+	t.Run("proxy", func(t *testing.T) {
+		skipUnlessLinux(t)
+		argv, env := testChildCommand()
+		rep, err := RunProxy(context.Background(), ProxyConfig{
+			Arms: []string{ProxyArmDirect}, Duration: 400 * time.Millisecond, Reps: 1, Conns: 2,
+			UpstreamCommand: argv, ProxyCommand: []string{"/nonexistent/spindle", "proxy"}, Env: env,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, res := range rep.Results {
+			// Each request of the window is a latency, answered or not;
+			// none when, starved, the client sent none in it.
+			if n := res.Requests + res.Unanswered; n > 0 && res.LatencyCount <= 0 {
+				t.Errorf("%s rep %d: %d replies, %d unanswered, latency count %d", res.Arm, res.Rep, res.Requests, res.Unanswered, res.LatencyCount)
+			}
+		}
+	})
+	t.Run("http2", func(t *testing.T) {
+		r, a := afterFirstArm(t, HTTP2ArmGoNetHTTP)
+		res, err := r.measure(context.Background(), a, 1, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.LatencyCount != int64(res.Requests) {
+			t.Errorf("latency count %d for %d requests done", res.LatencyCount, res.Requests)
+		}
+	})
+}

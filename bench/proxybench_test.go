@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"encoding/json"
 	"net"
 	"os"
 	"os/exec"
@@ -748,4 +749,58 @@ func TestSideReportsNoteClampedLatencies(t *testing.T) {
 	if want := clampedNote("nginx streams 10 rep 1", 1); !slices.Contains(hr.report.Notes, want) {
 		t.Errorf("http2: no note %q:\n%s", want, strings.Join(hr.report.Notes, "\n"))
 	}
+}
+
+// TestSideReportsNoteTailPercentilesOfFewLatencies: a bench proxy or bench
+// http2 measurement says how many latencies its percentiles are of, and a
+// note names the p99 and p99.9, the tail percentiles their tables show,
+// that fall among the ten slowest latencies of an arm's repetition with the
+// fewest at a load point, as bench's do
+// (TestReportNotesTailPercentilesOfFewLatencies). Neither report said how
+// many latencies there were: a p99.9 of 2000 (among the three slowest) read
+// like a measured tail.
+func TestSideReportsNoteTailPercentilesOfFewLatencies(t *testing.T) {
+	const few = "measured as few as 2000 latencies in a repetition: its p99.9 is among its 3 slowest;"
+	check := func(t *testing.T, results any, notes []string, want string) {
+		t.Helper()
+		b, err := json.Marshal(results)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), `"latency_count":2000`) {
+			t.Errorf("results' JSON has no latency_count: %s", b)
+		}
+		var got []string
+		for _, n := range notes {
+			if strings.Contains(n, "latencies in a repetition") {
+				got = append(got, n)
+			}
+		}
+		// The other arm's 50000 latencies get none: their p99.99, among
+		// the 6 slowest, is in the results but not in the tables.
+		if len(got) != 1 || !strings.HasPrefix(got[0], want) {
+			t.Errorf("notes %q, want one starting %q", got, want)
+		}
+	}
+	t.Run("proxy", func(t *testing.T) {
+		r := &proxyRunner{cfg: ProxyConfig{Protocol: ProxyProtocolH2, ProxyCPUs: []int{0}, ClientCPUs: []int{1}, UpstreamCPUs: []int{1}}, report: &ProxyReport{
+			Results: []ProxyResult{
+				{Arm: "haproxy", Streams: 10, Rep: 1, Requests: 2000, LatencyCount: 2000, ProxyCPUPercent: 99},
+				{Arm: "haproxy", Streams: 10, Rep: 2, Requests: 20000, LatencyCount: 20000, ProxyCPUPercent: 99},
+				{Arm: "nginx", Streams: 10, Rep: 1, Requests: 50000, LatencyCount: 50000, ProxyCPUPercent: 99},
+			},
+		}}
+		r.finish()
+		check(t, r.report.Results, r.report.Notes, "haproxy at 10 streams "+few)
+	})
+	t.Run("http2", func(t *testing.T) {
+		r := &http2Runner{cfg: HTTP2Config{ServerCPUs: []int{0}, ClientCPUs: []int{1}}, report: &HTTP2Report{
+			Results: []HTTP2Result{
+				{Arm: "nginx", Streams: 1, Rep: 1, Requests: 50000, LatencyCount: 50000, ServerCPUPercent: 99},
+				{Arm: "go-net-http", Streams: 1, Rep: 1, Requests: 2000, LatencyCount: 2000, ServerCPUPercent: 99},
+			},
+		}}
+		r.finish()
+		check(t, r.report.Results, r.report.Notes, "go-net-http at 1 streams "+few)
+	})
 }

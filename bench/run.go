@@ -863,15 +863,15 @@ func (r *runner) finish() {
 	}
 	saturated := map[string]bool{}
 	for _, s := range r.report.Summary {
-		// The table's percentiles are medians over the repetitions: the
-		// one with the fewest latencies says how far they can be trusted.
-		fewest := int64(0)
+		var g []Result
 		for _, res := range r.report.Results {
-			if groupOf(res) == s.group() && res.LatencyCount > 0 && (fewest == 0 || res.LatencyCount < fewest) {
-				fewest = res.LatencyCount
+			if groupOf(res) == s.group() {
+				g = append(g, res)
 			}
 		}
-		if n := fewLatenciesNote(s.Arm+" "+pointOf(r.report, s), fewest); n != "" {
+		// The table's percentiles are medians over the repetitions: the
+		// one with the fewest latencies says how far they can be trusted.
+		if n := fewLatenciesNote(s.Arm+" "+pointOf(r.report, s), g, func(r Result) int64 { return r.LatencyCount }, 99.99); n != "" {
 			r.report.Notes = append(r.report.Notes, n)
 		}
 		if s.Mode == "open" {
@@ -912,7 +912,7 @@ func (r *runner) finish() {
 				r.report.Notes = append(r.report.Notes, n)
 			}
 		}
-		if s.ClientCPUPercent >= 90 && !saturated[s.Arm] {
+		if s.ClientCPUPercent >= clientSaturatedPercent && !saturated[s.Arm] {
 			saturated[s.Arm] = true
 			r.report.Notes = append(r.report.Notes, saturatedNote(s.Arm+" "+s.Mode, "server", s.ClientCPUPercent))
 		}
@@ -999,12 +999,19 @@ func clampedNote(what string, n int64) string {
 // request more or less moves, not the shape of a tail.
 const fewSlowest = 10
 
-// fewLatenciesNote says which of the tail percentiles the reports show
-// (p99, p99.9, p99.99) fall among the fewSlowest slowest of n latencies,
-// the fewest of a repetition of arm and load point what, or "" when none
-// does (or n is 0: not known).
-func fewLatenciesNote(what string, n int64) string {
-	if n <= 0 {
+// fewLatenciesNote says which of the tail percentiles p99, p99.9 and
+// p99.99, those up to highest (the highest a report's table shows), fall
+// among the fewSlowest slowest latencies of the repetition of g, an arm at a
+// load point named what, with the fewest (count says how many each has, 0
+// for not known), or "" when none does or no count is known.
+func fewLatenciesNote[R any](what string, g []R, count func(R) int64, highest float64) string {
+	n := int64(0)
+	for _, r := range g {
+		if c := count(r); c > 0 && (n == 0 || c < n) {
+			n = c
+		}
+	}
+	if n == 0 {
 		return ""
 	}
 	var few []string
@@ -1012,6 +1019,9 @@ func fewLatenciesNote(what string, n int64) string {
 		name string
 		p    float64
 	}{{"p99", 99}, {"p99.9", 99.9}, {"p99.99", 99.99}} {
+		if p.p > highest {
+			break
+		}
 		// k latencies are at the percentile's rank or above it.
 		switch k := n - nearestRank(p.p, n) + 1; {
 		case k == 1:
@@ -1025,6 +1035,10 @@ func fewLatenciesNote(what string, n int64) string {
 	}
 	return fmt.Sprintf("%s measured as few as %d latencies in a repetition: %s; a percentile among a measurement's %d slowest latencies is those few requests' latency, which one slow request more or less moves, not a measured tail (a longer window, or a higher rate, gives it more)", what, n, strings.Join(few, ", "), fewSlowest)
 }
+
+// clientSaturatedPercent is the client CPU, in percent of the client's
+// CPUs, at which the notes say the client was saturated.
+const clientSaturatedPercent = 90
 
 // saturatedNote says the client used (nearly) all its CPU measuring what.
 func saturatedNote(what, who string, clientPercent float64) string {
@@ -1395,9 +1409,7 @@ func (r *runner) fill(res *Result, load *LoadResult, edges [2]snapshot) {
 	res.AchievedRPS = load.Throughput()
 	res.Requests = load.Replies
 	res.Unanswered = load.Unanswered
-	res.Latency = load.Hist.Percentiles()
-	res.LatencyClamped = load.Hist.Overflow()
-	res.LatencyCount = load.Hist.Count()
+	res.Latency, res.LatencyClamped, res.LatencyCount = load.Hist.latencyFigures()
 	res.Spectrum = load.Hist.Spectrum()
 	res.ClientCPUPercent = load.ClientCPUPercent()
 	if load.SendLag != nil {

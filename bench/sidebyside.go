@@ -352,23 +352,50 @@ func windowMachine(e [2]hostEdge, w windowRate, clientIdle time.Duration, roles 
 }
 
 // armSample is what every measurement of a side-by-side run has: its arm,
-// streams value (0 for none), rate, latencies, replies, repetition and
-// machine CPU.
+// streams value (0 for none), rate, latencies and how many they are of
+// (0: not known), replies, repetition and machine CPU.
 type armSample struct {
-	arm      string
-	streams  int
-	rps      float64
-	latency  Percentiles
-	requests uint64
-	rep      int
-	machine  MachineWork
+	arm       string
+	streams   int
+	rps       float64
+	latency   Percentiles
+	latencies int64
+	requests  uint64
+	rep       int
+	machine   MachineWork
 }
 
 func (r HTTP2Result) sample() armSample {
-	return armSample{r.Arm, r.Streams, r.AchievedRPS, r.Latency, r.Requests, r.Rep, r.Machine}
+	return armSample{r.Arm, r.Streams, r.AchievedRPS, r.Latency, r.LatencyCount, r.Requests, r.Rep, r.Machine}
 }
 func (r ProxyResult) sample() armSample {
-	return armSample{r.Arm, r.Streams, r.AchievedRPS, r.Latency, r.Requests, r.Rep, r.Machine}
+	return armSample{r.Arm, r.Streams, r.AchievedRPS, r.Latency, r.LatencyCount, r.Requests, r.Rep, r.Machine}
+}
+
+// armPoint is a side-by-side load point: an arm at a streams value (0 for
+// none), what the summaries group measurements by.
+type armPoint struct {
+	arm     string
+	streams int
+}
+
+func armPointOf[R interface{ sample() armSample }](r R) armPoint {
+	s := r.sample()
+	return armPoint{s.arm, s.streams}
+}
+
+// armsFewLatenciesNotes are the notes on the load points of results whose
+// p99 or p99.9, the tail percentiles the side-by-side tables show, rest on
+// few latencies (fewLatenciesNote), each point named by name.
+func armsFewLatenciesNotes[R interface{ sample() armSample }](results []R, name func(arm string, streams int) string) []string {
+	order, groups := groupBy(results, armPointOf[R])
+	var notes []string
+	for _, k := range order {
+		if n := fewLatenciesNote(name(k.arm, k.streams), groups[k], func(r R) int64 { return r.sample().latencies }, 99.9); n != "" {
+			notes = append(notes, n)
+		}
+	}
+	return notes
 }
 
 // armRates are what every summary row of a side-by-side report has: an
@@ -385,11 +412,7 @@ type armRates struct {
 // and makes each group's summary row with row, from the group and its
 // rates.
 func summarizeArms[R interface{ sample() armSample }, S any](results []R, row func(armRates, []R) S) []S {
-	type key struct {
-		arm     string
-		streams int
-	}
-	order, groups := groupBy(results, func(r R) key { s := r.sample(); return key{s.arm, s.streams} })
+	order, groups := groupBy(results, armPointOf[R])
 	var rows []S
 	for _, k := range order {
 		g := groups[k]
