@@ -194,6 +194,11 @@ type LoadResult struct {
 	Unanswered uint64
 	// Window is the length of the measured window.
 	Window time.Duration
+	// Rate is, in open loop, the rate offered (LoadConfig.Rate); 0 in
+	// closed loop. Drain is how long the run waited after the window for
+	// its requests' replies (LoadConfig.Drain).
+	Rate  float64
+	Drain time.Duration
 	// ClientUser and ClientSys are the client threads' CPU time during the
 	// window (getrusage RUSAGE_THREAD), summed over threads.
 	ClientUser, ClientSys time.Duration

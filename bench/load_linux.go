@@ -205,7 +205,7 @@ func runLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	res := &LoadResult{Hist: NewHistogram(), Window: cfg.Duration, Threads: cfg.Threads, CPUs: clientCPUCount(cfg.Threads, cfg.CPUs)}
+	res := &LoadResult{Hist: NewHistogram(), Window: cfg.Duration, Rate: cfg.Rate, Drain: cfg.Drain, Threads: cfg.Threads, CPUs: clientCPUCount(cfg.Threads, cfg.CPUs)}
 	res.times.origin = base.Add(time.Duration(t0))
 	if cfg.Rate > 0 {
 		res.SendLag = NewHistogram()

@@ -851,15 +851,7 @@ func (r *runner) finish() {
 		}
 	}
 	for _, res := range r.report.Results {
-		if res.Requests == 0 {
-			r.report.Notes = append(r.report.Notes, noRepliesNote(r.resultName(res), "server", r.window))
-		}
-		if res.LatencyClamped > 0 {
-			r.report.Notes = append(r.report.Notes, clampedNote(r.resultName(res), res.LatencyClamped))
-		}
-		if res.Unanswered > 0 {
-			r.report.Notes = append(r.report.Notes, unansweredNote(r.resultName(res), res.Unanswered, r.drain()))
-		}
+		r.report.Notes = append(r.report.Notes, measurementNotes(r.resultName(res), res, r.window, r.drain())...)
 	}
 	saturated := map[string]bool{}
 	for _, s := range r.report.Summary {
@@ -869,49 +861,7 @@ func (r *runner) finish() {
 				g = append(g, res)
 			}
 		}
-		// The table's percentiles are medians over the repetitions: the
-		// one with the fewest latencies says how far they can be trusted.
-		if n := fewLatenciesNote(s.Arm+" "+pointOf(r.report, s), g, func(r Result) int64 { return r.LatencyCount }, 99.99); n != "" {
-			r.report.Notes = append(r.report.Notes, n)
-		}
-		if s.Mode == "open" {
-			short, late, over := 0, 0, 0
-			for _, res := range r.report.Results {
-				if groupOf(res) == s.group() && behind(res) {
-					short++
-					if res.ClientSendLagP99US > clientLateUS {
-						late++
-					}
-				}
-				if groupOf(res) == s.group() && ahead(res) {
-					over++
-				}
-			}
-			if over > 0 {
-				r.report.Notes = append(r.report.Notes, fmt.Sprintf("%s %s answered more than it was offered: %.0f req/s of the %.0f offered (median; %d of %d reps more than %.0f%% over): requests due before the window, a backlog from the warm-up, were answered in it, so the arm (or the client, sending them late) had fallen behind and was catching up: its rate, latencies and CPU per request there are not those of a server keeping up with this rate", s.Arm, loadPoint(s), s.AchievedRPS.Median, s.OfferedRPS, over, s.Reps, keepUpTolerance*100))
-			}
-			answered := fmt.Sprintf("%.0f req/s of the %.0f offered (median; %d of %d reps more than %.0f%% short)", s.AchievedRPS.Median, s.OfferedRPS, short, s.Reps, keepUpTolerance*100)
-			switch {
-			case short > 0 && late == short:
-				// Requests that went out late were answered late: the
-				// shortfall may be the client's.
-				r.report.Notes = append(r.report.Notes, fmt.Sprintf("%s %s answered %s, and in each of the short reps the client fell behind its schedule (send lag p99 above %.0f ms): either the arm stopped reading its requests (its socket buffers full) or the client's CPU was busy or preempted, and then the shortfall is the client's, not the arm's", s.Arm, loadPoint(s), answered, clientLateUS/1000))
-			case short > 0:
-				lagged := ""
-				if late > 0 {
-					lagged = fmt.Sprintf(" (in %d of the short reps the client fell behind its schedule too)", late)
-				}
-				r.report.Notes = append(r.report.Notes, fmt.Sprintf("%s %s could not keep up: it answered %s%s: past its capacity, its latencies grow with the backlog and are not those of a server at this rate", s.Arm, loadPoint(s), answered, lagged))
-			}
-		}
-		if s.Mode == "open" && s.ClientSendLagP99US > clientLateUS {
-			r.report.Notes = append(r.report.Notes, fmt.Sprintf("the client fell behind its schedule measuring %s %s (send lag p99 %.0f µs): the client's CPU was busy or preempted, or the server did not read its requests (socket buffers full)", s.Arm, loadPoint(s), s.ClientSendLagP99US))
-		}
-		if s.Mode == "open" {
-			if n := tailLagNote(s, r.report.Results); n != "" {
-				r.report.Notes = append(r.report.Notes, n)
-			}
-		}
+		r.report.Notes = append(r.report.Notes, pointNotes(s.Arm+" "+pointOf(r.report, s), s, g)...)
 		if s.ClientCPUPercent >= clientSaturatedPercent && !saturated[s.Arm] {
 			saturated[s.Arm] = true
 			r.report.Notes = append(r.report.Notes, saturatedNote(s.Arm+" "+s.Mode, "server", s.ClientCPUPercent))
@@ -969,6 +919,98 @@ func skippedNote(arm, why string, progress io.Writer) string {
 	n := fmt.Sprintf("arm %s skipped: %s", arm, why)
 	fmt.Fprintln(progress, n)
 	return n
+}
+
+// measurementNotes are the notes on measurement res, named what, of a
+// window of window and a drain of drain: no replies, latencies past the
+// histogram's minute, requests unanswered.
+func measurementNotes(what string, res Result, window, drain time.Duration) []string {
+	var notes []string
+	if res.Requests == 0 {
+		notes = append(notes, noRepliesNote(what, "server", window))
+	}
+	if res.LatencyClamped > 0 {
+		notes = append(notes, clampedNote(what, res.LatencyClamped))
+	}
+	if res.Unanswered > 0 {
+		notes = append(notes, unansweredNote(what, res.Unanswered, drain))
+	}
+	return notes
+}
+
+// pointNotes are the notes on an arm at a load point, named what: its
+// summary row s and its repetitions g. Tail percentiles resting on few
+// latencies; in open loop, a rate short of the offered one or above it, and
+// a client that fell behind its schedule (at its send lag p99, or for the
+// slowest requests).
+func pointNotes(what string, s SummaryRow, g []Result) []string {
+	var notes []string
+	// The table's percentiles are medians over the repetitions: the one
+	// with the fewest latencies says how far they can be trusted.
+	if n := fewLatenciesNote(what, g, func(r Result) int64 { return r.LatencyCount }, 99.99); n != "" {
+		notes = append(notes, n)
+	}
+	if s.Mode != "open" {
+		return notes
+	}
+	short, late, over := 0, 0, 0
+	for _, res := range g {
+		if behind(res) {
+			short++
+			if res.ClientSendLagP99US > clientLateUS {
+				late++
+			}
+		}
+		if ahead(res) {
+			over++
+		}
+	}
+	if over > 0 {
+		notes = append(notes, fmt.Sprintf("%s answered more than it was offered: %.0f req/s of the %.0f offered (median; %d of %d reps more than %.0f%% over): requests due before the window, a backlog from the warm-up, were answered in it, so the arm (or the client, sending them late) had fallen behind and was catching up: its rate, latencies and CPU per request there are not those of a server keeping up with this rate", what, s.AchievedRPS.Median, s.OfferedRPS, over, s.Reps, keepUpTolerance*100))
+	}
+	answered := fmt.Sprintf("%.0f req/s of the %.0f offered (median; %d of %d reps more than %.0f%% short)", s.AchievedRPS.Median, s.OfferedRPS, short, s.Reps, keepUpTolerance*100)
+	switch {
+	case short > 0 && late == short:
+		// Requests that went out late were answered late: the shortfall
+		// may be the client's.
+		notes = append(notes, fmt.Sprintf("%s answered %s, and in each of the short reps the client fell behind its schedule (send lag p99 above %.0f ms): either the arm stopped reading its requests (its socket buffers full) or the client's CPU was busy or preempted, and then the shortfall is the client's, not the arm's", what, answered, clientLateUS/1000))
+	case short > 0:
+		lagged := ""
+		if late > 0 {
+			lagged = fmt.Sprintf(" (in %d of the short reps the client fell behind its schedule too)", late)
+		}
+		notes = append(notes, fmt.Sprintf("%s could not keep up: it answered %s%s: past its capacity, its latencies grow with the backlog and are not those of a server at this rate", what, answered, lagged))
+	}
+	if s.ClientSendLagP99US > clientLateUS {
+		notes = append(notes, fmt.Sprintf("the client fell behind its schedule measuring %s (send lag p99 %.0f µs): the client's CPU was busy or preempted, or the server did not read its requests (socket buffers full)", what, s.ClientSendLagP99US))
+	}
+	if n := tailLagNote(what, s, g); n != "" {
+		notes = append(notes, n)
+	}
+	return notes
+}
+
+// Notes are what a bench report would note of r as a measurement of its
+// own, one repetition of one load point (spindle bench client prints
+// them): no replies, latencies past the histogram's minute, requests
+// unanswered, tail percentiles resting on few latencies, a saturated
+// client and, in open loop, a rate short of the offered one or above it
+// and a client that fell behind its schedule. Any goroutine.
+func (r *LoadResult) Notes() []string {
+	res := Result{Arm: "the server", Mode: "closed"}
+	what := "the server in closed loop"
+	if r.Rate > 0 {
+		res.Mode, res.OfferedRPS = "open", r.Rate
+		what = fmt.Sprintf("the server at %.0f req/s", r.Rate)
+	}
+	loadFigures(&res, r)
+	g := []Result{res}
+	s := summarize(g)[0]
+	notes := append(measurementNotes(what, res, r.Window, r.Drain), pointNotes(what, s, g)...)
+	if s.ClientCPUPercent >= clientSaturatedPercent {
+		notes = append(notes, saturatedNote(what, "server", s.ClientCPUPercent))
+	}
+	return notes
 }
 
 // The notes both runners write about one measurement (what names it: "uring
@@ -1063,20 +1105,15 @@ const keepUpTolerance = 0.02
 // report says the client fell behind its schedule.
 const clientLateUS = 1000.0
 
-// tailLagNote says where, at an open-loop load point s of results, the
-// client's send lag at a tail percentile the table shows (p99.9, p99.99)
-// was above clientLateUS and at least half the latency there (medians over
-// the repetitions): a request's latency, counted from its intended send
-// time, includes its send lag, so that tail is the client falling behind
-// as much as the arm's. The send lag p99 note misses a client that fell
-// behind for a few ms, too few requests to reach its p99. "" when none.
-func tailLagNote(s SummaryRow, results []Result) string {
-	var g []Result
-	for _, res := range results {
-		if groupOf(res) == s.group() {
-			g = append(g, res)
-		}
-	}
+// tailLagNote says where, at an open-loop load point s of repetitions g
+// named what, the client's send lag at a tail percentile the table shows
+// (p99.9, p99.99) was above clientLateUS and at least half the latency there
+// (medians over the repetitions): a request's latency, counted from its
+// intended send time, includes its send lag, so that tail is the client
+// falling behind as much as the arm's. The send lag p99 note misses a client
+// that fell behind for a few ms, too few requests to reach its p99. "" when
+// none.
+func tailLagNote(what string, s SummaryRow, g []Result) string {
 	var tail []string
 	for _, p := range []struct {
 		name    string
@@ -1093,7 +1130,7 @@ func tailLagNote(s SummaryRow, results []Result) string {
 	if tail == nil {
 		return ""
 	}
-	return fmt.Sprintf("the client fell behind its schedule for the slowest requests measuring %s %s (%s; medians over the repetitions): at those percentiles the latency is the client's lateness as much as the arm's (the client's CPU was busy or preempted, or the arm did not read its requests)", s.Arm, loadPoint(s), strings.Join(tail, ", "))
+	return fmt.Sprintf("the client fell behind its schedule for the slowest requests measuring %s (%s; medians over the repetitions): at those percentiles the latency is the client's lateness as much as the arm's (the client's CPU was busy or preempted, or the arm did not read its requests)", what, strings.Join(tail, ", "))
 }
 
 // behind reports whether an open-loop measurement answered less than it
@@ -1406,17 +1443,7 @@ func (r *runner) measure(ctx context.Context, a Arm, rps string, rep int, mode s
 // replies received between those same reads (windowRate.over), not over
 // the window's: the reads are not at the window's edges.
 func (r *runner) fill(res *Result, load *LoadResult, edges [2]snapshot) {
-	res.AchievedRPS = load.Throughput()
-	res.Requests = load.Replies
-	res.Unanswered = load.Unanswered
-	res.Latency, res.LatencyClamped, res.LatencyCount = load.Hist.latencyFigures()
-	res.Spectrum = load.Hist.Spectrum()
-	res.ClientCPUPercent = load.ClientCPUPercent()
-	if load.SendLag != nil {
-		res.ClientSendLagP99US = us(load.SendLag.Quantile(99))
-		res.ClientSendLagP999US = us(load.SendLag.Quantile(99.9))
-		res.ClientSendLagP9999US = us(load.SendLag.Quantile(99.99))
-	}
+	loadFigures(res, load)
 	n := float64(load.Replies)
 	if n == 0 || load.Window <= 0 {
 		return
@@ -1465,6 +1492,22 @@ func (r *runner) fill(res *Result, load *LoadResult, edges [2]snapshot) {
 	})
 	k := countsOn(e, r.cfg.ServerCPUs, rate)
 	res.Machine.ServerCPUInterruptsPerReq, res.Machine.ServerCPUDeviceIRQsPerReq, res.Machine.ServerCPUNetRxPerReq = k.interrupts, k.deviceIRQs, k.netRx
+}
+
+// loadFigures puts into res what the client measured of it (load): its
+// rate, replies, latencies and the client's CPU and send lag.
+func loadFigures(res *Result, load *LoadResult) {
+	res.AchievedRPS = load.Throughput()
+	res.Requests = load.Replies
+	res.Unanswered = load.Unanswered
+	res.Latency, res.LatencyClamped, res.LatencyCount = load.Hist.latencyFigures()
+	res.Spectrum = load.Hist.Spectrum()
+	res.ClientCPUPercent = load.ClientCPUPercent()
+	if load.SendLag != nil {
+		res.ClientSendLagP99US = us(load.SendLag.Quantile(99))
+		res.ClientSendLagP999US = us(load.SendLag.Quantile(99.9))
+		res.ClientSendLagP9999US = us(load.SendLag.Quantile(99.99))
+	}
 }
 
 // cpuSplit is the busy time of each CPU per request between the

@@ -1304,6 +1304,40 @@ func TestReportNotesClientLagInTheTail(t *testing.T) {
 	}
 }
 
+// TestLoadResultNotesAsTheReport: a load run's own notes (spindle bench
+// client's) are the report's for a measurement of one repetition, named
+// as the server at its rate: an open-loop client that fell 5 ms behind for
+// its 20 slowest requests of 10000, answering 9000 req/s of 10000 with its
+// CPU saturated, gets the notes a report would: its p99.99 among its 2
+// slowest latencies, the shortfall, the lag in its tail
+// (TestReportNotesClientLagInTheTail) and the saturated client.
+func TestLoadResultNotesAsTheReport(t *testing.T) {
+	load := &LoadResult{Hist: NewHistogram(), SendLag: NewHistogram(), Window: time.Second, Rate: 10000, Drain: time.Second,
+		Replies: 9000, Threads: 1, ClientUser: 950 * time.Millisecond}
+	for i := range 10000 {
+		lat, lag := 30*time.Microsecond, 5*time.Microsecond
+		if i < 20 {
+			lat, lag = 5*time.Millisecond, 4900*time.Microsecond
+		}
+		load.Hist.Record(lat)
+		load.SendLag.Record(lag)
+	}
+	notes := load.Notes()
+	for _, want := range []string{
+		"the server at 10000 req/s measured as few as 10000 latencies in a repetition: its p99.99 is among its 2 slowest;",
+		"the client fell behind its schedule for the slowest requests measuring the server at 10000 req/s (send lag p99.9 4903 µs of a p99.9 latency of 5001 µs",
+		"the server at 10000 req/s could not keep up: it answered 9000 req/s of the 10000 offered (median; 1 of 1 reps more than 2% short)",
+		saturatedNote("the server at 10000 req/s", "server", 95),
+	} {
+		if !slices.ContainsFunc(notes, func(n string) bool { return strings.HasPrefix(n, want) }) {
+			t.Errorf("no note starting %q in %q", want, notes)
+		}
+	}
+	if len(notes) != 4 {
+		t.Errorf("%d notes, want those 4: %q", len(notes), notes)
+	}
+}
+
 // TestConfigClientThreadsAtMostConns: a run's client threads are at most
 // its connections, as the load generator runs them (each thread drives at
 // least one): by default one per client CPU, so two client CPUs and one

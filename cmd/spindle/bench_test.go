@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -114,6 +115,80 @@ func runClientWindow(t *testing.T, window time.Duration, args ...string) (client
 		t.Logf("bench client %v: no reply in a %v window (%+v); again with %v", args, window, out, 2*window)
 		window *= 2
 	}
+}
+
+// TestBenchClientNotesWhatTheReportWould: bench client says of its one
+// measurement what a bench report would note of it, in its text and in its
+// JSON. Against a server that accepts and never answers, at 1000 req/s for
+// 100 ms: no replies, every request of the window unanswered, tail
+// percentiles of 100 latencies, and a rate short of the one offered. It
+// warned of a saturated client only, so it said none of these.
+func TestBenchClientNotesWhatTheReportWould(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("bench client is Linux only")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan net.Conn, 2)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				close(accepted)
+				return
+			}
+			accepted <- c // held open, never read or answered
+		}
+	}()
+	defer func() {
+		ln.Close()
+		for c := range accepted {
+			c.Close()
+		}
+	}()
+	args := []string{"bench", "client", "-addr", ln.Addr().String(), "-conns", "1", "-rate", "1000", "-warmup", "20ms", "-duration", "100ms"}
+	want := []string{
+		"the server at 1000 req/s got no replies in its 0.10s window:",
+		"the server at 1000 req/s: 100 requests of the window were still unanswered when the 1.00s drain ended;",
+		"the server at 1000 req/s measured as few as 100 latencies in a repetition: its p99 is among its 2 slowest, its p99.9 is its slowest, its p99.99 is its slowest;",
+		// "could not keep up: it answered ...", or "answered ..., and ...
+		// the client fell behind" where it was late to send (under -race).
+		"answered 0 req/s of the 1000 offered (median; 1 of 1 reps more than 2% short)",
+	}
+	check := func(t *testing.T, notes []string) {
+		t.Helper()
+		for _, w := range want {
+			if !slices.ContainsFunc(notes, func(n string) bool { return strings.Contains(n, w) }) {
+				t.Errorf("no note saying %q in %q", w, notes)
+			}
+		}
+	}
+	t.Run("text", func(t *testing.T) {
+		out, err := spindleCmd(args...).Output()
+		if err != nil {
+			t.Fatalf("bench client: %v", err)
+		}
+		var notes []string
+		for line := range strings.Lines(string(out)) {
+			if n, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "note: "); ok {
+				notes = append(notes, n)
+			}
+		}
+		check(t, notes)
+	})
+	t.Run("json", func(t *testing.T) {
+		out, err := spindleCmd(append(args, "-json")...).Output()
+		if err != nil {
+			t.Fatalf("bench client: %v", err)
+		}
+		var res struct{ Notes []string }
+		if err := json.Unmarshal(out, &res); err != nil {
+			t.Fatalf("bench client output %q: %v", out, err)
+		}
+		check(t, res.Notes)
+	})
 }
 
 // TestBenchServerClient runs `spindle bench server` and `spindle bench
