@@ -38,8 +38,7 @@ func TestH1PipelinedNotReading(t *testing.T) {
 			w.Header().Set("Content-Length", "4096")
 		})
 		p := startProxy(t, httpConfig(b, u.addr))
-		c := dial(t, p)
-		c.SetReadBuffer(16 << 10)
+		c := dialReadBuffer(t, p, 16<<10)
 		requests := func() uint64 { return p.Totals().Listeners[0].Requests }
 		const n, round = 60000, 200
 		req := []byte(strings.Repeat("HEAD /x HTTP/1.1\r\nHost: x\r\n\r\n", round))

@@ -189,6 +189,33 @@ func dial(t *testing.T, p *Proxy) *net.TCPConn {
 	return c.(*net.TCPConn)
 }
 
+// dialReadBuffer is dial with the client's SO_RCVBUF set to size before
+// it connects, for a client that is to read nothing. Set after the
+// handshake, the buffer is smaller than the window the client offered
+// before, and once it is full Linux (6.18, loopback) drops the proxy's
+// segments as beyond the window (TCP_INVALID_SEQUENCE, in
+// tcp_validate_incoming) before it looks at their ACKs: the client's own
+// segments go unacknowledged and its retransmissions back off (0.8 s,
+// 1.6 s ...), so that it stops sending, not the proxy reading.
+func dialReadBuffer(t *testing.T, p *Proxy, size int) *net.TCPConn {
+	t.Helper()
+	d := net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
+		var err error
+		if cerr := rc.Control(func(fd uintptr) {
+			err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, size)
+		}); cerr != nil {
+			return cerr
+		}
+		return err
+	}}
+	c, err := d.Dial("tcp", p.Addr("web").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c.(*net.TCPConn)
+}
+
 // runEnds waits for Run's error on done: nil, within 10 s of what (the
 // last client leaving, an Abort) that should end its drain.
 func runEnds(t testing.TB, done <-chan error, what string) {
