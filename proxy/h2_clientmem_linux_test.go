@@ -73,8 +73,7 @@ func TestH2ClientNotReadingRequests(t *testing.T) {
 					w.Write([]byte(body))
 				})
 				p := startProxy(t, h2cConfig(b, u.addr))
-				c := dial(t, p)
-				c.SetReadBuffer(16 << 10)
+				c := dialReadBuffer(t, p, 16<<10) // (set before the connect: dialReadBuffer says why)
 				enc := hpack.NewEncoder()
 				block := func() []byte {
 					blk := enc.StartBlock(nil)
