@@ -1099,7 +1099,7 @@ type Stats struct {
 	ZCCopied       uint64 // SEND_ZC notifications saying the kernel copied
 	MsgRings       uint64 // loop-to-loop wake-ups sent over MSG_RING
 	MsgRingErrs    uint64 // MSG_RING wake-ups that failed (the target had closed), sent again through the target's eventfd
-	AcceptBackoffs uint64 // pauses in accepting after running out of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM), and on epoll where epoll refused to watch the socket (at the listener's add, or again after a pause)
+	AcceptBackoffs uint64 // pauses in accepting after running out of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) or after an accept error that repeats, and on epoll where epoll refused to watch the socket (at the listener's add, or again after a pause)
 	TimedOut       uint64 // connections reset by Config.WriteTimeout or Config.CloseTimeout
 	Open           int64  // connections open now
 

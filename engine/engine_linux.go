@@ -1288,16 +1288,32 @@ func (c *Conn) Unacked() int {
 // threadCPU is the calling thread's CPU time in nanoseconds. Loop goroutine.
 func threadCPU() int64 { return sys.ThreadCPUTime() }
 
-// acceptBackoff handles an accept error on s: for a shortage (descriptors,
-// memory), which accepting again at once would only repeat, the loop stops
-// accepting on s and calls rearm after a pause, 5 ms doubling to 1 s while
-// it lasts (as net/http's Server does), and it returns true. Loop
-// goroutine.
+// acceptBackoff handles an accept error on s and reports whether the loop
+// stops accepting on s for a pause, after which it calls rearm: 5 ms
+// doubling to 1 s while the errors go on (as net/http's Server does),
+// said once at the start. A shortage (descriptors, memory) pauses at
+// once: accepting again at once would only repeat it. Any other error
+// pauses once it repeats, no accept having succeeded between: epoll
+// reports the socket ready again at once and uring's accept is re-armed
+// at once, so an error that does not clear (EPERM from an LSM that denies
+// accept before the connection leaves the queue, EINVAL from a socket
+// no longer listening) would spin the loop, while one error alone may
+// have been the connection's being accepted (accept(2): "Linux accept()
+// passes already-pending network errors on the new socket"). Three are
+// retried at once, repeated or not: EAGAIN (the queue is empty: epoll
+// waits for the next connection, uring's accept waits in the kernel),
+// EINTR (a signal), and ECONNABORTED (the connection left the queue and
+// was dropped, so the next accept takes the next one). Loop goroutine.
 func (l *Loop) acceptBackoff(s *lnSock, err unix.Errno, rearm func()) bool {
 	switch err {
+	case unix.EAGAIN, unix.EINTR, unix.ECONNABORTED:
+		return false
 	case unix.EMFILE, unix.ENFILE, unix.ENOBUFS, unix.ENOMEM:
 	default:
-		return false
+		if !s.failed {
+			s.failed = true
+			return false
+		}
 	}
 	if s.backoff == 0 {
 		l.e.cfg.Logf("engine: loop %d: accept on %v: %v; accepting again in %v, backing off while it lasts", l.id, s.ln.Addr(), err, 5*time.Millisecond)

@@ -335,14 +335,15 @@ func (b *epollBackend) accept(s *lnSock) {
 				continue
 			}
 			// Level-triggered, the socket stays readable while out of
-			// descriptors, and once Listener.Close has shut it down:
-			// stop watching it, for a while or until its removal.
+			// descriptors, while an error repeats, and once
+			// Listener.Close has shut it down: stop watching it, for a
+			// while or until its removal.
 			if errno, ok := err.(unix.Errno); s.ln.closed.Load() || ok && b.l.acceptBackoff(s, errno, func() { b.watch(s, false) }) {
 				unix.EpollCtl(b.epfd, unix.EPOLL_CTL_DEL, s.fd, nil)
 			}
 			return
 		}
-		s.backoff = 0
+		s.backoff, s.failed = 0, false
 		b.l.accepted(fd, s)
 		if s.done {
 			return

@@ -69,8 +69,12 @@ type lnSock struct {
 	// Loop.lns is not taken by another socket before.
 	conns int32
 	// backoff is the pause before accepting again after running out of
-	// descriptors or memory (acceptBackoff); 0 after an accept.
+	// descriptors or memory, or an accept error that repeats
+	// (acceptBackoff); 0 after an accept.
 	backoff time.Duration
+	// failed is set by an accept error that pauses only once it repeats
+	// (acceptBackoff); cleared by an accept.
+	failed bool
 }
 
 // Loop is one event loop, bound to one CPU. Unless a method says otherwise it

@@ -1038,7 +1038,7 @@ func (b *uringBackend) handle(q uring.CQE) {
 	case opAccept:
 		s := l.lns[slot]
 		if q.Res >= 0 {
-			s.backoff = 0
+			s.backoff, s.failed = 0, false
 			l.accepted(int(q.Res), s)
 		}
 		if !q.More() {
@@ -1051,8 +1051,8 @@ func (b *uringBackend) handle(q uring.CQE) {
 				// Listener.Close shut the socket down; its removal is
 				// posted.
 			case q.Res < 0 && l.acceptBackoff(s, unix.Errno(-q.Res), func() { b.armAccept(s) }):
-				// Out of descriptors: accepting again at once would fail
-				// again at once.
+				// Out of descriptors, or an error that repeats:
+				// accepting again at once would fail again at once.
 			default:
 				b.armAccept(s)
 			}
