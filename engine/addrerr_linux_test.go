@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -99,5 +100,46 @@ func TestDialOutOfDescriptorsNamesAddress(t *testing.T) {
 				t.Errorf("Dial error %q names Addr %v, want %s", got, oe.Addr, addr)
 			}
 		})
+	}
+}
+
+// TestDialSaysNamesAreNotResolved: Dial takes an IP address, "localhost"
+// or an empty host (127.0.0.1, ::1 for tcp6) and a numeric port; any
+// other host, or a port by service name, is an error that says Dial does
+// not resolve names and names what it did not resolve (Listen's the
+// same). It was netip's parse error ("ParseAddr(\"example.com\"): unable
+// to parse IP"), which did not say names are not resolved.
+func TestDialSaysNamesAreNotResolved(t *testing.T) {
+	for _, tc := range []struct {
+		network, address string
+		listen           bool
+		want             string // the address taken, or what the error says
+	}{
+		{"tcp", "localhost:80", false, "127.0.0.1:80"},
+		{"tcp4", "localhost:80", false, "127.0.0.1:80"},
+		{"tcp6", "localhost:80", false, "[::1]:80"},
+		{"tcp", ":80", false, "127.0.0.1:80"},
+		{"tcp6", ":80", false, "[::1]:80"},
+		{"tcp", "192.0.2.1:80", false, "192.0.2.1:80"},
+		{"tcp", "example.com:80", false, `engine: Dial does not resolve names: host "example.com" is not an IP address`},
+		{"tcp6", "example.com:80", false, `engine: Dial does not resolve names: host "example.com" is not an IP address`},
+		{"tcp", "127.0.0.1:http", false, `engine: Dial does not resolve names: port "http" is not a number`},
+		{"tcp", "localhost:https", false, `engine: Dial does not resolve names: port "https" is not a number`},
+		{"tcp", "example.com:80", true, `engine: Listen does not resolve names: host "example.com" is not an IP address`},
+	} {
+		sa, _, err := resolve(&zoneCache{}, tc.network, tc.address, tc.listen)
+		var got string
+		if err != nil {
+			got = err.Error()
+		} else {
+			got = addrPort(sa, nil).String()
+		}
+		if got != tc.want {
+			t.Errorf("%s %s (listen %v): %s, want %s", tc.network, tc.address, tc.listen, got, tc.want)
+		}
+	}
+	// A port out of range is no name: the parse error says what is wrong.
+	if _, _, err := sockaddr(&zoneCache{}, "tcp", "127.0.0.1:70000"); err == nil || strings.Contains(err.Error(), "resolve") {
+		t.Errorf("port 70000: %v, want a parse error", err)
 	}
 }

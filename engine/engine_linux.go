@@ -649,9 +649,13 @@ func (l *Loop) connected(c *Conn) {
 	l.open(c, nil)
 }
 
-// Dial starts connecting to address ("tcp", "tcp4", "tcp6" with a numeric
-// host:port, a link-local IPv6 host with its zone as in [fe80::1%eth0], or
-// "unix" with a path). It returns the Conn at once; OnOpen
+// Dial starts connecting to address: for "tcp", "tcp4" and "tcp6" a
+// host:port whose port is a number and whose host is an IP address (a
+// link-local IPv6 one with its zone, as in [fe80::1%eth0]), "localhost"
+// or empty (both 127.0.0.1, or ::1 for tcp6); for "unix" a path. Dial
+// does not resolve names: any other host, or a port by service name,
+// fails at once saying so (resolve them off the loop, with a
+// net.Resolver, and Dial the address). It returns the Conn at once; OnOpen
 // follows when connected, or OnClose with the error (also when timeout, if
 // > 0, passes first; and, once the callback that called Dial has
 // returned, if the backend cannot watch the socket at all, as when
@@ -767,8 +771,9 @@ func (c *Conn) dialAddr(address string) net.Addr {
 // sockaddr resolves a numeric address. An empty host means loopback for a
 // dial and the wildcard for a listen ("::" dual-stack for tcp and tcp6,
 // 0.0.0.0 for tcp4, and for tcp where the kernel has no IPv6), as in
-// package net. A link-local IPv6 address's zone is
-// looked up in zones.
+// package net; "localhost" means loopback for both. Any other name is an
+// error saying names are not resolved. A link-local IPv6 address's zone
+// is looked up in zones.
 func sockaddr(zones *zoneCache, network, address string) (unix.Sockaddr, int, error) {
 	return resolve(zones, network, address, false)
 }
@@ -800,7 +805,12 @@ func resolve(zones *zoneCache, network, address string, listen bool) (unix.Socka
 		}
 		a, err3 := netip.ParseAddr(host)
 		p, err4 := strconv.ParseUint(port, 10, 16)
-		if err3 != nil || err4 != nil {
+		switch {
+		case err3 != nil:
+			return nil, 0, noNames(listen, fmt.Sprintf("host %q is not an IP address", host))
+		case err4 != nil && strings.Trim(port, "0123456789") != "":
+			return nil, 0, noNames(listen, fmt.Sprintf("port %q is not a number", port))
+		case err4 != nil:
 			return nil, 0, err
 		}
 		ap = netip.AddrPortFrom(a, uint16(p))
@@ -833,6 +843,16 @@ func resolve(zones *zoneCache, network, address string, listen bool) (unix.Socka
 	return sa, unix.AF_INET6, nil
 }
 
+// noNames is resolve's error for an address with a name in it (what
+// says why), which package net would have looked up: a loop cannot wait
+// for DNS.
+func noNames(listen bool, what string) error {
+	if listen {
+		return errors.New("engine: Listen does not resolve names: " + what)
+	}
+	return errors.New("engine: Dial does not resolve names: " + what)
+}
+
 // ipv6Sockets reports whether the kernel makes IPv6 sockets: not one booted
 // with ipv6.disable=1, where socket(AF_INET6) fails with EAFNOSUPPORT.
 // Probed once, as package net does.
@@ -844,12 +864,13 @@ var ipv6Sockets = sync.OnceValue(func() bool {
 	return err != unix.EAFNOSUPPORT
 })
 
-// Listen opens address on every loop: "tcp", "tcp4", "tcp6" (numeric host,
-// "localhost", or empty for every address, dual-stack for tcp; tcp6 serves
-// IPv6 alone) get one
-// SO_REUSEPORT socket per loop with the CPU-steering program; "unix" gets one
-// socket accepted on by every loop. It may be called before or after Run, from
-// any goroutine.
+// Listen opens address on every loop: "tcp", "tcp4", "tcp6" (a host that
+// is an IP address, "localhost" for 127.0.0.1, ::1 for tcp6, or empty for
+// every address, dual-stack for tcp, tcp6 serving IPv6 alone; a numeric
+// port; Listen does not resolve names, and fails saying so) get one
+// SO_REUSEPORT socket per loop with the CPU steering; "unix" gets one
+// socket accepted on by every loop. It may be called before or after Run,
+// from any goroutine.
 func (e *Engine) Listen(network, address string, lc *ListenConfig) (*Listener, error) {
 	var opt ListenConfig
 	if lc != nil {
