@@ -103,6 +103,44 @@ func TestDialOutOfDescriptorsNamesAddress(t *testing.T) {
 	}
 }
 
+// TestDialTLSConfigErrorNamesAddress dials TLS without a ServerName to
+// addresses that give it none (an empty host, a Unix path): DialTLS fails
+// at once, and its error names the address dialed, as Dial's do. It named
+// none ("dial tcp: engine: DialTLS to an address without a host needs
+// ...").
+func TestDialTLSConfigErrorNamesAddress(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			cfg := testConfig(b)
+			cfg.CPUs = []int{0}
+			e, _ := startEngine(t, cfg, &echoHandler{})
+			l := e.Loops()[0]
+			for _, tc := range []struct{ network, address, want string }{
+				{"tcp", ":443", "127.0.0.1:443"},
+				{"tcp6", ":443", "[::1]:443"},
+				{"unix", "/run/spindle-none.sock", "/run/spindle-none.sock"},
+			} {
+				res := make(chan error, 1)
+				l.Post(func() {
+					c, err := l.DialTLS(tc.network, tc.address, 0, nil)
+					if err == nil {
+						c.Close()
+					}
+					res <- err
+				})
+				got := <-res
+				var oe *net.OpError
+				switch {
+				case !errors.As(got, &oe) || !strings.Contains(got.Error(), "needs tls.Config.ServerName"):
+					t.Errorf("DialTLS %s %s without ServerName: %v (%T), want a *net.OpError saying ServerName is needed", tc.network, tc.address, got, got)
+				case oe.Addr == nil || oe.Addr.String() != tc.want:
+					t.Errorf("DialTLS %s %s error %q names Addr %v, want %s", tc.network, tc.address, got, oe.Addr, tc.want)
+				}
+			}
+		})
+	}
+}
+
 // TestDialSaysNamesAreNotResolved: Dial takes an IP address, "localhost"
 // or an empty host (127.0.0.1, ::1 for tcp6) and a numeric port; any
 // other host, or a port by service name, is an error that says Dial does

@@ -664,7 +664,7 @@ func (l *Loop) connected(c *Conn) {
 // not told of it); once the loop stops it returns ErrClosed. Loop
 // goroutine.
 func (l *Loop) Dial(network, address string, timeout time.Duration) (*Conn, error) {
-	return l.dial(network, address, timeout, nil)
+	return l.dial(network, address, timeout, false, nil)
 }
 
 // DialTLS is Dial for a TLS client connection, the client side of
@@ -700,16 +700,12 @@ func (l *Loop) Dial(network, address string, timeout time.Duration) (*Conn, erro
 // while Shutdown drains opens, as a plain dial connecting then does; the
 // drain's OnDrain is not told of it. Loop goroutine.
 func (l *Loop) DialTLS(network, address string, timeout time.Duration, cfg *tls.Config) (*Conn, error) {
-	cfg, err := clientConfig(network, address, cfg)
-	if err != nil {
-		return nil, &net.OpError{Op: "dial", Net: network, Err: err}
-	}
-	return l.dial(network, address, timeout, cfg)
+	return l.dial(network, address, timeout, true, cfg)
 }
 
-// dial is Dial, and DialTLS with cfg (its client configuration) not nil.
+// dial is Dial, and DialTLS with isTLS set and cfg its configuration.
 // Loop goroutine.
-func (l *Loop) dial(network, address string, timeout time.Duration, cfg *tls.Config) (*Conn, error) {
+func (l *Loop) dial(network, address string, timeout time.Duration, isTLS bool, cfg *tls.Config) (*Conn, error) {
 	// Not refused while Shutdown drains: a connection being drained may
 	// need one to finish (a proxy's request in flight, its pooled
 	// upstream connections closed by the drain).
@@ -725,6 +721,11 @@ func (l *Loop) dial(network, address string, timeout time.Duration, cfg *tls.Con
 		// The address dialed, for the dial's errors (opError) until
 		// open has the one connected to.
 		c.remote = addrPort(sa, &l.e.zones)
+	}
+	if isTLS {
+		if cfg, err = clientConfig(network, address, cfg); err != nil {
+			return nil, &net.OpError{Op: "dial", Net: network, Addr: c.dialAddr(address), Err: err}
+		}
 	}
 	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -742,7 +743,7 @@ func (l *Loop) dial(network, address string, timeout time.Duration, cfg *tls.Con
 		unix.Close(fd)
 		return nil, &net.OpError{Op: "dial", Net: network, Addr: c.dialAddr(address), Err: os.NewSyscallError("connect", err)}
 	}
-	if cfg != nil {
+	if isTLS {
 		newTLS(c, cfg, nil) // the handshake starts once connected (open)
 	}
 	l.addConn(c)
