@@ -1009,6 +1009,10 @@ func (ln *Listener) TLSHandshakesRefused() uint64 { return ln.refused.Load() }
 // defaults.
 type ListenConfig struct {
 	// Backlog is the listen(2) backlog of each socket. Default 4096.
+	// The kernel caps it at net.core.somaxconn (4096 by default since
+	// 5.4; a sysctl of the network namespace), the default included.
+	// Negative: no bound of the listener's own, somaxconn, as listen(2)
+	// takes a negative backlog (compared unsigned).
 	Backlog int
 	// NoSteering disables the reuseport CPU steering (SO_INCOMING_CPU, or
 	// the program before 6.2); connections are then spread by the
