@@ -1016,7 +1016,9 @@ type ListenConfig struct {
 	Backlog int
 	// NoSteering disables the reuseport CPU steering (SO_INCOMING_CPU, or
 	// the program before 6.2); connections are then spread by the
-	// kernel's 4-tuple hash.
+	// kernel's 4-tuple hash. Before 6.2 an engine of more than 2046
+	// loops needs it: the program cannot steer so many, and Listen fails
+	// saying so.
 	NoSteering bool
 	// TLS, when set, makes the listener's connections TLS servers with
 	// this configuration (cloned by Listen): crypto/tls runs the

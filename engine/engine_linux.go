@@ -970,6 +970,14 @@ func (e *Engine) Listen(network, address string, lc *ListenConfig) (*Listener, e
 		}
 		addr = net.TCPAddrFromAddrPort(addrPort(sa, &e.zones))
 		steer := !opt.NoSteering && len(e.loops) > 1
+		var prog []unix.SockFilter
+		if steer && !incomingCPUSteering {
+			// Built first: a steering the kernel cannot run fails
+			// before any socket joins the address's group.
+			if prog, err = steeringProgram(e.cfg.CPUs); err != nil {
+				return nil, &net.OpError{Op: "listen", Net: network, Addr: addr, Err: err}
+			}
+		}
 		for i := range e.loops {
 			fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 			if err != nil {
@@ -1036,7 +1044,6 @@ func (e *Engine) Listen(network, address string, lc *ListenConfig) (*Listener, e
 				return fail("setsockopt SO_DETACH_REUSEPORT_BPF", err)
 			}
 		} else {
-			prog := steeringProgram(e.cfg.CPUs)
 			fp := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
 			if err := unix.SetsockoptSockFprog(ln.fds[0], unix.SOL_SOCKET, unix.SO_ATTACH_REUSEPORT_CBPF, &fp); err != nil {
 				return fail("setsockopt SO_ATTACH_REUSEPORT_CBPF", err)
@@ -1089,9 +1096,18 @@ const (
 // place freed, inverting the steering for good.
 var incomingCPUSteering = kver.AtLeast(kver.Release(), "6.2")
 
+// maxSteeredLoops is the most loops steeringProgram steers: its program
+// takes two instructions per loop and three more, and the kernel takes
+// no classic-BPF program longer than BPF_MAXINSNS (4096) instructions.
+const maxSteeredLoops = (unix.BPF_MAXINSNS - 3) / 2
+
 // steeringProgram returns a reuseport program that selects socket i when the
-// packet is processed on cpus[i], and cpu % len(cpus) otherwise.
-func steeringProgram(cpus []int) []unix.SockFilter {
+// packet is processed on cpus[i], and cpu % len(cpus) otherwise. More than
+// maxSteeredLoops CPUs are an error: the kernel would refuse the program.
+func steeringProgram(cpus []int) ([]unix.SockFilter, error) {
+	if len(cpus) > maxSteeredLoops {
+		return nil, fmt.Errorf("engine: steering %d loops by CPU before Linux 6.2 takes a classic-BPF program of %d instructions, past the kernel's %d: at most %d loops (ListenConfig.NoSteering leaves the choice of loop to the kernel's hash)", len(cpus), 2*len(cpus)+3, unix.BPF_MAXINSNS, maxSteeredLoops)
+	}
 	p := []unix.SockFilter{{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: skfAdOff + skfAdCPU}}
 	for i, cpu := range cpus {
 		p = append(p,
@@ -1100,7 +1116,7 @@ func steeringProgram(cpus []int) []unix.SockFilter {
 	}
 	return append(p,
 		unix.SockFilter{Code: unix.BPF_ALU | unix.BPF_MOD | unix.BPF_K, K: uint32(len(cpus))},
-		unix.SockFilter{Code: unix.BPF_RET | unix.BPF_A})
+		unix.SockFilter{Code: unix.BPF_RET | unix.BPF_A}), nil
 }
 
 // add hands loop i's socket to the loop. Loop goroutine of l.

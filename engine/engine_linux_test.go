@@ -1047,7 +1047,10 @@ func TestSteeringProgram(t *testing.T) {
 		{[]int{2, 5, 7}, 9},
 	}
 	for _, tc := range tests {
-		p := steeringProgram(tc.cpus)
+		p, err := steeringProgram(tc.cpus)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.cpus, err)
+		}
 		if len(p) != tc.len {
 			t.Errorf("%v: %d instructions, want %d", tc.cpus, len(p), tc.len)
 		}
