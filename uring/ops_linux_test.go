@@ -342,6 +342,63 @@ func TestSendZCFailureNotifies(t *testing.T) {
 	}
 }
 
+// TestSendZCLinkCancelledNotifies checks a case CQE.More alone does not
+// tell: a SEND_ZC cancelled because the request it was linked to failed
+// posts its result (-ECANCELED) without F_MORE, and still a notification
+// after it, as its preparation had taken one (6.18: io_req_tw_fail_links
+// sets no flag; io_send_zc_cleanup flushes the notification). A user that
+// took a result without F_MORE for the last completion of the send would
+// reuse the buffer twice over.
+func TestSendZCLinkCancelledNotifies(t *testing.T) {
+	needFeatures(t, "IORING_OP_SEND_ZC")
+	r := newRing(t, &Config{Entries: 8}) // used from the subtests' goroutines
+	c, _ := tcpPair(t)
+	if err := unix.Shutdown(c, unix.SHUT_WR); err != nil {
+		t.Fatal(err)
+	}
+	buf := offHeap(t, 100)
+	for _, tc := range []struct {
+		name string
+		zc   bool // the failing head is a SEND_ZC too
+	}{
+		{"after a SEND", false},
+		{"after a SEND_ZC", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			head := sqe(t, r)
+			if tc.zc {
+				head.PrepSendZC(c, buf, unix.MSG_NOSIGNAL, -1, 1)
+			} else {
+				head.PrepSend(c, buf, unix.MSG_NOSIGNAL, 1)
+			}
+			head.SetFlags(FlagIOLink)
+			sqe(t, r).PrepSendZC(c, buf, unix.MSG_NOSIGNAL, -1, 2)
+			n := 3
+			if tc.zc {
+				n = 4
+			}
+			var res, notif []CQE
+			for _, q := range reap(t, r, n) {
+				if q.UserData != 2 {
+					continue
+				}
+				if q.Notif() {
+					notif = append(notif, q)
+				} else {
+					res = append(res, q)
+				}
+			}
+			if len(res) != 1 || res[0].Err() != unix.ECANCELED || res[0].More() {
+				t.Errorf("results of the linked SEND_ZC %+v: want one, ECANCELED without F_MORE", res)
+			}
+			if len(notif) != 1 {
+				t.Errorf("notifications of the linked SEND_ZC %+v: want one", notif)
+			}
+			expectNone(t, r, 50*time.Millisecond)
+		})
+	}
+}
+
 // fillNops prepares and submits total NOPs with user_data 0..total-1 without
 // reaping any completion; Submit must never fail, however far the CQ
 // overflows.

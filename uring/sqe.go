@@ -211,8 +211,14 @@ func (s *SQE) PrepSend(fd int, buf []byte, flags int, userData uint64) {
 // when the kernel no longer references buf; buf may be reused only after the
 // notification. A send that fails once the kernel has taken the SQE (an fd
 // not open, a broken pipe) posts both as well, its error in the result,
-// which still has CQE.More: the result's More says whether a notification
-// follows (6.18: io_send_zc, io_sendrecv_fail). fixedBuf >= 0 is the index
+// which still has CQE.More (6.18: io_send_zc, io_sendrecv_fail). A result
+// without More does not always mean that none follows. For an SQE no link
+// leads to (first of its chain, or in none) it does: the kernel could not
+// allocate the notification (ENOMEM). For an SQE linked to the one before
+// (FlagIOLink) every failure ends without More (io_req_tw_fail_links sets
+// no flag): cancelled with its chain (ECANCELED), the notification follows
+// (io_send_zc_cleanup posts it); refused when prepared, it follows or not
+// as the kernel had allocated it. fixedBuf >= 0 is the index
 // of a registered buffer containing buf (the only way to send from a fixed
 // buffer in 6.18); -1 means none. The notification's CQE.ZCCopied reports
 // whether the kernel had to copy; see there for a send that failed.
