@@ -1102,7 +1102,8 @@ type Stats struct {
 	RingCopies     uint64 // receive buffers copied to the send slab to give them back to the ring (MaxQueuedReadBuffers)
 	NAPIIDs        uint64 // NAPI ids of the rings' sockets (uring-napi): added to their static lists, or with dynamic tracking seen on sockets whose receives the kernel polls
 	ZCSends        uint64 // SEND_ZC requests (SendZCThreshold)
-	ZCCopied       uint64 // SEND_ZC notifications saying the kernel copied
+	ZCCopied       uint64 // SEND_ZC requests that sent data and whose notification said the kernel copied it rather than sending it zero-copy (the kernel says so too for a send that sent nothing, failed or cancelled, which is not counted)
+	ZCNoNotif      uint64 // SEND_ZC results no notification followed (the kernel could not allocate one): their chunk given back at the result
 	MsgRings       uint64 // loop-to-loop wake-ups sent over MSG_RING
 	MsgRingErrs    uint64 // MSG_RING wake-ups that failed (the target had closed), sent again through the target's eventfd
 	AcceptBackoffs uint64 // pauses in accepting after running out of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) or after an accept error that repeats, and on epoll where epoll refused to watch the socket (at the listener's add, or again after a pause)
@@ -1142,6 +1143,7 @@ func (s *Stats) add(o Stats) {
 	s.MsgRings += o.MsgRings
 	s.ZCSends += o.ZCSends
 	s.ZCCopied += o.ZCCopied
+	s.ZCNoNotif += o.ZCNoNotif
 	s.MsgRingErrs += o.MsgRingErrs
 	s.AcceptBackoffs += o.AcceptBackoffs
 	s.TimedOut += o.TimedOut
@@ -1155,7 +1157,8 @@ type counters struct {
 	interrupted, yields, batchedWaits, quietWaits, quietCut, waitCPUNanos         atomic.Uint64
 	waits, waitNanos, submits, sqes, cqes, bytesRead, bytesWritten, reads, writes atomic.Uint64
 	accepted, dialed, closed, noBufs, wakeups, pausedReads, napiIDs               atomic.Uint64
-	msgRings, msgRingErrors, zcSends, zcCopied, ringCopies, acceptBackoffs        atomic.Uint64
+	msgRings, msgRingErrors, zcSends, zcCopied, zcNoNotif, ringCopies             atomic.Uint64
+	acceptBackoffs                                                                atomic.Uint64
 	timedOut, tlsRefused, tlsPanics, timedWaits                                   atomic.Uint64
 	open, tlsHandshakes                                                           atomic.Int64
 	// ring is the loop's io_uring (uring backends): its own counters are
@@ -1180,7 +1183,7 @@ func (c *counters) load() Stats {
 		Accepted: c.accepted.Load(), Dialed: c.dialed.Load(), Closed: c.closed.Load(),
 		NoBufs: c.noBufs.Load(), Wakeups: c.wakeups.Load(), PausedReads: c.pausedReads.Load(),
 		NAPIIDs: c.napiIDs.Load(), MsgRings: c.msgRings.Load(), MsgRingErrs: c.msgRingErrors.Load(), AcceptBackoffs: c.acceptBackoffs.Load(),
-		ZCSends: c.zcSends.Load(), ZCCopied: c.zcCopied.Load(), RingCopies: c.ringCopies.Load(),
+		ZCSends: c.zcSends.Load(), ZCCopied: c.zcCopied.Load(), ZCNoNotif: c.zcNoNotif.Load(), RingCopies: c.ringCopies.Load(),
 		TimedOut: c.timedOut.Load(), Open: c.open.Load(),
 		TLSHandshakes: c.tlsHandshakes.Load(), TLSHandshakesRefused: c.tlsRefused.Load(), TLSHandshakePanics: c.tlsPanics.Load(),
 	}

@@ -25,7 +25,8 @@ const (
 	opMsgSent // our MSG_RING to another loop completed
 	opSendZC  // SEND_ZC: the gen field carries the slab chunk id
 	opCancelFd
-	opWakeAt // wakeAt's timeout: the gen field carries its sequence number
+	opWakeAt       // wakeAt's timeout: the gen field carries its sequence number
+	opSendZCLinked // a SEND_ZC linked to the SEND before it: as opSendZC
 )
 
 const bufGroup = 1
@@ -83,6 +84,11 @@ type uringBackend struct {
 	maxChain  int   // linked SENDs per flush
 	zcMin     int   // SEND_ZC threshold, 0 = off
 	zcChunks  int32 // chunk ids below this lie in the registered region
+	// zcUnsent counts, per chunk, the SEND_ZC requests that sent nothing
+	// (failed, or cancelled) and whose notification is to come: it
+	// reports a copy (uring.CQE.ZCCopied), which Stats.ZCCopied leaves
+	// out.
+	zcUnsent []uint16
 	// batchWait is Config.BatchWait where the kernel has min_wait (0:
 	// off); lastCQEs counts the completions the previous poll handled.
 	// out counts the receive buffers the loop has from the ring and has
@@ -237,6 +243,7 @@ func (b *uringBackend) init(l *Loop) (err error) {
 		} else {
 			b.zcMin = b.cfg.SendZCThreshold
 			b.zcChunks = int32(l.chunks.perRegion)
+			b.zcUnsent = make([]uint16, b.zcChunks)
 		}
 	}
 	b.quietOK = rc.DeferTaskrun && !rc.SQPoll
@@ -776,8 +783,14 @@ func (b *uringBackend) flush(c *Conn) {
 		q := b.sqe()
 		if b.zeroCopy(s) {
 			// Two CQEs: the result (More), then the notification after
-			// which the chunk may be reused.
-			q.PrepSendZC(c.fd, buf, unix.MSG_NOSIGNAL|unix.MSG_WAITALL, 0, udata(opSendZC, c.slot, uint32(s.ref)))
+			// which the chunk may be reused. Whether the SEND_ZC is
+			// linked to the SEND before it says what a result without
+			// More means (handle).
+			op := opSendZC
+			if i > int(c.wqHead) {
+				op = opSendZCLinked
+			}
+			q.PrepSendZC(c.fd, buf, unix.MSG_NOSIGNAL|unix.MSG_WAITALL, 0, udata(op, c.slot, uint32(s.ref)))
 			b.l.chunks.pin(s.ref)
 			b.l.st.zcSends.Add(1)
 			// Not in inflight: the loop may exit before the
@@ -1059,13 +1072,35 @@ func (b *uringBackend) handle(q uring.CQE) {
 		}
 		return
 	}
-	if op == opSendZC {
+	if op == opSendZC || op == opSendZCLinked {
+		id := int32(gen)
 		if q.Notif() {
 			if q.ZCCopied() {
-				l.st.zcCopied.Add(1)
+				if b.zcUnsent[id] > 0 {
+					b.zcUnsent[id]--
+				} else {
+					l.st.zcCopied.Add(1)
+				}
 			}
-			l.chunks.unpin(int32(gen))
+			l.chunks.unpin(id)
 			return
+		}
+		switch {
+		case op == opSendZC && !q.More():
+			// No notification follows: the kernel could not allocate
+			// one (uring.PrepSendZC), and nothing else would give the
+			// chunk back.
+			l.chunks.unpin(id)
+			l.st.zcNoNotif.Add(1)
+		case q.Res <= 0:
+			// Its notification reports a copy though nothing was sent.
+			// A linked SEND_ZC ends without More whenever it fails:
+			// cancelled with its chain (ECANCELED), the notification
+			// follows; refused when the kernel prepared it (ENOMEM),
+			// it may not, which the result does not tell, and the
+			// chunk stays pinned rather than risk being given back
+			// twice.
+			b.zcUnsent[id]++
 		}
 		op = opSend
 		gen = l.slotGen[slot] & 0xffffff
