@@ -415,8 +415,9 @@ const msgInWait = time.Second
 
 // wakeAt has one IORING_OP_TIMEOUT end the loop's waits at at (nanotime),
 // the loop's next deadline (its first timer's, or the sweep's), and
-// reports whether it did: false when at has passed, or the ring is broken,
-// and the loop bounds its wait itself (not at all for a due timer; for a
+// reports whether it did: false when at has passed, the ring is broken, or
+// the kernel has yet to read the timespec slot next in turn, and the loop
+// bounds its wait itself (not at all for a due timer; for a
 // sweep that came due since the last wake-up, what was left of its period
 // then). A wait with a timeout costs,
 // every time, a clock read, the timeout's argument and an hrtimer armed and
@@ -438,6 +439,15 @@ func (b *uringBackend) wakeAt(at int64) bool {
 		return false
 	}
 	d := time.Duration(min(at-now, int64(maxWait)))
+	// The kernel reads the timespec when it takes the SQE: with SQPOLL,
+	// when the SQ thread gets to it, which a thread kept off its CPU
+	// may not do for many iterations of the loop. A slot it has not read
+	// is not handed out again (nil), and the loop times its wait itself
+	// until it has.
+	ts := b.r.Timespec(d)
+	if ts == nil {
+		return false
+	}
 	q := b.sqe()
 	if b.broken != nil {
 		return false // q is the spare
@@ -446,11 +456,11 @@ func (b *uringBackend) wakeAt(at int64) bool {
 		// A failed update (the timeout fired meanwhile) completes
 		// under the timeout's own user_data but for the slot: either
 		// completion clears wakeArmed, and the loop arms anew.
-		q.PrepTimeoutUpdate(udata(opWakeAt, 0, b.wakeSeq), b.r.Timespec(d), 0, udata(opWakeAt, 1, b.wakeSeq))
+		q.PrepTimeoutUpdate(udata(opWakeAt, 0, b.wakeSeq), ts, 0, udata(opWakeAt, 1, b.wakeSeq))
 		q.SetFlags(uring.FlagCQESkipSuccess)
 	} else {
 		b.wakeSeq++
-		q.PrepTimeout(b.r.Timespec(d), 0, 0, udata(opWakeAt, 0, b.wakeSeq))
+		q.PrepTimeout(ts, 0, 0, udata(opWakeAt, 0, b.wakeSeq))
 	}
 	b.wakeArmed = now + int64(d)
 	return true

@@ -4,6 +4,8 @@ import (
 	"io"
 	"testing"
 	"time"
+
+	"github.com/spindlenet/spindle/internal/sys"
 )
 
 // uringBackends returns the io_uring backends of testBackends: those whose
@@ -126,6 +128,47 @@ func TestTimerEarlierThanArmed(t *testing.T) {
 			<-stopped
 			set, ran = after(100 * time.Millisecond)
 			wait("after a stopped earlier one", 100*time.Millisecond, set, ran)
+		})
+	}
+}
+
+// TestWakeAtTimespecUnread: when the ring's timespec slot next in turn is
+// one the kernel has yet to read (with SQPOLL, an SQ thread kept off its
+// CPU while the loop armed its timeout 200 times; here 200 slots taken with
+// no SQE after them), wakeAt arms no kernel timeout and says so, and the
+// loop times its wait itself: a timer set then runs. Before, wakeAt took
+// the slot all the same, rewriting a timespec a waiting SQE points to (on
+// a ring whose Timespec does not refuse it): that timeout would fire at
+// the new time.
+func TestWakeAtTimespecUnread(t *testing.T) {
+	for _, b := range uringBackends() {
+		t.Run(string(b), func(t *testing.T) {
+			e, _ := startEngine(t, testConfig(b), &echoHandler{})
+			l := e.Loops()[0]
+			armed := make(chan bool, 1)
+			ran := make(chan struct{})
+			l.Post(func() {
+				ub, ok := l.be.(*uringBackend)
+				if !ok {
+					t.Error("the loop does not run on io_uring (see the engine's log)")
+					armed <- false
+					close(ran)
+					return
+				}
+				for range sys.TimespecSlots {
+					ub.r.Timespec(time.Hour)
+				}
+				armed <- ub.wakeAt(nanotime() + int64(time.Millisecond))
+				l.AfterFunc(time.Millisecond, func() { close(ran) })
+			})
+			if <-armed {
+				t.Error("wakeAt armed a kernel timeout with a timespec slot the kernel has not read")
+			}
+			select {
+			case <-ran:
+			case <-time.After(10 * time.Second):
+				t.Fatal("a timer set for 1 ms has not run after 10 s")
+			}
 		})
 	}
 }

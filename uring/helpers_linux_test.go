@@ -149,6 +149,18 @@ func expectNone(t testing.TB, r *Ring, d time.Duration) {
 	}
 }
 
+// waitFor polls ok until it holds, failing the test after 10 seconds.
+func waitFor(t testing.TB, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func closeFd(t testing.TB, fd int) {
 	t.Cleanup(func() { unix.Close(fd) })
 }

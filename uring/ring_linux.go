@@ -51,6 +51,11 @@ type Ring struct {
 	closed   bool
 	bufRings map[uint16]*BufRing
 
+	// tsAfter holds, per Timespec slot, the SQ position (head value) at
+	// which the kernel has consumed the SQEs taken just before and just
+	// after the slot was handed out: one of them is the SQE using it.
+	tsAfter [sys.TimespecSlots]uint32
+
 	napiStatic bool // NAPI registered with static tracking: AddNAPIID may be called
 
 	// cancelHook, when set (by tests), replaces the result of the cancel
@@ -1053,12 +1058,16 @@ func (r *Ring) CQOverflow() uint32 {
 }
 
 // Timespec returns a timespec set to d, from a pool of off-heap slots owned
-// by the ring, for PrepTimeout and PrepLinkTimeout. A slot is reused after
-// 200 more calls; use it in an SQE right away. The kernel reads it when it
-// prepares the SQE: during Submit, or with SQPoll when the SQ thread gets to
-// it, so with SQPoll keep fewer than 200 timespecs between an SQE and its
-// consumption (SQReady() == 0), or use Arena.Timespec. nil after Close.
-// Owner goroutine; does not allocate.
+// by the ring, for PrepTimeout, PrepTimeoutUpdate and PrepLinkTimeout; use
+// it in the SQE taken just before or just after it. The kernel reads it
+// when it prepares that SQE: during Submit, or with SQPoll when the SQ
+// thread gets to it, which may be long after Submit if the thread does not
+// run. A slot is reused after 200 more calls, and only once the kernel has
+// consumed the SQEs around it: until then Timespec returns nil (with SQPoll,
+// 200 timespecs taken since the SQ thread last consumed the SQ; without,
+// 200 taken since the last Submit), and the caller waits for the kernel to
+// consume the SQ (SQReady) or uses Arena.Timespec. nil after Close. Owner
+// goroutine; does not allocate.
 func (r *Ring) Timespec(d time.Duration) *Timespec {
 	if r.closed {
 		return nil
@@ -1066,6 +1075,20 @@ func (r *Ring) Timespec(d time.Duration) *Timespec {
 	// The slot index wraps at TimespecSlots, not at 2^32, which is no
 	// multiple of it: there slot 95 was followed by slot 0.
 	i := r.tsNext % sys.TimespecSlots
+	// The kernel reads a timespec once, when it prepares the SQE, before
+	// it moves the SQ head past it (io_submit_sqes, then
+	// io_commit_sqring). A slot whose position the head has not reached
+	// may still be read: rewritten, it would give that SQE this d. The
+	// distance to the position is at most the SQEs the ring has handed
+	// out beyond the head, plus one; farther, the position is from an
+	// earlier round of the 32-bit counters, long consumed. (One 2^32
+	// behind the head, within that distance, looks ahead: a call is
+	// refused that need not be, once in 2^32 SQEs at most.)
+	head := r.sqHead()
+	if ahead := r.tsAfter[i] - head; ahead != 0 && ahead <= r.sqTail+1-head {
+		return nil
+	}
+	r.tsAfter[i] = r.sqTail + 1
 	r.tsNext = (i + 1) % sys.TimespecSlots
 	ts := (*Timespec)(&r.mem.Scratch.TS[i])
 	ts.Set(d)

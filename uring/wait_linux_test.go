@@ -179,3 +179,40 @@ func TestWaitForMoreThanTheCQ(t *testing.T) {
 		t.Errorf("SubmitAndWait(2^32-1) on a full CQ: %v", err)
 	}
 }
+
+// TestTimespecSlotUnreadNotReused holds an SQPOLL ring's SQ thread asleep
+// (IORING_SQ_NEED_WAKEUP, and nothing wakes it: no Submit) while 200
+// timeouts wait in the SQ, each with its timespec, which the kernel reads
+// only when the thread prepares the SQE. Ring.Timespec handed out the first
+// timeout's slot again, to be rewritten: woken, the thread would have armed
+// that timeout for the new duration. It returns nil until the thread has
+// consumed the SQE, and a slot once it has.
+func TestTimespecSlotUnreadNotReused(t *testing.T) {
+	r := newRing(t, &Config{Entries: 256, SQPoll: true, SQThreadIdle: 500 * time.Microsecond})
+	for {
+		waitFor(t, "the SQ thread to sleep", func() bool { return r.mem.SQFlags.Load()&sys.IORING_SQ_NEED_WAKEUP != 0 })
+		for i := range sys.TimespecSlots {
+			sqe(t, r).PrepTimeout(r.Timespec(time.Hour), 0, 0, uint64(i))
+		}
+		r.flush() // the tail published, the thread not woken
+		if r.SQReady() == sys.TimespecSlots {
+			break
+		}
+		// The thread took them: it had set the flag but looks at the
+		// SQ once more before it sleeps. Again, once it sleeps.
+		waitFor(t, "the SQ thread to consume the SQ", func() bool { return r.SQReady() == 0 })
+	}
+	if ts := r.Timespec(time.Nanosecond); ts != nil {
+		t.Fatalf("Timespec handed out a slot (%p, the first timeout's is %p) whose SQE the SQ thread has not read", ts, &r.mem.Scratch.TS[0])
+	}
+	if _, err := r.Submit(); err != nil { // wakes the thread
+		t.Fatal(err)
+	}
+	waitFor(t, "the SQ thread to consume the SQ", func() bool { return r.SQReady() == 0 })
+	if r.Timespec(time.Nanosecond) == nil {
+		t.Fatal("Timespec refused a slot after the SQ thread had consumed the SQ")
+	}
+	if n := r.CQReady(); n != 0 {
+		t.Errorf("%d timeouts of an hour completed", n)
+	}
+}
