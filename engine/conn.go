@@ -45,6 +45,9 @@ const (
 	// bitSendQuiet (uring): the SENDs in flight went quiet (MSG_DONTWAIT,
 	// uringBackend.quietSends): only those can be cut.
 	bitSendQuiet
+	// bitSendCounted (uring): the quiet SENDs in flight are counted in
+	// uringBackend.quiet, for the wait of epoch k.sendEpoch (flush).
+	bitSendCounted
 )
 
 // seg is a part of a write queue: bytes [off, end) of a slab chunk (ref >=

@@ -428,3 +428,48 @@ func TestQuietCutOnlyQuiet(t *testing.T) {
 		t.Errorf("%s (no quiet SENDs): QuietWaits %d, QuietCut %d, want 0 and 0", b, st.QuietWaits, st.QuietCut)
 	}
 }
+
+// TestQuietSendWriteBehind: a connection written to after its queue went
+// out as quiet SENDs, before the loop waits (a proxy forwarding two
+// receives of one batch, the first flushed as handle flushes a queue once
+// its SEND completes), has the rest sent when those SENDs complete. The
+// wait must end at their completions: nothing else may come (the peer
+// waits for the rest), and the rest would wait for it.
+func TestQuietSendWriteBehind(t *testing.T) {
+	for _, b := range testBackends {
+		if !quietBackend(b) {
+			continue
+		}
+		t.Run(string(b), func(t *testing.T) {
+			cfg := testConfig(b)
+			cfg.CPUs = []int{0}
+			quiet := make(chan uint32, 1)
+			h := &BaseHandlerFunc{
+				data: func(c *Conn, buf Buffer) bool {
+					ub := c.Loop().be.(*uringBackend)
+					c.Write([]byte("first"))
+					ub.flush(c) // as handle does for a queue written meanwhile
+					quiet <- ub.quiet
+					c.Write([]byte("second"))
+					return false
+				},
+			}
+			_, addr := startEngine(t, cfg, h)
+			c := mustDial(t, "tcp", addr)
+			if _, err := c.Write([]byte("x")); err != nil {
+				t.Fatal(err)
+			}
+			if q := <-quiet; q != 1 {
+				t.Fatalf("%d quiet SENDs prepared, want 1", q)
+			}
+			got := make([]byte, len("firstsecond"))
+			c.SetReadDeadline(time.Now().Add(3 * time.Second))
+			if n, err := io.ReadFull(c, got); err != nil {
+				t.Fatalf("read %q after 3 s: %v (the loop slept through the quiet SEND's completion the rest waited for)", got[:n], err)
+			}
+			if string(got) != "firstsecond" {
+				t.Fatalf("read %q", got)
+			}
+		})
+	}
+}

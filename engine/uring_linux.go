@@ -763,6 +763,17 @@ func (b *uringBackend) setRead(c *Conn, on bool) {
 // SEND: an SQ thread shared by several rings submits at most 8 SQEs of a ring
 // at a time (IORING_SQPOLL_CAP_ENTRIES_VALUE), which would split chains.
 func (b *uringBackend) flush(c *Conn) {
+	if c.k.sends > 0 && c.bits&bitSendCounted != 0 {
+		// Written to, or closing or shutting down, after its queue went
+		// out as quiet SENDs that the next wait counts: what is queued
+		// now goes only once they have completed, and nothing else may
+		// end the wait (the peer waiting for the rest). That wait must
+		// end at their completions: they are counted no more.
+		c.bits &^= bitSendCounted
+		if c.k.sendEpoch == b.epoch {
+			b.quiet -= min(b.quiet, uint32(c.k.sends))
+		}
+	}
 	if c.k.sends > 0 || c.k.closing || c.queued == 0 {
 		return
 	}
@@ -781,11 +792,11 @@ func (b *uringBackend) flush(c *Conn) {
 		end = min(end, int(c.wqHead)+max(int(free), 1))
 	}
 	flags := unix.MSG_NOSIGNAL | unix.MSG_WAITALL
-	c.bits &^= bitSendQuiet
+	c.bits &^= bitSendQuiet | bitSendCounted
 	if b.quietSends(c, int(c.wqHead), end) {
 		flags |= unix.MSG_DONTWAIT
 		b.quiet += uint32(end - int(c.wqHead))
-		c.bits |= bitSendQuiet
+		c.bits |= bitSendQuiet | bitSendCounted
 	}
 	for i := int(c.wqHead); i < end; i++ {
 		s := c.wq[i]
