@@ -171,11 +171,19 @@ func TestTimerAfterSlowYield(t *testing.T) {
 	was := gosched
 	t.Cleanup(func() { gosched = was })
 	gosched = func(l *Loop) {
-		if slow.CompareAndSwap(l, nil) {
-			time.Sleep(slowFor)
-			yieldEnd.Store(time.Now().UnixNano())
+		if !slow.CompareAndSwap(l, nil) {
+			runtime.Gosched()
+			return
 		}
+		time.Sleep(slowFor)
 		runtime.Gosched()
+		// The yield has returned once the Go scheduler has given the
+		// loop goroutine its thread back: under load that hand-off (to
+		// another M and back, each waiting for a CPU) takes the
+		// scheduler's time, not the wait's. (With the end taken before
+		// it, CI once saw 1.07 s on uring-sqpoll under load; that the
+		// hand-off was the cause is not proven.)
+		yieldEnd.Store(time.Now().UnixNano())
 	}
 	for _, b := range testBackends {
 		t.Run(string(b), func(t *testing.T) {
