@@ -191,13 +191,11 @@ func Validate(p *Plan) error {
 func (t Target) read(w Write) (string, error) {
 	switch w.Kind {
 	case KindFile:
-		if err := t.sameIRQ(w); err != nil {
+		name, err := t.filePath(w)
+		if err != nil {
 			return "", err
 		}
-		if err := t.sameIface(w); err != nil {
-			return "", err
-		}
-		b, err := os.ReadFile(filepath.Join(t.Root, w.Path))
+		b, err := os.ReadFile(name)
 		return string(b), err
 	case KindCoalesce:
 		if t.Netlink == nil {
@@ -262,30 +260,84 @@ func (t Target) sameIRQ(w Write) error {
 	return fmt.Errorf("IRQ %s now serves %s, not %s: %w", path.Base(path.Dir(w.Path)), strings.Join(others, ", "), w.IRQName, fs.ErrNotExist)
 }
 
-// sameIface checks that the interface whose file w writes still has the
-// ifindex it had when planned (w.Ifindex): an interface deleted and
-// another made under its name (a veth pair re-created, a driver rebound)
-// is not the one the plan was made for, nor the one whose value Apply
-// saved: an error wrapping fs.ErrNotExist, as for an interface gone. An
-// ifindex that cannot be read leaves it to reading the file itself.
-func (t Target) sameIface(w Write) error {
-	if w.Ifindex <= 0 {
-		return nil
+// ifaceName returns the name under which the interface whose file w
+// writes is found now: the one with the ifindex it had when planned
+// (w.Ifindex). An interface renamed since (ip link set dev NAME name NEW,
+// a udev rule) keeps its ifindex, and its files, with the values written,
+// are under its new name. An interface deleted and another made under its
+// name (a veth pair re-created, a driver rebound) is not the one the plan
+// was made for, nor the one whose value Apply saved: an error wrapping
+// fs.ErrNotExist, as for an interface gone. Where no ifindex can be read
+// the name is w's, and reading the file says what is wrong.
+func (t Target) ifaceName(w Write) (string, error) {
+	dir := filepath.Join(t.Root, "/sys/class/net")
+	now, err := readIfindex(dir, w.Iface)
+	if err == nil && now == w.Ifindex {
+		return w.Iface, nil
 	}
-	b, err := os.ReadFile(filepath.Join(t.Root, "/sys/class/net", w.Iface, "ifindex"))
+	if ents, rerr := os.ReadDir(dir); rerr == nil {
+		for _, e := range ents {
+			if n, nerr := readIfindex(dir, e.Name()); nerr == nil && n == w.Ifindex {
+				return e.Name(), nil
+			}
+		}
+	}
+	if err == nil {
+		return "", fmt.Errorf("%s is ifindex %d now, not %d: another interface under its name: %w", w.Iface, now, w.Ifindex, fs.ErrNotExist)
+	}
+	return w.Iface, nil
+}
+
+// renamed returns the name w's interface has now when it is not the one
+// w was planned with, "" when it is or w writes no file of an interface.
+func (t Target) renamed(w Write) (string, error) {
+	if w.Kind != KindFile || w.Ifindex <= 0 {
+		return "", nil
+	}
+	name, err := t.ifaceName(w)
+	if err != nil || name == w.Iface {
+		return "", err
+	}
+	return name, nil
+}
+
+// readIfindex reads the ifindex of interface name under dir
+// (/sys/class/net).
+func readIfindex(dir, name string) (int, error) {
+	b, err := os.ReadFile(filepath.Join(dir, name, "ifindex"))
 	if err != nil {
-		return nil
+		return 0, err
 	}
-	if now, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && now != w.Ifindex {
-		return fmt.Errorf("%s is ifindex %d now, not %d: another interface under its name: %w", w.Iface, now, w.Ifindex, fs.ErrNotExist)
+	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
+
+// filePath returns the file w writes, under the target's root: for a file
+// of an interface, under the name the interface has now (ifaceName), and
+// an error wrapping fs.ErrNotExist where w's IRQ or interface is another
+// now (sameIRQ, ifaceName).
+func (t Target) filePath(w Write) (string, error) {
+	if err := t.sameIRQ(w); err != nil {
+		return "", err
 	}
-	return nil
+	p := w.Path
+	if w.Ifindex > 0 {
+		name, err := t.ifaceName(w)
+		if err != nil {
+			return "", err
+		}
+		p = "/sys/class/net/" + name + strings.TrimPrefix(w.Path, "/sys/class/net/"+w.Iface)
+	}
+	return filepath.Join(t.Root, p), nil
 }
 
 func (t Target) write(w Write, value string) error {
 	switch w.Kind {
 	case KindFile:
-		return writeFile(filepath.Join(t.Root, w.Path), value)
+		name, err := t.filePath(w)
+		if err != nil {
+			return err
+		}
+		return writeFile(name, value)
 	case KindCoalesce:
 		if t.Netlink == nil {
 			return fmt.Errorf("%s: %w: no netlink", w.Target(), topo.ErrNotSupported)
@@ -346,14 +398,15 @@ func (t Target) setAndCheck(w Write, value string) error {
 var ErrStale = errors.New("plan is stale")
 
 // Apply applies p to t. It refuses a plan that writes a target twice
-// (ErrRefused). It first checks that every current value is still
-// the plan's Old value and every target still exists (else ErrStale and
-// nothing is written) and that each is a value of its write's format,
-// which Revert can write back (else ErrRefused), saves them
-// to statePath (which must not exist), then writes in order, reading each
-// value back. If a write fails, the writes already done are restored in
-// reverse order and the state file is removed; the error says what failed
-// and whether the rollback was complete. A plan without writes saves no
+// (ErrRefused). It first checks that every current value is still the
+// plan's Old value and every target still exists, an interface under the
+// name planned (else ErrStale and nothing is written), and that each is a
+// value of its write's format, which Revert can write back (else
+// ErrRefused), saves them to statePath (which must not exist), then
+// writes in order, reading each value back. If a write fails, the writes
+// already done are restored in reverse order and the state file is
+// removed; the error says what failed and whether the rollback was
+// complete. A plan without writes saves no
 // state file. While it works it holds the lock of statePath's directory,
 // as Revert does: a run that finds it held is refused at once (ErrRefused),
 // writing nothing.
@@ -397,6 +450,11 @@ func Apply(p *Plan, t Target, statePath string) (*State, error) {
 		}
 		if cur != w.Old {
 			return nil, fmt.Errorf("%w: %s is %q, the plan expected %q; make a new plan", ErrStale, w.Target(), strings.TrimSpace(cur), strings.TrimSpace(w.Old))
+		}
+		// The plan names the interface as it was: renamed since, it is
+		// not the host the plan was reviewed for.
+		if name, err := t.renamed(w); err == nil && name != "" {
+			return nil, fmt.Errorf("%w: %s (ifindex %d) is named %s now; make a new plan", ErrStale, w.Iface, w.Ifindex, name)
 		}
 		// Revert writes it back, and LoadState refuses a saved value not
 		// in its write's format.
@@ -685,10 +743,11 @@ func validateSaved(w Write, v string) error {
 // that no longer exists (an interface deleted, /proc/irq/N freed by a
 // driver unbind, NAPI ids re-allocated after link down/up) has nothing to
 // restore and does not stop the others. The notes say, one line per
-// target, which values someone else changed since Apply (restored too) and
-// which targets are gone (not restored); a target still at its saved value
-// (one a crashed or stopped Apply never wrote) has nothing to note. An
-// RPS or XPS map that reads back without CPUs that are offline now is
+// target, which values someone else changed since Apply (restored too),
+// which interfaces were renamed (found by the ifindex planned, their files
+// restored under the new name) and which targets are gone (not
+// restored); a target still at its saved value (one a crashed or stopped
+// Apply never wrote) has nothing to note. An RPS or XPS map that reads back without CPUs that are offline now is
 // restored as far as the kernel allows (it keeps offline CPUs out of
 // those maps); a note names the CPUs left out. When every target that still
 // exists is restored, the state file is renamed to statePath+".reverted",
@@ -740,7 +799,12 @@ func Revert(statePath string, t Target) (notes []string, gone int, err error) {
 		// be: the tree is the same).
 		return nil, 0, fmt.Errorf("%w: %s was applied under %s, and this revert is under %s: one is the live host, the other a captured tree; nothing restored", ErrRefused, statePath, rootName(st.Root), rootName(t.Root))
 	}
+	renamed := map[string]bool{}
 	for i, w := range st.Plan.Writes {
+		if name, err := t.renamed(w); err == nil && name != "" && !renamed[w.Iface] {
+			renamed[w.Iface] = true
+			notes = append(notes, fmt.Sprintf("%s (ifindex %d) is named %s now: its files are restored under that name", w.Iface, w.Ifindex, name))
+		}
 		cur, err := t.read(w)
 		if err != nil {
 			continue // gone or unreadable: rollback says which

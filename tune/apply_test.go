@@ -1399,3 +1399,59 @@ func TestApplyRefusesTargetTwice(t *testing.T) {
 		})
 	}
 }
+
+// TestRevertInterfaceRenamed: an interface renamed after Apply (ip link
+// set dev NAME name NEW, a udev rule) keeps its ifindex, and its files
+// moved to the new name with the values the plan wrote. Revert took it for
+// gone, restored none of them, said so and moved the state aside, leaving
+// the interface tuned for good. It finds the interface by ifindex,
+// restores its files under the new name and notes the rename. Before
+// Apply a rename makes the plan stale: the plan names the old name.
+func TestRevertInterfaceRenamed(t *testing.T) {
+	// rename moves the vm fixture's eth0 to eth1, as sysfs shows a
+	// renamed interface: the class link under its new name, the
+	// device's files where they were.
+	rename := func(t *testing.T, root string) {
+		t.Helper()
+		dir := filepath.Join(root, "sys/class/net")
+		if err := os.Rename(filepath.Join(dir, "eth0"), filepath.Join(dir, "eth1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("before apply", func(t *testing.T) {
+		root, p := planVM(t)
+		rename(t, root)
+		wantStale(t, p, Target{Root: root})
+	})
+	t.Run("before revert", func(t *testing.T) {
+		root, p := planVM(t)
+		files := 0
+		for _, w := range p.Writes {
+			if w.Iface == "eth0" && w.Kind == KindFile {
+				files++
+			}
+		}
+		if files == 0 {
+			t.Fatalf("plan writes no file of eth0: %v", targets(p))
+		}
+		before := treeBytes(t, root)
+		state := filepath.Join(t.TempDir(), "state.json")
+		if _, err := Apply(p, Target{Root: root}, state); err != nil {
+			t.Fatal(err)
+		}
+		rename(t, root)
+		notes, gone, err := Revert(state, Target{Root: root})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := diffTrees(before, treeBytes(t, root)); len(d) > 0 {
+			t.Errorf("tree differs after revert:\n%s", strings.Join(d, "\n"))
+		}
+		if gone != 0 || !slices.ContainsFunc(notes, func(n string) bool { return strings.Contains(n, "eth0") && strings.Contains(n, "named eth1 now") }) {
+			t.Errorf("%d gone, notes %q: want none gone and a note of the rename", gone, notes)
+		}
+		if _, err := os.Stat(state + ".reverted"); err != nil {
+			t.Errorf("state not moved aside: %v", err)
+		}
+	})
+}

@@ -506,7 +506,7 @@ func (p *planner) nic(n *topo.NIC) error {
 	if err := p.nicWrites(n); err != nil {
 		return err
 	}
-	// The files of the interface are its by ifindex (sameIface).
+	// The files of the interface are its by ifindex (ifaceName).
 	for i, w := range p.plan.Writes {
 		if w.Kind == KindFile && n.Ifindex > 0 && strings.HasPrefix(w.Path, "/sys/class/net/"+n.Name+"/") {
 			p.plan.Writes[i].Iface, p.plan.Writes[i].Ifindex = n.Name, n.Ifindex
