@@ -5,6 +5,7 @@ package tune
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -578,5 +579,110 @@ func TestNetnsRevertKeepsPerNAPISettings(t *testing.T) {
 	}
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestNetnsRevertInterfaceRenamed applies a plan to a veth pair inside a
+// namespace the test creates, renames one veth (down, ip link set name,
+// up) and reverts: the kernel keeps the interface's ifindex and its tuned
+// queue files under the new name, and revert restores them there, byte
+// for byte, where it took them for gone and left them tuned.
+func TestNetnsRevertInterfaceRenamed(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create a network namespace and write sysfs")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("ip (iproute2) not installed")
+	}
+	hostBefore := hostSettings(t)
+	pid := os.Getpid()
+	ns := fmt.Sprintf("spd-ren-%d", pid)
+	va, vb, vc := fmt.Sprintf("srn%da", pid), fmt.Sprintf("srn%db", pid), fmt.Sprintf("srn%dc", pid)
+	run(t, "ip", "netns", "add", ns)
+	t.Cleanup(func() {
+		exec.Command("ip", "netns", "del", ns).Run()
+		hostAfter := hostSettings(t)
+		for f, v := range hostBefore {
+			if w, ok := hostAfter[f]; ok && w != v {
+				t.Errorf("host setting %s changed: %q -> %q", f, v, w)
+			}
+		}
+	})
+	run(t, "ip", "-n", ns, "link", "add", va, "type", "veth", "peer", "name", vb)
+	for _, v := range []string{va, vb} {
+		run(t, "ip", "-n", ns, "link", "set", v, "up")
+	}
+	nsPath := veth.Path(ns)
+	view := t.TempDir()
+	state := filepath.Join(t.TempDir(), "state.json")
+	// files are those of va the plan writes; read reads them under the
+	// namespace view, each under va's name now.
+	var files []string
+	read := func(name string) map[string]string {
+		t.Helper()
+		m := map[string]string{}
+		err := inNetNSView(nsPath, view, func() error {
+			for _, f := range files {
+				b, err := os.ReadFile(filepath.Join(view, strings.Replace(f, "/"+va+"/", "/"+name+"/", 1)))
+				if err != nil {
+					return err
+				}
+				m[f] = string(b)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	var before map[string]string
+	err := inNetNSHost(nsPath, view, func(tgt Target, h *topo.Host) error {
+		p, err := MakePlan(h, PlanConfig{Interfaces: []string{va, vb}, LoopCPUs: h.Online})
+		if err != nil {
+			return err
+		}
+		for _, w := range p.Writes {
+			if w.Kind == KindFile && w.Iface == va {
+				files = append(files, w.Path)
+			}
+		}
+		if len(files) == 0 {
+			return fmt.Errorf("plan writes no file of %s: %v", va, targets(p))
+		}
+		before = map[string]string{}
+		for _, f := range files {
+			b, err := os.ReadFile(filepath.Join(view, f))
+			if err != nil {
+				return err
+			}
+			before[f] = string(b)
+		}
+		_, err = Apply(p, tgt, state)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, "ip", "-n", ns, "link", "set", va, "down")
+	run(t, "ip", "-n", ns, "link", "set", va, "name", vc)
+	run(t, "ip", "-n", ns, "link", "set", vc, "up")
+	if tuned := read(vc); maps.Equal(tuned, before) {
+		t.Fatalf("%s's files are as before apply after the rename: %q", vc, tuned)
+	}
+	var notes []string
+	var gone int
+	err = inNetNSHost(nsPath, view, func(tgt Target, _ *topo.Host) error {
+		notes, gone, err = Revert(state, tgt)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := read(vc); !maps.Equal(after, before) {
+		t.Errorf("%s's files after revert: %q, want %q", vc, after, before)
+	}
+	if gone != 0 || !slices.ContainsFunc(notes, func(n string) bool { return strings.Contains(n, "named "+vc+" now") }) {
+		t.Errorf("%d gone, notes %q: want none gone and a note of the rename", gone, notes)
 	}
 }
