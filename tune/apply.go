@@ -373,10 +373,7 @@ var writeFile = func(name, value string) error {
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		return fmt.Errorf("write %q: %w", strings.TrimSpace(value), err)
-	}
-	return nil
+	return err
 }
 
 // setAndCheck writes value and reads it back; the kernel must hold it.
@@ -471,7 +468,9 @@ func Apply(p *Plan, t Target, statePath string) (*State, error) {
 	}
 	for i, w := range p.Writes {
 		if err := t.setAndCheck(w, w.New); err != nil {
-			failure := fmt.Errorf("write %d of %d (%s): %w", i+1, len(p.Writes), w.Target(), err)
+			// With the value tried: an error of the open (a read-only
+			// sysctl, EACCES) or of a netlink write does not name it.
+			failure := fmt.Errorf("write %d of %d (%s, value %q): %w", i+1, len(p.Writes), w.Target(), strings.TrimSpace(w.New), err)
 			if _, _, rerr := rollback(t, p.Writes[:i+1], st.Before[:i+1]); rerr != nil {
 				return nil, fmt.Errorf("%w; rollback incomplete, state kept in %s: %v", failure, statePath, rerr)
 			}

@@ -248,6 +248,10 @@ func TestApplyRollsBackOnFailure(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "rolled back") || !errors.Is(err, topo.ErrNotSupported) {
 		t.Fatalf("err = %v", err)
 	}
+	// The write refused, with the value it tried.
+	if want := fmt.Sprintf("(%s, value %q)", p.Writes[last].Target(), p.Writes[last].New); !strings.Contains(err.Error(), want) {
+		t.Errorf("err = %v, want it to name %s", err, want)
+	}
 	if d := diffTrees(before, treeBytes(t, root)); len(d) > 0 {
 		t.Errorf("tree differs after rollback:\n%s", strings.Join(d, "\n"))
 	}

@@ -146,3 +146,42 @@ func applySomax(t *testing.T, ns string) string {
 	}
 	return state
 }
+
+// TestApplyRefusedWriteNamesValue: a write the kernel refuses at open (a
+// read-only sysctl: EACCES even for root) is named in Apply's error with
+// the value it tried, as a write refused by the file's store was; the
+// earlier write, somaxconn in a namespace the test makes, is rolled back.
+// The error named the file only (and a netlink write's, in
+// TestApplyRollsBackOnFailure, the parameter only).
+func TestApplyRefusedWriteNamesValue(t *testing.T) {
+	ns, _ := somaxNetNS(t, "spd-ro")
+	state := filepath.Join(t.TempDir(), "state.json")
+	const ro = "/proc/sys/kernel/cap_last_cap" // 0444
+	var after string
+	var applyErr error
+	if err := InNetNS(veth.Path(ns[0]), func() error {
+		last, err := os.ReadFile(ro)
+		if err != nil {
+			return err
+		}
+		p := &Plan{Policy: Inline, Writes: []Write{
+			{Kind: KindFile, Path: somax, Format: FormatInt, Old: "1000\n", New: "4096", Reason: "test"},
+			{Kind: KindFile, Path: ro, Format: FormatInt, Old: string(last), New: "99", Reason: "test"},
+		}}
+		_, applyErr = Apply(p, Target{Root: "/"}, state)
+		b, err := os.ReadFile(somax)
+		after = string(b)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if applyErr == nil || !strings.Contains(applyErr.Error(), ro) || !strings.Contains(applyErr.Error(), `"99"`) || !errors.Is(applyErr, os.ErrPermission) {
+		t.Errorf("err = %v, want the file, the value \"99\" and EACCES", applyErr)
+	}
+	if after != "1000\n" {
+		t.Errorf("somaxconn %q after the rollback, want 1000", after)
+	}
+	if _, err := os.Stat(state); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("state file left after a complete rollback: %v", err)
+	}
+}
