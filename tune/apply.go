@@ -653,34 +653,42 @@ func makeStateDir(statePath string) error {
 	return os.Chmod(dir, 0o755)
 }
 
-// lockState takes the lock of statePath's directory (flock, exclusive),
-// which must exist, so that one Apply or Revert at a time works with the
-// state files there: a revert while an apply writes would restore what was
-// written so far and move the state aside, and the apply would then write
-// the rest with no state left to revert it. Another run holding the lock
-// is refused at once; a file system that cannot lock the directory leaves
-// the work unlocked. unlock releases it; the lock also goes with the
-// process.
+// lockName is the file of the state's directory whose lock Apply and
+// Revert take.
+const lockName = ".tune.lock"
+
+// lockState takes the lock of statePath's directory, which must exist, so
+// that one Apply or Revert at a time works with the state files there: a
+// revert while an apply writes would restore what was written so far and
+// move the state aside, and the apply would then write the rest with no
+// state left to revert it. The lock is an exclusive flock of the file
+// lockName there, made mode 0600: not of the directory itself, which
+// every user may open (makeStateDir makes it 0755 for the services that
+// read the state), and flock needs no more than an open descriptor, so
+// any user could hold it and refuse every apply and revert. A link in its
+// place is not followed. Another run holding the lock is refused at once;
+// a file system that cannot lock leaves the work unlocked. unlock
+// releases it; the lock also goes with the process.
 func lockState(statePath string) (unlock func(), err error) {
 	dir := filepath.Dir(statePath)
-	f, err := os.Open(dir)
+	f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	err = flockDir(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	err = flockFile(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 	if errors.Is(err, syscall.EWOULDBLOCK) {
 		f.Close()
 		return nil, refuse("another spindle tune apply or revert is running with a state in %s; try again once it is done", dir)
 	}
-	// Any other error is a file system that cannot lock the directory
-	// (NFS: EBADF, ENOLCK): the work goes on unlocked, as a --state there
-	// must not stop tuning.
+	// Any other error is a file system that cannot lock (NFS without
+	// its lock manager: ENOLCK): the work goes on unlocked, as a
+	// --state there must not stop tuning.
 	return func() { f.Close() }, nil
 }
 
-// flockDir is syscall.Flock; tests replace it to stand for a file system
-// without flock on directories.
-var flockDir = syscall.Flock
+// flockFile is syscall.Flock; tests replace it to stand for a file system
+// without flock.
+var flockFile = syscall.Flock
 
 // linkFile is os.Link; tests replace it to stand for a file system
 // without hard links.

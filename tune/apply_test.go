@@ -1207,13 +1207,12 @@ func TestApplyTwice(t *testing.T) {
 }
 
 // TestStateLockUnsupported: where the state's directory cannot be locked
-// (NFS emulates flock with POSIX locks, which refuse an exclusive lock on
-// a directory opened for reading: EBADF), Apply and Revert work without
+// (NFS without its lock manager: ENOLCK), Apply and Revert work without
 // the lock, as before it: a --state there must not stop tuning.
 func TestStateLockUnsupported(t *testing.T) {
-	saved := flockDir
-	defer func() { flockDir = saved }()
-	flockDir = func(int, int) error { return syscall.EBADF }
+	saved := flockFile
+	defer func() { flockFile = saved }()
+	flockFile = func(int, int) error { return syscall.ENOLCK }
 	root, p := planVM(t)
 	before := treeBytes(t, root)
 	state := filepath.Join(t.TempDir(), "state.json")

@@ -4,12 +4,14 @@ package tune
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/spindlenet/spindle/topo"
 )
@@ -73,5 +75,65 @@ func TestStateReadableByService(t *testing.T) {
 				t.Errorf("umask %o: %s is %v: writable by others", umask, p, fi.Mode().Perm())
 			}
 		}
+	}
+}
+
+// TestStateLockNotTakenByOtherUsers: Apply and Revert locked the state's
+// directory, which every user may open (0755, so that services read the
+// state), and flock needs no more than an open descriptor: any user could
+// hold the lock (flock /run/spindle sleep 1d) and every spindle tune apply
+// and revert was refused, saying another one was running. The lock is
+// taken on a file in the directory that only its owner opens (0600), and
+// a user holding the directory's flock stops nothing.
+func TestStateLockNotTakenByOtherUsers(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to lock the state directory as another user")
+	}
+	flock, err := exec.LookPath("flock")
+	if err != nil {
+		t.Skip("flock (util-linux) not installed")
+	}
+	dir, err := os.MkdirTemp("", "spindle-lock-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil { // as makeStateDir makes it
+		t.Fatal(err)
+	}
+	// uid 65534 takes the directory's lock and holds it until killed.
+	cmd := exec.Command(flock, "--exclusive", dir, "sleep", "60")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	f, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for i := 0; ; i++ {
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); errors.Is(err, syscall.EWOULDBLOCK) {
+			break // uid 65534 holds it
+		} else if err == nil {
+			syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		}
+		if i == 500 {
+			t.Fatal("uid 65534 did not take the directory's lock in 5 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	root := copyTree(t, fxVM)
+	p, err := MakePlan(loadHost(t, root), PlanConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(dir, "tune-state.json")
+	if _, err := Apply(p, Target{Root: root}, state); err != nil {
+		t.Fatalf("Apply with another user holding the directory's lock: %v", err)
+	}
+	if _, _, err := Revert(state, Target{Root: root}); err != nil {
+		t.Fatalf("Revert with another user holding the directory's lock: %v", err)
 	}
 }
