@@ -79,8 +79,8 @@ func ValidateWrite(w Write) error {
 		if !strings.HasPrefix(w.Path, "/proc/") && !strings.HasPrefix(w.Path, "/sys/") {
 			return refuse("path %q is outside /proc and /sys", w.Path)
 		}
-		if (w.Ifindex != 0 || w.Iface != "") && (w.Ifindex <= 0 || w.Iface == "" || strings.Contains(w.Iface, "/") || !strings.HasPrefix(w.Path, "/sys/class/net/"+w.Iface+"/")) {
-			return refuse("%s: interface %q (ifindex %d) is not the file's", w.Path, w.Iface, w.Ifindex)
+		if (w.Ifindex != 0 || w.Iface != "") && (w.Ifindex <= 0 || w.Iface == "" || strings.Contains(w.Iface, "/") || !w.ifaceFile() && !w.ifaceIRQ()) {
+			return refuse("%s: interface %q (ifindex %d) is not the file's, nor its IRQ handler's", w.Path, w.Iface, w.Ifindex)
 		}
 	case KindCoalesce:
 		if w.Ifindex <= 0 || w.Iface == "" {
@@ -121,6 +121,16 @@ func ValidateWrite(w Write) error {
 		}
 	}
 	return nil
+}
+
+// ifaceFile reports whether w writes a file of its interface,
+// /sys/class/net/<Iface>/....
+func (w Write) ifaceFile() bool { return strings.HasPrefix(w.Path, "/sys/class/net/"+w.Iface+"/") }
+
+// ifaceIRQ reports whether w writes the affinity of an IRQ whose handler
+// is named after its interface ("ice-ens1f0-TxRx-0").
+func (w Write) ifaceIRQ() bool {
+	return strings.HasPrefix(w.Path, "/proc/irq/") && w.Iface != "" && strings.Contains(w.IRQName, w.Iface)
 }
 
 // onlineCPUs reads the CPUs online under the target.
@@ -257,6 +267,12 @@ func (t Target) sameIRQ(w Write) error {
 	if len(others) == 0 {
 		return nil
 	}
+	// A driver that names its handlers after the interface (ice, i40e,
+	// ixgbe) requests them again under the new name when a renamed
+	// interface comes up: the same IRQ.
+	if name, err := t.renamed(w); err == nil && name != "" && w.ifaceIRQ() && slices.Contains(others, strings.ReplaceAll(w.IRQName, w.Iface, name)) {
+		return nil
+	}
 	return fmt.Errorf("IRQ %s now serves %s, not %s: %w", path.Base(path.Dir(w.Path)), strings.Join(others, ", "), w.IRQName, fs.ErrNotExist)
 }
 
@@ -320,7 +336,7 @@ func (t Target) filePath(w Write) (string, error) {
 		return "", err
 	}
 	p := w.Path
-	if w.Ifindex > 0 {
+	if w.Ifindex > 0 && w.ifaceFile() {
 		name, err := t.ifaceName(w)
 		if err != nil {
 			return "", err
@@ -810,7 +826,7 @@ func Revert(statePath string, t Target) (notes []string, gone int, err error) {
 	for i, w := range st.Plan.Writes {
 		if name, err := t.renamed(w); err == nil && name != "" && !renamed[w.Iface] {
 			renamed[w.Iface] = true
-			notes = append(notes, fmt.Sprintf("%s (ifindex %d) is named %s now: its files are restored under that name", w.Iface, w.Ifindex, name))
+			notes = append(notes, fmt.Sprintf("%s (ifindex %d) is named %s now: what the plan wrote of it is restored under that name", w.Iface, w.Ifindex, name))
 		}
 		cur, err := t.read(w)
 		if err != nil {

@@ -1409,7 +1409,11 @@ func TestApplyRefusesTargetTwice(t *testing.T) {
 // gone, restored none of them, said so and moved the state aside, leaving
 // the interface tuned for good. It finds the interface by ifindex,
 // restores its files under the new name and notes the rename. Before
-// Apply a rename makes the plan stale: the plan names the old name.
+// Apply a rename makes the plan stale: the plan names the old name. The
+// IRQs of drivers that name their handlers after the interface (ice,
+// i40e, ixgbe: "ice-ens1f0-TxRx-0", requested again under the new name
+// when the interface comes up after the rename) were taken for another
+// device's, and left tuned, the same way.
 func TestRevertInterfaceRenamed(t *testing.T) {
 	// rename moves the vm fixture's eth0 to eth1, as sysfs shows a
 	// renamed interface: the class link under its new name, the
@@ -1455,6 +1459,58 @@ func TestRevertInterfaceRenamed(t *testing.T) {
 		}
 		if _, err := os.Stat(state + ".reverted"); err != nil {
 			t.Errorf("state not moved aside: %v", err)
+		}
+	})
+	t.Run("IRQs named after it", func(t *testing.T) {
+		root := copyTree(t, fx2Socket)
+		h := loadHost(t, root)
+		n := h.NIC("ens1f0")
+		for _, q := range n.IRQs {
+			if err := os.Mkdir(filepath.Join(root, fmt.Sprintf("proc/irq/%d", q.IRQ), q.Name), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p, err := MakePlan(h, PlanConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		irqs := 0
+		for _, w := range p.Writes {
+			if strings.HasPrefix(w.Path, "/proc/irq/") && strings.Contains(w.IRQName, "ens1f0") {
+				irqs++
+			}
+		}
+		if irqs == 0 {
+			t.Fatalf("plan writes no IRQ of a handler named after ens1f0: %v", targets(p))
+		}
+		before := treeBytes(t, root)
+		state := filepath.Join(t.TempDir(), "state.json")
+		if _, err := Apply(p, Target{Root: root}, state); err != nil {
+			t.Fatal(err)
+		}
+		// The rename, and ice requesting its IRQs under the new name.
+		dir := filepath.Join(root, "sys/class/net")
+		if err := os.Rename(filepath.Join(dir, "ens1f0"), filepath.Join(dir, "ens1f1")); err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range n.IRQs {
+			if !strings.Contains(q.Name, "ens1f0") {
+				continue // the misc IRQ: named after the PCI device
+			}
+			irq := filepath.Join(root, fmt.Sprintf("proc/irq/%d", q.IRQ))
+			if err := os.Rename(filepath.Join(irq, q.Name), filepath.Join(irq, strings.ReplaceAll(q.Name, "ens1f0", "ens1f1"))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		notes, gone, err := Revert(state, Target{Root: root})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := diffTrees(before, treeBytes(t, root)); len(d) > 0 {
+			t.Errorf("tree differs after revert:\n%s", strings.Join(d, "\n"))
+		}
+		if gone != 0 {
+			t.Errorf("%d gone, notes %q: want none", gone, notes)
 		}
 	})
 }

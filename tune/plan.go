@@ -66,7 +66,11 @@ type Write struct {
 	// KindNAPI); NAPIID names the NAPI instance (KindNAPI). On a file of
 	// an interface (/sys/class/net/<Iface>/...), Iface and Ifindex are the
 	// interface's when planned, so that Apply and Revert can tell when the
-	// name is another interface's now (re-created since); 0 when not known.
+	// name is another interface's now (re-created since) or the interface
+	// has another name (renamed); 0 when not known. On the affinity of an
+	// IRQ whose handler is named after its interface (IRQName
+	// "ice-ens1f0-TxRx-3"), they are that interface's, so that Revert
+	// knows the handler under the interface's new name.
 	Iface   string `json:"iface,omitempty"`
 	Ifindex int    `json:"ifindex,omitempty"`
 	NAPIID  uint32 `json:"napi_id,omitempty"`
@@ -490,6 +494,11 @@ func (p *planner) irq(n *topo.NIC, irq int, cpu int, reason string) error {
 	w := slices.IndexFunc(p.plan.Writes, func(w Write) bool { return w.Path == path })
 	if q >= 0 && w >= 0 && validIRQName(n.IRQs[q].Name) {
 		p.plan.Writes[w].IRQName = n.IRQs[q].Name
+		// A handler named after the interface is named after its new
+		// name once the interface is renamed (sameIRQ).
+		if n.Ifindex > 0 && strings.Contains(n.IRQs[q].Name, n.Name) {
+			p.plan.Writes[w].Iface, p.plan.Writes[w].Ifindex = n.Name, n.Ifindex
+		}
 	}
 	return nil
 }
