@@ -276,8 +276,8 @@ func (t Target) sameIRQ(w Write) error {
 	return fmt.Errorf("IRQ %s now serves %s, not %s: %w", path.Base(path.Dir(w.Path)), strings.Join(others, ", "), w.IRQName, fs.ErrNotExist)
 }
 
-// ifaceName returns the name under which the interface whose file w
-// writes is found now: the one with the ifindex it had when planned
+// ifaceName returns the name under which w's interface (of a file it
+// writes, or of an IRQ's handler) is found now: the one with the ifindex it had when planned
 // (w.Ifindex). An interface renamed since (ip link set dev NAME name NEW,
 // a udev rule) keeps its ifindex, and its files, with the values written,
 // are under its new name. An interface deleted and another made under its
@@ -305,7 +305,7 @@ func (t Target) ifaceName(w Write) (string, error) {
 }
 
 // renamed returns the name w's interface has now when it is not the one
-// w was planned with, "" when it is or w writes no file of an interface.
+// w was planned with, "" when it is or w names no interface's file or IRQ.
 func (t Target) renamed(w Write) (string, error) {
 	if w.Kind != KindFile || w.Ifindex <= 0 {
 		return "", nil
@@ -419,10 +419,9 @@ var ErrStale = errors.New("plan is stale")
 // writes in order, reading each value back. If a write fails, the writes
 // already done are restored in reverse order and the state file is
 // removed; the error says what failed and whether the rollback was
-// complete. A plan without writes saves no
-// state file. While it works it holds the lock of statePath's directory,
-// as Revert does: a run that finds it held is refused at once (ErrRefused),
-// writing nothing.
+// complete. A plan without writes saves no state file. While it works it
+// holds the lock of statePath's directory, as Revert does: a run that
+// finds it held is refused at once (ErrRefused), writing nothing.
 func Apply(p *Plan, t Target, statePath string) (*State, error) {
 	if err := Validate(p); err != nil {
 		return nil, err
@@ -768,16 +767,16 @@ func validateSaved(w Write, v string) error {
 // restore and does not stop the others. The notes say, one line per
 // target, which values someone else changed since Apply (restored too),
 // which interfaces were renamed (found by the ifindex planned, their files
-// restored under the new name) and which targets are gone (not
-// restored); a target still at its saved value (one a crashed or stopped
-// Apply never wrote) has nothing to note. An RPS or XPS map that reads back without CPUs that are offline now is
-// restored as far as the kernel allows (it keeps offline CPUs out of
-// those maps); a note names the CPUs left out. When every target that still
-// exists is restored, the state file is renamed to statePath+".reverted",
-// so that the host can be tuned again, and the notes say so if any target
-// was gone. Otherwise the error lists each value that could not be
-// restored and why, and the state file is kept for another try. gone
-// counts the targets that no longer exist.
+// and the IRQs named after them restored under the new name) and which
+// targets are gone (not restored); a target still at its saved value (one
+// a crashed or stopped Apply never wrote) has nothing to note. An RPS or
+// XPS map that reads back without CPUs that are offline now is restored
+// as far as the kernel allows (it keeps offline CPUs out of those maps); a
+// note names the CPUs left out. When every target that still exists is restored, the state
+// file is renamed to statePath+".reverted", so that the host can be tuned
+// again, and the notes say so if any target was gone. Otherwise the error
+// lists each value that could not be restored and why, and the state file
+// is kept for another try. gone counts the targets that no longer exist.
 //
 // A state saved in another boot than the target's (both boot ids known)
 // is refused as stale, with nothing written and the file kept: the reboot
