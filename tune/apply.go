@@ -420,7 +420,7 @@ var ErrStale = errors.New("plan is stale")
 // already done are restored in reverse order and the state file is
 // removed; the error says what failed and whether the rollback was
 // complete. A plan without writes saves no state file. While it works it
-// holds the lock of statePath's directory, as Revert does: a run that
+// holds the lock of statePath (lockState), as Revert does: a run that
 // finds it held is refused at once (ErrRefused), writing nothing.
 func Apply(p *Plan, t Target, statePath string) (*State, error) {
 	if err := Validate(p); err != nil {
@@ -668,16 +668,12 @@ func makeStateDir(statePath string) error {
 	return os.Chmod(dir, 0o755)
 }
 
-// lockName is the file of the state's directory whose lock Apply and
-// Revert take.
-const lockName = ".tune.lock"
-
-// lockState takes the lock of statePath's directory, which must exist, so
-// that one Apply or Revert at a time works with the state files there: a
-// revert while an apply writes would restore what was written so far and
-// move the state aside, and the apply would then write the rest with no
-// state left to revert it. The lock is an exclusive flock of the file
-// lockName there, made mode 0600: not of the directory itself, which
+// lockState takes the lock of statePath, whose directory must exist, so
+// that one Apply or Revert at a time works with the state: a revert while
+// an apply writes would restore what was written so far and move the
+// state aside, and the apply would then write the rest with no state left
+// to revert it. The lock is an exclusive flock of the file .NAME.lock
+// beside the state NAME, made mode 0600: not of the directory, which
 // every user may open (makeStateDir makes it 0755 for the services that
 // read the state), and flock needs no more than an open descriptor, so
 // any user could hold it and refuse every apply and revert. A link in its
@@ -685,15 +681,15 @@ const lockName = ".tune.lock"
 // a file system that cannot lock leaves the work unlocked. unlock
 // releases it; the lock also goes with the process.
 func lockState(statePath string) (unlock func(), err error) {
-	dir := filepath.Dir(statePath)
-	f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	lock := filepath.Join(filepath.Dir(statePath), "."+filepath.Base(statePath)+".lock")
+	f, err := os.OpenFile(lock, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, err
 	}
 	err = flockFile(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 	if errors.Is(err, syscall.EWOULDBLOCK) {
 		f.Close()
-		return nil, refuse("another spindle tune apply or revert is running with a state in %s; try again once it is done", dir)
+		return nil, refuse("another spindle tune apply or revert is running with the state %s; try again once it is done", statePath)
 	}
 	// Any other error is a file system that cannot lock (NFS without
 	// its lock manager: ENOLCK): the work goes on unlocked, as a

@@ -1206,7 +1206,7 @@ func TestApplyTwice(t *testing.T) {
 	}
 }
 
-// TestStateLockUnsupported: where the state's directory cannot be locked
+// TestStateLockUnsupported: where the state's lock cannot be taken
 // (NFS without its lock manager: ENOLCK), Apply and Revert work without
 // the lock, as before it: a --state there must not stop tuning.
 func TestStateLockUnsupported(t *testing.T) {

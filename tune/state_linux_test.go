@@ -83,7 +83,7 @@ func TestStateReadableByService(t *testing.T) {
 // state), and flock needs no more than an open descriptor: any user could
 // hold the lock (flock /run/spindle sleep 1d) and every spindle tune apply
 // and revert was refused, saying another one was running. The lock is
-// taken on a file in the directory that only its owner opens (0600), and
+// taken on a file beside the state that only its owner opens (0600), and
 // a user holding the directory's flock stops nothing.
 func TestStateLockNotTakenByOtherUsers(t *testing.T) {
 	if os.Geteuid() != 0 {
