@@ -51,13 +51,7 @@ func TestListenErrorNamesAddress(t *testing.T) {
 						ln.Close()
 						t.Fatalf("Listen %s %s succeeded, want %v", tc.network, tc.address, tc.want)
 					}
-					var oe *net.OpError
-					switch {
-					case !errors.As(err, &oe) || !errors.Is(err, tc.want):
-						t.Fatalf("Listen %s %s: %v (%T), want a *net.OpError with %v", tc.network, tc.address, err, err, tc.want)
-					case oe.Addr == nil || oe.Addr.String() != tc.address:
-						t.Errorf("Listen error %q names Addr %v, want %s", err, oe.Addr, tc.address)
-					}
+					wantOpErrorAddr(t, "Listen "+tc.network+" "+tc.address, err, tc.want, tc.address)
 				})
 			}
 		})
@@ -92,13 +86,7 @@ func TestDialOutOfDescriptorsNamesAddress(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var oe *net.OpError
-			switch {
-			case !errors.As(got, &oe) || !errors.Is(got, unix.EMFILE):
-				t.Fatalf("Dial out of descriptors: %v (%T), want a *net.OpError with EMFILE", got, got)
-			case oe.Addr == nil || oe.Addr.String() != addr:
-				t.Errorf("Dial error %q names Addr %v, want %s", got, oe.Addr, addr)
-			}
+			wantOpErrorAddr(t, "Dial out of descriptors", got, unix.EMFILE, addr)
 		})
 	}
 }
@@ -179,5 +167,18 @@ func TestDialSaysNamesAreNotResolved(t *testing.T) {
 	// A port out of range is no name: the parse error says what is wrong.
 	if _, _, err := sockaddr(&zoneCache{}, "tcp", "127.0.0.1:70000"); err == nil || strings.Contains(err.Error(), "resolve") {
 		t.Errorf("port 70000: %v, want a parse error", err)
+	}
+}
+
+// wantOpErrorAddr fails t unless err, from what, is a *net.OpError wrapping
+// want whose Addr is addr.
+func wantOpErrorAddr(t *testing.T, what string, err, want error, addr string) {
+	t.Helper()
+	var oe *net.OpError
+	switch {
+	case !errors.As(err, &oe) || !errors.Is(err, want):
+		t.Fatalf("%s: %v (%T), want a *net.OpError with %v", what, err, err, want)
+	case oe.Addr == nil || oe.Addr.String() != addr:
+		t.Errorf("%s: error %q names Addr %v, want %s", what, err, oe.Addr, addr)
 	}
 }

@@ -1325,13 +1325,7 @@ func TestDialErrorNamesAddress(t *testing.T) {
 				got = h.errs[0]
 				h.mu.Unlock()
 			}
-			var oe *net.OpError
-			switch {
-			case !errors.As(got, &oe) || !errors.Is(got, unix.ECONNREFUSED):
-				t.Fatalf("dial to a closed port: %v (%T), want a *net.OpError with ECONNREFUSED", got, got)
-			case oe.Addr == nil || oe.Addr.String() != target:
-				t.Errorf("dial error %q names Addr %v, want %s", got, oe.Addr, target)
-			}
+			wantOpErrorAddr(t, "dial to a closed port", got, unix.ECONNREFUSED, target)
 		})
 	}
 }
