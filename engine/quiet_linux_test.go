@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/spindlenet/spindle/uring"
 )
 
 // quietBackends send with MSG_DONTWAIT and wait past their sends' own
@@ -471,5 +473,83 @@ func TestQuietSendWriteBehind(t *testing.T) {
 				t.Fatalf("read %q", got)
 			}
 		})
+	}
+}
+
+// TestQuietSendCutEndsWait: a reply sent as quiet SENDs that the socket's
+// full send buffer cuts short (EAGAIN, or short, the chain's rest
+// cancelled) has its rest sent while nothing else happens on the loop.
+// The cut's completions come inside the enter that submits the SENDs and,
+// being the quiet ones the wait counted, did not end it: the rest went
+// only at the loop's next wake-up, and the peer, waiting for the rest,
+// brought none. Nothing here wakes the loop: no timer, no sweep
+// (CloseTimeout off, no WriteTimeout), one connection. Also with the SQ
+// left with room for the SENDs alone when the reply is flushed: the NOP
+// that ends their chain must reach the kernel in the same submission.
+func TestQuietSendCutEndsWait(t *testing.T) {
+	for _, b := range testBackends {
+		if !quietBackend(b) {
+			continue
+		}
+		for _, tc := range []struct {
+			name string
+			pad  bool // fill the SQ but for the reply's SENDs
+		}{{"SQ empty", false}, {"SQ with room for the SENDs", true}} {
+			t.Run(string(b)+"/"+tc.name, func(t *testing.T) {
+				cfg := testConfig(b)
+				cfg.CPUs = []int{0}
+				cfg.CloseTimeout = -1
+				const size = 64 << 10 // below WriteHighWater: sent quiet
+				reply := make([]byte, size)
+				for i := range reply {
+					reply[i] = patternByte(i)
+				}
+				h := &BaseHandlerFunc{
+					open: func(c *Conn) {
+						unix.SetsockoptInt(c.Fd(), unix.SOL_SOCKET, unix.SO_SNDBUF, 4096)
+					},
+					data: func(c *Conn, buf Buffer) bool {
+						c.Write(reply)
+						if tc.pad {
+							ub := c.Loop().be.(*uringBackend)
+							for ub.r.SQEntries()-ub.r.SQReady() > uint32(len(c.wq)-int(c.wqHead)) {
+								q := ub.sqe()
+								q.PrepNop(0)
+								q.SetFlags(uring.FlagCQESkipSuccess) // their completions would end the wait
+							}
+						}
+						return false
+					},
+				}
+				e, addr := startEngine(t, cfg, h)
+				// Small before connecting: shrunk after, the kernel may drop
+				// the ACKs of data already in flight.
+				d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+					return rc.Control(func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 4096) })
+				}}
+				c, err := d.Dial("tcp", addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				if _, err := c.Write([]byte("x")); err != nil {
+					t.Fatal(err)
+				}
+				// Long enough for the SENDs to have been cut and the loop
+				// to have gone to sleep.
+				time.Sleep(200 * time.Millisecond)
+				got := make([]byte, size)
+				c.SetReadDeadline(time.Now().Add(3 * time.Second))
+				if n, err := io.ReadFull(c, got); err != nil {
+					t.Fatalf("read %d of %d bytes after 3 s: %v (the loop slept through the cut of its quiet SENDs; stats %+v)", n, size, err, e.Stats())
+				}
+				if !bytes.Equal(got, reply) {
+					t.Fatal("the reply came changed")
+				}
+				if st := e.Stats(); st.QuietCut == 0 || st.QuietWaits == 0 {
+					t.Errorf("no quiet SEND was cut (stats %+v): the test did not run the case", st)
+				}
+			})
+		}
 	}
 }

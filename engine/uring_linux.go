@@ -27,6 +27,7 @@ const (
 	opCancelFd
 	opWakeAt       // wakeAt's timeout: the gen field carries its sequence number
 	opSendZCLinked // a SEND_ZC linked to the SEND before it: as opSendZC
+	opQuietEnd     // the NOP ending a chain of quiet SENDs: completes only if the chain was cut
 )
 
 const bufGroup = 1
@@ -103,9 +104,10 @@ type uringBackend struct {
 	broken error
 	spare  uring.SQE
 	// quiet counts the SENDs prepared since the last enter whose
-	// completions the next wait need not wake for (quietSends); quietOK
-	// says the ring posts them inside that enter (DEFER_TASKRUN, no SQ
-	// thread). epoch counts the waits, for kstate.sendEpoch.
+	// completions the next wait need not wake for (quietSends; a chain of
+	// them cut short ends the wait all the same: flush); quietOK says the
+	// ring posts them inside that enter (DEFER_TASKRUN, no SQ thread).
+	// epoch counts the waits, for kstate.sendEpoch.
 	quiet   uint32
 	quietOK bool
 	epoch   uint8
@@ -779,13 +781,18 @@ func (b *uringBackend) flush(c *Conn) {
 	}
 	end := min(len(c.wq), int(c.wqHead)+b.maxChain)
 	// A chain must reach the kernel in one submission: a split chain is two
-	// chains, and their sends could run out of order. Without room for it
-	// the SQ is submitted first; where that leaves too little (it failed:
-	// EAGAIN or EBUSY, which sqe's next submission retries; or the SQ
-	// thread has not taken it all yet) the chain is cut to the room there
-	// is, one SEND at least (it cannot be split), and the rest goes once it
-	// has completed.
-	if free := b.r.SQEntries() - b.r.SQReady(); free < uint32(end-int(c.wqHead)) {
+	// chains, and their sends could run out of order. Without room for it,
+	// and the NOP that ends a quiet one, the SQ is submitted first; where
+	// that leaves too little (it failed: EAGAIN or EBUSY, which sqe's next
+	// submission retries; or the SQ thread has not taken it all yet) the
+	// chain is cut to the room there is, one SEND at least (it cannot be
+	// split), and the rest goes once it has completed.
+	room := uint32(end - int(c.wqHead))
+	if b.quietOK {
+		room++ // the NOP
+	}
+	free := b.r.SQEntries() - b.r.SQReady()
+	if free < room {
 		b.l.st.submits.Add(1)
 		submitSQ(b.r)
 		free = b.r.SQEntries() - b.r.SQReady()
@@ -793,7 +800,10 @@ func (b *uringBackend) flush(c *Conn) {
 	}
 	flags := unix.MSG_NOSIGNAL | unix.MSG_WAITALL
 	c.bits &^= bitSendQuiet | bitSendCounted
-	if b.quietSends(c, int(c.wqHead), end) {
+	// Quiet only with room for the NOP in the same submission: one the
+	// SQ's submission parted from the chain would not be cancelled with it.
+	quiet := free > uint32(end-int(c.wqHead)) && b.quietSends(c, int(c.wqHead), end)
+	if quiet {
 		flags |= unix.MSG_DONTWAIT
 		b.quiet += uint32(end - int(c.wqHead))
 		c.bits |= bitSendQuiet | bitSendCounted
@@ -822,12 +832,27 @@ func (b *uringBackend) flush(c *Conn) {
 		} else {
 			q.PrepSend(c.fd, buf, flags, udata(opSend, c.slot, c.gen))
 		}
-		if i < end-1 {
+		if i < end-1 || quiet {
 			q.SetFlags(uring.FlagIOLink)
 		}
 		c.k.sends++
 		c.k.inflight++
 		b.inflight++
+	}
+	if quiet {
+		// The wait counts the quiet SENDs' completions and goes on
+		// sleeping past them. A chain cut short (the socket's buffer
+		// full: MSG_WAITALL makes a short send fail its link) must end
+		// it, or the rest would go only when something else woke the
+		// loop: the peer, waiting for the rest, may send nothing more.
+		// A NOP linked last posts nothing when every SEND sent all
+		// (FlagCQESkipSuccess), and is cancelled with the rest of a
+		// cut chain, its completion posted with theirs inside the
+		// enter: one more than the wait counts, which ends it. Not in
+		// inflight, since it may post nothing.
+		q := b.sqe()
+		q.PrepNop(udata(opQuietEnd, 0, 0))
+		q.SetFlags(uring.FlagCQESkipSuccess)
 	}
 	c.k.sendEpoch = b.epoch
 }
@@ -963,7 +988,8 @@ func (b *uringBackend) poll(timeout time.Duration) error {
 		l.st.batchedWaits.Add(1)
 	default:
 		// The quiet SENDs' completions, all posted inside this enter,
-		// do not end the wait: the next completion does. The C server
+		// do not end the wait: the next completion does (that of the
+		// NOP a cut chain cancels, flush). The C server
 		// (and this loop before) entered twice per request under light
 		// load: once to submit the reply and reap its completion at
 		// once, once to sleep.
@@ -1056,6 +1082,10 @@ func (b *uringBackend) handle(q uring.CQE) {
 		return
 	case opMsg:
 		l.st.wakeups.Add(1) // the posted functions run at the top of the loop
+		return
+	case opQuietEnd:
+		// A chain of quiet SENDs was cut: its arrival ended the wait,
+		// and the cut SEND's completion, handled too, sends the rest.
 		return
 	case opMsgSent:
 		b.inflight--
