@@ -399,6 +399,60 @@ func TestSendZCLinkCancelledNotifies(t *testing.T) {
 	}
 }
 
+// TestSkipSuccessNopEndsCutChain pins the kernel behaviour the engine's
+// quiet SENDs rely on (a test of the kernel only): on a DEFER_TASKRUN ring,
+// a chain of MSG_DONTWAIT|MSG_WAITALL SENDs ending in a NOP with
+// FlagCQESkipSuccess posts nothing for the NOP when every SEND sent all;
+// when the socket's full buffer cuts the first short, the SEND fails its
+// link (short, or EAGAIN), and the rest of the chain, the NOP with it,
+// posts ECANCELED, all inside the enter that submitted the chain: a wait
+// for one completion more than the SENDs ends there.
+func TestSkipSuccessNopEndsCutChain(t *testing.T) {
+	r := newRing(t, &Config{Entries: 8, SingleIssuer: true, DeferTaskrun: true})
+	_, s := tcpPair(t)
+	if err := unix.SetsockoptInt(s, unix.SOL_SOCKET, unix.SO_SNDBUF, 4096); err != nil {
+		t.Fatal(err)
+	}
+	const big = 4 << 20 // more than the peer, which does not read, takes
+	buf := offHeap(t, big)
+	const flags = unix.MSG_NOSIGNAL | unix.MSG_DONTWAIT | unix.MSG_WAITALL
+	chain := func(sizes ...int) {
+		for i, n := range sizes {
+			q := sqe(t, r)
+			q.PrepSend(s, buf[:n], flags, uint64(i+1))
+			q.SetFlags(FlagIOLink)
+		}
+		q := sqe(t, r)
+		q.PrepNop(99)
+		q.SetFlags(FlagCQESkipSuccess)
+	}
+
+	chain(100)
+	got := reap(t, r, 1)
+	if got[0].UserData != 1 || got[0].Res != 100 {
+		t.Errorf("sent whole: %+v, want the SEND's, 100 bytes", got[0])
+	}
+	expectNone(t, r, 50*time.Millisecond) // the NOP's
+
+	chain(big, 100)
+	if _, err := r.SubmitAndWait(3, 2*time.Second); err != nil {
+		t.Fatalf("a wait for the cut chain's 3 completions: %v (posted %d)", err, r.CQReady())
+	}
+	cqes := make([]CQE, 3)
+	if n := r.PeekCQEs(cqes); n != 3 {
+		t.Fatalf("%d completions, want 3", n)
+	}
+	if q := cqes[0]; q.UserData != 1 || !(q.Res > 0 && q.Res < big || q.Err() == unix.EAGAIN) {
+		t.Errorf("cut SEND: %+v, want short or EAGAIN", q)
+	}
+	for i, ud := range []uint64{2, 99} {
+		if q := cqes[i+1]; q.UserData != ud || q.Err() != unix.ECANCELED {
+			t.Errorf("completion %d: %+v, want user_data %d, ECANCELED", i+1, q, ud)
+		}
+	}
+	expectNone(t, r, 50*time.Millisecond)
+}
+
 // fillNops prepares and submits total NOPs with user_data 0..total-1 without
 // reaping any completion; Submit must never fail, however far the CQ
 // overflows.
