@@ -279,3 +279,60 @@ func BenchmarkPrepSend(b *testing.B) {
 		s.PrepSend(3, buf[:64], 0, 1)
 	}
 }
+
+// BenchmarkQuietSendNop is what the engine's NOP ending each chain of
+// quiet SENDs costs (engine: flush): a 64-byte SEND with MSG_DONTWAIT
+// submitted and reaped in one enter on a DEFER_TASKRUN ring, alone and
+// linked to a NOP with FlagCQESkipSuccess, which the enter then runs as
+// task work and which posts nothing. Measured as BenchmarkRegisteredRingFD
+// is: blocks alternated ABBA on one thread, thread CPU ns per send for
+// each arm and their ratio. A goroutine reads the peer, so that no send is
+// cut.
+func BenchmarkQuietSendNop(b *testing.B) {
+	r := newRing(b, &Config{Entries: 64, SingleIssuer: true, DeferTaskrun: true, RegisterRingFD: true})
+	c, s := tcpPair(b)
+	go func() {
+		p := make([]byte, 64<<10)
+		for {
+			if n, err := unix.Read(c, p); n <= 0 || err != nil {
+				return // the pair closed at cleanup
+			}
+		}
+	}()
+	msg := offHeap(b, 64)
+	cqes := make([]CQE, 2)
+	send := func(nop bool) {
+		q := r.GetSQE()
+		q.PrepSend(s, msg, unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT|unix.MSG_WAITALL, 1)
+		if nop {
+			q.SetFlags(FlagIOLink)
+			q = r.GetSQE()
+			q.PrepNop(2)
+			q.SetFlags(FlagCQESkipSuccess)
+		}
+		if _, err := r.SubmitAndWait(1, 0); err != nil {
+			b.Fatal(err)
+		}
+		if n := r.PeekCQEs(cqes); n != 1 || cqes[0].UserData != 1 || cqes[0].Res != int32(len(msg)) {
+			b.Fatalf("completions %+v, want the SEND's alone, whole", cqes[:n])
+		}
+	}
+	const block = 256
+	var spent [2]time.Duration // alone, with the NOP
+	sends := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		for k := range 2 {
+			arm := (k + sends/block) % 2
+			start := threadCPU(b)
+			for range block {
+				send(arm == 1)
+			}
+			spent[arm] += threadCPU(b) - start
+		}
+		sends += block
+	}
+	b.ReportMetric(float64(spent[0].Nanoseconds())/float64(sends), "ns/send")
+	b.ReportMetric(float64(spent[1].Nanoseconds())/float64(sends), "ns/send+nop")
+	b.ReportMetric(float64(spent[1]-spent[0])/float64(sends), "ns/nop")
+}
