@@ -862,13 +862,27 @@ func (sh *h2Share) drain() {
 }
 
 // retire retires every HTTP/2 connection of sh (the server removed, its
-// pool no longer h2c): their streams finish, no new one opens on them;
-// the waiters fail over.
-func (sh *h2Share) retire() {
+// pool no longer h2c, or its connections secured otherwise): their
+// streams finish, no new one opens on them. The waiters fail over where
+// the server is gone; else (redial) they get a connection dialed in
+// their place, as at a GOAWAY (replace: under the pool's latest
+// generation where the connections are secured otherwise, h2Dial), and
+// fail over only where that dial fails. Failed over, they were counted
+// as failed at a server that had not failed, with a pool of one server
+// 502 (TestH2UpTLSReloadServesWaitingRequest).
+func (sh *h2Share) retire(redial bool) {
+	var first *upH2
+	if len(sh.conns) > 0 {
+		first = sh.conns[0]
+	}
 	for k := len(sh.conns) - 1; k >= 0; k-- {
 		if k < len(sh.conns) {
 			sh.conns[k].retire()
 		}
+	}
+	if redial && first != nil {
+		first.replace()
+		return
 	}
 	w := sh.wait
 	sh.wait = nil

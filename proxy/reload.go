@@ -883,10 +883,17 @@ func (ls *loopState) apply(k int, g *generation) {
 		}
 		// Its HTTP/2 connections finish their streams, swept (their
 		// PINGs) from the loop's goneH2, no pool in force holding them.
-		sl.h2.retire()
+		sl.h2.retire(false)
 		if !sl.h2.empty() {
 			ls.goneH2 = append(ls.goneH2, &sl.h2)
 		}
+	}
+	// The pools whose connections are secured otherwise are marked
+	// first: a connection dialed below for the requests waiting on a
+	// server (h2Share.retire) is dialed under the pool's latest
+	// generation, not theirs (h2Dial).
+	for _, pl := range g.stale {
+		pl.loops[k].stale = true
 	}
 	// A pool whose protocol changed reuses no connection of the other:
 	// an h2c pool's servers' idle HTTP/1.1 ones close, an http1 pool's
@@ -904,7 +911,7 @@ func (ls *loopState) apply(k int, g *generation) {
 				for len(sl.idle.conns) > max(pl.maxIdle, 0) {
 					ls.dropIdle(sl.idle.conns[0].c, &sl.tag)
 				}
-				sl.h2.retire()
+				sl.h2.retire(true)
 			}
 		}
 	}
@@ -912,13 +919,12 @@ func (ls *loopState) apply(k int, g *generation) {
 	// checked for another name or against other roots. Those in use for
 	// the pool before close when done.
 	for _, pl := range g.stale {
-		pl.loops[k].stale = true
 		for _, s := range pl.servers {
 			sl := s.loops[k]
 			for len(sl.idle.conns) > 0 {
 				ls.dropIdle(sl.idle.conns[0].c, &sl.tag)
 			}
-			sl.h2.retire()
+			sl.h2.retire(true)
 		}
 	}
 	// The sweep of idle connections, armed by the idle_timeout of the
