@@ -258,20 +258,24 @@ var errNotDialed = errors.New("no HTTP/2 connection dialed")
 // connect timeout timeout. It returns errNotDialed where the dial failed
 // at once (counted), and engine.ErrClosed where the loop is stopping: it
 // refuses dials, and no connect failed (as dialing.next). For a pool a
-// reload replaced by one secured otherwise (poolLoop.stale: a request
-// begun before, its retry, a replace), it dials under the pool's latest
-// generation: the connection joins the server's, which that pool's
-// requests take (TestTLSReloadH2RetryDial); errNotDialed, nothing
-// dialed, where that one is not HTTP/2 or no longer has the server.
-// Loop goroutine.
+// reload replaced (a request begun before, its retry, a replace), it
+// dials under the pool's latest generation where that is HTTP/2 and has
+// the server: the connection joins the server's, which that pool's
+// requests take (TestTLSReloadH2RetryDial). Not only where the
+// replacement was secured otherwise (poolLoop.stale): a connection's
+// pool may be a generation before the one a reload found stale, its
+// connections having carried that one's requests since, and dialed
+// under it the connection went out with the settings the reload left
+// (TestH2UpTLSReloadServesWaitingRequest/after_another_reload). Where
+// the latest cannot take the server, a stale pool dials nothing
+// (errNotDialed). Loop goroutine.
 func (ls *loopState) h2Dial(p *Proxy, pl *pool, i int, l *engine.Loop, timeout time.Duration) error {
-	if pl.loops[ls.id].stale {
-		np := pl.queue().pool.Load()
-		j := slices.Index(np.servers, pl.servers[i])
-		if !np.h2 || j < 0 {
+	if np := pl.queue().pool.Load(); np != nil && np != pl {
+		if j := slices.Index(np.servers, pl.servers[i]); np.h2 && j >= 0 {
+			pl, i = np, j
+		} else if pl.loops[ls.id].stale {
 			return errNotDialed
 		}
-		pl, i = np, j
 	}
 	srv := pl.servers[i]
 	st := ls.stats(pl, i)
