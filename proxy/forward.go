@@ -672,7 +672,7 @@ func (h *handler) OnEOF(c *engine.Conn) {
 		x.c.flush()
 		return
 	case *upH2:
-		x.closeNow()
+		x.ended()
 		return
 	case *idleTag:
 		h.loop(c).dropIdle(c, x)

@@ -605,6 +605,22 @@ func (u *upH2) closeNow() {
 	u.failWaiters()
 }
 
+// ended: the server closed u (its FIN). Where u was set up, the
+// requests waiting for room on it get a connection dialed in its place,
+// as at its GOAWAY (replace), before its streams end (closeNow): none of
+// them was sent, and a server closing a connection it set up (a
+// restart, a limit of its own) has not failed to connect. Failed over,
+// they were counted as failed at it, and with a pool of one server got
+// 502 SC (TestH2UpServerCloseServesWaitingRequest). They fail over where
+// that dial fails at once. Loop goroutine.
+func (u *upH2) ended() {
+	if u.ready && u.listed {
+		u.retired = true
+		u.replace()
+	}
+	u.closeNow()
+}
+
 // failWaiters fails the waiters of u's server over to the next server
 // when no connection to it is left. Where the engine's stop cut u
 // (endTerm KD) they end there, as its streams do (onReset): the stop
@@ -630,15 +646,20 @@ func (u *upH2) failWaiters() {
 // closed: the connection ended (a failed dial, the server's close or
 // reset, an error: err, the engine's OnClose's). One that ended before
 // the server's SETTINGS failed to connect, and fails over the server's
-// waiters when no other connection to it is left. One the engine's stop
-// cut (net.ErrClosed) failed no connect, and its streams end there
+// waiters when no other connection to it is left. One the server reset
+// after it was set up gets a connection dialed in its place for them
+// first, as one it closed (ended). One the engine's stop cut
+// (net.ErrClosed) failed no connect, and its streams end there
 // (endTerm). Loop goroutine.
 func (u *upH2) closed(err error) {
 	wasListed := u.listed
-	u.unlist()
 	u.retired = true
-	u.conn.SetContext(nil)
 	u.endTerm = sideTerm(err, termServer, termServerTO)
+	if wasListed && u.ready && u.endTerm == termServer {
+		u.replace()
+	}
+	u.unlist()
+	u.conn.SetContext(nil)
 	if !u.ready && u.endTerm != termKilled {
 		if u.noH2 {
 			err = errNoH2
