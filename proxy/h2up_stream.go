@@ -481,6 +481,7 @@ func (st *h2stream) onData(u *upH2, p []byte, end bool) {
 	if st.u2.roff < len(st.u2.rbuf) {
 		st.u2.rbuf, st.u2.roff = appendBacklog(st.u2.rbuf, st.u2.roff, p)
 		st.u2.rend = end
+		st.h2UpEnded()
 		return
 	}
 	w, err := c.srv.WriteDataTo(st.id, p, end, c.writev)
@@ -504,7 +505,23 @@ func (st *h2stream) onData(u *upH2, p []byte, end bool) {
 		return
 	}
 	st.h2CreditUp()
+	st.h2UpEnded()
 	c.flush()
+}
+
+// h2UpEnded lets go of the upstream stream once the server has ended
+// it both ways (the response's end came, the request had ended), where
+// its client's windows still hold the response's end back (rbuf): the
+// stream is the server's no more, and kept it took a stream of the
+// connection's h2_max_concurrent_streams until the client had read the
+// last byte, the requests queued behind it waiting for a stream the
+// server had finished (TestH2UpEndedResponseFreesStream). What is held
+// stays bounded by the stream window, whose credit the stream's end
+// gave back (its bytes return to the connection's window at its end).
+func (st *h2stream) h2UpEnded() {
+	if st.u2.rend && st.reqDone && st.u2.u != nil {
+		st.h2Detach(false)
+	}
 }
 
 // h2Stall marks the response held by the client's windows: write_timeout
@@ -602,6 +619,7 @@ func (st *h2stream) onTrailers(u *upH2, fields []hpack.Field) {
 	if st.u2.roff < len(st.u2.rbuf) {
 		st.u2.rtb, st.u2.rtf = copyFields(st.u2.rtb, st.u2.rtf, kept)
 		st.u2.rtrl, st.u2.rend = true, true
+		st.h2UpEnded()
 		return
 	}
 	if st.endResp(kept) { // (none kept: END_STREAM on an empty DATA)
