@@ -3,8 +3,11 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
+	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -415,6 +418,57 @@ func (b *uringBackend) msgDone(id int32, n int32) {
 // kernel at their next wait, unless a handler holds them up.
 const msgInWait = time.Second
 
+// monoOffset is CLOCK_MONOTONIC's reading less nanotime's, for wakeAt's
+// absolute timeouts; monoAbs says they may be used. nanotime is the Go
+// runtime's monotonic clock, which on Linux is CLOCK_MONOTONIC, since
+// startTime: the two differ by a constant, read once here between two
+// clock_gettime calls, the closest pair of three, and off by at most half
+// the time between those calls (under a microsecond unless the thread was
+// preempted three times), a hundredth of a timer's resolution of a
+// millisecond. In a time namespace that moves CLOCK_MONOTONIC the
+// process's readings are not the kernel timer's (io_uring takes an
+// absolute timeout as the host's time, in the io_uring/timeout.c read for
+// this), so there wakeAt keeps relative timeouts.
+var monoOffset, monoAbs = monotonicOffset()
+
+func monotonicOffset() (int64, bool) {
+	best, off := int64(math.MaxInt64), int64(0)
+	for range 3 {
+		var a, b unix.Timespec
+		if unix.ClockGettime(unix.CLOCK_MONOTONIC, &a) != nil {
+			return 0, false
+		}
+		n := nanotime()
+		if unix.ClockGettime(unix.CLOCK_MONOTONIC, &b) != nil {
+			return 0, false
+		}
+		if w := b.Nano() - a.Nano(); w < best {
+			best, off = w, a.Nano()+w/2-n
+		}
+	}
+	return off, timensMonotonicZero(procTimensOffsets)
+}
+
+// procTimensOffsets lists the offsets of the process's time namespace.
+const procTimensOffsets = "/proc/self/timens_offsets"
+
+// timensMonotonicZero reports whether the time namespace whose offsets
+// file is path leaves CLOCK_MONOTONIC as the host's: its monotonic line
+// says 0 0, or there is no such file (a kernel without time namespaces,
+// before 5.6).
+func timensMonotonicZero(path string) bool {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
+	for line := range strings.Lines(string(b)) {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "monotonic" {
+			return f[1] == "0" && f[2] == "0"
+		}
+	}
+	return false
+}
+
 // wakeAt has one IORING_OP_TIMEOUT end the loop's waits at at (nanotime),
 // the loop's next deadline (its first timer's, or the sweep's), and
 // reports whether it did: false when at has passed, the ring is broken, or
@@ -430,8 +484,11 @@ const msgInWait = time.Second
 // (IORING_TIMEOUT_UPDATE, no completion when it succeeds) or after it has
 // fired: one that fires before the loop's deadline, which moved later,
 // ends a wait for nothing, and the loop arms it again. At most maxWait
-// ahead, as a timed wait. Not in inflight: the ring's close ends it. Loop
-// goroutine.
+// ahead, as a timed wait. The timeout is absolute (IORING_TIMEOUT_ABS, on
+// CLOCK_MONOTONIC, monoOffset): the kernel starts a relative one when it
+// takes the SQE, with SQPOLL when the SQ thread gets to it, and one taken
+// late fired that much after at; an absolute one taken after at fires at
+// once. Not in inflight: the ring's close ends it. Loop goroutine.
 func (b *uringBackend) wakeAt(at int64) bool {
 	if b.wakeArmed != 0 && b.wakeArmed <= at {
 		return true
@@ -446,7 +503,11 @@ func (b *uringBackend) wakeAt(at int64) bool {
 	// may not do for many iterations of the loop. A slot it has not read
 	// is not handed out again (nil), and the loop times its wait itself
 	// until it has.
-	ts := b.r.Timespec(d)
+	tv, flags := d, uint32(0)
+	if monoAbs {
+		tv, flags = time.Duration(now+int64(d)+monoOffset), uring.TimeoutAbs
+	}
+	ts := b.r.Timespec(tv)
 	if ts == nil {
 		return false
 	}
@@ -458,11 +519,11 @@ func (b *uringBackend) wakeAt(at int64) bool {
 		// A failed update (the timeout fired meanwhile) completes
 		// under the timeout's own user_data but for the slot: either
 		// completion clears wakeArmed, and the loop arms anew.
-		q.PrepTimeoutUpdate(udata(opWakeAt, 0, b.wakeSeq), ts, 0, udata(opWakeAt, 1, b.wakeSeq))
+		q.PrepTimeoutUpdate(udata(opWakeAt, 0, b.wakeSeq), ts, flags, udata(opWakeAt, 1, b.wakeSeq))
 		q.SetFlags(uring.FlagCQESkipSuccess)
 	} else {
 		b.wakeSeq++
-		q.PrepTimeout(ts, 0, 0, udata(opWakeAt, 0, b.wakeSeq))
+		q.PrepTimeout(ts, 0, flags, udata(opWakeAt, 0, b.wakeSeq))
 	}
 	b.wakeArmed = now + int64(d)
 	return true

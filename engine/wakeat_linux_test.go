@@ -1,9 +1,16 @@
 package engine
 
 import (
+	"fmt"
 	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/spindlenet/spindle/internal/sys"
 )
@@ -171,4 +178,107 @@ func TestWakeAtTimespecUnread(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWakeAtSQThreadLate: on uring-sqpoll a timer runs at its deadline
+// even when the SQ thread takes wakeAt's timeout late. The test holds the
+// SQ thread off its CPU with a SCHED_FIFO shell loop pinned there (a
+// process: a Go goroutine spinning is preempted by the runtime) for 1 s,
+// sets a 400 ms timer meanwhile, and ends the loop: the timer must run
+// right after, not 400 ms after. Before, the timeout was relative, and the
+// kernel starts a relative timeout when it takes the SQE: the timer ran
+// 400 ms after the thread came back.
+func TestWakeAtSQThreadLate(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a SCHED_FIFO process")
+	}
+	cpus := allowedCPUList(t)
+	if len(cpus) < 2 {
+		t.Skipf("needs two CPUs, one for the loop and one for the SQ thread kept off it; allowed: %v", cpus)
+	}
+	loopCPU, sqCPU := cpus[0], cpus[1]
+	cfg := testConfig(BackendURingSQPoll)
+	cfg.CPUs, cfg.SQPoll = []int{loopCPU}, SQPollOnCPU(sqCPU)
+	e, _ := startEngine(t, cfg, &echoHandler{})
+	l := e.Loops()[0]
+	onSQPoll := make(chan bool, 1)
+	l.Post(func() {
+		ub, ok := l.be.(*uringBackend)
+		onSQPoll <- ok && ub.sqpoll
+	})
+	if !<-onSQPoll {
+		t.Fatal("the loop does not run on an SQPOLL ring (see the engine's log)")
+	}
+
+	// The timer is set by a function the loop runs before the hog starts
+	// and that waits for it: a Post during the hold would be a completion
+	// the SQ thread posts when it comes back (task work), waking the loop
+	// then whatever the timeout does. So the timeout's SQE is the one
+	// thing the thread has to do when it comes back.
+	const delay, hold = 400 * time.Millisecond, time.Second
+	hogRuns, armed, fired := make(chan struct{}), make(chan int64, 1), make(chan int64, 1)
+	l.Post(func() {
+		<-hogRuns
+		armed <- nanotime()
+		l.AfterFunc(delay, func() { fired <- nanotime() })
+	})
+	hogPid := startFIFOHog(t, sqCPU)
+	close(hogRuns)
+	set := <-armed
+	time.Sleep(hold - time.Duration(nanotime()-set))
+	released := nanotime()
+	if err := unix.Kill(hogPid, unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case at := <-fired:
+		// The kernel's fair server may let the SQ thread run a little
+		// before the hog ends (about 0.9 s into the hold here, with
+		// sched_rt_runtime_us 950000), and the timer with it: the timer
+		// must run by then, not delay after the thread took its
+		// timeout.
+		if ran := time.Duration(at - set); ran > hold+delay/4 {
+			t.Errorf("a timer set for %v, with the SQ thread held off its CPU for %v, ran %v after it was set (%v after the thread was released)", delay, hold, ran, time.Duration(at-released))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("a timer set for %v has not run 10 s after the SQ thread was released", delay)
+	}
+}
+
+// startFIFOHog runs a shell loop, SCHED_FIFO on cpu, until the test ends
+// (and after 10 s in any case, by timeout(1)), and returns the shell's pid
+// once it runs there.
+func startFIFOHog(t *testing.T, cpu int) int {
+	t.Helper()
+	hog := exec.Command("timeout", "-s", "KILL", "10", "taskset", "-c", strconv.Itoa(cpu), "chrt", "-f", "1", "sh", "-c", "while :; do :; done")
+	if err := hog.Start(); err != nil {
+		t.Skipf("no timeout, taskset or chrt to run a CPU hog: %v", err)
+	}
+	pid := 0
+	t.Cleanup(func() {
+		if pid > 0 {
+			unix.Kill(pid, unix.SIGKILL)
+		}
+		hog.Process.Kill()
+		hog.Wait()
+	})
+	// Running once the shell, timeout's child, is SCHED_FIFO (stat field
+	// 41, policy) and running (field 3) on cpu (field 39).
+	children := fmt.Sprintf("/proc/%d/task/%d/children", hog.Process.Pid, hog.Process.Pid)
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		b, _ := os.ReadFile(children)
+		p, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			continue
+		}
+		pid = p
+		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+		_, after, ok := strings.Cut(string(st), ") ")
+		f := strings.Fields(after) // f[0] is field 3
+		if ok && len(f) > 38 && f[0] == "R" && f[36] == strconv.Itoa(cpu) && f[38] == "1" {
+			return p
+		}
+	}
+	t.Fatalf("the SCHED_FIFO hog does not run on CPU %d after 5 s", cpu)
+	return 0
 }
