@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -281,4 +282,34 @@ func startFIFOHog(t *testing.T, cpu int) int {
 	}
 	t.Fatalf("the SCHED_FIFO hog does not run on CPU %d after 5 s", cpu)
 	return 0
+}
+
+// TestTimensMonotonicZero: wakeAt's timeouts are absolute only where the
+// process's time namespace leaves CLOCK_MONOTONIC as the host's, or the
+// kernel has no time namespaces; an offsets file it cannot read keeps
+// them relative.
+func TestTimensMonotonicZero(t *testing.T) {
+	for _, tc := range []struct {
+		name, file string
+		want       bool
+	}{
+		{"host", "monotonic           0         0\nboottime            0         0\n", true},
+		{"monotonic moved", "monotonic        3600         0\nboottime            0         0\n", false},
+		{"nanoseconds moved", "monotonic           0         5\nboottime            0         0\n", false},
+		{"boottime moved", "monotonic           0         0\nboottime         3600         0\n", true},
+		{"no monotonic line", "boottime            0         0\n", false},
+		{"no file", "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "timens_offsets")
+			if tc.file != "" {
+				if err := os.WriteFile(path, []byte(tc.file), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := timensMonotonicZero(path); got != tc.want {
+				t.Errorf("timensMonotonicZero(%q) = %v, want %v", tc.file, got, tc.want)
+			}
+		})
+	}
 }
