@@ -64,6 +64,9 @@ wait "$lane_pid" || failed=1
 stage "go test -race ./proxy and the short packages: their log"
 cat "$lane_log"
 rm -f "$lane_log"
+
+stage "go test -race ./engine -run TestWakeAtSQThreadLate, alone (it holds a CPU with a SCHED_FIFO loop for about a second)"
+SPINDLE_TEST_RT_HOG=1 go test -race -count=1 -timeout 5m -run '^TestWakeAtSQThreadLate$' -v ./engine/ || failed=1
 if [ "$failed" -ne 0 ]; then
 	echo "go test -race failed (above)"; exit 1
 fi
