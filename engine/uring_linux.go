@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -113,7 +114,10 @@ type uringBackend struct {
 	// epoch counts the waits, for kstate.sendEpoch.
 	quiet   uint32
 	quietOK bool
-	epoch   uint8
+	// monoOffset and monoAbs are monoClock's, for wakeAt.
+	monoOffset int64
+	monoAbs    bool
+	epoch      uint8
 	// wakeArmed is when (nanotime) the kernel timeout wakeAt armed
 	// expires, 0 once it has fired; wakeSeq numbers the timeouts, so that
 	// a late completion of an older one leaves it.
@@ -252,6 +256,7 @@ func (b *uringBackend) init(l *Loop) (err error) {
 		}
 	}
 	b.quietOK = rc.DeferTaskrun && !rc.SQPoll
+	b.monoOffset, b.monoAbs = monoClock()
 	if b.cfg.BatchWait > 0 && !rc.SQPoll {
 		if hasMinWait(r) {
 			b.batchWait = b.cfg.BatchWait
@@ -418,18 +423,20 @@ func (b *uringBackend) msgDone(id int32, n int32) {
 // kernel at their next wait, unless a handler holds them up.
 const msgInWait = time.Second
 
-// monoOffset is CLOCK_MONOTONIC's reading less nanotime's, for wakeAt's
-// absolute timeouts; monoAbs says they may be used. nanotime is the Go
-// runtime's monotonic clock, which on Linux is CLOCK_MONOTONIC, since
+// monoClock returns CLOCK_MONOTONIC's reading less nanotime's, for wakeAt's
+// absolute timeouts, and whether they may be used: measured once, by the
+// first uring loop to start (a program that runs none reads no clock and no
+// /proc file for it), and kept by each (uringBackend.init). nanotime is the
+// Go runtime's monotonic clock, which on Linux is CLOCK_MONOTONIC, since
 // startTime: the two differ by a constant, read once here between two
 // clock_gettime calls, the closest pair of three, and off by at most half
 // the time between those calls (under a microsecond unless the thread was
 // preempted three times), a hundredth of a timer's resolution of a
-// millisecond. In a time namespace that moves CLOCK_MONOTONIC the
-// process's readings are not the kernel timer's (io_uring takes an
-// absolute timeout as the host's time, in the io_uring/timeout.c read for
-// this), so there wakeAt keeps relative timeouts.
-var monoOffset, monoAbs = monotonicOffset()
+// millisecond. In a time namespace that moves CLOCK_MONOTONIC the process's
+// readings are not the kernel timer's (io_uring takes an absolute timeout
+// as the host's time, in the io_uring/timeout.c read for this), so there
+// wakeAt keeps relative timeouts.
+var monoClock = sync.OnceValues(monotonicOffset)
 
 func monotonicOffset() (int64, bool) {
 	best, off := int64(math.MaxInt64), int64(0)
@@ -485,7 +492,7 @@ func timensMonotonicZero(path string) bool {
 // fired: one that fires before the loop's deadline, which moved later,
 // ends a wait for nothing, and the loop arms it again. At most maxWait
 // ahead, as a timed wait. The timeout is absolute (IORING_TIMEOUT_ABS, on
-// CLOCK_MONOTONIC, monoOffset): the kernel starts a relative one when it
+// CLOCK_MONOTONIC, monoClock): the kernel starts a relative one when it
 // takes the SQE, with SQPOLL when the SQ thread gets to it, and one taken
 // late fired that much after at; an absolute one taken after at fires at
 // once. Not in inflight: the ring's close ends it. Loop goroutine.
@@ -504,8 +511,8 @@ func (b *uringBackend) wakeAt(at int64) bool {
 	// is not handed out again (nil), and the loop times its wait itself
 	// until it has.
 	tv, flags := d, uint32(0)
-	if monoAbs {
-		tv, flags = time.Duration(now+int64(d)+monoOffset), uring.TimeoutAbs
+	if b.monoAbs {
+		tv, flags = time.Duration(now+int64(d)+b.monoOffset), uring.TimeoutAbs
 	}
 	ts := b.r.Timespec(tv)
 	if ts == nil {
