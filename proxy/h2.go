@@ -585,9 +585,7 @@ func (c *h2conn) release(st *h2stream) {
 // (CONNECT 501, dot-segments 400, max_request_body 413), routed by its
 // :authority (else Host) and :path, and sent on an upstream connection.
 func (c *h2conn) OnRequest(s *h2.Server, id uint32, r *h2.Request, end bool) {
-	l := c.ln.current(c.ls.id)
-	c.ls.moveLog(c.ln, l)
-	c.ln = l
+	c.ln = c.ls.current(c.ln)
 	st := c.newStream(id)
 	lst := c.ln.stats[c.ls.id]
 	lst.requests.inc()

@@ -949,20 +949,20 @@ func (s *hsession) retired() bool {
 // refreshListener moves s to the listener in force for its own (a reload
 // made a new one with the same socket and mode), carrying its place in
 // max_conns' count. At a request's start. Loop goroutine.
-func (s *hsession) refreshListener() {
-	l := s.ln.current(s.ls.id)
-	s.ls.moveLog(s.ln, l)
-	s.ln = l
-}
+func (s *hsession) refreshListener() { s.ln = s.ls.current(s.ln) }
 
-// current returns the listener in force for l's socket and mode on loop
-// id (l where none is), moving a client of l's there: its place in
-// max_conns' count, which the two share, goes with it. Loop goroutine.
-func (l *listener) current(id int) *listener {
-	if cur := l.stats[id].cur; cur != nil {
-		return cur
+// current returns the listener in force for l's socket and mode on the
+// loop (l where none is), moving a client of l's there: its place in
+// max_conns' count, which the two share, goes with it, and its use of
+// l's access log becomes one of the new listener's (moveLog). Loop
+// goroutine.
+func (ls *loopState) current(l *listener) *listener {
+	cur := l.stats[ls.id].cur
+	if cur == nil {
+		return l
 	}
-	return l
+	ls.moveLog(l, cur)
+	return cur
 }
 
 // writeReloadMetrics writes the reload counters. Any goroutine.
