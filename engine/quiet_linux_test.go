@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -201,14 +200,7 @@ func TestQuietSendsSpareRing(t *testing.T) {
 				unix.SetsockoptInt(c.Fd(), unix.SOL_SOCKET, unix.SO_SNDBUF, 4096)
 			}}
 			e, addr := startEngine(t, cfg, h)
-			d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-				return rc.Control(func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 4096) })
-			}}
-			a, err := d.Dial("tcp", addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer a.Close()
+			a := dialRcvBuf(t, addr, 4096)
 			const total = 48 * 4096
 			stream := make([]byte, total)
 			for i := range stream {
@@ -524,14 +516,7 @@ func TestQuietSendCutEndsWait(t *testing.T) {
 				e, addr := startEngine(t, cfg, h)
 				// Small before connecting: shrunk after, the kernel may drop
 				// the ACKs of data already in flight.
-				d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-					return rc.Control(func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 4096) })
-				}}
-				c, err := d.Dial("tcp", addr)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer c.Close()
+				c := dialRcvBuf(t, addr, 4096)
 				if _, err := c.Write([]byte("x")); err != nil {
 					t.Fatal(err)
 				}
