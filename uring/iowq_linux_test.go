@@ -53,7 +53,7 @@ func puntNop(r *Ring) error {
 	s := r.GetSQE()
 	s.PrepNop(7)
 	s.SetFlags(FlagAsync)
-	c, err := probeReap(r)
+	c, err := probeReap(r, time.Now().Add(probeWait))
 	if err != nil {
 		return err
 	}

@@ -218,19 +218,29 @@ func probeIOWQ() (aff, maxWorkers error) {
 	return aff, maxWorkers
 }
 
-// probeReap waits for one completion.
-func probeReap(r *Ring) (CQE, error) {
+// probeWait bounds a probe's wait for each completion it expects.
+const probeWait = time.Second
+
+// probeReap submits what is prepared and waits, up to deadline, for one
+// completion. It asks the kernel once more after the deadline, without
+// waiting, before it gives up: the deadline may have passed while this
+// thread did not run (for seconds on a loaded host), before the probe's SQE
+// was even submitted, and only the kernel's answer says it did not complete.
+// A probe that gave up instead reported the feature as unknown.
+func probeReap(r *Ring, deadline time.Time) (CQE, error) {
 	var c [1]CQE
-	deadline := time.Now().Add(time.Second)
-	for time.Now().Before(deadline) {
+	for {
+		left := time.Until(deadline)
+		if _, err := r.SubmitAndWait(1, max(left, time.Nanosecond)); err != nil && !errors.Is(err, unix.ETIME) {
+			return CQE{}, err
+		}
 		if r.PeekCQEs(c[:]) == 1 {
 			return c[0], nil
 		}
-		if _, err := r.SubmitAndWait(1, 100*time.Millisecond); err != nil && !errors.Is(err, unix.ETIME) {
-			return CQE{}, err
+		if left <= 0 {
+			return CQE{}, fmt.Errorf("no completion within %v", probeWait)
 		}
 	}
-	return CQE{}, errors.New("no completion within 1s")
 }
 
 // The probes below open their sockets before the ring, so that the ring,
@@ -281,7 +291,7 @@ func askMultishotAccept() error {
 	if err := unix.Connect(cfd, sa); err != nil {
 		return os.NewSyscallError("connect", err)
 	}
-	c, err := probeReap(r)
+	c, err := probeReap(r, time.Now().Add(probeWait))
 	if err != nil {
 		return err
 	}
@@ -343,7 +353,7 @@ func askRecv(bundle bool, limit uint32) error {
 	q := r.GetSQE()
 	q.PrepRecvMultishot(fds[0], 1, bundle, 0, 1)
 	q.SetRecvLimit(limit)
-	c, err := probeReap(r)
+	c, err := probeReap(r, time.Now().Add(probeWait))
 	if err != nil {
 		return err
 	}
@@ -411,7 +421,7 @@ func askSendZC(extra uint16) error {
 	q := r.GetSQE()
 	q.PrepSendZC(fd, buf[:5], 0, -1, 1)
 	q.Ioprio |= extra
-	c, err := probeReap(r)
+	c, err := probeReap(r, time.Now().Add(probeWait))
 	if err != nil {
 		return err
 	}
@@ -421,7 +431,7 @@ func askSendZC(extra uint16) error {
 	if c.Res != 5 || !c.More() {
 		return &probeVerdict{fmt.Errorf("send completed with res %d, flags %#x: want 5 bytes and a notification to come", c.Res, c.Flags)}
 	}
-	if c, err = probeReap(r); err != nil {
+	if c, err = probeReap(r, time.Now().Add(probeWait)); err != nil {
 		return err
 	}
 	if !c.Notif() {

@@ -438,3 +438,55 @@ func withOneFreeFd(t *testing.T, f func()) {
 		t.Fatal(err)
 	}
 }
+
+// TestProbeReapAsksKernelAfterStall: a probe's thread may not run for longer
+// than its wait (Ring.Close's was off its CPU for 2.7s at a load of about 14
+// on 2 CPUs), and probeReap must still ask the kernel before it says no
+// completion came. It gave up on its own clock instead, and Probe then
+// reported the feature as unknown. The stall is a deadline already passed
+// when probeReap starts, with a NOP prepared and not yet submitted (as the
+// receive probe leaves its SQE to probeReap), or submitted; with nothing in
+// flight it must still give up at once.
+func TestProbeReapAsksKernelAfterStall(t *testing.T) {
+	tests := []struct {
+		name      string
+		prepare   func(r *Ring) error
+		completes bool
+	}{
+		{"prepared", func(r *Ring) error {
+			sqe(t, r).PrepNop(7)
+			return nil
+		}, true},
+		{"submitted", func(r *Ring) error {
+			sqe(t, r).PrepNop(7)
+			_, err := r.Submit()
+			return err
+		}, true},
+		{"nothing in flight", func(*Ring) error { return nil }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := New(&Config{Entries: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			if err := tt.prepare(r); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			c, err := probeReap(r, start.Add(-probeWait))
+			if took := time.Since(start); took >= probeWait {
+				t.Errorf("probeReap with its deadline passed took %v", took)
+			}
+			switch {
+			case !tt.completes && err == nil:
+				t.Errorf("probeReap with nothing in flight: %+v, want an error", c)
+			case tt.completes && err != nil:
+				t.Fatalf("probeReap with its deadline passed and a NOP to complete: %v", err)
+			case tt.completes && (c.UserData != 7 || c.Res != 0):
+				t.Errorf("probeReap: %+v, want the NOP's completion", c)
+			}
+		})
+	}
+}
