@@ -1057,9 +1057,17 @@ func (r *Ring) CQOverflow() uint32 {
 	return r.mem.CQOverflow.Load()
 }
 
-// Timespec returns a timespec set to d, from a pool of off-heap slots owned
-// by the ring, for PrepTimeout, PrepTimeoutUpdate and PrepLinkTimeout; use
-// it in the SQE taken just before or just after it. The kernel reads it
+// Timespec returns a timespec holding d (as Timespec.Set: a negative d holds
+// 0), from a pool of off-heap slots owned by the ring, for PrepTimeout,
+// PrepTimeoutUpdate and PrepLinkTimeout; use it in the SQE taken just before
+// or just after it. Without TimeoutAbs in that request's flags, d is a
+// timeout counted from when the kernel takes the request; with it, d is a
+// time on the request's clock (CLOCK_MONOTONIC unless TimeoutBoottime or
+// TimeoutRealtime) counted from that clock's zero, as clock_gettime reads
+// it outside a time namespace (io_uring does not apply a namespace's
+// offsets; not a time.Time's zero either, nor Go's monotonic reading since
+// the process started), and one already passed fires at once. The kernel
+// reads it
 // when it prepares that SQE: during Submit, or with SQPoll when the SQ
 // thread gets to it, which may be long after Submit if the thread does not
 // run. A slot is reused after 200 more calls, and only once the kernel has

@@ -65,7 +65,7 @@ const (
 
 // Timeout flags for PrepTimeout and PrepLinkTimeout.
 const (
-	TimeoutAbs          = sys.IORING_TIMEOUT_ABS           // ts is an absolute CLOCK_MONOTONIC time
+	TimeoutAbs          = sys.IORING_TIMEOUT_ABS           // ts is an absolute time on the timeout's clock (CLOCK_MONOTONIC unless one below)
 	TimeoutBoottime     = sys.IORING_TIMEOUT_BOOTTIME      // use CLOCK_BOOTTIME
 	TimeoutRealtime     = sys.IORING_TIMEOUT_REALTIME      // use CLOCK_REALTIME
 	TimeoutETimeSuccess = sys.IORING_TIMEOUT_ETIME_SUCCESS // expiry is a success, not -ETIME, for links
@@ -297,10 +297,11 @@ func (s *SQE) PrepPollRemove(target uint64, userData uint64) {
 	s.prep(sys.IORING_OP_POLL_REMOVE, -1, target, 0, 0, userData)
 }
 
-// PrepTimeout prepares a timeout that completes with -ETIME after ts, or with
-// Res 0 once count other completions were posted (0: time only). ts comes
-// from Ring.Timespec or Arena.Timespec; the kernel reads it when it prepares
-// the request (during Submit, or later in the SQPOLL thread).
+// PrepTimeout prepares a timeout that completes with -ETIME after ts (with
+// TimeoutAbs in flags: at ts, on its clock), or with Res 0 once count other
+// completions were posted (0: time only). ts comes from Ring.Timespec or
+// Arena.Timespec; the kernel reads it when it prepares the request (during
+// Submit, or later in the SQPOLL thread).
 //
 // Owner goroutine of the ring the SQE came from.
 func (s *SQE) PrepTimeout(ts *Timespec, count uint32, flags uint32, userData uint64) {
@@ -332,8 +333,9 @@ func (s *SQE) PrepTimeoutUpdate(target uint64, ts *Timespec, flags uint32, userD
 }
 
 // PrepLinkTimeout prepares a timeout for the previous SQE, which must carry
-// FlagIOLink: if it has not completed after ts it is cancelled (-ECANCELED)
-// and this completes with -ETIME; otherwise this completes with -ECANCELED.
+// FlagIOLink: if it has not completed after ts (with TimeoutAbs in flags: by
+// ts, on its clock) it is cancelled (-ECANCELED) and this completes with
+// -ETIME; otherwise this completes with -ECANCELED.
 //
 // Owner goroutine of the ring the SQE came from.
 func (s *SQE) PrepLinkTimeout(ts *Timespec, flags uint32, userData uint64) {

@@ -3,6 +3,8 @@ package uring
 import (
 	"errors"
 	"math"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -214,5 +216,33 @@ func TestTimespecSlotUnreadNotReused(t *testing.T) {
 	}
 	if n := r.CQReady(); n != 0 {
 		t.Errorf("%d timeouts of an hour completed", n)
+	}
+}
+
+// TestTimespecAbsolute checks what Ring.Timespec's documentation says d is:
+// with TimeoutAbs, a CLOCK_MONOTONIC time as clock_gettime reads it, so one
+// a millisecond ago fires at once; without, a timeout from now, so the same
+// d (the time since boot) does not fire within 50ms.
+func TestTimespecAbsolute(t *testing.T) {
+	if b, err := os.ReadFile("/proc/self/timens_offsets"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			if f := strings.Fields(line); len(f) == 3 && f[0] == "monotonic" && (f[1] != "0" || f[2] != "0") {
+				t.Skipf("this time namespace moves CLOCK_MONOTONIC (%s): io_uring reads an absolute timeout as the host's time", strings.TrimSpace(line))
+			}
+		}
+	}
+	r := newRing(t, nil)
+	var now unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &now); err != nil {
+		t.Fatal(os.NewSyscallError("clock_gettime", err))
+	}
+	passed := time.Duration(now.Nano()) - time.Millisecond
+
+	sqe(t, r).PrepTimeout(r.Timespec(passed), 0, 0, 1)
+	expectNone(t, r, 50*time.Millisecond)
+
+	sqe(t, r).PrepTimeout(r.Timespec(passed), 0, TimeoutAbs, 2)
+	if c := reap(t, r, 1)[0]; c.UserData != 2 || c.Res != -int32(unix.ETIME) {
+		t.Errorf("absolute timeout a millisecond ago: %+v, want user_data 2 with -ETIME", c)
 	}
 }
