@@ -287,7 +287,7 @@ func (s *SQE) PrepPollAdd(fd int, events uint32, multishot bool, userData uint64
 		mode = sys.IORING_POLL_ADD_MULTI
 	}
 	s.prep(sys.IORING_OP_POLL_ADD, fd, 0, mode, 0, userData)
-	s.OpFlags = events
+	s.OpFlags = sys.Poll32Events(events)
 }
 
 // PrepPollRemove removes the poll whose user_data is target.

@@ -1,5 +1,10 @@
 package sys
 
+import (
+	"encoding/binary"
+	"math/bits"
+)
+
 // The io_uring ABI of Linux 6.18. Every struct and constant here mirrors
 // include/uapi/linux/io_uring.h (torvalds/linux, v6.18); the kernel version
 // that introduced each group is noted where it matters for feature probing.
@@ -345,6 +350,23 @@ const (
 	IORING_TIMEOUT_ETIME_SUCCESS = 1 << 5
 	IORING_TIMEOUT_MULTISHOT     = 1 << 6 // 6.4
 )
+
+// Poll32Events returns a poll mask (POLLIN, ...) as sqe->poll32_events is
+// to hold it. The field was 16 bits once (poll_events), and on a big-endian
+// machine the kernel swaps the 16-bit halves of the 32-bit one after reading
+// it (io_poll_parse_events, 6.18: swahw32), so they are swapped here first,
+// as liburing's io_uring_prep_poll_add does; on a little-endian machine the
+// mask is the field.
+func Poll32Events(events uint32) uint32 {
+	if nativeLittle {
+		return events
+	}
+	return bits.RotateLeft32(events, 16)
+}
+
+// nativeLittle reports whether this machine stores a word's low byte first:
+// the ABI's fields that overlay others, or were widened, depend on it.
+var nativeLittle = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
 // POLL_ADD command flags (in sqe->len).
 const (

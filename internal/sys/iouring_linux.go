@@ -399,8 +399,3 @@ func (b *BufRingMem) Unmap() error {
 	*b = BufRingMem{}
 	return err
 }
-
-var nativeLittle = func() bool {
-	x := uint16(1)
-	return *(*byte)(unsafe.Pointer(&x)) == 1
-}()
