@@ -144,7 +144,7 @@ func tuneDiagnose(ctx context.Context, args []string, w io.Writer) error {
 	var loops cpuFlag
 	fs.Var(&loops, "loop-cpus", "CPUs that run event loops (default: those of the plan applied with --state, else the isolated CPUs: isolcpus domain-isolated and in isolated cgroup v2 cpuset partitions)")
 	inline := fs.Bool("inline", false, "loops share CPUs with their queues' IRQs (inline policy): do not report IRQs on loop CPUs (default: true when the plan applied with --state is inline, and --loop-cpus is not given)")
-	state := fs.String("state", tunestate.DefaultPath, "state file of the applied plan: its loop CPUs are --loop-cpus' default, and its policy --inline's when --loop-cpus is not given")
+	state := fs.String("state", defaultState, "state file of the applied plan: its loop CPUs are --loop-cpus' default, and its policy --inline's when --loop-cpus is not given")
 	busy := fs.Bool("busy-poll", false, "the application busy-polls (io_uring NAPI or SO_BUSY_POLL)")
 	locked := fs.Uint64("locked-mib", 0, "MiB the application takes from RLIMIT_MEMLOCK without CAP_IPC_LOCK (default: what the engine's io_uring rings and buffer rings take for a loop on each loop CPU, or on each online CPU without them)")
 	pid := pidFlag(fs)
@@ -274,9 +274,14 @@ func tunePlan(args []string, w io.Writer) error {
 	suspend := fs.Uint64("irq-suspend-ns", 0, "inline with --busy-poll: per-NAPI irq-suspend-timeout in ns via netdev napi-set (Linux 6.13+); 0 = leave")
 	exclude := fs.String("exclude-irqs", "", "comma-separated IRQ numbers never to touch")
 	apply := fs.Bool("apply", false, "apply the plan now (root); saves the previous state to --state")
-	state := fs.String("state", tunestate.DefaultPath, "state file written by --apply, read by 'tune revert'")
+	state := fs.String("state", defaultState, "state file written by --apply, read by 'tune revert' (required with --apply and a --root other than /)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *apply {
+		if err := stateGivenForTree(fs, *root); err != nil {
+			return err
+		}
 	}
 	if err := tune.Policy(*policy).Check(); err != nil {
 		return usageError{err: fmt.Errorf("--policy: %w", err)}
@@ -317,6 +322,30 @@ func tunePlan(args []string, w io.Writer) error {
 		return nil
 	}
 	return applyPlan(p, *root, *state, *asJSON, w)
+}
+
+// defaultState is --state's default, the live host's state file; tests
+// replace it so that a run that would save there saves in a temporary
+// directory instead.
+var defaultState = tunestate.DefaultPath
+
+// stateGivenForTree refuses to apply to a captured tree (a --root other
+// than /) with --state left at its default: the default is the live
+// host's state file, where a tree's state would refuse the host's next
+// apply as "not reverted", and give a revert without --state the tree's
+// plan instead of the host's. A default under the tree is not taken
+// either: the state of a tree is kept where its user says, and a path
+// made up under a hand-made tree could lead out of it through a link.
+func stateGivenForTree(fs *flag.FlagSet, root string) error {
+	if tune.IsLive(root) {
+		return nil
+	}
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "state" })
+	if !given {
+		return usageError{err: fmt.Errorf("--root %s needs --state: the default, %s, is the live host's state file", root, tunestate.DefaultPath)}
+	}
+	return nil
 }
 
 // geteuid is os.Geteuid; tests replace it to check the refusals a
@@ -369,8 +398,11 @@ func tuneApply(args []string, w io.Writer) error {
 	asJSON := fs.Bool("json", false, "print the saved state as JSON")
 	root := fs.String("root", "/", "apply under this directory instead of the live /proc and /sys")
 	planPath := fs.String("plan", "", "plan file from 'tune plan --json' (- for stdin)")
-	state := fs.String("state", tunestate.DefaultPath, "where to save the previous values")
+	state := fs.String("state", defaultState, "where to save the previous values (required with a --root other than /)")
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := stateGivenForTree(fs, *root); err != nil {
 		return err
 	}
 	if *planPath == "" {
@@ -419,7 +451,7 @@ func tuneRevert(args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("tune revert", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	root := fs.String("root", "", "root the plan was applied under (default: the one saved in the state file)")
-	state := fs.String("state", tunestate.DefaultPath, "state file written by apply")
+	state := fs.String("state", defaultState, "state file written by apply")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -139,17 +140,17 @@ func TestTuneApplyRefuses(t *testing.T) {
 		refused bool   // the error must wrap tune.ErrRefused
 		msg     string // and contain this
 	}{
-		{name: "no plan", args: []string{"apply", "--root", fixture}, msg: "--plan is required"},
-		{name: "missing plan file", args: []string{"apply", "--root", fixture, "--plan", filepath.Join(dir, "nope.json")}, msg: "no such file"},
-		{name: "not JSON", args: []string{"apply", "--root", fixture, "--plan", file("garbage.json", "policy: inline\n")}, msg: "plan " + filepath.Join(dir, "garbage.json") + ": invalid character"},
+		{name: "no plan", args: []string{"apply", "--root", fixture, "--state", filepath.Join(dir, "state-11.json")}, msg: "--plan is required"},
+		{name: "missing plan file", args: []string{"apply", "--root", fixture, "--state", filepath.Join(dir, "state-12.json"), "--plan", filepath.Join(dir, "nope.json")}, msg: "no such file"},
+		{name: "not JSON", args: []string{"apply", "--root", fixture, "--state", filepath.Join(dir, "state-13.json"), "--plan", file("garbage.json", "policy: inline\n")}, msg: "plan " + filepath.Join(dir, "garbage.json") + ": invalid character"},
 		{name: "two plans in one file", args: []string{"apply", "--root", fixture, "--plan", twoPlans, "--state", filepath.Join(dir, "state-0.json")}, msg: "after the plan"},
-		{name: "unknown field", args: []string{"apply", "--root", fixture, "--plan", file("extra.json", `{"policy":"inline","writes":[],"turbo":true}`)}, msg: "plan " + filepath.Join(dir, "extra.json") + `: json: unknown field "turbo"`},
-		{name: "bad CPU list", args: []string{"apply", "--root", fixture, "--plan", file("cpus.json", `{"policy":"inline","loop_cpus":"3-1","writes":[]}`)}, msg: "plan " + filepath.Join(dir, "cpus.json") + ": "},
-		{name: "path outside /proc and /sys", args: []string{"apply", "--root", fixture, "--plan",
+		{name: "unknown field", args: []string{"apply", "--root", fixture, "--state", filepath.Join(dir, "state-14.json"), "--plan", file("extra.json", `{"policy":"inline","writes":[],"turbo":true}`)}, msg: "plan " + filepath.Join(dir, "extra.json") + `: json: unknown field "turbo"`},
+		{name: "bad CPU list", args: []string{"apply", "--root", fixture, "--state", filepath.Join(dir, "state-15.json"), "--plan", file("cpus.json", `{"policy":"inline","loop_cpus":"3-1","writes":[]}`)}, msg: "plan " + filepath.Join(dir, "cpus.json") + ": "},
+		{name: "path outside /proc and /sys", args: []string{"apply", "--root", fixture, "--state", filepath.Join(dir, "state-16.json"), "--plan",
 			file("etc.json", `{"writes":[{"kind":"file","path":"/etc/hostname","format":"int","old":"","new":"1","reason":"r"}]}`)}, refused: true, msg: "outside /proc and /sys"},
-		{name: "dot-dot path", args: []string{"apply", "--root", fixture, "--plan",
+		{name: "dot-dot path", args: []string{"apply", "--root", fixture, "--state", filepath.Join(dir, "state-17.json"), "--plan",
 			file("dotdot.json", `{"writes":[{"kind":"file","path":"/sys/../etc/hostname","format":"int","old":"","new":"1","reason":"r"}]}`)}, refused: true, msg: "not a clean absolute path"},
-		{name: "CPU not on the machine", args: []string{"apply", "--root", fixture, "--plan",
+		{name: "CPU not on the machine", args: []string{"apply", "--root", fixture, "--state", filepath.Join(dir, "state-18.json"), "--plan",
 			file("cpu.json", `{"writes":[{"kind":"file","path":"/proc/irq/121/smp_affinity_list","format":"cpulist","old":"0-23\n","new":"99","reason":"r"}]}`)}, refused: true, msg: "not online"},
 		{name: "stale plan", args: []string{"apply", "--root", fixture, "--plan", stalePlan, "--state", filepath.Join(dir, "state-1.json")}, msg: "stale"},
 		{name: "missing state", args: []string{"revert", "--state", filepath.Join(dir, "none.json")}, msg: "no state file " + filepath.Join(dir, "none.json") + ": nothing was applied"},
@@ -559,5 +560,41 @@ func TestTunePlanHelpSaysTheCPUDefaults(t *testing.T) {
 		if p.LoopCPUs.String() != tc.loops || p.IRQCPUs.String() != tc.irqs {
 			t.Errorf("plan --policy %s: loop CPUs %s, IRQ CPUs %s; want %s and %s", tc.policy, p.LoopCPUs, p.IRQCPUs, tc.loops, tc.irqs)
 		}
+	}
+}
+
+// TestTuneApplyToTreeNeedsState: `tune apply --root DIR` and `tune plan
+// --root DIR --apply` without --state saved the tree's state in the live
+// host's state file (/run/spindle/tune-state.json), where it refused the
+// host's next apply as not reverted and gave a plain `tune revert` the
+// tree's plan. Applying to a tree needs --state; nothing is written, to
+// the tree or to the default state path (a temporary one here).
+func TestTuneApplyToTreeNeedsState(t *testing.T) {
+	saved := defaultState
+	defaultState = filepath.Join(t.TempDir(), "run", "spindle", "tune-state.json")
+	defer func() { defaultState = saved }()
+	root := hostCopy(t, tuneFixture)
+	before := readTree(t, root)
+	planFile, _ := savePlan(t, root)
+	for _, args := range [][]string{
+		{"apply", "--root", root, "--plan", planFile},
+		{"plan", "--root", root, "--apply"},
+	} {
+		_, err := tuneRun(t, args...)
+		var ue usageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "needs --state") {
+			t.Errorf("spindle tune %s: %v, want a usage error asking for --state", strings.Join(args, " "), err)
+		}
+		if _, err := os.Stat(defaultState); err == nil {
+			t.Errorf("spindle tune %s saved the tree's state in the default state file", strings.Join(args, " "))
+			os.Remove(defaultState)
+		}
+	}
+	if d := readTree(t, root); !maps.Equal(d, before) {
+		t.Error("the refused applies wrote the tree")
+	}
+	// The live host keeps its default.
+	if _, err := tuneRun(t, "apply", "--root", "/", "--plan", planFile); err == nil || strings.Contains(err.Error(), "needs --state") {
+		t.Errorf("apply --root / without --state: %v, want it refused for another reason than --state", err)
 	}
 }
