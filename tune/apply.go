@@ -709,16 +709,21 @@ func stateExists(statePath string) error {
 	return refuse("state file %s exists: an applied plan has not been reverted (run `spindle tune revert --state %s`, or choose another --state)", statePath, statePath)
 }
 
+// ErrReverted means the state file was reverted already: Revert moved it
+// to its name with ".reverted" added, and there is nothing left to revert.
+var ErrReverted = errors.New("reverted already")
+
 // LoadState reads a state file written by Apply. Unknown fields are errors,
 // and so is anything after the state's JSON object but white space (a
 // second state appended would otherwise be ignored, and never reverted).
 // A missing file is an fs.ErrNotExist whose message says whether the state
-// was reverted already (Revert moved it to statePath+".reverted").
+// was reverted already (Revert moved it to statePath+".reverted"), in
+// which case it wraps ErrReverted too.
 func LoadState(statePath string) (*State, error) {
 	f, err := os.Open(statePath)
 	if errors.Is(err, fs.ErrNotExist) {
 		if _, rerr := os.Stat(statePath + ".reverted"); rerr == nil {
-			return nil, fmt.Errorf("no state file %s: it was reverted already (%s.reverted holds it): %w", statePath, statePath, fs.ErrNotExist)
+			return nil, fmt.Errorf("no state file %s: it was %w (%s.reverted holds it): %w", statePath, ErrReverted, statePath, fs.ErrNotExist)
 		}
 		return nil, fmt.Errorf("no state file %s: nothing was applied with this state path: %w", statePath, fs.ErrNotExist)
 	}

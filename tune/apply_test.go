@@ -1229,8 +1229,8 @@ func TestStateLockUnsupported(t *testing.T) {
 
 // TestRevertTwice: a second revert of the same state says it was reverted
 // already (the file moved to .reverted), not only that the file is not
-// there; a state path never applied says that instead. Both are
-// fs.ErrNotExist to callers.
+// there, and wraps ErrReverted; a state path never applied says that
+// instead. Both are fs.ErrNotExist to callers.
 func TestRevertTwice(t *testing.T) {
 	root, p := planVM(t)
 	state := filepath.Join(t.TempDir(), "state.json")
@@ -1241,11 +1241,11 @@ func TestRevertTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, err := Revert(state, Target{Root: root})
-	if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "reverted already") || !strings.Contains(err.Error(), state+".reverted") {
-		t.Errorf("second revert: %v, want an fs.ErrNotExist that says it was reverted already (%s.reverted)", err, state)
+	if !errors.Is(err, fs.ErrNotExist) || !errors.Is(err, ErrReverted) || !strings.Contains(err.Error(), "reverted already") || !strings.Contains(err.Error(), state+".reverted") {
+		t.Errorf("second revert: %v, want an fs.ErrNotExist and ErrReverted that says it was reverted already (%s.reverted)", err, state)
 	}
 	_, err = LoadState(filepath.Join(t.TempDir(), "never.json"))
-	if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "no state file") {
+	if !errors.Is(err, fs.ErrNotExist) || errors.Is(err, ErrReverted) || !strings.Contains(err.Error(), "no state file") {
 		t.Errorf("a state never saved: %v, want an fs.ErrNotExist that says there is no state file", err)
 	}
 }

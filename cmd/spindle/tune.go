@@ -456,6 +456,9 @@ func tuneRevert(args []string, w io.Writer) error {
 		return err
 	}
 	st, err := tune.LoadState(*state)
+	if errors.Is(err, tune.ErrReverted) {
+		return revertedAlready(w, *state, *asJSON)
+	}
 	if err != nil {
 		return err
 	}
@@ -472,6 +475,10 @@ func tuneRevert(args []string, w io.Writer) error {
 	}
 	defer done()
 	drifted, gone, err := tune.Revert(*state, t)
+	if errors.Is(err, tune.ErrReverted) {
+		// Another revert of the state ran since it was loaded.
+		return revertedAlready(w, *state, *asJSON)
+	}
 	if err != nil {
 		// An incomplete revert still restored what it could, and its
 		// error points to the notes: the targets gone and the values
@@ -491,7 +498,7 @@ func tuneRevert(args []string, w io.Writer) error {
 		if drifted == nil {
 			drifted = []string{}
 		}
-		return printJSON(w, map[string]any{"reverted": restored, "gone": gone, "state": *state + ".reverted", "drifted": drifted})
+		return printJSON(w, map[string]any{"reverted": restored, "gone": gone, "state": *state + ".reverted", "drifted": drifted, "already_reverted": false})
 	}
 	for _, d := range drifted {
 		fmt.Fprintln(w, "note:", d)
@@ -501,5 +508,17 @@ func tuneRevert(args []string, w io.Writer) error {
 	} else {
 		fmt.Fprintf(w, "restored %d value(s); state moved to %s.reverted\n", restored, *state)
 	}
+	return nil
+}
+
+// revertedAlready reports a revert of a state reverted before: the
+// host is as the first revert left it, and nothing is left to do, which
+// is no failure (a revert run twice, by hand or by a unit's stop and a
+// script, ends as one run would).
+func revertedAlready(w io.Writer, state string, asJSON bool) error {
+	if asJSON {
+		return printJSON(w, map[string]any{"reverted": 0, "gone": 0, "state": state + ".reverted", "drifted": []string{}, "already_reverted": true})
+	}
+	fmt.Fprintf(w, "nothing to revert: %s was reverted already (%s.reverted holds it)\n", state, state)
 	return nil
 }

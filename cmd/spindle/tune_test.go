@@ -212,9 +212,10 @@ func TestTuneApplyRevertCLI(t *testing.T) {
 		Gone     int      `json:"gone"`
 		State    string   `json:"state"`
 		Drifted  []string `json:"drifted"`
+		Already  bool     `json:"already_reverted"`
 	}
 	strictJSON(t, out, &r)
-	if r.Reverted == 0 || r.Gone != 0 || len(r.Drifted) != 0 {
+	if r.Reverted == 0 || r.Gone != 0 || len(r.Drifted) != 0 || r.Already {
 		t.Errorf("revert --json: %s", out)
 	}
 	after := readTree(t, root)
@@ -596,5 +597,48 @@ func TestTuneApplyToTreeNeedsState(t *testing.T) {
 	// The live host keeps its default.
 	if _, err := tuneRun(t, "apply", "--root", "/", "--plan", planFile); err == nil || strings.Contains(err.Error(), "needs --state") {
 		t.Errorf("apply --root / without --state: %v, want it refused for another reason than --state", err)
+	}
+}
+
+// TestTuneRevertTwiceNothingToDo: a second `tune revert` of a state
+// reverted before failed (exit 1, "no state file"), though the host was
+// as the first left it. It says there is nothing to revert and succeeds,
+// with --json too, writing nothing; a state path never applied is still
+// an error.
+func TestTuneRevertTwiceNothingToDo(t *testing.T) {
+	root := hostCopy(t, tuneFixture)
+	planFile, _ := savePlan(t, root)
+	state := filepath.Join(t.TempDir(), "state.json")
+	if out, err := tuneRun(t, "apply", "--root", root, "--plan", planFile, "--state", state); err != nil {
+		t.Fatalf("apply: %v\n%s", err, out)
+	}
+	if out, err := tuneRun(t, "revert", "--state", state); err != nil {
+		t.Fatalf("revert: %v\n%s", err, out)
+	}
+	reverted := readTree(t, root)
+	out, err := tuneRun(t, "revert", "--state", state)
+	if err != nil || !strings.Contains(out, "nothing to revert: "+state+" was reverted already") {
+		t.Errorf("second revert: %v, output %q, want success saying there is nothing to revert", err, out)
+	}
+	out, err = tuneRun(t, "revert", "--state", state, "--json")
+	if err != nil {
+		t.Fatalf("second revert --json: %v", err)
+	}
+	var r struct {
+		Reverted int      `json:"reverted"`
+		Gone     int      `json:"gone"`
+		State    string   `json:"state"`
+		Drifted  []string `json:"drifted"`
+		Already  bool     `json:"already_reverted"`
+	}
+	strictJSON(t, out, &r)
+	if !r.Already || r.Reverted != 0 || r.Gone != 0 || r.State != state+".reverted" {
+		t.Errorf("second revert --json: %s", out)
+	}
+	if !maps.Equal(readTree(t, root), reverted) {
+		t.Error("the second revert wrote the tree")
+	}
+	if _, err := tuneRun(t, "revert", "--state", filepath.Join(t.TempDir(), "never.json")); err == nil {
+		t.Error("revert of a state never applied succeeded")
 	}
 }
