@@ -418,8 +418,9 @@ var ErrStale = errors.New("plan is stale")
 // ErrRefused), saves them to statePath (which must not exist), then
 // writes in order, reading each value back. If a write fails, the writes
 // already done are restored in reverse order and the state file is
-// removed; the error says what failed and whether the rollback was
-// complete. A plan without writes saves no state file. While it works it
+// removed; the error says what failed, whether the rollback was complete
+// and which targets it left as they are (gone since they were written, or
+// RPS and XPS maps back without CPUs gone offline). A plan without writes saves no state file. While it works it
 // holds the lock of statePath (lockState), as Revert does: a run that
 // finds it held is refused at once (ErrRefused), writing nothing.
 func Apply(p *Plan, t Target, statePath string) (*State, error) {
@@ -486,13 +487,26 @@ func Apply(p *Plan, t Target, statePath string) (*State, error) {
 			// With the value tried: an error of the open (a read-only
 			// sysctl, EACCES) or of a netlink write does not name it.
 			failure := fmt.Errorf("write %d of %d (%s, value %q): %w", i+1, len(p.Writes), w.Target(), strings.TrimSpace(w.New), err)
-			if _, _, rerr := rollback(t, p.Writes[:i+1], st.Before[:i+1]); rerr != nil {
-				return nil, fmt.Errorf("%w; rollback incomplete, state kept in %s: %v", failure, statePath, rerr)
+			vanished, partial, rerr := rollback(t, p.Writes[:i+1], st.Before[:i+1])
+			// Targets gone since they were written, and RPS or XPS maps
+			// back without CPUs gone offline, are not as they were: the
+			// message names them rather than claim a full rollback.
+			var except string
+			slices.Reverse(vanished) // plan order, as Revert's notes
+			slices.Reverse(partial)
+			if left := append(vanished, partial...); len(left) > 0 {
+				except = fmt.Sprintf(" (but for %d target(s): %s)", len(left), strings.Join(left, "; "))
+			}
+			if rerr != nil {
+				return nil, fmt.Errorf("%w; rollback incomplete, state kept in %s: %v%s", failure, statePath, rerr, except)
 			}
 			if err := os.Remove(statePath); err != nil {
-				return nil, fmt.Errorf("%w; rolled back, but removing %s: %v", failure, statePath, err)
+				return nil, fmt.Errorf("%w; rolled back%s, but removing %s: %v", failure, except, statePath, err)
 			}
-			if i == 0 {
+			switch {
+			case except != "":
+				return nil, fmt.Errorf("%w; rolled back%s", failure, except)
+			case i == 0:
 				return nil, fmt.Errorf("%w; nothing was changed", failure)
 			}
 			return nil, fmt.Errorf("%w; all earlier writes rolled back", failure)

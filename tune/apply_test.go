@@ -1514,3 +1514,36 @@ func TestRevertInterfaceRenamed(t *testing.T) {
 		}
 	})
 }
+
+// TestApplyRollbackSaysWhatIsLeft: a write that fails after a target
+// written earlier has gone (its interface deleted meanwhile) rolls back
+// the rest, and the error said "all earlier writes rolled back"; it names
+// the target gone, not restored.
+func TestApplyRollbackSaysWhatIsLeft(t *testing.T) {
+	root, p := planVM(t)
+	if len(p.Writes) < 3 {
+		t.Fatalf("plan of %d writes; the test needs 3", len(p.Writes))
+	}
+	first := p.Writes[0]
+	saved := writeFile
+	defer func() { writeFile = saved }()
+	n := 0
+	writeFile = func(name, value string) error {
+		if n++; n != 3 {
+			return saved(name, value)
+		}
+		// The first target goes, then the third write fails.
+		if err := os.Remove(filepath.Join(root, first.Path)); err != nil {
+			return err
+		}
+		return syscall.EINVAL
+	}
+	_, err := Apply(p, Target{Root: root}, filepath.Join(t.TempDir(), "state.json"))
+	writeFile = saved
+	if err == nil {
+		t.Fatal("Apply succeeded")
+	}
+	if strings.Contains(err.Error(), "all earlier writes rolled back") || !strings.Contains(err.Error(), "but for 1 target(s): "+first.Target()+": gone") {
+		t.Errorf("Apply: %v, want it to name %s as gone, not restored", err, first.Target())
+	}
+}
