@@ -561,6 +561,10 @@ func rollback(t Target, writes []Write, before []string) (vanished, partial []st
 				vanished = append(vanished, fmt.Sprintf("%s: gone (%v)", w.Target(), err))
 				continue
 			}
+			if oe := offlineIRQ(t, w, before[i], err); oe != nil {
+				errs = append(errs, oe)
+				continue
+			}
 			errs = append(errs, fmt.Errorf("%s: restore %q: %w", w.Target(), strings.TrimSpace(before[i]), err))
 			continue
 		}
@@ -572,6 +576,10 @@ func rollback(t Target, writes []Write, before []string) (vanished, partial []st
 		if w.Kind == KindFile && got != before[i] || w.Kind != KindFile && strings.TrimSpace(got) != strings.TrimSpace(before[i]) {
 			if note, ok := offlineDropped(t, w, before[i], got); ok {
 				partial = append(partial, note)
+				continue
+			}
+			if oe := offlineIRQ(t, w, before[i], fmt.Errorf("reads back %q", strings.TrimSpace(got))); oe != nil {
+				errs = append(errs, oe)
 				continue
 			}
 			errs = append(errs, fmt.Errorf("%s: restored %q, reads back %q", w.Target(), before[i], got))
@@ -612,6 +620,63 @@ func offlineDropped(t Target, w Write, want, got string) (note string, ok bool) 
 		return "", false
 	}
 	return fmt.Sprintf("%s: restored %s, reads back %s: CPUs %s are offline, and the kernel keeps offline CPUs out of RPS and XPS maps; write the map again once they are back online", w.Target(), orNone(wantSet.String()), orNone(gotSet.String()), offline), true
+}
+
+// offlineIRQError is an IRQ affinity rollback could not restore because
+// every CPU of its saved value is offline now: the kernel refuses an
+// affinity without an online CPU (write_irq_affinity: EINVAL), so no
+// revert can restore it until one of them is back online.
+type offlineIRQError struct {
+	// IRQ is the interrupt's number.
+	IRQ string
+	// Path is the file written, /proc/irq/N/smp_affinity or
+	// smp_affinity_list.
+	Path string
+	// Saved is the value saved by Apply, as the file shows it.
+	Saved string
+	// CPUs are the CPUs of Saved, every one of them offline.
+	CPUs topo.CPUSet
+	// Err is what the write, or the read back, met.
+	Err error
+}
+
+func (e *offlineIRQError) Error() string {
+	return fmt.Sprintf("IRQ %s (%s): saved affinity %s not restored: its CPUs (%s) are all offline now, and the kernel takes no IRQ affinity without an online CPU (%v); write it once they are back online (echo %s > %s)", e.IRQ, e.Path, e.Saved, e.CPUs, e.Err, e.Saved, e.Path)
+}
+
+func (e *offlineIRQError) Unwrap() error { return e.Err }
+
+// offlineIRQ returns, for an IRQ affinity write whose restore of saved
+// met err, an offlineIRQError when no CPU of saved is online under the
+// target, nil otherwise.
+func offlineIRQ(t Target, w Write, saved string, err error) *offlineIRQError {
+	if w.Kind != KindFile || !strings.HasPrefix(w.Path, "/proc/irq/") {
+		return nil
+	}
+	if base := path.Base(w.Path); base != "smp_affinity" && base != "smp_affinity_list" {
+		return nil
+	}
+	set, ok, perr := parseCPUs(w.Format, saved)
+	if !ok || perr != nil || set.Len() == 0 {
+		return nil
+	}
+	online, oerr := t.onlineCPUs()
+	if oerr != nil || set.Intersect(online).Len() > 0 {
+		return nil
+	}
+	return &offlineIRQError{IRQ: path.Base(path.Dir(w.Path)), Path: w.Path, Saved: strings.TrimSpace(saved), CPUs: set, Err: err}
+}
+
+// onlyOfflineIRQs reports whether every error err joins is an
+// offlineIRQError.
+func onlyOfflineIRQs(err error) bool {
+	for _, e := range joined(err) {
+		var oe *offlineIRQError
+		if !errors.As(e, &oe) {
+			return false
+		}
+	}
+	return true
 }
 
 // saveState writes st to statePath, refusing if the file exists (a plan
@@ -787,7 +852,12 @@ func validateSaved(w Write, v string) error {
 // a crashed or stopped Apply never wrote) has nothing to note. An RPS or
 // XPS map that reads back without CPUs that are offline now is restored
 // as far as the kernel allows (it keeps offline CPUs out of those maps); a
-// note names the CPUs left out. When every target that still exists is restored, the state
+// note names the CPUs left out. An IRQ affinity whose saved CPUs are
+// all offline now cannot be restored (the kernel refuses it): the error
+// names each (an offlineIRQError, with the saved value), and when nothing
+// else failed the state file is moved aside all the same, since no
+// revert could restore them while the CPUs stay offline. When every
+// target that still exists is restored, the state
 // file is renamed to statePath+".reverted", so that the host can be tuned
 // again, and the notes say so if any target was gone. Otherwise the error
 // lists each value that could not be restored and why, and the state file
@@ -858,6 +928,18 @@ func Revert(statePath string, t Target) (notes []string, gone int, err error) {
 	slices.Reverse(partial)
 	notes = append(notes, vanished...)
 	notes = append(notes, partial...)
+	if err != nil && onlyOfflineIRQs(err) {
+		// Nothing but IRQs on offline CPUs is left: another revert
+		// would fail on them the same way for as long as the CPUs stay
+		// offline, and keep the host from being tuned again. The state
+		// goes aside as for a complete revert, and the error names each
+		// with its saved value.
+		if rerr := os.Rename(statePath, statePath+".reverted"); rerr != nil {
+			return notes, len(vanished), errors.Join(err, rerr)
+		}
+		n := len(joined(err))
+		return notes, len(vanished), fmt.Errorf("revert incomplete: %d of %d value(s) not restored, IRQ affinities whose saved CPUs are all offline; everything else that still exists is restored, and the state is moved to %s.reverted, as no revert can restore them while those CPUs are offline:\n%w", n, len(st.Plan.Writes), statePath, err)
+	}
 	if err != nil {
 		n := len(joined(err))
 		if len(vanished) > 0 {

@@ -1547,3 +1547,84 @@ func TestApplyRollbackSaysWhatIsLeft(t *testing.T) {
 		t.Errorf("Apply: %v, want it to name %s as gone, not restored", err, first.Target())
 	}
 }
+
+// TestRevertIRQOnOfflineCPUs: an IRQ whose saved affinity holds only CPUs
+// gone offline since the apply cannot be restored (the kernel refuses an
+// affinity without an online CPU, EINVAL), so every revert failed on it,
+// saying only "invalid argument", and kept the state for good. The error
+// names the IRQ, its saved value and that its CPUs are offline; the rest
+// is restored and the state moved aside, so that a revert run again has
+// nothing left to do.
+func TestRevertIRQOnOfflineCPUs(t *testing.T) {
+	root := copyTree(t, fxSMT)
+	p, err := MakePlan(loadHost(t, root), PlanConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An IRQ the plan moves off the one CPU it was on.
+	var irq *Write
+	var cpu int
+	for i, w := range p.Writes {
+		if !strings.HasPrefix(w.Path, "/proc/irq/") {
+			continue
+		}
+		set, ok, err := parseCPUs(w.Format, w.Old)
+		if ok && err == nil && set.Len() == 1 && set[0] != 0 {
+			irq, cpu = &p.Writes[i], set[0]
+			break
+		}
+	}
+	if irq == nil {
+		t.Fatal("the plan moves no IRQ off a single CPU other than 0")
+	}
+	before := treeBytes(t, root)
+	state := filepath.Join(t.TempDir(), "state.json")
+	if _, err := Apply(p, Target{Root: root}, state); err != nil {
+		t.Fatal(err)
+	}
+	applied := treeBytes(t, root)
+	online := loadHost(t, root).Online.Minus(topo.NewCPUSet(cpu))
+	if err := os.WriteFile(filepath.Join(root, "sys/devices/system/cpu/online"), []byte(online.String()+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The kernel's write_irq_affinity: no online CPU in the value, EINVAL.
+	saved := writeFile
+	defer func() { writeFile = saved }()
+	writeFile = func(name, value string) error {
+		if base := filepath.Base(name); strings.HasPrefix(name, filepath.Join(root, "proc/irq")) && (base == "smp_affinity" || base == "smp_affinity_list") {
+			format := FormatCPUList
+			if base == "smp_affinity" {
+				format = FormatMask
+			}
+			if set, _, err := parseCPUs(format, value); err != nil || set.Intersect(online).Len() == 0 {
+				return &os.PathError{Op: "write", Path: name, Err: syscall.EINVAL}
+			}
+		}
+		return saved(name, value)
+	}
+	_, _, err = Revert(state, Target{Root: root})
+	irqNum := filepath.Base(filepath.Dir(irq.Path))
+	if err == nil || !errors.Is(err, syscall.EINVAL) || !strings.Contains(err.Error(), fmt.Sprintf("IRQ %s (%s): saved affinity %s not restored: its CPUs (%d) are all offline", irqNum, irq.Path, strings.TrimSpace(irq.Old), cpu)) {
+		t.Errorf("Revert: %v, want it to name IRQ %s, its saved affinity %q and CPU %d offline", err, irqNum, strings.TrimSpace(irq.Old), cpu)
+	}
+	if _, err := os.Stat(state + ".reverted"); err != nil {
+		t.Errorf("state not moved aside: %v", err)
+	}
+	after := treeBytes(t, root)
+	for name, b := range before {
+		switch name {
+		case filepath.Join(root, irq.Path):
+			if after[name] != applied[name] {
+				t.Errorf("%s: %q, want it left at the applied %q", name, after[name], applied[name])
+			}
+		case filepath.Join(root, "sys/devices/system/cpu/online"):
+		default:
+			if after[name] != b {
+				t.Errorf("%s: %q after revert, was %q", name, after[name], b)
+			}
+		}
+	}
+	if _, _, err := Revert(state, Target{Root: root}); !errors.Is(err, ErrReverted) {
+		t.Errorf("revert run again: %v, want ErrReverted", err)
+	}
+}
