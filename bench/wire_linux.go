@@ -141,7 +141,7 @@ func (w *Wire) serverQueues(fn func(queue string) error) error {
 			err = fn(q)
 		}
 		if uerr := unmount(); uerr != nil {
-			// Do not remove a directory that may still hold a sysfs mount.
+			// Do not remove a directory that may still hold a mount (sysfs, or the bind of /proc).
 			return errors.Join(err, uerr)
 		}
 		return errors.Join(err, os.RemoveAll(dir))

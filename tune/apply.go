@@ -205,7 +205,12 @@ func (t Target) read(w Write) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		b, err := os.ReadFile(name)
+		f, err := openUnder(t.Root, name, os.O_RDONLY)
+		if err != nil {
+			return "", err
+		}
+		defer f.Close()
+		b, err := io.ReadAll(f)
 		return string(b), err
 	case KindCoalesce:
 		if t.Netlink == nil {
@@ -353,7 +358,7 @@ func (t Target) write(w Write, value string) error {
 		if err != nil {
 			return err
 		}
-		return writeFile(name, value)
+		return writeFile(t.Root, name, value)
 	case KindCoalesce:
 		if t.Netlink == nil {
 			return fmt.Errorf("%s: %w: no netlink", w.Target(), topo.ErrNotSupported)
@@ -376,12 +381,41 @@ func (t Target) write(w Write, value string) error {
 	return refuse("unknown write kind %q", w.Kind)
 }
 
-// writeFile writes value to the existing file name, as a sysfs or procfs
-// store takes it: opened without creating, truncated, one write. Tests
-// replace it to stand for what the kernel makes of a write (a sysfs store
-// that keeps only some of the CPUs written), which a fixture file cannot.
-var writeFile = func(name, value string) error {
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_TRUNC, 0)
+// openUnder opens name, a file under root, with flag. Under a captured
+// tree (a root other than "/") name is resolved within root, as os.Root
+// does: a link in the tree that leads out of it, absolute or through
+// "..", is an error, where following it would read or write the live
+// host's file (a hand-made tree whose proc/sys links to /proc/sys). Links
+// within the tree (sysfs's relative ones, /sys/class/net/IF to
+// ../../devices/...) are followed.
+func openUnder(root, name string, flag int) (*os.File, error) {
+	if IsLive(root) {
+		return os.OpenFile(name, flag, 0)
+	}
+	rel, err := filepath.Rel(root, name)
+	if err != nil || !filepath.IsLocal(rel) {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("not under the root %s", root)}
+	}
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	f, err := r.OpenFile(rel, flag, 0)
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		pe.Path = name // the tree's file, as the messages name it
+	}
+	return f, err
+}
+
+// writeFile writes value to the existing file name under root, as a sysfs
+// or procfs store takes it: opened without creating (openUnder),
+// truncated, one write. Tests replace it to stand for what the kernel
+// makes of a write (a sysfs store that keeps only some of the CPUs
+// written), which a fixture file cannot.
+var writeFile = func(root, name, value string) error {
+	f, err := openUnder(root, name, os.O_WRONLY|os.O_TRUNC)
 	if err != nil {
 		return err
 	}

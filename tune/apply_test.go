@@ -844,8 +844,8 @@ func TestRevertCPUOfflineSinceApply(t *testing.T) {
 	// The kernel's store of rps_cpus and xps_cpus: the online CPUs of
 	// the mask, printed as a mask. drop, if set, stands for a kernel that
 	// loses a CPU for another reason.
-	kernel := func(root string, drop int) func(name, value string) error {
-		return func(name, value string) error {
+	kernel := func(root string, drop int) func(dir, name, value string) error {
+		return func(_, name, value string) error {
 			base := filepath.Base(name)
 			if base != "rps_cpus" && base != "xps_cpus" {
 				return os.WriteFile(name, []byte(value), 0)
@@ -1160,12 +1160,12 @@ func TestRevertDuringApply(t *testing.T) {
 	defer func() { writeFile = saved }()
 	var during error
 	ran := false
-	writeFile = func(name, value string) error {
+	writeFile = func(dir, name, value string) error {
 		if !ran {
 			ran = true
 			_, _, during = Revert(state, tgt)
 		}
-		return saved(name, value)
+		return saved(dir, name, value)
 	}
 	if _, err := Apply(p, tgt, state); err != nil {
 		t.Fatal(err)
@@ -1528,9 +1528,9 @@ func TestApplyRollbackSaysWhatIsLeft(t *testing.T) {
 	saved := writeFile
 	defer func() { writeFile = saved }()
 	n := 0
-	writeFile = func(name, value string) error {
+	writeFile = func(dir, name, value string) error {
 		if n++; n != 3 {
-			return saved(name, value)
+			return saved(dir, name, value)
 		}
 		// The first target goes, then the third write fails.
 		if err := os.Remove(filepath.Join(root, first.Path)); err != nil {
@@ -1590,7 +1590,7 @@ func TestRevertIRQOnOfflineCPUs(t *testing.T) {
 	// The kernel's write_irq_affinity: no online CPU in the value, EINVAL.
 	saved := writeFile
 	defer func() { writeFile = saved }()
-	writeFile = func(name, value string) error {
+	writeFile = func(dir, name, value string) error {
 		if base := filepath.Base(name); strings.HasPrefix(name, filepath.Join(root, "proc/irq")) && (base == "smp_affinity" || base == "smp_affinity_list") {
 			format := FormatCPUList
 			if base == "smp_affinity" {
@@ -1600,7 +1600,7 @@ func TestRevertIRQOnOfflineCPUs(t *testing.T) {
 				return &os.PathError{Op: "write", Path: name, Err: syscall.EINVAL}
 			}
 		}
-		return saved(name, value)
+		return saved(dir, name, value)
 	}
 	_, _, err = Revert(state, Target{Root: root})
 	irqNum := filepath.Base(filepath.Dir(irq.Path))
@@ -1627,4 +1627,86 @@ func TestRevertIRQOnOfflineCPUs(t *testing.T) {
 	if _, _, err := Revert(state, Target{Root: root}); !errors.Is(err, ErrReverted) {
 		t.Errorf("revert run again: %v, want ErrReverted", err)
 	}
+}
+
+// TestApplyUnderRootStaysInIt: files under a captured tree were opened
+// following links, so an absolute link in a hand-made tree (its proc/sys
+// to /proc/sys) made Apply read and write the live host's files. A link
+// leading out of the tree, absolute or through "..", is refused, with
+// nothing written outside or inside and no state saved; a link within the
+// tree (sysfs's relative ones) is followed as before. The file outside
+// stands for the live host's.
+func TestApplyUnderRootStaysInIt(t *testing.T) {
+	plan := &Plan{Policy: Inline, Writes: []Write{{Kind: KindFile, Path: "/proc/sys/net/core/somaxconn", Format: FormatInt, Old: "4096\n", New: "8192", Reason: "test"}}}
+	// tree returns a root whose proc/sys is the link made by link, to a
+	// directory holding net/core/somaxconn.
+	tree := func(t *testing.T, link func(root, target string) string) (root, file string) {
+		root = t.TempDir()
+		target := filepath.Join(t.TempDir(), "sys")
+		if link == nil {
+			target = filepath.Join(root, "realsys")
+		}
+		file = filepath.Join(target, "net/core/somaxconn")
+		for name, body := range map[string]string{file: "4096\n", filepath.Join(root, "sys/devices/system/cpu/online"): "0-1\n"} {
+			if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(name, []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		os.MkdirAll(filepath.Join(root, "proc"), 0o755)
+		to := "../realsys"
+		if link != nil {
+			to = link(root, target)
+		}
+		if err := os.Symlink(to, filepath.Join(root, "proc/sys")); err != nil {
+			t.Fatal(err)
+		}
+		return root, file
+	}
+	for _, tt := range []struct {
+		name string
+		link func(root, target string) string
+	}{
+		{"absolute link out", func(_, target string) string { return target }},
+		{"relative link out", func(root, target string) string {
+			rel, err := filepath.Rel(filepath.Join(root, "proc"), target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rel
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			root, outside := tree(t, tt.link)
+			state := filepath.Join(t.TempDir(), "state.json")
+			_, err := Apply(plan, Target{Root: root}, state)
+			if err == nil || !strings.Contains(err.Error(), filepath.Join(root, "proc/sys/net/core/somaxconn")) {
+				t.Errorf("Apply: %v, want it refused, naming the file under the root", err)
+			}
+			if b, _ := os.ReadFile(outside); string(b) != "4096\n" {
+				t.Errorf("the file outside the root is %q, want it untouched", b)
+			}
+			if _, err := os.Stat(state); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("state saved: %v", err)
+			}
+		})
+	}
+	t.Run("link within the tree", func(t *testing.T) {
+		root, file := tree(t, nil)
+		state := filepath.Join(t.TempDir(), "state.json")
+		if _, err := Apply(plan, Target{Root: root}, state); err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := os.ReadFile(file); string(b) != "8192" {
+			t.Errorf("applied through a link within the tree: %q, want 8192", b)
+		}
+		if _, _, err := Revert(state, Target{Root: root}); err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := os.ReadFile(file); string(b) != "4096\n" {
+			t.Errorf("reverted: %q, want 4096", b)
+		}
+	})
 }

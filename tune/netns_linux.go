@@ -26,17 +26,21 @@ func InNetNS(nsPath string, fn func() error) error { return veth.InNetNS(nsPath,
 // MountNetNSView makes dir a root for topo.Read and Target that shows the
 // calling thread's network namespace: dir/sys is a fresh sysfs mount
 // (sysfs shows the network devices of the namespace that mounted it) and
-// dir/proc links to /proc (whose /proc/sys/net follows the namespace of
-// the thread that opens it). Call it, and the returned cleanup, from
-// inside InNetNS. The mount is made in a mount namespace of the calling
-// thread's own (unshared here, receiving the host's mounts but sending
-// none), so the rest of the host never sees it, and it goes when the
-// thread exits even if cleanup is never called. The thread stays locked
-// to the goroutine so that it exits with it (InNetNS's threads do).
+// dir/proc a bind mount of /proc (whose /proc/sys/net follows the
+// namespace of the thread that opens it). A link dir/proc -> /proc would
+// lead out of dir, which Target refuses to follow under a root other
+// than "/". Call it, and the returned cleanup, from inside InNetNS. The
+// mounts are made in a mount namespace of the calling thread's own
+// (unshared here, receiving the host's mounts but sending none), so the
+// rest of the host never sees them, and they go when the thread exits
+// even if cleanup is never called. The thread stays locked to the
+// goroutine so that it exits with it (InNetNS's threads do).
 func MountNetNSView(dir string) (cleanup func() error, err error) {
-	sys := filepath.Join(dir, "sys")
-	if err := os.MkdirAll(sys, 0o755); err != nil {
-		return nil, err
+	sys, proc := filepath.Join(dir, "sys"), filepath.Join(dir, "proc")
+	for _, d := range []string{sys, proc} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
 	}
 	runtime.LockOSThread() // never unlocked: the thread's mount namespace is its own
 	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
@@ -48,15 +52,18 @@ func MountNetNSView(dir string) (cleanup func() error, err error) {
 	if err := unix.Mount("sysfs", sys, "sysfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return nil, os.NewSyscallError("mount sysfs", err)
 	}
-	if err := os.Symlink("/proc", filepath.Join(dir, "proc")); err != nil && !errors.Is(err, os.ErrExist) {
+	if err := unix.Mount("/proc", proc, "", unix.MS_BIND, ""); err != nil {
 		unix.Unmount(sys, unix.MNT_DETACH)
-		return nil, err
+		return nil, os.NewSyscallError("mount --bind /proc", err)
 	}
 	return func() error {
-		if err := unix.Unmount(sys, unix.MNT_DETACH); err != nil {
-			return fmt.Errorf("unmount %s: %w", sys, os.NewSyscallError("umount2", err))
+		var errs []error
+		for _, d := range []string{proc, sys} {
+			if err := unix.Unmount(d, unix.MNT_DETACH); err != nil {
+				errs = append(errs, fmt.Errorf("unmount %s: %w", d, os.NewSyscallError("umount2", err)))
+			}
 		}
-		return nil
+		return errors.Join(errs...)
 	}, nil
 }
 

@@ -13,7 +13,9 @@ import (
 // another goroutine (so forked from another thread) while the view is
 // mounted does not see it. Found in review: it was mounted in the shared
 // mount namespace, visible host-wide while it existed and left behind if
-// the process died before the cleanup.
+// the process died before the cleanup. The view's /proc must open within
+// the view, as Target opens a root's files: it was a link to /proc, out
+// of the view.
 func TestMountNetNSViewPrivate(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to mount sysfs and unshare a mount namespace")
@@ -50,6 +52,13 @@ func TestMountNetNSViewPrivate(t *testing.T) {
 		}
 		if _, err := os.Stat(filepath.Join(sys, "class", "net", "lo")); err != nil {
 			t.Errorf("the view shows no loopback device: %v", err)
+		}
+		// Its /proc is read as Target reads a root other than "/", which
+		// follows no link out of it.
+		if f, err := openUnder(view, filepath.Join(view, "proc/sys/net/core/somaxconn"), os.O_RDONLY); err != nil {
+			t.Errorf("the view's /proc/sys cannot be opened within it: %v", err)
+		} else {
+			f.Close()
 		}
 		return cleanup()
 	})
