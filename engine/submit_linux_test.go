@@ -304,3 +304,85 @@ func TestChainCutWhenSubmitFails(t *testing.T) {
 		t.Error("the peer got the queue's bytes out of order")
 	}
 }
+
+// TestSetAsideInRearmEndsWait: a receive re-armed in poll, after poll has
+// looked at what sqe set aside (a starved connection's, once a buffer has
+// come back), takes a submission from a full SQ that fails (EAGAIN): sqe
+// sets the CQ's completions aside, among them another connection's data.
+// The wait that follows must not sleep with them unhandled: nothing else
+// may come (the peer waits for its echo). Here the data is a's message,
+// its receive run by the enter that set it aside; s, starved, has sent
+// nothing, so its receive posts nothing. Before, poll decided whether to
+// wait from what was aside before the re-arm and slept on; a's echo did
+// not come.
+func TestSetAsideInRearmEndsWait(t *testing.T) {
+	calls := failSubmits(t, 1, unix.EAGAIN)
+	cfg := testConfig(BackendURing)
+	cfg.CPUs = []int{0}
+	cfg.ReadBuffers, cfg.ReadBufferSize = 4, 512
+	cfg.CloseTimeout = -1 // no sweep to wake the loop
+	e, addr := startEngine(t, cfg, keepOrForward{})
+	l := e.Loops()[0]
+	// a's receive is armed while the ring has buffers; then k keeps all
+	// four, and s's receive, armed on the empty ring, ends with ENOBUFS:
+	// s is starved until a buffer comes back.
+	a := mustDial(t, "tcp", addr)
+	a.SetDeadline(time.Now().Add(5 * time.Second))
+	if err := roundTrip(a, []byte("a's first")); err != nil {
+		t.Fatal(err)
+	}
+	k := mustDial(t, "tcp", addr)
+	k.SetDeadline(time.Now().Add(5 * time.Second))
+	for range 4 {
+		if err := roundTrip(k, []byte{'K'}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustDial(t, "tcp", addr)
+	for end := time.Now().Add(5 * time.Second); e.Stats().NoBufs == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("s's receive did not find the ring empty")
+		}
+	}
+	// With the loop held, a's message arrives; then two of k's buffers
+	// go back (poll commits them and re-arms s) and the SQ is filled
+	// with NOPs that post nothing, so that s's receive takes a
+	// submission, which fails.
+	held, release := make(chan struct{}), make(chan struct{})
+	l.Post(func() {
+		close(held)
+		<-release
+		b := l.be.(*uringBackend)
+		for _, c := range l.conns {
+			if c == nil {
+				continue
+			}
+			if kept, ok := c.Context().(*[]Buffer); ok && len(*kept) == 4 {
+				(*kept)[0].Release()
+				(*kept)[1].Release()
+				*kept = (*kept)[2:]
+			}
+		}
+		for b.r.SQReady() < b.r.SQEntries() {
+			q := b.sqe()
+			q.PrepNop(udata(opQuietEnd, 0, 0))
+			q.SetFlags(uring.FlagCQESkipSuccess)
+		}
+	})
+	<-held
+	msg := []byte("a's message")
+	if _, err := a.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	a.SetReadDeadline(time.Now().Add(3 * time.Second))
+	buf := make([]byte, len(msg))
+	if _, err := io.ReadFull(a, buf); err != nil {
+		t.Fatalf("a's echo %q: %v (%d submissions of the full SQ, want 2: one refused)", buf, err, calls.Load())
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("%d submissions of the full SQ, want 2 (one refused): the test did not take the path", n)
+	}
+	k.(*net.TCPConn).CloseWrite()
+}

@@ -1018,9 +1018,6 @@ func (b *uringBackend) poll(timeout time.Duration) error {
 	if b.broken != nil {
 		return b.broken
 	}
-	if len(b.aside) > 0 {
-		timeout = 0
-	}
 	if b.dirty {
 		b.br.Commit()
 		b.commits++
@@ -1028,6 +1025,13 @@ func (b *uringBackend) poll(timeout time.Duration) error {
 		b.starved = b.rearm(b.starved)
 	}
 	b.retry = b.rearm(b.retry)
+	// Completions set aside are handled after the enter: it must not
+	// wait for others. Looked at after the re-arms, whose submissions
+	// from a full SQ may set some aside (and with them any quiet SENDs'
+	// completions the wait would count).
+	if len(b.aside) > 0 {
+		timeout = 0
+	}
 	var err error
 	want := 0
 	if b.batchWait > 0 {
