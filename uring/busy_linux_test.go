@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strconv"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -81,4 +82,76 @@ func TestHelperEnterBusy(t *testing.T) {
 		t.Errorf("%d SQEs still queued, want 3", p)
 	}
 	t.Log("enter busy ok")
+}
+
+// TestSubmitAndWaitRefusedWaitsForOne: a SubmitAndWait whose submission the
+// kernel refuses (EAGAIN: no request could be allocated; EBUSY) with the CQ
+// empty waits without submitting. waitNr counted the completions of the
+// SQEs it was to submit, which cannot come: it must return at the first
+// completion, which frees what the kernel lacked, so that the caller reaps
+// and submits again. A loop waiting for its quiet SENDs' completions
+// (engine) slept on past it, and past every completion after it up to
+// waitNr. A child process refuses every io_uring_enter that submits; a
+// poll armed before completes when a pipe is written.
+func TestSubmitAndWaitRefusedWaitsForOne(t *testing.T) {
+	needFeatures(t, "IORING_SETUP_SINGLE_ISSUER", "IORING_SETUP_DEFER_TASKRUN") // the child's ring
+	for _, errno := range []unix.Errno{unix.EBUSY, unix.EAGAIN} {
+		t.Run(errno.Error(), func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperSubmitRefused$", "-test.count=1", "-test.v")
+			cmd.Env = append(os.Environ(), "SPINDLE_SUBMIT_REFUSED_CHILD="+strconv.Itoa(int(errno)))
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("child: %v\n%s", err, out)
+			}
+			if !bytes.Contains(out, []byte("submit refused ok")) {
+				t.Fatalf("child did not report:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestHelperSubmitRefused is the child process of
+// TestSubmitAndWaitRefusedWaitsForOne.
+func TestHelperSubmitRefused(t *testing.T) {
+	n, err := strconv.Atoi(os.Getenv("SPINDLE_SUBMIT_REFUSED_CHILD"))
+	if err != nil {
+		t.Skip("helper process for TestSubmitAndWaitRefusedWaitsForOne")
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	r, err := New(&Config{Entries: 8, SingleIssuer: true, DeferTaskrun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
+	r.GetSQE().PrepPollAdd(p[0], unix.POLLIN, false, 9)
+	if _, err := r.Submit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := sys.DenySyscallWithArg(sysIOURingEnter, 1, unix.Errno(n)); err != nil {
+		t.Fatalf("DenySyscallWithArg: %v", err)
+	}
+	for i := range 3 {
+		r.GetSQE().PrepNop(uint64(i))
+	}
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		unix.Write(p[1], []byte{1})
+	}()
+	// The timeout is a guard: before, the wait ended only with it.
+	t0 := time.Now()
+	_, err = r.SubmitAndWait(4, 3*time.Second)
+	if d := time.Since(t0); err != nil || r.CQReady() != 1 {
+		t.Fatalf("SubmitAndWait(4) with its 3 SQEs refused: %v after %v, %d completions ready; want to return at the poll's", err, d, r.CQReady())
+	}
+	if q := r.SQReady(); q != 3 {
+		t.Errorf("%d SQEs still queued, want 3", q)
+	}
+	t.Log("submit refused ok")
 }

@@ -761,7 +761,10 @@ func (r *Ring) Submit() (int, error) {
 // collects; EXT_ARG timeouts, 5.11). When the timeout passes first it
 // returns unix.ETIME. A wait interrupted by a signal
 // is resumed for what is left of the timeout. It returns the number of SQEs
-// consumed, as Submit does. Owner goroutine; does not allocate.
+// consumed, as Submit does. Where the kernel refuses the SQEs (EAGAIN,
+// EBUSY) with no completion ready, it waits for one only, leaving them
+// queued: those waitNr counts of theirs cannot come. Owner goroutine; does
+// not allocate.
 func (r *Ring) SubmitAndWait(waitNr uint32, timeout time.Duration) (int, error) {
 	return r.enter(waitNr, timeout, 0, true)
 }
@@ -937,11 +940,15 @@ func (r *Ring) enter(waitNr uint32, timeout, minWait time.Duration, wait bool) (
 		case unix.EAGAIN, unix.EBUSY:
 			// No room for more completions (or for request allocation):
 			// nothing was submitted. If completions are waiting, let the
-			// caller reap them; otherwise stop submitting and just wait.
+			// caller reap them; otherwise stop submitting and wait for
+			// one, which frees what the kernel lacked. Not for waitNr:
+			// a caller counts in it the completions of the SQEs it
+			// submits (engine's quiet SENDs), and these cannot come.
 			if r.CQReady() > 0 || !wait || toSubmit == 0 {
 				return submitted, err.(unix.Errno)
 			}
 			toSubmit = 0
+			waitNr = min(waitNr, 1)
 			continue
 		}
 		return submitted, os.NewSyscallError("io_uring_enter", err)

@@ -75,6 +75,26 @@ func DenySocketFamily(family int, errno unix.Errno) error {
 	))
 }
 
+// DenySyscallWithArg is DenySyscall for the calls of nr whose argument arg
+// (counted from 0; its low 32 bits) is not zero: io_uring_enter with SQEs
+// to submit (arg 1, to_submit) fails, as when the kernel cannot allocate
+// requests, while one that only waits goes through. It cannot be undone:
+// it is for test child processes.
+func DenySyscallWithArg(nr uintptr, arg int, errno unix.Errno) error {
+	if auditArch == 0 {
+		return ErrNotSupported
+	}
+	// Argument arg is the 64-bit slot at offset 16+8*arg of struct
+	// seccomp_data, its low 32 bits first on amd64 and arm64.
+	return installFilter(append(loadNr(),
+		unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 0, Jf: 3, K: uint32(nr)},
+		unix.SockFilter{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: uint32(16 + 8*arg)},
+		unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 1, Jf: 0, K: 0},
+		fail(errno),
+		allow,
+	))
+}
+
 // installFilter installs prog as DenySyscall says.
 func installFilter(prog []unix.SockFilter) error {
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
