@@ -29,6 +29,10 @@ type epollBackend struct {
 	busy     bool
 	busyPoll time.Duration
 	prefer   bool
+	// busyUsecs is Config.BusyPoll in whole microseconds; params what
+	// the epoll instance has in effect (busyFor).
+	busyUsecs uint32
+	params    sys.EpollParams
 }
 
 // maxWritev is how many queued segments one writev takes: at most
@@ -47,13 +51,15 @@ func (b *epollBackend) init(l *Loop) error {
 		// Whole microseconds rounded up, as uring-napi's registration
 		// does (truncated, below 1µs is 0: no busy polling), and at most
 		// what the kernel takes (S32_MAX; beyond, EPIOCSPARAMS fails).
-		p := sys.EpollParams{BusyPollUsecs: sys.CeilUnits(b.busyPoll, time.Microsecond, math.MaxInt32), BusyPollBudget: 8}
+		b.busyUsecs = sys.CeilUnits(b.busyPoll, time.Microsecond, math.MaxInt32)
+		p := sys.EpollParams{BusyPollUsecs: b.busyUsecs, BusyPollBudget: 8}
 		if b.prefer {
 			p.PreferBusyPoll = 1
 		}
 		if err := sys.EpollSetParams(fd, &p); err != nil {
 			return err
 		}
+		b.params = p
 	}
 	ev := unix.EpollEvent{Events: unix.EPOLLIN, Pad: epKindWake}
 	if err := unix.EpollCtl(fd, unix.EPOLL_CTL_ADD, l.wakeFd, &ev); err != nil {
@@ -272,6 +278,9 @@ func (b *epollBackend) wait(timeout time.Duration) (int, error) {
 	if timeout > 0 {
 		b.l.st.timedWaits.Add(1)
 	}
+	if b.busy && msec != 0 {
+		b.busyFor(msec)
+	}
 	t0 := b.l.waitStart()
 	n, err := unix.EpollWait(b.epfd, b.events, msec)
 	b.l.waited(t0)
@@ -325,6 +334,31 @@ func (b *epollBackend) wait(timeout time.Duration) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// busyFor sets the busy-poll time of a wait of msec milliseconds (-1: no
+// bound; a wait of 0 does not busy poll): the kernel's busy loop
+// (ep_busy_loop) ends at an event or after busy_poll_usecs, whatever the
+// wait's timeout, so a wait shorter than Config.BusyPoll spun past its
+// timeout and the loop's next timer (a CloseTimeout's sweep too) ran up to
+// BusyPoll late. A wait busy polls for its timeout at most, and for
+// BusyPoll again once a wait is longer. Timed waits are whole milliseconds,
+// so only a BusyPoll above a millisecond ever changes it, one ioctl per
+// change. Where the kernel refuses the change (it took the same parameters
+// at init) the wait busy polls as before. Loop goroutine.
+func (b *epollBackend) busyFor(msec int) {
+	want := b.busyUsecs
+	if msec > 0 && uint64(msec)*1000 < uint64(want) {
+		want = uint32(msec) * 1000
+	}
+	if want == b.params.BusyPollUsecs {
+		return
+	}
+	p := b.params
+	p.BusyPollUsecs = want
+	if sys.EpollSetParams(b.epfd, &p) == nil {
+		b.params = p
+	}
 }
 
 func (b *epollBackend) accept(s *lnSock) {
