@@ -453,6 +453,78 @@ func TestSkipSuccessNopEndsCutChain(t *testing.T) {
 	expectNone(t, r, 50*time.Millisecond)
 }
 
+// TestSkipSuccessSendPostsOnlyCut pins what the engine's lone quiet SENDs
+// rely on, on a DEFER_TASKRUN ring: a MSG_DONTWAIT|MSG_WAITALL SEND with
+// FlagCQESkipSuccess that sends all posts nothing, and once the SQ head has
+// passed it (SQConsumed) with the CQ empty and nothing overflowed it has
+// completed; one a full socket buffer cuts posts its result (short, or
+// EAGAIN) inside the enter that submits it, the kernel having cleared the
+// skip as it failed the request (req_set_fail); with the CQ full that
+// result waits in the overflow list (CQOverflowPending) and comes after the
+// CQ's. A test of the kernel and of SQConsumed and CQOverflowPending.
+func TestSkipSuccessSendPostsOnlyCut(t *testing.T) {
+	r := newRing(t, &Config{Entries: 8, CQEntries: 16, SingleIssuer: true, DeferTaskrun: true})
+	_, s := tcpPair(t)
+	if err := unix.SetsockoptInt(s, unix.SOL_SOCKET, unix.SO_SNDBUF, 4096); err != nil {
+		t.Fatal(err)
+	}
+	const big = 4 << 20 // more than the peer, which does not read, takes
+	buf := offHeap(t, big)
+	send := func(n int, ud uint64) uint32 {
+		pos := r.SQTail()
+		q := sqe(t, r)
+		q.PrepSend(s, buf[:n], unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT|unix.MSG_WAITALL, ud)
+		q.SetFlags(FlagCQESkipSuccess)
+		if r.SQConsumed(pos) {
+			t.Fatalf("SEND %d consumed before it was submitted", ud)
+		}
+		if _, err := r.Submit(); err != nil {
+			t.Fatal(err)
+		}
+		if !r.SQConsumed(pos) {
+			t.Fatalf("SEND %d not consumed by the enter that submitted it", ud)
+		}
+		return pos
+	}
+
+	send(100, 1)
+	if n, o := r.CQReady(), r.CQOverflowPending(); n != 0 || o {
+		t.Fatalf("sent whole: %d completions, overflow %v; want none", n, o)
+	}
+	expectNone(t, r, 50*time.Millisecond)
+
+	fillNops(t, r, int(r.CQEntries()))
+	send(100, 2)
+	if n, o := r.CQReady(), r.CQOverflowPending(); n != r.CQEntries() || o {
+		t.Fatalf("sent whole with the CQ full: %d completions, overflow %v; want the NOPs' %d and none", n, o, r.CQEntries())
+	}
+	send(big, 3)
+	if n, o := r.CQReady(), r.CQOverflowPending(); n != r.CQEntries() || !o {
+		t.Fatalf("cut with the CQ full: %d completions, overflow %v; want the NOPs' %d and an overflow", n, o, r.CQEntries())
+	}
+	cqes := make([]CQE, r.CQEntries()+1)
+	if n := r.PeekCQEs(cqes); n != len(cqes) {
+		t.Fatalf("%d completions after the overflow, want %d", n, len(cqes))
+	}
+	if q := cqes[len(cqes)-1]; q.UserData != 3 || !(q.Res > 0 && q.Res < big || q.Err() == unix.EAGAIN) {
+		t.Errorf("cut SEND: %+v, want user_data 3, short or EAGAIN", q)
+	}
+	if r.CQOverflowPending() {
+		t.Error("overflow still pending once reaped")
+	}
+
+	send(big, 4)
+	if n := r.CQReady(); n != 1 {
+		t.Fatalf("cut: %d completions after the submitting enter, want 1", n)
+	}
+	var c [1]CQE
+	r.PeekCQEs(c[:])
+	if q := c[0]; q.UserData != 4 || !(q.Res > 0 && q.Res < big || q.Err() == unix.EAGAIN) {
+		t.Errorf("cut SEND: %+v, want user_data 4, short or EAGAIN", q)
+	}
+	expectNone(t, r, 50*time.Millisecond)
+}
+
 // fillNops prepares and submits total NOPs with user_data 0..total-1 without
 // reaping any completion; Submit must never fail, however far the CQ
 // overflows.

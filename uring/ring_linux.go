@@ -682,6 +682,38 @@ func (r *Ring) SQReady() uint32 {
 	return r.sqTail - r.sqHead()
 }
 
+// SQTail returns the SQ position the next SQE GetSQE hands out takes: the
+// one it handed out last is at SQTail()-1. With SQConsumed it tells when
+// the kernel has taken a given SQE. Owner goroutine.
+func (r *Ring) SQTail() uint32 { return r.sqTail }
+
+// SQConsumed reports whether the kernel has consumed the SQE at position
+// pos (SQTail): the SQ head has passed it. Without SQPoll the kernel
+// consumes SQEs only inside this ring's io_uring_enter calls, and issues
+// each there; it moves the head after the completions of the requests
+// that completed at once are posted (io_submit_sqes, 6.18: its
+// io_submit_state_end, then io_commit_sqring), so once the head has passed
+// an SQE whose request completed at once, its completion is in the CQ, or
+// in the overflow list (CQOverflowPending), or was not posted at all
+// (FlagCQESkipSuccess). A position more than 2^31 SQEs behind the head
+// reads as not consumed. Owner goroutine.
+func (r *Ring) SQConsumed(pos uint32) bool {
+	if r.closed {
+		return false
+	}
+	return int32(r.sqHead()-pos) > 0
+}
+
+// CQOverflowPending reports whether the kernel holds completions that found
+// the CQ full (IORING_SQ_CQ_OVERFLOW): they reach the CQ at the next enter
+// that reaps (PeekCQEs, a wait) with room for them. Owner goroutine.
+func (r *Ring) CQOverflowPending() bool {
+	if r.closed {
+		return false
+	}
+	return r.mem.SQFlags.Load()&sys.IORING_SQ_CQ_OVERFLOW != 0
+}
+
 // The four accessors below are the only places that touch the shared ring
 // indexes. Go's sync/atomic loads and stores are sequentially consistent,
 // hence at least acquire and release; each comment names the kernel side

@@ -138,6 +138,15 @@ func (r *Ring) CQEntries() uint32 { return 0 }
 // SQReady returns 0 outside Linux. Owner goroutine.
 func (r *Ring) SQReady() uint32 { return 0 }
 
+// SQTail returns 0 outside Linux. Owner goroutine.
+func (r *Ring) SQTail() uint32 { return 0 }
+
+// SQConsumed returns false outside Linux. Owner goroutine.
+func (r *Ring) SQConsumed(pos uint32) bool { return false }
+
+// CQOverflowPending returns false outside Linux. Owner goroutine.
+func (r *Ring) CQOverflowPending() bool { return false }
+
 // SQDropped returns 0 outside Linux. Owner goroutine.
 func (r *Ring) SQDropped() uint32 { return 0 }
 

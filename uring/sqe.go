@@ -60,7 +60,7 @@ const (
 	FlagIOHardlink     = sys.IOSQE_IO_HARDLINK      // like FlagIOLink, also after failure
 	FlagAsync          = sys.IOSQE_ASYNC            // punt to io-wq without a non-blocking try
 	FlagBufferSelect   = sys.IOSQE_BUFFER_SELECT    // pick a provided buffer from the SQE's group
-	FlagCQESkipSuccess = sys.IOSQE_CQE_SKIP_SUCCESS // post no CQE on success (5.17); one cancelled with its chain posts ECANCELED
+	FlagCQESkipSuccess = sys.IOSQE_CQE_SKIP_SUCCESS // post no CQE on success (5.17); one that fails (a SEND cut short) posts its result, one cancelled with its chain ECANCELED
 )
 
 // Timeout flags for PrepTimeout and PrepLinkTimeout.
