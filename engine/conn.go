@@ -48,6 +48,14 @@ const (
 	// bitSendCounted (uring): the quiet SENDs in flight are counted in
 	// uringBackend.quiet, for the wait of epoch k.sendEpoch (flush).
 	bitSendCounted
+	// bitSendSkip (uring): the SEND in flight is a lone quiet one that
+	// posts no completion if it sends all (uringBackend.skipped), until
+	// it is settled or its completion comes.
+	bitSendSkip
+	// bitSendBehind (uring): the connection was written to, or closed or
+	// shut down, behind its bitSendSkip SEND: the loop's waits must not
+	// sleep until that SEND is settled (uringBackend.behind).
+	bitSendBehind
 )
 
 // seg is a part of a write queue: bytes [off, end) of a slab chunk (ref >=

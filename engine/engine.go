@@ -1086,6 +1086,7 @@ type Stats struct {
 	TimedWaits     uint64 // waits given a timeout, for a deadline (a timer; the sweep of Config.WriteTimeout and CloseTimeout): epoll, every wait while one is pending; uring, whose deadlines are one kernel timeout, only a wait whose deadline came due while the loop ran its handlers; and on both, a stopping loop's waits (at most 10 ms each)
 	QuietWaits     uint64 // uring: waits not ended by the completions of the SENDs they submitted (MSG_DONTWAIT, so those complete inside the wait's enter): an enter saved each
 	QuietCut       uint64 // uring: such SENDs that found the socket's buffer full (EAGAIN, or sent short): the rest went again without MSG_DONTWAIT
+	QuietSkipped   uint64 // uring: such SENDs flushed alone (a queue of one segment), which post no completion when they send all (IOSQE_CQE_SKIP_SUCCESS), that did: each settled once the kernel had taken it and every completion posted by then was handled
 	Submits        uint64 // io_uring_enter calls made only to flush a full SQ
 	SQEs           uint64 // submission queue entries prepared
 	CQEs           uint64 // completions (or epoll events) handled
@@ -1125,6 +1126,7 @@ func (s *Stats) add(o Stats) {
 	s.TimedWaits += o.TimedWaits
 	s.QuietWaits += o.QuietWaits
 	s.QuietCut += o.QuietCut
+	s.QuietSkipped += o.QuietSkipped
 	s.Submits += o.Submits
 	s.SQEs += o.SQEs
 	s.CQEs += o.CQEs
@@ -1154,7 +1156,8 @@ func (s *Stats) add(o Stats) {
 }
 
 type counters struct {
-	interrupted, yields, batchedWaits, quietWaits, quietCut, waitCPUNanos         atomic.Uint64
+	interrupted, yields, batchedWaits, quietWaits, quietCut, quietSkipped         atomic.Uint64
+	waitCPUNanos                                                                  atomic.Uint64
 	waits, waitNanos, submits, sqes, cqes, bytesRead, bytesWritten, reads, writes atomic.Uint64
 	accepted, dialed, closed, noBufs, wakeups, pausedReads, napiIDs               atomic.Uint64
 	msgRings, msgRingErrors, zcSends, zcCopied, zcNoNotif, ringCopies             atomic.Uint64
@@ -1177,7 +1180,7 @@ func (c *counters) snapshot() Stats {
 
 func (c *counters) load() Stats {
 	return Stats{
-		Waits: c.waits.Load(), WaitNanos: c.waitNanos.Load(), WaitCPUNanos: c.waitCPUNanos.Load(), Interrupted: c.interrupted.Load(), Yields: c.yields.Load(), BatchedWaits: c.batchedWaits.Load(), TimedWaits: c.timedWaits.Load(), QuietWaits: c.quietWaits.Load(), QuietCut: c.quietCut.Load(), Submits: c.submits.Load(), SQEs: c.sqes.Load(), CQEs: c.cqes.Load(),
+		Waits: c.waits.Load(), WaitNanos: c.waitNanos.Load(), WaitCPUNanos: c.waitCPUNanos.Load(), Interrupted: c.interrupted.Load(), Yields: c.yields.Load(), BatchedWaits: c.batchedWaits.Load(), TimedWaits: c.timedWaits.Load(), QuietWaits: c.quietWaits.Load(), QuietCut: c.quietCut.Load(), QuietSkipped: c.quietSkipped.Load(), Submits: c.submits.Load(), SQEs: c.sqes.Load(), CQEs: c.cqes.Load(),
 		BytesRead: c.bytesRead.Load(), BytesWritten: c.bytesWritten.Load(),
 		Reads: c.reads.Load(), Writes: c.writes.Load(),
 		Accepted: c.accepted.Load(), Dialed: c.dialed.Load(), Closed: c.closed.Load(),

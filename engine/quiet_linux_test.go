@@ -69,6 +69,50 @@ func TestQuietSends(t *testing.T) {
 	}
 }
 
+// TestQuietSendAloneNoCompletion: a reply that is one segment goes as one
+// quiet SEND that posts no completion when it sends all
+// (FlagCQESkipSuccess), settled once the kernel has taken it and the CQ
+// is drained: per request one SQE (the SEND) and one completion (the
+// receive's). Before, the SEND was ended by a NOP (two SQEs) and posted
+// its completion, which the loop handled (two).
+func TestQuietSendAloneNoCompletion(t *testing.T) {
+	for _, b := range testBackends {
+		if !quietBackend(b) {
+			continue
+		}
+		t.Run(string(b), func(t *testing.T) {
+			cfg := testConfig(b)
+			cfg.CPUs = []int{0}
+			e, addr := startEngine(t, cfg, &echoHandler{})
+			nc := mustDial(t, "tcp", addr)
+			msg, got := bytes.Repeat([]byte("s"), 64), make([]byte, 64)
+			pingPong := func(n int) {
+				t.Helper()
+				for range n {
+					if _, err := nc.Write(msg); err != nil {
+						t.Fatal(err)
+					}
+					if _, err := io.ReadFull(nc, got); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			pingPong(20)
+			s0 := e.Stats()
+			const n = 400
+			pingPong(n)
+			s1 := e.Stats()
+			skipped, sqes, cqes := s1.QuietSkipped-s0.QuietSkipped, s1.SQEs-s0.SQEs, s1.CQEs-s0.CQEs
+			t.Logf("%d requests: %d settled without a completion, %d SQEs, %d CQEs, %d waits", n, skipped, sqes, cqes, s1.Waits-s0.Waits)
+			// A few more for what else wakes the loop (a signal, the
+			// runtime's preemption) or cuts a SEND.
+			if waits := s1.Waits - s0.Waits; skipped < n*9/10 || sqes > n*5/4 || cqes > n*5/4 || waits > n*5/4 {
+				t.Errorf("%d one-segment replies: %d settled without a completion, %d SQEs, %d CQEs, %d waits; want about one of each a request", n, skipped, sqes, cqes, waits)
+			}
+		})
+	}
+}
+
 // quietCutHandler writes a pattern of total bytes, 8 KiB at a time, each
 // once the last has gone (Buffered 0), to a connection whose first byte is
 // 'A', from a timer: every flush sends the whole queue, quiet, until the
@@ -274,76 +318,84 @@ func settle(t testing.TB, e *Engine) {
 // dials, closes), complete inside that submission and are reaped by the
 // same poll. The next wait must not count them again: it would wait for
 // completions that never come, and a Post (or Shutdown, or a timer: one
-// completion each) would not wake the loop.
+// completion each) would not wake the loop. Replies of one segment go as
+// lone SENDs, which the wait does not count and which post no completion:
+// settled by that poll, their connections get them.
 func TestQuietReapedBeforeWait(t *testing.T) {
+	chain := string(bytes.Repeat([]byte("c"), defaultReadBufferSize+10)) // two segments
 	for _, b := range testBackends {
 		if !quietBackend(b) {
 			continue
 		}
-		t.Run(string(b), func(t *testing.T) {
-			cfg := testConfig(b)
-			cfg.CPUs = []int{0}
-			var (
-				ys    []*Conn // loop goroutine
-				opens atomic.Int64
-				did   = make(chan uint32, 1)
-			)
-			h := &BaseHandlerFunc{
-				open: func(c *Conn) { opens.Add(1) },
-				data: func(c *Conn, buf Buffer) bool {
-					switch buf.Bytes()[0] {
-					case 'y':
-						ys = append(ys, c)
-					case 'x':
-						ub := c.Loop().be.(*uringBackend)
-						for _, y := range ys {
-							y.Write([]byte("reply"))
-							ub.flush(y) // as handle does for a queue written meanwhile
+		for _, tc := range []struct {
+			name, reply   string
+			quiet, listed int // SENDs the wait counts, lone ones listed
+		}{{"chains", chain, 6, 0}, {"alone", "reply", 0, 3}} {
+			t.Run(string(b)+"/"+tc.name, func(t *testing.T) {
+				cfg := testConfig(b)
+				cfg.CPUs = []int{0}
+				var (
+					ys    []*Conn // loop goroutine
+					opens atomic.Int64
+					did   = make(chan [2]int, 1)
+				)
+				h := &BaseHandlerFunc{
+					open: func(c *Conn) { opens.Add(1) },
+					data: func(c *Conn, buf Buffer) bool {
+						switch buf.Bytes()[0] {
+						case 'y':
+							ys = append(ys, c)
+						case 'x':
+							ub := c.Loop().be.(*uringBackend)
+							for _, y := range ys {
+								y.Write([]byte(tc.reply))
+								ub.flush(y) // as handle does for a queue written meanwhile
+							}
+							q := [2]int{int(ub.quiet), len(ub.skipped)}
+							for ub.r.SQReady() < ub.r.SQEntries() {
+								ub.sqe().PrepNop(0)
+							}
+							ub.sqe().PrepNop(0) // the SQ is full: submits
+							did <- q
 						}
-						q := ub.quiet
-						for ub.r.SQReady() < ub.r.SQEntries() {
-							ub.sqe().PrepNop(0)
-						}
-						ub.sqe().PrepNop(0) // the SQ is full: submits
-						did <- q
+						return false
+					},
+				}
+				e, addr := startEngine(t, cfg, h)
+				l := e.Loops()[0]
+				var yc []net.Conn
+				for range 3 {
+					c := mustDial(t, "tcp", addr)
+					yc = append(yc, c)
+					if _, err := c.Write([]byte("y")); err != nil {
+						t.Fatal(err)
 					}
-					return false
-				},
-			}
-			e, addr := startEngine(t, cfg, h)
-			l := e.Loops()[0]
-			var yc []net.Conn
-			for range 3 {
-				c := mustDial(t, "tcp", addr)
-				yc = append(yc, c)
-				if _, err := c.Write([]byte("y")); err != nil {
+					settle(t, e)
+				}
+				x := mustDial(t, "tcp", addr)
+				if _, err := x.Write([]byte("x")); err != nil {
 					t.Fatal(err)
 				}
-				settle(t, e)
-			}
-			x := mustDial(t, "tcp", addr)
-			if _, err := x.Write([]byte("x")); err != nil {
-				t.Fatal(err)
-			}
-			if q := <-did; q != 3 {
-				t.Fatalf("%d quiet SENDs prepared, want 3", q)
-			}
-			time.Sleep(50 * time.Millisecond) // the loop waits again
-			ran := make(chan struct{})
-			l.Post(func() { close(ran) })
-			select {
-			case <-ran:
-			case <-time.After(3 * time.Second):
-				t.Fatal("a posted function has not run after 3 s: the loop's wait counts quiet SENDs it has reaped already")
-			}
-			for _, c := range yc {
-				got := make([]byte, 5)
-				c.SetReadDeadline(time.Now().Add(5 * time.Second))
-				if _, err := c.Read(got); err != nil || string(got) != "reply" {
-					t.Fatalf("reply %q, %v", got, err)
+				if q := <-did; q != [2]int{tc.quiet, tc.listed} {
+					t.Fatalf("%d quiet SENDs counted, %d lone ones listed; want %d and %d", q[0], q[1], tc.quiet, tc.listed)
 				}
-			}
-		})
+				time.Sleep(50 * time.Millisecond) // the loop waits again
+				ran := make(chan struct{})
+				l.Post(func() { close(ran) })
+				select {
+				case <-ran:
+				case <-time.After(3 * time.Second):
+					t.Fatal("a posted function has not run after 3 s: the loop's wait counts quiet SENDs it has reaped already")
+				}
+				for _, c := range yc {
+					got := make([]byte, len(tc.reply))
+					c.SetReadDeadline(time.Now().Add(5 * time.Second))
+					if _, err := io.ReadFull(c, got); err != nil || string(got) != tc.reply {
+						t.Fatalf("reply %.20q..., %v", got, err)
+					}
+				}
+			})
+		}
 	}
 }
 
@@ -424,47 +476,75 @@ func TestQuietCutOnlyQuiet(t *testing.T) {
 }
 
 // TestQuietSendWriteBehind: a connection written to after its queue went
-// out as quiet SENDs, before the loop waits (a proxy forwarding two
-// receives of one batch, the first flushed as handle flushes a queue once
-// its SEND completes), has the rest sent when those SENDs complete. The
-// wait must end at their completions: nothing else may come (the peer
-// waits for the rest), and the rest would wait for it.
+// out as quiet SENDs, before the loop waited (handle flushes a queue once
+// its SEND completes; a receive later in the same batch, or a Post, writes
+// more), or closed or shut down then, has the rest (or its FIN) go only
+// once those SENDs have completed, and the loop must not sleep through
+// that. A chain's SENDs are counted by the wait, which went on sleeping
+// past their completions; a lone SEND posts none when it sends all, and
+// the loop learns it has only by looking after an enter (settle), which it
+// did only at its next wake-up. Nothing else came: the peer waits for the
+// rest.
 func TestQuietSendWriteBehind(t *testing.T) {
+	chain := string(bytes.Repeat([]byte("c"), defaultReadBufferSize+10)) // two segments
 	for _, b := range testBackends {
 		if !quietBackend(b) {
 			continue
 		}
-		t.Run(string(b), func(t *testing.T) {
-			cfg := testConfig(b)
-			cfg.CPUs = []int{0}
-			quiet := make(chan uint32, 1)
-			h := &BaseHandlerFunc{
-				data: func(c *Conn, buf Buffer) bool {
-					ub := c.Loop().be.(*uringBackend)
-					c.Write([]byte("first"))
-					ub.flush(c) // as handle does for a queue written meanwhile
-					quiet <- ub.quiet
-					c.Write([]byte("second"))
-					return false
-				},
-			}
-			_, addr := startEngine(t, cfg, h)
-			c := mustDial(t, "tcp", addr)
-			if _, err := c.Write([]byte("x")); err != nil {
-				t.Fatal(err)
-			}
-			if q := <-quiet; q != 1 {
-				t.Fatalf("%d quiet SENDs prepared, want 1", q)
-			}
-			got := make([]byte, len("firstsecond"))
-			c.SetReadDeadline(time.Now().Add(3 * time.Second))
-			if n, err := io.ReadFull(c, got); err != nil {
-				t.Fatalf("read %q after 3 s: %v (the loop slept through the quiet SEND's completion the rest waited for)", got[:n], err)
-			}
-			if string(got) != "firstsecond" {
-				t.Fatalf("read %q", got)
-			}
-		})
+		for _, tc := range []struct {
+			name, first string
+			quiet       uint32 // SENDs the wait counts
+			skip        bool   // a lone SEND, which posts no completion sent whole
+			then        func(c *Conn)
+			want        string
+			eof         bool
+		}{
+			{"chain/written", chain, 2, false, func(c *Conn) { c.Write([]byte("second")) }, chain + "second", false},
+			{"alone/written", "first", 0, true, func(c *Conn) { c.Write([]byte("second")) }, "firstsecond", false},
+			{"alone/CloseWrite", "first", 0, true, func(c *Conn) { c.CloseWrite() }, "first", true},
+			{"alone/Close", "first", 0, true, func(c *Conn) { c.Close() }, "first", true},
+		} {
+			t.Run(string(b)+"/"+tc.name, func(t *testing.T) {
+				cfg := testConfig(b)
+				cfg.CPUs = []int{0}
+				type sent struct {
+					quiet uint32
+					skip  bool
+				}
+				got1 := make(chan sent, 1)
+				h := &BaseHandlerFunc{
+					data: func(c *Conn, buf Buffer) bool {
+						ub := c.Loop().be.(*uringBackend)
+						c.Write([]byte(tc.first))
+						ub.flush(c) // as handle does for a queue written meanwhile
+						got1 <- sent{ub.quiet, c.bits&bitSendSkip != 0}
+						tc.then(c)
+						return false
+					},
+				}
+				_, addr := startEngine(t, cfg, h)
+				c := mustDial(t, "tcp", addr)
+				if _, err := c.Write([]byte("x")); err != nil {
+					t.Fatal(err)
+				}
+				if s := <-got1; s.quiet != tc.quiet || s.skip != tc.skip {
+					t.Fatalf("%d quiet SENDs counted, lone %v; want %d, %v", s.quiet, s.skip, tc.quiet, tc.skip)
+				}
+				got := make([]byte, len(tc.want))
+				c.SetReadDeadline(time.Now().Add(3 * time.Second))
+				if n, err := io.ReadFull(c, got); err != nil {
+					t.Fatalf("read %d of %d bytes after 3 s: %v (the loop slept through the quiet SEND the rest waited for)", n, len(tc.want), err)
+				}
+				if string(got) != tc.want {
+					t.Fatalf("read %.20q..., want %.20q...", got, tc.want)
+				}
+				if tc.eof {
+					if n, err := c.Read(got[:1]); err != io.EOF {
+						t.Fatalf("after the reply: %d bytes, %v; want EOF within 3 s", n, err)
+					}
+				}
+			})
+		}
 	}
 }
 
@@ -485,13 +565,20 @@ func TestQuietSendCutEndsWait(t *testing.T) {
 		}
 		for _, tc := range []struct {
 			name string
+			size int
 			pad  bool // fill the SQ but for the reply's SENDs
-		}{{"SQ empty", false}, {"SQ with room for the SENDs", true}} {
+		}{
+			{"SQ empty", 64 << 10, false},
+			{"SQ with room for the SENDs", 64 << 10, true},
+			// One segment: one SEND, which posts a completion only when
+			// cut, and the wait does not count it.
+			{"one SEND", defaultReadBufferSize, false},
+		} {
 			t.Run(string(b)+"/"+tc.name, func(t *testing.T) {
 				cfg := testConfig(b)
 				cfg.CPUs = []int{0}
 				cfg.CloseTimeout = -1
-				const size = 64 << 10 // below WriteHighWater: sent quiet
+				size := tc.size // below WriteHighWater: sent quiet
 				reply := make([]byte, size)
 				for i := range reply {
 					reply[i] = patternByte(i)
@@ -502,6 +589,9 @@ func TestQuietSendCutEndsWait(t *testing.T) {
 					},
 					data: func(c *Conn, buf Buffer) bool {
 						c.Write(reply)
+						if segs := len(c.wq) - int(c.wqHead); size == defaultReadBufferSize && segs != 1 {
+							t.Errorf("the reply is %d segments, want 1", segs)
+						}
 						if tc.pad {
 							ub := c.Loop().be.(*uringBackend)
 							for ub.r.SQEntries()-ub.r.SQReady() > uint32(len(c.wq)-int(c.wqHead)) {
@@ -536,5 +626,70 @@ func TestQuietSendCutEndsWait(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestQuietSendCutOverflowed: a lone quiet SEND cut short while the CQ is
+// full has its completion held in the kernel's overflow list, where the
+// loop's reaping, which empties the CQ, does not see it: the SEND must not
+// be settled as sent whole then (its unsent bytes would be dropped from
+// the queue and the peer never get them), and the loop must not sleep
+// before the completion comes (the peer waits for the rest).
+func TestQuietSendCutOverflowed(t *testing.T) {
+	for _, b := range testBackends {
+		if !quietBackend(b) {
+			continue
+		}
+		t.Run(string(b), func(t *testing.T) {
+			cfg := testConfig(b)
+			cfg.CPUs = []int{0}
+			cfg.CloseTimeout = -1
+			reply := make([]byte, defaultReadBufferSize) // one segment
+			for i := range reply {
+				reply[i] = patternByte(i)
+			}
+			h := &BaseHandlerFunc{
+				open: func(c *Conn) {
+					unix.SetsockoptInt(c.Fd(), unix.SOL_SOCKET, unix.SO_SNDBUF, 4096)
+				},
+				data: func(c *Conn, buf Buffer) bool {
+					ub := c.Loop().be.(*uringBackend)
+					// Completions the loop handles after this handler.
+					for ub.r.CQReady() < ub.r.CQEntries() {
+						ub.sqe().PrepNop(0)
+						if ub.r.SQReady() >= 64 {
+							submitSQ(ub.r)
+						}
+					}
+					c.Write(reply)
+					ub.flush(c)
+					if c.bits&bitSendSkip == 0 {
+						t.Error("the reply did not go as a lone quiet SEND")
+					}
+					submitSQ(ub.r) // taken now, with the CQ full
+					if !ub.r.CQOverflowPending() {
+						t.Error("the CQ did not overflow")
+					}
+					return false
+				},
+			}
+			e, addr := startEngine(t, cfg, h)
+			c := dialRcvBuf(t, addr, 4096)
+			if _, err := c.Write([]byte("x")); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(200 * time.Millisecond)
+			got := make([]byte, len(reply))
+			c.SetReadDeadline(time.Now().Add(3 * time.Second))
+			if n, err := io.ReadFull(c, got); err != nil {
+				t.Fatalf("read %d of %d bytes after 3 s: %v (stats %+v)", n, len(reply), err, e.Stats())
+			}
+			if !bytes.Equal(got, reply) {
+				t.Fatal("the reply came changed")
+			}
+			if st := e.Stats(); st.QuietCut == 0 {
+				t.Errorf("the reply's SEND was not cut (stats %+v): the test did not run the case", st)
+			}
+		})
 	}
 }

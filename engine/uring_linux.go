@@ -107,13 +107,24 @@ type uringBackend struct {
 	aside  []uring.CQE
 	broken error
 	spare  uring.SQE
-	// quiet counts the SENDs prepared since the last enter whose
+	// quiet counts the SENDs of chains prepared since the last enter whose
 	// completions the next wait need not wake for (quietSends; a chain of
 	// them cut short ends the wait all the same: flush); quietOK says the
 	// ring posts them inside that enter (DEFER_TASKRUN, no SQ thread).
 	// epoch counts the waits, for kstate.sendEpoch.
 	quiet   uint32
 	quietOK bool
+	// skipped lists, in SQ order, the lone quiet SENDs in flight, which
+	// post no completion when they send all (flush); settle completes
+	// those. skips counts those prepared since the last enter, for
+	// Stats.QuietWaits. behind counts the listed SENDs of connections with
+	// bitSendBehind, whose settle something waits for, and overflowed says
+	// that settle found completions held in the kernel's overflow list:
+	// with either the loop does not sleep.
+	skipped    []skipSend
+	skips      uint32
+	behind     int
+	overflowed bool
 	// monoOffset and monoAbs are monoClock's, for wakeAt.
 	monoOffset int64
 	monoAbs    bool
@@ -131,6 +142,16 @@ type uringBackend struct {
 	// start-up report once init has succeeded ("" for a ring attached
 	// to another's SQPOLL thread: that loop's says).
 	iowq string
+}
+
+// skipSend is a lone quiet SEND in flight that posts no completion if it
+// sends all: c's slot and generation, the position of its SQE in the SQ
+// (uring.Ring.SQTail) and the bytes it sends.
+type skipSend struct {
+	slot int32
+	gen  uint32
+	pos  uint32
+	n    int32
 }
 
 // recvLimitUsable reports whether receives can be limited (the kernel's
@@ -228,6 +249,7 @@ func (b *uringBackend) init(l *Loop) (err error) {
 		b.maxChain = 1
 	}
 	b.cqes = make([]uring.CQE, 512)
+	b.skipped = make([]skipSend, 0, 64)
 	b.br, err = setupBufRing(r, bufGroup, b.cfg.ReadBuffers, b.cfg.ReadBufferSize, !b.cfg.NoHugePages)
 	if err != nil {
 		return err
@@ -844,19 +866,28 @@ func (b *uringBackend) flush(c *Conn) {
 			b.quiet -= min(b.quiet, uint32(c.k.sends))
 		}
 	}
+	if c.k.sends > 0 && c.bits&(bitSendSkip|bitSendBehind) == bitSendSkip {
+		// Written to, or closing or shutting down, behind a lone quiet
+		// SEND, which posts no completion if it sends all: what is
+		// queued now goes once it is settled, which the loop learns only
+		// by looking after an enter (settle). It must not sleep before:
+		// the peer may wait for the rest, and nothing else wake it.
+		c.bits |= bitSendBehind
+		b.behind++
+	}
 	if c.k.sends > 0 || c.k.closing || c.queued == 0 {
 		return
 	}
 	end := min(len(c.wq), int(c.wqHead)+b.maxChain)
 	// A chain must reach the kernel in one submission: a split chain is two
 	// chains, and their sends could run out of order. Without room for it,
-	// and the NOP that ends a quiet one, the SQ is submitted first; where
-	// that leaves too little (it failed: EAGAIN or EBUSY, which sqe's next
-	// submission retries; or the SQ thread has not taken it all yet) the
-	// chain is cut to the room there is, one SEND at least (it cannot be
-	// split), and the rest goes once it has completed.
+	// and the NOP that ends a quiet one of two SENDs or more, the SQ is
+	// submitted first; where that leaves too little (it failed: EAGAIN or
+	// EBUSY, which sqe's next submission retries; or the SQ thread has not
+	// taken it all yet) the chain is cut to the room there is, one SEND at
+	// least (it cannot be split), and the rest goes once it has completed.
 	room := uint32(end - int(c.wqHead))
-	if b.quietOK {
+	if b.quietOK && room > 1 {
 		room++ // the NOP
 	}
 	free := b.r.SQEntries() - b.r.SQReady()
@@ -868,13 +899,25 @@ func (b *uringBackend) flush(c *Conn) {
 	}
 	flags := unix.MSG_NOSIGNAL | unix.MSG_WAITALL
 	c.bits &^= bitSendQuiet | bitSendCounted
-	// Quiet only with room for the NOP in the same submission: one the
-	// SQ's submission parted from the chain would not be cancelled with it.
-	quiet := free > uint32(end-int(c.wqHead)) && b.quietSends(c, int(c.wqHead), end)
+	n := end - int(c.wqHead)
+	// A chain is quiet only with room for its NOP in the same submission:
+	// one the SQ's submission parted from the chain would not be cancelled
+	// with it. A lone SEND needs none: it posts no completion if it sends
+	// all (FlagCQESkipSuccess), and one if not (the kernel clears the flag
+	// of a request it fails: a SEND cut short, its result the bytes sent,
+	// or EAGAIN), which, the wait not counting it, ends the wait; settle
+	// completes it once the kernel has taken it and every completion
+	// posted by then has been handled. That saves the NOP, and the
+	// completion and its handling, of each quiet SEND sent whole.
+	quiet := (n == 1 || free > uint32(n)) && b.quietSends(c, int(c.wqHead), end)
+	lone := quiet && n == 1
 	if quiet {
 		flags |= unix.MSG_DONTWAIT
-		b.quiet += uint32(end - int(c.wqHead))
-		c.bits |= bitSendQuiet | bitSendCounted
+		c.bits |= bitSendQuiet
+		if !lone {
+			b.quiet += uint32(n)
+			c.bits |= bitSendCounted
+		}
 	}
 	for i := int(c.wqHead); i < end; i++ {
 		s := c.wq[i]
@@ -900,14 +943,20 @@ func (b *uringBackend) flush(c *Conn) {
 		} else {
 			q.PrepSend(c.fd, buf, flags, udata(opSend, c.slot, c.gen))
 		}
-		if i < end-1 || quiet {
+		if lone {
+			q.SetFlags(uring.FlagCQESkipSuccess)
+			b.skipped = append(b.skipped, skipSend{c.slot, c.gen, b.r.SQTail() - 1, int32(len(buf))})
+			b.skips++
+			c.bits |= bitSendSkip
+		}
+		if i < end-1 || quiet && !lone {
 			q.SetFlags(uring.FlagIOLink)
 		}
 		c.k.sends++
 		c.k.inflight++
 		b.inflight++
 	}
-	if quiet {
+	if quiet && !lone {
 		// The wait counts the quiet SENDs' completions and goes on
 		// sleeping past them. A chain cut short (the socket's buffer
 		// full: MSG_WAITALL makes a short send fail its link) must end
@@ -1028,8 +1077,10 @@ func (b *uringBackend) poll(timeout time.Duration) error {
 	// Completions set aside are handled after the enter: it must not
 	// wait for others. Looked at after the re-arms, whose submissions
 	// from a full SQ may set some aside (and with them any quiet SENDs'
-	// completions the wait would count).
-	if len(b.aside) > 0 {
+	// completions the wait would count). Nor while a connection was
+	// written to behind a lone quiet SEND not yet settled (bitSendBehind),
+	// or while a completion may wait in the kernel's overflow list.
+	if len(b.aside) > 0 || b.behind > 0 || b.overflowed {
 		timeout = 0
 	}
 	var err error
@@ -1061,16 +1112,17 @@ func (b *uringBackend) poll(timeout time.Duration) error {
 	default:
 		// The quiet SENDs' completions, all posted inside this enter,
 		// do not end the wait: the next completion does (that of the
-		// NOP a cut chain cancels, flush). The C server
+		// NOP a cut chain cancels, or of a lone SEND cut, flush), and
+		// a lone SEND sent whole posts none. The C server
 		// (and this loop before) entered twice per request under light
 		// load: once to submit the reply and reap its completion at
 		// once, once to sleep.
-		if b.quiet > 0 {
+		if b.quiet > 0 || b.skips > 0 {
 			l.st.quietWaits.Add(1)
 		}
 		_, err = b.r.SubmitAndWait(1+b.quiet, max(timeout, 0))
 	}
-	b.quiet = 0
+	b.quiet, b.skips = 0, 0
 	b.lastCQEs = 0
 	l.waited(t0)
 	reaping := b.r.EnterCount()
@@ -1099,6 +1151,11 @@ func (b *uringBackend) poll(timeout time.Duration) error {
 	b.aside = b.aside[:0]
 	for {
 		ready := int(min(b.r.CQReady(), uint32(len(b.cqes))))
+		if ready == 0 && len(b.aside) == 0 && b.settle(nil) {
+			// What settling them flushed may have entered the kernel
+			// (a full SQ), and completions come with that.
+			continue
+		}
 		if ready == 0 || len(b.aside) > 0 {
 			// Those set aside meanwhile go first, in the next poll.
 			if b.r.EnterCount() != reaping {
@@ -1116,10 +1173,87 @@ func (b *uringBackend) poll(timeout time.Duration) error {
 		n := b.r.PeekCQEs(b.cqes[:ready])
 		l.st.cqes.Add(uint64(n))
 		b.lastCQEs += n
+		if b.r.CQReady() == 0 {
+			b.settle(b.cqes[:n])
+		}
 		for i := 0; i < n; i++ {
 			b.handle(b.cqes[i])
 		}
 	}
+}
+
+// settle completes the lone quiet SENDs the kernel has taken without
+// posting a completion: those that sent all. poll calls it once every
+// completion posted so far has been handled or is in batch, about to be
+// (the CQ empty, none set aside). A lone quiet SEND completes inside the
+// enter that takes it (MSG_DONTWAIT), and the kernel posts the completions
+// of the requests that did before it moves the SQ head past them
+// (uring.Ring.SQConsumed): one cut short posted its completion by then,
+// and is in batch or was handled (either takes it off the list), unless
+// the CQ was full and its completion waits in the kernel's overflow list.
+// Then none is settled, and the next wait does not sleep (overflowed), so
+// that it comes. Settled before batch is handled, they end in the order
+// they did: a receive that came after a reply went is handled after it
+// (its handler sees the reply's bytes gone from the queue, and its write
+// is sent at once). It reports whether it settled any. Loop goroutine.
+func (b *uringBackend) settle(batch []uring.CQE) bool {
+	if len(b.skipped) == 0 {
+		b.overflowed = false
+		return false
+	}
+	for _, q := range batch {
+		if op, slot, gen := udSplit(q.UserData); op == opSend {
+			if c := b.l.conn(slot, gen); c != nil && c.bits&bitSendSkip != 0 {
+				b.unlistSkipped(c)
+			}
+		}
+	}
+	k := 0
+	for k < len(b.skipped) && b.r.SQConsumed(b.skipped[k].pos) {
+		k++
+	}
+	b.overflowed = k > 0 && b.r.CQOverflowPending()
+	if k == 0 || b.overflowed {
+		return false
+	}
+	// Completing them flushes the queues written behind them, which may
+	// list more: after these, which go once all k are done.
+	for i := range k {
+		s := b.skipped[i]
+		c := b.l.conn(s.slot, s.gen)
+		if c == nil {
+			// Cannot happen: a slot is freed only when nothing refers to it.
+			continue
+		}
+		// Sent whole: not cut, though its segment may have grown
+		// since (Write fills its chunk) and read as short.
+		b.clearSkip(c)
+		c.bits &^= bitSendQuiet
+		b.l.st.quietSkipped.Add(1)
+		b.sendDone(c, s.n, false)
+	}
+	b.skipped = b.skipped[:copy(b.skipped, b.skipped[k:])]
+	return true
+}
+
+// unlistSkipped takes c's lone quiet SEND off skipped: its completion came
+// (cut short, or failed), and it is not to be settled. Loop goroutine.
+func (b *uringBackend) unlistSkipped(c *Conn) {
+	for i, s := range b.skipped {
+		if s.slot == c.slot {
+			b.skipped = slices.Delete(b.skipped, i, i+1)
+			break
+		}
+	}
+	b.clearSkip(c)
+}
+
+// clearSkip says c's lone quiet SEND is no longer in flight.
+func (b *uringBackend) clearSkip(c *Conn) {
+	if c.bits&bitSendBehind != 0 {
+		b.behind--
+	}
+	c.bits &^= bitSendSkip | bitSendBehind
 }
 
 // rearm arms a receive on the connections of list that still want one
@@ -1280,49 +1414,64 @@ func (b *uringBackend) handle(q uring.CQE) {
 			b.done(c)
 		}
 	case opSend:
-		c.k.sends--
-		// Late: not reaped right after the enter that submitted it, or a
-		// quiet SEND that could not send it all (EAGAIN, or short, its
-		// chain cancelled: flush sends the rest without MSG_DONTWAIT).
-		if q.Res != -int32(unix.ECANCELED) {
-			// A SEND without MSG_DONTWAIT waits for all of its
-			// segment (MSG_WAITALL); the segment may have grown since
-			// (Write fills its chunk), which makes no cut.
-			cut := c.bits&bitSendQuiet != 0 && (q.Res == -int32(unix.EAGAIN) || q.Res > 0 && sendShort(c, int(q.Res)))
-			if cut {
-				l.st.quietCut.Add(1)
-			}
-			if cut || b.epoch != c.k.sendEpoch+1 {
-				c.bits |= bitSendLate
-			} else {
-				c.bits &^= bitSendLate
-			}
+		if c.bits&bitSendSkip != 0 {
+			b.unlistSkipped(c)
 		}
-		l.st.writes.Add(1)
-		if q.Res > 0 && c.state != stateClosed {
-			c.sent(int(q.Res))
-		} else if q.Res < 0 && q.Res != -int32(unix.ECANCELED) && q.Res != -int32(unix.EAGAIN) && !c.k.closing {
-			c.abort(c.opError("write", "send", unix.Errno(-q.Res)))
-		}
-		if c.k.sends == 0 && !c.k.closing {
-			if c.queued > 0 {
-				b.flush(c)
-			} else {
-				c.afterDrain()
-			}
-		}
-		b.done(c)
+		b.sendDone(c, q.Res, b.epoch != c.k.sendEpoch+1)
 	case opConnect:
 		if !c.k.closing {
 			l.connected(c)
 		}
 		b.done(c)
 	case opCancelFd:
-		if c.k.sends > 0 {
+		// A lone quiet SEND never waits in the kernel: taken before
+		// the cancel, it has completed, and its settle or its
+		// completion ends it.
+		if c.k.sends > 0 && c.bits&bitSendSkip == 0 {
 			b.cancelFd(c)
 		}
 		b.done(c)
 	}
+}
+
+// sendDone ends a SEND of c that sent res bytes or failed (res < 0), as
+// its completion says or, for a lone quiet SEND that sent all, settle;
+// late says it did not complete inside the enter that submitted it.
+// Loop goroutine.
+func (b *uringBackend) sendDone(c *Conn, res int32, late bool) {
+	l := b.l
+	c.k.sends--
+	// Late: not reaped right after the enter that submitted it, or a
+	// quiet SEND that could not send it all (EAGAIN, or short, its
+	// chain cancelled: flush sends the rest without MSG_DONTWAIT).
+	if res != -int32(unix.ECANCELED) {
+		// A SEND without MSG_DONTWAIT waits for all of its
+		// segment (MSG_WAITALL); the segment may have grown since
+		// (Write fills its chunk), which makes no cut.
+		cut := c.bits&bitSendQuiet != 0 && (res == -int32(unix.EAGAIN) || res > 0 && sendShort(c, int(res)))
+		if cut {
+			l.st.quietCut.Add(1)
+		}
+		if cut || late {
+			c.bits |= bitSendLate
+		} else {
+			c.bits &^= bitSendLate
+		}
+	}
+	l.st.writes.Add(1)
+	if res > 0 && c.state != stateClosed {
+		c.sent(int(res))
+	} else if res < 0 && res != -int32(unix.ECANCELED) && res != -int32(unix.EAGAIN) && !c.k.closing {
+		c.abort(c.opError("write", "send", unix.Errno(-res)))
+	}
+	if c.k.sends == 0 && !c.k.closing {
+		if c.queued > 0 {
+			b.flush(c)
+		} else {
+			c.afterDrain()
+		}
+	}
+	b.done(c)
 }
 
 // sendShort reports whether a SEND of c's first queued segment sent less
