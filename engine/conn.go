@@ -150,7 +150,7 @@ type kstate struct {
 	events   uint32
 	sends    int32 // uring: SENDs in flight
 	inflight int32 // uring: SQEs in flight that refer to fd
-	recv     uint8 // uring: 0 idle, 1 armed, 2 cancel sent
+	recv     uint8 // uring: 0 idle, 1 armed, 2 cancel sent; epoll: 1 starved (epollBackend.starve)
 	closing  bool  // uring: close in progress
 	napiSeen bool  // busy-poll backends: NAPI id looked up
 	// uring: the loop's epoch (uringBackend.epoch) when the last SENDs

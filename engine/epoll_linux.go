@@ -3,6 +3,7 @@ package engine
 import (
 	"math"
 	"os"
+	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -33,6 +34,10 @@ type epollBackend struct {
 	// the epoll instance has in effect (busyFor).
 	busyUsecs uint32
 	params    sys.EpollParams
+	// starved are connections whose read found the slab without a free
+	// chunk and unable to grow, first starved first: their input is not
+	// watched (kstate.recv 1) until chunks are free again (rearm).
+	starved []*Conn
 }
 
 // maxWritev is how many queued segments one writev takes: at most
@@ -47,6 +52,7 @@ func (b *epollBackend) init(l *Loop) error {
 	}
 	b.epfd = fd
 	b.events = make([]unix.EpollEvent, 256)
+	b.starved = make([]*Conn, 0, 64)
 	if b.busy {
 		// Whole microseconds rounded up, as uring-napi's registration
 		// does (truncated, below 1µs is 0: no busy polling), and at most
@@ -149,7 +155,7 @@ func (b *epollBackend) update(c *Conn, wantOut, lazy bool) {
 	case stateConnecting:
 		want = unix.EPOLLOUT
 	case stateOpen, stateClosing:
-		if c.paused == 0 || lazy && have&unix.EPOLLIN != 0 {
+		if c.k.recv == 0 && (c.paused == 0 || lazy && have&unix.EPOLLIN != 0) {
 			want = unix.EPOLLIN
 		}
 		if wantOut {
@@ -238,6 +244,12 @@ func (b *epollBackend) closeConn(c *Conn) {
 		return
 	}
 	c.k.closing = true
+	if c.k.recv != 0 {
+		c.k.recv = 0
+		if i := slices.Index(b.starved, c); i >= 0 {
+			b.starved = slices.Delete(b.starved, i, i+1)
+		}
+	}
 	if c.k.events != 0 {
 		unix.EpollCtl(b.epfd, unix.EPOLL_CTL_DEL, c.fd, nil)
 		c.k.events = 0
@@ -280,6 +292,9 @@ func (b *epollBackend) wait(timeout time.Duration) (int, error) {
 	}
 	if b.busy && msec != 0 {
 		b.busyFor(msec)
+	}
+	if len(b.starved) > 0 && len(b.l.chunks.free) > 0 {
+		b.rearm()
 	}
 	t0 := b.l.waitStart()
 	n, err := unix.EpollWait(b.epfd, b.events, msec)
@@ -391,6 +406,7 @@ func (b *epollBackend) read(c *Conn) {
 		id, err := l.chunks.get()
 		if err != nil {
 			l.st.noBufs.Add(1)
+			b.starve(c)
 			return
 		}
 		buf := l.chunks.buf(id)
@@ -419,4 +435,41 @@ func (b *epollBackend) read(c *Conn) {
 		c.abort(c.opError("read", "read", err))
 		return
 	}
+}
+
+// starve stops watching c's input, its read having found no chunk free and
+// the slab unable to grow (out of memory), until rearm watches it again.
+// Level-triggered, its socket would otherwise be reported by every wait,
+// the loop spinning until a chunk came back. Loop goroutine.
+func (b *epollBackend) starve(c *Conn) {
+	if c.k.recv != 0 {
+		return
+	}
+	c.k.recv = 1
+	b.starved = append(b.starved, c)
+	b.update(c, c.k.events&unix.EPOLLOUT != 0, false)
+}
+
+// rearm watches the input of starved connections again, first starved
+// first, as many as the slab has chunks free: each read takes one at
+// least, and one that finds none is listed again at the end. Connections
+// paused meanwhile (or closing) leave the list without being counted:
+// their resume watches their input again (update). Called before a wait
+// once chunks are free, whatever freed them (a write queue's progress, a
+// released buffer). Loop goroutine.
+func (b *epollBackend) rearm() {
+	free := len(b.l.chunks.free)
+	i := 0
+	for ; i < len(b.starved) && free > 0; i++ {
+		c := b.starved[i]
+		b.starved[i] = nil
+		c.k.recv = 0 // first: an epoll_ctl failing closes c (closeConn)
+		if c.state == stateOpen && c.paused == 0 && !c.k.closing {
+			b.update(c, c.k.events&unix.EPOLLOUT != 0, false)
+			free--
+		}
+	}
+	n := copy(b.starved, b.starved[i:])
+	clear(b.starved[n:])
+	b.starved = b.starved[:n]
 }
