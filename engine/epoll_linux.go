@@ -36,9 +36,17 @@ type epollBackend struct {
 	params    sys.EpollParams
 	// starved are connections whose read found the slab without a free
 	// chunk and unable to grow, first starved first: their input is not
-	// watched (kstate.recv 1) until chunks are free again (rearm).
-	starved []*Conn
+	// watched (kstate.recv 1) until chunks are free again (rearm), or
+	// until starveRetry after the last try with none free: the slab may
+	// grow by then (memory freed elsewhere), though no chunk of this
+	// loop's came back. starvedTry is when that try was.
+	starved    []*Conn
+	starvedTry time.Time
 }
+
+// starveRetry is how long starved connections wait, with no chunk freed,
+// before one of them tries to read again (and the slab to grow).
+const starveRetry = 100 * time.Millisecond
 
 // maxWritev is how many queued segments one writev takes: at most
 // unix.Writev's on-stack iovec array, so that it does not allocate.
@@ -290,11 +298,18 @@ func (b *epollBackend) wait(timeout time.Duration) (int, error) {
 	if timeout > 0 {
 		b.l.st.timedWaits.Add(1)
 	}
+	if len(b.starved) > 0 {
+		if free := len(b.l.chunks.free); free > 0 {
+			b.rearm(free)
+		} else if left := starveRetry - time.Since(b.starvedTry); left <= 0 {
+			b.starvedTry = time.Now()
+			b.rearm(1)
+		} else if ms := int((left + time.Millisecond - 1) / time.Millisecond); msec < 0 || msec > ms {
+			msec = ms
+		}
+	}
 	if b.busy && msec != 0 {
 		b.busyFor(msec)
-	}
-	if len(b.starved) > 0 && len(b.l.chunks.free) > 0 {
-		b.rearm()
 	}
 	t0 := b.l.waitStart()
 	n, err := unix.EpollWait(b.epfd, b.events, msec)
@@ -446,30 +461,33 @@ func (b *epollBackend) starve(c *Conn) {
 		return
 	}
 	c.k.recv = 1
+	if len(b.starved) == 0 {
+		b.starvedTry = time.Now()
+	}
 	b.starved = append(b.starved, c)
 	b.update(c, c.k.events&unix.EPOLLOUT != 0, false)
 }
 
-// rearm watches the input of starved connections again, first starved
-// first, as many as the slab has chunks free: each read takes one at
-// least, and one that finds none is listed again at the end. Connections
+// rearm watches the input of up to n starved connections again, first
+// starved first: n is as many as the slab has chunks free (each read takes
+// one at least), or one to try whether the slab can grow. One that finds
+// none is listed again at the end. Connections
 // paused meanwhile (or closing) leave the list without being counted:
 // their resume watches their input again (update). Called before a wait
 // once chunks are free, whatever freed them (a write queue's progress, a
 // released buffer). Loop goroutine.
-func (b *epollBackend) rearm() {
-	free := len(b.l.chunks.free)
+func (b *epollBackend) rearm(n int) {
 	i := 0
-	for ; i < len(b.starved) && free > 0; i++ {
+	for ; i < len(b.starved) && n > 0; i++ {
 		c := b.starved[i]
 		b.starved[i] = nil
 		c.k.recv = 0 // first: an epoll_ctl failing closes c (closeConn)
 		if c.state == stateOpen && c.paused == 0 && !c.k.closing {
 			b.update(c, c.k.events&unix.EPOLLOUT != 0, false)
-			free--
+			n--
 		}
 	}
-	n := copy(b.starved, b.starved[i:])
-	clear(b.starved[n:])
-	b.starved = b.starved[:n]
+	k := copy(b.starved, b.starved[i:])
+	clear(b.starved[k:])
+	b.starved = b.starved[:k]
 }

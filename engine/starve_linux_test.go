@@ -182,113 +182,125 @@ func onLoop(t *testing.T, l *Loop, f func()) {
 // until a chunk came back. Its input is no longer watched until then
 // (a handful of waits), nor after a pause and resume meanwhile, and one
 // closed meanwhile leaves the list; once the slow peer reads, the chunks
-// its queue gives back let the data be read and echoed.
+// its queue gives back let the data be read and echoed, and with no chunk
+// given back, once the slab can grow again a starved read finds it out
+// (starveRetry) and the data is echoed too.
 func TestEpollSlabExhaustedParksReads(t *testing.T) {
 	for _, b := range testBackends {
 		if b.isURing() {
 			continue
 		}
-		t.Run(string(b), func(t *testing.T) {
-			opened := make(chan *Conn, 4)
-			h := &BaseHandlerFunc{
-				open: func(c *Conn) { opened <- c },
-				data: func(c *Conn, b Buffer) bool {
-					c.WriteBuffer(b)
-					return true
-				},
-			}
-			cfg := testConfig(b)
-			cfg.CPUs = []int{0}
-			cfg.ReadBufferSize = 4 << 10
-			cfg.CloseTimeout = -1 // no sweep to wake the loop
-			e, addr := startEngine(t, cfg, h)
-			l := e.Loops()[0]
-			onLoop(t, l, func() {
-				l.chunks.mapf = func(int, bool) ([]byte, string, error) { return nil, "", unix.ENOMEM }
-			})
-
-			// The slow reader: small socket buffers both ways, so that
-			// its queue keeps what they cannot take.
-			d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-				return rc.Control(func(fd uintptr) {
-					unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 16<<10)
-				})
-			}}
-			slow, err := d.Dial("tcp", addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer slow.Close()
-			sc := <-opened
-			onLoop(t, l, func() { unix.SetsockoptInt(sc.Fd(), unix.SOL_SOCKET, unix.SO_SNDBUF, 16<<10) })
-			// Write until the slab is full, again after the flushes have
-			// moved what the socket took, until none has freed a chunk
-			// for 150 ms.
-			block := make([]byte, 64<<10)
-			free, full := -1, 0
-			for i := 0; i < 100 && full < 3; i++ {
-				onLoop(t, l, func() {
-					for {
-						if _, err := sc.Write(block); err != nil {
-							break
-						}
-					}
-				})
-				time.Sleep(50 * time.Millisecond)
-				onLoop(t, l, func() { free = len(l.chunks.free) })
-				full++
-				if free != 0 {
-					full = 0
+		for _, mode := range []string{"reader reads", "slab grows"} {
+			t.Run(string(b)+"/"+mode, func(t *testing.T) {
+				opened := make(chan *Conn, 4)
+				h := &BaseHandlerFunc{
+					open: func(c *Conn) { opened <- c },
+					data: func(c *Conn, b Buffer) bool {
+						c.WriteBuffer(b)
+						return true
+					},
 				}
-			}
-			if full < 3 {
-				t.Fatalf("the slow reader's queue leaves %d chunks free", free)
-			}
+				cfg := testConfig(b)
+				cfg.CPUs = []int{0}
+				cfg.ReadBufferSize = 4 << 10
+				cfg.CloseTimeout = -1 // no sweep to wake the loop
+				e, addr := startEngine(t, cfg, h)
+				l := e.Loops()[0]
+				var mapf func(int, bool) ([]byte, string, error)
+				onLoop(t, l, func() {
+					mapf = l.chunks.mapf
+					l.chunks.mapf = func(int, bool) ([]byte, string, error) { return nil, "", unix.ENOMEM }
+				})
 
-			// Three connections send: one is left alone, one paused and
-			// resumed while starved, one closed while starved.
-			var clients []net.Conn
-			var conns []*Conn
-			for range 3 {
-				clients = append(clients, mustDial(t, "tcp", addr))
-				conns = append(conns, <-opened)
-			}
-			msg := pattern(3, 1000)
-			for _, c := range clients {
-				if _, err := c.Write(msg); err != nil {
+				// The slow reader: small socket buffers both ways, so that
+				// its queue keeps what they cannot take.
+				d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+					return rc.Control(func(fd uintptr) {
+						unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 16<<10)
+					})
+				}}
+				slow, err := d.Dial("tcp", addr)
+				if err != nil {
 					t.Fatal(err)
 				}
-			}
-			waitFor(t, "the reads to find the slab empty", func() bool { return l.Stats().NoBufs >= 3 })
-			onLoop(t, l, func() {
-				conns[1].PauseRead()
-				conns[1].ResumeRead()
-				conns[2].Close()
-			})
-			starved, closed := 0, false
-			onLoop(t, l, func() { // after the iteration's flush, where Close closes
-				starved, closed = len(l.be.(*epollBackend).starved), conns[2].Closed()
-			})
-			if !closed || starved != 2 {
-				t.Errorf("%d connections listed as starved, want 2 (one closed: %v)", starved, closed)
-			}
-			w0 := l.Stats().Waits
-			time.Sleep(300 * time.Millisecond)
-			if w := l.Stats().Waits - w0; w >= 50 {
-				t.Errorf("%d waits in 300 ms with the slab empty and sockets readable (%d reads found no chunk): the loop spins", w, l.Stats().NoBufs)
-			}
+				defer slow.Close()
+				sc := <-opened
+				onLoop(t, l, func() { unix.SetsockoptInt(sc.Fd(), unix.SOL_SOCKET, unix.SO_SNDBUF, 16<<10) })
+				// Write until the slab is full, again after the flushes have
+				// moved what the socket took, until none has freed a chunk
+				// for 150 ms.
+				block := make([]byte, 64<<10)
+				free, full := -1, 0
+				for i := 0; i < 100 && full < 3; i++ {
+					onLoop(t, l, func() {
+						for {
+							if _, err := sc.Write(block); err != nil {
+								break
+							}
+						}
+					})
+					time.Sleep(50 * time.Millisecond)
+					onLoop(t, l, func() { free = len(l.chunks.free) })
+					full++
+					if free != 0 {
+						full = 0
+					}
+				}
+				if full < 3 {
+					t.Fatalf("the slow reader's queue leaves %d chunks free", free)
+				}
 
-			go io.Copy(io.Discard, slow)
-			for i, c := range clients[:2] {
-				got := make([]byte, len(msg))
-				c.SetReadDeadline(time.Now().Add(10 * time.Second))
-				if _, err := io.ReadFull(c, got); err != nil {
-					t.Fatalf("connection %d: the echo once the slow reader read: %v (%d reads found no chunk)", i, err, l.Stats().NoBufs)
+				// Three connections send: one is left alone, one paused and
+				// resumed while starved, one closed while starved.
+				var clients []net.Conn
+				var conns []*Conn
+				for range 3 {
+					clients = append(clients, mustDial(t, "tcp", addr))
+					conns = append(conns, <-opened)
 				}
-				if !bytes.Equal(got, msg) {
-					t.Errorf("connection %d: the echo differs from the message", i)
+				msg := pattern(3, 1000)
+				for _, c := range clients {
+					if _, err := c.Write(msg); err != nil {
+						t.Fatal(err)
+					}
 				}
-			}
-		})
+				waitFor(t, "the reads to find the slab empty", func() bool { return l.Stats().NoBufs >= 3 })
+				onLoop(t, l, func() {
+					conns[1].PauseRead()
+					conns[1].ResumeRead()
+					conns[2].Close()
+				})
+				starved, closed := 0, false
+				onLoop(t, l, func() { // after the iteration's flush, where Close closes
+					starved, closed = len(l.be.(*epollBackend).starved), conns[2].Closed()
+				})
+				if !closed || starved != 2 {
+					t.Errorf("%d connections listed as starved, want 2 (one closed: %v)", starved, closed)
+				}
+				w0 := l.Stats().Waits
+				time.Sleep(300 * time.Millisecond)
+				if w := l.Stats().Waits - w0; w >= 50 {
+					t.Errorf("%d waits in 300 ms with the slab empty and sockets readable (%d reads found no chunk): the loop spins", w, l.Stats().NoBufs)
+				}
+
+				if mode == "reader reads" {
+					go io.Copy(io.Discard, slow)
+				} else {
+					// No chunk of the loop's comes back: the slab can
+					// grow again, and a starved read must find that out.
+					onLoop(t, l, func() { l.chunks.mapf = mapf })
+				}
+				for i, c := range clients[:2] {
+					got := make([]byte, len(msg))
+					c.SetReadDeadline(time.Now().Add(10 * time.Second))
+					if _, err := io.ReadFull(c, got); err != nil {
+						t.Fatalf("connection %d: the echo once the %s: %v (%d reads found no chunk)", i, mode, err, l.Stats().NoBufs)
+					}
+					if !bytes.Equal(got, msg) {
+						t.Errorf("connection %d: the echo differs from the message", i)
+					}
+				}
+			})
+		}
 	}
 }
