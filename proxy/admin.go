@@ -118,6 +118,10 @@ func (p *Proxy) WriteMetrics(w io.Writer) error {
 		fmt.Fprintf(bw, "spindle_proxy_listener_h2_resets_total{listener=\"%s\",by=\"client\"} %d\n", escape(l.Name), l.H2ResetsClient)
 		fmt.Fprintf(bw, "spindle_proxy_listener_h2_resets_total{listener=\"%s\",by=\"proxy\"} %d\n", escape(l.Name), l.H2ResetsProxy)
 	}
+	family("spindle_proxy_listener_h2_response_held_bytes", "gauge", "Response bytes from h2c pools held now for HTTP/2 clients whose windows do not take them.")
+	for _, l := range t.Listeners {
+		fmt.Fprintf(bw, "spindle_proxy_listener_h2_response_held_bytes{listener=\"%s\"} %d\n", escape(l.Name), l.H2ResponseHeld)
+	}
 	family("spindle_proxy_listener_http_responses_total", "counter", "HTTP responses sent to clients (mode http) by class, from the servers (source=\"upstream\") or made by the proxy (source=\"proxy\").")
 	for _, l := range t.Listeners {
 		for k := range 5 {

@@ -59,6 +59,7 @@ type lnStats struct {
 	h2Streams      counter // streams opened (requests)
 	h2ResetsClient counter // streams the client reset
 	h2ResetsProxy  counter // streams the proxy reset (the upstream broke after the response began)
+	h2RespHeld     gauge   // response bytes from h2c pools held for the clients' windows (upSide.rbuf)
 
 	// cur is the listener in force for this one's socket and mode (a
 	// reload made a new one: refreshListener), nil once none is. Its

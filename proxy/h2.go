@@ -560,6 +560,10 @@ func (st *h2stream) trim() {
 func (c *h2conn) release(st *h2stream) {
 	st.w.leave(st.pool, &st.x.queued, false)
 	st.dropHeld()
+	if st.u2.on {
+		st.u2.rbuf, st.u2.roff = st.u2.rbuf[:0], 0
+		st.h2Hold()
+	}
 	for i, x := range c.streams {
 		if x == st {
 			last := len(c.streams) - 1

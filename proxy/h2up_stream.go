@@ -40,6 +40,7 @@ type upSide struct {
 	rtf     []hpack.Field
 	rtb     []byte
 	owe     int // response bytes the client took, not yet Consumed upstream
+	held    int // rbuf's unsent bytes as counted in the listener's h2RespHeld (h2Hold)
 	rfs     []hpack.Field
 }
 
@@ -481,6 +482,7 @@ func (st *h2stream) onData(u *upH2, p []byte, end bool) {
 	if st.u2.roff < len(st.u2.rbuf) {
 		st.u2.rbuf, st.u2.roff = appendBacklog(st.u2.rbuf, st.u2.roff, p)
 		st.u2.rend = end
+		st.h2Hold()
 		st.h2UpEnded()
 		return
 	}
@@ -498,6 +500,7 @@ func (st *h2stream) onData(u *upH2, p []byte, end bool) {
 		st.u2.rbuf = append(st.u2.rbuf[:0], p[w:]...)
 		st.u2.roff = 0
 		st.u2.rend = end
+		st.h2Hold()
 		st.h2Stall()
 	case end:
 		st.h2Finish()
@@ -522,6 +525,16 @@ func (st *h2stream) h2UpEnded() {
 	if st.u2.rend && st.reqDone && st.u2.u != nil {
 		st.h2Detach(false)
 	}
+}
+
+// h2Hold counts the response bytes the stream holds for its client's
+// windows (rbuf's unsent ones) in its listener's h2RespHeld. Called at
+// each change of rbuf or roff, and at the stream's release (rbuf let go
+// of). Loop goroutine.
+func (st *h2stream) h2Hold() {
+	held := len(st.u2.rbuf) - st.u2.roff
+	st.ln.stats[st.c.ls.id].h2RespHeld.add(int64(held - st.u2.held))
+	st.u2.held = held
 }
 
 // h2Stall marks the response held by the client's windows: write_timeout
@@ -565,12 +578,14 @@ func (st *h2stream) h2Pump() {
 		if w < len(p) {
 			if w > 0 {
 				st.mark = c.p.now()
+				st.h2Hold()
 			}
 			st.h2CreditUp()
 			return
 		}
 	}
 	st.u2.rbuf, st.u2.roff = st.u2.rbuf[:0], 0
+	st.h2Hold()
 	st.paused = false
 	st.mark = c.p.now()
 	if st.u2.rend {

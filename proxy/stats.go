@@ -48,6 +48,9 @@ type ListenerTotals struct {
 	// in Requests too), and the streams reset by the client and by the
 	// proxy.
 	H2Connections, H2Streams, H2ResetsClient, H2ResetsProxy uint64
+	// H2ResponseHeld is the response bytes from h2c pools the proxy
+	// holds now for its HTTP/2 clients, their windows not open to them.
+	H2ResponseHeld int64
 	// UnderscoreDropped counts the request fields dropped for an
 	// underscore in their name: headers_with_underscores drop's, and
 	// the forwarding fields so spelled.
@@ -152,6 +155,7 @@ func (p *Proxy) Totals() Totals {
 			lt.H2Streams += s.h2Streams.load()
 			lt.H2ResetsClient += s.h2ResetsClient.load()
 			lt.H2ResetsProxy += s.h2ResetsProxy.load()
+			lt.H2ResponseHeld += s.h2RespHeld.load()
 			lt.UnderscoreDropped += s.underscoreDropped.load()
 			lt.DiscardClosed += s.discardClosed.load()
 			lt.TLSHandshakeFailures += s.tlsFailed.load()
