@@ -118,7 +118,7 @@ func (p *Proxy) WriteMetrics(w io.Writer) error {
 		fmt.Fprintf(bw, "spindle_proxy_listener_h2_resets_total{listener=\"%s\",by=\"client\"} %d\n", escape(l.Name), l.H2ResetsClient)
 		fmt.Fprintf(bw, "spindle_proxy_listener_h2_resets_total{listener=\"%s\",by=\"proxy\"} %d\n", escape(l.Name), l.H2ResetsProxy)
 	}
-	family("spindle_proxy_listener_h2_response_held_bytes", "gauge", "Response bytes from h2c pools held now for HTTP/2 clients whose windows do not take them.")
+	family("spindle_proxy_listener_h2_response_held_bytes", "gauge", "Response bytes from h2c pools held now for HTTP/2 clients whose windows do not take them (h2_response_hold bounds them per client connection).")
 	for _, l := range t.Listeners {
 		fmt.Fprintf(bw, "spindle_proxy_listener_h2_response_held_bytes{listener=\"%s\"} %d\n", escape(l.Name), l.H2ResponseHeld)
 	}

@@ -238,6 +238,18 @@ type ListenerConfig struct {
 	// (bounded per connection by the 1 MiB connection window as well); a
 	// larger one only helps a single upload over a long round trip.
 	H2InitialWindow uint32 `yaml:"h2_initial_window,omitempty" json:"h2_initial_window,omitempty"`
+	// H2ResponseHold (with h2c, or TLS offering h2) bounds, in bytes,
+	// what one HTTP/2 client connection may make the proxy hold of
+	// responses from h2c pools its windows do not take: each of its
+	// streams with an upstream stream counts the proxy's window to the
+	// server (64 KiB, what the server may send unasked), one whose
+	// response has all come what is left of it, and the client's write
+	// queue past the high-water mark counts too. A stream that would
+	// pass it waits, before it goes upstream, for the client to take
+	// what is held (response_timeout runs: 504). Default 1 MiB (16
+	// streams at once, as the client's connection window bounds its
+	// request bodies), from 64 KiB to 2^31-1.
+	H2ResponseHold int64 `yaml:"h2_response_hold,omitempty" json:"h2_response_hold,omitempty"`
 	// RateLimit limits the listener's requests (mode http: every
 	// request, whatever its route) or new connections (mode tcp): see
 	// RateLimitConfig. Default none. Key client limits a client in
@@ -253,6 +265,7 @@ type ListenerConfig struct {
 const (
 	DefaultH2MaxConcurrentStreams = 100
 	DefaultH2InitialWindow        = 64 << 10
+	DefaultH2ResponseHold         = 1 << 20
 )
 
 // Tokens is a list of tokens that tells an absent list (nil: the
@@ -1264,6 +1277,9 @@ func (c *Config) SetDefaults() {
 			if l.H2InitialWindow == 0 {
 				l.H2InitialWindow = DefaultH2InitialWindow
 			}
+			if l.H2ResponseHold == 0 {
+				l.H2ResponseHold = DefaultH2ResponseHold
+			}
 		}
 		if l.Upgrades == nil {
 			l.Upgrades = slices.Clone(DefaultUpgrades)
@@ -1701,6 +1717,7 @@ func (l *ListenerConfig) validateMode(pools map[string]bool) error {
 			{"abort_on_close", l.AbortOnClose},
 			{"h2_max_concurrent_streams", l.H2MaxConcurrentStreams != 0},
 			{"h2_initial_window", l.H2InitialWindow != 0},
+			{"h2_response_hold", l.H2ResponseHold != 0},
 		} {
 			if f.set {
 				return fmt.Errorf("%s: only in mode %s", f.name, ModeHTTP)
@@ -1725,11 +1742,14 @@ func (l *ListenerConfig) validateMode(pools map[string]bool) error {
 	if l.H2C && l.TLS != nil {
 		return errors.New("h2c: HTTP/2 over cleartext, not on a tls listener (HTTP/2 over TLS is tls.alpn's \"h2\", offered by default)")
 	}
-	if !l.servesH2() && (l.H2MaxConcurrentStreams != 0 || l.H2InitialWindow != 0) {
-		return errors.New("h2_max_concurrent_streams, h2_initial_window: only with h2c: true, or tls with \"h2\" in its alpn")
+	if !l.servesH2() && (l.H2MaxConcurrentStreams != 0 || l.H2InitialWindow != 0 || l.H2ResponseHold != 0) {
+		return errors.New("h2_max_concurrent_streams, h2_initial_window, h2_response_hold: only with h2c: true, or tls with \"h2\" in its alpn")
 	}
 	if w := l.H2InitialWindow; l.servesH2() && (w < 65535 || w > 1<<31-1) {
 		return fmt.Errorf("h2_initial_window: %d is not from 65535 to 2147483647", w)
+	}
+	if h := l.H2ResponseHold; l.servesH2() && (h < upH2Window || h > 1<<31-1) {
+		return fmt.Errorf("h2_response_hold: %d is not from %d (a stream's window to an h2c pool's server) to 2147483647", h, upH2Window)
 	}
 	for i, u := range l.Upgrades {
 		if !validToken(u) {

@@ -163,7 +163,7 @@ func TestConfigTLSErrors(t *testing.T) {
 		{"alpn empty", ln("tcp", `tls: {`+pair+`, alpn: [""]}`), "listeners[0] (web).tls.alpn[0]: empty"},
 		{"alpn long", ln("tcp", `tls: {`+pair+`, alpn: [`+strings.Repeat("x", 256)+`]}`), "listeners[0] (web).tls.alpn[0]: \"" + strings.Repeat("x", 256) + "\" longer than 255 bytes"},
 		{"h2c over tls", ln("http", `h2c: true, tls: {`+pair+`}`), `listeners[0] (web).h2c: HTTP/2 over cleartext, not on a tls listener (HTTP/2 over TLS is tls.alpn's "h2", offered by default)`},
-		{"h2 knob without h2", ln("http", `h2_initial_window: 70000, tls: {`+pair+`, alpn: [http/1.1]}`), `listeners[0] (web).h2_max_concurrent_streams, h2_initial_window: only with h2c: true, or tls with "h2" in its alpn`},
+		{"h2 knob without h2", ln("http", `h2_initial_window: 70000, tls: {`+pair+`, alpn: [http/1.1]}`), `listeners[0] (web).h2_max_concurrent_streams, h2_initial_window, h2_response_hold: only with h2c: true, or tls with "h2" in its alpn`},
 		{"unknown field", ln("tcp", `tls: {`+pair+`, ciphers: [x]}`), "field ciphers not found"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -413,7 +413,8 @@
 //
 //	listeners:
 //	  - {name: gw, listen: ":8081", mode: http, pool: app, h2c: true,
-//	     h2_max_concurrent_streams: 100, h2_initial_window: 65536}
+//	     h2_max_concurrent_streams: 100, h2_initial_window: 65536,
+//	     h2_response_hold: 1048576}
 //
 // A client whose first bytes are the client preface (over any number of
 // reads) speaks HTTP/2 on an internal/h2 Server; at the first byte that
@@ -713,7 +714,24 @@
 // server) of a response; an upstream connection's window is its streams'
 // (h2_max_concurrent_streams times 64 KiB, at least 1 MiB, at most
 // 2^31-1), so that clients not reading do not stall the other streams on
-// their connection. A client's RST_STREAM resets the upstream stream
+// their connection. Each stream to the server may so make the proxy hold
+// 64 KiB, its window, which the server may fill unasked: withholding
+// WINDOW_UPDATE bounds a stream past it only. A listener's
+// h2_response_hold (default 1 MiB, from 64 KiB to 2^31-1) bounds what one
+// client connection may make it hold of responses from h2c pools: each of
+// its streams with a stream to a server counts that window, one whose
+// response has all come (its server stream let go of at once: a client
+// not reading holds none of the server's h2_max_concurrent_streams) the
+// part of it not yet taken; a stream that would pass it waits before it
+// goes to a server until the client takes what is held, response_timeout
+// running (504, logged CT). What the client's write queue holds past the
+// high-water mark counts as held too: responses that went there whole,
+// within the windows of a client that does not read its socket. So a
+// client with more than 16 streams to h2c pools at once (at the
+// default; a gRPC client's long-lived streams) needs it raised: those
+// past it wait for the others to end. /metrics has what the windows hold
+// back now per listener (spindle_proxy_listener_h2_response_held_bytes).
+// A client's RST_STREAM resets the upstream stream
 // (CANCEL), and a server's RST_STREAM resets the client's stream with its
 // code, before the response head as after it (NO_ERROR as CANCEL, as a cut
 // response must not look whole; a gRPC server's CANCEL at a deadline so

@@ -62,6 +62,14 @@ type h2conn struct {
 	// request head was written to meanwhile, flushed at its end.
 	feeding bool
 	ups     laterFlush[*upH2]
+
+	// h2_response_hold (h2up_stream.go: h2Hold): upResv is what the
+	// streams to h2c pools may hold of their responses, upWait the
+	// streams waiting to go upstream until it has room, upWake set
+	// where it shrank with streams waiting (flush starts them).
+	upResv int64
+	upWait []*h2stream
+	upWake bool
 }
 
 // laterFlush holds the connections a head was written to while a Feed of
@@ -298,6 +306,10 @@ func (c *h2conn) flush() {
 	if c.done || c.closing {
 		return
 	}
+	if c.upWake {
+		c.upWake = false
+		c.h2Wake()
+	}
 	full := c.client.QueuedMemory() >= c.p.cfg.Engine.WriteHighWater
 	if out := c.srv.Pending(); len(out) > 0 && (!full || c.srv.Done()) {
 		c.client.Write(out)
@@ -440,9 +452,13 @@ func (c *h2conn) onTimer() {
 }
 
 // clientWritable resumes the upstreams the client's queue paused, while
-// it stays below the mark. A resume may deliver held data at once and end
+// it stays below the mark, and has the streams waiting for room in
+// h2_response_hold looked at again. A resume may deliver held data at once and end
 // streams: the walk starts again after each. Loop goroutine.
 func (c *h2conn) clientWritable() {
+	if len(c.upWait) > 0 {
+		c.upWake = true // (the queue h2Over counts drained: flush starts them)
+	}
 	if !c.cbp {
 		return
 	}
@@ -561,7 +577,8 @@ func (c *h2conn) release(st *h2stream) {
 	st.w.leave(st.pool, &st.x.queued, false)
 	st.dropHeld()
 	if st.u2.on {
-		st.u2.rbuf, st.u2.roff = st.u2.rbuf[:0], 0
+		st.h2Unwait()
+		st.u2.rbuf, st.u2.roff, st.u2.up = st.u2.rbuf[:0], 0, false
 		st.h2Hold()
 	}
 	for i, x := range c.streams {
@@ -1218,6 +1235,13 @@ func (st *h2stream) upFailed(err error) {
 // timedOut: response_timeout ran out: 504, or a reset once the response
 // has begun.
 func (st *h2stream) timedOut() {
+	if st.u2.bwait {
+		// Its own client's responses held it back (h2_response_hold):
+		// no server's doing, not sent again.
+		st.x.term = termClientTO
+		st.respond(504)
+		return
+	}
 	if !st.respHead {
 		if st.retryTimeout() {
 			return

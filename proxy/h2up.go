@@ -140,7 +140,11 @@ type upH2 struct {
 // each against 1 MiB) stalled every other stream on the connection
 // (TestH2UpSlowClientsNoHOL). What the proxy holds stays bounded by the
 // stream windows.
-var upH2Config = h2.Config{InitialWindowSize: 64 << 10}
+var upH2Config = h2.Config{InitialWindowSize: upH2Window}
+
+// upH2Window is a stream's receive window on an h2c pool's connection:
+// what its server may send that the proxy has not passed on.
+const upH2Window = 64 << 10
 
 // upH2Conf returns the Client config for a connection of pl.
 func upH2Conf(pl *pool) *h2.Config {

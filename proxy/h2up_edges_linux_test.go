@@ -48,11 +48,12 @@ func h2Transport(rbuf int32) *http.Transport {
 
 // TestH2UpSlowClientsNoHOL: clients that never read their responses
 // must not stall other clients' streams on the same upstream connection.
-// 24 streams of a client that reads nothing each leave the proxy holding
-// an upstream stream window's worth (64 KiB): 1.5 MiB, past a 1 MiB
-// connection window returned only as clients take the bytes; another
-// client's 256 KiB response on the same connection (h2_max_connections
-// 1) must still arrive.
+// 24 streams of two clients that read nothing (12 each, within
+// h2_response_hold) each leave the proxy holding an upstream stream
+// window's worth (64 KiB): 1.5 MiB, past a 1 MiB connection window
+// returned only as clients take the bytes; another client's 256 KiB
+// response on the same connection (h2_max_connections 1) must still
+// arrive.
 func TestH2UpSlowClientsNoHOL(t *testing.T) {
 	forBackends(t, func(t *testing.T, b engine.Backend) {
 		var written atomic.Int64
@@ -70,9 +71,6 @@ func TestH2UpSlowClientsNoHOL(t *testing.T) {
 		p := startProxy(t, cfg)
 		base := "http://" + p.Addr("web").String()
 
-		slowTr := h2Transport(64 << 10)
-		defer slowTr.CloseIdleConnections()
-		slow := &http.Client{Transport: slowTr, Timeout: 30 * time.Second}
 		const n = 24
 		var bodies []io.ReadCloser
 		defer func() {
@@ -80,12 +78,17 @@ func TestH2UpSlowClientsNoHOL(t *testing.T) {
 				b.Close()
 			}
 		}()
-		for range n {
-			resp, err := slow.Get(base + "/big")
-			if err != nil {
-				t.Fatal(err)
+		for range 2 {
+			slowTr := h2Transport(64 << 10)
+			defer slowTr.CloseIdleConnections()
+			slow := &http.Client{Transport: slowTr, Timeout: 30 * time.Second}
+			for range n / 2 {
+				resp, err := slow.Get(base + "/big")
+				if err != nil {
+					t.Fatal(err)
+				}
+				bodies = append(bodies, resp.Body)
 			}
-			bodies = append(bodies, resp.Body)
 		}
 		time.Sleep(300 * time.Millisecond)
 		t.Logf("the server wrote %d bytes to %d streams not read", written.Load(), n)

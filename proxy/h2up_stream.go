@@ -39,8 +39,11 @@ type upSide struct {
 	rtrl    bool // response trailers held behind rbuf
 	rtf     []hpack.Field
 	rtb     []byte
-	owe     int // response bytes the client took, not yet Consumed upstream
-	held    int // rbuf's unsent bytes as counted in the listener's h2RespHeld (h2Hold)
+	owe     int   // response bytes the client took, not yet Consumed upstream
+	held    int   // rbuf's unsent bytes as counted in the listener's h2RespHeld (h2Hold)
+	up      bool  // may get response bytes from upstream: counts a window in h2_response_hold
+	resv    int64 // what it counts in its client connection's upResv
+	bwait   bool  // waits in upWait for room in h2_response_hold
 	rfs     []hpack.Field
 }
 
@@ -199,6 +202,9 @@ func (st *h2stream) h2Walk(failed uint64) {
 // stream (KD). Loop goroutine.
 func (st *h2stream) h2Next() {
 	c, ls, pl := st.c, st.c.ls, st.pool
+	if !st.h2Room() {
+		return
+	}
 	for {
 		i, ok := st.nextUp(ls, pl)
 		if !ok {
@@ -483,7 +489,9 @@ func (st *h2stream) onData(u *upH2, p []byte, end bool) {
 		st.u2.rbuf, st.u2.roff = appendBacklog(st.u2.rbuf, st.u2.roff, p)
 		st.u2.rend = end
 		st.h2Hold()
-		st.h2UpEnded()
+		if st.h2UpEnded() {
+			c.flush()
+		}
 		return
 	}
 	w, err := c.srv.WriteDataTo(st.id, p, end, c.writev)
@@ -521,10 +529,16 @@ func (st *h2stream) onData(u *upH2, p []byte, end bool) {
 // server had finished (TestH2UpEndedResponseFreesStream). What is held
 // stays bounded by the stream window, whose credit the stream's end
 // gave back (its bytes return to the connection's window at its end).
-func (st *h2stream) h2UpEnded() {
+// It reports whether it let go: the stream counts what it holds in
+// h2_response_hold from then on, not a window, and the caller flushes,
+// where the room may start a stream waiting (h2Wake) though nothing
+// else is written (TestH2ResponseHoldEndedStartsWaiting).
+func (st *h2stream) h2UpEnded() bool {
 	if st.u2.rend && st.reqDone && st.u2.u != nil {
 		st.h2Detach(false)
+		return true
 	}
+	return false
 }
 
 // h2Hold counts the response bytes the stream holds for its client's
@@ -532,9 +546,87 @@ func (st *h2stream) h2UpEnded() {
 // each change of rbuf or roff, and at the stream's release (rbuf let go
 // of). Loop goroutine.
 func (st *h2stream) h2Hold() {
+	c := st.c
 	held := len(st.u2.rbuf) - st.u2.roff
-	st.ln.stats[st.c.ls.id].h2RespHeld.add(int64(held - st.u2.held))
+	st.ln.stats[c.ls.id].h2RespHeld.add(int64(held - st.u2.held))
 	st.u2.held = held
+	resv := int64(held)
+	if st.u2.up {
+		resv = upH2Window // (rbuf and the window left add up to it)
+	}
+	c.upResv += resv - st.u2.resv
+	if resv < st.u2.resv && len(c.upWait) > 0 {
+		c.upWake = true
+	}
+	st.u2.resv = resv
+}
+
+// h2Room reports whether the stream fits in its client connection's
+// h2_response_hold with a stream window to an h2c pool's server counted
+// for it, and counts it where it does: what the server may send unasked
+// on it, which flow control lets the proxy withhold only past that
+// window (RFC 9113 6.9.2), so that the bound is on the streams sent, not
+// on the bytes coming. One that does not fit waits in upWait
+// (response_timeout runs) until the client has taken enough (h2Wake).
+// Loop goroutine.
+func (st *h2stream) h2Room() bool {
+	c := st.c
+	if st.u2.up {
+		return true
+	}
+	if c.h2Over(st) {
+		if !st.u2.bwait {
+			st.u2.bwait = true
+			c.upWait = append(c.upWait, st)
+			st.waiting, st.mark = true, c.p.now()
+			c.armAt(deadline(st.mark, st.waitTimeout()))
+		}
+		return false
+	}
+	st.u2.up = true
+	st.h2Hold()
+	return true
+}
+
+// h2Over reports whether a stream window more for st would pass its
+// client connection's h2_response_hold: what the other streams count
+// (upResv), and what the client's write queue holds past the high-water
+// mark, responses that went there whole (within the client's windows)
+// and whose streams are gone, which a client that does not read its
+// socket would otherwise have pile up a window a stream. Loop goroutine.
+func (c *h2conn) h2Over(st *h2stream) bool {
+	q := max(int64(c.client.QueuedMemory()-c.p.cfg.Engine.WriteHighWater), 0)
+	return c.upResv-st.u2.resv+q+upH2Window > st.ln.cfg.H2ResponseHold
+}
+
+// h2Wake starts the streams waiting for room in h2_response_hold, in
+// order, while they fit (h2Hold found it shrunk). From flush: a stream
+// that starts may end at once, as it would from OnRequest. Loop
+// goroutine.
+func (c *h2conn) h2Wake() {
+	for len(c.upWait) > 0 {
+		st := c.upWait[0]
+		if c.h2Over(st) {
+			return
+		}
+		st.h2Unwait()
+		st.h2Next()
+	}
+}
+
+// h2Unwait takes the stream out of upWait, if it waits there.
+func (st *h2stream) h2Unwait() {
+	if !st.u2.bwait {
+		return
+	}
+	st.u2.bwait = false
+	c := st.c
+	for i, x := range c.upWait {
+		if x == st {
+			c.upWait = append(c.upWait[:i], c.upWait[i+1:]...)
+			break
+		}
+	}
 }
 
 // h2Stall marks the response held by the client's windows: write_timeout
@@ -634,7 +726,9 @@ func (st *h2stream) onTrailers(u *upH2, fields []hpack.Field) {
 	if st.u2.roff < len(st.u2.rbuf) {
 		st.u2.rtb, st.u2.rtf = copyFields(st.u2.rtb, st.u2.rtf, kept)
 		st.u2.rtrl, st.u2.rend = true, true
-		st.h2UpEnded()
+		if st.h2UpEnded() {
+			c.flush()
+		}
 		return
 	}
 	if st.endResp(kept) { // (none kept: END_STREAM on an empty DATA)
@@ -669,6 +763,8 @@ func (st *h2stream) h2Detach(reset bool) {
 		u.letGo(uid, reset)
 	}
 	st.uncount()
+	st.u2.up = false
+	st.h2Hold()
 }
 
 // onReset: the upstream stream ended before its end. Unprocessed, with no
@@ -687,6 +783,8 @@ func (st *h2stream) onReset(u *upH2, code h2.ErrCode, cause h2.ResetCause) {
 	c := st.c
 	st.u2.u, st.u2.uid = nil, 0
 	st.uncount()
+	st.u2.up = false // (a retry counts it again: h2Next)
+	st.h2Hold()
 	if u.endTerm == termKilled {
 		// The engine's stop cut the connection, and the client with
 		// it: neither sent again nor answered (KD).

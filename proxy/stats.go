@@ -49,7 +49,8 @@ type ListenerTotals struct {
 	// proxy.
 	H2Connections, H2Streams, H2ResetsClient, H2ResetsProxy uint64
 	// H2ResponseHeld is the response bytes from h2c pools the proxy
-	// holds now for its HTTP/2 clients, their windows not open to them.
+	// holds now for its HTTP/2 clients, their windows not open to them
+	// (h2_response_hold bounds them per client connection).
 	H2ResponseHeld int64
 	// UnderscoreDropped counts the request fields dropped for an
 	// underscore in their name: headers_with_underscores drop's, and
