@@ -246,9 +246,13 @@ type ListenerConfig struct {
 	// response has all come what is left of it, and the client's write
 	// queue past the high-water mark counts too. A stream that would
 	// pass it waits, before it goes upstream, for the client to take
-	// what is held (response_timeout runs: 504). Default 1 MiB (16
-	// streams at once, as the client's connection window bounds its
-	// request bodies), from 64 KiB to 2^31-1.
+	// what is held (response_timeout runs: 504). Default
+	// h2_max_concurrent_streams times 64 KiB (6.4 MiB at its default),
+	// at most 2^31-1: no stream waits for it, and a client that does not
+	// read holds no more in its write queue besides. Set lower, it bounds
+	// such a client tighter at the cost of its streams to h2c pools at
+	// once: 1 MiB lets 16 go, the rest waiting (a gRPC client's
+	// long-lived streams would). From 64 KiB to 2^31-1.
 	H2ResponseHold int64 `yaml:"h2_response_hold,omitempty" json:"h2_response_hold,omitempty"`
 	// RateLimit limits the listener's requests (mode http: every
 	// request, whatever its route) or new connections (mode tcp): see
@@ -265,7 +269,6 @@ type ListenerConfig struct {
 const (
 	DefaultH2MaxConcurrentStreams = 100
 	DefaultH2InitialWindow        = 64 << 10
-	DefaultH2ResponseHold         = 1 << 20
 )
 
 // Tokens is a list of tokens that tells an absent list (nil: the
@@ -1278,7 +1281,8 @@ func (c *Config) SetDefaults() {
 				l.H2InitialWindow = DefaultH2InitialWindow
 			}
 			if l.H2ResponseHold == 0 {
-				l.H2ResponseHold = DefaultH2ResponseHold
+				// After h2_max_concurrent_streams' default: no stream waits.
+				l.H2ResponseHold = min(int64(l.H2MaxConcurrentStreams)*upH2Window, 1<<31-1)
 			}
 		}
 		if l.Upgrades == nil {

@@ -414,7 +414,7 @@
 //	listeners:
 //	  - {name: gw, listen: ":8081", mode: http, pool: app, h2c: true,
 //	     h2_max_concurrent_streams: 100, h2_initial_window: 65536,
-//	     h2_response_hold: 1048576}
+//	     h2_response_hold: 6553600}
 //
 // A client whose first bytes are the client preface (over any number of
 // reads) speaks HTTP/2 on an internal/h2 Server; at the first byte that
@@ -717,7 +717,7 @@
 // their connection. Each stream to the server may so make the proxy hold
 // 64 KiB, its window, which the server may fill unasked: withholding
 // WINDOW_UPDATE bounds a stream past it only. A listener's
-// h2_response_hold (default 1 MiB, from 64 KiB to 2^31-1) bounds what one
+// h2_response_hold (from 64 KiB to 2^31-1) bounds what one
 // client connection may make it hold of responses from h2c pools: each of
 // its streams with a stream to a server counts that window, one whose
 // response has all come (its server stream let go of at once: a client
@@ -726,10 +726,13 @@
 // goes to a server until the client takes what is held, response_timeout
 // running (504, logged CT). What the client's write queue holds past the
 // high-water mark counts as held too: responses that went there whole,
-// within the windows of a client that does not read its socket. So a
-// client with more than 16 streams to h2c pools at once (at the
-// default; a gRPC client's long-lived streams) needs it raised: those
-// past it wait for the others to end. /metrics has what the windows hold
+// within the windows of a client that does not read its socket. Its
+// default, h2_max_concurrent_streams times 64 KiB (6.4 MiB at theirs),
+// makes no stream wait, and bounds the write queue of a client that does
+// not read its socket besides. Set lower it bounds such a client tighter
+// at the cost of its streams to h2c pools at once: at 1 MiB a client with
+// more than 16 (a gRPC client's long-lived streams) has those past it
+// wait for the others to end. /metrics has what the windows hold
 // back now per listener (spindle_proxy_listener_h2_response_held_bytes).
 // A client's RST_STREAM resets the upstream stream
 // (CANCEL), and a server's RST_STREAM resets the client's stream with its

@@ -17,7 +17,7 @@ import (
 // TestH2ResponseHoldBoundsClient: an HTTP/2 client that opens 40 streams
 // to an h2c pool and reads none of their 256 KiB responses (its
 // connection window, 64 KiB, shut) makes the proxy hold at most
-// h2_response_hold (default 1 MiB) of them, where it held a stream window
+// h2_response_hold (1 MiB here) of them, where it held a stream window
 // (64 KiB) of each, 2.5 MiB; once the client reads, every response
 // arrives whole (the streams the bound held back start as it drains).
 func TestH2ResponseHoldBoundsClient(t *testing.T) {
@@ -27,7 +27,9 @@ func TestH2ResponseHoldBoundsClient(t *testing.T) {
 		up := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Write(big)
 		}), nil)
-		p := startProxy(t, h2cPoolConfig(b, up.addr))
+		cfg := h2cPoolConfig(b, up.addr)
+		cfg.Listeners[0].H2ResponseHold = 1 << 20
+		p := startProxy(t, cfg)
 		var pr http.Protocols
 		pr.SetUnencryptedHTTP2(true)
 		tr := &http.Transport{Protocols: &pr, DisableCompression: true,
@@ -87,7 +89,7 @@ func TestH2ResponseHoldBoundsClient(t *testing.T) {
 // TestH2ResponseHoldBoundsClientNotReading: an HTTP/2 client with its
 // windows wide open that opens 100 streams to an h2c pool and reads
 // nothing of its socket has the proxy's output for it (its write queue)
-// bounded by h2_response_hold past the queue's mark (256 KiB), whether
+// bounded by h2_response_hold (1 MiB here) past the queue's mark (256 KiB), whether
 // the responses stop there at their windows to the server (256 KiB
 // ones: 64 KiB each, 16 streams at once) or go there whole (60 KiB ones,
 // their streams gone: the queue past its mark counts as held, and the
@@ -112,7 +114,9 @@ func notReading(t *testing.T, b engine.Backend, size int) {
 	up := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Write(big)
 	}), nil)
-	p := startProxy(t, h2cPoolConfig(b, up.addr))
+	cfg := h2cPoolConfig(b, up.addr)
+	cfg.Listeners[0].H2ResponseHold = 1 << 20
+	p := startProxy(t, cfg)
 	c := dialReadBuffer(t, p, 16<<10) // (set before the connect: dialReadBuffer says why)
 	enc := hpack.NewEncoder()
 	out := append([]byte(h2.ClientPreface), h2.AppendSettings(nil, []h2.Setting{{ID: h2.SettingInitialWindowSize, Val: h2.MaxWindow}})...)
