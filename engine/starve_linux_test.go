@@ -206,49 +206,12 @@ func TestEpollSlabExhaustedParksReads(t *testing.T) {
 				cfg.CloseTimeout = -1 // no sweep to wake the loop
 				e, addr := startEngine(t, cfg, h)
 				l := e.Loops()[0]
-				var mapf func(int, bool) ([]byte, string, error)
-				onLoop(t, l, func() {
-					mapf = l.chunks.mapf
-					l.chunks.mapf = func(int, bool) ([]byte, string, error) { return nil, "", unix.ENOMEM }
-				})
-
-				// The slow reader: small socket buffers both ways, so that
-				// its queue keeps what they cannot take.
-				d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-					return rc.Control(func(fd uintptr) {
-						unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 16<<10)
-					})
-				}}
-				slow, err := d.Dial("tcp", addr)
+				slow, err := slowDialer().Dial("tcp", addr)
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer slow.Close()
-				sc := <-opened
-				onLoop(t, l, func() { unix.SetsockoptInt(sc.Fd(), unix.SOL_SOCKET, unix.SO_SNDBUF, 16<<10) })
-				// Write until the slab is full, again after the flushes have
-				// moved what the socket took, until none has freed a chunk
-				// for 150 ms.
-				block := make([]byte, 64<<10)
-				free, full := -1, 0
-				for i := 0; i < 100 && full < 3; i++ {
-					onLoop(t, l, func() {
-						for {
-							if _, err := sc.Write(block); err != nil {
-								break
-							}
-						}
-					})
-					time.Sleep(50 * time.Millisecond)
-					onLoop(t, l, func() { free = len(l.chunks.free) })
-					full++
-					if free != 0 {
-						full = 0
-					}
-				}
-				if full < 3 {
-					t.Fatalf("the slow reader's queue leaves %d chunks free", free)
-				}
+				mapf := fillSlab(t, l, <-opened)
 
 				// Three connections send: one is left alone, one paused and
 				// resumed while starved, one closed while starved.
@@ -303,4 +266,53 @@ func TestEpollSlabExhaustedParksReads(t *testing.T) {
 			})
 		}
 	}
+}
+
+// slowDialer dials with a small receive buffer: a peer that does not read
+// then leaves its connection's write queue what the socket buffers cannot
+// take (fillSlab).
+func slowDialer() *net.Dialer {
+	return &net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) {
+			unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 16<<10)
+		})
+	}}
+}
+
+// fillSlab makes l's send slab unable to grow (its mapping fails with
+// ENOMEM) and fills it with the write queue of sc, a plain connection
+// whose peer, dialed with slowDialer, does not read: with a small send
+// buffer it writes until the slab has no chunk free, again after the
+// flushes have moved what the socket took, until none has freed a chunk
+// for 150 ms. It returns the slab's mapping function, with which the slab
+// grows again.
+func fillSlab(t *testing.T, l *Loop, sc *Conn) func(int, bool) ([]byte, string, error) {
+	t.Helper()
+	var mapf func(int, bool) ([]byte, string, error)
+	onLoop(t, l, func() {
+		mapf = l.chunks.mapf
+		l.chunks.mapf = func(int, bool) ([]byte, string, error) { return nil, "", unix.ENOMEM }
+		unix.SetsockoptInt(sc.Fd(), unix.SOL_SOCKET, unix.SO_SNDBUF, 16<<10)
+	})
+	block := make([]byte, 64<<10)
+	free, full := -1, 0
+	for i := 0; i < 100 && full < 3; i++ {
+		onLoop(t, l, func() {
+			for {
+				if _, err := sc.Write(block); err != nil {
+					break
+				}
+			}
+		})
+		time.Sleep(50 * time.Millisecond)
+		onLoop(t, l, func() { free = len(l.chunks.free) })
+		full++
+		if free != 0 {
+			full = 0
+		}
+	}
+	if full < 3 {
+		t.Fatalf("the slow reader's queue leaves %d chunks free", free)
+	}
+	return mapf
 }
