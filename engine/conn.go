@@ -26,6 +26,10 @@ const (
 	pauseEOF
 	pauseClosing
 	pauseTLS // a TLS handshake holds WriteHighWater of input: until it ends
+	// pauseStarved: a TLS connection's pump found no send-slab chunk for
+	// its plaintext, the slab unable to grow; it is listed in
+	// Loop.tlsStarved until Loop.resumeStarved pumps it again.
+	pauseStarved
 )
 
 // Bits of Conn.bits: bools packed, so that a Conn keeps to 256 bytes

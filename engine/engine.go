@@ -1097,7 +1097,7 @@ type Stats struct {
 	Accepted       uint64
 	Dialed         uint64
 	Closed         uint64
-	NoBufs         uint64 // receives that found no free buffer (ENOBUFS)
+	NoBufs         uint64 // receives that found no free buffer (ENOBUFS), and TLS decryptions no send-slab chunk
 	Wakeups        uint64 // cross-goroutine wake-ups received
 	PausedReads    uint64 // times a write queue reached the high-water mark: its connection's reading paused, or with Config.ReadPastHighWater the handler is to pause what feeds the queue
 	RingCopies     uint64 // receive buffers copied to the send slab to give them back to the ring (MaxQueuedReadBuffers)

@@ -440,6 +440,8 @@ func (l *Loop) serve() {
 		}
 		l.flushDirty()
 		l.runCloses()
+		retry := l.resumeStarved()
+		l.runCloses()
 		if l.drained() {
 			return
 		}
@@ -462,6 +464,9 @@ func (l *Loop) serve() {
 					timeout = d
 				}
 			}
+		}
+		if retry >= 0 && (timeout < 0 || retry < timeout) {
+			timeout = retry
 		}
 		if l.wakePending.Load() || len(l.dirty) > 0 {
 			timeout = 0

@@ -44,10 +44,6 @@ type epollBackend struct {
 	starvedTry time.Time
 }
 
-// starveRetry is how long starved connections wait, with no chunk freed,
-// before one of them tries to read again (and the slab to grow).
-const starveRetry = 100 * time.Millisecond
-
 // maxWritev is how many queued segments one writev takes: at most
 // unix.Writev's on-stack iovec array, so that it does not allocate.
 const maxWritev = 8

@@ -3,6 +3,7 @@ package engine
 import (
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -142,6 +143,13 @@ type Loop struct {
 	// tlsScratch is where a TLS Conn's Writev gathers plaintext (up to
 	// tlsGather), on the Go heap; crypto/tls copies it as it encrypts.
 	tlsScratch []byte
+	// tlsStarved are TLS connections whose pump found the send slab
+	// without a free chunk and unable to grow (pauseStarved), first
+	// starved first; an entry is nil once its connection has closed.
+	// starvedTry is when resumeStarved last tried one with no chunk free
+	// (or when the first was listed), nanotime.
+	tlsStarved []*Conn
+	starvedTry int64
 
 	// owned counts the times each receive buffer id was given to the
 	// handler, odd while it owns the buffer: delivered to OnData or held
@@ -275,6 +283,60 @@ func (l *Loop) wake() {
 	l.mu.Lock()
 	l.wakeLocked()
 	l.mu.Unlock()
+}
+
+// starveRetry is how long connections starved of chunks (the epoll
+// backends' reads, TLS decryption) wait, with no chunk freed, before one
+// of them tries again (and the slab to grow).
+const starveRetry = 100 * time.Millisecond
+
+// resumeStarved pumps again the TLS connections listed in tlsStarved, first
+// starved first, as many as the slab has chunks free (each pump takes one
+// at least), or one once starveRetry has passed since the last try with
+// none free: the slab may grow by then (memory freed elsewhere) though no
+// chunk of this loop's came back. One that finds none is listed again at
+// the end; one paused otherwise meanwhile leaves the list without being
+// counted, its resume pumping it. Called before each wait, so that chunks
+// freed anywhere (a send's completion, a flush, a released buffer) reach
+// them. It returns how long that wait may last, -1 for no bound: 0 while
+// chunks are free for connections still listed, until the next try while
+// none are. Loop goroutine.
+func (l *Loop) resumeStarved() time.Duration {
+	if len(l.tlsStarved) == 0 {
+		return -1
+	}
+	n := len(l.chunks.free)
+	if n == 0 {
+		if left := starveRetry - time.Duration(nanotime()-l.starvedTry); left > 0 {
+			return left
+		}
+		l.starvedTry = nanotime()
+		n = 1
+	}
+	// Those listed again while this runs come after end: each is tried
+	// once.
+	i, end := 0, len(l.tlsStarved)
+	for ; i < end && n > 0; i++ {
+		c := l.tlsStarved[i]
+		if c == nil {
+			continue
+		}
+		l.tlsStarved[i] = nil
+		if c.state == stateOpen && c.paused&^(pauseStarved|pauseEOF) == 0 {
+			n--
+		}
+		c.resume(pauseStarved)
+	}
+	k := copy(l.tlsStarved, l.tlsStarved[i:])
+	clear(l.tlsStarved[k:])
+	l.tlsStarved = l.tlsStarved[:k]
+	switch {
+	case k == 0:
+		return -1
+	case len(l.chunks.free) > 0:
+		return 0
+	}
+	return max(starveRetry-time.Duration(nanotime()-l.starvedTry), 0)
 }
 
 // runPosts runs the queued functions. Loop goroutine.
@@ -477,6 +539,10 @@ func (l *Loop) finishClose(c *Conn) {
 		c.tls.closed()
 	}
 	c.stopTimer()
+	if c.paused&pauseStarved != 0 {
+		// Not deleted: resumeStarved may be going through the list.
+		l.tlsStarved[slices.Index(l.tlsStarved, c)] = nil
+	}
 	l.conns[c.slot] = nil
 	l.free = append(l.free, c.slot)
 	l.st.open.Add(-1)

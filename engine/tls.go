@@ -601,7 +601,7 @@ func (t *tlsConn) received(c *Conn, id int32, n int) {
 			// it has read these.
 			c.pause(pauseTLS)
 		}
-	case c.paused&(pauseUser|pauseHWM) != 0:
+	case c.paused&(pauseUser|pauseHWM|pauseStarved) != 0:
 		t.tr.in = append(t.tr.in, b...)
 	default:
 		// Read from b itself, unless the transport still holds bytes
@@ -623,15 +623,16 @@ func (t *tlsConn) received(c *Conn, id int32, n int) {
 
 // pump decrypts what the transport holds into send-slab chunks and hands
 // each to OnData, until there is nothing more, the handler pauses or
-// closes c, or the stream ends (OnEOF) or fails (OnClose with the error).
+// closes c, the stream ends (OnEOF) or fails (OnClose with the error), or
+// no chunk is free (starve).
 // What crypto/tls answers meanwhile (a KeyUpdate) is queued by the
 // transport. Loop goroutine.
 func (t *tlsConn) pump(c *Conn) {
 	l := c.l
-	for t.established && c.state == stateOpen && c.paused&(pauseUser|pauseHWM|pauseClosing) == 0 && !c.lingering && !t.ended {
+	for t.established && c.state == stateOpen && c.paused&(pauseUser|pauseHWM|pauseClosing|pauseStarved) == 0 && !c.lingering && !t.ended {
 		id, err := l.chunks.get()
 		if err != nil {
-			c.abort(c.netError("read", err))
+			t.starve(c)
 			return
 		}
 		n, err := t.conn.Read(l.chunks.buf(id))
@@ -654,6 +655,24 @@ func (t *tlsConn) pump(c *Conn) {
 		}
 		return
 	}
+}
+
+// starve parks c, whose pump found no chunk free and the slab unable to
+// grow (out of memory), as a plain connection's receive that finds no
+// buffer is parked: reading stops (pauseStarved; what the kernel had
+// received already is kept in the transport), what is not decrypted yet
+// stays in crypto/tls and the transport, and c is listed for
+// resumeStarved to pump again once chunks are free. A reset would end it
+// for a shortage that a slow peer's queue can make and that passes as
+// that peer reads. Loop goroutine.
+func (t *tlsConn) starve(c *Conn) {
+	l := c.l
+	l.st.noBufs.Add(1)
+	if len(l.tlsStarved) == 0 {
+		l.starvedTry = nanotime()
+	}
+	l.tlsStarved = append(l.tlsStarved, c)
+	c.pause(pauseStarved)
 }
 
 // sockEOF handles the socket's FIN: the end of the ciphertext. Reading
