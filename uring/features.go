@@ -79,8 +79,14 @@ const (
 	FeatMultishotRecv   = "multishot recv with buffer ring"
 	FeatRecvBundle      = "recv bundle"
 	FeatRecvLimit       = "multishot recv byte limit"
-	FeatNAPI            = "IORING_REGISTER_NAPI"
-	FeatNAPIStatic      = "NAPI static tracking"
+	// FeatShortSendLinkCut: a MSG_DONTWAIT|MSG_WAITALL SEND cut short
+	// fails its link (HasShortSendLinkCut).
+	FeatShortSendLinkCut = "short SEND fails its link"
+	// FeatShortSendSkipCleared: such a SEND with FlagCQESkipSuccess
+	// posts its result all the same (HasShortSendSkipCleared).
+	FeatShortSendSkipCleared = "short SEND posts despite skip"
+	FeatNAPI                 = "IORING_REGISTER_NAPI"
+	FeatNAPIStatic           = "NAPI static tracking"
 	// FeatIOWQAff is IORING_REGISTER_IOWQ_AFF (5.14), with which
 	// Ring.RegisterIOWQAffinity confines io-wq workers to CPUs.
 	FeatIOWQAff = "IORING_REGISTER_IOWQ_AFF"

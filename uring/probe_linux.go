@@ -155,6 +155,8 @@ func Probe() (*Features, error) {
 	add("behaviour", FeatMultishotRecv, "6.0", probeRecv(false, 0), "received on a socketpair through a buffer ring with F_MORE")
 	add("behaviour", FeatRecvBundle, "6.10", probeRecv(true, 0), "bundle receive on a socketpair")
 	add("behaviour", FeatRecvLimit, "6.17", probeRecv(false, 2), "multishot recv with a byte limit ended at it")
+	add("behaviour", FeatShortSendLinkCut, "6.0", probeShortSend(false), "a MSG_DONTWAIT|MSG_WAITALL SEND cut short by a full socketpair, a NOP linked after it cancelled")
+	add("behaviour", FeatShortSendSkipCleared, "6.0", probeShortSend(true), "a MSG_DONTWAIT|MSG_WAITALL SEND with IOSQE_CQE_SKIP_SUCCESS cut short by a full socketpair posted its result")
 	return f, nil
 }
 
@@ -440,6 +442,91 @@ func askSendZC(extra uint16) error {
 	return nil
 }
 
+// shortSendSize is what the short-send probe sends at once: far more than
+// a socketpair with the smallest send buffer takes.
+const shortSendSize = 256 << 10
+
+// probeShortSend sends shortSendSize bytes with one MSG_DONTWAIT|MSG_WAITALL
+// SEND on a socketpair whose peer does not read and whose send buffer is the
+// smallest, so that the SEND is cut short: some bytes sent, not all. Linked
+// to a NOP (skip false), the cut must fail the link: the SEND posts the
+// bytes it sent and the NOP ECANCELED, where a NOP that ran posts 0. Alone
+// with FlagCQESkipSuccess (skip true), the cut must post the SEND's result
+// all the same, before a NOP submitted after it. The kernel's answer is a
+// *probeVerdict; a SEND that was not cut short (the socket took it all, or
+// nothing: EAGAIN) asks nothing, and is a *probeFailure, as is any failure
+// to make the socketpair, the buffer or the ring.
+func probeShortSend(skip bool) error {
+	err := askShortSend(skip)
+	var verdict *probeVerdict
+	if err != nil && !errors.As(err, &verdict) {
+		return &probeFailure{fmt.Errorf("uring: could not probe a short SEND on a socketpair: %w", err)}
+	}
+	return err
+}
+
+// askShortSend is probeShortSend's SEND; the kernel's answer is a
+// *probeVerdict.
+func askShortSend(skip bool) error {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return os.NewSyscallError("socketpair", err)
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	if err := unix.SetsockoptInt(fds[0], unix.SOL_SOCKET, unix.SO_SNDBUF, 4096); err != nil {
+		return os.NewSyscallError("setsockopt SO_SNDBUF", err)
+	}
+	buf, _, err := sys.MapAnon(shortSendSize, false)
+	if err != nil {
+		return err
+	}
+	defer sys.Unmap(buf) // after the ring's Close: no send refers to it
+	r, err := New(&Config{Entries: 4})
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	q := r.GetSQE()
+	q.PrepSend(fds[0], buf, unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT|unix.MSG_WAITALL, 1)
+	if skip {
+		q.SetFlags(FlagCQESkipSuccess)
+	} else {
+		q.SetFlags(FlagIOLink)
+	}
+	r.GetSQE().PrepNop(2)
+	deadline := time.Now().Add(probeWait)
+	c, err := probeReap(r, deadline)
+	if err != nil {
+		return err
+	}
+	if c.UserData == 2 {
+		// The skipped SEND posted nothing: the bytes the peer has
+		// queued say whether it was cut short.
+		n, err := unix.IoctlGetInt(fds[1], unix.SIOCINQ)
+		if err != nil {
+			return os.NewSyscallError("ioctl SIOCINQ", err)
+		}
+		if n <= 0 || n >= shortSendSize {
+			return fmt.Errorf("the SEND was not cut short (%d of %d bytes queued at the peer)", n, shortSendSize)
+		}
+		return &probeVerdict{fmt.Errorf("a SEND with IOSQE_CQE_SKIP_SUCCESS cut short (%d of %d bytes) posted no completion", n, shortSendSize)}
+	}
+	if c.Res <= 0 || c.Res >= shortSendSize {
+		return fmt.Errorf("the SEND was not cut short (res %d of %d bytes)", c.Res, shortSendSize)
+	}
+	if skip {
+		return nil
+	}
+	if c, err = probeReap(r, deadline); err != nil {
+		return err
+	}
+	if c.Res != -int32(unix.ECANCELED) {
+		return &probeVerdict{fmt.Errorf("a SEND cut short did not fail its link: the NOP after it completed with res %d, not ECANCELED", c.Res)}
+	}
+	return nil
+}
+
 // probedFeature is a kernel feature probed once per process: the kernel's
 // answer is kept, a probe that could not ask is tried again.
 type probedFeature struct {
@@ -466,7 +553,26 @@ func (p *probedFeature) check(probe func() error) error {
 
 func (p *probedFeature) has(probe func() error) bool { return p.check(probe) == nil }
 
-var recvLimit, sendZC probedFeature
+var recvLimit, sendZC, shortSendLinkCut, shortSendSkipCleared probedFeature
+
+// HasShortSendLinkCut reports whether a MSG_DONTWAIT|MSG_WAITALL SEND that
+// sends less than its length fails its link (FlagIOLink): the rest of its
+// chain is cancelled (ECANCELED) rather than run after the bytes it did not
+// send. Probed once (probeShortSend) on a ring of its own. The kernel's
+// answer is kept for the life of the process; a probe that could not ask
+// reports false and is tried again at the next call. Any goroutine.
+func HasShortSendLinkCut() bool {
+	return shortSendLinkCut.has(func() error { return probeShortSend(false) })
+}
+
+// HasShortSendSkipCleared reports whether a MSG_DONTWAIT|MSG_WAITALL SEND
+// with FlagCQESkipSuccess that sends less than its length posts its
+// completion all the same (the kernel, failing it, clears the skip), probed
+// and kept as HasShortSendLinkCut is. Where it does not, such a SEND posts
+// nothing whether it sent all or not. Any goroutine.
+func HasShortSendSkipCleared() bool {
+	return shortSendSkipCleared.has(func() error { return probeShortSend(true) })
+}
 
 // HasRecvLimit reports whether multishot receives take a byte limit
 // (SQE.SetRecvLimit), probed on a ring of its own. The kernel's answer is

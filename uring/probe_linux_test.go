@@ -490,3 +490,49 @@ func TestProbeReapAsksKernelAfterStall(t *testing.T) {
 		})
 	}
 }
+
+// TestProbeShortSend checks what the engine's quiet SENDs rest on, as the
+// probe sees it: on a kernel that reports the bytes a failed SEND sent
+// (6.0), a MSG_DONTWAIT|MSG_WAITALL SEND cut short fails its link and,
+// with FlagCQESkipSuccess, posts its result all the same; Probe lists both
+// as supported, and HasShortSendLinkCut and HasShortSendSkipCleared say so.
+// On an older kernel it only checks that the probe asked the kernel (a
+// verdict either way, not a failure to ask).
+func TestProbeShortSend(t *testing.T) {
+	k := kver.Release()
+	for _, skip := range []bool{false, true} {
+		name, has := FeatShortSendLinkCut, HasShortSendLinkCut
+		if skip {
+			name, has = FeatShortSendSkipCleared, HasShortSendSkipCleared
+		}
+		t.Run(name, func(t *testing.T) {
+			err := probeShortSend(skip)
+			var failure *probeFailure
+			if errors.As(err, &failure) {
+				t.Fatalf("probeShortSend(%v) could not ask the kernel: %v", skip, err)
+			}
+			if !kver.AtLeast(k, "6.0") {
+				t.Skipf("%s: %v (the kernel reports the bytes of a failed SEND from 6.0, have %s)", name, err, k)
+			}
+			if err != nil {
+				t.Errorf("probeShortSend(%v) on %s: %v", skip, k, err)
+			}
+			if !has() {
+				t.Errorf("%s false on %s", name, k)
+			}
+		})
+	}
+	f, err := Probe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{FeatShortSendLinkCut, FeatShortSendSkipCleared} {
+		x, ok := f.Get(name)
+		if !ok || x.Kind != "behaviour" || x.MinKernel != "6.0" {
+			t.Errorf("%s = %+v, %v: want a behaviour from 6.0", name, x, ok)
+		}
+		if kver.AtLeast(f.Kernel, "6.0") && !x.Supported {
+			t.Errorf("%s unsupported on %s: %s", name, f.Kernel, x.Reason)
+		}
+	}
+}

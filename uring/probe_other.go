@@ -11,6 +11,12 @@ func Probe() (*Features, error) {
 // HasRecvLimit reports false outside Linux. Any goroutine.
 func HasRecvLimit() bool { return false }
 
+// HasShortSendLinkCut reports false outside Linux. Any goroutine.
+func HasShortSendLinkCut() bool { return false }
+
+// HasShortSendSkipCleared reports false outside Linux. Any goroutine.
+func HasShortSendSkipCleared() bool { return false }
+
 // HasSendZC reports false outside Linux. Any goroutine.
 func HasSendZC() bool { return false }
 
