@@ -555,6 +555,10 @@ type Engine struct {
 	// iowq says where the uring loops' io-wq workers run, for Run's
 	// start-up report (the first loop's word; "" on epoll). Guarded by mu.
 	iowq string
+	// quiet says how the uring loops send without waiting where the
+	// kernel limits it (reportQuiet), for Run's start-up report; "" where
+	// it does not. Guarded by mu.
+	quiet string
 }
 
 // A degrade is a feature of the configuration that a loop went without
@@ -589,6 +593,17 @@ func (e *Engine) reportIOWQ(s string) {
 	e.mu.Lock()
 	if e.iowq == "" {
 		e.iowq = s
+	}
+	e.mu.Unlock()
+}
+
+// reportQuiet records how the uring loops send quiet SENDs where the kernel
+// limits them, for Run's start-up report; the first loop to say counts.
+// Loop goroutine.
+func (e *Engine) reportQuiet(s string) {
+	e.mu.Lock()
+	if e.quiet == "" {
+		e.quiet = s
 	}
 	e.mu.Unlock()
 }
@@ -751,12 +766,15 @@ func (e *Engine) Run(ctx context.Context) error {
 		e.stop()
 	} else {
 		e.mu.Lock()
-		iowq, pages, backend, batch := e.iowq, e.pagesLocked(), e.backendLocked(), e.batchWaitLocked()
+		iowq, quiet, pages, backend, batch := e.iowq, e.quiet, e.pagesLocked(), e.backendLocked(), e.batchWaitLocked()
 		e.mu.Unlock()
 		if iowq != "" {
 			iowq = ", " + iowq
 		}
-		e.cfg.Logf("engine: %d loops on CPUs %v, backend %s%s, buffers on %s pages%s", len(e.loops), e.cfg.CPUs, backend, batch, pages, iowq)
+		if quiet != "" {
+			quiet = ", " + quiet
+		}
+		e.cfg.Logf("engine: %d loops on CPUs %v, backend %s%s, buffers on %s pages%s%s", len(e.loops), e.cfg.CPUs, backend, batch, pages, iowq, quiet)
 	}
 	go func() {
 		wg.Wait()

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"io"
 	"net"
@@ -113,19 +114,25 @@ func TestQuietSendAloneNoCompletion(t *testing.T) {
 	}
 }
 
-// quietCutHandler writes a pattern of total bytes, 8 KiB at a time, each
-// once the last has gone (Buffered 0), to a connection whose first byte is
-// 'A', from a timer: every flush sends the whole queue, quiet, until the
-// socket's buffer fills because the peer does not read. Any other
+// quietCutHandler writes a pattern of total bytes, write bytes at a time
+// (1000 if 0), each once the last has gone (Buffered 0), to a connection
+// whose first byte is 'A', from a timer: every flush sends the whole queue,
+// quiet, until the socket's buffer fills because the peer does not read.
+// With sndbuf set, that connection's send buffer is that small. Any other
 // connection gets an echo.
 type quietCutHandler struct {
 	BaseHandler
-	total int
+	total, write, sndbuf int
 }
 
 func (h *quietCutHandler) OnData(c *Conn, b Buffer) bool {
 	p := b.Bytes()
 	if c.Context() == nil && len(p) > 0 && p[0] == 'A' {
+		if h.sndbuf > 0 {
+			if err := unix.SetsockoptInt(c.fd, unix.SOL_SOCKET, unix.SO_SNDBUF, h.sndbuf); err != nil {
+				panic(err)
+			}
+		}
 		c.SetContext(0)
 		h.feed(c)
 		return false
@@ -142,7 +149,7 @@ func (h *quietCutHandler) feed(c *Conn) {
 	}
 	off := c.Context().(int)
 	if c.Buffered() == 0 && off < h.total {
-		chunk := make([]byte, min(1000, h.total-off))
+		chunk := make([]byte, min(cmp.Or(h.write, 1000), h.total-off))
 		for i := range chunk {
 			chunk[i] = patternByte(off + i)
 		}
@@ -689,6 +696,138 @@ func TestQuietSendCutOverflowed(t *testing.T) {
 			}
 			if st := e.Stats(); st.QuietCut == 0 {
 				t.Errorf("the reply's SEND was not cut (stats %+v): the test did not run the case", st)
+			}
+		})
+	}
+}
+
+// readPattern reads total bytes of patternByte from nc, failing at the first
+// byte out of place.
+func readPattern(t *testing.T, nc net.Conn, total int) {
+	t.Helper()
+	nc.SetDeadline(time.Now().Add(60 * time.Second))
+	buf := make([]byte, 64<<10)
+	for off := 0; off < total; {
+		n, err := nc.Read(buf[:min(len(buf), total-off)])
+		for i := range n {
+			if buf[i] != patternByte(off+i) {
+				t.Fatalf("byte %d of the stream is %#x, want %#x", off+i, buf[i], patternByte(off+i))
+			}
+		}
+		off += n
+		if err != nil {
+			t.Fatal(fmt.Errorf("after %d of %d bytes: %w", off, total, err))
+		}
+	}
+}
+
+// TestQuietChainsOnlyWhereLinksFail: quiet SEND chains rest on the kernel
+// failing the link of a MSG_DONTWAIT|MSG_WAITALL SEND cut short. Where it
+// does not (a kernel patched so, or a probe that could not tell:
+// shortSendLinkCut false), the next SEND would go after the bytes the cut
+// one did not send and the NOP ending the chain would run, posting nothing,
+// the loop sleeping past the cut. There a queue of several segments goes as
+// a chain without MSG_DONTWAIT: writes of three segments to a peer that
+// does not read, under a small send buffer, make no quiet wait and no cut,
+// and arrive whole and in order once it reads. With the kernel's own answer
+// (6.18 fails the link) the same writes go quiet and are cut.
+func TestQuietChainsOnlyWhereLinksFail(t *testing.T) {
+	for _, b := range testBackends {
+		if !quietBackend(b) {
+			continue
+		}
+		for _, linkCut := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/linkCut=%v", b, linkCut), func(t *testing.T) {
+				if linkCut && !shortSendLinkCut() {
+					t.Skip("the kernel does not fail the link of a SEND cut short (uring's TestProbeShortSend says whether it should)")
+				}
+				if !linkCut {
+					saved := shortSendLinkCut
+					shortSendLinkCut = func() bool { return false }
+					t.Cleanup(func() { shortSendLinkCut = saved })
+				}
+				var logs logLines
+				cfg := testConfig(b)
+				cfg.CPUs, cfg.Logf = []int{0}, logs.logf
+				const total = 4 << 20
+				h := &quietCutHandler{total: total, write: 2*defaultReadBufferSize + 1000, sndbuf: 4096}
+				e, addr := startEngine(t, cfg, h)
+				a := mustDial(t, "tcp", addr)
+				if _, err := a.Write([]byte("A")); err != nil {
+					t.Fatal(err)
+				}
+				if linkCut {
+					waitFor(t, "a quiet SEND cut by a full socket buffer", func() bool { return e.Stats().QuietCut > 0 })
+				} else {
+					time.Sleep(200 * time.Millisecond) // the socket's buffers fill
+				}
+				readPattern(t, a, total)
+				settle(t, e)
+				st := e.Stats()
+				t.Logf("QuietWaits %d, QuietCut %d, QuietSkipped %d, SQEs %d", st.QuietWaits, st.QuietCut, st.QuietSkipped, st.SQEs)
+				if linkCut && (st.QuietWaits == 0 || st.QuietCut == 0) {
+					t.Errorf("links fail: QuietWaits %d, QuietCut %d; want both > 0", st.QuietWaits, st.QuietCut)
+				}
+				if !linkCut && (st.QuietWaits != 0 || st.QuietCut != 0) {
+					t.Errorf("links do not fail: QuietWaits %d, QuietCut %d; want 0 and 0", st.QuietWaits, st.QuietCut)
+				}
+				// The start-up report says it where links do not fail.
+				const said = "quiet SENDs for one-segment replies only"
+				if want := map[bool]int{true: 0, false: 1}[linkCut]; logs.count(said) != want {
+					t.Errorf("%q said %d times, want %d; logs: %q", said, logs.count(said), want, logs.all())
+				}
+			})
+		}
+	}
+}
+
+// TestQuietSendsOnlyWhereShortSendPosts: a lone quiet SEND carries
+// FlagCQESkipSuccess and no link, and rests on the kernel posting its
+// result when it is cut short (failing it clears the skip): settle takes
+// one that posted nothing as sent whole. Where the kernel does not
+// (shortSendSkipCleared false) its tail would be lost, so nothing is sent
+// quiet: one-segment replies make no quiet wait and none is settled
+// without a completion, the start-up report says so, and writes to a peer
+// that does not read, under a small send buffer, arrive whole and in order.
+func TestQuietSendsOnlyWhereShortSendPosts(t *testing.T) {
+	saved := shortSendSkipCleared
+	shortSendSkipCleared = func() bool { return false }
+	t.Cleanup(func() { shortSendSkipCleared = saved })
+	for _, b := range testBackends {
+		if !quietBackend(b) {
+			continue
+		}
+		t.Run(string(b), func(t *testing.T) {
+			var logs logLines
+			cfg := testConfig(b)
+			cfg.CPUs, cfg.Logf = []int{0}, logs.logf
+			const total = 2 << 20
+			e, addr := startEngine(t, cfg, &quietCutHandler{total: total, sndbuf: 4096})
+			bc := mustDial(t, "tcp", addr)
+			bc.SetDeadline(time.Now().Add(20 * time.Second))
+			msg, got := bytes.Repeat([]byte("s"), 64), make([]byte, 64)
+			for range 100 {
+				if _, err := bc.Write(msg); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := io.ReadFull(bc, got); err != nil {
+					t.Fatal(err)
+				}
+			}
+			a := mustDial(t, "tcp", addr)
+			if _, err := a.Write([]byte("A")); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(100 * time.Millisecond) // the socket's buffers fill
+			readPattern(t, a, total)
+			settle(t, e)
+			st := e.Stats()
+			if st.QuietWaits != 0 || st.QuietSkipped != 0 || st.QuietCut != 0 {
+				t.Errorf("a short SEND posting nothing: QuietWaits %d, QuietSkipped %d, QuietCut %d; want 0", st.QuietWaits, st.QuietSkipped, st.QuietCut)
+			}
+			const said = "no quiet SENDs"
+			if logs.count(said) != 1 {
+				t.Errorf("%q said %d times, want once; logs: %q", said, logs.count(said), logs.all())
 			}
 		})
 	}

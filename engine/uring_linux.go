@@ -110,10 +110,14 @@ type uringBackend struct {
 	// quiet counts the SENDs of chains prepared since the last enter whose
 	// completions the next wait need not wake for (quietSends; a chain of
 	// them cut short ends the wait all the same: flush); quietOK says the
-	// ring posts them inside that enter (DEFER_TASKRUN, no SQ thread).
-	// epoch counts the waits, for kstate.sendEpoch.
-	quiet   uint32
-	quietOK bool
+	// ring posts them inside that enter (DEFER_TASKRUN, no SQ thread) and
+	// the kernel posts the result of a lone quiet SEND cut short
+	// (shortSendSkipCleared); quietChains that a chain of two or more may
+	// be quiet, the kernel failing the link of a SEND cut short
+	// (shortSendLinkCut). epoch counts the waits, for kstate.sendEpoch.
+	quiet       uint32
+	quietOK     bool
+	quietChains bool
 	// skipped lists, in SQ order, the lone quiet SENDs in flight, which
 	// post no completion when they send all (flush); settle completes
 	// those. skips counts those prepared since the last enter, for
@@ -158,6 +162,15 @@ type skipSend struct {
 // multishot receive byte limit); tests replace it to run the paths of
 // kernels without it.
 var recvLimitUsable = uring.HasRecvLimit
+
+// shortSendLinkCut and shortSendSkipCleared report whether the kernel fails
+// a MSG_DONTWAIT|MSG_WAITALL SEND cut short: its link, and its
+// FlagCQESkipSuccess, which quiet SENDs rest on (init); tests replace them
+// to run the paths of kernels that do not.
+var (
+	shortSendLinkCut     = uring.HasShortSendLinkCut
+	shortSendSkipCleared = uring.HasShortSendSkipCleared
+)
 
 // batchFrom is how many completions one iteration must have handled for the
 // next wait to batch (Config.BatchWait): two requests' receive and send.
@@ -277,7 +290,9 @@ func (b *uringBackend) init(l *Loop) (err error) {
 			b.zcUnsent = make([]uint16, b.zcChunks)
 		}
 	}
-	b.quietOK = rc.DeferTaskrun && !rc.SQPoll
+	if rc.DeferTaskrun && !rc.SQPoll {
+		b.quietSetup()
+	}
 	b.monoOffset, b.monoAbs = monoClock()
 	if b.cfg.BatchWait > 0 && !rc.SQPoll {
 		if hasMinWait(r) {
@@ -297,6 +312,28 @@ func (b *uringBackend) init(l *Loop) (err error) {
 }
 
 func (b *uringBackend) minWait() time.Duration { return b.batchWait }
+
+// quietSetup says which quiet SENDs flush may send, by what the kernel does
+// with a MSG_DONTWAIT|MSG_WAITALL SEND cut short. A lone one, with
+// FlagCQESkipSuccess, posts its result only where the kernel fails it (it
+// clears the skip then): elsewhere it would post nothing, and settle would
+// take its bytes as sent. A chain's next SEND and the NOP that ends it are
+// cancelled only where the kernel fails the link: elsewhere that SEND would
+// go after bytes the last did not send, and the NOP would post nothing, the
+// wait sleeping past the cut. A queue of two segments or more then goes as
+// a chain without MSG_DONTWAIT, whose SENDs each wait in the kernel until
+// they have sent all. The start-up report says so where either is missing.
+func (b *uringBackend) quietSetup() {
+	switch {
+	case !shortSendSkipCleared():
+		b.l.e.reportQuiet("no quiet SENDs (a SEND cut short posts no result with IOSQE_CQE_SKIP_SUCCESS, or the probe could not tell: spindle doctor says which)")
+	case !shortSendLinkCut():
+		b.quietOK = true
+		b.l.e.reportQuiet("quiet SENDs for one-segment replies only (a SEND cut short does not fail its link, or the probe could not tell: spindle doctor says which)")
+	default:
+		b.quietOK, b.quietChains = true, true
+	}
+}
 
 func (b *uringBackend) runs() Backend {
 	if (b.kind == BackendURingSQPoll && !b.sqpoll) || (b.kind == BackendURingNAPI && !b.napi) {
@@ -887,7 +924,7 @@ func (b *uringBackend) flush(c *Conn) {
 	// taken it all yet) the chain is cut to the room there is, one SEND at
 	// least (it cannot be split), and the rest goes once it has completed.
 	room := uint32(end - int(c.wqHead))
-	if b.quietOK && room > 1 {
+	if b.quietChains && room > 1 {
 		room++ // the NOP
 	}
 	free := b.r.SQEntries() - b.r.SQReady()
@@ -909,7 +946,7 @@ func (b *uringBackend) flush(c *Conn) {
 	// completes it once the kernel has taken it and every completion
 	// posted by then has been handled. That saves the NOP, and the
 	// completion and its handling, of each quiet SEND sent whole.
-	quiet := (n == 1 || free > uint32(n)) && b.quietSends(c, int(c.wqHead), end)
+	quiet := (n == 1 || b.quietChains && free > uint32(n)) && b.quietSends(c, int(c.wqHead), end)
 	lone := quiet && n == 1
 	if quiet {
 		flags |= unix.MSG_DONTWAIT
@@ -959,7 +996,8 @@ func (b *uringBackend) flush(c *Conn) {
 	if quiet && !lone {
 		// The wait counts the quiet SENDs' completions and goes on
 		// sleeping past them. A chain cut short (the socket's buffer
-		// full: MSG_WAITALL makes a short send fail its link) must end
+		// full: MSG_WAITALL makes a short send fail its link,
+		// which quietChains says the kernel does) must end
 		// it, or the rest would go only when something else woke the
 		// loop: the peer, waiting for the rest, may send nothing more.
 		// A NOP linked last posts nothing when every SEND sent all
