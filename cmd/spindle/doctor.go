@@ -240,6 +240,15 @@ func ioUringWarnings(f *uring.Features, err error) []string {
 			w = append(w, f.Err(name).Error())
 		}
 	}
+	// The engine's quiet SENDs (uring and uring-napi) rest on the kernel
+	// failing a SEND cut short; where it does not, or the probe could not
+	// tell, the engine goes without them, and says so at start.
+	switch {
+	case !f.Has(uring.FeatShortSendSkipCleared):
+		w = append(w, fmt.Sprintf("%v: the engine sends no quiet SENDs (each SEND's completion wakes the loop)", f.Err(uring.FeatShortSendSkipCleared)))
+	case !f.Has(uring.FeatShortSendLinkCut):
+		w = append(w, fmt.Sprintf("%v: the engine sends quiet SENDs for one-segment replies only (a reply of several segments wakes the loop at its completions)", f.Err(uring.FeatShortSendLinkCut)))
+	}
 	return w
 }
 

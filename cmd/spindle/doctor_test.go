@@ -23,6 +23,8 @@ func TestDoctorIOUringDisabledForSome(t *testing.T) {
 		{Name: uring.FeatMultishotRecv, Supported: true},
 		{Name: uring.FeatMultishotAccept, Supported: true},
 		{Name: uring.FeatNAPI, Supported: true},
+		{Name: uring.FeatShortSendLinkCut, Supported: true},
+		{Name: uring.FeatShortSendSkipCleared, Supported: true},
 	}
 	for _, tc := range []struct {
 		name     string
@@ -78,5 +80,50 @@ func TestDoctorLoopsPastTheLockedMemoryCountIsAUsageError(t *testing.T) {
 		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--loops") {
 			t.Errorf("doctor %v: %v, want a usage error naming --loops", args, err)
 		}
+	}
+}
+
+// TestDoctorSaysQuietSendsLimited: where a SEND cut short does not fail its
+// link, or with IOSQE_CQE_SKIP_SUCCESS posts no result (a kernel patched
+// so, or a probe that could not tell), the engine sends quiet SENDs for
+// one-segment replies only, or none; doctor says which and why, and nothing where the kernel
+// fails both.
+func TestDoctorSaysQuietSendsLimited(t *testing.T) {
+	features := func(linkCut, skipCleared bool) *uring.Features {
+		return &uring.Features{Available: true, List: []uring.Feature{
+			{Name: uring.FeatMultishotRecv, Supported: true},
+			{Name: uring.FeatMultishotAccept, Supported: true},
+			{Name: uring.FeatNAPI, Supported: true},
+			{Name: uring.FeatShortSendLinkCut, Supported: linkCut, MinKernel: "6.0", Reason: "the NOP after it completed"},
+			{Name: uring.FeatShortSendSkipCleared, Supported: skipCleared, MinKernel: "6.0", Reason: "posted no completion"},
+		}}
+	}
+	for _, tc := range []struct {
+		name                 string
+		linkCut, skipCleared bool
+		want                 []string // "" for no warning
+	}{
+		{"both", true, true, nil},
+		{"no link cut", false, true, []string{"one-segment replies only", uring.FeatShortSendLinkCut, "the NOP after it completed"}},
+		{"no skip cleared", true, false, []string{"no quiet SENDs", uring.FeatShortSendSkipCleared, "posted no completion"}},
+		{"neither", false, false, []string{"no quiet SENDs"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := ioUringWarnings(features(tc.linkCut, tc.skipCleared), nil)
+			if tc.want == nil {
+				if len(w) > 0 {
+					t.Errorf("warnings %q, want none", w)
+				}
+				return
+			}
+			if len(w) != 1 {
+				t.Fatalf("warnings %q, want one", w)
+			}
+			for _, s := range tc.want {
+				if !strings.Contains(w[0], s) {
+					t.Errorf("warning %q does not say %q", w[0], s)
+				}
+			}
+		})
 	}
 }
