@@ -246,7 +246,8 @@ type ListenerConfig struct {
 	// response has all come what is left of it, and the client's write
 	// queue past the high-water mark counts too. A stream that would
 	// pass it waits, before it goes upstream, for the client to take
-	// what is held (response_timeout runs: 504). Default
+	// what is held (response_timeout runs, and goes on from there once
+	// it goes upstream: one for the whole wait; 504). Default
 	// h2_max_concurrent_streams times 64 KiB (6.4 MiB at its default),
 	// at most 2^31-1: no stream waits for it, and a client that does not
 	// read holds no more in its write queue besides. Set lower, it bounds

@@ -724,7 +724,11 @@
 // not reading holds none of the server's h2_max_concurrent_streams) the
 // part of it not yet taken; a stream that would pass it waits before it
 // goes to a server until the client takes what is held, response_timeout
-// running (504, logged CT). What the client's write queue holds past the
+// running (504, logged CT). It runs on once the stream goes to the
+// server, not again from there: one response_timeout from the request to
+// the response head, the wait included (a 504 then is logged ST, not
+// held against the server by passive health: it had less than the
+// whole). What the client's write queue holds past the
 // high-water mark counts as held too: responses that went there whole,
 // within the windows of a client that does not read its socket. Its
 // default, h2_max_concurrent_streams times 64 KiB (6.4 MiB at theirs),

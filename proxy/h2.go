@@ -1246,7 +1246,9 @@ func (st *h2stream) timedOut() {
 		if st.retryTimeout() {
 			return
 		}
-		if st.reqDone {
+		if st.reqDone && !st.u2.bwaited {
+			// (One that waited for room in h2_response_hold gave the
+			// server less than response_timeout: not held against it.)
 			st.passive(false)
 		}
 		st.x.term = termServerTO

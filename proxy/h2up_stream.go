@@ -44,6 +44,9 @@ type upSide struct {
 	up      bool  // may get response bytes from upstream: counts a window in h2_response_hold
 	resv    int64 // what it counts in its client connection's upResv
 	bwait   bool  // waits in upWait for room in h2_response_hold
+	// bwaited: it waited in upWait in this try, and response_timeout
+	// runs from that wait's start (mark), which h2Next and onStart keep.
+	bwaited bool
 	rfs     []hpack.Field
 }
 
@@ -216,8 +219,7 @@ func (st *h2stream) h2Next() {
 		st.srv = i
 		st.u2.counted = true
 		ls.stats(pl, i).active.inc()
-		st.waiting, st.mark = true, c.p.now()
-		c.armAt(deadline(st.mark, st.waitTimeout()))
+		st.markWait()
 		// The queue it may wait in, recorded before: a stream that starts
 		// at once (onStart clears it) and fails may be retried meanwhile
 		// and wait in another server's queue, recorded by that call.
@@ -239,6 +241,21 @@ func (st *h2stream) h2Next() {
 		st.failedAt(i)
 	}
 	st.respond(st.exhausted(ls, st.ln, &st.x))
+}
+
+// markWait starts the stream's wait for its response: response_timeout
+// (or per_try_timeout) runs from now, or, where the stream waited for
+// room in h2_response_hold in this try, from that wait's start, kept: one
+// deadline for the whole wait, which would otherwise start again as the
+// stream goes to a server, twice response_timeout at most
+// (TestH2ResponseHoldWaitCountsInResponseTimeout).
+func (st *h2stream) markWait() {
+	c := st.c
+	if !st.u2.bwaited {
+		st.mark = c.p.now()
+	}
+	st.waiting = true
+	c.armAt(deadline(st.mark, st.waitTimeout()))
 }
 
 // uncount takes the stream off its server's streams in flight.
@@ -277,8 +294,7 @@ func (st *h2stream) onStart(u *upH2) {
 		sst.newReqs.inc()
 	}
 	st.x.srv, st.x.reused = st.pool.servers[st.srv], reused
-	st.waiting, st.mark = true, st.c.p.now()
-	st.c.armAt(deadline(st.mark, st.waitTimeout())) // (per_try_timeout: retry.go)
+	st.markWait() // (per_try_timeout: retry.go)
 	if end {
 		st.reqDone = true
 	} else {
@@ -578,8 +594,8 @@ func (st *h2stream) h2Room() bool {
 		if !st.u2.bwait {
 			st.u2.bwait = true
 			c.upWait = append(c.upWait, st)
-			st.waiting, st.mark = true, c.p.now()
-			c.armAt(deadline(st.mark, st.waitTimeout()))
+			st.markWait()
+			st.u2.bwaited = true
 		}
 		return false
 	}

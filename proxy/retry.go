@@ -930,6 +930,7 @@ func (st *h2stream) retryAgain() {
 		// (The body kept is all that came: it is sent from its start.)
 		st.body = append(st.body[:0], st.rt.kept...)
 		st.u2.boff, st.u2.sent = 0, 0
+		st.u2.bwaited = false // (a new try: response_timeout from its start)
 		retryWalk(st.pool, &st.dialing, st.srv)
 		st.h2Next()
 		return
