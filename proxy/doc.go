@@ -673,10 +673,21 @@
 // the rest), or that ends before them (a server closing it, or answering
 // something other than HTTP/2), is a failed connect as a refused one is:
 // closed, counted in spindle_proxy_server_connect_failures_total and by
-// passive health (fails; only the SETTINGS count as the connect's
-// success), and the requests waiting for it go to the next server, else
-// get 502 (SC). A connection left with no
-// stream for idle_timeout is closed (GOAWAY first).
+// passive health (fails; only the connection's first stream counts as
+// the connect's success), and the requests waiting for it go to the next
+// server, else get 502 (SC). So is a connection set up that takes none
+// of the requests waiting for it: its SETTINGS allow no stream
+// (MAX_CONCURRENT_STREAMS 0), or its server ends it first (a GOAWAY
+// naming no stream processed, as a server shutting down that still
+// accepts sends with its SETTINGS; its close or reset). No connection
+// is dialed in its place for them, as one is for a connection that
+// carried streams: dialed again at once, again and again, a server
+// doing so on every connection had them wait for response_timeout
+// (504) through thousands of connections. The back-off from such a
+// server is that of failed connects: each request tries it once at
+// most, and passive health ejects it after fails for a cooldown. A
+// connection left with no stream for idle_timeout is closed (GOAWAY
+// first).
 //
 // With h2_ping_interval, a connection that has received nothing from its
 // server for that long, idle or carrying streams, is sent a PING (8 bytes

@@ -345,9 +345,13 @@ func (u *upH2) serve() {
 	u.flush()
 }
 
-// add records stream id of x.
+// add records stream id of x. The first is the connect's success for
+// passive health (tookNone).
 func (u *upH2) add(id uint32, x upUser) {
 	u.streams = append(u.streams, upStream{id: id, u: x})
+	if !u.used {
+		u.pl.servers[u.srv].connected(u.pl)
+	}
 	u.used = true
 	u.idleAt = -1 // (idle again from its last stream's end: settle)
 	u.sl.stats.h2Streams.inc()
@@ -420,7 +424,9 @@ func (u *upH2) settle() {
 	if !u.listed {
 		return
 	}
-	u.replace()
+	if !u.tookNone() {
+		u.replace()
+	}
 	if len(u.streams) == 0 && (u.retired || u.cl.Done() || !u.cl.CanOpen() && u.cl.SettingsSeen()) {
 		// (A server allowing no stream, MAX_CONCURRENT_STREAMS 0, fails
 		// its waiters over where no other connection takes them: they
@@ -566,7 +572,7 @@ func (u *upH2) data(b engine.Buffer) {
 	u.heads.flushAll()
 	u.flush()
 	if err != nil || u.cl.Done() {
-		if err == nil && u.cl.Err() == nil {
+		if err == nil && u.cl.Err() == nil && !u.tookNone() {
 			// The server's GOAWAY and its last stream's end, read at once:
 			// the requests waiting get a connection in u's place, as where
 			// the end came later (settle), rather than failing over, with
@@ -580,16 +586,33 @@ func (u *upH2) data(b engine.Buffer) {
 	u.settle()
 }
 
-// setUp: the server's SETTINGS arrived: the connect succeeded (counted,
-// and for passive health), and the connection counts as open in the
-// server's h2Conns until it is unlisted, so that the gauge holds only
-// connections whose connect was counted, never one that failed before
-// its SETTINGS. Loop goroutine.
+// setUp: the server's SETTINGS arrived: the connect succeeded (counted;
+// for passive health at its first stream: tookNone), and the connection
+// counts as open in the server's h2Conns until it is unlisted, so that
+// the gauge holds only connections whose connect was counted, never one
+// that failed before its SETTINGS. Loop goroutine.
 func (u *upH2) setUp() {
 	u.ready = true
 	u.sl.stats.connects.inc()
 	u.sl.stats.h2Conns.inc()
-	u.pl.servers[u.srv].connected(u.pl)
+}
+
+// tookNone reports whether u, set up, has taken no stream while
+// requests wait for room at its server: at its end (the server's GOAWAY,
+// close or reset) or where its SETTINGS allow none
+// (MAX_CONCURRENT_STREAMS 0), its server failed to take them. No
+// connection is dialed in its place for them (replace): a server that
+// ends each connection so (a GOAWAY with last stream 0 with its
+// SETTINGS, as one shutting down that still accepts) was dialed again at
+// once, again and again until their response_timeout (thousands of
+// connections to a 504). They go on to the next server, else get 502,
+// as from a server whose connect failed, and it counts as one
+// (failWaiters): for passive health a connection's success is its
+// first stream, so that such a server is ejected after fails, the
+// cooldown its back-off, as one refusing connections is
+// (TestH2UpNoStreamServerNotRedialed). Loop goroutine.
+func (u *upH2) tookNone() bool {
+	return u.ready && !u.used && len(u.sl.h2.wait) > 0
 }
 
 // closeNow ends u at once (an error, the server's FIN): its streams are
@@ -618,7 +641,7 @@ func (u *upH2) closeNow() {
 // 502 SC (TestH2UpServerCloseServesWaitingRequest). They fail over where
 // that dial fails at once. Loop goroutine.
 func (u *upH2) ended() {
-	if u.ready && u.listed {
+	if u.ready && u.listed && !u.tookNone() {
 		u.retired = true
 		u.replace()
 	}
@@ -635,6 +658,9 @@ func (u *upH2) failWaiters() {
 	sh := &u.sl.h2
 	if len(sh.wait) == 0 || u.ls.h2Alive(sh) {
 		return
+	}
+	if u.ready && !u.used && u.endTerm != termKilled {
+		u.p.dialFailed(u.pl, u.srv, &u.sl.stats, nil) // (tookNone)
 	}
 	w := sh.wait
 	sh.wait = nil
@@ -659,7 +685,7 @@ func (u *upH2) closed(err error) {
 	wasListed := u.listed
 	u.retired = true
 	u.endTerm = sideTerm(err, termServer, termServerTO)
-	if wasListed && u.ready && u.endTerm == termServer {
+	if wasListed && u.ready && u.endTerm == termServer && !u.tookNone() {
 		u.replace()
 	}
 	u.unlist()
