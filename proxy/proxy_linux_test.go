@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"os/exec"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
@@ -64,7 +65,7 @@ func newUpstream(t *testing.T, serve func(net.Conn)) *upstream {
 	if err := u.listen("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(u.stop)
+	t.Cleanup(func() { waitOrReport(t, "upstream "+u.addr+"'s stop", u.stop) })
 	return u
 }
 
@@ -117,6 +118,36 @@ func (u *upstream) stop() {
 	u.wg.Wait()
 }
 
+// stuckAfter is how long a test's cleanup waits for a proxy's Run or an
+// upstream's goroutines to end before it says what they are stuck in: a
+// drain is a second here, and a wait of minutes (a connect's SYN
+// retries, 127 s) otherwise shows only as a slow test.
+const stuckAfter = 15 * time.Second
+
+// waitOrReport runs wait and, where it has not returned after stuckAfter,
+// fails t with what, every goroutine's stack and the host's TCP
+// connections still in their handshake, then waits on.
+func waitOrReport(t testing.TB, what string, wait func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		wait()
+	}()
+	select {
+	case <-done:
+		return
+	case <-time.After(stuckAfter):
+	}
+	var b strings.Builder
+	pprof.Lookup("goroutine").WriteTo(&b, 2)
+	ss, err := exec.Command("ss", "-tanoi", "state", "syn-sent", "state", "syn-recv").CombinedOutput()
+	if err != nil {
+		ss = fmt.Appendf(ss, "(ss: %v)", err)
+	}
+	t.Errorf("%s still not done after %v; connections in their handshake:\n%s\ngoroutines:\n%s", what, stuckAfter, ss, b.String())
+	<-done
+}
+
 // deadAddr returns a loopback address nothing listens on until the test
 // ends (testnet.RefusedAddr).
 func deadAddr(t *testing.T) string { return testnet.RefusedAddr(t) }
@@ -135,9 +166,11 @@ func startProxy(t *testing.T, cfg *Config) *Proxy {
 	t.Helper()
 	p, stop := runProxy(t, cfg)
 	t.Cleanup(func() {
-		if err := stop(); err != nil {
-			t.Errorf("Run: %v", err)
-		}
+		waitOrReport(t, "the proxy's Run", func() {
+			if err := stop(); err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
 	})
 	return p
 }
@@ -279,6 +312,14 @@ func serverTotals(p *Proxy, addr string) ServerTotals {
 		}
 	}
 	return ServerTotals{}
+}
+
+// tcpSeen says how far the connections through p to u got, for a round
+// trip that failed: whether p accepted the clients, connected to u, and u
+// accepted.
+func tcpSeen(p *Proxy, u *upstream) string {
+	l, s := p.Totals().Listeners[0], serverTotals(p, u.addr)
+	return fmt.Sprintf("the proxy accepted %d clients (%d open, %d without a server, %d whose connect failed), connected %d times to the server (%d open, %d failures), which accepted %d", l.Accepted, l.Active, l.NoServer, l.Failed, s.Connects, s.Active, s.Failures, u.accepted.Load())
 }
 
 func forBackends(t *testing.T, f func(t *testing.T, b engine.Backend)) {
@@ -711,11 +752,11 @@ func TestIdleTimeout(t *testing.T) {
 		busy, quiet := dial(t, p), dial(t, p)
 		t0 := time.Now() // before the quiet one's last bytes
 		if err := roundTrip(quiet, "once"); err != nil {
-			t.Fatal(err)
+			t.Fatalf("quiet connection: %v; %s", err, tcpSeen(p, u))
 		}
 		for p.Totals().Listeners[0].IdleClosed == 0 {
 			if err := roundTrip(busy, "tick"); err != nil {
-				t.Fatalf("busy connection after %v: %v", time.Since(t0), err)
+				t.Fatalf("busy connection after %v: %v; %s", time.Since(t0), err, tcpSeen(p, u))
 			}
 			if time.Since(t0) > 20*idle {
 				t.Fatalf("no idle close after %v", time.Since(t0))
