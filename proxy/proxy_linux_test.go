@@ -121,8 +121,9 @@ func (u *upstream) stop() {
 // stuckAfter is how long a test's cleanup waits for a proxy's Run or an
 // upstream's goroutines to end before it says what they are stuck in: a
 // drain is a second here, and a wait of minutes (a connect's SYN
-// retries, 127 s) otherwise shows only as a slow test.
-const stuckAfter = 15 * time.Second
+// retries, 127 s) otherwise shows only as a slow test. Well past what a
+// loaded CI machine makes of a drain, well short of those minutes.
+const stuckAfter = 45 * time.Second
 
 // waitOrReport runs wait and, where it has not returned after stuckAfter,
 // fails t with what, every goroutine's stack and the host's TCP
