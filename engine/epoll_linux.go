@@ -37,11 +37,9 @@ type epollBackend struct {
 	// starved are connections whose read found the slab without a free
 	// chunk and unable to grow, first starved first: their input is not
 	// watched (kstate.recv 1) until chunks are free again (rearm), or
-	// until starveRetry after the last try with none free: the slab may
-	// grow by then (memory freed elsewhere), though no chunk of this
-	// loop's came back. starvedTry is when that try was.
+	// one at a time as starvedTry paces them with none free.
 	starved    []*Conn
-	starvedTry time.Time
+	starvedTry starveTry
 }
 
 // maxWritev is how many queued segments one writev takes: at most
@@ -295,12 +293,9 @@ func (b *epollBackend) wait(timeout time.Duration) (int, error) {
 		b.l.st.timedWaits.Add(1)
 	}
 	if len(b.starved) > 0 {
-		if free := len(b.l.chunks.free); free > 0 {
-			b.rearm(free)
-		} else if left := starveRetry - time.Since(b.starvedTry); left <= 0 {
-			b.starvedTry = time.Now()
-			b.rearm(1)
-		} else if ms := int((left + time.Millisecond - 1) / time.Millisecond); msec < 0 || msec > ms {
+		if n := b.starvedTry.budget(len(b.l.chunks.free)); n > 0 {
+			b.rearm(n)
+		} else if ms := int((max(b.starvedTry.left(), 0) + time.Millisecond - 1) / time.Millisecond); msec < 0 || msec > ms {
 			msec = ms
 		}
 	}
@@ -458,7 +453,7 @@ func (b *epollBackend) starve(c *Conn) {
 	}
 	c.k.recv = 1
 	if len(b.starved) == 0 {
-		b.starvedTry = time.Now()
+		b.starvedTry.listed()
 	}
 	b.starved = append(b.starved, c)
 	b.update(c, c.k.events&unix.EPOLLOUT != 0, false)

@@ -146,10 +146,9 @@ type Loop struct {
 	// tlsStarved are TLS connections whose pump found the send slab
 	// without a free chunk and unable to grow (pauseStarved), first
 	// starved first; an entry is nil once its connection has closed.
-	// starvedTry is when resumeStarved last tried one with no chunk free
-	// (or when the first was listed), nanotime.
+	// starvedTry paces their tries with no chunk free.
 	tlsStarved []*Conn
-	starvedTry int64
+	starvedTry starveTry
 
 	// owned counts the times each receive buffer id was given to the
 	// handler, odd while it owns the buffer: delivered to OnData or held
@@ -290,6 +289,37 @@ func (l *Loop) wake() {
 // of them tries again (and the slab to grow).
 const starveRetry = 100 * time.Millisecond
 
+// starveTry paces a list of connections starved of chunks (epollBackend's
+// starved, Loop.tlsStarved): when they last tried with no chunk free, or
+// when the first was listed, nanotime. With none free one tries again
+// every starveRetry: the slab may grow by then (memory freed elsewhere)
+// though no chunk of the loop's came back.
+type starveTry int64
+
+// listed notes the first connection listed: the first try with none free
+// comes starveRetry after it.
+func (t *starveTry) listed() { *t = starveTry(nanotime()) }
+
+// left is how long until the next try with no chunk free; 0 or less when
+// it is due.
+func (t starveTry) left() time.Duration {
+	return starveRetry - time.Duration(nanotime()-int64(t))
+}
+
+// budget returns how many starved connections may try now, with free
+// chunks free: as many (each read takes one at least), or with none one
+// once a try is due (which it counts), else 0.
+func (t *starveTry) budget(free int) int {
+	switch {
+	case free > 0:
+		return free
+	case t.left() > 0:
+		return 0
+	}
+	t.listed()
+	return 1
+}
+
 // resumeStarved pumps again the TLS connections listed in tlsStarved, first
 // starved first, as many as the slab has chunks free (each pump takes one
 // at least), or one once starveRetry has passed since the last try with
@@ -305,13 +335,9 @@ func (l *Loop) resumeStarved() time.Duration {
 	if len(l.tlsStarved) == 0 {
 		return -1
 	}
-	n := len(l.chunks.free)
+	n := l.starvedTry.budget(len(l.chunks.free))
 	if n == 0 {
-		if left := starveRetry - time.Duration(nanotime()-l.starvedTry); left > 0 {
-			return left
-		}
-		l.starvedTry = nanotime()
-		n = 1
+		return max(l.starvedTry.left(), 0)
 	}
 	// Those listed again while this runs come after end: each is tried
 	// once.
@@ -336,7 +362,7 @@ func (l *Loop) resumeStarved() time.Duration {
 	case len(l.chunks.free) > 0:
 		return 0
 	}
-	return max(starveRetry-time.Duration(nanotime()-l.starvedTry), 0)
+	return max(l.starvedTry.left(), 0)
 }
 
 // runPosts runs the queued functions. Loop goroutine.

@@ -669,7 +669,7 @@ func (t *tlsConn) starve(c *Conn) {
 	l := c.l
 	l.st.noBufs.Add(1)
 	if len(l.tlsStarved) == 0 {
-		l.starvedTry = nanotime()
+		l.starvedTry.listed()
 	}
 	l.tlsStarved = append(l.tlsStarved, c)
 	c.pause(pauseStarved)
