@@ -11,7 +11,9 @@ import (
 
 // keepUntilEOF keeps what a TLS connection delivers until its peer's end of
 // stream, then writes it back and closes; plain connections it only hands
-// to opened.
+// to opened, and closes at their end of stream (the slow reader's, once
+// it has read all and the test's deferred Close runs before the engine
+// stops).
 type keepUntilEOF struct {
 	BaseHandlerFunc
 	opened chan *Conn
@@ -31,7 +33,11 @@ func (h *keepUntilEOF) OnData(c *Conn, b Buffer) bool {
 }
 
 func (h *keepUntilEOF) OnEOF(c *Conn) {
-	kept := c.Context().(*[]Buffer)
+	kept, ok := c.Context().(*[]Buffer)
+	if !ok {
+		c.Close()
+		return
+	}
 	for _, b := range *kept {
 		c.Write(b.Bytes())
 		b.Release()
