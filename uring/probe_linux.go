@@ -249,13 +249,19 @@ func probeReap(r *Ring, deadline time.Time) (CQE, error) {
 // deferred last, is closed first: no socket is closed while a request on it
 // is in flight.
 
-func probeMultishotAccept() error {
-	err := askMultishotAccept()
+// asked returns err, the error of a probe's ask (what it probes): the
+// kernel's answer (nil or a *probeVerdict) as it is, and any other error,
+// a failure to ask, as a *probeFailure: support unknown.
+func asked(what string, err error) error {
 	var verdict *probeVerdict
 	if err != nil && !errors.As(err, &verdict) {
-		return &probeFailure{fmt.Errorf("uring: could not probe multishot accept on 127.0.0.1: %w", err)}
+		return &probeFailure{fmt.Errorf("uring: could not probe %s: %w", what, err)}
 	}
 	return err
+}
+
+func probeMultishotAccept() error {
+	return asked("multishot accept on 127.0.0.1", askMultishotAccept())
 }
 
 // askMultishotAccept is probeMultishotAccept's accept; the kernel's answer
@@ -315,12 +321,7 @@ func askMultishotAccept() error {
 // *probeVerdict; any other error (no socketpair or ring, as when out of
 // descriptors, or no answer) is a *probeFailure: support unknown.
 func probeRecv(bundle bool, limit uint32) error {
-	err := askRecv(bundle, limit)
-	var verdict *probeVerdict
-	if err != nil && !errors.As(err, &verdict) {
-		return &probeFailure{fmt.Errorf("uring: could not probe multishot recv on a socketpair: %w", err)}
-	}
-	return err
+	return asked("multishot recv on a socketpair", askRecv(bundle, limit))
 }
 
 // askRecv is probeRecv's receive; the kernel's answer is a *probeVerdict.
@@ -381,15 +382,12 @@ func askRecv(bundle bool, limit uint32) error {
 // behave, is an *UnsupportedFeatureError wrapping a *probeVerdict; any
 // other error is a failure to ask (no loopback, no ring, no answer).
 func probeSendZC(extra uint16) error {
-	err := askSendZC(extra)
+	err := asked("SEND_ZC", askSendZC(extra))
 	var verdict *probeVerdict
 	if errors.As(err, &verdict) {
 		return unsupported("IORING_OP_SEND_ZC with IORING_SEND_ZC_REPORT_USAGE", "6.2", err)
 	}
-	if err != nil {
-		return &probeFailure{fmt.Errorf("uring: could not probe SEND_ZC: %w", err)}
-	}
-	return nil
+	return err
 }
 
 // askSendZC is probeSendZC's send; the kernel's answer is a *probeVerdict.
@@ -409,16 +407,11 @@ func askSendZC(extra uint16) error {
 	if err := unix.Connect(fd, sa); err != nil { // to itself
 		return fmt.Errorf("UDP socket on 127.0.0.1 to itself: %w", os.NewSyscallError("connect", err))
 	}
-	buf, _, err := sys.MapAnon(4096, false)
+	r, buf, done, err := probeSendRing(4096)
 	if err != nil {
 		return err
 	}
-	defer sys.Unmap(buf) // after the ring's Close: no send refers to it
-	r, err := New(&Config{Entries: 4})
-	if err != nil {
-		return err
-	}
-	defer r.Close()
+	defer done()
 	copy(buf, "probe")
 	q := r.GetSQE()
 	q.PrepSendZC(fd, buf[:5], 0, -1, 1)
@@ -442,6 +435,23 @@ func askSendZC(extra uint16) error {
 	return nil
 }
 
+// probeSendRing makes what a probe's SEND needs besides its socket: a
+// buffer of size bytes off the Go heap and a ring of its own. done closes
+// the ring, then unmaps the buffer, which no send refers to once the ring
+// is closed.
+func probeSendRing(size int) (r *Ring, buf []byte, done func(), err error) {
+	buf, _, err = sys.MapAnon(size, false)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	r, err = New(&Config{Entries: 4})
+	if err != nil {
+		sys.Unmap(buf)
+		return nil, nil, nil, err
+	}
+	return r, buf, func() { r.Close(); sys.Unmap(buf) }, nil
+}
+
 // shortSendSize is what the short-send probe sends at once: far more than
 // a socketpair with the smallest send buffer takes.
 const shortSendSize = 256 << 10
@@ -457,12 +467,7 @@ const shortSendSize = 256 << 10
 // nothing: EAGAIN) asks nothing, and is a *probeFailure, as is any failure
 // to make the socketpair, the buffer or the ring.
 func probeShortSend(skip bool) error {
-	err := askShortSend(skip)
-	var verdict *probeVerdict
-	if err != nil && !errors.As(err, &verdict) {
-		return &probeFailure{fmt.Errorf("uring: could not probe a short SEND on a socketpair: %w", err)}
-	}
-	return err
+	return asked("a short SEND on a socketpair", askShortSend(skip))
 }
 
 // askShortSend is probeShortSend's SEND; the kernel's answer is a
@@ -477,16 +482,11 @@ func askShortSend(skip bool) error {
 	if err := unix.SetsockoptInt(fds[0], unix.SOL_SOCKET, unix.SO_SNDBUF, 4096); err != nil {
 		return os.NewSyscallError("setsockopt SO_SNDBUF", err)
 	}
-	buf, _, err := sys.MapAnon(shortSendSize, false)
+	r, buf, done, err := probeSendRing(shortSendSize)
 	if err != nil {
 		return err
 	}
-	defer sys.Unmap(buf) // after the ring's Close: no send refers to it
-	r, err := New(&Config{Entries: 4})
-	if err != nil {
-		return err
-	}
-	defer r.Close()
+	defer done()
 	q := r.GetSQE()
 	q.PrepSend(fds[0], buf, unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT|unix.MSG_WAITALL, 1)
 	if skip {
