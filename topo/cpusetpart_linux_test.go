@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/spindlenet/spindle/internal/cgrouptest"
 )
 
 // TestCpusetPartitionLive makes an isolated cgroup v2 cpuset partition of
@@ -34,50 +36,16 @@ func TestCpusetPartitionLive(t *testing.T) {
 		t.Skipf("CPU %d is isolated already (isolcpus or a partition): not taken", cpu)
 	}
 	mount := h.Cpuset.Mount
-	write := func(p, v string) error {
-		if err := os.WriteFile(p, []byte(v), 0o644); err != nil {
-			return fmt.Errorf("write %q to %s: %w", v, p, err)
-		}
-		return nil
-	}
-	ctl := filepath.Join(mount, "cgroup.subtree_control")
-	sub, err := os.ReadFile(ctl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Contains(strings.Fields(string(sub)), "cpuset") {
-		if err := write(ctl, "+cpuset"); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := write(ctl, "-cpuset"); err != nil {
-				t.Error(err)
-			}
-		})
-	}
+	cgrouptest.EnableCpuset(t, mount)
 	dir := filepath.Join(mount, fmt.Sprintf("spindle-topo-test-%d", os.Getpid()))
-	if err := os.Mkdir(dir, 0o755); err != nil {
+	cgrouptest.Mkdir(t, mount, dir)
+	if err := cgrouptest.Write(filepath.Join(dir, "cpuset.cpus"), fmt.Sprint(cpu)); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := os.Remove(dir); err != nil {
-			t.Error(err)
-		}
-	})
-	if err := write(filepath.Join(dir, "cpuset.cpus"), fmt.Sprint(cpu)); err != nil {
-		t.Fatal(err)
-	}
+	// Isolated partitions are in every kernel with cgroup v2
+	// cpuset.cpus.partition since 6.1.
+	cgrouptest.SetPartition(t, dir, "isolated")
 	part := filepath.Join(dir, "cpuset.cpus.partition")
-	if err := write(part, "isolated"); err != nil {
-		// Isolated partitions are in every kernel with cgroup v2
-		// cpuset.cpus.partition since 6.1.
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := write(part, "member"); err != nil {
-			t.Error(err)
-		}
-	})
 	if s, _ := os.ReadFile(part); strings.TrimSpace(string(s)) != "isolated" {
 		t.Fatalf("%s reads %q after writing isolated", part, s)
 	}
