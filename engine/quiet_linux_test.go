@@ -832,3 +832,57 @@ func TestQuietSendsOnlyWhereShortSendPosts(t *testing.T) {
 		})
 	}
 }
+
+// TestQuietWaitUncountedWhenReapingSubmittedItsSends: Stats.QuietWaits
+// counts the waits that submit quiet SENDs and do not end at their
+// completions. A lone quiet SEND that a handler prepares and that the
+// kernel takes while the loop still reaps (the SQ filled, here with NOPs,
+// and submitted) goes, and is settled, before the next wait: that wait
+// submits no quiet SEND and is not a quiet one. It was counted: the count
+// of lone SENDs prepared since the last enter was not cleared by that
+// enter, made while reaping.
+func TestQuietWaitUncountedWhenReapingSubmittedItsSends(t *testing.T) {
+	for _, b := range testBackends {
+		if !quietBackend(b) {
+			continue
+		}
+		t.Run(string(b), func(t *testing.T) {
+			cfg := testConfig(b)
+			cfg.CPUs = []int{0}
+			listed := make(chan bool, 1)
+			h := &BaseHandlerFunc{
+				data: func(c *Conn, buf Buffer) bool {
+					ub := c.Loop().be.(*uringBackend)
+					c.Write([]byte("reply"))
+					ub.flush(c) // as handle does for a queue written meanwhile
+					listed <- c.bits&bitSendSkip != 0
+					for ub.r.SQReady() < ub.r.SQEntries() {
+						ub.sqe().PrepNop(0)
+					}
+					ub.sqe().PrepNop(0) // the SQ is full: submits, the reply with it
+					return false
+				},
+			}
+			e, addr := startEngine(t, cfg, h)
+			nc := mustDial(t, "tcp", addr)
+			settle(t, e)
+			s0 := e.Stats()
+			if _, err := nc.Write([]byte("x")); err != nil {
+				t.Fatal(err)
+			}
+			if !<-listed {
+				t.Fatal("the reply did not go as a lone quiet SEND")
+			}
+			got := make([]byte, 5)
+			nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if _, err := io.ReadFull(nc, got); err != nil || string(got) != "reply" {
+				t.Fatalf("reply %q, %v", got, err)
+			}
+			settle(t, e)
+			s1 := e.Stats()
+			if n := s1.QuietWaits - s0.QuietWaits; n != 0 {
+				t.Errorf("%d quiet waits after a reply the kernel took while the loop reaped (waits %d), want 0", n, s1.Waits-s0.Waits)
+			}
+		})
+	}
+}

@@ -120,13 +120,11 @@ type uringBackend struct {
 	quietChains bool
 	// skipped lists, in SQ order, the lone quiet SENDs in flight, which
 	// post no completion when they send all (flush); settle completes
-	// those. skips counts those prepared since the last enter, for
-	// Stats.QuietWaits. behind counts the listed SENDs of connections with
+	// those. behind counts the listed SENDs of connections with
 	// bitSendBehind, whose settle something waits for, and overflowed says
 	// that settle found completions held in the kernel's overflow list:
 	// with either the loop does not sleep.
 	skipped    []skipSend
-	skips      uint32
 	behind     int
 	overflowed bool
 	// monoOffset and monoAbs are monoClock's, for wakeAt.
@@ -983,7 +981,6 @@ func (b *uringBackend) flush(c *Conn) {
 		if lone {
 			q.SetFlags(uring.FlagCQESkipSuccess)
 			b.skipped = append(b.skipped, skipSend{c.slot, c.gen, b.r.SQTail() - 1, int32(len(buf))})
-			b.skips++
 			c.bits |= bitSendSkip
 		}
 		if i < end-1 || quiet && !lone {
@@ -1155,12 +1152,12 @@ func (b *uringBackend) poll(timeout time.Duration) error {
 		// (and this loop before) entered twice per request under light
 		// load: once to submit the reply and reap its completion at
 		// once, once to sleep.
-		if b.quiet > 0 || b.skips > 0 {
+		if b.quiet > 0 || b.skipUnsubmitted() {
 			l.st.quietWaits.Add(1)
 		}
 		_, err = b.r.SubmitAndWait(1+b.quiet, max(timeout, 0))
 	}
-	b.quiet, b.skips = 0, 0
+	b.quiet = 0
 	b.lastCQEs = 0
 	l.waited(t0)
 	reaping := b.r.EnterCount()
@@ -1284,6 +1281,16 @@ func (b *uringBackend) unlistSkipped(c *Conn) {
 		}
 	}
 	b.clearSkip(c)
+}
+
+// skipUnsubmitted reports whether a lone quiet SEND waits in the SQ for the
+// next enter, for poll: the SQ's state, not a count of those
+// prepared since the last enter, which an enter made while the loop reaps
+// (a full SQ submitted) would have to clear. The list is in SQ order, and
+// an entry whose completion came (unlisted) was taken. Loop goroutine.
+func (b *uringBackend) skipUnsubmitted() bool {
+	n := len(b.skipped)
+	return n > 0 && !b.r.SQConsumed(b.skipped[n-1].pos)
 }
 
 // clearSkip says c's lone quiet SEND is no longer in flight.
