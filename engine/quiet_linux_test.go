@@ -886,3 +886,47 @@ func TestQuietWaitUncountedWhenReapingSubmittedItsSends(t *testing.T) {
 		})
 	}
 }
+
+// TestSkippedSendUnlistedInPlace: a lone quiet SEND whose completion comes
+// (cut short, or failed) leaves the list of those settle completes
+// (uringBackend.skipped) without the list being searched or shifted: with
+// a thousand listed and many cut, each removal cost a walk to its entry
+// and a shift of those after it, quadratic in all. Here 1,000 are listed
+// and their completions come first listed first, the worst case for a
+// shift: the entries each removal writes are counted, 499,500 before, none
+// now (settle drops the entries once it walks past them, each once).
+func TestSkippedSendUnlistedInPlace(t *testing.T) {
+	const n = 1000
+	l := &Loop{}
+	b := &uringBackend{l: l}
+	l.be = b
+	conns := make([]*Conn, n)
+	for i := range conns {
+		c := &Conn{l: l}
+		l.addConn(c)
+		conns[i] = c
+		b.listSkip(c, uint32(i), 100)
+	}
+	moved := 0
+	before := make([]skipSend, 0, n)
+	for _, c := range conns {
+		before = append(before[:0], b.skipped...)
+		b.unlistSkipped(c)
+		if c.bits&bitSendSkip != 0 {
+			t.Fatal("a connection still has its SEND listed after its completion")
+		}
+		for i := range min(len(before), len(b.skipped)) {
+			if b.skipped[i] != before[i] {
+				moved++
+			}
+		}
+	}
+	if moved != 0 {
+		t.Errorf("%d SENDs unlisted first listed first wrote %d list entries, want none", n, moved)
+	}
+	for _, s := range b.skipped {
+		if b.skipLive(s) != nil {
+			t.Fatalf("an unlisted SEND (slot %d) still reads as listed", s.slot)
+		}
+	}
+}

@@ -120,11 +120,16 @@ type uringBackend struct {
 	quietChains bool
 	// skipped lists, in SQ order, the lone quiet SENDs in flight, which
 	// post no completion when they send all (flush); settle completes
-	// those. behind counts the listed SENDs of connections with
-	// bitSendBehind, whose settle something waits for, and overflowed says
-	// that settle found completions held in the kernel's overflow list:
-	// with either the loop does not sleep.
+	// those. One whose completion came stays in the list, unlisted in
+	// place: its connection's bitSendSkip cleared, or its position no
+	// longer the one skipPos, per slot, holds for the connection's listed
+	// SEND (skipLive); settle drops it as it walks past. behind counts
+	// the listed SENDs of connections with bitSendBehind, whose settle
+	// something waits for, and overflowed says that settle found
+	// completions held in the kernel's overflow list: with either the
+	// loop does not sleep.
 	skipped    []skipSend
+	skipPos    []uint32
 	behind     int
 	overflowed bool
 	// monoOffset and monoAbs are monoClock's, for wakeAt.
@@ -980,8 +985,7 @@ func (b *uringBackend) flush(c *Conn) {
 		}
 		if lone {
 			q.SetFlags(uring.FlagCQESkipSuccess)
-			b.skipped = append(b.skipped, skipSend{c.slot, c.gen, b.r.SQTail() - 1, int32(len(buf))})
-			c.bits |= bitSendSkip
+			b.listSkip(c, b.r.SQTail()-1, int32(len(buf)))
 		}
 		if i < end-1 || quiet && !lone {
 			q.SetFlags(uring.FlagIOLink)
@@ -1254,12 +1258,11 @@ func (b *uringBackend) settle(batch []uring.CQE) bool {
 	// Completing them flushes the queues written behind them, which may
 	// list more: after these, which go once all k are done.
 	for i := range k {
-		s := b.skipped[i]
-		c := b.l.conn(s.slot, s.gen)
+		c := b.skipLive(b.skipped[i])
 		if c == nil {
-			// Cannot happen: a slot is freed only when nothing refers to it.
-			continue
+			continue // unlisted: its completion came
 		}
+		s := b.skipped[i]
 		// Sent whole: not cut, though its segment may have grown
 		// since (Write fills its chunk) and read as short.
 		b.clearSkip(c)
@@ -1271,15 +1274,36 @@ func (b *uringBackend) settle(batch []uring.CQE) bool {
 	return true
 }
 
-// unlistSkipped takes c's lone quiet SEND off skipped: its completion came
-// (cut short, or failed), and it is not to be settled. Loop goroutine.
-func (b *uringBackend) unlistSkipped(c *Conn) {
-	for i, s := range b.skipped {
-		if s.slot == c.slot {
-			b.skipped = slices.Delete(b.skipped, i, i+1)
-			break
-		}
+// listSkip lists c's lone quiet SEND of n bytes, its SQE at position pos
+// of the SQ, for settle. Loop goroutine; allocates only when the list, or
+// skipPos for a slot not seen before, grows.
+func (b *uringBackend) listSkip(c *Conn, pos uint32, n int32) {
+	if int(c.slot) >= len(b.skipPos) {
+		b.skipPos = slices.Grow(b.skipPos, int(c.slot)+1-len(b.skipPos))[:c.slot+1]
 	}
+	b.skipPos[c.slot] = pos
+	b.skipped = append(b.skipped, skipSend{c.slot, c.gen, pos, n})
+	c.bits |= bitSendSkip
+}
+
+// skipLive returns the connection whose listed SEND s is, nil if s was
+// unlisted: its connection closed, its SEND no longer listed, or another
+// SEND of it listed since (a cut one's rest went, and a later lone one:
+// the position tells them apart). Loop goroutine.
+func (b *uringBackend) skipLive(s skipSend) *Conn {
+	c := b.l.conn(s.slot, s.gen)
+	if c == nil || c.bits&bitSendSkip == 0 || b.skipPos[s.slot] != s.pos {
+		return nil
+	}
+	return c
+}
+
+// unlistSkipped takes c's lone quiet SEND off skipped: its completion came
+// (cut short, or failed), and it is not to be settled. In place, without
+// looking for its entry, which settle drops as it walks past it (skipLive):
+// with a thousand listed and many cut, a search and a shift for each were
+// quadratic. Loop goroutine.
+func (b *uringBackend) unlistSkipped(c *Conn) {
 	b.clearSkip(c)
 }
 
