@@ -3,9 +3,11 @@ package engine
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -928,5 +930,96 @@ func TestSkippedSendUnlistedInPlace(t *testing.T) {
 		if b.skipLive(s) != nil {
 			t.Fatalf("an unlisted SEND (slot %d) still reads as listed", s.slot)
 		}
+	}
+}
+
+// TestQuietSendNotSettledAfterDroppedCompletion: a completion the kernel
+// drops (the CQ full and no memory to keep it: it counts it in the ring's
+// CQ overflow counter and posts nothing) may be a lone quiet SEND's cut
+// short, which cannot be told from one sent whole: none may be settled as
+// whole then, or the rest of its queue would follow a hole in the stream.
+// The kernel cannot be made to drop one at will: the counter is moved
+// through cqDropped, and what follows is the loop's own: no SEND settled,
+// the connection reset with an error saying why, and the loop failed (as
+// the kernel's EBADR would fail its next wait) saying so. Before, the SEND
+// was settled and the connection echoed as if nothing was lost.
+func TestQuietSendNotSettledAfterDroppedCompletion(t *testing.T) {
+	var moved atomic.Uint32
+	saved := cqDropped
+	cqDropped = func(r *uring.Ring) uint32 { return r.CQOverflow() + moved.Load() }
+	t.Cleanup(func() { cqDropped = saved })
+	for _, b := range testBackends {
+		if !quietBackend(b) {
+			continue
+		}
+		t.Run(string(b), func(t *testing.T) {
+			moved.Store(0)
+			var logs logLines
+			cfg := testConfig(b)
+			cfg.CPUs, cfg.Logf = []int{0}, logs.logf
+			closed := make(chan error, 1)
+			h := &BaseHandlerFunc{
+				data: func(c *Conn, buf Buffer) bool {
+					c.Write(buf.Bytes())
+					return false
+				},
+				closed: func(c *Conn, err error) { closed <- err },
+			}
+			e := newEngine(t, cfg, h)
+			ln, err := e.Listen("tcp", "127.0.0.1:0", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ran := make(chan error, 1)
+			go func() { ran <- e.Run(context.Background()) }()
+			t.Cleanup(func() {
+				if err := e.Shutdown(context.Background()); err != nil {
+					t.Errorf("Shutdown: %v", err)
+				}
+				if err := <-ran; err == nil || !strings.Contains(err.Error(), "dropped") {
+					t.Errorf("Run returned %v, want the loop's error saying a completion was dropped", err)
+				}
+			})
+			nc := mustDial(t, "tcp", ln.Addr().String())
+			nc.SetDeadline(time.Now().Add(10 * time.Second))
+			msg, got := bytes.Repeat([]byte("d"), 64), make([]byte, 64)
+			for range 20 {
+				if _, err := nc.Write(msg); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := io.ReadFull(nc, got); err != nil {
+					t.Fatal(err)
+				}
+			}
+			settle(t, e)
+			s0 := e.Stats()
+			if s0.QuietSkipped == 0 {
+				t.Fatal("no reply was settled without a completion: the test does not run the case")
+			}
+			moved.Store(1)
+			if _, err := nc.Write(msg); err != nil {
+				t.Fatal(err)
+			}
+			// The kernel sent this one whole: it is listed, and settle
+			// looks at it once something wakes the loop (a Post).
+			if _, err := io.ReadFull(nc, got); err != nil {
+				t.Fatal(err)
+			}
+			e.Loops()[0].Post(func() {})
+			select {
+			case err = <-closed:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("the connection is open 5 s after a completion was dropped with its reply listed (QuietSkipped %d, %d before)", e.Stats().QuietSkipped, s0.QuietSkipped)
+			}
+			if err == nil || !strings.Contains(err.Error(), "dropped") {
+				t.Errorf("OnClose error %v, want one saying a completion was dropped", err)
+			}
+			if n := e.Stats().QuietSkipped - s0.QuietSkipped; n != 0 {
+				t.Errorf("%d SENDs settled as sent whole after a completion was dropped, want none", n)
+			}
+			if logs.count("dropped") == 0 {
+				t.Errorf("the loop did not say a completion was dropped; logs: %q", logs.all())
+			}
+		})
 	}
 }

@@ -132,6 +132,10 @@ type uringBackend struct {
 	skipPos    []uint32
 	behind     int
 	overflowed bool
+	// dropped is the ring's count of completions the kernel dropped
+	// (cqDropped) at init: settle completes no listed SEND once it has
+	// moved.
+	dropped uint32
 	// monoOffset and monoAbs are monoClock's, for wakeAt.
 	monoOffset int64
 	monoAbs    bool
@@ -174,6 +178,11 @@ var (
 	shortSendLinkCut     = uring.HasShortSendLinkCut
 	shortSendSkipCleared = uring.HasShortSendSkipCleared
 )
+
+// cqDropped is the ring's count of completions the kernel dropped
+// (uring.Ring.CQOverflow); tests replace it, as the kernel cannot be made
+// to drop one at will.
+var cqDropped = (*uring.Ring).CQOverflow
 
 // batchFrom is how many completions one iteration must have handled for the
 // next wait to batch (Config.BatchWait): two requests' receive and send.
@@ -252,6 +261,7 @@ func (b *uringBackend) init(l *Loop) (err error) {
 		return err
 	}
 	b.r = r
+	b.dropped = cqDropped(r)
 	l.st.ring.Store(r)
 	b.sqpoll = rc.SQPoll
 	sqCPU := -1
@@ -1231,10 +1241,11 @@ func (b *uringBackend) poll(timeout time.Duration) error {
 // and is in batch or was handled (either takes it off the list), unless
 // the CQ was full and its completion waits in the kernel's overflow list.
 // Then none is settled, and the next wait does not sleep (overflowed), so
-// that it comes. Settled before batch is handled, they end in the order
-// they did: a receive that came after a reply went is handled after it
-// (its handler sees the reply's bytes gone from the queue, and its write
-// is sent at once). It reports whether it settled any. Loop goroutine.
+// that it comes; nor once the kernel has dropped a completion, which may
+// have been one of theirs (dropCut). Settled before batch is handled, they
+// end in the order they did: a receive that came after a reply went is
+// handled after it (its handler sees the reply's bytes gone from the
+// queue, and its write is sent at once). It reports whether it settled any. Loop goroutine.
 func (b *uringBackend) settle(batch []uring.CQE) bool {
 	if len(b.skipped) == 0 {
 		b.overflowed = false
@@ -1250,6 +1261,10 @@ func (b *uringBackend) settle(batch []uring.CQE) bool {
 	k := 0
 	for k < len(b.skipped) && b.r.SQConsumed(b.skipped[k].pos) {
 		k++
+	}
+	if k > 0 && cqDropped(b.r) != b.dropped {
+		b.dropCut(k)
+		return false
 	}
 	b.overflowed = k > 0 && b.r.CQOverflowPending()
 	if k == 0 || b.overflowed {
@@ -1272,6 +1287,31 @@ func (b *uringBackend) settle(batch []uring.CQE) bool {
 	}
 	b.skipped = b.skipped[:copy(b.skipped, b.skipped[k:])]
 	return true
+}
+
+// dropCut ends the loop for completions the kernel dropped: those it could
+// not post, the CQ full, nor keep until it had room (no memory for its
+// overflow list); it counts them in the ring's CQ overflow counter, and
+// posts nothing. A lone quiet SEND cut short among them is not to be told
+// from one sent whole, which posts nothing either: settled as whole, the
+// rest of its queue would go after a hole in the stream, to a peer that
+// could not tell. So none of the first k listed, which the kernel has
+// taken, is settled: their connections are reset (RST: the peer sees the
+// stream broken, not ended) with an error saying why. Nor can the loop go
+// on: the completion of any of its requests may be the one lost (a
+// receive's, a cancel's, which it would wait for for ever), and the kernel
+// fails its next wait that sleeps (EBADR) for that reason. The ring is
+// broken: the next poll returns the error, and the loop closes its other
+// connections and stops, saying it. Loop goroutine.
+func (b *uringBackend) dropCut(k int) {
+	n := cqDropped(b.r) - b.dropped
+	err := fmt.Errorf("the kernel dropped %d completions (the CQ full, and no memory to keep them): a quiet SEND's among them cannot be told from one sent whole", n)
+	for i := range k {
+		if c := b.skipLive(b.skipped[i]); c != nil {
+			c.reset(c.netError("write", err))
+		}
+	}
+	b.broken = err
 }
 
 // listSkip lists c's lone quiet SEND of n bytes, its SQE at position pos
