@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"io"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -177,5 +178,95 @@ func TestTLSReadWaitsForSlabChunk(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestTLSStarvedPumpedWhenQuietSendFreesChunk: a TLS connection waiting
+// for a send-slab chunk (tlsStarved) is pumped again before the wait that
+// follows a chunk's return. A reply that went as a quiet SEND gives its
+// chunk back only when the loop learns it was sent: a lone one, sent
+// whole, posts no completion, and the wait does not end for a quiet
+// chain's, so the loop slept with the chunk as good as free and the
+// connection starved, until the next try with none free (starveRetry
+// after the last) or anything else woke it. Here the slab cannot grow, a
+// slow reader's queue holds every chunk, the TLS connection's message
+// finds none, and the next try is put an hour away, so that only the
+// reply's chunk can pump it: a plain connection is written a reply with
+// the one chunk given back. The message was delivered only once that try
+// came (the wait timed out here); now the wait that submits the reply does
+// not sleep past it, and the chunk reaches the connection at once.
+func TestTLSStarvedPumpedWhenQuietSendFreesChunk(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			opened := make(chan *Conn, 4)
+			var delivered atomic.Int64
+			h := &BaseHandlerFunc{
+				open: func(c *Conn) { opened <- c },
+				data: func(c *Conn, buf Buffer) bool {
+					if c.TLS() != nil {
+						delivered.Add(1)
+					}
+					return false
+				},
+			}
+			cfg := testConfig(b)
+			cfg.CPUs = []int{0}
+			cfg.ReadBufferSize = 4 << 10
+			cfg.CloseTimeout = -1 // no sweep to wake the loop
+			e := newEngine(t, cfg, h)
+			plain, err := e.Listen("tcp", "127.0.0.1:0", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			secure, err := e.Listen("tcp", "127.0.0.1:0", &ListenConfig{TLS: serverTLS()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			runEngine(t, e)
+			l := e.Loops()[0]
+
+			client, err := dialTLS(secure.Addr().String(), clientTLS(tls.VersionTLS13))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer client.Close()
+			<-opened
+			peer := mustDial(t, "tcp", plain.Addr().String())
+			pc := <-opened
+			slow, err := slowDialer().Dial("tcp", plain.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer slow.Close()
+			sc := <-opened
+			var spare int32
+			onLoop(t, l, func() { spare, _ = l.chunks.get() })
+			fillSlab(t, l, sc)
+
+			if _, err := client.Write([]byte("hello")); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the TLS connection to find the slab empty", func() bool { return l.Stats().NoBufs > 0 })
+			reply := []byte("reply")
+			onLoop(t, l, func() {
+				l.starvedTry = starveTry(nanotime() + int64(time.Hour))
+				l.chunks.put(spare)
+				if _, err := pc.Write(reply); err != nil {
+					t.Errorf("the reply: %v", err)
+				}
+			})
+			got := make([]byte, len(reply))
+			peer.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if _, err := io.ReadFull(peer, got); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for delivered.Load() == 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("the TLS connection's message not delivered 5 s after the reply's chunk came back (quiet waits %d, settled without a completion %d)", l.Stats().QuietWaits, l.Stats().QuietSkipped)
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+		})
 	}
 }

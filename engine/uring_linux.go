@@ -1128,8 +1128,14 @@ func (b *uringBackend) poll(timeout time.Duration) error {
 	// from a full SQ may set some aside (and with them any quiet SENDs'
 	// completions the wait would count). Nor while a connection was
 	// written to behind a lone quiet SEND not yet settled (bitSendBehind),
-	// or while a completion may wait in the kernel's overflow list.
-	if len(b.aside) > 0 || b.behind > 0 || b.overflowed {
+	// or while a completion may wait in the kernel's overflow list. Nor
+	// when it submits quiet SENDs while TLS connections wait for a
+	// send-slab chunk (Loop.tlsStarved): sleeping past the SENDs, the loop
+	// would give their chunks back, and pump those connections
+	// (resumeStarved), only at its next wake-up, up to starveRetry later.
+	// Not sleeping, it settles them, or handles their completions, first.
+	if len(b.aside) > 0 || b.behind > 0 || b.overflowed ||
+		len(l.tlsStarved) > 0 && (b.quiet > 0 || b.skipUnsubmitted()) {
 		timeout = 0
 	}
 	var err error
