@@ -10,7 +10,29 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
+
+// Hold takes, for the rest of t, a lock that every test making cpuset
+// partitions holds while it does, across processes: go test runs the
+// packages of one command line side by side, and two tests partitioning
+// the same CPU at once hold each other's partition invalid (the kernel's
+// "not exclusive"), and one's cgroup keeps the other from disabling the
+// controller again. Call it before the first change, so that the lock is
+// released after every cleanup.
+func Hold(t testing.TB) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "spindle-cgrouptest.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() }) // closing the file releases the lock
+}
 
 // Write writes v to the cgroup file p; its error names both.
 func Write(p, v string) error {
