@@ -139,7 +139,12 @@ type ListenerConfig struct {
 	// from each read of the request's body, and then between two reads
 	// of the response's body, or, while the server is not read because
 	// the client's queue is full, between two moves of what the client
-	// has yet to receive (a client reading slowly is not cut). Before
+	// has yet to receive (a client reading slowly is not cut). To an h2c
+	// pool it runs to the response's head from the request's arrival
+	// (a retry's: its start), its waits for a stream (room in
+	// h2_response_hold, in the server's queue) and its connect
+	// included: one for the whole wait, per_try_timeout bounding the
+	// try from its start at the server. Before
 	// the response's head the client gets 504; after it the client's
 	// connection is reset. It also bounds a
 	// client that is being closed (after a response with Connection:
@@ -785,7 +790,9 @@ type PoolConfig struct {
 	// H2MaxConnections (protocol h2c) bounds the connections each loop
 	// opens to each server (Envoy's max_connections, per loop here): a
 	// stream finding them all full waits for a stream to end, up to
-	// the listener's response_timeout (then 504). A connection that takes
+	// the listener's response_timeout (then 504), which runs on once it
+	// goes to the server: one from its arrival to the response head. A
+	// connection that takes
 	// no new stream, after the server's GOAWAY or retired for the early
 	// resets sent on it, counts no more while its streams finish. Default
 	// 4.
@@ -895,7 +902,9 @@ type PassiveConfig struct {
 	// Envoy's outlier detection (consecutive_5xx) and HAProxy's observe
 	// layer7 with error-limit do: a response with a status
 	// HTTPErrorStatuses lists, a server that does not answer within
-	// response_timeout once the whole request reached it, one that closes
+	// response_timeout once the whole request reached it (not one that
+	// had less of it, the request having waited for room at an h2c
+	// server: a stream to end, or h2_response_hold), one that closes
 	// or resets its connection before a complete response head, or a
 	// response head the proxy refuses whatever the request (malformed, a
 	// 101 unasked, 1xx past 16): the exchanges the access log shows with

@@ -192,7 +192,8 @@
 // request's method and version, which a client chooses: counting them
 // would let any client eject the servers), no response head within
 // response_timeout once the whole request reached the server (a body the
-// client stalls is the client's doing), a close or reset before a complete
+// client stalls is the client's doing; a request that waited for room at
+// an h2c server gave it less of it), a close or reset before a complete
 // response head (but an h2c server's RST_STREAM CANCEL or NO_ERROR on a
 // stream, which ends it on purpose: a gRPC server's at a deadline the
 // client chose), or a response head the proxy refuses whatever the
@@ -662,7 +663,17 @@
 // SETTINGS_MAX_CONCURRENT_STREAMS, which it waits for before opening
 // any), else dials another while fewer than h2_max_connections are open
 // (and those still connecting would not take it), else waits for a
-// stream to end; the wait counts in response_timeout (504). A server
+// stream to end; the wait counts in response_timeout (504), which runs
+// on as the stream goes to the server, not again from there: one
+// response_timeout from the request's arrival to the response head, the
+// wait and the connect included, as Envoy's route timeout counts the
+// wait for its connection pool (TestH2UpQueueWaitCountsInResponseTimeout;
+// a retry's from its start).
+// per_try_timeout bounds a try from its start at the server, a wait
+// before it counting in response_timeout only
+// (TestH2UpQueueWaitNotInPerTryTimeout). A 504 after a wait for a stream
+// to end is not held against the server by passive health: it had less
+// than response_timeout. A server
 // that cannot be connected is skipped for the next (502 when none is
 // left, 503 when none is up), as for HTTP/1.1. Connecting takes the
 // server's SETTINGS, the first frame of its side of the connection:
@@ -1030,7 +1041,9 @@
 // from the key's entry again once every server up was tried; the key's
 // next requests go to its server as before. per_try_timeout (default 0: response_timeout) counts as
 // response_timeout does, from the head's sending and again as the body
-// goes; a try past it is reset and, with response-timeout, retried, else
+// goes (to an h2c pool from the stream's start at its server: a wait for
+// room before it counts in response_timeout only, which runs from the
+// try's start); a try past it is reset and, with response-timeout, retried, else
 // answered 504 at once. response_timeout keeps its meaning for each try
 // (the wait for the head where it is the shorter, and between a
 // response's reads): a request's whole wait is bounded by attempts+1

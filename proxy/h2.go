@@ -412,11 +412,11 @@ func (c *h2conn) onTimer() {
 		if !st.waiting || st.cbp {
 			continue
 		}
-		to := int64(st.waitTimeout())
+		dl := st.waitDeadline()
 		if st.paused {
-			to = int64(c.p.cfg.Engine.WriteTimeout)
+			dl = deadline(st.mark, time.Duration(c.p.cfg.Engine.WriteTimeout))
 		}
-		if dl := deadline(st.mark, time.Duration(to)); now < dl {
+		if now < dl {
 			if next < 0 || dl < next {
 				next = dl
 			}
@@ -1246,9 +1246,10 @@ func (st *h2stream) timedOut() {
 		if st.retryTimeout() {
 			return
 		}
-		if st.reqDone && !st.u2.bwaited {
-			// (One that waited for room in h2_response_hold gave the
-			// server less than response_timeout: not held against it.)
+		if st.reqDone && !st.u2.waited {
+			// (One that waited for room, in h2_response_hold or in its
+			// server's queue, gave the server less than
+			// response_timeout: not held against it.)
 			st.passive(false)
 		}
 		st.x.term = termServerTO

@@ -21,8 +21,9 @@ import (
 // (least-conn counts the streams in flight), then the first connection to
 // it with room (the lower of the server's SETTINGS_MAX_CONCURRENT_STREAMS
 // and h2_max_concurrent_streams), else dials another (up to the bound),
-// else waits in the server's queue for a stream to end, up to
-// response_timeout. A connection opens streams only once the server's
+// else waits in the server's queue for a stream to end, within
+// response_timeout, which runs on as it goes to the server
+// (h2stream.waitDeadline). A connection opens streams only once the server's
 // SETTINGS arrived. Flow control is the backpressure both ways: a side's
 // DATA is Consumed (its window returned) only once the other side took it.
 

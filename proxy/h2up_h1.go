@@ -50,6 +50,12 @@ type h1up struct {
 	owe     int    // response bytes written to the client, not yet Consumed upstream
 	bp      bool   // owe waits for the client's queue to drain
 	rfs     []hpack.Field
+	// since, queued and waited are upSide's for the request: when its
+	// try's wait for the response head began, whether next left it in
+	// its server's queue, whether it waited there for room.
+	since  int64
+	queued bool
+	waited bool
 }
 
 var (
@@ -161,6 +167,7 @@ func (s *hsession) h2Head() {
 	x.hb, x.fields = hb, fs
 	x.req = h2.Request{Method: hb[:p0], Authority: hb[ua0:ue0], Path: hb[p0:a0], Fields: fs, ContentLength: -1} // (:scheme the connection's: onStart)
 	x.on, x.retries, x.sent, x.ksent, x.hasBody = true, 0, 0, 0, false
+	x.since, x.queued, x.waited = 0, false, false
 	s.rt.startH1To(s.rt.pol, r, true)
 	x.done = r.Framing == h1.NoBody || r.Framing == h1.Length && r.ContentLength == 0
 	s.reqDone, s.upOpen = false, false
@@ -198,7 +205,7 @@ func (x *h1up) next() {
 		s.srv = i
 		x.counted = true
 		ls.stats(pl, i).active.inc()
-		s.setPhase(phWait)
+		x.markWait()
 		// The queue it may wait in, recorded before: a stream that starts
 		// at once (onStart clears it) and fails may be retried meanwhile
 		// and wait in another server's queue, recorded by that call.
@@ -206,6 +213,7 @@ func (x *h1up) next() {
 		err := ls.h2Acquire(s.p, x, pl, i, s.client, time.Duration(s.ln.cfg.ConnectTimeout))
 		if err == nil {
 			if x.u == nil {
+				x.queued = true
 				s.unring() // (waits for its stream or connection)
 			}
 			return
@@ -222,6 +230,34 @@ func (x *h1up) next() {
 	s.respond(s.exhausted(ls, s.ln, &s.x))
 }
 
+// markWait is h2stream.markWait for the request: phWait, response_timeout
+// running from the try's first wait (since), per_try_timeout from now
+// (TestH2UpQueueWaitCountsInResponseTimeout/http1). Loop goroutine.
+func (x *h1up) markWait() {
+	s := x.s
+	s.phase, s.mark = phWait, s.p.now()
+	if x.since == 0 {
+		x.since = s.mark
+	}
+	if dl := x.waitDeadline(); !s.armed || dl < s.armedAt {
+		s.arm(dl)
+	}
+}
+
+// waitDeadline is h2stream.waitDeadline for the request, in phWait.
+// Loop goroutine.
+func (x *h1up) waitDeadline() int64 {
+	s := x.s
+	if x.since == 0 || s.respHead {
+		return deadline(s.mark, s.waitTimeout())
+	}
+	dl := deadline(x.since, time.Duration(s.ln.cfg.ResponseTimeout))
+	if x.u != nil {
+		dl = min(dl, deadline(s.mark, s.waitTimeout()))
+	}
+	return dl
+}
+
 func (x *h1up) uncount() {
 	if x.counted {
 		x.counted = false
@@ -234,6 +270,8 @@ func (x *h1up) onStart(u *upH2) {
 	s := x.s
 	x.wsl = nil
 	reused := u.used
+	x.waited = x.waited || x.queued && reused
+	x.queued = false
 	// (A body all read with a trailer section but no data, before the
 	// stream started or on a retry, ends with its trailers: finish; a
 	// retry's body kept goes first.)
@@ -256,7 +294,7 @@ func (x *h1up) onStart(u *upH2) {
 		st.newReqs.inc()
 	}
 	s.sent()
-	s.setPhase(phWait)
+	x.markWait()
 	if end {
 		s.reqDone = true
 	} else {
@@ -338,6 +376,7 @@ func (x *h1up) sendBody() {
 		}
 		x.done = sp.Done
 		s.mark = s.p.now()
+		x.since = s.mark // (the body's reads count again, as mark's)
 	}
 	if x.u != nil && x.done && !x.hasBody && !s.reqDone {
 		x.finish()
@@ -429,6 +468,7 @@ func (x *h1up) onFailover() {
 func (x *h1up) onResponse(u *upH2, r *h2.Response, end bool) {
 	s := x.s
 	s.mark = s.p.now()
+	x.since = s.mark // (an interim head: the final one's wait starts again)
 	if r.Status < 200 {
 		if s.interims++; s.interims > maxInterim {
 			s.passive(false)

@@ -44,10 +44,21 @@ type upSide struct {
 	up      bool  // may get response bytes from upstream: counts a window in h2_response_hold
 	resv    int64 // what it counts in its client connection's upResv
 	bwait   bool  // waits in upWait for room in h2_response_hold
-	// bwaited: it waited in upWait in this try, and response_timeout
-	// runs from that wait's start (mark), which h2Next and onStart keep.
-	bwaited bool
-	rfs     []hpack.Field
+	// since: when the try's wait for its response head began (0: not
+	// yet), its waits for room in h2_response_hold and in its server's
+	// queue included, moved on by the request body's reads as mark is:
+	// response_timeout runs from it; per_try_timeout runs from mark, the
+	// try's start at its server (waitDeadline).
+	since int64
+	// queued: it was left in its server's queue (h2Next), for room or a
+	// connection on its way; waited: it waited for room in this try, in
+	// h2_response_hold or in that queue before a connection that had
+	// carried streams, and a 504 is not held against the server, which
+	// had less than response_timeout (a wait for a new connection is its
+	// connect's, as for an HTTP/1.1 server).
+	queued bool
+	waited bool
+	rfs    []hpack.Field
 }
 
 // trim bounds the buffers s keeps for the stream's next use, at its
@@ -226,6 +237,7 @@ func (st *h2stream) h2Next() {
 		st.u2.wsl = ls.share(pl, i)
 		err := ls.h2Acquire(c.p, st, pl, i, c.client, time.Duration(st.ln.cfg.ConnectTimeout))
 		if err == nil {
+			st.u2.queued = st.u2.u == nil
 			return
 		}
 		st.u2.wsl = nil
@@ -243,19 +255,39 @@ func (st *h2stream) h2Next() {
 	st.respond(st.exhausted(ls, st.ln, &st.x))
 }
 
-// markWait starts the stream's wait for its response: response_timeout
-// (or per_try_timeout) runs from now, or, where the stream waited for
-// room in h2_response_hold in this try, from that wait's start, kept: one
-// deadline for the whole wait, which would otherwise start again as the
-// stream goes to a server, twice response_timeout at most
-// (TestH2ResponseHoldWaitCountsInResponseTimeout).
+// markWait starts the stream's wait for its response, or goes on with
+// it: response_timeout runs from the try's first wait (since), kept as
+// the stream waits for room in h2_response_hold or in its server's queue
+// and goes to the server, which would otherwise start it again, twice
+// response_timeout at most (TestH2ResponseHoldWaitCountsInResponseTimeout,
+// TestH2UpQueueWaitCountsInResponseTimeout); per_try_timeout runs from
+// now. Loop goroutine.
 func (st *h2stream) markWait() {
 	c := st.c
-	if !st.u2.bwaited {
-		st.mark = c.p.now()
+	st.mark = c.p.now()
+	if st.u2.since == 0 {
+		st.u2.since = st.mark
 	}
 	st.waiting = true
-	c.armAt(deadline(st.mark, st.waitTimeout()))
+	c.armAt(st.waitDeadline())
+}
+
+// waitDeadline is when the stream's wait for its response runs out. To an
+// h2c pool, before the response head: response_timeout from the try's
+// first wait (since), and, once the stream is at its server, the try's
+// timeout (per_try_timeout where shorter) from its start there (mark); a
+// wait for room in h2_response_hold or in the server's queue counts in
+// the first only (TestH2UpQueueWaitNotInPerTryTimeout). Else the try's
+// timeout from mark. Loop goroutine.
+func (st *h2stream) waitDeadline() int64 {
+	if st.u2.since == 0 || st.respHead {
+		return deadline(st.mark, st.waitTimeout())
+	}
+	dl := deadline(st.u2.since, time.Duration(st.ln.cfg.ResponseTimeout))
+	if st.u2.u != nil {
+		dl = min(dl, deadline(st.mark, st.waitTimeout()))
+	}
+	return dl
 }
 
 // uncount takes the stream off its server's streams in flight.
@@ -276,6 +308,8 @@ func (st *h2stream) onStart(u *upH2) {
 	st.u2.wsl = nil
 	end := st.reqEnd && len(st.body) == 0 && !st.u2.hasTrl
 	reused := u.used
+	st.u2.waited = st.u2.waited || st.u2.queued && reused
+	st.u2.queued = false
 	st.u2.req.Scheme = u.scheme()
 	uid, err := u.cl.Request(&st.u2.req, end)
 	if err != nil { // (room said it could: the connection failed since)
@@ -366,6 +400,7 @@ func (st *h2stream) h2Body(p []byte, end bool) {
 	st.held += len(p)
 	if len(p) > 0 {
 		st.mark = st.c.p.now() // a body on its way: response_timeout counts from here
+		st.u2.since = st.mark
 	}
 	st.reqEnd = st.reqEnd || end
 	u, id := st.u2.u, st.id
@@ -437,6 +472,7 @@ func (st *h2stream) onFailover() {
 func (st *h2stream) onResponse(u *upH2, r *h2.Response, end bool) {
 	c := st.c
 	st.mark = c.p.now()
+	st.u2.since = st.mark // (an interim head: the final one's wait starts again)
 	if r.Status < 200 {
 		if st.interims++; st.interims > maxInterim {
 			st.passive(false)
@@ -595,7 +631,7 @@ func (st *h2stream) h2Room() bool {
 			st.u2.bwait = true
 			c.upWait = append(c.upWait, st)
 			st.markWait()
-			st.u2.bwaited = true
+			st.u2.waited = true
 		}
 		return false
 	}

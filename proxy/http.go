@@ -374,7 +374,11 @@ func (s *hsession) onTimer() {
 		return
 	}
 	now := s.p.now()
-	if dl := deadline(s.mark, d); now < dl {
+	dl := deadline(s.mark, d)
+	if s.phase == phWait && s.h2 != nil && s.h2.on {
+		dl = s.h2.waitDeadline()
+	}
+	if now < dl {
 		s.arm(dl)
 		return
 	}
@@ -402,9 +406,10 @@ func (s *hsession) onTimer() {
 		if s.retryTimeout() {
 			return
 		}
-		if s.reqDone {
+		if s.reqDone && (s.h2 == nil || !s.h2.on || !s.h2.waited) {
 			// (A request body still on its way may be the client's
-			// stall, not the server's.)
+			// stall, not the server's; one that waited for room in an
+			// h2c server's queue gave it less than response_timeout.)
 			s.passive(false)
 		}
 		s.closeUp(true)

@@ -930,7 +930,7 @@ func (st *h2stream) retryAgain() {
 		// (The body kept is all that came: it is sent from its start.)
 		st.body = append(st.body[:0], st.rt.kept...)
 		st.u2.boff, st.u2.sent = 0, 0
-		st.u2.bwaited = false // (a new try: response_timeout from its start)
+		st.u2.since, st.u2.waited, st.u2.queued = 0, false, false // (a new try: response_timeout from its start)
 		retryWalk(st.pool, &st.dialing, st.srv)
 		st.h2Next()
 		return
@@ -979,6 +979,7 @@ func (x *h1up) again() {
 	x.detach(true)
 	s.reqDone, s.upOpen = false, false
 	x.sent, x.ksent = 0, 0
+	x.since, x.queued, x.waited = 0, false, false // (a new try: response_timeout from its start)
 	x.next()
 	s.syncRead()
 }

@@ -1,0 +1,153 @@
+package proxy
+
+import (
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/spindlenet/spindle/engine"
+)
+
+// queueOneSlot starts a proxy to an h2c server of one stream slot (one
+// connection of one stream) whose handler for /first waits for release,
+// and for the other paths sleeps after, then answers "late"; it sends
+// /first and returns once that stream is at the server, with an
+// HTTP/2 client and an HTTP/1.1 one, the base URL and the first's
+// result.
+func queueOneSlot(t *testing.T, b engine.Backend, after time.Duration, edit func(*Config)) (p *Proxy, up *h2cUp, release chan struct{}, c2, c1 *http.Client, base string, first <-chan string) {
+	release = make(chan struct{})
+	up = newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/first" {
+			<-release
+			io.WriteString(w, "ok")
+			return
+		}
+		select {
+		case <-r.Context().Done():
+		case <-time.After(after):
+			io.WriteString(w, "late")
+		}
+	}), nil)
+	cfg := h2cPoolConfig(b, up.addr)
+	cfg.Pools[0].H2MaxConnections = 1
+	cfg.Pools[0].H2MaxConcurrentStreams = 1
+	edit(cfg)
+	p = startProxy(t, cfg)
+	c2, base = h2Client(t, p)
+	tr := &http.Transport{DisableCompression: true}
+	t.Cleanup(tr.CloseIdleConnections)
+	c1 = &http.Client{Transport: tr, Timeout: 20 * time.Second}
+	first = getAsync(c2, base+"/first")
+	waitFor(t, "the first stream at the server", func() bool { return serverTotals(p, up.addr).H2Streams == 1 })
+	return p, up, release, c2, c1, base, first
+}
+
+// TestH2UpQueueWaitCountsInResponseTimeout: a request that waits in an
+// h2c server's queue (its one stream slot busy) has one response_timeout
+// from its arrival to its response head, the wait included, as one
+// held back by h2_response_hold has: queued for 700 ms of a 1 s
+// response_timeout, then sent to the server, which does not answer, it
+// gets 504 at about 1 s from its arrival, from an HTTP/2 client and from
+// an HTTP/1.1 one alike, and passive health does not hold it against
+// the server (http_errors 1), which had 300 ms of it. Its
+// response_timeout started again as it went to the server: 504 at 1.7 s.
+func TestH2UpQueueWaitCountsInResponseTimeout(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		for _, client := range []string{"h2", "http1"} {
+			t.Run(client, func(t *testing.T) {
+				p, up, release, c2, c1, base, first := queueOneSlot(t, b, 5*time.Second, func(cfg *Config) {
+					cfg.Listeners[0].ResponseTimeout = Duration(time.Second)
+					cfg.Pools[0].Passive = &PassiveConfig{Fails: 5, Cooldown: Duration(time.Minute), HTTPErrors: 1}
+				})
+				c := c2
+				if client == "http1" {
+					c = c1
+				}
+				t0 := time.Now()
+				slow := getAsync(c, base+"/slow")
+				waitFor(t, "the second request in the server's queue", func() bool { w, _ := h2Waits(p); return w[0] == 1 })
+				time.Sleep(time.Until(t0.Add(700 * time.Millisecond)))
+				close(release)
+				if got := <-first; got != "200 ok" {
+					t.Fatalf("the first request: %q, want \"200 ok\"", got)
+				}
+				got := <-slow
+				d := time.Since(t0)
+				if got != "504 "+string(localBody(504)) || d > 1400*time.Millisecond {
+					t.Errorf("the request queued, then sent to a server not answering: %q after %v; want 504 at about 1s", got, d)
+				}
+				if n := serverTotals(p, up.addr).H2Streams; n != 2 {
+					t.Errorf("%d streams at the server, want 2 (the second went to it once the first ended)", n)
+				}
+				if n := serverTotals(p, up.addr).EjectionsHTTP; n != 0 {
+					t.Errorf("%d ejections for failed exchanges under http_errors 1, want 0 (the server had 300 ms of response_timeout)", n)
+				}
+			})
+		}
+	})
+}
+
+// TestH2UpQueueWaitNotInPerTryTimeout: per_try_timeout bounds a try from
+// its start at the server, not a wait in the server's queue before it,
+// which counts in response_timeout only: queued for 700 ms with a
+// per_try_timeout of 500 ms (response_timeout 5 s), then answered 300 ms
+// after it went to the server, the request gets the server's 200, from
+// an HTTP/2 client and from an HTTP/1.1 one alike. The queue wait ran
+// out its per_try_timeout: 504 at 500 ms, the server never asked.
+func TestH2UpQueueWaitNotInPerTryTimeout(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		for _, client := range []string{"h2", "http1"} {
+			t.Run(client, func(t *testing.T) {
+				p, up, release, c2, c1, base, first := queueOneSlot(t, b, 300*time.Millisecond, func(cfg *Config) {
+					cfg.Listeners[0].ResponseTimeout = Duration(5 * time.Second)
+					// (/first, held longer, has none.)
+					cfg.Listeners[0].Routes = []RouteConfig{{Name: "next", PathPrefix: "/next", Pool: "app",
+						Retry: &RetryConfig{On: []string{"reset"}, PerTryTimeout: Duration(500 * time.Millisecond)}}}
+				})
+				c := c2
+				if client == "http1" {
+					c = c1
+				}
+				t0 := time.Now()
+				next := getAsync(c, base+"/next")
+				waitFor(t, "the second request in the server's queue", func() bool { w, _ := h2Waits(p); return w[0] == 1 })
+				time.Sleep(time.Until(t0.Add(700 * time.Millisecond)))
+				close(release)
+				if got := <-first; got != "200 ok" {
+					t.Fatalf("the first request: %q, want \"200 ok\"", got)
+				}
+				if got := <-next; got != "200 late" {
+					t.Errorf("the request queued for 700 ms, answered 300 ms after it went to the server: %q after %v; want \"200 late\"", got, time.Since(t0))
+				}
+				if n := serverTotals(p, up.addr).H2Streams; n != 2 {
+					t.Errorf("%d streams at the server, want 2", n)
+				}
+			})
+		}
+	})
+}
+
+// TestH2UpResponseTimeoutAfterConnectCounted: a request whose wait in
+// the queue was for a new connection to its server (the connect's, not a
+// wait for room) has the server's 504 held against it by passive health,
+// as where the connection was there before: http_errors 1 ejects a server
+// that does not answer the first request it is sent.
+func TestH2UpResponseTimeoutAfterConnectCounted(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		up := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			<-r.Context().Done()
+		}), nil)
+		cfg := h2cPoolConfig(b, up.addr)
+		cfg.Listeners[0].ResponseTimeout = Duration(300 * time.Millisecond)
+		cfg.Pools[0].Passive = &PassiveConfig{Fails: 5, Cooldown: Duration(time.Minute), HTTPErrors: 1}
+		p := startProxy(t, cfg)
+		c, base := h2Client(t, p)
+		if got := <-getAsync(c, base+"/x"); got != "504 "+string(localBody(504)) {
+			t.Fatalf("a request to a server not answering: %q, want 504", got)
+		}
+		if n := serverTotals(p, up.addr).EjectionsHTTP; n != 1 {
+			t.Errorf("%d ejections for failed exchanges under http_errors 1, want 1", n)
+		}
+	})
+}
