@@ -685,9 +685,6 @@ func (c *Conn) resume(bit uint8) {
 	}
 }
 
-// front returns the bytes at the head of the write queue.
-func (c *Conn) front() []byte { return c.segBytes(c.wq[c.wqHead]) }
-
 // segBytes returns the unsent bytes of s.
 func (c *Conn) segBytes(s seg) []byte {
 	var b []byte

@@ -440,10 +440,9 @@ func TestH2UpAbsoluteQuery(t *testing.T) {
 // the first two; a later connection's streams are answered at once.
 type goAwayMidApp struct {
 	trlApp
-	first *atomic.Bool
-	hold  bool
-	ids   []uint32
-	due   bool
+	hold bool
+	ids  []uint32
+	due  bool
 }
 
 func (a *goAwayMidApp) OnRequest(s *h2.Server, id uint32, r *h2.Request, end bool) {

@@ -22,9 +22,8 @@ import (
 // (index 0, which round-robin takes first) fails as the test says, good
 // answers "ok <method> <body's sum>", and each counts its requests.
 type retryUpstreams struct {
-	bad, good       string
-	badN, goodN     atomic.Int64
-	badBody, goodOK atomic.Int64 // bodies the servers read whole
+	bad, good   string
+	badN, goodN atomic.Int64
 }
 
 // retryPair starts the two servers; bad answers 503 (its body read).
