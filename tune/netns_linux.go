@@ -29,12 +29,18 @@ func InNetNS(nsPath string, fn func() error) error { return veth.InNetNS(nsPath,
 // dir/proc a bind mount of /proc (whose /proc/sys/net follows the
 // namespace of the thread that opens it). A link dir/proc -> /proc would
 // lead out of dir, which Target refuses to follow under a root other
-// than "/". Call it, and the returned cleanup, from inside InNetNS. The
-// mounts are made in a mount namespace of the calling thread's own
-// (unshared here, receiving the host's mounts but sending none), so the
-// rest of the host never sees them, and they go when the thread exits
-// even if cleanup is never called. The thread stays locked to the
-// goroutine so that it exits with it (InNetNS's threads do).
+// than "/". The fresh sysfs has an empty fs/cgroup, so the host's
+// /sys/fs/cgroup, with the cgroup hierarchies mounted below it, is bound
+// over it: the cgroup v2 cpuset partitions, which decide the CPUs a plan
+// takes for isolated, are the host's whichever namespace is read (a
+// cgroup v2 hierarchy mounted outside /sys/fs/cgroup is not in the view;
+// nor is any on a kernel without cgroups, which has no /sys/fs/cgroup).
+// Call it, and the returned cleanup, from inside InNetNS. The mounts are
+// made in a mount namespace of the calling thread's own (unshared here,
+// receiving the host's mounts but sending none), so the rest of the host
+// never sees them, and they go when the thread exits even if cleanup is
+// never called. The thread stays locked to the goroutine so that it exits
+// with it (InNetNS's threads do).
 func MountNetNSView(dir string) (cleanup func() error, err error) {
 	sys, proc := filepath.Join(dir, "sys"), filepath.Join(dir, "proc")
 	for _, d := range []string{sys, proc} {
@@ -51,6 +57,11 @@ func MountNetNSView(dir string) (cleanup func() error, err error) {
 	}
 	if err := unix.Mount("sysfs", sys, "sysfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return nil, os.NewSyscallError("mount sysfs", err)
+	}
+	// ENOENT: a kernel without cgroups, whose sysfs has no fs/cgroup.
+	if err := unix.Mount("/sys/fs/cgroup", filepath.Join(sys, "fs/cgroup"), "", unix.MS_BIND|unix.MS_REC, ""); err != nil && !errors.Is(err, unix.ENOENT) {
+		unix.Unmount(sys, unix.MNT_DETACH)
+		return nil, os.NewSyscallError("mount --rbind /sys/fs/cgroup", err)
 	}
 	if err := unix.Mount("/proc", proc, "", unix.MS_BIND, ""); err != nil {
 		unix.Unmount(sys, unix.MNT_DETACH)
