@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -18,13 +17,12 @@ import (
 	"github.com/spindlenet/spindle/topo"
 )
 
-// isolatePartition makes cgroup spindle-test-PID of the cgroup v2 root a
-// valid isolated cpuset partition of CPU 1 for the rest of t, and returns
-// its path below the mount ("/spindle-test-PID"). It skips, saying why,
-// where no such partition can be made: not root, the cpuset controller
-// not on cgroup v2 (scripts/cpuset-v2.sh moves it there), fewer than 2
-// CPUs, CPU 1 isolated already. Everything is undone in t's cleanup, on
-// failure too.
+// isolatePartition makes a cgroup of the cgroup v2 root a valid isolated
+// cpuset partition of CPU 1 for the rest of t (cgrouptest.Isolate), and
+// returns its path below the mount. It skips, saying why, where no such
+// partition can be made: not root, the cpuset controller not on cgroup v2
+// (scripts/cpuset-v2.sh moves it there), fewer than 2 CPUs, CPU 1
+// isolated already.
 func isolatePartition(t *testing.T) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -38,6 +36,9 @@ func isolatePartition(t *testing.T) string {
 	if !h.Cpuset.Available {
 		t.Skipf("no cgroup v2 cpuset partition can be made here: %s", h.Cpuset.Source)
 	}
+	if k := kver.Release(); !kver.AtLeast(k, "5.15") {
+		t.Skipf("the kernel may have no cgroup v2 cpuset partitions (requires >= 5.15): %s", k)
+	}
 	if h.Cpuset.MountRoot != "/" {
 		t.Skipf("the cgroup v2 mount %s shows cgroup %s, not the hierarchy's root, whose CPUs a partition of the root's is carved from", h.Cpuset.Mount, h.Cpuset.MountRoot)
 	}
@@ -48,33 +49,7 @@ func isolatePartition(t *testing.T) string {
 	if IsolatedCPUs(h).Contains(cpu) {
 		t.Skipf("CPU %d is isolated already (%s): not taken", cpu, IsolationKind(h, topo.NewCPUSet(cpu)))
 	}
-	mount := h.Cpuset.Mount
-	cgrouptest.EnableCpuset(t, mount)
-	dir := filepath.Join(mount, fmt.Sprintf("spindle-test-%d", os.Getpid()))
-	cgrouptest.Mkdir(t, mount, dir)
-	part := filepath.Join(dir, "cpuset.cpus.partition")
-	if _, err := os.Stat(part); err != nil {
-		// cpuset.cpus.partition, "isolated" included, is in every
-		// kernel since 5.15.
-		if k := kver.Release(); kver.AtLeast(k, "5.15") {
-			t.Fatalf("no cpuset.cpus.partition on %s: %v", k, err)
-		}
-		t.Skipf("the kernel has no cgroup v2 cpuset partitions (no cpuset.cpus.partition; requires >= 5.15): %v", err)
-	}
-	for _, f := range []string{"cpuset.cpus", "cpuset.cpus.exclusive"} {
-		// Linux 6.7+ takes a partition's CPUs from cpuset.cpus.exclusive
-		// when set; earlier kernels have no such file.
-		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
-			if err := cgrouptest.Write(filepath.Join(dir, f), strconv.Itoa(cpu)); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	cgrouptest.SetPartition(t, dir, "isolated")
-	if b, _ := os.ReadFile(part); strings.TrimSpace(string(b)) != "isolated" {
-		t.Fatalf("%s reads %q after writing isolated: the kernel holds the partition of CPU %d invalid", part, b, cpu)
-	}
-	return "/" + filepath.Base(dir)
+	return cgrouptest.Isolate(t, h.Cpuset.Mount, cpu)
 }
 
 // vethNetNS makes network namespace spd-NAME-PID holding a veth pair, both
@@ -130,6 +105,79 @@ func TestNetNSViewSeesCpusetPartitions(t *testing.T) {
 			errs = append(errs, fmt.Errorf("plan for %s: loop CPUs %s, want the isolated partition's CPU 1", va, p.LoopCPUs))
 		}
 		return errors.Join(errs...)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNetNSApplyRevertWithCpusetPartition applies, through the netns
+// view, plans for a veth while CPU 1 is a valid isolated cpuset
+// partition, and reverts them. The default plan takes CPU 1, the
+// partition's, for the loop and steers transmits to it (XPS); a plan
+// given loop CPUs 0-1 spreads RPS over both. The kernel keeps RPS off the
+// CPUs its housekeeping domain mask leaves out (store_rps_map), which
+// sysfs "isolated" (Host.IsolatedDomain) shows and the plan leaves out in
+// turn: the maps written must read back as planned (a kernel that strips
+// a partition's CPUs without showing them there would have Apply refuse
+// its own write), and every file must read as before after the revert.
+func TestNetNSApplyRevertWithCpusetPartition(t *testing.T) {
+	isolatePartition(t)
+	nsPath, va, vb := vethNetNS(t, "tuneprtap")
+	one := topo.NewCPUSet(1)
+	stateDir := t.TempDir()
+	err := inNetNSHost(nsPath, t.TempDir(), func(tgt Target, h *topo.Host) error {
+		if !IsolatedCPUs(h).Equal(one) {
+			return fmt.Errorf("the view's isolated CPUs: %s (%s), want the partition's CPU 1", IsolatedCPUs(h), h.Cpuset.Source)
+		}
+		rps := topo.NewCPUSet(0, 1).Minus(h.IsolatedDomain).Minus(h.NohzFull)
+		for _, tc := range []struct {
+			name  string
+			loops topo.CPUSet // given; nil: the plan's default
+			want  map[string]string
+		}{
+			{"default loops", nil, map[string]string{
+				"/sys/class/net/" + va + "/queues/tx-0/xps_cpus": one.Mask(),
+			}},
+			{"loops 0-1", topo.NewCPUSet(0, 1), map[string]string{
+				"/sys/class/net/" + va + "/queues/rx-0/rps_cpus": rps.Mask(),
+			}},
+		} {
+			p, err := MakePlan(h, PlanConfig{Interfaces: []string{va, vb}, LoopCPUs: tc.loops, Somaxconn: -1})
+			if err != nil {
+				return fmt.Errorf("%s: %w", tc.name, err)
+			}
+			if tc.loops == nil && !p.LoopCPUs.Equal(one) {
+				return fmt.Errorf("%s: loop CPUs %s, want the partition's CPU 1", tc.name, p.LoopCPUs)
+			}
+			for target, v := range tc.want {
+				if w := writeTo(p, target); w == nil || !equalValues(w.Format, w.New, v) {
+					return fmt.Errorf("%s: plan writes %+v to %s, want %s; writes %v; notes %q", tc.name, w, target, v, targets(p), p.Notes)
+				}
+			}
+			before := map[string]string{}
+			for _, w := range p.Writes {
+				if before[w.Target()], err = tgt.read(w); err != nil {
+					return err
+				}
+			}
+			state := filepath.Join(stateDir, strings.ReplaceAll(tc.name, " ", "-")+".json")
+			if _, err := Apply(p, tgt, state); err != nil {
+				return fmt.Errorf("%s: apply: %w", tc.name, err)
+			}
+			for _, w := range p.Writes {
+				if got, err := tgt.read(w); err != nil || !equalValues(w.Format, got, w.New) {
+					return fmt.Errorf("%s: after apply %s reads %q (%v), want %q", tc.name, w.Target(), got, err, w.New)
+				}
+			}
+			if drifted, _, err := Revert(state, tgt); err != nil || len(drifted) > 0 {
+				return fmt.Errorf("%s: revert: %v (drifted %v)", tc.name, err, drifted)
+			}
+			if err := sameBytes(tgt, p.Writes, before); err != nil {
+				return fmt.Errorf("%s: after revert: %w", tc.name, err)
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		t.Fatal(err)

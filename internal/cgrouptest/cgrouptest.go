@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -100,4 +101,37 @@ func SetPartition(t testing.TB, dir, typ string) {
 			t.Error(err)
 		}
 	})
+}
+
+// Isolate makes cgroup spindle-test-PID of the root cgroup (of the cgroup
+// v2 hierarchy mounted at mount) a valid isolated cpuset partition of cpu
+// for the rest of t, and returns its path below the mount
+// ("/spindle-test-PID"). The caller holds the lock (Hold) and has checked
+// that the cpuset controller is on that hierarchy, that the mount shows
+// its root and that cpu is online and no partition's. It fails t where
+// the kernel has no cpuset.cpus.partition (every kernel since 5.15 has)
+// or holds the partition invalid. Everything is undone in t's cleanup.
+func Isolate(t testing.TB, mount string, cpu int) string {
+	t.Helper()
+	EnableCpuset(t, mount)
+	dir := filepath.Join(mount, fmt.Sprintf("spindle-test-%d", os.Getpid()))
+	Mkdir(t, mount, dir)
+	part := filepath.Join(dir, "cpuset.cpus.partition")
+	if _, err := os.Stat(part); err != nil {
+		t.Fatalf("no cgroup v2 cpuset partitions (requires >= 5.15): %v", err)
+	}
+	for _, f := range []string{"cpuset.cpus", "cpuset.cpus.exclusive"} {
+		// Linux 6.7+ takes a partition's CPUs from cpuset.cpus.exclusive
+		// when set; earlier kernels have no such file.
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			if err := Write(filepath.Join(dir, f), strconv.Itoa(cpu)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	SetPartition(t, dir, "isolated")
+	if b, _ := os.ReadFile(part); strings.TrimSpace(string(b)) != "isolated" {
+		t.Fatalf("%s reads %q after writing isolated: the kernel holds the partition of CPU %d invalid", part, b, cpu)
+	}
+	return "/" + filepath.Base(dir)
 }
