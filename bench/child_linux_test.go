@@ -58,6 +58,7 @@ func TestSelfUsageOneMoment(t *testing.T) {
 			select {
 			case <-stop:
 				return
+			//lint:ignore SA5004 it is to spin
 			default:
 			}
 		}

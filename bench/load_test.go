@@ -65,7 +65,8 @@ func startStall(ctx context.Context, cfg ServerConfig) (Server, error) {
 				mu.Unlock()
 			})
 		}
-		mu.Lock() // waits out a stall in progress
+		mu.Lock()
+		//lint:ignore SA2001 taking the lock is the point: it waits out a stall in progress
 		mu.Unlock()
 	}
 	s, err := startGoNet(ctx, cfg)

@@ -537,6 +537,7 @@ func TestAfterFuncFarOff(t *testing.T) {
 			}
 			stopped := make(chan bool, 2)
 			l.Post(func() { stopped <- far[0].Stop(); stopped <- far[1].Stop() })
+			//lint:ignore SA4000 two receives, one per timer
 			if !<-stopped || !<-stopped {
 				t.Error("far-off timers were no longer pending")
 			}

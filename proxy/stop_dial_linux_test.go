@@ -74,7 +74,7 @@ func TestDialRefusedAtStopKilled(t *testing.T) {
 				// slot; the second, on loop 0, waits in the queue.
 				var first, c net.Conn
 				if client == "tcp" {
-					first = tcpOnLoop(t, p, 1)
+					tcpOnLoop(t, p, 1) // open until the test's cleanup
 				} else {
 					first = onLoop(t, p, 1)
 					sendGet(t, first, "/hold")

@@ -501,6 +501,7 @@ func spindleBin(t *testing.T) string {
 	built.once.Do(func() {
 		gobin, err := exec.LookPath("go")
 		if err != nil {
+			//lint:ignore SA1019 go test runs this with the toolchain that built it
 			gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
 		}
 		if built.dir, built.err = os.MkdirTemp("", "spindle-cmd-test-"); built.err != nil {
