@@ -18,6 +18,12 @@ fi
 stage "go vet"
 go vet ./...
 
+# staticcheck, pinned (go run with a version leaves go.mod alone); its
+# checks are in staticcheck.conf. Both modules.
+stage "staticcheck"
+go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+if [ -f bench/peers/go.mod ]; then (cd bench/peers && go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...); fi
+
 stage "h2spec (the HTTP/2 conformance suite internal/h2's TestH2Spec runs; pinned in bench/peers' go.mod)"
 if [ -z "${H2SPEC:-}" ] && [ -f bench/peers/go.mod ]; then
 	H2SPEC="$(mktemp -d)/h2spec"

@@ -21,7 +21,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/interop"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
-	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
@@ -467,10 +466,10 @@ func TestLargeMessage(t *testing.T) {
 		if err := echo(ctx, e.cc, [][]byte{random(1, size), random(2, size)}, nil); err != nil {
 			t.Fatal(err)
 		}
-		reply, err := e.tc.UnaryCall(ctx, &testpb.SimpleRequest{
-			ResponseType: testpb.PayloadType_COMPRESSABLE,
+		reply, err := e.tc.UnaryCall(ctx, &testgrpc.SimpleRequest{
+			ResponseType: testgrpc.PayloadType_COMPRESSABLE,
 			ResponseSize: size,
-			Payload:      interop.ClientNewPayload(testpb.PayloadType_COMPRESSABLE, size),
+			Payload:      interop.ClientNewPayload(testgrpc.PayloadType_COMPRESSABLE, size),
 		})
 		if err != nil {
 			t.Fatal(err)
