@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -315,4 +316,117 @@ func fillSlab(t *testing.T, l *Loop, sc *Conn) func(int, bool) ([]byte, string, 
 		t.Fatalf("the slow reader's queue leaves %d chunks free", free)
 	}
 	return mapf
+}
+
+// TestStarvedReceiveRearmsWhenQuietSendOfSameReapingFreesBuffer: a receive
+// that finds the ring empty (ENOBUFS) in a reaping that has prepared a
+// quiet SEND, which quietSends could not refuse for it, is re-armed once
+// that SEND gives its receive buffer back. Here three of the ring's four
+// buffers are kept, and the fourth, forwarded by WriteBuffer, waits in
+// p's write queue behind a lone quiet SEND of a byte from the slab, which
+// the test flushes before queueing the buffer (as sendDone flushes while
+// the loop reaps, before a later handler writes). The enter that takes
+// that SEND posts s's ENOBUFS: settle sends the buffer as another lone
+// quiet SEND before the ENOBUFS is handled. Sent whole, it
+// posts no completion, and the next wait slept past it with the buffer as
+// good as free: s's message was not delivered 5 s later. Now a wait that
+// submits quiet SENDs while receives starve and write queues hold receive
+// buffers does not sleep. The uring backends; epoll has no ring.
+func TestStarvedReceiveRearmsWhenQuietSendOfSameReapingFreesBuffer(t *testing.T) {
+	for _, b := range testBackends {
+		if !b.isURing() {
+			continue
+		}
+		t.Run(string(b), func(t *testing.T) {
+			opened := make(chan *Conn, 4)
+			var delivered atomic.Int64
+			var fwd Buffer
+			h := &BaseHandlerFunc{
+				open: func(c *Conn) {
+					c.SetContext(&[]Buffer{})
+					opened <- c
+				},
+				// A message starting with 'K' is kept, and
+				// acknowledged with a byte; one starting with 'F' is
+				// kept for the test to forward, and its connection
+				// closed (its receive, which then finds the ring
+				// empty, does not starve); any other is counted.
+				data: func(c *Conn, buf Buffer) bool {
+					switch buf.Bytes()[0] {
+					case 'K':
+						kept := c.Context().(*[]Buffer)
+						*kept = append(*kept, buf)
+						c.Write([]byte{'k'})
+						return true
+					case 'F':
+						fwd = buf
+						c.Close()
+						return true
+					}
+					delivered.Add(1)
+					return false
+				},
+				closed: func(c *Conn, _ error) {
+					for _, buf := range *c.Context().(*[]Buffer) {
+						buf.Release()
+					}
+				},
+			}
+			cfg := testConfig(b)
+			cfg.CPUs = []int{0}
+			cfg.ReadBuffers, cfg.ReadBufferSize = 4, 4<<10
+			cfg.CloseTimeout = -1 // no sweep to wake the loop
+			e, addr := startEngine(t, cfg, h)
+			l := e.Loops()[0]
+			k := mustDial(t, "tcp", addr)
+			<-opened
+			p := mustDial(t, "tcp", addr)
+			pc := <-opened
+			s := mustDial(t, "tcp", addr)
+			<-opened
+			k.SetDeadline(time.Now().Add(5 * time.Second))
+			for range 3 {
+				if err := roundTrip(k, []byte("K")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Longer than joinLast copies into the slab chunk before it.
+			msg := bytes.Repeat([]byte("F"), 3000)
+			a := mustDial(t, "tcp", addr)
+			<-opened
+			a.SetDeadline(time.Now().Add(5 * time.Second))
+			if _, err := a.Write(msg); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.ReadAll(a); err != nil {
+				t.Fatalf("a's close: %v", err)
+			}
+			onLoop(t, l, func() {
+				if _, err := s.Write([]byte("s's message")); err != nil {
+					t.Errorf("s's message: %v", err)
+				}
+				// Its receive's ENOBUFS waits in the kernel's task work
+				// for the loop's next enter.
+				time.Sleep(20 * time.Millisecond)
+				pc.Write([]byte("x"))
+				l.be.flush(pc)
+				if err := pc.WriteBuffer(fwd); err != nil {
+					t.Errorf("forwarding a's buffer: %v", err)
+				}
+			})
+			got := make([]byte, 1+len(msg))
+			p.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if _, err := io.ReadFull(p, got); err != nil {
+				t.Fatalf("the byte and a's forwarded buffer: %v", err)
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for delivered.Load() == 0 {
+				if time.Now().After(deadline) {
+					st := l.Stats()
+					t.Fatalf("s's message not delivered 5 s after the buffer holding it back was sent (%d receives found the ring empty, %d quiet waits, %d settled without a completion)", st.NoBufs, st.QuietWaits, st.QuietSkipped)
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+		})
+	}
 }

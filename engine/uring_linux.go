@@ -1039,7 +1039,9 @@ func (b *uringBackend) flush(c *Conn) {
 // ENOBUFS, and are armed again). Nor while receives wait for a buffer
 // (starved): the buffers these SENDs give back may be the only ones to
 // come, and a wait that does not end at their completions would leave
-// those receives unarmed until something else woke the loop, if ever.
+// those receives unarmed until something else woke the loop, if ever
+// (those flushed while the loop reaps, before a receive found the ring
+// empty, poll does not sleep past).
 func (b *uringBackend) quietSends(c *Conn, from, end int) bool {
 	if !b.quietOK || c.bits&bitSendLate != 0 || end != len(c.wq) || c.state != stateOpen || c.wantShutWr || c.atMark() || b.l.stopping ||
 		b.l.ringHeld > b.cfg.ReadBuffers/4 || len(b.starved) > 0 {
@@ -1133,9 +1135,16 @@ func (b *uringBackend) poll(timeout time.Duration) error {
 	// send-slab chunk (Loop.tlsStarved): sleeping past the SENDs, the loop
 	// would give their chunks back, and pump those connections
 	// (resumeStarved), only at its next wake-up, up to starveRetry later.
-	// Not sleeping, it settles them, or handles their completions, first.
+	// Likewise while receives wait for a buffer (starved) and write
+	// queues may hold receive buffers (WriteBuffer; Loop.ringHeld counts
+	// them, and those paused connections hold): quietSends refuses quiet
+	// SENDs then, but not those flushed while the loop reaped before a
+	// receive found the ring empty (a SEND's completion, or settle, sends
+	// the rest of a queue), whose buffers may be the only ones to come
+	// back. Not sleeping, it settles them, or handles their completions,
+	// first.
 	if len(b.aside) > 0 || b.behind > 0 || b.overflowed ||
-		len(l.tlsStarved) > 0 && (b.quiet > 0 || b.skipUnsubmitted()) {
+		(len(l.tlsStarved) > 0 || len(b.starved) > 0 && l.ringHeld > 0) && (b.quiet > 0 || b.skipUnsubmitted()) {
 		timeout = 0
 	}
 	var err error
