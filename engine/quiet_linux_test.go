@@ -360,7 +360,7 @@ func TestQuietReapedBeforeWait(t *testing.T) {
 								y.Write([]byte(tc.reply))
 								ub.flush(y) // as handle does for a queue written meanwhile
 							}
-							q := [2]int{int(ub.quiet), len(ub.skipped)}
+							q := [2]int{int(ub.quiet), len(ub.skipped) - ub.skipHead}
 							for ub.r.SQReady() < ub.r.SQEntries() {
 								ub.sqe().PrepNop(0)
 							}
@@ -930,6 +930,59 @@ func TestSkippedSendUnlistedInPlace(t *testing.T) {
 		if b.skipLive(s) != nil {
 			t.Fatalf("an unlisted SEND (slot %d) still reads as listed", s.slot)
 		}
+	}
+}
+
+// TestSettleTakesSkippedWithoutShifting: settle takes the lone quiet SENDs
+// the kernel has taken off the front of their list (uringBackend.skipped)
+// without shifting those left each time: with a thousand listed and the
+// kernel taking them a few per enter, each settle moved every entry after
+// them, quadratic in all. Here 1,000 are listed (their completions came,
+// so settle only drops them) and a real ring's SQ head passes one per
+// settle, as it moves past each SQE: the entries each settle writes are
+// counted, 499,500 before; now those left are moved to the front only once
+// the taken reach half the list, no more than were taken in all.
+func TestSettleTakesSkippedWithoutShifting(t *testing.T) {
+	const n = 1000
+	r, err := uring.New(&uring.Config{Entries: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	l := &Loop{}
+	b := &uringBackend{l: l, r: r, dropped: cqDropped(r)}
+	l.be = b
+	tail := r.SQTail()
+	for i := range n {
+		c := &Conn{l: l}
+		l.addConn(c)
+		b.listSkip(c, tail+uint32(i), 100)
+		b.unlistSkipped(c)
+	}
+	moved := 0
+	before := make([]skipSend, 0, n)
+	for i := range n {
+		q := r.GetSQE()
+		q.PrepNop(0)
+		q.SetFlags(uring.FlagCQESkipSuccess) // no completion: the CQ stays empty
+		if _, err := r.Submit(); err != nil {
+			t.Fatal(err)
+		}
+		before = append(before[:0], b.skipped...)
+		if !b.settle(nil) {
+			t.Fatalf("settle took none of the %d listed after the SQ head passed SEND %d", n-i, i)
+		}
+		for j := range min(len(before), len(b.skipped)) {
+			if b.skipped[j] != before[j] {
+				moved++
+			}
+		}
+	}
+	if len(b.skipped) != 0 {
+		t.Errorf("%d entries left in the list after settle took all", len(b.skipped))
+	}
+	if moved > n {
+		t.Errorf("settling %d SENDs one at a time wrote %d list entries, want at most %d", n, moved, n)
 	}
 }
 

@@ -118,9 +118,10 @@ type uringBackend struct {
 	quiet       uint32
 	quietOK     bool
 	quietChains bool
-	// skipped lists, in SQ order, the lone quiet SENDs in flight, which
-	// post no completion when they send all (flush); settle completes
-	// those. One whose completion came stays in the list, unlisted in
+	// skipped lists from skipHead on, in SQ order, the lone quiet SENDs
+	// in flight, which post no completion when they send all (flush);
+	// settle completes those, taking them off the front by moving
+	// skipHead. One whose completion came stays in the list, unlisted in
 	// place: its connection's bitSendSkip cleared, or its position no
 	// longer the one skipPos, per slot, holds for the connection's listed
 	// SEND (skipLive); settle drops it as it walks past. behind counts
@@ -129,6 +130,7 @@ type uringBackend struct {
 	// completions held in the kernel's overflow list: with either the
 	// loop does not sleep.
 	skipped    []skipSend
+	skipHead   int
 	skipPos    []uint32
 	behind     int
 	overflowed bool
@@ -1262,7 +1264,7 @@ func (b *uringBackend) poll(timeout time.Duration) error {
 // handled after it (its handler sees the reply's bytes gone from the
 // queue, and its write is sent at once). It reports whether it settled any. Loop goroutine.
 func (b *uringBackend) settle(batch []uring.CQE) bool {
-	if len(b.skipped) == 0 {
+	if len(b.skipped) == b.skipHead {
 		b.overflowed = false
 		return false
 	}
@@ -1273,21 +1275,21 @@ func (b *uringBackend) settle(batch []uring.CQE) bool {
 			}
 		}
 	}
-	k := 0
+	h, k := b.skipHead, b.skipHead
 	for k < len(b.skipped) && b.r.SQConsumed(b.skipped[k].pos) {
 		k++
 	}
-	if k > 0 && cqDropped(b.r) != b.dropped {
-		b.dropCut(k)
+	if k > h && cqDropped(b.r) != b.dropped {
+		b.dropCut(b.skipped[h:k])
 		return false
 	}
-	b.overflowed = k > 0 && b.r.CQOverflowPending()
-	if k == 0 || b.overflowed {
+	b.overflowed = k > h && b.r.CQOverflowPending()
+	if k == h || b.overflowed {
 		return false
 	}
 	// Completing them flushes the queues written behind them, which may
-	// list more: after these, which go once all k are done.
-	for i := range k {
+	// list more: after these, which go once all of them are done.
+	for i := h; i < k; i++ {
 		c := b.skipLive(b.skipped[i])
 		if c == nil {
 			continue // unlisted: its completion came
@@ -1300,7 +1302,17 @@ func (b *uringBackend) settle(batch []uring.CQE) bool {
 		b.l.st.quietSkipped.Add(1)
 		b.sendDone(c, s.n, false)
 	}
-	b.skipped = b.skipped[:copy(b.skipped, b.skipped[k:])]
+	// Those left move to the front only once the taken make half the
+	// list, so that each entry moved stands for one taken: a shift of
+	// them at every settle, with a thousand listed and the kernel taking
+	// a few per enter, was quadratic.
+	b.skipHead = k
+	switch {
+	case k == len(b.skipped):
+		b.skipped, b.skipHead = b.skipped[:0], 0
+	case 2*k >= len(b.skipped):
+		b.skipped, b.skipHead = b.skipped[:copy(b.skipped, b.skipped[k:])], 0
+	}
 	return true
 }
 
@@ -1310,19 +1322,19 @@ func (b *uringBackend) settle(batch []uring.CQE) bool {
 // posts nothing. A lone quiet SEND cut short among them is not to be told
 // from one sent whole, which posts nothing either: settled as whole, the
 // rest of its queue would go after a hole in the stream, to a peer that
-// could not tell. So none of the first k listed, which the kernel has
-// taken, is settled: their connections are reset (RST: the peer sees the
+// could not tell. So none of those listed the kernel has taken (taken) is
+// settled: their connections are reset (RST: the peer sees the
 // stream broken, not ended) with an error saying why. Nor can the loop go
 // on: the completion of any of its requests may be the one lost (a
 // receive's, a cancel's, which it would wait for for ever), and the kernel
 // fails its next wait that sleeps (EBADR) for that reason. The ring is
 // broken: the next poll returns the error, and the loop closes its other
 // connections and stops, saying it. Loop goroutine.
-func (b *uringBackend) dropCut(k int) {
+func (b *uringBackend) dropCut(taken []skipSend) {
 	n := cqDropped(b.r) - b.dropped
 	err := fmt.Errorf("the kernel dropped %d completions (the CQ full, and no memory to keep them): a quiet SEND's among them cannot be told from one sent whole", n)
-	for i := range k {
-		if c := b.skipLive(b.skipped[i]); c != nil {
+	for _, s := range taken {
+		if c := b.skipLive(s); c != nil {
 			c.reset(c.netError("write", err))
 		}
 	}
@@ -1369,7 +1381,7 @@ func (b *uringBackend) unlistSkipped(c *Conn) {
 // an entry whose completion came (unlisted) was taken. Loop goroutine.
 func (b *uringBackend) skipUnsubmitted() bool {
 	n := len(b.skipped)
-	return n > 0 && !b.r.SQConsumed(b.skipped[n-1].pos)
+	return n > b.skipHead && !b.r.SQConsumed(b.skipped[n-1].pos)
 }
 
 // clearSkip says c's lone quiet SEND is no longer in flight.
