@@ -2,8 +2,9 @@
 # Runs its arguments as a command with the cpuset controller on cgroup v2,
 # for the tests that make real cpuset partitions (tune's
 # TestCpusetPartitionsOnKernel, TestNetNSViewSeesCpusetPartitions and
-# TestNetNSApplyRevertWithCpusetPartition, topo's TestCpusetPartitionLive),
-# which skip where it is not. Where the controller sits on a cgroup v1 hierarchy of
+# TestNetNSApplyRevertWithCpusetPartition, topo's TestCpusetPartitionLive
+# and TestCpusetPartitionReadWhereNoCgroup2Mounted, cmd/spindle's
+# TestTuneInNetNSSeesCpusetPartitions), which skip where it is not. Where the controller sits on a cgroup v1 hierarchy of
 # its own that holds no cgroup but its root (this project's VMs), the
 # hierarchy is unmounted, which destroys it and lets the kernel offer the
 # controller to cgroup v2, and mounted again afterwards, on failure too;

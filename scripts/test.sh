@@ -75,7 +75,7 @@ stage "go test -race ./engine -run TestWakeAtSQThreadLate, alone (it holds a CPU
 SPINDLE_TEST_RT_HOG=1 go test -race -count=1 -timeout 5m -run '^TestWakeAtSQThreadLate$' -v ./engine/ || failed=1
 if [ "${CI:-}" = true ] && [ "$(id -u)" = 0 ]; then
 	stage "go test -race the cpuset partition tests on a real partition (CI only: the cpuset controller moved to cgroup v2 for them where nothing else uses it, and back)"
-	bash scripts/cpuset-v2.sh go test -race -count=1 -timeout 5m -v -run '^(TestCpusetPartitionsOnKernel|TestCpusetPartitionLive|TestNetNSViewSeesCpusetPartitions|TestNetNSApplyRevertWithCpusetPartition)$' ./tune/ ./topo/ || failed=1
+	bash scripts/cpuset-v2.sh go test -race -count=1 -timeout 5m -v -run '^(TestCpusetPartitionsOnKernel|TestCpusetPartitionLive|TestCpusetPartitionReadWhereNoCgroup2Mounted|TestNetNSViewSeesCpusetPartitions|TestNetNSApplyRevertWithCpusetPartition|TestTuneInNetNSSeesCpusetPartitions)$' ./tune/ ./topo/ ./cmd/spindle/ || failed=1
 fi
 if [ "$failed" -ne 0 ]; then
 	echo "go test -race failed (above)"; exit 1

@@ -30,6 +30,13 @@ type Cpuset struct {
 	// Available is true when the cpuset controller is on that mount, so
 	// that partitions could be read.
 	Available bool `json:"available"`
+	// Private is true where no cgroup v2 mount was visible and Mount is
+	// one this process made to read the partitions, in a mount namespace
+	// of one thread's own, gone once they were read (as under `ip netns
+	// exec`, which leaves the host's cgroup mounts behind; Source says
+	// so). The hierarchy is the host's, but its files are not reached
+	// through Mount any more.
+	Private bool `json:"private,omitempty"`
 	// Source says where Host.IsolatedPartition came from (the root
 	// cgroup's cpuset.cpus.isolated, or the partitions' CPUs where the
 	// kernel has no such file), or why no partition could be read: no
@@ -204,24 +211,25 @@ func ParseCgroupsHierarchy(b []byte, name string) int {
 // mounts of a cgroup, a container's view) it takes the first that shows
 // the whole hierarchy, whose cgroup.controllers and cpuset.cpus.isolated
 // are the root cgroup's and under which every partition is, else the
-// first. It returns the mount ("" and why when there is none).
-func (r reader) cgroup2Mount() (Cgroup2Mount, string) {
+// first. It returns the mount ("" and why when there is none), and true
+// where mountinfo was read and lists none.
+func (r reader) cgroup2Mount() (Cgroup2Mount, string, bool) {
 	if b, err := os.ReadFile(r.path("/proc/self/mountinfo")); err == nil {
 		mounts := ParseCgroup2Mounts(b)
 		if len(mounts) == 0 {
-			return Cgroup2Mount{}, "no cgroup v2 hierarchy is mounted (/proc/self/mountinfo)"
+			return Cgroup2Mount{}, "no cgroup v2 hierarchy is mounted (/proc/self/mountinfo)", true
 		}
 		if i := slices.IndexFunc(mounts, func(m Cgroup2Mount) bool { return m.Root == "/" }); i >= 0 {
-			return mounts[i], ""
+			return mounts[i], "", false
 		}
-		return mounts[0], ""
+		return mounts[0], "", false
 	}
-	for _, m := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
-		if _, err := os.Stat(r.path(m + "/cgroup.controllers")); err == nil {
-			return Cgroup2Mount{Point: m, Root: "/"}, ""
+	for _, p := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
+		if _, err := os.Stat(r.path(p + "/cgroup.controllers")); err == nil {
+			return Cgroup2Mount{Point: p, Root: "/"}, "", false
 		}
 	}
-	return Cgroup2Mount{}, "no cgroup v2 hierarchy found (no /proc/self/mountinfo, no cgroup.controllers in /sys/fs/cgroup or /sys/fs/cgroup/unified)"
+	return Cgroup2Mount{}, "no cgroup v2 hierarchy found (no /proc/self/mountinfo, no cgroup.controllers in /sys/fs/cgroup or /sys/fs/cgroup/unified)", false
 }
 
 // cpusetPartitions reads the cgroup v2 cpuset partitions: the isolated
@@ -231,15 +239,52 @@ func (r reader) cgroup2Mount() (Cgroup2Mount, string) {
 // partition, and the partitions from a walk of the hierarchy. A cgroup
 // without cpuset files has no cpuset-enabled descendants either (its
 // parent did not enable the controller for it), so the walk does not go
-// below it. Nothing here is an error: what could not be read is said in
-// Cpuset.Source or a note.
+// below it. Where the live host's mountinfo lists no cgroup v2 mount and
+// the process may mount, it reads them from a mount of its own
+// (readCpusetPrivately). Nothing here is an error: what could not be read
+// is said in Cpuset.Source or a note.
 func (r reader) cpusetPartitions(h *Host) {
 	h.IsolatedPartition = CPUSet{}
-	m, why := r.cgroup2Mount()
-	if m.Point == "" {
-		h.Cpuset.Source = why
+	m, why, none := r.cgroup2Mount()
+	if m.Point != "" {
+		r.readCpuset(h, m)
 		return
 	}
+	h.Cpuset.Source = why
+	// `ip netns exec` mounts a sysfs of the namespace over /sys in a
+	// mount namespace of its own, and the cgroup hierarchies mounted
+	// below /sys/fs/cgroup go with the old one. Partitions are the
+	// kernel's, the same whichever mount shows them, so a process that
+	// may mount makes one of its own to read them. Only on the live host:
+	// a captured tree is read as it is.
+	if r.root != "/" || !none {
+		return
+	}
+	if b, err := os.ReadFile("/proc/self/status"); err != nil || !HasCapSysAdmin(b) {
+		return
+	}
+	if err := readCpusetPrivately(h); err != nil {
+		h.Cpuset.Source = fmt.Sprintf("%s; mounting cgroup2 privately to read it failed: %v", why, err)
+	}
+}
+
+// HasCapSysAdmin says whether a /proc/PID/status file gives the process
+// CAP_SYS_ADMIN (bit 21 of CapEff), which mounting a filesystem and
+// unsharing a mount namespace need.
+func HasCapSysAdmin(status []byte) bool {
+	sc := bufio.NewScanner(bytes.NewReader(status))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && caps&(1<<21) != 0
+		}
+	}
+	return false
+}
+
+// readCpuset reads the cpuset state under the cgroup v2 mount m into
+// h.Cpuset and h.IsolatedPartition.
+func (r reader) readCpuset(h *Host, m Cgroup2Mount) {
 	mount := m.Point
 	h.Cpuset.Mount, h.Cpuset.MountRoot = mount, m.Root
 	ctrl, err := r.read(mount + "/cgroup.controllers")

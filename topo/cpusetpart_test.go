@@ -138,6 +138,16 @@ func TestCpusetPartitionIsolation(t *testing.T) {
 		},
 		want: "", source: "no cgroup v2 hierarchy is mounted",
 	}, {
+		// Only the live host is read from a cgroup2 mount made for
+		// it: a captured tree is read as it is, whatever the
+		// capabilities it records.
+		name: "captured, no cgroup v2 mount, CAP_SYS_ADMIN",
+		files: map[string]string{
+			"proc/self/mountinfo": "40 24 0:50 / /sys rw,relatime - sysfs spd rw\n",
+			"proc/self/status":    "Name:\tspindle\nCapEff:\t000001ffffffffff\n",
+		},
+		want: "", source: "no cgroup v2 hierarchy is mounted (/proc/self/mountinfo)",
+	}, {
 		name: "hybrid, cpuset on v1",
 		files: map[string]string{
 			"proc/self/mountinfo":                      "34 31 0:31 / /sys/fs/cgroup/cpuset rw,relatime - cgroup cgroup rw,cpuset\n41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n",
@@ -250,6 +260,26 @@ func TestParseCgroup2Mounts(t *testing.T) {
 	for name, want := range map[string]int{"cpuset": 0, "cpu": 3, "memory": -1} {
 		if got := ParseCgroupsHierarchy([]byte(cg), name); got != want {
 			t.Errorf("ParseCgroupsHierarchy(%s) = %d, want %d", name, got, want)
+		}
+	}
+}
+
+// TestHasCapSysAdmin: CAP_SYS_ADMIN is bit 21 of a status file's CapEff
+// (the effective set, not the permitted or bounding one).
+func TestHasCapSysAdmin(t *testing.T) {
+	for _, tc := range []struct {
+		status string
+		want   bool
+	}{
+		{"Name:\tsh\nCapPrm:\t000001ffffffffff\nCapEff:\t000001ffffffffff\n", true},
+		{"CapEff:\t0000000000200000\n", true},
+		{"CapPrm:\t000001ffffffffff\nCapEff:\t000001ffffdfffff\nCapBnd:\t000001ffffffffff\n", false},
+		{"CapEff:\t0000000000000000\n", false},
+		{"CapEff:\tzz\n", false},
+		{"Name:\tsh\n", false},
+	} {
+		if got := HasCapSysAdmin([]byte(tc.status)); got != tc.want {
+			t.Errorf("HasCapSysAdmin(%q) = %v, want %v", tc.status, got, tc.want)
 		}
 	}
 }

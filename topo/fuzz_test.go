@@ -274,11 +274,13 @@ func FuzzParseCgroupFiles(f *testing.F) {
 		"41 31 0:38 / /mnt/a\\040b rw - cgroup2 none rw\n",
 		"#subsys_name\thierarchy\tnum_cgroups\tenabled\ncpuset\t3\t1\t1\n",
 		"3:cpuset:/\n0::/system.slice/svc.service\n",
+		"Name:\tsh\nCapEff:\t000001ffffffffff\n",
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ParseCgroup2Mounts(b)
+		HasCapSysAdmin(b)
 		if p, ok := ParseCgroupV2Path(b); ok != strings.HasPrefix(p, "/") {
 			t.Errorf("%q: cgroup v2 path %q, %v", b, p, ok)
 		}
