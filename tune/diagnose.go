@@ -532,7 +532,7 @@ func Diagnose(h *topo.Host, a, b *Snapshot, opt Options) []Finding {
 		if p.Invalid != "invalid" {
 			state += " (" + p.Invalid + ")"
 		}
-		ev := fmt.Sprintf("%s reads %q", path.Join(h.Cpuset.Mount, p.Cgroup, "cpuset.cpus.partition"), state)
+		ev := fmt.Sprintf("%s reads %q", cgroupFile(h, p.Cgroup, "cpuset.cpus.partition"), state)
 		if p.Wants.Len() > 0 {
 			ev += fmt.Sprintf("; it asks for CPUs %s", p.Wants)
 		}
@@ -598,7 +598,7 @@ func partitionReach(h *topo.Host, loops topo.CPUSet) (off topo.CPUSet, ev []stri
 		off = off.Union(o.cpus)
 		ev = append(ev, fmt.Sprintf("loop CPUs %s are those of %s", o.cpus, partitionName(h, o.p)))
 		if o.p != nil {
-			fixes = append(fixes, fmt.Sprintf("for those, move it into %s (`echo PID > %s`, or start it there)", path.Join(h.Cpuset.MountRoot, o.p.Cgroup), path.Join(h.Cpuset.Mount, o.p.Cgroup, "cgroup.procs")))
+			fixes = append(fixes, fmt.Sprintf("for those, move it into %s (`echo PID > %s`, or start it there)", path.Join(h.Cpuset.MountRoot, o.p.Cgroup), cgroupFile(h, o.p.Cgroup, "cgroup.procs")))
 		} else {
 			fixes = append(fixes, "for those, run it in a cgroup outside "+path.Join(h.Cpuset.MountRoot, home.Cgroup))
 		}

@@ -68,7 +68,7 @@ func partitionNote(h *topo.Host, loops topo.CPUSet) string {
 	}
 	where := "an isolated cpuset partition"
 	if s := partitionsNamed(h, in); s != "" {
-		where = "isolated " + s + " (under " + h.Cpuset.Mount + ")"
+		where = "isolated " + s + " (under " + cgroupFile(h, "", "") + ")"
 	}
 	s := fmt.Sprintf("loop CPUs %s are in %s: the scheduler does not balance load onto them and unbound workqueues stay off them (Linux 6.8+), as with isolcpus=domain, but only tasks of that cgroup may run there: start the service in it, or pinning its loops there fails (EINVAL)", in, where)
 	if tick := in.Minus(h.NohzFull); tick.Len() > 0 {
@@ -110,6 +110,18 @@ func partitionShares(h *topo.Host, cpus topo.CPUSet) []partitionShare {
 		shares = append(shares, partitionShare{nil, rest})
 	}
 	return shares
+}
+
+// cgroupFile names, for messages, the file of cgroup cg (a path below
+// the mount read, "" for the mount itself): under h.Cpuset.Mount, or,
+// where that was a private mount of the read's own and is gone
+// (Cpuset.Private), under "<cgroup2 mount>", wherever the reader has
+// the hierarchy mounted.
+func cgroupFile(h *topo.Host, cg, file string) string {
+	if h.Cpuset.Private {
+		return path.Join("<cgroup2 mount>", cg, file)
+	}
+	return path.Join(h.Cpuset.Mount, cg, file)
 }
 
 // partitionName names p for messages: "isolated partition /rt" (its

@@ -305,3 +305,44 @@ func TestPlanNotesLoopsOfSeveralPartitions(t *testing.T) {
 		}
 	}
 }
+
+// TestPartitionMessagesWherePrivateMount: read where no cgroup v2 mount
+// was visible (as under `ip netns exec`), the partitions come from a
+// mount of the read's own that is gone after (Cpuset.Private), so the
+// cgroup files diagnose and plan name for a person to read or write are
+// under "<cgroup2 mount>", not that mount's vanished directory, as they
+// were.
+func TestPartitionMessagesWherePrivateMount(t *testing.T) {
+	const gone = "/tmp/spindle-cgroup2-4242"
+	root, h := cgroupHost(t, map[string]string{
+		"sys/fs/cgroup/rt/cpuset.cpus.partition":  "isolated\n",
+		"sys/fs/cgroup/rt/cpuset.cpus.effective":  "2-5\n",
+		"sys/fs/cgroup/bad/cpuset.cpus.partition": "isolated invalid (Parent is not a partition root)\n",
+		"sys/fs/cgroup/bad/cpuset.cpus":           "6-7\n",
+		"sys/fs/cgroup/bad/cpuset.cpus.effective": "\n",
+		"proc/4242/cgroup":                        "0::/system.slice/svc.service\n",
+	})
+	cg, err := topo.ReadCgroup(root, 4242)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.ServiceCgroup, h.Memlock.PID, h.Memlock.Comm = cg, 4242, "svc"
+	h.Cpuset.Mount, h.Cpuset.Private = gone, true
+	a, b := snapshots(t, root, h)
+	var texts []string
+	for _, f := range Diagnose(h, a, b, Options{LoopCPUs: topo.NewCPUSet(2, 3)}) {
+		if f.ID == "cpuset-partition-invalid" || f.ID == "service-outside-partition" {
+			texts = append(append(texts, f.Fix), f.Evidence...)
+		}
+	}
+	texts = append(texts, partitionNote(h, topo.NewCPUSet(2, 3)))
+	all := strings.Join(texts, "\n")
+	for _, want := range []string{"<cgroup2 mount>/bad/cpuset.cpus.partition", "<cgroup2 mount>/rt/cgroup.procs", "(under <cgroup2 mount>)"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("the partition messages do not say %q:\n%s", want, all)
+		}
+	}
+	if strings.Contains(all, gone) {
+		t.Errorf("the partition messages name the private mount %s, gone after the read:\n%s", gone, all)
+	}
+}
