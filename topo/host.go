@@ -340,7 +340,11 @@ func (r reader) readCPUList(p string) (CPUSet, error) {
 	return set, nil
 }
 
-// Read discovers the host under root ("/" for the live host).
+// Read discovers the host under root ("/" for the live host). On the live
+// host, where this mount namespace shows no cgroup v2 hierarchy (as under
+// `ip netns exec`) and the process has CAP_SYS_ADMIN, it mounts one on a
+// temporary directory in a mount namespace of a thread of its own to read
+// the cpuset partitions (Cpuset.Private); nothing else sees that mount.
 func Read(root string, cfg *Config) (*Host, error) {
 	if cfg == nil {
 		cfg = &Config{}
