@@ -915,16 +915,19 @@ func TestHTTPSlowUpload(t *testing.T) {
 			fmt.Fprintf(w, "%d %v", n, err)
 		})
 		cfg := httpConfig(b, u.addr)
-		cfg.Listeners[0].ResponseTimeout = Duration(300 * time.Millisecond)
+		// The upload takes three times the timeout; each gap between its
+		// writes is a seventh of it, so that a test goroutine held off
+		// the CPU for half a second on a loaded machine does not pass it.
+		cfg.Listeners[0].ResponseTimeout = Duration(700 * time.Millisecond)
 		p := startProxy(t, cfg)
 		c := dial(t, p)
-		io.WriteString(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10000\r\n\r\n")
-		for range 10 {
+		io.WriteString(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 21000\r\n\r\n")
+		for range 21 {
 			time.Sleep(100 * time.Millisecond)
 			c.Write(bytes.Repeat([]byte("u"), 1000))
 		}
-		if resp, body := readResponse(t, c, "POST"); resp.StatusCode != 200 || body != "10000 <nil>" {
-			t.Errorf("1 s upload with a 300 ms response_timeout: %d %q", resp.StatusCode, body)
+		if resp, body := readResponse(t, c, "POST"); resp.StatusCode != 200 || body != "21000 <nil>" {
+			t.Errorf("2.1 s upload with a 700 ms response_timeout: %d %q", resp.StatusCode, body)
 		}
 	})
 }
