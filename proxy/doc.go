@@ -672,8 +672,9 @@
 // per_try_timeout bounds a try from its start at the server, a wait
 // before it counting in response_timeout only
 // (TestH2UpQueueWaitNotInPerTryTimeout). A 504 after a wait for a stream
-// to end is not held against the server by passive health: it had less
-// than response_timeout. A server
+// to end is not held against the server by passive health, nor is the
+// try a retry on response-timeout gives up after one: it had less than
+// response_timeout (TestH2UpRetriedTimeoutAfterQueueWaitNotCounted). A server
 // that cannot be connected is skipped for the next (502 when none is
 // left, 503 when none is up), as for HTTP/1.1. Connecting takes the
 // server's SETTINGS, the first frame of its side of the connection:

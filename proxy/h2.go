@@ -1246,10 +1246,7 @@ func (st *h2stream) timedOut() {
 		if st.retryTimeout() {
 			return
 		}
-		if st.reqDone && !st.u2.waited {
-			// (One that waited for room, in h2_response_hold or in its
-			// server's queue, gave the server less than
-			// response_timeout: not held against it.)
+		if st.timeoutFailed() {
 			st.passive(false)
 		}
 		st.x.term = termServerTO

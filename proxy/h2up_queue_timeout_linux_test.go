@@ -3,6 +3,7 @@ package proxy
 import (
 	"io"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,18 @@ import (
 // HTTP/2 client and an HTTP/1.1 one, the base URL and the first's
 // result.
 func queueOneSlot(t *testing.T, b engine.Backend, after time.Duration, edit func(*Config)) (p *Proxy, up *h2cUp, release chan struct{}, c2, c1 *http.Client, base string, first <-chan string) {
+	return queueOneSlotWith(t, b, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(after):
+			io.WriteString(w, "late")
+		}
+	}, edit)
+}
+
+// queueOneSlotWith is queueOneSlot with other as the server's handler
+// for the paths but /first.
+func queueOneSlotWith(t *testing.T, b engine.Backend, other http.HandlerFunc, edit func(*Config)) (p *Proxy, up *h2cUp, release chan struct{}, c2, c1 *http.Client, base string, first <-chan string) {
 	release = make(chan struct{})
 	up = newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/first" {
@@ -23,11 +36,7 @@ func queueOneSlot(t *testing.T, b engine.Backend, after time.Duration, edit func
 			io.WriteString(w, "ok")
 			return
 		}
-		select {
-		case <-r.Context().Done():
-		case <-time.After(after):
-			io.WriteString(w, "late")
-		}
+		other(w, r)
 	}), nil)
 	cfg := h2cPoolConfig(b, up.addr)
 	cfg.Pools[0].H2MaxConnections = 1
@@ -148,6 +157,55 @@ func TestH2UpResponseTimeoutAfterConnectCounted(t *testing.T) {
 		}
 		if n := serverTotals(p, up.addr).EjectionsHTTP; n != 1 {
 			t.Errorf("%d ejections for failed exchanges under http_errors 1, want 1", n)
+		}
+	})
+}
+
+// TestH2UpRetriedTimeoutAfterQueueWaitNotCounted: a try that waited for
+// room in an h2c server's queue and ran out of response_timeout at the
+// server is not held against it by passive health where retry.on has
+// response-timeout either, as its 504 is not: queued for 700 ms of a 1 s
+// response_timeout, then sent to a server that does not answer it, it
+// is sent again, and the server answers the retry, from an HTTP/2 client
+// and from an HTTP/1.1 one alike. The retry counted the try a failed
+// exchange: http_errors 1 ejected the server, the retry found none up
+// (503).
+func TestH2UpRetriedTimeoutAfterQueueWaitNotCounted(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		for _, client := range []string{"h2", "http1"} {
+			t.Run(client, func(t *testing.T) {
+				var hits atomic.Int32
+				p, up, release, c2, c1, base, first := queueOneSlotWith(t, b, func(w http.ResponseWriter, r *http.Request) {
+					if hits.Add(1) == 1 {
+						<-r.Context().Done() // (the first try: no answer)
+						return
+					}
+					io.WriteString(w, "retried")
+				}, func(cfg *Config) {
+					cfg.Listeners[0].ResponseTimeout = Duration(time.Second)
+					cfg.Listeners[0].Routes = []RouteConfig{{Name: "slow", PathPrefix: "/slow", Pool: "app",
+						Retry: &RetryConfig{On: []string{"response-timeout"}}}}
+					cfg.Pools[0].Passive = &PassiveConfig{Fails: 5, Cooldown: Duration(time.Minute), HTTPErrors: 1}
+				})
+				c := c2
+				if client == "http1" {
+					c = c1
+				}
+				t0 := time.Now()
+				slow := getAsync(c, base+"/slow")
+				waitFor(t, "the second request in the server's queue", func() bool { w, _ := h2Waits(p); return w[0] == 1 })
+				time.Sleep(time.Until(t0.Add(700 * time.Millisecond)))
+				close(release)
+				if got := <-first; got != "200 ok" {
+					t.Fatalf("the first request: %q, want \"200 ok\"", got)
+				}
+				if got := <-slow; got != "200 retried" {
+					t.Errorf("the request queued, then timed out at the server and retried: %q after %v; want \"200 retried\"", got, time.Since(t0))
+				}
+				if n := serverTotals(p, up.addr).EjectionsHTTP; n != 0 {
+					t.Errorf("%d ejections for failed exchanges under http_errors 1, want 0 (the try had 300 ms of response_timeout at the server)", n)
+				}
+			})
 		}
 	})
 }

@@ -406,10 +406,7 @@ func (s *hsession) onTimer() {
 		if s.retryTimeout() {
 			return
 		}
-		if s.reqDone && (s.h2 == nil || !s.h2.on || !s.h2.waited) {
-			// (A request body still on its way may be the client's
-			// stall, not the server's; one that waited for room in an
-			// h2c server's queue gave it less than response_timeout.)
+		if s.timeoutFailed() {
 			s.passive(false)
 		}
 		s.closeUp(true)

@@ -700,7 +700,17 @@ func (rp *retryPolicy) tryTimeout(d time.Duration, head bool) time.Duration {
 // whose response head did not come in time; it reports whether it did.
 // Loop goroutine.
 func (s *hsession) retryTimeout() bool {
-	return s.rt.retryFailed(s, s.ls, s.pool, s.rt.timeoutReason(), s.reqDone)
+	return s.rt.retryFailed(s, s.ls, s.pool, s.rt.timeoutReason(), s.timeoutFailed())
+}
+
+// timeoutFailed reports whether a try whose response head did not come
+// in time is a failed exchange for passive health, retried or not: its
+// request all sent (a body still on its way may be the client's stall,
+// not the server's), and, to an h2c pool, no wait for room in its
+// server's queue before the server had all of response_timeout
+// (h1up.waited). Loop goroutine.
+func (s *hsession) timeoutFailed() bool {
+	return s.reqDone && (s.h2 == nil || !s.h2.on || !s.h2.waited)
 }
 
 // possible reports whether a server of pl is up to retry on and the
@@ -914,8 +924,13 @@ func (st *h2stream) waitTimeout() time.Duration {
 
 // retryTimeout is hsession.retryTimeout for a stream. Loop goroutine.
 func (st *h2stream) retryTimeout() bool {
-	return st.rt.retryFailed(st, st.c.ls, st.pool, st.rt.timeoutReason(), st.reqDone)
+	return st.rt.retryFailed(st, st.c.ls, st.pool, st.rt.timeoutReason(), st.timeoutFailed())
 }
+
+// timeoutFailed is hsession.timeoutFailed for a stream: no wait for
+// room, in h2_response_hold or in its server's queue, before the server
+// had all of response_timeout (upSide.waited). Loop goroutine.
+func (st *h2stream) timeoutFailed() bool { return st.reqDone && !st.u2.waited }
 
 // retryAgain sends the stream's request again (its upstream let go of),
 // as hsession.retryAgain, with the body kept. Loop goroutine.
