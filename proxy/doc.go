@@ -674,7 +674,10 @@
 // (TestH2UpQueueWaitNotInPerTryTimeout). A 504 after a wait for a stream
 // to end is not held against the server by passive health, nor is the
 // try a retry on response-timeout gives up after one: it had less than
-// response_timeout (TestH2UpRetriedTimeoutAfterQueueWaitNotCounted). A server
+// response_timeout (TestH2UpRetriedTimeoutAfterQueueWaitNotCounted);
+// once its wait starts again at the server (a body read, an interim
+// head), it counts, the server having all of response_timeout from there
+// (TestH2UpTimeoutAfterInterimCountedAfterQueueWait). A server
 // that cannot be connected is skipped for the next (502 when none is
 // left, 503 when none is up), as for HTTP/1.1. Connecting takes the
 // server's SETTINGS, the first frame of its side of the connection:

@@ -52,7 +52,8 @@ type h1up struct {
 	rfs     []hpack.Field
 	// since, queued and waited are upSide's for the request: when its
 	// try's wait for the response head began, whether next left it in
-	// its server's queue, whether it waited there for room.
+	// its server's queue, whether it waited there for room (cleared as
+	// since moves on at the server).
 	since  int64
 	queued bool
 	waited bool
@@ -377,6 +378,7 @@ func (x *h1up) sendBody() {
 		x.done = sp.Done
 		s.mark = s.p.now()
 		x.since = s.mark // (the body's reads count again, as mark's)
+		x.waited = x.waited && x.u == nil
 	}
 	if x.u != nil && x.done && !x.hasBody && !s.reqDone {
 		x.finish()
@@ -469,6 +471,7 @@ func (x *h1up) onResponse(u *upH2, r *h2.Response, end bool) {
 	s := x.s
 	s.mark = s.p.now()
 	x.since = s.mark // (an interim head: the final one's wait starts again)
+	x.waited = false
 	if r.Status < 200 {
 		if s.interims++; s.interims > maxInterim {
 			s.passive(false)

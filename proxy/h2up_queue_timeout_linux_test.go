@@ -209,3 +209,94 @@ func TestH2UpRetriedTimeoutAfterQueueWaitNotCounted(t *testing.T) {
 		}
 	})
 }
+
+// TestH2UpTimeoutAfterInterimCountedAfterQueueWait: a request that waited
+// for room in an h2c server's queue, then got an interim response (103)
+// from the server, which never sent the final one, gave the server all
+// of response_timeout from that interim head (the wait for the final
+// head starts again there): its 504 is held against the server by
+// passive health (http_errors 1 ejects it), from an HTTP/2 client and
+// from an HTTP/1.1 one alike. The queue wait before it kept the 504 from
+// being counted: no ejection.
+func TestH2UpTimeoutAfterInterimCountedAfterQueueWait(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		for _, client := range []string{"h2", "http1"} {
+			t.Run(client, func(t *testing.T) {
+				p, up, release, c2, c1, base, first := queueOneSlotWith(t, b, func(w http.ResponseWriter, r *http.Request) {
+					w.WriteHeader(http.StatusEarlyHints)
+					<-r.Context().Done()
+				}, func(cfg *Config) {
+					cfg.Listeners[0].ResponseTimeout = Duration(time.Second)
+					cfg.Pools[0].Passive = &PassiveConfig{Fails: 5, Cooldown: Duration(time.Minute), HTTPErrors: 1}
+				})
+				c := c2
+				if client == "http1" {
+					c = c1
+				}
+				t0 := time.Now()
+				slow := getAsync(c, base+"/slow")
+				waitFor(t, "the second request in the server's queue", func() bool { w, _ := h2Waits(p); return w[0] == 1 })
+				time.Sleep(time.Until(t0.Add(700 * time.Millisecond)))
+				close(release)
+				if got := <-first; got != "200 ok" {
+					t.Fatalf("the first request: %q, want \"200 ok\"", got)
+				}
+				if got := <-slow; got != "504 "+string(localBody(504)) {
+					t.Errorf("the request queued, then sent a 103 and no final head: %q after %v; want 504", got, time.Since(t0))
+				}
+				if n := serverTotals(p, up.addr).EjectionsHTTP; n != 1 {
+					t.Errorf("%d ejections for failed exchanges under http_errors 1, want 1 (the server had all of response_timeout after its 103)", n)
+				}
+			})
+		}
+	})
+}
+
+// TestH2UpTimeoutAfterBodyCountedAfterQueueWait: a request that waited
+// for room in an h2c server's queue, then sent the rest of its body once
+// at the server, gave the server all of response_timeout from the
+// body's last read: its 504 is held against the server by passive health
+// (http_errors 1 ejects it), from an HTTP/2 client and from an HTTP/1.1
+// one (chunked) alike. The queue wait before it kept the 504 from being
+// counted: no ejection.
+func TestH2UpTimeoutAfterBodyCountedAfterQueueWait(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		for _, client := range []string{"h2", "http1"} {
+			t.Run(client, func(t *testing.T) {
+				at := make(chan struct{}, 1)
+				p, up, release, c2, c1, base, first := queueOneSlotWith(t, b, func(w http.ResponseWriter, r *http.Request) {
+					at <- struct{}{}
+					io.ReadAll(r.Body)
+					<-r.Context().Done()
+				}, func(cfg *Config) {
+					cfg.Listeners[0].ResponseTimeout = Duration(time.Second)
+					cfg.Pools[0].Passive = &PassiveConfig{Fails: 5, Cooldown: Duration(time.Minute), HTTPErrors: 1}
+				})
+				c := c2
+				if client == "http1" {
+					c = c1
+				}
+				pr, pw := io.Pipe()
+				t.Cleanup(func() { pw.Close() })
+				req, _ := http.NewRequest("POST", base+"/slow", pr)
+				slow := doAsync(c, req)
+				pw.Write([]byte("start"))
+				waitFor(t, "the second request in the server's queue", func() bool { w, _ := h2Waits(p); return w[0] == 1 })
+				time.Sleep(700 * time.Millisecond)
+				close(release)
+				if got := <-first; got != "200 ok" {
+					t.Fatalf("the first request: %q, want \"200 ok\"", got)
+				}
+				<-at
+				pw.Write([]byte("end"))
+				pw.Close()
+				if got := <-slow; got != "504 "+string(localBody(504)) {
+					t.Errorf("the request queued, then its body's end sent, no response: %q; want 504", got)
+				}
+				if n := serverTotals(p, up.addr).EjectionsHTTP; n != 1 {
+					t.Errorf("%d ejections for failed exchanges under http_errors 1, want 1 (the server had all of response_timeout after the body)", n)
+				}
+			})
+		}
+	})
+}

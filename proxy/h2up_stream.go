@@ -55,7 +55,9 @@ type upSide struct {
 	// h2_response_hold or in that queue before a connection that had
 	// carried streams, and a 504 is not held against the server, which
 	// had less than response_timeout (a wait for a new connection is its
-	// connect's, as for an HTTP/1.1 server).
+	// connect's, as for an HTTP/1.1 server); cleared where since moves on
+	// at the server (a body read, an interim head), which has all of
+	// response_timeout from there.
 	queued bool
 	waited bool
 	rfs    []hpack.Field
@@ -401,6 +403,7 @@ func (st *h2stream) h2Body(p []byte, end bool) {
 	if len(p) > 0 {
 		st.mark = st.c.p.now() // a body on its way: response_timeout counts from here
 		st.u2.since = st.mark
+		st.u2.waited = st.u2.waited && st.u2.u == nil // (upSide.waited)
 	}
 	st.reqEnd = st.reqEnd || end
 	u, id := st.u2.u, st.id
@@ -473,6 +476,7 @@ func (st *h2stream) onResponse(u *upH2, r *h2.Response, end bool) {
 	c := st.c
 	st.mark = c.p.now()
 	st.u2.since = st.mark // (an interim head: the final one's wait starts again)
+	st.u2.waited = false  // (and the server has all of response_timeout for it)
 	if r.Status < 200 {
 		if st.interims++; st.interims > maxInterim {
 			st.passive(false)
