@@ -69,7 +69,7 @@ func TestTuneInNetNSSeesCpusetPartitions(t *testing.T) {
 	if !nh.IsolatedPartition.Equal(one) || len(nh.PartitionOf(one)) != 1 || nh.PartitionOf(one)[0] != cg {
 		t.Errorf("inspect in %s: isolated by partitions %s (%s), partitions %+v; want CPU 1, of %s", p.NSA, nh.IsolatedPartition, nh.Cpuset.Source, nh.Cpuset.Partitions, cg)
 	}
-	if  !strings.Contains(nh.Cpuset.Source, "cgroup2 mounted privately: none visible in this mount namespace") {
+	if !strings.Contains(nh.Cpuset.Source, "cgroup2 mounted privately: none visible in this mount namespace") {
 		t.Errorf("inspect in %s: cpuset read from %s (private %v), not said to be from a cgroup2 mount of its own", p.NSA, nh.Cpuset.Source, nh.Cpuset.Private)
 	}
 	t.Logf("inspect: %s", nh.Cpuset.Source)
