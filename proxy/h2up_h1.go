@@ -377,12 +377,25 @@ func (x *h1up) sendBody() {
 		}
 		x.done = sp.Done
 		s.mark = s.p.now()
-		x.since = s.mark // (the body's reads count again, as mark's)
-		x.waited = x.waited && x.u == nil
 	}
 	if x.u != nil && x.done && !x.hasBody && !s.reqDone {
 		x.finish()
 	}
+}
+
+// bodyRead moves the request's wait for its response head on as a read
+// from the client brings bytes of its body, as h2stream.h2Body: its
+// response_timeout runs from here, and a server it is at has all of it
+// (waited cleared). Bytes read before, parsed and sent since (a body
+// read with the head while the request waited in its server's queue,
+// sent at onStart), do not move it: the wait went on meanwhile
+// (TestH2UpQueueWaitCountsInResponseTimeoutWithBody). Loop goroutine.
+func (x *h1up) bodyRead() {
+	if x.done {
+		return // (the next request's bytes, pipelined)
+	}
+	x.since = x.s.p.now()
+	x.waited = x.waited && x.u == nil
 }
 
 // send sends the data span pend[poff:bodyEnd]; false where a window or an

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"io"
 	"net/http"
 	"sync/atomic"
@@ -85,6 +86,59 @@ func TestH2UpQueueWaitCountsInResponseTimeout(t *testing.T) {
 				d := time.Since(t0)
 				if got != "504 "+string(localBody(504)) || d > 1400*time.Millisecond {
 					t.Errorf("the request queued, then sent to a server not answering: %q after %v; want 504 at about 1s", got, d)
+				}
+				if n := serverTotals(p, up.addr).H2Streams; n != 2 {
+					t.Errorf("%d streams at the server, want 2 (the second went to it once the first ended)", n)
+				}
+				if n := serverTotals(p, up.addr).EjectionsHTTP; n != 0 {
+					t.Errorf("%d ejections for failed exchanges under http_errors 1, want 0 (the server had 300 ms of response_timeout)", n)
+				}
+			})
+		}
+	})
+}
+
+// TestH2UpQueueWaitCountsInResponseTimeoutWithBody: the body of an
+// HTTP/1.1 request, read with its head, does not take the request's wait
+// in an h2c server's queue out of its response_timeout as the body goes
+// to the server: queued for 700 ms of a 1 s response_timeout, its body
+// (chunked, or of a Content-Length) sent to the server, which does not
+// answer, the request gets 504 at about 1 s from its arrival, not held
+// against the server by passive health (http_errors 1). The body was
+// parsed as it went to the server, and each span moved the wait's start
+// on as a read would: 504 at 1.7 s, and the server ejected.
+func TestH2UpQueueWaitCountsInResponseTimeoutWithBody(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		for _, framing := range []struct{ name, head, body string }{
+			{"chunked", "Transfer-Encoding: chunked", "5\r\nstart\r\n3\r\nend\r\n0\r\n\r\n"},
+			{"length", "Content-Length: 8", "startend"},
+		} {
+			t.Run(framing.name, func(t *testing.T) {
+				p, up, release, _, _, _, first := queueOneSlot(t, b, 5*time.Second, func(cfg *Config) {
+					cfg.Listeners[0].ResponseTimeout = Duration(time.Second)
+					cfg.Pools[0].Passive = &PassiveConfig{Fails: 5, Cooldown: Duration(time.Minute), HTTPErrors: 1}
+				})
+				c := dial(t, p)
+				t0 := time.Now()
+				// (One write: the body comes in the head's read.)
+				if _, err := io.WriteString(c, "POST /slow HTTP/1.1\r\nHost: x\r\n"+framing.head+"\r\n\r\n"+framing.body); err != nil {
+					t.Fatal(err)
+				}
+				waitFor(t, "the second request in the server's queue", func() bool { w, _ := h2Waits(p); return w[0] == 1 })
+				time.Sleep(time.Until(t0.Add(700 * time.Millisecond)))
+				close(release)
+				if got := <-first; got != "200 ok" {
+					t.Fatalf("the first request: %q, want \"200 ok\"", got)
+				}
+				c.SetReadDeadline(time.Now().Add(5 * time.Second))
+				resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+				d := time.Since(t0)
+				if err != nil {
+					t.Fatalf("the request queued with its body: %v after %v, want 504", err, d)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != 504 || d > 1400*time.Millisecond {
+					t.Errorf("the request queued with its body, then sent to a server not answering: %d after %v; want 504 at about 1s", resp.StatusCode, d)
 				}
 				if n := serverTotals(p, up.addr).H2Streams; n != 2 {
 					t.Errorf("%d streams at the server, want 2 (the second went to it once the first ended)", n)

@@ -456,6 +456,9 @@ func (s *hsession) outstanding() int {
 
 // clientData takes bytes from the client. Loop goroutine.
 func (s *hsession) clientData(b engine.Buffer) {
+	if s.phase == phWait && !s.reqDone && s.h2 != nil && s.h2.on {
+		s.h2.bodyRead()
+	}
 	switch {
 	case s.sniff && s.sniffH2(b):
 	case s.phase == phIdle || s.phase == phHead:
