@@ -1,6 +1,10 @@
 package proxy
 
-import "testing"
+import (
+	"slices"
+	"strings"
+	"testing"
+)
 
 // TestRouteForPercentEncoded: a path_prefix matches a target that spells
 // one of its unreserved characters percent-encoded (RFC 3986 6.2.2.2:
@@ -69,4 +73,58 @@ func TestAppendTargetPercentEncoded(t *testing.T) {
 			t.Errorf("%s -> %s: %s gives %s, want %s", tc.prefix, tc.rewrite, tc.target, got, tc.want)
 		}
 	}
+}
+
+// FuzzHasPathPrefix: hasPathPrefix agrees with the plain reading of RFC
+// 3986 6.2.2 it documents: both paths decoded into units (a percent-encoded
+// unreserved character is the character, another percent-encoding its
+// octet marked encoded, any other byte itself), a run of '/' read as one,
+// and the path's units begin with the prefix's. The bytes it says the
+// prefix took decode to the prefix, and take the whole run of '/' a
+// prefix ending in '/' ends with. A route's rate_limit and rules hang on
+// this comparison, on bytes a client chose.
+func FuzzHasPathPrefix(f *testing.F) {
+	for _, s := range [][2]string{
+		{"/login", "/login"}, {"/%6Cogin", "/login"}, {"//login", "/login"}, {"/%2Flogin", "/login"},
+		{"/group%2fproj%7E/x", "/group%2Fproj~/"}, {"/a//b", "/a/"}, {"/a%2", "/a%"}, {"/%%41", "/%A"},
+		{"/api", "/api/"}, {"", "/"}, {"/x", ""},
+	} {
+		f.Add(s[0], s[1])
+	}
+	type unit struct {
+		c   byte
+		enc bool
+	}
+	units := func(p string) []unit {
+		var us []unit
+		for i := 0; i < len(p); {
+			c, enc, n := pathUnit([]byte(p), i)
+			i += n
+			if c == '/' && !enc && len(us) > 0 && us[len(us)-1] == (unit{'/', false}) {
+				continue
+			}
+			us = append(us, unit{c, enc})
+		}
+		return us
+	}
+	f.Fuzz(func(t *testing.T, path, prefix string) {
+		n, ok := hasPathPrefix([]byte(path), []byte(prefix))
+		pu, xu := units(path), units(prefix)
+		want := len(pu) >= len(xu) && slices.Equal(pu[:len(xu)], xu)
+		if ok != want {
+			t.Fatalf("hasPathPrefix(%q, %q) = %v, want %v", path, prefix, ok, want)
+		}
+		if !ok {
+			return
+		}
+		if n < 0 || n > len(path) {
+			t.Fatalf("hasPathPrefix(%q, %q) took %d bytes", path, prefix, n)
+		}
+		if got := units(path[:n]); !slices.Equal(got, xu) {
+			t.Fatalf("hasPathPrefix(%q, %q) took %q, which is not the prefix", path, prefix, path[:n])
+		}
+		if strings.HasSuffix(prefix, "/") && n < len(path) && path[n] == '/' {
+			t.Fatalf("hasPathPrefix(%q, %q) took %q, short of the run of '/'", path, prefix, path[:n])
+		}
+	})
 }
