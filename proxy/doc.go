@@ -1045,9 +1045,11 @@
 // from the key's entry again once every server up was tried; the key's
 // next requests go to its server as before. per_try_timeout (default 0: response_timeout) counts as
 // response_timeout does, from the head's sending and again as the body
-// goes (to an h2c pool from the stream's start at its server: a wait for
-// room before it counts in response_timeout only, which runs from the
-// try's start); a try past it is reset and, with response-timeout, retried, else
+// goes (as the proxy reads it from the client, not as a server's window
+// lets it go on: TestH2UpPerTryTimeoutNotMovedByWindow; to an h2c pool
+// from the stream's start at its server: a wait for room before it
+// counts in response_timeout only, which runs from the try's start); a
+// try past it is reset and, with response-timeout, retried, else
 // answered 504 at once. response_timeout keeps its meaning for each try
 // (the wait for the head where it is the shorter, and between a
 // response's reads): a request's whole wait is bounded by attempts+1

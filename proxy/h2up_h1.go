@@ -376,7 +376,6 @@ func (x *h1up) sendBody() {
 			x.bodyEnd, x.hasBody = s.poff+sp.Len, true
 		}
 		x.done = sp.Done
-		s.mark = s.p.now()
 	}
 	if x.u != nil && x.done && !x.hasBody && !s.reqDone {
 		x.finish()
@@ -385,16 +384,20 @@ func (x *h1up) sendBody() {
 
 // bodyRead moves the request's wait for its response head on as a read
 // from the client brings bytes of its body, as h2stream.h2Body: its
-// response_timeout runs from here, and a server it is at has all of it
-// (waited cleared). Bytes read before, parsed and sent since (a body
-// read with the head while the request waited in its server's queue,
-// sent at onStart), do not move it: the wait went on meanwhile
-// (TestH2UpQueueWaitCountsInResponseTimeoutWithBody). Loop goroutine.
+// response_timeout (since) and its try's timeout (mark) run from here,
+// and a server it is at has all of them (waited cleared). Bytes read
+// before, parsed and sent since, do not move them: a body read with the
+// head while the request waited in its server's queue, sent at onStart
+// (TestH2UpQueueWaitCountsInResponseTimeoutWithBody), or held by the
+// server's window and sent as it opens, the server's time going on
+// meanwhile (TestH2UpPerTryTimeoutNotMovedByWindow). Loop goroutine.
 func (x *h1up) bodyRead() {
 	if x.done {
 		return // (the next request's bytes, pipelined)
 	}
-	x.since = x.s.p.now()
+	s := x.s
+	s.mark = s.p.now()
+	x.since = s.mark
 	x.waited = x.waited && x.u == nil
 }
 
