@@ -53,6 +53,32 @@ func queueOneSlotWith(t *testing.T, b engine.Backend, other http.HandlerFunc, ed
 	return p, up, release, c2, c1, base, first
 }
 
+// pick returns the HTTP/2 client c2 for "h2", else the HTTP/1.1 one c1.
+func pick(client string, c2, c1 *http.Client) *http.Client {
+	if client == "h2" {
+		return c2
+	}
+	return c1
+}
+
+// holdInQueue sends a request with send while queueOneSlot's first
+// request holds the server's one slot, waits for it in the server's
+// queue, keeps it there until 700 ms after it was sent, then lets the
+// first request end (which must get "200 ok"). It returns the request's
+// result and when it was sent.
+func holdInQueue(t *testing.T, p *Proxy, release chan struct{}, first <-chan string, send func() <-chan string) (<-chan string, time.Time) {
+	t.Helper()
+	t0 := time.Now()
+	got := send()
+	waitFor(t, "the second request in the server's queue", func() bool { w, _ := h2Waits(p); return w[0] == 1 })
+	time.Sleep(time.Until(t0.Add(700 * time.Millisecond)))
+	close(release)
+	if r := <-first; r != "200 ok" {
+		t.Fatalf("the first request: %q, want \"200 ok\"", r)
+	}
+	return got, t0
+}
+
 // TestH2UpQueueWaitCountsInResponseTimeout: a request that waits in an
 // h2c server's queue (its one stream slot busy) has one response_timeout
 // from its arrival to its response head, the wait included, as one
@@ -70,18 +96,8 @@ func TestH2UpQueueWaitCountsInResponseTimeout(t *testing.T) {
 					cfg.Listeners[0].ResponseTimeout = Duration(time.Second)
 					cfg.Pools[0].Passive = &PassiveConfig{Fails: 5, Cooldown: Duration(time.Minute), HTTPErrors: 1}
 				})
-				c := c2
-				if client == "http1" {
-					c = c1
-				}
-				t0 := time.Now()
-				slow := getAsync(c, base+"/slow")
-				waitFor(t, "the second request in the server's queue", func() bool { w, _ := h2Waits(p); return w[0] == 1 })
-				time.Sleep(time.Until(t0.Add(700 * time.Millisecond)))
-				close(release)
-				if got := <-first; got != "200 ok" {
-					t.Fatalf("the first request: %q, want \"200 ok\"", got)
-				}
+				c := pick(client, c2, c1)
+				slow, t0 := holdInQueue(t, p, release, first, func() <-chan string { return getAsync(c, base+"/slow") })
 				got := <-slow
 				d := time.Since(t0)
 				if got != "504 "+string(localBody(504)) || d > 1400*time.Millisecond {
@@ -168,18 +184,8 @@ func TestH2UpQueueWaitNotInPerTryTimeout(t *testing.T) {
 					cfg.Listeners[0].Routes = []RouteConfig{{Name: "next", PathPrefix: "/next", Pool: "app",
 						Retry: &RetryConfig{On: []string{"reset"}, PerTryTimeout: Duration(500 * time.Millisecond)}}}
 				})
-				c := c2
-				if client == "http1" {
-					c = c1
-				}
-				t0 := time.Now()
-				next := getAsync(c, base+"/next")
-				waitFor(t, "the second request in the server's queue", func() bool { w, _ := h2Waits(p); return w[0] == 1 })
-				time.Sleep(time.Until(t0.Add(700 * time.Millisecond)))
-				close(release)
-				if got := <-first; got != "200 ok" {
-					t.Fatalf("the first request: %q, want \"200 ok\"", got)
-				}
+				c := pick(client, c2, c1)
+				next, t0 := holdInQueue(t, p, release, first, func() <-chan string { return getAsync(c, base+"/next") })
 				if got := <-next; got != "200 late" {
 					t.Errorf("the request queued for 700 ms, answered 300 ms after it went to the server: %q after %v; want \"200 late\"", got, time.Since(t0))
 				}
@@ -241,18 +247,8 @@ func TestH2UpRetriedTimeoutAfterQueueWaitNotCounted(t *testing.T) {
 						Retry: &RetryConfig{On: []string{"response-timeout"}}}}
 					cfg.Pools[0].Passive = &PassiveConfig{Fails: 5, Cooldown: Duration(time.Minute), HTTPErrors: 1}
 				})
-				c := c2
-				if client == "http1" {
-					c = c1
-				}
-				t0 := time.Now()
-				slow := getAsync(c, base+"/slow")
-				waitFor(t, "the second request in the server's queue", func() bool { w, _ := h2Waits(p); return w[0] == 1 })
-				time.Sleep(time.Until(t0.Add(700 * time.Millisecond)))
-				close(release)
-				if got := <-first; got != "200 ok" {
-					t.Fatalf("the first request: %q, want \"200 ok\"", got)
-				}
+				c := pick(client, c2, c1)
+				slow, t0 := holdInQueue(t, p, release, first, func() <-chan string { return getAsync(c, base+"/slow") })
 				if got := <-slow; got != "200 retried" {
 					t.Errorf("the request queued, then timed out at the server and retried: %q after %v; want \"200 retried\"", got, time.Since(t0))
 				}
@@ -283,18 +279,8 @@ func TestH2UpTimeoutAfterInterimCountedAfterQueueWait(t *testing.T) {
 					cfg.Listeners[0].ResponseTimeout = Duration(time.Second)
 					cfg.Pools[0].Passive = &PassiveConfig{Fails: 5, Cooldown: Duration(time.Minute), HTTPErrors: 1}
 				})
-				c := c2
-				if client == "http1" {
-					c = c1
-				}
-				t0 := time.Now()
-				slow := getAsync(c, base+"/slow")
-				waitFor(t, "the second request in the server's queue", func() bool { w, _ := h2Waits(p); return w[0] == 1 })
-				time.Sleep(time.Until(t0.Add(700 * time.Millisecond)))
-				close(release)
-				if got := <-first; got != "200 ok" {
-					t.Fatalf("the first request: %q, want \"200 ok\"", got)
-				}
+				c := pick(client, c2, c1)
+				slow, t0 := holdInQueue(t, p, release, first, func() <-chan string { return getAsync(c, base+"/slow") })
 				if got := <-slow; got != "504 "+string(localBody(504)) {
 					t.Errorf("the request queued, then sent a 103 and no final head: %q after %v; want 504", got, time.Since(t0))
 				}
@@ -326,21 +312,15 @@ func TestH2UpTimeoutAfterBodyCountedAfterQueueWait(t *testing.T) {
 					cfg.Listeners[0].ResponseTimeout = Duration(time.Second)
 					cfg.Pools[0].Passive = &PassiveConfig{Fails: 5, Cooldown: Duration(time.Minute), HTTPErrors: 1}
 				})
-				c := c2
-				if client == "http1" {
-					c = c1
-				}
+				c := pick(client, c2, c1)
 				pr, pw := io.Pipe()
 				t.Cleanup(func() { pw.Close() })
 				req, _ := http.NewRequest("POST", base+"/slow", pr)
-				slow := doAsync(c, req)
-				pw.Write([]byte("start"))
-				waitFor(t, "the second request in the server's queue", func() bool { w, _ := h2Waits(p); return w[0] == 1 })
-				time.Sleep(700 * time.Millisecond)
-				close(release)
-				if got := <-first; got != "200 ok" {
-					t.Fatalf("the first request: %q, want \"200 ok\"", got)
-				}
+				slow, _ := holdInQueue(t, p, release, first, func() <-chan string {
+					slow := doAsync(c, req)
+					pw.Write([]byte("start"))
+					return slow
+				})
 				<-at
 				pw.Write([]byte("end"))
 				pw.Close()
