@@ -50,13 +50,7 @@ type h1up struct {
 	owe     int    // response bytes written to the client, not yet Consumed upstream
 	bp      bool   // owe waits for the client's queue to drain
 	rfs     []hpack.Field
-	// since, queued and waited are upSide's for the request: when its
-	// try's wait for the response head began, whether next left it in
-	// its server's queue, whether it waited there for room (cleared as
-	// since moves on at the server).
-	since  int64
-	queued bool
-	waited bool
+	headWait
 }
 
 var (
@@ -168,7 +162,7 @@ func (s *hsession) h2Head() {
 	x.hb, x.fields = hb, fs
 	x.req = h2.Request{Method: hb[:p0], Authority: hb[ua0:ue0], Path: hb[p0:a0], Fields: fs, ContentLength: -1} // (:scheme the connection's: onStart)
 	x.on, x.retries, x.sent, x.ksent, x.hasBody = true, 0, 0, 0, false
-	x.since, x.queued, x.waited = 0, false, false
+	x.headWait = headWait{}
 	s.rt.startH1To(s.rt.pol, r, true)
 	x.done = r.Framing == h1.NoBody || r.Framing == h1.Length && r.ContentLength == 0
 	s.reqDone, s.upOpen = false, false
@@ -237,9 +231,7 @@ func (x *h1up) next() {
 func (x *h1up) markWait() {
 	s := x.s
 	s.phase, s.mark = phWait, s.p.now()
-	if x.since == 0 {
-		x.since = s.mark
-	}
+	x.begin(s.mark)
 	if dl := x.waitDeadline(); !s.armed || dl < s.armedAt {
 		s.arm(dl)
 	}
@@ -249,14 +241,7 @@ func (x *h1up) markWait() {
 // Loop goroutine.
 func (x *h1up) waitDeadline() int64 {
 	s := x.s
-	if x.since == 0 || s.respHead {
-		return deadline(s.mark, s.waitTimeout())
-	}
-	dl := deadline(x.since, time.Duration(s.ln.cfg.ResponseTimeout))
-	if x.u != nil {
-		dl = min(dl, deadline(s.mark, s.waitTimeout()))
-	}
-	return dl
+	return x.until(s.mark, s.waitTimeout(), time.Duration(s.ln.cfg.ResponseTimeout), x.u != nil, s.respHead)
 }
 
 func (x *h1up) uncount() {
@@ -271,8 +256,7 @@ func (x *h1up) onStart(u *upH2) {
 	s := x.s
 	x.wsl = nil
 	reused := u.used
-	x.waited = x.waited || x.queued && reused
-	x.queued = false
+	x.started(reused)
 	// (A body all read with a trailer section but no data, before the
 	// stream started or on a retry, ends with its trailers: finish; a
 	// retry's body kept goes first.)
@@ -397,8 +381,7 @@ func (x *h1up) bodyRead() {
 	}
 	s := x.s
 	s.mark = s.p.now()
-	x.since = s.mark
-	x.waited = x.waited && x.u == nil
+	x.moveOn(s.mark, x.u != nil)
 }
 
 // send sends the data span pend[poff:bodyEnd]; false where a window or an
@@ -486,8 +469,7 @@ func (x *h1up) onFailover() {
 func (x *h1up) onResponse(u *upH2, r *h2.Response, end bool) {
 	s := x.s
 	s.mark = s.p.now()
-	x.since = s.mark // (an interim head: the final one's wait starts again)
-	x.waited = false
+	x.moveOn(s.mark, true) // (an interim head: the final one's wait starts again)
 	if r.Status < 200 {
 		if s.interims++; s.interims > maxInterim {
 			s.passive(false)

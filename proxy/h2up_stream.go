@@ -44,23 +44,69 @@ type upSide struct {
 	up      bool  // may get response bytes from upstream: counts a window in h2_response_hold
 	resv    int64 // what it counts in its client connection's upResv
 	bwait   bool  // waits in upWait for room in h2_response_hold
-	// since: when the try's wait for its response head began (0: not
-	// yet), its waits for room in h2_response_hold and in its server's
-	// queue included, moved on by the request body's reads as mark is:
-	// response_timeout runs from it; per_try_timeout runs from mark, the
-	// try's start at its server (waitDeadline).
-	since int64
-	// queued: it was left in its server's queue (h2Next), for room or a
-	// connection on its way; waited: it waited for room in this try, in
-	// h2_response_hold or in that queue before a connection that had
-	// carried streams, and a 504 is not held against the server, which
-	// had less than response_timeout (a wait for a new connection is its
-	// connect's, as for an HTTP/1.1 server); cleared where since moves on
-	// at the server (a body read, an interim head), which has all of
-	// response_timeout from there.
+	headWait
+	rfs []hpack.Field
+}
+
+// headWait is a try's wait for its response head from an h2c pool's
+// server, an HTTP/2 client's stream's (upSide) or an HTTP/1.1 client's
+// request's (h1up). since: when it began (0: not yet), its waits for room
+// in h2_response_hold and in its server's queue included, moved on by the
+// request body's reads as the try's mark is: response_timeout runs from
+// it; per_try_timeout runs from mark, the try's start at its server
+// (until). queued: the try was left in its server's queue, for room or a
+// connection on its way; waited: it waited for room in this try, in
+// h2_response_hold or in that queue before a connection that had carried
+// streams, and a 504 is not held against the server, which had less than
+// response_timeout (a wait for a new connection is its connect's, as for
+// an HTTP/1.1 server); cleared where since moves on at the server (a body
+// read, an interim head), which has all of response_timeout from there.
+// A new try starts from the zero value.
+type headWait struct {
+	since  int64
 	queued bool
 	waited bool
-	rfs    []hpack.Field
+}
+
+// begin starts the wait at now, unless it began before (a wait for room
+// going on to the server). Loop goroutine.
+func (w *headWait) begin(now int64) {
+	if w.since == 0 {
+		w.since = now
+	}
+}
+
+// started notes the try's start at its server, on a connection that had
+// carried streams before (reused) or a new one. Loop goroutine.
+func (w *headWait) started(reused bool) {
+	w.waited = w.waited || w.queued && reused
+	w.queued = false
+}
+
+// moveOn starts the wait again at now (a read of the request body, an
+// interim head); at its server (atServer), the server has all of
+// response_timeout from there. Loop goroutine.
+func (w *headWait) moveOn(now int64, atServer bool) {
+	w.since = now
+	w.waited = w.waited && !atServer
+}
+
+// until is when the wait runs out, the try at its server since mark
+// (atServer) or not there yet, try its timeout (per_try_timeout where
+// shorter than resp, response_timeout): before the response head
+// (headCame false) resp from since and, at the server, try from mark;
+// a wait for room counts in the first only
+// (TestH2UpQueueWaitNotInPerTryTimeout). Else, or before the wait began,
+// try from mark. Loop goroutine.
+func (w *headWait) until(mark int64, try, resp time.Duration, atServer, headCame bool) int64 {
+	if w.since == 0 || headCame {
+		return deadline(mark, try)
+	}
+	dl := deadline(w.since, resp)
+	if atServer {
+		dl = min(dl, deadline(mark, try))
+	}
+	return dl
 }
 
 // trim bounds the buffers s keeps for the stream's next use, at its
@@ -267,29 +313,16 @@ func (st *h2stream) h2Next() {
 func (st *h2stream) markWait() {
 	c := st.c
 	st.mark = c.p.now()
-	if st.u2.since == 0 {
-		st.u2.since = st.mark
-	}
+	st.u2.begin(st.mark)
 	st.waiting = true
 	c.armAt(st.waitDeadline())
 }
 
-// waitDeadline is when the stream's wait for its response runs out. To an
-// h2c pool, before the response head: response_timeout from the try's
-// first wait (since), and, once the stream is at its server, the try's
-// timeout (per_try_timeout where shorter) from its start there (mark); a
-// wait for room in h2_response_hold or in the server's queue counts in
-// the first only (TestH2UpQueueWaitNotInPerTryTimeout). Else the try's
-// timeout from mark. Loop goroutine.
+// waitDeadline is when the stream's wait for its response runs out
+// (headWait.until; to a pool other than h2c, the try's timeout from
+// mark). Loop goroutine.
 func (st *h2stream) waitDeadline() int64 {
-	if st.u2.since == 0 || st.respHead {
-		return deadline(st.mark, st.waitTimeout())
-	}
-	dl := deadline(st.u2.since, time.Duration(st.ln.cfg.ResponseTimeout))
-	if st.u2.u != nil {
-		dl = min(dl, deadline(st.mark, st.waitTimeout()))
-	}
-	return dl
+	return st.u2.until(st.mark, st.waitTimeout(), time.Duration(st.ln.cfg.ResponseTimeout), st.u2.u != nil, st.respHead)
 }
 
 // uncount takes the stream off its server's streams in flight.
@@ -310,8 +343,7 @@ func (st *h2stream) onStart(u *upH2) {
 	st.u2.wsl = nil
 	end := st.reqEnd && len(st.body) == 0 && !st.u2.hasTrl
 	reused := u.used
-	st.u2.waited = st.u2.waited || st.u2.queued && reused
-	st.u2.queued = false
+	st.u2.started(reused)
 	st.u2.req.Scheme = u.scheme()
 	uid, err := u.cl.Request(&st.u2.req, end)
 	if err != nil { // (room said it could: the connection failed since)
@@ -402,8 +434,7 @@ func (st *h2stream) h2Body(p []byte, end bool) {
 	st.held += len(p)
 	if len(p) > 0 {
 		st.mark = st.c.p.now() // a body on its way: response_timeout counts from here
-		st.u2.since = st.mark
-		st.u2.waited = st.u2.waited && st.u2.u == nil // (upSide.waited)
+		st.u2.moveOn(st.mark, st.u2.u != nil)
 	}
 	st.reqEnd = st.reqEnd || end
 	u, id := st.u2.u, st.id
@@ -475,8 +506,7 @@ func (st *h2stream) onFailover() {
 func (st *h2stream) onResponse(u *upH2, r *h2.Response, end bool) {
 	c := st.c
 	st.mark = c.p.now()
-	st.u2.since = st.mark // (an interim head: the final one's wait starts again)
-	st.u2.waited = false  // (and the server has all of response_timeout for it)
+	st.u2.moveOn(st.mark, true) // (an interim head: the final one's wait starts again)
 	if r.Status < 200 {
 		if st.interims++; st.interims > maxInterim {
 			st.passive(false)

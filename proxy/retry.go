@@ -708,7 +708,7 @@ func (s *hsession) retryTimeout() bool {
 // request all sent (a body still on its way may be the client's stall,
 // not the server's), and, to an h2c pool, no wait for room in its
 // server's queue before the server had all of response_timeout
-// (h1up.waited). Loop goroutine.
+// (headWait.waited). Loop goroutine.
 func (s *hsession) timeoutFailed() bool {
 	return s.reqDone && (s.h2 == nil || !s.h2.on || !s.h2.waited)
 }
@@ -929,7 +929,7 @@ func (st *h2stream) retryTimeout() bool {
 
 // timeoutFailed is hsession.timeoutFailed for a stream: no wait for
 // room, in h2_response_hold or in its server's queue, before the server
-// had all of response_timeout (upSide.waited). Loop goroutine.
+// had all of response_timeout (headWait.waited). Loop goroutine.
 func (st *h2stream) timeoutFailed() bool { return st.reqDone && !st.u2.waited }
 
 // retryAgain sends the stream's request again (its upstream let go of),
@@ -945,7 +945,7 @@ func (st *h2stream) retryAgain() {
 		// (The body kept is all that came: it is sent from its start.)
 		st.body = append(st.body[:0], st.rt.kept...)
 		st.u2.boff, st.u2.sent = 0, 0
-		st.u2.since, st.u2.waited, st.u2.queued = 0, false, false // (a new try: response_timeout from its start)
+		st.u2.headWait = headWait{} // (a new try: response_timeout from its start)
 		retryWalk(st.pool, &st.dialing, st.srv)
 		st.h2Next()
 		return
@@ -994,7 +994,7 @@ func (x *h1up) again() {
 	x.detach(true)
 	s.reqDone, s.upOpen = false, false
 	x.sent, x.ksent = 0, 0
-	x.since, x.queued, x.waited = 0, false, false // (a new try: response_timeout from its start)
+	x.headWait = headWait{} // (a new try: response_timeout from its start)
 	x.next()
 	s.syncRead()
 }
