@@ -913,7 +913,7 @@ func TestSkippedSendUnlistedInPlace(t *testing.T) {
 	before := make([]skipSend, 0, n)
 	for _, c := range conns {
 		before = append(before[:0], b.skipped...)
-		b.unlistSkipped(c)
+		b.clearSkip(c)
 		if c.bits&bitSendSkip != 0 {
 			t.Fatal("a connection still has its SEND listed after its completion")
 		}
@@ -957,7 +957,7 @@ func TestSettleTakesSkippedWithoutShifting(t *testing.T) {
 		c := &Conn{l: l}
 		l.addConn(c)
 		b.listSkip(c, tail+uint32(i), 100)
-		b.unlistSkipped(c)
+		b.clearSkip(c)
 	}
 	moved := 0
 	before := make([]skipSend, 0, n)

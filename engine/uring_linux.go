@@ -1271,7 +1271,7 @@ func (b *uringBackend) settle(batch []uring.CQE) bool {
 	for _, q := range batch {
 		if op, slot, gen := udSplit(q.UserData); op == opSend {
 			if c := b.l.conn(slot, gen); c != nil && c.bits&bitSendSkip != 0 {
-				b.unlistSkipped(c)
+				b.clearSkip(c)
 			}
 		}
 	}
@@ -1365,15 +1365,6 @@ func (b *uringBackend) skipLive(s skipSend) *Conn {
 	return c
 }
 
-// unlistSkipped takes c's lone quiet SEND off skipped: its completion came
-// (cut short, or failed), and it is not to be settled. In place, without
-// looking for its entry, which settle drops as it walks past it (skipLive):
-// with a thousand listed and many cut, a search and a shift for each were
-// quadratic. Loop goroutine.
-func (b *uringBackend) unlistSkipped(c *Conn) {
-	b.clearSkip(c)
-}
-
 // skipUnsubmitted reports whether a lone quiet SEND waits in the SQ for the
 // next enter, for poll: the SQ's state, not a count of those
 // prepared since the last enter, which an enter made while the loop reaps
@@ -1384,7 +1375,11 @@ func (b *uringBackend) skipUnsubmitted() bool {
 	return n > b.skipHead && !b.r.SQConsumed(b.skipped[n-1].pos)
 }
 
-// clearSkip says c's lone quiet SEND is no longer in flight.
+// clearSkip says c's lone quiet SEND is no longer in flight: settled, or
+// its completion came (cut short, or failed) and it is not to be settled.
+// Its entry in skipped is left where it is, which settle drops as it walks
+// past it (skipLive): with a thousand listed and many cut, a search and a
+// shift for each were quadratic. Loop goroutine.
 func (b *uringBackend) clearSkip(c *Conn) {
 	if c.bits&bitSendBehind != 0 {
 		b.behind--
@@ -1551,7 +1546,7 @@ func (b *uringBackend) handle(q uring.CQE) {
 		}
 	case opSend:
 		if c.bits&bitSendSkip != 0 {
-			b.unlistSkipped(c)
+			b.clearSkip(c)
 		}
 		b.sendDone(c, q.Res, b.epoch != c.k.sendEpoch+1)
 	case opConnect:
