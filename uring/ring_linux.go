@@ -312,7 +312,30 @@ func unsupported(feature, min string, err error) error {
 // twice returns os.ErrClosed.
 //
 // Owner goroutine.
-func (r *Ring) Close() error {
+func (r *Ring) Close() error { return r.close(-1) }
+
+// CloseOnto is Close, except that the ring's fd number is not freed: it is
+// made to name fd's file instead (dup3, close-on-exec), fd being another
+// open file that is not a ring (an eventfd, say), and stays the caller's to
+// close. Closed, the number may be taken by any new file of the process, so
+// a MSG_RING another ring prepared with it (PrepMsgRing with Fd's value),
+// which the kernel looks the number up for only as it is submitted, would
+// post its completion into whatever ring took it; onto fd's file it fails
+// with -EBADFD instead. Close the number, Fd's value before the call, once
+// no such SQE is left. fd itself stays open.
+//
+// Should dup3 fail, the number stays the ring's own, and with it the ring
+// (its requests cancelled, its memory unmapped) and its SQ thread, until
+// the caller closes it: CloseOnto says so in its error, and with SQPoll and
+// buffer rings leaves the buffers mapped (ErrCancelUnconfirmed), as it
+// cannot wait for the SQ thread's exit.
+//
+// Owner goroutine.
+func (r *Ring) CloseOnto(fd int) error { return r.close(fd) }
+
+// close is Close, with the fd number made to name onto's file (CloseOnto)
+// unless onto is negative.
+func (r *Ring) close(onto int) error {
 	if r.closed {
 		return os.ErrClosed
 	}
@@ -363,13 +386,22 @@ func (r *Ring) Close() error {
 	}
 	// The fd number may be reused by any file once closed: every path to
 	// r.fd checks r.closed first, Fd reports -1, and a ring being set up
-	// to attach to this one holds fdMu.
+	// to attach to this one holds fdMu. Made to name onto's file, the
+	// number drops the ring's file as a close does.
 	r.fdMu.Lock()
-	err := unix.Close(r.fd)
+	var err error
+	if onto < 0 {
+		err = os.NewSyscallError("close", unix.Close(r.fd))
+	} else if err = unix.Dup3(onto, r.fd, unix.O_CLOEXEC); err != nil {
+		err = fmt.Errorf("the ring's fd stays open, and the ring with it, until the caller closes it: %w", os.NewSyscallError("dup3", err))
+		if waitSQ {
+			waitSQ, why = false, "the SQ thread stays while the ring's fd is open (dup3 failed)"
+		}
+	}
 	r.fdPub.Store(-1)
 	r.fdMu.Unlock()
 	if err != nil && first == nil {
-		first = os.NewSyscallError("close", err)
+		first = err
 	}
 	if waitSQ {
 		exitWait := sqExitWait

@@ -1142,3 +1142,77 @@ func ioctlAddr(fd int, req uintptr, arg []byte) error {
 	}
 	return nil
 }
+
+// TestCloseOnto: CloseOnto closes the ring as Close does, but leaves its fd
+// number naming the file given, not a ring: a MSG_RING another ring then
+// submits with the number fails with -EBADFD, where after Close it would
+// reach whatever ring took the number. The ring's file goes with the
+// number's: an SQPoll ring's SQ thread exits, which Close of one with a
+// buffer ring waits for (held open, CloseOnto would fail after ten seconds
+// with ErrCancelUnconfirmed).
+func TestCloseOnto(t *testing.T) {
+	for _, sqpoll := range []bool{false, true} {
+		t.Run(fmt.Sprintf("sqpoll=%v", sqpoll), func(t *testing.T) {
+			a := newRing(t, &Config{Entries: 4})
+			b, err := New(&Config{Entries: 4, SQPoll: sqpoll})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.SetupBufRing(1, 8, 4096); err != nil {
+				b.Close()
+				t.Fatal(err)
+			}
+			ev, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+			if err != nil {
+				b.Close()
+				t.Fatal(err)
+			}
+			defer unix.Close(ev)
+			fd := b.Fd()
+			if err := b.CloseOnto(ev); err != nil {
+				t.Fatalf("CloseOnto: %v", err)
+			}
+			defer unix.Close(fd)
+			if got := b.Fd(); got != -1 {
+				t.Errorf("Fd after CloseOnto = %d, want -1", got)
+			}
+			if err := b.Close(); !errors.Is(err, os.ErrClosed) {
+				t.Errorf("Close after CloseOnto = %v, want os.ErrClosed", err)
+			}
+			if what, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)); err != nil || what != "anon_inode:[eventfd]" {
+				t.Errorf("the closed ring's fd number %d names %q (%v), want the eventfd", fd, what, err)
+			}
+			if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil || flags&unix.FD_CLOEXEC == 0 {
+				t.Errorf("fd %d: F_GETFD = %#x, %v; want close-on-exec", fd, flags, err)
+			}
+			sqe(t, a).PrepMsgRing(fd, 0, 1, 0, 2)
+			if _, err := a.SubmitAndWait(1, time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if got := reap(t, a, 1); got[0].UserData != 2 || got[0].Res != -int32(unix.EBADFD) {
+				t.Errorf("MSG_RING to the closed ring's number: completion %+v, want user_data 2, res -EBADFD", got[0])
+			}
+		})
+	}
+}
+
+// TestCloseOntoBadFd: a CloseOnto whose dup3 fails (fd not open) says so,
+// and leaves the number the ring's own, open until the caller closes it:
+// never freed for another file while a MSG_RING may still name it.
+func TestCloseOntoBadFd(t *testing.T) {
+	b, err := New(&Config{Entries: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd := b.Fd()
+	err = b.CloseOnto(1 << 20)
+	if !errors.Is(err, unix.EBADF) || !strings.Contains(err.Error(), "dup3") {
+		t.Errorf("CloseOnto of a closed fd = %v, want dup3's EBADF", err)
+	}
+	if what, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)); err != nil || what != "anon_inode:[io_uring]" {
+		t.Errorf("fd %d names %q (%v), want the ring, still open", fd, what, err)
+	}
+	if err := unix.Close(fd); err != nil {
+		t.Errorf("closing the ring's number: %v", err)
+	}
+}

@@ -16,6 +16,9 @@ func New(cfg *Config) (*Ring, error) { return nil, ErrNotSupported }
 // Close returns ErrNotSupported outside Linux. Owner goroutine.
 func (r *Ring) Close() error { return ErrNotSupported }
 
+// CloseOnto returns ErrNotSupported outside Linux. Owner goroutine.
+func (r *Ring) CloseOnto(fd int) error { return ErrNotSupported }
+
 // LeftMappedBytes returns 0 outside Linux. Any goroutine.
 func LeftMappedBytes() int64 { return 0 }
 
