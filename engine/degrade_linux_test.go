@@ -269,8 +269,8 @@ func TestRingCloseFailuresSaidEach(t *testing.T) {
 		t.Fatalf("loop 0 is not on uring, its ring refused at start; the engine's log: %q", logs.all())
 	}
 	real := closeRing
-	closeRing = func(r *uring.Ring) error {
-		if err := real(r); errors.Is(err, uring.ErrCancelUnconfirmed) {
+	closeRing = func(r *uring.Ring, onto int) error {
+		if err := real(r, onto); errors.Is(err, uring.ErrCancelUnconfirmed) {
 			// The kernel did not confirm that the ring's requests had
 			// ended: the Close left the ring's receive buffers mapped
 			// for good, which TestMain is not to count. Nothing runs in

@@ -115,9 +115,13 @@ type Loop struct {
 	tid         atomic.Int32 // loop thread id
 	locked      atomic.Bool  // the loop goroutine holds thread tid (Engine.onLoop)
 	// msgIn counts the MSG_RING wake-ups loops' rings have prepared with
-	// ringFd and not yet seen complete: the loop's ring keeps its fd open
-	// until they have (uringBackend.close), for a while at most.
-	msgIn atomic.Int32
+	// ringFd and not yet seen complete (or given back, their ring closed),
+	// plus msgHeld once the loop's ring has closed with some counted: the
+	// ring's fd number, heldFd, then names the loop's eventfd until the
+	// last of them is given back, whose loop closes it
+	// (uringBackend.close, msgGone).
+	msgIn  atomic.Int32
+	heldFd atomic.Int32
 	// keepThread: the backend changed kernel state of the loop's thread
 	// that cannot be put back (its io-wq workers pinned to the loop's
 	// CPU): the thread exits with the loop. Loop goroutine.

@@ -3,8 +3,10 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"os"
 	"runtime"
 	"sync/atomic"
 	"syscall"
@@ -314,64 +316,98 @@ func TestDrainSkipsLingering(t *testing.T) {
 
 // TestMsgRingNotIntoReusedFd: a PostTo's MSG_RING wake-up names the
 // destination's ring by fd number, and goes to the kernel only at the
-// sender's next wait. Here the sender is held in a posted function after
-// preparing one while the engine stops; the destination loop closed its
-// ring meanwhile, the test opened a ring of its own, which took the freed
-// number, and the sender's wake-up, submitted once let go, posted its
-// completion into that ring: a completion it never asked for, in a ring
-// the engine has nothing to do with. The destination's ring must keep its
-// fd until the wake-ups prepared for it have gone to the kernel.
+// sender's next wait (or with its ring's Close, should the ring break
+// first). Here the sender is held in a posted function after preparing one
+// while the engine stops, for longer than the destination takes to exit.
+// The destination's ring waited up to a second for the wake-up, then
+// freed the number: a ring the test opened took it, and the wake-up,
+// submitted once the sender was let go, posted its completion into that
+// ring, one it never asked for in a ring the engine has nothing to do with;
+// the destination's exit had waited that second meanwhile. The number must
+// name no ring from the destination's close until the wake-up has gone to
+// the kernel (there it fails: the sender counts a MsgRingErr), then be
+// closed, and the destination must exit without waiting for the sender.
 func TestMsgRingNotIntoReusedFd(t *testing.T) {
 	if runtime.NumCPU() < 2 {
 		t.Skip("needs 2 CPUs for two loops")
 	}
-	cfg := testConfig(BackendURing)
-	cfg.CPUs = []int{0, 1}
-	e := newEngine(t, cfg, &echoHandler{})
-	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- e.Run(ctx) }()
-	src, dst := e.Loops()[0], e.Loops()[1]
-	syncLoop(src)
-	syncLoop(dst)
-	fd := int(dst.ringFd.Load())
-	hold, held := make(chan struct{}), make(chan struct{})
-	src.Post(func() {
-		src.PostTo(dst, func() {})
-		close(held)
-		<-hold
-	})
-	<-held
-	cancel()
-	// Until dst's ring has closed its fd, for half a second at most (the
-	// ring is to keep it while the wake-up waits).
-	for end := time.Now().Add(500 * time.Millisecond); time.Now().Before(end); time.Sleep(time.Millisecond) {
-		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); errors.Is(err, unix.EBADF) {
-			break
-		}
-	}
-	var mine *uring.Ring
-	for range 16 {
-		r, err := uring.New(&uring.Config{Entries: 8})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Fd() == fd {
-			mine = r
-			break
-		}
-		defer r.Close()
-	}
-	close(hold)
-	if err := <-ran; err != nil {
-		t.Fatal(err)
-	}
-	if mine == nil {
-		return // the number was not free for a ring: dst kept it
-	}
-	defer mine.Close()
-	mine.SubmitAndWait(1, 200*time.Millisecond)
-	if n := mine.CQReady(); n > 0 {
-		t.Errorf("a ring opened on the fd number of a loop's closed ring got %d completions from the engine's MSG_RING", n)
+	for _, tc := range []struct {
+		name   string
+		breaks bool // the sender's ring breaks before its next wait
+	}{
+		{"submitted at the sender's next wait", false},
+		{"submitted by the sender's broken ring's Close", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.breaks {
+				failSubmits(t, -1, os.NewSyscallError("io_uring_enter", unix.EOWNERDEAD))
+			}
+			cfg := testConfig(BackendURing)
+			cfg.CPUs = []int{0, 1}
+			e := newEngine(t, cfg, &echoHandler{})
+			ctx, cancel := context.WithCancel(context.Background())
+			ran := make(chan error, 1)
+			go func() { ran <- e.Run(ctx) }()
+			src, dst := e.Loops()[0], e.Loops()[1]
+			syncLoop(src)
+			syncLoop(dst)
+			fd := int(dst.ringFd.Load())
+			hold, held := make(chan struct{}), make(chan struct{})
+			src.Post(func() {
+				src.PostTo(dst, func() {})
+				close(held)
+				<-hold
+				if tc.breaks {
+					fillSQ(src.be.(*uringBackend))
+				}
+			})
+			<-held
+			start := time.Now()
+			cancel()
+			select {
+			case <-dst.Left():
+			case <-time.After(5 * time.Second):
+				close(hold)
+				t.Fatal("the destination loop did not exit in 5 s")
+			}
+			if took := time.Since(start); took > 500*time.Millisecond {
+				t.Errorf("the destination loop took %v to exit, with a wake-up for it held by another loop", took)
+			}
+			// While the wake-up is held its number must name a file
+			// that is not a ring (nor be free for one).
+			what, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
+			if err != nil || what == "anon_inode:[io_uring]" {
+				t.Errorf("with a wake-up for it held, the closed ring's fd number %d names %q (%v), want a file that is not a ring", fd, what, err)
+			}
+			var mine *uring.Ring
+			for range 16 {
+				r, err := uring.New(&uring.Config{Entries: 8})
+				if err != nil {
+					close(hold)
+					t.Fatal(err)
+				}
+				if r.Fd() == fd {
+					mine = r
+					break
+				}
+				defer r.Close()
+			}
+			close(hold)
+			if err := <-ran; err != nil && !(tc.breaks && errors.Is(err, unix.EOWNERDEAD)) {
+				t.Fatal(err)
+			}
+			if mine != nil {
+				defer mine.Close()
+				mine.SubmitAndWait(1, 200*time.Millisecond)
+				if n := mine.CQReady(); n > 0 {
+					t.Errorf("a ring opened on the fd number of a loop's closed ring got %d completions from the engine's MSG_RING", n)
+				}
+			} else if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); !errors.Is(err, unix.EBADF) {
+				t.Errorf("fd %d, the closed ring's number, still open once the engine stopped (F_GETFD: %v)", fd, err)
+			}
+			if n := src.Stats().MsgRingErrs; !tc.breaks && n != 1 {
+				t.Errorf("%d MSG_RING wake-ups failed, want 1: the one to the closed ring", n)
+			}
+		})
 	}
 }

@@ -444,9 +444,14 @@ var (
 	setupBufRing = (*uring.Ring).SetupBufRingPages
 )
 
-// closeRing is the ring's Close; tests replace it to run the paths of a
-// Close that fails.
-var closeRing = (*uring.Ring).Close
+// closeRing is the ring's Close, or its CloseOnto(onto) unless onto is
+// negative; tests replace it to run the paths of a Close that fails.
+var closeRing = func(r *uring.Ring, onto int) error {
+	if onto < 0 {
+		return r.Close()
+	}
+	return r.CloseOnto(onto)
+}
 
 // hasMinWait is the ring's; tests replace it to run the path of kernels
 // without IORING_FEAT_MIN_TIMEOUT (before 6.12).
@@ -489,13 +494,24 @@ func (b *uringBackend) msgRing(dst *Loop, ringFd int) bool {
 // kernel has looked their ring fd up, or never will. Loop goroutine.
 func (b *uringBackend) msgDone(id int32, n int32) {
 	b.msgOut[id] -= n
-	b.l.e.loops[id].msgIn.Add(-n)
+	b.l.e.loops[id].msgGone(-n)
 }
 
-// msgInWait bounds how long a closing ring waits for the wake-ups other
-// loops have prepared for it (Loop.msgIn): their loops hand them to the
-// kernel at their next wait, unless a handler holds them up.
-const msgInWait = time.Second
+// msgHeld is added to Loop.msgIn as the loop's ring closes with wake-ups for
+// it counted there: its fd number is held (Loop.heldFd) until they are
+// given back.
+const msgHeld = 1 << 30
+
+// msgGone adds n to msgIn: -n wake-ups given back, or msgHeld as the ring
+// closes onto its eventfd. Whichever leaves msgIn at msgHeld alone, the last
+// wake-up given back or the close when none was left, closes the held
+// number: only once the ring has closed, and none is left that names it.
+// Any loop goroutine.
+func (l *Loop) msgGone(n int32) {
+	if l.msgIn.Add(n) == msgHeld {
+		unix.Close(int(l.heldFd.Load()))
+	}
+}
 
 // monoClock returns CLOCK_MONOTONIC's reading less nanotime's, for wakeAt's
 // absolute timeouts, and whether they may be used: measured once, by the
@@ -682,18 +698,31 @@ func (b *uringBackend) close() {
 	if b.r != nil {
 		// The ring's fd number is free for any file once closed: a
 		// MSG_RING another loop had prepared with it and submitted
-		// after would post its completion into whatever ring took the
-		// number (another engine's, or one of the process's own
-		// uring.Rings). Wait until the kernel has looked each one up:
-		// their loops' next waits hand them over. Those this ring sent
-		// itself and could not submit (it broke) go with it.
+		// after (at its next wait, which a handler may hold up for any
+		// time, or with its ring's Close) would post its completion
+		// into whatever ring took the number (another engine's, or one
+		// of the process's own uring.Rings). With any counted in msgIn
+		// the ring closes onto the loop's eventfd instead: the number
+		// names that, not a ring, and their MSG_RING fails (its loop
+		// wakes this one's eventfd, a no-op once it has exited) until
+		// the last of them is given back, whose loop closes the number
+		// (msgGone). None is counted from here on (ringFd is -1), and
+		// the loop does not wait for them. Those this ring sent itself
+		// are given back first: whether submitted or not, the kernel
+		// looks them up no later than the ring's Close.
 		if b.l.id < len(b.msgOut) && b.msgOut[b.l.id] > 0 {
 			b.msgDone(int32(b.l.id), b.msgOut[b.l.id])
 		}
-		for end := time.Now().Add(msgInWait); b.l.msgIn.Load() > 0 && time.Now().Before(end); {
-			time.Sleep(100 * time.Microsecond)
+		onto, fd := -1, b.r.Fd()
+		if b.l.msgIn.Load() > 0 {
+			onto = b.l.wakeFd
 		}
-		if err := closeRing(b.r); errors.Is(err, uring.ErrCancelUnconfirmed) {
+		err := closeRing(b.r, onto)
+		if onto >= 0 {
+			b.l.heldFd.Store(int32(fd))
+			b.l.msgGone(msgHeld)
+		}
+		if errors.Is(err, uring.ErrCancelUnconfirmed) {
 			b.l.keepSlab = true
 			b.l.e.degraded(degradeRingLeft, "engine: loop %d: closing its io_uring ring: %v; its send slab (%d bytes) left mapped too, as a send may still read it",
 				b.l.id, err, b.l.chunks.bytes())
