@@ -649,16 +649,31 @@ func pastTimerRuns(l *Loop, schedule func(stop func())) int {
 // and as Listen's doc says (dual-stack for "tcp"), it serves IPv6 alone, so
 // an IPv4 connection is refused. Listen made every IPv6 socket dual-stack
 // (IPV6_V6ONLY 0), so this one accepted IPv4 connections too.
+//
+// The IPv4 port of the listener's number is held by the test, bound and
+// not listening: an IPv6-only socket leaves that port to IPv4 sockets, and
+// another program's listener that took it (CI runs other packages' tests
+// beside this one) made the IPv4 dial connect. Held, it refuses; and a
+// dual-stack listener could not bind beside it (EADDRINUSE), every try.
 func TestListenTCP6OnlyIPv6(t *testing.T) {
 	for _, b := range testBackends {
 		t.Run(string(b), func(t *testing.T) {
 			e := newEngine(t, testConfig(b), &echoHandler{})
-			ln, err := e.Listen("tcp6", ":0", nil)
-			if err != nil {
-				if errors.Is(err, unix.EAFNOSUPPORT) {
+			var ln *Listener
+			for try := 1; ln == nil; try++ {
+				port := holdIPv4Port(t)
+				l, err := e.Listen("tcp6", net.JoinHostPort("::", strconv.Itoa(port)), nil)
+				switch {
+				case errors.Is(err, unix.EAFNOSUPPORT):
 					t.Skip("no IPv6 here")
+				case errors.Is(err, unix.EADDRINUSE) && try < 5:
+					continue // taken on IPv6 by another program
+				case errors.Is(err, unix.EADDRINUSE):
+					t.Fatalf("a tcp6 listener could not bind beside an IPv4 socket on its port, 5 ports tried (dual-stack?): %v", err)
+				case err != nil:
+					t.Fatal(err)
 				}
-				t.Fatal(err)
+				ln = l
 			}
 			runEngine(t, e)
 			port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
@@ -674,6 +689,26 @@ func TestListenTCP6OnlyIPv6(t *testing.T) {
 			}
 		})
 	}
+}
+
+// holdIPv4Port binds an IPv4 TCP socket to 127.0.0.1 on a port the kernel
+// picks, without listening, for the test's life, and returns the port: a
+// connection to it is refused, whatever else runs on the host.
+func holdIPv4Port(t *testing.T) int {
+	t.Helper()
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sa.(*unix.SockaddrInet4).Port
 }
 
 // linkLocal returns an IPv6 link-local address of this host with its zone,
