@@ -107,6 +107,10 @@ func ReadReport(path string) (*Report, error) {
 }
 
 func loadPoint(s SummaryRow) string {
+	if s.Mode == "open" && s.Fraction == 0 {
+		// bench ab's: a rate given, not a fraction of a peak.
+		return fmt.Sprintf("open %.0f req/s", s.OfferedRPS)
+	}
 	if s.Mode == "open" {
 		return fmt.Sprintf("open %.0f%%", s.Fraction*100)
 	}

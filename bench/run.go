@@ -1091,7 +1091,7 @@ func saturatedNote(what, who string, clientPercent float64) string {
 // as the report's tables name it (pointOf: the open-loop fraction, or in
 // a sweep the loops and compute µs) and its repetition.
 func (r *runner) resultName(res Result) string {
-	s := SummaryRow{Mode: res.Mode, Fraction: res.Fraction, Loops: res.Loops, ComputeUS: res.ComputeUS}
+	s := SummaryRow{Mode: res.Mode, Fraction: res.Fraction, OfferedRPS: res.OfferedRPS, Loops: res.Loops, ComputeUS: res.ComputeUS}
 	return fmt.Sprintf("%s %s rep %d", res.Arm, pointOf(r.report, s), res.Rep)
 }
 
@@ -1383,9 +1383,19 @@ func (r *runner) measure(ctx context.Context, a Arm, rps string, rep int, mode s
 		res.Arm += " rps=" + rps
 		res.ServerRPS = rps
 	}
-	p, err := startServerProc(ctx, r.serverArgv(a, loops, compute), r.cfg.ServerEnv)
+	err := r.measureServer(ctx, a.Name, r.serverArgv(a, loops, compute), &res)
+	return res, err
+}
+
+// measureServer runs one measurement of res's load point (its Mode,
+// OfferedRPS, Rep, …) against a fresh server child started with argv, of
+// the arm named name, and fills res's figures: measure's, and bench ab's
+// for a command line of its own.
+func (r *runner) measureServer(ctx context.Context, name string, argv []string, res *Result) error {
+	mode, rep, rate := res.Mode, res.Rep, res.OfferedRPS
+	p, err := startServerProc(ctx, argv, r.cfg.ServerEnv)
 	if err != nil {
-		return res, err
+		return err
 	}
 	snaps := make(chan [2]snapshot, 1)
 	var winStart, winEnd time.Time
@@ -1419,21 +1429,18 @@ func (r *runner) measure(ctx context.Context, a Arm, rps string, rep int, mode s
 		err = errors.Join(err, serr)
 	}
 	if err != nil {
-		return res, fmt.Errorf("bench: %s %s rep %d: %w", a.Name, mode, rep, err)
+		return fmt.Errorf("bench: %s %s rep %d: %w", name, mode, rep, err)
 	}
-	r.fill(&res, load, edges)
-	if n := lateReadsNote(r.resultName(res), edges, winStart, winEnd); n != "" {
+	r.fill(res, load, edges)
+	if n := lateReadsNote(r.resultName(*res), edges, winStart, winEnd); n != "" {
 		r.report.Notes = append(r.report.Notes, n)
 	}
 	r.done++
-	label := mode
-	if mode == "open" {
-		label = fmt.Sprintf("open %.0f%%", frac*100)
-	}
+	label := loadPoint(SummaryRow{Mode: mode, Fraction: res.Fraction, OfferedRPS: rate})
 	fmt.Fprintf(r.cfg.Progress, "[%3d/%d] rep %d %-9s %-15s loops %d compute %2dµs: %8.0f req/s  p50 %7.1fµs  p99 %8.1fµs  p99.9 %8.1fµs  server %5.1fµs/req  machine work %5.1fµs/req  client %3.0f%%\n",
-		r.done, r.total, rep, label, a.Name, loops, compute, res.AchievedRPS, res.Latency.P50, res.Latency.P99, res.Latency.P999,
+		r.done, r.total, rep, label, name, res.Loops, res.ComputeUS, res.AchievedRPS, res.Latency.P50, res.Latency.P99, res.Latency.P999,
 		res.Server.TotalUSPerReq, res.Machine.WorkUSPerReq, res.ClientCPUPercent)
-	return res, nil
+	return nil
 }
 
 // fill computes a Result's figures from the load result and the window's

@@ -17,7 +17,7 @@ import (
 )
 
 func init() {
-	register("bench", "measure arms side by side: latency and CPU per request (bench sweep|proxy|http2|server|client)", runBench)
+	register("bench", "measure arms side by side: latency and CPU per request (bench sweep|proxy|http2|ab|server|client)", runBench)
 }
 
 // benchFlags are the flags shared by bench and bench sweep.
@@ -246,6 +246,8 @@ func runBench(ctx context.Context, args []string) error {
 			run = runBenchProxy
 		case "http2":
 			run = runBenchHTTP2
+		case "ab":
+			run = runBenchAB
 		case "http2-server":
 			run = func(ctx context.Context, args []string) error { return serveUsage(bench.ServeHTTP2Main(ctx, args)) }
 		}
@@ -257,6 +259,7 @@ func runBench(ctx context.Context, args []string) error {
 		"       spindle bench sweep [flags]      closed-loop grid of loops × compute-us × arm\n"+
 		"       spindle bench proxy [flags]      proxies side by side (spindle, HAProxy, nginx, none), L4, HTTP/1.1 or HTTP/2 (--protocol), in front of one upstream server\n"+
 		"       spindle bench http2 [flags]      HTTP/2 servers side by side (spindle, Go's net/http, nginx), h2c under h2load\n"+
+		"       spindle bench ab [flags] ARMS    server builds paired by repetition: server CPU per request, each arm ÷ the first (\"NAME=COMMAND ARGS...\" each)\n"+
 		"       spindle bench server [flags]     the server half (-arm, -listen, -loops, -cpus, -compute-us)\n"+
 		"       spindle bench client [flags]     the client half against -addr")
 	var f benchFlags

@@ -10,6 +10,7 @@ usage: spindle bench [flags]            every arm: closed-loop peak, then open l
        spindle bench sweep [flags]      closed-loop grid of loops × compute-us × arm
        spindle bench proxy [flags]      proxies side by side (spindle, HAProxy, nginx, none), L4, HTTP/1.1 or HTTP/2 (--protocol), in front of one upstream server
        spindle bench http2 [flags]      HTTP/2 servers side by side (spindle, Go's net/http, nginx), h2c under h2load
+       spindle bench ab [flags] ARMS    server builds paired by repetition: server CPU per request, each arm ÷ the first ("NAME=COMMAND ARGS..." each)
        spindle bench server [flags]     the server half (-arm, -listen, -loops, -cpus, -compute-us)
        spindle bench client [flags]     the client half against -addr
   -arms string

@@ -95,6 +95,11 @@ func TestCLIValueErrorsExit2(t *testing.T) {
 		{"tune", "plan", "--irq-cpus", "0"},
 		{"tune", "plan", "--iface", "lo,lo"},
 		{"tune", "plan", "--exclude-irqs", "-3"},
+		{"bench", "ab", "base=/bin/true"},
+		{"bench", "ab", "base=/bin/true", "base=/bin/false"},
+		{"bench", "ab", "base=/bin/true", "/bin/false"},
+		{"bench", "ab", "--reps", "0", "a=/bin/true", "b=/bin/false"},
+		{"bench", "ab", "a=/bin/true", "b=/bin/false", "--reps", "2"},
 	} {
 		stderr := wantRefusal(t, spindleCmd(args...))
 		cmd := spindleCmd(args...)
