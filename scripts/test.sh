@@ -84,6 +84,9 @@ fi
 stage "engine Go benchmarks, one short pass (every backend and Go net; under -race the figures mean nothing)"
 go test -race -count=1 -run '^$' -bench '^BenchmarkEcho$' -benchtime 500x -timeout 20m ./engine/
 
+stage "the uring loop's per-wake-up benchmark, one iteration (BenchmarkLoopWake: it runs, reports and stays without allocations)"
+go test -race -count=1 -run '^$' -bench '^BenchmarkLoopWake$' -benchtime 1x -timeout 5m ./engine/
+
 if [ -f bench/peers/go.mod ]; then
 	stage "benchmark peers module"
 	(cd bench/peers && go vet ./... && go test -race -count=1 -timeout 20m ./...)
