@@ -840,17 +840,17 @@ func (e *Engine) closeListeners() {
 // at once. It returns nil after a complete drain, ctx.Err() when connections had to
 // be closed, and ErrClosed when the engine stopped otherwise meanwhile (Run's
 // context done, or its loops failing) and closed those still open. Any
-// goroutine; on a loop goroutine (in a Handler callback, a timer or a
-// posted function), which cannot wait for its own loop to exit, it does
-// all this in a new goroutine and returns nil at once: Run returns once it
-// is done. There ctx's deadline bounds the drain, but a cancel after the
+// goroutine; on a loop goroutine of any engine (in a Handler callback, a
+// timer or a posted function), which cannot wait for its own loop to exit
+// and must not hold its loop for another engine's drain, it does all this
+// in a new goroutine and returns nil at once: Run returns once it is done. There ctx's deadline bounds the drain, but a cancel after the
 // call does not end it (the cancel of a context.WithTimeout deferred in
 // the callback would close every connection at once); a ctx already done
 // closes them at once.
 func (e *Engine) Shutdown(ctx context.Context) error {
 	cut := e.cut.Load()    // before the drain: any cut from now on shortens it
 	e.draining.Store(true) // accepts refuse from now on (dials go on)
-	if e.onLoop() {
+	if onAnyLoop() {
 		cancel := context.CancelFunc(func() {})
 		if ctx.Err() == nil {
 			d, ok := ctx.Deadline()

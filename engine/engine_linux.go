@@ -283,18 +283,6 @@ func (l *Loop) wakeLocked() {
 	}
 }
 
-// onLoop reports whether the caller runs on one of e's loop goroutines,
-// each locked to its thread while it serves. Any goroutine.
-func (e *Engine) onLoop() bool {
-	tid := int32(unix.Gettid())
-	for _, l := range e.loops {
-		if l.locked.Load() && l.tid.Load() == tid {
-			return true
-		}
-	}
-	return false
-}
-
 // loopThreads holds the thread ids of the loop goroutines serving now, of
 // every engine in the process: Listener.Close must not wait on any of
 // them, another engine's loop included (two whose handlers closed each

@@ -36,7 +36,7 @@ func (l *Loop) DialTLS(network, address string, timeout time.Duration, cfg *tls.
 
 func (l *Loop) closeWakeFd() {}
 
-func (e *Engine) onLoop() bool { return false }
+func onAnyLoop() bool { return false }
 
 // threadCPU returns 0 outside Linux, where no loop runs.
 func threadCPU() int64 { return 0 }

@@ -1366,6 +1366,58 @@ func TestDialErrorNamesAddress(t *testing.T) {
 	}
 }
 
+// TestShutdownFromAnotherEnginesLoop calls one engine's Shutdown from a
+// Handler callback of another engine, whose loop must not wait there for the
+// first's drain: Shutdown treated only its own engine's loops as loops, so it
+// waited on the caller's loop until its context ended (the drain's
+// connection is never closed here), holding every connection of that loop
+// for as long, and two engines whose handlers shut each other down waited
+// for each other. Now it drains in a goroutine and returns nil at once, as
+// on its own loop, and the caller's loop serves on meanwhile.
+func TestShutdownFromAnotherEnginesLoop(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			stop := func(e *Engine) {
+				t.Cleanup(func() {
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					defer cancel()
+					e.Shutdown(ctx)
+				})
+			}
+			other, otherAddr, otherDone := listenAndRun(t, testConfig(b), &echoHandler{})
+			stop(other)
+			held := mustDial(t, "tcp", otherAddr) // open until the drain's deadline
+			if err := roundTrip(held, []byte("open")); err != nil {
+				t.Fatal(err)
+			}
+			returned := make(chan error, 1)
+			h := &echoHandler{onData: func(c *Conn, buf Buffer) {
+				if string(buf.Bytes()) == "quit" {
+					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+					defer cancel()
+					returned <- other.Shutdown(ctx)
+				}
+			}}
+			e, addr, _ := listenAndRun(t, testConfig(b), h)
+			stop(e)
+			served := mustDial(t, "tcp", addr)
+			if _, err := mustDial(t, "tcp", addr).Write([]byte("quit")); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-returned; err != nil {
+				t.Fatalf("another engine's Shutdown from a handler: %v, want nil at once (it waited on this loop for its drain)", err)
+			}
+			// This loop serves while the other engine drains.
+			if err := roundTrip(served, []byte("during")); err != nil {
+				t.Error(err)
+			}
+			if err := <-otherDone; err != nil {
+				t.Errorf("the engine shut down from another's loop: Run: %v", err)
+			}
+		})
+	}
+}
+
 // TestShutdownFromHandler calls Shutdown from a Handler callback, on a loop
 // goroutine, which Shutdown's doc allows (any goroutine), as package net's
 // users do: with a context.WithTimeout whose cancel is deferred. It cannot
