@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/spindlenet/spindle/internal/testnet"
 	"github.com/spindlenet/spindle/uring"
 )
 
@@ -75,7 +76,9 @@ func TestFullSQSubmitFails(t *testing.T) {
 				}
 			}
 			e := newEngine(t, cfg, &echoHandler{})
-			ln, err := e.Listen("tcp", "127.0.0.1:0", nil)
+			// On a port the test holds: once the loop has stopped, nothing
+			// else's listener can have it (see the dial below).
+			ln, err := e.Listen("tcp", testnet.RefusedAddr(t), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
