@@ -5,6 +5,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/spindlenet/spindle/internal/testnet"
 )
 
 // loopListeners is how many places the loop's table of listener sockets
@@ -116,11 +118,14 @@ func TestClosedListenersAreDropped(t *testing.T) {
 // and a TCP port: Listener.Close returns once the loops have closed their
 // sockets, so the Listen succeeds. Before, Close only posted the
 // removals, and the abstract name was still bound when it returned: the
-// second Listen failed with EADDRINUSE.
+// second Listen failed with EADDRINUSE. The TCP port is one the test
+// holds (testnet.RefusedAddr): closed and not held, another process's
+// listener on port 0 could be given it before the next Listen, which then
+// failed with EADDRINUSE.
 func TestListenAgainAfterClose(t *testing.T) {
 	for _, b := range testBackends {
 		t.Run(string(b), func(t *testing.T) {
-			e, tcp := startListening(t, testConfig(b), &echoHandler{}, "tcp", "127.0.0.1:0")
+			e, tcp := startListening(t, testConfig(b), &echoHandler{}, "tcp", testnet.RefusedAddr(t))
 			for _, l := range e.Loops() {
 				syncLoop(l) // running: Close posts to the loops
 			}
