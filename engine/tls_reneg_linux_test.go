@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"net/netip"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -45,10 +46,10 @@ func TestDialTLSRenegotiation(t *testing.T) {
 		"-nodes", "-subj", "/CN=localhost", "-days", "1", "-keyout", key, "-out", crt).CombinedOutput(); err != nil {
 		t.Fatalf("openssl req: %v\n%s", err, out)
 	}
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr := ln.Addr().String()
-	ln.Close()
-	cmd := exec.Command(bin, "s_server", "-accept", addr, "-cert", crt, "-key", key, "-tls1_2")
+	// Port 0: s_server binds a port of the kernel's choice and says which
+	// ("ACCEPT 127.0.0.1:port"). A port picked by a listener of the test's
+	// and closed could be another process's by the time s_server bound it.
+	cmd := exec.Command(bin, "s_server", "-accept", "127.0.0.1:0", "-cert", crt, "-key", key, "-tls1_2")
 	in, _ := cmd.StdinPipe()
 	var out lockedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -65,8 +66,20 @@ func TestDialTLSRenegotiation(t *testing.T) {
 		}
 		return false
 	}
-	if !waitOut("ACCEPT") {
-		t.Fatalf("s_server did not start\n%s", out.String())
+	var addr string
+	for i := 0; ; i++ {
+		_, line, _ := strings.Cut(out.String(), "ACCEPT ")
+		if a, _, ok := strings.Cut(line, "\n"); ok {
+			addr = a
+			break
+		}
+		if i == 500 {
+			t.Fatalf("s_server did not start\n%s", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := netip.ParseAddrPort(addr); err != nil {
+		t.Fatalf("s_server's ACCEPT line: %v\n%s", err, out.String())
 	}
 	for _, b := range []Backend{BackendURing} {
 		t.Run(string(b), func(t *testing.T) {
