@@ -56,13 +56,21 @@ func echo(c net.Conn) {
 	io.Copy(io.Discard, c)
 }
 
+// newUpstream starts an upstream, serving each connection with serve
+// (echo if nil), until the test ends. Its port is held by the test for as
+// long (testnet.RefusedAddr), so that a test may stop it (connects are
+// then refused) and have it listen on its address again: closed and not
+// held, the port could be given to another test process's listener on
+// port 0 (CI runs other packages' tests beside the proxy's), whose
+// accepts the stopped server's health checks and clients would get, and
+// the listen again would fail with EADDRINUSE.
 func newUpstream(t *testing.T, serve func(net.Conn)) *upstream {
 	t.Helper()
 	if serve == nil {
 		serve = echo
 	}
 	u := &upstream{serve: serve, conns: map[net.Conn]bool{}}
-	if err := u.listen("127.0.0.1:0"); err != nil {
+	if err := u.listen(testnet.RefusedAddr(t)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { waitOrReport(t, "upstream "+u.addr+"'s stop", u.stop) })
