@@ -1133,10 +1133,15 @@ func TestAbort(t *testing.T) {
 // TestCloseUnrun: a proxy made and never run is released by Close: its
 // listener and admin addresses can be bound again at once (the leak check
 // in TestMain sees its fds and goroutines); Close after Run is refused.
+// Both addresses are ports the test holds (testnet.RefusedAddr): on ports
+// the kernel gave for 127.0.0.1:0 and nothing held once Close had
+// released them, another test process's listener on port 0 could be
+// given one before the test listened there again, which then failed.
 func TestCloseUnrun(t *testing.T) {
 	u := newUpstream(t, func(c net.Conn) {})
 	cfg := testConfig(engine.BackendEpoll, u.addr)
-	cfg.Admin.Listen = "127.0.0.1:0"
+	cfg.Listeners[0].Listen = testnet.RefusedAddr(t)
+	cfg.Admin.Listen = testnet.RefusedAddr(t)
 	p, err := New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
