@@ -45,12 +45,7 @@ func h2RetryPair(t *testing.T, mode string) *retryUpstreams {
 		ru.bad = newUpstream(t, func(c net.Conn) { serveH2(c, &refuseAfterBody{n: &ru.badN}) }).addr
 		return ru
 	case "connect":
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ru.bad = ln.Addr().String()
-		ln.Close()
+		ru.bad = deadAddr(t)
 		return ru
 	}
 	ru.bad = newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
