@@ -45,7 +45,12 @@ func TestConnectSocketShutdown(t *testing.T) {
 		t.Errorf("peer read after shutdown = %d, %v; want EOF", n, err)
 	}
 	// Connecting to a closed port fails with ECONNREFUSED as a CQE result.
-	unix.Close(lfd)
+	// The listener stops listening by shutdown, not close: listenTCP's
+	// cleanup closes lfd, and a close here would make that a second close
+	// of a number the next socket (or any file of a test beside) may hold.
+	if err := unix.Shutdown(lfd, unix.SHUT_RDWR); err != nil {
+		t.Fatal(err)
+	}
 	sqe(t, r).PrepSocket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0, 0, 4)
 	c = reap(t, r, 1)[0]
 	if c.Res < 0 {
