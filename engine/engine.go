@@ -843,14 +843,29 @@ func (e *Engine) closeListeners() {
 // goroutine; on a loop goroutine of any engine (in a Handler callback, a
 // timer or a posted function), which cannot wait for its own loop to exit
 // and must not hold its loop for another engine's drain, it does all this
-// in a new goroutine and returns nil at once: Run returns once it is done. There ctx's deadline bounds the drain, but a cancel after the
+// in a new goroutine and returns nil at once: Run returns once it is done
+// (an engine never run is closed, Run failing, before it returns, as
+// anywhere). There ctx's deadline bounds the drain, but a cancel after the
 // call does not end it (the cancel of a context.WithTimeout deferred in
 // the callback would close every connection at once); a ctx already done
 // closes them at once.
 func (e *Engine) Shutdown(ctx context.Context) error {
 	cut := e.cut.Load()    // before the drain: any cut from now on shortens it
 	e.draining.Store(true) // accepts refuse from now on (dials go on)
-	if onAnyLoop() {
+	// Under mu, before the loop goroutine's case: a Run called after
+	// Shutdown returns fails, wherever Shutdown ran.
+	e.mu.Lock()
+	started := e.state != 0
+	if !started {
+		// Never run: release what New made; Run now fails.
+		e.state = 2
+		for _, l := range e.loops {
+			l.closeWakeFd()
+		}
+		close(e.exited)
+	}
+	e.mu.Unlock()
+	if started && onAnyLoop() {
 		cancel := context.CancelFunc(func() {})
 		if ctx.Err() == nil {
 			d, ok := ctx.Deadline()
@@ -865,17 +880,6 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 		}()
 		return nil
 	}
-	e.mu.Lock()
-	started := e.state != 0
-	if !started {
-		// Never run: release what New made; Run now fails.
-		e.state = 2
-		for _, l := range e.loops {
-			l.closeWakeFd()
-		}
-		close(e.exited)
-	}
-	e.mu.Unlock()
 	e.closeListeners()
 	var err error
 	if started {

@@ -1418,6 +1418,43 @@ func TestShutdownFromAnotherEnginesLoop(t *testing.T) {
 	}
 }
 
+// TestShutdownWithoutRunFromAnotherEnginesLoop: Shutdown of an engine never
+// run, called on another engine's loop goroutine, released what New made
+// only in the goroutine it left to drain (f5ebad5), after returning nil: a
+// Run called after it could start the engine and serve until that
+// goroutine stopped it, where a Run after Shutdown fails, and the loops'
+// eventfds were still open as it returned. Here five times, each on the
+// serving engine's loop: Shutdown, then Left of the unrun engine's loop
+// (closed: it will never run) and Run (an error).
+func TestShutdownWithoutRunFromAnotherEnginesLoop(t *testing.T) {
+	serving := newEngine(t, testConfig(BackendEpoll), &echoHandler{})
+	runEngine(t, serving)
+	for i := range 5 {
+		e := newEngine(t, testConfig(BackendEpoll), &echoHandler{})
+		if _, err := e.Listen("tcp", "127.0.0.1:0", nil); err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan string, 1)
+		serving.Loops()[0].Post(func() {
+			if err := e.Shutdown(context.Background()); err != nil {
+				got <- fmt.Sprintf("Shutdown: %v", err)
+				return
+			}
+			left := "closed"
+			select {
+			case <-e.Loops()[0].Left():
+			default:
+				left = "open"
+			}
+			got <- fmt.Sprintf("Left %s, Run %v", left, e.Run(context.Background()))
+		})
+		want := "Left closed, Run engine: Run called twice or after Shutdown"
+		if s := <-got; s != want {
+			t.Fatalf("try %d: on another engine's loop, Shutdown of an engine never run, then %q; want %q", i, s, want)
+		}
+	}
+}
+
 // TestShutdownFromHandler calls Shutdown from a Handler callback, on a loop
 // goroutine, which Shutdown's doc allows (any goroutine), as package net's
 // users do: with a context.WithTimeout whose cancel is deferred. It cannot
