@@ -24,7 +24,7 @@ type drainHandler struct {
 
 func (h *drainHandler) OnDrain(c *Conn) {
 	l := c.Loop()
-	if !l.locked.Load() || l.tid.Load() != int32(unix.Gettid()) {
+	if !onAnyLoop() || l.tid.Load() != int32(unix.Gettid()) {
 		h.offLoop.Add(1)
 	}
 	h.drained.Add(1)

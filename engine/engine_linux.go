@@ -284,9 +284,10 @@ func (l *Loop) wakeLocked() {
 }
 
 // loopThreads holds the thread ids of the loop goroutines serving now, of
-// every engine in the process: Listener.Close must not wait on any of
-// them, another engine's loop included (two whose handlers closed each
-// other's listeners would wait for each other).
+// every engine in the process: Listener.Close and Shutdown must not wait
+// on any of them, another engine's loop included (two whose handlers
+// closed each other's listeners, or shut each other down, would wait for
+// each other).
 var loopThreads sync.Map // int32 -> struct{}
 
 // onAnyLoop reports whether the caller runs on a loop goroutine of any
@@ -330,11 +331,9 @@ func (l *Loop) run(errc chan<- error) {
 		l.cleanup()
 		return
 	}
-	l.locked.Store(true)
 	loopThreads.Store(l.tid.Load(), struct{}{})
 	defer func() {
 		loopThreads.Delete(l.tid.Load())
-		l.locked.Store(false)
 		// A thread whose affinity (or io-wq: keepThread) cannot be
 		// restored must not go back to the scheduler: returning while
 		// locked makes it exit.

@@ -112,8 +112,7 @@ type Loop struct {
 	spare       []func()
 	wakePending atomic.Bool
 	ringFd      atomic.Int32 // io_uring fd for MSG_RING wake-ups, -1 if none
-	tid         atomic.Int32 // loop thread id
-	locked      atomic.Bool  // the loop goroutine holds thread tid (Engine.onLoop)
+	tid         atomic.Int32 // loop thread id (in loopThreads while it serves)
 	// msgIn counts the MSG_RING wake-ups loops' rings have prepared with
 	// ringFd and not yet seen complete (or given back, their ring closed),
 	// plus msgHeld once the loop's ring has closed with some counted: the
