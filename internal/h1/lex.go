@@ -113,12 +113,13 @@ func NextElem(list []byte) (elem, rest []byte) {
 }
 
 // ListHas reports whether the comma-separated list v has the token s
-// (lower-case), ignoring case.
+// (lower-case), ignoring case. An empty element is no element (RFC 9110
+// 5.6.1: a recipient ignores it), so that no list has "".
 func ListHas(v []byte, s string) bool {
 	for len(v) > 0 {
 		var e []byte
 		e, v = NextElem(v)
-		if eqFold(e, s) {
+		if len(e) > 0 && eqFold(e, s) {
 			return true
 		}
 	}
@@ -395,12 +396,13 @@ func hopByHop(hs []Header, name []byte) bool {
 }
 
 // ListHasName is ListHas for a name of any case: whether the
-// comma-separated list v has the element name, ignoring ASCII case.
+// comma-separated list v has the element name, ignoring ASCII case (an
+// empty element, and so an empty name, never).
 func ListHasName(v, name []byte) bool {
 	for len(v) > 0 {
 		var e []byte
 		e, v = NextElem(v)
-		if len(e) == len(name) && EqualFold(e, name) {
+		if len(e) > 0 && len(e) == len(name) && EqualFold(e, name) {
 			return true
 		}
 	}

@@ -48,8 +48,9 @@ func FuzzSplitTarget(f *testing.F) {
 
 // FuzzNextElem: NextElem walks a list into the elements strings.Split
 // finds between its commas, each trimmed of spaces and tabs, and ends
-// (rest nil) after the last; ListHas finds a (non-empty) lower-case
-// token where one of them is that token in any case (ASCII only: "\u212a" is not "k").
+// (rest nil) after the last; ListHas finds a lower-case token, and
+// ListHasName a name of any case, where one of them that is not empty is
+// it in any case (ASCII only: "\u212a" is not "k"): no list has "".
 // Connection, Transfer-Encoding and Upgrade are read this way.
 func FuzzNextElem(f *testing.F) {
 	for _, s := range [][2]string{
@@ -83,20 +84,40 @@ func FuzzNextElem(f *testing.F) {
 				break
 			}
 		}
-		if token == "" || strings.ToLower(token) != token {
-			return // ListHas takes a lower-case token, a constant
-		}
 		has := false
 		for _, e := range want {
 			e = strings.Trim(e, " \t")
-			same := len(e) == len(token)
+			same := e != "" && len(e) == len(token)
 			for i := 0; same && i < len(e); i++ {
-				same = lower(e[i]) == token[i]
+				same = lower(e[i]) == lower(token[i])
 			}
 			has = has || same
+		}
+		if got := ListHasName([]byte(list), []byte(token)); got != has {
+			t.Fatalf("ListHasName(%q, %q) = %v, want %v", list, token, got, has)
+		}
+		if strings.ToLower(token) != token {
+			return // ListHas takes a lower-case token, a constant
 		}
 		if got := ListHas([]byte(list), token); got != has {
 			t.Fatalf("ListHas(%q, %q) = %v, want %v", list, token, got, has)
 		}
 	})
+}
+
+// TestListHasEmpty: an empty element of a list (RFC 9110 5.6.1: one a
+// recipient ignores) is none, so that no list has the empty token or
+// name, while its other elements are found.
+func TestListHasEmpty(t *testing.T) {
+	for _, list := range []string{"a,,b", ",", "", " , \t", "a, ,b", "close,"} {
+		if ListHas([]byte(list), "") {
+			t.Errorf("ListHas(%q, \"\") = true, want false", list)
+		}
+		if ListHasName([]byte(list), nil) {
+			t.Errorf("ListHasName(%q, \"\") = true, want false", list)
+		}
+	}
+	if !ListHas([]byte("a,,B"), "b") || !ListHasName([]byte("a,,B"), []byte("b")) {
+		t.Errorf("the list \"a,,B\" does not have \"b\"")
+	}
 }
