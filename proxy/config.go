@@ -557,7 +557,12 @@ type RouteConfig struct {
 	// fully qualified name's final dot, case-insensitively: exactly, or with "*.example.com" any name
 	// ending in ".example.com" (not example.com itself); an IPv6
 	// address ("[::1]") as an address, however the request writes it
-	// ("[0::1]"). Empty: any host.
+	// ("[0::1]"), and an IPv4 one in dotted decimal ("127.0.0.1") so
+	// or as an IPv4-mapped IPv6 literal ("[::ffff:127.0.0.1]",
+	// "[::ffff:7f00:1]"). An IPv4-mapped route host, and a name whose
+	// last label is all digits but not such an address ("127.1",
+	// "127.0.0.01": names to RFC 3986 that resolvers read as one address
+	// or another), are refused. Empty: any host.
 	Host string `yaml:"host,omitempty" json:"host,omitempty"`
 	// PathPrefix matches targets that begin with it, byte for byte (so
 	// "/api" matches "/api/x" and "/apis"; write "/api/" for the
@@ -1945,15 +1950,23 @@ func validToken(s string) bool {
 }
 
 // validHost checks a route's host: empty, a name or IP address (IPv6 in
-// brackets) without a port, or "*." and a name.
+// brackets, not IPv4-mapped; IPv4 in dotted decimal) without a port, or
+// "*." and a name. A name's last label is not all digits (RFC 3696 2: no
+// top-level domain is), so that an IPv4 address written otherwise
+// ("127.1", "127.0.0.01"), which requests would name only so written
+// and resolvers read as this or another address, is refused.
 func validHost(h string) error {
 	if h == "" {
 		return nil
 	}
 	name := strings.TrimPrefix(h, "*.")
 	if strings.HasPrefix(name, "[") && strings.HasSuffix(name, "]") && name == h {
-		if a, err := netip.ParseAddr(name[1 : len(name)-1]); err != nil || !a.Is6() {
+		a, err := netip.ParseAddr(name[1 : len(name)-1])
+		if err != nil || !a.Is6() {
 			return fmt.Errorf("%q is not a bracketed IPv6 address", h)
+		}
+		if a.Is4In6() {
+			return fmt.Errorf("%q is IPv4-mapped (requests for either route alike: write %v)", h, a.Unmap())
 		}
 		return nil
 	}
@@ -1963,6 +1976,11 @@ func validHost(h string) error {
 	for _, c := range []byte(name) {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_') {
 			return fmt.Errorf("%q: %q is not allowed in a host name (want a name such as example.com or *.example.com, without a port)", h, c)
+		}
+	}
+	if last := name[strings.LastIndexByte(name, '.')+1:]; strings.Trim(last, "0123456789") == "" {
+		if a, err := netip.ParseAddr(name); err != nil || !a.Is4() || name != h {
+			return fmt.Errorf("%q is neither a host name (its last label is all digits) nor an IPv4 address in dotted decimal (such as 192.0.2.1)", h)
 		}
 	}
 	return nil

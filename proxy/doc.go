@@ -273,7 +273,9 @@
 // Tomcat's "/api/../x") with 400, since routes match the target as
 // received and the server would resolve it elsewhere; routes it
 // (first route whose host, exact and case-insensitive without the port or
-// a "*." suffix, and path prefix match; else the listener's pool); writes
+// a "*." suffix, an IP address as an address: "[0::1]" is "[::1]",
+// "[::ffff:127.0.0.1]" is "127.0.0.1", and path prefix match; else the
+// listener's pool); writes
 // a new head without the hop-by-hop headers (Connection and those it
 // names, Keep-Alive, Proxy-Connection, TE, Upgrade), with
 // X-Forwarded-For, X-Forwarded-Proto, X-Forwarded-Host and Via: 1.x

@@ -138,7 +138,7 @@ type idleConn struct {
 type route struct {
 	host     []byte     // lower case; nil: any host
 	wildcard bool       // host is a suffix (".example.com")
-	addr     netip.Addr // host's IPv6 address, where it is one ("[::1]")
+	addr     netip.Addr // host's address, where it is one ("[::1]", "127.0.0.1"; IPv4-mapped unmapped)
 	prefix   []byte
 	pool     *pool
 	reqOps   *headerOps // request_headers
@@ -157,7 +157,7 @@ func compileRoutes(rcs []RouteConfig, pools map[string]*pool) []route {
 			if bytes.HasPrefix(h, []byte("*.")) {
 				h, r.wildcard = h[1:], true
 			}
-			if a, ok := bracketedIPv6(h); ok {
+			if a, ok := hostAddr(h); ok && !r.wildcard {
 				r.addr = a
 			}
 			r.host = h
@@ -171,8 +171,9 @@ func compileRoutes(rcs []RouteConfig, pools map[string]*pool) []route {
 // removed) and path matches r.
 func (r *route) match(host, path []byte) bool {
 	if r.addr.IsValid() {
-		// (An address however it is written: "[0::1]" is "[::1]".)
-		if a, ok := bracketedIPv6(host); !ok || a != r.addr {
+		// (An address however it is written: "[0::1]" is "[::1]",
+		// "[::ffff:127.0.0.1]" is "127.0.0.1".)
+		if a, ok := hostAddr(host); !ok || a != r.addr {
 			return false
 		}
 	} else if r.host != nil {
@@ -242,13 +243,24 @@ func pathUnit(p []byte, i int) (c byte, enc bool, n int) {
 	return c, true, n
 }
 
-// bracketedIPv6 returns the address of a host that is an IPv6 address in
-// brackets ("[::1]"). No allocation.
-func bracketedIPv6(host []byte) (netip.Addr, bool) {
-	if len(host) < 2 || host[0] != '[' || host[len(host)-1] != ']' {
+// hostAddr returns the address of a host that is an IPv6 address in
+// brackets ("[::1]") or an IPv4 one in dotted decimal (RFC 3986's
+// IPv4address: four fields, no leading zeros), an IPv4-mapped IPv6
+// address as its IPv4 address (RFC 4291 2.5.5.2: "[::ffff:127.0.0.1]"
+// names 127.0.0.1). Another spelling of an IPv4 address ("127.1",
+// "0x7f.0.0.1", "127.000.000.001") is a name to RFC 3986, and read as
+// different addresses by different parsers (inet_aton reads "010" as 8):
+// Validate refuses it as a route's host. No allocation.
+func hostAddr(host []byte) (netip.Addr, bool) {
+	if len(host) >= 2 && host[0] == '[' && host[len(host)-1] == ']' {
+		a, ok := parseIPv6(host[1 : len(host)-1])
+		return a.Unmap(), ok
+	}
+	var ip [4]byte
+	if !parseIPv4(host, ip[:]) {
 		return netip.Addr{}, false
 	}
-	return parseIPv6(host[1 : len(host)-1])
+	return netip.AddrFrom4(ip), true
 }
 
 // routeIndex returns the index of the route for a request (its target

@@ -14,8 +14,9 @@ import (
 // authority (up to its first '/' or '?') or else Host, without its port
 // (after an IPv6 literal's ']', else from the first ':') and one trailing
 // dot, compared without case with a route's host, a "*." route's suffix
-// (and at least one byte before it) or a bracketed IPv6 route's address
-// however either is written; the path, OPTIONS *'s as "/", and an
+// (and at least one byte before it), a bracketed IPv6 route's address
+// however either is written, or an IPv4 route's address as written or as
+// an IPv4-mapped IPv6 literal however that is written; the path, OPTIONS *'s as "/", and an
 // absolute-form target's empty one as "/", by hasPathPrefix
 // (FuzzHasPathPrefix checks it). len(rcs) for none.
 func refRoute(rcs []RouteConfig, target, hostHdr string) int {
@@ -59,6 +60,16 @@ func refRoute(rcs []RouteConfig, target, hostHdr string) int {
 			if a, err := netip.ParseAddr(host[1 : len(host)-1]); err != nil || a != ra {
 				continue
 			}
+		case isIPv4(rh):
+			if host == rh {
+				break
+			}
+			if !strings.HasPrefix(host, "[") || !strings.HasSuffix(host, "]") {
+				continue
+			}
+			if a, err := netip.ParseAddr(host[1 : len(host)-1]); err != nil || !a.Is4In6() || a.Unmap().String() != rh {
+				continue
+			}
 		case host != rh:
 			continue
 		}
@@ -67,6 +78,12 @@ func refRoute(rcs []RouteConfig, target, hostHdr string) int {
 		}
 	}
 	return len(rcs)
+}
+
+// isIPv4 reports whether s is an IPv4 address in dotted decimal.
+func isIPv4(s string) bool {
+	a, err := netip.ParseAddr(s)
+	return err == nil && a.Is4()
 }
 
 // FuzzRouteIndex: the route a request goes by, for a target and Host
@@ -85,6 +102,7 @@ func FuzzRouteIndex(f *testing.F) {
 		{"login.example", "/", "GET", "/", "login.example.."},
 		{"x", "/", "GET", "http://x?q", ""},
 		{"*.x", "/", "GET", "/", ".x"},
+		{"127.0.0.1", "/", "GET", "/", "[::ffff:7f00:1]:80"},
 	} {
 		f.Add(s[0], s[1], s[2], s[3], s[4])
 	}
