@@ -679,7 +679,14 @@
 // response_timeout (TestH2UpRetriedTimeoutAfterQueueWaitNotCounted);
 // once its wait starts again at the server (a body read, an interim
 // head), it counts, the server having all of response_timeout from there
-// (TestH2UpTimeoutAfterInterimCountedAfterQueueWait). A server
+// (TestH2UpTimeoutAfterInterimCountedAfterQueueWait). An HTTP/1.1
+// client's body that comes while its request waits is read as it comes,
+// a buffer's worth, as an HTTP/2 client's is within its window: its read
+// moves the wait on there, the server not having it yet
+// (TestH2UpQueueWaitCountsInResponseTimeoutWithBodyLater); what comes
+// past that buffer stays in the socket until the stream starts, and its
+// read, at the server, moves the wait on from then, as a body held back
+// by a full socket buffer is read as the client sends it. A server
 // that cannot be connected is skipped for the next (502 when none is
 // left, 503 when none is up), as for HTTP/1.1. Connecting takes the
 // server's SETTINGS, the first frame of its side of the connection:

@@ -786,9 +786,21 @@ func (x *h1up) clientWritable() {
 }
 
 // wantBody reports whether the session wants the client's next bytes of
-// its body: the stream is open, nothing is held, the upstream's queue is
-// below the mark.
+// its body, nothing being held: the stream is open and the upstream's
+// queue below the mark, or the try waits for its stream (room in its
+// server's queue, a connection) with the body's end not read yet. A body
+// that comes while the try waits is read as it comes, a buffer's worth,
+// as an HTTP/2 client's is, so that its read moves the wait on from when
+// it came (bodyRead), not from the stream's start at the server, the
+// server having less than response_timeout
+// (TestH2UpQueueWaitCountsInResponseTimeoutWithBodyLater).
 func (x *h1up) wantBody() bool {
 	s := x.s
-	return x.u != nil && !s.hasP && x.u.conn.QueuedMemory() < s.p.cfg.Engine.WriteHighWater
+	if s.hasP {
+		return false
+	}
+	if x.u == nil {
+		return !x.done
+	}
+	return x.u.conn.QueuedMemory() < s.p.cfg.Engine.WriteHighWater
 }

@@ -334,3 +334,62 @@ func TestH2UpTimeoutAfterBodyCountedAfterQueueWait(t *testing.T) {
 		}
 	})
 }
+
+// TestH2UpQueueWaitCountsInResponseTimeoutWithBodyLater: the body of an
+// HTTP/1.1 request that comes while the request waits in an h2c server's
+// queue, after its head, is read as it comes, as an HTTP/2 client's is,
+// and its read moves the wait's start on from there, not from the
+// stream's start at the server: its head queued, its body (chunked, or of
+// a Content-Length) sent 100 ms later in one write, kept queued until
+// 700 ms, then sent to a server that does not answer, the request gets
+// 504 at about 1.1 s from its head, not held against the server by
+// passive health (http_errors 1), which had 400 ms of response_timeout.
+// The client was not read while the request waited: the body, in the
+// kernel, was read as the stream started, as though it came then, at
+// the server: 504 at 1.7 s, and the server ejected.
+func TestH2UpQueueWaitCountsInResponseTimeoutWithBodyLater(t *testing.T) {
+	forBackends(t, func(t *testing.T, b engine.Backend) {
+		for _, framing := range []struct{ name, head, body string }{
+			{"chunked", "Transfer-Encoding: chunked", "5\r\nstart\r\n3\r\nend\r\n0\r\n\r\n"},
+			{"length", "Content-Length: 8", "startend"},
+		} {
+			t.Run(framing.name, func(t *testing.T) {
+				p, up, release, _, _, _, first := queueOneSlot(t, b, 5*time.Second, func(cfg *Config) {
+					cfg.Listeners[0].ResponseTimeout = Duration(time.Second)
+					cfg.Pools[0].Passive = &PassiveConfig{Fails: 5, Cooldown: Duration(time.Minute), HTTPErrors: 1}
+				})
+				c := dial(t, p)
+				t0 := time.Now()
+				if _, err := io.WriteString(c, "POST /slow HTTP/1.1\r\nHost: x\r\n"+framing.head+"\r\n\r\n"); err != nil {
+					t.Fatal(err)
+				}
+				waitFor(t, "the second request in the server's queue", func() bool { w, _ := h2Waits(p); return w[0] == 1 })
+				time.Sleep(time.Until(t0.Add(100 * time.Millisecond)))
+				if _, err := io.WriteString(c, framing.body); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(time.Until(t0.Add(700 * time.Millisecond)))
+				close(release)
+				if got := <-first; got != "200 ok" {
+					t.Fatalf("the first request: %q, want \"200 ok\"", got)
+				}
+				c.SetReadDeadline(time.Now().Add(5 * time.Second))
+				resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+				d := time.Since(t0)
+				if err != nil {
+					t.Fatalf("the request queued, its body sent meanwhile: %v after %v, want 504", err, d)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != 504 || d < 1050*time.Millisecond || d > 1500*time.Millisecond {
+					t.Errorf("the request queued, its body sent 100 ms in, then sent to a server not answering: %d after %v; want 504 at about 1.1s", resp.StatusCode, d)
+				}
+				if n := serverTotals(p, up.addr).H2Streams; n != 2 {
+					t.Errorf("%d streams at the server, want 2 (the second went to it once the first ended)", n)
+				}
+				if n := serverTotals(p, up.addr).EjectionsHTTP; n != 0 {
+					t.Errorf("%d ejections for failed exchanges under http_errors 1, want 0 (the server had 400 ms of response_timeout)", n)
+				}
+			})
+		}
+	})
+}
