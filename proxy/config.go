@@ -832,7 +832,9 @@ type PoolConfig struct {
 	MaxQueue int `yaml:"max_queue,omitempty" json:"max_queue,omitempty"`
 	// QueueTimeout (with a max_conns) bounds the wait in the queue
 	// (HAProxy's timeout queue): past it the request gets 503 (logged
-	// SQ), a mode tcp client is closed. Default 5s.
+	// SQ), a mode tcp client is closed. The wait is not in the
+	// listener's connect_timeout or response_timeout, which start after
+	// it. Default 5s.
 	QueueTimeout Duration `yaml:"queue_timeout,omitempty" json:"queue_timeout,omitempty"`
 	// TLS, when set, makes the connections to the pool's servers TLS
 	// (health checks included): see UpstreamTLSConfig. Required by

@@ -955,7 +955,13 @@
 // and a request's body waits in its window, as while its upstream
 // connects.
 //
-// A wait ends with a slot; at queue_timeout (default 5s), with 503 (SQ
+// queue_timeout bounds the wait alone: it is not in response_timeout,
+// which starts as the request is sent once a slot came, nor in
+// connect_timeout, as HAProxy's timeout queue is apart from its timeout
+// connect and timeout server (a request may wait queue_timeout, then
+// connect_timeout, then response_timeout; an h2c pool, which has no
+// max_conns, counts its wait for a stream in response_timeout instead:
+// below). A wait ends with a slot; at queue_timeout (default 5s), with 503 (SQ
 // in the access log) in mode http and the client closed in mode tcp,
 // counted; when its client goes: an HTTP/1.1 client's FIN or close
 // (nothing reached a server yet: as HAProxy's option abortonclose; one
