@@ -44,6 +44,70 @@ func TestPostToFromBrokenRing(t *testing.T) {
 	}
 }
 
+// TestPostToWakeUpLostWithBrokenRing: a PostTo's MSG_RING wake-up that the
+// kernel fails is answered by its completion, on which the sender wakes
+// the destination through its eventfd (opMsgSent). One whose completion
+// the sender's ring never handles, broken before its next wait, was only
+// given back (msgDone) as the ring closed: the destination, asleep with
+// nothing else to do, did not run the function, nor any posted to it after
+// (its wake-up pending, they wake it no more). Here the wake-up names a
+// file that is not a ring, so that it fails when the broken ring's Close
+// submits it, and the Close reaps its completion unseen: as for any
+// wake-up the kernel took and failed, or never took (that Close's
+// submissions refused too: a dead SQPOLL thread). The destination must be
+// woken all the same.
+func TestPostToWakeUpLostWithBrokenRing(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs 2 CPUs for two loops")
+	}
+	efd := notARing(t)
+	for _, b := range uringBackends() {
+		t.Run(string(b), func(t *testing.T) {
+			e := runBreakableOn(t, b, &echoHandler{})
+			src, dst := e.Loops()[0], e.Loops()[1]
+			syncLoop(dst)
+			waitAsleep(t, dst)
+			done := make(chan struct{})
+			src.Post(func() {
+				sb := src.be.(*uringBackend)
+				ringFd := dst.ringFd.Swap(int32(efd))
+				src.PostTo(dst, func() { close(done) })
+				dst.ringFd.Store(ringFd)
+				if n := sb.msgOut[dst.id]; n != 1 {
+					t.Errorf("%d MSG_RING wake-ups prepared for the destination, want 1", n)
+				}
+				fillSQ(sb)
+			})
+			select {
+			case <-done:
+			case <-src.Left():
+			case <-time.After(10 * time.Second):
+				t.Fatal("the sender, its ring broken, has not left in 10 s")
+			}
+			select {
+			case <-done:
+			case <-time.After(2 * time.Second):
+				t.Fatal("a function PostTo sent did not run in 2 s after the sender's ring closed with the wake-up's completion unhandled")
+			}
+		})
+	}
+}
+
+// waitAsleep waits until loop l's thread sleeps in its ring's wait
+// (io_cqring_wait): a wait entered with nothing posted, which only a
+// wake-up ends.
+func waitAsleep(t testing.TB, l *Loop) {
+	t.Helper()
+	path := fmt.Sprintf("/proc/self/task/%d/wchan", l.tid.Load())
+	waitFor(t, "the loop to sleep in its ring's wait", func() bool {
+		w, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(w) == "io_cqring_wait"
+	})
+}
+
 // countDrains is a Drainer that counts OnDrain and leaves the connection
 // open.
 type countDrains struct {

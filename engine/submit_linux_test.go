@@ -242,8 +242,13 @@ func TestListenAfterLoopLeft(t *testing.T) {
 // breaks a loop's ring. When the test ends it shuts the engine down and
 // checks that Run returned that error.
 func runBreakable(t *testing.T, h Handler) *Engine {
+	return runBreakableOn(t, BackendURing, h)
+}
+
+// runBreakableOn is runBreakable on backend b, one of the uring backends.
+func runBreakableOn(t *testing.T, b Backend, h Handler) *Engine {
 	failSubmits(t, -1, os.NewSyscallError("io_uring_enter", unix.EOWNERDEAD))
-	cfg := testConfig(BackendURing)
+	cfg := testConfig(b)
 	cfg.CPUs = []int{0, 1}
 	e := newEngine(t, cfg, h)
 	ran := make(chan error, 1)

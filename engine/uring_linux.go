@@ -731,11 +731,20 @@ func (b *uringBackend) close() {
 		}
 		b.r = nil
 	}
-	// Wake-ups whose completions did not come (the ring broke) can no
-	// longer be submitted.
+	// Wake-ups whose completions the loop has not handled (the ring
+	// broke): the kernel may have delivered them, or failed them (their
+	// completions, which would have woken their loops another way
+	// (opMsgSent), reaped unseen by the Close), or never had them (the
+	// Close's submissions refused too: a dead SQPOLL thread). Each loop
+	// with one left is woken through its eventfd, as on a failed one: its
+	// wake-up pending, nothing else posted to it wakes it
+	// (TestPostToWakeUpLostWithBrokenRing). One more is a spurious wake-up;
+	// one less left its posted functions waiting, for good on an idle
+	// loop.
 	for id, n := range b.msgOut {
 		if n > 0 {
 			b.msgDone(int32(id), n)
+			b.l.e.loops[id].wake()
 		}
 	}
 	// The requests that referred to the listener sockets went with the
