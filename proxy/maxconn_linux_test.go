@@ -1433,14 +1433,23 @@ func TestMaxConnsRetryWaitsItsOwn(t *testing.T) {
 		for _, h2c := range []bool{false, true} {
 			t.Run(map[bool]string{false: "h1", true: "h2"}[h2c], func(t *testing.T) {
 				var tries, holds atomic.Int64
-				hold, stop := make(chan struct{}), make(chan struct{})
+				hold, stop, behind := make(chan struct{}), make(chan struct{}), make(chan struct{})
 				u := newUpstream(t, func(c net.Conn) {
 					req, err := http.ReadRequest(bufio.NewReader(c))
 					if err != nil {
 						return
 					}
 					if req.URL.Path == "/a" && tries.Add(1) == 1 {
+						// Past queue_timeout, and not before the second
+						// /hold waits behind it (behind): a loaded machine
+						// sent that more than a second after the 1.4 s the
+						// test sleeps, after the 503, and it found the slot
+						// free ("timed out waiting for 1 queued").
 						time.Sleep(2400 * time.Millisecond)
+						select {
+						case <-behind:
+						case <-stop:
+						}
 						fmt.Fprint(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
 						return
 					}
@@ -1501,6 +1510,7 @@ func TestMaxConnsRetryWaitsItsOwn(t *testing.T) {
 				time.Sleep(1400 * time.Millisecond) // (the second /hold's wait, about 1s, within queue_timeout)
 				second := rawGet(t, p, "/hold")
 				queued(t, p, 1)
+				close(behind)
 				waitFor(t, "the second /hold at the server", func() bool { return holds.Load() == 2 })
 				hold <- struct{}{}
 				if a := <-r; a.st != 200 || a.body != "/a" {
