@@ -72,7 +72,7 @@ func runProxyCmd(t *testing.T, cfg string, args ...string) (*exec.Cmd, string, <
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
+	if err := startSignallable(cmd); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
