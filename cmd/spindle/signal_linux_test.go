@@ -128,18 +128,39 @@ func TestInterrupt(t *testing.T) {
 				}
 				exited <- cmd.Wait()
 			}()
+			// giveUp ends the run and fails with what it wrote: SIGTERM
+			// first, for its own cleanup (the wire topology's namespaces),
+			// then SIGKILL to its group. A run left behind went on
+			// measuring, on the CPUs of the next case's.
+			giveUp := func(why string) {
+				t.Helper()
+				syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
+				select {
+				case <-exited:
+				case <-time.After(10 * time.Second):
+					syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+					<-exited
+				}
+				if c.netnses {
+					left, _ := filepath.Glob(veth.Path(fmt.Sprintf("spd-bench-%d-*", cmd.Process.Pid)))
+					for _, ns := range left {
+						exec.Command("ip", "netns", "delete", filepath.Base(ns)).Run()
+					}
+				}
+				t.Fatalf("spindle %v %s; stderr:\n%s", c.args, why, strings.Join(lines, "\n"))
+			}
 			// Signal once the command is measuring: past its line, with
 			// its sockets (the client's connections) open.
 			deadline := time.After(30 * time.Second)
 			select {
 			case <-seen:
 			case <-deadline:
-				t.Fatal("no progress line in 30 s")
+				giveUp("wrote no progress line in 30 s")
 			}
 			for sockets(cmd.Process.Pid) < c.socks {
 				select {
 				case <-deadline:
-					t.Fatalf("fewer than %d sockets open after 30 s", c.socks)
+					giveUp(fmt.Sprintf("had fewer than %d sockets open after 30 s", c.socks))
 				case <-time.After(10 * time.Millisecond):
 				}
 			}
@@ -149,7 +170,7 @@ func TestInterrupt(t *testing.T) {
 			case <-time.After(30 * time.Second):
 				syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 				<-exited
-				t.Fatalf("spindle %v still running 30 s after it started; stderr:\n%s", c.args, strings.Join(lines, "\n"))
+				t.Fatalf("spindle %v still running 30 s after the signal; stderr:\n%s", c.args, strings.Join(lines, "\n"))
 			}
 			var ee *exec.ExitError
 			if !errors.As(err, &ee) || ee.ExitCode() != 1 {
