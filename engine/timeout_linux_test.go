@@ -187,13 +187,15 @@ func TestCloseTimeout(t *testing.T) {
 // kernel doubles) still holds the reply's tail: a peer reading it slowly
 // while it goes on sending must still get all of it and the FIN, not a
 // reset cutting the tail at the timeout (before the timeout was extended
-// while the unacknowledged bytes shrink, it read 2.2 of 3 MiB). The reader
-// takes 8 KiB every 10 ms: what the socket holds at the FIN takes it
-// about 2.5 s, and a 1 s linger leaves room for a reader that the
-// scheduler holds up for a while (under -race on a loaded host a 200 ms
-// one saw no progress between two checks, and a 500 ms one once in CI
-// beside four other test jobs: the reset then reached the writer, and
-// the reader saw EOF short of the reply).
+// while the unacknowledged bytes shrink, it read 2.2 of 3 MiB). The linger
+// is the longest the scheduler may hold the reader up without failing the
+// test (under -race on a loaded host a 200 ms one saw no progress between
+// two checks, a 500 ms one once in CI beside four other test jobs, and a
+// 1 s one once in 20 runs beside two CPU hogs and other test binaries: the
+// reset then reached the writer, and the reader saw EOF short of the
+// reply): 2 s, and the reader takes 8 KiB every 20 ms, so that what the
+// socket holds at the FIN takes it about 5 s, more than twice the linger,
+// which without the extension ends it half-way.
 func TestCloseLingerSlowReader(t *testing.T) {
 	reply := pattern(10, 3<<20)
 	for _, b := range testBackends {
@@ -205,7 +207,7 @@ func TestCloseLingerSlowReader(t *testing.T) {
 						sndErr.Store(err)
 					}
 				},
-				end: func(c *Conn) { c.CloseLinger(time.Second, 1<<30) }}
+				end: func(c *Conn) { c.CloseLinger(2*time.Second, 1<<30) }}
 			_, addr := startEngine(t, testConfig(b), h)
 			c := mustDial(t, "tcp", addr)
 			if _, err := c.Write([]byte("request")); err != nil {
@@ -230,21 +232,23 @@ func TestCloseLingerSlowReader(t *testing.T) {
 			var got []byte
 			buf := make([]byte, 8<<10)
 			var err error
-			for {
+			var gap time.Duration // the longest between two reads
+			for last := time.Now(); ; {
 				c.SetReadDeadline(time.Now().Add(20 * time.Second))
 				var n int
 				n, err = c.Read(buf)
 				got = append(got, buf[:n]...)
+				gap, last = max(gap, time.Since(last)), time.Now()
 				if err != nil {
 					break
 				}
-				time.Sleep(10 * time.Millisecond)
+				time.Sleep(20 * time.Millisecond)
 			}
 			if err, _ := sndErr.Load().(error); err != nil {
 				t.Skipf("SO_SNDBUFFORCE: %v (needs CAP_NET_ADMIN)", err)
 			}
 			if len(got) != len(reply) || err.Error() != "EOF" {
-				t.Errorf("the slow reader read %d of %d bytes, then %v; want all of it and EOF", len(got), len(reply), err)
+				t.Errorf("the slow reader read %d of %d bytes, then %v, at most %v between two reads; want all of it and EOF", len(got), len(reply), err, gap)
 			}
 		})
 	}
