@@ -107,6 +107,9 @@ func testPeerNotReading(t *testing.T, end func(c *Conn), set func(cfg *Config, b
 				e, addr := startEngine(t, cfg, h)
 				c := dialRcvBuf(t, addr, 4096)
 				if !bound {
+					// From the accept on: an SQPOLL ring's comes from its
+					// SQ thread, which a loaded host may hold up.
+					waitFor(t, "OnOpen", func() bool { return h.opened.Load() != 0 })
 					time.Sleep(time.Second)
 					if h.closed.Load() != 0 || e.Stats().Open != 1 {
 						t.Errorf("with no bound: a connection whose peer does not read ended (%v)", h.err.Load())
