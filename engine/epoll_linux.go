@@ -217,6 +217,7 @@ func (b *epollBackend) flush(c *Conn) {
 		case unix.EINTR:
 			continue
 		}
+		b.readLeft(c)
 		c.abort(c.opError("write", "write", err))
 		return
 	}
@@ -224,6 +225,37 @@ func (b *epollBackend) flush(c *Conn) {
 		b.update(c, false, true)
 	}
 	c.afterDrain()
+}
+
+// readLeft delivers what c's socket still holds once a write to it has
+// failed, before the failure closes c: a peer that answered and reset
+// (an HTTP server's early 413 to an upload it did not read, closed with
+// the upload unread) has its answer in the socket, and the write that
+// met the reset took its error (ECONNRESET, then EPIPE), so the read
+// would not have failed. flush runs before the read of the same event
+// (and the iteration's flush after its events), so a connection whose
+// answer and reset came in one wait lost the answer: the proxy's client
+// got 502 (TestWriteFailureDeliversWhatCameBefore). What comes while c
+// is paused stays unread, and the socket's end (the reset's) is no EOF:
+// the write's error ends c. Loop goroutine.
+func (b *epollBackend) readLeft(c *Conn) {
+	l := b.l
+	for c.state == stateOpen && c.paused == 0 && !c.k.closing {
+		id, err := l.chunks.get()
+		if err != nil {
+			l.st.noBufs.Add(1)
+			return
+		}
+		n, err := unix.Read(c.fd, l.chunks.buf(id))
+		if n <= 0 {
+			l.chunks.put(id)
+			if err == unix.EINTR {
+				continue
+			}
+			return
+		}
+		l.deliver(c, id, n)
+	}
 }
 
 // write writes the head of c's queue: one segment with write(2), more with
