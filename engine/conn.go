@@ -60,6 +60,11 @@ const (
 	// shut down, behind its bitSendSkip SEND: the loop's waits must not
 	// sleep until that SEND is settled (uringBackend.behind).
 	bitSendBehind
+	// bitSendFailed (uring): a SEND met the peer's reset while a receive
+	// was armed: nothing more is sent, and the connection ends with that
+	// error (Conn.err) once the receive has delivered what came before
+	// the reset (uringBackend.sendFailed).
+	bitSendFailed
 )
 
 // seg is a part of a write queue: bytes [off, end) of a slab chunk (ref >=
@@ -210,7 +215,7 @@ func (c *Conn) Closed() bool { return c.state == stateClosed }
 
 // writable: open, or dialing (the queue is sent once connected).
 func (c *Conn) writable() bool {
-	return (c.state == stateOpen || c.state == stateConnecting) && !c.wantShutWr
+	return (c.state == stateOpen || c.state == stateConnecting) && !c.wantShutWr && c.bits&bitSendFailed == 0
 }
 
 // Write copies p into c's write queue; the queue is sent at the end of the

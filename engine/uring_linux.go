@@ -1555,6 +1555,10 @@ func (b *uringBackend) handle(q uring.CQE) {
 			id, _ := q.BufferID()
 			b.out++
 			l.deliver(c, int32(id), int(q.Res))
+		case c.bits&bitSendFailed != 0 && final:
+			// What came before the reset is delivered: the SEND's error
+			// ends c (sendFailed).
+			c.abort(c.err)
 		case q.Res == 0:
 			l.eof(c)
 		case q.Res == -int32(unix.ENOBUFS):
@@ -1630,10 +1634,10 @@ func (b *uringBackend) sendDone(c *Conn, res int32, late bool) {
 	l.st.writes.Add(1)
 	if res > 0 && c.state != stateClosed {
 		c.sent(int(res))
-	} else if res < 0 && res != -int32(unix.ECANCELED) && res != -int32(unix.EAGAIN) && !c.k.closing {
-		c.abort(c.opError("write", "send", unix.Errno(-res)))
+	} else if res < 0 && res != -int32(unix.ECANCELED) && res != -int32(unix.EAGAIN) && !c.k.closing && c.bits&bitSendFailed == 0 {
+		b.sendFailed(c, c.opError("write", "send", unix.Errno(-res)))
 	}
-	if c.k.sends == 0 && !c.k.closing {
+	if c.k.sends == 0 && !c.k.closing && c.bits&bitSendFailed == 0 {
 		if c.queued > 0 {
 			b.flush(c)
 		} else {
@@ -1641,6 +1645,25 @@ func (b *uringBackend) sendDone(c *Conn, res int32, late bool) {
 		}
 	}
 	b.done(c)
+}
+
+// sendFailed ends c for a SEND that failed with err, or, where that was
+// the peer's reset (ECONNRESET) and a receive is armed and reading not
+// paused, once the receive has delivered what the peer sent before it: an
+// HTTP server that answers an upload early (413) and closes with the
+// upload unread resets the connection, and its answer, in the socket
+// already, must reach the handler (TestWriteFailureDeliversWhatCameBefore).
+// The SEND's completion comes within the enter that submits it, before
+// the receive's of the same wait, and the send took the socket's error:
+// the receive ends at the reset with 0, which is no EOF here. Nothing more
+// is sent meanwhile (writable, bitSendFailed). Loop goroutine.
+func (b *uringBackend) sendFailed(c *Conn, err error) {
+	if !errors.Is(err, unix.ECONNRESET) || c.k.recv != 1 || c.paused != 0 || c.state != stateOpen {
+		c.abort(err)
+		return
+	}
+	c.err = err
+	c.bits |= bitSendFailed
 }
 
 // sendShort reports whether a SEND of c's first queued segment sent less

@@ -18,19 +18,14 @@ import (
 // The epoll backend flushed the queue before reading the same event: the
 // write met the reset and closed the connection with the answer unread
 // in its socket (the proxy's client got 502 for the server's 413). The
-// loop is held (Post) until the kernel has taken the reset (TCP_INFO's
-// state), so that the answer and the reset come in one wait.
-//
-// The uring backends lose the answer the same way (the SEND's
-// ECONNRESET is reaped before the receive's data, and the abort drops
-// it): skipped there until that is fixed.
+// uring backends lost it the same way: the SEND's ECONNRESET was reaped
+// before the receive's data, and the abort dropped that. The loop is held
+// (Post) until the kernel has taken the reset (TCP_INFO's state), so that
+// the answer and the reset come in one wait.
 func TestWriteFailureDeliversWhatCameBefore(t *testing.T) {
 	const answer = "HTTP/1.1 413 Content Too Large\r\n\r\n"
 	for _, b := range testBackends {
 		t.Run(string(b), func(t *testing.T) {
-			if b != BackendEpoll && b != BackendEpollBusyPoll {
-				t.Skip("uring: the SEND's reset is reaped before the receive's data and closes the connection first (not fixed yet)")
-			}
 			type end struct {
 				got string
 				err error
