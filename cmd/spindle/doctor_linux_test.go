@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -160,6 +161,10 @@ func TestDoctorIncompleteFails(t *testing.T) {
 	}
 }
 
+// noPoolPageFree matches doctor's warning that the hugetlb pool has no
+// free page.
+var noPoolPageFree = regexp.MustCompile(`none of the [0-9]+ hugetlb pages`)
+
 // TestDoctorBufferPagesAsTheEngineGetsThem: doctor says which pages the
 // engine's buffers get, by mapping one huge page as the engine does, and
 // warns where they are not hugetlb. It went by the pool's size alone:
@@ -203,7 +208,9 @@ func TestDoctorBufferPagesAsTheEngineGetsThem(t *testing.T) {
 			}
 			want := engineGets(t)
 			pages, warnings := report(t)
-			if pages != want.String() || !warned(warnings, "none of the 1 hugetlb pages") {
+			// Any number: another package's test may have grown the
+			// pool beside this one, and taken its pages too.
+			if pages != want.String() || !slices.ContainsFunc(warnings, noPoolPageFree.MatchString) {
 				t.Errorf("buffer pages %q, warnings %q; want %q and a warning that no pool page is free", pages, warnings, want)
 			}
 			return true
