@@ -2,6 +2,7 @@ package engine
 
 import (
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -65,7 +66,11 @@ func TestWriteFailureDeliversWhatCameBefore(t *testing.T) {
 				return <-queued > 0
 			})
 			release := make(chan struct{})
-			c.Loop().Post(func() { <-release })
+			var releaseOnce sync.Once
+			defer releaseOnce.Do(func() { close(release) }) // a failure before: Shutdown waits for the loop
+			held := make(chan struct{})
+			c.Loop().Post(func() { close(held); <-release })
+			<-held // before the answer: the loop could end c first, its fd closed
 			if _, err := nc.Write([]byte(answer)); err != nil {
 				t.Fatal(err)
 			}
@@ -75,7 +80,7 @@ func TestWriteFailureDeliversWhatCameBefore(t *testing.T) {
 				ti, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
 				return err == nil && ti.State == unix.BPF_TCP_CLOSE
 			})
-			close(release)
+			releaseOnce.Do(func() { close(release) })
 			select {
 			case e := <-ended:
 				if e.got != answer {
