@@ -1584,6 +1584,13 @@ func (b *uringBackend) handle(q uring.CQE) {
 			if c.k.recv == 0 && c.state == stateOpen && c.paused == 0 && !c.k.closing && q.Res != -int32(unix.ENOBUFS) {
 				b.armRecv(c)
 			}
+			if c.bits&bitSendFailed != 0 && c.k.recv == 0 {
+				// The receive ended with data (its limit reached) and
+				// is not armed again: c was paused or closed in the
+				// OnData of what came before the reset, and nothing
+				// else would end it (TestWriteFailureStopsReadingInOnData).
+				c.abort(c.err)
+			}
 			b.done(c)
 		}
 	case opSend:
