@@ -8,10 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/spindlenet/spindle/internal/veth"
+	"github.com/spindlenet/spindle/topo"
 )
 
 // InNetNS runs fn on a goroutine locked to an OS thread that has joined
@@ -31,10 +33,14 @@ func InNetNS(nsPath string, fn func() error) error { return veth.InNetNS(nsPath,
 // lead out of dir, which Target refuses to follow under a root other
 // than "/". The fresh sysfs has an empty fs/cgroup, so the host's
 // /sys/fs/cgroup, with the cgroup hierarchies mounted below it, is bound
-// over it: the cgroup v2 cpuset partitions, which decide the CPUs a plan
-// takes for isolated, are the host's whichever namespace is read (a
-// cgroup v2 hierarchy mounted outside /sys/fs/cgroup is not in the view;
-// nor is any on a kernel without cgroups, which has no /sys/fs/cgroup).
+// over it, and each cgroup v2 mount elsewhere that /proc/self/mountinfo
+// lists (where topo reads them) is bound at its own path below dir
+// (dir/mnt/cg for /mnt/cg; the directories are made, and left for the
+// caller to remove with dir): the cgroup v2 cpuset partitions, which
+// decide the CPUs a plan takes for isolated, are the host's whichever
+// namespace is read. A cgroup v2 mount below /proc or elsewhere below
+// /sys, whose place in the view is the view's own proc or sysfs, is not
+// in it (nor is /sys/fs/cgroup on a kernel without cgroups).
 // Call it, and the returned cleanup, from inside InNetNS. The mounts are
 // made in a mount namespace of the calling thread's own (unshared here,
 // receiving the host's mounts but sending none), so the rest of the host
@@ -63,19 +69,79 @@ func MountNetNSView(dir string) (cleanup func() error, err error) {
 		unix.Unmount(sys, unix.MNT_DETACH)
 		return nil, os.NewSyscallError("mount --rbind /sys/fs/cgroup", err)
 	}
+	binds, err := bindCgroup2Elsewhere(dir)
+	if err != nil {
+		unmountAll(append(binds, sys))
+		return nil, err
+	}
 	if err := unix.Mount("/proc", proc, "", unix.MS_BIND, ""); err != nil {
-		unix.Unmount(sys, unix.MNT_DETACH)
+		unmountAll(append(binds, sys))
 		return nil, os.NewSyscallError("mount --bind /proc", err)
 	}
 	return func() error {
 		var errs []error
-		for _, d := range []string{proc, sys} {
+		for _, d := range append(binds, proc, sys) {
 			if err := unix.Unmount(d, unix.MNT_DETACH); err != nil {
 				errs = append(errs, fmt.Errorf("unmount %s: %w", d, os.NewSyscallError("umount2", err)))
 			}
 		}
 		return errors.Join(errs...)
 	}, nil
+}
+
+// bindCgroup2Elsewhere binds each cgroup v2 mount that /proc/self/mountinfo
+// lists outside /sys and /proc at its own path below dir, with the mounts
+// below it, making the directory, and returns the mount points made in
+// the view, the last first (an error's with them, for the caller to
+// unmount). A mount below one bound already is in the view with it, and
+// one that holds dir or lies in it is left out; so is one not in the
+// calling thread's mount namespace (ENOENT), as /sys/fs/cgroup is on a
+// kernel without cgroups.
+func bindCgroup2Elsewhere(dir string) ([]string, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	dir = filepath.Clean(dir)
+	skip := []string{"/sys", "/proc", dir}
+	var made []string
+	for _, m := range topo.ParseCgroup2Mounts(b) {
+		p := filepath.Clean(m.Point)
+		if !filepath.IsAbs(p) || underAny(p, skip...) || underAny(dir, p) {
+			continue
+		}
+		target := filepath.Join(dir, p)
+		if err := os.MkdirAll(target, 0o755); err != nil {
+			return made, err
+		}
+		if err := unix.Mount(p, target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue
+			}
+			return made, os.NewSyscallError("mount --rbind "+p, err)
+		}
+		made = append([]string{target}, made...)
+		skip = append(skip, p)
+	}
+	return made, nil
+}
+
+// underAny says whether the clean absolute path p is one of dirs or below
+// one.
+func underAny(p string, dirs ...string) bool {
+	for _, d := range dirs {
+		if p == d || strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// unmountAll detaches the mounts at paths, in their order.
+func unmountAll(paths []string) {
+	for _, p := range paths {
+		unix.Unmount(p, unix.MNT_DETACH)
+	}
 }
 
 // netnsCookie returns the cookie of the calling thread's network
