@@ -1,10 +1,12 @@
 package tune
 
 import (
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -344,5 +346,86 @@ func TestPartitionMessagesWherePrivateMount(t *testing.T) {
 	}
 	if strings.Contains(all, gone) {
 		t.Errorf("the partition messages name the private mount %s, gone after the read:\n%s", gone, all)
+	}
+}
+
+// TestPlanIRQsOnPartitionCPUs: where the CPUs a plan would give queue
+// interrupts to are in an isolated cgroup v2 cpuset partition (/rt, CPUs
+// 2-7,10-15 of the smt-isol fixture), the inline plan puts each queue's
+// interrupt on the partition's loop CPU that serves it (the kernel takes
+// an affinity to such a CPU: a partition does not move interrupts), and
+// apply writes, and revert restores, the fixture's smp_affinity_list
+// files; the dedicated plan keeps them on housekeeping CPUs. Where it
+// cannot (loops given on every housekeeping core) or is told to
+// (--irq-cpus), its interrupts and their softirq processing go into the
+// partition, and the plan says so. It said nothing: the default the
+// documentation calls "one housekeeping (not isolated) CPU" fell back to
+// the partition's CPU 2 in silence.
+func TestPlanIRQsOnPartitionCPUs(t *testing.T) {
+	const note = "are isolated (cpuset partition /rt)"
+	for _, tc := range []struct {
+		name    string
+		cfg     PlanConfig
+		irqCPUs string // where the queue interrupts go
+		noted   bool
+	}{
+		{"inline default", PlanConfig{}, "2-7", false},
+		{"dedicated default", PlanConfig{Policy: Dedicated}, "0", false},
+		{"dedicated, loops on every housekeeping core", PlanConfig{Policy: Dedicated, LoopCPUs: topo.NewCPUSet(0, 1)}, "2", true},
+		{"dedicated, IRQ CPUs given in the partition", PlanConfig{Policy: Dedicated, IRQCPUs: topo.NewCPUSet(2, 3)}, "2-3", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root, h := partitionHost(t, "isolated")
+			if !h.IsolatedPartition.Equal(topo.NewCPUSet(2, 3, 4, 5, 6, 7, 10, 11, 12, 13, 14, 15)) || h.IsolatedDomain.Len() != 0 {
+				t.Fatalf("fixture: partition-isolated %s, isolcpus domain %s", h.IsolatedPartition, h.IsolatedDomain)
+			}
+			p, err := MakePlan(h, tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.IRQCPUs.String() != tc.irqCPUs {
+				t.Errorf("IRQ CPUs %s, want %s", p.IRQCPUs, tc.irqCPUs)
+			}
+			n := h.NIC("enp1s0f0np0")
+			var irqWrites []Write
+			for _, q := range n.RxQueues {
+				path := fmt.Sprintf("/proc/irq/%d/smp_affinity_list", q.IRQ)
+				w := writeTo(p, path)
+				if w == nil {
+					if b, _ := os.ReadFile(filepath.Join(root, path)); strings.TrimSpace(string(b)) != strconv.Itoa(p.IRQCPUs[q.Index%p.IRQCPUs.Len()]) {
+						t.Errorf("rx-%d: no write to %s (holding %q); writes %v", q.Index, path, b, targets(p))
+					}
+					continue
+				}
+				cpu, err := topo.ParseCPUList(w.New)
+				if err != nil || cpu.Len() != 1 || !p.IRQCPUs.Contains(cpu[0]) {
+					t.Errorf("rx-%d: %s := %q, want one of IRQ CPUs %s", q.Index, path, w.New, p.IRQCPUs)
+				}
+				irqWrites = append(irqWrites, *w)
+			}
+			if len(irqWrites) == 0 {
+				t.Fatalf("no IRQ affinity planned: %v", targets(p))
+			}
+			if got := hasNote(p, note); got != tc.noted {
+				t.Errorf("note that the IRQ CPUs %s, %v, want %v: %q", note, got, tc.noted, p.Notes)
+			}
+			before := treeBytes(t, root)
+			state := filepath.Join(t.TempDir(), "state.json")
+			tgt := Target{Root: root, Netlink: newFixtureNetlink(h)}
+			if _, err := Apply(p, tgt, state); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range irqWrites {
+				if b, err := os.ReadFile(filepath.Join(root, w.Path)); err != nil || strings.TrimSpace(string(b)) != w.New {
+					t.Errorf("after apply %s reads %q (%v), want %q", w.Path, b, err, w.New)
+				}
+			}
+			if drifted, _, err := Revert(state, tgt); err != nil || len(drifted) > 0 {
+				t.Fatalf("revert: %v (drifted %q)", err, drifted)
+			}
+			if d := diffTrees(before, treeBytes(t, root)); len(d) > 0 {
+				t.Errorf("tree differs after revert:\n%s", strings.Join(d, "\n"))
+			}
+		})
 	}
 }

@@ -133,7 +133,8 @@ type PlanConfig struct {
 	LoopCPUs topo.CPUSet
 	// IRQCPUs are the softirq CPUs of the dedicated policy. Default: one
 	// housekeeping (not isolated) CPU per 8 local cores, at least one, on
-	// each NIC's NUMA node.
+	// each NIC's NUMA node; isolated ones, said in a note, where the loops
+	// leave no housekeeping core.
 	IRQCPUs topo.CPUSet
 	// BusyPollUsecs, when > 0 (inline only), sets net.core.busy_poll and
 	// busy_read (init network namespace only), napi_defer_hard_irqs and
@@ -378,6 +379,13 @@ func (p *planner) cpuSets(nics []*topo.NIC) error {
 			return refuse("no CPUs left for loops after IRQ CPUs %s", irq)
 		}
 		p.plan.LoopCPUs, p.plan.IRQCPUs = loops, irq
+		if iso := irq.Intersect(IsolatedCPUs(h)); iso.Len() > 0 {
+			why := "given (--irq-cpus)"
+			if cfg.IRQCPUs.Len() == 0 {
+				why = fmt.Sprintf("no housekeeping core is left beside loop CPUs %s and their SMT siblings", cfg.LoopCPUs)
+			}
+			p.note("IRQ CPUs %s are isolated (%s), %s: the queue interrupts and their softirq processing run there, taking time from what is isolated there (neither a partition nor isolcpus=domain keeps interrupts off its CPUs); give housekeeping CPUs with --irq-cpus, or leave one free of loops", iso, IsolationKind(h, iso), why)
+		}
 	}
 	if s := partitionNote(h, p.plan.LoopCPUs); s != "" {
 		p.note("%s", s)
