@@ -33,7 +33,8 @@ type ServerUsage struct {
 	// Threads is per-thread accounting from /proc/self/task.
 	Threads []TaskStat `json:"threads"`
 	// Counters are the arm's own counters, when it has any (the spindle
-	// engine's "waits": io_uring_enter or epoll_wait calls, "submits", …).
+	// engine's "waits": io_uring_enter or epoll_wait calls, "submits", …),
+	// read with the rusage, at MonoNS.
 	Counters map[string]uint64 `json:"counters,omitempty"`
 	// MonoNS is CLOCK_MONOTONIC, in ns, when the child read its rusage:
 	// the harness divides the CPU between two answers by the time between
@@ -216,12 +217,13 @@ func answerControl(srv Server, stdin io.Reader, stdout io.Writer) error {
 	for sc.Scan() {
 		switch sc.Text() {
 		case "usage":
-			u, err := selfUsage()
+			var counters func() map[string]uint64
+			if c, ok := srv.(counterer); ok {
+				counters = c.Counters
+			}
+			u, err := selfUsage(counters)
 			if err != nil {
 				return err
-			}
-			if c, ok := srv.(counterer); ok {
-				u.Counters = c.Counters()
 			}
 			if err := enc.Encode(u); err != nil {
 				return err

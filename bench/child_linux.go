@@ -132,7 +132,9 @@ func allowedCPUs() ([]int, error) { return sys.AllowedCPUs() }
 // CPU time moved less than usageSkew across the threads' read (else the
 // read it moved least across is kept): a reader descheduled in the middle
 // on a loaded machine would otherwise put a thread sum and a process total
-// of different moments side by side.
+// of different moments side by side. counters, when not nil, are the
+// server's own counters (counterer): they are read with the CPU time and
+// the clock, at the moment the harness places the answer at (MonoNS).
 // monoNow is CLOCK_MONOTONIC in ns, the clock of ServerUsage.MonoNS; 0
 // where it cannot be read.
 func monoNow() int64 {
@@ -143,11 +145,11 @@ func monoNow() int64 {
 	return unix.TimespecToNsec(ts)
 }
 
-func selfUsage() (ServerUsage, error) {
+func selfUsage(counters func() map[string]uint64) (ServerUsage, error) {
 	var best ServerUsage
 	bestSkew := int64(-1)
 	for range usageTries {
-		u, skew, err := selfUsageOnce()
+		u, skew, err := selfUsageOnce(counters)
 		if err != nil {
 			return ServerUsage{}, err
 		}
@@ -172,7 +174,7 @@ var usageMidRead func()
 
 // selfUsageOnce is one read of selfUsage, and how much the process's CPU
 // time moved while the threads were read.
-func selfUsageOnce() (ServerUsage, int64, error) {
+func selfUsageOnce(counters func() map[string]uint64) (ServerUsage, int64, error) {
 	rusage := func() (int64, unix.Rusage, error) {
 		var ru unix.Rusage
 		if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
@@ -188,6 +190,10 @@ func selfUsageOnce() (ServerUsage, int64, error) {
 	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &mono); err != nil {
 		return ServerUsage{}, 0, os.NewSyscallError("clock_gettime", err)
 	}
+	var c map[string]uint64
+	if counters != nil {
+		c = counters()
+	}
 	if usageMidRead != nil {
 		usageMidRead()
 	}
@@ -201,7 +207,7 @@ func selfUsageOnce() (ServerUsage, int64, error) {
 	}
 	return ServerUsage{
 		UserNS: unix.TimevalToNsec(ru.Utime), SysNS: unix.TimevalToNsec(ru.Stime),
-		Nvcsw: ru.Nvcsw, Nivcsw: ru.Nivcsw, Threads: tasks, MonoNS: unix.TimespecToNsec(mono),
+		Nvcsw: ru.Nvcsw, Nivcsw: ru.Nivcsw, Threads: tasks, MonoNS: unix.TimespecToNsec(mono), Counters: c,
 	}, t1 - t0, nil
 }
 

@@ -11,7 +11,7 @@ func pinProcess(cpus []int) error { return ErrNotSupported }
 
 func pinHarness(cpus []int) (func() error, error) { return nil, ErrNotSupported }
 
-func selfUsage() (ServerUsage, error) { return ServerUsage{}, ErrNotSupported }
+func selfUsage(func() map[string]uint64) (ServerUsage, error) { return ServerUsage{}, ErrNotSupported }
 
 func monoNow() int64 { return 0 }
 

@@ -20,7 +20,7 @@ import (
 // from /proc/self/task, leaves it out.
 func TestSelfUsageCountsExitedThreads(t *testing.T) {
 	skipUnlessLinux(t)
-	u0, err := selfUsage()
+	u0, err := selfUsage(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestSelfUsageCountsExitedThreads(t *testing.T) {
 			break
 		}
 	}
-	u1, err := selfUsage()
+	u1, err := selfUsage(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
