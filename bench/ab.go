@@ -313,16 +313,32 @@ func RunAB(ctx context.Context, cfg ABConfig) (*ABReport, error) {
 	}
 	rep.Notes = append(rep.Notes, r.report.Notes...)
 	for _, res := range rep.Results {
-		switch {
-		case res.Error != "":
-			rep.Notes = append(rep.Notes, fmt.Sprintf("%s rep %d failed, its pairs dropped: %s", res.Arm, res.Rep, res.Error))
-		case res.Unanswered > 0:
-			rep.Notes = append(rep.Notes, fmt.Sprintf("%s rep %d: %d requests of the window unanswered", res.Arm, res.Rep, res.Unanswered))
-		}
+		rep.Notes = append(rep.Notes, abResultNotes(res, cfg.Window)...)
 	}
 	rep.Summary = abSummary(cfg.Arms, rep.Results)
 	rep.Ratios = abRatios(cfg.Arms, rep.Results)
 	return rep, nil
+}
+
+// abResultNotes are the notes on measurement res of a window of window:
+// failed, without replies, without a server CPU per request, requests
+// unanswered. A measurement left out of the summary and the pairs says
+// why.
+func abResultNotes(res ABResult, window time.Duration) []string {
+	what := fmt.Sprintf("%s rep %d", res.Arm, res.Rep)
+	var notes []string
+	switch {
+	case res.Error != "":
+		return []string{fmt.Sprintf("%s failed, its pairs dropped: %s", what, res.Error)}
+	case res.Requests == 0:
+		notes = append(notes, fmt.Sprintf("%s got no replies in its %.2fs window: the server or the client was starved or stalled (a busy machine?); it has no CPU per request, and the summary and the pairs leave it out", what, window.Seconds()))
+	case !res.measured():
+		notes = append(notes, fmt.Sprintf("%s got %d replies in its window but none between the server's usage reads (answered late, on a busy machine?): it has no CPU per request, and the summary and the pairs leave it out", what, res.Requests))
+	}
+	if res.Unanswered > 0 {
+		notes = append(notes, fmt.Sprintf("%s: %d requests of the window unanswered", what, res.Unanswered))
+	}
+	return notes
 }
 
 // abResult is an A/B measurement's figures from the bench measurement
@@ -450,8 +466,14 @@ func WriteABTable(w io.Writer, rep *ABReport) {
 			ratio, n = fmtSpread(ar.ServerUSPerReq, 3), fmt.Sprintf("%d of %d", ar.AtMost1, ar.Pairs)
 		}
 		measured := fmt.Sprintf("%d of %d", s.Measured, rep.Config.Reps)
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %d | %s | %s |\n", s.Arm, measured,
-			fmtSpread(s.ServerUSPerReq, 2), fmtSpread(s.UserUSPerReq, 2), fmtSpread(s.SysUSPerReq, 2), fmtSpread(s.WaitsPerReq, 2),
-			fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P99US, 1), s.Unanswered, ratio, n)
+		figures := []string{fmtSpread(s.ServerUSPerReq, 2), fmtSpread(s.UserUSPerReq, 2), fmtSpread(s.SysUSPerReq, 2), fmtSpread(s.WaitsPerReq, 2),
+			fmtSpread(s.AchievedRPS, 0), fmtSpread(s.P99US, 1)}
+		if s.Measured == 0 {
+			// Nothing to take a median of: not a figure of 0.
+			for i := range figures {
+				figures[i] = "—"
+			}
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %d | %s | %s |\n", s.Arm, measured, strings.Join(figures, " | "), s.Unanswered, ratio, n)
 	}
 }

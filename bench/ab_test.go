@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // abRes is a measured A/B result of arm at repetition rep: cpu µs per
@@ -159,5 +160,42 @@ func TestABServerArgv(t *testing.T) {
 	}
 	if len(a.Command) != 5 {
 		t.Errorf("the arm's command grew to %q", a.Command)
+	}
+}
+
+// TestABTableArmNeverMeasured: an arm measured in no repetition (each
+// window without replies) shows no figures, not medians of 0.
+func TestABTableArmNeverMeasured(t *testing.T) {
+	arms := abArms("base", "x")
+	results := []ABResult{abRes("base", 1, 10), {Arm: "x", Rep: 1}, {Arm: "x", Rep: 2, Unanswered: 3}, abRes("base", 2, 10)}
+	rep := &ABReport{Arms: arms, Config: ABSettings{Reps: 2}, Results: results, Summary: abSummary(arms, results), Ratios: abRatios(arms, results)}
+	var b strings.Builder
+	WriteABTable(&b, rep)
+	if want := "| x | 0 of 2 | — | — | — | — | — | — | 3 | — | — |\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("table:\n%s\nwant the row %q", b.String(), want)
+	}
+}
+
+// TestABResultNotes: a measurement left out of the summary and the pairs
+// says why: failed, no replies in its window, or none between the
+// server's usage reads; requests unanswered are said of one with replies
+// as of one without.
+func TestABResultNotes(t *testing.T) {
+	for _, tc := range []struct {
+		res  ABResult
+		want []string
+	}{
+		{abRes("x", 1, 10), nil},
+		{abFailed("x", 2), []string{"x rep 2 failed, its pairs dropped: bench: server exit: signal: killed"}},
+		{ABResult{Arm: "x", Rep: 3, Unanswered: 8}, []string{
+			"x rep 3 got no replies in its 0.60s window: the server or the client was starved or stalled (a busy machine?); it has no CPU per request, and the summary and the pairs leave it out",
+			"x rep 3: 8 requests of the window unanswered"}},
+		{ABResult{Arm: "x", Rep: 4, Requests: 12}, []string{
+			"x rep 4 got 12 replies in its window but none between the server's usage reads (answered late, on a busy machine?): it has no CPU per request, and the summary and the pairs leave it out"}},
+		{ABResult{Arm: "x", Rep: 5, Requests: 1000, ServerUSPerReq: 9, Unanswered: 1}, []string{"x rep 5: 1 requests of the window unanswered"}},
+	} {
+		if got := abResultNotes(tc.res, 600*time.Millisecond); !slices.Equal(got, tc.want) {
+			t.Errorf("%+v: notes %q, want %q", tc.res, got, tc.want)
+		}
 	}
 }
