@@ -175,8 +175,11 @@ type ABResult struct {
 	AchievedRPS float64 `json:"achieved_rps"`
 	P50US       float64 `json:"p50_us"`
 	P99US       float64 `json:"p99_us"`
-	// ServerUSPerReq is the server's CPU per request: every thread's run
-	// time (schedstat) between the usage reads at the window's edges.
+	// ServerUSPerReq is the server's CPU per request: the process's CPU
+	// time (getrusage, user + system) between the usage reads at the
+	// window's edges, which keeps the time of threads that exited
+	// between them. The kernel scales user and system time to the
+	// threads' run time (schedstat), so their sum is at its resolution.
 	ServerUSPerReq float64 `json:"server_us_per_req"`
 	// UserUSPerReq and SysUSPerReq are the process's user and system CPU
 	// per request (getrusage), over the same reads.
@@ -185,8 +188,12 @@ type ABResult struct {
 	// WaitsPerReq are the server's kernel waits per request (io_uring_enter
 	// or epoll_wait calls, and io_uring_enter calls that only flushed), as
 	// it counts them; 0 from a server that reports no counters.
-	WaitsPerReq float64     `json:"waits_per_req"`
-	Threads     []ThreadCPU `json:"threads,omitempty"`
+	WaitsPerReq float64 `json:"waits_per_req"`
+	// Threads split the server's CPU by thread: each thread's run time
+	// (schedstat) over the same reads, of the threads alive at the
+	// second. A thread that exited before it is not among them: its CPU
+	// is in ServerUSPerReq only.
+	Threads []ThreadCPU `json:"threads,omitempty"`
 }
 
 // measured reports whether r is a measurement with a CPU per request:
@@ -349,9 +356,7 @@ func abResult(res Result, order int) ABResult {
 		AchievedRPS: res.AchievedRPS, P50US: res.Latency.P50, P99US: res.Latency.P99,
 		UserUSPerReq: res.Server.UserUSPerReq, SysUSPerReq: res.Server.SysUSPerReq,
 		WaitsPerReq: res.Server.KernelWaitsPerReq, Threads: res.Server.Threads,
-	}
-	for _, t := range res.Server.Threads {
-		ar.ServerUSPerReq += t.USPerReq
+		ServerUSPerReq: res.Server.TotalUSPerReq,
 	}
 	return ar
 }
@@ -444,7 +449,7 @@ func ABMarkdown(rep *ABReport) string {
 	for _, a := range rep.Arms {
 		fmt.Fprintf(&b, "- %s: `%s`\n", a.Name, strings.Join(a.Command, " "))
 	}
-	b.WriteString("\nServer CPU per request: every thread's run time (schedstat) over the window ÷ the requests answered in it; ratios paired within each repetition.\n\n")
+	b.WriteString("\nServer CPU per request: the server process's CPU time (getrusage, threads that exited included) between its usage reads at the window's edges ÷ the requests answered between them; ratios paired within each repetition.\n\n")
 	WriteABTable(&b, rep)
 	if len(rep.Notes) > 0 {
 		b.WriteString("\nNotes:\n\n")

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -157,5 +158,56 @@ func runABAnswered(t *testing.T, cfg ABConfig) *ABReport {
 			t.Fatalf("run %d of %d: %s without a server CPU per request: %q", try, abTries, strings.Join(starved, ", "), rep.Notes)
 		}
 		t.Logf("run %d: %s without a server CPU per request (a starved machine), run again: %q", try, strings.Join(starved, ", "), rep.Notes)
+	}
+}
+
+// burnEnv, in a server child's environment, has it burn that many ms of
+// a thread's own CPU right after its first usage answer (a window's
+// start) on a thread that then exits, and read its next usage (the
+// window's end) only once that thread is gone.
+const burnEnv = "SPINDLE_BENCH_TEST_BURN_MS"
+
+func init() {
+	ms, err := strconv.Atoi(os.Getenv(burnEnv))
+	if err != nil || os.Getenv(childEnv) != "1" {
+		return
+	}
+	usageAnswered = func(n int) error {
+		if n != 1 {
+			return nil
+		}
+		_, err := burnExitingThread(time.Duration(ms) * time.Millisecond)
+		return err
+	}
+}
+
+// TestABChargesThreadsThatExit: a server whose thread burns CPU and exits
+// inside the window is charged for that CPU. The arms' servers burn 100
+// ms on such a thread between their two usage reads: their server CPU per
+// request over the replies between those reads (the window's, and at most
+// one per connection after it) must hold at least half of it beyond what
+// their live threads ran. Summing the live threads' run times
+// (/proc/PID/task) charged nothing for it.
+func TestABChargesThreadsThatExit(t *testing.T) {
+	skipUnlessLinux(t)
+	const burn, conns = 100 * time.Millisecond, 8
+	arms, env := abTestArms(t)
+	rep := runABAnswered(t, ABConfig{
+		Arms: arms, Reps: 1, Conns: conns, Warmup: 200 * time.Millisecond, Window: time.Second,
+		ServerEnv: append(env, fmt.Sprintf("%s=%d", burnEnv, burn/time.Millisecond)),
+	})
+	for _, r := range rep.Results {
+		var threads float64
+		for _, th := range r.Threads {
+			threads += th.USPerReq
+		}
+		// The replies between the reads: the window's, and those of the
+		// drain after it (a request in flight on each connection).
+		most := float64(r.Requests + conns)
+		t.Logf("%s: %d replies, server %.2f µs/req, its live threads %.2f µs/req", r.Arm, r.Requests, r.ServerUSPerReq, threads)
+		if exited := (r.ServerUSPerReq - threads) * most; exited < float64(burn/time.Microsecond)/2 {
+			t.Errorf("%s: server %.2f µs/req, its live threads %.2f µs/req: %.0f µs at most beyond the threads, want %v burnt by a thread that exited in the window",
+				r.Arm, r.ServerUSPerReq, threads, exited, burn)
+		}
 	}
 }

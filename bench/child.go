@@ -210,10 +210,16 @@ func ServeMain(ctx context.Context, args []string, stdin io.Reader, stdout io.Wr
 	}
 }
 
+// usageAnswered, when set (by tests, in a server child), runs after the
+// child's n-th usage answer, before the next control line is read; an
+// error ends the control loop.
+var usageAnswered func(n int) error
+
 // answerControl answers the control lines on stdin until EOF.
 func answerControl(srv Server, stdin io.Reader, stdout io.Writer) error {
 	sc := bufio.NewScanner(stdin)
 	enc := json.NewEncoder(stdout)
+	answered := 0
 	for sc.Scan() {
 		switch sc.Text() {
 		case "usage":
@@ -227,6 +233,12 @@ func answerControl(srv Server, stdin io.Reader, stdout io.Writer) error {
 			}
 			if err := enc.Encode(u); err != nil {
 				return err
+			}
+			answered++
+			if usageAnswered != nil {
+				if err := usageAnswered(answered); err != nil {
+					return err
+				}
 			}
 		default:
 			return fmt.Errorf("bench server: unknown control command %q", sc.Text())

@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"fmt"
 	"math"
+	"os"
 	"runtime"
 	"slices"
 	"testing"
@@ -24,44 +26,9 @@ func TestSelfUsageCountsExitedThreads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type burnt struct {
-		tid int
-		cpu int64 // ns of the thread's own CPU (RUSAGE_THREAD)
-	}
-	done := make(chan burnt)
-	// Locked and never unlocked, off the main thread (which the runtime
-	// parks instead of ending): the thread exits with the goroutine.
-	// The thread may be one the runtime ran other goroutines on before:
-	// what it burns here is the growth of its figure, not the figure.
-	go sys.LockedThread(func() {
-		cpu := func() int64 {
-			var ru unix.Rusage
-			if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
-				t.Error(err)
-				return math.MaxInt64
-			}
-			return unix.TimevalToNsec(ru.Utime) + unix.TimevalToNsec(ru.Stime)
-		}
-		start := cpu()
-		now := start
-		for now-start < 50e6 {
-			now = cpu()
-		}
-		done <- burnt{unix.Gettid(), now - start}
-	})
-	b := <-done
-	// The thread is gone once its task directory is.
-	for deadline := time.Now().Add(10 * time.Second); ; runtime.Gosched() {
-		if time.Now().After(deadline) {
-			t.Fatalf("thread %d still in /proc/self/task 10 s after its goroutine ended", b.tid)
-		}
-		tasks, err := Proc{}.Tasks(0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !slices.ContainsFunc(tasks, func(s TaskStat) bool { return s.TID == b.tid }) {
-			break
-		}
+	b, err := burnExitingThread(50 * time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
 	}
 	u1, err := selfUsage(nil)
 	if err != nil {
@@ -75,5 +42,61 @@ func TestSelfUsageCountsExitedThreads(t *testing.T) {
 	}
 	if slices.ContainsFunc(u1.Threads, func(s TaskStat) bool { return s.TID == b.tid }) {
 		t.Errorf("thread %d exited but is listed", b.tid)
+	}
+}
+
+// burnt is a thread that burnExitingThread ran: its id and the CPU it
+// burnt, in ns of its own figure (RUSAGE_THREAD).
+type burnt struct {
+	tid int
+	cpu int64
+}
+
+// burnExitingThread burns d of a thread's own CPU on a thread that then
+// exits, and returns once that thread is gone from /proc/self/task.
+// Locked and never unlocked, off the main thread (which the runtime parks
+// instead of ending): the thread exits with the goroutine. The thread may
+// be one the runtime ran other goroutines on before: what it burns here
+// is the growth of its figure, not the figure.
+func burnExitingThread(d time.Duration) (burnt, error) {
+	done := make(chan burnt)
+	errc := make(chan error, 1)
+	go sys.LockedThread(func() {
+		cpu := func() int64 {
+			var ru unix.Rusage
+			if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
+				select {
+				case errc <- os.NewSyscallError("getrusage", err):
+				default:
+				}
+				return math.MaxInt64
+			}
+			return unix.TimevalToNsec(ru.Utime) + unix.TimevalToNsec(ru.Stime)
+		}
+		start := cpu()
+		now := start
+		for now-start < int64(d) {
+			now = cpu()
+		}
+		done <- burnt{unix.Gettid(), now - start}
+	})
+	b := <-done
+	select {
+	case err := <-errc:
+		return b, err
+	default:
+	}
+	// The thread is gone once its task directory is.
+	for deadline := time.Now().Add(10 * time.Second); ; runtime.Gosched() {
+		if time.Now().After(deadline) {
+			return b, fmt.Errorf("thread %d still in /proc/self/task 10 s after its goroutine ended", b.tid)
+		}
+		tasks, err := Proc{}.Tasks(0)
+		if err != nil {
+			return b, err
+		}
+		if !slices.ContainsFunc(tasks, func(s TaskStat) bool { return s.TID == b.tid }) {
+			return b, nil
+		}
 	}
 }

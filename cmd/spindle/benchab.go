@@ -17,7 +17,7 @@ import (
 const abUsage = "usage: spindle bench ab [flags] \"NAME=COMMAND ARGS...\" \"NAME=COMMAND ARGS...\" ...\n" +
 	"  server builds paired: each repetition starts every arm's server in turn (with -listen 127.0.0.1:0 -cpus SERVER-CPUS -control\n" +
 	"  appended: any program speaking `spindle bench server`'s flags and -control), the arms alternated, in reverse order in even\n" +
-	"  repetitions, runs the bench client against it, and takes the server's CPU (every thread's schedstat run time) per request\n" +
+	"  repetitions, runs the bench client against it, and takes the server process's CPU (getrusage, exited threads included) per request\n" +
 	"  over the window; each arm's is divided by the first arm's (the base) of the same repetition. Flags go before the arms;\n" +
 	"  each arm is one argument (quote it), its command split at white space.\n\n" +
 	"Example, a build against the one before it at 60,000 req/s, 10 repetitions:\n" +
