@@ -1345,6 +1345,24 @@ func lateReadsNote(what string, edges [2]snapshot, start, end time.Time) string 
 	return fmt.Sprintf("%s (%.2fs window, a starved machine): %s", what, window.Seconds(), strings.Join(late, "; "))
 }
 
+// noWaitsNote returns a note on measurement what (resultName), res filled
+// from edges, when its server counts its kernel waits and made none
+// between its two usage reads though replies came between them (its
+// server CPU per request is not 0), or "". A server that waits to learn
+// of each request answers none without a wait: those replies were
+// answered before the first read and taken late by a client starved of
+// its CPU, and the server's figures per request are not the window's.
+// (An SQPOLL ring kept busy throughout need not enter the kernel at all:
+// the note says that too.)
+func noWaitsNote(what string, res Result, edges [2]snapshot) string {
+	u0, u1 := edges[0].usage, edges[1].usage
+	if u0.Counters == nil || u1.Counters == nil || res.Server.TotalUSPerReq <= 0 ||
+		u1.Counters["waits"]+u1.Counters["submits"] != u0.Counters["waits"]+u0.Counters["submits"] {
+		return ""
+	}
+	return fmt.Sprintf("%s: the server made no kernel wait between its usage reads, yet the client took replies between them: unless it never had to wait (an SQPOLL ring kept busy), it answered them before the first read and the client, starved of its CPU, took them late, so the server's figures per request are not the window's", what)
+}
+
 // ms is d in milliseconds.
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
@@ -1432,8 +1450,10 @@ func (r *runner) measureServer(ctx context.Context, name string, argv []string, 
 		return fmt.Errorf("bench: %s %s rep %d: %w", name, mode, rep, err)
 	}
 	r.fill(res, load, edges)
-	if n := lateReadsNote(r.resultName(*res), edges, winStart, winEnd); n != "" {
-		r.report.Notes = append(r.report.Notes, n)
+	for _, n := range []string{lateReadsNote(r.resultName(*res), edges, winStart, winEnd), noWaitsNote(r.resultName(*res), *res, edges)} {
+		if n != "" {
+			r.report.Notes = append(r.report.Notes, n)
+		}
 	}
 	r.done++
 	label := loadPoint(SummaryRow{Mode: mode, Fraction: res.Fraction, OfferedRPS: rate})

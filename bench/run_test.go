@@ -90,6 +90,7 @@ func TestRunEndToEnd(t *testing.T) {
 		}
 	}
 	answered := map[string]bool{}
+	epollWaits := 0 // epoll measurements with waits counted
 	for _, r := range rep.Results {
 		if r.Requests == 0 {
 			// A window can pass without replies when the shared test machine
@@ -133,12 +134,26 @@ func TestRunEndToEnd(t *testing.T) {
 		if r.Mode == "open" && math.Abs(r.OfferedRPS-0.5*slowest) > 1 {
 			t.Errorf("open rate %.0f, want half the slowest peak %.0f", r.OfferedRPS, slowest)
 		}
-		if r.Arm == "epoll" && r.Server.KernelWaitsPerReq <= 0 {
-			t.Errorf("epoll arm: no epoll_wait counts")
+		// A server that counts its waits and made none between its reads
+		// while the client took replies is a starved client's (the
+		// replies were answered before): the run must say so, and a
+		// counter that never moves fails in every other measurement.
+		if r.Arm == "epoll" {
+			switch noted := slices.ContainsFunc(rep.Notes, func(n string) bool {
+				return strings.HasPrefix(n, (&runner{report: rep}).resultName(r)+": the server made no kernel wait")
+			}); {
+			case r.Server.KernelWaitsPerReq > 0:
+				epollWaits++
+			case !noted:
+				t.Errorf("epoll arm %s rep %d: no epoll_wait counts, and no note says why; notes %q", r.Mode, r.Rep, rep.Notes)
+			}
 		}
 		if r.Arm == "epoll" && r.Server.WaitCPUUSPerReq != 0 {
 			t.Errorf("epoll arm (no busy polling): %.2f µs/req of CPU inside waits reported", r.Server.WaitCPUUSPerReq)
 		}
+	}
+	if answered["epoll"] && epollWaits == 0 {
+		t.Errorf("epoll arm: no epoll_wait counts in any measurement")
 	}
 	if !answered["go-net"] || !answered["epoll"] {
 		t.Errorf("verified replies per arm: %v", answered)
@@ -1590,5 +1605,34 @@ func TestSmokeBudgetSaysTheRealTime(t *testing.T) {
 	want := "smoke run: a duration of 5s is too short for 63 measurements, each of which takes at least 150ms (warm-up and window), so they take about 9.45s, not 5s (start-up and drains on top); figures from windows this short show that the arms work, they are not measurements"
 	if got := smokeBudget(5*s, 63, 50*ms, 100*ms).String(); got != want {
 		t.Errorf("said %q, want %q", got, want)
+	}
+}
+
+// TestNoWaitsNote: a server that counts its waits and made none between
+// its usage reads, while replies came between them (a server CPU per
+// request), is noted: those replies were answered before the first read
+// and taken late by a starved client. Waits made, no counters (go-net),
+// or no replies between the reads: no note.
+func TestNoWaitsNote(t *testing.T) {
+	at := func(waits, submits uint64) snapshot {
+		return snapshot{usage: ServerUsage{Counters: map[string]uint64{"waits": waits, "submits": submits}}}
+	}
+	answered := Result{Server: ServerCPU{TotalUSPerReq: 3}}
+	for _, tc := range []struct {
+		name  string
+		res   Result
+		edges [2]snapshot
+		want  bool
+	}{
+		{"no waits between the reads", answered, [2]snapshot{at(10, 2), at(10, 2)}, true},
+		{"waits", answered, [2]snapshot{at(10, 2), at(11, 2)}, false},
+		{"submits", answered, [2]snapshot{at(10, 2), at(10, 3)}, false},
+		{"no counters", answered, [2]snapshot{}, false},
+		{"no replies between the reads", Result{}, [2]snapshot{at(10, 2), at(10, 2)}, false},
+	} {
+		n := noWaitsNote("epoll closed rep 1", tc.res, tc.edges)
+		if got := strings.HasPrefix(n, "epoll closed rep 1: the server made no kernel wait between its usage reads"); got != tc.want || (n != "") != tc.want {
+			t.Errorf("%s: note %q, want one: %v", tc.name, n, tc.want)
+		}
 	}
 }
