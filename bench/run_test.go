@@ -65,15 +65,30 @@ func TestRunEndToEnd(t *testing.T) {
 	skipUnlessLinux(t)
 	argv, env := testChildCommand()
 	var progress strings.Builder
-	rep, err := Run(context.Background(), Config{
-		Arms: []string{"go-net", "epoll"}, Duration: 2400 * time.Millisecond, Reps: 2, Conns: 8,
-		OpenFractions: []float64{0.5}, ServerCommand: argv, ServerEnv: env, Progress: &progress,
-	})
-	if err != nil {
-		t.Fatalf("%v\nprogress:\n%s", err, progress.String())
-	}
-	if want := 2 * 2 * 2; len(rep.Results) != want {
-		t.Fatalf("%d results, want %d", len(rep.Results), want)
+	var rep *Report
+	// Both closed-loop windows (0.24 s) of an arm can pass without
+	// replies on a starved machine; the open loop, at a fraction of that
+	// peak of 0, is then skipped, and the report must say so. Such a run
+	// is made again, 4 runs at most: a harness whose windows never get
+	// replies still fails.
+	for try := 1; ; try++ {
+		var err error
+		progress.Reset()
+		rep, err = Run(context.Background(), Config{
+			Arms: []string{"go-net", "epoll"}, Duration: 2400 * time.Millisecond, Reps: 2, Conns: 8,
+			OpenFractions: []float64{0.5}, ServerCommand: argv, ServerEnv: env, Progress: &progress,
+		})
+		if err != nil {
+			t.Fatalf("%v\nprogress:\n%s", err, progress.String())
+		}
+		if want := 2 * 2 * 2; len(rep.Results) != want {
+			if skipped := "open loop at 50% skipped: the slowest arm's closed-loop peak is 0"; len(rep.Results) != 4 || !slices.Contains(rep.Notes, skipped) || try == 4 {
+				t.Fatalf("run %d: %d results, want %d (or 4 and the note %q); notes %q", try, len(rep.Results), want, skipped, rep.Notes)
+			}
+			t.Logf("run %d: an arm had no replies in either closed-loop window (a starved machine), its open loop skipped; run again: %q", try, rep.Notes)
+			continue
+		}
+		break
 	}
 	// ABBA: arms alternate within each repetition, in the given order in
 	// repetition 1 and reversed in 2, at each load point.
