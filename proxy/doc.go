@@ -136,7 +136,8 @@
 // its own round-robin state (current weights, a cursor) and connection
 // counts per server (least-conn picks among the loop's own), and its own
 // counters, which the admin server sums. Reading a side stops while its peer's queue holds
-// engine.WriteHighWater of buffer memory and resumes when the peer drains;
+// engine.write_high_water of buffer memory (default 256 KiB: see
+// EngineConfig.WriteHighWater) and resumes when the peer drains;
 // a side whose peer takes nothing of its queue for engine.write_timeout
 // (default 60s: see EngineConfig.WriteTimeout) is reset, and one closed
 // whose queue has not drained close_timeout (default 30s) after is reset
