@@ -14,7 +14,7 @@ import (
 )
 
 func init() {
-	register("proxy", "L4 TCP and HTTP/1.1 reverse proxy on the engine, from a YAML config (-check validates it; SIGHUP reloads it)", runProxy)
+	register("proxy", "L4 TCP and HTTP reverse proxy (HTTP/1.1, HTTP/2, TLS) on the engine, from a YAML config (-check validates it; SIGHUP reloads it)", runProxy)
 	c := commands["proxy"]
 	c.reloads = true
 	commands["proxy"] = c
@@ -30,7 +30,8 @@ kept-alive HTTP clients of a listener removed or changed are closed after
 their response in progress); a change of the engine
 section or admin.listen, or a config that does not load, is refused and
 the proxy goes on with the config it has. Each SIGHUP logs one line to
-stderr: the listeners in force, or the error.
+stderr: the listeners in force, or the error. SIGUSR1 reopens the access
+log files (after logrotate moved them).
 `
 
 func runProxy(ctx context.Context, args []string) error {
