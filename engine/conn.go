@@ -606,6 +606,10 @@ func (c *Conn) Reset() error {
 	case c.state == stateClosed || c.k.closing:
 		return net.ErrClosed
 	}
+	// A SEND that met the peer's reset (uringBackend.sendFailed) kept its
+	// error for the end: the handler gives up on c, and OnClose gets nil
+	// as after any Reset (and on epoll, whose write ends c at once).
+	c.err = nil
 	c.reset(nil)
 	return nil
 }
