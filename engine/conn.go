@@ -60,10 +60,11 @@ const (
 	// shut down, behind its bitSendSkip SEND: the loop's waits must not
 	// sleep until that SEND is settled (uringBackend.behind).
 	bitSendBehind
-	// bitSendFailed (uring): a SEND met the peer's reset while a receive
-	// was armed: nothing more is sent, and the connection ends with that
-	// error (Conn.err) once the receive has delivered what came before
-	// the reset (uringBackend.sendFailed).
+	// bitSendFailed: a write met the peer's reset, or a receive did
+	// while data was held (Conn.peerReset):
+	// nothing more is sent, and the connection ends with that error
+	// (Conn.err) once reading has delivered what came before the reset,
+	// when its handler closes it, or CloseTimeout after the failure.
 	bitSendFailed
 )
 
@@ -222,7 +223,8 @@ func (c *Conn) writable() bool {
 // loop iteration, batched with other writes (on a dialed connection before
 // OnOpen: once connected; on one DialTLS made, once the handshake is done).
 // It returns net.ErrClosed after Close or
-// CloseWrite. Writes are never refused for size: the high-water
+// CloseWrite, and once a write has met the peer's reset (see PauseRead).
+// Writes are never refused for size: the high-water
 // mark pauses reading instead (see Config.WriteHighWater), or with
 // Config.ReadPastHighWater leaves the handler to pause what feeds c until
 // OnWritable. Where the loop's send slab is full and cannot grow (the
@@ -427,7 +429,25 @@ func (c *Conn) checkHWM() {
 }
 
 // PauseRead stops delivering data from c (for backpressure across
-// connections, as a proxy needs); ResumeRead starts it again. Loop goroutine.
+// connections, as a proxy needs); ResumeRead starts it again.
+//
+// A write that fails because the peer reset the connection (ECONNRESET or
+// EPIPE: an HTTP server that answered an upload early and closed with the
+// upload unread) does not end c while what the peer sent before the reset
+// is still to be delivered: from the failure on nothing more is sent and
+// writes are refused (net.ErrClosed), reading goes on (a pause for
+// WriteHighWater ends: the queue will not drain), and c ends, OnClose
+// getting the write's error, once OnData has had what the socket held. A
+// c paused with PauseRead keeps it until ResumeRead, and then ends so; a
+// Close (or CloseLinger) meanwhile ends it at once with the write's error,
+// sending nothing, and a Reset with nil. A handler that does neither has
+// c ended with the write's error CloseTimeout after the failure (with no
+// CloseTimeout, it keeps c until it resumes or closes it). Without a
+// write, a connection paused with nothing received since learns of the
+// peer's reset and ends with its error; one paused with data unread
+// delivers that data once it resumes, and then ends with the reset's
+// error (the uring backends may see the reset first: c is then kept as
+// after a write's). Loop goroutine.
 func (c *Conn) PauseRead() {
 	if c.handshaking() {
 		c.tls.pauseLater = true // DialTLS: from OnOpen on
@@ -497,6 +517,10 @@ func (c *Conn) CloseLinger(timeout time.Duration, maxBytes int) error {
 		return net.ErrClosed
 	case c.lingering:
 		return nil
+	case c.bits&bitSendFailed != 0:
+		// Nothing more is sent, and nothing is read after: there is
+		// nothing to linger for (peerReset).
+		return c.Close()
 	}
 	c.CloseWrite()
 	c.lingering = true
@@ -593,8 +617,10 @@ func (c *Conn) Close() error {
 // a reset (RST, ECONNRESET) instead of an orderly end: for a proxy passing
 // on a reset it received, or a server giving up on a peer. Where Close
 // (or CloseLinger) is under way it cuts that short. OnClose gets nil, as
-// after Close, after the callback that called Reset has returned (never
-// inside it; see Handler.OnClose). A Unix connection's peer sees an end of stream. Before a
+// after Close (also where a write had met the peer's reset and c was
+// kept for what the peer sent before it, see PauseRead), after the
+// callback that called Reset has returned (never inside it; see
+// Handler.OnClose). A Unix connection's peer sees an end of stream. Before a
 // dialed connection's OnOpen it is Close. It returns net.ErrClosed once the
 // socket is being closed. Loop goroutine.
 func (c *Conn) Reset() error {
@@ -606,9 +632,8 @@ func (c *Conn) Reset() error {
 	case c.state == stateClosed || c.k.closing:
 		return net.ErrClosed
 	}
-	// A SEND that met the peer's reset (uringBackend.sendFailed) kept its
-	// error for the end: the handler gives up on c, and OnClose gets nil
-	// as after any Reset (and on epoll, whose write ends c at once).
+	// A write that failed (peerReset) kept its error for the end: the
+	// handler gives up on c, and OnClose gets nil as after any Reset.
 	c.err = nil
 	c.reset(nil)
 	return nil
@@ -625,6 +650,35 @@ func (c *Conn) reset(err error) {
 		unix.SetsockoptLinger(c.fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
 	}
 	c.abort(err)
+}
+
+// peerReset handles the peer's reset (err: ECONNRESET, EPIPE) met by a
+// write of c, or by a receive while c holds data (paused). Where c is
+// open, it is kept to deliver what the peer sent before the reset (an
+// HTTP server's early 413 to an upload it closed unread, which its
+// proxy's client must get rather than a 502): nothing more is sent
+// (writable, the backends' flush), reading goes on unless the handler
+// paused it (PauseRead), a pause for the high-water mark ending since the
+// queue will not drain, and the socket's end (the read that finds it ends
+// with 0: the write took the socket's error) ends c with err (Loop.eof),
+// after the data held while paused; a Close ends it at once (the
+// backends' flush), and CloseTimeout after the reset ends it if nothing
+// else has. Any other error, or a c closing, ends c now with err. It
+// reports whether c is kept. Loop goroutine.
+func (c *Conn) peerReset(err error) bool {
+	if !errors.Is(err, unix.ECONNRESET) && !errors.Is(err, unix.EPIPE) || c.state != stateOpen || c.k.closing ||
+		c.paused&^(pauseUser|pauseHWM) != 0 || c.bits&bitSendFailed != 0 {
+		c.abort(err)
+		return false
+	}
+	c.err = err
+	c.bits |= bitSendFailed
+	if c.timer == (timerRef{}) && c.l.cto > 0 {
+		c.timer = c.l.afterFunc(c.l.cto, func() { c.abort(c.err) })
+	}
+	c.bits &^= bitOverMark // no OnWritable: nothing more is written
+	c.resume(pauseHWM)
+	return c.state == stateOpen
 }
 
 // expire resets c, whose queue WriteTimeout or CloseTimeout gave up on.

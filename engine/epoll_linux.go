@@ -198,8 +198,15 @@ func (b *epollBackend) setRead(c *Conn, on bool) {
 }
 
 // flush writes c's queue, up to maxWritev segments per system call
-// (writev, or write for one).
+// (writev, or write for one). Nothing is written once a write has met the
+// peer's reset (bitSendFailed): a Close then ends c (Conn.peerReset).
 func (b *epollBackend) flush(c *Conn) {
+	if c.bits&bitSendFailed != 0 {
+		if c.state == stateClosing {
+			c.abort(c.err)
+		}
+		return
+	}
 	for c.queued > 0 {
 		n, err := b.write(c)
 		if n > 0 {
@@ -217,45 +224,23 @@ func (b *epollBackend) flush(c *Conn) {
 		case unix.EINTR:
 			continue
 		}
-		b.readLeft(c)
-		c.abort(c.opError("write", "write", err))
+		// A peer that answered and reset (an HTTP server's early 413 to
+		// an upload it did not read, closed with the upload unread) has
+		// its answer in the socket: flush runs before the read of the
+		// same event, and the iteration's flush after its events, so
+		// the answer was lost with c (TestWriteFailureDeliversWhatCameBefore).
+		// Kept (peerReset), c is read as any other until the read that
+		// finds the socket's end, unless paused: no EPOLLOUT, which
+		// would come back at every wait (level-triggered) and ask for
+		// nothing.
+		b.update(c, false, false)
+		c.peerReset(c.opError("write", "write", err))
 		return
 	}
 	if c.k.events&unix.EPOLLOUT != 0 {
 		b.update(c, false, true)
 	}
 	c.afterDrain()
-}
-
-// readLeft delivers what c's socket still holds once a write to it has
-// failed, before the failure closes c: a peer that answered and reset
-// (an HTTP server's early 413 to an upload it did not read, closed with
-// the upload unread) has its answer in the socket, and the write that
-// met the reset took its error (ECONNRESET, then EPIPE), so the read
-// would not have failed. flush runs before the read of the same event
-// (and the iteration's flush after its events), so a connection whose
-// answer and reset came in one wait lost the answer: the proxy's client
-// got 502 (TestWriteFailureDeliversWhatCameBefore). What comes while c
-// is paused stays unread, and the socket's end (the reset's) is no EOF:
-// the write's error ends c. Loop goroutine.
-func (b *epollBackend) readLeft(c *Conn) {
-	l := b.l
-	for c.state == stateOpen && c.paused == 0 && !c.k.closing {
-		id, err := l.chunks.get()
-		if err != nil {
-			l.st.noBufs.Add(1)
-			return
-		}
-		n, err := unix.Read(c.fd, l.chunks.buf(id))
-		if n <= 0 {
-			l.chunks.put(id)
-			if err == unix.EINTR {
-				continue
-			}
-			return
-		}
-		l.deliver(c, id, n)
-	}
 }
 
 // write writes the head of c's queue: one segment with write(2), more with
@@ -375,7 +360,9 @@ func (b *epollBackend) wait(timeout time.Duration) (int, error) {
 		switch {
 		case c.state == stateOpen && c.paused == 0 && ev.Events&(unix.EPOLLIN|unix.EPOLLHUP|unix.EPOLLERR) != 0:
 			b.read(c)
-		case ev.Events&unix.EPOLLERR != 0 && c.state != stateClosed:
+		case ev.Events&unix.EPOLLERR != 0 && c.state != stateClosed && c.bits&bitSendFailed == 0:
+			// (A write that met the reset took the socket's error: c
+			// waits for its reading, peerReset.)
 			soerr, _ := unix.GetsockoptInt(c.fd, unix.SOL_SOCKET, unix.SO_ERROR)
 			c.abort(c.opError("read", "read", unix.Errno(soerr)))
 		case c.state != stateClosed && !c.k.closing && c.paused != 0 && c.k.events&unix.EPOLLIN != 0:

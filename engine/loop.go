@@ -657,8 +657,19 @@ func (l *Loop) deliverNow(c *Conn, id int32, n int) {
 	}
 }
 
-// eof handles the peer's FIN.
+// eof handles the peer's FIN, or the socket's end after a write that met
+// the peer's reset (bitSendFailed: no FIN, the write took the socket's
+// error), which ends c with the write's error once what came before has
+// been delivered (Conn.peerReset).
 func (l *Loop) eof(c *Conn) {
+	if c.bits&bitSendFailed != 0 {
+		if c.state == stateOpen && (len(c.held) > 0 || c.paused&(pauseUser|pauseHWM) != 0) {
+			c.bits |= bitHeldEOF // deliverHeld comes back here
+			return
+		}
+		c.abort(c.err)
+		return
+	}
 	if c.tls != nil && !c.tls.ended && !c.lingering {
 		// The socket's: the stream's comes from crypto/tls (a lingering
 		// c, which reads nothing more, closes at the socket's).

@@ -965,6 +965,16 @@ func (b *uringBackend) flush(c *Conn) {
 		c.bits |= bitSendBehind
 		b.behind++
 	}
+	if c.bits&bitSendFailed != 0 {
+		// A SEND met the peer's reset: nothing more is sent, and a
+		// Close ends c now (Conn.peerReset); sent again, the queue
+		// failed with EPIPE and the closing c waited for its receive's
+		// end, or, paused, for CloseTimeout.
+		if c.state == stateClosing {
+			c.abort(c.err)
+		}
+		return
+	}
 	if c.k.sends > 0 || c.k.closing || c.queued == 0 {
 		return
 	}
@@ -1555,10 +1565,13 @@ func (b *uringBackend) handle(q uring.CQE) {
 			id, _ := q.BufferID()
 			b.out++
 			l.deliver(c, int32(id), int(q.Res))
-		case c.bits&bitSendFailed != 0 && final:
-			// What came before the reset is delivered: the SEND's error
-			// ends c (sendFailed).
-			c.abort(c.err)
+		case c.bits&bitSendFailed != 0 && final && q.Res != -int32(unix.ENOBUFS) && q.Res != -int32(unix.ECANCELED):
+			// The socket's end (0: the SEND took its error): after
+			// what came before the reset, the SEND's error ends c
+			// (Loop.eof). A receive that found the ring empty waits
+			// for a buffer, and one cancelled for a pause for
+			// ResumeRead, as any other (Conn.peerReset).
+			l.eof(c)
 		case q.Res == 0:
 			l.eof(c)
 		case q.Res == -int32(unix.ENOBUFS):
@@ -1571,10 +1584,18 @@ func (b *uringBackend) handle(q uring.CQE) {
 				b.starved = append(b.starved, c)
 			}
 		case q.Res == -int32(unix.ECANCELED):
-		default:
-			if !c.k.closing {
-				c.abort(c.opError("read", "recv", unix.Errno(-q.Res)))
+		case c.k.closing:
+		case len(c.held) > 0:
+			// The peer's reset, met while c is paused with what came
+			// before it held (a pause is lazy: the receive went on until
+			// its cancel): delivered once reading resumes, and the
+			// reset's error ends c after it (Conn.peerReset). Ended
+			// now, c dropped it.
+			if c.peerReset(c.opError("read", "recv", unix.Errno(-q.Res))) {
+				l.eof(c)
 			}
+		default:
+			c.abort(c.opError("read", "recv", unix.Errno(-q.Res)))
 		}
 		if heldPaused && !final && c.k.recv == 1 && !c.k.closing {
 			b.cancel(udata(opRecv, c.slot, c.gen))
@@ -1583,13 +1604,6 @@ func (b *uringBackend) handle(q uring.CQE) {
 		if final {
 			if c.k.recv == 0 && c.state == stateOpen && c.paused == 0 && !c.k.closing && q.Res != -int32(unix.ENOBUFS) {
 				b.armRecv(c)
-			}
-			if c.bits&bitSendFailed != 0 && c.k.recv == 0 {
-				// The receive ended with data (its limit reached) and
-				// is not armed again: c was paused or closed in the
-				// OnData of what came before the reset, and nothing
-				// else would end it (TestWriteFailureStopsReadingInOnData).
-				c.abort(c.err)
 			}
 			b.done(c)
 		}
@@ -1642,7 +1656,12 @@ func (b *uringBackend) sendDone(c *Conn, res int32, late bool) {
 	if res > 0 && c.state != stateClosed {
 		c.sent(int(res))
 	} else if res < 0 && res != -int32(unix.ECANCELED) && res != -int32(unix.EAGAIN) && !c.k.closing && c.bits&bitSendFailed == 0 {
-		b.sendFailed(c, c.opError("write", "send", unix.Errno(-res)))
+		// A SEND that met the peer's reset completes within the enter
+		// that submits it, before the receive's completion of the same
+		// wait: c is kept to deliver what came before the reset
+		// (TestWriteFailureDeliversWhatCameBefore), and the receive's
+		// end ends it (Conn.peerReset).
+		c.peerReset(c.opError("write", "send", unix.Errno(-res)))
 	}
 	if c.k.sends == 0 && !c.k.closing && c.bits&bitSendFailed == 0 {
 		if c.queued > 0 {
@@ -1652,25 +1671,6 @@ func (b *uringBackend) sendDone(c *Conn, res int32, late bool) {
 		}
 	}
 	b.done(c)
-}
-
-// sendFailed ends c for a SEND that failed with err, or, where that was
-// the peer's reset (ECONNRESET) and a receive is armed and reading not
-// paused, once the receive has delivered what the peer sent before it: an
-// HTTP server that answers an upload early (413) and closes with the
-// upload unread resets the connection, and its answer, in the socket
-// already, must reach the handler (TestWriteFailureDeliversWhatCameBefore).
-// The SEND's completion comes within the enter that submits it, before
-// the receive's of the same wait, and the send took the socket's error:
-// the receive ends at the reset with 0, which is no EOF here. Nothing more
-// is sent meanwhile (writable, bitSendFailed). Loop goroutine.
-func (b *uringBackend) sendFailed(c *Conn, err error) {
-	if !errors.Is(err, unix.ECONNRESET) || c.k.recv != 1 || c.paused != 0 || c.state != stateOpen {
-		c.abort(err)
-		return
-	}
-	c.err = err
-	c.bits |= bitSendFailed
 }
 
 // sendShort reports whether a SEND of c's first queued segment sent less

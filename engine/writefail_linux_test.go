@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,16 +36,16 @@ func TestWriteFailureDeliversWhatCameBefore(t *testing.T) {
 	}
 }
 
-// TestWriteFailureStopsReadingInOnData: a handler that pauses, closes or
-// resets the connection in the OnData of what came before the reset ends
-// it, with the write's error or nil (Reset, as its doc says), on every
-// backend. On the uring backends the connection waited, writes refused,
-// for its receive's last completion to end it (uringBackend.sendFailed):
-// a receive whose last completion brings data (its limit reached,
-// WriteHighWater) is armed again only while c is open and not paused, so
-// one paused or closed in that OnData was never ended (a pause, until
-// ResumeRead; a Close, until CloseTimeout reset it); and a Reset gave
-// OnClose the SEND's error, kept for the end, where epoll gave nil.
+// TestWriteFailureStopsReadingInOnData: a handler that closes or resets
+// the connection in the OnData of what came before the reset ends it, with
+// the write's error (Close: the queue is lost) or nil (Reset, as its doc
+// says), on every backend. On the uring backends the connection waited,
+// writes refused, for its receive's last completion to end it: one closed
+// in that OnData, its receive ended at its limit (WriteHighWater) and not
+// armed again, was never ended (until CloseTimeout reset it); and a Reset
+// gave OnClose the SEND's error, kept for the end, where epoll gave nil.
+// (A pause there keeps the connection until ResumeRead:
+// TestWriteFailurePaused.)
 func TestWriteFailureStopsReadingInOnData(t *testing.T) {
 	for _, b := range testBackends {
 		for _, tc := range []struct {
@@ -52,7 +53,6 @@ func TestWriteFailureStopsReadingInOnData(t *testing.T) {
 			stop    func(c *Conn)
 			wantErr bool
 		}{
-			{"pause", (*Conn).PauseRead, true},
 			{"close", func(c *Conn) { c.Close() }, true},
 			{"reset", func(c *Conn) { c.Reset() }, false},
 		} {
@@ -83,6 +83,191 @@ func TestWriteFailureStopsReadingInOnData(t *testing.T) {
 func isWriteReset(err error) bool {
 	var oe *net.OpError
 	return errors.As(err, &oe) && (oe.Op == "write" || oe.Op == "read") && (errors.Is(err, unix.ECONNRESET) || errors.Is(err, unix.EPIPE))
+}
+
+// TestWriteFailurePaused: a connection whose write meets the peer's reset
+// while its reading is paused is kept, writes refused, until its handler
+// resumes reading (then it delivers what the socket holds and ends with
+// the write's error) or closes it (at once: Close with the write's error,
+// sending nothing; Reset with nil; CloseLinger as Close), or CloseTimeout
+// after the failure if it does neither; a pause for WriteHighWater ends
+// at the failure, since the queue will not drain. On every backend.
+//
+// Both backends ended such a connection at once, the answer lost: epoll's
+// write read nothing while paused, and uring ended a SEND's failure at
+// once when no receive was armed or reading was paused.
+func TestWriteFailurePaused(t *testing.T) {
+	const later = 100 * time.Millisecond
+	for _, b := range testBackends {
+		for _, tc := range []struct {
+			name string
+			// then runs on the loop, later after the pause.
+			then     func(c *Conn)
+			hwm      bool // paused by WriteHighWater, not by the handler
+			cto      time.Duration
+			wantErr  bool
+			wantAll  bool // the whole answer delivered
+			wantLate bool // ended after then, or CloseTimeout
+		}{
+			{name: "resume", then: (*Conn).ResumeRead, wantErr: true, wantAll: true, wantLate: true},
+			{name: "close", then: func(c *Conn) { c.Close() }, wantErr: true, wantLate: true},
+			{name: "linger", then: func(c *Conn) { c.CloseLinger(time.Minute, 1<<20) }, wantErr: true, wantLate: true},
+			{name: "reset", then: func(c *Conn) { c.Reset() }, wantLate: true},
+			{name: "never", cto: 300 * time.Millisecond, wantErr: true, wantLate: true},
+			{name: "hwm", hwm: true, wantErr: true, wantAll: true},
+		} {
+			t.Run(string(b)+"/"+tc.name, func(t *testing.T) {
+				cfg := testConfig(b)
+				cfg.CloseTimeout = time.Minute // the end must not wait for it
+				if tc.cto > 0 {
+					cfg.CloseTimeout = tc.cto
+				}
+				if !tc.hwm {
+					cfg.ReadPastHighWater = true
+					// The receive's limit (6.17) ends it at its
+					// first completion, with part of the answer.
+					cfg.WriteHighWater = 16
+				}
+				var paused, then, closed time.Time // loop goroutine
+				var writes, writesThen uint64
+				hk := resetHooks{
+					closed: func(c *Conn) {
+						closed = time.Now()
+						writes = c.Loop().Stats().Writes
+					},
+				}
+				if !tc.hwm {
+					hk.stop = func(c *Conn) {
+						c.PauseRead()
+						paused = time.Now()
+						if tc.then != nil {
+							c.Loop().AfterFunc(later, func() {
+								then = time.Now()
+								writesThen = c.Loop().Stats().Writes
+								tc.then(c)
+							})
+						}
+					}
+				}
+				e := peerAnswersAndResetsWith(t, b, cfg, hk)
+				switch {
+				case tc.wantAll && e.got != resetAnswer:
+					t.Errorf("the connection ended (%v) with %q delivered, want the peer's answer %q", e.err, e.got, resetAnswer)
+				case e.got == "" || !strings.HasPrefix(resetAnswer, e.got):
+					t.Errorf("the connection ended (%v) with %q delivered, want a part of %q", e.err, e.got, resetAnswer)
+				}
+				switch {
+				case tc.wantErr && !isWriteReset(e.err):
+					t.Errorf("OnClose(%v), want the write's error (ECONNRESET)", e.err)
+				case !tc.wantErr && e.err != nil:
+					t.Errorf("OnClose(%v), want nil (Reset)", e.err)
+				}
+				switch {
+				case !tc.wantLate:
+				case tc.then == nil && closed.Sub(paused) < tc.cto*9/10:
+					t.Errorf("ended %v after the pause, want CloseTimeout (%v)", closed.Sub(paused), tc.cto)
+				case tc.then != nil && (then.IsZero() || closed.Before(then)):
+					t.Errorf("ended %v after the pause, before the handler's %s %v after it", closed.Sub(paused), tc.name, later)
+				}
+				if !then.IsZero() && writes != writesThen {
+					t.Errorf("%d writes after the %s of a connection whose write met the reset, want none", writes-writesThen, tc.name)
+				}
+			})
+		}
+	}
+}
+
+// TestWriteFailureStarved: on the uring backends, a connection whose SEND
+// meets the peer's reset while its receive finds the ring empty (ENOBUFS)
+// waits for a buffer, as a starved receive does, and then delivers what
+// came before the reset and ends with the reset's error. Another
+// connection's handler keeps the ring's buffers until the failure has been
+// handled: all of them ("empty": the receive ends with ENOBUFS at the
+// answer, before the SEND's failure, which ended the connection at once
+// when no receive was armed), or all but one, the answer taking more than
+// one ("emptied": the receive ends with ENOBUFS after the SEND's failure,
+// and its last completion ended a connection waiting so, bitSendFailed,
+// whatever it was). Either way the answer was lost.
+func TestWriteFailureStarved(t *testing.T) {
+	for _, b := range testBackends {
+		for _, tc := range []struct {
+			name   string
+			keep   int // of the ring's buffers
+			answer string
+		}{
+			{"empty", 2, resetAnswer},
+			{"emptied", 1, resetAnswer + strings.Repeat("x", 1500)},
+		} {
+			t.Run(string(b)+"/"+tc.name, func(t *testing.T) {
+				if b == BackendEpoll || b == BackendEpollBusyPoll {
+					t.Skip("epoll reads into the send slab, which grows: it has no receive ring to run out of")
+				}
+				cfg := testConfig(b)
+				cfg.ReadPastHighWater = true
+				cfg.ReadBuffers, cfg.ReadBufferSize = 2, 512
+				cfg.CPUs = []int{0} // one loop: the other connection's buffers are of its ring
+				cfg.CloseTimeout = time.Minute
+				var kept []Buffer // loop goroutine
+				var nkept atomic.Int32
+				var noBufs uint64
+				release := func(c *Conn) {
+					done := make(chan struct{})
+					c.Loop().Post(func() {
+						for _, b := range kept {
+							b.Release()
+						}
+						kept = nil
+						close(done)
+					})
+					<-done
+				}
+				noBufsOf := func(c *Conn) uint64 {
+					n := make(chan uint64, 1)
+					c.Loop().Post(func() { n <- c.Loop().Stats().NoBufs })
+					return <-n
+				}
+				hk := resetHooks{
+					answer: tc.answer,
+					other: func(c *Conn, b Buffer) bool {
+						kept = append(kept, b)
+						nkept.Add(1)
+						return true
+					},
+					before: func(addr string, c *Conn) {
+						k, err := net.Dial("tcp", addr)
+						if err != nil {
+							t.Fatal(err)
+						}
+						t.Cleanup(func() { k.Close() })
+						t.Cleanup(func() { release(c) }) // a failure before: before the engine's Shutdown
+						for i := range int32(tc.keep) {
+							// One at a time: each takes a buffer of its own.
+							if _, err := k.Write([]byte("K")); err != nil {
+								t.Fatal(err)
+							}
+							waitFor(t, "the other connection's buffer to be kept", func() bool { return nkept.Load() > i })
+						}
+						noBufs = noBufsOf(c)
+					},
+					after: func(c *Conn) {
+						kept := make(chan bool, 1)
+						waitFor(t, "the SEND's failure to be handled", func() bool {
+							c.Loop().Post(func() { kept <- c.bits&bitSendFailed != 0 && c.k.recv == 0 || c.Closed() })
+							return <-kept
+						})
+						if noBufsOf(c) == noBufs {
+							t.Errorf("no receive ran out of buffers: the test does not test it")
+						}
+						release(c)
+					},
+				}
+				e := peerAnswersAndResetsWith(t, b, cfg, hk)
+				if e.got != tc.answer || !isWriteReset(e.err) {
+					t.Errorf("the connection ended (%v) with %d bytes delivered (%.40q...), want the peer's answer (%d bytes) and the reset's error", e.err, len(e.got), e.got, len(tc.answer))
+				}
+			})
+		}
+	}
 }
 
 const resetAnswer = "HTTP/1.1 413 Content Too Large\r\n\r\n"
