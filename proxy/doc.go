@@ -56,7 +56,9 @@
 // match it: an absolute-form target's authority, else Host or an HTTP/2
 // request's :authority, without its port or a trailing dot, and
 // lower-cased, so that Example.com. and example.com:8080 go to
-// example.com's server as they go to its route), cookie:<name> (the
+// example.com's server as they go to its route; an address host as its
+// address, so that [0:0::1] goes where [::1] goes and [::ffff:127.0.0.1]
+// where 127.0.0.1 goes, as to a route for it), cookie:<name> (the
 // first cookie of that name in the request's Cookie fields, its value
 // as sent, as HAProxy's req.cook and nginx's $cookie_<name>: an HTTP/1.1
 // client sends its cookies in one Cookie field, an HTTP/2 client may

@@ -24,11 +24,12 @@ type HashConfig struct {
 	// its X-Forwarded-For client as rate_limit takes it; the only key of
 	// a mode tcp listener's pool), "header:<Name>" (the first field of
 	// that name; "header:Host" the request's host as routes match it,
-	// lower-cased: routeHost; not Cookie: an HTTP/2 client sends a field
-	// a cookie), "cookie:<name>" (the first cookie of that name in the
-	// Cookie fields, as sent), HashKeyPath ("path": the target's path,
-	// its query left out) or "query:<param>" (the first value of the
-	// parameter in the target's query, as sent). A request without the
+	// lower-cased, an address as its address: routeHost, hostAddr; not
+	// Cookie: an HTTP/2 client sends a field a cookie), "cookie:<name>"
+	// (the first cookie of that name in the Cookie fields, as sent),
+	// HashKeyPath ("path": the target's path, its query left out) or
+	// "query:<param>" (the first value of the parameter in the target's
+	// query, as sent). A request without the
 	// field, cookie or parameter, or whose first one is empty, is hashed
 	// by its client.
 	Key string `yaml:"key" json:"key"`
@@ -524,15 +525,20 @@ func (mg *maglev) keyAddr(a netip.Addr) uint64 {
 // one server). Key header:Host takes the host routing takes (routeHost:
 // the target's authority, else host; an HTTP/2 client sends :authority
 // rather than Host, and its requests go where HTTP/1.1 ones to the same
-// host do), lower-cased as it is hashed: a host goes to one server
-// however it is written, as it goes to one route. No allocation. Loop
-// goroutine.
+// host do), lower-cased as it is hashed, and an address host (hostAddr:
+// dotted-decimal IPv4, an IPv6 literal, an IPv4-mapped one as IPv4) as
+// its address, as keyAddr hashes it: a host goes to one server however it
+// is written ("[0:0::1]" as "[::1]", "[::ffff:127.0.0.1]" as
+// "127.0.0.1"), as it goes to one route. No allocation. Loop goroutine.
 func (mg *maglev) keyRequest(client netip.Addr, target, host []byte, n int, field func(k int) (name, value []byte)) uint64 {
 	switch mg.kind {
 	case hashHeader:
 		if mg.host {
 			a, _ := h1.SplitTarget(target)
 			if h := routeHost(a, host); len(h) > 0 {
+				if ip, ok := hostAddr(h); ok {
+					return mg.keyAddr(ip)
+				}
 				return sipHashFold(mg.seed, 0, h)
 			}
 			break

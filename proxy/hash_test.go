@@ -255,6 +255,14 @@ func TestHashPickAllocs(t *testing.T) {
 			t.Errorf("key %s: %v allocations per pick", k, n)
 		}
 	}
+	pl.maglev.kind, pl.maglev.name = mustKind("header:Host")
+	pl.maglev.host = true
+	for _, host := range []string{"192.0.2.1:80", "[::FFFF:192.0.2.1]", "[2001:db8:0::1]:443"} {
+		h := []byte(host)
+		if n := testing.AllocsPerRun(100, func() { pl.maglev.keyRequest(a, target, h, 0, nil) }); n != 0 {
+			t.Errorf("key header:Host, host %s: %v allocations per key", host, n)
+		}
+	}
 }
 
 var (
@@ -655,9 +663,9 @@ func TestHashBoundedLoadsOnce(t *testing.T) {
 
 // TestHashHostAsRouted: key header:Host hashes the host routing takes
 // (an absolute-form target's authority, else Host or :authority; its
-// port and a trailing dot removed), without its case (RFC 9110 4.2.3):
-// a host goes to one server however it is written, as it goes to one
-// route.
+// port and a trailing dot removed), without its case (RFC 9110 4.2.3),
+// an address host as its address (keyAddr's key): a host goes to one
+// server however it is written, as it goes to one route.
 func TestHashHostAsRouted(t *testing.T) {
 	_, pl := hashPool(t, DefaultHashTable, 1, 1)
 	mg := pl.maglev
@@ -678,8 +686,32 @@ func TestHashHostAsRouted(t *testing.T) {
 			t.Errorf("target %q, host %q: %#x, want %#x (www.example.com's)", c.target, c.host, got, want)
 		}
 	}
-	if got := mg.keyRequest(peer, []byte("/x"), []byte("[2001:DB8::1]:80"), 0, nil); got != sipHash(mg.seed, 0, []byte("[2001:db8::1]")) {
-		t.Errorf("an IPv6 literal: %#x", got)
+	// An address host is its address however it is written, as routes
+	// take it (hostAddr): an IPv4-mapped literal is the IPv4 address.
+	for _, c := range []struct {
+		addr  string
+		hosts []string
+	}{
+		{"127.0.0.1", []string{"127.0.0.1", "127.0.0.1:8080", "127.0.0.1.", "[::ffff:127.0.0.1]", "[::FFFF:7f00:1]:80", "[0:0:0:0:0:ffff:127.0.0.1]", "http://[::ffff:7f00:0001]/x"}},
+		{"::1", []string{"[::1]", "[0:0::1]", "[::0001]:443", "[0:0:0:0:0:0:0:1]", "http://[::1]:80/x"}},
+		{"2001:db8::1", []string{"[2001:DB8::1]:80", "[2001:db8:0::1]", "[2001:0db8:0:0:0:0:0:1]"}},
+	} {
+		want := mg.keyAddr(netip.MustParseAddr(c.addr))
+		for _, h := range c.hosts {
+			target, host := "/x", h
+			if strings.HasPrefix(h, "http://") {
+				target, host = h, "other.example"
+			}
+			if got := mg.keyRequest(peer, []byte(target), []byte(host), 0, nil); got != want {
+				t.Errorf("target %q, host %q: %#x, want %#x (%s's)", target, host, got, want, c.addr)
+			}
+		}
+	}
+	// Not addresses to RFC 3986 (nor to routes): names, hashed as text.
+	for _, h := range []string{"127.1", "127.000.0.1", "0x7f.0.0.1", "[fe80::1%25eth0]"} {
+		if got := mg.keyRequest(peer, []byte("/x"), []byte(h), 0, nil); got != sipHash(mg.seed, 0, []byte(h)) {
+			t.Errorf("host %q: %#x, want its text's hash", h, got)
+		}
 	}
 }
 
