@@ -187,7 +187,14 @@ func readResponse(t *testing.T, c net.Conn, method string) (*http.Response, stri
 
 func readResponseFrom(t *testing.T, c net.Conn, br *bufio.Reader, method string) (*http.Response, string) {
 	t.Helper()
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	return readResponseWithin(t, c, br, method, 10*time.Second)
+}
+
+// readResponseWithin is readResponseFrom for a response that must come
+// within d.
+func readResponseWithin(t *testing.T, c net.Conn, br *bufio.Reader, method string, d time.Duration) (*http.Response, string) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(d))
 	resp, err := http.ReadResponse(br, &http.Request{Method: method})
 	if err != nil {
 		t.Fatal(err)
