@@ -1538,13 +1538,16 @@ func (s *hsession) closeClient() {
 // closeIdle closes a client between requests (keepalive_timeout, a drain,
 // a reload retiring its listener): with a Close where it has sent nothing
 // since its last response, lingering (closeClient) where it is sending the
-// body of a request a rate limit refused (discard): a Close would leave
-// the body's bytes unread, and the kernel would answer them with a reset,
-// which drops what the client has yet to receive (the 429 and what came
-// before it) and may have it discard what it received unread (RFC 9112
-// section 9.6). Loop goroutine.
+// body of a request a rate limit refused (discard), or has sent a request
+// held unparsed behind its last response (hasP: nextHead waits for its
+// queue to drain below the mark), which it may still be sending: a Close
+// would leave the bytes unread, and the kernel would answer them with a
+// reset, which drops what the client has yet to receive (the 429, the
+// response and what came before it) and may have it discard what it
+// received unread (RFC 9112 section 9.6; TestDrainPipelinedHeld). The held
+// request is not answered. Loop goroutine.
 func (s *hsession) closeIdle() {
-	if s.discard {
+	if s.discard || s.hasP {
 		s.discard = false
 		s.closeClient()
 		return
