@@ -291,8 +291,11 @@
 // without a copy (engine.Conn.WriteBufferFrom); only a body that ends
 // inside a buffer is copied. One request per client is in flight: the
 // client is not read meanwhile (but while the request waits for a
-// server, below), and pipelined requests are taken in turn. A client's
-// FIN while its request waits in the pool's queue for a slot ends the
+// server, below), and pipelined requests are taken in turn (the next
+// one once the client's queue is below write_high_water: a client closed
+// while one is held so, by a drain, a reload or keepalive_timeout, is
+// closed lingering, its queue sent first and what it still sends read
+// and dropped, the held request not answered). A client's FIN while its request waits in the pool's queue for a slot ends the
 // request there (CD in the access log); anywhere else a FIN is a half
 // close: the response is awaited and sent, and then the client closed
 // (a client that sends its request and then its FIN, printf ... | nc -N,
