@@ -17,7 +17,7 @@ import (
 
 // windowApp takes one request's body without returning it to the
 // proxy's window until told (open), its stream window 4 bytes
-// (windowH2Up), and answers it only when told (answer).
+// (windowH2Up), and does not answer it.
 type windowApp struct {
 	id     uint32
 	got    int  // body bytes received
@@ -47,14 +47,6 @@ func (a *windowApp) OnGoAway(*h2.Server, h2.ErrCode, []byte)                  {}
 func (a *windowApp) open(s *h2.Server) []byte {
 	a.opened = true
 	s.Consumed(a.id, a.got)
-	return nil
-}
-
-// answer answers the stream 200 "ok" where its body ended.
-func (a *windowApp) answer(s *h2.Server) []byte {
-	if a.ended && s.WriteHeaders(a.id, 200, nil, false) == nil {
-		s.WriteData(a.id, []byte("ok"), true)
-	}
 	return nil
 }
 
