@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"runtime"
@@ -287,9 +288,19 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
+// defaultHelloTimeout bounds the wait for a server child's hello line,
+// the time it was runnable not counted (serverProc.await): a child starved
+// on a loaded machine, waiting for a CPU, is slow to start, not broken.
+const defaultHelloTimeout = 30 * time.Second
+
 // startServerProc starts argv (a server child in -control mode) and waits
-// for its hello line.
+// for its hello line (defaultHelloTimeout).
 func startServerProc(ctx context.Context, argv, env []string) (*serverProc, error) {
+	return startServerProcWithin(ctx, argv, env, defaultHelloTimeout)
+}
+
+// startServerProcWithin is startServerProc with the hello's timeout.
+func startServerProcWithin(ctx context.Context, argv, env []string, timeout time.Duration) (*serverProc, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), env...)
 	in, err := cmd.StdinPipe()
@@ -305,26 +316,98 @@ func startServerProc(ctx context.Context, argv, env []string) (*serverProc, erro
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("bench: start server %v: %w", argv, err)
 	}
-	line := make(chan error, 1)
+	got := make(chan line, 1)
 	go func() {
 		b, err := p.out.ReadBytes('\n')
-		if err == nil {
-			err = json.Unmarshal(b, &p.hello)
-		}
-		line <- err
+		got <- line{b, err}
 	}()
-	select {
-	case err = <-line:
-	case <-time.After(30 * time.Second):
-		err = errors.New("no hello within 30s")
-	case <-ctx.Done():
+	l, w, ok := p.await(ctx.Done(), got, timeout)
+	switch {
+	case ok && l.err == nil:
+		err = json.Unmarshal(l.b, &p.hello)
+	case ok:
+		err = l.err
+	case ctx.Err() != nil:
 		err = ctx.Err()
+	default:
+		err = fmt.Errorf("no hello (the wait ends after %v of the child's not being runnable, or %v in all): %s", timeout, usageHang, p.waited(w))
 	}
 	if err != nil {
 		p.stop()
 		return nil, fmt.Errorf("bench: server %v: %v: %s", argv, err, strings.TrimSpace(p.errb.String()))
 	}
 	return p, nil
+}
+
+// line is a line read from a child's stdout, or the error that ended the
+// read.
+type line struct {
+	b   []byte
+	err error
+}
+
+// wait is what serverProc.await saw of the child while it waited.
+type wait struct {
+	// total is the time waited, runnable the part of it during which a
+	// thread of the child was runnable (running or waiting for a CPU).
+	total, runnable time.Duration
+}
+
+// await waits for got until the child has been able to answer for
+// timeout: the time counts only while none of its threads is runnable
+// (each look at their states, every tenth of the timeout, counts the time
+// since the one before), and a child runnable for usageHang without
+// answering is stuck too. It returns the line and true, or false when the
+// wait ended unanswered, timed out or done closed (nil: never).
+func (p *serverProc) await(done <-chan struct{}, got <-chan line, timeout time.Duration) (line, wait, bool) {
+	start := time.Now()
+	look := time.NewTicker(max(timeout/10, time.Millisecond))
+	defer look.Stop()
+	var w wait
+	for last := start; w.total-w.runnable < timeout && w.total < usageHang; {
+		select {
+		case l := <-got:
+			return l, w, true
+		case <-done:
+			return line{}, w, false
+		case now := <-look.C:
+			if p.runnable() {
+				w.runnable += now.Sub(last)
+			}
+			w.total = now.Sub(start)
+			last = now
+		}
+	}
+	select {
+	case l := <-got:
+		return l, w, true
+	default:
+	}
+	return line{}, w, false
+}
+
+// waited says how a wait that ended unanswered went, for the error: how
+// long the child was runnable (starved of CPU, or spinning) and asleep,
+// the CPU time it used, and its threads' states now.
+func (p *serverProc) waited(w wait) string {
+	s := fmt.Sprintf("waited %v, the child runnable (running or waiting for a CPU) for %v of it and not runnable for the rest",
+		w.total.Round(time.Millisecond), w.runnable.Round(time.Millisecond))
+	tasks, err := Proc{}.Tasks(p.cmd.Process.Pid)
+	if err != nil {
+		return s + fmt.Sprintf("; its threads: %v", err)
+	}
+	var run time.Duration
+	states := map[byte]int{}
+	for _, t := range tasks {
+		run += time.Duration(t.RunNS)
+		states[t.State]++
+	}
+	var now []string
+	for _, st := range slices.Sorted(maps.Keys(states)) {
+		now = append(now, fmt.Sprintf("%d %c", states[st], st))
+	}
+	return s + fmt.Sprintf("; it ran %v on a CPU; its threads now: %s (R runnable, S asleep, D in the kernel uninterruptibly)",
+		run.Round(time.Microsecond), strings.Join(now, ", "))
 }
 
 // usage asks the child for its resource use and waits for the answer
@@ -343,10 +426,6 @@ func (p *serverProc) usage() (ServerUsage, error) {
 	if _, err := io.WriteString(p.in, "usage\n"); err != nil {
 		return u, fmt.Errorf("bench: server usage: %w", err)
 	}
-	type line struct {
-		b   []byte
-		err error
-	}
 	// The read ends when the child answers or exits (stop closes the
 	// pipe once it has).
 	got := make(chan line, 1)
@@ -354,38 +433,19 @@ func (p *serverProc) usage() (ServerUsage, error) {
 		b, err := p.out.ReadBytes('\n')
 		got <- line{b, err}
 	}()
-	answer := func(l line) (ServerUsage, error) {
-		if l.err != nil {
-			return u, fmt.Errorf("bench: server usage: %w: %s", l.err, strings.TrimSpace(p.errb.String()))
-		}
-		return u, json.Unmarshal(l.b, &u)
+	l, w, ok := p.await(nil, got, p.usageTimeout)
+	if !ok {
+		p.stuck = true
+		return u, fmt.Errorf("bench: server usage: no answer within %v: %s", w.total.Round(time.Millisecond), strings.TrimSpace(p.errb.String()))
 	}
-	start := time.Now()
-	look := time.NewTicker(max(p.usageTimeout/10, time.Millisecond))
-	defer look.Stop()
-	var able time.Duration
-	for last := start; able < p.usageTimeout && last.Sub(start) < usageHang; {
-		select {
-		case l := <-got:
-			return answer(l)
-		case now := <-look.C:
-			if !p.runnable() {
-				able += now.Sub(last)
-			}
-			last = now
-		}
+	if l.err != nil {
+		return u, fmt.Errorf("bench: server usage: %w: %s", l.err, strings.TrimSpace(p.errb.String()))
 	}
-	select {
-	case l := <-got:
-		return answer(l)
-	default:
-	}
-	p.stuck = true
-	return u, fmt.Errorf("bench: server usage: no answer within %v: %s", time.Since(start).Round(time.Millisecond), strings.TrimSpace(p.errb.String()))
+	return u, json.Unmarshal(l.b, &u)
 }
 
-// usageHang bounds the wait for a usage answer of a child that stays
-// runnable: spinning, or starved for that long.
+// usageHang bounds the wait for a usage answer or a hello of a child
+// that stays runnable: spinning, or starved for that long.
 const usageHang = time.Minute
 
 // runnable reports whether one of the child's threads is running or

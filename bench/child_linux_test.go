@@ -119,24 +119,8 @@ func TestSelfUsageOneMoment(t *testing.T) {
 // TestUsageTimeout is the child that never answers, still an error.
 func TestUsageStarvedChild(t *testing.T) {
 	skipUnlessLinux(t)
-	cpus, err := allowedCPUs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cpu := cpus[len(cpus)-1]
-	var stop atomic.Bool
-	spinning := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // not unlocked: the thread ends pinned
-		err := pinThread([]int{cpu})
-		spinning <- err
-		for err == nil && !stop.Load() {
-		}
-	}()
-	defer stop.Store(true)
-	if err := <-spinning; err != nil {
-		t.Fatal(err)
-	}
+	cpu, stop := spinOnLastCPU(t)
+	defer stop()
 	const work = `i=0; while [ $i -lt 10000 ]; do i=$((i+1)); done`
 	script := `echo '{"addr":"none"}'; while read l; do ` + work + `; echo '{"user_ns":1}'; done`
 	p, err := startServerProc(context.Background(), []string{"taskset", "-c", strconv.Itoa(cpu), "nice", "-n", "19", "/bin/sh", "-c", script}, nil)
@@ -151,6 +135,76 @@ func TestUsageStarvedChild(t *testing.T) {
 		t.Fatalf("usage of a starved child: %+v, %v", u, err)
 	}
 	t.Logf("answered after %v", time.Since(start))
+}
+
+// TestHelloStarvedChild: a server child starved of CPU (at nice 19, pinned
+// beside a spinning thread) that writes its hello late is waited for: the
+// hello's timeout counts only the time the child was not runnable, as
+// usage's does. Under a load of 8 on two CPUs a go-net child, the first
+// arm a run starts, was skipped with "no hello within 30s", a flat wait.
+func TestHelloStarvedChild(t *testing.T) {
+	skipUnlessLinux(t)
+	cpu, stop := spinOnLastCPU(t)
+	defer stop()
+	const work = `i=0; while [ $i -lt 10000 ]; do i=$((i+1)); done`
+	script := work + `; echo '{"addr":"late"}'; while read l; do :; done`
+	start := time.Now()
+	p, err := startServerProcWithin(context.Background(), []string{"taskset", "-c", strconv.Itoa(cpu), "nice", "-n", "19", "/bin/sh", "-c", script}, nil, 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.stop()
+	if p.hello.Addr != "late" {
+		t.Fatalf("hello %+v, want addr late", p.hello)
+	}
+	t.Logf("hello after %v", time.Since(start))
+}
+
+// TestHelloTimeout: a child asleep that never writes its hello fails after
+// the timeout, and the error says how long it was runnable (starved) and
+// not, the CPU time it used and its threads' states: the flat wait's
+// "no hello within 30s" said none of it.
+func TestHelloTimeout(t *testing.T) {
+	skipUnlessLinux(t)
+	start := time.Now()
+	p, err := startServerProcWithin(context.Background(), []string{"/bin/sh", "-c", "read l"}, nil, 200*time.Millisecond)
+	if err == nil {
+		p.stop()
+		t.Fatal("a child that writes no hello started")
+	}
+	t.Logf("%v", err)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("failed after %v, want about 200ms", d)
+	}
+	for _, want := range []string{"no hello (the wait ends after 200ms of the child's not being runnable, or 1m0s in all)", "runnable (running or waiting for a CPU) for", "not runnable for the rest", "its threads now: 1 S "} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}
+
+// spinOnLastCPU runs a thread spinning on the last CPU this process may
+// run on until stop is called, and returns that CPU.
+func spinOnLastCPU(t *testing.T) (cpu int, stop func()) {
+	t.Helper()
+	cpus, err := allowedCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu = cpus[len(cpus)-1]
+	var done atomic.Bool
+	spinning := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // not unlocked: the thread ends pinned
+		err := pinThread([]int{cpu})
+		spinning <- err
+		for err == nil && !done.Load() {
+		}
+	}()
+	if err := <-spinning; err != nil {
+		t.Fatal(err)
+	}
+	return cpu, func() { done.Store(true) }
 }
 
 // TestUsageExitedChild: a child that exited without answering, a zombie
