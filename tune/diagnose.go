@@ -39,7 +39,8 @@ type Options struct {
 	// LoopCPUs are the CPUs that run (or will run) event loops. Default:
 	// the host's isolated CPUs (IsolatedCPUs: isolcpus domain-isolated
 	// and cpuset-partition isolated); when both are empty, the
-	// IRQs-on-loop-CPUs check is skipped.
+	// IRQs-on-loop-CPUs check is skipped, which an info finding
+	// (irq-on-loop-cpu-unchecked) says unless Inline.
 	LoopCPUs topo.CPUSet
 	// Inline says IRQs are meant to share the loop CPUs (the inline
 	// policy), so queue IRQs on loop CPUs are not reported.
@@ -234,6 +235,9 @@ func Diagnose(h *topo.Host, a, b *Snapshot, opt Options) []Finding {
 		})
 	}
 
+	// NICs whose queue IRQs the irq-on-loop-cpu check (3) had no loop
+	// CPUs to judge against.
+	var unchecked []string
 	for _, n := range nics {
 		queueIRQs := queueIRQs(n)
 		// 2a. Single-queue NIC on a multi-CPU host.
@@ -320,6 +324,9 @@ func Diagnose(h *topo.Host, a, b *Snapshot, opt Options) []Finding {
 			}
 		}
 		// 3. Queue IRQs on loop CPUs.
+		if !opt.Inline && opt.LoopCPUs.Len() == 0 && len(queueIRQs) > 0 {
+			unchecked = append(unchecked, fmt.Sprintf("%s (%d queue IRQs)", n.Name, len(queueIRQs)))
+		}
 		if !opt.Inline && opt.LoopCPUs.Len() > 0 {
 			var ev []string
 			for _, irq := range queueIRQs {
@@ -562,6 +569,15 @@ func Diagnose(h *topo.Host, a, b *Snapshot, opt Options) []Finding {
 			Title:    fmt.Sprintf("%s may not run on loop CPUs %s: they are another cpuset partition's than its cgroup's", memlockOf(h.Memlock), off),
 			Evidence: ev,
 			Fix:      fix + "; or choose loop CPUs it may run on. Given these (Config.CPUs), the engine refuses them as outside the process's affinity; left to its default, it runs its loops on the CPUs it may use instead."})
+	}
+	// 3'. The queue IRQs check 3 could not judge, for want of loop CPUs.
+	if len(unchecked) > 0 {
+		add(Finding{ID: "irq-on-loop-cpu-unchecked", Severity: Info, Title: "queue interrupts on loop CPUs were not checked: no loop CPUs known",
+			Evidence: []string{
+				"no loop CPUs given (`--loop-cpus`), none from a plan applied (`--state`), and no CPU isolated (isolcpus domain, valid isolated cpuset partitions)",
+				"not judged: " + strings.Join(unchecked, ", "),
+			},
+			Fix: "pass the CPUs the event loops run on (`--loop-cpus LIST`) to have queue IRQs on them reported; a plan applied with `spindle tune plan --apply` makes its loop CPUs the default."})
 	}
 	// Netlink absence is reported, not fatal.
 	if h.Netlink.Netdev != "ok" || h.Netlink.Ethtool != "ok" {

@@ -391,6 +391,47 @@ func TestDiagnose(t *testing.T) {
 	}
 }
 
+// TestIRQOnLoopCPUUnchecked: with no loop CPUs (none given, none
+// isolated) the irq-on-loop-cpu check has nothing to judge queue IRQs
+// against, and was skipped without a word; an info finding says so, and
+// names the NICs whose queue IRQs went unjudged. Loop CPUs given, isolated
+// ones, or Inline (the check off on purpose) make none.
+func TestIRQOnLoopCPUUnchecked(t *testing.T) {
+	unchecked := func(root string, opt Options) *Finding {
+		t.Helper()
+		h := loadHost(t, root)
+		a, b := snapshots(t, root, h)
+		for _, f := range Diagnose(h, a, b, opt) {
+			if f.ID == "irq-on-loop-cpu-unchecked" {
+				return &f
+			}
+		}
+		return nil
+	}
+	if IsolatedCPUs(loadHost(t, fx2Socket)).Len() != 0 {
+		t.Fatalf("%s has isolated CPUs: the fixture no longer tests a host without", fx2Socket)
+	}
+	f := unchecked(fx2Socket, Options{})
+	if f == nil {
+		t.Fatal("no loop CPUs: no irq-on-loop-cpu-unchecked finding")
+	}
+	if f.Severity != Info || !slices.ContainsFunc(f.Evidence, func(e string) bool { return strings.Contains(e, "not judged: ens1f0 (16 queue IRQs)") }) {
+		t.Errorf("finding %+v: want info, naming ens1f0's 16 queue IRQs", f)
+	}
+	if f := unchecked(fx2Socket, Options{LoopCPUs: topo.NewCPUSet(15)}); f != nil {
+		t.Errorf("loop CPUs given: %+v", f)
+	}
+	if f := unchecked(fx2Socket, Options{Inline: true}); f != nil {
+		t.Errorf("inline: %+v", f)
+	}
+	if IsolatedCPUs(loadHost(t, fxSMT)).Len() == 0 {
+		t.Fatalf("%s has no isolated CPUs: the fixture no longer tests a host with", fxSMT)
+	}
+	if f := unchecked(fxSMT, Options{}); f != nil {
+		t.Errorf("isolated CPUs: %+v", f)
+	}
+}
+
 // TestMemlockJudgedAgainstEngineNeed: without Options.LockedBytes,
 // memlock-low compares RLIMIT_MEMLOCK with what the engine's loops take
 // from it (engine.LockedMemory), a loop per loop CPU, else per online CPU.

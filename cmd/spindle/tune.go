@@ -130,7 +130,9 @@ type diagnoseReport struct {
 	// (irq-on-loop-cpu), and LoopCPUsFrom says where they came from:
 	// "--loop-cpus", "state FILE (POLICY plan)", the kinds of isolation
 	// holding them (tune.IsolationKind: "isolcpus", "cpuset partition
-	// /rt", both joined by " and "), or "" when there were none.
+	// /rt", both joined by " and "), or "" when there were none (the
+	// check then skipped, which the info finding
+	// irq-on-loop-cpu-unchecked says unless --inline).
 	LoopCPUs     topo.CPUSet    `json:"loop_cpus"`
 	LoopCPUsFrom string         `json:"loop_cpus_from"`
 	Findings     []tune.Finding `json:"findings"`
@@ -200,6 +202,8 @@ func tuneDiagnose(ctx context.Context, args []string, w io.Writer) error {
 			fmt.Fprintf(os.Stderr, "loop CPUs %s, from %s: inline, IRQs on them are not reported\n", opt.LoopCPUs, from)
 		case from != "":
 			fmt.Fprintf(os.Stderr, "loop CPUs %s, from %s\n", opt.LoopCPUs, from)
+		case !opt.Inline:
+			fmt.Fprintf(os.Stderr, "no loop CPUs (none given with --loop-cpus, no plan applied with --state, none isolated): queue IRQs on loop CPUs are not checked (irq-on-loop-cpu-unchecked)\n")
 		}
 	}
 	var qs tune.QStatsSource

@@ -470,6 +470,44 @@ func TestTuneDiagnoseAppliedLoopCPUs(t *testing.T) {
 	}
 }
 
+// TestTuneDiagnoseNoLoopCPUs: with no loop CPUs (none given, no plan
+// applied, none isolated, as on this fixture) diagnose skipped the
+// irq-on-loop-cpu check without a word, where it names the set it judged
+// against when there is one. It now says so on stderr, in one line, and
+// as the info finding irq-on-loop-cpu-unchecked, in the text and the JSON
+// (whose loop_cpus_from is ""); loop CPUs given make neither.
+func TestTuneDiagnoseNoLoopCPUs(t *testing.T) {
+	none := filepath.Join(t.TempDir(), "none.json")
+	diagnose := func(args ...string) (stdout, stderr string) {
+		t.Helper()
+		cmd := spindleCmd(append([]string{"tune", "diagnose", "--root", tuneFixture, "--period", "1ms", "--state", none}, args...)...)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("diagnose %v: %v\n%s%s", args, err, out.String(), errb.String())
+		}
+		return out.String(), errb.String()
+	}
+	const line = "no loop CPUs (none given with --loop-cpus, no plan applied with --state, none isolated): queue IRQs on loop CPUs are not checked (irq-on-loop-cpu-unchecked)\n"
+	out, errs := diagnose()
+	if !strings.Contains(errs, line) {
+		t.Errorf("diagnose without loop CPUs: stderr does not say the check is skipped:\n%s", errs)
+	}
+	if !strings.Contains(out, "[INFO] queue interrupts on loop CPUs were not checked: no loop CPUs known (irq-on-loop-cpu-unchecked)") {
+		t.Errorf("diagnose without loop CPUs: no irq-on-loop-cpu-unchecked finding:\n%s", out)
+	}
+	out, _ = diagnose("--json")
+	var d diagnoseReport
+	strictJSON(t, out, &d)
+	if d.LoopCPUsFrom != "" || d.LoopCPUs.Len() != 0 || !slices.ContainsFunc(d.Findings, func(f tune.Finding) bool { return f.ID == "irq-on-loop-cpu-unchecked" }) {
+		t.Errorf("diagnose --json without loop CPUs: loop_cpus %v from %q, findings %+v; want none, \"\", irq-on-loop-cpu-unchecked among them", d.LoopCPUs, d.LoopCPUsFrom, d.Findings)
+	}
+	out, errs = diagnose("--loop-cpus", "15")
+	if strings.Contains(errs, "no loop CPUs") || strings.Contains(out, "irq-on-loop-cpu-unchecked") || !strings.Contains(errs, "loop CPUs 15, from --loop-cpus\n") {
+		t.Errorf("diagnose --loop-cpus 15: says the check is skipped, or not which CPUs it judged against:\n%s%s", errs, out)
+	}
+}
+
 // hostCopy copies the fixture tree into a temporary directory and returns
 // the copy's root; t skips where cp -a cannot copy it.
 func hostCopy(t *testing.T, fixture string) string {
