@@ -438,21 +438,16 @@ func (c *Conn) checkHWM() {
 // writes are refused (net.ErrClosed), reading goes on (a pause for
 // WriteHighWater ends: the queue will not drain), and c ends, OnClose
 // getting the write's error, once OnData has had what the socket held. A
-// c paused with PauseRead after the failure (in that OnData) keeps it
-// until ResumeRead, and then ends so; a Close (or CloseLinger) meanwhile
-// ends it at once with the write's error, sending nothing, and a Reset
-// with nil. A handler that does neither has c ended with the write's
-// error CloseTimeout after the failure (with no CloseTimeout, it keeps c
-// until it resumes or closes it). A c paused with PauseRead when its
-// write fails ends at once with the write's error, what it has not read
-// lost: its handler asked for no data, and must learn that the peer is
-// gone (a proxy that paused a client while it sends the response). Without a
+// c paused with PauseRead keeps it until ResumeRead, and then ends so; a
+// Close (or CloseLinger) meanwhile ends it at once with the write's error,
+// sending nothing, and a Reset with nil. A handler that does neither has
+// c ended with the write's error CloseTimeout after the failure (with no
+// CloseTimeout, it keeps c until it resumes or closes it). Without a
 // write, a connection paused with nothing received since learns of the
 // peer's reset and ends with its error; one paused with data unread
 // delivers that data once it resumes, and then ends with the reset's
-// error, where the uring backends may see the reset first (their receive
-// goes on until its cancel) and end c at once, the data held lost, as
-// after a write's failure while paused. Loop goroutine.
+// error (the uring backends may see the reset first: c is then kept as
+// after a write's). Loop goroutine.
 func (c *Conn) PauseRead() {
 	if c.handshaking() {
 		c.tls.pauseLater = true // DialTLS: from OnOpen on
@@ -663,17 +658,16 @@ func (c *Conn) reset(err error) {
 // HTTP server's early 413 to an upload it closed unread, which its
 // proxy's client must get rather than a 502): nothing more is sent
 // (writable, the backends' flush), reading goes on unless the handler
-// pauses it (PauseRead) later, a pause for the high-water mark ending since the
+// paused it (PauseRead), a pause for the high-water mark ending since the
 // queue will not drain, and the socket's end (the read that finds it ends
 // with 0: the write took the socket's error) ends c with err (Loop.eof),
 // after the data held while paused; a Close ends it at once (the
 // backends' flush), and CloseTimeout after the reset ends it if nothing
-// else has. Any other error, a c closing, or one its handler has paused
-// (PauseRead), ends c now with err. It reports whether c is kept. Loop
-// goroutine.
+// else has. Any other error, or a c closing, ends c now with err. It
+// reports whether c is kept. Loop goroutine.
 func (c *Conn) peerReset(err error) bool {
 	if !errors.Is(err, unix.ECONNRESET) && !errors.Is(err, unix.EPIPE) || c.state != stateOpen || c.k.closing ||
-		c.paused&^pauseHWM != 0 || c.bits&bitSendFailed != 0 {
+		c.paused&^(pauseUser|pauseHWM) != 0 || c.bits&bitSendFailed != 0 {
 		c.abort(err)
 		return false
 	}

@@ -1586,11 +1586,11 @@ func (b *uringBackend) handle(q uring.CQE) {
 		case q.Res == -int32(unix.ECANCELED):
 		case c.k.closing:
 		case len(c.held) > 0:
-			// The peer's reset, met while c holds what came before it
-			// (a pause is lazy: the receive went on until its cancel):
-			// paused for the high-water mark, delivered (the pause ends)
-			// and the reset's error ends c after it; paused by its
-			// handler, c ends now (Conn.peerReset).
+			// The peer's reset, met while c is paused with what came
+			// before it held (a pause is lazy: the receive went on until
+			// its cancel): delivered once reading resumes, and the
+			// reset's error ends c after it (Conn.peerReset). Ended
+			// now, c dropped it.
 			if c.peerReset(c.opError("read", "recv", unix.Errno(-q.Res))) {
 				l.eof(c)
 			}

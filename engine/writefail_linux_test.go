@@ -86,18 +86,12 @@ func isWriteReset(err error) bool {
 }
 
 // TestWriteFailurePaused: a connection whose write meets the peer's reset
-// and whose handler then pauses its reading (in the OnData of what came
-// before the reset) is kept, writes refused, until its handler resumes
-// reading (then it delivers what the socket holds and ends with the
-// write's error) or closes it (at once: Close with the write's error,
+// while its reading is paused is kept, writes refused, until its handler
+// resumes reading (then it delivers what the socket holds and ends with
+// the write's error) or closes it (at once: Close with the write's error,
 // sending nothing; Reset with nil; CloseLinger as Close), or CloseTimeout
 // after the failure if it does neither; a pause for WriteHighWater ends
-// at the failure, since the queue will not drain. One paused already when
-// its write fails ends at once with the write's error, what it did not
-// read lost ("before"; and uring-sqpoll, whose receive may come before
-// its SEND's failure): its handler asked for no data, and a proxy that
-// paused a client must learn at once that the client is gone (package
-// proxy's TestH2UpH1ClientGoneCancelsStream). On every backend.
+// at the failure, since the queue will not drain. On every backend.
 //
 // Both backends ended such a connection at once, the answer lost: epoll's
 // write read nothing while paused, and uring ended a SEND's failure at
@@ -121,7 +115,6 @@ func TestWriteFailurePaused(t *testing.T) {
 			{name: "reset", then: func(c *Conn) { c.Reset() }, wantLate: true},
 			{name: "never", cto: 300 * time.Millisecond, wantErr: true, wantLate: true},
 			{name: "hwm", hwm: true, wantErr: true, wantAll: true},
-			{name: "before", wantErr: true},
 		} {
 			t.Run(string(b)+"/"+tc.name, func(t *testing.T) {
 				cfg := testConfig(b)
@@ -137,31 +130,17 @@ func TestWriteFailurePaused(t *testing.T) {
 				}
 				var paused, then, closed time.Time // loop goroutine
 				var writes, writesThen uint64
-				failedFirst := true // at the pause, the write had failed
 				hk := resetHooks{
 					closed: func(c *Conn) {
 						closed = time.Now()
 						writes = c.Loop().Stats().Writes
 					},
 				}
-				switch {
-				case tc.name == "before":
-					hk.before = func(_ string, c *Conn) {
-						done := make(chan struct{})
-						c.Loop().Post(func() {
-							c.PauseRead()
-							paused = time.Now()
-							failedFirst = false
-							close(done)
-						})
-						<-done
-					}
-				case !tc.hwm:
+				if !tc.hwm {
 					hk.stop = func(c *Conn) {
 						c.PauseRead()
 						paused = time.Now()
-						failedFirst = c.bits&bitSendFailed != 0
-						if tc.then != nil && failedFirst {
+						if tc.then != nil {
 							c.Loop().AfterFunc(later, func() {
 								then = time.Now()
 								writesThen = c.Loop().Stats().Writes
@@ -171,22 +150,6 @@ func TestWriteFailurePaused(t *testing.T) {
 					}
 				}
 				e := peerAnswersAndResetsWith(t, b, cfg, hk)
-				if !failedFirst {
-					// Paused before the failure: ended at once, with
-					// the write's error and what came before the pause.
-					if tc.name == "before" && e.got != "" || !strings.HasPrefix(resetAnswer, e.got) {
-						t.Errorf("the connection ended (%v) with %q delivered, want what came before the pause", e.err, e.got)
-					}
-					if !isWriteReset(e.err) {
-						t.Errorf("OnClose(%v), want the write's error (ECONNRESET)", e.err)
-					}
-					// (Ended within the wait: CloseTimeout is a
-					// minute, and no resume or close is made.)
-					return
-				}
-				if tc.name == "before" {
-					t.Fatal("the write failed before the pause made ahead of the peer's answer")
-				}
 				switch {
 				case tc.wantAll && e.got != resetAnswer:
 					t.Errorf("the connection ended (%v) with %q delivered, want the peer's answer %q", e.err, e.got, resetAnswer)
