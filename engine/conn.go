@@ -438,7 +438,9 @@ func (c *Conn) checkHWM() {
 // writes are refused (net.ErrClosed), reading goes on (a pause for
 // WriteHighWater ends: the queue will not drain), and c ends, OnClose
 // getting the write's error, once OnData has had what the socket held. A
-// c paused with PauseRead keeps it until ResumeRead, and then ends so; a
+// c paused with PauseRead keeps it until ResumeRead, and then ends so,
+// where it holds some of it (received while paused, or unread in its
+// socket; one with nothing left ends at once with the write's error); a
 // Close (or CloseLinger) meanwhile ends it at once with the write's error,
 // sending nothing, and a Reset with nil. A handler that does neither has
 // c ended with the write's error CloseTimeout after the failure (with no
@@ -661,13 +663,26 @@ func (c *Conn) reset(err error) {
 // paused it (PauseRead), a pause for the high-water mark ending since the
 // queue will not drain, and the socket's end (the read that finds it ends
 // with 0: the write took the socket's error) ends c with err (Loop.eof),
-// after the data held while paused; a Close ends it at once (the
+// after the data held while paused; a c paused by its handler with
+// nothing to deliver (none held, none unread in its socket, no receive
+// armed that may bring some) ends now; a Close ends it at once (the
 // backends' flush), and CloseTimeout after the reset ends it if nothing
 // else has. Any other error, or a c closing, ends c now with err. It
 // reports whether c is kept. Loop goroutine.
 func (c *Conn) peerReset(err error) bool {
 	if !errors.Is(err, unix.ECONNRESET) && !errors.Is(err, unix.EPIPE) || c.state != stateOpen || c.k.closing ||
 		c.paused&^(pauseUser|pauseHWM) != 0 || c.bits&bitSendFailed != 0 {
+		c.abort(err)
+		return false
+	}
+	if c.paused&pauseUser != 0 && !c.holding() && c.k.recv == 0 && c.unread() == 0 {
+		// Paused with nothing received to deliver: a resume would find
+		// only the socket's end. Kept, c waited for its handler, which
+		// paused it for its own reasons (a proxy's client while its
+		// response is outstanding, which the reset ends), until
+		// CloseTimeout (TestWriteFailurePausedNothingLeft). A receive
+		// armed (uring's lazy pause; epoll's starved read) may still
+		// bring data: its end decides (Loop.eof).
 		c.abort(err)
 		return false
 	}
@@ -679,6 +694,14 @@ func (c *Conn) peerReset(err error) bool {
 	c.bits &^= bitOverMark // no OnWritable: nothing more is written
 	c.resume(pauseHWM)
 	return c.state == stateOpen
+}
+
+// holding reports whether c holds received data it has not delivered:
+// buffers held while paused, or, on a TLS connection paused, ciphertext
+// its transport kept (not a record cut short by the end of an unpaused
+// one's input: nothing would deliver it). Loop goroutine.
+func (c *Conn) holding() bool {
+	return len(c.held) > 0 || c.tls != nil && c.paused&(pauseUser|pauseHWM|pauseStarved) != 0 && c.tls.tr.buffered()
 }
 
 // expire resets c, whose queue WriteTimeout or CloseTimeout gave up on.

@@ -1315,6 +1315,17 @@ func (c *Conn) Unacked() int {
 	return n
 }
 
+// unread is what c's socket has received that has not been read
+// (SIOCINQ), 0 if unknown or closed. One system call, on the error paths
+// (Conn.peerReset). Loop goroutine.
+func (c *Conn) unread() int {
+	n, err := unix.IoctlGetInt(c.fd, unix.SIOCINQ)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
 // threadCPU is the calling thread's CPU time in nanoseconds. Loop goroutine.
 func threadCPU() int64 { return sys.ThreadCPUTime() }
 

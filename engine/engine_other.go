@@ -43,3 +43,6 @@ func threadCPU() int64 { return 0 }
 
 // Unacked returns 0 outside Linux, where no connection is open.
 func (c *Conn) Unacked() int { return 0 }
+
+// unread returns 0 outside Linux, where no connection is open.
+func (c *Conn) unread() int { return 0 }

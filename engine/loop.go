@@ -663,7 +663,8 @@ func (l *Loop) deliverNow(c *Conn, id int32, n int) {
 // been delivered (Conn.peerReset).
 func (l *Loop) eof(c *Conn) {
 	if c.bits&bitSendFailed != 0 {
-		if c.state == stateOpen && (len(c.held) > 0 || c.paused&(pauseUser|pauseHWM) != 0) {
+		// Paused with nothing held, c has nothing more to deliver.
+		if c.state == stateOpen && c.holding() {
 			c.bits |= bitHeldEOF // deliverHeld comes back here
 			return
 		}

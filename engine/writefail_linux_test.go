@@ -86,7 +86,8 @@ func isWriteReset(err error) bool {
 }
 
 // TestWriteFailurePaused: a connection whose write meets the peer's reset
-// while its reading is paused is kept, writes refused, until its handler
+// while its reading is paused, with some of the peer's answer still to
+// deliver, is kept, writes refused, until its handler
 // resumes reading (then it delivers what the socket holds and ends with
 // the write's error) or closes it (at once: Close with the write's error,
 // sending nothing; Reset with nil; CloseLinger as Close), or CloseTimeout
@@ -119,6 +120,13 @@ func TestWriteFailurePaused(t *testing.T) {
 			t.Run(string(b)+"/"+tc.name, func(t *testing.T) {
 				cfg := testConfig(b)
 				cfg.CloseTimeout = time.Minute // the end must not wait for it
+				// An answer of several buffers: the first delivery leaves
+				// some to deliver after the pause, whichever of the
+				// receive and the failing write the loop sees first (a
+				// paused connection with nothing left ends at once:
+				// TestWriteFailurePausedNothingLeft).
+				cfg.ReadBufferSize = 512
+				answer := resetAnswer + strings.Repeat("x", 1500)
 				if tc.cto > 0 {
 					cfg.CloseTimeout = tc.cto
 				}
@@ -131,6 +139,7 @@ func TestWriteFailurePaused(t *testing.T) {
 				var paused, then, closed time.Time // loop goroutine
 				var writes, writesThen uint64
 				hk := resetHooks{
+					answer: answer,
 					closed: func(c *Conn) {
 						closed = time.Now()
 						writes = c.Loop().Stats().Writes
@@ -151,10 +160,10 @@ func TestWriteFailurePaused(t *testing.T) {
 				}
 				e := peerAnswersAndResetsWith(t, b, cfg, hk)
 				switch {
-				case tc.wantAll && e.got != resetAnswer:
-					t.Errorf("the connection ended (%v) with %q delivered, want the peer's answer %q", e.err, e.got, resetAnswer)
-				case e.got == "" || !strings.HasPrefix(resetAnswer, e.got):
-					t.Errorf("the connection ended (%v) with %q delivered, want a part of %q", e.err, e.got, resetAnswer)
+				case tc.wantAll && e.got != answer:
+					t.Errorf("the connection ended (%v) with %d bytes delivered (%.40q...), want the peer's answer (%d bytes)", e.err, len(e.got), e.got, len(answer))
+				case e.got == "" || !strings.HasPrefix(answer, e.got):
+					t.Errorf("the connection ended (%v) with %d bytes delivered (%.40q...), want a part of the answer", e.err, len(e.got), e.got)
 				}
 				switch {
 				case tc.wantErr && !isWriteReset(e.err):
@@ -174,6 +183,34 @@ func TestWriteFailurePaused(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestWriteFailurePausedNothingLeft: a connection paused by its handler
+// whose write meets the peer's reset with nothing received to deliver (an
+// HTTP proxy's client, paused while its response is outstanding, that
+// resets in the response) ends at once with the reset's error, on every
+// backend, as it did before such connections were kept (PauseRead's doc:
+// kept for what the peer sent before the reset). Kept, it waited for its
+// handler, which had no reason to resume it, until CloseTimeout (a
+// minute here): the proxy held the client and its server connection
+// (proxy's TestHTTPGaugesAfterAborts, 22 s).
+func TestWriteFailurePausedNothingLeft(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(string(b), func(t *testing.T) {
+			cfg := testConfig(b)
+			cfg.ReadPastHighWater = true
+			cfg.CloseTimeout = time.Minute
+			var start time.Time
+			e := peerAnswersAndResetsWith(t, b, cfg, resetHooks{
+				open:   (*Conn).PauseRead,
+				silent: true,
+				after:  func(*Conn) { start = time.Now() },
+			})
+			if d := time.Since(start); e.got != "" || !isWriteReset(e.err) || d > 5*time.Second {
+				t.Errorf("the connection ended (%v) %v after the reset reached the loop with %q delivered, want at once with the reset's error", e.err, d, e.got)
+			}
+		})
 	}
 }
 
@@ -295,6 +332,10 @@ type resetHooks struct {
 	closed func(c *Conn)
 	// answer is the peer's answer; "": resetAnswer.
 	answer string
+	// silent: the peer resets without an answer.
+	silent bool
+	// open, if not nil, runs in the connection's OnOpen, after its write.
+	open func(c *Conn)
 }
 
 // peerAnswersAndResets runs an engine on backend b (with cfg, or
@@ -324,6 +365,9 @@ func peerAnswersAndResetsWith(t *testing.T, b Backend, cfg *Config, hk resetHook
 			}
 			first = c
 			c.Write(make([]byte, 16<<20)) // more than the socket buffers take
+			if hk.open != nil {
+				hk.open(c)
+			}
 			opened <- c
 		},
 		data: func(c *Conn, b Buffer) bool {
@@ -387,7 +431,9 @@ func peerAnswersAndResetsWith(t *testing.T, b Backend, cfg *Config, hk resetHook
 	if hk.answer == "" {
 		hk.answer = resetAnswer
 	}
-	if _, err := nc.Write([]byte(hk.answer)); err != nil {
+	if hk.silent {
+		hk.answer = ""
+	} else if _, err := nc.Write([]byte(hk.answer)); err != nil {
 		t.Fatal(err)
 	}
 	nc.(*net.TCPConn).SetLinger(0)
