@@ -448,8 +448,8 @@ func (c *Conn) checkHWM() {
 // write, a connection paused with nothing received since learns of the
 // peer's reset and ends with its error; one paused with data unread
 // delivers that data once it resumes, and then ends with the reset's
-// error (the uring backends may see the reset first: c is then kept as
-// after a write's). Loop goroutine.
+// error (the loop may learn of the reset first, from its receive or the
+// socket's error: c is then kept as after a write's). Loop goroutine.
 func (c *Conn) PauseRead() {
 	if c.handshaking() {
 		c.tls.pauseLater = true // DialTLS: from OnOpen on
@@ -655,7 +655,8 @@ func (c *Conn) reset(err error) {
 }
 
 // peerReset handles the peer's reset (err: ECONNRESET, EPIPE) met by a
-// write of c, or by a receive while c holds data (paused). Where c is
+// write of c, or by a receive (or epoll's socket error) while c is
+// paused with data held or unread. Where c is
 // open, it is kept to deliver what the peer sent before the reset (an
 // HTTP server's early 413 to an upload it closed unread, which its
 // proxy's client must get rather than a 502): nothing more is sent

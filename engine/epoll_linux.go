@@ -362,9 +362,18 @@ func (b *epollBackend) wait(timeout time.Duration) (int, error) {
 			b.read(c)
 		case ev.Events&unix.EPOLLERR != 0 && c.state != stateClosed && c.bits&bitSendFailed == 0:
 			// (A write that met the reset took the socket's error: c
-			// waits for its reading, peerReset.)
+			// waits for its reading, peerReset.) A c paused with what
+			// came before the reset unread in its socket is kept the
+			// same way, to deliver it once reading resumes: ended now,
+			// it dropped it (TestPausedResetDeliversHeld). Unwatched
+			// now, as the lazy pause's next event would have it.
 			soerr, _ := unix.GetsockoptInt(c.fd, unix.SOL_SOCKET, unix.SO_ERROR)
-			c.abort(c.opError("read", "read", unix.Errno(soerr)))
+			err := c.opError("read", "read", unix.Errno(soerr))
+			if c.paused == 0 || !c.peerReset(err) {
+				c.abort(err)
+				break
+			}
+			b.update(c, false, false)
 		case c.state != stateClosed && !c.k.closing && c.paused != 0 && c.k.events&unix.EPOLLIN != 0:
 			// A paused connection still watched (update's lazy pause):
 			// stop watching its input now that some came. Level-triggered,

@@ -1585,12 +1585,13 @@ func (b *uringBackend) handle(q uring.CQE) {
 			}
 		case q.Res == -int32(unix.ECANCELED):
 		case c.k.closing:
-		case len(c.held) > 0:
+		case c.holding():
 			// The peer's reset, met while c is paused with what came
 			// before it held (a pause is lazy: the receive went on until
-			// its cancel): delivered once reading resumes, and the
-			// reset's error ends c after it (Conn.peerReset). Ended
-			// now, c dropped it.
+			// its cancel; a TLS connection's transport keeps it):
+			// delivered once reading resumes, and the reset's error ends
+			// c after it (Conn.peerReset). Ended now, c dropped it
+			// (TestPausedResetDeliversHeld).
 			if c.peerReset(c.opError("read", "recv", unix.Errno(-q.Res))) {
 				l.eof(c)
 			}
