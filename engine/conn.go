@@ -636,7 +636,12 @@ func (c *Conn) Reset() error {
 	}
 	// A write that failed (peerReset) kept its error for the end: the
 	// handler gives up on c, and OnClose gets nil as after any Reset.
-	c.err = nil
+	// An error the engine closes c for (a TLS record that fails, whose
+	// alert is queued) says why c ends, and stays
+	// (TestTLSResetAfterRecordFailure).
+	if c.bits&bitSendFailed != 0 {
+		c.err = nil
+	}
 	c.reset(nil)
 	return nil
 }
