@@ -434,8 +434,9 @@ func (c *Conn) checkHWM() {
 // A write that fails because the peer reset the connection (ECONNRESET or
 // EPIPE: an HTTP server that answered an upload early and closed with the
 // upload unread) does not end c while what the peer sent before the reset
-// is still to be delivered: from the failure on nothing more is sent and
-// writes are refused (net.ErrClosed), reading goes on (a pause for
+// is still to be delivered: from the failure on nothing more is sent (the
+// queue is dropped: Buffered and QueuedMemory are 0) and writes are
+// refused (net.ErrClosed), reading goes on (a pause for
 // WriteHighWater ends: the queue will not drain), and c ends, OnClose
 // getting the write's error, once OnData has had what the socket held. A
 // c paused with PauseRead keeps it until ResumeRead, and then ends so,
@@ -694,6 +695,12 @@ func (c *Conn) peerReset(err error) bool {
 	}
 	c.err = err
 	c.bits |= bitSendFailed
+	if c.k.sends == 0 {
+		// Nothing will send it: its memory goes back now (uring's
+		// sendDone drops it once the SENDs in flight have ended), and
+		// WriteTimeout's sweep no longer sees a stalled queue.
+		c.dropWrites()
+	}
 	if c.timer == (timerRef{}) && c.l.cto > 0 {
 		c.timer = c.l.afterFunc(c.l.cto, func() { c.abort(c.err) })
 	}
@@ -842,6 +849,12 @@ func (c *Conn) dropQueue() {
 		c.l.releaseHeld(h.id)
 	}
 	c.held = c.held[:0]
+	c.dropWrites()
+}
+
+// dropWrites releases c's write queue: closing, or nothing will send it
+// (a write met the peer's reset, peerReset), its sends all ended.
+func (c *Conn) dropWrites() {
 	for i := int(c.wqHead); i < len(c.wq); i++ {
 		c.releaseSeg(c.wq[i])
 	}

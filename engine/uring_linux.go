@@ -1664,6 +1664,9 @@ func (b *uringBackend) sendDone(c *Conn, res int32, late bool) {
 		// end ends it (Conn.peerReset).
 		c.peerReset(c.opError("write", "send", unix.Errno(-res)))
 	}
+	if c.k.sends == 0 && c.bits&bitSendFailed != 0 && c.state == stateOpen && c.queued > 0 {
+		c.dropWrites() // the chain's last SEND has ended (peerReset)
+	}
 	if c.k.sends == 0 && !c.k.closing && c.bits&bitSendFailed == 0 {
 		if c.queued > 0 {
 			b.flush(c)

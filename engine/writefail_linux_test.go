@@ -138,6 +138,7 @@ func TestWriteFailurePaused(t *testing.T) {
 				}
 				var paused, then, closed time.Time // loop goroutine
 				var writes, writesThen uint64
+				var queuedThen, qmemThen int // loop goroutine
 				hk := resetHooks{
 					answer: answer,
 					closed: func(c *Conn) {
@@ -153,6 +154,7 @@ func TestWriteFailurePaused(t *testing.T) {
 							c.Loop().AfterFunc(later, func() {
 								then = time.Now()
 								writesThen = c.Loop().Stats().Writes
+								queuedThen, qmemThen = c.Buffered(), c.QueuedMemory()
 								tc.then(c)
 							})
 						}
@@ -177,6 +179,11 @@ func TestWriteFailurePaused(t *testing.T) {
 					t.Errorf("ended %v after the pause, want CloseTimeout (%v)", closed.Sub(paused), tc.cto)
 				case tc.then != nil && (then.IsZero() || closed.Before(then)):
 					t.Errorf("ended %v after the pause, before the handler's %s %v after it", closed.Sub(paused), tc.name, later)
+				}
+				if queuedThen > 0 || qmemThen > 0 {
+					// Kept, c holds a queue nothing will send: its memory,
+					// and a stalled queue for WriteTimeout's sweep.
+					t.Errorf("%d bytes queued in %d bytes of buffers at the %s of a connection whose write met the reset, want none", queuedThen, qmemThen, tc.name)
 				}
 				if !then.IsZero() && writes != writesThen {
 					t.Errorf("%d writes after the %s of a connection whose write met the reset, want none", writes-writesThen, tc.name)
