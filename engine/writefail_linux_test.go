@@ -246,6 +246,9 @@ func TestWriteFailureStarved(t *testing.T) {
 				if b == BackendEpoll || b == BackendEpollBusyPoll {
 					t.Skip("epoll reads into the send slab, which grows: it has no receive ring to run out of")
 				}
+				if b == BackendURingSQPoll && testNoRecvLimit && tc.keep < 2 {
+					t.Skip("SQPOLL without the receive limit receives single-shot, a buffer each: no receive empties the ring under way")
+				}
 				cfg := testConfig(b)
 				cfg.ReadPastHighWater = true
 				cfg.ReadBuffers, cfg.ReadBufferSize = 2, 512
