@@ -72,12 +72,7 @@ func TestPausedResetDeliversHeld(t *testing.T) {
 				if _, err := w.Write([]byte("first")); err != nil {
 					t.Fatal(err)
 				}
-				var c *Conn
-				select {
-				case c = <-pausedc:
-				case <-time.After(10 * time.Second):
-					t.Fatal("no data")
-				}
+				c := awaitConn(t, pausedc, "no data")
 				fdc := make(chan int, 1)
 				c.Loop().Post(func() { fdc <- c.Fd() })
 				fd := <-fdc

@@ -40,12 +40,7 @@ func TestTLSResetAfterRecordFailure(t *testing.T) {
 			if err := tls.Client(raw, clientTLS(0)).Handshake(); err != nil {
 				t.Fatal(err)
 			}
-			var c *Conn
-			select {
-			case c = <-opened:
-			case <-time.After(10 * time.Second):
-				t.Fatal("OnOpen not called")
-			}
+			c := awaitConn(t, opened, "OnOpen not called")
 			// An application data record of 32 bytes that no key opens.
 			bad := append([]byte{23, 3, 3, 0, 32}, make([]byte, 32)...)
 			if _, err := raw.Write(bad); err != nil {

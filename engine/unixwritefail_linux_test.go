@@ -55,12 +55,7 @@ func TestUnixPeerCloseEndsWriter(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				var c *Conn
-				select {
-				case c = <-opened:
-				case <-time.After(10 * time.Second):
-					t.Fatal("OnOpen not called")
-				}
+				c := awaitConn(t, opened, "OnOpen not called")
 				waitFor(t, "the connection's writes to block", func() bool {
 					queued := make(chan int, 1)
 					c.Loop().Post(func() { queued <- c.Buffered() })

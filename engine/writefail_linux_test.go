@@ -413,12 +413,7 @@ func peerAnswersAndResetsWith(t *testing.T, b Backend, cfg *Config, hk resetHook
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	var c *Conn
-	select {
-	case c = <-opened:
-	case <-time.After(10 * time.Second):
-		t.Fatal("OnOpen not called")
-	}
+	c := awaitConn(t, opened, "OnOpen not called")
 	queued := make(chan int, 1)
 	var fd int
 	waitFor(t, "the connection's writes to block", func() bool {
@@ -464,4 +459,17 @@ func peerAnswersAndResetsWith(t *testing.T, b Backend, cfg *Config, hk resetHook
 		t.Fatal("the reset connection did not end")
 	}
 	return writeFailEnd{}
+}
+
+// awaitConn returns the connection ch brings within 10 s, or fails the
+// test with what.
+func awaitConn(t *testing.T, ch <-chan *Conn, what string) *Conn {
+	t.Helper()
+	select {
+	case c := <-ch:
+		return c
+	case <-time.After(10 * time.Second):
+		t.Fatal(what)
+		return nil
+	}
 }
