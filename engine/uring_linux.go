@@ -920,7 +920,9 @@ func (b *uringBackend) armRecv(c *Conn) {
 // reset has given already, so c would wait for CloseTimeout
 // (TestPeerReset without the receive limit: "timed out waiting for OnClose
 // for reset connections"). A single-shot receive tries the socket at
-// each issue and finds its end. Loop goroutine.
+// each issue and finds its end. One paused by its handler is not re-armed:
+// the cancel's completion ends c where nothing is left to deliver
+// (handle). Loop goroutine.
 func (b *uringBackend) recvOnce(c *Conn) {
 	if c.k.recv == 1 && !c.k.closing {
 		b.cancel(udata(opRecv, c.slot, c.gen))
@@ -1601,6 +1603,14 @@ func (b *uringBackend) handle(q uring.CQE) {
 				b.starved = append(b.starved, c)
 			}
 		case q.Res == -int32(unix.ECANCELED):
+			if c.bits&bitSendFailed != 0 && c.paused&pauseUser != 0 && !c.holding() && c.unread() == 0 {
+				// recvOnce's cancel ended the receive of a c its handler
+				// paused, with nothing left to deliver: it ends now, as
+				// peerReset ends one with no receive armed, where it
+				// waited for ResumeRead or CloseTimeout (a proxy's
+				// client, paused while its response is outstanding).
+				c.abort(c.err)
+			}
 		case c.k.closing:
 		case c.holding():
 			// The peer's reset, met while c is paused with what came
