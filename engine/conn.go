@@ -682,7 +682,7 @@ func (c *Conn) peerReset(err error) bool {
 		c.abort(err)
 		return false
 	}
-	if c.paused&pauseUser != 0 && !c.holding() && c.k.recv == 0 && c.unread() == 0 {
+	if c.pausedEmpty() {
 		// Paused with nothing received to deliver: a resume would find
 		// only the socket's end. Kept, c waited for its handler, which
 		// paused it for its own reasons (a proxy's client while its
@@ -707,6 +707,16 @@ func (c *Conn) peerReset(err error) bool {
 	c.bits &^= bitOverMark // no OnWritable: nothing more is written
 	c.resume(pauseHWM)
 	return c.state == stateOpen
+}
+
+// pausedEmpty reports whether c, paused by its handler, has nothing it
+// could deliver on resume: nothing held, no receive armed that may bring
+// some (uring's lazy pause; epoll's starved read), nothing unread in its
+// socket. Ended so after the peer's reset (peerReset, and uring's handle
+// at the end of the receive recvOnce cancelled), c would wait for a
+// resume that brings only the socket's end. Loop goroutine.
+func (c *Conn) pausedEmpty() bool {
+	return c.paused&pauseUser != 0 && !c.holding() && c.k.recv == 0 && c.unread() == 0
 }
 
 // holding reports whether c holds received data it has not delivered:

@@ -1307,19 +1307,17 @@ func (c *Conn) opError(op, syscall string, err error) error {
 // peer has yet to receive of what was written (a peer reading slowly drains
 // megabytes of socket buffer before the write queue moves). One system call.
 // Loop goroutine.
-func (c *Conn) Unacked() int {
-	n, err := unix.IoctlGetInt(c.fd, unix.SIOCOUTQ)
-	if err != nil {
-		return 0
-	}
-	return n
-}
+func (c *Conn) Unacked() int { return c.sockQueue(unix.SIOCOUTQ) }
 
 // unread is what c's socket has received that has not been read
 // (SIOCINQ), 0 if unknown or closed. One system call, on the error paths
 // (Conn.peerReset). Loop goroutine.
-func (c *Conn) unread() int {
-	n, err := unix.IoctlGetInt(c.fd, unix.SIOCINQ)
+func (c *Conn) unread() int { return c.sockQueue(unix.SIOCINQ) }
+
+// sockQueue is ioctl req (SIOCINQ, SIOCOUTQ) on c's socket, 0 where it
+// fails (closed, not a socket).
+func (c *Conn) sockQueue(req uint) int {
+	n, err := unix.IoctlGetInt(c.fd, req)
 	if err != nil {
 		return 0
 	}

@@ -1603,7 +1603,7 @@ func (b *uringBackend) handle(q uring.CQE) {
 				b.starved = append(b.starved, c)
 			}
 		case q.Res == -int32(unix.ECANCELED):
-			if c.bits&bitSendFailed != 0 && c.paused&pauseUser != 0 && !c.holding() && c.unread() == 0 {
+			if c.bits&bitSendFailed != 0 && c.pausedEmpty() {
 				// recvOnce's cancel ended the receive of a c its handler
 				// paused, with nothing left to deliver: it ends now, as
 				// peerReset ends one with no receive armed, where it
