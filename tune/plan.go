@@ -607,7 +607,7 @@ func (p *planner) nicWrites(n *topo.NIC) error {
 	if known == 0 {
 		p.note("%s: no queue IRQs found (virtual device or unknown IRQ names); only RPS/XPS are planned", n.Name)
 	}
-	p.threadedNote(n)
+	p.threadedNote(n, irqCPUs)
 
 	// RPS / RFS. The kernel (store_rps_map, Linux 5.10+) takes isolated
 	// (isolcpus domain) and nohz_full CPUs out of an RPS map and refuses
@@ -786,26 +786,107 @@ func (p *planner) nicWrites(n *topo.NIC) error {
 // (threaded NAPI: sysfs threaded, or netlink per instance): the interrupt
 // only wakes the thread, which polls wherever the scheduler runs it, so
 // the receive processing a policy places on the interrupt's CPU does not
-// go there.
-func (p *planner) threadedNote(n *topo.NIC) {
-	var pids []string
+// go there. It says where to pin each thread: on its queue's CPU of
+// irqCPUs, as the queue's interrupt (nicWrites), with taskset for those
+// whose pid netlink gives.
+//
+// A NAPI thread is an unbound kthread (kthread_run in
+// napi_kthread_create, not PF_NO_SETAFFINITY), so sched_setaffinity
+// takes it; but it runs in the root cgroup, and for a task there the
+// kernel's cpuset_cpus_allowed (Linux 6.18) is every CPU less those of
+// valid cpuset partitions (subpartitions_cpus, root and isolated alike):
+// __sched_setaffinity masks the request with it, and a pin onto
+// partition CPUs only comes to nothing, EINVAL. A partition made later
+// moves a thread pinned there off (cpuset_update_tasks_cpumask of the
+// top cpuset skips PF_NO_SETAFFINITY tasks only). The thread may be
+// moved into the partition's cgroup (cgroup_procs_write_start refuses
+// PF_NO_SETAFFINITY tasks only), and pinned there then.
+func (p *planner) threadedNote(n *topo.NIC, irqCPUs topo.CPUSet) {
 	threaded := n.DeviceThreaded > 0
+	var pins []string
+	targets := topo.CPUSet{}
 	for _, napi := range n.NAPIs {
-		if napi.Threaded != 0 || napi.PID > 0 {
-			threaded = true
-			if napi.PID > 0 {
-				pids = append(pids, fmt.Sprintf("NAPI %d: pid %d", napi.ID, napi.PID))
-			}
+		if napi.Threaded == 0 && napi.PID <= 0 {
+			continue
 		}
+		threaded = true
+		cpu, queue := napiQueueCPU(n, napi, irqCPUs)
+		if napi.PID <= 0 || cpu < 0 {
+			continue
+		}
+		pins = append(pins, fmt.Sprintf("taskset -pc %d %d (NAPI %d, %s)", cpu, napi.PID, napi.ID, queue))
+		targets = targets.Union(topo.NewCPUSet(cpu))
 	}
 	if !threaded {
 		return
 	}
-	threads := "its napi/" + n.Name + "-* kernel threads"
-	if len(pids) > 0 {
-		threads += " (" + strings.Join(pids, ", ") + ")"
+	pin := fmt.Sprintf("pin each thread (`pgrep -a napi/%s-`, named by NAPI id) to its queue's CPU (rx-i's is that of its interrupt below)", n.Name)
+	if len(pins) > 0 {
+		pin = "pin each thread to its queue's CPU: " + strings.Join(pins, "; ")
+	} else if irqCPUs.Len() > 0 {
+		for _, q := range n.RxQueues {
+			targets = targets.Union(topo.NewCPUSet(irqCPUs[q.Index%irqCPUs.Len()]))
+		}
 	}
-	p.note("%s has threaded NAPI: %s poll its queues wherever the scheduler runs them, not on each queue interrupt's CPU, so the receive processing placed below does not go there; pin each thread to its queue's CPU (taskset -pc CPU PID) or turn threaded mode off (echo 0 > /sys/class/net/%s/threaded) first", n.Name, threads, n.Name)
+	s := fmt.Sprintf("%s has threaded NAPI: its napi/%s-* kernel threads poll its queues wherever the scheduler runs them, not on each queue interrupt's CPU, so the receive processing placed below does not go there; %s", n.Name, n.Name, pin)
+	if cage := p.kthreadCage(targets); cage != "" {
+		s += "; " + cage
+	}
+	s += fmt.Sprintf(". Or turn threaded mode off first (echo 0 > /sys/class/net/%s/threaded). A thread made anew (threaded mode turned off and on, or the NAPI added again, as a veth's at down and up) starts unpinned, in the root cgroup", n.Name)
+	p.note("%s", s)
+}
+
+// napiQueueCPU returns the CPU of irqCPUs that nicWrites gives the
+// interrupt of napi's queue, and the queue ("rx-2"): the receive queue
+// netlink names it for, else the one with its interrupt, else such a
+// transmit queue; -1 where none is known.
+func napiQueueCPU(n *topo.NIC, napi topo.NAPI, irqCPUs topo.CPUSet) (int, string) {
+	if irqCPUs.Len() == 0 {
+		return -1, ""
+	}
+	for _, match := range []func(id uint32, irq int) bool{
+		func(id uint32, _ int) bool { return napi.ID != 0 && id == napi.ID },
+		func(_ uint32, irq int) bool { return napi.IRQ >= 0 && irq == napi.IRQ },
+	} {
+		for _, q := range n.RxQueues {
+			if match(q.NAPIID, q.IRQ) {
+				return irqCPUs[q.Index%irqCPUs.Len()], fmt.Sprintf("rx-%d", q.Index)
+			}
+		}
+		for _, q := range n.TxQueues {
+			if match(q.NAPIID, q.IRQ) {
+				return irqCPUs[q.Index%irqCPUs.Len()], fmt.Sprintf("tx-%d", q.Index)
+			}
+		}
+	}
+	return -1, ""
+}
+
+// kthreadCage says, for CPUs a kernel thread of the root cgroup is to be
+// pinned to, those of cpuset partitions, which the kernel refuses it
+// (threadedNote), and what works: moving it into the partition's cgroup
+// first. "" where none of cpus is a partition's.
+func (p *planner) kthreadCage(cpus topo.CPUSet) string {
+	h := p.h
+	var parts, moves []string
+	named := topo.CPUSet{}
+	for _, o := range partitionShares(h, cpus) {
+		if o.p == nil {
+			continue
+		}
+		named = named.Union(o.cpus)
+		parts = append(parts, fmt.Sprintf("%s are those of %s", o.cpus, partitionName(h, o.p)))
+		moves = append(moves, fmt.Sprintf("echo PID > %s", cgroupFile(h, o.p.Cgroup, "cgroup.procs")))
+	}
+	if rest := cpus.Intersect(h.IsolatedPartition).Minus(named); rest.Len() > 0 {
+		parts = append(parts, fmt.Sprintf("%s are in an isolated cpuset partition", rest))
+		moves = append(moves, "echo PID > its cgroup's cgroup.procs")
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("but CPUs %s: a kernel thread runs in the root cgroup, whose tasks the kernel keeps off every cpuset partition's CPUs, so taskset there fails (EINVAL), and a partition made later moves a thread pinned there off; move each such thread into the partition's cgroup first (%s), then pin it",
+		strings.Join(parts, ", "), strings.Join(moves, "; "))
 }
 
 func (p *planner) sysctls() error {

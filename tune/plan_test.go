@@ -841,7 +841,7 @@ func TestPlanNotesThreadedNAPI(t *testing.T) {
 	}{
 		{"netlink", func(n *topo.NIC) {
 			n.NAPIs = []topo.NAPI{{ID: 257, Ifindex: n.Ifindex, IRQ: 38, PID: 4321, Threaded: 1}}
-		}, []string{"eth0", "threaded", "pid 4321", "echo 0 > /sys/class/net/eth0/threaded"}, false},
+		}, []string{"eth0", "threaded", "taskset -pc 0 4321 (NAPI 257, rx-0)", "echo 0 > /sys/class/net/eth0/threaded"}, false},
 		{"sysfs", func(n *topo.NIC) { n.NAPIs, n.DeviceThreaded = nil, 1 }, []string{"eth0", "threaded"}, false},
 		{"off", func(n *topo.NIC) { n.DeviceThreaded = 0 }, nil, true},
 	} {
@@ -865,6 +865,67 @@ func TestPlanNotesThreadedNAPI(t *testing.T) {
 			for _, w := range tc.want {
 				if !strings.Contains(p.Notes[i], w) {
 					t.Errorf("note %q does not say %q", p.Notes[i], w)
+				}
+			}
+		})
+	}
+}
+
+// TestThreadedNAPIPinInPartition: the plan told to pin each threaded-NAPI
+// kernel thread to its queue's CPU with taskset, also where that CPU is a
+// cpuset partition's. A kernel thread runs in the root cgroup, whose
+// tasks the kernel (6.18: cpuset_cpus_allowed, subpartitions_cpus) keeps
+// off every partition's CPUs, so that taskset fails with EINVAL. The
+// note now names each pin (CPU and pid), and for partition CPUs says so
+// and what works: the thread moved into the partition's cgroup first.
+// A pin onto CPUs of no partition (the dedicated policy's housekeeping
+// CPU here) gets no such advice.
+func TestThreadedNAPIPinInPartition(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		partition string
+		policy    Policy
+		netlink   bool
+		want      []string
+		not       []string
+	}{
+		{"inline, isolated partition", "isolated", Inline, true, []string{
+			"taskset -pc 2 5000 (NAPI 8193, rx-0)", "taskset -pc 3 5007 (NAPI 8200, rx-7)",
+			"CPUs 2-7 are those of isolated partition /rt", "fails (EINVAL)",
+			"echo PID > /sys/fs/cgroup/rt/cgroup.procs"}, nil},
+		{"inline, root partition", "root", Inline, true, []string{
+			"CPUs 2-7 are those of root partition /rt", "echo PID > /sys/fs/cgroup/rt/cgroup.procs"}, nil},
+		{"inline, sysfs only", "isolated", Inline, false, []string{
+			"pgrep -a napi/enp1s0f0np0-", "CPUs 2-7 are those of isolated partition /rt", "fails (EINVAL)"}, []string{"taskset -pc"}},
+		{"dedicated, housekeeping CPU", "isolated", Dedicated, true, []string{"taskset -pc 0 5000 (NAPI 8193, rx-0)"}, []string{"EINVAL", "cgroup.procs"}},
+		{"no partition", "isolated invalid (Cpu list in cpuset.cpus not exclusive)", Inline, true, []string{"taskset -pc 0 5000"}, []string{"EINVAL", "cgroup.procs"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, h := partitionHost(t, tc.partition)
+			n := h.NIC("enp1s0f0np0")
+			if tc.netlink {
+				for i := range n.NAPIs {
+					n.NAPIs[i].Threaded, n.NAPIs[i].PID = 1, 5000+i
+				}
+			} else {
+				n.NAPIs, n.DeviceThreaded = nil, 1
+			}
+			p, err := MakePlan(h, PlanConfig{Policy: tc.policy, Interfaces: []string{n.Name}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := slices.IndexFunc(p.Notes, func(s string) bool { return strings.Contains(s, "threaded NAPI") })
+			if i < 0 {
+				t.Fatalf("no note on threaded NAPI: %q", p.Notes)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(p.Notes[i], w) {
+					t.Errorf("note does not say %q:\n%s", w, p.Notes[i])
+				}
+			}
+			for _, w := range tc.not {
+				if strings.Contains(p.Notes[i], w) {
+					t.Errorf("note says %q:\n%s", w, p.Notes[i])
 				}
 			}
 		})
