@@ -358,7 +358,7 @@ func (t Target) write(w Write, value string) error {
 		if err != nil {
 			return err
 		}
-		return writeFile(t.Root, name, value)
+		return refusal(w, writeFile(t.Root, name, value))
 	case KindCoalesce:
 		if t.Netlink == nil {
 			return fmt.Errorf("%s: %w: no netlink", w.Target(), topo.ErrNotSupported)
@@ -379,6 +379,31 @@ func (t Target) write(w Write, value string) error {
 		return t.Netlink.SetNAPI(w.NAPIID, w.Param, v)
 	}
 	return refuse("unknown write kind %q", w.Kind)
+}
+
+// refusal wraps err, a file write's failure, with what the kernel's
+// refusal means where it refuses for a reason of its own that its errno
+// does not say: an IRQ affinity user space may not set (write_irq_affinity:
+// irq_can_set_affinity_usr is false for a managed interrupt, whose
+// affinity the kernel spreads itself, and for one its chip cannot move;
+// EPERM since Linux 6.12, EIO before), and an RPS map
+// left with no CPU once the kernel took out the isolcpus= domain and
+// nohz_full CPUs (rps_cpumask_housekeeping: EINVAL; cpuset partitions do
+// not count there). Other errors, and nil, are returned as they are.
+func refusal(w Write, err error) error {
+	if err == nil {
+		return nil
+	}
+	base := path.Base(w.Path)
+	switch {
+	case strings.HasPrefix(w.Path, "/proc/irq/") && (base == "smp_affinity" || base == "smp_affinity_list") &&
+		(errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EIO)):
+		irq := path.Base(path.Dir(w.Path))
+		return fmt.Errorf("%w: the kernel lets no one set IRQ %s's affinity: a managed interrupt, which the kernel spreads over the CPUs itself, or one its chip cannot move (its smp_affinity files read-only; EPERM, EIO before Linux 6.12); leave it out (--exclude-irqs %s)", err, irq, irq)
+	case strings.HasPrefix(w.Path, "/sys/class/net/") && base == "rps_cpus" && errors.Is(err, syscall.EINVAL):
+		return fmt.Errorf("%w: the kernel takes isolcpus= (domain) and nohz_full CPUs out of an RPS map and refuses one left empty; make a new plan on this host, which keeps RPS off them", err)
+	}
+	return err
 }
 
 // openUnder opens name, a file under root, with flag. Under a captured

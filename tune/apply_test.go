@@ -1710,3 +1710,53 @@ func TestApplyUnderRootStaysInIt(t *testing.T) {
 		}
 	})
 }
+
+// TestApplyNamesKernelRefusal: a write the kernel refuses for a reason
+// of its own failed with the bare errno: an IRQ affinity user space may
+// not set (a managed interrupt: EPERM on Linux 6.12+, as IRQ 36,
+// virtio1-req.0, gives here; EIO before) and an RPS map left with no CPU
+// once the kernel took out isolcpus= and nohz_full CPUs (EINVAL). The
+// error now says what the kernel refused and what to do, and still
+// wraps the errno.
+func TestApplyNamesKernelRefusal(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		which func(w Write) bool
+		errno syscall.Errno
+		want  []string
+	}{
+		{"managed IRQ", func(w Write) bool { return strings.HasPrefix(w.Path, "/proc/irq/") }, syscall.EPERM,
+			[]string{"the kernel lets no one set IRQ", "a managed interrupt", "--exclude-irqs"}},
+		{"IRQ, before 6.12", func(w Write) bool { return strings.HasPrefix(w.Path, "/proc/irq/") }, syscall.EIO,
+			[]string{"the kernel lets no one set IRQ", "a managed interrupt"}},
+		{"RPS map", func(w Write) bool { return path.Base(w.Path) == "rps_cpus" }, syscall.EINVAL,
+			[]string{"isolcpus= (domain) and nohz_full CPUs out of an RPS map", "refuses one left empty"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root, p := planVM(t)
+			i := slices.IndexFunc(p.Writes, tc.which)
+			if i < 0 {
+				t.Fatalf("no such write in the plan: %v", targets(p))
+			}
+			w := p.Writes[i]
+			saved := writeFile
+			defer func() { writeFile = saved }()
+			writeFile = func(dir, name, value string) error {
+				if name == filepath.Join(root, w.Path) {
+					return &fs.PathError{Op: "write", Path: name, Err: tc.errno}
+				}
+				return saved(dir, name, value)
+			}
+			_, err := Apply(p, Target{Root: root}, filepath.Join(t.TempDir(), "state.json"))
+			writeFile = saved
+			if !errors.Is(err, tc.errno) {
+				t.Fatalf("Apply: %v, want %v", err, tc.errno)
+			}
+			for _, s := range tc.want {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("Apply: %v\ndoes not say %q", err, s)
+				}
+			}
+		})
+	}
+}

@@ -269,7 +269,7 @@ func MakePlan(h *topo.Host, cfg PlanConfig) (*Plan, error) {
 		return nil, err
 	}
 	if p.plan.IRQCPUs.Intersect(h.IsolatedManagedIRQ).Len() > 0 {
-		p.note("isolcpus has managed_irq on CPUs %s: it keeps only managed interrupts (the ones the kernel spreads itself, as NVMe's) off them, and the kernel refuses an affinity write to a managed interrupt on any CPU (EIO; apply then rolls back); other interrupts are written as planned", h.IsolatedManagedIRQ)
+		p.note("isolcpus has managed_irq on CPUs %s: it keeps only managed interrupts (the ones the kernel spreads itself, as NVMe's) off them, and the kernel refuses an affinity write to a managed interrupt on any CPU (EPERM, EIO before Linux 6.12; its affinity files are read-only, and the plan leaves such an interrupt out); other interrupts are written as planned", h.IsolatedManagedIRQ)
 	}
 	if h.IrqbalancePID != 0 {
 		p.note("irqbalance is running (pid %d): it will rewrite the IRQ affinities below within seconds; stop it or ban these IRQs before applying", h.IrqbalancePID)
@@ -495,6 +495,14 @@ func (p *planner) irq(n *topo.NIC, irq int, cpu int, reason string) error {
 		return nil
 	}
 	path := fmt.Sprintf("/proc/irq/%d/smp_affinity_list", irq)
+	// The kernel makes the affinity files of an interrupt user space may
+	// not move read-only (register_irq_proc, Linux 6.12+), and refuses a
+	// write to them even from root (write_irq_affinity: EPERM; EIO
+	// before 6.12), so apply would fail on it and roll back.
+	if fi, err := os.Stat(filepath.Join(p.h.Root, path)); err == nil && fi.Mode().Perm()&0o222 == 0 {
+		p.note("IRQ %d: %s is read-only: the kernel lets no one set this interrupt's affinity (a managed interrupt, which it spreads over the CPUs itself, or one its chip cannot move; a write fails with EPERM); not planned (%s)", irq, path, reason)
+		return nil
+	}
 	if err := p.file(path, FormatCPUList, strconv.Itoa(cpu), reason); err != nil {
 		return err
 	}

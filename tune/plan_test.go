@@ -931,3 +931,45 @@ func TestThreadedNAPIPinInPartition(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanLeavesOutReadOnlyIRQ: the kernel makes the affinity files of an
+// interrupt user space may not move (a managed one, as IRQ 36,
+// virtio1-req.0, here: mode 0444) read-only and refuses a write to them
+// even from root (EPERM on Linux 6.12+, EIO before), and the plan wrote
+// such an interrupt like any other, so apply failed on it and rolled
+// back. The plan now leaves it out and says why; the managed_irq note
+// names EPERM, where it said EIO.
+func TestPlanLeavesOutReadOnlyIRQ(t *testing.T) {
+	root := copyTree(t, fxVM)
+	p, err := MakePlan(loadHost(t, root), PlanConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(p.Writes, func(w Write) bool { return strings.HasPrefix(w.Path, "/proc/irq/") })
+	if i < 0 {
+		t.Fatalf("fixture: no IRQ write planned: %v", targets(p))
+	}
+	irq := p.Writes[i].Path
+	if err := os.Chmod(filepath.Join(root, irq), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	p, err = MakePlan(loadHost(t, root), PlanConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := writeTo(p, irq); w != nil {
+		t.Errorf("write to read-only %s planned: %+v", irq, *w)
+	}
+	if !hasNote(p, irq+" is read-only: the kernel lets no one set this interrupt's affinity") {
+		t.Errorf("no note on read-only %s: %q", irq, p.Notes)
+	}
+
+	h := loadHost(t, copyTree(t, fxSMT))
+	p, err = MakePlan(h, PlanConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hasNote(p, "(EPERM, EIO before Linux 6.12;") {
+		t.Errorf("managed_irq note does not name EPERM: %q", p.Notes)
+	}
+}
