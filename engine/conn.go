@@ -444,7 +444,8 @@ func (c *Conn) checkHWM() {
 // socket; one with nothing left ends at once with the write's error); a
 // Close (or CloseLinger) meanwhile ends it at once with the write's error,
 // sending nothing, and a Reset with nil. A handler that does neither has
-// c ended with the write's error CloseTimeout after the failure (with no
+// c ended with the write's error CloseTimeout after the failure (after the
+// handshake, for a TLS connection whose handshake the failure met; with no
 // CloseTimeout, it keeps c until it resumes or closes it). Without a
 // write, a connection paused with nothing received since learns of the
 // peer's reset and ends with its error; one paused with data unread
@@ -701,12 +702,22 @@ func (c *Conn) peerReset(err error) bool {
 		// WriteTimeout's sweep no longer sees a stalled queue.
 		c.dropWrites()
 	}
-	if c.timer == (timerRef{}) && c.l.cto > 0 {
-		c.timer = c.l.afterFunc(c.l.cto, func() { c.abort(c.err) })
-	}
+	c.boundKept()
 	c.bits &^= bitOverMark // no OnWritable: nothing more is written
 	c.resume(pauseHWM)
 	return c.state == stateOpen
+}
+
+// boundKept has CloseTimeout end c, kept after a write met the peer's
+// reset (peerReset), with the write's error, unless a timer of c runs
+// already: a handshake's, which ends it too (its failure closes c, the
+// backends' flush then ending it with the write's error) and which
+// handshakeDone replaces with this bound where the handshake succeeds;
+// a lingering close's, which closes it. Loop goroutine.
+func (c *Conn) boundKept() {
+	if c.timer == (timerRef{}) && c.l.cto > 0 {
+		c.timer = c.l.afterFunc(c.l.cto, func() { c.abort(c.err) })
+	}
 }
 
 // pausedEmpty reports whether c, paused by its handler, has nothing it

@@ -570,6 +570,15 @@ func (t *tlsConn) handshakeDone(c *Conn, err error) {
 	if t.pauseLater {
 		c.pause(pauseUser)
 	}
+	if c.bits&bitSendFailed != 0 {
+		// A write met the peer's reset during the handshake, which
+		// then had what it needed (Conn.peerReset): c is kept for what
+		// came before the reset, and CloseTimeout bounds it now that
+		// the handshake's timer is stopped (kept with no bound, a c
+		// its handler paused in OnOpen was never ended:
+		// TestTLSWriteFailureInHandshakeBounded).
+		c.boundKept()
+	}
 	l.h.OnOpen(c)
 	// What the client sent with or after its Finished; reading resumes
 	// if the handshake's input had stopped it.
