@@ -708,6 +708,16 @@ func (c *Conn) peerReset(err error) bool {
 	return c.state == stateOpen
 }
 
+// sendFailedFlush is the backends' flush of c, whose write met the peer's
+// reset (bitSendFailed, tested by the caller: the hot path's one bit
+// test): nothing is sent, and a c closing (Close, CloseLinger) ends now
+// with the write's error (peerReset). Loop goroutine.
+func (c *Conn) sendFailedFlush() {
+	if c.state == stateClosing {
+		c.abort(c.err)
+	}
+}
+
 // boundKept has CloseTimeout end c, kept after a write met the peer's
 // reset (peerReset), with the write's error, unless a timer of c runs
 // already: a handshake's, which ends it too (its failure closes c, the

@@ -202,9 +202,7 @@ func (b *epollBackend) setRead(c *Conn, on bool) {
 // peer's reset (bitSendFailed): a Close then ends c (Conn.peerReset).
 func (b *epollBackend) flush(c *Conn) {
 	if c.bits&bitSendFailed != 0 {
-		if c.state == stateClosing {
-			c.abort(c.err)
-		}
+		c.sendFailedFlush()
 		return
 	}
 	for c.queued > 0 {

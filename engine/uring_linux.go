@@ -985,13 +985,9 @@ func (b *uringBackend) flush(c *Conn) {
 		b.behind++
 	}
 	if c.bits&bitSendFailed != 0 {
-		// A SEND met the peer's reset: nothing more is sent, and a
-		// Close ends c now (Conn.peerReset); sent again, the queue
-		// failed with EPIPE and the closing c waited for its receive's
-		// end, or, paused, for CloseTimeout.
-		if c.state == stateClosing {
-			c.abort(c.err)
-		}
+		// Sent again, the queue failed with EPIPE and a closing c
+		// waited for its receive's end, or, paused, for CloseTimeout.
+		c.sendFailedFlush()
 		return
 	}
 	if c.k.sends > 0 || c.k.closing || c.queued == 0 {
