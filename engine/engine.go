@@ -442,7 +442,10 @@ type Handler interface {
 	OnWritable(c *Conn)
 	// OnClose is called once when the connection is closed and its
 	// resources released: err is nil after Close, otherwise the error that
-	// ended it (a *net.OpError, or ErrClosed at engine shutdown). A dial
+	// ended it (a *net.OpError, or ErrClosed at engine shutdown). One kept
+	// after its write met the peer's reset (see Conn.PauseRead) gets that
+	// write's error whatever closes it then, a Close, CloseTimeout or the
+	// shutdown (the peer went first), and nil after Reset. A dial
 	// that fails, and a TLS handshake that does, gets OnClose without
 	// OnOpen. It never runs inside another
 	// callback (or timer function, or posted function) of the loop: a
@@ -819,7 +822,9 @@ func (e *Engine) closeListeners() {
 // Shutdown closes the listeners, tells a Drainer handler about each open
 // connection, and waits until the open connections have closed or ctx is
 // done. Then it closes the remaining connections (OnClose gets
-// ErrClosed), with a reset (RST) where the handler had not ended what it
+// ErrClosed, or the peer's reset where a write had met it and the
+// connection was kept for what the peer sent before it: see
+// Handler.OnClose), with a reset (RST) where the handler had not ended what it
 // sends (open, neither CloseWrite nor CloseLinger called) or its queue is
 // dropped: a FIN would tell the peer that the stream was whole where it
 // was cut (TCP; a Unix socket has no reset, its peer reads the end). Then

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"net"
 	"strings"
@@ -91,8 +92,10 @@ func isWriteReset(err error) bool {
 // resumes reading (then it delivers what the socket holds and ends with
 // the write's error) or closes it (at once: Close with the write's error,
 // sending nothing; Reset with nil; CloseLinger as Close), or CloseTimeout
-// after the failure if it does neither; a pause for WriteHighWater ends
-// at the failure, since the queue will not drain. On every backend.
+// after the failure if it does neither; the engine's Shutdown closing it
+// gives OnClose the write's error too, not ErrClosed; a pause for
+// WriteHighWater ends at the failure, since the queue will not drain. On
+// every backend.
 //
 // Both backends ended such a connection at once, the answer lost: epoll's
 // write read nothing while paused, and uring ended a SEND's failure at
@@ -115,6 +118,15 @@ func TestWriteFailurePaused(t *testing.T) {
 			{name: "linger", then: func(c *Conn) { c.CloseLinger(time.Minute, 1<<20) }, wantErr: true, wantLate: true},
 			{name: "reset", then: func(c *Conn) { c.Reset() }, wantLate: true},
 			{name: "never", cto: 300 * time.Millisecond, wantErr: true, wantLate: true},
+			// The engine's shutdown closing it (abortAll: a ctx done
+			// already, no drain): still the reset's error, not ErrClosed,
+			// as after a Close or CloseTimeout; the peer went before
+			// the shutdown.
+			{name: "shutdown", then: func(c *Conn) {
+				ctx, cancel := context.WithCancel(context.Background())
+				cancel()
+				c.l.e.Shutdown(ctx) // on the loop: closes in a goroutine
+			}, wantErr: true, wantLate: true},
 			{name: "hwm", hwm: true, wantErr: true, wantAll: true},
 		} {
 			t.Run(string(b)+"/"+tc.name, func(t *testing.T) {
