@@ -914,12 +914,17 @@ func (b *uringBackend) armRecv(c *Conn) {
 // recvOnce makes c, whose write met the peer's reset (Conn.peerReset),
 // receive single-shot from now on: its armed receive is cancelled, and
 // re-armed single-shot as it ends (armRecv). A multishot receive may never
-// report the end of a reset socket (Linux 6.18): one that takes the last
-// data and the reset in one go finds no more queued (the socket's
-// inquiry hint counts a FIN, not a reset) and waits for a wake-up the
-// reset has given already, so c would wait for CloseTimeout
-// (TestPeerReset without the receive limit: "timed out waiting for OnClose
-// for reset connections"). A single-shot receive tries the socket at
+// report the end of a reset socket (Linux 6.18, docs/KERNEL-QUIRKS.md,
+// uring's TestMultishotRecvAfterReset): one armed after the reset came (as
+// a pause cancels c's receive and a resume arms it again) on a socket
+// holding more than one issue takes (33 receives) takes the rest in its
+// poll's task work, and the receive that empties the socket finds the
+// inquiry hint 0 (tcp_inq_hint counts a FIN, not a reset): it waits for
+// a wake-up the reset gave before it was armed, so c would wait for
+// CloseTimeout (TestPeerReset without the receive limit: "timed out
+// waiting for OnClose for reset connections"). One armed when the reset
+// comes ends on 6.18.44; which of the two is armed here is not known, so
+// it is cancelled either way. A single-shot receive tries the socket at
 // each issue and finds its end. One paused by its handler is not re-armed:
 // the cancel's completion ends c where nothing is left to deliver
 // (handle). Loop goroutine.
