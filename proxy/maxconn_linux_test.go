@@ -1115,31 +1115,83 @@ func TestMaxConnsServerUpServesQueue(t *testing.T) {
 // servedWhenBack: of a pool of one loop, servers x (refusing connects)
 // and y (holding its requests) at max_conns 1 and queue_timeout 4s
 // (setup: more of the pool's config), y holds /first and out(p, x) has x
-// out of the pool; /waits waits; stillOut(p, x), where given, checks x is
-// still out; x listens again, and /waits reaches it within a second of
-// its coming back (2s of its listening), answered 200.
-func servedWhenBack(t *testing.T, b engine.Backend, setup func(*Config), out, stillOut func(p *Proxy, x *capServer)) {
+// out of the pool; /waits waits; stillOut(p, x, since), where given,
+// checks x was still out when /waits was routed (since: /first's
+// sending, before x was put out: see stillEjected); x listens again, and
+// /waits reaches it within a second of its coming back (servedAtX),
+// answered 200. A try the machine held up runs again (untilCalm).
+func servedWhenBack(t *testing.T, b engine.Backend, setup func(*Config), out func(p *Proxy, x *capServer), stillOut func(p *Proxy, x *capServer, since time.Time, fails int64) (fault, paused string)) {
 	t.Helper()
-	x, y, cfg := refusedAndHeld(t, b, false, 4*time.Second)
-	setup(cfg)
-	p := startProxy(t, cfg)
-	first := y.held(t, p, "/first")
-	out(p, x)
-	w := rawGet(t, p, "/waits")
-	queued(t, p, 1)
-	if stillOut != nil {
-		stillOut(p, x)
+	untilCalm(t, func() (fault, paused string) {
+		x, y, cfg := refusedAndHeld(t, b, false, 4*time.Second)
+		setup(cfg)
+		p := startProxy(t, cfg)
+		start := time.Now()
+		first := y.held(t, p, "/first")
+		out(p, x)
+		fails := serverTotals(p, x.addr).ConsecutiveFails
+		w := rawGet(t, p, "/waits")
+		queued(t, p, 1)
+		if stillOut != nil {
+			if fault, paused = stillOut(p, x, start, fails); fault != "" {
+				return fault, paused
+			}
+		}
+		fault, paused = servedAtX(t, x, w, time.Second, time.Second)
+		y.answer(t, first)
+		return fault, paused
+	})
+}
+
+// stillEjected is servedWhenBack's stillOut, and more, for an ejection of
+// x by passive health that began after since and lasts cooldown at
+// least: x must still be ejected and /waits, whose walk is over once it
+// waits, must not have tried x (x's failed connects still fails; a
+// request does not go back to a server it failed to connect to, and
+// would wait for y's slot at x's end). Where the ejection ran out before
+// that, less than cooldown after since is the proxy's fault, more a
+// pause of the test's (a loaded machine's).
+func stillEjected(p *Proxy, x *capServer, since time.Time, fails int64, cooldown time.Duration) (fault, paused string) {
+	st := serverTotals(p, x.addr)
+	if st.PassiveDown && st.ConsecutiveFails == fails {
+		return "", ""
 	}
+	d := time.Since(since)
+	fault = fmt.Sprintf("x's ejection ran out before the request waited (ejected %v, %d failed connects to x where there were %d before /waits), %v after /first's sending", st.PassiveDown, st.ConsecutiveFails, fails, d.Round(time.Millisecond))
+	if d < cooldown {
+		return fault + fmt.Sprintf(": within the cooldown (%v)", cooldown), ""
+	}
+	return fault, fmt.Sprintf("past the cooldown (%v)", cooldown)
+}
+
+// servedAtX has x, out of the pool, listen again and waits for w's
+// request, /waits, to reach it, answered 200: within late of x's
+// coming back, which is within back of its listening; past that where
+// the process was held up for late (stallWatch), a pause (untilCalm's).
+// Where it does not reach x at all (the waiter left to queue_timeout, a
+// 503), the fault is returned and the 503 reported.
+func servedAtX(t *testing.T, x *capServer, w net.Conn, back, late time.Duration) (fault, paused string) {
+	t.Helper()
+	stalls := stallWatch()
+	listened := time.Now()
 	if err := x.u.listen(x.addr); err != nil {
 		t.Fatal(err)
 	}
-	if !within(2*time.Second, func() bool { return len(x.got()) == 1 }) {
-		t.Errorf("/waits not at x, back with room")
-	}
+	atX := within(12*time.Second, func() bool { return len(x.got()) == 1 })
+	took, stall := time.Since(listened), stalls()
 	if st, body := status(t, w); st != 200 || body != "/waits" {
 		t.Errorf("waiting request: %d %q", st, body)
 	}
-	y.answer(t, first)
+	bound := back + late
+	switch {
+	case !atX:
+		return "/waits not at x, back with room, 12s after it listened", ""
+	case took <= bound:
+		return "", ""
+	case stall >= late:
+		return fmt.Sprintf("/waits at x %v after it listened", took.Round(time.Millisecond)), fmt.Sprintf("the process was held up for %v", stall.Round(time.Millisecond))
+	}
+	return fmt.Sprintf("/waits at x %v after it listened (the process held up for %v at most); want it within %v (back within %v)", took.Round(time.Millisecond), stall.Round(time.Millisecond), bound, back), ""
 }
 
 // TestMaxConnsReloadAddedServer: a request waits (its pool's one server
@@ -1243,10 +1295,8 @@ func TestMaxConnsEjectionEndServesQueue(t *testing.T) {
 				waitFor(t, "x ejected", func() bool { return serverTotals(p, x.addr).PassiveDown })
 				queued(t, p, 0)
 			}
-		}, func(p *Proxy, x *capServer) {
-			if !serverTotals(p, x.addr).PassiveDown {
-				t.Fatal("x's ejection ran out before the request waited")
-			}
+		}, func(p *Proxy, x *capServer, since time.Time, fails int64) (fault, paused string) {
+			return stillEjected(p, x, since, fails, time.Second)
 		})
 	})
 }
@@ -1257,69 +1307,78 @@ func TestMaxConnsEjectionEndServesQueue(t *testing.T) {
 // failed exchanges: its connects do not end it, and no exchange with it
 // has succeeded since); x's ejection, the one still to end, serves the
 // waiter at its end all the same, not queue_timeout.
+//
+// x's ejection (a cooldown of 1s, or 2s where it is x's second in a row)
+// begins after /first's sending; the request must wait before it ends,
+// and a loaded machine can hold the test up for that long: an ejection
+// found over sooner than the cooldown from /first's sending fails the
+// test, one found over later is a pause of the test's and the try runs
+// again (untilCalm). Likewise /waits must reach x within 3s of x's
+// listening (a second after the ejection's end at the latest), where
+// the bug leaves it waiting to queue_timeout (10s) and a 503; past 3s
+// with the process held up for a second (stallWatch), the try runs
+// again.
 func TestMaxConnsEjectionEndServesQueueBesideRunOut(t *testing.T) {
+	const cooldown = time.Second
 	forBackends(t, func(t *testing.T, b engine.Backend) {
-		x := newCapServer(t, false, 0, false)
-		x.refuse()
-		hold, stop := make(chan struct{}), make(chan struct{})
-		y := newUpstream(t, func(c net.Conn) {
-			req, err := http.ReadRequest(bufio.NewReader(c))
-			if err != nil {
-				return
-			}
-			if req.URL.Path == "/bad" {
-				fmt.Fprint(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-				return
-			}
-			select {
-			case <-hold:
-			case <-stop:
-			}
-			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(req.URL.Path), req.URL.Path)
-		})
-		t.Cleanup(func() { close(stop) }) // (before y stops: LIFO)
-		cfg := capConfig(b, ModeHTTP, 1, 1, x.addr, y.addr)
-		cfg.Pools[0].QueueTimeout = Duration(6 * time.Second)
-		cfg.Pools[0].Passive = &PassiveConfig{Fails: 1, HTTPErrors: 1, Cooldown: Duration(time.Second)}
-		p := startProxy(t, cfg)
+		untilCalm(t, func() (fault, paused string) {
+			x := newCapServer(t, false, 0, false)
+			x.refuse()
+			hold, stop := make(chan struct{}), make(chan struct{})
+			y := newUpstream(t, func(c net.Conn) {
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err != nil {
+					return
+				}
+				if req.URL.Path == "/bad" {
+					fmt.Fprint(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+					return
+				}
+				select {
+				case <-hold:
+				case <-stop:
+				}
+				fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(req.URL.Path), req.URL.Path)
+			})
+			t.Cleanup(func() { close(stop) }) // (before y stops: LIFO)
+			cfg := capConfig(b, ModeHTTP, 1, 1, x.addr, y.addr)
+			cfg.Pools[0].QueueTimeout = Duration(10 * time.Second)
+			cfg.Pools[0].Passive = &PassiveConfig{Fails: 1, HTTPErrors: 1, Cooldown: Duration(cooldown)}
+			p := startProxy(t, cfg)
 
-		// y answers 503: ejected for failed exchanges, which runs out.
-		if st, _ := status(t, rawGet(t, p, "/bad")); st != 503 {
-			t.Fatalf("/bad: %d, want y's 503", st)
-		}
-		if serverTotals(p, y.addr).EjectionsHTTP != 1 {
-			t.Fatal("y not ejected by its 503")
-		}
-		waitFor(t, "the ejections run out", func() bool {
-			return !serverTotals(p, x.addr).PassiveDown && !serverTotals(p, y.addr).PassiveDown
-		})
+			// y answers 503: ejected for failed exchanges, which runs out.
+			if st, _ := status(t, rawGet(t, p, "/bad")); st != 503 {
+				t.Fatalf("/bad: %d, want y's 503", st)
+			}
+			if serverTotals(p, y.addr).EjectionsHTTP != 1 {
+				t.Fatal("y not ejected by its 503")
+			}
+			waitFor(t, "the ejections run out", func() bool {
+				return !serverTotals(p, x.addr).PassiveDown && !serverTotals(p, y.addr).PassiveDown
+			})
 
-		// y holds /first (at its cap), x is ejected again.
-		first := rawGet(t, p, "/first")
-		waitFor(t, "/first at y", func() bool { return serverTotals(p, y.addr).Active == 1 })
-		if !serverTotals(p, x.addr).PassiveDown {
-			rawGet(t, p, "/ejects").Close() // fails to connect to x, waits for y
-			waitFor(t, "x ejected", func() bool { return serverTotals(p, x.addr).PassiveDown })
-			queued(t, p, 0)
-		}
-		w := rawGet(t, p, "/waits")
-		queued(t, p, 1)
-		if !serverTotals(p, x.addr).PassiveDown {
-			t.Fatal("x's ejection ran out before the request waited")
-		}
-		if err := x.u.listen(x.addr); err != nil {
-			t.Fatal(err)
-		}
-		if !within(3*time.Second, func() bool { return len(x.got()) == 1 }) {
-			t.Errorf("/waits not at x, back with room, 3s after it listened (its ejection lasts 2s at most)")
-		}
-		if st, body := status(t, w); st != 200 || body != "/waits" {
-			t.Errorf("waiting request: %d %q", st, body)
-		}
-		hold <- struct{}{}
-		if st, _ := status(t, first); st != 200 {
-			t.Errorf("/first: %d, want 200", st)
-		}
+			// y holds /first (at its cap), x is ejected again.
+			start := time.Now()
+			first := rawGet(t, p, "/first")
+			waitFor(t, "/first at y", func() bool { return serverTotals(p, y.addr).Active == 1 })
+			if !serverTotals(p, x.addr).PassiveDown {
+				rawGet(t, p, "/ejects").Close() // fails to connect to x, waits for y
+				waitFor(t, "x ejected", func() bool { return serverTotals(p, x.addr).PassiveDown })
+				queued(t, p, 0)
+			}
+			fails := serverTotals(p, x.addr).ConsecutiveFails
+			w := rawGet(t, p, "/waits")
+			queued(t, p, 1)
+			if fault, paused = stillEjected(p, x, start, fails, cooldown); fault != "" {
+				return fault, paused
+			}
+			fault, paused = servedAtX(t, x, w, 2*time.Second, time.Second)
+			hold <- struct{}{}
+			if st, _ := status(t, first); st != 200 {
+				t.Errorf("/first: %d, want 200", st)
+			}
+			return fault, paused
+		})
 	})
 }
 
