@@ -1025,45 +1025,78 @@ func TestH2UpIdleTimeout(t *testing.T) {
 // server's one stream at a time, h2_max_connections 1) waits, and gets
 // 504 once response_timeout passes; the one in flight (its body coming
 // in pieces, within the timeout each) is answered. The pieces come every
-// 50 ms, response_timeout is 1 s: at 300 ms, a loaded machine's handler
-// (two CPU hogs beside the engine's tests) once sent none for longer and
-// the stream in flight was cut ("CANCEL; received from peer").
+// 50 ms, response_timeout is 1 s: a loaded machine's handler (two CPU
+// hogs beside another -race test binary) sent none for longer at times,
+// and the stream in flight was cut ("CANCEL; received from peer"). The
+// proxy can cut it only where response_timeout passed from a piece's
+// write's start (its read by the proxy, from which the timeout counts,
+// comes after; the engine runs a timer after the data that came by then)
+// to the next one's end (before the first, from the request's sending
+// to the first write's end): the handler measures that, and a cut (or a
+// 504) fails the test where it stayed under the timeout, and is tried
+// again (untilCalm) where it did not.
 func TestH2UpWaitTimeout(t *testing.T) {
+	const timeout = time.Second
 	forBackends(t, func(t *testing.T, b engine.Backend) {
-		release := make(chan struct{})
-		up := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			for {
-				select {
-				case <-release:
-					io.WriteString(w, "done")
-					return
-				case <-time.After(50 * time.Millisecond):
-					io.WriteString(w, ".")
+		untilCalm(t, func() (fault, paused string) {
+			release, ended := make(chan struct{}), make(chan struct{})
+			// most: the longest from the request's sending, or a write's
+			// start, to the next write's end.
+			var sent, most atomic.Int64
+			up := newH2CUp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				defer close(ended)
+				last := time.Unix(0, sent.Load())
+				write := func(s string) {
+					io.WriteString(w, s)
 					http.NewResponseController(w).Flush()
+					if d := int64(time.Since(last)); d > most.Load() {
+						most.Store(d)
+					}
+					last = time.Now()
 				}
+				for {
+					select {
+					case <-release:
+						write("done")
+						return
+					case <-time.After(50 * time.Millisecond):
+						write(".")
+					}
+				}
+			}), func(s *http.Server) {
+				s.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: 1}
+			})
+			cfg := h2cPoolConfig(b, up.addr)
+			cfg.Pools[0].H2MaxConnections = 1
+			cfg.Listeners[0].ResponseTimeout = Duration(timeout)
+			p := startProxy(t, cfg)
+			c, base := h2Client(t, p)
+			sent.Store(time.Now().UnixNano())
+			slow := getAsync(c, base+"/slow")
+			waitFor(t, "the slow stream at the server", func() bool { return serverTotals(p, up.addr).H2Streams == 1 })
+			start := time.Now()
+			resp, _ := do(t, c, mustReq(t, "GET", base+"/x", nil))
+			if d := time.Since(start); resp.StatusCode != 504 || d < 950*time.Millisecond {
+				t.Errorf("the stream waiting: %d after %v, want 504 after response_timeout", resp.StatusCode, d)
 			}
-		}), func(s *http.Server) {
-			s.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: 1}
+			close(release)
+			if got := <-slow; !strings.HasPrefix(got, "200 .") || !strings.HasSuffix(got, ".done") {
+				select {
+				case <-ended: // (its last write measured)
+				case <-time.After(10 * time.Second):
+					t.Fatal("the slow stream's handler still running 10s after its release")
+				}
+				fault = fmt.Sprintf("the stream in flight, a piece every 50ms: %q", got)
+				if d := time.Duration(most.Load()); d >= timeout {
+					return fault, fmt.Sprintf("%v passed from the request's sending or a write's start to the next write's end", d.Round(time.Millisecond))
+				}
+				return fault + fmt.Sprintf(" (%v at most from the request's sending or a write's start to the next write's end)", time.Duration(most.Load()).Round(time.Millisecond)), ""
+			}
+			if st := serverTotals(p, up.addr); st.H2Streams != 1 || st.Active != 0 || up.conns.Load() != 1 {
+				t.Errorf("server totals %+v, %d connections", st, up.conns.Load())
+			}
+			return "", ""
 		})
-		cfg := h2cPoolConfig(b, up.addr)
-		cfg.Pools[0].H2MaxConnections = 1
-		cfg.Listeners[0].ResponseTimeout = Duration(time.Second)
-		p := startProxy(t, cfg)
-		c, base := h2Client(t, p)
-		slow := getAsync(c, base+"/slow")
-		waitFor(t, "the slow stream at the server", func() bool { return serverTotals(p, up.addr).H2Streams == 1 })
-		start := time.Now()
-		resp, _ := do(t, c, mustReq(t, "GET", base+"/x", nil))
-		if d := time.Since(start); resp.StatusCode != 504 || d < 950*time.Millisecond {
-			t.Errorf("the stream waiting: %d after %v, want 504 after response_timeout", resp.StatusCode, d)
-		}
-		close(release)
-		if got := <-slow; !strings.HasPrefix(got, "200 .") || !strings.HasSuffix(got, ".done") {
-			t.Errorf("the stream in flight: %q", got)
-		}
-		if st := serverTotals(p, up.addr); st.H2Streams != 1 || st.Active != 0 || up.conns.Load() != 1 {
-			t.Errorf("server totals %+v, %d connections", st, up.conns.Load())
-		}
 	})
 }
 
