@@ -214,7 +214,7 @@ func TestSQPollArmRefusedAtStartUp(t *testing.T) {
 	}
 	needTwoAllowedCPUs(t)
 	if os.Geteuid() != 0 {
-		t.Skip("needs root for a pids cgroup")
+		t.Skip("a cgroup of the test's own in the cgroup-v1 pids hierarchy (pids.max 1, so that the kernel refuses the SQPOLL thread) needs write access to it, root's")
 	}
 	const root = "/sys/fs/cgroup/pids"
 	if _, err := os.Stat(filepath.Join(root, "cgroup.procs")); err != nil {

@@ -20,7 +20,7 @@ import (
 // started on it then found it taken (EADDRINUSE).
 func TestHoldPort(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("a network namespace of its own needs root")
+		t.Skip("a network namespace of its own, whose local port range the test narrows to two ports, needs CAP_SYS_ADMIN (unshare CLONE_NEWNET): root")
 	}
 	done := make(chan struct{})
 	go func() {

@@ -51,7 +51,7 @@ func WireRequirements() error {
 	case errors.As(err, &te):
 		return fmt.Errorf("the wire topology needs %s(8): %w", te.Tool, te.Err)
 	case errors.Is(err, veth.ErrNotRoot):
-		return errors.New("the wire topology needs root (network namespaces)")
+		return errors.New("the wire topology needs root: it makes two network namespaces joined by a veth pair (CAP_SYS_ADMIN, CAP_NET_ADMIN)")
 	}
 	return err
 }

@@ -29,7 +29,7 @@ func TestDialMappedIPv4WithBindV6Only(t *testing.T) {
 		return
 	}
 	if os.Geteuid() != 0 {
-		t.Skip("a network namespace of its own needs root")
+		t.Skip("a network namespace of its own, where the test sets bindv6only without touching the host's, needs CAP_SYS_ADMIN (unshare CLONE_NEWNET): root")
 	}
 	if _, err := os.Stat("/proc/sys/net/ipv6/bindv6only"); err != nil {
 		t.Skipf("no IPv6 (booted with ipv6.disable=1?): %v", err)

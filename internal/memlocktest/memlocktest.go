@@ -4,10 +4,12 @@
 package memlocktest
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -15,36 +17,94 @@ import (
 )
 
 // Command returns a command that runs name with args without CAP_IPC_LOCK
-// (setpriv drops it from the inherited and bounding sets) under an
-// RLIMIT_MEMLOCK of limit bytes (prlimit). It skips t when the process is
-// not root or either tool is missing.
+// under an RLIMIT_MEMLOCK of limit bytes (prlimit). Run as root, setpriv
+// drops CAP_IPC_LOCK from the child's inherited and bounding sets; a
+// process that is not root and lacks CAP_IPC_LOCK runs the child under
+// prlimit alone, as the kernel already treats it so. It skips t where
+// either tool is missing, where this process is not root but has
+// CAP_IPC_LOCK (dropping it from the bounding set needs CAP_SETPCAP), and
+// where limit is above this process's hard limit (raising it needs
+// CAP_SYS_RESOURCE).
 //
 // Without CAP_IPC_LOCK the kernel charges io_uring memory to a count kept
 // per user and compares that count, not the process's own, with the
 // limit: every such process of the user shares it. go test runs packages
 // in parallel, so the test processes that run such children (engine,
-// bench, cmd/spindle) take turns: Command holds a lock file from its call
-// until t's cleanup, and a child that finds exactly one loop's room under
-// its limit is not short of it because another package's child holds a
-// ring. Other processes of the user without CAP_IPC_LOCK still count.
-// Calls from one process share its hold (the lock is one open file,
-// flock(2) locks being per open file). Call it from t's goroutine.
+// bench, cmd/spindle) take turns: Command holds a lock file of the user's
+// from its call until t's cleanup, and a child that finds exactly one
+// loop's room under its limit is not short of it because another
+// package's child holds a ring. Other processes of the user without
+// CAP_IPC_LOCK still count: where this process is not root, those are
+// this test binary itself and the other packages' tests running beside
+// it (Shared). Calls from one process share its hold (the lock is one
+// open file, flock(2) locks being per open file). Call it from t's
+// goroutine.
 func Command(t testing.TB, limit uint64, name string, args ...string) *exec.Cmd {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to drop CAP_IPC_LOCK from a child's bounding set")
-	}
-	setpriv, err := exec.LookPath("setpriv")
-	if err != nil {
-		t.Skipf("needs setpriv(1): %v", err)
-	}
 	prlimit, err := exec.LookPath("prlimit")
 	if err != nil {
 		t.Skipf("needs prlimit(1): %v", err)
 	}
+	full := []string{"--memlock=" + strconv.FormatUint(limit, 10), name}
+	if os.Geteuid() == 0 {
+		setpriv, err := exec.LookPath("setpriv")
+		if err != nil {
+			t.Skipf("needs setpriv(1): %v", err)
+		}
+		full = append([]string{"--inh-caps=-ipc_lock", "--bounding-set=-ipc_lock", prlimit}, full...)
+		prlimit = setpriv
+	} else {
+		if hasCapIPCLock() {
+			t.Skip("not root but with CAP_IPC_LOCK: dropping it from a child's bounding set needs CAP_SETPCAP (root)")
+		}
+		var lim unix.Rlimit
+		if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &lim); err != nil {
+			t.Fatal(os.NewSyscallError("getrlimit", err))
+		}
+		if lim.Max != unix.RLIM_INFINITY && limit > lim.Max {
+			t.Skipf("RLIMIT_MEMLOCK's hard limit is %d KiB: raising it to %d KiB for a child needs CAP_SYS_RESOURCE (root)", lim.Max>>10, limit>>10)
+		}
+	}
 	hold(t)
-	full := append([]string{"--inh-caps=-ipc_lock", "--bounding-set=-ipc_lock", prlimit, "--memlock=" + strconv.FormatUint(limit, 10), name}, args...)
-	return exec.Command(setpriv, full...)
+	return exec.Command(prlimit, append(full, args...)...)
+}
+
+// Shared reports why a child of Command may find less room under its
+// limit than the limit: "" where this process is root (its children's
+// count starts from the user's processes without CAP_IPC_LOCK, none in a
+// test run), else the reason, for a test that needs exact room to skip
+// with.
+func Shared() string {
+	if os.Geteuid() == 0 {
+		return ""
+	}
+	return fmt.Sprintf("not root: the kernel counts io_uring memory of processes without CAP_IPC_LOCK per user, and uid %d's count holds this test binary's rings and those of other packages' tests running beside it, so a child's room under its limit cannot be set exactly", os.Getuid())
+}
+
+// capIPCLock is CAP_IPC_LOCK's bit (linux/capability.h).
+const capIPCLock = 14
+
+// hasCapIPCLock reports whether CAP_IPC_LOCK is in this process's
+// effective set (CapEff in /proc/self/status; false where that is
+// unreadable).
+func hasCapIPCLock() bool {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	for line := range strings.Lines(string(status)) {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			eff, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && eff&(1<<capIPCLock) != 0
+		}
+	}
+	return false
+}
+
+// lockPath is the user's lock file: the count it guards is the user's,
+// and another user's file (mode 0600) is not this one's to open.
+func lockPath() string {
+	return filepath.Join(os.TempDir(), fmt.Sprintf("spindle-memlock-%d.lock", os.Getuid()))
 }
 
 // lock is this process's hold on the lock file: the file while held, and
@@ -60,7 +120,7 @@ func hold(t testing.TB) {
 	lock.mu.Lock()
 	defer lock.mu.Unlock()
 	if lock.users == 0 {
-		f, err := os.OpenFile(filepath.Join(os.TempDir(), "spindle-memlock.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+		f, err := os.OpenFile(lockPath(), os.O_CREATE|os.O_RDWR, 0o600)
 		if err != nil {
 			t.Fatal(err)
 		}

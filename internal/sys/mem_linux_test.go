@@ -511,7 +511,7 @@ func TestMapAnonHugeTLBPastCgroupLimit(t *testing.T) {
 		return
 	}
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to make a cgroup")
+		t.Skip("a cgroup v2 cgroup of the test's own with hugetlb.*.max 0, and a huge page added to the pool, need root")
 	}
 	root := cgroup2Root(t)
 	ctl, err := os.ReadFile(filepath.Join(root, "cgroup.controllers"))

@@ -17,8 +17,9 @@ import (
 var ErrNotSupported = errors.New("veth: not supported on this system")
 
 // ErrNotRoot is returned by Requirements and New when the process is not
-// root.
-var ErrNotRoot = errors.New("veth: needs root (network namespaces)")
+// root: making network namespaces and a veth pair between them, and
+// configuring them, takes CAP_SYS_ADMIN and CAP_NET_ADMIN.
+var ErrNotRoot = errors.New("veth: needs root: making network namespaces and a veth pair takes CAP_SYS_ADMIN and CAP_NET_ADMIN")
 
 // ToolError reports a tool that New needs but cannot find.
 type ToolError struct {
