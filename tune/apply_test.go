@@ -960,9 +960,15 @@ func kernelMask(set topo.CPUSet, nrCPUs int) string {
 // same boot, or one saved without a boot id, reverts as before.
 func TestRevertAfterReboot(t *testing.T) {
 	const bootID = "/proc/sys/kernel/random/boot_id"
+	// setBoot writes the fixture's boot id anew, read-only as the
+	// kernel's: the file it replaces is read-only too, which only root
+	// may open for writing.
 	setBoot := func(t *testing.T, root, id string) {
 		t.Helper()
 		if err := os.MkdirAll(filepath.Join(root, path.Dir(bootID)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(filepath.Join(root, bootID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(filepath.Join(root, bootID), []byte(id+"\n"), 0o444); err != nil {
