@@ -4,14 +4,16 @@
 package memlocktest
 
 import (
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -30,14 +32,14 @@ import (
 // per user and compares that count, not the process's own, with the
 // limit: every such process of the user shares it. go test runs packages
 // in parallel, so the test processes that run such children (engine,
-// bench, cmd/spindle) take turns: Command holds a lock file of the user's
+// bench, cmd/spindle) take turns: Command holds a lock of the user's
 // from its call until t's cleanup, and a child that finds exactly one
 // loop's room under its limit is not short of it because another
 // package's child holds a ring. Other processes of the user without
 // CAP_IPC_LOCK still count: where this process is not root, those are
 // this test binary itself and the other packages' tests running beside
 // it (Shared). Calls from one process share its hold (the lock is one
-// open file, flock(2) locks being per open file). Call it from t's
+// bound socket). Call it from t's
 // goroutine.
 func Command(t testing.TB, limit uint64, name string, args ...string) *exec.Cmd {
 	t.Helper()
@@ -101,42 +103,55 @@ func hasCapIPCLock() bool {
 	return false
 }
 
-// lockPath is the user's lock file: the count it guards is the user's,
-// and another user's file (mode 0600) is not this one's to open.
-func lockPath() string {
-	return filepath.Join(os.TempDir(), fmt.Sprintf("spindle-memlock-%d.lock", os.Getuid()))
+// lockName is the user's lock, an abstract Unix socket's name, bound
+// while held: the count it guards is the user's, and the kernel frees the
+// name when its socket closes, also when the process dies, so nothing is
+// left behind (a lock file in /tmp was, made 0600 by root's runs, which
+// another user could not open).
+func lockName() string {
+	return fmt.Sprintf("@spindle-memlock-%d", os.Getuid())
 }
 
-// lock is this process's hold on the lock file: the file while held, and
-// how many tests have yet to clean up.
+// tryLock binds lockName: the listener while held, nil while another
+// process holds it.
+func tryLock() (*net.UnixListener, error) {
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: lockName(), Net: "unix"})
+	if errors.Is(err, unix.EADDRINUSE) {
+		return nil, nil
+	}
+	return ln, err
+}
+
+// lock is this process's hold on the user's lock: its socket while held,
+// and how many tests have yet to clean up.
 var lock struct {
 	mu    sync.Mutex
-	file  *os.File
+	ln    *net.UnixListener
 	users int
 }
 
-// hold takes the lock file for t, until t's cleanup.
+// hold takes the user's lock for t, until t's cleanup, waiting while
+// another process holds it.
 func hold(t testing.TB) {
 	lock.mu.Lock()
 	defer lock.mu.Unlock()
-	if lock.users == 0 {
-		f, err := os.OpenFile(lockPath(), os.O_CREATE|os.O_RDWR, 0o600)
+	for lock.users == 0 && lock.ln == nil {
+		ln, err := tryLock()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-			f.Close()
-			t.Fatal(err)
+		if ln == nil {
+			time.Sleep(10 * time.Millisecond)
 		}
-		lock.file = f
+		lock.ln = ln
 	}
 	lock.users++
 	t.Cleanup(func() {
 		lock.mu.Lock()
 		defer lock.mu.Unlock()
 		if lock.users--; lock.users == 0 {
-			lock.file.Close()
-			lock.file = nil
+			lock.ln.Close()
+			lock.ln = nil
 		}
 	})
 }

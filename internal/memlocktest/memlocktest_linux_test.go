@@ -4,19 +4,17 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // TestCommandHeldAcrossCallsAndReleased: a test that makes several
 // children (doctor's cases) holds the lock once, not once per call (a
-// second flock on another open file of the same process waits for the
-// first forever), and the lock is free again once the tests have cleaned up.
+// second bind of the name in the same process waits for the first
+// forever); another process waits while it is held; and the lock is free
+// again once the tests have cleaned up.
 func TestCommandHeldAcrossCallsAndReleased(t *testing.T) {
 	// Command's own skips, here on the test's goroutine.
 	tools := []string{"prlimit"}
@@ -37,6 +35,14 @@ func TestCommandHeldAcrossCallsAndReleased(t *testing.T) {
 			for range 2 {
 				Command(t, 64<<10, "true")
 			}
+			// Another process's bind of the name, as this one's: refused
+			// while this test holds it.
+			if ln, err := tryLock(); ln != nil || err != nil {
+				t.Errorf("the lock while held: %v %v, want it taken", ln, err)
+				if ln != nil {
+					ln.Close()
+				}
+			}
 		}()
 		select {
 		case <-done:
@@ -44,22 +50,20 @@ func TestCommandHeldAcrossCallsAndReleased(t *testing.T) {
 			t.Fatal("the second Command of one test waited for the first's lock")
 		}
 	})
-	f, err := os.OpenFile(lockPath(), os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	ln, err := tryLock()
+	if ln == nil || err != nil {
 		t.Fatalf("the lock after the subtest's cleanup: %v, want it free", err)
 	}
+	ln.Close()
 }
 
 // TestCommandChild: the child runs under the limit without CAP_IPC_LOCK,
 // as root (setpriv) and as a user without it (prlimit alone), where it
 // ran only as root before, skipping elsewhere ("needs root to drop
 // CAP_IPC_LOCK from a child's bounding set") though such a process has no
-// CAP_IPC_LOCK to drop; and the lock is the user's own file, not one
-// another user made (root's, mode 0600, which this user cannot open).
+// CAP_IPC_LOCK to drop; and the lock is the user's own, not a file in
+// /tmp another user made (root's, mode 0600, which this user could not
+// open) and left behind.
 func TestCommandChild(t *testing.T) {
 	out, err := Command(t, 64<<10, "sh", "-c", "ulimit -Sl; ulimit -Hl; grep CapEff: /proc/self/status").Output()
 	if err != nil {
@@ -73,7 +77,7 @@ func TestCommandChild(t *testing.T) {
 	if err != nil || eff&(1<<capIPCLock) != 0 {
 		t.Errorf("child's CapEff %s (%v): want CAP_IPC_LOCK (bit %d) clear", f[3], err, capIPCLock)
 	}
-	if want := fmt.Sprintf("spindle-memlock-%d.lock", os.Getuid()); filepath.Base(lockPath()) != want {
-		t.Errorf("lock file %s, want the user's %s", lockPath(), want)
+	if want := fmt.Sprintf("@spindle-memlock-%d", os.Getuid()); lockName() != want {
+		t.Errorf("lock %s, want the user's %s", lockName(), want)
 	}
 }
