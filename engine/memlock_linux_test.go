@@ -27,6 +27,7 @@ type memlockCase struct {
 	cfg   Config
 	want  []Backend
 	exact bool // needs the room under limit to be the limit (memlocktest.Shared)
+	slab  bool // the rings fit and the send slab's registration does not
 }
 
 // memlockCases are the children of TestRingShortOfLockedMemoryRunsEpoll.
@@ -45,6 +46,9 @@ func memlockCases(t *testing.T) []memlockCase {
 		// The ring fits, its 512 KiB buffer ring does not: io-wq placed
 		// for a ring that is closed again.
 		{name: "buffer ring refused", limit: 400 << 10, loops: 1, cfg: Config{Backend: BackendURing, ReadBuffers: 1 << 15}},
+		// Room for one loop's rings, not for its send slab registered
+		// for SEND_ZC: the loop runs uring without SEND_ZC.
+		{name: "send slab refused", limit: one, loops: 1, cfg: Config{Backend: BackendURing, SendZCThreshold: 512}, want: []Backend{BackendURing}, exact: true, slab: true},
 	}
 }
 
@@ -114,7 +118,12 @@ func ringShortOfLockedMemory(t *testing.T, tc memlockCase) {
 	cfg.CPUs, cfg.Logf = allowed[:tc.loops], logs.logf
 	e := newEngine(t, &cfg, &echoHandler{})
 	if e.Backend() != cfg.Backend {
-		t.Skipf("New ran %s for %s: %q", e.Backend(), cfg.Backend, logs.all())
+		// Its probe ring refused: the limit is the user's count's, which
+		// the user's other rings take from where the parent is not root.
+		if err := e.Shutdown(context.Background()); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		t.Skipf("New ran %s for %s under RLIMIT_MEMLOCK %d KiB: %q", e.Backend(), cfg.Backend, tc.limit>>10, logs.all())
 	}
 	ln, err := e.Listen("tcp", "127.0.0.1:0", nil)
 	if err != nil {
@@ -154,6 +163,17 @@ func ringShortOfLockedMemory(t *testing.T, tc memlockCase) {
 		t.Fatal(err)
 	}
 	said := fmt.Sprintf("RLIMIT_MEMLOCK is %d KiB without CAP_IPC_LOCK, and %d uring loop(s) take about %d KiB of it", tc.limit>>10, tc.loops, need>>10)
+	if tc.slab {
+		// Its probe ring for SEND_ZC (sendZCUsable) refused, or the
+		// registration.
+		if n := logs.count("sending without SEND_ZC"); n != 1 || logs.count(said) != 1 || logs.count("io_uring refused") != 0 {
+			t.Errorf("said the slab's refusal %d times, want once, saying %q: %q", n, said, logs.all())
+		}
+		if zc := e.Stats().ZCSends; zc != 0 {
+			t.Errorf("%d SEND_ZC sends, the send slab unregistered", zc)
+		}
+		return
+	}
 	if n := logs.count("io_uring refused"); n != 1 || logs.count(said) != 1 {
 		t.Errorf("said the refusal %d times, want once, saying %q: %q", n, said, logs.all())
 	}

@@ -296,9 +296,9 @@ func (b *uringBackend) init(l *Loop) (err error) {
 		if err := sendZCUsable(); errors.Is(err, uring.ErrNotSupported) {
 			l.e.degraded(degradeSendZC, "engine: the kernel refuses SEND_ZC (%v); sending without SEND_ZC", err)
 		} else if err != nil {
-			l.e.degraded(degradeSendZC, "engine: could not ask the kernel whether SEND_ZC works (%v); sending without SEND_ZC", err)
+			l.e.degraded(degradeSendZC, "engine: could not ask the kernel whether SEND_ZC works (%v)%s; sending without SEND_ZC", err, memlockNote(&l.e.cfg, len(l.e.loops), err))
 		} else if err = r.RegisterBuffers([][]byte{l.chunks.regions[0]}); err != nil {
-			l.e.degraded(degradeSendZC, "engine: registering the send slab failed (%v); sending without SEND_ZC", err)
+			l.e.degraded(degradeSendZC, "engine: registering the send slab failed (%v)%s; sending without SEND_ZC", err, memlockNote(&l.e.cfg, len(l.e.loops), err))
 		} else {
 			b.zcMin = b.cfg.SendZCThreshold
 			b.zcChunks = int32(l.chunks.perRegion)
