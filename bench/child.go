@@ -256,11 +256,14 @@ const defaultUsageTimeout = 5 * time.Second
 // serverProc is a running server child, seen from the harness. Its methods
 // are called from one goroutine at a time.
 type serverProc struct {
-	cmd   *exec.Cmd
-	in    io.WriteCloser
-	out   *bufio.Reader
-	hello childHello
-	errb  *lockedBuffer
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Reader
+	// outPipe is out's pipe, for what the child wrote that the harness
+	// has yet to read (await).
+	outPipe *os.File
+	hello   childHello
+	errb    *lockedBuffer
 	// usageTimeout bounds usage; defaultUsageTimeout.
 	usageTimeout time.Duration
 	// stuck is set once a usage request went unanswered: the control
@@ -312,6 +315,7 @@ func startServerProcWithin(ctx context.Context, argv, env []string, timeout time
 		return nil, err
 	}
 	p := &serverProc{cmd: cmd, in: in, out: bufio.NewReader(outp), errb: &lockedBuffer{}, usageTimeout: defaultUsageTimeout}
+	p.outPipe, _ = outp.(*os.File)
 	cmd.Stderr = p.errb
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("bench: start server %v: %w", argv, err)
@@ -349,30 +353,46 @@ type line struct {
 // wait is what serverProc.await saw of the child while it waited.
 type wait struct {
 	// total is the time waited, runnable the part of it during which a
-	// thread of the child was runnable (running or waiting for a CPU).
-	total, runnable time.Duration
+	// thread of the child was runnable (running or waiting for a CPU),
+	// unread the part during which none was but what it wrote waited in
+	// the pipe for the harness (starved itself).
+	total, runnable, unread time.Duration
 }
+
+// asleep is the part of the wait the child could have answered in and
+// did not: neither runnable nor with its output unread.
+func (w wait) asleep() time.Duration { return w.total - w.runnable - w.unread }
 
 // await waits for got until the child has been able to answer for
 // timeout: the time counts only while none of its threads is runnable
 // (each look at their states, every tenth of the timeout, counts the time
-// since the one before), and a child runnable for usageHang without
-// answering is stuck too. It returns the line and true, or false when the
-// wait ended unanswered, timed out or done closed (nil: never).
+// since the one before) and nothing it wrote waits in the pipe for the
+// harness's reader, and a child runnable for usageHang without answering
+// is stuck too. It returns the line and true, or false when the wait
+// ended unanswered, timed out or done closed (nil: never).
+//
+// The child's answer written and the harness's own goroutines starved
+// (the test of a starved child spins a thread beside it; a loaded CI
+// host), a look found the child asleep again and counted the time since
+// the one before against it: "no answer within 1.54s" where the answer
+// sat in the pipe (TestAwaitAnswerUnread).
 func (p *serverProc) await(done <-chan struct{}, got <-chan line, timeout time.Duration) (line, wait, bool) {
 	start := time.Now()
 	look := time.NewTicker(max(timeout/10, time.Millisecond))
 	defer look.Stop()
 	var w wait
-	for last := start; w.total-w.runnable < timeout && w.total < usageHang; {
+	for last := start; w.asleep() < timeout && w.total < usageHang; {
 		select {
 		case l := <-got:
 			return l, w, true
 		case <-done:
 			return line{}, w, false
 		case now := <-look.C:
-			if p.runnable() {
+			switch {
+			case p.runnable():
 				w.runnable += now.Sub(last)
+			case pipeUnread(p.outPipe) > 0:
+				w.unread += now.Sub(last)
 			}
 			w.total = now.Sub(start)
 			last = now
@@ -392,6 +412,9 @@ func (p *serverProc) await(done <-chan struct{}, got <-chan line, timeout time.D
 func (p *serverProc) waited(w wait) string {
 	s := fmt.Sprintf("waited %v, the child runnable (running or waiting for a CPU) for %v of it and not runnable for the rest",
 		w.total.Round(time.Millisecond), w.runnable.Round(time.Millisecond))
+	if w.unread > 0 {
+		s += fmt.Sprintf(", %v of which with its output unread by the harness", w.unread.Round(time.Millisecond))
+	}
 	tasks, err := Proc{}.Tasks(p.cmd.Process.Pid)
 	if err != nil {
 		return s + fmt.Sprintf("; its threads: %v", err)
@@ -436,7 +459,7 @@ func (p *serverProc) usage() (ServerUsage, error) {
 	l, w, ok := p.await(nil, got, p.usageTimeout)
 	if !ok {
 		p.stuck = true
-		return u, fmt.Errorf("bench: server usage: no answer within %v: %s", w.total.Round(time.Millisecond), strings.TrimSpace(p.errb.String()))
+		return u, fmt.Errorf("bench: server usage: no answer within %v (%s): %s", w.total.Round(time.Millisecond), p.waited(w), strings.TrimSpace(p.errb.String()))
 	}
 	if l.err != nil {
 		return u, fmt.Errorf("bench: server usage: %w: %s", l.err, strings.TrimSpace(p.errb.String()))

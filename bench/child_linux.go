@@ -238,3 +238,18 @@ func signalGroup(pgid int, sig syscall.Signal) error {
 	}
 	return nil
 }
+
+// pipeUnread is how many bytes wait in pipe f for its reader (FIONREAD, which is TIOCINQ);
+// 0 where f is nil or the ioctl fails.
+func pipeUnread(f *os.File) int {
+	if f == nil {
+		return 0
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.TIOCINQ) })
+	return n
+}

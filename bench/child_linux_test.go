@@ -160,6 +160,46 @@ func TestHelloStarvedChild(t *testing.T) {
 	t.Logf("hello after %v", time.Since(start))
 }
 
+// TestAwaitAnswerUnread: a child that has answered and sleeps while the
+// harness's reader has yet to take the answer (its goroutines starved: a
+// loaded CI host, TestUsageStarvedChild's spinning thread) is not stuck.
+// await counted that time against the child: "no answer within 1.54s" in
+// TestUsageStarvedChild beside three CPU hogs, 1 run in 20, the answer in
+// the pipe. Here the reader is held 600 ms past a 100 ms timeout.
+func TestAwaitAnswerUnread(t *testing.T) {
+	skipUnlessLinux(t)
+	script := `echo '{"addr":"none"}'; read l; echo '{"user_ns":1}'; read l`
+	p, err := startServerProcWithin(context.Background(), []string{"/bin/sh", "-c", script}, nil, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.stop()
+	if _, err := io.WriteString(p.in, "usage\n"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); pipeUnread(p.outPipe) == 0 || p.runnable(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the child did not answer and sleep within 5s (%d bytes in the pipe, runnable %v)", pipeUnread(p.outPipe), p.runnable())
+		}
+	}
+	got := make(chan line, 1)
+	go func() {
+		time.Sleep(600 * time.Millisecond)
+		b, err := p.out.ReadBytes('\n')
+		got <- line{b, err}
+	}()
+	l, w, ok := p.await(nil, got, 100*time.Millisecond)
+	if !ok {
+		t.Fatalf("the answer waiting in the pipe was taken for no answer: %s", p.waited(w))
+	}
+	if l.err != nil || !strings.Contains(string(l.b), "user_ns") {
+		t.Fatalf("answer %q, %v", l.b, l.err)
+	}
+	if w.unread < 300*time.Millisecond {
+		t.Errorf("the wait counted %v with the answer unread, want most of 600ms", w.unread)
+	}
+}
+
 // TestHelloTimeout: a child asleep that never writes its hello fails after
 // the timeout, and the error says how long it was runnable (starved) and
 // not, the CPU time it used and its threads' states: the flat wait's

@@ -3,6 +3,7 @@
 package bench
 
 import (
+	"os"
 	"os/exec"
 	"syscall"
 )
@@ -21,3 +22,5 @@ func allowedCPUs() ([]int, error) { return nil, ErrNotSupported }
 func killGroupOnCancel(cmd *exec.Cmd) {}
 
 func signalGroup(pgid int, sig syscall.Signal) error { return ErrNotSupported }
+
+func pipeUnread(f *os.File) int { return 0 }
