@@ -2,6 +2,7 @@ package engine
 
 import (
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -1313,6 +1314,19 @@ func (c *Conn) Unacked() int { return c.sockQueue(unix.SIOCOUTQ) }
 // (SIOCINQ), 0 if unknown or closed. One system call, on the error paths
 // (Conn.peerReset). Loop goroutine.
 func (c *Conn) unread() int { return c.sockQueue(unix.SIOCINQ) }
+
+// tcpClosed reports whether the TCP socket fd is in TCP_CLOSE (the peer's
+// reset came, or the connection timed out): TCP_INFO's first byte,
+// tcpi_state, asked for alone (the kernel copies as much as is asked).
+func tcpClosed(fd int) bool {
+	n, err := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
+	if err != nil {
+		return false
+	}
+	var info [4]byte
+	binary.NativeEndian.PutUint32(info[:], uint32(n))
+	return info[0] == unix.BPF_TCP_CLOSE
+}
 
 // sockQueue is ioctl req (SIOCINQ, SIOCOUTQ) on c's socket, 0 where it
 // fails (closed, not a socket).

@@ -82,13 +82,19 @@ type uringBackend struct {
 	napiStatic     bool // with static tracking: napiAdd adds the ids
 	sqpoll         bool // the ring has an SQPOLL thread (after any fallback)
 	// recvLimit: receives are limited to the connection's recvBudget
-	// (uring.HasRecvLimit, with a high-water mark).
-	recvLimit bool
-	napiIDs   map[uint32]bool
-	lnArmed   []bool
-	maxChain  int   // linked SENDs per flush
-	zcMin     int   // SEND_ZC threshold, 0 = off
-	zcChunks  int32 // chunk ids below this lie in the registered region
+	// (uring.HasRecvLimit, with a high-water mark), and to issueBytes,
+	// what one issue of a multishot receive takes (recvIssueBuffers).
+	recvLimit  bool
+	issueBytes int
+	// probe lists the connections whose receive rearmRecv armed without
+	// the limit where the peer may have reset them meanwhile; poll looks
+	// at their sockets once it has submitted those receives (probeReset).
+	probe    []*Conn
+	napiIDs  map[uint32]bool
+	lnArmed  []bool
+	maxChain int   // linked SENDs per flush
+	zcMin    int   // SEND_ZC threshold, 0 = off
+	zcChunks int32 // chunk ids below this lie in the registered region
 	// zcUnsent counts, per chunk, the SEND_ZC requests that sent nothing
 	// (failed, or cancelled) and whose notification is to come: it
 	// reports a copy (uring.CQE.ZCCopied), which Stats.ZCCopied leaves
@@ -272,6 +278,7 @@ func (b *uringBackend) init(l *Loop) (err error) {
 	}
 	b.placeIOWQ(sqCPU, rc.AttachWQ != nil)
 	b.recvLimit = l.hwm > 0 && recvLimitUsable()
+	b.issueBytes = min(recvIssueBuffers*b.cfg.ReadBufferSize, math.MaxInt32)
 	b.maxChain = 16
 	if b.sqpoll {
 		b.maxChain = 1
@@ -880,12 +887,23 @@ func (b *uringBackend) cancel(target uint64) {
 	b.inflight++
 }
 
+// recvIssueBuffers bounds the buffers one limited multishot receive takes
+// (armRecv): at most what one issue of it takes, the first receive and
+// MULTISHOT_MAX_RETRY (32) more, less one. A multishot receive armed after
+// the peer's reset, on a socket holding more than one issue takes, posts
+// the data and never the end on Linux 6.18 (docs/KERNEL-QUIRKS.md); one
+// whose limit its first issue reaches ends there, and the next one, armed
+// again (handle), takes the rest the same way, the last one finding the
+// end. With the default 16 KiB buffers the high-water mark (256 KiB)
+// limits receives to 16 buffers already.
+const recvIssueBuffers = 32
+
 // armRecv starts receiving on c: a multishot recv on the buffer ring,
 // limited where the kernel can (6.17) to what c may still take below the
 // high-water mark (recvBudget), so that however late the cancel that
 // pauses c is processed, c receives no more than that limit (for an echo:
-// nothing past the mark). The limit ends the receive (its last CQE without
-// More) and handle arms the next one.
+// nothing past the mark), and to recvIssueBuffers buffers. The limit ends
+// the receive (its last CQE without More) and handle arms the next one.
 //
 // Without the limit, SQPOLL receives single-shot, re-armed after each
 // completion: the SQ thread processes the cancel whenever it next runs,
@@ -902,7 +920,7 @@ func (b *uringBackend) armRecv(c *Conn) {
 	} else {
 		q.PrepRecvMultishot(c.fd, bufGroup, false, 0, udata(opRecv, c.slot, c.gen))
 		if b.recvLimit {
-			q.SetRecvLimit(uint32(min(c.recvBudget(), math.MaxInt32)))
+			q.SetRecvLimit(uint32(min(c.recvBudget(), b.issueBytes)))
 		}
 	}
 	c.k.recv = 1
@@ -935,6 +953,48 @@ func (b *uringBackend) recvOnce(c *Conn) {
 	}
 }
 
+// rearmRecv arms c's receive again (armRecv) where the peer may have reset
+// c since its last receive ended: at ResumeRead, at the WriteHighWater
+// pause's end, after ENOBUFS (rearm), after a receive cancelled or ended
+// by the kernel (handle). Without the limit (before 6.17; SQPOLL receives
+// single-shot then) a multishot receive armed after the reset on a socket
+// holding more than one issue takes never ends (recvIssueBuffers): c is
+// listed for probeReset, which looks at its socket once the receive is
+// issued. Loop goroutine.
+func (b *uringBackend) rearmRecv(c *Conn) {
+	b.armRecv(c)
+	if !b.recvLimit && !b.sqpoll && c.bits&bitSendFailed == 0 && !c.unixPeer {
+		b.probe = append(b.probe, c)
+	}
+}
+
+// probeReset submits the receives rearmRecv listed and makes those of
+// connections whose peer has reset them (the socket in TCP_CLOSE: the
+// reset came before the receive was issued, which then may never end, or
+// after, which does no harm) receive single-shot, as after a write's
+// failure: c is kept to deliver what its socket holds, then ends with the
+// socket's error (Conn.peerReset, recvOnce). Looked at after the issue, a
+// reset that comes between the look and the issue cannot be missed. One
+// submission per poll that has any, and a getsockopt per such re-arm (not
+// per receive). Loop goroutine.
+func (b *uringBackend) probeReset() {
+	submitSQ(b.r)
+	for i, c := range b.probe {
+		b.probe[i] = nil
+		if c.state != stateOpen || c.k.closing || c.k.recv != 1 || c.bits&bitSendFailed != 0 || !tcpClosed(c.fd) {
+			continue
+		}
+		err := unix.ECONNRESET
+		if n, e := unix.GetsockoptInt(c.fd, unix.SOL_SOCKET, unix.SO_ERROR); e == nil && n != 0 {
+			err = unix.Errno(n)
+		}
+		if c.peerReset(c.opError("read", "recv", err)) {
+			b.recvOnce(c)
+		}
+	}
+	b.probe = b.probe[:0]
+}
+
 func (b *uringBackend) startConn(c *Conn) {
 	if c.paused == 0 {
 		b.armRecv(c)
@@ -958,7 +1018,7 @@ func (b *uringBackend) setRead(c *Conn, on bool) {
 	// is outstanding, paused and resumed per request) costs no cancel and
 	// re-arm, and a paused connection still learns of a reset.
 	if on && c.k.recv == 0 {
-		b.armRecv(c)
+		b.rearmRecv(c)
 	}
 	// on with recv == 2: re-armed when the cancelled recv ends.
 }
@@ -1195,6 +1255,9 @@ func (b *uringBackend) poll(timeout time.Duration) error {
 		b.starved = b.rearm(b.starved)
 	}
 	b.retry = b.rearm(b.retry)
+	if len(b.probe) > 0 {
+		b.probeReset()
+	}
 	// Completions set aside are handled after the enter: it must not
 	// wait for others. Looked at after the re-arms, whose submissions
 	// from a full SQ may set some aside (and with them any quiet SENDs'
@@ -1461,7 +1524,7 @@ func (b *uringBackend) rearm(list []*Conn) []*Conn {
 	for i, c := range list {
 		list[i] = nil
 		if c.state == stateOpen && c.paused == 0 && c.k.recv == 0 && !c.k.closing {
-			b.armRecv(c)
+			b.rearmRecv(c)
 		}
 	}
 	return list[:0]
@@ -1632,7 +1695,7 @@ func (b *uringBackend) handle(q uring.CQE) {
 		}
 		if final {
 			if c.k.recv == 0 && c.state == stateOpen && c.paused == 0 && !c.k.closing && q.Res != -int32(unix.ENOBUFS) {
-				b.armRecv(c)
+				b.rearmRecv(c)
 			}
 			b.done(c)
 		}

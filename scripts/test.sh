@@ -60,7 +60,7 @@ SPINDLE_TEST_BATCH_WAIT=100us go test -race -count=1 -timeout 20m ./engine/ || f
 
 stage "go test -race ./engine, receive paths without the 6.17 receive limit (older kernels; the uring backends)"
 SPINDLE_TEST_NO_RECV_LIMIT=1 go test -race -count=1 -timeout 20m \
-	-run 'TestEchoIntegrity|TestHalfClose|TestPeerReset|TestSlowReader|TestStarved|TestProxyForward|TestResumeInside|TestZeroAllocs|TestCloseLinger|TestTLSPausedInputCapped|TestWriteFailure|TestPausedResetDeliversHeld|TestUnixPeerClose' ./engine/ || failed=1
+	-run 'TestEchoIntegrity|TestHalfClose|TestPeerReset|TestSlowReader|TestStarved|TestProxyForward|TestResumeInside|TestZeroAllocs|TestCloseLinger|TestTLSPausedInputCapped|TestWriteFailure|TestPausedResetDeliversHeld|TestUnixPeerClose|TestRearmAfterPeerReset' ./engine/ || failed=1
 
 stage "go test -race ./bench"
 go test -race -count=1 -timeout 20m ./bench/ || failed=1
