@@ -2,10 +2,13 @@ package engine
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -27,7 +30,7 @@ func TestStarvedReceiveRearms(t *testing.T) {
 			cfg.CPUs = []int{runtime.NumCPU() - 1}
 			e, addr := startEngine(t, cfg, &echoHandler{})
 			for i := range 20 {
-				if err := burstEcho(addr, uint64(i), 1000, 1024); err != nil {
+				if err := burstEcho(e.Loops()[0], addr, uint64(i), 1000, 1024, 5*time.Second); err != nil {
 					t.Fatalf("connection %d: %v (%d receives ran out of buffers)", i, err, e.Stats().NoBufs)
 				}
 			}
@@ -37,14 +40,19 @@ func TestStarvedReceiveRearms(t *testing.T) {
 }
 
 // burstEcho writes msgs messages of size bytes with uneven gaps (up to 40
-// µs of spinning) while reading the echo back, and checks it. It fails when
-// the echo stops: nothing read for 5 s. The whole burst has no deadline:
-// through two 512-byte buffers a 1 MiB echo is some 2,000 receives, each a
-// round trip through the loop (and SQPOLL's thread), and on a loaded 2-CPU
-// machine one took 6.4 s, never waiting a second for its next bytes (a 5 s
-// deadline on the whole burst failed there now and then). A write blocked
-// by a server that stopped reading ends with the deferred Close.
-func burstEcho(addr string, seed uint64, msgs, size int) error {
+// µs of spinning) while reading the echo back from l's connection, and
+// checks it. It fails when the echo stops: nothing read for silence of the
+// time l's thread could run (loopWatch), asleep or running, as opposed to
+// runnable and kept off a CPU, which a loaded machine can do to a loop
+// pinned to one (or for a minute whatever the loop did); its error then
+// says what the loop was doing (loopWatch.String). The whole burst has no
+// deadline: through two 512-byte buffers a 1 MiB echo is some 2,000
+// receives, each a round trip through the loop (and SQPOLL's thread), and
+// on a loaded 2-CPU machine one took 6.4 s, never waiting a second for its
+// next bytes (a 5 s deadline on the whole burst failed there now and
+// then). A write blocked by a server that stopped reading ends with the
+// deferred Close.
+func burstEcho(l *Loop, addr string, seed uint64, msgs, size int, silence time.Duration) error {
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		return err
@@ -52,24 +60,33 @@ func burstEcho(addr string, seed uint64, msgs, size int) error {
 	defer c.Close()
 	msg := pattern(seed, size)
 	werr := make(chan error, 1)
+	var wrote atomic.Int64
 	go func() {
 		for k := range msgs {
 			if _, err := c.Write(msg); err != nil {
 				werr <- err
 				return
 			}
+			wrote.Add(1)
 			for t0 := time.Now(); time.Since(t0) < time.Duration(k%40)*time.Microsecond; {
 			}
 		}
 		werr <- nil
 	}()
 	got := make([]byte, msgs*size)
+	w := newLoopWatch(l)
 	for n := 0; n < len(got); {
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		c.SetReadDeadline(time.Now().Add(time.Second))
 		m, err := c.Read(got[n:])
 		n += m
+		if m > 0 && time.Since(w.at) > 100*time.Millisecond {
+			w.restart() // at most 100 ms before the last bytes came
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) && m == 0 && w.silent() < silence && time.Since(w.at) < time.Minute {
+			continue
+		}
 		if err != nil {
-			return fmt.Errorf("reading the echo, %d of %d bytes read: %w", n, len(got), err)
+			return fmt.Errorf("reading the echo, %d of %d bytes read, %d of %d messages written: %w; %v", n, len(got), wrote.Load(), msgs, err, w)
 		}
 	}
 	if err := <-werr; err != nil {
@@ -428,5 +445,54 @@ func TestStarvedReceiveRearmsWhenQuietSendOfSameReapingFreesBuffer(t *testing.T)
 				time.Sleep(2 * time.Millisecond)
 			}
 		})
+	}
+}
+
+// TestBurstEchoSaysStall: burstEcho fails where the loop could run and
+// left the echo, and says what it was doing: here the handler keeps every
+// buffer, the ring's two, so that the receive finds the ring empty and
+// starves, and the loop sleeps with the rest of the burst unread in its
+// socket. burstEcho counts as silence only the time the loop's thread was
+// not kept off a CPU (TestStarvedReceiveRearms, which under load had a
+// read wait 5 s where nothing said whether the loop slept or was not run):
+// a sleeping loop's is all of it.
+func TestBurstEchoSaysStall(t *testing.T) {
+	cfg := testConfig(BackendURing)
+	cfg.ReadBuffers, cfg.ReadBufferSize = 2, 512
+	cfg.CPUs = []int{runtime.NumCPU() - 1}
+	var kept []Buffer
+	keep := true
+	h := &BaseHandlerFunc{data: func(c *Conn, b Buffer) bool {
+		c.Write(b.Bytes())
+		if keep {
+			kept = append(kept, b)
+		}
+		return keep
+	}}
+	e, addr := startEngine(t, cfg, h)
+	l := e.Loops()[0]
+	t0 := time.Now()
+	err := burstEcho(l, addr, 0, 1000, 1024, 3*time.Second)
+	took := time.Since(t0)
+	onLoop(t, l, func() {
+		keep = false
+		for _, b := range kept {
+			b.Release()
+		}
+	})
+	if err == nil {
+		t.Fatal("the echo of a loop whose handler keeps every buffer came whole")
+	}
+	t.Log(err)
+	for _, want := range []string{"1024 of 1024000 bytes read", "S in io_cqring_wait", "starved 1,", "out 2,"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("burstEcho's error does not say %q", want)
+		}
+	}
+	// Asleep from the first message on, until CloseTimeout's sweep
+	// wakes it (7.5 s after the start): a watch that took the sleep for
+	// time kept off a CPU would fail only after that.
+	if took > 6*time.Second {
+		t.Errorf("burstEcho failed %v after its start, for a loop asleep from the first message on, 3s of silence allowed", took.Round(time.Millisecond))
 	}
 }
