@@ -33,10 +33,19 @@ func TestReloadDuringDrainRefused(t *testing.T) {
 		<-held
 		stopped := make(chan error, 1)
 		go func() { stopped <- stop() }()
-		waitFor(t, "the drain to begin", func() bool {
+		// Run marks itself stopping, then posts the drain to the loops
+		// (Proxy.drainHTTP): the response must not be released before
+		// the loop knows, or it goes out as any other (ci48b, epoll:
+		// "200 "u" (close false)").
+		waitFor(t, "the drain to begin on every loop", func() bool {
 			p.mu.RLock()
-			defer p.mu.RUnlock()
-			return p.stopping
+			stopping := p.stopping
+			p.mu.RUnlock()
+			draining := stopping
+			if stopping {
+				onLoops(p, func(ls *loopState) { draining = draining && ls.draining })
+			}
+			return draining
 		})
 		next := httpConfig(b, other.addr)
 		next.Listeners = append(next.Listeners, ListenerConfig{Name: "two", Listen: "127.0.0.1:0", Pool: "app", Mode: ModeHTTP})
