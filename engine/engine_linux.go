@@ -2,7 +2,6 @@ package engine
 
 import (
 	"crypto/tls"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -1316,16 +1315,10 @@ func (c *Conn) Unacked() int { return c.sockQueue(unix.SIOCOUTQ) }
 func (c *Conn) unread() int { return c.sockQueue(unix.SIOCINQ) }
 
 // tcpClosed reports whether the TCP socket fd is in TCP_CLOSE (the peer's
-// reset came, or the connection timed out): TCP_INFO's first byte,
-// tcpi_state, asked for alone (the kernel copies as much as is asked).
+// reset came, or the connection timed out): TCP_INFO's tcpi_state.
 func tcpClosed(fd int) bool {
-	n, err := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
-	if err != nil {
-		return false
-	}
-	var info [4]byte
-	binary.NativeEndian.PutUint32(info[:], uint32(n))
-	return info[0] == unix.BPF_TCP_CLOSE
+	ti, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
+	return err == nil && ti.State == unix.BPF_TCP_CLOSE
 }
 
 // sockQueue is ioctl req (SIOCINQ, SIOCOUTQ) on c's socket, 0 where it

@@ -5,8 +5,6 @@ import (
 	"net"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // TestPausedResetDeliversHeld: data that arrives while the handler has
@@ -91,10 +89,7 @@ func TestPausedResetDeliversHeld(t *testing.T) {
 				}
 				raw.(*net.TCPConn).SetLinger(0)
 				raw.Close()
-				waitFor(t, "the reset to reach the loop's socket", func() bool {
-					ti, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
-					return err == nil && ti.State == unix.BPF_TCP_CLOSE
-				})
+				waitFor(t, "the reset to reach the loop's socket", func() bool { return tcpClosed(fd) })
 				close(release)
 				released = true
 				// The loop handles what the kernel has for the paused

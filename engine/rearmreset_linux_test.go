@@ -222,10 +222,7 @@ func rearmAfterReset(t *testing.T, b Backend, path string) {
 	}
 	peer.(*net.TCPConn).SetLinger(0)
 	peer.Close()
-	waitFor(t, "the reset to reach the loop's socket", func() bool {
-		ti, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
-		return err == nil && ti.State == unix.BPF_TCP_CLOSE
-	})
+	waitFor(t, "the reset to reach the loop's socket", func() bool { return tcpClosed(fd) })
 	if n, _ := unix.IoctlGetInt(fd, unix.SIOCINQ); n <= 33*bufSize {
 		t.Fatalf("setup: %d bytes unread at the reset, want more than 33 buffers (%d)", n, 33*bufSize)
 	}

@@ -6,8 +6,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // TestTLSWriteFailureInHandshakeBounded: a TLS connection whose write
@@ -111,10 +109,7 @@ func TestTLSWriteFailureInHandshakeBounded(t *testing.T) {
 				close(releaseB)
 				t.Fatal("no open connection on the loop")
 			}
-			waitFor(t, "the reset to reach the server's socket", func() bool {
-				ti, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
-				return err == nil && ti.State == unix.BPF_TCP_CLOSE
-			})
+			waitFor(t, "the reset to reach the server's socket", func() bool { return tcpClosed(fd) })
 			close(releaseB)
 			select {
 			case err := <-ended:

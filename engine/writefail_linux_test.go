@@ -455,10 +455,7 @@ func peerAnswersAndResetsWith(t *testing.T, b Backend, cfg *Config, hk resetHook
 	}
 	nc.(*net.TCPConn).SetLinger(0)
 	nc.Close()
-	waitFor(t, "the reset to reach the loop's socket", func() bool {
-		ti, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
-		return err == nil && ti.State == unix.BPF_TCP_CLOSE
-	})
+	waitFor(t, "the reset to reach the loop's socket", func() bool { return tcpClosed(fd) })
 	close(release)
 	released = true
 	if hk.after != nil {
