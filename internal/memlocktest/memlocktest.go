@@ -10,11 +10,11 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/spindlenet/spindle/topo"
 	"golang.org/x/sys/unix"
 )
 
@@ -83,24 +83,16 @@ func Shared() string {
 	return fmt.Sprintf("not root: the kernel counts io_uring memory of processes without CAP_IPC_LOCK per user, and uid %d's count holds this test binary's rings and those of other packages' tests running beside it, so a child's room under its limit cannot be set exactly", os.Getuid())
 }
 
-// capIPCLock is CAP_IPC_LOCK's bit (linux/capability.h).
-const capIPCLock = 14
-
 // hasCapIPCLock reports whether CAP_IPC_LOCK is in this process's
-// effective set (CapEff in /proc/self/status; false where that is
-// unreadable).
+// effective set (topo.ParseCapIPCLock on /proc/self/status; false where
+// that is unreadable).
 func hasCapIPCLock() bool {
 	status, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return false
 	}
-	for line := range strings.Lines(string(status)) {
-		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
-			eff, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			return err == nil && eff&(1<<capIPCLock) != 0
-		}
-	}
-	return false
+	has, err := topo.ParseCapIPCLock(status)
+	return err == nil && has
 }
 
 // lockName is the user's lock, an abstract Unix socket's name, bound

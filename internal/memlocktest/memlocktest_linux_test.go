@@ -4,10 +4,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spindlenet/spindle/topo"
 )
 
 // TestCommandHeldAcrossCallsAndReleased: a test that makes several
@@ -73,9 +74,8 @@ func TestCommandChild(t *testing.T) {
 	if len(f) != 4 || f[0] != "64" || f[1] != "64" {
 		t.Fatalf("child's RLIMIT_MEMLOCK (soft, hard KiB) and CapEff: %q, want 64 and 64", out)
 	}
-	eff, err := strconv.ParseUint(f[3], 16, 64)
-	if err != nil || eff&(1<<capIPCLock) != 0 {
-		t.Errorf("child's CapEff %s (%v): want CAP_IPC_LOCK (bit %d) clear", f[3], err, capIPCLock)
+	if has, err := topo.ParseCapIPCLock([]byte("CapEff: " + f[3])); err != nil || has {
+		t.Errorf("child's CapEff %s (%v): want CAP_IPC_LOCK clear", f[3], err)
 	}
 	if want := fmt.Sprintf("@spindle-memlock-%d", os.Getuid()); lockName() != want {
 		t.Errorf("lock %s, want the user's %s", lockName(), want)
