@@ -576,7 +576,7 @@ func (p *planner) nicWrites(n *topo.NIC) error {
 	}
 	known := 0
 	for i := 0; i <= last; i++ {
-		cpu := irqCPUs[i%irqCPUs.Len()]
+		cpu := queueCPU(irqCPUs, i)
 		rx := slices.IndexFunc(n.RxQueues, func(q topo.RxQueue) bool { return q.Index == i })
 		if rx >= 0 {
 			q := n.RxQueues[rx]
@@ -833,7 +833,7 @@ func (p *planner) threadedNote(n *topo.NIC, irqCPUs topo.CPUSet) {
 		pin = "pin each thread to its queue's CPU: " + strings.Join(pins, "; ")
 	} else if irqCPUs.Len() > 0 {
 		for _, q := range n.RxQueues {
-			targets = targets.Union(topo.NewCPUSet(irqCPUs[q.Index%irqCPUs.Len()]))
+			targets = targets.Union(topo.NewCPUSet(queueCPU(irqCPUs, q.Index)))
 		}
 	}
 	s := fmt.Sprintf("%s has threaded NAPI: its napi/%s-* kernel threads poll its queues wherever the scheduler runs them, not on each queue interrupt's CPU, so the receive processing placed below does not go there; %s", n.Name, n.Name, pin)
@@ -843,6 +843,11 @@ func (p *planner) threadedNote(n *topo.NIC, irqCPUs topo.CPUSet) {
 	s += fmt.Sprintf(". Or turn threaded mode off first (echo 0 > /sys/class/net/%s/threaded). A thread made anew (threaded mode turned off and on, or the NAPI added again, as a veth's at down and up) starts unpinned, in the root cgroup", n.Name)
 	p.note("%s", s)
 }
+
+// queueCPU is the CPU of irqCPUs that nicWrites gives the interrupts of
+// queue index i (rx-i's, and tx-i's where it has one of its own): round
+// robin over irqCPUs, which is not empty.
+func queueCPU(irqCPUs topo.CPUSet, i int) int { return irqCPUs[i%irqCPUs.Len()] }
 
 // napiQueueCPU returns the CPU of irqCPUs that nicWrites gives the
 // interrupt of napi's queue, and the queue ("rx-2"): the receive queue
@@ -858,12 +863,12 @@ func napiQueueCPU(n *topo.NIC, napi topo.NAPI, irqCPUs topo.CPUSet) (int, string
 	} {
 		for _, q := range n.RxQueues {
 			if match(q.NAPIID, q.IRQ) {
-				return irqCPUs[q.Index%irqCPUs.Len()], fmt.Sprintf("rx-%d", q.Index)
+				return queueCPU(irqCPUs, q.Index), fmt.Sprintf("rx-%d", q.Index)
 			}
 		}
 		for _, q := range n.TxQueues {
 			if match(q.NAPIID, q.IRQ) {
-				return irqCPUs[q.Index%irqCPUs.Len()], fmt.Sprintf("tx-%d", q.Index)
+				return queueCPU(irqCPUs, q.Index), fmt.Sprintf("tx-%d", q.Index)
 			}
 		}
 	}
