@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -54,19 +53,26 @@ func newLoopWatch(l *Loop) *loopWatch {
 	return w
 }
 
-// schedstat reads the loop thread's run and run-queue wait times.
+// schedstat reads the loop thread's run and run-queue wait times (0 where
+// they cannot be read).
 func (w *loopWatch) schedstat() (run, wait time.Duration) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/schedstat", w.tid))
+	run, wait, _ = threadSchedstat(w.tid)
+	return run, wait
+}
+
+// threadSchedstat reads thread tid's (of this process) time on a CPU and
+// time waiting on a run queue, ready to run but not running: the first two
+// fields of /proc/self/task/<tid>/schedstat.
+func threadSchedstat(tid int) (run, wait time.Duration, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/schedstat", tid))
 	if err != nil {
-		return 0, 0
+		return 0, 0, err
 	}
-	f := strings.Fields(string(b))
-	if len(f) < 2 {
-		return 0, 0
+	var r, q int64
+	if _, err := fmt.Sscan(string(b), &r, &q); err != nil {
+		return 0, 0, fmt.Errorf("schedstat %q: %w", b, err)
 	}
-	r, _ := strconv.ParseInt(f[0], 10, 64)
-	q, _ := strconv.ParseInt(f[1], 10, 64)
-	return time.Duration(r), time.Duration(q)
+	return time.Duration(r), time.Duration(q), nil
 }
 
 // restart starts a new window now.

@@ -1,9 +1,7 @@
 package engine
 
 import (
-	"fmt"
 	"net"
-	"os"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -116,15 +114,11 @@ func TestLoopYields(t *testing.T) {
 // to run but not running (the second field of its schedstat). Any
 // goroutine.
 func runDelay(t *testing.T, l *Loop) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/schedstat", l.ThreadID()))
-	var onCPU, waited int64
-	if err == nil {
-		_, err = fmt.Sscan(string(b), &onCPU, &waited)
-	}
+	_, waited, err := threadSchedstat(l.ThreadID())
 	if err != nil {
 		t.Errorf("loop %d's schedstat: %v", l.ID(), err)
 	}
-	return time.Duration(waited)
+	return waited
 }
 
 // TestWaitCPU checks Stats.WaitCPUNanos on loopback, where sockets have no
